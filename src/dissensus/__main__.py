@@ -1,0 +1,3 @@
+from dissensus.cli import _entry
+
+_entry()

@@ -1,0 +1,1 @@
+"""CLI commands: concord (registered on import)."""

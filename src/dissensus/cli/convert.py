@@ -1,0 +1,123 @@
+"""CLI commands: ``dissensus convert llmbar|varierrnli`` (registered on import).
+
+Both write JSONL, one record per line, to standard output or ``--out``. A source item
+that cannot be converted is reported on stderr with its file, item and field (and
+written to ``--rejects`` when given); the rest is converted and the exit code is 3.
+A source without the expected layout is a usage error (exit 2).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from enum import Enum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from pydantic import BaseModel
+
+from dissensus.cli.app import app
+from dissensus.cli.common import check_input_path, exit_for, output_handle, progress
+from dissensus.convert.llmbar import find_subsets, iter_llmbar_panels, iter_llmbar_votes
+from dissensus.convert.skips import Skipped
+from dissensus.convert.varierrnli import iter_varierrnli_panels, load_varierrnli
+from dissensus.io.jsonl import write_jsonl_line
+
+__all__ = ["convert_app"]
+
+convert_app = typer.Typer(
+    help="Convert real panels (LLMBar judges, VariErrNLI annotators) to dissensus JSONL.",
+    no_args_is_help=True,
+)
+app.add_typer(convert_app, name="convert")
+
+
+class Strategy(str, Enum):
+    """LLMBar judging strategy."""
+
+    cot = "CoT"
+    vanilla = "Vanilla"
+    swap_cot = "Swap_CoT"
+
+
+class Shape(str, Enum):
+    """Output record type."""
+
+    panels = "panels"
+    votes = "votes"
+
+
+class _SkipLog:
+    """Reports every skipped item on stderr and, optionally, to a JSONL file."""
+
+    def __init__(self, path: str | None) -> None:
+        self.count = 0
+        self._path = path
+        self._lines: list[Skipped] = []
+
+    def __call__(self, skipped: Skipped) -> None:
+        self.count += 1
+        typer.echo(f"skipped {skipped.describe()}", err=True)
+        self._lines.append(skipped)
+
+    def flush(self) -> None:
+        if self._path is None:
+            return
+        with open(self._path, "w", encoding="utf-8") as handle:
+            for skipped in self._lines:
+                write_jsonl_line(handle, skipped)
+
+
+def _write(records: Iterator[BaseModel], out: str | None, description: str) -> int:
+    written = 0
+    with output_handle(out) as handle:
+        for record in progress(records, description=description):
+            # exclude_defaults drops unset optional fields; required ones (decision) stay.
+            handle.write(record.model_dump_json(exclude_defaults=True))
+            handle.write("\n")
+            written += 1
+    return written
+
+
+OutOption = Annotated[str | None, typer.Option("--out", "-o", help="Write JSONL here instead of standard output.")]
+RejectsOption = Annotated[
+    str | None, typer.Option("--rejects", help="Also write every skipped item (file, item, field, message) here as JSONL.")
+]
+
+
+@convert_app.command("llmbar")
+def convert_llmbar(
+    directory: Annotated[Path, typer.Argument(help="A directory laid out like LLMBar (every subset below it is read).")],
+    strategy: Annotated[Strategy, typer.Option("--strategy", help="Judging strategy to read.")] = Strategy.cot,
+    shape: Annotated[Shape, typer.Option("--as", help="panels (for route/decide) or votes (for guard).")] = Shape.panels,
+    out: OutOption = None,
+    rejects: RejectsOption = None,
+) -> None:
+    """LLMBar judge panels -> panels (one per item, 6 judges) or vote cases, gold kept."""
+    # Check the layout before any output is opened, so a wrong directory leaves no file.
+    find_subsets(directory, strategy.value)
+    skips = _SkipLog(rejects)
+    if shape is Shape.panels:
+        records: Iterator[BaseModel] = iter_llmbar_panels(directory, strategy.value, on_skip=skips)
+    else:
+        records = iter_llmbar_votes(directory, strategy.value, on_skip=skips)
+    _write(records, out, f"llmbar {strategy.value}")
+    skips.flush()
+    raise typer.Exit(code=exit_for(skips.count))
+
+
+@convert_app.command("varierrnli")
+def convert_varierrnli(
+    file: Annotated[str, typer.Argument(help="A VariErrNLI JSON file (e.g. VariErrNLI_dev.json).")],
+    out: OutOption = None,
+    rejects: RejectsOption = None,
+) -> None:
+    """VariErrNLI annotators -> panels (one agent per annotator, labels + explanations)."""
+    check_input_path(file)
+    if file == "-":
+        raise typer.BadParameter("reading VariErrNLI from standard input is not supported; give a file")
+    load_varierrnli(file)
+    skips = _SkipLog(rejects)
+    _write(iter_varierrnli_panels(file, on_skip=skips), out, "varierrnli")
+    skips.flush()
+    raise typer.Exit(code=exit_for(skips.count))

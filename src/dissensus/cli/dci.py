@@ -1,0 +1,1 @@
+"""CLI commands: dci (registered on import)."""

@@ -1,0 +1,1 @@
+"""CLI commands: guard (registered on import)."""

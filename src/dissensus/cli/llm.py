@@ -1,0 +1,1 @@
+"""CLI commands: llm (registered on import)."""

@@ -1,0 +1,1 @@
+"""CLI commands: pipeline (registered on import)."""

@@ -1,0 +1,1 @@
+"""CLI commands: route (registered on import)."""

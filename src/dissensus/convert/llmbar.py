@@ -1,0 +1,415 @@
+"""LLMBar judge panels -> dissensus panels or guard votes (DESIGN §1, real data).
+
+LLMBar (Zeng et al., ICLR 2024) recorded six LLM judges choosing the better of two
+outputs for an instruction, with a gold label. A directory laid out like LLMBar holds
+any number of *subsets*; a subset is a directory with ``dataset.json`` (a list of
+``{input, output_1, output_2, label}``) and ``evaluators/<judge>/<strategy>/result.json``
+(the same list, each item with ``results[0]["swap = False"]`` and, for some strategies,
+``results[0]["swap = True"]``, each ``{"winner": "1"|"2"|null, "completion": [text,
+finish_reason]}``; the winner is always in the original numbering).
+
+One item becomes one :class:`~dissensus.types.Panel`: one output per judge, decision =
+the winner, reasoning = the completion text, ``family`` = the judge's model family.
+
+Choices where the source and the seed are silent:
+
+* Subsets are found by walking the directory (sorted, so the order is stable); a
+  subset's name is its path relative to the directory with ``/`` separators
+  (``Adversarial/Neighbor``); when the directory itself is a subset, its own name.
+* Panel and vote ids are ``<subset>/<index>``, the index being the 0-based position in
+  ``dataset.json``.
+* Judges appear in a fixed order (GPT-4, ChatGPT, ChatGPT-0301, PaLM2, LLaMA2, Falcon);
+  judges not in that list follow, sorted by name, with family ``None``.
+* A null or missing winner is an *abstention* (``decision: None``), not an error and not
+  a vote. Any other winner than ``1``/``2`` makes the item malformed.
+* A judge whose completion text is empty has no reasoning trace, and a panel needs one
+  for every output; such a judge is left out of ``outputs`` (no text is invented for it,
+  since invented text would enter the similarity reading) and recorded in
+  ``meta.judges_without_trace`` as ``{judge: decision}``. In the votes format the trace
+  does not matter: such a judge still votes if it named a winner.
+* Every strategy's files hold a swapped-order run too; it is kept only for ``Swap_CoT``,
+  as the extra output fields ``swap_decision`` and ``swap_reasoning`` (``None`` when the
+  swapped run abstained or returned no text), the recorded "ask again under a
+  perturbation". In the votes format the swapped answers go to ``meta.swap_answers``.
+* Votes: judges have no retrieval, so ``evidence_source`` is ``parametric:<family>``
+  (``parametric:<judge>`` for an unknown judge) and ``evidence_present`` is ``False``;
+  abstainers cast no vote and are listed in ``meta.abstained``.
+* An item whose panel would have fewer than two agents (or case fewer than two voters),
+  whose gold label is not 1/2, or whose result entry is missing or mistyped is skipped and
+  reported through ``on_skip`` (see :mod:`dissensus.convert.skips`); the rest is converted.
+* A missing directory, a directory without any subset, a subset without any judge for the
+  strategy, or a file that is not a JSON list is a :class:`ConvertError` (exit code 2).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import ValidationError
+
+from dissensus.convert.skips import ConvertError, SkipHandler, Skipped, report_skip
+from dissensus.types import AgentOutput, Panel, Vote, VoteCase
+
+__all__ = [
+    "FAMILIES",
+    "JUDGE_ORDER",
+    "STRATEGIES",
+    "JudgeAnswer",
+    "LLMBarItem",
+    "LLMBarSubset",
+    "find_subsets",
+    "item_to_panel",
+    "item_to_votes",
+    "iter_llmbar_items",
+    "iter_llmbar_panels",
+    "iter_llmbar_votes",
+]
+
+Strategy = Literal["CoT", "Vanilla", "Swap_CoT"]
+STRATEGIES: tuple[str, ...] = ("CoT", "Vanilla", "Swap_CoT")
+"""The judging strategies LLMBar recorded."""
+
+JUDGE_ORDER: tuple[str, ...] = ("GPT-4", "ChatGPT", "ChatGPT-0301", "PaLM2", "LLaMA2", "Falcon")
+"""Output order of the known judges."""
+
+FAMILIES: dict[str, str] = {
+    "GPT-4": "OpenAI",
+    "ChatGPT": "OpenAI",
+    "ChatGPT-0301": "OpenAI",
+    "PaLM2": "Google",
+    "LLaMA2": "Meta",
+    "Falcon": "TII",
+}
+"""Model family of each known judge: judges of one family share a latent cause."""
+
+_ORIGINAL = "swap = False"
+_SWAPPED = "swap = True"
+_WINNERS = ("1", "2")
+
+
+@dataclass(frozen=True)
+class LLMBarSubset:
+    """One subset directory and the judges that have a result file for the strategy."""
+
+    name: str
+    """Path relative to the converted directory, ``/``-separated."""
+    path: Path
+    judges: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class JudgeAnswer:
+    """One judge's answer in one presentation order."""
+
+    decision: str | None
+    """``"1"`` / ``"2"`` in the original numbering, ``None`` for an abstention."""
+    reasoning: str
+    """The completion text, possibly empty."""
+
+
+@dataclass(frozen=True)
+class LLMBarItem:
+    """One item with every judge's answer, before it becomes a panel or a vote case."""
+
+    subset: str
+    index: int
+    strategy: str
+    input: str
+    output_1: str
+    output_2: str
+    gold: str
+    answers: dict[str, JudgeAnswer]
+    """Original-order answer per judge, in judge order."""
+    swapped: dict[str, JudgeAnswer]
+    """Swapped-order answer per judge (``Swap_CoT`` only, else empty)."""
+    dataset_file: str
+    """The ``dataset.json`` the item comes from (named when the item is skipped)."""
+
+    @property
+    def id(self) -> str:
+        return f"{self.subset}/{self.index}"
+
+
+def _judge_key(name: str) -> tuple[int, str]:
+    known = JUDGE_ORDER.index(name) if name in JUDGE_ORDER else len(JUDGE_ORDER)
+    return (known, name)
+
+
+def _check_strategy(strategy: str) -> None:
+    if strategy not in STRATEGIES:
+        raise ConvertError(f"unknown strategy {strategy!r}; expected one of {', '.join(STRATEGIES)}")
+
+
+def find_subsets(root: str | Path, strategy: str = "CoT") -> list[LLMBarSubset]:
+    """Every subset below ``root`` (``root`` included), with its judges for ``strategy``.
+
+    Raises :class:`ConvertError` when ``root`` is not a directory, holds no subset, or a
+    subset has no judge with a ``<strategy>/result.json``.
+    """
+    _check_strategy(strategy)
+    base = Path(root)
+    if not base.is_dir():
+        raise ConvertError(f"not a directory: {root}")
+    subsets: list[LLMBarSubset] = []
+    for current, dirs, files in os.walk(base):
+        dirs.sort()
+        if "dataset.json" not in files:
+            continue
+        here = Path(current)
+        # Below a subset only evaluators/ lives; do not look for subsets inside it.
+        dirs[:] = [d for d in dirs if d != "evaluators"]
+        evaluators = here / "evaluators"
+        judges = (
+            sorted(
+                (d.name for d in evaluators.iterdir() if (d / strategy / "result.json").is_file()),
+                key=_judge_key,
+            )
+            if evaluators.is_dir()
+            else []
+        )
+        rel = here.relative_to(base).as_posix()
+        name = base.resolve().name if rel == "." else rel
+        if not judges:
+            raise ConvertError(
+                f"{here}: subset {name!r} has no evaluators/<judge>/{strategy}/result.json"
+            )
+        subsets.append(LLMBarSubset(name=name, path=here, judges=tuple(judges)))
+    if not subsets:
+        raise ConvertError(
+            f"{root}: no LLMBar subset found (expected <subset>/dataset.json and "
+            f"<subset>/evaluators/<judge>/{strategy}/result.json)"
+        )
+    return subsets
+
+
+def _load_list(path: Path) -> list[Any]:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            data = json.load(handle)
+    except json.JSONDecodeError as exc:
+        raise ConvertError(f"{path}: invalid JSON: {exc.msg} (line {exc.lineno})") from exc
+    except OSError as exc:
+        raise ConvertError(f"{path}: cannot read: {exc.strerror}") from exc
+    if not isinstance(data, list):
+        raise ConvertError(f"{path}: expected a JSON list of items")
+    return data
+
+
+class _Malformed(Exception):
+    """Internal: the item at hand cannot be converted (file and field attached)."""
+
+    def __init__(self, file: Path, field: str, message: str) -> None:
+        super().__init__(message)
+        self.file = file
+        self.field = field
+        self.message = message
+
+
+def _answer(entry: Any, *, file: Path, field: str) -> JudgeAnswer:
+    if not isinstance(entry, dict):
+        raise _Malformed(file, field, "expected an object with winner and completion")
+    winner = entry.get("winner")
+    if isinstance(winner, int) and not isinstance(winner, bool):
+        winner = str(winner)
+    if winner is not None and winner not in _WINNERS:
+        raise _Malformed(file, f"{field}.winner", f"winner must be '1', '2' or null, got {winner!r}")
+    completion = entry.get("completion")
+    if isinstance(completion, list):
+        completion = completion[0] if completion else ""
+    if completion is None:
+        completion = ""
+    if not isinstance(completion, str):
+        raise _Malformed(file, f"{field}.completion", "completion text must be a string")
+    return JudgeAnswer(decision=winner, reasoning=completion)
+
+
+def _results_entry(results: list[Any], index: int, judge_file: Path, key: str) -> Any:
+    if index >= len(results):
+        raise _Malformed(judge_file, "<item>", "no result for this item (result.json is shorter than dataset.json)")
+    item = results[index]
+    if not isinstance(item, dict):
+        raise _Malformed(judge_file, "<item>", "expected an object")
+    runs = item.get("results")
+    if not isinstance(runs, list) or not runs or not isinstance(runs[0], dict):
+        raise _Malformed(judge_file, "results", "expected a non-empty list of objects")
+    if key not in runs[0]:
+        raise _Malformed(judge_file, f"results.0.{key}", "missing")
+    return runs[0][key]
+
+
+def _gold(raw: Any, dataset: Path) -> str:
+    label = raw.get("label")
+    if isinstance(label, int) and not isinstance(label, bool):
+        label = str(label)
+    if label not in _WINNERS:
+        raise _Malformed(dataset, "label", f"gold label must be 1 or 2, got {label!r}")
+    return str(label)
+
+
+def _text(raw: dict[str, Any], key: str, dataset: Path) -> str:
+    value = raw.get(key)
+    if not isinstance(value, str):
+        raise _Malformed(dataset, key, "missing or not a string")
+    return value
+
+
+def _build_item(
+    subset: LLMBarSubset,
+    strategy: str,
+    index: int,
+    raw: Any,
+    results: dict[str, list[Any]],
+) -> LLMBarItem:
+    dataset = subset.path / "dataset.json"
+    if not isinstance(raw, dict):
+        raise _Malformed(dataset, "<item>", "expected an object")
+    gold = _gold(raw, dataset)
+    instruction = _text(raw, "input", dataset)
+    answers: dict[str, JudgeAnswer] = {}
+    swapped: dict[str, JudgeAnswer] = {}
+    for judge in subset.judges:
+        judge_file = subset.path / "evaluators" / judge / strategy / "result.json"
+        entry = _results_entry(results[judge], index, judge_file, _ORIGINAL)
+        answers[judge] = _answer(entry, file=judge_file, field=f"results.0.{_ORIGINAL}")
+        if strategy == "Swap_CoT":
+            other = _results_entry(results[judge], index, judge_file, _SWAPPED)
+            swapped[judge] = _answer(other, file=judge_file, field=f"results.0.{_SWAPPED}")
+    return LLMBarItem(
+        subset=subset.name,
+        index=index,
+        strategy=strategy,
+        input=instruction,
+        output_1=_text(raw, "output_1", dataset),
+        output_2=_text(raw, "output_2", dataset),
+        gold=gold,
+        answers=answers,
+        swapped=swapped,
+        dataset_file=str(dataset),
+    )
+
+
+def iter_llmbar_items(
+    root: str | Path, strategy: str = "CoT", *, on_skip: SkipHandler | None = None
+) -> Iterator[LLMBarItem]:
+    """Every item of every subset below ``root``, one subset in memory at a time."""
+    for subset in find_subsets(root, strategy):
+        dataset = _load_list(subset.path / "dataset.json")
+        results = {
+            judge: _load_list(subset.path / "evaluators" / judge / strategy / "result.json")
+            for judge in subset.judges
+        }
+        for index, raw in enumerate(dataset):
+            try:
+                yield _build_item(subset, strategy, index, raw, results)
+            except _Malformed as bad:
+                report_skip(on_skip, Skipped(file=str(bad.file), item=str(index), field=bad.field, message=bad.message))
+
+
+def _meta(item: LLMBarItem) -> dict[str, Any]:
+    return {
+        "source": "LLMBar",
+        "subset": item.subset,
+        "index": item.index,
+        "strategy": item.strategy,
+        "gold": item.gold,
+        "input": item.input,
+        "output_1": item.output_1,
+        "output_2": item.output_2,
+    }
+
+
+def _output(judge: str, answer: JudgeAnswer, swapped: JudgeAnswer | None) -> AgentOutput:
+    fields: dict[str, Any] = {
+        "agent": judge,
+        "decision": answer.decision,
+        "reasoning": answer.reasoning,
+        "family": FAMILIES.get(judge),
+    }
+    if swapped is not None:
+        fields["swap_decision"] = swapped.decision
+        fields["swap_reasoning"] = swapped.reasoning if swapped.reasoning.strip() else None
+    return AgentOutput.model_validate(fields)
+
+
+def item_to_panel(item: LLMBarItem) -> Panel:
+    """The panel of one item (raises ``ValueError`` when fewer than two judges have a trace)."""
+    outputs: list[AgentOutput] = []
+    without_trace: dict[str, str | None] = {}
+    for judge, answer in item.answers.items():
+        if not answer.reasoning.strip():
+            without_trace[judge] = answer.decision
+            continue
+        outputs.append(_output(judge, answer, item.swapped.get(judge)))
+    meta = _meta(item)
+    if without_trace:
+        meta["judges_without_trace"] = without_trace
+    try:
+        return Panel(id=item.id, meta=meta, outputs=outputs)
+    except ValidationError as exc:
+        raise ValueError(f"{len(outputs)} judge(s) with a reasoning trace: {exc.errors()[0]['msg']}") from exc
+
+
+def _source(judge: str) -> str:
+    family = FAMILIES.get(judge)
+    return f"parametric:{family}" if family else f"parametric:{judge}"
+
+
+def item_to_votes(item: LLMBarItem) -> VoteCase:
+    """The vote case of one item (raises ``ValueError`` when fewer than two judges voted)."""
+    votes = [
+        Vote(
+            agent=judge,
+            answer=answer.decision,
+            evidence_source=_source(judge),
+            evidence_present=False,
+            confidence=None,
+            family=FAMILIES.get(judge),
+        )
+        for judge, answer in item.answers.items()
+        if answer.decision is not None
+    ]
+    meta: dict[str, Any] = {
+        "source": "LLMBar",
+        "subset": item.subset,
+        "index": item.index,
+        "strategy": item.strategy,
+        "abstained": [judge for judge, answer in item.answers.items() if answer.decision is None],
+    }
+    if item.swapped:
+        meta["swap_answers"] = {judge: answer.decision for judge, answer in item.swapped.items()}
+    try:
+        return VoteCase(id=item.id, votes=votes, gold=item.gold, meta=meta)
+    except ValidationError as exc:
+        raise ValueError(f"{len(votes)} judge(s) voted: {exc.errors()[0]['msg']}") from exc
+
+
+def iter_llmbar_panels(
+    root: str | Path, strategy: str = "CoT", *, on_skip: SkipHandler | None = None
+) -> Iterator[Panel]:
+    """One :class:`Panel` per item of every subset below ``root``.
+
+    >>> panels = iter_llmbar_panels("../shared/data/llmbar", "Swap_CoT")  # doctest: +SKIP
+    >>> next(panels).outputs[0].swap_decision  # doctest: +SKIP
+    '1'
+    """
+    for item in iter_llmbar_items(root, strategy, on_skip=on_skip):
+        try:
+            yield item_to_panel(item)
+        except ValueError as exc:
+            report_skip(on_skip, Skipped(file=item.dataset_file, item=str(item.index), field="outputs", message=str(exc)))
+
+
+def iter_llmbar_votes(
+    root: str | Path, strategy: str = "CoT", *, on_skip: SkipHandler | None = None
+) -> Iterator[VoteCase]:
+    """One :class:`VoteCase` (the guard's input) per item of every subset below ``root``."""
+    for item in iter_llmbar_items(root, strategy, on_skip=on_skip):
+        try:
+            yield item_to_votes(item)
+        except ValueError as exc:
+            report_skip(on_skip, Skipped(file=item.dataset_file, item=str(item.index), field="votes", message=str(exc)))

@@ -1,0 +1,177 @@
+"""VariErrNLI annotations -> dissensus panels of human annotators (DESIGN §1, real data).
+
+VariErrNLI (as released for the LeWiDi 2025 shared task) is a JSON object keyed by item
+id; each item holds an NLI pair (``text.context``, ``text.statement``), ``annotations``
+(annotator -> comma-separated labels), ``annotators`` (one entry per annotation, in the
+order of ``other_info.explanations``), ``soft_label`` and ``split``. Each annotator is
+one agent: a human panel with reasoning traces and decisions.
+
+Choices where the source and the seed are silent:
+
+* Explanations are matched to labels by occurrence: the k-th time an annotator appears
+  in ``annotators`` is the explanation of that annotator's k-th label. The counts must
+  agree, otherwise the item is malformed.
+* An annotator who gave several labels has ``decision`` = the *first* label listed (the
+  order the source gives); all labels are kept in the extra output field ``labels`` and
+  the explanations, one per label in label order, are joined with a blank line into
+  ``reasoning`` (each is also kept in the extra field ``explanations``).
+* Agents are ordered by annotator id as they first appear in ``annotations``.
+* Panel id = the item key; ``meta`` = ``{source, split, context, statement, soft_label}``
+  (``soft_label`` as in the source: label -> {"0": p, "1": p}), plus ``label_counts``
+  (label -> number of annotators who gave it, every label of a multi-label annotator
+  counted).
+* An item with fewer than two annotators is not a panel; it is skipped and reported
+  through ``on_skip`` like a malformed item (see :mod:`dissensus.convert.skips`).
+* A file that cannot be read or is not a JSON object is a :class:`ConvertError`
+  (exit code 2).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from dissensus.convert.skips import ConvertError, SkipHandler, Skipped, report_skip
+from dissensus.types import AgentOutput, Panel
+
+__all__ = ["item_to_panel", "iter_varierrnli_panels", "load_varierrnli"]
+
+
+class _Malformed(ValueError):
+    """Internal: the item is not a panel (the failing field attached)."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+        self.message = message
+
+
+def load_varierrnli(path: str | Path) -> dict[str, Any]:
+    """The file's items, keyed by item id (raises :class:`ConvertError` if unreadable)."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            data = json.load(handle)
+    except json.JSONDecodeError as exc:
+        raise ConvertError(f"{path}: invalid JSON: {exc.msg} (line {exc.lineno})") from exc
+    except OSError as exc:
+        raise ConvertError(f"{path}: cannot read: {exc.strerror}") from exc
+    if not isinstance(data, dict):
+        raise ConvertError(f"{path}: expected a JSON object keyed by item id")
+    return data
+
+
+def _strings(value: Any, field: str) -> list[str]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise _Malformed(field, "expected a list of strings")
+    return value
+
+
+def _split_labels(annotations: Any) -> dict[str, list[str]]:
+    if not isinstance(annotations, dict) or not annotations:
+        raise _Malformed("annotations", "expected a non-empty object annotator -> labels")
+    labels: dict[str, list[str]] = {}
+    for annotator, raw in annotations.items():
+        if not isinstance(raw, str):
+            raise _Malformed(f"annotations.{annotator}", "expected comma-separated labels")
+        parts = [p.strip() for p in raw.split(",") if p.strip()]
+        if not parts:
+            raise _Malformed(f"annotations.{annotator}", "no label")
+        labels[annotator] = parts
+    return labels
+
+
+def _explanations_by_annotator(item: dict[str, Any], labels: dict[str, list[str]]) -> dict[str, list[str]]:
+    order = item.get("annotators")
+    if not isinstance(order, str):
+        raise _Malformed("annotators", "expected a comma-separated string")
+    sequence = [a.strip() for a in order.split(",") if a.strip()]
+    info = item.get("other_info")
+    if not isinstance(info, dict):
+        raise _Malformed("other_info", "expected an object with explanations")
+    explanations = _strings(info.get("explanations"), "other_info.explanations")
+    if len(sequence) != len(explanations):
+        raise _Malformed(
+            "other_info.explanations",
+            f"{len(explanations)} explanations for {len(sequence)} annotations in 'annotators'",
+        )
+    counts = Counter(sequence)
+    for annotator, given in labels.items():
+        if counts.get(annotator, 0) != len(given):
+            raise _Malformed(
+                "annotators",
+                f"{annotator} appears {counts.get(annotator, 0)} time(s) but gave {len(given)} label(s)",
+            )
+    unknown = sorted(set(sequence) - set(labels))
+    if unknown:
+        raise _Malformed("annotators", f"annotator(s) without annotations: {', '.join(unknown)}")
+    grouped: dict[str, list[str]] = {a: [] for a in labels}
+    for annotator, text in zip(sequence, explanations, strict=True):
+        grouped[annotator].append(text)
+    return grouped
+
+
+def _text(item: dict[str, Any], key: str) -> str:
+    text = item.get("text")
+    if not isinstance(text, dict) or not isinstance(text.get(key), str):
+        raise _Malformed(f"text.{key}", "missing or not a string")
+    return str(text[key])
+
+
+def item_to_panel(key: str, item: Any) -> Panel:
+    """The panel of one item; raises ``ValueError`` (with the field) if it is not one."""
+    if not isinstance(item, dict):
+        raise _Malformed("<item>", "expected an object")
+    labels = _split_labels(item.get("annotations"))
+    explained = _explanations_by_annotator(item, labels)
+    outputs: list[AgentOutput] = []
+    for annotator, given in labels.items():
+        texts = explained[annotator]
+        if not any(t.strip() for t in texts):
+            raise _Malformed(f"annotations.{annotator}", "no explanation text")
+        outputs.append(
+            AgentOutput.model_validate(
+                {
+                    "agent": annotator,
+                    "decision": given[0],
+                    "reasoning": "\n\n".join(t for t in texts if t.strip()),
+                    "labels": given,
+                    "explanations": texts,
+                }
+            )
+        )
+    if len(outputs) < 2:
+        raise _Malformed("annotations", f"{len(outputs)} annotator(s): a panel needs at least two")
+    counts: Counter[str] = Counter(label for given in labels.values() for label in given)
+    meta = {
+        "source": "VariErrNLI",
+        "split": item.get("split"),
+        "context": _text(item, "context"),
+        "statement": _text(item, "statement"),
+        "soft_label": item.get("soft_label"),
+        "label_counts": dict(sorted(counts.items())),
+    }
+    try:
+        return Panel(id=key, meta=meta, outputs=outputs)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise _Malformed(".".join(str(p) for p in first["loc"]) or "<item>", first["msg"]) from exc
+
+
+def iter_varierrnli_panels(path: str | Path, *, on_skip: SkipHandler | None = None) -> Iterator[Panel]:
+    """One :class:`Panel` per item of a VariErrNLI file, in file order.
+
+    >>> panels = list(iter_varierrnli_panels("VariErrNLI_dev.json"))  # doctest: +SKIP
+    >>> panels[0].meta["split"]  # doctest: +SKIP
+    'dev'
+    """
+    data = load_varierrnli(path)
+    for key, item in data.items():
+        try:
+            yield item_to_panel(str(key), item)
+        except _Malformed as bad:
+            report_skip(on_skip, Skipped(file=str(path), item=str(key), field=bad.field, message=bad.message))

@@ -1,0 +1,211 @@
+"""The DCI interaction grammar: 14 typed epistemic acts in 6 families, as data (seed 004).
+
+Every utterance in a deliberation is exactly one act with exactly one target: an option
+(``o<n>``), a tension (``t<n>``) or an earlier act (``a<n>``). The task's question is the
+root act ``a0``, so the very first ``frame`` has something to target.
+
+Choices where the seed is silent:
+
+* Which target kinds each act accepts (the seed names the acts and families only).
+  ``propose`` targets the act it answers (usually the frame or ``a0``); ``spawn`` and
+  ``extend`` target the option they build on; ``challenge``/``ask`` open a tension on
+  their target; ``bridge`` targets a tension; ``recommend`` targets an option.
+* ``propose`` and ``spawn`` must carry the text of the new option.
+* Validation never repairs an act. :func:`check_act` returns the list of problems; the
+  flow re-asks the participant with them and records a failure when the re-asks run out.
+
+>>> ACTS["challenge"].family
+<ActFamily.CRITICAL: 'critical'>
+>>> len(ACTS), len({spec.family for spec in ACTS.values()})
+(14, 6)
+"""
+
+from __future__ import annotations
+
+import re
+from enum import StrEnum
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from dissensus.errors import ConfigError
+
+__all__ = [
+    "ACTS",
+    "ActFamily",
+    "ActSpec",
+    "RawAct",
+    "TargetKind",
+    "act_spec",
+    "check_act",
+    "parse_target",
+]
+
+
+class ActFamily(StrEnum):
+    """The six act families and the cognitive function each carries."""
+
+    ORIENTING = "orienting"
+    GENERATIVE = "generative"
+    CRITICAL = "critical"
+    INTEGRATIVE = "integrative"
+    EPISTEMIC = "epistemic"
+    DECISIONAL = "decisional"
+
+
+class TargetKind(StrEnum):
+    """What an act may point at."""
+
+    OPTION = "option"
+    TENSION = "tension"
+    ACT = "act"
+
+
+class ActSpec(BaseModel):
+    """One act of the grammar."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    """Act name as spoken by participants."""
+    family: ActFamily
+    """The family the act belongs to."""
+    description: str
+    """One line, shown to participants in the stage instructions."""
+    targets: frozenset[TargetKind]
+    """Target kinds the act accepts."""
+    needs_option_text: bool = False
+    """The act creates an option and must carry its text."""
+
+
+def _spec(name: str, family: ActFamily, description: str, *targets: TargetKind, option: bool = False) -> ActSpec:
+    return ActSpec(name=name, family=family, description=description, targets=frozenset(targets), needs_option_text=option)
+
+
+_O, _T, _A = TargetKind.OPTION, TargetKind.TENSION, TargetKind.ACT
+
+ACTS: dict[str, ActSpec] = {
+    spec.name: spec
+    for spec in (
+        _spec("frame", ActFamily.ORIENTING, "define how to view the problem", _A),
+        _spec("clarify", ActFamily.ORIENTING, "remove ambiguity or distinguish concepts", _O, _T, _A),
+        _spec("reframe", ActFamily.ORIENTING, "change the angle from which the problem is seen", _T, _A),
+        _spec("propose", ActFamily.GENERATIVE, "put forward a candidate option (give its text)", _A, option=True),
+        _spec("extend", ActFamily.GENERATIVE, "build on an option (amend or strengthen it)", _O),
+        _spec("spawn", ActFamily.GENERATIVE, "derive a new option from an existing one (give its text)", _O, option=True),
+        _spec("ask", ActFamily.CRITICAL, "open a useful question", _O, _T, _A),
+        _spec("challenge", ActFamily.CRITICAL, "test a weakness, assumption or consequence", _O, _A),
+        _spec("bridge", ActFamily.INTEGRATIVE, "connect positions to settle a tension", _T),
+        _spec("synthesize", ActFamily.INTEGRATIVE, "integrate the deliberation into a judgement", _O, _A),
+        _spec("recall", ActFamily.INTEGRATIVE, "bring back an earlier point that matters now", _A),
+        _spec("ground", ActFamily.EPISTEMIC, "attach evidence to an option, tension or act", _O, _T, _A),
+        _spec("update", ActFamily.EPISTEMIC, "revise a position in the light of what was said", _O, _T, _A),
+        _spec("recommend", ActFamily.DECISIONAL, "recommend an option and score every live option", _O),
+    )
+}
+
+_TARGET_RE = re.compile(r"^(?P<kind>[ota])(?P<num>\d+)$")
+_KIND_OF_PREFIX = {"o": TargetKind.OPTION, "t": TargetKind.TENSION, "a": TargetKind.ACT}
+
+
+def act_spec(name: str, *, field: str = "act") -> ActSpec:
+    """The spec of act ``name``; a :class:`ConfigError` naming ``field`` if unknown."""
+    spec = ACTS.get(name)
+    if spec is None:
+        raise ConfigError(f"unknown act {name!r}; known acts: {', '.join(sorted(ACTS))}", field=field)
+    return spec
+
+
+def parse_target(target: str) -> tuple[TargetKind, str] | None:
+    """``"o3"`` -> ``(OPTION, "o3")``; ``None`` when the string is not a target id."""
+    match = _TARGET_RE.match(target.strip())
+    if match is None:
+        return None
+    return _KIND_OF_PREFIX[match.group("kind")], match.group(0)
+
+
+class RawAct(BaseModel):
+    """An act as a participant speaks it, before validation (the structured-output schema)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    act: str
+    """One of the 14 act names."""
+    target: str
+    """``o<n>`` (option), ``t<n>`` (tension) or ``a<n>`` (earlier act)."""
+    text: str
+    """The substance of the act."""
+    option: str | None = None
+    """Text of the new option (``propose``, ``spawn``) or of the amendment (``extend``)."""
+    blocking: bool = False
+    """``challenge`` only: the objection blocks convergence on its target while open."""
+    resolves: bool = False
+    """``update``/``bridge`` on a tension: the speaker considers the tension settled."""
+    scores: dict[str, float] | None = None
+    """``recommend`` only: a score in [0, 1] for every live option."""
+    confidence: float | None = Field(default=None, ge=0.0, le=1.0)
+    """Self-reported confidence in [0, 1]."""
+    evidence: list[str] = Field(default_factory=list)
+    """Evidence items cited (``ground``, ``recommend``, ``synthesize``)."""
+    reopen_conditions: list[str] = Field(default_factory=list)
+    """``synthesize`` only: observable conditions under which the decision is reopened."""
+    next_actions: list[str] = Field(default_factory=list)
+    """``synthesize`` only: concrete next steps."""
+
+
+def check_act(
+    raw: RawAct,
+    *,
+    allowed: frozenset[str],
+    known_targets: frozenset[str],
+    live_options: frozenset[str] = frozenset(),
+) -> list[str]:
+    """Every problem with ``raw`` in this stage; an empty list means the act is valid.
+
+    ``allowed`` are the act names the stage admits, ``known_targets`` every id that
+    exists in the workspace, ``live_options`` the options a ``recommend`` must score.
+    """
+    spec = ACTS.get(raw.act)
+    if spec is None:
+        return [f"unknown act {raw.act!r}; use one of {', '.join(sorted(allowed))}"]
+    problems: list[str] = []
+    if raw.act not in allowed:
+        problems.append(f"act {raw.act!r} is not allowed in this stage; use one of {', '.join(sorted(allowed))}")
+    parsed = parse_target(raw.target)
+    if parsed is None:
+        problems.append(f"target {raw.target!r} is not an id like o1, t1 or a1")
+    else:
+        kind, ident = parsed
+        if kind not in spec.targets:
+            kinds = ", ".join(sorted(k.value for k in spec.targets))
+            problems.append(f"act {raw.act!r} cannot target a {kind.value}; it targets: {kinds}")
+        elif ident not in known_targets:
+            problems.append(f"target {ident!r} does not exist")
+    if not raw.text.strip():
+        problems.append("text must not be empty")
+    if spec.needs_option_text and not (raw.option or "").strip():
+        problems.append(f"act {raw.act!r} must give the option text in 'option'")
+    if raw.blocking and raw.act != "challenge":
+        problems.append("only a challenge can be blocking")
+    if raw.act == "recommend":
+        problems.extend(_check_scores(raw, live_options))
+    elif raw.scores:
+        problems.append("only a recommend act carries scores")
+    return problems
+
+
+def _check_scores(raw: RawAct, live_options: frozenset[str]) -> list[str]:
+    problems: list[str] = []
+    scores = raw.scores or {}
+    missing = sorted(live_options - scores.keys())
+    extra = sorted(scores.keys() - live_options)
+    if missing:
+        problems.append(f"scores missing for {', '.join(missing)}")
+    if extra:
+        problems.append(f"scores given for options that are not live: {', '.join(extra)}")
+    bad = sorted(k for k, v in scores.items() if not 0.0 <= v <= 1.0)
+    if bad:
+        problems.append(f"scores must lie in [0, 1]: {', '.join(bad)}")
+    parsed = parse_target(raw.target)
+    if parsed is not None and parsed[0] is TargetKind.OPTION and parsed[1] not in live_options:
+        problems.append(f"recommend must target a live option, not {parsed[1]!r}")
+    return problems

@@ -1,0 +1,116 @@
+"""Streaming JSONL input with per-line rejects.
+
+Every command that reads records line by line goes through :func:`read_models`:
+it yields either a validated model or a :class:`Reject` naming the file, the line
+number (1-based) and the field that failed, so that good records are processed and
+bad ones reported, and memory never grows with the number of lines.
+
+Choices: blank lines are skipped silently (they are not records); a line that is
+valid JSON but not an object is rejected with field ``<root>``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import IO, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+__all__ = ["Reject", "RejectSink", "open_text", "read_models", "write_jsonl_line"]
+
+M = TypeVar("M", bound=BaseModel)
+
+
+class Reject(BaseModel):
+    """A record that could not be accepted, with where and why."""
+
+    file: str
+    line: int
+    field: str
+    message: str
+    raw: str = ""
+
+    def describe(self) -> str:
+        return f"{self.file}:{self.line}: field {self.field!r}: {self.message}"
+
+
+@contextmanager
+def open_text(path: str | Path) -> Iterator[IO[str]]:
+    """Open ``path`` for reading, ``-`` meaning standard input."""
+    if str(path) == "-":
+        yield sys.stdin
+        return
+    with open(path, encoding="utf-8") as handle:
+        yield handle
+
+
+def _field_of(error: ValidationError) -> tuple[str, str]:
+    first = error.errors()[0]
+    loc = ".".join(str(p) for p in first["loc"]) or "<root>"
+    msg = first["msg"]
+    if msg.startswith("Value error, "):
+        msg = msg[len("Value error, ") :]
+    return loc, msg
+
+
+def parse_line(model: type[M], text: str, *, file: str, line: int) -> M | Reject:
+    """Parse one JSONL line into ``model`` or a :class:`Reject`."""
+    raw = text.rstrip("\n")
+    try:
+        data = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        return Reject(file=file, line=line, field="<json>", message=f"invalid JSON: {exc.msg}", raw=raw)
+    if not isinstance(data, dict):
+        return Reject(file=file, line=line, field="<root>", message="expected a JSON object", raw=raw)
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        loc, msg = _field_of(exc)
+        return Reject(file=file, line=line, field=loc, message=msg, raw=raw)
+
+
+def read_models(model: type[M], lines: Iterable[str], *, file: str = "-") -> Iterator[M | Reject]:
+    """Yield a model or a :class:`Reject` for every non-blank line, lazily."""
+    for number, text in enumerate(lines, start=1):
+        if not text.strip():
+            continue
+        yield parse_line(model, text, file=file, line=number)
+
+
+def write_jsonl_line(handle: IO[str], record: BaseModel | dict[str, object]) -> None:
+    """Write one JSON record followed by a newline."""
+    if isinstance(record, BaseModel):
+        handle.write(record.model_dump_json())
+    else:
+        handle.write(json.dumps(record, ensure_ascii=False, default=str))
+    handle.write("\n")
+
+
+class RejectSink:
+    """Collects rejects: reports each on stderr and optionally writes it to a file."""
+
+    def __init__(self, path: str | Path | None = None, *, stderr: IO[str] | None = None) -> None:
+        self.count = 0
+        self._stderr = stderr if stderr is not None else sys.stderr
+        self._handle: IO[str] | None = open(path, "w", encoding="utf-8") if path else None  # noqa: SIM115
+
+    def add(self, reject: Reject) -> None:
+        self.count += 1
+        self._stderr.write(f"rejected {reject.describe()}\n")
+        if self._handle is not None:
+            write_jsonl_line(self._handle, reject)
+
+    def close(self) -> None:
+        if self._handle is not None:
+            self._handle.close()
+            self._handle = None
+
+    def __enter__(self) -> RejectSink:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,221 @@
+"""The chat-model protocol every protocol (CONCORD, DCI, baselines, pipeline) calls through.
+
+Shaped like httpx's transport: one small protocol with one method, a real
+OpenAI-compatible implementation, and offline implementations (scripted, replay)
+that are first-class. Policy (retries, budget, structured output, concurrency) lives
+in :class:`dissensus.llm.client.ModelClient`, which wraps any :class:`ChatBackend`.
+
+Requests carry who is asking (``agent``, ``role``) and at which protocol ``stage``,
+so offline models can answer per agent and recorded requests of different agents
+never share a cache key.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from dissensus.errors import DissensusError
+from dissensus.types import Usage
+
+__all__ = [
+    "BackendError",
+    "BackendResponse",
+    "BudgetExceeded",
+    "ChatBackend",
+    "ChatRequest",
+    "ChatResponse",
+    "JsonMode",
+    "LLMError",
+    "Message",
+    "ModelCallError",
+    "ReplayMiss",
+    "SchemaModeUnsupported",
+    "StructuredOutputError",
+    "estimate_tokens",
+]
+
+
+class Message(BaseModel):
+    """One chat message."""
+
+    model_config = ConfigDict(frozen=True)
+
+    role: Literal["system", "user", "assistant"]
+    content: str
+
+
+class ChatRequest(BaseModel):
+    """What a protocol asks of a model."""
+
+    model_config = ConfigDict(frozen=True)
+
+    messages: list[Message]
+    agent: str | None = None
+    """The agent on whose behalf the call is made (distinct cache keys per agent)."""
+    role: str | None = None
+    """The agent's role or archetype, for scripted models and tracing."""
+    stage: str | None = None
+    """Protocol stage, e.g. ``concord.score`` or ``dci.challenge``."""
+    temperature: float | None = None
+    max_tokens: int | None = None
+    seed: int | None = None
+    json_schema: dict[str, Any] | None = None
+    """JSON schema of the expected object, when structured output is requested."""
+    schema_name: str | None = None
+
+    def prompt_text(self) -> str:
+        """All message contents joined, for matching and token estimates."""
+        return "\n".join(m.content for m in self.messages)
+
+
+class BackendResponse(BaseModel):
+    """What a backend returns for one attempt."""
+
+    text: str
+    model: str
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    finish_reason: str | None = None
+
+
+class ChatResponse(BaseModel):
+    """What the client returns for one logical call."""
+
+    text: str
+    """Raw text of the final attempt."""
+    parsed: Any = None
+    """The validated object when a schema was requested."""
+    usage: Usage = Field(default_factory=Usage)
+    """Usage of this call, every attempt (retries and re-asks) included."""
+    model: str
+    latency_s: float = 0.0
+    attempts: int = 1
+    raw: list[str] = Field(default_factory=list)
+    """Raw text of every answer of a structured call (re-asks included), in order."""
+
+
+JsonMode = Literal["schema", "object", "none"]
+"""How structured output is requested: ``json_schema`` response format, ``json_object``
+response format with the schema in the prompt, or the schema in the prompt only."""
+
+
+@runtime_checkable
+class ChatBackend(Protocol):
+    """One attempt at a chat completion. Backends own I/O, not policy."""
+
+    model_id: str
+
+    async def send(self, request: ChatRequest, *, json_mode: JsonMode) -> BackendResponse:
+        """Send ``request`` once; raise on transport failure."""
+        ...
+
+    async def aclose(self) -> None:
+        """Release resources."""
+        ...
+
+
+def estimate_tokens(text: str) -> int:
+    """Rough token count (about four characters a token) for backends that report none."""
+    return max(1, (len(text) + 3) // 4)
+
+
+class LLMError(DissensusError):
+    """Base class of model-call failures."""
+
+
+class BudgetExceeded(LLMError):
+    """A call was refused before it was made because it could exceed the budget."""
+
+
+class ModelCallError(LLMError):
+    """A call failed after every allowed attempt (transport errors, 4xx, 5xx, timeouts).
+
+    ``attempts`` describes every failed attempt in order (``"429 rate_limit: ..."``);
+    ``kind`` and ``status`` are those of the last failure.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        attempts: list[str] | None = None,
+        kind: str | None = None,
+        status: int | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.attempts = attempts or []
+        self.kind = kind
+        self.status = status
+
+
+class StructuredOutputError(LLMError):
+    """The model never produced an object that validates; carries every raw attempt.
+
+    ``attempts`` holds the raw text of every answer, ``errors`` the extraction or
+    validation error of each, in the same order.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        attempts: list[str] | None = None,
+        errors: list[str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.attempts = attempts or []
+        self.errors = errors or []
+
+
+class ReplayMiss(LLMError):
+    """A replayed model was asked a request it has no recording of.
+
+    ``key`` is the canonical hash of the request; ``closest`` the most similar
+    recorded request (canonical JSON) or ``None`` when the recording is empty.
+    """
+
+    def __init__(self, message: str, *, key: str = "", closest: str | None = None) -> None:
+        super().__init__(message)
+        self.key = key
+        self.closest = closest
+
+
+class BackendError(LLMError):
+    """One attempt failed. Raised by backends, handled (retried or wrapped) by the client.
+
+    ``kind`` is one of ``rate_limit``, ``server_error``, ``timeout``, ``connection``,
+    ``malformed_response``, ``empty_choices``, ``client_error``, ``schema_unsupported``.
+    ``retry_after`` is the server's ``Retry-After`` in seconds, when it sent one.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        kind: str,
+        retryable: bool,
+        status: int | None = None,
+        retry_after: float | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.retryable = retryable
+        self.status = status
+        self.retry_after = retry_after
+
+    def describe(self) -> str:
+        """One line for the attempt log of a :class:`ModelCallError`."""
+        status = f"{self.status} " if self.status is not None else ""
+        return f"{status}{self.kind}: {self}"
+
+
+class SchemaModeUnsupported(BackendError):
+    """The server rejected the requested structured-output mode (a 400 saying so).
+
+    The client falls back (``schema`` -> ``object`` -> ``none``) and remembers it.
+    """
+
+    def __init__(self, message: str, *, status: int | None = 400) -> None:
+        super().__init__(message, kind="schema_unsupported", retryable=False, status=status)

@@ -1,0 +1,173 @@
+"""Budget: a pot of model calls, tokens and (optionally) money, checked before every attempt.
+
+Design (DESIGN.md, "Every model call goes through one client ... and the budget. Every
+attempt is counted"). Choices where the design is silent:
+
+* ``max_calls`` bounds *attempts*, not logical calls: every request sent to a model
+  (retries and re-asks included) is billed by the provider, so every one counts.
+* Before each attempt the client *reserves* its worst case and the budget refuses the
+  attempt with :class:`BudgetExceeded` when ``spent + reserved + this`` could pass a
+  limit. The worst case is one call, ``estimate_tokens(prompt) + max_tokens`` tokens,
+  and the price of those tokens. When the request sets no ``max_tokens`` and a token or
+  cost limit is set, the client sends ``completion_reserve`` as ``max_tokens`` so the
+  reservation is a real cap. After the attempt the reservation is released and the
+  *reported* usage is charged. Servers that report more prompt tokens than the estimate
+  (about four characters a token) can therefore overrun a token limit by that error;
+  offline models and the loopback server use the same estimate and never do.
+* One :class:`Budget` object may be shared by several clients: it is the pot, each
+  client draws from it. Reservation is guarded by a lock, so threads may share it too.
+* Cost uses a price table in US dollars per million tokens. ``DEFAULT_PRICES`` lists a
+  few OpenAI models (list prices, mid-2025); pass ``prices=`` to use your own. A model
+  is priced by exact id, else by the longest table key it starts with (so
+  ``gpt-4o-mini-2024-07-18`` is priced as ``gpt-4o-mini``). Setting ``max_cost`` for a
+  model without a price is a configuration error, raised when the client is made.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+
+from pydantic import BaseModel, ConfigDict
+
+from dissensus.errors import ConfigError
+from dissensus.llm.base import BudgetExceeded
+from dissensus.types import Usage
+
+__all__ = ["DEFAULT_PRICES", "Budget", "Price", "Reservation"]
+
+
+class Price(BaseModel):
+    """Price of one model in US dollars per million tokens."""
+
+    model_config = ConfigDict(frozen=True)
+
+    input_per_mtok: float
+    """Dollars per million prompt tokens."""
+    output_per_mtok: float
+    """Dollars per million completion tokens."""
+
+    def cost(self, prompt_tokens: int, completion_tokens: int) -> float:
+        """Dollars for the given token counts."""
+        return (prompt_tokens * self.input_per_mtok + completion_tokens * self.output_per_mtok) / 1e6
+
+
+DEFAULT_PRICES: dict[str, Price] = {
+    "gpt-4o": Price(input_per_mtok=2.50, output_per_mtok=10.00),
+    "gpt-4o-mini": Price(input_per_mtok=0.15, output_per_mtok=0.60),
+    "gpt-4.1": Price(input_per_mtok=2.00, output_per_mtok=8.00),
+    "gpt-4.1-mini": Price(input_per_mtok=0.40, output_per_mtok=1.60),
+    "gpt-4.1-nano": Price(input_per_mtok=0.10, output_per_mtok=0.40),
+}
+"""List prices of a few OpenAI chat models (USD per million tokens, mid-2025)."""
+
+
+@dataclass(frozen=True)
+class Reservation:
+    """What one attempt reserved: released when the attempt ends."""
+
+    calls: int
+    tokens: int
+    cost: float
+
+
+@dataclass
+class Budget:
+    """Limits on model use, and what has been spent against them.
+
+    >>> b = Budget(max_calls=2)
+    >>> r = b.reserve(model="m", prompt_tokens=10, completion_tokens=5)
+    >>> b.settle(r, model="m", prompt_tokens=10, completion_tokens=5)
+    0.0
+    >>> b.spent.attempts
+    1
+    """
+
+    max_calls: int | None = None
+    """Maximum attempts (every request sent, retries and re-asks included); None = no limit."""
+    max_tokens: int | None = None
+    """Maximum prompt + completion tokens; None = no limit."""
+    max_cost: float | None = None
+    """Maximum cost in dollars, priced by ``prices``; None = no limit."""
+    prices: dict[str, Price] = field(default_factory=lambda: dict(DEFAULT_PRICES))
+    """Price table: model id (or id prefix) -> price."""
+    completion_reserve: int = 1024
+    """Completion tokens reserved (and sent as ``max_tokens``) when a request sets none."""
+    spent: Usage = field(default_factory=Usage)
+    """Attempts, tokens and cost charged so far (``calls`` stays 0; clients count calls)."""
+    _reserved: list[float] = field(default_factory=lambda: [0, 0, 0.0], repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        for name in ("max_calls", "max_tokens"):
+            value = getattr(self, name)
+            if value is not None and value < 0:
+                raise ConfigError(f"{name} must be >= 0, got {value}", field=name)
+        if self.max_cost is not None and self.max_cost < 0:
+            raise ConfigError(f"max_cost must be >= 0, got {self.max_cost}", field="max_cost")
+        if self.completion_reserve < 1:
+            raise ConfigError("completion_reserve must be >= 1", field="completion_reserve")
+
+    @property
+    def limits_tokens(self) -> bool:
+        """Whether a token or cost limit needs a completion cap on every request."""
+        return self.max_tokens is not None or self.max_cost is not None
+
+    def price_for(self, model: str) -> Price | None:
+        """Price of ``model``: exact id, else the longest table key it starts with."""
+        if model in self.prices:
+            return self.prices[model]
+        keys = [k for k in self.prices if model.startswith(k)]
+        return self.prices[max(keys, key=len)] if keys else None
+
+    def check_model(self, model: str) -> None:
+        """Raise :class:`ConfigError` when a cost limit is set and ``model`` has no price."""
+        if self.max_cost is not None and self.price_for(model) is None:
+            raise ConfigError(
+                f"max_cost is set but model {model!r} has no price; pass prices={{...}}",
+                field="prices",
+            )
+
+    def _cost(self, model: str, prompt_tokens: int, completion_tokens: int) -> float:
+        price = self.price_for(model)
+        return price.cost(prompt_tokens, completion_tokens) if price else 0.0
+
+    def reserve(self, *, model: str, prompt_tokens: int, completion_tokens: int) -> Reservation:
+        """Reserve one attempt's worst case, or raise :class:`BudgetExceeded`."""
+        cost = self._cost(model, prompt_tokens, completion_tokens)
+        tokens = prompt_tokens + completion_tokens
+        with self._lock:
+            calls_r, tokens_r, cost_r = self._reserved
+            if self.max_calls is not None and self.spent.attempts + calls_r + 1 > self.max_calls:
+                raise BudgetExceeded(
+                    f"call budget exhausted: {self.spent.attempts} of {self.max_calls} attempts "
+                    f"spent, {int(calls_r)} in flight"
+                )
+            if self.max_tokens is not None and self.spent.total_tokens + tokens_r + tokens > self.max_tokens:
+                raise BudgetExceeded(
+                    f"token budget: this attempt may use {tokens} tokens, "
+                    f"{self.spent.total_tokens} of {self.max_tokens} spent, {int(tokens_r)} reserved"
+                )
+            if self.max_cost is not None and self.spent.cost + cost_r + cost > self.max_cost:
+                raise BudgetExceeded(
+                    f"cost budget: this attempt may cost ${cost:.6f}, "
+                    f"${self.spent.cost:.6f} of ${self.max_cost:.6f} spent, ${cost_r:.6f} reserved"
+                )
+            self._reserved = [calls_r + 1, tokens_r + tokens, cost_r + cost]
+        return Reservation(calls=1, tokens=tokens, cost=cost)
+
+    def settle(self, reservation: Reservation, *, model: str, prompt_tokens: int, completion_tokens: int) -> float:
+        """Release ``reservation`` and charge what the attempt used; return its cost."""
+        cost = self._cost(model, prompt_tokens, completion_tokens)
+        with self._lock:
+            calls_r, tokens_r, cost_r = self._reserved
+            self._reserved = [
+                calls_r - reservation.calls,
+                tokens_r - reservation.tokens,
+                max(0.0, cost_r - reservation.cost),
+            ]
+            self.spent.attempts += 1
+            self.spent.prompt_tokens += prompt_tokens
+            self.spent.completion_tokens += completion_tokens
+            self.spent.cost += cost
+        return cost

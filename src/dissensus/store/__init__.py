@@ -1,0 +1,1 @@
+"""dissensus.store"""

@@ -1,0 +1,39 @@
+"""Shared fixtures. Hypothesis runs derandomized (fixed seeds) with no deadline."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+settings.register_profile(
+    "default",
+    derandomize=True,
+    deadline=None,
+    max_examples=60,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def shared_data_dir() -> Path:
+    """The real data folder: ``$DISSENSUS_DATA`` or ``../shared/data`` beside the repo."""
+    env = os.environ.get("DISSENSUS_DATA")
+    return Path(env) if env else REPO.parent / "shared" / "data"
+
+
+@pytest.fixture(scope="session")
+def repo_root() -> Path:
+    return REPO
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    path = shared_data_dir()
+    if not (path / "llmbar").is_dir():
+        pytest.skip(f"real data not found at {path}")
+    return path

@@ -1,0 +1,98 @@
+"""Shared models and the JSONL reader: validation, rejects with line and field."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from pydantic import ValidationError
+
+from dissensus.io.jsonl import Reject, RejectSink, read_models
+from dissensus.types import AgentOutput, Panel, Usage, Vote, VoteCase
+
+
+def _panel(**over: object) -> dict[str, object]:
+    base: dict[str, object] = {
+        "id": 7,
+        "meta": {"risk": "high"},
+        "outputs": [
+            {"agent": "a", "decision": 1, "reasoning": "r1"},
+            {"agent": "b", "decision": "1", "reasoning": "r2", "confidence": 0.5},
+        ],
+    }
+    base.update(over)
+    return base
+
+
+def test_panel_normalises_labels_and_ids() -> None:
+    panel = Panel.model_validate(_panel())
+    assert panel.id == "7"
+    assert [o.decision for o in panel.outputs] == ["1", "1"]
+
+
+def test_abstention_is_allowed() -> None:
+    out = AgentOutput(agent="a", decision=None, reasoning="no verdict")
+    assert out.decision is None
+
+
+@pytest.mark.parametrize(
+    ("outputs", "needle"),
+    [
+        ([{"agent": "a", "decision": "x", "reasoning": "r"}], "at least two"),
+        ([{"agent": "a", "decision": "x", "reasoning": "r"}] * 2, "duplicate"),
+        ([{"agent": "a", "decision": "x", "reasoning": "  "}, {"agent": "b", "decision": "x", "reasoning": "r"}], "reasoning"),
+        ([{"agent": "a", "decision": "x", "reasoning": "r", "confidence": 1.5}, {"agent": "b", "decision": "x", "reasoning": "r"}], "confidence"),
+    ],
+)
+def test_panel_rejects_bad_outputs(outputs: list[dict[str, object]], needle: str) -> None:
+    with pytest.raises(ValidationError, match=needle):
+        Panel.model_validate(_panel(outputs=outputs))
+
+
+def test_vote_case_needs_two_voters() -> None:
+    vote = {"agent": "a", "answer": "x", "evidence_source": "idx", "evidence_present": True}
+    with pytest.raises(ValidationError, match="two voters"):
+        VoteCase.model_validate({"id": 1, "votes": [vote]})
+    with pytest.raises(ValidationError, match="confidence"):
+        Vote.model_validate({**vote, "confidence": float("nan")})
+
+
+def test_reader_reports_line_and_field_and_keeps_good_lines() -> None:
+    lines = [
+        json.dumps(_panel()),
+        "{not json",
+        "",
+        json.dumps(_panel(outputs=[{"agent": "a", "decision": "x"}, {"agent": "b", "decision": "y", "reasoning": "r"}])),
+        "[1, 2]",
+        json.dumps(_panel(id="last")),
+    ]
+    results = list(read_models(Panel, lines, file="p.jsonl"))
+    good = [r for r in results if isinstance(r, Panel)]
+    bad = [r for r in results if isinstance(r, Reject)]
+    assert [p.id for p in good] == ["7", "last"]
+    assert [(r.line, r.field) for r in bad] == [(2, "<json>"), (4, "outputs.0.reasoning"), (5, "<root>")]
+    assert bad[0].describe().startswith("p.jsonl:2:")
+
+
+def test_reject_sink_writes_file(tmp_path: object) -> None:
+    from pathlib import Path
+
+    path = Path(str(tmp_path)) / "rejects.jsonl"
+    err = io.StringIO()
+    with RejectSink(path, stderr=err) as sink:
+        sink.add(Reject(file="f", line=3, field="id", message="missing"))
+    assert sink.count == 1
+    assert "f:3" in err.getvalue()
+    assert json.loads(path.read_text())["line"] == 3
+
+
+@given(st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 10**6)), max_size=20))
+def test_usage_add_is_a_sum(pairs: list[tuple[int, int]]) -> None:
+    total = Usage()
+    for p, c in pairs:
+        total.add(Usage(calls=1, attempts=1, prompt_tokens=p, completion_tokens=c))
+    assert total.calls == len(pairs)
+    assert total.total_tokens == sum(p + c for p, c in pairs)
