@@ -1,1 +1,293 @@
-"""CLI commands: concord (registered on import)."""
+"""CLI commands of CONCORD (seed 002): ``negotiate``, ``verify``, ``bound``.
+
+* ``dissensus negotiate PROBLEM.yaml`` runs the protocol; ``--json`` prints the
+  certificate, ``--out`` writes it, ``--compare`` adds the comparison with other decision
+  rules (with ``--json``: ``{"certificate": ..., "comparison": [...]}``), ``--deadline``
+  stops the run and returns the current leader; Ctrl-C does the same (cancellation).
+  Exit 0 whatever the status (``certified`` or ``best_effort``), 2 on a bad problem file.
+* ``dissensus verify CERT.json`` recomputes every property; exit 0 valid, 1 invalid
+  (naming the first violated property), 2 unreadable.
+* ``dissensus bound --agents N --rounds R`` prints the cost bound.
+
+The model for LLM agents (and the "LLM picks" / "LLM writes" rows) is ``--model``, else
+the problem file's ``model:``, else ``$DISSENSUS_MODEL``; function and table agents need
+none. Function agents' modules are imported with the problem file's directory first on
+``sys.path``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from dissensus.cli.app import app
+from dissensus.cli.common import EXIT_FAILURE, EXIT_OK, check_input_path, out_console
+from dissensus.concord.bounds import compute_bound
+from dissensus.concord.compare import compare_rules, opening, order_rows, score_outcome
+from dissensus.concord.problem import Problem, build_agents, load_problem, negotiation_for
+from dissensus.concord.record import Certificate
+from dissensus.concord.rules import RULES
+from dissensus.concord.verify import verify as verify_record
+from dissensus.errors import ConfigError, InputError
+
+__all__ = ["bound", "negotiate", "verify"]
+
+
+def _model_spec(flag: str | None, problem: Problem) -> str | None:
+    return flag or problem.model or os.environ.get("DISSENSUS_MODEL") or None
+
+
+def _client(spec: str) -> Any:
+    from dissensus.llm import resolve_model
+
+    return resolve_model(spec)
+
+
+async def _run(
+    problem: Problem,
+    agents: list[Any],
+    deadline: float | None,
+    rule: str | None,
+    compare: bool,
+    client: Any,
+) -> tuple[Certificate, list[Any] | None]:
+    negotiation = negotiation_for(problem, agents, deadline_s=deadline, rule=rule)  # type: ignore[arg-type]
+    loop = asyncio.get_running_loop()
+    with contextlib.suppress(NotImplementedError, RuntimeError):
+        loop.add_signal_handler(signal.SIGINT, negotiation.cancel)
+    try:
+        cert = await negotiation.run()
+    finally:
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.remove_signal_handler(signal.SIGINT)
+    if not compare:
+        return cert, None
+    rows = compare_rules(cert, problem.owner)
+    if client is not None:
+        from dissensus.baselines.decision_rules import llm_picks, llm_writes
+
+        options, matrix = opening(cert)
+        by_id = {a.id: a for a in agents}
+
+        async def scorer(text: str) -> dict[str, float]:
+            return await score_outcome(by_id, cert, text)
+
+        rows.append(
+            await llm_picks(client, options, matrix, cert.covered, cert.floor, problem.problem)
+        )
+        rows.append(
+            await llm_writes(
+                client, options, matrix, cert.covered, cert.floor, scorer, problem.problem
+            )
+        )
+        rows = order_rows(rows)
+    return cert, rows
+
+
+async def _closing(run: Any, client: Any) -> Any:
+    """Await ``run``, then release the model client (if any) on the same loop."""
+    try:
+        return await run
+    finally:
+        if client is not None:
+            await client.aclose()
+
+
+@app.command("negotiate")
+def negotiate(
+    problem_file: str = typer.Argument(
+        ..., metavar="PROBLEM.yaml", help="The problem file (YAML)."
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print the certificate as JSON."),
+    out: str | None = typer.Option(
+        None, "--out", "-o", help="Write the certificate (JSON) to this file."
+    ),
+    deadline: float | None = typer.Option(
+        None, "--deadline", min=0.0, help="Stop after SECONDS; return the current leader."
+    ),
+    compare: bool = typer.Option(
+        False, "--compare", help="Compare with other decision rules on the same scores."
+    ),
+    model: str | None = typer.Option(
+        None,
+        "--model",
+        help="Model spec for LLM agents and the LLM rows (openai:M, scripted:FILE, ...).",
+    ),
+    rule: str | None = typer.Option(
+        None,
+        "--rule",
+        help=f"Selection rule: {', '.join(RULES)} (default: the file's, else maximin).",
+    ),
+) -> None:
+    """Negotiate one decision with CONCORD and print its certificate or shortfall."""
+    check_input_path(problem_file)
+    if rule is not None and rule not in RULES:
+        raise ConfigError(
+            f"unknown rule {rule!r}; expected one of {', '.join(RULES)}", field="rule"
+        )
+    problem = load_problem(problem_file)
+    spec = _model_spec(model, problem)
+    needs_model = any(a.kind == "llm" for a in problem.agents)
+    client = _client(spec) if spec and (needs_model or compare) else None
+    if needs_model and client is None:
+        raise ConfigError(
+            "the problem has LLM agents: configure a model (--model or DISSENSUS_MODEL)",
+            file=problem_file,
+            field="model",
+        )
+    agents = build_agents(
+        problem, base_dir=Path(problem_file).parent, client=client, file=problem_file
+    )
+    cert, rows = asyncio.run(_closing(_run(problem, agents, deadline, rule, compare, client), client))
+    if out:
+        Path(out).write_text(cert.model_dump_json(indent=2) + "\n", encoding="utf-8")
+    if as_json:
+        doc: Any = cert.model_dump(mode="json")
+        if rows is not None:
+            doc = {"certificate": doc, "comparison": [r.model_dump(mode="json") for r in rows]}
+        sys.stdout.write(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
+    else:
+        _print_certificate(cert)
+        if rows is not None:
+            _print_comparison(rows, cert)
+    raise typer.Exit(code=EXIT_OK)
+
+
+def _fmt(value: float | None) -> str:
+    return "—" if value is None else f"{value:.2f}"
+
+
+def _print_certificate(cert: Certificate) -> None:
+    con = out_console
+    b = cert.budget
+    regime = (
+        "group channel" if b.topology == "group" else f"workflow graph ({len(b.edges or [])} edges)"
+    )
+    style = "green" if cert.status == "certified" else "yellow"
+    con.print(
+        f"[bold]CONCORD[/bold] [{style}]{cert.status}[/{style}]  floor {cert.floor:.2f}, margin "
+        f"{cert.margin:.2f}, rule {b.rule}, {regime}, stopped: {cert.spent.stopped}"
+    )
+    if cert.selected:
+        s = cert.selected
+        con.print(
+            f"Selected [bold]{escape(s.id)}[/bold] (by {escape(s.author)}, round {s.round}): {escape(s.text)}"
+        )
+    else:
+        con.print("No candidate was scored by every agent; nothing selected.")
+    path = " → ".join(_fmt(step.worst_off) for step in cert.trajectory)
+    con.print(f"Worst-off of the leader per round: {path}")
+    table = Table(title="Trajectory", show_lines=False)
+    for col in ("round", "leader", "worst-off", "bottleneck", "new candidate", "accepted", "notes"):
+        table.add_column(col)
+    for step in cert.trajectory:
+        notes = (
+            step.ties
+            + step.notes
+            + [f"fault {f.agent} ({f.phase}): {f.message}" for f in step.faults]
+        )
+        table.add_row(
+            str(step.round),
+            step.leader or "—",
+            _fmt(step.worst_off),
+            step.bottleneck or "—",
+            step.candidate or "—",
+            "—" if step.accepted is None else ("yes" if step.accepted else "no"),
+            "; ".join(notes),
+        )
+    con.print(table)
+    scores = Table(title="Scores on the selected candidate")
+    for col in ("agent", "calibrated", "raw", "anchors (rejected, ideal)", "status"):
+        scores.add_column(col)
+    for agent, st in cert.scores.items():
+        ok = st.calibrated is not None and st.calibrated >= cert.floor
+        status = st.fault or ("≥ floor" if ok else "below floor")
+        scores.add_row(
+            agent,
+            _fmt(st.calibrated),
+            "—" if st.raw is None else f"{st.raw:g}",
+            f"{st.anchors.rejected}, {st.anchors.ideal}",
+            status,
+        )
+    con.print(scores)
+    if cert.shortfall:
+        con.print(
+            "Shortfall: "
+            + ", ".join(f"{s.agent} {s.score:.2f} (gap {s.gap:.2f})" for s in cert.shortfall)
+        )
+    if cert.unknown:
+        con.print(
+            f"Unknown (not connected by the graph): {', '.join(cert.unknown)}; the certificate covers "
+            f"{', '.join(cert.covered)} only."
+        )
+    sp, bd = cert.spent, cert.bound
+    con.print(
+        f"Spent / bound: rounds {sp.rounds}/{bd.rounds}, candidates {sp.candidates}/{bd.candidates}, "
+        f"evaluations {sp.evaluations}/{bd.evaluations}, model calls {sp.model_calls}/{bd.model_calls} "
+        f"(attempts {sp.attempts}); messages {sp.messages}, longest relay {sp.hops} hop(s)"
+    )
+    con.print(f"digest {cert.digest}")
+
+
+def _print_comparison(rows: list[Any], cert: Certificate) -> None:
+    table = Table(title=f"Comparison on identical scores (floor {cert.floor:.2f})")
+    for col in ("strategy", "pick", "worst-off", "result", "note"):
+        table.add_column(col)
+    for row in rows:
+        table.add_row(
+            row.strategy, row.selected or "—", _fmt(row.worst_off), row.result, row.note or ""
+        )
+    out_console.print(table)
+
+
+@app.command("verify")
+def verify(
+    cert_file: str = typer.Argument(
+        ..., metavar="CERT.json", help="A certificate written by negotiate."
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print the verdict as JSON."),
+) -> None:
+    """Recompute a CONCORD certificate from its raw scores; exit 1 naming the first violation."""
+    check_input_path(cert_file)
+    try:
+        data = json.loads(Path(cert_file).read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise InputError(f"{cert_file}: not a JSON certificate: {exc}") from exc
+    if not isinstance(data, dict):
+        raise InputError(f"{cert_file}: a certificate is a JSON object")
+    verdict = verify_record(data)
+    if as_json:
+        sys.stdout.write(verdict.model_dump_json(indent=2) + "\n")
+    elif verdict.valid:
+        out_console.print(f"valid: {', '.join(verdict.checked)} hold")
+    else:
+        out_console.print(f"invalid: {verdict.violated}: {verdict.message}", markup=False)
+    raise typer.Exit(code=EXIT_OK if verdict.valid else EXIT_FAILURE)
+
+
+@app.command("bound")
+def bound(
+    agents: int = typer.Option(..., "--agents", min=0, help="Number of negotiating agents."),
+    rounds: int = typer.Option(..., "--rounds", min=0, help="Round budget (repair rounds)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the bound as one JSON line."),
+) -> None:
+    """The worst-case cost of a CONCORD run, known before it starts."""
+    b = compute_bound(agents, rounds)
+    if as_json:
+        sys.stdout.write(json.dumps(b.model_dump()) + "\n")
+    else:
+        out_console.print(
+            f"{agents} agents, {rounds} repair rounds: at most {b.rounds} rounds, "
+            f"{b.candidates} candidates, {b.evaluations} evaluations, {b.model_calls} model calls"
+        )
+    raise typer.Exit(code=EXIT_OK)

@@ -9,7 +9,7 @@ A source without the expected layout is a usage error (exit 2).
 from __future__ import annotations
 
 from collections.abc import Iterator
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
@@ -18,9 +18,9 @@ from pydantic import BaseModel
 
 from dissensus.cli.app import app
 from dissensus.cli.common import check_input_path, exit_for, output_handle, progress
-from dissensus.convert.llmbar import find_subsets, iter_llmbar_panels, iter_llmbar_votes
+from dissensus.convert.llmbar import iter_llmbar_panels, iter_llmbar_votes
 from dissensus.convert.skips import Skipped
-from dissensus.convert.varierrnli import iter_varierrnli_panels, load_varierrnli
+from dissensus.convert.varierrnli import iter_varierrnli_panels
 from dissensus.io.jsonl import write_jsonl_line
 
 __all__ = ["convert_app"]
@@ -32,7 +32,7 @@ convert_app = typer.Typer(
 app.add_typer(convert_app, name="convert")
 
 
-class Strategy(str, Enum):
+class Strategy(StrEnum):
     """LLMBar judging strategy."""
 
     cot = "CoT"
@@ -40,7 +40,7 @@ class Strategy(str, Enum):
     swap_cot = "Swap_CoT"
 
 
-class Shape(str, Enum):
+class Shape(StrEnum):
     """Output record type."""
 
     panels = "panels"
@@ -79,28 +79,46 @@ def _write(records: Iterator[BaseModel], out: str | None, description: str) -> i
     return written
 
 
-OutOption = Annotated[str | None, typer.Option("--out", "-o", help="Write JSONL here instead of standard output.")]
+OutOption = Annotated[
+    str | None, typer.Option("--out", "-o", help="Write JSONL here instead of standard output.")
+]
 RejectsOption = Annotated[
-    str | None, typer.Option("--rejects", help="Also write every skipped item (file, item, field, message) here as JSONL.")
+    str | None,
+    typer.Option(
+        "--rejects",
+        help="Also write every skipped item (file, item, field, message) here as JSONL.",
+    ),
 ]
 
 
 @convert_app.command("llmbar")
 def convert_llmbar(
-    directory: Annotated[Path, typer.Argument(help="A directory laid out like LLMBar (every subset below it is read).")],
-    strategy: Annotated[Strategy, typer.Option("--strategy", help="Judging strategy to read.")] = Strategy.cot,
-    shape: Annotated[Shape, typer.Option("--as", help="panels (for route/decide) or votes (for guard).")] = Shape.panels,
+    directory: Annotated[
+        Path,
+        typer.Argument(help="A directory laid out like LLMBar (every subset below it is read)."),
+    ],
+    strategy: Annotated[
+        Strategy, typer.Option("--strategy", help="Judging strategy to read.")
+    ] = Strategy.cot,
+    shape: Annotated[
+        Shape, typer.Option("--as", help="panels (for route/decide) or votes (for guard).")
+    ] = Shape.panels,
+    per_subset: Annotated[
+        int | None,
+        typer.Option("--per-subset", min=1, help="Keep only the first N items of each subset."),
+    ] = None,
     out: OutOption = None,
     rejects: RejectsOption = None,
 ) -> None:
     """LLMBar judge panels -> panels (one per item, 6 judges) or vote cases, gold kept."""
-    # Check the layout before any output is opened, so a wrong directory leaves no file.
-    find_subsets(directory, strategy.value)
     skips = _SkipLog(rejects)
+    # The layout is checked by these calls, before any output is opened.
     if shape is Shape.panels:
-        records: Iterator[BaseModel] = iter_llmbar_panels(directory, strategy.value, on_skip=skips)
+        records: Iterator[BaseModel] = iter_llmbar_panels(
+            directory, strategy.value, on_skip=skips, per_subset=per_subset
+        )
     else:
-        records = iter_llmbar_votes(directory, strategy.value, on_skip=skips)
+        records = iter_llmbar_votes(directory, strategy.value, on_skip=skips, per_subset=per_subset)
     _write(records, out, f"llmbar {strategy.value}")
     skips.flush()
     raise typer.Exit(code=exit_for(skips.count))
@@ -115,9 +133,12 @@ def convert_varierrnli(
     """VariErrNLI annotators -> panels (one agent per annotator, labels + explanations)."""
     check_input_path(file)
     if file == "-":
-        raise typer.BadParameter("reading VariErrNLI from standard input is not supported; give a file")
-    load_varierrnli(file)
+        raise typer.BadParameter(
+            "reading VariErrNLI from standard input is not supported; give a file"
+        )
     skips = _SkipLog(rejects)
-    _write(iter_varierrnli_panels(file, on_skip=skips), out, "varierrnli")
+    # The file is read here, before any output is opened, so a bad file leaves no output.
+    panels = iter_varierrnli_panels(file, on_skip=skips)
+    _write(panels, out, "varierrnli")
     skips.flush()
     raise typer.Exit(code=exit_for(skips.count))

@@ -1,1 +1,217 @@
-"""CLI commands: dci (registered on import)."""
+"""CLI commands ``dissensus deliberate`` and ``dissensus judge`` (DCI, seed 004).
+
+``deliberate TASK.yaml --method dci|single|voting|self_consistency|debate`` runs one
+method on one task and prints the answer (and for DCI the decision packet); ``--json``
+prints one JSON line (a :class:`DeliberationOutput`), so repeated runs appended to a file
+form the JSONL that ``judge`` reads. Exit 0 when the run completed, 1 when it stopped
+early (budget exhausted, model failure; the output is still printed), 2 on bad input.
+
+Model choice: ``--model``, else ``$DISSENSUS_MODEL``, else the bundled scripted model of
+the method (``examples/dci/models/<method>.yaml`` in the source tree), so every method
+runs offline. ``judge`` falls back to the bundled scripted judge the same way; that
+judge returns constant scores and exercises the plumbing only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.table import Table
+
+from dissensus.agents.deliberator import LLMJudge, deliberate_with_model
+from dissensus.baselines.deliberation import run_baseline
+from dissensus.cli.app import app
+from dissensus.cli.common import (
+    EXIT_FAILURE,
+    EXIT_OK,
+    check_input_path,
+    err_console,
+    exit_for,
+    out_console,
+)
+from dissensus.dci.output import METHODS, DeliberationOutput, Method
+from dissensus.dci.task import DCIConfig, Task, load_task
+from dissensus.errors import ConfigError
+from dissensus.io.jsonl import Reject, RejectSink, open_text, read_models
+from dissensus.llm import MODEL_ENV, Budget, LLMError, ModelClient, resolve_model
+
+__all__ = ["bundled_model", "deliberate_cmd", "judge_cmd"]
+
+BUNDLED = Path(__file__).resolve().parents[3] / "examples" / "dci" / "models"
+
+
+def bundled_model(name: str) -> str:
+    """``scripted:`` spec of the bundled offline model ``name`` (a method or ``judge``)."""
+    path = BUNDLED / f"{name}.yaml"
+    if not path.is_file():
+        raise ConfigError(f"no model given and no bundled model at {path}: pass --model or set {MODEL_ENV}", field="model")
+    return f"scripted:{path}"
+
+
+def _client(spec: str | None, fallback: str, max_calls: int | None, max_tokens: int | None) -> ModelClient:
+    chosen = spec or os.environ.get(MODEL_ENV) or bundled_model(fallback)
+    return resolve_model(chosen, budget=Budget(max_calls=max_calls, max_tokens=max_tokens))
+
+
+def _config(task: Task, *, no_archetypes: bool, no_typed_grammar: bool, no_dci_cf: bool, max_rounds: int | None) -> DCIConfig:
+    update: dict[str, Any] = {}
+    if no_archetypes:
+        update["archetypes"] = False
+    if no_typed_grammar:
+        update["typed_grammar"] = False
+    if no_dci_cf:
+        update["convergent_flow"] = False
+    if max_rounds is not None:
+        if max_rounds < 1:
+            raise ConfigError("max_rounds must be at least 1", field="max_rounds")
+        update["max_rounds"] = max_rounds
+    return task.dci.model_copy(update=update)
+
+
+async def _deliberate(method: Method, task: Task, client: ModelClient, config: DCIConfig) -> DeliberationOutput:
+    try:
+        if method == "dci":
+            output, _ = await deliberate_with_model(task, client, config=config)
+            return output
+        return await run_baseline(method, client, task)
+    finally:
+        await client.aclose()
+
+
+@app.command("deliberate")
+def deliberate_cmd(
+    task_file: str = typer.Argument(..., metavar="TASK.yaml", help="Task file (needs only 'question:')."),
+    method: str = typer.Option("dci", "--method", "-m", help="dci, single, voting, self_consistency or debate."),
+    model: str | None = typer.Option(None, "--model", help=f"Model spec; default ${MODEL_ENV}, else the bundled scripted model."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON line (a DeliberationOutput)."),
+    no_archetypes: bool = typer.Option(False, "--no-archetypes", help="Ablation A1: neutral participants."),
+    no_typed_grammar: bool = typer.Option(False, "--no-typed-grammar", help="Ablation A2: untyped utterances."),
+    no_dci_cf: bool = typer.Option(False, "--no-dci-cf", help="Ablation A3: open rounds instead of DCI-CF."),
+    max_rounds: int | None = typer.Option(None, "--max-rounds", help="DCI-CF rounds (default: the task's, else 2)."),
+    max_calls: int | None = typer.Option(None, "--max-calls", help="Budget: most model attempts."),
+    max_tokens: int | None = typer.Option(None, "--max-tokens", help="Budget: most prompt+completion tokens."),
+) -> None:
+    """Deliberate on a task with DCI or a baseline; print the answer (and decision packet)."""
+    check_input_path(task_file)
+    if method not in METHODS:
+        raise ConfigError(f"unknown method {method!r}; use one of {', '.join(METHODS)}", field="method")
+    task = load_task(task_file)
+    config = _config(task, no_archetypes=no_archetypes, no_typed_grammar=no_typed_grammar, no_dci_cf=no_dci_cf, max_rounds=max_rounds)
+    client = _client(model, method, max_calls, max_tokens)
+    output = asyncio.run(_deliberate(method, task, client, config))
+    if as_json:
+        sys.stdout.write(output.model_dump_json() + "\n")
+    else:
+        _show(output)
+    raise typer.Exit(code=EXIT_OK if output.status == "complete" else EXIT_FAILURE)
+
+
+def _show(output: DeliberationOutput) -> None:
+    table = Table(title=f"{output.method} on {output.task_id}", show_header=False)
+    table.add_row("model", output.model)
+    table.add_row("selected", output.selected_option or "-")
+    table.add_row("status", output.status + (f" ({output.detail})" if output.detail else ""))
+    if output.packet is not None:
+        table.add_row("path", output.packet.path)
+        table.add_row("rounds", str(output.packet.metrics.rounds))
+    table.add_row("calls", str(output.usage.calls))
+    table.add_row("tokens", f"{output.usage.prompt_tokens} prompt + {output.usage.completion_tokens} completion")
+    out_console.print(table)
+    out_console.print(output.answer, markup=False, highlight=False)
+
+
+# ---------------------------------------------------------------------------- judge
+def _mean(values: list[float]) -> float:
+    return sum(values) / len(values) if values else float("nan")
+
+
+def aggregate(scores: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per judge and per method (and variant): mean of every rubric criterion, and n."""
+    out: dict[str, dict[str, dict[str, float]]] = {}
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for s in scores:
+        key = s["method"] + (f"[{s['variant']}]" if s.get("variant") else "")
+        groups.setdefault((s["judge"], key), []).append(s)
+    for (judge, key), rows in sorted(groups.items()):
+        out.setdefault(judge, {})[key] = {
+            c: round(_mean([float(r[c]) for r in rows]), 3)
+            for c in ("overall", "risk_identification", "reasoning_depth", "actionability")
+        } | {"n": float(len(rows))}
+    return out
+
+
+async def _judge_all(outputs: list[DeliberationOutput], specs: list[str], budget: tuple[int | None, int | None]) -> tuple[list[dict[str, Any]], list[str]]:
+    scores: list[dict[str, Any]] = []
+    errors: list[str] = []
+    for spec in specs:
+        client = _client(spec, "judge", *budget)
+        judge = LLMJudge(client, id="judge")
+        try:
+            for out in outputs:
+                try:
+                    s = await judge.score(out)
+                except LLMError as exc:
+                    errors.append(f"{spec}: {out.task_id}/{out.method}: {exc}")
+                    continue
+                scores.append({"judge": spec, "task_id": out.task_id, "method": out.method, "variant": out.variant, **s.model_dump()})
+        finally:
+            await client.aclose()
+    return scores, errors
+
+
+@app.command("judge")
+def judge_cmd(
+    outputs_file: str = typer.Argument(..., metavar="OUTPUTS.jsonl", help="Outputs of `deliberate --json` ('-' = stdin)."),
+    models: list[str] | None = typer.Option(None, "--model", help="Judge model spec; repeat for several judges."),
+    as_json: bool = typer.Option(False, "--json", help="Print scores and per-judge means as JSON."),
+    rejects: str | None = typer.Option(None, "--rejects", help="Write rejected input lines here."),
+    max_calls: int | None = typer.Option(None, "--max-calls", help="Budget per judge: most model attempts."),
+    max_tokens: int | None = typer.Option(None, "--max-tokens", help="Budget per judge: most tokens."),
+) -> None:
+    """Score outputs 1-10 (overall, risk identification, reasoning depth, actionability) per judge."""
+    check_input_path(outputs_file)
+    outputs: list[DeliberationOutput] = []
+    rejected = 0
+    with RejectSink(rejects) as sink, open_text(outputs_file) as handle:
+        for item in read_models(DeliberationOutput, handle, file=outputs_file):
+            if isinstance(item, Reject):
+                sink.add(item)
+                rejected += 1
+            else:
+                outputs.append(item)
+    specs = list(models or []) or [os.environ.get(MODEL_ENV) or bundled_model("judge")]
+    scores, errors = asyncio.run(_judge_all(outputs, specs, (max_calls, max_tokens)))
+    summary = aggregate(scores)
+    for e in errors:
+        err_console.print(f"judge failed: {e}", markup=False)
+    if as_json:
+        sys.stdout.write(json.dumps({"means": summary, "scores": scores, "errors": errors}, ensure_ascii=False) + "\n")
+    else:
+        _show_judges(summary)
+    code = exit_for(rejected)
+    raise typer.Exit(code=EXIT_FAILURE if errors and not code else code)
+
+
+def _show_judges(summary: dict[str, Any]) -> None:
+    judges = list(summary)
+    methods = sorted({m for j in judges for m in summary[j]})
+    table = Table(title="Mean overall quality (1-10) per judge")
+    table.add_column("method")
+    for j in judges:
+        table.add_column(j, justify="right")
+    for m in methods:
+        table.add_row(m, *(f"{summary[j][m]['overall']:.2f}" if m in summary[j] else "-" for j in judges))
+    out_console.print(table)
+    for j in judges:
+        detail = Table(title=f"Rubric means, judge {j}")
+        for col in ("method", "n", "overall", "risk", "depth", "action"):
+            detail.add_column(col, justify="right" if col != "method" else "left")
+        for m, v in summary[j].items():
+            detail.add_row(m, str(int(v["n"])), *(f"{v[c]:.2f}" for c in ("overall", "risk_identification", "reasoning_depth", "actionability")))
+        out_console.print(detail)

@@ -1,1 +1,221 @@
-"""CLI commands: guard (registered on import)."""
+"""CLI commands: ``dissensus calibrate`` and ``dissensus vote`` (the guard, seed 003).
+
+Input of both: JSONL, one case per line::
+
+    {"id": "q1", "votes": [{"agent": "a", "answer": "yes", "evidence_source": "wiki",
+      "evidence_present": true, "confidence": 0.7, "family": "openai"}, ...], "gold": "yes"}
+
+``gold`` is required by ``calibrate`` and ignored by ``vote``. A bad record (invalid
+JSON, a missing field, fewer than two voters, a NaN or out-of-range confidence) is
+rejected with its line and field on stderr (and in ``--rejects``); the rest is processed
+and the exit code is 3. A calibration file that cannot be read is a usage error (2);
+a refusal under ``--strict`` is a failure (1) naming the case and the invariant.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections import Counter
+from typing import Annotated
+
+import typer
+from pydantic import ValidationError, field_validator
+from rich.table import Table
+
+from dissensus.cli.app import app
+from dissensus.cli.common import check_input_path, exit_for, out_console, print_json, progress
+from dissensus.errors import ConfigError, InputError
+from dissensus.guard import (
+    Calibration,
+    CalibrationSettings,
+    CorrelatedConsensusError,
+    GuardSettings,
+    audit_case,
+    calibrate,
+)
+from dissensus.guard.decision import GuardDecision
+from dissensus.io.jsonl import Reject, RejectSink, open_text, read_models
+from dissensus.types import Vote, VoteCase
+
+__all__ = ["calibrate_command", "vote_command"]
+
+
+class _VoteInput(VoteCase):
+    """A case as ``vote`` reads it: at least two voters, reported on field ``votes``."""
+
+    @field_validator("votes")
+    @classmethod
+    def _two_voters(cls, value: list[Vote]) -> list[Vote]:
+        if len(value) < 2:
+            raise ValueError(f"a case needs at least two voters (got {len(value)})")
+        return value
+
+
+class _LabelledInput(_VoteInput):
+    """A case as ``calibrate`` reads it: ``gold`` is required."""
+
+    gold: str
+
+
+RejectsOption = Annotated[
+    str | None, typer.Option("--rejects", help="Also write every rejected record (file, line, field, message) here as JSONL.")
+]
+JsonOption = Annotated[bool, typer.Option("--json", help="Machine output: JSON (calibrate) or JSONL, one decision per case (vote).")]
+
+
+def _read(model: type[VoteCase], path: str, sink: RejectSink) -> list[VoteCase]:
+    cases: list[VoteCase] = []
+    try:
+        with open_text(path) as handle:
+            for item in read_models(model, handle, file=path):
+                if isinstance(item, Reject):
+                    sink.add(item)
+                else:
+                    cases.append(item)
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read: {exc.strerror}") from exc
+    return cases
+
+
+def _load_calibration(path: str) -> Calibration:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            data = json.load(handle)
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read: {exc.strerror}") from exc
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"invalid JSON: {exc.msg} (line {exc.lineno})", file=path) from exc
+    try:
+        return Calibration.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = ".".join(str(p) for p in first["loc"]) or "<root>"
+        raise ConfigError(first["msg"], file=path, field=field) from exc
+
+
+def _fmt(x: float | None, digits: int = 3) -> str:
+    return "-" if x is None else f"{x:.{digits}f}"
+
+
+def _calibration_tables(cal: Calibration) -> None:
+    strata = Table(title=f"Calibration on {cal.cases} labelled cases, per evidence stratum")
+    for col in ("stratum", "cases", "aggregator", "accuracy", "mean conf", "ECE", "|conf-acc|"):
+        strata.add_column(col, justify="left" if col in ("stratum", "aggregator") else "right")
+    for s in cal.strata:
+        if s.cases == 0:
+            strata.add_row(s.stratum, "0", "-", "-", "-", "-", "-")
+            continue
+        rows = [("majority (vote share)", s.majority), (f"consensus beta={cal.settings.beta_reference:g}", s.consensus)]
+        if s.guarded is not None:
+            rows.append(("guarded", s.guarded))
+        for name, f in rows:
+            strata.add_row(s.stratum, str(s.cases), name, _fmt(f.accuracy), _fmt(f.mean_confidence), _fmt(f.ece), _fmt(f.gap))
+    out_console.print(strata)
+    agents = Table(title="Agents")
+    for col in ("agent", "family", "votes", "accuracy", "reliability (present/absent)"):
+        agents.add_column(col)
+    for a in cal.agents:
+        agents.add_row(
+            a.agent, a.family or "-", str(a.votes), _fmt(a.accuracy),
+            f"{a.reliability_present:.3f} / {a.reliability_absent:.3f}",
+        )
+    out_console.print(agents)
+    out_console.print(
+        f"beta* = {cal.beta_star if cal.beta_star is not None else 'unmeasured'} "
+        f"(accuracy-only {cal.beta_star_accuracy}; evidence-absent stratum {cal.beta_stratum_cases} cases); "
+        f"mean pairwise error correlation {_fmt(cal.mean_error_correlation)}; "
+        f"n_eff {cal.n_eff:.2f} of {len(cal.agents)}; "
+        f"verifier {cal.verifier.agent + f' ({cal.verifier.accuracy:.3f} vs majority {cal.verifier.majority_accuracy:.3f})' if cal.verifier else 'none'}",
+        highlight=False,
+    )
+
+
+@app.command("calibrate")
+def calibrate_command(
+    labelled: Annotated[str, typer.Argument(help="Labelled vote cases (JSONL, '-' for stdin).")],
+    out: Annotated[str | None, typer.Option("--out", "-o", help="Write the calibration (JSON) here.")] = None,
+    beta_reference: Annotated[float, typer.Option("--beta-ref", min=0.0, help="Beta of the consensus figures.")] = 1.5,
+    tolerance: Annotated[
+        float, typer.Option("--tolerance", min=0.0, help="Allowed overconfidence of weighting on the absent stratum.")
+    ] = 0.05,
+    min_stratum_cases: Annotated[
+        int, typer.Option("--min-stratum-cases", min=1, help="Fewest evidence-absent cases for beta* to be measured.")
+    ] = 10,
+    json_out: JsonOption = False,
+    rejects: RejectsOption = None,
+) -> None:
+    """Measure strata, beta*, reliabilities, error correlations and n_eff on a labelled set."""
+    check_input_path(labelled)
+    with RejectSink(rejects) as sink:
+        cases = _read(_LabelledInput, labelled, sink)
+    if not cases:
+        raise InputError(f"{labelled}: no valid labelled case to calibrate on")
+    settings = CalibrationSettings(
+        beta_reference=beta_reference, overconfidence_tolerance=tolerance, min_stratum_cases=min_stratum_cases
+    )
+    cal = calibrate(cases, settings)
+    if out:
+        with open(out, "w", encoding="utf-8") as handle:
+            handle.write(cal.model_dump_json(indent=2) + "\n")
+    if json_out:
+        print_json(cal)
+    else:
+        _calibration_tables(cal)
+    raise typer.Exit(code=exit_for(sink.count))
+
+
+@app.command("vote")
+def vote_command(
+    votes: Annotated[str, typer.Argument(help="Vote cases (JSONL, '-' for stdin).")],
+    beta: Annotated[float, typer.Option("--beta", min=0.0, help="Requested consensus sharpening exponent.")] = 1.5,
+    calibration: Annotated[
+        str | None, typer.Option("--calibration", help="Calibration JSON from `dissensus calibrate`.")
+    ] = None,
+    strict: Annotated[bool, typer.Option("--strict", help="Fail (exit 1) on the first refusal instead of falling back.")] = False,
+    verifier: Annotated[
+        str | None, typer.Option("--verifier", help="Agent with veto when weighting is refused.")
+    ] = None,
+    no_recommended_verifier: Annotated[
+        bool, typer.Option("--no-recommended-verifier", help="Ignore the verifier the calibration recommends.")
+    ] = False,
+    max_fallback: Annotated[
+        float, typer.Option("--max-fallback-agreement", min=0.0, max=1.0, help="Invariant 2 threshold.")
+    ] = 0.85,
+    json_out: JsonOption = False,
+    rejects: RejectsOption = None,
+) -> None:
+    """Decide every case under the guard: mode, answer, confidence, n_eff and why."""
+    check_input_path(votes)
+    cal = _load_calibration(calibration) if calibration else None
+    settings = GuardSettings(max_fallback_agreement=max_fallback, use_recommended_verifier=not no_recommended_verifier)
+    decisions: list[GuardDecision] = []
+    modes: Counter[str] = Counter()
+    with RejectSink(rejects) as sink, open_text(votes) as handle:
+        # Streamed: with --json memory does not grow with the number of cases.
+        for item in progress(read_models(_VoteInput, handle, file=votes), description="vote"):
+            if isinstance(item, Reject):
+                sink.add(item)
+                continue
+            try:
+                d = audit_case(item, cal, beta=beta, strict=strict, verifier=verifier, settings=settings)
+            except CorrelatedConsensusError as exc:
+                raise CorrelatedConsensusError(f"case {item.id!r}: {exc}", exc.decision) from exc
+            modes[d.mode] += 1
+            if json_out:
+                sys.stdout.write(d.model_dump_json() + "\n")
+            else:
+                decisions.append(d)
+    if not json_out:
+        table = Table(title=f"Guarded decisions ({len(decisions)} cases)")
+        for col in ("id", "answer", "confidence", "mode", "weighted", "refusal", "n_eff"):
+            table.add_column(col)
+        for d in decisions:
+            table.add_row(
+                str(d.id), d.answer, f"{d.confidence:.3f}", d.mode, "yes" if d.weighted else "no",
+                f"invariant {d.refusal.invariant}" if d.refusal else "-", f"{d.n_eff:.2f}",
+            )
+        out_console.print(table)
+        summary = ", ".join(f"{m}: {n}" for m, n in sorted(modes.items()))
+        out_console.print(f"modes: {summary or 'none'}; rejected: {sink.count}", highlight=False)
+    raise typer.Exit(code=exit_for(sink.count))

@@ -1,1 +1,331 @@
-"""CLI commands: route (registered on import)."""
+"""CLI commands ``dissensus route`` and ``dissensus calibrate-thresholds`` (seed 000).
+
+``route`` streams panels (one JSON object per line, ``-`` for standard input) in bounded
+batches, reads each panel's disagreement state and routes it through the default rules
+plus an optional YAML rules file. ``--json`` writes one JSON record per panel (to
+``--out`` or standard output); the human mode prints a table and a summary of states and
+actions. Memory stays bounded whatever the number of panels: one batch of panels is held
+at a time, and the human table shows at most the first ``--show`` rows.
+
+Bad lines (invalid JSON, missing or mistyped fields, fewer than two agents, confidence
+outside [0, 1], duplicate agent ids, empty reasoning) are reported on standard error with
+file, line and field, written to ``--rejects``, and skipped; every good line is still
+routed. Exit codes: 0 ok, 2 usage error (missing file, bad flag, bad rules file, unknown
+backend), 3 when any line was rejected.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from itertools import islice
+from typing import IO, Any
+
+import typer
+from rich.table import Table
+
+from dissensus.cli.app import app
+from dissensus.cli.common import (
+    check_input_path,
+    err_console,
+    exit_for,
+    out_console,
+    print_json,
+    progress,
+)
+from dissensus.errors import InputError
+from dissensus.io.jsonl import Reject, RejectSink, open_text, read_models
+from dissensus.states.calibrate import calibrate
+from dissensus.states.reading import Reading, Thresholds, read_panels
+from dissensus.states.routing import Route, RuleSet
+from dissensus.states.similarity import DEFAULT_BACKEND, SimilarityBackend, get_backend
+from dissensus.types import Panel
+
+__all__ = ["RouteTally", "calibrate_command", "record_of", "route_command", "route_stream"]
+
+_STATE_ORDER = ("CA", "DA", "CD", "DD")
+
+
+def record_of(reading: Reading, routed: Route, *, with_matrix: bool = False) -> dict[str, Any]:
+    """The JSON record of one routed panel."""
+    record: dict[str, Any] = {
+        "id": reading.id,
+        "state": reading.state.value,
+        "action": routed.action,
+        "reasoning_similarity": reading.mean_similarity,
+        "min_similarity": reading.min_similarity,
+        "agreement": reading.agreement,
+        "decision": reading.decision,
+        "tie": reading.tie,
+        "votes": reading.votes,
+        "abstentions": reading.abstentions,
+        "rule": routed.rule,
+        "defeated": routed.defeated,
+        "concurring": routed.concurring,
+        "model": reading.model,
+        "theta_s": reading.thresholds.theta_s,
+        "theta_a": reading.thresholds.theta_a,
+    }
+    if with_matrix:
+        record["agents"] = reading.agents
+        record["matrix"] = reading.matrix
+    return record
+
+
+def _progress_total(path: str) -> int | None:
+    """Line count for the progress bar (only when a bar will be shown)."""
+    shows = err_console.is_terminal or os.environ.get("DISSENSUS_PROGRESS") == "1"
+    if path == "-" or not shows:
+        return None
+    count = 0
+    with open(path, "rb") as handle:
+        while chunk := handle.read(1 << 20):
+            count += chunk.count(b"\n")
+    return count
+
+
+def _panels(path: str, sink: RejectSink) -> Iterator[Panel]:
+    """Valid panels of ``path``, lazily; rejects go to ``sink``."""
+    name = "<stdin>" if path == "-" else path
+    with open_text(path) as handle:
+        lines = progress(handle, description="reading panels", total=_progress_total(path))
+        for item in read_models(Panel, lines, file=name):
+            if isinstance(item, Reject):
+                sink.add(item)
+            else:
+                yield item
+
+
+def _batches(panels: Iterator[Panel], size: int) -> Iterator[list[Panel]]:
+    while batch := list(islice(panels, size)):
+        yield batch
+
+
+def _backend(similarity: str, no_cache: bool) -> SimilarityBackend:
+    return get_backend(similarity, cache=not no_cache)
+
+
+def _fmt(x: float) -> str:
+    return f"{x:.3f}"
+
+
+@dataclass
+class RouteTally:
+    """What a routing run saw: counts per state and action, and the first rows."""
+
+    total: int = 0
+    states: Counter[str] = field(default_factory=Counter)
+    actions: Counter[str] = field(default_factory=Counter)
+    rows: list[tuple[Reading, Route]] = field(default_factory=list)
+
+
+def route_stream(
+    panels: Iterable[Panel],
+    backend: SimilarityBackend,
+    thresholds: Thresholds,
+    ruleset: RuleSet,
+    *,
+    handle: IO[str] | None = None,
+    batch_size: int = 256,
+    with_matrix: bool = False,
+    keep_rows: int = 0,
+) -> RouteTally:
+    """Read and route ``panels`` in batches, writing one JSON record per panel to ``handle``.
+
+    Holds one batch at a time plus at most ``keep_rows`` readings for display.
+    """
+    tally = RouteTally()
+    for batch in _batches(iter(panels), batch_size):
+        for panel, reading in zip(batch, read_panels(batch, backend, thresholds), strict=True):
+            routed = ruleset.route(reading, panel.meta)
+            tally.total += 1
+            tally.states[reading.state.value] += 1
+            tally.actions[routed.action] += 1
+            if handle is not None:
+                record = record_of(reading, routed, with_matrix=with_matrix)
+                handle.write(json.dumps(record, ensure_ascii=False))
+                handle.write("\n")
+            if len(tally.rows) < keep_rows:
+                tally.rows.append((reading, routed))
+    return tally
+
+
+def _print_human(tally: RouteTally, rejected: int, thresholds: Thresholds, model: str) -> None:
+    rows, total, states, actions = tally.rows, tally.total, tally.states, tally.actions
+    shown = len(rows)
+    table = Table(
+        title=f"dissensus route  (model {model}, θ_s={thresholds.theta_s:g}, θ_a={thresholds.theta_a:g})"
+    )
+    for col in ("id", "state", "action", "rule", "decision", "agree", "sim", "min", "tie"):
+        numeric = col in ("agree", "sim", "min")
+        table.add_column(
+            col,
+            justify="right" if numeric else "left",
+            no_wrap=numeric or col == "state",
+            overflow="fold",
+        )
+    for reading, routed in rows:
+        table.add_row(
+            reading.id,
+            reading.state.value,
+            routed.action,
+            routed.rule,
+            "—" if reading.decision is None else reading.decision,
+            _fmt(reading.agreement),
+            _fmt(reading.mean_similarity),
+            _fmt(reading.min_similarity),
+            ", ".join(reading.tie),
+        )
+    if total:
+        out_console.print(table)
+    if total > shown:
+        out_console.print(
+            f"… {total - shown} more panels not shown (use --json or --out for every record)"
+        )
+    summary = Table(title="summary")
+    summary.add_column("state")
+    summary.add_column("panels", justify="right")
+    summary.add_column("share", justify="right")
+    for s in _STATE_ORDER:
+        summary.add_row(s, str(states[s]), f"{states[s] / total:.1%}" if total else "—")
+    actions_table = Table(title="actions")
+    actions_table.add_column("action")
+    actions_table.add_column("panels", justify="right")
+    for action, n in sorted(actions.items(), key=lambda kv: (-kv[1], kv[0])):
+        actions_table.add_row(action, str(n))
+    out_console.print(summary)
+    out_console.print(actions_table)
+    out_console.print(f"routed {total} panels, rejected {rejected} lines")
+
+
+@app.command("route")
+def route_command(
+    panels: str = typer.Argument(
+        ...,
+        help="Panels JSONL, one panel per line ('-' = standard input).",
+        callback=check_input_path,
+    ),
+    theta_s: float | None = typer.Option(
+        None,
+        "--theta-s",
+        min=-1.0,
+        max=1.0,
+        help="Reasoning-similarity threshold (default: the model's calibrated default).",
+    ),
+    theta_a: float | None = typer.Option(
+        None, "--theta-a", min=0.0, max=1.0, help="Conclusion-agreement threshold (default 0.8)."
+    ),
+    rules: str | None = typer.Option(
+        None, "--rules", help="YAML rules file (domain rules, priorities, superiority)."
+    ),
+    similarity: str = typer.Option(
+        DEFAULT_BACKEND,
+        "--similarity",
+        help="Similarity backend: minilm, tfidf or module:function.",
+    ),
+    json_out: bool = typer.Option(False, "--json", help="Write JSONL records instead of a table."),
+    out: str | None = typer.Option(None, "--out", help="Write the JSONL records to this file."),
+    rejects: str | None = typer.Option(
+        None, "--rejects", help="Write rejected lines (JSONL) to this file."
+    ),
+    batch_size: int = typer.Option(256, "--batch-size", min=1, help="Panels read per batch."),
+    no_cache: bool = typer.Option(
+        False, "--no-cache", help="Do not use the on-disk embedding cache."
+    ),
+    matrix: bool = typer.Option(
+        False, "--matrix", help="Include agent ids and the similarity matrix in records."
+    ),
+    show: int = typer.Option(
+        50, "--show", min=0, help="Rows of the human table (the summary counts all)."
+    ),
+) -> None:
+    """Read each panel's disagreement state (CA/DA/CD/DD) and route it to an action."""
+    ruleset = RuleSet.load(rules) if rules else RuleSet.default()
+    backend = _backend(similarity, no_cache)
+    thresholds = Thresholds.for_model(backend.name, theta_s, theta_a)
+    handle: IO[str] | None = None
+    with RejectSink(rejects) as sink:
+        try:
+            if out is not None and out != "-":
+                handle = open(out, "w", encoding="utf-8")  # noqa: SIM115
+            elif json_out or out == "-":
+                handle = sys.stdout
+            tally = route_stream(
+                _panels(panels, sink),
+                backend,
+                thresholds,
+                ruleset,
+                handle=handle,
+                batch_size=batch_size,
+                with_matrix=matrix,
+                keep_rows=0 if json_out else show,
+            )
+        finally:
+            if handle is not None and handle is not sys.stdout:
+                handle.close()
+        rejected = sink.count
+    if not json_out:
+        _print_human(tally, rejected, thresholds, backend.name)
+    raise typer.Exit(code=exit_for(rejected))
+
+
+@app.command("calibrate-thresholds")
+def calibrate_command(
+    corpus: str = typer.Argument(
+        ...,
+        help="Reference corpus of panels (JSONL, '-' = standard input).",
+        callback=check_input_path,
+    ),
+    quantile: float = typer.Option(
+        ...,
+        "--quantile",
+        min=0.0,
+        max=1.0,
+        help="Quantile of per-panel mean similarity taken as θ_s.",
+    ),
+    similarity: str = typer.Option(
+        DEFAULT_BACKEND,
+        "--similarity",
+        help="Similarity backend: minilm, tfidf or module:function.",
+    ),
+    json_out: bool = typer.Option(False, "--json", help="Print the calibration as JSON."),
+    rejects: str | None = typer.Option(
+        None, "--rejects", help="Write rejected lines (JSONL) to this file."
+    ),
+    batch_size: int = typer.Option(256, "--batch-size", min=1, help="Panels read per batch."),
+    no_cache: bool = typer.Option(
+        False, "--no-cache", help="Do not use the on-disk embedding cache."
+    ),
+) -> None:
+    """Derive θ_s from a reference corpus: the QUANTILE of per-panel mean reasoning similarity."""
+    backend = _backend(similarity, no_cache)
+    with RejectSink(rejects) as sink:
+        panels_iter = _panels(corpus, sink)
+        first = list(islice(panels_iter, 1))
+        if not first:
+            raise InputError(f"{corpus}: no valid panels to calibrate on")
+        result = calibrate(_chain(first, panels_iter), backend, quantile, batch_size)
+        rejected = sink.count
+    if json_out:
+        print_json({**result.model_dump(), "rejected": rejected})
+    else:
+        table = Table(title="calibrated thresholds")
+        table.add_column("field")
+        table.add_column("value", justify="right")
+        for key, value in result.model_dump().items():
+            table.add_row(key, f"{value:.4f}" if isinstance(value, float) else str(value))
+        table.add_row("rejected lines", str(rejected))
+        out_console.print(table)
+        out_console.print(
+            f"use: dissensus route PANELS --similarity {similarity} --theta-s {result.theta_s:.4f}"
+        )
+    raise typer.Exit(code=exit_for(rejected))
+
+
+def _chain(first: list[Panel], rest: Iterator[Panel]) -> Iterator[Panel]:
+    yield from first
+    yield from rest

@@ -142,7 +142,9 @@ def _judge_key(name: str) -> tuple[int, str]:
 
 def _check_strategy(strategy: str) -> None:
     if strategy not in STRATEGIES:
-        raise ConvertError(f"unknown strategy {strategy!r}; expected one of {', '.join(STRATEGIES)}")
+        raise ConvertError(
+            f"unknown strategy {strategy!r}; expected one of {', '.join(STRATEGIES)}"
+        )
 
 
 def find_subsets(root: str | Path, strategy: str = "CoT") -> list[LLMBarSubset]:
@@ -217,7 +219,9 @@ def _answer(entry: Any, *, file: Path, field: str) -> JudgeAnswer:
     if isinstance(winner, int) and not isinstance(winner, bool):
         winner = str(winner)
     if winner is not None and winner not in _WINNERS:
-        raise _Malformed(file, f"{field}.winner", f"winner must be '1', '2' or null, got {winner!r}")
+        raise _Malformed(
+            file, f"{field}.winner", f"winner must be '1', '2' or null, got {winner!r}"
+        )
     completion = entry.get("completion")
     if isinstance(completion, list):
         completion = completion[0] if completion else ""
@@ -230,7 +234,11 @@ def _answer(entry: Any, *, file: Path, field: str) -> JudgeAnswer:
 
 def _results_entry(results: list[Any], index: int, judge_file: Path, key: str) -> Any:
     if index >= len(results):
-        raise _Malformed(judge_file, "<item>", "no result for this item (result.json is shorter than dataset.json)")
+        raise _Malformed(
+            judge_file,
+            "<item>",
+            "no result for this item (result.json is shorter than dataset.json)",
+        )
     item = results[index]
     if not isinstance(item, dict):
         raise _Malformed(judge_file, "<item>", "expected an object")
@@ -294,20 +302,45 @@ def _build_item(
 
 
 def iter_llmbar_items(
-    root: str | Path, strategy: str = "CoT", *, on_skip: SkipHandler | None = None
+    root: str | Path,
+    strategy: str = "CoT",
+    *,
+    on_skip: SkipHandler | None = None,
+    per_subset: int | None = None,
 ) -> Iterator[LLMBarItem]:
-    """Every item of every subset below ``root``, one subset in memory at a time."""
-    for subset in find_subsets(root, strategy):
+    """Every item of every subset below ``root``, one subset in memory at a time.
+
+    ``per_subset`` keeps only the first N items of each subset (a balanced sample).
+    The layout is checked when this is called (:func:`find_subsets`), so a wrong
+    directory raises :class:`ConvertError` here rather than at the first ``next``.
+    """
+    if per_subset is not None and per_subset < 1:
+        raise ConvertError(f"per_subset must be at least 1, got {per_subset}")
+    return _items(find_subsets(root, strategy), strategy, on_skip, per_subset)
+
+
+def _items(
+    subsets: list[LLMBarSubset],
+    strategy: str,
+    on_skip: SkipHandler | None,
+    per_subset: int | None,
+) -> Iterator[LLMBarItem]:
+    for subset in subsets:
         dataset = _load_list(subset.path / "dataset.json")
         results = {
             judge: _load_list(subset.path / "evaluators" / judge / strategy / "result.json")
             for judge in subset.judges
         }
-        for index, raw in enumerate(dataset):
+        for index, raw in enumerate(dataset[:per_subset]):
             try:
                 yield _build_item(subset, strategy, index, raw, results)
             except _Malformed as bad:
-                report_skip(on_skip, Skipped(file=str(bad.file), item=str(index), field=bad.field, message=bad.message))
+                report_skip(
+                    on_skip,
+                    Skipped(
+                        file=str(bad.file), item=str(index), field=bad.field, message=bad.message
+                    ),
+                )
 
 
 def _meta(item: LLMBarItem) -> dict[str, Any]:
@@ -351,7 +384,9 @@ def item_to_panel(item: LLMBarItem) -> Panel:
     try:
         return Panel(id=item.id, meta=meta, outputs=outputs)
     except ValidationError as exc:
-        raise ValueError(f"{len(outputs)} judge(s) with a reasoning trace: {exc.errors()[0]['msg']}") from exc
+        raise ValueError(
+            f"{len(outputs)} judge(s) with a reasoning trace: {exc.errors()[0]['msg']}"
+        ) from exc
 
 
 def _source(judge: str) -> str:
@@ -389,27 +424,57 @@ def item_to_votes(item: LLMBarItem) -> VoteCase:
 
 
 def iter_llmbar_panels(
-    root: str | Path, strategy: str = "CoT", *, on_skip: SkipHandler | None = None
+    root: str | Path,
+    strategy: str = "CoT",
+    *,
+    on_skip: SkipHandler | None = None,
+    per_subset: int | None = None,
 ) -> Iterator[Panel]:
     """One :class:`Panel` per item of every subset below ``root``.
 
     >>> panels = iter_llmbar_panels("../shared/data/llmbar", "Swap_CoT")  # doctest: +SKIP
     >>> next(panels).outputs[0].swap_decision  # doctest: +SKIP
-    '1'
+    '2'
     """
-    for item in iter_llmbar_items(root, strategy, on_skip=on_skip):
+    return _panels(
+        iter_llmbar_items(root, strategy, on_skip=on_skip, per_subset=per_subset), on_skip
+    )
+
+
+def _panels(items: Iterator[LLMBarItem], on_skip: SkipHandler | None) -> Iterator[Panel]:
+    for item in items:
         try:
             yield item_to_panel(item)
         except ValueError as exc:
-            report_skip(on_skip, Skipped(file=item.dataset_file, item=str(item.index), field="outputs", message=str(exc)))
+            report_skip(
+                on_skip,
+                Skipped(
+                    file=item.dataset_file, item=str(item.index), field="outputs", message=str(exc)
+                ),
+            )
 
 
 def iter_llmbar_votes(
-    root: str | Path, strategy: str = "CoT", *, on_skip: SkipHandler | None = None
+    root: str | Path,
+    strategy: str = "CoT",
+    *,
+    on_skip: SkipHandler | None = None,
+    per_subset: int | None = None,
 ) -> Iterator[VoteCase]:
     """One :class:`VoteCase` (the guard's input) per item of every subset below ``root``."""
-    for item in iter_llmbar_items(root, strategy, on_skip=on_skip):
+    return _votes(
+        iter_llmbar_items(root, strategy, on_skip=on_skip, per_subset=per_subset), on_skip
+    )
+
+
+def _votes(items: Iterator[LLMBarItem], on_skip: SkipHandler | None) -> Iterator[VoteCase]:
+    for item in items:
         try:
             yield item_to_votes(item)
         except ValueError as exc:
-            report_skip(on_skip, Skipped(file=item.dataset_file, item=str(item.index), field="votes", message=str(exc)))
+            report_skip(
+                on_skip,
+                Skipped(
+                    file=item.dataset_file, item=str(item.index), field="votes", message=str(exc)
+                ),
+            )

@@ -85,7 +85,9 @@ def _split_labels(annotations: Any) -> dict[str, list[str]]:
     return labels
 
 
-def _explanations_by_annotator(item: dict[str, Any], labels: dict[str, list[str]]) -> dict[str, list[str]]:
+def _explanations_by_annotator(
+    item: dict[str, Any], labels: dict[str, list[str]]
+) -> dict[str, list[str]]:
     order = item.get("annotators")
     if not isinstance(order, str):
         raise _Malformed("annotators", "expected a comma-separated string")
@@ -162,16 +164,26 @@ def item_to_panel(key: str, item: Any) -> Panel:
         raise _Malformed(".".join(str(p) for p in first["loc"]) or "<item>", first["msg"]) from exc
 
 
-def iter_varierrnli_panels(path: str | Path, *, on_skip: SkipHandler | None = None) -> Iterator[Panel]:
+def iter_varierrnli_panels(
+    path: str | Path, *, on_skip: SkipHandler | None = None
+) -> Iterator[Panel]:
     """One :class:`Panel` per item of a VariErrNLI file, in file order.
+
+    The file is read when this is called, so an unreadable file raises
+    :class:`ConvertError` here rather than at the first ``next``.
 
     >>> panels = list(iter_varierrnli_panels("VariErrNLI_dev.json"))  # doctest: +SKIP
     >>> panels[0].meta["split"]  # doctest: +SKIP
     'dev'
     """
-    data = load_varierrnli(path)
+    return _panels(load_varierrnli(path), str(path), on_skip)
+
+
+def _panels(data: dict[str, Any], file: str, on_skip: SkipHandler | None) -> Iterator[Panel]:
     for key, item in data.items():
         try:
             yield item_to_panel(str(key), item)
         except _Malformed as bad:
-            report_skip(on_skip, Skipped(file=str(path), item=str(key), field=bad.field, message=bad.message))
+            report_skip(
+                on_skip, Skipped(file=file, item=str(key), field=bad.field, message=bad.message)
+            )

@@ -34,7 +34,40 @@ from dissensus.errors import ConfigError
 from dissensus.llm.base import BudgetExceeded
 from dissensus.types import Usage
 
-__all__ = ["DEFAULT_PRICES", "Budget", "Price", "Reservation"]
+__all__ = ["DEFAULT_PRICES", "Budget", "Price", "Reservation", "Tally"]
+
+
+@dataclass(slots=True)
+class Tally:
+    """Plain running counters (cheaper to bump than a pydantic :class:`Usage`)."""
+
+    calls: int = 0
+    attempts: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost: float = 0.0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    def bump(self, *, calls: int, prompt_tokens: int, completion_tokens: int, cost: float) -> None:
+        """Count one attempt (and ``calls`` logical calls)."""
+        self.calls += calls
+        self.attempts += 1
+        self.prompt_tokens += prompt_tokens
+        self.completion_tokens += completion_tokens
+        self.cost += cost
+
+    def usage(self) -> Usage:
+        """A :class:`Usage` snapshot."""
+        return Usage(
+            calls=self.calls,
+            attempts=self.attempts,
+            prompt_tokens=self.prompt_tokens,
+            completion_tokens=self.completion_tokens,
+            cost=self.cost,
+        )
 
 
 class Price(BaseModel):
@@ -49,7 +82,9 @@ class Price(BaseModel):
 
     def cost(self, prompt_tokens: int, completion_tokens: int) -> float:
         """Dollars for the given token counts."""
-        return (prompt_tokens * self.input_per_mtok + completion_tokens * self.output_per_mtok) / 1e6
+        return (
+            prompt_tokens * self.input_per_mtok + completion_tokens * self.output_per_mtok
+        ) / 1e6
 
 
 DEFAULT_PRICES: dict[str, Price] = {
@@ -93,8 +128,7 @@ class Budget:
     """Price table: model id (or id prefix) -> price."""
     completion_reserve: int = 1024
     """Completion tokens reserved (and sent as ``max_tokens``) when a request sets none."""
-    spent: Usage = field(default_factory=Usage)
-    """Attempts, tokens and cost charged so far (``calls`` stays 0; clients count calls)."""
+    _spent: Tally = field(default_factory=Tally, repr=False)
     _reserved: list[float] = field(default_factory=lambda: [0, 0, 0.0], repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
@@ -107,6 +141,12 @@ class Budget:
             raise ConfigError(f"max_cost must be >= 0, got {self.max_cost}", field="max_cost")
         if self.completion_reserve < 1:
             raise ConfigError("completion_reserve must be >= 1", field="completion_reserve")
+
+    @property
+    def spent(self) -> Usage:
+        """Attempts, tokens and cost charged so far (``calls`` stays 0; clients count calls)."""
+        with self._lock:
+            return self._spent.usage()
 
     @property
     def limits_tokens(self) -> bool:
@@ -137,26 +177,32 @@ class Budget:
         cost = self._cost(model, prompt_tokens, completion_tokens)
         tokens = prompt_tokens + completion_tokens
         with self._lock:
+            spent = self._spent
             calls_r, tokens_r, cost_r = self._reserved
-            if self.max_calls is not None and self.spent.attempts + calls_r + 1 > self.max_calls:
+            if self.max_calls is not None and spent.attempts + calls_r + 1 > self.max_calls:
                 raise BudgetExceeded(
-                    f"call budget exhausted: {self.spent.attempts} of {self.max_calls} attempts "
+                    f"call budget exhausted: {spent.attempts} of {self.max_calls} attempts "
                     f"spent, {int(calls_r)} in flight"
                 )
-            if self.max_tokens is not None and self.spent.total_tokens + tokens_r + tokens > self.max_tokens:
+            if (
+                self.max_tokens is not None
+                and spent.total_tokens + tokens_r + tokens > self.max_tokens
+            ):
                 raise BudgetExceeded(
                     f"token budget: this attempt may use {tokens} tokens, "
-                    f"{self.spent.total_tokens} of {self.max_tokens} spent, {int(tokens_r)} reserved"
+                    f"{spent.total_tokens} of {self.max_tokens} spent, {int(tokens_r)} reserved"
                 )
-            if self.max_cost is not None and self.spent.cost + cost_r + cost > self.max_cost:
+            if self.max_cost is not None and spent.cost + cost_r + cost > self.max_cost:
                 raise BudgetExceeded(
                     f"cost budget: this attempt may cost ${cost:.6f}, "
-                    f"${self.spent.cost:.6f} of ${self.max_cost:.6f} spent, ${cost_r:.6f} reserved"
+                    f"${spent.cost:.6f} of ${self.max_cost:.6f} spent, ${cost_r:.6f} reserved"
                 )
             self._reserved = [calls_r + 1, tokens_r + tokens, cost_r + cost]
         return Reservation(calls=1, tokens=tokens, cost=cost)
 
-    def settle(self, reservation: Reservation, *, model: str, prompt_tokens: int, completion_tokens: int) -> float:
+    def settle(
+        self, reservation: Reservation, *, model: str, prompt_tokens: int, completion_tokens: int
+    ) -> float:
         """Release ``reservation`` and charge what the attempt used; return its cost."""
         cost = self._cost(model, prompt_tokens, completion_tokens)
         with self._lock:
@@ -166,8 +212,7 @@ class Budget:
                 tokens_r - reservation.tokens,
                 max(0.0, cost_r - reservation.cost),
             ]
-            self.spent.attempts += 1
-            self.spent.prompt_tokens += prompt_tokens
-            self.spent.completion_tokens += completion_tokens
-            self.spent.cost += cost
+            self._spent.bump(
+                calls=0, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens, cost=cost
+            )
         return cost

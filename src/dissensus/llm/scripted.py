@@ -130,7 +130,9 @@ def parse_script(data: Any, *, file: str = "<script>") -> ScriptedRules:
     if data is None:
         data = {}
     if not isinstance(data, dict):
-        raise ConfigError("a script must be a mapping with 'rules' and optional 'default'", file=file)
+        raise ConfigError(
+            "a script must be a mapping with 'rules' and optional 'default'", file=file
+        )
     try:
         return ScriptedRules.model_validate(data)
     except ValidationError as exc:
@@ -175,6 +177,8 @@ class Responder:
 
 class ScriptedBackend:
     """Offline backend answering from a rule file."""
+
+    provider = "dissensus.scripted"
 
     def __init__(self, script: ScriptedRules, *, name: str = "script") -> None:
         self._responder = Responder(script, name=name)

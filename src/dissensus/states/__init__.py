@@ -1,1 +1,55 @@
-"""dissensus.states"""
+"""Disagreement reading and defeasible routing (seed 000).
+
+A :class:`Reading` of a panel crosses reasoning similarity (how alike the agents'
+reasoning traces are) with conclusion agreement (the plurality share) into one of four
+states, CA / DA / CD / DD; :func:`route` turns a reading plus case metadata into a
+meta-action through defeasible rules.
+
+Example::
+
+    from dissensus.states import RuleSet, Thresholds, get_backend, read_panel, route
+    backend = get_backend("tfidf")
+    reading = read_panel(panel, backend, Thresholds(theta_s=0.3, theta_a=0.8))
+    decision = route(reading, panel.meta, RuleSet.default())
+"""
+
+from dissensus.states.calibrate import Calibration, calibrate, calibrate_theta_s
+from dissensus.states.reading import (
+    DEFAULT_THETA_A,
+    DEFAULT_THETA_S,
+    Reading,
+    State,
+    Thresholds,
+    read_from_matrix,
+    read_panel,
+    read_panels,
+)
+from dissensus.states.routing import Action, Route, RuleSet, route
+from dissensus.states.similarity import (
+    EmbeddingBackend,
+    SimilarityBackend,
+    callable_backend,
+    get_backend,
+)
+
+__all__ = [
+    "DEFAULT_THETA_A",
+    "DEFAULT_THETA_S",
+    "Action",
+    "Calibration",
+    "EmbeddingBackend",
+    "Reading",
+    "Route",
+    "RuleSet",
+    "SimilarityBackend",
+    "State",
+    "Thresholds",
+    "calibrate",
+    "calibrate_theta_s",
+    "callable_backend",
+    "get_backend",
+    "read_from_matrix",
+    "read_panel",
+    "read_panels",
+    "route",
+]

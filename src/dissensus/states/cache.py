@@ -79,7 +79,9 @@ class EmbeddingCache:
         self._conn = conn
         return conn
 
-    def get_many(self, model: str, keys: Sequence[str], dim: int | None = None) -> dict[str, Vectors]:
+    def get_many(
+        self, model: str, keys: Sequence[str], dim: int | None = None
+    ) -> dict[str, Vectors]:
         """Stored vectors for ``keys`` (missing keys are absent from the result)."""
         conn = self._connect()
         found: dict[str, Vectors] = {}

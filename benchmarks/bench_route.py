@@ -1,0 +1,339 @@
+"""Benchmark of ``dissensus route``: throughput, end-to-end ratio, peak memory.
+
+(a) Reading + routing throughput with precomputed embeddings, JSONL parsing and writing
+    included, on one core (the process is pinned to one CPU, BLAS to one thread).
+    Baseline in the same process: plain ``json.loads`` + ``json.dumps`` of the same
+    lines. Target: >= 10,000 five-agent panels/s.
+(b) End to end with the default model (all-MiniLM-L6-v2, no embedding cache) as a ratio
+    to the raw encoder's sentences/s on the same distinct texts. Target: >= 0.9.
+(c) Peak RSS of ``dissensus route --json`` (a subprocess) over 100,000 panels with
+    precomputed embeddings, next to the same command over 1,000 panels, to show that
+    memory does not grow with the input. Target: < 300 MB.
+
+Run: ``.venv/bin/python benchmarks/bench_route.py`` (``--help`` for sizes). Prints
+figures, asserts nothing.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+os.environ.setdefault("MKL_NUM_THREADS", "1")
+
+import argparse
+import io
+import json
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from dissensus.types import Panel
+
+REPO = Path(__file__).resolve().parent.parent
+DIM = 384
+VOCAB = 4000
+WORDS = [
+    "the",
+    "output",
+    "follows",
+    "instruction",
+    "better",
+    "response",
+    "answer",
+    "is",
+    "correct",
+    "because",
+    "it",
+    "explains",
+    "clearly",
+    "accurate",
+    "relevant",
+    "helpful",
+    "detailed",
+    "concise",
+    "incomplete",
+    "misses",
+    "key",
+    "point",
+    "however",
+    "both",
+    "outputs",
+    "fail",
+    "although",
+    "second",
+    "first",
+    "more",
+    "precise",
+    "context",
+    "user",
+    "asked",
+    "summary",
+    "list",
+]
+
+
+def trace(k: int) -> str:
+    """The k-th synthetic reasoning trace (deterministic, about 40 words)."""
+    rnd = random.Random(k)
+    return f"[{k}] " + " ".join(rnd.choice(WORDS) for _ in range(40))
+
+
+def embed(texts: list[str]) -> np.ndarray:
+    """Precomputed embeddings: a fixed vector per synthetic trace, read off its index.
+
+    Used as ``--similarity bench_route:embed``; it does no model work, so the figures
+    measure reading, routing, parsing and writing only.
+    """
+    out = np.empty((len(texts), DIM), dtype=np.float32)
+    for i, text in enumerate(texts):
+        k = int(text[1 : text.index("]")])
+        out[i] = _TABLE[k % VOCAB]
+    return out
+
+
+_TABLE = np.random.default_rng(0).standard_normal((VOCAB, DIM)).astype(np.float32)
+_TABLE /= np.linalg.norm(_TABLE, axis=1, keepdims=True)
+
+
+def panel_line(i: int, agents: int = 5) -> str:
+    rnd = random.Random(i)
+    outputs = [
+        {
+            "agent": f"judge{j}",
+            "decision": rnd.choice(["1", "1", "2"]),
+            "reasoning": trace(rnd.randrange(VOCAB)),
+            "confidence": round(rnd.random(), 3),
+        }
+        for j in range(agents)
+    ]
+    meta = {
+        "category": rnd.choice(["legal", "news", "health"]),
+        "risk": rnd.choice(["high", "low"]),
+    }
+    return json.dumps({"id": f"p{i}", "meta": meta, "outputs": outputs})
+
+
+RULES = """\
+rules:
+  - id: legal-review
+    condition: meta.category == "legal" and state != "CA"
+    action: escalate
+  - id: risky-divergent
+    condition: meta.risk == "high" and state == "DA"
+    action: escalate
+"""
+
+
+def _pin_one_core() -> str:
+    if hasattr(os, "sched_setaffinity"):
+        cpu = min(os.sched_getaffinity(0))
+        os.sched_setaffinity(0, {cpu})
+        return f"pinned to CPU {cpu}"
+    return "not pinned (no sched_setaffinity)"
+
+
+def bench_throughput(n: int) -> None:
+    from dissensus.cli.route import route_stream
+    from dissensus.states import RuleSet, Thresholds, callable_backend
+
+    where = _pin_one_core()
+    lines = [panel_line(i) + "\n" for i in range(n)]
+    with tempfile.TemporaryDirectory() as tmp:
+        rules_path = Path(tmp) / "rules.yaml"
+        rules_path.write_text(RULES)
+        ruleset = RuleSet.load(rules_path)
+    backend = callable_backend(embed, name="precomputed")
+    thresholds = Thresholds(theta_s=0.05, theta_a=0.8)
+
+    t0 = time.perf_counter()
+    sink = io.StringIO()
+    for line in lines:
+        sink.write(json.dumps(json.loads(line)))
+        sink.write("\n")
+    base = time.perf_counter() - t0
+
+    route_stream(
+        panels_gen(lines[:512]), backend, thresholds, ruleset, handle=io.StringIO()
+    )  # warm-up
+    out = io.StringIO()
+    t0 = time.perf_counter()
+    tally = route_stream(panels_gen(lines), backend, thresholds, ruleset, handle=out)
+    elapsed = time.perf_counter() - t0
+    rate = tally.total / elapsed
+    print(f"(a) throughput, precomputed embeddings, 5 agents, {where}")
+    print(f"    panels routed:           {tally.total}")
+    print(f"    states:                  {dict(sorted(tally.states.items()))}")
+    print(f"    actions:                 {dict(sorted(tally.actions.items()))}")
+    print(f"    route (parse+read+route+write): {rate:,.0f} panels/s  ({elapsed:.2f} s)")
+    print(f"    baseline json.loads+dumps:      {n / base:,.0f} panels/s  ({base:.2f} s)")
+    print(f"    ratio route / baseline:         {rate / (n / base):.3f}")
+    print(f"    target >= 10,000 panels/s:      {'met' if rate >= 10_000 else 'NOT met'}")
+
+
+def panels_gen(lines: list[str]) -> Iterator[Panel]:
+    from dissensus.io.jsonl import Reject, read_models
+    from dissensus.types import Panel
+
+    for item in read_models(Panel, lines, file="bench"):
+        if not isinstance(item, Reject):
+            yield item
+
+
+def _llmbar_texts(data: Path, limit: int) -> list[list[str]] | None:
+    try:
+        from dissensus.convert.llmbar import iter_llmbar_panels
+    except ImportError:
+        return None
+    if not (data / "llmbar").is_dir():
+        return None
+    panels = []
+    for p in iter_llmbar_panels(data / "llmbar", strategy="CoT"):
+        panels.append(p)
+        if len(panels) >= limit:
+            break
+    return [[o.reasoning for o in p.outputs] for p in panels]
+
+
+def bench_end_to_end(n_panels: int, data: Path) -> None:
+    from dissensus.cli.route import route_stream
+    from dissensus.states import RuleSet, Thresholds
+    from dissensus.states.encoder import MiniLMBackend
+
+    texts_per_panel = _llmbar_texts(data, n_panels)
+    source = "LLMBar CoT judge traces"
+    if texts_per_panel is None:
+        texts_per_panel = [[trace(i * 6 + j) for j in range(6)] for i in range(n_panels)]
+        source = "synthetic traces"
+    lines = [
+        json.dumps(
+            {
+                "id": str(i),
+                "outputs": [
+                    {"agent": f"a{j}", "decision": "1", "reasoning": t} for j, t in enumerate(ts)
+                ],
+            }
+        )
+        for i, ts in enumerate(texts_per_panel)
+    ]
+    distinct = sorted({t for ts in texts_per_panel for t in ts})
+    backend = MiniLMBackend()
+    model = backend.model
+    model.encode(distinct[:32], batch_size=64, normalize_embeddings=True)  # warm-up
+
+    t0 = time.perf_counter()
+    model.encode(distinct, batch_size=64, normalize_embeddings=True, convert_to_numpy=True)
+    raw = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    tally = route_stream(
+        panels_gen(lines),
+        backend,
+        Thresholds.for_model(backend.name),
+        RuleSet.default(),
+        handle=io.StringIO(),
+    )
+    e2e = time.perf_counter() - t0
+    print(
+        f"(b) end to end with {backend.name} ({source}, {tally.total} panels, {len(distinct)} distinct texts, "
+        f"torch threads {_torch_threads()})"
+    )
+    print(f"    raw encoder:   {len(distinct) / raw:,.1f} sentences/s ({raw:.2f} s)")
+    print(
+        f"    route e2e:     {len(distinct) / e2e:,.1f} sentences/s ({e2e:.2f} s, {tally.total / e2e:,.1f} panels/s)"
+    )
+    print(f"    ratio e2e / raw encoder: {raw / e2e:.3f}  (target >= 0.9)")
+
+
+def _torch_threads() -> int:
+    import torch
+
+    return int(torch.get_num_threads())
+
+
+def bench_memory(n_big: int, n_small: int) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        results = []
+        for n in (n_small, n_big):
+            path = Path(tmp) / f"panels_{n}.jsonl"
+            with path.open("w") as handle:
+                for i in range(n):
+                    handle.write(panel_line(i))
+                    handle.write("\n")
+            size_mb = path.stat().st_size / 1e6
+            code = (
+                "import resource, sys\n"
+                "from dissensus.cli import main\n"
+                "rc = main(sys.argv[1:])\n"
+                "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, rc, file=sys.stderr)\n"
+            )
+            env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent)}
+            t0 = time.perf_counter()
+            proc = subprocess.run(
+                [
+                    sys.executable,
+                    "-c",
+                    code,
+                    "route",
+                    str(path),
+                    "--similarity",
+                    "bench_route:embed",
+                    "--theta-s",
+                    "0.05",
+                    "--json",
+                    "--no-cache",
+                    "--out",
+                    os.devnull,
+                ],
+                capture_output=True,
+                text=True,
+                env=env,
+                check=False,
+            )
+            elapsed = time.perf_counter() - t0
+            last = proc.stderr.strip().splitlines()[-1].split()
+            rss_kb, rc = int(last[0]), last[1]
+            results.append((n, size_mb, rss_kb / 1024, rc, elapsed))
+    print(
+        "(c) peak RSS of `dissensus route --json --out /dev/null` (subprocess), precomputed embeddings"
+    )
+    for n, size_mb, rss, rc, elapsed in results:
+        print(
+            f"    {n:>7,} panels ({size_mb:6.1f} MB input): peak RSS {rss:6.1f} MB, exit {rc}, {elapsed:.1f} s"
+        )
+    growth = results[1][2] - results[0][2]
+    print(
+        f"    growth from {results[0][0]:,} to {results[1][0]:,} panels: {growth:+.1f} MB  (target peak < 300 MB)"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--panels", type=int, default=50_000, help="panels for (a)")
+    parser.add_argument("--e2e-panels", type=int, default=60, help="panels for (b)")
+    parser.add_argument("--memory-panels", type=int, default=100_000, help="panels for (c)")
+    parser.add_argument("--data", type=Path, default=REPO.parent / "shared" / "data")
+    parser.add_argument("--only", choices=["a", "b", "c"], action="append")
+    args = parser.parse_args()
+    only = set(args.only or ["a", "b", "c"])
+    if "c" in only:
+        bench_memory(args.memory_panels, 1_000)
+    if "b" in only:
+        bench_end_to_end(args.e2e_panels, args.data)
+    if "a" in only:
+        bench_throughput(args.panels)
+
+
+if __name__ == "__main__":
+    main()

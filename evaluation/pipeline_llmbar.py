@@ -1,0 +1,155 @@
+"""The composed pipeline on LLMBar: auto-accept precision and coverage, plain routing vs pipeline.
+
+Reads the LLMBar judge panels (``Swap_CoT``: every judge's answer in both presentation
+orders) from ``<data>/llmbar`` and reports, for every leave-one-subset-out split (the
+reliability calibration is built from the *other* subsets only, the test subset's gold
+labels are used for scoring only) and pooled over the splits:
+
+* (i) **plain state routing**: a case is auto-accepted when the seed's default routing
+  sends it to ``auto`` or ``auto_explain``; the decision is the panel's plurality;
+* (ii) **the composed pipeline** (``examples/llmbar-policy.yaml`` with the split's
+  calibration): read -> guard -> route -> seek_context (the recorded swapped-order
+  answers are the re-ask) -> calibrated acceptance -> record.
+
+Precision = share of auto-accepted decisions equal to the gold label; coverage = share
+of cases auto-accepted. Nothing but the panels' outputs is seen at decision time
+(``meta.gold`` is never read by the pipeline).
+
+``--write-calibration FILE`` builds the shipped reliability file from every subset of
+``<data>/llmbar`` (the file ``examples/llmbar-policy.yaml`` names).
+
+Usage::
+
+    .venv/bin/python evaluation/pipeline_llmbar.py [--data ../shared/data] [--similarity minilm]
+    .venv/bin/python evaluation/pipeline_llmbar.py --write-calibration examples/llmbar-reliability.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+from dissensus.convert.llmbar import iter_llmbar_panels
+from dissensus.pipeline import (
+    CalibrationFile,
+    Policy,
+    Runtime,
+    agent_signals,
+    build_calibration,
+    decide_case,
+    load_policy,
+    recorded_second_answers,
+)
+from dissensus.states import RuleSet, SimilarityBackend, get_backend, read_panels
+from dissensus.states.reading import Thresholds
+from dissensus.store import Journal
+from dissensus.types import Panel
+
+REPO = Path(__file__).resolve().parent.parent
+POLICY = REPO / "examples" / "llmbar-policy.yaml"
+
+
+def calibration_for(panels: list[Panel], policy: Policy, sources: list[str]) -> CalibrationFile:
+    """Reliability counts from labelled panels (gold read here, for calibration only)."""
+    lexicon = policy.acceptance.markers
+    cases = [
+        (
+            agent_signals(p, recorded_second_answers(p), lexicon),
+            str(p.meta.get("subset", "all")),
+            str(p.meta["gold"]),
+        )
+        for p in panels
+    ]
+    return build_calibration(
+        cases,
+        lexicon=lexicon,
+        stratum_key="subset",
+        built_from=sources,
+        description="Order-stable answers of each LLMBar judge (Swap_CoT), by margin score and subset.",
+    )
+
+
+def plain_routing(panels: list[Panel], backend: SimilarityBackend, policy: Policy) -> list[tuple[bool, str | None]]:
+    """(auto-accepted?, decision) under the seed's default routing."""
+    th = Thresholds.for_model(backend.name, policy.reading.theta_s, policy.reading.theta_a)
+    rules = RuleSet.default()
+    out = []
+    for reading, panel in zip(read_panels(panels, backend, th), panels, strict=True):
+        action = rules.route(reading, panel.meta).action
+        out.append((action in ("auto", "auto_explain"), reading.decision))
+    return out
+
+
+async def pipeline(panels: list[Panel], policy: Policy, cal: CalibrationFile, backend: SimilarityBackend) -> list[tuple[bool, str | None]]:
+    journal = Journal(":memory:")
+    journal.create_run("eval", kind="evaluation", meta={})
+    rt = Runtime(policy=policy, journal=journal, run_id="eval", calibration=cal, backend_factory=lambda: backend)
+    out = []
+    for line, panel in enumerate(panels, start=1):
+        record = await decide_case(rt, panel, line)
+        out.append((record.auto, record.decision))
+    journal.close()
+    return out
+
+
+def score(results: list[tuple[bool, str | None]], golds: list[str]) -> tuple[int, int, int]:
+    accepted = [(d, g) for (auto, d), g in zip(results, golds, strict=True) if auto]
+    return len(golds), len(accepted), sum(d == g for d, g in accepted)
+
+
+def fmt(n: int, acc: int, right: int) -> str:
+    prec = f"{right / acc:.3f}" if acc else "  -  "
+    return f"{prec} | {acc / n:.3f} ({acc}/{n})"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", default=str(REPO.parent / "shared" / "data"))
+    parser.add_argument("--policy", default=str(POLICY))
+    parser.add_argument("--similarity", default=None, help="override the policy's similarity backend")
+    parser.add_argument("--write-calibration", default=None, metavar="FILE")
+    args = parser.parse_args(argv)
+
+    root = Path(args.data) / "llmbar"
+    panels = list(iter_llmbar_panels(root, "Swap_CoT"))
+    subsets = sorted({str(p.meta["subset"]) for p in panels})
+    policy, _ = load_policy(args.policy)
+    if args.similarity:
+        policy = policy.model_copy(update={"reading": policy.reading.model_copy(update={"similarity": args.similarity})})
+
+    if args.write_calibration:
+        cal = calibration_for(panels, policy, [f"llmbar/{s} (Swap_CoT)" for s in subsets])
+        Path(args.write_calibration).write_text(cal.model_dump_json(indent=1) + "\n", encoding="utf-8")
+        print(f"wrote {args.write_calibration}: {len(cal.agents)} agents, strata {subsets}")
+        return 0
+
+    backend = get_backend(policy.reading.similarity)
+    print(f"LLMBar Swap_CoT: {len(panels)} panels, subsets {subsets}; similarity {backend.name}")
+    print("split (test subset)        | plain routing: precision | coverage | pipeline: precision | coverage")
+    totals: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
+    for held in subsets:
+        test = [p for p in panels if p.meta["subset"] == held]
+        train = [p for p in panels if p.meta["subset"] != held]
+        cal = calibration_for(train, policy, [f"llmbar/{s}" for s in subsets if s != held])
+        golds = [str(p.meta["gold"]) for p in test]
+        plain = score(plain_routing(test, backend, policy), golds)
+        piped = score(asyncio.run(pipeline(test, policy, cal, backend)), golds)
+        for name, s in (("plain", plain), ("pipeline", piped)):
+            for i in range(3):
+                totals[name][i] += s[i]
+        print(f"{held:<26} | {fmt(*plain)} | {fmt(*piped)}")
+    p, q = totals["plain"], totals["pipeline"]
+    print(f"{'pooled (leave-one-out)':<26} | {fmt(p[0], p[1], p[2])} | {fmt(q[0], q[1], q[2])}")
+
+    cal_all = calibration_for(panels, policy, subsets)
+    golds = [str(p.meta["gold"]) for p in panels]
+    ins = score(asyncio.run(pipeline(panels, policy, cal_all, backend)), golds)
+    print(f"{'in-sample (all subsets)':<26} | {'':>24} | {fmt(*ins)}   (calibration = test: optimistic)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

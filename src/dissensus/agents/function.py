@@ -1,0 +1,175 @@
+"""Function agents for CONCORD (seed 002): plain Python callables, e.g. a cost model.
+
+A function agent is three callables named ``module:function`` in the problem file:
+
+* ``score(outcome: Outcome, view: NegotiationView) -> float`` (required): the raw score
+  of one outcome on the agent's private scale;
+* ``propose(view) -> Outcome | str | dict | None`` (optional);
+* ``repair(view) -> Outcome | str | dict | None`` (optional).
+
+Each may be synchronous or ``async``. A ``str`` is the text of a new outcome; a
+``dict`` needs ``text`` and may carry ``id``; ``None`` passes.
+
+Choices where the seed is silent:
+
+* Without ``propose`` the agent proposes the pool option it scores best; without
+  ``repair`` it repairs with the untabled pool option it scores best, provided that
+  beats its score of the leader (the table agent's rule), else it passes. Which way is
+  better is read from its own scores of the two anchors.
+* **Resolution of ``module:function``.** :func:`load_callable` imports ``module`` with
+  :func:`importlib.import_module` after putting the given search directories (the CLI
+  passes the problem file's directory) at the front of ``sys.path``; it raises
+  :class:`~dissensus.errors.ConfigError` naming the field when the module or the
+  attribute is missing or not callable.
+* **Timeouts.** With ``timeout`` set, a synchronous callable runs in a worker thread so
+  the protocol can stop waiting for it; a thread cannot be killed, so a timed-out call
+  is abandoned (it finishes in the background). Without a timeout it runs inline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import inspect
+import sys
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from dissensus.agents.negotiator import NegotiationView, Outcome
+from dissensus.errors import ConfigError
+
+__all__ = ["FunctionAgent", "as_outcome", "load_callable"]
+
+_EXECUTOR = ThreadPoolExecutor(max_workers=4, thread_name_prefix="dissensus-fn")
+
+
+def load_callable(
+    spec: str, *, search: Sequence[str] = (), field: str | None = None, file: str | None = None
+) -> Callable[..., Any]:
+    """Import ``module:function`` (dots allowed after the colon for nested attributes)."""
+    if ":" not in spec:
+        raise ConfigError(f"expected 'module:function', got {spec!r}", file=file, field=field)
+    module_name, _, attr_path = spec.partition(":")
+    for directory in reversed(list(search)):
+        if directory not in sys.path:
+            sys.path.insert(0, directory)
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ConfigError(
+            f"cannot import module {module_name!r}: {exc}", file=file, field=field
+        ) from exc
+    target: Any = module
+    for part in attr_path.split("."):
+        if not hasattr(target, part):
+            raise ConfigError(
+                f"module {module_name!r} has no attribute {attr_path!r}", file=file, field=field
+            )
+        target = getattr(target, part)
+    if not callable(target):
+        raise ConfigError(f"{spec!r} is not callable", file=file, field=field)
+    return target  # type: ignore[no-any-return]
+
+
+def as_outcome(value: object) -> Outcome | None:
+    """Normalise what a callable returned into an :class:`Outcome` (``None`` passes)."""
+    if value is None:
+        return None
+    if isinstance(value, Outcome):
+        return value
+    if isinstance(value, str):
+        return Outcome(text=value)
+    if isinstance(value, dict):
+        return Outcome(id=value.get("id"), text=str(value["text"]))
+    raise TypeError(f"expected an outcome, text, dict or None, got {type(value).__name__}")
+
+
+class FunctionAgent:
+    """An agent made of Python callables."""
+
+    kind = "function"
+    uses_model = False
+
+    def __init__(
+        self,
+        agent_id: str,
+        score: Callable[..., Any],
+        *,
+        propose: Callable[..., Any] | None = None,
+        repair: Callable[..., Any] | None = None,
+        timeout: float | None = None,
+    ) -> None:
+        self._id = agent_id
+        self._score = score
+        self._propose = propose
+        self._repair = repair
+        self._timeout = timeout
+
+    @property
+    def id(self) -> str:
+        return self._id
+
+    @property
+    def timeout(self) -> float | None:
+        return self._timeout
+
+    def attempts(self) -> int:
+        return 0
+
+    async def _call(self, fn: Callable[..., Any], *args: Any) -> Any:
+        if inspect.iscoroutinefunction(fn):
+            return await fn(*args)
+        if self._timeout is None:
+            result = fn(*args)
+        else:
+            loop = asyncio.get_running_loop()
+            result = await loop.run_in_executor(_EXECUTOR, lambda: fn(*args))
+        if inspect.isawaitable(result):
+            return await result
+        return result
+
+    async def score(self, outcomes: Sequence[Outcome], view: NegotiationView) -> Sequence[float]:
+        values: list[float] = []
+        for outcome in outcomes:
+            value = await self._call(self._score, outcome, view)
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise TypeError(f"score must be a number, got {type(value).__name__}")
+            values.append(float(value))
+        return values
+
+    async def _sign(self, view: NegotiationView) -> float:
+        if view.rejected is None or view.ideal is None:
+            return 1.0
+        rej, ideal = await self.score([view.rejected, view.ideal], view)
+        return 1.0 if ideal >= rej else -1.0
+
+    async def _best_option(
+        self, view: NegotiationView, pool: Sequence[Outcome], above: float | None
+    ) -> Outcome | None:
+        sign = await self._sign(view)
+        best: Outcome | None = None
+        best_score = None if above is None else sign * above
+        for option in pool:
+            (value,) = await self.score([option], view)
+            value *= sign
+            if best_score is None or value > best_score:
+                best, best_score = option, value
+        return best
+
+    async def propose(self, view: NegotiationView) -> Outcome | None:
+        if self._propose is not None:
+            return as_outcome(await self._call(self._propose, view))
+        return await self._best_option(view, view.options, None)
+
+    async def repair(self, view: NegotiationView) -> Outcome | None:
+        if self._repair is not None:
+            return as_outcome(await self._call(self._repair, view))
+        leader = view.leader_candidate()
+        current = None
+        if leader is not None:
+            (current,) = await self.score([Outcome(id=leader.id, text=leader.text)], view)
+        tabled = set(view.tabled)
+        return await self._best_option(
+            view, [o for o in view.options if o.id not in tabled], current
+        )

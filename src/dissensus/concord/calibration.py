@@ -1,0 +1,48 @@
+"""Anchor calibration (CONCORD phase 1, seed 002 / DESIGN.md §2 INITIALIZE).
+
+Each agent scores two shared anchor outcomes, one rejected and one ideal, on its private
+scale. A raw score ``x`` becomes ``(x - rejected) / (ideal - rejected)``, so the rejected
+anchor is 0 and the ideal anchor is 1 for every agent.
+
+Choices where the seed is silent:
+
+* A scale may run either way (``ideal < rejected`` is a lower-is-better scale such as
+  latency in milliseconds); only equal anchors are unusable.
+* A raw score outside the closed interval spanned by the agent's two anchors (or not a
+  finite number) is *out of range*: nothing can be worse than rejected or better than
+  ideal on the shared bar. It is reported as a fault of that agent, never clipped.
+* Calibrated values are rounded to 12 decimals so that every comparison downstream
+  (floor, margin, ties) is exact and a verifier recomputes the very same numbers.
+"""
+
+from __future__ import annotations
+
+import math
+
+__all__ = ["DIGITS", "calibrate", "check_anchors", "in_range"]
+
+DIGITS = 12
+"""Decimals kept in calibrated scores and score differences."""
+
+
+def check_anchors(rejected: float, ideal: float) -> str | None:
+    """Why these anchor scores cannot calibrate a scale, or ``None`` when they can."""
+    if not (math.isfinite(rejected) and math.isfinite(ideal)):
+        return "anchor scores must be finite numbers"
+    if rejected == ideal:
+        return f"the two anchors score equal ({rejected:g}); the scale cannot be calibrated"
+    return None
+
+
+def in_range(raw: float, rejected: float, ideal: float) -> bool:
+    """Whether ``raw`` lies in the closed interval spanned by the anchors."""
+    if not math.isfinite(raw):
+        return False
+    low, high = min(rejected, ideal), max(rejected, ideal)
+    return low <= raw <= high
+
+
+def calibrate(raw: float, rejected: float, ideal: float) -> float:
+    """Rescale ``raw`` so that ``rejected`` maps to 0 and ``ideal`` to 1."""
+    value = (raw - rejected) / (ideal - rejected)
+    return round(value, DIGITS) + 0.0

@@ -1,0 +1,318 @@
+"""The CONCORD problem file (YAML) and the agents it names (seed 002).
+
+```yaml
+problem: "Region-wide incident: choose the remediation plan."   # optional
+floor: 0.70
+margin: 0.01
+rounds: 6                      # round budget, in repair rounds
+rule: maximin                  # maximin (default) | leximin | nash | utilitarian
+owner: region                  # whose proposal "owner decides" takes (default: first agent)
+anchors:
+  rejected: {id: R0, text: "leave the region down"}
+  ideal: {id: I0, text: "full recovery, no data loss, no extra cost"}
+options:
+  - {id: A, text: "fail over to the standby region"}
+agents:
+  - {id: security, kind: table, scores: {R0: 0, I0: 10, A: 6}}
+  - {id: cost, kind: function, score: "pkg.mod:score", propose: "pkg.mod:propose"}
+  - {id: latency, kind: llm, role: "You own p99 latency of the checkout path."}
+topology: group                # or {edges: [[security, cost], [cost, latency]]}
+```
+
+Every error is a :class:`~dissensus.errors.ConfigError` naming the file and the field:
+missing anchors, a floor or margin outside [0, 1], a negative round budget, duplicate
+ids, an option reusing an anchor id, a table agent without a score for an anchor or
+whose two anchors score equal, an edge naming an unknown agent.
+
+Choices where the seed is silent:
+
+* Function agents' ``module:function`` names are resolved with the problem file's
+  directory put first on ``sys.path`` (so ``examples/concord/incident.yaml`` can name
+  ``incident_agents:score_telemetry``), then the current directory.
+* Agent ``timeout`` (seconds, optional) bounds each call to that agent.
+* ``model:`` (optional) names the model of the LLM agents; relative ``scripted:`` and
+  ``replay:`` paths in it are resolved against the problem file's directory.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from dissensus.agents.function import FunctionAgent, load_callable
+from dissensus.agents.llm_negotiator import ChatClient, LLMNegotiator
+from dissensus.agents.negotiator import NegotiationAgent, Outcome
+from dissensus.agents.table import TableAgent
+from dissensus.concord.calibration import check_anchors
+from dissensus.concord.protocol import Negotiation
+from dissensus.concord.rules import Rule
+from dissensus.errors import ConfigError
+
+__all__ = [
+    "AgentSpec",
+    "AnchorSpec",
+    "Problem",
+    "build_agents",
+    "load_problem",
+    "negotiation_for",
+    "parse_problem",
+]
+
+
+class _Spec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class AnchorSpec(_Spec):
+    rejected: Outcome
+    ideal: Outcome
+
+
+class AgentSpec(_Spec):
+    """One agent of the problem file."""
+
+    id: str = Field(min_length=1)
+    kind: Literal["table", "function", "llm"]
+    scores: dict[str, float] | None = None
+    """Table agents: raw score per outcome id, anchors included."""
+    score: str | None = None
+    """Function agents: ``module:function`` scoring one outcome."""
+    propose: str | None = None
+    repair: str | None = None
+    role: str | None = None
+    """LLM agents: the role prompt."""
+    timeout: float | None = Field(default=None, gt=0)
+
+
+class TopologySpec(_Spec):
+    edges: list[list[str]]
+
+
+class Problem(_Spec):
+    """A validated problem file."""
+
+    problem: str = ""
+    floor: float
+    margin: float = 0.01
+    rounds: int = 6
+    rule: Rule = "maximin"
+    owner: str | None = None
+    model: str | None = None
+    """Model spec for LLM agents and the LLM comparison rows (``scripted:FILE`` paths are
+    relative to the problem file); ``--model`` overrides it, ``$DISSENSUS_MODEL`` fills in."""
+    anchors: AnchorSpec
+    options: list[Outcome] = Field(default_factory=list)
+    agents: list[AgentSpec]
+    topology: Literal["group"] | TopologySpec = "group"
+
+    @property
+    def edges(self) -> list[tuple[str, str]] | None:
+        if isinstance(self.topology, TopologySpec):
+            return [(e[0], e[1]) for e in self.topology.edges]
+        return None
+
+    @property
+    def agent_ids(self) -> list[str]:
+        return [a.id for a in self.agents]
+
+
+def _loc(parts: Sequence[int | str]) -> str:
+    out = ""
+    for part in parts:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def _check(problem: Problem, file: str | None) -> None:
+    def fail(message: str, field: str) -> ConfigError:
+        return ConfigError(message, file=file, field=field)
+
+    if not (math.isfinite(problem.floor) and 0.0 <= problem.floor <= 1.0):
+        raise fail(f"floor must lie in [0, 1], got {problem.floor}", "floor")
+    if not (math.isfinite(problem.margin) and 0.0 <= problem.margin <= 1.0):
+        raise fail(f"margin must lie in [0, 1], got {problem.margin}", "margin")
+    if problem.rounds < 0:
+        raise fail(f"rounds must be >= 0, got {problem.rounds}", "rounds")
+    if not problem.agents:
+        raise fail("at least one agent is needed", "agents")
+    anchor_ids = {problem.anchors.rejected.id, problem.anchors.ideal.id}
+    for name in ("rejected", "ideal"):
+        if getattr(problem.anchors, name).id is None:
+            raise fail("an anchor needs an id", f"anchors.{name}.id")
+    if len(anchor_ids) != 2:
+        raise fail("the two anchors need distinct ids", "anchors")
+    seen: set[str] = set()
+    for i, option in enumerate(problem.options):
+        if option.id is None:
+            raise fail("an option needs an id", f"options[{i}].id")
+        if option.id in anchor_ids:
+            raise fail(
+                f"option id {option.id!r} is an anchor id; anchors are never candidates",
+                f"options[{i}].id",
+            )
+        if option.id in seen:
+            raise fail(f"duplicate option id {option.id!r}", f"options[{i}].id")
+        seen.add(option.id)
+    ids: set[str] = set()
+    for i, agent in enumerate(problem.agents):
+        _check_agent(problem, agent, f"agents[{i}]", ids, fail)
+        ids.add(agent.id)
+    if problem.owner is not None and problem.owner not in ids:
+        raise fail(f"owner {problem.owner!r} is not an agent", "owner")
+    if isinstance(problem.topology, TopologySpec):
+        for i, edge in enumerate(problem.topology.edges):
+            if len(edge) != 2:
+                raise fail("an edge names exactly two agents", f"topology.edges[{i}]")
+            for end in edge:
+                if end not in ids:
+                    raise fail(f"edge names unknown agent {end!r}", f"topology.edges[{i}]")
+
+
+def _check_agent(problem: Problem, agent: AgentSpec, where: str, ids: set[str], fail: Any) -> None:
+    if agent.id in ids:
+        raise fail(f"duplicate agent id {agent.id!r}", f"{where}.id")
+    rejected_id = problem.anchors.rejected.id
+    ideal_id = problem.anchors.ideal.id
+    if agent.kind == "table":
+        if agent.scores is None:
+            raise fail(f"table agent {agent.id!r} needs scores", f"{where}.scores")
+        for anchor_id in (rejected_id, ideal_id):
+            if anchor_id not in agent.scores:
+                raise fail(
+                    f"table agent {agent.id!r} gives no score for anchor {anchor_id!r}",
+                    f"{where}.scores.{anchor_id}",
+                )
+        assert rejected_id is not None and ideal_id is not None
+        why = check_anchors(agent.scores[rejected_id], agent.scores[ideal_id])
+        if why is not None:
+            raise fail(f"agent {agent.id!r}: {why}", f"{where}.scores")
+        for key, value in agent.scores.items():
+            if not math.isfinite(value):
+                raise fail(f"score of {key!r} is not a finite number", f"{where}.scores.{key}")
+    elif agent.kind == "function":
+        if not agent.score:
+            raise fail(
+                f"function agent {agent.id!r} needs score: 'module:function'", f"{where}.score"
+            )
+    elif agent.kind == "llm" and not agent.role:
+        raise fail(f"llm agent {agent.id!r} needs a role", f"{where}.role")
+
+
+def parse_problem(data: object, *, file: str | None = None) -> Problem:
+    """Validate parsed YAML data into a :class:`Problem` (ConfigError naming the field)."""
+    if not isinstance(data, dict):
+        raise ConfigError("a problem file is a mapping", file=file)
+    if "anchors" not in data:
+        raise ConfigError(
+            "missing anchors (one rejected and one ideal outcome)", file=file, field="anchors"
+        )
+    anchors = data.get("anchors")
+    if isinstance(anchors, dict):
+        for name in ("rejected", "ideal"):
+            if name not in anchors:
+                raise ConfigError(f"missing the {name} anchor", file=file, field=f"anchors.{name}")
+    try:
+        problem = Problem.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        raise ConfigError(err["msg"], file=file, field=_loc(err["loc"]) or None) from exc
+    _check(problem, file)
+    return problem
+
+
+def load_problem(path: str | Path) -> Problem:
+    """Read and validate a problem file."""
+    file = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read the problem file: {exc.strerror}", file=file) from exc
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"invalid YAML: {exc}", file=file) from exc
+    problem = parse_problem(data, file=file)
+    if problem.model:
+        problem = problem.model_copy(
+            update={"model": _relative_model(problem.model, Path(path).parent)}
+        )
+    return problem
+
+
+def _relative_model(spec: str, base: Path) -> str:
+    kind, sep, rest = spec.partition(":")
+    if sep and kind in ("scripted", "replay") and rest and not Path(rest).is_absolute():
+        return f"{kind}:{base / rest}"
+    return spec
+
+
+def build_agents(
+    problem: Problem,
+    *,
+    base_dir: str | Path | None = None,
+    client: ChatClient | None = None,
+    file: str | None = None,
+) -> list[NegotiationAgent]:
+    """Instantiate the agents a problem names (LLM agents need ``client``)."""
+    search = [str(Path(base_dir).resolve())] if base_dir is not None else []
+    agents: list[NegotiationAgent] = []
+    for i, spec in enumerate(problem.agents):
+        where = f"agents[{i}]"
+        if spec.kind == "table":
+            assert spec.scores is not None
+            agents.append(TableAgent(spec.id, spec.scores, timeout=spec.timeout))
+        elif spec.kind == "function":
+            assert spec.score is not None
+            score = load_callable(spec.score, search=search, field=f"{where}.score", file=file)
+            propose = (
+                load_callable(spec.propose, search=search, field=f"{where}.propose", file=file)
+                if spec.propose
+                else None
+            )
+            repair = (
+                load_callable(spec.repair, search=search, field=f"{where}.repair", file=file)
+                if spec.repair
+                else None
+            )
+            agents.append(
+                FunctionAgent(spec.id, score, propose=propose, repair=repair, timeout=spec.timeout)
+            )
+        else:
+            if client is None:
+                raise ConfigError(
+                    f"agent {spec.id!r} is an LLM agent: configure a model (--model or DISSENSUS_MODEL)",
+                    file=file,
+                    field=where,
+                )
+            assert spec.role is not None
+            agents.append(LLMNegotiator(spec.id, spec.role, client, timeout=spec.timeout))
+    return agents
+
+
+def negotiation_for(
+    problem: Problem,
+    agents: Sequence[NegotiationAgent],
+    *,
+    deadline_s: float | None = None,
+    rule: Rule | None = None,
+    floor: float | None = None,
+) -> Negotiation:
+    """A :class:`~dissensus.concord.protocol.Negotiation` configured from a problem file."""
+    return Negotiation(
+        agents,
+        rejected=problem.anchors.rejected,
+        ideal=problem.anchors.ideal,
+        floor=problem.floor if floor is None else floor,
+        margin=problem.margin,
+        rounds=problem.rounds,
+        rule=problem.rule if rule is None else rule,
+        options=problem.options,
+        problem=problem.problem,
+        edges=problem.edges,
+        deadline_s=deadline_s,
+    )

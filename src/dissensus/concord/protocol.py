@@ -1,0 +1,588 @@
+"""The CONCORD protocol: five phases over any mix of agents (seed 002, DESIGN.md §2).
+
+1. INITIALIZE: every covered agent scores the two anchors (one call each); its scale is
+   rescaled so rejected = 0, ideal = 1. Raw and calibrated scores are both kept.
+2. PROPOSE + SCORE: one proposal per agent; every agent scores every proposal (one
+   call per agent). This is round 1.
+3. SELECT: the selection rule (maximin by default) picks the leader.
+4. REPAIR: from round 2 on, only the bottleneck (the agent least satisfied by the
+   leader) writes one new candidate, seeing every score; every agent scores it. The
+   leader is replaced only by a strict improvement of the worst-off score of at least
+   the margin.
+5. STOP: commit (``certified``) when every covered agent clears the floor, else run the
+   next repair round; when the round budget is spent, return ``best_effort`` with the
+   shortfall per agent. The floor is a constant of the run: nothing ever changes it.
+
+Choices where the seed is silent:
+
+* **Faults.** An agent call that raises, times out or answers something unusable
+  (wrong count, non-number, out-of-range score) is recorded as a fault of that agent
+  where it happened; the run goes on. A faulted evaluation counts as the rejected
+  anchor (calibrated 0, raw ``None``): it can never help a candidate clear the floor.
+  An agent whose anchor call fails stays in the negotiating set uncalibrated (all its
+  evaluations are faults, and it is not asked to score), so the run ends best-effort
+  rather than certifying without it. No call is ever retried by the protocol (the
+  model client's own retries are reported as attempts), which is why no fault can push
+  spend past the bound.
+* **Equal anchors** answered at run time by a function or LLM agent raise
+  :class:`~dissensus.errors.ConfigError` naming ``agents.<id>.anchors`` before any
+  candidate exists: such an agent has no scale to negotiate on.
+* **Anytime.** Before every agent call the deadline and the cancellation flag are
+  checked, and a call in flight is abandoned when either fires. The run then returns
+  the current leader with its status (``spent.stopped`` says why). Candidates not
+  scored by every covered agent when the run stopped are recorded but never lead.
+* **Proposals** naming an option already tabled (same id and text) are merged into
+  that candidate; an id that collides with another outcome is replaced by ``C<k>``.
+  Both are reported in the round's notes. Evaluations count agent x candidate scores
+  (anchors excluded); model calls count calls to agents whose ``uses_model`` is true.
+* Calls within one phase run concurrently; results are always processed in problem
+  order, so the record is deterministic for deterministic agents.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeVar
+
+from dissensus.agents.negotiator import NegotiationAgent, NegotiationView, Outcome, ScoredCandidate
+from dissensus.concord.bounds import compute_bound
+from dissensus.concord.calibration import calibrate, check_anchors, in_range
+from dissensus.concord.record import (
+    AgentScore,
+    Anchors,
+    Budget,
+    CandidateRecord,
+    Certificate,
+    Evaluation,
+    Fault,
+    Selected,
+    Shortfall,
+    Spent,
+    Step,
+    Stop,
+)
+from dissensus.concord.rules import Rule, accepts, bottleneck, clears_floor, improvement, select
+from dissensus.concord.topology import Regime
+from dissensus.errors import ConfigError
+
+__all__ = ["Negotiation", "negotiate", "negotiate_sync"]
+
+T = TypeVar("T")
+Phase = Literal["anchors", "propose", "score", "repair"]
+UNCALIBRATED = "not calibrated (anchor scores missing)"
+
+
+class _Halt(Exception):
+    def __init__(self, reason: Stop) -> None:
+        super().__init__(reason)
+        self.reason: Stop = reason
+
+
+@dataclass
+class _Cand:
+    id: str
+    text: str
+    author: str
+    round: int
+    scores: dict[str, Evaluation] = field(default_factory=dict)
+
+
+class Negotiation:
+    """One CONCORD run over ``agents`` (problem order is the tie-break order)."""
+
+    def __init__(
+        self,
+        agents: Sequence[NegotiationAgent],
+        *,
+        rejected: Outcome,
+        ideal: Outcome,
+        floor: float,
+        margin: float = 0.01,
+        rounds: int = 6,
+        rule: Rule = "maximin",
+        options: Sequence[Outcome] = (),
+        problem: str = "",
+        edges: Sequence[tuple[str, str]] | None = None,
+        deadline_s: float | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if not 0.0 <= floor <= 1.0:
+            raise ConfigError(f"floor must lie in [0, 1], got {floor}", field="floor")
+        if not 0.0 <= margin <= 1.0:
+            raise ConfigError(f"margin must lie in [0, 1], got {margin}", field="margin")
+        if rounds < 0:
+            raise ConfigError("rounds must be >= 0", field="rounds")
+        self._agents = {a.id: a for a in agents}
+        self._order = [a.id for a in agents]
+        if not self._order:
+            raise ConfigError("at least one agent is needed", field="agents")
+        if len(self._agents) != len(self._order):
+            raise ConfigError("agent ids must be unique", field="agents")
+        for i, edge in enumerate(edges or []):
+            for end in edge:
+                if end not in self._agents:
+                    raise ConfigError(f"edge names unknown agent {end!r}", field=f"edges[{i}]")
+        self._rejected = rejected
+        self._ideal = ideal
+        self.floor = floor
+        self.margin = margin
+        self._rounds = rounds
+        self._rule: Rule = rule
+        self._options = list(options)
+        self._problem = problem
+        self._edges = None if edges is None else [(a, b) for a, b in edges]
+        self._regime = Regime(self._order, self._edges)
+        self._deadline_s = deadline_s
+        self._clock = clock
+        self._started = 0.0
+        self._cancelled = False
+        self._cancel_event: asyncio.Event | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self.bound = compute_bound(len(self._regime.covered), rounds)
+        # run state
+        self._anchors: dict[str, Anchors] = {}
+        self._anchor_fault: dict[str, str] = {}
+        self._cands: list[_Cand] = []
+        self._leader: str | None = None
+        self._steps: list[Step] = []
+        self._agent_calls = 0
+        self._model_calls = 0
+        self._messages = 0
+        self._hops = 0
+        self._repair_rounds = 0
+        self._attempts_at_start: dict[str, int] = {}
+
+    # ------------------------------------------------------------------ control
+    def cancel(self) -> None:
+        """Stop the run at the next opportunity; it returns the current leader (thread-safe)."""
+        self._cancelled = True
+        if self._loop is not None and self._cancel_event is not None:
+            self._loop.call_soon_threadsafe(self._cancel_event.set)
+
+    def _remaining(self) -> float | None:
+        if self._deadline_s is None:
+            return None
+        return self._deadline_s - (self._clock() - self._started)
+
+    def _check_halt(self) -> None:
+        if self._cancelled:
+            raise _Halt("cancelled")
+        remaining = self._remaining()
+        if remaining is not None and remaining <= 0:
+            raise _Halt("deadline")
+
+    async def _invoke(
+        self, agent: NegotiationAgent, make: Callable[[], Awaitable[T]]
+    ) -> tuple[T | None, str | None]:
+        """One agent call: (result, None) or (None, fault). Raises _Halt on deadline/cancel."""
+        self._check_halt()
+        self._agent_calls += 1
+        if agent.uses_model:
+            self._model_calls += 1
+        limits = [x for x in (agent.timeout, self._remaining()) if x is not None]
+        wait = min(limits) if limits else None
+        assert self._cancel_event is not None
+        task: asyncio.Future[T] = asyncio.ensure_future(make())
+        stopper: asyncio.Future[Any] = asyncio.ensure_future(self._cancel_event.wait())
+        waiting: set[asyncio.Future[Any]] = {task, stopper}
+        done, _ = await asyncio.wait(waiting, timeout=wait, return_when=asyncio.FIRST_COMPLETED)
+        stopper.cancel()
+        if task in done:
+            if task.cancelled():
+                return None, "call cancelled"
+            exc = task.exception()
+            if exc is not None:
+                return None, f"{type(exc).__name__}: {exc}"
+            return task.result(), None
+        task.cancel()
+        self._check_halt()
+        return None, f"timed out after {agent.timeout:g}s"
+
+    async def _each(self, ids: Sequence[str], make: Callable[[str], Awaitable[Any]]) -> list[Any]:
+        """Run ``make`` for every id concurrently; re-raise a halt after all settled."""
+        results = await asyncio.gather(*(make(i) for i in ids), return_exceptions=True)
+        for res in results:
+            if isinstance(res, _Halt):
+                raise res
+            if isinstance(res, BaseException):
+                raise res
+        return list(results)
+
+    # ------------------------------------------------------------------ views
+    def _view(self, agent: str, phase: Phase, round_no: int) -> NegotiationView:
+        covered = self._regime.covered
+        return NegotiationView(
+            agent=agent,
+            phase=phase,
+            round=round_no,
+            problem=self._problem,
+            floor=self.floor,
+            margin=self.margin,
+            agents=list(covered),
+            candidates=[
+                ScoredCandidate(
+                    id=c.id,
+                    text=c.text,
+                    author=c.author,
+                    round=c.round,
+                    scores={a: e.calibrated for a, e in c.scores.items()},
+                    worst_off=self._worst(c),
+                )
+                for c in self._cands
+            ],
+            leader=self._leader,
+            options=self._options,
+            tabled=[c.id for c in self._cands],
+            rejected=self._rejected,
+            ideal=self._ideal,
+        )
+
+    def _broadcast(self, source: str) -> None:
+        messages, hops = self._regime.broadcast(source)
+        self._messages += messages
+        self._hops = max(self._hops, hops)
+
+    # ------------------------------------------------------------------ state helpers
+    def _vector(self, cand: _Cand) -> list[float] | None:
+        covered = self._regime.covered
+        if any(a not in cand.scores for a in covered):
+            return None
+        return [cand.scores[a].calibrated for a in covered]
+
+    def _worst(self, cand: _Cand) -> float | None:
+        vec = self._vector(cand)
+        return min(vec) if vec else None
+
+    def _cand(self, cid: str | None) -> _Cand | None:
+        return next((c for c in self._cands if c.id == cid), None)
+
+    def _table(
+        self, outcome: Outcome, author: str, round_no: int, notes: list[str]
+    ) -> _Cand | None:
+        """Add ``outcome`` as a candidate; ``None`` when it merged into an existing one."""
+        taken = {c.id for c in self._cands} | {self._rejected.id, self._ideal.id}
+        existing = self._cand(outcome.id) if outcome.id is not None else None
+        if existing is not None and existing.text == outcome.text:
+            notes.append(
+                f"{author} proposed {existing.id}, already tabled by {existing.author}; merged"
+            )
+            return None
+        cid = outcome.id
+        if cid is None or cid in taken:
+            k = len(self._cands) + 1
+            while f"C{k}" in taken:
+                k += 1
+            if cid is not None:
+                notes.append(f"id {cid!r} of {author}'s candidate is taken; renamed C{k}")
+            cid = f"C{k}"
+        cand = _Cand(id=cid, text=outcome.text, author=author, round=round_no)
+        self._cands.append(cand)
+        self._broadcast(author)
+        return cand
+
+    # ------------------------------------------------------------------ phases
+    async def _calibrate(self) -> None:
+        anchors = [self._rejected, self._ideal]
+
+        async def one(agent_id: str) -> tuple[Any, str | None]:
+            agent = self._agents[agent_id]
+            return await self._invoke(
+                agent, lambda: agent.score(anchors, self._view(agent_id, "anchors", 0))
+            )
+
+        results = await self._each(self._regime.covered, one)
+        for agent_id, (value, fault) in zip(self._regime.covered, results, strict=True):
+            raw = _numbers(value, 2) if fault is None else None
+            if fault is None and raw is None:
+                fault = f"expected two finite numbers for the anchors, got {value!r}"
+            if raw is None:
+                self._anchors[agent_id] = Anchors(rejected=None, ideal=None)
+                self._anchor_fault[agent_id] = fault or UNCALIBRATED
+                continue
+            why = check_anchors(raw[0], raw[1])
+            if why is not None:
+                raise ConfigError(f"agent {agent_id!r}: {why}", field=f"agents.{agent_id}.anchors")
+            self._anchors[agent_id] = Anchors(rejected=raw[0], ideal=raw[1])
+            self._broadcast(agent_id)
+
+    async def _sweep(self, cands: Sequence[_Cand], round_no: int) -> list[Fault]:
+        """Every covered agent scores ``cands`` (one call each)."""
+        faults: list[Fault] = []
+        outcomes = [Outcome(id=c.id, text=c.text) for c in cands]
+
+        async def one(agent_id: str) -> tuple[Any, str | None]:
+            if agent_id in self._anchor_fault:
+                return None, UNCALIBRATED
+            agent = self._agents[agent_id]
+            return await self._invoke(
+                agent, lambda: agent.score(outcomes, self._view(agent_id, "score", round_no))
+            )
+
+        results = await self._each(self._regime.covered, one)
+        for agent_id, (value, fault) in zip(self._regime.covered, results, strict=True):
+            raws = _numbers(value, len(cands), finite=False) if fault is None else None
+            if fault is None and raws is None:
+                fault = f"expected {len(cands)} numbers, got {value!r}"
+            if fault is not None:
+                if fault != UNCALIBRATED:
+                    faults.append(Fault(agent=agent_id, phase="score", message=fault))
+                for cand in cands:
+                    cand.scores[agent_id] = Evaluation(raw=None, calibrated=0.0, fault=fault)
+                continue
+            assert raws is not None
+            self._broadcast(agent_id)
+            anchors = self._anchors[agent_id]
+            assert anchors.rejected is not None and anchors.ideal is not None
+            for cand, raw in zip(cands, raws, strict=True):
+                if not in_range(raw, anchors.rejected, anchors.ideal):
+                    msg = f"score {raw!r} of {cand.id} is outside the anchors' range [{anchors.rejected:g}, {anchors.ideal:g}]"
+                    faults.append(Fault(agent=agent_id, phase="score", message=msg))
+                    cand.scores[agent_id] = Evaluation(raw=None, calibrated=0.0, fault=msg)
+                    continue
+                cand.scores[agent_id] = Evaluation(
+                    raw=raw, calibrated=calibrate(raw, anchors.rejected, anchors.ideal)
+                )
+        return faults
+
+    async def _opening(self, step: Step) -> None:
+        async def one(agent_id: str) -> tuple[Any, str | None]:
+            agent = self._agents[agent_id]
+            return await self._invoke(
+                agent, lambda: agent.propose(self._view(agent_id, "propose", 1))
+            )
+
+        results = await self._each(self._regime.covered, one)
+        fresh: list[_Cand] = []
+        for agent_id, (value, fault) in zip(self._regime.covered, results, strict=True):
+            outcome, fault = _outcome(value, fault)
+            if fault is not None:
+                step.faults.append(Fault(agent=agent_id, phase="propose", message=fault))
+            if outcome is None:
+                if fault is None:
+                    step.notes.append(f"{agent_id} passed")
+                continue
+            cand = self._table(outcome, agent_id, 1, step.notes)
+            if cand is not None:
+                fresh.append(cand)
+        if fresh:
+            step.faults.extend(await self._sweep(fresh, 1))
+        eligible = [(c.id, v) for c in self._cands if (v := self._vector(c)) is not None]
+        if eligible:
+            self._leader, tie = select(eligible, self._rule, self.floor)
+            if tie:
+                step.ties.append(tie)
+
+    async def _repair(self, step: Step, round_no: int) -> None:
+        leader = self._cand(self._leader)
+        assert leader is not None
+        lead_vec = self._vector(leader)
+        assert lead_vec is not None
+        agent_id, tie = bottleneck(
+            dict(zip(self._regime.covered, lead_vec, strict=True)), self._regime.covered
+        )
+        step.bottleneck = agent_id
+        if tie:
+            step.ties.append(tie)
+        agent = self._agents[agent_id]
+        value, fault = await self._invoke(
+            agent, lambda: agent.repair(self._view(agent_id, "repair", round_no))
+        )
+        outcome, fault = _outcome(value, fault)
+        if fault is not None:
+            step.faults.append(Fault(agent=agent_id, phase="repair", message=fault))
+        if outcome is None:
+            if fault is None:
+                step.notes.append(f"{agent_id} passed")
+            return
+        cand = self._table(outcome, agent_id, round_no, step.notes)
+        if cand is None:
+            return
+        step.candidate = cand.id
+        step.faults.extend(await self._sweep([cand], round_no))
+        new_worst = self._worst(cand)
+        if new_worst is None:
+            return
+        lead_worst = min(lead_vec)
+        step.improvement = improvement(lead_worst, new_worst)
+        qualified = [
+            (c.id, v)
+            for c in self._cands
+            if (v := self._vector(c)) is not None and accepts(lead_worst, min(v), self.margin)
+        ]
+        if qualified:
+            self._leader, tie = select(qualified, self._rule, self.floor)
+            if tie:
+                step.ties.append(tie)
+        step.accepted = self._leader == cand.id
+
+    def _leader_clears(self) -> bool:
+        cand = self._cand(self._leader)
+        vec = self._vector(cand) if cand else None
+        return vec is not None and clears_floor(vec, self.floor)
+
+    def _close_step(self, step: Step) -> None:
+        cand = self._cand(self._leader)
+        step.leader = self._leader
+        step.worst_off = self._worst(cand) if cand else None
+        self._steps.append(step)
+
+    async def run(self) -> Certificate:
+        """Run the protocol and return its certificate (never raises on agent faults)."""
+        self._loop = asyncio.get_running_loop()
+        self._cancel_event = asyncio.Event()
+        if self._cancelled:
+            self._cancel_event.set()
+        self._started = self._clock()
+        self._attempts_at_start = {a: self._agents[a].attempts() for a in self._regime.covered}
+        stopped: Stop | None = None
+        step: Step | None = None
+        try:
+            await self._calibrate()
+            step = Step(round=1, leader=None, worst_off=None)
+            await self._opening(step)
+            self._close_step(step)
+            step = None
+            for r in range(1, self._rounds + 1):
+                if self._leader is None or self._leader_clears():
+                    break
+                self._repair_rounds = r
+                step = Step(round=r + 1, leader=None, worst_off=None)
+                await self._repair(step, r + 1)
+                self._close_step(step)
+                step = None
+        except _Halt as halt:
+            stopped = halt.reason
+            if step is not None:
+                step.notes.append(f"run stopped ({halt.reason}) during this round")
+                self._close_step(step)
+        if stopped is None:
+            if self._leader is None:
+                stopped = "no_candidate"
+            elif self._leader_clears():
+                stopped = "floor_cleared"
+            else:
+                stopped = "budget_exhausted"
+        return self._certificate(stopped)
+
+    def run_sync(self) -> Certificate:
+        """Synchronous twin of :meth:`run`."""
+        return asyncio.run(self.run())
+
+    # ------------------------------------------------------------------ record
+    def _certificate(self, stopped: Stop) -> Certificate:
+        covered = self._regime.covered
+        leader = self._cand(self._leader)
+        lead_vec = self._vector(leader) if leader else None
+        certified = lead_vec is not None and clears_floor(lead_vec, self.floor)
+        scores: dict[str, AgentScore] = {}
+        shortfall: list[Shortfall] = []
+        for agent_id in covered:
+            ev = leader.scores.get(agent_id) if leader else None
+            scores[agent_id] = AgentScore(
+                calibrated=ev.calibrated if ev else None,
+                raw=ev.raw if ev else None,
+                anchors=self._anchors.get(agent_id, Anchors(rejected=None, ideal=None)),
+                fault=self._anchor_fault.get(agent_id),
+            )
+            value = ev.calibrated if ev else 0.0
+            if value < self.floor:
+                shortfall.append(
+                    Shortfall(agent=agent_id, score=value, gap=round(self.floor - value, 12))
+                )
+        attempts = sum(
+            max(0, self._agents[a].attempts() - self._attempts_at_start.get(a, 0))
+            for a in covered
+            if self._agents[a].uses_model
+        )
+        evaluations = sum(len(c.scores) for c in self._cands)
+        bound = self.bound
+        spent = Spent(
+            rounds=self._repair_rounds,
+            candidates=len(self._cands),
+            evaluations=evaluations,
+            model_calls=self._model_calls,
+            attempts=attempts,
+            agent_calls=self._agent_calls,
+            messages=self._messages,
+            hops=self._hops,
+            stopped=stopped,
+            within_bound=(
+                self._repair_rounds <= bound.rounds
+                and len(self._cands) <= bound.candidates
+                and evaluations <= bound.evaluations
+                and self._model_calls <= bound.model_calls
+            ),
+        )
+        cert = Certificate(
+            status="certified" if certified else "best_effort",
+            selected=Selected(
+                id=leader.id, text=leader.text, author=leader.author, round=leader.round
+            )
+            if leader
+            else None,
+            scores=scores,
+            worst_off=min(lead_vec) if lead_vec else None,
+            floor=self.floor,
+            margin=self.margin,
+            budget=Budget(
+                rounds=self._rounds,
+                rule=self._rule,
+                deadline_s=self._deadline_s,
+                topology="group" if self._edges is None else "graph",
+                edges=None if self._edges is None else [[a, b] for a, b in self._edges],
+            ),
+            bound=bound,
+            spent=spent,
+            trajectory=self._steps,
+            shortfall=shortfall,
+            covered=list(covered),
+            unknown=list(self._regime.unknown),
+            candidates=[
+                CandidateRecord(
+                    id=c.id,
+                    text=c.text,
+                    author=c.author,
+                    round=c.round,
+                    scores={a: c.scores[a] for a in covered if a in c.scores},
+                    worst_off=self._worst(c),
+                )
+                for c in self._cands
+            ],
+        )
+        return cert.sealed()
+
+
+def _numbers(value: object, count: int, *, finite: bool = True) -> list[float] | None:
+    """``value`` as ``count`` floats, or ``None`` when it is not that."""
+    if isinstance(value, str | bytes) or not isinstance(value, Sequence) or len(value) != count:
+        return None
+    out: list[float] = []
+    for item in value:
+        if isinstance(item, bool) or not isinstance(item, int | float):
+            return None
+        if finite and not math.isfinite(item):
+            return None
+        out.append(float(item))
+    return out
+
+
+def _outcome(value: object, fault: str | None) -> tuple[Outcome | None, str | None]:
+    if fault is not None:
+        return None, fault
+    if value is None or isinstance(value, Outcome):
+        return value, None
+    return None, f"expected an outcome or a pass, got {type(value).__name__}"
+
+
+async def negotiate(agents: Sequence[NegotiationAgent], **kwargs: Any) -> Certificate:
+    """Run CONCORD over ``agents`` (keyword arguments as :class:`Negotiation`)."""
+    return await Negotiation(agents, **kwargs).run()
+
+
+def negotiate_sync(agents: Sequence[NegotiationAgent], **kwargs: Any) -> Certificate:
+    """Synchronous twin of :func:`negotiate`."""
+    return Negotiation(agents, **kwargs).run_sync()

@@ -1,0 +1,110 @@
+"""Selection rules, acceptance and bottleneck choice (CONCORD phases 3-5, seed 002).
+
+Pure functions over calibrated scores. The default rule is *maximin*: the candidate
+whose worst-off agent is best off. The seed leaves the other rules open; the ones
+offered rank candidates as follows (higher key is better):
+
+* ``maximin``: the worst-off score;
+* ``leximin``: the scores sorted ascending, compared lexicographically;
+* ``nash``: the product of the scores, then the worst-off score;
+* ``utilitarian``: candidates clearing the floor for every agent first, ranked by the
+  sum of scores; the others after them, ranked by their worst-off score
+  ("utilitarian with floor").
+
+Choices where the seed is silent:
+
+* **Ties** among equally ranked candidates go to the earliest tabled candidate (round,
+  then problem order of the authors); every tie is reported in words.
+* **Replacement.** Whatever the rule, the leader is replaced only by a candidate whose
+  worst-off score beats the leader's by a strict improvement of at least the margin
+  (``improvement > 0`` and ``improvement >= margin``, the improvement rounded to 12
+  decimals). Among the candidates that qualify the rule picks. The worst-off score of
+  the leader therefore strictly increases at every replacement, so the run cannot cycle.
+* **Bottleneck.** The covered agent with the lowest calibrated score on the leader; ties
+  go to the agent listed first in the problem, reported.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Literal
+
+from dissensus.concord.calibration import DIGITS
+
+__all__ = [
+    "RULES",
+    "Rule",
+    "accepts",
+    "bottleneck",
+    "clears_floor",
+    "rule_key",
+    "select",
+    "worst_off",
+]
+
+Rule = Literal["maximin", "leximin", "nash", "utilitarian"]
+RULES: tuple[Rule, ...] = ("maximin", "leximin", "nash", "utilitarian")
+
+
+def worst_off(scores: Sequence[float]) -> float:
+    """The lowest score (the worst-off agent's satisfaction)."""
+    return min(scores)
+
+
+def clears_floor(scores: Sequence[float], floor: float) -> bool:
+    """Whether every score is at or above the floor."""
+    return all(s >= floor for s in scores)
+
+
+def rule_key(rule: Rule, scores: Sequence[float], floor: float) -> tuple[float, ...]:
+    """Sort key of a score vector under ``rule`` (higher is better)."""
+    if rule == "maximin":
+        return (min(scores),)
+    if rule == "leximin":
+        return tuple(sorted(scores))
+    if rule == "nash":
+        return (round(math.prod(scores), DIGITS), min(scores))
+    if rule == "utilitarian":
+        if clears_floor(scores, floor):
+            return (1.0, round(sum(scores), DIGITS))
+        return (0.0, min(scores))
+    raise ValueError(f"unknown selection rule {rule!r}")
+
+
+def select(
+    candidates: Sequence[tuple[str, Sequence[float]]], rule: Rule, floor: float
+) -> tuple[str, str | None]:
+    """The best candidate under ``rule`` (earliest wins ties) and a note on the tie, if any."""
+    if not candidates:
+        raise ValueError("no candidate to select from")
+    keys = [rule_key(rule, scores, floor) for _, scores in candidates]
+    best = max(keys)
+    tied = [cid for (cid, _), key in zip(candidates, keys, strict=True) if key == best]
+    if len(tied) == 1:
+        return tied[0], None
+    note = f"tie under {rule} between {', '.join(tied)}; the earliest tabled candidate {tied[0]} is chosen"
+    return tied[0], note
+
+
+def improvement(leader_worst: float, new_worst: float) -> float:
+    """Rounded improvement of the worst-off score."""
+    return round(new_worst - leader_worst, DIGITS)
+
+
+def accepts(leader_worst: float, new_worst: float, margin: float) -> bool:
+    """Whether a candidate with ``new_worst`` may replace a leader with ``leader_worst``."""
+    gain = improvement(leader_worst, new_worst)
+    return gain > 0 and gain >= margin
+
+
+def bottleneck(scores: Mapping[str, float], order: Sequence[str]) -> tuple[str, str | None]:
+    """The least-satisfied agent (problem order breaks ties) and a note on the tie, if any."""
+    ranked = [a for a in order if a in scores]
+    low = min(scores[a] for a in ranked)
+    tied = [a for a in ranked if scores[a] == low]
+    if len(tied) == 1:
+        return tied[0], None
+    return tied[
+        0
+    ], f"bottleneck tie between {', '.join(tied)} at {low:.4g}; {tied[0]} is listed first"

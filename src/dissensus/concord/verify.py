@@ -1,0 +1,384 @@
+"""Verify a CONCORD certificate from its raw numbers (seed 002: "the supporting
+arithmetic available for audit").
+
+:func:`verify` trusts nothing the record derived: it recomputes, in this order, and
+stops at the first violated property, which it names:
+
+1. ``schema``: the record parses, with exactly the certificate's fields;
+2. ``floor``: floor and margin lie in [0, 1];
+3. ``covered``: the negotiating set is a largest component of the recorded graph
+   (everyone on a group channel), and every covered agent has a standing;
+4. ``calibration``: every calibrated score equals ``(raw - rejected) / (ideal -
+   rejected)`` from the agent's raw anchors (0 on a fault), every raw score lies within
+   the anchors' range, the anchors are distinct;
+5. ``worst_off``: every candidate's worst-off score over the covered set;
+6. ``selection``: replaying the run: the opening leader under the recorded rule, the
+   bottleneck of every repair round (with its tie-break), the author and round of every
+   repair, and the final leader equal to ``selected``;
+7. ``margin``: every replacement of the leader is a strict improvement of the worst-off
+   score of at least the margin (and every rejected candidate is not);
+8. ``stop``: no repair round ran while the leader already cleared the floor, and the
+   recorded stop reason is consistent;
+9. ``scores``: the selected candidate's standing per agent and the top-level worst-off;
+10. ``status``: ``certified`` exactly when every covered agent is at or above the floor;
+11. ``shortfall``: every agent below the floor with its score and gap, and no other;
+12. ``bound``: the bound recomputed from the number of covered agents and the round
+    budget, the spend recounted from the record, and spend within the bound;
+13. ``digest``: SHA-256 of the canonical record.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import networkx as nx
+from pydantic import BaseModel, ValidationError
+
+from dissensus.concord.bounds import compute_bound
+from dissensus.concord.calibration import calibrate, check_anchors, in_range
+from dissensus.concord.record import CandidateRecord, Certificate, canonical_digest
+from dissensus.concord.rules import accepts, bottleneck, clears_floor, select
+
+__all__ = ["PROPERTIES", "Verdict", "verify"]
+
+PROPERTIES = (
+    "schema",
+    "floor",
+    "covered",
+    "calibration",
+    "worst_off",
+    "selection",
+    "margin",
+    "stop",
+    "scores",
+    "status",
+    "shortfall",
+    "bound",
+    "digest",
+)
+
+
+class Verdict(BaseModel):
+    """The outcome of a verification."""
+
+    valid: bool
+    violated: str | None = None
+    """The first violated property, one of :data:`PROPERTIES`."""
+    message: str | None = None
+    checked: list[str]
+    """Properties checked and found to hold, in order."""
+
+
+class _Violation(Exception):
+    def __init__(self, prop: str, message: str) -> None:
+        super().__init__(message)
+        self.prop = prop
+        self.message = message
+
+
+def _fail(prop: str, message: str) -> _Violation:
+    return _Violation(prop, message)
+
+
+def verify(data: dict[str, Any]) -> Verdict:
+    """Check every property of a certificate (as parsed JSON)."""
+    checked: list[str] = []
+    try:
+        try:
+            cert = Certificate.model_validate(data)
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            loc = ".".join(str(p) for p in err["loc"])
+            raise _fail("schema", f"{loc}: {err['msg']}") from exc
+        checked.append("schema")
+        for prop, check in _CHECKS:
+            check(cert)
+            checked.append(prop)
+            if prop == "selection":
+                checked.append("margin")
+        if canonical_digest(cert.body()) != cert.digest or cert.body() != _strip(data):
+            raise _fail("digest", "the digest does not match the canonical record")
+        checked.append("digest")
+    except _Violation as v:
+        return Verdict(valid=False, violated=v.prop, message=v.message, checked=checked)
+    return Verdict(valid=True, checked=checked)
+
+
+def _strip(data: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in data.items() if k != "digest"}
+
+
+def _check_floor(cert: Certificate) -> None:
+    if not 0.0 <= cert.floor <= 1.0:
+        raise _fail("floor", f"floor {cert.floor} is outside [0, 1]")
+    if not 0.0 <= cert.margin <= 1.0:
+        raise _fail("floor", f"margin {cert.margin} is outside [0, 1]")
+
+
+def _check_covered(cert: Certificate) -> None:
+    if set(cert.scores) != set(cert.covered):
+        raise _fail("covered", "the agents with a standing are not the covered set")
+    if set(cert.covered) & set(cert.unknown):
+        raise _fail("covered", "an agent is both covered and unknown")
+    if not cert.covered:
+        raise _fail("covered", "the covered set is empty")
+    if cert.budget.edges is None:
+        if cert.unknown:
+            raise _fail("covered", "a group channel covers every agent, yet some are unknown")
+        return
+    graph: nx.Graph = nx.Graph()
+    graph.add_nodes_from(cert.covered + cert.unknown)
+    graph.add_edges_from(tuple(e) for e in cert.budget.edges)
+    components = [set(c) for c in nx.connected_components(graph)]
+    largest = max(len(c) for c in components)
+    if set(cert.covered) not in [c for c in components if len(c) == largest]:
+        raise _fail("covered", "the covered set is not a largest connected component of the graph")
+
+
+def _check_calibration(cert: Certificate) -> None:
+    for agent, standing in cert.scores.items():
+        rej, ideal = standing.anchors.rejected, standing.anchors.ideal
+        calibrated = rej is not None and ideal is not None
+        if calibrated:
+            assert rej is not None and ideal is not None
+            why = check_anchors(rej, ideal)
+            if why is not None:
+                raise _fail("calibration", f"agent {agent}: {why}")
+        elif standing.fault is None:
+            raise _fail("calibration", f"agent {agent} has no anchor scores and no fault")
+        for cand in cert.candidates:
+            ev = cand.scores.get(agent)
+            if ev is None:
+                continue
+            where = f"candidate {cand.id}, agent {agent}"
+            if ev.fault is not None or ev.raw is None:
+                if ev.fault is None or ev.raw is not None or ev.calibrated != 0.0:
+                    raise _fail(
+                        "calibration",
+                        f"{where}: a faulted score must have no raw value and count 0",
+                    )
+                continue
+            if not calibrated:
+                raise _fail("calibration", f"{where}: scored although the agent is not calibrated")
+            assert rej is not None and ideal is not None
+            if not in_range(ev.raw, rej, ideal):
+                raise _fail("calibration", f"{where}: raw {ev.raw} is outside the anchors' range")
+            expected = calibrate(ev.raw, rej, ideal)
+            if ev.calibrated != expected:
+                raise _fail(
+                    "calibration",
+                    f"{where}: calibrated {ev.calibrated} != {expected} from raw {ev.raw}",
+                )
+    known = set(cert.covered)
+    for cand in cert.candidates:
+        stray = set(cand.scores) - known
+        if stray:
+            raise _fail(
+                "calibration",
+                f"candidate {cand.id} holds scores of uncovered agents {sorted(stray)}",
+            )
+
+
+def _vector(cert: Certificate, cand: CandidateRecord) -> list[float] | None:
+    if any(a not in cand.scores for a in cert.covered):
+        return None
+    return [cand.scores[a].calibrated for a in cert.covered]
+
+
+def _check_worst(cert: Certificate) -> None:
+    for cand in cert.candidates:
+        vec = _vector(cert, cand)
+        expected = min(vec) if vec else None
+        if cand.worst_off != expected:
+            raise _fail(
+                "worst_off", f"candidate {cand.id}: worst-off {cand.worst_off} != {expected}"
+            )
+
+
+def _check_replay(cert: Certificate) -> None:
+    by_id = {c.id: c for c in cert.candidates}
+    if len(by_id) != len(cert.candidates):
+        raise _fail("selection", "duplicate candidate ids")
+    steps = cert.trajectory
+    rule, floor, margin = cert.budget.rule, cert.floor, cert.margin
+    vecs = {c.id: _vector(cert, c) for c in cert.candidates}
+    opening = [c for c in cert.candidates if c.round == 1]
+    if not steps:
+        if cert.candidates or cert.selected is not None:
+            raise _fail("selection", "candidates or a selection without a trajectory")
+        return
+    if steps[0].round != 1:
+        raise _fail("selection", "the trajectory does not open with round 1")
+    eligible = [(c.id, v) for c in opening if (v := vecs[c.id]) is not None]
+    leader = select(eligible, rule, floor)[0] if eligible else None
+    _expect_step(cert, 0, leader, vecs)
+    repairs = [c for c in cert.candidates if c.round != 1]
+    repair_ids = [s.candidate for s in steps[1:] if s.candidate is not None]
+    if [c.id for c in repairs] != repair_ids:
+        raise _fail("selection", "the repaired candidates do not match the trajectory")
+    for k, step in enumerate(steps[1:], start=1):
+        if step.round != k + 1:
+            raise _fail(
+                "selection", f"trajectory step {k} has round {step.round}, expected {k + 1}"
+            )
+        lead_vec = vecs.get(leader) if leader else None
+        if lead_vec is None:
+            raise _fail("stop", f"round {step.round} ran without a leader")
+        if clears_floor(lead_vec, floor):
+            raise _fail(
+                "stop", f"round {step.round} ran although leader {leader} cleared the floor"
+            )
+        expected_b = bottleneck(dict(zip(cert.covered, lead_vec, strict=True)), cert.covered)[0]
+        if step.bottleneck != expected_b:
+            raise _fail(
+                "selection", f"round {step.round}: bottleneck {step.bottleneck} != {expected_b}"
+            )
+        if step.candidate is not None:
+            cand = by_id[step.candidate]
+            if cand.author != expected_b or cand.round != step.round:
+                raise _fail(
+                    "selection",
+                    f"round {step.round}: candidate {cand.id} not written by the bottleneck in that round",
+                )
+            vec = vecs[cand.id]
+            if vec is not None:
+                lead_worst = min(lead_vec)
+                qualified = [
+                    (c.id, v)
+                    for c in cert.candidates
+                    if c.round <= step.round
+                    and (v := vecs[c.id]) is not None
+                    and accepts(lead_worst, min(v), margin)
+                ]
+                new_leader = select(qualified, rule, floor)[0] if qualified else leader
+                if step.accepted != (new_leader == cand.id):
+                    raise _fail(
+                        "margin",
+                        f"round {step.round}: candidate {cand.id} acceptance does not follow the margin rule",
+                    )
+                if new_leader != leader and new_leader is not None:
+                    assert new_leader is not None
+                    new_vec = vecs[new_leader]
+                    assert new_vec is not None
+                    if not accepts(lead_worst, min(new_vec), margin):
+                        raise _fail(
+                            "margin",
+                            f"round {step.round}: replacement is not an improvement of at least {margin}",
+                        )
+                leader = new_leader
+        _expect_step(cert, k, leader, vecs)
+    final = cert.selected.id if cert.selected else None
+    if final != leader:
+        raise _fail("selection", f"selected {final} but the replay leads to {leader}")
+    if cert.selected is not None:
+        cand = by_id[cert.selected.id]
+        if (cand.text, cand.author, cand.round) != (
+            cert.selected.text,
+            cert.selected.author,
+            cert.selected.round,
+        ):
+            raise _fail("selection", "the selected candidate differs from its record")
+
+
+def _expect_step(
+    cert: Certificate, k: int, leader: str | None, vecs: dict[str, list[float] | None]
+) -> None:
+    step = cert.trajectory[k]
+    if step.leader != leader:
+        raise _fail("selection", f"round {step.round}: leader {step.leader} != replayed {leader}")
+    vec = vecs.get(leader) if leader else None
+    worst = min(vec) if vec else None
+    if step.worst_off != worst:
+        raise _fail("selection", f"round {step.round}: worst-off {step.worst_off} != {worst}")
+
+
+def _check_stop(cert: Certificate) -> None:
+    stopped = cert.spent.stopped
+    cleared = cert.status == "certified"
+    repairs = len(cert.trajectory) - 1 if cert.trajectory else 0
+    if stopped == "floor_cleared" and not cleared:
+        raise _fail("stop", "stopped for a cleared floor, yet not certified")
+    if stopped == "budget_exhausted" and repairs != cert.budget.rounds:
+        raise _fail(
+            "stop", f"budget exhausted after {repairs} of {cert.budget.rounds} repair rounds"
+        )
+    if repairs > cert.budget.rounds:
+        raise _fail("stop", f"{repairs} repair rounds exceed the budget of {cert.budget.rounds}")
+
+
+def _check_scores(cert: Certificate) -> None:
+    sel = cert.selected
+    cand = next((c for c in cert.candidates if sel and c.id == sel.id), None)
+    for agent, standing in cert.scores.items():
+        ev = cand.scores.get(agent) if cand else None
+        want = (ev.calibrated, ev.raw) if ev else (None, None)
+        if (standing.calibrated, standing.raw) != want:
+            raise _fail(
+                "scores",
+                f"agent {agent}: standing {standing.calibrated} differs from the selected candidate's {want[0]}",
+            )
+    vec = _vector(cert, cand) if cand else None
+    if cert.worst_off != (min(vec) if vec else None):
+        raise _fail("scores", f"worst-off {cert.worst_off} is not the selected candidate's")
+
+
+def _check_status(cert: Certificate) -> None:
+    sel = cert.selected
+    cand = next((c for c in cert.candidates if sel and c.id == sel.id), None)
+    vec = _vector(cert, cand) if cand else None
+    certified = vec is not None and clears_floor(vec, cert.floor)
+    if (cert.status == "certified") != certified:
+        raise _fail(
+            "status", f"status {cert.status} but every covered agent >= floor is {certified}"
+        )
+
+
+def _check_shortfall(cert: Certificate) -> None:
+    expected = []
+    for agent in cert.covered:
+        score = cert.scores[agent].calibrated
+        value = score if score is not None else 0.0
+        if value < cert.floor:
+            expected.append((agent, value, round(cert.floor - value, 12)))
+    got = [(s.agent, s.score, s.gap) for s in cert.shortfall]
+    if got != expected:
+        raise _fail("shortfall", f"shortfall {got} != recomputed {expected}")
+
+
+def _check_bound(cert: Certificate) -> None:
+    bound = compute_bound(len(cert.covered), cert.budget.rounds)
+    if bound != cert.bound:
+        raise _fail("bound", f"bound {cert.bound.model_dump()} != recomputed {bound.model_dump()}")
+    spent = cert.spent
+    evaluations = sum(len(c.scores) for c in cert.candidates)
+    repairs = len(cert.trajectory) - 1 if cert.trajectory else 0
+    recount = {"candidates": len(cert.candidates), "evaluations": evaluations, "rounds": repairs}
+    for name, value in recount.items():
+        if getattr(spent, name) != value:
+            raise _fail(
+                "bound", f"spent {name} {getattr(spent, name)} != {value} recounted from the record"
+            )
+    within = all(
+        getattr(spent, n) <= getattr(bound, n)
+        for n in ("rounds", "candidates", "evaluations", "model_calls")
+    )
+    if not within:
+        raise _fail("bound", "spend exceeds the bound")
+    if spent.within_bound != within:
+        raise _fail("bound", "within_bound does not match the reconciliation")
+    if spent.model_calls > spent.agent_calls:
+        raise _fail("bound", "more model calls than agent calls")
+
+
+_CHECKS = (
+    ("floor", _check_floor),
+    ("covered", _check_covered),
+    ("calibration", _check_calibration),
+    ("worst_off", _check_worst),
+    ("selection", _check_replay),
+    ("stop", _check_stop),
+    ("scores", _check_scores),
+    ("status", _check_status),
+    ("shortfall", _check_shortfall),
+    ("bound", _check_bound),
+)

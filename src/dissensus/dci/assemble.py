@@ -1,0 +1,208 @@
+"""Assemble the decision packet from a finished (or stopped) deliberation (stage 8).
+
+Pure: the workspace and the run's outcome in, a :class:`DecisionPacket` out.
+
+* **Rationale**: the synthesis text; without a synthesis (early stop, failed act) a
+  rationale stating the rule and the numbers that chose the option.
+* **Evidence**: grounding attached to the selected option, then the synthesis's.
+* **Residual objections**: every tension still open at the end (all of them, not only
+  those on the selected option — an open objection to a rival is still dissent).
+* **Minority report**: participants whose last ``recommend`` named another option,
+  grouped by option, with their words and mean confidence; when nobody recommended,
+  the participants whose best score went to another option.
+* **Reopen conditions**: the synthesis's list, plus one per open *blocking* objection
+  on the selected option, plus, when the list would otherwise be empty, the score
+  margin condition ("reopen if a re-score brings the runner-up within the margin").
+* **Next actions**: the synthesis's and the workspace's, de-duplicated; after an early
+  stop, resuming the deliberation is the first action.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from dissensus.dci.acts import ActFamily, RawAct
+from dissensus.dci.outranking import CascadeResult
+from dissensus.dci.packet import (
+    ConvergenceRecord,
+    DecisionPacket,
+    MinorityPosition,
+    Objection,
+    OptionSummary,
+    ProcessMetrics,
+    SelectedOption,
+)
+from dissensus.dci.selection import mean_scores
+from dissensus.dci.task import DCIConfig, Task
+from dissensus.dci.workspace import ActRecord, Workspace
+from dissensus.types import Usage
+
+__all__ = ["assemble_packet"]
+
+
+def _dedupe(items: list[str]) -> list[str]:
+    return list(dict.fromkeys(i.strip() for i in items if i.strip()))
+
+
+def assemble_packet(
+    *,
+    task: Task,
+    ws: Workspace,
+    config: DCIConfig,
+    participants: Mapping[str, str],
+    status: str,
+    detail: str | None,
+    path: str,
+    selected: str | None,
+    conv: ConvergenceRecord | None,
+    fallback: CascadeResult | None,
+    recommends: Mapping[str, ActRecord],
+    synthesis: RawAct | None,
+    usage: Usage,
+    rounds: int,
+    max_prompt_tokens: int,
+) -> DecisionPacket:
+    """Build the packet; never fails on a partial workspace."""
+    means = mean_scores(list(ws.options), ws.scores) if ws.scores else {}
+    chosen = _selected(ws, selected, path, synthesis, means, fallback, conv)
+    objections = [
+        Objection(tension=t.id, holder=t.holder, target=t.target, kind=t.kind, blocking=t.blocking, points=list(t.points))
+        for t in ws.open_tensions()
+    ]
+    reopen = _reopen(ws, selected, synthesis, means, config)
+    actions = _dedupe([*(synthesis.next_actions if synthesis else []), *ws.next_actions])
+    if status != "complete":
+        actions.insert(0, f"Resume the deliberation: it stopped early ({status}).")
+    return DecisionPacket(
+        task_id=task.id,
+        question=task.question,
+        status=status,
+        status_detail=detail,
+        path=path,
+        selected=chosen,
+        options=[
+            OptionSummary(id=o.id, label=o.label, text=o.text, proposer=o.proposer, status=o.status, mean_score=means.get(o.id))
+            for o in ws.options.values()
+        ],
+        residual_objections=objections,
+        minority_report=_minority(ws, selected, recommends),
+        reopen_conditions=reopen,
+        next_actions=actions,
+        convergence=conv,
+        fallback=fallback,
+        scores={k: dict(v) for k, v in ws.scores.items()},
+        failures=list(ws.failures),
+        metrics=_metrics(ws, usage, rounds, max_prompt_tokens),
+        config=config,
+        participants=dict(participants),
+    )
+
+
+def _selected(
+    ws: Workspace,
+    selected: str | None,
+    path: str,
+    synthesis: RawAct | None,
+    means: Mapping[str, float],
+    fallback: CascadeResult | None,
+    conv: ConvergenceRecord | None,
+) -> SelectedOption | None:
+    if selected is None:
+        return None
+    option = ws.options[selected]
+    if synthesis is not None:
+        rationale = synthesis.text
+    else:
+        mean = f"mean score {means[selected]:.2f}" if selected in means else "no scores were given"
+        how = {"converged": "it led the finalists by the convergence margin"}.get(path, f"the rule {path} chose it")
+        if fallback is not None and path.startswith("fallback:"):
+            how += " (" + "; ".join(f"{s.rule}: {', '.join(s.candidates_out)}" for s in fallback.steps) + ")"
+        rationale = f"Selected because {how}; {mean}. No synthesis was written."
+    evidence = _dedupe([*option.evidence, *(synthesis.evidence if synthesis else [])])
+    return SelectedOption(
+        id=option.id,
+        label=option.label,
+        text=option.text,
+        rationale=rationale,
+        evidence=evidence,
+        mean_score=means.get(selected),
+        supporters=sorted(set(option.supporters) | {p for p, row in ws.scores.items() if _top(row) == selected}),
+    )
+
+
+def _top(row: Mapping[str, float]) -> str | None:
+    return max(row, key=lambda k: row[k]) if row else None
+
+
+def _minority(ws: Workspace, selected: str | None, recommends: Mapping[str, ActRecord]) -> list[MinorityPosition]:
+    groups: dict[str, list[ActRecord]] = {}
+    for speaker in sorted(recommends):
+        record = recommends[speaker]
+        if record.target != selected:
+            groups.setdefault(record.target, []).append(record)
+    positions: list[MinorityPosition] = []
+    for option_id, records in groups.items():
+        option = ws.options.get(option_id)
+        confs = [r.confidence for r in records if r.confidence is not None]
+        positions.append(
+            MinorityPosition(
+                option=option_id,
+                option_text=option.text if option else option_id,
+                holders=[r.speaker for r in records],
+                rationale=" / ".join(f"{r.speaker}: {r.text}" for r in records),
+                confidence=sum(confs) / len(confs) if confs else None,
+            )
+        )
+    if positions or recommends:
+        return positions
+    by_top: dict[str, list[str]] = {}
+    for speaker, row in sorted(ws.scores.items()):
+        top = _top(row)
+        if top is not None and top != selected:
+            by_top.setdefault(top, []).append(speaker)
+    return [
+        MinorityPosition(
+            option=o,
+            option_text=ws.options[o].text if o in ws.options else o,
+            holders=h,
+            rationale=f"scored {o} highest ({', '.join(h)})",
+        )
+        for o, h in by_top.items()
+    ]
+
+
+def _reopen(
+    ws: Workspace, selected: str | None, synthesis: RawAct | None, means: Mapping[str, float], config: DCIConfig
+) -> list[str]:
+    conditions = list(synthesis.reopen_conditions) if synthesis else []
+    for t in ws.open_tensions():
+        if t.blocking and t.target == selected:
+            conditions.append(f"Reopen if {t.holder}'s blocking objection {t.id} is borne out: {' '.join(t.points[-1].split())[:240]}")
+    if not conditions and selected is not None:
+        rivals = sorted(((m, o) for o, m in means.items() if o != selected), reverse=True)
+        if rivals:
+            conditions.append(
+                f"Reopen if a re-score brings {rivals[0][1]} within {config.convergence_margin:.2f} of {selected} "
+                f"(now {means.get(selected, 0.0):.2f} vs {rivals[0][0]:.2f})."
+            )
+        else:
+            conditions.append(f"Reopen if new evidence undermines {selected}: it was selected without a scored rival.")
+    return _dedupe(conditions)
+
+
+def _metrics(ws: Workspace, usage: Usage, rounds: int, max_prompt_tokens: int) -> ProcessMetrics:
+    families = {f.value: 0 for f in ActFamily}
+    for act in ws.acts:
+        families[act.family] = families.get(act.family, 0) + 1
+    return ProcessMetrics(
+        acts_by_family=families,
+        acts_total=len(ws.acts),
+        act_failures=len(ws.failures),
+        rounds=rounds,
+        calls=usage.calls,
+        attempts=usage.attempts,
+        prompt_tokens=usage.prompt_tokens,
+        completion_tokens=usage.completion_tokens,
+        total_tokens=usage.total_tokens,
+        max_prompt_tokens=max_prompt_tokens,
+    )

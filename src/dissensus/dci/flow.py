@@ -1,0 +1,467 @@
+"""DCI-CF, the convergent flow: eight stages ending in a decision packet (seed 004).
+
+1. **Frame** — the first Framer frames the problem (target ``a0``, the question).
+2. **Propose** — every participant proposes (or spawns from / extends a task option)
+   independently: all see the workspace as it stood before the stage; options are
+   canonicalised to ``max_options`` (:mod:`dissensus.dci.selection`).
+3. **Challenge and ground**, 4. **revise / extend / admit**, 5. **score and compress**
+   to ``finalist_count``, 6. **convergence test** — looped at most ``max_rounds`` times;
+   every participant speaks once per stage; later rounds deliberate over finalists.
+7. **Fallback** — if no round converged: outranking -> minimax -> satisficing -> tie-break
+   (:mod:`dissensus.dci.outranking`) over the last round's scores.
+8. **Packet** — the first Integrator synthesizes on the selected option; the packet is
+   assembled from the workspace (:mod:`dissensus.dci.packet`).
+
+Every utterance is validated (:func:`dissensus.dci.acts.check_act`); an invalid one is
+re-asked ``reasks`` times with the problems listed, then logged as a failure — never
+repaired. Termination is structural: at most ``(1 + reasks) * (2 + n + 3 n R)`` requests
+for ``n`` participants and ``R = max_rounds`` (:func:`request_bound`).
+
+Failures. ``budget_exhausted`` stops the run at once; selection then runs on whatever
+exists (the cascade over the scores so far, or the tie-break over the live options) and
+the packet says ``status: budget_exhausted``. A ``model_failure`` is logged per act; if
+every participant of a stage fails that way the run stops with ``status: model_failure``.
+
+Ablations (the seed's Table 7): ``archetypes=False`` gives every participant the neutral
+role; ``typed_grammar=False`` drops act names — the stage decides an utterance's effect
+(its act is logged as ``untyped``); ``convergent_flow=False`` replaces stages 3-7 with
+``max_rounds`` open discussion rounds, one scoring pass and the highest mean score
+(path ``unstructured:mean_score``).
+
+Choices where the seed is silent: who speaks in each stage (everyone, except the framing
+and synthesis duties, and stage 4, where only participants with a stake speak: holders of
+open tensions, supporters of options under an open tension, and the integrator; with no
+open tension stage 4 is skipped), that later rounds see finalists only, and the derived reopen
+conditions (an open blocking objection on the selected option, or the score margin,
+become reopen conditions when the synthesis gives none for them).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+
+from pydantic import BaseModel, ConfigDict
+
+from dissensus.dci.acts import ACTS, RawAct, TargetKind, check_act, parse_target
+from dissensus.dci.archetypes import NEUTRAL, Archetype, archetype
+from dissensus.dci.assemble import assemble_packet
+from dissensus.dci.outranking import CascadeResult, cascade
+from dissensus.dci.packet import ConvergenceRecord, DecisionPacket
+from dissensus.dci.participant import ActReply, ActRequest, Participant, ParticipantFailure
+from dissensus.dci.prompts import render_prompt, render_system
+from dissensus.dci.selection import compress, convergence, mean_scores, normalise_text
+from dissensus.dci.task import DCIConfig, ParticipantSpec, Task
+from dissensus.dci.workspace import ActFailure, ActRecord, CompactionPolicy, Workspace, render_view
+from dissensus.errors import ConfigError
+from dissensus.types import Usage
+
+__all__ = ["CallTrace", "DeliberationResult", "deliberate", "deliberate_sync", "request_bound"]
+
+STAGE_ACTS: dict[str, frozenset[str]] = {
+    "frame": frozenset({"frame"}),
+    "propose": frozenset({"propose", "spawn", "extend"}),
+    "challenge": frozenset({"challenge", "ask", "ground", "clarify"}),
+    "revise": frozenset({"update", "extend", "bridge", "reframe", "recall", "ground", "clarify"}),
+    "score": frozenset({"recommend"}),
+    "synthesize": frozenset({"synthesize"}),
+    "discuss": frozenset(ACTS) - {"recommend", "synthesize", "frame"},
+}
+
+
+class CallTrace(BaseModel):
+    """One request made to a participant (for cost and compaction measurements)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    stage: str
+    round: int
+    participant: str
+    prompt_chars: int
+    outcome: str
+    """``ok``, ``invalid``, ``budget_exhausted``, ``model_failure`` or ``invalid_output``."""
+
+
+class DeliberationResult(BaseModel):
+    """The packet plus the full workspace and the request trace behind it."""
+
+    packet: DecisionPacket
+    workspace: Workspace
+    trace: list[CallTrace]
+
+
+class _Abort(Exception):
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+def request_bound(participants: int, config: DCIConfig) -> int:
+    """Most requests a run can make: ``(1 + reasks) * (2 + n + 3 n R)``."""
+    return (1 + config.reasks) * (2 + participants + 3 * participants * config.max_rounds)
+
+
+def _untyped_act(stage: str, target: str) -> str:
+    """The act an untyped utterance performs: decided by the stage and the target kind."""
+    parsed = parse_target(target)
+    kind = parsed[0] if parsed is not None else TargetKind.ACT
+    by_kind = {
+        "propose": {TargetKind.OPTION: "extend", TargetKind.TENSION: "propose", TargetKind.ACT: "propose"},
+        "challenge": {TargetKind.OPTION: "challenge", TargetKind.TENSION: "ask", TargetKind.ACT: "challenge"},
+        "revise": {TargetKind.OPTION: "extend", TargetKind.TENSION: "update", TargetKind.ACT: "update"},
+        "discuss": {TargetKind.OPTION: "clarify", TargetKind.TENSION: "update", TargetKind.ACT: "clarify"},
+    }
+    fixed = {"frame": "frame", "score": "recommend", "synthesize": "synthesize"}
+    return fixed.get(stage) or by_kind[stage][kind]
+
+
+class _Seat:
+    def __init__(self, spec: ParticipantSpec, agent: Participant, arch: Archetype) -> None:
+        self.spec = spec
+        self.agent = agent
+        self.arch = arch
+
+
+class _Run:
+    def __init__(
+        self,
+        task: Task,
+        seats: list[_Seat],
+        config: DCIConfig,
+        policy: CompactionPolicy | None,
+        meter: Callable[[], Usage] | None,
+    ) -> None:
+        self.task = task
+        self.seats = seats
+        self.cfg = config
+        self.policy = policy
+        self.meter = meter
+        self.meter_start = meter().model_copy() if meter else Usage()
+        self.ws = Workspace(question=task.question, context=task.context, criteria=list(task.criteria))
+        self.trace: list[CallTrace] = []
+        self.usage = Usage()
+        self.status = "complete"
+        self.detail: str | None = None
+        self.rounds = 0
+        self.means: dict[str, float] = {}
+        self.recommends: dict[str, ActRecord] = {}
+        self.conv: ConvergenceRecord | None = None
+        self.fallback: CascadeResult | None = None
+        self.path = "fallback:no_options"
+        self.selected: str | None = None
+        self.synthesis: RawAct | None = None
+        self.last_raw: RawAct | None = None
+        self.frozen_view: str | None = None
+
+    # ------------------------------------------------------------ speaking
+    async def speak(self, seat: _Seat, stage: str, round_: int, *, required_target: str | None = None) -> ActRecord | None:
+        typed = self.cfg.typed_grammar
+        allowed = STAGE_ACTS[stage]
+        live = self.ws.live_options()
+        feedback: tuple[str, ...] = ()
+        for _ in range(1 + self.cfg.reasks):
+            # Stage 2 proposals are independent: everyone sees the workspace as it was before it.
+            view = self.frozen_view or render_view(
+                self.ws,
+                participants=len(self.seats),
+                viewer=seat.spec.id,
+                policy=self.policy,
+                full_transcript=self.cfg.full_transcript,
+                means=self.means,
+            )
+            request = ActRequest(
+                participant=seat.spec.id,
+                archetype=seat.arch.name,
+                stage=stage,
+                round=round_,
+                system=render_system(seat.spec.id, seat.arch, typed=typed),
+                prompt=render_prompt(
+                    stage=stage,
+                    question=self.task.question,
+                    context=self.task.context,
+                    criteria=self.task.criteria,
+                    view=view,
+                    allowed=sorted(allowed),
+                    arch=seat.arch,
+                    typed=typed,
+                    full_context=stage in ("frame", "propose"),
+                    feedback=feedback,
+                    live_options=live,
+                ),
+                allowed_acts=tuple(sorted(allowed)),
+                typed=typed,
+                feedback=feedback,
+            )
+            chars = len(request.system) + len(request.prompt)
+            try:
+                reply = await seat.agent.speak(request)
+            except ParticipantFailure as failure:
+                self.usage.add(failure.usage)
+                self._trace(stage, round_, seat, chars, failure.kind)
+                if failure.kind == "invalid_output":
+                    feedback = (str(failure),)
+                    continue
+                self._fail(seat, stage, round_, failure.kind, [str(failure)])
+                if failure.kind == "budget_exhausted":
+                    raise _Abort("budget_exhausted", str(failure)) from None
+                return None
+            record = self._accept(seat, stage, round_, reply, allowed, live, required_target)
+            if isinstance(record, ActRecord):
+                self._trace(stage, round_, seat, chars, "ok")
+                return record
+            self._trace(stage, round_, seat, chars, "invalid")
+            feedback = tuple(record)
+        self._fail(seat, stage, round_, "invalid_act", list(feedback))
+        return None
+
+    def _accept(
+        self,
+        seat: _Seat,
+        stage: str,
+        round_: int,
+        reply: ActReply,
+        allowed: frozenset[str],
+        live: list[str],
+        required_target: str | None,
+    ) -> ActRecord | list[str]:
+        self.usage.add(reply.usage)
+        raw = reply.act
+        if not self.cfg.typed_grammar:
+            act = _untyped_act(stage, raw.target)
+            raw = raw.model_copy(update={"act": act, "blocking": raw.blocking and act == "challenge"})
+            allowed = frozenset({act})
+        problems = check_act(raw, allowed=allowed, known_targets=self.ws.known_targets(), live_options=frozenset(live))
+        if required_target is not None and raw.target != required_target:
+            problems.append(f"this act must target {required_target}")
+        if problems:
+            return problems
+        self.last_raw = raw
+        return self.ws.apply(seat.spec.id, raw, stage=stage, round_=round_, typed=self.cfg.typed_grammar)
+
+    def _trace(self, stage: str, round_: int, seat: _Seat, chars: int, outcome: str) -> None:
+        self.trace.append(CallTrace(stage=stage, round=round_, participant=seat.spec.id, prompt_chars=chars, outcome=outcome))
+
+    def _fail(self, seat: _Seat, stage: str, round_: int, kind: str, problems: list[str]) -> None:
+        self.ws.failures.append(ActFailure(speaker=seat.spec.id, stage=stage, round=round_, kind=kind, problems=problems))
+
+    def revise_speakers(self) -> set[str]:
+        """Who has a stake in stage 4: tension holders, supporters of challenged options, the integrator."""
+        opened = self.ws.open_tensions()
+        if not opened:
+            return set()
+        ids = {t.holder for t in opened}
+        for t in opened:
+            option = self.ws.options.get(t.target)
+            if option is not None:
+                ids.update(option.supporters)
+        ids.add(self.duty("Integrator", last=True).spec.id)
+        return ids
+
+    async def stage_all(self, stage: str, round_: int, *, only: set[str] | None = None) -> list[ActRecord]:
+        records: list[ActRecord] = []
+        failed = 0
+        seats = [s for s in self.seats if only is None or s.spec.id in only]
+        for seat in seats:
+            before = len(self.ws.failures)
+            record = await self.speak(seat, stage, round_)
+            if record is not None:
+                records.append(record)
+            elif any(f.kind == "model_failure" for f in self.ws.failures[before:]):
+                failed += 1
+        if seats and failed == len(seats):
+            raise _Abort("model_failure", f"every participant failed in stage {stage} (round {round_})")
+        return records
+
+    def duty(self, name: str, *, last: bool) -> _Seat:
+        if self.cfg.archetypes:
+            for seat in self.seats:
+                if seat.arch.name == name:
+                    return seat
+        return self.seats[-1] if last else self.seats[0]
+
+    # -------------------------------------------------------------- stages
+    async def run(self) -> None:
+        for option in self.task.options:
+            self.ws.add_option(option.text, proposer="task", label=option.id)
+        try:
+            await self.speak(self.duty("Framer", last=False), "frame", 0)
+            self.frozen_view = render_view(
+                self.ws, participants=len(self.seats), policy=self.policy, full_transcript=self.cfg.full_transcript
+            )
+            await self.stage_all("propose", 0)
+            self.frozen_view = None
+            self.canonicalise()
+            if not self.ws.live_options():
+                self.detail = self.detail or "no option was proposed"
+                return
+            if self.cfg.convergent_flow:
+                await self.converge()
+            else:
+                await self.unstructured()
+            await self.synthesize()
+        except _Abort as abort:
+            self.status = abort.kind
+            self.detail = str(abort)
+            if self.selected is None:
+                self.select_now()
+
+    def canonicalise(self) -> None:
+        seen: dict[str, str] = {}
+        for option in self.ws.options.values():
+            key = normalise_text(option.text)
+            if key in seen:
+                keeper = self.ws.options[seen[key]]
+                option.status, option.merged_into = "merged", keeper.id
+                keeper.supporters.extend(s for s in option.supporters if s not in keeper.supporters)
+            else:
+                seen[key] = option.id
+        for option_id in self.ws.live_options()[self.cfg.max_options :]:
+            self.ws.options[option_id].status = "dropped"
+
+    async def score(self, round_: int) -> dict[str, dict[str, float]]:
+        self.ws.scores = {}
+        records = await self.stage_all("score", round_)
+        for record in records:
+            self.recommends[record.speaker] = record
+        self.means = mean_scores(self.ws.live_options(), self.ws.scores)
+        return dict(self.ws.scores)
+
+    async def converge(self) -> None:
+        for round_ in range(1, self.cfg.max_rounds + 1):
+            self.rounds = round_
+            await self.stage_all("challenge", round_)
+            await self.stage_all("revise", round_, only=self.revise_speakers())
+            scores = await self.score(round_)
+            live = self.ws.live_options()
+            finalists = compress(live, scores, self.cfg.finalist_count)
+            for option_id in live:
+                self.ws.options[option_id].status = "finalist" if option_id in finalists else "eliminated"
+            test = convergence(finalists, scores, self.ws.open_blocking_by_target(), self.cfg.convergence_margin)
+            self.conv = ConvergenceRecord(
+                converged=test.converged,
+                top=test.top,
+                margin=test.margin,
+                required_margin=self.cfg.convergence_margin,
+                blocking_tensions=test.blocking_tensions,
+            )
+            if test.converged and test.top is not None:
+                self.choose(test.top, "converged")
+                return
+        self.run_cascade()
+
+    async def unstructured(self) -> None:
+        for round_ in range(1, self.cfg.max_rounds + 1):
+            self.rounds = round_
+            await self.stage_all("discuss", round_)
+        scores = await self.score(self.rounds)
+        best = compress(self.ws.live_options(), scores, 1)
+        if best:
+            self.choose(best[0], "unstructured:mean_score")
+
+    def run_cascade(self) -> None:
+        live = self.ws.live_options()
+        self.fallback = cascade(
+            live,
+            self.ws.scores,
+            concordance_threshold=self.cfg.concordance_threshold,
+            discordance_threshold=self.cfg.discordance_threshold,
+            satisficing_level=self.cfg.satisficing_level,
+        )
+        if self.fallback.selected is not None:
+            self.choose(self.fallback.selected, f"fallback:{self.fallback.rule}")
+
+    def select_now(self) -> None:
+        """Selection after an early stop: the cascade over whatever exists."""
+        if self.ws.live_options():
+            self.run_cascade()
+
+    def choose(self, option_id: str, path: str) -> None:
+        self.selected, self.path = option_id, path
+        self.ws.options[option_id].status = "selected"
+
+    async def synthesize(self) -> None:
+        if self.selected is None:
+            return
+        seat = self.duty("Integrator", last=True)
+        record = await self.speak(seat, "synthesize", self.rounds, required_target=self.selected)
+        if record is not None:
+            self.synthesis = self.last_raw
+
+
+    def packet(self) -> DecisionPacket:
+        if self.meter is not None:
+            now = self.meter()
+            usage = Usage(
+                calls=now.calls - self.meter_start.calls,
+                attempts=now.attempts - self.meter_start.attempts,
+                prompt_tokens=now.prompt_tokens - self.meter_start.prompt_tokens,
+                completion_tokens=now.completion_tokens - self.meter_start.completion_tokens,
+                cost=now.cost - self.meter_start.cost,
+            )
+        else:
+            usage = self.usage.model_copy()
+            usage.calls = usage.calls or len(self.trace)
+            usage.attempts = usage.attempts or len(self.trace)
+        return assemble_packet(
+            task=self.task,
+            ws=self.ws,
+            config=self.cfg,
+            participants={s.spec.id: s.arch.name for s in self.seats},
+            status=self.status,
+            detail=self.detail,
+            path=self.path,
+            selected=self.selected,
+            conv=self.conv,
+            fallback=self.fallback,
+            recommends=self.recommends,
+            synthesis=self.synthesis,
+            usage=usage,
+            rounds=self.rounds,
+            max_prompt_tokens=max(((t.prompt_chars + 3) // 4 for t in self.trace), default=0),
+        )
+
+
+def _seats(task: Task, agents: Sequence[Participant], config: DCIConfig) -> list[_Seat]:
+    by_id = {a.id: a for a in agents}
+    seats: list[_Seat] = []
+    for i, spec in enumerate(task.participants):
+        agent = by_id.get(spec.id)
+        if agent is None:
+            raise ConfigError(f"no agent given for participant {spec.id!r}", field=f"participants[{i}].id")
+        arch = archetype(spec.archetype, field=f"participants[{i}].archetype") if config.archetypes else NEUTRAL
+        if spec.preferred_acts is not None and config.archetypes:
+            arch = arch.model_copy(update={"preferred_acts": tuple(spec.preferred_acts)})
+        seats.append(_Seat(spec, agent, arch))
+    return seats
+
+
+async def deliberate(
+    task: Task,
+    agents: Sequence[Participant],
+    *,
+    config: DCIConfig | None = None,
+    policy: CompactionPolicy | None = None,
+    meter: Callable[[], Usage] | None = None,
+) -> DeliberationResult:
+    """Run DCI-CF on ``task`` with ``agents`` (matched to ``task.participants`` by id).
+
+    ``config`` defaults to ``task.dci``; ``meter`` (e.g. ``lambda: client.usage``) lets
+    the packet report the model client's own counts, re-asks and retries included.
+    Always returns a packet; raises only :class:`ConfigError` for a bad panel.
+    """
+    cfg = config or task.dci
+    run = _Run(task, _seats(task, agents, cfg), cfg, policy, meter)
+    await run.run()
+    return DeliberationResult(packet=run.packet(), workspace=run.ws, trace=run.trace)
+
+
+def deliberate_sync(
+    task: Task,
+    agents: Sequence[Participant],
+    *,
+    config: DCIConfig | None = None,
+    policy: CompactionPolicy | None = None,
+    meter: Callable[[], Usage] | None = None,
+) -> DeliberationResult:
+    """Synchronous twin of :func:`deliberate`."""
+    return asyncio.run(deliberate(task, agents, config=config, policy=policy, meter=meter))

@@ -1,0 +1,72 @@
+"""One method's output on one task: the record `dissensus deliberate --json` prints.
+
+DCI and every baseline produce the same record, so the efficiency table and the judge
+read them alike. Only DCI fills ``packet``; baselines leave it ``null`` (their absence
+of a packet is a measured result, not an omission).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from dissensus.dci.packet import DecisionPacket
+from dissensus.types import Usage
+
+__all__ = ["METHODS", "DeliberationOutput", "Method", "packet_text"]
+
+Method = Literal["dci", "single", "voting", "self_consistency", "debate"]
+METHODS: tuple[Method, ...] = ("dci", "single", "voting", "self_consistency", "debate")
+
+
+class DeliberationOutput(BaseModel):
+    """What a method answered on a task, and what it cost."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    task_id: str
+    task_type: str | None = None
+    method: Method
+    variant: str | None = None
+    """Ablations in force, e.g. ``no_archetypes`` (DCI only)."""
+    model: str
+    question: str
+    answer: str
+    """The final answer as text (what a judge reads)."""
+    selected_option: str | None = None
+    packet: DecisionPacket | None = None
+    usage: Usage = Field(default_factory=Usage)
+    status: Literal["complete", "budget_exhausted", "model_failure"] = "complete"
+    detail: str | None = None
+    extras: dict[str, Any] = Field(default_factory=dict)
+    """Method-specific facts: votes, tie-breaks, rounds."""
+
+
+def packet_text(packet: DecisionPacket) -> str:
+    """The packet as prose-like text, for judges and human output."""
+    lines: list[str] = []
+    if packet.selected is not None:
+        label = f" ({packet.selected.label})" if packet.selected.label else ""
+        lines.append(f"Decision: {packet.selected.id}{label}: {packet.selected.text}")
+        lines.append(f"Rationale: {packet.selected.rationale}")
+        if packet.selected.evidence:
+            lines.append("Evidence: " + "; ".join(packet.selected.evidence))
+    else:
+        lines.append("Decision: none (no option was available)")
+    lines.append(f"Path: {packet.path}; status: {packet.status}")
+    if packet.residual_objections:
+        lines.append("Residual objections:")
+        lines.extend(f"- {o.holder} on {o.target}{' (blocking)' if o.blocking else ''}: {o.points[-1]}" for o in packet.residual_objections)
+    if packet.minority_report:
+        lines.append("Minority report:")
+        for m in packet.minority_report:
+            conf = f", confidence {m.confidence:.2f}" if m.confidence is not None else ""
+            lines.append(f"- {m.option} held by {', '.join(m.holders)}{conf}: {m.rationale}")
+    if packet.reopen_conditions:
+        lines.append("Reopen conditions:")
+        lines.extend(f"- {c}" for c in packet.reopen_conditions)
+    if packet.next_actions:
+        lines.append("Next actions:")
+        lines.extend(f"- {a}" for a in packet.next_actions)
+    return "\n".join(lines)

@@ -1,0 +1,193 @@
+"""Deliberation tasks and DCI settings, read from YAML (seed 004).
+
+A task file needs only ``question:``. Optional: ``id``, ``type`` (the paper's task
+types: hidden_profile, late_evidence, risk, disagreement, policy, architecture,
+routine), ``context``, ``options`` (each ``{id, text}``), ``criteria`` (list of
+strings), ``participants`` (each ``{id, archetype, preferred_acts}``) and ``dci``
+(settings, see :class:`DCIConfig`). Without ``options`` the participants generate them.
+
+Choices where the seed is silent:
+
+* Task options keep their own id as ``label``; inside a deliberation every option is
+  addressed as ``o<n>`` (task options first, in file order) so that every target has
+  one grammar.
+* Unknown keys in a task file are an error naming the key, so a typo never silently
+  drops a setting.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from dissensus.dci.acts import act_spec
+from dissensus.dci.archetypes import archetype
+from dissensus.errors import ConfigError, InputError
+
+__all__ = [
+    "DEFAULT_PARTICIPANTS",
+    "DCIConfig",
+    "ParticipantSpec",
+    "Task",
+    "TaskOption",
+    "load_task",
+    "parse_task",
+]
+
+
+class DCIConfig(BaseModel):
+    """DCI-CF settings; defaults are the paper's (Table 9)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    max_rounds: int = 2
+    """Maximum loops of stages 3-6 (at least 1)."""
+    max_options: int = Field(default=5, ge=1)
+    """Options kept after canonicalisation in stage 2."""
+    finalist_count: int = Field(default=3, ge=1)
+    """Options kept after scoring in stage 5."""
+    convergence_margin: float = Field(default=0.15, ge=0.0, le=1.0)
+    """Lead the top finalist needs over the second (mean score) to converge."""
+    reasks: int = Field(default=1, ge=0)
+    """Times an invalid act is re-asked before it is recorded as a failure."""
+    concordance_threshold: float = Field(default=0.6, ge=0.0, le=1.0)
+    """Outranking: share of participants (weights) that must score a >= b."""
+    discordance_threshold: float = Field(default=0.4, ge=0.0, le=1.0)
+    """Outranking: largest score deficit of a against b that still allows a to outrank b."""
+    satisficing_level: float = Field(default=0.5, ge=0.0, le=1.0)
+    """Satisficing: every participant's score must reach this level."""
+    archetypes: bool = True
+    """Ablation A1 when false: every participant is a neutral ``Participant``."""
+    typed_grammar: bool = True
+    """Ablation A2 when false: utterances are untyped contributions (no act names)."""
+    convergent_flow: bool = True
+    """Ablation A3 when false: open rounds then selection by mean score, no DCI-CF."""
+    full_transcript: bool = False
+    """Show every earlier act verbatim instead of the compacted workspace (measurement only)."""
+
+    @field_validator("max_rounds")
+    @classmethod
+    def _rounds(cls, value: int) -> int:
+        if value < 1:
+            raise ValueError("max_rounds must be at least 1")
+        return value
+
+
+class ParticipantSpec(BaseModel):
+    """One participant of the panel."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")
+    archetype: str
+    preferred_acts: tuple[str, ...] | None = None
+    """Overrides the archetype's preferred acts."""
+
+
+DEFAULT_PARTICIPANTS: tuple[ParticipantSpec, ...] = (
+    ParticipantSpec(id="framer", archetype="Framer"),
+    ParticipantSpec(id="explorer", archetype="Explorer"),
+    ParticipantSpec(id="challenger", archetype="Challenger"),
+    ParticipantSpec(id="integrator", archetype="Integrator"),
+)
+
+
+class TaskOption(BaseModel):
+    """An option given by the task."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: str = Field(min_length=1)
+    text: str = Field(min_length=1)
+
+    @field_validator("id", mode="before")
+    @classmethod
+    def _id(cls, value: object) -> object:
+        return str(value) if isinstance(value, int) else value
+
+
+class Task(BaseModel):
+    """A deliberation task."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: str = "task"
+    type: str | None = None
+    question: str = Field(min_length=1)
+    context: str | None = None
+    options: tuple[TaskOption, ...] = ()
+    criteria: tuple[str, ...] = ()
+    participants: tuple[ParticipantSpec, ...] = DEFAULT_PARTICIPANTS
+    dci: DCIConfig = Field(default_factory=DCIConfig)
+
+    @field_validator("question")
+    @classmethod
+    def _question(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("question must not be empty")
+        return value.strip()
+
+
+def _field_path(loc: tuple[int | str, ...]) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def parse_task(data: Any, *, file: str | None = None, default_id: str = "task") -> Task:
+    """Validate a task mapping; every problem is a :class:`ConfigError` naming its field."""
+    if not isinstance(data, dict):
+        raise ConfigError("a task file must be a mapping with at least 'question'", file=file)
+    if "question" not in data:
+        raise ConfigError("a task needs a question", file=file, field="question")
+    data = {"id": default_id, **data}
+    try:
+        task = Task.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise ConfigError(first["msg"], file=file, field=_field_path(tuple(first["loc"]))) from None
+    _check_participants(task, file)
+    return task
+
+
+def _check_participants(task: Task, file: str | None) -> None:
+    if not task.participants:
+        raise ConfigError("at least one participant is needed", file=file, field="participants")
+    seen: set[str] = set()
+    for i, spec in enumerate(task.participants):
+        try:
+            archetype(spec.archetype)
+        except ConfigError as exc:
+            raise ConfigError(_message(exc), file=file, field=f"participants[{i}].archetype") from None
+        for j, act in enumerate(spec.preferred_acts or ()):
+            try:
+                act_spec(act)
+            except ConfigError as exc:
+                raise ConfigError(_message(exc), file=file, field=f"participants[{i}].preferred_acts[{j}]") from None
+        if spec.id in seen:
+            raise ConfigError(f"duplicate participant id {spec.id!r}", file=file, field=f"participants[{i}].id")
+        seen.add(spec.id)
+
+
+def _message(exc: ConfigError) -> str:
+    text = str(exc)
+    prefix = f"field {exc.field!r}: " if exc.field else ""
+    return text[len(prefix):] if prefix and text.startswith(prefix) else text
+
+
+def load_task(path: str | Path) -> Task:
+    """Read a task YAML file."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise InputError(f"cannot read task file {p}: {exc.strerror}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"not valid YAML: {exc}", file=str(p)) from None
+    return parse_task(data, file=str(p), default_id=p.stem)

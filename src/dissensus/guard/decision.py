@@ -1,0 +1,350 @@
+"""The guarded aggregator: invariants, decision boundary, explained refusal (seed 003).
+
+:func:`audit` takes the votes of one case (with provenance) and an optional
+:class:`~dissensus.guard.calibration.Calibration`, checks the seed's three invariants
+and decides in one of four modes:
+
+========== ===================================================================
+mode       when
+========== ===================================================================
+consensus  all three invariants hold: consensus weighting ``w = exp(beta * agreement)``
+           with agreement decomposed from availability (only voters with evidence
+           carry or earn consensus weight)
+bounded    all invariants hold but beta was cut to the measured beta*, or the caller
+           turned decomposition off: weighting with ``beta <= beta*``
+majority   an invariant failed (or no weighting was asked): unweighted majority
+verifier   an invariant failed and a single verifier is named (or recommended by the
+           calibration) and voted: its answer stands, with veto over the majority
+========== ===================================================================
+
+The invariants, each reported with its figures whether it holds or not:
+
+1. *evidence independence is auditable*: at least ``min_sources`` (2) distinct,
+   non-parametric evidence sources among the voters that had evidence;
+2. *agreement is decomposed from availability*: fallback agreement (largest one-answer
+   share among voters without evidence) below ``max_fallback_agreement`` (0.85, the
+   seed's default);
+3. *the weighting is bounded*: a calibration measured beta* on the evidence-absent
+   stratum and ``min(beta, beta*) > 0``.
+
+A refusal names the first invariant that failed, with its figures; the decision is still
+made by the fallback mode. ``strict=True`` raises
+:class:`~dissensus.guard.errors.CorrelatedConsensusError` instead (it carries the
+decision). Whatever the mode, the stated confidence is the posterior of
+:mod:`dissensus.guard.confidence` (reliability-weighted, shrunk by redundancy), never a
+vote or weight share; the mode's own share is reported beside it as ``share``.
+
+Choices where the seed is silent:
+
+* A majority tie is broken by the posterior, then by the smallest answer; the reason
+  says so. Consensus-weighting ties go to the smallest answer (array API rule).
+* "Veto" with categorical answers: when the verifier disagrees with the majority the
+  majority's answer is vetoed and the verifier's stands. A recommended verifier
+  (calibration) is used only with ``use_recommended_verifier`` (default on); an
+  explicitly named one always, when it voted.
+* ``beta = 0`` asks for no weighting: majority, no refusal.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from typing import Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict
+
+from dissensus.guard.arrays import consensus_weighted_vote
+from dissensus.guard.calibration import Calibration
+from dissensus.guard.confidence import PriorSettings, posterior
+from dissensus.guard.errors import CorrelatedConsensusError
+from dissensus.guard.provenance import fallback_agreement, independent_sources
+from dissensus.types import Vote, VoteCase
+
+__all__ = [
+    "GuardDecision",
+    "GuardSettings",
+    "InvariantCheck",
+    "Mode",
+    "Refusal",
+    "audit",
+    "audit_case",
+    "audit_many",
+]
+
+Mode = Literal["consensus", "bounded", "majority", "verifier"]
+Figure = float | int | str | bool | None
+
+
+class GuardSettings(BaseModel):
+    """Thresholds of the guard (defaults are the seed's where it gives one)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    min_sources: int = 2
+    """Independent evidence sources needed for invariant 1 (never below 2)."""
+    max_fallback_agreement: float = 0.85
+    """Fallback agreement at or above this fails invariant 2."""
+    decompose: bool = True
+    """Give consensus weight only to agreement among voters with evidence."""
+    use_recommended_verifier: bool = True
+    """Fall back to the calibration's recommended verifier instead of majority."""
+    prior_reliability: float = 0.7
+    prior_rho_shared: float = 0.8
+    prior_rho_other: float = 0.3
+
+    def priors(self) -> PriorSettings:
+        return PriorSettings(self.prior_reliability, self.prior_rho_shared, self.prior_rho_other)
+
+
+class InvariantCheck(BaseModel):
+    """One invariant, checked, with the figures it was checked on."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    number: int
+    name: str
+    holds: bool
+    message: str
+    figures: dict[str, Figure]
+
+
+class Refusal(BaseModel):
+    """Why consensus weighting was refused: the first failed invariant and its figures."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    invariant: int
+    name: str
+    message: str
+    figures: dict[str, Figure]
+
+
+class GuardDecision(BaseModel):
+    """The guard's decision on one case, with everything needed to check it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: str | None = None
+    mode: Mode
+    answer: str
+    confidence: float
+    """Posterior probability of ``answer`` (accounts for n_eff and reliability)."""
+    probabilities: dict[str, float]
+    """Posterior over every possible answer; sums to 1."""
+    weighted: bool
+    """Whether consensus weighting decided the answer."""
+    refusal: Refusal | None
+    reason: str
+    n_eff: float
+    n_voters: int
+    shrink: float
+    share: float
+    """The mode's own share for the answer (vote share, or weight share when weighted)."""
+    tie: bool
+    beta_requested: float
+    beta_used: float | None
+    beta_star: float | None
+    verifier: str | None
+    invariants: list[InvariantCheck]
+
+
+def _check_sources(votes: Sequence[Vote], settings: GuardSettings) -> InvariantCheck:
+    sources = independent_sources(votes)
+    need = max(settings.min_sources, 2)
+    holds = len(sources) >= need
+    msg = (
+        f"{len(sources)} independent evidence source(s) among voters with evidence (need {need})"
+        + ("" if holds else ": agreement is not evidence")
+    )
+    return InvariantCheck(
+        number=1,
+        name="evidence independence is auditable",
+        holds=holds,
+        message=msg,
+        figures={"independent_sources": len(sources), "required": need, "sources": ",".join(sources)},
+    )
+
+
+def _check_fallback(votes: Sequence[Vote], settings: GuardSettings) -> InvariantCheck:
+    frac, absent = fallback_agreement(votes)
+    holds = frac < settings.max_fallback_agreement
+    msg = f"fallback agreement {frac:.2f} among {absent} voter(s) without evidence (maximum {settings.max_fallback_agreement:.2f})"
+    if not holds:
+        msg += ": voters agree without evidence, likely a shared confabulation"
+    return InvariantCheck(
+        number=2,
+        name="agreement is decomposed from availability",
+        holds=holds,
+        message=msg,
+        figures={"fallback_agreement": frac, "voters_without_evidence": absent, "maximum": settings.max_fallback_agreement},
+    )
+
+
+def _check_beta(beta: float, calibration: Calibration | None) -> InvariantCheck:
+    name = "the weighting is bounded by a measured beta*"
+    if calibration is None:
+        return InvariantCheck(
+            number=3, name=name, holds=False,
+            message="no calibration: the evidence-absent accuracy delta is not measured",
+            figures={"beta_requested": beta, "beta_star": None},
+        )
+    figs: dict[str, Figure] = {
+        "beta_requested": beta,
+        "beta_star": calibration.beta_star,
+        "beta_star_accuracy": calibration.beta_star_accuracy,
+        "absent_stratum_cases": calibration.beta_stratum_cases,
+        "min_stratum_cases": calibration.settings.min_stratum_cases,
+    }
+    if calibration.beta_star is None:
+        return InvariantCheck(
+            number=3, name=name, holds=False,
+            message=f"evidence-absent stratum not measured ({calibration.beta_stratum_cases} case(s), need {calibration.settings.min_stratum_cases})",
+            figures=figs,
+        )
+    if calibration.beta_star <= 0:
+        worst = next((p for p in calibration.beta_search if not p.safe), None)
+        detail = (
+            f" (at beta {worst.beta:g}: accuracy delta {worst.accuracy_delta:+.2f}, confidence {worst.mean_confidence:.2f} "
+            f"vs majority accuracy {worst.mean_confidence - worst.overshoot:.2f})"
+            if worst
+            else ""
+        )
+        return InvariantCheck(
+            number=3, name=name, holds=False,
+            message="beta* = 0: every beta > 0 loses accuracy or overstates confidence on the evidence-absent stratum" + detail,
+            figures=figs,
+        )
+    return InvariantCheck(
+        number=3, name=name, holds=True,
+        message=f"beta used {min(beta, calibration.beta_star):g} <= beta* {calibration.beta_star:g}",
+        figures=figs,
+    )
+
+
+def _majority(votes: Sequence[Vote], probs: dict[str, float]) -> tuple[str, float, bool]:
+    counts = Counter(v.answer for v in votes)
+    top = max(counts.values())
+    leaders = sorted(a for a, c in counts.items() if c == top)
+    answer = max(leaders, key=lambda a: (probs.get(a, 0.0), -leaders.index(a)))
+    return answer, top / len(votes), len(leaders) > 1
+
+
+def _weighted(votes: Sequence[Vote], beta: float, decompose: bool) -> tuple[str, float]:
+    answers = sorted({v.answer for v in votes})
+    index = {a: i for i, a in enumerate(answers)}
+    labels = np.array([[index[v.answer] for v in votes]], dtype=np.int64)
+    mask = np.array([[v.evidence_present for v in votes]]) if decompose else None
+    win, shares = consensus_weighted_vote(labels, len(answers), beta, mask)
+    return answers[int(win[0])], float(shares[0, int(win[0])])
+
+
+def audit(
+    votes: Sequence[Vote],
+    calibration: Calibration | None = None,
+    *,
+    beta: float = 1.5,
+    strict: bool = False,
+    verifier: str | None = None,
+    settings: GuardSettings | None = None,
+    case_id: str | None = None,
+) -> GuardDecision:
+    """Decide one case under the guard.
+
+    >>> from dissensus.types import Vote
+    >>> votes = [Vote(agent=a, answer="yes", evidence_source="parametric", evidence_present=False) for a in "abc"]
+    >>> d = audit(votes)
+    >>> d.mode, d.answer, d.refusal.invariant, d.weighted
+    ('majority', 'yes', 1, False)
+    """
+    settings = settings or GuardSettings()
+    if len(votes) < 2:
+        raise ValueError("the guard needs at least two votes")
+    if not np.isfinite(beta) or beta < 0:
+        raise ValueError("beta must be a finite number >= 0")
+    post = posterior(votes, calibration, settings.priors())
+    checks = [_check_sources(votes, settings), _check_fallback(votes, settings), _check_beta(beta, calibration)]
+    failed = next((c for c in checks if not c.holds), None)
+    beta_star = calibration.beta_star if calibration is not None else None
+    common = {
+        "id": case_id,
+        "probabilities": post.probabilities,
+        "n_eff": post.n_eff,
+        "n_voters": len(votes),
+        "shrink": post.shrink,
+        "beta_requested": beta,
+        "beta_star": beta_star,
+        "invariants": checks,
+    }
+    neff_txt = f"n_eff {post.n_eff:.2f} of {len(votes)}"
+
+    if failed is None and beta > 0 and beta_star is not None:
+        used = min(beta, beta_star)
+        mode: Mode = "consensus" if used == beta and settings.decompose else "bounded"
+        answer, share = _weighted(votes, used, settings.decompose)
+        why = "all three invariants hold; " + (
+            f"consensus weighting at beta {used:g}"
+            if mode == "consensus"
+            else f"weighting bounded at beta {used:g} (requested {beta:g}, beta* {beta_star:g})"
+        )
+        return GuardDecision(
+            mode=mode, answer=answer, confidence=post.probabilities[answer], weighted=True, refusal=None,
+            reason=f"{why}; {neff_txt}", share=share, tie=False, beta_used=used, verifier=None, **common,
+        )
+
+    refusal = None
+    if failed is not None and beta > 0:
+        refusal = Refusal(invariant=failed.number, name=failed.name, message=failed.message, figures=failed.figures)
+    maj, maj_share, tie = _majority(votes, post.probabilities)
+    chosen = verifier
+    if chosen is None and settings.use_recommended_verifier and calibration is not None and calibration.verifier:
+        chosen = calibration.verifier.agent
+    ver_vote = next((v for v in votes if v.agent == chosen), None) if chosen else None
+    head = f"refused consensus weighting: invariant {failed.number} ({failed.message})" if refusal and failed else "no consensus weighting requested (beta 0)"
+    if ver_vote is not None:
+        answer = ver_vote.answer
+        veto = answer != maj
+        share = sum(v.answer == answer for v in votes) / len(votes)
+        why = f"{head}; verifier {chosen} " + (f"vetoed the majority answer {maj!r}" if veto else "confirmed the majority")
+        decision = GuardDecision(
+            mode="verifier", answer=answer, confidence=post.probabilities[answer], weighted=False, refusal=refusal,
+            reason=f"{why}; {neff_txt}", share=share, tie=tie, beta_used=None, verifier=chosen, **common,
+        )
+    else:
+        why = f"{head}; unweighted majority"
+        if tie:
+            why += " (tie broken by the calibrated posterior)"
+        if chosen:
+            why += f" (verifier {chosen} did not vote)"
+        decision = GuardDecision(
+            mode="majority", answer=maj, confidence=post.probabilities[maj], weighted=False, refusal=refusal,
+            reason=f"{why}; {neff_txt}", share=maj_share, tie=tie, beta_used=None, verifier=None, **common,
+        )
+    if strict and refusal is not None:
+        raise CorrelatedConsensusError(f"consensus weighting unsafe: invariant {refusal.invariant}: {refusal.message}", decision)
+    return decision
+
+
+def audit_case(
+    case: VoteCase,
+    calibration: Calibration | None = None,
+    *,
+    beta: float = 1.5,
+    strict: bool = False,
+    verifier: str | None = None,
+    settings: GuardSettings | None = None,
+) -> GuardDecision:
+    """:func:`audit` on a :class:`VoteCase` (its id is copied to the decision)."""
+    return audit(case.votes, calibration, beta=beta, strict=strict, verifier=verifier, settings=settings, case_id=case.id)
+
+
+def audit_many(
+    cases: Iterable[VoteCase],
+    calibration: Calibration | None = None,
+    *,
+    beta: float = 1.5,
+    verifier: str | None = None,
+    settings: GuardSettings | None = None,
+) -> list[GuardDecision]:
+    """:func:`audit_case` on every case (never strict: refusals are outcomes)."""
+    return [audit_case(c, calibration, beta=beta, verifier=verifier, settings=settings) for c in cases]

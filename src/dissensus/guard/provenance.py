@@ -1,0 +1,56 @@
+"""Provenance helpers: independent sources, shared causes, fallback agreement (seed 003).
+
+Choices where the seed is silent:
+
+* ``parametric`` (or ``parametric:<anything>``) is a model's own memory, not an evidence
+  source: it never counts as an independent source for invariant 1, even when the vote
+  says ``evidence_present``.
+* Two voters share a latent cause when they name the same model family, or the same
+  evidence source other than the bare ``parametric`` token (``parametric:OpenAI`` is
+  one family's memory, so it is shared; bare ``parametric`` says nothing about whose).
+* Fallback agreement is the largest share of one answer among voters *without*
+  evidence; it is 0 when fewer than two voters lack evidence (one voter cannot agree
+  with anyone), which departs from the seed's sketch, where one absent voter alone
+  already reads as 1.0 and always refused.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+
+from dissensus.types import Vote
+
+__all__ = [
+    "fallback_agreement",
+    "independent_sources",
+    "is_parametric",
+    "share_cause",
+]
+
+
+def is_parametric(source: str) -> bool:
+    """Whether a provenance token names a model's own memory rather than evidence."""
+    token = source.strip().lower()
+    return token == "parametric" or token.startswith("parametric:")
+
+
+def independent_sources(votes: Sequence[Vote]) -> list[str]:
+    """Distinct non-parametric sources of the voters that had evidence, sorted."""
+    return sorted({v.evidence_source for v in votes if v.evidence_present and not is_parametric(v.evidence_source)})
+
+
+def share_cause(a: Vote, b: Vote) -> bool:
+    """Whether two voters share a latent cause by their declared provenance."""
+    if a.family is not None and a.family == b.family:
+        return True
+    return a.evidence_source == b.evidence_source and a.evidence_source.strip().lower() != "parametric"
+
+
+def fallback_agreement(votes: Sequence[Vote]) -> tuple[float, int]:
+    """(largest one-answer share among voters without evidence, number of such voters)."""
+    absent = [v.answer for v in votes if not v.evidence_present]
+    if len(absent) < 2:
+        return 0.0, len(absent)
+    top = Counter(absent).most_common(1)[0][1]
+    return top / len(absent), len(absent)

@@ -1,0 +1,497 @@
+"""The model client: the one door every model call goes through (DESIGN.md, Architecture).
+
+:class:`ModelClient` wraps any :class:`~dissensus.llm.base.ChatBackend` and owns the
+policy: budget, retries, concurrency, request rate, structured output, usage, tracing.
+Backends own I/O only (httpx's client/transport split).
+
+Choices where the brief is silent:
+
+* **Attempts.** A logical call makes one or more attempts. Transient failures (429,
+  5xx, timeouts, connection errors, malformed or empty responses) are retried up to
+  ``max_retries`` times per answer, waiting per :class:`~dissensus.llm.retry.Backoff`.
+  A structured call may re-ask up to ``max_reasks`` times after an answer that does not
+  validate; each re-ask has its own retry allowance. A rejected structured-output mode
+  (a 400 saying ``json_schema`` / ``json_object`` is unsupported) downgrades the mode
+  (``schema`` -> ``object`` -> ``none``) for the rest of the client's life and is
+  resent at once; it counts as an attempt but not as a retry. Every attempt counts in
+  the usage and against the budget.
+* **Budget.** Checked before every attempt (see :mod:`dissensus.llm.budget`); a refusal
+  raises :class:`BudgetExceeded` even in the middle of a call's retries.
+* **Usage.** ``calls`` counts logical calls that made at least one attempt (a call
+  refused before its first attempt is not a call); ``attempts`` counts every request
+  handed to the backend. Failed attempts carry no tokens. ``usage_by_agent`` keys calls
+  without an agent as ``"-"``.
+* **Concurrency.** At most ``concurrency`` attempts are in flight per client and event
+  loop (one semaphore per loop, so a client survives several ``asyncio.run`` calls);
+  backoff sleeps do not hold a slot.
+* **Sync twins.** ``chat_sync`` / ``close`` run the coroutine on a private event loop
+  in a daemon thread (like anyio's blocking portal), so they work from any thread and
+  never fight the caller's loop. A client should be used either from one event loop or
+  through its sync methods, because backends keep loop-bound connections.
+* **Re-asks** send the previous answer back as an assistant message, followed by a
+  user message naming the validation errors (locations and messages only; the invalid
+  values themselves are not echoed).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import threading
+import time
+import weakref
+from collections.abc import Coroutine
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from dissensus.llm.base import (
+    BackendError,
+    BackendResponse,
+    BudgetExceeded,
+    ChatBackend,
+    ChatRequest,
+    ChatResponse,
+    JsonMode,
+    LLMError,
+    Message,
+    ModelCallError,
+    SchemaModeUnsupported,
+    StructuredOutputError,
+    estimate_tokens,
+)
+from dissensus.llm.budget import Budget, Tally
+from dissensus.llm.jsonparse import JSONExtractError, extract_json
+from dissensus.llm.retry import Backoff, RateLimiter
+from dissensus.llm.tracing import call_span
+from dissensus.types import Usage
+
+__all__ = ["NO_AGENT", "ClientSettings", "ModelClient"]
+
+log = logging.getLogger("dissensus.llm")
+
+T = TypeVar("T")
+
+NO_AGENT = "-"
+"""Key of ``usage_by_agent`` for calls made without an agent."""
+
+_DOWNGRADE: dict[JsonMode, JsonMode | None] = {"schema": "object", "object": "none", "none": None}
+
+
+class ClientSettings(BaseModel):
+    """Settings of a model client; request fields override the generation defaults."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    temperature: float | None = None
+    """Default sampling temperature (None = the server's default)."""
+    seed: int | None = None
+    """Default sampling seed (None = none sent)."""
+    max_tokens: int | None = None
+    """Default completion cap (None = the server's, or the budget's reserve)."""
+    timeout_s: float = Field(default=60.0, gt=0)
+    """Per-attempt timeout of network backends, in seconds."""
+    max_retries: int = Field(default=3, ge=0)
+    """Retries of transient failures per answer (so at most ``max_retries + 1`` tries)."""
+    backoff_base_s: float = Field(default=0.5, ge=0)
+    """First backoff ceiling in seconds; doubles per retry."""
+    backoff_max_s: float = Field(default=20.0, ge=0)
+    """Largest backoff ceiling in seconds."""
+    retry_after_cap_s: float = Field(default=60.0, ge=0)
+    """Largest ``Retry-After`` honoured, in seconds."""
+    retry_seed: int = 0
+    """Seed of the jitter generator."""
+    concurrency: int = Field(default=8, ge=1)
+    """Attempts in flight at once, per client and event loop."""
+    rpm: float | None = Field(default=None, gt=0)
+    """Requests started per minute (None = no limit)."""
+    max_reasks: int = Field(default=2, ge=0)
+    """Re-asks after an answer that fails schema validation."""
+
+
+class _Call:
+    """Usage of one logical call while it runs."""
+
+    __slots__ = ("usage",)
+
+    def __init__(self) -> None:
+        self.usage = Tally()
+
+
+class _Portal:
+    """A private event loop in a daemon thread, for the sync twins."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(
+            target=self.loop.run_forever, name="dissensus-llm-sync", daemon=True
+        )
+        self._thread.start()
+
+    def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
+
+    def stop(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join()
+        self.loop.close()
+
+
+@functools.lru_cache(maxsize=256)
+def _schema_of(schema: type[BaseModel]) -> dict[str, Any]:
+    """JSON schema of a pydantic model, computed once per class (treated as read-only)."""
+    return schema.model_json_schema()
+
+
+def _validation_summary(exc: ValidationError) -> str:
+    parts = []
+    for err in exc.errors(include_url=False, include_input=False):
+        loc = ".".join(str(p) for p in err["loc"]) or "(root)"
+        parts.append(f"{loc}: {err['msg']}")
+    return "; ".join(parts)
+
+
+class ModelClient:
+    """Budgeted, retrying, concurrency-limited chat client over one backend.
+
+    >>> from dissensus.llm.scripted import ScriptedBackend
+    >>> client = ModelClient(ScriptedBackend.from_dict({"default": "hi"}))
+    >>> client.chat_sync(ChatRequest(messages=[Message(role="user", content="hello")])).text
+    'hi'
+    >>> client.usage.attempts
+    1
+    >>> client.close()
+    """
+
+    def __init__(
+        self,
+        backend: ChatBackend,
+        *,
+        budget: Budget | None = None,
+        settings: ClientSettings | None = None,
+        tracer_provider: Any = None,
+    ) -> None:
+        self.backend = backend
+        self.settings = settings or ClientSettings()
+        self.budget = budget if budget is not None else Budget()
+        self.budget.check_model(backend.model_id)
+        self.tracer_provider = tracer_provider
+        self.json_mode: JsonMode = getattr(backend, "initial_json_mode", "schema")
+        """Structured-output mode in use; downgraded when the server rejects it."""
+        self._usage = Tally()
+        self._by_agent: dict[str, Tally] = {}
+        self._backoff = Backoff(
+            base_s=self.settings.backoff_base_s,
+            cap_s=self.settings.backoff_max_s,
+            retry_after_cap_s=self.settings.retry_after_cap_s,
+            seed=self.settings.retry_seed,
+        )
+        self._limiter = RateLimiter(self.settings.rpm) if self.settings.rpm else None
+        self._semaphores: weakref.WeakKeyDictionary[
+            asyncio.AbstractEventLoop, asyncio.Semaphore
+        ] = weakref.WeakKeyDictionary()
+        self._portal: _Portal | None = None
+        self._portal_lock = threading.Lock()
+        self._closed = False
+
+    def __repr__(self) -> str:
+        return f"ModelClient(backend={self.backend!r}, budget={self.budget!r})"
+
+    @property
+    def model_id(self) -> str:
+        """The backend's model id."""
+        return self.backend.model_id
+
+    @property
+    def usage(self) -> Usage:
+        """Usage of this client so far (a snapshot)."""
+        return self._usage.usage()
+
+    @property
+    def usage_by_agent(self) -> dict[str, Usage]:
+        """Usage per agent so far (snapshots); calls without an agent under ``"-"``."""
+        return {agent: tally.usage() for agent, tally in self._by_agent.items()}
+
+    # -- public calls -------------------------------------------------------------
+
+    async def chat(
+        self, request: ChatRequest, *, schema: type[BaseModel] | None = None
+    ) -> ChatResponse:
+        """Make one logical call; with ``schema``, ``parsed`` is a validated instance."""
+        if self._closed:
+            raise ModelCallError("the model client is closed", kind="closed")
+        request = self._effective(request, schema)
+        call = _Call()
+        started = time.perf_counter()
+        attributes: dict[str, Any] = {
+            "gen_ai.request.temperature": request.temperature,
+            "gen_ai.request.max_tokens": request.max_tokens,
+            "gen_ai.request.seed": request.seed,
+            "dissensus.agent": request.agent,
+            "dissensus.role": request.role,
+            "dissensus.stage": request.stage,
+        }
+        provider = str(getattr(self.backend, "provider", "dissensus"))
+        with call_span(
+            model=self.model_id,
+            provider=provider,
+            attributes=attributes,
+            tracer_provider=self.tracer_provider,
+        ) as span:
+            try:
+                response = await self._answer(request, schema, call)
+            except LLMError as exc:
+                span.set_attribute("error.type", type(exc).__name__)
+                raise
+            finally:
+                span.set_attribute("dissensus.llm.attempts", call.usage.attempts)
+                span.set_attribute("gen_ai.usage.input_tokens", call.usage.prompt_tokens)
+                span.set_attribute("gen_ai.usage.output_tokens", call.usage.completion_tokens)
+            span.set_attribute("gen_ai.response.model", response.model)
+        response.latency_s = time.perf_counter() - started
+        return response
+
+    def chat_sync(
+        self, request: ChatRequest, *, schema: type[BaseModel] | None = None
+    ) -> ChatResponse:
+        """Synchronous twin of :meth:`chat`."""
+        return self._portal_run(self.chat(request, schema=schema))
+
+    async def aclose(self) -> None:
+        """Release the backend's resources; later calls fail."""
+        if self._closed:
+            return
+        self._closed = True
+        await self.backend.aclose()
+
+    def close(self) -> None:
+        """Synchronous twin of :meth:`aclose` (also stops the sync loop)."""
+        if not self._closed:
+            self._portal_run(self.aclose())
+        with self._portal_lock:
+            if self._portal is not None:
+                self._portal.stop()
+                self._portal = None
+
+    async def __aenter__(self) -> ModelClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    def __enter__(self) -> ModelClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- internals ----------------------------------------------------------------
+
+    def _portal_run(self, coro: Coroutine[Any, Any, T]) -> T:
+        with self._portal_lock:
+            if self._portal is None:
+                self._portal = _Portal()
+            portal = self._portal
+        return portal.run(coro)
+
+    def _effective(self, request: ChatRequest, schema: type[BaseModel] | None) -> ChatRequest:
+        """Fill generation defaults, the completion cap and the schema into the request."""
+        update: dict[str, Any] = {}
+        if request.temperature is None and self.settings.temperature is not None:
+            update["temperature"] = self.settings.temperature
+        if request.seed is None and self.settings.seed is not None:
+            update["seed"] = self.settings.seed
+        max_tokens = request.max_tokens or self.settings.max_tokens
+        if max_tokens is None and self.budget.limits_tokens:
+            max_tokens = self.budget.completion_reserve
+        if max_tokens != request.max_tokens:
+            update["max_tokens"] = max_tokens
+        if schema is not None:
+            update["json_schema"] = _schema_of(schema)
+            update["schema_name"] = request.schema_name or schema.__name__
+        return request.model_copy(update=update) if update else request
+
+    def _semaphore(self) -> asyncio.Semaphore:
+        loop = asyncio.get_running_loop()
+        sem = self._semaphores.get(loop)
+        if sem is None:
+            sem = asyncio.Semaphore(self.settings.concurrency)
+            self._semaphores[loop] = sem
+        return sem
+
+    def _prompt_estimate(self, request: ChatRequest) -> int:
+        """Prompt tokens reserved: the messages, plus the schema text a backend may add."""
+        tokens = estimate_tokens(request.prompt_text()) + 4 * len(request.messages)
+        if request.json_schema is not None:
+            tokens += estimate_tokens(str(request.json_schema)) + 64
+        return tokens
+
+    def _record(
+        self,
+        agent: str | None,
+        call: _Call,
+        *,
+        first: bool,
+        prompt: int,
+        completion: int,
+        cost: float,
+    ) -> None:
+        key = agent or NO_AGENT
+        tally = self._by_agent.get(key)
+        if tally is None:
+            tally = self._by_agent[key] = Tally()
+        calls = 1 if first else 0
+        for target in (call.usage, self._usage, tally):
+            target.bump(calls=calls, prompt_tokens=prompt, completion_tokens=completion, cost=cost)
+
+    async def _answer(
+        self, request: ChatRequest, schema: type[BaseModel] | None, call: _Call
+    ) -> ChatResponse:
+        structured = request.json_schema is not None
+        asks = self.settings.max_reasks + 1 if structured else 1
+        raws: list[str] = []
+        errors: list[str] = []
+        current = request
+        for _ in range(asks):
+            result = await self._attempts(current, call)
+            if not structured:
+                return self._response(result, None, call, raws)
+            raws.append(result.text)
+            try:
+                value = extract_json(result.text)
+                parsed = schema.model_validate(value) if schema is not None else value
+            except JSONExtractError as exc:
+                problem = str(exc)
+            except ValidationError as exc:
+                problem = _validation_summary(exc)
+            else:
+                return self._response(result, parsed, call, raws)
+            errors.append(problem)
+            log.debug(
+                "answer of %s failed validation (agent=%s): %s",
+                self.model_id,
+                request.agent,
+                problem,
+            )
+            current = current.model_copy(
+                update={
+                    "messages": [
+                        *current.messages,
+                        Message(role="assistant", content=result.text),
+                        Message(
+                            role="user",
+                            content=(
+                                "Your previous answer did not validate against the required JSON schema "
+                                f"({problem}). Answer again with only one JSON object that matches the schema."
+                            ),
+                        ),
+                    ]
+                }
+            )
+        name = request.schema_name or "object"
+        raise StructuredOutputError(
+            f"{self.model_id}: no valid {name} after {len(raws)} answers; last error: {errors[-1]}",
+            attempts=raws,
+            errors=errors,
+        )
+
+    def _response(
+        self, result: BackendResponse, parsed: Any, call: _Call, raws: list[str]
+    ) -> ChatResponse:
+        return ChatResponse(
+            text=result.text,
+            parsed=parsed,
+            usage=call.usage.usage(),
+            model=result.model,
+            attempts=call.usage.attempts,
+            raw=list(raws),
+        )
+
+    async def _attempts(self, request: ChatRequest, call: _Call) -> BackendResponse:
+        """One answer: attempts until success, a permanent failure or the retry bound."""
+        failures: list[str] = []
+        retries = 0
+        while True:
+            mode: JsonMode = self.json_mode if request.json_schema is not None else "none"
+            try:
+                reservation = self.budget.reserve(
+                    model=self.model_id,
+                    prompt_tokens=self._prompt_estimate(request),
+                    completion_tokens=request.max_tokens or 0,
+                )
+            except BudgetExceeded as exc:
+                if failures:
+                    raise BudgetExceeded(
+                        f"{exc} (after failed attempts: {'; '.join(failures)})"
+                    ) from exc
+                raise
+            first = call.usage.attempts == 0
+            result: BackendResponse | None = None
+            failure: BackendError | None = None
+            try:
+                async with self._semaphore():
+                    if self._limiter is not None:
+                        await self._limiter.wait()
+                    result = await self.backend.send(request, json_mode=mode)
+            except BackendError as exc:
+                failure = exc
+            except LLMError:
+                raise  # typed and final (e.g. ReplayMiss)
+            except Exception as exc:
+                # A backend bug must still surface as a typed failure, never a raw crash.
+                failure = BackendError(
+                    f"{type(exc).__name__}: {exc}", kind="unexpected", retryable=False
+                )
+                failure.__cause__ = exc
+            finally:
+                prompt = result.prompt_tokens if result is not None else 0
+                completion = result.completion_tokens if result is not None else 0
+                cost = self.budget.settle(
+                    reservation,
+                    model=self.model_id,
+                    prompt_tokens=prompt,
+                    completion_tokens=completion,
+                )
+                self._record(
+                    request.agent,
+                    call,
+                    first=first,
+                    prompt=prompt,
+                    completion=completion,
+                    cost=cost,
+                )
+            if result is not None:
+                return result
+            assert failure is not None
+            failures.append(failure.describe())
+            if isinstance(failure, SchemaModeUnsupported):
+                lower = _DOWNGRADE[mode]
+                if lower is not None:
+                    log.info(
+                        "%s rejected structured mode %r; falling back to %r",
+                        self.model_id,
+                        mode,
+                        lower,
+                    )
+                    if self.json_mode == mode:
+                        self.json_mode = lower
+                    continue
+            if not failure.retryable or retries >= self.settings.max_retries:
+                raise ModelCallError(
+                    f"{self.model_id}: call failed after {len(failures)} attempt(s): {failures[-1]}",
+                    attempts=failures,
+                    kind=failure.kind,
+                    status=failure.status,
+                ) from failure
+            delay = self._backoff.delay(retries, failure.retry_after)
+            retries += 1
+            log.debug(
+                "retrying %s (agent=%s) after %s; retry %d in %.3fs",
+                self.model_id,
+                request.agent,
+                failures[-1],
+                retries,
+                delay,
+            )
+            await asyncio.sleep(delay)

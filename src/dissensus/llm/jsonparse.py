@@ -1,0 +1,133 @@
+"""Tolerant extraction of one JSON value from a model's answer.
+
+Models wrap JSON in code fences, put prose around it, or leave trailing commas. The
+extraction tries, in order, and returns the first candidate that parses:
+
+1. the whole text;
+2. the body of every fenced code block (```json ... ``` or ``` ... ```);
+3. every balanced ``{...}`` / ``[...]`` span (string-aware), first opening bracket first.
+
+Each candidate is tried as is, then with trailing commas before ``}`` / ``]`` removed
+(outside strings). Choices: only objects and arrays are extracted from surrounding text
+(a bare number inside prose is not "the answer"); when ``want_object`` is true, arrays
+are skipped. Pure functions, no I/O.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from typing import Any
+
+__all__ = ["JSONExtractError", "extract_json", "strip_trailing_commas"]
+
+_FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[ \t]*\r?\n?(.*?)```", re.DOTALL)
+_CLOSE = {"{": "}", "[": "]"}
+
+
+class JSONExtractError(ValueError):
+    """No JSON value could be extracted from the text."""
+
+
+def strip_trailing_commas(text: str) -> str:
+    """Remove commas directly (modulo whitespace) before ``}`` or ``]``, outside strings."""
+    out: list[str] = []
+    in_string = False
+    escaped = False
+    pending: list[str] = []  # a comma and the whitespace after it, held back
+    for ch in text:
+        if in_string:
+            out.append(ch)
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+            continue
+        if pending:
+            if ch in " \t\r\n":
+                pending.append(ch)
+                continue
+            if ch in "}]":
+                out.extend(pending[1:])  # drop the comma, keep the whitespace
+            else:
+                out.extend(pending)
+            pending = []
+        if ch == ",":
+            pending = [ch]
+            continue
+        out.append(ch)
+        if ch == '"':
+            in_string = True
+    out.extend(pending)
+    return "".join(out)
+
+
+def _balanced_spans(text: str) -> Iterator[str]:
+    """Every balanced bracket span, in order of its opening bracket (string-aware)."""
+    for start, opener in enumerate(text):
+        if opener not in _CLOSE:
+            continue
+        stack: list[str] = []
+        in_string = False
+        escaped = False
+        for end in range(start, len(text)):
+            ch = text[end]
+            if in_string:
+                if escaped:
+                    escaped = False
+                elif ch == "\\":
+                    escaped = True
+                elif ch == '"':
+                    in_string = False
+                continue
+            if ch == '"':
+                in_string = True
+            elif ch in _CLOSE:
+                stack.append(_CLOSE[ch])
+            elif ch in "}]":
+                if not stack or stack.pop() != ch:
+                    break
+                if not stack:
+                    yield text[start : end + 1]
+                    break
+
+
+def _candidates(text: str) -> Iterator[str]:
+    yield text.strip()
+    for fence in _FENCE.finditer(text):
+        yield fence.group(2).strip()
+    yield from _balanced_spans(text)
+
+
+def _loads(candidate: str) -> tuple[bool, Any]:
+    for attempt in (candidate, strip_trailing_commas(candidate)):
+        try:
+            return True, json.loads(attempt)
+        except ValueError:
+            continue
+    return False, None
+
+
+def extract_json(text: str, *, want_object: bool = True) -> Any:
+    """The first JSON value in ``text`` (an object when ``want_object``).
+
+    >>> extract_json('Sure! ```json\\n{"a": [1, 2,],}\\n``` hope it helps')
+    {'a': [1, 2]}
+    """
+    seen: set[str] = set()
+    for candidate in _candidates(text):
+        if not candidate or candidate in seen:
+            continue
+        seen.add(candidate)
+        ok, value = _loads(candidate)
+        if not ok:
+            continue
+        if want_object and not isinstance(value, dict):
+            continue
+        return value
+    kind = "object" if want_object else "value"
+    snippet = text.strip()[:80]
+    raise JSONExtractError(f"no JSON {kind} found in the answer (starts {snippet!r})")

@@ -1,0 +1,288 @@
+"""OpenAI-compatible backend on the official ``openai`` SDK (``AsyncOpenAI``).
+
+Works against any server speaking ``/v1/chat/completions``: OpenAI, vLLM, Ollama,
+llama.cpp server, LM Studio, the loopback server of :mod:`dissensus.llm.fakeserver`.
+One attempt per :meth:`OpenAIBackend.send`; the SDK's own retries are off
+(``max_retries=0``) so the client owns retries and counts every attempt.
+
+Choices where the brief is silent:
+
+* **Failures** map to :class:`BackendError` kinds: 429 ``rate_limit``, 408/409/5xx
+  ``server_error`` and timeouts, connection errors, bodies that are not JSON and
+  responses without choices are retryable; other 4xx are ``client_error`` (not
+  retried). A 400/422 whose message names ``response_format`` / ``json_schema`` /
+  ``json_object`` while a structured mode was requested is
+  :class:`SchemaModeUnsupported`, and the client falls back.
+* **Structured modes.** ``schema`` sends ``response_format={"type": "json_schema",
+  ...}`` with ``strict: false`` (pydantic schemas rarely meet strict mode's rules);
+  ``object`` sends ``{"type": "json_object"}`` and puts the schema in the system
+  message; ``none`` puts the schema in the system message only. The schema text is
+  appended to a leading system message, or sent as a new first system message.
+* **Context headers.** ``X-Dissensus-Agent`` / ``-Role`` / ``-Stage`` (percent-encoded)
+  tell scripted servers who is asking; set ``context_headers=False`` to omit them.
+* **Secrets.** The API key lives only inside the SDK client. ``repr`` shows whether a
+  key is set, never the key; error messages are scrubbed of the key, of
+  ``Bearer ...`` tokens and of ``sk-...`` strings; SDK exceptions are not chained (their
+  text may quote a server that echoes headers). A base URL's user-info is hidden too.
+* **Usage.** Tokens reported by the server; when it reports none, ``estimate_tokens``.
+* **Event loops.** One ``AsyncOpenAI`` per event loop (httpx connections are loop-bound).
+* **Import cost.** ``openai`` is imported on first use, not with :mod:`dissensus.llm`
+  (it takes seconds to import, and most commands run offline).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import weakref
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote, urlsplit, urlunsplit
+
+from dissensus.llm.base import (
+    BackendError,
+    BackendResponse,
+    ChatRequest,
+    JsonMode,
+    SchemaModeUnsupported,
+    estimate_tokens,
+)
+from dissensus.llm.retry import parse_retry_after
+
+if TYPE_CHECKING:
+    import openai
+    from openai import AsyncOpenAI
+
+__all__ = ["OpenAIBackend", "redact", "safe_url"]
+
+_TOKEN_PATTERNS = (
+    re.compile(r"(?i)bearer\s+[^\s\"',;]+"),
+    re.compile(r"sk-[A-Za-z0-9_\-]{4,}"),
+)
+_SCHEMA_WORDS = ("response_format", "json_schema", "json_object", "structured output")
+_NAME_OK = re.compile(r"[^A-Za-z0-9_-]")
+
+
+def redact(text: str, secrets: tuple[str, ...] = ()) -> str:
+    """``text`` with every secret, bearer token and ``sk-`` key replaced by ``[REDACTED]``."""
+    for secret in secrets:
+        if secret and len(secret) >= 4:
+            text = text.replace(secret, "[REDACTED]")
+    for pattern in _TOKEN_PATTERNS:
+        text = pattern.sub("[REDACTED]", text)
+    return text
+
+
+def safe_url(url: str | None) -> str | None:
+    """``url`` without user-info, query or fragment (which may carry credentials)."""
+    if url is None:
+        return None
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if parts.port:
+        host = f"{host}:{parts.port}"
+    return urlunsplit((parts.scheme, host, parts.path, "", ""))
+
+
+def schema_instruction(schema: dict[str, Any]) -> str:
+    """System text asking for one JSON object matching ``schema``."""
+    return (
+        "Answer with only one JSON object (no prose, no code fences) that matches this JSON schema:\n"
+        + json.dumps(schema, ensure_ascii=False, sort_keys=True)
+    )
+
+
+class OpenAIBackend:
+    """One chat completion per :meth:`send` through ``AsyncOpenAI``."""
+
+    provider = "openai"
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        timeout_s: float = 60.0,
+        context_headers: bool = True,
+    ) -> None:
+        self.model_id = model
+        self.base_url = base_url
+        self.timeout_s = timeout_s
+        self.context_headers = context_headers
+        self._api_key = api_key
+        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncOpenAI] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    def __repr__(self) -> str:
+        key = "<set>" if self._api_key else None
+        return (
+            f"OpenAIBackend(model={self.model_id!r}, base_url={safe_url(self.base_url)!r}, "
+            f"api_key={key}, timeout_s={self.timeout_s})"
+        )
+
+    def _redact(self, text: str) -> str:
+        return redact(text, (self._api_key,) if self._api_key else ())
+
+    def _client(self) -> AsyncOpenAI:
+        loop = asyncio.get_running_loop()
+        client = self._clients.get(loop)
+        if client is None:
+            from openai import AsyncOpenAI
+
+            client = AsyncOpenAI(
+                api_key=self._api_key,
+                base_url=self.base_url,
+                timeout=self.timeout_s,
+                max_retries=0,
+            )
+            self._clients[loop] = client
+        return client
+
+    def _messages(self, request: ChatRequest, json_mode: JsonMode) -> list[dict[str, str]]:
+        messages = [{"role": m.role, "content": m.content} for m in request.messages]
+        if request.json_schema is None or json_mode == "schema":
+            return messages
+        instruction = schema_instruction(request.json_schema)
+        if messages and messages[0]["role"] == "system":
+            messages[0] = {
+                "role": "system",
+                "content": f"{messages[0]['content']}\n\n{instruction}",
+            }
+        else:
+            messages.insert(0, {"role": "system", "content": instruction})
+        return messages
+
+    def _arguments(self, request: ChatRequest, json_mode: JsonMode) -> dict[str, Any]:
+        args: dict[str, Any] = {
+            "model": self.model_id,
+            "messages": self._messages(request, json_mode),
+        }
+        if request.temperature is not None:
+            args["temperature"] = request.temperature
+        if request.seed is not None:
+            args["seed"] = request.seed
+        if request.max_tokens is not None:
+            args["max_tokens"] = request.max_tokens
+        if request.json_schema is not None and json_mode == "schema":
+            name = _NAME_OK.sub("_", request.schema_name or "answer")[:64] or "answer"
+            args["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {"name": name, "schema": request.json_schema, "strict": False},
+            }
+        elif request.json_schema is not None and json_mode == "object":
+            args["response_format"] = {"type": "json_object"}
+        headers = {}
+        if self.context_headers:
+            for header, value in (
+                ("X-Dissensus-Agent", request.agent),
+                ("X-Dissensus-Role", request.role),
+                ("X-Dissensus-Stage", request.stage),
+            ):
+                if value is not None:
+                    headers[header] = quote(value, safe="")
+        if headers:
+            args["extra_headers"] = headers
+        return args
+
+    def _status_error(
+        self, exc: openai.APIStatusError, json_mode: JsonMode, structured: bool
+    ) -> BackendError:
+        status = exc.status_code
+        message = self._redact(f"HTTP {status}: {exc.message}")
+        retry_after = parse_retry_after(exc.response.headers.get("retry-after"))
+        if status == 429:
+            return BackendError(
+                message, kind="rate_limit", retryable=True, status=status, retry_after=retry_after
+            )
+        if status >= 500 or status in (408, 409):
+            return BackendError(
+                message, kind="server_error", retryable=True, status=status, retry_after=retry_after
+            )
+        lowered = exc.message.lower()
+        if (
+            structured
+            and json_mode != "none"
+            and status in (400, 422)
+            and any(w in lowered for w in _SCHEMA_WORDS)
+        ):
+            return SchemaModeUnsupported(message, status=status)
+        return BackendError(message, kind="client_error", retryable=False, status=status)
+
+    async def send(self, request: ChatRequest, *, json_mode: JsonMode) -> BackendResponse:
+        import openai
+
+        args = self._arguments(request, json_mode)
+        structured = request.json_schema is not None
+        try:
+            completion = await self._client().chat.completions.create(**args)
+        except openai.APITimeoutError:
+            raise BackendError(
+                f"timed out after {self.timeout_s}s", kind="timeout", retryable=True
+            ) from None
+        except openai.APIConnectionError as exc:
+            raise BackendError(
+                self._redact(f"connection error: {exc}"), kind="connection", retryable=True
+            ) from None
+        except openai.APIStatusError as exc:
+            raise self._status_error(exc, json_mode, structured) from None
+        except openai.APIResponseValidationError as exc:
+            raise BackendError(
+                self._redact(f"invalid response: {exc.message}"),
+                kind="malformed_response",
+                retryable=True,
+            ) from None
+        except ValueError as exc:  # the body was not JSON (json.JSONDecodeError)
+            raise BackendError(
+                self._redact(f"response body is not JSON: {exc}"),
+                kind="malformed_response",
+                retryable=True,
+            ) from None
+        except openai.OpenAIError as exc:
+            raise BackendError(
+                self._redact(f"{type(exc).__name__}: {exc}"), kind="client_error", retryable=False
+            ) from None
+        return self._read(completion, request, args)
+
+    def _read(self, completion: Any, request: ChatRequest, args: dict[str, Any]) -> BackendResponse:
+        choices = getattr(completion, "choices", None)
+        if not isinstance(choices, list):
+            raise BackendError(
+                "response is not a chat completion", kind="malformed_response", retryable=True
+            )
+        if not choices:
+            raise BackendError("response has no choices", kind="empty_choices", retryable=True)
+        choice = choices[0]
+        message = getattr(choice, "message", None)
+        text = getattr(message, "content", None) or getattr(message, "refusal", None) or ""
+        if not isinstance(text, str):
+            raise BackendError(
+                "response message has no text", kind="malformed_response", retryable=True
+            )
+        usage = getattr(completion, "usage", None)
+        prompt_tokens = getattr(usage, "prompt_tokens", None)
+        completion_tokens = getattr(usage, "completion_tokens", None)
+        if not isinstance(prompt_tokens, int):
+            prompt_tokens = estimate_tokens("\n".join(m["content"] for m in args["messages"]))
+        if not isinstance(completion_tokens, int):
+            completion_tokens = estimate_tokens(text)
+        model = getattr(completion, "model", None)
+        return BackendResponse(
+            text=text,
+            model=model if isinstance(model, str) and model else self.model_id,
+            prompt_tokens=prompt_tokens,
+            completion_tokens=completion_tokens,
+            finish_reason=getattr(choice, "finish_reason", None),
+        )
+
+    async def aclose(self) -> None:
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            loop = None
+        clients = dict(self._clients)
+        self._clients.clear()
+        for owner, client in clients.items():
+            if owner is loop:
+                await client.close()

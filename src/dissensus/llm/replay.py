@@ -1,0 +1,189 @@
+"""Recorded models: ``replay:FILE`` answers from a recording, ``record:FILE:<spec>`` makes one.
+
+A recording is JSONL, one successful attempt a line::
+
+    {"key": "<sha256>", "request": {...canonical request...},
+     "response": {"text": "...", "model": "...", "prompt_tokens": 12, "completion_tokens": 3}}
+
+The key is the SHA-256 of the canonical JSON (sorted keys, no whitespace, UTF-8) of
+the request's ``messages`` (role and content), ``agent``, ``role``, ``stage``,
+``json_schema``, ``temperature`` and ``seed``. It is model-independent (a recording of
+one model replays under any name) and includes the agent, so the agents of an ensemble
+never share answers. Choices where the brief is silent:
+
+* ``max_tokens`` and the structured-output mode are not in the key: they shape how an
+  answer is obtained, not which question was asked.
+* The same key may be recorded several times (a sampled ensemble asking twice);
+  replay returns the recordings of a key in file order, cycling when asked more often.
+* A miss raises :class:`ReplayMiss` naming the key and the closest recorded request,
+  chosen by ``difflib.SequenceMatcher`` ratio over canonical JSON (ties: first in file).
+* The recorder writes only successful attempts, appends (so several runs may add to one
+  file), flushes every line, and records nothing but the canonical request and the
+  answer: no headers, no settings, no credentials.
+* Lines that are not valid recordings are a :class:`ConfigError` naming file and line.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import json
+import threading
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from dissensus.errors import ConfigError
+from dissensus.llm.base import BackendResponse, ChatBackend, ChatRequest, JsonMode, ReplayMiss
+
+__all__ = ["RecordBackend", "Recording", "ReplayBackend", "canonical_request", "request_key"]
+
+
+def canonical_request(request: ChatRequest) -> dict[str, Any]:
+    """The fields of ``request`` that identify it, as plain JSON data."""
+    return {
+        "messages": [{"role": m.role, "content": m.content} for m in request.messages],
+        "agent": request.agent,
+        "role": request.role,
+        "stage": request.stage,
+        "schema": request.json_schema,
+        "temperature": request.temperature,
+        "seed": request.seed,
+    }
+
+
+def _canonical_json(data: Any) -> str:
+    return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def request_key(request: ChatRequest) -> str:
+    """SHA-256 hex digest of the canonical JSON of ``request``."""
+    return hashlib.sha256(_canonical_json(canonical_request(request)).encode("utf-8")).hexdigest()
+
+
+class Recording(BaseModel):
+    """One line of a recording."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    key: str
+    request: dict[str, Any]
+    response: BackendResponse
+
+
+class ReplayBackend:
+    """Offline backend answering from a recording."""
+
+    provider = "dissensus.replay"
+
+    def __init__(self, recordings: list[Recording], *, name: str = "recording") -> None:
+        self.model_id = f"replay:{name}"
+        self._by_key: dict[str, list[Recording]] = {}
+        for rec in recordings:
+            self._by_key.setdefault(rec.key, []).append(rec)
+        self._order = recordings
+        self._positions: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> ReplayBackend:
+        """Backend for the recording at ``path``."""
+        name = str(path)
+        try:
+            lines = Path(path).read_text(encoding="utf-8").splitlines()
+        except OSError as exc:
+            raise ConfigError(f"cannot read recording: {exc.strerror or exc}", file=name) from exc
+        recordings = []
+        for number, line in enumerate(lines, start=1):
+            if not line.strip():
+                continue
+            try:
+                recordings.append(Recording.model_validate_json(line))
+            except ValidationError as exc:
+                err = exc.errors()[0]
+                where = ".".join(str(p) for p in err["loc"])
+                raise ConfigError(
+                    f"line {number}: {err['msg']}", file=name, field=where or None
+                ) from exc
+        return cls(recordings, name=Path(path).name)
+
+    def __repr__(self) -> str:
+        return f"ReplayBackend(model_id={self.model_id!r}, recordings={len(self._order)})"
+
+    def _closest(self, request: ChatRequest) -> str | None:
+        if not self._order:
+            return None
+        wanted = _canonical_json(canonical_request(request))
+        best, best_ratio = self._order[0], -1.0
+        for rec in self._order:
+            ratio = difflib.SequenceMatcher(
+                None, wanted, _canonical_json(rec.request), autojunk=False
+            ).ratio()
+            if ratio > best_ratio:
+                best, best_ratio = rec, ratio
+        return _canonical_json(best.request)
+
+    async def send(self, request: ChatRequest, *, json_mode: JsonMode) -> BackendResponse:
+        key = request_key(request)
+        found = self._by_key.get(key)
+        if not found:
+            closest = self._closest(request)
+            hint = (
+                f"; closest recorded request: {closest[:400]}"
+                if closest
+                else "; the recording is empty"
+            )
+            raise ReplayMiss(
+                f"{self.model_id}: no recording for request {key} (agent={request.agent!r}, "
+                f"stage={request.stage!r}){hint}",
+                key=key,
+                closest=closest,
+            )
+        with self._lock:
+            position = self._positions.get(key, 0)
+            self._positions[key] = position + 1
+        return found[position % len(found)].response.model_copy()
+
+    async def aclose(self) -> None:
+        return None
+
+
+class RecordBackend:
+    """Wraps a backend and appends every successful attempt to a recording."""
+
+    def __init__(self, inner: ChatBackend, path: str | Path) -> None:
+        self.inner = inner
+        self.path = Path(path)
+        self.model_id = inner.model_id
+        self.provider = str(getattr(inner, "provider", "dissensus"))
+        self.initial_json_mode: JsonMode = getattr(inner, "initial_json_mode", "schema")
+        self._lock = threading.Lock()
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._handle = self.path.open("a", encoding="utf-8")
+        except OSError as exc:
+            raise ConfigError(
+                f"cannot write recording: {exc.strerror or exc}", file=str(path)
+            ) from exc
+
+    def __repr__(self) -> str:
+        return f"RecordBackend(path={str(self.path)!r}, inner={self.inner!r})"
+
+    async def send(self, request: ChatRequest, *, json_mode: JsonMode) -> BackendResponse:
+        response = await self.inner.send(request, json_mode=json_mode)
+        line = {
+            "key": request_key(request),
+            "request": canonical_request(request),
+            "response": response.model_dump(mode="json"),
+        }
+        with self._lock:
+            self._handle.write(_canonical_json(line) + "\n")
+            self._handle.flush()
+        return response
+
+    async def aclose(self) -> None:
+        with self._lock:
+            if not self._handle.closed:
+                self._handle.close()
+        await self.inner.aclose()

@@ -1,0 +1,86 @@
+"""Model specs: one string selects any model, everywhere (``--model`` / ``DISSENSUS_MODEL``).
+
+Forms:
+
+* ``openai:MODEL`` — :class:`OpenAIBackend`; base URL from ``OPENAI_BASE_URL`` (default
+  the SDK's, api.openai.com), key from ``OPENAI_API_KEY``.
+* ``scripted:FILE`` — :class:`ScriptedBackend` over a YAML rule file.
+* ``replay:FILE`` — :class:`ReplayBackend` over a JSONL recording.
+* ``record:FILE:<inner spec>`` — records the inner model's answers into FILE (the file
+  name ends at the first ``:``; the rest is any spec, e.g. ``record:r.jsonl:openai:gpt-4o``).
+
+Choices where the brief is silent: with ``OPENAI_BASE_URL`` set and no key, the key
+``unused`` is sent (local servers ignore it); with neither, it is a configuration error
+naming ``OPENAI_API_KEY``. Unknown prefixes and empty parts are configuration errors.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from dissensus.errors import ConfigError
+from dissensus.llm.base import ChatBackend
+from dissensus.llm.budget import Budget
+from dissensus.llm.client import ClientSettings, ModelClient
+from dissensus.llm.openai_backend import OpenAIBackend
+from dissensus.llm.replay import RecordBackend, ReplayBackend
+from dissensus.llm.scripted import ScriptedBackend
+
+__all__ = ["MODEL_ENV", "make_backend", "resolve_model"]
+
+MODEL_ENV = "DISSENSUS_MODEL"
+"""Environment variable holding the default model spec."""
+
+_FORMS = "openai:MODEL, scripted:FILE, replay:FILE, record:FILE:<spec>"
+
+
+def make_backend(spec: str, *, settings: ClientSettings | None = None) -> ChatBackend:
+    """The backend a spec names."""
+    settings = settings or ClientSettings()
+    kind, sep, rest = spec.partition(":")
+    if not sep or not rest:
+        raise ConfigError(f"invalid model spec {spec!r}; expected one of {_FORMS}", field="model")
+    if kind == "openai":
+        base_url = os.environ.get("OPENAI_BASE_URL") or None
+        api_key = os.environ.get("OPENAI_API_KEY") or None
+        if api_key is None and base_url is None:
+            raise ConfigError(
+                "OPENAI_API_KEY is not set (or set OPENAI_BASE_URL for a local server)",
+                field="model",
+            )
+        return OpenAIBackend(
+            rest, base_url=base_url, api_key=api_key or "unused", timeout_s=settings.timeout_s
+        )
+    if kind == "scripted":
+        return ScriptedBackend.from_file(rest)
+    if kind == "replay":
+        return ReplayBackend.from_file(rest)
+    if kind == "record":
+        path, sep, inner = rest.partition(":")
+        if not sep or not path or not inner:
+            raise ConfigError(
+                f"invalid model spec {spec!r}; expected record:FILE:<spec>", field="model"
+            )
+        return RecordBackend(make_backend(inner, settings=settings), path)
+    raise ConfigError(
+        f"unknown model kind {kind!r} in {spec!r}; expected one of {_FORMS}", field="model"
+    )
+
+
+def resolve_model(
+    spec: str | None = None,
+    *,
+    budget: Budget | None = None,
+    settings: ClientSettings | None = None,
+    tracer_provider: Any = None,
+) -> ModelClient:
+    """A :class:`ModelClient` for ``spec`` (None: ``$DISSENSUS_MODEL``)."""
+    if spec is None:
+        spec = os.environ.get(MODEL_ENV) or None
+        if spec is None:
+            raise ConfigError(
+                f"no model given: pass --model or set {MODEL_ENV} ({_FORMS})", field="model"
+            )
+    backend = make_backend(spec, settings=settings)
+    return ModelClient(backend, budget=budget, settings=settings, tracer_provider=tracer_provider)

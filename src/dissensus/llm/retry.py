@@ -1,0 +1,89 @@
+"""Retry timing and request-rate limiting for the model client.
+
+* Backoff is exponential with "full jitter" (AWS architecture blog, 2015): attempt
+  ``n`` (0-based) waits ``uniform(0, min(cap, base * 2**n))`` drawn from a seeded
+  ``random.Random``, so a run's waits are reproducible.
+* A server's ``Retry-After`` (seconds, or an HTTP date) overrides the backoff when it
+  is longer, capped at ``retry_after_cap_s`` so a hostile or broken server cannot park
+  the client for hours. A date in the past means "now".
+* The requests-per-minute limiter spaces request *starts* at least ``60 / rpm`` seconds
+  apart (a virtual schedule, no background task), which is the strictest reading of
+  "N per minute" and needs no lock inside one event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import threading
+import time
+from email.utils import parsedate_to_datetime
+
+__all__ = ["Backoff", "RateLimiter", "parse_retry_after"]
+
+
+def parse_retry_after(value: str | None, *, now: float | None = None) -> float | None:
+    """Seconds to wait from a ``Retry-After`` header value; None when absent or invalid."""
+    if value is None:
+        return None
+    value = value.strip()
+    if not value:
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        try:
+            when = parsedate_to_datetime(value)
+        except (TypeError, ValueError, IndexError):
+            return None
+        if when is None:
+            return None
+        current = time.time() if now is None else now
+        return max(0.0, when.timestamp() - current)
+    if seconds != seconds or seconds < 0:  # NaN or negative
+        return None
+    return seconds
+
+
+class Backoff:
+    """Exponential backoff with full jitter from a seeded generator."""
+
+    def __init__(self, *, base_s: float, cap_s: float, retry_after_cap_s: float, seed: int) -> None:
+        self.base_s = base_s
+        self.cap_s = cap_s
+        self.retry_after_cap_s = retry_after_cap_s
+        self._rng = random.Random(seed)
+        self._lock = threading.Lock()
+
+    def delay(self, attempt: int, retry_after: float | None = None) -> float:
+        """Seconds to wait before retry number ``attempt + 1`` (``attempt`` is 0-based)."""
+        ceiling = min(self.cap_s, self.base_s * (2.0**attempt))
+        with self._lock:
+            wait = self._rng.uniform(0.0, ceiling) if ceiling > 0 else 0.0
+        if retry_after is not None:
+            wait = max(wait, min(retry_after, self.retry_after_cap_s))
+        return wait
+
+
+class RateLimiter:
+    """At most ``rpm`` request starts per minute, evenly spaced."""
+
+    def __init__(self, rpm: float) -> None:
+        if rpm <= 0:
+            raise ValueError("rpm must be positive")
+        self.interval = 60.0 / rpm
+        self._next = 0.0
+        self._lock = threading.Lock()
+
+    def _claim(self) -> float:
+        with self._lock:
+            now = time.monotonic()
+            slot = max(now, self._next)
+            self._next = slot + self.interval
+            return slot - now
+
+    async def wait(self) -> None:
+        """Sleep until this request's slot."""
+        delay = self._claim()
+        if delay > 0:
+            await asyncio.sleep(delay)

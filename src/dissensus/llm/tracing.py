@@ -1,0 +1,72 @@
+"""OpenTelemetry spans for model calls, or nothing when ``opentelemetry-api`` is absent.
+
+One span per logical call, named ``chat {model}`` (GenAI semantic conventions), with
+``gen_ai.operation.name``, ``gen_ai.provider.name``, ``gen_ai.request.model``,
+``gen_ai.response.model``, ``gen_ai.request.temperature`` / ``max_tokens`` / ``seed``
+when set, ``gen_ai.usage.input_tokens`` / ``output_tokens`` (summed over attempts) and
+``error.type`` on failure. Project attributes: ``dissensus.llm.attempts``,
+``dissensus.agent``, ``dissensus.role``, ``dissensus.stage``. Prompt and answer text are
+never put on spans (they may hold sensitive data; the conventions make them opt-in).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any, Protocol
+
+__all__ = ["CallSpan", "call_span", "otel_available"]
+
+_trace: Any
+try:
+    from opentelemetry import trace as _otel_trace
+
+    _trace = _otel_trace
+except ImportError:  # pragma: no cover - exercised only without the extra
+    _trace = None
+
+
+def otel_available() -> bool:
+    """Whether ``opentelemetry-api`` is importable."""
+    return _trace is not None
+
+
+class CallSpan(Protocol):
+    """What the client may do with the span of a call."""
+
+    def set_attribute(self, key: str, value: Any) -> None: ...
+
+
+class _NoSpan:
+    def set_attribute(self, key: str, value: Any) -> None:
+        return None
+
+
+@functools.lru_cache(maxsize=32)
+def _tracer(tracer_provider: Any) -> Any:
+    """The tracer of ``tracer_provider`` (None: the global one), made once."""
+    return _trace.get_tracer("dissensus.llm", tracer_provider=tracer_provider)
+
+
+@contextmanager
+def call_span(
+    *, model: str, provider: str, attributes: dict[str, Any], tracer_provider: Any = None
+) -> Iterator[CallSpan]:
+    """A span around one call; a no-op span when OpenTelemetry is not installed."""
+    if _trace is None:
+        yield _NoSpan()
+        return
+    tracer = _tracer(tracer_provider)
+    attrs = {k: v for k, v in attributes.items() if v is not None}
+    attrs.update(
+        {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.provider.name": provider,
+            "gen_ai.request.model": model,
+        }
+    )
+    with tracer.start_as_current_span(
+        f"chat {model}", kind=_trace.SpanKind.CLIENT, attributes=attrs
+    ) as span:
+        yield span

@@ -1,0 +1,107 @@
+"""The composed decision pipeline: read -> guard -> route -> protocol -> record.
+
+>>> from dissensus.pipeline import Policy, decide
+>>> record = decide(panel, Policy())                       # doctest: +SKIP
+>>> record.action, record.decision, record.auto, record.reason  # doctest: +SKIP
+
+:func:`decide` decides one panel into a throw-away in-memory journal unless a
+:class:`~dissensus.store.Journal` is given; batches, resumption and the review queue go
+through :mod:`dissensus.pipeline.batch` and :mod:`dissensus.review` (or the CLI:
+``dissensus decide``, ``dissensus runs``, ``dissensus review``). See ``docs/pipeline.md``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+
+from dissensus.pipeline.batch import RunSummary, execute_run, new_run_id, resume_run, start_run
+from dissensus.pipeline.engine import Runtime, decide_case, panel_votes, resolve_model_spec
+from dissensus.pipeline.policy import Policy, load_policy, policy_from_dict
+from dissensus.pipeline.records import CaseRecord, Resolution, ReviewItem
+from dissensus.pipeline.reliability import (
+    CalibrationFile,
+    build_calibration,
+    load_calibration,
+    trust_regions,
+)
+from dissensus.pipeline.signals import MarkerLexicon, agent_signals, recorded_second_answers
+from dissensus.store.journal import Journal
+from dissensus.types import Panel
+
+__all__ = [
+    "CalibrationFile",
+    "CaseRecord",
+    "MarkerLexicon",
+    "Policy",
+    "Resolution",
+    "ReviewItem",
+    "RunSummary",
+    "Runtime",
+    "adecide",
+    "agent_signals",
+    "build_calibration",
+    "decide",
+    "decide_case",
+    "execute_run",
+    "load_calibration",
+    "load_policy",
+    "new_run_id",
+    "panel_votes",
+    "policy_from_dict",
+    "recorded_second_answers",
+    "resume_run",
+    "start_run",
+    "trust_regions",
+]
+
+
+async def adecide(
+    panel: Panel,
+    policy: Policy | None = None,
+    *,
+    calibration: CalibrationFile | None = None,
+    journal: Journal | None = None,
+    run_id: str | None = None,
+    policy_dir: Path | None = None,
+) -> CaseRecord:
+    """Decide one panel (async). The calibration defaults to the policy's file."""
+    policy = policy or Policy()
+    if calibration is None and policy.acceptance.calibration:
+        path = Path(policy.acceptance.calibration)
+        if not path.is_absolute() and policy_dir is not None:
+            path = policy_dir / path
+        calibration = load_calibration(path, policy.acceptance.markers)
+    own = journal is None
+    store = journal or Journal(":memory:")
+    rid = run_id or new_run_id()
+    store.create_run(rid, kind="decide-one", meta={"panel": panel.id})
+    rt = Runtime(
+        policy=policy,
+        journal=store,
+        run_id=rid,
+        calibration=calibration,
+        model=resolve_model_spec(policy, dict(os.environ)),
+    )
+    try:
+        return await decide_case(rt, panel, 1)
+    finally:
+        await rt.client.aclose()
+        if own:
+            store.close()
+
+
+def decide(
+    panel: Panel,
+    policy: Policy | None = None,
+    *,
+    calibration: CalibrationFile | None = None,
+    journal: Journal | None = None,
+    run_id: str | None = None,
+    policy_dir: Path | None = None,
+) -> CaseRecord:
+    """Decide one panel (sync twin of :func:`adecide`)."""
+    return asyncio.run(
+        adecide(panel, policy, calibration=calibration, journal=journal, run_id=run_id, policy_dir=policy_dir)
+    )

@@ -1,0 +1,239 @@
+"""Runs: a JSONL file of panels decided case by case, journalled, resumable.
+
+:func:`start_run` registers a run and journals everything needed to redo it without the
+original command line: the input file's path and sha256 (or, for standard input, the
+text itself), the policy, the calibration file's content and the model spec.
+:func:`execute_run` streams the input with bounded concurrency and yields one
+:class:`~dissensus.pipeline.records.CaseRecord` per accepted panel *in input order*;
+it is also how a run resumes (:func:`resume_run`): cases whose record is journalled are
+replayed, the case in flight continues from its last journalled step.
+
+Choices where the design is silent:
+
+* At most ``policy.concurrency`` cases are in flight; records are emitted in input order
+  (a finished case waits for the earlier ones, so memory stays bounded by the window).
+* A resumed run refuses an input file whose sha256 changed since the run started.
+* Rejected lines are journalled (``input.rejected``) and reported, never decided.
+* ``run.finished`` is journalled once, with the counts, when every line was handled.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+import sys
+import uuid
+from collections import Counter
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from dissensus.errors import ConfigError, DissensusError, InputError
+from dissensus.io.jsonl import Reject, parse_line
+from dissensus.pipeline.engine import Runtime, decide_case, resolve_model_spec
+from dissensus.pipeline.policy import Policy
+from dissensus.pipeline.records import CaseRecord
+from dissensus.pipeline.reliability import CalibrationFile, load_calibration
+from dissensus.states import SimilarityBackend
+from dissensus.store.journal import Journal, RunInfo
+from dissensus.types import Panel
+
+__all__ = ["RunSummary", "execute_run", "new_run_id", "resume_run", "start_run", "summarise"]
+
+RUN_KIND = "decide"
+
+
+class RunSummary(BaseModel):
+    """Counts of one run."""
+
+    cases: int
+    auto: int
+    escalated: int
+    rejected: int
+    actions: dict[str, int]
+    states: dict[str, int]
+
+
+def new_run_id() -> str:
+    """A fresh run id (12 hex digits)."""
+    return uuid.uuid4().hex[:12]
+
+
+def _sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def start_run(
+    journal: Journal,
+    input_path: str,
+    policy: Policy,
+    *,
+    policy_file: str | None = None,
+    policy_dir: Path | None = None,
+    run_id: str | None = None,
+    model: str | None = None,
+    similarity: str | None = None,
+) -> RunInfo:
+    """Register a new run and journal its inputs (``run.started``)."""
+    run_id = run_id or new_run_id()
+    if journal.run(run_id, missing_ok=True) is not None:
+        raise ConfigError(f"run {run_id!r} already exists in {journal.path}; resume it with 'dissensus runs resume'")
+    if similarity:
+        policy = policy.model_copy(update={"reading": policy.reading.model_copy(update={"similarity": similarity})})
+    calibration = _calibration(policy, policy_dir, policy_file)
+    source: dict[str, Any]
+    if input_path == "-":
+        source = {"path": "-", "text": sys.stdin.read()}
+    else:
+        path = Path(input_path).resolve()
+        if not path.is_file():
+            raise InputError(f"file not found: {input_path}")
+        source = {"path": str(path), "sha256": _sha256_file(path)}
+    spec = model or resolve_model_spec(policy, dict(os.environ))
+    meta = {"input": source.get("path"), "policy_file": policy_file}
+    info = journal.create_run(run_id, kind=RUN_KIND, meta=meta)
+    journal.append(
+        run_id,
+        "run.started",
+        {
+            "input": source,
+            "policy": policy.model_dump(mode="json"),
+            "policy_file": policy_file,
+            "calibration": calibration.model_dump(mode="json") if calibration else None,
+            "model": spec,
+        },
+        key="run/started",
+    )
+    return info
+
+
+def _calibration(policy: Policy, policy_dir: Path | None, policy_file: str | None) -> CalibrationFile | None:
+    name = policy.acceptance.calibration
+    if not name:
+        return None
+    path = Path(name)
+    if not path.is_absolute() and policy_dir is not None:
+        path = policy_dir / path
+    if not path.is_file():
+        raise ConfigError(f"calibration file not found: {path}", file=policy_file, field="acceptance.calibration")
+    return load_calibration(path, policy.acceptance.markers)
+
+
+def _started(journal: Journal, run_id: str) -> dict[str, Any]:
+    event = journal.get(run_id, "run/started")
+    if event is None:
+        raise DissensusError(f"run {run_id} has no run.started event: not a decide run")
+    return event.payload
+
+
+def _lines(source: dict[str, Any]) -> tuple[str, list[str] | None]:
+    if source.get("path") == "-":
+        return "-", str(source.get("text", "")).splitlines(keepends=True)
+    path = Path(str(source["path"]))
+    if not path.is_file():
+        raise InputError(f"the run's input file is gone: {path}")
+    if _sha256_file(path) != source.get("sha256"):
+        raise InputError(f"the run's input file changed since the run started: {path}")
+    return str(path), None
+
+
+def _runtime(journal: Journal, run_id: str, started: dict[str, Any], backend: Callable[[], SimilarityBackend] | None) -> Runtime:
+    policy = Policy.model_validate(started["policy"])
+    cal = started.get("calibration")
+    return Runtime(
+        policy=policy,
+        journal=journal,
+        run_id=run_id,
+        calibration=CalibrationFile.model_validate(cal) if cal else None,
+        model=started.get("model"),
+        backend_factory=backend,
+    )
+
+
+async def execute_run(
+    journal: Journal,
+    run_id: str,
+    *,
+    on_reject: Callable[[Reject], None] | None = None,
+    backend: Callable[[], SimilarityBackend] | None = None,
+) -> AsyncIterator[CaseRecord]:
+    """Decide (or finish deciding) every case of the run, yielding records in input order."""
+    started = _started(journal, run_id)
+    rt = _runtime(journal, run_id, started, backend)
+    name, lines = _lines(started["input"])
+    window: list[asyncio.Task[CaseRecord]] = []
+    counts: Counter[str] = Counter()
+    try:
+        for item, line in _iter(name, lines):
+            if isinstance(item, Reject):
+                journal.append(run_id, "input.rejected", item.model_dump(mode="json"), key=f"reject/{line}", case=str(line))
+                counts["rejected"] += 1
+                if on_reject is not None:
+                    on_reject(item)
+                continue
+            window.append(asyncio.create_task(decide_case(rt, item, line)))
+            if len(window) >= rt.policy.concurrency:
+                record = await window.pop(0)
+                _count(counts, record)
+                yield record
+        while window:
+            record = await window.pop(0)
+            _count(counts, record)
+            yield record
+    finally:
+        for task in window:
+            task.cancel()
+        await rt.client.aclose()
+    journal.append(run_id, "run.finished", dict(counts), key="run/finished")
+
+
+def _count(counts: Counter[str], record: CaseRecord) -> None:
+    counts["cases"] += 1
+    counts["auto"] += int(record.auto)
+    counts["escalated"] += int(record.action == "escalate")
+
+
+def _iter(name: str, lines: list[str] | None) -> Iterator[tuple[Panel | Reject, int]]:
+    """``(panel or reject, line number)`` for every non-blank input line, lazily."""
+    if lines is not None:
+        yield from _numbered(name, lines)
+        return
+    with open(name, encoding="utf-8") as handle:
+        yield from _numbered(name, handle)
+
+
+def _numbered(name: str, lines: Iterable[str]) -> Iterator[tuple[Panel | Reject, int]]:
+    for number, text in enumerate(lines, start=1):
+        if text.strip():
+            yield parse_line(Panel, text, file=name, line=number), number
+
+
+async def resume_run(
+    journal: Journal,
+    run_id: str,
+    *,
+    on_reject: Callable[[Reject], None] | None = None,
+    backend: Callable[[], SimilarityBackend] | None = None,
+) -> AsyncIterator[CaseRecord]:
+    """Resume a run (same as :func:`execute_run`; completed cases are replayed)."""
+    async for record in execute_run(journal, run_id, on_reject=on_reject, backend=backend):
+        yield record
+
+
+def summarise(records: list[CaseRecord], rejected: int) -> RunSummary:
+    """Counts of a list of records."""
+    return RunSummary(
+        cases=len(records),
+        auto=sum(r.auto for r in records),
+        escalated=sum(r.action == "escalate" for r in records),
+        rejected=rejected,
+        actions=dict(sorted(Counter(r.action for r in records).items())),
+        states=dict(sorted(Counter(r.state for r in records).items())),
+    )

@@ -1,0 +1,87 @@
+"""CONCORD inside the pipeline: decisions over explicit options with role utilities (seed 002).
+
+A panel qualifies when ``meta.options`` lists the options (``{id, text}`` or plain ids)
+and ``meta.utilities`` gives, for every agent, a utility per option on the calibrated
+scale (0 = the rejected anchor, 1 = the ideal anchor). Each agent becomes a table agent
+(:class:`dissensus.agents.table.TableAgent`) and CONCORD runs with the policy's floor,
+margin and round budget: a ``certified`` outcome commits (every agent at or above the
+floor); a ``best_effort`` one goes to the human with its shortfall.
+
+Choices where the design is silent: the anchors are named ``__rejected__`` and
+``__ideal__`` and scored 0 and 1 by every agent, so the utilities are used as given; an
+agent missing from ``meta.utilities`` makes the panel not qualify (a negotiation that
+ignores a stakeholder is not one).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dissensus.agents.negotiator import NegotiationAgent, Outcome
+from dissensus.agents.table import TableAgent
+from dissensus.concord.protocol import negotiate
+from dissensus.pipeline.followup import case_options
+from dissensus.pipeline.policy import ConcordSettings
+from dissensus.types import Panel
+
+__all__ = ["has_utilities", "run_concord"]
+
+_REJECTED = Outcome(id="__rejected__", text="no option is adopted")
+_IDEAL = Outcome(id="__ideal__", text="an option every role fully endorses")
+
+
+def _utilities(panel: Panel) -> dict[str, dict[str, float]] | None:
+    raw = panel.meta.get("utilities")
+    if not isinstance(raw, dict):
+        return None
+    out: dict[str, dict[str, float]] = {}
+    for agent, table in raw.items():
+        if not isinstance(table, dict):
+            return None
+        try:
+            out[str(agent)] = {str(k): float(v) for k, v in table.items()}
+        except (TypeError, ValueError):
+            return None
+    return out
+
+
+def has_utilities(panel: Panel) -> bool:
+    """Whether the panel has explicit options and a utility table for every agent."""
+    utilities = _utilities(panel)
+    options = case_options(panel)
+    if utilities is None or len(options) < 2 or "options" not in panel.meta:
+        return False
+    ids = {oid for oid, _ in options}
+    return all(o.agent in utilities and ids <= set(utilities[o.agent]) for o in panel.outputs)
+
+
+async def run_concord(panel: Panel, settings: ConcordSettings) -> dict[str, Any]:
+    """Run CONCORD on the panel's options and utilities; a JSON summary plus the certificate."""
+    utilities = _utilities(panel) or {}
+    options = [Outcome(id=oid, text=text or oid) for oid, text in case_options(panel)]
+    agents: list[NegotiationAgent] = []
+    for out in panel.outputs:
+        table = dict(utilities[out.agent])
+        table[str(_REJECTED.id)] = 0.0
+        table[str(_IDEAL.id)] = 1.0
+        agents.append(TableAgent(out.agent, table))
+    certificate = await negotiate(
+        agents,
+        rejected=_REJECTED,
+        ideal=_IDEAL,
+        floor=settings.floor,
+        margin=settings.margin,
+        rounds=settings.rounds,
+        options=options,
+        problem=str(panel.meta.get("question") or panel.meta.get("input") or f"case {panel.id}"),
+    )
+    cert = certificate.sealed().model_dump(mode="json")
+    selected = certificate.selected.id if certificate.selected else None
+    shortfall = ", ".join(f"{s.agent} {s.score:.2f} (gap {s.gap:.2f})" for s in certificate.shortfall)
+    return {
+        "status": certificate.status,
+        "decision": selected,
+        "worst_off": certificate.worst_off,
+        "summary": f"worst-off {certificate.worst_off}" + (f"; below the floor: {shortfall}" if shortfall else ""),
+        "certificate": cert,
+    }

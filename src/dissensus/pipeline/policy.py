@@ -1,0 +1,218 @@
+"""The pipeline policy: one YAML file, every setting typed and documented with its default.
+
+A policy says how to read a panel, how the guard and calibrated reliability gate the
+automatic routes, which follow-up ``seek_context`` runs, and when CONCORD may decide.
+Every field has a default, so an empty file (or no file) is a valid policy:
+
+.. code-block:: yaml
+
+    reading:
+      similarity: minilm             # or tfidf (offline, fast)
+      theta_s: null                  # null: the backend's calibrated default
+      theta_a: 0.8
+    routing:
+      rules: []                      # domain rules (dissensus.states rule format)
+      defaults: {}                   # e.g. {DD: escalate}
+      superiority: []                # [[winner, loser], ...]
+      convergent_disagreement_without_values: escalate   # or seek_context
+    guard:
+      enabled: true
+    acceptance:
+      calibration: null              # reliability file, relative to this policy
+      target_precision: 0.9
+      min_support: 10
+      veto_precision: 0.75
+      min_families: 3
+      fallback_max_score: 0
+      markers: {concession: [however, both, also, more detailed, more comprehensive], grounding: []}
+    seek_context:
+      followup: reask                # reask | dci | none
+      use_recorded: true             # recorded re-asks (swap_decision) count as the re-ask
+      perturbation: swap_order       # swap_order | add_context
+      context: ""                    # text added by the add_context perturbation
+      model: null                    # model spec; null: $DISSENSUS_MODEL
+      max_followups: 1
+    concord:
+      enabled: true
+      model: null
+      floor: 0.7
+      margin: 0.05
+      rounds: 6
+    budget: {max_calls: 200, max_tokens: null}
+    concurrency: 4
+
+Choices where the design is silent: unknown keys are errors (a typo must not silently
+fall back to a default); a bad policy raises :class:`ConfigError` naming the file and
+the dotted field; relative paths inside the policy are relative to the policy file.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from dissensus.errors import ConfigError
+from dissensus.pipeline.signals import MarkerLexicon
+
+__all__ = [
+    "AcceptanceSettings",
+    "BudgetSettings",
+    "ConcordSettings",
+    "GuardSettings",
+    "Policy",
+    "ReadingSettings",
+    "RoutingSettings",
+    "SeekContextSettings",
+    "load_policy",
+    "policy_from_dict",
+]
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ReadingSettings(_Section):
+    """How a panel is read (seed 000)."""
+
+    similarity: str = "minilm"
+    """Similarity backend (``minilm``: bundled offline MiniLM embeddings; ``tfidf``: lexical)."""
+    theta_s: float | None = Field(default=None, ge=-1.0, le=1.0)
+    """Reasoning-similarity threshold; ``None``: the backend's calibrated default."""
+    theta_a: float = Field(default=0.8, gt=0.0, le=1.0)
+    """Conclusion-agreement threshold (share of voters on the plurality decision)."""
+
+
+class RoutingSettings(_Section):
+    """Defeasible routing (seed 000) and how the pipeline treats its outcome."""
+
+    rules: list[dict[str, Any]] = Field(default_factory=list)
+    """Domain rules in the :mod:`dissensus.states` rule format; they can defeat the defaults."""
+    defaults: dict[str, str] = Field(default_factory=dict)
+    """Replacement actions of the default rules, by state (e.g. ``{DD: escalate}``)."""
+    superiority: list[list[str]] = Field(default_factory=list)
+    """``[winner, loser]`` pairs between rules."""
+    convergent_disagreement_without_values: Literal["escalate", "seek_context"] = "escalate"
+    """Route of a CD panel whose agents declare no value profile: a disagreement with
+    similar reasoning and no stated values is not (yet) a value conflict."""
+
+    def rules_document(self) -> dict[str, Any]:
+        """The rules in the :class:`dissensus.states.RuleSet` document form."""
+        return {"rules": self.rules, "defaults": self.defaults, "superiority": self.superiority}
+
+
+class GuardSettings(_Section):
+    """The guard of seed 003 in front of every automatic route."""
+
+    enabled: bool = True
+    """When false, no agreement is ever accepted on the guard's word (only on calibration)."""
+    options: dict[str, Any] = Field(default_factory=dict)
+    """Extra keyword settings passed to the guard's audit (its thresholds)."""
+
+
+class AcceptanceSettings(_Section):
+    """When an agreement the guard cannot audit may still be accepted (calibrated reliability)."""
+
+    calibration: str | None = None
+    """Reliability calibration file (:mod:`dissensus.pipeline.reliability`), relative to the policy."""
+    target_precision: float = Field(default=0.9, gt=0.0, le=1.0)
+    """Worst-stratum precision an agent's trust region must reach on the calibration file."""
+    min_support: int = Field(default=10, ge=1)
+    """Calibration answers needed in every stratum of a trust region."""
+    veto_precision: float = Field(default=0.75, gt=0.0, le=1.0)
+    """A calibrated agent this reliable (stable answers, worst stratum) can veto by contradicting."""
+    min_families: int = Field(default=3, ge=1)
+    """Without calibration: independent model families that must agree, stable and decisive."""
+    fallback_max_score: int = 0
+    """Without calibration: the largest margin score that counts as decisive."""
+    markers: MarkerLexicon = Field(default_factory=MarkerLexicon)
+    """Marker lexicon of the margin score (must match the calibration file's)."""
+
+
+class SeekContextSettings(_Section):
+    """The bounded follow-up of ``seek_context``."""
+
+    followup: Literal["reask", "dci", "none"] = "reask"
+    """``reask``: ask every agent again under a perturbation; ``dci``: a DCI deliberation."""
+    use_recorded: bool = True
+    """Use a re-ask recorded in the panel (``swap_decision`` / ``swap_reasoning``) instead of calling a model."""
+    perturbation: Literal["swap_order", "add_context"] = "swap_order"
+    """``swap_order`` presents the options in reverse order; ``add_context`` appends ``context``."""
+    context: str = ""
+    """Text added by the ``add_context`` perturbation."""
+    model: str | None = None
+    """Model spec for live follow-ups; ``None``: ``$DISSENSUS_MODEL``."""
+    max_followups: int = Field(default=1, ge=0, le=3)
+    """Follow-ups per case (each followed by one more reading)."""
+
+
+class ConcordSettings(_Section):
+    """CONCORD (seed 002) for decisions over explicit options with role utilities."""
+
+    enabled: bool = True
+    """Run CONCORD on escalated panels whose ``meta`` holds ``options`` and ``utilities``."""
+    model: str | None = None
+    """Unused for utility tables (function agents); reserved for LLM negotiators."""
+    floor: float = Field(default=0.7, ge=0.0, le=1.0)
+    margin: float = Field(default=0.05, ge=0.0, le=1.0)
+    rounds: int = Field(default=6, ge=0)
+
+
+class BudgetSettings(_Section):
+    """Model budget of one run."""
+
+    max_calls: int | None = Field(default=200, ge=0)
+    max_tokens: int | None = Field(default=None, ge=0)
+
+
+class Policy(_Section):
+    """The whole pipeline policy (see the module docstring for the YAML form)."""
+
+    reading: ReadingSettings = Field(default_factory=ReadingSettings)
+    routing: RoutingSettings = Field(default_factory=RoutingSettings)
+    guard: GuardSettings = Field(default_factory=GuardSettings)
+    acceptance: AcceptanceSettings = Field(default_factory=AcceptanceSettings)
+    seek_context: SeekContextSettings = Field(default_factory=SeekContextSettings)
+    concord: ConcordSettings = Field(default_factory=ConcordSettings)
+    budget: BudgetSettings = Field(default_factory=BudgetSettings)
+    concurrency: int = Field(default=4, ge=1, le=64)
+    """Cases decided at the same time."""
+
+
+def _field(loc: tuple[int | str, ...]) -> str:
+    return ".".join(str(p) for p in loc) or "<root>"
+
+
+def policy_from_dict(data: Any, *, file: str | None = None) -> Policy:
+    """Validate a policy mapping; errors name the file and the dotted field."""
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError("a policy must be a mapping", file=file)
+    try:
+        return Policy.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        message = first["msg"]
+        if message.startswith("Value error, "):
+            message = message[len("Value error, ") :]
+        raise ConfigError(message, file=file, field=_field(first["loc"])) from exc
+
+
+def load_policy(path: str | Path | None) -> tuple[Policy, Path | None]:
+    """Read a policy file (``None``: the defaults); also returns the file's directory."""
+    if path is None:
+        return Policy(), None
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read policy: {exc.strerror}", file=str(path)) from exc
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"invalid YAML: {exc}", file=str(path)) from exc
+    return policy_from_dict(data, file=str(path)), p.resolve().parent

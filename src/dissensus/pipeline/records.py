@@ -1,0 +1,117 @@
+"""What the pipeline leaves behind: the final record of a case and a human-review item.
+
+Choices where the design is silent:
+
+* ``action`` is the route that finally applied: ``auto`` / ``auto_explain`` (committed
+  by the pipeline, possibly after a follow-up), ``concord`` (committed by a CONCORD
+  certificate), ``escalate`` (waiting for a human), ``human`` (a human resolved it).
+* ``auto`` is true exactly when the pipeline committed the decision itself.
+* A record holds no clock time and no run-specific secret, so a run resumed after a
+  crash ends with records identical to an uninterrupted run's; the review id is
+  ``<run>.<line>`` (the input line of the case), unique within a journal.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from dissensus.types import Usage
+
+__all__ = ["AgentPosition", "CaseRecord", "Resolution", "ReviewItem", "review_id_for"]
+
+FinalAction = Literal["auto", "auto_explain", "concord", "escalate", "human"]
+
+
+def review_id_for(run_id: str, line: int) -> str:
+    """The review id of the case on input ``line`` of run ``run_id``."""
+    return f"{run_id}.{line}"
+
+
+class Resolution(BaseModel):
+    """A human's decision on an escalated case."""
+
+    model_config = ConfigDict(frozen=True)
+
+    decision: str
+    note: str
+    reviewer: str | None = None
+
+
+class CaseRecord(BaseModel):
+    """The final record of one case (one JSONL line of ``dissensus decide --json``)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    """The panel's id."""
+    line: int
+    """Input line of the panel (1-based)."""
+    action: FinalAction
+    decision: str | None
+    """The committed decision; ``None`` while waiting for a human."""
+    auto: bool
+    """True when the pipeline committed the decision itself (after any automatic follow-up)."""
+    reason: str
+    """Why, in one sentence a reviewer can check against the journal."""
+    state: str
+    """The first reading's state (CA / DA / CD / DD)."""
+    route: str
+    """The first route (``auto``, ``auto_explain``, ``seek_context``, ``escalate``, ...)."""
+    rule: str
+    """The routing rule that decided the first route."""
+    path: list[str]
+    """Every step taken, in order (e.g. ``guard:refused``, ``seek_context:recorded``)."""
+    basis: str | None = None
+    """What the commitment rests on: ``guard``, ``calibrated``, ``independent_families``,
+    ``concord_certificate``, ``human``; ``None`` without a decision."""
+    suggestion: str | None = None
+    """For escalated cases: the panel's plurality decision, shown to the reviewer."""
+    review_id: str | None = None
+    usage: Usage = Field(default_factory=Usage)
+    """Model usage of the case (journalled calls, replayed ones included)."""
+    resolution: Resolution | None = None
+
+
+class AgentPosition(BaseModel):
+    """One agent's position, side by side with the others' for a reviewer."""
+
+    model_config = ConfigDict(frozen=True)
+
+    agent: str
+    family: str | None
+    decision: str | None
+    second: str | None = None
+    """Answer under the follow-up perturbation, when there was one."""
+    stable: bool | None = None
+    confidence: float | None
+    values: dict[str, float] | None
+    reasoning: str
+
+
+class ReviewItem(BaseModel):
+    """Everything a reviewer needs to decide an escalated case."""
+
+    model_config = ConfigDict(frozen=True)
+
+    review_id: str
+    run_id: str
+    line: int
+    id: str
+    reason: str
+    suggestion: str | None
+    options: list[str]
+    """Decisions on the table (every label an agent gave, plus task options)."""
+    positions: list[AgentPosition]
+    value_dimensions: list[str]
+    """Union of the agents' value-profile keys (columns of the side-by-side table)."""
+    panel: dict[str, Any]
+    reading: dict[str, Any]
+    reread: dict[str, Any] | None = None
+    guard: dict[str, Any] | None = None
+    acceptance: dict[str, Any] | None = None
+    packet: dict[str, Any] | None = None
+    """DCI decision packet, when a deliberation ran."""
+    concord: dict[str, Any] | None = None
+    """CONCORD record, when a negotiation ran."""

@@ -1,0 +1,97 @@
+"""Calibrating theta_s from a reference corpus (seed 000, "thresholds").
+
+Absolute cosine values depend on the embedding model, so a fixed theta_s means different
+things under different models. Calibration fixes it from data instead: theta_s is the
+``quantile`` of the per-panel mean reasoning similarity over a reference corpus, so that
+(for example) ``quantile=0.5`` calls the more similar half of the corpus convergent.
+
+Choices where the seed is silent:
+
+* The statistic is the per-panel *mean* pairwise similarity, the same quantity the
+  reader compares with theta_s.
+* Quantiles use linear interpolation between order statistics (numpy's default), so
+  the result is deterministic and lies within the observed range.
+* Panels are read in batches of ``batch_size`` (distinct traces embedded once per
+  batch); only one float per panel is kept, never the panels themselves.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Iterator
+from itertools import islice
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict
+
+from dissensus.states.reading import DEFAULT_THETA_A, Thresholds, read_panels
+from dissensus.states.similarity import SimilarityBackend
+from dissensus.types import Panel
+
+__all__ = ["Calibration", "calibrate", "calibrate_theta_s", "mean_similarities"]
+
+
+class Calibration(BaseModel):
+    """The outcome of a calibration run."""
+
+    model_config = ConfigDict(frozen=True)
+
+    model: str
+    """The similarity model calibrated."""
+    quantile: float
+    """The quantile of per-panel mean similarity taken."""
+    theta_s: float
+    """The calibrated reasoning-similarity threshold."""
+    panels: int
+    """Number of reference panels."""
+    min_similarity: float
+    """Smallest per-panel mean similarity in the corpus."""
+    median_similarity: float
+    """Median per-panel mean similarity."""
+    max_similarity: float
+    """Largest per-panel mean similarity."""
+
+
+def _batches(items: Iterable[Panel], size: int) -> Iterator[list[Panel]]:
+    it = iter(items)
+    while batch := list(islice(it, size)):
+        yield batch
+
+
+def mean_similarities(
+    panels: Iterable[Panel], backend: SimilarityBackend, batch_size: int = 256
+) -> list[float]:
+    """Per-panel mean reasoning similarity, in input order."""
+    # theta_s is irrelevant for the mean; any value lets the reader run without defaults.
+    th = Thresholds(theta_s=0.0, theta_a=DEFAULT_THETA_A)
+    out: list[float] = []
+    for batch in _batches(panels, batch_size):
+        out.extend(r.mean_similarity for r in read_panels(batch, backend, th))
+    return out
+
+
+def calibrate(
+    panels: Iterable[Panel], backend: SimilarityBackend, quantile: float, batch_size: int = 256
+) -> Calibration:
+    """Calibrate theta_s at ``quantile`` (in [0, 1]) of per-panel mean similarity."""
+    if math.isnan(quantile) or not 0.0 <= quantile <= 1.0:
+        raise ValueError(f"quantile must lie in [0, 1], got {quantile}")
+    sims = np.asarray(mean_similarities(panels, backend, batch_size), dtype=np.float64)
+    if sims.size == 0:
+        raise ValueError("cannot calibrate on an empty corpus")
+    return Calibration(
+        model=backend.name,
+        quantile=quantile,
+        theta_s=float(np.quantile(sims, quantile)),
+        panels=int(sims.size),
+        min_similarity=float(sims.min()),
+        median_similarity=float(np.median(sims)),
+        max_similarity=float(sims.max()),
+    )
+
+
+def calibrate_theta_s(
+    panels: Iterable[Panel], backend: SimilarityBackend, quantile: float
+) -> float:
+    """theta_s at ``quantile`` of the corpus' per-panel mean similarity."""
+    return calibrate(panels, backend, quantile).theta_s

@@ -1,0 +1,432 @@
+"""A small, safe condition language for routing rules (seed 000, "defeasible routing").
+
+Domain rules route on case metadata and on the reading, e.g.
+``meta.category == "legal"`` or ``meta.risk == "high" and state == "DA"``. Conditions are
+parsed with :mod:`ast` and only a whitelist of node types is accepted; nothing is ever
+evaluated as Python. The grammar:
+
+* names: ``state`` ("CA"/"DA"/"CD"/"DD"), ``agreement``, ``reasoning_similarity``
+  (alias ``mean_similarity``), ``min_similarity``, ``decision``, ``tie`` (the list of
+  tied labels, empty when none), ``abstentions``, ``agents`` (panel size), and
+  ``meta.<key>`` / ``meta.<key>.<sub>`` / ``meta["any key"]`` for case metadata;
+* literals: strings, numbers, ``true``/``false``/``null`` (or ``True``/``False``/``None``),
+  and lists ``[...]`` of literals;
+* ``==  !=  <  <=  >  >=  in  not in`` (chains like ``0.5 <= agreement < 0.8`` too),
+  ``and``, ``or``, ``not`` and parentheses; a bare name tests truthiness.
+
+Choices where the seed is silent:
+
+* A missing metadata key reads as ``null``: ``meta.risk == "high"`` is false for a case
+  without ``risk``, ``meta.risk != "high"`` is true.
+* Ordering comparisons between values of different kinds (a number and a string, or
+  ``null``) are false, never an error, so a rule cannot crash routing.
+* ``x in y`` is false when ``y`` is not a list, string or mapping.
+* :func:`exclusive` decides conservatively whether two conditions can never hold at
+  once: only when, after splitting ``or`` (every branch must be exclusive) and ``and``
+  (one conjunct of each side suffices), some pair of atoms compares the same name with
+  literals in an unsatisfiable way (``x == "a"`` vs ``x == "b"``, ``x in [..]`` vs
+  ``x == c`` outside it, ``x == c`` vs ``x != c``, disjoint numeric or string ranges),
+  or one atom is the negation of the other. Anything else may both apply.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from dissensus.errors import ConfigError
+
+__all__ = ["NAMES", "Condition", "exclusive", "parse_condition"]
+
+NAMES = frozenset(
+    {
+        "state",
+        "agreement",
+        "reasoning_similarity",
+        "mean_similarity",
+        "min_similarity",
+        "decision",
+        "tie",
+        "abstentions",
+        "agents",
+    }
+)
+"""Names a condition may use besides ``meta``."""
+
+_LITERAL_NAMES: dict[str, object] = {"true": True, "false": False, "null": None, "none": None}
+_MAX_LENGTH = 4000
+
+Env = Mapping[str, Any]
+Eval = Callable[[Env], Any]
+
+
+# --- structure (for the exclusivity analysis) -------------------------------------------
+
+
+@dataclass(frozen=True)
+class Lit:
+    value: object
+
+
+@dataclass(frozen=True)
+class Var:
+    path: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ListLit:
+    values: tuple[object, ...]
+
+
+@dataclass(frozen=True)
+class Cmp:
+    op: str
+    left: Lit | Var | ListLit
+    right: Lit | Var | ListLit
+
+
+@dataclass(frozen=True)
+class Truth:
+    var: Var
+
+
+@dataclass(frozen=True)
+class Not:
+    item: Node
+
+
+@dataclass(frozen=True)
+class And:
+    items: tuple[Node, ...]
+
+
+@dataclass(frozen=True)
+class Or:
+    items: tuple[Node, ...]
+
+
+@dataclass(frozen=True)
+class Const:
+    value: bool
+
+
+Node = Cmp | Truth | Not | And | Or | Const
+Term = Lit | Var | ListLit
+
+
+# --- parsing ---------------------------------------------------------------------------
+
+_CMP_OPS: dict[type[ast.cmpop], str] = {
+    ast.Eq: "==",
+    ast.NotEq: "!=",
+    ast.Lt: "<",
+    ast.LtE: "<=",
+    ast.Gt: ">",
+    ast.GtE: ">=",
+    ast.In: "in",
+    ast.NotIn: "not in",
+}
+_FLIP = {"==": "==", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
+
+
+class _Parser:
+    def __init__(self, text: str, where: str, file: str | None) -> None:
+        self.text = text
+        self.where = where
+        self.file = file
+
+    def fail(self, message: str) -> ConfigError:
+        return ConfigError(
+            f"{message} in condition {self.text!r}", file=self.file, field=self.where
+        )
+
+    def parse(self) -> Node:
+        if len(self.text) > _MAX_LENGTH:
+            raise self.fail(f"condition longer than {_MAX_LENGTH} characters")
+        try:
+            tree = ast.parse(self.text.strip(), mode="eval")
+        except SyntaxError as exc:
+            raise self.fail(f"syntax error ({exc.msg})") from None
+        return self.node(tree.body)
+
+    def node(self, n: ast.expr) -> Node:
+        if isinstance(n, ast.BoolOp):
+            items = tuple(self.node(v) for v in n.values)
+            return And(items) if isinstance(n.op, ast.And) else Or(items)
+        if isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.Not):
+            return Not(self.node(n.operand))
+        if isinstance(n, ast.Compare):
+            return self.compare(n)
+        term = self.term(n)
+        if isinstance(term, Var):
+            return Truth(term)
+        if isinstance(term, Lit) and isinstance(term.value, bool):
+            return Const(term.value)
+        raise self.fail("a condition must be a comparison, a name, or true/false")
+
+    def compare(self, n: ast.Compare) -> Node:
+        terms = [self.term(n.left), *(self.term(c) for c in n.comparators)]
+        atoms: list[Node] = []
+        for i, op_node in enumerate(n.ops):
+            op = _CMP_OPS.get(type(op_node))
+            if op is None:
+                raise self.fail(f"operator {type(op_node).__name__} is not allowed")
+            left, right = terms[i], terms[i + 1]
+            if isinstance(left, ListLit) and op not in ("==", "!="):
+                raise self.fail("a list may only appear on the right of 'in' / 'not in'")
+            if (
+                op in ("in", "not in")
+                and isinstance(right, Lit)
+                and not isinstance(right.value, str)
+            ):
+                raise self.fail(f"'{op}' needs a list, a string or a name on its right")
+            if op in _FLIP and isinstance(left, Lit) and isinstance(right, Var):
+                left, right, op = right, left, _FLIP[op]
+            atoms.append(Cmp(op, left, right))
+        return atoms[0] if len(atoms) == 1 else And(tuple(atoms))
+
+    def term(self, n: ast.expr) -> Term:
+        if isinstance(n, ast.Constant):
+            if n.value is None or isinstance(n.value, str | int | float | bool):
+                return Lit(n.value)
+            raise self.fail(f"literal {n.value!r} is not allowed")
+        if isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.USub | ast.UAdd):
+            inner = self.term(n.operand)
+            if (
+                isinstance(inner, Lit)
+                and isinstance(inner.value, int | float)
+                and not isinstance(inner.value, bool)
+            ):
+                return Lit(-inner.value if isinstance(n.op, ast.USub) else inner.value)
+            raise self.fail("a sign may only precede a number")
+        if isinstance(n, ast.List | ast.Tuple):
+            values: list[object] = []
+            for elt in n.elts:
+                item = self.term(elt)
+                if not isinstance(item, Lit):
+                    raise self.fail("a list may hold literals only")
+                values.append(item.value)
+            return ListLit(tuple(values))
+        if isinstance(n, ast.Name):
+            if n.id.lower() in _LITERAL_NAMES and n.id not in NAMES:
+                return Lit(_LITERAL_NAMES[n.id.lower()])
+            if n.id in NAMES:
+                return Var((n.id,))
+            if n.id == "meta":
+                raise self.fail("'meta' needs a key (meta.<key>)")
+            raise self.fail(
+                f"unknown name {n.id!r} (known: meta.<key>, {', '.join(sorted(NAMES))})"
+            )
+        if isinstance(n, ast.Attribute | ast.Subscript):
+            return Var(self.meta_path(n))
+        raise self.fail(f"{type(n).__name__} is not allowed")
+
+    def meta_path(self, n: ast.expr) -> tuple[str, ...]:
+        keys: list[str] = []
+        while isinstance(n, ast.Attribute | ast.Subscript):
+            if isinstance(n, ast.Attribute):
+                keys.append(n.attr)
+            else:
+                key = n.slice
+                if not (isinstance(key, ast.Constant) and isinstance(key.value, str)):
+                    raise self.fail("meta[...] needs a string key")
+                keys.append(key.value)
+            n = n.value
+        if not (isinstance(n, ast.Name) and n.id == "meta"):
+            raise self.fail("only meta.<key> may have attributes or subscripts")
+        return ("meta", *reversed(keys))
+
+
+# --- evaluation ------------------------------------------------------------------------
+
+
+def _lookup(path: tuple[str, ...]) -> Eval:
+    if len(path) == 1:
+        name = path[0]
+        return lambda env: env.get(name)
+
+    def walk(env: Env) -> Any:
+        value: Any = env.get(path[0])
+        for key in path[1:]:
+            if not isinstance(value, Mapping):
+                return None
+            value = value.get(key)
+        return value
+
+    return walk
+
+
+def _number(v: object) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool)
+
+
+def _ordered(a: object, b: object) -> bool:
+    return (_number(a) and _number(b)) or (isinstance(a, str) and isinstance(b, str))
+
+
+def _contains(container: object, item: object) -> bool | None:
+    """``item in container``, or ``None`` when ``container`` cannot contain anything."""
+    if isinstance(container, str):
+        return isinstance(item, str) and item in container
+    if isinstance(container, list | tuple | Mapping):
+        return item in container
+    return None
+
+
+def _apply(op: str, a: Any, b: Any) -> bool:
+    if op == "==":
+        return bool(a == b)
+    if op == "!=":
+        return bool(a != b)
+    if op in ("in", "not in"):
+        found = _contains(b, a)
+        if found is None:
+            return False
+        return found if op == "in" else not found
+    if not _ordered(a, b):
+        return False
+    if op == "<":
+        return bool(a < b)
+    if op == "<=":
+        return bool(a <= b)
+    if op == ">":
+        return bool(a > b)
+    return bool(a >= b)
+
+
+def _term_eval(t: Term) -> Eval:
+    if isinstance(t, Var):
+        return _lookup(t.path)
+    value = list(t.values) if isinstance(t, ListLit) else t.value
+    return lambda env: value
+
+
+def _compile(node: Node) -> Eval:
+    if isinstance(node, Const):
+        value = node.value
+        return lambda env: value
+    if isinstance(node, Truth):
+        get = _lookup(node.var.path)
+        return lambda env: bool(get(env))
+    if isinstance(node, Not):
+        inner = _compile(node.item)
+        return lambda env: not inner(env)
+    if isinstance(node, And):
+        parts = [_compile(i) for i in node.items]
+        return lambda env: all(p(env) for p in parts)
+    if isinstance(node, Or):
+        parts = [_compile(i) for i in node.items]
+        return lambda env: any(p(env) for p in parts)
+    left, right, op = _term_eval(node.left), _term_eval(node.right), node.op
+    return lambda env: _apply(op, left(env), right(env))
+
+
+class Condition:
+    """A parsed condition: ``holds(env)`` evaluates it against a routing environment."""
+
+    def __init__(self, text: str, *, where: str = "when", file: str | None = None) -> None:
+        self.text = text
+        self.tree: Node = _Parser(text, where, file).parse()
+        self._eval = _compile(self.tree)
+
+    def holds(self, env: Env) -> bool:
+        return bool(self._eval(env))
+
+    def __repr__(self) -> str:
+        return f"Condition({self.text!r})"
+
+
+def parse_condition(text: str, *, where: str = "when", file: str | None = None) -> Condition:
+    """Parse ``text``; a :class:`ConfigError` names the file, field and problem."""
+    return Condition(text, where=where, file=file)
+
+
+# --- exclusivity -----------------------------------------------------------------------
+
+
+def _literal_set(c: Cmp) -> tuple[Var, str, tuple[object, ...]] | None:
+    """``(var, kind, constants)`` for an atom comparing a name with literals."""
+    if not isinstance(c.left, Var):
+        return None
+    if c.op in ("in", "not in") and isinstance(c.right, ListLit):
+        return c.left, c.op, c.right.values
+    if isinstance(c.right, Lit) and c.op not in ("in", "not in"):
+        return c.left, c.op, (c.right.value,)
+    return None
+
+
+def _satisfies(op: str, value: object, bound: object) -> bool:
+    return _apply(op, value, bound)
+
+
+def _bounds_disjoint(a: tuple[str, object], b: tuple[str, object]) -> bool:
+    if not _ordered(a[1], b[1]):
+        return False
+    lower = [(c, op == ">") for op, c in (a, b) if op in (">", ">=")]
+    upper = [(c, op == "<") for op, c in (a, b) if op in ("<", "<=")]
+    if len(lower) != 1 or len(upper) != 1:
+        return False
+    (lo, lo_strict), (hi, hi_strict) = lower[0], upper[0]
+    if _apply(">", lo, hi):
+        return True
+    return bool(lo == hi and (lo_strict or hi_strict))
+
+
+def _atoms_exclusive(a: Cmp, b: Cmp) -> bool:
+    sa, sb = _literal_set(a), _literal_set(b)
+    if sa is None or sb is None or sa[0] != sb[0]:
+        return False
+    (_, op1, vals1), (_, op2, vals2) = sa, sb
+    pos1, pos2 = op1 in ("==", "in"), op2 in ("==", "in")
+    neg1, neg2 = op1 in ("!=", "not in"), op2 in ("!=", "not in")
+    if pos1 and pos2:
+        return not any(x == y for x in vals1 for y in vals2)
+    if pos1 and neg2:
+        return all(any(x == y for y in vals2) for x in vals1)
+    if neg1 and pos2:
+        return all(any(x == y for y in vals1) for x in vals2)
+    if pos1 and not neg2:
+        return not any(_satisfies(op2, x, vals2[0]) for x in vals1)
+    if pos2 and not neg1:
+        return not any(_satisfies(op1, x, vals1[0]) for x in vals2)
+    if not (neg1 or neg2):
+        return _bounds_disjoint((op1, vals1[0]), (op2, vals2[0]))
+    return False
+
+
+def _pair_exclusive(a: Node, b: Node) -> bool:
+    if isinstance(a, Const) and not a.value:
+        return True
+    if isinstance(b, Const) and not b.value:
+        return True
+    if isinstance(a, Not) and a.item == b:
+        return True
+    if isinstance(b, Not) and b.item == a:
+        return True
+    if isinstance(a, Cmp) and isinstance(b, Cmp):
+        return _atoms_exclusive(a, b)
+    return False
+
+
+def _conjuncts(node: Node) -> Sequence[Node]:
+    if isinstance(node, And):
+        return [c for item in node.items for c in _conjuncts(item)]
+    return [node]
+
+
+def _nodes_exclusive(a: Node, b: Node) -> bool:
+    if isinstance(a, Or):
+        return all(_nodes_exclusive(x, b) for x in a.items)
+    if isinstance(b, Or):
+        return all(_nodes_exclusive(a, y) for y in b.items)
+    ca, cb = _conjuncts(a), _conjuncts(b)
+    if len(ca) > 1 or len(cb) > 1:
+        return any(_nodes_exclusive(x, y) for x in ca for y in cb)
+    return _pair_exclusive(a, b)
+
+
+def exclusive(a: Condition, b: Condition) -> bool:
+    """True only when ``a`` and ``b`` provably never hold for the same case."""
+    return _nodes_exclusive(a.tree, b.tree)

@@ -1,0 +1,417 @@
+"""Defeasible routing: from a reading and case metadata to a meta-action (seed 000).
+
+Four default rules map each state to the seed's meta-action: CA => ``auto``,
+DA => ``auto_explain``, DD => ``seek_context``, CD => ``escalate``. Domain rules, loaded
+from YAML, add conditions over case metadata and the reading
+(:mod:`dissensus.states.conditions`) and may defeat the defaults or each other. The
+outcome names the deciding rule and the applicable rules that lost.
+
+Rules file::
+
+    defaults:              # optional: another action for a default rule
+      CD: concord
+    rules:
+      - id: legal-review
+        condition: meta.category == "legal"
+        action: escalate
+        priority: 10       # optional, default 1 (the four defaults have priority 0)
+        defeats: [risky]   # optional: explicit superiority over other rules
+      - id: risky
+        condition: meta.risk == "high" and state == "DA"
+        action: escalate
+    superiority:           # optional: [winner, loser] pairs, same as `defeats`
+      - [legal-review, default-DA]
+
+Semantics (the seed names priorities and superiority but leaves their combination open):
+
+* Rule X *beats* rule Y when X is declared superior to Y (``defeats`` or
+  ``superiority``); when neither is declared superior to the other, the rule of higher
+  priority beats the other; equal priority and no declaration: neither beats the other.
+  Explicit superiority therefore overrides priorities.
+* Among the rules whose condition holds, the deciding rule is one that no applicable
+  rule beats; every applicable rule beaten by an applicable rule is reported as
+  ``defeated``; applicable rules beaten by none besides the decider are ``concurring``
+  (they have the same action, see below).
+* Checked when the rules are loaded (a :class:`~dissensus.errors.ConfigError` names the
+  rules, never a silent pick): ids are unique and not one of the default ids unless
+  overriding via ``defaults``; superiority names known rules and is not declared both
+  ways; the beats relation over *all* rules has no cycle (conservative: a cycle is an
+  error even if its rules could never all apply together); and two rules of equal
+  priority with different actions and no superiority between them are an error unless
+  their conditions are provably exclusive (:func:`~dissensus.states.conditions.exclusive`,
+  e.g. the same name compared with different constants). Hence every case has exactly
+  one action.
+* Rules are tried in a fixed linear extension of the beats relation (priority, then
+  file order, defaults last), so routing is deterministic.
+* Actions are free lower-case identifiers (``[a-z][a-z0-9_]*``); the four above are the
+  standard ones, a pipeline may add its own (``concord``, ``deliberate``, ...).
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from dissensus.errors import ConfigError, DissensusError
+from dissensus.states.conditions import Condition, exclusive, parse_condition
+from dissensus.states.reading import Reading, State
+
+__all__ = [
+    "DEFAULT_ACTIONS",
+    "Action",
+    "Route",
+    "Rule",
+    "RuleSet",
+    "RuleSpec",
+    "RulesFile",
+    "route",
+]
+
+
+class Action(StrEnum):
+    """The seed's four meta-actions."""
+
+    AUTO = "auto"
+    AUTO_EXPLAIN = "auto_explain"
+    SEEK_CONTEXT = "seek_context"
+    ESCALATE = "escalate"
+
+
+DEFAULT_ACTIONS: dict[State, str] = {
+    State.CONVERGENT_AGREEMENT: Action.AUTO.value,
+    State.DIVERGENT_AGREEMENT: Action.AUTO_EXPLAIN.value,
+    State.DIVERGENT_DISAGREEMENT: Action.SEEK_CONTEXT.value,
+    State.CONVERGENT_DISAGREEMENT: Action.ESCALATE.value,
+}
+"""The default rule of each state."""
+
+_ID = r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$"
+_ACTION = r"^[a-z][a-z0-9_]*$"
+
+
+class RuleSpec(BaseModel):
+    """One domain rule as written in the rules file."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: str = Field(pattern=_ID)
+    """Unique rule id."""
+    condition: str = Field(min_length=1)
+    """When the rule applies (see :mod:`dissensus.states.conditions`)."""
+    action: str = Field(pattern=_ACTION)
+    """The meta-action the rule routes to."""
+    priority: int = 1
+    """Higher beats lower (default rules have 0)."""
+    defeats: list[str] = Field(default_factory=list)
+    """Ids of rules this rule is explicitly superior to."""
+    description: str | None = None
+    """Free text, for humans."""
+
+
+class RulesFile(BaseModel):
+    """The whole rules file."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    rules: list[RuleSpec] = Field(default_factory=list)
+    superiority: list[tuple[str, str]] = Field(default_factory=list)
+    """``[winner, loser]`` pairs."""
+    defaults: dict[State, str] = Field(default_factory=dict)
+    """Replacement actions for default rules, by state."""
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A compiled rule."""
+
+    id: str
+    condition: Condition
+    action: str
+    priority: int
+    position: int
+    """File order (defaults after every domain rule)."""
+    default: bool = False
+
+
+class Route(BaseModel):
+    """Where a case goes, and which rule sent it there."""
+
+    model_config = ConfigDict(frozen=True)
+
+    action: str
+    """The meta-action."""
+    rule: str
+    """Id of the deciding rule."""
+    defeated: list[str]
+    """Applicable rules that were defeated, in rule order."""
+    concurring: list[str] = Field(default_factory=list)
+    """Other undefeated applicable rules (always with the same action)."""
+
+
+def _default_rules(actions: Mapping[State, str], start: int) -> list[Rule]:
+    order = [
+        State.CONVERGENT_AGREEMENT,
+        State.DIVERGENT_AGREEMENT,
+        State.CONVERGENT_DISAGREEMENT,
+        State.DIVERGENT_DISAGREEMENT,
+    ]
+    return [
+        Rule(
+            id=f"default-{s.value}",
+            condition=parse_condition(f'state == "{s.value}"'),
+            action=actions.get(s, DEFAULT_ACTIONS[s]),
+            priority=0,
+            position=start + k,
+            default=True,
+        )
+        for k, s in enumerate(order)
+    ]
+
+
+def _find_cycle(ids: Sequence[str], beats: set[tuple[str, str]]) -> list[str] | None:
+    succ: dict[str, list[str]] = {i: [] for i in ids}
+    for a, b in sorted(beats):
+        succ[a].append(b)
+    colour = dict.fromkeys(ids, 0)
+    stack: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        colour[node] = 1
+        stack.append(node)
+        for nxt in succ[node]:
+            if colour[nxt] == 1:
+                return [*stack[stack.index(nxt) :], nxt]
+            if colour[nxt] == 0 and (found := visit(nxt)):
+                return found
+        stack.pop()
+        colour[node] = 2
+        return None
+
+    for i in ids:
+        if colour[i] == 0 and (found := visit(i)):
+            return found
+    return None
+
+
+class RuleSet:
+    """A validated set of rules, defaults included, ready to route."""
+
+    def __init__(self, spec: RulesFile | None = None, *, file: str | None = None) -> None:
+        spec = spec or RulesFile()
+        self.file = file
+        rules: list[Rule] = []
+        for k, r in enumerate(spec.rules):
+            where = f"rules[{k}].condition"
+            rules.append(
+                Rule(
+                    r.id,
+                    parse_condition(r.condition, where=where, file=file),
+                    r.action,
+                    r.priority,
+                    k,
+                )
+            )
+        rules.extend(_default_rules(spec.defaults, len(rules)))
+        self._check_ids(rules)
+        self.rules: list[Rule] = rules
+        by_id = {r.id: r for r in rules}
+        superior = self._superiority(spec, by_id)
+        self.beats = self._beats(rules, superior)
+        cycle = _find_cycle([r.id for r in rules], self.beats)
+        if cycle:
+            raise ConfigError(
+                f"rules defeat each other in a cycle: {' > '.join(cycle)}",
+                file=file,
+                field="superiority",
+            )
+        self._check_conflicts(rules, superior)
+        self.ordered: list[Rule] = self._linear_order(rules)
+
+    # -- construction -------------------------------------------------------------------
+
+    @classmethod
+    def default(cls) -> RuleSet:
+        """Only the four default rules."""
+        return cls()
+
+    @classmethod
+    def from_dict(cls, data: object, *, file: str | None = None) -> RuleSet:
+        """Validate a parsed rules document."""
+        if data is None:
+            data = {}
+        if not isinstance(data, dict):
+            raise ConfigError("a rules file must be a mapping with a 'rules' list", file=file)
+        try:
+            spec = RulesFile.model_validate(data)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            loc = ".".join(str(p) for p in first["loc"]) or "<root>"
+            raise ConfigError(first["msg"], file=file, field=loc) from None
+        return cls(spec, file=file)
+
+    @classmethod
+    def load(cls, path: str | Path) -> RuleSet:
+        """Load and validate a YAML rules file."""
+        name = str(path)
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ConfigError(f"cannot read rules file: {exc.strerror or exc}", file=name) from None
+        try:
+            data: Any = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            at = f" at line {mark.line + 1}" if mark is not None else ""
+            raise ConfigError(f"invalid YAML{at}", file=name) from None
+        return cls.from_dict(data, file=name)
+
+    def _check_ids(self, rules: Sequence[Rule]) -> None:
+        seen: set[str] = set()
+        for r in rules:
+            if r.id in seen:
+                hint = (
+                    " (default rule ids are reserved; change a default's action under 'defaults')"
+                )
+                raise ConfigError(
+                    f"duplicate rule id {r.id!r}{hint if r.default else ''}",
+                    file=self.file,
+                    field="rules",
+                )
+            seen.add(r.id)
+
+    def _superiority(self, spec: RulesFile, by_id: Mapping[str, Rule]) -> set[tuple[str, str]]:
+        pairs = [
+            (r.id, loser, f"rules[{k}].defeats")
+            for k, r in enumerate(spec.rules)
+            for loser in r.defeats
+        ]
+        pairs += [(a, b, f"superiority[{k}]") for k, (a, b) in enumerate(spec.superiority)]
+        superior: set[tuple[str, str]] = set()
+        for a, b, where in pairs:
+            for x in (a, b):
+                if x not in by_id:
+                    raise ConfigError(f"unknown rule id {x!r}", file=self.file, field=where)
+            if a == b:
+                raise ConfigError(f"rule {a!r} cannot defeat itself", file=self.file, field=where)
+            if (b, a) in superior:
+                raise ConfigError(
+                    f"rules {a!r} and {b!r} are each declared superior to the other",
+                    file=self.file,
+                    field=where,
+                )
+            superior.add((a, b))
+        return superior
+
+    @staticmethod
+    def _beats(rules: Sequence[Rule], superior: set[tuple[str, str]]) -> set[tuple[str, str]]:
+        beats = set(superior)
+        for x in rules:
+            for y in rules:
+                declared = (x.id, y.id) in superior or (y.id, x.id) in superior
+                if not declared and x.priority > y.priority:
+                    beats.add((x.id, y.id))
+        return beats
+
+    def _check_conflicts(self, rules: Sequence[Rule], superior: set[tuple[str, str]]) -> None:
+        for i, x in enumerate(rules):
+            for y in rules[i + 1 :]:
+                if x.priority != y.priority or x.action == y.action:
+                    continue
+                if (x.id, y.id) in superior or (y.id, x.id) in superior:
+                    continue
+                if exclusive(x.condition, y.condition):
+                    continue
+                raise ConfigError(
+                    f"rules {x.id!r} ({x.action}) and {y.id!r} ({y.action}) have equal priority "
+                    f"{x.priority}, different actions, no superiority between them, and their "
+                    "conditions can both hold; give one a higher priority or declare which defeats the other",
+                    file=self.file,
+                    field="rules",
+                )
+
+    def _linear_order(self, rules: Sequence[Rule]) -> list[Rule]:
+        """Kahn's algorithm on the beats relation, ties by (priority desc, position)."""
+        by_id = {r.id: r for r in rules}
+        indegree = dict.fromkeys(by_id, 0)
+        succ: dict[str, list[str]] = {i: [] for i in by_id}
+        for a, b in self.beats:
+            succ[a].append(b)
+            indegree[b] += 1
+        heap = [(-r.priority, r.position, r.id) for r in rules if indegree[r.id] == 0]
+        heapq.heapify(heap)
+        out: list[Rule] = []
+        while heap:
+            _, _, rid = heapq.heappop(heap)
+            out.append(by_id[rid])
+            for nxt in succ[rid]:
+                indegree[nxt] -= 1
+                if indegree[nxt] == 0:
+                    r = by_id[nxt]
+                    heapq.heappush(heap, (-r.priority, r.position, r.id))
+        return out
+
+    # -- routing ------------------------------------------------------------------------
+
+    def route(self, reading: Reading, meta: Mapping[str, Any] | None = None) -> Route:
+        """Route one reading; see :func:`route`."""
+        env = {
+            "state": reading.state.value,
+            "agreement": reading.agreement,
+            "reasoning_similarity": reading.mean_similarity,
+            "mean_similarity": reading.mean_similarity,
+            "min_similarity": reading.min_similarity,
+            "decision": reading.decision,
+            "tie": reading.tie,
+            "abstentions": reading.abstentions,
+            "agents": len(reading.agents),
+            "meta": meta or {},
+        }
+        applicable = [r for r in self.ordered if r.condition.holds(env)]
+        if not applicable:
+            raise DissensusError(
+                f"no routing rule applies to case {reading.id!r} (state {reading.state.value})"
+            )
+        winner = applicable[0]
+        if len(applicable) == 1:
+            return Route.model_construct(
+                action=winner.action, rule=winner.id, defeated=[], concurring=[]
+            )
+        beats = self.beats
+        defeated: list[Rule] = []
+        concurring: list[str] = []
+        for r in applicable[1:]:
+            if any((s.id, r.id) in beats for s in applicable):
+                defeated.append(r)
+            elif r.action != winner.action:
+                raise DissensusError(
+                    f"rules {winner.id!r} and {r.id!r} conflict on case {reading.id!r}"
+                )
+            else:
+                concurring.append(r.id)
+        defeated.sort(key=lambda r: r.position)
+        return Route.model_construct(
+            action=winner.action,
+            rule=winner.id,
+            defeated=[r.id for r in defeated],
+            concurring=concurring,
+        )
+
+
+def route(
+    reading: Reading, panel_meta: Mapping[str, Any] | None, rules: RuleSet | None = None
+) -> Route:
+    """The action for ``reading`` under ``rules`` (the defaults when ``None``).
+
+    Deterministic: the same reading, metadata and rules always give the same route.
+    """
+    return (rules or _DEFAULT).route(reading, panel_meta)
+
+
+_DEFAULT = RuleSet()

@@ -1,0 +1,288 @@
+"""``dissensus route`` and ``dissensus calibrate-thresholds`` through a subprocess."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+
+def run(
+    *args: str | Path, stdin: str | None = None, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "dissensus", *map(str, args)],
+        capture_output=True,
+        text=True,
+        input=stdin,
+        timeout=300,
+        check=False,
+        env={**os.environ, "COLUMNS": "200", **(env or {})},
+    )
+
+
+def panel(
+    pid: str, *rows: tuple[str, str | None, str], meta: dict[str, object] | None = None
+) -> dict[str, object]:
+    return {
+        "id": pid,
+        "meta": meta or {},
+        "outputs": [{"agent": a, "decision": d, "reasoning": r} for a, d, r in rows],
+    }
+
+
+GOOD = [
+    panel(
+        "agree",
+        ("a", "keep", "satire not harmful"),
+        ("b", "keep", "satire not harmful"),
+        ("c", "keep", "satire not harmful"),
+    ),
+    panel(
+        "split",
+        ("a", "keep", "satire joke"),
+        ("b", "remove", "slur attack group"),
+        ("c", "flag", "unclear context"),
+    ),
+    panel("legal", ("a", "keep", "fine"), ("b", "keep", "fine"), meta={"category": "legal"}),
+]
+
+BAD_LINES = {
+    "<json>": "{not json",
+    "outputs": json.dumps({"id": "x1"}),
+    "outputs.0.reasoning": json.dumps(
+        {
+            "id": "x2",
+            "outputs": [
+                {"agent": "a", "decision": "k", "reasoning": 5},
+                {"agent": "b", "decision": "k", "reasoning": "r"},
+            ],
+        }
+    ),
+    "two agents": json.dumps(panel("x3", ("a", "k", "only one"))),
+    "confidence": json.dumps(
+        {
+            "id": "x4",
+            "outputs": [
+                {"agent": "a", "decision": "k", "reasoning": "r", "confidence": 1.5},
+                {"agent": "b", "decision": "k", "reasoning": "r"},
+            ],
+        }
+    ),
+    "duplicate": json.dumps(panel("x5", ("a", "k", "r"), ("a", "k", "s"))),
+    "empty": json.dumps(panel("x6", ("a", "k", "   "), ("b", "k", "s"))),
+}
+
+
+@pytest.fixture()
+def panels_file(tmp_path: Path) -> Path:
+    path = tmp_path / "panels.jsonl"
+    path.write_text("".join(json.dumps(p) + "\n" for p in GOOD), encoding="utf-8")
+    return path
+
+
+def records(text: str) -> list[dict[str, object]]:
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def test_route_json(panels_file: Path) -> None:
+    res = run("route", panels_file, "--similarity", "tfidf", "--json")
+    assert res.returncode == 0, res.stderr
+    recs = records(res.stdout)
+    assert [r["id"] for r in recs] == ["agree", "split", "legal"]
+    first = recs[0]
+    for key in (
+        "id",
+        "state",
+        "action",
+        "reasoning_similarity",
+        "min_similarity",
+        "agreement",
+        "decision",
+        "tie",
+        "rule",
+        "defeated",
+        "model",
+        "theta_s",
+        "theta_a",
+    ):
+        assert key in first
+    assert (first["state"], first["action"], first["rule"]) == ("CA", "auto", "default-CA")
+    assert first["reasoning_similarity"] == 1.0
+    assert first["model"] == "tfidf"
+    assert recs[1]["state"] == "DD" and recs[1]["action"] == "seek_context"
+    assert recs[1]["tie"] == ["flag", "keep", "remove"]
+
+
+def test_route_rules_thresholds_out_and_stdin(panels_file: Path, tmp_path: Path) -> None:
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(
+        "rules:\n  - id: legal\n    condition: meta.category == 'legal'\n    action: escalate\n",
+        encoding="utf-8",
+    )
+    out = tmp_path / "out.jsonl"
+    res = run(
+        "route",
+        "-",
+        "--similarity",
+        "tfidf",
+        "--rules",
+        rules,
+        "--theta-s",
+        "0.5",
+        "--theta-a",
+        "0.6",
+        "--out",
+        out,
+        "--json",
+        "--matrix",
+        stdin=panels_file.read_text(),
+    )
+    assert res.returncode == 0, res.stderr
+    assert res.stdout == ""
+    recs = records(out.read_text())
+    legal = recs[2]
+    assert (legal["action"], legal["rule"], legal["defeated"]) == (
+        "escalate",
+        "legal",
+        ["default-CA"],
+    )
+    assert (legal["theta_s"], legal["theta_a"]) == (0.5, 0.6)
+    assert legal["matrix"] == [[1.0, 1.0], [1.0, 1.0]]
+
+
+def test_route_human_table(panels_file: Path) -> None:
+    res = run("route", panels_file, "--similarity", "tfidf")
+    assert res.returncode == 0, res.stderr
+    assert "seek_context" in res.stdout
+    assert "summary" in res.stdout
+    assert "routed 3 panels, rejected 0 lines" in res.stdout
+
+
+def test_every_bad_line_rejected_rest_processed(tmp_path: Path) -> None:
+    path = tmp_path / "mixed.jsonl"
+    lines = [json.dumps(GOOD[0]), *BAD_LINES.values(), json.dumps(GOOD[1])]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    rejects = tmp_path / "rejects.jsonl"
+    res = run("route", path, "--similarity", "tfidf", "--json", "--rejects", rejects)
+    assert res.returncode == 3
+    assert [r["id"] for r in records(res.stdout)] == ["agree", "split"]
+    assert "Traceback" not in res.stderr
+    rej = records(rejects.read_text())
+    assert [r["line"] for r in rej] == list(range(2, 2 + len(BAD_LINES)))
+    fields = [r["field"] for r in rej]
+    assert fields[:3] == ["<json>", "outputs", "outputs.0.reasoning"]
+    messages = " | ".join(f"{r['field']}: {r['message']}" for r in rej)
+    assert "at least two agents" in messages
+    assert "confidence" in messages
+    assert "duplicate agent id" in messages
+    assert "reasoning must not be empty" in messages
+    for r in rej:
+        assert f"{path}:{r['line']}: field" in res.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["route", "missing.jsonl"], "file not found"),
+        (["route", "{panels}", "--bogus"], "No such option"),
+        (["route", "{panels}", "--theta-a", "1.5"], "theta-a"),
+        (["route", "{panels}", "--similarity", "word2vec"], "unknown similarity backend"),
+        (["route", "{panels}", "--similarity", "my_mod:f"], "cannot import"),
+        (["route", "{panels}", "--similarity", "math:sqrt"], "no default theta_s"),
+        (
+            ["route", "{panels}", "--rules", "{bad_rules}", "--similarity", "tfidf"],
+            "field 'rules.0.oops'",
+        ),
+        (
+            ["route", "{panels}", "--rules", "{conflict}", "--similarity", "tfidf"],
+            "'a' (escalate) and 'b' (auto)",
+        ),
+        (["route", "{panels}", "--rules", "{yaml_error}", "--similarity", "tfidf"], "invalid YAML"),
+        (
+            ["route", "{panels}", "--rules", "missing.yaml", "--similarity", "tfidf"],
+            "cannot read rules file",
+        ),
+        (["calibrate-thresholds", "{panels}"], "--quantile"),
+        (["calibrate-thresholds", "{panels}", "--quantile", "2"], "quantile"),
+        (
+            ["calibrate-thresholds", "{empty}", "--quantile", "0.5", "--similarity", "tfidf"],
+            "no valid panels",
+        ),
+    ],
+)
+def test_usage_errors_exit_2(
+    args: list[str], needle: str, panels_file: Path, tmp_path: Path
+) -> None:
+    bad_rules = tmp_path / "bad.yaml"
+    bad_rules.write_text(
+        "rules:\n  - id: a\n    condition: meta.x == 1\n    action: auto\n    oops: 1\n"
+    )
+    conflict = tmp_path / "conflict.yaml"
+    conflict.write_text(
+        "rules:\n"
+        "  - {id: a, condition: \"meta.category == 'legal'\", action: escalate}\n"
+        "  - {id: b, condition: \"meta.risk == 'low'\", action: auto}\n"
+    )
+    yaml_error = tmp_path / "broken.yaml"
+    yaml_error.write_text("rules: [\n")
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("\n")
+    names = {
+        "panels": panels_file,
+        "bad_rules": bad_rules,
+        "conflict": conflict,
+        "yaml_error": yaml_error,
+        "empty": empty,
+    }
+    res = run(*[a.format(**names) for a in args])
+    assert res.returncode == 2, (res.stdout, res.stderr)
+    assert needle in res.stderr
+    assert "Traceback" not in res.stderr
+
+
+def test_calibrate_json_with_rejects(panels_file: Path, tmp_path: Path) -> None:
+    path = tmp_path / "corpus.jsonl"
+    path.write_text(panels_file.read_text() + "{broken\n", encoding="utf-8")
+    res = run("calibrate-thresholds", path, "--quantile", "0.5", "--similarity", "tfidf", "--json")
+    assert res.returncode == 3
+    data = json.loads(res.stdout)
+    assert data["model"] == "tfidf"
+    assert data["panels"] == 3
+    assert data["rejected"] == 1
+    assert data["min_similarity"] <= data["theta_s"] <= data["max_similarity"]
+
+
+def test_callable_backend_on_the_cli(panels_file: Path, tmp_path: Path) -> None:
+    (tmp_path / "lenvec.py").write_text(
+        "def embed(texts):\n    return [[len(t), 1.0] for t in texts]\n"
+    )
+    res = run(
+        "route",
+        panels_file,
+        "--similarity",
+        "lenvec:embed",
+        "--theta-s",
+        "0.9",
+        "--json",
+        "--no-cache",
+        env={"PYTHONPATH": str(tmp_path)},
+    )
+    assert res.returncode == 0, res.stderr
+    assert {r["model"] for r in records(res.stdout)} == {"lenvec:embed"}
+
+
+@pytest.mark.embed
+def test_route_with_default_model(panels_file: Path, tmp_path: Path) -> None:
+    pytest.importorskip("sentence_transformers")
+    res = run("route", panels_file, "--json", env={"DISSENSUS_CACHE": str(tmp_path / "cache")})
+    assert res.returncode == 0, res.stderr
+    recs = records(res.stdout)
+    assert {r["model"] for r in recs} == {"all-MiniLM-L6-v2"}
+    assert recs[0]["reasoning_similarity"] == 1.0
+    assert recs[1]["reasoning_similarity"] < 0.86
+    assert (tmp_path / "cache" / "embeddings.sqlite").exists()

@@ -1,0 +1,139 @@
+"""CLI: `dissensus bound`, `negotiate`, `verify` through a subprocess."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+EXAMPLES = REPO / "examples" / "concord"
+FIELDS = {
+    "status",
+    "selected",
+    "scores",
+    "worst_off",
+    "floor",
+    "margin",
+    "budget",
+    "bound",
+    "spent",
+    "trajectory",
+    "shortfall",
+    "covered",
+    "unknown",
+    "candidates",
+    "digest",
+}
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "dissensus", *args],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=120,
+        env={"PATH": "/usr/bin:/bin", "COLUMNS": "200"},
+    )
+
+
+def test_bound_prints_the_published_figures() -> None:
+    res = cli("bound", "--agents", "5", "--rounds", "6", "--json")
+    assert res.returncode == 0
+    assert res.stdout == '{"rounds": 6, "candidates": 11, "evaluations": 55, "model_calls": 51}\n'
+
+
+def test_negotiate_json_then_verify(tmp_path: Path) -> None:
+    out = tmp_path / "cert.json"
+    res = cli("negotiate", str(EXAMPLES / "incident.yaml"), "--json", "--out", str(out))
+    assert res.returncode == 0, res.stderr
+    doc = json.loads(res.stdout)
+    assert set(doc) == FIELDS
+    assert doc["status"] == "certified"
+    assert set(doc["selected"]) == {"id", "text", "author", "round"}
+    assert [round(s["worst_off"], 2) for s in doc["trajectory"]] == [0.23, 0.67, 0.75]
+    assert set(doc["scores"]["telemetry"]) >= {"calibrated", "raw"}
+    ok = cli("verify", str(out))
+    assert ok.returncode == 0 and "valid" in ok.stdout
+    doc["candidates"][2]["scores"]["region"]["raw"] += 1
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(doc))
+    res = cli("verify", str(bad))
+    assert res.returncode == 1
+    assert "calibration" in res.stdout
+
+
+def test_human_mode_shows_the_trajectory_and_comparison() -> None:
+    res = cli(
+        "negotiate",
+        str(EXAMPLES / "incident.yaml"),
+        "--compare",
+        "--model",
+        f"scripted:{EXAMPLES / 'incident-arbiter.yaml'}",
+    )
+    assert res.returncode == 0, res.stderr
+    assert "0.23 → 0.67 → 0.75" in res.stdout
+    lines = [ln for ln in res.stdout.splitlines() if ln.startswith("│ ")]
+    order = [ln.split("│")[1].strip() for ln in lines if ln.split("│")[1].strip()]
+    strategies = [
+        s
+        for s in order
+        if s
+        in {
+            "CONCORD",
+            "LLM writes a plan",
+            "LLM picks a plan",
+            "Owner decides",
+            "Best average",
+            "Majority vote",
+            "Unanimity required",
+        }
+    ]
+    assert strategies == [
+        "CONCORD",
+        "LLM writes a plan",
+        "LLM picks a plan",
+        "Owner decides",
+        "Best average",
+        "Majority vote",
+        "Unanimity required",
+    ]
+
+
+def test_compare_json_offline_llm_example() -> None:
+    res = cli("negotiate", str(EXAMPLES / "llm-checkout.yaml"), "--compare", "--json")
+    assert res.returncode == 0, res.stderr
+    doc = json.loads(res.stdout)
+    assert set(doc["certificate"]) == FIELDS
+    names = [r["strategy"] for r in doc["comparison"]]
+    assert "LLM picks a plan" in names and "LLM writes a plan" in names
+    assert doc["comparison"][0]["strategy"] == "CONCORD"
+
+
+def test_bad_problem_exits_2_naming_the_field(tmp_path: Path) -> None:
+    bad = tmp_path / "p.yaml"
+    bad.write_text(
+        "floor: 1.4\nanchors: {rejected: {id: R0, text: r}, ideal: {id: I0, text: i}}\n"
+        "agents: [{id: a, kind: table, scores: {R0: 0, I0: 1}}]\n"
+    )
+    res = cli("negotiate", str(bad))
+    assert res.returncode == 2
+    assert "floor" in res.stderr and "Traceback" not in res.stderr
+    res = cli("verify", str(bad))  # YAML is not a JSON certificate
+    assert res.returncode == 2
+
+
+def test_the_docs_python_example_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    text = (REPO / "docs" / "concord.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```python\n(.*?)```", text, flags=re.S)
+    assert blocks
+    monkeypatch.chdir(REPO)
+    for block in blocks:
+        namespace: dict[str, object] = {}
+        exec(compile(block, "docs/concord.md", "exec"), namespace)
+        assert "cert" in namespace

@@ -1,0 +1,130 @@
+"""``dissensus convert`` through a subprocess: outputs, exit codes 0 / 2 / 3, error messages."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from dissensus.types import Panel, VoteCase
+
+
+def run(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "dissensus", "convert", *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def _write_tiny(root: Path, winners: list[str | None]) -> Path:
+    base = root / "Tiny"
+    items = [
+        {"input": f"i{k}", "output_1": "a", "output_2": "b", "label": 1}
+        for k in range(len(winners))
+    ]
+    base.mkdir(parents=True)
+    (base / "dataset.json").write_text(json.dumps(items))
+    for judge in ("GPT-4", "LLaMA2"):
+        folder = base / "evaluators" / judge / "CoT"
+        folder.mkdir(parents=True)
+        results = [
+            {
+                **items[k],
+                "results": [
+                    {"swap = False": {"winner": w, "completion": [f"{judge} {k}", "stop"]}}
+                ],
+            }
+            for k, w in enumerate(winners)
+        ]
+        (folder / "result.json").write_text(json.dumps(results))
+    return root
+
+
+def test_llmbar_panels_to_stdout(shared_data: Path) -> None:
+    proc = run("llmbar", shared_data / "llmbar")
+    assert proc.returncode == 0, proc.stderr
+    panels = [Panel.model_validate_json(line) for line in proc.stdout.splitlines()]
+    assert len(panels) == 326
+    assert {p.meta["strategy"] for p in panels} == {"CoT"}
+
+
+def test_llmbar_swap_votes_to_file(shared_data: Path, tmp_path: Path) -> None:
+    out = tmp_path / "votes.jsonl"
+    proc = run(
+        "llmbar",
+        shared_data / "llmbar",
+        "--strategy",
+        "Swap_CoT",
+        "--as",
+        "votes",
+        "--per-subset",
+        "3",
+        "--out",
+        out,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == ""
+    cases = [VoteCase.model_validate_json(line) for line in out.read_text().splitlines()]
+    assert len(cases) == 9
+    assert all(
+        set(c.meta["swap_answers"]) == {v.agent for v in c.votes} | set(c.meta["abstained"])
+        for c in cases
+    )
+
+
+def test_varierrnli_train_skips_single_annotator_items(shared_data: Path, tmp_path: Path) -> None:
+    rejects = tmp_path / "skipped.jsonl"
+    proc = run(
+        "varierrnli", shared_data / "varierrnli" / "VariErrNLI_train.json", "--rejects", rejects
+    )
+    assert proc.returncode == 3
+    assert len(proc.stdout.splitlines()) == 385
+    lines = [line for line in proc.stderr.splitlines() if line.startswith("skipped ")]
+    assert len(lines) == 3
+    assert all("VariErrNLI_train.json: item " in line and "'annotations'" in line for line in lines)
+    assert len(rejects.read_text().splitlines()) == 3
+
+
+def test_malformed_item_reported_rest_converted(tmp_path: Path) -> None:
+    root = _write_tiny(tmp_path / "data", ["1", "bogus", "2"])
+    proc = run("llmbar", root)
+    assert proc.returncode == 3
+    ids = [json.loads(line)["id"] for line in proc.stdout.splitlines()]
+    assert ids == ["Tiny/0", "Tiny/2"]
+    assert "result.json: item 1: field 'results.0.swap = False.winner'" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_abstention_written_as_null(tmp_path: Path) -> None:
+    root = _write_tiny(tmp_path / "data", [None])
+    proc = run("llmbar", root)
+    assert proc.returncode == 0, proc.stderr
+    panel = json.loads(proc.stdout)
+    assert [o["decision"] for o in panel["outputs"]] == [None, None]
+    votes = run("llmbar", root, "--as", "votes")
+    assert votes.returncode == 3  # no voter at all: the case is skipped, and said so
+    assert "item 0: field 'votes'" in votes.stderr
+
+
+def test_usage_errors_exit_2(tmp_path: Path) -> None:
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "list.json").write_text("[]")
+    cases = [
+        (("llmbar", tmp_path / "missing"), "not a directory"),
+        (("llmbar", tmp_path / "empty", "--out", tmp_path / "out.jsonl"), "no LLMBar subset found"),
+        (("llmbar", tmp_path / "empty", "--strategy", "Best"), "--strategy"),
+        (("llmbar", tmp_path / "empty", "--as", "rows"), "--as"),
+        (("varierrnli", tmp_path / "missing.json"), "file not found"),
+        (("varierrnli", tmp_path / "list.json"), "expected a JSON object"),
+    ]
+    for args, message in cases:
+        proc = run(*args)
+        assert proc.returncode == 2, (args, proc.stderr)
+        assert message in proc.stderr, (args, proc.stderr)
+        assert "Traceback" not in proc.stderr
+        assert proc.stdout == ""
+    assert not (tmp_path / "out.jsonl").exists()  # a wrong layout leaves no output file

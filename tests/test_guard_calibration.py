@@ -1,0 +1,98 @@
+"""Calibration: hand-checkable figures, beta* search, reliabilities, real LLMBar panels."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from dissensus.guard import CalibrationSettings, audit_many, calibrate
+from dissensus.guard.metrics import ece, figures
+from dissensus.types import Vote, VoteCase
+
+
+def _case(i: int, answers: list[str], gold: str, present: bool = False) -> VoteCase:
+    votes = [
+        Vote(agent=f"a{j}", answer=x, evidence_source=f"s{j}" if present else "parametric", evidence_present=present)
+        for j, x in enumerate(answers)
+    ]
+    return VoteCase(id=str(i), votes=votes, gold=gold)
+
+
+def test_metrics_hand_checked() -> None:
+    import numpy as np
+
+    conf = np.array([0.9, 0.9, 0.6, 0.6])
+    hit = np.array([True, False, True, True])
+    f = figures(conf, hit)
+    assert f.accuracy == pytest.approx(0.75) and f.mean_confidence == pytest.approx(0.75) and f.gap == pytest.approx(0.0)
+    assert ece(conf, hit) == pytest.approx(0.5 * 0.4 + 0.5 * 0.4)
+    assert figures(conf[:0], hit[:0]).accuracy is None
+
+
+def test_strata_reliability_and_correlation() -> None:
+    cases = [_case(i, ["x", "x", "y"], "x", present=i % 2 == 0) for i in range(20)]
+    cases += [_case(20 + i, ["y", "y", "x"], "x") for i in range(10)]
+    cal = calibrate(cases, CalibrationSettings(min_stratum_cases=5))
+    by = {s.stratum: s for s in cal.strata}
+    assert by["present"].cases == 10 and by["absent"].cases == 20 and by["all"].cases == 30
+    assert by["absent"].majority.accuracy == pytest.approx(0.5)
+    assert by["absent"].majority.mean_confidence == pytest.approx(2 / 3)
+    a0 = cal.agent("a0")
+    assert a0 is not None and a0.accuracy == pytest.approx(20 / 30)
+    # a0 and a1 err together on every case: their error correlation is 1.
+    assert cal.correlation("a0", "a1") == pytest.approx(1.0)
+    assert cal.correlation("a0", "a2") == pytest.approx(-1.0)
+    # n_eff clips negative correlations to 0: mean of (1, 0, 0) -> 1/3.
+    assert cal.mean_error_correlation == pytest.approx(1 / 3)
+    assert cal.n_eff == pytest.approx(3 / (1 + 2 / 3))
+    # Majority is wrong on half of the absent stratum at 2/3 vote share: beta* = 0,
+    # while the seed's accuracy-only rule would allow every beta (two answers).
+    assert cal.beta_star == 0.0 and cal.beta_star_accuracy == max(cal.settings.beta_grid)
+    # a2 is right exactly where the majority is wrong: no verifier is better than majority.
+    assert cal.verifier is None or cal.verifier.accuracy >= cal.verifier.majority_accuracy + 0.05
+
+
+def test_beta_star_unmeasured_without_absent_stratum() -> None:
+    cases = [_case(i, ["x", "x", "y"], "x", present=True) for i in range(20)]
+    cal = calibrate(cases)
+    assert cal.beta_star is None and cal.beta_stratum_cases == 0
+    d = audit_many(cases[:1], cal)[0]
+    assert d.refusal is not None and d.refusal.invariant == 3
+    assert "not measured" in d.refusal.message
+
+
+def test_calibration_round_trips_as_json() -> None:
+    cases = [_case(i, ["x", "y", "x"][: 2 + i % 2], "x") for i in range(30)]
+    cal = calibrate(cases)
+    again = type(cal).model_validate_json(cal.model_dump_json())
+    assert again == cal
+
+
+def test_calibrate_needs_labels() -> None:
+    with pytest.raises(ValueError):
+        calibrate([VoteCase(id="1", votes=_case(0, ["x", "y"], "x").votes)])
+
+
+def test_llmbar_guard_meets_target(shared_data: Path) -> None:
+    import importlib.util
+    import sys
+
+    path = Path(__file__).resolve().parent.parent / "evaluation" / "guard_llmbar.py"
+    spec = importlib.util.spec_from_file_location("guard_llmbar", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["guard_llmbar"] = module
+    spec.loader.exec_module(module)
+    from dissensus.convert.llmbar import iter_llmbar_votes
+
+    rows = module.evaluate(list(iter_llmbar_votes(shared_data / "llmbar", "CoT")), 1.5)
+    assert len(rows) == 3
+    for r in rows:
+        m = {x["method"]: x for x in r["methods"]}
+        assert r["refusals"] == {"invariant 1": r["cases"]}  # judges retrieve nothing
+        if r["test"].startswith("Adversarial"):
+            assert m["guarded"]["gap"] <= 0.10
+            assert m["guarded"]["gap"] < m["majority"]["gap"] < m["consensus(beta=1.5)"]["gap"]
+        else:
+            assert m["guarded"]["accuracy"] >= m["majority"]["accuracy"]

@@ -1,0 +1,128 @@
+"""`dissensus calibrate` and `dissensus vote` through a subprocess, error paths included."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+
+def run(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "dissensus", *args], capture_output=True, text=True, input=stdin, timeout=120
+    )
+
+
+def _vote(agent: str, answer: str, source: str = "parametric", present: bool = False, **extra: object) -> dict[str, object]:
+    return {"agent": agent, "answer": answer, "evidence_source": source, "evidence_present": present, **extra}
+
+
+def _labelled_lines() -> list[str]:
+    lines = []
+    for i in range(40):
+        gold = "yes" if i % 2 else "no"
+        wrong = "no" if gold == "yes" else "yes"
+        present = i % 4 == 0
+        votes = [
+            _vote("a", gold, "wiki" if present else "parametric", present, family="F1"),
+            _vote("b", gold if i % 5 else wrong, "news" if present else "parametric", present, family="F2"),
+            _vote("c", wrong if i % 3 == 0 else gold, "web" if present else "parametric", present, confidence=0.8),
+        ]
+        lines.append(json.dumps({"id": f"q{i}", "votes": votes, "gold": gold}))
+    return lines
+
+
+@pytest.fixture()
+def labelled(tmp_path: Path) -> Path:
+    path = tmp_path / "labelled.jsonl"
+    path.write_text("\n".join(_labelled_lines()) + "\n")
+    return path
+
+
+def test_calibrate_then_vote_json(labelled: Path, tmp_path: Path) -> None:
+    cal = tmp_path / "cal.json"
+    res = run("calibrate", str(labelled), "--out", str(cal))
+    assert res.returncode == 0, res.stderr
+    assert "beta*" in res.stdout and "absent" in res.stdout and "n_eff" in res.stdout
+    report = json.loads(cal.read_text())
+    assert report["cases"] == 40 and {s["stratum"] for s in report["strata"]} == {"present", "mixed", "absent", "all"}
+    assert len(report["agents"]) == 3 and report["n_eff"] > 1
+
+    res = run("vote", str(labelled), "--calibration", str(cal), "--json")
+    assert res.returncode == 0, res.stderr
+    rows = [json.loads(line) for line in res.stdout.splitlines()]
+    assert [r["id"] for r in rows] == [f"q{i}" for i in range(40)]
+    for r in rows:
+        assert {"id", "answer", "confidence", "mode", "weighted", "refusal", "n_eff", "probabilities", "reason"} <= set(r)
+        assert abs(sum(r["probabilities"].values()) - 1) < 1e-9
+        assert r["mode"] in ("consensus", "bounded", "majority", "verifier")
+    # Cases where three sources had evidence are checked on all three invariants.
+    assert any(r["invariants"][0]["holds"] for r in rows)
+
+
+def test_vote_human_table_and_strict(labelled: Path) -> None:
+    res = run("vote", str(labelled))
+    assert res.returncode == 0, res.stderr
+    assert "invariant" in res.stdout and "modes:" in res.stdout
+    strict = run("vote", str(labelled), "--strict")
+    assert strict.returncode == 1
+    assert strict.stderr.startswith("error: case 'q0'") and "invariant 3" in strict.stderr
+    assert "Traceback" not in strict.stderr
+
+
+def test_bad_records_rejected_with_line_and_field(tmp_path: Path) -> None:
+    good = json.dumps({"id": "ok", "votes": [_vote("a", "x"), _vote("b", "y")]})
+    lines = [
+        good,
+        json.dumps({"id": "empty", "votes": []}),
+        json.dumps({"id": "one", "votes": [_vote("a", "x")]}),
+        '{"id": "nan", "votes": [{"agent": "a", "answer": "x", "evidence_source": "s", "evidence_present": true, "confidence": NaN}, '
+        '{"agent": "b", "answer": "x", "evidence_source": "s", "evidence_present": true}]}',
+        json.dumps({"id": "range", "votes": [_vote("a", "x", confidence=1.5), _vote("b", "x")]}),
+        json.dumps({"id": "missing", "votes": [{"agent": "a", "answer": "x"}, _vote("b", "x")]}),
+        "{not json",
+    ]
+    path = tmp_path / "votes.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    rejects = tmp_path / "rejects.jsonl"
+    res = run("vote", str(path), "--json", "--rejects", str(rejects))
+    assert res.returncode == 3
+    assert [json.loads(x)["id"] for x in res.stdout.splitlines()] == ["ok"]
+    found = [json.loads(x) for x in rejects.read_text().splitlines()]
+    assert [(r["line"], r["field"]) for r in found] == [
+        (2, "votes"),
+        (3, "votes"),
+        (4, "votes.0.confidence"),
+        (5, "votes.0.confidence"),
+        (6, "votes.0.evidence_source"),
+        (7, "<json>"),
+    ]
+    assert f"{path}:2: field 'votes'" in res.stderr
+
+
+def test_calibrate_requires_gold(tmp_path: Path) -> None:
+    path = tmp_path / "nogold.jsonl"
+    path.write_text(json.dumps({"id": "1", "votes": [_vote("a", "x"), _vote("b", "x")]}) + "\n")
+    res = run("calibrate", str(path))
+    assert res.returncode == 2
+    assert "field 'gold'" in res.stderr and "no valid labelled case" in res.stderr
+
+
+def test_usage_errors(tmp_path: Path, labelled: Path) -> None:
+    assert run("vote", str(tmp_path / "missing.jsonl")).returncode == 2
+    bad = tmp_path / "bad.json"
+    bad.write_text("{}")
+    res = run("vote", str(labelled), "--calibration", str(bad))
+    assert res.returncode == 2 and "bad.json" in res.stderr and "field" in res.stderr
+
+
+def test_vote_reads_stdin() -> None:
+    line = json.dumps({"id": 7, "votes": [_vote("a", "x"), _vote("b", "x"), _vote("c", "y")]})
+    res = run("vote", "-", "--json", stdin=line + "\n")
+    assert res.returncode == 0, res.stderr
+    row = json.loads(res.stdout)
+    assert row["id"] == "7" and row["answer"] == "x" and row["mode"] == "majority"
+    assert row["refusal"]["invariant"] == 1

@@ -1,0 +1,197 @@
+"""Property tests of the guard's guarantees (seed 003)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from dissensus.guard import (
+    Calibration,
+    CorrelatedConsensusError,
+    GuardSettings,
+    audit,
+    calibrate,
+)
+from dissensus.guard.provenance import independent_sources
+from dissensus.types import Vote, VoteCase
+
+ANSWERS = ["a", "b", "c"]
+SOURCES = ["wiki", "pubmed", "news", "parametric", "parametric:OpenAI"]
+FAMILIES = [None, "OpenAI", "Google", "Meta"]
+
+
+@st.composite
+def vote_lists(draw: st.DrawFn, min_size: int = 2, max_size: int = 7) -> list[Vote]:
+    n = draw(st.integers(min_size, max_size))
+    return [
+        Vote(
+            agent=f"agent{i}",
+            answer=draw(st.sampled_from(ANSWERS)),
+            evidence_source=draw(st.sampled_from(SOURCES)),
+            evidence_present=draw(st.booleans()),
+            family=draw(st.sampled_from(FAMILIES)),
+        )
+        for i in range(n)
+    ]
+
+
+def _labelled(seed: int, n_cases: int = 60, herd: bool = False) -> list[VoteCase]:
+    """Deterministic labelled cases: 4 agents, a mix of strata, some errors.
+
+    With ``herd``, on a third of the cases agents 1-3 agree on one wrong answer while
+    agent 0 stays right: the majority is confidently wrong, agent 0 is a verifier.
+    """
+    cases = []
+    for i in range(n_cases):
+        gold = ANSWERS[(i * 7 + seed) % 3]
+        votes = []
+        for j in range(4):
+            wrong = (i * (j + 3) + seed) % (5 + j) == 0
+            if herd:
+                wrong = j > 0 and i % 3 == 0
+            answer = ANSWERS[(ANSWERS.index(gold) + 1) % 3] if wrong else gold
+            present = (i + j + seed) % 3 != 0 if i % 2 else False
+            votes.append(Vote(agent=f"agent{j}", answer=answer, evidence_source=f"src{j % 2}", evidence_present=present))
+        cases.append(VoteCase(id=str(i), votes=votes, gold=gold))
+    return cases
+
+
+CALIBRATIONS = [
+    calibrate(_labelled(0)),
+    calibrate(_labelled(1, herd=True)),
+    calibrate(_labelled(2, n_cases=12)),
+]
+calibrations = st.one_of(st.none(), st.sampled_from(CALIBRATIONS))
+
+
+@given(vote_lists(), calibrations, st.floats(0.0, 10.0))
+def test_refusal_whenever_fewer_than_two_independent_sources(votes: list[Vote], cal: Calibration | None, beta: float) -> None:
+    d = audit(votes, cal, beta=beta)
+    if len(independent_sources(votes)) < 2:
+        assert not d.weighted
+        assert d.mode in ("majority", "verifier")
+        if beta > 0:
+            assert d.refusal is not None and d.refusal.invariant == 1
+            assert d.refusal.figures["independent_sources"] == len(independent_sources(votes))
+
+
+@given(vote_lists(), calibrations, st.floats(0.01, 10.0))
+def test_refusal_strict_raises_and_carries_decision(votes: list[Vote], cal: Calibration | None, beta: float) -> None:
+    d = audit(votes, cal, beta=beta)
+    if d.refusal is None:
+        assert audit(votes, cal, beta=beta, strict=True) == d
+        return
+    with pytest.raises(CorrelatedConsensusError) as info:
+        audit(votes, cal, beta=beta, strict=True)
+    assert info.value.decision == d
+    assert f"invariant {d.refusal.invariant}" in str(info.value)
+
+
+@given(st.integers(2, 6), st.integers(0, 3), st.sampled_from(ANSWERS), st.floats(0.05, 1.0), calibrations)
+def test_fallback_agreement_at_or_above_maximum_always_refuses(
+    n_absent: int, n_dissent: int, answer: str, maximum: float, cal: Calibration | None
+) -> None:
+    # Two independent evidence sources so that invariant 1 holds; absent voters agree.
+    votes = [
+        Vote(agent="e1", answer="a", evidence_source="wiki", evidence_present=True),
+        Vote(agent="e2", answer="b", evidence_source="pubmed", evidence_present=True),
+    ]
+    votes += [Vote(agent=f"f{i}", answer=answer, evidence_source="parametric", evidence_present=False) for i in range(n_absent)]
+    other = "c" if answer != "c" else "a"
+    votes += [Vote(agent=f"d{i}", answer=other, evidence_source="parametric", evidence_present=False) for i in range(n_dissent)]
+    absent = n_absent + n_dissent
+    frac = max(n_absent, n_dissent) / absent
+    d = audit(votes, cal, settings=GuardSettings(max_fallback_agreement=maximum))
+    assert d.invariants[1].figures["fallback_agreement"] == pytest.approx(frac)
+    if frac >= maximum:
+        assert d.refusal is not None and d.refusal.invariant == 2
+        assert not d.weighted
+
+
+@given(vote_lists(), calibrations, st.floats(0.0, 20.0))
+def test_beta_never_exceeds_measured_beta_star(votes: list[Vote], cal: Calibration | None, beta: float) -> None:
+    d = audit(votes, cal, beta=beta)
+    if d.weighted:
+        assert cal is not None and cal.beta_star is not None
+        assert d.beta_used is not None
+        assert 0 < d.beta_used <= cal.beta_star
+        assert d.beta_used <= beta
+        assert all(c.holds for c in d.invariants)
+    else:
+        assert d.beta_used is None
+
+
+@given(vote_lists(), calibrations, st.floats(0.0, 10.0))
+def test_confidence_in_unit_interval_and_probabilities_sum_to_one(
+    votes: list[Vote], cal: Calibration | None, beta: float
+) -> None:
+    d = audit(votes, cal, beta=beta)
+    assert 0.0 <= d.confidence <= 1.0
+    assert all(0.0 <= p <= 1.0 for p in d.probabilities.values())
+    assert math.isclose(sum(d.probabilities.values()), 1.0, abs_tol=1e-9)
+    assert d.confidence == d.probabilities[d.answer]
+    assert d.answer in {v.answer for v in votes}
+    assert 1.0 - 1e-9 <= d.n_eff <= len(votes) + 1e-9
+
+
+@given(vote_lists(), calibrations, st.floats(0.0, 10.0))
+def test_decisions_are_deterministic(votes: list[Vote], cal: Calibration | None, beta: float) -> None:
+    first = audit(votes, cal, beta=beta)
+    again = audit(list(votes), Calibration.model_validate_json(cal.model_dump_json()) if cal else None, beta=beta)
+    assert first.model_dump_json() == again.model_dump_json()
+
+
+@given(vote_lists())
+def test_every_decision_reports_mode_neff_and_why(votes: list[Vote]) -> None:
+    d = audit(votes)
+    assert d.mode in ("consensus", "bounded", "majority", "verifier")
+    assert d.reason and f"n_eff {d.n_eff:.2f}" in d.reason
+    assert [c.number for c in d.invariants] == [1, 2, 3]
+    # Without calibration invariant 3 cannot hold: weighting is never applied.
+    assert not d.invariants[2].holds and not d.weighted
+
+
+def test_all_invariants_hold_gives_consensus_weighting() -> None:
+    cal = CALIBRATIONS[0]
+    assert cal.beta_star is not None and cal.beta_star > 0
+    votes = [
+        Vote(agent="agent0", answer="a", evidence_source="wiki", evidence_present=True),
+        Vote(agent="agent1", answer="a", evidence_source="pubmed", evidence_present=True),
+        Vote(agent="agent2", answer="b", evidence_source="news", evidence_present=True),
+    ]
+    d = audit(votes, cal, beta=min(0.5, cal.beta_star))
+    assert d.mode == "consensus" and d.weighted and d.refusal is None and d.answer == "a"
+    bounded = audit(votes, cal, beta=cal.beta_star + 5)
+    assert bounded.mode == "bounded" and bounded.beta_used == cal.beta_star
+
+
+def test_verifier_veto_over_majority() -> None:
+    votes = [Vote(agent=f"c{i}", answer="x", evidence_source="parametric:OpenAI", evidence_present=False, family="OpenAI") for i in range(4)]
+    votes.append(Vote(agent="judge", answer="y", evidence_source="parametric:Other", evidence_present=False))
+    d = audit(votes, verifier="judge", settings=GuardSettings(max_fallback_agreement=1.0))
+    assert d.mode == "verifier" and d.answer == "y" and "vetoed" in d.reason
+    assert d.refusal is not None and d.refusal.invariant == 1
+    missing = audit(votes, verifier="nobody")
+    assert missing.mode == "majority" and missing.answer == "x"
+
+
+def test_clones_count_as_fewer_independent_voters() -> None:
+    clones = [Vote(agent=f"c{i}", answer="x", evidence_source="parametric:OpenAI", evidence_present=False, family="OpenAI") for i in range(5)]
+    mixed = [Vote(agent=f"m{i}", answer="x", evidence_source=f"parametric:F{i}", evidence_present=False, family=f"F{i}") for i in range(5)]
+    a, b = audit(clones), audit(mixed)
+    assert a.n_eff < b.n_eff
+    assert a.confidence < b.confidence
+    # Vote share is 1.0 for both; the guard's confidence is not.
+    assert a.share == b.share == 1.0 and b.confidence < 1.0
+
+
+def test_audit_rejects_bad_arguments() -> None:
+    one = [Vote(agent="a", answer="x", evidence_source="s", evidence_present=True)]
+    with pytest.raises(ValueError):
+        audit(one)
+    two = [*one, Vote(agent="b", answer="x", evidence_source="t", evidence_present=True)]
+    with pytest.raises(ValueError):
+        audit(two, beta=float("nan"))

@@ -1,0 +1,271 @@
+"""The real openai SDK against the loopback server: every fault, fallbacks, headers."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+
+import pytest
+from openai import AsyncOpenAI
+from pydantic import BaseModel
+
+from dissensus.llm import (
+    Budget,
+    BudgetExceeded,
+    ChatRequest,
+    ClientSettings,
+    Message,
+    ModelCallError,
+    ModelClient,
+    OpenAIBackend,
+    StructuredOutputError,
+    resolve_model,
+)
+from dissensus.llm.fakeserver import FakeServer, FaultKind, FaultPlan, ServerSettings
+from dissensus.llm.scripted import parse_script
+
+SCRIPT = parse_script(
+    {
+        "rules": [
+            {"match": {"agent": "judge", "stage": "score"}, "json": {"verdict": "A", "score": 7}},
+            {"match": {"role": "Challenger"}, "response": "I challenge that."},
+            {"match": {"contains": "cycle"}, "responses": ["c1", "c2"]},
+        ],
+        "default": "plain answer",
+    }
+)
+FAST = ClientSettings(
+    timeout_s=0.5, backoff_base_s=0.001, backoff_max_s=0.002, retry_after_cap_s=0.05
+)
+
+
+class Verdict(BaseModel):
+    verdict: str
+    score: int
+
+
+def judge_request() -> ChatRequest:
+    return ChatRequest(
+        messages=[Message(role="user", content="Score it.")], agent="judge", stage="score"
+    )
+
+
+def serve(faults: list[FaultKind | None], **settings: object) -> FakeServer:
+    plan = FaultPlan(sequence=faults, retry_after="0.01", hang_s=5.0)
+    return FakeServer(SCRIPT, ServerSettings(faults=plan, **settings)).start()  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def server() -> Iterator[FakeServer]:
+    srv = serve([])
+    yield srv
+    srv.stop()
+
+
+def client_for(
+    srv: FakeServer, settings: ClientSettings = FAST, budget: Budget | None = None
+) -> ModelClient:
+    backend = OpenAIBackend(
+        "fake-model", base_url=srv.base_url, api_key="sk-test-key", timeout_s=settings.timeout_s
+    )
+    return ModelClient(backend, settings=settings, budget=budget)
+
+
+TRANSIENT: list[FaultKind] = [
+    "rate_limit",
+    "server_error",
+    "hang",
+    "disconnect",
+    "truncated",
+    "empty_choices",
+]
+EXPECTED_KIND = {
+    "rate_limit": "rate_limit",
+    "server_error": "server_error",
+    "hang": "timeout",
+    "disconnect": "connection",
+    "truncated": "malformed_response",
+    "empty_choices": "empty_choices",
+}
+
+
+@pytest.mark.parametrize("fault", TRANSIENT)
+def test_every_transient_fault_is_retried(fault: FaultKind) -> None:
+    srv = serve([fault])
+    try:
+        client = client_for(srv)
+        out = client.chat_sync(judge_request(), schema=Verdict)
+        assert out.parsed == Verdict(verdict="A", score=7)
+        assert out.attempts == 2
+        assert client.usage.attempts == srv.requests_received == 2
+        assert srv.faults[fault] == 1
+        client.close()
+    finally:
+        srv.stop()
+
+
+@pytest.mark.parametrize("fault", TRANSIENT)
+def test_every_transient_fault_is_typed_when_retries_run_out(fault: FaultKind) -> None:
+    srv = serve([fault])
+    try:
+        client = client_for(srv, FAST.model_copy(update={"max_retries": 0}))
+        with pytest.raises(ModelCallError) as info:
+            client.chat_sync(judge_request())
+        assert info.value.kind == EXPECTED_KIND[fault]
+        assert len(info.value.attempts) == 1
+        assert client.usage.attempts == srv.requests_received == 1
+        client.close()
+    finally:
+        srv.stop()
+
+
+def test_schema_violation_is_reasked() -> None:
+    srv = serve(["schema_violation"])
+    try:
+        client = client_for(srv)
+        out = client.chat_sync(judge_request(), schema=Verdict)
+        assert out.parsed == Verdict(verdict="A", score=7)
+        assert len(out.raw) == 2 and "unexpected" in out.raw[0]
+        resent = srv.bodies[1]["messages"]
+        assert resent[-2]["role"] == "assistant" and "unexpected" in resent[-2]["content"]
+        client.close()
+    finally:
+        srv.stop()
+
+
+def test_schema_violation_every_time_is_a_structured_output_error() -> None:
+    srv = serve(["schema_violation"] * 3)
+    try:
+        client = client_for(srv, FAST.model_copy(update={"max_reasks": 2}))
+        with pytest.raises(StructuredOutputError) as info:
+            client.chat_sync(judge_request(), schema=Verdict)
+        assert len(info.value.attempts) == 3 and srv.requests_received == 3
+        client.close()
+    finally:
+        srv.stop()
+
+
+def test_json_schema_response_format_is_sent(server: FakeServer) -> None:
+    client = client_for(server)
+    client.chat_sync(judge_request(), schema=Verdict)
+    body = server.bodies[0]
+    assert body["response_format"]["type"] == "json_schema"
+    assert body["response_format"]["json_schema"]["name"] == "Verdict"
+    assert body["response_format"]["json_schema"]["schema"] == Verdict.model_json_schema()
+    client.close()
+
+
+def test_unsupported_json_schema_falls_back_to_json_object_with_schema_in_prompt() -> None:
+    srv = serve([], json_schema_supported=False)
+    try:
+        client = client_for(srv)
+        out = client.chat_sync(judge_request(), schema=Verdict)
+        assert out.parsed == Verdict(verdict="A", score=7)
+        assert client.json_mode == "object"
+        assert srv.bodies[1]["response_format"] == {"type": "json_object"}
+        system = srv.bodies[1]["messages"][0]
+        assert system["role"] == "system" and '"score"' in system["content"]
+        client.chat_sync(judge_request(), schema=Verdict)
+        assert srv.requests_received == 3  # the fallback is remembered: no second 400
+        client.close()
+    finally:
+        srv.stop()
+
+
+def test_schema_unsupported_twice_falls_back_to_prompt_only() -> None:
+    srv = serve(["schema_unsupported", "schema_unsupported"])
+    try:
+        client = client_for(srv)
+        out = client.chat_sync(judge_request(), schema=Verdict)
+        assert out.parsed == Verdict(verdict="A", score=7)
+        assert client.json_mode == "none"
+        assert "response_format" not in srv.bodies[2]
+        client.close()
+    finally:
+        srv.stop()
+
+
+def test_auth_error_is_not_retried() -> None:
+    srv = serve(["auth_error"])
+    try:
+        client = client_for(srv)
+        with pytest.raises(ModelCallError) as info:
+            client.chat_sync(judge_request())
+        assert info.value.status == 401 and info.value.kind == "client_error"
+        assert srv.requests_received == 1
+        client.close()
+    finally:
+        srv.stop()
+
+
+def test_context_headers_select_rules(server: FakeServer) -> None:
+    client = client_for(server)
+    challenge = ChatRequest(
+        messages=[Message(role="user", content="x")], agent="c-1", role="Challenger"
+    )
+    assert client.chat_sync(challenge).text == "I challenge that."
+    cyc = [
+        client.chat_sync(
+            ChatRequest(messages=[Message(role="user", content="cycle")], agent=a)
+        ).text
+        for a in "aab"
+    ]
+    assert cyc == ["c1", "c2", "c1"]  # cycled per agent
+    assert (
+        client.chat_sync(ChatRequest(messages=[Message(role="user", content="?")])).text
+        == "plain answer"
+    )
+    client.close()
+
+
+def test_generation_settings_reach_the_server(server: FakeServer) -> None:
+    settings = FAST.model_copy(update={"temperature": 0.2, "seed": 11, "max_tokens": 64})
+    client = client_for(server, settings)
+    out = client.chat_sync(ChatRequest(messages=[Message(role="user", content="hi")]))
+    body = server.bodies[0]
+    assert (body["temperature"], body["seed"], body["max_tokens"], body["model"]) == (
+        0.2,
+        11,
+        64,
+        "fake-model",
+    )
+    assert out.model == "fake-model" and out.usage.prompt_tokens == 1 and out.latency_s > 0
+    client.close()
+
+
+def test_models_endpoint_and_concurrent_async_calls(server: FakeServer) -> None:
+    async def main() -> tuple[list[str], list[str]]:
+        sdk = AsyncOpenAI(api_key="k", base_url=server.base_url, max_retries=0)
+        models = [m.id async for m in sdk.models.list()]
+        await sdk.close()
+        client = client_for(server, FAST.model_copy(update={"concurrency": 4}))
+        outs = await asyncio.gather(
+            *(client.chat(judge_request(), schema=Verdict) for _ in range(12))
+        )
+        await client.aclose()
+        return models, [o.parsed.verdict for o in outs]
+
+    models, verdicts = asyncio.run(main())
+    assert models == ["fake-model"]
+    assert verdicts == ["A"] * 12 and server.requests_received == 12
+
+
+def test_resolve_openai_spec_from_environment(
+    server: FakeServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.setenv("DISSENSUS_MODEL", "openai:fake-model")
+    client = resolve_model(settings=FAST)
+    assert isinstance(client.backend, OpenAIBackend)
+    assert client.chat_sync(judge_request(), schema=Verdict).parsed == Verdict(verdict="A", score=7)
+    client.close()
+
+
+def test_budget_refusal_reaches_no_server(server: FakeServer) -> None:
+    client = client_for(server, budget=Budget(max_calls=1))
+    client.chat_sync(judge_request())
+    with pytest.raises(BudgetExceeded, match="call budget"):
+        client.chat_sync(judge_request())
+    assert server.requests_received == 1
+    client.close()

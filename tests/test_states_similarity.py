@@ -1,0 +1,191 @@
+"""Similarity backends, the embedding cache and calibration."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from dissensus.errors import ConfigError
+from dissensus.states import (
+    EmbeddingBackend,
+    SimilarityBackend,
+    Thresholds,
+    calibrate,
+    calibrate_theta_s,
+    callable_backend,
+    get_backend,
+    read_panels,
+)
+from dissensus.states.cache import CachedBackend, EmbeddingCache, text_key
+from dissensus.states.lexical import TfidfBackend, tokenize
+from dissensus.states.similarity import LookupBackend, normalise_rows
+from dissensus.types import Panel
+
+
+class Counting:
+    """An embedding backend that records every text it embeds."""
+
+    name = "counting"
+
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        self.seen.extend(texts)
+        return normalise_rows([[float(len(t)), float(t.count("a")) + 1.0, 1.0] for t in texts])
+
+    def matrix(self, texts: Sequence[str]) -> np.ndarray:
+        rows = self.embed(texts).astype(np.float64)
+        return rows @ rows.T
+
+
+def test_protocols() -> None:
+    assert isinstance(get_backend("tfidf"), SimilarityBackend)
+    assert not isinstance(get_backend("tfidf"), EmbeddingBackend)
+    assert isinstance(Counting(), EmbeddingBackend)
+
+
+def test_tfidf_hand_checked() -> None:
+    m = TfidfBackend().matrix(["the cat sat", "the cat sat", "a dog ran"])
+    assert m[0, 1] == pytest.approx(1.0)
+    assert m[0, 2] == 0.0
+    assert tokenize("Hello, World! a") == ["hello", "world"]
+    # no tokens at all: similarity 0 with others
+    assert TfidfBackend().matrix(["!!", "cat"])[0, 1] == 0.0
+
+
+@given(st.lists(st.text(min_size=1, max_size=30), min_size=2, max_size=6))
+def test_tfidf_bounded_symmetric(texts: list[str]) -> None:
+    m = TfidfBackend().matrix(texts)
+    assert m.shape == (len(texts), len(texts))
+    assert np.allclose(m, m.T)
+    assert np.all(m >= -1.0) and np.all(m <= 1.0)
+
+
+def test_unknown_backend() -> None:
+    with pytest.raises(ConfigError, match="unknown similarity backend"):
+        get_backend("word2vec")
+    with pytest.raises(ConfigError, match="cannot import"):
+        get_backend("no_such_module_xyz:f")
+    with pytest.raises(ConfigError, match="no attribute"):
+        get_backend("math:nope")
+    with pytest.raises(ConfigError, match="not callable"):
+        get_backend("math:pi")
+
+
+def test_module_function_backend(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "my_embedder.py").write_text(
+        "def embed(texts):\n    return [[len(t), 1.0] for t in texts]\n", encoding="utf-8"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    backend = get_backend("my_embedder:embed", cache=False)
+    assert backend.name == "my_embedder:embed"
+    rows = backend.embed(["ab", "abcd"])  # type: ignore[attr-defined]
+    assert np.allclose(np.linalg.norm(rows, axis=1), 1.0)
+    sys.modules.pop("my_embedder", None)
+
+
+def test_callable_backend_checks_rows() -> None:
+    bad = callable_backend(lambda texts: [[1.0, 0.0]], name="bad")
+    with pytest.raises(ConfigError, match="rows"):
+        bad.embed(["a", "b"])
+    nan = callable_backend(lambda texts: [[float("nan")] for _ in texts], name="nan")
+    with pytest.raises(ConfigError, match="non-finite"):
+        nan.embed(["a"])
+
+
+def test_lookup_backend() -> None:
+    lb = LookupBackend({"a": [1.0, 0.0], "b": [0.0, 2.0]}, name="pre")
+    assert np.allclose(lb.matrix(["a", "b"]), [[1, 0], [0, 1]])
+    with pytest.raises(ConfigError, match="no precomputed"):
+        lb.embed(["c"])
+
+
+def test_cache_round_trip_and_dedup(tmp_path: Path) -> None:
+    inner = Counting()
+    cached = CachedBackend(inner, EmbeddingCache(tmp_path))
+    first = cached.embed(["aa", "b", "aa"])
+    assert inner.seen == ["aa", "b"]  # identical texts embedded once
+    again = CachedBackend(Counting(), EmbeddingCache(tmp_path))
+    second = again.embed(["b", "aa", "c"])
+    assert again.inner.seen == ["c"]  # type: ignore[attr-defined]
+    assert (again.hits, again.misses) == (2, 1)
+    assert np.array_equal(second[1], first[0])
+    assert (tmp_path / "embeddings.sqlite").exists()
+    assert len(text_key("x")) == 64
+
+
+def test_cache_keyed_by_model(tmp_path: Path) -> None:
+    cache = EmbeddingCache(tmp_path)
+    cache.put_many("m1", [(text_key("t"), np.ones(3, dtype=np.float32))])
+    assert cache.get_many("m2", [text_key("t")]) == {}
+    assert list(cache.get_many("m1", [text_key("t")])) == [text_key("t")]
+
+
+def test_cache_unwritable_dir_is_a_clear_error(tmp_path: Path) -> None:
+    from dissensus.errors import DissensusError
+
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    with pytest.raises(DissensusError, match="embedding cache"):
+        CachedBackend(Counting(), EmbeddingCache(blocker / "sub")).embed(["a"])
+
+
+def test_batch_embeds_each_distinct_trace_once() -> None:
+    inner = Counting()
+    panels = [
+        Panel.model_validate(
+            {
+                "id": str(i),
+                "outputs": [
+                    {"agent": "a", "decision": "x", "reasoning": "same"},
+                    {"agent": "b", "decision": "y", "reasoning": f"t{i % 2}"},
+                ],
+            }
+        )
+        for i in range(6)
+    ]
+    read_panels(panels, inner, Thresholds(theta_s=0.5))
+    assert sorted(inner.seen) == ["same", "t0", "t1"]
+
+
+def test_get_backend_env_cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DISSENSUS_CACHE", str(tmp_path / "c"))
+    backend = get_backend("minilm")
+    assert isinstance(backend, CachedBackend)
+    assert backend.cache.directory == tmp_path / "c"
+    assert backend.name == "all-MiniLM-L6-v2"
+    assert not isinstance(get_backend("minilm", cache=False), CachedBackend)
+
+
+def _panel(i: int, texts: list[str]) -> Panel:
+    return Panel.model_validate(
+        {
+            "id": str(i),
+            "outputs": [
+                {"agent": f"a{k}", "decision": "x", "reasoning": t} for k, t in enumerate(texts)
+            ],
+        }
+    )
+
+
+def test_calibration_quantiles() -> None:
+    vec = {"p": [1.0, 0.0], "q": [0.0, 1.0], "r": [1.0, 1.0]}
+    backend = LookupBackend(vec, name="pre")
+    panels = [_panel(0, ["p", "p"]), _panel(1, ["p", "q"]), _panel(2, ["p", "r"])]
+    # mean similarities: 1.0, 0.0, 0.7071
+    assert calibrate_theta_s(panels, backend, 0.0) == pytest.approx(0.0)
+    assert calibrate_theta_s(panels, backend, 0.5) == pytest.approx(2**-0.5)
+    result = calibrate(iter(panels), backend, 1.0, batch_size=2)
+    assert result.theta_s == pytest.approx(1.0)
+    assert (result.panels, result.model) == (3, "pre")
+    with pytest.raises(ValueError, match="quantile"):
+        calibrate(panels, backend, 1.5)
+    with pytest.raises(ValueError, match="empty"):
+        calibrate([], backend, 0.5)
