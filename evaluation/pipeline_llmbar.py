@@ -35,6 +35,7 @@ from pathlib import Path
 from dissensus.convert.llmbar import iter_llmbar_panels
 from dissensus.pipeline import (
     CalibrationFile,
+    MarkerLexicon,
     Policy,
     Runtime,
     agent_signals,
@@ -83,10 +84,11 @@ def plain_routing(panels: list[Panel], backend: SimilarityBackend, policy: Polic
     return out
 
 
-async def pipeline(panels: list[Panel], policy: Policy, cal: CalibrationFile, backend: SimilarityBackend) -> list[tuple[bool, str | None]]:
+async def pipeline(panels: list[Panel], policy: Policy, cal: CalibrationFile | None, backend: SimilarityBackend) -> list[tuple[bool, str | None]]:
     journal = Journal(":memory:")
     journal.create_run("eval", kind="evaluation", meta={})
     rt = Runtime(policy=policy, journal=journal, run_id="eval", calibration=cal, backend_factory=lambda: backend)
+    rt.prefetch(list(enumerate(panels, start=1)))
     out = []
     for line, panel in enumerate(panels, start=1):
         record = await decide_case(rt, panel, line)
@@ -148,6 +150,24 @@ def main(argv: list[str] | None = None) -> int:
     golds = [str(p.meta["gold"]) for p in panels]
     ins = score(asyncio.run(pipeline(panels, policy, cal_all, backend)), golds)
     print(f"{'in-sample (all subsets)':<26} | {'':>24} | {fmt(*ins)}   (calibration = test: optimistic)")
+
+    print("ablations, pooled over the leave-one-subset-out splits (precision | coverage):")
+    no_markers = policy.model_copy(
+        update={"acceptance": policy.acceptance.model_copy(update={"markers": MarkerLexicon(concession=(), grounding=())})}
+    )
+    variants: list[tuple[str, Policy, bool]] = [
+        ("order stability only (no margin markers)", no_markers, True),
+        ("no calibration (independent families)", policy, False),
+    ]
+    for name, variant, calibrated in variants:
+        tot = [0, 0, 0]
+        for held in subsets:
+            test = [p for p in panels if p.meta["subset"] == held]
+            train = [p for p in panels if p.meta["subset"] != held]
+            cal = calibration_for(train, variant, [held]) if calibrated else None
+            s = score(asyncio.run(pipeline(test, variant, cal, backend)), [str(p.meta["gold"]) for p in test])
+            tot = [a + b for a, b in zip(tot, s, strict=True)]
+        print(f"  {name:<44} {fmt(tot[0], tot[1], tot[2])}")
     return 0
 
 

@@ -207,6 +207,15 @@ def test_every_bad_line_rejected_rest_processed(tmp_path: Path) -> None:
             ["route", "{panels}", "--rules", "missing.yaml", "--similarity", "tfidf"],
             "cannot read rules file",
         ),
+        (
+            ["route", "{panels}", "--json", "--out", "/nonexistent/dir/out.jsonl"],
+            "cannot write the output",
+        ),
+        (
+            ["route", "{panels}", "--rejects", "/nonexistent/dir/r.jsonl"],
+            "cannot write the rejects",
+        ),
+        (["route", "{binary}", "--similarity", "tfidf"], "not UTF-8"),
         (["calibrate-thresholds", "{panels}"], "--quantile"),
         (["calibrate-thresholds", "{panels}", "--quantile", "2"], "quantile"),
         (
@@ -232,12 +241,15 @@ def test_usage_errors_exit_2(
     yaml_error.write_text("rules: [\n")
     empty = tmp_path / "empty.jsonl"
     empty.write_text("\n")
+    binary = tmp_path / "binary.jsonl"
+    binary.write_bytes(b"\xff\xfe{}\n")
     names = {
         "panels": panels_file,
         "bad_rules": bad_rules,
         "conflict": conflict,
         "yaml_error": yaml_error,
         "empty": empty,
+        "binary": binary,
     }
     res = run(*[a.format(**names) for a in args])
     assert res.returncode == 2, (res.stdout, res.stderr)

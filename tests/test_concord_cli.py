@@ -137,3 +137,27 @@ def test_the_docs_python_example_runs(monkeypatch: pytest.MonkeyPatch) -> None:
         namespace: dict[str, object] = {}
         exec(compile(block, "docs/concord.md", "exec"), namespace)
         assert "cert" in namespace
+
+
+def test_deadline_returns_the_current_leader(tmp_path: Path) -> None:
+    (tmp_path / "hang_agents.py").write_text(
+        "import time\n"
+        "def score(o, v):\n"
+        "    return {'R0': 0.0, 'I0': 1.0}.get(o.id or '', 0.4)\n"
+        "def repair(v):\n"
+        "    time.sleep(60)\n"
+        "    return 'never'\n"
+    )
+    problem = tmp_path / "hang.yaml"
+    problem.write_text(
+        "floor: 0.9\nrounds: 3\n"
+        "anchors: {rejected: {id: R0, text: r}, ideal: {id: I0, text: i}}\n"
+        "options: [{id: A, text: a}]\n"
+        'agents: [{id: h, kind: function, score: "hang_agents:score", repair: "hang_agents:repair"}]\n'
+    )
+    res = cli("negotiate", str(problem), "--deadline", "1", "--json")
+    assert res.returncode == 0, res.stderr
+    doc = json.loads(res.stdout)
+    assert doc["spent"]["stopped"] == "deadline"
+    assert doc["status"] == "best_effort"
+    assert doc["selected"]["id"] == "A"

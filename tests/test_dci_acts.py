@@ -142,3 +142,12 @@ def test_bad_task_files_name_the_field(data: dict[str, object], field: str) -> N
 def test_example_tasks_cover_the_seven_task_types(repo_root: Path) -> None:
     types = {load_task(p).type for p in (repo_root / "examples" / "dci").glob("*.yaml")}
     assert types == {"hidden_profile", "late_evidence", "risk", "disagreement", "policy", "architecture", "routine"}
+
+
+@pytest.mark.parametrize("module", ["acts", "archetypes", "outranking", "selection"])
+def test_docstring_examples_run(module: str) -> None:
+    import doctest
+    import importlib
+
+    result = doctest.testmod(importlib.import_module(f"dissensus.dci.{module}"))
+    assert result.attempted > 0 and result.failed == 0

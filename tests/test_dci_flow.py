@@ -7,10 +7,10 @@ import re
 from pathlib import Path
 
 import pytest
-from dci_helpers import PANEL, ScriptedParticipant, panel
 from hypothesis import given
 from hypothesis import strategies as st
 
+from dci_helpers import PANEL, ScriptedParticipant, panel
 from dissensus.dci.acts import ACTS
 from dissensus.dci.flow import deliberate_sync, request_bound
 from dissensus.dci.packet import PATH_PATTERN, SCHEMA_PATH, DecisionPacket

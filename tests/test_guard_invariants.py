@@ -166,6 +166,8 @@ def test_all_invariants_hold_gives_consensus_weighting() -> None:
     assert d.mode == "consensus" and d.weighted and d.refusal is None and d.answer == "a"
     bounded = audit(votes, cal, beta=cal.beta_star + 5)
     assert bounded.mode == "bounded" and bounded.beta_used == cal.beta_star
+    undecomposed = audit(votes, cal, beta=min(0.5, cal.beta_star), settings=GuardSettings(decompose=False))
+    assert undecomposed.mode == "bounded" and undecomposed.weighted
 
 
 def test_verifier_veto_over_majority() -> None:

@@ -20,11 +20,12 @@ scalars = st.one_of(
 values = st.recursive(
     scalars,
     lambda inner: st.one_of(
-        st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=6), inner, max_size=4)
+        st.lists(inner, max_size=4),
+        st.dictionaries(st.text(alphabet='abkz_é"', max_size=6), inner, max_size=4),
     ),
     max_leaves=12,
 )
-objects = st.dictionaries(st.text(max_size=6), values, min_size=1, max_size=4)
+objects = st.dictionaries(st.text(alphabet='abkz_é"', max_size=6), values, min_size=1, max_size=4)
 prose = st.text(alphabet="abc XYZ:.,!?\n\t'éß", max_size=40)
 
 

@@ -107,13 +107,13 @@ def propose(t: dict[str, Any], agent: str) -> dict[str, Any]:
         return act(act="spawn", target="o3", text=text, option=t["new"]["o5"], confidence=0.7)
     target = "o1" if agent == "framer" else "o2"
     text = (
-        f"Before we add options, {s[target]} deserves its strongest form. I extend it with what would make it "
+        f"Before we add options of our own, {s[target]} deserves its strongest form. I extend it with what would make it "
         f"acceptable on {t['criterion']}: an explicit check of {t['assumption']}, and a named owner for "
         f"{t['risks'][1]}. Without that amendment it is weaker than it looks; with it, it is a real contender "
         f"that the rest of the deliberation should have to beat rather than ignore. "
-        f"I keep my own view open until the challenges are in."
+        f"I keep my own view open until the challenges are in, and I will score it on the same terms as the rest."
     )
-    return act(act="extend", target=target, text=text, option=f"Adds an explicit check that {t['assumption']}.", confidence=0.55)
+    return act(act="extend", target=target, text=text, confidence=0.55)
 
 
 def challenge(t: dict[str, Any], agent: str, round_: int) -> dict[str, Any]:

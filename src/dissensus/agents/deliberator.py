@@ -15,6 +15,8 @@ which method produced the output.
 
 from __future__ import annotations
 
+import asyncio
+
 from pydantic import BaseModel, ConfigDict, Field
 
 from dissensus.dci.acts import RawAct
@@ -30,8 +32,9 @@ from dissensus.llm import (
     ModelClient,
     StructuredOutputError,
 )
+from dissensus.types import Usage
 
-__all__ = ["JUDGE_RUBRIC", "JudgeScore", "LLMDeliberator", "LLMJudge", "ablation_variant", "deliberate_with_model", "judge_prompt"]
+__all__ = ["JUDGE_RUBRIC", "JudgeScore", "LLMDeliberator", "LLMJudge", "ablation_variant", "deliberate_with_model", "deliberate_with_model_sync", "judge_prompt"]
 
 
 class LLMDeliberator:
@@ -91,6 +94,7 @@ async def deliberate_with_model(
 ) -> tuple[DeliberationOutput, DeliberationResult]:
     """Run DCI on ``task`` with one :class:`LLMDeliberator` per participant, all on ``client``."""
     cfg = config or task.dci
+    cost_before = client.usage.cost
     agents = [LLMDeliberator(client, spec.id) for spec in task.participants]
     result = await deliberate(task, agents, config=cfg, meter=lambda: client.usage)
     packet = result.packet
@@ -105,19 +109,25 @@ async def deliberate_with_model(
         answer=packet_text(packet),
         selected_option=(packet.selected.label or packet.selected.id) if packet.selected else None,
         packet=packet,
-        usage=client.usage.model_copy(
-            update={
-                "calls": m.calls,
-                "attempts": m.attempts,
-                "prompt_tokens": m.prompt_tokens,
-                "completion_tokens": m.completion_tokens,
-            }
+        usage=Usage(
+            calls=m.calls,
+            attempts=m.attempts,
+            prompt_tokens=m.prompt_tokens,
+            completion_tokens=m.completion_tokens,
+            cost=client.usage.cost - cost_before,
         ),
         status=packet.status,
         detail=packet.status_detail,
         extras={"path": packet.path, "rounds": m.rounds},
     )
     return output, result
+
+
+def deliberate_with_model_sync(
+    task: Task, client: ModelClient, *, config: DCIConfig | None = None
+) -> tuple[DeliberationOutput, DeliberationResult]:
+    """Synchronous twin of :func:`deliberate_with_model` (not inside a running event loop)."""
+    return asyncio.run(deliberate_with_model(task, client, config=config))
 
 
 JUDGE_RUBRIC = (

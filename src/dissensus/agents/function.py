@@ -21,19 +21,22 @@ Choices where the seed is silent:
   passes the problem file's directory) at the front of ``sys.path``; it raises
   :class:`~dissensus.errors.ConfigError` naming the field when the module or the
   attribute is missing or not callable.
-* **Timeouts.** With ``timeout`` set, a synchronous callable runs in a worker thread so
-  the protocol can stop waiting for it; a thread cannot be killed, so a timed-out call
-  is abandoned (it finishes in the background). Without a timeout it runs inline.
+* **Timeouts.** With ``timeout`` set (or ``threaded=True``, which the CLI sets when a
+  deadline is given), a synchronous callable runs in a worker thread so the protocol can
+  stop waiting for it; a thread cannot be killed, so an abandoned call finishes in the
+  background (a daemon thread: it never keeps the process alive). Otherwise it runs
+  inline.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib
 import inspect
 import sys
+import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from dissensus.agents.negotiator import NegotiationView, Outcome
@@ -41,7 +44,30 @@ from dissensus.errors import ConfigError
 
 __all__ = ["FunctionAgent", "as_outcome", "load_callable"]
 
-_EXECUTOR = ThreadPoolExecutor(max_workers=4, thread_name_prefix="dissensus-fn")
+
+async def _in_daemon_thread(fn: Callable[..., Any], *args: Any) -> Any:
+    """Run ``fn`` in a daemon thread: an abandoned call never holds the process open."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[Any] = loop.create_future()
+
+    def settle(value: Any, error: Exception | None) -> None:
+        if future.done():
+            return
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(value)
+
+    def work() -> None:
+        try:
+            value, error = fn(*args), None
+        except Exception as exc:  # handed to the awaiting coroutine, reported as a fault
+            value, error = None, exc
+        with contextlib.suppress(RuntimeError):  # the loop may be gone after a timeout
+            loop.call_soon_threadsafe(settle, value, error)
+
+    threading.Thread(target=work, name="dissensus-fn", daemon=True).start()
+    return await future
 
 
 def load_callable(
@@ -99,8 +125,10 @@ class FunctionAgent:
         propose: Callable[..., Any] | None = None,
         repair: Callable[..., Any] | None = None,
         timeout: float | None = None,
+        threaded: bool = False,
     ) -> None:
         self._id = agent_id
+        self._threaded = threaded or timeout is not None
         self._score = score
         self._propose = propose
         self._repair = repair
@@ -120,11 +148,10 @@ class FunctionAgent:
     async def _call(self, fn: Callable[..., Any], *args: Any) -> Any:
         if inspect.iscoroutinefunction(fn):
             return await fn(*args)
-        if self._timeout is None:
+        if not self._threaded:
             result = fn(*args)
         else:
-            loop = asyncio.get_running_loop()
-            result = await loop.run_in_executor(_EXECUTOR, lambda: fn(*args))
+            result = await _in_daemon_thread(fn, *args)
         if inspect.isawaitable(result):
             return await result
         return result

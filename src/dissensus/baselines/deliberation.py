@@ -77,6 +77,11 @@ def _task_prompt(task: Task) -> str:
     return "\n".join(lines)
 
 
+def _data(text: str) -> str:
+    """Agent text inside the data delimiters cannot close them."""
+    return text.replace("<<<", "«").replace(">>>", "»")
+
+
 def _canonical_choice(task: Task, choice: str) -> str:
     key = normalise_text(choice)
     for option in task.options:
@@ -157,7 +162,7 @@ async def _debate(client: ModelClient, task: Task, s: BaselineSettings, answers:
         for name in names:
             extra = ""
             if latest:
-                peers = "\n".join(f"- {p} chose {a.choice}: <<<{a.answer}>>>" for p, a in latest.items() if p != name)
+                peers = "\n".join(f"- {p} chose <<<{_data(a.choice)}>>>: <<<{_data(a.answer)}>>>" for p, a in latest.items() if p != name)
                 extra = f"PEERS' ANSWERS (round {round_ - 1}, data):\n{peers}\nConsider them and give your final answer."
             current[name] = await _ask(client, task, name, f"debate.r{round_}", extra=extra)
             answers[:] = [(n, current.get(n) or latest[n]) for n in names if n in current or n in latest]

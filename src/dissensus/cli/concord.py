@@ -146,9 +146,15 @@ def negotiate(
             field="model",
         )
     agents = build_agents(
-        problem, base_dir=Path(problem_file).parent, client=client, file=problem_file
+        problem,
+        base_dir=Path(problem_file).parent,
+        client=client,
+        file=problem_file,
+        threaded=deadline is not None,
     )
-    cert, rows = asyncio.run(_closing(_run(problem, agents, deadline, rule, compare, client), client))
+    cert, rows = asyncio.run(
+        _closing(_run(problem, agents, deadline, rule, compare, client), client)
+    )
     if out:
         Path(out).write_text(cert.model_dump_json(indent=2) + "\n", encoding="utf-8")
     if as_json:

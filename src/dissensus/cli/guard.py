@@ -179,6 +179,9 @@ def vote_command(
     no_recommended_verifier: Annotated[
         bool, typer.Option("--no-recommended-verifier", help="Ignore the verifier the calibration recommends.")
     ] = False,
+    no_decompose: Annotated[
+        bool, typer.Option("--no-decompose", help="Let fallback voters earn consensus weight too (mode 'bounded').")
+    ] = False,
     max_fallback: Annotated[
         float, typer.Option("--max-fallback-agreement", min=0.0, max=1.0, help="Invariant 2 threshold.")
     ] = 0.85,
@@ -188,7 +191,11 @@ def vote_command(
     """Decide every case under the guard: mode, answer, confidence, n_eff and why."""
     check_input_path(votes)
     cal = _load_calibration(calibration) if calibration else None
-    settings = GuardSettings(max_fallback_agreement=max_fallback, use_recommended_verifier=not no_recommended_verifier)
+    settings = GuardSettings(
+        max_fallback_agreement=max_fallback,
+        use_recommended_verifier=not no_recommended_verifier,
+        decompose=not no_decompose,
+    )
     decisions: list[GuardDecision] = []
     modes: Counter[str] = Counter()
     with RejectSink(rejects) as sink, open_text(votes) as handle:

@@ -122,14 +122,12 @@ def _summary(records: list[CaseRecord], rejected: int, run_id: str, journal: str
     auto = sum(r.auto for r in records)
     escalated = [r for r in records if r.action == "escalate"]
     out_console.print(f"[bold]run {run_id}[/bold]  journal {journal}")
-    table = Table(title=None, show_edge=False)
-    for col in ("id", "state", "route", "action", "decision", "auto", "reason"):
-        table.add_column(col, overflow="fold" if col == "reason" else "ellipsis", max_width=70 if col == "reason" else None)
     shown = records[:20]
+    width = max((len(r.id) for r in shown), default=0)
     for r in shown:
-        table.add_row(r.id, r.state, r.route, r.action, r.decision or "-", "yes" if r.auto else "no", r.reason)
-    if shown:
-        out_console.print(table)
+        flow = f"{r.route} -> {r.action}" if r.route != r.action else r.action
+        outcome = f"decision {r.decision} ({r.basis})" if r.decision is not None else f"review {r.review_id}"
+        out_console.print(f"{r.id:<{width}}  {r.state}  {flow:<28} {outcome}", highlight=False, soft_wrap=True)
     if len(records) > len(shown):
         out_console.print(f"... {len(records) - len(shown)} more case(s) (use --json for every record)")
     n = len(records)
@@ -253,36 +251,63 @@ def review_show(
     out_console.print(f"why escalated: {item.reason}")
     question = item.panel.get("meta", {}).get("question") or item.panel.get("meta", {}).get("input")
     if question:
-        out_console.print(f"question: {str(question)[:400]}")
+        out_console.print(f"question: {_excerpt(str(question), 400)}", highlight=False)
     out_console.print(f"options: {', '.join(item.options) or '-'}   panel suggestion: {item.suggestion or '-'}")
     reading = item.reading
     out_console.print(
         f"reading: {reading.get('state')}  agreement {reading.get('agreement', 0):.2f}  "
         f"mean similarity {reading.get('mean_similarity', 0):.2f} ({reading.get('model')})"
     )
+    options = _option_texts(item.panel.get("meta", {}))
+    for oid, text in options:
+        out_console.print(f"  option {oid}: {_excerpt(text, 200)}", highlight=False)
+    scores = {x["agent"]: x for x in (item.acceptance or {}).get("signals", [])}
     table = Table(show_edge=False, title="positions")
-    for col in ("agent", "family", "decision", "re-ask", "stable", "confidence", *item.value_dimensions, "reasoning"):
-        table.add_column(col, overflow="fold", max_width=60 if col == "reasoning" else None)
+    for col in ("agent", "family", "decision", "re-ask", "stable", "margin", "conf.", *item.value_dimensions):
+        table.add_column(col, overflow="fold")
     for p in item.positions:
-        values = [f"{(p.values or {}).get(d, 0):.2f}" if p.values and d in p.values else "-" for d in item.value_dimensions]
+        values = [f"{p.values[d]:.2f}" if p.values and d in p.values else "-" for d in item.value_dimensions]
         table.add_row(
             p.agent,
             p.family or "-",
             p.decision or "(abstained)",
             p.second or "-",
             "-" if p.stable is None else ("yes" if p.stable else "no"),
+            str(scores[p.agent]["score"]) if p.agent in scores else "-",
             "-" if p.confidence is None else f"{p.confidence:.2f}",
             *values,
-            " ".join(p.reasoning.split())[:240],
         )
     out_console.print(table)
+    out_console.print("reasoning (excerpts):")
+    for p in item.positions:
+        out_console.print(f"  {p.agent}: {_excerpt(p.reasoning, 220)}", highlight=False)
     if item.packet:
         sel = item.packet.get("selected") or {}
-        out_console.print(f"DCI packet: path {item.packet.get('path')}, selected {sel.get('option_id', sel)}")
+        out_console.print(
+            f"DCI packet: path {item.packet.get('path')}, selected {sel.get('label') or sel.get('id') or '-'}: "
+            f"{_excerpt(str(sel.get('rationale', '')), 200)}",
+            highlight=False,
+        )
     if item.concord:
         out_console.print(f"CONCORD: {item.concord.get('status')} ({item.concord.get('summary')})")
     out_console.print(f"resolve: dissensus review resolve {item.review_id} --decision X --note TEXT")
     raise typer.Exit(code=EXIT_OK)
+
+
+def _excerpt(text: str, limit: int) -> str:
+    flat = " ".join(str(text).split())
+    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
+
+
+def _option_texts(meta: dict[str, object]) -> list[tuple[str, str]]:
+    raw = meta.get("options")
+    if isinstance(raw, list):
+        return [(str(o.get("id")), str(o.get("text", ""))) if isinstance(o, dict) else (str(o), str(o)) for o in raw]
+    if isinstance(raw, dict):
+        return [(str(k), str(v)) for k, v in raw.items()]
+    if "output_1" in meta and "output_2" in meta:
+        return [("1", str(meta["output_1"])), ("2", str(meta["output_2"]))]
+    return []
 
 
 @review_app.command("resolve")

@@ -91,13 +91,34 @@ def _progress_total(path: str) -> int | None:
 def _panels(path: str, sink: RejectSink) -> Iterator[Panel]:
     """Valid panels of ``path``, lazily; rejects go to ``sink``."""
     name = "<stdin>" if path == "-" else path
-    with open_text(path) as handle:
-        lines = progress(handle, description="reading panels", total=_progress_total(path))
-        for item in read_models(Panel, lines, file=name):
-            if isinstance(item, Reject):
-                sink.add(item)
-            else:
-                yield item
+    try:
+        with open_text(path) as handle:
+            lines = progress(handle, description="reading panels", total=_progress_total(path))
+            for item in read_models(Panel, lines, file=name):
+                if isinstance(item, Reject):
+                    sink.add(item)
+                else:
+                    yield item
+    except UnicodeDecodeError as exc:
+        raise InputError(
+            f"{name}: not UTF-8 text ({exc.reason} at byte {exc.start} of a read block)"
+        ) from None
+    except OSError as exc:
+        raise InputError(f"cannot read {name}: {exc.strerror or exc}") from None
+
+
+def _reject_sink(path: str | None) -> RejectSink:
+    try:
+        return RejectSink(path)
+    except OSError as exc:
+        raise InputError(f"cannot write the rejects file {path}: {exc.strerror or exc}") from None
+
+
+def _open_output(path: str) -> IO[str]:
+    try:
+        return open(path, "w", encoding="utf-8")  # closed by the caller
+    except OSError as exc:
+        raise InputError(f"cannot write the output file {path}: {exc.strerror or exc}") from None
 
 
 def _batches(panels: Iterator[Panel], size: int) -> Iterator[list[Panel]]:
@@ -248,10 +269,10 @@ def route_command(
     backend = _backend(similarity, no_cache)
     thresholds = Thresholds.for_model(backend.name, theta_s, theta_a)
     handle: IO[str] | None = None
-    with RejectSink(rejects) as sink:
+    with _reject_sink(rejects) as sink:
         try:
             if out is not None and out != "-":
-                handle = open(out, "w", encoding="utf-8")  # noqa: SIM115
+                handle = _open_output(out)
             elif json_out or out == "-":
                 handle = sys.stdout
             tally = route_stream(
@@ -303,7 +324,7 @@ def calibrate_command(
 ) -> None:
     """Derive θ_s from a reference corpus: the QUANTILE of per-panel mean reasoning similarity."""
     backend = _backend(similarity, no_cache)
-    with RejectSink(rejects) as sink:
+    with _reject_sink(rejects) as sink:
         panels_iter = _panels(corpus, sink)
         first = list(islice(panels_iter, 1))
         if not first:

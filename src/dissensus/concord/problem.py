@@ -257,8 +257,13 @@ def build_agents(
     base_dir: str | Path | None = None,
     client: ChatClient | None = None,
     file: str | None = None,
+    threaded: bool = False,
 ) -> list[NegotiationAgent]:
-    """Instantiate the agents a problem names (LLM agents need ``client``)."""
+    """Instantiate the agents a problem names (LLM agents need ``client``).
+
+    ``threaded`` runs synchronous function agents in worker threads, so a deadline or a
+    cancellation can stop waiting for them.
+    """
     search = [str(Path(base_dir).resolve())] if base_dir is not None else []
     agents: list[NegotiationAgent] = []
     for i, spec in enumerate(problem.agents):
@@ -280,7 +285,14 @@ def build_agents(
                 else None
             )
             agents.append(
-                FunctionAgent(spec.id, score, propose=propose, repair=repair, timeout=spec.timeout)
+                FunctionAgent(
+                    spec.id,
+                    score,
+                    propose=propose,
+                    repair=repair,
+                    timeout=spec.timeout,
+                    threaded=threaded,
+                )
             )
         else:
             if client is None:

@@ -183,8 +183,12 @@ class Negotiation:
         self._agent_calls += 1
         if agent.uses_model:
             self._model_calls += 1
-        limits = [x for x in (agent.timeout, self._remaining()) if x is not None]
+        remaining = self._remaining()
+        limits = [x for x in (agent.timeout, remaining) if x is not None]
         wait = min(limits) if limits else None
+        deadline_binds = remaining is not None and (
+            agent.timeout is None or remaining <= agent.timeout
+        )
         assert self._cancel_event is not None
         task: asyncio.Future[T] = asyncio.ensure_future(make())
         stopper: asyncio.Future[Any] = asyncio.ensure_future(self._cancel_event.wait())
@@ -200,6 +204,9 @@ class Negotiation:
             return task.result(), None
         task.cancel()
         self._check_halt()
+        if deadline_binds or agent.timeout is None:
+            # the deadline was the binding limit (its timer may fire a hair early)
+            raise _Halt("deadline")
         return None, f"timed out after {agent.timeout:g}s"
 
     async def _each(self, ids: Sequence[str], make: Callable[[str], Awaitable[Any]]) -> list[Any]:

@@ -23,8 +23,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-import networkx as nx
+if TYPE_CHECKING:
+    import networkx as nx
 
 __all__ = ["Regime"]
 
@@ -49,6 +51,8 @@ class Regime:
             self.unknown = []
             self._distance = {}
             return
+        import networkx as nx  # imported on first use: it costs ~0.3 s at start-up
+
         graph: nx.Graph = nx.Graph()
         graph.add_nodes_from(self.agents)
         graph.add_edges_from(self.edges)

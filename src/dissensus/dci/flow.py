@@ -12,6 +12,10 @@
 8. **Packet** — the first Integrator synthesizes on the selected option; the packet is
    assembled from the workspace (:mod:`dissensus.dci.packet`).
 
+Each act is its own request: batching a stage's acts into one call would let a
+participant see the others' acts before speaking (proposals and scores would no longer be
+independent) and would blur who said what, so it is not done.
+
 Every utterance is validated (:func:`dissensus.dci.acts.check_act`); an invalid one is
 re-asked ``reasks`` times with the problems listed, then logged as a failure — never
 repaired. Termination is structural: at most ``(1 + reasks) * (2 + n + 3 n R)`` requests
@@ -43,7 +47,7 @@ from collections.abc import Callable, Sequence
 
 from pydantic import BaseModel, ConfigDict
 
-from dissensus.dci.acts import ACTS, RawAct, TargetKind, check_act, parse_target
+from dissensus.dci.acts import RawAct, check_act
 from dissensus.dci.archetypes import NEUTRAL, Archetype, archetype
 from dissensus.dci.assemble import assemble_packet
 from dissensus.dci.outranking import CascadeResult, cascade
@@ -51,23 +55,13 @@ from dissensus.dci.packet import ConvergenceRecord, DecisionPacket
 from dissensus.dci.participant import ActReply, ActRequest, Participant, ParticipantFailure
 from dissensus.dci.prompts import render_prompt, render_system
 from dissensus.dci.selection import compress, convergence, mean_scores, normalise_text
+from dissensus.dci.stages import STAGE_ACTS, request_bound, untyped_act
 from dissensus.dci.task import DCIConfig, ParticipantSpec, Task
 from dissensus.dci.workspace import ActFailure, ActRecord, CompactionPolicy, Workspace, render_view
 from dissensus.errors import ConfigError
 from dissensus.types import Usage
 
 __all__ = ["CallTrace", "DeliberationResult", "deliberate", "deliberate_sync", "request_bound"]
-
-STAGE_ACTS: dict[str, frozenset[str]] = {
-    "frame": frozenset({"frame"}),
-    "propose": frozenset({"propose", "spawn", "extend"}),
-    "challenge": frozenset({"challenge", "ask", "ground", "clarify"}),
-    "revise": frozenset({"update", "extend", "bridge", "reframe", "recall", "ground", "clarify"}),
-    "score": frozenset({"recommend"}),
-    "synthesize": frozenset({"synthesize"}),
-    "discuss": frozenset(ACTS) - {"recommend", "synthesize", "frame"},
-}
-
 
 class CallTrace(BaseModel):
     """One request made to a participant (for cost and compaction measurements)."""
@@ -94,25 +88,6 @@ class _Abort(Exception):
     def __init__(self, kind: str, message: str) -> None:
         super().__init__(message)
         self.kind = kind
-
-
-def request_bound(participants: int, config: DCIConfig) -> int:
-    """Most requests a run can make: ``(1 + reasks) * (2 + n + 3 n R)``."""
-    return (1 + config.reasks) * (2 + participants + 3 * participants * config.max_rounds)
-
-
-def _untyped_act(stage: str, target: str) -> str:
-    """The act an untyped utterance performs: decided by the stage and the target kind."""
-    parsed = parse_target(target)
-    kind = parsed[0] if parsed is not None else TargetKind.ACT
-    by_kind = {
-        "propose": {TargetKind.OPTION: "extend", TargetKind.TENSION: "propose", TargetKind.ACT: "propose"},
-        "challenge": {TargetKind.OPTION: "challenge", TargetKind.TENSION: "ask", TargetKind.ACT: "challenge"},
-        "revise": {TargetKind.OPTION: "extend", TargetKind.TENSION: "update", TargetKind.ACT: "update"},
-        "discuss": {TargetKind.OPTION: "clarify", TargetKind.TENSION: "update", TargetKind.ACT: "clarify"},
-    }
-    fixed = {"frame": "frame", "score": "recommend", "synthesize": "synthesize"}
-    return fixed.get(stage) or by_kind[stage][kind]
 
 
 class _Seat:
@@ -227,7 +202,7 @@ class _Run:
         self.usage.add(reply.usage)
         raw = reply.act
         if not self.cfg.typed_grammar:
-            act = _untyped_act(stage, raw.target)
+            act = untyped_act(stage, raw)
             raw = raw.model_copy(update={"act": act, "blocking": raw.blocking and act == "challenge"})
             allowed = frozenset({act})
         problems = check_act(raw, allowed=allowed, known_targets=self.ws.known_targets(), live_options=frozenset(live))
@@ -402,13 +377,16 @@ class _Run:
             usage = self.usage.model_copy()
             usage.calls = usage.calls or len(self.trace)
             usage.attempts = usage.attempts or len(self.trace)
+        detail = self.detail
+        if detail is None and self.ws.failures:
+            detail = f"{len(self.ws.failures)} utterance(s) failed and were not counted as acts (see failures)"
         return assemble_packet(
             task=self.task,
             ws=self.ws,
             config=self.cfg,
             participants={s.spec.id: s.arch.name for s in self.seats},
             status=self.status,
-            detail=self.detail,
+            detail=detail,
             path=self.path,
             selected=self.selected,
             conv=self.conv,

@@ -126,11 +126,11 @@ class CompactionPolicy(BaseModel):
     amendment_chars: int = 90
     evidence_chars: int = 90
     evidence_shown: int = 1
-    tension_chars: int = 140
+    tension_chars: int = 130
     synthesis_chars: int = 160
     next_actions_shown: int = 3
     next_action_chars: int = 120
-    recent_chars: int = 150
+    recent_chars: int = 130
     recent_window: int | None = None
     """Acts in the recent window; ``None`` = one per participant."""
 

@@ -125,11 +125,13 @@ class Budget:
     max_cost: float | None = None
     """Maximum cost in dollars, priced by ``prices``; None = no limit."""
     prices: dict[str, Price] = field(default_factory=lambda: dict(DEFAULT_PRICES))
-    """Price table: model id (or id prefix) -> price."""
+    """Price table: model id (or id prefix) -> price. Prefix matches are cached per model
+    (the cache is dropped when entries are added or removed)."""
     completion_reserve: int = 1024
     """Completion tokens reserved (and sent as ``max_tokens``) when a request sets none."""
     _spent: Tally = field(default_factory=Tally, repr=False)
     _reserved: list[float] = field(default_factory=lambda: [0, 0, 0.0], repr=False)
+    _price_cache: dict[str, tuple[int, Price | None]] = field(default_factory=dict, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -157,8 +159,13 @@ class Budget:
         """Price of ``model``: exact id, else the longest table key it starts with."""
         if model in self.prices:
             return self.prices[model]
+        cached = self._price_cache.get(model)
+        if cached is not None and cached[0] == len(self.prices):
+            return cached[1]
         keys = [k for k in self.prices if model.startswith(k)]
-        return self.prices[max(keys, key=len)] if keys else None
+        price = self.prices[max(keys, key=len)] if keys else None
+        self._price_cache[model] = (len(self.prices), price)
+        return price
 
     def check_model(self, model: str) -> None:
         """Raise :class:`ConfigError` when a cost limit is set and ``model`` has no price."""

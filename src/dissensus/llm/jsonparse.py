@@ -103,12 +103,14 @@ def _candidates(text: str) -> Iterator[str]:
 
 
 def _loads(candidate: str) -> tuple[bool, Any]:
-    for attempt in (candidate, strip_trailing_commas(candidate)):
-        try:
-            return True, json.loads(attempt)
-        except ValueError:
-            continue
-    return False, None
+    try:
+        return True, json.loads(candidate)
+    except ValueError:
+        pass
+    try:
+        return True, json.loads(strip_trailing_commas(candidate))
+    except ValueError:
+        return False, None
 
 
 def extract_json(text: str, *, want_object: bool = True) -> Any:

@@ -117,9 +117,13 @@ class ReplayBackend:
         wanted = _canonical_json(canonical_request(request))
         best, best_ratio = self._order[0], -1.0
         for rec in self._order:
-            ratio = difflib.SequenceMatcher(
+            matcher = difflib.SequenceMatcher(
                 None, wanted, _canonical_json(rec.request), autojunk=False
-            ).ratio()
+            )
+            # quick_ratio bounds ratio from above: skip the full comparison when it cannot win
+            if matcher.real_quick_ratio() <= best_ratio or matcher.quick_ratio() <= best_ratio:
+                continue
+            ratio = matcher.ratio()
             if ratio > best_ratio:
                 best, best_ratio = rec, ratio
         return _canonical_json(best.request)

@@ -113,11 +113,15 @@ class ScriptedRules(BaseModel):
     """Settings of the loopback server (latency, faults); see ``fakeserver``."""
 
 
+# The C loader reads large rule files ten times faster; both are safe loaders.
+_SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 def load_script(path: str | Path) -> ScriptedRules:
     """Read and validate a rule file; errors name the file and the field."""
     name = str(path)
     try:
-        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+        data = yaml.load(Path(path).read_text(encoding="utf-8"), Loader=_SAFE_LOADER)
     except OSError as exc:
         raise ConfigError(f"cannot read script: {exc.strerror or exc}", file=name) from exc
     except yaml.YAMLError as exc:

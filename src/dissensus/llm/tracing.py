@@ -7,6 +7,8 @@ when set, ``gen_ai.usage.input_tokens`` / ``output_tokens`` (summed over attempt
 ``error.type`` on failure. Project attributes: ``dissensus.llm.attempts``,
 ``dissensus.agent``, ``dissensus.role``, ``dissensus.stage``. Prompt and answer text are
 never put on spans (they may hold sensitive data; the conventions make them opt-in).
+Until a tracer provider is configured (globally, or passed to the client) no span is
+started at all, so tracing costs nothing when unused.
 """
 
 from __future__ import annotations
@@ -54,7 +56,11 @@ def call_span(
     *, model: str, provider: str, attributes: dict[str, Any], tracer_provider: Any = None
 ) -> Iterator[CallSpan]:
     """A span around one call; a no-op span when OpenTelemetry is not installed."""
-    if _trace is None:
+    if _trace is None or (
+        tracer_provider is None
+        and isinstance(_trace.get_tracer_provider(), _trace.ProxyTracerProvider)
+    ):
+        # No SDK configured: spans would be dropped, so skip their cost entirely.
         yield _NoSpan()
         return
     tracer = _tracer(tracer_provider)

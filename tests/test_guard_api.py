@@ -1,0 +1,53 @@
+"""The guard's public surface is pinned, and the pure core imports nothing it must not."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import dissensus.guard as guard
+
+GUARD_DIR = Path(guard.__file__).resolve().parent
+
+
+def test_public_surface_is_pinned() -> None:
+    assert sorted(guard.__all__) == [
+        "Calibration",
+        "CalibrationSettings",
+        "CorrelatedConsensusError",
+        "GuardDecision",
+        "GuardSettings",
+        "InvariantCheck",
+        "Mode",
+        "Posterior",
+        "PriorSettings",
+        "Refusal",
+        "agreement_fraction",
+        "audit",
+        "audit_case",
+        "audit_many",
+        "calibrate",
+        "consensus_weighted_vote",
+        "encode_labels",
+        "majority_vote",
+        "posterior",
+        "wawa",
+    ]
+    for name in guard.__all__:
+        assert hasattr(guard, name)
+
+
+def test_guard_is_pure_core() -> None:
+    forbidden = ("dissensus.llm", "dissensus.agents", "dissensus.store", "dissensus.cli")
+    for path in sorted(GUARD_DIR.glob("*.py")):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module]
+            for name in names:
+                assert not name.startswith(forbidden), f"{path.name} imports {name}"
+                assert name.split(".")[0] not in ("random", "time", "requests", "openai"), f"{path.name} imports {name}"
+        assert "print(" not in path.read_text(), f"{path.name} prints"

@@ -1,0 +1,178 @@
+"""decide(panel): every route of the composed pipeline, and the guard gating every auto route."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dissensus.guard import audit
+from dissensus.pipeline import Policy, decide, panel_votes, policy_from_dict
+from dissensus.pipeline.signals import recorded_second_answers
+from dissensus.store import Journal
+from pipeline_cases import as_panel, crash_script, mixed_batch, panel
+
+FAST = {
+    "reading": {"similarity": "tfidf", "theta_s": 0.3},
+    "routing": {"convergent_disagreement_without_values": "seek_context"},
+    "acceptance": {"min_families": 2},
+}
+
+
+def _policy(**extra: Any) -> Policy:
+    data: dict[str, Any] = {k: dict(v) for k, v in FAST.items()}
+    for key, value in extra.items():
+        data[key] = {**data.get(key, {}), **value}
+    return policy_from_dict(data)
+
+
+def _by_id(tmp_path: Path) -> dict[str, Any]:
+    crash_script(tmp_path / "script.yaml")
+    policy = _policy(seek_context={"model": f"scripted:{tmp_path / 'script.yaml'}"})
+    return {
+        row["id"]: decide(as_panel(row), policy)
+        for row in mixed_batch()
+        if isinstance(row, dict)
+    }
+
+
+def test_each_route_ends_where_the_design_says(tmp_path: Path) -> None:
+    got = _by_id(tmp_path)
+    # Parametric agreement is never accepted on its face; the recorded swap re-ask decides it.
+    assert got["recorded-stable"].auto and got["recorded-stable"].basis == "independent_families"
+    assert "guard:refused" in got["recorded-stable"].path
+    assert got["recorded-stable"].action == "auto_explain"
+    # Evidence from independent sources passes the guard and commits directly.
+    assert got["evidence-backed"].path == ["read:CA", "route:auto", "guard:backed"]
+    assert got["evidence-backed"].auto and got["evidence-backed"].decision == "1"
+    # A live re-ask under swapped option order: a3 flips, a1 and a2 (two families) hold.
+    live = got["live-reask"]
+    assert live.auto and live.decision == "1" and live.usage.calls == 3
+    # Stable agents that disagree after the re-ask go to a human.
+    split = got["live-split"]
+    assert not split.auto and split.action == "escalate" and split.review_id and split.decision is None
+    # A value conflict (CD with value profiles) escalates without a follow-up.
+    conflict = got["value-conflict"]
+    assert conflict.path == ["read:CD", "route:escalate", "escalate"]
+    # Explicit options with role utilities: CONCORD certifies.
+    negotiated = got["negotiated"]
+    assert negotiated.action == "concord" and negotiated.auto and negotiated.decision == "1"
+
+
+def test_escalation_item_holds_what_a_reviewer_needs(tmp_path: Path) -> None:
+    journal = Journal(":memory:")
+    row = panel(
+        "vc",
+        ["1", "2"],
+        values=[{"safety": 0.9}, {"speed": 0.7}],
+        reasoning=["Option 1 states the window."] * 2,
+        meta={"gold": "1"},
+    )
+    record = decide(as_panel(row), _policy(), journal=journal, run_id="run")
+    assert record.action == "escalate" and record.review_id == "run.1"
+    item = journal.get("run", "case/1/review")
+    assert item is not None
+    data = item.payload
+    assert [p["agent"] for p in data["positions"]] == ["a1", "a2"]
+    assert data["value_dimensions"] == ["safety", "speed"]
+    assert data["positions"][0]["values"] == {"safety": 0.9}
+    assert data["reading"]["state"] == "CD" and data["panel"]["outputs"]
+    assert "gold" not in data["panel"]["meta"]
+
+
+def test_without_any_follow_up_parametric_agreement_waits_for_a_human() -> None:
+    row = panel("p", ["1", "1", "1"])
+    record = decide(as_panel(row), _policy(seek_context={"use_recorded": False}))
+    assert not record.auto and record.action == "escalate"
+    assert "no model configured" in record.reason
+
+
+_decision = st.sampled_from(["1", "1", "1", "2", None])
+_source = st.sampled_from(["kb:a", "kb:b", "web:c", "parametric"])
+
+
+@st.composite
+def panels(draw: st.DrawFn) -> dict[str, Any]:
+    """Panels leaning towards agreement, with evidence or recorded re-asks on a coin flip."""
+    n = draw(st.integers(2, 5))
+    decisions = [draw(_decision) for _ in range(n)]
+    if draw(st.booleans()):
+        decisions = [decisions[0]] * n
+    families = [draw(st.sampled_from(["f1", "f2", "f3", "f4", None])) for _ in range(n)]
+    swap = [d if draw(st.integers(0, 3)) else draw(_decision) for d in decisions] if draw(st.booleans()) else None
+    evidence: list[list[dict[str, Any]] | None] | None = None
+    if draw(st.integers(0, 2)) == 0:
+        # Retrieval panel: most agents read a non-parametric source.
+        evidence = [[{"source": f"kb:{draw(st.integers(0, 3))}", "present": draw(st.integers(0, 5)) > 0}] for _ in range(n)]
+    elif draw(st.booleans()):
+        evidence = [
+            [{"source": draw(_source), "present": draw(st.integers(0, 3)) > 0}] if draw(st.integers(0, 4)) else None
+            for _ in range(n)
+        ]
+    same = draw(st.booleans())
+    reasoning = ["The first option states the refund window."] * n if same else None
+    return panel("x", decisions, families=families, swap=swap, evidence=evidence, reasoning=reasoning)
+
+
+@settings(max_examples=60)
+@given(panels())
+def test_guard_gates_every_automatic_commitment(row: dict[str, Any]) -> None:
+    p = as_panel(row)
+    policy = _policy()
+    record = decide(p, policy)
+    assert record.auto == (record.decision is not None)
+    if not record.auto:
+        return
+    assert record.basis in {"guard", "independent_families"}
+    votes = panel_votes(p)
+    if record.basis == "guard":
+        # Committed on the guard's word: evidence auditable and independent, same answer.
+        checks = {c.number: c.holds for c in audit(votes).invariants}
+        assert checks[1] and checks[2]
+        assert record.path[-1] == "guard:backed" and record.route in ("auto", "auto_explain")
+        assert record.decision == Counter(v.answer for v in votes).most_common(1)[0][0]
+        return
+    # Committed on measured stability across independent families, never on raw agreement.
+    second = recorded_second_answers(p)
+    stable = [o for o in p.outputs if o.decision is not None and second.get(o.agent) and second[o.agent].decision == o.decision]
+    assert "guard:backed" not in record.path
+    backers = {o.family or o.agent for o in stable if o.decision == record.decision}
+    assert len(backers) >= policy.acceptance.min_families
+    assert all(o.decision == record.decision for o in stable)
+
+
+DCI_SCRIPT = """
+rules:
+  - match: {stage: dci.frame}
+    json: {act: frame, target: a0, text: "Frame: choose the reply that states the refund policy."}
+  - match: {stage: dci.propose}
+    json: {act: extend, target: o1, text: "o1 states the window.", option: "State the 30-day window and how to claim it."}
+  - match: {stage: dci.challenge}
+    json: {act: challenge, target: o2, text: "o2 states no policy.", blocking: false}
+  - match: {stage: dci.revise}
+    json: {act: clarify, target: a0, text: "The question asks for the policy itself."}
+  - match: {stage: dci.score}
+    json: {act: recommend, target: o1, text: "o1 answers the question.", scores: {o1: 0.9, o2: 0.1}, confidence: 0.8}
+  - match: {stage: dci.synthesize}
+    json: {act: synthesize, target: o1, text: "We select o1.", reopen_conditions: ["policy changes"], next_actions: ["reply"]}
+default: '{"act": "clarify", "target": "a0", "text": "noted"}'
+"""
+
+
+def test_dci_follow_up_attaches_a_packet_and_journals_every_call(tmp_path: Path) -> None:
+    (tmp_path / "dci.yaml").write_text(DCI_SCRIPT, encoding="utf-8")
+    journal = Journal(":memory:")
+    policy = _policy(seek_context={"followup": "dci", "model": f"scripted:{tmp_path / 'dci.yaml'}"})
+    record = decide(as_panel(panel("d", ["1", "2", "2"])), policy, journal=journal, run_id="R")
+    assert record.action == "escalate" and not record.auto
+    assert any(step.startswith("deliberation:") for step in record.path)
+    calls = [e for e in journal.events("R") if e.type == "model.call"]
+    assert record.usage.calls == len(calls) > 0
+    assert all(e.payload["request"]["stage"].startswith("dci.") for e in calls)
+    item = journal.get("R", "case/1/review")
+    assert item is not None
+    packet = item.payload["packet"]
+    assert packet["status"] == "complete" and packet["selected"]["label"] == "1"

@@ -1,0 +1,91 @@
+"""Policy files: documented defaults, errors that name the field, the shipped LLMBar policy."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from dissensus.errors import ConfigError
+from dissensus.pipeline import Policy, decide, load_calibration, load_policy, policy_from_dict
+from dissensus.pipeline.signals import MarkerLexicon
+from dissensus.types import Panel
+
+
+def test_an_empty_policy_is_the_documented_defaults(tmp_path: Path) -> None:
+    (tmp_path / "p.yaml").write_text("", encoding="utf-8")
+    policy, base = load_policy(tmp_path / "p.yaml")
+    assert policy == Policy()
+    assert base == tmp_path.resolve()
+    assert policy.reading.theta_a == 0.8 and policy.reading.similarity == "minilm"
+    assert policy.routing.convergent_disagreement_without_values == "escalate"
+    assert policy.acceptance.target_precision == 0.9 and policy.acceptance.calibration is None
+    assert policy.seek_context.followup == "reask" and policy.seek_context.max_followups == 1
+    assert policy.concurrency == 4
+
+
+@pytest.mark.parametrize(
+    ("data", "field"),
+    [
+        ({"acceptance": {"target_precision": 1.5}}, "acceptance.target_precision"),
+        ({"seek_context": {"followup": "pray"}}, "seek_context.followup"),
+        ({"reading": {"theta_a": 0}}, "reading.theta_a"),
+        ({"concurrency": 0}, "concurrency"),
+        ({"guard": {"enabeld": True}}, "guard.enabeld"),
+        ({"acceptance": {"markers": {"concession": "however"}}}, "acceptance.markers.concession"),
+    ],
+)
+def test_a_bad_policy_names_the_field(data: dict[str, object], field: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        policy_from_dict(data, file="p.yaml")
+    assert err.value.field == field
+    assert "p.yaml" in str(err.value)
+
+
+def test_bad_yaml_and_non_mapping_are_config_errors(tmp_path: Path) -> None:
+    (tmp_path / "a.yaml").write_text("reading: [", encoding="utf-8")
+    (tmp_path / "b.yaml").write_text("- 1\n", encoding="utf-8")
+    for name in ("a.yaml", "b.yaml", "missing.yaml"):
+        with pytest.raises(ConfigError):
+            load_policy(tmp_path / name)
+
+
+def test_cli_exits_2_and_names_the_field(tmp_path: Path) -> None:
+    (tmp_path / "p.yaml").write_text("acceptance:\n  min_support: -1\n", encoding="utf-8")
+    (tmp_path / "in.jsonl").write_text("", encoding="utf-8")
+    proc = subprocess.run(
+        [sys.executable, "-m", "dissensus", "decide", str(tmp_path / "in.jsonl"), "--policy", str(tmp_path / "p.yaml"),
+         "--journal", str(tmp_path / "j.sqlite")],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 2
+    assert "acceptance.min_support" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_shipped_llmbar_policy_and_calibration_load(repo_root: Path) -> None:
+    policy, base = load_policy(repo_root / "examples" / "llmbar-policy.yaml")
+    assert policy.acceptance.calibration
+    assert base is not None
+    cal = load_calibration(base / policy.acceptance.calibration, policy.acceptance.markers)
+    assert {"GPT-4", "ChatGPT", "PaLM2"} <= set(cal.agents)
+    assert all(s.startswith("llmbar/") for s in cal.built_from)
+    with pytest.raises(ConfigError) as err:
+        load_calibration(base / policy.acceptance.calibration, MarkerLexicon(concession=("maybe",)))
+    assert err.value.field == "lexicon"
+
+
+def test_gold_labels_never_change_a_decision(repo_root: Path) -> None:
+    """The labelled field of converted panels is not read at decision time."""
+    policy, base = load_policy(repo_root / "examples" / "llmbar-policy.yaml")
+    policy = policy.model_copy(update={"reading": policy.reading.model_copy(update={"similarity": "tfidf"})})
+    lines = (repo_root / "examples" / "llmbar-swap.jsonl").read_text(encoding="utf-8").splitlines()[:12]
+    for line in lines:
+        data = json.loads(line)
+        flipped = json.loads(line)
+        flipped["meta"]["gold"] = "2" if data["meta"].get("gold") == "1" else "1"
+        a = decide(Panel.model_validate(data), policy, policy_dir=base)
+        b = decide(Panel.model_validate(flipped), policy, policy_dir=base)
+        assert a.model_dump(exclude={"review_id"}) == b.model_dump(exclude={"review_id"})
