@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 
 from dissensus.cli import main
-from dissensus.review import final_records
+from dissensus.pipeline.review import final_records
 from dissensus.store import Journal
 from pipeline_cases import crash_script, mixed_batch, write_jsonl, write_policy
 

@@ -36,6 +36,8 @@ def test_an_empty_policy_is_the_documented_defaults(tmp_path: Path) -> None:
         ({"concurrency": 0}, "concurrency"),
         ({"guard": {"enabeld": True}}, "guard.enabeld"),
         ({"acceptance": {"markers": {"concession": "however"}}}, "acceptance.markers.concession"),
+        ({"guard": {"options": {"min_sources": "many"}}}, "guard.options.min_sources"),
+        ({"routing": {"rules": [{"id": "r", "condition": "meta.x ==", "action": "escalate"}]}}, "routing.rules[0].condition"),
     ],
 )
 def test_a_bad_policy_names_the_field(data: dict[str, object], field: str) -> None:

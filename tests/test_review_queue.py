@@ -11,7 +11,7 @@ import pytest
 
 from dissensus.errors import DissensusError, InputError
 from dissensus.pipeline import decide, policy_from_dict
-from dissensus.review import final_records, find_item, list_items, resolve
+from dissensus.pipeline.review import final_records, find_item, list_items, resolve
 from dissensus.store import Journal
 from pipeline_cases import as_panel, panel, write_jsonl, write_policy
 

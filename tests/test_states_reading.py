@@ -10,6 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from dissensus.states import (
+    Reading,
     State,
     Thresholds,
     callable_backend,
@@ -209,3 +210,15 @@ def test_read_from_matrix_invariant_to_permutation(
     r2 = read_from_matrix(p2, m[np.ix_(perm, perm)], "m", th)
     assert r1.state == r2.state
     assert r1.mean_similarity == r2.mean_similarity
+
+
+@given(outputs)
+def test_reading_round_trips_and_rereads_from_its_matrix(
+    rows: list[tuple[str | None, str]],
+) -> None:
+    p = make(rows)
+    th = Thresholds(theta_s=0.4, theta_a=0.6)
+    for backend in (TOY, TFIDF):
+        r = read_panel(p, backend, th)
+        assert Reading.model_validate(r.model_dump(mode="json")) == r
+        assert read_from_matrix(p, r.matrix, r.model, th) == r

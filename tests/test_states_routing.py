@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 
 from dissensus.errors import ConfigError
 from dissensus.states import Reading, RuleSet, State, Thresholds, read_from_matrix, route
-from dissensus.states.conditions import exclusive, parse_condition
+from dissensus.states.conditions import parse_condition
+from dissensus.states.exclusive import exclusive
 from dissensus.types import Panel
 
 

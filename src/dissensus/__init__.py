@@ -2,11 +2,66 @@
 
 Read a panel's disagreement (:mod:`dissensus.states`), check whether agreement is
 evidence (:mod:`dissensus.guard`), negotiate (:mod:`dissensus.concord`), deliberate
-(:mod:`dissensus.dci`), or hand the case to a human, always with a verifiable record.
+(:mod:`dissensus.dci`), or hand the case to a human through the composed pipeline
+(:mod:`dissensus.pipeline`), always with a verifiable record.
+
+The shared models are imported eagerly; the entry points of each part are loaded on
+first access so that ``import dissensus`` stays cheap.
 """
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
 
 from dissensus.types import AgentOutput, Evidence, Panel, Usage, Vote, VoteCase
 
+if TYPE_CHECKING:
+    from dissensus.concord import negotiate, verify
+    from dissensus.dci import deliberate
+    from dissensus.guard import audit
+    from dissensus.llm import resolve_model
+    from dissensus.pipeline import decide
+    from dissensus.states import read_panel, read_panels, route
+
 __version__ = "0.1.0"
 
-__all__ = ["AgentOutput", "Evidence", "Panel", "Usage", "Vote", "VoteCase", "__version__"]
+_LAZY = {
+    "read_panel": "dissensus.states",
+    "read_panels": "dissensus.states",
+    "route": "dissensus.states",
+    "audit": "dissensus.guard",
+    "negotiate": "dissensus.concord",
+    "verify": "dissensus.concord",
+    "deliberate": "dissensus.dci",
+    "decide": "dissensus.pipeline",
+    "resolve_model": "dissensus.llm",
+}
+
+__all__ = [
+    "AgentOutput",
+    "Evidence",
+    "Panel",
+    "Usage",
+    "Vote",
+    "VoteCase",
+    "__version__",
+    "audit",
+    "decide",
+    "deliberate",
+    "negotiate",
+    "read_panel",
+    "read_panels",
+    "resolve_model",
+    "route",
+    "verify",
+]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'dissensus' has no attribute {name!r}")
+    value = getattr(import_module(module), name)
+    globals()[name] = value
+    return value

@@ -39,7 +39,7 @@ from dissensus.io.jsonl import Reject, RejectSink, write_jsonl_line
 from dissensus.pipeline.batch import execute_run, start_run
 from dissensus.pipeline.policy import load_policy
 from dissensus.pipeline.records import CaseRecord
-from dissensus.review import final_records, find_item, list_items, resolve
+from dissensus.pipeline.review import final_records, find_item, list_items, resolve
 from dissensus.store.journal import Event, Journal, journal_path
 
 review_app = typer.Typer(help="The human review queue: escalated cases waiting for a decision.", no_args_is_help=True)

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import networkx as nx
 from pydantic import BaseModel, ValidationError
 
 from dissensus.concord.bounds import compute_bound
@@ -126,6 +125,8 @@ def _check_covered(cert: Certificate) -> None:
         if cert.unknown:
             raise _fail("covered", "a group channel covers every agent, yet some are unknown")
         return
+    import networkx as nx  # imported on first use: it costs ~0.3 s at start-up
+
     graph: nx.Graph = nx.Graph()
     graph.add_nodes_from(cert.covered + cert.unknown)
     graph.add_edges_from(tuple(e) for e in cert.budget.edges)

@@ -6,7 +6,7 @@
 
 :func:`decide` decides one panel into a throw-away in-memory journal unless a
 :class:`~dissensus.store.Journal` is given; batches, resumption and the review queue go
-through :mod:`dissensus.pipeline.batch` and :mod:`dissensus.review` (or the CLI:
+through :mod:`dissensus.pipeline.batch` and :mod:`dissensus.pipeline.review` (or the CLI:
 ``dissensus decide``, ``dissensus runs``, ``dissensus review``). See ``docs/pipeline.md``.
 """
 
@@ -16,8 +16,10 @@ import asyncio
 import os
 from pathlib import Path
 
+from dissensus.guard import Calibration as GuardCalibration
 from dissensus.pipeline.batch import RunSummary, execute_run, new_run_id, resume_run, start_run
-from dissensus.pipeline.engine import Runtime, decide_case, panel_votes, resolve_model_spec
+from dissensus.pipeline.engine import decide_case
+from dissensus.pipeline.gates import panel_votes
 from dissensus.pipeline.policy import Policy, load_policy, policy_from_dict
 from dissensus.pipeline.records import CaseRecord, Resolution, ReviewItem
 from dissensus.pipeline.reliability import (
@@ -26,6 +28,7 @@ from dissensus.pipeline.reliability import (
     load_calibration,
     trust_regions,
 )
+from dissensus.pipeline.runtime import Runtime, resolve_model_spec
 from dissensus.pipeline.signals import MarkerLexicon, agent_signals, recorded_second_answers
 from dissensus.store.journal import Journal
 from dissensus.types import Panel
@@ -62,11 +65,12 @@ async def adecide(
     policy: Policy | None = None,
     *,
     calibration: CalibrationFile | None = None,
+    guard_calibration: GuardCalibration | None = None,
     journal: Journal | None = None,
     run_id: str | None = None,
     policy_dir: Path | None = None,
 ) -> CaseRecord:
-    """Decide one panel (async). The calibration defaults to the policy's file."""
+    """Decide one panel (async). The reliability calibration defaults to the policy's file."""
     policy = policy or Policy()
     if calibration is None and policy.acceptance.calibration:
         path = Path(policy.acceptance.calibration)
@@ -82,6 +86,7 @@ async def adecide(
         journal=store,
         run_id=rid,
         calibration=calibration,
+        guard_calibration=guard_calibration,
         model=resolve_model_spec(policy, dict(os.environ)),
     )
     try:
@@ -97,11 +102,20 @@ def decide(
     policy: Policy | None = None,
     *,
     calibration: CalibrationFile | None = None,
+    guard_calibration: GuardCalibration | None = None,
     journal: Journal | None = None,
     run_id: str | None = None,
     policy_dir: Path | None = None,
 ) -> CaseRecord:
     """Decide one panel (sync twin of :func:`adecide`)."""
     return asyncio.run(
-        adecide(panel, policy, calibration=calibration, journal=journal, run_id=run_id, policy_dir=policy_dir)
+        adecide(
+            panel,
+            policy,
+            calibration=calibration,
+            guard_calibration=guard_calibration,
+            journal=journal,
+            run_id=run_id,
+            policy_dir=policy_dir,
+        )
     )

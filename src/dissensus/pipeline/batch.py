@@ -29,14 +29,16 @@ from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from dissensus.errors import ConfigError, DissensusError, InputError
+from dissensus.guard import Calibration as GuardCalibration
 from dissensus.io.jsonl import Reject, parse_line
-from dissensus.pipeline.engine import Runtime, decide_case, resolve_model_spec
+from dissensus.pipeline.engine import decide_case
 from dissensus.pipeline.policy import Policy
 from dissensus.pipeline.records import CaseRecord
 from dissensus.pipeline.reliability import CalibrationFile, load_calibration
+from dissensus.pipeline.runtime import Runtime, resolve_model_spec
 from dissensus.states import SimilarityBackend
 from dissensus.store.journal import Journal, RunInfo
 from dissensus.types import Panel
@@ -88,6 +90,7 @@ def start_run(
     if similarity:
         policy = policy.model_copy(update={"reading": policy.reading.model_copy(update={"similarity": similarity})})
     calibration = _calibration(policy, policy_dir, policy_file)
+    guard_calibration = _guard_calibration(policy, policy_dir, policy_file)
     source: dict[str, Any]
     if input_path == "-":
         source = {"path": "-", "text": sys.stdin.read()}
@@ -107,6 +110,7 @@ def start_run(
             "policy": policy.model_dump(mode="json"),
             "policy_file": policy_file,
             "calibration": calibration.model_dump(mode="json") if calibration else None,
+            "guard_calibration": guard_calibration.model_dump(mode="json") if guard_calibration else None,
             "model": spec,
         },
         key="run/started",
@@ -124,6 +128,24 @@ def _calibration(policy: Policy, policy_dir: Path | None, policy_file: str | Non
     if not path.is_file():
         raise ConfigError(f"calibration file not found: {path}", file=policy_file, field="acceptance.calibration")
     return load_calibration(path, policy.acceptance.markers)
+
+
+def _guard_calibration(policy: Policy, policy_dir: Path | None, policy_file: str | None) -> GuardCalibration | None:
+    name = policy.guard.calibration
+    if not name:
+        return None
+    path = Path(name)
+    if not path.is_absolute() and policy_dir is not None:
+        path = policy_dir / path
+    try:
+        return GuardCalibration.model_validate_json(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"cannot read guard calibration {path}: {exc.strerror}", file=policy_file, field="guard.calibration") from exc
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise ConfigError(
+            f"{path}: invalid guard calibration: {first['msg']}", file=policy_file, field="guard.calibration"
+        ) from exc
 
 
 def _started(journal: Journal, run_id: str) -> dict[str, Any]:
@@ -147,11 +169,13 @@ def _lines(source: dict[str, Any]) -> tuple[str, list[str] | None]:
 def _runtime(journal: Journal, run_id: str, started: dict[str, Any], backend: Callable[[], SimilarityBackend] | None) -> Runtime:
     policy = Policy.model_validate(started["policy"])
     cal = started.get("calibration")
+    guard_cal = started.get("guard_calibration")
     return Runtime(
         policy=policy,
         journal=journal,
         run_id=run_id,
         calibration=CalibrationFile.model_validate(cal) if cal else None,
+        guard_calibration=GuardCalibration.model_validate(guard_cal) if guard_cal else None,
         model=started.get("model"),
         backend_factory=backend,
     )

@@ -34,148 +34,23 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from functools import partial
-from pathlib import Path
 from typing import Any
 
 from dissensus.errors import DissensusError
-from dissensus.guard import Calibration as GuardCalibration
-from dissensus.guard import GuardSettings as GuardThresholds
-from dissensus.guard import audit
-from dissensus.llm.budget import Budget
-from dissensus.llm.client import ModelClient
-from dissensus.llm.resolve import MODEL_ENV, resolve_model
-from dissensus.pipeline.durable import CaseClient, CaseLog, JournalledClient
+from dissensus.pipeline.durable import CaseClient, CaseLog
 from dissensus.pipeline.followup import case_options, live_reask, run_dci
+from dissensus.pipeline.gates import guard_payload, route_payload
 from dissensus.pipeline.negotiate import has_utilities, run_concord
-from dissensus.pipeline.policy import Policy
 from dissensus.pipeline.records import AgentPosition, CaseRecord, ReviewItem, review_id_for
-from dissensus.pipeline.reliability import (
-    CalibrationFile,
-    TrustRegion,
-    calibrated_accept,
-    trust_regions,
-)
+from dissensus.pipeline.reliability import calibrated_accept
+from dissensus.pipeline.runtime import MODEL_ENV, Runtime
 from dissensus.pipeline.signals import SecondAnswer, agent_signals, recorded_second_answers
-from dissensus.states import (
-    EmbeddingBackend,
-    Reading,
-    RuleSet,
-    SimilarityBackend,
-    State,
-    Thresholds,
-    get_backend,
-    read_panel,
-)
-from dissensus.store.journal import Journal
-from dissensus.types import AgentOutput, Panel, Usage, Vote
+from dissensus.states import Reading
+from dissensus.types import AgentOutput, Panel, Usage
 
-__all__ = ["Runtime", "decide_case", "panel_votes"]
+__all__ = ["decide_case"]
 
 _AUTO = ("auto", "auto_explain")
-
-
-@dataclass
-class Runtime:
-    """Everything one run shares across its cases."""
-
-    policy: Policy
-    journal: Journal
-    run_id: str
-    calibration: CalibrationFile | None = None
-    guard_calibration: GuardCalibration | None = None
-    model: str | None = None
-    """Model spec for live follow-ups (policy's, else ``$DISSENSUS_MODEL``)."""
-    backend_factory: Callable[[], SimilarityBackend] | None = None
-    _backend: SimilarityBackend | None = field(default=None, init=False)
-    _rules: RuleSet | None = field(default=None, init=False)
-    _regions: dict[str, TrustRegion] | None = field(default=None, init=False)
-    client: JournalledClient = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.client = JournalledClient(self.journal, self.run_id, self._make_client)
-
-    def _make_client(self) -> ModelClient:
-        budget = Budget(max_calls=self.policy.budget.max_calls, max_tokens=self.policy.budget.max_tokens)
-        return resolve_model(self.model, budget=budget)
-
-    @property
-    def backend(self) -> SimilarityBackend:
-        if self._backend is None:
-            factory = self.backend_factory or (lambda: get_backend(self.policy.reading.similarity))
-            self._backend = factory()
-        return self._backend
-
-    @property
-    def rules(self) -> RuleSet:
-        if self._rules is None:
-            self._rules = RuleSet.from_dict(self.policy.routing.rules_document(), file="policy routing")
-        return self._rules
-
-    @property
-    def regions(self) -> dict[str, TrustRegion]:
-        if self._regions is None:
-            acc = self.policy.acceptance
-            self._regions = (
-                trust_regions(self.calibration, target=acc.target_precision, min_support=acc.min_support)
-                if self.calibration is not None
-                else {}
-            )
-        return self._regions
-
-    def can_call_models(self) -> bool:
-        return bool(self.model)
-
-    def prefetch(self, cases: list[tuple[int, Panel]]) -> None:
-        """Embed the traces of ``(line, panel)`` cases (and their recorded re-asks) in one batch.
-
-        With a caching embedding backend the per-case readings then hit the cache;
-        cases whose record is already journalled are skipped (nothing to read).
-        """
-        todo = [p for line, p in cases if self.journal.get(self.run_id, f"case/{line}/record") is None]
-        if not todo:
-            return
-        backend = self.backend
-        if not isinstance(backend, EmbeddingBackend):
-            return
-        texts = {o.reasoning for p in todo for o in p.outputs}
-        texts |= {a.reasoning for p in todo for a in recorded_second_answers(p).values() if a.reasoning}
-        backend.embed(sorted(texts))
-
-    def read(self, panel: Panel) -> Reading:
-        backend = self.backend
-        rd = self.policy.reading
-        thresholds = Thresholds.for_model(backend.name, rd.theta_s, rd.theta_a)
-        return read_panel(panel, backend, thresholds)
-
-
-def resolve_model_spec(policy: Policy, environ: dict[str, str]) -> str | None:
-    """The model spec live follow-ups use: the policy's, else ``$DISSENSUS_MODEL``."""
-    return policy.seek_context.model or environ.get(MODEL_ENV) or None
-
-
-def panel_votes(panel: Panel) -> list[Vote]:
-    """The guard's votes for a panel: one per voting agent, with its evidence provenance.
-
-    An agent that consulted no evidence votes from ``parametric:<family or agent>``.
-    """
-    votes: list[Vote] = []
-    for out in panel.outputs:
-        if out.decision is None:
-            continue
-        evidence = out.evidence or []
-        present = [e for e in evidence if e.present]
-        source = (present or evidence)[0].source if evidence else f"parametric:{out.family or out.agent}"
-        votes.append(
-            Vote(
-                agent=out.agent,
-                answer=out.decision,
-                evidence_source=source,
-                evidence_present=bool(present),
-                confidence=out.confidence,
-                family=out.family,
-            )
-        )
-    return votes
 
 
 def _perturbed(panel: Panel, second: dict[str, SecondAnswer]) -> Panel:
@@ -255,10 +130,10 @@ async def _run(case: _Case) -> CaseRecord:
     )
     reading = case.reading
     case.path.append(f"read:{reading.state.value}")
-    case.route = case.log.step("route", "case.route", lambda: _route(rt, panel, reading))
+    case.route = case.log.step("route", "case.route", lambda: route_payload(rt, panel, reading))
     action = str(case.route["action"])
     case.path.append(f"route:{action}")
-    case.guard = case.log.step("guard", "case.guard", lambda: _guard(rt, panel, reading))
+    case.guard = case.log.step("guard", "case.guard", lambda: guard_payload(rt, panel, reading))
     if action in _AUTO:
         if case.guard["backed"]:
             case.path.append("guard:backed")
@@ -275,50 +150,6 @@ async def _run(case: _Case) -> CaseRecord:
     if action in ("escalate", "concord"):
         return await _escalate(case, f"route {action} (rule {case.route['rule']})")
     return await _escalate(case, f"route names action {action!r}, which the pipeline does not run")
-
-
-def _route(rt: Runtime, panel: Panel, reading: Reading) -> dict[str, Any]:
-    route = rt.rules.route(reading, panel.meta)
-    out: dict[str, Any] = route.model_dump(mode="json")
-    out["override"] = None
-    no_values = all(not o.values for o in panel.outputs)
-    if (
-        route.action == "escalate"
-        and reading.state == State.CONVERGENT_DISAGREEMENT
-        and route.rule.startswith("default")
-        and no_values
-        and rt.policy.routing.convergent_disagreement_without_values == "seek_context"
-    ):
-        out["action"] = "seek_context"
-        out["override"] = (
-            "convergent disagreement without value profiles is not a value conflict: seek context first "
-            "(routing.convergent_disagreement_without_values)"
-        )
-    return out
-
-
-def _guard(rt: Runtime, panel: Panel, reading: Reading) -> dict[str, Any]:
-    if not rt.policy.guard.enabled:
-        return {"applicable": False, "backed": False, "reason": "guard disabled by policy: no agreement is evidence"}
-    votes = panel_votes(panel)
-    if len(votes) < 2:
-        return {"applicable": False, "backed": False, "reason": f"{len(votes)} vote(s): nothing to audit"}
-    settings = GuardThresholds.model_validate(rt.policy.guard.options)
-    decision = audit(votes, rt.guard_calibration, settings=settings, case_id=panel.id)
-    checks = {c.number: c.holds for c in decision.invariants}
-    need_beta = rt.guard_calibration is not None
-    independent = checks.get(1, False) and checks.get(2, False) and (checks.get(3, False) or not need_beta)
-    same = decision.answer == reading.decision and not reading.tie
-    backed = independent and same
-    if backed:
-        held = "; ".join(c.message for c in decision.invariants if c.holds)
-        reason = f"guard: evidence-backed and independent agreement on {decision.answer!r} ({held})"
-    elif independent:
-        reason = f"guard answer {decision.answer!r} differs from the panel's plurality {reading.decision!r}"
-    else:
-        failed = decision.refusal.message if decision.refusal else "an invariant failed"
-        reason = f"guard refused consensus: {failed}"
-    return {"applicable": True, "backed": backed, "reason": reason, "decision": decision.model_dump(mode="json")}
 
 
 async def _followup_answers(case: _Case, round_: int) -> dict[str, Any]:
@@ -418,7 +249,10 @@ async def _deliberate(case: _Case, why: str) -> CaseRecord:
         if not case.rt.can_call_models():
             return {"packet": None, "usage": Usage().model_dump(), "why": "no model configured for the DCI follow-up"}
         before = case.client.usage.model_copy()
-        packet = await run_dci(case.panel, case.client)
+        try:
+            packet = await run_dci(case.panel, case.client)
+        except DissensusError as exc:
+            return {"packet": None, "usage": _spent(case, before), "why": f"deliberation failed: {exc}"}
         return {"packet": packet, "usage": _spent(case, before)}
 
     got = await case.astep("deliberation", "case.packet", compute)
@@ -505,12 +339,3 @@ def _public_panel(panel: Panel) -> dict[str, Any]:
     data: dict[str, Any] = panel.model_dump(mode="json")
     data["meta"] = {k: v for k, v in data.get("meta", {}).items() if k != "gold"}
     return data
-
-
-def calibration_from_payload(data: dict[str, Any] | None) -> CalibrationFile | None:
-    return None if data is None else CalibrationFile.model_validate(data)
-
-
-def resolve_relative(base: Path | None, path: str) -> Path:
-    p = Path(path)
-    return p if p.is_absolute() or base is None else base / p

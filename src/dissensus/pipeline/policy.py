@@ -17,6 +17,8 @@ Every field has a default, so an empty file (or no file) is a valid policy:
       convergent_disagreement_without_values: escalate   # or seek_context
     guard:
       enabled: true
+      calibration: null              # guard calibration (dissensus calibrate --out)
+      options: {}                    # guard thresholds
     acceptance:
       calibration: null              # reliability file, relative to this policy
       target_precision: 0.9
@@ -109,6 +111,9 @@ class GuardSettings(_Section):
 
     enabled: bool = True
     """When false, no agreement is ever accepted on the guard's word (only on calibration)."""
+    calibration: str | None = None
+    """Guard calibration (JSON of ``dissensus calibrate``), relative to the policy: with it,
+    invariant 3 (beta bounded by a measured beta*) must hold as well."""
     options: dict[str, Any] = Field(default_factory=dict)
     """Extra keyword settings passed to the guard's audit (its thresholds)."""
 
@@ -193,13 +198,40 @@ def policy_from_dict(data: Any, *, file: str | None = None) -> Policy:
     if not isinstance(data, dict):
         raise ConfigError("a policy must be a mapping", file=file)
     try:
-        return Policy.model_validate(data)
+        policy = Policy.model_validate(data)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        message = first["msg"]
-        if message.startswith("Value error, "):
-            message = message[len("Value error, ") :]
-        raise ConfigError(message, file=file, field=_field(first["loc"])) from exc
+        raise _config_error(exc, file, ()) from exc
+    _check_parts(policy, file)
+    return policy
+
+
+def _config_error(exc: ValidationError, file: str | None, prefix: tuple[str, ...]) -> ConfigError:
+    first = exc.errors()[0]
+    message = first["msg"]
+    if message.startswith("Value error, "):
+        message = message[len("Value error, ") :]
+    return ConfigError(message, file=file, field=_field((*prefix, *first["loc"])))
+
+
+def _check_parts(policy: Policy, file: str | None) -> None:
+    """Validate the sections other parts interpret (routing rules, guard thresholds) now,
+    not at the first case."""
+    from dissensus.guard import GuardSettings as GuardThresholds
+    from dissensus.states import RuleSet
+
+    try:
+        GuardThresholds.model_validate(policy.guard.options)
+    except ValidationError as exc:
+        raise _config_error(exc, file, ("guard", "options")) from exc
+    try:
+        RuleSet.from_dict(policy.routing.rules_document(), file=file)
+    except ConfigError as exc:
+        where = f"routing.{exc.field}" if exc.field else "routing"
+        text = str(exc)
+        for prefix in (f"{file}: " if file else "", f"field {exc.field!r}: " if exc.field else ""):
+            if prefix and text.startswith(prefix):
+                text = text[len(prefix) :]
+        raise ConfigError(text, file=file, field=where) from exc
 
 
 def load_policy(path: str | Path | None) -> tuple[Policy, Path | None]:

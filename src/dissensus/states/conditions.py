@@ -21,24 +21,20 @@ Choices where the seed is silent:
 * Ordering comparisons between values of different kinds (a number and a string, or
   ``null``) are false, never an error, so a rule cannot crash routing.
 * ``x in y`` is false when ``y`` is not a list, string or mapping.
-* :func:`exclusive` decides conservatively whether two conditions can never hold at
-  once: only when, after splitting ``or`` (every branch must be exclusive) and ``and``
-  (one conjunct of each side suffices), some pair of atoms compares the same name with
-  literals in an unsatisfiable way (``x == "a"`` vs ``x == "b"``, ``x in [..]`` vs
-  ``x == c`` outside it, ``x == c`` vs ``x != c``, disjoint numeric or string ranges),
-  or one atom is the negation of the other. Anything else may both apply.
+* Whether two conditions can hold together is decided in
+  :mod:`dissensus.states.exclusive`.
 """
 
 from __future__ import annotations
 
 import ast
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from dissensus.errors import ConfigError
 
-__all__ = ["NAMES", "Condition", "exclusive", "parse_condition"]
+__all__ = ["NAMES", "Condition", "Node", "comparable", "compare", "parse_condition"]
 
 NAMES = frozenset(
     {
@@ -272,7 +268,8 @@ def _number(v: object) -> bool:
     return isinstance(v, int | float) and not isinstance(v, bool)
 
 
-def _ordered(a: object, b: object) -> bool:
+def comparable(a: object, b: object) -> bool:
+    """Whether ``a`` and ``b`` may be ordered: two numbers, or two strings."""
     return (_number(a) and _number(b)) or (isinstance(a, str) and isinstance(b, str))
 
 
@@ -285,7 +282,8 @@ def _contains(container: object, item: object) -> bool | None:
     return None
 
 
-def _apply(op: str, a: Any, b: Any) -> bool:
+def compare(op: str, a: Any, b: Any) -> bool:
+    """``a <op> b`` with the language's semantics (never raises)."""
     if op == "==":
         return bool(a == b)
     if op == "!=":
@@ -295,7 +293,7 @@ def _apply(op: str, a: Any, b: Any) -> bool:
         if found is None:
             return False
         return found if op == "in" else not found
-    if not _ordered(a, b):
+    if not comparable(a, b):
         return False
     if op == "<":
         return bool(a < b)
@@ -336,7 +334,7 @@ def _compile(node: Node) -> Eval:
     if fast is not None:
         return fast
     left, right, op = _term_eval(node.left), _term_eval(node.right), node.op
-    return lambda env: _apply(op, left(env), right(env))
+    return lambda env: compare(op, left(env), right(env))
 
 
 def _compile_name_vs_literal(node: Cmp) -> Eval | None:
@@ -380,92 +378,3 @@ class Condition:
 def parse_condition(text: str, *, where: str = "when", file: str | None = None) -> Condition:
     """Parse ``text``; a :class:`ConfigError` names the file, field and problem."""
     return Condition(text, where=where, file=file)
-
-
-# --- exclusivity -----------------------------------------------------------------------
-
-
-def _literal_set(c: Cmp) -> tuple[Var, str, tuple[object, ...]] | None:
-    """``(var, kind, constants)`` for an atom comparing a name with literals."""
-    if not isinstance(c.left, Var):
-        return None
-    if c.op in ("in", "not in") and isinstance(c.right, ListLit):
-        return c.left, c.op, c.right.values
-    if isinstance(c.right, Lit) and c.op not in ("in", "not in"):
-        return c.left, c.op, (c.right.value,)
-    return None
-
-
-def _satisfies(op: str, value: object, bound: object) -> bool:
-    return _apply(op, value, bound)
-
-
-def _bounds_disjoint(a: tuple[str, object], b: tuple[str, object]) -> bool:
-    if not _ordered(a[1], b[1]):
-        return False
-    lower = [(c, op == ">") for op, c in (a, b) if op in (">", ">=")]
-    upper = [(c, op == "<") for op, c in (a, b) if op in ("<", "<=")]
-    if len(lower) != 1 or len(upper) != 1:
-        return False
-    (lo, lo_strict), (hi, hi_strict) = lower[0], upper[0]
-    if _apply(">", lo, hi):
-        return True
-    return bool(lo == hi and (lo_strict or hi_strict))
-
-
-def _atoms_exclusive(a: Cmp, b: Cmp) -> bool:
-    sa, sb = _literal_set(a), _literal_set(b)
-    if sa is None or sb is None or sa[0] != sb[0]:
-        return False
-    (_, op1, vals1), (_, op2, vals2) = sa, sb
-    pos1, pos2 = op1 in ("==", "in"), op2 in ("==", "in")
-    neg1, neg2 = op1 in ("!=", "not in"), op2 in ("!=", "not in")
-    if pos1 and pos2:
-        return not any(x == y for x in vals1 for y in vals2)
-    if pos1 and neg2:
-        return all(any(x == y for y in vals2) for x in vals1)
-    if neg1 and pos2:
-        return all(any(x == y for y in vals1) for x in vals2)
-    if pos1 and not neg2:
-        return not any(_satisfies(op2, x, vals2[0]) for x in vals1)
-    if pos2 and not neg1:
-        return not any(_satisfies(op1, x, vals1[0]) for x in vals2)
-    if not (neg1 or neg2):
-        return _bounds_disjoint((op1, vals1[0]), (op2, vals2[0]))
-    return False
-
-
-def _pair_exclusive(a: Node, b: Node) -> bool:
-    if isinstance(a, Const) and not a.value:
-        return True
-    if isinstance(b, Const) and not b.value:
-        return True
-    if isinstance(a, Not) and a.item == b:
-        return True
-    if isinstance(b, Not) and b.item == a:
-        return True
-    if isinstance(a, Cmp) and isinstance(b, Cmp):
-        return _atoms_exclusive(a, b)
-    return False
-
-
-def _conjuncts(node: Node) -> Sequence[Node]:
-    if isinstance(node, And):
-        return [c for item in node.items for c in _conjuncts(item)]
-    return [node]
-
-
-def _nodes_exclusive(a: Node, b: Node) -> bool:
-    if isinstance(a, Or):
-        return all(_nodes_exclusive(x, b) for x in a.items)
-    if isinstance(b, Or):
-        return all(_nodes_exclusive(a, y) for y in b.items)
-    ca, cb = _conjuncts(a), _conjuncts(b)
-    if len(ca) > 1 or len(cb) > 1:
-        return any(_nodes_exclusive(x, y) for x in ca for y in cb)
-    return _pair_exclusive(a, b)
-
-
-def exclusive(a: Condition, b: Condition) -> bool:
-    """True only when ``a`` and ``b`` provably never hold for the same case."""
-    return _nodes_exclusive(a.tree, b.tree)

@@ -34,10 +34,12 @@ Choices where the seed is silent:
   on VariErrNLI's short human explanations the medians are 0.52 (MiniLM) and 0.20
   (TF-IDF), so calibrate on your own corpus. Any other model must be given ``theta_s``
   or calibrated (:mod:`dissensus.states.calibrate`).
-* The matrix is symmetrised, clipped to [-1, 1] and has a unit diagonal; byte-identical
-  traces have similarity exactly 1. The mean is an exactly rounded sum (``math.fsum``)
-  and traces are embedded in a canonical (sorted) order, so the state is invariant to
-  the order of the agents.
+* The matrix is symmetric, clipped to [-1, 1] and has a unit diagonal; byte-identical
+  traces have similarity exactly 1. Each pair's similarity is computed from the two
+  traces alone (embedding backends: the dot product of their rows, taken in sorted-text
+  order; matrix backends: called on the panel's distinct traces in sorted order), and
+  the mean is an exactly rounded sum (``math.fsum``), so the reading is invariant to
+  the order of the agents and, for embedding backends, to the rest of the batch.
 """
 
 from __future__ import annotations
@@ -197,14 +199,27 @@ def _tally(
     return tied[0], top / voters, tied if len(tied) > 1 else [], votes, abstentions
 
 
-def _build(panel: Panel, upper: list[float], model: str, thresholds: Thresholds) -> Reading:
-    """The reading from the upper-triangle similarities (row-major, panel order)."""
-    outputs = panel.outputs
-    n = len(outputs)
+def _square(upper: list[float], n: int) -> list[list[float]]:
+    """The symmetric unit-diagonal matrix with the given upper triangle."""
     matrix = [[1.0] * n for _ in range(n)]
     for (i, j), value in zip(_pairs(n), upper, strict=True):
         matrix[i][j] = value
         matrix[j][i] = value
+    return matrix
+
+
+def _build(
+    panel: Panel,
+    upper: list[float],
+    model: str,
+    thresholds: Thresholds,
+    matrix: list[list[float]] | None = None,
+) -> Reading:
+    """The reading from the upper-triangle similarities (row-major, panel order)."""
+    outputs = panel.outputs
+    n = len(outputs)
+    if matrix is None:
+        matrix = _square(upper, n)
     mean = math.fsum(upper) / len(upper)
     decision, share, tie, votes, abstentions = _tally([o.decision for o in outputs])
     agree = not tie and n - abstentions >= 2 and share >= thresholds.theta_a
@@ -346,7 +361,11 @@ def read_panels(
         index = np.array(
             [[position[o.reasoning] for o in batch[k].outputs] for k in members], dtype=np.intp
         )
-        sims = _pair_similarities(rows, index, n).tolist()
-        for k, upper in zip(members, sims, strict=True):
-            readings[k] = _build(batch[k], upper, backend.name, th)
+        sims = _pair_similarities(rows, index, n)
+        r, c = _upper(n)
+        square = np.ones((len(members), n, n))
+        square[:, r, c] = sims
+        square[:, c, r] = sims
+        for k, upper, matrix in zip(members, sims.tolist(), square.tolist(), strict=True):
+            readings[k] = _build(batch[k], upper, backend.name, th, matrix)
     return [r for r in readings if r is not None]

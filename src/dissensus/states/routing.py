@@ -38,7 +38,7 @@ Semantics (the seed names priorities and superiority but leaves their combinatio
   ways; the beats relation over *all* rules has no cycle (conservative: a cycle is an
   error even if its rules could never all apply together); and two rules of equal
   priority with different actions and no superiority between them are an error unless
-  their conditions are provably exclusive (:func:`~dissensus.states.conditions.exclusive`,
+  their conditions are provably exclusive (:func:`~dissensus.states.exclusive.exclusive`,
   e.g. the same name compared with different constants). Hence every case has exactly
   one action.
 * Rules are tried in a fixed linear extension of the beats relation (priority, then
@@ -61,7 +61,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from dissensus.errors import ConfigError, DissensusError
 from dissensus.states._trusted import trusted
-from dissensus.states.conditions import Condition, exclusive, parse_condition
+from dissensus.states.conditions import Condition, parse_condition
+from dissensus.states.exclusive import exclusive
 from dissensus.states.reading import Reading, State
 
 __all__ = [

@@ -1,0 +1,117 @@
+"""What one run shares across its cases: policy, journal, backend, rules, trust regions, model.
+
+Choices: the similarity backend, the compiled rules, the trust regions and the model
+client are built on first use, so a resumed run whose remaining steps are all journalled
+loads no embedding model and needs no model spec; the model client has the policy's
+run budget.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from dissensus.guard import Calibration as GuardCalibration
+from dissensus.llm.budget import Budget
+from dissensus.llm.client import ModelClient
+from dissensus.pipeline.durable import JournalledClient
+from dissensus.pipeline.policy import Policy
+from dissensus.pipeline.reliability import CalibrationFile, TrustRegion, trust_regions
+from dissensus.pipeline.signals import recorded_second_answers
+from dissensus.states import (
+    EmbeddingBackend,
+    Reading,
+    RuleSet,
+    SimilarityBackend,
+    Thresholds,
+    get_backend,
+    read_panel,
+)
+from dissensus.store.journal import Journal
+from dissensus.types import Panel
+
+__all__ = ["MODEL_ENV", "Runtime", "resolve_model_spec"]
+
+MODEL_ENV = "DISSENSUS_MODEL"
+"""Environment variable naming the default model spec (as in :mod:`dissensus.llm`)."""
+
+
+def resolve_model_spec(policy: Policy, environ: dict[str, str]) -> str | None:
+    """The model spec live follow-ups use: the policy's, else ``$DISSENSUS_MODEL``."""
+    return policy.seek_context.model or environ.get(MODEL_ENV) or None
+
+
+@dataclass
+class Runtime:
+    """Everything one run shares across its cases."""
+
+    policy: Policy
+    journal: Journal
+    run_id: str
+    calibration: CalibrationFile | None = None
+    guard_calibration: GuardCalibration | None = None
+    model: str | None = None
+    """Model spec for live follow-ups (policy's, else ``$DISSENSUS_MODEL``)."""
+    backend_factory: Callable[[], SimilarityBackend] | None = None
+    _backend: SimilarityBackend | None = field(default=None, init=False)
+    _rules: RuleSet | None = field(default=None, init=False)
+    _regions: dict[str, TrustRegion] | None = field(default=None, init=False)
+    client: JournalledClient = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.client = JournalledClient(self.journal, self.run_id, self._make_client)
+
+    def _make_client(self) -> ModelClient:
+        from dissensus.llm.resolve import resolve_model
+
+        budget = Budget(max_calls=self.policy.budget.max_calls, max_tokens=self.policy.budget.max_tokens)
+        return resolve_model(self.model, budget=budget)
+
+    @property
+    def backend(self) -> SimilarityBackend:
+        if self._backend is None:
+            factory = self.backend_factory or (lambda: get_backend(self.policy.reading.similarity))
+            self._backend = factory()
+        return self._backend
+
+    @property
+    def rules(self) -> RuleSet:
+        if self._rules is None:
+            self._rules = RuleSet.from_dict(self.policy.routing.rules_document(), file="policy routing")
+        return self._rules
+
+    @property
+    def regions(self) -> dict[str, TrustRegion]:
+        if self._regions is None:
+            acc = self.policy.acceptance
+            self._regions = (
+                trust_regions(self.calibration, target=acc.target_precision, min_support=acc.min_support)
+                if self.calibration is not None
+                else {}
+            )
+        return self._regions
+
+    def can_call_models(self) -> bool:
+        return bool(self.model)
+
+    def prefetch(self, cases: list[tuple[int, Panel]]) -> None:
+        """Embed the traces of ``(line, panel)`` cases (and their recorded re-asks) in one batch.
+
+        With a caching embedding backend the per-case readings then hit the cache;
+        cases whose record is already journalled are skipped (nothing to read).
+        """
+        todo = [p for line, p in cases if self.journal.get(self.run_id, f"case/{line}/record") is None]
+        if not todo:
+            return
+        backend = self.backend
+        if not isinstance(backend, EmbeddingBackend):
+            return
+        texts = {o.reasoning for p in todo for o in p.outputs}
+        texts |= {a.reasoning for p in todo for a in recorded_second_answers(p).values() if a.reasoning}
+        backend.embed(sorted(texts))
+
+    def read(self, panel: Panel) -> Reading:
+        backend = self.backend
+        rd = self.policy.reading
+        thresholds = Thresholds.for_model(backend.name, rd.theta_s, rd.theta_a)
+        return read_panel(panel, backend, thresholds)
