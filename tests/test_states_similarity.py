@@ -189,3 +189,11 @@ def test_calibration_quantiles() -> None:
         calibrate(panels, backend, 1.5)
     with pytest.raises(ValueError, match="empty"):
         calibrate([], backend, 0.5)
+
+
+def test_missing_embed_extra_is_a_friendly_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    from dissensus.states.encoder import MiniLMBackend
+
+    monkeypatch.setitem(sys.modules, "sentence_transformers", None)
+    with pytest.raises(ConfigError, match="'embed' extra"):
+        MiniLMBackend().embed(["a text"])

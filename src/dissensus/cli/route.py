@@ -27,6 +27,7 @@ from itertools import islice
 from typing import IO, Any
 
 import typer
+from rich import box
 from rich.table import Table
 
 from dissensus.cli.app import app
@@ -179,32 +180,43 @@ def route_stream(
     return tally
 
 
+def _decision_cell(reading: Reading) -> str:
+    if reading.tie:
+        return "tie " + "/".join(reading.tie)
+    return "—" if reading.decision is None else reading.decision
+
+
 def _print_human(tally: RouteTally, rejected: int, thresholds: Thresholds, model: str) -> None:
     rows, total, states, actions = tally.rows, tally.total, tally.states, tally.actions
     shown = len(rows)
     table = Table(
-        title=f"dissensus route  (model {model}, θ_s={thresholds.theta_s:g}, θ_a={thresholds.theta_a:g})"
+        title=f"dissensus route  (model {model}, θ_s={thresholds.theta_s:g}, θ_a={thresholds.theta_a:g})",
+        box=box.SIMPLE_HEAD,
     )
-    for col in ("id", "state", "action", "rule", "decision", "agree", "sim", "min", "tie"):
+    wide = out_console.width >= 100
+    columns = ["id", "state", "action", "rule", "decision", "agree", "sim"] + (
+        ["min"] if wide else []
+    )
+    for col in columns:
         numeric = col in ("agree", "sim", "min")
         table.add_column(
             col,
             justify="right" if numeric else "left",
-            no_wrap=numeric or col == "state",
+            # Only the free-text columns may wrap; the codes stay readable on one line.
+            no_wrap=col not in ("id", "decision"),
             overflow="fold",
         )
     for reading, routed in rows:
-        table.add_row(
+        cells = [
             reading.id,
             reading.state.value,
             routed.action,
             routed.rule,
-            "—" if reading.decision is None else reading.decision,
+            _decision_cell(reading),
             _fmt(reading.agreement),
             _fmt(reading.mean_similarity),
-            _fmt(reading.min_similarity),
-            ", ".join(reading.tie),
-        )
+        ]
+        table.add_row(*cells, *([_fmt(reading.min_similarity)] if wide else []))
     if total:
         out_console.print(table)
     if total > shown:
