@@ -215,7 +215,6 @@ def test_every_bad_line_rejected_rest_processed(tmp_path: Path) -> None:
             ["route", "{panels}", "--rejects", "/nonexistent/dir/r.jsonl"],
             "cannot write the rejects",
         ),
-        (["route", "{binary}", "--similarity", "tfidf"], "not UTF-8"),
         (["calibrate-thresholds", "{panels}"], "--quantile"),
         (["calibrate-thresholds", "{panels}", "--quantile", "2"], "quantile"),
         (
@@ -298,3 +297,17 @@ def test_route_with_default_model(panels_file: Path, tmp_path: Path) -> None:
     assert recs[0]["reasoning_similarity"] == 1.0
     assert recs[1]["reasoning_similarity"] < 0.86
     assert (tmp_path / "cache" / "embeddings.sqlite").exists()
+
+
+def test_line_that_is_not_utf8_is_rejected_and_the_rest_routed(tmp_path: Path) -> None:
+    path = tmp_path / "mixed.jsonl"
+    good = "".join(json.dumps(p) + "\n" for p in GOOD).encode()
+    path.write_bytes(b"\xff\xfe{}\n" + good)
+    done = subprocess.run(
+        [sys.executable, "-m", "dissensus", "route", str(path), "--similarity", "tfidf", "--json"],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 3
+    assert "not valid UTF-8" in done.stderr
+    assert len(done.stdout.splitlines()) == len(GOOD)

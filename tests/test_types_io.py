@@ -96,3 +96,19 @@ def test_usage_add_is_a_sum(pairs: list[tuple[int, int]]) -> None:
         total.add(Usage(calls=1, attempts=1, prompt_tokens=p, completion_tokens=c))
     assert total.calls == len(pairs)
     assert total.total_tokens == sum(p + c for p, c in pairs)
+
+
+def test_invalid_utf8_line_is_rejected_alone(tmp_path: object) -> None:
+    from pathlib import Path
+
+    from dissensus.io.jsonl import open_text
+
+    path = Path(str(tmp_path)) / "mixed.jsonl"
+    good = json.dumps(_panel()).encode()
+    path.write_bytes(good + b"\n" + b'{"id": "\xff\xfe"}\n' + good + b"\n")
+    with open_text(path) as handle:
+        results = list(read_models(Panel, handle, file="mixed.jsonl"))
+    assert [type(r).__name__ for r in results] == ["Panel", "Reject", "Panel"]
+    bad = results[1]
+    assert isinstance(bad, Reject)
+    assert (bad.line, bad.field) == (2, "<encoding>")

@@ -6,7 +6,9 @@ number (1-based) and the field that failed, so that good records are processed a
 bad ones reported, and memory never grows with the number of lines.
 
 Choices: blank lines are skipped silently (they are not records); a line that is
-valid JSON but not an object is rejected with field ``<root>``.
+valid JSON but not an object is rejected with field ``<root>``; files are read with
+``surrogateescape`` so that a line that is not valid UTF-8 is rejected on its own
+(field ``<encoding>``) and the lines around it are still read.
 """
 
 from __future__ import annotations
@@ -42,9 +44,12 @@ class Reject(BaseModel):
 def open_text(path: str | Path) -> Iterator[IO[str]]:
     """Open ``path`` for reading, ``-`` meaning standard input."""
     if str(path) == "-":
-        yield sys.stdin
+        stdin = sys.stdin
+        if hasattr(stdin, "reconfigure"):
+            stdin.reconfigure(encoding="utf-8", errors="surrogateescape")
+        yield stdin
         return
-    with open(path, encoding="utf-8") as handle:
+    with open(path, encoding="utf-8", errors="surrogateescape") as handle:
         yield handle
 
 
@@ -57,9 +62,17 @@ def _field_of(error: ValidationError) -> tuple[str, str]:
     return loc, msg
 
 
+def _has_undecodable(text: str) -> bool:
+    """True when ``text`` holds bytes that ``surrogateescape`` could not decode."""
+    return any("\udc80" <= ch <= "\udcff" for ch in text)
+
+
 def parse_line(model: type[M], text: str, *, file: str, line: int) -> M | Reject:
     """Parse one JSONL line into ``model`` or a :class:`Reject`."""
     raw = text.rstrip("\n")
+    if _has_undecodable(raw):
+        clean = raw.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+        return Reject(file=file, line=line, field="<encoding>", message="line is not valid UTF-8", raw=clean)
     try:
         data = json.loads(raw)
     except json.JSONDecodeError as exc:
