@@ -12,7 +12,7 @@
    also with a pydantic schema (extraction and validation included).
 3. Peak memory: ``tracemalloc`` peak of the overhead runs and the process's max RSS.
 
-Usage: ``python benchmarks/bench_llm.py [--n 400] [--concurrency 16] [--latency 0.2]``
+Usage: ``python benchmarks/bench_llm.py [--n 960] [--concurrency 16] [--latency 0.5]``
 """
 
 from __future__ import annotations
@@ -146,9 +146,9 @@ async def overhead(n: int, structured: bool) -> tuple[float, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--n", type=int, default=400, help="calls in the throughput runs")
+    parser.add_argument("--n", type=int, default=960, help="calls in the throughput runs")
     parser.add_argument("--concurrency", type=int, default=16)
-    parser.add_argument("--latency", type=float, default=0.2, help="server latency in seconds")
+    parser.add_argument("--latency", type=float, default=0.5, help="server latency in seconds (model calls take longer)")
     parser.add_argument("--overhead-n", type=int, default=5000, help="calls in the overhead runs")
     args = parser.parse_args()
     n, c, lat = args.n, args.concurrency, args.latency

@@ -176,6 +176,9 @@ def test_every_bad_line_rejected_rest_processed(tmp_path: Path) -> None:
     assert [r["line"] for r in rej] == list(range(2, 2 + len(BAD_LINES)))
     fields = [r["field"] for r in rej]
     assert fields[:3] == ["<json>", "outputs", "outputs.0.reasoning"]
+    by_message = {r["message"]: r["field"] for r in rej}
+    assert by_message["a panel needs at least two agents (got 1)"] == "outputs"
+    assert by_message["duplicate agent id 'a'"] == "outputs"
     messages = " | ".join(f"{r['field']}: {r['message']}" for r in rej)
     assert "at least two agents" in messages
     assert "confidence" in messages
@@ -203,16 +206,17 @@ def test_every_bad_line_rejected_rest_processed(tmp_path: Path) -> None:
             "'a' (escalate) and 'b' (auto)",
         ),
         (["route", "{panels}", "--rules", "{yaml_error}", "--similarity", "tfidf"], "invalid YAML"),
+        (["route", "{panels}", "--rules", "{binary}", "--similarity", "tfidf"], "not UTF-8"),
         (
             ["route", "{panels}", "--rules", "missing.yaml", "--similarity", "tfidf"],
             "cannot read rules file",
         ),
         (
-            ["route", "{panels}", "--json", "--out", "/nonexistent/dir/out.jsonl"],
+            ["route", "{panels}", "--json", "--out", "{nowhere}/out.jsonl"],
             "cannot write the output",
         ),
         (
-            ["route", "{panels}", "--rejects", "/nonexistent/dir/r.jsonl"],
+            ["route", "{panels}", "--rejects", "{nowhere}/r.jsonl"],
             "cannot write the rejects",
         ),
         (["calibrate-thresholds", "{panels}"], "--quantile"),
@@ -249,6 +253,7 @@ def test_usage_errors_exit_2(
         "yaml_error": yaml_error,
         "empty": empty,
         "binary": binary,
+        "nowhere": tmp_path / "no" / "such" / "dir",  # never created, even when run as root
     }
     res = run(*[a.format(**names) for a in args])
     assert res.returncode == 2, (res.stdout, res.stderr)
@@ -285,6 +290,35 @@ def test_callable_backend_on_the_cli(panels_file: Path, tmp_path: Path) -> None:
     )
     assert res.returncode == 0, res.stderr
     assert {r["model"] for r in records(res.stdout)} == {"lenvec:embed"}
+
+
+@pytest.mark.parametrize(
+    ("body", "needle"),
+    [
+        ("def embed(texts):\n    raise RuntimeError('model server down')\n", "RuntimeError: model server down"),
+        ("def embed(texts):\n    return ['not', 'numbers']\n", "ValueError"),
+    ],
+)
+def test_failing_callable_backend_is_one_line(
+    body: str, needle: str, panels_file: Path, tmp_path: Path
+) -> None:
+    (tmp_path / "broken_embed.py").write_text(body)
+    res = run(
+        "route",
+        panels_file,
+        "--similarity",
+        "broken_embed:embed",
+        "--theta-s",
+        "0.5",
+        "--no-cache",
+        env={"PYTHONPATH": str(tmp_path)},
+    )
+    assert res.returncode == 1
+    assert "Traceback" not in res.stderr
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1, res.stderr
+    assert lines[0].startswith("error: embedding function 'broken_embed:embed' failed")
+    assert needle in lines[0]
 
 
 @pytest.mark.embed

@@ -46,6 +46,7 @@ def test_bound_prints_the_published_figures() -> None:
     res = cli("bound", "--agents", "5", "--rounds", "6", "--json")
     assert res.returncode == 0
     assert res.stdout == '{"rounds": 6, "candidates": 11, "evaluations": 55, "model_calls": 51}\n'
+    assert cli("bound", "--agents", "0", "--rounds", "6").returncode == 2  # no agents: usage error
 
 
 def test_negotiate_json_then_verify(tmp_path: Path) -> None:
@@ -105,7 +106,7 @@ def test_human_mode_shows_the_trajectory_and_comparison() -> None:
     ]
 
 
-def test_compare_json_offline_llm_example() -> None:
+def test_compare_json_offline_llm_example(tmp_path: Path) -> None:
     res = cli("negotiate", str(EXAMPLES / "llm-checkout.yaml"), "--compare", "--json")
     assert res.returncode == 0, res.stderr
     doc = json.loads(res.stdout)
@@ -113,6 +114,13 @@ def test_compare_json_offline_llm_example() -> None:
     names = [r["strategy"] for r in doc["comparison"]]
     assert "LLM picks a plan" in names and "LLM writes a plan" in names
     assert doc["comparison"][0]["strategy"] == "CONCORD"
+    # `verify` reads the --compare output as it is, and still catches an edit inside it.
+    both = tmp_path / "both.json"
+    both.write_text(res.stdout)
+    assert cli("verify", str(both)).returncode == 0
+    doc["certificate"]["floor"] = 0.1
+    both.write_text(json.dumps(doc))
+    assert cli("verify", str(both)).returncode == 1
 
 
 def test_bad_problem_exits_2_naming_the_field(tmp_path: Path) -> None:
@@ -161,3 +169,25 @@ def test_deadline_returns_the_current_leader(tmp_path: Path) -> None:
     assert doc["spent"]["stopped"] == "deadline"
     assert doc["status"] == "best_effort"
     assert doc["selected"]["id"] == "A"
+
+
+def test_equal_anchors_at_run_time_name_the_problem_file(tmp_path: Path) -> None:
+    (tmp_path / "flat_agent.py").write_text(
+        "def score(outcome, view):\n    return 5.0\n", encoding="utf-8"
+    )
+    problem = tmp_path / "flat.yaml"
+    problem.write_text(
+        "floor: 0.5\n"
+        "anchors:\n  rejected: {id: R0, text: r}\n  ideal: {id: I0, text: i}\n"
+        "options:\n  - {id: A, text: a}\n"
+        "agents:\n"
+        "  - {id: t, kind: table, scores: {R0: 0, I0: 10, A: 6}}\n"
+        "  - {id: flat, kind: function, score: 'flat_agent:score'}\n",
+        encoding="utf-8",
+    )
+    res = cli("negotiate", str(problem))
+    assert res.returncode == 2
+    assert "Traceback" not in res.stderr
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1
+    assert lines[0].startswith(f"error: {problem}: field 'agents.flat.anchors'")

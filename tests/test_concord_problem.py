@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -132,3 +133,18 @@ def test_table_agent_reads_a_downward_scale() -> None:
     )
     proposal = asyncio.run(agent.propose(view))
     assert proposal is not None and proposal.id == "A"
+
+
+def test_model_files_are_relative_to_the_problem_file(tmp_path: Path) -> None:
+    from dissensus.concord import load_problem
+
+    body = (
+        "floor: 0.5\nanchors: {rejected: {id: R0, text: r}, ideal: {id: I0, text: i}}\n"
+        "agents: [{id: a, kind: table, scores: {R0: 0, I0: 1}}]\n"
+    )
+    (tmp_path / "s.yaml").write_text(body + "model: 'scripted:answers.yaml'\n", encoding="utf-8")
+    assert load_problem(tmp_path / "s.yaml").model == f"scripted:{tmp_path / 'answers.yaml'}"
+    (tmp_path / "r.yaml").write_text(body + "model: 'record:calls.jsonl:scripted:a.yaml'\n", encoding="utf-8")
+    assert load_problem(tmp_path / "r.yaml").model == (
+        f"record:{tmp_path / 'calls.jsonl'}:scripted:{tmp_path / 'a.yaml'}"
+    )

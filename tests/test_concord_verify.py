@@ -99,3 +99,72 @@ def test_the_first_violated_property_is_named() -> None:
     bad = copy.deepcopy(cert)
     bad["extra"] = 1
     assert verify(bad).violated == "schema"
+
+
+def _resealed(cert: dict[str, Any]) -> dict[str, Any]:
+    """The certificate with its digest recomputed, as a forger would."""
+    from dissensus.concord.record import canonical_digest
+
+    body = {k: v for k, v in cert.items() if k != "digest"}
+    return {**body, "digest": canonical_digest(body)}
+
+
+@given(certificates(), st.data())
+def test_a_resealed_edit_of_a_derived_field_is_rejected(
+    cert: dict[str, Any], data: st.DataObject
+) -> None:
+    assert verify(_resealed(cert)).valid
+    bad = copy.deepcopy(cert)
+    how = data.draw(st.sampled_from(["improvement", "author"]))
+    if how == "improvement":
+        step = data.draw(st.sampled_from(bad["trajectory"]))
+        step["improvement"] = (step["improvement"] or 0.0) + 0.125
+    else:
+        cand = data.draw(st.sampled_from(bad["candidates"]))
+        cand["author"] = "someone else"
+    verdict = verify(_resealed(bad))
+    assert not verdict.valid
+    assert verdict.violated in {"selection", "margin"}
+
+
+def test_two_opening_proposals_by_one_agent_are_rejected() -> None:
+    agents = [HashAgent(f"a{i}", 11, bias=0.5) for i in range(3)]
+    cert = negotiate_sync(agents, rejected=REJECTED, ideal=IDEAL, floor=0.9, rounds=2).model_dump(
+        mode="json"
+    )
+    opening = [c for c in cert["candidates"] if c["round"] == 1]
+    assert len(opening) >= 2
+    bad = copy.deepcopy(cert)
+    second = next(c for c in bad["candidates"] if c["id"] == opening[1]["id"])
+    second["author"] = opening[0]["author"]
+    verdict = verify(_resealed(bad))
+    assert verdict.violated == "selection"
+
+
+def test_resealed_inconsistent_controls_and_spend_are_rejected() -> None:
+    agents = [HashAgent(f"a{i}", 7, bias=0.5) for i in range(3)]
+    cert = negotiate_sync(
+        agents, rejected=REJECTED, ideal=IDEAL, floor=0.9, rounds=2, edges=[("a0", "a1"), ("a1", "a2")]
+    ).model_dump(mode="json")
+    assert verify(_resealed(cert)).valid
+    edits: list[tuple[str, str]] = [
+        ("edges_dropped", "covered"),
+        ("edge_arity", "covered"),
+        ("opening_bottleneck", "selection"),
+        ("anchor_fault", "calibration"),
+        ("negative_spend", "bound"),
+    ]
+    for how, prop in edits:
+        bad = copy.deepcopy(cert)
+        if how == "edges_dropped":
+            bad["budget"]["edges"] = None
+        elif how == "edge_arity":
+            bad["budget"]["edges"][0] = ["a0"]
+        elif how == "opening_bottleneck":
+            bad["trajectory"][0]["bottleneck"] = "a0"
+        elif how == "anchor_fault":
+            bad["scores"]["a0"]["fault"] = "invented"
+        else:
+            bad["spent"]["messages"] = -1
+        verdict = verify(_resealed(bad))
+        assert verdict.violated == prop, (how, verdict)

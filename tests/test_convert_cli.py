@@ -128,3 +128,36 @@ def test_usage_errors_exit_2(tmp_path: Path) -> None:
         assert "Traceback" not in proc.stderr
         assert proc.stdout == ""
     assert not (tmp_path / "out.jsonl").exists()  # a wrong layout leaves no output file
+
+
+def test_unwritable_outputs_and_non_utf8_sources_exit_2(tmp_path: Path) -> None:
+    root = _write_tiny(tmp_path / "data", ["1"])
+    (tmp_path / "binary.json").write_bytes(b'{"a": "\xff"}')
+    broken = _write_tiny(tmp_path / "broken", ["1"])
+    (broken / "Tiny" / "dataset.json").write_bytes(b'[{"input": "\xff"}]')
+    nowhere = tmp_path / "no" / "such" / "dir" / "x.jsonl"
+    cases = [
+        (("llmbar", root, "--out", nowhere), "cannot write the output file"),
+        (("llmbar", root, "--rejects", nowhere), "cannot write the rejects file"),
+        (("varierrnli", tmp_path / "binary.json"), "not UTF-8 text"),
+        (("llmbar", broken), "not UTF-8 text"),
+    ]
+    for args, message in cases:
+        proc = run(*args)
+        assert proc.returncode == 2, (args, proc.stderr)
+        assert "Traceback" not in proc.stderr
+        assert proc.stderr.startswith("error: ") and message in proc.stderr, (args, proc.stderr)
+        assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_rejects_file_lists_every_skipped_item(tmp_path: Path) -> None:
+    root = _write_tiny(tmp_path / "data", ["bogus", "1", "7"])
+    rejects = tmp_path / "rejects.jsonl"
+    proc = run("llmbar", root, "--rejects", rejects)
+    assert proc.returncode == 3
+    rows = [json.loads(line) for line in rejects.read_text().splitlines()]
+    assert [(r["item"], r["field"]) for r in rows] == [
+        ("0", "results.0.swap = False.winner"),
+        ("2", "results.0.swap = False.winner"),
+    ]
+    assert [json.loads(line)["id"] for line in proc.stdout.splitlines()] == ["Tiny/1"]

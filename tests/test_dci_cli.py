@@ -91,3 +91,16 @@ def test_judge_scores_outputs_per_judge(tmp_path: Path) -> None:
     for means in result["means"].values():
         assert set(means) == {"dci", "single"}
         assert all(1 <= means[m]["overall"] <= 10 and means[m]["n"] == 1 for m in means)
+
+
+def test_the_same_judge_twice_is_one_judge(tmp_path: Path) -> None:
+    task = load_task(EXAMPLES / "routine.yaml")
+    output = run_baseline_sync("single", resolve_model(bundled_model("single")), task)
+    path = tmp_path / "outputs.jsonl"
+    path.write_text(output.model_dump_json() + "\n")
+    spec = f"scripted:{EXAMPLES / 'models' / 'judge.yaml'}"
+    proc = run("judge", str(path), "--model", spec, "--model", spec, "--json")
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)
+    assert list(result["means"]) == [spec]
+    assert result["means"][spec]["single"]["n"] == 1 and len(result["scores"]) == 1

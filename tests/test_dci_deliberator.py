@@ -56,3 +56,30 @@ def test_a_model_that_never_speaks_the_grammar_yields_failures_not_coerced_acts(
     assert result.workspace.acts == [] and output.packet.metrics.acts_total == 0
     assert {f.kind for f in output.packet.failures} == {"invalid_act"}
     assert output.packet.path == "fallback:tie_break" and "failed" in (output.packet.status_detail or "")
+
+
+def test_the_judge_sees_question_and_answer_never_the_method() -> None:
+    from dissensus.agents.deliberator import judge_prompt
+    from dissensus.dci.output import DeliberationOutput
+
+    output = DeliberationOutput.model_validate(
+        {
+            "task_id": "case-7f3",
+            "task_type": "routine",
+            "method": "self_consistency",
+            "variant": "no_archetypes",
+            "model": "scripted:self_consistency.yaml",
+            "question": "Which rollout plan?",
+            "answer": "Roll out in two waves.",
+            "selected_option": None,
+            "packet": None,
+            "usage": {},
+            "status": "complete",
+            "detail": None,
+            "extras": {},
+        }
+    )
+    text = " ".join(m.content for m in judge_prompt(output))
+    assert "Which rollout plan?" in text and "Roll out in two waves." in text
+    for hidden in ("self_consistency", "no_archetypes", "scripted:", "case-7f3", "routine"):
+        assert hidden not in text

@@ -119,6 +119,38 @@ def test_usage_errors(tmp_path: Path, labelled: Path) -> None:
     assert res.returncode == 2 and "bad.json" in res.stderr and "field" in res.stderr
 
 
+def test_unwritable_files_and_bad_numbers_are_usage_errors(tmp_path: Path, labelled: Path) -> None:
+    nowhere = str(tmp_path / "no" / "such" / "dir" / "x.json")
+    binary = tmp_path / "binary.json"
+    binary.write_bytes(b'{"cases": "\xff"}')
+    cases = [
+        (("calibrate", str(labelled), "--out", nowhere), "cannot write the calibration file"),
+        (("calibrate", str(labelled), "--rejects", nowhere), "cannot write the rejects file"),
+        (("vote", str(labelled), "--rejects", nowhere), "cannot write the rejects file"),
+        (("vote", str(labelled), "--calibration", str(binary)), "not UTF-8 text"),
+        (("vote", str(labelled), "--beta", "inf"), "finite"),
+        (("calibrate", str(labelled), "--beta-ref", "inf"), "finite"),
+        (("calibrate", str(labelled), "--tolerance", "inf"), "finite"),
+    ]
+    for args, needle in cases:
+        res = run(*args)
+        assert res.returncode == 2, (args, res.stderr)
+        assert needle in res.stderr, (args, res.stderr)
+        assert "Traceback" not in res.stderr
+
+
+def test_duplicate_voter_rejected_on_field_votes(tmp_path: Path) -> None:
+    path = tmp_path / "dup.jsonl"
+    path.write_text(
+        json.dumps({"id": "d", "votes": [_vote("a", "x"), _vote("a", "y")]}) + "\n"
+        + json.dumps({"id": "ok", "votes": [_vote("a", "x"), _vote("b", "y")]}) + "\n"
+    )
+    res = run("vote", str(path), "--json")
+    assert res.returncode == 3
+    assert f"{path}:1: field 'votes': duplicate agent id 'a'" in res.stderr
+    assert [json.loads(x)["id"] for x in res.stdout.splitlines()] == ["ok"]
+
+
 def test_vote_reads_stdin() -> None:
     line = json.dumps({"id": 7, "votes": [_vote("a", "x"), _vote("b", "x"), _vote("c", "y")]})
     res = run("vote", "-", "--json", stdin=line + "\n")

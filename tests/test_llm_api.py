@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
 import dissensus.llm as llm
 
 
@@ -39,3 +45,26 @@ def test_backends_satisfy_the_protocol() -> None:
     assert isinstance(backend, llm.ChatBackend)
     assert isinstance(llm.OpenAIBackend("m", api_key="k"), llm.ChatBackend)
     assert isinstance(llm.ReplayBackend([]), llm.ChatBackend)
+
+
+def test_python_examples_of_the_docs_run(repo_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """docs/llm.md's Python blocks run as written, against the docs' own rule file."""
+    doc = (repo_root / "docs" / "llm.md").read_text(encoding="utf-8")
+    scripted = doc[doc.index("## Scripted models") :]
+    (tmp_path / "rules.yaml").write_text(re.findall(r"```yaml\n(.*?)```", scripted, flags=re.S)[0])
+    blocks = re.findall(r"```python\n(.*?)```", doc, flags=re.S)
+    assert len(blocks) >= 2
+    monkeypatch.chdir(tmp_path)
+    namespace: dict[str, object] = {}
+    exec(compile(blocks[0], "docs/llm.md", "exec"), namespace)
+    assert namespace["resp"].parsed.model_dump() == {"verdict": "ok", "score": 3}  # type: ignore[attr-defined]
+    assert namespace["client"].usage.attempts == 1  # type: ignore[attr-defined]
+    # The Budget block ends with an expression: the budget it shows must be usable.
+    *setup, last = ast.parse(blocks[1]).body
+    assert isinstance(last, ast.Expr)
+    exec(compile(ast.Module(body=setup, type_ignores=[]), "docs/llm.md", "exec"), namespace)
+    budget = eval(compile(ast.Expression(last.value), "docs/llm.md", "eval"), namespace)
+    assert isinstance(budget, llm.Budget)
+    for model in ("gpt-4o-mini", "my-model"):
+        budget.check_model(model)
+        assert budget.price_for(model) is not None

@@ -94,6 +94,13 @@ def test_bad_recording_line_names_file_and_line(tmp_path: Path) -> None:
         ReplayBackend.from_file(rec)
 
 
+def test_recording_that_is_not_utf8_is_a_config_error(tmp_path: Path) -> None:
+    rec = tmp_path / "binary.jsonl"
+    rec.write_bytes(b"\xff\xfe{}\n")
+    with pytest.raises(ConfigError, match=r"binary.jsonl: recording is not UTF-8 text"):
+        ReplayBackend.from_file(rec)
+
+
 def test_key_is_model_independent_and_ignores_max_tokens() -> None:
     assert request_key(ask("q", max_tokens=5)) == request_key(ask("q", max_tokens=500))
 

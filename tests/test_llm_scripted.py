@@ -86,6 +86,23 @@ def test_invalid_scripts_name_file_and_field(tmp_path: Path, text: str, field: s
         assert info.value.field == field
 
 
+def test_script_errors_are_one_line(tmp_path: Path) -> None:
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("rules: [\n")
+    with pytest.raises(ConfigError) as info:
+        load_script(broken)
+    assert "\n" not in str(info.value) and "invalid YAML at line 2" in str(info.value)
+    both = tmp_path / "both.yaml"
+    both.write_text("rules:\n  - response: r\n    json: {}\n")
+    with pytest.raises(ConfigError) as info:
+        load_script(both)
+    assert "Value error" not in str(info.value) and "exactly one of" in str(info.value)
+    binary = tmp_path / "binary.yaml"
+    binary.write_bytes(b"rules: []\n\xff\xfe\n")
+    with pytest.raises(ConfigError, match=r"binary.yaml: script is not UTF-8 text"):
+        load_script(binary)
+
+
 def test_missing_script_is_a_config_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="cannot read"):
         resolve_model(f"scripted:{tmp_path / 'nope.yaml'}")

@@ -43,7 +43,7 @@ def test_decide_rejects_bad_lines_processes_the_rest_and_exports_a_verifiable_ru
         ["decide", str(inp), "--policy", str(pol), "--journal", j, "--run-id", "B", "--json", "--rejects", str(tmp_path / "rej.jsonl")],
         ["runs", "list", "--journal", j, "--json"],
         ["runs", "export", "B", "--journal", j, "-o", str(tmp_path / "export.jsonl")],
-        ["decide", str(inp), "--policy", str(pol), "--journal", j, "--run-id", "H"],
+        ["decide", str(inp), "--policy", str(pol), "--journal", j, "--run-id", "H", "-o", str(tmp_path / "h.jsonl")],
     ]
     proc = subprocess.run([sys.executable, "-c", script, *["\x1f".join(s) for s in steps]], capture_output=True, text=True, check=False)
     chunks = proc.stdout.split("<<< ")
@@ -65,3 +65,6 @@ def test_decide_rejects_bad_lines_processes_the_rest_and_exports_a_verifiable_ru
     assert not _verify_export([exported[0], json.dumps(edited), *exported[2:]])
     human = chunks[3].split("\n", 1)[1]
     assert "2 case(s): 1 decided automatically" in human and "waiting for review" in human
+    # --output holds the records even without --json; the summary still goes to stdout.
+    written = [json.loads(x) for x in (tmp_path / "h.jsonl").read_text().splitlines()]
+    assert [(r["id"], r["auto"]) for r in written] == [("a", True), ("c", False)]

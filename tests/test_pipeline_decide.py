@@ -176,3 +176,38 @@ def test_dci_follow_up_attaches_a_packet_and_journals_every_call(tmp_path: Path)
     assert item is not None
     packet = item.payload["packet"]
     assert packet["status"] == "complete" and packet["selected"]["label"] == "1"
+
+
+def test_a_failed_dci_follow_up_still_attaches_a_packet_and_says_so(tmp_path: Path) -> None:
+    (tmp_path / "none.yaml").write_text("rules: []\n", encoding="utf-8")  # every call fails
+    journal = Journal(":memory:")
+    policy = _policy(seek_context={"followup": "dci", "model": f"scripted:{tmp_path / 'none.yaml'}"})
+    record = decide(as_panel(panel("d", ["1", "2", "2"])), policy, journal=journal, run_id="R")
+    assert record.action == "escalate" and not record.auto and record.decision is None
+    assert "model_failure" in record.reason and "stopped early" in record.reason
+    item = journal.get("R", "case/1/review")
+    assert item is not None
+    assert item.payload["packet"]["status"] == "model_failure"
+    # Failed calls are not journalled (a resume tries them again) but count in the usage.
+    assert not [e for e in journal.events("R") if e.type == "model.call"]
+    assert record.usage.calls == record.usage.attempts > 0
+    assert item.payload["packet"]["metrics"]["calls"] == record.usage.calls
+
+
+def test_unusable_utilities_escalate_saying_why_concord_did_not_run() -> None:
+    values: list[dict[str, float] | None] = [{"safety": 0.9}, {"cost": 0.9}, {"cost": 0.8}]
+    good = {"a1": {"1": 0.9, "2": 0.2}, "a2": {"1": 0.3, "2": 0.9}, "a3": {"1": 0.7, "2": 0.8}}
+    cases = {
+        "out of range": ({**good, "a1": {"1": 5, "2": 0.2}}, "meta.utilities.a1.1 is 5"),
+        "not a number": ({**good, "a1": {"1": "high", "2": 0.2}}, "meta.utilities.a1.1 is 'high'"),
+        "missing agent": ({"a1": good["a1"], "a2": good["a2"]}, "agent a3 has no utilities"),
+        "missing option": ({**good, "a2": {"1": 0.3}}, "agent a2 gives no utility for option(s) 2"),
+    }
+    for name, (utilities, why) in cases.items():
+        row = panel(name, ["1", "2", "2"], values=values, meta={"utilities": utilities})
+        record = decide(as_panel(row), _policy())
+        assert record.action == "escalate" and not record.auto, name
+        assert not any(step.startswith("concord:") for step in record.path), name
+        assert f"CONCORD not run: {why}" in record.reason, (name, record.reason)
+    row = panel("ok", ["1", "2", "2"], values=values, meta={"utilities": good})
+    assert any(step.startswith("concord:") for step in decide(as_panel(row), _policy()).path)

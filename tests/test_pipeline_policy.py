@@ -37,6 +37,7 @@ def test_an_empty_policy_is_the_documented_defaults(tmp_path: Path) -> None:
         ({"guard": {"enabeld": True}}, "guard.enabeld"),
         ({"acceptance": {"markers": {"concession": "however"}}}, "acceptance.markers.concession"),
         ({"guard": {"options": {"min_sources": "many"}}}, "guard.options.min_sources"),
+        ({"reading": {"similarity": "bogus"}}, "reading.similarity"),
         ({"routing": {"rules": [{"id": "r", "condition": "meta.x ==", "action": "escalate"}]}}, "routing.rules[0].condition"),
     ],
 )
@@ -91,3 +92,42 @@ def test_gold_labels_never_change_a_decision(repo_root: Path) -> None:
         a = decide(Panel.model_validate(data), policy, policy_dir=base)
         b = decide(Panel.model_validate(flipped), policy, policy_dir=base)
         assert a.model_dump(exclude={"review_id"}) == b.model_dump(exclude={"review_id"})
+
+
+def test_a_calibration_file_without_a_format_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "cal.json").write_text("{}", encoding="utf-8")
+    with pytest.raises(ConfigError) as err:
+        load_calibration(tmp_path / "cal.json", MarkerLexicon())
+    assert err.value.field == "format"
+
+
+def test_concord_settings_have_no_unused_keys() -> None:
+    with pytest.raises(ConfigError) as err:
+        policy_from_dict({"concord": {"model": "scripted:x.yaml"}})
+    assert err.value.field == "concord.model"
+
+
+def test_model_files_in_a_policy_are_relative_to_the_policy_file(tmp_path: Path) -> None:
+    sub = tmp_path / "conf"
+    sub.mkdir()
+    (sub / "p.yaml").write_text("seek_context: {model: 'scripted:answers.yaml'}\n", encoding="utf-8")
+    policy, base = load_policy(sub / "p.yaml")
+    assert base == sub.resolve()
+    assert policy.seek_context.model == f"scripted:{sub.resolve() / 'answers.yaml'}"
+    (sub / "r.yaml").write_text("seek_context: {model: 'record:calls.jsonl:replay:old.jsonl'}\n", encoding="utf-8")
+    policy, _ = load_policy(sub / "r.yaml")
+    assert policy.seek_context.model == f"record:{sub.resolve() / 'calls.jsonl'}:replay:{sub.resolve() / 'old.jsonl'}"
+    (sub / "o.yaml").write_text("seek_context: {model: 'openai:gpt-4o-mini'}\n", encoding="utf-8")
+    assert load_policy(sub / "o.yaml")[0].seek_context.model == "openai:gpt-4o-mini"
+
+
+def test_an_unknown_similarity_override_starts_no_run(tmp_path: Path) -> None:
+    from dissensus.pipeline import start_run
+    from dissensus.store import Journal
+
+    (tmp_path / "in.jsonl").write_text("", encoding="utf-8")
+    with Journal(tmp_path / "j.sqlite") as journal:
+        with pytest.raises(ConfigError) as err:
+            start_run(journal, str(tmp_path / "in.jsonl"), Policy(), similarity="bogus")
+        assert err.value.field == "similarity"
+        assert journal.runs() == []

@@ -105,3 +105,35 @@ def test_cli_review_list_show_resolve(tmp_path: Path) -> None:
     run = json.loads(outputs[5])
     assert [r["decision"] for r in run["records"]] == ["2", "1"] and run["finished"]
     assert "OK" in outputs[6]
+
+
+def test_review_show_says_when_the_packet_came_from_a_failed_deliberation(tmp_path: Path) -> None:
+    (tmp_path / "none.yaml").write_text("rules: []\n", encoding="utf-8")  # every model call fails
+    policy = policy_from_dict(
+        {
+            "reading": {"similarity": "tfidf", "theta_s": 0.3},
+            "routing": {"convergent_disagreement_without_values": "seek_context"},
+            "seek_context": {"followup": "dci", "model": f"scripted:{tmp_path / 'none.yaml'}"},
+        }
+    )
+    journal = Journal(tmp_path / "j.sqlite")
+    record = decide(as_panel(panel("d", ["1", "2", "2"])), policy, journal=journal, run_id="R")
+    journal.close()
+    assert record.review_id == "R.1"
+    proc = _cli("review", "show", "R.1", "--journal", str(tmp_path / "j.sqlite"))
+    assert proc.returncode == 0, proc.stderr
+    flat = " ".join(proc.stdout.split())
+    assert "DCI packet: path fallback:" in flat
+    assert "packet status: model_failure" in flat
+
+
+def test_cli_resolve_flags_a_decision_outside_the_options(tmp_path: Path) -> None:
+    journal = Journal(tmp_path / "j.sqlite")
+    review_id = _escalated(journal, "R")
+    journal.close()
+    proc = _cli("review", "resolve", review_id, "--decision", "7", "--note", "typo?", "--journal", str(tmp_path / "j.sqlite"))
+    assert proc.returncode == 0, proc.stderr
+    assert "'7' is none of the case's options (1, 2)" in " ".join(proc.stderr.split())
+    with Journal(tmp_path / "j.sqlite") as j:
+        event = j.get("R", "review/1/resolved")
+        assert event is not None and event.payload["outside_options"] is True

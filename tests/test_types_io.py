@@ -112,3 +112,10 @@ def test_invalid_utf8_line_is_rejected_alone(tmp_path: object) -> None:
     bad = results[1]
     assert isinstance(bad, Reject)
     assert (bad.line, bad.field) == (2, "<encoding>")
+
+
+def test_empty_labels_are_rejected_not_counted() -> None:
+    with pytest.raises(ValidationError, match="answer"):
+        Vote.model_validate({"agent": "a", "answer": "", "evidence_source": "i", "evidence_present": True})
+    with pytest.raises(ValidationError, match="decision"):
+        AgentOutput.model_validate({"agent": "a", "decision": "", "reasoning": "r"})

@@ -70,8 +70,8 @@ class AgentOutput(BaseModel):
 
     agent: str = Field(min_length=1)
     """Agent id, unique within a panel."""
-    decision: str | None
-    """The agent's categorical decision; ``None`` is an abstention."""
+    decision: str | None = Field(min_length=1)
+    """The agent's categorical decision; ``None`` is an abstention (never ``""``)."""
     reasoning: str
     """The agent's reasoning trace (never empty)."""
     values: dict[str, float] | None = None
@@ -130,7 +130,7 @@ class Vote(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     agent: str = Field(min_length=1)
-    answer: str
+    answer: str = Field(min_length=1)
     evidence_source: str = Field(min_length=1)
     """Provenance token: index id, corpus id, or ``parametric``."""
     evidence_present: bool

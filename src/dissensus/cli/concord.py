@@ -152,9 +152,16 @@ def negotiate(
         file=problem_file,
         threaded=deadline is not None,
     )
-    cert, rows = asyncio.run(
-        _closing(_run(problem, agents, deadline, rule, compare, client), client)
-    )
+    try:
+        cert, rows = asyncio.run(
+            _closing(_run(problem, agents, deadline, rule, compare, client), client)
+        )
+    except ConfigError as exc:
+        if exc.file is not None:
+            raise
+        # A run-time configuration error (an agent's equal anchors): name the file too.
+        message = str(exc).removeprefix(f"field {exc.field!r}: " if exc.field else "")
+        raise ConfigError(message, file=problem_file, field=exc.field) from exc
     if out:
         Path(out).write_text(cert.model_dump_json(indent=2) + "\n", encoding="utf-8")
     if as_json:
@@ -271,6 +278,9 @@ def verify(
         raise InputError(f"{cert_file}: not a JSON certificate: {exc}") from exc
     if not isinstance(data, dict):
         raise InputError(f"{cert_file}: a certificate is a JSON object")
+    if set(data) == {"certificate", "comparison"} and isinstance(data["certificate"], dict):
+        # The output of `negotiate --compare --json`: verify the certificate it holds.
+        data = data["certificate"]
     verdict = verify_record(data)
     if as_json:
         sys.stdout.write(verdict.model_dump_json(indent=2) + "\n")
@@ -283,7 +293,7 @@ def verify(
 
 @app.command("bound")
 def bound(
-    agents: int = typer.Option(..., "--agents", min=0, help="Number of negotiating agents."),
+    agents: int = typer.Option(..., "--agents", min=1, help="Number of negotiating agents."),
     rounds: int = typer.Option(..., "--rounds", min=0, help="Round budget (repair rounds)."),
     as_json: bool = typer.Option(False, "--json", help="Print the bound as one JSON line."),
 ) -> None:

@@ -3,24 +3,27 @@
 Both write JSONL, one record per line, to standard output or ``--out``. A source item
 that cannot be converted is reported on stderr with its file, item and field (and
 written to ``--rejects`` when given); the rest is converted and the exit code is 3.
-A source without the expected layout is a usage error (exit 2).
+A source without the expected layout, or an ``--out`` / ``--rejects`` file that cannot
+be written, is a usage error (exit 2): one line on stderr, never a traceback.
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import IO, Annotated
 
 import typer
 from pydantic import BaseModel
 
 from dissensus.cli.app import app
-from dissensus.cli.common import check_input_path, exit_for, output_handle, progress
+from dissensus.cli.common import check_input_path, exit_for, progress
 from dissensus.convert.llmbar import iter_llmbar_panels, iter_llmbar_votes
 from dissensus.convert.skips import Skipped
 from dissensus.convert.varierrnli import iter_varierrnli_panels
+from dissensus.errors import InputError
 from dissensus.io.jsonl import write_jsonl_line
 
 __all__ = ["convert_app"]
@@ -48,34 +51,53 @@ class Shape(StrEnum):
 
 
 class _SkipLog:
-    """Reports every skipped item on stderr and, optionally, to a JSONL file."""
+    """Reports every skipped item on stderr and, once opened, to a JSONL file."""
 
-    def __init__(self, path: str | None) -> None:
+    def __init__(self) -> None:
         self.count = 0
-        self._path = path
-        self._lines: list[Skipped] = []
+        self._handle: IO[str] | None = None
+
+    def open(self, path: str | None) -> None:
+        """Start writing skipped items to ``path`` (a usage error if it cannot be written)."""
+        if path is None:
+            return
+        try:
+            self._handle = open(path, "w", encoding="utf-8")  # noqa: SIM115  (closed in close())
+        except OSError as exc:
+            raise InputError(
+                f"cannot write the rejects file {path}: {exc.strerror or exc}"
+            ) from None
 
     def __call__(self, skipped: Skipped) -> None:
         self.count += 1
         typer.echo(f"skipped {skipped.describe()}", err=True)
-        self._lines.append(skipped)
+        if self._handle is not None:
+            write_jsonl_line(self._handle, skipped)
 
-    def flush(self) -> None:
-        if self._path is None:
-            return
-        with open(self._path, "w", encoding="utf-8") as handle:
-            for skipped in self._lines:
-                write_jsonl_line(handle, skipped)
+    def close(self) -> None:
+        if self._handle is not None:
+            self._handle.close()
+            self._handle = None
 
 
 def _write(records: Iterator[BaseModel], out: str | None, description: str) -> int:
     written = 0
-    with output_handle(out) as handle:
+    if out is None or out == "-":
+        handle: IO[str] = sys.stdout
+    else:
+        try:
+            handle = open(out, "w", encoding="utf-8")  # noqa: SIM115  (closed below)
+        except OSError as exc:
+            raise InputError(f"cannot write the output file {out}: {exc.strerror or exc}") from None
+    try:
         for record in progress(records, description=description):
             # exclude_defaults drops unset optional fields; required ones (decision) stay.
             handle.write(record.model_dump_json(exclude_defaults=True))
             handle.write("\n")
             written += 1
+    finally:
+        if handle is not sys.stdout:
+            handle.close()
     return written
 
 
@@ -111,7 +133,7 @@ def convert_llmbar(
     rejects: RejectsOption = None,
 ) -> None:
     """LLMBar judge panels -> panels (one per item, 6 judges) or vote cases, gold kept."""
-    skips = _SkipLog(rejects)
+    skips = _SkipLog()
     # The layout is checked by these calls, before any output is opened.
     if shape is Shape.panels:
         records: Iterator[BaseModel] = iter_llmbar_panels(
@@ -119,8 +141,11 @@ def convert_llmbar(
         )
     else:
         records = iter_llmbar_votes(directory, strategy.value, on_skip=skips, per_subset=per_subset)
-    _write(records, out, f"llmbar {strategy.value}")
-    skips.flush()
+    skips.open(rejects)
+    try:
+        _write(records, out, f"llmbar {strategy.value}")
+    finally:
+        skips.close()
     raise typer.Exit(code=exit_for(skips.count))
 
 
@@ -136,9 +161,12 @@ def convert_varierrnli(
         raise typer.BadParameter(
             "reading VariErrNLI from standard input is not supported; give a file"
         )
-    skips = _SkipLog(rejects)
+    skips = _SkipLog()
     # The file is read here, before any output is opened, so a bad file leaves no output.
     panels = iter_varierrnli_panels(file, on_skip=skips)
-    _write(panels, out, "varierrnli")
-    skips.flush()
+    skips.open(rejects)
+    try:
+        _write(panels, out, "varierrnli")
+    finally:
+        skips.close()
     raise typer.Exit(code=exit_for(skips.count))

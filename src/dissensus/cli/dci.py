@@ -185,7 +185,8 @@ def judge_cmd(
                 rejected += 1
             else:
                 outputs.append(item)
-    specs = list(models or []) or [os.environ.get(MODEL_ENV) or bundled_model("judge")]
+    # A judge is named by its spec: the same spec given twice is one judge, asked once.
+    specs = list(dict.fromkeys(models or [])) or [os.environ.get(MODEL_ENV) or bundled_model("judge")]
     scores, errors = asyncio.run(_judge_all(outputs, specs, (max_calls, max_tokens)))
     summary = aggregate(scores)
     for e in errors:

@@ -8,13 +8,17 @@ Input of both: JSONL, one case per line::
 ``gold`` is required by ``calibrate`` and ignored by ``vote``. A bad record (invalid
 JSON, a missing field, fewer than two voters, a NaN or out-of-range confidence) is
 rejected with its line and field on stderr (and in ``--rejects``); the rest is processed
-and the exit code is 3. A calibration file that cannot be read is a usage error (2);
-a refusal under ``--strict`` is a failure (1) naming the case and the invariant.
+and the exit code is 3. Too few voters and duplicate agent ids are reported on field
+``votes``. A calibration file that cannot be read, an ``--out`` / ``--rejects`` file that
+cannot be written, or a non-finite ``--beta`` / ``--beta-ref`` / ``--tolerance`` is a
+usage error (2); a refusal under ``--strict`` is a failure (1) naming the case and the
+invariant.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import sys
 from collections import Counter
 from typing import Annotated
@@ -49,6 +53,11 @@ class _VoteInput(VoteCase):
     def _two_voters(cls, value: list[Vote]) -> list[Vote]:
         if len(value) < 2:
             raise ValueError(f"a case needs at least two voters (got {len(value)})")
+        seen: set[str] = set()
+        for vote in value:
+            if vote.agent in seen:
+                raise ValueError(f"duplicate agent id {vote.agent!r} among votes")
+            seen.add(vote.agent)
         return value
 
 
@@ -78,12 +87,28 @@ def _read(model: type[VoteCase], path: str, sink: RejectSink) -> list[VoteCase]:
     return cases
 
 
+def _finite(value: float) -> float:
+    """Typer callback: reject infinite values (NaN already fails the range check)."""
+    if not math.isfinite(value):
+        raise typer.BadParameter("must be a finite number")
+    return value
+
+
+def _sink(path: str | None) -> RejectSink:
+    try:
+        return RejectSink(path)
+    except OSError as exc:
+        raise InputError(f"cannot write the rejects file {path}: {exc.strerror or exc}") from None
+
+
 def _load_calibration(path: str) -> Calibration:
     try:
         with open(path, encoding="utf-8") as handle:
             data = json.load(handle)
     except OSError as exc:
         raise InputError(f"{path}: cannot read: {exc.strerror}") from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"not UTF-8 text (byte {exc.start}: {exc.reason})", file=path) from exc
     except json.JSONDecodeError as exc:
         raise ConfigError(f"invalid JSON: {exc.msg} (line {exc.lineno})", file=path) from exc
     try:
@@ -123,7 +148,8 @@ def _calibration_tables(cal: Calibration) -> None:
     out_console.print(agents)
     out_console.print(
         f"beta* = {cal.beta_star if cal.beta_star is not None else 'unmeasured'} "
-        f"(accuracy-only {cal.beta_star_accuracy}; evidence-absent stratum {cal.beta_stratum_cases} cases); "
+        f"(accuracy-only {cal.beta_star_accuracy if cal.beta_star_accuracy is not None else 'unmeasured'}; "
+        f"evidence-absent stratum {cal.beta_stratum_cases} cases); "
         f"mean pairwise error correlation {_fmt(cal.mean_error_correlation)}; "
         f"n_eff {cal.n_eff:.2f} of {len(cal.agents)}; "
         f"verifier {cal.verifier.agent + f' ({cal.verifier.accuracy:.3f} vs majority {cal.verifier.majority_accuracy:.3f})' if cal.verifier else 'none'}",
@@ -135,9 +161,14 @@ def _calibration_tables(cal: Calibration) -> None:
 def calibrate_command(
     labelled: Annotated[str, typer.Argument(help="Labelled vote cases (JSONL, '-' for stdin).")],
     out: Annotated[str | None, typer.Option("--out", "-o", help="Write the calibration (JSON) here.")] = None,
-    beta_reference: Annotated[float, typer.Option("--beta-ref", min=0.0, help="Beta of the consensus figures.")] = 1.5,
+    beta_reference: Annotated[
+        float, typer.Option("--beta-ref", min=0.0, callback=_finite, help="Beta of the consensus figures.")
+    ] = 1.5,
     tolerance: Annotated[
-        float, typer.Option("--tolerance", min=0.0, help="Allowed overconfidence of weighting on the absent stratum.")
+        float,
+        typer.Option(
+            "--tolerance", min=0.0, callback=_finite, help="Allowed overconfidence of weighting on the absent stratum."
+        ),
     ] = 0.05,
     min_stratum_cases: Annotated[
         int, typer.Option("--min-stratum-cases", min=1, help="Fewest evidence-absent cases for beta* to be measured.")
@@ -147,7 +178,7 @@ def calibrate_command(
 ) -> None:
     """Measure strata, beta*, reliabilities, error correlations and n_eff on a labelled set."""
     check_input_path(labelled)
-    with RejectSink(rejects) as sink:
+    with _sink(rejects) as sink:
         cases = _read(_LabelledInput, labelled, sink)
     if not cases:
         raise InputError(f"{labelled}: no valid labelled case to calibrate on")
@@ -156,8 +187,11 @@ def calibrate_command(
     )
     cal = calibrate(cases, settings)
     if out:
-        with open(out, "w", encoding="utf-8") as handle:
-            handle.write(cal.model_dump_json(indent=2) + "\n")
+        try:
+            with open(out, "w", encoding="utf-8") as handle:
+                handle.write(cal.model_dump_json(indent=2) + "\n")
+        except OSError as exc:
+            raise InputError(f"cannot write the calibration file {out}: {exc.strerror or exc}") from None
     if json_out:
         print_json(cal)
     else:
@@ -168,7 +202,9 @@ def calibrate_command(
 @app.command("vote")
 def vote_command(
     votes: Annotated[str, typer.Argument(help="Vote cases (JSONL, '-' for stdin).")],
-    beta: Annotated[float, typer.Option("--beta", min=0.0, help="Requested consensus sharpening exponent.")] = 1.5,
+    beta: Annotated[
+        float, typer.Option("--beta", min=0.0, callback=_finite, help="Requested consensus sharpening exponent.")
+    ] = 1.5,
     calibration: Annotated[
         str | None, typer.Option("--calibration", help="Calibration JSON from `dissensus calibrate`.")
     ] = None,
@@ -198,7 +234,7 @@ def vote_command(
     )
     decisions: list[GuardDecision] = []
     modes: Counter[str] = Counter()
-    with RejectSink(rejects) as sink, open_text(votes) as handle:
+    with _sink(rejects) as sink, open_text(votes) as handle:
         # Streamed: with --json memory does not grow with the number of cases.
         for item in progress(read_models(_VoteInput, handle, file=votes), description="vote"):
             if isinstance(item, Reject):

@@ -13,12 +13,13 @@ import sys
 from typing import Any
 
 import typer
+from pydantic import ValidationError
 
 from dissensus.cli.app import app
 from dissensus.cli.common import EXIT_OK, check_input_path
 from dissensus.errors import ConfigError
 from dissensus.llm.fakeserver import FakeServer, ServerSettings
-from dissensus.llm.scripted import load_script
+from dissensus.llm.scripted import load_script, validation_problem
 
 
 @app.command("fake-llm")
@@ -43,8 +44,11 @@ def fake_llm(
     rules = load_script(script)
     try:
         settings = ServerSettings.model_validate(rules.server or {})
-    except ValueError as exc:
-        raise ConfigError(str(exc), file=script, field="server") from exc
+    except ValidationError as exc:
+        where, message = validation_problem(exc)
+        raise ConfigError(
+            message, file=script, field="server" + (f".{where}" if where else "")
+        ) from exc
     if latency is not None:
         settings.latency_s = latency
     if fault_rate is not None:
@@ -62,7 +66,5 @@ def fake_llm(
     except KeyboardInterrupt:
         pass
     except OSError as exc:
-        raise ConfigError(
-            f"cannot listen on {host}:{port}: {exc.strerror or exc}", field="port"
-        ) from exc
+        raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
     raise typer.Exit(code=EXIT_OK)

@@ -110,7 +110,8 @@ async def _drain(
 
 def _emitter(json_out: bool, handle: IO[str]) -> Callable[[CaseRecord], None]:
     def emit(record: CaseRecord) -> None:
-        if json_out:
+        # Records go out as JSONL with --json, and always into an --output file.
+        if json_out or handle is not sys.stdout:
             write_jsonl_line(handle, record)
             handle.flush()
 
@@ -288,6 +289,14 @@ def review_show(
             f"{_excerpt(str(sel.get('rationale', '')), 200)}",
             highlight=False,
         )
+        status = item.packet.get("status", "complete")
+        detail = f" ({item.packet.get('status_detail')})" if status != "complete" and item.packet.get("status_detail") else ""
+        out_console.print(
+            f"  packet status: {status}{detail}; residual objections "
+            f"{len(item.packet.get('residual_objections') or [])}, minority positions "
+            f"{len(item.packet.get('minority_report') or [])}",
+            highlight=False,
+        )
     if item.concord:
         out_console.print(f"CONCORD: {item.concord.get('status')} ({item.concord.get('summary')})")
     out_console.print(f"resolve: dissensus review resolve {item.review_id} --decision X --note TEXT")
@@ -322,9 +331,15 @@ def review_resolve(
     """Record a human decision; the case resumes with it as its final record."""
     store = _open(journal, must_exist=True)
     try:
+        options = find_item(store, review_id).item.options
         record = resolve(store, review_id, decision=decision, note=note, reviewer=reviewer)
     finally:
         store.close()
+    if options and decision not in options:
+        err_console.print(
+            f"note: {decision!r} is none of the case's options ({', '.join(options)}); journalled as outside_options",
+            markup=False,
+        )
     if json_out:
         print_json(record)
     else:

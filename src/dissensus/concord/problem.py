@@ -248,6 +248,11 @@ def _relative_model(spec: str, base: Path) -> str:
     kind, sep, rest = spec.partition(":")
     if sep and kind in ("scripted", "replay") and rest and not Path(rest).is_absolute():
         return f"{kind}:{base / rest}"
+    if sep and kind == "record":
+        file, sep2, inner = rest.partition(":")
+        if sep2 and file:
+            file = file if Path(file).is_absolute() else str(base / file)
+            return f"record:{file}:{_relative_model(inner, base)}"
     return spec
 
 

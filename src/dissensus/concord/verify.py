@@ -36,7 +36,7 @@ from pydantic import BaseModel, ValidationError
 from dissensus.concord.bounds import compute_bound
 from dissensus.concord.calibration import calibrate, check_anchors, in_range
 from dissensus.concord.record import CandidateRecord, Certificate, canonical_digest
-from dissensus.concord.rules import accepts, bottleneck, clears_floor, select
+from dissensus.concord.rules import accepts, bottleneck, clears_floor, improvement, select
 
 __all__ = ["PROPERTIES", "Verdict", "verify"]
 
@@ -121,6 +121,12 @@ def _check_covered(cert: Certificate) -> None:
         raise _fail("covered", "an agent is both covered and unknown")
     if not cert.covered:
         raise _fail("covered", "the covered set is empty")
+    if (cert.budget.topology == "graph") != (cert.budget.edges is not None):
+        raise _fail("covered", f"topology {cert.budget.topology} does not match the recorded edges")
+    agents = set(cert.covered) | set(cert.unknown)
+    for i, edge in enumerate(cert.budget.edges or []):
+        if len(edge) != 2 or not set(edge) <= agents:
+            raise _fail("covered", f"edge {i} {edge} is not a pair of known agents")
     if cert.budget.edges is None:
         if cert.unknown:
             raise _fail("covered", "a group channel covers every agent, yet some are unknown")
@@ -147,6 +153,8 @@ def _check_calibration(cert: Certificate) -> None:
                 raise _fail("calibration", f"agent {agent}: {why}")
         elif standing.fault is None:
             raise _fail("calibration", f"agent {agent} has no anchor scores and no fault")
+        if calibrated and standing.fault is not None:
+            raise _fail("calibration", f"agent {agent} has anchor scores and an anchor fault")
         for cand in cert.candidates:
             ev = cand.scores.get(agent)
             if ev is None:
@@ -204,6 +212,12 @@ def _check_replay(cert: Certificate) -> None:
     rule, floor, margin = cert.budget.rule, cert.floor, cert.margin
     vecs = {c.id: _vector(cert, c) for c in cert.candidates}
     opening = [c for c in cert.candidates if c.round == 1]
+    covered = set(cert.covered)
+    for c in cert.candidates:
+        if c.author not in covered:
+            raise _fail("selection", f"candidate {c.id} has an author outside the covered set")
+    if len({c.author for c in opening}) != len(opening):
+        raise _fail("selection", "an agent tabled more than one opening proposal")
     if not steps:
         if cert.candidates or cert.selected is not None:
             raise _fail("selection", "candidates or a selection without a trajectory")
@@ -212,6 +226,9 @@ def _check_replay(cert: Certificate) -> None:
         raise _fail("selection", "the trajectory does not open with round 1")
     eligible = [(c.id, v) for c in opening if (v := vecs[c.id]) is not None]
     leader = select(eligible, rule, floor)[0] if eligible else None
+    first = steps[0]
+    if (first.improvement, first.bottleneck, first.candidate, first.accepted) != (None,) * 4:
+        raise _fail("selection", "round 1 (the opening) records a repair")
     _expect_step(cert, 0, leader, vecs)
     repairs = [c for c in cert.candidates if c.round != 1]
     repair_ids = [s.candidate for s in steps[1:] if s.candidate is not None]
@@ -233,6 +250,12 @@ def _check_replay(cert: Certificate) -> None:
         if step.bottleneck != expected_b:
             raise _fail(
                 "selection", f"round {step.round}: bottleneck {step.bottleneck} != {expected_b}"
+            )
+        vec = vecs[step.candidate] if step.candidate is not None else None
+        gain = improvement(min(lead_vec), min(vec)) if vec is not None else None
+        if step.improvement != gain:
+            raise _fail(
+                "margin", f"round {step.round}: improvement {step.improvement} != recomputed {gain}"
             )
         if step.candidate is not None:
             cand = by_id[step.candidate]
@@ -347,6 +370,11 @@ def _check_shortfall(cert: Certificate) -> None:
 
 
 def _check_bound(cert: Certificate) -> None:
+    if cert.budget.rounds < 0:
+        raise _fail("bound", f"round budget {cert.budget.rounds} is negative")
+    negative = [n for n, v in cert.spent.model_dump().items() if isinstance(v, int) and not isinstance(v, bool) and v < 0]
+    if negative:
+        raise _fail("bound", f"negative spend: {', '.join(negative)}")
     bound = compute_bound(len(cert.covered), cert.budget.rounds)
     if bound != cert.bound:
         raise _fail("bound", f"bound {cert.bound.model_dump()} != recomputed {bound.model_dump()}")

@@ -58,6 +58,8 @@ def load_varierrnli(path: str | Path) -> dict[str, Any]:
             data = json.load(handle)
     except json.JSONDecodeError as exc:
         raise ConvertError(f"{path}: invalid JSON: {exc.msg} (line {exc.lineno})") from exc
+    except UnicodeDecodeError as exc:
+        raise ConvertError(f"{path}: not UTF-8 text (byte {exc.start}: {exc.reason})") from exc
     except OSError as exc:
         raise ConvertError(f"{path}: cannot read: {exc.strerror}") from exc
     if not isinstance(data, dict):

@@ -94,6 +94,10 @@ class ReplayBackend:
             lines = Path(path).read_text(encoding="utf-8").splitlines()
         except OSError as exc:
             raise ConfigError(f"cannot read recording: {exc.strerror or exc}", file=name) from exc
+        except UnicodeDecodeError as exc:
+            raise ConfigError(
+                f"recording is not UTF-8 text (byte {exc.start}: {exc.reason})", file=name
+            ) from exc
         recordings = []
         for number, line in enumerate(lines, start=1):
             if not line.strip():

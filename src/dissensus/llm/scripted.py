@@ -124,9 +124,31 @@ def load_script(path: str | Path) -> ScriptedRules:
         data = yaml.load(Path(path).read_text(encoding="utf-8"), Loader=_SAFE_LOADER)
     except OSError as exc:
         raise ConfigError(f"cannot read script: {exc.strerror or exc}", file=name) from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"script is not UTF-8 text (byte {exc.start}: {exc.reason})", file=name
+        ) from exc
     except yaml.YAMLError as exc:
-        raise ConfigError(f"invalid YAML: {exc}", file=name) from exc
+        raise ConfigError(_yaml_problem(exc), file=name) from exc
     return parse_script(data, file=name)
+
+
+def _yaml_problem(exc: yaml.YAMLError) -> str:
+    """One line: ``invalid YAML at line N: problem``."""
+    mark = getattr(exc, "problem_mark", None)
+    at = f" at line {mark.line + 1}" if mark is not None else ""
+    problem = getattr(exc, "problem", None)
+    return f"invalid YAML{at}" + (f": {problem}" if problem else "")
+
+
+def validation_problem(exc: ValidationError) -> tuple[str | None, str]:
+    """The first error of ``exc`` as (dotted field or None, message without pydantic's prefix)."""
+    err = exc.errors()[0]
+    where = ".".join(str(p) for p in err["loc"])
+    message = str(err["msg"])
+    if message.startswith("Value error, "):
+        message = message[len("Value error, ") :]
+    return where or None, message
 
 
 def parse_script(data: Any, *, file: str = "<script>") -> ScriptedRules:
@@ -140,9 +162,8 @@ def parse_script(data: Any, *, file: str = "<script>") -> ScriptedRules:
     try:
         return ScriptedRules.model_validate(data)
     except ValidationError as exc:
-        err = exc.errors()[0]
-        where = ".".join(str(p) for p in err["loc"])
-        raise ConfigError(err["msg"], file=file, field=where or None) from exc
+        where, message = validation_problem(exc)
+        raise ConfigError(message, file=file, field=where) from exc
 
 
 class Responder:

@@ -35,7 +35,7 @@ from dissensus.errors import ConfigError, DissensusError, InputError
 from dissensus.guard import Calibration as GuardCalibration
 from dissensus.io.jsonl import Reject, parse_line
 from dissensus.pipeline.engine import decide_case
-from dissensus.pipeline.policy import Policy
+from dissensus.pipeline.policy import Policy, check_similarity
 from dissensus.pipeline.records import CaseRecord
 from dissensus.pipeline.reliability import CalibrationFile, load_calibration
 from dissensus.pipeline.runtime import Runtime, resolve_model_spec
@@ -88,6 +88,7 @@ def start_run(
     if journal.run(run_id, missing_ok=True) is not None:
         raise ConfigError(f"run {run_id!r} already exists in {journal.path}; resume it with 'dissensus runs resume'")
     if similarity:
+        check_similarity(similarity, field="similarity")
         policy = policy.model_copy(update={"reading": policy.reading.model_copy(update={"similarity": similarity})})
     calibration = _calibration(policy, policy_dir, policy_file)
     guard_calibration = _guard_calibration(policy, policy_dir, policy_file)

@@ -20,6 +20,10 @@ Choices where the design is silent:
   never client configuration, hence never an API key.
 * The model client is created on first live call only, so a run whose follow-ups are
   all recorded (or replayed) needs no model at all.
+* A call that fails (:class:`ModelCallError`, :class:`StructuredOutputError`) is not
+  journalled, since a resumed run must try it again; it counts in the case's usage as
+  one call with its attempts (its tokens are unknown here and count 0), so a failed
+  deliberation does not report zero calls.
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
-from dissensus.llm.base import ChatRequest, ChatResponse
+from dissensus.llm.base import ChatRequest, ChatResponse, ModelCallError, StructuredOutputError
 from dissensus.llm.client import ModelClient
 from dissensus.store.canonical import canonical, sha256_text
 from dissensus.store.journal import Journal
@@ -132,7 +136,11 @@ class CaseClient:
         if event is not None:
             response = self._replay(event.payload, schema)
         else:
-            response = await self._owner.live.chat(request, schema=schema)
+            try:
+                response = await self._owner.live.chat(request, schema=schema)
+            except (ModelCallError, StructuredOutputError) as exc:
+                self._count(request, Usage(calls=1, attempts=max(1, len(exc.attempts))))
+                raise
             journal.append(
                 self._owner.run_id,
                 "model.call",

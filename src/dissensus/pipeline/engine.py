@@ -40,7 +40,7 @@ from dissensus.errors import DissensusError
 from dissensus.pipeline.durable import CaseClient, CaseLog
 from dissensus.pipeline.followup import case_options, live_reask, run_dci
 from dissensus.pipeline.gates import guard_payload, route_payload
-from dissensus.pipeline.negotiate import has_utilities, run_concord
+from dissensus.pipeline.negotiate import concord_refusal, has_utilities, run_concord
 from dissensus.pipeline.records import AgentPosition, CaseRecord, ReviewItem, review_id_for
 from dissensus.pipeline.reliability import calibrated_accept
 from dissensus.pipeline.runtime import MODEL_ENV, Runtime
@@ -262,6 +262,11 @@ async def _deliberate(case: _Case, why: str) -> CaseRecord:
         return await _escalate(case, f"{why}; {got['why']}")
     case.packet = got["packet"]
     case.path.append(f"deliberation:{got['packet'].get('path', '?')}")
+    status = got["packet"].get("status", "complete")
+    if status != "complete":
+        # A packet is produced on every path; when the deliberation stopped early, say so.
+        detail = got["packet"].get("status_detail") or status
+        return await _escalate(case, f"{why}; DCI deliberation stopped early ({status}: {detail}); packet attached for review")
     return await _escalate(case, f"{why}; DCI packet attached for review")
 
 
@@ -280,6 +285,8 @@ async def _escalate(case: _Case, why: str) -> CaseRecord:
                 reason=f"{why}; CONCORD certified {got['decision']!r} (every agent at or above the floor)",
             )
         why = f"{why}; CONCORD ended {got['status']}: {got.get('summary', '')}"
+    elif rt.policy.concord.enabled and "utilities" in case.panel.meta:
+        why = f"{why}; CONCORD not run: {concord_refusal(case.panel)}"
     review_id = review_id_for(rt.run_id, case.line)
     item = case.log.step("review", "review.opened", lambda: _review_item(case, review_id, why).model_dump(mode="json"))
     case.path.append("escalate")

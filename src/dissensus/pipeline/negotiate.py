@@ -9,12 +9,14 @@ floor); a ``best_effort`` one goes to the human with its shortfall.
 
 Choices where the design is silent: the anchors are named ``__rejected__`` and
 ``__ideal__`` and scored 0 and 1 by every agent, so the utilities are used as given; an
-agent missing from ``meta.utilities`` makes the panel not qualify (a negotiation that
-ignores a stakeholder is not one).
+agent missing from ``meta.utilities``, a missing option or a utility outside [0, 1]
+makes the panel not qualify (a negotiation that ignores a stakeholder is not one), and
+the escalation's reason says why CONCORD did not run.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from dissensus.agents.negotiator import NegotiationAgent, Outcome
@@ -24,40 +26,61 @@ from dissensus.pipeline.followup import case_options
 from dissensus.pipeline.policy import ConcordSettings
 from dissensus.types import Panel
 
-__all__ = ["has_utilities", "run_concord"]
+__all__ = ["concord_refusal", "has_utilities", "run_concord"]
 
 _REJECTED = Outcome(id="__rejected__", text="no option is adopted")
 _IDEAL = Outcome(id="__ideal__", text="an option every role fully endorses")
 
 
-def _utilities(panel: Panel) -> dict[str, dict[str, float]] | None:
+def _utilities(panel: Panel) -> tuple[dict[str, dict[str, float]] | None, str]:
+    """The utility table, or ``None`` and why it is unusable."""
     raw = panel.meta.get("utilities")
     if not isinstance(raw, dict):
-        return None
+        return None, "meta.utilities is not a mapping of agent -> option -> utility"
     out: dict[str, dict[str, float]] = {}
     for agent, table in raw.items():
         if not isinstance(table, dict):
-            return None
-        try:
-            out[str(agent)] = {str(k): float(v) for k, v in table.items()}
-        except (TypeError, ValueError):
-            return None
-    return out
+            return None, f"meta.utilities.{agent} is not a mapping of option -> utility"
+        row: dict[str, float] = {}
+        for option, value in table.items():
+            try:
+                number = float(value)
+            except (TypeError, ValueError):
+                number = math.nan
+            if isinstance(value, bool) or not 0.0 <= number <= 1.0:
+                return None, f"meta.utilities.{agent}.{option} is {value!r}, not a utility in [0, 1]"
+            row[str(option)] = number
+        out[str(agent)] = row
+    return out, ""
+
+
+def concord_refusal(panel: Panel) -> str | None:
+    """Why CONCORD cannot run on the panel (``None``: it can): explicit options and a
+    utility in [0, 1] for every option from every agent are needed."""
+    utilities, why = _utilities(panel)
+    if utilities is None:
+        return why
+    options = case_options(panel)
+    if len(options) < 2 or "options" not in panel.meta:
+        return "meta.options does not list at least two options"
+    ids = {oid for oid, _ in options}
+    for out in panel.outputs:
+        if out.agent not in utilities:
+            return f"agent {out.agent} has no utilities"
+        missing = sorted(ids - set(utilities[out.agent]))
+        if missing:
+            return f"agent {out.agent} gives no utility for option(s) {', '.join(missing)}"
+    return None
 
 
 def has_utilities(panel: Panel) -> bool:
     """Whether the panel has explicit options and a utility table for every agent."""
-    utilities = _utilities(panel)
-    options = case_options(panel)
-    if utilities is None or len(options) < 2 or "options" not in panel.meta:
-        return False
-    ids = {oid for oid, _ in options}
-    return all(o.agent in utilities and ids <= set(utilities[o.agent]) for o in panel.outputs)
+    return concord_refusal(panel) is None
 
 
 async def run_concord(panel: Panel, settings: ConcordSettings) -> dict[str, Any]:
     """Run CONCORD on the panel's options and utilities; a JSON summary plus the certificate."""
-    utilities = _utilities(panel) or {}
+    utilities = _utilities(panel)[0] or {}
     options = [Outcome(id=oid, text=text or oid) for oid, text in case_options(panel)]
     agents: list[NegotiationAgent] = []
     for out in panel.outputs:

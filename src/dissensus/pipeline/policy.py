@@ -36,7 +36,6 @@ Every field has a default, so an empty file (or no file) is a valid policy:
       max_followups: 1
     concord:
       enabled: true
-      model: null
       floor: 0.7
       margin: 0.05
       rounds: 6
@@ -45,7 +44,8 @@ Every field has a default, so an empty file (or no file) is a valid policy:
 
 Choices where the design is silent: unknown keys are errors (a typo must not silently
 fall back to a default); a bad policy raises :class:`ConfigError` naming the file and
-the dotted field; relative paths inside the policy are relative to the policy file.
+the dotted field; relative paths inside the policy are relative to the policy file,
+including the file of a ``scripted:`` / ``replay:`` / ``record:FILE:...`` model spec.
 """
 
 from __future__ import annotations
@@ -159,8 +159,6 @@ class ConcordSettings(_Section):
 
     enabled: bool = True
     """Run CONCORD on escalated panels whose ``meta`` holds ``options`` and ``utilities``."""
-    model: str | None = None
-    """Unused for utility tables (function agents); reserved for LLM negotiators."""
     floor: float = Field(default=0.7, ge=0.0, le=1.0)
     margin: float = Field(default=0.05, ge=0.0, le=1.0)
     rounds: int = Field(default=6, ge=0)
@@ -213,11 +211,27 @@ def _config_error(exc: ValidationError, file: str | None, prefix: tuple[str, ...
     return ConfigError(message, file=file, field=_field((*prefix, *first["loc"])))
 
 
+SIMILARITY_NAMES = frozenset({"minilm", "default", "all-minilm-l6-v2", "sentence-transformers/all-minilm-l6-v2", "tfidf"})
+"""Built-in similarity backends (:func:`dissensus.states.similarity.get_backend`)."""
+
+
+def check_similarity(name: str, *, file: str | None = None, field: str = "reading.similarity") -> None:
+    """Refuse an unknown similarity backend before a run starts (a ``module:function`` is
+    imported when the run reads its first panel)."""
+    key = name.strip()
+    if key.lower() not in SIMILARITY_NAMES and ":" not in key:
+        raise ConfigError(
+            f"unknown similarity backend {key!r} (expected 'minilm', 'tfidf' or 'module:function')", file=file, field=field
+        )
+
+
 def _check_parts(policy: Policy, file: str | None) -> None:
-    """Validate the sections other parts interpret (routing rules, guard thresholds) now,
-    not at the first case."""
+    """Validate the sections other parts interpret (routing rules, guard thresholds,
+    the similarity backend's name) now, not at the first case."""
     from dissensus.guard import GuardSettings as GuardThresholds
     from dissensus.states import RuleSet
+
+    check_similarity(policy.reading.similarity, file=file)
 
     try:
         GuardThresholds.model_validate(policy.guard.options)
@@ -247,4 +261,27 @@ def load_policy(path: str | Path | None) -> tuple[Policy, Path | None]:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise ConfigError(f"invalid YAML: {exc}", file=str(path)) from exc
-    return policy_from_dict(data, file=str(path)), p.resolve().parent
+    policy = policy_from_dict(data, file=str(path))
+    base = p.resolve().parent
+    spec = policy.seek_context.model
+    if spec:
+        # Relative paths inside the policy are relative to the policy file, model files too.
+        sc = policy.seek_context.model_copy(update={"model": relative_model_spec(spec, base)})
+        policy = policy.model_copy(update={"seek_context": sc})
+    return policy, base
+
+
+def relative_model_spec(spec: str, base: Path) -> str:
+    """``spec`` with a relative file of ``scripted:``, ``replay:`` or ``record:FILE:...`` under ``base``."""
+    kind, sep, rest = spec.partition(":")
+    if not sep or not rest:
+        return spec
+    if kind in ("scripted", "replay"):
+        return spec if Path(rest).is_absolute() else f"{kind}:{base / rest}"
+    if kind == "record":
+        file, sep2, inner = rest.partition(":")
+        if not sep2 or not file:
+            return spec
+        file = file if Path(file).is_absolute() else str(base / file)
+        return f"record:{file}:{relative_model_spec(inner, base)}"
+    return spec

@@ -119,6 +119,8 @@ def load_calibration(path: str | Path, lexicon: MarkerLexicon) -> CalibrationFil
         raise ConfigError(f"cannot read calibration file: {exc.strerror}", file=name) from exc
     except json.JSONDecodeError as exc:
         raise ConfigError(f"invalid JSON: {exc.msg} (line {exc.lineno})", file=name) from exc
+    if isinstance(data, dict) and "format" not in data:
+        raise ConfigError(f"not a reliability calibration: no format (expected {CALIBRATION_FORMAT!r})", file=name, field="format")
     try:
         cal = CalibrationFile.model_validate(data)
     except ValidationError as exc:

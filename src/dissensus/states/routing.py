@@ -267,12 +267,17 @@ class RuleSet:
             text = Path(path).read_text(encoding="utf-8")
         except OSError as exc:
             raise ConfigError(f"cannot read rules file: {exc.strerror or exc}", file=name) from None
+        except UnicodeDecodeError as exc:
+            raise ConfigError(
+                f"rules file is not UTF-8 text (byte {exc.start}: {exc.reason})", file=name
+            ) from None
         try:
             data: Any = yaml.safe_load(text)
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             at = f" at line {mark.line + 1}" if mark is not None else ""
-            raise ConfigError(f"invalid YAML{at}", file=name) from None
+            problem = getattr(exc, "problem", None)
+            raise ConfigError(f"invalid YAML{at}" + (f": {problem}" if problem else ""), file=name) from None
         return cls.from_dict(data, file=name)
 
     def _check_ids(self, rules: Sequence[Rule]) -> None:

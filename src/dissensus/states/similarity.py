@@ -36,6 +36,8 @@ Choices where the seed is silent:
   (a text the backend cannot represent) has similarity 0 with every other text.
 * Two byte-identical traces always have similarity exactly 1, even when floating point
   would give 0.9999999 (the reader enforces it).
+* A callable backend that raises, or returns something that is not a numeric array,
+  is a :class:`~dissensus.errors.DissensusError` (exit 1) naming the backend.
 * Embedding backends are wrapped in an on-disk cache (:mod:`dissensus.states.cache`)
   keyed by model name and sha256 of the text, unless ``cache=False``.
 """
@@ -50,7 +52,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 from numpy.typing import NDArray
 
-from dissensus.errors import ConfigError
+from dissensus.errors import ConfigError, DissensusError
 
 __all__ = [
     "DEFAULT_BACKEND",
@@ -130,8 +132,16 @@ class CallableBackend(_EmbeddingMixin):
         self.name = name
 
     def embed(self, texts: Sequence[str]) -> Vectors:
-        result = self.function(list(texts))
-        rows = normalise_rows(np.asarray(result, dtype=np.float32))
+        # The function is user code: any failure of it (or an output that is not numeric)
+        # is reported as one line naming the backend, never as a traceback.
+        try:
+            result = self.function(list(texts))
+            array = np.asarray(result, dtype=np.float32)
+        except Exception as exc:
+            raise DissensusError(
+                f"embedding function {self.name!r} failed: {type(exc).__name__}: {exc}"
+            ) from exc
+        rows = normalise_rows(array)
         if rows.shape[0] != len(texts):
             raise ConfigError(
                 f"embedding function {self.name!r} returned {rows.shape[0]} rows for {len(texts)} texts"
