@@ -63,8 +63,18 @@ def _field_of(error: ValidationError) -> tuple[str, str]:
 
 
 def _has_undecodable(text: str) -> bool:
-    """True when ``text`` holds bytes that ``surrogateescape`` could not decode."""
-    return any("\udc80" <= ch <= "\udcff" for ch in text)
+    """True when ``text`` holds bytes that ``surrogateescape`` could not decode.
+
+    Such bytes become lone surrogates, which strict UTF-8 cannot encode; the check runs
+    in C (``isascii`` first), so it costs nothing on the hot path.
+    """
+    if text.isascii():
+        return False
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
 
 
 def parse_line(model: type[M], text: str, *, file: str, line: int) -> M | Reject:
