@@ -39,7 +39,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from dissensus.agents.negotiator import NegotiationView, Outcome
+from dissensus.agents.negotiator import AgentIdentity, NegotiationView, Outcome
 from dissensus.errors import ConfigError
 
 __all__ = ["FunctionAgent", "as_outcome", "load_callable"]
@@ -111,7 +111,7 @@ def as_outcome(value: object) -> Outcome | None:
     raise TypeError(f"expected an outcome, text, dict or None, got {type(value).__name__}")
 
 
-class FunctionAgent:
+class FunctionAgent(AgentIdentity):
     """An agent made of Python callables."""
 
     kind = "function"
@@ -127,23 +127,11 @@ class FunctionAgent:
         timeout: float | None = None,
         threaded: bool = False,
     ) -> None:
-        self._id = agent_id
+        super().__init__(agent_id, timeout=timeout)
         self._threaded = threaded or timeout is not None
         self._score = score
         self._propose = propose
         self._repair = repair
-        self._timeout = timeout
-
-    @property
-    def id(self) -> str:
-        return self._id
-
-    @property
-    def timeout(self) -> float | None:
-        return self._timeout
-
-    def attempts(self) -> int:
-        return 0
 
     async def _call(self, fn: Callable[..., Any], *args: Any) -> Any:
         if inspect.iscoroutinefunction(fn):

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import BaseModel, Field
 
-from dissensus.agents.negotiator import NegotiationView, Outcome
+from dissensus.agents.negotiator import AgentIdentity, NegotiationView, Outcome
 from dissensus.types import Usage
 
 if TYPE_CHECKING:
@@ -77,7 +77,7 @@ def _data(obj: Any) -> str:
     return "<data>\n" + json.dumps(obj, ensure_ascii=False, indent=1) + "\n</data>"
 
 
-class LLMNegotiator:
+class LLMNegotiator(AgentIdentity):
     """An agent whose scores, proposals and repairs come from a chat model."""
 
     kind = "llm"
@@ -86,19 +86,10 @@ class LLMNegotiator:
     def __init__(
         self, agent_id: str, role: str, client: ChatClient, *, timeout: float | None = None
     ) -> None:
-        self._id = agent_id
+        super().__init__(agent_id, timeout=timeout)
         self.role = role
         """The role prompt."""
         self._client = client
-        self._timeout = timeout
-
-    @property
-    def id(self) -> str:
-        return self._id
-
-    @property
-    def timeout(self) -> float | None:
-        return self._timeout
 
     def attempts(self) -> int:
         usage = self._client.usage_by_agent.get(self._id)

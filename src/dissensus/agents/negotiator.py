@@ -29,6 +29,7 @@ from typing import Literal, Protocol, runtime_checkable
 from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = [
+    "AgentIdentity",
     "AgentKind",
     "NegotiationAgent",
     "NegotiationView",
@@ -141,3 +142,26 @@ class NegotiationAgent(Protocol):
     async def repair(self, view: NegotiationView) -> Outcome | None:
         """A new candidate written as the bottleneck, or ``None`` to pass."""
         ...
+
+
+class AgentIdentity:
+    """The id, timeout and attempts figure every shipped negotiating agent carries.
+
+    A convenience for the shipped agents only; protocols see :class:`NegotiationAgent`.
+    """
+
+    def __init__(self, agent_id: str, *, timeout: float | None = None) -> None:
+        self._id = agent_id
+        self._timeout = timeout
+
+    @property
+    def id(self) -> str:
+        return self._id
+
+    @property
+    def timeout(self) -> float | None:
+        return self._timeout
+
+    def attempts(self) -> int:
+        """Model attempts this agent made (none for agents without a model)."""
+        return 0

@@ -24,12 +24,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from dissensus.agents.negotiator import NegotiationView, Outcome
+from dissensus.agents.negotiator import AgentIdentity, NegotiationView, Outcome
 
 __all__ = ["TableAgent"]
 
 
-class TableAgent:
+class TableAgent(AgentIdentity):
     """An agent whose scores are a fixed table ``outcome id -> raw score``."""
 
     kind = "table"
@@ -38,21 +38,9 @@ class TableAgent:
     def __init__(
         self, agent_id: str, scores: Mapping[str, float], *, timeout: float | None = None
     ) -> None:
-        self._id = agent_id
+        super().__init__(agent_id, timeout=timeout)
         self.table = dict(scores)
         """Raw score per outcome id, on the agent's private scale."""
-        self._timeout = timeout
-
-    @property
-    def id(self) -> str:
-        return self._id
-
-    @property
-    def timeout(self) -> float | None:
-        return self._timeout
-
-    def attempts(self) -> int:
-        return 0
 
     async def score(self, outcomes: Sequence[Outcome], view: NegotiationView) -> Sequence[float]:
         result: list[float] = []
