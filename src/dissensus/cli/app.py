@@ -18,10 +18,3 @@ app = typer.Typer(
 def _root() -> None:
     """Decide under disagreement."""
 
-
-@app.command("version")
-def version() -> None:
-    """Print the installed version."""
-    from dissensus import __version__
-
-    typer.echo(__version__)

@@ -1,3 +1,21 @@
-"""Imports every command module so that each registers its commands on the app."""
+"""Imports every command module so that each registers its commands on the app.
 
-from dissensus.cli import concord, convert, dci, guard, llm, pipeline, route  # noqa: F401
+The import order is the order of ``dissensus --help``: the data flow, reading first.
+"""
+
+from importlib import import_module
+
+import typer
+
+from dissensus.cli.app import app
+
+for _module in ("route", "convert", "guard", "concord", "dci", "pipeline", "llm"):
+    import_module(f"dissensus.cli.{_module}")
+
+
+@app.command("version")
+def version() -> None:
+    """Print the installed version."""
+    from dissensus import __version__
+
+    typer.echo(__version__)
