@@ -31,5 +31,14 @@ lint: setup
 bench: setup
 	$(PY) benchmarks/run_all.py
 
+# Every evaluation of evaluation/README.md on the real data in ../shared/data.
+eval: setup
+	$(PY) evaluation/states_faithfulness.py
+	$(PY) evaluation/guard_simulation.py
+	$(PY) evaluation/guard_llmbar.py
+	$(PY) evaluation/concord_eval.py
+	$(PY) evaluation/dci_efficiency.py
+	$(PY) evaluation/pipeline_llmbar.py
+
 clean:
 	rm -rf $(VENV)
