@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 __all__ = [
     "AgentOutput",
@@ -50,6 +50,14 @@ def _confidence(value: float | None) -> float | None:
     if math.isnan(value) or not 0.0 <= value <= 1.0:
         raise ValueError("confidence must lie in [0, 1]")
     return value
+
+
+def _check_unique(agents: list[str]) -> None:
+    seen: set[str] = set()
+    for agent in agents:
+        if agent in seen:
+            raise ValueError(f"duplicate agent id {agent!r}")
+        seen.add(agent)
 
 
 class Evidence(BaseModel):
@@ -112,16 +120,14 @@ class Panel(BaseModel):
 
     _norm_id = field_validator("id", mode="before")(_label)
 
-    @model_validator(mode="after")
-    def _check_outputs(self) -> Panel:
-        if len(self.outputs) < 2:
-            raise ValueError("a panel needs at least two agents")
-        seen: set[str] = set()
-        for out in self.outputs:
-            if out.agent in seen:
-                raise ValueError(f"duplicate agent id {out.agent!r}")
-            seen.add(out.agent)
-        return self
+    @field_validator("outputs")
+    @classmethod
+    def _check_outputs(cls, value: list[AgentOutput]) -> list[AgentOutput]:
+        # A field validator, so that rejects name the field ``outputs``.
+        if len(value) < 2:
+            raise ValueError(f"a panel needs at least two agents (got {len(value)})")
+        _check_unique([out.agent for out in value])
+        return value
 
 
 class Vote(BaseModel):
@@ -159,14 +165,14 @@ class VoteCase(BaseModel):
     _norm_id = field_validator("id", mode="before")(_label)
     _norm_gold = field_validator("gold", mode="before")(_label)
 
-    @model_validator(mode="after")
-    def _check_votes(self) -> VoteCase:
-        if len(self.votes) < 2:
-            raise ValueError("a case needs at least two voters")
-        agents = [v.agent for v in self.votes]
-        if len(set(agents)) != len(agents):
-            raise ValueError("duplicate agent id among votes")
-        return self
+    @field_validator("votes")
+    @classmethod
+    def _check_votes(cls, value: list[Vote]) -> list[Vote]:
+        # A field validator, so that rejects name the field ``votes``.
+        if len(value) < 2:
+            raise ValueError(f"a case needs at least two voters (got {len(value)})")
+        _check_unique([v.agent for v in value])
+        return value
 
 
 class Usage(BaseModel):

@@ -24,7 +24,7 @@ from collections import Counter
 from typing import Annotated
 
 import typer
-from pydantic import ValidationError, field_validator
+from pydantic import ValidationError
 from rich.table import Table
 
 from dissensus.cli.app import app
@@ -40,28 +40,12 @@ from dissensus.guard import (
 )
 from dissensus.guard.decision import GuardDecision
 from dissensus.io.jsonl import Reject, RejectSink, open_text, read_models
-from dissensus.types import Vote, VoteCase
+from dissensus.types import VoteCase
 
 __all__ = ["calibrate_command", "vote_command"]
 
 
-class _VoteInput(VoteCase):
-    """A case as ``vote`` reads it: at least two voters, reported on field ``votes``."""
-
-    @field_validator("votes")
-    @classmethod
-    def _two_voters(cls, value: list[Vote]) -> list[Vote]:
-        if len(value) < 2:
-            raise ValueError(f"a case needs at least two voters (got {len(value)})")
-        seen: set[str] = set()
-        for vote in value:
-            if vote.agent in seen:
-                raise ValueError(f"duplicate agent id {vote.agent!r} among votes")
-            seen.add(vote.agent)
-        return value
-
-
-class _LabelledInput(_VoteInput):
+class _LabelledInput(VoteCase):
     """A case as ``calibrate`` reads it: ``gold`` is required."""
 
     gold: str
@@ -236,7 +220,7 @@ def vote_command(
     modes: Counter[str] = Counter()
     with _sink(rejects) as sink, open_text(votes) as handle:
         # Streamed: with --json memory does not grow with the number of cases.
-        for item in progress(read_models(_VoteInput, handle, file=votes), description="vote"):
+        for item in progress(read_models(VoteCase, handle, file=votes), description="vote"):
             if isinstance(item, Reject):
                 sink.add(item)
                 continue

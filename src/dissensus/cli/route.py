@@ -28,7 +28,6 @@ from itertools import islice
 from typing import IO, Any
 
 import typer
-from pydantic import field_validator
 from rich import box
 from rich.table import Table
 
@@ -47,27 +46,11 @@ from dissensus.states.calibrate import calibrate
 from dissensus.states.reading import Reading, Thresholds, read_panels
 from dissensus.states.routing import Route, RuleSet
 from dissensus.states.similarity import DEFAULT_BACKEND, SimilarityBackend, get_backend
-from dissensus.types import AgentOutput, Panel
+from dissensus.types import Panel
 
 __all__ = ["RouteTally", "calibrate_command", "record_of", "route_command", "route_stream"]
 
 _STATE_ORDER = ("CA", "DA", "CD", "DD")
-
-
-class _PanelInput(Panel):
-    """A panel as ``route`` reads it: too few agents or a duplicate id is reported on ``outputs``."""
-
-    @field_validator("outputs")
-    @classmethod
-    def _agents(cls, value: list[AgentOutput]) -> list[AgentOutput]:
-        if len(value) < 2:
-            raise ValueError(f"a panel needs at least two agents (got {len(value)})")
-        seen: set[str] = set()
-        for out in value:
-            if out.agent in seen:
-                raise ValueError(f"duplicate agent id {out.agent!r}")
-            seen.add(out.agent)
-        return value
 
 
 def record_of(reading: Reading, routed: Route, *, with_matrix: bool = False) -> dict[str, Any]:
@@ -117,7 +100,7 @@ def _panels(path: str, sink: RejectSink) -> Iterator[Panel]:
     try:
         with open_text(path) as handle:
             lines = progress(handle, description="reading panels", total=_progress_total(path))
-            for item in read_models(_PanelInput, lines, file=name):
+            for item in read_models(Panel, lines, file=name):
                 if isinstance(item, Reject):
                     sink.add(item)
                 else:
