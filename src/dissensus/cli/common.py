@@ -35,10 +35,16 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, TypeVar
 
-import typer
 from pydantic import BaseModel
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
 
 from dissensus.errors import InputError
 
@@ -173,7 +179,7 @@ def check_journal_file(path: str, *, must_exist: bool = False) -> None:
             db.close()
     except sqlite3.Error as exc:
         raise InputError(f"journal {path}: cannot read it: {exc}") from None
-    if names and not _JOURNAL_TABLES <= names:
+    if names and not names >= _JOURNAL_TABLES:
         raise InputError(
             f"journal {path}: an SQLite database of another application "
             f"(tables {', '.join(sorted(names)[:5])}); refusing to write into it"

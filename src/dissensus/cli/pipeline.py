@@ -64,7 +64,7 @@ from dissensus.cli.common import (
     shown,
 )
 from dissensus.errors import InputError
-from dissensus.io.jsonl import Reject, RejectSink, write_jsonl_line
+from dissensus.io.jsonl import RejectSink, write_jsonl_line
 from dissensus.llm.resolve import check_model_spec
 from dissensus.pipeline.batch import execute_run, start_run
 from dissensus.pipeline.policy import load_policy
@@ -615,9 +615,8 @@ def runs_resume(
         inputs = [target, path]
         check_output_path(output, option="--output", inputs=inputs)
         check_output_path(rejects, option="--rejects", inputs=[*inputs, output])
-        if path not in (None, "-"):
-            if not os.path.isfile(str(path)):
-                raise InputError(f"cannot resume run {run_id}: its input file is gone: {path}")
+        if path not in (None, "-") and not os.path.isfile(str(path)):
+            raise InputError(f"cannot resume run {run_id}: its input file is gone: {path}")
         total = count_lines(str(path)) if path not in (None, "-") and progress_enabled() else None
         code = _run(store, run_id, json_out=json_out, output=output, rejects=rejects, total=total)
     raise typer.Exit(code=code)
