@@ -24,17 +24,19 @@ Choices where the design is silent:
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import sqlite3
 import sys
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
 from typing import IO, TypeVar
 
+import typer
 from pydantic import BaseModel
 from rich.console import Console
 from rich.progress import (
@@ -63,6 +65,7 @@ __all__ = [
     "err_console",
     "exit_for",
     "load_json_file",
+    "number_in",
     "out_console",
     "output_handle",
     "print_json",
@@ -96,6 +99,23 @@ def shown(text: object) -> str:
     """``text`` as a reader must see it: control characters escaped, nothing interpreted."""
     value = str(text)
     return _CONTROL.sub(_escape, value)
+
+
+def number_in(low: float | None = None, high: float | None = None) -> Callable[[float | None], float | None]:
+    """Typer callback for a float option: finite (``nan``, ``inf`` refused), within [low, high]."""
+
+    def check(value: float | None) -> float | None:
+        if value is None:
+            return None
+        if not math.isfinite(value):
+            raise typer.BadParameter(f"must be a finite number (got {value})")
+        if low is not None and value < low:
+            raise typer.BadParameter(f"must be at least {low:g} (got {value:g})")
+        if high is not None and value > high:
+            raise typer.BadParameter(f"must be at most {high:g} (got {value:g})")
+        return value
+
+    return check
 
 
 def check_input_path(path: str) -> str:

@@ -31,7 +31,14 @@ from rich.markup import escape
 from rich.table import Table
 
 from dissensus.cli.app import app
-from dissensus.cli.common import EXIT_FAILURE, EXIT_OK, check_input_path, out_console
+from dissensus.cli.common import (
+    EXIT_FAILURE,
+    EXIT_OK,
+    check_input_path,
+    load_json_file,
+    number_in,
+    out_console,
+)
 from dissensus.concord.bounds import compute_bound
 from dissensus.concord.compare import compare_rules, opening, order_rows, score_outcome
 from dissensus.concord.problem import Problem, build_agents, load_problem, negotiation_for
@@ -113,7 +120,7 @@ def negotiate(
         None, "--out", "-o", help="Write the certificate (JSON) to this file."
     ),
     deadline: float | None = typer.Option(
-        None, "--deadline", min=0.0, help="Stop after SECONDS; return the current leader."
+        None, "--deadline", callback=number_in(0.0), help="Stop after SECONDS; return the current leader."
     ),
     compare: bool = typer.Option(
         False, "--compare", help="Compare with other decision rules on the same scores."
@@ -272,10 +279,7 @@ def verify(
 ) -> None:
     """Recompute a CONCORD certificate from its raw scores; exit 1 naming the first violation."""
     check_input_path(cert_file)
-    try:
-        data = json.loads(Path(cert_file).read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        raise InputError(f"{cert_file}: not a JSON certificate: {exc}") from exc
+    data = load_json_file(cert_file, what="certificate")
     if not isinstance(data, dict):
         raise InputError(f"{cert_file}: a certificate is a JSON object")
     if set(data) == {"certificate", "comparison"} and isinstance(data["certificate"], dict):

@@ -36,6 +36,7 @@ from dissensus.cli.common import (
     check_input_path,
     err_console,
     exit_for,
+    number_in,
     out_console,
     print_json,
     progress,
@@ -250,12 +251,11 @@ def route_command(
     theta_s: float | None = typer.Option(
         None,
         "--theta-s",
-        min=-1.0,
-        max=1.0,
+        callback=number_in(-1.0, 1.0),
         help="Reasoning-similarity threshold (default: the model's calibrated default).",
     ),
     theta_a: float | None = typer.Option(
-        None, "--theta-a", min=0.0, max=1.0, help="Conclusion-agreement threshold (default 0.8)."
+        None, "--theta-a", callback=number_in(0.0, 1.0), help="Conclusion-agreement threshold (default 0.8)."
     ),
     rules: str | None = typer.Option(
         None, "--rules", help="YAML rules file (domain rules, priorities, superiority)."
@@ -324,8 +324,7 @@ def calibrate_command(
     quantile: float = typer.Option(
         ...,
         "--quantile",
-        min=0.0,
-        max=1.0,
+        callback=number_in(0.0, 1.0),
         help="Quantile of per-panel mean similarity taken as θ_s.",
     ),
     similarity: str = typer.Option(

@@ -36,6 +36,7 @@ from pydantic import BaseModel, ValidationError
 from dissensus.errors import ConfigError, DissensusError, InputError
 from dissensus.guard import Calibration as GuardCalibration
 from dissensus.io.jsonl import Reject, parse_line
+from dissensus.io.yamlfile import read_text_file
 from dissensus.pipeline.engine import decide_case
 from dissensus.pipeline.policy import Policy, check_similarity
 from dissensus.pipeline.records import CaseRecord
@@ -153,7 +154,7 @@ def _guard_calibration(policy: Policy, policy_dir: Path | None, policy_file: str
     if not path.is_absolute() and policy_dir is not None:
         path = policy_dir / path
     try:
-        return GuardCalibration.model_validate_json(path.read_text(encoding="utf-8"))
+        return GuardCalibration.model_validate_json(read_text_file(path, what="guard calibration"))
     except OSError as exc:
         raise ConfigError(f"cannot read guard calibration {path}: {exc.strerror}", file=policy_file, field="guard.calibration") from exc
     except ValidationError as exc:
