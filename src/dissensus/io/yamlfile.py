@@ -10,6 +10,8 @@ Problem, task, policy, rules, scripted-model and calibration files are all read 
 * A key written twice in one mapping is an error naming the key and its line (YAML
   forbids it; PyYAML would let the last one silently win, so a doubled ``floor`` could
   change a guarantee).
+* Numbers must be finite: ``.nan`` or ``.inf`` anywhere is an error naming the field
+  ("must be a finite number"), as is text that is not valid Unicode.
 * Files must be UTF-8 (a UTF-8 byte order mark is skipped). UTF-16 or any other
   encoding is one error line naming the file, never a traceback.
 """
@@ -22,6 +24,7 @@ from typing import Any
 import yaml
 
 from dissensus.errors import ConfigError
+from dissensus.types import find_unrepresentable
 
 __all__ = ["MAX_NODES", "load_yaml_file", "load_yaml_text", "read_text_file"]
 
@@ -121,7 +124,7 @@ def read_text_file(path: str | Path, *, what: str = "file") -> str:
 def load_yaml_text(text: str, *, file: str | None = None) -> Any:
     """Parse YAML ``text`` (see the module's choices); errors name ``file`` and the line."""
     try:
-        return yaml.load(text, Loader=_Loader)
+        data = yaml.load(text, Loader=_Loader)  # a SafeLoader subclass
     except _Duplicate as exc:
         raise ConfigError(str(exc), file=file) from None
     except _TooLarge as exc:
@@ -133,6 +136,11 @@ def load_yaml_text(text: str, *, file: str | None = None) -> Any:
         at = f" at line {mark.line + 1}" if mark is not None else ""
         problem = getattr(exc, "problem", None)
         raise ConfigError(f"invalid YAML{at}" + (f": {problem}" if problem else ""), file=file) from None
+    why = find_unrepresentable(data)
+    if why is not None:
+        where, sep, message = why.partition(": ")
+        raise ConfigError(message if sep else why, file=file, field=where if sep else None)
+    return data
 
 
 def load_yaml_file(path: str | Path, *, what: str = "file") -> Any:
