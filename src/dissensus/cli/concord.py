@@ -27,7 +27,6 @@ from pathlib import Path
 from typing import Any
 
 import typer
-from rich.markup import escape
 from rich.table import Table
 
 from dissensus.cli.app import app
@@ -35,9 +34,11 @@ from dissensus.cli.common import (
     EXIT_FAILURE,
     EXIT_OK,
     check_input_path,
+    err_console,
     load_json_file,
     number_in,
     out_console,
+    shown,
 )
 from dissensus.concord.bounds import compute_bound
 from dissensus.concord.compare import compare_rules, opening, order_rows, score_outcome
@@ -180,7 +181,20 @@ def negotiate(
         _print_certificate(cert)
         if rows is not None:
             _print_comparison(rows, cert)
+    failed = connection_failure(cert)
+    if failed is not None:
+        err_console.print(f"error: connection failed: every model call failed to reach the server ({shown(failed)})")
+        raise typer.Exit(code=EXIT_FAILURE)
     raise typer.Exit(code=EXIT_OK)
+
+
+def connection_failure(cert: Certificate) -> str | None:
+    """The first fault when every fault of the run is a failed connection (and there are some)."""
+    faults = [f.message for step in cert.trajectory for f in step.faults]
+    faults += [st.fault for st in cert.scores.values() if st.fault]
+    if faults and all("connection" in f.lower() for f in faults):
+        return " ".join(faults[0].split())
+    return None
 
 
 def _fmt(value: float | None) -> str:
@@ -193,15 +207,14 @@ def _print_certificate(cert: Certificate) -> None:
     regime = (
         "group channel" if b.topology == "group" else f"workflow graph ({len(b.edges or [])} edges)"
     )
-    style = "green" if cert.status == "certified" else "yellow"
     con.print(
-        f"[bold]CONCORD[/bold] [{style}]{cert.status}[/{style}]  floor {cert.floor:.2f}, margin "
+        f"CONCORD {cert.status}  floor {cert.floor:.2f}, margin "
         f"{cert.margin:.2f}, rule {b.rule}, {regime}, stopped: {cert.spent.stopped}"
     )
     if cert.selected:
         s = cert.selected
         con.print(
-            f"Selected [bold]{escape(s.id)}[/bold] (by {escape(s.author)}, round {s.round}): {escape(s.text)}"
+            f"Selected {shown(s.id)} (by {shown(s.author)}, round {s.round}): {shown(s.text)}"
         )
     else:
         con.print("No candidate was scored by every agent; nothing selected.")

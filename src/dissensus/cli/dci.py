@@ -34,6 +34,7 @@ from dissensus.cli.common import (
     err_console,
     exit_for,
     out_console,
+    shown,
 )
 from dissensus.dci.output import METHODS, DeliberationOutput, Method
 from dissensus.dci.task import DCIConfig, Task, load_task
@@ -109,21 +110,33 @@ def deliberate_cmd(
         sys.stdout.write(output.model_dump_json() + "\n")
     else:
         _show(output)
-    raise typer.Exit(code=EXIT_OK if output.status == "complete" else EXIT_FAILURE)
+    if output.status != "complete":
+        err_console.print(f"error: the deliberation stopped early ({output.status}): {shown(stop_cause(output))}")
+        raise typer.Exit(code=EXIT_FAILURE)
+    raise typer.Exit(code=EXIT_OK)
+
+
+def stop_cause(output: DeliberationOutput) -> str:
+    """Why a deliberation stopped early: its first failure's problem, else its status detail."""
+    if output.packet is not None:
+        for failure in output.packet.failures:
+            if failure.problems:
+                return " ".join(failure.problems[0].split())
+    return output.detail or output.status
 
 
 def _show(output: DeliberationOutput) -> None:
-    table = Table(title=f"{output.method} on {output.task_id}", show_header=False)
-    table.add_row("model", output.model)
-    table.add_row("selected", output.selected_option or "-")
-    table.add_row("status", output.status + (f" ({output.detail})" if output.detail else ""))
+    table = Table(title=f"{output.method} on {shown(output.task_id)}", show_header=False)
+    table.add_row("model", shown(output.model))
+    table.add_row("selected", shown(output.selected_option or "-"))
+    table.add_row("status", output.status + (f" ({shown(output.detail)})" if output.detail else ""))
     if output.packet is not None:
         table.add_row("path", output.packet.path)
         table.add_row("rounds", str(output.packet.metrics.rounds))
     table.add_row("calls", str(output.usage.calls))
     table.add_row("tokens", f"{output.usage.prompt_tokens} prompt + {output.usage.completion_tokens} completion")
     out_console.print(table)
-    out_console.print(output.answer, markup=False, highlight=False)
+    out_console.print(shown(output.answer))
 
 
 # ---------------------------------------------------------------------------- judge
@@ -190,7 +203,7 @@ def judge_cmd(
     scores, errors = asyncio.run(_judge_all(outputs, specs, (max_calls, max_tokens)))
     summary = aggregate(scores)
     for e in errors:
-        err_console.print(f"judge failed: {e}", markup=False)
+        err_console.print(f"judge failed: {shown(e)}")
     if as_json:
         sys.stdout.write(json.dumps({"means": summary, "scores": scores, "errors": errors}, ensure_ascii=False) + "\n")
     else:
