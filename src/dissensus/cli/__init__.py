@@ -61,9 +61,10 @@ def main(argv: list[str] | None = None) -> int:
         if type(exc).__name__ == "Abort":
             sys.stderr.write("interrupted\n")
             return EXIT_INTERRUPTED
-        if hasattr(exc, "format_message") and isinstance(getattr(exc, "exit_code", None), int):
+        exit_code = getattr(exc, "exit_code", None)
+        if hasattr(exc, "format_message") and isinstance(exit_code, int):
             sys.stderr.write(_usage_line(exc))
-            return int(exc.exit_code) or EXIT_USAGE
+            return exit_code or EXIT_USAGE
         raise
     return _code(code)
 

@@ -118,7 +118,7 @@ def _decision_cell(reading: Reading) -> str:
 
 def _print_human(tally: RouteTally, rejected: int, thresholds: Thresholds, model: str) -> None:
     rows, total, states, actions = tally.rows, tally.total, tally.states, tally.actions
-    shown = len(rows)
+    n_rows = len(rows)
     table = Table(
         title=f"dissensus route  (model {model}, θ_s={thresholds.theta_s:g}, θ_a={thresholds.theta_a:g})",
         box=box.SIMPLE_HEAD,
@@ -150,9 +150,9 @@ def _print_human(tally: RouteTally, rejected: int, thresholds: Thresholds, model
     if total:
         out_console.print(table)
         out_console.print(ROUTE_LEGEND)
-    if total > shown:
+    if total > n_rows:
         out_console.print(
-            f"… {total - shown} more panels not shown (use --json or --out for every record)"
+            f"… {total - n_rows} more panels not shown (use --json or --out for every record)"
         )
     summary = Table(title="summary")
     summary.add_column("state")

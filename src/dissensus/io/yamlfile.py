@@ -35,7 +35,7 @@ MAX_NODES = 1_000_000
 _BASE: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
-class _Loader(_BASE):  # type: ignore[misc,valid-type]
+class _Loader(_BASE):  # type: ignore[misc]
     """Safe loader (the C parser when built) refusing duplicate keys and alias bombs."""
 
     def construct_document(self, node: yaml.Node) -> Any:
@@ -56,7 +56,8 @@ class _Loader(_BASE):  # type: ignore[misc,valid-type]
             if duplicate:
                 line = key_node.start_mark.line + 1
                 raise _Duplicate(f"duplicate key {key!r} at line {line}")
-        return super().construct_mapping(node, deep=deep)
+        mapping: dict[Any, Any] = super().construct_mapping(node, deep=deep)
+        return mapping
 
 
 class _Duplicate(Exception):
