@@ -205,11 +205,15 @@ _FAILED = re.compile(r"(?:re-ask|deliberation) failed: (.+)$")
 
 
 def followup_failure(records: Sequence[CaseRecord]) -> str | None:
-    """The one cause every follow-up of the run failed for, or None."""
+    """The one cause every model follow-up of the run failed for, or None.
+
+    A model follow-up is a live re-ask or a DCI deliberation; recorded re-asks call no
+    model and do not count.
+    """
     attempted = 0
     causes: set[str] = set()
     for r in records:
-        if any(step.startswith("followup:") and step != "followup:unavailable" for step in r.path):
+        if any(step == "followup:live" or step.startswith("deliberation:") for step in r.path):
             attempted += 1
         match = _FAILED.search(r.reason)
         if match:
