@@ -258,8 +258,8 @@ def test_policy_nan_and_duplicate_keys_and_encodings(tmp_path: Path) -> None:
     inp = write_jsonl(tmp_path / "in.jsonl", [panel("a", ["1", "1"])])
     j = tmp_path / "j.sqlite"
     cases = {
-        "nan.yaml": ("reading:\n  theta_s: .nan\n".encode(), "must be a finite number"),
-        "dup.yaml": ("acceptance:\n  min_families: 2\n  min_families: 1\n".encode(), "duplicate key 'min_families'"),
+        "nan.yaml": (b"reading:\n  theta_s: .nan\n", "must be a finite number"),
+        "dup.yaml": (b"acceptance:\n  min_families: 2\n  min_families: 1\n", "duplicate key 'min_families'"),
         "u16.yaml": ("reading:\n  theta_s: 0.3\n".encode("utf-16"), "UTF-16"),
         "latin.yaml": ("# café\nreading: {}\n".encode("latin-1"), "not UTF-8"),
     }

@@ -46,6 +46,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         code = app(args=argv, prog_name="dissensus", standalone_mode=False)
     except SystemExit as exc:
+        if type(sys.stdout).__name__ == "PacifyFlushWrapper":
+            # The CLI framework saw a closed pipe on stdout (``| head -1``): not a failure.
+            sys.stdout = getattr(sys.stdout, "wrapped", sys.__stdout__)
+            _silence_stdout()
+            return EXIT_OK
         return _code(exc.code)
     except DissensusError as exc:
         sys.stderr.write(f"error: {shown(' '.join(str(exc).split()))}\n")

@@ -1,0 +1,15 @@
+"""A similarity function that signals it started, then embeds very slowly (interrupt tests)."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+
+def embed(texts: list[str]) -> list[list[float]]:
+    marker = os.environ.get("SLOW_EMBED_MARKER")
+    if marker:
+        Path(marker).write_text("embedding\n")
+    time.sleep(60)
+    return [[1.0, 0.0] for _ in texts]
