@@ -13,3 +13,13 @@ def embed(texts: list[str]) -> list[list[float]]:
         Path(marker).write_text("embedding\n")
     time.sleep(60)
     return [[1.0, 0.0] for _ in texts]
+
+
+CALLS: list[int] = []
+"""Sizes of the batches :func:`counting` was called with."""
+
+
+def counting(texts: list[str]) -> list[list[float]]:
+    """Records each batch size; deterministic vectors from the text's length."""
+    CALLS.append(len(texts))
+    return [[1.0, float(len(t) % 7)] for t in texts]

@@ -343,3 +343,17 @@ def test_output_is_written_atomically(tmp_path: Path) -> None:
     assert res.code == 2 and "same file" in res.err
     assert json.loads(inp.read_text())["id"] == "a"
 
+
+
+def test_the_progress_bar_moves_while_embedding(tmp_path: Path) -> None:
+    import slow_embed
+
+    slow_embed.CALLS.clear()
+    rows = [panel(f"p{i}", ["1", "1"], reasoning=[f"text {i} a", f"text {i} b"], swap=["1", "1"]) for i in range(40)]
+    inp = write_jsonl(tmp_path / "in.jsonl", rows)
+    pol = write_policy(tmp_path / "p.yaml", {"reading": {"similarity": "slow_embed:counting", "theta_s": 0.5}})
+    env = {"DISSENSUS_PROGRESS": "1", "DISSENSUS_CACHE": str(tmp_path / "cache")}
+    res = cli("decide", inp, "--policy", pol, "--journal", tmp_path / "j.sqlite", env=env)
+    assert res.code == 0, res.err
+    # 80 texts embedded in chunks the bar reports one by one, never all at once.
+    assert sum(slow_embed.CALLS) >= 80 and max(slow_embed.CALLS) <= 32 and len(slow_embed.CALLS) >= 3
