@@ -7,7 +7,7 @@ form the JSONL that ``judge`` reads. Exit 0 when the run completed, 1 when it st
 early (budget exhausted, model failure; the output is still printed), 2 on bad input.
 
 Model choice: ``--model``, else ``$DISSENSUS_MODEL``, else the bundled scripted model of
-the method (``examples/dci/models/<method>.yaml`` in the source tree), so every method
+the method (``dissensus/dci/models/<method>.yaml``, shipped as package data), so every method
 runs offline. ``judge`` falls back to the bundled scripted judge the same way; that
 judge returns constant scores and exercises the plumbing only.
 """
@@ -44,7 +44,8 @@ from dissensus.llm import MODEL_ENV, Budget, LLMError, ModelClient, resolve_mode
 
 __all__ = ["bundled_model", "deliberate_cmd", "judge_cmd"]
 
-BUNDLED = Path(__file__).resolve().parents[3] / "examples" / "dci" / "models"
+BUNDLED = Path(__file__).resolve().parents[1] / "dci" / "models"
+"""The bundled scripted models (package data, so an installed CLI finds them too)."""
 
 
 def bundled_model(name: str) -> str:
