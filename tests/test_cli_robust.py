@@ -357,3 +357,12 @@ def test_the_progress_bar_moves_while_embedding(tmp_path: Path) -> None:
     assert res.code == 0, res.err
     # 80 texts embedded in chunks the bar reports one by one, never all at once.
     assert sum(slow_embed.CALLS) >= 80 and max(slow_embed.CALLS) <= 32 and len(slow_embed.CALLS) >= 3
+
+
+def test_bundled_models_are_package_data() -> None:
+    import dissensus
+    from dissensus.cli.dci import bundled_model
+
+    for name in ("dci", "single", "judge"):
+        path = Path(bundled_model(name).removeprefix("scripted:"))
+        assert path.is_file() and path.is_relative_to(Path(dissensus.__file__).parent)

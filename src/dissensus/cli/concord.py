@@ -33,7 +33,9 @@ from dissensus.cli.app import app
 from dissensus.cli.common import (
     EXIT_FAILURE,
     EXIT_OK,
+    atomic_output,
     check_input_path,
+    check_output_path,
     err_console,
     load_json_file,
     number_in,
@@ -143,6 +145,7 @@ def negotiate(
         raise ConfigError(
             f"unknown rule {rule!r}; expected one of {', '.join(RULES)}", field="rule"
         )
+    check_output_path(out, option="--out", inputs=[problem_file])
     problem = load_problem(problem_file)
     spec = _model_spec(model, problem)
     needs_model = any(a.kind == "llm" for a in problem.agents)
@@ -171,7 +174,8 @@ def negotiate(
         message = str(exc).removeprefix(f"field {exc.field!r}: " if exc.field else "")
         raise ConfigError(message, file=problem_file, field=exc.field) from exc
     if out:
-        Path(out).write_text(cert.model_dump_json(indent=2) + "\n", encoding="utf-8")
+        with atomic_output(out) as handle:
+            handle.write(cert.model_dump_json(indent=2) + "\n")
     if as_json:
         doc: Any = cert.model_dump(mode="json")
         if rows is not None:

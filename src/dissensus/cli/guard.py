@@ -27,7 +27,9 @@ from rich.table import Table
 
 from dissensus.cli.app import app
 from dissensus.cli.common import (
+    atomic_output,
     check_input_path,
+    check_output_path,
     exit_for,
     load_json_file,
     number_in,
@@ -153,6 +155,8 @@ def calibrate_command(
 ) -> None:
     """Measure strata, beta*, reliabilities, error correlations and n_eff on a labelled set."""
     check_input_path(labelled)
+    check_output_path(out, option="--out", inputs=[labelled])
+    check_output_path(rejects, option="--rejects", inputs=[labelled, out])
     with _sink(rejects) as sink:
         cases = _read(_LabelledInput, labelled, sink)
     if not cases:
@@ -163,7 +167,7 @@ def calibrate_command(
     cal = calibrate(cases, settings)
     if out:
         try:
-            with open(out, "w", encoding="utf-8") as handle:
+            with atomic_output(out) as handle:
                 handle.write(cal.model_dump_json(indent=2) + "\n")
         except OSError as exc:
             raise InputError(f"cannot write the calibration file {out}: {exc.strerror or exc}") from None

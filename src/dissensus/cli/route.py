@@ -18,7 +18,6 @@ when any line was rejected.
 from __future__ import annotations
 
 import gc
-import os
 import sys
 from collections.abc import Iterator
 from contextlib import ExitStack
@@ -34,12 +33,12 @@ from dissensus.cli.common import (
     atomic_output,
     check_input_path,
     check_output_path,
-    err_console,
     exit_for,
     number_in,
     out_console,
     print_json,
     progress,
+    progress_enabled,
     shown,
 )
 from dissensus.errors import InputError
@@ -66,8 +65,7 @@ ROUTE_LEGEND = (
 
 def _progress_total(path: str) -> int | None:
     """Line count for the progress bar (only when a bar will be shown)."""
-    shows = err_console.is_terminal or os.environ.get("DISSENSUS_PROGRESS") == "1"
-    if path == "-" or not shows:
+    if path == "-" or not progress_enabled():
         return None
     count = 0
     with open(path, "rb") as handle:
