@@ -23,3 +23,8 @@ def counting(texts: list[str]) -> list[list[float]]:
     """Records each batch size; deterministic vectors from the text's length."""
     CALLS.append(len(texts))
     return [[1.0, float(len(t) % 7)] for t in texts]
+
+
+def broken(texts: list[str]) -> list[list[float]]:
+    """A similarity function that fails (a run-time failure, exit 1)."""
+    raise RuntimeError("the embedding service is down")

@@ -155,9 +155,11 @@ def _convert(kind: str, code: int, w: World) -> int:
 
 SCENARIOS: dict[tuple[str, int], Callable[[World], int]] = {
     ("route", 0): lambda w: cli("route", w.good, "--similarity", "tfidf").code,
+    ("route", 1): lambda w: cli("route", w.good, "--similarity", "slow_embed:broken", "--theta-s", "0.5").code,
     ("route", 2): lambda w: cli("route", w.missing).code,
     ("route", 3): lambda w: cli("route", w.mixed, "--similarity", "tfidf").code,
     ("calibrate-thresholds", 0): lambda w: cli("calibrate-thresholds", w.good, "--quantile", "0.5", "--similarity", "tfidf").code,
+    ("calibrate-thresholds", 1): lambda w: cli("calibrate-thresholds", w.good, "--quantile", "0.5", "--similarity", "slow_embed:broken").code,
     ("calibrate-thresholds", 2): lambda w: cli("calibrate-thresholds", w.good, "--quantile", "nan").code,
     ("calibrate-thresholds", 3): lambda w: cli("calibrate-thresholds", w.mixed, "--quantile", "0.5", "--similarity", "tfidf").code,
     ("convert llmbar", 0): lambda w: _convert("llmbar", 0, w),
