@@ -366,3 +366,11 @@ def test_bundled_models_are_package_data() -> None:
     for name in ("dci", "single", "judge"):
         path = Path(bundled_model(name).removeprefix("scripted:"))
         assert path.is_file() and path.is_relative_to(Path(dissensus.__file__).parent)
+
+
+def test_the_review_hint_names_the_program_as_typed(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setattr("sys.argv", [".venv/bin/dissensus", "decide"])
+    monkeypatch.setenv("PATH", str(tmp_path))  # not on the PATH, as after `make demo`
+    _, summary = _escalated(tmp_path)
+    lines = [line.strip() for line in summary.splitlines()]
+    assert f".venv/bin/dissensus review show R.1 --journal {tmp_path / 'j.sqlite'}" in lines

@@ -10,19 +10,14 @@ from pathlib import Path
 
 import pytest
 
+from cli_helpers import run_cli
+
 
 def run(
     *args: str | Path, stdin: str | None = None, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "dissensus", *map(str, args)],
-        capture_output=True,
-        text=True,
-        input=stdin,
-        timeout=300,
-        check=False,
-        env={**os.environ, "COLUMNS": "200", **(env or {})},
-    )
+    # In-process (fast); the end-to-end test below spawns the real entry point.
+    return run_cli(*args, stdin=stdin, env={**os.environ, "COLUMNS": "200", **(env or {})})
 
 
 def panel(

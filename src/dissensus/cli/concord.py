@@ -235,12 +235,12 @@ def _print_certificate(cert: Certificate) -> None:
         )
         table.add_row(
             str(step.round),
-            step.leader or "—",
+            shown(step.leader or "—"),
             _fmt(step.worst_off),
-            step.bottleneck or "—",
-            step.candidate or "—",
+            shown(step.bottleneck or "—"),
+            shown(step.candidate or "—"),
             "—" if step.accepted is None else ("yes" if step.accepted else "no"),
-            "; ".join(notes),
+            shown("; ".join(notes)),
         )
     con.print(table)
     scores = Table(title="Scores on the selected candidate")
@@ -250,11 +250,11 @@ def _print_certificate(cert: Certificate) -> None:
         ok = st.calibrated is not None and st.calibrated >= cert.floor
         status = st.fault or ("≥ floor" if ok else "below floor")
         scores.add_row(
-            agent,
+            shown(agent),
             _fmt(st.calibrated),
             "—" if st.raw is None else f"{st.raw:g}",
             f"{st.anchors.rejected}, {st.anchors.ideal}",
-            status,
+            shown(status),
         )
     con.print(scores)
     if cert.shortfall:
@@ -282,7 +282,7 @@ def _print_comparison(rows: list[Any], cert: Certificate) -> None:
         table.add_column(col)
     for row in rows:
         table.add_row(
-            row.strategy, row.selected or "—", _fmt(row.worst_off), row.result, row.note or ""
+            shown(row.strategy), shown(row.selected or "—"), _fmt(row.worst_off), shown(row.result), shown(row.note or "")
         )
     out_console.print(table)
 

@@ -36,6 +36,7 @@ from dissensus.cli.common import (
     out_console,
     print_json,
     progress,
+    shown,
 )
 from dissensus.errors import ConfigError, InputError
 from dissensus.guard import (
@@ -119,7 +120,7 @@ def _calibration_tables(cal: Calibration) -> None:
         agents.add_column(col)
     for a in cal.agents:
         agents.add_row(
-            a.agent, a.family or "-", str(a.votes), _fmt(a.accuracy),
+            shown(a.agent), shown(a.family or "-"), str(a.votes), _fmt(a.accuracy),
             f"{a.reliability_present:.3f} / {a.reliability_absent:.3f}",
         )
     out_console.print(agents)
@@ -234,7 +235,7 @@ def vote_command(
             table.add_column(col)
         for d in decisions:
             table.add_row(
-                str(d.id), d.answer, f"{d.confidence:.3f}", d.mode, "yes" if d.weighted else "no",
+                shown(d.id), shown(d.answer), f"{d.confidence:.3f}", d.mode, "yes" if d.weighted else "no",
                 f"invariant {d.refusal.invariant}" if d.refusal else "-", f"{d.n_eff:.2f}",
             )
         out_console.print(table)

@@ -33,6 +33,7 @@ from __future__ import annotations
 import asyncio
 import os
 import re
+import shutil
 import signal
 import sys
 from collections import Counter
@@ -251,9 +252,21 @@ def _summary(records: list[CaseRecord], rejected: int, run_id: str, journal: str
     )
     out_console.print("by action: " + ", ".join(f"{k} {v}" for k, v in sorted(actions.items())))
     if escalated:
+        program = _program()
         out_console.print("review them:")
-        out_console.print(f"  dissensus review list --journal {journal}", soft_wrap=True)
-        out_console.print(f"  dissensus review show {escalated[0].review_id} --journal {journal}", soft_wrap=True)
+        out_console.print(f"  {program} review list --journal {journal}", soft_wrap=True)
+        out_console.print(f"  {program} review show {escalated[0].review_id} --journal {journal}", soft_wrap=True)
+
+
+def _program() -> str:
+    """How to call this program again, as typed (``.venv/bin/dissensus`` off the PATH)."""
+    argv0 = sys.argv[0] if sys.argv else ""
+    if os.path.basename(argv0) != "dissensus":
+        return "dissensus"
+    found = shutil.which("dissensus")
+    if found and os.path.realpath(found) == os.path.realpath(argv0):
+        return "dissensus"
+    return argv0
 
 
 def _run(journal: Journal, run_id: str, *, json_out: bool, output: str | None, rejects: str | None, total: int | None) -> int:
