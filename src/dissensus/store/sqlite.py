@@ -129,23 +129,27 @@ class SQLiteJournal(Journal):
             raise InputError(f"cannot open journal {self.path}: {exc}") from exc
         self._db.row_factory = sqlite3.Row
         try:
-            self._check_foreign()
+            tables = self._check_foreign()
             with self._errors():
-                self._db.execute("PRAGMA journal_mode=WAL")
+                if self._db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+                    self._db.execute("PRAGMA journal_mode=WAL")
                 self._db.execute(f"PRAGMA synchronous={_sync_mode(synchronous)}")
-                self._db.executescript(_SCHEMA)
+                if not _OURS <= tables:  # opening a complete journal writes nothing (no lock taken)
+                    self._db.executescript(_SCHEMA)
         except BaseException:
             self._db.close()
             raise
 
-    def _check_foreign(self) -> None:
+    def _check_foreign(self) -> set[str]:
         try:
             rows = self._db.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
+        except sqlite3.OperationalError as exc:
+            raise JournalError(f"cannot read journal {self.path}: {exc}") from exc
         except sqlite3.DatabaseError as exc:
             raise InputError(f"not a dissensus journal: {self.path}: {exc}") from exc
         tables = {str(r["name"]) for r in rows}
         if not tables:
-            return
+            return tables
         foreign = sorted(t for t in tables - _OURS if not t.startswith("sqlite_"))
         mismatched = [
             name
@@ -160,6 +164,7 @@ class SQLiteJournal(Journal):
                 f"not a dissensus journal: {self.path} is an SQLite database of another application "
                 f"(tables: {what}); give --journal a new file"
             )
+        return tables
 
     # -- primitives -------------------------------------------------------------------
 
