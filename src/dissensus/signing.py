@@ -48,6 +48,7 @@ __all__ = [
     "document_status",
     "load_public_key",
     "sign_document",
+    "signed_kind",
     "signer_from_env",
     "verify_text",
 ]
@@ -159,6 +160,16 @@ def sign_document(document: dict[str, Any], signer: Signer) -> dict[str, Any]:
     """``document`` with a ``signature`` field over its canonical JSON (any old one replaced)."""
     body = {k: v for k, v in document.items() if k != SIGNATURE_FIELD}
     return {**body, SIGNATURE_FIELD: signer.sign_text(canonical(body))}
+
+
+def signed_kind(document: dict[str, Any]) -> Literal["certificate", "packet", "deliberation"]:
+    """What a signed JSON document is: a CONCORD certificate, a DCI decision packet, or a
+    ``deliberate --json`` line holding a packet (anything else is treated as a certificate)."""
+    if "packet" in document and "method" in document:
+        return "deliberation"
+    if "residual_objections" in document and "minority_report" in document:
+        return "packet"
+    return "certificate"
 
 
 def document_status(document: dict[str, Any], public_key: PublicKey) -> Status:
