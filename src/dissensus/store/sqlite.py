@@ -134,7 +134,7 @@ class SQLiteJournal(Journal):
                 if self._db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
                     self._db.execute("PRAGMA journal_mode=WAL")
                 self._db.execute(f"PRAGMA synchronous={_sync_mode(synchronous)}")
-                if not _OURS <= tables:  # opening a complete journal writes nothing (no lock taken)
+                if not tables >= _OURS:  # opening a complete journal writes nothing (no lock taken)
                     self._db.executescript(_SCHEMA)
         except BaseException:
             self._db.close()
