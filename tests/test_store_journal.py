@@ -246,3 +246,19 @@ def test_a_journal_written_before_the_meta_table_still_opens(tmp_path: Path) -> 
     raw(str(path), "DROP TABLE claims")
     with Journal(path) as j:
         assert j.verify("r").ok
+
+
+def test_one_canonical_json_everywhere() -> None:
+    """The journal, replay keys and CONCORD digests share one canonical JSON, which
+    refuses non-finite numbers."""
+    import hashlib
+
+    from dissensus.concord.record import canonical_digest
+    from dissensus.llm import replay
+
+    assert replay._canonical_json is canonical
+    body = {"b": [1.5, "é"], "a": None}
+    assert canonical_digest(body) == "sha256:" + hashlib.sha256(canonical(body).encode()).hexdigest()
+    for bad in (float("nan"), float("inf")):
+        with pytest.raises(ValueError):
+            canonical({"x": bad})
