@@ -323,6 +323,23 @@ class Journal:
         """Run a statement (``?`` placeholders) and return the number of rows it changed."""
         raise NotImplementedError
 
+    def _append_state(self, run_id: str, key: str) -> tuple[dict[str, Any] | None, dict[str, Any]]:
+        """Inside the run's write transaction: (the event stored under ``key`` or None,
+        the run's ``head_hash`` and ``n_events``)."""
+        rows = self._rows("SELECT * FROM events WHERE run_id = ? AND key = ?", (run_id, key))
+        if rows:
+            return rows[0], {}
+        return None, self._rows("SELECT head_hash, n_events FROM runs WHERE run_id = ?", (run_id,))[0]
+
+    def _write_event(self, row: tuple[Any, ...]) -> None:
+        """Inside the run's write transaction: insert the event row and move the run's head."""
+        self._exec(
+            "INSERT INTO events (run_id, seq, key, type, case_ref, at, payload, prev_hash, hash) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            row,
+        )
+        self._exec("UPDATE runs SET head_hash = ?, n_events = ? WHERE run_id = ?", (row[8], row[1] + 1, row[0]))
+
     def _begin(self) -> None:
         raise NotImplementedError
 
@@ -483,26 +500,19 @@ class Journal:
         text = canonical(payload)
         with self.transaction(run_id):
             with self._errors():
-                rows = self._rows("SELECT * FROM events WHERE run_id = ? AND key = ?", (run_id, key))
-            if rows:
-                stored = _row_event(rows[0])
-                if rows[0]["payload"] != text:
+                existing, head = self._append_state(run_id, key)
+            if existing is not None:
+                stored = _row_event(existing)
+                if existing["payload"] != text:
                     raise JournalConflict(f"run {run_id}: event {key!r} was journalled with a different payload")
                 return stored
-            with self._errors():
-                head = self._rows("SELECT head_hash, n_events FROM runs WHERE run_id = ?", (run_id,))
-            seq = int(head[0]["n_events"])
-            prev = str(head[0]["head_hash"])
+            seq = int(head["n_events"])
+            prev = str(head["head_hash"])
             at = _now()
             body = {"run": run_id, "seq": seq, "key": key, "type": type, "case": case, "at": at, "payload": payload}
             digest = chain_hash(prev, body)
             with self._errors():
-                self._exec(
-                    "INSERT INTO events (run_id, seq, key, type, case_ref, at, payload, prev_hash, hash) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (run_id, seq, key, type, case, at, text, prev, digest),
-                )
-                self._exec("UPDATE runs SET head_hash = ?, n_events = ? WHERE run_id = ?", (digest, seq + 1, run_id))
+                self._write_event((run_id, seq, key, type, case, at, text, prev, digest))
             event = Event(
                 run_id=run_id, seq=seq, key=key, type=type, case=case, at=at, payload=payload, prev_hash=prev, hash=digest
             )

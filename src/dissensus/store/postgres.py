@@ -147,6 +147,7 @@ class PostgresJournal(Journal):
         self._pending = None
         self._locked_runs = set()
         self._held: set[str] = set()
+        self._queue: list[tuple[str, tuple[Any, ...]]] = []
         self.busy_timeout = busy_timeout_seconds = _busy(busy_timeout)
         try:
             self._db: psycopg.Connection[dict[str, Any]] = psycopg.connect(
@@ -199,21 +200,62 @@ class PostgresJournal(Journal):
         except self._psycopg.Error as exc:
             raise JournalError(f"journal {self.path}: {_first_line(exc)}") from exc
 
+    # Statements whose results are not needed (BEGIN, an event's insert) wait in a queue
+    # and travel with the next statement in one pipeline: an append costs three round
+    # trips to the server (BEGIN + lock, read head, write + COMMIT) instead of seven.
+
+    def _send(self, sql: str, args: Sequence[Any]) -> psycopg.Cursor[dict[str, Any]]:
+        if not self._queue:
+            return self._db.execute(sql, tuple(args))
+        queued, self._queue = self._queue, []
+        with self._db.pipeline():
+            for q_sql, q_args in queued:
+                self._db.execute(q_sql, q_args)
+            cur = self._db.execute(sql, tuple(args))
+        return cur
+
     def _rows(self, sql: str, args: Sequence[Any] = ()) -> list[dict[str, Any]]:
-        return self._db.execute(_sql(sql), tuple(args)).fetchall()
+        return self._send(_sql(sql), args).fetchall()
 
     def _exec(self, sql: str, args: Sequence[Any] = ()) -> int:
-        return self._db.execute(_sql(sql), tuple(args)).rowcount
+        return self._send(_sql(sql), args).rowcount
 
     def _begin(self) -> None:
-        self._db.execute("BEGIN")
+        self._queue = [("BEGIN", ())]
 
     def _commit(self) -> None:
-        self._db.execute("COMMIT")
+        if self._queue == [("BEGIN", ())]:
+            self._queue = []  # nothing was done: no transaction to send
+            return
+        self._send("COMMIT", ())
 
     def _rollback(self) -> None:
+        if self._queue[:1] == [("BEGIN", ())]:
+            self._queue = []  # the transaction never reached the server
+            return
+        self._queue = []
         if not self._db.closed:
             self._db.execute("ROLLBACK")
+
+    def _append_state(self, run_id: str, key: str) -> tuple[dict[str, Any] | None, dict[str, Any]]:
+        rows = self._rows(
+            "SELECT r.head_hash AS run_head, r.n_events AS run_n, e.* FROM runs r "
+            "LEFT JOIN events e ON e.run_id = r.run_id AND e.key = ? WHERE r.run_id = ?",
+            (key, run_id),
+        )
+        row = rows[0]
+        head = {"head_hash": row.pop("run_head"), "n_events": row.pop("run_n")}
+        return (row if row["key"] is not None else None), head
+
+    def _write_event(self, row: tuple[Any, ...]) -> None:
+        self._queue.append(
+            (
+                "WITH ins AS (INSERT INTO events (run_id, seq, key, type, case_ref, at, payload, prev_hash, hash) "
+                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)) "
+                "UPDATE runs SET head_hash = %s, n_events = %s WHERE run_id = %s",
+                (*row, row[8], row[1] + 1, row[0]),
+            )
+        )
 
     def _lock_run(self, run_id: str) -> bool:
         return bool(self._rows("SELECT 1 FROM runs WHERE run_id = ? FOR UPDATE", (run_id,)))
