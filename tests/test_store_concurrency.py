@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from dissensus.store import Journal, JournalBusy, RunExists
+from dissensus.store import Journal, JournalBusy, JournalReadOnly, RunExists
 from pipeline_cases import panel, write_jsonl, write_policy
 
 SRC = str(Path(__file__).resolve().parent.parent / "src")
@@ -192,3 +192,40 @@ def test_a_run_lock_of_a_dead_process_is_taken_over(journal_target: str) -> None
     assert child.returncode == 0
     with Journal(journal_target) as j:
         assert j.acquire_run_lock(run) is None  # the holder died without releasing
+
+
+def test_one_journal_object_shared_by_threads_keeps_one_chain(journal_target: str) -> None:
+    with Journal(journal_target) as j:
+        j.create_run("t", kind="test", meta={})
+        errors: list[BaseException] = []
+
+        def work(w: int) -> None:
+            try:
+                for i in range(25):
+                    with j.transaction("t"):
+                        j.append("t", "a", {"w": w, "i": i}, key=f"{w}/{i}/a")
+                        j.append("t", "b", {"w": w, "i": i}, key=f"{w}/{i}/b")
+                    assert j.get("t", f"{w}/{i}/a") is not None
+            except BaseException as exc:
+                errors.append(exc)
+
+        threads = [threading.Thread(target=work, args=(w,)) for w in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert errors == []
+        events = list(j.events("t"))
+        report = j.verify("t")
+    assert report.ok and report.n_events == 200
+    for k in range(0, 200, 2):  # each transaction's two events are adjacent
+        assert events[k].key.endswith("/a") and events[k + 1].key == events[k].key[:-1] + "b"
+
+
+def test_a_read_only_journal_is_a_usage_error(tmp_path: Path) -> None:
+    with Journal(tmp_path / "ro.sqlite") as j:
+        j.create_run("r", kind="t", meta={})
+        j._db.execute("PRAGMA query_only = ON")  # type: ignore[attr-defined]  # what a read-only file does
+        with pytest.raises(JournalReadOnly, match="is read-only") as caught:
+            j.append("r", "e", {}, key="k")
+    assert caught.value.exit_code == 2

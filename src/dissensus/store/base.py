@@ -42,6 +42,8 @@ Choices where the design is silent:
   executing a run. Neither is evidence; resolutions name their reviewer in the chain.
 * **Timestamps** (``at``, UTC ISO-8601) are part of the hashed event but never of a
   final record, so a resumed run and an uninterrupted one end with the same records.
+* **Threads.** One journal object may be shared by threads: its statements and
+  transactions are serialised by a lock (processes each open their own object).
 * The journal stores what it is given; callers never give it secrets.
 """
 
@@ -50,6 +52,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from datetime import UTC, datetime, timedelta
@@ -75,6 +78,7 @@ __all__ = [
     "JournalBusy",
     "JournalConflict",
     "JournalError",
+    "JournalReadOnly",
     "RunExists",
     "RunInfo",
     "RunLock",
@@ -141,6 +145,12 @@ class JournalConflict(DissensusError):
 
 class JournalBusy(JournalError):
     """Another writer held the journal's lock longer than the busy timeout."""
+
+
+class JournalReadOnly(JournalError):
+    """The journal cannot be written (a read-only file or database user)."""
+
+    exit_code = 2
 
 
 class UnknownRun(DissensusError):
@@ -314,6 +324,7 @@ class Journal:
     _depth: int = 0
     _pending: _Pending | None = None
     _locked_runs: set[str]
+    _lock: threading.RLock
 
     def _rows(self, sql: str, args: Sequence[Any] = ()) -> list[dict[str, Any]]:
         """Run a query (``?`` placeholders) and return its rows as dicts."""
@@ -381,7 +392,15 @@ class Journal:
     @contextmanager
     def transaction(self, run_id: str | None = None) -> Iterator[None]:
         """One write transaction, holding ``run_id``'s write lock: everything inside
-        commits together or not at all. Nested calls join the outer transaction."""
+        commits together or not at all. Nested calls join the outer transaction.
+
+        A journal object may be shared by threads: a transaction holds the object's
+        lock, so another thread's statements wait for it to end."""
+        with self._lock, self._transaction(run_id):
+            yield
+
+    @contextmanager
+    def _transaction(self, run_id: str | None) -> Iterator[None]:
         if self._depth:
             if run_id is not None and run_id not in self._locked_runs:
                 with self._errors():

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import os
 import socket
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -46,6 +47,7 @@ from dissensus.store.base import (
     Journal,
     JournalBusy,
     JournalError,
+    JournalReadOnly,
     RunLock,
     _now,
     busy_timeout,
@@ -146,6 +148,7 @@ class PostgresJournal(Journal):
         self._depth = 0
         self._pending = None
         self._locked_runs = set()
+        self._lock = threading.RLock()
         self._held: set[str] = set()
         self._queue: list[tuple[str, tuple[Any, ...]]] = []
         self.busy_timeout = busy_timeout_seconds = _busy(busy_timeout)
@@ -195,6 +198,8 @@ class PostgresJournal(Journal):
             raise JournalBusy(
                 f"journal {self.path} is locked by another writer (waited {self.busy_timeout:g} s; see {BUSY_TIMEOUT_ENV})"
             ) from exc
+        except errors.InsufficientPrivilege as exc:
+            raise JournalReadOnly(f"journal {self.path} cannot be written: {_first_line(exc)}") from exc
         except self._psycopg.OperationalError as exc:
             raise JournalError(f"journal {self.path}: {_first_line(exc)}") from exc
         except self._psycopg.Error as exc:
@@ -215,10 +220,12 @@ class PostgresJournal(Journal):
         return cur
 
     def _rows(self, sql: str, args: Sequence[Any] = ()) -> list[dict[str, Any]]:
-        return self._send(_sql(sql), args).fetchall()
+        with self._lock:
+            return self._send(_sql(sql), args).fetchall()
 
     def _exec(self, sql: str, args: Sequence[Any] = ()) -> int:
-        return self._send(_sql(sql), args).rowcount
+        with self._lock:
+            return self._send(_sql(sql), args).rowcount
 
     def _begin(self) -> None:
         self._queue = [("BEGIN", ())]

@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 import socket
 import sqlite3
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -36,6 +37,7 @@ from dissensus.store.base import (
     Journal,
     JournalBusy,
     JournalError,
+    JournalReadOnly,
     RunLock,
     _now,
     busy_timeout,
@@ -118,13 +120,16 @@ class SQLiteJournal(Journal):
         self._depth = 0
         self._pending = None
         self._locked_runs = set()
+        self._lock = threading.RLock()
         self.busy_timeout = _busy(busy_timeout)
         if self.path != ":memory:":
             parent = Path(self.path).parent
             if not parent.is_dir():
                 raise InputError(f"journal directory does not exist: {parent}")
         try:
-            self._db = sqlite3.connect(self.path, isolation_level=None, timeout=self.busy_timeout)
+            self._db = sqlite3.connect(
+                self.path, isolation_level=None, timeout=self.busy_timeout, check_same_thread=False
+            )
         except sqlite3.Error as exc:
             raise InputError(f"cannot open journal {self.path}: {exc}") from exc
         self._db.row_factory = sqlite3.Row
@@ -180,16 +185,18 @@ class SQLiteJournal(Journal):
                     f"see {BUSY_TIMEOUT_ENV})"
                 ) from exc
             if "readonly" in text or "read-only" in text:
-                raise JournalError(f"journal {self.path} is read-only: {text}") from exc
+                raise JournalReadOnly(f"journal {self.path} is read-only: {text}") from exc
             raise JournalError(f"journal {self.path}: {text}") from exc
         except sqlite3.DatabaseError as exc:
             raise JournalError(f"journal {self.path}: {exc}") from exc
 
     def _rows(self, sql: str, args: Sequence[Any] = ()) -> list[dict[str, Any]]:
-        return [dict(r) for r in self._db.execute(sql, tuple(args)).fetchall()]
+        with self._lock:
+            return [dict(r) for r in self._db.execute(sql, tuple(args)).fetchall()]
 
     def _exec(self, sql: str, args: Sequence[Any] = ()) -> int:
-        return self._db.execute(sql, tuple(args)).rowcount
+        with self._lock:
+            return self._db.execute(sql, tuple(args)).rowcount
 
     def _begin(self) -> None:
         self._db.execute("BEGIN IMMEDIATE")
