@@ -31,7 +31,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
-from dissensus.store import Journal  # noqa: E402
+from dissensus.store import Journal
 
 PAYLOAD: dict[str, Any] = {
     "state": "DA",
@@ -82,7 +82,9 @@ def _many(target: str, n: int, writers: int, *, shared: bool) -> float:
     barrier = ctx.Barrier(writers)
     spans = ctx.Queue()
     procs = [
-        ctx.Process(target=_worker, args=(target, runs[0 if shared else w], per, f"w{w}", barrier, spans))
+        ctx.Process(
+            target=_worker, args=(target, runs[0 if shared else w], per, f"w{w}", barrier, spans)
+        )
         for w in range(writers)
     ]
     for p in procs:
@@ -112,12 +114,36 @@ def main() -> None:
         normal = str(Path(tmp) / "normal.sqlite")
         rows.append(("sqlite synchronous=FULL", "1 writer", _one(full, args.events, "full")))
         rows.append(("sqlite synchronous=NORMAL", "1 writer", _one(normal, args.events, "normal")))
-        rows.append(("sqlite synchronous=FULL", f"{args.writers} writers, 1 run", _many(full, args.events, args.writers, shared=True)))
-        rows.append(("sqlite synchronous=FULL", f"{args.writers} writers, {args.writers} runs", _many(full, args.events, args.writers, shared=False)))
+        rows.append(
+            (
+                "sqlite synchronous=FULL",
+                f"{args.writers} writers, 1 run",
+                _many(full, args.events, args.writers, shared=True),
+            )
+        )
+        rows.append(
+            (
+                "sqlite synchronous=FULL",
+                f"{args.writers} writers, {args.writers} runs",
+                _many(full, args.events, args.writers, shared=False),
+            )
+        )
     if args.pg:
         rows.append(("postgresql", "1 writer", _one(args.pg, args.events)))
-        rows.append(("postgresql", f"{args.writers} writers, 1 run", _many(args.pg, args.events, args.writers, shared=True)))
-        rows.append(("postgresql", f"{args.writers} writers, {args.writers} runs", _many(args.pg, args.events, args.writers, shared=False)))
+        rows.append(
+            (
+                "postgresql",
+                f"{args.writers} writers, 1 run",
+                _many(args.pg, args.events, args.writers, shared=True),
+            )
+        )
+        rows.append(
+            (
+                "postgresql",
+                f"{args.writers} writers, {args.writers} runs",
+                _many(args.pg, args.events, args.writers, shared=False),
+            )
+        )
     else:
         print("postgresql: skipped (no --pg URL and $DISSENSUS_TEST_PG unset)")
     print(f"journal appends/s ({args.events} events per configuration, {os.cpu_count()} CPUs)")

@@ -20,7 +20,9 @@ BACKENDS = ["sqlite", "postgres"]
 def pg_url() -> str:
     url = os.environ.get(PG_ENV, "")
     if not url:
-        pytest.skip(f"PostgreSQL back end not tested: ${PG_ENV} is unset (scripts/ci-postgres.sh starts a server)")
+        pytest.skip(
+            f"PostgreSQL back end not tested: ${PG_ENV} is unset (scripts/ci-postgres.sh starts a server)"
+        )
     return url
 
 

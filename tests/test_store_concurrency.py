@@ -42,7 +42,8 @@ def test_appends_from_many_processes_form_one_unbroken_chain(journal_target: str
     with Journal(journal_target) as j:
         j.create_run("shared", kind="test", meta={})
     procs = [
-        subprocess.Popen([sys.executable, "-c", WRITER, journal_target, f"w{w}", "40"], env=_env()) for w in range(4)
+        subprocess.Popen([sys.executable, "-c", WRITER, journal_target, f"w{w}", "40"], env=_env())
+        for w in range(4)
     ]
     assert [p.wait(timeout=300) for p in procs] == [0, 0, 0, 0]
     with Journal(journal_target) as j:
@@ -111,7 +112,17 @@ def test_decide_against_a_locked_journal_prints_one_line(tmp_path: Path) -> None
     thread, release = _hold_write_lock(journal)
     try:
         out = subprocess.run(
-            [sys.executable, "-m", "dissensus", "decide", str(inp), "--policy", str(pol), "--journal", journal],
+            [
+                sys.executable,
+                "-m",
+                "dissensus",
+                "decide",
+                str(inp),
+                "--policy",
+                str(pol),
+                "--journal",
+                journal,
+            ],
             capture_output=True,
             text=True,
             check=False,
@@ -130,7 +141,17 @@ def test_two_decides_with_one_run_id_at_once_one_wins_the_other_says_why(tmp_pat
     inp = write_jsonl(tmp_path / "in.jsonl", [panel(f"p{i}", ["1", "1", "1"]) for i in range(3)])
     pol = write_policy(tmp_path / "policy.yaml")
     Journal(journal).close()
-    cmd = [sys.executable, "-m", "dissensus", "decide", str(inp), "--policy", str(pol), "--journal", journal]
+    cmd = [
+        sys.executable,
+        "-m",
+        "dissensus",
+        "decide",
+        str(inp),
+        "--policy",
+        str(pol),
+        "--journal",
+        journal,
+    ]
     procs = [
         subprocess.Popen(
             [*cmd, "--run-id", "x", "-o", str(tmp_path / f"out{i}.jsonl")],

@@ -72,7 +72,9 @@ def test_decide_verify_export_resume_on_postgresql(tmp_path: Path, pg: str) -> N
     prev = "0" * 64
     for line in export.read_text(encoding="utf-8").splitlines():  # verifiable with sha256 alone
         e = json.loads(line)
-        body = {k: e[k] for k in ("seq", "key", "type", "case", "at", "payload")} | {"run": e["run_id"]}
+        body = {k: e[k] for k in ("seq", "key", "type", "case", "at", "payload")} | {
+            "run": e["run_id"]
+        }
         assert e["prev_hash"] == prev and chain_hash(prev, body) == e["hash"]
         assert canonical(e["payload"]) == canonical(json.loads(json.dumps(e["payload"])))
         prev = e["hash"]
@@ -81,7 +83,9 @@ def test_decide_verify_export_resume_on_postgresql(tmp_path: Path, pg: str) -> N
     assert killed == -signal.SIGKILL
     with Journal(pg) as j:
         assert j.verify("killed").ok and not j.verify("killed").finished
-    resumed = _forked(["runs", "resume", "killed", "--journal", pg, "--json", "-o", str(tmp_path / "r.jsonl")])
+    resumed = _forked(
+        ["runs", "resume", "killed", "--journal", pg, "--json", "-o", str(tmp_path / "r.jsonl")]
+    )
     assert resumed == 3
     assert _records(pg, "killed") == [
         {**r, "review_id": r["review_id"].replace("whole.", "killed.") if r["review_id"] else None}

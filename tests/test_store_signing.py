@@ -39,7 +39,9 @@ def keys(tmp_path: Path) -> tuple[str, Path, Path]:
     return KEY.private_pem(), pub, other
 
 
-def test_the_key_comes_from_the_environment_and_is_never_echoed(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_key_comes_from_the_environment_and_is_never_echoed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.delenv(SIGNING_KEY_ENV, raising=False)
     assert signer_from_env() is None
     pem = KEY.private_pem()
@@ -55,7 +57,11 @@ def test_the_key_comes_from_the_environment_and_is_never_echoed(monkeypatch: pyt
 
     ec_pem = (
         ec.generate_private_key(ec.SECP256R1())
-        .private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+        .private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
         .decode()
     )
     with pytest.raises(ConfigError, match="must be an Ed25519 private key"):
@@ -73,7 +79,9 @@ def test_documents_are_signed_unsigned_or_invalid() -> None:
     assert sign_document(signed, KEY) == signed  # re-signing replaces, never nests
 
 
-def test_a_public_key_file_can_be_the_private_pem_and_bad_files_are_input_errors(tmp_path: Path) -> None:
+def test_a_public_key_file_can_be_the_private_pem_and_bad_files_are_input_errors(
+    tmp_path: Path,
+) -> None:
     priv = tmp_path / "priv.pem"
     priv.write_text(KEY.private_pem(), encoding="utf-8")
     assert load_public_key(priv).key_id == KEY.public_key.key_id
@@ -87,7 +95,12 @@ POLICY = policy_from_dict({"reading": {"similarity": "tfidf", "theta_s": 0.3}})
 
 def test_a_finished_run_and_each_resolution_seal_the_head(journal_target: str) -> None:
     with Journal(journal_target, signer=KEY) as j:
-        row = panel("vc", ["1", "2", "1"], values=[{"a": 1.0}, {"b": 1.0}, {"a": 0.5}], reasoning=["Option 1."] * 3)
+        row = panel(
+            "vc",
+            ["1", "2", "1"],
+            values=[{"a": 1.0}, {"b": 1.0}, {"a": 0.5}],
+            reasoning=["Option 1."] * 3,
+        )
         record = decide(as_panel(row), POLICY, journal=j, run_id="R")
         assert record.review_id
         j.append("R", "run.finished", {"cases": 1}, key="run/finished")
@@ -102,7 +115,9 @@ def test_a_finished_run_and_each_resolution_seal_the_head(journal_target: str) -
         assert j.verify("R").signature is None  # no key given: not checked
         j.append("R", "note", {}, key="late")  # only run.finished and case.resolved seal
         report = j.verify("R", public_key=KEY.public_key)
-        assert report.signature == "unsigned" and "1 event(s) after the last seal" in str(report.signature_detail)
+        assert report.signature == "unsigned" and "1 event(s) after the last seal" in str(
+            report.signature_detail
+        )
 
 
 def test_a_re_chained_journal_verifies_without_a_key_but_not_with_one(journal_target: str) -> None:
@@ -137,16 +152,49 @@ def test_a_re_chained_journal_verifies_without_a_key_but_not_with_one(journal_ta
 
 
 def test_runs_verify_public_key_cli(
-    tmp_path: Path, keys: tuple[str, Path, Path], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path,
+    keys: tuple[str, Path, Path],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     pem, pub, other = keys
     inp = write_jsonl(tmp_path / "in.jsonl", [panel("a", ["1", "1", "1"], swap=["1", "1", "1"])])
     pol = write_policy(tmp_path / "policy.yaml")
     signed_j, plain_j = str(tmp_path / "signed.sqlite"), str(tmp_path / "plain.sqlite")
     monkeypatch.setenv(SIGNING_KEY_ENV, pem)
-    assert main(["decide", str(inp), "--policy", str(pol), "--journal", signed_j, "--run-id", "S", "--json"]) == 0
+    assert (
+        main(
+            [
+                "decide",
+                str(inp),
+                "--policy",
+                str(pol),
+                "--journal",
+                signed_j,
+                "--run-id",
+                "S",
+                "--json",
+            ]
+        )
+        == 0
+    )
     monkeypatch.delenv(SIGNING_KEY_ENV)
-    assert main(["decide", str(inp), "--policy", str(pol), "--journal", plain_j, "--run-id", "P", "--json"]) == 0
+    assert (
+        main(
+            [
+                "decide",
+                str(inp),
+                "--policy",
+                str(pol),
+                "--journal",
+                plain_j,
+                "--run-id",
+                "P",
+                "--json",
+            ]
+        )
+        == 0
+    )
     capsys.readouterr()
 
     assert main(["runs", "verify", "S", "--journal", signed_j, "--public-key", str(pub)]) == 0
@@ -157,12 +205,18 @@ def test_runs_verify_public_key_cli(
     assert "signature: invalid" in capsys.readouterr().err
     assert main(["runs", "verify", "P", "--journal", plain_j]) == 0  # no key asked: the chain alone
     capsys.readouterr()
-    assert main(["runs", "verify", "S", "--journal", signed_j, "--public-key", str(pub), "--json"]) == 0
+    assert (
+        main(["runs", "verify", "S", "--journal", signed_j, "--public-key", str(pub), "--json"])
+        == 0
+    )
     assert json.loads(capsys.readouterr().out)["signature"] == "signed"
 
 
 def test_certificates_are_signed_and_verify_checks_them(
-    tmp_path: Path, keys: tuple[str, Path, Path], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path,
+    keys: tuple[str, Path, Path],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     pem, pub, other = keys
     problem = str(REPO / "examples" / "concord" / "incident.yaml")
@@ -171,7 +225,9 @@ def test_certificates_are_signed_and_verify_checks_them(
     assert main(["negotiate", problem, "--out", str(signed)]) == 0
     monkeypatch.delenv(SIGNING_KEY_ENV)
     assert main(["negotiate", problem, "--out", str(plain)]) == 0
-    assert "signature" in json.loads(signed.read_text()) and "signature" not in json.loads(plain.read_text())
+    assert "signature" in json.loads(signed.read_text()) and "signature" not in json.loads(
+        plain.read_text()
+    )
     capsys.readouterr()
     assert main(["verify", str(signed)]) == 0  # the signature does not disturb the recomputation
     assert main(["verify", str(signed), "--public-key", str(pub)]) == 0
@@ -183,7 +239,10 @@ def test_certificates_are_signed_and_verify_checks_them(
 
 
 def test_decision_packets_are_signed_and_verify_checks_them(
-    tmp_path: Path, keys: tuple[str, Path, Path], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path,
+    keys: tuple[str, Path, Path],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     pem, pub, other = keys
     task = str(REPO / "examples" / "dci" / "hidden_profile.yaml")

@@ -42,7 +42,9 @@ def _set_header(j: Journal) -> None:
     """What a careful editor does after tampering: make the run header match the chain."""
     rows = _rows(j)
     head = rows[-1]["hash"] if rows else GENESIS
-    _db(j).execute("UPDATE runs SET n_events = ?, head_hash = ? WHERE run_id = 'r'", (len(rows), head))
+    _db(j).execute(
+        "UPDATE runs SET n_events = ?, head_hash = ? WHERE run_id = 'r'", (len(rows), head)
+    )
 
 
 def _edit(j: Journal, i: int, field: str) -> None:
@@ -77,12 +79,32 @@ def _insert(j: Journal, i: int) -> None:
     rows = _rows(j)
     db = _db(j)
     for row in reversed(rows[i:]):
-        db.execute("UPDATE events SET seq = ? WHERE run_id = 'r' AND seq = ?", (row["seq"] + 1, row["seq"]))
+        db.execute(
+            "UPDATE events SET seq = ? WHERE run_id = 'r' AND seq = ?", (row["seq"] + 1, row["seq"])
+        )
     prev = rows[i - 1]["hash"] if i else GENESIS
-    body = {"run": "r", "seq": i, "key": "forged", "type": "e", "case": None, "at": rows[0]["at"], "payload": {"v": 7}}
+    body = {
+        "run": "r",
+        "seq": i,
+        "key": "forged",
+        "type": "e",
+        "case": None,
+        "at": rows[0]["at"],
+        "payload": {"v": 7},
+    }
     db.execute(
         "INSERT INTO events (run_id, seq, key, type, case_ref, at, payload, prev_hash, hash) VALUES (?,?,?,?,?,?,?,?,?)",
-        ("r", i, "forged", "e", None, body["at"], canonical(body["payload"]), prev, chain_hash(prev, body)),
+        (
+            "r",
+            i,
+            "forged",
+            "e",
+            None,
+            body["at"],
+            canonical(body["payload"]),
+            prev,
+            chain_hash(prev, body),
+        ),
     )
 
 
@@ -132,7 +154,9 @@ def test_any_single_tamper_is_detected(n: int, op: tuple[str, int, str], fix_hea
 
 @settings(max_examples=150)
 @given(n=st.integers(1, 6), op=tamper, fix_header=st.booleans())
-def test_any_single_tamper_of_a_signed_run_is_detected(n: int, op: tuple[str, int, str], fix_header: bool) -> None:
+def test_any_single_tamper_of_a_signed_run_is_detected(
+    n: int, op: tuple[str, int, str], fix_header: bool
+) -> None:
     """With a sealed head and the public key, even a cut tail with a fixed header shows."""
     j = _build(n, signer=SIGNER)
     total = n + 2  # events, run.finished, run.sealed
@@ -154,7 +178,9 @@ def test_a_cut_tail_shows_as_unfinished() -> None:
     j.close()
 
 
-def test_runs_verify_cli_reports_a_reordered_journal(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_runs_verify_cli_reports_a_reordered_journal(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     path = tmp_path / "j.sqlite"
     j = _build(3)
     _db(j).execute(f"VACUUM INTO '{path}'")

@@ -92,7 +92,11 @@ class Signer:
     def sign_text(self, text: str) -> dict[str, str]:
         """The signature object of ``text``."""
         value = self._key.sign(text.encode("utf-8"))
-        return {"alg": "ed25519", "key_id": self.public_key.key_id, "value": base64.b64encode(value).decode("ascii")}
+        return {
+            "alg": "ed25519",
+            "key_id": self.public_key.key_id,
+            "value": base64.b64encode(value).decode("ascii"),
+        }
 
     @classmethod
     def from_pem(cls, pem: str | bytes, *, source: str = SIGNING_KEY_ENV) -> Signer:
@@ -113,7 +117,9 @@ class Signer:
 
     def private_pem(self) -> str:
         return self._key.private_bytes(
-            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
         ).decode("ascii")
 
 
@@ -144,7 +150,9 @@ def load_public_key(path: str | Path) -> PublicKey:
     return PublicKey(key)
 
 
-def verify_text(text: str, signature: dict[str, Any], public_key: PublicKey) -> Literal["valid", "invalid"]:
+def verify_text(
+    text: str, signature: dict[str, Any], public_key: PublicKey
+) -> Literal["valid", "invalid"]:
     """Whether ``signature`` is ``public_key``'s signature of ``text``."""
     if signature.get("alg") != "ed25519" or not isinstance(signature.get("value"), str):
         return "invalid"

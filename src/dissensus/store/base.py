@@ -131,7 +131,9 @@ def busy_timeout(value: float | None = None) -> float:
     except ValueError:
         seconds = -1.0
     if not (0 <= seconds < float("inf")):
-        raise ConfigError(f"{BUSY_TIMEOUT_ENV} must be a finite number of seconds >= 0, got {raw!r}")
+        raise ConfigError(
+            f"{BUSY_TIMEOUT_ENV} must be a finite number of seconds >= 0, got {raw!r}"
+        )
     return seconds
 
 
@@ -340,7 +342,9 @@ class Journal:
         rows = self._rows("SELECT * FROM events WHERE run_id = ? AND key = ?", (run_id, key))
         if rows:
             return rows[0], {}
-        return None, self._rows("SELECT head_hash, n_events FROM runs WHERE run_id = ?", (run_id,))[0]
+        return None, self._rows("SELECT head_hash, n_events FROM runs WHERE run_id = ?", (run_id,))[
+            0
+        ]
 
     def _write_event(self, row: tuple[Any, ...]) -> None:
         """Inside the run's write transaction: insert the event row and move the run's head."""
@@ -349,7 +353,10 @@ class Journal:
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             row,
         )
-        self._exec("UPDATE runs SET head_hash = ?, n_events = ? WHERE run_id = ?", (row[8], row[1] + 1, row[0]))
+        self._exec(
+            "UPDATE runs SET head_hash = ?, n_events = ? WHERE run_id = ?",
+            (row[8], row[1] + 1, row[0]),
+        )
 
     def _begin(self) -> None:
         raise NotImplementedError
@@ -504,7 +511,9 @@ class Journal:
     def runs(self) -> list[RunInfo]:
         """Every run, oldest first."""
         with self._errors():
-            ids = [r["run_id"] for r in self._rows("SELECT run_id FROM runs ORDER BY created, run_id")]
+            ids = [
+                r["run_id"] for r in self._rows("SELECT run_id FROM runs ORDER BY created, run_id")
+            ]
         out = []
         for run_id in ids:
             info = self.run(run_id)
@@ -514,7 +523,9 @@ class Journal:
 
     # -- events -----------------------------------------------------------------------
 
-    def append(self, run_id: str, type: str, payload: dict[str, Any], *, key: str, case: str | None = None) -> Event:
+    def append(
+        self, run_id: str, type: str, payload: dict[str, Any], *, key: str, case: str | None = None
+    ) -> Event:
         """Append one event (or return the stored one when ``key`` is already there)."""
         text = canonical(payload)
         with self.transaction(run_id):
@@ -523,17 +534,35 @@ class Journal:
             if existing is not None:
                 stored = _row_event(existing)
                 if existing["payload"] != text:
-                    raise JournalConflict(f"run {run_id}: event {key!r} was journalled with a different payload")
+                    raise JournalConflict(
+                        f"run {run_id}: event {key!r} was journalled with a different payload"
+                    )
                 return stored
             seq = int(head["n_events"])
             prev = str(head["head_hash"])
             at = _now()
-            body = {"run": run_id, "seq": seq, "key": key, "type": type, "case": case, "at": at, "payload": payload}
+            body = {
+                "run": run_id,
+                "seq": seq,
+                "key": key,
+                "type": type,
+                "case": case,
+                "at": at,
+                "payload": payload,
+            }
             digest = chain_hash(prev, body)
             with self._errors():
                 self._write_event((run_id, seq, key, type, case, at, text, prev, digest))
             event = Event(
-                run_id=run_id, seq=seq, key=key, type=type, case=case, at=at, payload=payload, prev_hash=prev, hash=digest
+                run_id=run_id,
+                seq=seq,
+                key=key,
+                type=type,
+                case=case,
+                at=at,
+                payload=payload,
+                prev_hash=prev,
+                hash=digest,
             )
             assert self._pending is not None
             self._pending.events.append(event)
@@ -551,7 +580,10 @@ class Journal:
             info = self.run(run_id)
             assert info is not None
             if info.n_events:
-                last = self._rows("SELECT type FROM events WHERE run_id = ? AND seq = ?", (run_id, info.n_events - 1))
+                last = self._rows(
+                    "SELECT type FROM events WHERE run_id = ? AND seq = ?",
+                    (run_id, info.n_events - 1),
+                )
                 if last and last[0]["type"] == SEAL_TYPE:
                     return None
             claim = {"run": run_id, "n_events": info.n_events, "head": info.head_hash}
@@ -564,7 +596,9 @@ class Journal:
             rows = self._rows("SELECT * FROM events WHERE run_id = ? AND key = ?", (run_id, key))
         return _row_event(rows[0]) if rows else None
 
-    def events(self, run_id: str, *, type: str | None = None, case: str | None = None) -> Iterator[Event]:
+    def events(
+        self, run_id: str, *, type: str | None = None, case: str | None = None
+    ) -> Iterator[Event]:
         """A run's events in sequence order, optionally filtered by type and case."""
         sql = "SELECT * FROM events WHERE run_id = ?"
         args: list[Any] = [run_id]
@@ -606,31 +640,50 @@ class Journal:
             busy, row = self._claim_row(review_id)
             now = _now()
             if busy:
-                raise ClaimConflict(f"review item {review_id} is being claimed by someone else", holder="?", expires=now)
+                raise ClaimConflict(
+                    f"review item {review_id} is being claimed by someone else",
+                    holder="?",
+                    expires=now,
+                )
             if row is not None and row["who"] != who and str(row["expires"]) > now:
                 raise ClaimConflict(
                     f"review item {review_id} is claimed by {row['who']} until {row['expires']}",
                     holder=str(row["who"]),
                     expires=str(row["expires"]),
                 )
-            claim = Claim(review_id=review_id, run_id=run_id, who=who, claimed_at=now, expires=_later(ttl))
+            claim = Claim(
+                review_id=review_id, run_id=run_id, who=who, claimed_at=now, expires=_later(ttl)
+            )
             with self._errors():
                 changed = self._exec(
                     "INSERT INTO claims (review_id, run_id, who, claimed_at, expires) VALUES (?, ?, ?, ?, ?) "
                     "ON CONFLICT (review_id) DO UPDATE SET run_id = excluded.run_id, who = excluded.who, "
                     "claimed_at = excluded.claimed_at, expires = excluded.expires "
                     "WHERE claims.who = excluded.who OR claims.expires <= ?",
-                    (claim.review_id, claim.run_id, claim.who, claim.claimed_at, claim.expires, now),
+                    (
+                        claim.review_id,
+                        claim.run_id,
+                        claim.who,
+                        claim.claimed_at,
+                        claim.expires,
+                        now,
+                    ),
                 )
             if not changed:
                 # Someone else's claim was committed while this one waited for it.
-                raise ClaimConflict(f"review item {review_id} was just claimed by someone else", holder="?", expires=now)
+                raise ClaimConflict(
+                    f"review item {review_id} was just claimed by someone else",
+                    holder="?",
+                    expires=now,
+                )
         return claim
 
     def current_claim(self, review_id: str) -> Claim | None:
         """The unexpired claim on ``review_id``, if any."""
         with self._errors():
-            rows = self._rows("SELECT * FROM claims WHERE review_id = ? AND expires > ?", (review_id, _now()))
+            rows = self._rows(
+                "SELECT * FROM claims WHERE review_id = ? AND expires > ?", (review_id, _now())
+            )
         return Claim.model_validate(rows[0]) if rows else None
 
     def release_claim(self, review_id: str, who: str | None = None) -> None:
@@ -689,7 +742,11 @@ class Journal:
                 finished = True
             if row["type"] == SEAL_TYPE and isinstance(payload, dict):
                 seals.append((seq, payload))
-                if payload.get("n_events") != seq or payload.get("head") != prev or payload.get("run") != run_id:
+                if (
+                    payload.get("n_events") != seq
+                    or payload.get("head") != prev
+                    or payload.get("run") != run_id
+                ):
                     problems.append(f"{where}: seal does not describe the chain before it")
             prev = str(row["hash"])
             count += 1
@@ -698,7 +755,12 @@ class Journal:
         if prev != info.head_hash:
             problems.append("run head hash does not match the last event")
         report = VerifyReport(
-            run_id=run_id, ok=not problems, n_events=count, head_hash=prev, problems=problems, finished=finished
+            run_id=run_id,
+            ok=not problems,
+            n_events=count,
+            head_hash=prev,
+            problems=problems,
+            finished=finished,
         )
         if public_key is not None:
             status, detail = _seal_status(run_id, seals, count, public_key)
@@ -718,7 +780,9 @@ class Journal:
         """The live holder described by a run-lock row (``None``: free or stale)."""
         if row is None:
             return None
-        lock = RunLock(run_id=row["run_id"], pid=int(row["pid"]), host=row["host"], acquired=row["acquired"])
+        lock = RunLock(
+            run_id=row["run_id"], pid=int(row["pid"]), host=row["host"], acquired=row["acquired"]
+        )
         if lock.host == socket.gethostname() and not _pid_alive(lock.pid):
             return None
         return lock
@@ -744,12 +808,21 @@ def _seal_status(
     for seq, payload in seals:
         claim = {k: payload.get(k) for k in ("run", "n_events", "head")}
         signature = payload.get("signature")
-        if not isinstance(signature, dict) or verify_text(canonical(claim), signature, public_key) != "valid":
+        if (
+            not isinstance(signature, dict)
+            or verify_text(canonical(claim), signature, public_key) != "valid"
+        ):
             return "invalid", f"seal at event {seq} does not verify with this public key"
     last_seq = seals[-1][0]
     if last_seq != count - 1:
-        return "unsigned", f"{count - 1 - last_seq} event(s) after the last seal (event {last_seq}) are unsigned"
-    return "signed", f"head signed at event {last_seq} covering {seals[-1][1].get('n_events')} event(s)"
+        return (
+            "unsigned",
+            f"{count - 1 - last_seq} event(s) after the last seal (event {last_seq}) are unsigned",
+        )
+    return (
+        "signed",
+        f"head signed at event {last_seq} covering {seals[-1][1].get('n_events')} event(s)",
+    )
 
 
 def _row_event(row: dict[str, Any]) -> Event:

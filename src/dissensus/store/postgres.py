@@ -138,7 +138,8 @@ class PostgresJournal(Journal):
             from psycopg.rows import dict_row
         except ImportError as exc:  # pragma: no cover - depends on the installation
             raise ConfigError(
-                "a postgresql:// journal needs psycopg: pip install 'dissensus[postgres]'", field="--journal"
+                "a postgresql:// journal needs psycopg: pip install 'dissensus[postgres]'",
+                field="--journal",
             ) from exc
         self._psycopg = psycopg
         url = str(target)
@@ -154,7 +155,10 @@ class PostgresJournal(Journal):
         self.busy_timeout = busy_timeout_seconds = _busy(busy_timeout)
         try:
             self._db: psycopg.Connection[dict[str, Any]] = psycopg.connect(
-                url, autocommit=True, row_factory=dict_row, connect_timeout=max(1, int(busy_timeout_seconds) or 10)
+                url,
+                autocommit=True,
+                row_factory=dict_row,
+                connect_timeout=max(1, int(busy_timeout_seconds) or 10),
             )
         except psycopg.Error as exc:
             raise InputError(f"cannot open journal {self.path}: {_first_line(exc)}") from exc
@@ -199,7 +203,9 @@ class PostgresJournal(Journal):
                 f"journal {self.path} is locked by another writer (waited {self.busy_timeout:g} s; see {BUSY_TIMEOUT_ENV})"
             ) from exc
         except errors.InsufficientPrivilege as exc:
-            raise JournalReadOnly(f"journal {self.path} cannot be written: {_first_line(exc)}") from exc
+            raise JournalReadOnly(
+                f"journal {self.path} cannot be written: {_first_line(exc)}"
+            ) from exc
         except self._psycopg.OperationalError as exc:
             raise JournalError(f"journal {self.path}: {_first_line(exc)}") from exc
         except self._psycopg.Error as exc:
@@ -269,7 +275,9 @@ class PostgresJournal(Journal):
 
     def _claim_row(self, review_id: str) -> tuple[bool, dict[str, Any] | None]:
         with self._errors():
-            rows = self._rows("SELECT * FROM claims WHERE review_id = ? FOR UPDATE SKIP LOCKED", (review_id,))
+            rows = self._rows(
+                "SELECT * FROM claims WHERE review_id = ? FOR UPDATE SKIP LOCKED", (review_id,)
+            )
             if rows:
                 return False, rows[0]
             exists = self._rows("SELECT 1 FROM claims WHERE review_id = ?", (review_id,))
@@ -292,15 +300,27 @@ class PostgresJournal(Journal):
                 rows = self._rows("SELECT * FROM run_locks WHERE run_id = ?", (run_id,))
                 if rows and int(rows[0]["pid"]) != pid:
                     row = rows[0]
-                    return RunLock(run_id=run_id, pid=int(row["pid"]), host=row["host"], acquired=row["acquired"])
+                    return RunLock(
+                        run_id=run_id,
+                        pid=int(row["pid"]),
+                        host=row["host"],
+                        acquired=row["acquired"],
+                    )
                 return None
             key = self._run_key(run_id)
-            got = self._rows("SELECT pg_try_advisory_lock(?, ?) AS ok", (_RUN_LOCK_NS, key))[0]["ok"]
+            got = self._rows("SELECT pg_try_advisory_lock(?, ?) AS ok", (_RUN_LOCK_NS, key))[0][
+                "ok"
+            ]
             if not got:
                 rows = self._rows("SELECT * FROM run_locks WHERE run_id = ?", (run_id,))
                 if rows:
                     row = rows[0]
-                    return RunLock(run_id=run_id, pid=int(row["pid"]), host=row["host"], acquired=row["acquired"])
+                    return RunLock(
+                        run_id=run_id,
+                        pid=int(row["pid"]),
+                        host=row["host"],
+                        acquired=row["acquired"],
+                    )
                 return RunLock(run_id=run_id, pid=0, host="?", acquired=_now())
             self._exec(
                 "INSERT INTO run_locks (run_id, pid, host, acquired) VALUES (?, ?, ?, ?) "
@@ -314,7 +334,8 @@ class PostgresJournal(Journal):
         pid = os.getpid() if pid is None else pid
         with self._errors():
             self._exec(
-                "DELETE FROM run_locks WHERE run_id = ? AND pid = ? AND host = ?", (run_id, pid, socket.gethostname())
+                "DELETE FROM run_locks WHERE run_id = ? AND pid = ? AND host = ?",
+                (run_id, pid, socket.gethostname()),
             )
             if run_id in self._held:
                 self._held.discard(run_id)

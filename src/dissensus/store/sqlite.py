@@ -147,7 +147,9 @@ class SQLiteJournal(Journal):
 
     def _check_foreign(self) -> set[str]:
         try:
-            rows = self._db.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
+            rows = self._db.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table'"
+            ).fetchall()
         except sqlite3.OperationalError as exc:
             raise JournalError(f"cannot read journal {self.path}: {exc}") from exc
         except sqlite3.DatabaseError as exc:
@@ -160,7 +162,8 @@ class SQLiteJournal(Journal):
             name
             for name, columns in (("runs", RUNS_COLUMNS), ("events", EVENTS_COLUMNS))
             if name in tables
-            and tuple(str(r["name"]) for r in self._db.execute(f"PRAGMA table_info({name})")) != columns
+            and tuple(str(r["name"]) for r in self._db.execute(f"PRAGMA table_info({name})"))
+            != columns
         ]
         ours = "dissensus_meta" in tables or {"runs", "events"} <= tables
         if (foreign and not ours) or mismatched:
@@ -227,7 +230,9 @@ class SQLiteJournal(Journal):
         with self.transaction(run_id), self._errors():
             rows = self._rows("SELECT * FROM run_locks WHERE run_id = ?", (run_id,))
             holder = self._lock_holder(rows[0] if rows else None)
-            if holder is not None and not (holder.pid == pid and holder.host == socket.gethostname()):
+            if holder is not None and not (
+                holder.pid == pid and holder.host == socket.gethostname()
+            ):
                 return holder
             self._exec(
                 "INSERT INTO run_locks (run_id, pid, host, acquired) VALUES (?, ?, ?, ?) "
@@ -240,7 +245,8 @@ class SQLiteJournal(Journal):
         pid = os.getpid() if pid is None else pid
         with self.transaction(), self._errors():
             self._exec(
-                "DELETE FROM run_locks WHERE run_id = ? AND pid = ? AND host = ?", (run_id, pid, socket.gethostname())
+                "DELETE FROM run_locks WHERE run_id = ? AND pid = ? AND host = ?",
+                (run_id, pid, socket.gethostname()),
             )
 
 
