@@ -19,6 +19,7 @@ from dissensus.pipeline.review import (
     ClaimConflict,
     StaleContent,
     claim,
+    claim_next,
     complete_resolutions,
     content_sha256,
     final_records,
@@ -316,3 +317,30 @@ def test_review_list_of_an_unknown_run_is_a_usage_error(tmp_path: Path) -> None:
         _escalated(journal, "R")
         with pytest.raises(UnknownRun):
             list(list_items(journal, run_id="nosuch"))
+
+
+def test_reviewers_taking_the_next_item_at_once_each_get_a_different_one(journal_target: str) -> None:
+    with Journal(journal_target) as journal:
+        ids = [_escalated(journal, f"run{i}") for i in range(3)]
+    barrier = threading.Barrier(4)
+    got: dict[str, str | None] = {}
+
+    def reviewer(name: str) -> None:
+        with Journal(journal_target) as j:
+            barrier.wait()
+            status = claim_next(j, name, ttl=60)
+            got[name] = status.item.review_id if status else None
+
+    threads = [threading.Thread(target=reviewer, args=(f"r{i}",)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    taken = [v for v in got.values() if v is not None]
+    assert sorted(taken) == sorted(ids) and list(got.values()).count(None) == 1
+    with Journal(journal_target) as j:
+        for name, review_id in got.items():
+            if review_id is not None:
+                held = j.current_claim(review_id)
+                assert held is not None and held.who == name
+                assert claim_next(j, name, ttl=60).item.review_id == review_id  # type: ignore[union-attr]

@@ -49,6 +49,7 @@ __all__ = [
     "ReviewStatus",
     "StaleContent",
     "claim",
+    "claim_next",
     "complete_resolutions",
     "content_sha256",
     "final_records",
@@ -167,6 +168,23 @@ def claim(journal: Journal, review_id: str, who: str, *, ttl: float = DEFAULT_CL
             decision=status.resolution.decision,
         )
     return journal.claim(review_id, who, ttl, run_id=status.item.run_id)
+
+
+def claim_next(
+    journal: Journal, who: str, *, ttl: float = DEFAULT_CLAIM_TTL, run_id: str | None = None
+) -> ReviewStatus | None:
+    """Claim the oldest open item nobody else holds (``who``'s own claim counts as free);
+    ``None`` when there is none. Reviewers racing for items each get a different one."""
+    for status in list_items(journal, run_id=run_id):
+        held = journal.current_claim(status.item.review_id)
+        if held is not None and held.who != who:
+            continue
+        try:
+            claim(journal, status.item.review_id, who, ttl=ttl)
+        except (ClaimConflict, AlreadyResolved):
+            continue
+        return status
+    return None
 
 
 def _resolved_record(original: CaseRecord, resolution: Resolution) -> CaseRecord:
