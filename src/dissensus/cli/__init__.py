@@ -17,7 +17,7 @@ import sys
 
 from dissensus.cli import commands as _commands  # noqa: F401  (registers every command)
 from dissensus.cli.app import app
-from dissensus.cli.common import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, shown
+from dissensus.cli.common import EXIT_INTERRUPTED, EXIT_OK, shown
 from dissensus.errors import DissensusError
 
 __all__ = ["app", "main"]
