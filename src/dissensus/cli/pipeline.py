@@ -320,7 +320,8 @@ def _run(journal: Journal, run_id: str, *, json_out: bool, output: str | None, r
 
 def _check_decide_paths(panels: str, journal: str, output: str | None, rejects: str | None) -> None:
     check_input_path(panels)
-    check_journal_file(journal)
+    if not is_postgres_url(journal):
+        check_journal_file(journal)
     inputs = [panels, journal]
     check_output_path(output, option="--output", inputs=inputs)
     check_output_path(rejects, option="--rejects", inputs=[*inputs, output])
