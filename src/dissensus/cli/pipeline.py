@@ -35,6 +35,7 @@ from dissensus.cli.common import (
     output_handle,
     print_json,
 )
+from dissensus.engines import check_engine
 from dissensus.io.jsonl import Reject, RejectSink, write_jsonl_line
 from dissensus.pipeline.batch import execute_run, start_run
 from dissensus.pipeline.policy import load_policy
@@ -144,15 +145,30 @@ def _summary(records: list[CaseRecord], rejected: int, run_id: str, journal: str
         )
 
 
-def _run(journal: Journal, run_id: str, *, json_out: bool, output: str | None, rejects: str | None, total: int | None) -> int:
+def _run(
+    journal: Journal,
+    run_id: str,
+    *,
+    json_out: bool,
+    output: str | None,
+    rejects: str | None,
+    total: int | None,
+    engine: str = "local",
+    ray_address: str | None = None,
+    workers: int | None = None,
+) -> int:
     with RejectSink(rejects) as sink, output_handle(output) as handle:
 
         def on_reject(reject: Reject) -> None:
             sink.add(reject)
 
-        records = asyncio.run(
-            _drain(execute_run(journal, run_id, on_reject=on_reject), emit=_emitter(json_out, handle), total=total)
-        )
+        if engine == "ray":
+            from dissensus.engines.ray import RayOptions, decide_ray
+
+            stream = decide_ray(journal, run_id, on_reject=on_reject, options=RayOptions(address=ray_address, workers=workers))
+        else:
+            stream = execute_run(journal, run_id, on_reject=on_reject)
+        records = asyncio.run(_drain(stream, emit=_emitter(json_out, handle), total=total))
         if not json_out:
             _summary(records, sink.count, run_id, journal.path)
         return exit_for(sink.count)
@@ -167,11 +183,15 @@ def decide_cmd(
     rejects: Annotated[str | None, typer.Option("--rejects", help="Write rejected lines here (JSONL).")] = None,
     output: Annotated[str | None, typer.Option("--output", "-o", help="Write records here instead of stdout.")] = None,
     run_id: Annotated[str | None, typer.Option("--run-id", help="Id of the new run (default: random).")] = None,
-    similarity: Annotated[str | None, typer.Option("--similarity", help="Override the policy's similarity backend (minilm, tfidf).")] = None,
+    similarity: Annotated[str | None, typer.Option("--similarity", help="Override the policy's similarity backend (minilm, tfidf, static).")] = None,
     model: Annotated[str | None, typer.Option("--model", help="Model spec for live follow-ups (default: policy, $DISSENSUS_MODEL).")] = None,
+    engine: Annotated[str, typer.Option("--engine", help="local (this process) or ray (Ray Data workers; the 'ray' extra).")] = "local",
+    ray_address: Annotated[str | None, typer.Option("--ray-address", help="Ray cluster to join (default: start a local one).")] = None,
+    workers: Annotated[int | None, typer.Option("--workers", help="Ray workers (default: the cluster's CPUs).")] = None,
 ) -> None:
     """Decide every panel: read -> guard -> route -> protocol -> record, journalled and resumable."""
     check_input_path(panels)
+    engine = check_engine(engine, workers=workers, address=ray_address)
     pol, pol_dir = load_policy(policy)
     store = _open(journal)
     try:
@@ -179,7 +199,17 @@ def decide_cmd(
             store, panels, pol, policy_file=policy, policy_dir=pol_dir, run_id=run_id, model=model, similarity=similarity
         )
         total = _count_lines(panels)
-        code = _run(store, info.run_id, json_out=json_out, output=output, rejects=rejects, total=total)
+        code = _run(
+            store,
+            info.run_id,
+            json_out=json_out,
+            output=output,
+            rejects=rejects,
+            total=total,
+            engine=engine,
+            ray_address=ray_address,
+            workers=workers,
+        )
     finally:
         store.close()
     raise typer.Exit(code=code)
