@@ -248,6 +248,7 @@ class _Decider:
             for _, task in window:
                 task.cancel()
             memory.close()
+        cases.sort(key=lambda c: int(c["line"]))  # rejects were listed before cases in flight
         return {"index": block.index, "cases": cases}
 
 
