@@ -158,7 +158,7 @@ def test_killed_ray_run_resumes_without_redoing_completed_blocks(
 
 
 def test_ray_run_resumes_on_the_local_engine(ray_instance: Any, panels: Path, local_run: Any, tmp_path: Path) -> None:
-    records, rejects, _ = local_run
+    records = local_run[0]
     journal = Journal(tmp_path / "j.sqlite")
     _start(journal, panels, "R")
     _ray_run(journal, panels)

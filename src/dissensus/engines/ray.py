@@ -28,8 +28,9 @@ Choices where the design is silent:
   policy's divided by the number of workers (rounded down, at least 1), so the run as a
   whole never exceeds the policy's budget.
 * **Failures.** Worker processes are Ray actors restarted on death, and their blocks
-  are retried (``max_restarts=-1``, ``max_task_retries=-1``): a block is a pure
-  function of the input and the journal's seed, so a retry gives the same events.
+  are retried (Ray Data's defaults for actor pools: ``max_restarts=-1``,
+  ``max_task_retries=-1``): a block is a pure function of the input and the journal's
+  seed, so a retry gives the same events.
 * **Cluster.** Without ``--ray-address`` a local Ray instance is started with
   ``--workers`` CPUs (default: all), no dashboard; with an address the driver joins that
   cluster, whose workers must see the input file at the same path and have
@@ -52,12 +53,16 @@ from collections import Counter
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from dissensus.engines.blocks import Block, block_lines, plan_blocks, plan_text_blocks
 from dissensus.errors import ConfigError, InputError
 from dissensus.io.jsonl import Reject, RejectSink, parse_line
+from dissensus.states.cache import CachedBackend
 from dissensus.types import Panel
+
+if TYPE_CHECKING:
+    from dissensus.pipeline.records import CaseRecord
 
 __all__ = [
     "FAULT_ENV",
@@ -222,7 +227,8 @@ class _Decider:
             for number, text in block_lines(block)
             if text.strip()
         ]
-        rt.prefetch([(n, p) for n, p in parsed if isinstance(p, Panel)])
+        if isinstance(self.backend(), CachedBackend):  # else prefetching would embed twice
+            rt.prefetch([(n, p) for n, p in parsed if isinstance(p, Panel)])
         cases: list[dict[str, Any]] = []
         window: list[tuple[int, asyncio.Task[Any]]] = []
 
@@ -249,7 +255,14 @@ class _Decider:
                 task.cancel()
             memory.close()
         cases.sort(key=lambda c: int(c["line"]))  # rejects were listed before cases in flight
-        return {"index": block.index, "cases": cases}
+        return {"index": block.index, "cases": cases, "rss_mb": _rss_mb()}
+
+
+def _rss_mb() -> float:
+    """Peak resident memory of this process, in MB."""
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def _block_of(raw: dict[str, Any]) -> Block:
@@ -281,13 +294,15 @@ async def decide_ray(
     *,
     on_reject: Callable[[Reject], None] | None = None,
     options: RayOptions | None = None,
-) -> AsyncIterator[Any]:
+    stats: dict[str, Any] | None = None,
+) -> AsyncIterator[CaseRecord]:
     """Decide (or finish deciding) a run on Ray, yielding records in input order.
 
-    The drop-in twin of :func:`dissensus.pipeline.execute_run`.
+    The drop-in twin of :func:`dissensus.pipeline.execute_run`. ``stats``, when given,
+    receives ``blocks`` (planned), ``blocks_sent`` (decided by workers; the rest were
+    complete in the journal) and ``worker_rss_mb`` (the largest peak RSS a worker reported).
     """
     from dissensus.pipeline.batch import _started
-    from dissensus.pipeline.records import CaseRecord
 
     opts = options or RayOptions()
     started = _started(journal, run_id)
@@ -301,8 +316,11 @@ async def decide_ray(
         if not done:
             seed = [e for line in range(block.first_line, block.last_line + 1) for e in seeds.get(str(line), [])]
             todo.append({"item": json.dumps({"block": asdict(block), "name": name, "seed": seed}, ensure_ascii=False)})
+    info = stats if stats is not None else {}
+    info.update(blocks=len(blocks), blocks_sent=len(todo), worker_rss_mb=0.0)
     results: Iterator[dict[str, Any]] = iter(())
     if todo:
+        _warm(str(started["policy"].get("reading", {}).get("similarity", "")))
         workers = ensure_ray(opts)
         ds = _dataset(todo).map_batches(
             _Decider,
@@ -311,8 +329,6 @@ async def decide_ray(
             batch_format="numpy",
             compute=_pool(min(workers, len(todo))),
             num_cpus=1,
-            max_restarts=-1,
-            max_task_retries=-1,
         )
         results = (json.loads(str(row["result"])) for row in _rows(ds))
     counts: Counter[str] = Counter()
@@ -324,6 +340,7 @@ async def decide_ray(
             if result["index"] != block.index:  # preserve_order guarantees it; never mix
                 raise InputError(f"Ray returned block {result['index']} where block {block.index} was due")
             cases = result["cases"]
+            info["worker_rss_mb"] = max(info["worker_rss_mb"], float(result.get("rss_mb", 0.0)))
         for case in cases:
             line = case["line"]
             if "reject" in case:
@@ -335,6 +352,8 @@ async def decide_ray(
                 continue
             for event in case["events"]:
                 journal.append(run_id, event["type"], event["payload"], key=event["key"], case=event["case"])
+            from dissensus.pipeline.records import CaseRecord
+
             record = CaseRecord.model_validate(case["record"])
             counts["cases"] += 1
             counts["auto"] += int(record.auto)
@@ -415,7 +434,7 @@ class _Router:
             lines: list[str] = []
             states: Counter[str] = Counter()
             actions: Counter[str] = Counter()
-            rows = []
+            rows: list[Any] = []
             for panel, reading in zip(panels, readings, strict=True):
                 routed = self.ruleset.route(reading, panel.meta)
                 states[reading.state.value] += 1
@@ -425,7 +444,15 @@ class _Router:
                     rows.append((reading, routed))
             results.append(
                 pickle.dumps(
-                    {"index": block.index, "lines": lines, "rejects": rejects, "states": states, "actions": actions, "rows": rows}
+                    {
+                        "index": block.index,
+                        "lines": lines,
+                        "rejects": rejects,
+                        "states": states,
+                        "actions": actions,
+                        "rows": rows,
+                        "rss_mb": _rss_mb(),
+                    }
                 )
             )
         return {"result": results}
@@ -485,8 +512,6 @@ def route_ray(
         batch_format="numpy",
         compute=_pool(min(workers, len(items))),
         num_cpus=1,
-        max_restarts=-1,
-        max_task_retries=-1,
     )
     for row in _rows(ds):
         result = pickle.loads(row["result"])
