@@ -88,16 +88,16 @@ def corpus_for(
     if "vectors" in result:
         table = dict(zip(texts, result["vectors"], strict=True))
         backend = LookupBackend(table, result["name"])
-        return faith.read_corpus(
-            label, panels, backend, quantile=0.5, theta_a=0.8, skipped=skipped
-        )
+        return faith.read_corpus(label, panels, backend, quantile=0.5, theta_a=0.8, skipped=skipped)
     probe = [
         read_from_matrix(p, m, result["name"], Thresholds(theta_s=0.0, theta_a=0.8))
         for p, m in zip(panels, result["matrices"], strict=True)
     ]
     theta_s = float(np.quantile([r.mean_similarity for r in probe], 0.5))
     th = Thresholds(theta_s=theta_s, theta_a=0.8)
-    readings = [read_from_matrix(p, r.matrix, r.model, th) for p, r in zip(panels, probe, strict=True)]
+    readings = [
+        read_from_matrix(p, r.matrix, r.model, th) for p, r in zip(panels, probe, strict=True)
+    ]
     return faith.Corpus(label, panels, readings, theta_s, skipped)
 
 

@@ -53,7 +53,11 @@ def panels(tmp_path_factory: pytest.TempPathFactory) -> Path:
     lines = PANELS.read_text(encoding="utf-8").splitlines(keepends=True)
     lines.insert(3, "\n")
     lines.insert(10, "{not json\n")
-    lines.insert(20, json.dumps({"id": "few", "outputs": [{"agent": "a", "decision": "x", "reasoning": "r"}]}) + "\n")
+    lines.insert(
+        20,
+        json.dumps({"id": "few", "outputs": [{"agent": "a", "decision": "x", "reasoning": "r"}]})
+        + "\n",
+    )
     path = tmp_path_factory.mktemp("ray") / "panels.jsonl"
     path.write_text("".join(lines), encoding="utf-8")
     return path
@@ -73,21 +77,31 @@ def local_run(panels: Path) -> tuple[list[dict[str, Any]], list[str], dict[str, 
     journal = Journal(":memory:")
     _start(journal, panels, "R")
     rejects: list[str] = []
-    records = asyncio.run(_collect(execute_run(journal, "R", on_reject=lambda r: rejects.append(r.describe()))))
+    records = asyncio.run(
+        _collect(execute_run(journal, "R", on_reject=lambda r: rejects.append(r.describe())))
+    )
     events = {e.key: e.payload for e in journal.events("R") if e.key != "run/started"}
     return records, rejects, events
 
 
-def _ray_run(journal: Journal, path: Path, run_id: str = "R", **opts: Any) -> tuple[list[dict[str, Any]], list[str]]:
+def _ray_run(
+    journal: Journal, path: Path, run_id: str = "R", **opts: Any
+) -> tuple[list[dict[str, Any]], list[str]]:
     rejects: list[str] = []
     options = RayOptions(workers=2, lines_per_block=opts.pop("lines_per_block", 25))
     records = asyncio.run(
-        _collect(decide_ray(journal, run_id, on_reject=lambda r: rejects.append(r.describe()), options=options))
+        _collect(
+            decide_ray(
+                journal, run_id, on_reject=lambda r: rejects.append(r.describe()), options=options
+            )
+        )
     )
     return records, rejects
 
 
-def test_ray_decide_equals_local_run(ray_instance: Any, panels: Path, local_run: Any, tmp_path: Path) -> None:
+def test_ray_decide_equals_local_run(
+    ray_instance: Any, panels: Path, local_run: Any, tmp_path: Path
+) -> None:
     records, rejects, events = local_run
     journal = Journal(tmp_path / "j.sqlite")
     _start(journal, panels, "R")
@@ -157,7 +171,9 @@ def test_killed_ray_run_resumes_without_redoing_completed_blocks(
     assert {e.key: e.payload for e in journal.events("R") if e.key != "run/started"} == events
 
 
-def test_ray_run_resumes_on_the_local_engine(ray_instance: Any, panels: Path, local_run: Any, tmp_path: Path) -> None:
+def test_ray_run_resumes_on_the_local_engine(
+    ray_instance: Any, panels: Path, local_run: Any, tmp_path: Path
+) -> None:
     records = local_run[0]
     journal = Journal(tmp_path / "j.sqlite")
     _start(journal, panels, "R")
@@ -166,16 +182,41 @@ def test_ray_run_resumes_on_the_local_engine(ray_instance: Any, panels: Path, lo
     assert again == records
 
 
-def test_cli_route_and_decide_with_ray_engine(ray_instance: Any, panels: Path, tmp_path: Path) -> None:
+def test_cli_route_and_decide_with_ray_engine(
+    ray_instance: Any, panels: Path, tmp_path: Path
+) -> None:
     from typer.testing import CliRunner
 
     from dissensus.cli import app
 
     runner = CliRunner()
-    local = runner.invoke(app, ["route", str(panels), "--similarity", "tfidf", "--json", "--rejects", str(tmp_path / "l.rej")])
+    local = runner.invoke(
+        app,
+        [
+            "route",
+            str(panels),
+            "--similarity",
+            "tfidf",
+            "--json",
+            "--rejects",
+            str(tmp_path / "l.rej"),
+        ],
+    )
     ray_out = runner.invoke(
         app,
-        ["route", str(panels), "--similarity", "tfidf", "--json", "--engine", "ray", "--workers", "2", "--rejects", str(tmp_path / "r.rej")],
+        [
+            "route",
+            str(panels),
+            "--similarity",
+            "tfidf",
+            "--json",
+            "--engine",
+            "ray",
+            "--workers",
+            "2",
+            "--rejects",
+            str(tmp_path / "r.rej"),
+        ],
     )
     assert local.exit_code == ray_out.exit_code == 3
     assert ray_out.stdout == local.stdout
@@ -189,8 +230,23 @@ def test_cli_route_and_decide_with_ray_engine(ray_instance: Any, panels: Path, t
         out = tmp_path / f"{engine}.jsonl"
         res = runner.invoke(
             app,
-            ["decide", str(panels), "--policy", str(pol), "--similarity", "tfidf", "--journal", str(tmp_path / f"{engine}.sqlite"),
-             "--engine", engine, "--json", "--output", str(out), "--run-id", "C"],
+            [
+                "decide",
+                str(panels),
+                "--policy",
+                str(pol),
+                "--similarity",
+                "tfidf",
+                "--journal",
+                str(tmp_path / f"{engine}.sqlite"),
+                "--engine",
+                engine,
+                "--json",
+                "--output",
+                str(out),
+                "--run-id",
+                "C",
+            ],
         )
         assert res.exit_code == 3, res.output
         outs[engine] = out.read_text()

@@ -26,7 +26,20 @@ def _tiny_table(directory: Path, seed: int = 0) -> Path:
     """A random model2vec table over a small word-level vocabulary, saved like a real one."""
     from tokenizers import Tokenizer, models, pre_tokenizers
 
-    words = ["[PAD]", "[UNK]", "output", "a", "b", "is", "better", "worse", "the", "answer", "wrong", "right"]
+    words = [
+        "[PAD]",
+        "[UNK]",
+        "output",
+        "a",
+        "b",
+        "is",
+        "better",
+        "worse",
+        "the",
+        "answer",
+        "wrong",
+        "right",
+    ]
     tok = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="[UNK]"))
     tok.pre_tokenizer = pre_tokenizers.Whitespace()
     vectors = np.random.default_rng(seed).normal(size=(len(words), 8)).astype(np.float32)
@@ -48,7 +61,13 @@ def _shared_table() -> Path:
 
 def _panel(pid: str, texts: list[str], decisions: list[str]) -> Panel:
     return Panel.model_validate(
-        {"id": pid, "outputs": [{"agent": f"a{i}", "decision": d, "reasoning": t} for i, (t, d) in enumerate(zip(texts, decisions, strict=True))]}
+        {
+            "id": pid,
+            "outputs": [
+                {"agent": f"a{i}", "decision": d, "reasoning": t}
+                for i, (t, d) in enumerate(zip(texts, decisions, strict=True))
+            ],
+        }
     )
 
 
@@ -70,14 +89,22 @@ def test_table_embeds_normalised_and_identical_traces_read_as_one(tmp_path: Path
     np.testing.assert_allclose(np.linalg.norm(rows[:2], axis=1), 1.0, rtol=1e-5)
     assert np.all(rows[2] == 0.0)  # only unknown tokens: a zero vector, similarity 0
     assert backend.embed([]).shape == (0, 8)
-    panel = _panel("p", ["output a is better", "output a is better", "the answer is wrong"], ["a", "a", "b"])
+    panel = _panel(
+        "p", ["output a is better", "output a is better", "the answer is wrong"], ["a", "a", "b"]
+    )
     reading = read_panels([panel], backend, Thresholds(theta_s=0.5, theta_a=0.8))[0]
     assert reading.model == STATIC_NAME
     assert reading.matrix[0][1] == 1.0
 
 
 @settings(max_examples=25)
-@given(st.lists(st.sampled_from(["output", "a", "b", "is", "better", "worse", "the", "answer"]), min_size=1, max_size=12))
+@given(
+    st.lists(
+        st.sampled_from(["output", "a", "b", "is", "better", "worse", "the", "answer"]),
+        min_size=1,
+        max_size=12,
+    )
+)
 def test_embedding_is_deterministic_and_order_free(words: list[str]) -> None:
     backend = StaticBackend(_shared_table(), progress=None)
     text = " ".join(words)
@@ -88,7 +115,9 @@ def test_embedding_is_deterministic_and_order_free(words: list[str]) -> None:
     np.testing.assert_allclose(one, shuffled, atol=1e-6)  # a mean of token vectors
 
 
-def test_missing_table_is_distilled_once_under_a_lock(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_missing_table_is_distilled_once_under_a_lock(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     calls: list[Path] = []
     messages: list[str] = []
 
@@ -109,7 +138,9 @@ def test_missing_table_is_distilled_once_under_a_lock(tmp_path: Path, monkeypatc
     assert calls == [target]
 
 
-def test_missing_extra_is_a_one_line_config_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_missing_extra_is_a_one_line_config_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import builtins
 
     table = _tiny_table(tmp_path / "t")
@@ -129,9 +160,13 @@ def test_missing_extra_is_a_one_line_config_error(tmp_path: Path, monkeypatch: p
 def test_real_table_agrees_with_itself_and_names_the_licence() -> None:
     directory = static_model_dir()
     if not (directory / "NOTICE").is_file():
-        pytest.skip(f"no distilled static table at {directory} (python -c 'from dissensus.states.static import distil_static; distil_static()')")
+        pytest.skip(
+            f"no distilled static table at {directory} (python -c 'from dissensus.states.static import distil_static; distil_static()')"
+        )
     assert "Apache License, Version 2.0" in (directory / "NOTICE").read_text(encoding="utf-8")
     backend = StaticBackend(directory)
-    rows = backend.embed(["Output (a) is better.", "Output (a) is better!", "The capital of France is Paris."])
+    rows = backend.embed(
+        ["Output (a) is better.", "Output (a) is better!", "The capital of France is Paris."]
+    )
     assert rows.shape == (3, 256)
     assert float(rows[0] @ rows[1]) > float(rows[0] @ rows[2])

@@ -163,7 +163,9 @@ def _split(limit: int | None, workers: int) -> int | None:
 class _Decider:
     """One Ray worker of a decide run: loads everything once, decides blocks."""
 
-    def __init__(self, run_id: str, started: dict[str, Any], workers: int, fault: tuple[int, str] | None) -> None:
+    def __init__(
+        self, run_id: str, started: dict[str, Any], workers: int, fault: tuple[int, str] | None
+    ) -> None:
         from dissensus.guard import Calibration as GuardCalibration
         from dissensus.llm.budget import Budget
         from dissensus.pipeline.policy import Policy
@@ -177,7 +179,10 @@ class _Decider:
         self.guard_calibration = GuardCalibration.model_validate(guard_cal) if guard_cal else None
         self.model = started.get("model")
         budget = self.policy.budget
-        self.budget = Budget(max_calls=_split(budget.max_calls, workers), max_tokens=_split(budget.max_tokens, workers))
+        self.budget = Budget(
+            max_calls=_split(budget.max_calls, workers),
+            max_tokens=_split(budget.max_tokens, workers),
+        )
         self.fault = fault
         self._backend: Any = None
         self._client: Any = None
@@ -198,7 +203,10 @@ class _Decider:
         return self._client
 
     def __call__(self, batch: dict[str, Any]) -> dict[str, list[str]]:
-        out = [self._loop.run_until_complete(self._block(json.loads(str(raw)))) for raw in batch["item"]]
+        out = [
+            self._loop.run_until_complete(self._block(json.loads(str(raw))))
+            for raw in batch["item"]
+        ]
         return {"result": [json.dumps(o, ensure_ascii=False) for o in out]}
 
     async def _block(self, item: dict[str, Any]) -> dict[str, Any]:
@@ -211,7 +219,9 @@ class _Decider:
         memory = Journal(":memory:")
         memory.create_run(self.run_id, kind="decide", meta={})
         for event in item["seed"]:
-            memory.append(self.run_id, event["type"], event["payload"], key=event["key"], case=event["case"])
+            memory.append(
+                self.run_id, event["type"], event["payload"], key=event["key"], case=event["case"]
+            )
         rt = Runtime(
             policy=self.policy,
             journal=memory,
@@ -238,7 +248,9 @@ class _Decider:
                 {"key": e.key, "type": e.type, "case": e.case, "payload": e.payload}
                 for e in memory.events(self.run_id, case=str(number))
             ]
-            cases.append({"line": number, "record": record.model_dump(mode="json"), "events": events})
+            cases.append(
+                {"line": number, "record": record.model_dump(mode="json"), "events": events}
+            )
 
         try:
             for number, panel in parsed:
@@ -314,8 +326,18 @@ async def decide_ray(
         done = _complete(block, seeds)
         complete[block.index] = done
         if not done:
-            seed = [e for line in range(block.first_line, block.last_line + 1) for e in seeds.get(str(line), [])]
-            todo.append({"item": json.dumps({"block": asdict(block), "name": name, "seed": seed}, ensure_ascii=False)})
+            seed = [
+                e
+                for line in range(block.first_line, block.last_line + 1)
+                for e in seeds.get(str(line), [])
+            ]
+            todo.append(
+                {
+                    "item": json.dumps(
+                        {"block": asdict(block), "name": name, "seed": seed}, ensure_ascii=False
+                    )
+                }
+            )
     info = stats if stats is not None else {}
     info.update(blocks=len(blocks), blocks_sent=len(todo), worker_rss_mb=0.0)
     results: Iterator[dict[str, Any]] = iter(())
@@ -338,20 +360,26 @@ async def decide_ray(
         else:
             result = next(results)
             if result["index"] != block.index:  # preserve_order guarantees it; never mix
-                raise InputError(f"Ray returned block {result['index']} where block {block.index} was due")
+                raise InputError(
+                    f"Ray returned block {result['index']} where block {block.index} was due"
+                )
             cases = result["cases"]
             info["worker_rss_mb"] = max(info["worker_rss_mb"], float(result.get("rss_mb", 0.0)))
         for case in cases:
             line = case["line"]
             if "reject" in case:
                 reject = Reject.model_validate(case["reject"])
-                journal.append(run_id, "input.rejected", case["reject"], key=f"reject/{line}", case=str(line))
+                journal.append(
+                    run_id, "input.rejected", case["reject"], key=f"reject/{line}", case=str(line)
+                )
                 counts["rejected"] += 1
                 if on_reject is not None:
                     on_reject(reject)
                 continue
             for event in case["events"]:
-                journal.append(run_id, event["type"], event["payload"], key=event["key"], case=event["case"])
+                journal.append(
+                    run_id, event["type"], event["payload"], key=event["key"], case=event["case"]
+                )
             from dissensus.pipeline.records import CaseRecord
 
             record = CaseRecord.model_validate(case["record"])
@@ -426,7 +454,11 @@ class _Router:
         for raw in batch["item"]:
             item = json.loads(str(raw))
             block = _block_of(item["block"])
-            parsed = [parse_line(Panel, text, file=item["name"], line=n) for n, text in block_lines(block) if text.strip()]
+            parsed = [
+                parse_line(Panel, text, file=item["name"], line=n)
+                for n, text in block_lines(block)
+                if text.strip()
+            ]
             rejects = [r.model_dump(mode="json") for r in parsed if isinstance(r, Reject)]
             panels = [p for p in parsed if isinstance(p, Panel)]
             readings = read_panels(panels, self.backend, self.thresholds) if panels else []
@@ -439,7 +471,9 @@ class _Router:
                 routed = self.ruleset.route(reading, panel.meta)
                 states[reading.state.value] += 1
                 actions[routed.action] += 1
-                lines.append(encode(record_of(reading, routed, with_matrix=self.spec["with_matrix"])))
+                lines.append(
+                    encode(record_of(reading, routed, with_matrix=self.spec["with_matrix"]))
+                )
                 if len(rows) < self.spec["keep_rows"]:
                     rows.append((reading, routed))
             results.append(
@@ -504,7 +538,9 @@ def route_ray(
     }
     _warm(similarity)
     workers = ensure_ray(opts)
-    items = [{"item": json.dumps({"block": asdict(b), "name": name}, ensure_ascii=False)} for b in blocks]
+    items = [
+        {"item": json.dumps({"block": asdict(b), "name": name}, ensure_ascii=False)} for b in blocks
+    ]
     ds = _dataset(items).map_batches(
         _Router,
         fn_constructor_args=(spec,),

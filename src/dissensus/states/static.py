@@ -132,7 +132,9 @@ def distil_static(
                 return directory
             _distil_into(directory, progress, show_progress_bar)
     except OSError as exc:
-        raise DissensusError(f"cannot write the static embedding table to {directory}: {exc}") from exc
+        raise DissensusError(
+            f"cannot write the static embedding table to {directory}: {exc}"
+        ) from exc
     return directory
 
 
