@@ -57,7 +57,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from dissensus.engines.blocks import Block, block_lines, plan_blocks, plan_text_blocks
 from dissensus.errors import ConfigError, InputError
-from dissensus.io.jsonl import Reject, RejectSink, parse_line
+from dissensus.io.jsonl import Reject, RejectSink, open_text, parse_line
 from dissensus.states.cache import CachedBackend
 from dissensus.types import Panel
 
@@ -511,14 +511,14 @@ def route_ray(
     Returns a :class:`dissensus.cli.route.RouteTally`.
     """
     import pickle
-    import sys
 
     from dissensus.cli.route import RouteTally
 
     opts = options or RayOptions()
     if path == "-":
         name = "<stdin>"
-        blocks = plan_text_blocks(list(sys.stdin), opts.lines_per_block)
+        with open_text("-") as stdin:  # surrogateescape, as the local reader
+            blocks = plan_text_blocks(list(stdin), opts.lines_per_block)
     else:
         name = path
         if not Path(path).is_file():
