@@ -77,3 +77,15 @@ def test_engine_names_and_options() -> None:
         check_engine("local", workers=2)
     with pytest.raises(ConfigError, match="at least 1"):
         check_engine("ray", workers=0)
+
+
+def test_cli_refuses_unknown_engine_and_ray_options_without_ray(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from dissensus.cli import main
+
+    panels = str(Path(__file__).resolve().parent.parent / "examples" / "llmbar-cot.jsonl")
+    assert main(["route", panels, "--similarity", "tfidf", "--engine", "spark"]) == 2
+    assert "field 'engine': unknown engine 'spark'" in capsys.readouterr().err
+    assert main(["decide", panels, "--journal", str(tmp_path / "j.sqlite"), "--workers", "2"]) == 2
+    assert "need '--engine ray'" in capsys.readouterr().err
