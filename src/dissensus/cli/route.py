@@ -18,7 +18,6 @@ when any line was rejected.
 from __future__ import annotations
 
 import gc
-import json
 import os
 import sys
 from collections import Counter
@@ -42,6 +41,7 @@ from dissensus.cli.common import (
 )
 from dissensus.engines import check_engine
 from dissensus.errors import InputError
+from dissensus.io.fastjson import dumps
 from dissensus.io.jsonl import Reject, RejectSink, open_text, read_models
 from dissensus.states.calibrate import calibrate
 from dissensus.states.reading import Reading, Thresholds, read_panels
@@ -80,7 +80,6 @@ def record_of(reading: Reading, routed: Route, *, with_matrix: bool = False) -> 
     return record
 
 
-_ENCODER = json.JSONEncoder(ensure_ascii=False)
 
 
 def _progress_total(path: str) -> int | None:
@@ -168,7 +167,7 @@ def route_stream(
     """
     tally = RouteTally()
     states, actions = tally.states, tally.actions
-    encode = _ENCODER.encode
+    encode = dumps
     for batch in _batches(iter(panels), batch_size):
         for panel, reading in zip(batch, read_panels(batch, backend, thresholds), strict=True):
             routed = ruleset.route(reading, panel.meta)

@@ -462,7 +462,7 @@ class _Router:
             rejects = [r.model_dump(mode="json") for r in parsed if isinstance(r, Reject)]
             panels = [p for p in parsed if isinstance(p, Panel)]
             readings = read_panels(panels, self.backend, self.thresholds) if panels else []
-            encode = json.JSONEncoder(ensure_ascii=False).encode
+            from dissensus.io.fastjson import dumps as encode
             lines: list[str] = []
             states: Counter[str] = Counter()
             actions: Counter[str] = Counter()
