@@ -6,9 +6,9 @@ import asyncio
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
+from cli_helpers import run_cli
 from dissensus.agents.deliberator import deliberate_with_model
 from dissensus.baselines.deliberation import run_baseline_sync
 from dissensus.cli.dci import bundled_model
@@ -21,7 +21,7 @@ EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "dci"
 
 def run(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k != "DISSENSUS_MODEL"}
-    return subprocess.run([sys.executable, "-m", "dissensus", *args], capture_output=True, text=True, env=env, input=stdin, timeout=120)
+    return run_cli(*args, env=env, stdin=stdin)
 
 
 def test_deliberate_dci_json_offline_by_default() -> None:

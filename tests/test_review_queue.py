@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from cli_helpers import run_cli
 from dissensus.errors import DissensusError, InputError
 from dissensus.pipeline import decide, policy_from_dict
 from dissensus.pipeline.review import (
@@ -73,7 +74,7 @@ def test_unknown_or_malformed_review_ids_are_input_errors(tmp_path: Path) -> Non
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "dissensus", *args], capture_output=True, text=True, check=False)
+    return run_cli(*args)
 
 
 def test_cli_review_list_show_resolve(tmp_path: Path) -> None:
