@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import importlib
 import io
 import os
 import subprocess
@@ -86,5 +87,22 @@ def run_cli(
     if env is not None:
         overrides = {k: None for k in os.environ if k not in env}
         overrides.update(env)
-    res = cli(*args, stdin=data, env=overrides, cwd=cwd)
+    with _python_path((env or {}).get("PYTHONPATH", "")):
+        res = cli(*args, stdin=data, env=overrides, cwd=cwd)
     return subprocess.CompletedProcess(["dissensus", *map(str, args)], res.code, res.out, res.err)
+
+
+@contextlib.contextmanager
+def _python_path(value: str) -> Iterator[None]:
+    """Folders of ``PYTHONPATH`` importable for the call; modules loaded from them forgotten after."""
+    folders = [f for f in value.split(os.pathsep) if f and f not in sys.path]
+    sys.path[:0] = folders
+    importlib.invalidate_caches()
+    try:
+        yield
+    finally:
+        for folder in folders:
+            sys.path.remove(folder)
+        for name, module in list(sys.modules.items()):
+            if any(str(getattr(module, "__file__", "") or "").startswith(f) for f in folders):
+                del sys.modules[name]

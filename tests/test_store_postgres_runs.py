@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
-import fault_runner
 from dissensus.cli import main
 from dissensus.pipeline.review import final_records
 from dissensus.store import Journal, canonical, chain_hash
+from fault_runner import install
 from pipeline_cases import crash_script, mixed_batch, write_jsonl, write_policy
 from store_backends import pg_schema, pg_url
 
@@ -30,7 +30,7 @@ def pg() -> Iterator[str]:
 
 def _child(argv: list[str], kill_after: int | None) -> None:
     if kill_after is not None:
-        fault_runner.install(kill_after)
+        install(kill_after, signal.SIGKILL)
     os._exit(main(argv))
 
 
@@ -81,7 +81,7 @@ def test_decide_verify_export_resume_on_postgresql(tmp_path: Path, pg: str) -> N
         assert canonical(e["payload"]) == canonical(json.loads(json.dumps(e["payload"])))
         prev = e["hash"]
 
-    killed = _forked(_decide(tmp_path, pg, "killed"), kill_after=9)
+    killed = _forked(_decide(tmp_path, pg, "killed"), 9)
     assert killed == -signal.SIGKILL
     with Journal(pg) as j:
         assert j.verify("killed").ok and not j.verify("killed").finished

@@ -17,7 +17,7 @@ import sys
 
 from dissensus.cli import commands as _commands  # noqa: F401  (registers every command)
 from dissensus.cli.app import app
-from dissensus.cli.common import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, shown
+from dissensus.cli.common import EXIT_INTERRUPTED, EXIT_OK, shown
 from dissensus.errors import DissensusError
 
 __all__ = ["app", "main"]
@@ -68,8 +68,9 @@ def main(argv: list[str] | None = None) -> int:
             return EXIT_INTERRUPTED
         exit_code = getattr(exc, "exit_code", None)
         if hasattr(exc, "format_message") and isinstance(exit_code, int):
-            sys.stderr.write(_usage_line(exc))
-            return exit_code or EXIT_USAGE
+            if str(exc.format_message()).strip():  # empty: the help was printed (no arguments)
+                sys.stderr.write(_usage_line(exc))
+            return exit_code
         raise
     return _code(code)
 

@@ -142,21 +142,25 @@ def _same_file(a: Path, b: str | None) -> bool:
         return False
 
 
-def check_output_path(path: str | None, *, option: str, inputs: Iterable[str | None] = ()) -> None:
+def check_output_path(
+    path: str | None, *, option: str, inputs: Iterable[str | None] = (), what: str | None = None
+) -> None:
     """Usage error (exit 2) unless ``path`` can be written and names none of ``inputs``."""
     if path is None or path == "-":
         return
+    what = what or ("rejects file" if option == "--rejects" else "output file")
     p = Path(path)
+    where = f"cannot write the {what} {path} ({option})"
     if p.is_dir():
-        raise InputError(f"{option} {path}: is a directory")
+        raise InputError(f"{where}: is a directory")
     parent = p.parent if str(p.parent) else Path(".")
     if not parent.is_dir():
-        raise InputError(f"{option} {path}: directory {parent} does not exist")
+        raise InputError(f"{where}: directory {parent} does not exist")
     if not os.access(parent, os.W_OK) or (p.exists() and not os.access(p, os.W_OK)):
-        raise InputError(f"{option} {path}: not writable")
+        raise InputError(f"{where}: not writable")
     for other in inputs:
         if _same_file(p, other):
-            raise InputError(f"{option} {path}: is the same file as {other}; refusing to overwrite it")
+            raise InputError(f"{where}: it is the same file as {other}; refusing to overwrite it")
 
 
 _SQLITE_MAGIC = b"SQLite format 3\x00"

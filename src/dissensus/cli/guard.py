@@ -156,7 +156,7 @@ def calibrate_command(
 ) -> None:
     """Measure strata, beta*, reliabilities, error correlations and n_eff on a labelled set."""
     check_input_path(labelled)
-    check_output_path(out, option="--out", inputs=[labelled])
+    check_output_path(out, option="--out", inputs=[labelled], what="calibration file")
     check_output_path(rejects, option="--rejects", inputs=[labelled, out])
     with _sink(rejects) as sink:
         cases = _read(_LabelledInput, labelled, sink)

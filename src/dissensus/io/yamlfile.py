@@ -115,7 +115,7 @@ def read_text_file(path: str | Path, *, what: str = "file") -> str:
     except OSError as exc:
         raise ConfigError(f"cannot read {what}: {exc.strerror or exc}", file=name) from None
     if data.startswith((b"\xff\xfe", b"\xfe\xff")):
-        raise ConfigError(f"{what} is UTF-16 text; save it as UTF-8", file=name)
+        raise ConfigError(f"{what} is not UTF-8 text (it is UTF-16); save it as UTF-8", file=name)
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
