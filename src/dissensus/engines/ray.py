@@ -291,12 +291,11 @@ def _block_of(raw: dict[str, Any]) -> Block:
 
 
 def _plan(source: dict[str, Any], lines_per_block: int) -> tuple[str, list[Block]]:
-    if source.get("path") == "-":
-        lines = str(source.get("text", "")).splitlines(keepends=True)
-        return "-", plan_text_blocks(lines, lines_per_block)
     from dissensus.pipeline.batch import _lines
 
-    name, _ = _lines(source)  # refuses a missing or changed input file
+    name, lines = _lines(source)  # refuses a missing or changed input file; splits stdin
+    if lines is not None:
+        return name, plan_text_blocks(lines, lines_per_block)
     return name, plan_blocks(name, lines_per_block)
 
 
