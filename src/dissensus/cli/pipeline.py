@@ -64,6 +64,7 @@ from dissensus.cli.common import (
     progress_enabled,
     shown,
 )
+from dissensus.engines import check_engine
 from dissensus.errors import InputError
 from dissensus.io.jsonl import RejectSink, write_jsonl_line
 from dissensus.llm.resolve import check_model_spec
@@ -74,7 +75,7 @@ from dissensus.pipeline.review import final_records, find_item, list_items, reso
 from dissensus.pipeline.runtime import resolve_model_spec
 from dissensus.signing import load_public_key, signer_from_env
 from dissensus.states import EmbeddingBackend, SimilarityBackend, get_backend
-from dissensus.store.journal import Event, Journal, is_postgres_url, journal_path
+from dissensus.store.journal import Event, Journal, journal_path
 
 review_app = typer.Typer(help="The human review queue: escalated cases waiting for a decision.", no_args_is_help=True)
 runs_app = typer.Typer(help="Runs in the journal: list, inspect, export, verify, resume.", no_args_is_help=True)
@@ -111,8 +112,7 @@ def _after_append(event: Event) -> None:
 
 def _open(path: str | None, *, must_exist: bool = False) -> Journal:
     target = journal_path(path)
-    if not is_postgres_url(target):
-        check_journal_file(target, must_exist=must_exist)
+    check_journal_file(target, must_exist=must_exist)
     return Journal(target, after_append=_after_append if JOURNAL_HOOKS else None, signer=signer_from_env())
 
 
@@ -169,6 +169,17 @@ class _EmbeddingProgress:
 
     def matrix(self, texts: Sequence[str]) -> Any:
         return self._inner.matrix(texts)
+
+
+def _records(
+    journal: Journal, run_id: str, sink: RejectSink, bar: Bar, *, engine: str, ray_address: str | None, workers: int | None
+) -> AsyncIterator[CaseRecord]:
+    """The run's records from the chosen engine (:mod:`dissensus.engines`)."""
+    if engine == "ray":
+        from dissensus.engines.ray import RayOptions, decide_ray
+
+        return decide_ray(journal, run_id, on_reject=sink.add, options=RayOptions(address=ray_address, workers=workers))
+    return execute_run(journal, run_id, on_reject=sink.add, backend=_backend_factory(bar, journal, run_id))
 
 
 def _backend_factory(bar: Bar, journal: Journal, run_id: str) -> Callable[[], SimilarityBackend] | None:
@@ -274,7 +285,18 @@ def _program() -> str:
     return argv0
 
 
-def _run(journal: Journal, run_id: str, *, json_out: bool, output: str | None, rejects: str | None, total: int | None) -> int:
+def _run(
+    journal: Journal,
+    run_id: str,
+    *,
+    json_out: bool,
+    output: str | None,
+    rejects: str | None,
+    total: int | None,
+    engine: str = "local",
+    ray_address: str | None = None,
+    workers: int | None = None,
+) -> int:
     resolved = {r.line: r for r in final_records(journal, run_id) if r.resolution is not None}
     seen: dict[str, int] = {}
     duplicates: list[str] = []
@@ -299,7 +321,7 @@ def _run(journal: Journal, run_id: str, *, json_out: bool, output: str | None, r
 
             records = asyncio.run(
                 _drain(
-                    execute_run(journal, run_id, on_reject=sink.add, backend=_backend_factory(bar, journal, run_id)),
+                    _records(journal, run_id, sink, bar, engine=engine, ray_address=ray_address, workers=workers),
                     emit=emit,
                     bar=bar,
                 )
@@ -336,10 +358,14 @@ def decide_cmd(
     rejects: Annotated[str | None, typer.Option("--rejects", help="Write rejected lines here (JSONL).")] = None,
     output: Annotated[str | None, typer.Option("--output", "-o", help="Write records here instead of stdout.")] = None,
     run_id: Annotated[str | None, typer.Option("--run-id", help="Id of the new run (default: random).")] = None,
-    similarity: Annotated[str | None, typer.Option("--similarity", help="Override the policy's similarity backend (minilm, tfidf).")] = None,
+    similarity: Annotated[str | None, typer.Option("--similarity", help="Override the policy's similarity backend (minilm, tfidf, static).")] = None,
     model: Annotated[str | None, typer.Option("--model", help="Model spec for live follow-ups (default: policy, $DISSENSUS_MODEL).")] = None,
+    engine: Annotated[str, typer.Option("--engine", help="local (this process) or ray (Ray Data workers; the 'ray' extra).")] = "local",
+    ray_address: Annotated[str | None, typer.Option("--ray-address", help="Ray cluster to join (default: start a local one).")] = None,
+    workers: Annotated[int | None, typer.Option("--workers", help="Ray workers (default: the cluster's CPUs).")] = None,
 ) -> None:
     """Decide every panel: read -> guard -> route -> protocol -> record, journalled and resumable."""
+    engine = check_engine(engine, workers=workers, address=ray_address)
     target = journal_path(journal)
     _check_decide_paths(panels, target, output, rejects)
     pol, pol_dir = load_policy(policy)
@@ -351,7 +377,17 @@ def decide_cmd(
             store, panels, pol, policy_file=policy, policy_dir=pol_dir, run_id=run_id, model=model, similarity=similarity
         )
         total = count_lines(panels) if progress_enabled() else None
-        code = _run(store, info.run_id, json_out=json_out, output=output, rejects=rejects, total=total)
+        code = _run(
+            store,
+            info.run_id,
+            json_out=json_out,
+            output=output,
+            rejects=rejects,
+            total=total,
+            engine=engine,
+            ray_address=ray_address,
+            workers=workers,
+        )
     raise typer.Exit(code=code)
 
 
@@ -628,7 +664,7 @@ def runs_verify(
             err_console.print(f"  {shown(problem)}")
     if key is not None and not json_out:
         console = out_console if report.signature == "signed" else err_console
-        console.print(f"signature: {report.signature} ({shown(report.signature_detail)})")
+        console.print(f"signature: {shown(report.signature)} ({shown(report.signature_detail)})")
     raise typer.Exit(code=EXIT_OK if ok else EXIT_FAILURE)
 
 
