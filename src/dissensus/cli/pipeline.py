@@ -75,7 +75,7 @@ from dissensus.pipeline.review import final_records, find_item, list_items, reso
 from dissensus.pipeline.runtime import resolve_model_spec
 from dissensus.signing import load_public_key, signer_from_env
 from dissensus.states import EmbeddingBackend, SimilarityBackend, get_backend
-from dissensus.store.journal import Event, Journal, journal_path
+from dissensus.store.journal import Event, Journal, is_postgres_url, journal_path
 
 review_app = typer.Typer(help="The human review queue: escalated cases waiting for a decision.", no_args_is_help=True)
 runs_app = typer.Typer(help="Runs in the journal: list, inspect, export, verify, resume.", no_args_is_help=True)
@@ -112,7 +112,8 @@ def _after_append(event: Event) -> None:
 
 def _open(path: str | None, *, must_exist: bool = False) -> Journal:
     target = journal_path(path)
-    check_journal_file(target, must_exist=must_exist)
+    if not is_postgres_url(target):
+        check_journal_file(target, must_exist=must_exist)
     return Journal(target, after_append=_after_append if JOURNAL_HOOKS else None, signer=signer_from_env())
 
 
