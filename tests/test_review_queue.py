@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import threading
@@ -354,13 +353,12 @@ def test_a_kill_during_review_resolve_never_leaves_half_a_resolution(tmp_path: P
     path = tmp_path / "j.sqlite"
     with Journal(path) as journal:
         review_id = _escalated(journal, "R")
-    env = {**os.environ, "DISSENSUS_FAULT_KILL_AFTER": "1"}
+    runner = str(Path(__file__).with_name("fault_runner.py"))  # SIGKILL after the 1st event
     proc = subprocess.run(
-        [sys.executable, "-m", "dissensus", "review", "resolve", review_id, "--decision", "2", "--note", "n", "--journal", str(path)],
+        [sys.executable, runner, "1", "SIGKILL", "review", "resolve", review_id, "--decision", "2", "--note", "n", "--journal", str(path)],
         capture_output=True,
         text=True,
         check=False,
-        env=env,
     )
     assert proc.returncode == -9
     with Journal(path) as j:
