@@ -256,13 +256,13 @@ def review_show(
     out_console.print(f"options: {', '.join(item.options) or '-'}   panel suggestion: {item.suggestion or '-'}")
     reading = item.reading
     out_console.print(
-        f"reading: {reading.get('state')}  agreement {reading.get('agreement', 0):.2f}  "
-        f"mean similarity {reading.get('mean_similarity', 0):.2f} ({reading.get('model')})"
+        f"reading: {reading.state.value}  agreement {reading.agreement:.2f}  "
+        f"mean similarity {reading.mean_similarity:.2f} ({reading.model})"
     )
     options = _option_texts(item.panel.get("meta", {}))
     for oid, text in options:
         out_console.print(f"  option {oid}: {_excerpt(text, 200)}", highlight=False)
-    scores = {x["agent"]: x for x in (item.acceptance or {}).get("signals", [])}
+    scores = {x.agent: x for x in (item.acceptance.signals if item.acceptance else [])}
     table = Table(show_edge=False, title="positions")
     for col in ("agent", "family", "decision", "re-ask", "stable", "margin", "conf.", *item.value_dimensions):
         table.add_column(col, overflow="fold")
@@ -274,7 +274,7 @@ def review_show(
             p.decision or "(abstained)",
             p.second or "-",
             "-" if p.stable is None else ("yes" if p.stable else "no"),
-            str(scores[p.agent]["score"]) if p.agent in scores else "-",
+            str(scores[p.agent].score) if p.agent in scores else "-",
             "-" if p.confidence is None else f"{p.confidence:.2f}",
             *values,
         )
@@ -283,22 +283,21 @@ def review_show(
     for p in item.positions:
         out_console.print(f"  {p.agent}: {_excerpt(p.reasoning, 220)}", highlight=False)
     if item.packet:
-        sel = item.packet.get("selected") or {}
+        packet = item.packet
+        sel = packet.selected
+        label = (sel.label or sel.id) if sel else "-"
         out_console.print(
-            f"DCI packet: path {item.packet.get('path')}, selected {sel.get('label') or sel.get('id') or '-'}: "
-            f"{_excerpt(str(sel.get('rationale', '')), 200)}",
+            f"DCI packet: path {packet.path}, selected {label}: {_excerpt(sel.rationale if sel else '', 200)}",
             highlight=False,
         )
-        status = item.packet.get("status", "complete")
-        detail = f" ({item.packet.get('status_detail')})" if status != "complete" and item.packet.get("status_detail") else ""
+        detail = f" ({packet.status_detail})" if packet.status != "complete" and packet.status_detail else ""
         out_console.print(
-            f"  packet status: {status}{detail}; residual objections "
-            f"{len(item.packet.get('residual_objections') or [])}, minority positions "
-            f"{len(item.packet.get('minority_report') or [])}",
+            f"  packet status: {packet.status}{detail}; residual objections "
+            f"{len(packet.residual_objections)}, minority positions {len(packet.minority_report)}",
             highlight=False,
         )
     if item.concord:
-        out_console.print(f"CONCORD: {item.concord.get('status')} ({item.concord.get('summary')})")
+        out_console.print(f"CONCORD: {item.concord.status} ({item.concord.summary})")
     out_console.print(f"resolve: dissensus review resolve {item.review_id} --decision X --note TEXT")
     raise typer.Exit(code=EXIT_OK)
 

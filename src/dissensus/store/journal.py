@@ -369,3 +369,49 @@ class Journal:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    # -- run leases (one process at a time works on a run) ----------------------------
+
+    def claim_run(self, run_id: str, pid: int) -> int | None:
+        """Take the run's lease for process ``pid``; the holder's pid when another live process has it.
+
+        The lease is a row of ``run_leases`` written under the write lock, so two
+        processes cannot both take it; a lease whose process is gone (killed) is taken over.
+        Pids are those of this host.
+        """
+        self._db.execute(
+            "CREATE TABLE IF NOT EXISTS run_leases (run_id TEXT PRIMARY KEY, pid INTEGER NOT NULL, at TEXT NOT NULL)"
+        )
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            row = self._db.execute("SELECT pid FROM run_leases WHERE run_id = ?", (run_id,)).fetchone()
+            if row is not None and int(row["pid"]) != pid and _pid_alive(int(row["pid"])):
+                self._db.execute("ROLLBACK")
+                return int(row["pid"])
+            self._db.execute(
+                "INSERT OR REPLACE INTO run_leases (run_id, pid, at) VALUES (?, ?, ?)", (run_id, pid, _now())
+            )
+            self._db.execute("COMMIT")
+        except BaseException:
+            if self._db.in_transaction:
+                self._db.execute("ROLLBACK")
+            raise
+        return None
+
+    def release_run(self, run_id: str, pid: int) -> None:
+        """Give up the run's lease held by ``pid`` (no-op when it holds none)."""
+        self._db.execute(
+            "CREATE TABLE IF NOT EXISTS run_leases (run_id TEXT PRIMARY KEY, pid INTEGER NOT NULL, at TEXT NOT NULL)"
+        )
+        self._db.execute("DELETE FROM run_leases WHERE run_id = ? AND pid = ?", (run_id, pid))
+
+
+def _pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` exists on this host."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
