@@ -186,7 +186,13 @@ async def live_reask(
     voice_wanted = shared and any(out.agent not in mapped for out in panel.outputs)
     if voice_wanted:
         jobs += [ask(original, None, None), ask(perturbed, None, None)]
-    got = await asyncio.gather(*jobs)
+    # Every call runs to its end before a failure is raised, so what the journal holds
+    # does not depend on which call failed first.
+    results = await asyncio.gather(*jobs, return_exceptions=True)
+    for result in results:
+        if isinstance(result, BaseException):
+            raise result
+    got = [r for r in results if isinstance(r, SecondAnswer)]
     answers = dict(zip(agents, got[: len(agents)], strict=True))
     voices: list[Voice] = []
     if voice_wanted:
