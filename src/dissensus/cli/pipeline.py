@@ -144,14 +144,33 @@ def _summary(records: list[CaseRecord], rejected: int, run_id: str, journal: str
         )
 
 
-def _run(journal: Journal, run_id: str, *, json_out: bool, output: str | None, rejects: str | None, total: int | None) -> int:
+DeadlineOpt = Annotated[
+    float | None,
+    typer.Option("--deadline", min=0.001, help="Stop after SECONDS of wall-clock time (the run stays resumable; exit 1)."),
+]
+
+
+def _run(
+    journal: Journal,
+    run_id: str,
+    *,
+    json_out: bool,
+    output: str | None,
+    rejects: str | None,
+    total: int | None,
+    deadline: float | None = None,
+) -> int:
     with RejectSink(rejects) as sink, output_handle(output) as handle:
 
         def on_reject(reject: Reject) -> None:
             sink.add(reject)
 
         records = asyncio.run(
-            _drain(execute_run(journal, run_id, on_reject=on_reject), emit=_emitter(json_out, handle), total=total)
+            _drain(
+                execute_run(journal, run_id, on_reject=on_reject, deadline_s=deadline),
+                emit=_emitter(json_out, handle),
+                total=total,
+            )
         )
         if not json_out:
             _summary(records, sink.count, run_id, journal.path)
@@ -169,6 +188,7 @@ def decide_cmd(
     run_id: Annotated[str | None, typer.Option("--run-id", help="Id of the new run (default: random).")] = None,
     similarity: Annotated[str | None, typer.Option("--similarity", help="Override the policy's similarity backend (minilm, tfidf).")] = None,
     model: Annotated[str | None, typer.Option("--model", help="Model spec for live follow-ups (default: policy, $DISSENSUS_MODEL).")] = None,
+    deadline: DeadlineOpt = None,
 ) -> None:
     """Decide every panel: read -> guard -> route -> protocol -> record, journalled and resumable."""
     check_input_path(panels)
@@ -179,7 +199,7 @@ def decide_cmd(
             store, panels, pol, policy_file=policy, policy_dir=pol_dir, run_id=run_id, model=model, similarity=similarity
         )
         total = _count_lines(panels)
-        code = _run(store, info.run_id, json_out=json_out, output=output, rejects=rejects, total=total)
+        code = _run(store, info.run_id, json_out=json_out, output=output, rejects=rejects, total=total, deadline=deadline)
     finally:
         store.close()
     raise typer.Exit(code=code)
@@ -459,6 +479,7 @@ def runs_resume(
     json_out: JsonOpt = False,
     rejects: Annotated[str | None, typer.Option("--rejects", help="Write rejected lines here (JSONL).")] = None,
     output: Annotated[str | None, typer.Option("--output", "-o", help="Write records here instead of stdout.")] = None,
+    deadline: DeadlineOpt = None,
 ) -> None:
     """Finish a run that was interrupted; completed steps and model calls are replayed, not redone."""
     store = _open(journal, must_exist=True)
@@ -468,7 +489,7 @@ def runs_resume(
         started = store.get(run_id, "run/started")
         source = started.payload["input"] if started else {}
         total = None if source.get("path") in (None, "-") else _count_lines(str(source["path"]))
-        code = _run(store, run_id, json_out=json_out, output=output, rejects=rejects, total=total)
+        code = _run(store, run_id, json_out=json_out, output=output, rejects=rejects, total=total, deadline=deadline)
     finally:
         store.close()
     raise typer.Exit(code=code)
