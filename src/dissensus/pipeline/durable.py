@@ -47,8 +47,9 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
+from dissensus.errors import DissensusError
 from dissensus.llm.base import (
     BudgetExceeded,
     ChatRequest,
@@ -63,9 +64,13 @@ from dissensus.store.canonical import canonical, sha256_text
 from dissensus.store.journal import Journal
 from dissensus.types import Usage
 
-__all__ = ["CaseClient", "CaseLog", "JournalledClient", "call_digest", "replay_spend"]
+__all__ = ["CaseClient", "CaseLog", "JournalError", "JournalledClient", "call_digest", "replay_spend"]
 
 M = TypeVar("M", bound=BaseModel)
+
+
+class JournalError(DissensusError):
+    """A journalled step does not fit the step's model (edited, or written by another version)."""
 
 
 def call_digest(request: ChatRequest, schema: str | None, model: str | None) -> str:
@@ -90,9 +95,23 @@ class CaseLog:
         return None if event is None else event.payload
 
     def replayed(self, step: str, model: type[M]) -> M | None:
-        """The journalled ``step`` validated as ``model`` (``None`` when not journalled)."""
+        """The journalled ``step`` validated as ``model`` (``None`` when not journalled).
+
+        A journalled payload that no longer fits its model is a :class:`JournalError`
+        naming the run, the key and the field, never a silently different run.
+        """
         found = self.stored(step)
-        return None if found is None else model.model_validate(found)
+        if found is None:
+            return None
+        try:
+            return model.model_validate(found)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first["loc"]) or "<payload>"
+            raise JournalError(
+                f"run {self.run_id}: journalled step {self.key(step)} is not a valid {model.__name__} "
+                f"(field {where}: {first['msg']})"
+            ) from None
 
     def step(self, step: str, type: str, model: type[M], compute: Callable[[], M]) -> M:
         """The journalled ``step``, computing and appending it if missing (validated either way)."""
