@@ -122,7 +122,7 @@ def test_killed_twice_in_a_row(base: tuple[Setup, list[Any]]) -> None:
 
 
 def test_a_second_resume_of_a_run_in_progress_exits_2(base: tuple[Setup, list[Any]]) -> None:
-    setup, events = base
+    setup, _ = base
     name = "busy"
     assert _forked(setup.decide(name), {"DISSENSUS_FAULT_KILL_AFTER": "5"}) == KILLED
     holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
@@ -173,7 +173,7 @@ def test_a_deadline_stops_the_run_partial_and_resumable(tmp_path: Path, monkeypa
 
         loop_start = asyncio.new_event_loop()
         try:
-            with pytest.raises(DeadlineReached, match="deadline of 0.5 s reached"):
+            with pytest.raises(DeadlineReached, match=r"deadline of 0\.5 s reached"):
                 loop_start.run_until_complete(run(0.5))
         finally:
             loop_start.close()

@@ -190,7 +190,7 @@ def decide_cmd(
     model: Annotated[str | None, typer.Option("--model", help="Model spec for live follow-ups (default: policy, $DISSENSUS_MODEL).")] = None,
     deadline: DeadlineOpt = None,
 ) -> None:
-    """Decide every panel: read -> guard -> route -> protocol -> record, journalled and resumable."""
+    """Decide every panel: read -> route -> guard -> protocol -> record, journalled and resumable."""
     check_input_path(panels)
     pol, pol_dir = load_policy(policy)
     store = _open(journal)
