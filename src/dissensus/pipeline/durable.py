@@ -60,6 +60,7 @@ from dissensus.llm.base import (
 from dissensus.llm.budget import Budget
 from dissensus.llm.client import ModelClient
 from dissensus.llm.replay import canonical_request
+from dissensus.pipeline.steps import CallRecord
 from dissensus.store.canonical import canonical, sha256_text
 from dissensus.store.journal import Journal
 from dissensus.types import Usage
@@ -131,8 +132,9 @@ def replay_spend(journal: Journal, run_id: str, budget: Budget, *, model: str = 
     """Charge ``budget`` with the run's journalled spend (completed and failed calls); returns it."""
     total = Usage()
     for event in journal.events(run_id, type="model.call"):
-        total.add(Usage.model_validate(event.payload["usage"]))
-        _charge(budget, Usage.model_validate(event.payload["usage"]), str(event.payload.get("model") or model))
+        call = CallRecord.model_validate(event.payload)
+        total.add(call.usage)
+        _charge(budget, call.usage, call.model or model)
     for event in journal.events(run_id, type="model.failed"):
         spent = Usage.model_validate(event.payload["usage"])
         total.add(spent)
@@ -230,21 +232,16 @@ class CaseClient:
                 self._failed(key, spent)
                 self._count(request, spent)
                 raise
-            journal.append(
-                run_id,
-                "model.call",
-                {
-                    "request": _request_payload(request),
-                    "schema": schema.__name__ if schema else None,
-                    "text": response.text,
-                    "parsed": _parsed_payload(response.parsed),
-                    "model": response.model,
-                    "attempts": response.attempts,
-                    "usage": response.usage.model_dump(mode="json"),
-                },
-                key=key,
-                case=ref,
+            call = CallRecord(
+                request=_request_payload(request),
+                schema=schema.__name__ if schema else None,
+                text=response.text,
+                parsed=_parsed_payload(response.parsed),
+                model=response.model,
+                attempts=response.attempts,
+                usage=response.usage,
             )
+            journal.append(run_id, "model.call", call.model_dump(mode="json", by_alias=True), key=key, case=ref)
         self._count(request, response.usage)
         return response
 
@@ -256,18 +253,19 @@ class CaseClient:
         payload = {"call": key, "usage": spent.model_dump(mode="json")}
         journal.append(run_id, "model.failed", payload, key=f"failed/{key}/{n}", case=self._log.ref)
 
-    @staticmethod
-    def _replay(payload: dict[str, Any], schema: type[BaseModel] | None) -> ChatResponse:
-        parsed: Any = payload.get("parsed")
+    def _replay(self, payload: dict[str, Any], schema: type[BaseModel] | None) -> ChatResponse:
+        try:
+            call = CallRecord.model_validate(payload)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            raise JournalError(
+                f"run {self._owner.run_id}: journalled model call is not a valid CallRecord "
+                f"(field {'.'.join(str(p) for p in first['loc'])}: {first['msg']})"
+            ) from None
+        parsed: Any = call.parsed
         if schema is not None and parsed is not None:
             parsed = schema.model_validate(parsed)
-        return ChatResponse(
-            text=str(payload["text"]),
-            parsed=parsed,
-            usage=Usage.model_validate(payload["usage"]),
-            model=str(payload["model"]),
-            attempts=int(payload["attempts"]),
-        )
+        return ChatResponse(text=call.text, parsed=parsed, usage=call.usage, model=call.model, attempts=call.attempts)
 
 
 def _parsed_payload(parsed: Any) -> Any:

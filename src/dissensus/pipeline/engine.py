@@ -53,6 +53,7 @@ from dissensus.pipeline.runtime import MODEL_ENV, Runtime
 from dissensus.pipeline.signals import SecondAnswer, agent_signals, recorded_second_answers
 from dissensus.pipeline.steps import (
     AcceptanceStep,
+    CaseInput,
     ConcordStep,
     DeliberationStep,
     FollowupStep,
@@ -132,9 +133,7 @@ async def decide_case(rt: Runtime, panel: Panel, line: int) -> CaseRecord:
     if done is not None:
         return done
     case = _Case(rt, panel, line, log, rt.client.for_case(log))
-    if log.stored("input") is None:
-        payload = {"id": panel.id, "line": line, "panel": panel.model_dump(mode="json")}
-        rt.journal.append(rt.run_id, "case.input", payload, key=log.key("input"), case=log.ref)
+    log.step("input", "case.input", CaseInput, lambda: CaseInput(id=panel.id, line=line, panel=panel))
     record = await _run(case)
     return log.step("record", "case.record", CaseRecord, lambda: record)
 

@@ -8,6 +8,7 @@ that no longer fits, and a renamed field fails type checking rather than a run.
 =====================  ==================  =============================================
 step key               event type          model
 =====================  ==================  =============================================
+``input``              ``case.input``      :class:`CaseInput`
 ``reading``            ``case.reading``    :class:`dissensus.states.Reading`
 ``route``              ``case.route``      :class:`dissensus.states.Route`
 ``guard``              ``case.guard``      :class:`GuardStep`
@@ -18,6 +19,7 @@ step key               event type          model
 ``concord``            ``case.certificate`` :class:`ConcordStep`
 ``review``             ``review.opened``   :class:`~dissensus.pipeline.records.ReviewItem`
 ``record``             ``case.record``     :class:`~dissensus.pipeline.records.CaseRecord`
+``call/...``           ``model.call``      :class:`CallRecord`
 =====================  ==================  =============================================
 
 Choices where the design is silent: the JSON of each step keeps the shape journals had
@@ -27,7 +29,7 @@ use; unknown keys of an older journal are ignored on replay.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -36,10 +38,12 @@ from dissensus.dci.packet import DecisionPacket
 from dissensus.guard.decision import GuardDecision
 from dissensus.pipeline.reliability import Acceptance
 from dissensus.pipeline.signals import AgentSignal, SecondAnswer, Voice
-from dissensus.types import Usage
+from dissensus.types import Panel, Usage
 
 __all__ = [
     "AcceptanceStep",
+    "CallRecord",
+    "CaseInput",
     "ConcordStep",
     "DeliberationStep",
     "FollowupSource",
@@ -52,6 +56,30 @@ FollowupSource = Literal["recorded", "live", "none"]
 
 class _Step(BaseModel):
     model_config = ConfigDict(frozen=True, extra="ignore")
+
+
+class CaseInput(_Step):
+    """The case as it entered the run."""
+
+    id: str
+    line: int
+    panel: Panel
+
+
+class CallRecord(_Step):
+    """One completed model call, journalled before its caller sees it."""
+
+    request: dict[str, Any]
+    """The request as sent: messages, agent, role, stage, sampling settings (never keys)."""
+    schema_: str | None = Field(default=None, alias="schema")
+    """Name of the pydantic schema the answer was validated against, if any."""
+    text: str
+    parsed: Any = None
+    model: str
+    attempts: int
+    usage: Usage
+
+    model_config = ConfigDict(frozen=True, extra="ignore", populate_by_name=True)
 
 
 class GuardStep(_Step):
