@@ -184,3 +184,23 @@ def test_a_deadline_stops_the_run_partial_and_resumable(tmp_path: Path, monkeypa
         assert len(records) == len(rows)
         assert journal.get("d", "run/finished") is not None
         journal.close()
+
+
+def test_decide_deadline_flag_exits_1_with_a_partial_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rows = [r for r in mixed_batch() if isinstance(r, dict)]
+    path = write_jsonl(tmp_path / "in.jsonl", rows)
+    policy = write_policy(tmp_path / "policy.yaml", {"concurrency": 1})
+    answer = json.dumps({"decision": "1", "reasoning": "slowly"})
+    with FakeServer(ScriptedRules(default=answer), ServerSettings(latency_s=1.5)) as srv:
+        monkeypatch.setenv("OPENAI_BASE_URL", srv.base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", "k")
+        journal = str(tmp_path / "j.sqlite")
+        argv = ["decide", str(path), "--policy", str(policy), "--journal", journal, "--run-id", "d", "--json"]
+        code = main([*argv, "--model", "openai:gpt-4o-mini", "--deadline", "0.5"])
+        err = capsys.readouterr().err
+        assert code == 1 and "deadline of 0.5 s reached" in err and "runs resume d" in err
+        assert main(["runs", "resume", "d", "--journal", journal, "--json"]) == 0
+    with Journal(journal) as j:
+        assert [e.type for e in j.events("d")][-1] == "run.finished"
