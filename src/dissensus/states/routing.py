@@ -30,7 +30,8 @@ names them like any other rule (:data:`BUILTIN_RULES`):
   priority 0, defeats ``default-CD``. A convergent disagreement whose agents state no
   value profile is not (yet) a value conflict: it gets context before a human. A domain
   rule (priority 1 by default) that routes CD still beats it; without the
-  ``value_profiles`` fact (``null``) it never applies.
+  ``value_profiles`` fact (``null``: a caller of :meth:`RuleSet.route` that does not give
+  it) it never applies. ``dissensus route`` and the pipeline give it.
 
 Semantics (the seed names priorities and superiority but leaves their combination open):
 
