@@ -182,3 +182,20 @@ def test_an_answer_naming_no_option_is_a_recorded_fault(tmp_path: Any) -> None:
     followup, _ = _case(journal, "r")
     answer = followup.answers["a1"]
     assert answer.decision is None and answer.fault is not None and "'7'" in answer.fault
+
+
+def test_review_show_lists_a_shared_models_voice_apart_from_the_agents(
+    server: SchemaServer, tmp_path: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from dissensus.cli import main
+
+    path = tmp_path / "j.sqlite"
+    journal = Journal(path)
+    record = decide(
+        as_panel(panel("p", ["1", "1", "1"], families=FAMILIES)), _policy({"model": "openai:gpt-4o-mini"}), journal=journal, run_id="r"
+    )
+    journal.close()
+    assert record.review_id == "r.1"
+    assert main(["review", "show", "r.1", "--journal", str(path)]) == 0
+    flat = " ".join(capsys.readouterr().out.split())
+    assert "extra voice model:gpt-4o-mini (OpenAI): 1 then 1, stable" in flat

@@ -299,6 +299,14 @@ def review_show(
             *values,
         )
     out_console.print(table)
+    agents = {p.agent for p in item.positions}
+    for sig in scores.values():
+        if sig.agent not in agents:  # a shared model's voice, never an agent's
+            out_console.print(
+                f"extra voice {sig.agent} ({sig.family or '-'}): {sig.decision or '-'} then {sig.second or '-'}, "
+                f"{'stable' if sig.stable else 'not stable'}, margin {sig.score}",
+                highlight=False,
+            )
     out_console.print("reasoning (excerpts):")
     for p in item.positions:
         out_console.print(f"  {p.agent}: {_excerpt(p.reasoning, 220)}", highlight=False)
