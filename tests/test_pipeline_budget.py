@@ -128,7 +128,7 @@ def test_a_second_resume_of_a_run_in_progress_exits_2(base: tuple[Setup, list[An
     holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
         with Journal(setup.root / f"{name}.sqlite") as j:
-            assert j.claim_run(RUN, holder.pid) is None  # the other process holds the run
+            assert j.acquire_run_lock(RUN, holder.pid) is None  # the other process holds the run
         proc = subprocess.run(
             [sys.executable, "-m", "dissensus", *setup.resume(name)],
             capture_output=True,

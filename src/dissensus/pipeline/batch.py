@@ -16,7 +16,7 @@ Choices where the design is silent:
 * Rejected lines are journalled (``input.rejected``) and reported, never decided.
 * ``run.finished`` is journalled once, with the counts, when every line was handled.
 * One process at a time works on a run: :func:`execute_run` takes the run's lease in
-  the journal (:meth:`~dissensus.store.journal.Journal.claim_run`) and a second process
+  the journal (:meth:`~dissensus.store.journal.Journal.acquire_run_lock`) and a second process
   gets :class:`RunBusy` ("run is being resumed by pid N", exit 2) instead of doubling
   the spend; the lease of a killed process is taken over.
 * A deadline (``deadline_s`` of the policy, or the caller's) is wall-clock time for this
@@ -129,9 +129,9 @@ def start_run(
         source = {"path": str(path), "sha256": _sha256_file(path)}
     spec = model or resolve_model_spec(policy, dict(os.environ))
     meta = {"input": source.get("path"), "policy_file": policy_file}
-    info = journal.create_run(run_id, kind=RUN_KIND, meta=meta)
-    journal.append(
-        run_id,
+    # The run and its run.started event are one transaction: a crash leaves neither.
+    # exclusive: of two starts with one --run-id, the second fails cleanly (RunExists).
+    started = (
         "run.started",
         {
             "input": source,
@@ -141,9 +141,9 @@ def start_run(
             "guard_calibration": guard_calibration.model_dump(mode="json") if guard_calibration else None,
             "model": spec,
         },
-        key="run/started",
+        "run/started",
     )
-    return info
+    return journal.create_run(run_id, kind=RUN_KIND, meta=meta, first=started, exclusive=True)
 
 
 def _calibration(policy: Policy, policy_dir: Path | None, policy_file: str | None) -> CalibrationFile | None:
@@ -224,9 +224,9 @@ async def execute_run(
     """
     started = _started(journal, run_id)
     pid = os.getpid()
-    holder = journal.claim_run(run_id, pid)
+    holder = journal.acquire_run_lock(run_id, pid)
     if holder is not None:
-        raise RunBusy(f"run {run_id} is being resumed by pid {holder}")
+        raise RunBusy(f"run {run_id} is being resumed by pid {holder.pid} (host {holder.host})")
     rt = _runtime(journal, run_id, started, backend)
     limit = deadline_s if deadline_s is not None else rt.policy.deadline_s
     loop = asyncio.get_running_loop()
@@ -280,7 +280,7 @@ async def execute_run(
             await rt.client.aclose()
         journal.append(run_id, "run.finished", dict(counts), key="run/finished")
     finally:
-        journal.release_run(run_id, pid)
+        journal.release_run_lock(run_id, pid)
 
 
 class _Late(Exception):
