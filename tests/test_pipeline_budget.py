@@ -2,7 +2,7 @@
 
 Like ``test_pipeline_crash.py``: runs are forked children calling the CLI's ``main``,
 killed with SIGKILL right after their N-th journalled event
-(``DISSENSUS_FAULT_KILL_AFTER``) and resumed. The model is one shared scripted model
+(:func:`fault_runner.install`) and resumed. The model is one shared scripted model
 behind ``record:FILE``, so the recording counts every request that reached "the server".
 """
 
@@ -27,6 +27,7 @@ from dissensus.pipeline import Policy, policy_from_dict
 from dissensus.pipeline.batch import DeadlineReached, execute_run, start_run
 from dissensus.pipeline.review import final_records
 from dissensus.store import Journal
+from fault_runner import install
 from pipeline_cases import crash_script, mixed_batch, write_jsonl, write_policy
 
 RUN = "budget"
@@ -35,13 +36,14 @@ REJECTED = 3
 MAX_CALLS = 3  # the batch's live cases want 4 calls: the budget binds
 
 
-def _child(argv: list[str], env: dict[str, str]) -> None:
-    os.environ.update(env)
+def _child(argv: list[str], kill_after: int | None) -> None:
+    if kill_after is not None:
+        install(kill_after, signal.SIGKILL)
     os._exit(main(argv))
 
 
-def _forked(argv: list[str], env: dict[str, str] | None = None) -> int | None:
-    proc = multiprocessing.get_context("fork").Process(target=_child, args=(argv, env or {}))
+def _forked(argv: list[str], kill_after: int | None = None) -> int | None:
+    proc = multiprocessing.get_context("fork").Process(target=_child, args=(argv, kill_after))
     proc.start()
     proc.join(timeout=300)
     return proc.exitcode
@@ -99,7 +101,7 @@ def test_a_killed_and_resumed_run_spends_the_runs_budget_once(base: tuple[Setup,
     assert len(points) >= 6
     for p in points:
         name = f"kill{p}"
-        assert _forked(setup.decide(name), {"DISSENSUS_FAULT_KILL_AFTER": str(p)}) == KILLED
+        assert _forked(setup.decide(name), p) == KILLED
         assert _forked(setup.resume(name)) == REJECTED
         # Never more requests than the budget, across the killed and the resumed process.
         assert setup.calls(name) <= MAX_CALLS, f"killed after event {p}: {setup.calls(name)} requests"
@@ -113,9 +115,9 @@ def test_killed_twice_in_a_row(base: tuple[Setup, list[Any]]) -> None:
     setup, events = base
     spends = [e.seq + 1 for e in events if e.type == "model.spend"]
     name = "twice"
-    assert _forked(setup.decide(name), {"DISSENSUS_FAULT_KILL_AFTER": str(spends[0])}) == KILLED
+    assert _forked(setup.decide(name), spends[0]) == KILLED
     done = len(setup.events(name))
-    assert _forked(setup.resume(name), {"DISSENSUS_FAULT_KILL_AFTER": str(spends[-1] - done)}) == KILLED
+    assert _forked(setup.resume(name), spends[-1] - done) == KILLED
     assert _forked(setup.resume(name)) == REJECTED
     assert setup.calls(name) <= MAX_CALLS
     assert (setup.root / f"{name}.jsonl").read_text() == (setup.root / "base.jsonl").read_text()
@@ -124,7 +126,7 @@ def test_killed_twice_in_a_row(base: tuple[Setup, list[Any]]) -> None:
 def test_a_second_resume_of_a_run_in_progress_exits_2(base: tuple[Setup, list[Any]]) -> None:
     setup, _ = base
     name = "busy"
-    assert _forked(setup.decide(name), {"DISSENSUS_FAULT_KILL_AFTER": "5"}) == KILLED
+    assert _forked(setup.decide(name), 5) == KILLED
     holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
         with Journal(setup.root / f"{name}.sqlite") as j:
