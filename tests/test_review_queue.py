@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -353,12 +354,14 @@ def test_a_kill_during_review_resolve_never_leaves_half_a_resolution(tmp_path: P
     path = tmp_path / "j.sqlite"
     with Journal(path) as journal:
         review_id = _escalated(journal, "R")
-    runner = str(Path(__file__).with_name("fault_runner.py"))  # SIGKILL after the 1st event
+    runner = str(Path(__file__).with_name("fault_runner.py"))
+    argv = ["review", "resolve", review_id, "--decision", "2", "--note", "n", "--journal", str(path)]
     proc = subprocess.run(
-        [sys.executable, runner, "1", "SIGKILL", "review", "resolve", review_id, "--decision", "2", "--note", "n", "--journal", str(path)],
+        [sys.executable, runner, "1", "SIGKILL", *argv],
         capture_output=True,
         text=True,
         check=False,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
     )
     assert proc.returncode == -9
     with Journal(path) as j:
