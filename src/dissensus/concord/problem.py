@@ -26,9 +26,12 @@ whose two anchors score equal, an edge naming an unknown agent.
 
 Choices where the seed is silent:
 
-* Function agents' ``module:function`` names are resolved with the problem file's
-  directory put first on ``sys.path`` (so ``examples/concord/incident.yaml`` can name
-  ``incident_agents:score_telemetry``), then the current directory.
+* A problem file is trusted code: function agents' ``module:function`` names run
+  Python. They are resolved by :func:`dissensus.loading.load_callable`, a module beside
+  the problem file first (imported by file path, so ``examples/concord/incident.yaml``
+  can name ``incident_agents:score_telemetry``; ``sys.path`` is never changed), then an
+  importable module. Building agents from the file is an assembly step outside the
+  protocol's core: :func:`dissensus.agents.assembly.build_agents`.
 * Agent ``timeout`` (seconds, optional) bounds each call to that agent.
 * ``model:`` (optional) names the model of the LLM agents; relative ``scripted:`` and
   ``replay:`` paths in it are resolved against the problem file's directory.
@@ -44,20 +47,16 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from dissensus.agents.function import FunctionAgent, load_callable
-from dissensus.agents.llm_negotiator import ChatClient, LLMNegotiator
-from dissensus.agents.negotiator import NegotiationAgent, Outcome
-from dissensus.agents.table import TableAgent
+from dissensus.concord.agent import NegotiationAgent, Outcome
 from dissensus.concord.calibration import check_anchors
 from dissensus.concord.protocol import Negotiation
-from dissensus.concord.rules import Rule
+from dissensus.concord.rules import SelectionRule
 from dissensus.errors import ConfigError
 
 __all__ = [
     "AgentSpec",
     "AnchorSpec",
     "Problem",
-    "build_agents",
     "load_problem",
     "negotiation_for",
     "parse_problem",
@@ -100,7 +99,7 @@ class Problem(_Spec):
     floor: float
     margin: float = 0.01
     rounds: int = 6
-    rule: Rule = "maximin"
+    rule: SelectionRule = "maximin"
     owner: str | None = None
     model: str | None = None
     """Model spec for LLM agents and the LLM comparison rows (``scripted:FILE`` paths are
@@ -115,10 +114,6 @@ class Problem(_Spec):
         if isinstance(self.topology, TopologySpec):
             return [(e[0], e[1]) for e in self.topology.edges]
         return None
-
-    @property
-    def agent_ids(self) -> list[str]:
-        return [a.id for a in self.agents]
 
 
 def _loc(parts: Sequence[int | str]) -> str:
@@ -256,67 +251,12 @@ def _relative_model(spec: str, base: Path) -> str:
     return spec
 
 
-def build_agents(
-    problem: Problem,
-    *,
-    base_dir: str | Path | None = None,
-    client: ChatClient | None = None,
-    file: str | None = None,
-    threaded: bool = False,
-) -> list[NegotiationAgent]:
-    """Instantiate the agents a problem names (LLM agents need ``client``).
-
-    ``threaded`` runs synchronous function agents in worker threads, so a deadline or a
-    cancellation can stop waiting for them.
-    """
-    search = [str(Path(base_dir).resolve())] if base_dir is not None else []
-    agents: list[NegotiationAgent] = []
-    for i, spec in enumerate(problem.agents):
-        where = f"agents[{i}]"
-        if spec.kind == "table":
-            assert spec.scores is not None
-            agents.append(TableAgent(spec.id, spec.scores, timeout=spec.timeout))
-        elif spec.kind == "function":
-            assert spec.score is not None
-            score = load_callable(spec.score, search=search, field=f"{where}.score", file=file)
-            propose = (
-                load_callable(spec.propose, search=search, field=f"{where}.propose", file=file)
-                if spec.propose
-                else None
-            )
-            repair = (
-                load_callable(spec.repair, search=search, field=f"{where}.repair", file=file)
-                if spec.repair
-                else None
-            )
-            agents.append(
-                FunctionAgent(
-                    spec.id,
-                    score,
-                    propose=propose,
-                    repair=repair,
-                    timeout=spec.timeout,
-                    threaded=threaded,
-                )
-            )
-        else:
-            if client is None:
-                raise ConfigError(
-                    f"agent {spec.id!r} is an LLM agent: configure a model (--model or DISSENSUS_MODEL)",
-                    file=file,
-                    field=where,
-                )
-            assert spec.role is not None
-            agents.append(LLMNegotiator(spec.id, spec.role, client, timeout=spec.timeout))
-    return agents
-
-
 def negotiation_for(
     problem: Problem,
     agents: Sequence[NegotiationAgent],
     *,
     deadline_s: float | None = None,
-    rule: Rule | None = None,
+    rule: SelectionRule | None = None,
     floor: float | None = None,
 ) -> Negotiation:
     """A :class:`~dissensus.concord.protocol.Negotiation` configured from a problem file."""

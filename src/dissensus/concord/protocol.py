@@ -48,7 +48,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
-from dissensus.agents.negotiator import NegotiationAgent, NegotiationView, Outcome, ScoredCandidate
+from dissensus.concord.agent import NegotiationAgent, NegotiationView, Outcome, ScoredCandidate
 from dissensus.concord.bounds import compute_bound
 from dissensus.concord.calibration import calibrate, check_anchors, in_range
 from dissensus.concord.record import (
@@ -65,7 +65,7 @@ from dissensus.concord.record import (
     Step,
     Stop,
 )
-from dissensus.concord.rules import Rule, accepts, bottleneck, clears_floor, improvement, select
+from dissensus.concord.rules import SelectionRule, accepts, bottleneck, clears_floor, improvement, select
 from dissensus.concord.topology import Regime
 from dissensus.errors import ConfigError
 
@@ -103,7 +103,7 @@ class Negotiation:
         floor: float,
         margin: float = 0.01,
         rounds: int = 6,
-        rule: Rule = "maximin",
+        rule: SelectionRule = "maximin",
         options: Sequence[Outcome] = (),
         problem: str = "",
         edges: Sequence[tuple[str, str]] | None = None,
@@ -131,7 +131,7 @@ class Negotiation:
         self.floor = floor
         self.margin = margin
         self._rounds = rounds
-        self._rule: Rule = rule
+        self._rule: SelectionRule = rule
         self._options = list(options)
         self._problem = problem
         self._edges = None if edges is None else [(a, b) for a, b in edges]
@@ -213,9 +213,7 @@ class Negotiation:
         """Run ``make`` for every id concurrently; re-raise a halt after all settled."""
         results = await asyncio.gather(*(make(i) for i in ids), return_exceptions=True)
         for res in results:
-            if isinstance(res, _Halt):
-                raise res
-            if isinstance(res, BaseException):
+            if isinstance(res, BaseException):  # a halt, or a protocol bug: after all settled
                 raise res
         return list(results)
 

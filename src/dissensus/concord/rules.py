@@ -34,7 +34,7 @@ from dissensus.concord.calibration import DIGITS
 
 __all__ = [
     "RULES",
-    "Rule",
+    "SelectionRule",
     "accepts",
     "bottleneck",
     "clears_floor",
@@ -43,8 +43,8 @@ __all__ = [
     "worst_off",
 ]
 
-Rule = Literal["maximin", "leximin", "nash", "utilitarian"]
-RULES: tuple[Rule, ...] = ("maximin", "leximin", "nash", "utilitarian")
+SelectionRule = Literal["maximin", "leximin", "nash", "utilitarian"]
+RULES: tuple[SelectionRule, ...] = ("maximin", "leximin", "nash", "utilitarian")
 
 
 def worst_off(scores: Sequence[float]) -> float:
@@ -57,7 +57,7 @@ def clears_floor(scores: Sequence[float], floor: float) -> bool:
     return all(s >= floor for s in scores)
 
 
-def rule_key(rule: Rule, scores: Sequence[float], floor: float) -> tuple[float, ...]:
+def rule_key(rule: SelectionRule, scores: Sequence[float], floor: float) -> tuple[float, ...]:
     """Sort key of a score vector under ``rule`` (higher is better)."""
     if rule == "maximin":
         return (min(scores),)
@@ -73,7 +73,7 @@ def rule_key(rule: Rule, scores: Sequence[float], floor: float) -> tuple[float, 
 
 
 def select(
-    candidates: Sequence[tuple[str, Sequence[float]]], rule: Rule, floor: float
+    candidates: Sequence[tuple[str, Sequence[float]]], rule: SelectionRule, floor: float
 ) -> tuple[str, str | None]:
     """The best candidate under ``rule`` (earliest wins ties) and a note on the tie, if any."""
     if not candidates:
