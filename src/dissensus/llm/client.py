@@ -28,11 +28,11 @@ Choices where the brief is silent:
   in a daemon thread (like anyio's blocking portal), so they work from any thread and
   never fight the caller's loop. A client should be used either from one event loop or
   through its sync methods, because backends keep loop-bound connections.
-* **Deadlines.** Every attempt runs under a wall-clock deadline of ``timeout_s``
-  (``asyncio.timeout`` around the backend's ``send``): a server that drips one byte at
-  a time is cancelled when it passes, whatever the transport's per-read timeouts say.
-  The timed-out attempt counts (kind ``timeout``, retryable). Waiting for a
-  concurrency slot or the request rate is not part of the attempt.
+* **Deadlines.** ``timeout_s`` is the total wall-clock deadline of one attempt, passed
+  to network backends, which cancel the request when it passes (a server that drips
+  one byte at a time cannot stretch it: see :class:`~dissensus.llm.OpenAIBackend`). The
+  timed-out attempt counts (kind ``timeout``, retryable). Waiting for a concurrency slot
+  or the request rate is not part of the attempt.
 * **Per-request schemas.** A request that already carries ``json_schema`` (built for
   this request, e.g. with the enum of ids that exist now) is sent with that schema;
   the ``schema`` class only validates the answer. Otherwise the class's schema is sent.
@@ -443,16 +443,9 @@ class ModelClient:
                 async with self._semaphore():
                     if self._limiter is not None:
                         await self._limiter.wait()
-                    async with asyncio.timeout(self.settings.timeout_s):
-                        result = await self.backend.send(request, json_mode=mode)
+                    result = await self.backend.send(request, json_mode=mode)
             except BackendError as exc:
                 failure = exc
-            except TimeoutError:
-                failure = BackendError(
-                    f"no complete answer within {self.settings.timeout_s:g}s",
-                    kind="timeout",
-                    retryable=True,
-                )
             except LLMError:
                 raise  # typed and final (e.g. ReplayMiss)
             except Exception as exc:
