@@ -20,6 +20,8 @@ from dissensus.types import Vote, VoteCase
 
 ANSWERS = ["a", "b", "c"]
 SOURCES = ["wiki", "pubmed", "news", "parametric", "parametric:OpenAI"]
+EVIDENCE = {"wiki", "pubmed", "news"}
+"""The SOURCES that are documents; the other two are a model's own memory."""
 FAMILIES = [None, "OpenAI", "Google", "Meta"]
 
 
@@ -70,12 +72,16 @@ calibrations = st.one_of(st.none(), st.sampled_from(CALIBRATIONS))
 @given(vote_lists(), calibrations, st.floats(0.0, 10.0))
 def test_refusal_whenever_fewer_than_two_independent_sources(votes: list[Vote], cal: Calibration | None, beta: float) -> None:
     d = audit(votes, cal, beta=beta)
-    if len(independent_sources(votes)) < 2:
+    # Independent oracle: evidence sources of SOURCES that are real documents (not a
+    # model's memory) among the voters that had evidence, written out by hand here.
+    real = {v.evidence_source for v in votes if v.evidence_present and v.evidence_source in EVIDENCE}
+    assert independent_sources(votes) == sorted(real)
+    if len(real) < 2:
         assert not d.weighted
         assert d.mode in ("majority", "verifier")
         if beta > 0:
             assert d.refusal is not None and d.refusal.invariant == 1
-            assert d.refusal.figures["independent_sources"] == len(independent_sources(votes))
+            assert d.refusal.figures["independent_sources"] == len(real)
 
 
 @given(vote_lists(), calibrations, st.floats(0.01, 10.0))
