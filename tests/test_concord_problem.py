@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from dissensus.concord.agent import NegotiationView, Outcome
-from dissensus.concord.table import TableAgent
 from dissensus.agents.assembly import build_agents
 from dissensus.concord import negotiation_for, parse_problem
+from dissensus.concord.agent import NegotiationView, Outcome
+from dissensus.concord.table import TableAgent
 from dissensus.errors import ConfigError
 
 

@@ -10,8 +10,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from concord_helpers import IDEAL, REJECTED, HashAgent, SlowAgent
-from dissensus.concord.function import FunctionAgent
-from dissensus.concord.table import TableAgent
 from dissensus.agents.assembly import build_agents
 from dissensus.concord import (
     compare_rules,
@@ -20,7 +18,9 @@ from dissensus.concord import (
     negotiation_for,
     verify,
 )
+from dissensus.concord.function import FunctionAgent
 from dissensus.concord.protocol import Negotiation
+from dissensus.concord.table import TableAgent
 from dissensus.errors import ConfigError
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "concord"

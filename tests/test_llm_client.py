@@ -14,12 +14,11 @@ from pydantic import BaseModel
 from dissensus.errors import ConfigError
 from dissensus.llm import (
     BackendError,
-    BackendResponse,
     Budget,
     BudgetExceeded,
-    FunctionBackend,
     ChatRequest,
     ClientSettings,
+    FunctionBackend,
     JsonMode,
     LLMError,
     Message,
@@ -29,7 +28,6 @@ from dissensus.llm import (
     SchemaModeUnsupported,
     ScriptedBackend,
     StructuredOutputError,
-    estimate_tokens,
 )
 from dissensus.llm.retry import Backoff, RateLimiter, parse_retry_after
 
@@ -45,7 +43,7 @@ class Verdict(BaseModel):
     score: int
 
 
-def FuncBackend(  # noqa: N802  (reads like the class it builds)
+def FuncBackend(
     fn: Callable[[int, ChatRequest, JsonMode], str],
     model_id: str = "func",
     honest_tokens: bool = False,

@@ -20,7 +20,7 @@ from dissensus.llm import (
 )
 
 
-def Flaky(failures: int) -> FunctionBackend:  # noqa: N802
+def Flaky(failures: int) -> FunctionBackend:
     """Fails ``failures`` times with a 429, then answers "ok" as model ``m-1-2025``."""
     left = [failures]
 

@@ -177,9 +177,9 @@ class LLMNegotiator(AgentIdentity):
     def _schema(self, outcomes: Sequence[Outcome], view: NegotiationView) -> dict[str, Any]:
         ids = [str(o.id) for o in outcomes]
         rejected, ideal = view.rejected, view.ideal
-        if view.phase == "anchors" and rejected is not None and ideal is not None:
-            if ids == [str(rejected.id), str(ideal.id)]:
-                return anchor_schema(ids[0], ids[1])
+        anchors = [str(rejected.id), str(ideal.id)] if rejected and ideal else None
+        if view.phase == "anchors" and ids == anchors:
+            return anchor_schema(ids[0], ids[1])
         return score_schema(ids, self._bounds)
 
     async def score(self, outcomes: Sequence[Outcome], view: NegotiationView) -> Sequence[float]:

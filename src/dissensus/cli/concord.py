@@ -30,10 +30,10 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from dissensus.agents.assembly import build_agents
 from dissensus.cli.app import app
 from dissensus.cli.common import EXIT_FAILURE, EXIT_OK, check_input_path, out_console
 from dissensus.concord.bounds import compute_bound
-from dissensus.agents.assembly import build_agents
 from dissensus.concord.compare import compare_with
 from dissensus.concord.problem import Problem, load_problem, negotiation_for
 from dissensus.concord.record import Certificate

@@ -11,9 +11,15 @@ cost bound is known before the run and reconciled at its close.
 {'rounds': 6, 'candidates': 11, 'evaluations': 55, 'model_calls': 51}
 """
 
-from dissensus.concord.bounds import Bound, compute_bound
 from dissensus.concord.agent import NegotiationAgent, NegotiationView, Outcome
-from dissensus.concord.compare import RULE_ORDER, Arbiter, compare_rules, compare_with, score_outcome
+from dissensus.concord.bounds import Bound, compute_bound
+from dissensus.concord.compare import (
+    RULE_ORDER,
+    Arbiter,
+    compare_rules,
+    compare_with,
+    score_outcome,
+)
 from dissensus.concord.function import FunctionAgent
 from dissensus.concord.problem import (
     Problem,

@@ -24,7 +24,6 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Protocol, runtime_checkable
 
-from dissensus.concord.agent import NegotiationAgent, NegotiationView, Outcome
 from dissensus.baselines.decision_rules import (
     RuleResult,
     best_average,
@@ -33,6 +32,7 @@ from dissensus.baselines.decision_rules import (
     owner_decides,
     unanimity,
 )
+from dissensus.concord.agent import NegotiationAgent, NegotiationView, Outcome
 from dissensus.concord.calibration import calibrate, in_range
 from dissensus.concord.record import Certificate, Fault
 

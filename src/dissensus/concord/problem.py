@@ -49,6 +49,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from dissensus.concord.agent import NegotiationAgent, Outcome
 from dissensus.concord.calibration import check_anchors
+from dissensus.concord.controls import check_controls
 from dissensus.concord.protocol import Negotiation
 from dissensus.concord.rules import SelectionRule
 from dissensus.errors import ConfigError
@@ -127,14 +128,20 @@ def _check(problem: Problem, file: str | None) -> None:
     def fail(message: str, field: str) -> ConfigError:
         return ConfigError(message, file=file, field=field)
 
-    if not (math.isfinite(problem.floor) and 0.0 <= problem.floor <= 1.0):
-        raise fail(f"floor must lie in [0, 1], got {problem.floor}", "floor")
-    if not (math.isfinite(problem.margin) and 0.0 <= problem.margin <= 1.0):
-        raise fail(f"margin must lie in [0, 1], got {problem.margin}", "margin")
-    if problem.rounds < 0:
-        raise fail(f"rounds must be >= 0, got {problem.rounds}", "rounds")
-    if not problem.agents:
-        raise fail("at least one agent is needed", "agents")
+    seen_ids: set[str] = set()
+    for i, agent in enumerate(problem.agents):
+        if agent.id in seen_ids:
+            raise fail(f"duplicate agent id {agent.id!r}", f"agents[{i}].id")
+        seen_ids.add(agent.id)
+    check_controls(
+        floor=problem.floor,
+        margin=problem.margin,
+        rounds=problem.rounds,
+        agents=[a.id for a in problem.agents],
+        edges=problem.topology.edges if isinstance(problem.topology, TopologySpec) else None,
+        file=file,
+        edges_field="topology.edges",
+    )
     anchor_ids = {problem.anchors.rejected.id, problem.anchors.ideal.id}
     for name in ("rejected", "ideal"):
         if getattr(problem.anchors, name).id is None:
@@ -159,18 +166,9 @@ def _check(problem: Problem, file: str | None) -> None:
         ids.add(agent.id)
     if problem.owner is not None and problem.owner not in ids:
         raise fail(f"owner {problem.owner!r} is not an agent", "owner")
-    if isinstance(problem.topology, TopologySpec):
-        for i, edge in enumerate(problem.topology.edges):
-            if len(edge) != 2:
-                raise fail("an edge names exactly two agents", f"topology.edges[{i}]")
-            for end in edge:
-                if end not in ids:
-                    raise fail(f"edge names unknown agent {end!r}", f"topology.edges[{i}]")
 
 
 def _check_agent(problem: Problem, agent: AgentSpec, where: str, ids: set[str], fail: Any) -> None:
-    if agent.id in ids:
-        raise fail(f"duplicate agent id {agent.id!r}", f"{where}.id")
     rejected_id = problem.anchors.rejected.id
     ideal_id = problem.anchors.ideal.id
     if agent.kind == "table":

@@ -51,6 +51,7 @@ from typing import Any, Literal, TypeVar
 from dissensus.concord.agent import NegotiationAgent, NegotiationView, Outcome, ScoredCandidate
 from dissensus.concord.bounds import compute_bound
 from dissensus.concord.calibration import calibrate, check_anchors, in_range
+from dissensus.concord.controls import check_controls
 from dissensus.concord.record import (
     AgentScore,
     Anchors,
@@ -65,7 +66,14 @@ from dissensus.concord.record import (
     Step,
     Stop,
 )
-from dissensus.concord.rules import SelectionRule, accepts, bottleneck, clears_floor, improvement, select
+from dissensus.concord.rules import (
+    SelectionRule,
+    accepts,
+    bottleneck,
+    clears_floor,
+    improvement,
+    select,
+)
 from dissensus.concord.topology import Regime
 from dissensus.errors import ConfigError
 
@@ -110,22 +118,9 @@ class Negotiation:
         deadline_s: float | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        if not 0.0 <= floor <= 1.0:
-            raise ConfigError(f"floor must lie in [0, 1], got {floor}", field="floor")
-        if not 0.0 <= margin <= 1.0:
-            raise ConfigError(f"margin must lie in [0, 1], got {margin}", field="margin")
-        if rounds < 0:
-            raise ConfigError("rounds must be >= 0", field="rounds")
-        self._agents = {a.id: a for a in agents}
         self._order = [a.id for a in agents]
-        if not self._order:
-            raise ConfigError("at least one agent is needed", field="agents")
-        if len(self._agents) != len(self._order):
-            raise ConfigError("agent ids must be unique", field="agents")
-        for i, edge in enumerate(edges or []):
-            for end in edge:
-                if end not in self._agents:
-                    raise ConfigError(f"edge names unknown agent {end!r}", field=f"edges[{i}]")
+        check_controls(floor=floor, margin=margin, rounds=rounds, agents=self._order, edges=edges)
+        self._agents = {a.id: a for a in agents}
         self._rejected = rejected
         self._ideal = ideal
         self.floor = floor

@@ -54,10 +54,7 @@ def ref_in_range(raw: float, rejected: float, ideal: float) -> bool:
 
 def ref_clears_floor(scores: Sequence[float], floor: float) -> bool:
     """Every score at or above ``floor``."""
-    for score in scores:
-        if score < floor:
-            return False
-    return True
+    return not any(score < floor for score in scores)
 
 
 def _lowest(scores: Sequence[float]) -> float:

@@ -23,9 +23,8 @@ Choices where the seed is silent:
 from __future__ import annotations
 
 import re
-from enum import StrEnum
-
 from collections.abc import Iterable
+from enum import StrEnum
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
