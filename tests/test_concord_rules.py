@@ -8,8 +8,8 @@ from hypothesis import strategies as st
 
 from dissensus.baselines.decision_rules import best_average, majority_vote, owner_decides, unanimity
 from dissensus.concord.bounds import compute_bound
-from dissensus.concord.calibration import calibrate
 from dissensus.concord.rules import accepts, bottleneck, select
+from dissensus.concord.scale import rescale
 
 
 def test_bound_formula() -> None:
@@ -57,9 +57,9 @@ def test_bottleneck_tie_goes_to_the_first_listed() -> None:
 def test_calibration_maps_anchors_to_0_and_1(rej: float, ideal: float, u: float) -> None:
     if abs(ideal - rej) < 1e-3:
         return
-    assert calibrate(rej, rej, ideal) == 0.0
-    assert calibrate(ideal, rej, ideal) == 1.0
-    assert abs(calibrate(rej + u * (ideal - rej), rej, ideal) - u) < 1e-6
+    assert rescale(rej, rej, ideal) == 0.0
+    assert rescale(ideal, rej, ideal) == 1.0
+    assert abs(rescale(rej + u * (ideal - rej), rej, ideal) - u) < 1e-6
 
 
 def test_baselines_on_a_hand_fixture() -> None:
@@ -80,7 +80,7 @@ def test_baselines_on_a_hand_fixture() -> None:
 
 # -- the protocol's rules against the independent reference the verifier uses ---------
 
-from dissensus.concord import calibration as _cal  # noqa: E402
+from dissensus.concord import scale as _cal  # noqa: E402
 from dissensus.concord import reference as _ref  # noqa: E402
 from dissensus.concord import rules as _rules  # noqa: E402
 
@@ -120,7 +120,7 @@ def test_calibration_matches_the_reference(raw: float, rejected: float, ideal: f
     if _cal.check_anchors(rejected, ideal) is not None:
         return
     assert _cal.in_range(raw, rejected, ideal) == _ref.ref_in_range(raw, rejected, ideal)
-    assert _cal.calibrate(raw, rejected, ideal) == _ref.ref_rescale(raw, rejected, ideal)
+    assert _cal.rescale(raw, rejected, ideal) == _ref.ref_rescale(raw, rejected, ideal)
 
 
 def test_a_bug_in_the_rules_is_caught_by_verify(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -11,16 +11,16 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dissensus.errors import ConfigError
+from dissensus.errors import ConfigError, InputError
 from dissensus.states import (
     EmbeddingBackend,
     SimilarityBackend,
     Thresholds,
-    calibrate,
-    calibrate_theta_s,
     callable_backend,
+    fit_theta_s,
     get_backend,
     read_panels,
+    theta_s_at,
 )
 from dissensus.states.cache import CachedBackend, EmbeddingCache, text_key
 from dissensus.states.lexical import TfidfBackend, tokenize
@@ -180,15 +180,15 @@ def test_calibration_quantiles() -> None:
     backend = LookupBackend(vec, name="pre")
     panels = [_panel(0, ["p", "p"]), _panel(1, ["p", "q"]), _panel(2, ["p", "r"])]
     # mean similarities: 1.0, 0.0, 0.7071
-    assert calibrate_theta_s(panels, backend, 0.0) == pytest.approx(0.0)
-    assert calibrate_theta_s(panels, backend, 0.5) == pytest.approx(2**-0.5)
-    result = calibrate(iter(panels), backend, 1.0, batch_size=2)
+    assert theta_s_at(panels, backend, 0.0) == pytest.approx(0.0)
+    assert theta_s_at(panels, backend, 0.5) == pytest.approx(2**-0.5)
+    result = fit_theta_s(iter(panels), backend, 1.0, batch_size=2)
     assert result.theta_s == pytest.approx(1.0)
     assert (result.panels, result.model) == (3, "pre")
-    with pytest.raises(ValueError, match="quantile"):
-        calibrate(panels, backend, 1.5)
-    with pytest.raises(ValueError, match="empty"):
-        calibrate([], backend, 0.5)
+    with pytest.raises(ConfigError, match="quantile"):
+        fit_theta_s(panels, backend, 1.5)
+    with pytest.raises(InputError, match="empty"):
+        fit_theta_s([], backend, 0.5)
 
 
 def test_missing_embed_extra_is_a_friendly_error(monkeypatch: pytest.MonkeyPatch) -> None:

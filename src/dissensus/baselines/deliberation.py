@@ -28,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from dissensus.dci.output import DeliberationOutput, Method
 from dissensus.dci.selection import normalise_text
 from dissensus.dci.task import Task
+from dissensus.errors import ConfigError
 from dissensus.llm import BudgetExceeded, ChatClient, ChatRequest, LLMError, Message, ModelClient
 from dissensus.llm.prompting import quote_block
 
@@ -142,7 +143,7 @@ async def _run(method: Method, client: ChatClient, task: Task, s: BaselineSettin
         elif method == "debate":
             await _debate(client, task, s, answers, extras)
         else:
-            raise ValueError(f"not a baseline: {method}")
+            raise ConfigError(f"not a baseline: {method}", field="method")
     except _Stop as stop:
         extras["stopped"] = {"status": stop.status, "detail": str(stop)}
     return answers, extras

@@ -33,8 +33,8 @@ from dissensus.baselines.decision_rules import (
     unanimity,
 )
 from dissensus.concord.agent import NegotiationAgent, NegotiationView, Outcome
-from dissensus.concord.calibration import calibrate, in_range
 from dissensus.concord.record import Certificate, Fault
+from dissensus.concord.scale import in_range, rescale
 
 __all__ = [
     "RULE_ORDER",
@@ -185,7 +185,7 @@ async def score_outcome(
         if not ok:
             fault(agent_id, f"score {raw!r} of the written plan is unusable or outside the anchors' range")
             continue
-        result[agent_id] = calibrate(raw, anchors.rejected, anchors.ideal)
+        result[agent_id] = rescale(raw, anchors.rejected, anchors.ideal)
     return result
 
 

@@ -48,10 +48,10 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from dissensus.concord.agent import NegotiationAgent, Outcome
-from dissensus.concord.calibration import check_anchors
 from dissensus.concord.controls import check_controls
 from dissensus.concord.protocol import Negotiation
 from dissensus.concord.rules import SelectionRule
+from dissensus.concord.scale import check_anchors
 from dissensus.errors import ConfigError
 
 __all__ = [

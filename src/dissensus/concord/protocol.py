@@ -50,7 +50,6 @@ from typing import Any, Literal, TypeVar
 
 from dissensus.concord.agent import NegotiationAgent, NegotiationView, Outcome, ScoredCandidate
 from dissensus.concord.bounds import compute_bound
-from dissensus.concord.calibration import calibrate, check_anchors, in_range
 from dissensus.concord.controls import check_controls
 from dissensus.concord.record import (
     AgentScore,
@@ -74,6 +73,7 @@ from dissensus.concord.rules import (
     improvement,
     select,
 )
+from dissensus.concord.scale import check_anchors, in_range, rescale
 from dissensus.concord.topology import Regime
 from dissensus.errors import ConfigError
 
@@ -344,7 +344,7 @@ class Negotiation:
                     cand.scores[agent_id] = Evaluation(raw=None, calibrated=0.0, fault=msg)
                     continue
                 cand.scores[agent_id] = Evaluation(
-                    raw=raw, calibrated=calibrate(raw, anchors.rejected, anchors.ideal)
+                    raw=raw, calibrated=rescale(raw, anchors.rejected, anchors.ideal)
                 )
         return faults
 

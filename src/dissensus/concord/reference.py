@@ -1,6 +1,6 @@
 """An independent reference of CONCORD's arithmetic, for the verifier and the tests.
 
-:mod:`dissensus.concord.rules` and :mod:`dissensus.concord.calibration` are what the
+:mod:`dissensus.concord.rules` and :mod:`dissensus.concord.scale` are what the
 protocol runs. If :func:`dissensus.concord.verify.verify` replayed a certificate with
 the same functions, a bug in them would be invisible to both. This module states each
 rule again from its definition (docs/concord.md), a few lines of plain Python each,
@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+
+from dissensus.errors import ConfigError, InputError
 
 __all__ = [
     "ref_accepts",
@@ -93,7 +95,7 @@ def _better(rule: str, a: Sequence[float], b: Sequence[float], floor: float) -> 
         if ca:
             return cmp(round(sum(a), _DECIMALS), round(sum(b), _DECIMALS))
         return cmp(_lowest(a), _lowest(b))
-    raise KeyError(rule)
+    raise ConfigError(f"unknown selection rule {rule!r}", field="rule")
 
 
 def ref_select(candidates: Sequence[tuple[str, Sequence[float]]], rule: str, floor: float) -> str:
@@ -123,5 +125,5 @@ def ref_bottleneck(scores: Mapping[str, float], order: Sequence[str]) -> str:
         if agent in scores and (chosen is None or scores[agent] < scores[chosen]):
             chosen = agent
     if chosen is None:
-        raise KeyError("no scored agent")
+        raise InputError("no scored agent")
     return chosen

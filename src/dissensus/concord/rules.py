@@ -30,7 +30,8 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Literal
 
-from dissensus.concord.calibration import DIGITS
+from dissensus.concord.scale import DIGITS
+from dissensus.errors import ConfigError, InputError
 
 __all__ = [
     "RULES",
@@ -69,7 +70,7 @@ def rule_key(rule: SelectionRule, scores: Sequence[float], floor: float) -> tupl
         if clears_floor(scores, floor):
             return (1.0, round(sum(scores), DIGITS))
         return (0.0, min(scores))
-    raise ValueError(f"unknown selection rule {rule!r}")
+    raise ConfigError(f"unknown selection rule {rule!r}", field="rule")
 
 
 def select(
@@ -77,7 +78,7 @@ def select(
 ) -> tuple[str, str | None]:
     """The best candidate under ``rule`` (earliest wins ties) and a note on the tie, if any."""
     if not candidates:
-        raise ValueError("no candidate to select from")
+        raise InputError("no candidate to select from")
     keys = [rule_key(rule, scores, floor) for _, scores in candidates]
     best = max(keys)
     tied = [cid for (cid, _), key in zip(candidates, keys, strict=True) if key == best]

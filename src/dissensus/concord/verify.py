@@ -37,7 +37,6 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from dissensus.concord.bounds import compute_bound
-from dissensus.concord.calibration import check_anchors
 from dissensus.concord.record import CandidateRecord, Certificate, canonical_digest
 from dissensus.concord.reference import (
     ref_accepts,
@@ -48,6 +47,7 @@ from dissensus.concord.reference import (
     ref_rescale,
     ref_select,
 )
+from dissensus.concord.scale import check_anchors
 
 __all__ = ["PROPERTIES", "Verdict", "verify"]
 

@@ -33,7 +33,7 @@ Choices where the seed is silent:
   ``dissensus calibrate-thresholds PANELS --quantile 0.5``). They are corpus-specific:
   on VariErrNLI's short human explanations the medians are 0.52 (MiniLM) and 0.20
   (TF-IDF), so calibrate on your own corpus. Any other model must be given ``theta_s``
-  or calibrated (:mod:`dissensus.states.calibrate`).
+  or calibrated (:mod:`dissensus.states.theta_fit`).
 * The matrix is symmetric, clipped to [-1, 1] and has a unit diagonal; byte-identical
   traces have similarity exactly 1. Each pair's similarity is computed from the two
   traces alone (embedding backends: the dot product of their rows, taken in sorted-text
