@@ -7,6 +7,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from dissensus.baselines.decision_rules import best_average, majority_vote, owner_decides, unanimity
+from dissensus.concord import reference as _ref
+from dissensus.concord import rules as _rules
+from dissensus.concord import scale as _cal
 from dissensus.concord.bounds import compute_bound
 from dissensus.concord.rules import accepts, bottleneck, select
 from dissensus.concord.scale import rescale
@@ -80,9 +83,6 @@ def test_baselines_on_a_hand_fixture() -> None:
 
 # -- the protocol's rules against the independent reference the verifier uses ---------
 
-from dissensus.concord import scale as _cal  # noqa: E402
-from dissensus.concord import reference as _ref  # noqa: E402
-from dissensus.concord import rules as _rules  # noqa: E402
 
 _SCORE = st.sampled_from([0.0, 0.1, 0.25, 0.5, 0.7, 0.75, 0.9, 1.0]) | st.floats(0.0, 1.0)
 
