@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dissensus.errors import ConfigError, InputError
+from dissensus.errors import ConfigError, DissensusError, InputError
 from dissensus.states import (
     EmbeddingBackend,
     SimilarityBackend,
@@ -72,11 +72,30 @@ def test_unknown_backend() -> None:
     with pytest.raises(ConfigError, match="unknown similarity backend"):
         get_backend("word2vec")
     with pytest.raises(ConfigError, match="cannot import"):
-        get_backend("no_such_module_xyz:f")
+        get_backend("no_such_module_xyz:f", allow_code=True)
     with pytest.raises(ConfigError, match="no attribute"):
-        get_backend("math:nope")
+        get_backend("math:nope", allow_code=True)
     with pytest.raises(ConfigError, match="not callable"):
-        get_backend("math:pi")
+        get_backend("math:pi", allow_code=True)
+
+
+def test_code_names_need_an_opt_in(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Regression: any module:function ran over panel text, e.g. subprocess:run.
+    monkeypatch.delenv("DISSENSUS_ALLOW_CODE", raising=False)
+    for name in ("subprocess:run", "os:system", "math:sqrt"):
+        with pytest.raises(ConfigError, match="allow_code"):
+            get_backend(name)
+        with pytest.raises(ConfigError, match="allow_code"):
+            get_backend(name, allow_code=False)
+    monkeypatch.setenv("DISSENSUS_ALLOW_CODE", "1")
+    with pytest.raises(ConfigError, match="no attribute"):
+        get_backend("math:nope")  # allowed now, and still checked
+
+
+def test_a_function_that_returns_no_vectors_is_refused() -> None:
+    backend = get_backend("builtins:len", allow_code=True, cache=False)
+    with pytest.raises(DissensusError, match="embedding function"):
+        backend.matrix(["a", "b"])
 
 
 def test_module_function_backend(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -84,7 +103,7 @@ def test_module_function_backend(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
         "def embed(texts):\n    return [[len(t), 1.0] for t in texts]\n", encoding="utf-8"
     )
     monkeypatch.syspath_prepend(str(tmp_path))
-    backend = get_backend("my_embedder:embed", cache=False)
+    backend = get_backend("my_embedder:embed", cache=False, allow_code=True)
     assert backend.name == "my_embedder:embed"
     rows = backend.embed(["ab", "abcd"])  # type: ignore[attr-defined]
     assert np.allclose(np.linalg.norm(rows, axis=1), 1.0)
