@@ -225,15 +225,6 @@ def _check_scores(raw: RawAct, live_options: frozenset[str]) -> list[str]:
     return problems
 
 
-_KIND_ORDER = {TargetKind.OPTION: 0, TargetKind.TENSION: 1, TargetKind.ACT: 2}
-
-
-def _target_order(ident: str) -> tuple[int, int]:
-    parsed = parse_target(ident)
-    assert parsed is not None
-    return _KIND_ORDER[parsed[0]], int(ident[1:])
-
-
 def _string(*, nonblank: bool = False) -> dict[str, Any]:
     return {"type": "string", "pattern": "\\S"} if nonblank else {"type": "string"}
 
@@ -259,7 +250,12 @@ def act_schema(
     every object closed, every property required, nullable fields as type unions, and
     the root an object (the choice of act is the ``anyOf`` under ``move``).
     """
-    known = sorted((t for t in set(known_targets) if parse_target(t) is not None), key=_target_order)
+    by_kind: dict[TargetKind, list[tuple[int, str]]] = {kind: [] for kind in TargetKind}
+    for ident in set(known_targets):
+        parsed = parse_target(ident)
+        if parsed is not None:
+            by_kind[parsed[0]].append((int(parsed[1][1:]), parsed[1]))
+    ordered = {kind: [t for _, t in sorted(ids)] for kind, ids in by_kind.items()}
     live = [o for o in dict.fromkeys(live_options) if parse_target(o) is not None]
     branches: list[dict[str, Any]] = []
     for name in sorted(set(allowed)):
@@ -269,7 +265,8 @@ def act_schema(
         if name == "recommend":
             targets = list(live)
         else:
-            targets = [t for t in known if (p := parse_target(t)) is not None and p[0] in spec.targets]
+            # options, then tensions, then acts, each in numeric order
+            targets = [t for kind in TargetKind if kind in spec.targets for t in ordered[kind]]
         if required_target is not None:
             targets = [t for t in targets if t == required_target]
         if not targets or (name == "recommend" and not live):
