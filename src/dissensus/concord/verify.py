@@ -292,7 +292,6 @@ def _check_replay(cert: Certificate) -> None:
                         f"round {step.round}: candidate {cand.id} acceptance does not follow the margin rule",
                     )
                 if new_leader != leader and new_leader is not None:
-                    assert new_leader is not None
                     new_vec = vecs[new_leader]
                     assert new_vec is not None
                     if not ref_accepts(lead_worst, min(new_vec), margin):
