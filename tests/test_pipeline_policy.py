@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from cli_helpers import run_cli
 from dissensus.errors import ConfigError
 from dissensus.pipeline import Policy, decide, load_calibration, load_policy, policy_from_dict
 from dissensus.pipeline.signals import MarkerLexicon
@@ -59,11 +58,7 @@ def test_bad_yaml_and_non_mapping_are_config_errors(tmp_path: Path) -> None:
 def test_cli_exits_2_and_names_the_field(tmp_path: Path) -> None:
     (tmp_path / "p.yaml").write_text("acceptance:\n  min_support: -1\n", encoding="utf-8")
     (tmp_path / "in.jsonl").write_text("", encoding="utf-8")
-    proc = subprocess.run(
-        [sys.executable, "-m", "dissensus", "decide", str(tmp_path / "in.jsonl"), "--policy", str(tmp_path / "p.yaml"),
-         "--journal", str(tmp_path / "j.sqlite")],
-        capture_output=True, text=True, check=False,
-    )  # fmt: skip
+    proc = run_cli("decide", tmp_path / "in.jsonl", "--policy", tmp_path / "p.yaml", "--journal", tmp_path / "j.sqlite")
     assert proc.returncode == 2
     assert "acceptance.min_support" in proc.stderr and "Traceback" not in proc.stderr
 
@@ -131,3 +126,33 @@ def test_an_unknown_similarity_override_starts_no_run(tmp_path: Path) -> None:
             start_run(journal, str(tmp_path / "in.jsonl"), Policy(), similarity="bogus")
         assert err.value.field == "similarity"
         assert journal.runs() == []
+
+
+def test_cd_without_values_switches_on_the_builtin_rule_only_for_the_default_cd_action() -> None:
+    on = policy_from_dict({"routing": {"convergent_disagreement_without_values": "seek_context"}})
+    assert on.routing.rules_document()["builtins"] == ["cd-without-values"]
+    assert policy_from_dict({}).routing.rules_document()["builtins"] == []
+    other = policy_from_dict(
+        {"routing": {"convergent_disagreement_without_values": "seek_context", "defaults": {"CD": "concord"}}}
+    )
+    assert other.routing.rules_document()["builtins"] == []
+
+
+def test_per_agent_models_are_relative_to_the_policy(tmp_path: Path) -> None:
+    sub = tmp_path / "pol"
+    sub.mkdir()
+    (sub / "p.yaml").write_text("seek_context: {models: {a1: 'scripted:a1.yaml', a2: 'openai:gpt-4o'}}\n", encoding="utf-8")
+    policy, _ = load_policy(sub / "p.yaml")
+    assert policy.seek_context.models == {"a1": f"scripted:{sub.resolve() / 'a1.yaml'}", "a2": "openai:gpt-4o"}
+
+
+def test_default_marker_lexicon_is_empty_and_llmbar_policy_sets_its_own(repo_root: Path) -> None:
+    assert MarkerLexicon() == MarkerLexicon(concession=(), grounding=())
+    policy, _ = load_policy(repo_root / "examples" / "llmbar-policy.yaml")
+    assert "more detailed" in policy.acceptance.markers.concession
+
+
+def test_deadline_must_be_positive() -> None:
+    with pytest.raises(ConfigError) as info:
+        policy_from_dict({"deadline_s": 0})
+    assert info.value.field == "deadline_s"

@@ -19,7 +19,8 @@ Choices where the source and the seed are silent:
 * Panel id = the item key; ``meta`` = ``{source, split, context, statement, soft_label}``
   (``soft_label`` as in the source: label -> {"0": p, "1": p}), plus ``label_counts``
   (label -> number of annotators who gave it, every label of a multi-label annotator
-  counted).
+  counted) and the generic ``options`` (label -> what it asserts, :data:`NLI_OPTIONS`,
+  the three NLI labels in their standard reading).
 * An item with fewer than two annotators is not a panel; it is skipped and reported
   through ``on_skip`` like a malformed item (see :mod:`dissensus.convert.skips`).
 * A file that cannot be read or is not a JSON object is a :class:`ConvertError`
@@ -28,7 +29,6 @@ Choices where the source and the seed are silent:
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -36,10 +36,22 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from dissensus.convert.skips import ConvertError, SkipHandler, Skipped, report_skip
+from dissensus.convert.skips import (
+    SkipHandler,
+    Skipped,
+    load_json_source,
+    report_skip,
+)
 from dissensus.types import AgentOutput, Panel
 
-__all__ = ["item_to_panel", "iter_varierrnli_panels", "load_varierrnli"]
+__all__ = ["NLI_OPTIONS", "item_to_panel", "iter_varierrnli_panels", "load_varierrnli"]
+
+NLI_OPTIONS: dict[str, str] = {
+    "entailment": "the statement follows from the context",
+    "neutral": "the context neither implies nor contradicts the statement",
+    "contradiction": "the statement contradicts the context",
+}
+"""The panel's ``meta.options``: NLI label -> what choosing it asserts."""
 
 
 class _Malformed(ValueError):
@@ -53,17 +65,7 @@ class _Malformed(ValueError):
 
 def load_varierrnli(path: str | Path) -> dict[str, Any]:
     """The file's items, keyed by item id (raises :class:`ConvertError` if unreadable)."""
-    try:
-        with open(path, encoding="utf-8") as handle:
-            data = json.load(handle)
-    except json.JSONDecodeError as exc:
-        raise ConvertError(f"{path}: invalid JSON: {exc.msg} (line {exc.lineno})") from exc
-    except UnicodeDecodeError as exc:
-        raise ConvertError(f"{path}: not UTF-8 text (byte {exc.start}: {exc.reason})") from exc
-    except OSError as exc:
-        raise ConvertError(f"{path}: cannot read: {exc.strerror}") from exc
-    if not isinstance(data, dict):
-        raise ConvertError(f"{path}: expected a JSON object keyed by item id")
+    data: dict[str, Any] = load_json_source(path, dict)
     return data
 
 
@@ -158,6 +160,7 @@ def item_to_panel(key: str, item: Any) -> Panel:
         "statement": _text(item, "statement"),
         "soft_label": item.get("soft_label"),
         "label_counts": dict(sorted(counts.items())),
+        "options": dict(NLI_OPTIONS),
     }
     try:
         return Panel(id=key, meta=meta, outputs=outputs)

@@ -15,12 +15,24 @@ Choices where the design is silent:
 * A resumed run refuses an input file whose sha256 changed since the run started.
 * Rejected lines are journalled (``input.rejected``) and reported, never decided.
 * ``run.finished`` is journalled once, with the counts, when every line was handled.
+* One process at a time works on a run: :func:`execute_run` takes the run's lease in
+  the journal (:meth:`~dissensus.store.journal.Journal.acquire_run_lock`) and a second process
+  gets :class:`RunBusy` ("run is being resumed by pid N", exit 2) instead of doubling
+  the spend; the lease of a killed process is taken over.
+* A deadline (``deadline_s`` of the policy, or the caller's) is wall-clock time for this
+  invocation: when it passes, no new case starts, cases in flight are cancelled (their
+  journalled steps stay), a ``run.stopped`` event records ``{reason: deadline, cases}``
+  and :class:`DeadlineReached` (exit 1) is raised after the records finished in input
+  order were yielded. The run is *partial*: no ``run.finished``, resumable with
+  ``runs resume``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import hashlib
+import io
 import os
 import sys
 import uuid
@@ -34,6 +46,7 @@ from pydantic import BaseModel, ValidationError
 from dissensus.errors import ConfigError, DissensusError, InputError
 from dissensus.guard import Calibration as GuardCalibration
 from dissensus.io.jsonl import Reject, parse_line
+from dissensus.io.yamlfile import read_text_file
 from dissensus.pipeline.engine import decide_case
 from dissensus.pipeline.policy import Policy, check_similarity
 from dissensus.pipeline.records import CaseRecord
@@ -43,9 +56,26 @@ from dissensus.states import SimilarityBackend
 from dissensus.store.journal import Journal, RunInfo
 from dissensus.types import Panel
 
-__all__ = ["RunSummary", "execute_run", "new_run_id", "resume_run", "start_run", "summarise"]
+__all__ = [
+    "DeadlineReached",
+    "RunBusy",
+    "RunSummary",
+    "execute_run",
+    "new_run_id",
+    "resume_run",
+    "start_run",
+    "summarise",
+]
 
 RUN_KIND = "decide"
+
+
+class RunBusy(ConfigError):
+    """Another live process is working on the run (exit 2)."""
+
+
+class DeadlineReached(DissensusError):
+    """The run's wall-clock deadline passed; the run stopped partial and is resumable (exit 1)."""
 
 
 class RunSummary(BaseModel):
@@ -94,7 +124,7 @@ def start_run(
     guard_calibration = _guard_calibration(policy, policy_dir, policy_file)
     source: dict[str, Any]
     if input_path == "-":
-        source = {"path": "-", "text": sys.stdin.read()}
+        source = stdin_source(sys.stdin.buffer.read() if hasattr(sys.stdin, "buffer") else sys.stdin.read().encode())
     else:
         path = Path(input_path).resolve()
         if not path.is_file():
@@ -119,6 +149,18 @@ def start_run(
     return journal.create_run(run_id, kind=RUN_KIND, meta=meta, first=started, exclusive=True)
 
 
+def stdin_source(data: bytes) -> dict[str, Any]:
+    """The journalled form of standard input: its text, or base64 when it is not UTF-8.
+
+    Lines that are not UTF-8 are rejected one by one when the run reads them, like the
+    same bytes in a file; the journal (canonical JSON, UTF-8) can only hold them encoded.
+    """
+    try:
+        return {"path": "-", "text": data.decode("utf-8")}
+    except UnicodeDecodeError:
+        return {"path": "-", "base64": base64.b64encode(data).decode("ascii")}
+
+
 def _calibration(policy: Policy, policy_dir: Path | None, policy_file: str | None) -> CalibrationFile | None:
     name = policy.acceptance.calibration
     if not name:
@@ -139,7 +181,7 @@ def _guard_calibration(policy: Policy, policy_dir: Path | None, policy_file: str
     if not path.is_absolute() and policy_dir is not None:
         path = policy_dir / path
     try:
-        return GuardCalibration.model_validate_json(path.read_text(encoding="utf-8"))
+        return GuardCalibration.model_validate_json(read_text_file(path, what="guard calibration"))
     except OSError as exc:
         raise ConfigError(f"cannot read guard calibration {path}: {exc.strerror}", file=policy_file, field="guard.calibration") from exc
     except ValidationError as exc:
@@ -158,7 +200,12 @@ def _started(journal: Journal, run_id: str) -> dict[str, Any]:
 
 def _lines(source: dict[str, Any]) -> tuple[str, list[str] | None]:
     if source.get("path") == "-":
-        return "-", str(source.get("text", "")).splitlines(keepends=True)
+        if "base64" in source:
+            text = base64.b64decode(str(source["base64"])).decode("utf-8", "surrogateescape")
+        else:
+            text = str(source.get("text", ""))
+        # Split as a file is read (universal newlines only), never on U+2028 and the like.
+        return "-", list(io.StringIO(text, newline=None))
     path = Path(str(source["path"]))
     if not path.is_file():
         raise InputError(f"the run's input file is gone: {path}")
@@ -188,35 +235,84 @@ async def execute_run(
     *,
     on_reject: Callable[[Reject], None] | None = None,
     backend: Callable[[], SimilarityBackend] | None = None,
+    deadline_s: float | None = None,
 ) -> AsyncIterator[CaseRecord]:
-    """Decide (or finish deciding) every case of the run, yielding records in input order."""
+    """Decide (or finish deciding) every case of the run, yielding records in input order.
+
+    ``deadline_s`` (default: the policy's ``deadline_s``) bounds this invocation's
+    wall-clock time; see the module docstring.
+    """
     started = _started(journal, run_id)
+    pid = os.getpid()
+    holder = journal.acquire_run_lock(run_id, pid)
+    if holder is not None:
+        raise RunBusy(f"run {run_id} is being resumed by pid {holder.pid} (host {holder.host})")
     rt = _runtime(journal, run_id, started, backend)
+    limit = deadline_s if deadline_s is not None else rt.policy.deadline_s
+    loop = asyncio.get_running_loop()
+    end = None if limit is None else loop.time() + limit
     name, lines = _lines(started["input"])
     window: list[asyncio.Task[CaseRecord]] = []
     counts: Counter[str] = Counter()
+
+    async def next_record() -> CaseRecord:
+        task = window[0]
+        if end is not None:
+            await asyncio.wait({task}, timeout=max(0.0, end - loop.time()))
+            if not task.done():
+                raise _Late()
+        window.pop(0)
+        return await task
+
     try:
-        for item, line in _prefetched(rt, _iter(name, lines)):
-            if isinstance(item, Reject):
-                journal.append(run_id, "input.rejected", item.model_dump(mode="json"), key=f"reject/{line}", case=str(line))
-                counts["rejected"] += 1
-                if on_reject is not None:
-                    on_reject(item)
-                continue
-            window.append(asyncio.create_task(decide_case(rt, item, line)))
-            if len(window) >= rt.policy.concurrency:
-                record = await window.pop(0)
+        try:
+            for item, line in _prefetched(rt, _iter(name, lines)):
+                if end is not None and loop.time() >= end:
+                    raise _Late()
+                if isinstance(item, Reject):
+                    journal.append(run_id, "input.rejected", item.model_dump(mode="json"), key=f"reject/{line}", case=str(line))
+                    counts["rejected"] += 1
+                    if on_reject is not None:
+                        on_reject(item)
+                    continue
+                window.append(asyncio.create_task(decide_case(rt, item, line)))
+                if len(window) >= rt.policy.concurrency:
+                    record = await next_record()
+                    _count(counts, record)
+                    yield record
+            while window:
+                record = await next_record()
                 _count(counts, record)
                 yield record
-        while window:
-            record = await window.pop(0)
-            _count(counts, record)
-            yield record
+        except _Late:
+            for task in window:
+                task.cancel()
+            await asyncio.gather(*window, return_exceptions=True)
+            window.clear()
+            _stopped(journal, run_id, limit or 0.0, counts["cases"])
+            raise DeadlineReached(
+                f"run {run_id}: deadline of {limit:g} s reached after {counts['cases']} case(s); "
+                f"the run is partial, finish it with 'dissensus runs resume {run_id}'"
+            ) from None
+        finally:
+            for task in window:
+                task.cancel()
+            await rt.client.aclose()
+        journal.append(run_id, "run.finished", dict(counts), key="run/finished")
     finally:
-        for task in window:
-            task.cancel()
-        await rt.client.aclose()
-    journal.append(run_id, "run.finished", dict(counts), key="run/finished")
+        journal.release_run_lock(run_id, pid)
+
+
+class _Late(Exception):
+    """The deadline passed (internal signal)."""
+
+
+def _stopped(journal: Journal, run_id: str, limit: float, cases: int) -> None:
+    n = 0
+    while journal.get(run_id, f"run/stopped/{n}") is not None:
+        n += 1
+    payload = {"reason": "deadline", "deadline_s": limit, "cases": cases}
+    journal.append(run_id, "run.stopped", payload, key=f"run/stopped/{n}")
 
 
 def _count(counts: Counter[str], record: CaseRecord) -> None:
@@ -246,7 +342,8 @@ def _iter(name: str, lines: list[str] | None) -> Iterator[tuple[Panel | Reject, 
     if lines is not None:
         yield from _numbered(name, lines)
         return
-    with open(name, encoding="utf-8") as handle:
+    # surrogateescape: a line that is not UTF-8 is rejected on its own (see io.jsonl).
+    with open(name, encoding="utf-8", errors="surrogateescape", newline=None) as handle:
         yield from _numbered(name, handle)
 
 
@@ -262,9 +359,10 @@ async def resume_run(
     *,
     on_reject: Callable[[Reject], None] | None = None,
     backend: Callable[[], SimilarityBackend] | None = None,
+    deadline_s: float | None = None,
 ) -> AsyncIterator[CaseRecord]:
     """Resume a run (same as :func:`execute_run`; completed cases are replayed)."""
-    async for record in execute_run(journal, run_id, on_reject=on_reject, backend=backend):
+    async for record in execute_run(journal, run_id, on_reject=on_reject, backend=backend, deadline_s=deadline_s):
         yield record
 
 
