@@ -156,13 +156,9 @@ def _queue(
     return rows
 
 
-def _neighbours(request: Request, review_id: str, resolved: bool) -> tuple[str | None, str | None]:
-    ids = [
-        r["item"].review_id
-        for r in _queue(request, status="all" if resolved else "open", run=None, reason=None)
-    ]
-    if review_id not in ids:
-        ids = [r["item"].review_id for r in _queue(request, status="all", run=None, reason=None)]
+def _neighbours(request: Request, review_id: str) -> tuple[str | None, str | None]:
+    """Previous and next case in queue order (every status), for ``k`` / ``j``."""
+    ids = [r["item"].review_id for r in _queue(request, status="all", run=None, reason=None)]
     if review_id not in ids:
         return None, None
     i = ids.index(review_id)
@@ -183,7 +179,7 @@ def _case_page(
     st = desk.status(review_id)
     item = st.item
     resolution = desk.resolution(review_id)
-    prev_id, next_id = _neighbours(request, review_id, resolution is not None)
+    prev_id, next_id = _neighbours(request, review_id)
     meta = item.panel.get("meta", {}) or {}
     question = meta.get("question") or meta.get("input")
     scores = {

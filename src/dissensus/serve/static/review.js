@@ -13,6 +13,12 @@
     if (!d) { return; }
     if (d.open) { d.close(); } else { d.showModal(); }
   }
+  // htmx keeps focus on an element with the same id across a swap: after a resolve
+  // the next case must start with the keys live, not inside its note field.
+  document.addEventListener("htmx:afterSettle", function () {
+    var active = document.activeElement;
+    if (active && typing(active)) { active.blur(); }
+  });
   document.addEventListener("click", function (e) {
     if (e.target && e.target.closest && e.target.closest("[data-keys-toggle]")) { help(); }
   });
