@@ -564,3 +564,35 @@ async def test_decide_timeout_names_the_run_which_goes_on(tmp_path: Path) -> Non
                 break
             await asyncio.sleep(0.05)
         assert doc["status"] == "finished" and doc["done"] == 20
+
+
+def test_item_validation_matches_the_jsonl_reader() -> None:
+    """Property: an item is rejected with the field and message the CLI gives its line."""
+    from hypothesis import given
+    from hypothesis import strategies as st
+
+    from dissensus.serve.app import _validated
+
+    scalars = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False, allow_infinity=False), st.text(max_size=5))
+    output = st.fixed_dictionaries(
+        {"agent": st.one_of(st.sampled_from(["a", "b", ""]), scalars), "decision": st.one_of(st.sampled_from(["1", "2"]), scalars)},
+        optional={"reasoning": st.one_of(st.just("because"), scalars), "confidence": st.one_of(st.floats(-1, 2), scalars)},
+    )
+    item = st.one_of(
+        scalars,
+        st.lists(scalars, max_size=2),
+        st.fixed_dictionaries({"id": st.one_of(st.just("x"), scalars)}, optional={"outputs": st.lists(output, max_size=3), "meta": st.one_of(st.just({}), scalars)}),
+    )
+
+    @given(st.lists(item, min_size=1, max_size=4))
+    def check(items: list[Any]) -> None:
+        good, rejects = _validated(Panel, items)
+        expected = []
+        for i, it in enumerate(items):
+            parsed = parse_line(Panel, json.dumps(it), file="-", line=i + 1)
+            if not isinstance(parsed, Panel):
+                expected.append({"index": i, "field": parsed.field, "error": parsed.message})
+        assert rejects == expected
+        assert len(good) + len(rejects) == len(items)
+
+    check()

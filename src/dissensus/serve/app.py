@@ -35,12 +35,11 @@ from typing import Any
 from fastapi import Depends, FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response, StreamingResponse
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from dissensus.errors import ConfigError, DissensusError, InputError
 from dissensus.guard import Calibration, CorrelatedConsensusError, GuardSettings
-from dissensus.io.jsonl import Reject, parse_line
 from dissensus.pipeline import Policy, load_policy
 from dissensus.pipeline.batch import _guard_calibration
 from dissensus.serve import library_calls
@@ -63,7 +62,7 @@ from dissensus.serve.journal_adapter import (
     open_journal,
 )
 from dissensus.serve.limits import BodyLimit, RequestTimeout
-from dissensus.serve.runs import Runner, item_line, reject_of
+from dissensus.serve.runs import Runner, item_line
 from dissensus.serve.settings import ServeSettings
 from dissensus.store.journal import Journal, UnknownRun
 from dissensus.types import Panel, VoteCase
@@ -225,18 +224,30 @@ def _items(body: Any, limit: int, what: str) -> tuple[list[Any], bool]:
     return body, False
 
 
-def _validated(
-    model: type[Any], items: list[Any]
-) -> tuple[list[tuple[int, Any]], list[dict[str, Any]]]:
-    """Items parsed as the CLI parses JSONL lines: ``([(index, model)], [reject])``."""
+def _reject(index: int, error: ValidationError | None) -> dict[str, Any]:
+    if error is None:
+        return {"index": index, "field": "<root>", "error": "expected a JSON object"}
+    first = error.errors()[0]
+    message = str(first["msg"]).removeprefix("Value error, ")
+    return {"index": index, "field": ".".join(str(p) for p in first["loc"]) or "<root>", "error": message}
+
+
+def _validated(model: type[Any], items: list[Any]) -> tuple[list[tuple[int, Any]], list[dict[str, Any]]]:
+    """Items validated as the CLI validates JSONL lines: ``([(index, model)], [reject])``.
+
+    The item is the parsed JSON of a line, so the reject names the same field path and
+    message as :func:`dissensus.io.jsonl.parse_line` (a test pins that).
+    """
     good: list[tuple[int, Any]] = []
     rejects: list[dict[str, Any]] = []
     for index, item in enumerate(items):
-        parsed = parse_line(model, item_line(item), file="-", line=index + 1)
-        if isinstance(parsed, Reject):
-            rejects.append(reject_of(parsed))
-        else:
-            good.append((index, parsed))
+        if not isinstance(item, dict):
+            rejects.append(_reject(index, None))
+            continue
+        try:
+            good.append((index, model.model_validate(item)))
+        except ValidationError as exc:
+            rejects.append(_reject(index, exc))
     return good, rejects
 
 
