@@ -59,7 +59,10 @@ TOKEN = "bench-token"
 
 
 def panels(n: int) -> list[dict[str, Any]]:
-    options = [{"id": "1", "text": "Refunds are issued within 30 days."}, {"id": "2", "text": "We like refunds."}]
+    options = [
+        {"id": "1", "text": "Refunds are issued within 30 days."},
+        {"id": "2", "text": "We like refunds."},
+    ]
     out = []
     for i in range(n):
         escalate = i % 2 == 1
@@ -78,7 +81,13 @@ def panels(n: int) -> list[dict[str, Any]]:
                 o["swap_decision"] = d
                 o["swap_reasoning"] = f"Again option {d} is the one that states the window."
             outputs.append(o)
-        out.append({"id": f"case-{i}", "meta": {"question": "Which reply states the refund policy?", "options": options}, "outputs": outputs})
+        out.append(
+            {
+                "id": f"case-{i}",
+                "meta": {"question": "Which reply states the refund policy?", "options": options},
+                "outputs": outputs,
+            }
+        )
     return out
 
 
@@ -89,7 +98,9 @@ def in_process(rows: list[dict[str, Any]], tmp: Path, policy_file: Path) -> floa
     journal = Journal(tmp / "inprocess.sqlite")
 
     async def run() -> int:
-        info = start_run(journal, str(path), policy, policy_file=str(policy_file), policy_dir=policy_dir)
+        info = start_run(
+            journal, str(path), policy, policy_file=str(policy_file), policy_dir=policy_dir
+        )
         return sum([1 async for _ in execute_run(journal, info.run_id)])
 
     start = time.perf_counter()
@@ -100,7 +111,9 @@ def in_process(rows: list[dict[str, Any]], tmp: Path, policy_file: Path) -> floa
     return n / elapsed
 
 
-def in_process_per_panel(rows: list[dict[str, Any]], tmp: Path, policy_file: Path, clients: int) -> float:
+def in_process_per_panel(
+    rows: list[dict[str, Any]], tmp: Path, policy_file: Path, clients: int
+) -> float:
     policy, policy_dir = load_policy(policy_file)
     journal = Journal(tmp / "per-panel.sqlite")
     todo = [Panel.model_validate(r) for r in rows]
@@ -186,7 +199,10 @@ def encode(path: str, body: object) -> bytes:
 
 
 async def over_http(base: str, rows: list[dict[str, Any]], clients: int, size: int) -> float:
-    requests = [encode("/v1/decide", rows[i] if size == 1 else rows[i : i + size]) for i in range(0, len(rows), size)]
+    requests = [
+        encode("/v1/decide", rows[i] if size == 1 else rows[i : i + size])
+        for i in range(0, len(rows), size)
+    ]
     requests.reverse()
     done = 0
 
@@ -240,11 +256,15 @@ def peak_rss_kib(pid: int) -> int:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--panels", type=int, default=400, help="Panels per throughput measurement.")
+    parser.add_argument(
+        "--panels", type=int, default=400, help="Panels per throughput measurement."
+    )
     parser.add_argument("--clients", type=int, default=16)
     parser.add_argument("--list-size", type=int, default=25)
     parser.add_argument("--latency-requests", type=int, default=200)
-    parser.add_argument("--decisions", type=int, default=10_000, help="Decisions before the peak RSS is read.")
+    parser.add_argument(
+        "--decisions", type=int, default=10_000, help="Decisions before the peak RSS is read."
+    )
     args = parser.parse_args()
     rows = panels(args.panels)
     with tempfile.TemporaryDirectory() as name:
@@ -274,17 +294,25 @@ def main() -> None:
             proc.wait(timeout=30)
     lat.sort()
     p99 = lat[min(len(lat) - 1, round(0.99 * (len(lat) - 1)))]
-    print(f"panels per measurement: {len(rows)} (tfidf, no model; half escalate); journal sync {os.environ['DISSENSUS_JOURNAL_SYNC']}")
+    print(
+        f"panels per measurement: {len(rows)} (tfidf, no model; half escalate); journal sync {os.environ['DISSENSUS_JOURNAL_SYNC']}"
+    )
     print(f"in-process adecide, {args.clients} tasks, 1 panel/run:  {per_panel:8.1f} decisions/s")
     print(f"in-process execute_run, 1 run:                {base_rate:8.1f} decisions/s")
-    print(f"HTTP, {args.clients} clients, 1 panel/request:          {single:8.1f} decisions/s  ratio {single / per_panel:.2f} to adecide, {single / base_rate:.2f} to execute_run")
-    print(f"HTTP, {args.clients} clients, {args.list_size} panels/request:        {listed:8.1f} decisions/s  ratio {listed / base_rate:.2f} to execute_run")
+    print(
+        f"HTTP, {args.clients} clients, 1 panel/request:          {single:8.1f} decisions/s  ratio {single / per_panel:.2f} to adecide, {single / base_rate:.2f} to execute_run"
+    )
+    print(
+        f"HTTP, {args.clients} clients, {args.list_size} panels/request:        {listed:8.1f} decisions/s  ratio {listed / base_rate:.2f} to execute_run"
+    )
     print(
         f"server CPU per decision: {(cpu1 - cpu0) / len(rows) * 1000:.1f} ms (1 panel/request), "
         f"{(cpu2 - cpu1) / len(rows) * 1000:.1f} ms ({args.list_size} panels/request); "
         f"load generator CPU per request {client_cpu * 1000:.1f} ms"
     )
-    print(f"single-panel decide latency ({len(lat)} sequential requests): p50 {statistics.median(lat) * 1000:.1f} ms, p99 {p99 * 1000:.1f} ms")
+    print(
+        f"single-panel decide latency ({len(lat)} sequential requests): p50 {statistics.median(lat) * 1000:.1f} ms, p99 {p99 * 1000:.1f} ms"
+    )
     print(f"server peak RSS after {max(args.decisions, served)} decisions: {rss / 1024:.1f} MiB")
 
 

@@ -273,6 +273,23 @@ async def test_vote_negotiate_verify_bound(tmp_path: Path) -> None:
             votes.json()["rejects"][0]["index"] == 1
             and votes.json()["rejects"][0]["field"] == "votes"
         )
+        parametric = {
+            "id": "q2",
+            "votes": [
+                {
+                    "agent": a,
+                    "answer": "yes",
+                    "evidence_source": "parametric",
+                    "evidence_present": False,
+                    "family": "f1",
+                }
+                for a in "abc"
+            ],
+        }
+        refused_vote = await client.post(
+            "/v1/vote?strict=true", json=parametric, headers=auth("sub")
+        )
+        assert refused_vote.status_code == 409 and "invariant 1" in refused_vote.json()["error"]
         bad_vote = await client.post("/v1/vote", json={"id": "x", "votes": []}, headers=auth("sub"))
         assert bad_vote.status_code == 422 and bad_vote.json()["field"] == "votes"
 
@@ -345,7 +362,7 @@ async def test_review_claim_resolve_conflicts(tmp_path: Path) -> None:
         assert taken.status_code == 409 and taken.json()["claimed_by"] == "rev-name"
         blocked = await client.post(
             f"/v1/review/{rid}/resolve",
-            json={"decision": "1", "note": "", "content_sha256": sha},
+            json={"decision": "1", "note": "checked", "content_sha256": sha},
             headers=auth("rev2"),
         )
         assert blocked.status_code == 409 and blocked.json()["claimed_by"] == "rev-name"
@@ -356,7 +373,7 @@ async def test_review_claim_resolve_conflicts(tmp_path: Path) -> None:
 
         stale = await client.post(
             f"/v1/review/{rid}/resolve",
-            json={"decision": "1", "note": "", "content_sha256": "0" * 64},
+            json={"decision": "1", "note": "checked", "content_sha256": "0" * 64},
             headers=auth("rev2"),
         )
         assert stale.status_code == 409 and stale.json()["field"] == "content_sha256"
@@ -369,7 +386,7 @@ async def test_review_claim_resolve_conflicts(tmp_path: Path) -> None:
         assert ok.json()["action"] == "human" and ok.json()["resolution"]["reviewer"] == "rev2-name"
         again = await client.post(
             f"/v1/review/{rid}/resolve",
-            json={"decision": "1", "note": "", "content_sha256": sha},
+            json={"decision": "1", "note": "checked", "content_sha256": sha},
             headers=auth("rev"),
         )
         assert again.status_code == 409
@@ -428,17 +445,28 @@ async def test_security(tmp_path: Path) -> None:
         assert (
             await client.post(
                 f"/v1/review/{rid}/resolve",
-                json={"decision": "1", "note": "", "content_sha256": sha},
+                json={"decision": "1", "note": "checked", "content_sha256": sha},
                 headers=auth("sub"),
             )
         ).status_code == 403
         assert (await client.get("/v1/review", headers=auth("adm"))).status_code == 200
         forged = await client.post(
             f"/v1/review/{rid}/resolve",
-            json={"decision": "1", "note": "", "content_sha256": sha, "reviewer": "the-boss"},
+            json={
+                "decision": "1",
+                "note": "checked",
+                "content_sha256": sha,
+                "reviewer": "the-boss",
+            },
             headers=auth("rev"),
         )
         assert forged.status_code == 422 and forged.json()["field"] == "reviewer"
+        no_note = await client.post(
+            f"/v1/review/{rid}/resolve",
+            json={"decision": "1", "content_sha256": sha},
+            headers=auth("rev"),
+        )
+        assert no_note.status_code == 422 and no_note.json()["field"] == "note"
         big = await client.post(
             "/v1/decide",
             content=b"[" + b" " * 300_000 + b"]",
@@ -483,7 +511,8 @@ async def test_without_tokens_loopback_only(tmp_path: Path) -> None:
         rid = res.json()["review_id"]
         sha = (await client.get(f"/v1/review/{rid}")).json()["content_sha256"]
         done = await client.post(
-            f"/v1/review/{rid}/resolve", json={"decision": "1", "note": "", "content_sha256": sha}
+            f"/v1/review/{rid}/resolve",
+            json={"decision": "1", "note": "checked", "content_sha256": sha},
         )
         assert done.json()["resolution"]["reviewer"] == "local"
     from dissensus.errors import ConfigError
@@ -573,15 +602,33 @@ def test_item_validation_matches_the_jsonl_reader() -> None:
 
     from dissensus.serve.app import _validated
 
-    scalars = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False, allow_infinity=False), st.text(max_size=5))
+    scalars = st.one_of(
+        st.none(),
+        st.booleans(),
+        st.integers(),
+        st.floats(allow_nan=False, allow_infinity=False),
+        st.text(max_size=5),
+    )
     output = st.fixed_dictionaries(
-        {"agent": st.one_of(st.sampled_from(["a", "b", ""]), scalars), "decision": st.one_of(st.sampled_from(["1", "2"]), scalars)},
-        optional={"reasoning": st.one_of(st.just("because"), scalars), "confidence": st.one_of(st.floats(-1, 2), scalars)},
+        {
+            "agent": st.one_of(st.sampled_from(["a", "b", ""]), scalars),
+            "decision": st.one_of(st.sampled_from(["1", "2"]), scalars),
+        },
+        optional={
+            "reasoning": st.one_of(st.just("because"), scalars),
+            "confidence": st.one_of(st.floats(-1, 2), scalars),
+        },
     )
     item = st.one_of(
         scalars,
         st.lists(scalars, max_size=2),
-        st.fixed_dictionaries({"id": st.one_of(st.just("x"), scalars)}, optional={"outputs": st.lists(output, max_size=3), "meta": st.one_of(st.just({}), scalars)}),
+        st.fixed_dictionaries(
+            {"id": st.one_of(st.just("x"), scalars)},
+            optional={
+                "outputs": st.lists(output, max_size=3),
+                "meta": st.one_of(st.just({}), scalars),
+            },
+        ),
     )
 
     @given(st.lists(item, min_size=1, max_size=4))

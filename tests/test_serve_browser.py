@@ -47,7 +47,11 @@ def test_resolve_with_the_keyboard_in_chromium(tmp_path: Path) -> None:
         hostile = panel(
             "refund-policy",
             ["1", "2", "1"],
-            values=[{"accuracy": 0.9, "tone": 0.1}, {"accuracy": 0.2, "tone": 0.8}, {"accuracy": 0.7, "tone": 0.3}],
+            values=[
+                {"accuracy": 0.9, "tone": 0.1},
+                {"accuracy": 0.2, "tone": 0.8},
+                {"accuracy": 0.7, "tone": 0.3},
+            ],
             reasoning=[
                 "Option 1 states the 30-day refund window the user asked about.",
                 "Option 2 is friendlier; <b>tone</b> matters more here than the exact window.",
@@ -55,11 +59,18 @@ def test_resolve_with_the_keyboard_in_chromium(tmp_path: Path) -> None:
             ],
             meta={"question": "What is the refund policy? <script>document.title='pwned'</script>"},
         )
-        run = httpx.post(base + "/v1/decide", json=[hostile, escalating("second-case"), escalating("third-case")], headers=sub, timeout=60).json()
+        run = httpx.post(
+            base + "/v1/decide",
+            json=[hostile, escalating("second-case"), escalating("third-case")],
+            headers=sub,
+            timeout=60,
+        ).json()
         first, second, _ = (r["review_id"] for r in run["records"])
 
         with sync_api.sync_playwright() as pw:
-            browser = pw.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS, headless=True)
+            browser = pw.chromium.launch(
+                executable_path=executable, args=CHROMIUM_ARGS, headless=True
+            )
             try:
                 page = browser.new_page(viewport={"width": 1280, "height": 900})
                 page.goto(base + "/review")
@@ -93,13 +104,19 @@ def test_resolve_with_the_keyboard_in_chromium(tmp_path: Path) -> None:
             finally:
                 browser.close()
 
-        shown = httpx.get(f"{base}/v1/review/{first}", headers={"Authorization": "Bearer tok-r1"}, timeout=30).json()
+        shown = httpx.get(
+            f"{base}/v1/review/{first}", headers={"Authorization": "Bearer tok-r1"}, timeout=30
+        ).json()
         assert shown["resolution"]["reviewer"] == "reviewer0"
         assert shown["resolution"]["decision"] == "1"
         assert shown["resolution"]["note"] == "states the window; checked in the browser"
-        still_open = httpx.get(f"{base}/v1/review/{second}", headers={"Authorization": "Bearer tok-r1"}, timeout=30).json()
+        still_open = httpx.get(
+            f"{base}/v1/review/{second}", headers={"Authorization": "Bearer tok-r1"}, timeout=30
+        ).json()
         assert still_open["status"] == "open"
-        assert httpx.get(f"{base}/v1/runs/{run['run_id']}/verify", headers=sub, timeout=30).json()["ok"]
+        assert httpx.get(f"{base}/v1/runs/{run['run_id']}/verify", headers=sub, timeout=30).json()[
+            "ok"
+        ]
     finally:
         stop_server(proc)
     assert (tmp_path / "review-queue.png").stat().st_size > 10_000

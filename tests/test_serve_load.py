@@ -20,7 +20,6 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -51,10 +50,17 @@ def _tokens(path: Path) -> Path:
     return path
 
 
-def start_server(tmp: Path, journal: str, *, extra_env: dict[str, str] | None = None) -> tuple[subprocess.Popen[bytes], str]:
+def start_server(
+    tmp: Path, journal: str, *, extra_env: dict[str, str] | None = None
+) -> tuple[subprocess.Popen[bytes], str]:
     """``dissensus serve`` on a free loopback port; returns the process and its base URL."""
     port = _free_port()
-    env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "DISSENSUS_JOURNAL_SYNC": "normal", **(extra_env or {})}
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(REPO / "src"),
+        "DISSENSUS_JOURNAL_SYNC": "normal",
+        **(extra_env or {}),
+    }
     cmd = [
         sys.executable, "-m", "dissensus", "serve", "--journal", journal, "--port", str(port),
         "--policy", str(write_policy(tmp / "policy.yaml")), "--tokens", str(_tokens(tmp / "tokens.txt")),
@@ -84,10 +90,6 @@ def stop_server(proc: subprocess.Popen[bytes]) -> None:
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()
-
-
-def journals(tmp: Path) -> Iterator[Any]:
-    yield pytest.param(str(tmp / "journal.sqlite"), id="sqlite")
 
 
 def _panels(n: int) -> list[dict[str, Any]]:
@@ -134,7 +136,11 @@ async def _review(base: str, who: int, done: asyncio.Event, outcome: Counter[str
                 outcome[f"claim {claim.status_code}"] += 1
                 if claim.status_code != 200:
                     continue
-            body = {"decision": rng.choice(item["options"]), "note": f"reviewer {who}", "content_sha256": shown["content_sha256"]}
+            body = {
+                "decision": rng.choice(item["options"]),
+                "note": f"reviewer {who}",
+                "content_sha256": shown["content_sha256"],
+            }
             res = await client.post(f"/v1/review/{item['review_id']}/resolve", json=body)
             assert res.status_code in (200, 409), res.text
             outcome[f"resolve {res.status_code}"] += 1
@@ -159,7 +165,10 @@ def _journal_targets() -> list[Any]:
         pytest.param(
             pg or "postgresql",
             id="postgresql",
-            marks=pytest.mark.skipif(not pg, reason="PostgreSQL not configured: set DISSENSUS_TEST_PG to a postgresql:// URL"),
+            marks=pytest.mark.skipif(
+                not pg,
+                reason="PostgreSQL not configured: set DISSENSUS_TEST_PG to a postgresql:// URL",
+            ),
         )
     )
     return targets
@@ -185,8 +194,12 @@ def test_real_server_under_load(tmp_path: Path, target: str) -> None:
             doc = httpx.get(f"{base}/v1/runs/{run['run_id']}", headers=admin, timeout=60).json()
             assert doc["status"] == "finished"
             final.update(r["id"] for r in doc["records"])
-            assert all(r["action"] != "escalate" for r in doc["records"]), "an escalation was left open"
-            report = httpx.get(f"{base}/v1/runs/{run['run_id']}/verify", headers=admin, timeout=60).json()
+            assert all(r["action"] != "escalate" for r in doc["records"]), (
+                "an escalation was left open"
+            )
+            report = httpx.get(
+                f"{base}/v1/runs/{run['run_id']}/verify", headers=admin, timeout=60
+            ).json()
             assert report["ok"], report
         resolved = httpx.get(base + "/v1/review?status=resolved", headers=admin, timeout=60).json()
     finally:
@@ -201,7 +214,9 @@ def test_real_server_under_load(tmp_path: Path, target: str) -> None:
         from dissensus.store import Journal
 
         with Journal(journal) as store:
-            per_item = Counter(e.payload["review_id"] for e in store.events_of_type("review.resolved"))
+            per_item = Counter(
+                e.payload["review_id"] for e in store.events_of_type("review.resolved")
+            )
             assert len(per_item) == PANELS // 2 and set(per_item.values()) == {1}
         cli = subprocess.run(
             [sys.executable, "-m", "dissensus", "runs", "verify", runs[0]["run_id"], "--journal", journal],

@@ -37,7 +37,9 @@ def _sha(html: str) -> str:
 async def _login(client: httpx.AsyncClient, token: str) -> httpx.Response:
     form = await client.get("/review/login")
     assert form.status_code == 200
-    return await client.post("/review/login", data={"token": f"tok-{token}", "csrf": _csrf(form.text)})
+    return await client.post(
+        "/review/login", data={"token": f"tok-{token}", "csrf": _csrf(form.text)}
+    )
 
 
 async def _events(path: Path) -> int:
@@ -47,9 +49,17 @@ async def _events(path: Path) -> int:
 
 async def test_login_queue_case_resolve_next(tmp_path: Path) -> None:
     s = settings(tmp_path)
-    evil = panel("evil", ["1", "2", "1"], values=[{"a": 1.0}, {"b": 1.0}, {"a": 0.5}], reasoning=[EVIL] * 3, meta={"question": EVIL})
+    evil = panel(
+        "evil",
+        ["1", "2", "1"],
+        values=[{"a": 1.0}, {"b": 1.0}, {"a": 0.5}],
+        reasoning=[EVIL] * 3,
+        meta={"question": EVIL},
+    )
     async with client_for(s) as client:
-        run = (await client.post("/v1/decide", json=[evil, escalating("second")], headers=auth("sub"))).json()
+        run = (
+            await client.post("/v1/decide", json=[evil, escalating("second")], headers=auth("sub"))
+        ).json()
         first, second = (r["review_id"] for r in run["records"])
 
         assert (await client.get("/review")).headers["location"] == "/review/login"
@@ -72,31 +82,60 @@ async def test_login_queue_case_resolve_next(tmp_path: Path) -> None:
 
         case = await client.get(f"/review/case/{first}")
         assert case.status_code == 200
-        assert "<script>alert" not in case.text and "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;" in case.text
+        assert (
+            "<script>alert" not in case.text
+            and "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;" in case.text
+        )
         assert 'id="next-link"' in case.text and 'data-key="1"' in case.text
         csrf, sha = _csrf(case.text), _sha(case.text)
 
         before = await _events(Path(s.journal))
-        no_csrf = await client.post(f"/review/case/{first}/resolve", data={"decision": "1", "note": "x", "content_sha256": sha})
+        no_note = await client.post(
+            f"/review/case/{first}/resolve",
+            data={"decision": "1", "note": " ", "content_sha256": sha, "csrf": csrf},
+        )
+        assert no_note.status_code == 422 and "write a note" in no_note.text
+        no_csrf = await client.post(
+            f"/review/case/{first}/resolve",
+            data={"decision": "1", "note": "x", "content_sha256": sha},
+        )
         assert no_csrf.status_code == 403
-        stale = await client.post(f"/review/case/{first}/resolve", data={"decision": "1", "note": "x", "content_sha256": "0" * 64, "csrf": csrf})
+        stale = await client.post(
+            f"/review/case/{first}/resolve",
+            data={"decision": "1", "note": "x", "content_sha256": "0" * 64, "csrf": csrf},
+        )
         assert stale.status_code == 409 and "stale" in stale.text
         assert await _events(Path(s.journal)) == before
 
         done = await client.post(
             f"/review/case/{first}/resolve",
-            data={"decision": "2", "note": "the <note>", "content_sha256": sha, "csrf": csrf, "reviewer": "forged"},
+            data={
+                "decision": "2",
+                "note": "the <note>",
+                "content_sha256": sha,
+                "csrf": csrf,
+                "reviewer": "forged",
+            },
         )
         assert done.status_code == 303 and done.headers["location"] == f"/review/case/{second}"
         resolved = await client.get(f"/review/case/{first}")
         assert 'id="resolved-by">rev-name<' in resolved.text and "the &lt;note&gt;" in resolved.text
         assert "review.resolved" in resolved.text
-        twice = await client.post(f"/review/case/{first}/resolve", data={"decision": "1", "note": "", "content_sha256": sha, "csrf": csrf})
+        twice = await client.post(
+            f"/review/case/{first}/resolve",
+            data={"decision": "1", "note": "checked", "content_sha256": sha, "csrf": csrf},
+        )
         assert twice.status_code == 409 and "already resolved by rev-name" in twice.text
 
         last = await client.get(f"/review/case/{second}")
         end = await client.post(
-            f"/review/case/{second}/resolve", data={"decision": "1", "note": "", "content_sha256": _sha(last.text), "csrf": _csrf(last.text)}
+            f"/review/case/{second}/resolve",
+            data={
+                "decision": "1",
+                "note": "checked",
+                "content_sha256": _sha(last.text),
+                "csrf": _csrf(last.text),
+            },
         )
         assert end.headers["location"] == "/review?done=1"
         assert (await client.get("/review/case/nope.1")).status_code == 404
@@ -113,7 +152,9 @@ async def test_login_queue_case_resolve_next(tmp_path: Path) -> None:
 async def test_claim_from_the_page_blocks_another_reviewer(tmp_path: Path) -> None:
     s = settings(tmp_path)
     async with client_for(s) as client:
-        rid = (await client.post("/v1/decide", json=escalating("a"), headers=auth("sub"))).json()["review_id"]
+        rid = (await client.post("/v1/decide", json=escalating("a"), headers=auth("sub"))).json()[
+            "review_id"
+        ]
         await _login(client, "rev")
         page = await client.get(f"/review/case/{rid}")
         claimed = await client.post(f"/review/case/{rid}/claim", data={"csrf": _csrf(page.text)})
@@ -121,7 +162,9 @@ async def test_claim_from_the_page_blocks_another_reviewer(tmp_path: Path) -> No
         shown = await client.get(f"/review/case/{rid}")
         assert "claimed</b> by rev-name" in shown.text
         other = await client.post(
-            f"/v1/review/{rid}/resolve", json={"decision": "1", "note": "", "content_sha256": _sha(shown.text)}, headers=auth("rev2")
+            f"/v1/review/{rid}/resolve",
+            json={"decision": "1", "note": "checked", "content_sha256": _sha(shown.text)},
+            headers=auth("rev2"),
         )
         assert other.status_code == 409 and other.json()["claimed_by"] == "rev-name"
 
@@ -136,7 +179,13 @@ async def test_without_tokens_the_page_opens_a_local_session(tmp_path: Path) -> 
         page = await client.get(f"/review/case/{rid}")
         assert page.status_code == 200
         done = await client.post(
-            f"/review/case/{rid}/resolve", data={"decision": "1", "note": "", "content_sha256": _sha(page.text), "csrf": _csrf(page.text)}
+            f"/review/case/{rid}/resolve",
+            data={
+                "decision": "1",
+                "note": "checked",
+                "content_sha256": _sha(page.text),
+                "csrf": _csrf(page.text),
+            },
         )
         assert done.status_code == 303
         assert (await client.get(f"/v1/review/{rid}")).json()["resolution"]["reviewer"] == "local"

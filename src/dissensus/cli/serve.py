@@ -92,7 +92,14 @@ def serve_command(
     # Everything alive now (modules, schemas, the app) lives until exit: moving it out of
     # the collector's reach keeps each request's garbage collections small.
     gc.freeze()
-    uvicorn.run(application, host=host, port=port, log_level="warning", access_log=False, timeout_graceful_shutdown=5)
+    uvicorn.run(
+        application,
+        host=host,
+        port=port,
+        log_level="warning",
+        access_log=False,
+        timeout_graceful_shutdown=5,
+    )
     raise typer.Exit(code=EXIT_OK)
 
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from datetime import datetime
@@ -98,7 +99,11 @@ class Service:
         self.tokens: TokenStore | None = load_tokens(settings.tokens) if settings.tokens else None
         self.sessions = SessionStore(settings.session_ttl_s)
         self.runner = Runner(
-            journal, policy, policy_file=settings.policy, policy_dir=policy_dir, environ=_environ()
+            journal,
+            policy,
+            policy_file=settings.policy,
+            policy_dir=policy_dir,
+            environ=dict(os.environ),
         )
         self.desk = ReviewDesk(journal, claim_ttl_s=settings.claim_ttl_s, clock=clock)
         self.guard_calibration: Calibration | None = _guard_calibration(
@@ -119,12 +124,6 @@ class Service:
         if principal is None:
             raise ApiError(401, "unknown token", "Authorization")
         return principal
-
-
-def _environ() -> dict[str, str]:
-    import os
-
-    return dict(os.environ)
 
 
 def _service(request: Request) -> Service:
@@ -229,10 +228,16 @@ def _reject(index: int, error: ValidationError | None) -> dict[str, Any]:
         return {"index": index, "field": "<root>", "error": "expected a JSON object"}
     first = error.errors()[0]
     message = str(first["msg"]).removeprefix("Value error, ")
-    return {"index": index, "field": ".".join(str(p) for p in first["loc"]) or "<root>", "error": message}
+    return {
+        "index": index,
+        "field": ".".join(str(p) for p in first["loc"]) or "<root>",
+        "error": message,
+    }
 
 
-def _validated(model: type[Any], items: list[Any]) -> tuple[list[tuple[int, Any]], list[dict[str, Any]]]:
+def _validated(
+    model: type[Any], items: list[Any]
+) -> tuple[list[tuple[int, Any]], list[dict[str, Any]]]:
     """Items validated as the CLI validates JSONL lines: ``([(index, model)], [reject])``.
 
     The item is the parsed JSON of a line, so the reject names the same field path and
@@ -263,8 +268,8 @@ class ResolveBody(BaseModel):
 
     decision: str = Field(min_length=1)
     """The decision taken (normally one of the item's options)."""
-    note: str = ""
-    """Why; journalled with the resolution."""
+    note: str = Field(min_length=1)
+    """Why (required, as ``review resolve --note``); journalled with the resolution."""
     content_sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
     """sha256 of the case content the reviewer saw (``content_sha256`` of ``GET /v1/review/{id}``)."""
 

@@ -15,7 +15,8 @@ Choices where the design is silent:
   page also works as a plain page load. After a resolve the server redirects to the next
   open case of the same queue order (or to the queue when none is left).
 * Keys (``review.js``): ``1``-``9`` pick an option, ``n`` focuses the note, ``Enter``
-  submits, ``j`` / ``k`` next / previous case, ``?`` shows the keys. Keys are ignored
+  submits, ``j`` / ``k`` next / previous case in queue order (open or not), ``?`` shows
+  the keys. Keys are ignored
   while typing in the note, where ``Enter`` submits the form as usual.
 * Login: a form posting the token (never in a URL) with a double-submit CSRF token bound
   to a pre-session cookie; success sets the session cookie (HttpOnly, SameSite=Strict,
@@ -374,6 +375,10 @@ def install(app: FastAPI) -> None:
                     sid,
                     error="pick an option (1-9) first",
                     status=422,
+                )
+            if not str(form.get("note", "")).strip():
+                return _case_page(
+                    request, review_id, principal, sid, error="write a note (n) first", status=422
                 )
             service.desk.resolve(
                 review_id,
