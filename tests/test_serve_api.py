@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import subprocess
+import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -643,3 +646,28 @@ def test_item_validation_matches_the_jsonl_reader() -> None:
         assert len(good) + len(rejects) == len(items)
 
     check()
+
+
+async def test_a_run_the_server_started_resumes_with_the_cli(tmp_path: Path) -> None:
+    """A run interrupted before its cases were decided is finished by ``dissensus runs resume``."""
+    s = settings(tmp_path)
+    app = create_app(s)
+    runner = app.state.service.runner
+    state = runner.start([json.dumps(escalating("a")), json.dumps(panel("few", ["1"]))], submitted_by="sub-name")
+    assert state.task is not None
+    state.task.cancel()  # the server stops before deciding anything
+    with pytest.raises(asyncio.CancelledError):
+        await state.task
+    cli = subprocess.run(
+        [sys.executable, "-m", "dissensus", "runs", "resume", state.run_id, "--journal", s.journal, "--json"],
+        env={**os.environ, "PYTHONPATH": str(REPO / "src")},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert cli.returncode == 3, cli.stderr  # one rejected item
+    lines = [json.loads(x) for x in cli.stdout.splitlines() if x.startswith("{")]
+    assert [r["id"] for r in lines] == ["a"] and lines[0]["action"] == "escalate"
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as client:
+        doc = (await client.get(f"/v1/runs/{state.run_id}", headers=auth("sub"))).json()
+    assert doc["status"] == "finished" and doc["done"] == 1 and doc["rejects"][0]["field"] == "outputs"

@@ -72,6 +72,11 @@ class RunState:
     changed: asyncio.Event = field(default_factory=asyncio.Event)
     task: asyncio.Task[None] | None = None
 
+    @property
+    def active(self) -> bool:
+        """Still deciding in this process (a task cancelled before it ran is not)."""
+        return self.status == "running" and self.task is not None and not self.task.done()
+
     def push(self, kind: str, data: dict[str, Any]) -> None:
         self.events.append((kind, data))
         self.changed.set()
@@ -188,7 +193,7 @@ class Runner:
         info = self.journal.run(run_id)
         assert info is not None
         state = self._states.get(run_id)
-        if state is not None and state.status == "running":
+        if state is not None and state.active:
             return {
                 **state.summary(),
                 "records": [r.model_dump(mode="json") for r in state.records],
@@ -204,11 +209,9 @@ class Runner:
             for e in self.journal.events(run_id, type="input.rejected")
         ]
         records = final_records(self.journal, run_id)
-        status: Status = (
-            "finished"
-            if finished is not None
-            else (state.status if state is not None else "incomplete")
-        )
+        status: Status = "finished" if finished is not None else "incomplete"
+        if finished is None and state is not None and state.status == "failed":
+            status = "failed"
         return {
             "run_id": run_id,
             "status": status,
@@ -223,7 +226,7 @@ class Runner:
     async def follow(self, run_id: str) -> AsyncIterator[tuple[str, dict[str, Any]]]:
         """Progress events of a run: every record and reject, then its final status."""
         state = self._states.get(run_id)
-        if state is None:
+        if state is None or not (state.active or state.events):
             doc = self.describe(run_id)
             for reject in doc["rejects"]:
                 yield "reject", reject
