@@ -351,6 +351,10 @@ async def test_review_claim_resolve_conflicts(tmp_path: Path) -> None:
         rid = run["records"][0]["review_id"]
         listed = (await client.get("/v1/review", headers=auth("rev"))).json()
         assert [x["review_id"] for x in listed] == [rid, run["records"][1]["review_id"]]
+        assert [
+            x["review_id"]
+            for x in (await client.get("/v1/review?limit=1", headers=auth("rev"))).json()
+        ] == [rid]
         assert (
             await client.get(f"/v1/review?run={run['run_id']}&reason=value", headers=auth("rev"))
         ).status_code == 200
@@ -653,13 +657,25 @@ async def test_a_run_the_server_started_resumes_with_the_cli(tmp_path: Path) -> 
     s = settings(tmp_path)
     app = create_app(s)
     runner = app.state.service.runner
-    state = runner.start([json.dumps(escalating("a")), json.dumps(panel("few", ["1"]))], submitted_by="sub-name")
+    state = runner.start(
+        [json.dumps(escalating("a")), json.dumps(panel("few", ["1"]))], submitted_by="sub-name"
+    )
     assert state.task is not None
     state.task.cancel()  # the server stops before deciding anything
     with pytest.raises(asyncio.CancelledError):
         await state.task
     cli = subprocess.run(
-        [sys.executable, "-m", "dissensus", "runs", "resume", state.run_id, "--journal", s.journal, "--json"],
+        [
+            sys.executable,
+            "-m",
+            "dissensus",
+            "runs",
+            "resume",
+            state.run_id,
+            "--journal",
+            s.journal,
+            "--json",
+        ],
         env={**os.environ, "PYTHONPATH": str(REPO / "src")},
         capture_output=True,
         text=True,
@@ -668,6 +684,10 @@ async def test_a_run_the_server_started_resumes_with_the_cli(tmp_path: Path) -> 
     assert cli.returncode == 3, cli.stderr  # one rejected item
     lines = [json.loads(x) for x in cli.stdout.splitlines() if x.startswith("{")]
     assert [r["id"] for r in lines] == ["a"] and lines[0]["action"] == "escalate"
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as client:
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url="http://t"
+    ) as client:
         doc = (await client.get(f"/v1/runs/{state.run_id}", headers=auth("sub"))).json()
-    assert doc["status"] == "finished" and doc["done"] == 1 and doc["rejects"][0]["field"] == "outputs"
+    assert (
+        doc["status"] == "finished" and doc["done"] == 1 and doc["rejects"][0]["field"] == "outputs"
+    )

@@ -121,10 +121,10 @@ async def _review(base: str, who: int, done: asyncio.Event, outcome: Counter[str
     rng = random.Random(who)
     async with httpx.AsyncClient(base_url=base, headers=headers, timeout=300) as client:
         while True:
-            items = (await client.get("/v1/review")).json()
+            items = (await client.get("/v1/review?limit=10")).json()
             if not items:
                 if done.is_set():
-                    items = (await client.get("/v1/review")).json()
+                    items = (await client.get("/v1/review?limit=10")).json()
                     if not items:
                         return
                 await asyncio.sleep(0.05)
@@ -201,7 +201,9 @@ def test_real_server_under_load(tmp_path: Path, target: str) -> None:
                 f"{base}/v1/runs/{run['run_id']}/verify", headers=admin, timeout=60
             ).json()
             assert report["ok"], report
-        resolved = httpx.get(base + "/v1/review?status=resolved", headers=admin, timeout=60).json()
+        resolved = httpx.get(
+            base + "/v1/review?status=resolved&limit=10000", headers=admin, timeout=60
+        ).json()
     finally:
         stop_server(proc)
     expected = {r["id"] for r in rows}

@@ -539,6 +539,9 @@ def _routes(app: FastAPI) -> None:
         status: str = Query("open", pattern="^(open|resolved|all)$"),
         run: str | None = Query(None),
         reason: str | None = Query(None, description="Only items whose reason contains this text."),
+        limit: int = Query(
+            1000, ge=1, le=10_000, description="At most this many items, oldest first."
+        ),
     ) -> list[dict[str, Any]]:
         """Review items (``dissensus review list --json``), with claims."""
         desk = _service(request).desk
@@ -546,6 +549,8 @@ def _routes(app: FastAPI) -> None:
             _service(request).journal.run(run)
         out = []
         for st in desk.items(run_id=run, include_resolved=status != "open"):
+            if len(out) >= limit:
+                break
             if status == "resolved" and st.resolution is None:
                 continue
             if reason and reason.lower() not in st.item.reason.lower():
