@@ -547,7 +547,7 @@ def _routes(app: FastAPI) -> None:
         desk = _service(request).desk
         if run is not None:
             _service(request).journal.run(run)
-        out = []
+        out: list[dict[str, Any]] = []
         for st in desk.items(run_id=run, include_resolved=status != "open"):
             if len(out) >= limit:
                 break

@@ -52,6 +52,8 @@ __all__ = ["install"]
 HERE = Path(__file__).resolve().parent
 SESSION_COOKIE = "dissensus_session"
 PRE_COOKIE = "dissensus_login"
+QUEUE_ROWS = 500
+"""Rows the queue page shows (the count names them all; filters narrow the list)."""
 CSP = "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; frame-ancestors 'none'; form-action 'self'"
 
 _env = Environment(
@@ -306,15 +308,16 @@ def install(app: FastAPI) -> None:
             if not run or service.journal.run(run, missing_ok=True)
             else []
         )
-        runs = sorted(
-            {r["item"].run_id for r in _queue(request, status="all", run=None, reason=None)}
-        )
+        runs = sorted({info.run_id for info in service.journal.runs() if info.kind == "decide"})
+        total = len(rows)
+        rows = rows[:QUEUE_ROWS]
         return _html(
             "queue.html",
             title="review queue",
             principal=principal,
             csrf=service.sessions.csrf(sid),
             rows=rows,
+            total=total,
             runs=runs,
             filters={"status": status, "run": run, "reason": reason},
             query=urlencode({"status": status, "run": run, "reason": reason}),
