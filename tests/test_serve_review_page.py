@@ -104,7 +104,7 @@ async def test_login_queue_case_resolve_next(tmp_path: Path) -> None:
             f"/review/case/{first}/resolve",
             data={"decision": "1", "note": "x", "content_sha256": "0" * 64, "csrf": csrf},
         )
-        assert stale.status_code == 409 and "stale" in stale.text
+        assert stale.status_code == 409 and "changed since it was shown" in stale.text
         assert await _events(Path(s.journal)) == before
 
         done = await client.post(

@@ -30,7 +30,6 @@ import json
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from datetime import datetime
 from typing import Any
 
 from fastapi import Depends, FastAPI, Query, Request
@@ -55,7 +54,7 @@ from dissensus.serve.auth import (
 )
 from dissensus.serve.journal_adapter import (
     AlreadyResolved,
-    Claimed,
+    ClaimConflict,
     ReviewDesk,
     StaleContent,
     UnknownItem,
@@ -89,8 +88,6 @@ class Service:
         self,
         settings: ServeSettings,
         journal: Journal,
-        *,
-        clock: Callable[[], datetime] | None = None,
     ) -> None:
         self.settings = settings
         self.journal = journal
@@ -105,7 +102,7 @@ class Service:
             policy_dir=policy_dir,
             environ=dict(os.environ),
         )
-        self.desk = ReviewDesk(journal, claim_ttl_s=settings.claim_ttl_s, clock=clock)
+        self.desk = ReviewDesk(journal, claim_ttl_s=settings.claim_ttl_s)
         self.guard_calibration: Calibration | None = _guard_calibration(
             policy, policy_dir, settings.policy
         )
@@ -178,13 +175,9 @@ def _install_errors(app: FastAPI) -> None:
     @app.exception_handler(DissensusError)
     async def dissensus_error(_: Request, exc: DissensusError) -> JSONResponse:
         if isinstance(exc, AlreadyResolved):
-            return _error(
-                409, str(exc), None, resolved_by=exc.info.reviewer, resolved_at=exc.info.at
-            )
-        if isinstance(exc, Claimed):
-            return _error(
-                409, str(exc), None, claimed_by=exc.claim.reviewer, claimed_until=exc.claim.expires
-            )
+            return _error(409, str(exc), None, resolved_by=exc.reviewer, resolved_at=exc.at)
+        if isinstance(exc, ClaimConflict):
+            return _error(409, str(exc), None, claimed_by=exc.holder, claimed_until=exc.expires)
         if isinstance(exc, StaleContent):
             return _error(409, str(exc), "content_sha256")
         if isinstance(exc, UnknownItem | UnknownRun):
@@ -296,13 +289,12 @@ def create_app(
     settings: ServeSettings | None = None,
     *,
     journal: Journal | None = None,
-    clock: Callable[[], datetime] | None = None,
 ) -> FastAPI:
     """The service over ``settings.journal`` (or an already open ``journal``)."""
     settings = settings or ServeSettings()
     owned = journal is None
     store = journal if journal is not None else open_journal(settings.journal)
-    service = Service(settings, store, clock=clock)
+    service = Service(settings, store)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:

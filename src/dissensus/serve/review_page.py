@@ -41,7 +41,7 @@ from dissensus.errors import DissensusError
 from dissensus.serve.auth import LOCAL, Principal, allows
 from dissensus.serve.journal_adapter import (
     AlreadyResolved,
-    Claimed,
+    ClaimConflict,
     StaleContent,
     UnknownItem,
     content_sha256,
@@ -399,7 +399,7 @@ def install(app: FastAPI) -> None:
                 csrf=service.sessions.csrf(sid),
                 message=str(exc),
             )
-        except (AlreadyResolved, StaleContent, Claimed) as exc:
+        except (AlreadyResolved, StaleContent, ClaimConflict) as exc:
             return _case_page(request, review_id, principal, sid, error=str(exc), status=409)
         except DissensusError as exc:
             return _case_page(request, review_id, principal, sid, error=str(exc), status=409)
@@ -436,6 +436,6 @@ def install(app: FastAPI) -> None:
             )
         try:
             service.desk.claim(review_id, principal.name)
-        except (AlreadyResolved, Claimed) as exc:
+        except (AlreadyResolved, ClaimConflict) as exc:
             return _case_page(request, review_id, principal, sid, error=str(exc), status=409)
         return RedirectResponse(f"/review/case/{review_id}", status_code=303)
