@@ -64,6 +64,7 @@ from dissensus.serve.journal_adapter import (
 from dissensus.serve.limits import BodyLimit, RequestTimeout
 from dissensus.serve.runs import Runner, item_line
 from dissensus.serve.settings import ServeSettings
+from dissensus.signing import signer_from_env
 from dissensus.store.journal import Journal, UnknownRun
 from dissensus.types import Panel, VoteCase
 
@@ -293,7 +294,9 @@ def create_app(
     """The service over ``settings.journal`` (or an already open ``journal``)."""
     settings = settings or ServeSettings()
     owned = journal is None
-    store = journal if journal is not None else open_journal(settings.journal)
+    store = (
+        journal if journal is not None else open_journal(settings.journal, signer=signer_from_env())
+    )
     service = Service(settings, store)
 
     @asynccontextmanager
