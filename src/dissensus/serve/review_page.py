@@ -36,6 +36,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 from jinja2 import Environment, FileSystemLoader, select_autoescape
+from pydantic import BaseModel
 
 from dissensus.errors import DissensusError
 from dissensus.serve.auth import LOCAL, Principal, allows
@@ -168,6 +169,16 @@ def _neighbours(request: Request, review_id: str) -> tuple[str | None, str | Non
     return (ids[i - 1] if i > 0 else None), (ids[i + 1] if i + 1 < len(ids) else None)
 
 
+def _plain(value: Any) -> dict[str, Any] | None:
+    """A part of a review item as plain JSON data (typed parts are dumped), for the template."""
+    if value is None:
+        return None
+    if isinstance(value, BaseModel):
+        dumped: dict[str, Any] = value.model_dump(mode="json")
+        return dumped
+    return dict(value)
+
+
 def _case_page(
     request: Request,
     review_id: str,
@@ -187,7 +198,7 @@ def _case_page(
     question = meta.get("question") or meta.get("input")
     scores = {
         x["agent"]: x.get("score")
-        for x in (item.acceptance or {}).get("signals", [])
+        for x in (_plain(item.acceptance) or {}).get("signals", [])
         if isinstance(x, dict)
     }
     response = _html(
@@ -207,8 +218,9 @@ def _case_page(
         prev_id=prev_id,
         next_id=next_id,
         error=error,
-        packet=item.packet,
-        concord=item.concord,
+        packet=_plain(item.packet),
+        concord=_plain(item.concord),
+        reading=_plain(item.reading) or {},
     )
     if request.headers.get("hx-request"):
         response.headers["HX-Push-Url"] = f"/review/case/{review_id}"
