@@ -23,8 +23,9 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from dissensus.agents.assembly import build_agents
 from dissensus.concord.bounds import compute_bound
-from dissensus.concord.problem import build_agents, negotiation_for, parse_problem
+from dissensus.concord.problem import negotiation_for, parse_problem
 from dissensus.concord.record import Certificate
 from dissensus.concord.rules import RULES
 from dissensus.concord.verify import Verdict
