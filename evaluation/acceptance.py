@@ -37,18 +37,14 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-# One BLAS thread: many small fits, where thread start-up costs more than it saves.
-for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-    os.environ.setdefault(_var, "1")
-
-import numpy as np  # noqa: E402
+import numpy as np
+from threadpoolctl import threadpool_limits
 
 from dissensus.acceptance import (
     Candidate,
@@ -317,6 +313,8 @@ def main(argv: list[str] | None = None) -> int:
         "--limit", type=int, default=None, help="first N cases per data set (development)"
     )
     args = parser.parse_args(argv)
+    # One BLAS thread: many small fits, where thread start-up costs more than it saves.
+    threadpool_limits(1)
     backend = get_backend(args.similarity)
     data = Path(args.data)
     t0 = time.time()
