@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from dissensus.acceptance.features import (
@@ -28,11 +29,12 @@ from dissensus.acceptance.features import (
     case_input,
     second_pairs,
 )
-from dissensus.acceptance.file import FeatureSettings
+from dissensus.acceptance.calibrate import AcceptanceVerdict, apply_acceptance
+from dissensus.acceptance.file import AcceptanceFile, FeatureSettings, load_acceptance
 from dissensus.errors import ConfigError
 from dissensus.types import Panel
 
-__all__ = ["candidates_for", "load_user_features", "prepare_cases"]
+__all__ = ["LearnedAcceptance", "candidates_for", "load_user_features", "prepare_cases"]
 
 
 def load_user_features(specs: Sequence[str]) -> dict[str, PanelFeature]:
@@ -163,3 +165,47 @@ def prepare_cases(
         if on_case is not None:
             on_case(i)
     return out
+
+
+class LearnedAcceptance:
+    """An acceptance file ready to judge cases the way it was calibrated.
+
+    ``similarity`` is the reader's backend name in the deciding policy: a file
+    calibrated with another backend is refused (its similarity features would not mean
+    the same). ``sim_backend`` computes the optional reasoning features.
+    """
+
+    def __init__(
+        self, acc: AcceptanceFile, *, similarity: str | None = None, sim_backend: Any = None
+    ) -> None:
+        wanted = acc.settings.similarity
+        if wanted is not None and similarity is not None and wanted != similarity:
+            raise ConfigError(
+                f"the acceptance file was calibrated with similarity {wanted!r}, the policy reads with {similarity!r}",
+                field="reading.similarity",
+            )
+        self.file = acc
+        self.sim_backend = sim_backend
+        self.user = load_user_features(acc.settings.user) if acc.settings.user else None
+
+    @classmethod
+    def load(
+        cls, path: str | Path, *, similarity: str | None = None, sim_backend: Any = None
+    ) -> LearnedAcceptance:
+        """Read, verify and prepare the file at ``path``."""
+        return cls(load_acceptance(path), similarity=similarity, sim_backend=sim_backend)
+
+    def judge(
+        self, panel: Panel, *, reading: Any, guard: Any, second: Mapping[str, SecondLike] | None
+    ) -> AcceptanceVerdict:
+        """May the case's best-scored answer be committed?"""
+        rows = candidates_for(
+            panel,
+            reading=reading,
+            guard=guard,
+            second=second,
+            settings=self.file.settings,
+            sim_backend=self.sim_backend,
+            user=self.user,
+        )
+        return apply_acceptance(self.file, rows)
