@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from dissensus.acceptance.calibrate import AcceptanceVerdict, apply_acceptance
 from dissensus.acceptance.features import (
     Candidate,
     PanelFeature,
@@ -29,7 +30,6 @@ from dissensus.acceptance.features import (
     case_input,
     second_pairs,
 )
-from dissensus.acceptance.calibrate import AcceptanceVerdict, apply_acceptance
 from dissensus.acceptance.file import AcceptanceFile, FeatureSettings, load_acceptance
 from dissensus.errors import ConfigError
 from dissensus.types import Panel
