@@ -39,6 +39,13 @@ from dissensus.concord.record import Certificate
 from dissensus.concord.rules import RULES
 from dissensus.concord.verify import verify as verify_record
 from dissensus.errors import ConfigError, InputError
+from dissensus.signing import (
+    document_status,
+    load_public_key,
+    sign_document,
+    signed_kind,
+    signer_from_env,
+)
 
 __all__ = ["bound", "negotiate", "verify"]
 
@@ -162,10 +169,14 @@ def negotiate(
         # A run-time configuration error (an agent's equal anchors): name the file too.
         message = str(exc).removeprefix(f"field {exc.field!r}: " if exc.field else "")
         raise ConfigError(message, file=problem_file, field=exc.field) from exc
+    signer = signer_from_env()
+    cert_doc: dict[str, Any] = cert.model_dump(mode="json")
+    if signer is not None:  # $DISSENSUS_SIGNING_KEY: the written certificate carries a signature
+        cert_doc = sign_document(cert_doc, signer)
     if out:
-        Path(out).write_text(cert.model_dump_json(indent=2) + "\n", encoding="utf-8")
+        Path(out).write_text(json.dumps(cert_doc, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     if as_json:
-        doc: Any = cert.model_dump(mode="json")
+        doc: Any = cert_doc
         if rows is not None:
             doc = {"certificate": doc, "comparison": [r.model_dump(mode="json") for r in rows]}
         sys.stdout.write(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
@@ -269,9 +280,17 @@ def verify(
         ..., metavar="CERT.json", help="A certificate written by negotiate."
     ),
     as_json: bool = typer.Option(False, "--json", help="Print the verdict as JSON."),
+    public_key: str | None = typer.Option(
+        None, "--public-key", help="Ed25519 public key (PEM): also check the signature (certificate or decision packet)."
+    ),
 ) -> None:
-    """Recompute a CONCORD certificate from its raw scores; exit 1 naming the first violation."""
+    """Recompute a CONCORD certificate from its raw scores; exit 1 naming the first violation.
+
+    With --public-key, exit 1 also when the document is unsigned or its signature invalid;
+    a DCI decision packet (or a deliberate --json line) is checked for its signature only.
+    """
     check_input_path(cert_file)
+    key = load_public_key(public_key) if public_key else None
     try:
         data = json.loads(Path(cert_file).read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as exc:
@@ -281,14 +300,38 @@ def verify(
     if set(data) == {"certificate", "comparison"} and isinstance(data["certificate"], dict):
         # The output of `negotiate --compare --json`: verify the certificate it holds.
         data = data["certificate"]
+    kind = signed_kind(data)
+    if kind != "certificate":
+        _verify_packet_signature(cert_file, data, key, as_json)
+    signed = dict(data)
+    data = {k: v for k, v in data.items() if k != "signature"}
     verdict = verify_record(data)
+    status = document_status(signed, key) if key is not None else None
     if as_json:
-        sys.stdout.write(verdict.model_dump_json(indent=2) + "\n")
+        doc = verdict.model_dump(mode="json")
+        if status is not None:
+            doc["signature"] = status
+        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
     elif verdict.valid:
         out_console.print(f"valid: {', '.join(verdict.checked)} hold")
     else:
         out_console.print(f"invalid: {verdict.violated}: {verdict.message}", markup=False)
-    raise typer.Exit(code=EXIT_OK if verdict.valid else EXIT_FAILURE)
+    if status is not None and not as_json:
+        out_console.print(f"signature: {status}", markup=False)
+    ok = verdict.valid and status in (None, "signed")
+    raise typer.Exit(code=EXIT_OK if ok else EXIT_FAILURE)
+
+
+def _verify_packet_signature(name: str, data: dict[str, Any], key: Any, as_json: bool) -> None:
+    if key is None:
+        raise InputError(f"{name}: a decision packet has no properties to recompute; give --public-key to check its signature")
+    packet = data.get("packet") if signed_kind(data) == "deliberation" else data
+    status = document_status(packet, key) if isinstance(packet, dict) else "unsigned"
+    if as_json:
+        sys.stdout.write(json.dumps({"kind": "packet", "signature": status}, indent=2) + "\n")
+    else:
+        out_console.print(f"decision packet: signature {status}", markup=False)
+    raise typer.Exit(code=EXIT_OK if status == "signed" else EXIT_FAILURE)
 
 
 @app.command("bound")

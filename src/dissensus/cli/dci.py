@@ -40,6 +40,7 @@ from dissensus.dci.task import DCIConfig, Task, load_task
 from dissensus.errors import ConfigError
 from dissensus.io.jsonl import Reject, RejectSink, open_text, read_models
 from dissensus.llm import MODEL_ENV, Budget, LLMError, ModelClient, resolve_model
+from dissensus.signing import sign_document, signer_from_env
 
 __all__ = ["bundled_model", "deliberate_cmd", "judge_cmd"]
 
@@ -106,7 +107,14 @@ def deliberate_cmd(
     client = _client(model, method, max_calls, max_tokens)
     output = asyncio.run(_deliberate(method, task, client, config))
     if as_json:
-        sys.stdout.write(output.model_dump_json() + "\n")
+        signer = signer_from_env()
+        if signer is None:
+            sys.stdout.write(output.model_dump_json() + "\n")
+        else:  # $DISSENSUS_SIGNING_KEY: the decision packet carries a signature
+            data = output.model_dump(mode="json")
+            if data.get("packet") is not None:
+                data["packet"] = sign_document(data["packet"], signer)
+            sys.stdout.write(json.dumps(data, ensure_ascii=False) + "\n")
     else:
         _show(output)
     raise typer.Exit(code=EXIT_OK if output.status == "complete" else EXIT_FAILURE)

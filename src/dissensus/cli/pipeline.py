@@ -40,7 +40,8 @@ from dissensus.pipeline.batch import execute_run, start_run
 from dissensus.pipeline.policy import load_policy
 from dissensus.pipeline.records import CaseRecord
 from dissensus.pipeline.review import final_records, find_item, list_items, resolve
-from dissensus.store.journal import Event, Journal, journal_path
+from dissensus.signing import load_public_key, signer_from_env
+from dissensus.store.journal import Event, Journal, is_postgres_url, journal_path
 
 review_app = typer.Typer(help="The human review queue: escalated cases waiting for a decision.", no_args_is_help=True)
 runs_app = typer.Typer(help="Runs in the journal: list, inspect, export, verify, resume.", no_args_is_help=True)
@@ -49,7 +50,10 @@ app.add_typer(runs_app, name="runs")
 
 JournalOpt = Annotated[
     str | None,
-    typer.Option("--journal", help="Run journal (SQLite). Default: $DISSENSUS_JOURNAL or ./dissensus-journal.sqlite."),
+    typer.Option(
+        "--journal",
+        help="Run journal: an SQLite file or a postgresql:// URL. Default: $DISSENSUS_JOURNAL or ./dissensus-journal.sqlite.",
+    ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
 
@@ -73,9 +77,9 @@ def _fault_hook() -> Callable[[Event], None] | None:
 
 def _open(path: str | None, *, must_exist: bool = False) -> Journal:
     target = journal_path(path)
-    if must_exist and not os.path.exists(target):
+    if must_exist and not is_postgres_url(target) and not os.path.exists(target):
         raise typer.BadParameter(f"journal not found: {target}", param_hint="--journal")
-    return Journal(target, after_append=_fault_hook())
+    return Journal(target, after_append=_fault_hook(), signer=signer_from_env())
 
 
 def _count_lines(path: str) -> int | None:
@@ -435,22 +439,34 @@ def runs_verify(
     run_id: Annotated[str, typer.Argument(help="Run id.")],
     journal: JournalOpt = None,
     json_out: JsonOpt = False,
+    public_key: Annotated[
+        str | None, typer.Option("--public-key", help="Ed25519 public key (PEM): also check the run's signed head.")
+    ] = None,
 ) -> None:
-    """Recompute the run's hash chain; exit 1 when any event was edited, removed or reordered."""
+    """Recompute the run's hash chain; exit 1 when any event was edited, removed, inserted or reordered.
+
+    With --public-key, exit 1 also when the run's head is unsigned or its signature invalid.
+    """
+    key = load_public_key(public_key) if public_key else None
     store = _open(journal, must_exist=True)
     try:
-        report = store.verify(run_id)
+        report = store.verify(run_id, public_key=key)
     finally:
         store.close()
+    ok = report.ok and (key is None or report.signature == "signed")
     if json_out:
         print_json(report)
     elif report.ok:
-        out_console.print(f"run {run_id}: OK, {report.n_events} events, head {report.head_hash}")
+        state = "" if report.finished else " (not finished: interrupted, or its tail was removed)"
+        out_console.print(f"run {run_id}: OK, {report.n_events} events, head {report.head_hash}{state}", highlight=False)
     else:
-        err_console.print(f"run {run_id}: FAILED")
+        err_console.print(f"run {run_id}: FAILED", markup=False)
         for problem in report.problems:
-            err_console.print(f"  {problem}")
-    raise typer.Exit(code=EXIT_OK if report.ok else EXIT_FAILURE)
+            err_console.print(f"  {problem}", markup=False)
+    if key is not None and not json_out:
+        console = out_console if report.signature == "signed" else err_console
+        console.print(f"signature: {report.signature} ({report.signature_detail})", markup=False, highlight=False)
+    raise typer.Exit(code=EXIT_OK if ok else EXIT_FAILURE)
 
 
 @runs_app.command("resume")

@@ -102,9 +102,9 @@ def start_run(
         source = {"path": str(path), "sha256": _sha256_file(path)}
     spec = model or resolve_model_spec(policy, dict(os.environ))
     meta = {"input": source.get("path"), "policy_file": policy_file}
-    info = journal.create_run(run_id, kind=RUN_KIND, meta=meta)
-    journal.append(
-        run_id,
+    # The run and its run.started event are one transaction: a crash leaves neither.
+    # exclusive: of two starts with one --run-id, the second fails cleanly (RunExists).
+    started = (
         "run.started",
         {
             "input": source,
@@ -114,9 +114,9 @@ def start_run(
             "guard_calibration": guard_calibration.model_dump(mode="json") if guard_calibration else None,
             "model": spec,
         },
-        key="run/started",
+        "run/started",
     )
-    return info
+    return journal.create_run(run_id, kind=RUN_KIND, meta=meta, first=started, exclusive=True)
 
 
 def _calibration(policy: Policy, policy_dir: Path | None, policy_file: str | None) -> CalibrationFile | None:
