@@ -60,7 +60,12 @@ from dissensus.convert.zeroeval import iter_zeroeval_panels
 from dissensus.guard import audit
 from dissensus.pipeline.gates import panel_votes
 from dissensus.pipeline.reliability import build_calibration, calibrated_accept, trust_regions
-from dissensus.pipeline.signals import MarkerLexicon, agent_signals, recorded_second_answers
+from dissensus.pipeline.signals import (
+    AgentSignal,
+    MarkerLexicon,
+    agent_signals,
+    recorded_second_answers,
+)
 from dissensus.states import get_backend
 from dissensus.types import Panel
 
@@ -222,8 +227,15 @@ def _guard(p: Panel) -> tuple[str | None, float]:
     return g.answer, g.confidence
 
 
+_SIGNALS: dict[str, list[list[AgentSignal]]] = {}
+
+
 def trust(ds: DataSet, cal: Sequence[int], test: Sequence[int], strata: bool) -> Result:
-    signals = [agent_signals(p, recorded_second_answers(p), OLD_LEXICON) for p in ds.panels]
+    if ds.name not in _SIGNALS:
+        _SIGNALS[ds.name] = [
+            agent_signals(p, recorded_second_answers(p), OLD_LEXICON) for p in ds.panels
+        ]
+    signals = _SIGNALS[ds.name]
     calfile = build_calibration(
         [(signals[i], ds.strata[i] if strata else "all", ds.golds[i]) for i in cal],
         lexicon=OLD_LEXICON,

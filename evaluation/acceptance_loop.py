@@ -99,12 +99,11 @@ def main(argv: list[str] | None = None) -> int:
         ds = load(Path(args.data), name, backend)
         results[name] = simulate(ds, args.round, args.max_reviews)
         print(
-            f"{name} ({len(ds.panels)} cases): reviews done | coverage of the rest | realised precision | cases decided"
+            f"{name} ({len(ds.panels)} cases, {results[name][0][3]} held out for testing, target precision {ds.target}): "
+            "reviews done | test coverage | realised precision"
         )
-        for reviews, cov, prec, pool in results[name]:
-            print(
-                f"  {reviews:5d} | {cov:.3f} | {'  -  ' if prec is None else f'{prec:.3f}'} | {pool}"
-            )
+        for reviews, cov, prec, _ in results[name]:
+            print(f"  {reviews:5d} | {cov:.3f} | {'  -  ' if prec is None else f'{prec:.3f}'}")
     import matplotlib
 
     matplotlib.use("Agg")

@@ -37,7 +37,9 @@ __all__ = [
     "MAX_OPTION_LABELS",
     "LogisticModel",
     "crossfit_scores",
+    "design",
     "feature_list",
+    "fit_arrays",
     "fit_model",
     "score_case",
 ]
@@ -72,7 +74,11 @@ class LogisticModel(BaseModel):
         """``P(right)`` for each row (missing features are 0, unknown ones ignored)."""
         if not rows:
             return np.zeros(0)
-        z = (self.matrix(rows) - np.asarray(self.mean)) / np.asarray(self.scale)
+        return self.predict_matrix(self.matrix(rows))
+
+    def predict_matrix(self, x: np.ndarray) -> np.ndarray:
+        """``P(right)`` for rows already laid out in the order of :attr:`features`."""
+        z = (x - np.asarray(self.mean)) / np.asarray(self.scale)
         logit = z @ np.asarray(self.coef) + self.intercept
         return np.asarray(1.0 / (1.0 + np.exp(-np.clip(logit, -50, 50))))
 
@@ -90,16 +96,56 @@ def feature_list(cases: Sequence[Sequence[Candidate]]) -> list[str]:
     return sorted(names)
 
 
-def _rows(
-    cases: Sequence[Sequence[Candidate]], golds: Sequence[str]
-) -> tuple[list[dict[str, float]], np.ndarray]:
-    rows: list[dict[str, float]] = []
-    y: list[int] = []
-    for cands, gold in zip(cases, golds, strict=True):
+def design(
+    cases: Sequence[Sequence[Candidate]], golds: Sequence[str], features: list[str]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Feature matrix, labels and owning case index of every candidate row."""
+    index = {f: i for i, f in enumerate(features)}
+    n_rows = sum(len(c) for c in cases)
+    x = np.zeros((n_rows, len(features)))
+    y = np.zeros(n_rows, dtype=int)
+    owner = np.zeros(n_rows, dtype=int)
+    r = 0
+    for k, (cands, gold) in enumerate(zip(cases, golds, strict=True)):
         for cand in cands:
-            rows.append(cand.features)
-            y.append(int(cand.label == gold))
-    return rows, np.asarray(y)
+            for name, value in cand.features.items():
+                i = index.get(name)
+                if i is not None:
+                    x[r, i] = value
+            y[r] = int(cand.label == gold)
+            owner[r] = k
+            r += 1
+    return x, y, owner
+
+
+def fit_arrays(x: np.ndarray, y: np.ndarray, features: list[str]) -> LogisticModel:
+    """Fit the logistic model on a feature matrix (columns named by ``features``)."""
+    n = len(features)
+    if len(y) == 0:
+        return LogisticModel(
+            features=features, mean=[0.0] * n, scale=[1.0] * n, coef=[0.0] * n, intercept=0.0
+        )
+    mean = x.mean(axis=0)
+    scale = x.std(axis=0)
+    scale[scale == 0] = 1.0
+    if y.min() == y.max():
+        rate = min(max(float(y.mean()), 1e-6), 1 - 1e-6)
+        return LogisticModel(
+            features=features,
+            mean=mean.tolist(),
+            scale=scale.tolist(),
+            coef=[0.0] * n,
+            intercept=float(np.log(rate / (1 - rate))),
+        )
+    clf = LogisticRegression(C=1.0, solver="liblinear", max_iter=2000)
+    clf.fit((x - mean) / scale, y)
+    return LogisticModel(
+        features=features,
+        mean=mean.tolist(),
+        scale=scale.tolist(),
+        coef=[float(c) for c in clf.coef_[0]],
+        intercept=float(clf.intercept_[0]),
+    )
 
 
 def fit_model(
@@ -107,38 +153,8 @@ def fit_model(
 ) -> LogisticModel:
     """Fit the logistic model on every candidate row of ``cases``."""
     feats = features if features is not None else feature_list(cases)
-    rows, y = _rows(cases, golds)
-    blank = LogisticModel(
-        features=feats,
-        mean=[0.0] * len(feats),
-        scale=[1.0] * len(feats),
-        coef=[0.0] * len(feats),
-        intercept=0.0,
-    )
-    x = blank.matrix(rows)
-    if len(y) == 0:
-        return blank
-    mean = x.mean(axis=0)
-    scale = x.std(axis=0)
-    scale[scale == 0] = 1.0
-    if y.min() == y.max():
-        rate = min(max(float(y.mean()), 1e-6), 1 - 1e-6)
-        return blank.model_copy(
-            update={
-                "mean": mean.tolist(),
-                "scale": scale.tolist(),
-                "intercept": float(np.log(rate / (1 - rate))),
-            }
-        )
-    clf = LogisticRegression(C=1.0, solver="liblinear", max_iter=2000)
-    clf.fit((x - mean) / scale, y)
-    return LogisticModel(
-        features=feats,
-        mean=mean.tolist(),
-        scale=scale.tolist(),
-        coef=[float(c) for c in clf.coef_[0]],
-        intercept=float(clf.intercept_[0]),
-    )
+    x, y, _ = design(cases, golds, feats)
+    return fit_arrays(x, y, feats)
 
 
 def score_case(model: LogisticModel, candidates: Sequence[Candidate]) -> tuple[str | None, float]:
@@ -164,6 +180,7 @@ def crossfit_scores(
     if n < 2:
         return out
     feats = feature_list(cases)
+    x, y, owner = design(cases, golds, feats)
     idx = np.arange(n)
     splits: list[tuple[np.ndarray, np.ndarray]]
     distinct = sorted(set(groups)) if groups is not None else []
@@ -174,7 +191,16 @@ def crossfit_scores(
         k = min(folds, n)
         splits = list(KFold(n_splits=k, shuffle=True, random_state=seed).split(idx))
     for train, test in splits:
-        model = fit_model([cases[i] for i in train], [golds[i] for i in train], feats)
-        for i in test:
-            out[i] = score_case(model, cases[i])
+        rows = np.isin(owner, train)
+        model = fit_arrays(x[rows], y[rows], feats)
+        test_rows = np.flatnonzero(np.isin(owner, test))
+        p = model.predict_matrix(x[test_rows])
+        best: dict[int, tuple[float, int]] = {}
+        for row, prob in zip(test_rows.tolist(), p.tolist(), strict=True):
+            case_k = int(owner[row])
+            if case_k not in best or prob > best[case_k][0]:
+                best[case_k] = (float(prob), row)
+        for case_k, (prob, row) in best.items():
+            pos = row - int(np.flatnonzero(owner == case_k)[0])
+            out[case_k] = (cases[case_k][pos].label, prob)
     return out
