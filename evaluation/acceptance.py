@@ -49,10 +49,10 @@ from threadpoolctl import threadpool_limits
 from dissensus.acceptance import (
     Candidate,
     FeatureSettings,
-    apply_acceptance,
     calibrate,
     select_threshold,
 )
+from dissensus.acceptance.fit import design
 from dissensus.acceptance.prepare import prepare_cases
 from dissensus.convert.llmbar import iter_llmbar_panels
 from dissensus.convert.varierrnli import iter_varierrnli_panels
@@ -168,10 +168,21 @@ def learned(
             min_accepted=MIN_ACCEPTED,
             strata=[ds.strata[i] for i in cal] if strata else None,
         )
-        out = []
-        for i in test:
-            v = apply_acceptance(acc, cases[i])
-            out.append((v.accepted, v.decision))
+        # Vectorised apply_acceptance: best candidate per case, accepted when >= threshold.
+        test_cases = [cases[i] for i in test]
+        x, _, owner = design(test_cases, [ds.golds[i] for i in test], acc.model.features)
+        p = acc.model.predict_matrix(x) if len(owner) else np.zeros(0)
+        best: dict[int, tuple[float, str]] = {}
+        for row, prob in enumerate(p.tolist()):
+            k = int(owner[row])
+            if k not in best or prob > best[k][0]:
+                first = int(np.flatnonzero(owner == k)[0])
+                best[k] = (prob, test_cases[k][row - first].label)
+        out: Result = []
+        for k in range(len(test)):
+            prob, label = best.get(k, (0.0, ""))
+            ok = acc.threshold is not None and k in best and prob >= acc.threshold
+            out.append((ok, label if k in best else None))
         return out
 
     return run

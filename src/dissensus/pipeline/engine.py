@@ -9,9 +9,11 @@
    guard's answer is the panel's. Otherwise the case goes to ``seek_context`` with the
    guard's refusal as the reason.
 4. **Seek context**: a bounded follow-up (:mod:`dissensus.pipeline.followup`), one more
-   reading of the perturbed panel, then *calibrated acceptance*
-   (:mod:`dissensus.pipeline.reliability`): commit when measured reliability says the
-   answer can be trusted, else escalate with the reason.
+   reading of the perturbed panel, then acceptance: *learned acceptance* when an
+   acceptance file is configured (:mod:`dissensus.pipeline.learned`; also when no
+   follow-up could run, on the features the panel has), else the trust regions of
+   :mod:`dissensus.pipeline.reliability`: commit when the measured rule says the answer
+   can be trusted, else escalate with the reason.
 5. **Escalate**: CONCORD first when the case has explicit options and role utilities
    (a certificate commits; a shortfall goes to the human with the record), otherwise a
    human-review item holding the panel, the readings, the positions and value profiles
@@ -37,9 +39,11 @@ from functools import partial
 from typing import Any
 
 from dissensus.errors import DissensusError
+from dissensus.guard.decision import GuardDecision
 from dissensus.pipeline.durable import CaseClient, CaseLog
 from dissensus.pipeline.followup import case_options, live_reask, run_dci
 from dissensus.pipeline.gates import guard_payload, route_payload
+from dissensus.pipeline.learned import learned_payload
 from dissensus.pipeline.negotiate import concord_refusal, has_utilities, run_concord
 from dissensus.pipeline.records import AgentPosition, CaseRecord, ReviewItem, review_id_for
 from dissensus.pipeline.reliability import calibrated_accept
@@ -88,6 +92,8 @@ class _Case:
     second: dict[str, SecondAnswer] = field(default_factory=dict)
     packet: dict[str, Any] | None = None
     concord: dict[str, Any] | None = None
+    figures: dict[str, Any] | None = None
+    """Learned acceptance's figures, once an acceptance file judged the case."""
 
     async def astep(self, step: str, type: str, compute: Callable[[], Awaitable[dict[str, Any]]]) -> dict[str, Any]:
         found = self.log.stored(step)
@@ -105,6 +111,7 @@ class _Case:
             "rule": self.route["rule"],
             "path": list(self.path),
             "usage": self.usage.model_dump(),
+            "acceptance": self.figures,
         }
         base.update(fields)
         return CaseRecord.model_validate(base)
@@ -193,7 +200,7 @@ async def _seek_context(case: _Case, why: str, kind: str | None) -> CaseRecord:
         followup = "dci"
     case.path.append("seek_context")
     if followup == "none" or sc.max_followups == 0:
-        return await _escalate(case, f"{why}; no follow-up configured")
+        return await _accept_or_escalate(case, f"{why}; no follow-up configured")
     if followup == "dci":
         return await _deliberate(case, why)
     last = why
@@ -202,14 +209,14 @@ async def _seek_context(case: _Case, why: str, kind: str | None) -> CaseRecord:
         case.usage.add(Usage.model_validate(got["usage"]))
         if got["source"] == "none":
             case.path.append("followup:unavailable")
-            last = f"{why}; {got['why']}"
-            break
+            return await _accept_or_escalate(case, f"{why}; {got['why']}")
         case.path.append(f"followup:{got['source']}")
         case.second = {a: SecondAnswer.model_validate(v) for a, v in got["answers"].items()}
         second = case.second
         case.reread = case.log.step(f"reread{round_}", "case.reading", partial(_reread, case, second))
         case.path.append(f"reread:{case.reread['state']}")
         case.acceptance = case.log.step(f"acceptance{round_}", "case.acceptance", partial(_accept, case, second))
+        case.figures = case.acceptance.get("figures") or case.figures
         if case.acceptance["accepted"]:
             case.path.append(f"accept:{case.acceptance['basis']}")
             return case.record(
@@ -229,9 +236,39 @@ def _reread(case: _Case, second: dict[str, SecondAnswer]) -> dict[str, Any]:
     return data
 
 
+async def _accept_or_escalate(case: _Case, why: str) -> CaseRecord:
+    """No follow-up ran: learned acceptance (when configured) judges the panel as it is."""
+    if case.rt.learned is None:
+        return await _escalate(case, why)
+    case.acceptance = case.log.step("acceptance", "case.acceptance", partial(_accept, case, {}))
+    case.figures = case.acceptance.get("figures") or case.figures
+    if case.acceptance["accepted"]:
+        case.path.append("accept:learned")
+        return case.record(
+            action="auto_explain",
+            decision=case.acceptance["decision"],
+            auto=True,
+            basis="learned",
+            reason=f"{why}; {case.acceptance['reason']}",
+        )
+    case.path.append("accept:refused")
+    return await _escalate(case, f"{why}; {case.acceptance['reason']}")
+
+
 def _accept(case: _Case, second: dict[str, SecondAnswer]) -> dict[str, Any]:
     acc = case.rt.policy.acceptance
     signals = agent_signals(case.panel, second, acc.markers)
+    if case.rt.learned is not None:
+        raw = (case.guard or {}).get("decision")
+        learned = learned_payload(
+            case.rt.learned,
+            case.panel,
+            reading=case.reading,
+            guard=GuardDecision.model_validate(raw) if raw else None,
+            second=second,
+        )
+        learned["signals"] = [s.model_dump(mode="json") for s in signals]
+        return learned
     result = calibrated_accept(
         signals,
         case.rt.regions,
