@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -12,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from cli_helpers import run_cli
 from dissensus.errors import DissensusError, InputError
 from dissensus.pipeline import decide, policy_from_dict
 from dissensus.pipeline.review import (
@@ -73,7 +75,7 @@ def test_unknown_or_malformed_review_ids_are_input_errors(tmp_path: Path) -> Non
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "dissensus", *args], capture_output=True, text=True, check=False)
+    return run_cli(*args)
 
 
 def test_cli_review_list_show_resolve(tmp_path: Path) -> None:
@@ -344,3 +346,25 @@ def test_reviewers_taking_the_next_item_at_once_each_get_a_different_one(journal
                 held = j.current_claim(review_id)
                 assert held is not None and held.who == name
                 assert claim_next(j, name, ttl=60).item.review_id == review_id  # type: ignore[union-attr]
+
+
+def test_a_kill_during_review_resolve_never_leaves_half_a_resolution(tmp_path: Path) -> None:
+    """SIGKILL right after the first journalled event of `review resolve`: before, that
+    left review.resolved without case.resolved; now both are one commit."""
+    path = tmp_path / "j.sqlite"
+    with Journal(path) as journal:
+        review_id = _escalated(journal, "R")
+    env = {**os.environ, "DISSENSUS_FAULT_KILL_AFTER": "1"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "dissensus", "review", "resolve", review_id, "--decision", "2", "--note", "n", "--journal", str(path)],
+        capture_output=True,
+        text=True,
+        check=False,
+        env=env,
+    )
+    assert proc.returncode == -9
+    with Journal(path) as j:
+        types = [e.type for e in j.events("R")]
+        assert types[-2:] == ["review.resolved", "case.resolved"]
+        assert [r.action for r in final_records(j, "R")] == ["human"]
+        assert j.verify("R").ok

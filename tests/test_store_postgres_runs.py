@@ -17,6 +17,7 @@ import pytest
 from dissensus.cli import main
 from dissensus.pipeline.review import final_records
 from dissensus.store import Journal, canonical, chain_hash
+from fault_runner import install
 from pipeline_cases import crash_script, mixed_batch, write_jsonl, write_policy
 from store_backends import pg_schema, pg_url
 
@@ -27,13 +28,14 @@ def pg() -> Iterator[str]:
         yield url
 
 
-def _child(argv: list[str], env: dict[str, str]) -> None:
-    os.environ.update(env)
+def _child(argv: list[str], kill_after: int | None) -> None:
+    if kill_after is not None:
+        install(kill_after, signal.SIGKILL)
     os._exit(main(argv))
 
 
-def _forked(argv: list[str], env: dict[str, str] | None = None) -> int | None:
-    proc = multiprocessing.get_context("fork").Process(target=_child, args=(argv, env or {}))
+def _forked(argv: list[str], kill_after: int | None = None) -> int | None:
+    proc = multiprocessing.get_context("fork").Process(target=_child, args=(argv, kill_after))
     proc.start()
     proc.join(timeout=300)
     return proc.exitcode
@@ -79,7 +81,7 @@ def test_decide_verify_export_resume_on_postgresql(tmp_path: Path, pg: str) -> N
         assert canonical(e["payload"]) == canonical(json.loads(json.dumps(e["payload"])))
         prev = e["hash"]
 
-    killed = _forked(_decide(tmp_path, pg, "killed"), {"DISSENSUS_FAULT_KILL_AFTER": "9"})
+    killed = _forked(_decide(tmp_path, pg, "killed"), 9)
     assert killed == -signal.SIGKILL
     with Journal(pg) as j:
         assert j.verify("killed").ok and not j.verify("killed").finished
