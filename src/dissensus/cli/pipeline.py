@@ -68,6 +68,7 @@ from dissensus.errors import InputError
 from dissensus.io.jsonl import RejectSink, write_jsonl_line
 from dissensus.llm.resolve import check_model_spec
 from dissensus.pipeline.batch import execute_run, start_run
+from dissensus.pipeline.learned import guarantee_sentence
 from dissensus.pipeline.policy import load_policy
 from dissensus.pipeline.records import CaseRecord
 from dissensus.pipeline.review import final_records, find_item, list_items, resolve
@@ -255,6 +256,9 @@ def _summary(records: list[CaseRecord], rejected: int, run_id: str, journal: str
         + (f", {duplicates} duplicate panel id(s)" if duplicates else "")
     )
     out_console.print("by action: " + ", ".join(f"{k} {v}" for k, v in sorted(actions.items())))
+    figures = next((r.acceptance for r in records if r.acceptance is not None), None)
+    if figures is not None:
+        out_console.print(guarantee_sentence(figures), soft_wrap=True)
     if escalated:
         program = _program()
         out_console.print("review them:")
@@ -336,6 +340,9 @@ def decide_cmd(
     run_id: Annotated[str | None, typer.Option("--run-id", help="Id of the new run (default: random).")] = None,
     similarity: Annotated[str | None, typer.Option("--similarity", help="Override the policy's similarity backend (minilm, tfidf).")] = None,
     model: Annotated[str | None, typer.Option("--model", help="Model spec for live follow-ups (default: policy, $DISSENSUS_MODEL).")] = None,
+    acceptance: Annotated[
+        str | None, typer.Option("--acceptance", help="Learned acceptance file (dissensus calibrate-acceptance); overrides acceptance.model.")
+    ] = None,
 ) -> None:
     """Decide every panel: read -> guard -> route -> protocol -> record, journalled and resumable."""
     target = journal_path(journal)
@@ -346,7 +353,15 @@ def decide_cmd(
         check_model_spec(spec)
     with _journal(target, must_exist=False) as store:
         info = start_run(
-            store, panels, pol, policy_file=policy, policy_dir=pol_dir, run_id=run_id, model=model, similarity=similarity
+            store,
+            panels,
+            pol,
+            policy_file=policy,
+            policy_dir=pol_dir,
+            run_id=run_id,
+            model=model,
+            similarity=similarity,
+            acceptance=acceptance,
         )
         total = count_lines(panels) if progress_enabled() else None
         code = _run(store, info.run_id, json_out=json_out, output=output, rejects=rejects, total=total)
