@@ -102,6 +102,14 @@ def start_run(
         if acceptance
         else load_learned_data(policy.acceptance.model, policy_dir, policy_file=policy_file, field="acceptance.model")
     )
+    calibrated_with = (learned or {}).get("settings", {}).get("similarity")
+    if calibrated_with and calibrated_with != policy.reading.similarity:
+        raise ConfigError(
+            f"the acceptance file was calibrated with similarity {calibrated_with!r}, "
+            f"the policy reads with {policy.reading.similarity!r}",
+            file=policy_file,
+            field="reading.similarity",
+        )
     guard_calibration = _guard_calibration(policy, policy_dir, policy_file)
     source: dict[str, Any]
     if input_path == "-":
