@@ -119,8 +119,10 @@ def _varierr_gold(p: Panel) -> str | None:
     return str(best[0]) if len(best) == 1 else None
 
 
-def load(data: Path, which: str, backend: object, limit: int | None = None) -> DataSet:
-    settings = FeatureSettings(similarity=getattr(backend, "name", None), reasoning=True)
+def load(
+    data: Path, which: str, backend: object, limit: int | None = None, reasoning: bool = True
+) -> DataSet:
+    settings = FeatureSettings(similarity=getattr(backend, "name", None), reasoning=reasoning)
     target = TARGET
     if which == "llmbar":
         panels = list(iter_llmbar_panels(data / "llmbar", "Swap_CoT", on_skip=lambda s: None))
@@ -264,9 +266,12 @@ def trust(ds: DataSet, cal: Sequence[int], test: Sequence[int], strata: bool) ->
 def methods(
     ds: DataSet,
 ) -> dict[str, Callable[[DataSet, Sequence[int], Sequence[int], bool], Result]]:
+    with_reasoning = any(
+        k.startswith("cand.reasoning_") for cs in ds.cases for c in cs for k in c.features
+    )
     return {
         "learned": learned(no_reasoning(ds.cases)),
-        "learned + reasoning": learned(ds.cases),
+        **({"learned + reasoning": learned(ds.cases)} if with_reasoning else {}),
         "plain stacker": learned(stacker(ds.cases)),
         "majority vote share": _scored(_majority),
         "guard posterior": _scored(_guard),
@@ -337,13 +342,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--limit", type=int, default=None, help="first N cases per data set (development)"
     )
+    parser.add_argument(
+        "--no-reasoning",
+        default="",
+        help="data sets measured without the reasoning-feature variant",
+    )
     args = parser.parse_args(argv)
     # One BLAS thread: many small fits, where thread start-up costs more than it saves.
     threadpool_limits(1)
     backend = get_backend(args.similarity)
     data = Path(args.data)
     t0 = time.time()
-    sets = [load(data, name, backend, args.limit) for name in args.sets.split(",")]
+    skip = set(args.no_reasoning.split(","))
+    sets = [
+        load(data, name, backend, args.limit, reasoning=name not in skip)
+        for name in args.sets.split(",")
+    ]
     print(
         f"features computed in {time.time() - t0:.0f}s (similarity {backend.name}); target precision "
         + ", ".join(f"{ds.name} {ds.target}" for ds in sets)

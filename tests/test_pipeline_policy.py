@@ -64,14 +64,25 @@ def test_cli_exits_2_and_names_the_field(tmp_path: Path) -> None:
 
 
 def test_shipped_llmbar_policy_and_calibration_load(repo_root: Path) -> None:
+    from dissensus.acceptance import load_acceptance
+
     policy, base = load_policy(repo_root / "examples" / "llmbar-policy.yaml")
-    assert policy.acceptance.calibration
+    assert policy.acceptance.model and policy.acceptance.calibration is None
     assert base is not None
-    cal = load_calibration(base / policy.acceptance.calibration, policy.acceptance.markers)
+    acc = load_acceptance(base / policy.acceptance.model)
+    assert acc.settings.similarity == policy.reading.similarity
+    assert acc.settings.markers is None and acc.calibration_n == 326
+    assert not any(f.startswith("cand.margin") for f in acc.features)
+    # The trust-region file stays loadable with the lexicon it was built with.
+    lexicon = MarkerLexicon(
+        concession=("however", "both", "also", "more detailed", "more comprehensive"),
+        grounding=("instruction", "instructions"),
+    )
+    cal = load_calibration(repo_root / "examples" / "llmbar-reliability.json", lexicon)
     assert {"GPT-4", "ChatGPT", "PaLM2"} <= set(cal.agents)
     assert all(s.startswith("llmbar/") for s in cal.built_from)
     with pytest.raises(ConfigError) as err:
-        load_calibration(base / policy.acceptance.calibration, MarkerLexicon(concession=("maybe",)))
+        load_calibration(repo_root / "examples" / "llmbar-reliability.json", MarkerLexicon(concession=("maybe",)))
     assert err.value.field == "lexicon"
 
 
