@@ -9,7 +9,8 @@ labels are used for scoring only) and pooled over the splits:
   sends it to ``auto`` or ``auto_explain``; the decision is the panel's plurality;
 * (ii) **the composed pipeline** (``examples/llmbar-policy.yaml`` in trust-region mode,
   with the split's reliability calibration and the marker lexicon the trust regions
-  shipped with; learned acceptance is measured by ``evaluation/acceptance.py``): read -> guard -> route -> seek_context (the recorded swapped-order
+  shipped with; learned acceptance is measured by ``evaluation/acceptance.py``):
+  read -> route -> guard (of the automatic routes) -> seek_context (the recorded swapped-order
   answers are the re-ask) -> calibrated acceptance -> record.
 
 Precision = share of auto-accepted decisions equal to the gold label; coverage = share

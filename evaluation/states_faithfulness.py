@@ -63,6 +63,7 @@ from typing import Any
 import numpy as np
 
 from dissensus.convert import Skipped, iter_llmbar_panels, iter_varierrnli_panels
+from dissensus.pipeline.signals import recorded_second_answers
 from dissensus.states.reading import Reading, Thresholds, read_from_matrix, read_panels
 from dissensus.states.similarity import SimilarityBackend, get_backend
 from dissensus.types import Panel
@@ -331,10 +332,11 @@ def report_swap(corpus: Corpus, out: Callable[[str], None]) -> None:
     states = np.array([r.state.value for r in corpus.readings])
     flips = []
     for panel in corpus.panels:
+        again = recorded_second_answers(panel)
         pairs = [
-            (o.decision, (o.model_extra or {}).get("swap_decision"))
+            (o.decision, again[o.agent].decision)
             for o in panel.outputs
-            if o.decision is not None and (o.model_extra or {}).get("swap_decision") is not None
+            if o.decision is not None and o.agent in again and again[o.agent].decision is not None
         ]
         flips.append(sum(a != b for a, b in pairs) / len(pairs) if pairs else math.nan)
     flip = np.array(flips)

@@ -56,7 +56,6 @@ class JournalCases:
 
 def labelled_from_journal(journal: Journal, run_ids: Sequence[str] | None = None) -> JournalCases:
     """Every resolved review item of ``run_ids`` (all runs when empty) as a labelled case."""
-    from dissensus.guard.decision import GuardDecision
     from dissensus.states import Reading
 
     out = JournalCases()
@@ -75,8 +74,7 @@ def labelled_from_journal(journal: Journal, run_ids: Sequence[str] | None = None
                 item = ReviewItem.model_validate(review.payload)
                 panel = Panel.model_validate(item.panel)
                 reading = Reading.model_validate(item.reading)
-                guard_raw = (item.guard or {}).get("decision")
-                guard = GuardDecision.model_validate(guard_raw) if guard_raw else None
+                guard = item.guard.decision if item.guard is not None else None
             except ValidationError:
                 out.unreadable += 1
                 continue
