@@ -19,7 +19,7 @@ Usage::
 
 Choices (the seed is silent on all of them):
 
-* theta_s is calibrated per corpus with :func:`dissensus.states.calibrate.calibrate`'s
+* theta_s is calibrated per corpus with :func:`dissensus.states.theta_fit.calibrate`'s
   rule: the ``--quantile`` (default 0.5, the median) of the per-panel mean reasoning
   similarity of that corpus; theta_a is 0.8 (the library default: with 6 judges, at least
   5 of the voters agree; with 4 annotators, unanimity).
@@ -97,7 +97,7 @@ def read_corpus(
 ) -> Corpus:
     """Read every panel once, calibrate theta_s at ``quantile``, then assign states."""
     probe = read_panels(panels, backend, Thresholds(theta_s=0.0, theta_a=theta_a))
-    # Same rule as dissensus.states.calibrate (linear-interpolated quantile of the
+    # Same rule as dissensus.states.theta_fit (linear-interpolated quantile of the
     # per-panel mean similarity), applied to the matrices already computed.
     theta_s = float(np.quantile([r.mean_similarity for r in probe], quantile))
     thresholds = Thresholds(theta_s=theta_s, theta_a=theta_a)

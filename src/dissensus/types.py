@@ -283,6 +283,26 @@ class Usage(BaseModel):
     def total_tokens(self) -> int:
         return self.prompt_tokens + self.completion_tokens
 
+    def __add__(self, other: Usage) -> Usage:
+        """The usage of both (a new object)."""
+        return Usage(
+            calls=self.calls + other.calls,
+            attempts=self.attempts + other.attempts,
+            prompt_tokens=self.prompt_tokens + other.prompt_tokens,
+            completion_tokens=self.completion_tokens + other.completion_tokens,
+            cost=self.cost + other.cost,
+        )
+
+    def __sub__(self, other: Usage) -> Usage:
+        """The usage since ``other`` was taken, when ``other`` is an earlier snapshot."""
+        return Usage(
+            calls=self.calls - other.calls,
+            attempts=self.attempts - other.attempts,
+            prompt_tokens=self.prompt_tokens - other.prompt_tokens,
+            completion_tokens=self.completion_tokens - other.completion_tokens,
+            cost=self.cost - other.cost,
+        )
+
     def add(self, other: Usage) -> None:
         """Add ``other`` into this usage in place."""
         self.calls += other.calls

@@ -1,0 +1,119 @@
+"""CLI command ``dissensus serve``: the decision layer as an HTTP service (extra ``serve``).
+
+* ``dissensus serve [--journal PATH] [--host 127.0.0.1] [--port 8000] [--policy FILE]
+  [--tokens FILE] [--max-body-bytes N] [--max-panels N] [--timeout S] [--claim-ttl S]``
+* ``dissensus serve-token NAME ROLE`` prints a fresh token (once) and the line to add to
+  the tokens file (its sha256, the name, the role).
+
+A ``--host`` other than loopback without ``--tokens`` is refused (exit 2). FastAPI,
+uvicorn, Jinja2 and python-multipart come with ``pip install 'dissensus[serve]'``; without
+them the command says so (exit 2). See ``docs/serve.md``.
+"""
+
+from __future__ import annotations
+
+import gc
+from typing import Annotated
+
+import typer
+
+from dissensus.cli.app import app
+from dissensus.cli.common import EXIT_OK, err_console, out_console
+from dissensus.errors import ConfigError
+from dissensus.store.journal import journal_path
+
+__all__ = ["serve_command", "serve_token_command"]
+
+
+@app.command("serve")
+def serve_command(
+    journal: Annotated[
+        str | None,
+        typer.Option(
+            "--journal",
+            help="Run journal. Default: $DISSENSUS_JOURNAL or ./dissensus-journal.sqlite.",
+        ),
+    ] = None,
+    host: Annotated[
+        str, typer.Option("--host", help="Interface to listen on (non-loopback needs --tokens).")
+    ] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", min=0, max=65535, help="TCP port.")] = 8000,
+    policy: Annotated[
+        str | None,
+        typer.Option("--policy", help="Pipeline policy (YAML) for every decide request."),
+    ] = None,
+    tokens: Annotated[
+        str | None, typer.Option("--tokens", help="Tokens file: 'token_sha256 name role' per line.")
+    ] = None,
+    max_body_bytes: Annotated[
+        int, typer.Option("--max-body-bytes", min=1024, help="Largest request body (413 above).")
+    ] = 8 * 1024 * 1024,
+    max_panels: Annotated[
+        int, typer.Option("--max-panels", min=1, help="Most panels per request (413 above).")
+    ] = 1000,
+    timeout: Annotated[
+        float, typer.Option("--timeout", min=0.001, help="Request timeout in seconds (504 after).")
+    ] = 60.0,
+    claim_ttl: Annotated[
+        float, typer.Option("--claim-ttl", min=0.001, help="Seconds a review claim holds.")
+    ] = 900.0,
+) -> None:
+    """Serve decide, review and runs over HTTP, with the web review queue at /review."""
+    try:
+        import uvicorn
+
+        from dissensus.serve import ServeSettings, check_exposure, create_app
+    except ImportError as exc:
+        raise ConfigError(
+            f"dissensus serve needs the 'serve' extra (pip install 'dissensus[serve]'): {exc}"
+        ) from exc
+    settings = ServeSettings(
+        journal=journal_path(journal),
+        host=host,
+        port=port,
+        policy=policy,
+        tokens=tokens,
+        max_body_bytes=max_body_bytes,
+        max_panels=max_panels,
+        request_timeout_s=timeout,
+        claim_ttl_s=claim_ttl,
+    )
+    check_exposure(settings)
+    application = create_app(settings)
+    auth = (
+        f"{len(application.state.service.tokens)} token(s)"
+        if application.state.service.tokens
+        else "no authentication (loopback)"
+    )
+    err_console.print(
+        f"dissensus serve: journal {settings.journal}, {auth}; review page http://{host}:{port}/review",
+        highlight=False,
+    )
+    # Everything alive now (modules, schemas, the app) lives until exit: moving it out of
+    # the collector's reach keeps each request's garbage collections small.
+    gc.freeze()
+    uvicorn.run(
+        application,
+        host=host,
+        port=port,
+        log_level="warning",
+        access_log=False,
+        timeout_graceful_shutdown=5,
+    )
+    raise typer.Exit(code=EXIT_OK)
+
+
+@app.command("serve-token")
+def serve_token_command(
+    name: Annotated[
+        str, typer.Argument(help="Who the token is for (recorded with every resolution).")
+    ],
+    role: Annotated[str, typer.Argument(help="submit, review or admin.")],
+) -> None:
+    """Make a token: prints the token (keep it secret) and the line for the tokens file."""
+    from dissensus.serve.auth import token_line
+
+    token, line = token_line(name, role)
+    out_console.print(f"token (shown once): {token}", highlight=False)
+    out_console.print(f"tokens-file line:   {line}", highlight=False)
+    raise typer.Exit(code=EXIT_OK)

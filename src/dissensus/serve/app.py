@@ -1,0 +1,606 @@
+"""``dissensus serve``: the decision layer as an HTTP service (FastAPI).
+
+Every endpoint is an adapter over the library call the CLI makes: ``POST /v1/decide``
+runs :func:`dissensus.pipeline.execute_run` (:mod:`.runs`), the review endpoints go
+through :class:`~dissensus.serve.journal_adapter.ReviewDesk`, and route / vote /
+negotiate / verify / bound through :mod:`.library_calls`. The review page is
+:mod:`.review_page`. See ``docs/serve.md`` for every endpoint, status code and limit.
+
+Choices where the design is silent:
+
+* Errors are ``{"error": message, "field": path-or-null}``: 400 unreadable body,
+  401 no or unknown token, 403 wrong role, 404 unknown run / review item, 409 conflict
+  (stale content hash, already resolved (with who and when), claimed by another
+  reviewer, run not finished), 413 body or panel count over the limit, 422 invalid
+  input (with the field path the CLI would name), 504 request timeout.
+* A single panel answers with its record; a list answers ``{run_id, status, records,
+  rejects}`` (status 200 also when some items were rejected, as the CLI still decides
+  the rest; ``rejected`` counts them).
+* The journal is used from the event loop only (every handler is ``async``), so one
+  connection serves the whole process; SQLite's own locking serialises it with other
+  processes (the CLI) sharing the file.
+* ``/v1`` takes bearer tokens only (no cookies), so it needs no CSRF protection; the
+  review page takes its session cookie and checks a CSRF token on every form.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import Depends, FastAPI, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from dissensus.errors import ConfigError, DissensusError, InputError
+from dissensus.guard import Calibration, CorrelatedConsensusError, GuardSettings
+from dissensus.pipeline import Policy, load_policy
+from dissensus.pipeline.batch import _guard_calibration
+from dissensus.serve import library_calls
+from dissensus.serve.auth import (
+    LOCAL,
+    Principal,
+    Role,
+    SessionStore,
+    TokenStore,
+    allows,
+    load_tokens,
+)
+from dissensus.serve.journal_adapter import (
+    AlreadyResolved,
+    ClaimConflict,
+    ReviewDesk,
+    StaleContent,
+    UnknownItem,
+    content_sha256,
+    open_journal,
+)
+from dissensus.serve.limits import BodyLimit, RequestTimeout
+from dissensus.serve.runs import Runner, item_line
+from dissensus.serve.settings import ServeSettings
+from dissensus.signing import signer_from_env
+from dissensus.store.journal import Journal, UnknownRun
+from dissensus.types import Panel, VoteCase
+
+__all__ = ["ApiError", "Service", "create_app"]
+
+
+class ApiError(Exception):
+    """An error answered as ``{error, field}`` with ``status``."""
+
+    def __init__(self, status: int, error: str, field: str | None = None, **extra: Any) -> None:
+        super().__init__(error)
+        self.status = status
+        self.error = error
+        self.field = field
+        self.extra = extra
+
+
+class Service:
+    """What every request shares: settings, journal, policy, tokens, runs, review desk."""
+
+    def __init__(
+        self,
+        settings: ServeSettings,
+        journal: Journal,
+    ) -> None:
+        self.settings = settings
+        self.journal = journal
+        policy, policy_dir = load_policy(settings.policy) if settings.policy else (Policy(), None)
+        self.policy = policy
+        self.tokens: TokenStore | None = load_tokens(settings.tokens) if settings.tokens else None
+        self.sessions = SessionStore(settings.session_ttl_s)
+        self.runner = Runner(
+            journal,
+            policy,
+            policy_file=settings.policy,
+            policy_dir=policy_dir,
+            environ=dict(os.environ),
+        )
+        self.desk = ReviewDesk(journal, claim_ttl_s=settings.claim_ttl_s)
+        self.guard_calibration: Calibration | None = _guard_calibration(
+            policy, policy_dir, settings.policy
+        )
+
+    def authenticate(self, request: Request) -> Principal:
+        """The bearer token's principal (401 without a valid one)."""
+        if self.tokens is None:
+            return LOCAL
+        header = request.headers.get("authorization", "")
+        scheme, _, token = header.partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            raise ApiError(
+                401, "missing bearer token (Authorization: Bearer TOKEN)", "Authorization"
+            )
+        principal = self.tokens.authenticate(token.strip())
+        if principal is None:
+            raise ApiError(401, "unknown token", "Authorization")
+        return principal
+
+
+def _service(request: Request) -> Service:
+    service: Service = request.app.state.service
+    return service
+
+
+def require(role: Role) -> Callable[[Request], Awaitable[Principal]]:
+    """A dependency: the caller's principal, which must have ``role`` (403 otherwise)."""
+
+    async def dependency(request: Request) -> Principal:
+        principal = _service(request).authenticate(request)
+        if not allows(principal, role):
+            raise ApiError(
+                403,
+                f"the token of {principal.name} has role {principal.role}; this needs {role}",
+                "Authorization",
+            )
+        return principal
+
+    return dependency
+
+
+def _field_of(loc: tuple[int | str, ...] | list[int | str]) -> str | None:
+    parts = [str(p) for p in loc if p not in ("body", "query", "path", "header")]
+    return ".".join(parts) or None
+
+
+def _error(status: int, error: str, field: str | None = None, **extra: Any) -> JSONResponse:
+    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+    return JSONResponse(
+        {"error": error, "field": field, **extra}, status_code=status, headers=headers
+    )
+
+
+def _install_errors(app: FastAPI) -> None:
+    @app.exception_handler(ApiError)
+    async def api_error(_: Request, exc: ApiError) -> JSONResponse:
+        return _error(exc.status, exc.error, exc.field, **exc.extra)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
+        first = exc.errors()[0]
+        return _error(
+            422, str(first.get("msg", "invalid request")), _field_of(first.get("loc", ()))
+        )
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        return _error(exc.status_code, str(exc.detail))
+
+    @app.exception_handler(DissensusError)
+    async def dissensus_error(_: Request, exc: DissensusError) -> JSONResponse:
+        if isinstance(exc, AlreadyResolved):
+            return _error(409, str(exc), None, resolved_by=exc.reviewer, resolved_at=exc.at)
+        if isinstance(exc, ClaimConflict):
+            return _error(409, str(exc), None, claimed_by=exc.holder, claimed_until=exc.expires)
+        if isinstance(exc, StaleContent):
+            return _error(409, str(exc), "content_sha256")
+        if isinstance(exc, UnknownItem | UnknownRun):
+            return _error(404, str(exc))
+        if isinstance(exc, ConfigError):
+            return _error(422, str(exc), exc.field)
+        if isinstance(exc, InputError):
+            return _error(400, str(exc))
+        if isinstance(exc, CorrelatedConsensusError):
+            return _error(409, str(exc))
+        return _error(409, str(exc))
+
+
+async def _json_body(request: Request) -> Any:
+    raw = await request.body()
+    if not raw.strip():
+        raise ApiError(400, "empty request body", "<body>")
+    try:
+        return json.loads(raw)
+    except UnicodeDecodeError:
+        raise ApiError(400, "request body is not UTF-8", "<encoding>") from None
+    except json.JSONDecodeError as exc:
+        raise ApiError(400, f"invalid JSON: {exc.msg}", "<json>") from None
+
+
+def _items(body: Any, limit: int, what: str) -> tuple[list[Any], bool]:
+    """``(items, single)`` of a body that is one object or a list of them."""
+    if isinstance(body, dict):
+        return [body], True
+    if not isinstance(body, list):
+        raise ApiError(422, f"expected a {what} object or a list of them", "<root>")
+    if not body:
+        raise ApiError(422, f"no {what}s in the list", "<root>")
+    if len(body) > limit:
+        raise ApiError(413, f"{len(body)} {what}s in one request; at most {limit}", "<root>")
+    return body, False
+
+
+def _reject(index: int, error: ValidationError | None) -> dict[str, Any]:
+    if error is None:
+        return {"index": index, "field": "<root>", "error": "expected a JSON object"}
+    first = error.errors()[0]
+    message = str(first["msg"]).removeprefix("Value error, ")
+    return {
+        "index": index,
+        "field": ".".join(str(p) for p in first["loc"]) or "<root>",
+        "error": message,
+    }
+
+
+def _validated(
+    model: type[Any], items: list[Any]
+) -> tuple[list[tuple[int, Any]], list[dict[str, Any]]]:
+    """Items validated as the CLI validates JSONL lines: ``([(index, model)], [reject])``.
+
+    The item is the parsed JSON of a line, so the reject names the same field path and
+    message as :func:`dissensus.io.jsonl.parse_line` (a test pins that).
+    """
+    good: list[tuple[int, Any]] = []
+    rejects: list[dict[str, Any]] = []
+    for index, item in enumerate(items):
+        if not isinstance(item, dict):
+            rejects.append(_reject(index, None))
+            continue
+        try:
+            good.append((index, model.model_validate(item)))
+        except ValidationError as exc:
+            rejects.append(_reject(index, exc))
+    return good, rejects
+
+
+def _single_or_422(rejects: list[dict[str, Any]]) -> None:
+    if rejects:
+        raise ApiError(422, rejects[0]["error"], rejects[0]["field"])
+
+
+class ResolveBody(BaseModel):
+    """A reviewer's resolution. The reviewer is the token's name, never a field here."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    decision: str = Field(min_length=1)
+    """The decision taken (normally one of the item's options)."""
+    note: str = Field(min_length=1)
+    """Why (required, as ``review resolve --note``); journalled with the resolution."""
+    content_sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+    """sha256 of the case content the reviewer saw (``content_sha256`` of ``GET /v1/review/{id}``)."""
+
+
+_PANELS_BODY: dict[str, Any] = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            "application/json": {
+                "schema": {
+                    "oneOf": [
+                        {"type": "object", "title": "Panel"},
+                        {"type": "array", "items": {"type": "object", "title": "Panel"}},
+                    ],
+                    "description": "One panel or a list of panels, each as one line of the JSONL input format.",
+                }
+            }
+        },
+    }
+}
+
+
+def create_app(
+    settings: ServeSettings | None = None,
+    *,
+    journal: Journal | None = None,
+) -> FastAPI:
+    """The service over ``settings.journal`` (or an already open ``journal``)."""
+    settings = settings or ServeSettings()
+    owned = journal is None
+    store = (
+        journal if journal is not None else open_journal(settings.journal, signer=signer_from_env())
+    )
+    service = Service(settings, store)
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        yield
+        await service.runner.close()
+        if owned:
+            store.close()
+
+    app = FastAPI(
+        title="dissensus",
+        summary="Decide under disagreement: the decision layer as an HTTP service.",
+        version=_version(),
+        lifespan=lifespan,
+    )
+    app.state.service = service
+    _install_errors(app)
+    _routes(app)
+    from dissensus.serve.review_page import install as install_review_page
+
+    install_review_page(app)
+    app.add_middleware(RequestTimeout, seconds=settings.request_timeout_s)
+    app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+    return app
+
+
+def _version() -> str:
+    from dissensus import __version__
+
+    return __version__
+
+
+def _routes(app: FastAPI) -> None:
+    submit = Depends(require("submit"))
+    review = Depends(require("review"))
+
+    @app.get("/healthz", tags=["service"])
+    async def healthz() -> dict[str, str]:
+        """The process is up."""
+        return {"status": "ok"}
+
+    @app.get("/readyz", tags=["service"])
+    async def readyz(request: Request) -> JSONResponse:
+        """The journal is reachable."""
+        try:
+            _service(request).journal.run("readyz-probe", missing_ok=True)
+        except Exception as exc:  # any failure means not ready
+            return _error(503, f"journal unreachable: {exc}")
+        return JSONResponse({"status": "ready"})
+
+    # -- decide and runs ------------------------------------------------------------------
+
+    @app.post("/v1/decide", tags=["decide"], openapi_extra=_PANELS_BODY, status_code=200)
+    async def decide(
+        request: Request,
+        principal: Principal = submit,
+        run_async: bool = Query(
+            False, alias="async", description="Answer 202 with the run id at once."
+        ),
+    ) -> Response:
+        """Decide a panel or a list of panels (one run); records as ``dissensus decide --json``."""
+        service = _service(request)
+        items, single = _items(await _json_body(request), service.settings.max_panels, "panel")
+        if single:
+            _single_or_422(_validated(Panel, items)[1])
+        state = service.runner.start([item_line(i) for i in items], submitted_by=principal.name)
+        links = {"run": f"/v1/runs/{state.run_id}", "events": f"/v1/runs/{state.run_id}/events"}
+        if run_async:
+            return JSONResponse(
+                {"run_id": state.run_id, "status": state.status, "links": links}, status_code=202
+            )
+        try:
+            await asyncio.wait_for(service.runner.wait(state), service.settings.request_timeout_s)
+        except TimeoutError:
+            raise ApiError(
+                504,
+                f"the run took longer than {service.settings.request_timeout_s:g} s; it goes on: poll {links['run']}",
+                None,
+                run_id=state.run_id,
+            ) from None
+        if state.status != "finished":
+            raise ApiError(
+                500, f"run {state.run_id} {state.status}: {state.error}", None, run_id=state.run_id
+            )
+        headers = {"X-Dissensus-Run": state.run_id}
+        if single:
+            return JSONResponse(state.records[0].model_dump(mode="json"), headers=headers)
+        return JSONResponse(
+            {
+                "run_id": state.run_id,
+                "status": state.status,
+                "rejected": len(state.rejects),
+                "records": [r.model_dump(mode="json") for r in state.records],
+                "rejects": state.rejects,
+            },
+            headers=headers,
+        )
+
+    @app.get("/v1/runs", tags=["runs"])
+    async def runs_list(request: Request, _: Principal = submit) -> list[dict[str, Any]]:
+        """Every run of the journal (as ``dissensus runs list --json``)."""
+        journal = _service(request).journal
+        return [
+            {**info.model_dump(), "finished": journal.get(info.run_id, "run/finished") is not None}
+            for info in journal.runs()
+        ]
+
+    @app.get("/v1/runs/{run_id}", tags=["runs"])
+    async def runs_show(run_id: str, request: Request, _: Principal = submit) -> dict[str, Any]:
+        """A run's status, final records (human resolutions included) and rejects."""
+        return _service(request).runner.describe(run_id)
+
+    @app.get("/v1/runs/{run_id}/events", tags=["runs"])
+    async def runs_events(
+        run_id: str, request: Request, _: Principal = submit
+    ) -> StreamingResponse:
+        """Progress as Server-Sent Events: ``record`` and ``reject`` per case, then the final status."""
+        runner = _service(request).runner
+        _service(request).journal.run(run_id)
+
+        async def stream() -> AsyncIterator[str]:
+            async for kind, data in runner.follow(run_id):
+                yield f"event: {kind}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n"
+
+        return StreamingResponse(
+            stream(), media_type="text/event-stream", headers={"Cache-Control": "no-store"}
+        )
+
+    @app.get("/v1/runs/{run_id}/verify", tags=["runs"])
+    async def runs_verify(run_id: str, request: Request, _: Principal = submit) -> dict[str, Any]:
+        """Recompute the run's hash chain (``ok`` false names every problem)."""
+        return _service(request).journal.verify(run_id).model_dump()
+
+    @app.get("/v1/runs/{run_id}/export", tags=["runs"])
+    async def runs_export(run_id: str, request: Request, _: Principal = submit) -> Response:
+        """The run's events as JSONL, with hashes (verifiable without this program)."""
+        journal = _service(request).journal
+        journal.run(run_id)
+        body = "".join(event.model_dump_json() + "\n" for event in journal.events(run_id))
+        return Response(body, media_type="application/x-ndjson")
+
+    # -- library calls ------------------------------------------------------------------------
+
+    @app.post("/v1/route", tags=["library"], openapi_extra=_PANELS_BODY)
+    async def route(
+        request: Request,
+        _: Principal = submit,
+        similarity: str | None = Query(
+            None, description="tfidf or minilm (default: the policy's)."
+        ),
+        theta_s: float | None = Query(None, ge=-1.0, le=1.0),
+        theta_a: float | None = Query(None, gt=0.0, le=1.0),
+    ) -> Any:
+        """Read and route panels with the default rules (``dissensus route --json``)."""
+        service = _service(request)
+        items, single = _items(await _json_body(request), service.settings.max_panels, "panel")
+        good, rejects = _validated(Panel, items)
+        if single:
+            _single_or_422(rejects)
+        backend = library_calls.backend_for(similarity or service.policy.reading.similarity)
+        records = (
+            library_calls.route([p for _, p in good], backend, theta_s=theta_s, theta_a=theta_a)
+            if good
+            else []
+        )
+        if single:
+            return records[0]
+        return {"records": records, "rejects": rejects, "rejected": len(rejects)}
+
+    @app.post("/v1/vote", tags=["library"])
+    async def vote(
+        request: Request,
+        _: Principal = submit,
+        beta: float = Query(1.5, ge=0.0, allow_inf_nan=False),
+        strict: bool = Query(False),
+        verifier: str | None = Query(None),
+        decompose: bool = Query(True),
+        max_fallback_agreement: float = Query(0.85, ge=0.0, le=1.0),
+    ) -> Any:
+        """Guarded decisions of vote cases (``dissensus vote --json``)."""
+        service = _service(request)
+        items, single = _items(await _json_body(request), service.settings.max_panels, "vote case")
+        good, rejects = _validated(VoteCase, items)
+        if single:
+            _single_or_422(rejects)
+        settings = GuardSettings(max_fallback_agreement=max_fallback_agreement, decompose=decompose)
+        decisions = library_calls.vote(
+            [c for _, c in good],
+            service.guard_calibration,
+            beta=beta,
+            strict=strict,
+            verifier=verifier,
+            settings=settings,
+        )
+        out = [d.model_dump(mode="json") for d in decisions]
+        if single:
+            return out[0]
+        return {"decisions": out, "rejects": rejects, "rejected": len(rejects)}
+
+    @app.post("/v1/negotiate", tags=["library"])
+    async def negotiate(
+        request: Request,
+        _: Principal = submit,
+        deadline: float | None = Query(None, ge=0.0),
+        rule: str | None = Query(None),
+    ) -> Any:
+        """Negotiate with CONCORD on a problem document (``dissensus negotiate --json``)."""
+        body = await _json_body(request)
+        cert = await library_calls.negotiate(body, deadline=deadline, rule=rule)
+        return cert.model_dump(mode="json")
+
+    @app.post("/v1/verify", tags=["library"])
+    async def verify(request: Request, _: Principal = submit) -> Any:
+        """Recompute a CONCORD certificate (``valid`` false names the first violated property)."""
+        body = await _json_body(request)
+        if not isinstance(body, dict):
+            raise ApiError(422, "a certificate is a JSON object", "<root>")
+        return library_calls.verify(body).model_dump(mode="json")
+
+    @app.get("/v1/bound", tags=["library"])
+    async def bound(
+        _: Principal = submit,
+        agents: int = Query(..., ge=1, description="Negotiating agents."),
+        rounds: int = Query(..., ge=0, description="Repair rounds."),
+    ) -> dict[str, Any]:
+        """The worst-case cost of a CONCORD run (``dissensus bound --json``)."""
+        return library_calls.bound(agents, rounds)
+
+    # -- review -------------------------------------------------------------------------------
+
+    @app.get("/v1/review", tags=["review"])
+    async def review_list(
+        request: Request,
+        _: Principal = review,
+        status: str = Query("open", pattern="^(open|resolved|all)$"),
+        run: str | None = Query(None),
+        reason: str | None = Query(None, description="Only items whose reason contains this text."),
+        limit: int = Query(
+            1000, ge=1, le=10_000, description="At most this many items, oldest first."
+        ),
+    ) -> list[dict[str, Any]]:
+        """Review items (``dissensus review list --json``), with claims."""
+        desk = _service(request).desk
+        if run is not None:
+            _service(request).journal.run(run)
+        out: list[dict[str, Any]] = []
+        for st in desk.items(run_id=run, include_resolved=status != "open"):
+            if len(out) >= limit:
+                break
+            if status == "resolved" and st.resolution is None:
+                continue
+            if reason and reason.lower() not in st.item.reason.lower():
+                continue
+            claim = desk.live_claim(st.item.review_id) if st.resolution is None else None
+            out.append(
+                {
+                    "review_id": st.item.review_id,
+                    "run_id": st.item.run_id,
+                    "id": st.item.id,
+                    "reason": st.item.reason,
+                    "suggestion": st.item.suggestion,
+                    "options": st.item.options,
+                    "status": "resolved" if st.resolution else "open",
+                    "resolution": st.resolution.model_dump() if st.resolution else None,
+                    "claim": claim.model_dump() if claim else None,
+                }
+            )
+        return out
+
+    @app.get("/v1/review/{review_id}", tags=["review"])
+    async def review_show(
+        review_id: str, request: Request, _: Principal = review
+    ) -> dict[str, Any]:
+        """Everything a reviewer needs (``dissensus review show --json``) and the content hash to quote."""
+        desk = _service(request).desk
+        st = desk.status(review_id)
+        resolution = desk.resolution(review_id)
+        claim = desk.live_claim(review_id)
+        return {
+            "item": st.item.model_dump(mode="json"),
+            "content_sha256": content_sha256(st.item),
+            "status": "resolved" if resolution else "open",
+            "resolution": resolution.model_dump() if resolution else None,
+            "claim": claim.model_dump() if claim else None,
+            "history": [h.model_dump() for h in desk.history(review_id)],
+        }
+
+    @app.post("/v1/review/{review_id}/claim", tags=["review"])
+    async def review_claim(
+        review_id: str, request: Request, principal: Principal = review
+    ) -> dict[str, Any]:
+        """Claim an open case for the configured time (409 when another reviewer holds it)."""
+        return _service(request).desk.claim(review_id, principal.name).model_dump()
+
+    @app.post("/v1/review/{review_id}/resolve", tags=["review"])
+    async def review_resolve(
+        review_id: str, body: ResolveBody, request: Request, principal: Principal = review
+    ) -> dict[str, Any]:
+        """Resolve a case; the reviewer is the token's name. 409: stale hash, already resolved, claimed."""
+        record = _service(request).desk.resolve(
+            review_id,
+            decision=body.decision,
+            note=body.note,
+            reviewer=principal.name,
+            sha256=body.content_sha256,
+        )
+        return record.model_dump(mode="json")

@@ -1,0 +1,189 @@
+"""Bearer tokens, roles, review-page sessions and CSRF tokens of ``dissensus serve``.
+
+The tokens file holds one ``token_sha256 name role`` per line (``#`` comments and blank
+lines allowed); only hashes are ever on disk, and :func:`token_line` makes a line for a
+fresh token. A request authenticates with ``Authorization: Bearer TOKEN``; the token's
+sha256 is compared with **every** entry by :func:`hmac.compare_digest`, so neither the
+comparison nor the number of comparisons depends on where a match is.
+
+Choices where the design is silent:
+
+* Roles: ``submit`` (decide, route, vote, negotiate, verify, bound, read runs),
+  ``review`` (the review queue, API and page), ``admin`` (everything). A wrong role is
+  403, a missing or unknown token 401.
+* Without a tokens file (loopback only) every caller is the ``admin`` named ``local``.
+* The reviewer recorded with a resolution is always the token's name; a ``reviewer``
+  field in a request body is ignored.
+* Review-page logins are server-side sessions: the cookie holds a random session id
+  (HttpOnly, SameSite=Strict, Path=/review), never the token. Sessions live in memory
+  and end with the process. A form's CSRF token is an HMAC of the session id under a
+  per-process secret; the login form uses a double-submit pre-session cookie.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from dissensus.errors import ConfigError
+
+__all__ = [
+    "ROLES",
+    "Principal",
+    "SessionStore",
+    "TokenStore",
+    "allows",
+    "hash_token",
+    "load_tokens",
+    "token_line",
+]
+
+Role = Literal["submit", "review", "admin"]
+ROLES: tuple[Role, ...] = ("submit", "review", "admin")
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Who is calling: the token's name and role."""
+
+    name: str
+    role: Role
+
+
+LOCAL = Principal(name="local", role="admin")
+"""The caller of a server without a tokens file (loopback only)."""
+
+
+def allows(principal: Principal, needed: Role) -> bool:
+    """``admin`` may do everything; otherwise the role must match."""
+    return principal.role == "admin" or principal.role == needed
+
+
+def hash_token(token: str) -> str:
+    """sha256 of a token, hex."""
+    return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+def token_line(name: str, role: str) -> tuple[str, str]:
+    """A fresh random token and its tokens-file line ``(token, line)``."""
+    if role not in ROLES:
+        raise ConfigError(
+            f"unknown role {role!r}; expected one of {', '.join(ROLES)}", field="role"
+        )
+    if not name or any(c.isspace() for c in name):
+        raise ConfigError("a token name is one word", field="name")
+    token = secrets.token_urlsafe(32)
+    return token, f"{hash_token(token)} {name} {role}"
+
+
+@dataclass(frozen=True)
+class _Entry:
+    digest: bytes
+    principal: Principal
+
+
+class TokenStore:
+    """The hashed tokens of a tokens file."""
+
+    def __init__(self, entries: list[tuple[str, Principal]]) -> None:
+        self._entries = [_Entry(bytes.fromhex(h), p) for h, p in entries]
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def authenticate(self, token: str) -> Principal | None:
+        """The principal of ``token``, compared in constant time against every entry."""
+        digest = hashlib.sha256(token.encode("utf-8", "surrogatepass")).digest()
+        found: Principal | None = None
+        for entry in self._entries:
+            if hmac.compare_digest(entry.digest, digest):
+                found = entry.principal
+        return found
+
+
+def load_tokens(path: str | Path) -> TokenStore:
+    """Read a tokens file (:class:`ConfigError` naming the file, line and field)."""
+    file = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read tokens file: {exc.strerror}", file=file) from exc
+    entries: list[tuple[str, Principal]] = []
+    names: set[str] = set()
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        parts = line.split()
+        where = f"{file}:{number}"
+        if len(parts) != 3:
+            raise ConfigError("expected 'token_sha256 name role'", file=where, field="line")
+        digest, name, role = parts
+        if len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest.lower()):
+            raise ConfigError(
+                "not a sha256 (64 hex digits); store hashes, never tokens",
+                file=where,
+                field="token_sha256",
+            )
+        if role not in ROLES:
+            raise ConfigError(
+                f"unknown role {role!r}; expected one of {', '.join(ROLES)}",
+                file=where,
+                field="role",
+            )
+        if name in names:
+            raise ConfigError(f"duplicate name {name!r}", file=where, field="name")
+        names.add(name)
+        entries.append((digest.lower(), Principal(name=name, role=role)))
+    if not entries:
+        raise ConfigError("no tokens", file=file)
+    return TokenStore(entries)
+
+
+@dataclass
+class _Session:
+    principal: Principal
+    expires: float
+
+
+class SessionStore:
+    """Review-page sessions (in memory) and their CSRF tokens."""
+
+    def __init__(self, ttl_s: float) -> None:
+        self.ttl_s = ttl_s
+        self._secret = secrets.token_bytes(32)
+        self._sessions: dict[str, _Session] = {}
+
+    def open(self, principal: Principal) -> str:
+        """A new session id for ``principal``."""
+        now = time.monotonic()
+        self._sessions = {k: s for k, s in self._sessions.items() if s.expires > now}
+        sid = secrets.token_urlsafe(32)
+        self._sessions[sid] = _Session(principal, now + self.ttl_s)
+        return sid
+
+    def get(self, sid: str | None) -> Principal | None:
+        if not sid:
+            return None
+        session = self._sessions.get(sid)
+        if session is None or session.expires <= time.monotonic():
+            return None
+        return session.principal
+
+    def close(self, sid: str | None) -> None:
+        if sid:
+            self._sessions.pop(sid, None)
+
+    def csrf(self, sid: str) -> str:
+        """The CSRF token bound to a session (or pre-session) id."""
+        return hmac.new(self._secret, sid.encode("utf-8"), hashlib.sha256).hexdigest()
+
+    def check_csrf(self, sid: str | None, token: str | None) -> bool:
+        if not sid or not token:
+            return False
+        return hmac.compare_digest(self.csrf(sid), token)

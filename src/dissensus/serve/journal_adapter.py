@@ -1,0 +1,180 @@
+"""The one place the service touches the journal for review work: claims, resolutions, history.
+
+Everything the service does to a review item goes through :class:`ReviewDesk`, a thin
+layer over :mod:`dissensus.pipeline.review` and the journal's claims
+(:meth:`dissensus.store.Journal.claim`), so the service decides nothing the CLI would
+decide differently.
+
+* **Content hash.** :func:`content_sha256` is the sha256 of the canonical JSON of the
+  review item as journalled (:func:`dissensus.pipeline.review.content_sha256`). A
+  resolve quoting any other hash is refused (:class:`StaleContent`, HTTP 409) and
+  nothing is written.
+* **Claims** are the journal's coordination state, outside the hash chain: a claim
+  holds until it expires; a live claim of another reviewer blocks both claiming and
+  resolving (:class:`ClaimConflict`, 409); the holder may renew it. The journal takes
+  the claim in a write transaction (SQLite's write lock, PostgreSQL's row lock), so of
+  two servers racing for one item exactly one gets it.
+* **Resolutions** go through :func:`dissensus.pipeline.review.resolve` (the CLI's path)
+  with the token's name as the reviewer: ``review.resolved`` and ``case.resolved`` are
+  one transaction, and the "still open?" check runs inside it, so a second resolve (from
+  any process) is refused with who resolved the case and when (:class:`AlreadyResolved`,
+  409).
+* The history of a case is its ``review.*`` events in the hash chain (claims, being
+  coordination state, are shown while live but are not history).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from pydantic import BaseModel
+
+from dissensus.errors import DissensusError, InputError
+from dissensus.pipeline import review as queue
+from dissensus.pipeline.records import CaseRecord
+from dissensus.pipeline.review import AlreadyResolved, ReviewStatus, StaleContent, content_sha256
+from dissensus.store import ClaimConflict, Journal, open_journal
+
+__all__ = [
+    "AlreadyResolved",
+    "Claim",
+    "ClaimConflict",
+    "HistoryEntry",
+    "ResolutionInfo",
+    "ReviewDesk",
+    "StaleContent",
+    "UnknownItem",
+    "content_sha256",
+    "open_journal",
+]
+
+
+class UnknownItem(DissensusError):
+    """No review item with that id (404)."""
+
+
+class Claim(BaseModel):
+    """A reviewer's hold on a case, as the service reports it."""
+
+    review_id: str
+    reviewer: str
+    at: str
+    expires: str
+
+
+class ResolutionInfo(BaseModel):
+    """Who resolved a case, when, how and why."""
+
+    review_id: str
+    reviewer: str | None
+    at: str
+    decision: str
+    note: str
+    outside_options: bool = False
+
+
+class HistoryEntry(BaseModel):
+    """One review event of a case in the hash chain, oldest first."""
+
+    type: str
+    at: str
+    reviewer: str | None
+    detail: dict[str, Any]
+
+
+def _split(review_id: str) -> tuple[str, int]:
+    run_id, sep, line = review_id.rpartition(".")
+    if not sep or not run_id or not line.isdigit():
+        raise UnknownItem(f"not a review id: {review_id!r} (expected <run>.<line>)")
+    return run_id, int(line)
+
+
+class ReviewDesk:
+    """Review operations over one journal."""
+
+    def __init__(self, journal: Journal, *, claim_ttl_s: float) -> None:
+        self.journal = journal
+        self.claim_ttl_s = claim_ttl_s
+
+    # -- reading ----------------------------------------------------------------------
+
+    def items(
+        self, *, run_id: str | None = None, include_resolved: bool = False
+    ) -> Iterator[ReviewStatus]:
+        return queue.list_items(self.journal, run_id=run_id, include_resolved=include_resolved)
+
+    def status(self, review_id: str) -> ReviewStatus:
+        _split(review_id)
+        try:
+            return queue.find_item(self.journal, review_id)
+        except InputError as exc:
+            raise UnknownItem(str(exc)) from exc
+
+    def resolution(self, review_id: str) -> ResolutionInfo | None:
+        run_id, line = _split(review_id)
+        event = self.journal.get(run_id, f"review/{line}/resolved")
+        if event is None:
+            return None
+        p = event.payload
+        return ResolutionInfo(
+            review_id=review_id,
+            reviewer=p.get("reviewer"),
+            at=event.at,
+            decision=str(p["decision"]),
+            note=str(p.get("note", "")),
+            outside_options=bool(p.get("outside_options", False)),
+        )
+
+    def live_claim(self, review_id: str) -> Claim | None:
+        """The claim holding the case now, if any."""
+        held = self.journal.current_claim(review_id)
+        if held is None:
+            return None
+        return Claim(
+            review_id=review_id, reviewer=held.who, at=held.claimed_at, expires=held.expires
+        )
+
+    def history(self, review_id: str) -> list[HistoryEntry]:
+        """The case's review events in the hash chain, oldest first."""
+        run_id, line = _split(review_id)
+        out = []
+        for event in self.journal.events(run_id, case=str(line)):
+            if not event.type.startswith("review.") or event.type == "review.opened":
+                continue
+            detail = {k: v for k, v in event.payload.items() if k not in ("review_id", "reviewer")}
+            out.append(
+                HistoryEntry(
+                    type=event.type,
+                    at=event.at,
+                    reviewer=event.payload.get("reviewer"),
+                    detail=detail,
+                )
+            )
+        return out
+
+    # -- writing ----------------------------------------------------------------------
+
+    def claim(self, review_id: str, reviewer: str, ttl_s: float | None = None) -> Claim:
+        """Claim (or renew the claim on) an open case for ``ttl_s`` seconds."""
+        self.status(review_id)
+        held = queue.claim(
+            self.journal, review_id, reviewer, ttl=self.claim_ttl_s if ttl_s is None else ttl_s
+        )
+        return Claim(
+            review_id=review_id, reviewer=held.who, at=held.claimed_at, expires=held.expires
+        )
+
+    def resolve(
+        self, review_id: str, *, decision: str, note: str, reviewer: str, sha256: str
+    ) -> CaseRecord:
+        """Resolve an open case as ``reviewer``, who saw the content whose hash is ``sha256``."""
+        self.status(review_id)
+        return queue.resolve(
+            self.journal,
+            review_id,
+            decision=decision,
+            note=note,
+            reviewer=reviewer,
+            content_sha256=sha256,
+        )

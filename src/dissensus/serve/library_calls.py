@@ -1,0 +1,154 @@
+"""The non-journalled endpoints as calls into the library: route, vote, negotiate, verify, bound.
+
+Each function is what the CLI command of the same name does for one request, on the
+same models, returning the same JSON (``--json``) records; the CLI's own formatting
+helpers are not imported (nothing imports the CLI), and a test pins that the records
+are identical.
+
+Choices where the design is silent (all about what a remote caller may make the
+server do):
+
+* ``route`` uses the default routing rules (``dissensus route`` without ``--rules``) and
+  the server policy's similarity backend unless the request names ``tfidf`` or
+  ``minilm``; ``module:function`` backends are refused (they import code).
+* ``negotiate`` runs table and LLM agents only: function agents name Python code to
+  import and are refused with their field; a ``model`` in the problem is refused too
+  (it could name a file on the server); LLM agents use ``$DISSENSUS_MODEL`` of the
+  server, within its budgets.
+* ``vote`` takes its calibration from the server policy's ``guard.calibration``.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from dissensus.concord.bounds import compute_bound
+from dissensus.concord.problem import build_agents, negotiation_for, parse_problem
+from dissensus.concord.record import Certificate
+from dissensus.concord.rules import RULES
+from dissensus.concord.verify import Verdict
+from dissensus.concord.verify import verify as verify_record
+from dissensus.errors import ConfigError
+from dissensus.guard import Calibration, GuardSettings, audit_case
+from dissensus.guard.decision import GuardDecision
+from dissensus.states.reading import Reading, Thresholds, read_panels
+from dissensus.states.routing import Route, RuleSet
+from dissensus.states.similarity import SimilarityBackend, get_backend
+from dissensus.types import Panel, VoteCase
+
+__all__ = ["ROUTE_BACKENDS", "bound", "negotiate", "route", "route_record", "verify", "vote"]
+
+ROUTE_BACKENDS = ("tfidf", "minilm")
+"""Similarity backends a request may name."""
+
+
+def route_record(reading: Reading, routed: Route) -> dict[str, Any]:
+    """The JSON record of one routed panel (a line of ``dissensus route --json``)."""
+    return {
+        "id": reading.id,
+        "state": reading.state.value,
+        "action": routed.action,
+        "reasoning_similarity": reading.mean_similarity,
+        "min_similarity": reading.min_similarity,
+        "agreement": reading.agreement,
+        "decision": reading.decision,
+        "tie": reading.tie,
+        "votes": reading.votes,
+        "abstentions": reading.abstentions,
+        "rule": routed.rule,
+        "defeated": routed.defeated,
+        "concurring": routed.concurring,
+        "model": reading.model,
+        "theta_s": reading.thresholds.theta_s,
+        "theta_a": reading.thresholds.theta_a,
+    }
+
+
+_BACKENDS: dict[str, SimilarityBackend] = {}
+
+
+def backend_for(name: str) -> SimilarityBackend:
+    """A shared instance of a named backend."""
+    if name not in ROUTE_BACKENDS:
+        raise ConfigError(
+            f"unknown similarity backend {name!r}; expected one of {', '.join(ROUTE_BACKENDS)}",
+            field="similarity",
+        )
+    if name not in _BACKENDS:
+        _BACKENDS[name] = get_backend(name)
+    return _BACKENDS[name]
+
+
+def route(
+    panels: list[Panel], backend: SimilarityBackend, *, theta_s: float | None, theta_a: float | None
+) -> list[dict[str, Any]]:
+    """Read and route panels with the default rules (``dissensus route --json``)."""
+    thresholds = Thresholds.for_model(backend.name, theta_s, theta_a)
+    rules = RuleSet.default()
+    readings = read_panels(panels, backend, thresholds)
+    return [route_record(r, rules.route(r, p.meta)) for p, r in zip(panels, readings, strict=True)]
+
+
+def vote(
+    cases: list[VoteCase],
+    calibration: Calibration | None,
+    *,
+    beta: float,
+    strict: bool,
+    verifier: str | None,
+    settings: GuardSettings,
+) -> list[GuardDecision]:
+    """Guarded decisions (``dissensus vote --json``); a strict refusal raises."""
+    return [
+        audit_case(c, calibration, beta=beta, strict=strict, verifier=verifier, settings=settings)
+        for c in cases
+    ]
+
+
+async def negotiate(data: object, *, deadline: float | None, rule: str | None) -> Certificate:
+    """Run CONCORD on a problem document (``dissensus negotiate --json``)."""
+    if rule is not None and rule not in RULES:
+        raise ConfigError(
+            f"unknown rule {rule!r}; expected one of {', '.join(RULES)}", field="rule"
+        )
+    if isinstance(data, dict) and data.get("model"):
+        raise ConfigError(
+            "the service uses its own model for LLM agents; remove 'model'", field="model"
+        )
+    problem = parse_problem(data)
+    for i, agent in enumerate(problem.agents):
+        if agent.kind == "function":
+            raise ConfigError(
+                "function agents import code and are not run by the service",
+                field=f"agents.{i}.kind",
+            )
+    client: Any = None
+    if any(a.kind == "llm" for a in problem.agents):
+        spec = os.environ.get("DISSENSUS_MODEL")
+        if not spec:
+            raise ConfigError(
+                "the problem has LLM agents and the server has no model ($DISSENSUS_MODEL)",
+                field="agents",
+            )
+        from dissensus.llm import resolve_model
+
+        client = resolve_model(spec)
+    agents = build_agents(problem, client=client)
+    try:
+        return await negotiation_for(problem, agents, deadline_s=deadline, rule=rule).run()
+    finally:
+        if client is not None:
+            await client.aclose()
+
+
+def verify(data: dict[str, Any]) -> Verdict:
+    """Recompute a certificate (``dissensus verify --json``); accepts ``negotiate --compare`` output."""
+    if set(data) == {"certificate", "comparison"} and isinstance(data["certificate"], dict):
+        data = data["certificate"]
+    return verify_record(data)
+
+
+def bound(agents: int, rounds: int) -> dict[str, Any]:
+    """The CONCORD cost bound (``dissensus bound --json``)."""
+    return compute_bound(agents, rounds).model_dump()

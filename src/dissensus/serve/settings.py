@@ -1,0 +1,70 @@
+"""Settings of ``dissensus serve``: where the journal is, who may call, and the limits.
+
+Choices where the design is silent:
+
+* Every limit has a default that a single reviewer team never meets and a batch client
+  meets only on purpose: 8 MiB of request body, 1,000 panels per request, 60 s per
+  request, review claims held for 15 minutes.
+* The server binds to loopback unless told otherwise; any other host requires a tokens
+  file (:func:`check_exposure`), so a service is never reachable without authentication.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from dissensus.errors import ConfigError
+
+__all__ = ["ServeSettings", "check_exposure", "is_loopback"]
+
+
+class ServeSettings(BaseModel):
+    """Everything ``dissensus serve`` is configured with."""
+
+    model_config = ConfigDict(frozen=True)
+
+    journal: str = "dissensus-journal.sqlite"
+    """Journal: an SQLite path (or, with the PostgreSQL back end, a ``postgresql://`` URL)."""
+    host: str = "127.0.0.1"
+    """Interface to bind."""
+    port: int = Field(default=8000, ge=0, le=65535)
+    """TCP port (0: any free port)."""
+    policy: str | None = None
+    """Pipeline policy (YAML) every decide request runs under; ``None``: built-in defaults."""
+    tokens: str | None = None
+    """Tokens file (``token_sha256 name role`` per line); ``None``: no authentication (loopback only)."""
+    max_body_bytes: int = Field(default=8 * 1024 * 1024, ge=1024)
+    """Largest request body accepted (413 above)."""
+    max_panels: int = Field(default=1000, ge=1)
+    """Most panels in one decide / route request (413 above)."""
+    request_timeout_s: float = Field(default=60.0, gt=0)
+    """Longest a request may take (504 after; a decide run keeps going and can be polled)."""
+    claim_ttl_s: float = Field(default=900.0, gt=0)
+    """How long a review claim holds before another reviewer may take the case."""
+    session_ttl_s: float = Field(default=8 * 3600.0, gt=0)
+    """How long a review-page login lasts."""
+    policy_dir: Path | None = None
+    """Directory relative policy paths resolve against (set from ``policy``)."""
+
+
+def is_loopback(host: str) -> bool:
+    """True for ``localhost`` and loopback addresses (``127.0.0.0/8``, ``::1``)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def check_exposure(settings: ServeSettings) -> None:
+    """Refuse to serve a non-loopback interface without a tokens file."""
+    if not is_loopback(settings.host) and not settings.tokens:
+        raise ConfigError(
+            f"refusing to listen on {settings.host} without authentication: give --tokens FILE "
+            "(or listen on 127.0.0.1)",
+            field="host",
+        )

@@ -1,0 +1,55 @@
+"""Shared helpers of the service tests: tokens, policies, panels, an in-process client."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from dissensus.serve import ServeSettings, create_app
+from dissensus.serve.auth import hash_token
+from pipeline_cases import panel, write_policy
+
+TOKENS = {"sub": "submit", "rev": "review", "rev2": "review", "adm": "admin"}
+"""Token value -> role; the token's name is ``<token>-name``."""
+
+
+def write_tokens(path: Path) -> Path:
+    lines = ["# test tokens"] + [
+        f"{hash_token('tok-' + t)} {t}-name {role}" for t, role in TOKENS.items()
+    ]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def auth(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer tok-{token}"}
+
+
+def escalating(pid: str, text: str = "Option 1 is right.") -> dict[str, Any]:
+    """A value conflict: escalated to a human under the test policy."""
+    return panel(
+        pid, ["1", "2", "1"], values=[{"a": 1.0}, {"b": 1.0}, {"a": 0.5}], reasoning=[text] * 3
+    )
+
+
+def settings(tmp: Path, **extra: Any) -> ServeSettings:
+    policy = write_policy(tmp / "policy.yaml")
+    data: dict[str, Any] = {
+        "journal": str(tmp / "journal.sqlite"),
+        "policy": str(policy),
+        "tokens": str(write_tokens(tmp / "tokens.txt")),
+    }
+    data.update(extra)
+    return ServeSettings(**data)
+
+
+def client_for(s: ServeSettings, **kwargs: Any) -> httpx.AsyncClient:
+    app = create_app(s, **kwargs)
+    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://testserver")
+
+
+def jsonl(rows: list[dict[str, Any]]) -> str:
+    return "".join(json.dumps(r) + "\n" for r in rows)

@@ -1,0 +1,191 @@
+"""The web review page in-process: login, CSRF, escaping, resolve and the next case."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import httpx
+import pytest
+
+from dissensus.store import Journal
+from pipeline_cases import panel
+from serve_helpers import auth, client_for, escalating, settings
+
+pytestmark = pytest.mark.anyio
+
+EVIL = "<script>alert('x')</script> & <b>bold</b>"
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def _csrf(html: str) -> str:
+    found = re.search(r'name="csrf" value="([^"]+)"', html)
+    assert found, html[:500]
+    return found.group(1)
+
+
+def _sha(html: str) -> str:
+    found = re.search(r'name="content_sha256" value="([0-9a-f]{64})"', html)
+    assert found
+    return found.group(1)
+
+
+async def _login(client: httpx.AsyncClient, token: str) -> httpx.Response:
+    form = await client.get("/review/login")
+    assert form.status_code == 200
+    return await client.post(
+        "/review/login", data={"token": f"tok-{token}", "csrf": _csrf(form.text)}
+    )
+
+
+async def _events(path: Path) -> int:
+    with Journal(path) as journal:
+        return sum(i.n_events for i in journal.runs())
+
+
+async def test_login_queue_case_resolve_next(tmp_path: Path) -> None:
+    s = settings(tmp_path)
+    evil = panel(
+        "evil",
+        ["1", "2", "1"],
+        values=[{"a": 1.0}, {"b": 1.0}, {"a": 0.5}],
+        reasoning=[EVIL] * 3,
+        meta={"question": EVIL},
+    )
+    async with client_for(s) as client:
+        run = (
+            await client.post("/v1/decide", json=[evil, escalating("second")], headers=auth("sub"))
+        ).json()
+        first, second = (r["review_id"] for r in run["records"])
+
+        assert (await client.get("/review")).headers["location"] == "/review/login"
+        bad = await client.post("/review/login", data={"token": "tok-rev", "csrf": "forged"})
+        assert bad.status_code == 403 and "dissensus_session" not in bad.cookies
+        wrong = await _login(client, "nope")
+        assert wrong.status_code == 401 and "unknown token" in wrong.text
+        submitter = await _login(client, "sub")
+        assert submitter.status_code == 403
+        ok = await _login(client, "rev")
+        assert ok.status_code == 303 and ok.headers["location"] == "/review"
+        cookie = ok.headers["set-cookie"].lower()
+        assert "httponly" in cookie and "samesite=strict" in cookie and "path=/review" in cookie
+
+        queue = await client.get("/review")
+        assert queue.status_code == 200 and first in queue.text and second in queue.text
+        assert "script-src 'self'" in queue.headers["content-security-policy"]
+        filtered = await client.get("/review", params={"reason": "no such reason"})
+        assert first not in filtered.text
+
+        case = await client.get(f"/review/case/{first}")
+        assert case.status_code == 200
+        assert (
+            "<script>alert" not in case.text
+            and "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;" in case.text
+        )
+        assert 'id="next-link"' in case.text and 'data-key="1"' in case.text
+        csrf, sha = _csrf(case.text), _sha(case.text)
+
+        before = await _events(Path(s.journal))
+        no_note = await client.post(
+            f"/review/case/{first}/resolve",
+            data={"decision": "1", "note": " ", "content_sha256": sha, "csrf": csrf},
+        )
+        assert no_note.status_code == 422 and "write a note" in no_note.text
+        no_csrf = await client.post(
+            f"/review/case/{first}/resolve",
+            data={"decision": "1", "note": "x", "content_sha256": sha},
+        )
+        assert no_csrf.status_code == 403
+        stale = await client.post(
+            f"/review/case/{first}/resolve",
+            data={"decision": "1", "note": "x", "content_sha256": "0" * 64, "csrf": csrf},
+        )
+        assert stale.status_code == 409 and "changed since it was shown" in stale.text
+        assert await _events(Path(s.journal)) == before
+
+        done = await client.post(
+            f"/review/case/{first}/resolve",
+            data={
+                "decision": "2",
+                "note": "the <note>",
+                "content_sha256": sha,
+                "csrf": csrf,
+                "reviewer": "forged",
+            },
+        )
+        assert done.status_code == 303 and done.headers["location"] == f"/review/case/{second}"
+        resolved = await client.get(f"/review/case/{first}")
+        assert 'id="resolved-by">rev-name<' in resolved.text and "the &lt;note&gt;" in resolved.text
+        assert "review.resolved" in resolved.text
+        twice = await client.post(
+            f"/review/case/{first}/resolve",
+            data={"decision": "1", "note": "checked", "content_sha256": sha, "csrf": csrf},
+        )
+        assert twice.status_code == 409 and "already resolved by rev-name" in twice.text
+
+        last = await client.get(f"/review/case/{second}")
+        end = await client.post(
+            f"/review/case/{second}/resolve",
+            data={
+                "decision": "1",
+                "note": "checked",
+                "content_sha256": _sha(last.text),
+                "csrf": _csrf(last.text),
+            },
+        )
+        assert end.headers["location"] == "/review?done=1"
+        assert (await client.get("/review/case/nope.1")).status_code == 404
+
+        logout = await client.post("/review/logout", data={"csrf": _csrf(last.text)})
+        assert logout.status_code == 303
+        assert (await client.get("/review")).status_code == 303
+    with Journal(s.journal) as journal:
+        resolution = journal.get(run["run_id"], "review/1/resolved")
+        assert resolution is not None and resolution.payload["reviewer"] == "rev-name"
+        assert journal.verify(run["run_id"]).ok
+
+
+async def test_claim_from_the_page_blocks_another_reviewer(tmp_path: Path) -> None:
+    s = settings(tmp_path)
+    async with client_for(s) as client:
+        rid = (await client.post("/v1/decide", json=escalating("a"), headers=auth("sub"))).json()[
+            "review_id"
+        ]
+        await _login(client, "rev")
+        page = await client.get(f"/review/case/{rid}")
+        claimed = await client.post(f"/review/case/{rid}/claim", data={"csrf": _csrf(page.text)})
+        assert claimed.status_code == 303
+        shown = await client.get(f"/review/case/{rid}")
+        assert "claimed</b> by rev-name" in shown.text
+        other = await client.post(
+            f"/v1/review/{rid}/resolve",
+            json={"decision": "1", "note": "checked", "content_sha256": _sha(shown.text)},
+            headers=auth("rev2"),
+        )
+        assert other.status_code == 409 and other.json()["claimed_by"] == "rev-name"
+
+
+async def test_without_tokens_the_page_opens_a_local_session(tmp_path: Path) -> None:
+    s = settings(tmp_path, tokens=None)
+    async with client_for(s) as client:
+        rid = (await client.post("/v1/decide", json=escalating("a"))).json()["review_id"]
+        first = await client.get("/review")
+        assert first.status_code == 303 and "dissensus_session" in first.headers["set-cookie"]
+        assert (await client.get("/review/login")).status_code == 303
+        page = await client.get(f"/review/case/{rid}")
+        assert page.status_code == 200
+        done = await client.post(
+            f"/review/case/{rid}/resolve",
+            data={
+                "decision": "1",
+                "note": "checked",
+                "content_sha256": _sha(page.text),
+                "csrf": _csrf(page.text),
+            },
+        )
+        assert done.status_code == 303
+        assert (await client.get(f"/v1/review/{rid}")).json()["resolution"]["reviewer"] == "local"
