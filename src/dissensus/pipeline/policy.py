@@ -202,6 +202,9 @@ class Policy(_Section):
     budget: BudgetSettings = Field(default_factory=BudgetSettings)
     concurrency: int = Field(default=4, ge=1, le=64)
     """Cases decided at the same time."""
+    allow_code: bool = False
+    """Allow ``module:function`` names that run code over panel text (the similarity
+    backend); off by default. A policy file is trusted configuration either way."""
     deadline_s: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     """Wall-clock seconds one ``decide`` (or ``runs resume``) may run; then the run stops with
     status ``deadline`` (cases in flight are cancelled, the run stays resumable)."""
@@ -254,6 +257,12 @@ def _check_parts(policy: Policy, file: str | None) -> None:
     from dissensus.states import RuleSet
 
     check_similarity(policy.reading.similarity, file=file)
+    from dissensus.states.similarity import check_code_name
+
+    try:  # a module:function backend runs code: only with allow_code (or the environment)
+        check_code_name(policy.reading.similarity, allow_code=policy.allow_code or None)
+    except ConfigError as exc:
+        raise ConfigError(str(exc), file=file, field="reading.similarity") from None
 
     try:
         GuardThresholds.model_validate(policy.guard.options)

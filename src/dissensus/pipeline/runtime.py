@@ -86,7 +86,9 @@ class Runtime:
     @property
     def backend(self) -> SimilarityBackend:
         if self._backend is None:
-            factory = self.backend_factory or (lambda: get_backend(self.policy.reading.similarity))
+            factory = self.backend_factory or (
+                lambda: get_backend(self.policy.reading.similarity, allow_code=self.policy.allow_code or None)
+            )
             self._backend = factory()
         return self._backend
 
