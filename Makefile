@@ -39,6 +39,8 @@ eval: setup
 	$(PY) evaluation/concord_eval.py
 	$(PY) evaluation/dci_efficiency.py
 	$(PY) evaluation/pipeline_llmbar.py
+	$(PY) evaluation/acceptance.py
+	$(PY) evaluation/acceptance_loop.py
 
 clean:
 	rm -rf $(VENV)

@@ -7,8 +7,10 @@ labels are used for scoring only) and pooled over the splits:
 
 * (i) **plain state routing**: a case is auto-accepted when the seed's default routing
   sends it to ``auto`` or ``auto_explain``; the decision is the panel's plurality;
-* (ii) **the composed pipeline** (``examples/llmbar-policy.yaml`` with the split's
-  calibration): read -> route -> guard (of the automatic routes) -> seek_context (the recorded swapped-order
+* (ii) **the composed pipeline** (``examples/llmbar-policy.yaml`` in trust-region mode,
+  with the split's reliability calibration and the marker lexicon the trust regions
+  shipped with; learned acceptance is measured by ``evaluation/acceptance.py``):
+  read -> route -> guard (of the automatic routes) -> seek_context (the recorded swapped-order
   answers are the re-ask) -> calibrated acceptance -> record.
 
 Precision = share of auto-accepted decisions equal to the gold label; coverage = share
@@ -50,6 +52,9 @@ from dissensus.store import Journal
 from dissensus.types import Panel
 
 REPO = Path(__file__).resolve().parent.parent
+TRUST_REGION_LEXICON = MarkerLexicon(
+    concession=("however", "both", "also", "more detailed", "more comprehensive"), grounding=("instruction", "instructions")
+)
 POLICY = REPO / "examples" / "llmbar-policy.yaml"
 
 
@@ -119,6 +124,11 @@ def main(argv: list[str] | None = None) -> int:
     panels = list(iter_llmbar_panels(root, "Swap_CoT"))
     subsets = sorted({str(p.meta["subset"]) for p in panels})
     policy, _ = load_policy(args.policy)
+    # This evaluation measures the trust regions (the shipped policy now decides with
+    # learned acceptance, see evaluation/acceptance.py): their marker lexicon, as shipped before.
+    policy = policy.model_copy(
+        update={"acceptance": policy.acceptance.model_copy(update={"model": None, "markers": TRUST_REGION_LEXICON})}
+    )
     if args.similarity:
         policy = policy.model_copy(update={"reading": policy.reading.model_copy(update={"similarity": args.similarity})})
 

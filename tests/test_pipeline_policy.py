@@ -64,21 +64,39 @@ def test_cli_exits_2_and_names_the_field(tmp_path: Path) -> None:
 
 
 def test_shipped_llmbar_policy_and_calibration_load(repo_root: Path) -> None:
+    from dissensus.acceptance import load_acceptance
+
     policy, base = load_policy(repo_root / "examples" / "llmbar-policy.yaml")
-    assert policy.acceptance.calibration
+    assert policy.acceptance.model and policy.acceptance.calibration is None
     assert base is not None
-    cal = load_calibration(base / policy.acceptance.calibration, policy.acceptance.markers)
+    acc = load_acceptance(base / policy.acceptance.model)
+    assert acc.settings.similarity == policy.reading.similarity
+    assert acc.settings.markers is None and acc.calibration_n == 326
+    assert not any(f.startswith("cand.margin") for f in acc.features)
+    # The trust-region file stays loadable with the lexicon it was built with.
+    lexicon = MarkerLexicon(
+        concession=("however", "both", "also", "more detailed", "more comprehensive"),
+        grounding=("instruction", "instructions"),
+    )
+    cal = load_calibration(repo_root / "examples" / "llmbar-reliability.json", lexicon)
     assert {"GPT-4", "ChatGPT", "PaLM2"} <= set(cal.agents)
     assert all(s.startswith("llmbar/") for s in cal.built_from)
     with pytest.raises(ConfigError) as err:
-        load_calibration(base / policy.acceptance.calibration, MarkerLexicon(concession=("maybe",)))
+        load_calibration(repo_root / "examples" / "llmbar-reliability.json", MarkerLexicon(concession=("maybe",)))
     assert err.value.field == "lexicon"
 
 
 def test_gold_labels_never_change_a_decision(repo_root: Path) -> None:
     """The labelled field of converted panels is not read at decision time."""
     policy, base = load_policy(repo_root / "examples" / "llmbar-policy.yaml")
-    policy = policy.model_copy(update={"reading": policy.reading.model_copy(update={"similarity": "tfidf"})})
+    # tfidf for speed: the shipped acceptance file was calibrated with MiniLM, so it is left
+    # out here (tests/test_acceptance_pipeline.py checks that its features never read gold).
+    policy = policy.model_copy(
+        update={
+            "reading": policy.reading.model_copy(update={"similarity": "tfidf"}),
+            "acceptance": policy.acceptance.model_copy(update={"model": None}),
+        }
+    )
     lines = (repo_root / "examples" / "llmbar-swap.jsonl").read_text(encoding="utf-8").splitlines()[:12]
     for line in lines:
         data = json.loads(line)
@@ -146,10 +164,11 @@ def test_per_agent_models_are_relative_to_the_policy(tmp_path: Path) -> None:
     assert policy.seek_context.models == {"a1": f"scripted:{sub.resolve() / 'a1.yaml'}", "a2": "openai:gpt-4o"}
 
 
-def test_default_marker_lexicon_is_empty_and_llmbar_policy_sets_its_own(repo_root: Path) -> None:
+def test_default_marker_lexicon_is_empty_and_llmbar_policy_uses_no_word_lists(repo_root: Path) -> None:
     assert MarkerLexicon() == MarkerLexicon(concession=(), grounding=())
     policy, _ = load_policy(repo_root / "examples" / "llmbar-policy.yaml")
-    assert "more detailed" in policy.acceptance.markers.concession
+    # Learned acceptance decides; the trust regions' lexicon is kept by evaluation/pipeline_llmbar.py.
+    assert policy.acceptance.model and policy.acceptance.markers == MarkerLexicon()
 
 
 def test_deadline_must_be_positive() -> None:

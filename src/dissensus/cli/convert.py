@@ -1,4 +1,4 @@
-"""CLI commands: ``dissensus convert llmbar|varierrnli`` (registered on import).
+"""CLI commands: ``dissensus convert llmbar|varierrnli|zeroeval`` (registered on import).
 
 Both write JSONL, one record per line, to standard output or ``--out``. A source item
 that cannot be converted is reported on stderr with its file, item and field (and
@@ -28,13 +28,14 @@ from dissensus.cli.common import (
 from dissensus.convert.llmbar import iter_llmbar_panels, iter_llmbar_votes
 from dissensus.convert.skips import Skipped
 from dissensus.convert.varierrnli import iter_varierrnli_panels
+from dissensus.convert.zeroeval import iter_zeroeval_panels
 from dissensus.errors import InputError
 from dissensus.io.jsonl import write_jsonl_line
 
 __all__ = ["convert_app"]
 
 convert_app = typer.Typer(
-    help="Convert real panels (LLMBar judges, VariErrNLI annotators) to dissensus JSONL.",
+    help="Convert real panels (LLMBar judges, VariErrNLI annotators, ZeroEval solvers) to dissensus JSONL.",
     no_args_is_help=True,
 )
 app.add_typer(convert_app, name="convert")
@@ -163,6 +164,25 @@ def convert_varierrnli(
     skips.open(rejects)
     try:
         _write(panels, out, "varierrnli")
+    finally:
+        skips.close()
+    raise typer.Exit(code=exit_for(skips.count))
+
+
+@convert_app.command("zeroeval")
+def convert_zeroeval(
+    directory: Annotated[Path, typer.Argument(help="A directory of ZeroEval result files, one <model>.json each.")],
+    limit: Annotated[int | None, typer.Option("--limit", min=1, help="Keep only the first N problems.")] = None,
+    out: OutOption = None,
+    rejects: RejectsOption = None,
+) -> None:
+    """ZeroEval solver outputs -> panels (one agent per model, answer extracted, gold in meta.gold)."""
+    skips = _SkipLog()
+    # The files are read here, before any output is opened, so a bad directory leaves no output.
+    panels = iter_zeroeval_panels(directory, on_skip=skips, limit=limit)
+    skips.open(rejects)
+    try:
+        _write(panels, out, "zeroeval")
     finally:
         skips.close()
     raise typer.Exit(code=exit_for(skips.count))

@@ -69,6 +69,7 @@ from dissensus.errors import ConfigError, InputError
 from dissensus.io.jsonl import RejectSink, write_jsonl_line
 from dissensus.llm.resolve import check_model_spec
 from dissensus.pipeline.batch import execute_run, start_run
+from dissensus.pipeline.learned import guarantee_sentence
 from dissensus.pipeline.policy import load_policy
 from dissensus.pipeline.records import CaseRecord
 from dissensus.pipeline.review import final_records, find_item, list_items, resolve
@@ -280,6 +281,9 @@ def _summary(records: list[CaseRecord], rejected: int, run_id: str, journal: str
         + (f", {duplicates} duplicate panel id(s)" if duplicates else "")
     )
     out_console.print("by action: " + ", ".join(f"{k} {v}" for k, v in sorted(actions.items())))
+    figures = next((r.acceptance for r in records if r.acceptance is not None), None)
+    if figures is not None:
+        out_console.print(guarantee_sentence(figures), soft_wrap=True)
     if escalated:
         program = _program()
         out_console.print("review them:")
@@ -384,6 +388,9 @@ def decide_cmd(
     ray_address: Annotated[str | None, typer.Option("--ray-address", help="Ray cluster to join (default: start a local one).")] = None,
     workers: Annotated[int | None, typer.Option("--workers", help="Ray workers (default: the cluster's CPUs).")] = None,
     deadline: DeadlineOpt = None,
+    acceptance: Annotated[
+        str | None, typer.Option("--acceptance", help="Learned acceptance file (dissensus calibrate-acceptance); overrides acceptance.model.")
+    ] = None,
 ) -> None:
     """Decide every panel: read -> route -> guard -> protocol -> record, journalled and resumable."""
     engine = check_engine(engine, workers=workers, address=ray_address)
@@ -395,7 +402,15 @@ def decide_cmd(
         check_model_spec(spec)
     with _journal(target, must_exist=False) as store:
         info = start_run(
-            store, panels, pol, policy_file=policy, policy_dir=pol_dir, run_id=run_id, model=model, similarity=similarity
+            store,
+            panels,
+            pol,
+            policy_file=policy,
+            policy_dir=pol_dir,
+            run_id=run_id,
+            model=model,
+            similarity=similarity,
+            acceptance=acceptance,
         )
         total = count_lines(panels) if progress_enabled() else None
         code = _run(

@@ -3,6 +3,7 @@
 * :mod:`dissensus.convert.llmbar`: LLMBar judge panels -> :class:`~dissensus.types.Panel`
   or :class:`~dissensus.types.VoteCase` (the guard's votes format).
 * :mod:`dissensus.convert.varierrnli`: VariErrNLI annotators -> panels.
+* :mod:`dissensus.convert.zeroeval`: ZeroEval solver outputs -> panels (answers extracted).
 
 Items that cannot be converted are reported through an ``on_skip`` callback
 (:mod:`dissensus.convert.skips`), never dropped silently.
@@ -11,6 +12,7 @@ Items that cannot be converted are reported through an ``on_skip`` callback
 from dissensus.convert.llmbar import FAMILIES, STRATEGIES, iter_llmbar_panels, iter_llmbar_votes
 from dissensus.convert.skips import ConvertError, Skipped
 from dissensus.convert.varierrnli import iter_varierrnli_panels
+from dissensus.convert.zeroeval import iter_zeroeval_panels
 
 __all__ = [
     "FAMILIES",
@@ -20,4 +22,5 @@ __all__ = [
     "iter_llmbar_panels",
     "iter_llmbar_votes",
     "iter_varierrnli_panels",
+    "iter_zeroeval_panels",
 ]

@@ -177,6 +177,7 @@ class _Decider:
         guard_cal = started.get("guard_calibration")
         self.calibration = CalibrationFile.model_validate(cal) if cal else None
         self.guard_calibration = GuardCalibration.model_validate(guard_cal) if guard_cal else None
+        self.acceptance = started.get("acceptance")
         self.model = started.get("model")
         budget = self.policy.budget
         self.budget = Budget(
@@ -229,6 +230,7 @@ class _Decider:
             run_id=self.run_id,
             calibration=self.calibration,
             guard_calibration=self.guard_calibration,
+            acceptance=self.acceptance,
             model=self.model,
             backend_factory=self.backend,
         )

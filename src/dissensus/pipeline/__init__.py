@@ -33,6 +33,7 @@ from dissensus.pipeline.batch import (
 )
 from dissensus.pipeline.engine import decide_case
 from dissensus.pipeline.gates import panel_votes
+from dissensus.pipeline.learned import load_learned_data
 from dissensus.pipeline.policy import Policy, load_policy, policy_from_dict
 from dissensus.pipeline.records import CaseRecord, Resolution, ReviewItem
 from dissensus.pipeline.reliability import (
@@ -112,6 +113,7 @@ async def adecide(
         if not path.is_absolute() and policy_dir is not None:
             path = policy_dir / path
         calibration = load_calibration(path, policy.acceptance.markers)
+    learned = load_learned_data(policy.acceptance.model, policy_dir, policy_file=None, field="acceptance.model")
     own = journal is None
     store = journal or Journal(":memory:")
     rid = run_id or new_run_id()
@@ -122,6 +124,7 @@ async def adecide(
         run_id=rid,
         calibration=calibration,
         guard_calibration=guard_calibration,
+        acceptance=learned,
         model=resolve_model_spec(policy, dict(os.environ)),
     )
     try:

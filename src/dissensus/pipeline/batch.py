@@ -48,6 +48,7 @@ from dissensus.guard import Calibration as GuardCalibration
 from dissensus.io.jsonl import Reject, parse_line
 from dissensus.io.yamlfile import read_text_file
 from dissensus.pipeline.engine import decide_case
+from dissensus.pipeline.learned import load_learned_data
 from dissensus.pipeline.policy import Policy, check_similarity
 from dissensus.pipeline.records import CaseRecord
 from dissensus.pipeline.reliability import CalibrationFile, load_calibration
@@ -112,6 +113,7 @@ def start_run(
     run_id: str | None = None,
     model: str | None = None,
     similarity: str | None = None,
+    acceptance: str | None = None,
 ) -> RunInfo:
     """Register a new run and journal its inputs (``run.started``)."""
     run_id = run_id or new_run_id()
@@ -121,6 +123,20 @@ def start_run(
         check_similarity(similarity, field="similarity")
         policy = policy.model_copy(update={"reading": policy.reading.model_copy(update={"similarity": similarity})})
     calibration = _calibration(policy, policy_dir, policy_file)
+    # --acceptance (relative to the working directory) overrides acceptance.model (relative to the policy).
+    learned = (
+        load_learned_data(acceptance, None, policy_file=None, field="--acceptance")
+        if acceptance
+        else load_learned_data(policy.acceptance.model, policy_dir, policy_file=policy_file, field="acceptance.model")
+    )
+    calibrated_with = (learned or {}).get("settings", {}).get("similarity")
+    if calibrated_with and calibrated_with != policy.reading.similarity:
+        raise ConfigError(
+            f"the acceptance file was calibrated with similarity {calibrated_with!r}, "
+            f"the policy reads with {policy.reading.similarity!r}",
+            file=policy_file,
+            field="reading.similarity",
+        )
     guard_calibration = _guard_calibration(policy, policy_dir, policy_file)
     source: dict[str, Any]
     if input_path == "-":
@@ -142,6 +158,7 @@ def start_run(
             "policy_file": policy_file,
             "calibration": calibration.model_dump(mode="json") if calibration else None,
             "guard_calibration": guard_calibration.model_dump(mode="json") if guard_calibration else None,
+            "acceptance": learned,
             "model": spec,
         },
         "run/started",
@@ -224,6 +241,7 @@ def _runtime(journal: Journal, run_id: str, started: dict[str, Any], backend: Ca
         run_id=run_id,
         calibration=CalibrationFile.model_validate(cal) if cal else None,
         guard_calibration=GuardCalibration.model_validate(guard_cal) if guard_cal else None,
+        acceptance=started.get("acceptance"),
         model=started.get("model"),
         backend_factory=backend,
     )

@@ -12,9 +12,11 @@
    ``seek_context`` with the guard's refusal as the reason. (The guard's audit is
    journalled for every case, so a reviewer sees it whatever the route.)
 4. **Seek context**: a bounded follow-up (:mod:`dissensus.pipeline.followup`), one more
-   reading of the perturbed panel, then *calibrated acceptance*
-   (:mod:`dissensus.pipeline.reliability`): commit when measured reliability says the
-   answer can be trusted, else escalate with the reason.
+   reading of the perturbed panel, then acceptance: *learned acceptance* when an
+   acceptance file is configured (:mod:`dissensus.pipeline.learned`; also when no
+   follow-up could run, on the features the panel has), else the trust regions of
+   :mod:`dissensus.pipeline.reliability`: commit when the measured rule says the answer
+   can be trusted, else escalate with the reason.
 5. **Escalate**: CONCORD first when the case has explicit options and role utilities
    (a certificate commits; a shortfall goes to the human with the record), otherwise a
    human-review item holding the panel, the readings, the positions and value profiles
@@ -46,6 +48,7 @@ from dissensus.errors import DissensusError
 from dissensus.pipeline.durable import CaseClient, CaseLog
 from dissensus.pipeline.followup import case_options, live_reask, run_dci
 from dissensus.pipeline.gates import guard_step, route_step
+from dissensus.pipeline.learned import AcceptanceFigures, learned_payload
 from dissensus.pipeline.negotiate import concord_refusal, has_utilities, run_concord
 from dissensus.pipeline.records import AgentPosition, CaseRecord, ReviewItem, review_id_for
 from dissensus.pipeline.reliability import calibrated_accept
@@ -104,6 +107,8 @@ class _Case:
     followup: FollowupStep | None = None
     packet: DeliberationStep | None = None
     concord: ConcordStep | None = None
+    figures: AcceptanceFigures | None = None
+    """Learned acceptance's figures, once an acceptance file judged the case."""
 
     async def astep(self, step: str, type: str, model: type[M], compute: Callable[[], Awaitable[M]]) -> M:
         found = self.log.replayed(step, model)
@@ -121,6 +126,7 @@ class _Case:
             "rule": self.route.rule,
             "path": list(self.path),
             "usage": self.usage.model_dump(),
+            "acceptance": self.figures.model_dump(mode="json") if self.figures else None,
         }
         base.update(fields)
         return CaseRecord.model_validate(base)
@@ -212,7 +218,7 @@ async def _seek_context(case: _Case, why: str, kind: str | None) -> CaseRecord:
         followup = "dci"
     case.path.append("seek_context")
     if followup == "none" or sc.max_followups == 0:
-        return await _escalate(case, f"{why}; no follow-up configured")
+        return await _accept_or_escalate(case, f"{why}; no follow-up configured")
     if followup == "dci":
         return await _deliberate(case, why)
     last = why
@@ -221,8 +227,7 @@ async def _seek_context(case: _Case, why: str, kind: str | None) -> CaseRecord:
         case.usage.add(got.usage)
         if got.source == "none":
             case.path.append("followup:unavailable")
-            last = f"{why}; {got.why}"
-            break
+            return await _accept_or_escalate(case, f"{why}; {got.why}")
         case.path.append(f"followup:{got.source}")
         case.followup = got
         reread = case.reread = case.log.step(f"reread{round_}", "case.reading", Reading, partial(_reread, case, got))
@@ -230,6 +235,7 @@ async def _seek_context(case: _Case, why: str, kind: str | None) -> CaseRecord:
         acc = case.acceptance = case.log.step(
             f"acceptance{round_}", "case.acceptance", AcceptanceStep, partial(_accept, case, got)
         )
+        case.figures = acc.figures or case.figures
         if acc.accepted:
             case.path.append(f"accept:{acc.basis}")
             return case.record(
@@ -248,9 +254,30 @@ def _reread(case: _Case, got: FollowupStep) -> Reading:
     return case.rt.read(_perturbed(case.panel, got.answers))
 
 
+async def _accept_or_escalate(case: _Case, why: str) -> CaseRecord:
+    """No follow-up ran: learned acceptance (when configured) judges the panel as it is."""
+    if case.rt.learned is None:
+        return await _escalate(case, why)
+    acc = case.acceptance = case.log.step(
+        "acceptance", "case.acceptance", AcceptanceStep, partial(_accept, case, FollowupStep(source="none"))
+    )
+    case.figures = acc.figures or case.figures
+    if acc.accepted:
+        case.path.append("accept:learned")
+        return case.record(
+            action="auto_explain", decision=acc.decision, auto=True, basis="learned", reason=f"{why}; {acc.reason}"
+        )
+    case.path.append("accept:refused")
+    return await _escalate(case, f"{why}; {acc.reason}")
+
+
 def _accept(case: _Case, got: FollowupStep) -> AcceptanceStep:
     acc = case.rt.policy.acceptance
     signals = agent_signals(case.panel, got.answers, acc.markers, got.voices)
+    if case.rt.learned is not None:
+        guard = case.guard.decision if case.guard is not None else None
+        learned = learned_payload(case.rt.learned, case.panel, reading=case.reading, guard=guard, second=got.answers)
+        return AcceptanceStep(**learned, signals=signals)
     result = calibrated_accept(
         signals,
         case.rt.regions,

@@ -20,7 +20,8 @@ Every field has a default, so an empty file (or no file) is a valid policy:
       calibration: null              # guard calibration (dissensus calibrate --out)
       options: {}                    # guard thresholds
     acceptance:
-      calibration: null              # reliability file, relative to this policy
+      model: null                    # learned acceptance file (dissensus calibrate-acceptance)
+      calibration: null              # reliability file (trust regions), relative to this policy
       target_precision: 0.9
       min_support: 10
       veto_precision: 0.75
@@ -131,6 +132,9 @@ class GuardSettings(_Section):
 class AcceptanceSettings(_Section):
     """When an agreement the guard cannot audit may still be accepted (calibrated reliability)."""
 
+    model: str | None = None
+    """Learned acceptance file (``dissensus calibrate-acceptance``), relative to the policy.
+    When set, it decides instead of the trust regions of ``calibration``."""
     calibration: str | None = None
     """Reliability calibration file (:mod:`dissensus.pipeline.reliability`), relative to the policy."""
     target_precision: float = Field(default=0.9, gt=0.0, le=1.0)

@@ -18,6 +18,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from dissensus.dci.packet import DecisionPacket
+from dissensus.pipeline.learned import AcceptanceFigures
 from dissensus.pipeline.steps import AcceptanceStep, ConcordStep, GuardStep
 from dissensus.states import Reading
 from dissensus.types import Usage
@@ -67,7 +68,7 @@ class CaseRecord(BaseModel):
     path: list[str]
     """Every step taken, in order (e.g. ``guard:refused``, ``seek_context:recorded``)."""
     basis: str | None = None
-    """What the commitment rests on: ``guard``, ``calibrated``, ``independent_families``,
+    """What the commitment rests on: ``guard``, ``learned``, ``calibrated``, ``independent_families``,
     ``concord_certificate``, ``human``; ``None`` without a decision."""
     suggestion: str | None = None
     """For escalated cases: the panel's plurality decision, shown to the reviewer."""
@@ -75,6 +76,8 @@ class CaseRecord(BaseModel):
     usage: Usage = Field(default_factory=Usage)
     """Model usage of the case (journalled calls, replayed ones included)."""
     resolution: Resolution | None = None
+    acceptance: AcceptanceFigures | None = None
+    """Learned acceptance's figures, when an acceptance file judged the case."""
 
 
 class AgentPosition(BaseModel):

@@ -13,11 +13,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from dissensus.guard import Calibration as GuardCalibration
 from dissensus.llm.budget import Budget
 from dissensus.llm.client import ModelClient
 from dissensus.pipeline.durable import JournalledClient, replay_spend
+from dissensus.pipeline.learned import make_learned
 from dissensus.pipeline.policy import Policy
 from dissensus.pipeline.reliability import CalibrationFile, TrustRegion, trust_regions
 from dissensus.pipeline.signals import recorded_second_answers
@@ -53,6 +55,8 @@ class Runtime:
     run_id: str
     calibration: CalibrationFile | None = None
     guard_calibration: GuardCalibration | None = None
+    acceptance: dict[str, Any] | None = None
+    """The learned acceptance file's verified content (``run.started``), if any."""
     model: str | None = None
     """Model spec for live follow-ups (policy's, else ``$DISSENSUS_MODEL``)."""
     backend_factory: Callable[[], SimilarityBackend] | None = None
@@ -60,6 +64,7 @@ class Runtime:
     _rules: RuleSet | None = field(default=None, init=False)
     _regions: dict[str, TrustRegion] | None = field(default=None, init=False)
     _budget: Budget | None = field(default=None, init=False)
+    _learned: Any = field(default=None, init=False)
     client: JournalledClient = field(init=False)
 
     def __post_init__(self) -> None:
@@ -103,6 +108,15 @@ class Runtime:
                 else {}
             )
         return self._regions
+
+    @property
+    def learned(self) -> Any:
+        """The learned acceptance (:class:`~dissensus.acceptance.prepare.LearnedAcceptance`) or ``None``."""
+        if self.acceptance is None:
+            return None
+        if self._learned is None:
+            self._learned = make_learned(self.acceptance, similarity=self.policy.reading.similarity, backend=self.backend)
+        return self._learned
 
     def can_call_models(self) -> bool:
         """Whether any live follow-up can be made (the run's model or a per-agent model)."""

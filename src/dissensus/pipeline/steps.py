@@ -36,6 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from dissensus.concord.record import Certificate
 from dissensus.dci.packet import DecisionPacket
 from dissensus.guard.decision import GuardDecision
+from dissensus.pipeline.learned import AcceptanceFigures
 from dissensus.pipeline.reliability import Acceptance
 from dissensus.pipeline.signals import AgentSignal, SecondAnswer, Voice
 from dissensus.types import Panel, Usage
@@ -114,6 +115,8 @@ class AcceptanceStep(Acceptance):
     model_config = ConfigDict(frozen=True, extra="ignore")
 
     signals: list[AgentSignal] = Field(default_factory=list)
+    figures: AcceptanceFigures | None = None
+    """Learned acceptance's figures (``None`` for the trust regions)."""
 
 
 class DeliberationStep(_Step):

@@ -1,0 +1,397 @@
+"""Learned acceptance: does the guarantee hold, how much does it accept, and against what?
+
+Three data sets, features computed once per case (similarity backend ``--similarity``,
+default ``tfidf`` for speed):
+
+* **LLMBar** pooled (``Swap_CoT``: 6 judges, answers in both presentation orders;
+  gold = the benchmark's label; strata = subset);
+* **ZeroEval GSM8K** (9 solver models, open numeric answers, no re-ask; gold = the
+  reference answer; target precision 0.95, the others 0.9);
+* **VariErrNLI** (4 human annotators; gold = the label most often given by the
+  annotators, every label of a multi-label annotator counted; ties skipped).
+
+Reported:
+
+1. **Guarantee validity**: over ``--splits`` random calibration/test halves per data
+   set, the share of splits whose realised test precision is ``>= target`` (a split
+   that accepts nothing counts as a success: it commits no error), with mean coverage
+   and mean precision, for learned acceptance and the baselines. It must be
+   ``>= 1 - delta``.
+2. **Distribution shift**: leave-one-subset-out on LLMBar (calibrate on two subsets,
+   test on the third), with and without ``--strata subset``.
+3. **Reasoning as evidence**: the same with the reasoning-similarity features (each
+   agent's reasoning vs its own re-ask and vs the question) added.
+
+Baselines, all with the same fixed-sequence Clopper–Pearson threshold on the
+calibration cases: *majority* (plurality answer, score = its vote share), *guard*
+(the guard's answer, score = its posterior), the *plain stacker* (the same logistic
+model restricted to the judges' answers and order stability, cross-fitted), and
+today's *trust regions* (``dissensus.pipeline.reliability`` with the shipped marker
+lexicon; no threshold, its own rule).
+
+Usage::
+
+    .venv/bin/python evaluation/acceptance.py [--data ../shared/data] [--splits 200] [--similarity tfidf]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from threadpoolctl import threadpool_limits
+
+from dissensus.acceptance import (
+    Candidate,
+    FeatureSettings,
+    calibrate,
+    select_threshold,
+)
+from dissensus.acceptance.fit import design
+from dissensus.acceptance.prepare import prepare_cases
+from dissensus.convert.llmbar import iter_llmbar_panels
+from dissensus.convert.varierrnli import iter_varierrnli_panels
+from dissensus.convert.zeroeval import iter_zeroeval_panels
+from dissensus.guard import audit
+from dissensus.pipeline.gates import panel_votes
+from dissensus.pipeline.reliability import build_calibration, calibrated_accept, trust_regions
+from dissensus.pipeline.signals import (
+    AgentSignal,
+    MarkerLexicon,
+    agent_signals,
+    recorded_second_answers,
+)
+from dissensus.states import get_backend
+from dissensus.types import Panel
+
+REPO = Path(__file__).resolve().parent.parent
+TARGET, DELTA, MIN_ACCEPTED = 0.9, 0.1, 30
+# The lexicon today's trust regions shipped with (examples/llmbar-policy.yaml before learned acceptance).
+OLD_LEXICON = MarkerLexicon(
+    concession=("however", "both", "also", "more detailed", "more comprehensive"),
+    grounding=("instruction", "instructions"),
+)
+
+
+@dataclass
+class DataSet:
+    """One data set with everything precomputed per case."""
+
+    name: str
+    panels: list[Panel]
+    golds: list[str]
+    strata: list[str]
+    cases: list[list[Candidate]]
+    """Candidate rows with the reasoning features."""
+    target: float = TARGET
+
+
+def _strip(cases: list[list[Candidate]], keep: Callable[[str], bool]) -> list[list[Candidate]]:
+    return [
+        [
+            Candidate(label=c.label, features={k: v for k, v in c.features.items() if keep(k)})
+            for c in cs
+        ]
+        for cs in cases
+    ]
+
+
+def no_reasoning(cases: list[list[Candidate]]) -> list[list[Candidate]]:
+    return _strip(cases, lambda k: not k.startswith("cand.reasoning_"))
+
+
+def stacker(cases: list[list[Candidate]]) -> list[list[Candidate]]:
+    """The plain stacker: each judge's answer and order stability only."""
+    return _strip(cases, lambda k: k.startswith("agent.") or k.startswith("option="))
+
+
+def _varierr_gold(p: Panel) -> str | None:
+    counts = p.meta.get("label_counts") or {}
+    if not counts:
+        return None
+    top = max(counts.values())
+    best = [k for k, v in counts.items() if v == top]
+    return str(best[0]) if len(best) == 1 else None
+
+
+def load(
+    data: Path, which: str, backend: object, limit: int | None = None, reasoning: bool = True
+) -> DataSet:
+    settings = FeatureSettings(similarity=getattr(backend, "name", None), reasoning=reasoning)
+    target = TARGET
+    if which == "llmbar":
+        panels = list(iter_llmbar_panels(data / "llmbar", "Swap_CoT", on_skip=lambda s: None))
+        golds = [str(p.meta["gold"]) for p in panels]
+        strata = [str(p.meta["subset"]) for p in panels]
+    elif which == "zeroeval":
+        panels = list(
+            iter_zeroeval_panels(data / "zeroeval-gsm", on_skip=lambda s: None, limit=limit)
+        )
+        golds = [str(p.meta["gold"]) for p in panels]
+        strata = ["all"] * len(panels)
+        target = 0.95
+    else:
+        raw = []
+        for part in ("train", "dev", "test"):
+            raw += list(
+                iter_varierrnli_panels(
+                    data / "varierrnli" / f"VariErrNLI_{part}.json", on_skip=lambda s: None
+                )
+            )
+        keep = [(p, g) for p in raw if (g := _varierr_gold(p)) is not None]
+        panels = [p for p, _ in keep]
+        golds = [g for _, g in keep]
+        strata = ["all"] * len(panels)
+    if limit:
+        panels, golds, strata = panels[:limit], golds[:limit], strata[:limit]
+    cases = prepare_cases(panels, settings=settings, backend=backend)
+    return DataSet(which, panels, golds, strata, cases, target)
+
+
+# ---- methods: each returns, for the test cases, (accepted, decision) ----
+
+Result = list[tuple[bool, str | None]]
+
+
+def learned(
+    cases: list[list[Candidate]],
+) -> Callable[[DataSet, Sequence[int], Sequence[int], bool], Result]:
+    def run(ds: DataSet, cal: Sequence[int], test: Sequence[int], strata: bool) -> Result:
+        acc = calibrate(
+            [cases[i] for i in cal],
+            [ds.golds[i] for i in cal],
+            target=ds.target,
+            delta=DELTA,
+            min_accepted=MIN_ACCEPTED,
+            strata=[ds.strata[i] for i in cal] if strata else None,
+        )
+        # Vectorised apply_acceptance: best candidate per case, accepted when >= threshold.
+        test_cases = [cases[i] for i in test]
+        x, _, owner = design(test_cases, [ds.golds[i] for i in test], acc.model.features)
+        p = acc.model.predict_matrix(x) if len(owner) else np.zeros(0)
+        best: dict[int, tuple[float, str]] = {}
+        for row, prob in enumerate(p.tolist()):
+            k = int(owner[row])
+            if k not in best or prob > best[k][0]:
+                first = int(np.flatnonzero(owner == k)[0])
+                best[k] = (prob, test_cases[k][row - first].label)
+        out: Result = []
+        for k in range(len(test)):
+            prob, label = best.get(k, (0.0, ""))
+            ok = acc.threshold is not None and k in best and prob >= acc.threshold
+            out.append((ok, label if k in best else None))
+        return out
+
+    return run
+
+
+def _scored(
+    score_of: Callable[[Panel], tuple[str | None, float]],
+) -> Callable[[DataSet, Sequence[int], Sequence[int], bool], Result]:
+    cache: dict[int, tuple[str | None, float]] = {}
+
+    def get(ds: DataSet, i: int) -> tuple[str | None, float]:
+        if i not in cache:
+            cache[i] = score_of(ds.panels[i])
+        return cache[i]
+
+    def run(ds: DataSet, cal: Sequence[int], test: Sequence[int], strata: bool) -> Result:
+        scored = [get(ds, i) for i in cal]
+        choice = select_threshold(
+            [s for _, s in scored],
+            [d is not None and d == ds.golds[i] for (d, _), i in zip(scored, cal, strict=True)],
+            target=ds.target,
+            delta=DELTA,
+            min_accepted=MIN_ACCEPTED,
+            strata=[ds.strata[i] for i in cal] if strata else None,
+        )
+        t = choice.threshold
+        out: Result = []
+        for i in test:
+            d, s = get(ds, i)
+            out.append((t is not None and d is not None and s >= t, d))
+        return out
+
+    return run
+
+
+def _majority(p: Panel) -> tuple[str | None, float]:
+    counts: dict[str, int] = {}
+    for o in p.outputs:
+        if o.decision is not None:
+            counts[o.decision] = counts.get(o.decision, 0) + 1
+    if not counts:
+        return None, 0.0
+    top = max(counts.values())
+    best = sorted(k for k, v in counts.items() if v == top)
+    return best[0], top / sum(counts.values()) if len(best) == 1 else 0.0
+
+
+def _guard(p: Panel) -> tuple[str | None, float]:
+    votes = panel_votes(p)
+    if len(votes) < 2:
+        return None, 0.0
+    g = audit(votes, None, case_id=p.id)
+    return g.answer, g.confidence
+
+
+_SIGNALS: dict[str, list[list[AgentSignal]]] = {}
+
+
+def trust(ds: DataSet, cal: Sequence[int], test: Sequence[int], strata: bool) -> Result:
+    if ds.name not in _SIGNALS:
+        _SIGNALS[ds.name] = [
+            agent_signals(p, recorded_second_answers(p), OLD_LEXICON) for p in ds.panels
+        ]
+    signals = _SIGNALS[ds.name]
+    calfile = build_calibration(
+        [(signals[i], ds.strata[i] if strata else "all", ds.golds[i]) for i in cal],
+        lexicon=OLD_LEXICON,
+    )
+    regions = trust_regions(calfile, target=ds.target, min_support=10)
+    out: Result = []
+    for i in test:
+        a = calibrated_accept(
+            signals[i], regions, veto_precision=0.75, min_families=3, fallback_max_score=0
+        )
+        out.append((a.accepted, a.decision))
+    return out
+
+
+def methods(
+    ds: DataSet,
+) -> dict[str, Callable[[DataSet, Sequence[int], Sequence[int], bool], Result]]:
+    with_reasoning = any(
+        k.startswith("cand.reasoning_") for cs in ds.cases for c in cs for k in c.features
+    )
+    return {
+        "learned": learned(no_reasoning(ds.cases)),
+        **({"learned + reasoning": learned(ds.cases)} if with_reasoning else {}),
+        "plain stacker": learned(stacker(ds.cases)),
+        "majority vote share": _scored(_majority),
+        "guard posterior": _scored(_guard),
+        "trust regions (today)": trust,
+    }
+
+
+def score(res: Result, golds: Sequence[str]) -> tuple[int, int, int]:
+    acc = [(d, g) for (a, d), g in zip(res, golds, strict=True) if a]
+    return len(golds), len(acc), sum(d == g for d, g in acc)
+
+
+def validity(
+    ds: DataSet, splits: int, seed: int = 0
+) -> dict[str, tuple[float, float, float, float]]:
+    """name -> (success share, mean coverage, mean precision over splits with acceptances, share accepting nothing)."""
+    rng = np.random.default_rng(seed)
+    n = len(ds.panels)
+    figures: dict[str, list[tuple[float, float | None]]] = {}
+    ms = methods(ds)
+    for _ in range(splits):
+        perm = rng.permutation(n)
+        cal, test = sorted(perm[: n // 2].tolist()), sorted(perm[n // 2 :].tolist())
+        golds = [ds.golds[i] for i in test]
+        for name, run in ms.items():
+            tot, acc, right = score(run(ds, cal, test, False), golds)
+            figures.setdefault(name, []).append((acc / tot, right / acc if acc else None))
+    out = {}
+    for name, rows in figures.items():
+        precs = [p for _, p in rows if p is not None]
+        success = float(np.mean([p is None or p >= ds.target for _, p in rows]))
+        out[name] = (
+            success,
+            float(np.mean([c for c, _ in rows])),
+            float(np.mean(precs)) if precs else float("nan"),
+            float(np.mean([p is None for _, p in rows])),
+        )
+    return out
+
+
+def loso(ds: DataSet) -> dict[str, dict[str, tuple[int, int, int]]]:
+    """name -> held-out subset -> (cases, accepted, right)."""
+    out: dict[str, dict[str, tuple[int, int, int]]] = {}
+    subsets = sorted(set(ds.strata))
+    for name, run in methods(ds).items():
+        for strata in (False, True):
+            label = name + (" --strata" if strata else "")
+            for held in subsets:
+                cal = [i for i, s in enumerate(ds.strata) if s != held]
+                test = [i for i, s in enumerate(ds.strata) if s == held]
+                out.setdefault(label, {})[held] = score(
+                    run(ds, cal, test, strata), [ds.golds[i] for i in test]
+                )
+    return out
+
+
+def fmt(n: int, acc: int, right: int) -> str:
+    prec = f"{right / acc:.3f}" if acc else "  -  "
+    return f"{prec} | {acc / n:.3f}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", default=str(REPO.parent / "shared" / "data"))
+    parser.add_argument("--splits", type=int, default=200)
+    parser.add_argument("--similarity", default="tfidf")
+    parser.add_argument("--sets", default="llmbar,zeroeval,varierrnli")
+    parser.add_argument(
+        "--limit", type=int, default=None, help="first N cases per data set (development)"
+    )
+    parser.add_argument(
+        "--no-reasoning",
+        default="",
+        help="data sets measured without the reasoning-feature variant",
+    )
+    args = parser.parse_args(argv)
+    # One BLAS thread: many small fits, where thread start-up costs more than it saves.
+    threadpool_limits(1)
+    backend = get_backend(args.similarity)
+    data = Path(args.data)
+    t0 = time.time()
+    skip = set(args.no_reasoning.split(","))
+    sets = [
+        load(data, name, backend, args.limit, reasoning=name not in skip)
+        for name in args.sets.split(",")
+    ]
+    print(
+        f"features computed in {time.time() - t0:.0f}s (similarity {backend.name}); target precision "
+        + ", ".join(f"{ds.name} {ds.target}" for ds in sets)
+        + f"; delta {DELTA}, min accepted {MIN_ACCEPTED}"
+    )
+    print()
+    print(f"Guarantee validity: {args.splits} random calibration/test halves per data set")
+    print(
+        "data set (cases)       | method                  | success | mean coverage | mean precision | accepts nothing"
+    )
+    for ds in sets:
+        for name, (succ, cov, prec, none) in validity(ds, args.splits).items():
+            print(
+                f"{ds.name + f' ({len(ds.panels)})':<22} | {name:<23} | {succ:7.3f} | {cov:13.3f} | {prec:14.3f} | {none:.3f}"
+            )
+    llmbar = next((ds for ds in sets if ds.name == "llmbar"), None)
+    if llmbar is not None:
+        print()
+        print(
+            "LLMBar leave-one-subset-out (calibrate on two subsets, test on the third): precision | coverage"
+        )
+        table = loso(llmbar)
+        subsets = sorted(set(llmbar.strata))
+        print(f"{'method':<33} | " + " | ".join(f"{s:<21}" for s in subsets) + " | pooled")
+        for name, row in table.items():
+            tot = [sum(x) for x in zip(*row.values(), strict=True)]
+            print(
+                f"{name:<33} | "
+                + " | ".join(f"{fmt(*row[s]):<21}" for s in subsets)
+                + f" | {fmt(*tot)}"
+            )
+    print(f"\n({time.time() - t0:.0f}s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

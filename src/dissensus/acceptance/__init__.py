@@ -1,0 +1,78 @@
+"""Learned acceptance with a finite-sample guarantee: may the pipeline commit this case?
+
+* :mod:`~dissensus.acceptance.features` — decision-time features, one row per candidate.
+* :mod:`~dissensus.acceptance.fit` — logistic model (scikit-learn), cross-fitted scores.
+* :mod:`~dissensus.acceptance.bound` — fixed-sequence testing with Clopper–Pearson bounds.
+* :mod:`~dissensus.acceptance.file` — the ``ACCEPT.json`` format, its hash, load/save.
+* :mod:`~dissensus.acceptance.calibrate` — calibrate on labelled cases, apply to one case.
+
+Requires scikit-learn and scipy (the ``accept`` extra); importing this package without
+them raises a :class:`~dissensus.errors.ConfigError` saying how to install them.
+"""
+
+from __future__ import annotations
+
+from dissensus.errors import ConfigError
+
+try:
+    import scipy  # noqa: F401
+    import sklearn  # noqa: F401
+except ImportError as _exc:  # pragma: no cover - depends on the installation
+    raise ConfigError(
+        f"learned acceptance needs scikit-learn and scipy ({_exc.name} is missing): pip install 'dissensus[accept]'"
+    ) from None
+
+from dissensus.acceptance.bound import (
+    StratumFigures,
+    ThresholdChoice,
+    clopper_pearson_upper,
+    select_threshold,
+)
+from dissensus.acceptance.calibrate import (
+    AcceptanceVerdict,
+    apply_acceptance,
+    calibrate,
+    library_versions,
+)
+from dissensus.acceptance.features import (
+    Candidate,
+    CaseInput,
+    ReasoningSimilarity,
+    candidate_rows,
+    case_input,
+)
+from dissensus.acceptance.file import (
+    ACCEPTANCE_FORMAT,
+    AcceptanceFile,
+    FeatureSettings,
+    canonical_hash,
+    load_acceptance,
+    save_acceptance,
+)
+from dissensus.acceptance.fit import LogisticModel, crossfit_scores, fit_model, score_case
+
+__all__ = [
+    "ACCEPTANCE_FORMAT",
+    "AcceptanceFile",
+    "AcceptanceVerdict",
+    "Candidate",
+    "CaseInput",
+    "FeatureSettings",
+    "LogisticModel",
+    "ReasoningSimilarity",
+    "StratumFigures",
+    "ThresholdChoice",
+    "apply_acceptance",
+    "calibrate",
+    "candidate_rows",
+    "canonical_hash",
+    "case_input",
+    "clopper_pearson_upper",
+    "crossfit_scores",
+    "fit_model",
+    "library_versions",
+    "load_acceptance",
+    "save_acceptance",
+    "score_case",
+    "select_threshold",
+]

@@ -1,0 +1,142 @@
+"""Calibrate an acceptance model on labelled cases, and apply it to a new case.
+
+:func:`calibrate` = cross-fitted scores (:mod:`dissensus.acceptance.fit`) ->
+fixed-sequence threshold (:mod:`dissensus.acceptance.bound`) -> deployed model fitted
+on every case -> :class:`~dissensus.acceptance.file.AcceptanceFile`.
+:func:`apply_acceptance` scores one case and says whether its best candidate may be
+committed, with the figures every record quotes.
+
+Choices where the design is silent: a case whose gold answer is none of its candidates
+still counts (its best candidate is wrong); the deployed model is fitted on all the
+calibration cases while the threshold comes from out-of-fold scores (cross-fitting), so
+the guarantee is the one measured by ``evaluation/acceptance.py`` rather than an exact
+theorem for the refitted model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from importlib.metadata import PackageNotFoundError, version
+
+from pydantic import BaseModel, ConfigDict
+
+from dissensus.acceptance.bound import select_threshold
+from dissensus.acceptance.features import Candidate
+from dissensus.acceptance.file import AcceptanceFile, FeatureSettings
+from dissensus.acceptance.fit import crossfit_scores, feature_list, fit_model, score_case
+
+__all__ = ["AcceptanceVerdict", "apply_acceptance", "calibrate", "library_versions"]
+
+
+def library_versions() -> dict[str, str]:
+    """Versions of the libraries the model depends on."""
+    out: dict[str, str] = {}
+    for name in ("dissensus", "scikit-learn", "scipy", "numpy"):
+        try:
+            out[name] = version(name)
+        except PackageNotFoundError:
+            out[name] = "unknown"
+    return out
+
+
+def calibrate(
+    cases: Sequence[Sequence[Candidate]],
+    golds: Sequence[str],
+    *,
+    target: float = 0.9,
+    delta: float = 0.1,
+    min_accepted: int = 30,
+    strata: Sequence[str] | None = None,
+    strata_field: str | None = None,
+    settings: FeatureSettings | None = None,
+    built_from: list[str] | None = None,
+    description: str = "",
+    seed: int = 0,
+) -> AcceptanceFile:
+    """Fit, cross-fit and threshold (see the module docstring); the result is not yet hashed."""
+    oof = crossfit_scores(cases, golds, groups=strata, seed=seed)
+    correct = [
+        label is not None and label == gold for (label, _), gold in zip(oof, golds, strict=True)
+    ]
+    choice = select_threshold(
+        [s for _, s in oof],
+        correct,
+        target=target,
+        delta=delta,
+        min_accepted=min_accepted,
+        strata=strata,
+    )
+    feats = feature_list(cases)
+    model = fit_model(cases, golds, feats)
+    return AcceptanceFile(
+        description=description,
+        built_from=list(built_from or []),
+        settings=settings or FeatureSettings(),
+        features=feats,
+        libraries=library_versions(),
+        model=model,
+        threshold=choice.threshold,
+        threshold_reason=choice.reason,
+        target_precision=target,
+        delta=delta,
+        min_accepted=min_accepted,
+        calibration_n=len(cases),
+        strata_field=strata_field,
+        strata=choice.strata if strata is not None else [],
+        calibration_accepted=choice.accepted,
+        calibration_correct=choice.correct,
+        error_upper=choice.error_upper,
+    )
+
+
+class AcceptanceVerdict(BaseModel):
+    """May the case be committed? With the figures each record quotes."""
+
+    model_config = ConfigDict(frozen=True)
+
+    accepted: bool
+    decision: str | None
+    """The best-scored candidate (committed only when ``accepted``)."""
+    score: float
+    threshold: float | None
+    target_precision: float
+    delta: float
+    calibration_n: int
+    file_sha256: str
+    reason: str
+
+
+def apply_acceptance(acc: AcceptanceFile, candidates: Sequence[Candidate]) -> AcceptanceVerdict:
+    """Score ``candidates`` with ``acc`` and compare with its threshold."""
+    label, score = score_case(acc.model, candidates)
+    common = {
+        "decision": label,
+        "score": round(score, 6),
+        "threshold": acc.threshold,
+        "target_precision": acc.target_precision,
+        "delta": acc.delta,
+        "calibration_n": acc.calibration_n,
+        "file_sha256": acc.sha256,
+    }
+    if acc.threshold is None:
+        return AcceptanceVerdict(
+            accepted=False, reason=f"acceptance accepts nothing: {acc.threshold_reason}", **common
+        )
+    if label is None:
+        return AcceptanceVerdict(
+            accepted=False, reason="no candidate answer to accept (every agent abstained)", **common
+        )
+    if score >= acc.threshold:
+        return AcceptanceVerdict(
+            accepted=True,
+            reason=(
+                f"learned acceptance: {label!r} scored {score:.3f} >= threshold {acc.threshold:.3f} "
+                f"(precision >= {acc.target_precision:g} at delta {acc.delta:g}, {acc.calibration_n} calibration cases)"
+            ),
+            **common,
+        )
+    return AcceptanceVerdict(
+        accepted=False,
+        reason=f"learned acceptance: best answer {label!r} scored {score:.3f} < threshold {acc.threshold:.3f}",
+        **common,
+    )

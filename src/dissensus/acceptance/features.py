@@ -1,0 +1,312 @@
+"""Decision-time features of a case, one row per candidate answer (pure, no I/O).
+
+Acceptance asks one question: *is the answer the pipeline would commit right?* The
+answers on the table are the *candidates*: every decision an agent gave (first answer
+or re-ask) plus the case's explicit options. Each candidate gets one feature row; the
+model scores each row with the probability that the candidate is the gold answer, and
+the pipeline commits the best-scored candidate when its score clears the threshold.
+
+Features use only what exists at decision time (never ``meta.gold``, no word lists
+unless a lexicon is given):
+
+* **Per known agent** (agents seen in the calibration; one-hot of its decision
+  projected on the candidate): ``agent.<a>.for`` / ``agent.<a>.against`` (voted this
+  candidate / another one; both 0 = abstained or absent), ``agent.<a>.reask_for`` /
+  ``agent.<a>.reask_against`` and ``agent.<a>.stable_for`` (same answer in both orders)
+  where a re-ask exists.
+* **Per candidate**: vote share, plurality flag, share of families voting for it,
+  re-ask share, share of agents stably on it, the guard's posterior for it and whether
+  it is the guard's answer or its verifier's, mean reasoning similarity among its
+  supporters (from the reading's matrix), and ``option=<label>`` (the candidate's
+  label, kept by the fit only when the label set is closed and small).
+* **Per panel**: agreement, plurality share, number of distinct answers, abstention
+  share, the reading's state (one-hot) and mean reasoning similarity, the guard's
+  n_eff, number of families, whether a re-ask exists and the share of stable agents.
+* **Optional reasoning features** (:class:`ReasoningSimilarity`): each agent's
+  similarity to its own re-ask reasoning and to the question, averaged over the
+  candidate's supporters.
+* **Optional marker lexicon**: mean margin score of the supporters
+  (:mod:`dissensus.pipeline.signals`); off by default.
+* **User features**: ``module:function`` callables returning ``{name: float}`` for the
+  panel, added to every row as ``user.<name>``.
+
+Agents absent from the calibration contribute only through candidate and panel
+features, so a panel of unknown agents is still scored. Choices where the design is
+silent: an abstention is neither for nor against; candidate order is the order in
+which labels first appear (options, then first answers, then re-asks); missing
+features are 0 when the model is applied.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict
+
+from dissensus.types import Panel
+
+__all__ = [
+    "Candidate",
+    "CaseInput",
+    "PanelFeature",
+    "ReasoningSimilarity",
+    "SecondLike",
+    "candidate_rows",
+    "case_candidates",
+    "case_input",
+    "question_text",
+    "second_pairs",
+]
+
+PanelFeature = Callable[[Panel], Mapping[str, float]]
+"""A user feature: panel -> named floats (added as ``user.<name>``)."""
+
+
+class SecondLike(Protocol):
+    """An agent's re-ask answer (``decision`` and optional ``reasoning``)."""
+
+    @property
+    def decision(self) -> str | None: ...
+
+    @property
+    def reasoning(self) -> str | None: ...
+
+
+class Candidate(BaseModel):
+    """One candidate answer with its feature row."""
+
+    model_config = ConfigDict(frozen=True)
+
+    label: str
+    features: dict[str, float]
+
+
+class CaseInput(BaseModel):
+    """What the features are computed from (all optional except the panel)."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True, frozen=True)
+
+    panel: Panel
+    state: str | None = None
+    """The reading's state (CA / DA / CD / DD)."""
+    mean_similarity: float | None = None
+    agents: list[str] = []
+    """Agent ids in the order of ``matrix``."""
+    matrix: list[list[float]] | None = None
+    """The reading's pairwise reasoning similarity."""
+    guard_probabilities: dict[str, float] | None = None
+    guard_answer: str | None = None
+    guard_n_eff: float | None = None
+    guard_verifier: str | None = None
+    second: dict[str, tuple[str | None, str | None]] = {}
+    """Re-ask answers: agent -> (decision, reasoning)."""
+    reasoning_sim: dict[str, dict[str, float]] = {}
+    """Optional per-agent reasoning similarities (``reask``, ``question``)."""
+    margins: dict[str, float] = {}
+    """Optional per-agent marker margin scores."""
+    user: dict[str, float] = {}
+
+
+def question_text(panel: Panel) -> str:
+    """The case's question, when the panel names one (``meta.question`` / ``meta.input``)."""
+    for key in ("question", "input", "prompt", "statement"):
+        value = panel.meta.get(key)
+        if isinstance(value, str) and value.strip():
+            return value
+    return ""
+
+
+def _options(panel: Panel) -> list[str]:
+    raw = panel.meta.get("options")
+    if isinstance(raw, list):
+        return [
+            str(item.get("id", i + 1)) if isinstance(item, dict) else str(item)
+            for i, item in enumerate(raw)
+        ]
+    if isinstance(raw, dict):
+        return [str(k) for k in raw]
+    if isinstance(panel.meta.get("output_1"), str) and isinstance(panel.meta.get("output_2"), str):
+        return ["1", "2"]
+    return []
+
+
+def case_candidates(case: CaseInput) -> list[str]:
+    """Candidate labels: options, then first answers, then re-asks (first appearance)."""
+    seen: dict[str, None] = {}
+    for label in _options(case.panel):
+        seen.setdefault(label, None)
+    for out in case.panel.outputs:
+        if out.decision is not None:
+            seen.setdefault(out.decision, None)
+    for decision, _ in case.second.values():
+        if decision is not None:
+            seen.setdefault(decision, None)
+    return list(seen)
+
+
+def _mean_pairwise(indices: list[int], matrix: list[list[float]]) -> float:
+    if len(indices) < 2:
+        return 0.0
+    vals = [matrix[i][j] for k, i in enumerate(indices) for j in indices[k + 1 :]]
+    return float(np.mean(vals))
+
+
+def candidate_rows(case: CaseInput) -> list[Candidate]:
+    """One :class:`Candidate` per candidate label (see the module docstring)."""
+    panel = case.panel
+    outs = panel.outputs
+    n = len(outs)
+    votes = [o.decision for o in outs]
+    voters = [d for d in votes if d is not None]
+    counts: dict[str, int] = {}
+    for d in voters:
+        counts[d] = counts.get(d, 0) + 1
+    top = max(counts.values()) if counts else 0
+    families = {o.family or o.agent for o in outs}
+    has_reask = bool(case.second)
+    stable = {
+        o.agent: o.decision
+        for o in outs
+        if o.decision is not None
+        and o.agent in case.second
+        and case.second[o.agent][0] == o.decision
+    }
+    reask_votes = [d for d, _ in case.second.values() if d is not None]
+    panel_f: dict[str, float] = {
+        "panel.agreement": top / len(voters) if voters else 0.0,
+        "panel.distinct": float(len(counts)),
+        "panel.abstentions": (n - len(voters)) / n,
+        "panel.n_agents": float(n),
+        "panel.families": float(len(families)),
+        "panel.has_reask": float(has_reask),
+        "panel.stable_share": len(stable) / n if has_reask else 0.0,
+        "panel.mean_similarity": float(case.mean_similarity or 0.0),
+        "panel.guard_n_eff": float(case.guard_n_eff or 0.0),
+    }
+    if case.state:
+        panel_f[f"panel.state.{case.state}"] = 1.0
+    for key, value in case.user.items():
+        panel_f[f"user.{key}"] = float(value)
+    index = {a: i for i, a in enumerate(case.agents)}
+    rows: list[Candidate] = []
+    for label in case_candidates(case):
+        f = dict(panel_f)
+        supporters = [o for o in outs if o.decision == label]
+        f["cand.share"] = len(supporters) / len(voters) if voters else 0.0
+        f["cand.plurality"] = float(bool(counts) and counts.get(label, 0) == top)
+        f["cand.families"] = len({o.family or o.agent for o in supporters}) / len(families)
+        f["cand.reask_share"] = (
+            sum(d == label for d in reask_votes) / len(reask_votes) if reask_votes else 0.0
+        )
+        f["cand.stable_share"] = sum(d == label for d in stable.values()) / n if has_reask else 0.0
+        if case.guard_probabilities is not None:
+            f["cand.guard_posterior"] = float(case.guard_probabilities.get(label, 0.0))
+            f["cand.guard_answer"] = float(case.guard_answer == label)
+        if case.guard_verifier is not None:
+            vote = next((o.decision for o in outs if o.agent == case.guard_verifier), None)
+            f["cand.verifier_for"] = float(vote == label)
+        if case.matrix is not None:
+            f["cand.sim_within"] = _mean_pairwise(
+                [index[o.agent] for o in supporters if o.agent in index], case.matrix
+            )
+        if case.reasoning_sim:
+            for kind in ("reask", "question"):
+                vals = [
+                    case.reasoning_sim[o.agent][kind]
+                    for o in supporters
+                    if kind in case.reasoning_sim.get(o.agent, {})
+                ]
+                if vals:
+                    f[f"cand.reasoning_{kind}"] = float(np.mean(vals))
+        if case.margins:
+            vals = [case.margins[o.agent] for o in supporters if o.agent in case.margins]
+            f["cand.margin_mean"] = float(np.mean(vals)) if vals else 0.0
+        f[f"option={label}"] = 1.0
+        for o in outs:
+            a = o.agent
+            if o.decision is not None:
+                f[f"agent.{a}.for" if o.decision == label else f"agent.{a}.against"] = 1.0
+            again = case.second.get(a)
+            if again is not None and again[0] is not None:
+                f[f"agent.{a}.reask_for" if again[0] == label else f"agent.{a}.reask_against"] = 1.0
+            if stable.get(a) == label:
+                f[f"agent.{a}.stable_for"] = 1.0
+        rows.append(Candidate(label=label, features=f))
+    return rows
+
+
+class ReasoningSimilarity:
+    """Per-agent similarity of its reasoning to its own re-ask reasoning and to the question.
+
+    ``backend`` is any :class:`~dissensus.states.similarity.SimilarityBackend` (the
+    reader's); one ``matrix`` call per panel.
+    """
+
+    def __init__(self, backend: Any) -> None:
+        self.backend = backend
+
+    def __call__(
+        self, panel: Panel, second: Mapping[str, tuple[str | None, str | None]]
+    ) -> dict[str, dict[str, float]]:
+        texts: list[str] = []
+        slots: list[tuple[str, str, int]] = []
+        question = question_text(panel)
+        q_index = -1
+        if question:
+            q_index = 0
+            texts.append(question)
+        for out in panel.outputs:
+            i = len(texts)
+            texts.append(out.reasoning)
+            again = second.get(out.agent)
+            if again is not None and again[1]:
+                texts.append(again[1])
+                slots.append((out.agent, "reask", i))
+            if q_index >= 0:
+                slots.append((out.agent, "question", i))
+        if not slots:
+            return {}
+        m = np.asarray(self.backend.matrix(texts), dtype=float)
+        result: dict[str, dict[str, float]] = {}
+        for agent, kind, i in slots:
+            j = i + 1 if kind == "reask" else q_index
+            result.setdefault(agent, {})[kind] = float(m[i, j])
+        return result
+
+
+def second_pairs(
+    second: Mapping[str, SecondLike] | None,
+) -> dict[str, tuple[str | None, str | None]]:
+    """Re-ask answers as ``agent -> (decision, reasoning)``."""
+    return {a: (s.decision, s.reasoning) for a, s in (second or {}).items()}
+
+
+def case_input(
+    panel: Panel,
+    *,
+    reading: Any = None,
+    guard: Any = None,
+    second: Mapping[str, SecondLike] | None = None,
+    reasoning_sim: dict[str, dict[str, float]] | None = None,
+    margins: dict[str, float] | None = None,
+    user: dict[str, float] | None = None,
+) -> CaseInput:
+    """A :class:`CaseInput` from a panel, its :class:`~dissensus.states.Reading`, the guard's
+    :class:`~dissensus.guard.GuardDecision` (either may be ``None``) and any re-ask answers."""
+    return CaseInput(
+        panel=panel,
+        state=reading.state.value if reading is not None else None,
+        mean_similarity=reading.mean_similarity if reading is not None else None,
+        agents=list(reading.agents) if reading is not None else [],
+        matrix=[list(r) for r in reading.matrix] if reading is not None else None,
+        guard_probabilities=dict(guard.probabilities) if guard is not None else None,
+        guard_answer=guard.answer if guard is not None else None,
+        guard_n_eff=guard.n_eff if guard is not None else None,
+        guard_verifier=guard.verifier if guard is not None else None,
+        second=second_pairs(second),
+        reasoning_sim=reasoning_sim or {},
+        margins=margins or {},
+        user=user or {},
+    )

@@ -1,0 +1,145 @@
+"""The acceptance file (``ACCEPT.json``): format, self-hash, save and load.
+
+The file holds everything needed to apply and audit an acceptance model: the format
+version, the feature settings and list, the library versions it was fitted with, the
+model as plain JSON (coefficients, no pickle), the threshold and the guarantee it
+carries (target precision, delta, minimum accepted), the calibration size and the
+per-stratum figures. ``sha256`` is the hash of the file's canonical JSON with the
+``sha256`` field removed; every record decided with the file quotes it, and
+:func:`load_acceptance` refuses a file whose content no longer matches its hash.
+
+Choices where the design is silent: canonical JSON is ``json.dumps(sort_keys=True,
+separators=(",", ":"), ensure_ascii=False)`` of the pydantic dump; floats are written
+as Python writes them (round-trip exact); a file with ``threshold: null`` is valid and
+means "accept nothing", its ``threshold_reason`` saying why.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from dissensus.acceptance.bound import StratumFigures
+from dissensus.acceptance.fit import LogisticModel
+from dissensus.errors import ConfigError
+
+__all__ = [
+    "ACCEPTANCE_FORMAT",
+    "AcceptanceFile",
+    "FeatureSettings",
+    "canonical_hash",
+    "load_acceptance",
+    "save_acceptance",
+]
+
+ACCEPTANCE_FORMAT = "dissensus.acceptance/1"
+
+
+class FeatureSettings(BaseModel):
+    """How the features were computed (the pipeline computes them the same way)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    similarity: str | None = None
+    """The reader's similarity backend used for the reading features."""
+    reasoning: bool = False
+    """Reasoning-similarity features (to own re-ask, to the question)."""
+    markers: dict[str, list[str]] | None = None
+    """Marker lexicon (``concession`` / ``grounding``) for the optional margin feature; off when ``None``."""
+    user: list[str] = Field(default_factory=list)
+    """User feature callables, ``module:function``."""
+
+
+class AcceptanceFile(BaseModel):
+    """A fitted acceptance model with its guarantee."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    format: str = ACCEPTANCE_FORMAT
+    description: str = ""
+    built_from: list[str] = Field(default_factory=list)
+    settings: FeatureSettings = Field(default_factory=FeatureSettings)
+    features: list[str]
+    libraries: dict[str, str]
+    model: LogisticModel
+    threshold: float | None
+    """Accept when the best candidate's score is ``>= threshold``; ``None``: accept nothing."""
+    threshold_reason: str
+    target_precision: float
+    delta: float
+    min_accepted: int
+    calibration_n: int
+    strata_field: str | None = None
+    strata: list[StratumFigures] = Field(default_factory=list)
+    calibration_accepted: int = 0
+    calibration_correct: int = 0
+    error_upper: float = 1.0
+    sha256: str = ""
+
+    def guarantee(self) -> str:
+        """The guarantee in one sentence."""
+        if self.threshold is None:
+            return f"acceptance accepts nothing: {self.threshold_reason}"
+        return (
+            f"auto-accepted cases: precision >= {self.target_precision:.2f} with probability >= "
+            f"{1 - self.delta:.2f} if these panels are exchangeable with the {self.calibration_n} calibration cases"
+        )
+
+
+def canonical_hash(data: dict[str, Any]) -> str:
+    """sha256 of ``data`` without its ``sha256`` field, as canonical JSON."""
+    body = {k: v for k, v in data.items() if k != "sha256"}
+    text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def save_acceptance(acc: AcceptanceFile, path: str | Path) -> AcceptanceFile:
+    """Write ``acc`` with its hash filled in; returns the hashed model."""
+    data = acc.model_dump(mode="json")
+    data["sha256"] = canonical_hash(data)
+    try:
+        Path(path).write_text(
+            json.dumps(data, indent=1, ensure_ascii=False) + "\n", encoding="utf-8"
+        )
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot write acceptance file: {exc.strerror or exc}", file=str(path)
+        ) from None
+    return AcceptanceFile.model_validate(data)
+
+
+def load_acceptance(path: str | Path) -> AcceptanceFile:
+    """Read and verify an acceptance file (:class:`ConfigError` naming the field otherwise)."""
+    name = str(path)
+    try:
+        data: Any = json.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot read acceptance file: {exc.strerror or exc}", file=name
+        ) from None
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"invalid JSON: {exc.msg} (line {exc.lineno})", file=name) from None
+    if not isinstance(data, dict) or data.get("format") != ACCEPTANCE_FORMAT:
+        got = data.get("format") if isinstance(data, dict) else None
+        raise ConfigError(
+            f"not an acceptance file (format {got!r}, expected {ACCEPTANCE_FORMAT!r})",
+            file=name,
+            field="format",
+        )
+    if data.get("sha256") != canonical_hash(data):
+        raise ConfigError(
+            "content does not match its sha256: the file was modified after calibration",
+            file=name,
+            field="sha256",
+        )
+    try:
+        return AcceptanceFile.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise ConfigError(
+            first["msg"], file=name, field=".".join(str(p) for p in first["loc"])
+        ) from None

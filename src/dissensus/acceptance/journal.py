@@ -1,0 +1,92 @@
+"""Labelled cases from a run journal: what human reviewers resolved (edge code).
+
+Every resolved review item is a labelled case: its panel (as the reviewer saw it),
+the reading and guard decision the pipeline made, the re-ask answers shown to the
+reviewer, and the reviewer's decision as the gold answer. A resolution flagged
+``outside_options`` (the reviewer rejected every option on the table) is excluded: no
+candidate could have been right, so it says nothing about which candidate to trust.
+
+Choices where the design is silent: a resolved item of a run whose review event
+cannot be read as a review item is skipped and counted (never silently); the re-ask
+answers come from the positions shown to the reviewer (decision only, no reasoning);
+the guard decision is the one the pipeline journalled, or none when it did not audit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import ValidationError
+
+from dissensus.pipeline.records import ReviewItem
+from dissensus.store.journal import Journal
+from dissensus.types import Panel
+
+__all__ = ["JournalCase", "JournalCases", "labelled_from_journal"]
+
+
+@dataclass(frozen=True)
+class _Second:
+    decision: str | None
+    reasoning: str | None = None
+
+
+@dataclass(frozen=True)
+class JournalCase:
+    """One resolved review item as a labelled case."""
+
+    review_id: str
+    panel: Panel
+    reading: Any
+    guard: Any
+    second: dict[str, _Second]
+    gold: str
+
+
+@dataclass
+class JournalCases:
+    """Outcome of :func:`labelled_from_journal`."""
+
+    cases: list[JournalCase] = field(default_factory=list)
+    outside_options: int = 0
+    unreadable: int = 0
+
+
+def labelled_from_journal(journal: Journal, run_ids: Sequence[str] | None = None) -> JournalCases:
+    """Every resolved review item of ``run_ids`` (all runs when empty) as a labelled case."""
+    from dissensus.states import Reading
+
+    out = JournalCases()
+    runs = list(run_ids) if run_ids else [r.run_id for r in journal.runs()]
+    for run_id in runs:
+        for event in journal.events(run_id, type="review.resolved"):
+            payload = event.payload
+            if payload.get("outside_options"):
+                out.outside_options += 1
+                continue
+            review = journal.get(run_id, f"case/{event.case}/review")
+            if review is None:
+                out.unreadable += 1
+                continue
+            try:
+                item = ReviewItem.model_validate(review.payload)
+                panel = Panel.model_validate(item.panel)
+                reading = Reading.model_validate(item.reading)
+                guard = item.guard.decision if item.guard is not None else None
+            except ValidationError:
+                out.unreadable += 1
+                continue
+            second = {p.agent: _Second(p.second) for p in item.positions if p.second is not None}
+            out.cases.append(
+                JournalCase(
+                    review_id=item.review_id,
+                    panel=panel,
+                    reading=reading,
+                    guard=guard,
+                    second=second,
+                    gold=str(payload["decision"]),
+                )
+            )
+    return out

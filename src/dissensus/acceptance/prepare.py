@@ -1,0 +1,211 @@
+"""From panels to candidate rows: read, audit, re-ask answers, optional extras (edge code).
+
+The feature rows of :mod:`dissensus.acceptance.features` need the panel's reading
+(:mod:`dissensus.states`), the guard's decision (:mod:`dissensus.guard`) and any re-ask
+answers. This module computes them the way the pipeline does, so that calibration and
+decision see the same features: the reading with the given similarity backend and
+thresholds, the guard without a guard calibration (its posterior, n_eff and verifier
+are features, not gates), the re-asks recorded in the panel.
+
+Choices where the design is silent: a panel with fewer than two votes has no guard
+features; user features are imported once per call of :func:`load_user_features` and
+a failing import is a :class:`~dissensus.errors.ConfigError` naming the spec; a user
+feature that raises or returns a non-number is a :class:`ConfigError` naming the panel.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from dissensus.acceptance.calibrate import AcceptanceVerdict, apply_acceptance
+from dissensus.acceptance.features import (
+    Candidate,
+    PanelFeature,
+    ReasoningSimilarity,
+    SecondLike,
+    candidate_rows,
+    case_input,
+    second_pairs,
+)
+from dissensus.acceptance.file import AcceptanceFile, FeatureSettings, load_acceptance
+from dissensus.errors import ConfigError
+from dissensus.types import Panel
+
+__all__ = ["LearnedAcceptance", "candidates_for", "load_user_features", "prepare_cases"]
+
+
+def load_user_features(specs: Sequence[str]) -> dict[str, PanelFeature]:
+    """Import each ``module:function`` user feature."""
+    found: dict[str, PanelFeature] = {}
+    for spec in specs:
+        module_name, _, attr = spec.partition(":")
+        if not module_name or not attr:
+            raise ConfigError(
+                f"a user feature is 'module:function', got {spec!r}", field="acceptance.features"
+            )
+        try:
+            target: Any = importlib.import_module(module_name)
+        except ImportError as exc:
+            raise ConfigError(
+                f"cannot import {module_name!r}: {exc}", field="acceptance.features"
+            ) from None
+        for part in attr.split("."):
+            target = getattr(target, part, None)
+        if not callable(target):
+            raise ConfigError(f"{spec!r} is not a callable", field="acceptance.features")
+        found[spec] = target
+    return found
+
+
+def _user_values(panel: Panel, funcs: Mapping[str, PanelFeature]) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for spec, func in funcs.items():
+        try:
+            values = func(panel)
+            for key, value in values.items():
+                out[str(key)] = float(value)
+        except Exception as exc:  # user code: any failure is reported, with where
+            raise ConfigError(
+                f"user feature {spec} failed on panel {panel.id!r}: {exc}",
+                field="acceptance.features",
+            ) from None
+    return out
+
+
+def _margins(
+    panel: Panel, second: Mapping[str, SecondLike], markers: dict[str, list[str]]
+) -> dict[str, float]:
+    from dissensus.pipeline.signals import MarkerLexicon, SecondAnswer, agent_signals
+
+    lexicon = MarkerLexicon(
+        concession=tuple(markers.get("concession", [])),
+        grounding=tuple(markers.get("grounding", [])),
+    )
+    typed = {a: SecondAnswer(decision=s.decision, reasoning=s.reasoning) for a, s in second.items()}
+    return {s.agent: float(s.score) for s in agent_signals(panel, typed, lexicon)}
+
+
+def candidates_for(
+    panel: Panel,
+    *,
+    reading: Any,
+    guard: Any,
+    second: Mapping[str, SecondLike] | None,
+    settings: FeatureSettings,
+    sim_backend: Any = None,
+    user: Mapping[str, PanelFeature] | None = None,
+) -> list[Candidate]:
+    """Candidate rows for one case from its reading, guard decision and re-asks."""
+    second = second or {}
+    sims = (
+        ReasoningSimilarity(sim_backend)(panel, second_pairs(second))
+        if settings.reasoning and sim_backend is not None
+        else None
+    )
+    margins = _margins(panel, second, settings.markers) if settings.markers is not None else None
+    values = _user_values(panel, user) if user else None
+    return candidate_rows(
+        case_input(
+            panel,
+            reading=reading,
+            guard=guard,
+            second=second,
+            reasoning_sim=sims,
+            margins=margins,
+            user=values,
+        )
+    )
+
+
+def _guard(panel: Panel) -> Any:
+    from dissensus.guard import audit
+    from dissensus.pipeline.gates import panel_votes
+
+    votes = panel_votes(panel)
+    if len(votes) < 2:
+        return None
+    return audit(votes, None, case_id=panel.id)
+
+
+def prepare_cases(
+    panels: Sequence[Panel],
+    *,
+    settings: FeatureSettings,
+    backend: Any,
+    theta_s: float | None = None,
+    theta_a: float = 0.8,
+    reask: bool = True,
+    on_case: Callable[[int], None] | None = None,
+) -> list[list[Candidate]]:
+    """Candidate rows for every panel (``reask``: use the re-asks recorded in the panels)."""
+    from dissensus.pipeline.signals import recorded_second_answers
+    from dissensus.states import read_panels
+    from dissensus.states.reading import Thresholds
+
+    thresholds = Thresholds.for_model(backend.name, theta_s, theta_a)
+    readings = read_panels(list(panels), backend, thresholds)
+    user = load_user_features(settings.user) if settings.user else None
+    out: list[list[Candidate]] = []
+    for i, (panel, reading) in enumerate(zip(panels, readings, strict=True)):
+        second = recorded_second_answers(panel) if reask else {}
+        out.append(
+            candidates_for(
+                panel,
+                reading=reading,
+                guard=_guard(panel),
+                second=second,
+                settings=settings,
+                sim_backend=backend,
+                user=user,
+            )
+        )
+        if on_case is not None:
+            on_case(i)
+    return out
+
+
+class LearnedAcceptance:
+    """An acceptance file ready to judge cases the way it was calibrated.
+
+    ``similarity`` is the reader's backend name in the deciding policy: a file
+    calibrated with another backend is refused (its similarity features would not mean
+    the same). ``sim_backend`` computes the optional reasoning features.
+    """
+
+    def __init__(
+        self, acc: AcceptanceFile, *, similarity: str | None = None, sim_backend: Any = None
+    ) -> None:
+        wanted = acc.settings.similarity
+        if wanted is not None and similarity is not None and wanted != similarity:
+            raise ConfigError(
+                f"the acceptance file was calibrated with similarity {wanted!r}, the policy reads with {similarity!r}",
+                field="reading.similarity",
+            )
+        self.file = acc
+        self.sim_backend = sim_backend
+        self.user = load_user_features(acc.settings.user) if acc.settings.user else None
+
+    @classmethod
+    def load(
+        cls, path: str | Path, *, similarity: str | None = None, sim_backend: Any = None
+    ) -> LearnedAcceptance:
+        """Read, verify and prepare the file at ``path``."""
+        return cls(load_acceptance(path), similarity=similarity, sim_backend=sim_backend)
+
+    def judge(
+        self, panel: Panel, *, reading: Any, guard: Any, second: Mapping[str, SecondLike] | None
+    ) -> AcceptanceVerdict:
+        """May the case's best-scored answer be committed?"""
+        rows = candidates_for(
+            panel,
+            reading=reading,
+            guard=guard,
+            second=second,
+            settings=self.file.settings,
+            sim_backend=self.sim_backend,
+            user=self.user,
+        )
+        return apply_acceptance(self.file, rows)

@@ -1,0 +1,237 @@
+"""CLI command ``dissensus calibrate-acceptance``: fit learned acceptance on labelled cases.
+
+* ``dissensus calibrate-acceptance LABELLED.jsonl --out ACCEPT.json [options]``: panels
+  with the gold decision in ``meta.gold`` (every converter writes it there).
+* ``dissensus calibrate-acceptance --journal J [--run ID ...] --out ACCEPT.json``: the
+  review items humans resolved in a run journal (the reviewer's decision is the gold).
+
+Both sources may be given together; their cases are pooled. A panel without
+``meta.gold`` is rejected (reported with its line, exit code 3 after writing the file).
+The reading settings (similarity backend, thresholds) and the acceptance feature
+settings come from ``--policy`` when given, so that ``decide`` computes the same features.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from dissensus.cli.app import app
+from dissensus.cli.common import exit_for, out_console, print_json
+from dissensus.errors import InputError
+from dissensus.io.jsonl import Reject, RejectSink, open_text, read_models
+from dissensus.types import Panel
+
+__all__ = ["calibrate_acceptance_cmd"]
+
+
+def _labelled_panels(path: str, sink: RejectSink) -> list[Panel]:
+    panels: list[Panel] = []
+    try:
+        with open_text(path) as handle:
+            for line, item in enumerate(read_models(Panel, handle, file=path), start=1):
+                if isinstance(item, Reject):
+                    sink.add(item)
+                    continue
+                if item.meta.get("gold") is None:
+                    sink.add(
+                        Reject(
+                            file=path,
+                            line=line,
+                            field="meta.gold",
+                            message="no gold decision: not a labelled case",
+                        )
+                    )
+                    continue
+                panels.append(item)
+    except OSError as exc:
+        raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
+    return panels
+
+
+def _setting(policy: Any, name: str, default: Any) -> Any:
+    return getattr(policy.acceptance, name, default)
+
+
+@app.command("calibrate-acceptance")
+def calibrate_acceptance_cmd(
+    labelled: Annotated[
+        str | None, typer.Argument(help="Labelled panels (JSONL, gold in meta.gold).")
+    ] = None,
+    out: Annotated[
+        str, typer.Option("--out", "-o", help="Write the acceptance file here.")
+    ] = "ACCEPT.json",
+    journal: Annotated[
+        str | None,
+        typer.Option(
+            "--journal", help="Also learn from the review items resolved in this journal."
+        ),
+    ] = None,
+    run: Annotated[
+        list[str] | None, typer.Option("--run", help="Only these runs of the journal (repeatable).")
+    ] = None,
+    policy_path: Annotated[
+        str | None,
+        typer.Option("--policy", help="Pipeline policy (reading and acceptance settings)."),
+    ] = None,
+    target: Annotated[
+        float,
+        typer.Option("--target-precision", min=0.01, max=0.999, help="Precision to guarantee."),
+    ] = 0.9,
+    delta: Annotated[
+        float,
+        typer.Option(
+            "--delta", min=0.001, max=0.5, help="Allowed probability that the guarantee fails."
+        ),
+    ] = 0.1,
+    strata: Annotated[
+        str | None,
+        typer.Option(
+            "--strata",
+            help="meta field naming each case's stratum: the threshold must pass in every one.",
+        ),
+    ] = None,
+    min_accepted: Annotated[
+        int,
+        typer.Option(
+            "--min-accepted", min=1, help="Fewest calibration cases a threshold must accept."
+        ),
+    ] = 30,
+    reasoning: Annotated[
+        bool, typer.Option("--reasoning/--no-reasoning", help="Add reasoning-similarity features.")
+    ] = False,
+    feature: Annotated[
+        list[str] | None,
+        typer.Option("--feature", help="User feature module:function (repeatable)."),
+    ] = None,
+    rejects: Annotated[
+        str | None, typer.Option("--rejects", help="Write rejected lines (JSONL) here.")
+    ] = None,
+    json_out: Annotated[
+        bool, typer.Option("--json", help="Print the acceptance file's summary as JSON.")
+    ] = False,
+) -> None:
+    """Fit learned acceptance with a finite-sample precision guarantee and write ACCEPT.json."""
+    if labelled is None and journal is None:
+        raise typer.BadParameter("give LABELLED.jsonl, --journal J, or both")
+    if labelled is not None and not Path(labelled).is_file():
+        raise typer.BadParameter(f"file not found: {labelled}")
+    from dissensus.acceptance import FeatureSettings, calibrate, save_acceptance
+    from dissensus.acceptance.prepare import candidates_for, load_user_features, prepare_cases
+    from dissensus.pipeline.policy import load_policy
+    from dissensus.states import get_backend
+
+    policy, _ = load_policy(policy_path)
+    markers = _setting(policy, "lexicon", None)
+    settings = FeatureSettings(
+        similarity=policy.reading.similarity,
+        reasoning=reasoning or bool(_setting(policy, "reasoning", False)),
+        markers=markers,
+        user=list(feature or []) or list(_setting(policy, "features", []) or []),
+    )
+    backend = get_backend(policy.reading.similarity)
+    cases: list[Any] = []
+    golds: list[str] = []
+    groups: list[str] = []
+    sources: list[str] = []
+    with RejectSink(rejects) as sink:
+        if labelled is not None:
+            panels = _labelled_panels(labelled, sink)
+            cases += prepare_cases(
+                panels,
+                settings=settings,
+                backend=backend,
+                theta_s=policy.reading.theta_s,
+                theta_a=policy.reading.theta_a,
+            )
+            golds += [str(p.meta["gold"]) for p in panels]
+            groups += [str(p.meta.get(strata, "(none)")) for p in panels] if strata else []
+            sources.append(f"{labelled} ({len(panels)} labelled panels)")
+        rejected = sink.count
+    if journal is not None:
+        from dissensus.acceptance.journal import labelled_from_journal
+        from dissensus.store.journal import Journal
+
+        if not Path(journal).is_file():
+            raise typer.BadParameter(f"journal not found: {journal}")
+        with Journal(journal) as jr:
+            found = labelled_from_journal(jr, run or None)
+        user = load_user_features(settings.user) if settings.user else None
+        for case in found.cases:
+            cases.append(
+                candidates_for(
+                    case.panel,
+                    reading=case.reading,
+                    guard=case.guard,
+                    second=case.second,
+                    settings=settings,
+                    sim_backend=backend,
+                    user=user,
+                )
+            )
+            golds.append(case.gold)
+            if strata:
+                groups.append(str(case.panel.meta.get(strata, "(none)")))
+        sources.append(
+            f"{journal} ({len(found.cases)} resolved reviews; {found.outside_options} outside the options excluded)"
+        )
+    if not cases:
+        raise InputError("no labelled cases to calibrate on")
+    acc = calibrate(
+        cases,
+        golds,
+        target=target,
+        delta=delta,
+        min_accepted=min_accepted,
+        strata=groups if strata else None,
+        strata_field=strata,
+        settings=settings,
+        built_from=sources,
+        description="learned acceptance fitted by dissensus calibrate-acceptance",
+    )
+    saved = save_acceptance(acc, out)
+    summary = {
+        "out": out,
+        "calibration_n": saved.calibration_n,
+        "threshold": saved.threshold,
+        "threshold_reason": saved.threshold_reason,
+        "calibration_accepted": saved.calibration_accepted,
+        "calibration_correct": saved.calibration_correct,
+        "error_upper": saved.error_upper,
+        "strata": [s.model_dump() for s in saved.strata],
+        "guarantee": saved.guarantee(),
+        "sha256": saved.sha256,
+        "rejected": rejected,
+    }
+    if json_out:
+        print_json(summary)
+    else:
+        _print(saved, out, rejected)
+    raise typer.Exit(code=exit_for(rejected))
+
+
+def _print(acc: Any, out: str, rejected: int) -> None:
+    table = Table(title=f"learned acceptance -> {out}")
+    table.add_column("stratum")
+    table.add_column("cases", justify="right")
+    table.add_column("accepted", justify="right")
+    table.add_column("right", justify="right")
+    table.add_column("error bound", justify="right")
+    for s in acc.strata:
+        table.add_row(s.stratum, str(s.n), str(s.accepted), str(s.correct), f"{s.error_upper:.3f}")
+    table.add_row(
+        "all",
+        str(acc.calibration_n),
+        str(acc.calibration_accepted),
+        str(acc.calibration_correct),
+        f"{acc.error_upper:.3f}",
+    )
+    out_console.print(table)
+    out_console.print(acc.threshold_reason)
+    out_console.print(acc.guarantee())
+    out_console.print(
+        f"sha256 {acc.sha256}" + (f"; {rejected} line(s) rejected" if rejected else "")
+    )

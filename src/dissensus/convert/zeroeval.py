@@ -1,0 +1,221 @@
+"""ZeroEval solver outputs -> dissensus panels (one panel per problem, one agent per model).
+
+ZeroEval (Lin et al., ``yuchenlin/ZeroEval``) stores one JSON file per model: a list of
+``{session_id, question, output, generator, answer, ...}`` in the same order, where
+``output`` is a one-element list holding the model's raw text (asked for a JSON block
+``{"reasoning": ..., "answer": ...}``) and ``answer`` is the gold (GSM8K writes it
+``"# 18"``). Every model is an agent; ``session_id`` joins the files.
+
+Answer extraction, in order (the first that yields a number wins):
+
+1. the ``answer`` field of the JSON block (:func:`dissensus.llm.jsonparse.extract_json`,
+   tolerant of fences, prose and trailing commas);
+2. an ``"answer": ...`` field in text that does not parse as JSON (truncated output);
+3. an explicit final-answer phrase: ``#### X``, ``\\boxed{X}``, ``the (final) answer is X``.
+
+The answer text is then normalised to a number: commas, ``$``, ``%`` and units go, the
+last number in it is kept (``"9 * 2 = 18"`` -> ``18``), ``18.0`` -> ``18``. An output
+with no parseable answer is an **abstention** (``decision: null``), not an error and
+not a vote; its text is still the agent's reasoning.
+
+Choices where the source is silent: the reasoning is the JSON ``reasoning`` field when
+present, else the raw output (an empty output becomes ``"(no output)"``, since a panel
+needs a non-empty trace); the family is read from the model name (Llama -> meta,
+Mistral/Mixtral -> mistral, gemma -> google, gpt -> openai, Qwen -> alibaba, Phi ->
+microsoft, Yi -> 01-ai, otherwise the name); the gold is normalised like the answers
+and written to ``meta.gold``; a problem answered by fewer than two models, or whose
+gold is not a number, is skipped and reported through ``on_skip``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from dissensus.convert.skips import ConvertError, SkipHandler, Skipped, report_skip
+from dissensus.llm.jsonparse import JSONExtractError, extract_json
+from dissensus.types import AgentOutput, Panel
+
+__all__ = ["extract_answer", "iter_zeroeval_panels", "model_family", "normalise_number"]
+
+_NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?|-?\.\d+")
+_FIELD = re.compile(r"[\"']answer[\"']\s*:\s*(\"(?:[^\"\\]|\\.)*\"|[^,}\n]+)", re.IGNORECASE)
+_PHRASES = (
+    re.compile(r"####\s*([^\n]+)"),
+    re.compile(r"\\boxed\{([^}]*)\}"),
+    re.compile(r"(?:final answer|the answer)\s*(?:is|:)\s*([^\n]+)", re.IGNORECASE),
+)
+_FAMILIES = (
+    ("llama", "meta"),
+    ("mixtral", "mistral"),
+    ("mistral", "mistral"),
+    ("gemma", "google"),
+    ("gpt", "openai"),
+    ("qwen", "alibaba"),
+    ("phi", "microsoft"),
+    ("yi-", "01-ai"),
+)
+
+
+def model_family(name: str) -> str:
+    """The model family read from its name (see the module docstring)."""
+    low = name.lower()
+    for key, family in _FAMILIES:
+        if key in low:
+            return family
+    return name
+
+
+def normalise_number(text: str) -> str | None:
+    """The last number in ``text`` in canonical form (``"$1,800.00"`` -> ``"1800"``), or ``None``."""
+    cleaned = text.replace("$", " ").replace("%", " ")
+    found = _NUMBER.findall(cleaned)
+    if not found:
+        return None
+    raw = found[-1].replace(",", "")
+    try:
+        value = float(raw)
+    except ValueError:
+        return None
+    if value != value or value in (float("inf"), float("-inf")):
+        return None
+    if value.is_integer():
+        return str(int(value))
+    return f"{value:.6f}".rstrip("0").rstrip(".")
+
+
+def _from_json(text: str) -> tuple[str | None, str | None]:
+    try:
+        data = extract_json(text, want_object=True)
+    except JSONExtractError:
+        return None, None
+    if not isinstance(data, dict):
+        return None, None
+    reasoning = data.get("reasoning")
+    answer = data.get("answer")
+    number = normalise_number(str(answer)) if answer is not None else None
+    return number, reasoning if isinstance(reasoning, str) and reasoning.strip() else None
+
+
+def extract_answer(text: str) -> tuple[str | None, str]:
+    """``(answer or None, reasoning)`` from one raw output (see the module docstring)."""
+    number, reasoning = _from_json(text)
+    if number is None:
+        m = _FIELD.search(text)
+        if m:
+            value = m.group(1).strip()
+            if value.startswith('"'):
+                try:
+                    value = str(json.loads(value))
+                except json.JSONDecodeError:
+                    value = value.strip('"')
+            number = normalise_number(value)
+    if number is None:
+        for pattern in _PHRASES:
+            hits = pattern.findall(text)
+            if hits:
+                number = normalise_number(hits[-1])
+                if number is not None:
+                    break
+    trace = reasoning or text.strip() or "(no output)"
+    return number, trace
+
+
+def _load(path: Path) -> list[Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConvertError(f"cannot read {path}: {exc.strerror or exc}") from None
+    except json.JSONDecodeError as exc:
+        raise ConvertError(f"{path}: invalid JSON: {exc.msg} (line {exc.lineno})") from None
+    if not isinstance(data, list):
+        raise ConvertError(f"{path}: expected a list of ZeroEval results")
+    return data
+
+
+def _text(item: dict[str, Any]) -> str:
+    out = item.get("output")
+    if isinstance(out, list):
+        return "\n".join(str(x) for x in out if x is not None)
+    return "" if out is None else str(out)
+
+
+def iter_zeroeval_panels(
+    directory: str | Path, *, on_skip: SkipHandler | None = None, limit: int | None = None
+) -> Iterator[Panel]:
+    """One panel per problem of the ZeroEval result files in ``directory`` (models sorted by name)."""
+    root = Path(directory)
+    if not root.is_dir():
+        raise ConvertError(f"{root}: not a directory of ZeroEval result files")
+    files = sorted(p for p in root.glob("*.json") if p.is_file())
+    if len(files) < 2:
+        raise ConvertError(f"{root}: need at least two model files (*.json), found {len(files)}")
+    models = {f.stem: _load(f) for f in files}
+    return _panels(models, root, on_skip, limit)
+
+
+def _panels(
+    models: dict[str, list[Any]], root: Path, on_skip: SkipHandler | None, limit: int | None
+) -> Iterator[Panel]:
+    order: list[str] = []
+    by_model: dict[str, dict[str, dict[str, Any]]] = {}
+    for name, items in models.items():
+        table: dict[str, dict[str, Any]] = {}
+        for item in items:
+            if isinstance(item, dict) and isinstance(item.get("session_id"), str):
+                table[item["session_id"]] = item
+                if item["session_id"] not in by_model.get("__seen__", {}):
+                    by_model.setdefault("__seen__", {})[item["session_id"]] = item
+                    order.append(item["session_id"])
+        by_model[name] = table
+    seen = by_model.pop("__seen__", {})
+    done = 0
+    for sid in order:
+        if limit is not None and done >= limit:
+            return
+        first = seen[sid]
+        gold = normalise_number(str(first.get("answer", "")))
+        if gold is None:
+            report_skip(
+                on_skip,
+                Skipped(
+                    file=str(root),
+                    item=sid,
+                    field="answer",
+                    message=f"gold is not a number: {first.get('answer')!r}",
+                ),
+            )
+            continue
+        outputs = []
+        for name in sorted(by_model):
+            item = by_model[name].get(sid)
+            if item is None:
+                continue
+            answer, reasoning = extract_answer(_text(item))
+            outputs.append(
+                AgentOutput(
+                    agent=name, decision=answer, reasoning=reasoning, family=model_family(name)
+                )
+            )
+        if len(outputs) < 2:
+            report_skip(
+                on_skip,
+                Skipped(
+                    file=str(root),
+                    item=sid,
+                    field="<item>",
+                    message=f"only {len(outputs)} model(s) answered",
+                ),
+            )
+            continue
+        meta = {
+            "source": "ZeroEval",
+            "task": str(first.get("source", "")),
+            "question": str(first.get("question", "")),
+            "gold": gold,
+        }
+        done += 1
+        yield Panel(id=sid, meta=meta, outputs=outputs)

@@ -1,0 +1,127 @@
+"""The pipeline's hook to learned acceptance (:mod:`dissensus.acceptance`).
+
+Where the pipeline asks "may we commit?" — after the guard refuses an automatic route
+and the follow-up ran (with the re-ask features), or when no follow-up could run (on
+the features the panel has) — a configured acceptance file judges the case. This module
+loads the file (``acceptance.model`` in the policy, or ``decide --acceptance``), keeps
+its verified content in the run's ``run.started`` event (so a resumed run judges with
+the same file), and turns a verdict into the journalled step and the record's
+``acceptance`` figures.
+
+Choices where the design is silent: scikit-learn and scipy are imported only when a
+file is configured (a missing library is a :class:`ConfigError` saying how to install
+it); a file whose content no longer matches its sha256 is refused at start and on
+resume; the guard's decision used as features is the one the pipeline journalled.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from dissensus.errors import ConfigError
+from dissensus.types import Panel
+
+__all__ = [
+    "AcceptanceFigures",
+    "guarantee_sentence",
+    "learned_payload",
+    "load_learned_data",
+    "make_learned",
+]
+
+
+class AcceptanceFigures(BaseModel):
+    """What each record decided with learned acceptance quotes."""
+
+    model_config = ConfigDict(frozen=True)
+
+    score: float
+    """The best answer's probability of being right."""
+    threshold: float | None
+    """Accept when ``score >= threshold``; ``None``: the file accepts nothing."""
+    target_precision: float
+    delta: float
+    calibration_n: int
+    file_sha256: str
+
+
+def _import() -> Any:
+    try:
+        import dissensus.acceptance as acceptance
+    except ImportError as exc:  # the package itself turns a missing sklearn/scipy into ConfigError
+        raise ConfigError(
+            f"learned acceptance needs scikit-learn and scipy: pip install 'dissensus[accept]' ({exc})"
+        ) from None
+    return acceptance
+
+
+def load_learned_data(
+    name: str | None, base: Path | None, *, policy_file: str | None, field: str
+) -> dict[str, Any] | None:
+    """Read and verify the acceptance file ``name`` (relative to ``base``); its JSON, or ``None``."""
+    if not name:
+        return None
+    acceptance = _import()
+    path = Path(name)
+    if not path.is_absolute() and base is not None:
+        path = base / path
+    if not path.is_file():
+        raise ConfigError(f"acceptance file not found: {path}", file=policy_file, field=field)
+    data: dict[str, Any] = acceptance.load_acceptance(path).model_dump(mode="json")
+    return data
+
+
+def make_learned(data: dict[str, Any], *, similarity: str | None, backend: Any) -> Any:
+    """A :class:`~dissensus.acceptance.prepare.LearnedAcceptance` from the run's stored file."""
+    acceptance = _import()
+    from dissensus.acceptance.prepare import LearnedAcceptance
+
+    if data.get("sha256") != acceptance.canonical_hash(data):
+        raise ConfigError(
+            "the run's acceptance file does not match its sha256", field="acceptance.model"
+        )
+    return LearnedAcceptance(
+        acceptance.AcceptanceFile.model_validate(data), similarity=similarity, sim_backend=backend
+    )
+
+
+def learned_payload(
+    learned: Any, panel: Panel, *, reading: Any, guard: Any, second: Any
+) -> dict[str, Any]:
+    """The journalled acceptance step of learned acceptance."""
+    verdict = learned.judge(panel, reading=reading, guard=guard, second=second)
+    figures = AcceptanceFigures(
+        score=verdict.score,
+        threshold=verdict.threshold,
+        target_precision=verdict.target_precision,
+        delta=verdict.delta,
+        calibration_n=verdict.calibration_n,
+        file_sha256=verdict.file_sha256,
+    )
+    return {
+        "accepted": verdict.accepted,
+        "decision": verdict.decision,
+        "basis": "learned" if verdict.accepted else "none",
+        "supporters": [
+            o.agent
+            for o in panel.outputs
+            if o.decision is not None and o.decision == verdict.decision
+        ],
+        "contradicted_by": [],
+        "reason": verdict.reason,
+        "figures": figures.model_dump(mode="json"),
+    }
+
+
+def guarantee_sentence(figures: AcceptanceFigures) -> str:
+    """The guarantee of an acceptance file, in one sentence."""
+    if figures.threshold is None:
+        return "learned acceptance accepted nothing: no threshold met the target on the calibration cases"
+    return (
+        f"auto-accepted cases: precision >= {figures.target_precision:.2f} with probability >= {1 - figures.delta:.2f} "
+        f"if these panels are exchangeable with the {figures.calibration_n} calibration cases "
+        f"(acceptance file {figures.file_sha256[:12]})"
+    )

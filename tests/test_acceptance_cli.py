@@ -1,0 +1,165 @@
+"""``dissensus calibrate-acceptance``: labelled panels and a journal of resolved reviews."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from dissensus.acceptance import load_acceptance
+from dissensus.cli import main
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _policy(tmp_path: Path) -> Path:
+    path = tmp_path / "policy.yaml"
+    path.write_text("reading:\n  similarity: tfidf\n")
+    return path
+
+
+def test_calibrate_on_labelled_panels(tmp_path: Path, capsys: object) -> None:
+    out = tmp_path / "ACCEPT.json"
+    code = main(
+        [
+            "calibrate-acceptance",
+            str(REPO / "examples" / "llmbar-swap.jsonl"),
+            "--policy",
+            str(_policy(tmp_path)),
+            "--out",
+            str(out),
+            "--target-precision",
+            "0.8",
+            "--json",
+        ]
+    )
+    assert code == 0
+    acc = load_acceptance(out)
+    assert acc.calibration_n == 150
+    assert acc.settings.similarity == "tfidf"
+    assert not any("gold" in f for f in acc.features)
+    assert all("however" not in f for f in acc.features)
+    summary = json.loads(capsys.readouterr().out)  # type: ignore[attr-defined]
+    assert summary["sha256"] == acc.sha256
+
+
+def test_strata_and_missing_gold(tmp_path: Path) -> None:
+    lines = (REPO / "examples" / "llmbar-swap.jsonl").read_text().splitlines()
+    bad = json.loads(lines[0])
+    del bad["meta"]["gold"]
+    src = tmp_path / "in.jsonl"
+    src.write_text("\n".join([*lines, json.dumps(bad)]) + "\n")
+    out = tmp_path / "A.json"
+    code = main(
+        [
+            "calibrate-acceptance",
+            str(src),
+            "--policy",
+            str(_policy(tmp_path)),
+            "--out",
+            str(out),
+            "--strata",
+            "subset",
+        ]
+    )
+    assert code == 3
+    acc = load_acceptance(out)
+    assert acc.strata_field == "subset"
+    assert {s.stratum for s in acc.strata} == {
+        "Natural",
+        "Adversarial/Neighbor",
+        "Adversarial/GPTInst",
+    }
+
+
+def test_usage_errors(tmp_path: Path) -> None:
+    assert main(["calibrate-acceptance", "--out", str(tmp_path / "x.json")]) == 2
+    assert main(["calibrate-acceptance", str(tmp_path / "missing.jsonl")]) == 2
+
+
+def test_calibrate_from_resolved_reviews(tmp_path: Path) -> None:
+    """decide -> review resolve -> calibrate-acceptance --journal: resolutions are the labelled cases."""
+    from dissensus.pipeline.review import list_items, resolve
+    from dissensus.store.journal import Journal
+
+    policy = tmp_path / "p.yaml"
+    policy.write_text("reading:\n  similarity: tfidf\nseek_context:\n  followup: none\n")
+    src = REPO / "examples" / "llmbar-swap.jsonl"
+    golds = [json.loads(line)["meta"]["gold"] for line in src.read_text().splitlines()]
+    journal = tmp_path / "j.sqlite"
+    assert (
+        main(
+            [
+                "decide",
+                str(src),
+                "--policy",
+                str(policy),
+                "--journal",
+                str(journal),
+                "--run-id",
+                "r1",
+            ]
+        )
+        == 0
+    )
+    with Journal(str(journal)) as jr:
+        items = [s.item for s in list_items(jr)]
+        assert len(items) == 150
+        for item in items[:-1]:
+            resolve(jr, item.review_id, decision=golds[item.line - 1], note="gold")
+        resolve(jr, items[-1].review_id, decision="neither", note="both outputs are wrong")
+    out = tmp_path / "A.json"
+    code = main(
+        [
+            "calibrate-acceptance",
+            "--journal",
+            str(journal),
+            "--run",
+            "r1",
+            "--policy",
+            str(policy),
+            "--out",
+            str(out),
+            "--target-precision",
+            "0.8",
+        ]
+    )
+    assert code == 0
+    acc = load_acceptance(out)
+    assert acc.calibration_n == 149
+    assert "1 outside the options excluded" in acc.built_from[0]
+
+
+def shout(panel: object) -> dict[str, float]:
+    """A user feature (see docs/pipeline.md)."""
+    return {"exclamations": float(sum(o.reasoning.count("!") for o in panel.outputs))}  # type: ignore[attr-defined]
+
+
+def test_user_feature(tmp_path: Path) -> None:
+    out = tmp_path / "A.json"
+    code = main(
+        [
+            "calibrate-acceptance",
+            str(REPO / "examples" / "llmbar-swap.jsonl"),
+            "--policy",
+            str(_policy(tmp_path)),
+            "--out",
+            str(out),
+            "--feature",
+            "test_acceptance_cli:shout",
+        ]
+    )
+    assert code == 0
+    acc = load_acceptance(out)
+    assert "user.exclamations" in acc.features
+    assert acc.settings.user == ["test_acceptance_cli:shout"]
+    bad = main(
+        [
+            "calibrate-acceptance",
+            str(REPO / "examples" / "llmbar-swap.jsonl"),
+            "--out",
+            str(out),
+            "--feature",
+            "nope",
+        ]
+    )
+    assert bad == 2

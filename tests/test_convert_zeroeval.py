@@ -1,0 +1,104 @@
+"""ZeroEval converter: answer extraction (unparseable = abstention), panels, real data."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from dissensus.convert.skips import ConvertError
+from dissensus.convert.zeroeval import (
+    extract_answer,
+    iter_zeroeval_panels,
+    model_family,
+    normalise_number,
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "answer"),
+    [
+        ('{"reasoning": "9 * 2 = 18", "answer": "18"}', "18"),
+        ('Here:\n```json\n{"reasoning": "r", "answer": "$1,800.00"}\n```', "1800"),
+        ('{"reasoning": "r", "answer": 42,}', "42"),
+        ('{"reasoning": "r", "answer": "9 * 2 = 18 dollars"}', "18"),
+        ('{"reasoning": "long and cut', None),
+        ('{"reasoning": "x \\" y", "answer": "7"  and then prose', "7"),
+        ("So the final answer is 3.50.", "3.5"),
+        ("#### -4", "-4"),
+        ('{"reasoning": "no", "answer": "None"}', None),
+        ("I cannot solve this.", None),
+        ("", None),
+    ],
+)
+def test_extract_answer(text: str, answer: str | None) -> None:
+    got, reasoning = extract_answer(text)
+    assert got == answer
+    assert reasoning.strip()
+
+
+def test_normalise_number() -> None:
+    assert normalise_number("# 1,234") == "1234"
+    assert normalise_number("18.0") == "18"
+    assert normalise_number("0.250") == "0.25"
+    assert normalise_number("none") is None
+
+
+def test_family_from_name() -> None:
+    assert model_family("Meta-Llama-3-8B-Instruct") == "meta"
+    assert model_family("Mixtral-8x7B-Instruct-v0.1") == "mistral"
+    assert model_family("Yi-1.5-9B-Chat") == "01-ai"
+    assert model_family("my-model") == "my-model"
+
+
+def _write(root: Path) -> Path:
+    items = {
+        "m-a": ['{"reasoning": "2+2", "answer": "4"}', '{"reasoning": "cut'],
+        "gpt-b": [
+            '{"reasoning": "two and two", "answer": "4"}',
+            '{"reasoning": "3", "answer": "3"}',
+        ],
+    }
+    for model, outs in items.items():
+        rows = [
+            {
+                "session_id": f"s{k}",
+                "question": f"q{k}",
+                "output": [o],
+                "answer": "# 4" if k == 0 else "# 3",
+                "source": "gsm",
+            }
+            for k, o in enumerate(outs)
+        ]
+        (root / f"{model}.json").write_text(json.dumps(rows))
+    return root
+
+
+def test_panels_with_abstention_and_gold(tmp_path: Path) -> None:
+    skipped = []
+    panels = list(iter_zeroeval_panels(_write(tmp_path), on_skip=skipped.append))
+    assert [p.id for p in panels] == ["s0", "s1"]
+    assert panels[0].meta["gold"] == "4" and panels[1].meta["gold"] == "3"
+    second = {o.agent: o.decision for o in panels[1].outputs}
+    assert second == {"gpt-b": "3", "m-a": None}
+    assert not skipped
+
+
+def test_layout_errors(tmp_path: Path) -> None:
+    with pytest.raises(ConvertError, match="at least two"):
+        list(iter_zeroeval_panels(tmp_path))
+    with pytest.raises(ConvertError, match="not a directory"):
+        list(iter_zeroeval_panels(tmp_path / "missing"))
+
+
+def test_real_gsm8k(shared_data: Path) -> None:
+    root = shared_data / "zeroeval-gsm"
+    if not root.is_dir():
+        pytest.skip(f"no ZeroEval data at {root}")
+    panels = list(iter_zeroeval_panels(root, limit=200))
+    assert len(panels) == 200 and all(len(p.outputs) == 9 for p in panels)
+    votes = [o.decision for p in panels for o in p.outputs]
+    right = sum(o.decision == p.meta["gold"] for p in panels for o in p.outputs)
+    assert right / len(votes) > 0.7
+    assert sum(v is None for v in votes) < 0.05 * len(votes)
