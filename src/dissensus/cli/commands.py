@@ -9,7 +9,7 @@ import typer
 
 from dissensus.cli.app import app
 
-for _module in ("route", "convert", "guard", "concord", "dci", "pipeline", "llm"):
+for _module in ("route", "convert", "guard", "concord", "dci", "pipeline", "llm", "mcp"):
     import_module(f"dissensus.cli.{_module}")
 
 
