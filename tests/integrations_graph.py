@@ -46,7 +46,12 @@ def _agent(name: str, source: str) -> Any:
     def node(state: dict[str, Any]) -> dict[str, Any]:
         kind = state.get("kind", "agree")
         decision = "2" if kind == "conflict" and name == "b" else "1"
-        out: dict[str, Any] = {"agent": name, "decision": decision, "reasoning": REASON.format(d=decision), "family": f"fam-{name}"}
+        out: dict[str, Any] = {
+            "agent": name,
+            "decision": decision,
+            "reasoning": REASON.format(d=decision),
+            "family": f"fam-{name}",
+        }
         if kind == "agree":
             out["evidence"] = [{"source": source}]
         else:
@@ -58,13 +63,22 @@ def _agent(name: str, source: str) -> Any:
 
 def _panel(state: dict[str, Any]) -> Panel:
     outputs = sorted(state["outputs"], key=lambda o: o["agent"])
-    return Panel(id=state["case"], meta={"question": "Which reply states the refund policy?"}, outputs=[AgentOutput.model_validate(o) for o in outputs])
+    return Panel(
+        id=state["case"],
+        meta={"question": "Which reply states the refund policy?"},
+        outputs=[AgentOutput.model_validate(o) for o in outputs],
+    )
 
 
 def _other_panel(state: dict[str, Any]) -> Panel:
     reasons = ["Option 1 is right.", "Option 2 is right.", "Option 1 is right."]
     outs = [
-        AgentOutput(agent=f"x{i}", decision=d, reasoning=reasons[i], values={"v": 1.0} if i != 1 else {"w": 1.0})
+        AgentOutput(
+            agent=f"x{i}",
+            decision=d,
+            reasoning=reasons[i],
+            values={"v": 1.0} if i != 1 else {"w": 1.0},
+        )
         for i, d in enumerate(["1", "2", "1"])
     ]
     return Panel(id=state["case"] + "-other", outputs=outs)
@@ -83,7 +97,10 @@ def build(checkpointer: BaseCheckpointSaver[Any], journal: str, *, two: bool = F
     graph.add_edge(START, "b")
     graph.add_edge(["a", "b"], "decide")
     if two:
-        graph.add_node("decide_other", decision_node(policy=POLICY, journal=journal, panel=_other_panel, key="other"))
+        graph.add_node(
+            "decide_other",
+            decision_node(policy=POLICY, journal=journal, panel=_other_panel, key="other"),
+        )
         graph.add_edge(["a", "b"], "decide_other")
     graph.add_edge("ship", END)
     graph.add_edge("triage", END)

@@ -9,13 +9,13 @@ import pytest
 
 pytest.importorskip("inspect_ai")
 
-from inspect_ai import Task, eval  # noqa: E402
-from inspect_ai.dataset import Sample  # noqa: E402
-from inspect_ai.model import ModelOutput, ModelUsage, get_model  # noqa: E402
-from inspect_ai.scorer import Score, Scorer, Target, accuracy, multi_scorer, scorer  # noqa: E402
-from inspect_ai.solver import TaskState, generate  # noqa: E402
+from inspect_ai import Task, eval
+from inspect_ai.dataset import Sample
+from inspect_ai.model import ModelOutput, ModelUsage, get_model
+from inspect_ai.scorer import Score, Scorer, Target, accuracy, multi_scorer, scorer
+from inspect_ai.solver import TaskState, generate
 
-from dissensus.integrations.inspect import dissensus_reducer, scores_panel  # noqa: E402
+from dissensus.integrations.inspect import dissensus_reducer, scores_panel
 
 POLICY = {"reading": {"similarity": "tfidf", "theta_s": 0.3}}
 KB = {"g1": "kb:manual", "g2": "kb:faq", "g3": "kb:tickets"}
@@ -44,7 +44,11 @@ def _grader(name: str, *, tag: bool) -> Scorer:
                 meta["evidence"] = [{"source": KB[name]}]
             if value == "nan":
                 return Score.unscored(reason="grader could not parse", metadata=meta)
-            return Score(value=value, explanation=f"{name} finds the answer {'correct' if value == 'C' else 'wrong'}.", metadata=meta)
+            return Score(
+                value=value,
+                explanation=f"{name} finds the answer {'correct' if value == 'C' else 'wrong'}.",
+                metadata=meta,
+            )
 
         return score
 
@@ -63,9 +67,16 @@ def _run(tmp_path: Path, reducer: Any, *, tag: bool) -> dict[str, Score]:
     task = Task(
         dataset=[Sample(id=sid, input="What is 2 + 2?", target="4") for sid in CASES],
         solver=generate(),
-        scorer=multi_scorer(scorers=[_grader(n, tag=tag) for n in ("g1", "g2", "g3")], reducer=reducer),
+        scorer=multi_scorer(
+            scorers=[_grader(n, tag=tag) for n in ("g1", "g2", "g3")], reducer=reducer
+        ),
     )
-    (log,) = eval(task, model=get_model("mockllm/model", custom_outputs=_answer), log_dir=str(tmp_path), display="none")
+    (log,) = eval(
+        task,
+        model=get_model("mockllm/model", custom_outputs=_answer),
+        log_dir=str(tmp_path),
+        display="none",
+    )
     assert log.status == "success", log.error
     assert log.samples is not None
     out = {}
@@ -79,8 +90,16 @@ def _run(tmp_path: Path, reducer: Any, *, tag: bool) -> dict[str, Score]:
 def _check(scores: dict[str, Score], *, tagged: bool) -> None:
     agree = scores["agree"]
     assert (agree.value, agree.answer) == ("C", "auto")
-    assert agree.metadata is not None and agree.metadata["escalate"] is False and agree.metadata["state"] == "CA"
-    assert agree.metadata["support"] == 1.0 and agree.metadata["n_graders"] == 3 and agree.metadata["n_eff"] > 1
+    assert (
+        agree.metadata is not None
+        and agree.metadata["escalate"] is False
+        and agree.metadata["state"] == "CA"
+    )
+    assert (
+        agree.metadata["support"] == 1.0
+        and agree.metadata["n_graders"] == 3
+        and agree.metadata["n_eff"] > 1
+    )
 
     # C against I with the third grader declining: a tie, broken by the posterior and then
     # the smallest label -- never by the graders' order -- and escalated.
@@ -99,11 +118,18 @@ def _check(scores: dict[str, Score], *, tagged: bool) -> None:
     # take the agreement at face value and the case escalates with the majority as value.
     declined = scores["declined"]
     assert declined.value == "C" and declined.metadata is not None
-    assert declined.metadata["support"] == pytest.approx(2 / 3) and declined.metadata["agreement"] == 1.0
+    assert (
+        declined.metadata["support"] == pytest.approx(2 / 3)
+        and declined.metadata["agreement"] == 1.0
+    )
     assert declined.metadata["abstentions"] == 1 and declined.metadata["escalate"] is True
     # Untagged scores with one dropped by multi_scorer cannot be told apart: the names are
     # positional and the missing grader is counted without a name.
-    named = {"g1": "C", "g2": "C", "g3": None} if tagged else {"grader-1": "C", "grader-2": "C", "declined-1": None}
+    named = (
+        {"g1": "C", "g2": "C", "g3": None}
+        if tagged
+        else {"grader-1": "C", "grader-2": "C", "declined-1": None}
+    )
     assert declined.metadata["graders"] == named
 
     unscored = scores["unscored"]
@@ -128,7 +154,10 @@ def test_eval_with_named_graders_and_the_registered_name(tmp_path: Path) -> None
 
 
 def test_eval_with_graders_named_by_the_reducer(tmp_path: Path) -> None:
-    _check(_run(tmp_path, dissensus_reducer(graders=["g1", "g2", "g3"], policy=POLICY), tag=False), tagged=False)
+    _check(
+        _run(tmp_path, dissensus_reducer(graders=["g1", "g2", "g3"], policy=POLICY), tag=False),
+        tagged=False,
+    )
 
 
 def test_without_the_grader_list_a_scorer_that_returned_none_is_unseen(tmp_path: Path) -> None:
@@ -148,8 +177,19 @@ def test_string_reducer_name_resolves_to_this_reducer() -> None:
 def test_scores_panel_names_and_abstentions() -> None:
     scores = [Score(value=1, explanation="fine"), Score(value=float("nan"))]
     panel = scores_panel(scores, ["a", "b", "c"])
-    assert [(o.agent, o.decision) for o in panel.outputs] == [("grader-1", "1"), ("grader-2", None), ("declined-1", None)]
+    assert [(o.agent, o.decision) for o in panel.outputs] == [
+        ("grader-1", "1"),
+        ("grader-2", None),
+        ("declined-1", None),
+    ]
     same = scores_panel(list(scores), ["a", "b", "c"])
     assert same.id == panel.id and panel.id.startswith("inspect-")
-    named = scores_panel([Score(value=True, metadata={"grader": "b"}), Score(value=0.5, metadata={"grader": "a"})], ["a", "b", "c"])
-    assert [(o.agent, o.decision) for o in named.outputs] == [("b", "true"), ("a", "0.5"), ("c", None)]
+    named = scores_panel(
+        [Score(value=True, metadata={"grader": "b"}), Score(value=0.5, metadata={"grader": "a"})],
+        ["a", "b", "c"],
+    )
+    assert [(o.agent, o.decision) for o in named.outputs] == [
+        ("b", "true"),
+        ("a", "0.5"),
+        ("c", None),
+    ]

@@ -13,13 +13,13 @@ import pytest
 pytest.importorskip("langgraph")
 pytest.importorskip("langgraph.checkpoint.sqlite")
 
-from langgraph.checkpoint.memory import InMemorySaver  # noqa: E402
-from langgraph.types import Command  # noqa: E402
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.types import Command
 
-from dissensus.integrations._review import content_sha256  # noqa: E402
-from dissensus.pipeline.review import find_item, list_items, resolve  # noqa: E402
-from dissensus.store import Journal  # noqa: E402
-from integrations_graph import build  # noqa: E402
+from dissensus.integrations._review import content_sha256
+from dissensus.pipeline.review import find_item, list_items, resolve
+from dissensus.store import Journal
+from integrations_graph import build
 
 GRAPH = Path(__file__).with_name("integrations_graph.py")
 
@@ -28,7 +28,9 @@ def _config(thread: str) -> dict[str, Any]:
     return {"configurable": {"thread_id": thread, "reviewer": "kim@example.org"}}
 
 
-def _answer(value: dict[str, Any], decision: str = "2", note: str = "the policy says 2") -> dict[str, str]:
+def _answer(
+    value: dict[str, Any], decision: str = "2", note: str = "the policy says 2"
+) -> dict[str, str]:
     return {"decision": decision, "note": note, "content_sha256": value["content_sha256"]}
 
 
@@ -36,7 +38,12 @@ def test_agreement_backed_by_evidence_is_decided_and_routed(tmp_path: Path) -> N
     app = build(InMemorySaver(), str(tmp_path / "j.sqlite"))
     out = app.invoke({"case": "c1", "kind": "agree"}, _config("t-auto"))
     record = out["dissensus"]
-    assert (record["action"], record["decision"], record["auto"], record["basis"]) == ("auto", "1", True, "guard")
+    assert (record["action"], record["decision"], record["auto"], record["basis"]) == (
+        "auto",
+        "1",
+        True,
+        "guard",
+    )
     assert out.get("shipped") is True and "triaged" not in out
     assert "__interrupt__" not in out
     with Journal(tmp_path / "j.sqlite") as journal:
@@ -52,7 +59,10 @@ def test_escalation_interrupts_and_resumes_through_the_review_path(tmp_path: Pat
     out = app.invoke({"case": "c2", "kind": "conflict"}, config)
     (pending,) = out["__interrupt__"]
     value = pending.value
-    assert value["options"] == ["1", "2"] and value["question"] == "Which reply states the refund policy?"
+    assert (
+        value["options"] == ["1", "2"]
+        and value["question"] == "Which reply states the refund policy?"
+    )
     assert [(p["agent"], p["decision"]) for p in value["positions"]] == [("a", "1"), ("b", "2")]
     assert all(p["reasoning"] for p in value["positions"])
     with Journal(path) as journal:
@@ -61,8 +71,17 @@ def test_escalation_interrupts_and_resumes_through_the_review_path(tmp_path: Pat
 
     out = app.invoke(Command(resume=_answer(value)), config)
     record = out["dissensus"]
-    assert (record["action"], record["decision"], record["auto"], record["basis"]) == ("human", "2", False, "human")
-    assert record["resolution"] == {"decision": "2", "note": "the policy says 2", "reviewer": "kim@example.org"}
+    assert (record["action"], record["decision"], record["auto"], record["basis"]) == (
+        "human",
+        "2",
+        False,
+        "human",
+    )
+    assert record["resolution"] == {
+        "decision": "2",
+        "note": "the policy says 2",
+        "reviewer": "kim@example.org",
+    }
     assert out.get("shipped") is True
     with Journal(path) as journal:
         status = find_item(journal, value["review_id"])
@@ -80,7 +99,9 @@ def test_escalation_interrupts_and_resumes_through_the_review_path(tmp_path: Pat
         ({"decision": "2", "note": "x", "content_sha256": "0" * 64}, "not the hash"),
     ],
 )
-def test_a_refused_answer_interrupts_again_with_the_reason(tmp_path: Path, answer: dict[str, str], says: str) -> None:
+def test_a_refused_answer_interrupts_again_with_the_reason(
+    tmp_path: Path, answer: dict[str, str], says: str
+) -> None:
     path = tmp_path / "j.sqlite"
     app = build(InMemorySaver(), str(path))
     config = _config("t-bad")
@@ -103,14 +124,22 @@ def test_route_mode_leaves_the_item_in_the_queue(tmp_path: Path) -> None:
     graph = StateGraph(State)
     graph.add_node("a", _agent("a", "kb:1"))
     graph.add_node("b", _agent("b", "kb:2"))
-    node = decision_node(policy=POLICY, journal=str(path), panel=_panel, on_escalate="route", goto={"escalate": "triage"})
+    node = decision_node(
+        policy=POLICY,
+        journal=str(path),
+        panel=_panel,
+        on_escalate="route",
+        goto={"escalate": "triage"},
+    )
     graph.add_node("decide", node)
     graph.add_node("triage", lambda s: {"triaged": True})
     graph.add_edge(START, "a")
     graph.add_edge(START, "b")
     graph.add_edge(["a", "b"], "decide")
     graph.add_edge("triage", END)
-    out = graph.compile(checkpointer=InMemorySaver()).invoke({"case": "c4", "kind": "conflict"}, _config("t-route"))
+    out = graph.compile(checkpointer=InMemorySaver()).invoke(
+        {"case": "c4", "kind": "conflict"}, _config("t-route")
+    )
     assert out["dissensus"]["action"] == "escalate" and out.get("triaged") is True
     with Journal(path) as journal:
         assert [s.item.review_id for s in list_items(journal)] == [out["dissensus"]["review_id"]]
@@ -124,11 +153,21 @@ def test_an_item_resolved_elsewhere_stands(tmp_path: Path) -> None:
     with Journal(path) as journal:
         resolve(journal, value["review_id"], decision="1", note="from the CLI", reviewer="lee")
     out = app.invoke(Command(resume=_answer(value)), config)
-    assert out["dissensus"]["resolution"] == {"decision": "1", "note": "from the CLI", "reviewer": "lee"}
+    assert out["dissensus"]["resolution"] == {
+        "decision": "1",
+        "note": "from the CLI",
+        "reviewer": "lee",
+    }
 
 
 def _run(*args: str) -> dict[str, Any]:
-    done = subprocess.run([sys.executable, str(GRAPH), *args], capture_output=True, text=True, check=False, timeout=120)
+    done = subprocess.run(
+        [sys.executable, str(GRAPH), *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)  # type: ignore[no-any-return]
 
@@ -145,7 +184,11 @@ def test_sqlite_checkpoints_resume_in_a_fresh_process(tmp_path: Path) -> None:
     done = _run("resume", ck, jr, "t-proc", json.dumps({again["id"]: _answer(again["value"])}))
     assert done["interrupts"] == [] and done["values"]["shipped"] is True
     record = done["values"]["dissensus"]
-    assert (record["action"], record["decision"], record["resolution"]["reviewer"]) == ("human", "2", "kim@example.org")
+    assert (record["action"], record["decision"], record["resolution"]["reviewer"]) == (
+        "human",
+        "2",
+        "kim@example.org",
+    )
     with Journal(jr) as journal:
         assert list(list_items(journal)) == []
         assert journal.verify(record["review_id"].rpartition(".")[0]).ok
@@ -164,7 +207,13 @@ def test_two_pending_interrupts_are_resumed_by_id(tmp_path: Path) -> None:
     done = _run("resume", ck, jr, "t-two", json.dumps(answers), "two")
     values = done["values"]
     assert done["interrupts"] == []
-    assert (values["dissensus"]["decision"], values["dissensus"]["resolution"]["note"]) == ("2", "main case")
-    assert (values["other"]["decision"], values["other"]["resolution"]["note"]) == ("1", "other case")
+    assert (values["dissensus"]["decision"], values["dissensus"]["resolution"]["note"]) == (
+        "2",
+        "main case",
+    )
+    assert (values["other"]["decision"], values["other"]["resolution"]["note"]) == (
+        "1",
+        "other case",
+    )
     with Journal(jr) as journal:
         assert list(list_items(journal)) == []

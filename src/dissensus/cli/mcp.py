@@ -21,17 +21,26 @@ __all__ = ["mcp_command"]
 @app.command("mcp")
 def mcp_command(
     journal: Annotated[
-        str | None, typer.Option("--journal", help="Default run journal of the tools. Default: $DISSENSUS_JOURNAL.")
+        str | None,
+        typer.Option(
+            "--journal", help="Default run journal of the tools. Default: $DISSENSUS_JOURNAL."
+        ),
     ] = None,
-    policy: Annotated[str | None, typer.Option("--policy", help="Default pipeline policy (YAML) of decide.")] = None,
+    policy: Annotated[
+        str | None, typer.Option("--policy", help="Default pipeline policy (YAML) of decide.")
+    ] = None,
     reviewer: Annotated[
         str | None,
-        typer.Option("--reviewer", help="Identity review_resolve records. Default: $DISSENSUS_REVIEWER."),
+        typer.Option(
+            "--reviewer", help="Identity review_resolve records. Default: $DISSENSUS_REVIEWER."
+        ),
     ] = None,
 ) -> None:
     """Serve route, vote, decide, negotiate, verify, bound and the review queue as MCP tools (stdio)."""
     try:
         from dissensus.integrations.mcp import serve
     except ModuleNotFoundError as exc:
-        raise ConfigError(f"the MCP server needs the 'mcp' extra (pip install 'dissensus[mcp]'): {exc}") from exc
+        raise ConfigError(
+            f"the MCP server needs the 'mcp' extra (pip install 'dissensus[mcp]'): {exc}"
+        ) from exc
     serve(journal=journal, policy=policy, reviewer=reviewer)

@@ -42,8 +42,8 @@ __all__ = [
     "StaleReview",
     "content_sha256",
     "resolve_checked",
-    "review_request",
     "resolved_record",
+    "review_request",
 ]
 
 
@@ -116,7 +116,10 @@ def review_request(item: ReviewItem, *, error: str | None = None) -> ReviewReque
         options=list(item.options),
         suggestion=item.suggestion,
         reason=item.reason,
-        positions=[PositionView(agent=p.agent, decision=p.decision, reasoning=p.reasoning) for p in item.positions],
+        positions=[
+            PositionView(agent=p.agent, decision=p.decision, reasoning=p.reasoning)
+            for p in item.positions
+        ],
         content_sha256=content_sha256(item),
         error=error,
     )

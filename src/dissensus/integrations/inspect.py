@@ -60,7 +60,14 @@ from inspect_ai.scorer import Score, ScoreReducer, score_reducer
 from dissensus.errors import ConfigError
 from dissensus.guard import Calibration as GuardCalibration
 from dissensus.guard import audit
-from dissensus.pipeline import CaseRecord, Policy, adecide, load_policy, panel_votes, policy_from_dict
+from dissensus.pipeline import (
+    CaseRecord,
+    Policy,
+    adecide,
+    load_policy,
+    panel_votes,
+    policy_from_dict,
+)
 from dissensus.store.canonical import canonical
 from dissensus.store.journal import Journal
 from dissensus.types import AgentOutput, Evidence, Panel
@@ -109,10 +116,13 @@ def _output(name: str, score: Score | None) -> AgentOutput:
     return AgentOutput(
         agent=name,
         decision=decision,
-        reasoning=(score.explanation or "").strip() or (DECLINED if decision is None else f"{name}: {decision}"),
+        reasoning=(score.explanation or "").strip()
+        or (DECLINED if decision is None else f"{name}: {decision}"),
         family=meta.get("family"),
         confidence=meta.get("confidence"),
-        evidence=[Evidence.model_validate(e) for e in evidence] if isinstance(evidence, list) else None,
+        evidence=[Evidence.model_validate(e) for e in evidence]
+        if isinstance(evidence, list)
+        else None,
     )
 
 
@@ -135,7 +145,9 @@ def _run_sync(coro: Coroutine[Any, Any, T]) -> T:
         return pool.submit(asyncio.run, coro).result()
 
 
-def _policy(policy: str | Policy | dict[str, Any] | None, acceptance: str | None) -> tuple[Policy, Path | None]:
+def _policy(
+    policy: str | Policy | dict[str, Any] | None, acceptance: str | None
+) -> tuple[Policy, Path | None]:
     base_dir: Path | None = None
     if isinstance(policy, Policy):
         pol = policy
@@ -156,10 +168,14 @@ def _guard_calibration(path: str | None) -> GuardCalibration | None:
     try:
         return GuardCalibration.model_validate_json(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
-        raise ConfigError(f"cannot read guard calibration {path}: {exc}", field="guard_calibration") from exc
+        raise ConfigError(
+            f"cannot read guard calibration {path}: {exc}", field="guard_calibration"
+        ) from exc
 
 
-def _metadata(panel: Panel, record: CaseRecord, cal: GuardCalibration | None) -> tuple[str | None, dict[str, Any]]:
+def _metadata(
+    panel: Panel, record: CaseRecord, cal: GuardCalibration | None
+) -> tuple[str | None, dict[str, Any]]:
     votes = panel_votes(panel)
     guard = audit(votes, cal, case_id=panel.id) if len(votes) >= 2 else None
     fallback = guard.answer if guard is not None else (votes[0].answer if votes else None)
@@ -176,7 +192,9 @@ def _metadata(panel: Panel, record: CaseRecord, cal: GuardCalibration | None) ->
         "confidence": guard.confidence if guard is not None else None,
         "n_eff": guard.n_eff if guard is not None else float(len(votes)),
         "guard_mode": guard.mode if guard is not None else None,
-        "tie": sorted(d for d, n in tally.items() if n == top) if list(tally.values()).count(top) > 1 else [],
+        "tie": sorted(d for d, n in tally.items() if n == top)
+        if list(tally.values()).count(top) > 1
+        else [],
         "agreement": (top / len(votes)) if votes else 0.0,
         "support": (tally.get(value, 0) / len(panel.outputs)) if value is not None else 0.0,
         "n_graders": len(panel.outputs),
@@ -211,7 +229,9 @@ def dissensus_reducer(
         async def run() -> CaseRecord:
             store = Journal(journal if journal is not None else ":memory:")
             try:
-                return await adecide(panel, pol, guard_calibration=cal, journal=store, policy_dir=base_dir)
+                return await adecide(
+                    panel, pol, guard_calibration=cal, journal=store, policy_dir=base_dir
+                )
             finally:
                 store.close()
 
@@ -219,7 +239,12 @@ def dissensus_reducer(
         value, meta = _metadata(panel, record, cal)
         explanation = f"{record.action}: {record.reason}"
         if value is None:
-            return Score.unscored(reason="every grader declined", answer=record.action, explanation=explanation, metadata=meta)
+            return Score.unscored(
+                reason="every grader declined",
+                answer=record.action,
+                explanation=explanation,
+                metadata=meta,
+            )
         return Score(value=value, answer=record.action, explanation=explanation, metadata=meta)
 
     return reduce

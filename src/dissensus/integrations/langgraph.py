@@ -102,7 +102,10 @@ class DecisionNode:
         reviewer: ReviewerResolver,
     ) -> None:
         if on_escalate not in ("interrupt", "route"):
-            raise ConfigError(f"on_escalate must be 'interrupt' or 'route', got {on_escalate!r}", field="on_escalate")
+            raise ConfigError(
+                f"on_escalate must be 'interrupt' or 'route', got {on_escalate!r}",
+                field="on_escalate",
+            )
         self.policy = policy or Policy()
         self.journal = journal
         self.panel = panel

@@ -45,11 +45,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
-from pydantic import ValidationError
-
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from dissensus import __version__
 from dissensus.concord.bounds import Bound, compute_bound
@@ -120,8 +118,14 @@ class ReviewView(BaseModel):
     content_sha256: str
 
 
-JournalArg = Annotated[str | None, Field(description="Run journal (SQLite path); default: the server's, else $DISSENSUS_JOURNAL.")]
-PolicyArg = Annotated[str | None, Field(description="Pipeline policy (YAML path); default: the server's, else built-in.")]
+JournalArg = Annotated[
+    str | None,
+    Field(description="Run journal (SQLite path); default: the server's, else $DISSENSUS_JOURNAL."),
+]
+PolicyArg = Annotated[
+    str | None,
+    Field(description="Pipeline policy (YAML path); default: the server's, else built-in."),
+]
 
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -213,7 +217,9 @@ def route(
 def vote(
     cases: list[VoteCase],
     beta: Annotated[float, Field(ge=0.0, allow_inf_nan=False)] = 1.5,
-    calibration: Annotated[str | None, Field(description="Guard calibration JSON (path) from `dissensus calibrate`.")] = None,
+    calibration: Annotated[
+        str | None, Field(description="Guard calibration JSON (path) from `dissensus calibrate`.")
+    ] = None,
     strict: bool = False,
     verifier: str | None = None,
 ) -> list[GuardDecision]:
@@ -223,9 +229,14 @@ def vote(
         try:
             cal = Calibration.model_validate_json(Path(calibration).read_text(encoding="utf-8"))
         except (OSError, ValueError) as exc:
-            raise ConfigError(f"cannot read the calibration: {exc}", file=calibration, field="calibration") from exc
+            raise ConfigError(
+                f"cannot read the calibration: {exc}", file=calibration, field="calibration"
+            ) from exc
     settings = GuardSettings()
-    return [audit_case(case, cal, beta=beta, strict=strict, verifier=verifier, settings=settings) for case in cases]
+    return [
+        audit_case(case, cal, beta=beta, strict=strict, verifier=verifier, settings=settings)
+        for case in cases
+    ]
 
 
 async def negotiate(
@@ -237,20 +248,27 @@ async def negotiate(
     from dissensus.concord.rules import RULES
 
     if rule is not None and rule not in RULES:
-        raise ConfigError(f"unknown rule {rule!r}; expected one of {', '.join(RULES)}", field="rule")
+        raise ConfigError(
+            f"unknown rule {rule!r}; expected one of {', '.join(RULES)}", field="rule"
+        )
     # The file-level checks the CLI applies (anchors scored by every table agent, ...).
     problem = parse_problem(problem.model_dump(mode="json", exclude_unset=True), file="problem")
     client = None
     spec = problem.model or os.environ.get("DISSENSUS_MODEL")
     if any(a.kind == "llm" for a in problem.agents):
         if not spec:
-            raise ConfigError("the problem has LLM agents: configure a model (problem.model or DISSENSUS_MODEL)", field="model")
+            raise ConfigError(
+                "the problem has LLM agents: configure a model (problem.model or DISSENSUS_MODEL)",
+                field="model",
+            )
         from dissensus.llm import resolve_model
 
         client = resolve_model(spec)
     try:
-        agents = build_agents(problem, base_dir=Path.cwd(), client=client, threaded=deadline is not None)
-        return await negotiation_for(problem, agents, deadline_s=deadline, rule=rule).run()  # type: ignore[arg-type]
+        agents = build_agents(
+            problem, base_dir=Path.cwd(), client=client, threaded=deadline is not None
+        )
+        return await negotiation_for(problem, agents, deadline_s=deadline, rule=rule).run()
     finally:
         if client is not None:
             await client.aclose()
@@ -258,7 +276,9 @@ async def negotiate(
 
 def verify_certificate(certificate: dict[str, Any]) -> Verdict:
     """Recompute a CONCORD certificate from its raw scores; names the first violated property."""
-    if set(certificate) == {"certificate", "comparison"} and isinstance(certificate["certificate"], dict):
+    if set(certificate) == {"certificate", "comparison"} and isinstance(
+        certificate["certificate"], dict
+    ):
         certificate = certificate["certificate"]
     return verify_record(certificate)
 
@@ -268,7 +288,9 @@ def bound(agents: Annotated[int, Field(ge=1)], rounds: Annotated[int, Field(ge=0
     return compute_bound(agents, rounds)
 
 
-def build_server(*, journal: str | None = None, policy: str | None = None, reviewer: str | None = None) -> MCPServer:
+def build_server(
+    *, journal: str | None = None, policy: str | None = None, reviewer: str | None = None
+) -> MCPServer:
     """The MCP server with every dissensus tool registered."""
     settings = _Settings(journal, policy, reviewer)
     server: MCPServer = MCPServer(
@@ -277,7 +299,9 @@ def build_server(*, journal: str | None = None, policy: str | None = None, revie
         instructions="Decide under disagreement: route, guard, decide, negotiate, and the human review queue.",
     )
 
-    async def decide(panels: list[Panel], policy: PolicyArg = None, journal: JournalArg = None) -> list[CaseRecord]:
+    async def decide(
+        panels: list[Panel], policy: PolicyArg = None, journal: JournalArg = None
+    ) -> list[CaseRecord]:
         """Decide every panel: read -> guard -> route -> protocol -> record, journalled."""
         pol, base = settings.load_policy(policy)
         store = settings.open(journal, must_exist=False)
@@ -286,7 +310,9 @@ def build_server(*, journal: str | None = None, policy: str | None = None, revie
         finally:
             store.close()
 
-    def review_list(journal: JournalArg = None, run: str | None = None, include_resolved: bool = False) -> list[ReviewEntry]:
+    def review_list(
+        journal: JournalArg = None, run: str | None = None, include_resolved: bool = False
+    ) -> list[ReviewEntry]:
         """Review items (open ones unless include_resolved), with the hash to quote when resolving."""
         with settings.open(journal, must_exist=True) as store:
             return [
@@ -307,19 +333,28 @@ def build_server(*, journal: str | None = None, policy: str | None = None, revie
         """Everything a reviewer needs: the case, positions and value profiles, the hash."""
         with settings.open(journal, must_exist=True) as store:
             st = find_item(store, review_id)
-        return ReviewView(item=st.item, resolution=st.resolution, content_sha256=content_sha256(st.item))
+        return ReviewView(
+            item=st.item, resolution=st.resolution, content_sha256=content_sha256(st.item)
+        )
 
     def review_resolve(
         review_id: str,
         decision: Annotated[str, Field(min_length=1)],
         note: str,
-        content_sha256: Annotated[str, Field(min_length=64, max_length=64, description="Hash from review_show.")],
+        content_sha256: Annotated[
+            str, Field(min_length=64, max_length=64, description="Hash from review_show.")
+        ],
         journal: JournalArg = None,
     ) -> CaseRecord:
         """Record a human decision (the server's reviewer identity); the case resumes with it."""
         with settings.open(journal, must_exist=True) as store:
             return resolve_checked(
-                store, review_id, decision=decision, note=note, content_sha256=content_sha256, reviewer=settings.reviewer
+                store,
+                review_id,
+                decision=decision,
+                note=note,
+                content_sha256=content_sha256,
+                reviewer=settings.reviewer,
             )
 
     server.add_tool(_reported(route), name="route")
@@ -334,6 +369,8 @@ def build_server(*, journal: str | None = None, policy: str | None = None, revie
     return server
 
 
-def serve(*, journal: str | None = None, policy: str | None = None, reviewer: str | None = None) -> None:
+def serve(
+    *, journal: str | None = None, policy: str | None = None, reviewer: str | None = None
+) -> None:
     """Run the server on standard input/output until the client disconnects."""
     build_server(journal=journal, policy=policy, reviewer=reviewer).run("stdio")
