@@ -217,3 +217,28 @@ def test_two_pending_interrupts_are_resumed_by_id(tmp_path: Path) -> None:
     )
     with Journal(jr) as journal:
         assert list(list_items(journal)) == []
+
+
+def test_the_node_runs_in_an_async_graph(tmp_path: Path) -> None:
+    import asyncio
+
+    app = build(InMemorySaver(), str(tmp_path / "j.sqlite"))
+    config = _config("t-async")
+
+    async def run() -> dict[str, Any]:
+        first = await app.ainvoke({"case": "c6", "kind": "conflict"}, config)
+        value = first["__interrupt__"][0].value
+        return await app.ainvoke(Command(resume=_answer(value)), config)  # type: ignore[no-any-return]
+
+    out = asyncio.run(run())
+    assert (out["dissensus"]["action"], out["dissensus"]["decision"]) == ("human", "2")
+
+
+def test_an_in_memory_journal_is_refused() -> None:
+    from dissensus.errors import ConfigError
+    from dissensus.integrations.langgraph import decision_node
+
+    with pytest.raises(ConfigError, match="journal"):
+        decision_node(journal=":memory:", panel=lambda s: s)
+    with pytest.raises(ConfigError, match="on_escalate"):
+        decision_node(journal="j.sqlite", panel=lambda s: s, on_escalate="ignore")  # type: ignore[arg-type]

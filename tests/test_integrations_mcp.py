@@ -146,6 +146,22 @@ async def _session(tmp_path: Path) -> None:
         forged = {**cert, "floor": cert["floor"] + 0.2}
         verdict = _data(await s.call_tool("verify_certificate", {"certificate": forged}))
         assert verdict["valid"] is False and verdict["violated"]
+        # Tool arguments are untrusted: no server-side code, no caller-chosen model.
+        fn_agent = {"id": "finance", "kind": "function", "score": "os:getcwd"}
+        bad = await s.call_tool(
+            "negotiate", {"problem": {**problem, "agents": [*problem["agents"], fn_agent]}}
+        )
+        assert (
+            bad.is_error
+            and "problem.agents[3].kind" in _text(bad)
+            and "--allow-functions" in _text(bad)
+        )
+        bad = await s.call_tool(
+            "negotiate", {"problem": {**problem, "model": "record:/tmp/x.yaml:openai:m"}}
+        )
+        assert bad.is_error and "problem.model" in _text(bad)
+        bad = await s.call_tool("route", {"panels": [agree], "similarity": "os:getcwd"})
+        assert bad.is_error and "similarity" in _text(bad)
         bad = await s.call_tool("negotiate", {"problem": {**problem, "floor": "high"}})
         assert bad.is_error and "floor" in _text(bad)
 

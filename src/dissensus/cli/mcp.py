@@ -1,6 +1,6 @@
 """CLI command ``dissensus mcp``: serve the library's tools over the Model Context Protocol.
 
-``dissensus mcp [--journal PATH] [--policy FILE] [--reviewer NAME]`` speaks MCP on
+``dissensus mcp [--journal PATH] [--policy FILE] [--reviewer NAME] [--allow-functions]`` speaks MCP on
 standard input/output (the stdio transport) until the client disconnects. The MCP SDK is
 the optional extra ``mcp``; it is imported only when the command runs, and its absence is
 a usage error (exit 2) naming the extra. See :mod:`dissensus.integrations.mcp`.
@@ -35,6 +35,12 @@ def mcp_command(
             "--reviewer", help="Identity review_resolve records. Default: $DISSENSUS_REVIEWER."
         ),
     ] = None,
+    allow_functions: Annotated[
+        bool,
+        typer.Option(
+            "--allow-functions", help="Let negotiate run function agents (server-side code)."
+        ),
+    ] = False,
 ) -> None:
     """Serve route, vote, decide, negotiate, verify, bound and the review queue as MCP tools (stdio)."""
     try:
@@ -43,4 +49,4 @@ def mcp_command(
         raise ConfigError(
             f"the MCP server needs the 'mcp' extra (pip install 'dissensus[mcp]'): {exc}"
         ) from exc
-    serve(journal=journal, policy=policy, reviewer=reviewer)
+    serve(journal=journal, policy=policy, reviewer=reviewer, allow_functions=allow_functions)

@@ -41,8 +41,9 @@ Choices where the framework and the design are silent:
 * **Reviewer**: the default resolver reads ``config["configurable"]["reviewer"]``, set
   by the application that resumes the graph (not by the reviewer's payload); ``None``
   leaves the resolution unnamed, as the CLI without ``--reviewer`` does.
-* The journal is a path (opened per call, so parallel nodes each have their own SQLite
-  connection) or an open :class:`~dissensus.store.Journal` used as given.
+* The journal is a path, opened per call: LangGraph runs nodes on worker threads and an
+  SQLite connection belongs to the thread that opened it. ``":memory:"`` is refused, as
+  the review item must outlive the call that opened it.
 """
 
 from __future__ import annotations
@@ -94,7 +95,7 @@ class DecisionNode:
         self,
         *,
         policy: Policy | None,
-        journal: str | Path | Journal,
+        journal: str | Path,
         panel: PanelBuilder,
         on_escalate: Literal["interrupt", "route"],
         goto: Mapping[str, str],
@@ -106,6 +107,8 @@ class DecisionNode:
                 f"on_escalate must be 'interrupt' or 'route', got {on_escalate!r}",
                 field="on_escalate",
             )
+        if str(journal) == ":memory:":
+            raise ConfigError("the journal must be a file: a review item outlives the node's call", field="journal")
         self.policy = policy or Policy()
         self.journal = journal
         self.panel = panel
@@ -117,8 +120,6 @@ class DecisionNode:
     def __call__(self, state: Any, config: RunnableConfig) -> Command[Any]:
         built = self.panel(state)
         panel = built if isinstance(built, Panel) else Panel.model_validate(built)
-        if isinstance(self.journal, Journal):
-            return self._decide(panel, config, self.journal)
         with Journal(self.journal) as journal:
             return self._decide(panel, config, journal)
 
@@ -166,7 +167,7 @@ class DecisionNode:
 def decision_node(
     *,
     policy: Policy | None = None,
-    journal: str | Path | Journal,
+    journal: str | Path,
     panel: PanelBuilder,
     on_escalate: Literal["interrupt", "route"] = "interrupt",
     goto: Mapping[str, str] | None = None,

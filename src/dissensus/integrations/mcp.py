@@ -32,8 +32,12 @@ Choices where the protocol and the design are silent:
 * **Errors** -- an argument that does not validate, a :class:`DissensusError` -- come
   back as tool errors (``isError``) whose text names the field; the server keeps
   serving.
-* ``negotiate`` imports function agents' modules relative to the server's working
-  directory; LLM agents use the problem's ``model`` or ``$DISSENSUS_MODEL``.
+* **What a caller cannot reach**: tool arguments are untrusted. ``route`` serves the
+  built-in similarity backends only (no ``module:function``); ``negotiate`` refuses
+  function agents (they import server-side code) unless the server was started with
+  ``--allow-functions`` (then resolved from its working directory), and refuses a
+  problem's own ``model``: LLM agents use the server's ``$DISSENSUS_MODEL``. ``journal``
+  and ``policy`` arguments name files on the server, as the CLI options do.
 """
 
 from __future__ import annotations
@@ -185,6 +189,11 @@ def route(
     rules: Annotated[str | None, Field(description="YAML rules file (path).")] = None,
 ) -> list[RouteRecord]:
     """Read each panel's disagreement state (CA/DA/CD/DD) and route it to an action."""
+    if ":" in similarity:
+        raise ConfigError(
+            "module:function backends are not served over MCP; use minilm or tfidf",
+            field="similarity",
+        )
     ruleset = RuleSet.load(rules) if rules else RuleSet.default()
     backend = get_backend(similarity)
     thresholds = Thresholds.for_model(backend.name, theta_s, theta_a)
@@ -239,12 +248,13 @@ def vote(
     ]
 
 
-async def negotiate(
+async def _negotiate(
     problem: Problem,
-    rule: str | None = None,
-    deadline: Annotated[float | None, Field(ge=0.0)] = None,
+    rule: str | None,
+    deadline: float | None,
+    *,
+    allow_functions: bool,
 ) -> Certificate:
-    """Negotiate one decision with CONCORD; returns the certificate (or shortfall)."""
     from dissensus.concord.rules import RULES
 
     if rule is not None and rule not in RULES:
@@ -253,12 +263,22 @@ async def negotiate(
         )
     # The file-level checks the CLI applies (anchors scored by every table agent, ...).
     problem = parse_problem(problem.model_dump(mode="json", exclude_unset=True), file="problem")
+    for i, agent in enumerate(problem.agents):
+        if agent.kind == "function" and not allow_functions:
+            raise ConfigError(
+                "function agents import server-side code: start the server with --allow-functions",
+                field=f"problem.agents[{i}].kind",
+            )
+    if problem.model:
+        raise ConfigError(
+            "the model is the server's ($DISSENSUS_MODEL), not the caller's", field="problem.model"
+        )
     client = None
-    spec = problem.model or os.environ.get("DISSENSUS_MODEL")
+    spec = os.environ.get("DISSENSUS_MODEL")
     if any(a.kind == "llm" for a in problem.agents):
         if not spec:
             raise ConfigError(
-                "the problem has LLM agents: configure a model (problem.model or DISSENSUS_MODEL)",
+                "the problem has LLM agents: the server has no model ($DISSENSUS_MODEL)",
                 field="model",
             )
         from dissensus.llm import resolve_model
@@ -289,7 +309,11 @@ def bound(agents: Annotated[int, Field(ge=1)], rounds: Annotated[int, Field(ge=0
 
 
 def build_server(
-    *, journal: str | None = None, policy: str | None = None, reviewer: str | None = None
+    *,
+    journal: str | None = None,
+    policy: str | None = None,
+    reviewer: str | None = None,
+    allow_functions: bool = False,
 ) -> MCPServer:
     """The MCP server with every dissensus tool registered."""
     settings = _Settings(journal, policy, reviewer)
@@ -309,6 +333,14 @@ def build_server(
             return [await adecide(panel, pol, journal=store, policy_dir=base) for panel in panels]
         finally:
             store.close()
+
+    async def negotiate(
+        problem: Problem,
+        rule: str | None = None,
+        deadline: Annotated[float | None, Field(ge=0.0)] = None,
+    ) -> Certificate:
+        """Negotiate one decision with CONCORD; returns the certificate (or shortfall)."""
+        return await _negotiate(problem, rule, deadline, allow_functions=allow_functions)
 
     def review_list(
         journal: JournalArg = None, run: str | None = None, include_resolved: bool = False
@@ -370,7 +402,14 @@ def build_server(
 
 
 def serve(
-    *, journal: str | None = None, policy: str | None = None, reviewer: str | None = None
+    *,
+    journal: str | None = None,
+    policy: str | None = None,
+    reviewer: str | None = None,
+    allow_functions: bool = False,
 ) -> None:
     """Run the server on standard input/output until the client disconnects."""
-    build_server(journal=journal, policy=policy, reviewer=reviewer).run("stdio")
+    server = build_server(
+        journal=journal, policy=policy, reviewer=reviewer, allow_functions=allow_functions
+    )
+    server.run("stdio")
