@@ -193,3 +193,74 @@ def test_scores_panel_names_and_abstentions() -> None:
         ("a", "0.5"),
         ("c", None),
     ]
+
+
+def _guard_calibration(path: Path) -> Path:
+    from dissensus.guard import calibrate
+    from dissensus.types import Vote, VoteCase
+
+    def v(agent: str, answer: str, source: str) -> Vote:
+        return Vote(
+            agent=agent,
+            answer=answer,
+            evidence_source=source,
+            evidence_present=source != "parametric",
+        )
+
+    cases = [
+        VoteCase(
+            id=str(i),
+            votes=[
+                v("g1", "C", "kb:a"),
+                v("g2", "C" if i % 4 else "I", "kb:b"),
+                v("g3", "C", "parametric"),
+            ],
+            gold="C",
+        )
+        for i in range(40)
+    ]
+    path.write_text(calibrate(cases).model_dump_json(), encoding="utf-8")
+    return path
+
+
+def test_acceptance_and_guard_calibration_are_passed_to_the_pipeline(tmp_path: Path) -> None:
+    acceptance = Path(__file__).resolve().parents[1] / "examples" / "llmbar-reliability.json"
+    cal = _guard_calibration(tmp_path / "guard.json")
+    journal = tmp_path / "j.sqlite"
+    markers = {
+        "concession": ["however", "both", "also", "more detailed", "more comprehensive"],
+        "grounding": ["instruction", "instructions"],
+    }
+    reducer = dissensus_reducer(
+        graders=["g1", "g2", "g3"],
+        policy={**POLICY, "acceptance": {"markers": markers}},
+        acceptance=str(acceptance),
+        guard_calibration=str(cal),
+        journal=str(journal),
+    )
+    evidence = {"g1": "kb:a", "g2": "kb:b", "g3": "kb:c"}
+    scores = [
+        Score(
+            value="C",
+            explanation=f"{g} checked it.",
+            metadata={"grader": g, "evidence": [{"source": s}]},
+        )
+        for g, s in evidence.items()
+    ]
+    out = reducer(scores)  # outside an event loop too
+    assert out.value == "C" and out.metadata is not None and out.metadata["confidence"] is not None
+    from dissensus.store import Journal
+
+    with Journal(journal) as store:
+        (run,) = store.runs()
+        guard = store.get(run.run_id, "case/1/guard")
+        assert (
+            guard is not None and guard.payload["decision"]["beta_star"] is not None
+        )  # the calibration was used
+
+
+def test_an_unreadable_guard_calibration_names_the_argument(tmp_path: Path) -> None:
+    from dissensus.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="guard_calibration"):
+        dissensus_reducer(policy=POLICY, guard_calibration=str(tmp_path / "missing.json"))

@@ -138,8 +138,10 @@ def scores_panel(scores: Sequence[Score], graders: Sequence[str] | None = None) 
 
 def _run_sync(coro: Coroutine[Any, Any, T]) -> T:
     try:
-        asyncio.get_running_loop()
+        running = asyncio.get_running_loop() is not None
     except RuntimeError:
+        running = False
+    if not running:
         return asyncio.run(coro)
     with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
         return pool.submit(asyncio.run, coro).result()
