@@ -254,9 +254,9 @@ def test_acceptance_and_guard_calibration_are_passed_to_the_pipeline(tmp_path: P
     with Journal(journal) as store:
         (run,) = store.runs()
         guard = store.get(run.run_id, "case/1/guard")
-        assert (
-            guard is not None and guard.payload["decision"]["beta_star"] is not None
-        )  # the calibration was used
+        assert guard is not None
+        bounded = guard.payload["decision"]["invariants"][2]
+        assert bounded["number"] == 3 and "no calibration" not in bounded["message"]  # it was read
 
 
 def test_an_unreadable_guard_calibration_names_the_argument(tmp_path: Path) -> None:
