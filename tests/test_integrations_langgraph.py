@@ -96,7 +96,7 @@ def test_escalation_interrupts_and_resumes_through_the_review_path(tmp_path: Pat
     [
         ({"decision": "2", "note": "x"}, "content_sha256"),
         ({"decision": "", "note": "x", "content_sha256": "0" * 64}, "decision"),
-        ({"decision": "2", "note": "x", "content_sha256": "0" * 64}, "not the hash"),
+        ({"decision": "2", "note": "x", "content_sha256": "0" * 64}, "changed since it was shown"),
     ],
 )
 def test_a_refused_answer_interrupts_again_with_the_reason(
@@ -180,7 +180,7 @@ def test_sqlite_checkpoints_resume_in_a_fresh_process(tmp_path: Path) -> None:
     stale = {**_answer(pending["value"]), "content_sha256": "f" * 64}
     refused = _run("resume", ck, jr, "t-proc", json.dumps({pending["id"]: stale}))
     (again,) = refused["interrupts"]
-    assert "not the hash" in again["value"]["error"]
+    assert "changed since it was shown" in again["value"]["error"]
     done = _run("resume", ck, jr, "t-proc", json.dumps({again["id"]: _answer(again["value"])}))
     assert done["interrupts"] == [] and done["values"]["shipped"] is True
     record = done["values"]["dissensus"]

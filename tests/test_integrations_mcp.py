@@ -122,7 +122,7 @@ async def _session(tmp_path: Path) -> None:
         missing = await s.call_tool("review_resolve", answer)
         assert missing.is_error and "content_sha256" in _text(missing)
         stale = await s.call_tool("review_resolve", {**answer, "content_sha256": "0" * 64})
-        assert stale.is_error and "not the hash" in _text(stale)
+        assert stale.is_error and "changed since it was shown" in _text(stale)
         record = _data(
             await s.call_tool(
                 "review_resolve", {**answer, "content_sha256": shown["content_sha256"]}

@@ -31,8 +31,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from dissensus.errors import DissensusError
 from dissensus.pipeline.records import CaseRecord, ReviewItem
 from dissensus.pipeline.review import ReviewStatus, find_item, resolve
+from dissensus.store import Journal
 from dissensus.store.canonical import canonical, sha256_text
-from dissensus.store.journal import Journal
 
 __all__ = [
     "AlreadyResolved",
@@ -162,7 +162,7 @@ def resolve_checked(
     current = _item_hash(status.item)
     if content_sha256 != current:
         raise StaleReview(
-            f"review item {review_id}: content_sha256 {content_sha256[:12]}... is not the hash of the item's "
-            f"content ({current[:12]}...): show the item again and resolve what is there now"
+            f"review item {review_id}: the case content changed since it was shown "
+            f"(quoted sha256 {content_sha256[:16]}..., current {current[:16]}...); reload it"
         )
     return resolve(journal, review_id, decision=decision, note=note, reviewer=reviewer)

@@ -68,8 +68,8 @@ from dissensus.pipeline import (
     panel_votes,
     policy_from_dict,
 )
+from dissensus.store import Journal
 from dissensus.store.canonical import canonical
-from dissensus.store.journal import Journal
 from dissensus.types import AgentOutput, Evidence, Panel
 
 __all__ = ["dissensus_reducer", "scores_panel"]

@@ -66,7 +66,7 @@ from dissensus.integrations._review import (
 )
 from dissensus.pipeline import CaseRecord, Policy, decide
 from dissensus.pipeline.review import find_item
-from dissensus.store.journal import Journal
+from dissensus.store import Journal
 from dissensus.types import Panel
 
 __all__ = ["DecisionNode", "config_reviewer", "decision_node", "node_run_id"]

@@ -69,7 +69,7 @@ from dissensus.pipeline.review import find_item, list_items
 from dissensus.states.reading import Thresholds, read_panels
 from dissensus.states.routing import RuleSet
 from dissensus.states.similarity import DEFAULT_BACKEND, get_backend
-from dissensus.store.journal import Journal, journal_path
+from dissensus.store import Journal, journal_path
 from dissensus.types import Panel, VoteCase
 
 __all__ = ["REVIEWER_ENV", "ReviewEntry", "ReviewView", "RouteRecord", "build_server", "serve"]
