@@ -38,7 +38,7 @@ Choices where the frameworks are silent:
   scores (a reducer does not see the sample id); each reduction is one run in the
   journal (in memory unless ``journal`` is a path).
 * **Acceptance and guard calibration**: ``acceptance`` is a reliability file
-  (``calibrate-reliability``) passed to the pipeline as the policy's
+  (``dissensus.reliability/1``, see ``docs/pipeline.md``) passed to the pipeline as the policy's
   ``acceptance.calibration``; ``guard_calibration`` is a ``dissensus calibrate`` file.
 * Inspect calls reducers synchronously inside its event loop, so the pipeline runs on a
   worker thread for the duration of the call.
