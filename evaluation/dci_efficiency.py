@@ -42,7 +42,7 @@ EXAMPLES = REPO / "examples" / "dci"
 def _rules(name: str, cache: dict[str, Any] = {}) -> Any:  # noqa: B006 - deliberate per-process cache
     if name not in cache:
         loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-        cache[name] = yaml.load((EXAMPLES / "models" / f"{name}.yaml").read_text(encoding="utf-8"), Loader=loader)
+        cache[name] = yaml.load((REPO / "src" / "dissensus" / "dci" / "models" / f"{name}.yaml").read_text(encoding="utf-8"), Loader=loader)
     return cache[name]
 
 

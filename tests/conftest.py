@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -37,3 +38,12 @@ def shared_data() -> Path:
     if not (path / "llmbar").is_dir():
         pytest.skip(f"real data not found at {path}")
     return path
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def journal_target(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A fresh journal target on each back end (PostgreSQL skips without $DISSENSUS_TEST_PG)."""
+    from store_backends import target_for
+
+    with target_for(request.param, tmp_path) as target:
+        yield target

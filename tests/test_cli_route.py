@@ -10,19 +10,14 @@ from pathlib import Path
 
 import pytest
 
+from cli_helpers import run_cli
+
 
 def run(
     *args: str | Path, stdin: str | None = None, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "dissensus", *map(str, args)],
-        capture_output=True,
-        text=True,
-        input=stdin,
-        timeout=300,
-        check=False,
-        env={**os.environ, "COLUMNS": "200", **(env or {})},
-    )
+    # In-process (fast); the end-to-end test below spawns the real entry point.
+    return run_cli(*args, stdin=stdin, env={**os.environ, "COLUMNS": "200", **(env or {})})
 
 
 def panel(
@@ -74,7 +69,9 @@ BAD_LINES = {
         }
     ),
     "duplicate": json.dumps(panel("x5", ("a", "k", "r"), ("a", "k", "s"))),
-    "empty": json.dumps(panel("x6", ("a", "k", "   "), ("b", "k", "s"))),
+    "non-finite": json.dumps(panel("x6", ("a", "k", "r"), ("b", "k", "s"))).replace('"decision": "k"', '"decision": "k", "w": NaN', 1),
+    "surrogate": json.dumps(panel("x7", ("a", "k", "r"), ("b", "k", "s"))).replace('"r"', '"\\ud800"'),
+    "deep": '{"id": "x8", "meta": ' + "[" * 1000 + "]" * 1000 + "}",
 }
 
 
@@ -183,7 +180,9 @@ def test_every_bad_line_rejected_rest_processed(tmp_path: Path) -> None:
     assert "at least two agents" in messages
     assert "confidence" in messages
     assert "duplicate agent id" in messages
-    assert "reasoning must not be empty" in messages
+    assert by_message["must be a finite number (got nan)"] == "outputs.0.w"
+    assert "lone surrogate" in messages
+    assert fields[-1] == "<depth>"
     for r in rej:
         assert f"{path}:{r['line']}: field" in res.stderr
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from cli_helpers import run_cli
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples" / "concord"
@@ -32,14 +33,7 @@ FIELDS = {
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "dissensus", *args],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        timeout=120,
-        env={"PATH": "/usr/bin:/bin", "COLUMNS": "200"},
-    )
+    return run_cli(*args, cwd=REPO, env={"PATH": "/usr/bin:/bin", "COLUMNS": "200"})
 
 
 def test_bound_prints_the_published_figures() -> None:

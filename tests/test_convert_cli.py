@@ -4,20 +4,14 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
+from cli_helpers import run_cli
 from dissensus.types import Panel, VoteCase
 
 
 def run(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "dissensus", "convert", *map(str, args)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    return run_cli("convert", *args)
 
 
 def _write_tiny(root: Path, winners: list[str | None]) -> Path:

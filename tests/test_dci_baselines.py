@@ -12,6 +12,7 @@ import yaml
 
 from dissensus.agents.deliberator import deliberate_with_model
 from dissensus.baselines.deliberation import BaselineSettings, run_baseline_sync
+from dissensus.cli.dci import BUNDLED
 from dissensus.dci.output import METHODS, DeliberationOutput
 from dissensus.dci.task import load_task, parse_task
 from dissensus.llm import Budget, ModelClient, ScriptedBackend, estimate_tokens
@@ -19,11 +20,12 @@ from test_dci_flow import check_packet
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "dci"
 TASKS = sorted(EXAMPLES.glob("*.yaml"))
+MODELS = BUNDLED  # the bundled scripted models (package data)
 
 
 @functools.cache
 def _rules(name: str) -> dict[str, object]:
-    loaded: dict[str, object] = yaml.load((EXAMPLES / "models" / f"{name}.yaml").read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    loaded: dict[str, object] = yaml.load((MODELS / f"{name}.yaml").read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     return loaded
 
 

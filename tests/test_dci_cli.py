@@ -6,12 +6,12 @@ import asyncio
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
+from cli_helpers import run_cli
 from dissensus.agents.deliberator import deliberate_with_model
 from dissensus.baselines.deliberation import run_baseline_sync
-from dissensus.cli.dci import bundled_model
+from dissensus.cli.dci import BUNDLED, bundled_model
 from dissensus.dci.task import load_task
 from dissensus.llm import resolve_model
 from test_dci_flow import validate_against_schema
@@ -21,7 +21,7 @@ EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "dci"
 
 def run(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k != "DISSENSUS_MODEL"}
-    return subprocess.run([sys.executable, "-m", "dissensus", *args], capture_output=True, text=True, env=env, input=stdin, timeout=120)
+    return run_cli(*args, env=env, stdin=stdin)
 
 
 def test_deliberate_dci_json_offline_by_default() -> None:
@@ -80,7 +80,7 @@ def test_judge_scores_outputs_per_judge(tmp_path: Path) -> None:
         outs.append(output.model_dump_json() + "\n")
     path = tmp_path / "outputs.jsonl"
     path.write_text("".join(outs) + "{not json}\n")
-    judge = EXAMPLES / "models" / "judge.yaml"
+    judge = BUNDLED / "judge.yaml"
     copy = tmp_path / "judge2.yaml"
     copy.write_text(judge.read_text())
     proc = run("judge", str(path), "--model", f"scripted:{judge}", "--model", f"scripted:{copy}", "--json")
@@ -98,7 +98,7 @@ def test_the_same_judge_twice_is_one_judge(tmp_path: Path) -> None:
     output = run_baseline_sync("single", resolve_model(bundled_model("single")), task)
     path = tmp_path / "outputs.jsonl"
     path.write_text(output.model_dump_json() + "\n")
-    spec = f"scripted:{EXAMPLES / 'models' / 'judge.yaml'}"
+    spec = f"scripted:{BUNDLED / 'judge.yaml'}"
     proc = run("judge", str(path), "--model", spec, "--model", spec, "--json")
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout)

@@ -103,7 +103,7 @@ def test_budget_exhaustion_still_yields_a_packet_that_says_so() -> None:
     check_packet(p)
     assert p.status == "budget_exhausted" and "budget" in (p.status_detail or "")
     assert p.selected is not None and "No synthesis" in p.selected.rationale
-    assert p.next_actions[0].startswith("Resume the deliberation")
+    assert p.next_actions[0].startswith("Run the deliberation again once the cause is fixed")
     assert result.trace[-1].outcome == "budget_exhausted"
 
 

@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from cli_helpers import run_cli
+
 
 def run(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "dissensus", *args], capture_output=True, text=True, input=stdin, timeout=120
-    )
+    return run_cli(*args, stdin=stdin)
 
 
 def _vote(agent: str, answer: str, source: str = "parametric", present: bool = False, **extra: object) -> dict[str, object]:

@@ -5,9 +5,9 @@ and the same journal events (no event lost, none duplicated) as an uninterrupted
 a hash chain that verifies, and no completed model call made twice.
 
 The runs are forked children of the test process calling the CLI's ``main`` (so the
-CLI's import cost is paid once); ``DISSENSUS_FAULT_KILL_AFTER=N`` makes a child send
-itself SIGKILL right after its N-th journalled event. One run also goes through the
-real ``python -m dissensus`` entry point.
+CLI's import cost is paid once); :func:`fault_runner.install` makes a child send itself
+SIGKILL right after its N-th journalled event. One run also goes through a fresh
+interpreter (``tests/fault_runner.py``) and resumes with ``python -m dissensus``.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ import pytest
 from dissensus.cli import main
 from dissensus.pipeline.review import final_records
 from dissensus.store import Journal
+from fault_runner import install
 from pipeline_cases import crash_script, mixed_batch, write_jsonl, write_policy
 
 RUN = "crash"
@@ -34,13 +35,14 @@ KILLED = -signal.SIGKILL
 REJECTED = 3  # the batch holds one bad line
 
 
-def _child(argv: list[str], env: dict[str, str]) -> None:
-    os.environ.update(env)
+def _child(argv: list[str], kill_after: int | None) -> None:
+    if kill_after is not None:
+        install(kill_after, signal.SIGKILL)
     os._exit(main(argv))
 
 
-def _forked(argv: list[str], env: dict[str, str] | None = None) -> int | None:
-    proc = multiprocessing.get_context("fork").Process(target=_child, args=(argv, env or {}))
+def _forked(argv: list[str], kill_after: int | None = None) -> int | None:
+    proc = multiprocessing.get_context("fork").Process(target=_child, args=(argv, kill_after))
     proc.start()
     proc.join(timeout=300)
     return proc.exitcode
@@ -91,7 +93,7 @@ def base(tmp_path_factory: pytest.TempPathFactory) -> tuple[Setup, list[Any]]:
 
 
 def _kill_and_resume(setup: Setup, base_events: list[Any], name: str, kill_after: int) -> None:
-    assert _forked(setup.decide(name), {"DISSENSUS_FAULT_KILL_AFTER": str(kill_after)}) == KILLED
+    assert _forked(setup.decide(name), kill_after) == KILLED
     before = setup.events(name)
     assert len(before) == kill_after  # every committed event survived the kill, nothing more
     journalled_calls = sum(e.type == "model.call" for e in before)
@@ -142,8 +144,8 @@ def test_twenty_runs_killed_at_seeded_random_points(base: tuple[Setup, list[Any]
 
 def test_kill_and_resume_through_the_real_entry_point(base: tuple[Setup, list[Any]]) -> None:
     setup, events = base
-    env = {**os.environ, "DISSENSUS_FAULT_KILL_AFTER": str(len(events) // 2)}
-    killed = subprocess.run([sys.executable, "-m", "dissensus", *setup.decide("cli")], env=env, check=False)
+    runner = str(Path(__file__).with_name("fault_runner.py"))
+    killed = subprocess.run([sys.executable, runner, str(len(events) // 2), "SIGKILL", *setup.decide("cli")], check=False)
     assert killed.returncode == KILLED
     resumed = subprocess.run([sys.executable, "-m", "dissensus", *setup.resume("cli")], capture_output=True, text=True, check=False)
     assert resumed.returncode == REJECTED, resumed.stderr

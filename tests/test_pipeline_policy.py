@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from cli_helpers import run_cli
 from dissensus.errors import ConfigError
 from dissensus.pipeline import Policy, decide, load_calibration, load_policy, policy_from_dict
 from dissensus.pipeline.signals import MarkerLexicon
@@ -59,11 +58,7 @@ def test_bad_yaml_and_non_mapping_are_config_errors(tmp_path: Path) -> None:
 def test_cli_exits_2_and_names_the_field(tmp_path: Path) -> None:
     (tmp_path / "p.yaml").write_text("acceptance:\n  min_support: -1\n", encoding="utf-8")
     (tmp_path / "in.jsonl").write_text("", encoding="utf-8")
-    proc = subprocess.run(
-        [sys.executable, "-m", "dissensus", "decide", str(tmp_path / "in.jsonl"), "--policy", str(tmp_path / "p.yaml"),
-         "--journal", str(tmp_path / "j.sqlite")],
-        capture_output=True, text=True, check=False,
-    )  # fmt: skip
+    proc = run_cli("decide", tmp_path / "in.jsonl", "--policy", tmp_path / "p.yaml", "--journal", tmp_path / "j.sqlite")
     assert proc.returncode == 2
     assert "acceptance.min_support" in proc.stderr and "Traceback" not in proc.stderr
 

@@ -3,16 +3,33 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from cli_helpers import run_cli
 from dissensus.errors import DissensusError, InputError
 from dissensus.pipeline import decide, policy_from_dict
-from dissensus.pipeline.review import final_records, find_item, list_items, resolve
-from dissensus.store import Journal
+from dissensus.pipeline.review import (
+    AlreadyResolved,
+    ClaimConflict,
+    StaleContent,
+    claim,
+    claim_next,
+    complete_resolutions,
+    content_sha256,
+    final_records,
+    find_item,
+    list_items,
+    resolve,
+)
+from dissensus.store import Event, Journal, UnknownRun
 from pipeline_cases import as_panel, panel, write_jsonl, write_policy
 
 POLICY = policy_from_dict({"reading": {"similarity": "tfidf", "theta_s": 0.3}})
@@ -58,7 +75,7 @@ def test_unknown_or_malformed_review_ids_are_input_errors(tmp_path: Path) -> Non
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "dissensus", *args], capture_output=True, text=True, check=False)
+    return run_cli(*args)
 
 
 def test_cli_review_list_show_resolve(tmp_path: Path) -> None:
@@ -137,3 +154,217 @@ def test_cli_resolve_flags_a_decision_outside_the_options(tmp_path: Path) -> Non
     with Journal(tmp_path / "j.sqlite") as j:
         event = j.get("R", "review/1/resolved")
         assert event is not None and event.payload["outside_options"] is True
+
+
+# -- atomic resolutions, races, content binding, claims (both back ends) ----------------
+
+
+def test_concurrent_resolvers_have_exactly_one_winner_and_the_others_learn_who(journal_target: str) -> None:
+    with Journal(journal_target) as journal:
+        review_id = _escalated(journal, "race")
+    barrier = threading.Barrier(6)
+    outcomes: dict[str, str] = {}
+
+    def reviewer(name: str) -> None:
+        with Journal(journal_target) as j:
+            barrier.wait()
+            try:
+                resolve(j, review_id, decision="2", note=f"{name} decided", reviewer=name)
+                outcomes[name] = "won"
+            except AlreadyResolved as exc:
+                outcomes[name] = str(exc)
+
+    threads = [threading.Thread(target=reviewer, args=(f"r{i}",)) for i in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    winners = [name for name, out in outcomes.items() if out == "won"]
+    assert len(winners) == 1 and len(outcomes) == 6
+    with Journal(journal_target) as j:
+        done = j.get("race", "review/1/resolved")
+        assert done is not None and done.payload["reviewer"] == winners[0]
+        for name, out in outcomes.items():
+            if name != winners[0]:
+                assert out.startswith(f"review item {review_id} was already resolved by {winners[0]} at {done.at}")
+        types = [e.type for e in j.events("race")]
+        assert types.count("review.resolved") == 1 and types.count("case.resolved") == 1
+        assert j.verify("race").ok
+
+
+def test_a_resolution_is_one_atomic_append(journal_target: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A crash between review.resolved and case.resolved leaves neither."""
+    with Journal(journal_target) as journal:
+        review_id = _escalated(journal, "R")
+        real = journal.append
+
+        def crashing(run_id: str, type: str, payload: dict[str, object], **kw: Any) -> Event:
+            if type == "case.resolved":
+                raise KeyboardInterrupt
+            return real(run_id, type, payload, **kw)
+
+        monkeypatch.setattr(journal, "append", crashing)
+        with pytest.raises(KeyboardInterrupt):
+            resolve(journal, review_id, decision="2", note="n", reviewer="kim")
+        monkeypatch.undo()
+        assert journal.get("R", "review/1/resolved") is None
+        assert [s.item.review_id for s in list_items(journal)] == [review_id]  # still open
+        assert resolve(journal, review_id, decision="2", note="n", reviewer="kim").decision == "2"
+        assert journal.verify("R").ok
+
+
+def test_a_half_applied_resolution_from_an_older_journal_is_completed(journal_target: str) -> None:
+    with Journal(journal_target) as journal:
+        review_id = _escalated(journal, "R")
+        journal.append(  # what a kill between the two appends of older versions left behind
+            "R",
+            "review.resolved",
+            {"review_id": review_id, "decision": "2", "note": "n", "reviewer": "kim", "outside_options": False},
+            key="review/1/resolved",
+            case="1",
+        )
+        assert [(r.action, r.decision) for r in final_records(journal, "R")] == [("human", "2")]
+        with pytest.raises(AlreadyResolved, match="already resolved by kim at"):
+            resolve(journal, review_id, decision="1", note="late", reviewer="bob")
+        resolved = journal.get("R", "case/1/resolved")
+        assert resolved is not None and resolved.payload["decision"] == "2"
+        assert complete_resolutions(journal, "R") == 0
+        assert journal.verify("R").ok
+
+
+def test_complete_resolutions_journals_every_missing_case_record(tmp_path: Path) -> None:
+    with Journal(tmp_path / "j.sqlite") as journal:
+        review_id = _escalated(journal, "R")
+        journal.append(
+            "R",
+            "review.resolved",
+            {"review_id": review_id, "decision": "1", "note": "n", "reviewer": None, "outside_options": False},
+            key="review/1/resolved",
+            case="1",
+        )
+        assert complete_resolutions(journal, "R") == 1
+        assert [e.type for e in journal.events("R")][-2:] == ["review.resolved", "case.resolved"]
+
+
+def test_a_stale_content_hash_is_refused_and_nothing_is_written(journal_target: str) -> None:
+    with Journal(journal_target) as journal:
+        review_id = _escalated(journal, "R")
+        status = find_item(journal, review_id)
+        assert status.content_sha256 == content_sha256(status.item) and len(status.content_sha256) == 64
+        before = journal.run("R").n_events  # type: ignore[union-attr]
+        with pytest.raises(StaleContent, match="changed since it was shown"):
+            resolve(journal, review_id, decision="2", note="n", reviewer="kim", content_sha256="0" * 64)
+        assert journal.run("R").n_events == before  # type: ignore[union-attr]
+        record = resolve(journal, review_id, decision="2", note="n", reviewer="kim", content_sha256=status.content_sha256)
+        assert record.decision == "2"
+        stored = journal.get("R", "review/1/resolved")
+        assert stored is not None and stored.payload["content_sha256"] == status.content_sha256
+
+
+def test_claims_exclude_other_reviewers_until_they_expire(journal_target: str) -> None:
+    with Journal(journal_target) as journal:
+        review_id = _escalated(journal, "R")
+        held = claim(journal, review_id, "kim", ttl=0.5)
+        assert held.who == "kim" and journal.current_claim(review_id) == held
+        assert claim(journal, review_id, "kim", ttl=0.5).who == "kim"  # renewing one's own claim
+        with pytest.raises(ClaimConflict, match="claimed by kim until"):
+            claim(journal, review_id, "bob", ttl=60)
+        with pytest.raises(ClaimConflict, match="claimed by kim"):
+            resolve(journal, review_id, decision="1", note="n", reviewer="bob")
+        time.sleep(0.6)
+        assert journal.current_claim(review_id) is None
+        assert claim(journal, review_id, "bob", ttl=60).who == "bob"
+        resolve(journal, review_id, decision="1", note="n", reviewer="bob")
+        assert journal.current_claim(review_id) is None  # released by the resolution
+        with pytest.raises(AlreadyResolved, match="already resolved by bob"):
+            claim(journal, review_id, "kim", ttl=60)
+
+
+def test_concurrent_claims_have_exactly_one_holder(journal_target: str) -> None:
+    with Journal(journal_target) as journal:
+        review_id = _escalated(journal, "R")
+    barrier = threading.Barrier(5)
+    got: list[str] = []
+    refused: list[str] = []
+
+    def reviewer(name: str) -> None:
+        with Journal(journal_target) as j:
+            barrier.wait()
+            try:
+                claim(j, review_id, name, ttl=60)
+                got.append(name)
+            except ClaimConflict:
+                refused.append(name)
+
+    threads = [threading.Thread(target=reviewer, args=(f"r{i}",)) for i in range(5)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(got) == 1 and len(refused) == 4
+    with Journal(journal_target) as j:
+        current = j.current_claim(review_id)
+        assert current is not None and current.who == got[0]
+
+
+def test_an_empty_note_is_refused(tmp_path: Path) -> None:
+    with Journal(tmp_path / "j.sqlite") as journal:
+        review_id = _escalated(journal, "R")
+        with pytest.raises(InputError, match="note"):
+            resolve(journal, review_id, decision="1", note="  ")
+
+
+def test_review_list_of_an_unknown_run_is_a_usage_error(tmp_path: Path) -> None:
+    with Journal(tmp_path / "j.sqlite") as journal:
+        _escalated(journal, "R")
+        with pytest.raises(UnknownRun):
+            list(list_items(journal, run_id="nosuch"))
+
+
+def test_reviewers_taking_the_next_item_at_once_each_get_a_different_one(journal_target: str) -> None:
+    with Journal(journal_target) as journal:
+        ids = [_escalated(journal, f"run{i}") for i in range(3)]
+    barrier = threading.Barrier(4)
+    got: dict[str, str | None] = {}
+
+    def reviewer(name: str) -> None:
+        with Journal(journal_target) as j:
+            barrier.wait()
+            status = claim_next(j, name, ttl=60)
+            got[name] = status.item.review_id if status else None
+
+    threads = [threading.Thread(target=reviewer, args=(f"r{i}",)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    taken = [v for v in got.values() if v is not None]
+    assert sorted(taken) == sorted(ids) and list(got.values()).count(None) == 1
+    with Journal(journal_target) as j:
+        for name, review_id in got.items():
+            if review_id is not None:
+                held = j.current_claim(review_id)
+                assert held is not None and held.who == name
+                assert claim_next(j, name, ttl=60).item.review_id == review_id  # type: ignore[union-attr]
+
+
+def test_a_kill_during_review_resolve_never_leaves_half_a_resolution(tmp_path: Path) -> None:
+    """SIGKILL right after the first journalled event of `review resolve`: before, that
+    left review.resolved without case.resolved; now both are one commit."""
+    path = tmp_path / "j.sqlite"
+    with Journal(path) as journal:
+        review_id = _escalated(journal, "R")
+    env = {**os.environ, "DISSENSUS_FAULT_KILL_AFTER": "1"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "dissensus", "review", "resolve", review_id, "--decision", "2", "--note", "n", "--journal", str(path)],
+        capture_output=True,
+        text=True,
+        check=False,
+        env=env,
+    )
+    assert proc.returncode == -9
+    with Journal(path) as j:
+        types = [e.type for e in j.events("R")]
+        assert types[-2:] == ["review.resolved", "case.resolved"]
+        assert [r.action for r in final_records(j, "R")] == ["human"]
+        assert j.verify("R").ok

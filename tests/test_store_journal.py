@@ -1,4 +1,5 @@
-"""The run journal: hash chain, idempotent keys, tamper detection, durability settings."""
+"""The run journal on both back ends: hash chain, idempotent keys, tamper detection,
+canonical stored text, header anchor, foreign databases, durability settings."""
 
 from __future__ import annotations
 
@@ -16,21 +17,30 @@ from dissensus.store import (
     GENESIS,
     Journal,
     JournalConflict,
+    RunExists,
     UnknownRun,
     canonical,
     chain_hash,
     journal_path,
+    open_journal,
 )
+from store_backends import raw
 
 
-def _journal(tmp_path: Path, name: str = "j.sqlite") -> Journal:
-    journal = Journal(tmp_path / name)
+def _journal(target: str) -> Journal:
+    journal = Journal(target)
     journal.create_run("r", kind="test", meta={"x": 1})
     return journal
 
 
-def test_chain_links_every_event_to_the_previous_one(tmp_path: Path) -> None:
-    with _journal(tmp_path) as j:
+def _filled(target: str, n: int = 4) -> None:
+    with _journal(target) as j:
+        for i in range(n):
+            j.append("r", "e", {"v": i}, key=f"k{i}")
+
+
+def test_chain_links_every_event_to_the_previous_one(journal_target: str) -> None:
+    with _journal(journal_target) as j:
         a = j.append("r", "one", {"v": 1}, key="k1")
         b = j.append("r", "two", {"v": [1.5, "é"]}, key="k2", case="3")
         assert (a.seq, b.seq) == (0, 1)
@@ -39,10 +49,19 @@ def test_chain_links_every_event_to_the_previous_one(tmp_path: Path) -> None:
         assert j.run("r").head_hash == b.hash  # type: ignore[union-attr]
         report = j.verify("r")
         assert report.ok and report.n_events == 2 and report.head_hash == b.hash
+        assert not report.finished
 
 
-def test_appending_a_known_key_writes_nothing_and_a_changed_payload_is_refused(tmp_path: Path) -> None:
-    with _journal(tmp_path) as j:
+def test_both_back_ends_store_the_same_text_and_chain(tmp_path: Path, journal_target: str) -> None:
+    """The hash of an event depends on its content and time only, never on the back end."""
+    with _journal(journal_target) as j:
+        event = j.append("r", "two", {"v": [1.5, "é", None, {"b": 1, "a": 2}]}, key="k", case="1")
+    stored = raw(journal_target, "SELECT payload, hash FROM events WHERE run_id = 'r'")
+    assert stored == [(canonical(event.payload), chain_hash(GENESIS, event.body()))]
+
+
+def test_appending_a_known_key_writes_nothing_and_a_changed_payload_is_refused(journal_target: str) -> None:
+    with _journal(journal_target) as j:
         first = j.append("r", "one", {"v": 1}, key="k")
         again = j.append("r", "one", {"v": 1}, key="k")
         assert again == first
@@ -51,9 +70,33 @@ def test_appending_a_known_key_writes_nothing_and_a_changed_payload_is_refused(t
             j.append("r", "one", {"v": 2}, key="k")
 
 
-def test_unknown_run_is_an_error(tmp_path: Path) -> None:
-    with _journal(tmp_path) as j, pytest.raises(UnknownRun):
+def test_unknown_run_is_an_error(journal_target: str) -> None:
+    with _journal(journal_target) as j, pytest.raises(UnknownRun):
         j.append("nope", "x", {}, key="k")
+
+
+def test_a_run_and_its_first_event_are_one_transaction(journal_target: str) -> None:
+    with Journal(journal_target) as j:
+        with pytest.raises(ValueError, match="Out of range"):
+            j.create_run("r", kind="t", meta={}, first=("run.started", {"bad": float("nan")}, "run/started"))
+        assert j.run("r", missing_ok=True) is None  # nothing left behind
+        j.create_run("r", kind="t", meta={}, first=("run.started", {"ok": 1}, "run/started"), exclusive=True)
+        assert [e.key for e in j.events("r")] == ["run/started"]
+        with pytest.raises(RunExists, match="already exists"):
+            j.create_run("r", kind="t", meta={}, exclusive=True)
+
+
+def test_a_transaction_commits_all_its_events_or_none(journal_target: str) -> None:
+    with _journal(journal_target) as j:
+        with pytest.raises(RuntimeError), j.transaction("r"):
+            j.append("r", "a", {}, key="a")
+            j.append("r", "b", {}, key="b")
+            raise RuntimeError("crash between the two")
+        assert list(j.events("r")) == [] and j.run("r").n_events == 0  # type: ignore[union-attr]
+        with j.transaction("r"):
+            j.append("r", "a", {}, key="a")
+            j.append("r", "b", {}, key="b")
+        assert [e.seq for e in j.events("r")] == [0, 1] and j.verify("r").ok
 
 
 @given(st.lists(st.tuples(st.sampled_from("abcdefgh"), st.integers(0, 3)), max_size=30))
@@ -70,46 +113,69 @@ def test_any_sequence_of_appends_verifies_and_holds_each_key_once(ops: list[tupl
     assert j.verify("r").ok
 
 
-def _tamper(path: Path, sql: str, *args: object) -> None:
-    db = sqlite3.connect(path)
-    db.execute(sql, args)
-    db.commit()
-    db.close()
-
-
-def test_verify_detects_an_edited_payload(tmp_path: Path) -> None:
-    with _journal(tmp_path) as j:
-        for i in range(4):
-            j.append("r", "e", {"v": i}, key=f"k{i}")
-    _tamper(tmp_path / "j.sqlite", "UPDATE events SET payload = ? WHERE seq = 2", canonical({"v": 99}))
-    with Journal(tmp_path / "j.sqlite") as j:
+def test_verify_detects_an_edited_payload(journal_target: str) -> None:
+    _filled(journal_target)
+    raw(journal_target, "UPDATE events SET payload = ? WHERE seq = 2", (canonical({"v": 99}),))
+    with Journal(journal_target) as j:
         report = j.verify("r")
     assert not report.ok
     assert any("event 2" in p and "hash" in p for p in report.problems)
 
 
-def test_verify_detects_a_removed_tail_and_a_deleted_middle_event(tmp_path: Path) -> None:
-    with _journal(tmp_path) as j:
-        for i in range(4):
-            j.append("r", "e", {"v": i}, key=f"k{i}")
-    _tamper(tmp_path / "j.sqlite", "DELETE FROM events WHERE seq = 3")
-    with Journal(tmp_path / "j.sqlite") as j:
-        assert not j.verify("r").ok
-    _tamper(tmp_path / "j.sqlite", "DELETE FROM events WHERE seq = 1")
-    with Journal(tmp_path / "j.sqlite") as j:
+def test_verify_refuses_a_duplicate_key_payload_that_readers_disagree_on(journal_target: str) -> None:
+    """`{"v":2,"v":9}`: SQLite's json_extract reads one value, Python's json the other."""
+    _filled(journal_target)
+    raw(journal_target, "UPDATE events SET payload = ? WHERE seq = 2", ('{"v":2,"v":9}',))
+    with Journal(journal_target) as j:
+        report = j.verify("r")
+    assert not report.ok
+    assert any("event 2" in p and "duplicate key" in p for p in report.problems)
+
+
+def test_verify_refuses_stored_text_that_is_not_canonical(journal_target: str) -> None:
+    """Same JSON value, other spelling: the hash still matches, the stored text does not."""
+    _filled(journal_target)
+    raw(journal_target, "UPDATE events SET payload = ? WHERE seq = 1", ('{ "v": 1 }',))
+    with Journal(journal_target) as j:
+        report = j.verify("r")
+    assert not report.ok
+    assert report.problems == ["event 1 (k1): stored payload text is not its canonical JSON"]
+
+
+def test_verify_detects_a_removed_tail_and_a_deleted_middle_event(journal_target: str) -> None:
+    _filled(journal_target)
+    raw(journal_target, "DELETE FROM events WHERE seq = 3")
+    with Journal(journal_target) as j:
+        problems = j.verify("r").problems
+    assert "run header counts 4 events, journal holds 3" in problems
+    assert "run head hash does not match the last event" in problems
+    raw(journal_target, "DELETE FROM events WHERE seq = 1")
+    with Journal(journal_target) as j:
         problems = j.verify("r").problems
     assert any("sequence gap" in p for p in problems)
 
 
+def test_a_truncated_finished_run_with_a_fixed_header_is_reported_unfinished(journal_target: str) -> None:
+    with _journal(journal_target) as j:
+        j.append("r", "e", {"v": 0}, key="k0")
+        j.append("r", "run.finished", {}, key="run/finished")
+        assert j.verify("r").finished
+        head = j.events("r").__next__().hash
+    raw(journal_target, "DELETE FROM events WHERE seq = 1")
+    raw(journal_target, "UPDATE runs SET n_events = 1, head_hash = ?", (head,))
+    with Journal(journal_target) as j:
+        report = j.verify("r")
+    assert report.ok and not report.finished  # without a key, all a re-sealed header can show
+
+
 def test_runs_verify_cli_fails_on_an_edited_event(tmp_path: Path) -> None:
-    with _journal(tmp_path) as j:
-        for i in range(3):
-            j.append("r", "e", {"v": i}, key=f"k{i}")
-    cmd = [sys.executable, "-m", "dissensus", "runs", "verify", "r", "--journal", str(tmp_path / "j.sqlite")]
+    target = str(tmp_path / "j.sqlite")
+    _filled(target, 3)
+    cmd = [sys.executable, "-m", "dissensus", "runs", "verify", "r", "--journal", target]
     ok = subprocess.run(cmd, capture_output=True, text=True, check=False)
     assert ok.returncode == 0, ok.stderr
     assert "OK" in ok.stdout
-    _tamper(tmp_path / "j.sqlite", "UPDATE events SET type = 'forged' WHERE seq = 1")
+    raw(target, "UPDATE events SET type = 'forged' WHERE seq = 1")
     bad = subprocess.run(cmd, capture_output=True, text=True, check=False)
     assert bad.returncode == 1
     assert "FAILED" in bad.stderr and "event 1" in bad.stderr
@@ -117,9 +183,9 @@ def test_runs_verify_cli_fails_on_an_edited_event(tmp_path: Path) -> None:
 
 def test_wal_and_full_sync_are_the_default(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("DISSENSUS_JOURNAL_SYNC", raising=False)
-    with _journal(tmp_path) as j:
-        assert j._db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-        assert j._db.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
+    with _journal(str(tmp_path / "j.sqlite")) as j:
+        assert j._db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"  # type: ignore[attr-defined]
+        assert j._db.execute("PRAGMA synchronous").fetchone()[0] == 2  # type: ignore[attr-defined]  # FULL
     monkeypatch.setenv("DISSENSUS_JOURNAL_SYNC", "sometimes")
     with pytest.raises(InputError):
         Journal(tmp_path / "other.sqlite")
@@ -136,3 +202,63 @@ def test_journal_path_precedence(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_a_missing_directory_is_an_input_error(tmp_path: Path) -> None:
     with pytest.raises(InputError):
         Journal(tmp_path / "missing" / "j.sqlite")
+
+
+def test_open_journal_picks_the_back_end_from_the_target(journal_target: str) -> None:
+    with open_journal(journal_target) as j:
+        kind = type(j).__name__
+    assert kind == ("PostgresJournal" if journal_target.startswith("postgresql://") else "SQLiteJournal")
+
+
+def test_another_applications_sqlite_database_is_refused_untouched(tmp_path: Path) -> None:
+    path = tmp_path / "app.db"
+    db = sqlite3.connect(path)
+    db.execute("CREATE TABLE users (id INTEGER PRIMARY KEY, name TEXT)")
+    db.commit()
+    db.close()
+    with pytest.raises(InputError, match="another application"):
+        Journal(path)
+    db = sqlite3.connect(path)
+    tables = [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+    db.close()
+    assert tables == ["users"]
+    (tmp_path / "panels.jsonl").write_text("", encoding="utf-8")
+    out = subprocess.run(
+        [sys.executable, "-m", "dissensus", "decide", str(tmp_path / "panels.jsonl"), "--journal", str(path)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert out.returncode == 2, out.stderr
+    assert out.stderr.count("\n") == 1 and "another application" in out.stderr
+
+
+def test_a_table_named_runs_with_other_columns_is_refused(journal_target: str) -> None:
+    raw(journal_target, "CREATE TABLE runs (id INTEGER PRIMARY KEY, started TEXT)")
+    with pytest.raises(InputError, match="another application"):
+        Journal(journal_target)
+
+
+def test_a_journal_written_before_the_meta_table_still_opens(tmp_path: Path) -> None:
+    path = tmp_path / "old.sqlite"
+    _filled(str(path), 2)
+    raw(str(path), "DROP TABLE dissensus_meta")
+    raw(str(path), "DROP TABLE claims")
+    with Journal(path) as j:
+        assert j.verify("r").ok
+
+
+def test_one_canonical_json_everywhere() -> None:
+    """The journal, replay keys and CONCORD digests share one canonical JSON, which
+    refuses non-finite numbers."""
+    import hashlib
+
+    from dissensus.concord.record import canonical_digest
+    from dissensus.llm import replay
+
+    assert replay._canonical_json is canonical
+    body = {"b": [1.5, "é"], "a": None}
+    assert canonical_digest(body) == "sha256:" + hashlib.sha256(canonical(body).encode()).hexdigest()
+    for bad in (float("nan"), float("inf")):
+        with pytest.raises(ValueError):
+            canonical({"x": bad})

@@ -43,7 +43,7 @@ def test_abstention_is_allowed() -> None:
     [
         ([{"agent": "a", "decision": "x", "reasoning": "r"}], "at least two"),
         ([{"agent": "a", "decision": "x", "reasoning": "r"}] * 2, "duplicate"),
-        ([{"agent": "a", "decision": "x", "reasoning": "  "}, {"agent": "b", "decision": "x", "reasoning": "r"}], "reasoning"),
+        ([{"agent": "a", "decision": "x", "reasoning": "r", "values": {"v": float("inf")}}, {"agent": "b", "decision": "x", "reasoning": "r"}], "finite"),
         ([{"agent": "a", "decision": "x", "reasoning": "r", "confidence": 1.5}, {"agent": "b", "decision": "x", "reasoning": "r"}], "confidence"),
     ],
 )

@@ -390,7 +390,7 @@ def dump(path: Path, data: Any, header: str) -> None:
 
 
 def main() -> None:
-    models = HERE / "models"
+    models = HERE.parents[1] / "src" / "dissensus" / "dci" / "models"  # shipped as package data
     models.mkdir(exist_ok=True)
     for t in TASKS:
         task: dict[str, Any] = {"id": t["id"], "type": t["type"], "question": t["question"], "context": t["context"]}

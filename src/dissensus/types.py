@@ -10,8 +10,17 @@ Choices where the seeds are silent:
 * ``decision: null`` is an *abstention*: the agent spoke (its reasoning still counts
   for similarity) but cast no vote. LLMBar judges that gave no usable verdict are
   represented this way.
-* A panel needs at least two agents, distinct agent ids and a non-empty reasoning
-  trace for every agent; confidence, when given, lies in [0, 1].
+* A panel needs at least two agents and distinct agent ids; confidence, when given,
+  lies in [0, 1].
+* Reasoning may be empty: real judges sometimes return a verdict with no text. Such an
+  agent has no reasoning vector; the reading leaves it out of the similarity and names
+  it in ``missing_reasoning`` (see :mod:`dissensus.states.reading`).
+* Every number anywhere in a panel or a vote case (values, confidence, metadata, extra
+  fields) must be finite: NaN and infinities cannot be journalled as JSON nor compared.
+  Every string must be encodable as UTF-8 (a lone surrogate such as ``"\\ud800"`` is
+  refused). Both are checked by the models, so every reader and every Python caller
+  gets the same rejects.
+* Booleans are strict: ``"yes"``, ``1`` or ``"true"`` are not booleans.
 """
 
 from __future__ import annotations
@@ -19,7 +28,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 __all__ = [
     "AgentOutput",
@@ -28,6 +37,7 @@ __all__ = [
     "Usage",
     "Vote",
     "VoteCase",
+    "find_unrepresentable",
 ]
 
 
@@ -52,6 +62,53 @@ def _confidence(value: float | None) -> float | None:
     return value
 
 
+def _bad_scalar(value: object) -> str | None:
+    """Why ``value`` cannot be carried (non-finite float, string that is not UTF-8), or None."""
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            return f"must be a finite number (got {value!r})"
+    elif isinstance(value, str) and not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return "text holds a lone surrogate (not encodable as UTF-8)"
+    return None
+
+
+def find_unrepresentable(value: object, where: str = "") -> str | None:
+    """``"path: why"`` of the first non-finite number or non-UTF-8 string inside ``value``.
+
+    Walks dicts and lists iteratively (deep nesting cannot overflow the stack); returns
+    None when everything inside is representable as JSON text in UTF-8.
+    """
+    stack: list[tuple[str, object]] = [(where, value)]
+    while stack:
+        path, item = stack.pop()
+        if isinstance(item, dict):
+            for key, sub in item.items():
+                if isinstance(key, str) and (why := _bad_scalar(key)):
+                    return f"{path}: key {why}" if path else f"key {why}"
+                stack.append((f"{path}.{key}" if path else str(key), sub))
+        elif isinstance(item, list | tuple):
+            stack.extend((f"{path}.{i}" if path else str(i), sub) for i, sub in enumerate(item))
+        elif why := _bad_scalar(item):
+            return f"{path}: {why}" if path else why
+    return None
+
+
+def _representable(value: Any) -> Any:
+    """Field validator: refuse non-finite numbers and non-UTF-8 text anywhere inside."""
+    if (why := find_unrepresentable(value)) is not None:
+        raise ValueError(why)
+    return value
+
+
+def _extras_representable(model: BaseModel) -> None:
+    extra = model.model_extra
+    if extra and (why := find_unrepresentable(extra)) is not None:
+        raise ValueError(why)
+
+
 def _check_unique(agents: list[str]) -> None:
     seen: set[str] = set()
     for agent in agents:
@@ -67,8 +124,10 @@ class Evidence(BaseModel):
 
     source: str = Field(min_length=1)
     """Provenance token: an index id, a corpus id, a tool name, or ``parametric``."""
-    present: bool = True
+    present: bool = Field(default=True, strict=True)
     """Whether the source actually held supporting evidence for this case."""
+
+    _utf8 = field_validator("source")(_representable)
 
 
 class AgentOutput(BaseModel):
@@ -81,7 +140,7 @@ class AgentOutput(BaseModel):
     decision: str | None = Field(min_length=1)
     """The agent's categorical decision; ``None`` is an abstention (never ``""``)."""
     reasoning: str
-    """The agent's reasoning trace (never empty)."""
+    """The agent's reasoning trace (may be empty: the agent then has no reasoning vector)."""
     values: dict[str, float] | None = None
     """Value profile: named weights, e.g. ``{"safety": 0.8, "expression": 0.2}``."""
     confidence: float | None = None
@@ -92,13 +151,13 @@ class AgentOutput(BaseModel):
     """Model family (e.g. ``openai``), used by the guard to spot shared causes."""
 
     _norm_decision = field_validator("decision", mode="before")(_label)
+    _utf8 = field_validator("agent", "decision", "reasoning", "family")(_representable)
+    _finite_values = field_validator("values")(_representable)
 
-    @field_validator("reasoning")
-    @classmethod
-    def _reasoning_not_empty(cls, value: str) -> str:
-        if not value.strip():
-            raise ValueError("reasoning must not be empty")
-        return value
+    @model_validator(mode="after")
+    def _check_extras(self) -> AgentOutput:
+        _extras_representable(self)
+        return self
 
     @field_validator("confidence")
     @classmethod
@@ -119,6 +178,12 @@ class Panel(BaseModel):
     """What each agent said; at least two agents with distinct ids."""
 
     _norm_id = field_validator("id", mode="before")(_label)
+    _utf8 = field_validator("id", "meta")(_representable)
+
+    @model_validator(mode="after")
+    def _check_extras(self) -> Panel:
+        _extras_representable(self)
+        return self
 
     @field_validator("outputs")
     @classmethod
@@ -139,12 +204,13 @@ class Vote(BaseModel):
     answer: str = Field(min_length=1)
     evidence_source: str = Field(min_length=1)
     """Provenance token: index id, corpus id, or ``parametric``."""
-    evidence_present: bool
+    evidence_present: bool = Field(strict=True)
     confidence: float | None = None
     family: str | None = None
     """Model family; voters of one family share a latent cause."""
 
     _norm_answer = field_validator("answer", mode="before")(_label)
+    _utf8 = field_validator("agent", "answer", "evidence_source", "family")(_representable)
 
     @field_validator("confidence")
     @classmethod
@@ -164,6 +230,12 @@ class VoteCase(BaseModel):
 
     _norm_id = field_validator("id", mode="before")(_label)
     _norm_gold = field_validator("gold", mode="before")(_label)
+    _utf8 = field_validator("id", "gold", "meta")(_representable)
+
+    @model_validator(mode="after")
+    def _check_extras(self) -> VoteCase:
+        _extras_representable(self)
+        return self
 
     @field_validator("votes")
     @classmethod

@@ -1,36 +1,91 @@
 """The ``dissensus`` command line. Each command group lives in its own module.
 
 Exit codes: 0 ok, 1 failure, 2 usage error (bad flag, missing file, invalid
-configuration), 3 some input records rejected (the rest processed and written).
+configuration), 3 some input records rejected (the rest processed and written),
+130 interrupted (SIGINT or SIGTERM; ``decide`` and ``runs resume`` name the resume
+command). ``docs/cli.md`` lists the codes each command uses.
+
+Every error is one line on standard error, usage errors too (``error: ...`` followed by
+the command's ``--help`` to read). Output cut short by a closed pipe (``| head -1``)
+ends the command silently with exit 0.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 
 from dissensus.cli import commands as _commands  # noqa: F401  (registers every command)
 from dissensus.cli.app import app
+from dissensus.cli.common import EXIT_INTERRUPTED, EXIT_OK, shown
 from dissensus.errors import DissensusError
 
 __all__ = ["app", "main"]
 
 
+def _usage_line(exc: Exception) -> str:
+    """One line for a click usage error: the message and where to read the usage."""
+    message = " ".join(exc.format_message().split()) if hasattr(exc, "format_message") else str(exc)
+    ctx = getattr(exc, "ctx", None)
+    where = f" (see: {ctx.command_path} --help)" if ctx is not None else ""
+    return f"error: {shown(message)}{where}\n"
+
+
+def _silence_stdout() -> None:
+    """After a broken pipe: point stdout at /dev/null so the interpreter's flush is quiet."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI and return its exit code; user errors print one line, never a traceback."""
     try:
-        app(args=argv, prog_name="dissensus")
+        code = app(args=argv, prog_name="dissensus", standalone_mode=False)
     except SystemExit as exc:
-        code = exc.code
-        if code is None:
-            return 0
-        return code if isinstance(code, int) else 1
+        if type(sys.stdout).__name__ == "PacifyFlushWrapper":
+            # The CLI framework saw a closed pipe on stdout (``| head -1``): not a failure.
+            sys.stdout = getattr(sys.stdout, "wrapped", sys.__stdout__)
+            _silence_stdout()
+            return EXIT_OK
+        return _code(exc.code)
     except DissensusError as exc:
-        sys.stderr.write(f"error: {exc}\n")
+        sys.stderr.write(f"error: {shown(' '.join(str(exc).split()))}\n")
         return exc.exit_code
     except BrokenPipeError:
-        return 0
-    return 0
+        _silence_stdout()
+        return EXIT_OK
+    except KeyboardInterrupt:
+        sys.stderr.write("interrupted\n")
+        return EXIT_INTERRUPTED
+    except Exception as exc:
+        # Click's usage errors (the CLI framework's, not ours): one line, exit 2.
+        if type(exc).__name__ == "Abort":
+            sys.stderr.write("interrupted\n")
+            return EXIT_INTERRUPTED
+        exit_code = getattr(exc, "exit_code", None)
+        if hasattr(exc, "format_message") and isinstance(exit_code, int):
+            if str(exc.format_message()).strip():  # empty: the help was printed (no arguments)
+                sys.stderr.write(_usage_line(exc))
+            return exit_code
+        raise
+    return _code(code)
+
+
+def _code(code: object) -> int:
+    if code is None:
+        return EXIT_OK
+    return code if isinstance(code, int) else 1
 
 
 def _entry() -> None:
-    raise SystemExit(main())
+    code = main()
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _silence_stdout()
+        code = EXIT_OK if code in (EXIT_OK, None) else code
+    raise SystemExit(code)

@@ -1,43 +1,122 @@
-"""Helpers shared by the CLI command modules: consoles, exit codes, progress, output."""
+"""Helpers shared by the CLI command modules: consoles, exit codes, progress, paths, output.
+
+Choices where the design is silent:
+
+* **Data is plain text.** Both consoles are built with Rich markup, emoji codes and
+  highlighting off, so ``[b]``, ``[/INST]``, ``:smile:`` or ``[link=x]`` in an agent's
+  text print as written. :func:`shown` also escapes control characters (ANSI escape
+  sequences, carriage returns, bidirectional overrides) as ``\\x1b``-style escapes, so
+  a trace can neither recolour the terminal nor hide or reorder text; right-to-left
+  letters print unchanged.
+* **One progress switch.** A bar is drawn on standard error when it is a terminal or
+  ``$DISSENSUS_PROGRESS=1`` (:func:`progress_enabled`); :class:`Bar` is the one bar
+  every command uses.
+* **Paths are checked before anything is written** (:func:`check_output_path`): an
+  output that is a directory, in a missing directory, not writable, or the same file as
+  an input or the journal is a usage error (exit 2). Outputs are written to a
+  temporary file beside the target and renamed over it at the end
+  (:func:`atomic_output`), so a failed run never leaves half a file.
+* A journal path that names an existing file which is not a dissensus journal (another
+  application's SQLite database, or not SQLite at all) is refused before it is opened
+  (:func:`check_journal_file`), so no tables are ever added to someone else's database.
+"""
 
 from __future__ import annotations
 
 import json
+import math
 import os
+import re
+import sqlite3
 import sys
-from collections.abc import Iterable, Iterator
+import tempfile
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from types import TracebackType
 from typing import IO, TypeVar
 
 import typer
 from pydantic import BaseModel
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
+
+from dissensus.errors import InputError
+from dissensus.store.base import is_postgres_url
 
 __all__ = [
     "EXIT_FAILURE",
+    "EXIT_INTERRUPTED",
     "EXIT_OK",
     "EXIT_REJECTED",
     "EXIT_USAGE",
+    "Bar",
+    "atomic_output",
     "check_input_path",
+    "check_journal_file",
+    "check_output_path",
+    "count_lines",
     "err_console",
     "exit_for",
+    "load_json_file",
+    "number_in",
     "out_console",
     "output_handle",
     "print_json",
     "progress",
+    "progress_enabled",
+    "shown",
 ]
 
 EXIT_OK = 0
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
 EXIT_REJECTED = 3
+EXIT_INTERRUPTED = 130
 
 T = TypeVar("T")
 
-err_console = Console(stderr=True)
-out_console = Console()
+err_console = Console(stderr=True, markup=False, emoji=False, highlight=False, soft_wrap=True)
+out_console = Console(markup=False, emoji=False, highlight=False, soft_wrap=True)
+
+# C0 controls but tab and newline, DEL, C1 controls, and the bidirectional embeddings,
+# overrides and isolates (which can reorder what a reader sees).
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def _escape(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def shown(text: object) -> str:
+    """``text`` as a reader must see it: control characters escaped, nothing interpreted."""
+    value = str(text)
+    return _CONTROL.sub(_escape, value)
+
+
+def number_in(low: float | None = None, high: float | None = None) -> Callable[[float | None], float | None]:
+    """Typer callback for a float option: finite (``nan``, ``inf`` refused), within [low, high]."""
+
+    def check(value: float | None) -> float | None:
+        if value is None:
+            return None
+        if not math.isfinite(value):
+            raise typer.BadParameter(f"must be a finite number (got {value})")
+        if low is not None and value < low:
+            raise typer.BadParameter(f"must be at least {low:g} (got {value:g})")
+        if high is not None and value > high:
+            raise typer.BadParameter(f"must be at most {high:g} (got {value:g})")
+        return value
+
+    return check
 
 
 def check_input_path(path: str) -> str:
@@ -46,10 +125,102 @@ def check_input_path(path: str) -> str:
         return path
     p = Path(path)
     if not p.exists():
-        raise typer.BadParameter(f"file not found: {path}")
+        raise InputError(f"file not found: {path}")
     if p.is_dir():
-        raise typer.BadParameter(f"expected a file, got a directory: {path}")
+        raise InputError(f"expected a file, got a directory: {path}")
+    if not os.access(p, os.R_OK):
+        raise InputError(f"cannot read {path}: permission denied")
     return path
+
+
+def _same_file(a: Path, b: str | None) -> bool:
+    if b is None or b == "-" or b == ":memory:":
+        return False
+    try:
+        return a.resolve() == Path(b).resolve()
+    except OSError:
+        return False
+
+
+def check_output_path(
+    path: str | None, *, option: str, inputs: Iterable[str | None] = (), what: str | None = None
+) -> None:
+    """Usage error (exit 2) unless ``path`` can be written and names none of ``inputs``."""
+    if path is None or path == "-":
+        return
+    what = what or ("rejects file" if option == "--rejects" else "output file")
+    p = Path(path)
+    where = f"cannot write the {what} {path} ({option})"
+    if p.is_dir():
+        raise InputError(f"{where}: is a directory")
+    parent = p.parent if str(p.parent) else Path(".")
+    if not parent.is_dir():
+        raise InputError(f"{where}: directory {parent} does not exist")
+    if not os.access(parent, os.W_OK) or (p.exists() and not os.access(p, os.W_OK)):
+        raise InputError(f"{where}: not writable")
+    for other in inputs:
+        if _same_file(p, other):
+            raise InputError(f"{where}: it is the same file as {other}; refusing to overwrite it")
+
+
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+_JOURNAL_TABLES = {"runs", "events"}
+
+
+def check_journal_file(path: str, *, must_exist: bool = False) -> None:
+    """Usage error (exit 2) when ``path`` cannot serve as a journal.
+
+    A missing file is fine unless ``must_exist`` (a new journal is created); an existing
+    one must be empty or an SQLite database holding the journal's tables (or no table).
+    """
+    if path == ":memory:" or is_postgres_url(path):
+        return
+    p = Path(path)
+    if not p.exists():
+        if must_exist:
+            raise InputError(f"journal not found: {path}")
+        parent = p.parent if str(p.parent) else Path(".")
+        if not parent.is_dir():
+            raise InputError(f"journal {path}: directory {parent} does not exist")
+        if not os.access(parent, os.W_OK):
+            raise InputError(f"journal {path}: directory {parent} is not writable")
+        return
+    if p.is_dir():
+        raise InputError(f"journal {path}: is a directory")
+    if not os.access(p, os.R_OK):
+        raise InputError(f"journal {path}: permission denied")
+    if not must_exist and not os.access(p, os.W_OK):
+        raise InputError(f"journal {path}: read-only")
+    if p.stat().st_size == 0:
+        return
+    with open(p, "rb") as handle:
+        if handle.read(len(_SQLITE_MAGIC)) != _SQLITE_MAGIC:
+            raise InputError(f"journal {path}: not a dissensus journal (not an SQLite database)")
+    try:
+        db = sqlite3.connect(f"{p.resolve().as_uri()}?mode=ro", uri=True)
+        try:
+            names = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        finally:
+            db.close()
+    except sqlite3.Error as exc:
+        raise InputError(f"journal {path}: cannot read it: {exc}") from None
+    if names and not names >= _JOURNAL_TABLES:
+        raise InputError(
+            f"journal {path}: an SQLite database of another application "
+            f"(tables {', '.join(sorted(names)[:5])}); refusing to write into it"
+        )
+
+
+def count_lines(path: str) -> int | None:
+    """Non-blank lines of ``path`` (None for standard input), read as bytes: never a decode error."""
+    if path == "-":
+        return None
+    count = 0
+    with open(path, "rb") as handle:
+        for line in handle:
+            if line.strip():
+                count += 1
+    return count
 
 
 def exit_for(rejected: int) -> int:
@@ -58,12 +229,26 @@ def exit_for(rejected: int) -> int:
 
 
 @contextmanager
+def atomic_output(path: str) -> Iterator[IO[str]]:
+    """``path`` opened for writing through a temporary file renamed over it on success."""
+    target = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent if str(target.parent) else ".")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            yield handle
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+@contextmanager
 def output_handle(path: str | None) -> Iterator[IO[str]]:
-    """Standard output, or ``path`` opened for writing."""
+    """Standard output, or ``path`` written atomically (temporary file, renamed at the end)."""
     if path is None or path == "-":
         yield sys.stdout
         return
-    with open(path, "w", encoding="utf-8") as handle:
+    with atomic_output(path) as handle:
         yield handle
 
 
@@ -75,15 +260,61 @@ def print_json(obj: BaseModel | dict[str, object] | list[object]) -> None:
         sys.stdout.write(json.dumps(obj, indent=2, ensure_ascii=False, default=str) + "\n")
 
 
+def load_json_file(path: str | Path, *, what: str = "file") -> object:
+    """Parse a JSON file; every failure is one :class:`InputError` line naming the file."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return json.load(handle)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{path}: invalid JSON: {exc.msg} (line {exc.lineno})") from None
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path}: {what} is not UTF-8 text (byte {exc.start}: {exc.reason})") from None
+    except RecursionError:
+        raise InputError(f"{path}: JSON nested too deeply") from None
+    except OSError as exc:
+        raise InputError(f"cannot read {what} {path}: {exc.strerror or exc}") from None
+
+
+def progress_enabled(enabled: bool = True) -> bool:
+    """Whether progress bars are drawn: stderr is a terminal or ``$DISSENSUS_PROGRESS=1``."""
+    return enabled and (err_console.is_terminal or os.environ.get("DISSENSUS_PROGRESS") == "1")
+
+
+class Bar:
+    """One progress bar on standard error (a no-op when bars are off)."""
+
+    def __init__(self, description: str, *, total: int | None = None, enabled: bool = True) -> None:
+        self._progress: Progress | None = None
+        self._task: TaskID | None = None
+        if progress_enabled(enabled):
+            columns = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()]
+            self._progress = Progress(*columns, console=err_console, transient=True)
+            self._task = self._progress.add_task(description, total=total)
+
+    def advance(self, n: float = 1) -> None:
+        if self._progress is not None and self._task is not None:
+            self._progress.advance(self._task, n)
+
+    def update(self, *, description: str | None = None, completed: float | None = None, total: float | None = None) -> None:
+        if self._progress is not None and self._task is not None:
+            self._progress.update(self._task, description=description, completed=completed, total=total)
+
+    def __enter__(self) -> Bar:
+        if self._progress is not None:
+            self._progress.start()
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+
+
 def progress(items: Iterable[T], *, description: str, total: int | None = None, enabled: bool = True) -> Iterator[T]:
-    """Iterate ``items`` with a progress bar on stderr when stderr is a terminal."""
-    show = enabled and (err_console.is_terminal or os.environ.get("DISSENSUS_PROGRESS") == "1")
-    if not show:
+    """Iterate ``items`` with a progress bar on stderr (see :func:`progress_enabled`)."""
+    if not progress_enabled(enabled):
         yield from items
         return
-    columns = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()]
-    with Progress(*columns, console=err_console, transient=True) as bar:
-        task = bar.add_task(description, total=total)
+    with Bar(description, total=total) as bar:
         for item in items:
             yield item
-            bar.advance(task)
+            bar.advance()

@@ -27,11 +27,21 @@ from pathlib import Path
 from typing import Any
 
 import typer
-from rich.markup import escape
 from rich.table import Table
 
 from dissensus.cli.app import app
-from dissensus.cli.common import EXIT_FAILURE, EXIT_OK, check_input_path, out_console
+from dissensus.cli.common import (
+    EXIT_FAILURE,
+    EXIT_OK,
+    atomic_output,
+    check_input_path,
+    check_output_path,
+    err_console,
+    load_json_file,
+    number_in,
+    out_console,
+    shown,
+)
 from dissensus.concord.bounds import compute_bound
 from dissensus.concord.compare import compare_rules, opening, order_rows, score_outcome
 from dissensus.concord.problem import Problem, build_agents, load_problem, negotiation_for
@@ -39,6 +49,13 @@ from dissensus.concord.record import Certificate
 from dissensus.concord.rules import RULES
 from dissensus.concord.verify import verify as verify_record
 from dissensus.errors import ConfigError, InputError
+from dissensus.signing import (
+    document_status,
+    load_public_key,
+    sign_document,
+    signed_kind,
+    signer_from_env,
+)
 
 __all__ = ["bound", "negotiate", "verify"]
 
@@ -113,7 +130,7 @@ def negotiate(
         None, "--out", "-o", help="Write the certificate (JSON) to this file."
     ),
     deadline: float | None = typer.Option(
-        None, "--deadline", min=0.0, help="Stop after SECONDS; return the current leader."
+        None, "--deadline", callback=number_in(0.0), help="Stop after SECONDS; return the current leader."
     ),
     compare: bool = typer.Option(
         False, "--compare", help="Compare with other decision rules on the same scores."
@@ -135,6 +152,7 @@ def negotiate(
         raise ConfigError(
             f"unknown rule {rule!r}; expected one of {', '.join(RULES)}", field="rule"
         )
+    check_output_path(out, option="--out", inputs=[problem_file])
     problem = load_problem(problem_file)
     spec = _model_spec(model, problem)
     needs_model = any(a.kind == "llm" for a in problem.agents)
@@ -162,10 +180,15 @@ def negotiate(
         # A run-time configuration error (an agent's equal anchors): name the file too.
         message = str(exc).removeprefix(f"field {exc.field!r}: " if exc.field else "")
         raise ConfigError(message, file=problem_file, field=exc.field) from exc
+    signer = signer_from_env()
+    cert_doc: dict[str, Any] = cert.model_dump(mode="json")
+    if signer is not None:  # $DISSENSUS_SIGNING_KEY: the written certificate carries a signature
+        cert_doc = sign_document(cert_doc, signer)
     if out:
-        Path(out).write_text(cert.model_dump_json(indent=2) + "\n", encoding="utf-8")
+        with atomic_output(out) as handle:
+            handle.write(json.dumps(cert_doc, indent=2, ensure_ascii=False) + "\n")
     if as_json:
-        doc: Any = cert.model_dump(mode="json")
+        doc: Any = cert_doc
         if rows is not None:
             doc = {"certificate": doc, "comparison": [r.model_dump(mode="json") for r in rows]}
         sys.stdout.write(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
@@ -173,7 +196,20 @@ def negotiate(
         _print_certificate(cert)
         if rows is not None:
             _print_comparison(rows, cert)
+    failed = connection_failure(cert)
+    if failed is not None:
+        err_console.print(f"error: connection failed: every model call failed to reach the server ({shown(failed)})")
+        raise typer.Exit(code=EXIT_FAILURE)
     raise typer.Exit(code=EXIT_OK)
+
+
+def connection_failure(cert: Certificate) -> str | None:
+    """The first fault when every fault of the run is a failed connection (and there are some)."""
+    faults = [f.message for step in cert.trajectory for f in step.faults]
+    faults += [st.fault for st in cert.scores.values() if st.fault]
+    if faults and all("connection" in f.lower() for f in faults):
+        return " ".join(faults[0].split())
+    return None
 
 
 def _fmt(value: float | None) -> str:
@@ -186,15 +222,14 @@ def _print_certificate(cert: Certificate) -> None:
     regime = (
         "group channel" if b.topology == "group" else f"workflow graph ({len(b.edges or [])} edges)"
     )
-    style = "green" if cert.status == "certified" else "yellow"
     con.print(
-        f"[bold]CONCORD[/bold] [{style}]{cert.status}[/{style}]  floor {cert.floor:.2f}, margin "
+        f"CONCORD {cert.status}  floor {cert.floor:.2f}, margin "
         f"{cert.margin:.2f}, rule {b.rule}, {regime}, stopped: {cert.spent.stopped}"
     )
     if cert.selected:
         s = cert.selected
         con.print(
-            f"Selected [bold]{escape(s.id)}[/bold] (by {escape(s.author)}, round {s.round}): {escape(s.text)}"
+            f"Selected {shown(s.id)} (by {shown(s.author)}, round {s.round}): {shown(s.text)}"
         )
     else:
         con.print("No candidate was scored by every agent; nothing selected.")
@@ -211,12 +246,12 @@ def _print_certificate(cert: Certificate) -> None:
         )
         table.add_row(
             str(step.round),
-            step.leader or "—",
+            shown(step.leader or "—"),
             _fmt(step.worst_off),
-            step.bottleneck or "—",
-            step.candidate or "—",
+            shown(step.bottleneck or "—"),
+            shown(step.candidate or "—"),
             "—" if step.accepted is None else ("yes" if step.accepted else "no"),
-            "; ".join(notes),
+            shown("; ".join(notes)),
         )
     con.print(table)
     scores = Table(title="Scores on the selected candidate")
@@ -226,11 +261,11 @@ def _print_certificate(cert: Certificate) -> None:
         ok = st.calibrated is not None and st.calibrated >= cert.floor
         status = st.fault or ("≥ floor" if ok else "below floor")
         scores.add_row(
-            agent,
+            shown(agent),
             _fmt(st.calibrated),
             "—" if st.raw is None else f"{st.raw:g}",
             f"{st.anchors.rejected}, {st.anchors.ideal}",
-            status,
+            shown(status),
         )
     con.print(scores)
     if cert.shortfall:
@@ -258,7 +293,7 @@ def _print_comparison(rows: list[Any], cert: Certificate) -> None:
         table.add_column(col)
     for row in rows:
         table.add_row(
-            row.strategy, row.selected or "—", _fmt(row.worst_off), row.result, row.note or ""
+            shown(row.strategy), shown(row.selected or "—"), _fmt(row.worst_off), shown(row.result), shown(row.note or "")
         )
     out_console.print(table)
 
@@ -269,26 +304,55 @@ def verify(
         ..., metavar="CERT.json", help="A certificate written by negotiate."
     ),
     as_json: bool = typer.Option(False, "--json", help="Print the verdict as JSON."),
+    public_key: str | None = typer.Option(
+        None, "--public-key", help="Ed25519 public key (PEM): also check the signature (certificate or decision packet)."
+    ),
 ) -> None:
-    """Recompute a CONCORD certificate from its raw scores; exit 1 naming the first violation."""
+    """Recompute a CONCORD certificate from its raw scores; exit 1 naming the first violation.
+
+    With --public-key, exit 1 also when the document is unsigned or its signature invalid;
+    a DCI decision packet (or a deliberate --json line) is checked for its signature only.
+    """
     check_input_path(cert_file)
-    try:
-        data = json.loads(Path(cert_file).read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        raise InputError(f"{cert_file}: not a JSON certificate: {exc}") from exc
+    key = load_public_key(public_key) if public_key else None
+    data = load_json_file(cert_file, what="certificate")
     if not isinstance(data, dict):
         raise InputError(f"{cert_file}: a certificate is a JSON object")
     if set(data) == {"certificate", "comparison"} and isinstance(data["certificate"], dict):
         # The output of `negotiate --compare --json`: verify the certificate it holds.
         data = data["certificate"]
+    kind = signed_kind(data)
+    if kind != "certificate":
+        _verify_packet_signature(cert_file, data, key, as_json)
+    signed = dict(data)
+    data = {k: v for k, v in data.items() if k != "signature"}
     verdict = verify_record(data)
+    status = document_status(signed, key) if key is not None else None
     if as_json:
-        sys.stdout.write(verdict.model_dump_json(indent=2) + "\n")
+        doc = verdict.model_dump(mode="json")
+        if status is not None:
+            doc["signature"] = status
+        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
     elif verdict.valid:
         out_console.print(f"valid: {', '.join(verdict.checked)} hold")
     else:
         out_console.print(f"invalid: {verdict.violated}: {verdict.message}", markup=False)
-    raise typer.Exit(code=EXIT_OK if verdict.valid else EXIT_FAILURE)
+    if status is not None and not as_json:
+        out_console.print(f"signature: {status}", markup=False)
+    ok = verdict.valid and status in (None, "signed")
+    raise typer.Exit(code=EXIT_OK if ok else EXIT_FAILURE)
+
+
+def _verify_packet_signature(name: str, data: dict[str, Any], key: Any, as_json: bool) -> None:
+    if key is None:
+        raise InputError(f"{name}: a decision packet has no properties to recompute; give --public-key to check its signature")
+    packet = data.get("packet") if signed_kind(data) == "deliberation" else data
+    status = document_status(packet, key) if isinstance(packet, dict) else "unsigned"
+    if as_json:
+        sys.stdout.write(json.dumps({"kind": "packet", "signature": status}, indent=2) + "\n")
+    else:
+        out_console.print(f"decision packet: signature {status}", markup=False)
+    raise typer.Exit(code=EXIT_OK if status == "signed" else EXIT_FAILURE)
 
 
 @app.command("bound")

@@ -9,7 +9,6 @@ be written, is a usage error (exit 2): one line on stderr, never a traceback.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
 from enum import StrEnum
 from pathlib import Path
@@ -19,7 +18,13 @@ import typer
 from pydantic import BaseModel
 
 from dissensus.cli.app import app
-from dissensus.cli.common import check_input_path, exit_for, progress
+from dissensus.cli.common import (
+    check_input_path,
+    check_output_path,
+    exit_for,
+    output_handle,
+    progress,
+)
 from dissensus.convert.llmbar import iter_llmbar_panels, iter_llmbar_votes
 from dissensus.convert.skips import Skipped
 from dissensus.convert.varierrnli import iter_varierrnli_panels
@@ -82,22 +87,13 @@ class _SkipLog:
 
 def _write(records: Iterator[BaseModel], out: str | None, description: str) -> int:
     written = 0
-    if out is None or out == "-":
-        handle: IO[str] = sys.stdout
-    else:
-        try:
-            handle = open(out, "w", encoding="utf-8")  # noqa: SIM115  (closed below)
-        except OSError as exc:
-            raise InputError(f"cannot write the output file {out}: {exc.strerror or exc}") from None
-    try:
+    check_output_path(out, option="--out")
+    with output_handle(out) as handle:
         for record in progress(records, description=description):
             # exclude_defaults drops unset optional fields; required ones (decision) stay.
             handle.write(record.model_dump_json(exclude_defaults=True))
             handle.write("\n")
             written += 1
-    finally:
-        if handle is not sys.stdout:
-            handle.close()
     return written
 
 

@@ -7,7 +7,7 @@ form the JSONL that ``judge`` reads. Exit 0 when the run completed, 1 when it st
 early (budget exhausted, model failure; the output is still printed), 2 on bad input.
 
 Model choice: ``--model``, else ``$DISSENSUS_MODEL``, else the bundled scripted model of
-the method (``examples/dci/models/<method>.yaml`` in the source tree), so every method
+the method (``dissensus/dci/models/<method>.yaml``, shipped as package data), so every method
 runs offline. ``judge`` falls back to the bundled scripted judge the same way; that
 judge returns constant scores and exercises the plumbing only.
 """
@@ -34,16 +34,19 @@ from dissensus.cli.common import (
     err_console,
     exit_for,
     out_console,
+    shown,
 )
 from dissensus.dci.output import METHODS, DeliberationOutput, Method
 from dissensus.dci.task import DCIConfig, Task, load_task
 from dissensus.errors import ConfigError
 from dissensus.io.jsonl import Reject, RejectSink, open_text, read_models
 from dissensus.llm import MODEL_ENV, Budget, LLMError, ModelClient, resolve_model
+from dissensus.signing import sign_document, signer_from_env
 
 __all__ = ["bundled_model", "deliberate_cmd", "judge_cmd"]
 
-BUNDLED = Path(__file__).resolve().parents[3] / "examples" / "dci" / "models"
+BUNDLED = Path(__file__).resolve().parents[1] / "dci" / "models"
+"""The bundled scripted models (package data, so an installed CLI finds them too)."""
 
 
 def bundled_model(name: str) -> str:
@@ -106,24 +109,43 @@ def deliberate_cmd(
     client = _client(model, method, max_calls, max_tokens)
     output = asyncio.run(_deliberate(method, task, client, config))
     if as_json:
-        sys.stdout.write(output.model_dump_json() + "\n")
+        signer = signer_from_env()
+        if signer is None:
+            sys.stdout.write(output.model_dump_json() + "\n")
+        else:  # $DISSENSUS_SIGNING_KEY: the decision packet carries a signature
+            data = output.model_dump(mode="json")
+            if data.get("packet") is not None:
+                data["packet"] = sign_document(data["packet"], signer)
+            sys.stdout.write(json.dumps(data, ensure_ascii=False) + "\n")
     else:
         _show(output)
-    raise typer.Exit(code=EXIT_OK if output.status == "complete" else EXIT_FAILURE)
+    if output.status != "complete":
+        err_console.print(f"error: the deliberation stopped early ({output.status}): {shown(stop_cause(output))}")
+        raise typer.Exit(code=EXIT_FAILURE)
+    raise typer.Exit(code=EXIT_OK)
+
+
+def stop_cause(output: DeliberationOutput) -> str:
+    """Why a deliberation stopped early: its first failure's problem, else its status detail."""
+    if output.packet is not None:
+        for failure in output.packet.failures:
+            if failure.problems:
+                return " ".join(failure.problems[0].split())
+    return output.detail or output.status
 
 
 def _show(output: DeliberationOutput) -> None:
-    table = Table(title=f"{output.method} on {output.task_id}", show_header=False)
-    table.add_row("model", output.model)
-    table.add_row("selected", output.selected_option or "-")
-    table.add_row("status", output.status + (f" ({output.detail})" if output.detail else ""))
+    table = Table(title=f"{output.method} on {shown(output.task_id)}", show_header=False)
+    table.add_row("model", shown(output.model))
+    table.add_row("selected", shown(output.selected_option or "-"))
+    table.add_row("status", output.status + (f" ({shown(output.detail)})" if output.detail else ""))
     if output.packet is not None:
         table.add_row("path", output.packet.path)
         table.add_row("rounds", str(output.packet.metrics.rounds))
     table.add_row("calls", str(output.usage.calls))
     table.add_row("tokens", f"{output.usage.prompt_tokens} prompt + {output.usage.completion_tokens} completion")
     out_console.print(table)
-    out_console.print(output.answer, markup=False, highlight=False)
+    out_console.print(shown(output.answer))
 
 
 # ---------------------------------------------------------------------------- judge
@@ -190,7 +212,7 @@ def judge_cmd(
     scores, errors = asyncio.run(_judge_all(outputs, specs, (max_calls, max_tokens)))
     summary = aggregate(scores)
     for e in errors:
-        err_console.print(f"judge failed: {e}", markup=False)
+        err_console.print(f"judge failed: {shown(e)}")
     if as_json:
         sys.stdout.write(json.dumps({"means": summary, "scores": scores, "errors": errors}, ensure_ascii=False) + "\n")
     else:

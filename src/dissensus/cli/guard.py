@@ -17,8 +17,6 @@ invariant.
 
 from __future__ import annotations
 
-import json
-import math
 import sys
 from collections import Counter
 from typing import Annotated
@@ -28,7 +26,18 @@ from pydantic import ValidationError
 from rich.table import Table
 
 from dissensus.cli.app import app
-from dissensus.cli.common import check_input_path, exit_for, out_console, print_json, progress
+from dissensus.cli.common import (
+    atomic_output,
+    check_input_path,
+    check_output_path,
+    exit_for,
+    load_json_file,
+    number_in,
+    out_console,
+    print_json,
+    progress,
+    shown,
+)
 from dissensus.errors import ConfigError, InputError
 from dissensus.guard import (
     Calibration,
@@ -71,13 +80,6 @@ def _read(model: type[VoteCase], path: str, sink: RejectSink) -> list[VoteCase]:
     return cases
 
 
-def _finite(value: float) -> float:
-    """Typer callback: reject infinite values (NaN already fails the range check)."""
-    if not math.isfinite(value):
-        raise typer.BadParameter("must be a finite number")
-    return value
-
-
 def _sink(path: str | None) -> RejectSink:
     try:
         return RejectSink(path)
@@ -86,15 +88,7 @@ def _sink(path: str | None) -> RejectSink:
 
 
 def _load_calibration(path: str) -> Calibration:
-    try:
-        with open(path, encoding="utf-8") as handle:
-            data = json.load(handle)
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read: {exc.strerror}") from exc
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"not UTF-8 text (byte {exc.start}: {exc.reason})", file=path) from exc
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"invalid JSON: {exc.msg} (line {exc.lineno})", file=path) from exc
+    data = load_json_file(path, what="calibration")
     try:
         return Calibration.model_validate(data)
     except ValidationError as exc:
@@ -126,7 +120,7 @@ def _calibration_tables(cal: Calibration) -> None:
         agents.add_column(col)
     for a in cal.agents:
         agents.add_row(
-            a.agent, a.family or "-", str(a.votes), _fmt(a.accuracy),
+            shown(a.agent), shown(a.family or "-"), str(a.votes), _fmt(a.accuracy),
             f"{a.reliability_present:.3f} / {a.reliability_absent:.3f}",
         )
     out_console.print(agents)
@@ -146,12 +140,12 @@ def calibrate_command(
     labelled: Annotated[str, typer.Argument(help="Labelled vote cases (JSONL, '-' for stdin).")],
     out: Annotated[str | None, typer.Option("--out", "-o", help="Write the calibration (JSON) here.")] = None,
     beta_reference: Annotated[
-        float, typer.Option("--beta-ref", min=0.0, callback=_finite, help="Beta of the consensus figures.")
+        float, typer.Option("--beta-ref", callback=number_in(0.0), help="Beta of the consensus figures.")
     ] = 1.5,
     tolerance: Annotated[
         float,
         typer.Option(
-            "--tolerance", min=0.0, callback=_finite, help="Allowed overconfidence of weighting on the absent stratum."
+            "--tolerance", callback=number_in(0.0), help="Allowed overconfidence of weighting on the absent stratum."
         ),
     ] = 0.05,
     min_stratum_cases: Annotated[
@@ -162,6 +156,8 @@ def calibrate_command(
 ) -> None:
     """Measure strata, beta*, reliabilities, error correlations and n_eff on a labelled set."""
     check_input_path(labelled)
+    check_output_path(out, option="--out", inputs=[labelled], what="calibration file")
+    check_output_path(rejects, option="--rejects", inputs=[labelled, out])
     with _sink(rejects) as sink:
         cases = _read(_LabelledInput, labelled, sink)
     if not cases:
@@ -172,7 +168,7 @@ def calibrate_command(
     cal = calibrate(cases, settings)
     if out:
         try:
-            with open(out, "w", encoding="utf-8") as handle:
+            with atomic_output(out) as handle:
                 handle.write(cal.model_dump_json(indent=2) + "\n")
         except OSError as exc:
             raise InputError(f"cannot write the calibration file {out}: {exc.strerror or exc}") from None
@@ -187,7 +183,7 @@ def calibrate_command(
 def vote_command(
     votes: Annotated[str, typer.Argument(help="Vote cases (JSONL, '-' for stdin).")],
     beta: Annotated[
-        float, typer.Option("--beta", min=0.0, callback=_finite, help="Requested consensus sharpening exponent.")
+        float, typer.Option("--beta", callback=number_in(0.0), help="Requested consensus sharpening exponent.")
     ] = 1.5,
     calibration: Annotated[
         str | None, typer.Option("--calibration", help="Calibration JSON from `dissensus calibrate`.")
@@ -203,7 +199,7 @@ def vote_command(
         bool, typer.Option("--no-decompose", help="Let fallback voters earn consensus weight too (mode 'bounded').")
     ] = False,
     max_fallback: Annotated[
-        float, typer.Option("--max-fallback-agreement", min=0.0, max=1.0, help="Invariant 2 threshold.")
+        float, typer.Option("--max-fallback-agreement", callback=number_in(0.0, 1.0), help="Invariant 2 threshold.")
     ] = 0.85,
     json_out: JsonOption = False,
     rejects: RejectsOption = None,
@@ -239,7 +235,7 @@ def vote_command(
             table.add_column(col)
         for d in decisions:
             table.add_row(
-                str(d.id), d.answer, f"{d.confidence:.3f}", d.mode, "yes" if d.weighted else "no",
+                shown(d.id), shown(d.answer), f"{d.confidence:.3f}", d.mode, "yes" if d.weighted else "no",
                 f"invariant {d.refusal.invariant}" if d.refusal else "-", f"{d.n_eff:.2f}",
             )
         out_console.print(table)

@@ -16,7 +16,7 @@ import typer
 from pydantic import ValidationError
 
 from dissensus.cli.app import app
-from dissensus.cli.common import EXIT_OK, check_input_path
+from dissensus.cli.common import EXIT_OK, check_input_path, number_in
 from dissensus.errors import ConfigError
 from dissensus.llm.fakeserver import FakeServer, ServerSettings
 from dissensus.llm.scripted import load_script, validation_problem
@@ -32,10 +32,10 @@ def fake_llm(
     ),
     host: str = typer.Option("127.0.0.1", "--host", help="Address to bind."),
     latency: float | None = typer.Option(
-        None, "--latency", min=0.0, help="Seconds before every answer."
+        None, "--latency", callback=number_in(0.0), help="Seconds before every answer."
     ),
     fault_rate: float | None = typer.Option(
-        None, "--fault-rate", min=0.0, max=1.0, help="Share of requests that get an injected fault."
+        None, "--fault-rate", callback=number_in(0.0, 1.0), help="Share of requests that get an injected fault."
     ),
     seed: int | None = typer.Option(None, "--seed", help="Seed of the fault draws."),
 ) -> None:

@@ -5,41 +5,75 @@
 * ``dissensus runs list | show ID | export ID | verify ID | resume ID``
 
 The journal is ``--journal PATH``, else ``$DISSENSUS_JOURNAL``, else
-``./dissensus-journal.sqlite``. ``$DISSENSUS_FAULT_KILL_AFTER`` (an integer N) makes the
-process kill itself with SIGKILL right after its N-th journalled event: the switch the
-crash tests use to stop a run at a chosen point.
+``./dissensus-journal.sqlite``.
+
+Choices where the design is silent:
+
+* Everything ``decide`` can check is checked before the run is created: the input is
+  readable, ``--output`` and ``--rejects`` are writable and name neither the input nor
+  the journal, the journal is a dissensus journal (or absent) in a writable place, the
+  policy loads, and the model spec (``--model``, else the policy's
+  ``seek_context.model``, else ``$DISSENSUS_MODEL``) names a usable model. Any failure
+  is one line and exit 2, and no run is created, so a run is never left incomplete by
+  its own configuration.
+* SIGINT and SIGTERM stop ``decide`` and ``runs resume`` at once (also while
+  embedding): the message names the resume command and the exit code is 130. Every
+  journalled step stays; the resumed run ends with the records of an uninterrupted one.
+* When every follow-up of a run failed and all for the same cause (an unreachable
+  server, say), the summary says so in one line and the exit code is 1.
+* Records resolved by a human are emitted in their resolved form (basis ``human``),
+  also by ``runs resume`` of a finished run.
+* Panel ids seen twice in one input are warned about (one line per id, and a count in
+  the summary); both records are kept, distinguished by their line.
+* ``--json`` output cut short by a closed pipe (``| head -1``) exits 0 silently.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import re
+import shutil
 import signal
 import sys
 from collections import Counter
-from collections.abc import AsyncIterator, Callable
-from typing import IO, Annotated
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from contextlib import contextmanager
+from types import FrameType
+from typing import IO, Annotated, Any
 
+import numpy as np
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from dissensus.cli.app import app
 from dissensus.cli.common import (
     EXIT_FAILURE,
+    EXIT_INTERRUPTED,
     EXIT_OK,
+    Bar,
     check_input_path,
+    check_journal_file,
+    check_output_path,
+    count_lines,
     err_console,
     exit_for,
     out_console,
     output_handle,
     print_json,
+    progress_enabled,
+    shown,
 )
-from dissensus.io.jsonl import Reject, RejectSink, write_jsonl_line
+from dissensus.errors import InputError
+from dissensus.io.jsonl import RejectSink, write_jsonl_line
+from dissensus.llm.resolve import check_model_spec
 from dissensus.pipeline.batch import execute_run, start_run
 from dissensus.pipeline.policy import load_policy
 from dissensus.pipeline.records import CaseRecord
 from dissensus.pipeline.review import final_records, find_item, list_items, resolve
+from dissensus.pipeline.runtime import resolve_model_spec
+from dissensus.signing import load_public_key, signer_from_env
+from dissensus.states import EmbeddingBackend, SimilarityBackend, get_backend
 from dissensus.store.journal import Event, Journal, journal_path
 
 review_app = typer.Typer(help="The human review queue: escalated cases waiting for a decision.", no_args_is_help=True)
@@ -49,113 +83,246 @@ app.add_typer(runs_app, name="runs")
 
 JournalOpt = Annotated[
     str | None,
-    typer.Option("--journal", help="Run journal (SQLite). Default: $DISSENSUS_JOURNAL or ./dissensus-journal.sqlite."),
+    typer.Option(
+        "--journal",
+        help="Run journal: an SQLite file or a postgresql:// URL. Default: $DISSENSUS_JOURNAL or ./dissensus-journal.sqlite.",
+    ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
 
-FAULT_ENV = "DISSENSUS_FAULT_KILL_AFTER"
+JOURNAL_HOOKS: list[Callable[[Event], None]] = []
+"""Called with every event the CLI's journal appends (progress, tests' fault injection)."""
+
+STATE_LEGEND = (
+    "states: CA convergent agreement, DA divergent agreement, CD convergent disagreement, "
+    "DD divergent disagreement (reasoning similar or not x conclusions agree or not)"
+)
+DECIDE_LEGEND = (
+    "'auto -> escalate': the route, then what the pipeline did; '(calibrated)' and the like: "
+    "what a committed decision rests on (guard, calibrated reliability, independent families, "
+    "CONCORD certificate, human)"
+)
 
 
-def _fault_hook() -> Callable[[Event], None] | None:
-    raw = os.environ.get(FAULT_ENV)
-    if not raw:
-        return None
-    limit = int(raw)
-    seen = [0]
-
-    def hook(_: Event) -> None:
-        seen[0] += 1
-        if seen[0] >= limit:
-            os.kill(os.getpid(), signal.SIGKILL)
-
-    return hook
+def _after_append(event: Event) -> None:
+    for hook in JOURNAL_HOOKS:
+        hook(event)
 
 
 def _open(path: str | None, *, must_exist: bool = False) -> Journal:
     target = journal_path(path)
-    if must_exist and not os.path.exists(target):
-        raise typer.BadParameter(f"journal not found: {target}", param_hint="--journal")
-    return Journal(target, after_append=_fault_hook())
+    check_journal_file(target, must_exist=must_exist)
+    return Journal(target, after_append=_after_append if JOURNAL_HOOKS else None, signer=signer_from_env())
 
 
-def _count_lines(path: str) -> int | None:
-    if path == "-":
+@contextmanager
+def _journal(path: str | None, *, must_exist: bool = True) -> Iterator[Journal]:
+    """The journal, opened and closed around one command."""
+    store = _open(path, must_exist=must_exist)
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+class Interrupted(KeyboardInterrupt):
+    """SIGINT or SIGTERM arrived while a run was being decided."""
+
+
+@contextmanager
+def _interruptible() -> Iterator[None]:
+    """SIGINT and SIGTERM raise :class:`Interrupted` in the main thread while inside."""
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        raise Interrupted(signal.Signals(signum).name)
+
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+class _EmbeddingProgress:
+    """An embedding backend that embeds in small chunks and reports each on the bar."""
+
+    CHUNK = 32
+
+    def __init__(self, inner: EmbeddingBackend, bar: Bar, label: Callable[[str], str]) -> None:
+        self._inner = inner
+        self._bar = bar
+        self._label = label
+        self.name = inner.name
+
+    def embed(self, texts: Sequence[str]) -> Any:
+        items = list(texts)
+        if len(items) <= self.CHUNK:
+            return self._inner.embed(items)
+        parts = []
+        for start in range(0, len(items), self.CHUNK):
+            self._bar.update(description=self._label(f"embedding {start}/{len(items)} texts"))
+            parts.append(np.asarray(self._inner.embed(items[start : start + self.CHUNK]), dtype=np.float64))
+        self._bar.update(description=self._label(""))
+        return np.concatenate(parts, axis=0)
+
+    def matrix(self, texts: Sequence[str]) -> Any:
+        return self._inner.matrix(texts)
+
+
+def _backend_factory(bar: Bar, journal: Journal, run_id: str) -> Callable[[], SimilarityBackend] | None:
+    if not progress_enabled():
         return None
-    with open(path, encoding="utf-8") as handle:
-        return sum(1 for line in handle if line.strip())
+    started = journal.get(run_id, "run/started")
+    name = ((started.payload.get("policy") or {}).get("reading") or {}).get("similarity") if started else None
+
+    def factory() -> SimilarityBackend:
+        inner = get_backend(name)
+        if not isinstance(inner, EmbeddingBackend):
+            return inner
+        return _EmbeddingProgress(inner, bar, lambda extra: "deciding" + (f" ({extra})" if extra else ""))
+
+    return factory
 
 
-async def _drain(
-    records: AsyncIterator[CaseRecord],
-    *,
-    emit: Callable[[CaseRecord], None],
-    total: int | None,
-) -> list[CaseRecord]:
-    show = err_console.is_terminal or os.environ.get("DISSENSUS_PROGRESS") == "1"
+async def _drain(records: AsyncIterator[CaseRecord], *, emit: Callable[[CaseRecord], None], bar: Bar) -> list[CaseRecord]:
     out: list[CaseRecord] = []
-    if not show:
-        async for record in records:
-            emit(record)
-            out.append(record)
-        return out
-    columns = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()]
-    with Progress(*columns, console=err_console, transient=True) as bar:
-        task = bar.add_task("deciding", total=total)
-        async for record in records:
-            emit(record)
-            out.append(record)
-            bar.advance(task)
+    async for record in records:
+        emit(record)
+        out.append(record)
+        bar.advance()
     return out
 
 
-def _emitter(json_out: bool, handle: IO[str]) -> Callable[[CaseRecord], None]:
-    def emit(record: CaseRecord) -> None:
+def _emitter(json_out: bool, handle: IO[str], resolved: dict[int, CaseRecord]) -> Callable[[CaseRecord], CaseRecord]:
+    def emit(record: CaseRecord) -> CaseRecord:
+        record = resolved.get(record.line, record)
         # Records go out as JSONL with --json, and always into an --output file.
         if json_out or handle is not sys.stdout:
             write_jsonl_line(handle, record)
             handle.flush()
+        return record
 
     return emit
 
 
-def _summary(records: list[CaseRecord], rejected: int, run_id: str, journal: str) -> None:
+_FAILED = re.compile(r"(?:re-ask|deliberation) failed: (.+)$")
+
+
+def followup_failure(records: Sequence[CaseRecord]) -> str | None:
+    """The one cause every model follow-up of the run failed for, or None.
+
+    A model follow-up is a live re-ask or a DCI deliberation; recorded re-asks call no
+    model and do not count.
+    """
+    attempted = 0
+    causes: set[str] = set()
+    for r in records:
+        if any(step == "followup:live" or step.startswith("deliberation:") for step in r.path):
+            attempted += 1
+        match = _FAILED.search(r.reason)
+        if match:
+            attempted += 1
+            causes.add(match.group(1))
+    failed = sum(1 for r in records if _FAILED.search(r.reason))
+    if failed and failed == attempted and len(causes) == 1:
+        return next(iter(causes))
+    return None
+
+
+def _summary(records: list[CaseRecord], rejected: int, run_id: str, journal: str, duplicates: int) -> None:
     actions = Counter(r.action for r in records)
     auto = sum(r.auto for r in records)
-    escalated = [r for r in records if r.action == "escalate"]
-    out_console.print(f"[bold]run {run_id}[/bold]  journal {journal}")
-    shown = records[:20]
-    width = max((len(r.id) for r in shown), default=0)
-    for r in shown:
+    escalated = [r for r in records if r.action == "escalate" and r.decision is None]
+    out_console.print(f"run {run_id}  journal {shown(journal)}")
+    shown_records = records[:20]
+    ids = [shown(r.id) for r in shown_records]
+    width = max((len(i) for i in ids), default=0)
+    for rid, r in zip(ids, shown_records, strict=True):
         flow = f"{r.route} -> {r.action}" if r.route != r.action else r.action
-        outcome = f"decision {r.decision} ({r.basis})" if r.decision is not None else f"review {r.review_id}"
-        out_console.print(f"{r.id:<{width}}  {r.state}  {flow:<28} {outcome}", highlight=False, soft_wrap=True)
-    if len(records) > len(shown):
-        out_console.print(f"... {len(records) - len(shown)} more case(s) (use --json for every record)")
+        outcome = f"decision {shown(r.decision)} ({r.basis})" if r.decision is not None else f"review {r.review_id}"
+        out_console.print(f"{rid:<{width}}  {r.state}  {flow:<28} {outcome}", soft_wrap=True)
+    if len(records) > len(shown_records):
+        out_console.print(f"... {len(records) - len(shown_records)} more case(s) (use --json for every record)")
+    if records:
+        out_console.print(STATE_LEGEND, soft_wrap=True)
+        out_console.print(DECIDE_LEGEND, soft_wrap=True)
     n = len(records)
     share = f" ({auto / n:.0%})" if n else ""
     out_console.print(
         f"{n} case(s): {auto} decided automatically{share}, {len(escalated)} waiting for review"
         + (f", {rejected} rejected line(s)" if rejected else "")
+        + (f", {duplicates} duplicate panel id(s)" if duplicates else "")
     )
     out_console.print("by action: " + ", ".join(f"{k} {v}" for k, v in sorted(actions.items())))
     if escalated:
-        out_console.print(
-            f"review them: dissensus review list --journal {journal}  |  dissensus review show {escalated[0].review_id}"
-        )
+        program = _program()
+        out_console.print("review them:")
+        out_console.print(f"  {program} review list --journal {journal}", soft_wrap=True)
+        out_console.print(f"  {program} review show {escalated[0].review_id} --journal {journal}", soft_wrap=True)
+
+
+def _program() -> str:
+    """How to call this program again, as typed (``.venv/bin/dissensus`` off the PATH)."""
+    argv0 = sys.argv[0] if sys.argv else ""
+    if os.path.basename(argv0) != "dissensus":
+        return "dissensus"
+    found = shutil.which("dissensus")
+    if found and os.path.realpath(found) == os.path.realpath(argv0):
+        return "dissensus"
+    return argv0
 
 
 def _run(journal: Journal, run_id: str, *, json_out: bool, output: str | None, rejects: str | None, total: int | None) -> int:
-    with RejectSink(rejects) as sink, output_handle(output) as handle:
+    resolved = {r.line: r for r in final_records(journal, run_id) if r.resolution is not None}
+    seen: dict[str, int] = {}
+    duplicates: list[str] = []
+    try:
+        with (
+            _interruptible(),
+            RejectSink(rejects) as sink,
+            output_handle(output) as handle,
+            Bar("deciding", total=total) as bar,
+        ):
+            emit_one = _emitter(json_out, handle, resolved)
 
-        def on_reject(reject: Reject) -> None:
-            sink.add(reject)
+            def emit(record: CaseRecord) -> None:
+                if record.id in seen:
+                    if seen[record.id] == 1:
+                        duplicates.append(record.id)
+                        err_console.print(f"warning: panel id {shown(record.id)!r} appears more than once (line {record.line})")
+                    seen[record.id] += 1
+                else:
+                    seen[record.id] = 1
+                emit_one(record)
 
-        records = asyncio.run(
-            _drain(execute_run(journal, run_id, on_reject=on_reject), emit=_emitter(json_out, handle), total=total)
-        )
-        if not json_out:
-            _summary(records, sink.count, run_id, journal.path)
-        return exit_for(sink.count)
+            records = asyncio.run(
+                _drain(
+                    execute_run(journal, run_id, on_reject=sink.add, backend=_backend_factory(bar, journal, run_id)),
+                    emit=emit,
+                    bar=bar,
+                )
+            )
+            records = [resolved.get(r.line, r) for r in records]
+    except Interrupted:
+        sys.stderr.write(f"interrupted: resume with dissensus runs resume {run_id} --journal {journal.path}\n")
+        sys.stderr.flush()
+        return EXIT_INTERRUPTED
+    if not json_out:
+        _summary(records, sink.count, run_id, journal.path, len(duplicates))
+    cause = followup_failure(records)
+    if cause is not None:
+        err_console.print(f"error: every follow-up of run {run_id} failed: {shown(cause)}", soft_wrap=True)
+        return EXIT_FAILURE
+    return exit_for(sink.count)
+
+
+def _check_decide_paths(panels: str, journal: str, output: str | None, rejects: str | None) -> None:
+    check_input_path(panels)
+    check_journal_file(journal)
+    inputs = [panels, journal]
+    check_output_path(output, option="--output", inputs=inputs)
+    check_output_path(rejects, option="--rejects", inputs=[*inputs, output])
 
 
 @app.command("decide")
@@ -171,17 +338,18 @@ def decide_cmd(
     model: Annotated[str | None, typer.Option("--model", help="Model spec for live follow-ups (default: policy, $DISSENSUS_MODEL).")] = None,
 ) -> None:
     """Decide every panel: read -> guard -> route -> protocol -> record, journalled and resumable."""
-    check_input_path(panels)
+    target = journal_path(journal)
+    _check_decide_paths(panels, target, output, rejects)
     pol, pol_dir = load_policy(policy)
-    store = _open(journal)
-    try:
+    spec = model or resolve_model_spec(pol, dict(os.environ))
+    if spec:
+        check_model_spec(spec)
+    with _journal(target, must_exist=False) as store:
         info = start_run(
             store, panels, pol, policy_file=policy, policy_dir=pol_dir, run_id=run_id, model=model, similarity=similarity
         )
-        total = _count_lines(panels)
+        total = count_lines(panels) if progress_enabled() else None
         code = _run(store, info.run_id, json_out=json_out, output=output, rejects=rejects, total=total)
-    finally:
-        store.close()
     raise typer.Exit(code=code)
 
 
@@ -196,11 +364,10 @@ def review_list(
     json_out: JsonOpt = False,
 ) -> None:
     """List review items (open ones unless --all)."""
-    store = _open(journal, must_exist=True)
-    try:
+    with _journal(journal) as store:
+        if run is not None:
+            store.run(run)  # exit 2 naming the run when there is none
         items = list(list_items(store, run_id=run, include_resolved=all_items))
-    finally:
-        store.close()
     if json_out:
         for st in items:
             write_jsonl_line(
@@ -223,8 +390,10 @@ def review_list(
     for col in ("review id", "case", "status", "suggestion", "reason"):
         table.add_column(col, overflow="fold")
     for st in items:
-        status = f"resolved: {st.resolution.decision}" if st.resolution else "open"
-        table.add_row(st.item.review_id, st.item.id, status, st.item.suggestion or "-", st.item.reason)
+        status = f"resolved: {shown(st.resolution.decision)}" if st.resolution else "open"
+        table.add_row(
+            shown(st.item.review_id), shown(st.item.id), status, shown(st.item.suggestion or "-"), shown(st.item.reason)
+        )
     out_console.print(table)
     raise typer.Exit(code=EXIT_OK)
 
@@ -236,75 +405,80 @@ def review_show(
     json_out: JsonOpt = False,
 ) -> None:
     """Show everything a reviewer needs: the case, positions and value profiles side by side."""
-    store = _open(journal, must_exist=True)
-    try:
+    with _journal(journal) as store:
         st = find_item(store, review_id)
-    finally:
-        store.close()
     if json_out:
         data = st.item.model_dump(mode="json")
         data["resolution"] = st.resolution.model_dump() if st.resolution else None
         print_json(data)
         raise typer.Exit(code=EXIT_OK)
     item = st.item
-    out_console.print(f"[bold]review {item.review_id}[/bold]  case {item.id}  (run {item.run_id}, line {item.line})")
-    out_console.print(f"status: {'resolved: ' + st.resolution.decision if st.resolution else 'open'}")
-    out_console.print(f"why escalated: {item.reason}")
-    question = item.panel.get("meta", {}).get("question") or item.panel.get("meta", {}).get("input")
+    say = out_console.print
+    say(f"review {shown(item.review_id)}  case {shown(item.id)}  (run {shown(item.run_id)}, line {item.line})", soft_wrap=True)
+    say(f"status: {'resolved: ' + shown(st.resolution.decision) if st.resolution else 'open'}", soft_wrap=True)
+    say(f"why escalated: {shown(item.reason)}", soft_wrap=True)
+    meta = item.panel.get("meta", {})
+    question = meta.get("question") or meta.get("input") if isinstance(meta, dict) else None
     if question:
-        out_console.print(f"question: {_excerpt(str(question), 400)}", highlight=False)
-    out_console.print(f"options: {', '.join(item.options) or '-'}   panel suggestion: {item.suggestion or '-'}")
-    reading = item.reading
-    out_console.print(
-        f"reading: {reading.get('state')}  agreement {reading.get('agreement', 0):.2f}  "
-        f"mean similarity {reading.get('mean_similarity', 0):.2f} ({reading.get('model')})"
+        say(f"question: {_excerpt(str(question), 400)}", soft_wrap=True)
+    say(
+        f"options: {', '.join(shown(o) for o in item.options) or '-'}   panel suggestion: {shown(item.suggestion or '-')}",
+        soft_wrap=True,
     )
-    options = _option_texts(item.panel.get("meta", {}))
-    for oid, text in options:
-        out_console.print(f"  option {oid}: {_excerpt(text, 200)}", highlight=False)
+    reading = item.reading
+    similarity = (
+        f"mean similarity {reading.get('mean_similarity', 0):.2f}"
+        if reading.get("similarity_defined", True)
+        else "similarity undefined (fewer than two agents gave reasoning)"
+    )
+    say(f"reading: {reading.get('state')}  agreement {reading.get('agreement', 0):.2f}  {similarity} ({shown(reading.get('model'))})")
+    if reading.get("missing_reasoning"):
+        say(f"no reasoning from: {', '.join(shown(a) for a in reading['missing_reasoning'])}")
+    for oid, text in _option_texts(meta if isinstance(meta, dict) else {}):
+        say(f"  option {shown(oid)}: {_excerpt(text, 200)}", soft_wrap=True)
     scores = {x["agent"]: x for x in (item.acceptance or {}).get("signals", [])}
     table = Table(show_edge=False, title="positions")
-    for col in ("agent", "family", "decision", "re-ask", "stable", "margin", "conf.", *item.value_dimensions):
+    for col in ("agent", "family", "decision", "re-ask", "stable", "margin", "conf.", *(shown(d) for d in item.value_dimensions)):
         table.add_column(col, overflow="fold")
     for p in item.positions:
         values = [f"{p.values[d]:.2f}" if p.values and d in p.values else "-" for d in item.value_dimensions]
         table.add_row(
-            p.agent,
-            p.family or "-",
-            p.decision or "(abstained)",
-            p.second or "-",
+            shown(p.agent),
+            shown(p.family or "-"),
+            shown(p.decision) if p.decision is not None else "(abstained)",
+            shown(p.second or "-"),
             "-" if p.stable is None else ("yes" if p.stable else "no"),
             str(scores[p.agent]["score"]) if p.agent in scores else "-",
             "-" if p.confidence is None else f"{p.confidence:.2f}",
             *values,
         )
-    out_console.print(table)
-    out_console.print("reasoning (excerpts):")
+    say(table)
+    say("reasoning (excerpts):")
     for p in item.positions:
-        out_console.print(f"  {p.agent}: {_excerpt(p.reasoning, 220)}", highlight=False)
+        say(f"  {shown(p.agent)}: {_excerpt(p.reasoning, 220) or '(no reasoning given)'}", soft_wrap=True)
     if item.packet:
         sel = item.packet.get("selected") or {}
-        out_console.print(
-            f"DCI packet: path {item.packet.get('path')}, selected {sel.get('label') or sel.get('id') or '-'}: "
+        say(
+            f"DCI packet: path {shown(item.packet.get('path'))}, selected {shown(sel.get('label') or sel.get('id') or '-')}: "
             f"{_excerpt(str(sel.get('rationale', '')), 200)}",
-            highlight=False,
+            soft_wrap=True,
         )
         status = item.packet.get("status", "complete")
-        detail = f" ({item.packet.get('status_detail')})" if status != "complete" and item.packet.get("status_detail") else ""
-        out_console.print(
-            f"  packet status: {status}{detail}; residual objections "
+        detail = f" ({shown(item.packet.get('status_detail'))})" if status != "complete" and item.packet.get("status_detail") else ""
+        say(
+            f"  packet status: {shown(status)}{detail}; residual objections "
             f"{len(item.packet.get('residual_objections') or [])}, minority positions "
             f"{len(item.packet.get('minority_report') or [])}",
-            highlight=False,
+            soft_wrap=True,
         )
     if item.concord:
-        out_console.print(f"CONCORD: {item.concord.get('status')} ({item.concord.get('summary')})")
-    out_console.print(f"resolve: dissensus review resolve {item.review_id} --decision X --note TEXT")
+        say(f"CONCORD: {shown(item.concord.get('status'))} ({shown(item.concord.get('summary'))})", soft_wrap=True)
+    say(f"resolve: dissensus review resolve {shown(item.review_id)} --decision X --note TEXT")
     raise typer.Exit(code=EXIT_OK)
 
 
 def _excerpt(text: str, limit: int) -> str:
-    flat = " ".join(str(text).split())
+    flat = shown(" ".join(str(text).split()))
     return flat if len(flat) <= limit else flat[: limit - 3] + "..."
 
 
@@ -329,21 +503,21 @@ def review_resolve(
     json_out: JsonOpt = False,
 ) -> None:
     """Record a human decision; the case resumes with it as its final record."""
-    store = _open(journal, must_exist=True)
-    try:
+    if not note.strip():
+        raise InputError("--note must not be empty: say why the decision was taken")
+    with _journal(journal) as store:
         options = find_item(store, review_id).item.options
         record = resolve(store, review_id, decision=decision, note=note, reviewer=reviewer)
-    finally:
-        store.close()
     if options and decision not in options:
         err_console.print(
-            f"note: {decision!r} is none of the case's options ({', '.join(options)}); journalled as outside_options",
-            markup=False,
+            f"note: {shown(decision)!r} is none of the case's options ({', '.join(shown(o) for o in options)}); "
+            "journalled as outside_options",
+            soft_wrap=True,
         )
     if json_out:
         print_json(record)
     else:
-        out_console.print(f"resolved {review_id}: case {record.id} -> {record.decision}")
+        out_console.print(f"resolved {shown(review_id)}: case {shown(record.id)} -> {shown(record.decision)}", soft_wrap=True)
     raise typer.Exit(code=EXIT_OK)
 
 
@@ -353,12 +527,9 @@ def review_resolve(
 @runs_app.command("list")
 def runs_list(journal: JournalOpt = None, json_out: JsonOpt = False) -> None:
     """List the journal's runs."""
-    store = _open(journal, must_exist=True)
-    try:
+    with _journal(journal) as store:
         infos = store.runs()
         finished = {i.run_id: store.get(i.run_id, "run/finished") is not None for i in infos}
-    finally:
-        store.close()
     if json_out:
         for info in infos:
             data = info.model_dump()
@@ -370,7 +541,9 @@ def runs_list(journal: JournalOpt = None, json_out: JsonOpt = False) -> None:
         table.add_column(col, overflow="fold")
     for info in infos:
         status = "finished" if finished[info.run_id] else "incomplete"
-        table.add_row(info.run_id, info.kind, info.created, str(info.n_events), status, str(info.meta.get("input", "-")))
+        table.add_row(
+            shown(info.run_id), info.kind, info.created, str(info.n_events), status, shown(info.meta.get("input", "-"))
+        )
     out_console.print(table)
     raise typer.Exit(code=EXIT_OK)
 
@@ -383,14 +556,11 @@ def runs_show(
     events: Annotated[bool, typer.Option("--events", help="List every event.")] = False,
 ) -> None:
     """Show a run: header, event counts, final records."""
-    store = _open(journal, must_exist=True)
-    try:
+    with _journal(journal) as store:
         info = store.run(run_id)
         assert info is not None
         evs = list(store.events(run_id))
         records = final_records(store, run_id)
-    finally:
-        store.close()
     by_type = Counter(e.type for e in evs)
     if json_out:
         data = {
@@ -401,14 +571,14 @@ def runs_show(
         }
         print_json(data)
         raise typer.Exit(code=EXIT_OK)
-    out_console.print(f"[bold]run {info.run_id}[/bold] ({info.kind}) created {info.created}")
+    out_console.print(f"run {shown(info.run_id)} ({info.kind}) created {info.created}")
     out_console.print(f"events {info.n_events}, head {info.head_hash[:16]}...")
     out_console.print("by type: " + ", ".join(f"{k} {v}" for k, v in sorted(by_type.items())))
     actions = Counter(r.action for r in records)
     out_console.print(f"{len(records)} case record(s): " + ", ".join(f"{k} {v}" for k, v in sorted(actions.items())))
     if events:
         for e in evs:
-            out_console.print(f"{e.seq:>6} {e.type:<18} {e.key}")
+            out_console.print(f"{e.seq:>6} {e.type:<18} {shown(e.key)}")
     raise typer.Exit(code=EXIT_OK)
 
 
@@ -419,14 +589,12 @@ def runs_export(
     output: Annotated[str | None, typer.Option("--output", "-o", help="Write here instead of stdout.")] = None,
 ) -> None:
     """Export a run's events as JSONL (with hashes: verifiable without this program)."""
-    store = _open(journal, must_exist=True)
-    try:
+    check_output_path(output, option="--output", inputs=[journal_path(journal)])
+    with _journal(journal) as store:
         store.run(run_id)
         with output_handle(output) as handle:
             for event in store.events(run_id):
                 write_jsonl_line(handle, event)
-    finally:
-        store.close()
     raise typer.Exit(code=EXIT_OK)
 
 
@@ -435,22 +603,31 @@ def runs_verify(
     run_id: Annotated[str, typer.Argument(help="Run id.")],
     journal: JournalOpt = None,
     json_out: JsonOpt = False,
+    public_key: Annotated[
+        str | None, typer.Option("--public-key", help="Ed25519 public key (PEM): also check the run's signed head.")
+    ] = None,
 ) -> None:
-    """Recompute the run's hash chain; exit 1 when any event was edited, removed or reordered."""
-    store = _open(journal, must_exist=True)
-    try:
-        report = store.verify(run_id)
-    finally:
-        store.close()
+    """Recompute the run's hash chain; exit 1 when any event was edited, removed, inserted or reordered.
+
+    With --public-key, exit 1 also when the run's head is unsigned or its signature invalid.
+    """
+    key = load_public_key(public_key) if public_key else None
+    with _journal(journal) as store:
+        report = store.verify(run_id, public_key=key)
+    ok = report.ok and (key is None or report.signature == "signed")
     if json_out:
         print_json(report)
     elif report.ok:
-        out_console.print(f"run {run_id}: OK, {report.n_events} events, head {report.head_hash}")
+        state = "" if report.finished else " (not finished: interrupted, or its tail was removed)"
+        out_console.print(f"run {shown(run_id)}: OK, {report.n_events} events, head {report.head_hash}{state}")
     else:
-        err_console.print(f"run {run_id}: FAILED")
+        err_console.print(f"run {shown(run_id)}: FAILED")
         for problem in report.problems:
-            err_console.print(f"  {problem}")
-    raise typer.Exit(code=EXIT_OK if report.ok else EXIT_FAILURE)
+            err_console.print(f"  {shown(problem)}")
+    if key is not None and not json_out:
+        console = out_console if report.signature == "signed" else err_console
+        console.print(f"signature: {shown(report.signature)} ({shown(report.signature_detail)})")
+    raise typer.Exit(code=EXIT_OK if ok else EXIT_FAILURE)
 
 
 @runs_app.command("resume")
@@ -462,14 +639,17 @@ def runs_resume(
     output: Annotated[str | None, typer.Option("--output", "-o", help="Write records here instead of stdout.")] = None,
 ) -> None:
     """Finish a run that was interrupted; completed steps and model calls are replayed, not redone."""
-    store = _open(journal, must_exist=True)
-    try:
-        info = store.run(run_id)
-        assert info is not None
+    target = journal_path(journal)
+    with _journal(target) as store:
+        store.run(run_id)
         started = store.get(run_id, "run/started")
         source = started.payload["input"] if started else {}
-        total = None if source.get("path") in (None, "-") else _count_lines(str(source["path"]))
+        path = source.get("path")
+        inputs = [target, path]
+        check_output_path(output, option="--output", inputs=inputs)
+        check_output_path(rejects, option="--rejects", inputs=[*inputs, output])
+        if path not in (None, "-") and not os.path.isfile(str(path)):
+            raise InputError(f"cannot resume run {run_id}: its input file is gone: {path}")
+        total = count_lines(str(path)) if path not in (None, "-") and progress_enabled() else None
         code = _run(store, run_id, json_out=json_out, output=output, rejects=rejects, total=total)
-    finally:
-        store.close()
     raise typer.Exit(code=code)

@@ -18,14 +18,11 @@ when any line was rejected.
 from __future__ import annotations
 
 import gc
-import json
-import os
 import sys
-from collections import Counter
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterator
+from contextlib import ExitStack
 from itertools import islice
-from typing import IO, Any
+from typing import IO
 
 import typer
 from rich import box
@@ -33,59 +30,42 @@ from rich.table import Table
 
 from dissensus.cli.app import app
 from dissensus.cli.common import (
+    atomic_output,
     check_input_path,
-    err_console,
+    check_output_path,
     exit_for,
+    number_in,
     out_console,
     print_json,
     progress,
+    progress_enabled,
+    shown,
 )
 from dissensus.errors import InputError
 from dissensus.io.jsonl import Reject, RejectSink, open_text, read_models
 from dissensus.states.calibrate import calibrate
-from dissensus.states.reading import Reading, Thresholds, read_panels
-from dissensus.states.routing import Route, RuleSet
+from dissensus.states.reading import Reading, Thresholds
+from dissensus.states.routing import RuleSet
 from dissensus.states.similarity import DEFAULT_BACKEND, SimilarityBackend, get_backend
+from dissensus.states.stream import RouteTally, record_of, route_stream
 from dissensus.types import Panel
 
 __all__ = ["RouteTally", "calibrate_command", "record_of", "route_command", "route_stream"]
 
 _STATE_ORDER = ("CA", "DA", "CD", "DD")
 
-
-def record_of(reading: Reading, routed: Route, *, with_matrix: bool = False) -> dict[str, Any]:
-    """The JSON record of one routed panel."""
-    record: dict[str, Any] = {
-        "id": reading.id,
-        "state": reading.state.value,
-        "action": routed.action,
-        "reasoning_similarity": reading.mean_similarity,
-        "min_similarity": reading.min_similarity,
-        "agreement": reading.agreement,
-        "decision": reading.decision,
-        "tie": reading.tie,
-        "votes": reading.votes,
-        "abstentions": reading.abstentions,
-        "rule": routed.rule,
-        "defeated": routed.defeated,
-        "concurring": routed.concurring,
-        "model": reading.model,
-        "theta_s": reading.thresholds.theta_s,
-        "theta_a": reading.thresholds.theta_a,
-    }
-    if with_matrix:
-        record["agents"] = reading.agents
-        record["matrix"] = reading.matrix
-    return record
+ROUTE_LEGEND = (
+    "CA convergent agreement, DA divergent agreement, CD convergent disagreement, DD divergent "
+    "disagreement (reasoning similar or not x conclusions agree or not); sim n/a: fewer than two "
+    "agents gave reasoning"
+)
 
 
-_ENCODER = json.JSONEncoder(ensure_ascii=False)
 
 
 def _progress_total(path: str) -> int | None:
     """Line count for the progress bar (only when a bar will be shown)."""
-    shows = err_console.is_terminal or os.environ.get("DISSENSUS_PROGRESS") == "1"
-    if path == "-" or not shows:
+    if path == "-" or not progress_enabled():
         return None
     count = 0
     with open(path, "rb") as handle:
@@ -120,18 +100,6 @@ def _reject_sink(path: str | None) -> RejectSink:
         raise InputError(f"cannot write the rejects file {path}: {exc.strerror or exc}") from None
 
 
-def _open_output(path: str) -> IO[str]:
-    try:
-        return open(path, "w", encoding="utf-8")  # closed by the caller
-    except OSError as exc:
-        raise InputError(f"cannot write the output file {path}: {exc.strerror or exc}") from None
-
-
-def _batches(panels: Iterator[Panel], size: int) -> Iterator[list[Panel]]:
-    while batch := list(islice(panels, size)):
-        yield batch
-
-
 def _backend(similarity: str, no_cache: bool) -> SimilarityBackend:
     return get_backend(similarity, cache=not no_cache)
 
@@ -140,56 +108,15 @@ def _fmt(x: float) -> str:
     return f"{x:.3f}"
 
 
-@dataclass
-class RouteTally:
-    """What a routing run saw: counts per state and action, and the first rows."""
-
-    total: int = 0
-    states: Counter[str] = field(default_factory=Counter)
-    actions: Counter[str] = field(default_factory=Counter)
-    rows: list[tuple[Reading, Route]] = field(default_factory=list)
-
-
-def route_stream(
-    panels: Iterable[Panel],
-    backend: SimilarityBackend,
-    thresholds: Thresholds,
-    ruleset: RuleSet,
-    *,
-    handle: IO[str] | None = None,
-    batch_size: int = 256,
-    with_matrix: bool = False,
-    keep_rows: int = 0,
-) -> RouteTally:
-    """Read and route ``panels`` in batches, writing one JSON record per panel to ``handle``.
-
-    Holds one batch at a time plus at most ``keep_rows`` readings for display.
-    """
-    tally = RouteTally()
-    states, actions = tally.states, tally.actions
-    encode = _ENCODER.encode
-    for batch in _batches(iter(panels), batch_size):
-        for panel, reading in zip(batch, read_panels(batch, backend, thresholds), strict=True):
-            routed = ruleset.route(reading, panel.meta)
-            states[reading.state] += 1
-            actions[routed.action] += 1
-            if handle is not None:
-                handle.write(encode(record_of(reading, routed, with_matrix=with_matrix)) + "\n")
-            if len(tally.rows) < keep_rows:
-                tally.rows.append((reading, routed))
-        tally.total += len(batch)
-    return tally
-
-
 def _decision_cell(reading: Reading) -> str:
     if reading.tie:
-        return "tie " + "/".join(reading.tie)
-    return "—" if reading.decision is None else reading.decision
+        return "tie " + "/".join(shown(t) for t in reading.tie)
+    return "—" if reading.decision is None else shown(reading.decision)
 
 
 def _print_human(tally: RouteTally, rejected: int, thresholds: Thresholds, model: str) -> None:
     rows, total, states, actions = tally.rows, tally.total, tally.states, tally.actions
-    shown = len(rows)
+    n_rows = len(rows)
     table = Table(
         title=f"dissensus route  (model {model}, θ_s={thresholds.theta_s:g}, θ_a={thresholds.theta_a:g})",
         box=box.SIMPLE_HEAD,
@@ -209,20 +136,21 @@ def _print_human(tally: RouteTally, rejected: int, thresholds: Thresholds, model
         )
     for reading, routed in rows:
         cells = [
-            reading.id,
+            shown(reading.id),
             reading.state.value,
             routed.action,
             routed.rule,
             _decision_cell(reading),
             _fmt(reading.agreement),
-            _fmt(reading.mean_similarity),
+            _fmt(reading.mean_similarity) if reading.similarity_defined else "n/a",
         ]
         table.add_row(*cells, *([_fmt(reading.min_similarity)] if wide else []))
     if total:
         out_console.print(table)
-    if total > shown:
+        out_console.print(ROUTE_LEGEND)
+    if total > n_rows:
         out_console.print(
-            f"… {total - shown} more panels not shown (use --json or --out for every record)"
+            f"… {total - n_rows} more panels not shown (use --json or --out for every record)"
         )
     summary = Table(title="summary")
     summary.add_column("state")
@@ -250,12 +178,11 @@ def route_command(
     theta_s: float | None = typer.Option(
         None,
         "--theta-s",
-        min=-1.0,
-        max=1.0,
+        callback=number_in(-1.0, 1.0),
         help="Reasoning-similarity threshold (default: the model's calibrated default).",
     ),
     theta_a: float | None = typer.Option(
-        None, "--theta-a", min=0.0, max=1.0, help="Conclusion-agreement threshold (default 0.8)."
+        None, "--theta-a", callback=number_in(0.0, 1.0), help="Conclusion-agreement threshold (default 0.8)."
     ),
     rules: str | None = typer.Option(
         None, "--rules", help="YAML rules file (domain rules, priorities, superiority)."
@@ -282,6 +209,8 @@ def route_command(
     ),
 ) -> None:
     """Read each panel's disagreement state (CA/DA/CD/DD) and route it to an action."""
+    check_output_path(out, option="--out", inputs=[panels])
+    check_output_path(rejects, option="--rejects", inputs=[panels, out])
     ruleset = RuleSet.load(rules) if rules else RuleSet.default()
     backend = _backend(similarity, no_cache)
     thresholds = Thresholds.for_model(backend.name, theta_s, theta_a)
@@ -289,25 +218,21 @@ def route_command(
     # Everything alive now (modules, schemas, rules) lives until exit: moving it out of
     # the collector's reach makes the per-batch garbage collections cheap (~25% faster).
     gc.freeze()
-    with _reject_sink(rejects) as sink:
-        try:
-            if out is not None and out != "-":
-                handle = _open_output(out)
-            elif json_out or out == "-":
-                handle = sys.stdout
-            tally = route_stream(
-                _panels(panels, sink),
-                backend,
-                thresholds,
-                ruleset,
-                handle=handle,
-                batch_size=batch_size,
-                with_matrix=matrix,
-                keep_rows=0 if json_out else show,
-            )
-        finally:
-            if handle is not None and handle is not sys.stdout:
-                handle.close()
+    with _reject_sink(rejects) as sink, ExitStack() as stack:
+        if out is not None and out != "-":
+            handle = stack.enter_context(atomic_output(out))
+        elif json_out or out == "-":
+            handle = sys.stdout
+        tally = route_stream(
+            _panels(panels, sink),
+            backend,
+            thresholds,
+            ruleset,
+            handle=handle,
+            batch_size=batch_size,
+            with_matrix=matrix,
+            keep_rows=0 if json_out else show,
+        )
         rejected = sink.count
     if not json_out:
         _print_human(tally, rejected, thresholds, backend.name)
@@ -324,8 +249,7 @@ def calibrate_command(
     quantile: float = typer.Option(
         ...,
         "--quantile",
-        min=0.0,
-        max=1.0,
+        callback=number_in(0.0, 1.0),
         help="Quantile of per-panel mean similarity taken as θ_s.",
     ),
     similarity: str = typer.Option(

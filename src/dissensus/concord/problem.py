@@ -41,7 +41,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from dissensus.agents.function import FunctionAgent, load_callable
@@ -52,6 +51,7 @@ from dissensus.concord.calibration import check_anchors
 from dissensus.concord.protocol import Negotiation
 from dissensus.concord.rules import Rule
 from dissensus.errors import ConfigError
+from dissensus.io.yamlfile import load_yaml_file
 
 __all__ = [
     "AgentSpec",
@@ -228,14 +228,7 @@ def parse_problem(data: object, *, file: str | None = None) -> Problem:
 def load_problem(path: str | Path) -> Problem:
     """Read and validate a problem file."""
     file = str(path)
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"cannot read the problem file: {exc.strerror}", file=file) from exc
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"invalid YAML: {exc}", file=file) from exc
+    data = load_yaml_file(path, what="problem file")
     problem = parse_problem(data, file=file)
     if problem.model:
         problem = problem.model_copy(

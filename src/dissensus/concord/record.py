@@ -16,13 +16,13 @@ or repair in its trajectory step); the reason the run stopped is ``spent.stopped
 from __future__ import annotations
 
 import hashlib
-import json
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from dissensus.concord.bounds import Bound
 from dissensus.concord.rules import Rule
+from dissensus.store.canonical import canonical
 
 __all__ = [
     "AgentScore",
@@ -188,7 +188,5 @@ class Certificate(_Model):
 
 def canonical_digest(body: dict[str, Any]) -> str:
     """SHA-256 of the canonical JSON of ``body``."""
-    text = json.dumps(
-        body, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-    )
+    text = canonical(body)
     return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()

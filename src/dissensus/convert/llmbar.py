@@ -43,7 +43,6 @@ Choices where the source and the seed are silent:
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -52,7 +51,13 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
-from dissensus.convert.skips import ConvertError, SkipHandler, Skipped, report_skip
+from dissensus.convert.skips import (
+    ConvertError,
+    SkipHandler,
+    Skipped,
+    load_json_source,
+    report_skip,
+)
 from dissensus.types import AgentOutput, Panel, Vote, VoteCase
 
 __all__ = [
@@ -190,17 +195,7 @@ def find_subsets(root: str | Path, strategy: str = "CoT") -> list[LLMBarSubset]:
 
 
 def _load_list(path: Path) -> list[Any]:
-    try:
-        with open(path, encoding="utf-8") as handle:
-            data = json.load(handle)
-    except json.JSONDecodeError as exc:
-        raise ConvertError(f"{path}: invalid JSON: {exc.msg} (line {exc.lineno})") from exc
-    except UnicodeDecodeError as exc:
-        raise ConvertError(f"{path}: not UTF-8 text (byte {exc.start}: {exc.reason})") from exc
-    except OSError as exc:
-        raise ConvertError(f"{path}: cannot read: {exc.strerror}") from exc
-    if not isinstance(data, list):
-        raise ConvertError(f"{path}: expected a JSON list of items")
+    data: list[Any] = load_json_source(path, list)
     return data
 
 

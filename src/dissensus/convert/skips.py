@@ -12,13 +12,16 @@ opt into skipping never loses an item without knowing.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
 from dissensus.errors import InputError
 
-__all__ = ["ConvertError", "SkipHandler", "Skipped", "report_skip"]
+__all__ = ["ConvertError", "SkipHandler", "Skipped", "load_json_source", "report_skip"]
 
 
 class Skipped(BaseModel):
@@ -52,3 +55,26 @@ def report_skip(on_skip: SkipHandler | None, skipped: Skipped) -> None:
     if on_skip is None:
         raise ConvertError(skipped.describe())
     on_skip(skipped)
+
+
+def load_json_source(path: str | Path, expect: type[list[Any]] | type[dict[str, Any]]) -> Any:
+    """A converter's JSON source file, checked to be a ``list`` or a ``dict``.
+
+    Every failure (unreadable, not UTF-8, invalid or too deeply nested JSON, wrong top
+    level) is one :class:`ConvertError` naming the file.
+    """
+    try:
+        with open(path, encoding="utf-8") as handle:
+            data = json.load(handle)
+    except json.JSONDecodeError as exc:
+        raise ConvertError(f"{path}: invalid JSON: {exc.msg} (line {exc.lineno})") from exc
+    except UnicodeDecodeError as exc:
+        raise ConvertError(f"{path}: not UTF-8 text (byte {exc.start}: {exc.reason})") from exc
+    except RecursionError:
+        raise ConvertError(f"{path}: JSON nested too deeply") from None
+    except OSError as exc:
+        raise ConvertError(f"{path}: cannot read: {exc.strerror}") from exc
+    if not isinstance(data, expect):
+        what = "a JSON list of items" if expect is list else "a JSON object keyed by item id"
+        raise ConvertError(f"{path}: expected {what}")
+    return data

@@ -28,7 +28,6 @@ Choices where the source and the seed are silent:
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -36,7 +35,12 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from dissensus.convert.skips import ConvertError, SkipHandler, Skipped, report_skip
+from dissensus.convert.skips import (
+    SkipHandler,
+    Skipped,
+    load_json_source,
+    report_skip,
+)
 from dissensus.types import AgentOutput, Panel
 
 __all__ = ["item_to_panel", "iter_varierrnli_panels", "load_varierrnli"]
@@ -53,17 +57,7 @@ class _Malformed(ValueError):
 
 def load_varierrnli(path: str | Path) -> dict[str, Any]:
     """The file's items, keyed by item id (raises :class:`ConvertError` if unreadable)."""
-    try:
-        with open(path, encoding="utf-8") as handle:
-            data = json.load(handle)
-    except json.JSONDecodeError as exc:
-        raise ConvertError(f"{path}: invalid JSON: {exc.msg} (line {exc.lineno})") from exc
-    except UnicodeDecodeError as exc:
-        raise ConvertError(f"{path}: not UTF-8 text (byte {exc.start}: {exc.reason})") from exc
-    except OSError as exc:
-        raise ConvertError(f"{path}: cannot read: {exc.strerror}") from exc
-    if not isinstance(data, dict):
-        raise ConvertError(f"{path}: expected a JSON object keyed by item id")
+    data: dict[str, Any] = load_json_source(path, dict)
     return data
 
 

@@ -72,7 +72,7 @@ def assemble_packet(
     reopen = _reopen(ws, selected, synthesis, means, config)
     actions = _dedupe([*(synthesis.next_actions if synthesis else []), *ws.next_actions])
     if status != "complete":
-        actions.insert(0, f"Resume the deliberation: it stopped early ({status}).")
+        actions.insert(0, f"Run the deliberation again once the cause is fixed: it stopped early ({status}).")
     return DecisionPacket(
         task_id=task.id,
         question=task.question,

@@ -20,12 +20,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from dissensus.dci.acts import act_spec
 from dissensus.dci.archetypes import archetype
-from dissensus.errors import ConfigError, InputError
+from dissensus.errors import ConfigError
+from dissensus.io.yamlfile import load_yaml_file
 
 __all__ = [
     "DEFAULT_PARTICIPANTS",
@@ -182,12 +182,5 @@ def _message(exc: ConfigError) -> str:
 def load_task(path: str | Path) -> Task:
     """Read a task YAML file."""
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise InputError(f"cannot read task file {p}: {exc.strerror}") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"not valid YAML: {exc}", file=str(p)) from None
+    data = load_yaml_file(p, what="task file")
     return parse_task(data, file=str(p), default_id=p.stem)

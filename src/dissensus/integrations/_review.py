@@ -1,25 +1,23 @@
-"""The review path every integration shares: the content hash and the checked resolve.
+"""The review path every integration shares: the reviewer's view and the quoted resolve.
 
 A human resolution quotes the hash of the content the reviewer saw, and is refused when
 that content changed or the item was already resolved. The integrations resolve through
-:func:`resolve_checked`, which adds those two checks to
-:func:`dissensus.pipeline.review.resolve` (the CLI's path), so a case resolved from a
-LangGraph interrupt or an MCP tool leaves the same journal events as one resolved with
-``dissensus review resolve``.
+:func:`resolve_checked`, which is :func:`dissensus.pipeline.review.resolve` (the path of
+``dissensus review resolve`` and of the review service) with the hash always quoted, so
+a case resolved from a LangGraph interrupt or an MCP tool leaves the same journal events
+as one resolved anywhere else: ``review.resolved`` and ``case.resolved`` appended in one
+transaction, a stale hash refused (:class:`StaleReview`), an already-resolved item
+refused naming who resolved it and when (:class:`AlreadyResolved`).
 
 Choices where the design is silent:
 
-* ``content_sha256`` is the hex sha256 of the canonical JSON
-  (:func:`dissensus.store.canonical`: sorted keys, compact, UTF-8) of the review item as
-  journalled, i.e. ``ReviewItem.model_dump(mode="json")``: the case, the readings, the
-  positions and reasons side by side, any packet or certificate -- everything a
-  reviewer is shown. The item is the single source of what was shown, so the hash is
-  the same wherever it is computed; this module is the one place that defines it.
-* An already-resolved item is refused with an error naming the reviewer and the time of
-  the first resolution (the ``review.resolved`` event's timestamp); the first stands.
-* The checks and the append are not one transaction here: two resolutions racing in the
-  same instant can both pass the check, and the journal's idempotent key then keeps the
-  first and refuses the second with a conflict.
+* ``content_sha256`` is :func:`dissensus.pipeline.review.content_sha256`: the hex sha256
+  of the canonical JSON (sorted keys, compact, UTF-8) of the review item as journalled --
+  the case, the readings, the positions and reasons side by side, any packet or
+  certificate: everything a reviewer is shown.
+* The request shown to a reviewer (:class:`ReviewRequest`) is a digest of the item (the
+  question, options, each agent's decision and reasoning) with the hash of the whole
+  item; agent text in it is untrusted data.
 """
 
 from __future__ import annotations
@@ -28,11 +26,15 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from dissensus.errors import DissensusError
 from dissensus.pipeline.records import CaseRecord, ReviewItem
-from dissensus.pipeline.review import ReviewStatus, find_item, resolve
+from dissensus.pipeline.review import (
+    AlreadyResolved,
+    ReviewStatus,
+    StaleContent,
+    content_sha256,
+    resolve,
+)
 from dissensus.store import Journal
-from dissensus.store.canonical import canonical, sha256_text
 
 __all__ = [
     "AlreadyResolved",
@@ -47,20 +49,8 @@ __all__ = [
 ]
 
 
-class StaleReview(DissensusError):
-    """The content hash quoted by a resolution is not the hash of the item's content."""
-
-
-class AlreadyResolved(DissensusError):
-    """The review item already has a resolution (the first one stands)."""
-
-
-def content_sha256(item: ReviewItem) -> str:
-    """Hex sha256 of the canonical JSON of ``item`` (what the reviewer is shown)."""
-    return sha256_text(canonical(item.model_dump(mode="json")))
-
-
-_item_hash = content_sha256  # the resolver's keyword argument shadows the name
+StaleReview = StaleContent
+"""The content hash quoted by a resolution is not the hash of the item's content."""
 
 
 class PositionView(BaseModel):
@@ -133,11 +123,6 @@ def resolved_record(journal: Journal, status: ReviewStatus) -> CaseRecord | None
     return None if event is None else CaseRecord.model_validate(event.payload)
 
 
-def _when(journal: Journal, item: ReviewItem) -> str:
-    event = journal.get(item.run_id, f"review/{item.line}/resolved")
-    return event.at if event is not None else "an unknown time"
-
-
 def resolve_checked(
     journal: Journal,
     review_id: str,
@@ -147,22 +132,11 @@ def resolve_checked(
     content_sha256: str,
     reviewer: str | None,
 ) -> CaseRecord:
-    """Resolve ``review_id`` as the CLI does, after checking the hash and that it is open.
+    """Resolve ``review_id`` through the journal's review path, quoting the content hash.
 
     Raises :class:`StaleReview` when ``content_sha256`` is not the item's hash and
     :class:`AlreadyResolved` (naming who and when) when it was resolved before.
     """
-    status = find_item(journal, review_id)
-    if status.resolution is not None:
-        who = status.resolution.reviewer or "an unnamed reviewer"
-        raise AlreadyResolved(
-            f"review item {review_id} was already resolved by {who} at {_when(journal, status.item)} "
-            f"(decision {status.resolution.decision!r})"
-        )
-    current = _item_hash(status.item)
-    if content_sha256 != current:
-        raise StaleReview(
-            f"review item {review_id}: the case content changed since it was shown "
-            f"(quoted sha256 {content_sha256[:16]}..., current {current[:16]}...); reload it"
-        )
-    return resolve(journal, review_id, decision=decision, note=note, reviewer=reviewer)
+    return resolve(
+        journal, review_id, decision=decision, note=note, reviewer=reviewer, content_sha256=content_sha256
+    )

@@ -8,12 +8,19 @@ bad ones reported, and memory never grows with the number of lines.
 Choices: blank lines are skipped silently (they are not records); a line that is
 valid JSON but not an object is rejected with field ``<root>``; files are read with
 ``surrogateescape`` so that a line that is not valid UTF-8 is rejected on its own
-(field ``<encoding>``) and the lines around it are still read.
+(field ``<encoding>``) and the lines around it are still read. A UTF-8 byte order mark
+at the start of the first line is skipped. A line nested deeper than
+:data:`MAX_DEPTH` arrays/objects is rejected (field ``<depth>``) before any model sees
+it, so no reader can overflow the stack. Non-finite numbers (``NaN``, ``Infinity``,
+``1e999``) and lone surrogate escapes (``"\\ud800"``) are rejected naming the path of
+the value as the field, whatever the model: JSON cannot carry the first, UTF-8 cannot
+encode the second.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import sys
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -22,7 +29,15 @@ from typing import IO, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-__all__ = ["Reject", "RejectSink", "open_text", "read_models", "write_jsonl_line"]
+from dissensus.types import find_unrepresentable
+
+__all__ = ["MAX_DEPTH", "Reject", "RejectSink", "json_depth", "open_text", "parse_line", "read_models", "write_jsonl_line"]
+
+MAX_DEPTH = 64
+"""Deepest nesting of arrays and objects a JSONL line may have."""
+
+_SUSPECT = re.compile(r"NaN|Infinity|\\u[dD][89a-fA-F]|[0-9][eE]\+?[0-9]{3}")
+"""Text that may hold a non-finite number or a lone surrogate escape (checked exactly then)."""
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -77,9 +92,26 @@ def _has_undecodable(text: str) -> bool:
     return False
 
 
+def json_depth(value: object) -> int:
+    """Nesting depth of arrays and objects in ``value`` (a scalar: 0), without recursion."""
+    deepest = 0
+    stack: list[tuple[object, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            item = list(item.values())
+        if isinstance(item, list):
+            depth += 1
+            deepest = max(deepest, depth)
+            stack.extend((sub, depth) for sub in item if isinstance(sub, dict | list))
+    return deepest
+
+
 def parse_line(model: type[M], text: str, *, file: str, line: int) -> M | Reject:
     """Parse one JSONL line into ``model`` or a :class:`Reject`."""
-    raw = text.rstrip("\n")
+    raw = text.rstrip("\r\n")
+    if line == 1 and raw.startswith("\ufeff"):
+        raw = raw[1:]
     if _has_undecodable(raw):
         clean = raw.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
         return Reject(file=file, line=line, field="<encoding>", message="line is not valid UTF-8", raw=clean)
@@ -87,13 +119,26 @@ def parse_line(model: type[M], text: str, *, file: str, line: int) -> M | Reject
         data = json.loads(raw)
     except json.JSONDecodeError as exc:
         return Reject(file=file, line=line, field="<json>", message=f"invalid JSON: {exc.msg}", raw=raw)
+    except RecursionError:
+        return _too_deep(file, line, raw)
     if not isinstance(data, dict):
         return Reject(file=file, line=line, field="<root>", message="expected a JSON object", raw=raw)
+    if raw.count("[") + raw.count("{") > MAX_DEPTH and json_depth(data) > MAX_DEPTH:
+        return _too_deep(file, line, raw)
+    if _SUSPECT.search(raw) and (why := find_unrepresentable(data)) is not None:
+        where, sep, message = why.partition(": ")
+        field, message = (where, message) if sep else ("<root>", why)
+        return Reject(file=file, line=line, field=field, message=message, raw=raw)
     try:
         return model.model_validate(data)
     except ValidationError as exc:
         loc, msg = _field_of(exc)
         return Reject(file=file, line=line, field=loc, message=msg, raw=raw)
+
+
+def _too_deep(file: str, line: int, raw: str) -> Reject:
+    message = f"JSON nested deeper than {MAX_DEPTH} levels"
+    return Reject(file=file, line=line, field="<depth>", message=message, raw=raw[:200])
 
 
 def read_models(model: type[M], lines: Iterable[str], *, file: str = "-") -> Iterator[M | Reject]:

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import difflib
 import hashlib
-import json
 import threading
 from pathlib import Path
 from typing import Any
@@ -36,6 +35,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from dissensus.errors import ConfigError
 from dissensus.llm.base import BackendResponse, ChatBackend, ChatRequest, JsonMode, ReplayMiss
+from dissensus.store.canonical import canonical as _canonical_json
 
 __all__ = ["RecordBackend", "Recording", "ReplayBackend", "canonical_request", "request_key"]
 
@@ -51,10 +51,6 @@ def canonical_request(request: ChatRequest) -> dict[str, Any]:
         "temperature": request.temperature,
         "seed": request.seed,
     }
-
-
-def _canonical_json(data: Any) -> str:
-    return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
 def request_key(request: ChatRequest) -> str:

@@ -12,11 +12,15 @@ Forms:
 Choices where the brief is silent: with ``OPENAI_BASE_URL`` set and no key, the key
 ``unused`` is sent (local servers ignore it); with neither, it is a configuration error
 naming ``OPENAI_API_KEY``. Unknown prefixes and empty parts are configuration errors.
+:func:`check_model_spec` checks a spec without side effects (no file created, no
+connection made), so a command can refuse a bad spec before it starts any work; its
+errors name the spec.
 """
 
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Any
 
 from dissensus.errors import ConfigError
@@ -27,12 +31,49 @@ from dissensus.llm.openai_backend import OpenAIBackend
 from dissensus.llm.replay import RecordBackend, ReplayBackend
 from dissensus.llm.scripted import ScriptedBackend
 
-__all__ = ["MODEL_ENV", "make_backend", "resolve_model"]
+__all__ = ["MODEL_ENV", "check_model_spec", "make_backend", "resolve_model"]
 
 MODEL_ENV = "DISSENSUS_MODEL"
 """Environment variable holding the default model spec."""
 
 _FORMS = "openai:MODEL, scripted:FILE, replay:FILE, record:FILE:<spec>"
+
+
+def check_model_spec(spec: str) -> None:
+    """Raise :class:`ConfigError` naming ``spec`` unless it can make a backend.
+
+    Files of ``scripted:`` and ``replay:`` specs are read and validated; the directory of
+    a ``record:`` file must exist; ``openai:`` needs a key or a base URL. Nothing is
+    written and no server is contacted.
+    """
+    try:
+        _check(spec)
+    except ConfigError as exc:
+        text = str(exc)
+        if f"{spec!r}" in text:
+            raise
+        prefix = f"field {exc.field!r}: " if exc.field else ""
+        text = text.removeprefix(prefix)
+        raise ConfigError(f"model spec {spec!r}: {text}") from None
+
+
+def _check(spec: str) -> None:
+    kind, sep, rest = spec.partition(":")
+    if not sep or not rest:
+        raise ConfigError(f"invalid model spec {spec!r}; expected one of {_FORMS}", field="model")
+    if kind in ("openai", "scripted", "replay"):
+        make_backend(spec)
+        return
+    if kind == "record":
+        path, sep, inner = rest.partition(":")
+        if not sep or not path or not inner:
+            raise ConfigError(f"invalid model spec {spec!r}; expected record:FILE:<spec>", field="model")
+        parent = Path(path).parent
+        if not parent.is_dir():
+            raise ConfigError(f"recording directory does not exist: {parent}", field="model")
+        _check(inner)
+        return
+    raise ConfigError(f"unknown model kind {kind!r} in {spec!r}; expected one of {_FORMS}", field="model")
 
 
 def make_backend(spec: str, *, settings: ClientSettings | None = None) -> ChatBackend:

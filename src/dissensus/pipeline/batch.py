@@ -20,7 +20,9 @@ Choices where the design is silent:
 from __future__ import annotations
 
 import asyncio
+import base64
 import hashlib
+import io
 import os
 import sys
 import uuid
@@ -34,6 +36,7 @@ from pydantic import BaseModel, ValidationError
 from dissensus.errors import ConfigError, DissensusError, InputError
 from dissensus.guard import Calibration as GuardCalibration
 from dissensus.io.jsonl import Reject, parse_line
+from dissensus.io.yamlfile import read_text_file
 from dissensus.pipeline.engine import decide_case
 from dissensus.pipeline.policy import Policy, check_similarity
 from dissensus.pipeline.records import CaseRecord
@@ -94,7 +97,7 @@ def start_run(
     guard_calibration = _guard_calibration(policy, policy_dir, policy_file)
     source: dict[str, Any]
     if input_path == "-":
-        source = {"path": "-", "text": sys.stdin.read()}
+        source = stdin_source(sys.stdin.buffer.read() if hasattr(sys.stdin, "buffer") else sys.stdin.read().encode())
     else:
         path = Path(input_path).resolve()
         if not path.is_file():
@@ -102,9 +105,9 @@ def start_run(
         source = {"path": str(path), "sha256": _sha256_file(path)}
     spec = model or resolve_model_spec(policy, dict(os.environ))
     meta = {"input": source.get("path"), "policy_file": policy_file}
-    info = journal.create_run(run_id, kind=RUN_KIND, meta=meta)
-    journal.append(
-        run_id,
+    # The run and its run.started event are one transaction: a crash leaves neither.
+    # exclusive: of two starts with one --run-id, the second fails cleanly (RunExists).
+    started = (
         "run.started",
         {
             "input": source,
@@ -114,9 +117,21 @@ def start_run(
             "guard_calibration": guard_calibration.model_dump(mode="json") if guard_calibration else None,
             "model": spec,
         },
-        key="run/started",
+        "run/started",
     )
-    return info
+    return journal.create_run(run_id, kind=RUN_KIND, meta=meta, first=started, exclusive=True)
+
+
+def stdin_source(data: bytes) -> dict[str, Any]:
+    """The journalled form of standard input: its text, or base64 when it is not UTF-8.
+
+    Lines that are not UTF-8 are rejected one by one when the run reads them, like the
+    same bytes in a file; the journal (canonical JSON, UTF-8) can only hold them encoded.
+    """
+    try:
+        return {"path": "-", "text": data.decode("utf-8")}
+    except UnicodeDecodeError:
+        return {"path": "-", "base64": base64.b64encode(data).decode("ascii")}
 
 
 def _calibration(policy: Policy, policy_dir: Path | None, policy_file: str | None) -> CalibrationFile | None:
@@ -139,7 +154,7 @@ def _guard_calibration(policy: Policy, policy_dir: Path | None, policy_file: str
     if not path.is_absolute() and policy_dir is not None:
         path = policy_dir / path
     try:
-        return GuardCalibration.model_validate_json(path.read_text(encoding="utf-8"))
+        return GuardCalibration.model_validate_json(read_text_file(path, what="guard calibration"))
     except OSError as exc:
         raise ConfigError(f"cannot read guard calibration {path}: {exc.strerror}", file=policy_file, field="guard.calibration") from exc
     except ValidationError as exc:
@@ -158,7 +173,12 @@ def _started(journal: Journal, run_id: str) -> dict[str, Any]:
 
 def _lines(source: dict[str, Any]) -> tuple[str, list[str] | None]:
     if source.get("path") == "-":
-        return "-", str(source.get("text", "")).splitlines(keepends=True)
+        if "base64" in source:
+            text = base64.b64decode(str(source["base64"])).decode("utf-8", "surrogateescape")
+        else:
+            text = str(source.get("text", ""))
+        # Split as a file is read (universal newlines only), never on U+2028 and the like.
+        return "-", list(io.StringIO(text, newline=None))
     path = Path(str(source["path"]))
     if not path.is_file():
         raise InputError(f"the run's input file is gone: {path}")
@@ -246,7 +266,8 @@ def _iter(name: str, lines: list[str] | None) -> Iterator[tuple[Panel | Reject, 
     if lines is not None:
         yield from _numbered(name, lines)
         return
-    with open(name, encoding="utf-8") as handle:
+    # surrogateescape: a line that is not UTF-8 is rejected on its own (see io.jsonl).
+    with open(name, encoding="utf-8", errors="surrogateescape", newline=None) as handle:
         yield from _numbered(name, handle)
 
 

@@ -53,10 +53,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from dissensus.errors import ConfigError
+from dissensus.io.yamlfile import load_yaml_file
 from dissensus.pipeline.signals import MarkerLexicon
 
 __all__ = [
@@ -253,14 +253,7 @@ def load_policy(path: str | Path | None) -> tuple[Policy, Path | None]:
     if path is None:
         return Policy(), None
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"cannot read policy: {exc.strerror}", file=str(path)) from exc
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"invalid YAML: {exc}", file=str(path)) from exc
+    data = load_yaml_file(p, what="policy")
     policy = policy_from_dict(data, file=str(path))
     base = p.resolve().parent
     spec = policy.seek_context.model

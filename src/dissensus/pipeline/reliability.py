@@ -39,6 +39,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from dissensus.errors import ConfigError
+from dissensus.io.yamlfile import read_text_file
 from dissensus.pipeline.signals import AgentSignal, MarkerLexicon
 
 __all__ = [
@@ -113,10 +114,11 @@ class Acceptance(BaseModel):
 def load_calibration(path: str | Path, lexicon: MarkerLexicon) -> CalibrationFile:
     """Read a calibration file and check it was built with ``lexicon``."""
     name = str(path)
+    text = read_text_file(path, what="calibration file")  # one line when unreadable or not UTF-8
     try:
-        data: Any = json.loads(Path(path).read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ConfigError(f"cannot read calibration file: {exc.strerror}", file=name) from exc
+        data: Any = json.loads(text)
+    except RecursionError:
+        raise ConfigError("JSON nested too deeply", file=name) from None
     except json.JSONDecodeError as exc:
         raise ConfigError(f"invalid JSON: {exc.msg} (line {exc.lineno})", file=name) from exc
     if isinstance(data, dict) and "format" not in data:

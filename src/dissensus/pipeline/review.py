@@ -4,16 +4,32 @@ An escalation journals a ``review.opened`` event holding a
 :class:`~dissensus.pipeline.records.ReviewItem` (the panel, the readings, the positions
 and value profiles side by side, any packet or certificate). The queue is a view of the
 journal, not a second store: an item is *open* until a ``review.resolved`` event for it
-exists. Resolving journals the human's decision and note, then *resumes the case*: a
-``case.resolved`` event holds the case's new final record (``action: human``,
-``auto: false``, the decision, the resolution), which supersedes the pipeline's record
-in exports.
+exists. Resolving journals the human's decision and note together with the case's new
+final record (``case.resolved``: ``action: human``, ``auto: false``, the decision, the
+resolution), which supersedes the pipeline's record in exports.
 
-Choices where the design is silent: review ids are ``<run>.<line>``; a case can be
-resolved once (a second resolution is an error, the first stands); the decision may be
-any label, and a label outside the item's options is allowed but flagged
-(``outside_options``) because a reviewer may reject every option; a case whose run was
-killed before its record was journalled cannot be resolved until the run is resumed.
+Choices where the design is silent:
+
+* Review ids are ``<run>.<line>``.
+* **One atomic append.** ``review.resolved`` and ``case.resolved`` are written in one
+  journal transaction that holds the run's write lock, and the "is it still open?" check
+  runs inside that transaction: of two reviewers racing, exactly one wins and the other
+  gets :class:`AlreadyResolved` naming who resolved it and when. A journal written by an
+  older version may hold a ``review.resolved`` without its ``case.resolved``: reading
+  derives the record from the resolution, and the next resolve attempt (or
+  :func:`complete_resolutions`) journals it.
+* **Content binding.** :func:`content_sha256` is the sha256 of the canonical JSON of the
+  review item as journalled. A resolve may quote it (the service requires it); a hash
+  that does not match is :class:`StaleContent` and nothing is written.
+* **Claims** (:func:`claim`) say who is working on an item until when; they are not part
+  of the hash chain. A resolve by someone other than the holder of an unexpired claim is
+  refused (:class:`~dissensus.store.base.ClaimConflict`); a resolve without a reviewer
+  name ignores claims (the single-user CLI).
+* A case can be resolved once (a second resolution is an error, the first stands); the
+  decision may be any label, and a label outside the item's options is allowed but
+  flagged (``outside_options``) because a reviewer may reject every option; a case whose
+  run was killed before its record was journalled cannot be resolved until the run is
+  resumed.
 """
 
 from __future__ import annotations
@@ -24,9 +40,51 @@ from pydantic import BaseModel
 
 from dissensus.errors import DissensusError, InputError
 from dissensus.pipeline.records import CaseRecord, Resolution, ReviewItem
-from dissensus.store.journal import Journal
+from dissensus.store.base import Claim, ClaimConflict, Event, Journal
+from dissensus.store.canonical import canonical, sha256_text
 
-__all__ = ["ReviewStatus", "final_records", "find_item", "list_items", "resolve"]
+__all__ = [
+    "AlreadyResolved",
+    "ClaimConflict",
+    "ReviewStatus",
+    "StaleContent",
+    "claim",
+    "claim_next",
+    "complete_resolutions",
+    "content_sha256",
+    "final_records",
+    "find_item",
+    "list_items",
+    "resolve",
+]
+
+DEFAULT_CLAIM_TTL = 900.0
+"""Seconds a claim lasts unless renewed (15 minutes)."""
+
+
+class AlreadyResolved(DissensusError):
+    """The review item was resolved before (by ``reviewer`` at ``at``)."""
+
+    def __init__(self, review_id: str, *, reviewer: str | None, at: str, decision: str) -> None:
+        who = reviewer or "an unnamed reviewer"
+        super().__init__(f"review item {review_id} was already resolved by {who} at {at} (decision {decision!r})")
+        self.review_id = review_id
+        self.reviewer = reviewer
+        self.at = at
+        self.decision = decision
+
+
+class StaleContent(DissensusError):
+    """The content hash a reviewer quoted is not the item's current content."""
+
+    def __init__(self, review_id: str, *, quoted: str, current: str) -> None:
+        super().__init__(
+            f"review item {review_id}: the case content changed since it was shown "
+            f"(quoted sha256 {quoted[:16]}..., current {current[:16]}...); reload it"
+        )
+        self.review_id = review_id
+        self.quoted = quoted
+        self.current = current
 
 
 class ReviewStatus(BaseModel):
@@ -34,6 +92,9 @@ class ReviewStatus(BaseModel):
 
     item: ReviewItem
     resolution: Resolution | None
+    content_sha256: str = ""
+    """sha256 of the item's canonical JSON: what a resolve quotes to prove what was seen."""
+    resolved_at: str | None = None
 
 
 def _split(review_id: str) -> tuple[str, int]:
@@ -43,21 +104,42 @@ def _split(review_id: str) -> tuple[str, int]:
     return run_id, int(line)
 
 
-def _resolution(journal: Journal, run_id: str, line: int) -> Resolution | None:
-    event = journal.get(run_id, f"review/{line}/resolved")
+def content_sha256(item: ReviewItem | dict[str, object]) -> str:
+    """sha256 of the canonical JSON of the review item (as journalled)."""
+    data = item.model_dump(mode="json") if isinstance(item, ReviewItem) else item
+    return sha256_text(canonical(data))
+
+
+def _resolution_event(journal: Journal, run_id: str, line: int) -> Event | None:
+    return journal.get(run_id, f"review/{line}/resolved")
+
+
+def _resolution(event: Event | None) -> Resolution | None:
     if event is None:
         return None
     return Resolution.model_validate({k: event.payload[k] for k in ("decision", "note", "reviewer")})
 
 
+def _status(journal: Journal, event: Event) -> ReviewStatus:
+    item = ReviewItem.model_validate(event.payload)
+    resolved = _resolution_event(journal, item.run_id, item.line)
+    return ReviewStatus(
+        item=item,
+        resolution=_resolution(resolved),
+        content_sha256=content_sha256(event.payload),
+        resolved_at=resolved.at if resolved else None,
+    )
+
+
 def list_items(journal: Journal, *, run_id: str | None = None, include_resolved: bool = False) -> Iterator[ReviewStatus]:
     """Queue entries (open ones only unless ``include_resolved``), oldest run first."""
+    if run_id is not None:
+        journal.run(run_id)
     events = journal.events(run_id, type="review.opened") if run_id else journal.events_of_type("review.opened")
     for event in events:
-        item = ReviewItem.model_validate(event.payload)
-        resolution = _resolution(journal, item.run_id, item.line)
-        if resolution is None or include_resolved:
-            yield ReviewStatus(item=item, resolution=resolution)
+        status = _status(journal, event)
+        if status.resolution is None or include_resolved:
+            yield status
 
 
 def find_item(journal: Journal, review_id: str) -> ReviewStatus:
@@ -68,37 +150,49 @@ def find_item(journal: Journal, review_id: str) -> ReviewStatus:
     event = journal.get(run_id, f"case/{line}/review")
     if event is None:
         raise InputError(f"no review item {review_id!r} in {journal.path}")
-    item = ReviewItem.model_validate(event.payload)
-    return ReviewStatus(item=item, resolution=_resolution(journal, run_id, line))
+    return _status(journal, event)
 
 
-def resolve(journal: Journal, review_id: str, *, decision: str, note: str, reviewer: str | None = None) -> CaseRecord:
-    """Record a human decision on an escalated case and return the case's new record."""
-    if not decision.strip():
-        raise InputError("the decision must not be empty")
+def claim(journal: Journal, review_id: str, who: str, *, ttl: float = DEFAULT_CLAIM_TTL) -> Claim:
+    """Claim an open item for ``who`` for ``ttl`` seconds (renews ``who``'s own claim).
+
+    :class:`AlreadyResolved` for a resolved item; :class:`ClaimConflict` when someone
+    else holds it.
+    """
     status = find_item(journal, review_id)
     if status.resolution is not None:
-        raise DissensusError(
-            f"review item {review_id} was already resolved ({status.resolution.decision!r}: {status.resolution.note})"
+        raise AlreadyResolved(
+            review_id,
+            reviewer=status.resolution.reviewer,
+            at=status.resolved_at or "?",
+            decision=status.resolution.decision,
         )
-    run_id, line = _split(review_id)
-    stored = journal.get(run_id, f"case/{line}/record")
-    if stored is None:
-        raise DissensusError(f"run {run_id} has not finished case {line}: resume it first (dissensus runs resume {run_id})")
-    original = CaseRecord.model_validate(stored.payload)
-    outside = bool(status.item.options) and decision not in status.item.options
-    journal.append(
-        run_id,
-        "review.resolved",
-        {"review_id": review_id, "decision": decision, "note": note, "reviewer": reviewer, "outside_options": outside},
-        key=f"review/{line}/resolved",
-        case=str(line),
-    )
-    resolution = Resolution(decision=decision, note=note, reviewer=reviewer)
-    record = original.model_copy(
+    return journal.claim(review_id, who, ttl, run_id=status.item.run_id)
+
+
+def claim_next(
+    journal: Journal, who: str, *, ttl: float = DEFAULT_CLAIM_TTL, run_id: str | None = None
+) -> ReviewStatus | None:
+    """Claim the oldest open item nobody else holds (``who``'s own claim counts as free);
+    ``None`` when there is none. Reviewers racing for items each get a different one."""
+    for status in list_items(journal, run_id=run_id):
+        held = journal.current_claim(status.item.review_id)
+        if held is not None and held.who != who:
+            continue
+        try:
+            claim(journal, status.item.review_id, who, ttl=ttl)
+        except (ClaimConflict, AlreadyResolved):
+            continue
+        return status
+    return None
+
+
+def _resolved_record(original: CaseRecord, resolution: Resolution) -> CaseRecord:
+    note = resolution.note
+    return original.model_copy(
         update={
             "action": "human",
-            "decision": decision,
+            "decision": resolution.decision,
             "auto": False,
             "basis": "human",
             "reason": f"{original.reason}; resolved by a reviewer: {note}" if note else f"{original.reason}; resolved by a reviewer",
@@ -106,8 +200,111 @@ def resolve(journal: Journal, review_id: str, *, decision: str, note: str, revie
             "resolution": resolution,
         }
     )
-    journal.append(run_id, "case.resolved", record.model_dump(mode="json"), key=f"case/{line}/resolved", case=str(line))
+
+
+def resolve(
+    journal: Journal,
+    review_id: str,
+    *,
+    decision: str,
+    note: str,
+    reviewer: str | None = None,
+    content_sha256: str | None = None,
+) -> CaseRecord:
+    """Record a human decision on an escalated case and return the case's new record.
+
+    Both events are appended in one transaction. ``content_sha256``, when given, must be
+    the item's current :func:`content_sha256` (:class:`StaleContent` otherwise).
+    """
+    if not decision.strip():
+        raise InputError("the decision must not be empty")
+    if not note.strip():
+        raise InputError("the note must not be empty")
+    run_id, line = _split(review_id)
+    find_item(journal, review_id)  # unknown ids fail before any lock is taken
+    with journal.transaction(run_id):
+        done = _resolution_event(journal, run_id, line)
+        if done is not None:
+            _complete(journal, run_id, line)  # a half-applied resolution is finished, then reported
+    if done is not None:
+        previous = _resolution(done)
+        assert previous is not None
+        raise AlreadyResolved(review_id, reviewer=previous.reviewer, at=done.at, decision=previous.decision)
+    with journal.transaction(run_id):
+        status = find_item(journal, review_id)
+        done = _resolution_event(journal, run_id, line)
+        if done is not None:
+            previous = _resolution(done)
+            assert previous is not None
+            raise AlreadyResolved(review_id, reviewer=previous.reviewer, at=done.at, decision=previous.decision)
+        if content_sha256 is not None and content_sha256 != status.content_sha256:
+            raise StaleContent(review_id, quoted=content_sha256, current=status.content_sha256)
+        if reviewer is not None:
+            held = journal.current_claim(review_id)
+            if held is not None and held.who != reviewer:
+                raise ClaimConflict(
+                    f"review item {review_id} is claimed by {held.who} until {held.expires}",
+                    holder=held.who,
+                    expires=held.expires,
+                )
+        stored = journal.get(run_id, f"case/{line}/record")
+        if stored is None:
+            raise DissensusError(
+                f"run {run_id} has not finished case {line}: resume it first (dissensus runs resume {run_id})"
+            )
+        original = CaseRecord.model_validate(stored.payload)
+        outside = bool(status.item.options) and decision not in status.item.options
+        journal.append(
+            run_id,
+            "review.resolved",
+            {
+                "review_id": review_id,
+                "decision": decision,
+                "note": note,
+                "reviewer": reviewer,
+                "outside_options": outside,
+                "content_sha256": status.content_sha256,
+            },
+            key=f"review/{line}/resolved",
+            case=str(line),
+        )
+        record = _resolved_record(original, Resolution(decision=decision, note=note, reviewer=reviewer))
+        journal.append(run_id, "case.resolved", record.model_dump(mode="json"), key=f"case/{line}/resolved", case=str(line))
+    if reviewer is not None:
+        journal.release_claim(review_id, reviewer)
     return record
+
+
+def _derived(journal: Journal, run_id: str, line: int) -> CaseRecord | None:
+    """The resolved record of a ``review.resolved`` whose ``case.resolved`` is missing."""
+    done = _resolution_event(journal, run_id, line)
+    stored = journal.get(run_id, f"case/{line}/record")
+    if done is None or stored is None:
+        return None
+    resolution = _resolution(done)
+    assert resolution is not None
+    return _resolved_record(CaseRecord.model_validate(stored.payload), resolution)
+
+
+def _complete(journal: Journal, run_id: str, line: int) -> None:
+    if journal.get(run_id, f"case/{line}/resolved") is not None:
+        return
+    record = _derived(journal, run_id, line)
+    if record is not None:
+        journal.append(run_id, "case.resolved", record.model_dump(mode="json"), key=f"case/{line}/resolved", case=str(line))
+
+
+def complete_resolutions(journal: Journal, run_id: str) -> int:
+    """Journal the ``case.resolved`` of every half-applied resolution of the run; the count."""
+    done = 0
+    with journal.transaction(run_id):
+        have = {str(e.case) for e in journal.events(run_id, type="case.resolved")}
+        for event in journal.events(run_id, type="review.resolved"):
+            if str(event.case) not in have and event.case is not None and event.case.isdigit():
+                before = journal.get(run_id, f"case/{event.case}/resolved")
+                _complete(journal, run_id, int(event.case))
+                done += before is None and journal.get(run_id, f"case/{event.case}/resolved") is not None
+    return done
 
 
 def final_records(journal: Journal, run_id: str) -> list[CaseRecord]:
@@ -115,6 +312,14 @@ def final_records(journal: Journal, run_id: str) -> list[CaseRecord]:
     records: dict[str, CaseRecord] = {}
     for event in journal.events(run_id, type="case.record"):
         records[str(event.case)] = CaseRecord.model_validate(event.payload)
+    resolved: set[str] = set()
     for event in journal.events(run_id, type="case.resolved"):
         records[str(event.case)] = CaseRecord.model_validate(event.payload)
+        resolved.add(str(event.case))
+    for event in journal.events(run_id, type="review.resolved"):
+        case = str(event.case)
+        if case not in resolved and case.isdigit():
+            derived = _derived(journal, run_id, int(case))
+            if derived is not None:
+                records[case] = derived
     return sorted(records.values(), key=lambda r: r.line)

@@ -34,6 +34,12 @@ Choices where the seed is silent:
   on VariErrNLI's short human explanations the medians are 0.52 (MiniLM) and 0.20
   (TF-IDF), so calibrate on your own corpus. Any other model must be given ``theta_s``
   or calibrated (:mod:`dissensus.states.calibrate`).
+* An agent with empty (or blank) reasoning has no reasoning vector: its pairs are left
+  out of the mean and the minimum (and hold 0.0 in the matrix), and the reading names
+  it in ``missing_reasoning``. When fewer than two agents gave reasoning, similarity is
+  undefined (``similarity_defined`` false, mean and minimum reported as 0.0) and the
+  panel is routed by agreement alone: it reads as divergent (DA or DD), because
+  convergence is a claim the texts would have to support.
 * The matrix is symmetric, clipped to [-1, 1] and has a unit diagonal; byte-identical
   traces have similarity exactly 1. Each pair's similarity is computed from the two
   traces alone (embedding backends: the dot product of their rows, taken in sorted-text
@@ -162,6 +168,10 @@ class Reading(BaseModel):
     """The similarity model the reading used."""
     thresholds: Thresholds
     """The thresholds the reading used."""
+    missing_reasoning: list[str] = Field(default_factory=list)
+    """Agents that gave no reasoning (left out of the similarity), in panel order."""
+    similarity_defined: bool = True
+    """False when fewer than two agents gave reasoning: similarity was not measured."""
 
     @property
     def reasoning_similarity(self) -> float:
@@ -218,12 +228,21 @@ def _build(
     """The reading from the upper-triangle similarities (row-major, panel order)."""
     outputs = panel.outputs
     n = len(outputs)
-    if matrix is None:
+    missing = [o.agent for o in outputs if not o.reasoning.strip()]
+    sims = upper
+    if missing:
+        has = [bool(o.reasoning.strip()) for o in outputs]
+        keep = [has[i] and has[j] for i, j in _pairs(n)]
+        upper = [v if k else 0.0 for v, k in zip(upper, keep, strict=True)]
+        sims = [v for v, k in zip(upper, keep, strict=True) if k]
         matrix = _square(upper, n)
-    mean = math.fsum(upper) / len(upper)
+    elif matrix is None:
+        matrix = _square(upper, n)
+    defined = bool(sims)
+    mean = math.fsum(sims) / len(sims) if defined else 0.0
     decision, share, tie, votes, abstentions = _tally([o.decision for o in outputs])
     agree = not tie and n - abstentions >= 2 and share >= thresholds.theta_a
-    convergent = mean >= thresholds.theta_s
+    convergent = defined and mean >= thresholds.theta_s
     values = {
         "id": panel.id,
         "state": State.of(convergent=convergent, agreement=agree),
@@ -233,11 +252,13 @@ def _build(
         "votes": votes,
         "abstentions": abstentions,
         "mean_similarity": mean,
-        "min_similarity": min(upper),
+        "min_similarity": min(sims) if defined else 0.0,
         "agents": [o.agent for o in outputs],
         "matrix": matrix,
         "model": model,
         "thresholds": thresholds,
+        "missing_reasoning": missing,
+        "similarity_defined": defined,
     }
     # Every value above is already of its field's type: skip validation (hot path).
     return trusted(Reading, values)
@@ -284,7 +305,10 @@ def _resolve(backend: SimilarityBackend, thresholds: Thresholds | None) -> Thres
 
 def _read_with_matrix(panel: Panel, backend: SimilarityBackend, th: Thresholds) -> Reading:
     """Matrix backends: the distinct traces in sorted order, so agent order cannot matter."""
-    texts = sorted({o.reasoning for o in panel.outputs})
+    texts = sorted({o.reasoning for o in panel.outputs if o.reasoning.strip()})
+    n = len(panel.outputs)
+    if not texts:  # nobody gave reasoning: similarity undefined (see _build)
+        return _build(panel, [0.0] * len(_pairs(n)), backend.name, th)
     where = {t: i for i, t in enumerate(texts)}
     u = np.asarray(backend.matrix(texts), dtype=np.float64)
     if u.shape != (len(texts), len(texts)):
@@ -292,7 +316,8 @@ def _read_with_matrix(panel: Panel, backend: SimilarityBackend, th: Thresholds) 
             f"similarity backend {backend.name!r} returned a matrix of shape {u.shape}"
         )
     u = np.clip((u + u.T) / 2.0, -1.0, 1.0)
-    index = [where[o.reasoning] for o in panel.outputs]
+    # A blank trace maps to row 0; _build leaves its pairs out.
+    index = [where.get(o.reasoning, 0) for o in panel.outputs]
     upper = [
         1.0 if index[i] == index[j] else float(u[index[i], index[j]]) for i, j in _pairs(len(index))
     ]
@@ -344,9 +369,11 @@ def read_panels(
     th = _resolve(backend, thresholds)
     if not isinstance(backend, EmbeddingBackend):
         return [_read_with_matrix(p, backend, th) for p in batch]
-    distinct = sorted({o.reasoning for p in batch for o in p.outputs})
-    if not distinct:
+    if not batch:
         return []
+    distinct = sorted({o.reasoning for p in batch for o in p.outputs if o.reasoning.strip()})
+    if not distinct:  # nobody gave reasoning: similarity undefined (see _build)
+        return [_build(p, [0.0] * len(_pairs(len(p.outputs))), backend.name, th) for p in batch]
     rows = np.asarray(backend.embed(distinct), dtype=np.float64)
     if rows.ndim != 2 or rows.shape[0] != len(distinct):
         raise ConfigError(
@@ -359,7 +386,9 @@ def read_panels(
     readings: list[Reading | None] = [None] * len(batch)
     for n, members in by_size.items():
         index = np.array(
-            [[position[o.reasoning] for o in batch[k].outputs] for k in members], dtype=np.intp
+            # A blank trace maps to row 0; _build leaves its pairs out.
+            [[position.get(o.reasoning, 0) for o in batch[k].outputs] for k in members],
+            dtype=np.intp,
         )
         sims = _pair_similarities(rows, index, n)
         r, c = _upper(n)

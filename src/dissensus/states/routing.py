@@ -56,10 +56,10 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from dissensus.errors import ConfigError, DissensusError
+from dissensus.io.yamlfile import load_yaml_file
 from dissensus.states._trusted import trusted
 from dissensus.states.conditions import Condition, parse_condition
 from dissensus.states.exclusive import exclusive
@@ -263,21 +263,7 @@ class RuleSet:
     def load(cls, path: str | Path) -> RuleSet:
         """Load and validate a YAML rules file."""
         name = str(path)
-        try:
-            text = Path(path).read_text(encoding="utf-8")
-        except OSError as exc:
-            raise ConfigError(f"cannot read rules file: {exc.strerror or exc}", file=name) from None
-        except UnicodeDecodeError as exc:
-            raise ConfigError(
-                f"rules file is not UTF-8 text (byte {exc.start}: {exc.reason})", file=name
-            ) from None
-        try:
-            data: Any = yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            at = f" at line {mark.line + 1}" if mark is not None else ""
-            problem = getattr(exc, "problem", None)
-            raise ConfigError(f"invalid YAML{at}" + (f": {problem}" if problem else ""), file=name) from None
+        data: Any = load_yaml_file(path, what="rules file")
         return cls.from_dict(data, file=name)
 
     def _check_ids(self, rules: Sequence[Rule]) -> None:

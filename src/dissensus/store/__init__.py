@@ -1,28 +1,48 @@
-"""The run journal: append-only, hash-chained, SQLite by default (see :mod:`.journal`)."""
+"""The run journal: append-only, hash-chained, SQLite by default or PostgreSQL (see :mod:`.base`)."""
 
 from dissensus.store.canonical import GENESIS, canonical, chain_hash, sha256_text
 from dissensus.store.journal import (
     DEFAULT_JOURNAL,
+    SEAL_TYPE,
+    Claim,
+    ClaimConflict,
     Event,
     Journal,
+    JournalBusy,
     JournalConflict,
+    JournalError,
+    JournalReadOnly,
+    RunExists,
     RunInfo,
+    RunLock,
     UnknownRun,
     VerifyReport,
+    is_postgres_url,
     journal_path,
+    open_journal,
 )
 
 __all__ = [
     "DEFAULT_JOURNAL",
     "GENESIS",
+    "SEAL_TYPE",
+    "Claim",
+    "ClaimConflict",
     "Event",
     "Journal",
+    "JournalBusy",
     "JournalConflict",
+    "JournalError",
+    "JournalReadOnly",
+    "RunExists",
     "RunInfo",
+    "RunLock",
     "UnknownRun",
     "VerifyReport",
     "canonical",
     "chain_hash",
+    "is_postgres_url",
     "journal_path",
+    "open_journal",
     "sha256_text",
 ]

@@ -1,0 +1,149 @@
+"""The one YAML loader of every configuration file: safe, bounded, strict about keys.
+
+Problem, task, policy, rules, scripted-model and calibration files are all read through
+:func:`load_yaml_file` (or :func:`load_yaml_text`). Choices where the design is silent:
+
+* Only plain data (PyYAML's safe loader: no Python objects).
+* Anchors and aliases are allowed, but the document they expand to may hold at most
+  :data:`MAX_NODES` nodes: an alias bomb ("billion laughs") is refused before it is
+  built, instead of growing memory without bound.
+* A key written twice in one mapping is an error naming the key and its line (YAML
+  forbids it; PyYAML would let the last one silently win, so a doubled ``floor`` could
+  change a guarantee).
+* Numbers must be finite: ``.nan`` or ``.inf`` anywhere is an error naming the field
+  ("must be a finite number"), as is text that is not valid Unicode.
+* Files must be UTF-8 (a UTF-8 byte order mark is skipped). UTF-16 or any other
+  encoding is one error line naming the file, never a traceback.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from dissensus.errors import ConfigError
+from dissensus.types import find_unrepresentable
+
+__all__ = ["MAX_NODES", "load_yaml_file", "load_yaml_text", "read_text_file"]
+
+MAX_NODES = 1_000_000
+"""Most nodes a YAML document may expand to once aliases are followed."""
+
+
+_BASE: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class _Loader(_BASE):  # type: ignore[misc]
+    """Safe loader (the C parser when built) refusing duplicate keys and alias bombs."""
+
+    def construct_document(self, node: yaml.Node) -> Any:
+        _check_size(node)
+        return super().construct_document(node)
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = self.construct_object(key_node, deep=True)
+            try:
+                duplicate = key in seen
+                seen.add(key)
+            except TypeError:
+                continue  # unhashable keys fail in the base constructor, with its message
+            if duplicate:
+                line = key_node.start_mark.line + 1
+                raise _Duplicate(f"duplicate key {key!r} at line {line}")
+        mapping: dict[Any, Any] = super().construct_mapping(node, deep=deep)
+        return mapping
+
+
+class _Duplicate(Exception):
+    pass
+
+
+class _TooLarge(Exception):
+    pass
+
+
+def _check_size(root: yaml.Node) -> None:
+    """Refuse a document whose alias-expanded size exceeds :data:`MAX_NODES`."""
+    sizes: dict[int, int] = {}
+    # Iterative post-order walk; a node shared through aliases is sized once.
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    on_path: set[int] = set()
+    while stack:
+        node, done = stack.pop()
+        key = id(node)
+        if done:
+            on_path.discard(key)
+            total = 1
+            for child in _children(node):
+                total += sizes.get(id(child), 1)
+                if total > MAX_NODES:
+                    raise _TooLarge(f"the document expands to more than {MAX_NODES:,} nodes (alias bomb?)")
+            sizes[key] = total
+            continue
+        if key in on_path:
+            raise _TooLarge("an alias refers to itself (a recursive document)")
+        if key in sizes:
+            continue
+        on_path.add(key)
+        stack.append((node, True))
+        for child in _children(node):
+            if id(child) in on_path:
+                raise _TooLarge("an alias refers to itself (a recursive document)")
+            if id(child) not in sizes:
+                stack.append((child, False))
+
+
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    if isinstance(node, yaml.MappingNode):
+        return [part for pair in node.value for part in pair]
+    return []
+
+
+def read_text_file(path: str | Path, *, what: str = "file") -> str:
+    """The text of a UTF-8 file; any failure is one :class:`ConfigError` naming the file."""
+    name = str(path)
+    try:
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"cannot read {what}: {exc.strerror or exc}", file=name) from None
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        raise ConfigError(f"{what} is not UTF-8 text (it is UTF-16); save it as UTF-8", file=name)
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{what} is not UTF-8 text (byte {exc.start}: {exc.reason})", file=name) from None
+
+
+def load_yaml_text(text: str, *, file: str | None = None) -> Any:
+    """Parse YAML ``text`` (see the module's choices); errors name ``file`` and the line."""
+    try:
+        data = yaml.load(text, Loader=_Loader)  # a SafeLoader subclass
+    except _Duplicate as exc:
+        raise ConfigError(str(exc), file=file) from None
+    except _TooLarge as exc:
+        raise ConfigError(str(exc), file=file) from None
+    except RecursionError:
+        raise ConfigError("the document is nested too deeply", file=file) from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        at = f" at line {mark.line + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None)
+        raise ConfigError(f"invalid YAML{at}" + (f": {problem}" if problem else ""), file=file) from None
+    why = find_unrepresentable(data)
+    if why is not None:
+        where, sep, message = why.partition(": ")
+        raise ConfigError(message if sep else why, file=file, field=where if sep else None)
+    return data
+
+
+def load_yaml_file(path: str | Path, *, what: str = "file") -> Any:
+    """Read and parse a YAML configuration file (UTF-8, bounded, no duplicate keys)."""
+    return load_yaml_text(read_text_file(path, what=what), file=str(path))

@@ -1,0 +1,195 @@
+"""Ed25519 signatures over canonical JSON: run heads, certificates, decision packets.
+
+The private key is read from ``$DISSENSUS_SIGNING_KEY`` only (an Ed25519 private key in
+PEM, the text itself, never a path and never a command-line flag), so it is never in
+shell history, a policy file or the journal. Verifiers take the public key as a PEM
+file (``--public-key FILE``).
+
+A signature is a small JSON object::
+
+    {"alg": "ed25519", "key_id": "<first 16 hex of sha256(raw public key)>", "value": "<base64>"}
+
+over the UTF-8 bytes of a canonical JSON text (:func:`dissensus.store.canonical.canonical`).
+A signed document (certificate, packet) carries it in a top-level ``signature`` field,
+and the signed text is the canonical JSON of the document *without* that field.
+
+Checking gives one of three answers, kept distinct on purpose: ``signed`` (a signature
+that verifies with the given public key), ``unsigned`` (no signature at all), and
+``invalid`` (a signature that does not verify: wrong key, or the document or signature
+was changed).
+
+What a signature proves: the holder of the private key produced exactly this text (a
+run's head covers every event before it through the hash chain). What it does not
+prove: that the inputs were true, that the key was not stolen, when the text was signed
+(timestamps are the signer's own claim), or anything about events appended after the
+last seal.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+
+from dissensus.errors import ConfigError, InputError
+from dissensus.store.canonical import canonical
+
+__all__ = [
+    "SIGNING_KEY_ENV",
+    "PublicKey",
+    "Signer",
+    "document_status",
+    "load_public_key",
+    "sign_document",
+    "signed_kind",
+    "signer_from_env",
+    "verify_text",
+]
+
+SIGNING_KEY_ENV = "DISSENSUS_SIGNING_KEY"
+"""Environment variable holding the Ed25519 private key (PEM text)."""
+
+SIGNATURE_FIELD = "signature"
+
+Status = Literal["signed", "unsigned", "invalid"]
+
+
+def _key_id(public: Ed25519PublicKey) -> str:
+    raw = public.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+    return hashlib.sha256(raw).hexdigest()[:16]
+
+
+class PublicKey:
+    """An Ed25519 public key used to check signatures."""
+
+    def __init__(self, key: Ed25519PublicKey) -> None:
+        self.key = key
+        self.key_id = _key_id(key)
+
+    def pem(self) -> str:
+        return self.key.public_bytes(
+            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+        ).decode("ascii")
+
+
+class Signer:
+    """Signs canonical JSON texts with an Ed25519 private key."""
+
+    def __init__(self, key: Ed25519PrivateKey) -> None:
+        self._key = key
+        self.public_key = PublicKey(key.public_key())
+
+    def __repr__(self) -> str:  # never show key material
+        return f"Signer(key_id={self.public_key.key_id})"
+
+    def sign_text(self, text: str) -> dict[str, str]:
+        """The signature object of ``text``."""
+        value = self._key.sign(text.encode("utf-8"))
+        return {
+            "alg": "ed25519",
+            "key_id": self.public_key.key_id,
+            "value": base64.b64encode(value).decode("ascii"),
+        }
+
+    @classmethod
+    def from_pem(cls, pem: str | bytes, *, source: str = SIGNING_KEY_ENV) -> Signer:
+        data = pem.encode("utf-8") if isinstance(pem, str) else pem
+        try:
+            key = serialization.load_pem_private_key(data, password=None)
+        except (ValueError, TypeError) as exc:
+            # The message never repeats the key text.
+            raise ConfigError(f"{source} is not an unencrypted PEM private key") from exc
+        if not isinstance(key, Ed25519PrivateKey):
+            raise ConfigError(f"{source} must be an Ed25519 private key, got {type(key).__name__}")
+        return cls(key)
+
+    @classmethod
+    def generate(cls) -> Signer:
+        """A fresh random key (tests and key set-up)."""
+        return cls(Ed25519PrivateKey.generate())
+
+    def private_pem(self) -> str:
+        return self._key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        ).decode("ascii")
+
+
+def signer_from_env(environ: dict[str, str] | None = None) -> Signer | None:
+    """The signer of ``$DISSENSUS_SIGNING_KEY``, or ``None`` when it is unset or empty."""
+    env = os.environ if environ is None else environ
+    pem = env.get(SIGNING_KEY_ENV, "").strip()
+    if not pem:
+        return None
+    return Signer.from_pem(pem)
+
+
+def load_public_key(path: str | Path) -> PublicKey:
+    """An Ed25519 public key from a PEM file (a private key's PEM is accepted too)."""
+    try:
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        raise InputError(f"cannot read public key {path}: {exc.strerror}") from exc
+    try:
+        key: Any = serialization.load_pem_public_key(data)
+    except ValueError:
+        try:
+            key = serialization.load_pem_private_key(data, password=None).public_key()
+        except (ValueError, TypeError) as exc:
+            raise InputError(f"{path}: not a PEM public key") from exc
+    if not isinstance(key, Ed25519PublicKey):
+        raise InputError(f"{path}: not an Ed25519 public key ({type(key).__name__})")
+    return PublicKey(key)
+
+
+def verify_text(
+    text: str, signature: dict[str, Any], public_key: PublicKey
+) -> Literal["valid", "invalid"]:
+    """Whether ``signature`` is ``public_key``'s signature of ``text``."""
+    if signature.get("alg") != "ed25519" or not isinstance(signature.get("value"), str):
+        return "invalid"
+    try:
+        raw = base64.b64decode(signature["value"], validate=True)
+        public_key.key.verify(raw, text.encode("utf-8"))
+    except (InvalidSignature, binascii.Error, ValueError):
+        return "invalid"
+    return "valid"
+
+
+def sign_document(document: dict[str, Any], signer: Signer) -> dict[str, Any]:
+    """``document`` with a ``signature`` field over its canonical JSON (any old one replaced)."""
+    body = {k: v for k, v in document.items() if k != SIGNATURE_FIELD}
+    return {**body, SIGNATURE_FIELD: signer.sign_text(canonical(body))}
+
+
+def signed_kind(document: dict[str, Any]) -> Literal["certificate", "packet", "deliberation"]:
+    """What a signed JSON document is: a CONCORD certificate, a DCI decision packet, or a
+    ``deliberate --json`` line holding a packet (anything else is treated as a certificate)."""
+    if "packet" in document and "method" in document:
+        return "deliberation"
+    if "residual_objections" in document and "minority_report" in document:
+        return "packet"
+    return "certificate"
+
+
+def document_status(document: dict[str, Any], public_key: PublicKey) -> Status:
+    """``signed``, ``unsigned`` (no ``signature`` field) or ``invalid``."""
+    signature = document.get(SIGNATURE_FIELD)
+    if signature is None:
+        return "unsigned"
+    if not isinstance(signature, dict):
+        return "invalid"
+    body = {k: v for k, v in document.items() if k != SIGNATURE_FIELD}
+    try:
+        text = canonical(body)
+    except ValueError:
+        return "invalid"
+    return "signed" if verify_text(text, signature, public_key) == "valid" else "invalid"

@@ -1,0 +1,852 @@
+"""The run journal's interface and the logic both back ends share.
+
+Every run of the pipeline writes its inputs, readings, guard audits, routes, every
+model call with its usage, follow-ups, packets, certificates, review items, human
+resolutions and final records as *events*. Each event of a run has a sequence number
+(0, 1, 2, ... without gaps), a *key* unique within the run, a type, an optional case
+reference, a JSON payload stored as canonical text, and
+``hash = sha256(prev_hash + canonical(event))`` where ``prev_hash`` is the hash of the
+run's previous event (:mod:`dissensus.store.canonical`). :meth:`Journal.verify`
+recomputes the chain; any edited, removed, inserted or reordered event breaks it.
+
+Two back ends hold the same schema and the same chain: an embedded SQLite file
+(:mod:`dissensus.store.sqlite`, the default) and a PostgreSQL server for many writers
+(:mod:`dissensus.store.postgres`, ``postgresql://...``). ``Journal(target)`` and
+:func:`open_journal` pick the back end from the target.
+
+Choices where the design is silent:
+
+* **Idempotent keys.** Appending a key that the run already holds returns the stored
+  event and writes nothing, after checking the payload is the same
+  (:class:`JournalConflict` otherwise). A resumed run replays its deterministic steps
+  and only the missing events are written.
+* **One writer per run at a time.** An append (or a :meth:`Journal.transaction`) takes
+  the run's write lock (SQLite: the database write lock, ``BEGIN IMMEDIATE``;
+  PostgreSQL: ``SELECT ... FOR UPDATE`` on the run's header row) and reads the previous
+  hash inside it, so concurrent writers never fork the chain. Several events appended
+  in one :meth:`Journal.transaction` are committed together or not at all.
+* **Head anchor.** ``runs.head_hash`` and ``runs.n_events`` change in the same
+  transaction as each append; verify checks them against the chain.
+* **Canonical text.** A payload is stored as its canonical JSON text, and verify
+  requires the stored text to *be* canonical: a payload edited to carry a duplicate key
+  (which different JSON readers resolve differently) fails verification.
+* **Seals.** When the journal has a signer (``DISSENSUS_SIGNING_KEY``, read by the CLI),
+  every ``run.finished`` and ``case.resolved`` append is followed by a ``run.sealed``
+  event whose payload signs ``{run, n_events, head}`` of the chain before it
+  (:mod:`dissensus.signing`). An unkeyed chain cannot stop an editor who re-chains
+  every hash; a seal can, for anyone holding the public key.
+* **Busy writers.** A writer waits up to the busy timeout (``$DISSENSUS_JOURNAL_BUSY_TIMEOUT``
+  seconds, default 30) for a lock, then fails with :class:`JournalBusy` (one line, exit 1).
+* **Claims and run locks** are coordination state, kept outside the hash chain: a claim
+  says who is working on a review item until when; a run lock says which process is
+  executing a run. Neither is evidence; resolutions name their reviewer in the chain.
+* **Timestamps** (``at``, UTC ISO-8601) are part of the hashed event but never of a
+  final record, so a resumed run and an uninterrupted one end with the same records.
+* **Threads.** One journal object may be shared by threads: its statements and
+  transactions are serialised by a lock (processes each open their own object).
+* The journal stores what it is given; callers never give it secrets.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager, suppress
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from dissensus.errors import ConfigError, DissensusError
+from dissensus.store.canonical import GENESIS, canonical, chain_hash
+
+if TYPE_CHECKING:
+    from dissensus.signing import PublicKey, Signer
+
+__all__ = [
+    "BUSY_TIMEOUT_ENV",
+    "DEFAULT_JOURNAL",
+    "SEAL_TYPE",
+    "Claim",
+    "ClaimConflict",
+    "Event",
+    "Journal",
+    "JournalBusy",
+    "JournalConflict",
+    "JournalError",
+    "JournalReadOnly",
+    "RunExists",
+    "RunInfo",
+    "RunLock",
+    "UnknownRun",
+    "VerifyReport",
+    "is_postgres_url",
+    "journal_path",
+    "open_journal",
+]
+
+DEFAULT_JOURNAL = "dissensus-journal.sqlite"
+"""Journal file used when neither ``--journal`` nor ``$DISSENSUS_JOURNAL`` is given."""
+
+BUSY_TIMEOUT_ENV = "DISSENSUS_JOURNAL_BUSY_TIMEOUT"
+"""Seconds a writer waits for another writer's lock before :class:`JournalBusy` (default 30)."""
+
+SEAL_TYPE = "run.sealed"
+"""Type of the event that signs the chain before it."""
+
+SEAL_AFTER = frozenset({"run.finished", "case.resolved"})
+"""Event types after which a journal with a signer seals the run's head."""
+
+SCHEMA_VERSION = "1"
+
+RUNS_COLUMNS = ("run_id", "created", "kind", "meta", "head_hash", "n_events")
+EVENTS_COLUMNS = ("run_id", "seq", "key", "type", "case_ref", "at", "payload", "prev_hash", "hash")
+
+
+def journal_path(option: str | None = None) -> str:
+    """The journal to use: the option, else ``$DISSENSUS_JOURNAL``, else :data:`DEFAULT_JOURNAL`."""
+    if option:
+        return option
+    return os.environ.get("DISSENSUS_JOURNAL") or DEFAULT_JOURNAL
+
+
+def is_postgres_url(target: str | Path) -> bool:
+    """Whether ``target`` names a PostgreSQL journal (``postgresql://`` or ``postgres://``)."""
+    return str(target).startswith(("postgresql://", "postgres://"))
+
+
+def busy_timeout(value: float | None = None) -> float:
+    """The busy timeout in seconds: ``value``, else ``$DISSENSUS_JOURNAL_BUSY_TIMEOUT``, else 30."""
+    if value is not None:
+        return float(value)
+    raw = os.environ.get(BUSY_TIMEOUT_ENV)
+    if not raw:
+        return 30.0
+    try:
+        seconds = float(raw)
+    except ValueError:
+        seconds = -1.0
+    if not (0 <= seconds < float("inf")):
+        raise ConfigError(
+            f"{BUSY_TIMEOUT_ENV} must be a finite number of seconds >= 0, got {raw!r}"
+        )
+    return seconds
+
+
+class JournalError(DissensusError):
+    """The journal cannot be used (unreachable, not a dissensus journal, a database error)."""
+
+
+class JournalConflict(DissensusError):
+    """A key was appended again with a different payload (the run is not deterministic)."""
+
+
+class JournalBusy(JournalError):
+    """Another writer held the journal's lock longer than the busy timeout."""
+
+
+class JournalReadOnly(JournalError):
+    """The journal cannot be written (a read-only file or database user)."""
+
+    exit_code = 2
+
+
+class UnknownRun(DissensusError):
+    """No run with that id in this journal."""
+
+    exit_code = 2
+
+
+class RunExists(DissensusError):
+    """A new run was given the id of a run the journal already holds."""
+
+    exit_code = 2
+
+
+class ClaimConflict(DissensusError):
+    """Someone else holds an unexpired claim on the review item."""
+
+    def __init__(self, message: str, *, holder: str, expires: str) -> None:
+        super().__init__(message)
+        self.holder = holder
+        self.expires = expires
+
+
+class Event(BaseModel):
+    """One journal event, as stored."""
+
+    model_config = ConfigDict(frozen=True)
+
+    run_id: str
+    seq: int
+    key: str
+    """Unique within the run; appending it again is a no-op."""
+    type: str
+    """What happened, e.g. ``case.reading``, ``model.call``, ``case.record``."""
+    case: str | None
+    """The case the event belongs to (``None`` for run-level events)."""
+    at: str
+    payload: dict[str, Any]
+    prev_hash: str
+    hash: str
+
+    def body(self) -> dict[str, Any]:
+        """The hashed part of the event."""
+        return {
+            "run": self.run_id,
+            "seq": self.seq,
+            "key": self.key,
+            "type": self.type,
+            "case": self.case,
+            "at": self.at,
+            "payload": self.payload,
+        }
+
+
+class RunInfo(BaseModel):
+    """One run's header."""
+
+    run_id: str
+    created: str
+    kind: str
+    meta: dict[str, Any]
+    head_hash: str
+    n_events: int
+
+
+class Claim(BaseModel):
+    """Who is working on a review item, until when (UTC ISO-8601)."""
+
+    review_id: str
+    run_id: str
+    who: str
+    claimed_at: str
+    expires: str
+
+
+class RunLock(BaseModel):
+    """The process executing a run."""
+
+    run_id: str
+    pid: int
+    host: str
+    acquired: str
+
+
+SignatureStatus = Literal["signed", "unsigned", "invalid"]
+
+
+class VerifyReport(BaseModel):
+    """Outcome of recomputing a run's hash chain (and, with a public key, its seals)."""
+
+    run_id: str
+    ok: bool
+    n_events: int
+    head_hash: str
+    problems: list[str]
+    finished: bool = False
+    """Whether the chain holds the run's ``run.finished`` event (an unfinished run was
+    interrupted, or its tail was removed together with its header fixed)."""
+    signature: SignatureStatus | None = None
+    """With a public key: ``signed`` (the last event is a valid seal of everything
+    before it), ``unsigned`` (no seal, or events after the last seal), ``invalid``."""
+    signature_detail: str | None = None
+
+
+class _Pending:
+    """Events written inside the current transaction, reported once it commits."""
+
+    def __init__(self) -> None:
+        self.events: list[Event] = []
+        self.seal_runs: list[str] = []
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="microseconds")
+
+
+def _later(seconds: float) -> str:
+    return (datetime.now(UTC) + timedelta(seconds=seconds)).isoformat(timespec="microseconds")
+
+
+def _strict_loads(text: str) -> Any:
+    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for k, v in items:
+            if k in out:
+                raise ValueError(f"duplicate key {k!r}")
+            out[k] = v
+        return out
+
+    return json.loads(text, object_pairs_hook=pairs)
+
+
+class Journal:
+    """The run journal. ``Journal(target)`` opens the back end ``target`` names.
+
+    ``target`` is a ``postgresql://`` URL (:class:`~dissensus.store.postgres.PostgresJournal`)
+    or an SQLite file path, ``":memory:"`` for a throw-away one
+    (:class:`~dissensus.store.sqlite.SQLiteJournal`). ``after_append`` is called with
+    every newly written event once it is committed (progress reporting, fault injection
+    in crash tests). ``signer`` seals runs as they close (see the module docstring).
+    """
+
+    path: str
+    after_append: Callable[[Event], None] | None
+    signer: Signer | None
+
+    def __new__(cls, target: str | Path, *args: Any, **kwargs: Any) -> Journal:
+        if cls is Journal:
+            if is_postgres_url(target):
+                from dissensus.store.postgres import PostgresJournal
+
+                return object.__new__(PostgresJournal)
+            from dissensus.store.sqlite import SQLiteJournal
+
+            return object.__new__(SQLiteJournal)
+        return object.__new__(cls)
+
+    def __init__(
+        self,
+        target: str | Path,
+        *,
+        after_append: Callable[[Event], None] | None = None,
+        synchronous: str | None = None,
+        busy_timeout: float | None = None,
+        signer: Signer | None = None,
+    ) -> None:  # pragma: no cover - every back end defines its own
+        raise NotImplementedError
+
+    # -- what a back end provides --------------------------------------------------------
+
+    _depth: int = 0
+    _pending: _Pending | None = None
+    _locked_runs: set[str]
+    _lock: threading.RLock
+
+    def _rows(self, sql: str, args: Sequence[Any] = ()) -> list[dict[str, Any]]:
+        """Run a query (``?`` placeholders) and return its rows as dicts."""
+        raise NotImplementedError
+
+    def _exec(self, sql: str, args: Sequence[Any] = ()) -> int:
+        """Run a statement (``?`` placeholders) and return the number of rows it changed."""
+        raise NotImplementedError
+
+    def _append_state(self, run_id: str, key: str) -> tuple[dict[str, Any] | None, dict[str, Any]]:
+        """Inside the run's write transaction: (the event stored under ``key`` or None,
+        the run's ``head_hash`` and ``n_events``)."""
+        rows = self._rows("SELECT * FROM events WHERE run_id = ? AND key = ?", (run_id, key))
+        if rows:
+            return rows[0], {}
+        return None, self._rows("SELECT head_hash, n_events FROM runs WHERE run_id = ?", (run_id,))[
+            0
+        ]
+
+    def _write_event(self, row: tuple[Any, ...]) -> None:
+        """Inside the run's write transaction: insert the event row and move the run's head."""
+        self._exec(
+            "INSERT INTO events (run_id, seq, key, type, case_ref, at, payload, prev_hash, hash) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            row,
+        )
+        self._exec(
+            "UPDATE runs SET head_hash = ?, n_events = ? WHERE run_id = ?",
+            (row[8], row[1] + 1, row[0]),
+        )
+
+    def _begin(self) -> None:
+        raise NotImplementedError
+
+    def _commit(self) -> None:
+        raise NotImplementedError
+
+    def _rollback(self) -> None:
+        raise NotImplementedError
+
+    def _lock_run(self, run_id: str) -> bool:
+        """Inside a write transaction: lock the run's header; False when there is no such run."""
+        raise NotImplementedError
+
+    def _claim_row(self, review_id: str) -> tuple[bool, dict[str, Any] | None]:
+        """Inside a write transaction: (locked_by_someone_else, current claim row)."""
+        raise NotImplementedError
+
+    def _errors(self) -> Any:
+        """A context manager translating driver errors into :class:`JournalError`."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def acquire_run_lock(self, run_id: str, pid: int | None = None) -> RunLock | None:
+        """Take the run's execution lock for ``pid`` (default: this process).
+
+        Returns ``None`` when taken, else the holder. A holder on this host whose
+        process is gone is replaced. Released by :meth:`release_run_lock`.
+        """
+        raise NotImplementedError
+
+    def release_run_lock(self, run_id: str, pid: int | None = None) -> None:
+        """Release the run's execution lock if ``pid`` (default: this process) holds it."""
+        raise NotImplementedError
+
+    # -- transactions ------------------------------------------------------------------
+
+    @contextmanager
+    def transaction(self, run_id: str | None = None) -> Iterator[None]:
+        """One write transaction, holding ``run_id``'s write lock: everything inside
+        commits together or not at all. Nested calls join the outer transaction.
+
+        A journal object may be shared by threads: a transaction holds the object's
+        lock, so another thread's statements wait for it to end."""
+        with self._lock, self._transaction(run_id):
+            yield
+
+    @contextmanager
+    def _transaction(self, run_id: str | None) -> Iterator[None]:
+        if self._depth:
+            if run_id is not None and run_id not in self._locked_runs:
+                with self._errors():
+                    if not self._lock_run(run_id):
+                        raise UnknownRun(f"no run {run_id!r} in journal {self.path}")
+                self._locked_runs.add(run_id)
+            self._depth += 1
+            try:
+                yield
+            finally:
+                self._depth -= 1
+            return
+        pending = _Pending()
+        with self._errors():
+            self._begin()
+        self._depth = 1
+        self._pending = pending
+        self._locked_runs = set()
+        try:
+            if run_id is not None:
+                with self._errors():
+                    found = self._lock_run(run_id)
+                if not found:
+                    raise UnknownRun(f"no run {run_id!r} in journal {self.path}")
+                self._locked_runs.add(run_id)
+            yield
+            with self._errors():
+                self._commit()
+        except BaseException:
+            with suppress(Exception):  # the first error is the one to report
+                self._rollback()
+            raise
+        finally:
+            self._depth = 0
+            self._pending = None
+            self._locked_runs = set()
+        for event in pending.events:
+            if self.after_append is not None:
+                self.after_append(event)
+        for sealed_run in dict.fromkeys(pending.seal_runs):
+            self.seal(sealed_run)
+
+    # -- runs -------------------------------------------------------------------------
+
+    def create_run(
+        self,
+        run_id: str,
+        *,
+        kind: str,
+        meta: dict[str, Any],
+        first: tuple[str, dict[str, Any], str] | None = None,
+        exclusive: bool = False,
+    ) -> RunInfo:
+        """Register a run (idempotent for the same id unless ``exclusive``).
+
+        ``first`` = ``(type, payload, key)`` is appended in the same transaction, so a
+        crash leaves either no run or a run with its first event. ``exclusive`` raises
+        :class:`RunExists` when the id is taken (two ``decide --run-id x`` at once: one
+        wins, the other fails cleanly).
+        """
+        with self.transaction():
+            existing = self.run(run_id, missing_ok=True)
+            if existing is not None:
+                if exclusive:
+                    raise RunExists(
+                        f"run {run_id!r} already exists in {self.path}; resume it with 'dissensus runs resume'"
+                    )
+            else:
+                with self._errors():
+                    changed = self._exec(
+                        "INSERT INTO runs (run_id, created, kind, meta, head_hash, n_events) "
+                        "VALUES (?, ?, ?, ?, ?, 0) ON CONFLICT (run_id) DO NOTHING",
+                        (run_id, _now(), kind, canonical(meta), GENESIS),
+                    )
+                if not changed and exclusive:
+                    raise RunExists(f"run {run_id!r} already exists in {self.path}")
+            if first is not None:
+                type_, payload, key = first
+                self.append(run_id, type_, payload, key=key)
+        info = self.run(run_id)
+        assert info is not None
+        return info
+
+    def run(self, run_id: str, *, missing_ok: bool = False) -> RunInfo | None:
+        with self._errors():
+            rows = self._rows("SELECT * FROM runs WHERE run_id = ?", (run_id,))
+        if not rows:
+            if missing_ok:
+                return None
+            raise UnknownRun(f"no run {run_id!r} in journal {self.path}")
+        row = rows[0]
+        return RunInfo(
+            run_id=row["run_id"],
+            created=row["created"],
+            kind=row["kind"],
+            meta=json.loads(row["meta"]),
+            head_hash=row["head_hash"],
+            n_events=int(row["n_events"]),
+        )
+
+    def runs(self) -> list[RunInfo]:
+        """Every run, oldest first."""
+        with self._errors():
+            ids = [
+                r["run_id"] for r in self._rows("SELECT run_id FROM runs ORDER BY created, run_id")
+            ]
+        out = []
+        for run_id in ids:
+            info = self.run(run_id)
+            assert info is not None
+            out.append(info)
+        return out
+
+    # -- events -----------------------------------------------------------------------
+
+    def append(
+        self, run_id: str, type: str, payload: dict[str, Any], *, key: str, case: str | None = None
+    ) -> Event:
+        """Append one event (or return the stored one when ``key`` is already there)."""
+        text = canonical(payload)
+        with self.transaction(run_id):
+            with self._errors():
+                existing, head = self._append_state(run_id, key)
+            if existing is not None:
+                stored = _row_event(existing)
+                if existing["payload"] != text:
+                    raise JournalConflict(
+                        f"run {run_id}: event {key!r} was journalled with a different payload"
+                    )
+                return stored
+            seq = int(head["n_events"])
+            prev = str(head["head_hash"])
+            at = _now()
+            body = {
+                "run": run_id,
+                "seq": seq,
+                "key": key,
+                "type": type,
+                "case": case,
+                "at": at,
+                "payload": payload,
+            }
+            digest = chain_hash(prev, body)
+            with self._errors():
+                self._write_event((run_id, seq, key, type, case, at, text, prev, digest))
+            event = Event(
+                run_id=run_id,
+                seq=seq,
+                key=key,
+                type=type,
+                case=case,
+                at=at,
+                payload=payload,
+                prev_hash=prev,
+                hash=digest,
+            )
+            assert self._pending is not None
+            self._pending.events.append(event)
+            if type in SEAL_AFTER and self.signer is not None:
+                self._pending.seal_runs.append(run_id)
+        return event
+
+    def seal(self, run_id: str) -> Event | None:
+        """Sign the run's current head with the journal's signer (``None`` without one,
+        or when the last event already is a seal)."""
+        signer = self.signer
+        if signer is None:
+            return None
+        with self.transaction(run_id):
+            info = self.run(run_id)
+            assert info is not None
+            if info.n_events:
+                last = self._rows(
+                    "SELECT type FROM events WHERE run_id = ? AND seq = ?",
+                    (run_id, info.n_events - 1),
+                )
+                if last and last[0]["type"] == SEAL_TYPE:
+                    return None
+            claim = {"run": run_id, "n_events": info.n_events, "head": info.head_hash}
+            payload = {**claim, "signature": signer.sign_text(canonical(claim))}
+            return self.append(run_id, SEAL_TYPE, payload, key=f"seal/{info.n_events}")
+
+    def get(self, run_id: str, key: str) -> Event | None:
+        """The event stored under ``key``, if any."""
+        with self._errors():
+            rows = self._rows("SELECT * FROM events WHERE run_id = ? AND key = ?", (run_id, key))
+        return _row_event(rows[0]) if rows else None
+
+    def events(
+        self, run_id: str, *, type: str | None = None, case: str | None = None
+    ) -> Iterator[Event]:
+        """A run's events in sequence order, optionally filtered by type and case."""
+        sql = "SELECT * FROM events WHERE run_id = ?"
+        args: list[Any] = [run_id]
+        if type is not None:
+            sql += " AND type = ?"
+            args.append(type)
+        if case is not None:
+            sql += " AND case_ref = ?"
+            args.append(case)
+        with self._errors():
+            rows = self._rows(sql + " ORDER BY seq", args)
+        for row in rows:
+            yield _row_event(row)
+
+    def events_of_type(self, type: str) -> Iterator[Event]:
+        """Every event of ``type`` across runs (run order, then sequence)."""
+        with self._errors():
+            rows = self._rows(
+                "SELECT e.* FROM events e JOIN runs r ON r.run_id = e.run_id WHERE e.type = ? "
+                "ORDER BY r.created, e.run_id, e.seq",
+                (type,),
+            )
+        for row in rows:
+            yield _row_event(row)
+
+    # -- review claims ------------------------------------------------------------------
+
+    def claim(self, review_id: str, who: str, ttl: float, *, run_id: str) -> Claim:
+        """Claim ``review_id`` for ``who`` for ``ttl`` seconds (renewing one's own claim).
+
+        :class:`ClaimConflict` when someone else holds an unexpired claim, or is taking
+        one at this moment (PostgreSQL: the row is locked, ``SKIP LOCKED``).
+        """
+        if not who.strip():
+            raise DissensusError("a claim needs a reviewer name")
+        if not (0 < ttl < float("inf")):
+            raise DissensusError(f"claim time must be a positive number of seconds, got {ttl!r}")
+        with self.transaction():
+            busy, row = self._claim_row(review_id)
+            now = _now()
+            if busy:
+                raise ClaimConflict(
+                    f"review item {review_id} is being claimed by someone else",
+                    holder="?",
+                    expires=now,
+                )
+            if row is not None and row["who"] != who and str(row["expires"]) > now:
+                raise ClaimConflict(
+                    f"review item {review_id} is claimed by {row['who']} until {row['expires']}",
+                    holder=str(row["who"]),
+                    expires=str(row["expires"]),
+                )
+            claim = Claim(
+                review_id=review_id, run_id=run_id, who=who, claimed_at=now, expires=_later(ttl)
+            )
+            with self._errors():
+                changed = self._exec(
+                    "INSERT INTO claims (review_id, run_id, who, claimed_at, expires) VALUES (?, ?, ?, ?, ?) "
+                    "ON CONFLICT (review_id) DO UPDATE SET run_id = excluded.run_id, who = excluded.who, "
+                    "claimed_at = excluded.claimed_at, expires = excluded.expires "
+                    "WHERE claims.who = excluded.who OR claims.expires <= ?",
+                    (
+                        claim.review_id,
+                        claim.run_id,
+                        claim.who,
+                        claim.claimed_at,
+                        claim.expires,
+                        now,
+                    ),
+                )
+            if not changed:
+                # Someone else's claim was committed while this one waited for it.
+                raise ClaimConflict(
+                    f"review item {review_id} was just claimed by someone else",
+                    holder="?",
+                    expires=now,
+                )
+        return claim
+
+    def current_claim(self, review_id: str) -> Claim | None:
+        """The unexpired claim on ``review_id``, if any."""
+        with self._errors():
+            rows = self._rows(
+                "SELECT * FROM claims WHERE review_id = ? AND expires > ?", (review_id, _now())
+            )
+        return Claim.model_validate(rows[0]) if rows else None
+
+    def release_claim(self, review_id: str, who: str | None = None) -> None:
+        """Drop the claim on ``review_id`` (only ``who``'s, when given)."""
+        with self.transaction(), self._errors():
+            if who is None:
+                self._exec("DELETE FROM claims WHERE review_id = ?", (review_id,))
+            else:
+                self._exec("DELETE FROM claims WHERE review_id = ? AND who = ?", (review_id, who))
+
+    # -- verification -----------------------------------------------------------------
+
+    def verify(self, run_id: str, *, public_key: PublicKey | None = None) -> VerifyReport:
+        """Recompute the run's hash chain; compare it with the stored text, hashes and head.
+
+        With ``public_key``, also check the run's seals (:attr:`VerifyReport.signature`).
+        """
+        info = self.run(run_id)
+        assert info is not None
+        with self._errors():
+            rows = self._rows("SELECT * FROM events WHERE run_id = ? ORDER BY seq", (run_id,))
+        problems: list[str] = []
+        prev = GENESIS
+        count = 0
+        finished = False
+        seals: list[tuple[int, dict[str, Any]]] = []
+        for row in rows:
+            seq, key = int(row["seq"]), str(row["key"])
+            where = f"event {seq} ({key})"
+            if seq != count:
+                problems.append(f"event {count}: sequence gap (found seq {seq})")
+            if row["prev_hash"] != prev:
+                problems.append(f"{where}: prev_hash does not match the previous event")
+            try:
+                payload = _strict_loads(str(row["payload"]))
+                text = canonical(payload)
+            except ValueError as exc:
+                problems.append(f"{where}: stored payload is not valid canonical JSON ({exc})")
+                prev = str(row["hash"])
+                count += 1
+                continue
+            if text != row["payload"]:
+                problems.append(f"{where}: stored payload text is not its canonical JSON")
+            body = {
+                "run": row["run_id"],
+                "seq": seq,
+                "key": key,
+                "type": row["type"],
+                "case": row["case_ref"],
+                "at": row["at"],
+                "payload": payload,
+            }
+            if chain_hash(prev, body) != row["hash"]:
+                problems.append(f"{where}: content does not match its hash")
+            if row["type"] == "run.finished":
+                finished = True
+            if row["type"] == SEAL_TYPE and isinstance(payload, dict):
+                seals.append((seq, payload))
+                if (
+                    payload.get("n_events") != seq
+                    or payload.get("head") != prev
+                    or payload.get("run") != run_id
+                ):
+                    problems.append(f"{where}: seal does not describe the chain before it")
+            prev = str(row["hash"])
+            count += 1
+        if count != info.n_events:
+            problems.append(f"run header counts {info.n_events} events, journal holds {count}")
+        if prev != info.head_hash:
+            problems.append("run head hash does not match the last event")
+        report = VerifyReport(
+            run_id=run_id,
+            ok=not problems,
+            n_events=count,
+            head_hash=prev,
+            problems=problems,
+            finished=finished,
+        )
+        if public_key is not None:
+            status, detail = _seal_status(run_id, seals, count, public_key)
+            report.signature = status
+            report.signature_detail = detail
+        return report
+
+    def __enter__(self) -> Journal:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- helpers for back ends ----------------------------------------------------------
+
+    def _lock_holder(self, row: dict[str, Any] | None) -> RunLock | None:
+        """The live holder described by a run-lock row (``None``: free or stale)."""
+        if row is None:
+            return None
+        lock = RunLock(
+            run_id=row["run_id"], pid=int(row["pid"]), host=row["host"], acquired=row["acquired"]
+        )
+        if lock.host == socket.gethostname() and not _pid_alive(lock.pid):
+            return None
+        return lock
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _seal_status(
+    run_id: str, seals: list[tuple[int, dict[str, Any]]], count: int, public_key: PublicKey
+) -> tuple[SignatureStatus, str]:
+    from dissensus.signing import verify_text
+
+    if not seals:
+        return "unsigned", "the run has no seal"
+    for seq, payload in seals:
+        claim = {k: payload.get(k) for k in ("run", "n_events", "head")}
+        signature = payload.get("signature")
+        if (
+            not isinstance(signature, dict)
+            or verify_text(canonical(claim), signature, public_key) != "valid"
+        ):
+            return "invalid", f"seal at event {seq} does not verify with this public key"
+    last_seq = seals[-1][0]
+    if last_seq != count - 1:
+        return (
+            "unsigned",
+            f"{count - 1 - last_seq} event(s) after the last seal (event {last_seq}) are unsigned",
+        )
+    return (
+        "signed",
+        f"head signed at event {last_seq} covering {seals[-1][1].get('n_events')} event(s)",
+    )
+
+
+def _row_event(row: dict[str, Any]) -> Event:
+    return Event(
+        run_id=row["run_id"],
+        seq=int(row["seq"]),
+        key=row["key"],
+        type=row["type"],
+        case=row["case_ref"],
+        at=row["at"],
+        payload=json.loads(row["payload"]),
+        prev_hash=row["prev_hash"],
+        hash=row["hash"],
+    )
+
+
+def open_journal(
+    target: str | Path | None = None,
+    *,
+    after_append: Callable[[Event], None] | None = None,
+    busy_timeout: float | None = None,
+    signer: Signer | None = None,
+) -> Journal:
+    """Open the journal ``target`` names (a path or ``postgresql://`` URL; default
+    :func:`journal_path`)."""
+    resolved = journal_path(str(target) if target is not None else None)
+    return Journal(resolved, after_append=after_append, busy_timeout=busy_timeout, signer=signer)

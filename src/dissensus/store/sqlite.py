@@ -1,0 +1,254 @@
+"""The embedded SQLite back end of the run journal (the default).
+
+Choices where the design is silent:
+
+* **Durability.** WAL mode with ``synchronous=FULL``: an append returns only after its
+  transaction is on disk, so an appended event survives ``kill -9`` (and power loss)
+  and one that was not is absent entirely. ``$DISSENSUS_JOURNAL_SYNC=normal`` trades
+  power-loss durability for speed (every committed event still survives a process kill).
+* **Sharing a file.** WAL lets readers work while one process writes; writers take the
+  database write lock (``BEGIN IMMEDIATE``) and wait up to the busy timeout for it, so a
+  service and a CLI can share one journal file. A lock held longer than that is a
+  one-line :class:`~dissensus.store.base.JournalBusy` error, never a traceback.
+* **Someone else's database.** A file that already holds tables and is not a dissensus
+  journal is refused (exit 2) instead of having tables added to it.
+* **Run locks** live in a ``run_locks`` table; a holder whose process is gone (same
+  host) is replaced.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sqlite3
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from dissensus.errors import InputError
+from dissensus.store.base import (
+    BUSY_TIMEOUT_ENV,
+    EVENTS_COLUMNS,
+    RUNS_COLUMNS,
+    SCHEMA_VERSION,
+    Event,
+    Journal,
+    JournalBusy,
+    JournalError,
+    JournalReadOnly,
+    RunLock,
+    _now,
+    busy_timeout,
+)
+
+if TYPE_CHECKING:
+    from dissensus.signing import Signer
+
+__all__ = ["SYNC_ENV", "SQLiteJournal"]
+
+SYNC_ENV = "DISSENSUS_JOURNAL_SYNC"
+"""``full`` (default) or ``normal``: SQLite's ``synchronous`` setting of the journal."""
+
+_SCHEMA = f"""
+CREATE TABLE IF NOT EXISTS dissensus_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+INSERT OR IGNORE INTO dissensus_meta (key, value) VALUES ('schema', '{SCHEMA_VERSION}');
+CREATE TABLE IF NOT EXISTS runs (
+    run_id TEXT PRIMARY KEY,
+    created TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    meta TEXT NOT NULL,
+    head_hash TEXT NOT NULL,
+    n_events INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS events (
+    run_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    key TEXT NOT NULL,
+    type TEXT NOT NULL,
+    case_ref TEXT,
+    at TEXT NOT NULL,
+    payload TEXT NOT NULL,
+    prev_hash TEXT NOT NULL,
+    hash TEXT NOT NULL,
+    PRIMARY KEY (run_id, seq),
+    UNIQUE (run_id, key)
+);
+CREATE INDEX IF NOT EXISTS events_type ON events (type, run_id);
+CREATE INDEX IF NOT EXISTS events_case ON events (run_id, case_ref);
+CREATE TABLE IF NOT EXISTS claims (
+    review_id TEXT PRIMARY KEY,
+    run_id TEXT NOT NULL,
+    who TEXT NOT NULL,
+    claimed_at TEXT NOT NULL,
+    expires TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS run_locks (
+    run_id TEXT PRIMARY KEY,
+    pid INTEGER NOT NULL,
+    host TEXT NOT NULL,
+    acquired TEXT NOT NULL
+);
+"""
+
+_OURS = {"dissensus_meta", "runs", "events", "claims", "run_locks"}
+
+
+def _sync_mode(value: str | None) -> str:
+    mode = (value or os.environ.get(SYNC_ENV) or "full").strip().upper()
+    if mode not in ("FULL", "NORMAL"):
+        raise InputError(f"{SYNC_ENV} must be 'full' or 'normal', got {mode.lower()!r}")
+    return mode
+
+
+class SQLiteJournal(Journal):
+    """A run journal in one SQLite file (``":memory:"`` for a throw-away one)."""
+
+    def __init__(
+        self,
+        target: str | Path,
+        *,
+        after_append: Callable[[Event], None] | None = None,
+        synchronous: str | None = None,
+        busy_timeout: float | None = None,
+        signer: Signer | None = None,
+    ) -> None:
+        self.path = str(target)
+        self.after_append = after_append
+        self.signer = signer
+        self._depth = 0
+        self._pending = None
+        self._locked_runs = set()
+        self._lock = threading.RLock()
+        self.busy_timeout = _busy(busy_timeout)
+        if self.path != ":memory:":
+            parent = Path(self.path).parent
+            if not parent.is_dir():
+                raise InputError(f"journal directory does not exist: {parent}")
+        try:
+            self._db = sqlite3.connect(
+                self.path, isolation_level=None, timeout=self.busy_timeout, check_same_thread=False
+            )
+        except sqlite3.Error as exc:
+            raise InputError(f"cannot open journal {self.path}: {exc}") from exc
+        self._db.row_factory = sqlite3.Row
+        try:
+            tables = self._check_foreign()
+            with self._errors():
+                if self._db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+                    self._db.execute("PRAGMA journal_mode=WAL")
+                self._db.execute(f"PRAGMA synchronous={_sync_mode(synchronous)}")
+                if not tables >= _OURS:  # opening a complete journal writes nothing (no lock taken)
+                    self._db.executescript(_SCHEMA)
+        except BaseException:
+            self._db.close()
+            raise
+
+    def _check_foreign(self) -> set[str]:
+        try:
+            rows = self._db.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table'"
+            ).fetchall()
+        except sqlite3.OperationalError as exc:
+            raise JournalError(f"cannot read journal {self.path}: {exc}") from exc
+        except sqlite3.DatabaseError as exc:
+            raise InputError(f"not a dissensus journal: {self.path}: {exc}") from exc
+        tables = {str(r["name"]) for r in rows}
+        if not tables:
+            return tables
+        foreign = sorted(t for t in tables - _OURS if not t.startswith("sqlite_"))
+        mismatched = [
+            name
+            for name, columns in (("runs", RUNS_COLUMNS), ("events", EVENTS_COLUMNS))
+            if name in tables
+            and tuple(str(r["name"]) for r in self._db.execute(f"PRAGMA table_info({name})"))
+            != columns
+        ]
+        ours = "dissensus_meta" in tables or {"runs", "events"} <= tables
+        if (foreign and not ours) or mismatched:
+            what = ", ".join(foreign or mismatched)
+            raise InputError(
+                f"not a dissensus journal: {self.path} is an SQLite database of another application "
+                f"(tables: {what}); give --journal a new file"
+            )
+        return tables
+
+    # -- primitives -------------------------------------------------------------------
+
+    @contextmanager
+    def _errors(self) -> Iterator[None]:
+        try:
+            yield
+        except sqlite3.OperationalError as exc:
+            text = str(exc)
+            if "locked" in text or "busy" in text:
+                raise JournalBusy(
+                    f"journal {self.path} is locked by another writer (waited {self.busy_timeout:g} s; "
+                    f"see {BUSY_TIMEOUT_ENV})"
+                ) from exc
+            if "readonly" in text or "read-only" in text:
+                raise JournalReadOnly(f"journal {self.path} is read-only: {text}") from exc
+            raise JournalError(f"journal {self.path}: {text}") from exc
+        except sqlite3.DatabaseError as exc:
+            raise JournalError(f"journal {self.path}: {exc}") from exc
+
+    def _rows(self, sql: str, args: Sequence[Any] = ()) -> list[dict[str, Any]]:
+        with self._lock:
+            return [dict(r) for r in self._db.execute(sql, tuple(args)).fetchall()]
+
+    def _exec(self, sql: str, args: Sequence[Any] = ()) -> int:
+        with self._lock:
+            return self._db.execute(sql, tuple(args)).rowcount
+
+    def _begin(self) -> None:
+        self._db.execute("BEGIN IMMEDIATE")
+
+    def _commit(self) -> None:
+        self._db.execute("COMMIT")
+
+    def _rollback(self) -> None:
+        if self._db.in_transaction:
+            self._db.execute("ROLLBACK")
+
+    def _lock_run(self, run_id: str) -> bool:
+        # BEGIN IMMEDIATE already holds the database's write lock.
+        return bool(self._rows("SELECT 1 FROM runs WHERE run_id = ?", (run_id,)))
+
+    def _claim_row(self, review_id: str) -> tuple[bool, dict[str, Any] | None]:
+        with self._errors():
+            rows = self._rows("SELECT * FROM claims WHERE review_id = ?", (review_id,))
+        return False, (rows[0] if rows else None)
+
+    def close(self) -> None:
+        self._db.close()
+
+    # -- run locks --------------------------------------------------------------------
+
+    def acquire_run_lock(self, run_id: str, pid: int | None = None) -> RunLock | None:
+        pid = os.getpid() if pid is None else pid
+        with self.transaction(run_id), self._errors():
+            rows = self._rows("SELECT * FROM run_locks WHERE run_id = ?", (run_id,))
+            holder = self._lock_holder(rows[0] if rows else None)
+            if holder is not None and not (
+                holder.pid == pid and holder.host == socket.gethostname()
+            ):
+                return holder
+            self._exec(
+                "INSERT INTO run_locks (run_id, pid, host, acquired) VALUES (?, ?, ?, ?) "
+                "ON CONFLICT (run_id) DO UPDATE SET pid = excluded.pid, host = excluded.host, acquired = excluded.acquired",
+                (run_id, pid, socket.gethostname(), _now()),
+            )
+        return None
+
+    def release_run_lock(self, run_id: str, pid: int | None = None) -> None:
+        pid = os.getpid() if pid is None else pid
+        with self.transaction(), self._errors():
+            self._exec(
+                "DELETE FROM run_locks WHERE run_id = ? AND pid = ? AND host = ?",
+                (run_id, pid, socket.gethostname()),
+            )
+
+
+def _busy(value: float | None) -> float:
+    return busy_timeout(value)

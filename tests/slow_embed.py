@@ -1,0 +1,30 @@
+"""A similarity function that signals it started, then embeds very slowly (interrupt tests)."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+
+def embed(texts: list[str]) -> list[list[float]]:
+    marker = os.environ.get("SLOW_EMBED_MARKER")
+    if marker:
+        Path(marker).write_text("embedding\n")
+    time.sleep(60)
+    return [[1.0, 0.0] for _ in texts]
+
+
+CALLS: list[int] = []
+"""Sizes of the batches :func:`counting` was called with."""
+
+
+def counting(texts: list[str]) -> list[list[float]]:
+    """Records each batch size; deterministic vectors from the text's length."""
+    CALLS.append(len(texts))
+    return [[1.0, float(len(t) % 7)] for t in texts]
+
+
+def broken(texts: list[str]) -> list[list[float]]:
+    """A similarity function that fails (a run-time failure, exit 1)."""
+    raise RuntimeError("the embedding service is down")

@@ -1,0 +1,114 @@
+"""Interrupts and pipes, through real processes.
+
+* SIGINT / SIGTERM during ``decide`` (also while embedding): exit 130 within 2 s with a
+  resume command that works, and the resumed run ends with the records of an
+  uninterrupted one.
+* ``... --json | head -1``: exit 0, nothing on stderr, for every command that streams.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from cli_helpers import cli
+from dissensus.pipeline.review import final_records
+from dissensus.store import Journal
+from pipeline_cases import crash_script, mixed_batch, panel, write_jsonl, write_policy
+
+TESTS = Path(__file__).resolve().parent
+RUNNER = str(TESTS / "fault_runner.py")
+
+
+def _env(**extra: str) -> dict[str, str]:
+    path = os.pathsep.join([str(TESTS.parent / "src"), str(TESTS), os.environ.get("PYTHONPATH", "")])
+    return {**os.environ, "PYTHONPATH": path, **extra}
+
+
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
+def test_an_interrupted_decide_says_how_to_resume_and_resumes_identically(tmp_path: Path, sig: str) -> None:
+    inp = write_jsonl(tmp_path / "in.jsonl", mixed_batch())
+    pol = write_policy(tmp_path / "p.yaml")
+    script = crash_script(tmp_path / "s.yaml")
+
+    def argv(name: str) -> list[str]:
+        return ["decide", str(inp), "--policy", str(pol), "--journal", str(tmp_path / f"{name}.sqlite"), "--run-id", "R",
+                "--model", f"scripted:{script}", "--json"]  # fmt: skip
+
+    assert cli(*argv("base")).code == 3
+    proc = subprocess.run([sys.executable, RUNNER, "12", sig, *argv("cut")], capture_output=True, text=True, env=_env(), timeout=120, check=False)
+    assert proc.returncode == 130, proc.stderr
+    journal = tmp_path / "cut.sqlite"
+    expected = f"interrupted: resume with dissensus runs resume R --journal {journal}"
+    assert proc.stderr.strip().splitlines()[-1] == expected
+    assert "Traceback" not in proc.stderr
+    with Journal(journal) as j:
+        assert j.verify("R").ok and j.get("R", "run/finished") is None
+    resumed = cli("runs", "resume", "R", "--journal", journal, "--json")
+    assert resumed.code == 3, resumed.err
+    with Journal(journal) as j, Journal(tmp_path / "base.sqlite") as b:
+        assert j.verify("R").ok
+        assert final_records(j, "R") == final_records(b, "R")
+
+
+def test_sigint_while_embedding_stops_within_two_seconds(tmp_path: Path) -> None:
+    inp = write_jsonl(tmp_path / "in.jsonl", [panel(f"p{i}", ["1", "2"]) for i in range(3)])
+    pol = write_policy(tmp_path / "p.yaml", {"reading": {"similarity": "slow_embed:embed", "theta_s": 0.5}})
+    marker = tmp_path / "embedding"
+    j = tmp_path / "j.sqlite"
+    env = _env(SLOW_EMBED_MARKER=str(marker), DISSENSUS_CACHE=str(tmp_path / "cache"))
+    cmd = [sys.executable, "-m", "dissensus", "decide", str(inp), "--policy", str(pol), "--journal", str(j), "--run-id", "E"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        deadline = time.monotonic() + 60
+        while not marker.exists():
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        sent = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=10)
+        elapsed = time.monotonic() - sent
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err
+    assert elapsed < 2.0
+    assert f"interrupted: resume with dissensus runs resume E --journal {j}" in err
+
+
+def _big_inputs(tmp_path: Path) -> dict[str, Path]:
+    panels = [panel(f"p{i}", ["1", "1", "2"][: 2 + i % 2], swap=["1", "1", "1"][: 2 + i % 2]) for i in range(400)]
+    vote = {"agent": "a", "answer": "x", "evidence_source": "kb", "evidence_present": True}
+    cases = [{"id": i, "votes": [vote, {**vote, "agent": "b", "evidence_source": "web"}]} for i in range(3000)]
+    return {
+        "panels": write_jsonl(tmp_path / "panels.jsonl", panels),
+        "votes": write_jsonl(tmp_path / "votes.jsonl", cases),
+    }
+
+
+def test_json_into_a_closed_pipe_exits_zero_silently(tmp_path: Path, shared_data: Path) -> None:
+    files = _big_inputs(tmp_path)
+    j = tmp_path / "j.sqlite"
+    pol = write_policy(tmp_path / "p.yaml", {"routing": {"convergent_disagreement_without_values": "escalate"}, "seek_context": {"followup": "none"}})
+    assert cli("decide", files["panels"], "--policy", pol, "--journal", j, "--run-id", "R", "-o", tmp_path / "o.jsonl").code == 0
+    commands = {
+        "route": ["route", files["panels"], "--similarity", "tfidf", "--json"],
+        "vote": ["vote", files["votes"], "--json"],
+        "convert": ["convert", "llmbar", shared_data / "llmbar", "--per-subset", "200"],
+        "runs export": ["runs", "export", "R", "--journal", j],
+        "review list": ["review", "list", "--journal", j, "--json"],
+        "decide": ["decide", files["panels"], "--policy", pol, "--journal", tmp_path / "j2.sqlite", "--json"],
+    }
+    for name, args in commands.items():
+        line = " ".join(f"'{a}'" for a in [sys.executable, "-m", "dissensus", *map(str, args)])
+        proc = subprocess.run(["bash", "-c", f"{line} | head -1 >/dev/null; exit ${{PIPESTATUS[0]}}"], capture_output=True, text=True, env=_env(), timeout=300, check=False)
+        assert (proc.returncode, proc.stderr) == (0, ""), name
+        json.dumps(name)

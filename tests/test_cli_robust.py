@@ -1,0 +1,376 @@
+"""No byte, number, typo or configuration error crashes a run, loses a record or hides text.
+
+Regression tests, in-process (``dissensus.cli.main``): every bad line of ``decide`` is a
+per-line reject and the run completes; paths, policy and model spec are checked before
+a run is created; review screens print agents' text exactly; configuration files are
+read safely; smaller CLI defects.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cli_helpers import cli
+from dissensus.store import Journal
+from pipeline_cases import panel, write_jsonl, write_policy
+
+NASTY = "[b]bold[/b] [/INST] [/] :smile: [link=x]l[/link] \x1b[31mred\x1b[0m שלום עולם ‮evil"
+
+
+def _good(i: int) -> str:
+    return json.dumps(panel(f"g{i}", ["1", "1", "1"], swap=["1", "1", "1"]))
+
+
+def _bad_lines() -> list[bytes]:
+    base = panel("bad", ["1", "1"], values=[{"v": 0.5}, {"v": 0.5}])
+    text = json.dumps(base)
+    return [
+        b'{"id": "x\xff\xfe", "outputs": []}',  # not UTF-8
+        text.replace("0.5", "NaN", 1).encode(),
+        text.replace("0.5", "Infinity", 1).encode(),
+        text.replace("0.5", "1e999", 1).encode(),
+        text.replace('"meta": {', '"meta": {"w": [-Infinity], ', 1).encode(),
+        text.replace("agent 1", "\\ud800", 1).encode(),  # lone surrogate escape
+        b'{"id": "deep", "meta": ' + b"[" * 1000 + b"]" * 1000 + b', "outputs": []}',
+    ]
+
+
+def _mixed(tmp_path: Path) -> tuple[Path, bytes]:
+    data = b"\xef\xbb\xbf" + _good(0).encode() + b"\n"  # a BOM before the first record
+    for i, bad in enumerate(_bad_lines(), start=1):
+        data += bad + b"\n" + _good(i).encode() + b"\n"
+    path = tmp_path / "in.jsonl"
+    path.write_bytes(data)
+    return path, data
+
+
+def _runs(journal: Path) -> list[dict[str, Any]]:
+    res = cli("runs", "list", "--journal", journal, "--json")
+    assert res.code == 0, res.err
+    return [json.loads(x) for x in res.out.splitlines()]
+
+
+@pytest.mark.parametrize("source", ["file", "stdin"])
+def test_decide_rejects_each_bad_line_and_completes_the_run(tmp_path: Path, source: str) -> None:
+    path, data = _mixed(tmp_path)
+    pol = write_policy(tmp_path / "p.yaml")
+    j = tmp_path / "j.sqlite"
+    rej = tmp_path / "rej.jsonl"
+    arg = str(path) if source == "file" else "-"
+    res = cli("decide", arg, "--policy", pol, "--journal", j, "--json", "--rejects", rej, "--run-id", "R",
+              stdin=data if source == "stdin" else None)  # fmt: skip
+    assert res.code == 3, res.err
+    assert "Traceback" not in res.err
+    ids = [json.loads(x)["id"] for x in res.out.splitlines()]
+    assert ids == [f"g{i}" for i in range(len(_bad_lines()) + 1)]
+    rejects = [json.loads(x) for x in rej.read_text().splitlines()]
+    assert [r["line"] for r in rejects] == list(range(2, 2 * len(_bad_lines()) + 1, 2))
+    assert [r["field"] for r in rejects] == [
+        "<encoding>", "outputs.0.values.v", "outputs.0.values.v", "outputs.0.values.v", "meta.w.0",
+        "outputs.0.reasoning", "<depth>",
+    ]  # fmt: skip
+    assert all("finite" in r["message"] for r in rejects[1:5])
+    assert [(r["run_id"], r["finished"]) for r in _runs(j)] == [("R", True)]
+    # The finished run resumes (replays) to the same records.
+    again = cli("runs", "resume", "R", "--journal", j, "--json")
+    assert again.code == 3 and again.out == res.out
+
+
+def test_checks_fail_before_a_run_is_created(tmp_path: Path) -> None:
+    inp = write_jsonl(tmp_path / "in.jsonl", [panel("a", ["1", "1"])])
+    j = tmp_path / "j.sqlite"
+    (tmp_path / "adir").mkdir()
+    foreign = tmp_path / "other.sqlite"
+    db = sqlite3.connect(foreign)
+    db.execute("CREATE TABLE contacts (name TEXT)")
+    db.commit()
+    db.close()
+    cases = [
+        (["--output", str(tmp_path / "adir")], "is a directory"),
+        (["--output", str(tmp_path / "missing" / "o.jsonl")], "does not exist"),
+        (["--output", str(inp)], "same file"),
+        (["--rejects", str(j)], "same file"),
+        (["--policy", str(tmp_path / "nope.yaml")], "nope.yaml"),
+    ]
+    for extra, needle in cases:
+        res = cli("decide", inp, "--journal", j, *extra)
+        assert res.code == 2, (extra, res.err)
+        assert needle in res.err and len(res.err.strip().splitlines()) == 1, res.err
+    assert not j.exists() or _runs(j) == []
+    assert cli("decide", tmp_path / "adir", "--journal", j).code == 2
+    res = cli("decide", inp, "--journal", tmp_path / "nodir" / "j.sqlite")
+    assert res.code == 2 and "does not exist" in res.err
+    # Another application's SQLite database is refused, and left as it was.
+    res = cli("decide", inp, "--journal", foreign)
+    assert res.code == 2 and "another application" in res.err
+    db = sqlite3.connect(foreign)
+    assert [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")] == ["contacts"]
+    db.close()
+    (tmp_path / "text.sqlite").write_text("hello")
+    assert cli("decide", inp, "--journal", tmp_path / "text.sqlite").code == 2
+
+
+def test_resume_with_a_deleted_input_names_the_file(tmp_path: Path) -> None:
+    inp = write_jsonl(tmp_path / "in.jsonl", [panel("a", ["1", "1"], swap=["1", "1"])])
+    pol = write_policy(tmp_path / "p.yaml")
+    j = tmp_path / "j.sqlite"
+    assert cli("decide", inp, "--policy", pol, "--journal", j, "--run-id", "R", "--json").code == 0
+    inp.unlink()
+    res = cli("runs", "resume", "R", "--journal", j)
+    assert res.code == 2
+    assert str(inp) in res.err and len(res.err.strip().splitlines()) == 1
+
+
+# -- configuration errors stop the run before it starts ------------------------------
+
+
+@pytest.mark.parametrize(
+    ("how", "spec"),
+    [("flag", "bogus"), ("flag", "scripted:missing.yaml"), ("flag", "openai:x"), ("policy", "bogus"), ("env", "bogus"), ("env", "openai:x")],
+)
+def test_a_bad_model_spec_is_a_usage_error_before_any_case(tmp_path: Path, how: str, spec: str) -> None:
+    inp = write_jsonl(tmp_path / "in.jsonl", [panel("a", ["1", "2", "2"])])
+    pol = write_policy(tmp_path / "p.yaml", {"seek_context": {"model": spec}} if how == "policy" else None)
+    j = tmp_path / "j.sqlite"
+    args: list[str | Path] = ["decide", inp, "--policy", pol, "--journal", j]
+    if how == "flag":
+        args += ["--model", spec]
+    env = {"OPENAI_API_KEY": None, "OPENAI_BASE_URL": None, "DISSENSUS_MODEL": spec if how == "env" else None}
+    res = cli(*args, env=env)
+    assert res.code == 2, res.err
+    assert len(res.err.strip().splitlines()) == 1 and spec.split(":")[-1] in res.err
+    assert not j.exists() or _runs(j) == []
+
+
+def test_every_followup_failing_for_one_cause_is_a_failure(tmp_path: Path) -> None:
+    inp = write_jsonl(tmp_path / "in.jsonl", [panel("x", ["1", "1", "1"]), panel("y", ["2", "1", "2"])])
+    pol = write_policy(tmp_path / "p.yaml")
+    script = tmp_path / "s.yaml"
+    script.write_text("rules: []\n")  # every call fails: no rule, no default
+    res = cli("decide", inp, "--policy", pol, "--journal", tmp_path / "j.sqlite", "--model", f"scripted:{script}")
+    assert res.code == 1
+    assert "every follow-up of run" in res.err and "no rule matches" in res.err
+
+
+# -- a reviewer sees exactly the text ------------------------------------------------
+
+
+def _escalated(tmp_path: Path) -> tuple[Path, str]:
+    p = panel("c", ["1", "2", "2"], reasoning=[NASTY, "Option 2 [/INST] :x: is right.", "Second [charitable] view."])
+    p["meta"]["question"] = "Which [date] is right? :smile:"
+    p["meta"]["options"] = [{"id": "1", "text": "Use [date] :x:"}, {"id": "2", "text": "Use [charitable]"}]
+    inp = write_jsonl(tmp_path / "in.jsonl", [p])
+    pol = write_policy(tmp_path / "p.yaml")
+    j = tmp_path / "j.sqlite"
+    res = cli("decide", inp, "--policy", pol, "--journal", j, "--run-id", "R")
+    assert res.code == 0, res.err
+    assert "review R.1" in res.out
+    return j, res.out
+
+
+def test_review_show_prints_agent_text_exactly(tmp_path: Path) -> None:
+    j, summary = _escalated(tmp_path)
+    # The next-step hint pastes and runs as printed.
+    hint = [line.strip() for line in summary.splitlines() if line.strip().startswith("dissensus review show")]
+    assert hint == [f"dissensus review show R.1 --journal {j}"]
+    res = cli("review", "show", "R.1", "--journal", j)
+    assert res.code == 0, res.err
+    flat = " ".join(res.out.split())
+    for text in ("[b]bold[/b]", "[/INST]", "[/]", ":smile:", "[link=x]l[/link]", ":x:", "[date]", "[charitable]", "שלום עולם"):
+        assert text in flat, text
+    assert "\x1b" not in res.out and "\\x1b[31mred\\x1b[0m" in flat
+    assert "\u202e" not in res.out and "\\u202e" in flat
+    assert "😄" not in res.out and "❌" not in res.out
+    listed = cli("review", "list", "--journal", j)
+    assert listed.code == 0 and "R.1" in listed.out
+
+
+def test_route_and_decide_print_ids_plainly_and_a_legend(tmp_path: Path) -> None:
+    p = panel("[b]x[/b] :smile:", ["1", "1"], swap=["1", "1"])
+    inp = write_jsonl(tmp_path / "in.jsonl", [p])
+    res = cli("route", inp, "--similarity", "tfidf")
+    assert res.code == 0 and "[b]x[/b] :smile:" in res.out
+    assert "CA convergent agreement" in res.out
+    res = cli("decide", inp, "--policy", write_policy(tmp_path / "p.yaml"), "--journal", tmp_path / "j.sqlite")
+    assert res.code == 0 and "[b]x[/b] :smile:" in res.out
+    assert "DD divergent disagreement" in res.out and "'auto -> escalate'" in res.out and "(calibrated)" in res.out
+
+
+# -- resolutions, duplicates, strictness ----------------------------------------------
+
+
+def test_resume_of_a_finished_run_reports_human_resolutions(tmp_path: Path) -> None:
+    j, _ = _escalated(tmp_path)
+    assert cli("review", "resolve", "R.1", "--decision", "2", "--note", "", "--journal", j).code == 2
+    res = cli("review", "resolve", "R.1", "--decision", "2", "--note", "checked", "--journal", j)
+    assert res.code == 0, res.err
+    again = cli("runs", "resume", "R", "--journal", j, "--json")
+    record = json.loads(again.out.splitlines()[0])
+    assert (record["basis"], record["decision"]) == ("human", "2")
+    assert cli("review", "list", "--run", "nosuch", "--journal", j).code == 2
+
+
+def test_duplicate_panel_ids_are_warned_and_both_kept(tmp_path: Path) -> None:
+    rows = [panel("d", ["1", "1"], swap=["1", "1"]), panel("e", ["1", "1"], swap=["1", "1"]), panel("d", ["1", "1"], swap=["1", "1"])]
+    inp = write_jsonl(tmp_path / "in.jsonl", rows)
+    res = cli("decide", inp, "--policy", write_policy(tmp_path / "p.yaml"), "--journal", tmp_path / "j.sqlite", "-o", tmp_path / "o.jsonl")
+    assert res.code == 0
+    records = [json.loads(x) for x in (tmp_path / "o.jsonl").read_text().splitlines()]
+    assert [(r["id"], r["line"]) for r in records] == [("d", 1), ("e", 2), ("d", 3)]
+    assert res.err.count("warning: panel id 'd'") == 1
+    assert "1 duplicate panel id(s)" in res.out
+
+
+def test_booleans_are_strict(tmp_path: Path) -> None:
+    vote = {"agent": "a", "answer": "x", "evidence_source": "kb", "evidence_present": "yes"}
+    case = {"id": 1, "votes": [vote, {**vote, "agent": "b", "evidence_present": True}]}
+    inp = tmp_path / "v.jsonl"
+    inp.write_text(json.dumps(case) + "\n")
+    res = cli("vote", inp)
+    assert res.code == 3 and "votes.0.evidence_present" in res.err
+    p = panel("e", ["1", "1"], evidence=[[{"source": "kb", "present": 1}], None])
+    assert cli("route", write_jsonl(tmp_path / "p.jsonl", [p]), "--similarity", "tfidf").code == 3
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["vote", "{v}", "--beta", "nan"],
+        ["calibrate", "{v}", "--beta-ref", "inf"],
+        ["route", "{v}", "--theta-s", "nan"],
+        ["calibrate-thresholds", "{v}", "--quantile", "nan"],
+    ],
+)
+def test_non_finite_numbers_are_refused(tmp_path: Path, args: list[str]) -> None:
+    v = tmp_path / "v.jsonl"
+    v.write_text("\n")
+    res = cli(*[a.format(v=v) for a in args])
+    assert res.code == 2 and "must be a finite number" in res.err
+    assert len(res.err.strip().splitlines()) == 1
+
+
+def test_policy_nan_and_duplicate_keys_and_encodings(tmp_path: Path) -> None:
+    inp = write_jsonl(tmp_path / "in.jsonl", [panel("a", ["1", "1"])])
+    j = tmp_path / "j.sqlite"
+    cases = {
+        "nan.yaml": (b"reading:\n  theta_s: .nan\n", "must be a finite number"),
+        "dup.yaml": (b"acceptance:\n  min_families: 2\n  min_families: 1\n", "duplicate key 'min_families'"),
+        "u16.yaml": ("reading:\n  theta_s: 0.3\n".encode("utf-16"), "UTF-16"),
+        "latin.yaml": ("# café\nreading: {}\n".encode("latin-1"), "not UTF-8"),
+    }
+    for name, (data, needle) in cases.items():
+        (tmp_path / name).write_bytes(data)
+        res = cli("decide", inp, "--policy", tmp_path / name, "--journal", j)
+        assert res.code == 2 and needle in res.err, (name, res.err)
+        assert len(res.err.strip().splitlines()) == 1
+    assert not j.exists() or _runs(j) == []
+
+
+def test_other_configuration_files_not_utf8_are_one_line(tmp_path: Path) -> None:
+    bad = tmp_path / "bad"
+    bad.write_bytes("x: 1\n".encode("utf-16"))
+    votes = tmp_path / "v.jsonl"
+    votes.write_text("\n")
+    for args in (
+        ["negotiate", bad],
+        ["deliberate", bad],
+        ["verify", bad],
+        ["vote", votes, "--calibration", bad],
+        ["route", votes, "--rules", bad],
+    ):
+        res = cli(*args)
+        assert res.code == 2 and "Traceback" not in res.err, (args, res.err)
+        assert len(res.err.strip().splitlines()) == 1, (args, res.err)
+
+
+def test_a_yaml_alias_bomb_in_a_scripted_model_is_refused(tmp_path: Path) -> None:
+    lines = ['a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
+    for prev, name in zip("abcdefgh", "bcdefghi", strict=True):
+        lines.append(f"{name}: &{name} [" + ",".join([f"*{prev}"] * 9) + "]")
+    lines.append("rules: []\ndefault: *i")
+    bomb = tmp_path / "bomb.yaml"
+    bomb.write_text("\n".join(lines) + "\n")
+    inp = write_jsonl(tmp_path / "in.jsonl", [panel("a", ["1", "1"])])
+    res = cli("decide", inp, "--model", f"scripted:{bomb}", "--journal", tmp_path / "j.sqlite")
+    assert res.code == 2 and "alias" in res.err
+
+
+def test_usage_errors_are_one_line() -> None:
+    for args in (["route", "--bogus"], ["route"], ["decide"], ["nosuchcommand"], ["runs", "show"]):
+        res = cli(*args)
+        assert res.code == 2
+        assert len(res.err.strip().splitlines()) == 1 and res.err.startswith("error: "), res.err
+
+
+def test_empty_reasoning_is_accepted_and_named(tmp_path: Path) -> None:
+    one = panel("one", ["1", "1", "1"], reasoning=["", "Option 1 states the window.", "Option 1 states the window too."])
+    none = panel("none", ["1", "1"], reasoning=["", " "])
+    inp = write_jsonl(tmp_path / "in.jsonl", [one, none])
+    res = cli("route", inp, "--similarity", "tfidf", "--json")
+    assert res.code == 0, res.err
+    r1, r2 = (json.loads(x) for x in res.out.splitlines())
+    assert r1["missing_reasoning"] == ["a1"] and r1["reasoning_similarity"] is not None
+    assert r2["missing_reasoning"] == ["a1", "a2"] and r2["reasoning_similarity"] is None
+    assert r2["state"] == "DA"  # agreement alone: convergence is not claimed without texts
+    j = tmp_path / "j.sqlite"
+    res = cli("decide", inp, "--policy", write_policy(tmp_path / "p.yaml"), "--journal", j, "--run-id", "R")
+    assert res.code == 0, res.err
+    with Journal(j) as store:
+        readings = [e.payload for e in store.events("R", type="case.reading")]
+    assert [r["missing_reasoning"] for r in readings[:2]] == [["a1"], ["a1", "a2"]]
+
+
+def test_makefile_torch_check_is_quiet(repo_root: Path) -> None:
+    text = (repo_root / "Makefile").read_text()
+    line = next(x for x in text.splitlines() if "import torch" in x)
+    assert "-W ignore" in line or "warnings" in line
+
+
+def test_output_is_written_atomically(tmp_path: Path) -> None:
+    inp = write_jsonl(tmp_path / "in.jsonl", [panel("a", ["1", "1"], swap=["1", "1"])])
+    out = tmp_path / "o.jsonl"
+    out.write_text("previous\n")
+    res = cli("route", inp, "--similarity", "tfidf", "--out", out, "--theta-s", "0.3")
+    assert res.code == 0
+    assert json.loads(out.read_text().splitlines()[0])["id"] == "a"
+    assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []
+    res = cli("route", inp, "--similarity", "tfidf", "--out", inp)
+    assert res.code == 2 and "same file" in res.err
+    assert json.loads(inp.read_text())["id"] == "a"
+
+
+
+def test_the_progress_bar_moves_while_embedding(tmp_path: Path) -> None:
+    import slow_embed
+
+    slow_embed.CALLS.clear()
+    rows = [panel(f"p{i}", ["1", "1"], reasoning=[f"text {i} a", f"text {i} b"], swap=["1", "1"]) for i in range(40)]
+    inp = write_jsonl(tmp_path / "in.jsonl", rows)
+    pol = write_policy(tmp_path / "p.yaml", {"reading": {"similarity": "slow_embed:counting", "theta_s": 0.5}})
+    env = {"DISSENSUS_PROGRESS": "1", "DISSENSUS_CACHE": str(tmp_path / "cache")}
+    res = cli("decide", inp, "--policy", pol, "--journal", tmp_path / "j.sqlite", env=env)
+    assert res.code == 0, res.err
+    # 80 texts embedded in chunks the bar reports one by one, never all at once.
+    assert sum(slow_embed.CALLS) >= 80 and max(slow_embed.CALLS) <= 32 and len(slow_embed.CALLS) >= 3
+
+
+def test_bundled_models_are_package_data() -> None:
+    import dissensus
+    from dissensus.cli.dci import bundled_model
+
+    for name in ("dci", "single", "judge"):
+        path = Path(bundled_model(name).removeprefix("scripted:"))
+        assert path.is_file() and path.is_relative_to(Path(dissensus.__file__).parent)
+
+
+def test_the_review_hint_names_the_program_as_typed(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setattr("sys.argv", [".venv/bin/dissensus", "decide"])
+    monkeypatch.setenv("PATH", str(tmp_path))  # not on the PATH, as after `make demo`
+    _, summary = _escalated(tmp_path)
+    lines = [line.strip() for line in summary.splitlines()]
+    assert f".venv/bin/dissensus review show R.1 --journal {tmp_path / 'j.sqlite'}" in lines

@@ -1,0 +1,252 @@
+"""Several writers on one journal (both back ends): appends from many processes never
+fork a run's chain; a lock held past the busy timeout, two starts of one run id and
+two resumes of one run end in one-line errors, never driver tracebacks."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import threading
+from pathlib import Path
+
+import pytest
+
+from dissensus.store import Journal, JournalBusy, JournalReadOnly, RunExists
+from pipeline_cases import panel, write_jsonl, write_policy
+
+SRC = str(Path(__file__).resolve().parent.parent / "src")
+
+WRITER = textwrap.dedent(
+    """
+    import sys
+    from dissensus.store import Journal
+    target, who, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    with Journal(target) as j:
+        for i in range(n):
+            j.append("shared", "tick", {"who": who, "i": i}, key=f"{who}/{i}")
+    """
+)
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = SRC + os.pathsep + env.get("PYTHONPATH", "")
+    env.update(extra)
+    return env
+
+
+def test_appends_from_many_processes_form_one_unbroken_chain(journal_target: str) -> None:
+    with Journal(journal_target) as j:
+        j.create_run("shared", kind="test", meta={})
+    procs = [
+        subprocess.Popen([sys.executable, "-c", WRITER, journal_target, f"w{w}", "40"], env=_env())
+        for w in range(4)
+    ]
+    assert [p.wait(timeout=300) for p in procs] == [0, 0, 0, 0]
+    with Journal(journal_target) as j:
+        report = j.verify("shared")
+        events = list(j.events("shared"))
+    assert report.ok, report.problems
+    assert report.n_events == 160 and [e.seq for e in events] == list(range(160))
+    assert len({e.key for e in events}) == 160
+    for w in range(4):  # each writer's own events keep their order
+        mine = [e.payload["i"] for e in events if e.payload["who"] == f"w{w}"]
+        assert mine == list(range(40))
+
+
+def _hold_write_lock(target: str) -> tuple[object, threading.Event]:
+    """Open a transaction that holds the run's write lock until the returned event is set."""
+    release = threading.Event()
+    ready = threading.Event()
+
+    def hold() -> None:
+        if target.startswith("postgresql://"):
+            import psycopg
+
+            with psycopg.connect(target) as conn:
+                conn.execute("SELECT 1 FROM runs WHERE run_id = 'r' FOR UPDATE")
+                ready.set()
+                release.wait(30)
+                conn.rollback()
+        else:
+            db = sqlite3.connect(target, isolation_level=None)
+            db.execute("BEGIN IMMEDIATE")
+            ready.set()
+            release.wait(30)
+            db.execute("ROLLBACK")
+            db.close()
+
+    thread = threading.Thread(target=hold)
+    thread.start()
+    assert ready.wait(30)
+    return thread, release
+
+
+def test_a_lock_held_past_the_busy_timeout_is_a_one_line_error(journal_target: str) -> None:
+    with Journal(journal_target) as j:
+        j.create_run("r", kind="test", meta={})
+    thread, release = _hold_write_lock(journal_target)
+    try:
+        with Journal(journal_target, busy_timeout=0.2) as j, pytest.raises(JournalBusy) as caught:
+            j.append("r", "e", {}, key="k")
+        message = str(caught.value)
+        assert "is locked by another writer (waited 0.2 s" in message and "\n" not in message
+        assert "sqlite3" not in message and "psycopg" not in message
+    finally:
+        release.set()
+        thread.join()
+    with Journal(journal_target) as j:
+        j.append("r", "e", {}, key="k")  # the lock is gone: writes resume
+        assert j.verify("r").ok
+
+
+def test_decide_against_a_locked_journal_prints_one_line(tmp_path: Path) -> None:
+    journal = str(tmp_path / "j.sqlite")
+    with Journal(journal) as j:
+        j.create_run("r", kind="test", meta={})
+    inp = write_jsonl(tmp_path / "in.jsonl", [panel("a", ["1", "1", "1"])])
+    pol = write_policy(tmp_path / "policy.yaml")
+    thread, release = _hold_write_lock(journal)
+    try:
+        out = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "dissensus",
+                "decide",
+                str(inp),
+                "--policy",
+                str(pol),
+                "--journal",
+                journal,
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+            env=_env(DISSENSUS_JOURNAL_BUSY_TIMEOUT="0.2"),
+        )
+    finally:
+        release.set()
+        thread.join()
+    assert out.returncode == 1, out.stderr
+    assert out.stderr.startswith("error: journal ") and out.stderr.count("\n") == 1
+    assert "Traceback" not in out.stderr
+
+
+def test_two_decides_with_one_run_id_at_once_one_wins_the_other_says_why(tmp_path: Path) -> None:
+    journal = str(tmp_path / "j.sqlite")
+    inp = write_jsonl(tmp_path / "in.jsonl", [panel(f"p{i}", ["1", "1", "1"]) for i in range(3)])
+    pol = write_policy(tmp_path / "policy.yaml")
+    Journal(journal).close()
+    cmd = [
+        sys.executable,
+        "-m",
+        "dissensus",
+        "decide",
+        str(inp),
+        "--policy",
+        str(pol),
+        "--journal",
+        journal,
+    ]
+    procs = [
+        subprocess.Popen(
+            [*cmd, "--run-id", "x", "-o", str(tmp_path / f"out{i}.jsonl")],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=_env(),
+        )
+        for i in range(2)
+    ]
+    results = [(p.wait(timeout=300), p.stderr.read() if p.stderr else "") for p in procs]
+    codes = sorted(code for code, _ in results)
+    assert codes == [0, 2], results
+    loser = next(err for code, err in results if code == 2)
+    assert "run 'x' already exists" in loser and loser.count("\n") == 1 and "Traceback" not in loser
+    with Journal(journal) as j:
+        assert j.verify("x").ok and j.verify("x").finished
+        assert [e.key for e in j.events("x")].count("run/started") == 1
+
+
+def test_a_new_run_id_that_exists_is_refused(journal_target: str) -> None:
+    with Journal(journal_target) as j:
+        j.create_run("x", kind="t", meta={})
+        with pytest.raises(RunExists):
+            j.create_run("x", kind="t", meta={}, exclusive=True)
+        assert j.create_run("x", kind="t", meta={}).run_id == "x"  # idempotent when not exclusive
+
+
+def test_run_lock_names_its_holder_and_frees_with_it(journal_target: str) -> None:
+    run = "lock" + os.urandom(4).hex()
+    with Journal(journal_target) as a, Journal(journal_target) as b:
+        a.create_run(run, kind="t", meta={})
+        assert a.acquire_run_lock(run) is None
+        assert a.acquire_run_lock(run) is None  # re-entrant for its holder
+        holder = b.acquire_run_lock(run, pid=os.getpid() + 1)
+        assert holder is not None and holder.pid == os.getpid() and holder.run_id == run
+        a.release_run_lock(run)
+        assert b.acquire_run_lock(run, pid=os.getpid() + 1) is None
+        b.release_run_lock(run, pid=os.getpid() + 1)
+        assert a.acquire_run_lock(run) is None
+
+
+def test_a_run_lock_of_a_dead_process_is_taken_over(journal_target: str) -> None:
+    run = "dead" + os.urandom(4).hex()
+    with Journal(journal_target) as j:
+        j.create_run(run, kind="t", meta={})
+    child = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys, os\nfrom dissensus.store import Journal\nj = Journal(sys.argv[1])\n"
+            "assert j.acquire_run_lock(sys.argv[2]) is None\nos._exit(0)\n",
+            journal_target,
+            run,
+        ],
+        env=_env(),
+        check=False,
+    )
+    assert child.returncode == 0
+    with Journal(journal_target) as j:
+        assert j.acquire_run_lock(run) is None  # the holder died without releasing
+
+
+def test_one_journal_object_shared_by_threads_keeps_one_chain(journal_target: str) -> None:
+    with Journal(journal_target) as j:
+        j.create_run("t", kind="test", meta={})
+        errors: list[BaseException] = []
+
+        def work(w: int) -> None:
+            try:
+                for i in range(25):
+                    with j.transaction("t"):
+                        j.append("t", "a", {"w": w, "i": i}, key=f"{w}/{i}/a")
+                        j.append("t", "b", {"w": w, "i": i}, key=f"{w}/{i}/b")
+                    assert j.get("t", f"{w}/{i}/a") is not None
+            except BaseException as exc:
+                errors.append(exc)
+
+        threads = [threading.Thread(target=work, args=(w,)) for w in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert errors == []
+        events = list(j.events("t"))
+        report = j.verify("t")
+    assert report.ok and report.n_events == 200
+    for k in range(0, 200, 2):  # each transaction's two events are adjacent
+        assert events[k].key.endswith("/a") and events[k + 1].key == events[k].key[:-1] + "b"
+
+
+def test_a_read_only_journal_is_a_usage_error(tmp_path: Path) -> None:
+    with Journal(tmp_path / "ro.sqlite") as j:
+        j.create_run("r", kind="t", meta={})
+        j._db.execute("PRAGMA query_only = ON")  # type: ignore[attr-defined]  # what a read-only file does
+        with pytest.raises(JournalReadOnly, match="is read-only") as caught:
+            j.append("r", "e", {}, key="k")
+    assert caught.value.exit_code == 2
