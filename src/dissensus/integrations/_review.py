@@ -26,7 +26,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from dissensus.pipeline.records import CaseRecord, ReviewItem
+from dissensus.pipeline.records import CaseRecord
 from dissensus.pipeline.review import (
     AlreadyResolved,
     ReviewStatus,
@@ -95,8 +95,9 @@ class ReviewAnswer(BaseModel):
     content_sha256: str = Field(min_length=64, max_length=64)
 
 
-def review_request(item: ReviewItem, *, error: str | None = None) -> ReviewRequest:
-    """The reviewer's view of ``item``."""
+def review_request(status: ReviewStatus, *, error: str | None = None) -> ReviewRequest:
+    """The reviewer's view of a queue entry, with the hash of the item as journalled."""
+    item = status.item
     meta: dict[str, Any] = item.panel.get("meta") or {}
     question = meta.get("question") or meta.get("input")
     return ReviewRequest(
@@ -110,7 +111,7 @@ def review_request(item: ReviewItem, *, error: str | None = None) -> ReviewReque
             PositionView(agent=p.agent, decision=p.decision, reasoning=p.reasoning)
             for p in item.positions
         ],
-        content_sha256=content_sha256(item),
+        content_sha256=status.content_sha256 or content_sha256(item),
         error=error,
     )
 
@@ -138,5 +139,10 @@ def resolve_checked(
     :class:`AlreadyResolved` (naming who and when) when it was resolved before.
     """
     return resolve(
-        journal, review_id, decision=decision, note=note, reviewer=reviewer, content_sha256=content_sha256
+        journal,
+        review_id,
+        decision=decision,
+        note=note,
+        reviewer=reviewer,
+        content_sha256=content_sha256,
     )

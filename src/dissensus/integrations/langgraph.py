@@ -108,7 +108,10 @@ class DecisionNode:
                 field="on_escalate",
             )
         if str(journal) == ":memory:":
-            raise ConfigError("the journal must be a file: a review item outlives the node's call", field="journal")
+            raise ConfigError(
+                "the journal must be a file: a review item outlives the node's call",
+                field="journal",
+            )
         self.policy = policy or Policy()
         self.journal = journal
         self.panel = panel
@@ -137,7 +140,7 @@ class DecisionNode:
             done = resolved_record(journal, status)
             if done is not None:
                 return done
-            request = review_request(status.item, error=error)
+            request = review_request(status, error=error)
             raw = interrupt(request.model_dump(mode="json"))
             try:
                 answer = ReviewAnswer.model_validate(raw)

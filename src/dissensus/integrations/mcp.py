@@ -356,7 +356,7 @@ def build_server(
                     options=st.item.options,
                     status="resolved" if st.resolution else "open",
                     resolution=st.resolution,
-                    content_sha256=content_sha256(st.item),
+                    content_sha256=st.content_sha256 or content_sha256(st.item),
                 )
                 for st in list_items(store, run_id=run, include_resolved=include_resolved)
             ]
@@ -366,7 +366,9 @@ def build_server(
         with settings.open(journal, must_exist=True) as store:
             st = find_item(store, review_id)
         return ReviewView(
-            item=st.item, resolution=st.resolution, content_sha256=content_sha256(st.item)
+            item=st.item,
+            resolution=st.resolution,
+            content_sha256=st.content_sha256 or content_sha256(st.item),
         )
 
     def review_resolve(
