@@ -64,6 +64,7 @@ from dissensus.cli.common import (
     progress_enabled,
     shown,
 )
+from dissensus.engines import check_engine
 from dissensus.errors import InputError
 from dissensus.io.jsonl import RejectSink, write_jsonl_line
 from dissensus.llm.resolve import check_model_spec
@@ -170,6 +171,17 @@ class _EmbeddingProgress:
         return self._inner.matrix(texts)
 
 
+def _records(
+    journal: Journal, run_id: str, sink: RejectSink, bar: Bar, *, engine: str, ray_address: str | None, workers: int | None
+) -> AsyncIterator[CaseRecord]:
+    """The run's records from the chosen engine (:mod:`dissensus.engines`)."""
+    if engine == "ray":
+        from dissensus.engines.ray import RayOptions, decide_ray
+
+        return decide_ray(journal, run_id, on_reject=sink.add, options=RayOptions(address=ray_address, workers=workers))
+    return execute_run(journal, run_id, on_reject=sink.add, backend=_backend_factory(bar, journal, run_id))
+
+
 def _backend_factory(bar: Bar, journal: Journal, run_id: str) -> Callable[[], SimilarityBackend] | None:
     if not progress_enabled():
         return None
@@ -273,7 +285,18 @@ def _program() -> str:
     return argv0
 
 
-def _run(journal: Journal, run_id: str, *, json_out: bool, output: str | None, rejects: str | None, total: int | None) -> int:
+def _run(
+    journal: Journal,
+    run_id: str,
+    *,
+    json_out: bool,
+    output: str | None,
+    rejects: str | None,
+    total: int | None,
+    engine: str = "local",
+    ray_address: str | None = None,
+    workers: int | None = None,
+) -> int:
     resolved = {r.line: r for r in final_records(journal, run_id) if r.resolution is not None}
     seen: dict[str, int] = {}
     duplicates: list[str] = []
@@ -298,7 +321,7 @@ def _run(journal: Journal, run_id: str, *, json_out: bool, output: str | None, r
 
             records = asyncio.run(
                 _drain(
-                    execute_run(journal, run_id, on_reject=sink.add, backend=_backend_factory(bar, journal, run_id)),
+                    _records(journal, run_id, sink, bar, engine=engine, ray_address=ray_address, workers=workers),
                     emit=emit,
                     bar=bar,
                 )
@@ -334,10 +357,14 @@ def decide_cmd(
     rejects: Annotated[str | None, typer.Option("--rejects", help="Write rejected lines here (JSONL).")] = None,
     output: Annotated[str | None, typer.Option("--output", "-o", help="Write records here instead of stdout.")] = None,
     run_id: Annotated[str | None, typer.Option("--run-id", help="Id of the new run (default: random).")] = None,
-    similarity: Annotated[str | None, typer.Option("--similarity", help="Override the policy's similarity backend (minilm, tfidf).")] = None,
+    similarity: Annotated[str | None, typer.Option("--similarity", help="Override the policy's similarity backend (minilm, tfidf, static).")] = None,
     model: Annotated[str | None, typer.Option("--model", help="Model spec for live follow-ups (default: policy, $DISSENSUS_MODEL).")] = None,
+    engine: Annotated[str, typer.Option("--engine", help="local (this process) or ray (Ray Data workers; the 'ray' extra).")] = "local",
+    ray_address: Annotated[str | None, typer.Option("--ray-address", help="Ray cluster to join (default: start a local one).")] = None,
+    workers: Annotated[int | None, typer.Option("--workers", help="Ray workers (default: the cluster's CPUs).")] = None,
 ) -> None:
     """Decide every panel: read -> guard -> route -> protocol -> record, journalled and resumable."""
+    engine = check_engine(engine, workers=workers, address=ray_address)
     target = journal_path(journal)
     _check_decide_paths(panels, target, output, rejects)
     pol, pol_dir = load_policy(policy)
@@ -349,7 +376,17 @@ def decide_cmd(
             store, panels, pol, policy_file=policy, policy_dir=pol_dir, run_id=run_id, model=model, similarity=similarity
         )
         total = count_lines(panels) if progress_enabled() else None
-        code = _run(store, info.run_id, json_out=json_out, output=output, rejects=rejects, total=total)
+        code = _run(
+            store,
+            info.run_id,
+            json_out=json_out,
+            output=output,
+            rejects=rejects,
+            total=total,
+            engine=engine,
+            ray_address=ray_address,
+            workers=workers,
+        )
     raise typer.Exit(code=code)
 
 

@@ -41,6 +41,7 @@ from dissensus.cli.common import (
     progress_enabled,
     shown,
 )
+from dissensus.engines import check_engine
 from dissensus.errors import InputError
 from dissensus.io.jsonl import Reject, RejectSink, open_text, read_models
 from dissensus.states.calibrate import calibrate
@@ -190,7 +191,7 @@ def route_command(
     similarity: str = typer.Option(
         DEFAULT_BACKEND,
         "--similarity",
-        help="Similarity backend: minilm, tfidf or module:function.",
+        help="Similarity backend: minilm, tfidf, static or module:function.",
     ),
     json_out: bool = typer.Option(False, "--json", help="Write JSONL records instead of a table."),
     out: str | None = typer.Option(None, "--out", help="Write the JSONL records to this file."),
@@ -207,8 +208,18 @@ def route_command(
     show: int = typer.Option(
         50, "--show", min=0, help="Rows of the human table (the summary counts all)."
     ),
+    engine: str = typer.Option(
+        "local", "--engine", help="local (this process) or ray (Ray Data workers; the 'ray' extra)."
+    ),
+    ray_address: str | None = typer.Option(
+        None, "--ray-address", help="Ray cluster to join (default: start a local one)."
+    ),
+    workers: int | None = typer.Option(
+        None, "--workers", help="Ray workers (default: the cluster's CPUs)."
+    ),
 ) -> None:
     """Read each panel's disagreement state (CA/DA/CD/DD) and route it to an action."""
+    engine = check_engine(engine, workers=workers, address=ray_address)
     check_output_path(out, option="--out", inputs=[panels])
     check_output_path(rejects, option="--rejects", inputs=[panels, out])
     ruleset = RuleSet.load(rules) if rules else RuleSet.default()
@@ -223,16 +234,33 @@ def route_command(
             handle = stack.enter_context(atomic_output(out))
         elif json_out or out == "-":
             handle = sys.stdout
-        tally = route_stream(
-            _panels(panels, sink),
-            backend,
-            thresholds,
-            ruleset,
-            handle=handle,
-            batch_size=batch_size,
-            with_matrix=matrix,
-            keep_rows=0 if json_out else show,
-        )
+        if engine == "ray":
+            from dissensus.engines.ray import RayOptions, route_ray
+
+            tally = route_ray(
+                panels,
+                similarity=similarity,
+                no_cache=no_cache,
+                theta_s=theta_s,
+                theta_a=theta_a,
+                rules=rules,
+                handle=handle,
+                sink=sink,
+                with_matrix=matrix,
+                keep_rows=0 if json_out else show,
+                options=RayOptions(address=ray_address, workers=workers),
+            )
+        else:
+            tally = route_stream(
+                _panels(panels, sink),
+                backend,
+                thresholds,
+                ruleset,
+                handle=handle,
+                batch_size=batch_size,
+                with_matrix=matrix,
+                keep_rows=0 if json_out else show,
+            )
         rejected = sink.count
     if not json_out:
         _print_human(tally, rejected, thresholds, backend.name)
@@ -255,7 +283,7 @@ def calibrate_command(
     similarity: str = typer.Option(
         DEFAULT_BACKEND,
         "--similarity",
-        help="Similarity backend: minilm, tfidf or module:function.",
+        help="Similarity backend: minilm, tfidf, static or module:function.",
     ),
     json_out: bool = typer.Option(False, "--json", help="Print the calibration as JSON."),
     rejects: str | None = typer.Option(

@@ -191,7 +191,7 @@ def route(
     """Read each panel's disagreement state (CA/DA/CD/DD) and route it to an action."""
     if ":" in similarity:
         raise ConfigError(
-            "module:function backends are not served over MCP; use minilm or tfidf",
+            "module:function backends are not served over MCP; use minilm, tfidf or static",
             field="similarity",
         )
     ruleset = RuleSet.load(rules) if rules else RuleSet.default()

@@ -81,7 +81,7 @@ class ReadingSettings(_Section):
     """How a panel is read (seed 000)."""
 
     similarity: str = "minilm"
-    """Similarity backend (``minilm``: bundled offline MiniLM embeddings; ``tfidf``: lexical)."""
+    """Similarity backend (``minilm``: bundled offline MiniLM embeddings; ``tfidf``: lexical; ``static``: distilled MiniLM token vectors)."""
     theta_s: float | None = Field(default=None, ge=-1.0, le=1.0)
     """Reasoning-similarity threshold; ``None``: the backend's calibrated default."""
     theta_a: float = Field(default=0.8, gt=0.0, le=1.0)
@@ -211,7 +211,7 @@ def _config_error(exc: ValidationError, file: str | None, prefix: tuple[str, ...
     return ConfigError(message, file=file, field=_field((*prefix, *first["loc"])))
 
 
-SIMILARITY_NAMES = frozenset({"minilm", "default", "all-minilm-l6-v2", "sentence-transformers/all-minilm-l6-v2", "tfidf"})
+SIMILARITY_NAMES = frozenset({"minilm", "default", "all-minilm-l6-v2", "sentence-transformers/all-minilm-l6-v2", "tfidf", "static", "static-all-minilm-l6-v2"})
 """Built-in similarity backends (:func:`dissensus.states.similarity.get_backend`)."""
 
 
@@ -221,7 +221,7 @@ def check_similarity(name: str, *, file: str | None = None, field: str = "readin
     key = name.strip()
     if key.lower() not in SIMILARITY_NAMES and ":" not in key:
         raise ConfigError(
-            f"unknown similarity backend {key!r} (expected 'minilm', 'tfidf' or 'module:function')", file=file, field=field
+            f"unknown similarity backend {key!r} (expected 'minilm', 'tfidf', 'static' or 'module:function')", file=file, field=field
         )
 
 

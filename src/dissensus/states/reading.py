@@ -81,6 +81,7 @@ DEFAULT_THETA_A = 0.8
 DEFAULT_THETA_S: dict[str, float] = {
     "all-MiniLM-L6-v2": 0.86,
     "tfidf": 0.39,
+    "static-all-MiniLM-L6-v2": 0.87,
 }
 """Default reasoning-similarity threshold per model: median mean similarity on LLMBar CoT."""
 

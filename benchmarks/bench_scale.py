@@ -1,0 +1,389 @@
+"""Benchmark of the scale path: static encoder, route throughput, Ray against local decide.
+
+Prints, in one run:
+
+(a) sentences/s of the static backend and of MiniLM on the same LLMBar CoT traces, each
+    in a fresh process on one thread (MiniLM: ``torch.set_num_threads(1)``; the first
+    ``--minilm-texts`` traces only, it is slow), the ratio, and each process' peak RSS.
+(b) ``dissensus route`` with precomputed embeddings (parse + read + route + write) against
+    plain ``json.loads`` + ``json.dumps`` of the same lines, CPU time, best of three
+    (the measurement of ``bench_route.py`` (a), on 20,000 synthetic 5-agent panels).
+(c) ``dissensus decide`` on ``--panels`` synthetic 5-agent panels (default 20,000), for
+    TF-IDF and for static: the local engine and the Ray engine with 2 workers (and, for
+    TF-IDF, 1 worker: the scaling run of ``docs/scale.md``), panels/s wall clock, with
+    Ray's start-up (local instance, actor pool, model loads) included and reported
+    apart; peak RSS of the driver and of the largest worker. The journal is SQLite with
+    ``synchronous=NORMAL`` (``$DISSENSUS_JOURNAL_SYNC``) so that the figures show the
+    engines rather than the disk's fsync rate, which (d) measures.
+(d) journal appends/s on SQLite, one writer, ``synchronous=FULL`` and ``NORMAL``: the
+    serial part of a run.
+(e) per-panel CPU of each stage (parse, embed, read, route, guard, accept, journal
+    append) of a local decide run of the bundled LLMBar panels under
+    ``examples/llmbar-policy.yaml``, from a cProfile of the run with a CPU-time clock
+    (cumulative time per function; embedding is counted once under "embed" even when
+    the prefetch and the reader both embed; the profiler inflates small functions, so
+    the unprofiled total is printed too).
+
+Run: ``python benchmarks/bench_scale.py [--panels N] [--skip-ray]``. Prints figures,
+asserts nothing. ``benchmarks/run_all.py`` runs it with the others.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+os.environ.setdefault("MKL_NUM_THREADS", "1")
+
+import argparse
+import asyncio
+import gc
+import json
+import multiprocessing as mp
+import resource
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+sys.path.insert(0, str(HERE))
+
+from bench_route import RULES, embed, panel_line, panels_gen  # noqa: E402
+
+
+def _rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _traces(data: Path) -> list[str]:
+    from dissensus.convert import iter_llmbar_panels
+
+    panels = iter_llmbar_panels(data / "llmbar", "CoT")
+    return sorted({o.reasoning for p in panels for o in p.outputs})
+
+
+def _encode_child(name: str, texts: list[str]) -> tuple[float, float, float]:
+    if name == "minilm":
+        import torch
+
+        torch.set_num_threads(1)
+    from dissensus.states import get_backend
+
+    backend = get_backend(name, cache=False)
+    embed_fn = backend.embed  # type: ignore[attr-defined]
+    embed_fn(texts[:8])
+    start, cpu = time.perf_counter(), time.process_time()
+    embed_fn(texts)
+    wall, cpu = time.perf_counter() - start, time.process_time() - cpu
+    return len(texts) / wall, len(texts) / cpu, _rss_mb()
+
+
+def bench_encoders(data: Path, minilm_texts: int) -> None:
+    from dissensus.states.static import distil_static
+
+    distil_static()
+    texts = _traces(data)
+    ctx = mp.get_context("spawn")
+    with ctx.Pool(1) as pool:
+        s_wall, s_cpu, s_rss = pool.apply(_encode_child, ("static", texts))
+    with ctx.Pool(1) as pool:
+        m_wall, m_cpu, m_rss = pool.apply(_encode_child, ("minilm", texts[:minilm_texts]))
+    print(
+        f"(a) encoders on LLMBar CoT traces (mean {sum(map(len, texts)) / len(texts):.0f} chars), one thread each"
+    )
+    print(
+        "    (per CPU second of the encoding process: unaffected by other load; wall clock in brackets)"
+    )
+    print(
+        f"    static (model2vec, {len(texts)} traces):  {s_cpu:9,.1f} sentences/s ({s_wall:,.1f} wall)   peak RSS {s_rss:6.0f} MB"
+    )
+    print(
+        f"    MiniLM ({minilm_texts} traces):           {m_cpu:9,.1f} sentences/s ({m_wall:,.1f} wall)   peak RSS {m_rss:6.0f} MB"
+    )
+    print(
+        f"    ratio static / MiniLM: {s_cpu / m_cpu:.0f}x per CPU second ({s_wall / m_wall:.0f}x wall)   (target >= 50x)"
+    )
+
+
+def bench_route(n: int) -> None:
+    from dissensus.cli.route import route_stream
+    from dissensus.states import RuleSet, Thresholds, callable_backend
+
+    lines = [panel_line(i) + "\n" for i in range(n)]
+    with tempfile.TemporaryDirectory() as tmp:
+        rules_path = Path(tmp) / "rules.yaml"
+        rules_path.write_text(RULES)
+        ruleset = RuleSet.load(rules_path)
+    backend = callable_backend(embed, name="precomputed")
+    thresholds = Thresholds(theta_s=0.05, theta_a=0.8)
+
+    def baseline() -> None:
+        with open(os.devnull, "w", encoding="utf-8") as sink:
+            for line in lines:
+                sink.write(json.dumps(json.loads(line)))
+                sink.write("\n")
+
+    def routing() -> None:
+        with open(os.devnull, "w", encoding="utf-8") as sink:
+            route_stream(panels_gen(lines), backend, thresholds, ruleset, handle=sink)
+
+    routing()
+    gc.collect()
+    gc.freeze()
+    from dissensus.io import fastjson
+
+    base = min(_cpu(baseline) for _ in range(3))
+    route = min(_cpu(routing) for _ in range(3))
+    saved, fastjson._orjson = fastjson._orjson, None  # the standard-library encoder
+    try:
+        route_std = min(_cpu(routing) for _ in range(3))
+    finally:
+        fastjson._orjson = saved
+    gc.unfreeze()
+    print(f"(b) route with precomputed embeddings, {n:,} 5-agent panels, CPU time, best of 3")
+    print(
+        f"    route (parse+read+route+write): {n / route:9,.0f} panels/s   (records by orjson: {fastjson.orjson_available()})"
+    )
+    print(
+        f"    same, records by json.dumps:    {n / route_std:9,.0f} panels/s   ratio {base / route_std:.3f}"
+    )
+    print(f"    baseline json.loads+dumps:      {n / base:9,.0f} panels/s")
+    print(f"    ratio route / baseline:         {base / route:.3f}   (target >= 0.5)")
+
+
+def _cpu(fn: Any) -> float:
+    start = time.process_time()
+    fn()
+    return time.process_time() - start
+
+
+def _decide(
+    path: Path, journal_path: Path, similarity: str, engine: str, workers: int
+) -> tuple[float, float, dict[str, Any], int]:
+    from dissensus.engines.ray import RayOptions, decide_ray, ensure_ray
+    from dissensus.pipeline import Policy, execute_run, start_run
+    from dissensus.store.journal import Journal
+
+    journal = Journal(journal_path)
+    start_run(journal, str(path), Policy(), run_id="bench", similarity=similarity)
+    stats: dict[str, Any] = {}
+    startup = 0.0
+    if engine == "ray":
+        t0 = time.perf_counter()
+        ensure_ray(RayOptions(workers=workers))
+        startup = time.perf_counter() - t0
+
+    async def go() -> int:
+        if engine == "ray":
+            stream = decide_ray(journal, "bench", options=RayOptions(workers=workers), stats=stats)
+        else:
+            stream = execute_run(journal, "bench")
+        return sum([1 async for _ in stream])
+
+    t0 = time.perf_counter()
+    count = asyncio.run(go())
+    wall = time.perf_counter() - t0
+    journal.close()
+    return wall, startup, stats, count
+
+
+def bench_decide(n: int, skip_ray: bool) -> None:
+    os.environ.setdefault("DISSENSUS_JOURNAL_SYNC", "normal")
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "panels.jsonl"
+        path.write_text("".join(panel_line(i) + "\n" for i in range(n)), encoding="utf-8")
+        print(
+            f"(c) decide, {n:,} synthetic 5-agent panels, default policy, no model; journal SQLite synchronous={os.environ['DISSENSUS_JOURNAL_SYNC']}"
+        )
+        print(
+            "    backend  engine         panels/s (wall)   run s   Ray start-up s   worker peak RSS MB"
+        )
+        runs = [
+            ("tfidf", "local", 1),
+            ("tfidf", "ray", 1),
+            ("tfidf", "ray", 2),
+            ("static", "local", 1),
+            ("static", "ray", 2),
+        ]
+        rates: dict[tuple[str, str, int], float] = {}
+        started = False
+        for k, (sim, engine, workers) in enumerate(runs):
+            if engine == "ray" and skip_ray:
+                continue
+            if engine == "ray" and started:
+                import ray
+
+                ray.shutdown()  # a fresh instance sized to this run's workers
+            wall, startup, stats, count = _decide(
+                path, Path(tmp) / f"j{k}.sqlite", sim, engine, workers
+            )
+            started = started or engine == "ray"
+            rates[(sim, engine, workers)] = count / wall
+            label = f"{engine}" + (f" x{workers}" if engine == "ray" else "")
+            rss = f"{stats.get('worker_rss_mb', 0):.0f}" if engine == "ray" else "-"
+            print(
+                f"    {sim:7}  {label:12}  {count / wall:15,.1f}   {wall:6.1f}   {startup:14.1f}   {rss:>18}"
+            )
+        print(f"    driver peak RSS: {_rss_mb():.0f} MB")
+        if not skip_ray:
+            for sim in ("tfidf", "static"):
+                local = rates[(sim, "local", 1)]
+                ray2 = rates[(sim, "ray", 2)]
+                print(f"    {sim}: Ray x2 / local = {ray2 / local:.2f}")
+            t1, t2 = 1 / rates[("tfidf", "ray", 1)], 1 / rates[("tfidf", "ray", 2)]
+            # Amdahl: T(2) = T(1) * (s + (1 - s) / 2)  =>  s = 2 * T(2) / T(1) - 1
+            serial = min(1.0, max(0.0, 2 * t2 / t1 - 1))
+            print(
+                f"    scaling (tfidf): Ray x1 {1 / t1:,.1f} panels/s, x2 {1 / t2:,.1f} panels/s, speed-up {t1 / t2:.2f}, implied serial fraction s = {serial:.2f}"
+            )
+
+
+def bench_journal(n: int) -> None:
+    from dissensus.store.journal import Journal
+
+    payload = {
+        "state": "CA",
+        "action": "auto",
+        "decision": "1",
+        "reason": "agreement",
+        "similarity": 0.91,
+    }
+    print(f"(d) journal appends, SQLite, one writer, {n:,} events of ~100 bytes")
+    with tempfile.TemporaryDirectory() as tmp:
+        for mode in ("full", "normal"):
+            journal = Journal(Path(tmp) / f"{mode}.sqlite", synchronous=mode)
+            journal.create_run("r", kind="bench", meta={})
+            start = time.perf_counter()
+            for i in range(n):
+                journal.append("r", "case.step", payload, key=f"k/{i}", case=str(i))
+            rate = n / (time.perf_counter() - start)
+            journal.close()
+            print(f"    synchronous={mode:6}  {rate:9,.0f} appends/s")
+
+
+_STAGES = {
+    "parse (parse_line)": [("jsonl.py", "parse_line")],
+    "embed, tfidf (matrix)": [("lexical.py", "matrix")],
+    "embed, static (embed)": [("static.py", "embed")],
+    "read (read_panel, embedding excluded)": [("reading.py", "read_panel")],
+    "route (route_payload)": [("gates.py", "route_payload")],
+    "guard (guard_payload)": [("gates.py", "guard_payload")],
+    "signals for acceptance (agent_signals)": [("signals.py", "agent_signals")],
+    "accept (calibrated_accept)": [("reliability.py", "calibrated_accept")],
+    "journal append (Journal.append)": [("journal.py", "append")],
+}
+
+
+def _embed_under_reading(stats: dict[Any, Any]) -> float:
+    """CPU of the embedding calls made from inside the reader (to exclude from "read")."""
+    total = 0.0
+    for key, value in stats.items():
+        if (key[0].endswith("lexical.py") and key[2] == "matrix") or (
+            key[0].endswith("static.py") and key[2] == "embed"
+        ):
+            for caller, cstats in value[4].items():
+                if caller[0].endswith("reading.py"):
+                    total += cstats[3]
+    return total
+
+
+def bench_stages(copies: int) -> None:
+    """Per-panel CPU of each stage of a local decide run, from a profile of the run."""
+    import cProfile
+    import pstats
+
+    from dissensus.pipeline import execute_run, load_policy, start_run
+    from dissensus.store.journal import Journal
+
+    os.environ.setdefault("DISSENSUS_JOURNAL_SYNC", "normal")
+    lines = (
+        (REPO / "examples" / "llmbar-cot.jsonl")
+        .read_text(encoding="utf-8")
+        .splitlines(keepends=True)
+    )
+    print(
+        f"(e) per-panel CPU by stage, local decide of the bundled LLMBar panels x{copies} "
+        f"({len(lines) * copies} panels, examples/llmbar-policy.yaml: guard, recorded re-asks, calibrated acceptance)"
+    )
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "p.jsonl"
+        path.write_text("".join(lines * copies), encoding="utf-8")
+        pol, pol_dir = load_policy(str(REPO / "examples" / "llmbar-policy.yaml"))
+        for sim in ("tfidf", "static"):
+            for profiled in (False, True):
+                journal = Journal(Path(tmp) / f"{sim}{profiled}.sqlite")
+                start_run(journal, str(path), pol, policy_dir=pol_dir, run_id="s", similarity=sim)
+
+                async def go(j: Journal = journal) -> int:
+                    return sum([1 async for _ in execute_run(j, "s")])
+
+                prof = cProfile.Profile(time.process_time) if profiled else None
+                c0 = time.process_time()
+                if prof is not None:
+                    prof.enable()
+                n = asyncio.run(go())
+                if prof is not None:
+                    prof.disable()
+                cpu = time.process_time() - c0
+                events = journal.run("s").n_events  # type: ignore[union-attr]
+                journal.close()
+                if prof is None:
+                    print(
+                        f"    {sim}: {n} panels, {cpu / n * 1e3:.2f} ms CPU per panel unprofiled, {events / n:.1f} journal events per panel"
+                    )
+                    continue
+                stats = pstats.Stats(prof).stats  # type: ignore[attr-defined]
+                total = cpu / n * 1e3
+                for label, keys in _STAGES.items():
+                    ct = sum(
+                        v[3]
+                        for k, v in stats.items()
+                        for f, name in keys
+                        if k[0].endswith(f) and k[2] == name
+                    )
+                    if ct == 0:
+                        continue
+                    if label.startswith("read"):
+                        ct -= _embed_under_reading(stats)
+                    ms = ct / n * 1e3
+                    print(
+                        f"      {label:40} {ms:7.3f} ms/panel ({ms / total:5.1%} of profiled {total:.2f} ms)"
+                    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser.add_argument(
+        "--data",
+        type=Path,
+        default=Path(os.environ.get("DISSENSUS_DATA", REPO.parent / "shared" / "data")),
+    )
+    parser.add_argument("--panels", type=int, default=20_000)
+    parser.add_argument("--route-panels", type=int, default=20_000)
+    parser.add_argument("--minilm-texts", type=int, default=200)
+    parser.add_argument("--appends", type=int, default=3_000)
+    parser.add_argument("--skip-ray", action="store_true")
+    parser.add_argument("--copies", type=int, default=4, help="copies of the bundled panels in (e)")
+    parser.add_argument("--only", default="abdec", help="sections to run (letters)")
+    args = parser.parse_args(argv)
+    print(f"machine: {os.cpu_count()} CPUs; load average {os.getloadavg()[0]:.1f} at start")
+    if "a" in args.only:
+        bench_encoders(args.data, args.minilm_texts)
+    if "b" in args.only:
+        bench_route(args.route_panels)
+    if "d" in args.only:
+        bench_journal(args.appends)
+    if "e" in args.only:
+        bench_stages(args.copies)
+    if "c" in args.only:
+        bench_decide(args.panels, args.skip_ray)
+    print(f"load average {os.getloadavg()[0]:.1f} at end")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,33 @@
+"""Execution engines for batch runs: the same decisions, on one process or on a Ray cluster.
+
+``local`` (default) decides in this process (:func:`dissensus.pipeline.execute_run`,
+:func:`dissensus.cli.route.route_stream`); ``ray`` spreads blocks of input lines over
+Ray Data workers (:mod:`dissensus.engines.ray`, the ``ray`` extra) and keeps the
+journal in the driver. Both produce the same records, in input order, and the same
+rejects; a run started on one engine can be resumed on the other.
+
+Choices: engines are chosen by name (``--engine local|ray``); an unknown name is a
+:class:`~dissensus.errors.ConfigError` on field ``engine``; the Ray engine is imported
+only when chosen, so the core never needs ``ray``.
+"""
+
+from __future__ import annotations
+
+from dissensus.errors import ConfigError
+
+__all__ = ["ENGINES", "check_engine"]
+
+ENGINES = ("local", "ray")
+"""Names accepted by ``--engine``."""
+
+
+def check_engine(name: str, *, workers: int | None = None, address: str | None = None) -> str:
+    """The normalised engine name; refuse unknown names and Ray-only options on ``local``."""
+    key = name.strip().lower()
+    if key not in ENGINES:
+        raise ConfigError(f"unknown engine {name!r} (expected 'local' or 'ray')", field="engine")
+    if key == "local" and (workers is not None or address is not None):
+        raise ConfigError("--workers and --ray-address need '--engine ray'", field="engine")
+    if workers is not None and workers < 1:
+        raise ConfigError(f"--workers must be at least 1, got {workers}", field="workers")
+    return key

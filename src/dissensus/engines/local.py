@@ -1,0 +1,15 @@
+"""The local engine: decide or route in this process (the reference the Ray engine equals).
+
+:func:`decide_local` is :func:`dissensus.pipeline.batch.execute_run` (bounded
+concurrency, records in input order, the journal written as cases progress) and
+:func:`route_local` is :func:`dissensus.states.stream.route_stream`; they are named here
+so that every engine has the same place in the tree. :mod:`dissensus.engines.ray` has
+the drop-in twins ``decide_ray`` and ``route_ray``.
+"""
+
+from __future__ import annotations
+
+from dissensus.pipeline.batch import execute_run as decide_local
+from dissensus.states.stream import route_stream as route_local
+
+__all__ = ["decide_local", "route_local"]

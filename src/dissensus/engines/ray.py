@@ -1,0 +1,572 @@
+"""Batch decisions on Ray Data: blocks of input lines on workers, the journal in the driver.
+
+``dissensus decide PANELS --engine ray [--ray-address ADDR] [--workers N]`` and
+``dissensus route PANELS --engine ray`` (the ``ray`` extra). The driver plans blocks of
+whole input lines (:mod:`dissensus.engines.blocks`) and hands them to a Ray Data
+``map_batches`` over a pool of stateful workers; each worker loads the policy, the
+calibrations, the compiled rules and the similarity backend once, reads its blocks from
+the file itself, and returns the block's records, rejects and journal events. The
+driver appends those events to the one journal of the run *in input order* and emits
+the records in input order: the journal is the same shape as a local run's, so
+``runs show/export/verify/resume`` work unchanged, and a run started on one engine can
+be resumed on the other.
+
+Choices where the design is silent:
+
+* **Workers never write the journal.** A worker decides a block against a throw-away
+  in-memory journal seeded with whatever the real journal already holds for the
+  block's lines (so a resumed, half-done case replays its journalled steps and model
+  calls instead of redoing them) and ships every event of the block back. The driver
+  appends each case's events contiguously, case after case in line order; a local run
+  interleaves the events of the cases it has in flight, so event *order* differs
+  between engines while keys, payloads and records are identical.
+* **Resume.** A block whose every non-blank line already has a journalled record or
+  reject is not sent to a worker again: its records and rejects are replayed from the
+  journal by the driver. Other blocks are decided (again), with their journalled
+  events as seed, so completed cases inside them are replayed, not redone.
+* **Budget.** Each worker has its own model client whose call and token limits are the
+  policy's divided by the number of workers (rounded down, at least 1), so the run as a
+  whole never exceeds the policy's budget.
+* **Failures.** Worker processes are Ray actors restarted on death, and their blocks
+  are retried (Ray Data's defaults for actor pools: ``max_restarts=-1``,
+  ``max_task_retries=-1``): a block is a pure function of the input and the journal's
+  seed, so a retry gives the same events.
+* **Cluster.** Without ``--ray-address`` a local Ray instance is started with
+  ``--workers`` CPUs (default: all), no dashboard; with an address the driver joins that
+  cluster, whose workers must see the input file at the same path and have
+  ``dissensus`` installed. Standard input is sent to the workers inside the blocks.
+* ``lines_per_block`` defaults to 512: big enough that Ray's per-task cost (a few
+  milliseconds) is small against the block's work, small enough that two workers stay
+  busy on a few thousand panels.
+* ``$DISSENSUS_FAULT_RAY_KILL`` (``BLOCK:MARKER_PATH``) makes the worker that first
+  receives block ``BLOCK`` kill its own process (once: the marker file records that
+  it happened): the switch the tests use to check that a killed worker is retried.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+from collections import Counter
+from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
+
+from dissensus.engines.blocks import Block, block_lines, plan_blocks, plan_text_blocks
+from dissensus.errors import ConfigError, InputError
+from dissensus.io.jsonl import Reject, RejectSink, open_text, parse_line
+from dissensus.states.cache import CachedBackend
+from dissensus.types import Panel
+
+if TYPE_CHECKING:
+    from dissensus.pipeline.records import CaseRecord
+
+__all__ = [
+    "FAULT_ENV",
+    "LINES_PER_BLOCK",
+    "RayOptions",
+    "decide_ray",
+    "ensure_ray",
+    "route_ray",
+]
+
+LINES_PER_BLOCK = 512
+"""Default input lines per block."""
+
+FAULT_ENV = "DISSENSUS_FAULT_RAY_KILL"
+"""``BLOCK:MARKER_PATH``: kill the worker that first gets block ``BLOCK`` (tests)."""
+
+_MISSING = "the Ray engine needs the 'ray' extra (pip install 'dissensus[ray]')"
+
+
+@dataclass(frozen=True)
+class RayOptions:
+    """Where and how wide to run."""
+
+    address: str | None = None
+    """Ray cluster to join (``ray://`` or ``auto``); None: start a local instance."""
+    workers: int | None = None
+    """Worker actors (default: the cluster's CPUs)."""
+    lines_per_block: int = LINES_PER_BLOCK
+    """Input lines per block."""
+
+
+def _ray() -> Any:
+    try:
+        import ray
+    except ImportError as exc:
+        raise ConfigError(_MISSING, field="engine") from exc
+    return ray
+
+
+def ensure_ray(options: RayOptions) -> int:
+    """Connect to (or start) Ray; the number of workers to use."""
+    ray = _ray()
+    if not ray.is_initialized():
+        kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False}
+        if options.address:
+            kwargs["address"] = options.address
+        else:
+            if options.workers:
+                kwargs["num_cpus"] = options.workers
+        ray.init(**kwargs)
+    if options.workers:
+        return options.workers
+    return max(1, int(ray.cluster_resources().get("CPU", 1)))
+
+
+def _fault() -> tuple[int, str] | None:
+    raw = os.environ.get(FAULT_ENV)
+    if not raw:
+        return None
+    block, _, marker = raw.partition(":")
+    return int(block), marker
+
+
+def _maybe_die(fault: tuple[int, str] | None, index: int) -> None:
+    if fault is None or fault[0] != index:
+        return
+    marker = Path(fault[1])
+    if marker.exists():
+        return
+    marker.write_text("killed\n", encoding="utf-8")
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _pool(workers: int) -> Any:
+    ray = _ray()
+    return ray.data.ActorPoolStrategy(size=workers)
+
+
+def _dataset(items: list[dict[str, Any]]) -> Any:
+    ray = _ray()
+    ctx = ray.data.DataContext.get_current()
+    ctx.execution_options.preserve_order = True
+    ctx.enable_progress_bars = False
+    return ray.data.from_items(items, override_num_blocks=max(1, len(items)))
+
+
+def _rows(dataset: Any) -> Iterator[dict[str, Any]]:
+    yield from dataset.iter_rows()
+
+
+# -- decide -----------------------------------------------------------------------------
+
+
+def _split(limit: int | None, workers: int) -> int | None:
+    return None if limit is None else max(1, limit // workers)
+
+
+class _Decider:
+    """One Ray worker of a decide run: loads everything once, decides blocks."""
+
+    def __init__(
+        self, run_id: str, started: dict[str, Any], workers: int, fault: tuple[int, str] | None
+    ) -> None:
+        from dissensus.guard import Calibration as GuardCalibration
+        from dissensus.llm.budget import Budget
+        from dissensus.pipeline.policy import Policy
+        from dissensus.pipeline.reliability import CalibrationFile
+
+        self.run_id = run_id
+        self.policy = Policy.model_validate(started["policy"])
+        cal = started.get("calibration")
+        guard_cal = started.get("guard_calibration")
+        self.calibration = CalibrationFile.model_validate(cal) if cal else None
+        self.guard_calibration = GuardCalibration.model_validate(guard_cal) if guard_cal else None
+        self.model = started.get("model")
+        budget = self.policy.budget
+        self.budget = Budget(
+            max_calls=_split(budget.max_calls, workers),
+            max_tokens=_split(budget.max_tokens, workers),
+        )
+        self.fault = fault
+        self._backend: Any = None
+        self._client: Any = None
+        self._loop = asyncio.new_event_loop()
+
+    def backend(self) -> Any:
+        if self._backend is None:
+            from dissensus.states import get_backend
+
+            self._backend = get_backend(self.policy.reading.similarity)
+        return self._backend
+
+    def client(self) -> Any:
+        if self._client is None:
+            from dissensus.llm.resolve import resolve_model
+
+            self._client = resolve_model(self.model, budget=self.budget)
+        return self._client
+
+    def __call__(self, batch: dict[str, Any]) -> dict[str, list[str]]:
+        out = [
+            self._loop.run_until_complete(self._block(json.loads(str(raw))))
+            for raw in batch["item"]
+        ]
+        return {"result": [json.dumps(o, ensure_ascii=False) for o in out]}
+
+    async def _block(self, item: dict[str, Any]) -> dict[str, Any]:
+        from dissensus.pipeline import decide_case
+        from dissensus.pipeline.runtime import Runtime
+        from dissensus.store.journal import Journal
+
+        block = _block_of(item["block"])
+        _maybe_die(self.fault, block.index)
+        memory = Journal(":memory:")
+        memory.create_run(self.run_id, kind="decide", meta={})
+        for event in item["seed"]:
+            memory.append(
+                self.run_id, event["type"], event["payload"], key=event["key"], case=event["case"]
+            )
+        rt = Runtime(
+            policy=self.policy,
+            journal=memory,
+            run_id=self.run_id,
+            calibration=self.calibration,
+            guard_calibration=self.guard_calibration,
+            model=self.model,
+            backend_factory=self.backend,
+        )
+        rt.client._factory = self.client  # one model client (and budget) per worker
+        parsed: list[tuple[int, Panel | Reject]] = [
+            (number, parse_line(Panel, text, file=item["name"], line=number))
+            for number, text in block_lines(block)
+            if text.strip()
+        ]
+        if isinstance(self.backend(), CachedBackend):  # else prefetching would embed twice
+            rt.prefetch([(n, p) for n, p in parsed if isinstance(p, Panel)])
+        cases: list[dict[str, Any]] = []
+        window: list[tuple[int, asyncio.Task[Any]]] = []
+
+        async def settle(number: int, task: asyncio.Task[Any]) -> None:
+            record = await task
+            events = [
+                {"key": e.key, "type": e.type, "case": e.case, "payload": e.payload}
+                for e in memory.events(self.run_id, case=str(number))
+            ]
+            cases.append(
+                {"line": number, "record": record.model_dump(mode="json"), "events": events}
+            )
+
+        try:
+            for number, panel in parsed:
+                if isinstance(panel, Reject):
+                    cases.append({"line": number, "reject": panel.model_dump(mode="json")})
+                    continue
+                window.append((number, asyncio.create_task(decide_case(rt, panel, number))))
+                if len(window) >= self.policy.concurrency:
+                    await settle(*window.pop(0))
+            while window:
+                await settle(*window.pop(0))
+        finally:
+            for _, task in window:
+                task.cancel()
+            memory.close()
+        cases.sort(key=lambda c: int(c["line"]))  # rejects were listed before cases in flight
+        return {"index": block.index, "cases": cases, "rss_mb": _rss_mb()}
+
+
+def _rss_mb() -> float:
+    """Peak resident memory of this process, in MB."""
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _block_of(raw: dict[str, Any]) -> Block:
+    lines = raw.get("lines")
+    return Block(
+        index=raw["index"],
+        first_line=raw["first_line"],
+        n_lines=raw["n_lines"],
+        path=raw["path"],
+        offset=raw["offset"],
+        length=raw["length"],
+        lines=tuple(lines) if lines is not None else None,
+    )
+
+
+def _plan(source: dict[str, Any], lines_per_block: int) -> tuple[str, list[Block]]:
+    from dissensus.pipeline.batch import _lines
+
+    name, lines = _lines(source)  # refuses a missing or changed input file; splits stdin
+    if lines is not None:
+        return name, plan_text_blocks(lines, lines_per_block)
+    return name, plan_blocks(name, lines_per_block)
+
+
+async def decide_ray(
+    journal: Any,
+    run_id: str,
+    *,
+    on_reject: Callable[[Reject], None] | None = None,
+    options: RayOptions | None = None,
+    stats: dict[str, Any] | None = None,
+) -> AsyncIterator[CaseRecord]:
+    """Decide (or finish deciding) a run on Ray, yielding records in input order.
+
+    The drop-in twin of :func:`dissensus.pipeline.execute_run`. ``stats``, when given,
+    receives ``blocks`` (planned), ``blocks_sent`` (decided by workers; the rest were
+    complete in the journal) and ``worker_rss_mb`` (the largest peak RSS a worker reported).
+    """
+    from dissensus.pipeline.batch import _started
+
+    opts = options or RayOptions()
+    started = _started(journal, run_id)
+    name, blocks = _plan(started["input"], opts.lines_per_block)
+    seeds = _seeds(journal, run_id)
+    todo: list[dict[str, Any]] = []
+    complete: dict[int, bool] = {}
+    for block in blocks:
+        done = _complete(block, seeds)
+        complete[block.index] = done
+        if not done:
+            seed = [
+                e
+                for line in range(block.first_line, block.last_line + 1)
+                for e in seeds.get(str(line), [])
+            ]
+            todo.append(
+                {
+                    "item": json.dumps(
+                        {"block": asdict(block), "name": name, "seed": seed}, ensure_ascii=False
+                    )
+                }
+            )
+    info = stats if stats is not None else {}
+    info.update(blocks=len(blocks), blocks_sent=len(todo), worker_rss_mb=0.0)
+    results: Iterator[dict[str, Any]] = iter(())
+    if todo:
+        _warm(str(started["policy"].get("reading", {}).get("similarity", "")))
+        workers = ensure_ray(opts)
+        ds = _dataset(todo).map_batches(
+            _Decider,
+            fn_constructor_args=(run_id, started, workers, _fault()),
+            batch_size=1,
+            batch_format="numpy",
+            compute=_pool(min(workers, len(todo))),
+            num_cpus=1,
+        )
+        results = (json.loads(str(row["result"])) for row in _rows(ds))
+    counts: Counter[str] = Counter()
+    for block in blocks:
+        if complete[block.index]:
+            cases = _replayed(journal, run_id, block)
+        else:
+            result = next(results)
+            if result["index"] != block.index:  # preserve_order guarantees it; never mix
+                raise InputError(
+                    f"Ray returned block {result['index']} where block {block.index} was due"
+                )
+            cases = result["cases"]
+            info["worker_rss_mb"] = max(info["worker_rss_mb"], float(result.get("rss_mb", 0.0)))
+        for case in cases:
+            line = case["line"]
+            if "reject" in case:
+                reject = Reject.model_validate(case["reject"])
+                journal.append(
+                    run_id, "input.rejected", case["reject"], key=f"reject/{line}", case=str(line)
+                )
+                counts["rejected"] += 1
+                if on_reject is not None:
+                    on_reject(reject)
+                continue
+            for event in case["events"]:
+                journal.append(
+                    run_id, event["type"], event["payload"], key=event["key"], case=event["case"]
+                )
+            from dissensus.pipeline.records import CaseRecord
+
+            record = CaseRecord.model_validate(case["record"])
+            counts["cases"] += 1
+            counts["auto"] += int(record.auto)
+            counts["escalated"] += int(record.action == "escalate")
+            yield record
+    journal.append(run_id, "run.finished", dict(counts), key="run/finished")
+
+
+def _seeds(journal: Any, run_id: str) -> dict[str, list[dict[str, Any]]]:
+    """The run's journalled case events, by case (line)."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    for event in journal.events(run_id):
+        if event.case is not None:
+            out.setdefault(event.case, []).append(
+                {"key": event.key, "type": event.type, "case": event.case, "payload": event.payload}
+            )
+    return out
+
+
+def _complete(block: Block, seeds: dict[str, list[dict[str, Any]]]) -> bool:
+    """Every non-blank line of ``block`` has a journalled record or reject."""
+    if not seeds:
+        return False
+    for number, text in block_lines(block):
+        if not text.strip():
+            continue
+        keys = {e["key"] for e in seeds.get(str(number), [])}
+        if f"case/{number}/record" not in keys and f"reject/{number}" not in keys:
+            return False
+    return True
+
+
+def _replayed(journal: Any, run_id: str, block: Block) -> list[dict[str, Any]]:
+    cases: list[dict[str, Any]] = []
+    for number, text in block_lines(block):
+        if not text.strip():
+            continue
+        reject = journal.get(run_id, f"reject/{number}")
+        if reject is not None:
+            cases.append({"line": number, "reject": reject.payload})
+            continue
+        record = journal.get(run_id, f"case/{number}/record")
+        cases.append({"line": number, "record": record.payload, "events": []})
+    return cases
+
+
+# -- route ------------------------------------------------------------------------------
+
+
+class _Router:
+    """One Ray worker of a route run: loads rules and backend once, routes blocks."""
+
+    def __init__(self, spec: dict[str, Any]) -> None:
+        from dissensus.states.reading import Thresholds
+        from dissensus.states.routing import RuleSet
+        from dissensus.states.similarity import get_backend
+
+        self.spec = spec
+        self.backend = get_backend(spec["similarity"], cache=not spec["no_cache"])
+        self.ruleset = RuleSet.load(spec["rules"]) if spec["rules"] else RuleSet.default()
+        self.thresholds = Thresholds.for_model(self.backend.name, spec["theta_s"], spec["theta_a"])
+
+    def __call__(self, batch: dict[str, Any]) -> dict[str, list[Any]]:
+        import pickle
+
+        from dissensus.cli.route import record_of
+        from dissensus.states.reading import read_panels
+
+        results: list[Any] = []
+        for raw in batch["item"]:
+            item = json.loads(str(raw))
+            block = _block_of(item["block"])
+            parsed = [
+                parse_line(Panel, text, file=item["name"], line=n)
+                for n, text in block_lines(block)
+                if text.strip()
+            ]
+            rejects = [r.model_dump(mode="json") for r in parsed if isinstance(r, Reject)]
+            panels = [p for p in parsed if isinstance(p, Panel)]
+            readings = read_panels(panels, self.backend, self.thresholds) if panels else []
+            from dissensus.io.fastjson import dumps as encode
+            lines: list[str] = []
+            states: Counter[str] = Counter()
+            actions: Counter[str] = Counter()
+            rows: list[Any] = []
+            for panel, reading in zip(panels, readings, strict=True):
+                routed = self.ruleset.route(reading, panel.meta)
+                states[reading.state.value] += 1
+                actions[routed.action] += 1
+                lines.append(
+                    encode(record_of(reading, routed, with_matrix=self.spec["with_matrix"]))
+                )
+                if len(rows) < self.spec["keep_rows"]:
+                    rows.append((reading, routed))
+            results.append(
+                pickle.dumps(
+                    {
+                        "index": block.index,
+                        "lines": lines,
+                        "rejects": rejects,
+                        "states": states,
+                        "actions": actions,
+                        "rows": rows,
+                        "rss_mb": _rss_mb(),
+                    }
+                )
+            )
+        return {"result": results}
+
+
+def route_ray(
+    path: str,
+    *,
+    similarity: str,
+    no_cache: bool,
+    theta_s: float | None,
+    theta_a: float | None,
+    rules: str | None,
+    handle: IO[str] | None,
+    sink: RejectSink,
+    with_matrix: bool = False,
+    keep_rows: int = 0,
+    options: RayOptions | None = None,
+) -> Any:
+    """Route every panel of ``path`` on Ray; the same records and rejects as a local run.
+
+    Returns a :class:`dissensus.cli.route.RouteTally`.
+    """
+    import pickle
+
+    from dissensus.cli.route import RouteTally
+
+    opts = options or RayOptions()
+    if path == "-":
+        name = "<stdin>"
+        with open_text("-") as stdin:  # surrogateescape, as the local reader
+            blocks = plan_text_blocks(list(stdin), opts.lines_per_block)
+    else:
+        name = path
+        if not Path(path).is_file():
+            raise InputError(f"file not found: {path}")
+        blocks = plan_blocks(path, opts.lines_per_block)
+    tally = RouteTally()
+    if not blocks:
+        return tally
+    spec = {
+        "similarity": similarity,
+        "no_cache": no_cache,
+        "theta_s": theta_s,
+        "theta_a": theta_a,
+        "rules": str(Path(rules).resolve()) if rules else None,
+        "with_matrix": with_matrix,
+        "keep_rows": keep_rows,
+    }
+    _warm(similarity)
+    workers = ensure_ray(opts)
+    items = [
+        {"item": json.dumps({"block": asdict(b), "name": name}, ensure_ascii=False)} for b in blocks
+    ]
+    ds = _dataset(items).map_batches(
+        _Router,
+        fn_constructor_args=(spec,),
+        batch_size=1,
+        batch_format="numpy",
+        compute=_pool(min(workers, len(items))),
+        num_cpus=1,
+    )
+    for row in _rows(ds):
+        result = pickle.loads(row["result"])
+        for reject in result["rejects"]:
+            sink.add(Reject.model_validate(reject))
+        if handle is not None:
+            for line in result["lines"]:
+                handle.write(line + "\n")
+        tally.states.update(result["states"])
+        tally.actions.update(result["actions"])
+        tally.total += len(result["lines"])
+        for pair in result["rows"]:
+            if len(tally.rows) < keep_rows:
+                tally.rows.append(pair)
+    return tally
+
+
+def _warm(similarity: str) -> None:
+    """Distil the static table in the driver first, so workers do not race to do it."""
+    if similarity.strip().lower() in {"static", "static-all-minilm-l6-v2"}:
+        from dissensus.states.static import distil_static
+
+        distil_static()

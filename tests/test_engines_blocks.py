@@ -1,0 +1,91 @@
+"""Blocks of input lines for the engines: same lines, same numbers as reading the file."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from dissensus.engines import check_engine
+from dissensus.engines.blocks import block_lines, count_lines, plan_blocks, plan_text_blocks
+from dissensus.errors import ConfigError
+
+_PIECES = st.lists(
+    st.one_of(
+        st.sampled_from(["\n", "\r\n", "\r", "", " \n", '{"id": "x"}', "é", "\u2028", "\x0c"]),
+        st.binary(max_size=3).map(lambda b: b.decode("latin-1")),
+    ),
+    max_size=40,
+)
+
+
+def _file_lines(data: bytes) -> list[tuple[int, str]]:
+    with tempfile.NamedTemporaryFile(delete=False) as handle:
+        handle.write(data)
+    try:
+        with open(handle.name, encoding="utf-8", errors="surrogateescape") as text:
+            return list(enumerate(text, start=1))
+    finally:
+        Path(handle.name).unlink()
+
+
+@given(_PIECES, st.booleans(), st.integers(min_value=1, max_value=7))
+def test_blocks_cover_the_file_with_the_numbers_text_mode_gives(
+    pieces: list[str], bad_byte: bool, size: int
+) -> None:
+    data = "".join(pieces).encode("utf-8")
+    if bad_byte:
+        data += b"\xff\xfe tail\n"
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "in.jsonl"
+        path.write_bytes(data)
+        blocks = plan_blocks(path, size)
+        got = [pair for block in blocks for pair in block_lines(block)]
+        assert got == _file_lines(data)
+        assert sum(b.length for b in blocks) == len(data)
+        assert [b.index for b in blocks] == list(range(len(blocks)))
+        for block in blocks:
+            assert block.n_lines == len(list(block_lines(block)))
+
+
+def test_small_chunks_cut_blocks_the_same(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from dissensus.engines import blocks as mod
+
+    path = tmp_path / "in.jsonl"
+    path.write_bytes(b"".join(b'{"n": %d}\r\n' % i for i in range(100)) + b"last")
+    whole = plan_blocks(path, 9)
+    monkeypatch.setattr(mod, "_CHUNK", 7)
+    assert plan_blocks(path, 9) == whole
+    assert [b.first_line for b in whole][:3] == [1, 10, 19] and whole[-1].last_line == 101
+
+
+def test_text_blocks_keep_the_callers_lines() -> None:
+    lines = "a\nb\x0cc\r\n\nd".splitlines(keepends=True)
+    blocks = plan_text_blocks(lines, 2)
+    assert [pair for b in blocks for pair in block_lines(b)] == list(enumerate(lines, start=1))
+    assert count_lines(b"a\r\nb\rc\n") == 3 and count_lines(b"x") == 1 and count_lines(b"") == 0
+
+
+def test_engine_names_and_options() -> None:
+    assert check_engine("Ray") == "ray" and check_engine("local") == "local"
+    with pytest.raises(ConfigError, match="unknown engine"):
+        check_engine("spark")
+    with pytest.raises(ConfigError, match="need '--engine ray'"):
+        check_engine("local", workers=2)
+    with pytest.raises(ConfigError, match="at least 1"):
+        check_engine("ray", workers=0)
+
+
+def test_cli_refuses_unknown_engine_and_ray_options_without_ray(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from dissensus.cli import main
+
+    panels = str(Path(__file__).resolve().parent.parent / "examples" / "llmbar-cot.jsonl")
+    assert main(["route", panels, "--similarity", "tfidf", "--engine", "spark"]) == 2
+    assert "field 'engine': unknown engine 'spark'" in capsys.readouterr().err
+    assert main(["decide", panels, "--journal", str(tmp_path / "j.sqlite"), "--workers", "2"]) == 2
+    assert "need '--engine ray'" in capsys.readouterr().err
