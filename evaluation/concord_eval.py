@@ -15,7 +15,7 @@ Four classes of decision problems, each generated from a seed:
   every agent); in half of the instances a decoy vendor is acceptable on every attribute
   too but unreliable, so certification and correctness can part.
 
-Every agent is a :class:`~dissensus.agents.function.FunctionAgent`: it scores plans on
+Every agent is a :class:`~dissensus.concord.function.FunctionAgent`: it scores plans on
 a private scale (random direction and range), proposes its own best plan and, as the
 bottleneck, repairs the leader by one local change (a one-decision change; moving one
 unit for allocations; another vendor), choosing the change whose estimated worst-off
@@ -42,9 +42,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from dissensus.agents.function import FunctionAgent
-from dissensus.agents.negotiator import NegotiationView, Outcome
 from dissensus.concord import compare_rules, negotiate_sync, verify
+from dissensus.concord.agent import NegotiationView, Outcome
+from dissensus.concord.function import FunctionAgent
 from dissensus.concord.record import Certificate
 
 Plan = tuple[Any, ...]

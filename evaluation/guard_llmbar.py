@@ -37,10 +37,10 @@ import numpy as np
 
 from dissensus.convert.llmbar import iter_llmbar_votes
 from dissensus.guard import (
-    GuardSettings,
+    GuardThresholds,
     audit_many,
-    calibrate,
     consensus_weighted_vote,
+    fit_reliability,
     majority_vote,
 )
 from dissensus.guard.encoding import encode_cases
@@ -61,7 +61,7 @@ def evaluate(cases: list[VoteCase], beta: float) -> list[dict[str, Any]]:
     for test in subsets:
         train = [c for c in cases if c.meta["subset"] != test]
         held = [c for c in cases if c.meta["subset"] == test]
-        cal = calibrate(train)
+        cal = fit_reliability(train)
         enc = encode_cases(held, classes=cal.labels)
         k = len(enc.classes)
         mv, mp = majority_vote(enc.labels, k)
@@ -71,7 +71,7 @@ def evaluate(cases: list[VoteCase], beta: float) -> list[dict[str, Any]]:
         g_conf = np.array([d.confidence for d in decisions])
         plain = audit_many(
             [c.model_copy(update={"gold": None}) for c in held], cal, beta=beta,
-            settings=GuardSettings(use_recommended_verifier=False),
+            settings=GuardThresholds(use_recommended_verifier=False),
         )
         p_hit = np.array([d.answer == c.gold for d, c in zip(plain, held, strict=True)])
         p_conf = np.array([d.confidence for d in plain])

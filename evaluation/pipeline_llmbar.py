@@ -8,7 +8,7 @@ labels are used for scoring only) and pooled over the splits:
 * (i) **plain state routing**: a case is auto-accepted when the seed's default routing
   sends it to ``auto`` or ``auto_explain``; the decision is the panel's plurality;
 * (ii) **the composed pipeline** (``examples/llmbar-policy.yaml`` with the split's
-  calibration): read -> guard -> route -> seek_context (the recorded swapped-order
+  calibration): read -> route -> guard (of the automatic routes) -> seek_context (the recorded swapped-order
   answers are the re-ask) -> calibrated acceptance -> record.
 
 Precision = share of auto-accepted decisions equal to the gold label; coverage = share

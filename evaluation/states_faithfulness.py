@@ -19,7 +19,7 @@ Usage::
 
 Choices (the seed is silent on all of them):
 
-* theta_s is calibrated per corpus with :func:`dissensus.states.calibrate.calibrate`'s
+* theta_s is calibrated per corpus with :func:`dissensus.states.theta_fit.calibrate`'s
   rule: the ``--quantile`` (default 0.5, the median) of the per-panel mean reasoning
   similarity of that corpus; theta_a is 0.8 (the library default: with 6 judges, at least
   5 of the voters agree; with 4 annotators, unanimity).
@@ -63,6 +63,7 @@ from typing import Any
 import numpy as np
 
 from dissensus.convert import Skipped, iter_llmbar_panels, iter_varierrnli_panels
+from dissensus.pipeline.signals import recorded_second_answers
 from dissensus.states.reading import Reading, Thresholds, read_from_matrix, read_panels
 from dissensus.states.similarity import SimilarityBackend, get_backend
 from dissensus.types import Panel
@@ -96,7 +97,7 @@ def read_corpus(
 ) -> Corpus:
     """Read every panel once, calibrate theta_s at ``quantile``, then assign states."""
     probe = read_panels(panels, backend, Thresholds(theta_s=0.0, theta_a=theta_a))
-    # Same rule as dissensus.states.calibrate (linear-interpolated quantile of the
+    # Same rule as dissensus.states.theta_fit (linear-interpolated quantile of the
     # per-panel mean similarity), applied to the matrices already computed.
     theta_s = float(np.quantile([r.mean_similarity for r in probe], quantile))
     thresholds = Thresholds(theta_s=theta_s, theta_a=theta_a)
@@ -331,10 +332,11 @@ def report_swap(corpus: Corpus, out: Callable[[str], None]) -> None:
     states = np.array([r.state.value for r in corpus.readings])
     flips = []
     for panel in corpus.panels:
+        again = recorded_second_answers(panel)
         pairs = [
-            (o.decision, (o.model_extra or {}).get("swap_decision"))
+            (o.decision, again[o.agent].decision)
             for o in panel.outputs
-            if o.decision is not None and (o.model_extra or {}).get("swap_decision") is not None
+            if o.decision is not None and o.agent in again and again[o.agent].decision is not None
         ]
         flips.append(sum(a != b for a, b in pairs) / len(pairs) if pairs else math.nan)
     flip = np.array(flips)

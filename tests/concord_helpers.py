@@ -6,7 +6,7 @@ import asyncio
 import hashlib
 from collections.abc import Sequence
 
-from dissensus.agents.negotiator import NegotiationView, Outcome
+from dissensus.concord.agent import NegotiationView, Outcome
 
 REJECTED = Outcome(id="R0", text="reject everything")
 IDEAL = Outcome(id="I0", text="the ideal outcome")

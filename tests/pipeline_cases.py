@@ -59,14 +59,27 @@ def write_jsonl(path: Path, rows: list[dict[str, Any] | str]) -> Path:
     return path
 
 
-def write_script(path: Path, answers: dict[str, str]) -> Path:
-    """A scripted model: agent -> letter chosen in the re-ask (DCI stages get a default)."""
+def write_script(path: Path, answers: dict[str, str], *, default: str = "1") -> Path:
+    """A scripted model: agent -> option id chosen in the re-ask; other requests (a shared
+    model's voice, DCI stages) get ``default``."""
     rules = [
-        {"match": {"agent": agent, "stage": "pipeline.reask"}, "json": {"choice": letter, "reasoning": f"{agent} picks {letter}."}}
-        for agent, letter in answers.items()
+        {"match": {"agent": agent, "stage": "pipeline.reask"}, "json": {"decision": choice, "reasoning": f"{agent} picks {choice}."}}
+        for agent, choice in answers.items()
     ]
-    path.write_text(yaml.safe_dump({"rules": rules, "default": '{"choice": "A", "reasoning": "default"}'}), encoding="utf-8")
+    fallback = json.dumps({"decision": default, "reasoning": "default"})
+    path.write_text(yaml.safe_dump({"rules": rules, "default": fallback}), encoding="utf-8")
     return path
+
+
+def agent_models(root: Path, answers: dict[str, str]) -> dict[str, str]:
+    """One scripted model per agent (a model of its own, hence a family of its own):
+    ``seek_context.models`` for a policy."""
+    root.mkdir(parents=True, exist_ok=True)
+    return {agent: f"scripted:{write_script(root / f'{agent}.yaml', {agent: choice})}" for agent, choice in answers.items()}
+
+
+CRASH_ANSWERS = {"a1": "1", "a2": "1", "a3": "2"}
+"""Re-ask answers of the pipeline tests: a1 and a2 answer option 1, a3 option 2."""
 
 
 def write_policy(path: Path, extra: dict[str, Any] | None = None) -> Path:
@@ -89,9 +102,11 @@ def write_policy(path: Path, extra: dict[str, Any] | None = None) -> Path:
 def mixed_batch() -> list[dict[str, Any] | str]:
     """Every route of the pipeline in a few lines (and one bad line).
 
-    With the scripted answers of :func:`crash_script` (options reversed: ``B`` is option
-    ``1``, ``A`` option ``2``): on ``live-reask`` a1 and a2 stay on ``1`` and a3 flips
+    With the re-ask answers :data:`CRASH_ANSWERS` from each agent's own model
+    (:func:`agent_models`): on ``live-reask`` a1 and a2 stay on ``1`` and a3 flips
     (accepted on two independent families); on ``live-split`` stable agents disagree.
+    With one shared model instead (:func:`crash_script`), each live case gets one extra
+    voice and commits nothing on it.
     """
     evidence = [
         [{"source": "kb:policies", "present": True}],
@@ -122,4 +137,4 @@ def mixed_batch() -> list[dict[str, Any] | str]:
 
 
 def crash_script(path: Path) -> Path:
-    return write_script(path, {"a1": "B", "a2": "B", "a3": "A"})
+    return write_script(path, CRASH_ANSWERS)

@@ -194,8 +194,8 @@ def test_every_bad_line_rejected_rest_processed(tmp_path: Path) -> None:
         (["route", "{panels}", "--bogus"], "No such option"),
         (["route", "{panels}", "--theta-a", "1.5"], "theta-a"),
         (["route", "{panels}", "--similarity", "word2vec"], "unknown similarity backend"),
-        (["route", "{panels}", "--similarity", "my_mod:f"], "cannot import"),
-        (["route", "{panels}", "--similarity", "math:sqrt"], "no default theta_s"),
+        (["route", "{panels}", "--similarity", "my_mod:f"], "names Python code"),
+        (["route", "{panels}", "--similarity", "math:sqrt"], "names Python code"),
         (
             ["route", "{panels}", "--rules", "{bad_rules}", "--similarity", "tfidf"],
             "field 'rules.0.oops'",

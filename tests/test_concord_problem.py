@@ -8,9 +8,10 @@ from typing import Any
 
 import pytest
 
-from dissensus.agents.negotiator import NegotiationView, Outcome
-from dissensus.agents.table import TableAgent
-from dissensus.concord import build_agents, negotiation_for, parse_problem
+from dissensus.agents.assembly import build_agents
+from dissensus.concord import negotiation_for, parse_problem
+from dissensus.concord.agent import NegotiationView, Outcome
+from dissensus.concord.table import TableAgent
 from dissensus.errors import ConfigError
 
 

@@ -10,17 +10,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from concord_helpers import IDEAL, REJECTED, HashAgent, SlowAgent
-from dissensus.agents.function import FunctionAgent
-from dissensus.agents.table import TableAgent
+from dissensus.agents.assembly import build_agents
 from dissensus.concord import (
-    build_agents,
     compare_rules,
     load_problem,
     negotiate_sync,
     negotiation_for,
     verify,
 )
+from dissensus.concord.function import FunctionAgent
 from dissensus.concord.protocol import Negotiation
+from dissensus.concord.table import TableAgent
 from dissensus.errors import ConfigError
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "concord"
@@ -251,7 +251,25 @@ def test_llm_agents_run_offline_with_the_bundled_script(monkeypatch: pytest.Monk
     assert cert.spent.model_calls <= cert.bound.model_calls
     assert cert.spent.model_calls == 2 * (1 + 1 + 1 + 1) + 1  # anchors, propose, 2 sweeps, 1 repair
     assert verify(cert.model_dump(mode="json")).valid
-    assert str(EXAMPLES.resolve()) in sys.path
+    assert str(EXAMPLES.resolve()) not in sys.path  # function agents load by file path
+
+
+def test_a_planted_module_beside_a_problem_file_replaces_nothing(tmp_path: Path) -> None:
+    # Regression: the problem directory used to go first on sys.path for good, so a
+    # planted json.py (or openai.py) beside a problem file replaced the real module.
+    (tmp_path / "json.py").write_text("PLANTED = True\n", encoding="utf-8")
+    (tmp_path / "agents_here.py").write_text(
+        "import json\n\ndef score(outcome, view):\n    return 0.0 if hasattr(json, 'PLANTED') else 1.0\n",
+        encoding="utf-8",
+    )
+    before = list(sys.path)
+    from dissensus.loading import load_callable
+
+    score = load_callable("agents_here:score", base_dir=tmp_path)
+    assert score(None, None) == 1.0  # the standard json, not the planted one
+    assert sys.path == before
+    assert not hasattr(__import__("json"), "PLANTED")
+    assert "agents_here" not in sys.modules
 
 
 def test_no_proposal_means_no_candidate_and_a_full_shortfall() -> None:
@@ -281,14 +299,20 @@ def test_public_surface_is_pinned() -> None:
         [
             "RULES",
             "RULE_ORDER",
+            "Arbiter",
             "Bound",
             "Certificate",
+            "FunctionAgent",
             "Negotiation",
+            "NegotiationAgent",
+            "NegotiationView",
+            "Outcome",
             "Problem",
-            "Rule",
+            "SelectionRule",
+            "TableAgent",
             "Verdict",
-            "build_agents",
             "compare_rules",
+            "compare_with",
             "compute_bound",
             "load_problem",
             "negotiate",

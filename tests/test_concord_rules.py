@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from dissensus.baselines.decision_rules import best_average, majority_vote, owner_decides, unanimity
+from dissensus.concord import reference as _ref
+from dissensus.concord import rules as _rules
+from dissensus.concord import scale as _cal
 from dissensus.concord.bounds import compute_bound
-from dissensus.concord.calibration import calibrate
 from dissensus.concord.rules import accepts, bottleneck, select
+from dissensus.concord.scale import rescale
 
 
 def test_bound_formula() -> None:
@@ -56,9 +60,9 @@ def test_bottleneck_tie_goes_to_the_first_listed() -> None:
 def test_calibration_maps_anchors_to_0_and_1(rej: float, ideal: float, u: float) -> None:
     if abs(ideal - rej) < 1e-3:
         return
-    assert calibrate(rej, rej, ideal) == 0.0
-    assert calibrate(ideal, rej, ideal) == 1.0
-    assert abs(calibrate(rej + u * (ideal - rej), rej, ideal) - u) < 1e-6
+    assert rescale(rej, rej, ideal) == 0.0
+    assert rescale(ideal, rej, ideal) == 1.0
+    assert abs(rescale(rej + u * (ideal - rej), rej, ideal) - u) < 1e-6
 
 
 def test_baselines_on_a_hand_fixture() -> None:
@@ -75,3 +79,76 @@ def test_baselines_on_a_hand_fixture() -> None:
     own = owner_decides("y", "Q", m, agents, 0.7)
     assert own.worst_off == 0.2 and own.below_floor == ["x", "z"]
     assert unanimity(ids, m, agents, 0.7).result.startswith("deadlock")
+
+
+# -- the protocol's rules against the independent reference the verifier uses ---------
+
+
+_SCORE = st.sampled_from([0.0, 0.1, 0.25, 0.5, 0.7, 0.75, 0.9, 1.0]) | st.floats(0.0, 1.0)
+
+
+@given(
+    st.lists(st.lists(_SCORE, min_size=3, max_size=3), min_size=1, max_size=6),
+    st.sampled_from(_rules.RULES),
+    st.sampled_from([0.0, 0.5, 0.7, 1.0]),
+)
+def test_selection_matches_the_reference(vectors: list[list[float]], rule: str, floor: float) -> None:
+    candidates = [(f"C{i}", v) for i, v in enumerate(vectors)]
+    assert _rules.select(candidates, rule, floor)[0] == _ref.ref_select(candidates, rule, floor)  # type: ignore[arg-type]
+
+
+@given(_SCORE, _SCORE, st.sampled_from([0.0, 0.01, 0.1, 0.5]))
+def test_acceptance_matches_the_reference(lead: float, new: float, margin: float) -> None:
+    assert _rules.improvement(lead, new) == _ref.ref_gain(lead, new)
+    assert _rules.accepts(lead, new, margin) == _ref.ref_accepts(lead, new, margin)
+
+
+@given(st.lists(_SCORE, min_size=1, max_size=6), st.sampled_from([0.0, 0.7, 1.0]))
+def test_bottleneck_and_floor_match_the_reference(scores: list[float], floor: float) -> None:
+    order = [f"a{i}" for i in range(len(scores))]
+    by_agent = dict(zip(order, scores, strict=True))
+    assert _rules.bottleneck(by_agent, order)[0] == _ref.ref_bottleneck(by_agent, order)
+    assert _rules.clears_floor(scores, floor) == _ref.ref_clears_floor(scores, floor)
+
+
+@given(
+    st.floats(-1e6, 1e6),
+    st.floats(-1e6, 1e6),
+    st.floats(-1e6, 1e6),
+)
+def test_calibration_matches_the_reference(raw: float, rejected: float, ideal: float) -> None:
+    if _cal.check_anchors(rejected, ideal) is not None:
+        return
+    assert _cal.in_range(raw, rejected, ideal) == _ref.ref_in_range(raw, rejected, ideal)
+    assert _cal.rescale(raw, rejected, ideal) == _ref.ref_rescale(raw, rejected, ideal)
+
+
+def test_a_bug_in_the_rules_is_caught_by_verify(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The verifier replays with the reference: a protocol run with a wrong rule fails it."""
+    from dissensus.concord import Outcome, TableAgent, negotiate_sync, verify
+    from dissensus.concord import protocol as _protocol
+
+    agents = [
+        TableAgent("a", {"R": 0, "I": 10, "X": 9, "Y": 6}),
+        TableAgent("b", {"R": 0, "I": 10, "X": 2, "Y": 6}),
+    ]
+    kwargs = {
+        "rejected": Outcome(id="R", text="r"),
+        "ideal": Outcome(id="I", text="i"),
+        "options": [Outcome(id="X", text="x"), Outcome(id="Y", text="y")],
+        "floor": 0.9,
+        "rounds": 0,
+    }
+    honest = negotiate_sync(agents, **kwargs)
+    assert verify(honest.model_dump(mode="json")).valid
+
+    def worst_first(candidates, rule, floor):  # type: ignore[no-untyped-def]
+        ranked = sorted(candidates, key=lambda c: min(c[1]))
+        return ranked[0][0], None
+
+    monkeypatch.setattr(_protocol, "select", worst_first)
+    buggy = negotiate_sync(agents, **kwargs)
+    assert buggy.selected is not None and honest.selected is not None
+    assert buggy.selected.id != honest.selected.id
+    verdict = verify(buggy.model_dump(mode="json"))
+    assert not verdict.valid and verdict.violated == "selection"

@@ -104,8 +104,8 @@ def test_real_meta_keeps_gold_and_item(cot_panels: list[Panel], shared_data: Pat
         panel = natural[f"Natural/{index}"]
         assert panel.meta["gold"] == str(raw["label"])
         assert panel.meta["input"] == raw["input"]
-        assert panel.meta["output_1"] == raw["output_1"]
-        assert panel.meta["output_2"] == raw["output_2"]
+        assert panel.meta["options"] == {"1": raw["output_1"], "2": raw["output_2"]}
+        assert "output_1" not in panel.meta
         assert panel.meta["strategy"] == "CoT"
 
 
@@ -148,15 +148,16 @@ def test_real_swap_cot_keeps_both_orders(shared_data: Path) -> None:
             o for o in neighbor[f"Adversarial/Neighbor/{index}"].outputs if o.agent == "GPT-4"
         )
         swapped = raw["results"][0]["swap = True"]
-        assert out.model_extra is not None
-        assert out.model_extra["swap_decision"] == swapped["winner"]
-        assert out.model_extra["swap_reasoning"] == swapped["completion"][0]
-        flips += out.decision != out.model_extra["swap_decision"]
+        assert out.reask is not None
+        assert out.reask.decision == swapped["winner"]
+        assert out.reask.reasoning == swapped["completion"][0]
+        assert out.reask.perturbation == "swap_order"
+        flips += out.decision != out.reask.decision
     assert 0 < flips < len(results)
 
 
 def test_cot_has_no_swap_fields(cot_panels: list[Panel]) -> None:
-    assert all(not (o.model_extra or {}) for p in cot_panels for o in p.outputs)
+    assert all(not (o.model_extra or {}) and o.reask is None for p in cot_panels for o in p.outputs)
 
 
 def test_real_votes_format(shared_data: Path) -> None:
@@ -318,10 +319,11 @@ def test_decisions_and_swaps_are_carried_exactly(
         for k, out in enumerate(panel.outputs):
             assert out.agent == judges[k]
             assert out.decision == norm(rows[i][k])
-            assert out.model_extra == {
-                "swap_decision": norm(rows[i][(k + 1) % 3]),
-                "swap_reasoning": f"{judges[k]} swapped {i}",
-            }
+            assert out.model_extra == {}
+            assert out.reask is not None
+            assert out.reask.decision == norm(rows[i][(k + 1) % 3])
+            assert out.reask.reasoning == f"{judges[k]} swapped {i}"
+            assert out.reask.perturbation == "swap_order"
         # A panel survives a JSONL round trip unchanged.
         assert Panel.model_validate_json(panel.model_dump_json(exclude_defaults=True)) == panel
     skipped: list[Skipped] = []

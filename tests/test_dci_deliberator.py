@@ -51,11 +51,13 @@ def test_a_failing_model_still_yields_a_packet_that_says_so() -> None:
 
 
 def test_a_model_that_never_speaks_the_grammar_yields_failures_not_coerced_acts() -> None:
+    # Regression: a model whose every answer is invalid used to end "complete".
     output, result = asyncio.run(deliberate_with_model(TASK, client({"default": {"act": "shout", "target": "o1", "text": "!"}})))
-    assert output.packet is not None and output.packet.status == "complete"
+    assert output.packet is not None and output.packet.status == "model_failure"
+    assert output.status == "model_failure"
     assert result.workspace.acts == [] and output.packet.metrics.acts_total == 0
     assert {f.kind for f in output.packet.failures} == {"invalid_act"}
-    assert output.packet.path == "fallback:tie_break" and "failed" in (output.packet.status_detail or "")
+    assert output.packet.path == "fallback:tie_break" and "every participant failed" in (output.packet.status_detail or "")
 
 
 def test_the_judge_sees_question_and_answer_never_the_method() -> None:

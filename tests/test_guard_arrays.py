@@ -11,7 +11,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from dissensus.baselines.voting import agreement_weighted_vote, unweighted_majority
 from dissensus.guard.arrays import (
     agreement_fraction,
     consensus_weighted_vote,
@@ -80,12 +79,6 @@ def test_shares_are_distributions_and_weighting_keeps_plurality(labels: np.ndarr
     counts = np.array([[np.sum(row == k) for k in range(4)] for row in labels])
     for i in np.flatnonzero(voted):
         assert counts[i, cw[i]] == counts[i].max()
-
-
-@given(label_matrices)
-def test_baselines_module_matches_guard_arrays(labels: np.ndarray) -> None:
-    assert unweighted_majority(labels, 4)[0].tolist() == majority_vote(labels, 4)[0].tolist()
-    assert agreement_weighted_vote(labels, 4)[0].tolist() == wawa(labels, 4)[0].tolist()
 
 
 def _frame(labels: np.ndarray) -> Any:

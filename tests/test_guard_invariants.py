@@ -8,18 +8,21 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from dissensus.errors import ConfigError, InputError
 from dissensus.guard import (
-    Calibration,
     CorrelatedConsensusError,
-    GuardSettings,
+    GuardThresholds,
+    ReliabilityFit,
     audit,
-    calibrate,
+    fit_reliability,
 )
 from dissensus.guard.provenance import independent_sources
 from dissensus.types import Vote, VoteCase
 
 ANSWERS = ["a", "b", "c"]
 SOURCES = ["wiki", "pubmed", "news", "parametric", "parametric:OpenAI"]
+EVIDENCE = {"wiki", "pubmed", "news"}
+"""The SOURCES that are documents; the other two are a model's own memory."""
 FAMILIES = [None, "OpenAI", "Google", "Meta"]
 
 
@@ -60,26 +63,30 @@ def _labelled(seed: int, n_cases: int = 60, herd: bool = False) -> list[VoteCase
 
 
 CALIBRATIONS = [
-    calibrate(_labelled(0)),
-    calibrate(_labelled(1, herd=True)),
-    calibrate(_labelled(2, n_cases=12)),
+    fit_reliability(_labelled(0)),
+    fit_reliability(_labelled(1, herd=True)),
+    fit_reliability(_labelled(2, n_cases=12)),
 ]
 calibrations = st.one_of(st.none(), st.sampled_from(CALIBRATIONS))
 
 
 @given(vote_lists(), calibrations, st.floats(0.0, 10.0))
-def test_refusal_whenever_fewer_than_two_independent_sources(votes: list[Vote], cal: Calibration | None, beta: float) -> None:
+def test_refusal_whenever_fewer_than_two_independent_sources(votes: list[Vote], cal: ReliabilityFit | None, beta: float) -> None:
     d = audit(votes, cal, beta=beta)
-    if len(independent_sources(votes)) < 2:
+    # Independent oracle: evidence sources of SOURCES that are real documents (not a
+    # model's memory) among the voters that had evidence, written out by hand here.
+    real = {v.evidence_source for v in votes if v.evidence_present and v.evidence_source in EVIDENCE}
+    assert independent_sources(votes) == sorted(real)
+    if len(real) < 2:
         assert not d.weighted
         assert d.mode in ("majority", "verifier")
         if beta > 0:
             assert d.refusal is not None and d.refusal.invariant == 1
-            assert d.refusal.figures["independent_sources"] == len(independent_sources(votes))
+            assert d.refusal.figures["independent_sources"] == len(real)
 
 
 @given(vote_lists(), calibrations, st.floats(0.01, 10.0))
-def test_refusal_strict_raises_and_carries_decision(votes: list[Vote], cal: Calibration | None, beta: float) -> None:
+def test_refusal_strict_raises_and_carries_decision(votes: list[Vote], cal: ReliabilityFit | None, beta: float) -> None:
     d = audit(votes, cal, beta=beta)
     if d.refusal is None:
         assert audit(votes, cal, beta=beta, strict=True) == d
@@ -92,7 +99,7 @@ def test_refusal_strict_raises_and_carries_decision(votes: list[Vote], cal: Cali
 
 @given(st.integers(2, 6), st.integers(0, 3), st.sampled_from(ANSWERS), st.floats(0.05, 1.0), calibrations)
 def test_fallback_agreement_at_or_above_maximum_always_refuses(
-    n_absent: int, n_dissent: int, answer: str, maximum: float, cal: Calibration | None
+    n_absent: int, n_dissent: int, answer: str, maximum: float, cal: ReliabilityFit | None
 ) -> None:
     # Two independent evidence sources so that invariant 1 holds; absent voters agree.
     votes = [
@@ -104,7 +111,7 @@ def test_fallback_agreement_at_or_above_maximum_always_refuses(
     votes += [Vote(agent=f"d{i}", answer=other, evidence_source="parametric", evidence_present=False) for i in range(n_dissent)]
     absent = n_absent + n_dissent
     frac = max(n_absent, n_dissent) / absent
-    d = audit(votes, cal, settings=GuardSettings(max_fallback_agreement=maximum))
+    d = audit(votes, cal, settings=GuardThresholds(max_fallback_agreement=maximum))
     assert d.invariants[1].figures["fallback_agreement"] == pytest.approx(frac)
     if frac >= maximum:
         assert d.refusal is not None and d.refusal.invariant == 2
@@ -112,7 +119,7 @@ def test_fallback_agreement_at_or_above_maximum_always_refuses(
 
 
 @given(vote_lists(), calibrations, st.floats(0.0, 20.0))
-def test_beta_never_exceeds_measured_beta_star(votes: list[Vote], cal: Calibration | None, beta: float) -> None:
+def test_beta_never_exceeds_measured_beta_star(votes: list[Vote], cal: ReliabilityFit | None, beta: float) -> None:
     d = audit(votes, cal, beta=beta)
     if d.weighted:
         assert cal is not None and cal.beta_star is not None
@@ -126,7 +133,7 @@ def test_beta_never_exceeds_measured_beta_star(votes: list[Vote], cal: Calibrati
 
 @given(vote_lists(), calibrations, st.floats(0.0, 10.0))
 def test_confidence_in_unit_interval_and_probabilities_sum_to_one(
-    votes: list[Vote], cal: Calibration | None, beta: float
+    votes: list[Vote], cal: ReliabilityFit | None, beta: float
 ) -> None:
     d = audit(votes, cal, beta=beta)
     assert 0.0 <= d.confidence <= 1.0
@@ -138,9 +145,9 @@ def test_confidence_in_unit_interval_and_probabilities_sum_to_one(
 
 
 @given(vote_lists(), calibrations, st.floats(0.0, 10.0))
-def test_decisions_are_deterministic(votes: list[Vote], cal: Calibration | None, beta: float) -> None:
+def test_decisions_are_deterministic(votes: list[Vote], cal: ReliabilityFit | None, beta: float) -> None:
     first = audit(votes, cal, beta=beta)
-    again = audit(list(votes), Calibration.model_validate_json(cal.model_dump_json()) if cal else None, beta=beta)
+    again = audit(list(votes), ReliabilityFit.model_validate_json(cal.model_dump_json()) if cal else None, beta=beta)
     assert first.model_dump_json() == again.model_dump_json()
 
 
@@ -166,14 +173,14 @@ def test_all_invariants_hold_gives_consensus_weighting() -> None:
     assert d.mode == "consensus" and d.weighted and d.refusal is None and d.answer == "a"
     bounded = audit(votes, cal, beta=cal.beta_star + 5)
     assert bounded.mode == "bounded" and bounded.beta_used == cal.beta_star
-    undecomposed = audit(votes, cal, beta=min(0.5, cal.beta_star), settings=GuardSettings(decompose=False))
+    undecomposed = audit(votes, cal, beta=min(0.5, cal.beta_star), settings=GuardThresholds(decompose=False))
     assert undecomposed.mode == "bounded" and undecomposed.weighted
 
 
 def test_verifier_veto_over_majority() -> None:
     votes = [Vote(agent=f"c{i}", answer="x", evidence_source="parametric:OpenAI", evidence_present=False, family="OpenAI") for i in range(4)]
     votes.append(Vote(agent="judge", answer="y", evidence_source="parametric:Other", evidence_present=False))
-    d = audit(votes, verifier="judge", settings=GuardSettings(max_fallback_agreement=1.0))
+    d = audit(votes, verifier="judge", settings=GuardThresholds(max_fallback_agreement=1.0))
     assert d.mode == "verifier" and d.answer == "y" and "vetoed" in d.reason
     assert d.refusal is not None and d.refusal.invariant == 1
     missing = audit(votes, verifier="nobody")
@@ -192,8 +199,8 @@ def test_clones_count_as_fewer_independent_voters() -> None:
 
 def test_audit_rejects_bad_arguments() -> None:
     one = [Vote(agent="a", answer="x", evidence_source="s", evidence_present=True)]
-    with pytest.raises(ValueError):
+    with pytest.raises(InputError):
         audit(one)
     two = [*one, Vote(agent="b", answer="x", evidence_source="t", evidence_present=True)]
-    with pytest.raises(ValueError):
+    with pytest.raises(ConfigError):
         audit(two, beta=float("nan"))

@@ -15,7 +15,8 @@ def test_public_surface_is_pinned() -> None:
     assert sorted(llm.__all__) == sorted(
         [
             "DEFAULT_PRICES", "MODEL_ENV", "BackendError", "BackendResponse", "Budget",
-            "BudgetExceeded", "ChatBackend", "ChatRequest", "ChatResponse", "ClientSettings",
+            "BudgetExceeded", "ChatBackend", "ChatClient", "ChatRequest", "ChatResponse",
+            "ClientSettings", "FunctionBackend",
             "JSONExtractError", "JsonMode", "LLMError", "Message", "ModelCallError", "ModelClient",
             "OpenAIBackend", "Price", "RecordBackend", "ReplayBackend", "ReplayMiss",
             "SchemaModeUnsupported", "ScriptedBackend", "ScriptedRules", "StructuredOutputError",

@@ -14,11 +14,11 @@ from pydantic import BaseModel
 from dissensus.errors import ConfigError
 from dissensus.llm import (
     BackendError,
-    BackendResponse,
     Budget,
     BudgetExceeded,
     ChatRequest,
     ClientSettings,
+    FunctionBackend,
     JsonMode,
     LLMError,
     Message,
@@ -28,7 +28,6 @@ from dissensus.llm import (
     SchemaModeUnsupported,
     ScriptedBackend,
     StructuredOutputError,
-    estimate_tokens,
 )
 from dissensus.llm.retry import Backoff, RateLimiter, parse_retry_after
 
@@ -44,47 +43,23 @@ class Verdict(BaseModel):
     score: int
 
 
-class FuncBackend:
-    """Backend answering with a function of (attempt number, request, mode).
+def FuncBackend(
+    fn: Callable[[int, ChatRequest, JsonMode], str],
+    model_id: str = "func",
+    honest_tokens: bool = False,
+) -> FunctionBackend:
+    """The library's FunctionBackend answering with ``fn(attempt number, request, mode)``.
 
     Reports 10 prompt and 5 completion tokens, or with ``honest_tokens`` what a server
     counting like ``estimate_tokens`` and honouring ``max_tokens`` would report.
     """
+    backend: FunctionBackend
 
-    provider = "test"
+    def handler(request: ChatRequest, mode: JsonMode) -> str:
+        return fn(len(backend.sent), request, mode)
 
-    def __init__(
-        self,
-        fn: Callable[[int, ChatRequest, JsonMode], str],
-        model_id: str = "func",
-        honest_tokens: bool = False,
-    ) -> None:
-        self.fn = fn
-        self.model_id = model_id
-        self.honest_tokens = honest_tokens
-        self.sent: list[tuple[ChatRequest, JsonMode]] = []
-        self.in_flight = 0
-        self.max_in_flight = 0
-
-    async def send(self, request: ChatRequest, *, json_mode: JsonMode) -> BackendResponse:
-        self.sent.append((request, json_mode))
-        self.in_flight += 1
-        self.max_in_flight = max(self.max_in_flight, self.in_flight)
-        try:
-            await asyncio.sleep(0)
-            text = self.fn(len(self.sent), request, json_mode)
-        finally:
-            self.in_flight -= 1
-        prompt, completion = 10, 5
-        if self.honest_tokens:
-            prompt = estimate_tokens(request.prompt_text())
-            completion = min(estimate_tokens(text), request.max_tokens or 10**9)
-        return BackendResponse(
-            text=text, model=self.model_id, prompt_tokens=prompt, completion_tokens=completion
-        )
-
-    async def aclose(self) -> None:
-        return None
+    backend = FunctionBackend(handler, model_id=model_id, tokens=None if honest_tokens else (10, 5))
+    return backend
 
 
 def failing(n_failures: int, error: Callable[[], BackendError], answer: str = "ok") -> FuncBackend:

@@ -12,6 +12,7 @@ from dissensus.llm import (
     BackendResponse,
     ChatRequest,
     ClientSettings,
+    FunctionBackend,
     JsonMode,
     Message,
     ModelCallError,
@@ -19,21 +20,17 @@ from dissensus.llm import (
 )
 
 
-class Flaky:
-    provider = "test"
-    model_id = "m-1"
+def Flaky(failures: int) -> FunctionBackend:
+    """Fails ``failures`` times with a 429, then answers "ok" as model ``m-1-2025``."""
+    left = [failures]
 
-    def __init__(self, failures: int) -> None:
-        self.failures = failures
-
-    async def send(self, request: ChatRequest, *, json_mode: JsonMode) -> BackendResponse:
-        if self.failures > 0:
-            self.failures -= 1
+    def handler(request: ChatRequest, mode: JsonMode) -> BackendResponse:
+        if left[0] > 0:
+            left[0] -= 1
             raise BackendError("busy", kind="rate_limit", retryable=True, status=429)
         return BackendResponse(text="ok", model="m-1-2025", prompt_tokens=11, completion_tokens=3)
 
-    async def aclose(self) -> None:
-        return None
+    return FunctionBackend(handler, model_id="m-1")
 
 
 def setup(failures: int, retries: int = 3) -> tuple[ModelClient, InMemorySpanExporter]:

@@ -13,7 +13,7 @@ from dissensus.guard import audit
 from dissensus.pipeline import Policy, decide, panel_votes, policy_from_dict
 from dissensus.pipeline.signals import recorded_second_answers
 from dissensus.store import Journal
-from pipeline_cases import as_panel, crash_script, mixed_batch, panel
+from pipeline_cases import CRASH_ANSWERS, agent_models, as_panel, mixed_batch, panel
 
 FAST = {
     "reading": {"similarity": "tfidf", "theta_s": 0.3},
@@ -30,8 +30,7 @@ def _policy(**extra: Any) -> Policy:
 
 
 def _by_id(tmp_path: Path) -> dict[str, Any]:
-    crash_script(tmp_path / "script.yaml")
-    policy = _policy(seek_context={"model": f"scripted:{tmp_path / 'script.yaml'}"})
+    policy = _policy(seek_context={"models": agent_models(tmp_path / "models", CRASH_ANSWERS)})
     return {
         row["id"]: decide(as_panel(row), policy)
         for row in mixed_batch()

@@ -126,3 +126,33 @@ def test_an_unknown_similarity_override_starts_no_run(tmp_path: Path) -> None:
             start_run(journal, str(tmp_path / "in.jsonl"), Policy(), similarity="bogus")
         assert err.value.field == "similarity"
         assert journal.runs() == []
+
+
+def test_cd_without_values_switches_on_the_builtin_rule_only_for_the_default_cd_action() -> None:
+    on = policy_from_dict({"routing": {"convergent_disagreement_without_values": "seek_context"}})
+    assert on.routing.rules_document()["builtins"] == ["cd-without-values"]
+    assert policy_from_dict({}).routing.rules_document()["builtins"] == []
+    other = policy_from_dict(
+        {"routing": {"convergent_disagreement_without_values": "seek_context", "defaults": {"CD": "concord"}}}
+    )
+    assert other.routing.rules_document()["builtins"] == []
+
+
+def test_per_agent_models_are_relative_to_the_policy(tmp_path: Path) -> None:
+    sub = tmp_path / "pol"
+    sub.mkdir()
+    (sub / "p.yaml").write_text("seek_context: {models: {a1: 'scripted:a1.yaml', a2: 'openai:gpt-4o'}}\n", encoding="utf-8")
+    policy, _ = load_policy(sub / "p.yaml")
+    assert policy.seek_context.models == {"a1": f"scripted:{sub.resolve() / 'a1.yaml'}", "a2": "openai:gpt-4o"}
+
+
+def test_default_marker_lexicon_is_empty_and_llmbar_policy_sets_its_own(repo_root: Path) -> None:
+    assert MarkerLexicon() == MarkerLexicon(concession=(), grounding=())
+    policy, _ = load_policy(repo_root / "examples" / "llmbar-policy.yaml")
+    assert "more detailed" in policy.acceptance.markers.concession
+
+
+def test_deadline_must_be_positive() -> None:
+    with pytest.raises(ConfigError) as info:
+        policy_from_dict({"deadline_s": 0})
+    assert info.value.field == "deadline_s"

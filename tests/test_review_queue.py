@@ -354,13 +354,14 @@ def test_a_kill_during_review_resolve_never_leaves_half_a_resolution(tmp_path: P
     path = tmp_path / "j.sqlite"
     with Journal(path) as journal:
         review_id = _escalated(journal, "R")
-    env = {**os.environ, "DISSENSUS_FAULT_KILL_AFTER": "1"}
+    runner = str(Path(__file__).with_name("fault_runner.py"))
+    argv = ["review", "resolve", review_id, "--decision", "2", "--note", "n", "--journal", str(path)]
     proc = subprocess.run(
-        [sys.executable, "-m", "dissensus", "review", "resolve", review_id, "--decision", "2", "--note", "n", "--journal", str(path)],
+        [sys.executable, runner, "1", "SIGKILL", *argv],
         capture_output=True,
         text=True,
         check=False,
-        env=env,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
     )
     assert proc.returncode == -9
     with Journal(path) as j:

@@ -415,3 +415,37 @@ def test_routing_deterministic_and_independent_of_rule_order(
     second = rs2.route(reading, meta)
     assert second.action == first.action
     assert sorted([second.rule, *second.concurring]) == sorted([first.rule, *first.concurring])
+
+
+# -- built-in rules ---------------------------------------------------------------------
+
+
+def test_builtin_cd_without_values_is_a_named_rule() -> None:
+    rs = RuleSet.from_dict({"builtins": ["cd-without-values"]})
+    cd = reading_in(State.CONVERGENT_DISAGREEMENT)
+    r = rs.route(cd, {}, value_profiles=0)
+    assert (r.action, r.rule, r.defeated) == ("seek_context", "cd-without-values", ["default-CD"])
+    # Agents that state values: a value conflict, the default stands.
+    assert rs.route(cd, {}, value_profiles=2).rule == "default-CD"
+    # Unknown (no fact given, as in `dissensus route`): the built-in never applies.
+    assert rs.route(cd, {}).rule == "default-CD"
+    # Other states are untouched.
+    assert rs.route(reading_in(State.DIVERGENT_DISAGREEMENT), {}, value_profiles=0).rule == "default-DD"
+
+
+def test_a_domain_rule_routing_cd_beats_the_builtin() -> None:
+    rs = RuleSet.from_dict(
+        {
+            "builtins": ["cd-without-values"],
+            "rules": [{"id": "cd-human", "condition": 'state == "CD"', "action": "escalate"}],
+        }
+    )
+    r = rs.route(reading_in(State.CONVERGENT_DISAGREEMENT), {}, value_profiles=0)
+    assert (r.action, r.rule) == ("escalate", "cd-human")
+    assert "cd-without-values" in r.defeated
+
+
+def test_unknown_builtin_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match="unknown built-in rule 'nope'") as info:
+        RuleSet.from_dict({"builtins": ["nope"]})
+    assert info.value.field == "builtins[0]"

@@ -11,16 +11,16 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dissensus.errors import ConfigError
+from dissensus.errors import ConfigError, DissensusError, InputError
 from dissensus.states import (
     EmbeddingBackend,
     SimilarityBackend,
     Thresholds,
-    calibrate,
-    calibrate_theta_s,
     callable_backend,
+    fit_theta_s,
     get_backend,
     read_panels,
+    theta_s_at,
 )
 from dissensus.states.cache import CachedBackend, EmbeddingCache, text_key
 from dissensus.states.lexical import TfidfBackend, tokenize
@@ -72,11 +72,30 @@ def test_unknown_backend() -> None:
     with pytest.raises(ConfigError, match="unknown similarity backend"):
         get_backend("word2vec")
     with pytest.raises(ConfigError, match="cannot import"):
-        get_backend("no_such_module_xyz:f")
+        get_backend("no_such_module_xyz:f", allow_code=True)
     with pytest.raises(ConfigError, match="no attribute"):
-        get_backend("math:nope")
+        get_backend("math:nope", allow_code=True)
     with pytest.raises(ConfigError, match="not callable"):
-        get_backend("math:pi")
+        get_backend("math:pi", allow_code=True)
+
+
+def test_code_names_need_an_opt_in(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Regression: any module:function ran over panel text, e.g. subprocess:run.
+    monkeypatch.delenv("DISSENSUS_ALLOW_CODE", raising=False)
+    for name in ("subprocess:run", "os:system", "math:sqrt"):
+        with pytest.raises(ConfigError, match="allow_code"):
+            get_backend(name)
+        with pytest.raises(ConfigError, match="allow_code"):
+            get_backend(name, allow_code=False)
+    monkeypatch.setenv("DISSENSUS_ALLOW_CODE", "1")
+    with pytest.raises(ConfigError, match="no attribute"):
+        get_backend("math:nope")  # allowed now, and still checked
+
+
+def test_a_function_that_returns_no_vectors_is_refused() -> None:
+    backend = get_backend("builtins:len", allow_code=True, cache=False)
+    with pytest.raises(DissensusError, match="embedding function"):
+        backend.matrix(["a", "b"])
 
 
 def test_module_function_backend(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -84,7 +103,7 @@ def test_module_function_backend(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
         "def embed(texts):\n    return [[len(t), 1.0] for t in texts]\n", encoding="utf-8"
     )
     monkeypatch.syspath_prepend(str(tmp_path))
-    backend = get_backend("my_embedder:embed", cache=False)
+    backend = get_backend("my_embedder:embed", cache=False, allow_code=True)
     assert backend.name == "my_embedder:embed"
     rows = backend.embed(["ab", "abcd"])  # type: ignore[attr-defined]
     assert np.allclose(np.linalg.norm(rows, axis=1), 1.0)
@@ -180,15 +199,15 @@ def test_calibration_quantiles() -> None:
     backend = LookupBackend(vec, name="pre")
     panels = [_panel(0, ["p", "p"]), _panel(1, ["p", "q"]), _panel(2, ["p", "r"])]
     # mean similarities: 1.0, 0.0, 0.7071
-    assert calibrate_theta_s(panels, backend, 0.0) == pytest.approx(0.0)
-    assert calibrate_theta_s(panels, backend, 0.5) == pytest.approx(2**-0.5)
-    result = calibrate(iter(panels), backend, 1.0, batch_size=2)
+    assert theta_s_at(panels, backend, 0.0) == pytest.approx(0.0)
+    assert theta_s_at(panels, backend, 0.5) == pytest.approx(2**-0.5)
+    result = fit_theta_s(iter(panels), backend, 1.0, batch_size=2)
     assert result.theta_s == pytest.approx(1.0)
     assert (result.panels, result.model) == (3, "pre")
-    with pytest.raises(ValueError, match="quantile"):
-        calibrate(panels, backend, 1.5)
-    with pytest.raises(ValueError, match="empty"):
-        calibrate([], backend, 0.5)
+    with pytest.raises(ConfigError, match="quantile"):
+        fit_theta_s(panels, backend, 1.5)
+    with pytest.raises(InputError, match="empty"):
+        fit_theta_s([], backend, 0.5)
 
 
 def test_missing_embed_extra_is_a_friendly_error(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -7,7 +7,7 @@ month. Its private scale runs downwards: the rejected anchor (losing checkout sa
 
 from __future__ import annotations
 
-from dissensus.agents.negotiator import NegotiationView, Outcome
+from dissensus.concord.agent import NegotiationView, Outcome
 
 REJECTED = 20000.0
 IDEAL = 0.0

@@ -38,7 +38,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from itertools import product
 
-from dissensus.agents.negotiator import NegotiationView, Outcome
+from dissensus.concord.agent import NegotiationView, Outcome
 
 DIMENSIONS: dict[str, tuple[str, ...]] = {
     "traffic": ("stay", "drain", "failover"),

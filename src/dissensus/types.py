@@ -34,6 +34,7 @@ __all__ = [
     "AgentOutput",
     "Evidence",
     "Panel",
+    "Reask",
     "Usage",
     "Vote",
     "VoteCase",
@@ -130,6 +131,21 @@ class Evidence(BaseModel):
     _utf8 = field_validator("source")(_representable)
 
 
+class Reask(BaseModel):
+    """The agent's answer to the same question asked again under a perturbation."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    decision: str | None = Field(default=None, min_length=1)
+    """The answer, in the case's own option ids; ``None`` is an abstention."""
+    reasoning: str | None = None
+    """The re-asked reasoning trace, when there is one."""
+    perturbation: str | None = None
+    """What changed, e.g. ``swap_order`` (options in the other order) or ``add_context``."""
+
+    _norm_decision = field_validator("decision", mode="before")(_label)
+
+
 class AgentOutput(BaseModel):
     """``O_i = <r_i, d_i, v_i, gamma_i>`` of seed 000, plus evidence provenance."""
 
@@ -149,6 +165,8 @@ class AgentOutput(BaseModel):
     """Evidence the agent consulted, with whether it was present."""
     family: str | None = None
     """Model family (e.g. ``openai``), used by the guard to spot shared causes."""
+    reask: Reask | None = None
+    """The agent's recorded answer to a perturbed re-ask (the pipeline's follow-up)."""
 
     _norm_decision = field_validator("decision", mode="before")(_label)
     _utf8 = field_validator("agent", "decision", "reasoning", "family")(_representable)
@@ -264,6 +282,26 @@ class Usage(BaseModel):
     @property
     def total_tokens(self) -> int:
         return self.prompt_tokens + self.completion_tokens
+
+    def __add__(self, other: Usage) -> Usage:
+        """The usage of both (a new object)."""
+        return Usage(
+            calls=self.calls + other.calls,
+            attempts=self.attempts + other.attempts,
+            prompt_tokens=self.prompt_tokens + other.prompt_tokens,
+            completion_tokens=self.completion_tokens + other.completion_tokens,
+            cost=self.cost + other.cost,
+        )
+
+    def __sub__(self, other: Usage) -> Usage:
+        """The usage since ``other`` was taken, when ``other`` is an earlier snapshot."""
+        return Usage(
+            calls=self.calls - other.calls,
+            attempts=self.attempts - other.attempts,
+            prompt_tokens=self.prompt_tokens - other.prompt_tokens,
+            completion_tokens=self.completion_tokens - other.completion_tokens,
+            cost=self.cost - other.cost,
+        )
 
     def add(self, other: Usage) -> None:
         """Add ``other`` into this usage in place."""

@@ -11,8 +11,8 @@
 
 The model for LLM agents (and the "LLM picks" / "LLM writes" rows) is ``--model``, else
 the problem file's ``model:``, else ``$DISSENSUS_MODEL``; function and table agents need
-none. Function agents' modules are imported with the problem file's directory first on
-``sys.path``.
+none. A problem file is trusted code: function agents' modules beside it are imported
+by file path (``sys.path`` is never changed).
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from typing import Any
 import typer
 from rich.table import Table
 
+from dissensus.agents.assembly import build_agents
 from dissensus.cli.app import app
 from dissensus.cli.common import (
     EXIT_FAILURE,
@@ -43,8 +44,8 @@ from dissensus.cli.common import (
     shown,
 )
 from dissensus.concord.bounds import compute_bound
-from dissensus.concord.compare import compare_rules, opening, order_rows, score_outcome
-from dissensus.concord.problem import Problem, build_agents, load_problem, negotiation_for
+from dissensus.concord.compare import compare_with
+from dissensus.concord.problem import Problem, load_problem, negotiation_for
 from dissensus.concord.record import Certificate
 from dissensus.concord.rules import RULES
 from dissensus.concord.verify import verify as verify_record
@@ -89,25 +90,14 @@ async def _run(
             loop.remove_signal_handler(signal.SIGINT)
     if not compare:
         return cert, None
-    rows = compare_rules(cert, problem.owner)
+    arbiter = None
     if client is not None:
-        from dissensus.baselines.decision_rules import llm_picks, llm_writes
+        from dissensus.baselines.decision_rules import LLMArbiter
 
-        options, matrix = opening(cert)
-        by_id = {a.id: a for a in agents}
-
-        async def scorer(text: str) -> dict[str, float]:
-            return await score_outcome(by_id, cert, text)
-
-        rows.append(
-            await llm_picks(client, options, matrix, cert.covered, cert.floor, problem.problem)
-        )
-        rows.append(
-            await llm_writes(
-                client, options, matrix, cert.covered, cert.floor, scorer, problem.problem
-            )
-        )
-        rows = order_rows(rows)
+        arbiter = LLMArbiter(client)
+    rows = await compare_with(
+        cert, {a.id: a for a in agents}, owner=problem.owner, arbiter=arbiter, problem=problem.problem
+    )
     return cert, rows
 
 

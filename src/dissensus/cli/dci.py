@@ -99,6 +99,7 @@ def deliberate_cmd(
     max_rounds: int | None = typer.Option(None, "--max-rounds", help="DCI-CF rounds (default: the task's, else 2)."),
     max_calls: int | None = typer.Option(None, "--max-calls", help="Budget: most model attempts."),
     max_tokens: int | None = typer.Option(None, "--max-tokens", help="Budget: most prompt+completion tokens."),
+    deadline: float | None = typer.Option(None, "--deadline", min=0.0, help="DCI: stop after SECONDS (status deadline_exceeded); default: the task's dci.deadline_s."),
 ) -> None:
     """Deliberate on a task with DCI or a baseline; print the answer (and decision packet)."""
     check_input_path(task_file)
@@ -106,6 +107,8 @@ def deliberate_cmd(
         raise ConfigError(f"unknown method {method!r}; use one of {', '.join(METHODS)}", field="method")
     task = load_task(task_file)
     config = _config(task, no_archetypes=no_archetypes, no_typed_grammar=no_typed_grammar, no_dci_cf=no_dci_cf, max_rounds=max_rounds)
+    if deadline is not None:
+        config = config.model_copy(update={"deadline_s": deadline})
     client = _client(model, method, max_calls, max_tokens)
     output = asyncio.run(_deliberate(method, task, client, config))
     if as_json:

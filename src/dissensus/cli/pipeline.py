@@ -65,7 +65,7 @@ from dissensus.cli.common import (
     shown,
 )
 from dissensus.engines import check_engine
-from dissensus.errors import InputError
+from dissensus.errors import ConfigError, InputError
 from dissensus.io.jsonl import RejectSink, write_jsonl_line
 from dissensus.llm.resolve import check_model_spec
 from dissensus.pipeline.batch import execute_run, start_run
@@ -75,7 +75,7 @@ from dissensus.pipeline.review import final_records, find_item, list_items, reso
 from dissensus.pipeline.runtime import resolve_model_spec
 from dissensus.signing import load_public_key, signer_from_env
 from dissensus.states import EmbeddingBackend, SimilarityBackend, get_backend
-from dissensus.store.journal import Event, Journal, journal_path
+from dissensus.store.journal import Event, Journal, is_postgres_url, journal_path
 
 review_app = typer.Typer(help="The human review queue: escalated cases waiting for a decision.", no_args_is_help=True)
 runs_app = typer.Typer(help="Runs in the journal: list, inspect, export, verify, resume.", no_args_is_help=True)
@@ -112,7 +112,8 @@ def _after_append(event: Event) -> None:
 
 def _open(path: str | None, *, must_exist: bool = False) -> Journal:
     target = journal_path(path)
-    check_journal_file(target, must_exist=must_exist)
+    if not is_postgres_url(target):
+        check_journal_file(target, must_exist=must_exist)
     return Journal(target, after_append=_after_append if JOURNAL_HOOKS else None, signer=signer_from_env())
 
 
@@ -172,14 +173,26 @@ class _EmbeddingProgress:
 
 
 def _records(
-    journal: Journal, run_id: str, sink: RejectSink, bar: Bar, *, engine: str, ray_address: str | None, workers: int | None
+    journal: Journal,
+    run_id: str,
+    sink: RejectSink,
+    bar: Bar,
+    *,
+    engine: str,
+    ray_address: str | None,
+    workers: int | None,
+    deadline: float | None = None,
 ) -> AsyncIterator[CaseRecord]:
     """The run's records from the chosen engine (:mod:`dissensus.engines`)."""
     if engine == "ray":
+        if deadline is not None:
+            raise ConfigError("--deadline applies to the local engine only", field="deadline")
         from dissensus.engines.ray import RayOptions, decide_ray
 
         return decide_ray(journal, run_id, on_reject=sink.add, options=RayOptions(address=ray_address, workers=workers))
-    return execute_run(journal, run_id, on_reject=sink.add, backend=_backend_factory(bar, journal, run_id))
+    return execute_run(
+        journal, run_id, on_reject=sink.add, backend=_backend_factory(bar, journal, run_id), deadline_s=deadline
+    )
 
 
 def _backend_factory(bar: Bar, journal: Journal, run_id: str) -> Callable[[], SimilarityBackend] | None:
@@ -285,6 +298,12 @@ def _program() -> str:
     return argv0
 
 
+DeadlineOpt = Annotated[
+    float | None,
+    typer.Option("--deadline", min=0.001, help="Stop after SECONDS of wall-clock time (the run stays resumable; exit 1)."),
+]
+
+
 def _run(
     journal: Journal,
     run_id: str,
@@ -296,6 +315,7 @@ def _run(
     engine: str = "local",
     ray_address: str | None = None,
     workers: int | None = None,
+    deadline: float | None = None,
 ) -> int:
     resolved = {r.line: r for r in final_records(journal, run_id) if r.resolution is not None}
     seen: dict[str, int] = {}
@@ -321,7 +341,7 @@ def _run(
 
             records = asyncio.run(
                 _drain(
-                    _records(journal, run_id, sink, bar, engine=engine, ray_address=ray_address, workers=workers),
+                    _records(journal, run_id, sink, bar, engine=engine, ray_address=ray_address, workers=workers, deadline=deadline),
                     emit=emit,
                     bar=bar,
                 )
@@ -342,7 +362,8 @@ def _run(
 
 def _check_decide_paths(panels: str, journal: str, output: str | None, rejects: str | None) -> None:
     check_input_path(panels)
-    check_journal_file(journal)
+    if not is_postgres_url(journal):
+        check_journal_file(journal)
     inputs = [panels, journal]
     check_output_path(output, option="--output", inputs=inputs)
     check_output_path(rejects, option="--rejects", inputs=[*inputs, output])
@@ -362,8 +383,9 @@ def decide_cmd(
     engine: Annotated[str, typer.Option("--engine", help="local (this process) or ray (Ray Data workers; the 'ray' extra).")] = "local",
     ray_address: Annotated[str | None, typer.Option("--ray-address", help="Ray cluster to join (default: start a local one).")] = None,
     workers: Annotated[int | None, typer.Option("--workers", help="Ray workers (default: the cluster's CPUs).")] = None,
+    deadline: DeadlineOpt = None,
 ) -> None:
-    """Decide every panel: read -> guard -> route -> protocol -> record, journalled and resumable."""
+    """Decide every panel: read -> route -> guard -> protocol -> record, journalled and resumable."""
     engine = check_engine(engine, workers=workers, address=ray_address)
     target = journal_path(journal)
     _check_decide_paths(panels, target, output, rejects)
@@ -386,6 +408,7 @@ def decide_cmd(
             engine=engine,
             ray_address=ray_address,
             workers=workers,
+            deadline=deadline,
         )
     raise typer.Exit(code=code)
 
@@ -464,16 +487,16 @@ def review_show(
     )
     reading = item.reading
     similarity = (
-        f"mean similarity {reading.get('mean_similarity', 0):.2f}"
-        if reading.get("similarity_defined", True)
+        f"mean similarity {reading.mean_similarity:.2f}"
+        if reading.similarity_defined
         else "similarity undefined (fewer than two agents gave reasoning)"
     )
-    say(f"reading: {reading.get('state')}  agreement {reading.get('agreement', 0):.2f}  {similarity} ({shown(reading.get('model'))})")
-    if reading.get("missing_reasoning"):
-        say(f"no reasoning from: {', '.join(shown(a) for a in reading['missing_reasoning'])}")
+    say(f"reading: {reading.state.value}  agreement {reading.agreement:.2f}  {similarity} ({shown(reading.model)})")
+    if reading.missing_reasoning:
+        say(f"no reasoning from: {', '.join(shown(a) for a in reading.missing_reasoning)}")
     for oid, text in _option_texts(meta if isinstance(meta, dict) else {}):
         say(f"  option {shown(oid)}: {_excerpt(text, 200)}", soft_wrap=True)
-    scores = {x["agent"]: x for x in (item.acceptance or {}).get("signals", [])}
+    scores = {x.agent: x for x in (item.acceptance.signals if item.acceptance else [])}
     table = Table(show_edge=False, title="positions")
     for col in ("agent", "family", "decision", "re-ask", "stable", "margin", "conf.", *(shown(d) for d in item.value_dimensions)):
         table.add_column(col, overflow="fold")
@@ -485,31 +508,38 @@ def review_show(
             shown(p.decision) if p.decision is not None else "(abstained)",
             shown(p.second or "-"),
             "-" if p.stable is None else ("yes" if p.stable else "no"),
-            str(scores[p.agent]["score"]) if p.agent in scores else "-",
+            str(scores[p.agent].score) if p.agent in scores else "-",
             "-" if p.confidence is None else f"{p.confidence:.2f}",
             *values,
         )
     say(table)
+    agents = {p.agent for p in item.positions}
+    for sig in scores.values():
+        if sig.agent not in agents:  # a shared model's voice, never an agent's
+            say(
+                f"extra voice {shown(sig.agent)} ({shown(sig.family or '-')}): {shown(sig.decision or '-')} then "
+                f"{shown(sig.second or '-')}, {'stable' if sig.stable else 'not stable'}, margin {sig.score}",
+                soft_wrap=True,
+            )
     say("reasoning (excerpts):")
     for p in item.positions:
         say(f"  {shown(p.agent)}: {_excerpt(p.reasoning, 220) or '(no reasoning given)'}", soft_wrap=True)
     if item.packet:
-        sel = item.packet.get("selected") or {}
+        packet = item.packet
+        sel = packet.selected
+        label = (sel.label or sel.id) if sel else "-"
         say(
-            f"DCI packet: path {shown(item.packet.get('path'))}, selected {shown(sel.get('label') or sel.get('id') or '-')}: "
-            f"{_excerpt(str(sel.get('rationale', '')), 200)}",
+            f"DCI packet: path {shown(packet.path)}, selected {shown(label)}: {_excerpt(sel.rationale if sel else '', 200)}",
             soft_wrap=True,
         )
-        status = item.packet.get("status", "complete")
-        detail = f" ({shown(item.packet.get('status_detail'))})" if status != "complete" and item.packet.get("status_detail") else ""
+        detail = f" ({shown(packet.status_detail)})" if packet.status != "complete" and packet.status_detail else ""
         say(
-            f"  packet status: {shown(status)}{detail}; residual objections "
-            f"{len(item.packet.get('residual_objections') or [])}, minority positions "
-            f"{len(item.packet.get('minority_report') or [])}",
+            f"  packet status: {shown(packet.status)}{detail}; residual objections "
+            f"{len(packet.residual_objections)}, minority positions {len(packet.minority_report)}",
             soft_wrap=True,
         )
     if item.concord:
-        say(f"CONCORD: {shown(item.concord.get('status'))} ({shown(item.concord.get('summary'))})", soft_wrap=True)
+        say(f"CONCORD: {shown(item.concord.status)} ({shown(item.concord.summary)})", soft_wrap=True)
     say(f"resolve: dissensus review resolve {shown(item.review_id)} --decision X --note TEXT")
     raise typer.Exit(code=EXIT_OK)
 
@@ -674,6 +704,7 @@ def runs_resume(
     json_out: JsonOpt = False,
     rejects: Annotated[str | None, typer.Option("--rejects", help="Write rejected lines here (JSONL).")] = None,
     output: Annotated[str | None, typer.Option("--output", "-o", help="Write records here instead of stdout.")] = None,
+    deadline: DeadlineOpt = None,
 ) -> None:
     """Finish a run that was interrupted; completed steps and model calls are replayed, not redone."""
     target = journal_path(journal)
@@ -688,5 +719,5 @@ def runs_resume(
         if path not in (None, "-") and not os.path.isfile(str(path)):
             raise InputError(f"cannot resume run {run_id}: its input file is gone: {path}")
         total = count_lines(str(path)) if path not in (None, "-") and progress_enabled() else None
-        code = _run(store, run_id, json_out=json_out, output=output, rejects=rejects, total=total)
+        code = _run(store, run_id, json_out=json_out, output=output, rejects=rejects, total=total, deadline=deadline)
     raise typer.Exit(code=code)

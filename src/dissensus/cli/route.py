@@ -44,11 +44,11 @@ from dissensus.cli.common import (
 from dissensus.engines import check_engine
 from dissensus.errors import InputError
 from dissensus.io.jsonl import Reject, RejectSink, open_text, read_models
-from dissensus.states.calibrate import calibrate
 from dissensus.states.reading import Reading, Thresholds
 from dissensus.states.routing import RuleSet
 from dissensus.states.similarity import DEFAULT_BACKEND, SimilarityBackend, get_backend
 from dissensus.states.stream import RouteTally, record_of, route_stream
+from dissensus.states.theta_fit import fit_theta_s
 from dissensus.types import Panel
 
 __all__ = ["RouteTally", "calibrate_command", "record_of", "route_command", "route_stream"]
@@ -301,7 +301,7 @@ def calibrate_command(
         first = list(islice(panels_iter, 1))
         if not first:
             raise InputError(f"{corpus}: no valid panels to calibrate on")
-        result = calibrate(_chain(first, panels_iter), backend, quantile, batch_size)
+        result = fit_theta_s(_chain(first, panels_iter), backend, quantile, batch_size)
         rejected = sink.count
     if json_out:
         print_json({**result.model_dump(), "rejected": rejected})

@@ -11,31 +11,45 @@ cost bound is known before the run and reconciled at its close.
 {'rounds': 6, 'candidates': 11, 'evaluations': 55, 'model_calls': 51}
 """
 
+from dissensus.concord.agent import NegotiationAgent, NegotiationView, Outcome
 from dissensus.concord.bounds import Bound, compute_bound
-from dissensus.concord.compare import RULE_ORDER, compare_rules, score_outcome
+from dissensus.concord.compare import (
+    RULE_ORDER,
+    Arbiter,
+    compare_rules,
+    compare_with,
+    score_outcome,
+)
+from dissensus.concord.function import FunctionAgent
 from dissensus.concord.problem import (
     Problem,
-    build_agents,
     load_problem,
     negotiation_for,
     parse_problem,
 )
 from dissensus.concord.protocol import Negotiation, negotiate, negotiate_sync
 from dissensus.concord.record import Certificate
-from dissensus.concord.rules import RULES, Rule
+from dissensus.concord.rules import RULES, SelectionRule
+from dissensus.concord.table import TableAgent
 from dissensus.concord.verify import Verdict, verify
 
 __all__ = [
     "RULES",
     "RULE_ORDER",
+    "Arbiter",
     "Bound",
     "Certificate",
+    "FunctionAgent",
     "Negotiation",
+    "NegotiationAgent",
+    "NegotiationView",
+    "Outcome",
     "Problem",
-    "Rule",
+    "SelectionRule",
+    "TableAgent",
     "Verdict",
-    "build_agents",
     "compare_rules",
+    "compare_with",
     "compute_bound",
     "load_problem",
     "negotiate",

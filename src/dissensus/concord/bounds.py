@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
+from dissensus.errors import ConfigError
+
 __all__ = ["Bound", "compute_bound"]
 
 
@@ -39,7 +41,7 @@ class Bound(BaseModel):
 def compute_bound(agents: int, rounds: int) -> Bound:
     """The bound for ``agents`` negotiating agents and a budget of ``rounds`` repair rounds."""
     if agents < 0 or rounds < 0:
-        raise ValueError("agents and rounds must be non-negative")
+        raise ConfigError("agents and rounds must be non-negative")
     n, r = agents, rounds
     return Bound(
         rounds=r,

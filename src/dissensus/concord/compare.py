@@ -5,7 +5,13 @@ proposals recorded in a certificate, using the very calibrated scores CONCORD us
 CONCORD row is the certificate itself. :func:`score_outcome` has every covered agent
 score one extra outcome (an arbiter's written plan) and calibrates it against the
 anchors recorded in the certificate; those calls are outside the run's bound and a
-faulty or out-of-range answer counts 0, as in the protocol.
+faulty or out-of-range answer counts 0, as in the protocol, and is recorded as a fault
+(in the row's ``note``), never silently.
+
+Rules that need a third party (an LLM picking or writing a plan) go through the
+:class:`Arbiter` interface; :func:`compare_with` builds every row, the arbiter's
+included. The model-backed arbiter is an adapter
+(:class:`dissensus.baselines.decision_rules.LLMArbiter`).
 
 Rows are ordered by worst-off score, highest first; ties keep the order
 CONCORD, LLM writes, LLM picks, owner decides, best average, majority vote, unanimity;
@@ -16,8 +22,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from typing import Protocol, runtime_checkable
 
-from dissensus.agents.negotiator import NegotiationAgent, NegotiationView, Outcome
 from dissensus.baselines.decision_rules import (
     RuleResult,
     best_average,
@@ -26,10 +32,49 @@ from dissensus.baselines.decision_rules import (
     owner_decides,
     unanimity,
 )
-from dissensus.concord.calibration import calibrate, in_range
-from dissensus.concord.record import Certificate
+from dissensus.concord.agent import NegotiationAgent, NegotiationView, Outcome
+from dissensus.concord.record import Certificate, Fault
+from dissensus.concord.scale import in_range, rescale
 
-__all__ = ["RULE_ORDER", "compare_rules", "opening", "order_rows", "score_outcome"]
+__all__ = [
+    "RULE_ORDER",
+    "Arbiter",
+    "compare_rules",
+    "compare_with",
+    "opening",
+    "order_rows",
+    "score_outcome",
+]
+
+Matrix = Mapping[str, Mapping[str, float]]
+"""candidate id -> agent -> calibrated score."""
+
+
+@runtime_checkable
+class Arbiter(Protocol):
+    """A third party shown every opening proposal and every calibrated score."""
+
+    async def pick(
+        self,
+        plans: Sequence[tuple[str, str]],
+        matrix: Matrix,
+        agents: Sequence[str],
+        floor: float,
+        problem: str,
+    ) -> RuleResult:
+        """The "LLM picks a plan" row: one of ``plans`` (id, text), judged on ``matrix``."""
+        ...
+
+    async def write(
+        self,
+        plans: Sequence[tuple[str, str]],
+        matrix: Matrix,
+        agents: Sequence[str],
+        floor: float,
+        problem: str,
+    ) -> str:
+        """The text of a new plan written from the proposals and scores."""
+        ...
 
 RULE_ORDER = (
     "CONCORD",
@@ -91,16 +136,33 @@ def order_rows(rows: Sequence[RuleResult]) -> list[RuleResult]:
 
 
 async def score_outcome(
-    agents: Mapping[str, NegotiationAgent], cert: Certificate, text: str
+    agents: Mapping[str, NegotiationAgent],
+    cert: Certificate,
+    text: str,
+    faults: list[Fault] | None = None,
 ) -> dict[str, float]:
-    """Calibrated score of one extra outcome by every covered agent (faults count 0)."""
+    """Calibrated score of one extra outcome by every covered agent.
+
+    A missing agent, an agent without anchors, a failed call or an unusable answer
+    scores 0 (as a faulted evaluation does in the protocol) and, when ``faults`` is
+    given, is appended to it naming the agent and the reason.
+    """
     outcome = Outcome(id="written", text=text)
     result: dict[str, float] = {}
+
+    def fault(agent_id: str, message: str) -> None:
+        result[agent_id] = 0.0
+        if faults is not None:
+            faults.append(Fault(agent=agent_id, phase="score", message=message))
+
     for agent_id in cert.covered:
         anchors = cert.scores[agent_id].anchors
         agent = agents.get(agent_id)
-        if agent is None or anchors.rejected is None or anchors.ideal is None:
-            result[agent_id] = 0.0
+        if agent is None:
+            fault(agent_id, "no such agent to score the written plan")
+            continue
+        if anchors.rejected is None or anchors.ideal is None:
+            fault(agent_id, "not calibrated (anchor scores missing)")
             continue
         view = NegotiationView(
             agent=agent_id,
@@ -112,13 +174,49 @@ async def score_outcome(
         )
         try:
             (raw,) = await agent.score([outcome], view)
-        except Exception:  # an agent's failure scores 0, as in the protocol
-            result[agent_id] = 0.0
+        except Exception as exc:  # an agent's failure scores 0, as in the protocol
+            fault(agent_id, f"{type(exc).__name__}: {exc}")
             continue
         ok = (
             isinstance(raw, int | float)
             and math.isfinite(raw)
             and in_range(raw, anchors.rejected, anchors.ideal)
         )
-        result[agent_id] = calibrate(raw, anchors.rejected, anchors.ideal) if ok else 0.0
+        if not ok:
+            fault(agent_id, f"score {raw!r} of the written plan is unusable or outside the anchors' range")
+            continue
+        result[agent_id] = rescale(raw, anchors.rejected, anchors.ideal)
     return result
+
+
+def _with_faults(row: RuleResult, faults: Sequence[Fault]) -> RuleResult:
+    if not faults:
+        return row
+    said = "; ".join(f"fault of {f.agent}: {f.message}" for f in faults)
+    return row.model_copy(update={"note": f"{row.note}; {said}" if row.note else said})
+
+
+async def compare_with(
+    cert: Certificate,
+    agents: Mapping[str, NegotiationAgent],
+    *,
+    owner: str | None = None,
+    arbiter: Arbiter | None = None,
+    problem: str = "",
+) -> list[RuleResult]:
+    """Every comparison row: the classic rules, and the arbiter's two rows when given.
+
+    The arbiter's written plan is scored by every covered agent (:func:`score_outcome`);
+    faults of that scoring are named in the row's ``note``.
+    """
+    rows = compare_rules(cert, owner)
+    if arbiter is None:
+        return rows
+    options, matrix = opening(cert)
+    rows.append(await arbiter.pick(options, matrix, cert.covered, cert.floor, problem))
+    text = await arbiter.write(options, matrix, cert.covered, cert.floor, problem)
+    faults: list[Fault] = []
+    scores = await score_outcome(agents, cert, text, faults)
+    written = judge("LLM writes a plan", "written", scores, cert.covered, cert.floor, text=text)
+    rows.append(_with_faults(written, faults))
+    return order_rows(rows)

@@ -26,9 +26,12 @@ whose two anchors score equal, an edge naming an unknown agent.
 
 Choices where the seed is silent:
 
-* Function agents' ``module:function`` names are resolved with the problem file's
-  directory put first on ``sys.path`` (so ``examples/concord/incident.yaml`` can name
-  ``incident_agents:score_telemetry``), then the current directory.
+* A problem file is trusted code: function agents' ``module:function`` names run
+  Python. They are resolved by :func:`dissensus.loading.load_callable`, a module beside
+  the problem file first (imported by file path, so ``examples/concord/incident.yaml``
+  can name ``incident_agents:score_telemetry``; ``sys.path`` is never changed), then an
+  importable module. Building agents from the file is an assembly step outside the
+  protocol's core: :func:`dissensus.agents.assembly.build_agents`.
 * Agent ``timeout`` (seconds, optional) bounds each call to that agent.
 * ``model:`` (optional) names the model of the LLM agents; relative ``scripted:`` and
   ``replay:`` paths in it are resolved against the problem file's directory.
@@ -43,13 +46,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from dissensus.agents.function import FunctionAgent, load_callable
-from dissensus.agents.llm_negotiator import ChatClient, LLMNegotiator
-from dissensus.agents.negotiator import NegotiationAgent, Outcome
-from dissensus.agents.table import TableAgent
-from dissensus.concord.calibration import check_anchors
+from dissensus.concord.agent import NegotiationAgent, Outcome
+from dissensus.concord.controls import check_controls
 from dissensus.concord.protocol import Negotiation
-from dissensus.concord.rules import Rule
+from dissensus.concord.rules import SelectionRule
+from dissensus.concord.scale import check_anchors
 from dissensus.errors import ConfigError
 from dissensus.io.yamlfile import load_yaml_file
 
@@ -57,7 +58,6 @@ __all__ = [
     "AgentSpec",
     "AnchorSpec",
     "Problem",
-    "build_agents",
     "load_problem",
     "negotiation_for",
     "parse_problem",
@@ -100,7 +100,7 @@ class Problem(_Spec):
     floor: float
     margin: float = 0.01
     rounds: int = 6
-    rule: Rule = "maximin"
+    rule: SelectionRule = "maximin"
     owner: str | None = None
     model: str | None = None
     """Model spec for LLM agents and the LLM comparison rows (``scripted:FILE`` paths are
@@ -116,10 +116,6 @@ class Problem(_Spec):
             return [(e[0], e[1]) for e in self.topology.edges]
         return None
 
-    @property
-    def agent_ids(self) -> list[str]:
-        return [a.id for a in self.agents]
-
 
 def _loc(parts: Sequence[int | str]) -> str:
     out = ""
@@ -132,14 +128,20 @@ def _check(problem: Problem, file: str | None) -> None:
     def fail(message: str, field: str) -> ConfigError:
         return ConfigError(message, file=file, field=field)
 
-    if not (math.isfinite(problem.floor) and 0.0 <= problem.floor <= 1.0):
-        raise fail(f"floor must lie in [0, 1], got {problem.floor}", "floor")
-    if not (math.isfinite(problem.margin) and 0.0 <= problem.margin <= 1.0):
-        raise fail(f"margin must lie in [0, 1], got {problem.margin}", "margin")
-    if problem.rounds < 0:
-        raise fail(f"rounds must be >= 0, got {problem.rounds}", "rounds")
-    if not problem.agents:
-        raise fail("at least one agent is needed", "agents")
+    seen_ids: set[str] = set()
+    for i, agent in enumerate(problem.agents):
+        if agent.id in seen_ids:
+            raise fail(f"duplicate agent id {agent.id!r}", f"agents[{i}].id")
+        seen_ids.add(agent.id)
+    check_controls(
+        floor=problem.floor,
+        margin=problem.margin,
+        rounds=problem.rounds,
+        agents=[a.id for a in problem.agents],
+        edges=problem.topology.edges if isinstance(problem.topology, TopologySpec) else None,
+        file=file,
+        edges_field="topology.edges",
+    )
     anchor_ids = {problem.anchors.rejected.id, problem.anchors.ideal.id}
     for name in ("rejected", "ideal"):
         if getattr(problem.anchors, name).id is None:
@@ -164,18 +166,9 @@ def _check(problem: Problem, file: str | None) -> None:
         ids.add(agent.id)
     if problem.owner is not None and problem.owner not in ids:
         raise fail(f"owner {problem.owner!r} is not an agent", "owner")
-    if isinstance(problem.topology, TopologySpec):
-        for i, edge in enumerate(problem.topology.edges):
-            if len(edge) != 2:
-                raise fail("an edge names exactly two agents", f"topology.edges[{i}]")
-            for end in edge:
-                if end not in ids:
-                    raise fail(f"edge names unknown agent {end!r}", f"topology.edges[{i}]")
 
 
 def _check_agent(problem: Problem, agent: AgentSpec, where: str, ids: set[str], fail: Any) -> None:
-    if agent.id in ids:
-        raise fail(f"duplicate agent id {agent.id!r}", f"{where}.id")
     rejected_id = problem.anchors.rejected.id
     ideal_id = problem.anchors.ideal.id
     if agent.kind == "table":
@@ -249,67 +242,12 @@ def _relative_model(spec: str, base: Path) -> str:
     return spec
 
 
-def build_agents(
-    problem: Problem,
-    *,
-    base_dir: str | Path | None = None,
-    client: ChatClient | None = None,
-    file: str | None = None,
-    threaded: bool = False,
-) -> list[NegotiationAgent]:
-    """Instantiate the agents a problem names (LLM agents need ``client``).
-
-    ``threaded`` runs synchronous function agents in worker threads, so a deadline or a
-    cancellation can stop waiting for them.
-    """
-    search = [str(Path(base_dir).resolve())] if base_dir is not None else []
-    agents: list[NegotiationAgent] = []
-    for i, spec in enumerate(problem.agents):
-        where = f"agents[{i}]"
-        if spec.kind == "table":
-            assert spec.scores is not None
-            agents.append(TableAgent(spec.id, spec.scores, timeout=spec.timeout))
-        elif spec.kind == "function":
-            assert spec.score is not None
-            score = load_callable(spec.score, search=search, field=f"{where}.score", file=file)
-            propose = (
-                load_callable(spec.propose, search=search, field=f"{where}.propose", file=file)
-                if spec.propose
-                else None
-            )
-            repair = (
-                load_callable(spec.repair, search=search, field=f"{where}.repair", file=file)
-                if spec.repair
-                else None
-            )
-            agents.append(
-                FunctionAgent(
-                    spec.id,
-                    score,
-                    propose=propose,
-                    repair=repair,
-                    timeout=spec.timeout,
-                    threaded=threaded,
-                )
-            )
-        else:
-            if client is None:
-                raise ConfigError(
-                    f"agent {spec.id!r} is an LLM agent: configure a model (--model or DISSENSUS_MODEL)",
-                    file=file,
-                    field=where,
-                )
-            assert spec.role is not None
-            agents.append(LLMNegotiator(spec.id, spec.role, client, timeout=spec.timeout))
-    return agents
-
-
 def negotiation_for(
     problem: Problem,
     agents: Sequence[NegotiationAgent],
     *,
     deadline_s: float | None = None,
-    rule: Rule | None = None,
+    rule: SelectionRule | None = None,
     floor: float | None = None,
 ) -> Negotiation:
     """A :class:`~dissensus.concord.protocol.Negotiation` configured from a problem file."""

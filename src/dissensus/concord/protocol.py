@@ -48,9 +48,9 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
-from dissensus.agents.negotiator import NegotiationAgent, NegotiationView, Outcome, ScoredCandidate
+from dissensus.concord.agent import NegotiationAgent, NegotiationView, Outcome, ScoredCandidate
 from dissensus.concord.bounds import compute_bound
-from dissensus.concord.calibration import calibrate, check_anchors, in_range
+from dissensus.concord.controls import check_controls
 from dissensus.concord.record import (
     AgentScore,
     Anchors,
@@ -65,7 +65,15 @@ from dissensus.concord.record import (
     Step,
     Stop,
 )
-from dissensus.concord.rules import Rule, accepts, bottleneck, clears_floor, improvement, select
+from dissensus.concord.rules import (
+    SelectionRule,
+    accepts,
+    bottleneck,
+    clears_floor,
+    improvement,
+    select,
+)
+from dissensus.concord.scale import check_anchors, in_range, rescale
 from dissensus.concord.topology import Regime
 from dissensus.errors import ConfigError
 
@@ -103,35 +111,22 @@ class Negotiation:
         floor: float,
         margin: float = 0.01,
         rounds: int = 6,
-        rule: Rule = "maximin",
+        rule: SelectionRule = "maximin",
         options: Sequence[Outcome] = (),
         problem: str = "",
         edges: Sequence[tuple[str, str]] | None = None,
         deadline_s: float | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        if not 0.0 <= floor <= 1.0:
-            raise ConfigError(f"floor must lie in [0, 1], got {floor}", field="floor")
-        if not 0.0 <= margin <= 1.0:
-            raise ConfigError(f"margin must lie in [0, 1], got {margin}", field="margin")
-        if rounds < 0:
-            raise ConfigError("rounds must be >= 0", field="rounds")
-        self._agents = {a.id: a for a in agents}
         self._order = [a.id for a in agents]
-        if not self._order:
-            raise ConfigError("at least one agent is needed", field="agents")
-        if len(self._agents) != len(self._order):
-            raise ConfigError("agent ids must be unique", field="agents")
-        for i, edge in enumerate(edges or []):
-            for end in edge:
-                if end not in self._agents:
-                    raise ConfigError(f"edge names unknown agent {end!r}", field=f"edges[{i}]")
+        check_controls(floor=floor, margin=margin, rounds=rounds, agents=self._order, edges=edges)
+        self._agents = {a.id: a for a in agents}
         self._rejected = rejected
         self._ideal = ideal
         self.floor = floor
         self.margin = margin
         self._rounds = rounds
-        self._rule: Rule = rule
+        self._rule: SelectionRule = rule
         self._options = list(options)
         self._problem = problem
         self._edges = None if edges is None else [(a, b) for a, b in edges]
@@ -213,9 +208,7 @@ class Negotiation:
         """Run ``make`` for every id concurrently; re-raise a halt after all settled."""
         results = await asyncio.gather(*(make(i) for i in ids), return_exceptions=True)
         for res in results:
-            if isinstance(res, _Halt):
-                raise res
-            if isinstance(res, BaseException):
+            if isinstance(res, BaseException):  # a halt, or a protocol bug: after all settled
                 raise res
         return list(results)
 
@@ -351,7 +344,7 @@ class Negotiation:
                     cand.scores[agent_id] = Evaluation(raw=None, calibrated=0.0, fault=msg)
                     continue
                 cand.scores[agent_id] = Evaluation(
-                    raw=raw, calibrated=calibrate(raw, anchors.rejected, anchors.ideal)
+                    raw=raw, calibrated=rescale(raw, anchors.rejected, anchors.ideal)
                 )
         return faults
 

@@ -20,9 +20,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from dissensus.canonical import canonical
 from dissensus.concord.bounds import Bound
-from dissensus.concord.rules import Rule
-from dissensus.store.canonical import canonical
+from dissensus.concord.rules import SelectionRule
 
 __all__ = [
     "AgentScore",
@@ -106,7 +106,7 @@ class Budget(_Model):
 
     rounds: int
     """Round budget, in repair rounds."""
-    rule: Rule = "maximin"
+    rule: SelectionRule = "maximin"
     deadline_s: float | None = None
     topology: Literal["group", "graph"] = "group"
     edges: list[list[str]] | None = None

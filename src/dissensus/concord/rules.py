@@ -30,11 +30,12 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Literal
 
-from dissensus.concord.calibration import DIGITS
+from dissensus.concord.scale import DIGITS
+from dissensus.errors import ConfigError, InputError
 
 __all__ = [
     "RULES",
-    "Rule",
+    "SelectionRule",
     "accepts",
     "bottleneck",
     "clears_floor",
@@ -43,8 +44,8 @@ __all__ = [
     "worst_off",
 ]
 
-Rule = Literal["maximin", "leximin", "nash", "utilitarian"]
-RULES: tuple[Rule, ...] = ("maximin", "leximin", "nash", "utilitarian")
+SelectionRule = Literal["maximin", "leximin", "nash", "utilitarian"]
+RULES: tuple[SelectionRule, ...] = ("maximin", "leximin", "nash", "utilitarian")
 
 
 def worst_off(scores: Sequence[float]) -> float:
@@ -57,7 +58,7 @@ def clears_floor(scores: Sequence[float], floor: float) -> bool:
     return all(s >= floor for s in scores)
 
 
-def rule_key(rule: Rule, scores: Sequence[float], floor: float) -> tuple[float, ...]:
+def rule_key(rule: SelectionRule, scores: Sequence[float], floor: float) -> tuple[float, ...]:
     """Sort key of a score vector under ``rule`` (higher is better)."""
     if rule == "maximin":
         return (min(scores),)
@@ -69,15 +70,15 @@ def rule_key(rule: Rule, scores: Sequence[float], floor: float) -> tuple[float, 
         if clears_floor(scores, floor):
             return (1.0, round(sum(scores), DIGITS))
         return (0.0, min(scores))
-    raise ValueError(f"unknown selection rule {rule!r}")
+    raise ConfigError(f"unknown selection rule {rule!r}", field="rule")
 
 
 def select(
-    candidates: Sequence[tuple[str, Sequence[float]]], rule: Rule, floor: float
+    candidates: Sequence[tuple[str, Sequence[float]]], rule: SelectionRule, floor: float
 ) -> tuple[str, str | None]:
     """The best candidate under ``rule`` (earliest wins ties) and a note on the tie, if any."""
     if not candidates:
-        raise ValueError("no candidate to select from")
+        raise InputError("no candidate to select from")
     keys = [rule_key(rule, scores, floor) for _, scores in candidates]
     best = max(keys)
     tied = [cid for (cid, _), key in zip(candidates, keys, strict=True) if key == best]

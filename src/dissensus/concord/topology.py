@@ -21,7 +21,6 @@ Choices where the seed is silent:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -65,10 +64,6 @@ class Regime:
         sub = graph.subgraph(chosen)
         self._distance = {src: dict(dists) for src, dists in nx.all_pairs_shortest_path_length(sub)}
 
-    @property
-    def kind(self) -> str:
-        return "group" if self.edges is None else "graph"
-
     def broadcast(self, source: str) -> tuple[int, int]:
         """(messages, longest path in hops) of delivering one exchange from ``source``."""
         others = [a for a in self.covered if a != source]
@@ -78,8 +73,3 @@ class Regime:
             return len(others), 1
         dists = [self._distance[source][a] for a in others]
         return sum(dists), max(dists)
-
-    @staticmethod
-    def from_spec(agents: Sequence[str], edges: Sequence[Sequence[str]] | None) -> Regime:
-        pairs = None if edges is None else [(str(e[0]), str(e[1])) for e in edges]
-        return Regime(list(agents), pairs)

@@ -25,6 +25,9 @@ stops at the first violated property, which it names:
 12. ``bound``: the bound recomputed from the number of covered agents and the round
     budget, the spend recounted from the record, and spend within the bound;
 13. ``digest``: SHA-256 of the canonical record.
+
+The replay uses :mod:`dissensus.concord.reference`, an independent statement of the
+rules, not the functions the protocol ran: a bug in either shows as a failed check.
 """
 
 from __future__ import annotations
@@ -34,9 +37,17 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from dissensus.concord.bounds import compute_bound
-from dissensus.concord.calibration import calibrate, check_anchors, in_range
 from dissensus.concord.record import CandidateRecord, Certificate, canonical_digest
-from dissensus.concord.rules import accepts, bottleneck, clears_floor, improvement, select
+from dissensus.concord.reference import (
+    ref_accepts,
+    ref_bottleneck,
+    ref_clears_floor,
+    ref_gain,
+    ref_in_range,
+    ref_rescale,
+    ref_select,
+)
+from dissensus.concord.scale import check_anchors
 
 __all__ = ["PROPERTIES", "Verdict", "verify"]
 
@@ -170,9 +181,9 @@ def _check_calibration(cert: Certificate) -> None:
             if not calibrated:
                 raise _fail("calibration", f"{where}: scored although the agent is not calibrated")
             assert rej is not None and ideal is not None
-            if not in_range(ev.raw, rej, ideal):
+            if not ref_in_range(ev.raw, rej, ideal):
                 raise _fail("calibration", f"{where}: raw {ev.raw} is outside the anchors' range")
-            expected = calibrate(ev.raw, rej, ideal)
+            expected = ref_rescale(ev.raw, rej, ideal)
             if ev.calibrated != expected:
                 raise _fail(
                     "calibration",
@@ -225,7 +236,7 @@ def _check_replay(cert: Certificate) -> None:
     if steps[0].round != 1:
         raise _fail("selection", "the trajectory does not open with round 1")
     eligible = [(c.id, v) for c in opening if (v := vecs[c.id]) is not None]
-    leader = select(eligible, rule, floor)[0] if eligible else None
+    leader = ref_select(eligible, rule, floor) if eligible else None
     first = steps[0]
     if (first.improvement, first.bottleneck, first.candidate, first.accepted) != (None,) * 4:
         raise _fail("selection", "round 1 (the opening) records a repair")
@@ -242,17 +253,17 @@ def _check_replay(cert: Certificate) -> None:
         lead_vec = vecs.get(leader) if leader else None
         if lead_vec is None:
             raise _fail("stop", f"round {step.round} ran without a leader")
-        if clears_floor(lead_vec, floor):
+        if ref_clears_floor(lead_vec, floor):
             raise _fail(
                 "stop", f"round {step.round} ran although leader {leader} cleared the floor"
             )
-        expected_b = bottleneck(dict(zip(cert.covered, lead_vec, strict=True)), cert.covered)[0]
+        expected_b = ref_bottleneck(dict(zip(cert.covered, lead_vec, strict=True)), cert.covered)
         if step.bottleneck != expected_b:
             raise _fail(
                 "selection", f"round {step.round}: bottleneck {step.bottleneck} != {expected_b}"
             )
         vec = vecs[step.candidate] if step.candidate is not None else None
-        gain = improvement(min(lead_vec), min(vec)) if vec is not None else None
+        gain = ref_gain(min(lead_vec), min(vec)) if vec is not None else None
         if step.improvement != gain:
             raise _fail(
                 "margin", f"round {step.round}: improvement {step.improvement} != recomputed {gain}"
@@ -272,19 +283,18 @@ def _check_replay(cert: Certificate) -> None:
                     for c in cert.candidates
                     if c.round <= step.round
                     and (v := vecs[c.id]) is not None
-                    and accepts(lead_worst, min(v), margin)
+                    and ref_accepts(lead_worst, min(v), margin)
                 ]
-                new_leader = select(qualified, rule, floor)[0] if qualified else leader
+                new_leader = ref_select(qualified, rule, floor) if qualified else leader
                 if step.accepted != (new_leader == cand.id):
                     raise _fail(
                         "margin",
                         f"round {step.round}: candidate {cand.id} acceptance does not follow the margin rule",
                     )
                 if new_leader != leader and new_leader is not None:
-                    assert new_leader is not None
                     new_vec = vecs[new_leader]
                     assert new_vec is not None
-                    if not accepts(lead_worst, min(new_vec), margin):
+                    if not ref_accepts(lead_worst, min(new_vec), margin):
                         raise _fail(
                             "margin",
                             f"round {step.round}: replacement is not an improvement of at least {margin}",
@@ -350,7 +360,7 @@ def _check_status(cert: Certificate) -> None:
     sel = cert.selected
     cand = next((c for c in cert.candidates if sel and c.id == sel.id), None)
     vec = _vector(cert, cand) if cand else None
-    certified = vec is not None and clears_floor(vec, cert.floor)
+    certified = vec is not None and ref_clears_floor(vec, cert.floor)
     if (cert.status == "certified") != certified:
         raise _fail(
             "status", f"status {cert.status} but every covered agent >= floor is {certified}"

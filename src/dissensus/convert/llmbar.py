@@ -9,7 +9,9 @@ any number of *subsets*; a subset is a directory with ``dataset.json`` (a list o
 finish_reason]}``; the winner is always in the original numbering).
 
 One item becomes one :class:`~dissensus.types.Panel`: one output per judge, decision =
-the winner, reasoning = the completion text, ``family`` = the judge's model family.
+the winner, reasoning = the completion text, ``family`` = the judge's model family; the
+panel's ``meta`` holds the instruction as ``input`` and the two outputs as the generic
+``options`` (``{"1": output_1, "2": output_2}``), which the pipeline re-asks over.
 
 Choices where the source and the seed are silent:
 
@@ -28,9 +30,11 @@ Choices where the source and the seed are silent:
   ``meta.judges_without_trace`` as ``{judge: decision}``. In the votes format the trace
   does not matter: such a judge still votes if it named a winner.
 * Every strategy's files hold a swapped-order run too; it is kept only for ``Swap_CoT``,
-  as the extra output fields ``swap_decision`` and ``swap_reasoning`` (``None`` when the
-  swapped run abstained or returned no text), the recorded "ask again under a
-  perturbation". In the votes format the swapped answers go to ``meta.swap_answers``.
+  as each output's generic ``reask: {decision, reasoning, perturbation: swap_order}``
+  (``decision`` / ``reasoning`` ``None`` when the swapped run abstained or returned no
+  text), the recorded "ask again under a perturbation". Panels written before this field
+  existed carry ``swap_decision`` / ``swap_reasoning`` instead; the pipeline reads them
+  as an alias. In the votes format the swapped answers go to ``meta.swap_answers``.
 * Votes: judges have no retrieval, so ``evidence_source`` is ``parametric:<family>``
   (``parametric:<judge>`` for an unknown judge) and ``evidence_present`` is ``False``;
   abstainers cast no vote and are listed in ``meta.abstained``.
@@ -348,8 +352,7 @@ def _meta(item: LLMBarItem) -> dict[str, Any]:
         "strategy": item.strategy,
         "gold": item.gold,
         "input": item.input,
-        "output_1": item.output_1,
-        "output_2": item.output_2,
+        "options": {"1": item.output_1, "2": item.output_2},
     }
 
 
@@ -361,8 +364,11 @@ def _output(judge: str, answer: JudgeAnswer, swapped: JudgeAnswer | None) -> Age
         "family": FAMILIES.get(judge),
     }
     if swapped is not None:
-        fields["swap_decision"] = swapped.decision
-        fields["swap_reasoning"] = swapped.reasoning if swapped.reasoning.strip() else None
+        fields["reask"] = {
+            "decision": swapped.decision,
+            "reasoning": swapped.reasoning if swapped.reasoning.strip() else None,
+            "perturbation": "swap_order",
+        }
     return AgentOutput.model_validate(fields)
 
 
@@ -430,7 +436,7 @@ def iter_llmbar_panels(
     """One :class:`Panel` per item of every subset below ``root``.
 
     >>> panels = iter_llmbar_panels("../shared/data/llmbar", "Swap_CoT")  # doctest: +SKIP
-    >>> next(panels).outputs[0].swap_decision  # doctest: +SKIP
+    >>> next(panels).outputs[0].reask.decision  # doctest: +SKIP
     '2'
     """
     return _panels(

@@ -19,7 +19,8 @@ Choices where the source and the seed are silent:
 * Panel id = the item key; ``meta`` = ``{source, split, context, statement, soft_label}``
   (``soft_label`` as in the source: label -> {"0": p, "1": p}), plus ``label_counts``
   (label -> number of annotators who gave it, every label of a multi-label annotator
-  counted).
+  counted) and the generic ``options`` (label -> what it asserts, :data:`NLI_OPTIONS`,
+  the three NLI labels in their standard reading).
 * An item with fewer than two annotators is not a panel; it is skipped and reported
   through ``on_skip`` like a malformed item (see :mod:`dissensus.convert.skips`).
 * A file that cannot be read or is not a JSON object is a :class:`ConvertError`
@@ -43,7 +44,14 @@ from dissensus.convert.skips import (
 )
 from dissensus.types import AgentOutput, Panel
 
-__all__ = ["item_to_panel", "iter_varierrnli_panels", "load_varierrnli"]
+__all__ = ["NLI_OPTIONS", "item_to_panel", "iter_varierrnli_panels", "load_varierrnli"]
+
+NLI_OPTIONS: dict[str, str] = {
+    "entailment": "the statement follows from the context",
+    "neutral": "the context neither implies nor contradicts the statement",
+    "contradiction": "the statement contradicts the context",
+}
+"""The panel's ``meta.options``: NLI label -> what choosing it asserts."""
 
 
 class _Malformed(ValueError):
@@ -152,6 +160,7 @@ def item_to_panel(key: str, item: Any) -> Panel:
         "statement": _text(item, "statement"),
         "soft_label": item.get("soft_label"),
         "label_counts": dict(sorted(counts.items())),
+        "options": dict(NLI_OPTIONS),
     }
     try:
         return Panel(id=key, meta=meta, outputs=outputs)

@@ -23,9 +23,11 @@ Choices where the seed is silent:
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from enum import StrEnum
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from dissensus.errors import ConfigError
 
@@ -35,6 +37,7 @@ __all__ = [
     "ActSpec",
     "RawAct",
     "TargetKind",
+    "act_schema",
     "act_spec",
     "check_act",
     "parse_target",
@@ -128,6 +131,17 @@ class RawAct(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
+    @model_validator(mode="before")
+    @classmethod
+    def _flatten_move(cls, data: Any) -> Any:
+        # The per-request schema (act_schema) nests the act and its own fields under
+        # "move"; the act is the same either way.
+        if isinstance(data, dict) and isinstance(data.get("move"), dict):
+            flat = {k: v for k, v in data.items() if k != "move"}
+            flat.update(data["move"])
+            return flat
+        return data
+
     act: str
     """One of the 14 act names."""
     target: str
@@ -209,3 +223,84 @@ def _check_scores(raw: RawAct, live_options: frozenset[str]) -> list[str]:
     if parsed is not None and parsed[0] is TargetKind.OPTION and parsed[1] not in live_options:
         problems.append(f"recommend must target a live option, not {parsed[1]!r}")
     return problems
+
+
+def _string(*, nonblank: bool = False) -> dict[str, Any]:
+    return {"type": "string", "pattern": "\\S"} if nonblank else {"type": "string"}
+
+
+_STRINGS: dict[str, Any] = {"type": "array", "items": {"type": "string"}}
+
+
+def act_schema(
+    allowed: Iterable[str],
+    *,
+    known_targets: Iterable[str],
+    live_options: Iterable[str] = (),
+    required_target: str | None = None,
+) -> dict[str, Any] | None:
+    """The JSON schema of one valid act in this request; ``None`` when no act can be valid.
+
+    Built per request from what the flow knows, so that an answer that follows it is a
+    valid act: ``move`` is one of the allowed acts, each with a ``target`` enum of the
+    ids that act may point at now (a ``recommend`` targets a live option and scores
+    exactly the live options, each in [0, 1]); option text is required (non-blank)
+    where the act creates an option; only a ``challenge`` says ``blocking`` and only an
+    ``update``/``bridge`` says ``resolves``. The schema is valid for OpenAI strict mode:
+    every object closed, every property required, nullable fields as type unions, and
+    the root an object (the choice of act is the ``anyOf`` under ``move``).
+    """
+    by_kind: dict[TargetKind, list[tuple[int, str]]] = {kind: [] for kind in TargetKind}
+    for ident in set(known_targets):
+        parsed = parse_target(ident)
+        if parsed is not None:
+            by_kind[parsed[0]].append((int(parsed[1][1:]), parsed[1]))
+    ordered = {kind: [t for _, t in sorted(ids)] for kind, ids in by_kind.items()}
+    live = [o for o in dict.fromkeys(live_options) if parse_target(o) is not None]
+    branches: list[dict[str, Any]] = []
+    for name in sorted(set(allowed)):
+        spec = ACTS.get(name)
+        if spec is None:
+            continue
+        if name == "recommend":
+            targets = list(live)
+        else:
+            # options, then tensions, then acts, each in numeric order
+            targets = [t for kind in TargetKind if kind in spec.targets for t in ordered[kind]]
+        if required_target is not None:
+            targets = [t for t in targets if t == required_target]
+        if not targets or (name == "recommend" and not live):
+            continue
+        props: dict[str, Any] = {
+            "act": {"type": "string", "enum": [name]},
+            "target": {"type": "string", "enum": targets},
+        }
+        if spec.needs_option_text:
+            props["option"] = _string(nonblank=True)
+        elif name == "extend":
+            props["option"] = {"type": ["string", "null"]}
+        if name == "challenge":
+            props["blocking"] = {"type": "boolean"}
+        if name in ("update", "bridge"):
+            props["resolves"] = {"type": "boolean"}
+        if name == "recommend":
+            props["scores"] = {
+                "type": "object",
+                "properties": {o: {"type": "number", "minimum": 0.0, "maximum": 1.0} for o in live},
+                "required": list(live),
+                "additionalProperties": False,
+            }
+        branches.append(
+            {"type": "object", "properties": props, "required": list(props), "additionalProperties": False}
+        )
+    if not branches:
+        return None
+    root: dict[str, Any] = {
+        "move": {"anyOf": branches},
+        "text": _string(nonblank=True),
+        "confidence": {"type": ["number", "null"], "minimum": 0.0, "maximum": 1.0},
+        "evidence": _STRINGS,
+        "reopen_conditions": _STRINGS,
+        "next_actions": _STRINGS,
+    }
+    return {"type": "object", "properties": root, "required": list(root), "additionalProperties": False}

@@ -24,7 +24,11 @@ for ``n`` participants and ``R = max_rounds`` (:func:`request_bound`).
 Failures. ``budget_exhausted`` stops the run at once; selection then runs on whatever
 exists (the cascade over the scores so far, or the tie-break over the live options) and
 the packet says ``status: budget_exhausted``. A ``model_failure`` is logged per act; if
-every participant of a stage fails that way the run stops with ``status: model_failure``.
+every participant of a stage fails (a failed call, or answers that never validate: a
+model whose answers all break the schema is a failed model, not a complete run) the run
+stops with ``status: model_failure``. With ``deadline_s`` set, the run stops when the
+wall-clock deadline passes (a request in flight is cancelled), selects over whatever
+exists and says ``status: deadline_exceeded``.
 
 Ablations (the seed's Table 7): ``archetypes=False`` gives every participant the neutral
 role; ``typed_grammar=False`` drops act names — the stage decides an utterance's effect
@@ -43,11 +47,12 @@ become reopen conditions when the synthesis gives none for them).
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable, Sequence
 
 from pydantic import BaseModel, ConfigDict
 
-from dissensus.dci.acts import RawAct, check_act
+from dissensus.dci.acts import RawAct, act_schema, check_act
 from dissensus.dci.archetypes import NEUTRAL, Archetype, archetype
 from dissensus.dci.assemble import assemble_packet
 from dissensus.dci.outranking import CascadeResult, cascade
@@ -84,6 +89,11 @@ class DeliberationResult(BaseModel):
     trace: list[CallTrace]
 
 
+_MODEL_FAILURES = frozenset({"model_failure", "invalid_act", "invalid_output"})
+"""Failure kinds that mean the model gave nothing usable: a call that failed, or answers
+that never validated (schema-invalid or invalid acts after every re-ask)."""
+
+
 class _Abort(Exception):
     def __init__(self, kind: str, message: str) -> None:
         super().__init__(message)
@@ -105,6 +115,7 @@ class _Run:
         config: DCIConfig,
         policy: CompactionPolicy | None,
         meter: Callable[[], Usage] | None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.task = task
         self.seats = seats
@@ -127,14 +138,30 @@ class _Run:
         self.synthesis: RawAct | None = None
         self.last_raw: RawAct | None = None
         self.frozen_view: str | None = None
+        self.clock = clock
+        self.stop_at = clock() + config.deadline_s if config.deadline_s is not None else None
+
+    def remaining(self) -> float | None:
+        return None if self.stop_at is None else self.stop_at - self.clock()
+
+    def check_deadline(self) -> None:
+        left = self.remaining()
+        if left is not None and left <= 0:
+            raise _Abort("deadline_exceeded", f"the deadline of {self.cfg.deadline_s:g}s passed")
 
     # ------------------------------------------------------------ speaking
     async def speak(self, seat: _Seat, stage: str, round_: int, *, required_target: str | None = None) -> ActRecord | None:
         typed = self.cfg.typed_grammar
         allowed = STAGE_ACTS[stage]
         live = self.ws.live_options()
+        schema = (
+            act_schema(allowed, known_targets=self.ws.known_targets(), live_options=live, required_target=required_target)
+            if typed
+            else None
+        )
         feedback: tuple[str, ...] = ()
         for _ in range(1 + self.cfg.reasks):
+            self.check_deadline()
             # Stage 2 proposals are independent: everyone sees the workspace as it was before it.
             view = self.frozen_view or render_view(
                 self.ws,
@@ -166,10 +193,16 @@ class _Run:
                 allowed_acts=tuple(sorted(allowed)),
                 typed=typed,
                 feedback=feedback,
+                response_schema=schema,
             )
             chars = len(request.system) + len(request.prompt)
             try:
-                reply = await seat.agent.speak(request)
+                async with asyncio.timeout(self.remaining()):
+                    reply = await seat.agent.speak(request)
+            except TimeoutError:
+                self._trace(stage, round_, seat, chars, "deadline_exceeded")
+                self._fail(seat, stage, round_, "deadline_exceeded", ["the request was cancelled at the deadline"])
+                raise _Abort("deadline_exceeded", f"the deadline of {self.cfg.deadline_s:g}s passed") from None
             except ParticipantFailure as failure:
                 self.usage.add(failure.usage)
                 self._trace(stage, round_, seat, chars, failure.kind)
@@ -241,7 +274,7 @@ class _Run:
             record = await self.speak(seat, stage, round_)
             if record is not None:
                 records.append(record)
-            elif any(f.kind == "model_failure" for f in self.ws.failures[before:]):
+            elif any(f.kind in _MODEL_FAILURES for f in self.ws.failures[before:]):
                 failed += 1
         if seats and failed == len(seats):
             raise _Abort("model_failure", f"every participant failed in stage {stage} (round {round_})")
@@ -365,14 +398,7 @@ class _Run:
 
     def packet(self) -> DecisionPacket:
         if self.meter is not None:
-            now = self.meter()
-            usage = Usage(
-                calls=now.calls - self.meter_start.calls,
-                attempts=now.attempts - self.meter_start.attempts,
-                prompt_tokens=now.prompt_tokens - self.meter_start.prompt_tokens,
-                completion_tokens=now.completion_tokens - self.meter_start.completion_tokens,
-                cost=now.cost - self.meter_start.cost,
-            )
+            usage = self.meter() - self.meter_start
         else:
             usage = self.usage.model_copy()
             usage.calls = usage.calls or len(self.trace)
@@ -420,6 +446,7 @@ async def deliberate(
     config: DCIConfig | None = None,
     policy: CompactionPolicy | None = None,
     meter: Callable[[], Usage] | None = None,
+    clock: Callable[[], float] = time.monotonic,
 ) -> DeliberationResult:
     """Run DCI-CF on ``task`` with ``agents`` (matched to ``task.participants`` by id).
 
@@ -428,7 +455,7 @@ async def deliberate(
     Always returns a packet; raises only :class:`ConfigError` for a bad panel.
     """
     cfg = config or task.dci
-    run = _Run(task, _seats(task, agents, cfg), cfg, policy, meter)
+    run = _Run(task, _seats(task, agents, cfg), cfg, policy, meter, clock)
     await run.run()
     return DeliberationResult(packet=run.packet(), workspace=run.ws, trace=run.trace)
 

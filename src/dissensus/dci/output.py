@@ -37,7 +37,7 @@ class DeliberationOutput(BaseModel):
     selected_option: str | None = None
     packet: DecisionPacket | None = None
     usage: Usage = Field(default_factory=Usage)
-    status: Literal["complete", "budget_exhausted", "model_failure"] = "complete"
+    status: Literal["complete", "budget_exhausted", "model_failure", "deadline_exceeded"] = "complete"
     detail: str | None = None
     extras: dict[str, Any] = Field(default_factory=dict)
     """Method-specific facts: votes, tie-breaks, rounds."""

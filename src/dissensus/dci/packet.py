@@ -137,7 +137,7 @@ class DecisionPacket(BaseModel):
     schema_version: Literal["1"] = "1"
     task_id: str
     question: str
-    status: Literal["complete", "budget_exhausted", "model_failure"]
+    status: Literal["complete", "budget_exhausted", "model_failure", "deadline_exceeded"]
     status_detail: str | None = None
     """Why the run stopped early (budget or model failure), in words."""
     path: str = Field(pattern=PATH_PATTERN)

@@ -67,6 +67,9 @@ class DCIConfig(BaseModel):
     """Ablation A3 when false: open rounds then selection by mean score, no DCI-CF."""
     full_transcript: bool = False
     """Show every earlier act verbatim instead of the compacted workspace (measurement only)."""
+    deadline_s: float | None = Field(default=None, gt=0, exclude=True)
+    """Wall-clock seconds the run may take; then it stops with ``status: deadline_exceeded``
+    (a request in flight is cancelled) and selects over whatever exists. None = no limit. A run control, not a method setting: packets do not repeat it."""
 
     @field_validator("max_rounds")
     @classmethod

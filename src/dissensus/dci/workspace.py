@@ -72,7 +72,7 @@ class ActFailure(BaseModel):
     speaker: str
     stage: str
     round: int
-    kind: Literal["invalid_act", "budget_exhausted", "model_failure"]
+    kind: Literal["invalid_act", "budget_exhausted", "model_failure", "deadline_exceeded"]
     problems: list[str]
 
 
@@ -135,8 +135,14 @@ class CompactionPolicy(BaseModel):
     """Acts in the recent window; ``None`` = one per participant."""
 
 
+def _flat(text: str) -> str:
+    """``text`` on one line, without the block delimiters ``<<<`` / ``>>>`` (agent text
+    can neither close the workspace block nor open one of its own)."""
+    return " ".join(text.replace("<<<", "«").replace(">>>", "»").split())
+
+
 def _cut(text: str, limit: int) -> str:
-    flat = " ".join(text.replace("<<<", "«").replace(">>>", "»").split())
+    flat = _flat(text)
     return flat if len(flat) <= limit else flat[: max(0, limit - 1)].rstrip() + "…"
 
 
@@ -363,7 +369,7 @@ def render_view(
         lines.extend(f"- {_cut(a, p.next_action_chars)}" for a in ws.next_actions[-p.next_actions_shown :])
     if full_transcript:
         lines.append("TRANSCRIPT:")
-        lines.extend(f"- {a.id} {a.speaker} {a.act} -> {a.target}: {' '.join(a.text.split())}" for a in ws.acts)
+        lines.extend(f"- {a.id} {a.speaker} {a.act} -> {a.target}: {_flat(a.text)}" for a in ws.acts)
     else:
         window = p.recent_window if p.recent_window is not None else participants
         latest_synthesis = ws.synthesis[-1] if ws.synthesis else None

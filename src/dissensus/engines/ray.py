@@ -185,7 +185,7 @@ class _Decider:
         )
         self.fault = fault
         self._backend: Any = None
-        self._client: Any = None
+        self._clients: dict[str | None, Any] = {}
         self._loop = asyncio.new_event_loop()
 
     def backend(self) -> Any:
@@ -195,12 +195,13 @@ class _Decider:
             self._backend = get_backend(self.policy.reading.similarity)
         return self._backend
 
-    def client(self) -> Any:
-        if self._client is None:
+    def client(self, spec: str | None = None) -> Any:
+        """The worker's client of model spec ``spec`` (``None``: the run's model); one budget."""
+        if spec not in self._clients:
             from dissensus.llm.resolve import resolve_model
 
-            self._client = resolve_model(self.model, budget=self.budget)
-        return self._client
+            self._clients[spec] = resolve_model(spec or self.model, budget=self.budget)
+        return self._clients[spec]
 
     def __call__(self, batch: dict[str, Any]) -> dict[str, list[str]]:
         out = [

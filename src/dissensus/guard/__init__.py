@@ -3,7 +3,7 @@
 Agreement among voters that share a model, an index or a prompt is not evidence.
 :func:`audit` checks the seed's three invariants on one case's votes and decides by
 consensus weighting, bounded weighting, unweighted majority or a single verifier,
-with an explained refusal when weighting is unsafe. :func:`calibrate` measures on a
+with an explained refusal when weighting is unsafe. :func:`fit_reliability` measures on a
 labelled set what the guard needs: strata, beta*, reliabilities, error correlations
 and the effective number of independent voters. :mod:`dissensus.guard.arrays` is the
 vectorised array API (majority, consensus weighting, Wawa) for throughput.
@@ -16,11 +16,10 @@ from dissensus.guard.arrays import (
     majority_vote,
     wawa,
 )
-from dissensus.guard.calibration import Calibration, CalibrationSettings, calibrate
 from dissensus.guard.confidence import Posterior, PriorSettings, posterior
 from dissensus.guard.decision import (
     GuardDecision,
-    GuardSettings,
+    GuardThresholds,
     InvariantCheck,
     Mode,
     Refusal,
@@ -29,25 +28,33 @@ from dissensus.guard.decision import (
     audit_many,
 )
 from dissensus.guard.errors import CorrelatedConsensusError
+from dissensus.guard.reliability import ReliabilityFit, ReliabilitySettings, fit_reliability
+
+# Earlier names of the reliability fit and of the guard's thresholds, kept importable
+# for callers that still use them; not part of the documented surface.
+Calibration = ReliabilityFit
+CalibrationSettings = ReliabilitySettings
+GuardSettings = GuardThresholds
+calibrate = fit_reliability
 
 __all__ = [
-    "Calibration",
-    "CalibrationSettings",
     "CorrelatedConsensusError",
     "GuardDecision",
-    "GuardSettings",
+    "GuardThresholds",
     "InvariantCheck",
     "Mode",
     "Posterior",
     "PriorSettings",
     "Refusal",
+    "ReliabilityFit",
+    "ReliabilitySettings",
     "agreement_fraction",
     "audit",
     "audit_case",
     "audit_many",
-    "calibrate",
     "consensus_weighted_vote",
     "encode_labels",
+    "fit_reliability",
     "majority_vote",
     "posterior",
     "wawa",

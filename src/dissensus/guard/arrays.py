@@ -34,6 +34,8 @@ from collections.abc import Sequence
 import numpy as np
 from numpy.typing import NDArray
 
+from dissensus.errors import ConfigError, InputError
+
 __all__ = [
     "MISSING",
     "agreement_fraction",
@@ -78,11 +80,11 @@ def encode_labels(
 
 def _check(labels: IntArray, n_classes: int) -> None:
     if labels.ndim != 2:
-        raise ValueError("labels must be a 2-D (cases, voters) array")
+        raise InputError("labels must be a 2-D (cases, voters) array")
     if n_classes < 1:
-        raise ValueError("n_classes must be at least 1")
+        raise ConfigError("n_classes must be at least 1", field="n_classes")
     if labels.size and (labels.max() >= n_classes or labels.min() < MISSING):
-        raise ValueError("labels must lie in -1..n_classes-1")
+        raise InputError("labels must lie in -1..n_classes-1")
 
 
 def vote_counts(labels: IntArray, n_classes: int, weights: FloatArray | None = None) -> FloatArray:
@@ -116,7 +118,7 @@ def _argmax(scores: FloatArray, tie_order: Sequence[int] | None) -> IntArray:
         return first
     order = np.asarray(tie_order, dtype=np.int64)
     if sorted(order.tolist()) != list(range(scores.shape[1])):
-        raise ValueError("tie_order must be a permutation of the class indices")
+        raise ConfigError("tie_order must be a permutation of the class indices", field="tie_order")
     out: IntArray = order[np.argmax(scores[:, order], axis=1)]
     return out
 
@@ -162,7 +164,7 @@ def consensus_weighted_vote(
 ) -> tuple[IntArray, FloatArray]:
     """Consensus weighting ``w_i = exp(beta * agreement_i)``: answers and weight shares."""
     if not np.isfinite(beta) or beta < 0:
-        raise ValueError("beta must be a finite number >= 0")
+        raise ConfigError("beta must be a finite number >= 0", field="beta")
     weights = np.exp(beta * agreement_fraction(labels, n_classes, mask))
     return majority_vote(labels, n_classes, weights)
 

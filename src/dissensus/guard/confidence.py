@@ -39,8 +39,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from dissensus.guard.arrays import log_odds_weights
-from dissensus.guard.calibration import Calibration
 from dissensus.guard.provenance import share_cause
+from dissensus.guard.reliability import ReliabilityFit
 from dissensus.types import Vote
 
 __all__ = ["OTHER", "Posterior", "PriorSettings", "answer_space", "posterior"]
@@ -74,7 +74,7 @@ class Posterior:
     reliabilities: dict[str, float]
 
 
-def answer_space(votes: Sequence[Vote], calibration: Calibration | None) -> list[str]:
+def answer_space(votes: Sequence[Vote], calibration: ReliabilityFit | None) -> list[str]:
     """Every answer the case can be decided as, sorted."""
     answers = {v.answer for v in votes}
     if calibration is not None:
@@ -84,10 +84,10 @@ def answer_space(votes: Sequence[Vote], calibration: Calibration | None) -> list
     return sorted(answers)
 
 
-_LOOKUPS: dict[int, tuple[Calibration, dict[str, int]]] = {}
+_LOOKUPS: dict[int, tuple[ReliabilityFit, dict[str, int]]] = {}
 
 
-def _lookup(calibration: Calibration) -> dict[str, int]:
+def _lookup(calibration: ReliabilityFit) -> dict[str, int]:
     """Agent -> row of the calibration's tables, built once per calibration object."""
     hit = _LOOKUPS.get(id(calibration))
     if hit is not None and hit[0] is calibration:
@@ -99,7 +99,7 @@ def _lookup(calibration: Calibration) -> dict[str, int]:
     return index
 
 
-def _measured(calibration: Calibration | None, a: str, b: str) -> float | None:
+def _measured(calibration: ReliabilityFit | None, a: str, b: str) -> float | None:
     if calibration is None:
         return None
     index = _lookup(calibration)
@@ -107,7 +107,7 @@ def _measured(calibration: Calibration | None, a: str, b: str) -> float | None:
     return None if i is None or j is None else calibration.error_correlation[i][j]
 
 
-def _reliability(calibration: Calibration | None, agent: str, present: bool) -> float | None:
+def _reliability(calibration: ReliabilityFit | None, agent: str, present: bool) -> float | None:
     if calibration is None:
         return None
     i = _lookup(calibration).get(agent)
@@ -117,7 +117,7 @@ def _reliability(calibration: Calibration | None, agent: str, present: bool) -> 
     return row.reliability_present if present else row.reliability_absent
 
 
-def _rho(votes: Sequence[Vote], calibration: Calibration | None, priors: PriorSettings) -> np.ndarray:
+def _rho(votes: Sequence[Vote], calibration: ReliabilityFit | None, priors: PriorSettings) -> np.ndarray:
     m = len(votes)
     r = np.eye(m)
     for i in range(m):
@@ -133,7 +133,7 @@ def _rho(votes: Sequence[Vote], calibration: Calibration | None, priors: PriorSe
 
 def posterior(
     votes: Sequence[Vote],
-    calibration: Calibration | None = None,
+    calibration: ReliabilityFit | None = None,
     priors: PriorSettings | None = None,
 ) -> Posterior:
     """The reliability-weighted, redundancy-shrunk posterior over the answers."""

@@ -1,7 +1,7 @@
 """The guarded aggregator: invariants, decision boundary, explained refusal (seed 003).
 
 :func:`audit` takes the votes of one case (with provenance) and an optional
-:class:`~dissensus.guard.calibration.Calibration`, checks the seed's three invariants
+:class:`~dissensus.guard.reliability.ReliabilityFit`, checks the seed's three invariants
 and decides in one of four modes:
 
 ========== ===================================================================
@@ -54,16 +54,17 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
+from dissensus.errors import ConfigError, InputError
 from dissensus.guard.arrays import consensus_weighted_vote
-from dissensus.guard.calibration import Calibration
 from dissensus.guard.confidence import PriorSettings, posterior
 from dissensus.guard.errors import CorrelatedConsensusError
 from dissensus.guard.provenance import fallback_agreement, independent_sources
+from dissensus.guard.reliability import ReliabilityFit
 from dissensus.types import Vote, VoteCase
 
 __all__ = [
     "GuardDecision",
-    "GuardSettings",
+    "GuardThresholds",
     "InvariantCheck",
     "Mode",
     "Refusal",
@@ -76,7 +77,7 @@ Mode = Literal["consensus", "bounded", "majority", "verifier"]
 Figure = float | int | str | bool | None
 
 
-class GuardSettings(BaseModel):
+class GuardThresholds(BaseModel):
     """Thresholds of the guard (defaults are the seed's where it gives one)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -149,7 +150,7 @@ class GuardDecision(BaseModel):
     invariants: list[InvariantCheck]
 
 
-def _check_sources(votes: Sequence[Vote], settings: GuardSettings) -> InvariantCheck:
+def _check_sources(votes: Sequence[Vote], settings: GuardThresholds) -> InvariantCheck:
     sources = independent_sources(votes)
     need = max(settings.min_sources, 2)
     holds = len(sources) >= need
@@ -166,7 +167,7 @@ def _check_sources(votes: Sequence[Vote], settings: GuardSettings) -> InvariantC
     )
 
 
-def _check_fallback(votes: Sequence[Vote], settings: GuardSettings) -> InvariantCheck:
+def _check_fallback(votes: Sequence[Vote], settings: GuardThresholds) -> InvariantCheck:
     frac, absent = fallback_agreement(votes)
     holds = frac < settings.max_fallback_agreement
     msg = f"fallback agreement {frac:.2f} among {absent} voter(s) without evidence (maximum {settings.max_fallback_agreement:.2f})"
@@ -181,7 +182,7 @@ def _check_fallback(votes: Sequence[Vote], settings: GuardSettings) -> Invariant
     )
 
 
-def _check_beta(beta: float, calibration: Calibration | None) -> InvariantCheck:
+def _check_beta(beta: float, calibration: ReliabilityFit | None) -> InvariantCheck:
     name = "the weighting is bounded by a measured beta*"
     if calibration is None:
         return InvariantCheck(
@@ -241,12 +242,12 @@ def _weighted(votes: Sequence[Vote], beta: float, decompose: bool) -> tuple[str,
 
 def audit(
     votes: Sequence[Vote],
-    calibration: Calibration | None = None,
+    calibration: ReliabilityFit | None = None,
     *,
     beta: float = 1.5,
     strict: bool = False,
     verifier: str | None = None,
-    settings: GuardSettings | None = None,
+    settings: GuardThresholds | None = None,
     case_id: str | None = None,
 ) -> GuardDecision:
     """Decide one case under the guard.
@@ -257,11 +258,11 @@ def audit(
     >>> d.mode, d.answer, d.refusal.invariant, d.weighted
     ('majority', 'yes', 1, False)
     """
-    settings = settings or GuardSettings()
+    settings = settings or GuardThresholds()
     if len(votes) < 2:
-        raise ValueError("the guard needs at least two votes")
+        raise InputError("the guard needs at least two votes")
     if not np.isfinite(beta) or beta < 0:
-        raise ValueError("beta must be a finite number >= 0")
+        raise ConfigError("beta must be a finite number >= 0", field="beta")
     post = posterior(votes, calibration, settings.priors())
     checks = [_check_sources(votes, settings), _check_fallback(votes, settings), _check_beta(beta, calibration)]
     failed = next((c for c in checks if not c.holds), None)
@@ -327,12 +328,12 @@ def audit(
 
 def audit_case(
     case: VoteCase,
-    calibration: Calibration | None = None,
+    calibration: ReliabilityFit | None = None,
     *,
     beta: float = 1.5,
     strict: bool = False,
     verifier: str | None = None,
-    settings: GuardSettings | None = None,
+    settings: GuardThresholds | None = None,
 ) -> GuardDecision:
     """:func:`audit` on a :class:`VoteCase` (its id is copied to the decision)."""
     return audit(case.votes, calibration, beta=beta, strict=strict, verifier=verifier, settings=settings, case_id=case.id)
@@ -340,11 +341,11 @@ def audit_case(
 
 def audit_many(
     cases: Iterable[VoteCase],
-    calibration: Calibration | None = None,
+    calibration: ReliabilityFit | None = None,
     *,
     beta: float = 1.5,
     verifier: str | None = None,
-    settings: GuardSettings | None = None,
+    settings: GuardThresholds | None = None,
 ) -> list[GuardDecision]:
     """:func:`audit_case` on every case (never strict: refusals are outcomes)."""
     return [audit_case(c, calibration, beta=beta, verifier=verifier, settings=settings) for c in cases]

@@ -12,6 +12,7 @@ from dissensus.llm.base import (
     BackendResponse,
     BudgetExceeded,
     ChatBackend,
+    ChatClient,
     ChatRequest,
     ChatResponse,
     JsonMode,
@@ -25,6 +26,7 @@ from dissensus.llm.base import (
 )
 from dissensus.llm.budget import DEFAULT_PRICES, Budget, Price
 from dissensus.llm.client import ClientSettings, ModelClient
+from dissensus.llm.function import FunctionBackend
 from dissensus.llm.jsonparse import JSONExtractError, extract_json
 from dissensus.llm.openai_backend import OpenAIBackend
 from dissensus.llm.replay import RecordBackend, ReplayBackend, request_key
@@ -39,9 +41,11 @@ __all__ = [
     "Budget",
     "BudgetExceeded",
     "ChatBackend",
+    "ChatClient",
     "ChatRequest",
     "ChatResponse",
     "ClientSettings",
+    "FunctionBackend",
     "JSONExtractError",
     "JsonMode",
     "LLMError",

@@ -24,6 +24,7 @@ __all__ = [
     "BackendResponse",
     "BudgetExceeded",
     "ChatBackend",
+    "ChatClient",
     "ChatRequest",
     "ChatResponse",
     "JsonMode",
@@ -113,6 +114,37 @@ class ChatBackend(Protocol):
 
     async def aclose(self) -> None:
         """Release resources."""
+        ...
+
+
+@runtime_checkable
+class ChatClient(Protocol):
+    """What every protocol calls a model through: one logical call, and its usage.
+
+    :class:`dissensus.llm.client.ModelClient` implements it, and so does any wrapper
+    that journals or replays calls (the pipeline's per-case client). Protocol code
+    (DCI participants, CONCORD agents, arbiters, baselines) types against this, never
+    against a concrete client.
+    """
+
+    async def chat(
+        self, request: ChatRequest, *, schema: type[BaseModel] | None = None
+    ) -> ChatResponse:
+        """One logical call; with ``schema``, ``parsed`` is a validated instance.
+
+        When ``request.json_schema`` is set it is the schema sent to the model (built
+        per request), and ``schema`` validates the answer.
+        """
+        ...
+
+    @property
+    def usage(self) -> Usage:
+        """Usage so far, every attempt counted."""
+        ...
+
+    @property
+    def usage_by_agent(self) -> dict[str, Usage]:
+        """Usage so far per ``request.agent``."""
         ...
 
 

@@ -28,6 +28,14 @@ Choices where the brief is silent:
   in a daemon thread (like anyio's blocking portal), so they work from any thread and
   never fight the caller's loop. A client should be used either from one event loop or
   through its sync methods, because backends keep loop-bound connections.
+* **Deadlines.** ``timeout_s`` is the total wall-clock deadline of one attempt, passed
+  to network backends, which cancel the request when it passes (a server that drips
+  one byte at a time cannot stretch it: see :class:`~dissensus.llm.OpenAIBackend`). The
+  timed-out attempt counts (kind ``timeout``, retryable). Waiting for a concurrency slot
+  or the request rate is not part of the attempt.
+* **Per-request schemas.** A request that already carries ``json_schema`` (built for
+  this request, e.g. with the enum of ids that exist now) is sent with that schema;
+  the ``schema`` class only validates the answer. Otherwise the class's schema is sent.
 * **Re-asks** send the previous answer back as an assistant message, followed by a
   user message naming the validation errors (locations and messages only; the invalid
   values themselves are not echoed).
@@ -91,7 +99,8 @@ class ClientSettings(BaseModel):
     max_tokens: int | None = None
     """Default completion cap (None = the server's, or the budget's reserve)."""
     timeout_s: float = Field(default=60.0, gt=0)
-    """Per-attempt timeout of network backends, in seconds."""
+    """Total deadline of one attempt, in seconds, from sending to the last byte (a
+    server trickling bytes cannot stretch it); the attempt is cancelled when it passes."""
     max_retries: int = Field(default=3, ge=0)
     """Retries of transient failures per answer (so at most ``max_retries + 1`` tries)."""
     backoff_base_s: float = Field(default=0.5, ge=0)
@@ -308,7 +317,8 @@ class ModelClient:
         if max_tokens != request.max_tokens:
             update["max_tokens"] = max_tokens
         if schema is not None:
-            update["json_schema"] = _schema_of(schema)
+            if request.json_schema is None:
+                update["json_schema"] = _schema_of(schema)
             update["schema_name"] = request.schema_name or schema.__name__
         return request.model_copy(update=update) if update else request
 

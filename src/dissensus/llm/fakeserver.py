@@ -45,6 +45,7 @@ from urllib.parse import unquote
 from pydantic import BaseModel, ConfigDict, Field
 
 from dissensus.llm.base import BackendError, ChatRequest, Message, estimate_tokens
+from dissensus.llm.schemas import fill_schema
 from dissensus.llm.scripted import Responder, ScriptedRules
 
 __all__ = ["FAULT_KINDS", "FakeServer", "FaultKind", "FaultPlan", "ServerSettings"]
@@ -114,6 +115,23 @@ class ServerSettings(BaseModel):
     model: str = "fake-model"
     """Model id listed by ``/v1/models``."""
     faults: FaultPlan = Field(default_factory=FaultPlan)
+    fill_schema: bool = False
+    """Answer every request that sends a ``json_schema`` response format with
+    :func:`dissensus.llm.schemas.fill_schema` of it (first enum value, minimum, a fixed
+    string), like a guided-decoding server with the dullest model; rules answer the rest."""
+    drip_s: float = Field(default=0.0, ge=0.0)
+    """Send every response one byte at a time, this many seconds apart (a slow-loris
+    server: each read is quick, the whole answer is not)."""
+
+
+def _response_schema(payload: dict[str, Any]) -> dict[str, Any] | None:
+    """The JSON schema a request's ``response_format`` asks for, if any."""
+    response_format = payload.get("response_format")
+    if not isinstance(response_format, dict) or response_format.get("type") != "json_schema":
+        return None
+    spec = response_format.get("json_schema")
+    schema = spec.get("schema") if isinstance(spec, dict) else None
+    return schema if isinstance(schema, dict) else None
 
 
 def _json_bytes(data: Any) -> bytes:
@@ -287,7 +305,14 @@ class FakeServer:
         ]
         head.append(f"Content-Length: {len(body)}")
         head.extend(f"{k}: {v}" for k, v in (extra or {}).items())
-        writer.write(("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + body)
+        data = ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + body
+        if self.settings.drip_s > 0:
+            for i in range(len(data)):
+                writer.write(data[i : i + 1])
+                await writer.drain()
+                await asyncio.sleep(self.settings.drip_s)
+            return
+        writer.write(data)
         await writer.drain()
 
     async def _error(
@@ -418,8 +443,11 @@ class FakeServer:
         writer: asyncio.StreamWriter,
     ) -> bool:
         request = self._request_of(payload, headers)
+        schema = _response_schema(payload)
         if fault == "schema_violation":
             text = json.dumps({"unexpected": "this object violates the requested schema"})
+        elif self.settings.fill_schema and schema is not None:
+            text = json.dumps(fill_schema(schema), ensure_ascii=False)
         else:
             try:
                 text = self._responder.answer(request)

@@ -13,8 +13,12 @@ Choices where the brief is silent:
   retried). A 400/422 whose message names ``response_format`` / ``json_schema`` /
   ``json_object`` while a structured mode was requested is
   :class:`SchemaModeUnsupported`, and the client falls back.
+* **Deadline.** ``timeout_s`` bounds each attempt as a whole (``asyncio.timeout``
+  around the request), not only each read: the request is cancelled when it passes.
 * **Structured modes.** ``schema`` sends ``response_format={"type": "json_schema",
-  ...}`` with ``strict: false`` (pydantic schemas rarely meet strict mode's rules);
+  ...}`` with ``strict: true`` when the schema meets strict mode's rules
+  (:func:`dissensus.llm.schemas.is_strict`; the per-request schemas of DCI and CONCORD
+  do) and ``strict: false`` otherwise (pydantic schemas rarely meet them);
   ``object`` sends ``{"type": "json_object"}`` and puts the schema in the system
   message; ``none`` puts the schema in the system message only. The schema text is
   appended to a leading system message, or sent as a new first system message.
@@ -48,6 +52,7 @@ from dissensus.llm.base import (
     estimate_tokens,
 )
 from dissensus.llm.retry import parse_retry_after
+from dissensus.llm.schemas import is_strict
 
 if TYPE_CHECKING:
     import openai
@@ -169,7 +174,11 @@ class OpenAIBackend:
             name = _NAME_OK.sub("_", request.schema_name or "answer")[:64] or "answer"
             args["response_format"] = {
                 "type": "json_schema",
-                "json_schema": {"name": name, "schema": request.json_schema, "strict": False},
+                "json_schema": {
+                    "name": name,
+                    "schema": request.json_schema,
+                    "strict": is_strict(request.json_schema),
+                },
             }
         elif request.json_schema is not None and json_mode == "object":
             args["response_format"] = {"type": "json_object"}
@@ -215,9 +224,13 @@ class OpenAIBackend:
 
         args = self._arguments(request, json_mode)
         structured = request.json_schema is not None
+        client = self._client()
         try:
-            completion = await self._client().chat.completions.create(**args)
-        except openai.APITimeoutError:
+            # A total deadline: httpx's timeout bounds each read, so a server dripping
+            # one byte at a time would otherwise keep the attempt alive indefinitely.
+            async with asyncio.timeout(self.timeout_s):
+                completion = await client.chat.completions.create(**args)
+        except (openai.APITimeoutError, TimeoutError):
             raise BackendError(
                 f"timed out after {self.timeout_s}s", kind="timeout", retryable=True
             ) from None

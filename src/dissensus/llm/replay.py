@@ -33,9 +33,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from dissensus.canonical import canonical as _canonical_json
 from dissensus.errors import ConfigError
 from dissensus.llm.base import BackendResponse, ChatBackend, ChatRequest, JsonMode, ReplayMiss
-from dissensus.store.canonical import canonical as _canonical_json
 
 __all__ = ["RecordBackend", "Recording", "ReplayBackend", "canonical_request", "request_key"]
 

@@ -19,6 +19,8 @@ import threading
 import time
 from email.utils import parsedate_to_datetime
 
+from dissensus.errors import ConfigError
+
 __all__ = ["Backoff", "RateLimiter", "parse_retry_after"]
 
 
@@ -70,7 +72,7 @@ class RateLimiter:
 
     def __init__(self, rpm: float) -> None:
         if rpm <= 0:
-            raise ValueError("rpm must be positive")
+            raise ConfigError("rpm must be positive", field="rpm")
         self.interval = 60.0 / rpm
         self._next = 0.0
         self._lock = threading.Lock()

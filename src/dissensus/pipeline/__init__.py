@@ -1,4 +1,9 @@
-"""The composed decision pipeline: read -> guard -> route -> protocol -> record.
+"""The composed decision pipeline: read -> route -> guard (of automatic routes) -> protocol -> record.
+
+The rule engine alone routes a reading (defaults, built-in rules such as
+``cd-without-values``, the policy's domain rules); the guard then decides whether an
+``auto`` / ``auto_explain`` route may commit on the panel's agreement or must seek
+context first. Every step is journalled as a typed model (:mod:`dissensus.pipeline.steps`).
 
 >>> from dissensus.pipeline import Policy, decide
 >>> record = decide(panel, Policy())                       # doctest: +SKIP
@@ -17,7 +22,15 @@ import os
 from pathlib import Path
 
 from dissensus.guard import Calibration as GuardCalibration
-from dissensus.pipeline.batch import RunSummary, execute_run, new_run_id, resume_run, start_run
+from dissensus.pipeline.batch import (
+    DeadlineReached,
+    RunBusy,
+    RunSummary,
+    execute_run,
+    new_run_id,
+    resume_run,
+    start_run,
+)
 from dissensus.pipeline.engine import decide_case
 from dissensus.pipeline.gates import panel_votes
 from dissensus.pipeline.policy import Policy, load_policy, policy_from_dict
@@ -29,19 +42,41 @@ from dissensus.pipeline.reliability import (
     trust_regions,
 )
 from dissensus.pipeline.runtime import Runtime, resolve_model_spec
-from dissensus.pipeline.signals import MarkerLexicon, agent_signals, recorded_second_answers
+from dissensus.pipeline.signals import (
+    MarkerLexicon,
+    SecondAnswer,
+    Voice,
+    agent_signals,
+    recorded_second_answers,
+)
+from dissensus.pipeline.steps import (
+    AcceptanceStep,
+    ConcordStep,
+    DeliberationStep,
+    FollowupStep,
+    GuardStep,
+)
 from dissensus.store.journal import Journal
 from dissensus.types import Panel
 
 __all__ = [
+    "AcceptanceStep",
     "CalibrationFile",
     "CaseRecord",
+    "ConcordStep",
+    "DeadlineReached",
+    "DeliberationStep",
+    "FollowupStep",
+    "GuardStep",
     "MarkerLexicon",
     "Policy",
     "Resolution",
     "ReviewItem",
+    "RunBusy",
     "RunSummary",
     "Runtime",
+    "SecondAnswer",
+    "Voice",
     "adecide",
     "agent_signals",
     "build_calibration",

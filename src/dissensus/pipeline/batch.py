@@ -15,6 +15,16 @@ Choices where the design is silent:
 * A resumed run refuses an input file whose sha256 changed since the run started.
 * Rejected lines are journalled (``input.rejected``) and reported, never decided.
 * ``run.finished`` is journalled once, with the counts, when every line was handled.
+* One process at a time works on a run: :func:`execute_run` takes the run's lease in
+  the journal (:meth:`~dissensus.store.journal.Journal.acquire_run_lock`) and a second process
+  gets :class:`RunBusy` ("run is being resumed by pid N", exit 2) instead of doubling
+  the spend; the lease of a killed process is taken over.
+* A deadline (``deadline_s`` of the policy, or the caller's) is wall-clock time for this
+  invocation: when it passes, no new case starts, cases in flight are cancelled (their
+  journalled steps stay), a ``run.stopped`` event records ``{reason: deadline, cases}``
+  and :class:`DeadlineReached` (exit 1) is raised after the records finished in input
+  order were yielded. The run is *partial*: no ``run.finished``, resumable with
+  ``runs resume``.
 """
 
 from __future__ import annotations
@@ -46,9 +56,26 @@ from dissensus.states import SimilarityBackend
 from dissensus.store.journal import Journal, RunInfo
 from dissensus.types import Panel
 
-__all__ = ["RunSummary", "execute_run", "new_run_id", "resume_run", "start_run", "summarise"]
+__all__ = [
+    "DeadlineReached",
+    "RunBusy",
+    "RunSummary",
+    "execute_run",
+    "new_run_id",
+    "resume_run",
+    "start_run",
+    "summarise",
+]
 
 RUN_KIND = "decide"
+
+
+class RunBusy(ConfigError):
+    """Another live process is working on the run (exit 2)."""
+
+
+class DeadlineReached(DissensusError):
+    """The run's wall-clock deadline passed; the run stopped partial and is resumable (exit 1)."""
 
 
 class RunSummary(BaseModel):
@@ -208,35 +235,84 @@ async def execute_run(
     *,
     on_reject: Callable[[Reject], None] | None = None,
     backend: Callable[[], SimilarityBackend] | None = None,
+    deadline_s: float | None = None,
 ) -> AsyncIterator[CaseRecord]:
-    """Decide (or finish deciding) every case of the run, yielding records in input order."""
+    """Decide (or finish deciding) every case of the run, yielding records in input order.
+
+    ``deadline_s`` (default: the policy's ``deadline_s``) bounds this invocation's
+    wall-clock time; see the module docstring.
+    """
     started = _started(journal, run_id)
+    pid = os.getpid()
+    holder = journal.acquire_run_lock(run_id, pid)
+    if holder is not None:
+        raise RunBusy(f"run {run_id} is being resumed by pid {holder.pid} (host {holder.host})")
     rt = _runtime(journal, run_id, started, backend)
+    limit = deadline_s if deadline_s is not None else rt.policy.deadline_s
+    loop = asyncio.get_running_loop()
+    end = None if limit is None else loop.time() + limit
     name, lines = _lines(started["input"])
     window: list[asyncio.Task[CaseRecord]] = []
     counts: Counter[str] = Counter()
+
+    async def next_record() -> CaseRecord:
+        task = window[0]
+        if end is not None:
+            await asyncio.wait({task}, timeout=max(0.0, end - loop.time()))
+            if not task.done():
+                raise _Late()
+        window.pop(0)
+        return await task
+
     try:
-        for item, line in _prefetched(rt, _iter(name, lines)):
-            if isinstance(item, Reject):
-                journal.append(run_id, "input.rejected", item.model_dump(mode="json"), key=f"reject/{line}", case=str(line))
-                counts["rejected"] += 1
-                if on_reject is not None:
-                    on_reject(item)
-                continue
-            window.append(asyncio.create_task(decide_case(rt, item, line)))
-            if len(window) >= rt.policy.concurrency:
-                record = await window.pop(0)
+        try:
+            for item, line in _prefetched(rt, _iter(name, lines)):
+                if end is not None and loop.time() >= end:
+                    raise _Late()
+                if isinstance(item, Reject):
+                    journal.append(run_id, "input.rejected", item.model_dump(mode="json"), key=f"reject/{line}", case=str(line))
+                    counts["rejected"] += 1
+                    if on_reject is not None:
+                        on_reject(item)
+                    continue
+                window.append(asyncio.create_task(decide_case(rt, item, line)))
+                if len(window) >= rt.policy.concurrency:
+                    record = await next_record()
+                    _count(counts, record)
+                    yield record
+            while window:
+                record = await next_record()
                 _count(counts, record)
                 yield record
-        while window:
-            record = await window.pop(0)
-            _count(counts, record)
-            yield record
+        except _Late:
+            for task in window:
+                task.cancel()
+            await asyncio.gather(*window, return_exceptions=True)
+            window.clear()
+            _stopped(journal, run_id, limit or 0.0, counts["cases"])
+            raise DeadlineReached(
+                f"run {run_id}: deadline of {limit:g} s reached after {counts['cases']} case(s); "
+                f"the run is partial, finish it with 'dissensus runs resume {run_id}'"
+            ) from None
+        finally:
+            for task in window:
+                task.cancel()
+            await rt.client.aclose()
+        journal.append(run_id, "run.finished", dict(counts), key="run/finished")
     finally:
-        for task in window:
-            task.cancel()
-        await rt.client.aclose()
-    journal.append(run_id, "run.finished", dict(counts), key="run/finished")
+        journal.release_run_lock(run_id, pid)
+
+
+class _Late(Exception):
+    """The deadline passed (internal signal)."""
+
+
+def _stopped(journal: Journal, run_id: str, limit: float, cases: int) -> None:
+    n = 0
+    while journal.get(run_id, f"run/stopped/{n}") is not None:
+        n += 1
+    payload = {"reason": "deadline", "deadline_s": limit, "cases": cases}
+    journal.append(run_id, "run.stopped", payload, key=f"run/stopped/{n}")
 
 
 def _count(counts: Counter[str], record: CaseRecord) -> None:
@@ -283,9 +359,10 @@ async def resume_run(
     *,
     on_reject: Callable[[Reject], None] | None = None,
     backend: Callable[[], SimilarityBackend] | None = None,
+    deadline_s: float | None = None,
 ) -> AsyncIterator[CaseRecord]:
     """Resume a run (same as :func:`execute_run`; completed cases are replayed)."""
-    async for record in execute_run(journal, run_id, on_reject=on_reject, backend=backend):
+    async for record in execute_run(journal, run_id, on_reject=on_reject, backend=backend, deadline_s=deadline_s):
         yield record
 
 

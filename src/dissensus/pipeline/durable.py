@@ -9,10 +9,25 @@ stored result instead of calling the model again.
 
 Choices where the design is silent:
 
-* Step keys are ``case/<line>/<step>``; call keys are
-  ``call/<line>/<sha256 of the canonical request and schema name>/<k>``, ``k`` counting
-  identical requests within the case (so two identical questions are two calls, and
-  concurrent calls inside a case never depend on their completion order).
+* Step keys are ``case/<line>/<step>``; every step's payload is one pydantic model
+  (:mod:`dissensus.pipeline.steps`), validated again when it is replayed.
+* Call keys are ``call/<line>/<digest>/<k>``: the digest is the sha256 of the request's
+  identity (:func:`dissensus.llm.replay.canonical_request`, the one definition replays
+  and recordings use: ``max_tokens`` and client settings are not part of it), the
+  schema's name and the model spec the call went to (``null`` for the run's model);
+  ``k`` counts identical requests within the case (so two identical questions are two
+  calls, and concurrent calls inside a case never depend on their completion order).
+* **Spend survives a kill.** Before a live call, a ``model.spend`` event (key
+  ``spend/<call key>``) is journalled; a failed call journals its attempts
+  (``model.failed``). A resumed run charges its budget, before anything else, with every
+  journalled call's usage and every failed call's attempts, so the budget it enforces
+  is the run's, not the process's. A call whose ``model.spend`` has no result (the
+  process died while it was in flight) is made again on resume and counted once: the
+  resumed run's accounting, and its records, equal the uninterrupted run's, and a
+  provider may have billed the cut-off request (at most one per call in flight at the
+  kill).
+* Each model spec has its own client (``seek_context.models`` maps agents to specs);
+  all of them draw from the one run budget.
 * A replayed call returns the stored text, the stored usage and the parsed object
   re-validated against the caller's schema; its usage counts again in the case's usage
   so that the final record does not depend on where the run was interrupted.
@@ -32,17 +47,36 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
-from dissensus.llm.base import ChatRequest, ChatResponse, ModelCallError, StructuredOutputError
+from dissensus.errors import DissensusError
+from dissensus.llm.base import (
+    BudgetExceeded,
+    ChatRequest,
+    ChatResponse,
+    ModelCallError,
+    StructuredOutputError,
+)
+from dissensus.llm.budget import Budget
 from dissensus.llm.client import ModelClient
+from dissensus.llm.replay import canonical_request
+from dissensus.pipeline.steps import CallRecord
 from dissensus.store.canonical import canonical, sha256_text
 from dissensus.store.journal import Journal
 from dissensus.types import Usage
 
-__all__ = ["CaseClient", "CaseLog", "JournalledClient"]
+__all__ = ["CaseClient", "CaseLog", "JournalError", "JournalledClient", "call_digest", "replay_spend"]
 
-T = TypeVar("T")
+M = TypeVar("M", bound=BaseModel)
+
+
+class JournalError(DissensusError):
+    """A journalled step does not fit the step's model (edited, or written by another version)."""
+
+
+def call_digest(request: ChatRequest, schema: str | None, model: str | None) -> str:
+    """sha256 of a call's identity: the request's canonical form, the schema name, the model spec."""
+    return sha256_text(canonical({"request": canonical_request(request), "schema": schema, "model": model}))
 
 
 class CaseLog:
@@ -61,41 +95,92 @@ class CaseLog:
         event = self.journal.get(self.run_id, self.key(step))
         return None if event is None else event.payload
 
-    def step(self, step: str, type: str, compute: Callable[[], dict[str, Any]]) -> dict[str, Any]:
-        """The journalled payload of ``step``, computing and appending it if missing."""
+    def replayed(self, step: str, model: type[M]) -> M | None:
+        """The journalled ``step`` validated as ``model`` (``None`` when not journalled).
+
+        A journalled payload that no longer fits its model is a :class:`JournalError`
+        naming the run, the key and the field, never a silently different run.
+        """
         found = self.stored(step)
+        if found is None:
+            return None
+        try:
+            return model.model_validate(found)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first["loc"]) or "<payload>"
+            raise JournalError(
+                f"run {self.run_id}: journalled step {self.key(step)} is not a valid {model.__name__} "
+                f"(field {where}: {first['msg']})"
+            ) from None
+
+    def step(self, step: str, type: str, model: type[M], compute: Callable[[], M]) -> M:
+        """The journalled ``step``, computing and appending it if missing (validated either way)."""
+        found = self.replayed(step, model)
         if found is not None:
             return found
-        payload = compute()
-        return self.journal.append(self.run_id, type, payload, key=self.key(step), case=self.ref).payload
+        return self.append(step, type, model, compute())
 
-    def append(self, step: str, type: str, payload: dict[str, Any]) -> dict[str, Any]:
-        """Append ``payload`` under ``step`` (idempotent)."""
-        return self.journal.append(self.run_id, type, payload, key=self.key(step), case=self.ref).payload
+    def append(self, step: str, type: str, model: type[M], value: M) -> M:
+        """Append ``value`` under ``step`` (idempotent); the journalled payload, validated."""
+        payload = value.model_dump(mode="json")
+        stored = self.journal.append(self.run_id, type, payload, key=self.key(step), case=self.ref).payload
+        return model.model_validate(stored)
+
+
+def replay_spend(journal: Journal, run_id: str, budget: Budget, *, model: str = "-") -> Usage:
+    """Charge ``budget`` with the run's journalled spend (completed and failed calls); returns it."""
+    total = Usage()
+    for event in journal.events(run_id, type="model.call"):
+        call = CallRecord.model_validate(event.payload)
+        total.add(call.usage)
+        _charge(budget, call.usage, call.model or model)
+    for event in journal.events(run_id, type="model.failed"):
+        spent = Usage.model_validate(event.payload["usage"])
+        total.add(spent)
+        _charge(budget, spent, model)
+    return total
+
+
+def _charge(budget: Budget, usage: Usage, model: str) -> None:
+    for attempt in range(usage.attempts):
+        try:
+            reservation = budget.reserve(model=model, prompt_tokens=0, completion_tokens=0)
+        except BudgetExceeded:
+            return  # already spent to the limit: every further call is refused anyway
+        first = attempt == 0
+        budget.settle(
+            reservation,
+            model=model,
+            prompt_tokens=usage.prompt_tokens if first else 0,
+            completion_tokens=usage.completion_tokens if first else 0,
+        )
 
 
 class JournalledClient:
-    """Creates the run's model client lazily and hands out per-case journalled views."""
+    """Creates the run's model clients lazily (one per spec) and hands out per-case views."""
 
-    def __init__(self, journal: Journal, run_id: str, factory: Callable[[], ModelClient]) -> None:
+    def __init__(self, journal: Journal, run_id: str, factory: Callable[[str | None], ModelClient]) -> None:
         self.journal = journal
         self.run_id = run_id
         self._factory = factory
-        self._client: ModelClient | None = None
+        self._clients: dict[str | None, ModelClient] = {}
 
-    @property
-    def live(self) -> ModelClient:
-        if self._client is None:
-            self._client = self._factory()
-        return self._client
+    def live(self, model: str | None = None) -> ModelClient:
+        """The client of model spec ``model`` (``None``: the run's model)."""
+        client = self._clients.get(model)
+        if client is None:
+            client = self._clients[model] = self._factory(model)
+        return client
 
     def for_case(self, log: CaseLog) -> CaseClient:
         return CaseClient(self, log)
 
     async def aclose(self) -> None:
-        if self._client is not None:
-            await self._client.aclose()
-            self._client = None
+        clients = list(self._clients.values())
+        self._clients.clear()
+        for client in clients:
+            await client.aclose()
 
 
 def _request_payload(request: ChatRequest) -> dict[str, Any]:
@@ -106,7 +191,8 @@ class CaseClient:
     """The model client as one case sees it: every call journalled, replayed on resume.
 
     It has the part of :class:`~dissensus.llm.client.ModelClient`'s surface that
-    protocols use (``chat`` and ``usage`` / ``usage_by_agent``).
+    protocols use (``chat`` and ``usage`` / ``usage_by_agent``); ``chat`` also takes the
+    model spec to ask (``None``: the run's model).
     """
 
     def __init__(self, owner: JournalledClient, log: CaseLog) -> None:
@@ -118,8 +204,8 @@ class CaseClient:
         self.calls: list[str] = []
         """Keys of the calls made (live or replayed), in call order."""
 
-    def _key(self, request: ChatRequest, schema: type[BaseModel] | None) -> str:
-        digest = sha256_text(canonical({"request": _request_payload(request), "schema": schema.__name__ if schema else None}))
+    def _key(self, request: ChatRequest, schema: type[BaseModel] | None, model: str | None) -> str:
+        digest = call_digest(request, schema.__name__ if schema else None, model)
         k = self._seen[digest]
         self._seen[digest] += 1
         return f"call/{self._log.ref}/{digest[:32]}/{k}"
@@ -128,49 +214,58 @@ class CaseClient:
         self.usage.add(usage)
         self.usage_by_agent.setdefault(request.agent or "-", Usage()).add(usage)
 
-    async def chat(self, request: ChatRequest, *, schema: type[BaseModel] | None = None) -> ChatResponse:
-        key = self._key(request, schema)
+    async def chat(
+        self, request: ChatRequest, *, schema: type[BaseModel] | None = None, model: str | None = None
+    ) -> ChatResponse:
+        key = self._key(request, schema, model)
         self.calls.append(key)
-        journal = self._owner.journal
-        event = journal.get(self._owner.run_id, key)
+        journal, run_id, ref = self._owner.journal, self._owner.run_id, self._log.ref
+        event = journal.get(run_id, key)
         if event is not None:
             response = self._replay(event.payload, schema)
         else:
+            journal.append(run_id, "model.spend", {"call": key, "agent": request.agent, "model": model}, key=f"spend/{key}", case=ref)
             try:
-                response = await self._owner.live.chat(request, schema=schema)
+                response = await self._owner.live(model).chat(request, schema=schema)
             except (ModelCallError, StructuredOutputError) as exc:
-                self._count(request, Usage(calls=1, attempts=max(1, len(exc.attempts))))
+                spent = Usage(calls=1, attempts=max(1, len(exc.attempts)))
+                self._failed(key, spent)
+                self._count(request, spent)
                 raise
-            journal.append(
-                self._owner.run_id,
-                "model.call",
-                {
-                    "request": _request_payload(request),
-                    "schema": schema.__name__ if schema else None,
-                    "text": response.text,
-                    "parsed": _parsed_payload(response.parsed),
-                    "model": response.model,
-                    "attempts": response.attempts,
-                    "usage": response.usage.model_dump(mode="json"),
-                },
-                key=key,
-                case=self._log.ref,
+            call = CallRecord(
+                request=_request_payload(request),
+                schema=schema.__name__ if schema else None,
+                text=response.text,
+                parsed=_parsed_payload(response.parsed),
+                model=response.model,
+                attempts=response.attempts,
+                usage=response.usage,
             )
+            journal.append(run_id, "model.call", call.model_dump(mode="json", by_alias=True), key=key, case=ref)
         self._count(request, response.usage)
         return response
 
-    @staticmethod
-    def _replay(payload: dict[str, Any], schema: type[BaseModel] | None) -> ChatResponse:
-        parsed: Any = payload.get("parsed")
+    def _failed(self, key: str, spent: Usage) -> None:
+        journal, run_id = self._owner.journal, self._owner.run_id
+        n = 0
+        while journal.get(run_id, f"failed/{key}/{n}") is not None:
+            n += 1
+        payload = {"call": key, "usage": spent.model_dump(mode="json")}
+        journal.append(run_id, "model.failed", payload, key=f"failed/{key}/{n}", case=self._log.ref)
+
+    def _replay(self, payload: dict[str, Any], schema: type[BaseModel] | None) -> ChatResponse:
+        try:
+            call = CallRecord.model_validate(payload)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            raise JournalError(
+                f"run {self._owner.run_id}: journalled model call is not a valid CallRecord "
+                f"(field {'.'.join(str(p) for p in first['loc'])}: {first['msg']})"
+            ) from None
+        parsed: Any = call.parsed
         if schema is not None and parsed is not None:
             parsed = schema.model_validate(parsed)
-        return ChatResponse(
-            text=str(payload["text"]),
-            parsed=parsed,
-            usage=Usage.model_validate(payload["usage"]),
-            model=str(payload["model"]),
-            attempts=int(payload["attempts"]),
-        )
+        return ChatResponse(text=call.text, parsed=parsed, usage=call.usage, model=call.model, attempts=call.attempts)
 
 
 def _parsed_payload(parsed: Any) -> Any:

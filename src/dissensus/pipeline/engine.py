@@ -1,13 +1,16 @@
-"""The composed pipeline for one case: read -> guard -> route -> protocol -> record.
+"""The composed pipeline for one case: read -> route -> guard -> protocol -> record.
 
 1. **Read** the panel (:mod:`dissensus.states`): CA / DA / CD / DD.
 2. **Route** it through the policy's defeasible rules (defaults CA->auto,
-   DA->auto_explain, DD->seek_context, CD->escalate).
-3. **Guard** every automatic route (:mod:`dissensus.guard`): an agreement is committed
-   on the guard's word only when the voters' evidence is auditable and independent
-   (invariants 1 and 2 hold, and 3 when a guard calibration is configured) and the
-   guard's answer is the panel's. Otherwise the case goes to ``seek_context`` with the
-   guard's refusal as the reason.
+   DA->auto_explain, DD->seek_context, CD->escalate; built-in rules the policy switches
+   on, e.g. ``cd-without-values``; the policy's domain rules). The route is the rule
+   engine's alone, and the record names the deciding rule.
+3. **Guard** the automatic routes (:mod:`dissensus.guard`): an ``auto`` /
+   ``auto_explain`` route commits on the guard's word only when the voters' evidence is
+   auditable and independent (invariants 1 and 2 hold, and 3 when a guard calibration
+   is configured) and the guard's answer is the panel's. Otherwise the case goes to
+   ``seek_context`` with the guard's refusal as the reason. (The guard's audit is
+   journalled for every case, so a reviewer sees it whatever the route.)
 4. **Seek context**: a bounded follow-up (:mod:`dissensus.pipeline.followup`), one more
    reading of the perturbed panel, then *calibrated acceptance*
    (:mod:`dissensus.pipeline.reliability`): commit when measured reliability says the
@@ -18,8 +21,9 @@
    side by side and any packet. Escalation never blocks: the case ends waiting.
 6. **Record**: the final :class:`~dissensus.pipeline.records.CaseRecord`.
 
-Every step is a journalled, memoised step (:mod:`dissensus.pipeline.durable`), so the
-same code path resumes a killed run.
+Every step is a journalled, memoised step (:mod:`dissensus.pipeline.durable`) with one
+pydantic model (:mod:`dissensus.pipeline.steps`), so the same code path resumes a
+killed run and a replayed step is validated like a fresh one.
 
 Choices where the design is silent: a route action other than the four standard ones
 maps as ``concord`` -> escalate with CONCORD, ``deliberate`` -> seek_context with DCI,
@@ -34,23 +38,35 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any
+from typing import Any, TypeVar
+
+from pydantic import BaseModel
 
 from dissensus.errors import DissensusError
 from dissensus.pipeline.durable import CaseClient, CaseLog
 from dissensus.pipeline.followup import case_options, live_reask, run_dci
-from dissensus.pipeline.gates import guard_payload, route_payload
+from dissensus.pipeline.gates import guard_step, route_step
 from dissensus.pipeline.negotiate import concord_refusal, has_utilities, run_concord
 from dissensus.pipeline.records import AgentPosition, CaseRecord, ReviewItem, review_id_for
 from dissensus.pipeline.reliability import calibrated_accept
 from dissensus.pipeline.runtime import MODEL_ENV, Runtime
 from dissensus.pipeline.signals import SecondAnswer, agent_signals, recorded_second_answers
-from dissensus.states import Reading
+from dissensus.pipeline.steps import (
+    AcceptanceStep,
+    CaseInput,
+    ConcordStep,
+    DeliberationStep,
+    FollowupStep,
+    GuardStep,
+)
+from dissensus.states import Reading, Route
 from dissensus.types import AgentOutput, Panel, Usage
 
 __all__ = ["decide_case"]
 
 _AUTO = ("auto", "auto_explain")
+
+M = TypeVar("M", bound=BaseModel)
 
 
 def _perturbed(panel: Panel, second: dict[str, SecondAnswer]) -> Panel:
@@ -81,28 +97,28 @@ class _Case:
     path: list[str] = field(default_factory=list)
     usage: Usage = field(default_factory=Usage)
     reading: Reading | None = None
-    route: dict[str, Any] = field(default_factory=dict)
-    guard: dict[str, Any] | None = None
-    reread: dict[str, Any] | None = None
-    acceptance: dict[str, Any] | None = None
-    second: dict[str, SecondAnswer] = field(default_factory=dict)
-    packet: dict[str, Any] | None = None
-    concord: dict[str, Any] | None = None
+    route: Route | None = None
+    guard: GuardStep | None = None
+    reread: Reading | None = None
+    acceptance: AcceptanceStep | None = None
+    followup: FollowupStep | None = None
+    packet: DeliberationStep | None = None
+    concord: ConcordStep | None = None
 
-    async def astep(self, step: str, type: str, compute: Callable[[], Awaitable[dict[str, Any]]]) -> dict[str, Any]:
-        found = self.log.stored(step)
+    async def astep(self, step: str, type: str, model: type[M], compute: Callable[[], Awaitable[M]]) -> M:
+        found = self.log.replayed(step, model)
         if found is not None:
             return found
-        return self.log.append(step, type, await compute())
+        return self.log.append(step, type, model, await compute())
 
     def record(self, **fields: Any) -> CaseRecord:
-        assert self.reading is not None
+        assert self.reading is not None and self.route is not None
         base: dict[str, Any] = {
             "id": self.panel.id,
             "line": self.line,
             "state": self.reading.state.value,
-            "route": self.route["action"],
-            "rule": self.route["rule"],
+            "route": self.route.action,
+            "rule": self.route.rule,
             "path": list(self.path),
             "usage": self.usage.model_dump(),
         }
@@ -113,65 +129,72 @@ class _Case:
 async def decide_case(rt: Runtime, panel: Panel, line: int) -> CaseRecord:
     """Decide one case under ``rt`` (resumable: completed steps are replayed from the journal)."""
     log = CaseLog(rt.journal, rt.run_id, line)
-    done = log.stored("record")
+    done = log.replayed("record", CaseRecord)
     if done is not None:
-        return CaseRecord.model_validate(done)
+        return done
     case = _Case(rt, panel, line, log, rt.client.for_case(log))
-    log.step("input", "case.input", lambda: {"id": panel.id, "line": line, "panel": panel.model_dump(mode="json")})
+    log.step("input", "case.input", CaseInput, lambda: CaseInput(id=panel.id, line=line, panel=panel))
     record = await _run(case)
-    stored = log.step("record", "case.record", lambda: record.model_dump(mode="json"))
-    return CaseRecord.model_validate(stored)
+    return log.step("record", "case.record", CaseRecord, lambda: record)
 
 
 async def _run(case: _Case) -> CaseRecord:
     rt, panel = case.rt, case.panel
-    case.reading = Reading.model_validate(
-        case.log.step("reading", "case.reading", lambda: rt.read(panel).model_dump(mode="json"))
-    )
-    reading = case.reading
+    reading = case.reading = case.log.step("reading", "case.reading", Reading, lambda: rt.read(panel))
     case.path.append(f"read:{reading.state.value}")
-    case.route = case.log.step("route", "case.route", lambda: route_payload(rt, panel, reading))
-    action = str(case.route["action"])
+    route = case.route = case.log.step("route", "case.route", Route, lambda: route_step(rt, panel, reading))
+    action = route.action
     case.path.append(f"route:{action}")
-    case.guard = case.log.step("guard", "case.guard", lambda: guard_payload(rt, panel, reading))
+    guard = case.guard = case.log.step("guard", "case.guard", GuardStep, lambda: guard_step(rt, panel, reading))
     if action in _AUTO:
-        if case.guard["backed"]:
+        if guard.backed:
             case.path.append("guard:backed")
-            return case.record(
-                action=action, decision=reading.decision, auto=True, basis="guard", reason=str(case.guard["reason"])
-            )
+            return case.record(action=action, decision=reading.decision, auto=True, basis="guard", reason=guard.reason)
         case.path.append("guard:refused")
-        why = f"{reading.state.value} agreement not accepted on its face: {case.guard['reason']}"
+        why = f"{reading.state.value} agreement not accepted on its face: {guard.reason}"
         return await _seek_context(case, why, "reask")
     if action == "seek_context":
-        return await _seek_context(case, f"route {action} (rule {case.route['rule']})", None)
+        return await _seek_context(case, f"route {action} (rule {route.rule})", None)
     if action == "deliberate":
-        return await _seek_context(case, f"route {action} (rule {case.route['rule']})", "dci")
+        return await _seek_context(case, f"route {action} (rule {route.rule})", "dci")
     if action in ("escalate", "concord"):
-        return await _escalate(case, f"route {action} (rule {case.route['rule']})")
+        return await _escalate(case, f"route {action} (rule {route.rule})")
     return await _escalate(case, f"route names action {action!r}, which the pipeline does not run")
 
 
-async def _followup_answers(case: _Case, round_: int) -> dict[str, Any]:
+async def _followup_answers(case: _Case, round_: int) -> FollowupStep:
     """Second answers for round ``round_``: recorded, live, or unavailable (with why)."""
     rt, sc = case.rt, case.rt.policy.seek_context
     recorded = recorded_second_answers(case.panel) if sc.use_recorded else {}
     if recorded and round_ == 0:
-        return {"source": "recorded", "answers": _dump_answers(recorded), "usage": Usage().model_dump()}
+        return FollowupStep(source="recorded", answers=dict(sorted(recorded.items())))
     if not rt.can_call_models():
         why = "no recorded re-ask in the panel and no model configured (seek_context.model or $" + MODEL_ENV + ")"
-        return {"source": "none", "answers": {}, "usage": Usage().model_dump(), "why": why}
+        return FollowupStep(source="none", why=why)
     if not case_options(case.panel):
-        return {"source": "none", "answers": {}, "usage": Usage().model_dump(), "why": "the case has no explicit options to re-ask"}
+        return FollowupStep(source="none", why="the case has no explicit options to re-ask")
     before = case.client.usage.model_copy()
     try:
-        answers = await live_reask(case.panel, case.client, perturbation=sc.perturbation, context=sc.context)
-    except (DissensusError, ValueError) as exc:
-        return {"source": "none", "answers": {}, "usage": _spent(case, before), "why": f"re-ask failed: {exc}"}
-    return {"source": "live", "perturbation": sc.perturbation, "answers": _dump_answers(answers), "usage": _spent(case, before)}
+        answers, voices = await live_reask(
+            case.panel,
+            case.client,
+            perturbation=sc.perturbation,
+            context=sc.context,
+            models=sc.models,
+            shared=bool(rt.model),
+        )
+    except DissensusError as exc:
+        return FollowupStep(source="none", usage=_spent(case, before), why=f"re-ask failed: {exc}")
+    return FollowupStep(
+        source="live",
+        perturbation=sc.perturbation,
+        answers=dict(sorted(answers.items())),
+        voices=voices,
+        usage=_spent(case, before),
+    )
 
 
-def _spent(case: _Case, before: Usage) -> dict[str, Any]:
+def _spent(case: _Case, before: Usage) -> Usage:
     now = case.client.usage
     return Usage(
         calls=now.calls - before.calls,
@@ -179,11 +202,7 @@ def _spent(case: _Case, before: Usage) -> dict[str, Any]:
         prompt_tokens=now.prompt_tokens - before.prompt_tokens,
         completion_tokens=now.completion_tokens - before.completion_tokens,
         cost=now.cost - before.cost,
-    ).model_dump()
-
-
-def _dump_answers(answers: dict[str, SecondAnswer]) -> dict[str, Any]:
-    return {agent: a.model_dump(mode="json") for agent, a in sorted(answers.items())}
+    )
 
 
 async def _seek_context(case: _Case, why: str, kind: str | None) -> CaseRecord:
@@ -198,40 +217,40 @@ async def _seek_context(case: _Case, why: str, kind: str | None) -> CaseRecord:
         return await _deliberate(case, why)
     last = why
     for round_ in range(sc.max_followups):
-        got = await case.astep(f"followup{round_}", "case.followup", partial(_followup_answers, case, round_))
-        case.usage.add(Usage.model_validate(got["usage"]))
-        if got["source"] == "none":
+        got = await case.astep(f"followup{round_}", "case.followup", FollowupStep, partial(_followup_answers, case, round_))
+        case.usage.add(got.usage)
+        if got.source == "none":
             case.path.append("followup:unavailable")
-            last = f"{why}; {got['why']}"
+            last = f"{why}; {got.why}"
             break
-        case.path.append(f"followup:{got['source']}")
-        case.second = {a: SecondAnswer.model_validate(v) for a, v in got["answers"].items()}
-        second = case.second
-        case.reread = case.log.step(f"reread{round_}", "case.reading", partial(_reread, case, second))
-        case.path.append(f"reread:{case.reread['state']}")
-        case.acceptance = case.log.step(f"acceptance{round_}", "case.acceptance", partial(_accept, case, second))
-        if case.acceptance["accepted"]:
-            case.path.append(f"accept:{case.acceptance['basis']}")
+        case.path.append(f"followup:{got.source}")
+        case.followup = got
+        reread = case.reread = case.log.step(f"reread{round_}", "case.reading", Reading, partial(_reread, case, got))
+        case.path.append(f"reread:{reread.state.value}")
+        acc = case.acceptance = case.log.step(
+            f"acceptance{round_}", "case.acceptance", AcceptanceStep, partial(_accept, case, got)
+        )
+        if acc.accepted:
+            case.path.append(f"accept:{acc.basis}")
             return case.record(
                 action="auto_explain",
-                decision=case.acceptance["decision"],
+                decision=acc.decision,
                 auto=True,
-                basis=case.acceptance["basis"],
-                reason=f"{why}; after {got['source']} re-ask: {case.acceptance['reason']}",
+                basis=acc.basis,
+                reason=f"{why}; after {got.source} re-ask: {acc.reason}",
             )
         case.path.append("accept:refused")
-        last = f"{why}; after {got['source']} re-ask: {case.acceptance['reason']}"
+        last = f"{why}; after {got.source} re-ask: {acc.reason}"
     return await _escalate(case, last)
 
 
-def _reread(case: _Case, second: dict[str, SecondAnswer]) -> dict[str, Any]:
-    data: dict[str, Any] = case.rt.read(_perturbed(case.panel, second)).model_dump(mode="json")
-    return data
+def _reread(case: _Case, got: FollowupStep) -> Reading:
+    return case.rt.read(_perturbed(case.panel, got.answers))
 
 
-def _accept(case: _Case, second: dict[str, SecondAnswer]) -> dict[str, Any]:
+def _accept(case: _Case, got: FollowupStep) -> AcceptanceStep:
     acc = case.rt.policy.acceptance
-    signals = agent_signals(case.panel, second, acc.markers)
+    signals = agent_signals(case.panel, got.answers, acc.markers, got.voices)
     result = calibrated_accept(
         signals,
         case.rt.regions,
@@ -239,56 +258,56 @@ def _accept(case: _Case, second: dict[str, SecondAnswer]) -> dict[str, Any]:
         min_families=acc.min_families,
         fallback_max_score=acc.fallback_max_score,
     )
-    out: dict[str, Any] = result.model_dump(mode="json")
-    out["signals"] = [s.model_dump(mode="json") for s in signals]
-    return out
+    return AcceptanceStep(**result.model_dump(), signals=signals)
 
 
 async def _deliberate(case: _Case, why: str) -> CaseRecord:
-    async def compute() -> dict[str, Any]:
+    async def compute() -> DeliberationStep:
         if not case.rt.can_call_models():
-            return {"packet": None, "usage": Usage().model_dump(), "why": "no model configured for the DCI follow-up"}
+            return DeliberationStep(why="no model configured for the DCI follow-up")
         before = case.client.usage.model_copy()
         try:
             packet = await run_dci(case.panel, case.client)
         except DissensusError as exc:
-            return {"packet": None, "usage": _spent(case, before), "why": f"deliberation failed: {exc}"}
-        return {"packet": packet, "usage": _spent(case, before)}
+            return DeliberationStep(usage=_spent(case, before), why=f"deliberation failed: {exc}")
+        return DeliberationStep(packet=packet, usage=_spent(case, before))
 
-    got = await case.astep("deliberation", "case.packet", compute)
-    case.usage.add(Usage.model_validate(got["usage"]))
-    if got["packet"] is None:
+    got = await case.astep("deliberation", "case.packet", DeliberationStep, compute)
+    case.usage.add(got.usage)
+    packet = got.packet
+    if packet is None:
         case.path.append("followup:unavailable")
-        return await _escalate(case, f"{why}; {got['why']}")
-    case.packet = got["packet"]
-    case.path.append(f"deliberation:{got['packet'].get('path', '?')}")
-    status = got["packet"].get("status", "complete")
-    if status != "complete":
+        return await _escalate(case, f"{why}; {got.why}")
+    case.packet = got
+    case.path.append(f"deliberation:{packet.path}")
+    if packet.status != "complete":
         # A packet is produced on every path; when the deliberation stopped early, say so.
-        detail = got["packet"].get("status_detail") or status
-        return await _escalate(case, f"{why}; DCI deliberation stopped early ({status}: {detail}); packet attached for review")
+        detail = packet.status_detail or packet.status
+        return await _escalate(
+            case, f"{why}; DCI deliberation stopped early ({packet.status}: {detail}); packet attached for review"
+        )
     return await _escalate(case, f"{why}; DCI packet attached for review")
 
 
 async def _escalate(case: _Case, why: str) -> CaseRecord:
     rt = case.rt
     if rt.policy.concord.enabled and has_utilities(case.panel):
-        got = await case.astep("concord", "case.certificate", lambda: run_concord(case.panel, rt.policy.concord))
+        got = await case.astep("concord", "case.certificate", ConcordStep, lambda: run_concord(case.panel, rt.policy.concord))
         case.concord = got
-        case.path.append(f"concord:{got['status']}")
-        if got["status"] == "certified":
+        case.path.append(f"concord:{got.status}")
+        if got.status == "certified":
             return case.record(
                 action="concord",
-                decision=got["decision"],
+                decision=got.decision,
                 auto=True,
                 basis="concord_certificate",
-                reason=f"{why}; CONCORD certified {got['decision']!r} (every agent at or above the floor)",
+                reason=f"{why}; CONCORD certified {got.decision!r} (every agent at or above the floor)",
             )
-        why = f"{why}; CONCORD ended {got['status']}: {got.get('summary', '')}"
+        why = f"{why}; CONCORD ended {got.status}: {got.summary}"
     elif rt.policy.concord.enabled and "utilities" in case.panel.meta:
         why = f"{why}; CONCORD not run: {concord_refusal(case.panel)}"
     review_id = review_id_for(rt.run_id, case.line)
-    item = case.log.step("review", "review.opened", lambda: _review_item(case, review_id, why).model_dump(mode="json"))
+    item = case.log.step("review", "review.opened", ReviewItem, lambda: _review_item(case, review_id, why))
     case.path.append("escalate")
     assert case.reading is not None
     return case.record(
@@ -296,7 +315,7 @@ async def _escalate(case: _Case, why: str) -> CaseRecord:
         decision=None,
         auto=False,
         basis=None,
-        reason=str(item["reason"]),
+        reason=item.reason,
         suggestion=case.reading.decision,
         review_id=review_id,
     )
@@ -304,14 +323,15 @@ async def _escalate(case: _Case, why: str) -> CaseRecord:
 
 def _review_item(case: _Case, review_id: str, why: str) -> ReviewItem:
     assert case.reading is not None
-    signals = {s["agent"]: s for s in (case.acceptance or {}).get("signals", [])}
+    signals = {s.agent: s for s in (case.acceptance.signals if case.acceptance else [])}
+    second = case.followup.answers if case.followup else {}
     positions = [
         AgentPosition(
             agent=o.agent,
             family=o.family,
             decision=o.decision,
-            second=case.second[o.agent].decision if o.agent in case.second else None,
-            stable=signals[o.agent]["stable"] if o.agent in signals else None,
+            second=second[o.agent].decision if o.agent in second else None,
+            stable=signals[o.agent].stable if o.agent in signals else None,
             confidence=o.confidence,
             values=o.values,
             reasoning=o.reasoning,
@@ -332,11 +352,11 @@ def _review_item(case: _Case, review_id: str, why: str) -> ReviewItem:
         positions=positions,
         value_dimensions=dims,
         panel=_public_panel(case.panel),
-        reading=case.reading.model_dump(mode="json"),
+        reading=case.reading,
         reread=case.reread,
         guard=case.guard,
         acceptance=case.acceptance,
-        packet=case.packet,
+        packet=case.packet.packet if case.packet else None,
         concord=case.concord,
     )
 

@@ -1,8 +1,9 @@
 """The gates between reading and protocol: routing (seed 000) and the guard (seed 003).
 
-:func:`route_payload` routes a reading with the policy's defeasible rules;
-:func:`guard_payload` audits the panel's votes and says whether its agreement is
-evidence-backed and independent. Both return the JSON the journal keeps.
+:func:`route_step` routes a reading with the policy's defeasible rules (the route is
+the rule engine's alone: the record names the deciding rule); :func:`guard_step` audits
+the panel's votes and says whether its agreement is evidence-backed and independent.
+Both return the typed step the journal keeps (:mod:`dissensus.pipeline.steps`).
 
 Choices where the design is silent:
 
@@ -12,22 +13,21 @@ Choices where the design is silent:
 * "Evidence-backed and independent" means guard invariants 1 and 2 hold, and 3 as well
   when the policy names a guard calibration, and the guard's answer is the panel's
   (untied) plurality.
-* ``routing.convergent_disagreement_without_values: seek_context`` turns a *default*
-  CD -> escalate route into seek_context when no agent states a value profile (a domain
-  rule that routes CD explicitly is never overridden).
+* ``routing.convergent_disagreement_without_values: seek_context`` switches on the
+  built-in rule ``cd-without-values`` (:data:`dissensus.states.routing.BUILTIN_RULES`):
+  the rules see ``value_profiles``, the number of agents that state a value profile.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
 from dissensus.guard import GuardSettings as GuardThresholds
 from dissensus.guard import audit
 from dissensus.pipeline.runtime import Runtime
-from dissensus.states import Reading, State
+from dissensus.pipeline.steps import GuardStep
+from dissensus.states import Reading, Route
 from dissensus.types import Panel, Vote
 
-__all__ = ["guard_payload", "panel_votes", "route_payload"]
+__all__ = ["guard_step", "panel_votes", "route_step"]
 
 
 def panel_votes(panel: Panel) -> list[Vote]:
@@ -55,32 +55,19 @@ def panel_votes(panel: Panel) -> list[Vote]:
     return votes
 
 
-def route_payload(rt: Runtime, panel: Panel, reading: Reading) -> dict[str, Any]:
-    route = rt.rules.route(reading, panel.meta)
-    out: dict[str, Any] = route.model_dump(mode="json")
-    out["override"] = None
-    no_values = all(not o.values for o in panel.outputs)
-    if (
-        route.action == "escalate"
-        and reading.state == State.CONVERGENT_DISAGREEMENT
-        and route.rule.startswith("default")
-        and no_values
-        and rt.policy.routing.convergent_disagreement_without_values == "seek_context"
-    ):
-        out["action"] = "seek_context"
-        out["override"] = (
-            "convergent disagreement without value profiles is not a value conflict: seek context first "
-            "(routing.convergent_disagreement_without_values)"
-        )
-    return out
+def route_step(rt: Runtime, panel: Panel, reading: Reading) -> Route:
+    """The policy's rules applied to the reading (built-in rules included)."""
+    value_profiles = sum(1 for o in panel.outputs if o.values)
+    return rt.rules.route(reading, panel.meta, value_profiles=value_profiles)
 
 
-def guard_payload(rt: Runtime, panel: Panel, reading: Reading) -> dict[str, Any]:
+def guard_step(rt: Runtime, panel: Panel, reading: Reading) -> GuardStep:
+    """The guard's audit of the panel (seed 003)."""
     if not rt.policy.guard.enabled:
-        return {"applicable": False, "backed": False, "reason": "guard disabled by policy: no agreement is evidence"}
+        return GuardStep(applicable=False, backed=False, reason="guard disabled by policy: no agreement is evidence")
     votes = panel_votes(panel)
     if len(votes) < 2:
-        return {"applicable": False, "backed": False, "reason": f"{len(votes)} vote(s): nothing to audit"}
+        return GuardStep(applicable=False, backed=False, reason=f"{len(votes)} vote(s): nothing to audit")
     settings = GuardThresholds.model_validate(rt.policy.guard.options)
     decision = audit(votes, rt.guard_calibration, settings=settings, case_id=panel.id)
     checks = {c.number: c.holds for c in decision.invariants}
@@ -96,4 +83,4 @@ def guard_payload(rt: Runtime, panel: Panel, reading: Reading) -> dict[str, Any]
     else:
         failed = decision.refusal.message if decision.refusal else "an invariant failed"
         reason = f"guard refused consensus: {failed}"
-    return {"applicable": True, "backed": backed, "reason": reason, "decision": decision.model_dump(mode="json")}
+    return GuardStep(applicable=True, backed=backed, reason=reason, decision=decision)

@@ -17,13 +17,13 @@ the escalation's reason says why CONCORD did not run.
 from __future__ import annotations
 
 import math
-from typing import Any
 
 from dissensus.agents.negotiator import NegotiationAgent, Outcome
 from dissensus.agents.table import TableAgent
 from dissensus.concord.protocol import negotiate
 from dissensus.pipeline.followup import case_options
 from dissensus.pipeline.policy import ConcordSettings
+from dissensus.pipeline.steps import ConcordStep
 from dissensus.types import Panel
 
 __all__ = ["concord_refusal", "has_utilities", "run_concord"]
@@ -78,8 +78,8 @@ def has_utilities(panel: Panel) -> bool:
     return concord_refusal(panel) is None
 
 
-async def run_concord(panel: Panel, settings: ConcordSettings) -> dict[str, Any]:
-    """Run CONCORD on the panel's options and utilities; a JSON summary plus the certificate."""
+async def run_concord(panel: Panel, settings: ConcordSettings) -> ConcordStep:
+    """Run CONCORD on the panel's options and utilities; a summary plus the sealed certificate."""
     utilities = _utilities(panel)[0] or {}
     options = [Outcome(id=oid, text=text or oid) for oid, text in case_options(panel)]
     agents: list[NegotiationAgent] = []
@@ -98,13 +98,12 @@ async def run_concord(panel: Panel, settings: ConcordSettings) -> dict[str, Any]
         options=options,
         problem=str(panel.meta.get("question") or panel.meta.get("input") or f"case {panel.id}"),
     )
-    cert = certificate.sealed().model_dump(mode="json")
     selected = certificate.selected.id if certificate.selected else None
     shortfall = ", ".join(f"{s.agent} {s.score:.2f} (gap {s.gap:.2f})" for s in certificate.shortfall)
-    return {
-        "status": certificate.status,
-        "decision": selected,
-        "worst_off": certificate.worst_off,
-        "summary": f"worst-off {certificate.worst_off}" + (f"; below the floor: {shortfall}" if shortfall else ""),
-        "certificate": cert,
-    }
+    return ConcordStep(
+        status=certificate.status,
+        decision=selected,
+        worst_off=certificate.worst_off,
+        summary=f"worst-off {certificate.worst_off}" + (f"; below the floor: {shortfall}" if shortfall else ""),
+        certificate=certificate.sealed(),
+    )

@@ -26,13 +26,14 @@ Every field has a default, so an empty file (or no file) is a valid policy:
       veto_precision: 0.75
       min_families: 3
       fallback_max_score: 0
-      markers: {concession: [however, both, also, more detailed, more comprehensive], grounding: []}
+      markers: {concession: [], grounding: []}   # margin-score lexicon (LLMBar's: see examples/)
     seek_context:
       followup: reask                # reask | dci | none
-      use_recorded: true             # recorded re-asks (swap_decision) count as the re-ask
+      use_recorded: true             # recorded re-asks (outputs' reask) count as the re-ask
       perturbation: swap_order       # swap_order | add_context
       context: ""                    # text added by the add_context perturbation
-      model: null                    # model spec; null: $DISSENSUS_MODEL
+      model: null                    # model spec; null: $DISSENSUS_MODEL (one extra voice)
+      models: {}                     # agent -> model spec (that agent's own re-ask)
       max_followups: 1
     concord:
       enabled: true
@@ -41,6 +42,7 @@ Every field has a default, so an empty file (or no file) is a valid policy:
       rounds: 6
     budget: {max_calls: 200, max_tokens: null}
     concurrency: 4
+    deadline_s: null                 # wall-clock seconds a decide / resume may run
 
 Choices where the design is silent: unknown keys are errors (a typo must not silently
 fall back to a default); a bad policy raises :class:`ConfigError` naming the file and
@@ -99,11 +101,19 @@ class RoutingSettings(_Section):
     """``[winner, loser]`` pairs between rules."""
     convergent_disagreement_without_values: Literal["escalate", "seek_context"] = "escalate"
     """Route of a CD panel whose agents declare no value profile: a disagreement with
-    similar reasoning and no stated values is not (yet) a value conflict."""
+    similar reasoning and no stated values is not (yet) a value conflict. ``seek_context``
+    switches on the built-in rule ``cd-without-values`` (priority 0, defeats
+    ``default-CD``; :data:`dissensus.states.routing.BUILTIN_RULES`), so the record names
+    it; it is not switched on when ``defaults`` gives CD another action, and a domain rule
+    that routes CD (priority 1 by default) beats it."""
 
     def rules_document(self) -> dict[str, Any]:
         """The rules in the :class:`dissensus.states.RuleSet` document form."""
-        return {"rules": self.rules, "defaults": self.defaults, "superiority": self.superiority}
+        builtins: list[str] = []
+        cd_default = self.defaults.get("CD", "escalate")
+        if self.convergent_disagreement_without_values == "seek_context" and cd_default == "escalate":
+            builtins.append("cd-without-values")
+        return {"rules": self.rules, "defaults": self.defaults, "superiority": self.superiority, "builtins": builtins}
 
 
 class GuardSettings(_Section):
@@ -143,13 +153,18 @@ class SeekContextSettings(_Section):
     followup: Literal["reask", "dci", "none"] = "reask"
     """``reask``: ask every agent again under a perturbation; ``dci``: a DCI deliberation."""
     use_recorded: bool = True
-    """Use a re-ask recorded in the panel (``swap_decision`` / ``swap_reasoning``) instead of calling a model."""
+    """Use a re-ask recorded in the panel (each output's ``reask``; LLMBar's ``swap_decision`` /
+    ``swap_reasoning`` as an alias) instead of calling a model."""
     perturbation: Literal["swap_order", "add_context"] = "swap_order"
     """``swap_order`` presents the options in reverse order; ``add_context`` appends ``context``."""
     context: str = ""
     """Text added by the ``add_context`` perturbation."""
     model: str | None = None
-    """Model spec for live follow-ups; ``None``: ``$DISSENSUS_MODEL``."""
+    """Model spec for live follow-ups; ``None``: ``$DISSENSUS_MODEL``. A model that answers for
+    no particular agent is one extra voice (asked in both presentations), never an agent's."""
+    models: dict[str, str] = Field(default_factory=dict)
+    """Agent -> model spec: the model that *is* the agent. Only an answer from an agent's
+    own model counts as that agent's re-ask (its stability, its calibration)."""
     max_followups: int = Field(default=1, ge=0, le=3)
     """Follow-ups per case (each followed by one more reading)."""
 
@@ -183,6 +198,9 @@ class Policy(_Section):
     budget: BudgetSettings = Field(default_factory=BudgetSettings)
     concurrency: int = Field(default=4, ge=1, le=64)
     """Cases decided at the same time."""
+    deadline_s: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    """Wall-clock seconds one ``decide`` (or ``runs resume``) may run; then the run stops with
+    status ``deadline`` (cases in flight are cancelled, the run stays resumable)."""
 
 
 def _field(loc: tuple[int | str, ...]) -> str:
@@ -256,11 +274,13 @@ def load_policy(path: str | Path | None) -> tuple[Policy, Path | None]:
     data = load_yaml_file(p, what="policy")
     policy = policy_from_dict(data, file=str(path))
     base = p.resolve().parent
-    spec = policy.seek_context.model
-    if spec:
+    sc = policy.seek_context
+    if sc.model or sc.models:
         # Relative paths inside the policy are relative to the policy file, model files too.
-        sc = policy.seek_context.model_copy(update={"model": relative_model_spec(spec, base)})
-        policy = policy.model_copy(update={"seek_context": sc})
+        update: dict[str, Any] = {"models": {a: relative_model_spec(m, base) for a, m in sc.models.items()}}
+        if sc.model:
+            update["model"] = relative_model_spec(sc.model, base)
+        policy = policy.model_copy(update={"seek_context": sc.model_copy(update=update)})
     return policy, base
 
 

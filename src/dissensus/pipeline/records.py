@@ -17,6 +17,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from dissensus.dci.packet import DecisionPacket
+from dissensus.pipeline.steps import AcceptanceStep, ConcordStep, GuardStep
+from dissensus.states import Reading
 from dissensus.types import Usage
 
 __all__ = ["AgentPosition", "CaseRecord", "Resolution", "ReviewItem", "review_id_for"]
@@ -107,11 +110,13 @@ class ReviewItem(BaseModel):
     value_dimensions: list[str]
     """Union of the agents' value-profile keys (columns of the side-by-side table)."""
     panel: dict[str, Any]
-    reading: dict[str, Any]
-    reread: dict[str, Any] | None = None
-    guard: dict[str, Any] | None = None
-    acceptance: dict[str, Any] | None = None
-    packet: dict[str, Any] | None = None
+    """The panel as the reviewer sees it (``meta.gold`` withheld)."""
+    reading: Reading
+    reread: Reading | None = None
+    guard: GuardStep | None = None
+    acceptance: AcceptanceStep | None = None
+    """The last calibrated acceptance, with every agent's and voice's signals."""
+    packet: DecisionPacket | None = None
     """DCI decision packet, when a deliberation ran."""
-    concord: dict[str, Any] | None = None
-    """CONCORD record, when a negotiation ran."""
+    concord: ConcordStep | None = None
+    """CONCORD summary and certificate, when a negotiation ran."""

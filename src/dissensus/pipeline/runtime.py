@@ -2,8 +2,11 @@
 
 Choices: the similarity backend, the compiled rules, the trust regions and the model
 client are built on first use, so a resumed run whose remaining steps are all journalled
-loads no embedding model and needs no model spec; the model client has the policy's
-run budget.
+loads no embedding model and needs no model spec. Every model client (the run's model,
+and one per spec of ``seek_context.models``) draws from one budget, the policy's run
+budget, charged with the run's journalled spend when the first client is made (so a
+resumed run enforces the run's budget, not a fresh one;
+:func:`dissensus.pipeline.durable.replay_spend`).
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from dataclasses import dataclass, field
 from dissensus.guard import Calibration as GuardCalibration
 from dissensus.llm.budget import Budget
 from dissensus.llm.client import ModelClient
-from dissensus.pipeline.durable import JournalledClient
+from dissensus.pipeline.durable import JournalledClient, replay_spend
 from dissensus.pipeline.policy import Policy
 from dissensus.pipeline.reliability import CalibrationFile, TrustRegion, trust_regions
 from dissensus.pipeline.signals import recorded_second_answers
@@ -56,16 +59,24 @@ class Runtime:
     _backend: SimilarityBackend | None = field(default=None, init=False)
     _rules: RuleSet | None = field(default=None, init=False)
     _regions: dict[str, TrustRegion] | None = field(default=None, init=False)
+    _budget: Budget | None = field(default=None, init=False)
     client: JournalledClient = field(init=False)
 
     def __post_init__(self) -> None:
         self.client = JournalledClient(self.journal, self.run_id, self._make_client)
 
-    def _make_client(self) -> ModelClient:
+    @property
+    def budget(self) -> Budget:
+        """The run's budget, charged with the run's journalled spend on first use."""
+        if self._budget is None:
+            self._budget = Budget(max_calls=self.policy.budget.max_calls, max_tokens=self.policy.budget.max_tokens)
+            replay_spend(self.journal, self.run_id, self._budget)
+        return self._budget
+
+    def _make_client(self, spec: str | None) -> ModelClient:
         from dissensus.llm.resolve import resolve_model
 
-        budget = Budget(max_calls=self.policy.budget.max_calls, max_tokens=self.policy.budget.max_tokens)
-        return resolve_model(self.model, budget=budget)
+        return resolve_model(spec or self.model, budget=self.budget)
 
     @property
     def backend(self) -> SimilarityBackend:
@@ -92,7 +103,8 @@ class Runtime:
         return self._regions
 
     def can_call_models(self) -> bool:
-        return bool(self.model)
+        """Whether any live follow-up can be made (the run's model or a per-agent model)."""
+        return bool(self.model) or bool(self.policy.seek_context.models)
 
     def prefetch(self, cases: list[tuple[int, Panel]]) -> None:
         """Embed the traces of ``(line, panel)`` cases (and their recorded re-asks) in one batch.

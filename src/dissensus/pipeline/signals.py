@@ -19,12 +19,22 @@ Choices where the seeds are silent: markers are counted over both traces (the
 original and the re-asked one) because a decisive judge is decisive in both orders;
 an agent without a re-ask is never stable; the lexicons are policy settings
 (:class:`MarkerLexicon`) so that a calibration file records the lexicon it was built
-with and is refused under another one.
+with and is refused under another one. The default lexicon is empty: marker words are
+idioms of a kind of judge (``examples/llmbar-policy.yaml`` sets LLMBar's), not of every
+panel.
+
+Who answered: a recorded re-ask (``reask`` on a panel output, or LLMBar's legacy
+``swap_decision`` / ``swap_reasoning`` fields, read as an alias) is the agent's own. A
+live re-ask names the model that answered (:attr:`SecondAnswer.model`) and its family
+(:func:`model_family`), and a signal's family is the family of the model that answered
+the re-ask, not the panel's label. A model shared by several agents is one
+:class:`Voice` of its own, never any agent's stability.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from functools import lru_cache
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -36,19 +46,47 @@ __all__ = [
     "AgentSignal",
     "MarkerLexicon",
     "SecondAnswer",
+    "Voice",
     "agent_signals",
     "count_markers",
+    "model_family",
     "recorded_second_answers",
 ]
 
-DEFAULT_CONCESSION_MARKERS: tuple[str, ...] = (
-    "however",
-    "both",
-    "also",
-    "more detailed",
-    "more comprehensive",
+DEFAULT_CONCESSION_MARKERS: tuple[str, ...] = ()
+"""Default concession markers: none (a policy names the idioms of its judges)."""
+
+_FAMILY_PREFIXES: tuple[tuple[str, str], ...] = (
+    ("gpt", "OpenAI"),
+    ("chatgpt", "OpenAI"),
+    ("o1", "OpenAI"),
+    ("o3", "OpenAI"),
+    ("o4", "OpenAI"),
+    ("text-davinci", "OpenAI"),
+    ("claude", "Anthropic"),
+    ("gemini", "Google"),
+    ("gemma", "Google"),
+    ("palm", "Google"),
+    ("llama", "Meta"),
+    ("mistral", "Mistral"),
+    ("mixtral", "Mistral"),
+    ("qwen", "Alibaba"),
+    ("deepseek", "DeepSeek"),
+    ("falcon", "TII"),
+    ("phi", "Microsoft"),
 )
-"""Default concession markers (see the module docstring)."""
+
+
+def model_family(model: str) -> str:
+    """The family of a model id (``gpt-4o`` -> ``OpenAI``); an unknown model is its own family.
+
+    A provider path (``meta-llama/Llama-3-8B``) is read from its last part.
+    """
+    name = model.strip().rsplit("/", 1)[-1].lower()
+    for prefix, family in _FAMILY_PREFIXES:
+        if name.startswith(prefix):
+            return family
+    return model.strip()
 
 
 class MarkerLexicon(BaseModel):
@@ -69,6 +107,32 @@ class SecondAnswer(BaseModel):
 
     decision: str | None
     reasoning: str | None = None
+    model: str | None = None
+    """The model that answered a live re-ask; ``None``: recorded in the panel by the agent."""
+    family: str | None = None
+    """Family of :attr:`model` (:func:`model_family`)."""
+    fault: str | None = None
+    """Why the answer counts as an abstention (an answer that did not parse or named no option)."""
+
+
+class Voice(BaseModel):
+    """A model asked in place of no particular agent: one extra voice, in both presentations.
+
+    A model that several agents share (the run's ``seek_context.model``) is asked once in
+    the original presentation and once under the perturbation; its stability is its own,
+    attributed to the model and its family, never to an agent of the panel.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    voice: str
+    """``model:<model id>``."""
+    model: str
+    family: str
+    first: SecondAnswer
+    """Answer in the original presentation."""
+    second: SecondAnswer
+    """Answer under the perturbation."""
 
 
 class AgentSignal(BaseModel):
@@ -77,7 +141,9 @@ class AgentSignal(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     agent: str
+    """The agent, or a :class:`Voice`'s ``model:<id>``."""
     family: str | None
+    """Family of the model that answered the re-ask (the panel's label for a recorded one)."""
     decision: str | None
     """First answer."""
     second: str | None
@@ -106,13 +172,16 @@ def count_markers(text: str, words: tuple[str, ...]) -> int:
 
 
 def recorded_second_answers(panel: Panel) -> dict[str, SecondAnswer]:
-    """Re-asked answers recorded in the panel (``swap_decision`` / ``swap_reasoning``).
+    """Re-asked answers recorded in the panel: each output's ``reask``, or LLMBar's
+    ``swap_decision`` / ``swap_reasoning`` extra fields (a documented alias).
 
-    LLMBar ``Swap_CoT`` panels carry them as extra output fields; an agent without
-    them is absent from the result.
+    An agent without either is absent from the result.
     """
     found: dict[str, SecondAnswer] = {}
     for out in panel.outputs:
+        if out.reask is not None:
+            found[out.agent] = SecondAnswer(decision=out.reask.decision, reasoning=out.reask.reasoning)
+            continue
         extra = out.model_extra or {}
         if "swap_decision" not in extra:
             continue
@@ -125,25 +194,44 @@ def recorded_second_answers(panel: Panel) -> dict[str, SecondAnswer]:
     return found
 
 
-def agent_signals(panel: Panel, second: dict[str, SecondAnswer], lexicon: MarkerLexicon) -> list[AgentSignal]:
-    """One :class:`AgentSignal` per agent of ``panel`` (panel order)."""
+def _signal(
+    agent: str,
+    family: str | None,
+    first: str | None,
+    first_text: str,
+    again: SecondAnswer | None,
+    lexicon: MarkerLexicon,
+) -> AgentSignal:
+    text = first_text + "\n" + ((again.reasoning or "") if again else "")
+    concession = count_markers(text, lexicon.concession)
+    grounding = count_markers(text, lexicon.grounding)
+    second_decision = again.decision if again else None
+    return AgentSignal(
+        agent=agent,
+        family=family,
+        decision=first,
+        second=second_decision,
+        stable=first is not None and second_decision == first,
+        concession=concession,
+        grounding=grounding,
+        score=concession - grounding,
+    )
+
+
+def agent_signals(
+    panel: Panel,
+    second: dict[str, SecondAnswer],
+    lexicon: MarkerLexicon,
+    voices: Sequence[Voice] = (),
+) -> list[AgentSignal]:
+    """One :class:`AgentSignal` per agent of ``panel`` (panel order), then one per voice."""
     signals: list[AgentSignal] = []
     for out in panel.outputs:
         again = second.get(out.agent)
-        text = out.reasoning + "\n" + ((again.reasoning or "") if again else "")
-        concession = count_markers(text, lexicon.concession)
-        grounding = count_markers(text, lexicon.grounding)
-        second_decision = again.decision if again else None
+        family = again.family if again is not None and again.model is not None else out.family
+        signals.append(_signal(out.agent, family, out.decision, out.reasoning, again, lexicon))
+    for voice in voices:
         signals.append(
-            AgentSignal(
-                agent=out.agent,
-                family=out.family,
-                decision=out.decision,
-                second=second_decision,
-                stable=out.decision is not None and second_decision == out.decision,
-                concession=concession,
-                grounding=grounding,
-                score=concession - grounding,
-            )
+            _signal(voice.voice, voice.family, voice.first.decision, voice.first.reasoning or "", voice.second, lexicon)
         )
     return signals

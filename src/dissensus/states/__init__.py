@@ -13,7 +13,6 @@ Example::
     decision = route(reading, panel.meta, RuleSet.default())
 """
 
-from dissensus.states.calibrate import Calibration, calibrate, calibrate_theta_s
 from dissensus.states.reading import (
     DEFAULT_THETA_A,
     DEFAULT_THETA_S,
@@ -31,25 +30,26 @@ from dissensus.states.similarity import (
     callable_backend,
     get_backend,
 )
+from dissensus.states.theta_fit import ThresholdFit, fit_theta_s, theta_s_at
 
 __all__ = [
     "DEFAULT_THETA_A",
     "DEFAULT_THETA_S",
     "Action",
-    "Calibration",
     "EmbeddingBackend",
     "Reading",
     "Route",
     "RuleSet",
     "SimilarityBackend",
     "State",
+    "ThresholdFit",
     "Thresholds",
-    "calibrate",
-    "calibrate_theta_s",
     "callable_backend",
+    "fit_theta_s",
     "get_backend",
     "read_from_matrix",
     "read_panel",
     "read_panels",
     "route",
+    "theta_s_at",
 ]

@@ -7,8 +7,9 @@ evaluated as Python. The grammar:
 
 * names: ``state`` ("CA"/"DA"/"CD"/"DD"), ``agreement``, ``reasoning_similarity``
   (alias ``mean_similarity``), ``min_similarity``, ``decision``, ``tie`` (the list of
-  tied labels, empty when none), ``abstentions``, ``agents`` (panel size), and
-  ``meta.<key>`` / ``meta.<key>.<sub>`` / ``meta["any key"]`` for case metadata;
+  tied labels, empty when none), ``abstentions``, ``agents`` (panel size),
+  ``value_profiles`` (agents that state a value profile; ``null`` when the caller does
+  not give it), and ``meta.<key>`` / ``meta.<key>.<sub>`` / ``meta["any key"]`` for case metadata;
 * literals: strings, numbers, ``true``/``false``/``null`` (or ``True``/``False``/``None``),
   and lists ``[...]`` of literals;
 * ``==  !=  <  <=  >  >=  in  not in`` (chains like ``0.5 <= agreement < 0.8`` too),
@@ -47,6 +48,7 @@ NAMES = frozenset(
         "tie",
         "abstentions",
         "agents",
+        "value_profiles",
     }
 )
 """Names a condition may use besides ``meta``."""

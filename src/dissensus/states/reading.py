@@ -33,7 +33,7 @@ Choices where the seed is silent:
   ``dissensus calibrate-thresholds PANELS --quantile 0.5``). They are corpus-specific:
   on VariErrNLI's short human explanations the medians are 0.52 (MiniLM) and 0.20
   (TF-IDF), so calibrate on your own corpus. Any other model must be given ``theta_s``
-  or calibrated (:mod:`dissensus.states.calibrate`).
+  or calibrated (:mod:`dissensus.states.theta_fit`).
 * An agent with empty (or blank) reasoning has no reasoning vector: its pairs are left
   out of the mean and the minimum (and hold 0.0 in the matrix), and the reading names
   it in ``missing_reasoning``. When fewer than two agents gave reasoning, similarity is

@@ -21,6 +21,17 @@ Rules file::
         action: escalate
     superiority:           # optional: [winner, loser] pairs, same as `defeats`
       - [legal-review, default-DA]
+    builtins: [cd-without-values]   # optional: built-in rules to switch on (below)
+
+Built-in rules are written like domain rules but ship with the library, so a record
+names them like any other rule (:data:`BUILTIN_RULES`):
+
+* ``cd-without-values``: ``state == "CD" and value_profiles == 0`` -> ``seek_context``,
+  priority 0, defeats ``default-CD``. A convergent disagreement whose agents state no
+  value profile is not (yet) a value conflict: it gets context before a human. A domain
+  rule (priority 1 by default) that routes CD still beats it; without the
+  ``value_profiles`` fact (``null``: a caller of :meth:`RuleSet.route` that does not give
+  it) it never applies. ``dissensus route`` and the pipeline give it.
 
 Semantics (the seed names priorities and superiority but leaves their combination open):
 
@@ -66,6 +77,7 @@ from dissensus.states.exclusive import exclusive
 from dissensus.states.reading import Reading, State
 
 __all__ = [
+    "BUILTIN_RULES",
     "DEFAULT_ACTIONS",
     "Action",
     "Route",
@@ -127,6 +139,23 @@ class RulesFile(BaseModel):
     """``[winner, loser]`` pairs."""
     defaults: dict[State, str] = Field(default_factory=dict)
     """Replacement actions for default rules, by state."""
+    builtins: list[str] = Field(default_factory=list)
+    """Built-in rules (:data:`BUILTIN_RULES`) to switch on, by id."""
+
+
+BUILTIN_RULES: dict[str, RuleSpec] = {
+    "cd-without-values": RuleSpec(
+        id="cd-without-values",
+        condition='state == "CD" and value_profiles == 0',
+        action="seek_context",
+        priority=0,
+        defeats=["default-CD"],
+        description=(
+            "convergent disagreement without value profiles is not a value conflict: seek context first"
+        ),
+    ),
+}
+"""Rules that ship with the library; a rules file switches them on under ``builtins``."""
 
 
 @dataclass(frozen=True)
@@ -208,9 +237,15 @@ class RuleSet:
     def __init__(self, spec: RulesFile | None = None, *, file: str | None = None) -> None:
         spec = spec or RulesFile()
         self.file = file
+        specs: list[tuple[RuleSpec, str]] = [(r, f"rules[{k}]") for k, r in enumerate(spec.rules)]
+        for k, name in enumerate(spec.builtins):
+            if name not in BUILTIN_RULES:
+                known = ", ".join(sorted(BUILTIN_RULES))
+                raise ConfigError(f"unknown built-in rule {name!r} (known: {known})", file=file, field=f"builtins[{k}]")
+            specs.append((BUILTIN_RULES[name], f"builtins[{k}]"))
         rules: list[Rule] = []
-        for k, r in enumerate(spec.rules):
-            where = f"rules[{k}].condition"
+        for k, (r, at) in enumerate(specs):
+            where = f"{at}.condition"
             rules.append(
                 Rule(
                     r.id,
@@ -224,7 +259,7 @@ class RuleSet:
         self._check_ids(rules)
         self.rules: list[Rule] = rules
         by_id = {r.id: r for r in rules}
-        superior = self._superiority(spec, by_id)
+        superior = self._superiority(spec, specs, by_id)
         self.beats = self._beats(rules, superior)
         cycle = _find_cycle([r.id for r in rules], self.beats)
         if cycle:
@@ -280,12 +315,10 @@ class RuleSet:
                 )
             seen.add(r.id)
 
-    def _superiority(self, spec: RulesFile, by_id: Mapping[str, Rule]) -> set[tuple[str, str]]:
-        pairs = [
-            (r.id, loser, f"rules[{k}].defeats")
-            for k, r in enumerate(spec.rules)
-            for loser in r.defeats
-        ]
+    def _superiority(
+        self, spec: RulesFile, specs: Sequence[tuple[RuleSpec, str]], by_id: Mapping[str, Rule]
+    ) -> set[tuple[str, str]]:
+        pairs = [(r.id, loser, f"{at}.defeats") for r, at in specs for loser in r.defeats]
         pairs += [(a, b, f"superiority[{k}]") for k, (a, b) in enumerate(spec.superiority)]
         superior: set[tuple[str, str]] = set()
         for a, b, where in pairs:
@@ -353,8 +386,11 @@ class RuleSet:
 
     # -- routing ------------------------------------------------------------------------
 
-    def route(self, reading: Reading, meta: Mapping[str, Any] | None = None) -> Route:
-        """Route one reading; see :func:`route`."""
+    def route(
+        self, reading: Reading, meta: Mapping[str, Any] | None = None, *, value_profiles: int | None = None
+    ) -> Route:
+        """Route one reading; see :func:`route`. ``value_profiles`` (agents stating a value
+        profile) is the condition name of that name; ``None`` when unknown."""
         env = {
             "state": reading.state.value,
             "agreement": reading.agreement,
@@ -365,6 +401,7 @@ class RuleSet:
             "tie": reading.tie,
             "abstentions": reading.abstentions,
             "agents": len(reading.agents),
+            "value_profiles": value_profiles,
             "meta": meta or {},
         }
         applicable = [r for r, test in self._tests if test(env)]
@@ -403,13 +440,17 @@ class RuleSet:
 
 
 def route(
-    reading: Reading, panel_meta: Mapping[str, Any] | None, rules: RuleSet | None = None
+    reading: Reading,
+    panel_meta: Mapping[str, Any] | None,
+    rules: RuleSet | None = None,
+    *,
+    value_profiles: int | None = None,
 ) -> Route:
     """The action for ``reading`` under ``rules`` (the defaults when ``None``).
 
     Deterministic: the same reading, metadata and rules always give the same route.
     """
-    return (rules or _DEFAULT).route(reading, panel_meta)
+    return (rules or _DEFAULT).route(reading, panel_meta, value_profiles=value_profiles)
 
 
 _DEFAULT = RuleSet()

@@ -18,8 +18,12 @@ Backends (``get_backend(name)``):
   offline from the bundled MiniLM with model2vec (see :mod:`dissensus.states.static`;
   the ``static`` extra). Not wrapped in the embedding cache: a table lookup is cheaper
   than a cache lookup.
-* ``module:function``: any importable callable ``texts -> vectors``; or pass a Python
-  callable to :func:`callable_backend`.
+* ``module:function``: any importable callable ``texts -> vectors`` (checked: a 2-D
+  finite numeric array, one row per text); or pass a Python callable to
+  :func:`callable_backend`. A code name runs that code with the user's rights over
+  every panel's text, so it is refused unless the user opted in: ``allow_code: true``
+  in the policy, ``allow_code=True`` in Python, or ``DISSENSUS_ALLOW_CODE=1`` for the
+  command line. Policies that name code are trusted code.
 
 Why MiniLM is the default (measured on the real data with
 ``benchmarks/bench_route.py --only d``; ``docs/states.md`` has the figures): the two
@@ -48,7 +52,7 @@ Choices where the seed is silent:
 
 from __future__ import annotations
 
-import importlib
+import os
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Protocol, runtime_checkable
@@ -57,6 +61,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from dissensus.errors import ConfigError, DissensusError
+from dissensus.loading import is_code_name, load_callable
 
 __all__ = [
     "DEFAULT_BACKEND",
@@ -65,6 +70,8 @@ __all__ = [
     "LookupBackend",
     "SimilarityBackend",
     "callable_backend",
+    "check_code_name",
+    "code_allowed",
     "cosine_matrix",
     "get_backend",
     "normalise_rows",
@@ -188,28 +195,30 @@ class LookupBackend(_EmbeddingMixin):
         return self._rows[idx]
 
 
-def _import_callable(spec: str) -> CallableBackend:
-    module_name, _, attr = spec.partition(":")
-    if not module_name or not attr:
+ALLOW_CODE_ENV = "DISSENSUS_ALLOW_CODE"
+"""Environment variable (``1``/``true``) that allows code names where no setting says."""
+
+
+def code_allowed(allow_code: bool | None) -> bool:
+    """Whether running code named in a setting is allowed: the setting, else the environment."""
+    if allow_code is not None:
+        return allow_code
+    return os.environ.get(ALLOW_CODE_ENV, "").strip().lower() in ("1", "true", "yes")
+
+
+def check_code_name(name: str, *, allow_code: bool | None, field: str = "similarity") -> None:
+    """Refuse a ``module:function`` name unless running code was allowed."""
+    if is_code_name(name) and not code_allowed(allow_code):
         raise ConfigError(
-            f"a callable backend is 'module:function', got {spec!r}", field="similarity"
+            f"{name!r} names Python code, which runs with your rights over every panel's text; "
+            f"allow it with 'allow_code: true' in the policy (or {ALLOW_CODE_ENV}=1), "
+            "or use minilm, tfidf or static",
+            field=field,
         )
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise ConfigError(
-            f"cannot import module {module_name!r}: {exc}", field="similarity"
-        ) from exc
-    target: object = module
-    for part in attr.split("."):
-        target = getattr(target, part, None)
-        if target is None:
-            raise ConfigError(
-                f"module {module_name!r} has no attribute {attr!r}", field="similarity"
-            )
-    if not callable(target):
-        raise ConfigError(f"{spec!r} is not callable", field="similarity")
-    return CallableBackend(target, spec)
+
+
+def _import_callable(spec: str) -> CallableBackend:
+    return CallableBackend(load_callable(spec, field="similarity"), spec)
 
 
 _STATIC_NAMES = {"static", "static-all-minilm-l6-v2"}
@@ -222,14 +231,18 @@ def get_backend(
     *,
     cache: bool = True,
     cache_dir: str | Path | None = None,
+    allow_code: bool | None = None,
 ) -> SimilarityBackend:
     """The backend called ``name`` (``minilm``, ``tfidf``, ``static`` or ``module:function``).
 
     ``cache`` wraps embedding backends in the on-disk embedding cache (directory
     ``cache_dir``, else ``$DISSENSUS_CACHE``, else ``~/.cache/dissensus/embeddings``).
-    Unknown names are a :class:`~dissensus.errors.ConfigError`.
+    A ``module:function`` name runs code: it is refused unless ``allow_code`` is true
+    (``None``: ``$DISSENSUS_ALLOW_CODE``). Unknown names are a
+    :class:`~dissensus.errors.ConfigError`.
     """
     key = (name or DEFAULT_BACKEND).strip()
+    check_code_name(key, allow_code=allow_code)
     backend: SimilarityBackend
     if key.lower() in _MINILM_NAMES:
         from dissensus.states.encoder import MiniLMBackend

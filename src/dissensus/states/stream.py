@@ -93,7 +93,8 @@ def route_stream(
     encode = dumps
     for batch in _batches(iter(panels), batch_size):
         for panel, reading in zip(batch, read_panels(batch, backend, thresholds), strict=True):
-            routed = ruleset.route(reading, panel.meta)
+            profiles = sum(1 for o in panel.outputs if o.values)
+            routed = ruleset.route(reading, panel.meta, value_profiles=profiles)
             states[reading.state] += 1
             actions[routed.action] += 1
             if handle is not None:

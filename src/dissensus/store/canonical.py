@@ -6,29 +6,20 @@ program can recompute every hash from an export without trusting this one.
 
 Choices: the first event of a run chains on :data:`GENESIS` (64 zeros); floats are
 written by Python's shortest round-trip ``repr`` (what ``json.dumps`` does), and
-non-finite floats are refused because JSON cannot carry them.
+non-finite floats are refused because JSON cannot carry them. ``canonical`` and
+``sha256_text`` are :mod:`dissensus.canonical`'s, re-exported here.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 from typing import Any
+
+from dissensus.canonical import canonical, sha256_text
 
 __all__ = ["GENESIS", "canonical", "chain_hash", "sha256_text"]
 
 GENESIS = "0" * 64
 """The ``prev_hash`` of the first event of every run."""
-
-
-def canonical(obj: Any) -> str:
-    """The canonical JSON text of ``obj`` (sorted keys, compact, UTF-8, finite numbers)."""
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-
-
-def sha256_text(text: str) -> str:
-    """Hex sha256 of ``text`` encoded as UTF-8."""
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def chain_hash(prev_hash: str, event: dict[str, Any]) -> str:

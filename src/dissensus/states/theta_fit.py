@@ -1,7 +1,7 @@
-"""Calibrating theta_s from a reference corpus (seed 000, "thresholds").
+"""Fitting theta_s to a reference corpus (seed 000, "thresholds").
 
 Absolute cosine values depend on the embedding model, so a fixed theta_s means different
-things under different models. Calibration fixes it from data instead: theta_s is the
+things under different models. The fit fixes it from data instead: theta_s is the
 ``quantile`` of the per-panel mean reasoning similarity over a reference corpus, so that
 (for example) ``quantile=0.5`` calls the more similar half of the corpus convergent.
 
@@ -24,14 +24,15 @@ from itertools import islice
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
+from dissensus.errors import ConfigError, InputError
 from dissensus.states.reading import DEFAULT_THETA_A, Thresholds, read_panels
 from dissensus.states.similarity import SimilarityBackend
 from dissensus.types import Panel
 
-__all__ = ["Calibration", "calibrate", "calibrate_theta_s", "mean_similarities"]
+__all__ = ["ThresholdFit", "fit_theta_s", "mean_similarities", "theta_s_at"]
 
 
-class Calibration(BaseModel):
+class ThresholdFit(BaseModel):
     """The outcome of a calibration run."""
 
     model_config = ConfigDict(frozen=True)
@@ -70,16 +71,16 @@ def mean_similarities(
     return out
 
 
-def calibrate(
+def fit_theta_s(
     panels: Iterable[Panel], backend: SimilarityBackend, quantile: float, batch_size: int = 256
-) -> Calibration:
+) -> ThresholdFit:
     """Calibrate theta_s at ``quantile`` (in [0, 1]) of per-panel mean similarity."""
     if math.isnan(quantile) or not 0.0 <= quantile <= 1.0:
-        raise ValueError(f"quantile must lie in [0, 1], got {quantile}")
+        raise ConfigError(f"quantile must lie in [0, 1], got {quantile}", field="quantile")
     sims = np.asarray(mean_similarities(panels, backend, batch_size), dtype=np.float64)
     if sims.size == 0:
-        raise ValueError("cannot calibrate on an empty corpus")
-    return Calibration(
+        raise InputError("cannot fit theta_s on an empty corpus")
+    return ThresholdFit(
         model=backend.name,
         quantile=quantile,
         theta_s=float(np.quantile(sims, quantile)),
@@ -90,8 +91,8 @@ def calibrate(
     )
 
 
-def calibrate_theta_s(
+def theta_s_at(
     panels: Iterable[Panel], backend: SimilarityBackend, quantile: float
 ) -> float:
     """theta_s at ``quantile`` of the corpus' per-panel mean similarity."""
-    return calibrate(panels, backend, quantile).theta_s
+    return fit_theta_s(panels, backend, quantile).theta_s

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["DIGITS", "calibrate", "check_anchors", "in_range"]
+__all__ = ["DIGITS", "check_anchors", "in_range", "rescale"]
 
 DIGITS = 12
 """Decimals kept in calibrated scores and score differences."""
@@ -42,7 +42,7 @@ def in_range(raw: float, rejected: float, ideal: float) -> bool:
     return low <= raw <= high
 
 
-def calibrate(raw: float, rejected: float, ideal: float) -> float:
+def rescale(raw: float, rejected: float, ideal: float) -> float:
     """Rescale ``raw`` so that ``rejected`` maps to 0 and ``ideal`` to 1."""
     value = (raw - rejected) / (ideal - rejected)
     return round(value, DIGITS) + 0.0

@@ -1,6 +1,6 @@
-"""Calibration from a labelled set: strata, beta*, reliabilities, correlations, n_eff (seed 003).
+"""The reliability fit from a labelled set: strata, beta*, reliabilities, correlations, n_eff (seed 003).
 
-:func:`calibrate` measures, on cases with a gold answer:
+:func:`fit_reliability` measures, on cases with a gold answer:
 
 * per evidence stratum, the accuracy, mean confidence, binned ECE and
   ``|mean confidence - accuracy|`` of unweighted majority (vote-share confidence),
@@ -45,6 +45,7 @@ import numpy as np
 from numpy.typing import NDArray
 from pydantic import BaseModel, ConfigDict, Field
 
+from dissensus.errors import InputError
 from dissensus.guard.arrays import (
     consensus_weighted_vote,
     majority_vote,
@@ -58,12 +59,12 @@ from dissensus.types import VoteCase
 __all__ = [
     "AgentReliability",
     "BetaPoint",
-    "Calibration",
-    "CalibrationSettings",
+    "ReliabilityFit",
+    "ReliabilitySettings",
     "StratumReport",
     "VerifierChoice",
-    "calibrate",
     "default_beta_grid",
+    "fit_reliability",
 ]
 
 STRATA = ("present", "mixed", "absent", "all")
@@ -74,7 +75,7 @@ def default_beta_grid() -> list[float]:
     return [round(0.25 * i, 2) for i in range(33)]
 
 
-class CalibrationSettings(BaseModel):
+class ReliabilitySettings(BaseModel):
     """How a calibration was measured."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -152,7 +153,7 @@ class VerifierChoice(BaseModel):
     votes: int
 
 
-class Calibration(BaseModel):
+class ReliabilityFit(BaseModel):
     """Everything :func:`dissensus.guard.audit` needs from a labelled set (JSON-ready)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -176,7 +177,7 @@ class Calibration(BaseModel):
     beta_star_accuracy: float | None
     """The seed's definition alone: largest beta whose accuracy delta (and every smaller one's) is >= 0."""
     verifier: VerifierChoice | None
-    settings: CalibrationSettings
+    settings: ReliabilitySettings
 
     def _position(self, name: str) -> int | None:
         return next((i for i, a in enumerate(self.agents) if a.agent == name), None)
@@ -207,7 +208,7 @@ def _smooth(correct: float, votes: float, prior: float, k: float) -> float:
     return (correct + k * prior) / (votes + k)
 
 
-def _agents(enc: EncodedCases, settings: CalibrationSettings) -> tuple[list[AgentReliability], float]:
+def _agents(enc: EncodedCases, settings: ReliabilitySettings) -> tuple[list[AgentReliability], float]:
     present = enc.labels >= 0
     right = (enc.labels == enc.gold[:, None]) & present
     total = int(present.sum())
@@ -249,7 +250,7 @@ def _strata_masks(enc: EncodedCases) -> dict[str, NDArray[np.bool_]]:
 
 
 def _beta_search(
-    enc: EncodedCases, mask: NDArray[np.bool_], settings: CalibrationSettings
+    enc: EncodedCases, mask: NDArray[np.bool_], settings: ReliabilitySettings
 ) -> tuple[list[BetaPoint], float | None, float | None]:
     labels = enc.labels[mask]
     gold = enc.gold[mask]
@@ -281,7 +282,7 @@ def _beta_search(
 
 
 def _verifier(
-    enc: EncodedCases, mask: NDArray[np.bool_], agents: list[AgentReliability], settings: CalibrationSettings
+    enc: EncodedCases, mask: NDArray[np.bool_], agents: list[AgentReliability], settings: ReliabilitySettings
 ) -> VerifierChoice | None:
     labels = enc.labels[mask]
     gold = enc.gold[mask]
@@ -305,21 +306,21 @@ def _nan_to_none(x: float) -> float | None:
     return None if math.isnan(x) else float(x)
 
 
-def calibrate(cases: Sequence[VoteCase], settings: CalibrationSettings | None = None) -> Calibration:
-    """Measure a :class:`Calibration` on labelled cases (cases without gold are ignored).
+def fit_reliability(cases: Sequence[VoteCase], settings: ReliabilitySettings | None = None) -> ReliabilityFit:
+    """Measure a :class:`ReliabilityFit` on labelled cases (cases without gold are ignored).
 
     >>> from dissensus.types import Vote, VoteCase
     >>> v = lambda a, x: Vote(agent=a, answer=x, evidence_source="parametric", evidence_present=False)
-    >>> cal = calibrate([VoteCase(id=str(i), votes=[v("a", "y"), v("b", "y" if i % 3 else "n")], gold="y") for i in range(30)])
+    >>> cal = fit_reliability([VoteCase(id=str(i), votes=[v("a", "y"), v("b", "y" if i % 3 else "n")], gold="y") for i in range(30)])
     >>> cal.cases, [a.agent for a in cal.agents]
     (30, ['a', 'b'])
     """
-    from dissensus.guard.decision import GuardSettings, audit_many
+    from dissensus.guard.decision import GuardThresholds, audit_many
 
-    settings = settings or CalibrationSettings()
+    settings = settings or ReliabilitySettings()
     labelled = [c for c in cases if c.gold is not None]
     if not labelled:
-        raise ValueError("calibration needs at least one case with a gold answer")
+        raise InputError("the reliability fit needs at least one case with a gold answer")
     enc = encode_cases(labelled)
     k = len(enc.classes)
     agents, pooled = _agents(enc, settings)
@@ -337,7 +338,7 @@ def calibrate(cases: Sequence[VoteCase], settings: CalibrationSettings | None = 
 
     mv, mp = majority_vote(enc.labels, k)
     cw, cp = consensus_weighted_vote(enc.labels, k, settings.beta_reference)
-    base = Calibration(
+    base = ReliabilityFit(
         cases=len(labelled),
         labels=enc.classes,
         pooled_reliability=pooled,
@@ -353,7 +354,7 @@ def calibrate(cases: Sequence[VoteCase], settings: CalibrationSettings | None = 
         verifier=verifier,
         settings=settings,
     )
-    decisions = audit_many(labelled, base, settings=GuardSettings())
+    decisions = audit_many(labelled, base, settings=GuardThresholds())
     g_conf = np.array([d.confidence for d in decisions])
     g_hit = np.array([d.answer == c.gold for d, c in zip(decisions, labelled, strict=True)])
     strata = []

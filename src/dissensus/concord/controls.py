@@ -1,0 +1,52 @@
+"""The run controls of CONCORD, checked once for the problem file and the Python API.
+
+Floor and margin lie in [0, 1] (finite), the round budget is a non-negative integer,
+agent ids are unique and there is at least one agent, and every edge of a workflow
+graph names two known agents. :class:`~dissensus.concord.protocol.Negotiation` and
+:func:`~dissensus.concord.problem.parse_problem` both call :func:`check_controls`, so a
+bad value gets the same message whichever door it came through; the field names the
+place (``topology.edges[i]`` in a problem file, ``edges[i]`` in the API).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from dissensus.errors import ConfigError
+
+__all__ = ["check_controls"]
+
+
+def check_controls(
+    *,
+    floor: float,
+    margin: float,
+    rounds: int,
+    agents: Sequence[str],
+    edges: Sequence[Sequence[str]] | None,
+    file: str | None = None,
+    edges_field: str = "edges",
+) -> None:
+    """Raise :class:`ConfigError` naming the field of the first invalid control."""
+
+    def fail(message: str, field: str) -> ConfigError:
+        return ConfigError(message, file=file, field=field)
+
+    if not (math.isfinite(floor) and 0.0 <= floor <= 1.0):
+        raise fail(f"floor must lie in [0, 1], got {floor}", "floor")
+    if not (math.isfinite(margin) and 0.0 <= margin <= 1.0):
+        raise fail(f"margin must lie in [0, 1], got {margin}", "margin")
+    if rounds < 0:
+        raise fail(f"rounds must be >= 0, got {rounds}", "rounds")
+    if not agents:
+        raise fail("at least one agent is needed", "agents")
+    if len(set(agents)) != len(agents):
+        raise fail("agent ids must be unique", "agents")
+    known = set(agents)
+    for i, edge in enumerate(edges or []):
+        if len(edge) != 2:
+            raise fail("an edge names exactly two agents", f"{edges_field}[{i}]")
+        for end in edge:
+            if end not in known:
+                raise fail(f"edge names unknown agent {end!r}", f"{edges_field}[{i}]")
