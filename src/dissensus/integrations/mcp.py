@@ -54,8 +54,9 @@ from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from dissensus import __version__
+from dissensus.agents.assembly import build_agents
 from dissensus.concord.bounds import Bound, compute_bound
-from dissensus.concord.problem import Problem, build_agents, negotiation_for, parse_problem
+from dissensus.concord.problem import Problem, negotiation_for, parse_problem
 from dissensus.concord.record import Certificate
 from dissensus.concord.verify import Verdict
 from dissensus.concord.verify import verify as verify_record
