@@ -216,6 +216,7 @@ SCENARIOS: dict[tuple[str, int], Callable[[World], int]] = {
     ("runs resume", 3): lambda w: _resume(w, 3),
     ("runs resume", 130): lambda w: _resume(w, 130),
     ("fake-llm", 2): lambda w: cli("fake-llm", "--script", w.missing).code,
+    ("mcp", 2): lambda w: cli("mcp", "--journal").code,
     ("version", 0): lambda w: cli("version").code,
 }
 

@@ -1,0 +1,52 @@
+"""CLI command ``dissensus mcp``: serve the library's tools over the Model Context Protocol.
+
+``dissensus mcp [--journal PATH] [--policy FILE] [--reviewer NAME] [--allow-functions]`` speaks MCP on
+standard input/output (the stdio transport) until the client disconnects. The MCP SDK is
+the optional extra ``mcp``; it is imported only when the command runs, and its absence is
+a usage error (exit 2) naming the extra. See :mod:`dissensus.integrations.mcp`.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from dissensus.cli.app import app
+from dissensus.errors import ConfigError
+
+__all__ = ["mcp_command"]
+
+
+@app.command("mcp")
+def mcp_command(
+    journal: Annotated[
+        str | None,
+        typer.Option(
+            "--journal", help="Default run journal of the tools. Default: $DISSENSUS_JOURNAL."
+        ),
+    ] = None,
+    policy: Annotated[
+        str | None, typer.Option("--policy", help="Default pipeline policy (YAML) of decide.")
+    ] = None,
+    reviewer: Annotated[
+        str | None,
+        typer.Option(
+            "--reviewer", help="Identity review_resolve records. Default: $DISSENSUS_REVIEWER."
+        ),
+    ] = None,
+    allow_functions: Annotated[
+        bool,
+        typer.Option(
+            "--allow-functions", help="Let negotiate run function agents (server-side code)."
+        ),
+    ] = False,
+) -> None:
+    """Serve route, vote, decide, negotiate, verify, bound and the review queue as MCP tools (stdio)."""
+    try:
+        from dissensus.integrations.mcp import serve
+    except ModuleNotFoundError as exc:
+        raise ConfigError(
+            f"the MCP server needs the 'mcp' extra (pip install 'dissensus[mcp]'): {exc}"
+        ) from exc
+    serve(journal=journal, policy=policy, reviewer=reviewer, allow_functions=allow_functions)

@@ -1,0 +1,148 @@
+"""The review path every integration shares: the reviewer's view and the quoted resolve.
+
+A human resolution quotes the hash of the content the reviewer saw, and is refused when
+that content changed or the item was already resolved. The integrations resolve through
+:func:`resolve_checked`, which is :func:`dissensus.pipeline.review.resolve` (the path of
+``dissensus review resolve`` and of the review service) with the hash always quoted, so
+a case resolved from a LangGraph interrupt or an MCP tool leaves the same journal events
+as one resolved anywhere else: ``review.resolved`` and ``case.resolved`` appended in one
+transaction, a stale hash refused (:class:`StaleReview`), an already-resolved item
+refused naming who resolved it and when (:class:`AlreadyResolved`).
+
+Choices where the design is silent:
+
+* ``content_sha256`` is :func:`dissensus.pipeline.review.content_sha256`: the hex sha256
+  of the canonical JSON (sorted keys, compact, UTF-8) of the review item as journalled --
+  the case, the readings, the positions and reasons side by side, any packet or
+  certificate: everything a reviewer is shown.
+* The request shown to a reviewer (:class:`ReviewRequest`) is a digest of the item (the
+  question, options, each agent's decision and reasoning) with the hash of the whole
+  item; agent text in it is untrusted data.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from dissensus.pipeline.records import CaseRecord
+from dissensus.pipeline.review import (
+    AlreadyResolved,
+    ReviewStatus,
+    StaleContent,
+    content_sha256,
+    resolve,
+)
+from dissensus.store import Journal
+
+__all__ = [
+    "AlreadyResolved",
+    "PositionView",
+    "ReviewAnswer",
+    "ReviewRequest",
+    "StaleReview",
+    "content_sha256",
+    "resolve_checked",
+    "resolved_record",
+    "review_request",
+]
+
+
+StaleReview = StaleContent
+"""The content hash quoted by a resolution is not the hash of the item's content."""
+
+
+class PositionView(BaseModel):
+    """One agent's decision and reason, as the reviewer sees it (agent text is untrusted)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    agent: str
+    decision: str | None
+    reasoning: str
+
+
+class ReviewRequest(BaseModel):
+    """What a reviewer is asked: the item in brief, with the hash to quote back."""
+
+    model_config = ConfigDict(frozen=True)
+
+    review_id: str
+    """Id of the review item (``<run>.<line>``)."""
+    case_id: str
+    question: str | None
+    """The case's ``meta.question`` (or ``meta.input``), when the panel has one."""
+    options: list[str]
+    suggestion: str | None
+    """The panel's plurality decision."""
+    reason: str
+    """Why the case was escalated."""
+    positions: list[PositionView]
+    content_sha256: str
+    """Quote this back in the resolution; a different value is refused as stale."""
+    error: str | None = None
+    """Why the previous answer to this request was refused, when it was."""
+
+
+class ReviewAnswer(BaseModel):
+    """A reviewer's resolution: the decision, why, and the hash of what was seen."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    decision: str = Field(min_length=1)
+    note: str
+    content_sha256: str = Field(min_length=64, max_length=64)
+
+
+def review_request(status: ReviewStatus, *, error: str | None = None) -> ReviewRequest:
+    """The reviewer's view of a queue entry, with the hash of the item as journalled."""
+    item = status.item
+    meta: dict[str, Any] = item.panel.get("meta") or {}
+    question = meta.get("question") or meta.get("input")
+    return ReviewRequest(
+        review_id=item.review_id,
+        case_id=item.id,
+        question=None if question is None else str(question),
+        options=list(item.options),
+        suggestion=item.suggestion,
+        reason=item.reason,
+        positions=[
+            PositionView(agent=p.agent, decision=p.decision, reasoning=p.reasoning)
+            for p in item.positions
+        ],
+        content_sha256=status.content_sha256 or content_sha256(item),
+        error=error,
+    )
+
+
+def resolved_record(journal: Journal, status: ReviewStatus) -> CaseRecord | None:
+    """The journalled final record of a resolved item (``None`` while it is open)."""
+    if status.resolution is None:
+        return None
+    event = journal.get(status.item.run_id, f"case/{status.item.line}/resolved")
+    return None if event is None else CaseRecord.model_validate(event.payload)
+
+
+def resolve_checked(
+    journal: Journal,
+    review_id: str,
+    *,
+    decision: str,
+    note: str,
+    content_sha256: str,
+    reviewer: str | None,
+) -> CaseRecord:
+    """Resolve ``review_id`` through the journal's review path, quoting the content hash.
+
+    Raises :class:`StaleReview` when ``content_sha256`` is not the item's hash and
+    :class:`AlreadyResolved` (naming who and when) when it was resolved before.
+    """
+    return resolve(
+        journal,
+        review_id,
+        decision=decision,
+        note=note,
+        reviewer=reviewer,
+        content_sha256=content_sha256,
+    )

@@ -1,0 +1,252 @@
+"""An Inspect AI score reducer that decides a grader panel with the dissensus pipeline.
+
+>>> from inspect_ai.scorer import multi_scorer
+>>> import dissensus.integrations.inspect  # registers the reducer "dissensus"
+>>> scorer = multi_scorer(scorers=[g1(), g2(), g3()], reducer="dissensus")  # doctest: +SKIP
+>>> scorer = multi_scorer([g1(), g2(), g3()], reducer=dissensus_reducer(
+...     graders=["g1", "g2", "g3"], policy="policy.yaml"))               # doctest: +SKIP
+
+The graders' scores become a :class:`~dissensus.types.Panel` (grader = agent, score value
+= decision, explanation = reasoning), :func:`dissensus.pipeline.adecide` decides it, and
+the reduced ``Score`` carries:
+
+* ``value``: the guarded decision -- the pipeline's committed decision, else (escalated)
+  the guard's answer (:func:`dissensus.guard.audit` on the same votes: unweighted
+  majority when consensus weighting is refused, ties broken by the posterior, then by
+  the smallest label, never by the graders' order);
+* ``answer``: the pipeline's action (``auto``, ``auto_explain``, ``escalate``, ...), so
+  that ``inspect view`` filters escalated samples with ``answer == 'escalate'``;
+* ``metadata``: ``state``, ``action``, ``decision`` (``None`` unless committed),
+  ``escalate``, ``reason``, ``confidence`` and ``n_eff`` (the guard's posterior and
+  effective number of independent graders), ``guard_mode``, ``tie``, ``agreement``,
+  ``support`` (graders on the value / panel size, declined graders included),
+  ``n_graders``, ``abstentions``, ``graders`` (each grader's decision), ``review_id``.
+
+Choices where the frameworks are silent:
+
+* **Grader names.** A score's ``metadata["grader"]`` names its grader; otherwise the
+  reducer's ``graders`` argument names the scores in order when every grader scored;
+  otherwise scores are ``grader-1``, ``grader-2``, ...
+* **Declined graders are abstentions**, never dropped: a score whose value is ``None``
+  or NaN (``Score.unscored``), and -- when ``graders`` is given -- each listed grader
+  with no score (``multi_scorer`` drops scorers that returned ``None``) stays in the
+  panel with ``decision: null``. The panel's size, and so ``support``, counts them.
+* **Values** are labels: ``"C"`` stays ``"C"``, ``1``/``1.0`` -> ``"1"``, ``True`` ->
+  ``"true"``, other values their JSON text. A score's ``metadata`` may add ``family``,
+  ``confidence`` and ``evidence`` (``[{"source": ..., "present": ...}]``) for the guard.
+* **Panel id** is ``inspect-`` + the first 12 hex digits of the sha256 of the canonical
+  scores (a reducer does not see the sample id); each reduction is one run in the
+  journal (in memory unless ``journal`` is a path).
+* **Acceptance and guard calibration**: ``acceptance`` is a reliability file
+  (``dissensus.reliability/1``, see ``docs/pipeline.md``) passed to the pipeline as the policy's
+  ``acceptance.calibration``; ``guard_calibration`` is a ``dissensus calibrate`` file.
+* Inspect calls reducers synchronously inside its event loop, so the pipeline runs on a
+  worker thread for the duration of the call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import hashlib
+import json
+import math
+from collections.abc import Coroutine, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+from inspect_ai.scorer import Score, ScoreReducer, score_reducer
+
+from dissensus.errors import ConfigError
+from dissensus.guard import Calibration as GuardCalibration
+from dissensus.guard import audit
+from dissensus.pipeline import (
+    CaseRecord,
+    Policy,
+    adecide,
+    load_policy,
+    panel_votes,
+    policy_from_dict,
+)
+from dissensus.store import Journal
+from dissensus.store.canonical import canonical
+from dissensus.types import AgentOutput, Evidence, Panel
+
+__all__ = ["dissensus_reducer", "scores_panel"]
+
+T = TypeVar("T")
+
+DECLINED = "declined to score"
+
+
+def _label(value: Any) -> str | None:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return None
+    if isinstance(value, str):
+        return value or None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int) or (isinstance(value, float) and value.is_integer()):
+        return str(int(value))
+    if isinstance(value, float):
+        return repr(value)
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+
+
+def _names(scores: Sequence[Score], graders: Sequence[str] | None) -> tuple[list[str], list[str]]:
+    """Names of the scores, and of the listed graders that gave no score."""
+    tagged = [(s.metadata or {}).get("grader") for s in scores]
+    if all(isinstance(t, str) and t for t in tagged):
+        names = [str(t) for t in tagged]
+        missing = [g for g in graders or [] if g not in names]
+        return names, missing
+    if graders is not None and len(graders) == len(scores):
+        return list(graders), []
+    names = [f"grader-{i + 1}" for i in range(len(scores))]
+    extra = max(0, len(graders or []) - len(scores))
+    return names, [f"declined-{k + 1}" for k in range(extra)]
+
+
+def _output(name: str, score: Score | None) -> AgentOutput:
+    if score is None:
+        return AgentOutput(agent=name, decision=None, reasoning=DECLINED)
+    decision = _label(score.value)
+    meta = score.metadata or {}
+    evidence = meta.get("evidence")
+    return AgentOutput(
+        agent=name,
+        decision=decision,
+        reasoning=(score.explanation or "").strip()
+        or (DECLINED if decision is None else f"{name}: {decision}"),
+        family=meta.get("family"),
+        confidence=meta.get("confidence"),
+        evidence=[Evidence.model_validate(e) for e in evidence]
+        if isinstance(evidence, list)
+        else None,
+    )
+
+
+def scores_panel(scores: Sequence[Score], graders: Sequence[str] | None = None) -> Panel:
+    """The panel of a list of grader scores (declined graders as abstentions)."""
+    names, missing = _names(scores, graders)
+    outputs = [_output(n, s) for n, s in zip(names, scores, strict=True)]
+    outputs += [_output(n, None) for n in missing]
+    body = canonical([[o.agent, o.decision, o.reasoning] for o in outputs])
+    pid = "inspect-" + hashlib.sha256(body.encode("utf-8")).hexdigest()[:12]
+    return Panel(id=pid, outputs=outputs)
+
+
+def _run_sync(coro: Coroutine[Any, Any, T]) -> T:
+    try:
+        running = asyncio.get_running_loop() is not None
+    except RuntimeError:
+        running = False
+    if not running:
+        return asyncio.run(coro)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, coro).result()
+
+
+def _policy(
+    policy: str | Policy | dict[str, Any] | None, acceptance: str | None
+) -> tuple[Policy, Path | None]:
+    base_dir: Path | None = None
+    if isinstance(policy, Policy):
+        pol = policy
+    elif isinstance(policy, dict):
+        pol = policy_from_dict(policy)
+    else:
+        pol, base_dir = load_policy(policy)
+    if acceptance is not None:
+        data = pol.model_dump(mode="json")
+        data["acceptance"]["calibration"] = str(Path(acceptance).resolve())
+        pol = policy_from_dict(data)
+    return pol, base_dir
+
+
+def _guard_calibration(path: str | None) -> GuardCalibration | None:
+    if path is None:
+        return None
+    try:
+        return GuardCalibration.model_validate_json(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ConfigError(
+            f"cannot read guard calibration {path}: {exc}", field="guard_calibration"
+        ) from exc
+
+
+def _metadata(
+    panel: Panel, record: CaseRecord, cal: GuardCalibration | None
+) -> tuple[str | None, dict[str, Any]]:
+    votes = panel_votes(panel)
+    guard = audit(votes, cal, case_id=panel.id) if len(votes) >= 2 else None
+    fallback = guard.answer if guard is not None else (votes[0].answer if votes else None)
+    value = record.decision if record.decision is not None else fallback
+    counts = [o.decision for o in panel.outputs]
+    tally = {d: counts.count(d) for d in dict.fromkeys(c for c in counts if c is not None)}
+    top = max(tally.values(), default=0)
+    meta: dict[str, Any] = {
+        "state": record.state,
+        "action": record.action,
+        "decision": record.decision,
+        "escalate": record.action == "escalate",
+        "reason": record.reason,
+        "confidence": guard.confidence if guard is not None else None,
+        "n_eff": guard.n_eff if guard is not None else float(len(votes)),
+        "guard_mode": guard.mode if guard is not None else None,
+        "tie": sorted(d for d, n in tally.items() if n == top)
+        if list(tally.values()).count(top) > 1
+        else [],
+        "agreement": (top / len(votes)) if votes else 0.0,
+        "support": (tally.get(value, 0) / len(panel.outputs)) if value is not None else 0.0,
+        "n_graders": len(panel.outputs),
+        "abstentions": sum(d is None for d in counts),
+        "graders": {o.agent: o.decision for o in panel.outputs},
+        "review_id": record.review_id,
+    }
+    return value, meta
+
+
+@score_reducer(name="dissensus")
+def dissensus_reducer(
+    graders: list[str] | None = None,
+    policy: str | dict[str, Any] | Policy | None = None,
+    acceptance: str | None = None,
+    guard_calibration: str | None = None,
+    journal: str | None = None,
+) -> ScoreReducer:
+    """Reduce a grader panel's scores to the pipeline's guarded decision.
+
+    ``graders`` names the scorers in order (and lets a grader that returned ``None``
+    count as an abstention); ``policy`` is a policy file, dict or :class:`Policy`;
+    ``acceptance`` a reliability calibration file; ``guard_calibration`` a guard
+    calibration file; ``journal`` a journal path (default: in memory).
+    """
+    pol, base_dir = _policy(policy, acceptance)
+    cal = _guard_calibration(guard_calibration)
+
+    def reduce(scores: list[Score]) -> Score:
+        panel = scores_panel(scores, graders)
+
+        async def run() -> CaseRecord:
+            store = Journal(journal if journal is not None else ":memory:")
+            try:
+                return await adecide(
+                    panel, pol, guard_calibration=cal, journal=store, policy_dir=base_dir
+                )
+            finally:
+                store.close()
+
+        record = _run_sync(run())
+        value, meta = _metadata(panel, record, cal)
+        explanation = f"{record.action}: {record.reason}"
+        if value is None:
+            return Score.unscored(
+                reason="every grader declined",
+                answer=record.action,
+                explanation=explanation,
+                metadata=meta,
+            )
+        return Score(value=value, answer=record.action, explanation=explanation, metadata=meta)
+
+    return reduce

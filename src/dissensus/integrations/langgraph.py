@@ -1,0 +1,196 @@
+"""A LangGraph node that decides a panel, routes by action and asks a human on escalation.
+
+>>> from dissensus.integrations.langgraph import decision_node
+>>> node = decision_node(policy=policy, journal="journal.sqlite",
+...                      panel=lambda state: Panel(id=state["id"], outputs=state["outputs"]),
+...                      goto={"auto": "ship", "human": "ship", "escalate": "triage"})
+>>> graph.add_node("decide", node)                       # doctest: +SKIP
+
+The node builds the panel from the graph state, calls :func:`dissensus.pipeline.decide`
+(the pipeline every door uses) with the node's journal, writes the record into the state
+under ``key`` (``"dissensus"`` by default, as the record's JSON) and returns a
+``Command`` whose ``goto`` is ``goto[record.action]``.
+
+On ``escalate`` with ``on_escalate="interrupt"`` (the default) the node calls
+``langgraph.types.interrupt`` with a :class:`~dissensus.integrations._review.ReviewRequest`
+(review id, question, options, each agent's decision and reasons, ``content_sha256``).
+The graph is resumed with ``Command(resume={"decision": ..., "note": ...,
+"content_sha256": ...})`` (or, with several interrupts pending, ``Command(resume={
+interrupt_id: {...}, ...})``); the resolution goes through the CLI's review path
+(:func:`~dissensus.integrations._review.resolve_checked`): journalled, the reviewer named
+by the node's ``reviewer`` resolver from the run's config (never from the resume value),
+a stale hash refused. The node then returns the final record (``action: human``).
+
+Choices where the framework and the design are silent:
+
+* **Default routing**: ``goto`` is empty by default, and an action with no entry adds no
+  ``goto``, so the node's static edges apply (none: the graph ends after the node).
+  Actions are ``auto``, ``auto_explain``, ``concord``, ``escalate`` (only with
+  ``on_escalate="route"``) and ``human``.
+* **Replays**: LangGraph runs an interrupted node again from its start on resume, so
+  the node's run id is derived from the thread id and the task's checkpoint namespace
+  (stable across resumes and processes): the second ``decide`` replays the journalled
+  steps and finds the same review item.
+* **A refused answer** (invalid payload, stale hash, a decision the review path rejects)
+  does not fail the graph: the node interrupts again with the same request and an
+  ``error`` field saying why, since LangGraph keeps the first answer given to an
+  interrupt for good.
+* **Resolved elsewhere**: when the item was resolved meanwhile (``dissensus review
+  resolve``, another service), the journalled resolution stands and the node returns
+  its record without interrupting.
+* **Reviewer**: the default resolver reads ``config["configurable"]["reviewer"]``, set
+  by the application that resumes the graph (not by the reviewer's payload); ``None``
+  leaves the resolution unnamed, as the CLI without ``--reviewer`` does.
+* The journal is a path, opened per call: LangGraph runs nodes on worker threads and an
+  SQLite connection belongs to the thread that opened it. ``":memory:"`` is refused, as
+  the review item must outlive the call that opened it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.types import Command, interrupt
+from pydantic import ValidationError
+
+from dissensus.errors import ConfigError, DissensusError
+from dissensus.integrations._review import (
+    ReviewAnswer,
+    resolve_checked,
+    resolved_record,
+    review_request,
+)
+from dissensus.pipeline import CaseRecord, Policy, decide
+from dissensus.pipeline.review import find_item
+from dissensus.store import Journal
+from dissensus.types import Panel
+
+__all__ = ["DecisionNode", "config_reviewer", "decision_node", "node_run_id"]
+
+PanelBuilder = Callable[[Any], Panel | Mapping[str, Any]]
+ReviewerResolver = Callable[[RunnableConfig], str | None]
+
+
+def config_reviewer(config: RunnableConfig) -> str | None:
+    """The default reviewer resolver: ``config["configurable"]["reviewer"]``."""
+    value = (config.get("configurable") or {}).get("reviewer")
+    return None if value is None else str(value)
+
+
+def node_run_id(config: RunnableConfig) -> str:
+    """The run id of a node's decision: stable for a task across resumes and processes."""
+    conf = config.get("configurable") or {}
+    basis = f"{conf.get('thread_id', '')}\x1f{conf.get('checkpoint_ns', '')}"
+    return "lg-" + hashlib.sha256(basis.encode("utf-8")).hexdigest()[:16]
+
+
+class DecisionNode:
+    """The callable ``decision_node`` returns (a LangGraph node taking state and config)."""
+
+    def __init__(
+        self,
+        *,
+        policy: Policy | None,
+        journal: str | Path,
+        panel: PanelBuilder,
+        on_escalate: Literal["interrupt", "route"],
+        goto: Mapping[str, str],
+        key: str,
+        reviewer: ReviewerResolver,
+    ) -> None:
+        if on_escalate not in ("interrupt", "route"):
+            raise ConfigError(
+                f"on_escalate must be 'interrupt' or 'route', got {on_escalate!r}",
+                field="on_escalate",
+            )
+        if str(journal) == ":memory:":
+            raise ConfigError(
+                "the journal must be a file: a review item outlives the node's call",
+                field="journal",
+            )
+        self.policy = policy or Policy()
+        self.journal = journal
+        self.panel = panel
+        self.on_escalate = on_escalate
+        self.goto = dict(goto)
+        self.key = key
+        self.reviewer = reviewer
+
+    def __call__(self, state: Any, config: RunnableConfig) -> Command[Any]:
+        built = self.panel(state)
+        panel = built if isinstance(built, Panel) else Panel.model_validate(built)
+        with Journal(self.journal) as journal:
+            return self._decide(panel, config, journal)
+
+    def _decide(self, panel: Panel, config: RunnableConfig, journal: Journal) -> Command[Any]:
+        record = decide(panel, self.policy, journal=journal, run_id=node_run_id(config))
+        if record.action == "escalate" and self.on_escalate == "interrupt":
+            assert record.review_id is not None
+            record = self._ask(journal, record.review_id, config)
+        return self._command(record)
+
+    def _ask(self, journal: Journal, review_id: str, config: RunnableConfig) -> CaseRecord:
+        error: str | None = None
+        while True:
+            status = find_item(journal, review_id)
+            done = resolved_record(journal, status)
+            if done is not None:
+                return done
+            request = review_request(status, error=error)
+            raw = interrupt(request.model_dump(mode="json"))
+            try:
+                answer = ReviewAnswer.model_validate(raw)
+                return resolve_checked(
+                    journal,
+                    review_id,
+                    decision=answer.decision,
+                    note=answer.note,
+                    content_sha256=answer.content_sha256,
+                    reviewer=self.reviewer(config),
+                )
+            except ValidationError as exc:
+                first = exc.errors()[0]
+                where = ".".join(str(p) for p in first["loc"]) or "resume"
+                error = f"field {where!r}: {first['msg']}"
+            except DissensusError as exc:
+                error = str(exc)
+
+    def _command(self, record: CaseRecord) -> Command[Any]:
+        update = {self.key: record.model_dump(mode="json")}
+        target = self.goto.get(record.action)
+        if target is None:
+            return Command(update=update)
+        return Command(update=update, goto=target)
+
+
+def decision_node(
+    *,
+    policy: Policy | None = None,
+    journal: str | Path,
+    panel: PanelBuilder,
+    on_escalate: Literal["interrupt", "route"] = "interrupt",
+    goto: Mapping[str, str] | None = None,
+    key: str = "dissensus",
+    reviewer: ReviewerResolver = config_reviewer,
+) -> DecisionNode:
+    """A ``StateGraph`` node deciding ``panel(state)`` with ``policy`` into ``journal``.
+
+    ``goto`` maps a record's action to the node to go to next (unmapped: the node's
+    static edges apply). ``on_escalate="interrupt"`` asks a human through
+    ``langgraph.types.interrupt``; ``"route"`` records the escalation, leaves the item in
+    the review queue and routes by ``goto["escalate"]``. The record's JSON is written to
+    ``state[key]``; ``reviewer(config)`` names who resolved an interrupt.
+    """
+    return DecisionNode(
+        policy=policy,
+        journal=journal,
+        panel=panel,
+        on_escalate=on_escalate,
+        goto=goto or {},
+        key=key,
+        reviewer=reviewer,
+    )

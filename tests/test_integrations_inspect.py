@@ -1,0 +1,266 @@
+"""The Inspect AI reducer with the real inspect_ai: an offline eval on the mock model."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("inspect_ai")
+
+from inspect_ai import Task, eval
+from inspect_ai.dataset import Sample
+from inspect_ai.model import ModelOutput, ModelUsage, get_model
+from inspect_ai.scorer import Score, Scorer, Target, accuracy, multi_scorer, scorer
+from inspect_ai.solver import TaskState, generate
+
+from dissensus.integrations.inspect import dissensus_reducer, scores_panel
+
+POLICY = {"reading": {"similarity": "tfidf", "theta_s": 0.3}}
+KB = {"g1": "kb:manual", "g2": "kb:faq", "g3": "kb:tickets"}
+
+# Each sample scripts its graders: a value, None (the scorer declines) or "nan" (unscored).
+CASES: dict[str, dict[str, Any]] = {
+    "agree": {"g1": "C", "g2": "C", "g3": "C", "evidence": True},
+    "tie": {"g1": "C", "g2": "I", "g3": None},
+    "tie_swapped": {"g1": "I", "g2": "C", "g3": None},
+    "declined": {"g1": "C", "g2": "C", "g3": None},
+    "unscored": {"g1": "I", "g2": "nan", "g3": "I"},
+    "majority": {"g1": "I", "g2": "C", "g3": "C"},
+}
+
+
+def _grader(name: str, *, tag: bool) -> Scorer:
+    @scorer(metrics=[accuracy()], name=name)
+    def make() -> Scorer:
+        async def score(state: TaskState, target: Target) -> Score | None:
+            case = CASES[str(state.sample_id)]
+            value = case[name]
+            if value is None:
+                return None
+            meta: dict[str, Any] = {"grader": name} if tag else {}
+            if case.get("evidence"):
+                meta["evidence"] = [{"source": KB[name]}]
+            if value == "nan":
+                return Score.unscored(reason="grader could not parse", metadata=meta)
+            return Score(
+                value=value,
+                explanation=f"{name} finds the answer {'correct' if value == 'C' else 'wrong'}.",
+                metadata=meta,
+            )
+
+        return score
+
+    return make()
+
+
+def _answer(*_: Any) -> ModelOutput:
+    # The mock model's own usage estimate loads a tokenizer file from the network; an
+    # output that states its usage keeps the run offline.
+    out = ModelOutput.from_content(model="mockllm/model", content="4")
+    out.usage = ModelUsage(input_tokens=8, output_tokens=1, total_tokens=9)
+    return out
+
+
+def _run(tmp_path: Path, reducer: Any, *, tag: bool) -> dict[str, Score]:
+    task = Task(
+        dataset=[Sample(id=sid, input="What is 2 + 2?", target="4") for sid in CASES],
+        solver=generate(),
+        scorer=multi_scorer(
+            scorers=[_grader(n, tag=tag) for n in ("g1", "g2", "g3")], reducer=reducer
+        ),
+    )
+    (log,) = eval(
+        task,
+        model=get_model("mockllm/model", custom_outputs=_answer),
+        log_dir=str(tmp_path),
+        display="none",
+    )
+    assert log.status == "success", log.error
+    assert log.samples is not None
+    out = {}
+    for sample in log.samples:
+        assert sample.scores is not None
+        (score,) = sample.scores.values()
+        out[str(sample.id)] = score
+    return out
+
+
+def _check(scores: dict[str, Score], *, tagged: bool) -> None:
+    agree = scores["agree"]
+    assert (agree.value, agree.answer) == ("C", "auto")
+    assert (
+        agree.metadata is not None
+        and agree.metadata["escalate"] is False
+        and agree.metadata["state"] == "CA"
+    )
+    assert (
+        agree.metadata["support"] == 1.0
+        and agree.metadata["n_graders"] == 3
+        and agree.metadata["n_eff"] > 1
+    )
+
+    # C against I with the third grader declining: a tie, broken by the posterior and then
+    # the smallest label -- never by the graders' order -- and escalated.
+    for sid in ("tie", "tie_swapped"):
+        tie = scores[sid]
+        assert tie.value == "C" and tie.answer == "escalate"
+        assert tie.metadata is not None
+        meta = tie.metadata
+        assert meta["escalate"] is True and meta["decision"] is None and meta["tie"] == ["C", "I"]
+        assert (meta["n_graders"], meta["abstentions"]) == (3, 1)
+        assert meta["support"] == pytest.approx(1 / 3)
+        assert meta["state"] in ("CD", "DD")
+
+    # Two of three graders agree and the third declined: the declined grader stays in the
+    # panel, so the value's support is 2/3, not 2/2. No evidence: the guard refuses to
+    # take the agreement at face value and the case escalates with the majority as value.
+    declined = scores["declined"]
+    assert declined.value == "C" and declined.metadata is not None
+    assert (
+        declined.metadata["support"] == pytest.approx(2 / 3)
+        and declined.metadata["agreement"] == 1.0
+    )
+    assert declined.metadata["abstentions"] == 1 and declined.metadata["escalate"] is True
+    # Untagged scores with one dropped by multi_scorer cannot be told apart: the names are
+    # positional and the missing grader is counted without a name.
+    named = (
+        {"g1": "C", "g2": "C", "g3": None}
+        if tagged
+        else {"grader-1": "C", "grader-2": "C", "declined-1": None}
+    )
+    assert declined.metadata["graders"] == named
+
+    unscored = scores["unscored"]
+    assert unscored.value == "I" and unscored.metadata is not None
+    assert unscored.metadata["graders"] == {"g1": "I", "g2": None, "g3": "I"}
+    assert unscored.metadata["support"] == pytest.approx(2 / 3)
+
+    majority = scores["majority"]
+    assert majority.value == "C" and majority.metadata is not None
+    assert majority.metadata["support"] == pytest.approx(2 / 3) and majority.metadata["tie"] == []
+
+
+def test_eval_with_named_graders_and_the_registered_name(tmp_path: Path) -> None:
+    # Registered under "dissensus": the string form with the default policy would load
+    # the embedding model, so the factory is called with a fast offline policy here and
+    # the name is checked separately.
+    from inspect_ai._util.registry import registry_info
+
+    reducer = dissensus_reducer(graders=["g1", "g2", "g3"], policy=POLICY)
+    assert registry_info(reducer).name == "dissensus"
+    _check(_run(tmp_path, reducer, tag=True), tagged=True)
+
+
+def test_eval_with_graders_named_by_the_reducer(tmp_path: Path) -> None:
+    _check(
+        _run(tmp_path, dissensus_reducer(graders=["g1", "g2", "g3"], policy=POLICY), tag=False),
+        tagged=False,
+    )
+
+
+def test_without_the_grader_list_a_scorer_that_returned_none_is_unseen(tmp_path: Path) -> None:
+    # multi_scorer drops None before the reducer runs: only `graders` can bring it back.
+    scores = _run(tmp_path, dissensus_reducer(policy=POLICY), tag=True)
+    assert scores["declined"].metadata is not None and scores["declined"].metadata["n_graders"] == 2
+    assert scores["unscored"].metadata is not None and scores["unscored"].metadata["n_graders"] == 3
+
+
+def test_string_reducer_name_resolves_to_this_reducer() -> None:
+    from inspect_ai.scorer._reducer.registry import create_reducers
+
+    (reducer,) = create_reducers("dissensus")
+    assert callable(reducer)
+
+
+def test_scores_panel_names_and_abstentions() -> None:
+    scores = [Score(value=1, explanation="fine"), Score(value=float("nan"))]
+    panel = scores_panel(scores, ["a", "b", "c"])
+    assert [(o.agent, o.decision) for o in panel.outputs] == [
+        ("grader-1", "1"),
+        ("grader-2", None),
+        ("declined-1", None),
+    ]
+    same = scores_panel(list(scores), ["a", "b", "c"])
+    assert same.id == panel.id and panel.id.startswith("inspect-")
+    named = scores_panel(
+        [Score(value=True, metadata={"grader": "b"}), Score(value=0.5, metadata={"grader": "a"})],
+        ["a", "b", "c"],
+    )
+    assert [(o.agent, o.decision) for o in named.outputs] == [
+        ("b", "true"),
+        ("a", "0.5"),
+        ("c", None),
+    ]
+
+
+def _guard_calibration(path: Path) -> Path:
+    from dissensus.guard import calibrate
+    from dissensus.types import Vote, VoteCase
+
+    def v(agent: str, answer: str, source: str) -> Vote:
+        return Vote(
+            agent=agent,
+            answer=answer,
+            evidence_source=source,
+            evidence_present=source != "parametric",
+        )
+
+    cases = [
+        VoteCase(
+            id=str(i),
+            votes=[
+                v("g1", "C", "kb:a"),
+                v("g2", "C" if i % 4 else "I", "kb:b"),
+                v("g3", "C", "parametric"),
+            ],
+            gold="C",
+        )
+        for i in range(40)
+    ]
+    path.write_text(calibrate(cases).model_dump_json(), encoding="utf-8")
+    return path
+
+
+def test_acceptance_and_guard_calibration_are_passed_to_the_pipeline(tmp_path: Path) -> None:
+    acceptance = Path(__file__).resolve().parents[1] / "examples" / "llmbar-reliability.json"
+    cal = _guard_calibration(tmp_path / "guard.json")
+    journal = tmp_path / "j.sqlite"
+    markers = {
+        "concession": ["however", "both", "also", "more detailed", "more comprehensive"],
+        "grounding": ["instruction", "instructions"],
+    }
+    reducer = dissensus_reducer(
+        graders=["g1", "g2", "g3"],
+        policy={**POLICY, "acceptance": {"markers": markers}},
+        acceptance=str(acceptance),
+        guard_calibration=str(cal),
+        journal=str(journal),
+    )
+    evidence = {"g1": "kb:a", "g2": "kb:b", "g3": "kb:c"}
+    scores = [
+        Score(
+            value="C",
+            explanation=f"{g} checked it.",
+            metadata={"grader": g, "evidence": [{"source": s}]},
+        )
+        for g, s in evidence.items()
+    ]
+    out = reducer(scores)  # outside an event loop too
+    assert out.value == "C" and out.metadata is not None and out.metadata["confidence"] is not None
+    from dissensus.store import Journal
+
+    with Journal(journal) as store:
+        (run,) = store.runs()
+        guard = store.get(run.run_id, "case/1/guard")
+        assert guard is not None
+        bounded = guard.payload["decision"]["invariants"][2]
+        assert bounded["number"] == 3 and "no calibration" not in bounded["message"]  # it was read
+
+
+def test_an_unreadable_guard_calibration_names_the_argument(tmp_path: Path) -> None:
+    from dissensus.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="guard_calibration"):
+        dissensus_reducer(policy=POLICY, guard_calibration=str(tmp_path / "missing.json"))

@@ -1,0 +1,244 @@
+"""The LangGraph decision node with the real langgraph: decide, route, interrupt, resume."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("langgraph")
+pytest.importorskip("langgraph.checkpoint.sqlite")
+
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.types import Command
+
+from dissensus.integrations._review import content_sha256
+from dissensus.pipeline.review import find_item, list_items, resolve
+from dissensus.store import Journal
+from integrations_graph import build
+
+GRAPH = Path(__file__).with_name("integrations_graph.py")
+
+
+def _config(thread: str) -> dict[str, Any]:
+    return {"configurable": {"thread_id": thread, "reviewer": "kim@example.org"}}
+
+
+def _answer(
+    value: dict[str, Any], decision: str = "2", note: str = "the policy says 2"
+) -> dict[str, str]:
+    return {"decision": decision, "note": note, "content_sha256": value["content_sha256"]}
+
+
+def test_agreement_backed_by_evidence_is_decided_and_routed(tmp_path: Path) -> None:
+    app = build(InMemorySaver(), str(tmp_path / "j.sqlite"))
+    out = app.invoke({"case": "c1", "kind": "agree"}, _config("t-auto"))
+    record = out["dissensus"]
+    assert (record["action"], record["decision"], record["auto"], record["basis"]) == (
+        "auto",
+        "1",
+        True,
+        "guard",
+    )
+    assert out.get("shipped") is True and "triaged" not in out
+    assert "__interrupt__" not in out
+    with Journal(tmp_path / "j.sqlite") as journal:
+        assert list(list_items(journal)) == []
+        run = journal.runs()[0].run_id
+        assert journal.verify(run).ok
+
+
+def test_escalation_interrupts_and_resumes_through_the_review_path(tmp_path: Path) -> None:
+    path = tmp_path / "j.sqlite"
+    app = build(InMemorySaver(), str(path))
+    config = _config("t-esc")
+    out = app.invoke({"case": "c2", "kind": "conflict"}, config)
+    (pending,) = out["__interrupt__"]
+    value = pending.value
+    assert (
+        value["options"] == ["1", "2"]
+        and value["question"] == "Which reply states the refund policy?"
+    )
+    assert [(p["agent"], p["decision"]) for p in value["positions"]] == [("a", "1"), ("b", "2")]
+    assert all(p["reasoning"] for p in value["positions"])
+    with Journal(path) as journal:
+        item = find_item(journal, value["review_id"]).item
+        assert value["content_sha256"] == content_sha256(item)
+
+    out = app.invoke(Command(resume=_answer(value)), config)
+    record = out["dissensus"]
+    assert (record["action"], record["decision"], record["auto"], record["basis"]) == (
+        "human",
+        "2",
+        False,
+        "human",
+    )
+    assert record["resolution"] == {
+        "decision": "2",
+        "note": "the policy says 2",
+        "reviewer": "kim@example.org",
+    }
+    assert out.get("shipped") is True
+    with Journal(path) as journal:
+        status = find_item(journal, value["review_id"])
+        assert status.resolution is not None and status.resolution.reviewer == "kim@example.org"
+        events = [e.type for e in journal.events(status.item.run_id)]
+        assert events[-2:] == ["review.resolved", "case.resolved"]
+        assert journal.verify(status.item.run_id).ok
+
+
+@pytest.mark.parametrize(
+    ("answer", "says"),
+    [
+        ({"decision": "2", "note": "x"}, "content_sha256"),
+        ({"decision": "", "note": "x", "content_sha256": "0" * 64}, "decision"),
+        ({"decision": "2", "note": "x", "content_sha256": "0" * 64}, "changed since it was shown"),
+    ],
+)
+def test_a_refused_answer_interrupts_again_with_the_reason(
+    tmp_path: Path, answer: dict[str, str], says: str
+) -> None:
+    path = tmp_path / "j.sqlite"
+    app = build(InMemorySaver(), str(path))
+    config = _config("t-bad")
+    first = app.invoke({"case": "c3", "kind": "conflict"}, config)["__interrupt__"][0]
+    again = app.invoke(Command(resume=answer), config)["__interrupt__"][0]
+    assert again.id != first.id and says in again.value["error"]
+    with Journal(path) as journal:
+        assert find_item(journal, first.value["review_id"]).resolution is None
+    out = app.invoke(Command(resume=_answer(again.value, "1", "fine")), config)
+    assert (out["dissensus"]["action"], out["dissensus"]["decision"]) == ("human", "1")
+
+
+def test_route_mode_leaves_the_item_in_the_queue(tmp_path: Path) -> None:
+    from langgraph.graph import END, START, StateGraph
+
+    from dissensus.integrations.langgraph import decision_node
+    from integrations_graph import POLICY, State, _agent, _panel
+
+    path = tmp_path / "j.sqlite"
+    graph = StateGraph(State)
+    graph.add_node("a", _agent("a", "kb:1"))
+    graph.add_node("b", _agent("b", "kb:2"))
+    node = decision_node(
+        policy=POLICY,
+        journal=str(path),
+        panel=_panel,
+        on_escalate="route",
+        goto={"escalate": "triage"},
+    )
+    graph.add_node("decide", node)
+    graph.add_node("triage", lambda s: {"triaged": True})
+    graph.add_edge(START, "a")
+    graph.add_edge(START, "b")
+    graph.add_edge(["a", "b"], "decide")
+    graph.add_edge("triage", END)
+    out = graph.compile(checkpointer=InMemorySaver()).invoke(
+        {"case": "c4", "kind": "conflict"}, _config("t-route")
+    )
+    assert out["dissensus"]["action"] == "escalate" and out.get("triaged") is True
+    with Journal(path) as journal:
+        assert [s.item.review_id for s in list_items(journal)] == [out["dissensus"]["review_id"]]
+
+
+def test_an_item_resolved_elsewhere_stands(tmp_path: Path) -> None:
+    path = tmp_path / "j.sqlite"
+    app = build(InMemorySaver(), str(path))
+    config = _config("t-else")
+    value = app.invoke({"case": "c5", "kind": "conflict"}, config)["__interrupt__"][0].value
+    with Journal(path) as journal:
+        resolve(journal, value["review_id"], decision="1", note="from the CLI", reviewer="lee")
+    out = app.invoke(Command(resume=_answer(value)), config)
+    assert out["dissensus"]["resolution"] == {
+        "decision": "1",
+        "note": "from the CLI",
+        "reviewer": "lee",
+    }
+
+
+def _run(*args: str) -> dict[str, Any]:
+    done = subprocess.run(
+        [sys.executable, str(GRAPH), *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)  # type: ignore[no-any-return]
+
+
+def test_sqlite_checkpoints_resume_in_a_fresh_process(tmp_path: Path) -> None:
+    ck, jr = str(tmp_path / "ck.sqlite"), str(tmp_path / "j.sqlite")
+    started = _run("start", ck, jr, "t-proc")
+    (pending,) = started["interrupts"]
+    assert started["next"] == ["decide"] and "dissensus" not in started["values"]
+    stale = {**_answer(pending["value"]), "content_sha256": "f" * 64}
+    refused = _run("resume", ck, jr, "t-proc", json.dumps({pending["id"]: stale}))
+    (again,) = refused["interrupts"]
+    assert "changed since it was shown" in again["value"]["error"]
+    done = _run("resume", ck, jr, "t-proc", json.dumps({again["id"]: _answer(again["value"])}))
+    assert done["interrupts"] == [] and done["values"]["shipped"] is True
+    record = done["values"]["dissensus"]
+    assert (record["action"], record["decision"], record["resolution"]["reviewer"]) == (
+        "human",
+        "2",
+        "kim@example.org",
+    )
+    with Journal(jr) as journal:
+        assert list(list_items(journal)) == []
+        assert journal.verify(record["review_id"].rpartition(".")[0]).ok
+
+
+def test_two_pending_interrupts_are_resumed_by_id(tmp_path: Path) -> None:
+    ck, jr = str(tmp_path / "ck.sqlite"), str(tmp_path / "j.sqlite")
+    started = _run("start", ck, jr, "t-two", "", "two")
+    assert len(started["interrupts"]) == 2
+    by_case = {i["value"]["case_id"]: i for i in started["interrupts"]}
+    assert set(by_case) == {"t-two", "t-two-other"}
+    answers = {
+        by_case["t-two"]["id"]: _answer(by_case["t-two"]["value"], "2", "main case"),
+        by_case["t-two-other"]["id"]: _answer(by_case["t-two-other"]["value"], "1", "other case"),
+    }
+    done = _run("resume", ck, jr, "t-two", json.dumps(answers), "two")
+    values = done["values"]
+    assert done["interrupts"] == []
+    assert (values["dissensus"]["decision"], values["dissensus"]["resolution"]["note"]) == (
+        "2",
+        "main case",
+    )
+    assert (values["other"]["decision"], values["other"]["resolution"]["note"]) == (
+        "1",
+        "other case",
+    )
+    with Journal(jr) as journal:
+        assert list(list_items(journal)) == []
+
+
+def test_the_node_runs_in_an_async_graph(tmp_path: Path) -> None:
+    import asyncio
+
+    app = build(InMemorySaver(), str(tmp_path / "j.sqlite"))
+    config = _config("t-async")
+
+    async def run() -> dict[str, Any]:
+        first = await app.ainvoke({"case": "c6", "kind": "conflict"}, config)
+        value = first["__interrupt__"][0].value
+        return await app.ainvoke(Command(resume=_answer(value)), config)  # type: ignore[no-any-return]
+
+    out = asyncio.run(run())
+    assert (out["dissensus"]["action"], out["dissensus"]["decision"]) == ("human", "2")
+
+
+def test_an_in_memory_journal_is_refused() -> None:
+    from dissensus.errors import ConfigError
+    from dissensus.integrations.langgraph import decision_node
+
+    with pytest.raises(ConfigError, match="journal"):
+        decision_node(journal=":memory:", panel=lambda s: s)
+    with pytest.raises(ConfigError, match="on_escalate"):
+        decision_node(journal="j.sqlite", panel=lambda s: s, on_escalate="ignore")  # type: ignore[arg-type]
