@@ -264,3 +264,15 @@ def test_an_unreadable_guard_calibration_names_the_argument(tmp_path: Path) -> N
 
     with pytest.raises(ConfigError, match="guard_calibration"):
         dissensus_reducer(policy=POLICY, guard_calibration=str(tmp_path / "missing.json"))
+
+
+def test_a_calibrate_acceptance_file_becomes_the_policys_acceptance_model(repo_root: Path) -> None:
+    from dissensus.integrations.inspect import _policy
+
+    accept = repo_root / "examples" / "llmbar-accept.json"
+    pol, _ = _policy({"reading": {"similarity": "tfidf"}}, str(accept))
+    assert pol.acceptance.model == str(accept.resolve())
+    assert pol.acceptance.calibration is None
+    reliability = repo_root / "examples" / "llmbar-reliability.json"
+    pol, _ = _policy({"reading": {"similarity": "tfidf"}}, str(reliability))
+    assert pol.acceptance.calibration == str(reliability.resolve())

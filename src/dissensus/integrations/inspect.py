@@ -37,9 +37,10 @@ Choices where the frameworks are silent:
 * **Panel id** is ``inspect-`` + the first 12 hex digits of the sha256 of the canonical
   scores (a reducer does not see the sample id); each reduction is one run in the
   journal (in memory unless ``journal`` is a path).
-* **Acceptance and guard calibration**: ``acceptance`` is a reliability file
-  (``dissensus.reliability/1``, see ``docs/pipeline.md``) passed to the pipeline as the policy's
-  ``acceptance.calibration``; ``guard_calibration`` is a ``dissensus calibrate`` file.
+* **Acceptance and guard calibration**: ``acceptance`` is a learned acceptance file
+  written by ``dissensus calibrate-acceptance`` (``dissensus.acceptance/1``, passed as the
+  policy's ``acceptance.model``) or a reliability file (``dissensus.reliability/1``, passed
+  as ``acceptance.calibration``); ``guard_calibration`` is a ``dissensus calibrate`` file.
 * Inspect calls reducers synchronously inside its event loop, so the pipeline runs on a
   worker thread for the duration of the call.
 """
@@ -159,9 +160,22 @@ def _policy(
         pol, base_dir = load_policy(policy)
     if acceptance is not None:
         data = pol.model_dump(mode="json")
-        data["acceptance"]["calibration"] = str(Path(acceptance).resolve())
+        field = "model" if _is_learned_acceptance(acceptance) else "calibration"
+        data["acceptance"][field] = str(Path(acceptance).resolve())
         pol = policy_from_dict(data)
     return pol, base_dir
+
+
+def _is_learned_acceptance(path: str) -> bool:
+    """Whether ``path`` is a ``calibrate-acceptance`` file (else a reliability file)."""
+    from dissensus.acceptance.file import ACCEPTANCE_FORMAT
+
+    try:
+        with open(path, encoding="utf-8") as handle:
+            data = json.load(handle)
+    except (OSError, ValueError):
+        return False  # the pipeline's own loader reports the problem with the file
+    return isinstance(data, dict) and data.get("format") == ACCEPTANCE_FORMAT
 
 
 def _guard_calibration(path: str | None) -> GuardCalibration | None:
@@ -219,7 +233,7 @@ def dissensus_reducer(
 
     ``graders`` names the scorers in order (and lets a grader that returned ``None``
     count as an abstention); ``policy`` is a policy file, dict or :class:`Policy`;
-    ``acceptance`` a reliability calibration file; ``guard_calibration`` a guard
+    ``acceptance`` a ``calibrate-acceptance`` file (or a reliability file); ``guard_calibration`` a guard
     calibration file; ``journal`` a journal path (default: in memory).
     """
     pol, base_dir = _policy(policy, acceptance)
