@@ -25,7 +25,8 @@ test: setup
 	$(PY) -m pytest -q -n 2 -p no:cacheprovider
 
 lint: setup
-	$(VENV)/bin/ruff check src tests benchmarks evaluation
+	$(VENV)/bin/ruff check src tests benchmarks evaluation examples
+	$(VENV)/bin/ruff format --check src tests benchmarks evaluation examples
 	$(VENV)/bin/mypy
 
 bench: setup

@@ -42,7 +42,9 @@ import numpy as np
 from dissensus.guard.arrays import majority_vote, wawa
 
 
-def make_votes(cases: int, voters: int, classes: int, seed: int, missing: float = 0.0) -> np.ndarray:
+def make_votes(
+    cases: int, voters: int, classes: int, seed: int, missing: float = 0.0
+) -> np.ndarray:
     rng = np.random.default_rng(seed)
     truth = rng.integers(0, classes, cases)
     skill = rng.uniform(0.5, 0.9, voters)
@@ -68,7 +70,9 @@ def timed(fn: Callable[[], Any], repeat: int) -> tuple[float, float, Any]:
     return best, peak, result
 
 
-def from_long(tasks: np.ndarray, workers: np.ndarray, labels: np.ndarray, n_tasks: int, n_workers: int) -> np.ndarray:
+def from_long(
+    tasks: np.ndarray, workers: np.ndarray, labels: np.ndarray, n_tasks: int, n_workers: int
+) -> np.ndarray:
     out = np.full((n_tasks, n_workers), -1, dtype=np.int64)
     out[tasks, workers] = labels
     return out
@@ -97,10 +101,16 @@ def bench_arrays(args: argparse.Namespace) -> list[dict[str, Any]]:
     ck_w_t, ck_w_m, ck_w = timed(ck_wawa, args.repeat)
     mv_t, mv_m, (mv, _) = timed(lambda: majority_vote(labels, k, tie_order=order), args.repeat)
     mvl_t, mvl_m, _ = timed(
-        lambda: majority_vote(from_long(t_idx, w_idx, values, args.cases, args.voters), k, tie_order=order), args.repeat
+        lambda: majority_vote(
+            from_long(t_idx, w_idx, values, args.cases, args.voters), k, tie_order=order
+        ),
+        args.repeat,
     )
     w_t, w_m, (wv, wp, _) = timed(lambda: wawa(labels, k, tie_order=order), args.repeat)
-    wl_t, wl_m, _ = timed(lambda: wawa(from_long(t_idx, w_idx, values, args.cases, args.voters), k, tie_order=order), args.repeat)
+    wl_t, wl_m, _ = timed(
+        lambda: wawa(from_long(t_idx, w_idx, values, args.cases, args.voters), k, tie_order=order),
+        args.repeat,
+    )
 
     # Same answers before any speed figure counts.
     theirs_mv = ck_mv.labels_.sort_index().to_numpy().astype(np.int64)
@@ -114,10 +124,42 @@ def bench_arrays(args: argparse.Namespace) -> list[dict[str, Any]]:
         raise SystemExit("Wawa results differ from crowd-kit")
     n = len(df)
     return [
-        {"aggregator": "majority", "ours": "label matrix", "s": mv_t, "mb": mv_m, "ck_s": ck_mv_t, "ck_mb": ck_mv_m, "votes": n},
-        {"aggregator": "majority", "ours": "long format", "s": mvl_t, "mb": mvl_m, "ck_s": ck_mv_t, "ck_mb": ck_mv_m, "votes": n},
-        {"aggregator": "wawa", "ours": "label matrix", "s": w_t, "mb": w_m, "ck_s": ck_w_t, "ck_mb": ck_w_m, "votes": n},
-        {"aggregator": "wawa", "ours": "long format", "s": wl_t, "mb": wl_m, "ck_s": ck_w_t, "ck_mb": ck_w_m, "votes": n},
+        {
+            "aggregator": "majority",
+            "ours": "label matrix",
+            "s": mv_t,
+            "mb": mv_m,
+            "ck_s": ck_mv_t,
+            "ck_mb": ck_mv_m,
+            "votes": n,
+        },
+        {
+            "aggregator": "majority",
+            "ours": "long format",
+            "s": mvl_t,
+            "mb": mvl_m,
+            "ck_s": ck_mv_t,
+            "ck_mb": ck_mv_m,
+            "votes": n,
+        },
+        {
+            "aggregator": "wawa",
+            "ours": "label matrix",
+            "s": w_t,
+            "mb": w_m,
+            "ck_s": ck_w_t,
+            "ck_mb": ck_w_m,
+            "votes": n,
+        },
+        {
+            "aggregator": "wawa",
+            "ours": "long format",
+            "s": wl_t,
+            "mb": wl_m,
+            "ck_s": ck_w_t,
+            "ck_mb": ck_w_m,
+            "votes": n,
+        },
     ]
 
 
@@ -147,25 +189,54 @@ def bench_cli(args: argparse.Namespace) -> list[dict[str, Any]]:
                     for j, x in enumerate(row)
                     if x >= 0
                 ]
-                handle.write(json.dumps({"id": str(i), "votes": votes, "gold": f"l{truth[i]}"}) + "\n")
+                handle.write(
+                    json.dumps({"id": str(i), "votes": votes, "gold": f"l{truth[i]}"}) + "\n"
+                )
         cal = Path(tmp) / "cal.json"
         env = {**os.environ, "DISSENSUS_PROGRESS": "0"}
-        subprocess.run([sys.executable, "-m", "dissensus", "calibrate", str(path), "--out", str(cal), "--json"],
-                       check=True, stdout=subprocess.DEVNULL, env=env)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "dissensus",
+                "calibrate",
+                str(path),
+                "--out",
+                str(cal),
+                "--json",
+            ],
+            check=True,
+            stdout=subprocess.DEVNULL,
+            env=env,
+        )
         runs: list[tuple[str, list[str], int]] = [
             ("--help (start-up only)", ["--help"], 0),
             ("vote --json", ["vote", str(path), "--json"], args.cli_cases),
-            ("vote --json --calibration", ["vote", str(path), "--json", "--calibration", str(cal)], args.cli_cases),
+            (
+                "vote --json --calibration",
+                ["vote", str(path), "--json", "--calibration", str(cal)],
+                args.cli_cases,
+            ),
         ]
         for label, argv, cases in runs:
             start = time.perf_counter()
             # A fresh parent per run, so that ru_maxrss is this child's peak alone.
             out = subprocess.run(
                 [sys.executable, "-c", _MEASURE, sys.executable, "-m", "dissensus", *argv],
-                check=True, capture_output=True, text=True, env=env,
+                check=True,
+                capture_output=True,
+                text=True,
+                env=env,
             )
             elapsed = time.perf_counter() - start
-            rows.append({"command": label, "cases": cases, "s": elapsed, "rss_mb": int(out.stdout.strip()) / 1024})
+            rows.append(
+                {
+                    "command": label,
+                    "cases": cases,
+                    "s": elapsed,
+                    "rss_mb": int(out.stdout.strip()) / 1024,
+                }
+            )
     return rows
 
 
@@ -177,17 +248,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--cli-cases", type=int, default=20_000)
     parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument("--missing", type=float, default=0.0, help="Share of votes left out (0: exactly cases x voters).")
+    parser.add_argument(
+        "--missing",
+        type=float,
+        default=0.0,
+        help="Share of votes left out (0: exactly cases x voters).",
+    )
     args = parser.parse_args(argv)
     rows = bench_arrays(args)
-    sys.stdout.write("| aggregator | ours from | ours s | ours Mvotes/s | crowd-kit s | ratio (crowd-kit / ours) | ours peak MB | crowd-kit peak MB |\n")
+    sys.stdout.write(
+        "| aggregator | ours from | ours s | ours Mvotes/s | crowd-kit s | ratio (crowd-kit / ours) | ours peak MB | crowd-kit peak MB |\n"
+    )
     sys.stdout.write("|---|---|---|---|---|---|---|---|\n")
     for r in rows:
         sys.stdout.write(
             f"| {r['aggregator']} | {r['ours']} | {r['s']:.4f} | {r['votes'] / r['s'] / 1e6:.1f} | {r['ck_s']:.3f} "
             f"| {r['ck_s'] / r['s']:.1f}x | {r['mb']:.1f} | {r['ck_mb']:.1f} |\n"
         )
-    sys.stdout.write("\nresults equal crowd-kit (majority: every case; Wawa: probabilities, and labels off exact float ties)\n\n")
+    sys.stdout.write(
+        "\nresults equal crowd-kit (majority: every case; Wawa: probabilities, and labels off exact float ties)\n\n"
+    )
     cli = bench_cli(args)
     sys.stdout.write(
         "| CLI | cases | seconds | cases/s (start-up included) | cases/s (start-up subtracted) | peak RSS MB |\n"
@@ -197,7 +277,9 @@ def main(argv: list[str] | None = None) -> int:
     for r in cli:
         rate = f"{r['cases'] / r['s']:,.0f}" if r["cases"] else "-"
         net = f"{r['cases'] / (r['s'] - startup):,.0f}" if r["cases"] and r["s"] > startup else "-"
-        sys.stdout.write(f"| {r['command']} | {r['cases']:,} | {r['s']:.2f} | {rate} | {net} | {r['rss_mb']:.0f} |\n")
+        sys.stdout.write(
+            f"| {r['command']} | {r['cases']:,} | {r['s']:.2f} | {rate} | {net} | {r['rss_mb']:.0f} |\n"
+        )
     return 0
 
 

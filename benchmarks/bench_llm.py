@@ -148,7 +148,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=960, help="calls in the throughput runs")
     parser.add_argument("--concurrency", type=int, default=16)
-    parser.add_argument("--latency", type=float, default=0.5, help="server latency in seconds (model calls take longer)")
+    parser.add_argument(
+        "--latency",
+        type=float,
+        default=0.5,
+        help="server latency in seconds (model calls take longer)",
+    )
     parser.add_argument("--overhead-n", type=int, default=5000, help="calls in the overhead runs")
     args = parser.parse_args()
     n, c, lat = args.n, args.concurrency, args.latency

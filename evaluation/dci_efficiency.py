@@ -42,7 +42,12 @@ EXAMPLES = REPO / "examples" / "dci"
 def _rules(name: str, cache: dict[str, Any] = {}) -> Any:  # noqa: B006 - deliberate per-process cache
     if name not in cache:
         loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-        cache[name] = yaml.load((REPO / "src" / "dissensus" / "dci" / "models" / f"{name}.yaml").read_text(encoding="utf-8"), Loader=loader)
+        cache[name] = yaml.load(
+            (REPO / "src" / "dissensus" / "dci" / "models" / f"{name}.yaml").read_text(
+                encoding="utf-8"
+            ),
+            Loader=loader,
+        )
     return cache[name]
 
 
@@ -84,42 +89,73 @@ def summarise(outputs: list[DeliberationOutput], single_total: float) -> dict[st
         "calls": sum(o.usage.calls for o in outputs) / n,
         "packet_pct": 100.0 * sum(o.packet is not None for o in outputs) / n,
         "complete_packet_pct": 100.0 * sum(_complete(o) for o in outputs) / n,
-        "minority_report_pct": 100.0 * sum(bool(o.packet and o.packet.minority_report) for o in outputs) / n,
-        "reopen_pct": 100.0 * sum(bool(o.packet and o.packet.reopen_conditions) for o in outputs) / n,
+        "minority_report_pct": 100.0
+        * sum(bool(o.packet and o.packet.minority_report) for o in outputs)
+        / n,
+        "reopen_pct": 100.0
+        * sum(bool(o.packet and o.packet.reopen_conditions) for o in outputs)
+        / n,
     }
 
 
 # ------------------------------------------------------------------ compaction measurement
 def _synthetic_act(req: ActRequest) -> RawAct:
     """About 200 tokens per act; everyone scores the live options equally, so no round converges."""
-    body = ("This contribution weighs the options against the criteria and names a concrete concern. " * 9).strip()
+    body = (
+        "This contribution weighs the options against the criteria and names a concrete concern. "
+        * 9
+    ).strip()
     live = re.findall(r"^- (o\d+) \[(?:live|finalist|selected)", req.prompt, re.M)
     stage = req.stage
     if stage == "frame":
         return RawAct(act="frame", target="a0", text=body)
     if stage == "propose":
-        return RawAct(act="propose", target="a0", text=body, option=f"Option of {req.participant}: " + body[:300])
+        return RawAct(
+            act="propose",
+            target="a0",
+            text=body,
+            option=f"Option of {req.participant}: " + body[:300],
+        )
     if stage == "challenge":
         return RawAct(act="challenge", target=live[int(req.participant[1:]) % len(live)], text=body)
     if stage == "revise":
         return RawAct(act="extend", target=live[0], text=body, option="Amendment: " + body[:200])
     if stage == "score":
-        return RawAct(act="recommend", target=live[0], text=body, scores={o: 0.5 for o in live}, confidence=0.5)
+        return RawAct(
+            act="recommend",
+            target=live[0],
+            text=body,
+            scores={o: 0.5 for o in live},
+            confidence=0.5,
+        )
     selected = re.findall(r"^- (o\d+) \[selected", req.prompt, re.M)
-    return RawAct(act="synthesize", target=selected[0], text=body, reopen_conditions=["x"], next_actions=["y"])
+    return RawAct(
+        act="synthesize", target=selected[0], text=body, reopen_conditions=["x"], next_actions=["y"]
+    )
 
 
 async def compaction_rows() -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     for full in (False, True):
         for n, r in ((4, 1), (4, 2), (4, 4), (4, 8), (2, 2), (8, 2), (16, 2)):
-            specs = tuple(ParticipantSpec(id=f"p{i}", archetype=["Framer", "Explorer", "Challenger", "Integrator"][i % 4]) for i in range(n))
-            task = parse_task({"question": "Which option should we adopt?"}).model_copy(update={"participants": specs})
+            specs = tuple(
+                ParticipantSpec(
+                    id=f"p{i}", archetype=["Framer", "Explorer", "Challenger", "Integrator"][i % 4]
+                )
+                for i in range(n)
+            )
+            task = parse_task({"question": "Which option should we adopt?"}).model_copy(
+                update={"participants": specs}
+            )
             agents = [FunctionParticipant(s.id, _synthetic_act) for s in specs]
             config = DCIConfig(max_rounds=r, full_transcript=full)
             result = await deliberate(task, agents, config=config)
             prompts = [(t.prompt_chars + 3) // 4 for t in result.trace]
-            last_round = [(t.prompt_chars + 3) // 4 for t in result.trace if t.round == r and t.stage == "score"]
+            last_round = [
+                (t.prompt_chars + 3) // 4
+                for t in result.trace
+                if t.round == r and t.stage == "score"
+            ]
             rows.append(
                 {
                     "view": "full transcript" if full else "compacted",
@@ -152,22 +188,39 @@ async def main_async() -> dict[str, Any]:
     ):
         outs = [await _run("dci", t, t.dci.model_copy(update=update)) for t in tasks]
         ablations[name] = summarise(outs, single_total)
-    return {"methods": table, "dci_paths": paths, "ablations": ablations, "compaction": await compaction_rows()}
+    return {
+        "methods": table,
+        "dci_paths": paths,
+        "ablations": ablations,
+        "compaction": await compaction_rows(),
+    }
 
 
 def _print(result: dict[str, Any]) -> None:
     out = sys.stdout
-    out.write("Efficiency and process metrics per method (7 example tasks, bundled scripted models)\n\n")
-    out.write("| method | prompt tok/task | completion tok/task | total tok/task | x single | calls/task | packet % | complete packet % | minority report % | reopen conditions % |\n")
+    out.write(
+        "Efficiency and process metrics per method (7 example tasks, bundled scripted models)\n\n"
+    )
+    out.write(
+        "| method | prompt tok/task | completion tok/task | total tok/task | x single | calls/task | packet % | complete packet % | minority report % | reopen conditions % |\n"
+    )
     out.write("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
-    for m, s in list(result["methods"].items()) + [(f"dci ({k})", v) for k, v in result["ablations"].items()]:
+    for m, s in list(result["methods"].items()) + [
+        (f"dci ({k})", v) for k, v in result["ablations"].items()
+    ]:
         out.write(
             f"| {m} | {s['prompt_tokens']:.0f} | {s['completion_tokens']:.0f} | {s['total_tokens']:.0f} | {s['x_single']:.2f} | "
             f"{s['calls']:.1f} | {s['packet_pct']:.0f} | {s['complete_packet_pct']:.0f} | {s['minority_report_pct']:.0f} | {s['reopen_pct']:.0f} |\n"
         )
-    out.write("\nDCI paths: " + ", ".join(f"{k}={v}" for k, v in result["dci_paths"].items()) + "\n")
-    out.write("\nPrompt tokens per call vs rounds and participants (synthetic acts of ~200 tokens, no convergence)\n\n")
-    out.write("| view | participants | rounds | calls | mean prompt/call | max prompt/call | score-stage prompt, last round | prompt tokens, whole run |\n")
+    out.write(
+        "\nDCI paths: " + ", ".join(f"{k}={v}" for k, v in result["dci_paths"].items()) + "\n"
+    )
+    out.write(
+        "\nPrompt tokens per call vs rounds and participants (synthetic acts of ~200 tokens, no convergence)\n\n"
+    )
+    out.write(
+        "| view | participants | rounds | calls | mean prompt/call | max prompt/call | score-stage prompt, last round | prompt tokens, whole run |\n"
+    )
     out.write("|---|---:|---:|---:|---:|---:|---:|---:|\n")
     for r in result["compaction"]:
         out.write(

@@ -52,7 +52,13 @@ REPO = Path(__file__).resolve().parent.parent
 
 def _row(name: str, conf: np.ndarray, hit: np.ndarray) -> dict[str, Any]:
     f = figures(conf, hit)
-    return {"method": name, "accuracy": f.accuracy, "confidence": f.mean_confidence, "gap": f.gap, "ece": f.ece}
+    return {
+        "method": name,
+        "accuracy": f.accuracy,
+        "confidence": f.mean_confidence,
+        "gap": f.gap,
+        "ece": f.ece,
+    }
 
 
 def evaluate(cases: list[VoteCase], beta: float) -> list[dict[str, Any]]:
@@ -70,7 +76,9 @@ def evaluate(cases: list[VoteCase], beta: float) -> list[dict[str, Any]]:
         g_hit = np.array([d.answer == c.gold for d, c in zip(decisions, held, strict=True)])
         g_conf = np.array([d.confidence for d in decisions])
         plain = audit_many(
-            [c.model_copy(update={"gold": None}) for c in held], cal, beta=beta,
+            [c.model_copy(update={"gold": None}) for c in held],
+            cal,
+            beta=beta,
             settings=GuardThresholds(use_recommended_verifier=False),
         )
         p_hit = np.array([d.answer == c.gold for d, c in zip(plain, held, strict=True)])
@@ -85,7 +93,9 @@ def evaluate(cases: list[VoteCase], beta: float) -> list[dict[str, Any]]:
                 "calibration_n_eff": cal.n_eff,
                 "mean_n_eff": float(np.mean([d.n_eff for d in decisions])),
                 "modes": dict(Counter(d.mode for d in decisions)),
-                "refusals": dict(Counter(f"invariant {d.refusal.invariant}" for d in decisions if d.refusal)),
+                "refusals": dict(
+                    Counter(f"invariant {d.refusal.invariant}" for d in decisions if d.refusal)
+                ),
                 "methods": [
                     _row("majority", mp.max(axis=1), mv == enc.gold),
                     _row(f"consensus(beta={beta:g})", cp.max(axis=1), cw == enc.gold),
@@ -122,7 +132,9 @@ def verdict(rows: list[dict[str, Any]]) -> list[str]:
         maj = next(m for m in r["methods"] if m["method"] == "majority")
         if r["test"].startswith("Adversarial"):
             ok = g["gap"] <= 0.10
-            notes.append(f"{r['test']}: guarded gap {g['gap']:.3f} <= 0.10: {'met' if ok else 'NOT met'}")
+            notes.append(
+                f"{r['test']}: guarded gap {g['gap']:.3f} <= 0.10: {'met' if ok else 'NOT met'}"
+            )
         else:
             ok = g["accuracy"] >= maj["accuracy"]
             notes.append(

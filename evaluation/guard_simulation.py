@@ -85,7 +85,9 @@ def _distribution(setup: Setup, present: bool) -> np.ndarray:
     return p
 
 
-def simulate(setup: Setup, correlation: float, present: bool, rng: np.random.Generator) -> np.ndarray:
+def simulate(
+    setup: Setup, correlation: float, present: bool, rng: np.random.Generator
+) -> np.ndarray:
     """Label matrix ``(cases, voters)``; the correct answer is class 0."""
     p = _distribution(setup, present)
     n, v = setup.cases, setup.voters
@@ -104,7 +106,9 @@ def _correctness_correlation(labels: np.ndarray) -> float:
     return float(off.mean()) if off.size else 1.0
 
 
-def guarded_confidence(setup: Setup, calib: np.ndarray, labels: np.ndarray, answers: np.ndarray) -> np.ndarray:
+def guarded_confidence(
+    setup: Setup, calib: np.ndarray, labels: np.ndarray, answers: np.ndarray
+) -> np.ndarray:
     """The guard's confidence in ``answers``: reliability and n_eff measured on ``calib``.
 
     Vectorised form of :func:`dissensus.guard.posterior` for a homogeneous panel: every
@@ -116,7 +120,9 @@ def guarded_confidence(setup: Setup, calib: np.ndarray, labels: np.ndarray, answ
     rho = np.nan_to_num(pairwise_error_correlation(errors), nan=1.0)
     present = labels >= 0
     shrink = n_eff_per_case(present, rho) / present.sum(axis=1)
-    post = reliability_posterior(labels, setup.classes, log_odds_weights(reliability, setup.classes), shrink)
+    post = reliability_posterior(
+        labels, setup.classes, log_odds_weights(reliability, setup.classes), shrink
+    )
     out: np.ndarray = post[np.arange(labels.shape[0]), answers]
     return out
 
@@ -138,12 +144,20 @@ def sweep(setup: Setup, grid: list[float], seed: int) -> list[dict[str, Any]]:
                 row[f"{stratum}_{name}_gap"] = abs(conf - acc)
             row[f"{stratum}_measured_correlation"] = _correctness_correlation(labels)
             calib = simulate(setup, c, present, rng)
-            row[f"{stratum}_guarded_confidence"] = float(np.mean(guarded_confidence(setup, calib, labels, mv)))
-            row[f"{stratum}_guarded_gap"] = abs(row[f"{stratum}_guarded_confidence"] - row[f"{stratum}_majority_accuracy"])
+            row[f"{stratum}_guarded_confidence"] = float(
+                np.mean(guarded_confidence(setup, calib, labels, mv))
+            )
+            row[f"{stratum}_guarded_gap"] = abs(
+                row[f"{stratum}_guarded_confidence"] - row[f"{stratum}_majority_accuracy"]
+            )
         share = setup.absent_share
         for name in ("majority", "consensus"):
-            acc = (1 - share) * row[f"present_{name}_accuracy"] + share * row[f"absent_{name}_accuracy"]
-            conf = (1 - share) * row[f"present_{name}_confidence"] + share * row[f"absent_{name}_confidence"]
+            acc = (1 - share) * row[f"present_{name}_accuracy"] + share * row[
+                f"absent_{name}_accuracy"
+            ]
+            conf = (1 - share) * row[f"present_{name}_confidence"] + share * row[
+                f"absent_{name}_confidence"
+            ]
             row[f"pooled_{name}_accuracy"] = acc
             row[f"pooled_{name}_confidence"] = conf
             row[f"pooled_{name}_gap"] = abs(conf - acc)
@@ -192,9 +206,28 @@ def plot(rows: list[dict[str, Any]], where: float | None, path: Path) -> None:
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), sharey=True)
     for ax, stratum in zip(axes, ("absent", "present"), strict=True):
         for name, color, width in (("majority", "tab:blue", 4.0), ("consensus", "tab:red", 1.5)):
-            ax.plot(x, [r[f"{stratum}_{name}_accuracy"] for r in rows], color=color, lw=width, alpha=0.8, label=f"{name} accuracy")
-            ax.plot(x, [r[f"{stratum}_{name}_confidence"] for r in rows], color=color, ls="--", label=f"{name} confidence")
-        ax.plot(x, [r[f"{stratum}_guarded_confidence"] for r in rows], color="tab:green", ls="-.", label="guard confidence")
+            ax.plot(
+                x,
+                [r[f"{stratum}_{name}_accuracy"] for r in rows],
+                color=color,
+                lw=width,
+                alpha=0.8,
+                label=f"{name} accuracy",
+            )
+            ax.plot(
+                x,
+                [r[f"{stratum}_{name}_confidence"] for r in rows],
+                color=color,
+                ls="--",
+                label=f"{name} confidence",
+            )
+        ax.plot(
+            x,
+            [r[f"{stratum}_guarded_confidence"] for r in rows],
+            color="tab:green",
+            ls="-.",
+            label="guard confidence",
+        )
         if where is not None:
             ax.axvline(where, color="grey", ls=":", label=f"cliff (evidence-present) {where:.2f}")
         ax.set_title(f"evidence-{stratum} stratum")
@@ -232,8 +265,10 @@ def main(argv: list[str] | None = None) -> int:
             + (f"{at:.2f}" if at is not None else "none in [0, 1]")
             + "\n"
         )
-    sys.stdout.write("accuracy: consensus weighting and majority decide the same answer at every point "
-                     f"(max |delta| {max(abs(r['absent_consensus_accuracy'] - r['absent_majority_accuracy']) for r in rows):.3f})\n")
+    sys.stdout.write(
+        "accuracy: consensus weighting and majority decide the same answer at every point "
+        f"(max |delta| {max(abs(r['absent_consensus_accuracy'] - r['absent_majority_accuracy']) for r in rows):.3f})\n"
+    )
     plot(rows, where, args.plot)
     sys.stdout.write(f"plot: {args.plot}\n")
     if args.json:

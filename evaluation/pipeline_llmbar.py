@@ -53,7 +53,8 @@ from dissensus.types import Panel
 
 REPO = Path(__file__).resolve().parent.parent
 TRUST_REGION_LEXICON = MarkerLexicon(
-    concession=("however", "both", "also", "more detailed", "more comprehensive"), grounding=("instruction", "instructions")
+    concession=("however", "both", "also", "more detailed", "more comprehensive"),
+    grounding=("instruction", "instructions"),
 )
 POLICY = REPO / "examples" / "llmbar-policy.yaml"
 
@@ -78,7 +79,9 @@ def calibration_for(panels: list[Panel], policy: Policy, sources: list[str]) -> 
     )
 
 
-def plain_routing(panels: list[Panel], backend: SimilarityBackend, policy: Policy) -> list[tuple[bool, str | None]]:
+def plain_routing(
+    panels: list[Panel], backend: SimilarityBackend, policy: Policy
+) -> list[tuple[bool, str | None]]:
     """(auto-accepted?, decision) under the seed's default routing."""
     th = Thresholds.for_model(backend.name, policy.reading.theta_s, policy.reading.theta_a)
     rules = RuleSet.default()
@@ -89,10 +92,18 @@ def plain_routing(panels: list[Panel], backend: SimilarityBackend, policy: Polic
     return out
 
 
-async def pipeline(panels: list[Panel], policy: Policy, cal: CalibrationFile | None, backend: SimilarityBackend) -> list[tuple[bool, str | None]]:
+async def pipeline(
+    panels: list[Panel], policy: Policy, cal: CalibrationFile | None, backend: SimilarityBackend
+) -> list[tuple[bool, str | None]]:
     journal = Journal(":memory:")
     journal.create_run("eval", kind="evaluation", meta={})
-    rt = Runtime(policy=policy, journal=journal, run_id="eval", calibration=cal, backend_factory=lambda: backend)
+    rt = Runtime(
+        policy=policy,
+        journal=journal,
+        run_id="eval",
+        calibration=cal,
+        backend_factory=lambda: backend,
+    )
     rt.prefetch(list(enumerate(panels, start=1)))
     out = []
     for line, panel in enumerate(panels, start=1):
@@ -116,7 +127,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", default=str(REPO.parent / "shared" / "data"))
     parser.add_argument("--policy", default=str(POLICY))
-    parser.add_argument("--similarity", default=None, help="override the policy's similarity backend")
+    parser.add_argument(
+        "--similarity", default=None, help="override the policy's similarity backend"
+    )
     parser.add_argument("--write-calibration", default=None, metavar="FILE")
     args = parser.parse_args(argv)
 
@@ -127,20 +140,30 @@ def main(argv: list[str] | None = None) -> int:
     # This evaluation measures the trust regions (the shipped policy now decides with
     # learned acceptance, see evaluation/acceptance.py): their marker lexicon, as shipped before.
     policy = policy.model_copy(
-        update={"acceptance": policy.acceptance.model_copy(update={"model": None, "markers": TRUST_REGION_LEXICON})}
+        update={
+            "acceptance": policy.acceptance.model_copy(
+                update={"model": None, "markers": TRUST_REGION_LEXICON}
+            )
+        }
     )
     if args.similarity:
-        policy = policy.model_copy(update={"reading": policy.reading.model_copy(update={"similarity": args.similarity})})
+        policy = policy.model_copy(
+            update={"reading": policy.reading.model_copy(update={"similarity": args.similarity})}
+        )
 
     if args.write_calibration:
         cal = calibration_for(panels, policy, [f"llmbar/{s} (Swap_CoT)" for s in subsets])
-        Path(args.write_calibration).write_text(cal.model_dump_json(indent=1) + "\n", encoding="utf-8")
+        Path(args.write_calibration).write_text(
+            cal.model_dump_json(indent=1) + "\n", encoding="utf-8"
+        )
         print(f"wrote {args.write_calibration}: {len(cal.agents)} agents, strata {subsets}")
         return 0
 
     backend = get_backend(policy.reading.similarity)
     print(f"LLMBar Swap_CoT: {len(panels)} panels, subsets {subsets}; similarity {backend.name}")
-    print("split (test subset)        | plain routing: precision | coverage | pipeline: precision | coverage")
+    print(
+        "split (test subset)        | plain routing: precision | coverage | pipeline: precision | coverage"
+    )
     totals: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
     for held in subsets:
         test = [p for p in panels if p.meta["subset"] == held]
@@ -159,11 +182,17 @@ def main(argv: list[str] | None = None) -> int:
     cal_all = calibration_for(panels, policy, subsets)
     golds = [str(p.meta["gold"]) for p in panels]
     ins = score(asyncio.run(pipeline(panels, policy, cal_all, backend)), golds)
-    print(f"{'in-sample (all subsets)':<26} | {'':>24} | {fmt(*ins)}   (calibration = test: optimistic)")
+    print(
+        f"{'in-sample (all subsets)':<26} | {'':>24} | {fmt(*ins)}   (calibration = test: optimistic)"
+    )
 
     print("ablations, pooled over the leave-one-subset-out splits (precision | coverage):")
     no_markers = policy.model_copy(
-        update={"acceptance": policy.acceptance.model_copy(update={"markers": MarkerLexicon(concession=(), grounding=())})}
+        update={
+            "acceptance": policy.acceptance.model_copy(
+                update={"markers": MarkerLexicon(concession=(), grounding=())}
+            )
+        }
     )
     variants: list[tuple[str, Policy, bool]] = [
         ("order stability only (no margin markers)", no_markers, True),
@@ -175,7 +204,10 @@ def main(argv: list[str] | None = None) -> int:
             test = [p for p in panels if p.meta["subset"] == held]
             train = [p for p in panels if p.meta["subset"] != held]
             cal = calibration_for(train, variant, [held]) if calibrated else None
-            s = score(asyncio.run(pipeline(test, variant, cal, backend)), [str(p.meta["gold"]) for p in test])
+            s = score(
+                asyncio.run(pipeline(test, variant, cal, backend)),
+                [str(p.meta["gold"]) for p in test],
+            )
             tot = [a + b for a, b in zip(tot, s, strict=True)]
         print(f"  {name:<44} {fmt(tot[0], tot[1], tot[2])}")
     return 0

@@ -22,7 +22,9 @@ def open_tensions(prompt: str) -> list[tuple[str, bool, str]]:
     return [(t, bool(b), h) for t, b, h in _TENSION.findall(prompt)]
 
 
-def valid_act(pid: str, req: ActRequest, scores: dict[str, float], *, block: bool, resolve: bool) -> RawAct:
+def valid_act(
+    pid: str, req: ActRequest, scores: dict[str, float], *, block: bool, resolve: bool
+) -> RawAct:
     opts = live_options(req.prompt)
     text = f"{pid} speaks in {req.stage} round {req.round}"
     if req.stage == "frame":
@@ -42,7 +44,13 @@ def valid_act(pid: str, req: ActRequest, scores: dict[str, float], *, block: boo
         return RawAct(act="recommend", target=best, text=text, scores=row, confidence=0.7)
     if req.stage == "synthesize":
         sel = _SELECTED.findall(req.prompt)
-        return RawAct(act="synthesize", target=sel[0], text=text, reopen_conditions=["if x"], next_actions=["do y"])
+        return RawAct(
+            act="synthesize",
+            target=sel[0],
+            text=text,
+            reopen_conditions=["if x"],
+            next_actions=["do y"],
+        )
     return RawAct(act="clarify", target="a0", text=text)
 
 
@@ -70,7 +78,12 @@ class ScriptedParticipant:
         move = self.moves[self.calls % len(self.moves)]
         self.calls += 1
         self.requests.append(request)
-        usage = Usage(calls=1, attempts=1, prompt_tokens=(len(request.system) + len(request.prompt)) // 4, completion_tokens=50)
+        usage = Usage(
+            calls=1,
+            attempts=1,
+            prompt_tokens=(len(request.system) + len(request.prompt)) // 4,
+            completion_tokens=50,
+        )
         if move == "budget":
             raise ParticipantFailure("budget_exhausted", "budget of 10 calls exhausted")
         if move == "model":
@@ -79,11 +92,16 @@ class ScriptedParticipant:
             raise ParticipantFailure("invalid_output", "not JSON", usage=usage)
         if move == "invalid":
             return ActReply(act=RawAct(act="shout", target="o99", text="!!!"), usage=usage)
-        return ActReply(act=valid_act(self.id, request, self.scores, block=self.block, resolve=self.resolve), usage=usage)
+        return ActReply(
+            act=valid_act(self.id, request, self.scores, block=self.block, resolve=self.resolve),
+            usage=usage,
+        )
 
 
 PANEL = ("framer", "explorer", "challenger", "integrator")
 
 
-def panel(scores: dict[str, float] | None = None, **moves: Sequence[str]) -> list[ScriptedParticipant]:
+def panel(
+    scores: dict[str, float] | None = None, **moves: Sequence[str]
+) -> list[ScriptedParticipant]:
     return [ScriptedParticipant(p, moves.get(p, ("valid",)), scores) for p in PANEL]

@@ -11,7 +11,10 @@ import yaml
 from dissensus.types import Panel
 
 QUESTION = "Which reply answers the user's question about the refund policy?"
-OPTIONS = [{"id": "1", "text": "Refunds are issued within 30 days."}, {"id": "2", "text": "We like refunds."}]
+OPTIONS = [
+    {"id": "1", "text": "Refunds are issued within 30 days."},
+    {"id": "2", "text": "We like refunds."},
+]
 
 
 def panel(
@@ -31,7 +34,11 @@ def panel(
         out: dict[str, Any] = {
             "agent": f"a{i + 1}",
             "decision": d,
-            "reasoning": (reasoning[i] if reasoning else f"Option {d} states the refund window clearly, agent {i + 1}."),
+            "reasoning": (
+                reasoning[i]
+                if reasoning
+                else f"Option {d} states the refund window clearly, agent {i + 1}."
+            ),
             "family": (families[i] if families else f"fam{i + 1}"),
         }
         if swap is not None:
@@ -63,7 +70,10 @@ def write_script(path: Path, answers: dict[str, str], *, default: str = "1") -> 
     """A scripted model: agent -> option id chosen in the re-ask; other requests (a shared
     model's voice, DCI stages) get ``default``."""
     rules = [
-        {"match": {"agent": agent, "stage": "pipeline.reask"}, "json": {"decision": choice, "reasoning": f"{agent} picks {choice}."}}
+        {
+            "match": {"agent": agent, "stage": "pipeline.reask"},
+            "json": {"decision": choice, "reasoning": f"{agent} picks {choice}."},
+        }
         for agent, choice in answers.items()
     ]
     fallback = json.dumps({"decision": default, "reasoning": "default"})
@@ -75,7 +85,10 @@ def agent_models(root: Path, answers: dict[str, str]) -> dict[str, str]:
     """One scripted model per agent (a model of its own, hence a family of its own):
     ``seek_context.models`` for a policy."""
     root.mkdir(parents=True, exist_ok=True)
-    return {agent: f"scripted:{write_script(root / f'{agent}.yaml', {agent: choice})}" for agent, choice in answers.items()}
+    return {
+        agent: f"scripted:{write_script(root / f'{agent}.yaml', {agent: choice})}"
+        for agent, choice in answers.items()
+    }
 
 
 CRASH_ANSWERS = {"a1": "1", "a2": "1", "a3": "2"}
@@ -117,11 +130,20 @@ def mixed_batch() -> list[dict[str, Any] | str]:
         panel("recorded-stable", ["1", "1", "1"], swap=["1", "1", "1"]),
         panel("live-reask", ["1", "1", "1"]),
         "{not json",
-        panel("evidence-backed", ["1", "1", "1"], evidence=evidence, reasoning=["Option 1 states the window."] * 3),
+        panel(
+            "evidence-backed",
+            ["1", "1", "1"],
+            evidence=evidence,
+            reasoning=["Option 1 states the window."] * 3,
+        ),
         panel(
             "value-conflict",
             ["1", "2", "1"],
-            values=[{"safety": 0.9, "speed": 0.1}, {"safety": 0.2, "speed": 0.8}, {"safety": 0.7, "speed": 0.3}],
+            values=[
+                {"safety": 0.9, "speed": 0.1},
+                {"safety": 0.2, "speed": 0.8},
+                {"safety": 0.7, "speed": 0.3},
+            ],
             reasoning=["Option 1 states the refund window clearly."] * 3,
         ),
         panel(

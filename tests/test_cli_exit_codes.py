@@ -42,8 +42,13 @@ class World:
 
     def __init__(self, root: Path) -> None:
         self.root = root
-        self.good = write_jsonl(root / "good.jsonl", [panel("a", ["1", "1"], swap=["1", "1"]), panel("b", ["1", "2", "2"])])
-        self.mixed = write_jsonl(root / "mixed.jsonl", [panel("a", ["1", "1"], swap=["1", "1"]), "{not json"])
+        self.good = write_jsonl(
+            root / "good.jsonl",
+            [panel("a", ["1", "1"], swap=["1", "1"]), panel("b", ["1", "2", "2"])],
+        )
+        self.mixed = write_jsonl(
+            root / "mixed.jsonl", [panel("a", ["1", "1"], swap=["1", "1"]), "{not json"]
+        )
         self.policy = write_policy(root / "p.yaml")
         self.labelled = root / "labelled.jsonl"
         self.labelled.write_text("\n".join(_labelled_lines()) + "\n")
@@ -58,7 +63,18 @@ class World:
         assert self.decide("FAIL", self.good, "--model", f"scripted:{self.failing}").code == 1
 
     def decide(self, run: str, inp: Path, *extra: str | Path) -> Result:
-        return cli("decide", inp, "--policy", self.policy, "--journal", self.journal, "--run-id", run, "--json", *extra)
+        return cli(
+            "decide",
+            inp,
+            "--policy",
+            self.policy,
+            "--journal",
+            self.journal,
+            "--run-id",
+            run,
+            "--json",
+            *extra,
+        )
 
 
 @pytest.fixture(scope="module")
@@ -67,7 +83,12 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> World:
 
 
 def _signalled(argv: list[str | Path], after: int, sig: str = "SIGINT") -> int:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "src"), str(TESTS), os.environ.get("PYTHONPATH", "")])}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(
+            [str(REPO / "src"), str(TESTS), os.environ.get("PYTHONPATH", "")]
+        ),
+    }
     proc = subprocess.run(
         [sys.executable, str(TESTS / "fault_runner.py"), str(after), sig, *map(str, argv)],
         capture_output=True, text=True, env=env, timeout=120, check=False,
@@ -76,13 +97,34 @@ def _signalled(argv: list[str | Path], after: int, sig: str = "SIGINT") -> int:
 
 
 def _decide_130(w: World) -> int:
-    return _signalled(["decide", w.good, "--policy", w.policy, "--journal", w.root / "int.sqlite", "--run-id", "I"], 3)
+    return _signalled(
+        [
+            "decide",
+            w.good,
+            "--policy",
+            w.policy,
+            "--journal",
+            w.root / "int.sqlite",
+            "--run-id",
+            "I",
+        ],
+        3,
+    )
 
 
 def _resume(w: World, code: int) -> int:
     if code == 130:
         j = w.root / "int2.sqlite"
-        argv: list[str | Path] = ["decide", w.good, "--policy", w.policy, "--journal", j, "--run-id", "I"]
+        argv: list[str | Path] = [
+            "decide",
+            w.good,
+            "--policy",
+            w.policy,
+            "--journal",
+            j,
+            "--run-id",
+            "I",
+        ]
         assert _signalled(argv, 3, "SIGKILL") == -signal.SIGKILL
         return _signalled(["runs", "resume", "I", "--journal", j], 2)
     run = {0: "R", 1: "FAIL", 2: "nosuch", 3: "REJ"}[code]
@@ -126,8 +168,14 @@ def _judge(w: World, code: int) -> int:
 
 
 def _negotiate_unreachable(w: World) -> int:
-    env = {"OPENAI_BASE_URL": "http://127.0.0.1:9/v1", "OPENAI_API_KEY": "x", "DISSENSUS_MODEL": None}
-    res = cli("negotiate", EXAMPLES / "concord" / "llm-checkout.yaml", "--model", "openai:m", env=env)
+    env = {
+        "OPENAI_BASE_URL": "http://127.0.0.1:9/v1",
+        "OPENAI_API_KEY": "x",
+        "DISSENSUS_MODEL": None,
+    }
+    res = cli(
+        "negotiate", EXAMPLES / "concord" / "llm-checkout.yaml", "--model", "openai:m", env=env
+    )
     assert "connection failed" in res.err
     return res.code
 
@@ -140,28 +188,50 @@ def _convert(kind: str, code: int, w: World) -> int:
         return cli("convert", "llmbar", root, "-o", w.root / "conv.jsonl").code
     src = w.root / f"varierrnli{code}.json"
     item = {
-        "text": {"context": "The palace was built the next year.", "statement": "It took one year."},
+        "text": {
+            "context": "The palace was built the next year.",
+            "statement": "It took one year.",
+        },
         "annotators": "Ann1,Ann2",
         "annotations": {"Ann1": "neutral", "Ann2": "entailment"},
-        "other_info": {"explanations": ["No duration is given.", "The next year suggests one year."]},
+        "other_info": {
+            "explanations": ["No duration is given.", "The next year suggests one year."]
+        },
     }
     if code == 0:
         src.write_text(json.dumps({"1": item}))
     elif code == 3:
-        single = {**item, "annotators": "Ann1", "annotations": {"Ann1": "neutral"}, "other_info": {"explanations": ["x"]}}
+        single = {
+            **item,
+            "annotators": "Ann1",
+            "annotations": {"Ann1": "neutral"},
+            "other_info": {"explanations": ["x"]},
+        }
         src.write_text(json.dumps({"1": item, "2": single}))
     return cli("convert", "varierrnli", src, "-o", w.root / "conv.jsonl").code
 
 
 SCENARIOS: dict[tuple[str, int], Callable[[World], int]] = {
     ("route", 0): lambda w: cli("route", w.good, "--similarity", "tfidf").code,
-    ("route", 1): lambda w: cli("route", w.good, "--similarity", "slow_embed:broken", "--theta-s", "0.5").code,
+    ("route", 1): lambda w: (
+        cli("route", w.good, "--similarity", "slow_embed:broken", "--theta-s", "0.5").code
+    ),
     ("route", 2): lambda w: cli("route", w.missing).code,
     ("route", 3): lambda w: cli("route", w.mixed, "--similarity", "tfidf").code,
-    ("calibrate-thresholds", 0): lambda w: cli("calibrate-thresholds", w.good, "--quantile", "0.5", "--similarity", "tfidf").code,
-    ("calibrate-thresholds", 1): lambda w: cli("calibrate-thresholds", w.good, "--quantile", "0.5", "--similarity", "slow_embed:broken").code,
-    ("calibrate-thresholds", 2): lambda w: cli("calibrate-thresholds", w.good, "--quantile", "nan").code,
-    ("calibrate-thresholds", 3): lambda w: cli("calibrate-thresholds", w.mixed, "--quantile", "0.5", "--similarity", "tfidf").code,
+    ("calibrate-thresholds", 0): lambda w: (
+        cli("calibrate-thresholds", w.good, "--quantile", "0.5", "--similarity", "tfidf").code
+    ),
+    ("calibrate-thresholds", 1): lambda w: (
+        cli(
+            "calibrate-thresholds", w.good, "--quantile", "0.5", "--similarity", "slow_embed:broken"
+        ).code
+    ),
+    ("calibrate-thresholds", 2): lambda w: (
+        cli("calibrate-thresholds", w.good, "--quantile", "nan").code
+    ),
+    ("calibrate-thresholds", 3): lambda w: (
+        cli("calibrate-thresholds", w.mixed, "--quantile", "0.5", "--similarity", "tfidf").code
+    ),
     ("convert llmbar", 0): lambda w: _convert("llmbar", 0, w),
     ("convert llmbar", 2): lambda w: _convert("llmbar", 2, w),
     ("convert llmbar", 3): lambda w: _convert("llmbar", 3, w),
@@ -183,8 +253,12 @@ SCENARIOS: dict[tuple[str, int], Callable[[World], int]] = {
     ("verify", 2): lambda w: cli("verify", w.missing).code,
     ("bound", 0): lambda w: cli("bound", "--agents", "3", "--rounds", "2").code,
     ("bound", 2): lambda w: cli("bound", "--agents", "0", "--rounds", "2").code,
-    ("deliberate", 0): lambda w: cli("deliberate", EXAMPLES / "dci" / "routine.yaml", "--method", "single").code,
-    ("deliberate", 1): lambda w: cli("deliberate", EXAMPLES / "dci" / "routine.yaml", "--max-calls", "1").code,
+    ("deliberate", 0): lambda w: (
+        cli("deliberate", EXAMPLES / "dci" / "routine.yaml", "--method", "single").code
+    ),
+    ("deliberate", 1): lambda w: (
+        cli("deliberate", EXAMPLES / "dci" / "routine.yaml", "--max-calls", "1").code
+    ),
     ("deliberate", 2): lambda w: cli("deliberate", w.missing).code,
     ("judge", 0): lambda w: _judge(w, 0),
     ("judge", 1): lambda w: _judge(w, 1),
@@ -199,14 +273,26 @@ SCENARIOS: dict[tuple[str, int], Callable[[World], int]] = {
     ("review list", 2): lambda w: cli("review", "list", "--journal", w.root / "none.sqlite").code,
     ("review show", 0): lambda w: cli("review", "show", "R.2", "--journal", w.journal).code,
     ("review show", 2): lambda w: cli("review", "show", "R.9", "--journal", w.journal).code,
-    ("review resolve", 0): lambda w: cli("review", "resolve", "R.2", "--decision", "2", "--note", "ok", "--journal", w.journal).code,
-    ("review resolve", 2): lambda w: cli("review", "resolve", "R.2", "--decision", "2", "--note", " ", "--journal", w.journal).code,
+    ("review resolve", 0): lambda w: (
+        cli(
+            "review", "resolve", "R.2", "--decision", "2", "--note", "ok", "--journal", w.journal
+        ).code
+    ),
+    ("review resolve", 2): lambda w: (
+        cli(
+            "review", "resolve", "R.2", "--decision", "2", "--note", " ", "--journal", w.journal
+        ).code
+    ),
     ("runs list", 0): lambda w: cli("runs", "list", "--journal", w.journal).code,
     ("runs list", 2): lambda w: cli("runs", "list", "--journal", w.root / "none.sqlite").code,
     ("runs show", 0): lambda w: cli("runs", "show", "R", "--journal", w.journal).code,
     ("runs show", 2): lambda w: cli("runs", "show", "nosuch", "--journal", w.journal).code,
-    ("runs export", 0): lambda w: cli("runs", "export", "R", "--journal", w.journal, "-o", w.root / "export.jsonl").code,
-    ("runs export", 2): lambda w: cli("runs", "export", "R", "--journal", w.journal, "-o", w.journal).code,
+    ("runs export", 0): lambda w: (
+        cli("runs", "export", "R", "--journal", w.journal, "-o", w.root / "export.jsonl").code
+    ),
+    ("runs export", 2): lambda w: (
+        cli("runs", "export", "R", "--journal", w.journal, "-o", w.journal).code
+    ),
     ("runs verify", 0): lambda w: cli("runs", "verify", "R", "--journal", w.journal).code,
     ("runs verify", 1): _tampered,
     ("runs verify", 2): lambda w: cli("runs", "verify", "nosuch", "--journal", w.journal).code,

@@ -28,12 +28,16 @@ RUNNER = str(TESTS / "fault_runner.py")
 
 
 def _env(**extra: str) -> dict[str, str]:
-    path = os.pathsep.join([str(TESTS.parent / "src"), str(TESTS), os.environ.get("PYTHONPATH", "")])
+    path = os.pathsep.join(
+        [str(TESTS.parent / "src"), str(TESTS), os.environ.get("PYTHONPATH", "")]
+    )
     return {**os.environ, "PYTHONPATH": path, **extra}
 
 
 @pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
-def test_an_interrupted_decide_says_how_to_resume_and_resumes_identically(tmp_path: Path, sig: str) -> None:
+def test_an_interrupted_decide_says_how_to_resume_and_resumes_identically(
+    tmp_path: Path, sig: str
+) -> None:
     inp = write_jsonl(tmp_path / "in.jsonl", mixed_batch())
     pol = write_policy(tmp_path / "p.yaml")
     script = crash_script(tmp_path / "s.yaml")
@@ -43,7 +47,14 @@ def test_an_interrupted_decide_says_how_to_resume_and_resumes_identically(tmp_pa
                 "--model", f"scripted:{script}", "--json"]  # fmt: skip
 
     assert cli(*argv("base")).code == 3
-    proc = subprocess.run([sys.executable, RUNNER, "12", sig, *argv("cut")], capture_output=True, text=True, env=_env(), timeout=120, check=False)
+    proc = subprocess.run(
+        [sys.executable, RUNNER, "12", sig, *argv("cut")],
+        capture_output=True,
+        text=True,
+        env=_env(),
+        timeout=120,
+        check=False,
+    )
     assert proc.returncode == 130, proc.stderr
     journal = tmp_path / "cut.sqlite"
     expected = f"interrupted: resume with dissensus runs resume R --journal {journal}"
@@ -60,12 +71,28 @@ def test_an_interrupted_decide_says_how_to_resume_and_resumes_identically(tmp_pa
 
 def test_sigint_while_embedding_stops_within_two_seconds(tmp_path: Path) -> None:
     inp = write_jsonl(tmp_path / "in.jsonl", [panel(f"p{i}", ["1", "2"]) for i in range(3)])
-    pol = write_policy(tmp_path / "p.yaml", {"reading": {"similarity": "slow_embed:embed", "theta_s": 0.5}})
+    pol = write_policy(
+        tmp_path / "p.yaml", {"reading": {"similarity": "slow_embed:embed", "theta_s": 0.5}}
+    )
     marker = tmp_path / "embedding"
     j = tmp_path / "j.sqlite"
     env = _env(SLOW_EMBED_MARKER=str(marker), DISSENSUS_CACHE=str(tmp_path / "cache"))
-    cmd = [sys.executable, "-m", "dissensus", "decide", str(inp), "--policy", str(pol), "--journal", str(j), "--run-id", "E"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
+    cmd = [
+        sys.executable,
+        "-m",
+        "dissensus",
+        "decide",
+        str(inp),
+        "--policy",
+        str(pol),
+        "--journal",
+        str(j),
+        "--run-id",
+        "E",
+    ]
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env
+    )
     assert proc.stderr is not None
     try:
         deadline = time.monotonic() + 60
@@ -83,14 +110,22 @@ def test_sigint_while_embedding_stops_within_two_seconds(tmp_path: Path) -> None
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == 130, line + rest
-    assert line.strip() == f"interrupted: resume with dissensus runs resume E --journal {j}", line + rest
+    assert line.strip() == f"interrupted: resume with dissensus runs resume E --journal {j}", (
+        line + rest
+    )
     assert stopped < 2.0
 
 
 def _big_inputs(tmp_path: Path) -> dict[str, Path]:
-    panels = [panel(f"p{i}", ["1", "1", "2"][: 2 + i % 2], swap=["1", "1", "1"][: 2 + i % 2]) for i in range(400)]
+    panels = [
+        panel(f"p{i}", ["1", "1", "2"][: 2 + i % 2], swap=["1", "1", "1"][: 2 + i % 2])
+        for i in range(400)
+    ]
     vote = {"agent": "a", "answer": "x", "evidence_source": "kb", "evidence_present": True}
-    cases = [{"id": i, "votes": [vote, {**vote, "agent": "b", "evidence_source": "web"}]} for i in range(3000)]
+    cases = [
+        {"id": i, "votes": [vote, {**vote, "agent": "b", "evidence_source": "web"}]}
+        for i in range(3000)
+    ]
     return {
         "panels": write_jsonl(tmp_path / "panels.jsonl", panels),
         "votes": write_jsonl(tmp_path / "votes.jsonl", cases),
@@ -100,18 +135,53 @@ def _big_inputs(tmp_path: Path) -> dict[str, Path]:
 def test_json_into_a_closed_pipe_exits_zero_silently(tmp_path: Path, shared_data: Path) -> None:
     files = _big_inputs(tmp_path)
     j = tmp_path / "j.sqlite"
-    pol = write_policy(tmp_path / "p.yaml", {"routing": {"convergent_disagreement_without_values": "escalate"}, "seek_context": {"followup": "none"}})
-    assert cli("decide", files["panels"], "--policy", pol, "--journal", j, "--run-id", "R", "-o", tmp_path / "o.jsonl").code == 0
+    pol = write_policy(
+        tmp_path / "p.yaml",
+        {
+            "routing": {"convergent_disagreement_without_values": "escalate"},
+            "seek_context": {"followup": "none"},
+        },
+    )
+    assert (
+        cli(
+            "decide",
+            files["panels"],
+            "--policy",
+            pol,
+            "--journal",
+            j,
+            "--run-id",
+            "R",
+            "-o",
+            tmp_path / "o.jsonl",
+        ).code
+        == 0
+    )
     commands = {
         "route": ["route", files["panels"], "--similarity", "tfidf", "--json"],
         "vote": ["vote", files["votes"], "--json"],
         "convert": ["convert", "llmbar", shared_data / "llmbar", "--per-subset", "200"],
         "runs export": ["runs", "export", "R", "--journal", j],
         "review list": ["review", "list", "--journal", j, "--json"],
-        "decide": ["decide", files["panels"], "--policy", pol, "--journal", tmp_path / "j2.sqlite", "--json"],
+        "decide": [
+            "decide",
+            files["panels"],
+            "--policy",
+            pol,
+            "--journal",
+            tmp_path / "j2.sqlite",
+            "--json",
+        ],
     }
     for name, args in commands.items():
         line = " ".join(f"'{a}'" for a in [sys.executable, "-m", "dissensus", *map(str, args)])
-        proc = subprocess.run(["bash", "-c", f"{line} | head -1 >/dev/null; exit ${{PIPESTATUS[0]}}"], capture_output=True, text=True, env=_env(), timeout=300, check=False)
+        proc = subprocess.run(
+            ["bash", "-c", f"{line} | head -1 >/dev/null; exit ${{PIPESTATUS[0]}}"],
+            capture_output=True,
+            text=True,
+            env=_env(),
+            timeout=300,
+            check=False,
+        )
         assert (proc.returncode, proc.stderr) == (0, ""), name
         json.dumps(name)

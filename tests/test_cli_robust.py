@@ -109,7 +109,9 @@ def test_checks_fail_before_a_run_is_created(tmp_path: Path) -> None:
     res = cli("decide", inp, "--journal", foreign)
     assert res.code == 2 and "another application" in res.err
     db = sqlite3.connect(foreign)
-    assert [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")] == ["contacts"]
+    assert [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")] == [
+        "contacts"
+    ]
     db.close()
     (tmp_path / "text.sqlite").write_text("hello")
     assert cli("decide", inp, "--journal", tmp_path / "text.sqlite").code == 2
@@ -131,16 +133,31 @@ def test_resume_with_a_deleted_input_names_the_file(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("how", "spec"),
-    [("flag", "bogus"), ("flag", "scripted:missing.yaml"), ("flag", "openai:x"), ("policy", "bogus"), ("env", "bogus"), ("env", "openai:x")],
+    [
+        ("flag", "bogus"),
+        ("flag", "scripted:missing.yaml"),
+        ("flag", "openai:x"),
+        ("policy", "bogus"),
+        ("env", "bogus"),
+        ("env", "openai:x"),
+    ],
 )
-def test_a_bad_model_spec_is_a_usage_error_before_any_case(tmp_path: Path, how: str, spec: str) -> None:
+def test_a_bad_model_spec_is_a_usage_error_before_any_case(
+    tmp_path: Path, how: str, spec: str
+) -> None:
     inp = write_jsonl(tmp_path / "in.jsonl", [panel("a", ["1", "2", "2"])])
-    pol = write_policy(tmp_path / "p.yaml", {"seek_context": {"model": spec}} if how == "policy" else None)
+    pol = write_policy(
+        tmp_path / "p.yaml", {"seek_context": {"model": spec}} if how == "policy" else None
+    )
     j = tmp_path / "j.sqlite"
     args: list[str | Path] = ["decide", inp, "--policy", pol, "--journal", j]
     if how == "flag":
         args += ["--model", spec]
-    env = {"OPENAI_API_KEY": None, "OPENAI_BASE_URL": None, "DISSENSUS_MODEL": spec if how == "env" else None}
+    env = {
+        "OPENAI_API_KEY": None,
+        "OPENAI_BASE_URL": None,
+        "DISSENSUS_MODEL": spec if how == "env" else None,
+    }
     res = cli(*args, env=env)
     assert res.code == 2, res.err
     assert len(res.err.strip().splitlines()) == 1 and spec.split(":")[-1] in res.err
@@ -148,11 +165,22 @@ def test_a_bad_model_spec_is_a_usage_error_before_any_case(tmp_path: Path, how: 
 
 
 def test_every_followup_failing_for_one_cause_is_a_failure(tmp_path: Path) -> None:
-    inp = write_jsonl(tmp_path / "in.jsonl", [panel("x", ["1", "1", "1"]), panel("y", ["2", "1", "2"])])
+    inp = write_jsonl(
+        tmp_path / "in.jsonl", [panel("x", ["1", "1", "1"]), panel("y", ["2", "1", "2"])]
+    )
     pol = write_policy(tmp_path / "p.yaml")
     script = tmp_path / "s.yaml"
     script.write_text("rules: []\n")  # every call fails: no rule, no default
-    res = cli("decide", inp, "--policy", pol, "--journal", tmp_path / "j.sqlite", "--model", f"scripted:{script}")
+    res = cli(
+        "decide",
+        inp,
+        "--policy",
+        pol,
+        "--journal",
+        tmp_path / "j.sqlite",
+        "--model",
+        f"scripted:{script}",
+    )
     assert res.code == 1
     assert "every follow-up of run" in res.err and "no rule matches" in res.err
 
@@ -161,9 +189,16 @@ def test_every_followup_failing_for_one_cause_is_a_failure(tmp_path: Path) -> No
 
 
 def _escalated(tmp_path: Path) -> tuple[Path, str]:
-    p = panel("c", ["1", "2", "2"], reasoning=[NASTY, "Option 2 [/INST] :x: is right.", "Second [charitable] view."])
+    p = panel(
+        "c",
+        ["1", "2", "2"],
+        reasoning=[NASTY, "Option 2 [/INST] :x: is right.", "Second [charitable] view."],
+    )
     p["meta"]["question"] = "Which [date] is right? :smile:"
-    p["meta"]["options"] = [{"id": "1", "text": "Use [date] :x:"}, {"id": "2", "text": "Use [charitable]"}]
+    p["meta"]["options"] = [
+        {"id": "1", "text": "Use [date] :x:"},
+        {"id": "2", "text": "Use [charitable]"},
+    ]
     inp = write_jsonl(tmp_path / "in.jsonl", [p])
     pol = write_policy(tmp_path / "p.yaml")
     j = tmp_path / "j.sqlite"
@@ -176,12 +211,26 @@ def _escalated(tmp_path: Path) -> tuple[Path, str]:
 def test_review_show_prints_agent_text_exactly(tmp_path: Path) -> None:
     j, summary = _escalated(tmp_path)
     # The next-step hint pastes and runs as printed.
-    hint = [line.strip() for line in summary.splitlines() if line.strip().startswith("dissensus review show")]
+    hint = [
+        line.strip()
+        for line in summary.splitlines()
+        if line.strip().startswith("dissensus review show")
+    ]
     assert hint == [f"dissensus review show R.1 --journal {j}"]
     res = cli("review", "show", "R.1", "--journal", j)
     assert res.code == 0, res.err
     flat = " ".join(res.out.split())
-    for text in ("[b]bold[/b]", "[/INST]", "[/]", ":smile:", "[link=x]l[/link]", ":x:", "[date]", "[charitable]", "שלום עולם"):
+    for text in (
+        "[b]bold[/b]",
+        "[/INST]",
+        "[/]",
+        ":smile:",
+        "[link=x]l[/link]",
+        ":x:",
+        "[date]",
+        "[charitable]",
+        "שלום עולם",
+    ):
         assert text in flat, text
     assert "\x1b" not in res.out and "\\x1b[31mred\\x1b[0m" in flat
     assert "\u202e" not in res.out and "\\u202e" in flat
@@ -196,9 +245,20 @@ def test_route_and_decide_print_ids_plainly_and_a_legend(tmp_path: Path) -> None
     res = cli("route", inp, "--similarity", "tfidf")
     assert res.code == 0 and "[b]x[/b] :smile:" in res.out
     assert "CA convergent agreement" in res.out
-    res = cli("decide", inp, "--policy", write_policy(tmp_path / "p.yaml"), "--journal", tmp_path / "j.sqlite")
+    res = cli(
+        "decide",
+        inp,
+        "--policy",
+        write_policy(tmp_path / "p.yaml"),
+        "--journal",
+        tmp_path / "j.sqlite",
+    )
     assert res.code == 0 and "[b]x[/b] :smile:" in res.out
-    assert "DD divergent disagreement" in res.out and "'auto -> escalate'" in res.out and "(calibrated)" in res.out
+    assert (
+        "DD divergent disagreement" in res.out
+        and "'auto -> escalate'" in res.out
+        and "(calibrated)" in res.out
+    )
 
 
 # -- resolutions, duplicates, strictness ----------------------------------------------
@@ -206,7 +266,9 @@ def test_route_and_decide_print_ids_plainly_and_a_legend(tmp_path: Path) -> None
 
 def test_resume_of_a_finished_run_reports_human_resolutions(tmp_path: Path) -> None:
     j, _ = _escalated(tmp_path)
-    assert cli("review", "resolve", "R.1", "--decision", "2", "--note", "", "--journal", j).code == 2
+    assert (
+        cli("review", "resolve", "R.1", "--decision", "2", "--note", "", "--journal", j).code == 2
+    )
     res = cli("review", "resolve", "R.1", "--decision", "2", "--note", "checked", "--journal", j)
     assert res.code == 0, res.err
     again = cli("runs", "resume", "R", "--journal", j, "--json")
@@ -216,9 +278,22 @@ def test_resume_of_a_finished_run_reports_human_resolutions(tmp_path: Path) -> N
 
 
 def test_duplicate_panel_ids_are_warned_and_both_kept(tmp_path: Path) -> None:
-    rows = [panel("d", ["1", "1"], swap=["1", "1"]), panel("e", ["1", "1"], swap=["1", "1"]), panel("d", ["1", "1"], swap=["1", "1"])]
+    rows = [
+        panel("d", ["1", "1"], swap=["1", "1"]),
+        panel("e", ["1", "1"], swap=["1", "1"]),
+        panel("d", ["1", "1"], swap=["1", "1"]),
+    ]
     inp = write_jsonl(tmp_path / "in.jsonl", rows)
-    res = cli("decide", inp, "--policy", write_policy(tmp_path / "p.yaml"), "--journal", tmp_path / "j.sqlite", "-o", tmp_path / "o.jsonl")
+    res = cli(
+        "decide",
+        inp,
+        "--policy",
+        write_policy(tmp_path / "p.yaml"),
+        "--journal",
+        tmp_path / "j.sqlite",
+        "-o",
+        tmp_path / "o.jsonl",
+    )
     assert res.code == 0
     records = [json.loads(x) for x in (tmp_path / "o.jsonl").read_text().splitlines()]
     assert [(r["id"], r["line"]) for r in records] == [("d", 1), ("e", 2), ("d", 3)]
@@ -259,7 +334,10 @@ def test_policy_nan_and_duplicate_keys_and_encodings(tmp_path: Path) -> None:
     j = tmp_path / "j.sqlite"
     cases = {
         "nan.yaml": (b"reading:\n  theta_s: .nan\n", "must be a finite number"),
-        "dup.yaml": (b"acceptance:\n  min_families: 2\n  min_families: 1\n", "duplicate key 'min_families'"),
+        "dup.yaml": (
+            b"acceptance:\n  min_families: 2\n  min_families: 1\n",
+            "duplicate key 'min_families'",
+        ),
         "u16.yaml": ("reading:\n  theta_s: 0.3\n".encode("utf-16"), "UTF-16"),
         "latin.yaml": ("# café\nreading: {}\n".encode("latin-1"), "not UTF-8"),
     }
@@ -308,7 +386,11 @@ def test_usage_errors_are_one_line() -> None:
 
 
 def test_empty_reasoning_is_accepted_and_named(tmp_path: Path) -> None:
-    one = panel("one", ["1", "1", "1"], reasoning=["", "Option 1 states the window.", "Option 1 states the window too."])
+    one = panel(
+        "one",
+        ["1", "1", "1"],
+        reasoning=["", "Option 1 states the window.", "Option 1 states the window too."],
+    )
     none = panel("none", ["1", "1"], reasoning=["", " "])
     inp = write_jsonl(tmp_path / "in.jsonl", [one, none])
     res = cli("route", inp, "--similarity", "tfidf", "--json")
@@ -318,7 +400,16 @@ def test_empty_reasoning_is_accepted_and_named(tmp_path: Path) -> None:
     assert r2["missing_reasoning"] == ["a1", "a2"] and r2["reasoning_similarity"] is None
     assert r2["state"] == "DA"  # agreement alone: convergence is not claimed without texts
     j = tmp_path / "j.sqlite"
-    res = cli("decide", inp, "--policy", write_policy(tmp_path / "p.yaml"), "--journal", j, "--run-id", "R")
+    res = cli(
+        "decide",
+        inp,
+        "--policy",
+        write_policy(tmp_path / "p.yaml"),
+        "--journal",
+        j,
+        "--run-id",
+        "R",
+    )
     assert res.code == 0, res.err
     with Journal(j) as store:
         readings = [e.payload for e in store.events("R", type="case.reading")]
@@ -344,19 +435,25 @@ def test_output_is_written_atomically(tmp_path: Path) -> None:
     assert json.loads(inp.read_text())["id"] == "a"
 
 
-
 def test_the_progress_bar_moves_while_embedding(tmp_path: Path) -> None:
     import slow_embed
 
     slow_embed.CALLS.clear()
-    rows = [panel(f"p{i}", ["1", "1"], reasoning=[f"text {i} a", f"text {i} b"], swap=["1", "1"]) for i in range(40)]
+    rows = [
+        panel(f"p{i}", ["1", "1"], reasoning=[f"text {i} a", f"text {i} b"], swap=["1", "1"])
+        for i in range(40)
+    ]
     inp = write_jsonl(tmp_path / "in.jsonl", rows)
-    pol = write_policy(tmp_path / "p.yaml", {"reading": {"similarity": "slow_embed:counting", "theta_s": 0.5}})
+    pol = write_policy(
+        tmp_path / "p.yaml", {"reading": {"similarity": "slow_embed:counting", "theta_s": 0.5}}
+    )
     env = {"DISSENSUS_PROGRESS": "1", "DISSENSUS_CACHE": str(tmp_path / "cache")}
     res = cli("decide", inp, "--policy", pol, "--journal", tmp_path / "j.sqlite", env=env)
     assert res.code == 0, res.err
     # 80 texts embedded in chunks the bar reports one by one, never all at once.
-    assert sum(slow_embed.CALLS) >= 80 and max(slow_embed.CALLS) <= 32 and len(slow_embed.CALLS) >= 3
+    assert (
+        sum(slow_embed.CALLS) >= 80 and max(slow_embed.CALLS) <= 32 and len(slow_embed.CALLS) >= 3
+    )
 
 
 def test_bundled_models_are_package_data() -> None:
@@ -368,7 +465,9 @@ def test_bundled_models_are_package_data() -> None:
         assert path.is_file() and path.is_relative_to(Path(dissensus.__file__).parent)
 
 
-def test_the_review_hint_names_the_program_as_typed(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_the_review_hint_names_the_program_as_typed(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     monkeypatch.setattr("sys.argv", [".venv/bin/dissensus", "decide"])
     monkeypatch.setenv("PATH", str(tmp_path))  # not on the PATH, as after `make demo`
     _, summary = _escalated(tmp_path)

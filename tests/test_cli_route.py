@@ -69,8 +69,12 @@ BAD_LINES = {
         }
     ),
     "duplicate": json.dumps(panel("x5", ("a", "k", "r"), ("a", "k", "s"))),
-    "non-finite": json.dumps(panel("x6", ("a", "k", "r"), ("b", "k", "s"))).replace('"decision": "k"', '"decision": "k", "w": NaN', 1),
-    "surrogate": json.dumps(panel("x7", ("a", "k", "r"), ("b", "k", "s"))).replace('"r"', '"\\ud800"'),
+    "non-finite": json.dumps(panel("x6", ("a", "k", "r"), ("b", "k", "s"))).replace(
+        '"decision": "k"', '"decision": "k", "w": NaN', 1
+    ),
+    "surrogate": json.dumps(panel("x7", ("a", "k", "r"), ("b", "k", "s"))).replace(
+        '"r"', '"\\ud800"'
+    ),
     "deep": '{"id": "x8", "meta": ' + "[" * 1000 + "]" * 1000 + "}",
 }
 
@@ -294,7 +298,10 @@ def test_callable_backend_on_the_cli(panels_file: Path, tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("body", "needle"),
     [
-        ("def embed(texts):\n    raise RuntimeError('model server down')\n", "RuntimeError: model server down"),
+        (
+            "def embed(texts):\n    raise RuntimeError('model server down')\n",
+            "RuntimeError: model server down",
+        ),
         ("def embed(texts):\n    return ['not', 'numbers']\n", "ValueError"),
     ],
 )

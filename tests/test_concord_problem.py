@@ -145,7 +145,9 @@ def test_model_files_are_relative_to_the_problem_file(tmp_path: Path) -> None:
     )
     (tmp_path / "s.yaml").write_text(body + "model: 'scripted:answers.yaml'\n", encoding="utf-8")
     assert load_problem(tmp_path / "s.yaml").model == f"scripted:{tmp_path / 'answers.yaml'}"
-    (tmp_path / "r.yaml").write_text(body + "model: 'record:calls.jsonl:scripted:a.yaml'\n", encoding="utf-8")
+    (tmp_path / "r.yaml").write_text(
+        body + "model: 'record:calls.jsonl:scripted:a.yaml'\n", encoding="utf-8"
+    )
     assert load_problem(tmp_path / "r.yaml").model == (
         f"record:{tmp_path / 'calls.jsonl'}:scripted:{tmp_path / 'a.yaml'}"
     )

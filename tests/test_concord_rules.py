@@ -92,7 +92,9 @@ _SCORE = st.sampled_from([0.0, 0.1, 0.25, 0.5, 0.7, 0.75, 0.9, 1.0]) | st.floats
     st.sampled_from(_rules.RULES),
     st.sampled_from([0.0, 0.5, 0.7, 1.0]),
 )
-def test_selection_matches_the_reference(vectors: list[list[float]], rule: str, floor: float) -> None:
+def test_selection_matches_the_reference(
+    vectors: list[list[float]], rule: str, floor: float
+) -> None:
     candidates = [(f"C{i}", v) for i, v in enumerate(vectors)]
     assert _rules.select(candidates, rule, floor)[0] == _ref.ref_select(candidates, rule, floor)  # type: ignore[arg-type]
 

@@ -144,7 +144,12 @@ def test_two_opening_proposals_by_one_agent_are_rejected() -> None:
 def test_resealed_inconsistent_controls_and_spend_are_rejected() -> None:
     agents = [HashAgent(f"a{i}", 7, bias=0.5) for i in range(3)]
     cert = negotiate_sync(
-        agents, rejected=REJECTED, ideal=IDEAL, floor=0.9, rounds=2, edges=[("a0", "a1"), ("a1", "a2")]
+        agents,
+        rejected=REJECTED,
+        ideal=IDEAL,
+        floor=0.9,
+        rounds=2,
+        edges=[("a0", "a1"), ("a1", "a2")],
     ).model_dump(mode="json")
     assert verify(_resealed(cert)).valid
     edits: list[tuple[str, str]] = [

@@ -64,7 +64,10 @@ def test_valid_act_has_no_problems() -> None:
         (RawAct(act="challenge", target="o9", text="x"), "does not exist"),
         (RawAct(act="challenge", target="option 1", text="x"), "not an id"),
         (RawAct(act="challenge", target="o1", text="  "), "text must not be empty"),
-        (RawAct(act="ask", target="o1", text="x", blocking=True), "only a challenge can be blocking"),
+        (
+            RawAct(act="ask", target="o1", text="x", blocking=True),
+            "only a challenge can be blocking",
+        ),
     ],
 )
 def test_invalid_acts_are_reported_not_repaired(raw: RawAct, fragment: str) -> None:
@@ -77,17 +80,27 @@ def test_invalid_acts_are_reported_not_repaired(raw: RawAct, fragment: str) -> N
 def test_recommend_must_score_every_live_option_in_range() -> None:
     live = frozenset({"o1", "o2"})
     ok = RawAct(act="recommend", target="o1", text="x", scores={"o1": 0.9, "o2": 0.1})
-    assert check_act(ok, allowed=frozenset({"recommend"}), known_targets=KNOWN, live_options=live) == []
+    assert (
+        check_act(ok, allowed=frozenset({"recommend"}), known_targets=KNOWN, live_options=live)
+        == []
+    )
     missing = RawAct(act="recommend", target="o1", text="x", scores={"o1": 0.9})
-    assert "scores missing for o2" in check_act(missing, allowed=frozenset({"recommend"}), known_targets=KNOWN, live_options=live)
+    assert "scores missing for o2" in check_act(
+        missing, allowed=frozenset({"recommend"}), known_targets=KNOWN, live_options=live
+    )
     bad = RawAct(act="recommend", target="o1", text="x", scores={"o1": 1.5, "o2": float("nan")})
-    problems = check_act(bad, allowed=frozenset({"recommend"}), known_targets=KNOWN, live_options=live)
+    problems = check_act(
+        bad, allowed=frozenset({"recommend"}), known_targets=KNOWN, live_options=live
+    )
     assert any("[0, 1]" in p for p in problems)
 
 
 def test_propose_needs_option_text() -> None:
     raw = RawAct(act="propose", target="a0", text="idea")
-    assert any("option text" in p for p in check_act(raw, allowed=frozenset({"propose"}), known_targets=KNOWN))
+    assert any(
+        "option text" in p
+        for p in check_act(raw, allowed=frozenset({"propose"}), known_targets=KNOWN)
+    )
 
 
 @given(
@@ -96,9 +109,20 @@ def test_propose_needs_option_text() -> None:
     text=st.sampled_from(["", "a point"]),
     blocking=st.booleans(),
 )
-def test_check_act_accepts_exactly_the_grammar(act: str, target: str, text: str, blocking: bool) -> None:
-    raw = RawAct(act=act, target=target, text=text, blocking=blocking, option="opt", scores={"o1": 0.5, "o2": 0.5} if act == "recommend" else None)
-    problems = check_act(raw, allowed=frozenset(ACTS), known_targets=KNOWN, live_options=frozenset({"o1", "o2"}))
+def test_check_act_accepts_exactly_the_grammar(
+    act: str, target: str, text: str, blocking: bool
+) -> None:
+    raw = RawAct(
+        act=act,
+        target=target,
+        text=text,
+        blocking=blocking,
+        option="opt",
+        scores={"o1": 0.5, "o2": 0.5} if act == "recommend" else None,
+    )
+    problems = check_act(
+        raw, allowed=frozenset(ACTS), known_targets=KNOWN, live_options=frozenset({"o1", "o2"})
+    )
     parsed = parse_target(target)
     valid = (
         act in ACTS
@@ -117,7 +141,12 @@ def test_task_needs_only_a_question(tmp_path: Path) -> None:
     path.write_text("question: Which road?\n")
     task = load_task(path)
     assert task.id == "t" and task.options == () and task.dci.max_rounds == 2
-    assert [p.archetype for p in task.participants] == ["Framer", "Explorer", "Challenger", "Integrator"]
+    assert [p.archetype for p in task.participants] == [
+        "Framer",
+        "Explorer",
+        "Challenger",
+        "Integrator",
+    ]
 
 
 @pytest.mark.parametrize(
@@ -126,8 +155,17 @@ def test_task_needs_only_a_question(tmp_path: Path) -> None:
         ({"context": "no question"}, "question"),
         ({"question": "   "}, "question"),
         ({"question": "q", "dci": {"max_rounds": 0}}, "dci.max_rounds"),
-        ({"question": "q", "participants": [{"id": "p", "archetype": "Oracle"}]}, "participants[0].archetype"),
-        ({"question": "q", "participants": [{"id": "p", "archetype": "Framer", "preferred_acts": ["yell"]}]}, "participants[0].preferred_acts[0]"),
+        (
+            {"question": "q", "participants": [{"id": "p", "archetype": "Oracle"}]},
+            "participants[0].archetype",
+        ),
+        (
+            {
+                "question": "q",
+                "participants": [{"id": "p", "archetype": "Framer", "preferred_acts": ["yell"]}],
+            },
+            "participants[0].preferred_acts[0]",
+        ),
         ({"question": "q", "options": [{"id": "a"}]}, "options[0].text"),
         ({"question": "q", "colour": "blue"}, "colour"),
     ],
@@ -141,7 +179,15 @@ def test_bad_task_files_name_the_field(data: dict[str, object], field: str) -> N
 
 def test_example_tasks_cover_the_seven_task_types(repo_root: Path) -> None:
     types = {load_task(p).type for p in (repo_root / "examples" / "dci").glob("*.yaml")}
-    assert types == {"hidden_profile", "late_evidence", "risk", "disagreement", "policy", "architecture", "routine"}
+    assert types == {
+        "hidden_profile",
+        "late_evidence",
+        "risk",
+        "disagreement",
+        "policy",
+        "architecture",
+        "routine",
+    }
 
 
 @pytest.mark.parametrize("module", ["acts", "archetypes", "outranking", "selection"])

@@ -25,7 +25,9 @@ MODELS = BUNDLED  # the bundled scripted models (package data)
 
 @functools.cache
 def _rules(name: str) -> dict[str, object]:
-    loaded: dict[str, object] = yaml.load((MODELS / f"{name}.yaml").read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    loaded: dict[str, object] = yaml.load(
+        (MODELS / f"{name}.yaml").read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    )
     return loaded
 
 
@@ -40,7 +42,10 @@ def example_runs() -> dict[str, tuple[DeliberationOutput, DeliberationOutput]]:
     runs = {}
     for path in TASKS:
         task = load_task(path)
-        runs[task.id] = (asyncio.run(deliberate_with_model(task, scripted("dci")))[0], run_baseline_sync("single", scripted("single"), task))
+        runs[task.id] = (
+            asyncio.run(deliberate_with_model(task, scripted("dci")))[0],
+            run_baseline_sync("single", scripted("single"), task),
+        )
     return runs
 
 
@@ -48,11 +53,21 @@ def answer(choice: str) -> dict[str, object]:
     return {"choice": choice, "answer": f"I choose {choice}.", "confidence": 0.5}
 
 
-TASK = parse_task({"question": "Pick a colour?", "options": [{"id": "red", "text": "Red."}, {"id": "blue", "text": "Blue."}]})
+TASK = parse_task(
+    {
+        "question": "Pick a colour?",
+        "options": [{"id": "red", "text": "Red."}, {"id": "blue", "text": "Blue."}],
+    }
+)
 
 
 def test_voting_takes_the_plurality_and_reports_ties() -> None:
-    rules = {"rules": [{"match": {"agent": f"voter{i}"}, "json": answer(c)} for i, c in enumerate(["blue", "RED", "red", "Blue", "green"], 1)]}
+    rules = {
+        "rules": [
+            {"match": {"agent": f"voter{i}"}, "json": answer(c)}
+            for i, c in enumerate(["blue", "RED", "red", "Blue", "green"], 1)
+        ]
+    }
     out = run_baseline_sync("voting", ModelClient(ScriptedBackend.from_dict(rules)), TASK)
     assert out.selected_option == "blue" and "tie_break" in out.extras
     assert out.extras["counts"] == {"blue": 2, "red": 2, "green": 1}
@@ -60,8 +75,20 @@ def test_voting_takes_the_plurality_and_reports_ties() -> None:
 
 
 def test_self_consistency_samples_one_agent_with_seeds() -> None:
-    rules = {"rules": [{"match": {"agent": "sampler"}, "responses": [answer("red"), answer("blue"), answer("red")]}]}
-    out = run_baseline_sync("self_consistency", ModelClient(ScriptedBackend.from_dict(rules)), TASK, settings=BaselineSettings(samples=3))
+    rules = {
+        "rules": [
+            {
+                "match": {"agent": "sampler"},
+                "responses": [answer("red"), answer("blue"), answer("red")],
+            }
+        ]
+    }
+    out = run_baseline_sync(
+        "self_consistency",
+        ModelClient(ScriptedBackend.from_dict(rules)),
+        TASK,
+        settings=BaselineSettings(samples=3),
+    )
     assert out.selected_option == "red" and out.extras["counts"] == {"red": 2, "blue": 1}
     assert out.usage.calls == 3
 
@@ -69,7 +96,10 @@ def test_self_consistency_samples_one_agent_with_seeds() -> None:
 def test_debate_feeds_peers_answers_back() -> None:
     rules = {
         "rules": [
-            {"match": {"stage": "baseline.debate.r2", "contains": "PEERS' ANSWERS"}, "json": answer("blue")},
+            {
+                "match": {"stage": "baseline.debate.r2", "contains": "PEERS' ANSWERS"},
+                "json": answer("blue"),
+            },
             {"match": {"stage": "baseline.debate.r1"}, "responses": [answer("red")]},
         ]
     }
@@ -78,7 +108,9 @@ def test_debate_feeds_peers_answers_back() -> None:
 
 
 def test_budget_exhaustion_in_a_baseline_is_reported() -> None:
-    out = run_baseline_sync("voting", scripted("voting", Budget(max_calls=2)), load_task(EXAMPLES / "risk.yaml"))
+    out = run_baseline_sync(
+        "voting", scripted("voting", Budget(max_calls=2)), load_task(EXAMPLES / "risk.yaml")
+    )
     assert out.status == "budget_exhausted" and len(out.extras["votes"]) == 2
 
 
@@ -98,12 +130,16 @@ def test_scripted_completions_have_realistic_lengths() -> None:
     dci = _rules("dci")
     for rule in dci["rules"]:
         for item in rule.get("responses") or [rule.get("json")]:
-            assert 150 <= estimate_tokens(json.dumps(item, ensure_ascii=False)) <= 400, rule["match"]
+            assert 150 <= estimate_tokens(json.dumps(item, ensure_ascii=False)) <= 400, rule[
+                "match"
+            ]
     for method in METHODS[1:]:
         data = _rules(method)
         for rule in data["rules"]:
             for item in rule.get("responses") or [rule.get("json")]:
-                assert 500 <= estimate_tokens(json.dumps(item, ensure_ascii=False)) <= 1100, rule["match"]
+                assert 500 <= estimate_tokens(json.dumps(item, ensure_ascii=False)) <= 1100, rule[
+                    "match"
+                ]
 
 
 def test_dci_costs_at_most_15_times_the_single_agent_on_the_examples() -> None:

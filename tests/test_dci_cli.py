@@ -46,7 +46,13 @@ def test_deliberate_baseline() -> None:
 
 
 def test_ablation_switches_and_human_output() -> None:
-    proc = run("deliberate", str(EXAMPLES / "routine.yaml"), "--no-archetypes", "--no-typed-grammar", "--no-dci-cf")
+    proc = run(
+        "deliberate",
+        str(EXAMPLES / "routine.yaml"),
+        "--no-archetypes",
+        "--no-typed-grammar",
+        "--no-dci-cf",
+    )
     assert proc.returncode == 0, proc.stderr
     assert "unstructured:mean_score" in proc.stdout and "Reopen conditions" in proc.stdout
 
@@ -83,7 +89,9 @@ def test_judge_scores_outputs_per_judge(tmp_path: Path) -> None:
     judge = BUNDLED / "judge.yaml"
     copy = tmp_path / "judge2.yaml"
     copy.write_text(judge.read_text())
-    proc = run("judge", str(path), "--model", f"scripted:{judge}", "--model", f"scripted:{copy}", "--json")
+    proc = run(
+        "judge", str(path), "--model", f"scripted:{judge}", "--model", f"scripted:{copy}", "--json"
+    )
     assert proc.returncode == 3, proc.stderr  # one line rejected, the rest judged
     assert "outputs.jsonl:3" in proc.stderr
     result = json.loads(proc.stdout)

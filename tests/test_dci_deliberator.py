@@ -12,8 +12,21 @@ from dissensus.dci.task import parse_task
 from dissensus.llm import Budget, ModelClient, ScriptedBackend
 from test_dci_flow import check_packet
 
-TASK = parse_task({"question": "Which road?", "options": [{"id": "n", "text": "North."}, {"id": "s", "text": "South."}]})
-REQUEST = ActRequest(participant="framer", archetype="Framer", stage="frame", round=0, system="s", prompt="p", allowed_acts=("frame",))
+TASK = parse_task(
+    {
+        "question": "Which road?",
+        "options": [{"id": "n", "text": "North."}, {"id": "s", "text": "South."}],
+    }
+)
+REQUEST = ActRequest(
+    participant="framer",
+    archetype="Framer",
+    stage="frame",
+    round=0,
+    system="s",
+    prompt="p",
+    allowed_acts=("frame",),
+)
 
 
 def client(data: dict[str, object], budget: Budget | None = None) -> ModelClient:
@@ -25,10 +38,16 @@ def client(data: dict[str, object], budget: Budget | None = None) -> ModelClient
     [
         ({"rules": []}, None, "model_failure"),
         ({"default": "this is not an act"}, None, "invalid_output"),
-        ({"default": {"act": "frame", "target": "a0", "text": "x"}}, Budget(max_calls=0), "budget_exhausted"),
+        (
+            {"default": {"act": "frame", "target": "a0", "text": "x"}},
+            Budget(max_calls=0),
+            "budget_exhausted",
+        ),
     ],
 )
-def test_client_failures_map_to_protocol_failures(data: dict[str, object], budget: Budget | None, kind: str) -> None:
+def test_client_failures_map_to_protocol_failures(
+    data: dict[str, object], budget: Budget | None, kind: str
+) -> None:
     agent = LLMDeliberator(client(data, budget), "framer")
     with pytest.raises(ParticipantFailure) as err:
         asyncio.run(agent.speak(REQUEST))
@@ -36,7 +55,14 @@ def test_client_failures_map_to_protocol_failures(data: dict[str, object], budge
 
 
 def test_request_carries_agent_role_and_stage() -> None:
-    rules = {"rules": [{"match": {"agent": "framer", "role": "Framer", "stage": "dci.frame"}, "json": {"act": "frame", "target": "a0", "text": "ok"}}]}
+    rules = {
+        "rules": [
+            {
+                "match": {"agent": "framer", "role": "Framer", "stage": "dci.frame"},
+                "json": {"act": "frame", "target": "a0", "text": "ok"},
+            }
+        ]
+    }
     reply = asyncio.run(LLMDeliberator(client(rules), "framer").speak(REQUEST))
     assert reply.act.act == "frame" and reply.usage.calls == 1 and reply.usage.prompt_tokens > 0
 
@@ -52,12 +78,18 @@ def test_a_failing_model_still_yields_a_packet_that_says_so() -> None:
 
 def test_a_model_that_never_speaks_the_grammar_yields_failures_not_coerced_acts() -> None:
     # Regression: a model whose every answer is invalid used to end "complete".
-    output, result = asyncio.run(deliberate_with_model(TASK, client({"default": {"act": "shout", "target": "o1", "text": "!"}})))
+    output, result = asyncio.run(
+        deliberate_with_model(
+            TASK, client({"default": {"act": "shout", "target": "o1", "text": "!"}})
+        )
+    )
     assert output.packet is not None and output.packet.status == "model_failure"
     assert output.status == "model_failure"
     assert result.workspace.acts == [] and output.packet.metrics.acts_total == 0
     assert {f.kind for f in output.packet.failures} == {"invalid_act"}
-    assert output.packet.path == "fallback:tie_break" and "every participant failed" in (output.packet.status_detail or "")
+    assert output.packet.path == "fallback:tie_break" and "every participant failed" in (
+        output.packet.status_detail or ""
+    )
 
 
 def test_the_judge_sees_question_and_answer_never_the_method() -> None:

@@ -31,7 +31,14 @@ def validate_against_schema(data: dict[str, object]) -> None:
         assert set(data) <= set(SCHEMA["properties"])
         return
     jsonschema.Draft202012Validator(SCHEMA).validate(data)
-TASK = parse_task({"question": "Which road should we take?", "options": [{"id": "north", "text": "Take the north road."}]})
+
+
+TASK = parse_task(
+    {
+        "question": "Which road should we take?",
+        "options": [{"id": "north", "text": "Take the north road."}],
+    }
+)
 
 
 def check_packet(packet: DecisionPacket) -> None:
@@ -46,9 +53,21 @@ def test_converges_with_a_clear_leader() -> None:
     result = deliberate_sync(TASK, panel({"o1": 0.9}))
     p = result.packet
     check_packet(p)
-    assert (p.path, p.status, p.selected and p.selected.id, p.selected and p.selected.label) == ("converged", "complete", "o1", "north")
+    assert (p.path, p.status, p.selected and p.selected.id, p.selected and p.selected.label) == (
+        "converged",
+        "complete",
+        "o1",
+        "north",
+    )
     assert p.metrics.rounds == 1 and p.metrics.acts_total == 18
-    assert p.metrics.acts_by_family == {"orienting": 1, "generative": 4, "critical": 4, "integrative": 1, "epistemic": 4, "decisional": 4}
+    assert p.metrics.acts_by_family == {
+        "orienting": 1,
+        "generative": 4,
+        "critical": 4,
+        "integrative": 1,
+        "epistemic": 4,
+        "decisional": 4,
+    }
     assert p.reopen_conditions == ["if x"] and p.next_actions == ["do y"]
 
 
@@ -63,7 +82,10 @@ def test_no_convergence_ends_in_the_fallback_cascade_after_max_rounds() -> None:
 
 
 def test_open_blocking_objection_prevents_convergence_and_becomes_a_residual_objection() -> None:
-    agents = [ScriptedParticipant(p, scores={"o1": 0.9}, block=True, resolve=(p != "challenger")) for p in PANEL]
+    agents = [
+        ScriptedParticipant(p, scores={"o1": 0.9}, block=True, resolve=(p != "challenger"))
+        for p in PANEL
+    ]
     p = deliberate_sync(TASK, agents).packet
     check_packet(p)
     assert p.path.startswith("fallback:")
@@ -79,7 +101,12 @@ def test_minority_report_names_holders_rationale_and_confidence() -> None:
     assert p.selected is not None and p.selected.id == "o1"
     assert len(p.minority_report) == 1
     m = p.minority_report[0]
-    assert m.option == "o2" and m.holders == ["integrator"] and m.confidence == 0.7 and "integrator" in m.rationale
+    assert (
+        m.option == "o2"
+        and m.holders == ["integrator"]
+        and m.confidence == 0.7
+        and "integrator" in m.rationale
+    )
 
 
 def test_invalid_act_is_reasked_then_recorded_as_failure_never_coerced() -> None:
@@ -87,7 +114,9 @@ def test_invalid_act_is_reasked_then_recorded_as_failure_never_coerced() -> None
     result = deliberate_sync(TASK, agents)
     p = result.packet
     failures = [f for f in p.failures if f.speaker == "challenger"]
-    assert len(failures) == 1 and failures[0].kind == "invalid_act" and failures[0].stage == "revise"
+    assert (
+        len(failures) == 1 and failures[0].kind == "invalid_act" and failures[0].stage == "revise"
+    )
     assert any("unknown act" in x for x in failures[0].problems)
     # The re-ask carried the problems back to the participant.
     challenger = agents[2]
@@ -125,11 +154,17 @@ def test_no_option_at_all_is_a_packet_without_selection() -> None:
 
 def test_ablations_change_the_flow() -> None:
     base = DCIConfig()
-    untyped = deliberate_sync(TASK, panel({"o1": 0.9}), config=base.model_copy(update={"typed_grammar": False})).packet
+    untyped = deliberate_sync(
+        TASK, panel({"o1": 0.9}), config=base.model_copy(update={"typed_grammar": False})
+    ).packet
     assert untyped.metrics.acts_by_family.get("untyped", 0) == untyped.metrics.acts_total > 0
-    neutral = deliberate_sync(TASK, panel({"o1": 0.9}), config=base.model_copy(update={"archetypes": False})).packet
+    neutral = deliberate_sync(
+        TASK, panel({"o1": 0.9}), config=base.model_copy(update={"archetypes": False})
+    ).packet
     assert set(neutral.participants.values()) == {"Participant"}
-    open_rounds = deliberate_sync(TASK, panel({"o1": 0.9}), config=base.model_copy(update={"convergent_flow": False})).packet
+    open_rounds = deliberate_sync(
+        TASK, panel({"o1": 0.9}), config=base.model_copy(update={"convergent_flow": False})
+    ).packet
     assert open_rounds.path == "unstructured:mean_score" and open_rounds.fallback is None
     for p in (untyped, neutral, open_rounds):
         check_packet(p)
@@ -140,18 +175,28 @@ def test_missing_agent_is_a_config_error() -> None:
         deliberate_sync(TASK, panel()[:3])
 
 
-moves = st.lists(st.sampled_from(["valid", "valid", "valid", "invalid", "invalid_output", "model", "budget"]), min_size=1, max_size=6)
+moves = st.lists(
+    st.sampled_from(["valid", "valid", "valid", "invalid", "invalid_output", "model", "budget"]),
+    min_size=1,
+    max_size=6,
+)
 
 
 @given(
     moves=st.fixed_dictionaries({p: moves for p in PANEL}),
-    scores=st.dictionaries(st.sampled_from(["o1", "o2", "o3", "o4", "o5"]), st.floats(0, 1), max_size=5),
+    scores=st.dictionaries(
+        st.sampled_from(["o1", "o2", "o3", "o4", "o5"]), st.floats(0, 1), max_size=5
+    ),
     max_rounds=st.integers(1, 3),
     with_options=st.booleans(),
     ablation=st.sampled_from([None, "typed_grammar", "archetypes", "convergent_flow"]),
 )
 def test_every_path_terminates_within_bounds_and_yields_a_valid_packet(
-    moves: dict[str, list[str]], scores: dict[str, float], max_rounds: int, with_options: bool, ablation: str | None
+    moves: dict[str, list[str]],
+    scores: dict[str, float],
+    max_rounds: int,
+    with_options: bool,
+    ablation: str | None,
 ) -> None:
     task = TASK if with_options else parse_task({"question": "Open question?"})
     config = DCIConfig(max_rounds=max_rounds)

@@ -51,7 +51,10 @@ def test_satisficing_separates_a_minimax_tie() -> None:
 
 def test_fixed_tie_break_is_canonical_order() -> None:
     scores = {"p1": {"A": 0.8, "B": 0.3}, "p2": {"A": 0.3, "B": 0.8}}
-    assert (cascade(["A", "B"], scores).selected, cascade(["A", "B"], scores).rule) == ("A", "tie_break")
+    assert (cascade(["A", "B"], scores).selected, cascade(["A", "B"], scores).rule) == (
+        "A",
+        "tie_break",
+    )
     assert cascade(["B", "A"], scores).selected == "B"
 
 
@@ -64,7 +67,10 @@ def test_no_scores_falls_through_to_the_tie_break_and_incomplete_rows_are_report
 
 def test_helpers_by_hand() -> None:
     rows = {"p": {"A": 0.2, "B": 0.6}, "q": {"A": 0.9, "B": 0.6}}
-    assert minimax_regret(["A", "B"], ["A", "B"], rows) == (["B"], pytest.approx({"A": 0.4, "B": 0.3}))
+    assert minimax_regret(["A", "B"], ["A", "B"], rows) == (
+        ["B"],
+        pytest.approx({"A": 0.4, "B": 0.3}),
+    )
     assert satisficing(["A", "B"], rows, 0.5)[0] == ["B"]
     assert compress(["A", "B"], rows, 1) == ["B"]
 
@@ -88,7 +94,9 @@ matrices = st.integers(min_value=1, max_value=5).flatmap(
 
 
 @given(matrices)
-def test_cascade_is_deterministic_and_order_of_participants_does_not_matter(case: tuple[list[str], dict[str, dict[str, float]]]) -> None:
+def test_cascade_is_deterministic_and_order_of_participants_does_not_matter(
+    case: tuple[list[str], dict[str, dict[str, float]]],
+) -> None:
     options, scores = case
     first = cascade(options, scores)
     assert first == cascade(options, scores)
@@ -99,12 +107,17 @@ def test_cascade_is_deterministic_and_order_of_participants_does_not_matter(case
 
 
 @given(matrices)
-def test_a_strictly_dominant_option_wins_by_outranking(case: tuple[list[str], dict[str, dict[str, float]]]) -> None:
+def test_a_strictly_dominant_option_wins_by_outranking(
+    case: tuple[list[str], dict[str, dict[str, float]]],
+) -> None:
     options, scores = case
     if not scores:
         return
     boosted = {p: {**row, options[-1]: 1.0} for p, row in scores.items()}
-    boosted = {p: {o: (v if o == options[-1] else min(v, 0.99)) for o, v in row.items()} for p, row in boosted.items()}
+    boosted = {
+        p: {o: (v if o == options[-1] else min(v, 0.99)) for o, v in row.items()}
+        for p, row in boosted.items()
+    }
     r = cascade(options, boosted)
     assert r.selected == options[-1]
     assert len(options) == 1 or r.rule == "outranking"

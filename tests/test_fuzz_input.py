@@ -34,7 +34,9 @@ floats = st.floats(allow_nan=True, allow_infinity=True)
 scalars = st.none() | st.booleans() | st.integers() | floats | st.text()
 json_values = st.recursive(
     scalars,
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
     max_leaves=20,
 )
 
@@ -46,15 +48,25 @@ def _panel_like() -> st.SearchStrategy[dict[str, Any]]:
                   "evidence": st.lists(st.fixed_dictionaries({"source": st.text(max_size=4), "present": scalars}), max_size=2),
                   "extra": json_values},
     )  # fmt: skip
-    return st.fixed_dictionaries({"id": scalars, "outputs": st.lists(output, max_size=4)}, optional={"meta": json_values})
+    return st.fixed_dictionaries(
+        {"id": scalars, "outputs": st.lists(output, max_size=4)}, optional={"meta": json_values}
+    )
 
 
 def _vote_like() -> st.SearchStrategy[dict[str, Any]]:
     vote = st.fixed_dictionaries(
-        {"agent": st.text(max_size=4), "answer": scalars, "evidence_source": st.text(max_size=4), "evidence_present": scalars},
+        {
+            "agent": st.text(max_size=4),
+            "answer": scalars,
+            "evidence_source": st.text(max_size=4),
+            "evidence_present": scalars,
+        },
         optional={"confidence": floats, "family": scalars},
     )
-    return st.fixed_dictionaries({"id": scalars, "votes": st.lists(vote, max_size=4)}, optional={"gold": scalars, "meta": json_values})
+    return st.fixed_dictionaries(
+        {"id": scalars, "votes": st.lists(vote, max_size=4)},
+        optional={"gold": scalars, "meta": json_values},
+    )
 
 
 def _lines(raw: bytes) -> list[str]:
@@ -85,7 +97,11 @@ def test_reader_never_raises_on_random_json(value: Any) -> None:
 
 @given(st.text(max_size=60))
 def test_reader_never_raises_on_random_unicode(text: str) -> None:
-    items = list(read_models(VoteCase, [text.replace("\n", " ") or " ", '{"id": 1, "votes": []}'], file="fuzz"))
+    items = list(
+        read_models(
+            VoteCase, [text.replace("\n", " ") or " ", '{"id": 1, "votes": []}'], file="fuzz"
+        )
+    )
     assert all(isinstance(i, VoteCase | Reject) for i in items)
 
 
@@ -122,12 +138,21 @@ def test_vote_model_accepts_only_what_the_journal_can_hold(data: dict[str, Any])
 
 @settings(max_examples=15)
 @given(st.binary(max_size=120) | json_values.map(lambda v: json.dumps(v, allow_nan=True).encode()))
-def test_decide_decides_the_valid_lines_around_a_random_one(tmp_path_factory: Any, line: bytes) -> None:
+def test_decide_decides_the_valid_lines_around_a_random_one(
+    tmp_path_factory: Any, line: bytes
+) -> None:
     root = tmp_path_factory.mktemp("fuzz")
     inp: Path = root / "in.jsonl"
     one = json.dumps(panel("first", ["1", "1"], swap=["1", "1"]))
     two = json.dumps(panel("second", ["1", "1"], swap=["1", "1"]))
-    inp.write_bytes(one.encode() + b"\n" + line.replace(b"\n", b" ").replace(b"\r", b" ") + b"\n" + two.encode() + b"\n")
+    inp.write_bytes(
+        one.encode()
+        + b"\n"
+        + line.replace(b"\n", b" ").replace(b"\r", b" ")
+        + b"\n"
+        + two.encode()
+        + b"\n"
+    )
     pol = write_policy(root / "p.yaml")
     res = cli("decide", inp, "--policy", pol, "--journal", root / "j.sqlite", "--json")
     assert res.code in (0, 3), res.err

@@ -13,28 +13,30 @@ GUARD_DIR = Path(guard.__file__).resolve().parent
 
 
 def test_public_surface_is_pinned() -> None:
-    assert sorted(guard.__all__) == sorted([
-        "CorrelatedConsensusError",
-        "GuardDecision",
-        "GuardThresholds",
-        "InvariantCheck",
-        "Mode",
-        "Posterior",
-        "PriorSettings",
-        "Refusal",
-        "ReliabilityFit",
-        "ReliabilitySettings",
-        "agreement_fraction",
-        "audit",
-        "audit_case",
-        "audit_many",
-        "consensus_weighted_vote",
-        "encode_labels",
-        "fit_reliability",
-        "majority_vote",
-        "posterior",
-        "wawa",
-    ])
+    assert sorted(guard.__all__) == sorted(
+        [
+            "CorrelatedConsensusError",
+            "GuardDecision",
+            "GuardThresholds",
+            "InvariantCheck",
+            "Mode",
+            "Posterior",
+            "PriorSettings",
+            "Refusal",
+            "ReliabilityFit",
+            "ReliabilitySettings",
+            "agreement_fraction",
+            "audit",
+            "audit_case",
+            "audit_many",
+            "consensus_weighted_vote",
+            "encode_labels",
+            "fit_reliability",
+            "majority_vote",
+            "posterior",
+            "wawa",
+        ]
+    )
     for name in guard.__all__:
         assert hasattr(guard, name)
 
@@ -51,7 +53,9 @@ def test_guard_is_pure_core() -> None:
                 names = [node.module]
             for name in names:
                 assert not name.startswith(forbidden), f"{path.name} imports {name}"
-                assert name.split(".")[0] not in ("random", "time", "requests", "openai"), f"{path.name} imports {name}"
+                assert name.split(".")[0] not in ("random", "time", "requests", "openai"), (
+                    f"{path.name} imports {name}"
+                )
         assert "print(" not in path.read_text(), f"{path.name} prints"
 
 
@@ -62,4 +66,10 @@ def test_documented_array_api_exists(repo_root: Path) -> None:
     names = set(re.findall(r"`([a-z_]+)\((?:labels|rows|errors|present)", table))
     in_arrays = {n for n in names if hasattr(arrays, n)}
     assert names == in_arrays and len(names) >= 7
-    assert {"encode_labels", "majority_vote", "wawa", "reliability_posterior", "n_eff_per_case"} <= in_arrays
+    assert {
+        "encode_labels",
+        "majority_vote",
+        "wawa",
+        "reliability_posterior",
+        "n_eff_per_case",
+    } <= in_arrays

@@ -55,7 +55,9 @@ def test_n_eff_formula() -> None:
 
 
 def test_error_correlation_and_posterior() -> None:
-    e = np.array([[1, 1, 0], [0, 0, 1], [1, 1, 1], [0, 0, 0], [1, 1, 0], [0, 0, np.nan]], dtype=float)
+    e = np.array(
+        [[1, 1, 0], [0, 0, 1], [1, 1, 1], [0, 0, 0], [1, 1, 0], [0, 0, np.nan]], dtype=float
+    )
     rho = pairwise_error_correlation(e, min_overlap=3)
     assert rho[0, 1] == pytest.approx(1.0)
     assert np.isnan(pairwise_error_correlation(e, min_overlap=10)[0, 1])
@@ -65,11 +67,15 @@ def test_error_correlation_and_posterior() -> None:
     assert post[0, 0] == pytest.approx(1 / (1 + math.exp(-0.5 * math.log(9))))
 
 
-label_matrices = arrays(np.int64, st.tuples(st.integers(1, 12), st.integers(1, 6)), elements=st.integers(-1, 3))
+label_matrices = arrays(
+    np.int64, st.tuples(st.integers(1, 12), st.integers(1, 6)), elements=st.integers(-1, 3)
+)
 
 
 @given(label_matrices, st.floats(0.0, 6.0))
-def test_shares_are_distributions_and_weighting_keeps_plurality(labels: np.ndarray, beta: float) -> None:
+def test_shares_are_distributions_and_weighting_keeps_plurality(
+    labels: np.ndarray, beta: float
+) -> None:
     mv, mp = majority_vote(labels, 4)
     cw, cp = consensus_weighted_vote(labels, 4, beta)
     voted = (labels >= 0).any(axis=1)
@@ -83,7 +89,12 @@ def test_shares_are_distributions_and_weighting_keeps_plurality(labels: np.ndarr
 
 def _frame(labels: np.ndarray) -> Any:
     pd = pytest.importorskip("pandas")
-    rows = [(f"t{i:05d}", f"w{j}", int(labels[i, j])) for i in range(labels.shape[0]) for j in range(labels.shape[1]) if labels[i, j] >= 0]
+    rows = [
+        (f"t{i:05d}", f"w{j}", int(labels[i, j]))
+        for i in range(labels.shape[0])
+        for j in range(labels.shape[1])
+        if labels[i, j] >= 0
+    ]
     return pd.DataFrame(rows, columns=["task", "worker", "label"])
 
 
@@ -135,7 +146,9 @@ def test_agreement_weighted_equals_crowdkit_wawa(seed: int) -> None:
     first = crowdkit.MajorityVote().fit(df)
     answers, probs, skills = wawa(labels, 3, tie_order=[int(c) for c in first.probas_.columns])
     voted = np.flatnonzero((labels >= 0).any(axis=1))
-    assert np.allclose(skills, theirs.skills_.loc[[f"w{j}" for j in range(labels.shape[1])]].to_numpy())
+    assert np.allclose(
+        skills, theirs.skills_.loc[[f"w{j}" for j in range(labels.shape[1])]].to_numpy()
+    )
     assert np.allclose(probs[voted], their_probas)
     # Labels agree everywhere except on exact float ties summed in another order.
     top = np.sort(their_probas, axis=1)

@@ -14,7 +14,12 @@ from dissensus.types import Vote, VoteCase
 
 def _case(i: int, answers: list[str], gold: str, present: bool = False) -> VoteCase:
     votes = [
-        Vote(agent=f"a{j}", answer=x, evidence_source=f"s{j}" if present else "parametric", evidence_present=present)
+        Vote(
+            agent=f"a{j}",
+            answer=x,
+            evidence_source=f"s{j}" if present else "parametric",
+            evidence_present=present,
+        )
         for j, x in enumerate(answers)
     ]
     return VoteCase(id=str(i), votes=votes, gold=gold)
@@ -26,7 +31,11 @@ def test_metrics_hand_checked() -> None:
     conf = np.array([0.9, 0.9, 0.6, 0.6])
     hit = np.array([True, False, True, True])
     f = figures(conf, hit)
-    assert f.accuracy == pytest.approx(0.75) and f.mean_confidence == pytest.approx(0.75) and f.gap == pytest.approx(0.0)
+    assert (
+        f.accuracy == pytest.approx(0.75)
+        and f.mean_confidence == pytest.approx(0.75)
+        and f.gap == pytest.approx(0.0)
+    )
     assert ece(conf, hit) == pytest.approx(0.5 * 0.4 + 0.5 * 0.4)
     assert figures(conf[:0], hit[:0]).accuracy is None
 

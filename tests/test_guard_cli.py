@@ -15,8 +15,16 @@ def run(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str
     return run_cli(*args, stdin=stdin)
 
 
-def _vote(agent: str, answer: str, source: str = "parametric", present: bool = False, **extra: object) -> dict[str, object]:
-    return {"agent": agent, "answer": answer, "evidence_source": source, "evidence_present": present, **extra}
+def _vote(
+    agent: str, answer: str, source: str = "parametric", present: bool = False, **extra: object
+) -> dict[str, object]:
+    return {
+        "agent": agent,
+        "answer": answer,
+        "evidence_source": source,
+        "evidence_present": present,
+        **extra,
+    }
 
 
 def _labelled_lines() -> list[str]:
@@ -27,8 +35,20 @@ def _labelled_lines() -> list[str]:
         present = i % 4 == 0
         votes = [
             _vote("a", gold, "wiki" if present else "parametric", present, family="F1"),
-            _vote("b", gold if i % 5 else wrong, "news" if present else "parametric", present, family="F2"),
-            _vote("c", wrong if i % 3 == 0 else gold, "web" if present else "parametric", present, confidence=0.8),
+            _vote(
+                "b",
+                gold if i % 5 else wrong,
+                "news" if present else "parametric",
+                present,
+                family="F2",
+            ),
+            _vote(
+                "c",
+                wrong if i % 3 == 0 else gold,
+                "web" if present else "parametric",
+                present,
+                confidence=0.8,
+            ),
         ]
         lines.append(json.dumps({"id": f"q{i}", "votes": votes, "gold": gold}))
     return lines
@@ -47,7 +67,12 @@ def test_calibrate_then_vote_json(labelled: Path, tmp_path: Path) -> None:
     assert res.returncode == 0, res.stderr
     assert "beta*" in res.stdout and "absent" in res.stdout and "n_eff" in res.stdout
     report = json.loads(cal.read_text())
-    assert report["cases"] == 40 and {s["stratum"] for s in report["strata"]} == {"present", "mixed", "absent", "all"}
+    assert report["cases"] == 40 and {s["stratum"] for s in report["strata"]} == {
+        "present",
+        "mixed",
+        "absent",
+        "all",
+    }
     assert len(report["agents"]) == 3 and report["n_eff"] > 1
 
     res = run("vote", str(labelled), "--calibration", str(cal), "--json")
@@ -55,7 +80,17 @@ def test_calibrate_then_vote_json(labelled: Path, tmp_path: Path) -> None:
     rows = [json.loads(line) for line in res.stdout.splitlines()]
     assert [r["id"] for r in rows] == [f"q{i}" for i in range(40)]
     for r in rows:
-        assert {"id", "answer", "confidence", "mode", "weighted", "refusal", "n_eff", "probabilities", "reason"} <= set(r)
+        assert {
+            "id",
+            "answer",
+            "confidence",
+            "mode",
+            "weighted",
+            "refusal",
+            "n_eff",
+            "probabilities",
+            "reason",
+        } <= set(r)
         assert abs(sum(r["probabilities"].values()) - 1) < 1e-9
         assert r["mode"] in ("consensus", "bounded", "majority", "verifier")
     # Cases where three sources had evidence are checked on all three invariants.
@@ -141,8 +176,10 @@ def test_unwritable_files_and_bad_numbers_are_usage_errors(tmp_path: Path, label
 def test_duplicate_voter_rejected_on_field_votes(tmp_path: Path) -> None:
     path = tmp_path / "dup.jsonl"
     path.write_text(
-        json.dumps({"id": "d", "votes": [_vote("a", "x"), _vote("a", "y")]}) + "\n"
-        + json.dumps({"id": "ok", "votes": [_vote("a", "x"), _vote("b", "y")]}) + "\n"
+        json.dumps({"id": "d", "votes": [_vote("a", "x"), _vote("a", "y")]})
+        + "\n"
+        + json.dumps({"id": "ok", "votes": [_vote("a", "x"), _vote("b", "y")]})
+        + "\n"
     )
     res = run("vote", str(path), "--json")
     assert res.returncode == 3

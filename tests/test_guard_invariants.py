@@ -57,7 +57,14 @@ def _labelled(seed: int, n_cases: int = 60, herd: bool = False) -> list[VoteCase
                 wrong = j > 0 and i % 3 == 0
             answer = ANSWERS[(ANSWERS.index(gold) + 1) % 3] if wrong else gold
             present = (i + j + seed) % 3 != 0 if i % 2 else False
-            votes.append(Vote(agent=f"agent{j}", answer=answer, evidence_source=f"src{j % 2}", evidence_present=present))
+            votes.append(
+                Vote(
+                    agent=f"agent{j}",
+                    answer=answer,
+                    evidence_source=f"src{j % 2}",
+                    evidence_present=present,
+                )
+            )
         cases.append(VoteCase(id=str(i), votes=votes, gold=gold))
     return cases
 
@@ -71,11 +78,15 @@ calibrations = st.one_of(st.none(), st.sampled_from(CALIBRATIONS))
 
 
 @given(vote_lists(), calibrations, st.floats(0.0, 10.0))
-def test_refusal_whenever_fewer_than_two_independent_sources(votes: list[Vote], cal: ReliabilityFit | None, beta: float) -> None:
+def test_refusal_whenever_fewer_than_two_independent_sources(
+    votes: list[Vote], cal: ReliabilityFit | None, beta: float
+) -> None:
     d = audit(votes, cal, beta=beta)
     # Independent oracle: evidence sources of SOURCES that are real documents (not a
     # model's memory) among the voters that had evidence, written out by hand here.
-    real = {v.evidence_source for v in votes if v.evidence_present and v.evidence_source in EVIDENCE}
+    real = {
+        v.evidence_source for v in votes if v.evidence_present and v.evidence_source in EVIDENCE
+    }
     assert independent_sources(votes) == sorted(real)
     if len(real) < 2:
         assert not d.weighted
@@ -86,7 +97,9 @@ def test_refusal_whenever_fewer_than_two_independent_sources(votes: list[Vote], 
 
 
 @given(vote_lists(), calibrations, st.floats(0.01, 10.0))
-def test_refusal_strict_raises_and_carries_decision(votes: list[Vote], cal: ReliabilityFit | None, beta: float) -> None:
+def test_refusal_strict_raises_and_carries_decision(
+    votes: list[Vote], cal: ReliabilityFit | None, beta: float
+) -> None:
     d = audit(votes, cal, beta=beta)
     if d.refusal is None:
         assert audit(votes, cal, beta=beta, strict=True) == d
@@ -97,7 +110,13 @@ def test_refusal_strict_raises_and_carries_decision(votes: list[Vote], cal: Reli
     assert f"invariant {d.refusal.invariant}" in str(info.value)
 
 
-@given(st.integers(2, 6), st.integers(0, 3), st.sampled_from(ANSWERS), st.floats(0.05, 1.0), calibrations)
+@given(
+    st.integers(2, 6),
+    st.integers(0, 3),
+    st.sampled_from(ANSWERS),
+    st.floats(0.05, 1.0),
+    calibrations,
+)
 def test_fallback_agreement_at_or_above_maximum_always_refuses(
     n_absent: int, n_dissent: int, answer: str, maximum: float, cal: ReliabilityFit | None
 ) -> None:
@@ -106,9 +125,15 @@ def test_fallback_agreement_at_or_above_maximum_always_refuses(
         Vote(agent="e1", answer="a", evidence_source="wiki", evidence_present=True),
         Vote(agent="e2", answer="b", evidence_source="pubmed", evidence_present=True),
     ]
-    votes += [Vote(agent=f"f{i}", answer=answer, evidence_source="parametric", evidence_present=False) for i in range(n_absent)]
+    votes += [
+        Vote(agent=f"f{i}", answer=answer, evidence_source="parametric", evidence_present=False)
+        for i in range(n_absent)
+    ]
     other = "c" if answer != "c" else "a"
-    votes += [Vote(agent=f"d{i}", answer=other, evidence_source="parametric", evidence_present=False) for i in range(n_dissent)]
+    votes += [
+        Vote(agent=f"d{i}", answer=other, evidence_source="parametric", evidence_present=False)
+        for i in range(n_dissent)
+    ]
     absent = n_absent + n_dissent
     frac = max(n_absent, n_dissent) / absent
     d = audit(votes, cal, settings=GuardThresholds(max_fallback_agreement=maximum))
@@ -119,7 +144,9 @@ def test_fallback_agreement_at_or_above_maximum_always_refuses(
 
 
 @given(vote_lists(), calibrations, st.floats(0.0, 20.0))
-def test_beta_never_exceeds_measured_beta_star(votes: list[Vote], cal: ReliabilityFit | None, beta: float) -> None:
+def test_beta_never_exceeds_measured_beta_star(
+    votes: list[Vote], cal: ReliabilityFit | None, beta: float
+) -> None:
     d = audit(votes, cal, beta=beta)
     if d.weighted:
         assert cal is not None and cal.beta_star is not None
@@ -145,9 +172,15 @@ def test_confidence_in_unit_interval_and_probabilities_sum_to_one(
 
 
 @given(vote_lists(), calibrations, st.floats(0.0, 10.0))
-def test_decisions_are_deterministic(votes: list[Vote], cal: ReliabilityFit | None, beta: float) -> None:
+def test_decisions_are_deterministic(
+    votes: list[Vote], cal: ReliabilityFit | None, beta: float
+) -> None:
     first = audit(votes, cal, beta=beta)
-    again = audit(list(votes), ReliabilityFit.model_validate_json(cal.model_dump_json()) if cal else None, beta=beta)
+    again = audit(
+        list(votes),
+        ReliabilityFit.model_validate_json(cal.model_dump_json()) if cal else None,
+        beta=beta,
+    )
     assert first.model_dump_json() == again.model_dump_json()
 
 
@@ -173,13 +206,26 @@ def test_all_invariants_hold_gives_consensus_weighting() -> None:
     assert d.mode == "consensus" and d.weighted and d.refusal is None and d.answer == "a"
     bounded = audit(votes, cal, beta=cal.beta_star + 5)
     assert bounded.mode == "bounded" and bounded.beta_used == cal.beta_star
-    undecomposed = audit(votes, cal, beta=min(0.5, cal.beta_star), settings=GuardThresholds(decompose=False))
+    undecomposed = audit(
+        votes, cal, beta=min(0.5, cal.beta_star), settings=GuardThresholds(decompose=False)
+    )
     assert undecomposed.mode == "bounded" and undecomposed.weighted
 
 
 def test_verifier_veto_over_majority() -> None:
-    votes = [Vote(agent=f"c{i}", answer="x", evidence_source="parametric:OpenAI", evidence_present=False, family="OpenAI") for i in range(4)]
-    votes.append(Vote(agent="judge", answer="y", evidence_source="parametric:Other", evidence_present=False))
+    votes = [
+        Vote(
+            agent=f"c{i}",
+            answer="x",
+            evidence_source="parametric:OpenAI",
+            evidence_present=False,
+            family="OpenAI",
+        )
+        for i in range(4)
+    ]
+    votes.append(
+        Vote(agent="judge", answer="y", evidence_source="parametric:Other", evidence_present=False)
+    )
     d = audit(votes, verifier="judge", settings=GuardThresholds(max_fallback_agreement=1.0))
     assert d.mode == "verifier" and d.answer == "y" and "vetoed" in d.reason
     assert d.refusal is not None and d.refusal.invariant == 1
@@ -188,8 +234,26 @@ def test_verifier_veto_over_majority() -> None:
 
 
 def test_clones_count_as_fewer_independent_voters() -> None:
-    clones = [Vote(agent=f"c{i}", answer="x", evidence_source="parametric:OpenAI", evidence_present=False, family="OpenAI") for i in range(5)]
-    mixed = [Vote(agent=f"m{i}", answer="x", evidence_source=f"parametric:F{i}", evidence_present=False, family=f"F{i}") for i in range(5)]
+    clones = [
+        Vote(
+            agent=f"c{i}",
+            answer="x",
+            evidence_source="parametric:OpenAI",
+            evidence_present=False,
+            family="OpenAI",
+        )
+        for i in range(5)
+    ]
+    mixed = [
+        Vote(
+            agent=f"m{i}",
+            answer="x",
+            evidence_source=f"parametric:F{i}",
+            evidence_present=False,
+            family=f"F{i}",
+        )
+        for i in range(5)
+    ]
     a, b = audit(clones), audit(mixed)
     assert a.n_eff < b.n_eff
     assert a.confidence < b.confidence

@@ -31,4 +31,6 @@ def test_sweep_has_a_cliff_and_guard_stays_calibrated() -> None:
     assert rows[-2]["present_consensus_gap"] > rows[-2]["present_majority_gap"]
     for r in rows[1:]:
         assert r["absent_consensus_accuracy"] == r["absent_majority_accuracy"]
-        assert r["absent_guarded_gap"] < r["absent_majority_gap"] < r["absent_consensus_gap"] + 1e-12
+        assert (
+            r["absent_guarded_gap"] < r["absent_majority_gap"] < r["absent_consensus_gap"] + 1e-12
+        )

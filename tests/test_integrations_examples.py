@@ -64,7 +64,18 @@ def test_docs_blocks_run(tmp_path: Path, index: int, framework: str) -> None:
     pytest.importorskip(framework)
     script = tmp_path / "block.py"
     script.write_text(BLOCKS[index], encoding="utf-8")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")])}
-    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=180, check=False)
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")]),
+    }
+    done = subprocess.run(
+        [sys.executable, str(script)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=180,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     assert SHOWN[framework] in done.stdout, done.stdout

@@ -48,7 +48,9 @@ def test_backends_satisfy_the_protocol() -> None:
     assert isinstance(llm.ReplayBackend([]), llm.ChatBackend)
 
 
-def test_python_examples_of_the_docs_run(repo_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_python_examples_of_the_docs_run(
+    repo_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """docs/llm.md's Python blocks run as written, against the docs' own rule file."""
     doc = (repo_root / "docs" / "llm.md").read_text(encoding="utf-8")
     scripted = doc[doc.index("## Scripted models") :]

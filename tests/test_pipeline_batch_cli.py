@@ -19,13 +19,19 @@ def _verify_export(lines: list[str]) -> bool:
         body = {k: e[k] for k in ("seq", "key", "type", "at", "payload")}
         body.update(run=e["run_id"], case=e["case"])
         text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-        if e["seq"] != seq or e["prev_hash"] != prev or hashlib.sha256((prev + text).encode()).hexdigest() != e["hash"]:
+        if (
+            e["seq"] != seq
+            or e["prev_hash"] != prev
+            or hashlib.sha256((prev + text).encode()).hexdigest() != e["hash"]
+        ):
             return False
         prev = e["hash"]
     return True
 
 
-def test_decide_rejects_bad_lines_processes_the_rest_and_exports_a_verifiable_run(tmp_path: Path) -> None:
+def test_decide_rejects_bad_lines_processes_the_rest_and_exports_a_verifiable_run(
+    tmp_path: Path,
+) -> None:
     rows = [
         panel("a", ["1", "1", "1"], swap=["1", "1", "1"]),
         '{"id": "b", "outputs": [{"agent": "x", "decision": "1", "reasoning": "r", "confidence": 2}, {"agent": "y", "decision": "1", "reasoning": "r"}]}',
@@ -40,12 +46,40 @@ def test_decide_rejects_bad_lines_processes_the_rest_and_exports_a_verifiable_ru
         "    print('<<<', main(argv), flush=True)\n"
     )
     steps = [
-        ["decide", str(inp), "--policy", str(pol), "--journal", j, "--run-id", "B", "--json", "--rejects", str(tmp_path / "rej.jsonl")],
+        [
+            "decide",
+            str(inp),
+            "--policy",
+            str(pol),
+            "--journal",
+            j,
+            "--run-id",
+            "B",
+            "--json",
+            "--rejects",
+            str(tmp_path / "rej.jsonl"),
+        ],
         ["runs", "list", "--journal", j, "--json"],
         ["runs", "export", "B", "--journal", j, "-o", str(tmp_path / "export.jsonl")],
-        ["decide", str(inp), "--policy", str(pol), "--journal", j, "--run-id", "H", "-o", str(tmp_path / "h.jsonl")],
+        [
+            "decide",
+            str(inp),
+            "--policy",
+            str(pol),
+            "--journal",
+            j,
+            "--run-id",
+            "H",
+            "-o",
+            str(tmp_path / "h.jsonl"),
+        ],
     ]
-    proc = subprocess.run([sys.executable, "-c", script, *["\x1f".join(s) for s in steps]], capture_output=True, text=True, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-c", script, *["\x1f".join(s) for s in steps]],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     chunks = proc.stdout.split("<<< ")
     assert [int(c.split("\n", 1)[0]) for c in chunks[1:]] == [3, 0, 0, 3], proc.stderr
     records = [json.loads(x) for x in chunks[0].splitlines()]

@@ -54,7 +54,9 @@ class Setup:
         self.root = root
         self.input = write_jsonl(root / "in.jsonl", mixed_batch())
         self.script = crash_script(root / "script.yaml")
-        self.policy = write_policy(root / "policy.yaml", {"budget": {"max_calls": MAX_CALLS}, "concurrency": 1})
+        self.policy = write_policy(
+            root / "policy.yaml", {"budget": {"max_calls": MAX_CALLS}, "concurrency": 1}
+        )
 
     def decide(self, name: str) -> list[str]:
         return [
@@ -64,7 +66,16 @@ class Setup:
         ]  # fmt: skip
 
     def resume(self, name: str) -> list[str]:
-        return ["runs", "resume", RUN, "--journal", str(self.root / f"{name}.sqlite"), "--json", "-o", str(self.root / f"{name}.jsonl")]
+        return [
+            "runs",
+            "resume",
+            RUN,
+            "--journal",
+            str(self.root / f"{name}.sqlite"),
+            "--json",
+            "-o",
+            str(self.root / f"{name}.jsonl"),
+        ]
 
     def calls(self, name: str) -> int:
         path = self.root / f"{name}-calls.jsonl"
@@ -93,10 +104,14 @@ def test_the_budget_binds_in_the_uninterrupted_run(base: tuple[Setup, list[Any]]
     assert sum(e.type == "model.call" for e in events) == MAX_CALLS
 
 
-def test_a_killed_and_resumed_run_spends_the_runs_budget_once(base: tuple[Setup, list[Any]]) -> None:
+def test_a_killed_and_resumed_run_spends_the_runs_budget_once(
+    base: tuple[Setup, list[Any]],
+) -> None:
     """Killed right after every spend, call and step of the live cases; resumed each time."""
     setup, events = base
-    points = sorted({e.seq + 1 for e in events if e.type in ("model.spend", "model.call", "case.followup")})
+    points = sorted(
+        {e.seq + 1 for e in events if e.type in ("model.spend", "model.call", "case.followup")}
+    )
     points = [p for p in points if p < len(events)]
     assert len(points) >= 6
     for p in points:
@@ -104,7 +119,9 @@ def test_a_killed_and_resumed_run_spends_the_runs_budget_once(base: tuple[Setup,
         assert _forked(setup.decide(name), p) == KILLED
         assert _forked(setup.resume(name)) == REJECTED
         # Never more requests than the budget, across the killed and the resumed process.
-        assert setup.calls(name) <= MAX_CALLS, f"killed after event {p}: {setup.calls(name)} requests"
+        assert setup.calls(name) <= MAX_CALLS, (
+            f"killed after event {p}: {setup.calls(name)} requests"
+        )
         with Journal(setup.root / f"{name}.sqlite") as j, Journal(setup.root / "base.sqlite") as b:
             assert j.verify(RUN).ok
             assert final_records(j, RUN) == final_records(b, RUN)
@@ -160,7 +177,9 @@ def _slow_policy() -> Policy:
     )
 
 
-def test_a_deadline_stops_the_run_partial_and_resumable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_deadline_stops_the_run_partial_and_resumable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     rows = [r for r in mixed_batch() if isinstance(r, dict)]
     path = write_jsonl(tmp_path / "in.jsonl", rows)
     answer = json.dumps({"decision": "1", "reasoning": "slowly"})
@@ -199,7 +218,17 @@ def test_decide_deadline_flag_exits_1_with_a_partial_run(
         monkeypatch.setenv("OPENAI_BASE_URL", srv.base_url)
         monkeypatch.setenv("OPENAI_API_KEY", "k")
         journal = str(tmp_path / "j.sqlite")
-        argv = ["decide", str(path), "--policy", str(policy), "--journal", journal, "--run-id", "d", "--json"]
+        argv = [
+            "decide",
+            str(path),
+            "--policy",
+            str(policy),
+            "--journal",
+            journal,
+            "--run-id",
+            "d",
+            "--json",
+        ]
         code = main([*argv, "--model", "openai:gpt-4o-mini", "--deadline", "0.5"])
         err = capsys.readouterr().err
         assert code == 1 and "deadline of 0.5 s reached" in err and "runs resume d" in err

@@ -63,7 +63,16 @@ class Setup:
         ]  # fmt: skip
 
     def resume(self, name: str) -> list[str]:
-        return ["runs", "resume", RUN, "--journal", str(self.root / f"{name}.sqlite"), "--json", "-o", str(self.root / f"{name}.jsonl")]
+        return [
+            "runs",
+            "resume",
+            RUN,
+            "--journal",
+            str(self.root / f"{name}.sqlite"),
+            "--json",
+            "-o",
+            str(self.root / f"{name}.jsonl"),
+        ]
 
     def calls(self, name: str) -> int:
         path = self.root / f"{name}-calls.jsonl"
@@ -145,9 +154,17 @@ def test_twenty_runs_killed_at_seeded_random_points(base: tuple[Setup, list[Any]
 def test_kill_and_resume_through_the_real_entry_point(base: tuple[Setup, list[Any]]) -> None:
     setup, events = base
     runner = str(Path(__file__).with_name("fault_runner.py"))
-    killed = subprocess.run([sys.executable, runner, str(len(events) // 2), "SIGKILL", *setup.decide("cli")], check=False)
+    killed = subprocess.run(
+        [sys.executable, runner, str(len(events) // 2), "SIGKILL", *setup.decide("cli")],
+        check=False,
+    )
     assert killed.returncode == KILLED
-    resumed = subprocess.run([sys.executable, "-m", "dissensus", *setup.resume("cli")], capture_output=True, text=True, check=False)
+    resumed = subprocess.run(
+        [sys.executable, "-m", "dissensus", *setup.resume("cli")],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert resumed.returncode == REJECTED, resumed.stderr
     records = [json.loads(line) for line in (setup.root / "cli.jsonl").read_text().splitlines()]
     assert [r["id"] for r in records] == [

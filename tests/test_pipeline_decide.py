@@ -32,9 +32,7 @@ def _policy(**extra: Any) -> Policy:
 def _by_id(tmp_path: Path) -> dict[str, Any]:
     policy = _policy(seek_context={"models": agent_models(tmp_path / "models", CRASH_ANSWERS)})
     return {
-        row["id"]: decide(as_panel(row), policy)
-        for row in mixed_batch()
-        if isinstance(row, dict)
+        row["id"]: decide(as_panel(row), policy) for row in mixed_batch() if isinstance(row, dict)
     }
 
 
@@ -52,7 +50,9 @@ def test_each_route_ends_where_the_design_says(tmp_path: Path) -> None:
     assert live.auto and live.decision == "1" and live.usage.calls == 3
     # Stable agents that disagree after the re-ask go to a human.
     split = got["live-split"]
-    assert not split.auto and split.action == "escalate" and split.review_id and split.decision is None
+    assert (
+        not split.auto and split.action == "escalate" and split.review_id and split.decision is None
+    )
     # A value conflict (CD with value profiles) escalates without a follow-up.
     conflict = got["value-conflict"]
     assert conflict.path == ["read:CD", "route:escalate", "escalate"]
@@ -101,19 +101,30 @@ def panels(draw: st.DrawFn) -> dict[str, Any]:
     if draw(st.booleans()):
         decisions = [decisions[0]] * n
     families = [draw(st.sampled_from(["f1", "f2", "f3", "f4", None])) for _ in range(n)]
-    swap = [d if draw(st.integers(0, 3)) else draw(_decision) for d in decisions] if draw(st.booleans()) else None
+    swap = (
+        [d if draw(st.integers(0, 3)) else draw(_decision) for d in decisions]
+        if draw(st.booleans())
+        else None
+    )
     evidence: list[list[dict[str, Any]] | None] | None = None
     if draw(st.integers(0, 2)) == 0:
         # Retrieval panel: most agents read a non-parametric source.
-        evidence = [[{"source": f"kb:{draw(st.integers(0, 3))}", "present": draw(st.integers(0, 5)) > 0}] for _ in range(n)]
+        evidence = [
+            [{"source": f"kb:{draw(st.integers(0, 3))}", "present": draw(st.integers(0, 5)) > 0}]
+            for _ in range(n)
+        ]
     elif draw(st.booleans()):
         evidence = [
-            [{"source": draw(_source), "present": draw(st.integers(0, 3)) > 0}] if draw(st.integers(0, 4)) else None
+            [{"source": draw(_source), "present": draw(st.integers(0, 3)) > 0}]
+            if draw(st.integers(0, 4))
+            else None
             for _ in range(n)
         ]
     same = draw(st.booleans())
     reasoning = ["The first option states the refund window."] * n if same else None
-    return panel("x", decisions, families=families, swap=swap, evidence=evidence, reasoning=reasoning)
+    return panel(
+        "x", decisions, families=families, swap=swap, evidence=evidence, reasoning=reasoning
+    )
 
 
 @settings(max_examples=60)
@@ -136,7 +147,11 @@ def test_guard_gates_every_automatic_commitment(row: dict[str, Any]) -> None:
         return
     # Committed on measured stability across independent families, never on raw agreement.
     second = recorded_second_answers(p)
-    stable = [o for o in p.outputs if o.decision is not None and second.get(o.agent) and second[o.agent].decision == o.decision]
+    stable = [
+        o
+        for o in p.outputs
+        if o.decision is not None and second.get(o.agent) and second[o.agent].decision == o.decision
+    ]
     assert "guard:backed" not in record.path
     backers = {o.family or o.agent for o in stable if o.decision == record.decision}
     assert len(backers) >= policy.acceptance.min_families
@@ -180,7 +195,9 @@ def test_dci_follow_up_attaches_a_packet_and_journals_every_call(tmp_path: Path)
 def test_a_failed_dci_follow_up_still_attaches_a_packet_and_says_so(tmp_path: Path) -> None:
     (tmp_path / "none.yaml").write_text("rules: []\n", encoding="utf-8")  # every call fails
     journal = Journal(":memory:")
-    policy = _policy(seek_context={"followup": "dci", "model": f"scripted:{tmp_path / 'none.yaml'}"})
+    policy = _policy(
+        seek_context={"followup": "dci", "model": f"scripted:{tmp_path / 'none.yaml'}"}
+    )
     record = decide(as_panel(panel("d", ["1", "2", "2"])), policy, journal=journal, run_id="R")
     assert record.action == "escalate" and not record.auto and record.decision is None
     assert "model_failure" in record.reason and "stopped early" in record.reason

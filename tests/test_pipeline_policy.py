@@ -37,7 +37,10 @@ def test_an_empty_policy_is_the_documented_defaults(tmp_path: Path) -> None:
         ({"acceptance": {"markers": {"concession": "however"}}}, "acceptance.markers.concession"),
         ({"guard": {"options": {"min_sources": "many"}}}, "guard.options.min_sources"),
         ({"reading": {"similarity": "bogus"}}, "reading.similarity"),
-        ({"routing": {"rules": [{"id": "r", "condition": "meta.x ==", "action": "escalate"}]}}, "routing.rules[0].condition"),
+        (
+            {"routing": {"rules": [{"id": "r", "condition": "meta.x ==", "action": "escalate"}]}},
+            "routing.rules[0].condition",
+        ),
     ],
 )
 def test_a_bad_policy_names_the_field(data: dict[str, object], field: str) -> None:
@@ -58,7 +61,14 @@ def test_bad_yaml_and_non_mapping_are_config_errors(tmp_path: Path) -> None:
 def test_cli_exits_2_and_names_the_field(tmp_path: Path) -> None:
     (tmp_path / "p.yaml").write_text("acceptance:\n  min_support: -1\n", encoding="utf-8")
     (tmp_path / "in.jsonl").write_text("", encoding="utf-8")
-    proc = run_cli("decide", tmp_path / "in.jsonl", "--policy", tmp_path / "p.yaml", "--journal", tmp_path / "j.sqlite")
+    proc = run_cli(
+        "decide",
+        tmp_path / "in.jsonl",
+        "--policy",
+        tmp_path / "p.yaml",
+        "--journal",
+        tmp_path / "j.sqlite",
+    )
     assert proc.returncode == 2
     assert "acceptance.min_support" in proc.stderr and "Traceback" not in proc.stderr
 
@@ -82,7 +92,9 @@ def test_shipped_llmbar_policy_and_calibration_load(repo_root: Path) -> None:
     assert {"GPT-4", "ChatGPT", "PaLM2"} <= set(cal.agents)
     assert all(s.startswith("llmbar/") for s in cal.built_from)
     with pytest.raises(ConfigError) as err:
-        load_calibration(repo_root / "examples" / "llmbar-reliability.json", MarkerLexicon(concession=("maybe",)))
+        load_calibration(
+            repo_root / "examples" / "llmbar-reliability.json", MarkerLexicon(concession=("maybe",))
+        )
     assert err.value.field == "lexicon"
 
 
@@ -97,7 +109,9 @@ def test_gold_labels_never_change_a_decision(repo_root: Path) -> None:
             "acceptance": policy.acceptance.model_copy(update={"model": None}),
         }
     )
-    lines = (repo_root / "examples" / "llmbar-swap.jsonl").read_text(encoding="utf-8").splitlines()[:12]
+    lines = (
+        (repo_root / "examples" / "llmbar-swap.jsonl").read_text(encoding="utf-8").splitlines()[:12]
+    )
     for line in lines:
         data = json.loads(line)
         flipped = json.loads(line)
@@ -123,13 +137,20 @@ def test_concord_settings_have_no_unused_keys() -> None:
 def test_model_files_in_a_policy_are_relative_to_the_policy_file(tmp_path: Path) -> None:
     sub = tmp_path / "conf"
     sub.mkdir()
-    (sub / "p.yaml").write_text("seek_context: {model: 'scripted:answers.yaml'}\n", encoding="utf-8")
+    (sub / "p.yaml").write_text(
+        "seek_context: {model: 'scripted:answers.yaml'}\n", encoding="utf-8"
+    )
     policy, base = load_policy(sub / "p.yaml")
     assert base == sub.resolve()
     assert policy.seek_context.model == f"scripted:{sub.resolve() / 'answers.yaml'}"
-    (sub / "r.yaml").write_text("seek_context: {model: 'record:calls.jsonl:replay:old.jsonl'}\n", encoding="utf-8")
+    (sub / "r.yaml").write_text(
+        "seek_context: {model: 'record:calls.jsonl:replay:old.jsonl'}\n", encoding="utf-8"
+    )
     policy, _ = load_policy(sub / "r.yaml")
-    assert policy.seek_context.model == f"record:{sub.resolve() / 'calls.jsonl'}:replay:{sub.resolve() / 'old.jsonl'}"
+    assert (
+        policy.seek_context.model
+        == f"record:{sub.resolve() / 'calls.jsonl'}:replay:{sub.resolve() / 'old.jsonl'}"
+    )
     (sub / "o.yaml").write_text("seek_context: {model: 'openai:gpt-4o-mini'}\n", encoding="utf-8")
     assert load_policy(sub / "o.yaml")[0].seek_context.model == "openai:gpt-4o-mini"
 
@@ -151,7 +172,12 @@ def test_cd_without_values_switches_on_the_builtin_rule_only_for_the_default_cd_
     assert on.routing.rules_document()["builtins"] == ["cd-without-values"]
     assert policy_from_dict({}).routing.rules_document()["builtins"] == []
     other = policy_from_dict(
-        {"routing": {"convergent_disagreement_without_values": "seek_context", "defaults": {"CD": "concord"}}}
+        {
+            "routing": {
+                "convergent_disagreement_without_values": "seek_context",
+                "defaults": {"CD": "concord"},
+            }
+        }
     )
     assert other.routing.rules_document()["builtins"] == []
 
@@ -159,12 +185,19 @@ def test_cd_without_values_switches_on_the_builtin_rule_only_for_the_default_cd_
 def test_per_agent_models_are_relative_to_the_policy(tmp_path: Path) -> None:
     sub = tmp_path / "pol"
     sub.mkdir()
-    (sub / "p.yaml").write_text("seek_context: {models: {a1: 'scripted:a1.yaml', a2: 'openai:gpt-4o'}}\n", encoding="utf-8")
+    (sub / "p.yaml").write_text(
+        "seek_context: {models: {a1: 'scripted:a1.yaml', a2: 'openai:gpt-4o'}}\n", encoding="utf-8"
+    )
     policy, _ = load_policy(sub / "p.yaml")
-    assert policy.seek_context.models == {"a1": f"scripted:{sub.resolve() / 'a1.yaml'}", "a2": "openai:gpt-4o"}
+    assert policy.seek_context.models == {
+        "a1": f"scripted:{sub.resolve() / 'a1.yaml'}",
+        "a2": "openai:gpt-4o",
+    }
 
 
-def test_default_marker_lexicon_is_empty_and_llmbar_policy_uses_no_word_lists(repo_root: Path) -> None:
+def test_default_marker_lexicon_is_empty_and_llmbar_policy_uses_no_word_lists(
+    repo_root: Path,
+) -> None:
     assert MarkerLexicon() == MarkerLexicon(concession=(), grounding=())
     policy, _ = load_policy(repo_root / "examples" / "llmbar-policy.yaml")
     # Learned acceptance decides; the trust regions' lexicon is kept by evaluation/pipeline_llmbar.py.

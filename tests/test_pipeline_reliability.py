@@ -24,7 +24,9 @@ from dissensus.types import Panel
 LEX = MarkerLexicon(concession=("however", "both"), grounding=("instruction",))
 
 
-def sig(agent: str, decision: str | None, second: str | None, score: int = 0, family: str | None = None) -> AgentSignal:
+def sig(
+    agent: str, decision: str | None, second: str | None, score: int = 0, family: str | None = None
+) -> AgentSignal:
     return AgentSignal(
         agent=agent,
         family=family,
@@ -48,14 +50,29 @@ def test_signals_read_the_recorded_reask() -> None:
         {
             "id": "p",
             "outputs": [
-                {"agent": "a", "decision": "1", "reasoning": "Follows the instruction.", "swap_decision": "1", "swap_reasoning": "However both ok."},
+                {
+                    "agent": "a",
+                    "decision": "1",
+                    "reasoning": "Follows the instruction.",
+                    "swap_decision": "1",
+                    "swap_reasoning": "However both ok.",
+                },
                 {"agent": "b", "decision": "1", "reasoning": "x", "swap_decision": "2"},
                 {"agent": "c", "decision": None, "reasoning": "y", "swap_decision": None},
             ],
         }
     )
-    got = {s.agent: s for s in agent_signals(panel, {"a": SecondAnswer(decision="1", reasoning="However both ok.")}, LEX)}
-    assert got["a"].stable and (got["a"].concession, got["a"].grounding, got["a"].score) == (2, 1, 1)
+    got = {
+        s.agent: s
+        for s in agent_signals(
+            panel, {"a": SecondAnswer(decision="1", reasoning="However both ok.")}, LEX
+        )
+    }
+    assert got["a"].stable and (got["a"].concession, got["a"].grounding, got["a"].score) == (
+        2,
+        1,
+        1,
+    )
     assert not got["b"].stable and got["b"].second is None  # not re-asked
     assert not got["c"].stable
 
@@ -64,7 +81,10 @@ def _cal() -> CalibrationFile:
     # strong: 19/20 and 18/20 right at score <= 0 in both strata, worse above.
     strong = AgentCalibration(
         family="F1",
-        strata={"s1": {"-1": [10, 10], "0": [10, 9], "2": [10, 5]}, "s2": {"0": [20, 18], "3": [10, 4]}},
+        strata={
+            "s1": {"-1": [10, 10], "0": [10, 9], "2": [10, 5]},
+            "s2": {"0": [20, 18], "3": [10, 4]},
+        },
     )
     weak = AgentCalibration(family="F2", strata={"s1": {"0": [30, 12]}, "s2": {"0": [30, 15]}})
     return CalibrationFile(lexicon=LEX, agents={"strong": strong, "weak": weak})
@@ -85,12 +105,21 @@ def test_acceptance_needs_a_trusted_stable_decisive_answer_and_no_reliable_veto(
     regions = trust_regions(_cal(), target=0.9, min_support=10)
     kw = {"veto_precision": 0.75, "min_families": 3, "fallback_max_score": 0}
     ok = calibrated_accept([sig("strong", "1", "1", 0), sig("weak", "2", "2")], regions, **kw)
-    assert ok.accepted and ok.decision == "1" and ok.basis == "calibrated" and ok.supporters == ["strong"]
+    assert (
+        ok.accepted
+        and ok.decision == "1"
+        and ok.basis == "calibrated"
+        and ok.supporters == ["strong"]
+    )
     hedged = calibrated_accept([sig("strong", "1", "1", 2)], regions, **kw)
     assert not hedged.accepted
     flipped = calibrated_accept([sig("strong", "1", "2", -1)], regions, **kw)
     assert not flipped.accepted
-    vetoed = calibrated_accept([sig("strong", "1", "1", 0), sig("weak", "2", "2")], regions, **{**kw, "veto_precision": 0.3})
+    vetoed = calibrated_accept(
+        [sig("strong", "1", "1", 0), sig("weak", "2", "2")],
+        regions,
+        **{**kw, "veto_precision": 0.3},
+    )
     assert not vetoed.accepted and vetoed.contradicted_by == ["weak"]
 
 
@@ -108,21 +137,33 @@ def test_uncalibrated_panels_need_independent_families() -> None:
 
 @given(
     st.lists(
-        st.tuples(st.sampled_from(["a", "b", "c"]), st.sampled_from(["1", "2"]), st.sampled_from(["1", "2", None]), st.integers(-2, 3)),
+        st.tuples(
+            st.sampled_from(["a", "b", "c"]),
+            st.sampled_from(["1", "2"]),
+            st.sampled_from(["1", "2", None]),
+            st.integers(-2, 3),
+        ),
         min_size=1,
         max_size=6,
         unique_by=lambda t: t[0],
     ),
     st.floats(0.5, 1.0),
 )
-def test_accepted_answers_are_always_stable_answers_of_trusted_agents(rows: list[tuple[str, str, str | None, int]], target: float) -> None:
+def test_accepted_answers_are_always_stable_answers_of_trusted_agents(
+    rows: list[tuple[str, str, str | None, int]], target: float
+) -> None:
     cal = build_calibration(
-        [([sig("a", "1", "1", s) for s in range(-2, 4)], "s", "1"), ([sig("b", "1", "1", 0), sig("c", "2", "2", 0)], "s", "2")],
+        [
+            ([sig("a", "1", "1", s) for s in range(-2, 4)], "s", "1"),
+            ([sig("b", "1", "1", 0), sig("c", "2", "2", 0)], "s", "2"),
+        ],
         lexicon=LEX,
     )
     regions = trust_regions(cal, target=target, min_support=1)
     signals = [sig(agent, d, second, score) for agent, d, second, score in rows]
-    result = calibrated_accept(signals, regions, veto_precision=0.75, min_families=2, fallback_max_score=0)
+    result = calibrated_accept(
+        signals, regions, veto_precision=0.75, min_families=2, fallback_max_score=0
+    )
     if result.accepted:
         backers = [s for s in signals if s.agent in result.supporters]
         assert backers and all(s.stable and s.decision == result.decision for s in backers)

@@ -17,7 +17,10 @@ from dissensus.store import Journal
 from pipeline_cases import panel
 
 POLICY = policy_from_dict({"reading": {"similarity": "tfidf", "theta_s": 0.3}})
-ROWS = [panel("a", ["1", "1", "1"], swap=["1", "1", "1"]), panel("b", ["1", "2", "2"], swap=["1", "2", "1"])]
+ROWS = [
+    panel("a", ["1", "1", "1"], swap=["1", "1", "1"]),
+    panel("b", ["1", "2", "2"], swap=["1", "2", "1"]),
+]
 
 
 async def _drain(journal: Journal, run_id: str) -> list[str]:
@@ -38,7 +41,9 @@ def test_a_changed_input_file_is_refused_on_resume(tmp_path: Path) -> None:
         assert journal.get("R", "case/1/record") is None
 
 
-def test_a_run_read_from_stdin_resumes_from_the_journal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_run_read_from_stdin_resumes_from_the_journal(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(sys, "stdin", io.StringIO("".join(json.dumps(r) + "\n" for r in ROWS)))
     with Journal(tmp_path / "j.sqlite") as journal:
         start_run(journal, "-", POLICY, run_id="S")

@@ -22,7 +22,13 @@ def _never() -> GuardStep:
 def test_a_journalled_step_that_no_longer_fits_its_model_fails_loudly() -> None:
     journal = Journal(":memory:")
     journal.create_run("r", kind="t", meta={})
-    journal.append("r", "case.guard", {"applicable": True, "backed": "maybe", "reason": "x"}, key="case/1/guard", case="1")
+    journal.append(
+        "r",
+        "case.guard",
+        {"applicable": True, "backed": "maybe", "reason": "x"},
+        key="case/1/guard",
+        case="1",
+    )
     log = CaseLog(journal, "r", 1)
     with pytest.raises(JournalError, match=r"case/1/guard is not a valid GuardStep \(field backed"):
         log.step("guard", "case.guard", GuardStep, _never)
@@ -31,7 +37,13 @@ def test_a_journalled_step_that_no_longer_fits_its_model_fails_loudly() -> None:
 def test_a_step_in_the_older_mapping_shape_replays() -> None:
     journal = Journal(":memory:")
     journal.create_run("r", kind="t", meta={})
-    old = {"action": "seek_context", "rule": "default-CD", "defeated": [], "concurring": [], "override": None}
+    old = {
+        "action": "seek_context",
+        "rule": "default-CD",
+        "defeated": [],
+        "concurring": [],
+        "override": None,
+    }
     journal.append("r", "case.route", old, key="case/1/route", case="1")
     route = CaseLog(journal, "r", 1).replayed("route", Route)
     assert route == Route(action="seek_context", rule="default-CD", defeated=[], concurring=[])
@@ -39,7 +51,12 @@ def test_a_step_in_the_older_mapping_shape_replays() -> None:
 
 def test_a_review_item_holds_typed_steps() -> None:
     journal = Journal(":memory:")
-    row = panel("vc", ["1", "2"], values=[{"safety": 0.9}, {"speed": 0.7}], reasoning=["Option 1 states the window."] * 2)
+    row = panel(
+        "vc",
+        ["1", "2"],
+        values=[{"safety": 0.9}, {"speed": 0.7}],
+        reasoning=["Option 1 states the window."] * 2,
+    )
     policy = Policy.model_validate({"reading": {"similarity": "tfidf", "theta_s": 0.3}})
     decide(as_panel(row), policy, journal=journal, run_id="run")
     event = journal.get("run", "case/1/review")
@@ -51,7 +68,9 @@ def test_a_review_item_holds_typed_steps() -> None:
 
 def test_one_request_identity_for_replays_and_durable_calls() -> None:
     """max_tokens shapes how an answer is obtained, not which question was asked."""
-    base = ChatRequest(messages=[Message(role="user", content="q")], agent="a1", temperature=0.0, seed=0)
+    base = ChatRequest(
+        messages=[Message(role="user", content="q")], agent="a1", temperature=0.0, seed=0
+    )
     capped = base.model_copy(update={"max_tokens": 99})
     other = base.model_copy(update={"messages": [Message(role="user", content="q2")]})
     assert request_key(base) == request_key(capped)

@@ -85,27 +85,44 @@ def _case(journal: Journal, run: str) -> tuple[FollowupStep, AcceptanceStep]:
     followup = journal.get(run, "case/1/followup0")
     acceptance = journal.get(run, "case/1/acceptance0")
     assert followup is not None and acceptance is not None
-    return FollowupStep.model_validate(followup.payload), AcceptanceStep.model_validate(acceptance.payload)
+    return FollowupStep.model_validate(followup.payload), AcceptanceStep.model_validate(
+        acceptance.payload
+    )
 
 
 def _calibrated() -> CalibrationFile:
     """Every agent of the panel trusted at score <= 0 (20 of 20 right in one stratum)."""
     return CalibrationFile(
-        agents={f"a{i}": AgentCalibration(family=f, strata={"s": {"0": [20, 20]}}) for i, f in enumerate(FAMILIES, 1)}
+        agents={
+            f"a{i}": AgentCalibration(family=f, strata={"s": {"0": [20, 20]}})
+            for i, f in enumerate(FAMILIES, 1)
+        }
     )
 
 
 def test_the_re_ask_schema_is_strict_mode_and_enumerates_the_options(server: SchemaServer) -> None:
-    models = {"a1": "openai:gemini-1.5-flash", "a2": "openai:gpt-4o-mini", "a3": "openai:falcon-40b"}
+    models = {
+        "a1": "openai:gemini-1.5-flash",
+        "a2": "openai:gpt-4o-mini",
+        "a3": "openai:falcon-40b",
+    }
     journal = Journal(":memory:")
-    record = decide(as_panel(panel("p", ["1", "1", "1"], families=FAMILIES)), _policy({"models": models}), journal=journal, run_id="r")
+    record = decide(
+        as_panel(panel("p", ["1", "1", "1"], families=FAMILIES)),
+        _policy({"models": models}),
+        journal=journal,
+        run_id="r",
+    )
     bodies = list(server.bodies)
     assert len(bodies) == 3
     for body in bodies:
         spec = body["response_format"]["json_schema"]["schema"]
         assert spec["additionalProperties"] is False
         assert sorted(spec["required"]) == sorted(spec["properties"]) == ["decision", "reasoning"]
-        assert spec["properties"]["decision"] == {"type": ["string", "null"], "enum": ["1", "2", None]}
+        assert spec["properties"]["decision"] == {
+            "type": ["string", "null"],
+            "enum": ["1", "2", None],
+        }
     # The schema-true answer (first enum value in both orders) is a stable answer per agent.
     followup, acceptance = _case(journal, "r")
     assert {a: s.decision for a, s in followup.answers.items()} == {"a1": "1", "a2": "1", "a3": "1"}
@@ -118,7 +135,12 @@ def test_one_shared_model_is_one_voice_never_the_agents(server: SchemaServer) ->
     """The finding: one model answering for every agent committed on 'independent families'."""
     journal = Journal(":memory:")
     policy = _policy({"model": "openai:gpt-4o-mini"})
-    record = decide(as_panel(panel("p", ["1", "1", "1"], families=FAMILIES)), policy, journal=journal, run_id="r")
+    record = decide(
+        as_panel(panel("p", ["1", "1", "1"], families=FAMILIES)),
+        policy,
+        journal=journal,
+        run_id="r",
+    )
     # Asked once in each presentation, not once per agent.
     assert len(server.bodies) == 2 and record.usage.calls == 2
     followup, acceptance = _case(journal, "r")
@@ -136,14 +158,22 @@ def test_one_shared_model_never_counts_as_an_agents_calibration(server: SchemaSe
     journal = Journal(":memory:")
     policy = _policy({"model": "openai:gpt-4o-mini"})
     record = decide(
-        as_panel(panel("p", ["1", "1", "1"], families=FAMILIES)), policy, calibration=_calibrated(), journal=journal, run_id="r"
+        as_panel(panel("p", ["1", "1", "1"], families=FAMILIES)),
+        policy,
+        calibration=_calibrated(),
+        journal=journal,
+        run_id="r",
     )
     assert not record.auto and record.basis is None
     assert "no calibrated agent gave a stable" in record.reason
 
 
 def test_each_agents_own_model_counts_for_that_agent(server: SchemaServer) -> None:
-    models = {"a1": "openai:gemini-1.5-flash", "a2": "openai:gpt-4o-mini", "a3": "openai:falcon-40b"}
+    models = {
+        "a1": "openai:gemini-1.5-flash",
+        "a2": "openai:gpt-4o-mini",
+        "a3": "openai:falcon-40b",
+    }
     journal = Journal(":memory:")
     record = decide(
         as_panel(panel("p", ["1", "1", "1"], families=FAMILIES)),
@@ -158,7 +188,11 @@ def test_each_agents_own_model_counts_for_that_agent(server: SchemaServer) -> No
         "a2": "gpt-4o-mini",
         "a3": "falcon-40b",
     }
-    assert {s.agent: s.family for s in acceptance.signals} == {"a1": "Google", "a2": "OpenAI", "a3": "TII"}
+    assert {s.agent: s.family for s in acceptance.signals} == {
+        "a1": "Google",
+        "a2": "OpenAI",
+        "a3": "TII",
+    }
     assert followup.voices == []  # every agent has its own model: no shared voice
     assert record.auto and record.basis == "calibrated" and record.decision == "1"
 
@@ -167,7 +201,12 @@ def test_families_come_from_the_model_that_answered(server: SchemaServer) -> Non
     """Three agents labelled with three families but mapped to one model: one family."""
     models = {"a1": "openai:gpt-4o-mini", "a2": "openai:gpt-4o-mini", "a3": "openai:gpt-4o-mini"}
     journal = Journal(":memory:")
-    record = decide(as_panel(panel("p", ["1", "1", "1"], families=FAMILIES)), _policy({"models": models}), journal=journal, run_id="r")
+    record = decide(
+        as_panel(panel("p", ["1", "1", "1"], families=FAMILIES)),
+        _policy({"models": models}),
+        journal=journal,
+        run_id="r",
+    )
     _, acceptance = _case(journal, "r")
     assert {s.family for s in acceptance.signals} == {"OpenAI"}
     assert not record.auto and "1 independent family (OpenAI)" in record.reason
@@ -178,7 +217,12 @@ def test_an_answer_naming_no_option_is_a_recorded_fault(tmp_path: Any) -> None:
     script.write_text('default: \'{"decision": "7", "reasoning": "seven"}\'\n', encoding="utf-8")
     journal = Journal(":memory:")
     policy = _policy({"models": {"a1": f"scripted:{script}"}})
-    decide(as_panel(panel("p", ["1", "1", "1"], families=FAMILIES)), policy, journal=journal, run_id="r")
+    decide(
+        as_panel(panel("p", ["1", "1", "1"], families=FAMILIES)),
+        policy,
+        journal=journal,
+        run_id="r",
+    )
     followup, _ = _case(journal, "r")
     answer = followup.answers["a1"]
     assert answer.decision is None and answer.fault is not None and "'7'" in answer.fault
@@ -192,7 +236,10 @@ def test_review_show_lists_a_shared_models_voice_apart_from_the_agents(
     path = tmp_path / "j.sqlite"
     journal = Journal(path)
     record = decide(
-        as_panel(panel("p", ["1", "1", "1"], families=FAMILIES)), _policy({"model": "openai:gpt-4o-mini"}), journal=journal, run_id="r"
+        as_panel(panel("p", ["1", "1", "1"], families=FAMILIES)),
+        _policy({"model": "openai:gpt-4o-mini"}),
+        journal=journal,
+        run_id="r",
     )
     journal.close()
     assert record.review_id == "r.1"

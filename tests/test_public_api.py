@@ -5,9 +5,22 @@ from __future__ import annotations
 import dissensus
 
 EXPECTED = {
-    "AgentOutput", "Evidence", "Panel", "Usage", "Vote", "VoteCase", "__version__",
-    "audit", "decide", "deliberate", "negotiate", "read_panel", "read_panels",
-    "resolve_model", "route", "verify",
+    "AgentOutput",
+    "Evidence",
+    "Panel",
+    "Usage",
+    "Vote",
+    "VoteCase",
+    "__version__",
+    "audit",
+    "decide",
+    "deliberate",
+    "negotiate",
+    "read_panel",
+    "read_panels",
+    "resolve_model",
+    "route",
+    "verify",
 }
 
 

@@ -36,7 +36,12 @@ POLICY = policy_from_dict({"reading": {"similarity": "tfidf", "theta_s": 0.3}})
 
 
 def _escalated(journal: Journal, run_id: str) -> str:
-    row = panel("vc", ["1", "2", "1"], values=[{"a": 1.0}, {"b": 1.0}, {"a": 0.5}], reasoning=["Option 1 is right."] * 3)
+    row = panel(
+        "vc",
+        ["1", "2", "1"],
+        values=[{"a": 1.0}, {"b": 1.0}, {"a": 0.5}],
+        reasoning=["Option 1 is right."] * 3,
+    )
     record = decide(as_panel(row), POLICY, journal=journal, run_id=run_id)
     assert record.action == "escalate" and record.review_id
     return record.review_id
@@ -50,12 +55,19 @@ def test_resolution_round_trip(tmp_path: Path) -> None:
     assert status.resolution is None and status.item.options == ["1", "2"]
 
     record = resolve(journal, review_id, decision="2", note="policy says 2", reviewer="kim")
-    assert (record.action, record.decision, record.auto, record.basis) == ("human", "2", False, "human")
+    assert (record.action, record.decision, record.auto, record.basis) == (
+        "human",
+        "2",
+        False,
+        "human",
+    )
     assert record.resolution is not None and record.resolution.note == "policy says 2"
     assert record.path[-1] == "human:resolved"
 
     assert list(list_items(journal)) == []
-    assert [s.resolution.decision for s in list_items(journal, include_resolved=True) if s.resolution] == ["2"]
+    assert [
+        s.resolution.decision for s in list_items(journal, include_resolved=True) if s.resolution
+    ] == ["2"]
     assert [r.decision for r in final_records(journal, "run1")] == ["2"]
     assert journal.verify("run1").ok
     types = [e.type for e in journal.events("run1")]
@@ -81,7 +93,12 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
 def test_cli_review_list_show_resolve(tmp_path: Path) -> None:
     """One batch through the CLI: the escalated case never blocks the others; a human resolves it."""
     rows = [
-        panel("vc", ["1", "2", "1"], values=[{"a": 1.0}, {"b": 1.0}, {"a": 0.5}], reasoning=["Option 1 is right."] * 3),
+        panel(
+            "vc",
+            ["1", "2", "1"],
+            values=[{"a": 1.0}, {"b": 1.0}, {"a": 0.5}],
+            reasoning=["Option 1 is right."] * 3,
+        ),
         panel("ok", ["1", "1", "1"], swap=["1", "1", "1"]),
     ]
     inp = write_jsonl(tmp_path / "in.jsonl", rows)
@@ -97,13 +114,26 @@ def test_cli_review_list_show_resolve(tmp_path: Path) -> None:
         ["decide", str(inp), "--policy", str(pol), "--journal", journal, "--run-id", "R", "--json"],
         ["review", "list", "--journal", journal, "--json"],
         ["review", "show", "R.1", "--journal", journal],
-        ["review", "resolve", "R.1", "--decision", "2", "--note", "checked the contract", "--journal", journal],
+        [
+            "review",
+            "resolve",
+            "R.1",
+            "--decision",
+            "2",
+            "--note",
+            "checked the contract",
+            "--journal",
+            journal,
+        ],
         ["review", "list", "--journal", journal],
         ["runs", "show", "R", "--journal", journal, "--json"],
         ["runs", "verify", "R", "--journal", journal],
     ]
     proc = subprocess.run(
-        [sys.executable, "-c", script, *["\x1f".join(s) for s in steps]], capture_output=True, text=True, check=False
+        [sys.executable, "-c", script, *["\x1f".join(s) for s in steps]],
+        capture_output=True,
+        text=True,
+        check=False,
     )
     assert proc.returncode == 0, proc.stderr
     chunks = proc.stdout.split("<<< ")
@@ -111,7 +141,10 @@ def test_cli_review_list_show_resolve(tmp_path: Path) -> None:
     assert codes == [0] * len(steps)
     outputs = [chunks[0]] + [c.split("\n", 1)[1] if "\n" in c else "" for c in chunks[1:]]
     decided = [json.loads(line) for line in outputs[0].splitlines()]
-    assert [(d["id"], d["action"], d["auto"]) for d in decided] == [("vc", "escalate", False), ("ok", "auto_explain", True)]
+    assert [(d["id"], d["action"], d["auto"]) for d in decided] == [
+        ("vc", "escalate", False),
+        ("ok", "auto_explain", True),
+    ]
     assert all({"id", "action", "decision", "auto", "reason"} <= set(d) for d in decided)
     listed = [json.loads(line) for line in outputs[1].splitlines()]
     assert [(x["review_id"], x["status"]) for x in listed] == [("R.1", "open")]
@@ -148,7 +181,17 @@ def test_cli_resolve_flags_a_decision_outside_the_options(tmp_path: Path) -> Non
     journal = Journal(tmp_path / "j.sqlite")
     review_id = _escalated(journal, "R")
     journal.close()
-    proc = _cli("review", "resolve", review_id, "--decision", "7", "--note", "typo?", "--journal", str(tmp_path / "j.sqlite"))
+    proc = _cli(
+        "review",
+        "resolve",
+        review_id,
+        "--decision",
+        "7",
+        "--note",
+        "typo?",
+        "--journal",
+        str(tmp_path / "j.sqlite"),
+    )
     assert proc.returncode == 0, proc.stderr
     assert "'7' is none of the case's options (1, 2)" in " ".join(proc.stderr.split())
     with Journal(tmp_path / "j.sqlite") as j:
@@ -159,7 +202,9 @@ def test_cli_resolve_flags_a_decision_outside_the_options(tmp_path: Path) -> Non
 # -- atomic resolutions, races, content binding, claims (both back ends) ----------------
 
 
-def test_concurrent_resolvers_have_exactly_one_winner_and_the_others_learn_who(journal_target: str) -> None:
+def test_concurrent_resolvers_have_exactly_one_winner_and_the_others_learn_who(
+    journal_target: str,
+) -> None:
     with Journal(journal_target) as journal:
         review_id = _escalated(journal, "race")
     barrier = threading.Barrier(6)
@@ -186,13 +231,17 @@ def test_concurrent_resolvers_have_exactly_one_winner_and_the_others_learn_who(j
         assert done is not None and done.payload["reviewer"] == winners[0]
         for name, out in outcomes.items():
             if name != winners[0]:
-                assert out.startswith(f"review item {review_id} was already resolved by {winners[0]} at {done.at}")
+                assert out.startswith(
+                    f"review item {review_id} was already resolved by {winners[0]} at {done.at}"
+                )
         types = [e.type for e in j.events("race")]
         assert types.count("review.resolved") == 1 and types.count("case.resolved") == 1
         assert j.verify("race").ok
 
 
-def test_a_resolution_is_one_atomic_append(journal_target: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_resolution_is_one_atomic_append(
+    journal_target: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A crash between review.resolved and case.resolved leaves neither."""
     with Journal(journal_target) as journal:
         review_id = _escalated(journal, "R")
@@ -219,7 +268,13 @@ def test_a_half_applied_resolution_from_an_older_journal_is_completed(journal_ta
         journal.append(  # what a kill between the two appends of older versions left behind
             "R",
             "review.resolved",
-            {"review_id": review_id, "decision": "2", "note": "n", "reviewer": "kim", "outside_options": False},
+            {
+                "review_id": review_id,
+                "decision": "2",
+                "note": "n",
+                "reviewer": "kim",
+                "outside_options": False,
+            },
             key="review/1/resolved",
             case="1",
         )
@@ -238,7 +293,13 @@ def test_complete_resolutions_journals_every_missing_case_record(tmp_path: Path)
         journal.append(
             "R",
             "review.resolved",
-            {"review_id": review_id, "decision": "1", "note": "n", "reviewer": None, "outside_options": False},
+            {
+                "review_id": review_id,
+                "decision": "1",
+                "note": "n",
+                "reviewer": None,
+                "outside_options": False,
+            },
             key="review/1/resolved",
             case="1",
         )
@@ -250,12 +311,24 @@ def test_a_stale_content_hash_is_refused_and_nothing_is_written(journal_target: 
     with Journal(journal_target) as journal:
         review_id = _escalated(journal, "R")
         status = find_item(journal, review_id)
-        assert status.content_sha256 == content_sha256(status.item) and len(status.content_sha256) == 64
+        assert (
+            status.content_sha256 == content_sha256(status.item)
+            and len(status.content_sha256) == 64
+        )
         before = journal.run("R").n_events  # type: ignore[union-attr]
         with pytest.raises(StaleContent, match="changed since it was shown"):
-            resolve(journal, review_id, decision="2", note="n", reviewer="kim", content_sha256="0" * 64)
+            resolve(
+                journal, review_id, decision="2", note="n", reviewer="kim", content_sha256="0" * 64
+            )
         assert journal.run("R").n_events == before  # type: ignore[union-attr]
-        record = resolve(journal, review_id, decision="2", note="n", reviewer="kim", content_sha256=status.content_sha256)
+        record = resolve(
+            journal,
+            review_id,
+            decision="2",
+            note="n",
+            reviewer="kim",
+            content_sha256=status.content_sha256,
+        )
         assert record.decision == "2"
         stored = journal.get("R", "review/1/resolved")
         assert stored is not None and stored.payload["content_sha256"] == status.content_sha256
@@ -321,7 +394,9 @@ def test_review_list_of_an_unknown_run_is_a_usage_error(tmp_path: Path) -> None:
             list(list_items(journal, run_id="nosuch"))
 
 
-def test_reviewers_taking_the_next_item_at_once_each_get_a_different_one(journal_target: str) -> None:
+def test_reviewers_taking_the_next_item_at_once_each_get_a_different_one(
+    journal_target: str,
+) -> None:
     with Journal(journal_target) as journal:
         ids = [_escalated(journal, f"run{i}") for i in range(3)]
     barrier = threading.Barrier(4)
@@ -355,7 +430,17 @@ def test_a_kill_during_review_resolve_never_leaves_half_a_resolution(tmp_path: P
     with Journal(path) as journal:
         review_id = _escalated(journal, "R")
     runner = str(Path(__file__).with_name("fault_runner.py"))
-    argv = ["review", "resolve", review_id, "--decision", "2", "--note", "n", "--journal", str(path)]
+    argv = [
+        "review",
+        "resolve",
+        review_id,
+        "--decision",
+        "2",
+        "--note",
+        "n",
+        "--journal",
+        str(path),
+    ]
     proc = subprocess.run(
         [sys.executable, runner, "1", "SIGKILL", *argv],
         capture_output=True,

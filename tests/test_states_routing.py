@@ -430,7 +430,10 @@ def test_builtin_cd_without_values_is_a_named_rule() -> None:
     # Unknown (no fact given, as in `dissensus route`): the built-in never applies.
     assert rs.route(cd, {}).rule == "default-CD"
     # Other states are untouched.
-    assert rs.route(reading_in(State.DIVERGENT_DISAGREEMENT), {}, value_profiles=0).rule == "default-DD"
+    assert (
+        rs.route(reading_in(State.DIVERGENT_DISAGREEMENT), {}, value_profiles=0).rule
+        == "default-DD"
+    )
 
 
 def test_a_domain_rule_routing_cd_beats_the_builtin() -> None:

@@ -60,7 +60,9 @@ def test_both_back_ends_store_the_same_text_and_chain(tmp_path: Path, journal_ta
     assert stored == [(canonical(event.payload), chain_hash(GENESIS, event.body()))]
 
 
-def test_appending_a_known_key_writes_nothing_and_a_changed_payload_is_refused(journal_target: str) -> None:
+def test_appending_a_known_key_writes_nothing_and_a_changed_payload_is_refused(
+    journal_target: str,
+) -> None:
     with _journal(journal_target) as j:
         first = j.append("r", "one", {"v": 1}, key="k")
         again = j.append("r", "one", {"v": 1}, key="k")
@@ -78,9 +80,13 @@ def test_unknown_run_is_an_error(journal_target: str) -> None:
 def test_a_run_and_its_first_event_are_one_transaction(journal_target: str) -> None:
     with Journal(journal_target) as j:
         with pytest.raises(ValueError, match="Out of range"):
-            j.create_run("r", kind="t", meta={}, first=("run.started", {"bad": float("nan")}, "run/started"))
+            j.create_run(
+                "r", kind="t", meta={}, first=("run.started", {"bad": float("nan")}, "run/started")
+            )
         assert j.run("r", missing_ok=True) is None  # nothing left behind
-        j.create_run("r", kind="t", meta={}, first=("run.started", {"ok": 1}, "run/started"), exclusive=True)
+        j.create_run(
+            "r", kind="t", meta={}, first=("run.started", {"ok": 1}, "run/started"), exclusive=True
+        )
         assert [e.key for e in j.events("r")] == ["run/started"]
         with pytest.raises(RunExists, match="already exists"):
             j.create_run("r", kind="t", meta={}, exclusive=True)
@@ -100,7 +106,9 @@ def test_a_transaction_commits_all_its_events_or_none(journal_target: str) -> No
 
 
 @given(st.lists(st.tuples(st.sampled_from("abcdefgh"), st.integers(0, 3)), max_size=30))
-def test_any_sequence_of_appends_verifies_and_holds_each_key_once(ops: list[tuple[str, int]]) -> None:
+def test_any_sequence_of_appends_verifies_and_holds_each_key_once(
+    ops: list[tuple[str, int]],
+) -> None:
     j = Journal(":memory:")
     j.create_run("r", kind="test", meta={})
     first_payload: dict[str, int] = {}
@@ -122,7 +130,9 @@ def test_verify_detects_an_edited_payload(journal_target: str) -> None:
     assert any("event 2" in p and "hash" in p for p in report.problems)
 
 
-def test_verify_refuses_a_duplicate_key_payload_that_readers_disagree_on(journal_target: str) -> None:
+def test_verify_refuses_a_duplicate_key_payload_that_readers_disagree_on(
+    journal_target: str,
+) -> None:
     """`{"v":2,"v":9}`: SQLite's json_extract reads one value, Python's json the other."""
     _filled(journal_target)
     raw(journal_target, "UPDATE events SET payload = ? WHERE seq = 2", ('{"v":2,"v":9}',))
@@ -155,7 +165,9 @@ def test_verify_detects_a_removed_tail_and_a_deleted_middle_event(journal_target
     assert any("sequence gap" in p for p in problems)
 
 
-def test_a_truncated_finished_run_with_a_fixed_header_is_reported_unfinished(journal_target: str) -> None:
+def test_a_truncated_finished_run_with_a_fixed_header_is_reported_unfinished(
+    journal_target: str,
+) -> None:
     with _journal(journal_target) as j:
         j.append("r", "e", {"v": 0}, key="k0")
         j.append("r", "run.finished", {}, key="run/finished")
@@ -207,7 +219,9 @@ def test_a_missing_directory_is_an_input_error(tmp_path: Path) -> None:
 def test_open_journal_picks_the_back_end_from_the_target(journal_target: str) -> None:
     with open_journal(journal_target) as j:
         kind = type(j).__name__
-    assert kind == ("PostgresJournal" if journal_target.startswith("postgresql://") else "SQLiteJournal")
+    assert kind == (
+        "PostgresJournal" if journal_target.startswith("postgresql://") else "SQLiteJournal"
+    )
 
 
 def test_another_applications_sqlite_database_is_refused_untouched(tmp_path: Path) -> None:
@@ -224,7 +238,15 @@ def test_another_applications_sqlite_database_is_refused_untouched(tmp_path: Pat
     assert tables == ["users"]
     (tmp_path / "panels.jsonl").write_text("", encoding="utf-8")
     out = subprocess.run(
-        [sys.executable, "-m", "dissensus", "decide", str(tmp_path / "panels.jsonl"), "--journal", str(path)],
+        [
+            sys.executable,
+            "-m",
+            "dissensus",
+            "decide",
+            str(tmp_path / "panels.jsonl"),
+            "--journal",
+            str(path),
+        ],
         capture_output=True,
         text=True,
         check=False,
@@ -258,7 +280,9 @@ def test_one_canonical_json_everywhere() -> None:
 
     assert replay._canonical_json is canonical
     body = {"b": [1.5, "é"], "a": None}
-    assert canonical_digest(body) == "sha256:" + hashlib.sha256(canonical(body).encode()).hexdigest()
+    assert (
+        canonical_digest(body) == "sha256:" + hashlib.sha256(canonical(body).encode()).hexdigest()
+    )
     for bad in (float("nan"), float("inf")):
         with pytest.raises(ValueError):
             canonical({"x": bad})

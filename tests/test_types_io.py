@@ -43,8 +43,20 @@ def test_abstention_is_allowed() -> None:
     [
         ([{"agent": "a", "decision": "x", "reasoning": "r"}], "at least two"),
         ([{"agent": "a", "decision": "x", "reasoning": "r"}] * 2, "duplicate"),
-        ([{"agent": "a", "decision": "x", "reasoning": "r", "values": {"v": float("inf")}}, {"agent": "b", "decision": "x", "reasoning": "r"}], "finite"),
-        ([{"agent": "a", "decision": "x", "reasoning": "r", "confidence": 1.5}, {"agent": "b", "decision": "x", "reasoning": "r"}], "confidence"),
+        (
+            [
+                {"agent": "a", "decision": "x", "reasoning": "r", "values": {"v": float("inf")}},
+                {"agent": "b", "decision": "x", "reasoning": "r"},
+            ],
+            "finite",
+        ),
+        (
+            [
+                {"agent": "a", "decision": "x", "reasoning": "r", "confidence": 1.5},
+                {"agent": "b", "decision": "x", "reasoning": "r"},
+            ],
+            "confidence",
+        ),
     ],
 )
 def test_panel_rejects_bad_outputs(outputs: list[dict[str, object]], needle: str) -> None:
@@ -65,7 +77,14 @@ def test_reader_reports_line_and_field_and_keeps_good_lines() -> None:
         json.dumps(_panel()),
         "{not json",
         "",
-        json.dumps(_panel(outputs=[{"agent": "a", "decision": "x"}, {"agent": "b", "decision": "y", "reasoning": "r"}])),
+        json.dumps(
+            _panel(
+                outputs=[
+                    {"agent": "a", "decision": "x"},
+                    {"agent": "b", "decision": "y", "reasoning": "r"},
+                ]
+            )
+        ),
         "[1, 2]",
         json.dumps(_panel(id="last")),
     ]
@@ -73,7 +92,11 @@ def test_reader_reports_line_and_field_and_keeps_good_lines() -> None:
     good = [r for r in results if isinstance(r, Panel)]
     bad = [r for r in results if isinstance(r, Reject)]
     assert [p.id for p in good] == ["7", "last"]
-    assert [(r.line, r.field) for r in bad] == [(2, "<json>"), (4, "outputs.0.reasoning"), (5, "<root>")]
+    assert [(r.line, r.field) for r in bad] == [
+        (2, "<json>"),
+        (4, "outputs.0.reasoning"),
+        (5, "<root>"),
+    ]
     assert bad[0].describe().startswith("p.jsonl:2:")
 
 
@@ -116,6 +139,8 @@ def test_invalid_utf8_line_is_rejected_alone(tmp_path: object) -> None:
 
 def test_empty_labels_are_rejected_not_counted() -> None:
     with pytest.raises(ValidationError, match="answer"):
-        Vote.model_validate({"agent": "a", "answer": "", "evidence_source": "i", "evidence_present": True})
+        Vote.model_validate(
+            {"agent": "a", "answer": "", "evidence_source": "i", "evidence_present": True}
+        )
     with pytest.raises(ValidationError, match="decision"):
         AgentOutput.model_validate({"agent": "a", "decision": "", "reasoning": "r"})

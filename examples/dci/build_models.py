@@ -41,11 +41,23 @@ def score_rows(task: dict[str, Any], round_: int, live: list[str]) -> dict[str, 
     top, runner, third = task["top"], task["runner"], task["third"]
     path = task["path"]
     if path == "r1" or (path == "r2" and round_ == 2):
-        table = {top: (0.85, 0.8, 0.55, 0.8), runner: (0.5, 0.55, 0.75, 0.5), third: (0.35, 0.4, 0.4, 0.35)}
+        table = {
+            top: (0.85, 0.8, 0.55, 0.8),
+            runner: (0.5, 0.55, 0.75, 0.5),
+            third: (0.35, 0.4, 0.4, 0.35),
+        }
     elif path == "fallback" and round_ == 2:
-        table = {top: (0.8, 0.75, 0.45, 0.7), runner: (0.6, 0.65, 0.8, 0.6), third: (0.4, 0.5, 0.5, 0.45)}
+        table = {
+            top: (0.8, 0.75, 0.45, 0.7),
+            runner: (0.6, 0.65, 0.8, 0.6),
+            third: (0.4, 0.5, 0.5, 0.45),
+        }
     else:
-        table = {top: (0.7, 0.7, 0.5, 0.65), runner: (0.6, 0.6, 0.7, 0.6), third: (0.45, 0.5, 0.45, 0.4)}
+        table = {
+            top: (0.7, 0.7, 0.5, 0.65),
+            runner: (0.6, 0.6, 0.7, 0.6),
+            third: (0.45, 0.5, 0.45, 0.4),
+        }
     rows: dict[str, dict[str, float]] = {a: {} for a in AGENTS}
     for o in live:
         vals = table.get(o, (0.3, 0.35, 0.3, 0.3))
@@ -187,7 +199,13 @@ def revise(t: dict[str, Any], agent: str, round_: int) -> dict[str, Any]:
             f"bounding the consequence the challenge describes. I would ask the challenger whether this amendment "
             f"settles the objection or what else is needed."
         )
-        return act(act="extend", target=top, text=text, option=f"Adds: {t['mitigation']} (owner and date named).", confidence=0.7)
+        return act(
+            act="extend",
+            target=top,
+            text=text,
+            option=f"Adds: {t['mitigation']} (owner and date named).",
+            confidence=0.7,
+        )
     if agent == "explorer":
         target = "t4" if round_ == 2 else "t1"
         text = (
@@ -197,7 +215,13 @@ def revise(t: dict[str, Any], agent: str, round_: int) -> dict[str, Any]:
             f"purpose of scoring and mark it resolved; the underlying risk is recorded, not forgotten. "
             f"Whoever raised it should say if they see it differently, and I will reopen it if they do."
         )
-        return act(act="bridge" if round_ == 2 else "update", target=target, text=text, resolves=True, confidence=0.7)
+        return act(
+            act="bridge" if round_ == 2 else "update",
+            target=target,
+            text=text,
+            resolves=True,
+            confidence=0.7,
+        )
     if agent == "challenger":
         settle = t["path"] == "r1" or (t["path"] == "r2" and round_ == 2)
         if settle:
@@ -251,8 +275,16 @@ def recommend(t: dict[str, Any], agent: str, row: dict[str, float]) -> dict[str,
         f"against it is still unanswered. My confidence reflects what we still do not know: {t['risks'][0]}."
     )
     if agent == "challenger" and best != t["top"]:
-        text += f" I depart from the emerging majority because {t['assumption']} remains unverified."
-    return act(act="recommend", target=best, text=text, scores=row, confidence=0.7 if agent != "challenger" else 0.6)
+        text += (
+            f" I depart from the emerging majority because {t['assumption']} remains unverified."
+        )
+    return act(
+        act="recommend",
+        target=best,
+        text=text,
+        scores=row,
+        confidence=0.7 if agent != "challenger" else 0.6,
+    )
 
 
 def synthesize(t: dict[str, Any]) -> dict[str, Any]:
@@ -265,16 +297,25 @@ def synthesize(t: dict[str, Any]) -> dict[str, Any]:
         f"Dissent is recorded, not dissolved; the reopen conditions say what would make us revisit it."
     )
     return act(
-        act="synthesize", target=top, text=text, evidence=[t["evidence"]], reopen_conditions=list(t["reopen"]),
-        next_actions=list(t["actions"]), confidence=0.75,
+        act="synthesize",
+        target=top,
+        text=text,
+        evidence=[t["evidence"]],
+        reopen_conditions=list(t["reopen"]),
+        next_actions=list(t["actions"]),
+        confidence=0.75,
     )
 
 
 def dci_rules(t: dict[str, Any]) -> list[dict[str, Any]]:
     m = marker(t)
-    rules: list[dict[str, Any]] = [{"match": {"agent": "framer", "stage": "dci.frame", "contains": m}, "json": frame(t)}]
+    rules: list[dict[str, Any]] = [
+        {"match": {"agent": "framer", "stage": "dci.frame", "contains": m}, "json": frame(t)}
+    ]
     for a in AGENTS:
-        rules.append({"match": {"agent": a, "stage": "dci.propose", "contains": m}, "json": propose(t, a)})
+        rules.append(
+            {"match": {"agent": a, "stage": "dci.propose", "contains": m}, "json": propose(t, a)}
+        )
     live = option_ids(t)
     rounds = 1 if t["path"] == "r1" else 2
     rows_by_round = []
@@ -287,8 +328,12 @@ def dci_rules(t: dict[str, Any]) -> list[dict[str, Any]]:
             seq = [fn(t, a, r) for r in range(1, rounds + 1)]
             rules.append({"match": {"agent": a, "stage": stage, "contains": m}, "responses": seq})
         # Open discussion rounds of the no-DCI-CF ablation: the same contributions, unstaged.
-        rules.append({"match": {"agent": a, "stage": "dci.discuss", "contains": m},
-                      "responses": [challenge(t, a, 1), revise(t, a, 1)]})
+        rules.append(
+            {
+                "match": {"agent": a, "stage": "dci.discuss", "contains": m},
+                "responses": [challenge(t, a, 1), revise(t, a, 1)],
+            }
+        )
         seq = [recommend(t, a, rows_by_round[r][a]) for r in range(rounds)]
         rules.append({"match": {"agent": a, "stage": "dci.score", "contains": m}, "responses": seq})
     rules.append({"match": {"stage": "dci.synthesize", "contains": m}, "json": synthesize(t)})
@@ -300,11 +345,20 @@ def describe(t: dict[str, Any], choice: str) -> str:
     for oid, text in t["options"]:
         if oid == choice:
             return str(text)
-    mapping = {"strangler": "o2", "microservice": "o1", "replica": "o3", "wednesday": "o2", "tuesday": "o1", "friday": "o3"}
+    mapping = {
+        "strangler": "o2",
+        "microservice": "o1",
+        "replica": "o3",
+        "wednesday": "o2",
+        "tuesday": "o1",
+        "friday": "o3",
+    }
     return str(t["new"][mapping[choice]])
 
 
-def baseline_answer(t: dict[str, Any], choice: str, variant: int, *, peers: bool = False) -> dict[str, Any]:
+def baseline_answer(
+    t: dict[str, Any], choice: str, variant: int, *, peers: bool = False
+) -> dict[str, Any]:
     top_choice = choice == t["baseline_choice"]
     d = describe(t, choice)
     parts = [
@@ -316,9 +370,13 @@ def baseline_answer(t: dict[str, Any], choice: str, variant: int, *, peers: bool
         f"Evidence I relied on: {t['evidence']}",
         f"Key assumption: {t['assumption']}. If it fails, the consequence would be {t['consequence']}. There is some "
         f"reason for doubt, since {t['doubt']}, so the plan should include {t['mitigation']}.",
-        "Risks and mitigations:\n" + "\n".join(f"- {r}: monitor it explicitly and assign an owner before rollout." for r in t["risks"]),
+        "Risks and mitigations:\n"
+        + "\n".join(
+            f"- {r}: monitor it explicitly and assign an owner before rollout." for r in t["risks"]
+        ),
         "Next steps:\n" + "\n".join(f"{i + 1}. {a}" for i, a in enumerate(t["actions"])),
-        "Assessment by criterion:\n" + "\n".join(
+        "Assessment by criterion:\n"
+        + "\n".join(
             f"- {c}: {'strong' if i == 0 else 'adequate'}; the option holds up here provided the key assumption "
             f"below is checked before we commit, and the monitoring in the next steps would catch a failure early."
             for i, c in enumerate(t["criteria"])
@@ -331,12 +389,18 @@ def baseline_answer(t: dict[str, Any], choice: str, variant: int, *, peers: bool
         f"What would change my mind: {t['reopen'][0]}.",
     ]
     if variant % 2 == 1:
-        parts.insert(2, f"Alternatives. The other options each give up something important: some trade "
-                        f"{t['criteria'][0]} for speed, others add commitments that are hard to unwind. None of them "
-                        f"addresses {t['risks'][0]} better than this one.")
+        parts.insert(
+            2,
+            f"Alternatives. The other options each give up something important: some trade "
+            f"{t['criteria'][0]} for speed, others add commitments that are hard to unwind. None of them "
+            f"addresses {t['risks'][0]} better than this one.",
+        )
     if peers:
-        parts.insert(1, "Having read the other answers, I keep the core of my position and adopt their strongest "
-                        "points on risk and sequencing where they improve it.")
+        parts.insert(
+            1,
+            "Having read the other answers, I keep the core of my position and adopt their strongest "
+            "points on risk and sequencing where they improve it.",
+        )
     text = "\n\n".join(parts)
     return {"choice": choice, "answer": text, "confidence": 0.72 if top_choice else 0.6}
 
@@ -344,7 +408,12 @@ def baseline_answer(t: dict[str, Any], choice: str, variant: int, *, peers: bool
 def baseline_rules(t: dict[str, Any], method: str) -> list[dict[str, Any]]:
     m = marker(t)
     if method == "single":
-        return [{"match": {"agent": "single", "contains": m}, "json": baseline_answer(t, t["baseline_choice"], 1)}]
+        return [
+            {
+                "match": {"agent": "single", "contains": m},
+                "json": baseline_answer(t, t["baseline_choice"], 1),
+            }
+        ]
     if method == "voting":
         return [
             {"match": {"agent": f"voter{i + 1}", "contains": m}, "json": baseline_answer(t, c, i)}
@@ -356,10 +425,18 @@ def baseline_rules(t: dict[str, Any], method: str) -> list[dict[str, Any]]:
     rules = []
     for i in range(3):
         c = t["votes"][i]
-        rules.append({"match": {"agent": f"debater{i + 1}", "stage": "baseline.debate.r1", "contains": m},
-                      "json": baseline_answer(t, c, i)})
-        rules.append({"match": {"agent": f"debater{i + 1}", "stage": "baseline.debate.r2", "contains": m},
-                      "json": baseline_answer(t, t["baseline_choice"] if i < 2 else c, i, peers=True)})
+        rules.append(
+            {
+                "match": {"agent": f"debater{i + 1}", "stage": "baseline.debate.r1", "contains": m},
+                "json": baseline_answer(t, c, i),
+            }
+        )
+        rules.append(
+            {
+                "match": {"agent": f"debater{i + 1}", "stage": "baseline.debate.r2", "contains": m},
+                "json": baseline_answer(t, t["baseline_choice"] if i < 2 else c, i, peers=True),
+            }
+        )
     return rules
 
 
@@ -381,19 +458,29 @@ def check_lengths(rules: list[dict[str, Any]], low: int, high: int, what: str) -
         for item in items:
             n = tokens(json.dumps(item, ensure_ascii=False))
             if not low <= n <= high:
-                raise SystemExit(f"{what} completion of {n} tokens outside [{low}, {high}]: {rule['match']}")
+                raise SystemExit(
+                    f"{what} completion of {n} tokens outside [{low}, {high}]: {rule['match']}"
+                )
 
 
 def dump(path: Path, data: Any, header: str) -> None:
     text = yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=120)
-    path.write_text(f"# {header}\n# Generated by examples/dci/build_models.py from tasks_data.py; edit those, not this file.\n{text}", encoding="utf-8")
+    path.write_text(
+        f"# {header}\n# Generated by examples/dci/build_models.py from tasks_data.py; edit those, not this file.\n{text}",
+        encoding="utf-8",
+    )
 
 
 def main() -> None:
     models = HERE.parents[1] / "src" / "dissensus" / "dci" / "models"  # shipped as package data
     models.mkdir(exist_ok=True)
     for t in TASKS:
-        task: dict[str, Any] = {"id": t["id"], "type": t["type"], "question": t["question"], "context": t["context"]}
+        task: dict[str, Any] = {
+            "id": t["id"],
+            "type": t["type"],
+            "question": t["question"],
+            "context": t["context"],
+        }
         if t["options"]:
             task["options"] = [{"id": i, "text": x} for i, x in t["options"]]
         task["criteria"] = list(t["criteria"])
@@ -403,12 +490,20 @@ def main() -> None:
         rules = dci_rules(t)
         check_lengths(rules, 150, 400, "DCI act")
         dci.extend(rules)
-    dump(models / "dci.yaml", {"rules": dci}, "Scripted DCI participants for the seven example tasks")
+    dump(
+        models / "dci.yaml", {"rules": dci}, "Scripted DCI participants for the seven example tasks"
+    )
     for method in ("single", "voting", "self_consistency", "debate"):
         rules = [r for t in TASKS for r in baseline_rules(t, method)]
         check_lengths(rules, 500, 1100, method)
-        dump(models / f"{method}.yaml", {"rules": rules}, f"Scripted model for the {method} baseline")
-    dump(models / "judge.yaml", {"rules": [], "default": JUDGE}, "Scripted judge (plumbing only, scores are constant)")
+        dump(
+            models / f"{method}.yaml", {"rules": rules}, f"Scripted model for the {method} baseline"
+        )
+    dump(
+        models / "judge.yaml",
+        {"rules": [], "default": JUDGE},
+        "Scripted judge (plumbing only, scores are constant)",
+    )
 
 
 if __name__ == "__main__":

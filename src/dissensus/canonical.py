@@ -21,7 +21,9 @@ __all__ = ["canonical", "sha256_text"]
 
 def canonical(obj: Any) -> str:
     """The canonical JSON text of ``obj`` (sorted keys, compact, UTF-8, finite numbers)."""
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    return json.dumps(
+        obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+    )
 
 
 def sha256_text(text: str) -> str:

@@ -90,12 +90,18 @@ def load_callable(
         raise ConfigError(f"expected 'module:function', got {spec!r}", file=file, field=field)
     try:
         path = _module_file(Path(base_dir), module_name) if base_dir is not None else None
-        module = _import_file(path, module_name) if path is not None else importlib.import_module(module_name)
+        module = (
+            _import_file(path, module_name)
+            if path is not None
+            else importlib.import_module(module_name)
+        )
     except ConfigError:
         raise
     except Exception as exc:  # user code: an import failure is a configuration error
         raise ConfigError(
-            f"cannot import module {module_name!r}: {type(exc).__name__}: {exc}", file=file, field=field
+            f"cannot import module {module_name!r}: {type(exc).__name__}: {exc}",
+            file=file,
+            field=field,
         ) from exc
     target: Any = module
     for part in attr_path.split("."):

@@ -37,7 +37,16 @@ from dissensus.llm import (
 from dissensus.llm.prompting import quote_block
 from dissensus.types import Usage
 
-__all__ = ["JUDGE_RUBRIC", "JudgeScore", "LLMDeliberator", "LLMJudge", "ablation_variant", "deliberate_with_model", "deliberate_with_model_sync", "judge_prompt"]
+__all__ = [
+    "JUDGE_RUBRIC",
+    "JudgeScore",
+    "LLMDeliberator",
+    "LLMJudge",
+    "ablation_variant",
+    "deliberate_with_model",
+    "deliberate_with_model_sync",
+    "judge_prompt",
+]
 
 
 class LLMDeliberator:
@@ -58,7 +67,10 @@ class LLMDeliberator:
 
     async def speak(self, request: ActRequest) -> ActReply:
         chat = ChatRequest(
-            messages=[Message(role="system", content=request.system), Message(role="user", content=request.prompt)],
+            messages=[
+                Message(role="system", content=request.system),
+                Message(role="user", content=request.prompt),
+            ],
             agent=self.id,
             role=request.archetype,
             stage=f"dci.{request.stage}",
@@ -75,7 +87,9 @@ class LLMDeliberator:
         except LLMError as exc:
             raise ParticipantFailure("model_failure", str(exc)) from None
         if not isinstance(response.parsed, RawAct):
-            raise ParticipantFailure("invalid_output", "the model returned no act object", usage=response.usage)
+            raise ParticipantFailure(
+                "invalid_output", "the model returned no act object", usage=response.usage
+            )
         return ActReply(act=response.parsed, usage=response.usage)
 
 
@@ -160,7 +174,11 @@ class JudgeScore(BaseModel):
 def judge_prompt(output: DeliberationOutput) -> list[Message]:
     """The judge's messages; the output is delimited data and carries no method name."""
     return [
-        Message(role="system", content="You are an impartial expert evaluating a decision recommendation. " + JUDGE_RUBRIC),
+        Message(
+            role="system",
+            content="You are an impartial expert evaluating a decision recommendation. "
+            + JUDGE_RUBRIC,
+        ),
         Message(
             role="user",
             content=(
@@ -182,7 +200,13 @@ class LLMJudge:
 
     async def score(self, output: DeliberationOutput) -> JudgeScore:
         """Score ``output``; raises the client's errors (the CLI reports them)."""
-        request = ChatRequest(messages=judge_prompt(output), agent=self.id, role="Judge", stage="judge.score", temperature=0.0)
+        request = ChatRequest(
+            messages=judge_prompt(output),
+            agent=self.id,
+            role="Judge",
+            stage="judge.score",
+            temperature=0.0,
+        )
         response = await self.client.chat(request, schema=JudgeScore)
         if not isinstance(response.parsed, JudgeScore):
             raise StructuredOutputError("the judge returned no score object")

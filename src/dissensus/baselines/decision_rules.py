@@ -250,7 +250,9 @@ class LLMArbiter:
         )
         ids = [o for o, _ in plans]
         schema = _closed({"id": {"type": "string", "enum": ids} if ids else {"type": "string"}})
-        resp = await self.client.chat(_request("concord.compare.pick", user, schema), schema=PickReply)
+        resp = await self.client.chat(
+            _request("concord.compare.pick", user, schema), schema=PickReply
+        )
         reply = (
             resp.parsed
             if isinstance(resp.parsed, PickReply)
@@ -280,7 +282,9 @@ class LLMArbiter:
             '1 = ideal). Answer {"text": "..."}.\n' + _table(plans, matrix, agents, problem, floor)
         )
         schema = _closed({"text": {"type": "string"}})
-        resp = await self.client.chat(_request("concord.compare.write", user, schema), schema=WriteReply)
+        resp = await self.client.chat(
+            _request("concord.compare.write", user, schema), schema=WriteReply
+        )
         reply = (
             resp.parsed
             if isinstance(resp.parsed, WriteReply)

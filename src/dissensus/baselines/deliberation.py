@@ -92,7 +92,16 @@ class _Stop(Exception):
         self.status = status
 
 
-async def _ask(client: ChatClient, task: Task, agent: str, stage: str, *, extra: str = "", temperature: float | None = None, seed: int | None = None) -> BaselineAnswer:
+async def _ask(
+    client: ChatClient,
+    task: Task,
+    agent: str,
+    stage: str,
+    *,
+    extra: str = "",
+    temperature: float | None = None,
+    seed: int | None = None,
+) -> BaselineAnswer:
     content = _task_prompt(task) + (f"\n{extra}" if extra else "")
     request = ChatRequest(
         messages=[Message(role="system", content=_SYSTEM), Message(role="user", content=content)],
@@ -113,7 +122,9 @@ async def _ask(client: ChatClient, task: Task, agent: str, stage: str, *, extra:
     return response.parsed
 
 
-def _plurality(task: Task, answers: list[tuple[str, BaselineAnswer]]) -> tuple[str | None, BaselineAnswer | None, dict[str, Any]]:
+def _plurality(
+    task: Task, answers: list[tuple[str, BaselineAnswer]]
+) -> tuple[str | None, BaselineAnswer | None, dict[str, Any]]:
     if not answers:
         return None, None, {"votes": {}}
     keys = [(agent, _canonical_choice(task, a.choice), a) for agent, a in answers]
@@ -128,7 +139,9 @@ def _plurality(task: Task, answers: list[tuple[str, BaselineAnswer]]) -> tuple[s
     return winner, first, extras
 
 
-async def _run(method: Method, client: ChatClient, task: Task, s: BaselineSettings) -> tuple[list[tuple[str, BaselineAnswer]], dict[str, Any]]:
+async def _run(
+    method: Method, client: ChatClient, task: Task, s: BaselineSettings
+) -> tuple[list[tuple[str, BaselineAnswer]], dict[str, Any]]:
     answers: list[tuple[str, BaselineAnswer]] = []
     extras: dict[str, Any] = {}
     try:
@@ -136,10 +149,24 @@ async def _run(method: Method, client: ChatClient, task: Task, s: BaselineSettin
             answers.append(("single", await _ask(client, task, "single", "single")))
         elif method == "voting":
             for i in range(s.voters):
-                answers.append((f"voter{i + 1}", await _ask(client, task, f"voter{i + 1}", "voting")))
+                answers.append(
+                    (f"voter{i + 1}", await _ask(client, task, f"voter{i + 1}", "voting"))
+                )
         elif method == "self_consistency":
             for i in range(s.samples):
-                answers.append(("sampler", await _ask(client, task, "sampler", "self_consistency", temperature=s.sc_temperature, seed=i)))
+                answers.append(
+                    (
+                        "sampler",
+                        await _ask(
+                            client,
+                            task,
+                            "sampler",
+                            "self_consistency",
+                            temperature=s.sc_temperature,
+                            seed=i,
+                        ),
+                    )
+                )
         elif method == "debate":
             await _debate(client, task, s, answers, extras)
         else:
@@ -149,7 +176,13 @@ async def _run(method: Method, client: ChatClient, task: Task, s: BaselineSettin
     return answers, extras
 
 
-async def _debate(client: ChatClient, task: Task, s: BaselineSettings, answers: list[tuple[str, BaselineAnswer]], extras: dict[str, Any]) -> None:
+async def _debate(
+    client: ChatClient,
+    task: Task,
+    s: BaselineSettings,
+    answers: list[tuple[str, BaselineAnswer]],
+    extras: dict[str, Any],
+) -> None:
     names = [f"debater{i + 1}" for i in range(s.debaters)]
     latest: dict[str, BaselineAnswer] = {}
     for round_ in range(1, s.debate_rounds + 1):
@@ -158,14 +191,22 @@ async def _debate(client: ChatClient, task: Task, s: BaselineSettings, answers: 
         for name in names:
             extra = ""
             if latest:
-                peers = {p: {"choice": a.choice, "answer": a.answer} for p, a in latest.items() if p != name}
+                peers = {
+                    p: {"choice": a.choice, "answer": a.answer}
+                    for p, a in latest.items()
+                    if p != name
+                }
                 extra = f"PEERS' ANSWERS (round {round_ - 1}, data):\n{quote_block('PEERS', peers)}\nConsider them and give your final answer."
             current[name] = await _ask(client, task, name, f"debate.r{round_}", extra=extra)
-            answers[:] = [(n, current.get(n) or latest[n]) for n in names if n in current or n in latest]
+            answers[:] = [
+                (n, current.get(n) or latest[n]) for n in names if n in current or n in latest
+            ]
         latest = current
 
 
-async def run_baseline(method: Method, client: ModelClient, task: Task, *, settings: BaselineSettings | None = None) -> DeliberationOutput:
+async def run_baseline(
+    method: Method, client: ModelClient, task: Task, *, settings: BaselineSettings | None = None
+) -> DeliberationOutput:
     """Run one baseline on ``task``; always returns an output (its status says how it ended)."""
     s = settings or BaselineSettings()
     start = client.usage.model_copy()  # a snapshot, whatever the client returns
@@ -190,6 +231,8 @@ async def run_baseline(method: Method, client: ModelClient, task: Task, *, setti
     )
 
 
-def run_baseline_sync(method: Method, client: ModelClient, task: Task, *, settings: BaselineSettings | None = None) -> DeliberationOutput:
+def run_baseline_sync(
+    method: Method, client: ModelClient, task: Task, *, settings: BaselineSettings | None = None
+) -> DeliberationOutput:
     """Synchronous twin of :func:`run_baseline`."""
     return asyncio.run(run_baseline(method, client, task, settings=settings))

@@ -17,4 +17,3 @@ app = typer.Typer(
 @app.callback()
 def _root() -> None:
     """Decide under disagreement."""
-

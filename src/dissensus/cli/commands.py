@@ -9,7 +9,18 @@ import typer
 
 from dissensus.cli.app import app
 
-for _module in ("route", "convert", "guard", "concord", "dci", "pipeline", "acceptance", "serve", "mcp", "llm"):
+for _module in (
+    "route",
+    "convert",
+    "guard",
+    "concord",
+    "dci",
+    "pipeline",
+    "acceptance",
+    "serve",
+    "mcp",
+    "llm",
+):
     import_module(f"dissensus.cli.{_module}")
 
 

@@ -102,7 +102,9 @@ def shown(text: object) -> str:
     return _CONTROL.sub(_escape, value)
 
 
-def number_in(low: float | None = None, high: float | None = None) -> Callable[[float | None], float | None]:
+def number_in(
+    low: float | None = None, high: float | None = None
+) -> Callable[[float | None], float | None]:
     """Typer callback for a float option: finite (``nan``, ``inf`` refused), within [low, high]."""
 
     def check(value: float | None) -> float | None:
@@ -199,7 +201,9 @@ def check_journal_file(path: str, *, must_exist: bool = False) -> None:
     try:
         db = sqlite3.connect(f"{p.resolve().as_uri()}?mode=ro", uri=True)
         try:
-            names = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            names = {
+                row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+            }
         finally:
             db.close()
     except sqlite3.Error as exc:
@@ -232,7 +236,9 @@ def exit_for(rejected: int) -> int:
 def atomic_output(path: str) -> Iterator[IO[str]]:
     """``path`` opened for writing through a temporary file renamed over it on success."""
     target = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent if str(target.parent) else ".")
+    fd, tmp = tempfile.mkstemp(
+        prefix=f".{target.name}.", suffix=".tmp", dir=target.parent if str(target.parent) else "."
+    )
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             yield handle
@@ -268,7 +274,9 @@ def load_json_file(path: str | Path, *, what: str = "file") -> object:
     except json.JSONDecodeError as exc:
         raise InputError(f"{path}: invalid JSON: {exc.msg} (line {exc.lineno})") from None
     except UnicodeDecodeError as exc:
-        raise InputError(f"{path}: {what} is not UTF-8 text (byte {exc.start}: {exc.reason})") from None
+        raise InputError(
+            f"{path}: {what} is not UTF-8 text (byte {exc.start}: {exc.reason})"
+        ) from None
     except RecursionError:
         raise InputError(f"{path}: JSON nested too deeply") from None
     except OSError as exc:
@@ -287,7 +295,12 @@ class Bar:
         self._progress: Progress | None = None
         self._task: TaskID | None = None
         if progress_enabled(enabled):
-            columns = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()]
+            columns = [
+                TextColumn("{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+            ]
             self._progress = Progress(*columns, console=err_console, transient=True)
             self._task = self._progress.add_task(description, total=total)
 
@@ -295,21 +308,33 @@ class Bar:
         if self._progress is not None and self._task is not None:
             self._progress.advance(self._task, n)
 
-    def update(self, *, description: str | None = None, completed: float | None = None, total: float | None = None) -> None:
+    def update(
+        self,
+        *,
+        description: str | None = None,
+        completed: float | None = None,
+        total: float | None = None,
+    ) -> None:
         if self._progress is not None and self._task is not None:
-            self._progress.update(self._task, description=description, completed=completed, total=total)
+            self._progress.update(
+                self._task, description=description, completed=completed, total=total
+            )
 
     def __enter__(self) -> Bar:
         if self._progress is not None:
             self._progress.start()
         return self
 
-    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         if self._progress is not None:
             self._progress.stop()
 
 
-def progress(items: Iterable[T], *, description: str, total: int | None = None, enabled: bool = True) -> Iterator[T]:
+def progress(
+    items: Iterable[T], *, description: str, total: int | None = None, enabled: bool = True
+) -> Iterator[T]:
     """Iterate ``items`` with a progress bar on stderr (see :func:`progress_enabled`)."""
     if not progress_enabled(enabled):
         yield from items

@@ -96,7 +96,11 @@ async def _run(
 
         arbiter = LLMArbiter(client)
     rows = await compare_with(
-        cert, {a.id: a for a in agents}, owner=problem.owner, arbiter=arbiter, problem=problem.problem
+        cert,
+        {a.id: a for a in agents},
+        owner=problem.owner,
+        arbiter=arbiter,
+        problem=problem.problem,
     )
     return cert, rows
 
@@ -120,7 +124,10 @@ def negotiate(
         None, "--out", "-o", help="Write the certificate (JSON) to this file."
     ),
     deadline: float | None = typer.Option(
-        None, "--deadline", callback=number_in(0.0), help="Stop after SECONDS; return the current leader."
+        None,
+        "--deadline",
+        callback=number_in(0.0),
+        help="Stop after SECONDS; return the current leader.",
     ),
     compare: bool = typer.Option(
         False, "--compare", help="Compare with other decision rules on the same scores."
@@ -188,7 +195,9 @@ def negotiate(
             _print_comparison(rows, cert)
     failed = connection_failure(cert)
     if failed is not None:
-        err_console.print(f"error: connection failed: every model call failed to reach the server ({shown(failed)})")
+        err_console.print(
+            f"error: connection failed: every model call failed to reach the server ({shown(failed)})"
+        )
         raise typer.Exit(code=EXIT_FAILURE)
     raise typer.Exit(code=EXIT_OK)
 
@@ -283,7 +292,11 @@ def _print_comparison(rows: list[Any], cert: Certificate) -> None:
         table.add_column(col)
     for row in rows:
         table.add_row(
-            shown(row.strategy), shown(row.selected or "—"), _fmt(row.worst_off), shown(row.result), shown(row.note or "")
+            shown(row.strategy),
+            shown(row.selected or "—"),
+            _fmt(row.worst_off),
+            shown(row.result),
+            shown(row.note or ""),
         )
     out_console.print(table)
 
@@ -295,7 +308,9 @@ def verify(
     ),
     as_json: bool = typer.Option(False, "--json", help="Print the verdict as JSON."),
     public_key: str | None = typer.Option(
-        None, "--public-key", help="Ed25519 public key (PEM): also check the signature (certificate or decision packet)."
+        None,
+        "--public-key",
+        help="Ed25519 public key (PEM): also check the signature (certificate or decision packet).",
     ),
 ) -> None:
     """Recompute a CONCORD certificate from its raw scores; exit 1 naming the first violation.
@@ -335,7 +350,9 @@ def verify(
 
 def _verify_packet_signature(name: str, data: dict[str, Any], key: Any, as_json: bool) -> None:
     if key is None:
-        raise InputError(f"{name}: a decision packet has no properties to recompute; give --public-key to check its signature")
+        raise InputError(
+            f"{name}: a decision packet has no properties to recompute; give --public-key to check its signature"
+        )
     packet = data.get("packet") if signed_kind(data) == "deliberation" else data
     status = document_status(packet, key) if isinstance(packet, dict) else "unsigned"
     if as_json:

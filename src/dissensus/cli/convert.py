@@ -171,8 +171,12 @@ def convert_varierrnli(
 
 @convert_app.command("zeroeval")
 def convert_zeroeval(
-    directory: Annotated[Path, typer.Argument(help="A directory of ZeroEval result files, one <model>.json each.")],
-    limit: Annotated[int | None, typer.Option("--limit", min=1, help="Keep only the first N problems.")] = None,
+    directory: Annotated[
+        Path, typer.Argument(help="A directory of ZeroEval result files, one <model>.json each.")
+    ],
+    limit: Annotated[
+        int | None, typer.Option("--limit", min=1, help="Keep only the first N problems.")
+    ] = None,
     out: OutOption = None,
     rejects: RejectsOption = None,
 ) -> None:

@@ -53,16 +53,28 @@ def bundled_model(name: str) -> str:
     """``scripted:`` spec of the bundled offline model ``name`` (a method or ``judge``)."""
     path = BUNDLED / f"{name}.yaml"
     if not path.is_file():
-        raise ConfigError(f"no model given and no bundled model at {path}: pass --model or set {MODEL_ENV}", field="model")
+        raise ConfigError(
+            f"no model given and no bundled model at {path}: pass --model or set {MODEL_ENV}",
+            field="model",
+        )
     return f"scripted:{path}"
 
 
-def _client(spec: str | None, fallback: str, max_calls: int | None, max_tokens: int | None) -> ModelClient:
+def _client(
+    spec: str | None, fallback: str, max_calls: int | None, max_tokens: int | None
+) -> ModelClient:
     chosen = spec or os.environ.get(MODEL_ENV) or bundled_model(fallback)
     return resolve_model(chosen, budget=Budget(max_calls=max_calls, max_tokens=max_tokens))
 
 
-def _config(task: Task, *, no_archetypes: bool, no_typed_grammar: bool, no_dci_cf: bool, max_rounds: int | None) -> DCIConfig:
+def _config(
+    task: Task,
+    *,
+    no_archetypes: bool,
+    no_typed_grammar: bool,
+    no_dci_cf: bool,
+    max_rounds: int | None,
+) -> DCIConfig:
     update: dict[str, Any] = {}
     if no_archetypes:
         update["archetypes"] = False
@@ -77,7 +89,9 @@ def _config(task: Task, *, no_archetypes: bool, no_typed_grammar: bool, no_dci_c
     return task.dci.model_copy(update=update)
 
 
-async def _deliberate(method: Method, task: Task, client: ModelClient, config: DCIConfig) -> DeliberationOutput:
+async def _deliberate(
+    method: Method, task: Task, client: ModelClient, config: DCIConfig
+) -> DeliberationOutput:
     try:
         if method == "dci":
             output, _ = await deliberate_with_model(task, client, config=config)
@@ -89,24 +103,55 @@ async def _deliberate(method: Method, task: Task, client: ModelClient, config: D
 
 @app.command("deliberate")
 def deliberate_cmd(
-    task_file: str = typer.Argument(..., metavar="TASK.yaml", help="Task file (needs only 'question:')."),
-    method: str = typer.Option("dci", "--method", "-m", help="dci, single, voting, self_consistency or debate."),
-    model: str | None = typer.Option(None, "--model", help=f"Model spec; default ${MODEL_ENV}, else the bundled scripted model."),
-    as_json: bool = typer.Option(False, "--json", help="Print one JSON line (a DeliberationOutput)."),
-    no_archetypes: bool = typer.Option(False, "--no-archetypes", help="Ablation A1: neutral participants."),
-    no_typed_grammar: bool = typer.Option(False, "--no-typed-grammar", help="Ablation A2: untyped utterances."),
-    no_dci_cf: bool = typer.Option(False, "--no-dci-cf", help="Ablation A3: open rounds instead of DCI-CF."),
-    max_rounds: int | None = typer.Option(None, "--max-rounds", help="DCI-CF rounds (default: the task's, else 2)."),
+    task_file: str = typer.Argument(
+        ..., metavar="TASK.yaml", help="Task file (needs only 'question:')."
+    ),
+    method: str = typer.Option(
+        "dci", "--method", "-m", help="dci, single, voting, self_consistency or debate."
+    ),
+    model: str | None = typer.Option(
+        None, "--model", help=f"Model spec; default ${MODEL_ENV}, else the bundled scripted model."
+    ),
+    as_json: bool = typer.Option(
+        False, "--json", help="Print one JSON line (a DeliberationOutput)."
+    ),
+    no_archetypes: bool = typer.Option(
+        False, "--no-archetypes", help="Ablation A1: neutral participants."
+    ),
+    no_typed_grammar: bool = typer.Option(
+        False, "--no-typed-grammar", help="Ablation A2: untyped utterances."
+    ),
+    no_dci_cf: bool = typer.Option(
+        False, "--no-dci-cf", help="Ablation A3: open rounds instead of DCI-CF."
+    ),
+    max_rounds: int | None = typer.Option(
+        None, "--max-rounds", help="DCI-CF rounds (default: the task's, else 2)."
+    ),
     max_calls: int | None = typer.Option(None, "--max-calls", help="Budget: most model attempts."),
-    max_tokens: int | None = typer.Option(None, "--max-tokens", help="Budget: most prompt+completion tokens."),
-    deadline: float | None = typer.Option(None, "--deadline", min=0.0, help="DCI: stop after SECONDS (status deadline_exceeded); default: the task's dci.deadline_s."),
+    max_tokens: int | None = typer.Option(
+        None, "--max-tokens", help="Budget: most prompt+completion tokens."
+    ),
+    deadline: float | None = typer.Option(
+        None,
+        "--deadline",
+        min=0.0,
+        help="DCI: stop after SECONDS (status deadline_exceeded); default: the task's dci.deadline_s.",
+    ),
 ) -> None:
     """Deliberate on a task with DCI or a baseline; print the answer (and decision packet)."""
     check_input_path(task_file)
     if method not in METHODS:
-        raise ConfigError(f"unknown method {method!r}; use one of {', '.join(METHODS)}", field="method")
+        raise ConfigError(
+            f"unknown method {method!r}; use one of {', '.join(METHODS)}", field="method"
+        )
     task = load_task(task_file)
-    config = _config(task, no_archetypes=no_archetypes, no_typed_grammar=no_typed_grammar, no_dci_cf=no_dci_cf, max_rounds=max_rounds)
+    config = _config(
+        task,
+        no_archetypes=no_archetypes,
+        no_typed_grammar=no_typed_grammar,
+        no_dci_cf=no_dci_cf,
+        max_rounds=max_rounds,
+    )
     if deadline is not None:
         config = config.model_copy(update={"deadline_s": deadline})
     client = _client(model, method, max_calls, max_tokens)
@@ -123,7 +168,9 @@ def deliberate_cmd(
     else:
         _show(output)
     if output.status != "complete":
-        err_console.print(f"error: the deliberation stopped early ({output.status}): {shown(stop_cause(output))}")
+        err_console.print(
+            f"error: the deliberation stopped early ({output.status}): {shown(stop_cause(output))}"
+        )
         raise typer.Exit(code=EXIT_FAILURE)
     raise typer.Exit(code=EXIT_OK)
 
@@ -146,7 +193,10 @@ def _show(output: DeliberationOutput) -> None:
         table.add_row("path", output.packet.path)
         table.add_row("rounds", str(output.packet.metrics.rounds))
     table.add_row("calls", str(output.usage.calls))
-    table.add_row("tokens", f"{output.usage.prompt_tokens} prompt + {output.usage.completion_tokens} completion")
+    table.add_row(
+        "tokens",
+        f"{output.usage.prompt_tokens} prompt + {output.usage.completion_tokens} completion",
+    )
     out_console.print(table)
     out_console.print(shown(output.answer))
 
@@ -171,7 +221,9 @@ def aggregate(scores: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-async def _judge_all(outputs: list[DeliberationOutput], specs: list[str], budget: tuple[int | None, int | None]) -> tuple[list[dict[str, Any]], list[str]]:
+async def _judge_all(
+    outputs: list[DeliberationOutput], specs: list[str], budget: tuple[int | None, int | None]
+) -> tuple[list[dict[str, Any]], list[str]]:
     scores: list[dict[str, Any]] = []
     errors: list[str] = []
     for spec in specs:
@@ -184,7 +236,15 @@ async def _judge_all(outputs: list[DeliberationOutput], specs: list[str], budget
                 except LLMError as exc:
                     errors.append(f"{spec}: {out.task_id}/{out.method}: {exc}")
                     continue
-                scores.append({"judge": spec, "task_id": out.task_id, "method": out.method, "variant": out.variant, **s.model_dump()})
+                scores.append(
+                    {
+                        "judge": spec,
+                        "task_id": out.task_id,
+                        "method": out.method,
+                        "variant": out.variant,
+                        **s.model_dump(),
+                    }
+                )
         finally:
             await client.aclose()
     return scores, errors
@@ -192,12 +252,20 @@ async def _judge_all(outputs: list[DeliberationOutput], specs: list[str], budget
 
 @app.command("judge")
 def judge_cmd(
-    outputs_file: str = typer.Argument(..., metavar="OUTPUTS.jsonl", help="Outputs of `deliberate --json` ('-' = stdin)."),
-    models: list[str] | None = typer.Option(None, "--model", help="Judge model spec; repeat for several judges."),
+    outputs_file: str = typer.Argument(
+        ..., metavar="OUTPUTS.jsonl", help="Outputs of `deliberate --json` ('-' = stdin)."
+    ),
+    models: list[str] | None = typer.Option(
+        None, "--model", help="Judge model spec; repeat for several judges."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print scores and per-judge means as JSON."),
     rejects: str | None = typer.Option(None, "--rejects", help="Write rejected input lines here."),
-    max_calls: int | None = typer.Option(None, "--max-calls", help="Budget per judge: most model attempts."),
-    max_tokens: int | None = typer.Option(None, "--max-tokens", help="Budget per judge: most tokens."),
+    max_calls: int | None = typer.Option(
+        None, "--max-calls", help="Budget per judge: most model attempts."
+    ),
+    max_tokens: int | None = typer.Option(
+        None, "--max-tokens", help="Budget per judge: most tokens."
+    ),
 ) -> None:
     """Score outputs 1-10 (overall, risk identification, reasoning depth, actionability) per judge."""
     check_input_path(outputs_file)
@@ -211,13 +279,18 @@ def judge_cmd(
             else:
                 outputs.append(item)
     # A judge is named by its spec: the same spec given twice is one judge, asked once.
-    specs = list(dict.fromkeys(models or [])) or [os.environ.get(MODEL_ENV) or bundled_model("judge")]
+    specs = list(dict.fromkeys(models or [])) or [
+        os.environ.get(MODEL_ENV) or bundled_model("judge")
+    ]
     scores, errors = asyncio.run(_judge_all(outputs, specs, (max_calls, max_tokens)))
     summary = aggregate(scores)
     for e in errors:
         err_console.print(f"judge failed: {shown(e)}")
     if as_json:
-        sys.stdout.write(json.dumps({"means": summary, "scores": scores, "errors": errors}, ensure_ascii=False) + "\n")
+        sys.stdout.write(
+            json.dumps({"means": summary, "scores": scores, "errors": errors}, ensure_ascii=False)
+            + "\n"
+        )
     else:
         _show_judges(summary)
     code = exit_for(rejected)
@@ -232,12 +305,21 @@ def _show_judges(summary: dict[str, Any]) -> None:
     for j in judges:
         table.add_column(j, justify="right")
     for m in methods:
-        table.add_row(m, *(f"{summary[j][m]['overall']:.2f}" if m in summary[j] else "-" for j in judges))
+        table.add_row(
+            m, *(f"{summary[j][m]['overall']:.2f}" if m in summary[j] else "-" for j in judges)
+        )
     out_console.print(table)
     for j in judges:
         detail = Table(title=f"Rubric means, judge {j}")
         for col in ("method", "n", "overall", "risk", "depth", "action"):
             detail.add_column(col, justify="right" if col != "method" else "left")
         for m, v in summary[j].items():
-            detail.add_row(m, str(int(v["n"])), *(f"{v[c]:.2f}" for c in ("overall", "risk_identification", "reasoning_depth", "actionability")))
+            detail.add_row(
+                m,
+                str(int(v["n"])),
+                *(
+                    f"{v[c]:.2f}"
+                    for c in ("overall", "risk_identification", "reasoning_depth", "actionability")
+                ),
+            )
         out_console.print(detail)

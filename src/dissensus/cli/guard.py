@@ -61,9 +61,18 @@ class _LabelledInput(VoteCase):
 
 
 RejectsOption = Annotated[
-    str | None, typer.Option("--rejects", help="Also write every rejected record (file, line, field, message) here as JSONL.")
+    str | None,
+    typer.Option(
+        "--rejects",
+        help="Also write every rejected record (file, line, field, message) here as JSONL.",
+    ),
 ]
-JsonOption = Annotated[bool, typer.Option("--json", help="Machine output: JSON (calibrate) or JSONL, one decision per case (vote).")]
+JsonOption = Annotated[
+    bool,
+    typer.Option(
+        "--json", help="Machine output: JSON (calibrate) or JSONL, one decision per case (vote)."
+    ),
+]
 
 
 def _read(model: type[VoteCase], path: str, sink: RejectSink) -> list[VoteCase]:
@@ -109,18 +118,32 @@ def _calibration_tables(cal: Calibration) -> None:
         if s.cases == 0:
             strata.add_row(s.stratum, "0", "-", "-", "-", "-", "-")
             continue
-        rows = [("majority (vote share)", s.majority), (f"consensus beta={cal.settings.beta_reference:g}", s.consensus)]
+        rows = [
+            ("majority (vote share)", s.majority),
+            (f"consensus beta={cal.settings.beta_reference:g}", s.consensus),
+        ]
         if s.guarded is not None:
             rows.append(("guarded", s.guarded))
         for name, f in rows:
-            strata.add_row(s.stratum, str(s.cases), name, _fmt(f.accuracy), _fmt(f.mean_confidence), _fmt(f.ece), _fmt(f.gap))
+            strata.add_row(
+                s.stratum,
+                str(s.cases),
+                name,
+                _fmt(f.accuracy),
+                _fmt(f.mean_confidence),
+                _fmt(f.ece),
+                _fmt(f.gap),
+            )
     out_console.print(strata)
     agents = Table(title="Agents")
     for col in ("agent", "family", "votes", "accuracy", "reliability (present/absent)"):
         agents.add_column(col)
     for a in cal.agents:
         agents.add_row(
-            shown(a.agent), shown(a.family or "-"), str(a.votes), _fmt(a.accuracy),
+            shown(a.agent),
+            shown(a.family or "-"),
+            str(a.votes),
+            _fmt(a.accuracy),
             f"{a.reliability_present:.3f} / {a.reliability_absent:.3f}",
         )
     out_console.print(agents)
@@ -138,18 +161,28 @@ def _calibration_tables(cal: Calibration) -> None:
 @app.command("calibrate")
 def calibrate_command(
     labelled: Annotated[str, typer.Argument(help="Labelled vote cases (JSONL, '-' for stdin).")],
-    out: Annotated[str | None, typer.Option("--out", "-o", help="Write the calibration (JSON) here.")] = None,
+    out: Annotated[
+        str | None, typer.Option("--out", "-o", help="Write the calibration (JSON) here.")
+    ] = None,
     beta_reference: Annotated[
-        float, typer.Option("--beta-ref", callback=number_in(0.0), help="Beta of the consensus figures.")
+        float,
+        typer.Option("--beta-ref", callback=number_in(0.0), help="Beta of the consensus figures."),
     ] = 1.5,
     tolerance: Annotated[
         float,
         typer.Option(
-            "--tolerance", callback=number_in(0.0), help="Allowed overconfidence of weighting on the absent stratum."
+            "--tolerance",
+            callback=number_in(0.0),
+            help="Allowed overconfidence of weighting on the absent stratum.",
         ),
     ] = 0.05,
     min_stratum_cases: Annotated[
-        int, typer.Option("--min-stratum-cases", min=1, help="Fewest evidence-absent cases for beta* to be measured.")
+        int,
+        typer.Option(
+            "--min-stratum-cases",
+            min=1,
+            help="Fewest evidence-absent cases for beta* to be measured.",
+        ),
     ] = 10,
     json_out: JsonOption = False,
     rejects: RejectsOption = None,
@@ -163,7 +196,9 @@ def calibrate_command(
     if not cases:
         raise InputError(f"{labelled}: no valid labelled case to calibrate on")
     settings = CalibrationSettings(
-        beta_reference=beta_reference, overconfidence_tolerance=tolerance, min_stratum_cases=min_stratum_cases
+        beta_reference=beta_reference,
+        overconfidence_tolerance=tolerance,
+        min_stratum_cases=min_stratum_cases,
     )
     cal = calibrate(cases, settings)
     if out:
@@ -171,7 +206,9 @@ def calibrate_command(
             with atomic_output(out) as handle:
                 handle.write(cal.model_dump_json(indent=2) + "\n")
         except OSError as exc:
-            raise InputError(f"cannot write the calibration file {out}: {exc.strerror or exc}") from None
+            raise InputError(
+                f"cannot write the calibration file {out}: {exc.strerror or exc}"
+            ) from None
     if json_out:
         print_json(cal)
     else:
@@ -183,23 +220,41 @@ def calibrate_command(
 def vote_command(
     votes: Annotated[str, typer.Argument(help="Vote cases (JSONL, '-' for stdin).")],
     beta: Annotated[
-        float, typer.Option("--beta", callback=number_in(0.0), help="Requested consensus sharpening exponent.")
+        float,
+        typer.Option(
+            "--beta", callback=number_in(0.0), help="Requested consensus sharpening exponent."
+        ),
     ] = 1.5,
     calibration: Annotated[
-        str | None, typer.Option("--calibration", help="Calibration JSON from `dissensus calibrate`.")
+        str | None,
+        typer.Option("--calibration", help="Calibration JSON from `dissensus calibrate`."),
     ] = None,
-    strict: Annotated[bool, typer.Option("--strict", help="Fail (exit 1) on the first refusal instead of falling back.")] = False,
+    strict: Annotated[
+        bool,
+        typer.Option(
+            "--strict", help="Fail (exit 1) on the first refusal instead of falling back."
+        ),
+    ] = False,
     verifier: Annotated[
         str | None, typer.Option("--verifier", help="Agent with veto when weighting is refused.")
     ] = None,
     no_recommended_verifier: Annotated[
-        bool, typer.Option("--no-recommended-verifier", help="Ignore the verifier the calibration recommends.")
+        bool,
+        typer.Option(
+            "--no-recommended-verifier", help="Ignore the verifier the calibration recommends."
+        ),
     ] = False,
     no_decompose: Annotated[
-        bool, typer.Option("--no-decompose", help="Let fallback voters earn consensus weight too (mode 'bounded').")
+        bool,
+        typer.Option(
+            "--no-decompose", help="Let fallback voters earn consensus weight too (mode 'bounded')."
+        ),
     ] = False,
     max_fallback: Annotated[
-        float, typer.Option("--max-fallback-agreement", callback=number_in(0.0, 1.0), help="Invariant 2 threshold.")
+        float,
+        typer.Option(
+            "--max-fallback-agreement", callback=number_in(0.0, 1.0), help="Invariant 2 threshold."
+        ),
     ] = 0.85,
     json_out: JsonOption = False,
     rejects: RejectsOption = None,
@@ -221,7 +276,9 @@ def vote_command(
                 sink.add(item)
                 continue
             try:
-                d = audit_case(item, cal, beta=beta, strict=strict, verifier=verifier, settings=settings)
+                d = audit_case(
+                    item, cal, beta=beta, strict=strict, verifier=verifier, settings=settings
+                )
             except CorrelatedConsensusError as exc:
                 raise CorrelatedConsensusError(f"case {item.id!r}: {exc}", exc.decision) from exc
             modes[d.mode] += 1
@@ -235,8 +292,13 @@ def vote_command(
             table.add_column(col)
         for d in decisions:
             table.add_row(
-                shown(d.id), shown(d.answer), f"{d.confidence:.3f}", d.mode, "yes" if d.weighted else "no",
-                f"invariant {d.refusal.invariant}" if d.refusal else "-", f"{d.n_eff:.2f}",
+                shown(d.id),
+                shown(d.answer),
+                f"{d.confidence:.3f}",
+                d.mode,
+                "yes" if d.weighted else "no",
+                f"invariant {d.refusal.invariant}" if d.refusal else "-",
+                f"{d.n_eff:.2f}",
             )
         out_console.print(table)
         summary = ", ".join(f"{m}: {n}" for m, n in sorted(modes.items()))

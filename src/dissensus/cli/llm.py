@@ -35,7 +35,10 @@ def fake_llm(
         None, "--latency", callback=number_in(0.0), help="Seconds before every answer."
     ),
     fault_rate: float | None = typer.Option(
-        None, "--fault-rate", callback=number_in(0.0, 1.0), help="Share of requests that get an injected fault."
+        None,
+        "--fault-rate",
+        callback=number_in(0.0, 1.0),
+        help="Share of requests that get an injected fault.",
     ),
     seed: int | None = typer.Option(None, "--seed", help="Seed of the fault draws."),
 ) -> None:

@@ -78,8 +78,12 @@ from dissensus.signing import load_public_key, signer_from_env
 from dissensus.states import EmbeddingBackend, SimilarityBackend, get_backend
 from dissensus.store.journal import Event, Journal, is_postgres_url, journal_path
 
-review_app = typer.Typer(help="The human review queue: escalated cases waiting for a decision.", no_args_is_help=True)
-runs_app = typer.Typer(help="Runs in the journal: list, inspect, export, verify, resume.", no_args_is_help=True)
+review_app = typer.Typer(
+    help="The human review queue: escalated cases waiting for a decision.", no_args_is_help=True
+)
+runs_app = typer.Typer(
+    help="Runs in the journal: list, inspect, export, verify, resume.", no_args_is_help=True
+)
 app.add_typer(review_app, name="review")
 app.add_typer(runs_app, name="runs")
 
@@ -115,7 +119,9 @@ def _open(path: str | None, *, must_exist: bool = False) -> Journal:
     target = journal_path(path)
     if not is_postgres_url(target):
         check_journal_file(target, must_exist=must_exist)
-    return Journal(target, after_append=_after_append if JOURNAL_HOOKS else None, signer=signer_from_env())
+    return Journal(
+        target, after_append=_after_append if JOURNAL_HOOKS else None, signer=signer_from_env()
+    )
 
 
 @contextmanager
@@ -165,7 +171,9 @@ class _EmbeddingProgress:
         parts = []
         for start in range(0, len(items), self.CHUNK):
             self._bar.update(description=self._label(f"embedding {start}/{len(items)} texts"))
-            parts.append(np.asarray(self._inner.embed(items[start : start + self.CHUNK]), dtype=np.float64))
+            parts.append(
+                np.asarray(self._inner.embed(items[start : start + self.CHUNK]), dtype=np.float64)
+            )
         self._bar.update(description=self._label(""))
         return np.concatenate(parts, axis=0)
 
@@ -190,28 +198,47 @@ def _records(
             raise ConfigError("--deadline applies to the local engine only", field="deadline")
         from dissensus.engines.ray import RayOptions, decide_ray
 
-        return decide_ray(journal, run_id, on_reject=sink.add, options=RayOptions(address=ray_address, workers=workers))
+        return decide_ray(
+            journal,
+            run_id,
+            on_reject=sink.add,
+            options=RayOptions(address=ray_address, workers=workers),
+        )
     return execute_run(
-        journal, run_id, on_reject=sink.add, backend=_backend_factory(bar, journal, run_id), deadline_s=deadline
+        journal,
+        run_id,
+        on_reject=sink.add,
+        backend=_backend_factory(bar, journal, run_id),
+        deadline_s=deadline,
     )
 
 
-def _backend_factory(bar: Bar, journal: Journal, run_id: str) -> Callable[[], SimilarityBackend] | None:
+def _backend_factory(
+    bar: Bar, journal: Journal, run_id: str
+) -> Callable[[], SimilarityBackend] | None:
     if not progress_enabled():
         return None
     started = journal.get(run_id, "run/started")
-    name = ((started.payload.get("policy") or {}).get("reading") or {}).get("similarity") if started else None
+    name = (
+        ((started.payload.get("policy") or {}).get("reading") or {}).get("similarity")
+        if started
+        else None
+    )
 
     def factory() -> SimilarityBackend:
         inner = get_backend(name)
         if not isinstance(inner, EmbeddingBackend):
             return inner
-        return _EmbeddingProgress(inner, bar, lambda extra: "deciding" + (f" ({extra})" if extra else ""))
+        return _EmbeddingProgress(
+            inner, bar, lambda extra: "deciding" + (f" ({extra})" if extra else "")
+        )
 
     return factory
 
 
-async def _drain(records: AsyncIterator[CaseRecord], *, emit: Callable[[CaseRecord], None], bar: Bar) -> list[CaseRecord]:
+async def _drain(
+    records: AsyncIterator[CaseRecord], *, emit: Callable[[CaseRecord], None], bar: Bar
+) -> list[CaseRecord]:
     out: list[CaseRecord] = []
     async for record in records:
         emit(record)
@@ -220,7 +247,9 @@ async def _drain(records: AsyncIterator[CaseRecord], *, emit: Callable[[CaseReco
     return out
 
 
-def _emitter(json_out: bool, handle: IO[str], resolved: dict[int, CaseRecord]) -> Callable[[CaseRecord], CaseRecord]:
+def _emitter(
+    json_out: bool, handle: IO[str], resolved: dict[int, CaseRecord]
+) -> Callable[[CaseRecord], CaseRecord]:
     def emit(record: CaseRecord) -> CaseRecord:
         record = resolved.get(record.line, record)
         # Records go out as JSONL with --json, and always into an --output file.
@@ -256,7 +285,9 @@ def followup_failure(records: Sequence[CaseRecord]) -> str | None:
     return None
 
 
-def _summary(records: list[CaseRecord], rejected: int, run_id: str, journal: str, duplicates: int) -> None:
+def _summary(
+    records: list[CaseRecord], rejected: int, run_id: str, journal: str, duplicates: int
+) -> None:
     actions = Counter(r.action for r in records)
     auto = sum(r.auto for r in records)
     escalated = [r for r in records if r.action == "escalate" and r.decision is None]
@@ -266,10 +297,16 @@ def _summary(records: list[CaseRecord], rejected: int, run_id: str, journal: str
     width = max((len(i) for i in ids), default=0)
     for rid, r in zip(ids, shown_records, strict=True):
         flow = f"{r.route} -> {r.action}" if r.route != r.action else r.action
-        outcome = f"decision {shown(r.decision)} ({r.basis})" if r.decision is not None else f"review {r.review_id}"
+        outcome = (
+            f"decision {shown(r.decision)} ({r.basis})"
+            if r.decision is not None
+            else f"review {r.review_id}"
+        )
         out_console.print(f"{rid:<{width}}  {r.state}  {flow:<28} {outcome}", soft_wrap=True)
     if len(records) > len(shown_records):
-        out_console.print(f"... {len(records) - len(shown_records)} more case(s) (use --json for every record)")
+        out_console.print(
+            f"... {len(records) - len(shown_records)} more case(s) (use --json for every record)"
+        )
     if records:
         out_console.print(STATE_LEGEND, soft_wrap=True)
         out_console.print(DECIDE_LEGEND, soft_wrap=True)
@@ -288,7 +325,9 @@ def _summary(records: list[CaseRecord], rejected: int, run_id: str, journal: str
         program = _program()
         out_console.print("review them:")
         out_console.print(f"  {program} review list --journal {journal}", soft_wrap=True)
-        out_console.print(f"  {program} review show {escalated[0].review_id} --journal {journal}", soft_wrap=True)
+        out_console.print(
+            f"  {program} review show {escalated[0].review_id} --journal {journal}", soft_wrap=True
+        )
 
 
 def _program() -> str:
@@ -304,7 +343,11 @@ def _program() -> str:
 
 DeadlineOpt = Annotated[
     float | None,
-    typer.Option("--deadline", min=0.001, help="Stop after SECONDS of wall-clock time (the run stays resumable; exit 1)."),
+    typer.Option(
+        "--deadline",
+        min=0.001,
+        help="Stop after SECONDS of wall-clock time (the run stays resumable; exit 1).",
+    ),
 ]
 
 
@@ -337,7 +380,9 @@ def _run(
                 if record.id in seen:
                     if seen[record.id] == 1:
                         duplicates.append(record.id)
-                        err_console.print(f"warning: panel id {shown(record.id)!r} appears more than once (line {record.line})")
+                        err_console.print(
+                            f"warning: panel id {shown(record.id)!r} appears more than once (line {record.line})"
+                        )
                     seen[record.id] += 1
                 else:
                     seen[record.id] = 1
@@ -345,21 +390,34 @@ def _run(
 
             records = asyncio.run(
                 _drain(
-                    _records(journal, run_id, sink, bar, engine=engine, ray_address=ray_address, workers=workers, deadline=deadline),
+                    _records(
+                        journal,
+                        run_id,
+                        sink,
+                        bar,
+                        engine=engine,
+                        ray_address=ray_address,
+                        workers=workers,
+                        deadline=deadline,
+                    ),
                     emit=emit,
                     bar=bar,
                 )
             )
             records = [resolved.get(r.line, r) for r in records]
     except Interrupted:
-        sys.stderr.write(f"interrupted: resume with dissensus runs resume {run_id} --journal {journal.path}\n")
+        sys.stderr.write(
+            f"interrupted: resume with dissensus runs resume {run_id} --journal {journal.path}\n"
+        )
         sys.stderr.flush()
         return EXIT_INTERRUPTED
     if not json_out:
         _summary(records, sink.count, run_id, journal.path, len(duplicates))
     cause = followup_failure(records)
     if cause is not None:
-        err_console.print(f"error: every follow-up of run {run_id} failed: {shown(cause)}", soft_wrap=True)
+        err_console.print(
+            f"error: every follow-up of run {run_id} failed: {shown(cause)}", soft_wrap=True
+        )
         return EXIT_FAILURE
     return exit_for(sink.count)
 
@@ -376,20 +434,53 @@ def _check_decide_paths(panels: str, journal: str, output: str | None, rejects: 
 @app.command("decide")
 def decide_cmd(
     panels: Annotated[str, typer.Argument(help="Panels, one JSON object a line ('-' = stdin).")],
-    policy: Annotated[str | None, typer.Option("--policy", help="Pipeline policy (YAML). Default: built-in defaults.")] = None,
+    policy: Annotated[
+        str | None,
+        typer.Option("--policy", help="Pipeline policy (YAML). Default: built-in defaults."),
+    ] = None,
     journal: JournalOpt = None,
     json_out: JsonOpt = False,
-    rejects: Annotated[str | None, typer.Option("--rejects", help="Write rejected lines here (JSONL).")] = None,
-    output: Annotated[str | None, typer.Option("--output", "-o", help="Write records here instead of stdout.")] = None,
-    run_id: Annotated[str | None, typer.Option("--run-id", help="Id of the new run (default: random).")] = None,
-    similarity: Annotated[str | None, typer.Option("--similarity", help="Override the policy's similarity backend (minilm, tfidf, static).")] = None,
-    model: Annotated[str | None, typer.Option("--model", help="Model spec for live follow-ups (default: policy, $DISSENSUS_MODEL).")] = None,
-    engine: Annotated[str, typer.Option("--engine", help="local (this process) or ray (Ray Data workers; the 'ray' extra).")] = "local",
-    ray_address: Annotated[str | None, typer.Option("--ray-address", help="Ray cluster to join (default: start a local one).")] = None,
-    workers: Annotated[int | None, typer.Option("--workers", help="Ray workers (default: the cluster's CPUs).")] = None,
+    rejects: Annotated[
+        str | None, typer.Option("--rejects", help="Write rejected lines here (JSONL).")
+    ] = None,
+    output: Annotated[
+        str | None, typer.Option("--output", "-o", help="Write records here instead of stdout.")
+    ] = None,
+    run_id: Annotated[
+        str | None, typer.Option("--run-id", help="Id of the new run (default: random).")
+    ] = None,
+    similarity: Annotated[
+        str | None,
+        typer.Option(
+            "--similarity", help="Override the policy's similarity backend (minilm, tfidf, static)."
+        ),
+    ] = None,
+    model: Annotated[
+        str | None,
+        typer.Option(
+            "--model", help="Model spec for live follow-ups (default: policy, $DISSENSUS_MODEL)."
+        ),
+    ] = None,
+    engine: Annotated[
+        str,
+        typer.Option(
+            "--engine", help="local (this process) or ray (Ray Data workers; the 'ray' extra)."
+        ),
+    ] = "local",
+    ray_address: Annotated[
+        str | None,
+        typer.Option("--ray-address", help="Ray cluster to join (default: start a local one)."),
+    ] = None,
+    workers: Annotated[
+        int | None, typer.Option("--workers", help="Ray workers (default: the cluster's CPUs).")
+    ] = None,
     deadline: DeadlineOpt = None,
     acceptance: Annotated[
-        str | None, typer.Option("--acceptance", help="Learned acceptance file (dissensus calibrate-acceptance); overrides acceptance.model.")
+        str | None,
+        typer.Option(
+            "--acceptance",
+            help="Learned acceptance file (dissensus calibrate-acceptance); overrides acceptance.model.",
+        ),
     ] = None,
 ) -> None:
     """Decide every panel: read -> route -> guard -> protocol -> record, journalled and resumable."""
@@ -467,7 +558,11 @@ def review_list(
     for st in items:
         status = f"resolved: {shown(st.resolution.decision)}" if st.resolution else "open"
         table.add_row(
-            shown(st.item.review_id), shown(st.item.id), status, shown(st.item.suggestion or "-"), shown(st.item.reason)
+            shown(st.item.review_id),
+            shown(st.item.id),
+            status,
+            shown(st.item.suggestion or "-"),
+            shown(st.item.reason),
         )
     out_console.print(table)
     raise typer.Exit(code=EXIT_OK)
@@ -489,8 +584,14 @@ def review_show(
         raise typer.Exit(code=EXIT_OK)
     item = st.item
     say = out_console.print
-    say(f"review {shown(item.review_id)}  case {shown(item.id)}  (run {shown(item.run_id)}, line {item.line})", soft_wrap=True)
-    say(f"status: {'resolved: ' + shown(st.resolution.decision) if st.resolution else 'open'}", soft_wrap=True)
+    say(
+        f"review {shown(item.review_id)}  case {shown(item.id)}  (run {shown(item.run_id)}, line {item.line})",
+        soft_wrap=True,
+    )
+    say(
+        f"status: {'resolved: ' + shown(st.resolution.decision) if st.resolution else 'open'}",
+        soft_wrap=True,
+    )
     say(f"why escalated: {shown(item.reason)}", soft_wrap=True)
     meta = item.panel.get("meta", {})
     question = meta.get("question") or meta.get("input") if isinstance(meta, dict) else None
@@ -506,17 +607,31 @@ def review_show(
         if reading.similarity_defined
         else "similarity undefined (fewer than two agents gave reasoning)"
     )
-    say(f"reading: {reading.state.value}  agreement {reading.agreement:.2f}  {similarity} ({shown(reading.model)})")
+    say(
+        f"reading: {reading.state.value}  agreement {reading.agreement:.2f}  {similarity} ({shown(reading.model)})"
+    )
     if reading.missing_reasoning:
         say(f"no reasoning from: {', '.join(shown(a) for a in reading.missing_reasoning)}")
     for oid, text in _option_texts(meta if isinstance(meta, dict) else {}):
         say(f"  option {shown(oid)}: {_excerpt(text, 200)}", soft_wrap=True)
     scores = {x.agent: x for x in (item.acceptance.signals if item.acceptance else [])}
     table = Table(show_edge=False, title="positions")
-    for col in ("agent", "family", "decision", "re-ask", "stable", "margin", "conf.", *(shown(d) for d in item.value_dimensions)):
+    for col in (
+        "agent",
+        "family",
+        "decision",
+        "re-ask",
+        "stable",
+        "margin",
+        "conf.",
+        *(shown(d) for d in item.value_dimensions),
+    ):
         table.add_column(col, overflow="fold")
     for p in item.positions:
-        values = [f"{p.values[d]:.2f}" if p.values and d in p.values else "-" for d in item.value_dimensions]
+        values = [
+            f"{p.values[d]:.2f}" if p.values and d in p.values else "-"
+            for d in item.value_dimensions
+        ]
         table.add_row(
             shown(p.agent),
             shown(p.family or "-"),
@@ -538,7 +653,10 @@ def review_show(
             )
     say("reasoning (excerpts):")
     for p in item.positions:
-        say(f"  {shown(p.agent)}: {_excerpt(p.reasoning, 220) or '(no reasoning given)'}", soft_wrap=True)
+        say(
+            f"  {shown(p.agent)}: {_excerpt(p.reasoning, 220) or '(no reasoning given)'}",
+            soft_wrap=True,
+        )
     if item.packet:
         packet = item.packet
         sel = packet.selected
@@ -547,14 +665,20 @@ def review_show(
             f"DCI packet: path {shown(packet.path)}, selected {shown(label)}: {_excerpt(sel.rationale if sel else '', 200)}",
             soft_wrap=True,
         )
-        detail = f" ({shown(packet.status_detail)})" if packet.status != "complete" and packet.status_detail else ""
+        detail = (
+            f" ({shown(packet.status_detail)})"
+            if packet.status != "complete" and packet.status_detail
+            else ""
+        )
         say(
             f"  packet status: {shown(packet.status)}{detail}; residual objections "
             f"{len(packet.residual_objections)}, minority positions {len(packet.minority_report)}",
             soft_wrap=True,
         )
     if item.concord:
-        say(f"CONCORD: {shown(item.concord.status)} ({shown(item.concord.summary)})", soft_wrap=True)
+        say(
+            f"CONCORD: {shown(item.concord.status)} ({shown(item.concord.summary)})", soft_wrap=True
+        )
     say(f"resolve: dissensus review resolve {shown(item.review_id)} --decision X --note TEXT")
     raise typer.Exit(code=EXIT_OK)
 
@@ -567,7 +691,10 @@ def _excerpt(text: str, limit: int) -> str:
 def _option_texts(meta: dict[str, object]) -> list[tuple[str, str]]:
     raw = meta.get("options")
     if isinstance(raw, list):
-        return [(str(o.get("id")), str(o.get("text", ""))) if isinstance(o, dict) else (str(o), str(o)) for o in raw]
+        return [
+            (str(o.get("id")), str(o.get("text", ""))) if isinstance(o, dict) else (str(o), str(o))
+            for o in raw
+        ]
     if isinstance(raw, dict):
         return [(str(k), str(v)) for k, v in raw.items()]
     if "output_1" in meta and "output_2" in meta:
@@ -599,7 +726,10 @@ def review_resolve(
     if json_out:
         print_json(record)
     else:
-        out_console.print(f"resolved {shown(review_id)}: case {shown(record.id)} -> {shown(record.decision)}", soft_wrap=True)
+        out_console.print(
+            f"resolved {shown(review_id)}: case {shown(record.id)} -> {shown(record.decision)}",
+            soft_wrap=True,
+        )
     raise typer.Exit(code=EXIT_OK)
 
 
@@ -624,7 +754,12 @@ def runs_list(journal: JournalOpt = None, json_out: JsonOpt = False) -> None:
     for info in infos:
         status = "finished" if finished[info.run_id] else "incomplete"
         table.add_row(
-            shown(info.run_id), info.kind, info.created, str(info.n_events), status, shown(info.meta.get("input", "-"))
+            shown(info.run_id),
+            info.kind,
+            info.created,
+            str(info.n_events),
+            status,
+            shown(info.meta.get("input", "-")),
         )
     out_console.print(table)
     raise typer.Exit(code=EXIT_OK)
@@ -657,7 +792,10 @@ def runs_show(
     out_console.print(f"events {info.n_events}, head {info.head_hash[:16]}...")
     out_console.print("by type: " + ", ".join(f"{k} {v}" for k, v in sorted(by_type.items())))
     actions = Counter(r.action for r in records)
-    out_console.print(f"{len(records)} case record(s): " + ", ".join(f"{k} {v}" for k, v in sorted(actions.items())))
+    out_console.print(
+        f"{len(records)} case record(s): "
+        + ", ".join(f"{k} {v}" for k, v in sorted(actions.items()))
+    )
     if events:
         for e in evs:
             out_console.print(f"{e.seq:>6} {e.type:<18} {shown(e.key)}")
@@ -668,7 +806,9 @@ def runs_show(
 def runs_export(
     run_id: Annotated[str, typer.Argument(help="Run id.")],
     journal: JournalOpt = None,
-    output: Annotated[str | None, typer.Option("--output", "-o", help="Write here instead of stdout.")] = None,
+    output: Annotated[
+        str | None, typer.Option("--output", "-o", help="Write here instead of stdout.")
+    ] = None,
 ) -> None:
     """Export a run's events as JSONL (with hashes: verifiable without this program)."""
     check_output_path(output, option="--output", inputs=[journal_path(journal)])
@@ -686,7 +826,10 @@ def runs_verify(
     journal: JournalOpt = None,
     json_out: JsonOpt = False,
     public_key: Annotated[
-        str | None, typer.Option("--public-key", help="Ed25519 public key (PEM): also check the run's signed head.")
+        str | None,
+        typer.Option(
+            "--public-key", help="Ed25519 public key (PEM): also check the run's signed head."
+        ),
     ] = None,
 ) -> None:
     """Recompute the run's hash chain; exit 1 when any event was edited, removed, inserted or reordered.
@@ -701,7 +844,9 @@ def runs_verify(
         print_json(report)
     elif report.ok:
         state = "" if report.finished else " (not finished: interrupted, or its tail was removed)"
-        out_console.print(f"run {shown(run_id)}: OK, {report.n_events} events, head {report.head_hash}{state}")
+        out_console.print(
+            f"run {shown(run_id)}: OK, {report.n_events} events, head {report.head_hash}{state}"
+        )
     else:
         err_console.print(f"run {shown(run_id)}: FAILED")
         for problem in report.problems:
@@ -717,8 +862,12 @@ def runs_resume(
     run_id: Annotated[str, typer.Argument(help="Run id.")],
     journal: JournalOpt = None,
     json_out: JsonOpt = False,
-    rejects: Annotated[str | None, typer.Option("--rejects", help="Write rejected lines here (JSONL).")] = None,
-    output: Annotated[str | None, typer.Option("--output", "-o", help="Write records here instead of stdout.")] = None,
+    rejects: Annotated[
+        str | None, typer.Option("--rejects", help="Write rejected lines here (JSONL).")
+    ] = None,
+    output: Annotated[
+        str | None, typer.Option("--output", "-o", help="Write records here instead of stdout.")
+    ] = None,
     deadline: DeadlineOpt = None,
 ) -> None:
     """Finish a run that was interrupted; completed steps and model calls are replayed, not redone."""
@@ -734,5 +883,13 @@ def runs_resume(
         if path not in (None, "-") and not os.path.isfile(str(path)):
             raise InputError(f"cannot resume run {run_id}: its input file is gone: {path}")
         total = count_lines(str(path)) if path not in (None, "-") and progress_enabled() else None
-        code = _run(store, run_id, json_out=json_out, output=output, rejects=rejects, total=total, deadline=deadline)
+        code = _run(
+            store,
+            run_id,
+            json_out=json_out,
+            output=output,
+            rejects=rejects,
+            total=total,
+            deadline=deadline,
+        )
     raise typer.Exit(code=code)

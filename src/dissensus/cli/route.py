@@ -62,8 +62,6 @@ ROUTE_LEGEND = (
 )
 
 
-
-
 def _progress_total(path: str) -> int | None:
     """Line count for the progress bar (only when a bar will be shown)."""
     if path == "-" or not progress_enabled():
@@ -183,7 +181,10 @@ def route_command(
         help="Reasoning-similarity threshold (default: the model's calibrated default).",
     ),
     theta_a: float | None = typer.Option(
-        None, "--theta-a", callback=number_in(0.0, 1.0), help="Conclusion-agreement threshold (default 0.8)."
+        None,
+        "--theta-a",
+        callback=number_in(0.0, 1.0),
+        help="Conclusion-agreement threshold (default 0.8).",
     ),
     rules: str | None = typer.Option(
         None, "--rules", help="YAML rules file (domain rules, priorities, superiority)."

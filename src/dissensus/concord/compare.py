@@ -76,6 +76,7 @@ class Arbiter(Protocol):
         """The text of a new plan written from the proposals and scores."""
         ...
 
+
 RULE_ORDER = (
     "CONCORD",
     "LLM writes a plan",
@@ -183,7 +184,10 @@ async def score_outcome(
             and in_range(raw, anchors.rejected, anchors.ideal)
         )
         if not ok:
-            fault(agent_id, f"score {raw!r} of the written plan is unusable or outside the anchors' range")
+            fault(
+                agent_id,
+                f"score {raw!r} of the written plan is unusable or outside the anchors' range",
+            )
             continue
         result[agent_id] = rescale(raw, anchors.rejected, anchors.ideal)
     return result

@@ -382,7 +382,11 @@ def _check_shortfall(cert: Certificate) -> None:
 def _check_bound(cert: Certificate) -> None:
     if cert.budget.rounds < 0:
         raise _fail("bound", f"round budget {cert.budget.rounds} is negative")
-    negative = [n for n, v in cert.spent.model_dump().items() if isinstance(v, int) and not isinstance(v, bool) and v < 0]
+    negative = [
+        n
+        for n, v in cert.spent.model_dump().items()
+        if isinstance(v, int) and not isinstance(v, bool) and v < 0
+    ]
     if negative:
         raise _fail("bound", f"negative spend: {', '.join(negative)}")
     bound = compute_bound(len(cert.covered), cert.budget.rounds)

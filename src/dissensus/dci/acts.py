@@ -80,8 +80,16 @@ class ActSpec(BaseModel):
     """The act creates an option and must carry its text."""
 
 
-def _spec(name: str, family: ActFamily, description: str, *targets: TargetKind, option: bool = False) -> ActSpec:
-    return ActSpec(name=name, family=family, description=description, targets=frozenset(targets), needs_option_text=option)
+def _spec(
+    name: str, family: ActFamily, description: str, *targets: TargetKind, option: bool = False
+) -> ActSpec:
+    return ActSpec(
+        name=name,
+        family=family,
+        description=description,
+        targets=frozenset(targets),
+        needs_option_text=option,
+    )
 
 
 _O, _T, _A = TargetKind.OPTION, TargetKind.TENSION, TargetKind.ACT
@@ -90,19 +98,63 @@ ACTS: dict[str, ActSpec] = {
     spec.name: spec
     for spec in (
         _spec("frame", ActFamily.ORIENTING, "define how to view the problem", _A),
-        _spec("clarify", ActFamily.ORIENTING, "remove ambiguity or distinguish concepts", _O, _T, _A),
-        _spec("reframe", ActFamily.ORIENTING, "change the angle from which the problem is seen", _T, _A),
-        _spec("propose", ActFamily.GENERATIVE, "put forward a candidate option (give its text)", _A, option=True),
+        _spec(
+            "clarify", ActFamily.ORIENTING, "remove ambiguity or distinguish concepts", _O, _T, _A
+        ),
+        _spec(
+            "reframe",
+            ActFamily.ORIENTING,
+            "change the angle from which the problem is seen",
+            _T,
+            _A,
+        ),
+        _spec(
+            "propose",
+            ActFamily.GENERATIVE,
+            "put forward a candidate option (give its text)",
+            _A,
+            option=True,
+        ),
         _spec("extend", ActFamily.GENERATIVE, "build on an option (amend or strengthen it)", _O),
-        _spec("spawn", ActFamily.GENERATIVE, "derive a new option from an existing one (give its text)", _O, option=True),
+        _spec(
+            "spawn",
+            ActFamily.GENERATIVE,
+            "derive a new option from an existing one (give its text)",
+            _O,
+            option=True,
+        ),
         _spec("ask", ActFamily.CRITICAL, "open a useful question", _O, _T, _A),
-        _spec("challenge", ActFamily.CRITICAL, "test a weakness, assumption or consequence", _O, _A),
+        _spec(
+            "challenge", ActFamily.CRITICAL, "test a weakness, assumption or consequence", _O, _A
+        ),
         _spec("bridge", ActFamily.INTEGRATIVE, "connect positions to settle a tension", _T),
-        _spec("synthesize", ActFamily.INTEGRATIVE, "integrate the deliberation into a judgement", _O, _A),
+        _spec(
+            "synthesize",
+            ActFamily.INTEGRATIVE,
+            "integrate the deliberation into a judgement",
+            _O,
+            _A,
+        ),
         _spec("recall", ActFamily.INTEGRATIVE, "bring back an earlier point that matters now", _A),
-        _spec("ground", ActFamily.EPISTEMIC, "attach evidence to an option, tension or act", _O, _T, _A),
-        _spec("update", ActFamily.EPISTEMIC, "revise a position in the light of what was said", _O, _T, _A),
-        _spec("recommend", ActFamily.DECISIONAL, "recommend an option and score every live option", _O),
+        _spec(
+            "ground",
+            ActFamily.EPISTEMIC,
+            "attach evidence to an option, tension or act",
+            _O,
+            _T,
+            _A,
+        ),
+        _spec(
+            "update",
+            ActFamily.EPISTEMIC,
+            "revise a position in the light of what was said",
+            _O,
+            _T,
+            _A,
+        ),
+        _spec(
+            "recommend", ActFamily.DECISIONAL, "recommend an option and score every live option", _O
+        ),
     )
 }
 
@@ -114,7 +166,9 @@ def act_spec(name: str, *, field: str = "act") -> ActSpec:
     """The spec of act ``name``; a :class:`ConfigError` naming ``field`` if unknown."""
     spec = ACTS.get(name)
     if spec is None:
-        raise ConfigError(f"unknown act {name!r}; known acts: {', '.join(sorted(ACTS))}", field=field)
+        raise ConfigError(
+            f"unknown act {name!r}; known acts: {', '.join(sorted(ACTS))}", field=field
+        )
     return spec
 
 
@@ -183,7 +237,9 @@ def check_act(
         return [f"unknown act {raw.act!r}; use one of {', '.join(sorted(allowed))}"]
     problems: list[str] = []
     if raw.act not in allowed:
-        problems.append(f"act {raw.act!r} is not allowed in this stage; use one of {', '.join(sorted(allowed))}")
+        problems.append(
+            f"act {raw.act!r} is not allowed in this stage; use one of {', '.join(sorted(allowed))}"
+        )
     parsed = parse_target(raw.target)
     if parsed is None:
         problems.append(f"target {raw.target!r} is not an id like o1, t1 or a1")
@@ -291,7 +347,12 @@ def act_schema(
                 "additionalProperties": False,
             }
         branches.append(
-            {"type": "object", "properties": props, "required": list(props), "additionalProperties": False}
+            {
+                "type": "object",
+                "properties": props,
+                "required": list(props),
+                "additionalProperties": False,
+            }
         )
     if not branches:
         return None
@@ -303,4 +364,9 @@ def act_schema(
         "reopen_conditions": _STRINGS,
         "next_actions": _STRINGS,
     }
-    return {"type": "object", "properties": root, "required": list(root), "additionalProperties": False}
+    return {
+        "type": "object",
+        "properties": root,
+        "required": list(root),
+        "additionalProperties": False,
+    }

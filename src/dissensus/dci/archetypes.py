@@ -83,4 +83,6 @@ def archetype(name: str, *, field: str = "archetype") -> Archetype:
     for key, value in ARCHETYPES.items():
         if key.lower() == name.strip().lower():
             return value
-    raise ConfigError(f"unknown archetype {name!r}; known archetypes: {', '.join(ARCHETYPES)}", field=field)
+    raise ConfigError(
+        f"unknown archetype {name!r}; known archetypes: {', '.join(ARCHETYPES)}", field=field
+    )

@@ -66,13 +66,22 @@ def assemble_packet(
     means = mean_scores(list(ws.options), ws.scores) if ws.scores else {}
     chosen = _selected(ws, selected, path, synthesis, means, fallback, conv)
     objections = [
-        Objection(tension=t.id, holder=t.holder, target=t.target, kind=t.kind, blocking=t.blocking, points=list(t.points))
+        Objection(
+            tension=t.id,
+            holder=t.holder,
+            target=t.target,
+            kind=t.kind,
+            blocking=t.blocking,
+            points=list(t.points),
+        )
         for t in ws.open_tensions()
     ]
     reopen = _reopen(ws, selected, synthesis, means, config)
     actions = _dedupe([*(synthesis.next_actions if synthesis else []), *ws.next_actions])
     if status != "complete":
-        actions.insert(0, f"Run the deliberation again once the cause is fixed: it stopped early ({status}).")
+        actions.insert(
+            0, f"Run the deliberation again once the cause is fixed: it stopped early ({status})."
+        )
     return DecisionPacket(
         task_id=task.id,
         question=task.question,
@@ -81,7 +90,14 @@ def assemble_packet(
         path=path,
         selected=chosen,
         options=[
-            OptionSummary(id=o.id, label=o.label, text=o.text, proposer=o.proposer, status=o.status, mean_score=means.get(o.id))
+            OptionSummary(
+                id=o.id,
+                label=o.label,
+                text=o.text,
+                proposer=o.proposer,
+                status=o.status,
+                mean_score=means.get(o.id),
+            )
             for o in ws.options.values()
         ],
         residual_objections=objections,
@@ -114,9 +130,15 @@ def _selected(
         rationale = synthesis.text
     else:
         mean = f"mean score {means[selected]:.2f}" if selected in means else "no scores were given"
-        how = {"converged": "it led the finalists by the convergence margin"}.get(path, f"the rule {path} chose it")
+        how = {"converged": "it led the finalists by the convergence margin"}.get(
+            path, f"the rule {path} chose it"
+        )
         if fallback is not None and path.startswith("fallback:"):
-            how += " (" + "; ".join(f"{s.rule}: {', '.join(s.candidates_out)}" for s in fallback.steps) + ")"
+            how += (
+                " ("
+                + "; ".join(f"{s.rule}: {', '.join(s.candidates_out)}" for s in fallback.steps)
+                + ")"
+            )
         rationale = f"Selected because {how}; {mean}. No synthesis was written."
     evidence = _dedupe([*option.evidence, *(synthesis.evidence if synthesis else [])])
     return SelectedOption(
@@ -126,7 +148,9 @@ def _selected(
         rationale=rationale,
         evidence=evidence,
         mean_score=means.get(selected),
-        supporters=sorted(set(option.supporters) | {p for p, row in ws.scores.items() if _top(row) == selected}),
+        supporters=sorted(
+            set(option.supporters) | {p for p, row in ws.scores.items() if _top(row) == selected}
+        ),
     )
 
 
@@ -134,7 +158,9 @@ def _top(row: Mapping[str, float]) -> str | None:
     return max(row, key=lambda k: row[k]) if row else None
 
 
-def _minority(ws: Workspace, selected: str | None, recommends: Mapping[str, ActRecord]) -> list[MinorityPosition]:
+def _minority(
+    ws: Workspace, selected: str | None, recommends: Mapping[str, ActRecord]
+) -> list[MinorityPosition]:
     groups: dict[str, list[ActRecord]] = {}
     for speaker in sorted(recommends):
         record = recommends[speaker]
@@ -172,12 +198,18 @@ def _minority(ws: Workspace, selected: str | None, recommends: Mapping[str, ActR
 
 
 def _reopen(
-    ws: Workspace, selected: str | None, synthesis: RawAct | None, means: Mapping[str, float], config: DCIConfig
+    ws: Workspace,
+    selected: str | None,
+    synthesis: RawAct | None,
+    means: Mapping[str, float],
+    config: DCIConfig,
 ) -> list[str]:
     conditions = list(synthesis.reopen_conditions) if synthesis else []
     for t in ws.open_tensions():
         if t.blocking and t.target == selected:
-            conditions.append(f"Reopen if {t.holder}'s blocking objection {t.id} is borne out: {' '.join(t.points[-1].split())[:240]}")
+            conditions.append(
+                f"Reopen if {t.holder}'s blocking objection {t.id} is borne out: {' '.join(t.points[-1].split())[:240]}"
+            )
     if not conditions and selected is not None:
         rivals = sorted(((m, o) for o, m in means.items() if o != selected), reverse=True)
         if rivals:
@@ -186,7 +218,9 @@ def _reopen(
                 f"(now {means.get(selected, 0.0):.2f} vs {rivals[0][0]:.2f})."
             )
         else:
-            conditions.append(f"Reopen if new evidence undermines {selected}: it was selected without a scored rival.")
+            conditions.append(
+                f"Reopen if new evidence undermines {selected}: it was selected without a scored rival."
+            )
     return _dedupe(conditions)
 
 

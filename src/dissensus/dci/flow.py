@@ -68,6 +68,7 @@ from dissensus.types import Usage
 
 __all__ = ["CallTrace", "DeliberationResult", "deliberate", "deliberate_sync", "request_bound"]
 
+
 class CallTrace(BaseModel):
     """One request made to a participant (for cost and compaction measurements)."""
 
@@ -123,7 +124,9 @@ class _Run:
         self.policy = policy
         self.meter = meter
         self.meter_start = meter().model_copy() if meter else Usage()
-        self.ws = Workspace(question=task.question, context=task.context, criteria=list(task.criteria))
+        self.ws = Workspace(
+            question=task.question, context=task.context, criteria=list(task.criteria)
+        )
         self.trace: list[CallTrace] = []
         self.usage = Usage()
         self.status = "complete"
@@ -150,12 +153,19 @@ class _Run:
             raise _Abort("deadline_exceeded", f"the deadline of {self.cfg.deadline_s:g}s passed")
 
     # ------------------------------------------------------------ speaking
-    async def speak(self, seat: _Seat, stage: str, round_: int, *, required_target: str | None = None) -> ActRecord | None:
+    async def speak(
+        self, seat: _Seat, stage: str, round_: int, *, required_target: str | None = None
+    ) -> ActRecord | None:
         typed = self.cfg.typed_grammar
         allowed = STAGE_ACTS[stage]
         live = self.ws.live_options()
         schema = (
-            act_schema(allowed, known_targets=self.ws.known_targets(), live_options=live, required_target=required_target)
+            act_schema(
+                allowed,
+                known_targets=self.ws.known_targets(),
+                live_options=live,
+                required_target=required_target,
+            )
             if typed
             else None
         )
@@ -201,8 +211,16 @@ class _Run:
                     reply = await seat.agent.speak(request)
             except TimeoutError:
                 self._trace(stage, round_, seat, chars, "deadline_exceeded")
-                self._fail(seat, stage, round_, "deadline_exceeded", ["the request was cancelled at the deadline"])
-                raise _Abort("deadline_exceeded", f"the deadline of {self.cfg.deadline_s:g}s passed") from None
+                self._fail(
+                    seat,
+                    stage,
+                    round_,
+                    "deadline_exceeded",
+                    ["the request was cancelled at the deadline"],
+                )
+                raise _Abort(
+                    "deadline_exceeded", f"the deadline of {self.cfg.deadline_s:g}s passed"
+                ) from None
             except ParticipantFailure as failure:
                 self.usage.add(failure.usage)
                 self._trace(stage, round_, seat, chars, failure.kind)
@@ -236,21 +254,42 @@ class _Run:
         raw = reply.act
         if not self.cfg.typed_grammar:
             act = untyped_act(stage, raw)
-            raw = raw.model_copy(update={"act": act, "blocking": raw.blocking and act == "challenge"})
+            raw = raw.model_copy(
+                update={"act": act, "blocking": raw.blocking and act == "challenge"}
+            )
             allowed = frozenset({act})
-        problems = check_act(raw, allowed=allowed, known_targets=self.ws.known_targets(), live_options=frozenset(live))
+        problems = check_act(
+            raw,
+            allowed=allowed,
+            known_targets=self.ws.known_targets(),
+            live_options=frozenset(live),
+        )
         if required_target is not None and raw.target != required_target:
             problems.append(f"this act must target {required_target}")
         if problems:
             return problems
         self.last_raw = raw
-        return self.ws.apply(seat.spec.id, raw, stage=stage, round_=round_, typed=self.cfg.typed_grammar)
+        return self.ws.apply(
+            seat.spec.id, raw, stage=stage, round_=round_, typed=self.cfg.typed_grammar
+        )
 
     def _trace(self, stage: str, round_: int, seat: _Seat, chars: int, outcome: str) -> None:
-        self.trace.append(CallTrace(stage=stage, round=round_, participant=seat.spec.id, prompt_chars=chars, outcome=outcome))
+        self.trace.append(
+            CallTrace(
+                stage=stage,
+                round=round_,
+                participant=seat.spec.id,
+                prompt_chars=chars,
+                outcome=outcome,
+            )
+        )
 
     def _fail(self, seat: _Seat, stage: str, round_: int, kind: str, problems: list[str]) -> None:
-        self.ws.failures.append(ActFailure(speaker=seat.spec.id, stage=stage, round=round_, kind=kind, problems=problems))
+        self.ws.failures.append(
+            ActFailure(
+                speaker=seat.spec.id, stage=stage, round=round_, kind=kind, problems=problems
+            )
+        )
 
     def revise_speakers(self) -> set[str]:
         """Who has a stake in stage 4: tension holders, supporters of challenged options, the integrator."""
@@ -265,7 +304,9 @@ class _Run:
         ids.add(self.duty("Integrator", last=True).spec.id)
         return ids
 
-    async def stage_all(self, stage: str, round_: int, *, only: set[str] | None = None) -> list[ActRecord]:
+    async def stage_all(
+        self, stage: str, round_: int, *, only: set[str] | None = None
+    ) -> list[ActRecord]:
         records: list[ActRecord] = []
         failed = 0
         seats = [s for s in self.seats if only is None or s.spec.id in only]
@@ -277,7 +318,9 @@ class _Run:
             elif any(f.kind in _MODEL_FAILURES for f in self.ws.failures[before:]):
                 failed += 1
         if seats and failed == len(seats):
-            raise _Abort("model_failure", f"every participant failed in stage {stage} (round {round_})")
+            raise _Abort(
+                "model_failure", f"every participant failed in stage {stage} (round {round_})"
+            )
         return records
 
     def duty(self, name: str, *, last: bool) -> _Seat:
@@ -294,7 +337,10 @@ class _Run:
         try:
             await self.speak(self.duty("Framer", last=False), "frame", 0)
             self.frozen_view = render_view(
-                self.ws, participants=len(self.seats), policy=self.policy, full_transcript=self.cfg.full_transcript
+                self.ws,
+                participants=len(self.seats),
+                policy=self.policy,
+                full_transcript=self.cfg.full_transcript,
             )
             await self.stage_all("propose", 0)
             self.frozen_view = None
@@ -343,8 +389,12 @@ class _Run:
             live = self.ws.live_options()
             finalists = compress(live, scores, self.cfg.finalist_count)
             for option_id in live:
-                self.ws.options[option_id].status = "finalist" if option_id in finalists else "eliminated"
-            test = convergence(finalists, scores, self.ws.open_blocking_by_target(), self.cfg.convergence_margin)
+                self.ws.options[option_id].status = (
+                    "finalist" if option_id in finalists else "eliminated"
+                )
+            test = convergence(
+                finalists, scores, self.ws.open_blocking_by_target(), self.cfg.convergence_margin
+            )
             self.conv = ConvergenceRecord(
                 converged=test.converged,
                 top=test.top,
@@ -395,7 +445,6 @@ class _Run:
         if record is not None:
             self.synthesis = self.last_raw
 
-
     def packet(self) -> DecisionPacket:
         if self.meter is not None:
             usage = self.meter() - self.meter_start
@@ -431,8 +480,14 @@ def _seats(task: Task, agents: Sequence[Participant], config: DCIConfig) -> list
     for i, spec in enumerate(task.participants):
         agent = by_id.get(spec.id)
         if agent is None:
-            raise ConfigError(f"no agent given for participant {spec.id!r}", field=f"participants[{i}].id")
-        arch = archetype(spec.archetype, field=f"participants[{i}].archetype") if config.archetypes else NEUTRAL
+            raise ConfigError(
+                f"no agent given for participant {spec.id!r}", field=f"participants[{i}].id"
+            )
+        arch = (
+            archetype(spec.archetype, field=f"participants[{i}].archetype")
+            if config.archetypes
+            else NEUTRAL
+        )
         if spec.preferred_acts is not None and config.archetypes:
             arch = arch.model_copy(update={"preferred_acts": tuple(spec.preferred_acts)})
         seats.append(_Seat(spec, agent, arch))

@@ -37,7 +37,9 @@ class DeliberationOutput(BaseModel):
     selected_option: str | None = None
     packet: DecisionPacket | None = None
     usage: Usage = Field(default_factory=Usage)
-    status: Literal["complete", "budget_exhausted", "model_failure", "deadline_exceeded"] = "complete"
+    status: Literal["complete", "budget_exhausted", "model_failure", "deadline_exceeded"] = (
+        "complete"
+    )
     detail: str | None = None
     extras: dict[str, Any] = Field(default_factory=dict)
     """Method-specific facts: votes, tie-breaks, rounds."""
@@ -57,7 +59,10 @@ def packet_text(packet: DecisionPacket) -> str:
     lines.append(f"Path: {packet.path}; status: {packet.status}")
     if packet.residual_objections:
         lines.append("Residual objections:")
-        lines.extend(f"- {o.holder} on {o.target}{' (blocking)' if o.blocking else ''}: {o.points[-1]}" for o in packet.residual_objections)
+        lines.extend(
+            f"- {o.holder} on {o.target}{' (blocking)' if o.blocking else ''}: {o.points[-1]}"
+            for o in packet.residual_objections
+        )
     if packet.minority_report:
         lines.append("Minority report:")
         for m in packet.minority_report:

@@ -81,7 +81,9 @@ class CascadeResult(BaseModel):
     """Participants left out because their score row was incomplete."""
 
 
-def _complete_rows(options: Sequence[str], scores: Scores) -> tuple[dict[str, dict[str, float]], list[str]]:
+def _complete_rows(
+    options: Sequence[str], scores: Scores
+) -> tuple[dict[str, dict[str, float]], list[str]]:
     rows: dict[str, dict[str, float]] = {}
     excluded: list[str] = []
     for participant in sorted(scores):
@@ -126,12 +128,24 @@ def outranking_candidates(
     def outranks(a: str, b: str) -> bool:
         return c[a][b] >= concordance_threshold - _EPS and d[a][b] <= discordance_threshold + _EPS
 
-    net = {a: float(sum(outranks(a, b) for b in options if b != a) - sum(outranks(b, a) for b in options if b != a)) for a in options}
-    kept = [a for a in options if not any(outranks(b, a) and not outranks(a, b) for b in options if b != a)]
+    net = {
+        a: float(
+            sum(outranks(a, b) for b in options if b != a)
+            - sum(outranks(b, a) for b in options if b != a)
+        )
+        for a in options
+    }
+    kept = [
+        a
+        for a in options
+        if not any(outranks(b, a) and not outranks(a, b) for b in options if b != a)
+    ]
     return (kept or list(options)), net, c, d
 
 
-def minimax_regret(candidates: Sequence[str], options: Sequence[str], rows: Scores) -> tuple[list[str], dict[str, float]]:
+def minimax_regret(
+    candidates: Sequence[str], options: Sequence[str], rows: Scores
+) -> tuple[list[str], dict[str, float]]:
     """Candidates whose largest regret (against the best option per participant) is smallest."""
     if not rows:
         return list(candidates), {}
@@ -141,7 +155,9 @@ def minimax_regret(candidates: Sequence[str], options: Sequence[str], rows: Scor
     return [a for a in candidates if regret[a] <= low + _EPS], regret
 
 
-def satisficing(candidates: Sequence[str], rows: Scores, level: float) -> tuple[list[str], dict[str, float]]:
+def satisficing(
+    candidates: Sequence[str], rows: Scores, level: float
+) -> tuple[list[str], dict[str, float]]:
     """Candidates every participant scores at least ``level``; unchanged if none qualifies."""
     if not rows:
         return list(candidates), {}
@@ -168,24 +184,45 @@ def cascade(
     rows, excluded = _complete_rows(opts, scores)
     steps: list[CascadeStep] = []
     if not opts:
-        return CascadeResult(selected=None, rule="tie_break", steps=[], concordance={}, discordance={}, excluded_participants=excluded)
+        return CascadeResult(
+            selected=None,
+            rule="tie_break",
+            steps=[],
+            concordance={},
+            discordance={},
+            excluded_participants=excluded,
+        )
 
     kept, net, c, d = outranking_candidates(
-        opts, rows, concordance_threshold=concordance_threshold, discordance_threshold=discordance_threshold, weights=weights
+        opts,
+        rows,
+        concordance_threshold=concordance_threshold,
+        discordance_threshold=discordance_threshold,
+        weights=weights,
     )
-    steps.append(CascadeStep(rule="outranking", candidates_in=opts, candidates_out=kept, detail=net))
+    steps.append(
+        CascadeStep(rule="outranking", candidates_in=opts, candidates_out=kept, detail=net)
+    )
     result_rule: FallbackRule = "outranking"
     current = kept
     if len(current) > 1:
         after, regret = minimax_regret(current, opts, rows)
-        steps.append(CascadeStep(rule="minimax", candidates_in=current, candidates_out=after, detail=regret))
+        steps.append(
+            CascadeStep(rule="minimax", candidates_in=current, candidates_out=after, detail=regret)
+        )
         current, result_rule = after, "minimax"
     if len(current) > 1:
         after, low = satisficing(current, rows, satisficing_level)
-        steps.append(CascadeStep(rule="satisficing", candidates_in=current, candidates_out=after, detail=low))
+        steps.append(
+            CascadeStep(rule="satisficing", candidates_in=current, candidates_out=after, detail=low)
+        )
         current, result_rule = after, "satisficing"
     if len(current) > 1:
-        steps.append(CascadeStep(rule="tie_break", candidates_in=current, candidates_out=current[:1], detail={}))
+        steps.append(
+            CascadeStep(
+                rule="tie_break", candidates_in=current, candidates_out=current[:1], detail={}
+            )
+        )
         current, result_rule = current[:1], "tie_break"
     return CascadeResult(
         selected=current[0],

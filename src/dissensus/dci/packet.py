@@ -169,5 +169,7 @@ def packet_schema() -> dict[str, Any]:
 def write_schema(path: Path | None = None) -> Path:
     """Write the schema file (the published copy lives beside this module)."""
     target = path or SCHEMA_PATH
-    target.write_text(json.dumps(packet_schema(), indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    target.write_text(
+        json.dumps(packet_schema(), indent=2, sort_keys=True) + "\n", encoding="utf-8"
+    )
     return target

@@ -78,20 +78,33 @@ def render_prompt(
     lines.append(view)
     lines.append(STAGE_GOALS[stage])
     if typed:
-        acts = ", ".join(f"{name} [{'/'.join(sorted(k.value for k in ACTS[name].targets))}]" for name in allowed)
+        acts = ", ".join(
+            f"{name} [{'/'.join(sorted(k.value for k in ACTS[name].targets))}]" for name in allowed
+        )
         lines.append(f"Acts (allowed targets): {acts}.")
         preferred = [a for a in arch.preferred_acts if a in allowed]
         if preferred:
-            lines.append("Your tendency: " + "; ".join(f"{a} ({ACTS[a].description})" for a in preferred) + ".")
+            lines.append(
+                "Your tendency: "
+                + "; ".join(f"{a} ({ACTS[a].description})" for a in preferred)
+                + "."
+            )
         act_field = '"act": one of the acts above, '
     else:
         act_field = '"act": "say", '
     lines.append(
-        "Reply: {" + act_field + '"target": "o<n>" | "t<n>" | "a<n>", "text": your contribution'
-        + STAGE_FIELDS[stage] + "}."
+        "Reply: {"
+        + act_field
+        + '"target": "o<n>" | "t<n>" | "a<n>", "text": your contribution'
+        + STAGE_FIELDS[stage]
+        + "}."
     )
     if stage == "score" and live_options:
         lines.append("Live options to score: " + ", ".join(live_options) + ".")
     if feedback:
-        lines.append("Your previous reply was rejected: " + " | ".join(feedback) + ". Reply again with one valid act.")
+        lines.append(
+            "Your previous reply was rejected: "
+            + " | ".join(feedback)
+            + ". Reply again with one valid act."
+        )
     return "\n".join(lines)

@@ -33,7 +33,9 @@ def normalise_text(text: str) -> str:
     return " ".join(re.sub(r"[^\w\s]", " ", text.lower()).split())
 
 
-def mean_scores(options: Sequence[str], scores: Mapping[str, Mapping[str, float]]) -> dict[str, float]:
+def mean_scores(
+    options: Sequence[str], scores: Mapping[str, Mapping[str, float]]
+) -> dict[str, float]:
     """Mean score per option over participants that scored it (0.0 when nobody did)."""
     out: dict[str, float] = {}
     for o in options:
@@ -42,7 +44,9 @@ def mean_scores(options: Sequence[str], scores: Mapping[str, Mapping[str, float]
     return out
 
 
-def compress(options: Sequence[str], scores: Mapping[str, Mapping[str, float]], finalist_count: int) -> list[str]:
+def compress(
+    options: Sequence[str], scores: Mapping[str, Mapping[str, float]], finalist_count: int
+) -> list[str]:
     """The ``finalist_count`` best options by mean score, ties in canonical order."""
     means = mean_scores(options, scores)
     order = sorted(range(len(options)), key=lambda i: (-round(means[options[i]], 9), i))

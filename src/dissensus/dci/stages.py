@@ -35,10 +35,26 @@ def untyped_act(stage: str, raw: RawAct) -> str:
     kind = parsed[0] if parsed is not None else TargetKind.ACT
     on_option = "spawn" if (raw.option or "").strip() else "extend"
     by_kind = {
-        "propose": {TargetKind.OPTION: on_option, TargetKind.TENSION: "propose", TargetKind.ACT: "propose"},
-        "challenge": {TargetKind.OPTION: "challenge", TargetKind.TENSION: "ask", TargetKind.ACT: "challenge"},
-        "revise": {TargetKind.OPTION: "extend", TargetKind.TENSION: "update", TargetKind.ACT: "update"},
-        "discuss": {TargetKind.OPTION: "clarify", TargetKind.TENSION: "update", TargetKind.ACT: "clarify"},
+        "propose": {
+            TargetKind.OPTION: on_option,
+            TargetKind.TENSION: "propose",
+            TargetKind.ACT: "propose",
+        },
+        "challenge": {
+            TargetKind.OPTION: "challenge",
+            TargetKind.TENSION: "ask",
+            TargetKind.ACT: "challenge",
+        },
+        "revise": {
+            TargetKind.OPTION: "extend",
+            TargetKind.TENSION: "update",
+            TargetKind.ACT: "update",
+        },
+        "discuss": {
+            TargetKind.OPTION: "clarify",
+            TargetKind.TENSION: "update",
+            TargetKind.ACT: "clarify",
+        },
     }
     fixed = {"frame": "frame", "score": "recommend", "synthesize": "synthesize"}
     return fixed.get(stage) or by_kind[stage][kind]

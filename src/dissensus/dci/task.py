@@ -165,21 +165,27 @@ def _check_participants(task: Task, file: str | None) -> None:
         try:
             archetype(spec.archetype)
         except ConfigError as exc:
-            raise ConfigError(_message(exc), file=file, field=f"participants[{i}].archetype") from None
+            raise ConfigError(
+                _message(exc), file=file, field=f"participants[{i}].archetype"
+            ) from None
         for j, act in enumerate(spec.preferred_acts or ()):
             try:
                 act_spec(act)
             except ConfigError as exc:
-                raise ConfigError(_message(exc), file=file, field=f"participants[{i}].preferred_acts[{j}]") from None
+                raise ConfigError(
+                    _message(exc), file=file, field=f"participants[{i}].preferred_acts[{j}]"
+                ) from None
         if spec.id in seen:
-            raise ConfigError(f"duplicate participant id {spec.id!r}", file=file, field=f"participants[{i}].id")
+            raise ConfigError(
+                f"duplicate participant id {spec.id!r}", file=file, field=f"participants[{i}].id"
+            )
         seen.add(spec.id)
 
 
 def _message(exc: ConfigError) -> str:
     text = str(exc)
     prefix = f"field {exc.field!r}: " if exc.field else ""
-    return text[len(prefix):] if prefix and text.startswith(prefix) else text
+    return text[len(prefix) :] if prefix and text.startswith(prefix) else text
 
 
 def load_task(path: str | Path) -> Task:

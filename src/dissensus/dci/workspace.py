@@ -184,15 +184,21 @@ class Workspace(BaseModel):
                 out.setdefault(t.target, []).append(t.id)
         return out
 
-    def add_option(self, text: str, *, proposer: str, label: str | None = None, act: str | None = None) -> Option:
-        option = Option(id=f"o{len(self.options) + 1}", text=text, label=label, proposer=proposer, act=act)
+    def add_option(
+        self, text: str, *, proposer: str, label: str | None = None, act: str | None = None
+    ) -> Option:
+        option = Option(
+            id=f"o{len(self.options) + 1}", text=text, label=label, proposer=proposer, act=act
+        )
         if proposer != "task":
             option.supporters.append(proposer)
         self.options[option.id] = option
         return option
 
     # --------------------------------------------------------------- apply
-    def apply(self, speaker: str, raw: RawAct, *, stage: str, round_: int, typed: bool = True) -> ActRecord:
+    def apply(
+        self, speaker: str, raw: RawAct, *, stage: str, round_: int, typed: bool = True
+    ) -> ActRecord:
         """Log a *validated* act and update the sections it touches."""
         act_name = raw.act if typed else "untyped"
         family = ACTS[raw.act].family.value if typed and raw.act in ACTS else "untyped"
@@ -215,7 +221,9 @@ class Workspace(BaseModel):
             self.scores[speaker] = dict(raw.scores)
         return record
 
-    def _open_tension(self, record: ActRecord, raw: RawAct, kind: Literal["challenge", "question"]) -> None:
+    def _open_tension(
+        self, record: ActRecord, raw: RawAct, kind: Literal["challenge", "question"]
+    ) -> None:
         for t in self.open_tensions():
             if t.holder == record.speaker and t.target == record.target and t.kind == kind:
                 t.points.append(raw.text)
@@ -238,7 +246,11 @@ class Workspace(BaseModel):
         if tension is None:
             return
         tension.responses.append(record.id)
-        if raw.resolves and tension.status == "open" and (record.speaker == tension.holder or not tension.blocking):
+        if (
+            raw.resolves
+            and tension.status == "open"
+            and (record.speaker == tension.holder or not tension.blocking)
+        ):
             tension.status = "resolved"
             tension.resolved_by = record.id
 
@@ -320,7 +332,9 @@ _HANDLERS = {
 }
 
 
-_SHOWN_IN_SECTIONS = frozenset({"frame", "reframe", "propose", "spawn", "extend", "challenge", "ask", "ground", "synthesize"})
+_SHOWN_IN_SECTIONS = frozenset(
+    {"frame", "reframe", "propose", "spawn", "extend", "challenge", "ask", "ground", "synthesize"}
+)
 """Acts whose substance already appears in a section; the recent window skips them."""
 
 
@@ -342,7 +356,9 @@ def render_view(
     if others:
         lines.append("OTHER FRAMES:")
         lines.extend(f"- {_cut(f, p.frame_chars)}" for f in others)
-    out_of_play = [o.id for o in ws.options.values() if o.status in ("eliminated", "dropped", "merged")]
+    out_of_play = [
+        o.id for o in ws.options.values() if o.status in ("eliminated", "dropped", "merged")
+    ]
     lines.append("OPTIONS:" + (f" (out of play: {', '.join(out_of_play)})" if out_of_play else ""))
     for o in ws.options.values():
         if o.id in out_of_play:
@@ -361,25 +377,36 @@ def render_view(
     for t in opened:
         flag = "BLOCKING " if t.blocking else ""
         more = f" (+{len(t.points) - 1} earlier points)" if len(t.points) > 1 else ""
-        lines.append(f"- {t.id} {flag}{t.kind} by {t.holder} on {t.target}: {_cut(t.points[-1], p.tension_chars)}{more}")
+        lines.append(
+            f"- {t.id} {flag}{t.kind} by {t.holder} on {t.target}: {_cut(t.points[-1], p.tension_chars)}{more}"
+        )
     if ws.synthesis:
         lines.append(f"SYNTHESIS IN PROGRESS: {_cut(ws.synthesis[-1], p.synthesis_chars)}")
     if ws.next_actions:
         lines.append("NEXT ACTIONS:")
-        lines.extend(f"- {_cut(a, p.next_action_chars)}" for a in ws.next_actions[-p.next_actions_shown :])
+        lines.extend(
+            f"- {_cut(a, p.next_action_chars)}" for a in ws.next_actions[-p.next_actions_shown :]
+        )
     if full_transcript:
         lines.append("TRANSCRIPT:")
-        lines.extend(f"- {a.id} {a.speaker} {a.act} -> {a.target}: {_flat(a.text)}" for a in ws.acts)
+        lines.extend(
+            f"- {a.id} {a.speaker} {a.act} -> {a.target}: {_flat(a.text)}" for a in ws.acts
+        )
     else:
         window = p.recent_window if p.recent_window is not None else participants
         latest_synthesis = ws.synthesis[-1] if ws.synthesis else None
         recent = [
             a
             for a in (ws.acts[-window:] if window > 0 else [])
-            if a.act not in _SHOWN_IN_SECTIONS and a.text != latest_synthesis and a.speaker != viewer
+            if a.act not in _SHOWN_IN_SECTIONS
+            and a.text != latest_synthesis
+            and a.speaker != viewer
         ]
         if recent:
             lines.append("RECENT ACTS BY OTHERS:")
-            lines.extend(f"- {a.id} {a.speaker} {a.act} -> {a.target}: {_cut(a.text, p.recent_chars)}" for a in recent)
+            lines.extend(
+                f"- {a.id} {a.speaker} {a.act} -> {a.target}: {_cut(a.text, p.recent_chars)}"
+                for a in recent
+            )
     lines.append("WORKSPACE>>>")
     return "\n".join(lines)

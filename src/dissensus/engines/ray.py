@@ -465,6 +465,7 @@ class _Router:
             panels = [p for p in parsed if isinstance(p, Panel)]
             readings = read_panels(panels, self.backend, self.thresholds) if panels else []
             from dissensus.io.fastjson import dumps as encode
+
             lines: list[str] = []
             states: Counter[str] = Counter()
             actions: Counter[str] = Counter()

@@ -141,7 +141,9 @@ def majority_vote(
     return answers, probs
 
 
-def agreement_fraction(labels: IntArray, n_classes: int, mask: NDArray[np.bool_] | None = None) -> FloatArray:
+def agreement_fraction(
+    labels: IntArray, n_classes: int, mask: NDArray[np.bool_] | None = None
+) -> FloatArray:
     """Fraction of the *other* voters of a case that gave voter ``i``'s answer.
 
     With ``mask``, only masked votes count as voters (others get agreement 0).
@@ -182,7 +184,9 @@ def wawa(
     agree = (labels == mv[:, None]) & present
     n_votes = present.sum(axis=0).astype(np.float64)
     with np.errstate(invalid="ignore", divide="ignore"):
-        skills = np.where(n_votes > 0, agree.sum(axis=0) / np.where(n_votes > 0, n_votes, 1.0), np.nan)
+        skills = np.where(
+            n_votes > 0, agree.sum(axis=0) / np.where(n_votes > 0, n_votes, 1.0), np.nan
+        )
     answers, probs = majority_vote(labels, n_classes, np.nan_to_num(skills), tie_order)
     return answers, probs, skills
 
@@ -211,7 +215,9 @@ def reliability_posterior(
     per case or a scalar. Rows sum to 1 (uniform when no vote carries weight).
     """
     scores = vote_counts(labels, n_classes, weights)
-    scores = scores * np.broadcast_to(np.asarray(shrink, dtype=np.float64), (labels.shape[0],))[:, None]
+    scores = (
+        scores * np.broadcast_to(np.asarray(shrink, dtype=np.float64), (labels.shape[0],))[:, None]
+    )
     scores -= scores.max(axis=1, keepdims=True)
     expo = np.exp(scores)
     out: FloatArray = expo / expo.sum(axis=1, keepdims=True)

@@ -117,14 +117,20 @@ def _reliability(calibration: ReliabilityFit | None, agent: str, present: bool) 
     return row.reliability_present if present else row.reliability_absent
 
 
-def _rho(votes: Sequence[Vote], calibration: ReliabilityFit | None, priors: PriorSettings) -> np.ndarray:
+def _rho(
+    votes: Sequence[Vote], calibration: ReliabilityFit | None, priors: PriorSettings
+) -> np.ndarray:
     m = len(votes)
     r = np.eye(m)
     for i in range(m):
         for j in range(i + 1, m):
             measured = _measured(calibration, votes[i].agent, votes[j].agent)
             if measured is None:
-                value = priors.prior_rho_shared if share_cause(votes[i], votes[j]) else priors.prior_rho_other
+                value = (
+                    priors.prior_rho_shared
+                    if share_cause(votes[i], votes[j])
+                    else priors.prior_rho_other
+                )
             else:
                 value = min(max(measured, 0.0), 1.0)
             r[i, j] = r[j, i] = value
@@ -140,7 +146,9 @@ def posterior(
     priors = priors or PriorSettings()
     space = answer_space(votes, calibration)
     k = len(space)
-    default = calibration.pooled_reliability if calibration is not None else priors.prior_reliability
+    default = (
+        calibration.pooled_reliability if calibration is not None else priors.prior_reliability
+    )
     rel = []
     for v in votes:
         measured = _reliability(calibration, v.agent, v.evidence_present)

@@ -163,7 +163,11 @@ def _check_sources(votes: Sequence[Vote], settings: GuardThresholds) -> Invarian
         name="evidence independence is auditable",
         holds=holds,
         message=msg,
-        figures={"independent_sources": len(sources), "required": need, "sources": ",".join(sources)},
+        figures={
+            "independent_sources": len(sources),
+            "required": need,
+            "sources": ",".join(sources),
+        },
     )
 
 
@@ -178,7 +182,11 @@ def _check_fallback(votes: Sequence[Vote], settings: GuardThresholds) -> Invaria
         name="agreement is decomposed from availability",
         holds=holds,
         message=msg,
-        figures={"fallback_agreement": frac, "voters_without_evidence": absent, "maximum": settings.max_fallback_agreement},
+        figures={
+            "fallback_agreement": frac,
+            "voters_without_evidence": absent,
+            "maximum": settings.max_fallback_agreement,
+        },
     )
 
 
@@ -186,7 +194,9 @@ def _check_beta(beta: float, calibration: ReliabilityFit | None) -> InvariantChe
     name = "the weighting is bounded by a measured beta*"
     if calibration is None:
         return InvariantCheck(
-            number=3, name=name, holds=False,
+            number=3,
+            name=name,
+            holds=False,
             message="no calibration: the evidence-absent accuracy delta is not measured",
             figures={"beta_requested": beta, "beta_star": None},
         )
@@ -199,7 +209,9 @@ def _check_beta(beta: float, calibration: ReliabilityFit | None) -> InvariantChe
     }
     if calibration.beta_star is None:
         return InvariantCheck(
-            number=3, name=name, holds=False,
+            number=3,
+            name=name,
+            holds=False,
             message=f"evidence-absent stratum not measured ({calibration.beta_stratum_cases} case(s), need {calibration.settings.min_stratum_cases})",
             figures=figs,
         )
@@ -212,12 +224,17 @@ def _check_beta(beta: float, calibration: ReliabilityFit | None) -> InvariantChe
             else ""
         )
         return InvariantCheck(
-            number=3, name=name, holds=False,
-            message="beta* = 0: every beta > 0 loses accuracy or overstates confidence on the evidence-absent stratum" + detail,
+            number=3,
+            name=name,
+            holds=False,
+            message="beta* = 0: every beta > 0 loses accuracy or overstates confidence on the evidence-absent stratum"
+            + detail,
             figures=figs,
         )
     return InvariantCheck(
-        number=3, name=name, holds=True,
+        number=3,
+        name=name,
+        holds=True,
         message=f"beta used {min(beta, calibration.beta_star):g} <= beta* {calibration.beta_star:g}",
         figures=figs,
     )
@@ -264,7 +281,11 @@ def audit(
     if not np.isfinite(beta) or beta < 0:
         raise ConfigError("beta must be a finite number >= 0", field="beta")
     post = posterior(votes, calibration, settings.priors())
-    checks = [_check_sources(votes, settings), _check_fallback(votes, settings), _check_beta(beta, calibration)]
+    checks = [
+        _check_sources(votes, settings),
+        _check_fallback(votes, settings),
+        _check_beta(beta, calibration),
+    ]
     failed = next((c for c in checks if not c.holds), None)
     beta_star = calibration.beta_star if calibration is not None else None
     common = {
@@ -289,27 +310,61 @@ def audit(
             else f"weighting bounded at beta {used:g} (requested {beta:g}, beta* {beta_star:g})"
         )
         return GuardDecision(
-            mode=mode, answer=answer, confidence=post.probabilities[answer], weighted=True, refusal=None,
-            reason=f"{why}; {neff_txt}", share=share, tie=False, beta_used=used, verifier=None, **common,
+            mode=mode,
+            answer=answer,
+            confidence=post.probabilities[answer],
+            weighted=True,
+            refusal=None,
+            reason=f"{why}; {neff_txt}",
+            share=share,
+            tie=False,
+            beta_used=used,
+            verifier=None,
+            **common,
         )
 
     refusal = None
     if failed is not None and beta > 0:
-        refusal = Refusal(invariant=failed.number, name=failed.name, message=failed.message, figures=failed.figures)
+        refusal = Refusal(
+            invariant=failed.number,
+            name=failed.name,
+            message=failed.message,
+            figures=failed.figures,
+        )
     maj, maj_share, tie = _majority(votes, post.probabilities)
     chosen = verifier
-    if chosen is None and settings.use_recommended_verifier and calibration is not None and calibration.verifier:
+    if (
+        chosen is None
+        and settings.use_recommended_verifier
+        and calibration is not None
+        and calibration.verifier
+    ):
         chosen = calibration.verifier.agent
     ver_vote = next((v for v in votes if v.agent == chosen), None) if chosen else None
-    head = f"refused consensus weighting: invariant {failed.number} ({failed.message})" if refusal and failed else "no consensus weighting requested (beta 0)"
+    head = (
+        f"refused consensus weighting: invariant {failed.number} ({failed.message})"
+        if refusal and failed
+        else "no consensus weighting requested (beta 0)"
+    )
     if ver_vote is not None:
         answer = ver_vote.answer
         veto = answer != maj
         share = sum(v.answer == answer for v in votes) / len(votes)
-        why = f"{head}; verifier {chosen} " + (f"vetoed the majority answer {maj!r}" if veto else "confirmed the majority")
+        why = f"{head}; verifier {chosen} " + (
+            f"vetoed the majority answer {maj!r}" if veto else "confirmed the majority"
+        )
         decision = GuardDecision(
-            mode="verifier", answer=answer, confidence=post.probabilities[answer], weighted=False, refusal=refusal,
-            reason=f"{why}; {neff_txt}", share=share, tie=tie, beta_used=None, verifier=chosen, **common,
+            mode="verifier",
+            answer=answer,
+            confidence=post.probabilities[answer],
+            weighted=False,
+            refusal=refusal,
+            reason=f"{why}; {neff_txt}",
+            share=share,
+            tie=tie,
+            beta_used=None,
+            verifier=chosen,
+            **common,
         )
     else:
         why = f"{head}; unweighted majority"
@@ -318,11 +373,23 @@ def audit(
         if chosen:
             why += f" (verifier {chosen} did not vote)"
         decision = GuardDecision(
-            mode="majority", answer=maj, confidence=post.probabilities[maj], weighted=False, refusal=refusal,
-            reason=f"{why}; {neff_txt}", share=maj_share, tie=tie, beta_used=None, verifier=None, **common,
+            mode="majority",
+            answer=maj,
+            confidence=post.probabilities[maj],
+            weighted=False,
+            refusal=refusal,
+            reason=f"{why}; {neff_txt}",
+            share=maj_share,
+            tie=tie,
+            beta_used=None,
+            verifier=None,
+            **common,
         )
     if strict and refusal is not None:
-        raise CorrelatedConsensusError(f"consensus weighting unsafe: invariant {refusal.invariant}: {refusal.message}", decision)
+        raise CorrelatedConsensusError(
+            f"consensus weighting unsafe: invariant {refusal.invariant}: {refusal.message}",
+            decision,
+        )
     return decision
 
 
@@ -336,7 +403,15 @@ def audit_case(
     settings: GuardThresholds | None = None,
 ) -> GuardDecision:
     """:func:`audit` on a :class:`VoteCase` (its id is copied to the decision)."""
-    return audit(case.votes, calibration, beta=beta, strict=strict, verifier=verifier, settings=settings, case_id=case.id)
+    return audit(
+        case.votes,
+        calibration,
+        beta=beta,
+        strict=strict,
+        verifier=verifier,
+        settings=settings,
+        case_id=case.id,
+    )
 
 
 def audit_many(
@@ -348,4 +423,6 @@ def audit_many(
     settings: GuardThresholds | None = None,
 ) -> list[GuardDecision]:
     """:func:`audit_case` on every case (never strict: refusals are outcomes)."""
-    return [audit_case(c, calibration, beta=beta, verifier=verifier, settings=settings) for c in cases]
+    return [
+        audit_case(c, calibration, beta=beta, verifier=verifier, settings=settings) for c in cases
+    ]

@@ -68,7 +68,9 @@ def encode_cases(
                 continue
             labels[i, j] = k
             evidence[i, j] = v.evidence_present
-    gold = np.array([class_index.get(g, -1) if g is not None else -1 for g in golds], dtype=np.int64)
+    gold = np.array(
+        [class_index.get(g, -1) if g is not None else -1 for g in golds], dtype=np.int64
+    )
     return EncodedCases(
         labels=labels,
         evidence=evidence,

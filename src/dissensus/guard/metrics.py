@@ -50,7 +50,9 @@ def ece(confidence: NDArray[np.float64], correct: NDArray[np.bool_], bins: int =
     return total / float(conf.size)
 
 
-def figures(confidence: NDArray[np.float64], correct: NDArray[np.bool_], bins: int = 10) -> CalibrationFigures:
+def figures(
+    confidence: NDArray[np.float64], correct: NDArray[np.bool_], bins: int = 10
+) -> CalibrationFigures:
     """Accuracy, mean confidence, ECE and gap of one aggregator on one set of cases."""
     n = int(np.asarray(correct).size)
     if n == 0:

@@ -37,14 +37,22 @@ def is_parametric(source: str) -> bool:
 
 def independent_sources(votes: Sequence[Vote]) -> list[str]:
     """Distinct non-parametric sources of the voters that had evidence, sorted."""
-    return sorted({v.evidence_source for v in votes if v.evidence_present and not is_parametric(v.evidence_source)})
+    return sorted(
+        {
+            v.evidence_source
+            for v in votes
+            if v.evidence_present and not is_parametric(v.evidence_source)
+        }
+    )
 
 
 def share_cause(a: Vote, b: Vote) -> bool:
     """Whether two voters share a latent cause by their declared provenance."""
     if a.family is not None and a.family == b.family:
         return True
-    return a.evidence_source == b.evidence_source and a.evidence_source.strip().lower() != "parametric"
+    return (
+        a.evidence_source == b.evidence_source and a.evidence_source.strip().lower() != "parametric"
+    )
 
 
 def fallback_agreement(votes: Sequence[Vote]) -> tuple[float, int]:

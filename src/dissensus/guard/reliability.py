@@ -208,7 +208,9 @@ def _smooth(correct: float, votes: float, prior: float, k: float) -> float:
     return (correct + k * prior) / (votes + k)
 
 
-def _agents(enc: EncodedCases, settings: ReliabilitySettings) -> tuple[list[AgentReliability], float]:
+def _agents(
+    enc: EncodedCases, settings: ReliabilitySettings
+) -> tuple[list[AgentReliability], float]:
     present = enc.labels >= 0
     right = (enc.labels == enc.gold[:, None]) & present
     total = int(present.sum())
@@ -271,7 +273,16 @@ def _beta_search(
         overshoot = conf - base
         acc_ok = delta >= -1e-12
         safe = beta == 0 or (acc_ok and overshoot <= settings.overconfidence_tolerance)
-        points.append(BetaPoint(beta=beta, accuracy=acc, accuracy_delta=delta, mean_confidence=conf, overshoot=overshoot, safe=safe))
+        points.append(
+            BetaPoint(
+                beta=beta,
+                accuracy=acc,
+                accuracy_delta=delta,
+                mean_confidence=conf,
+                overshoot=overshoot,
+                safe=safe,
+            )
+        )
         prefix_ok = prefix_ok and safe
         prefix_acc_ok = prefix_acc_ok and acc_ok
         if prefix_ok:
@@ -282,7 +293,10 @@ def _beta_search(
 
 
 def _verifier(
-    enc: EncodedCases, mask: NDArray[np.bool_], agents: list[AgentReliability], settings: ReliabilitySettings
+    enc: EncodedCases,
+    mask: NDArray[np.bool_],
+    agents: list[AgentReliability],
+    settings: ReliabilitySettings,
 ) -> VerifierChoice | None:
     labels = enc.labels[mask]
     gold = enc.gold[mask]
@@ -306,7 +320,9 @@ def _nan_to_none(x: float) -> float | None:
     return None if math.isnan(x) else float(x)
 
 
-def fit_reliability(cases: Sequence[VoteCase], settings: ReliabilitySettings | None = None) -> ReliabilityFit:
+def fit_reliability(
+    cases: Sequence[VoteCase], settings: ReliabilitySettings | None = None
+) -> ReliabilityFit:
     """Measure a :class:`ReliabilityFit` on labelled cases (cases without gold are ignored).
 
     >>> from dissensus.types import Vote, VoteCase
@@ -334,7 +350,9 @@ def fit_reliability(cases: Sequence[VoteCase], settings: ReliabilitySettings | N
     n_eff = float(n_eff_per_case(full, np.nan_to_num(rho, nan=mean_rho or 0.0))[0])
     masks = _strata_masks(enc)
     search, star, star_acc = _beta_search(enc, masks["absent"], settings)
-    verifier = _verifier(enc, masks["absent"] if masks["absent"].sum() else masks["all"], agents, settings)
+    verifier = _verifier(
+        enc, masks["absent"] if masks["absent"].sum() else masks["all"], agents, settings
+    )
 
     mv, mp = majority_vote(enc.labels, k)
     cw, cp = consensus_weighted_vote(enc.labels, k, settings.beta_reference)

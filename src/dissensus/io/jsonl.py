@@ -31,7 +31,16 @@ from pydantic import BaseModel, ValidationError
 
 from dissensus.types import find_unrepresentable
 
-__all__ = ["MAX_DEPTH", "Reject", "RejectSink", "json_depth", "open_text", "parse_line", "read_models", "write_jsonl_line"]
+__all__ = [
+    "MAX_DEPTH",
+    "Reject",
+    "RejectSink",
+    "json_depth",
+    "open_text",
+    "parse_line",
+    "read_models",
+    "write_jsonl_line",
+]
 
 MAX_DEPTH = 64
 """Deepest nesting of arrays and objects a JSONL line may have."""
@@ -114,15 +123,21 @@ def parse_line(model: type[M], text: str, *, file: str, line: int) -> M | Reject
         raw = raw[1:]
     if _has_undecodable(raw):
         clean = raw.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
-        return Reject(file=file, line=line, field="<encoding>", message="line is not valid UTF-8", raw=clean)
+        return Reject(
+            file=file, line=line, field="<encoding>", message="line is not valid UTF-8", raw=clean
+        )
     try:
         data = json.loads(raw)
     except json.JSONDecodeError as exc:
-        return Reject(file=file, line=line, field="<json>", message=f"invalid JSON: {exc.msg}", raw=raw)
+        return Reject(
+            file=file, line=line, field="<json>", message=f"invalid JSON: {exc.msg}", raw=raw
+        )
     except RecursionError:
         return _too_deep(file, line, raw)
     if not isinstance(data, dict):
-        return Reject(file=file, line=line, field="<root>", message="expected a JSON object", raw=raw)
+        return Reject(
+            file=file, line=line, field="<root>", message="expected a JSON object", raw=raw
+        )
     if raw.count("[") + raw.count("{") > MAX_DEPTH and json_depth(data) > MAX_DEPTH:
         return _too_deep(file, line, raw)
     if _SUSPECT.search(raw) and (why := find_unrepresentable(data)) is not None:

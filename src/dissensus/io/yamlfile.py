@@ -83,7 +83,9 @@ def _check_size(root: yaml.Node) -> None:
             for child in _children(node):
                 total += sizes.get(id(child), 1)
                 if total > MAX_NODES:
-                    raise _TooLarge(f"the document expands to more than {MAX_NODES:,} nodes (alias bomb?)")
+                    raise _TooLarge(
+                        f"the document expands to more than {MAX_NODES:,} nodes (alias bomb?)"
+                    )
             sizes[key] = total
             continue
         if key in on_path:
@@ -119,7 +121,9 @@ def read_text_file(path: str | Path, *, what: str = "file") -> str:
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        raise ConfigError(f"{what} is not UTF-8 text (byte {exc.start}: {exc.reason})", file=name) from None
+        raise ConfigError(
+            f"{what} is not UTF-8 text (byte {exc.start}: {exc.reason})", file=name
+        ) from None
 
 
 def load_yaml_text(text: str, *, file: str | None = None) -> Any:
@@ -136,7 +140,9 @@ def load_yaml_text(text: str, *, file: str | None = None) -> Any:
         mark = getattr(exc, "problem_mark", None)
         at = f" at line {mark.line + 1}" if mark is not None else ""
         problem = getattr(exc, "problem", None)
-        raise ConfigError(f"invalid YAML{at}" + (f": {problem}" if problem else ""), file=file) from None
+        raise ConfigError(
+            f"invalid YAML{at}" + (f": {problem}" if problem else ""), file=file
+        ) from None
     why = find_unrepresentable(data)
     if why is not None:
         where, sep, message = why.partition(": ")

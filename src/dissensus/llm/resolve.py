@@ -67,13 +67,17 @@ def _check(spec: str) -> None:
     if kind == "record":
         path, sep, inner = rest.partition(":")
         if not sep or not path or not inner:
-            raise ConfigError(f"invalid model spec {spec!r}; expected record:FILE:<spec>", field="model")
+            raise ConfigError(
+                f"invalid model spec {spec!r}; expected record:FILE:<spec>", field="model"
+            )
         parent = Path(path).parent
         if not parent.is_dir():
             raise ConfigError(f"recording directory does not exist: {parent}", field="model")
         _check(inner)
         return
-    raise ConfigError(f"unknown model kind {kind!r} in {spec!r}; expected one of {_FORMS}", field="model")
+    raise ConfigError(
+        f"unknown model kind {kind!r} in {spec!r}; expected one of {_FORMS}", field="model"
+    )
 
 
 def make_backend(spec: str, *, settings: ClientSettings | None = None) -> ChatBackend:

@@ -113,7 +113,9 @@ async def adecide(
         if not path.is_absolute() and policy_dir is not None:
             path = policy_dir / path
         calibration = load_calibration(path, policy.acceptance.markers)
-    learned = load_learned_data(policy.acceptance.model, policy_dir, policy_file=None, field="acceptance.model")
+    learned = load_learned_data(
+        policy.acceptance.model, policy_dir, policy_file=None, field="acceptance.model"
+    )
     own = journal is None
     store = journal or Journal(":memory:")
     rid = run_id or new_run_id()

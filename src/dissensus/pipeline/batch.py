@@ -118,16 +118,22 @@ def start_run(
     """Register a new run and journal its inputs (``run.started``)."""
     run_id = run_id or new_run_id()
     if journal.run(run_id, missing_ok=True) is not None:
-        raise ConfigError(f"run {run_id!r} already exists in {journal.path}; resume it with 'dissensus runs resume'")
+        raise ConfigError(
+            f"run {run_id!r} already exists in {journal.path}; resume it with 'dissensus runs resume'"
+        )
     if similarity:
         check_similarity(similarity, field="similarity")
-        policy = policy.model_copy(update={"reading": policy.reading.model_copy(update={"similarity": similarity})})
+        policy = policy.model_copy(
+            update={"reading": policy.reading.model_copy(update={"similarity": similarity})}
+        )
     calibration = _calibration(policy, policy_dir, policy_file)
     # --acceptance (relative to the working directory) overrides acceptance.model (relative to the policy).
     learned = (
         load_learned_data(acceptance, None, policy_file=None, field="--acceptance")
         if acceptance
-        else load_learned_data(policy.acceptance.model, policy_dir, policy_file=policy_file, field="acceptance.model")
+        else load_learned_data(
+            policy.acceptance.model, policy_dir, policy_file=policy_file, field="acceptance.model"
+        )
     )
     calibrated_with = (learned or {}).get("settings", {}).get("similarity")
     if calibrated_with and calibrated_with != policy.reading.similarity:
@@ -140,7 +146,9 @@ def start_run(
     guard_calibration = _guard_calibration(policy, policy_dir, policy_file)
     source: dict[str, Any]
     if input_path == "-":
-        source = stdin_source(sys.stdin.buffer.read() if hasattr(sys.stdin, "buffer") else sys.stdin.read().encode())
+        source = stdin_source(
+            sys.stdin.buffer.read() if hasattr(sys.stdin, "buffer") else sys.stdin.read().encode()
+        )
     else:
         path = Path(input_path).resolve()
         if not path.is_file():
@@ -157,7 +165,9 @@ def start_run(
             "policy": policy.model_dump(mode="json"),
             "policy_file": policy_file,
             "calibration": calibration.model_dump(mode="json") if calibration else None,
-            "guard_calibration": guard_calibration.model_dump(mode="json") if guard_calibration else None,
+            "guard_calibration": guard_calibration.model_dump(mode="json")
+            if guard_calibration
+            else None,
             "acceptance": learned,
             "model": spec,
         },
@@ -178,7 +188,9 @@ def stdin_source(data: bytes) -> dict[str, Any]:
         return {"path": "-", "base64": base64.b64encode(data).decode("ascii")}
 
 
-def _calibration(policy: Policy, policy_dir: Path | None, policy_file: str | None) -> CalibrationFile | None:
+def _calibration(
+    policy: Policy, policy_dir: Path | None, policy_file: str | None
+) -> CalibrationFile | None:
     name = policy.acceptance.calibration
     if not name:
         return None
@@ -186,11 +198,15 @@ def _calibration(policy: Policy, policy_dir: Path | None, policy_file: str | Non
     if not path.is_absolute() and policy_dir is not None:
         path = policy_dir / path
     if not path.is_file():
-        raise ConfigError(f"calibration file not found: {path}", file=policy_file, field="acceptance.calibration")
+        raise ConfigError(
+            f"calibration file not found: {path}", file=policy_file, field="acceptance.calibration"
+        )
     return load_calibration(path, policy.acceptance.markers)
 
 
-def _guard_calibration(policy: Policy, policy_dir: Path | None, policy_file: str | None) -> GuardCalibration | None:
+def _guard_calibration(
+    policy: Policy, policy_dir: Path | None, policy_file: str | None
+) -> GuardCalibration | None:
     name = policy.guard.calibration
     if not name:
         return None
@@ -200,11 +216,17 @@ def _guard_calibration(policy: Policy, policy_dir: Path | None, policy_file: str
     try:
         return GuardCalibration.model_validate_json(read_text_file(path, what="guard calibration"))
     except OSError as exc:
-        raise ConfigError(f"cannot read guard calibration {path}: {exc.strerror}", file=policy_file, field="guard.calibration") from exc
+        raise ConfigError(
+            f"cannot read guard calibration {path}: {exc.strerror}",
+            file=policy_file,
+            field="guard.calibration",
+        ) from exc
     except ValidationError as exc:
         first = exc.errors()[0]
         raise ConfigError(
-            f"{path}: invalid guard calibration: {first['msg']}", file=policy_file, field="guard.calibration"
+            f"{path}: invalid guard calibration: {first['msg']}",
+            file=policy_file,
+            field="guard.calibration",
         ) from exc
 
 
@@ -231,7 +253,12 @@ def _lines(source: dict[str, Any]) -> tuple[str, list[str] | None]:
     return str(path), None
 
 
-def _runtime(journal: Journal, run_id: str, started: dict[str, Any], backend: Callable[[], SimilarityBackend] | None) -> Runtime:
+def _runtime(
+    journal: Journal,
+    run_id: str,
+    started: dict[str, Any],
+    backend: Callable[[], SimilarityBackend] | None,
+) -> Runtime:
     policy = Policy.model_validate(started["policy"])
     cal = started.get("calibration")
     guard_cal = started.get("guard_calibration")
@@ -288,7 +315,13 @@ async def execute_run(
                 if end is not None and loop.time() >= end:
                     raise _Late()
                 if isinstance(item, Reject):
-                    journal.append(run_id, "input.rejected", item.model_dump(mode="json"), key=f"reject/{line}", case=str(line))
+                    journal.append(
+                        run_id,
+                        "input.rejected",
+                        item.model_dump(mode="json"),
+                        key=f"reject/{line}",
+                        case=str(line),
+                    )
                     counts["rejected"] += 1
                     if on_reject is not None:
                         on_reject(item)
@@ -343,7 +376,9 @@ PREFETCH = 64
 """Panels whose traces are embedded together before they are decided."""
 
 
-def _prefetched(rt: Runtime, items: Iterator[tuple[Panel | Reject, int]]) -> Iterator[tuple[Panel | Reject, int]]:
+def _prefetched(
+    rt: Runtime, items: Iterator[tuple[Panel | Reject, int]]
+) -> Iterator[tuple[Panel | Reject, int]]:
     chunk: list[tuple[Panel | Reject, int]] = []
     for item in items:
         chunk.append(item)
@@ -380,7 +415,9 @@ async def resume_run(
     deadline_s: float | None = None,
 ) -> AsyncIterator[CaseRecord]:
     """Resume a run (same as :func:`execute_run`; completed cases are replayed)."""
-    async for record in execute_run(journal, run_id, on_reject=on_reject, backend=backend, deadline_s=deadline_s):
+    async for record in execute_run(
+        journal, run_id, on_reject=on_reject, backend=backend, deadline_s=deadline_s
+    ):
         yield record
 
 

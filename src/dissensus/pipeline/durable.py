@@ -65,7 +65,14 @@ from dissensus.store.canonical import canonical, sha256_text
 from dissensus.store.journal import Journal
 from dissensus.types import Usage
 
-__all__ = ["CaseClient", "CaseLog", "JournalError", "JournalledClient", "call_digest", "replay_spend"]
+__all__ = [
+    "CaseClient",
+    "CaseLog",
+    "JournalError",
+    "JournalledClient",
+    "call_digest",
+    "replay_spend",
+]
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -76,7 +83,9 @@ class JournalError(DissensusError):
 
 def call_digest(request: ChatRequest, schema: str | None, model: str | None) -> str:
     """sha256 of a call's identity: the request's canonical form, the schema name, the model spec."""
-    return sha256_text(canonical({"request": canonical_request(request), "schema": schema, "model": model}))
+    return sha256_text(
+        canonical({"request": canonical_request(request), "schema": schema, "model": model})
+    )
 
 
 class CaseLog:
@@ -124,7 +133,9 @@ class CaseLog:
     def append(self, step: str, type: str, model: type[M], value: M) -> M:
         """Append ``value`` under ``step`` (idempotent); the journalled payload, validated."""
         payload = value.model_dump(mode="json")
-        stored = self.journal.append(self.run_id, type, payload, key=self.key(step), case=self.ref).payload
+        stored = self.journal.append(
+            self.run_id, type, payload, key=self.key(step), case=self.ref
+        ).payload
         return model.model_validate(stored)
 
 
@@ -160,7 +171,9 @@ def _charge(budget: Budget, usage: Usage, model: str) -> None:
 class JournalledClient:
     """Creates the run's model clients lazily (one per spec) and hands out per-case views."""
 
-    def __init__(self, journal: Journal, run_id: str, factory: Callable[[str | None], ModelClient]) -> None:
+    def __init__(
+        self, journal: Journal, run_id: str, factory: Callable[[str | None], ModelClient]
+    ) -> None:
         self.journal = journal
         self.run_id = run_id
         self._factory = factory
@@ -215,7 +228,11 @@ class CaseClient:
         self.usage_by_agent.setdefault(request.agent or "-", Usage()).add(usage)
 
     async def chat(
-        self, request: ChatRequest, *, schema: type[BaseModel] | None = None, model: str | None = None
+        self,
+        request: ChatRequest,
+        *,
+        schema: type[BaseModel] | None = None,
+        model: str | None = None,
     ) -> ChatResponse:
         key = self._key(request, schema, model)
         self.calls.append(key)
@@ -224,7 +241,13 @@ class CaseClient:
         if event is not None:
             response = self._replay(event.payload, schema)
         else:
-            journal.append(run_id, "model.spend", {"call": key, "agent": request.agent, "model": model}, key=f"spend/{key}", case=ref)
+            journal.append(
+                run_id,
+                "model.spend",
+                {"call": key, "agent": request.agent, "model": model},
+                key=f"spend/{key}",
+                case=ref,
+            )
             try:
                 response = await self._owner.live(model).chat(request, schema=schema)
             except (ModelCallError, StructuredOutputError) as exc:
@@ -241,7 +264,9 @@ class CaseClient:
                 attempts=response.attempts,
                 usage=response.usage,
             )
-            journal.append(run_id, "model.call", call.model_dump(mode="json", by_alias=True), key=key, case=ref)
+            journal.append(
+                run_id, "model.call", call.model_dump(mode="json", by_alias=True), key=key, case=ref
+            )
         self._count(request, response.usage)
         return response
 
@@ -265,7 +290,13 @@ class CaseClient:
         parsed: Any = call.parsed
         if schema is not None and parsed is not None:
             parsed = schema.model_validate(parsed)
-        return ChatResponse(text=call.text, parsed=parsed, usage=call.usage, model=call.model, attempts=call.attempts)
+        return ChatResponse(
+            text=call.text,
+            parsed=parsed,
+            usage=call.usage,
+            model=call.model,
+            attempts=call.attempts,
+        )
 
 
 def _parsed_payload(parsed: Any) -> Any:

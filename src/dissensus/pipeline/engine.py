@@ -110,7 +110,9 @@ class _Case:
     figures: AcceptanceFigures | None = None
     """Learned acceptance's figures, once an acceptance file judged the case."""
 
-    async def astep(self, step: str, type: str, model: type[M], compute: Callable[[], Awaitable[M]]) -> M:
+    async def astep(
+        self, step: str, type: str, model: type[M], compute: Callable[[], Awaitable[M]]
+    ) -> M:
         found = self.log.replayed(step, model)
         if found is not None:
             return found
@@ -139,23 +141,37 @@ async def decide_case(rt: Runtime, panel: Panel, line: int) -> CaseRecord:
     if done is not None:
         return done
     case = _Case(rt, panel, line, log, rt.client.for_case(log))
-    log.step("input", "case.input", CaseInput, lambda: CaseInput(id=panel.id, line=line, panel=panel))
+    log.step(
+        "input", "case.input", CaseInput, lambda: CaseInput(id=panel.id, line=line, panel=panel)
+    )
     record = await _run(case)
     return log.step("record", "case.record", CaseRecord, lambda: record)
 
 
 async def _run(case: _Case) -> CaseRecord:
     rt, panel = case.rt, case.panel
-    reading = case.reading = case.log.step("reading", "case.reading", Reading, lambda: rt.read(panel))
+    reading = case.reading = case.log.step(
+        "reading", "case.reading", Reading, lambda: rt.read(panel)
+    )
     case.path.append(f"read:{reading.state.value}")
-    route = case.route = case.log.step("route", "case.route", Route, lambda: route_step(rt, panel, reading))
+    route = case.route = case.log.step(
+        "route", "case.route", Route, lambda: route_step(rt, panel, reading)
+    )
     action = route.action
     case.path.append(f"route:{action}")
-    guard = case.guard = case.log.step("guard", "case.guard", GuardStep, lambda: guard_step(rt, panel, reading))
+    guard = case.guard = case.log.step(
+        "guard", "case.guard", GuardStep, lambda: guard_step(rt, panel, reading)
+    )
     if action in _AUTO:
         if guard.backed:
             case.path.append("guard:backed")
-            return case.record(action=action, decision=reading.decision, auto=True, basis="guard", reason=guard.reason)
+            return case.record(
+                action=action,
+                decision=reading.decision,
+                auto=True,
+                basis="guard",
+                reason=guard.reason,
+            )
         case.path.append("guard:refused")
         why = f"{reading.state.value} agreement not accepted on its face: {guard.reason}"
         return await _seek_context(case, why, "reask")
@@ -175,7 +191,11 @@ async def _followup_answers(case: _Case, round_: int) -> FollowupStep:
     if recorded and round_ == 0:
         return FollowupStep(source="recorded", answers=dict(sorted(recorded.items())))
     if not rt.can_call_models():
-        why = "no recorded re-ask in the panel and no model configured (seek_context.model or $" + MODEL_ENV + ")"
+        why = (
+            "no recorded re-ask in the panel and no model configured (seek_context.model or $"
+            + MODEL_ENV
+            + ")"
+        )
         return FollowupStep(source="none", why=why)
     if not case_options(case.panel):
         return FollowupStep(source="none", why="the case has no explicit options to re-ask")
@@ -223,14 +243,21 @@ async def _seek_context(case: _Case, why: str, kind: str | None) -> CaseRecord:
         return await _deliberate(case, why)
     last = why
     for round_ in range(sc.max_followups):
-        got = await case.astep(f"followup{round_}", "case.followup", FollowupStep, partial(_followup_answers, case, round_))
+        got = await case.astep(
+            f"followup{round_}",
+            "case.followup",
+            FollowupStep,
+            partial(_followup_answers, case, round_),
+        )
         case.usage.add(got.usage)
         if got.source == "none":
             case.path.append("followup:unavailable")
             return await _accept_or_escalate(case, f"{why}; {got.why}")
         case.path.append(f"followup:{got.source}")
         case.followup = got
-        reread = case.reread = case.log.step(f"reread{round_}", "case.reading", Reading, partial(_reread, case, got))
+        reread = case.reread = case.log.step(
+            f"reread{round_}", "case.reading", Reading, partial(_reread, case, got)
+        )
         case.path.append(f"reread:{reread.state.value}")
         acc = case.acceptance = case.log.step(
             f"acceptance{round_}", "case.acceptance", AcceptanceStep, partial(_accept, case, got)
@@ -259,13 +286,20 @@ async def _accept_or_escalate(case: _Case, why: str) -> CaseRecord:
     if case.rt.learned is None:
         return await _escalate(case, why)
     acc = case.acceptance = case.log.step(
-        "acceptance", "case.acceptance", AcceptanceStep, partial(_accept, case, FollowupStep(source="none"))
+        "acceptance",
+        "case.acceptance",
+        AcceptanceStep,
+        partial(_accept, case, FollowupStep(source="none")),
     )
     case.figures = acc.figures or case.figures
     if acc.accepted:
         case.path.append("accept:learned")
         return case.record(
-            action="auto_explain", decision=acc.decision, auto=True, basis="learned", reason=f"{why}; {acc.reason}"
+            action="auto_explain",
+            decision=acc.decision,
+            auto=True,
+            basis="learned",
+            reason=f"{why}; {acc.reason}",
         )
     case.path.append("accept:refused")
     return await _escalate(case, f"{why}; {acc.reason}")
@@ -276,7 +310,9 @@ def _accept(case: _Case, got: FollowupStep) -> AcceptanceStep:
     signals = agent_signals(case.panel, got.answers, acc.markers, got.voices)
     if case.rt.learned is not None:
         guard = case.guard.decision if case.guard is not None else None
-        learned = learned_payload(case.rt.learned, case.panel, reading=case.reading, guard=guard, second=got.answers)
+        learned = learned_payload(
+            case.rt.learned, case.panel, reading=case.reading, guard=guard, second=got.answers
+        )
         return AcceptanceStep(**learned, signals=signals)
     result = calibrated_accept(
         signals,
@@ -311,7 +347,8 @@ async def _deliberate(case: _Case, why: str) -> CaseRecord:
         # A packet is produced on every path; when the deliberation stopped early, say so.
         detail = packet.status_detail or packet.status
         return await _escalate(
-            case, f"{why}; DCI deliberation stopped early ({packet.status}: {detail}); packet attached for review"
+            case,
+            f"{why}; DCI deliberation stopped early ({packet.status}: {detail}); packet attached for review",
         )
     return await _escalate(case, f"{why}; DCI packet attached for review")
 
@@ -319,7 +356,12 @@ async def _deliberate(case: _Case, why: str) -> CaseRecord:
 async def _escalate(case: _Case, why: str) -> CaseRecord:
     rt = case.rt
     if rt.policy.concord.enabled and has_utilities(case.panel):
-        got = await case.astep("concord", "case.certificate", ConcordStep, lambda: run_concord(case.panel, rt.policy.concord))
+        got = await case.astep(
+            "concord",
+            "case.certificate",
+            ConcordStep,
+            lambda: run_concord(case.panel, rt.policy.concord),
+        )
         case.concord = got
         case.path.append(f"concord:{got.status}")
         if got.status == "certified":
@@ -334,7 +376,9 @@ async def _escalate(case: _Case, why: str) -> CaseRecord:
     elif rt.policy.concord.enabled and "utilities" in case.panel.meta:
         why = f"{why}; CONCORD not run: {concord_refusal(case.panel)}"
     review_id = review_id_for(rt.run_id, case.line)
-    item = case.log.step("review", "review.opened", ReviewItem, lambda: _review_item(case, review_id, why))
+    item = case.log.step(
+        "review", "review.opened", ReviewItem, lambda: _review_item(case, review_id, why)
+    )
     case.path.append("escalate")
     assert case.reading is not None
     return case.record(

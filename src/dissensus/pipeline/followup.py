@@ -66,7 +66,9 @@ class ReaskAnswer(BaseModel):
 
     model_config = ConfigDict(extra="ignore")
 
-    decision: str | None = Field(default=None, description="id of the chosen option, null to abstain")
+    decision: str | None = Field(
+        default=None, description="id of the chosen option, null to abstain"
+    )
     reasoning: str = ""
 
 
@@ -125,7 +127,10 @@ def _reask_messages(question: str, shown: list[tuple[str, str]], context: str) -
     if context:
         parts.append(quote_block("CONTEXT", context))
     parts.append("Answer with the id of the best option.")
-    return [Message(role="system", content=system), Message(role="user", content="\n\n".join(parts))]
+    return [
+        Message(role="system", content=system),
+        Message(role="user", content="\n\n".join(parts)),
+    ]
 
 
 def _answer_of(parsed: Any, text: str, ids: list[str], model: str) -> SecondAnswer:
@@ -141,8 +146,16 @@ def _answer_of(parsed: Any, text: str, ids: list[str], model: str) -> SecondAnsw
     choice = (answer.decision or "").strip()
     if answer.decision is not None and choice not in ids:
         fault = f"answer names no option of the case: {answer.decision[:80]!r}"
-        return SecondAnswer(decision=None, reasoning=answer.reasoning or None, model=model, family=family, fault=fault)
-    return SecondAnswer(decision=choice or None, reasoning=answer.reasoning or None, model=model, family=family)
+        return SecondAnswer(
+            decision=None,
+            reasoning=answer.reasoning or None,
+            model=model,
+            family=family,
+            fault=fault,
+        )
+    return SecondAnswer(
+        decision=choice or None, reasoning=answer.reasoning or None, model=model, family=family
+    )
 
 
 async def live_reask(
@@ -163,13 +176,17 @@ async def live_reask(
     question = case_question(panel)
     options = case_options(panel)
     if question is None or len(options) < 2:
-        raise InputError(f"case {panel.id}: a live re-ask needs meta.question (or meta.input) and at least two options")
+        raise InputError(
+            f"case {panel.id}: a live re-ask needs meta.question (or meta.input) and at least two options"
+        )
     ids = [oid for oid, _ in options]
     schema = reask_schema(ids)
     order = list(reversed(options)) if perturbation == "swap_order" else list(options)
     perturbed = _reask_messages(question, order, context if perturbation == "add_context" else "")
     original = _reask_messages(question, list(options), "")
-    mapped = {out.agent: (models or {})[out.agent] for out in panel.outputs if out.agent in (models or {})}
+    mapped = {
+        out.agent: (models or {})[out.agent] for out in panel.outputs if out.agent in (models or {})
+    }
 
     async def ask(messages: list[Message], agent: str | None, model: str | None) -> SecondAnswer:
         request = ChatRequest(
@@ -202,7 +219,15 @@ async def live_reask(
     if voice_wanted:
         first, second = got[len(agents)], got[len(agents) + 1]
         model = first.model or second.model or "model"
-        voices.append(Voice(voice=f"model:{model}", model=model, family=model_family(model), first=first, second=second))
+        voices.append(
+            Voice(
+                voice=f"model:{model}",
+                model=model,
+                family=model_family(model),
+                first=first,
+                second=second,
+            )
+        )
     return answers, voices
 
 

@@ -41,7 +41,9 @@ def panel_votes(panel: Panel) -> list[Vote]:
             continue
         evidence = out.evidence or []
         present = [e for e in evidence if e.present]
-        source = (present or evidence)[0].source if evidence else f"parametric:{out.family or out.agent}"
+        source = (
+            (present or evidence)[0].source if evidence else f"parametric:{out.family or out.agent}"
+        )
         votes.append(
             Vote(
                 agent=out.agent,
@@ -64,15 +66,23 @@ def route_step(rt: Runtime, panel: Panel, reading: Reading) -> Route:
 def guard_step(rt: Runtime, panel: Panel, reading: Reading) -> GuardStep:
     """The guard's audit of the panel (seed 003)."""
     if not rt.policy.guard.enabled:
-        return GuardStep(applicable=False, backed=False, reason="guard disabled by policy: no agreement is evidence")
+        return GuardStep(
+            applicable=False,
+            backed=False,
+            reason="guard disabled by policy: no agreement is evidence",
+        )
     votes = panel_votes(panel)
     if len(votes) < 2:
-        return GuardStep(applicable=False, backed=False, reason=f"{len(votes)} vote(s): nothing to audit")
+        return GuardStep(
+            applicable=False, backed=False, reason=f"{len(votes)} vote(s): nothing to audit"
+        )
     settings = GuardThresholds.model_validate(rt.policy.guard.options)
     decision = audit(votes, rt.guard_calibration, settings=settings, case_id=panel.id)
     checks = {c.number: c.holds for c in decision.invariants}
     need_beta = rt.guard_calibration is not None
-    independent = checks.get(1, False) and checks.get(2, False) and (checks.get(3, False) or not need_beta)
+    independent = (
+        checks.get(1, False) and checks.get(2, False) and (checks.get(3, False) or not need_beta)
+    )
     same = decision.answer == reading.decision and not reading.tie
     backed = independent and same
     if backed:

@@ -48,7 +48,10 @@ def _utilities(panel: Panel) -> tuple[dict[str, dict[str, float]] | None, str]:
             except (TypeError, ValueError):
                 number = math.nan
             if isinstance(value, bool) or not 0.0 <= number <= 1.0:
-                return None, f"meta.utilities.{agent}.{option} is {value!r}, not a utility in [0, 1]"
+                return (
+                    None,
+                    f"meta.utilities.{agent}.{option} is {value!r}, not a utility in [0, 1]",
+                )
             row[str(option)] = number
         out[str(agent)] = row
     return out, ""
@@ -99,11 +102,14 @@ async def run_concord(panel: Panel, settings: ConcordSettings) -> ConcordStep:
         problem=str(panel.meta.get("question") or panel.meta.get("input") or f"case {panel.id}"),
     )
     selected = certificate.selected.id if certificate.selected else None
-    shortfall = ", ".join(f"{s.agent} {s.score:.2f} (gap {s.gap:.2f})" for s in certificate.shortfall)
+    shortfall = ", ".join(
+        f"{s.agent} {s.score:.2f} (gap {s.gap:.2f})" for s in certificate.shortfall
+    )
     return ConcordStep(
         status=certificate.status,
         decision=selected,
         worst_off=certificate.worst_off,
-        summary=f"worst-off {certificate.worst_off}" + (f"; below the floor: {shortfall}" if shortfall else ""),
+        summary=f"worst-off {certificate.worst_off}"
+        + (f"; below the floor: {shortfall}" if shortfall else ""),
         certificate=certificate.sealed(),
     )

@@ -112,9 +112,17 @@ class RoutingSettings(_Section):
         """The rules in the :class:`dissensus.states.RuleSet` document form."""
         builtins: list[str] = []
         cd_default = self.defaults.get("CD", "escalate")
-        if self.convergent_disagreement_without_values == "seek_context" and cd_default == "escalate":
+        if (
+            self.convergent_disagreement_without_values == "seek_context"
+            and cd_default == "escalate"
+        ):
             builtins.append("cd-without-values")
-        return {"rules": self.rules, "defaults": self.defaults, "superiority": self.superiority, "builtins": builtins}
+        return {
+            "rules": self.rules,
+            "defaults": self.defaults,
+            "superiority": self.superiority,
+            "builtins": builtins,
+        }
 
 
 class GuardSettings(_Section):
@@ -236,17 +244,31 @@ def _config_error(exc: ValidationError, file: str | None, prefix: tuple[str, ...
     return ConfigError(message, file=file, field=_field((*prefix, *first["loc"])))
 
 
-SIMILARITY_NAMES = frozenset({"minilm", "default", "all-minilm-l6-v2", "sentence-transformers/all-minilm-l6-v2", "tfidf", "static", "static-all-minilm-l6-v2"})
+SIMILARITY_NAMES = frozenset(
+    {
+        "minilm",
+        "default",
+        "all-minilm-l6-v2",
+        "sentence-transformers/all-minilm-l6-v2",
+        "tfidf",
+        "static",
+        "static-all-minilm-l6-v2",
+    }
+)
 """Built-in similarity backends (:func:`dissensus.states.similarity.get_backend`)."""
 
 
-def check_similarity(name: str, *, file: str | None = None, field: str = "reading.similarity") -> None:
+def check_similarity(
+    name: str, *, file: str | None = None, field: str = "reading.similarity"
+) -> None:
     """Refuse an unknown similarity backend before a run starts (a ``module:function`` is
     imported when the run reads its first panel)."""
     key = name.strip()
     if key.lower() not in SIMILARITY_NAMES and ":" not in key:
         raise ConfigError(
-            f"unknown similarity backend {key!r} (expected 'minilm', 'tfidf', 'static' or 'module:function')", file=file, field=field
+            f"unknown similarity backend {key!r} (expected 'minilm', 'tfidf', 'static' or 'module:function')",
+            file=file,
+            field=field,
         )
 
 
@@ -290,7 +312,9 @@ def load_policy(path: str | Path | None) -> tuple[Policy, Path | None]:
     sc = policy.seek_context
     if sc.model or sc.models:
         # Relative paths inside the policy are relative to the policy file, model files too.
-        update: dict[str, Any] = {"models": {a: relative_model_spec(m, base) for a, m in sc.models.items()}}
+        update: dict[str, Any] = {
+            "models": {a: relative_model_spec(m, base) for a, m in sc.models.items()}
+        }
         if sc.model:
             update["model"] = relative_model_spec(sc.model, base)
         policy = policy.model_copy(update={"seek_context": sc.model_copy(update=update)})

@@ -122,17 +122,25 @@ def load_calibration(path: str | Path, lexicon: MarkerLexicon) -> CalibrationFil
     except json.JSONDecodeError as exc:
         raise ConfigError(f"invalid JSON: {exc.msg} (line {exc.lineno})", file=name) from exc
     if isinstance(data, dict) and "format" not in data:
-        raise ConfigError(f"not a reliability calibration: no format (expected {CALIBRATION_FORMAT!r})", file=name, field="format")
+        raise ConfigError(
+            f"not a reliability calibration: no format (expected {CALIBRATION_FORMAT!r})",
+            file=name,
+            field="format",
+        )
     try:
         cal = CalibrationFile.model_validate(data)
     except ValidationError as exc:
         first = exc.errors()[0]
-        raise ConfigError(first["msg"], file=name, field=".".join(str(p) for p in first["loc"])) from exc
+        raise ConfigError(
+            first["msg"], file=name, field=".".join(str(p) for p in first["loc"])
+        ) from exc
     if cal.format != CALIBRATION_FORMAT:
         raise ConfigError(f"unsupported format {cal.format!r}", file=name, field="format")
     if cal.lexicon != lexicon:
         raise ConfigError(
-            "built with another marker lexicon than the policy's acceptance.markers", file=name, field="lexicon"
+            "built with another marker lexicon than the policy's acceptance.markers",
+            file=name,
+            field="lexicon",
         )
     return cal
 
@@ -173,7 +181,9 @@ def _region_counts(stratum: dict[str, list[int]], max_score: int | None) -> tupl
     return n, correct
 
 
-def _worst(entry: AgentCalibration, max_score: int | None, min_support: int) -> tuple[float | None, int]:
+def _worst(
+    entry: AgentCalibration, max_score: int | None, min_support: int
+) -> tuple[float | None, int]:
     worst: float | None = None
     total = 0
     for stratum in entry.strata.values():
@@ -186,7 +196,9 @@ def _worst(entry: AgentCalibration, max_score: int | None, min_support: int) -> 
     return worst, total
 
 
-def trust_regions(cal: CalibrationFile, *, target: float, min_support: int) -> dict[str, TrustRegion]:
+def trust_regions(
+    cal: CalibrationFile, *, target: float, min_support: int
+) -> dict[str, TrustRegion]:
     """Each calibrated agent's trust region for ``target`` precision (pure)."""
     regions: dict[str, TrustRegion] = {}
     for agent, entry in cal.agents.items():
@@ -222,7 +234,9 @@ def calibrated_accept(
     return _accept_families(signals, min_families, fallback_max_score)
 
 
-def _accept_calibrated(signals: list[AgentSignal], regions: dict[str, TrustRegion], veto: float) -> Acceptance:
+def _accept_calibrated(
+    signals: list[AgentSignal], regions: dict[str, TrustRegion], veto: float
+) -> Acceptance:
     trusted = []
     for sig in signals:
         region = regions.get(sig.agent)
@@ -245,13 +259,17 @@ def _accept_calibrated(signals: list[AgentSignal], regions: dict[str, TrustRegio
             basis="none",
             supporters=[s.agent for s in trusted],
             contradicted_by=[],
-            reason="trusted agents contradict each other: " + ", ".join(f"{s.agent}={s.decision}" for s in trusted),
+            reason="trusted agents contradict each other: "
+            + ", ".join(f"{s.agent}={s.decision}" for s in trusted),
         )
     decision = answers[0]
     vetoes = [
         s.agent
         for s in signals
-        if s.stable and s.decision != decision and s.agent in regions and regions[s.agent].stable_precision >= veto
+        if s.stable
+        and s.decision != decision
+        and s.agent in regions
+        and regions[s.agent].stable_precision >= veto
     ]
     supporters = [s.agent for s in trusted]
     if vetoes:
@@ -261,7 +279,8 @@ def _accept_calibrated(signals: list[AgentSignal], regions: dict[str, TrustRegio
             basis="none",
             supporters=supporters,
             contradicted_by=vetoes,
-            reason=f"trusted answer {decision!r} stably contradicted by reliable agent(s) " + ", ".join(vetoes),
+            reason=f"trusted answer {decision!r} stably contradicted by reliable agent(s) "
+            + ", ".join(vetoes),
         )
     return Acceptance(
         accepted=True,
@@ -288,7 +307,12 @@ def _accept_families(signals: list[AgentSignal], min_families: int, max_score: i
             else "stable, decisive agents of this (uncalibrated) panel disagree"
         )
         return Acceptance(
-            accepted=False, decision=None, basis="none", supporters=[], contradicted_by=[], reason=reason
+            accepted=False,
+            decision=None,
+            basis="none",
+            supporters=[],
+            contradicted_by=[],
+            reason=reason,
         )
     decision = answers[0]
     families = sorted({s.family or s.agent for s in decisive})

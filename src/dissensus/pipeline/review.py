@@ -67,7 +67,9 @@ class AlreadyResolved(DissensusError):
 
     def __init__(self, review_id: str, *, reviewer: str | None, at: str, decision: str) -> None:
         who = reviewer or "an unnamed reviewer"
-        super().__init__(f"review item {review_id} was already resolved by {who} at {at} (decision {decision!r})")
+        super().__init__(
+            f"review item {review_id} was already resolved by {who} at {at} (decision {decision!r})"
+        )
         self.review_id = review_id
         self.reviewer = reviewer
         self.at = at
@@ -117,7 +119,9 @@ def _resolution_event(journal: Journal, run_id: str, line: int) -> Event | None:
 def _resolution(event: Event | None) -> Resolution | None:
     if event is None:
         return None
-    return Resolution.model_validate({k: event.payload[k] for k in ("decision", "note", "reviewer")})
+    return Resolution.model_validate(
+        {k: event.payload[k] for k in ("decision", "note", "reviewer")}
+    )
 
 
 def _status(journal: Journal, event: Event) -> ReviewStatus:
@@ -131,11 +135,17 @@ def _status(journal: Journal, event: Event) -> ReviewStatus:
     )
 
 
-def list_items(journal: Journal, *, run_id: str | None = None, include_resolved: bool = False) -> Iterator[ReviewStatus]:
+def list_items(
+    journal: Journal, *, run_id: str | None = None, include_resolved: bool = False
+) -> Iterator[ReviewStatus]:
     """Queue entries (open ones only unless ``include_resolved``), oldest run first."""
     if run_id is not None:
         journal.run(run_id)
-    events = journal.events(run_id, type="review.opened") if run_id else journal.events_of_type("review.opened")
+    events = (
+        journal.events(run_id, type="review.opened")
+        if run_id
+        else journal.events_of_type("review.opened")
+    )
     for event in events:
         status = _status(journal, event)
         if status.resolution is None or include_resolved:
@@ -195,7 +205,9 @@ def _resolved_record(original: CaseRecord, resolution: Resolution) -> CaseRecord
             "decision": resolution.decision,
             "auto": False,
             "basis": "human",
-            "reason": f"{original.reason}; resolved by a reviewer: {note}" if note else f"{original.reason}; resolved by a reviewer",
+            "reason": f"{original.reason}; resolved by a reviewer: {note}"
+            if note
+            else f"{original.reason}; resolved by a reviewer",
             "path": [*original.path, "human:resolved"],
             "resolution": resolution,
         }
@@ -229,14 +241,18 @@ def resolve(
     if done is not None:
         previous = _resolution(done)
         assert previous is not None
-        raise AlreadyResolved(review_id, reviewer=previous.reviewer, at=done.at, decision=previous.decision)
+        raise AlreadyResolved(
+            review_id, reviewer=previous.reviewer, at=done.at, decision=previous.decision
+        )
     with journal.transaction(run_id):
         status = find_item(journal, review_id)
         done = _resolution_event(journal, run_id, line)
         if done is not None:
             previous = _resolution(done)
             assert previous is not None
-            raise AlreadyResolved(review_id, reviewer=previous.reviewer, at=done.at, decision=previous.decision)
+            raise AlreadyResolved(
+                review_id, reviewer=previous.reviewer, at=done.at, decision=previous.decision
+            )
         if content_sha256 is not None and content_sha256 != status.content_sha256:
             raise StaleContent(review_id, quoted=content_sha256, current=status.content_sha256)
         if reviewer is not None:
@@ -268,8 +284,16 @@ def resolve(
             key=f"review/{line}/resolved",
             case=str(line),
         )
-        record = _resolved_record(original, Resolution(decision=decision, note=note, reviewer=reviewer))
-        journal.append(run_id, "case.resolved", record.model_dump(mode="json"), key=f"case/{line}/resolved", case=str(line))
+        record = _resolved_record(
+            original, Resolution(decision=decision, note=note, reviewer=reviewer)
+        )
+        journal.append(
+            run_id,
+            "case.resolved",
+            record.model_dump(mode="json"),
+            key=f"case/{line}/resolved",
+            case=str(line),
+        )
     if reviewer is not None:
         journal.release_claim(review_id, reviewer)
     return record
@@ -291,7 +315,13 @@ def _complete(journal: Journal, run_id: str, line: int) -> None:
         return
     record = _derived(journal, run_id, line)
     if record is not None:
-        journal.append(run_id, "case.resolved", record.model_dump(mode="json"), key=f"case/{line}/resolved", case=str(line))
+        journal.append(
+            run_id,
+            "case.resolved",
+            record.model_dump(mode="json"),
+            key=f"case/{line}/resolved",
+            case=str(line),
+        )
 
 
 def complete_resolutions(journal: Journal, run_id: str) -> int:
@@ -303,7 +333,10 @@ def complete_resolutions(journal: Journal, run_id: str) -> int:
             if str(event.case) not in have and event.case is not None and event.case.isdigit():
                 before = journal.get(run_id, f"case/{event.case}/resolved")
                 _complete(journal, run_id, int(event.case))
-                done += before is None and journal.get(run_id, f"case/{event.case}/resolved") is not None
+                done += (
+                    before is None
+                    and journal.get(run_id, f"case/{event.case}/resolved") is not None
+                )
     return done
 
 

@@ -74,7 +74,9 @@ class Runtime:
     def budget(self) -> Budget:
         """The run's budget, charged with the run's journalled spend on first use."""
         if self._budget is None:
-            self._budget = Budget(max_calls=self.policy.budget.max_calls, max_tokens=self.policy.budget.max_tokens)
+            self._budget = Budget(
+                max_calls=self.policy.budget.max_calls, max_tokens=self.policy.budget.max_tokens
+            )
             replay_spend(self.journal, self.run_id, self._budget)
         return self._budget
 
@@ -87,7 +89,9 @@ class Runtime:
     def backend(self) -> SimilarityBackend:
         if self._backend is None:
             factory = self.backend_factory or (
-                lambda: get_backend(self.policy.reading.similarity, allow_code=self.policy.allow_code or None)
+                lambda: get_backend(
+                    self.policy.reading.similarity, allow_code=self.policy.allow_code or None
+                )
             )
             self._backend = factory()
         return self._backend
@@ -95,7 +99,9 @@ class Runtime:
     @property
     def rules(self) -> RuleSet:
         if self._rules is None:
-            self._rules = RuleSet.from_dict(self.policy.routing.rules_document(), file="policy routing")
+            self._rules = RuleSet.from_dict(
+                self.policy.routing.rules_document(), file="policy routing"
+            )
         return self._rules
 
     @property
@@ -103,7 +109,9 @@ class Runtime:
         if self._regions is None:
             acc = self.policy.acceptance
             self._regions = (
-                trust_regions(self.calibration, target=acc.target_precision, min_support=acc.min_support)
+                trust_regions(
+                    self.calibration, target=acc.target_precision, min_support=acc.min_support
+                )
                 if self.calibration is not None
                 else {}
             )
@@ -115,7 +123,9 @@ class Runtime:
         if self.acceptance is None:
             return None
         if self._learned is None:
-            self._learned = make_learned(self.acceptance, similarity=self.policy.reading.similarity, backend=self.backend)
+            self._learned = make_learned(
+                self.acceptance, similarity=self.policy.reading.similarity, backend=self.backend
+            )
         return self._learned
 
     def can_call_models(self) -> bool:
@@ -128,14 +138,18 @@ class Runtime:
         With a caching embedding backend the per-case readings then hit the cache;
         cases whose record is already journalled are skipped (nothing to read).
         """
-        todo = [p for line, p in cases if self.journal.get(self.run_id, f"case/{line}/record") is None]
+        todo = [
+            p for line, p in cases if self.journal.get(self.run_id, f"case/{line}/record") is None
+        ]
         if not todo:
             return
         backend = self.backend
         if not isinstance(backend, EmbeddingBackend):
             return
         texts = {o.reasoning for p in todo for o in p.outputs}
-        texts |= {a.reasoning for p in todo for a in recorded_second_answers(p).values() if a.reasoning}
+        texts |= {
+            a.reasoning for p in todo for a in recorded_second_answers(p).values() if a.reasoning
+        }
         backend.embed(sorted(texts))
 
     def read(self, panel: Panel) -> Reading:

@@ -180,7 +180,9 @@ def recorded_second_answers(panel: Panel) -> dict[str, SecondAnswer]:
     found: dict[str, SecondAnswer] = {}
     for out in panel.outputs:
         if out.reask is not None:
-            found[out.agent] = SecondAnswer(decision=out.reask.decision, reasoning=out.reask.reasoning)
+            found[out.agent] = SecondAnswer(
+                decision=out.reask.decision, reasoning=out.reask.reasoning
+            )
             continue
         extra = out.model_extra or {}
         if "swap_decision" not in extra:
@@ -232,6 +234,13 @@ def agent_signals(
         signals.append(_signal(out.agent, family, out.decision, out.reasoning, again, lexicon))
     for voice in voices:
         signals.append(
-            _signal(voice.voice, voice.family, voice.first.decision, voice.first.reasoning or "", voice.second, lexicon)
+            _signal(
+                voice.voice,
+                voice.family,
+                voice.first.decision,
+                voice.first.reasoning or "",
+                voice.second,
+                lexicon,
+            )
         )
     return signals

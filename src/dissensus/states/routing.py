@@ -241,7 +241,11 @@ class RuleSet:
         for k, name in enumerate(spec.builtins):
             if name not in BUILTIN_RULES:
                 known = ", ".join(sorted(BUILTIN_RULES))
-                raise ConfigError(f"unknown built-in rule {name!r} (known: {known})", file=file, field=f"builtins[{k}]")
+                raise ConfigError(
+                    f"unknown built-in rule {name!r} (known: {known})",
+                    file=file,
+                    field=f"builtins[{k}]",
+                )
             specs.append((BUILTIN_RULES[name], f"builtins[{k}]"))
         rules: list[Rule] = []
         for k, (r, at) in enumerate(specs):
@@ -387,7 +391,11 @@ class RuleSet:
     # -- routing ------------------------------------------------------------------------
 
     def route(
-        self, reading: Reading, meta: Mapping[str, Any] | None = None, *, value_profiles: int | None = None
+        self,
+        reading: Reading,
+        meta: Mapping[str, Any] | None = None,
+        *,
+        value_profiles: int | None = None,
     ) -> Route:
         """Route one reading; see :func:`route`. ``value_profiles`` (agents stating a value
         profile) is the condition name of that name; ``None`` when unknown."""

@@ -56,8 +56,6 @@ def record_of(reading: Reading, routed: Route, *, with_matrix: bool = False) -> 
     return record
 
 
-
-
 def _batches(panels: Iterator[Panel], size: int) -> Iterator[list[Panel]]:
     while batch := list(islice(panels, size)):
         yield batch

@@ -91,8 +91,6 @@ def fit_theta_s(
     )
 
 
-def theta_s_at(
-    panels: Iterable[Panel], backend: SimilarityBackend, quantile: float
-) -> float:
+def theta_s_at(panels: Iterable[Panel], backend: SimilarityBackend, quantile: float) -> float:
     """theta_s at ``quantile`` of the corpus' per-panel mean similarity."""
     return fit_theta_s(panels, backend, quantile).theta_s
