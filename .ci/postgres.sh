@@ -4,7 +4,7 @@
 # The server runs as the `postgres` user (PostgreSQL refuses to run as root) from a data
 # directory under /tmp and stops with the machine; nothing outside /tmp is changed.
 set -euo pipefail
-PORT="${DISSENSUS_PG_PORT:-54329}"
+PORT="${DISSENSUS_PG_PORT:-$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')}"
 BIN="$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1)"
 if [ -z "$BIN" ] || [ ! -x "$BIN/initdb" ]; then
   echo "echo 'PostgreSQL server binaries not found: PostgreSQL tests will be skipped' >&2"
