@@ -68,7 +68,7 @@ from dissensus.engines import check_engine
 from dissensus.errors import ConfigError, InputError
 from dissensus.io.jsonl import RejectSink, write_jsonl_line
 from dissensus.llm.resolve import check_model_spec
-from dissensus.pipeline.batch import execute_run, start_run
+from dissensus.pipeline.batch import check_resumable, execute_run, start_run
 from dissensus.pipeline.learned import guarantee_sentence
 from dissensus.pipeline.policy import load_policy
 from dissensus.pipeline.records import CaseRecord
@@ -874,6 +874,7 @@ def runs_resume(
     target = journal_path(journal)
     with _journal(target) as store:
         store.run(run_id)
+        check_resumable(store, run_id)
         started = store.get(run_id, "run/started")
         source = started.payload["input"] if started else {}
         path = source.get("path")

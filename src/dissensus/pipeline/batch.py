@@ -406,6 +406,18 @@ def _numbered(name: str, lines: Iterable[str]) -> Iterator[tuple[Panel | Reject,
             yield parse_line(Panel, text, file=name, line=number), number
 
 
+def check_resumable(journal: Journal, run_id: str) -> None:
+    """Refuse to resume a run whose hash chain does not verify: resuming re-runs the
+    journalled policy and inputs, which an edited journal could have replaced."""
+    report = journal.verify(run_id)
+    if not report.ok:
+        first = report.problems[0] if report.problems else "the chain is broken"
+        raise InputError(
+            f"cannot resume run {run_id}: its journal does not verify ({first}); "
+            f"see dissensus runs verify {run_id}"
+        )
+
+
 async def resume_run(
     journal: Journal,
     run_id: str,
@@ -414,7 +426,10 @@ async def resume_run(
     backend: Callable[[], SimilarityBackend] | None = None,
     deadline_s: float | None = None,
 ) -> AsyncIterator[CaseRecord]:
-    """Resume a run (same as :func:`execute_run`; completed cases are replayed)."""
+    """Resume a run (same as :func:`execute_run`; completed cases are replayed).
+
+    A run whose journal does not verify is refused (:func:`check_resumable`)."""
+    check_resumable(journal, run_id)
     async for record in execute_run(
         journal, run_id, on_reject=on_reject, backend=backend, deadline_s=deadline_s
     ):

@@ -332,6 +332,14 @@ def relative_model_spec(spec: str, base: Path) -> str:
         file, sep2, inner = rest.partition(":")
         if not sep2 or not file:
             return spec
-        file = file if Path(file).is_absolute() else str(base / file)
+        if not Path(file).is_absolute():
+            inside = (base / file).resolve()
+            if not inside.is_relative_to(base.resolve()):
+                # A policy writes recordings only beside itself unless it names an absolute path.
+                raise ConfigError(
+                    f"record: file {file!r} leaves the policy's directory; give an absolute path",
+                    field="seek_context.model",
+                )
+            file = str(base / file)
         return f"record:{file}:{relative_model_spec(inner, base)}"
     return spec
