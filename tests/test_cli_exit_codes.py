@@ -214,7 +214,9 @@ def _convert(kind: str, code: int, w: World) -> int:
 SCENARIOS: dict[tuple[str, int], Callable[[World], int]] = {
     ("route", 0): lambda w: cli("route", w.good, "--similarity", "tfidf").code,
     ("route", 1): lambda w: (
-        cli("route", w.good, "--similarity", "slow_embed:broken", "--theta-s", "0.5").code
+        cli(
+            "route", w.good, "--allow-code", "--similarity", "slow_embed:broken", "--theta-s", "0.5"
+        ).code
     ),
     ("route", 2): lambda w: cli("route", w.missing).code,
     ("route", 3): lambda w: cli("route", w.mixed, "--similarity", "tfidf").code,
@@ -223,7 +225,13 @@ SCENARIOS: dict[tuple[str, int], Callable[[World], int]] = {
     ),
     ("calibrate-thresholds", 1): lambda w: (
         cli(
-            "calibrate-thresholds", w.good, "--quantile", "0.5", "--similarity", "slow_embed:broken"
+            "calibrate-thresholds",
+            w.good,
+            "--quantile",
+            "0.5",
+            "--allow-code",
+            "--similarity",
+            "slow_embed:broken",
         ).code
     ),
     ("calibrate-thresholds", 2): lambda w: (
@@ -304,7 +312,47 @@ SCENARIOS: dict[tuple[str, int], Callable[[World], int]] = {
     ("fake-llm", 2): lambda w: cli("fake-llm", "--script", w.missing).code,
     ("mcp", 2): lambda w: cli("mcp", "--journal").code,
     ("version", 0): lambda w: cli("version").code,
+    ("serve", 2): lambda w: cli("serve", "--host", "0.0.0.0").code,
+    ("serve-token", 0): lambda w: cli("serve-token", "kim", "review").code,
+    ("serve-token", 2): lambda w: cli("serve-token", "kim", "no-such-role").code,
+    ("calibrate-acceptance", 0): lambda w: _calibrate_acceptance(w, bad=False),
+    ("calibrate-acceptance", 2): lambda w: (
+        cli("calibrate-acceptance", w.missing, "--out", w.root / "acc.json").code
+    ),
+    ("calibrate-acceptance", 3): lambda w: _calibrate_acceptance(w, bad=True),
+    ("convert zeroeval", 0): lambda w: _convert_zeroeval(w, bad=False),
+    ("convert zeroeval", 2): lambda w: (
+        cli("convert", "zeroeval", w.missing, "-o", w.root / "z.jsonl").code
+    ),
 }
+
+
+def _calibrate_acceptance(w: World, *, bad: bool) -> int:
+    """The bundled LLMBar panels carry their gold in ``meta.gold``."""
+    src = REPO / "examples" / "llmbar-swap.jsonl"
+    lines = src.read_text(encoding="utf-8").splitlines()[:60]
+    labelled = w.root / ("acc-bad.jsonl" if bad else "acc.jsonl")
+    labelled.write_text("\n".join([*lines, "{bad"] if bad else lines) + "\n", encoding="utf-8")
+    return cli(
+        "calibrate-acceptance",
+        labelled,
+        "--out",
+        w.root / "acc.json",
+        "--policy",
+        w.policy,
+        "--min-accepted",
+        "5",
+    ).code
+
+
+def _convert_zeroeval(w: World, *, bad: bool) -> int:
+    folder = w.root / "zeroeval"
+    folder.mkdir(exist_ok=True)
+    for model, answer in (("gemma-2-9b-it", "18"), ("Qwen2-7B-Instruct", "17")):
+        out = json.dumps({"reasoning": "9 * 2 = 18", "answer": answer})
+        row = {"session_id": "s1", "question": "2 * 9?", "output": [out], "answer": "# 18"}
+        (folder / f"{model}.json").write_text(json.dumps([row]), encoding="utf-8")
+    return cli("convert", "zeroeval", folder, "-o", w.root / "z.jsonl").code
 
 
 def test_the_documented_table_matches_the_scenarios_and_the_cli() -> None:

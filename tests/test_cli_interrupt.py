@@ -72,7 +72,8 @@ def test_an_interrupted_decide_says_how_to_resume_and_resumes_identically(
 def test_sigint_while_embedding_stops_within_two_seconds(tmp_path: Path) -> None:
     inp = write_jsonl(tmp_path / "in.jsonl", [panel(f"p{i}", ["1", "2"]) for i in range(3)])
     pol = write_policy(
-        tmp_path / "p.yaml", {"reading": {"similarity": "slow_embed:embed", "theta_s": 0.5}}
+        tmp_path / "p.yaml",
+        {"reading": {"similarity": "slow_embed:embed", "theta_s": 0.5}, "allow_code": True},
     )
     marker = tmp_path / "embedding"
     j = tmp_path / "j.sqlite"

@@ -445,7 +445,8 @@ def test_the_progress_bar_moves_while_embedding(tmp_path: Path) -> None:
     ]
     inp = write_jsonl(tmp_path / "in.jsonl", rows)
     pol = write_policy(
-        tmp_path / "p.yaml", {"reading": {"similarity": "slow_embed:counting", "theta_s": 0.5}}
+        tmp_path / "p.yaml",
+        {"reading": {"similarity": "slow_embed:counting", "theta_s": 0.5}, "allow_code": True},
     )
     env = {"DISSENSUS_PROGRESS": "1", "DISSENSUS_CACHE": str(tmp_path / "cache")}
     res = cli("decide", inp, "--policy", pol, "--journal", tmp_path / "j.sqlite", env=env)

@@ -219,14 +219,12 @@ def _backend_factory(
     if not progress_enabled():
         return None
     started = journal.get(run_id, "run/started")
-    name = (
-        ((started.payload.get("policy") or {}).get("reading") or {}).get("similarity")
-        if started
-        else None
-    )
+    policy = (started.payload.get("policy") or {}) if started else {}
+    name = (policy.get("reading") or {}).get("similarity")
+    allow_code = bool(policy.get("allow_code")) or None
 
     def factory() -> SimilarityBackend:
-        inner = get_backend(name)
+        inner = get_backend(name, allow_code=allow_code)
         if not isinstance(inner, EmbeddingBackend):
             return inner
         return _EmbeddingProgress(

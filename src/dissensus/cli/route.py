@@ -99,8 +99,8 @@ def _reject_sink(path: str | None) -> RejectSink:
         raise InputError(f"cannot write the rejects file {path}: {exc.strerror or exc}") from None
 
 
-def _backend(similarity: str, no_cache: bool) -> SimilarityBackend:
-    return get_backend(similarity, cache=not no_cache)
+def _backend(similarity: str, no_cache: bool, allow_code: bool) -> SimilarityBackend:
+    return get_backend(similarity, cache=not no_cache, allow_code=allow_code or None)
 
 
 def _fmt(x: float) -> str:
@@ -203,6 +203,11 @@ def route_command(
     no_cache: bool = typer.Option(
         False, "--no-cache", help="Do not use the on-disk embedding cache."
     ),
+    allow_code: bool = typer.Option(
+        False,
+        "--allow-code",
+        help="Allow a module:function similarity backend (it runs code over every panel's text).",
+    ),
     matrix: bool = typer.Option(
         False, "--matrix", help="Include agent ids and the similarity matrix in records."
     ),
@@ -224,7 +229,7 @@ def route_command(
     check_output_path(out, option="--out", inputs=[panels])
     check_output_path(rejects, option="--rejects", inputs=[panels, out])
     ruleset = RuleSet.load(rules) if rules else RuleSet.default()
-    backend = _backend(similarity, no_cache)
+    backend = _backend(similarity, no_cache, allow_code)
     thresholds = Thresholds.for_model(backend.name, theta_s, theta_a)
     handle: IO[str] | None = None
     # Everything alive now (modules, schemas, rules) lives until exit: moving it out of
@@ -294,9 +299,14 @@ def calibrate_command(
     no_cache: bool = typer.Option(
         False, "--no-cache", help="Do not use the on-disk embedding cache."
     ),
+    allow_code: bool = typer.Option(
+        False,
+        "--allow-code",
+        help="Allow a module:function similarity backend (it runs code over every panel's text).",
+    ),
 ) -> None:
     """Derive θ_s from a reference corpus: the QUANTILE of per-panel mean reasoning similarity."""
-    backend = _backend(similarity, no_cache)
+    backend = _backend(similarity, no_cache, allow_code)
     with _reject_sink(rejects) as sink:
         panels_iter = _panels(corpus, sink)
         first = list(islice(panels_iter, 1))
