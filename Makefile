@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip --disable-pip-version-check -q
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test lint bench eval clean
+.PHONY: setup demo test test-ray lint bench eval clean
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -23,6 +23,10 @@ demo: setup
 
 test: setup
 	$(PY) -m pytest -q -n 2 -p no:cacheprovider
+
+# The Ray engine's tests start a local Ray instance (minutes): run them on their own.
+test-ray: setup
+	DISSENSUS_TEST_RAY=1 $(PY) -m pytest -q -p no:cacheprovider tests/test_engines_ray.py
 
 lint: setup
 	$(VENV)/bin/ruff check src tests benchmarks evaluation examples
