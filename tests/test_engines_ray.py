@@ -69,6 +69,8 @@ async def _collect(stream: AsyncIterator[CaseRecord]) -> list[dict[str, Any]]:
 
 def _start(journal: Journal, path: Path, run_id: str) -> None:
     pol, pol_dir = load_policy(str(POLICY))
+    # The bundled acceptance file was calibrated with MiniLM; these runs read with tfidf.
+    pol = pol.model_copy(update={"acceptance": pol.acceptance.model_copy(update={"model": None})})
     start_run(journal, str(path), pol, policy_dir=pol_dir, run_id=run_id, similarity="tfidf")
 
 
@@ -223,7 +225,10 @@ def test_cli_route_and_decide_with_ray_engine(
     assert (tmp_path / "r.rej").read_text() == (tmp_path / "l.rej").read_text()
 
     pol = tmp_path / "policy.yaml"
-    shutil.copy(POLICY, pol)
+    pol.write_text(
+        POLICY.read_text(encoding="utf-8").replace("model: llmbar-accept.json", "model: null"),
+        encoding="utf-8",
+    )
     shutil.copy(REPO / "examples" / "llmbar-reliability.json", tmp_path / "llmbar-reliability.json")
     outs = {}
     for engine in ("local", "ray"):
