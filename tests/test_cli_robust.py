@@ -257,7 +257,7 @@ def test_route_and_decide_print_ids_plainly_and_a_legend(tmp_path: Path) -> None
     assert (
         "DD divergent disagreement" in res.out
         and "'auto -> escalate'" in res.out
-        and "(calibrated)" in res.out
+        and "(learned)" in res.out
     )
 
 

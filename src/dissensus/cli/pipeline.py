@@ -104,9 +104,9 @@ STATE_LEGEND = (
     "DD divergent disagreement (reasoning similar or not x conclusions agree or not)"
 )
 DECIDE_LEGEND = (
-    "'auto -> escalate': the route, then what the pipeline did; '(calibrated)' and the like: "
-    "what a committed decision rests on (guard, calibrated reliability, independent families, "
-    "CONCORD certificate, human)"
+    "'auto -> escalate': the route, then what the pipeline did; '(learned)' and the like: "
+    "what a committed decision rests on (guard, learned acceptance, calibrated reliability, "
+    "independent families, CONCORD certificate, human)"
 )
 
 
