@@ -227,6 +227,28 @@ def _case_page(
     return response
 
 
+async def _checked_form(request: Request) -> Response | tuple[Principal, str, Any]:
+    """A form post's reviewer, session and form, or the page refusing it (401 without a
+    login, 403 without the session's CSRF token)."""
+    service = _service(request)
+    principal, sid = _session(request)
+    if principal is None or sid is None:
+        return _html(
+            "message.html", 401, title="log in", principal=None, csrf="", message="log in first"
+        )
+    form = await request.form()
+    if not service.sessions.check_csrf(sid, str(form.get("csrf", ""))):
+        return _html(
+            "message.html",
+            403,
+            title="forbidden",
+            principal=principal,
+            csrf=service.sessions.csrf(sid),
+            message="missing or wrong CSRF token; reload the page",
+        )
+    return principal, sid, form
+
+
 def install(app: FastAPI) -> None:
     """Add the review page's routes and static files to ``app``."""
     app.mount("/review/static", StaticFiles(directory=HERE / "static"), name="review-static")
@@ -356,21 +378,10 @@ def install(app: FastAPI) -> None:
     @app.post("/review/case/{review_id}/resolve", include_in_schema=False)
     async def resolve(request: Request, review_id: str) -> Response:
         service = _service(request)
-        principal, sid = _session(request)
-        if principal is None or sid is None:
-            return _html(
-                "message.html", 401, title="log in", principal=None, csrf="", message="log in first"
-            )
-        form = await request.form()
-        if not service.sessions.check_csrf(sid, str(form.get("csrf", ""))):
-            return _html(
-                "message.html",
-                403,
-                title="forbidden",
-                principal=principal,
-                csrf=service.sessions.csrf(sid),
-                message="missing or wrong CSRF token; reload the page",
-            )
+        checked = await _checked_form(request)
+        if isinstance(checked, Response):
+            return checked
+        principal, sid, form = checked
         if not allows(principal, "review"):
             return _html(
                 "message.html",
@@ -431,21 +442,10 @@ def install(app: FastAPI) -> None:
     @app.post("/review/case/{review_id}/claim", include_in_schema=False)
     async def claim(request: Request, review_id: str) -> Response:
         service = _service(request)
-        principal, sid = _session(request)
-        if principal is None or sid is None:
-            return _html(
-                "message.html", 401, title="log in", principal=None, csrf="", message="log in first"
-            )
-        form = await request.form()
-        if not service.sessions.check_csrf(sid, str(form.get("csrf", ""))):
-            return _html(
-                "message.html",
-                403,
-                title="forbidden",
-                principal=principal,
-                csrf=service.sessions.csrf(sid),
-                message="missing or wrong CSRF token; reload the page",
-            )
+        checked = await _checked_form(request)
+        if isinstance(checked, Response):
+            return checked
+        principal, sid, _ = checked
         try:
             service.desk.claim(review_id, principal.name)
         except (AlreadyResolved, ClaimConflict) as exc:
