@@ -28,6 +28,8 @@ from dissensus.pipeline.batch import (
     RunSummary,
     execute_run,
     new_run_id,
+    policy_calibration,
+    policy_guard_calibration,
     resume_run,
     start_run,
 )
@@ -88,7 +90,9 @@ __all__ = [
     "load_policy",
     "new_run_id",
     "panel_votes",
+    "policy_calibration",
     "policy_from_dict",
+    "policy_guard_calibration",
     "recorded_second_answers",
     "resume_run",
     "start_run",

@@ -63,6 +63,8 @@ __all__ = [
     "RunSummary",
     "execute_run",
     "new_run_id",
+    "policy_calibration",
+    "policy_guard_calibration",
     "resume_run",
     "start_run",
     "summarise",
@@ -126,7 +128,7 @@ def start_run(
         policy = policy.model_copy(
             update={"reading": policy.reading.model_copy(update={"similarity": similarity})}
         )
-    calibration = _calibration(policy, policy_dir, policy_file)
+    calibration = policy_calibration(policy, policy_dir, policy_file)
     # --acceptance (relative to the working directory) overrides acceptance.model (relative to the policy).
     learned = (
         load_learned_data(acceptance, None, policy_file=None, field="--acceptance")
@@ -143,7 +145,7 @@ def start_run(
             file=policy_file,
             field="reading.similarity",
         )
-    guard_calibration = _guard_calibration(policy, policy_dir, policy_file)
+    guard_calibration = policy_guard_calibration(policy, policy_dir, policy_file)
     source: dict[str, Any]
     if input_path == "-":
         source = stdin_source(
@@ -188,9 +190,14 @@ def stdin_source(data: bytes) -> dict[str, Any]:
         return {"path": "-", "base64": base64.b64encode(data).decode("ascii")}
 
 
-def _calibration(
+def policy_calibration(
     policy: Policy, policy_dir: Path | None, policy_file: str | None
 ) -> CalibrationFile | None:
+    """The reliability calibration file the policy names (``acceptance.calibration``,
+    relative to ``policy_dir``), or ``None`` when it names none.
+
+    :class:`~dissensus.errors.ConfigError` naming ``policy_file`` when the file is missing.
+    """
     name = policy.acceptance.calibration
     if not name:
         return None
@@ -204,9 +211,14 @@ def _calibration(
     return load_calibration(path, policy.acceptance.markers)
 
 
-def _guard_calibration(
+def policy_guard_calibration(
     policy: Policy, policy_dir: Path | None, policy_file: str | None
 ) -> GuardCalibration | None:
+    """The guard calibration the policy names (``guard.calibration``, relative to
+    ``policy_dir``), or ``None`` when it names none.
+
+    :class:`~dissensus.errors.ConfigError` naming ``policy_file`` when it cannot be read.
+    """
     name = policy.guard.calibration
     if not name:
         return None

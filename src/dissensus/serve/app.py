@@ -40,8 +40,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from dissensus.errors import ConfigError, DissensusError, InputError
 from dissensus.guard import Calibration, CorrelatedConsensusError, GuardSettings
-from dissensus.pipeline import Policy, load_policy
-from dissensus.pipeline.batch import _guard_calibration
+from dissensus.pipeline import Policy, load_policy, policy_guard_calibration
 from dissensus.serve import library_calls
 from dissensus.serve.auth import (
     LOCAL,
@@ -104,7 +103,7 @@ class Service:
             environ=dict(os.environ),
         )
         self.desk = ReviewDesk(journal, claim_ttl_s=settings.claim_ttl_s)
-        self.guard_calibration: Calibration | None = _guard_calibration(
+        self.guard_calibration: Calibration | None = policy_guard_calibration(
             policy, policy_dir, settings.policy
         )
 

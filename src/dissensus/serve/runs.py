@@ -31,8 +31,14 @@ from typing import Any, Literal
 
 from dissensus.guard import Calibration as GuardCalibration
 from dissensus.io.jsonl import Reject
-from dissensus.pipeline import CaseRecord, Policy, execute_run, new_run_id
-from dissensus.pipeline.batch import _calibration, _guard_calibration
+from dissensus.pipeline import (
+    CaseRecord,
+    Policy,
+    execute_run,
+    new_run_id,
+    policy_calibration,
+    policy_guard_calibration,
+)
 from dissensus.pipeline.reliability import CalibrationFile
 from dissensus.pipeline.review import final_records
 from dissensus.pipeline.runtime import resolve_model_spec
@@ -108,8 +114,8 @@ class Runner:
         self.journal = journal
         self.policy = policy
         self.policy_file = policy_file
-        calibration: CalibrationFile | None = _calibration(policy, policy_dir, policy_file)
-        guard_calibration: GuardCalibration | None = _guard_calibration(
+        calibration: CalibrationFile | None = policy_calibration(policy, policy_dir, policy_file)
+        guard_calibration: GuardCalibration | None = policy_guard_calibration(
             policy, policy_dir, policy_file
         )
         self._started = {
