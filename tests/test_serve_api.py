@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -64,6 +65,43 @@ async def test_health_ready_docs(tmp_path: Path) -> None:
             assert path in paths
         missing = await client.get("/v1/nothing-here", headers=auth("adm"))
         assert missing.status_code == 404 and set(missing.json()) == {"error", "field"}
+
+
+def _referenced_urls(html: str) -> list[str]:
+    """Every ``src``/``href`` attribute and ``url:``/``spec-url`` value of a page."""
+    return re.findall(r"""(?:src|href|spec-url)=["']([^"']+)["']|url: *["']([^"']+)["']""", html)
+
+
+@pytest.mark.parametrize("page", ["/docs", "/redoc"])
+async def test_api_docs_load_only_local_files(tmp_path: Path, page: str) -> None:
+    async with client_for(settings(tmp_path)) as client:
+        res = await client.get(page)
+        assert res.status_code == 200, res.text
+        urls = [a or b for a, b in _referenced_urls(res.text)]
+        assert len(urls) >= 3, urls  # script, style sheet or icon, schema
+        assert "/openapi.json" in urls
+        assert not re.search(r"https?://|//[a-z]", res.text, re.IGNORECASE), "a remote URL"
+        for url in urls:
+            assert url.startswith("/") and not url.startswith("//"), url
+            fetched = await client.get(url)
+            assert fetched.status_code == 200, url
+            assert len(fetched.content) > 1000, url
+        if page == "/docs":
+            assert "/docs-assets/swagger-ui-bundle.js" in urls
+            assert "/docs-assets/swagger-ui.css" in urls
+
+
+async def test_api_docs_without_the_assets_package_say_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from dissensus.serve import api_docs
+
+    monkeypatch.setattr(api_docs, "assets_dir", lambda: None)
+    async with client_for(settings(tmp_path)) as client:
+        res = await client.get("/docs")
+        assert res.status_code == 503
+        assert "fastapi-offline" in res.json()["error"]
+        assert (await client.get("/openapi.json")).status_code == 200
 
 
 async def test_decide_records_equal_the_cli_pipeline(tmp_path: Path) -> None:

@@ -3,7 +3,8 @@
 Playwright drives the distribution's Chromium (``$DISSENSUS_CHROMIUM``, else
 ``/usr/bin/chromium``); the test skips, naming the reason, when neither Playwright nor
 a Chromium binary is there. Screenshots of the queue and of a case page are saved in
-the test's output folder (``tmp_path``).
+the test's output folder (``tmp_path``). The API documentation page (/docs) is rendered in
+the same browser, which must fetch nothing from any other host.
 """
 
 from __future__ import annotations
@@ -101,6 +102,17 @@ def test_resolve_with_the_keyboard_in_chromium(tmp_path: Path) -> None:
                 assert page.inner_text("#resolved-by") == "reviewer0"
                 page.keyboard.press("j")
                 page.wait_for_selector(f"#case-title[data-review-id='{second}']")
+
+                # The API documentation renders from this server's files alone.
+                requested: list[str] = []
+                docs = browser.new_page()
+                docs.on("request", lambda req: requested.append(req.url))
+                docs.goto(base + "/docs")
+                docs.wait_for_selector(".opblock-summary-path", timeout=30_000)
+                assert "/v1/decide" in docs.inner_text("#swagger-ui")
+                assert requested and all(url.startswith(base + "/") for url in requested), [
+                    u for u in requested if not u.startswith(base + "/")
+                ]
             finally:
                 browser.close()
 

@@ -11,6 +11,10 @@ resolution), which supersedes the pipeline's record in exports.
 Choices where the design is silent:
 
 * Review ids are ``<run>.<line>``.
+* **Listing** reads the journal's review index (one row per item, written in the same
+  transaction as its ``review.opened`` / ``review.resolved`` events; see
+  :mod:`dissensus.store.base`), then only the items it yields; the hash chain stays the
+  evidence and :func:`list_items_from_events` derives the same listing from it alone.
 * **One atomic append.** ``review.resolved`` and ``case.resolved`` are written in one
   journal transaction that holds the run's write lock, and the "is it still open?" check
   runs inside that transaction: of two reviewers racing, exactly one wins and the other
@@ -40,7 +44,14 @@ from pydantic import BaseModel
 
 from dissensus.errors import DissensusError, InputError
 from dissensus.pipeline.records import CaseRecord, Resolution, ReviewItem
-from dissensus.store.base import Claim, ClaimConflict, Event, Journal
+from dissensus.store.base import (
+    Claim,
+    ClaimConflict,
+    Event,
+    Journal,
+    ReviewEntry,
+    ReviewFilter,
+)
 from dissensus.store.canonical import canonical, sha256_text
 
 __all__ = [
@@ -55,7 +66,9 @@ __all__ = [
     "final_records",
     "find_item",
     "list_items",
+    "list_items_from_events",
     "resolve",
+    "review_entries",
 ]
 
 DEFAULT_CLAIM_TTL = 900.0
@@ -136,9 +149,77 @@ def _status(journal: Journal, event: Event) -> ReviewStatus:
 
 
 def list_items(
-    journal: Journal, *, run_id: str | None = None, include_resolved: bool = False
+    journal: Journal,
+    *,
+    run_id: str | None = None,
+    include_resolved: bool = False,
+    resolved_only: bool = False,
+    reason: str | None = None,
 ) -> Iterator[ReviewStatus]:
-    """Queue entries (open ones only unless ``include_resolved``), oldest run first."""
+    """Queue entries (open ones only unless ``include_resolved``; resolved ones only with
+    ``resolved_only``; with ``reason``, those whose reason contains it, ignoring case),
+    oldest run first.
+
+    The entries come from the journal's review index (:meth:`Journal.review_entries`) and
+    each item is read when the iteration reaches it, so taking the first few costs a few
+    reads however long the journal; the result is the same as :func:`list_items_from_events`.
+    """
+    entries = review_entries(
+        journal,
+        run_id=run_id,
+        include_resolved=include_resolved,
+        resolved_only=resolved_only,
+        reason=reason,
+    )
+    if entries is None:
+        yield from list_items_from_events(
+            journal,
+            run_id=run_id,
+            include_resolved=include_resolved,
+            resolved_only=resolved_only,
+            reason=reason,
+        )
+        return
+    for entry in entries:
+        event = journal.event_at(entry.run_id, entry.seq)
+        if event is None:  # pragma: no cover - the index is written with the event
+            continue
+        status = _status(journal, event)
+        if status.resolution is not None and not (include_resolved or resolved_only):
+            continue  # resolved since the index was read
+        yield status
+
+
+def review_entries(
+    journal: Journal,
+    *,
+    run_id: str | None = None,
+    include_resolved: bool = False,
+    resolved_only: bool = False,
+    reason: str | None = None,
+) -> list[ReviewEntry] | None:
+    """The index entries :func:`list_items` would yield, without reading the items
+    (``None`` when the journal's index cannot be used)."""
+    if run_id is not None:
+        journal.run(run_id)
+    status: ReviewFilter = "resolved" if resolved_only else "all" if include_resolved else "open"
+    entries = journal.review_entries(run_id=run_id, status=status)
+    if entries is None or not reason:
+        return entries
+    needle = reason.lower()
+    return [e for e in entries if needle in e.reason.lower()]
+
+
+def list_items_from_events(
+    journal: Journal,
+    *,
+    run_id: str | None = None,
+    include_resolved: bool = False,
+    resolved_only: bool = False,
+    reason: str | None = None,
+) -> Iterator[ReviewStatus]:
+    """:func:`list_items` computed from the hash chain alone: every ``review.opened``
+    event and its resolution (slower; the reference the review index is checked against)."""
     if run_id is not None:
         journal.run(run_id)
     events = (
@@ -146,9 +227,14 @@ def list_items(
         if run_id
         else journal.events_of_type("review.opened")
     )
+    needle = reason.lower() if reason else None
     for event in events:
         status = _status(journal, event)
-        if status.resolution is None or include_resolved:
+        if needle is not None and needle not in status.item.reason.lower():
+            continue
+        if resolved_only and status.resolution is None:
+            continue
+        if status.resolution is None or include_resolved or resolved_only:
             yield status
 
 

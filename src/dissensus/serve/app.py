@@ -41,7 +41,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from dissensus.errors import ConfigError, DissensusError, InputError
 from dissensus.guard import Calibration, CorrelatedConsensusError, GuardSettings
 from dissensus.pipeline import Policy, load_policy, policy_guard_calibration
-from dissensus.serve import library_calls
+from dissensus.serve import api_docs, library_calls
 from dissensus.serve.auth import (
     LOCAL,
     Principal,
@@ -310,6 +310,8 @@ def create_app(
         summary="Decide under disagreement: the decision layer as an HTTP service.",
         version=_version(),
         lifespan=lifespan,
+        docs_url=None,
+        redoc_url=None,
     )
     app.state.service = service
     _install_errors(app)
@@ -317,6 +319,7 @@ def create_app(
     from dissensus.serve.review_page import install as install_review_page
 
     install_review_page(app)
+    api_docs.install(app)
     app.add_middleware(RequestTimeout, seconds=settings.request_timeout_s)
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
     return app
@@ -542,13 +545,9 @@ def _routes(app: FastAPI) -> None:
         if run is not None:
             _service(request).journal.run(run)
         out: list[dict[str, Any]] = []
-        for st in desk.items(run_id=run, include_resolved=status != "open"):
+        for st in desk.items(run_id=run, status=status, reason=reason or None):
             if len(out) >= limit:
                 break
-            if status == "resolved" and st.resolution is None:
-                continue
-            if reason and reason.lower() not in st.item.reason.lower():
-                continue
             claim = desk.live_claim(st.item.review_id) if st.resolution is None else None
             out.append(
                 {

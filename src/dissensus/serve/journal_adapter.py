@@ -100,9 +100,41 @@ class ReviewDesk:
     # -- reading ----------------------------------------------------------------------
 
     def items(
-        self, *, run_id: str | None = None, include_resolved: bool = False
+        self, *, run_id: str | None = None, status: str = "open", reason: str | None = None
     ) -> Iterator[ReviewStatus]:
-        return queue.list_items(self.journal, run_id=run_id, include_resolved=include_resolved)
+        """Queue entries with ``status`` open, resolved or all (and ``reason`` in their
+        reason), in queue order; each item is read when the iteration reaches it."""
+        return queue.list_items(
+            self.journal,
+            run_id=run_id,
+            include_resolved=status == "all",
+            resolved_only=status == "resolved",
+            reason=reason,
+        )
+
+    def count(
+        self, *, run_id: str | None = None, status: str = "open", reason: str | None = None
+    ) -> int:
+        """How many entries :meth:`items` yields (from the review index, no item is read)."""
+        entries = queue.review_entries(
+            self.journal,
+            run_id=run_id,
+            include_resolved=status == "all",
+            resolved_only=status == "resolved",
+            reason=reason,
+        )
+        if entries is None:
+            return sum(1 for _ in self.items(run_id=run_id, status=status, reason=reason))
+        return len(entries)
+
+    def ids(self, *, status: str = "all") -> list[str]:
+        """Review ids in queue order (from the review index, no item is read)."""
+        entries = queue.review_entries(
+            self.journal, include_resolved=status == "all", resolved_only=status == "resolved"
+        )
+        if entries is None:
+            return [st.item.review_id for st in self.items(status=status)]
+        return [e.review_id for e in entries]
 
     def status(self, review_id: str) -> ReviewStatus:
         _split(review_id)

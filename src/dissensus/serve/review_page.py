@@ -28,6 +28,8 @@ Choices where the design is silent:
 from __future__ import annotations
 
 import secrets
+from collections.abc import Iterator
+from itertools import islice
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
@@ -142,27 +144,20 @@ def _options(item: Any) -> list[dict[str, str]]:
 
 def _queue(
     request: Request, *, status: str, run: str | None, reason: str | None
-) -> list[dict[str, Any]]:
+) -> Iterator[dict[str, Any]]:
+    """Queue rows in order, each item read when the iteration reaches it."""
     desk = _service(request).desk
-    rows = []
-    for st in desk.items(run_id=run or None, include_resolved=status != "open"):
-        if status == "resolved" and st.resolution is None:
-            continue
-        if reason and reason.lower() not in st.item.reason.lower():
-            continue
-        rows.append(
-            {
-                "item": st.item,
-                "resolution": st.resolution,
-                "claim": desk.live_claim(st.item.review_id) if st.resolution is None else None,
-            }
-        )
-    return rows
+    for st in desk.items(run_id=run or None, status=status, reason=reason):
+        yield {
+            "item": st.item,
+            "resolution": st.resolution,
+            "claim": desk.live_claim(st.item.review_id) if st.resolution is None else None,
+        }
 
 
 def _neighbours(request: Request, review_id: str) -> tuple[str | None, str | None]:
     """Previous and next case in queue order (every status), for ``k`` / ``j``."""
-    ids = [r["item"].review_id for r in _queue(request, status="all", run=None, reason=None)]
+    ids = _service(request).desk.ids(status="all")
     if review_id not in ids:
         return None, None
     i = ids.index(review_id)
@@ -337,14 +332,23 @@ def install(app: FastAPI) -> None:
         if status not in ("open", "resolved", "all"):
             status = "open"
         service = _service(request)
+        known = not run or service.journal.run(run, missing_ok=True) is not None
         rows = (
-            _queue(request, status=status, run=run or None, reason=reason or None)
-            if not run or service.journal.run(run, missing_ok=True)
+            list(
+                islice(
+                    _queue(request, status=status, run=run or None, reason=reason or None),
+                    QUEUE_ROWS,
+                )
+            )
+            if known
             else []
         )
         runs = sorted({info.run_id for info in service.journal.runs() if info.kind == "decide"})
-        total = len(rows)
-        rows = rows[:QUEUE_ROWS]
+        total = (
+            service.desk.count(run_id=run or None, status=status, reason=reason or None)
+            if known
+            else 0
+        )
         return _html(
             "queue.html",
             title="review queue",

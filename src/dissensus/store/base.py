@@ -40,6 +40,15 @@ Choices where the design is silent:
 * **Claims and run locks** are coordination state, kept outside the hash chain: a claim
   says who is working on a review item until when; a run lock says which process is
   executing a run. Neither is evidence; resolutions name their reviewer in the chain.
+* **Review index.** ``review_index`` holds one row per review item (id, run, the
+  ``review.opened`` event's sequence number, the reason, the ``review.resolved`` event's
+  sequence number or NULL while open), written by :meth:`Journal.append` in the same
+  transaction as the event it derives from, so the review queue is listed without reading
+  every ``review.opened`` payload (:meth:`Journal.review_entries`). The hash chain stays
+  the evidence: the index is outside it, and opening a journal whose index does not count
+  the same items as its events (a journal of an older version, or written by one) rebuilds
+  it from the events (:meth:`Journal.rebuild_review_index`); a journal that cannot be
+  written then lists its queue from the events.
 * **Timestamps** (``at``, UTC ISO-8601) are part of the hashed event but never of a
   final record, so a resumed run and an uninterrupted one end with the same records.
 * **Threads.** One journal object may be shared by threads: its statements and
@@ -79,6 +88,7 @@ __all__ = [
     "JournalConflict",
     "JournalError",
     "JournalReadOnly",
+    "ReviewEntry",
     "RunExists",
     "RunInfo",
     "RunLock",
@@ -237,6 +247,26 @@ class RunLock(BaseModel):
     acquired: str
 
 
+class ReviewEntry(BaseModel):
+    """One review item as the journal's review index holds it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    review_id: str
+    run_id: str
+    seq: int
+    """Sequence number of the item's ``review.opened`` event in its run."""
+    reason: str
+    """Why the case was escalated (the item's ``reason``)."""
+    resolved_seq: int | None
+    """Sequence number of its ``review.resolved`` event; ``None`` while open."""
+
+
+REVIEW_OPENED = "review.opened"
+REVIEW_RESOLVED = "review.resolved"
+
+ReviewFilter = Literal["open", "resolved", "all"]
+
 SignatureStatus = Literal["signed", "unsigned", "invalid"]
 
 
@@ -357,6 +387,16 @@ class Journal:
             "UPDATE runs SET head_hash = ?, n_events = ? WHERE run_id = ?",
             (row[8], row[1] + 1, row[0]),
         )
+
+    def _write_index(self, sql: str, args: Sequence[Any]) -> None:
+        """Inside the write transaction: a statement on the review index (after the event's)."""
+        self._exec(sql, args)
+
+    def _lock_review_index(self) -> None:
+        """Inside a write transaction: keep other writers off the review index until commit."""
+
+    _review_index_ok: bool = True
+    """False when the index disagrees with the events and could not be rebuilt (read-only)."""
 
     def _begin(self) -> None:
         raise NotImplementedError
@@ -553,6 +593,8 @@ class Journal:
             digest = chain_hash(prev, body)
             with self._errors():
                 self._write_event((run_id, seq, key, type, case, at, text, prev, digest))
+                if type in (REVIEW_OPENED, REVIEW_RESOLVED):
+                    self._index_review(run_id, seq, type, payload)
             event = Event(
                 run_id=run_id,
                 seq=seq,
@@ -623,6 +665,114 @@ class Journal:
             )
         for row in rows:
             yield _row_event(row)
+
+    # -- review index -------------------------------------------------------------------
+
+    def _index_review(self, run_id: str, seq: int, type: str, payload: dict[str, Any]) -> None:
+        """Inside the append's transaction: the index row an ``review.*`` event derives."""
+        review_id = payload.get("review_id")
+        if not isinstance(review_id, str):
+            return
+        if type == REVIEW_OPENED:
+            self._write_index(
+                "INSERT INTO review_index (review_id, run_id, opened_seq, reason, resolved_seq) "
+                "VALUES (?, ?, ?, ?, NULL) ON CONFLICT (review_id) DO NOTHING",
+                (review_id, run_id, seq, str(payload.get("reason", ""))),
+            )
+        else:
+            self._write_index(
+                "UPDATE review_index SET resolved_seq = ? "
+                "WHERE review_id = ? AND run_id = ? AND resolved_seq IS NULL",
+                (seq, review_id, run_id),
+            )
+
+    def rebuild_review_index(self) -> int:
+        """Recompute the review index from the ``review.*`` events; the number of items."""
+        with self.transaction():
+            with self._errors():
+                self._lock_review_index()
+                self._exec("DELETE FROM review_index")
+                rows = self._rows(
+                    "SELECT run_id, seq, type, payload FROM events WHERE type IN (?, ?) "
+                    "ORDER BY run_id, seq",
+                    (REVIEW_OPENED, REVIEW_RESOLVED),
+                )
+            for row in rows:
+                payload = json.loads(row["payload"])
+                if isinstance(payload, dict):
+                    with self._errors():
+                        self._index_review(
+                            str(row["run_id"]), int(row["seq"]), row["type"], payload
+                        )
+            with self._errors():
+                count = self._rows("SELECT COUNT(*) AS n FROM review_index")[0]["n"]
+        return int(count)
+
+    def review_index_agrees(self) -> bool:
+        """Whether the review index counts the same open and resolved items as the events."""
+        with self._errors():
+            row = self._rows(
+                "SELECT (SELECT COUNT(*) FROM events WHERE type = ?) AS opened, "
+                "(SELECT COUNT(*) FROM events WHERE type = ?) AS resolved, "
+                "(SELECT COUNT(*) FROM review_index) AS indexed, "
+                "(SELECT COUNT(resolved_seq) FROM review_index) AS indexed_resolved",
+                (REVIEW_OPENED, REVIEW_RESOLVED),
+            )[0]
+        return int(row["opened"]) == int(row["indexed"]) and int(row["resolved"]) == int(
+            row["indexed_resolved"]
+        )
+
+    def _check_review_index(self) -> None:
+        """On opening: rebuild an index that disagrees with the events (when writable)."""
+        if self.review_index_agrees():
+            return
+        try:
+            self.rebuild_review_index()
+        except JournalReadOnly:
+            self._review_index_ok = False
+
+    def review_entries(
+        self, *, run_id: str | None = None, status: ReviewFilter = "all"
+    ) -> list[ReviewEntry] | None:
+        """Review items in queue order (oldest run first, then by position in the run),
+        from the review index; ``None`` when the index cannot be trusted (read-only journal
+        whose index disagrees with its events: list from the events instead)."""
+        if not self._review_index_ok:
+            return None
+        sql = (
+            "SELECT q.review_id, q.run_id, q.opened_seq, q.reason, q.resolved_seq "
+            "FROM review_index q JOIN runs r ON r.run_id = q.run_id"
+        )
+        where: list[str] = []
+        args: list[Any] = []
+        if run_id is not None:
+            where.append("q.run_id = ?")
+            args.append(run_id)
+        if status == "open":
+            where.append("q.resolved_seq IS NULL")
+        elif status == "resolved":
+            where.append("q.resolved_seq IS NOT NULL")
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        sql += " ORDER BY r.created, q.run_id, q.opened_seq"
+        with self._errors():
+            rows = self._rows(sql, args)
+        return [
+            ReviewEntry(
+                review_id=str(r["review_id"]),
+                run_id=str(r["run_id"]),
+                seq=int(r["opened_seq"]),
+                reason=str(r["reason"]),
+                resolved_seq=None if r["resolved_seq"] is None else int(r["resolved_seq"]),
+            )
+            for r in rows
+        ]
+
+    def event_at(self, run_id: str, seq: int) -> Event | None:
+        """The run's event with sequence number ``seq``, if any."""
+        with self._errors():
+            rows = self._rows("SELECT * FROM events WHERE run_id = ? AND seq = ?", (run_id, seq))
+        return _row_event(rows[0]) if rows else None
 
     # -- review claims ------------------------------------------------------------------
 

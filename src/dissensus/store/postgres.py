@@ -96,6 +96,15 @@ _SCHEMA = [
         claimed_at TEXT NOT NULL,
         expires TEXT NOT NULL
     )""",
+    """CREATE TABLE IF NOT EXISTS review_index (
+        review_id TEXT PRIMARY KEY,
+        run_id TEXT NOT NULL,
+        opened_seq BIGINT NOT NULL,
+        reason TEXT NOT NULL,
+        resolved_seq BIGINT
+    )""",
+    "CREATE INDEX IF NOT EXISTS review_index_open ON review_index (run_id, opened_seq) "
+    "WHERE resolved_seq IS NULL",
     """CREATE TABLE IF NOT EXISTS run_locks (
         run_id TEXT PRIMARY KEY,
         pid BIGINT NOT NULL,
@@ -167,6 +176,7 @@ class PostgresJournal(Journal):
                 self._db.execute(f"SET lock_timeout = {int(busy_timeout_seconds * 1000)}")
                 self._db.execute("SET TIME ZONE 'UTC'")
                 self._create_schema()
+            self._check_review_index()
         except BaseException:
             self._db.close()
             raise
@@ -269,6 +279,13 @@ class PostgresJournal(Journal):
                 (*row, row[8], row[1] + 1, row[0]),
             )
         )
+
+    def _write_index(self, sql: str, args: Sequence[Any]) -> None:
+        self._queue.append((_sql(sql), tuple(args)))  # travels with the event's insert
+
+    def _lock_review_index(self) -> None:
+        # A rebuild sees every event committed before it and none written during it.
+        self._exec("LOCK TABLE review_index IN EXCLUSIVE MODE")
 
     def _lock_run(self, run_id: str) -> bool:
         return bool(self._rows("SELECT 1 FROM runs WHERE run_id = ? FOR UPDATE", (run_id,)))

@@ -84,6 +84,15 @@ CREATE TABLE IF NOT EXISTS claims (
     claimed_at TEXT NOT NULL,
     expires TEXT NOT NULL
 );
+CREATE TABLE IF NOT EXISTS review_index (
+    review_id TEXT PRIMARY KEY,
+    run_id TEXT NOT NULL,
+    opened_seq INTEGER NOT NULL,
+    reason TEXT NOT NULL,
+    resolved_seq INTEGER
+);
+CREATE INDEX IF NOT EXISTS review_index_open ON review_index (run_id, opened_seq)
+    WHERE resolved_seq IS NULL;
 CREATE TABLE IF NOT EXISTS run_locks (
     run_id TEXT PRIMARY KEY,
     pid INTEGER NOT NULL,
@@ -92,7 +101,7 @@ CREATE TABLE IF NOT EXISTS run_locks (
 );
 """
 
-_OURS = {"dissensus_meta", "runs", "events", "claims", "run_locks"}
+_OURS = {"dissensus_meta", "runs", "events", "claims", "run_locks", "review_index"}
 
 
 def _sync_mode(value: str | None) -> str:
@@ -141,6 +150,7 @@ class SQLiteJournal(Journal):
                 self._db.execute(f"PRAGMA synchronous={_sync_mode(synchronous)}")
                 if not tables >= _OURS:  # opening a complete journal writes nothing (no lock taken)
                     self._db.executescript(_SCHEMA)
+            self._check_review_index()
         except BaseException:
             self._db.close()
             raise

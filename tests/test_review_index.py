@@ -1,0 +1,195 @@
+"""The review index lists the queue exactly as the hash chain does, on both back ends.
+
+Random sequences of opens (escalations in several runs, with several reasons), claims and
+resolves (including refused ones: a second resolve, a resolve against another reviewer's
+claim) are applied through the queue's own calls; after each sequence every listing
+(:func:`list_items` by status, run and reason) must equal the one derived from the
+``review.*`` events alone (:func:`list_items_from_events`), and so must the index after
+it is rebuilt, after it is dropped behind the journal's back, and after it is edited.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from dissensus.errors import DissensusError
+from dissensus.pipeline import decide, policy_from_dict
+from dissensus.pipeline.review import (
+    claim,
+    find_item,
+    list_items,
+    list_items_from_events,
+    resolve,
+)
+from dissensus.store import Journal, JournalReadOnly
+from dissensus.store.sqlite import SQLiteJournal
+from pipeline_cases import as_panel, panel
+from store_backends import raw, target_for
+
+POLICY = policy_from_dict({"reading": {"similarity": "tfidf", "theta_s": 0.3}})
+RUNS = ["run-a", "run-b", "run-c"]
+REASONS = ["value conflict between agents", "Low agreement", "CONCORD ended: no deal"]
+REVIEWERS = ["kim", "lee"]
+
+
+@pytest.fixture(scope="module")
+def template() -> dict[str, Any]:
+    """The events of one real escalation, to copy (deciding every case would be slow)."""
+    with Journal(":memory:") as journal:
+        row = panel(
+            "vc",
+            ["1", "2", "1"],
+            values=[{"a": 1.0}, {"b": 1.0}, {"a": 0.5}],
+            reasoning=["Option 1 is right."] * 3,
+        )
+        record = decide(as_panel(row), POLICY, journal=journal, run_id="T")
+        assert record.review_id
+        line = find_item(journal, record.review_id).item.line
+        opened = journal.get("T", f"case/{line}/review")
+        stored = journal.get("T", f"case/{line}/record")
+        assert opened is not None and opened.type == "review.opened" and stored is not None
+        return {"opened": opened.payload, "record": stored.payload}
+
+
+def _open(journal: Journal, template: dict[str, Any], run_id: str, reason: str) -> str:
+    journal.create_run(run_id, kind="decide", meta={})
+    info = journal.run(run_id)
+    assert info is not None
+    line = info.n_events + 1  # a fresh line number in this run
+    review_id = f"{run_id}.{line}"
+    record = {**template["record"], "line": line, "review_id": review_id, "reason": reason}
+    item = {
+        **template["opened"],
+        "review_id": review_id,
+        "run_id": run_id,
+        "line": line,
+        "reason": reason,
+    }
+    with journal.transaction(run_id):
+        journal.append(run_id, "review.opened", item, key=f"case/{line}/review", case=str(line))
+        journal.append(run_id, "case.record", record, key=f"case/{line}/record", case=str(line))
+    return review_id
+
+
+def _listings(journal: Journal, listing: Any) -> dict[tuple[Any, ...], list[Any]]:
+    out = {}
+    for run_id in [None, *RUNS]:
+        if run_id is not None and journal.run(run_id, missing_ok=True) is None:
+            continue
+        for status in ("open", "resolved", "all"):
+            for reason in (None, "conflict", "LOW", "nothing like it"):
+                rows = listing(
+                    journal,
+                    run_id=run_id,
+                    include_resolved=status == "all",
+                    resolved_only=status == "resolved",
+                    reason=reason,
+                )
+                out[(run_id, status, reason)] = [r.model_dump(mode="json") for r in rows]
+    return out
+
+
+def _agree(journal: Journal) -> None:
+    assert journal.review_index_agrees()
+    assert _listings(journal, list_items) == _listings(journal, list_items_from_events)
+
+
+OPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("open"), st.sampled_from(RUNS), st.sampled_from(REASONS)),
+        st.tuples(st.just("claim"), st.integers(0, 20), st.sampled_from(REVIEWERS)),
+        st.tuples(st.just("resolve"), st.integers(0, 20), st.sampled_from(REVIEWERS)),
+    ),
+    min_size=1,
+    max_size=14,
+)
+
+
+@contextmanager
+def _fresh(backend: str, tmp_path: Path) -> Iterator[str]:
+    folder = tmp_path / uuid.uuid4().hex[:8]
+    folder.mkdir()
+    with target_for(backend, folder) as target:
+        yield target
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+@settings(
+    max_examples=20,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(ops=OPS)
+def test_the_index_lists_what_the_events_say(
+    backend: str, tmp_path: Path, template: dict[str, Any], ops: list[tuple[Any, ...]]
+) -> None:
+    with _fresh(backend, tmp_path) as target:
+        with Journal(target) as journal:
+            opened: list[str] = []
+            for op in ops:
+                if op[0] == "open":
+                    opened.append(_open(journal, template, op[1], op[2]))
+                    continue
+                if not opened:
+                    continue
+                review_id = opened[op[1] % len(opened)]
+                try:
+                    if op[0] == "claim":
+                        claim(journal, review_id, op[2], ttl=60)
+                    else:
+                        resolve(journal, review_id, decision="1", note="checked", reviewer=op[2])
+                except DissensusError:
+                    pass  # already resolved, or claimed by the other reviewer: nothing written
+            _agree(journal)
+            before = _listings(journal, list_items)
+            assert journal.rebuild_review_index() == len(opened)
+            assert _listings(journal, list_items) == before
+
+        # An index behind its events (written by an older version, or edited) is rebuilt on opening.
+        raw(target, "DELETE FROM review_index WHERE resolved_seq IS NOT NULL")
+        raw(target, "UPDATE review_index SET resolved_seq = NULL")
+        with Journal(target) as journal:
+            _agree(journal)
+            assert _listings(journal, list_items) == before
+
+
+def test_a_journal_without_the_index_gets_it_from_its_events(
+    tmp_path: Path, template: dict[str, Any]
+) -> None:
+    target = str(tmp_path / "old.sqlite")
+    with Journal(target) as journal:
+        first = _open(journal, template, "run-a", REASONS[0])
+        second = _open(journal, template, "run-b", REASONS[1])
+        resolve(journal, first, decision="2", note="older journal", reviewer="kim")
+    raw(target, "DROP TABLE review_index")  # as a journal of an older version
+    with Journal(target) as journal:
+        _agree(journal)
+        assert [s.item.review_id for s in list_items(journal)] == [second]
+        assert [s.item.review_id for s in list_items(journal, resolved_only=True)] == [first]
+
+
+def test_a_read_only_journal_with_a_stale_index_lists_from_the_events(
+    tmp_path: Path, template: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    target = str(tmp_path / "ro.sqlite")
+    with Journal(target) as journal:
+        review_id = _open(journal, template, "run-a", REASONS[0])
+    raw(target, "DELETE FROM review_index")
+
+    def read_only(self: Journal) -> int:
+        raise JournalReadOnly(f"journal {self.path} is read-only")
+
+    monkeypatch.setattr(SQLiteJournal, "rebuild_review_index", read_only)
+    with Journal(target) as journal:
+        assert not journal.review_index_agrees()
+        assert journal.review_entries() is None
+        assert [s.item.review_id for s in list_items(journal)] == [review_id]
+        assert _listings(journal, list_items) == _listings(journal, list_items_from_events)
