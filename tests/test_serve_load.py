@@ -13,6 +13,7 @@ fresh database of its own on that server, dropped afterwards). The server's jour
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import random
 import socket
@@ -88,13 +89,18 @@ def start_server(
     raise AssertionError("server did not start")
 
 
-def stop_server(proc: subprocess.Popen[bytes]) -> None:
+def stop_server(proc: subprocess.Popen[bytes]) -> float:
+    """SIGTERM, then SIGKILL after 20 s; the seconds the server took to exit on SIGTERM
+    (``inf`` when it had to be killed)."""
+    start = time.monotonic()
     proc.terminate()
     try:
         proc.wait(timeout=20)
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()
+        return float("inf")
+    return time.monotonic() - start
 
 
 def _panels(n: int) -> list[dict[str, Any]]:
@@ -208,28 +214,31 @@ def _fresh_database(url: str) -> Iterator[str]:
 
 def _load_and_check(tmp_path: Path, journal: str) -> None:
     rows = _panels(PANELS)
+    started = time.monotonic()
     proc, base = start_server(tmp_path, journal)
     try:
         seen, outcome = asyncio.run(asyncio.wait_for(_load(base, rows), LOAD_TIMEOUT_S))
+        loaded = time.monotonic()
         admin = {"Authorization": "Bearer tok-adm"}
-        runs = httpx.get(base + "/v1/runs", headers=admin, timeout=60).json()
         final: Counter[str] = Counter()
-        for run in runs:
-            doc = httpx.get(f"{base}/v1/runs/{run['run_id']}", headers=admin, timeout=60).json()
-            assert doc["status"] == "finished"
-            final.update(r["id"] for r in doc["records"])
-            assert all(r["action"] != "escalate" for r in doc["records"]), (
-                "an escalation was left open"
-            )
-            report = httpx.get(
-                f"{base}/v1/runs/{run['run_id']}/verify", headers=admin, timeout=60
-            ).json()
-            assert report["ok"], report
-        resolved = httpx.get(
-            base + "/v1/review?status=resolved&limit=10000", headers=admin, timeout=60
-        ).json()
+        # One client for every check: a client per request builds a TLS context each time.
+        with httpx.Client(base_url=base, headers=admin, timeout=60) as client:
+            runs = client.get("/v1/runs").json()
+            for run in runs:
+                doc = client.get(f"/v1/runs/{run['run_id']}").json()
+                assert doc["status"] == "finished"
+                final.update(r["id"] for r in doc["records"])
+                assert all(r["action"] != "escalate" for r in doc["records"]), (
+                    "an escalation was left open"
+                )
+                report = client.get(f"/v1/runs/{run['run_id']}/verify").json()
+                assert report["ok"], report
+            resolved = client.get("/v1/review?status=resolved&limit=10000").json()
+            assert client.get("/v1/review?status=open").json() == []
+        checked = time.monotonic()
     finally:
-        stop_server(proc)
+        stopped_in = stop_server(proc)
+    assert stopped_in < 15, "the server did not stop on SIGTERM"
     expected = {r["id"] for r in rows}
     assert set(seen) == expected and set(seen.values()) == {1}
     assert set(final) == expected and set(final.values()) == {1}
@@ -241,8 +250,59 @@ def _load_and_check(tmp_path: Path, journal: str) -> None:
     with open_journal(journal) as store:
         per_item = Counter(e.payload["review_id"] for e in store.events_of_type("review.resolved"))
         assert len(per_item) == PANELS // 2 and set(per_item.values()) == {1}
+        assert store.review_index_agrees()
     cli = subprocess.run(
         [sys.executable, "-m", "dissensus", "runs", "verify", runs[0]["run_id"], "--journal", journal],
-        env={**os.environ, "PYTHONPATH": str(REPO / "src")}, capture_output=True, text=True, check=False,
+        env={**os.environ, "PYTHONPATH": str(REPO / "src")}, capture_output=True, text=True,
+        check=False, timeout=300,
     )  # fmt: skip
     assert cli.returncode == 0, cli.stderr
+    print(
+        f"\nload test ({'postgresql' if journal.startswith('postgres') else 'sqlite'}): "
+        f"{PANELS} panels, {CLIENTS} clients, {REVIEWERS} reviewers: "
+        f"load {loaded - started:.1f} s, checks {checked - loaded:.1f} s, "
+        f"server stopped in {stopped_in:.1f} s, total {time.monotonic() - started:.1f} s"
+    )
+
+
+@pytest.mark.slow
+def test_shutdown_ends_event_streams_with_the_runs_final_status(tmp_path: Path) -> None:
+    """SIGTERM while a run decides and a client follows it: the run gets a short grace,
+    is stopped ``incomplete`` (resumable), the stream ends with that event (not a dropped
+    connection) and the server exits before uvicorn's graceful timeout."""
+    journal = str(tmp_path / "journal.sqlite")
+    proc, base = start_server(tmp_path, journal)
+    sub = {"Authorization": "Bearer tok-sub"}
+    lines: list[str] = []
+    terminated_at: float | None = None
+    try:
+        started = httpx.post(
+            base + "/v1/decide?async=true", json=_panels(1000), headers=sub, timeout=60
+        )
+        assert started.status_code == 202, started.text
+        run_id = started.json()["run_id"]
+        with httpx.stream(
+            "GET", f"{base}/v1/runs/{run_id}/events", headers=sub, timeout=60
+        ) as stream:
+            for line in stream.iter_lines():  # a dropped connection raises here
+                lines.append(line)
+                if line == "event: record" and terminated_at is None:
+                    proc.terminate()  # the run is deciding: stop the server now
+                    terminated_at = time.monotonic()
+        proc.wait(timeout=20)
+        assert terminated_at is not None
+        stopped_in = time.monotonic() - terminated_at
+    finally:
+        if proc.poll() is None:
+            stop_server(proc)
+    events = [line.removeprefix("event: ") for line in lines if line.startswith("event: ")]
+    assert events[-1] in ("incomplete", "finished"), events[-3:]
+    assert stopped_in < 5, stopped_in
+    final = json.loads(lines[[i for i, x in enumerate(lines) if x.startswith("data: ")][-1]][6:])
+    if events[-1] == "incomplete":
+        assert final["done"] < final["total"] and "runs resume" in final["error"]
+    from dissensus.store import open_journal
+
+    with open_journal(journal) as store:
+        assert store.verify(run_id).ok
+        assert (store.get(run_id, "run/finished") is None) == (events[-1] == "incomplete")

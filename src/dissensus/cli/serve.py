@@ -60,9 +60,8 @@ def serve_command(
 ) -> None:
     """Serve decide, review and runs over HTTP, with the web review queue at /review."""
     try:
-        import uvicorn
-
         from dissensus.serve import ServeSettings, check_exposure, create_app
+        from dissensus.serve.server import serve
     except ImportError as exc:
         raise ConfigError(
             f"dissensus serve needs the 'serve' extra (pip install 'dissensus[serve]'): {exc}"
@@ -92,14 +91,7 @@ def serve_command(
     # Everything alive now (modules, schemas, the app) lives until exit: moving it out of
     # the collector's reach keeps each request's garbage collections small.
     gc.freeze()
-    uvicorn.run(
-        application,
-        host=host,
-        port=port,
-        log_level="warning",
-        access_log=False,
-        timeout_graceful_shutdown=5,
-    )
+    serve(application, application.state.service.runner, host=host, port=port)
     raise typer.Exit(code=EXIT_OK)
 
 

@@ -379,6 +379,8 @@ def _routes(app: FastAPI) -> None:
                 None,
                 run_id=state.run_id,
             ) from None
+        if state.status == "incomplete":
+            raise ApiError(503, f"run {state.run_id}: {state.error}", None, run_id=state.run_id)
         if state.status != "finished":
             raise ApiError(
                 500, f"run {state.run_id} {state.status}: {state.error}", None, run_id=state.run_id

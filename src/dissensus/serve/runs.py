@@ -13,6 +13,10 @@ Choices where the design is silent:
   CLI reports for that line (:func:`dissensus.io.jsonl.parse_line`).
 * ``run.started`` also records ``submitted_by``: the name of the token that submitted.
 * The similarity backend is built once per server and shared by every run.
+* On shutdown (SIGTERM / Ctrl-C) runs in progress get most of the graceful-shutdown
+  time to finish, then are cancelled: they end ``incomplete`` (resumable with
+  ``dissensus runs resume``), and every open event stream receives that final event and
+  ends, so no client is left on a connection the server drops.
 * Progress is kept in memory (:class:`RunState`) for the runs this process executes;
   at most :data:`KEEP_FINISHED` finished runs stay in memory, older ones (and runs of
   other processes) are read back from the journal.
@@ -191,8 +195,15 @@ class Runner:
         return self._states.get(run_id)
 
     async def wait(self, state: RunState) -> None:
-        if state.task is not None:
+        """Until the run ends (also when it is stopped by a shutdown: ``incomplete``)."""
+        if state.task is None:
+            return
+        try:
             await asyncio.shield(state.task)
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if not state.task.cancelled() or (current is not None and current.cancelling()):
+                raise  # the waiter itself is cancelled
 
     def describe(self, run_id: str) -> dict[str, Any]:
         """A run's status and its final records (journal's view, human resolutions included)."""
@@ -249,6 +260,14 @@ class Runner:
             if state.status != "running" and sent >= len(state.events):
                 return
             await waiter.wait()
+
+    async def drain(self, seconds: float) -> None:
+        """Shutting down: let running runs finish for up to ``seconds``, then stop the rest
+        (each ends ``incomplete``, resumable, and its event streams end with that event)."""
+        running = [s.task for s in self._states.values() if s.task is not None and s.active]
+        if running and seconds > 0:
+            await asyncio.wait(running, timeout=seconds)
+        await self.close()
 
     async def close(self) -> None:
         for state in list(self._states.values()):

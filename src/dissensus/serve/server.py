@@ -1,0 +1,59 @@
+"""Running the service on uvicorn with a shutdown that ends runs and event streams cleanly.
+
+uvicorn's graceful shutdown stops accepting connections, waits up to
+``timeout_graceful_shutdown`` seconds for open connections to finish, then cancels them
+and only then runs the application's shutdown. An event stream (``GET
+/v1/runs/{id}/events``) of a run still deciding would hold its connection for the whole
+wait and then be cut off mid-stream. :class:`Server` therefore starts, together with
+uvicorn's shutdown, :meth:`~dissensus.serve.runs.Runner.drain`: runs get
+:data:`RUN_GRACE_FRACTION` of the graceful time to finish, the rest are cancelled
+(``incomplete``, resumable) and their streams end with that final event, so the server
+exits before uvicorn's own timeout fires.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from typing import Any
+
+import uvicorn
+
+from dissensus.serve.runs import Runner
+
+__all__ = ["GRACEFUL_SHUTDOWN_S", "RUN_GRACE_FRACTION", "Server", "serve"]
+
+GRACEFUL_SHUTDOWN_S = 5.0
+"""Seconds uvicorn waits for open connections on shutdown."""
+
+RUN_GRACE_FRACTION = 0.6
+"""Share of that time runs in progress get to finish before they are cancelled."""
+
+
+class Server(uvicorn.Server):
+    """uvicorn's server, draining the service's runs when it shuts down."""
+
+    def __init__(self, config: uvicorn.Config, runner: Runner) -> None:
+        super().__init__(config)
+        self.runner = runner
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        grace = (self.config.timeout_graceful_shutdown or GRACEFUL_SHUTDOWN_S) * RUN_GRACE_FRACTION
+        drain = asyncio.create_task(self.runner.drain(grace))
+        try:
+            await super().shutdown(sockets)
+        finally:
+            await drain
+
+
+def serve(app: Any, runner: Runner, *, host: str, port: int) -> None:
+    """Serve ``app`` on ``host:port`` until SIGTERM / SIGINT."""
+    config = uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        log_level="warning",
+        access_log=False,
+        timeout_graceful_shutdown=int(GRACEFUL_SHUTDOWN_S),
+    )
+    Server(config, runner).run()
