@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip --disable-pip-version-check -q
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test test-ray lint bench eval clean
+.PHONY: setup demo test test-ray test-soak lint bench eval clean
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -27,6 +27,11 @@ test: setup
 # The Ray engine's tests start a local Ray instance (minutes): run them on their own.
 test-ray: setup
 	DISSENSUS_TEST_RAY=1 $(PY) -m pytest -q -p no:cacheprovider tests/test_engines_ray.py
+
+# The service's load test at full size: 2,000 panels from 50 clients, 5 reviewers, on SQLite
+# and (with $DISSENSUS_TEST_PG) PostgreSQL; minutes, so on its own (the suite runs 60 panels).
+test-soak: setup
+	DISSENSUS_SOAK=1 $(PY) -m pytest -q -s -p no:cacheprovider tests/test_serve_load.py -k under_load
 
 lint: setup
 	$(VENV)/bin/ruff check src tests benchmarks evaluation examples
