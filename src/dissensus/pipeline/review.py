@@ -71,6 +71,9 @@ __all__ = [
     "review_entries",
 ]
 
+LIST_CHUNK = 25
+"""Items :func:`list_items` reads per query (a reviewer's client asks for about 10)."""
+
 DEFAULT_CLAIM_TTL = 900.0
 """Seconds a claim lasts unless renewed (15 minutes)."""
 
@@ -137,9 +140,13 @@ def _resolution(event: Event | None) -> Resolution | None:
     )
 
 
-def _status(journal: Journal, event: Event) -> ReviewStatus:
+def _status(journal: Journal, event: Event, resolved: Event | bool | None = True) -> ReviewStatus:
+    """The queue entry of a ``review.opened`` event; ``resolved`` is its resolution event
+    (or ``None``) when already read, ``True`` to read it."""
     item = ReviewItem.model_validate(event.payload)
-    resolved = _resolution_event(journal, item.run_id, item.line)
+    if resolved is True:
+        resolved = _resolution_event(journal, item.run_id, item.line)
+    assert resolved is not False
     return ReviewStatus(
         item=item,
         resolution=_resolution(resolved),
@@ -180,14 +187,21 @@ def list_items(
             reason=reason,
         )
         return
-    for entry in entries:
-        event = journal.event_at(entry.run_id, entry.seq)
-        if event is None:  # pragma: no cover - the index is written with the event
-            continue
-        status = _status(journal, event)
-        if status.resolution is not None and not (include_resolved or resolved_only):
-            continue  # resolved since the index was read
-        yield status
+    for start in range(0, len(entries), LIST_CHUNK):
+        chunk = entries[start : start + LIST_CHUNK]
+        refs = [(e.run_id, e.seq) for e in chunk]
+        refs += [(e.run_id, e.resolved_seq) for e in chunk if e.resolved_seq is not None]
+        events = journal.events_at(refs)
+        for entry in chunk:
+            event = events.get((entry.run_id, entry.seq))
+            if event is None:  # pragma: no cover - the index is written with the event
+                continue
+            resolved = (
+                events.get((entry.run_id, entry.resolved_seq))
+                if entry.resolved_seq is not None
+                else None
+            )
+            yield _status(journal, event, resolved)
 
 
 def review_entries(

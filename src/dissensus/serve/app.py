@@ -30,6 +30,7 @@ import json
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from itertools import islice
 from typing import Any
 
 from fastapi import Depends, FastAPI, Query, Request
@@ -546,11 +547,11 @@ def _routes(app: FastAPI) -> None:
         desk = _service(request).desk
         if run is not None:
             _service(request).journal.run(run)
+        shown = list(islice(desk.items(run_id=run, status=status, reason=reason or None), limit))
+        claims = desk.live_claims([st.item.review_id for st in shown if st.resolution is None])
         out: list[dict[str, Any]] = []
-        for st in desk.items(run_id=run, status=status, reason=reason or None):
-            if len(out) >= limit:
-                break
-            claim = desk.live_claim(st.item.review_id) if st.resolution is None else None
+        for st in shown:
+            claim = claims.get(st.item.review_id) if st.resolution is None else None
             out.append(
                 {
                     "review_id": st.item.review_id,

@@ -167,6 +167,15 @@ class ReviewDesk:
             review_id=review_id, reviewer=held.who, at=held.claimed_at, expires=held.expires
         )
 
+    def live_claims(self, review_ids: list[str]) -> dict[str, Claim]:
+        """The claims holding any of ``review_ids`` now (one read for many items)."""
+        return {
+            review_id: Claim(
+                review_id=review_id, reviewer=held.who, at=held.claimed_at, expires=held.expires
+            )
+            for review_id, held in self.journal.current_claims(review_ids).items()
+        }
+
     def history(self, review_id: str) -> list[HistoryEntry]:
         """The case's review events in the hash chain, oldest first."""
         run_id, line = _split(review_id)

@@ -770,9 +770,23 @@ class Journal:
 
     def event_at(self, run_id: str, seq: int) -> Event | None:
         """The run's event with sequence number ``seq``, if any."""
-        with self._errors():
-            rows = self._rows("SELECT * FROM events WHERE run_id = ? AND seq = ?", (run_id, seq))
-        return _row_event(rows[0]) if rows else None
+        return self.events_at([(run_id, seq)]).get((run_id, seq))
+
+    def events_at(self, refs: Sequence[tuple[str, int]]) -> dict[tuple[str, int], Event]:
+        """The events at ``(run_id, seq)`` positions, read in one query per 100."""
+        out: dict[tuple[str, int], Event] = {}
+        refs = list(dict.fromkeys(refs))
+        for start in range(0, len(refs), 100):
+            chunk = refs[start : start + 100]
+            where = " OR ".join(["(run_id = ? AND seq = ?)"] * len(chunk))
+            with self._errors():
+                rows = self._rows(
+                    f"SELECT * FROM events WHERE {where}", [x for ref in chunk for x in ref]
+                )
+            for row in rows:
+                event = _row_event(row)
+                out[(event.run_id, event.seq)] = event
+        return out
 
     # -- review claims ------------------------------------------------------------------
 
@@ -835,6 +849,24 @@ class Journal:
                 "SELECT * FROM claims WHERE review_id = ? AND expires > ?", (review_id, _now())
             )
         return Claim.model_validate(rows[0]) if rows else None
+
+    def current_claims(self, review_ids: Sequence[str]) -> dict[str, Claim]:
+        """The unexpired claims on ``review_ids`` (one query per 100 ids)."""
+        out: dict[str, Claim] = {}
+        ids = list(dict.fromkeys(review_ids))
+        now = _now()
+        for start in range(0, len(ids), 100):
+            chunk = ids[start : start + 100]
+            marks = ", ".join("?" * len(chunk))
+            with self._errors():
+                rows = self._rows(
+                    f"SELECT * FROM claims WHERE review_id IN ({marks}) AND expires > ?",
+                    [*chunk, now],
+                )
+            for row in rows:
+                claim = Claim.model_validate(row)
+                out[claim.review_id] = claim
+        return out
 
     def release_claim(self, review_id: str, who: str | None = None) -> None:
         """Drop the claim on ``review_id`` (only ``who``'s, when given)."""
