@@ -99,7 +99,20 @@ def _listings(journal: Journal, listing: Any) -> dict[tuple[Any, ...], list[Any]
 
 def _agree(journal: Journal) -> None:
     assert journal.review_index_agrees()
-    assert _listings(journal, list_items) == _listings(journal, list_items_from_events)
+    expected = _listings(journal, list_items_from_events)
+    assert _listings(journal, list_items) == expected
+    for limit in (1, 2):
+        for status in ("open", "resolved", "all"):
+            for reason in (None, "LOW"):
+                got = list_items(
+                    journal,
+                    include_resolved=status == "all",
+                    resolved_only=status == "resolved",
+                    reason=reason,
+                    limit=limit,
+                )
+                want = expected[(None, status, reason)][:limit]
+                assert [r.model_dump(mode="json") for r in got] == want
 
 
 OPS = st.lists(

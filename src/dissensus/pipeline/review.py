@@ -39,6 +39,7 @@ Choices where the design is silent:
 from __future__ import annotations
 
 from collections.abc import Iterator
+from itertools import islice
 
 from pydantic import BaseModel
 
@@ -162,10 +163,11 @@ def list_items(
     include_resolved: bool = False,
     resolved_only: bool = False,
     reason: str | None = None,
+    limit: int | None = None,
 ) -> Iterator[ReviewStatus]:
     """Queue entries (open ones only unless ``include_resolved``; resolved ones only with
-    ``resolved_only``; with ``reason``, those whose reason contains it, ignoring case),
-    oldest run first.
+    ``resolved_only``; with ``reason``, those whose reason contains it, ignoring case;
+    at most ``limit``), oldest run first.
 
     The entries come from the journal's review index (:meth:`Journal.review_entries`) and
     each item is read when the iteration reaches it, so taking the first few costs a few
@@ -177,14 +179,18 @@ def list_items(
         include_resolved=include_resolved,
         resolved_only=resolved_only,
         reason=reason,
+        limit=limit,
     )
     if entries is None:
-        yield from list_items_from_events(
-            journal,
-            run_id=run_id,
-            include_resolved=include_resolved,
-            resolved_only=resolved_only,
-            reason=reason,
+        yield from islice(
+            list_items_from_events(
+                journal,
+                run_id=run_id,
+                include_resolved=include_resolved,
+                resolved_only=resolved_only,
+                reason=reason,
+            ),
+            limit,
         )
         return
     for start in range(0, len(entries), LIST_CHUNK):
@@ -211,17 +217,18 @@ def review_entries(
     include_resolved: bool = False,
     resolved_only: bool = False,
     reason: str | None = None,
+    limit: int | None = None,
 ) -> list[ReviewEntry] | None:
     """The index entries :func:`list_items` would yield, without reading the items
     (``None`` when the journal's index cannot be used)."""
     if run_id is not None:
         journal.run(run_id)
     status: ReviewFilter = "resolved" if resolved_only else "all" if include_resolved else "open"
-    entries = journal.review_entries(run_id=run_id, status=status)
+    entries = journal.review_entries(run_id=run_id, status=status, limit=None if reason else limit)
     if entries is None or not reason:
         return entries
     needle = reason.lower()
-    return [e for e in entries if needle in e.reason.lower()]
+    return [e for e in entries if needle in e.reason.lower()][:limit]
 
 
 def list_items_from_events(

@@ -30,7 +30,6 @@ import json
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from itertools import islice
 from typing import Any
 
 from fastapi import Depends, FastAPI, Query, Request
@@ -547,7 +546,7 @@ def _routes(app: FastAPI) -> None:
         desk = _service(request).desk
         if run is not None:
             _service(request).journal.run(run)
-        shown = list(islice(desk.items(run_id=run, status=status, reason=reason or None), limit))
+        shown = list(desk.items(run_id=run, status=status, reason=reason or None, limit=limit))
         claims = desk.live_claims([st.item.review_id for st in shown if st.resolution is None])
         out: list[dict[str, Any]] = []
         for st in shown:

@@ -100,16 +100,23 @@ class ReviewDesk:
     # -- reading ----------------------------------------------------------------------
 
     def items(
-        self, *, run_id: str | None = None, status: str = "open", reason: str | None = None
+        self,
+        *,
+        run_id: str | None = None,
+        status: str = "open",
+        reason: str | None = None,
+        limit: int | None = None,
     ) -> Iterator[ReviewStatus]:
         """Queue entries with ``status`` open, resolved or all (and ``reason`` in their
-        reason), in queue order; each item is read when the iteration reaches it."""
+        reason), in queue order, at most ``limit``; items are read as the iteration
+        reaches them."""
         return queue.list_items(
             self.journal,
             run_id=run_id,
             include_resolved=status == "all",
             resolved_only=status == "resolved",
             reason=reason,
+            limit=limit,
         )
 
     def count(

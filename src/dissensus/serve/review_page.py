@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Iterator
-from itertools import islice
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
@@ -143,11 +142,16 @@ def _options(item: Any) -> list[dict[str, str]]:
 
 
 def _queue(
-    request: Request, *, status: str, run: str | None, reason: str | None
+    request: Request,
+    *,
+    status: str,
+    run: str | None,
+    reason: str | None,
+    limit: int | None = None,
 ) -> Iterator[dict[str, Any]]:
-    """Queue rows in order, each item read when the iteration reaches it."""
+    """Queue rows in order (at most ``limit``), items read as the iteration reaches them."""
     desk = _service(request).desk
-    for st in desk.items(run_id=run or None, status=status, reason=reason):
+    for st in desk.items(run_id=run or None, status=status, reason=reason, limit=limit):
         yield {
             "item": st.item,
             "resolution": st.resolution,
@@ -335,9 +339,8 @@ def install(app: FastAPI) -> None:
         known = not run or service.journal.run(run, missing_ok=True) is not None
         rows = (
             list(
-                islice(
-                    _queue(request, status=status, run=run or None, reason=reason or None),
-                    QUEUE_ROWS,
+                _queue(
+                    request, status=status, run=run or None, reason=reason or None, limit=QUEUE_ROWS
                 )
             )
             if known

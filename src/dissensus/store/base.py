@@ -732,11 +732,12 @@ class Journal:
             self._review_index_ok = False
 
     def review_entries(
-        self, *, run_id: str | None = None, status: ReviewFilter = "all"
+        self, *, run_id: str | None = None, status: ReviewFilter = "all", limit: int | None = None
     ) -> list[ReviewEntry] | None:
         """Review items in queue order (oldest run first, then by position in the run),
         from the review index; ``None`` when the index cannot be trusted (read-only journal
-        whose index disagrees with its events: list from the events instead)."""
+        whose index disagrees with its events: list from the events instead); at most
+        ``limit`` of them."""
         if not self._review_index_ok:
             return None
         sql = (
@@ -755,6 +756,9 @@ class Journal:
         if where:
             sql += " WHERE " + " AND ".join(where)
         sql += " ORDER BY r.created, q.run_id, q.opened_seq"
+        if limit is not None:
+            sql += " LIMIT ?"
+            args.append(int(limit))
         with self._errors():
             rows = self._rows(sql, args)
         return [
