@@ -50,6 +50,7 @@ from dissensus.acceptance import (
     Candidate,
     FeatureSettings,
     calibrate,
+    model_for,
     select_threshold,
 )
 from dissensus.acceptance.fit import design
@@ -170,16 +171,23 @@ def learned(
             min_accepted=MIN_ACCEPTED,
             strata=[ds.strata[i] for i in cal] if strata else None,
         )
-        # Vectorised apply_acceptance: best candidate per case, accepted when >= threshold.
+        # apply_acceptance for every test case: the fold model model_for() picks, vectorised per fold.
         test_cases = [cases[i] for i in test]
-        x, _, owner = design(test_cases, [ds.golds[i] for i in test], acc.model.features)
-        p = acc.model.predict_matrix(x) if len(owner) else np.zeros(0)
+        fold = [
+            model_for(acc, test_cases[k], ds.strata[i] if strata else None)
+            for k, i in enumerate(test)
+        ]
         best: dict[int, tuple[float, str]] = {}
-        for row, prob in enumerate(p.tolist()):
-            k = int(owner[row])
-            if k not in best or prob > best[k][0]:
-                first = int(np.flatnonzero(owner == k)[0])
-                best[k] = (prob, test_cases[k][row - first].label)
+        for f, model in enumerate(acc.models):
+            ks = [k for k in range(len(test)) if fold[k] == f]
+            sub = [test_cases[k] for k in ks]
+            x, _, owner = design(sub, [""] * len(sub), model.features)
+            p = model.predict_matrix(x) if len(owner) else np.zeros(0)
+            for row, prob in enumerate(p.tolist()):
+                k = ks[int(owner[row])]
+                if k not in best or prob > best[k][0]:
+                    first = int(np.flatnonzero(owner == owner[row])[0])
+                    best[k] = (prob, sub[int(owner[row])][row - first].label)
         out: Result = []
         for k in range(len(test)):
             prob, label = best.get(k, (0.0, ""))

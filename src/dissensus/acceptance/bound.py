@@ -22,8 +22,12 @@ Choices where the paper is silent:
 
 * Thresholds accepting fewer than ``min_accepted`` cases are *not tested* (skipped,
   neither passing nor stopping the sequence): a bound on five cases is meaningless and
-  would stop the sequence at once. The selected threshold therefore always accepts at
-  least ``min_accepted`` calibration cases.
+  would stop the sequence at once. Nor are thresholds accepting fewer cases than
+  :func:`fewest_testable` — the fewest with which even zero errors pass the bound
+  (45 at target 0.95 and delta 0.1, 22 at 0.9): testing them could only fail and end
+  the sequence before any threshold had a chance. Both rules depend on the scores'
+  counts, never on the labels, so the sequence stays fixed in advance. The selected
+  threshold therefore always accepts at least that many calibration cases.
 * With strata, each stratum runs its own fixed sequence (a stratum whose accepted count
   is still below ``min_accepted`` does not veto); the common threshold is the most
   conservative of the per-stratum ones, so it lies in every stratum's passing set.
@@ -32,6 +36,7 @@ Choices where the paper is silent:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -43,12 +48,23 @@ __all__ = [
     "StratumFigures",
     "ThresholdChoice",
     "clopper_pearson_upper",
+    "fewest_testable",
     "select_threshold",
 ]
 
 
 DEFAULT_GRID = 200
 """Candidate thresholds are ``k / DEFAULT_GRID`` for ``k`` from ``DEFAULT_GRID`` down to 0."""
+
+
+def fewest_testable(target: float, delta: float) -> int:
+    """Fewest accepted cases with which zero errors pass: ``ceil(ln delta / ln target)``."""
+    n = max(1, math.ceil(math.log(delta) / math.log(target)))
+    while n > 1 and clopper_pearson_upper(0, n - 1, delta) <= 1.0 - target:
+        n -= 1
+    while clopper_pearson_upper(0, n, delta) > 1.0 - target:
+        n += 1
+    return n
 
 
 def clopper_pearson_upper(errors: int, n: int, delta: float) -> float:
@@ -108,10 +124,11 @@ def _sequence(
 ) -> float | None:
     """The last threshold that passes the fixed sequence (``None`` if none passes)."""
     chosen: float | None = None
+    fewest = max(min_accepted, fewest_testable(target, delta))
     for t in _candidates(scores, grid):
         mask = scores >= t
         accepted = int(mask.sum())
-        if accepted < min_accepted:
+        if accepted < fewest:
             continue
         errors = accepted - int(correct[mask].sum())
         if clopper_pearson_upper(errors, accepted, delta) > 1.0 - target:
