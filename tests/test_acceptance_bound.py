@@ -16,7 +16,7 @@ from dissensus.acceptance import (
     calibrate,
     clopper_pearson_upper,
     crossfit,
-    fewest_testable,
+    fewest_tested,
     fold_index,
     load_acceptance,
     model_for,
@@ -191,23 +191,27 @@ def test_no_threshold_accepts_nothing_with_the_reason() -> None:
 
 
 @given(st.sampled_from([0.8, 0.9, 0.95, 0.99]), st.sampled_from([0.01, 0.05, 0.1, 0.2]))
-def test_fewest_testable_is_the_fewest_with_which_zero_errors_pass(
+def test_fewest_tested_is_the_fewest_where_half_the_allowed_error_rate_passes(
     target: float, delta: float
 ) -> None:
-    n = fewest_testable(target, delta)
-    assert clopper_pearson_upper(0, n, delta) <= 1 - target
-    assert n == 1 or clopper_pearson_upper(0, n - 1, delta) > 1 - target
+    allowed = 1 - target
+    n = fewest_tested(target, delta)
+    assert clopper_pearson_upper(int(n * allowed / 2), n, delta) <= allowed
+    for m in {*range(1, min(n, 60)), *range(max(1, n - 60), n)}:
+        assert clopper_pearson_upper(int(m * allowed / 2), m, delta) > allowed
 
 
-def test_untestable_thresholds_do_not_end_the_sequence() -> None:
-    # Target 0.95, delta 0.1: 30 right answers cannot pass (bound 0.074), 45 can. A
-    # threshold accepting 30-44 cases must be skipped, not fail and end the sequence.
-    scores = [1.0 - i / 1000 for i in range(100)]
-    choice = select_threshold(
-        scores, [True] * 100, target=0.95, delta=0.1, min_accepted=30, grid=None
-    )
-    assert choice.threshold is not None and choice.accepted == 100
-    assert fewest_testable(0.95, 0.1) == 45
+def test_thresholds_without_power_do_not_end_the_sequence() -> None:
+    # Target 0.95, delta 0.1: one confident error among the 45 most confident cases fails
+    # the bound (0.084), among 77 it passes (0.0496). The thresholds accepting fewer than
+    # 77 are not tested, so the early error does not end the sequence.
+    assert fewest_tested(0.95, 0.1) == 77
+    scores = [1.0 - i / 1000 for i in range(200)]
+    correct = [i != 10 for i in range(200)]
+    choice = select_threshold(scores, correct, target=0.95, delta=0.1, min_accepted=30, grid=None)
+    assert choice.threshold is not None and choice.accepted == 200
+    # Had the sequence started at 45 cases it would have stopped at once.
+    assert clopper_pearson_upper(1, 45, 0.1) > 0.05
 
 
 def test_the_deployed_models_are_the_fold_models_that_scored_the_calibration() -> None:

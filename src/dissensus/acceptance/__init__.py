@@ -26,7 +26,7 @@ from dissensus.acceptance.bound import (
     StratumFigures,
     ThresholdChoice,
     clopper_pearson_upper,
-    fewest_testable,
+    fewest_tested,
     select_threshold,
 )
 from dissensus.acceptance.calibrate import (
@@ -82,7 +82,7 @@ __all__ = [
     "clopper_pearson_upper",
     "crossfit",
     "crossfit_scores",
-    "fewest_testable",
+    "fewest_tested",
     "fit_model",
     "fold_index",
     "library_versions",

@@ -23,11 +23,15 @@ Choices where the paper is silent:
 * Thresholds accepting fewer than ``min_accepted`` cases are *not tested* (skipped,
   neither passing nor stopping the sequence): a bound on five cases is meaningless and
   would stop the sequence at once. Nor are thresholds accepting fewer cases than
-  :func:`fewest_testable` — the fewest with which even zero errors pass the bound
-  (45 at target 0.95 and delta 0.1, 22 at 0.9): testing them could only fail and end
-  the sequence before any threshold had a chance. Both rules depend on the scores'
-  counts, never on the labels, so the sequence stays fixed in advance. The selected
-  threshold therefore always accepts at least that many calibration cases.
+  :func:`fewest_tested` — the fewest with which an error rate of *half* the allowed one
+  passes the bound (77 at target 0.95 and delta 0.1, 38 at 0.9). A test on fewer
+  cases has almost no power: one confidently wrong answer among the first few dozen
+  (agents agreeing on the same wrong answer score highest) fails it and ends the
+  sequence, although the threshold below, with ten times the cases, would pass. Both
+  rules depend on the number of cases a threshold accepts, never on the labels, so the
+  sequence is still fixed before the labels are looked at and the guarantee is
+  unchanged; what they change is how often something passes. The selected threshold
+  therefore always accepts at least that many calibration cases.
 * With strata, each stratum runs its own fixed sequence (a stratum whose accepted count
   is still below ``min_accepted`` does not veto); the common threshold is the most
   conservative of the per-stratum ones, so it lies in every stratum's passing set.
@@ -36,8 +40,8 @@ Choices where the paper is silent:
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
+from functools import lru_cache
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict
@@ -48,7 +52,7 @@ __all__ = [
     "StratumFigures",
     "ThresholdChoice",
     "clopper_pearson_upper",
-    "fewest_testable",
+    "fewest_tested",
     "select_threshold",
 ]
 
@@ -57,12 +61,13 @@ DEFAULT_GRID = 200
 """Candidate thresholds are ``k / DEFAULT_GRID`` for ``k`` from ``DEFAULT_GRID`` down to 0."""
 
 
-def fewest_testable(target: float, delta: float) -> int:
-    """Fewest accepted cases with which zero errors pass: ``ceil(ln delta / ln target)``."""
-    n = max(1, math.ceil(math.log(delta) / math.log(target)))
-    while n > 1 and clopper_pearson_upper(0, n - 1, delta) <= 1.0 - target:
-        n -= 1
-    while clopper_pearson_upper(0, n, delta) > 1.0 - target:
+@lru_cache(maxsize=64)
+def fewest_tested(target: float, delta: float) -> int:
+    """Fewest accepted cases a tested threshold needs: the first ``n`` at which
+    ``floor(n * (1 - target) / 2)`` errors pass the Clopper–Pearson bound."""
+    allowed = 1.0 - target
+    n = 1
+    while clopper_pearson_upper(int(n * allowed / 2), n, delta) > allowed:
         n += 1
     return n
 
@@ -124,7 +129,7 @@ def _sequence(
 ) -> float | None:
     """The last threshold that passes the fixed sequence (``None`` if none passes)."""
     chosen: float | None = None
-    fewest = max(min_accepted, fewest_testable(target, delta))
+    fewest = max(min_accepted, fewest_tested(target, delta))
     for t in _candidates(scores, grid):
         mask = scores >= t
         accepted = int(mask.sum())
