@@ -1,4 +1,11 @@
-"""Shared fixtures. Hypothesis runs derandomized (fixed seeds) with no deadline."""
+"""Shared fixtures. Hypothesis runs derandomized (fixed seeds) with no deadline.
+
+SQLite journals in the suite run with ``DISSENSUS_JOURNAL_SYNC=normal`` (set here, so the
+CLI processes the tests start inherit it): a commit then skips the fsync that only
+power-loss durability needs, and every committed event still survives a process kill,
+which is what the crash and interrupt tests check. ``test_store_journal`` removes the
+variable to check that ``full`` is the default.
+"""
 
 from __future__ import annotations
 
@@ -19,6 +26,8 @@ settings.register_profile(
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 REPO = Path(__file__).resolve().parent.parent
+
+os.environ.setdefault("DISSENSUS_JOURNAL_SYNC", "normal")
 
 
 def shared_data_dir() -> Path:
