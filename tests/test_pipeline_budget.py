@@ -183,7 +183,8 @@ def test_a_deadline_stops_the_run_partial_and_resumable(
     rows = [r for r in mixed_batch() if isinstance(r, dict)]
     path = write_jsonl(tmp_path / "in.jsonl", rows)
     answer = json.dumps({"decision": "1", "reasoning": "slowly"})
-    with FakeServer(ScriptedRules(default=answer), ServerSettings(latency_s=1.5)) as srv:
+    # Every call (0.8 s) outlasts the 0.5 s deadline: the run stops inside its first call.
+    with FakeServer(ScriptedRules(default=answer), ServerSettings(latency_s=0.8)) as srv:
         monkeypatch.setenv("OPENAI_BASE_URL", srv.base_url)
         monkeypatch.setenv("OPENAI_API_KEY", "k")
         journal = Journal(tmp_path / "j.sqlite")
@@ -214,7 +215,8 @@ def test_decide_deadline_flag_exits_1_with_a_partial_run(
     path = write_jsonl(tmp_path / "in.jsonl", rows)
     policy = write_policy(tmp_path / "policy.yaml", {"concurrency": 1})
     answer = json.dumps({"decision": "1", "reasoning": "slowly"})
-    with FakeServer(ScriptedRules(default=answer), ServerSettings(latency_s=1.5)) as srv:
+    # Every call (0.8 s) outlasts the 0.5 s deadline: the run stops inside its first call.
+    with FakeServer(ScriptedRules(default=answer), ServerSettings(latency_s=0.8)) as srv:
         monkeypatch.setenv("OPENAI_BASE_URL", srv.base_url)
         monkeypatch.setenv("OPENAI_API_KEY", "k")
         journal = str(tmp_path / "j.sqlite")
