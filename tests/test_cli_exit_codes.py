@@ -314,6 +314,12 @@ SCENARIOS: dict[tuple[str, int], Callable[[World], int]] = {
             "review", "resolve", "R.2", "--decision", "2", "--note", " ", "--journal", w.journal
         ).code
     ),
+    ("review confirm", 0): lambda w: (
+        cli("review", "confirm", "R.1", "--note", "checked", "--journal", w.journal).code
+    ),
+    ("review confirm", 2): lambda w: (
+        cli("review", "confirm", "R.2", "--note", "checked", "--journal", w.journal).code
+    ),
     ("runs list", 0): lambda w: cli("runs", "list", "--journal", w.journal).code,
     ("runs list", 2): lambda w: cli("runs", "list", "--journal", w.root / "none.sqlite").code,
     ("runs show", 0): lambda w: cli("runs", "show", "R", "--journal", w.journal).code,

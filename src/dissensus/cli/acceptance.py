@@ -119,7 +119,7 @@ def calibrate_acceptance_cmd(
         raise typer.BadParameter("give LABELLED.jsonl, --journal J, or both")
     if labelled is not None and not Path(labelled).is_file():
         raise typer.BadParameter(f"file not found: {labelled}")
-    from dissensus.acceptance import FeatureSettings, calibrate, save_acceptance
+    from dissensus.acceptance import FeatureSettings, calibrate, save_acceptance, stratum_of
     from dissensus.acceptance.prepare import candidates_for, load_user_features, prepare_cases
     from dissensus.pipeline.policy import load_policy
     from dissensus.states import get_backend
@@ -148,7 +148,7 @@ def calibrate_acceptance_cmd(
                 theta_a=policy.reading.theta_a,
             )
             golds += [str(p.meta["gold"]) for p in panels]
-            groups += [str(p.meta.get(strata, "(none)")) for p in panels] if strata else []
+            groups += [str(stratum_of(p.meta, strata)) for p in panels] if strata else []
             sources.append(f"{labelled} ({len(panels)} labelled panels)")
         rejected = sink.count
     if journal is not None:
@@ -174,9 +174,10 @@ def calibrate_acceptance_cmd(
             )
             golds.append(case.gold)
             if strata:
-                groups.append(str(case.panel.meta.get(strata, "(none)")))
+                groups.append(str(stratum_of(case.panel.meta, strata)))
         sources.append(
-            f"{journal} ({len(found.cases)} resolved reviews; {found.outside_options} outside the options excluded)"
+            f"{journal} ({len(found.cases) - found.confirmed} resolved reviews, {found.confirmed} audited "
+            f"automatic decisions; {found.outside_options} outside the options excluded)"
         )
     if not cases:
         raise InputError("no labelled cases to calibrate on")
