@@ -189,3 +189,23 @@ def test_cli_confirm_then_calibrate_reads_the_audits(
     acc = load_acceptance(out)
     assert acc.calibration_n == len(learned)
     assert f"{len(learned)} audited automatic decisions" in acc.built_from[0]
+
+
+def test_confirm_and_calibrate_on_either_journal_back_end(
+    decided: tuple[Path, Path, list[CaseRecord]], journal_target: str, tmp_path: Path
+) -> None:
+    """The same loop on SQLite and PostgreSQL: decide, audit, calibrate from the journal URL."""
+    _, accept, records = decided
+    policy = tmp_path / "p.yaml"
+    policy.write_text("reading:\n  similarity: tfidf\n")
+    head = tmp_path / "head.jsonl"
+    head.write_text("".join(SRC.read_text().splitlines(keepends=True)[:40]))
+    argv = ["--policy", str(policy), "--journal", journal_target]
+    assert main(["decide", str(head), *argv, "--acceptance", str(accept), "--run-id", "r2"]) == 0
+    learned = _learned(records)
+    for rec in learned:
+        assert main(["review", "confirm", f"r2.{rec.line}", "--note", "ok", *argv[2:]]) == 0
+    out = tmp_path / "C.json"
+    code = main(["calibrate-acceptance", *argv, "--out", str(out), "--min-accepted", "1"])
+    assert code == 0
+    assert load_acceptance(out).calibration_n == len(learned)

@@ -20,7 +20,7 @@ import typer
 from rich.table import Table
 
 from dissensus.cli.app import app
-from dissensus.cli.common import exit_for, out_console, print_json
+from dissensus.cli.common import check_journal_file, exit_for, out_console, print_json
 from dissensus.errors import InputError
 from dissensus.io.jsonl import Reject, RejectSink, open_text, read_models
 from dissensus.types import Panel
@@ -67,7 +67,9 @@ def calibrate_acceptance_cmd(
     journal: Annotated[
         str | None,
         typer.Option(
-            "--journal", help="Also learn from the review items resolved in this journal."
+            "--journal",
+            help="Also learn from the reviews resolved and the decisions audited in this journal "
+            "(an SQLite file or postgresql:// URL).",
         ),
     ] = None,
     run: Annotated[
@@ -155,8 +157,7 @@ def calibrate_acceptance_cmd(
         from dissensus.acceptance.journal import labelled_from_journal
         from dissensus.store.journal import Journal
 
-        if not Path(journal).is_file():
-            raise typer.BadParameter(f"journal not found: {journal}")
+        check_journal_file(journal, must_exist=True)
         with Journal(journal) as jr:
             found = labelled_from_journal(jr, run or None)
         user = load_user_features(settings.user) if settings.user else None
