@@ -180,13 +180,16 @@ def _run_here(capsys: pytest.CaptureFixture[str], *args: str) -> dict[str, Any]:
     return json.loads(capsys.readouterr().out)  # type: ignore[no-any-return]
 
 
-def test_sqlite_checkpoints_resume_in_a_fresh_process(tmp_path: Path) -> None:
+def test_sqlite_checkpoints_resume_in_a_fresh_process(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Started in one process, refused here (a new graph on the file), finished in another."""
     ck, jr = str(tmp_path / "ck.sqlite"), str(tmp_path / "j.sqlite")
     started = _run("start", ck, jr, "t-proc")
     (pending,) = started["interrupts"]
     assert started["next"] == ["decide"] and "dissensus" not in started["values"]
     stale = {**_answer(pending["value"]), "content_sha256": "f" * 64}
-    refused = _run("resume", ck, jr, "t-proc", json.dumps({pending["id"]: stale}))
+    refused = _run_here(capsys, "resume", ck, jr, "t-proc", json.dumps({pending["id"]: stale}))
     (again,) = refused["interrupts"]
     assert "changed since it was shown" in again["value"]["error"]
     done = _run("resume", ck, jr, "t-proc", json.dumps({again["id"]: _answer(again["value"])}))
