@@ -47,6 +47,8 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict
 from scipy.stats import beta
 
+from dissensus.errors import ConfigError, InputError
+
 __all__ = [
     "DEFAULT_GRID",
     "StratumFigures",
@@ -165,11 +167,11 @@ def select_threshold(
 ) -> ThresholdChoice:
     """Fixed-sequence threshold for precision ``>= target`` at level ``delta`` (see module docstring)."""
     if not 0.0 < target < 1.0 or not 0.0 < delta < 1.0:
-        raise ValueError("target and delta must lie in (0, 1)")
+        raise ConfigError("target and delta must lie in (0, 1)")
     sc = np.asarray(scores, dtype=float)
     ok = np.asarray(correct, dtype=bool)
     if sc.shape != ok.shape:
-        raise ValueError("scores and correct differ in length")
+        raise InputError("scores and correct differ in length")
     labels = [str(x) for x in strata] if strata is not None else ["all"] * len(sc)
     names = sorted(set(labels))
     lab = np.asarray(labels, dtype=object)
