@@ -4,7 +4,8 @@ Every endpoint is an adapter over the library call the CLI makes: ``POST /v1/dec
 runs :func:`dissensus.pipeline.execute_run` (:mod:`.runs`), the review endpoints go
 through :class:`~dissensus.serve.journal_adapter.ReviewDesk`, and route / vote /
 negotiate / verify / bound through :mod:`.library_calls`. The review page is
-:mod:`.review_page`. See ``docs/serve.md`` for every endpoint, status code and limit.
+:mod:`.review_page`; ``/docs`` and ``/redoc`` are served from local files
+(:mod:`.api_docs`). See ``docs/serve.md`` for every endpoint, status code and limit.
 
 Choices where the design is silent:
 

@@ -14,6 +14,9 @@ Choices where the design is silent:
 * **Claims** read the claim row with ``FOR UPDATE SKIP LOCKED``: a reviewer racing
   another for the same item is told at once that it is being claimed, instead of
   waiting behind the other's transaction.
+* **Review index.** Its row travels in the same pipeline as the event's insert (no
+  extra round trip); a rebuild takes ``LOCK TABLE review_index IN EXCLUSIVE MODE``, so
+  it sees every event committed before it and none written while it runs.
 * **Busy writers.** ``lock_timeout`` is the busy timeout; a lock held longer than that
   is a one-line :class:`~dissensus.store.base.JournalBusy` error.
 * **Run locks** are session advisory locks (released by the server when the holder's
