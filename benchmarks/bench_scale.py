@@ -20,9 +20,9 @@ Prints, in one run:
 (e) per-panel CPU of each stage (parse, embed, read, route, guard, accept, journal
     append) of a local decide run of the bundled LLMBar panels under
     ``examples/llmbar-policy.yaml``, from a cProfile of the run with a CPU-time clock
-    (cumulative time per function; embedding is counted once under "embed" even when
-    the prefetch and the reader both embed; the profiler inflates small functions, so
-    the unprofiled total is printed too).
+    (cumulative time per function; the prefetch embeds a window of 64 panels' traces
+    in one call and the reader takes the vectors from memory; the profiler inflates
+    small functions, so the unprofiled total is printed too).
 
 Run: ``python benchmarks/bench_scale.py [--panels N] [--skip-ray]``. Prints figures,
 asserts nothing. ``benchmarks/run_all.py`` runs it with the others.
