@@ -7,7 +7,9 @@ Prints, in one run:
     ``--minilm-texts`` traces only, it is slow), the ratio, and each process' peak RSS.
 (b) ``dissensus route`` with precomputed embeddings (parse + read + route + write) against
     plain ``json.loads`` + ``json.dumps`` of the same lines, CPU time, best of three
-    (the measurement of ``bench_route.py`` (a), on 20,000 synthetic 5-agent panels).
+    (the measurement of ``bench_route.py`` (a), on 20,000 synthetic 5-agent panels);
+    the same with records written by ``json.dumps``, and with lines parsed by the
+    reference path of ``parse_line`` instead of ``model_validate_json``.
 (c) ``dissensus decide`` on ``--panels`` synthetic 5-agent panels (default 20,000), for
     TF-IDF and for static: the local engine and the Ray engine with 2 workers (and, for
     TF-IDF, 1 worker: the scaling run of ``docs/scale.md``), panels/s wall clock, with
@@ -143,6 +145,13 @@ def bench_route(n: int) -> None:
         route_std = min(_cpu(routing) for _ in range(3))
     finally:
         fastjson._orjson = saved
+    from dissensus.io import jsonl
+
+    fast_models, jsonl._VALIDATE_JSON = jsonl._VALIDATE_JSON, frozenset()  # reference parse
+    try:
+        route_ref = min(_cpu(routing) for _ in range(3))
+    finally:
+        jsonl._VALIDATE_JSON = fast_models
     gc.unfreeze()
     print(f"(b) route with precomputed embeddings, {n:,} 5-agent panels, CPU time, best of 3")
     print(
@@ -150,6 +159,9 @@ def bench_route(n: int) -> None:
     )
     print(
         f"    same, records by json.dumps:    {n / route_std:9,.0f} panels/s   ratio {base / route_std:.3f}"
+    )
+    print(
+        f"    same, reference parse path:     {n / route_ref:9,.0f} panels/s   ratio {base / route_ref:.3f}   (json.loads, checks, model_validate)"
     )
     print(f"    baseline json.loads+dumps:      {n / base:9,.0f} panels/s")
     print(f"    ratio route / baseline:         {base / route:.3f}   (target >= 0.5)")
