@@ -21,7 +21,8 @@ Prints, in one run:
     serial part of a run.
 (e) per-panel CPU of each stage (parse, embed, read, route, guard, accept, journal
     append) of a local decide run of the bundled LLMBar panels under
-    ``examples/llmbar-policy.yaml``, from a cProfile of the run with a CPU-time clock
+    ``examples/llmbar-policy.yaml`` (without its learned acceptance file, which was
+    calibrated on MiniLM readings and so refuses TF-IDF and static runs), from a cProfile of the run with a CPU-time clock
     (cumulative time per function; the prefetch embeds a window of 64 panels' traces
     in one call and the reader takes the vectors from memory; the profiler inflates
     small functions, so the unprofiled total is printed too).
@@ -282,11 +283,11 @@ _STAGES = {
     "embed, tfidf (matrix)": [("lexical.py", "matrix")],
     "embed, static (embed)": [("static.py", "embed")],
     "read (read_panel, embedding excluded)": [("reading.py", "read_panel")],
-    "route (route_payload)": [("gates.py", "route_payload")],
-    "guard (guard_payload)": [("gates.py", "guard_payload")],
+    "route (route_step)": [("gates.py", "route_step")],
+    "guard (guard_step)": [("gates.py", "guard_step")],
     "signals for acceptance (agent_signals)": [("signals.py", "agent_signals")],
-    "accept (calibrated_accept)": [("reliability.py", "calibrated_accept")],
-    "journal append (Journal.append)": [("journal.py", "append")],
+    "accept (_accept)": [("engine.py", "_accept")],
+    "journal append (Journal.append)": [("store/base.py", "append")],
 }
 
 
@@ -319,12 +320,18 @@ def bench_stages(copies: int) -> None:
     )
     print(
         f"(e) per-panel CPU by stage, local decide of the bundled LLMBar panels x{copies} "
-        f"({len(lines) * copies} panels, examples/llmbar-policy.yaml: guard, recorded re-asks, calibrated acceptance)"
+        f"({len(lines) * copies} panels, examples/llmbar-policy.yaml without its MiniLM-calibrated acceptance file: guard, recorded re-asks, acceptance by independent families)"
     )
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "p.jsonl"
         path.write_text("".join(lines * copies), encoding="utf-8")
         pol, pol_dir = load_policy(str(REPO / "examples" / "llmbar-policy.yaml"))
+        # Its learned acceptance file was calibrated on MiniLM readings: a TF-IDF or static
+        # run may not use it (start_run refuses), so acceptance falls back to the policy's
+        # rule (independent families).
+        pol = pol.model_copy(
+            update={"acceptance": pol.acceptance.model_copy(update={"model": None})}
+        )
         for sim in ("tfidf", "static"):
             for profiled in (False, True):
                 journal = Journal(Path(tmp) / f"{sim}{profiled}.sqlite")
