@@ -22,7 +22,7 @@ demo: setup
 	$(VENV)/bin/dissensus decide examples/llmbar-swap.jsonl --policy examples/llmbar-policy.yaml --journal $(VENV)/demo-journal.sqlite
 
 test: setup
-	$(PY) -m pytest -q -n 2 -p no:cacheprovider
+	$(PY) -m pytest -q -n 2 --dist worksteal -p no:cacheprovider
 
 # The Ray engine's tests start a local Ray instance (minutes): run them on their own.
 test-ray: setup

@@ -16,7 +16,15 @@ Reported:
    set, the share of splits whose realised test precision is ``>= target`` (a split
    that accepts nothing counts as a success: it commits no error), with mean coverage
    and mean precision, for learned acceptance and the baselines. It must be
-   ``>= 1 - delta``.
+   ``>= 1 - delta``. Beside it, *success (every case)*: the same share with the
+   precision measured over every case of the data set (the calibration half as the
+   calibration scored it, out-of-fold; the test half as deployed). The guarantee is
+   about the population the cases are drawn from; on a finite data set the test half
+   is the complement of the calibration half, so a calibration half that happens to
+   hold few errors leaves a test half with more (their errors add up to a fixed
+   total), which makes the test-half figure harsher than the guarantee when precision
+   sits near the target. The whole data set is this evaluation's best stand-in for
+   the population.
 2. **Distribution shift**: leave-one-subset-out on LLMBar (calibrate on two subsets,
    test on the third), with and without ``--strata subset``.
 3. **Reasoning as evidence**: the same with the reasoning-similarity features (each
@@ -50,6 +58,8 @@ from dissensus.acceptance import (
     Candidate,
     FeatureSettings,
     calibrate,
+    crossfit,
+    model_for,
     select_threshold,
 )
 from dissensus.acceptance.fit import design
@@ -153,46 +163,61 @@ def load(
     return DataSet(which, panels, golds, strata, cases, target)
 
 
-# ---- methods: each returns, for the test cases, (accepted, decision) ----
+# ---- methods: each returns (accepted, decision) for the test cases, then for the ----
+# ---- calibration cases as the calibration scored them (out-of-fold, for learned) ----
 
 Result = list[tuple[bool, str | None]]
+Outcome = tuple[Result, Result]
+Method = Callable[[DataSet, Sequence[int], Sequence[int], bool], Outcome]
 
 
 def learned(
     cases: list[list[Candidate]],
-) -> Callable[[DataSet, Sequence[int], Sequence[int], bool], Result]:
-    def run(ds: DataSet, cal: Sequence[int], test: Sequence[int], strata: bool) -> Result:
+) -> Method:
+    def run(ds: DataSet, cal: Sequence[int], test: Sequence[int], strata: bool) -> Outcome:
+        groups = [ds.strata[i] for i in cal] if strata else None
         acc = calibrate(
             [cases[i] for i in cal],
             [ds.golds[i] for i in cal],
             target=ds.target,
             delta=DELTA,
             min_accepted=MIN_ACCEPTED,
-            strata=[ds.strata[i] for i in cal] if strata else None,
+            strata=groups,
         )
-        # Vectorised apply_acceptance: best candidate per case, accepted when >= threshold.
+        # The out-of-fold scores calibrate() chose the threshold on (same folds: deterministic).
+        oof = crossfit([cases[i] for i in cal], [ds.golds[i] for i in cal], groups=groups).scores
+        t = acc.threshold
+        cal_out: Result = [(t is not None and d is not None and s >= t, d) for d, s in oof]
+        # apply_acceptance for every test case: the fold model model_for() picks, vectorised per fold.
         test_cases = [cases[i] for i in test]
-        x, _, owner = design(test_cases, [ds.golds[i] for i in test], acc.model.features)
-        p = acc.model.predict_matrix(x) if len(owner) else np.zeros(0)
+        fold = [
+            model_for(acc, test_cases[k], ds.strata[i] if strata else None)
+            for k, i in enumerate(test)
+        ]
         best: dict[int, tuple[float, str]] = {}
-        for row, prob in enumerate(p.tolist()):
-            k = int(owner[row])
-            if k not in best or prob > best[k][0]:
-                first = int(np.flatnonzero(owner == k)[0])
-                best[k] = (prob, test_cases[k][row - first].label)
+        for f, model in enumerate(acc.models):
+            ks = [k for k in range(len(test)) if fold[k] == f]
+            sub = [test_cases[k] for k in ks]
+            x, _, owner = design(sub, [""] * len(sub), model.features)
+            p = model.predict_matrix(x) if len(owner) else np.zeros(0)
+            for row, prob in enumerate(p.tolist()):
+                k = ks[int(owner[row])]
+                if k not in best or prob > best[k][0]:
+                    first = int(np.flatnonzero(owner == owner[row])[0])
+                    best[k] = (prob, sub[int(owner[row])][row - first].label)
         out: Result = []
         for k in range(len(test)):
             prob, label = best.get(k, (0.0, ""))
             ok = acc.threshold is not None and k in best and prob >= acc.threshold
             out.append((ok, label if k in best else None))
-        return out
+        return out, cal_out
 
     return run
 
 
 def _scored(
     score_of: Callable[[Panel], tuple[str | None, float]],
-) -> Callable[[DataSet, Sequence[int], Sequence[int], bool], Result]:
+) -> Method:
     cache: dict[int, tuple[str | None, float]] = {}
 
     def get(ds: DataSet, i: int) -> tuple[str | None, float]:
@@ -200,7 +225,7 @@ def _scored(
             cache[i] = score_of(ds.panels[i])
         return cache[i]
 
-    def run(ds: DataSet, cal: Sequence[int], test: Sequence[int], strata: bool) -> Result:
+    def run(ds: DataSet, cal: Sequence[int], test: Sequence[int], strata: bool) -> Outcome:
         scored = [get(ds, i) for i in cal]
         choice = select_threshold(
             [s for _, s in scored],
@@ -212,10 +237,10 @@ def _scored(
         )
         t = choice.threshold
         out: Result = []
-        for i in test:
+        for i in [*test, *cal]:
             d, s = get(ds, i)
             out.append((t is not None and d is not None and s >= t, d))
-        return out
+        return out[: len(test)], out[len(test) :]
 
     return run
 
@@ -243,7 +268,7 @@ def _guard(p: Panel) -> tuple[str | None, float]:
 _SIGNALS: dict[str, list[list[AgentSignal]]] = {}
 
 
-def trust(ds: DataSet, cal: Sequence[int], test: Sequence[int], strata: bool) -> Result:
+def trust(ds: DataSet, cal: Sequence[int], test: Sequence[int], strata: bool) -> Outcome:
     if ds.name not in _SIGNALS:
         _SIGNALS[ds.name] = [
             agent_signals(p, recorded_second_answers(p), OLD_LEXICON) for p in ds.panels
@@ -255,17 +280,17 @@ def trust(ds: DataSet, cal: Sequence[int], test: Sequence[int], strata: bool) ->
     )
     regions = trust_regions(calfile, target=ds.target, min_support=10)
     out: Result = []
-    for i in test:
+    for i in [*test, *cal]:  # calibration cases in-sample: trust regions are not cross-fitted
         a = calibrated_accept(
             signals[i], regions, veto_precision=0.75, min_families=3, fallback_max_score=0
         )
         out.append((a.accepted, a.decision))
-    return out
+    return out[: len(test)], out[len(test) :]
 
 
 def methods(
     ds: DataSet,
-) -> dict[str, Callable[[DataSet, Sequence[int], Sequence[int], bool], Result]]:
+) -> dict[str, Method]:
     with_reasoning = any(
         k.startswith("cand.reasoning_") for cs in ds.cases for c in cs for k in c.features
     )
@@ -286,28 +311,34 @@ def score(res: Result, golds: Sequence[str]) -> tuple[int, int, int]:
 
 def validity(
     ds: DataSet, splits: int, seed: int = 0
-) -> dict[str, tuple[float, float, float, float]]:
-    """name -> (success share, mean coverage, mean precision over splits with acceptances, share accepting nothing)."""
+) -> dict[str, tuple[float, float, float, float, float]]:
+    """name -> (success share on the test half, success share on every case, mean coverage,
+    mean precision over splits with acceptances, share accepting nothing)."""
     rng = np.random.default_rng(seed)
     n = len(ds.panels)
-    figures: dict[str, list[tuple[float, float | None]]] = {}
+    figures: dict[str, list[tuple[float, float | None, float | None]]] = {}
     ms = methods(ds)
     for _ in range(splits):
         perm = rng.permutation(n)
         cal, test = sorted(perm[: n // 2].tolist()), sorted(perm[n // 2 :].tolist())
         golds = [ds.golds[i] for i in test]
         for name, run in ms.items():
-            tot, acc, right = score(run(ds, cal, test, False), golds)
-            figures.setdefault(name, []).append((acc / tot, right / acc if acc else None))
+            on_test, on_cal = run(ds, cal, test, False)
+            tot, acc, right = score(on_test, golds)
+            _, acc_c, right_c = score(on_cal, [ds.golds[i] for i in cal])
+            every = (right + right_c) / (acc + acc_c) if acc + acc_c else None
+            figures.setdefault(name, []).append((acc / tot, right / acc if acc else None, every))
     out = {}
     for name, rows in figures.items():
-        precs = [p for _, p in rows if p is not None]
-        success = float(np.mean([p is None or p >= ds.target for _, p in rows]))
+        precs = [p for _, p, _ in rows if p is not None]
+        success = float(np.mean([p is None or p >= ds.target for _, p, _ in rows]))
+        success_all = float(np.mean([e is None or e >= ds.target for _, _, e in rows]))
         out[name] = (
             success,
-            float(np.mean([c for c, _ in rows])),
+            success_all,
+            float(np.mean([c for c, _, _ in rows])),
             float(np.mean(precs)) if precs else float("nan"),
-            float(np.mean([p is None for _, p in rows])),
+            float(np.mean([p is None for _, p, _ in rows])),
         )
     return out
 
@@ -323,7 +354,7 @@ def loso(ds: DataSet) -> dict[str, dict[str, tuple[int, int, int]]]:
                 cal = [i for i, s in enumerate(ds.strata) if s != held]
                 test = [i for i, s in enumerate(ds.strata) if s == held]
                 out.setdefault(label, {})[held] = score(
-                    run(ds, cal, test, strata), [ds.golds[i] for i in test]
+                    run(ds, cal, test, strata)[0], [ds.golds[i] for i in test]
                 )
     return out
 
@@ -366,12 +397,12 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print(f"Guarantee validity: {args.splits} random calibration/test halves per data set")
     print(
-        "data set (cases)       | method                  | success | mean coverage | mean precision | accepts nothing"
+        "data set (cases)       | method                  | success | success (every case) | mean coverage | mean precision | accepts nothing"
     )
     for ds in sets:
-        for name, (succ, cov, prec, none) in validity(ds, args.splits).items():
+        for name, (succ, every, cov, prec, none) in validity(ds, args.splits).items():
             print(
-                f"{ds.name + f' ({len(ds.panels)})':<22} | {name:<23} | {succ:7.3f} | {cov:13.3f} | {prec:14.3f} | {none:.3f}"
+                f"{ds.name + f' ({len(ds.panels)})':<22} | {name:<23} | {succ:7.3f} | {every:20.3f} | {cov:13.3f} | {prec:14.3f} | {none:.3f}"
             )
     llmbar = next((ds for ds in sets if ds.name == "llmbar"), None)
     if llmbar is not None:

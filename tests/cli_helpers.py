@@ -106,3 +106,19 @@ def _python_path(value: str) -> Iterator[None]:
         for name, module in list(sys.modules.items()):
             if any(str(getattr(module, "__file__", "") or "").startswith(f) for f in folders):
                 del sys.modules[name]
+
+
+def run_steps(steps: list[list[str]]) -> subprocess.CompletedProcess[str]:
+    """Several ``dissensus`` commands in this process, one after the other.
+
+    Shaped like one interpreter running each ``main(argv)`` and printing ``<<< CODE``
+    after it: stdout is each command's output followed by its ``<<< CODE`` line, stderr
+    the commands' error output; the consoles are 80 columns wide, as in a pipe.
+    """
+    out: list[str] = []
+    err: list[str] = []
+    for argv in steps:
+        res = cli(*argv, env={"COLUMNS": "80"})
+        out.append(f"{res.out}<<< {res.code}\n")
+        err.append(res.err)
+    return subprocess.CompletedProcess(["dissensus"], 0, "".join(out), "".join(err))

@@ -1,4 +1,15 @@
-"""Shared fixtures. Hypothesis runs derandomized (fixed seeds) with no deadline."""
+"""Shared fixtures. Hypothesis runs derandomized (fixed seeds) with no deadline.
+
+SQLite journals in the suite run with ``DISSENSUS_JOURNAL_SYNC=normal`` (set here, so the
+CLI processes the tests start inherit it): a commit then skips the fsync that only
+power-loss durability needs, and every committed event still survives a process kill,
+which is what the crash and interrupt tests check. ``test_store_journal`` removes the
+variable to check that ``full`` is the default.
+
+Under ``--dist worksteal`` (``make test``) the tests marked ``slow`` are collected first:
+they start at once, and the other worker steals the short tests around them, so no long
+test starts last and runs alone.
+"""
 
 from __future__ import annotations
 
@@ -19,6 +30,23 @@ settings.register_profile(
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 REPO = Path(__file__).resolve().parent.parent
+
+
+_DIST_ENV = "DISSENSUS_TEST_DIST"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # xdist's workers see ``dist = "no"``: they learn the mode from the controller's env.
+    if not hasattr(config, "workerinput"):
+        os.environ[_DIST_ENV] = str(getattr(config.option, "dist", "no"))
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if os.environ.get(_DIST_ENV) == "worksteal":
+        items.sort(key=lambda item: item.get_closest_marker("slow") is None)  # stable
+
+
+os.environ.setdefault("DISSENSUS_JOURNAL_SYNC", "normal")
 
 
 def shared_data_dir() -> Path:

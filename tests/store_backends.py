@@ -21,7 +21,7 @@ def pg_url() -> str:
     url = os.environ.get(PG_ENV, "")
     if not url:
         pytest.skip(
-            f"PostgreSQL back end not tested: ${PG_ENV} is unset (scripts/ci-postgres.sh starts a server)"
+            f"PostgreSQL back end not tested: ${PG_ENV} is unset (.ci/postgres.sh starts a server)"
         )
     return url
 

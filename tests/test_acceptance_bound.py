@@ -15,7 +15,11 @@ from dissensus.acceptance import (
     apply_acceptance,
     calibrate,
     clopper_pearson_upper,
+    crossfit,
+    fewest_tested,
+    fold_index,
     load_acceptance,
+    model_for,
     save_acceptance,
     select_threshold,
 )
@@ -171,7 +175,9 @@ def test_no_pickle_and_versions_recorded(tmp_path: Path) -> None:
         calibrate(cases, golds, target=0.8, delta=0.1, min_accepted=10), tmp_path / "a.json"
     )
     raw = json.loads((tmp_path / "a.json").read_text())
-    assert set(raw["model"]) >= {"coef", "intercept", "features", "mean", "scale"}
+    assert raw["format"] == "dissensus.acceptance/2" and len(raw["models"]) == 5
+    for model in raw["models"]:
+        assert set(model) >= {"coef", "intercept", "features", "mean", "scale"}
     assert "scikit-learn" in raw["libraries"] and "scipy" in raw["libraries"]
     assert isinstance(saved, AcceptanceFile)
 
@@ -182,3 +188,94 @@ def test_no_threshold_accepts_nothing_with_the_reason() -> None:
     assert acc.threshold is None
     verdict = apply_acceptance(acc, cases[0])
     assert not verdict.accepted and "accepts nothing" in verdict.reason
+
+
+@given(st.sampled_from([0.8, 0.9, 0.95, 0.99]), st.sampled_from([0.01, 0.05, 0.1, 0.2]))
+def test_fewest_tested_is_the_fewest_where_half_the_allowed_error_rate_passes(
+    target: float, delta: float
+) -> None:
+    allowed = 1 - target
+    n = fewest_tested(target, delta)
+    assert clopper_pearson_upper(int(n * allowed / 2), n, delta) <= allowed
+    for m in {*range(1, min(n, 60)), *range(max(1, n - 60), n)}:
+        assert clopper_pearson_upper(int(m * allowed / 2), m, delta) > allowed
+
+
+def test_thresholds_without_power_do_not_end_the_sequence() -> None:
+    # Target 0.95, delta 0.1: one confident error among the 45 most confident cases fails
+    # the bound (0.084), among 77 it passes (0.0496). The thresholds accepting fewer than
+    # 77 are not tested, so the early error does not end the sequence.
+    assert fewest_tested(0.95, 0.1) == 77
+    scores = [1.0 - i / 1000 for i in range(200)]
+    correct = [i != 10 for i in range(200)]
+    choice = select_threshold(scores, correct, target=0.95, delta=0.1, min_accepted=30, grid=None)
+    assert choice.threshold is not None and choice.accepted == 200
+    # Had the sequence started at 45 cases it would have stopped at once.
+    assert clopper_pearson_upper(1, 45, 0.1) > 0.05
+
+
+def test_the_deployed_models_are_the_fold_models_that_scored_the_calibration() -> None:
+    cases, golds = _toy()
+    acc = calibrate(cases, golds, target=0.8, delta=0.1, min_accepted=10)
+    fitted = crossfit(cases, golds)
+    assert acc.models == fitted.models
+    # The calibration's out-of-fold scores come from these models: every case's score is
+    # reproduced by one of them.
+    for rows, (label, score) in zip(cases, fitted.scores, strict=True):
+        got = [
+            apply_acceptance(
+                acc.model_copy(update={"fold_of_stratum": {"s": f}}), rows, stratum="s"
+            )
+            for f in range(5)
+        ]
+        assert any(v.decision == label and abs(v.score - score) < 1e-6 for v in got)
+
+
+def test_a_stratum_is_scored_by_the_model_that_never_saw_it() -> None:
+    cases, golds = _toy()
+    strata = [f"s{i % 4}" for i in range(len(cases))]
+    acc = calibrate(cases, golds, target=0.8, delta=0.1, min_accepted=10, strata=strata)
+    assert sorted(acc.fold_of_stratum) == ["s0", "s1", "s2", "s3"] and len(acc.models) == 4
+    fitted = crossfit(cases, golds, groups=strata)
+    for i, (rows, (label, score)) in enumerate(zip(cases, fitted.scores, strict=True)):
+        v = apply_acceptance(acc, rows, stratum=strata[i])
+        assert v.decision == label and abs(v.score - score) < 1e-6
+    # An unknown stratum falls back to the hash of the candidate rows.
+    assert model_for(acc, cases[0], "elsewhere") == fold_index(cases[0], 4)
+
+
+@settings(max_examples=50)
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(["a", "b", "c"]), st.floats(-5, 5, allow_nan=False)),
+        min_size=1,
+        max_size=4,
+    ),
+    st.integers(1, 7),
+)
+def test_fold_index_is_deterministic_and_in_range(
+    rows: list[tuple[str, float]], folds: int
+) -> None:
+    cands = [Candidate(label=label, features={"f": value}) for label, value in rows]
+    k = fold_index(cands, folds)
+    assert 0 <= k < folds
+    again = [Candidate(label=label, features={"f": value}) for label, value in rows]
+    assert fold_index(again, folds) == k
+
+
+def test_hashed_fold_choice_is_close_to_uniform() -> None:
+    counts = [0] * 5
+    for i in range(2000):
+        counts[fold_index([Candidate(label="a", features={"x": float(i)})], 5)] += 1
+    assert min(counts) > 330 and max(counts) < 470
+
+
+def test_an_old_format_file_is_refused_with_how_to_fix(tmp_path: Path) -> None:
+    cases, golds = _toy()
+    path = tmp_path / "a.json"
+    save_acceptance(calibrate(cases, golds, target=0.8, delta=0.1, min_accepted=10), path)
+    data = json.loads(path.read_text())
+    data["format"] = "dissensus.acceptance/1"
+    path.write_text(json.dumps(data))
+    with pytest.raises(ConfigError, match="re-run `dissensus calibrate-acceptance`"):
+        load_acceptance(path)

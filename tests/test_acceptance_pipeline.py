@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from cli_helpers import cli
 from dissensus.acceptance import FeatureSettings, calibrate, save_acceptance
 from dissensus.acceptance.prepare import prepare_cases
 from dissensus.cli import main
@@ -64,9 +65,23 @@ def _decide(
     return code, [json.loads(line) for line in out.splitlines() if line.startswith("{")]
 
 
-def test_records_quote_the_file(workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.fixture(scope="module")
+def learned_run(workdir: Path) -> tuple[int, list[dict[str, object]], str]:
+    """One decide under A.json: exit code, the records (``-o``) and the summary (stdout)."""
+    out = workdir / "learned.jsonl"
+    res = cli(
+        "decide", PANELS, "--policy", workdir / "p.yaml", "--acceptance", workdir / "A.json",
+        "--journal", workdir / "learned.sqlite", "-o", out,
+    )  # fmt: skip
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    return res.code, records, res.out
+
+
+def test_records_quote_the_file(
+    workdir: Path, learned_run: tuple[int, list[dict[str, object]], str]
+) -> None:
     sha = json.loads((workdir / "A.json").read_text())["sha256"]
-    code, records = _decide(workdir, "p.yaml", "A.json", capsys)
+    code, records, _ = learned_run
     assert code == 0 and len(records) == 150
     auto = [r for r in records if r["basis"] == "learned"]
     assert auto, "the file accepts some cases"
@@ -101,22 +116,12 @@ def test_scored_without_a_followup(workdir: Path, capsys: pytest.CaptureFixture[
     assert any("accept:learned" in r["path"] or "accept:refused" in r["path"] for r in records)  # type: ignore[operator]
 
 
-def test_summary_states_the_guarantee(workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    journal = workdir / "summary.sqlite"
-    code = main(
-        [
-            "decide",
-            str(PANELS),
-            "--policy",
-            str(workdir / "p.yaml"),
-            "--acceptance",
-            str(workdir / "A.json"),
-            "--journal",
-            str(journal),
-        ]
-    )
+def test_summary_states_the_guarantee(
+    learned_run: tuple[int, list[dict[str, object]], str],
+) -> None:
+    code, _, summary = learned_run
     assert code == 0
-    out = " ".join(capsys.readouterr().out.split())
+    out = " ".join(summary.split())
     assert (
         "precision >= 0.80 with probability >= 0.80 if these panels are exchangeable with the 150 calibration cases"
         in out

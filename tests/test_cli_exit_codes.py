@@ -2,12 +2,14 @@
 
 The table of docs/cli.md is parsed; every (command, code) pair it lists has a scenario
 here, every scenario is listed there, and every command of the CLI is in the table.
-Scenarios run in-process except the interrupted ones (a real signal, a real process).
+Scenarios run in-process except the interrupted ones (a real signal, a real process); the
+killed run that ``runs resume`` is interrupted in is made by a forked child.
 """
 
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
 import re
 import signal
@@ -20,6 +22,9 @@ from pathlib import Path
 import pytest
 
 from cli_helpers import Result, cli
+from dissensus.cli import main
+from dissensus.llm.retry import Backoff
+from fault_runner import install
 from pipeline_cases import panel, write_jsonl, write_policy
 from test_convert_cli import _write_tiny
 from test_guard_cli import _labelled_lines
@@ -96,6 +101,21 @@ def _signalled(argv: list[str | Path], after: int, sig: str = "SIGINT") -> int:
     return proc.returncode
 
 
+def _fork_child(argv: list[str], after: int) -> None:
+    install(after, signal.SIGKILL)
+    os._exit(main(argv))
+
+
+def _killed_in_a_fork(argv: list[str | Path], after: int) -> int | None:
+    """``dissensus ARGV`` in a forked child killed after its ``after``-th journalled event."""
+    proc = multiprocessing.get_context("fork").Process(
+        target=_fork_child, args=([str(a) for a in argv], after)
+    )
+    proc.start()
+    proc.join(timeout=120)
+    return proc.exitcode
+
+
 def _decide_130(w: World) -> int:
     return _signalled(
         [
@@ -125,7 +145,7 @@ def _resume(w: World, code: int) -> int:
             "--run-id",
             "I",
         ]
-        assert _signalled(argv, 3, "SIGKILL") == -signal.SIGKILL
+        assert _killed_in_a_fork(argv, 3) == -signal.SIGKILL  # set-up: a killed run
         return _signalled(["runs", "resume", "I", "--journal", j], 2)
     run = {0: "R", 1: "FAIL", 2: "nosuch", 3: "REJ"}[code]
     return cli("runs", "resume", run, "--journal", w.journal).code
@@ -173,9 +193,12 @@ def _negotiate_unreachable(w: World) -> int:
         "OPENAI_API_KEY": "x",
         "DISSENSUS_MODEL": None,
     }
-    res = cli(
-        "negotiate", EXAMPLES / "concord" / "llm-checkout.yaml", "--model", "openai:m", env=env
-    )
+    # Every call is retried (28 attempts); the waits between them are not what is checked.
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(Backoff, "delay", lambda self, attempt, retry_after=None: 0.0)
+        res = cli(
+            "negotiate", EXAMPLES / "concord" / "llm-checkout.yaml", "--model", "openai:m", env=env
+        )
     assert "connection failed" in res.err
     return res.code
 
@@ -290,6 +313,12 @@ SCENARIOS: dict[tuple[str, int], Callable[[World], int]] = {
         cli(
             "review", "resolve", "R.2", "--decision", "2", "--note", " ", "--journal", w.journal
         ).code
+    ),
+    ("review confirm", 0): lambda w: (
+        cli("review", "confirm", "R.1", "--note", "checked", "--journal", w.journal).code
+    ),
+    ("review confirm", 2): lambda w: (
+        cli("review", "confirm", "R.2", "--note", "checked", "--journal", w.journal).code
     ),
     ("runs list", 0): lambda w: cli("runs", "list", "--journal", w.journal).code,
     ("runs list", 2): lambda w: cli("runs", "list", "--journal", w.root / "none.sqlite").code,

@@ -133,6 +133,7 @@ def _big_inputs(tmp_path: Path) -> dict[str, Path]:
     }
 
 
+@pytest.mark.slow
 def test_json_into_a_closed_pipe_exits_zero_silently(tmp_path: Path, shared_data: Path) -> None:
     files = _big_inputs(tmp_path)
     j = tmp_path / "j.sqlite"

@@ -329,6 +329,7 @@ def test_failing_callable_backend_is_one_line(
     assert needle in lines[0]
 
 
+@pytest.mark.slow
 @pytest.mark.embed
 def test_route_with_default_model(panels_file: Path, tmp_path: Path) -> None:
     pytest.importorskip("sentence_transformers")

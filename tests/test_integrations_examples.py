@@ -1,9 +1,15 @@
-"""The integration examples run offline and print what the docs say they print."""
+"""The integration examples run offline and print what the docs say they print.
+
+The examples and the docs' blocks run in this process (``runpy``, as ``__main__``, in a
+temporary working directory), so each framework is imported once per test process;
+one example also runs in a fresh interpreter, as a user runs it.
+"""
 
 from __future__ import annotations
 
 import os
 import re
+import runpy
 import subprocess
 import sys
 from pathlib import Path
@@ -31,16 +37,43 @@ EXPECTED = {
 }
 
 
+def _run_here(
+    script: Path, cwd: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> str:
+    """Run ``script`` as ``__main__`` in this process; its standard output."""
+    # Processes the script starts (the MCP server) import this checkout's package.
+    path = os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")])
+    monkeypatch.setenv("PYTHONPATH", path)
+    monkeypatch.chdir(cwd)
+    monkeypatch.setattr(sys, "argv", [str(script)])
+    capsys.readouterr()
+    runpy.run_path(str(script), run_name="__main__")
+    return capsys.readouterr().out
+
+
 @pytest.mark.parametrize("name", sorted(EXPECTED))
-def test_example_runs(name: str) -> None:
+def test_example_runs(
+    name: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     framework, lines = EXPECTED[name]
+    pytest.importorskip(framework)
+    out = _run_here(ROOT / "examples" / "integrations" / name, tmp_path, monkeypatch, capsys)
+    for line in lines:
+        assert line in out, out
+
+
+def test_an_example_runs_in_a_fresh_interpreter() -> None:
+    framework, lines = EXPECTED["langgraph_review.py"]
     pytest.importorskip(framework)
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")]),
     }
     done = subprocess.run(
-        [sys.executable, str(ROOT / "examples" / "integrations" / name)],
+        [sys.executable, str(ROOT / "examples" / "integrations" / "langgraph_review.py")],
         capture_output=True, text=True, env=env, cwd=ROOT, timeout=180, check=False,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
@@ -60,22 +93,15 @@ def test_docs_show_each_integration_in_under_30_lines() -> None:
 
 
 @pytest.mark.parametrize(("index", "framework"), [(0, "langgraph"), (1, "inspect_ai"), (2, "mcp")])
-def test_docs_blocks_run(tmp_path: Path, index: int, framework: str) -> None:
+def test_docs_blocks_run(
+    tmp_path: Path,
+    index: int,
+    framework: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     pytest.importorskip(framework)
     script = tmp_path / "block.py"
     script.write_text(BLOCKS[index], encoding="utf-8")
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")]),
-    }
-    done = subprocess.run(
-        [sys.executable, str(script)],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=tmp_path,
-        timeout=180,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert SHOWN[framework] in done.stdout, done.stdout
+    out = _run_here(script, tmp_path, monkeypatch, capsys)
+    assert SHOWN[framework] in out, out

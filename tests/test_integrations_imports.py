@@ -8,12 +8,16 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 SRC = Path(__file__).resolve().parents[1] / "src"
 FRAMEWORKS = ("langgraph", "langchain_core", "inspect_ai", "mcp")
 
 
-def _loaded(code: str) -> list[str]:
-    probe = f"{code}\nimport json, sys\nprint(json.dumps(sorted(sys.modules)))"
+def _loaded_after(*steps: str) -> list[list[str]]:
+    """The framework modules loaded after each of ``steps``, run in order in one fresh interpreter."""
+    snapshot = "print(json.dumps(sorted(sys.modules)), flush=True)"
+    probe = "\n".join(["import json, sys", *(f"{step}\n{snapshot}" for step in steps)])
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")]),
@@ -26,16 +30,22 @@ def _loaded(code: str) -> list[str]:
         check=True,
         timeout=120,
     )
-    modules: list[str] = json.loads(done.stdout.strip().splitlines()[-1])
-    return [m for m in modules if m.split(".")[0] in FRAMEWORKS]
+    lines = done.stdout.strip().splitlines()[-len(steps) :]
+    return [[m for m in json.loads(line) if m.split(".")[0] in FRAMEWORKS] for line in lines]
 
 
-def test_import_dissensus_loads_no_framework() -> None:
-    assert _loaded("import dissensus, dissensus.integrations") == []
+@pytest.fixture(scope="module")
+def loaded() -> list[list[str]]:
+    """After ``import dissensus, dissensus.integrations``, then after ``import dissensus.cli``."""
+    return _loaded_after("import dissensus, dissensus.integrations", "import dissensus.cli")
 
 
-def test_the_cli_loads_no_framework_until_a_command_needs_it() -> None:
-    assert _loaded("import dissensus.cli") == []
+def test_import_dissensus_loads_no_framework(loaded: list[list[str]]) -> None:
+    assert loaded[0] == []
+
+
+def test_the_cli_loads_no_framework_until_a_command_needs_it(loaded: list[list[str]]) -> None:
+    assert loaded[1] == []
 
 
 def test_mcp_without_its_extra_is_a_usage_error_naming_the_extra() -> None:

@@ -20,6 +20,7 @@ from dissensus.integrations._review import content_sha256
 from dissensus.pipeline.review import find_item, list_items, resolve
 from dissensus.store import Journal
 from integrations_graph import build
+from integrations_graph import main as graph_main
 
 GRAPH = Path(__file__).with_name("integrations_graph.py")
 
@@ -172,13 +173,23 @@ def _run(*args: str) -> dict[str, Any]:
     return json.loads(done.stdout)  # type: ignore[no-any-return]
 
 
-def test_sqlite_checkpoints_resume_in_a_fresh_process(tmp_path: Path) -> None:
+def _run_here(capsys: pytest.CaptureFixture[str], *args: str) -> dict[str, Any]:
+    """As :func:`_run`, in this process (a new graph and checkpoint connection each time)."""
+    capsys.readouterr()
+    graph_main(list(args))
+    return json.loads(capsys.readouterr().out)  # type: ignore[no-any-return]
+
+
+def test_sqlite_checkpoints_resume_in_a_fresh_process(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Started in one process, refused here (a new graph on the file), finished in another."""
     ck, jr = str(tmp_path / "ck.sqlite"), str(tmp_path / "j.sqlite")
     started = _run("start", ck, jr, "t-proc")
     (pending,) = started["interrupts"]
     assert started["next"] == ["decide"] and "dissensus" not in started["values"]
     stale = {**_answer(pending["value"]), "content_sha256": "f" * 64}
-    refused = _run("resume", ck, jr, "t-proc", json.dumps({pending["id"]: stale}))
+    refused = _run_here(capsys, "resume", ck, jr, "t-proc", json.dumps({pending["id"]: stale}))
     (again,) = refused["interrupts"]
     assert "changed since it was shown" in again["value"]["error"]
     done = _run("resume", ck, jr, "t-proc", json.dumps({again["id"]: _answer(again["value"])}))
@@ -194,9 +205,11 @@ def test_sqlite_checkpoints_resume_in_a_fresh_process(tmp_path: Path) -> None:
         assert journal.verify(record["review_id"].rpartition(".")[0]).ok
 
 
-def test_two_pending_interrupts_are_resumed_by_id(tmp_path: Path) -> None:
+def test_two_pending_interrupts_are_resumed_by_id(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     ck, jr = str(tmp_path / "ck.sqlite"), str(tmp_path / "j.sqlite")
-    started = _run("start", ck, jr, "t-two", "", "two")
+    started = _run_here(capsys, "start", ck, jr, "t-two", "", "two")
     assert len(started["interrupts"]) == 2
     by_case = {i["value"]["case_id"]: i for i in started["interrupts"]}
     assert set(by_case) == {"t-two", "t-two-other"}
@@ -204,7 +217,7 @@ def test_two_pending_interrupts_are_resumed_by_id(tmp_path: Path) -> None:
         by_case["t-two"]["id"]: _answer(by_case["t-two"]["value"], "2", "main case"),
         by_case["t-two-other"]["id"]: _answer(by_case["t-two-other"]["value"], "1", "other case"),
     }
-    done = _run("resume", ck, jr, "t-two", json.dumps(answers), "two")
+    done = _run_here(capsys, "resume", ck, jr, "t-two", json.dumps(answers), "two")
     values = done["values"]
     assert done["interrupts"] == []
     assert (values["dissensus"]["decision"], values["dissensus"]["resolution"]["note"]) == (

@@ -1,4 +1,7 @@
-"""``dissensus fake-llm`` through a subprocess, driven by the real SDK."""
+"""``dissensus fake-llm`` through a subprocess, driven by the real SDK.
+
+The usage errors (exit 2 before any server starts) run in-process.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +11,8 @@ import sys
 from pathlib import Path
 
 from openai import NOT_GIVEN, OpenAI
+
+from cli_helpers import cli
 
 
 def test_fake_llm_serves_the_rule_file(tmp_path: Path) -> None:
@@ -36,23 +41,9 @@ def test_fake_llm_serves_the_rule_file(tmp_path: Path) -> None:
 
 
 def test_fake_llm_missing_script_is_a_usage_error(tmp_path: Path) -> None:
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "dissensus",
-            "fake-llm",
-            "--port",
-            "0",
-            "--script",
-            str(tmp_path / "none.yaml"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert result.returncode == 2
-    assert "file not found" in result.stderr
+    result = cli("fake-llm", "--port", "0", "--script", tmp_path / "none.yaml")
+    assert result.code == 2
+    assert "file not found" in result.err
 
 
 def _docs_script(repo_root: Path) -> str:
@@ -105,13 +96,8 @@ def test_fake_llm_runs_the_script_of_the_docs(tmp_path: Path, repo_root: Path) -
 def test_fake_llm_bad_server_section_is_one_line(tmp_path: Path) -> None:
     script = tmp_path / "rules.yaml"
     script.write_text("server:\n  faults: {kinds: [bogus]}\n")
-    result = subprocess.run(
-        [sys.executable, "-m", "dissensus", "fake-llm", "--port", "0", "--script", str(script)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert result.returncode == 2
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1, result.stderr
+    result = cli("fake-llm", "--port", "0", "--script", script)
+    assert result.code == 2
+    lines = result.err.strip().splitlines()
+    assert len(lines) == 1, result.err
     assert lines[0].startswith("error: ") and "field 'server.faults.kinds.0'" in lines[0]

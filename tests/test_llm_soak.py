@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import time
 
+import pytest
 from pydantic import BaseModel
 
 from dissensus.llm import (
@@ -67,6 +68,7 @@ class Label(BaseModel):
     agent: str
 
 
+@pytest.mark.slow
 def test_fault_soak() -> None:
     agents = [f"agent{i}" for i in range(10)]
     script = parse_script(

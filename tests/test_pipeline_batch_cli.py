@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-import subprocess
-import sys
 from pathlib import Path
 
+from cli_helpers import run_steps
 from pipeline_cases import panel, write_jsonl, write_policy
 
 
@@ -40,11 +39,6 @@ def test_decide_rejects_bad_lines_processes_the_rest_and_exports_a_verifiable_ru
     inp = write_jsonl(tmp_path / "in.jsonl", rows)
     pol = write_policy(tmp_path / "p.yaml")
     j = str(tmp_path / "j.sqlite")
-    script = (
-        "import sys; from dissensus.cli import main\n"
-        "for argv in [a.split('\\x1f') for a in sys.argv[1:]]:\n"
-        "    print('<<<', main(argv), flush=True)\n"
-    )
     steps = [
         [
             "decide",
@@ -74,12 +68,7 @@ def test_decide_rejects_bad_lines_processes_the_rest_and_exports_a_verifiable_ru
             str(tmp_path / "h.jsonl"),
         ],
     ]
-    proc = subprocess.run(
-        [sys.executable, "-c", script, *["\x1f".join(s) for s in steps]],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    proc = run_steps(steps)
     chunks = proc.stdout.split("<<< ")
     assert [int(c.split("\n", 1)[0]) for c in chunks[1:]] == [3, 0, 0, 3], proc.stderr
     records = [json.loads(x) for x in chunks[0].splitlines()]

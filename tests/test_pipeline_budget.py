@@ -30,6 +30,8 @@ from dissensus.store import Journal
 from fault_runner import install
 from pipeline_cases import crash_script, mixed_batch, write_jsonl, write_policy
 
+pytestmark = pytest.mark.slow  # the module's tests share a forked base run
+
 RUN = "budget"
 KILLED = -signal.SIGKILL
 REJECTED = 3
@@ -183,7 +185,8 @@ def test_a_deadline_stops_the_run_partial_and_resumable(
     rows = [r for r in mixed_batch() if isinstance(r, dict)]
     path = write_jsonl(tmp_path / "in.jsonl", rows)
     answer = json.dumps({"decision": "1", "reasoning": "slowly"})
-    with FakeServer(ScriptedRules(default=answer), ServerSettings(latency_s=1.5)) as srv:
+    # Every call (0.8 s) outlasts the 0.5 s deadline: the run stops inside its first call.
+    with FakeServer(ScriptedRules(default=answer), ServerSettings(latency_s=0.8)) as srv:
         monkeypatch.setenv("OPENAI_BASE_URL", srv.base_url)
         monkeypatch.setenv("OPENAI_API_KEY", "k")
         journal = Journal(tmp_path / "j.sqlite")
@@ -214,7 +217,8 @@ def test_decide_deadline_flag_exits_1_with_a_partial_run(
     path = write_jsonl(tmp_path / "in.jsonl", rows)
     policy = write_policy(tmp_path / "policy.yaml", {"concurrency": 1})
     answer = json.dumps({"decision": "1", "reasoning": "slowly"})
-    with FakeServer(ScriptedRules(default=answer), ServerSettings(latency_s=1.5)) as srv:
+    # Every call (0.8 s) outlasts the 0.5 s deadline: the run stops inside its first call.
+    with FakeServer(ScriptedRules(default=answer), ServerSettings(latency_s=0.8)) as srv:
         monkeypatch.setenv("OPENAI_BASE_URL", srv.base_url)
         monkeypatch.setenv("OPENAI_API_KEY", "k")
         journal = str(tmp_path / "j.sqlite")

@@ -30,6 +30,8 @@ from dissensus.store import Journal
 from fault_runner import install
 from pipeline_cases import crash_script, mixed_batch, write_jsonl, write_policy
 
+pytestmark = pytest.mark.slow  # the module's tests share a forked base run
+
 RUN = "crash"
 KILLED = -signal.SIGKILL
 REJECTED = 3  # the batch holds one bad line

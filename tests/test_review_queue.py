@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from cli_helpers import run_cli
+from cli_helpers import run_cli, run_steps
 from dissensus.errors import DissensusError, InputError
 from dissensus.pipeline import decide, policy_from_dict
 from dissensus.pipeline.review import (
@@ -104,12 +104,6 @@ def test_cli_review_list_show_resolve(tmp_path: Path) -> None:
     inp = write_jsonl(tmp_path / "in.jsonl", rows)
     pol = write_policy(tmp_path / "policy.yaml")
     journal = str(tmp_path / "j.sqlite")
-    script = (
-        "import sys; from dissensus.cli import main\n"
-        "for argv in [a.split('\\x1f') for a in sys.argv[1:]]:\n"
-        "    print('<<<', main(argv), flush=True)\n"
-    )
-    # Several commands in one interpreter: the CLI's import cost is paid once.
     steps = [
         ["decide", str(inp), "--policy", str(pol), "--journal", journal, "--run-id", "R", "--json"],
         ["review", "list", "--journal", journal, "--json"],
@@ -129,12 +123,7 @@ def test_cli_review_list_show_resolve(tmp_path: Path) -> None:
         ["runs", "show", "R", "--journal", journal, "--json"],
         ["runs", "verify", "R", "--journal", journal],
     ]
-    proc = subprocess.run(
-        [sys.executable, "-c", script, *["\x1f".join(s) for s in steps]],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    proc = run_steps(steps)
     assert proc.returncode == 0, proc.stderr
     chunks = proc.stdout.split("<<< ")
     codes = [int(c.split("\n", 1)[0]) for c in chunks[1:]]

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from dissensus.errors import InputError
 from dissensus.states import (
     Reading,
     State,
@@ -109,7 +110,7 @@ def test_any_categorical_labels() -> None:
 
 def test_matrix_shape_checked() -> None:
     p = panel(("a", "x", "r1"), ("b", "x", "r2"))
-    with pytest.raises(ValueError, match="shape"):
+    with pytest.raises(InputError, match="shape"):
         read_from_matrix(p, [[1.0]], "m", Thresholds(theta_s=0.5))
 
 

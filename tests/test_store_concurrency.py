@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from cli_helpers import cli
 from dissensus.store import Journal, JournalBusy, JournalReadOnly, RunExists
 from pipeline_cases import panel, write_jsonl, write_policy
 
@@ -111,29 +112,17 @@ def test_decide_against_a_locked_journal_prints_one_line(tmp_path: Path) -> None
     pol = write_policy(tmp_path / "policy.yaml")
     thread, release = _hold_write_lock(journal)
     try:
-        out = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "dissensus",
-                "decide",
-                str(inp),
-                "--policy",
-                str(pol),
-                "--journal",
-                journal,
-            ],
-            capture_output=True,
-            text=True,
-            check=False,
-            env=_env(DISSENSUS_JOURNAL_BUSY_TIMEOUT="0.2"),
-        )
+        # In-process: the write lock is held by another connection (SQLite tells them apart).
+        out = cli(
+            "decide", inp, "--policy", pol, "--journal", journal,
+            env={"DISSENSUS_JOURNAL_BUSY_TIMEOUT": "0.2"},
+        )  # fmt: skip
     finally:
         release.set()
         thread.join()
-    assert out.returncode == 1, out.stderr
-    assert out.stderr.startswith("error: journal ") and out.stderr.count("\n") == 1
-    assert "Traceback" not in out.stderr
+    assert out.code == 1, out.err
+    assert out.err.startswith("error: journal ") and out.err.count("\n") == 1
+    assert "Traceback" not in out.err
 
 
 def test_two_decides_with_one_run_id_at_once_one_wins_the_other_says_why(tmp_path: Path) -> None:

@@ -4,14 +4,13 @@ canonical stored text, header anchor, foreign databases, durability settings."""
 from __future__ import annotations
 
 import sqlite3
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from cli_helpers import cli
 from dissensus.errors import InputError
 from dissensus.store import (
     GENESIS,
@@ -183,14 +182,13 @@ def test_a_truncated_finished_run_with_a_fixed_header_is_reported_unfinished(
 def test_runs_verify_cli_fails_on_an_edited_event(tmp_path: Path) -> None:
     target = str(tmp_path / "j.sqlite")
     _filled(target, 3)
-    cmd = [sys.executable, "-m", "dissensus", "runs", "verify", "r", "--journal", target]
-    ok = subprocess.run(cmd, capture_output=True, text=True, check=False)
-    assert ok.returncode == 0, ok.stderr
-    assert "OK" in ok.stdout
+    ok = cli("runs", "verify", "r", "--journal", target)
+    assert ok.code == 0, ok.err
+    assert "OK" in ok.out
     raw(target, "UPDATE events SET type = 'forged' WHERE seq = 1")
-    bad = subprocess.run(cmd, capture_output=True, text=True, check=False)
-    assert bad.returncode == 1
-    assert "FAILED" in bad.stderr and "event 1" in bad.stderr
+    bad = cli("runs", "verify", "r", "--journal", target)
+    assert bad.code == 1
+    assert "FAILED" in bad.err and "event 1" in bad.err
 
 
 def test_wal_and_full_sync_are_the_default(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -237,22 +235,9 @@ def test_another_applications_sqlite_database_is_refused_untouched(tmp_path: Pat
     db.close()
     assert tables == ["users"]
     (tmp_path / "panels.jsonl").write_text("", encoding="utf-8")
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "dissensus",
-            "decide",
-            str(tmp_path / "panels.jsonl"),
-            "--journal",
-            str(path),
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert out.returncode == 2, out.stderr
-    assert out.stderr.count("\n") == 1 and "another application" in out.stderr
+    out = cli("decide", tmp_path / "panels.jsonl", "--journal", path)
+    assert out.code == 2, out.err
+    assert out.err.count("\n") == 1 and "another application" in out.err
 
 
 def test_a_table_named_runs_with_other_columns_is_refused(journal_target: str) -> None:

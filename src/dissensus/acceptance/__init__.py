@@ -26,6 +26,7 @@ from dissensus.acceptance.bound import (
     StratumFigures,
     ThresholdChoice,
     clopper_pearson_upper,
+    fewest_tested,
     select_threshold,
 )
 from dissensus.acceptance.calibrate import (
@@ -33,6 +34,8 @@ from dissensus.acceptance.calibrate import (
     apply_acceptance,
     calibrate,
     library_versions,
+    model_for,
+    stratum_of,
 )
 from dissensus.acceptance.features import (
     Candidate,
@@ -49,7 +52,15 @@ from dissensus.acceptance.file import (
     load_acceptance,
     save_acceptance,
 )
-from dissensus.acceptance.fit import LogisticModel, crossfit_scores, fit_model, score_case
+from dissensus.acceptance.fit import (
+    CrossFit,
+    LogisticModel,
+    crossfit,
+    crossfit_scores,
+    fit_model,
+    fold_index,
+    score_case,
+)
 
 __all__ = [
     "ACCEPTANCE_FORMAT",
@@ -57,6 +68,7 @@ __all__ = [
     "AcceptanceVerdict",
     "Candidate",
     "CaseInput",
+    "CrossFit",
     "FeatureSettings",
     "LogisticModel",
     "ReasoningSimilarity",
@@ -68,11 +80,16 @@ __all__ = [
     "canonical_hash",
     "case_input",
     "clopper_pearson_upper",
+    "crossfit",
     "crossfit_scores",
+    "fewest_tested",
     "fit_model",
+    "fold_index",
     "library_versions",
     "load_acceptance",
+    "model_for",
     "save_acceptance",
     "score_case",
     "select_threshold",
+    "stratum_of",
 ]

@@ -22,8 +22,16 @@ Choices where the paper is silent:
 
 * Thresholds accepting fewer than ``min_accepted`` cases are *not tested* (skipped,
   neither passing nor stopping the sequence): a bound on five cases is meaningless and
-  would stop the sequence at once. The selected threshold therefore always accepts at
-  least ``min_accepted`` calibration cases.
+  would stop the sequence at once. Nor are thresholds accepting fewer cases than
+  :func:`fewest_tested` — the fewest with which an error rate of *half* the allowed one
+  passes the bound (77 at target 0.95 and delta 0.1, 38 at 0.9). A test on fewer
+  cases has almost no power: one confidently wrong answer among the first few dozen
+  (agents agreeing on the same wrong answer score highest) fails it and ends the
+  sequence, although the threshold below, with ten times the cases, would pass. Both
+  rules depend on the number of cases a threshold accepts, never on the labels, so the
+  sequence is still fixed before the labels are looked at and the guarantee is
+  unchanged; what they change is how often something passes. The selected threshold
+  therefore always accepts at least that many calibration cases.
 * With strata, each stratum runs its own fixed sequence (a stratum whose accepted count
   is still below ``min_accepted`` does not veto); the common threshold is the most
   conservative of the per-stratum ones, so it lies in every stratum's passing set.
@@ -33,22 +41,37 @@ Choices where the paper is silent:
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import lru_cache
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 from scipy.stats import beta
+
+from dissensus.errors import ConfigError, InputError
 
 __all__ = [
     "DEFAULT_GRID",
     "StratumFigures",
     "ThresholdChoice",
     "clopper_pearson_upper",
+    "fewest_tested",
     "select_threshold",
 ]
 
 
 DEFAULT_GRID = 200
 """Candidate thresholds are ``k / DEFAULT_GRID`` for ``k`` from ``DEFAULT_GRID`` down to 0."""
+
+
+@lru_cache(maxsize=64)
+def fewest_tested(target: float, delta: float) -> int:
+    """Fewest accepted cases a tested threshold needs: the first ``n`` at which
+    ``floor(n * (1 - target) / 2)`` errors pass the Clopper–Pearson bound."""
+    allowed = 1.0 - target
+    n = 1
+    while clopper_pearson_upper(int(n * allowed / 2), n, delta) > allowed:
+        n += 1
+    return n
 
 
 def clopper_pearson_upper(errors: int, n: int, delta: float) -> float:
@@ -108,10 +131,11 @@ def _sequence(
 ) -> float | None:
     """The last threshold that passes the fixed sequence (``None`` if none passes)."""
     chosen: float | None = None
+    fewest = max(min_accepted, fewest_tested(target, delta))
     for t in _candidates(scores, grid):
         mask = scores >= t
         accepted = int(mask.sum())
-        if accepted < min_accepted:
+        if accepted < fewest:
             continue
         errors = accepted - int(correct[mask].sum())
         if clopper_pearson_upper(errors, accepted, delta) > 1.0 - target:
@@ -143,11 +167,11 @@ def select_threshold(
 ) -> ThresholdChoice:
     """Fixed-sequence threshold for precision ``>= target`` at level ``delta`` (see module docstring)."""
     if not 0.0 < target < 1.0 or not 0.0 < delta < 1.0:
-        raise ValueError("target and delta must lie in (0, 1)")
+        raise ConfigError("target and delta must lie in (0, 1)")
     sc = np.asarray(scores, dtype=float)
     ok = np.asarray(correct, dtype=bool)
     if sc.shape != ok.shape:
-        raise ValueError("scores and correct differ in length")
+        raise InputError("scores and correct differ in length")
     labels = [str(x) for x in strata] if strata is not None else ["all"] * len(sc)
     names = sorted(set(labels))
     lab = np.asarray(labels, dtype=object)

@@ -1,31 +1,40 @@
 """Calibrate an acceptance model on labelled cases, and apply it to a new case.
 
-:func:`calibrate` = cross-fitted scores (:mod:`dissensus.acceptance.fit`) ->
-fixed-sequence threshold (:mod:`dissensus.acceptance.bound`) -> deployed model fitted
-on every case -> :class:`~dissensus.acceptance.file.AcceptanceFile`.
+:func:`calibrate` = cross-fitted scores and fold models (:mod:`dissensus.acceptance.fit`)
+-> fixed-sequence threshold (:mod:`dissensus.acceptance.bound`) ->
+:class:`~dissensus.acceptance.file.AcceptanceFile` holding the fold models.
 :func:`apply_acceptance` scores one case and says whether its best candidate may be
 committed, with the figures every record quotes.
 
 Choices where the design is silent: a case whose gold answer is none of its candidates
-still counts (its best candidate is wrong); the deployed model is fitted on all the
-calibration cases while the threshold comes from out-of-fold scores (cross-fitting), so
-the guarantee is the one measured by ``evaluation/acceptance.py`` rather than an exact
-theorem for the refitted model.
+still counts (its best candidate is wrong). The deployed models are the fold models
+whose out-of-fold scores chose the threshold, so a new case's score has the calibration
+scores' distribution; the guarantee then rests on exchangeability as in Trust or
+Escalate, up to the weak dependence cross-fitting introduces between calibration
+scores (fold models share training cases), which ``evaluation/acceptance.py`` measures.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from importlib.metadata import PackageNotFoundError, version
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
 from dissensus.acceptance.bound import select_threshold
 from dissensus.acceptance.features import Candidate
 from dissensus.acceptance.file import AcceptanceFile, FeatureSettings
-from dissensus.acceptance.fit import crossfit_scores, feature_list, fit_model, score_case
+from dissensus.acceptance.fit import crossfit, feature_list, fold_index, score_case
 
-__all__ = ["AcceptanceVerdict", "apply_acceptance", "calibrate", "library_versions"]
+__all__ = [
+    "AcceptanceVerdict",
+    "apply_acceptance",
+    "calibrate",
+    "library_versions",
+    "model_for",
+    "stratum_of",
+]
 
 
 def library_versions() -> dict[str, str]:
@@ -54,7 +63,9 @@ def calibrate(
     seed: int = 0,
 ) -> AcceptanceFile:
     """Fit, cross-fit and threshold (see the module docstring); the result is not yet hashed."""
-    oof = crossfit_scores(cases, golds, groups=strata, seed=seed)
+    feats = feature_list(cases)
+    fitted = crossfit(cases, golds, groups=strata, seed=seed, features=feats)
+    oof = fitted.scores
     correct = [
         label is not None and label == gold for (label, _), gold in zip(oof, golds, strict=True)
     ]
@@ -66,15 +77,14 @@ def calibrate(
         min_accepted=min_accepted,
         strata=strata,
     )
-    feats = feature_list(cases)
-    model = fit_model(cases, golds, feats)
     return AcceptanceFile(
         description=description,
         built_from=list(built_from or []),
         settings=settings or FeatureSettings(),
         features=feats,
         libraries=library_versions(),
-        model=model,
+        models=fitted.models,
+        fold_of_stratum=fitted.fold_of_group,
         threshold=choice.threshold,
         threshold_reason=choice.reason,
         target_precision=target,
@@ -106,9 +116,35 @@ class AcceptanceVerdict(BaseModel):
     reason: str
 
 
-def apply_acceptance(acc: AcceptanceFile, candidates: Sequence[Candidate]) -> AcceptanceVerdict:
-    """Score ``candidates`` with ``acc`` and compare with its threshold."""
-    label, score = score_case(acc.model, candidates)
+MISSING_STRATUM = "(none)"
+"""The stratum of a panel without the strata field."""
+
+
+def stratum_of(meta: Mapping[str, Any], field: str | None) -> str | None:
+    """A panel's stratum under ``field`` (``None`` without a strata field)."""
+    if not field:
+        return None
+    return str(meta.get(field, MISSING_STRATUM))
+
+
+def model_for(
+    acc: AcceptanceFile, candidates: Sequence[Candidate], stratum: str | None = None
+) -> int:
+    """Index of the fold model that scores this case (see :mod:`dissensus.acceptance.fit`)."""
+    if stratum is not None and stratum in acc.fold_of_stratum:
+        return acc.fold_of_stratum[stratum]
+    return fold_index(candidates, len(acc.models))
+
+
+def apply_acceptance(
+    acc: AcceptanceFile, candidates: Sequence[Candidate], *, stratum: str | None = None
+) -> AcceptanceVerdict:
+    """Score ``candidates`` with ``acc`` and compare with its threshold.
+
+    ``stratum`` is the case's value of the calibration's strata field, when it has one.
+    """
+    model = acc.models[model_for(acc, candidates, stratum)]
+    label, score = score_case(model, candidates)
     common = {
         "decision": label,
         "score": round(score, 6),

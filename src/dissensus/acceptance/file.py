@@ -2,7 +2,8 @@
 
 The file holds everything needed to apply and audit an acceptance model: the format
 version, the feature settings and list, the library versions it was fitted with, the
-model as plain JSON (coefficients, no pickle), the threshold and the guarantee it
+cross-fitted fold models as plain JSON (coefficients, no pickle; a new case is scored by
+one of them, see :mod:`dissensus.acceptance.fit`), the threshold and the guarantee it
 carries (target precision, delta, minimum accepted), the calibration size and the
 per-stratum figures. ``sha256`` is the hash of the file's canonical JSON with the
 ``sha256`` field removed; every record decided with the file quotes it, and
@@ -11,7 +12,9 @@ per-stratum figures. ``sha256`` is the hash of the file's canonical JSON with th
 Choices where the design is silent: canonical JSON is ``json.dumps(sort_keys=True,
 separators=(",", ":"), ensure_ascii=False)`` of the pydantic dump; floats are written
 as Python writes them (round-trip exact); a file with ``threshold: null`` is valid and
-means "accept nothing", its ``threshold_reason`` saying why.
+means "accept nothing", its ``threshold_reason`` saying why. Format ``/1`` files (one
+model refitted on every case) are refused with a message to re-run
+``calibrate-acceptance``: their threshold was not computed for the model they carry.
 """
 
 from __future__ import annotations
@@ -36,7 +39,8 @@ __all__ = [
     "save_acceptance",
 ]
 
-ACCEPTANCE_FORMAT = "dissensus.acceptance/1"
+ACCEPTANCE_FORMAT = "dissensus.acceptance/2"
+OLD_FORMATS = ("dissensus.acceptance/1",)
 
 
 class FeatureSettings(BaseModel):
@@ -65,7 +69,10 @@ class AcceptanceFile(BaseModel):
     settings: FeatureSettings = Field(default_factory=FeatureSettings)
     features: list[str]
     libraries: dict[str, str]
-    model: LogisticModel
+    models: list[LogisticModel] = Field(min_length=1)
+    """The cross-fitted fold models; a new case is scored by one of them."""
+    fold_of_stratum: dict[str, int] = Field(default_factory=dict)
+    """Stratum -> index of the model that never saw it (stratified calibrations only)."""
     threshold: float | None
     """Accept when the best candidate's score is ``>= threshold``; ``None``: accept nothing."""
     threshold_reason: str
@@ -123,6 +130,13 @@ def load_acceptance(path: str | Path) -> AcceptanceFile:
         ) from None
     except json.JSONDecodeError as exc:
         raise ConfigError(f"invalid JSON: {exc.msg} (line {exc.lineno})", file=name) from None
+    if isinstance(data, dict) and data.get("format") in OLD_FORMATS:
+        raise ConfigError(
+            f"acceptance file format {data.get('format')!r} is no longer read: re-run "
+            "`dissensus calibrate-acceptance` to write the current format",
+            file=name,
+            field="format",
+        )
     if not isinstance(data, dict) or data.get("format") != ACCEPTANCE_FORMAT:
         got = data.get("format") if isinstance(data, dict) else None
         raise ConfigError(

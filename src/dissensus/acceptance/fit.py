@@ -8,9 +8,16 @@ candidate's probability and its committed answer is that candidate.
 
 The scores used to choose the threshold are *out-of-fold*: the cases are split into
 folds (grouped by stratum when strata are given, so a stratum is never scored by a
-model that saw it), each fold is scored by a model fitted on the others, and the
-deployed model is then fitted on every case. Fitted models are plain JSON
-(:class:`LogisticModel`): no pickle.
+model that saw it), and each fold is scored by a model fitted on the others. The
+deployed models are *those same fold models* (:class:`CrossFit`), not a model refitted
+on every case: a new case is scored by one fold model, chosen by its stratum when the
+calibration was stratified and the stratum is known (the model that never saw that
+stratum, as in calibration), otherwise by a hash of its candidate rows
+(:func:`fold_index`, uniform over the folds as the calibration's fold sizes are). A new
+case's score is therefore drawn from the same distribution as the calibration cases'
+out-of-fold scores, which is what the threshold's bound was computed on; a refitted
+model scores new cases a little more confidently than the bound assumed. Fitted
+models are plain JSON (:class:`LogisticModel`): no pickle.
 
 Choices where the design is silent: L2 penalty with ``C = 1``, no class weights (the
 rows' base rate is what the score should reflect), the ``liblinear`` solver (exact on
@@ -24,7 +31,10 @@ a constant label (every row right or every row wrong) is fitted as a constant mo
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict
@@ -35,12 +45,15 @@ from dissensus.acceptance.features import Candidate
 
 __all__ = [
     "MAX_OPTION_LABELS",
+    "CrossFit",
     "LogisticModel",
+    "crossfit",
     "crossfit_scores",
     "design",
     "feature_list",
     "fit_arrays",
     "fit_model",
+    "fold_index",
     "score_case",
 ]
 
@@ -166,33 +179,65 @@ def score_case(model: LogisticModel, candidates: Sequence[Candidate]) -> tuple[s
     return candidates[best].label, float(p[best])
 
 
-def crossfit_scores(
+@dataclass
+class CrossFit:
+    """Out-of-fold scores of the calibration cases and the fold models that produced them."""
+
+    scores: list[tuple[str | None, float]]
+    """``(answer, score)`` of every case, from the model that did not see it."""
+    models: list[LogisticModel]
+    """Model ``k`` was fitted on every fold but ``k``."""
+    fold_of_group: dict[str, int] = field(default_factory=dict)
+    """Stratum -> the fold holding it, when the folds were grouped by stratum."""
+
+
+def fold_index(candidates: Sequence[Candidate], folds: int) -> int:
+    """The fold model that scores a new case: a hash of its candidate rows, modulo ``folds``."""
+    if folds <= 1:
+        return 0
+    body = [[c.label, sorted(c.features.items())] for c in candidates]
+    text = json.dumps(body, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    return int.from_bytes(hashlib.sha256(text.encode("utf-8")).digest()[:8], "big") % folds
+
+
+def crossfit(
     cases: Sequence[Sequence[Candidate]],
     golds: Sequence[str],
     *,
     groups: Sequence[str] | None = None,
     folds: int = 5,
     seed: int = 0,
-) -> list[tuple[str | None, float]]:
-    """Out-of-fold ``(answer, score)`` for every case (see the module docstring)."""
+    features: list[str] | None = None,
+) -> CrossFit:
+    """Cross-fitted scores and fold models (see the module docstring).
+
+    Fewer than two cases cannot be cross-fitted: every score is ``(None, 0.0)`` and the
+    one model is fitted on what there is.
+    """
     n = len(cases)
+    feats = features if features is not None else feature_list(cases)
     out: list[tuple[str | None, float]] = [(None, 0.0)] * n
     if n < 2:
-        return out
-    feats = feature_list(cases)
+        return CrossFit(out, [fit_model(cases, golds, feats)])
     x, y, owner = design(cases, golds, feats)
     idx = np.arange(n)
     splits: list[tuple[np.ndarray, np.ndarray]]
     distinct = sorted(set(groups)) if groups is not None else []
+    fold_of_group: dict[str, int] = {}
     if groups is not None and len(distinct) >= 2:
         k = min(folds, len(distinct))
         splits = list(GroupKFold(n_splits=k).split(idx, groups=list(groups)))
+        for f, (_, test) in enumerate(splits):
+            for i in test.tolist():
+                fold_of_group[str(groups[i])] = f
     else:
         k = min(folds, n)
         splits = list(KFold(n_splits=k, shuffle=True, random_state=seed).split(idx))
+    models: list[LogisticModel] = []
     for train, test in splits:
         rows = np.isin(owner, train)
         model = fit_arrays(x[rows], y[rows], feats)
+        models.append(model)
         test_rows = np.flatnonzero(np.isin(owner, test))
         p = model.predict_matrix(x[test_rows])
         best: dict[int, tuple[float, int]] = {}
@@ -203,4 +248,16 @@ def crossfit_scores(
         for case_k, (prob, row) in best.items():
             pos = row - int(np.flatnonzero(owner == case_k)[0])
             out[case_k] = (cases[case_k][pos].label, prob)
-    return out
+    return CrossFit(out, models, fold_of_group)
+
+
+def crossfit_scores(
+    cases: Sequence[Sequence[Candidate]],
+    golds: Sequence[str],
+    *,
+    groups: Sequence[str] | None = None,
+    folds: int = 5,
+    seed: int = 0,
+) -> list[tuple[str | None, float]]:
+    """Out-of-fold ``(answer, score)`` for every case (see :func:`crossfit`)."""
+    return crossfit(cases, golds, groups=groups, folds=folds, seed=seed).scores

@@ -1,10 +1,15 @@
-"""Labelled cases from a run journal: what human reviewers resolved (edge code).
+"""Labelled cases from a run journal: what human reviewers resolved or audited (edge code).
 
 Every resolved review item is a labelled case: its panel (as the reviewer saw it),
 the reading and guard decision the pipeline made, the re-ask answers shown to the
 reviewer, and the reviewer's decision as the gold answer. A resolution flagged
 ``outside_options`` (the reviewer rejected every option on the table) is excluded: no
 candidate could have been right, so it says nothing about which candidate to trust.
+
+Every audited automatic decision (``review confirm``, :mod:`dissensus.pipeline.confirm`)
+is a labelled case too, confirmation or correction alike: the panel the pipeline
+journalled (``case.input``), its first reading, the guard's audit and the answers of
+its last follow-up round, with the reviewer's decision as the gold answer.
 
 Choices where the design is silent: a resolved item of a run whose review event
 cannot be read as a review item is skipped and counted (never silently); the re-ask
@@ -14,13 +19,15 @@ the guard decision is the one the pipeline journalled, or none when it did not a
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import ValidationError
 
+from dissensus.pipeline.confirm import EVENT as CONFIRMED
 from dissensus.pipeline.records import ReviewItem
+from dissensus.store.base import Event
 from dissensus.store.journal import Journal
 from dissensus.types import Panel
 
@@ -41,7 +48,8 @@ class JournalCase:
     panel: Panel
     reading: Any
     guard: Any
-    second: dict[str, _Second]
+    second: Mapping[str, Any]
+    """Per agent: its second answer (``decision``, optional ``reasoning``)."""
     gold: str
 
 
@@ -52,10 +60,43 @@ class JournalCases:
     cases: list[JournalCase] = field(default_factory=list)
     outside_options: int = 0
     unreadable: int = 0
+    confirmed: int = 0
+    """Audited automatic decisions among :attr:`cases` (confirmations and corrections)."""
+
+
+def _audited(journal: Journal, run_id: str, event: Event) -> JournalCase | None:
+    from dissensus.pipeline.steps import CaseInput, FollowupStep, GuardStep
+    from dissensus.states import Reading
+
+    line = event.case
+    given = journal.get(run_id, f"case/{line}/input")
+    read = journal.get(run_id, f"case/{line}/reading")
+    if given is None or read is None:
+        return None
+    try:
+        panel = CaseInput.model_validate(given.payload).panel
+        reading = Reading.model_validate(read.payload)
+        checked = journal.get(run_id, f"case/{line}/guard")
+        guard = GuardStep.model_validate(checked.payload).decision if checked else None
+        answers: dict[str, Any] = {}
+        k = 0
+        while (round_ := journal.get(run_id, f"case/{line}/followup{k}")) is not None:
+            answers = dict(FollowupStep.model_validate(round_.payload).answers) or answers
+            k += 1
+    except ValidationError:
+        return None
+    return JournalCase(
+        review_id=f"{run_id}.{line}",
+        panel=panel,
+        reading=reading,
+        guard=guard,
+        second=answers,
+        gold=str(event.payload["decision"]),
+    )
 
 
 def labelled_from_journal(journal: Journal, run_ids: Sequence[str] | None = None) -> JournalCases:
-    """Every resolved review item of ``run_ids`` (all runs when empty) as a labelled case."""
+    """Every resolved review item and audited decision of ``run_ids`` (all runs when empty)."""
     from dissensus.states import Reading
 
     out = JournalCases()
@@ -89,4 +130,11 @@ def labelled_from_journal(journal: Journal, run_ids: Sequence[str] | None = None
                     gold=str(payload["decision"]),
                 )
             )
+        for event in journal.events(run_id, type=CONFIRMED):
+            case = _audited(journal, run_id, event)
+            if case is None:
+                out.unreadable += 1
+                continue
+            out.cases.append(case)
+            out.confirmed += 1
     return out

@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from dissensus.acceptance.calibrate import AcceptanceVerdict, apply_acceptance
+from dissensus.acceptance.calibrate import AcceptanceVerdict, apply_acceptance, stratum_of
 from dissensus.acceptance.features import (
     Candidate,
     PanelFeature,
@@ -208,4 +208,6 @@ class LearnedAcceptance:
             sim_backend=self.sim_backend,
             user=self.user,
         )
-        return apply_acceptance(self.file, rows)
+        return apply_acceptance(
+            self.file, rows, stratum=stratum_of(panel.meta, self.file.strata_field)
+        )

@@ -20,7 +20,7 @@ import typer
 from rich.table import Table
 
 from dissensus.cli.app import app
-from dissensus.cli.common import exit_for, out_console, print_json
+from dissensus.cli.common import check_journal_file, exit_for, out_console, print_json
 from dissensus.errors import InputError
 from dissensus.io.jsonl import Reject, RejectSink, open_text, read_models
 from dissensus.types import Panel
@@ -67,7 +67,9 @@ def calibrate_acceptance_cmd(
     journal: Annotated[
         str | None,
         typer.Option(
-            "--journal", help="Also learn from the review items resolved in this journal."
+            "--journal",
+            help="Also learn from the reviews resolved and the decisions audited in this journal "
+            "(an SQLite file or postgresql:// URL).",
         ),
     ] = None,
     run: Annotated[
@@ -119,7 +121,7 @@ def calibrate_acceptance_cmd(
         raise typer.BadParameter("give LABELLED.jsonl, --journal J, or both")
     if labelled is not None and not Path(labelled).is_file():
         raise typer.BadParameter(f"file not found: {labelled}")
-    from dissensus.acceptance import FeatureSettings, calibrate, save_acceptance
+    from dissensus.acceptance import FeatureSettings, calibrate, save_acceptance, stratum_of
     from dissensus.acceptance.prepare import candidates_for, load_user_features, prepare_cases
     from dissensus.pipeline.policy import load_policy
     from dissensus.states import get_backend
@@ -148,15 +150,14 @@ def calibrate_acceptance_cmd(
                 theta_a=policy.reading.theta_a,
             )
             golds += [str(p.meta["gold"]) for p in panels]
-            groups += [str(p.meta.get(strata, "(none)")) for p in panels] if strata else []
+            groups += [str(stratum_of(p.meta, strata)) for p in panels] if strata else []
             sources.append(f"{labelled} ({len(panels)} labelled panels)")
         rejected = sink.count
     if journal is not None:
         from dissensus.acceptance.journal import labelled_from_journal
         from dissensus.store.journal import Journal
 
-        if not Path(journal).is_file():
-            raise typer.BadParameter(f"journal not found: {journal}")
+        check_journal_file(journal, must_exist=True)
         with Journal(journal) as jr:
             found = labelled_from_journal(jr, run or None)
         user = load_user_features(settings.user) if settings.user else None
@@ -174,9 +175,10 @@ def calibrate_acceptance_cmd(
             )
             golds.append(case.gold)
             if strata:
-                groups.append(str(case.panel.meta.get(strata, "(none)")))
+                groups.append(str(stratum_of(case.panel.meta, strata)))
         sources.append(
-            f"{journal} ({len(found.cases)} resolved reviews; {found.outside_options} outside the options excluded)"
+            f"{journal} ({len(found.cases) - found.confirmed} resolved reviews, {found.confirmed} audited "
+            f"automatic decisions; {found.outside_options} outside the options excluded)"
         )
     if not cases:
         raise InputError("no labelled cases to calibrate on")

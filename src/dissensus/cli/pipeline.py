@@ -731,6 +731,42 @@ def review_resolve(
     raise typer.Exit(code=EXIT_OK)
 
 
+@review_app.command("confirm")
+def review_confirm(
+    case_ref: Annotated[str, typer.Argument(help="Case (<run>.<line>) decided automatically.")],
+    note: Annotated[str, typer.Option("--note", help="Why (recorded in the journal).")],
+    decision: Annotated[
+        str | None,
+        typer.Option(
+            "--decision",
+            help="The right decision; default: the committed one. Another one corrects the record.",
+        ),
+    ] = None,
+    reviewer: Annotated[str | None, typer.Option("--reviewer", help="Who audited.")] = None,
+    journal: JournalOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Audit an automatic decision: confirm it or correct it (a label for calibrate-acceptance)."""
+    from dissensus.pipeline.confirm import confirm
+
+    with _journal(journal) as store:
+        audit = confirm(store, case_ref, note=note, decision=decision, reviewer=reviewer)
+    if json_out:
+        print_json(audit)
+    elif audit.agrees:
+        out_console.print(
+            f"confirmed {shown(case_ref)}: case {shown(audit.id)} -> {shown(audit.decision)}",
+            soft_wrap=True,
+        )
+    else:
+        out_console.print(
+            f"corrected {shown(case_ref)}: case {shown(audit.id)} -> {shown(audit.decision)} "
+            f"(committed {shown(audit.committed)})",
+            soft_wrap=True,
+        )
+    raise typer.Exit(code=EXIT_OK)
+
+
 # -- runs -----------------------------------------------------------------------------
 
 

@@ -62,6 +62,7 @@ from dissensus.convert.skips import (
     load_json_source,
     report_skip,
 )
+from dissensus.errors import InputError
 from dissensus.types import AgentOutput, Panel, Vote, VoteCase
 
 __all__ = [
@@ -373,21 +374,24 @@ def _output(judge: str, answer: JudgeAnswer, swapped: JudgeAnswer | None) -> Age
 
 
 def item_to_panel(item: LLMBarItem) -> Panel:
-    """The panel of one item (raises ``ValueError`` when fewer than two judges have a trace)."""
+    """The panel of one item (raises :class:`InputError` when fewer than two judges have a trace)."""
     outputs: list[AgentOutput] = []
     without_trace: dict[str, str | None] = {}
     for judge, answer in item.answers.items():
         if not answer.reasoning.strip():
             without_trace[judge] = answer.decision
             continue
-        outputs.append(_output(judge, answer, item.swapped.get(judge)))
+        try:
+            outputs.append(_output(judge, answer, item.swapped.get(judge)))
+        except ValidationError as exc:  # e.g. text that is not valid Unicode
+            raise InputError(str(exc)) from exc
     meta = _meta(item)
     if without_trace:
         meta["judges_without_trace"] = without_trace
     try:
         return Panel(id=item.id, meta=meta, outputs=outputs)
     except ValidationError as exc:
-        raise ValueError(
+        raise InputError(
             f"{len(outputs)} judge(s) with a reasoning trace: {exc.errors()[0]['msg']}"
         ) from exc
 
@@ -398,7 +402,7 @@ def _source(judge: str) -> str:
 
 
 def item_to_votes(item: LLMBarItem) -> VoteCase:
-    """The vote case of one item (raises ``ValueError`` when fewer than two judges voted)."""
+    """The vote case of one item (raises :class:`InputError` when fewer than two judges voted)."""
     votes = [
         Vote(
             agent=judge,
@@ -423,7 +427,7 @@ def item_to_votes(item: LLMBarItem) -> VoteCase:
     try:
         return VoteCase(id=item.id, votes=votes, gold=item.gold, meta=meta)
     except ValidationError as exc:
-        raise ValueError(f"{len(votes)} judge(s) voted: {exc.errors()[0]['msg']}") from exc
+        raise InputError(f"{len(votes)} judge(s) voted: {exc.errors()[0]['msg']}") from exc
 
 
 def iter_llmbar_panels(
@@ -448,7 +452,7 @@ def _panels(items: Iterator[LLMBarItem], on_skip: SkipHandler | None) -> Iterato
     for item in items:
         try:
             yield item_to_panel(item)
-        except ValueError as exc:
+        except InputError as exc:
             report_skip(
                 on_skip,
                 Skipped(
@@ -474,7 +478,7 @@ def _votes(items: Iterator[LLMBarItem], on_skip: SkipHandler | None) -> Iterator
     for item in items:
         try:
             yield item_to_votes(item)
-        except ValueError as exc:
+        except InputError as exc:
             report_skip(
                 on_skip,
                 Skipped(

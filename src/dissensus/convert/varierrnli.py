@@ -42,6 +42,7 @@ from dissensus.convert.skips import (
     load_json_source,
     report_skip,
 )
+from dissensus.errors import InputError
 from dissensus.types import AgentOutput, Panel
 
 __all__ = ["NLI_OPTIONS", "item_to_panel", "iter_varierrnli_panels", "load_varierrnli"]
@@ -54,7 +55,7 @@ NLI_OPTIONS: dict[str, str] = {
 """The panel's ``meta.options``: NLI label -> what choosing it asserts."""
 
 
-class _Malformed(ValueError):
+class _Malformed(InputError):
     """Internal: the item is not a panel (the failing field attached)."""
 
     def __init__(self, field: str, message: str) -> None:
@@ -129,7 +130,7 @@ def _text(item: dict[str, Any], key: str) -> str:
 
 
 def item_to_panel(key: str, item: Any) -> Panel:
-    """The panel of one item; raises ``ValueError`` (with the field) if it is not one."""
+    """The panel of one item; raises :class:`InputError` (with the field) if it is not one."""
     if not isinstance(item, dict):
         raise _Malformed("<item>", "expected an object")
     labels = _split_labels(item.get("annotations"))

@@ -38,7 +38,7 @@ Choices where the frameworks are silent:
   scores (a reducer does not see the sample id); each reduction is one run in the
   journal (in memory unless ``journal`` is a path).
 * **Acceptance and guard calibration**: ``acceptance`` is a learned acceptance file
-  written by ``dissensus calibrate-acceptance`` (``dissensus.acceptance/1``, passed as the
+  written by ``dissensus calibrate-acceptance`` (``dissensus.acceptance/2``, passed as the
   policy's ``acceptance.model``) or a reliability file (``dissensus.reliability/1``, passed
   as ``acceptance.calibration``); ``guard_calibration`` is a ``dissensus calibrate`` file.
 * Inspect calls reducers synchronously inside its event loop, so the pipeline runs on a

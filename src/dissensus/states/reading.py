@@ -59,7 +59,7 @@ import numpy as np
 from numpy.typing import NDArray
 from pydantic import BaseModel, ConfigDict, Field
 
-from dissensus.errors import ConfigError
+from dissensus.errors import ConfigError, InputError
 from dissensus.states._trusted import trusted
 from dissensus.states.similarity import EmbeddingBackend, SimilarityBackend
 from dissensus.types import Panel
@@ -285,16 +285,17 @@ def read_from_matrix(
     """Pure reading from a given pairwise similarity ``matrix`` (rows in panel order).
 
     The matrix is symmetrised (``(M + M.T) / 2``) and clipped to [-1, 1]; the diagonal
-    is ignored (taken as 1); identical traces get similarity 1.
+    is ignored (taken as 1); identical traces get similarity 1. A matrix of the wrong
+    shape or with non-finite values is an :class:`~dissensus.errors.InputError`.
     """
     n = len(panel.outputs)
     m = np.asarray(matrix, dtype=np.float64)
     if m.shape != (n, n):
-        raise ValueError(
+        raise InputError(
             f"similarity matrix of panel {panel.id!r} has shape {m.shape}, expected ({n}, {n})"
         )
     if not np.all(np.isfinite(m)):
-        raise ValueError(f"similarity matrix of panel {panel.id!r} has non-finite values")
+        raise InputError(f"similarity matrix of panel {panel.id!r} has non-finite values")
     rows, cols = _upper(n)
     upper = np.clip((m[rows, cols] + m[cols, rows]) / 2.0, -1.0, 1.0).tolist()
     return _build(panel, _identical_to_one(panel, upper), model_name, thresholds)

@@ -1,0 +1,159 @@
+"""Reviewers confirming automatic decisions: audit labels the acceptance calibration reads.
+
+Escalations reach a person by themselves; automatic decisions do not. A reviewer who
+audits an automatically committed case journals what the right decision was
+(``dissensus review confirm <run>.<line>``): the committed decision itself (a
+*confirmation*) or another one (a *correction*). Each audit is a labelled case for
+``calibrate-acceptance --journal`` (:mod:`dissensus.acceptance.journal`), read with the
+features the pipeline had when it decided: the panel it journalled (``case.input``),
+its first reading, the guard's audit and the second answers of its last follow-up.
+Audits matter to the guarantee: calibrating on escalations alone would teach the model
+only about the cases it was unsure of.
+
+Choices where the design is silent:
+
+* Only cases the pipeline committed by itself (``auto: true``) can be confirmed; an
+  escalated case is decided with ``review resolve`` instead, and a case whose run has not
+  journalled its record yet cannot be confirmed until the run is resumed.
+* A case is audited once: a second audit is :class:`AlreadyConfirmed`, naming who
+  audited it and when (the first stands), like a second resolution.
+* A correction makes the reviewer's decision the case's final record (``case.resolved``,
+  ``action: human``, the same as a resolution), in the same transaction as the audit, so
+  exports never show a decision a person has said is wrong. A confirmation leaves the
+  record as it is.
+* The note is required, as for resolutions: an audit says why.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict
+
+from dissensus.errors import DissensusError, InputError
+from dissensus.pipeline.records import CaseRecord, Resolution
+from dissensus.store.base import Event, Journal
+
+__all__ = ["AlreadyConfirmed", "Confirmation", "confirm", "confirmation_events"]
+
+EVENT = "review.confirmed"
+
+
+class AlreadyConfirmed(DissensusError):
+    """The case was audited before (by ``reviewer`` at ``at``)."""
+
+    def __init__(self, ref: str, *, reviewer: str | None, at: str, decision: str) -> None:
+        who = reviewer or "an unnamed reviewer"
+        super().__init__(f"case {ref} was already audited by {who} at {at} (decision {decision!r})")
+        self.ref = ref
+        self.reviewer = reviewer
+        self.at = at
+        self.decision = decision
+
+
+class Confirmation(BaseModel):
+    """One audit of an automatic decision, as journalled."""
+
+    model_config = ConfigDict(frozen=True)
+
+    case_ref: str
+    """``<run>.<line>``."""
+    id: str
+    """The panel's id."""
+    committed: str | None
+    """The decision the pipeline committed."""
+    decision: str
+    """The reviewer's decision (the label calibration reads)."""
+    agrees: bool
+    """True for a confirmation, False for a correction."""
+    note: str
+    reviewer: str | None = None
+
+
+def _split(ref: str) -> tuple[str, int]:
+    run_id, sep, line = ref.rpartition(".")
+    if not sep or not run_id or not line.isdigit():
+        raise InputError(f"not a case reference: {ref!r} (expected <run>.<line>)")
+    return run_id, int(line)
+
+
+def confirm(
+    journal: Journal,
+    ref: str,
+    *,
+    note: str,
+    decision: str | None = None,
+    reviewer: str | None = None,
+) -> Confirmation:
+    """Journal a reviewer's audit of the automatic decision of case ``ref``.
+
+    ``decision`` defaults to the committed decision (a confirmation).
+    """
+    if not note.strip():
+        raise InputError("the note must not be empty")
+    if decision is not None and not decision.strip():
+        raise InputError("the decision must not be empty")
+    run_id, line = _split(ref)
+    if journal.run(run_id, missing_ok=True) is None:
+        raise InputError(f"no case {ref!r}: no run {run_id!r} in {journal.path}")
+    with journal.transaction(run_id):
+        stored = journal.get(run_id, f"case/{line}/record")
+        if stored is None:
+            raise InputError(
+                f"no record for case {ref!r}: no such line, or the run has not finished it "
+                f"(dissensus runs resume {run_id})"
+            )
+        record = CaseRecord.model_validate(stored.payload)
+        if not record.auto or record.decision is None:
+            raise InputError(
+                f"case {ref!r} was not decided automatically ({record.action}): "
+                + (
+                    f"resolve it with `dissensus review resolve {record.review_id}`"
+                    if record.review_id
+                    else "there is no automatic decision to confirm"
+                )
+            )
+        done = journal.get(run_id, f"confirm/{line}")
+        if done is not None:
+            raise AlreadyConfirmed(
+                ref,
+                reviewer=done.payload.get("reviewer"),
+                at=done.at,
+                decision=str(done.payload.get("decision")),
+            )
+        chosen = decision if decision is not None else record.decision
+        audit = Confirmation(
+            case_ref=ref,
+            id=record.id,
+            committed=record.decision,
+            decision=chosen,
+            agrees=chosen == record.decision,
+            note=note,
+            reviewer=reviewer,
+        )
+        journal.append(
+            run_id, EVENT, audit.model_dump(mode="json"), key=f"confirm/{line}", case=str(line)
+        )
+        if not audit.agrees:
+            corrected = record.model_copy(
+                update={
+                    "action": "human",
+                    "decision": chosen,
+                    "auto": False,
+                    "basis": "human",
+                    "reason": f"{record.reason}; corrected by a reviewer: {note}",
+                    "path": [*record.path, "human:corrected"],
+                    "resolution": Resolution(decision=chosen, note=note, reviewer=reviewer),
+                }
+            )
+            journal.append(
+                run_id,
+                "case.resolved",
+                corrected.model_dump(mode="json"),
+                key=f"case/{line}/resolved",
+                case=str(line),
+            )
+    return audit
+
+
+def confirmation_events(journal: Journal, run_id: str) -> list[Event]:
+    """The run's audits, in journal order."""
+    return list(journal.events(run_id, type=EVENT))

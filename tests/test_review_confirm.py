@@ -1,0 +1,211 @@
+"""``review confirm``: audits of automatic decisions, and the labels calibration reads from them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from dissensus.acceptance import apply_acceptance, load_acceptance
+from dissensus.acceptance.journal import labelled_from_journal
+from dissensus.acceptance.prepare import candidates_for
+from dissensus.cli import main
+from dissensus.errors import InputError
+from dissensus.pipeline.confirm import AlreadyConfirmed, confirm
+from dissensus.pipeline.records import CaseRecord
+from dissensus.pipeline.review import final_records
+from dissensus.states import get_backend
+from dissensus.store.journal import Journal
+
+REPO = Path(__file__).resolve().parent.parent
+SRC = REPO / "examples" / "llmbar-swap.jsonl"
+
+
+@pytest.fixture(scope="module")
+def decided(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, list[CaseRecord]]:
+    """A run decided with learned acceptance (tfidf), some cases committed automatically."""
+    root = tmp_path_factory.mktemp("confirm")
+    policy = root / "p.yaml"
+    policy.write_text("reading:\n  similarity: tfidf\n")
+    accept = root / "A.json"
+    assert (
+        main(
+            [
+                "calibrate-acceptance",
+                str(SRC),
+                "--policy",
+                str(policy),
+                "--out",
+                str(accept),
+                "--target-precision",
+                "0.8",
+            ]
+        )
+        == 0
+    )
+    journal = root / "j.sqlite"
+    head = root / "head.jsonl"
+    head.write_text("".join(SRC.read_text().splitlines(keepends=True)[:40]))
+    code = main(
+        [
+            "decide",
+            str(head),
+            "--policy",
+            str(policy),
+            "--acceptance",
+            str(accept),
+            "--journal",
+            str(journal),
+            "--run-id",
+            "r1",
+        ]
+    )
+    assert code == 0
+    with Journal(str(journal)) as jr:
+        records = final_records(jr, "r1")
+    return journal, accept, records
+
+
+def _learned(records: list[CaseRecord]) -> list[CaseRecord]:
+    return [r for r in records if r.auto and r.basis == "learned"]
+
+
+def test_audits_are_labelled_cases_with_the_features_of_decision_time(
+    decided: tuple[Path, Path, list[CaseRecord]], tmp_path: Path
+) -> None:
+    journal, accept, records = decided
+    learned = _learned(records)
+    assert len(learned) >= 3, "the fixture must commit some cases by learned acceptance"
+    work = tmp_path / "j.sqlite"
+    work.write_bytes(journal.read_bytes())
+    golds = {
+        i + 1: json.loads(line)["meta"]["gold"]
+        for i, line in enumerate(SRC.read_text().splitlines())
+    }
+    with Journal(str(work)) as jr:
+        first, second = learned[0], learned[1]
+        ok = confirm(jr, f"r1.{first.line}", note="checked against the source")
+        assert ok.agrees and ok.decision == first.decision
+        other = "1" if second.decision == "2" else "2"
+        fixed = confirm(jr, f"r1.{second.line}", note="output 1 ignores the ask", decision=other)
+        assert not fixed.agrees and fixed.committed == second.decision
+        with pytest.raises(AlreadyConfirmed, match="already audited"):
+            confirm(jr, f"r1.{first.line}", note="again")
+        # A correction supersedes the automatic record; a confirmation leaves it alone.
+        after = {r.line: r for r in final_records(jr, "r1")}
+        assert after[second.line].decision == other and after[second.line].action == "human"
+        assert after[second.line].resolution is not None
+        assert after[first.line] == first
+        found = labelled_from_journal(jr, ["r1"])
+    assert found.confirmed == 2 and len(found.cases) == 2
+    assert {c.gold for c in found.cases} == {first.decision, other}
+    # The audited cases are scored exactly as the pipeline scored them when it decided.
+    acc = load_acceptance(accept)
+    backend = get_backend("tfidf")
+    for case in found.cases:
+        line = int(case.review_id.rsplit(".", 1)[1])
+        rows = candidates_for(
+            case.panel,
+            reading=case.reading,
+            guard=case.guard,
+            second=case.second,
+            settings=acc.settings,
+            sim_backend=backend,
+        )
+        verdict = apply_acceptance(acc, rows)
+        rec = next(r for r in records if r.line == line)
+        assert rec.acceptance is not None
+        assert verdict.score == pytest.approx(rec.acceptance.score, abs=1e-6)
+        assert golds[line] in {"1", "2"}
+
+
+def test_only_automatic_decisions_can_be_confirmed(
+    decided: tuple[Path, Path, list[CaseRecord]], tmp_path: Path
+) -> None:
+    journal, _, records = decided
+    escalated = next(r for r in records if not r.auto)
+    work = tmp_path / "j.sqlite"
+    work.write_bytes(journal.read_bytes())
+    with Journal(str(work)) as jr:
+        with pytest.raises(InputError, match="review resolve"):
+            confirm(jr, f"r1.{escalated.line}", note="x")
+        with pytest.raises(InputError, match="no record"):
+            confirm(jr, "r1.999", note="x")
+        with pytest.raises(InputError, match="no run"):
+            confirm(jr, "nosuch.1", note="x")
+        with pytest.raises(InputError, match="case reference"):
+            confirm(jr, "r1", note="x")
+        with pytest.raises(InputError, match="note"):
+            confirm(jr, f"r1.{_learned(records)[0].line}", note=" ")
+        assert labelled_from_journal(jr, ["r1"]).confirmed == 0
+
+
+def test_cli_confirm_then_calibrate_reads_the_audits(
+    decided: tuple[Path, Path, list[CaseRecord]], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    journal, _, records = decided
+    work = tmp_path / "j.sqlite"
+    work.write_bytes(journal.read_bytes())
+    learned = _learned(records)
+    for rec in learned:
+        code = main(
+            [
+                "review",
+                "confirm",
+                f"r1.{rec.line}",
+                "--note",
+                "ok",
+                "--journal",
+                str(work),
+                "--json",
+            ]
+        )
+        assert code == 0
+        got = json.loads(capsys.readouterr().out)
+        assert got["agrees"] is True and got["decision"] == rec.decision
+    assert (
+        main(["review", "confirm", f"r1.{learned[0].line}", "--note", "ok", "--journal", str(work)])
+        != 0
+    )
+    assert "already audited" in capsys.readouterr().err
+    policy = tmp_path / "p.yaml"
+    policy.write_text("reading:\n  similarity: tfidf\n")
+    out = tmp_path / "B.json"
+    code = main(
+        [
+            "calibrate-acceptance",
+            "--journal",
+            str(work),
+            "--policy",
+            str(policy),
+            "--out",
+            str(out),
+            "--min-accepted",
+            "1",
+        ]
+    )
+    assert code == 0
+    acc = load_acceptance(out)
+    assert acc.calibration_n == len(learned)
+    assert f"{len(learned)} audited automatic decisions" in acc.built_from[0]
+
+
+def test_confirm_and_calibrate_on_either_journal_back_end(
+    decided: tuple[Path, Path, list[CaseRecord]], journal_target: str, tmp_path: Path
+) -> None:
+    """The same loop on SQLite and PostgreSQL: decide, audit, calibrate from the journal URL."""
+    _, accept, records = decided
+    policy = tmp_path / "p.yaml"
+    policy.write_text("reading:\n  similarity: tfidf\n")
+    head = tmp_path / "head.jsonl"
+    head.write_text("".join(SRC.read_text().splitlines(keepends=True)[:40]))
+    argv = ["--policy", str(policy), "--journal", journal_target]
+    assert main(["decide", str(head), *argv, "--acceptance", str(accept), "--run-id", "r2"]) == 0
+    learned = _learned(records)
+    for rec in learned:
+        assert main(["review", "confirm", f"r2.{rec.line}", "--note", "ok", *argv[2:]]) == 0
+    out = tmp_path / "C.json"
+    code = main(["calibrate-acceptance", *argv, "--out", str(out), "--min-accepted", "1"])
+    assert code == 0
+    assert load_acceptance(out).calibration_n == len(learned)
