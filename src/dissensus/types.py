@@ -99,7 +99,11 @@ def find_unrepresentable(value: object, where: str = "") -> str | None:
 
 def _representable(value: Any) -> Any:
     """Field validator: refuse non-finite numbers and non-UTF-8 text anywhere inside."""
-    if (why := find_unrepresentable(value)) is not None:
+    if value is None:
+        return value
+    # A string (the common case) is checked without the walk: the same verdict.
+    why = _bad_scalar(value) if value.__class__ is str else find_unrepresentable(value)
+    if why is not None:
         raise ValueError(why)
     return value
 

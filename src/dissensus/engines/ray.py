@@ -58,7 +58,6 @@ from typing import IO, TYPE_CHECKING, Any
 from dissensus.engines.blocks import Block, block_lines, plan_blocks, plan_text_blocks
 from dissensus.errors import ConfigError, InputError
 from dissensus.io.jsonl import Reject, RejectSink, open_text, parse_line
-from dissensus.states.cache import CachedBackend
 from dissensus.types import Panel
 
 if TYPE_CHECKING:
@@ -240,8 +239,7 @@ class _Decider:
             for number, text in block_lines(block)
             if text.strip()
         ]
-        if isinstance(self.backend(), CachedBackend):  # else prefetching would embed twice
-            rt.prefetch([(n, p) for n, p in parsed if isinstance(p, Panel)])
+        rt.prefetch([(n, p) for n, p in parsed if isinstance(p, Panel)])
         cases: list[dict[str, Any]] = []
         window: list[tuple[int, asyncio.Task[Any]]] = []
 

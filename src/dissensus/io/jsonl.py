@@ -15,6 +15,19 @@ it, so no reader can overflow the stack. Non-finite numbers (``NaN``, ``Infinity
 ``1e999``) and lone surrogate escapes (``"\\ud800"``) are rejected naming the path of
 the value as the field, whatever the model: JSON cannot carry the first, UTF-8 cannot
 encode the second.
+
+Fast path: a line for :class:`~dissensus.types.Panel` or
+:class:`~dissensus.types.VoteCase` is first parsed and validated in one step by
+pydantic (``model_validate_json``: the JSON is parsed in Rust, no intermediate dicts),
+about half the CPU of the reference path (``json.loads``, the checks above, then
+``model_validate``) on five-agent panels. It is taken only when the line holds no
+undecodable bytes, no lone surrogate escape and no more than :data:`MAX_DEPTH` opening
+brackets, and only for those models, because they refuse non-finite numbers wherever
+a number can sit (confidences, value profiles, ``meta`` and extra fields are checked),
+so the fast path accepts exactly the lines the reference path accepts, with the same
+values (property-tested against the reference). Whenever it fails, for whatever
+reason, the line goes through the reference path, which produces the reject: file,
+line, field and message are always the reference's.
 """
 
 from __future__ import annotations
@@ -29,7 +42,7 @@ from typing import IO, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from dissensus.types import find_unrepresentable
+from dissensus.types import Panel, VoteCase, find_unrepresentable
 
 __all__ = [
     "MAX_DEPTH",
@@ -47,6 +60,12 @@ MAX_DEPTH = 64
 
 _SUSPECT = re.compile(r"NaN|Infinity|\\u[dD][89a-fA-F]|[0-9][eE]\+?[0-9]{3}")
 """Text that may hold a non-finite number or a lone surrogate escape (checked exactly then)."""
+
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+"""A surrogate escape (maybe lone): such lines take the reference path."""
+
+_VALIDATE_JSON: frozenset[type[BaseModel]] = frozenset({Panel, VoteCase})
+"""Models whose own validation refuses every non-finite number (see the fast path)."""
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -121,6 +140,21 @@ def parse_line(model: type[M], text: str, *, file: str, line: int) -> M | Reject
     raw = text.rstrip("\r\n")
     if line == 1 and raw.startswith("\ufeff"):
         raw = raw[1:]
+    if (
+        model in _VALIDATE_JSON
+        and not _has_undecodable(raw)
+        and raw.count("[") + raw.count("{") <= MAX_DEPTH
+        and ("\\u" not in raw or _SURROGATE_ESCAPE.search(raw) is None)
+    ):
+        try:
+            return model.model_validate_json(raw)
+        except (ValidationError, ValueError, RecursionError):
+            pass  # the reference path decides, and words the reject
+    return _parse_reference(model, raw, file=file, line=line)
+
+
+def _parse_reference(model: type[M], raw: str, *, file: str, line: int) -> M | Reject:
+    """The reference path of :func:`parse_line` (``raw``: line end and BOM removed)."""
     if _has_undecodable(raw):
         clean = raw.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
         return Reject(

@@ -7,13 +7,24 @@ and one per spec of ``seek_context.models``) draws from one budget, the policy's
 budget, charged with the run's journalled spend when the first client is made (so a
 resumed run enforces the run's budget, not a fresh one;
 :func:`dissensus.pipeline.durable.replay_spend`).
+
+Prefetching: :meth:`Runtime.prefetch` embeds a window of cases' traces in one batch and
+keeps the vectors in memory, and :attr:`Runtime.backend` serves them from there, so
+every trace is embedded once whatever the backend (a caching backend, the static table,
+MiniLM without cache, a user function). Texts not prefetched (live re-ask answers) are
+embedded through the backend as before. The table holds the last two prefetched windows
+only (cases of the previous window may still be in flight while the next is
+prefetched), so memory stays bounded by the window, not the run; a text that fell out
+is embedded again, never read wrongly.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+import numpy as np
 
 from dissensus.guard import Calibration as GuardCalibration
 from dissensus.llm.budget import Budget
@@ -32,13 +43,62 @@ from dissensus.states import (
     get_backend,
     read_panel,
 )
+from dissensus.states.similarity import Matrix, Vectors, cosine_matrix
 from dissensus.store.journal import Journal
 from dissensus.types import Panel
 
-__all__ = ["MODEL_ENV", "Runtime", "resolve_model_spec"]
+__all__ = ["MODEL_ENV", "PrefetchedBackend", "Runtime", "resolve_model_spec"]
 
 MODEL_ENV = "DISSENSUS_MODEL"
 """Environment variable naming the default model spec (as in :mod:`dissensus.llm`)."""
+
+
+class PrefetchedBackend:
+    """An embedding backend that serves prefetched vectors from memory.
+
+    :meth:`prefetch` embeds texts through ``inner`` in one call and keeps their rows
+    (the last two prefetched batches); :meth:`embed` returns kept rows and embeds only
+    the texts it does not hold. Readings name ``inner``'s model.
+    """
+
+    def __init__(self, inner: EmbeddingBackend) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self._current: dict[str, Vectors] = {}
+        self._previous: dict[str, Vectors] = {}
+
+    def _held(self, text: str) -> Vectors | None:
+        row = self._current.get(text)
+        return row if row is not None else self._previous.get(text)
+
+    def prefetch(self, texts: Sequence[str]) -> None:
+        """Embed ``texts`` not held yet, in one call, and keep them as the newest batch."""
+        batch: dict[str, Vectors] = {}
+        missing: list[str] = []
+        for text in dict.fromkeys(texts):
+            row = self._held(text)
+            if row is None:
+                missing.append(text)
+            else:
+                batch[text] = row
+        if missing:
+            rows = np.asarray(self.inner.embed(missing), dtype=np.float32)
+            batch.update(zip(missing, rows, strict=True))
+        self._previous, self._current = self._current, batch
+
+    def embed(self, texts: Sequence[str]) -> Vectors:
+        rows: list[Vectors | None] = [self._held(t) for t in texts]
+        missing = list(dict.fromkeys(t for t, r in zip(texts, rows, strict=True) if r is None))
+        if missing:
+            fresh = np.asarray(self.inner.embed(missing), dtype=np.float32)
+            by_text = dict(zip(missing, fresh, strict=True))
+            rows = [r if r is not None else by_text[t] for t, r in zip(texts, rows, strict=True)]
+        if not rows:
+            return np.asarray(self.inner.embed([]), dtype=np.float32)
+        return np.stack([r for r in rows if r is not None]).astype(np.float32, copy=False)
+
+    def matrix(self, texts: Sequence[str]) -> Matrix:
+        return cosine_matrix(self.embed(texts))
 
 
 def resolve_model_spec(policy: Policy, environ: dict[str, str]) -> str | None:
@@ -93,7 +153,10 @@ class Runtime:
                     self.policy.reading.similarity, allow_code=self.policy.allow_code or None
                 )
             )
-            self._backend = factory()
+            backend = factory()
+            if isinstance(backend, EmbeddingBackend):
+                backend = PrefetchedBackend(backend)
+            self._backend = backend
         return self._backend
 
     @property
@@ -135,8 +198,9 @@ class Runtime:
     def prefetch(self, cases: list[tuple[int, Panel]]) -> None:
         """Embed the traces of ``(line, panel)`` cases (and their recorded re-asks) in one batch.
 
-        With a caching embedding backend the per-case readings then hit the cache;
-        cases whose record is already journalled are skipped (nothing to read).
+        The vectors are kept in memory (see the module docstring), so the per-case
+        readings embed nothing again; cases whose record is already journalled are
+        skipped (nothing to read).
         """
         todo = [
             p for line, p in cases if self.journal.get(self.run_id, f"case/{line}/record") is None
@@ -144,13 +208,13 @@ class Runtime:
         if not todo:
             return
         backend = self.backend
-        if not isinstance(backend, EmbeddingBackend):
+        if not isinstance(backend, PrefetchedBackend):
             return
         texts = {o.reasoning for p in todo for o in p.outputs}
         texts |= {
             a.reasoning for p in todo for a in recorded_second_answers(p).values() if a.reasoning
         }
-        backend.embed(sorted(texts))
+        backend.prefetch(sorted(texts))
 
     def read(self, panel: Panel) -> Reading:
         backend = self.backend
