@@ -42,6 +42,7 @@ from typing import IO, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from dissensus.io.wire import validate_panel_json
 from dissensus.types import Panel, VoteCase, find_unrepresentable
 
 __all__ = [
@@ -143,14 +144,39 @@ def parse_line(model: type[M], text: str, *, file: str, line: int) -> M | Reject
     if (
         model in _VALIDATE_JSON
         and not _has_undecodable(raw)
-        and raw.count("[") + raw.count("{") <= MAX_DEPTH
-        and ("\\u" not in raw or _SURROGATE_ESCAPE.search(raw) is None)
+        # A backslash first (one memchr): most lines hold no escape at all.
+        and ("\\" not in raw or "\\u" not in raw or _SURROGATE_ESCAPE.search(raw) is None)
     ):
-        try:
-            return model.model_validate_json(raw)
-        except (ValidationError, ValueError, RecursionError):
-            pass  # the reference path decides, and words the reject
+        if model is Panel:
+            panel = validate_panel_json(raw)
+            if panel is not None and (_shallow(panel) or _brackets(raw) <= MAX_DEPTH):
+                return panel  # type: ignore[return-value]
+        if _brackets(raw) <= MAX_DEPTH:
+            try:
+                return model.model_validate_json(raw)
+            except (ValidationError, ValueError, RecursionError):
+                pass  # the reference path decides, and words the reject
     return _parse_reference(model, raw, file=file, line=line)
+
+
+def _brackets(raw: str) -> int:
+    """Opening brackets of ``raw``: a bound on its nesting depth."""
+    return raw.count("[") + raw.count("{")
+
+
+def _shallow(panel: Panel) -> bool:
+    """True when ``panel`` is nested at most 5 deep (no container in ``meta`` or extras).
+
+    A panel's own fields nest at most 5 deep (``outputs[i].evidence[j]``); only
+    ``meta`` and extra fields can nest deeper, so when they hold no object or array the
+    line is within :data:`MAX_DEPTH` without counting its brackets.
+    """
+    if panel.__pydantic_extra__:
+        return False
+    for value in panel.meta.values():
+        if value.__class__ is dict or value.__class__ is list:
+            return False
+    return all(not o.__pydantic_extra__ for o in panel.outputs)
 
 
 def _parse_reference(model: type[M], raw: str, *, file: str, line: int) -> M | Reject:
