@@ -26,8 +26,11 @@ def trusted(cls: type[M], values: dict[str, Any]) -> M:
     if fields is None:
         fields = _FIELDS[cls] = frozenset(cls.model_fields)
     obj = cls.__new__(cls)
-    object.__setattr__(obj, "__dict__", values)
-    object.__setattr__(obj, "__pydantic_fields_set__", set(fields))
-    object.__setattr__(obj, "__pydantic_extra__", None)
-    object.__setattr__(obj, "__pydantic_private__", None)
+    _setattr(obj, "__dict__", values)
+    _setattr(obj, "__pydantic_fields_set__", set(fields))
+    _setattr(obj, "__pydantic_extra__", None)
+    _setattr(obj, "__pydantic_private__", None)
     return obj
+
+
+_setattr = object.__setattr__

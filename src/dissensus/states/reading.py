@@ -196,13 +196,20 @@ def _tally(
     decisions: Sequence[str | None],
 ) -> tuple[str | None, float, list[str], dict[str, int], int]:
     counts: dict[str, int] = {}
+    abstentions = 0
     for d in decisions:
-        if d is not None:
-            counts[d] = counts.get(d, 0) + 1
-    voters = sum(counts.values())
-    abstentions = len(decisions) - voters
-    if voters == 0:
+        if d is None:
+            abstentions += 1
+        elif d in counts:
+            counts[d] += 1
+        else:
+            counts[d] = 1
+    if not counts:
         return None, 0.0, [], {}, abstentions
+    voters = len(decisions) - abstentions
+    if len(counts) == 1:  # unanimity among voters (the common case): share exactly 1.0
+        ((label, top),) = counts.items()
+        return label, top / voters, [], {label: top}, abstentions
     top = max(counts.values())
     labels = sorted(counts)
     tied = [label for label in labels if counts[label] == top]
@@ -229,7 +236,14 @@ def _build(
     """The reading from the upper-triangle similarities (row-major, panel order)."""
     outputs = panel.outputs
     n = len(outputs)
-    missing = [o.agent for o in outputs if not o.reasoning.strip()]
+    agents: list[str] = []
+    decisions: list[str | None] = []
+    missing: list[str] = []
+    for o in outputs:
+        agents.append(o.agent)
+        decisions.append(o.decision)
+        if not o.reasoning.strip():
+            missing.append(o.agent)
     sims = upper
     if missing:
         has = [bool(o.reasoning.strip()) for o in outputs]
@@ -241,7 +255,7 @@ def _build(
         matrix = _square(upper, n)
     defined = bool(sims)
     mean = math.fsum(sims) / len(sims) if defined else 0.0
-    decision, share, tie, votes, abstentions = _tally([o.decision for o in outputs])
+    decision, share, tie, votes, abstentions = _tally(decisions)
     agree = not tie and n - abstentions >= 2 and share >= thresholds.theta_a
     convergent = defined and mean >= thresholds.theta_s
     values = {
@@ -254,7 +268,7 @@ def _build(
         "abstentions": abstentions,
         "mean_similarity": mean,
         "min_similarity": min(sims) if defined else 0.0,
-        "agents": [o.agent for o in outputs],
+        "agents": agents,
         "matrix": matrix,
         "model": model,
         "thresholds": thresholds,

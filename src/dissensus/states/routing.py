@@ -400,7 +400,7 @@ class RuleSet:
         """Route one reading; see :func:`route`. ``value_profiles`` (agents stating a value
         profile) is the condition name of that name; ``None`` when unknown."""
         env = {
-            "state": reading.state.value,
+            "state": reading.state._value_,  # as .value, without the enum descriptor
             "agreement": reading.agreement,
             "reasoning_similarity": reading.mean_similarity,
             "mean_similarity": reading.mean_similarity,

@@ -32,7 +32,7 @@ def record_of(reading: Reading, routed: Route, *, with_matrix: bool = False) -> 
     """The JSON record of one routed panel."""
     record: dict[str, Any] = {
         "id": reading.id,
-        "state": reading.state.value,
+        "state": reading.state._value_,  # as .value, without the enum descriptor
         "action": routed.action,
         "reasoning_similarity": reading.mean_similarity if reading.similarity_defined else None,
         "min_similarity": reading.min_similarity if reading.similarity_defined else None,
@@ -91,7 +91,10 @@ def route_stream(
     encode = dumps
     for batch in _batches(iter(panels), batch_size):
         for panel, reading in zip(batch, read_panels(batch, backend, thresholds), strict=True):
-            profiles = sum(1 for o in panel.outputs if o.values)
+            profiles = 0
+            for o in panel.outputs:
+                if o.values:
+                    profiles += 1
             routed = ruleset.route(reading, panel.meta, value_profiles=profiles)
             states[reading.state] += 1
             actions[routed.action] += 1
