@@ -176,7 +176,10 @@ def _shallow(panel: Panel) -> bool:
     for value in panel.meta.values():
         if value.__class__ is dict or value.__class__ is list:
             return False
-    return all(not o.__pydantic_extra__ for o in panel.outputs)
+    for output in panel.outputs:  # noqa: SIM110 (a loop: no generator per line)
+        if output.__pydantic_extra__:
+            return False
+    return True
 
 
 def _parse_reference(model: type[M], raw: str, *, file: str, line: int) -> M | Reject:
@@ -219,7 +222,7 @@ def _too_deep(file: str, line: int, raw: str) -> Reject:
 def read_models(model: type[M], lines: Iterable[str], *, file: str = "-") -> Iterator[M | Reject]:
     """Yield a model or a :class:`Reject` for every non-blank line, lazily."""
     for number, text in enumerate(lines, start=1):
-        if not text.strip():
+        if not text or text.isspace():  # as ``not text.strip()``, without copying the line
             continue
         yield parse_line(model, text, file=file, line=number)
 
