@@ -180,6 +180,14 @@ class Reading(BaseModel):
         return self.mean_similarity
 
 
+_STATES = {
+    (convergent, agreement): State.of(convergent=convergent, agreement=agreement)
+    for convergent in (False, True)
+    for agreement in (False, True)
+}
+"""State.of as a table, for the hot path."""
+
+
 @lru_cache(maxsize=64)
 def _upper(n: int) -> tuple[NDArray[np.intp], NDArray[np.intp]]:
     rows, cols = np.triu_indices(n, k=1)
@@ -260,7 +268,7 @@ def _build(
     convergent = defined and mean >= thresholds.theta_s
     values = {
         "id": panel.id,
-        "state": State.of(convergent=convergent, agreement=agree),
+        "state": _STATES[convergent, agree],
         "decision": decision,
         "agreement": share,
         "tie": tie,
@@ -407,11 +415,10 @@ def read_panels(
         by_size.setdefault(len(panel.outputs), []).append(k)
     readings: list[Reading | None] = [None] * len(batch)
     for n, members in by_size.items():
-        index = np.array(
-            # A blank trace maps to row 0; _build leaves its pairs out.
-            [[position.get(o.reasoning, 0) for o in batch[k].outputs] for k in members],
-            dtype=np.intp,
-        )
+        # A blank trace maps to row 0; _build leaves its pairs out. One flat list: numpy
+        # converts it much faster than a list of rows.
+        flat = [position.get(o.reasoning, 0) for k in members for o in batch[k].outputs]
+        index = np.array(flat, dtype=np.intp).reshape(len(members), n)
         sims = _pair_similarities(rows, index, n)
         r, c = _upper(n)
         square = np.ones((len(members), n, n))
