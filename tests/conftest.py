@@ -6,6 +6,11 @@ power-loss durability needs, and every committed event still survives a process 
 which is what the crash and interrupt tests check. ``test_store_journal`` removes the
 variable to check that ``full`` is the default.
 
+Before each ``async`` test the garbage collector runs (outside any event loop). A model
+SDK's HTTP client left unclosed by an earlier test (the ``openai`` SDK's client schedules
+its own ``aclose()`` on whatever loop is running when it is collected) is then dropped
+with no loop running, instead of failing a later test with "Event loop is closed".
+
 Under ``--dist worksteal`` (``make test``) the tests marked ``slow`` are collected first:
 they start at once, and the other worker steals the short tests around them, so no long
 test starts last and runs alone.
@@ -13,6 +18,8 @@ test starts last and runs alone.
 
 from __future__ import annotations
 
+import gc
+import inspect
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -75,3 +82,10 @@ def journal_target(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[s
 
     with target_for(request.param, tmp_path) as target:
         yield target
+
+
+@pytest.fixture(autouse=True)
+def _collect_leaked_clients_before_async_tests(request: pytest.FixtureRequest) -> None:
+    """See the module docstring: collect garbage before a test that runs an event loop."""
+    if inspect.iscoroutinefunction(getattr(request.node, "obj", None)):
+        gc.collect()

@@ -454,6 +454,45 @@ async def test_review_claim_resolve_conflicts(tmp_path: Path) -> None:
         ]
 
 
+async def test_confirm_audits_automatic_decisions(tmp_path: Path) -> None:
+    async with client_for(settings(tmp_path)) as client:
+        run = (
+            await client.post(
+                "/v1/decide",
+                json=[panel("a", ["1", "1"], swap=["1", "1"]), escalating("b")],
+                headers=auth("sub"),
+            )
+        ).json()
+        auto, escalated = run["records"]
+        assert auto["auto"] and not escalated["auto"]
+        ref = f"{run['run_id']}.{auto['line']}"
+        body = {"note": "checked", "reviewer": "forged"}
+        assert (
+            await client.post(f"/v1/cases/{ref}/confirm", json=body, headers=auth("rev"))
+        ).status_code == 422  # extra fields (a reviewer name) are refused
+        assert (
+            await client.post(f"/v1/cases/{ref}/confirm", json={"note": "x"}, headers=auth("sub"))
+        ).status_code == 403
+        ok = await client.post(
+            f"/v1/cases/{ref}/confirm", json={"note": "checked"}, headers=auth("rev")
+        )
+        assert ok.status_code == 200
+        assert ok.json()["agrees"] is True and ok.json()["reviewer"] == "rev-name"
+        again = await client.post(
+            f"/v1/cases/{ref}/confirm", json={"note": "again"}, headers=auth("rev2")
+        )
+        assert again.status_code == 409 and again.json()["confirmed_by"] == "rev-name"
+        not_auto = await client.post(
+            f"/v1/cases/{run['run_id']}.{escalated['line']}/confirm",
+            json={"note": "x"},
+            headers=auth("rev"),
+        )
+        assert not_auto.status_code == 400 and "review resolve" in not_auto.json()["error"]
+    with Journal(tmp_path / "journal.sqlite") as journal:
+        audits = list(journal.events(run["run_id"], type="review.confirmed"))
+        assert [e.payload["reviewer"] for e in audits] == ["rev-name"]
+
+
 async def test_security(tmp_path: Path) -> None:
     s = settings(tmp_path, max_body_bytes=200_000, max_panels=100)
     async with client_for(s) as client:

@@ -53,6 +53,7 @@ from dissensus.serve.auth import (
     load_tokens,
 )
 from dissensus.serve.journal_adapter import (
+    AlreadyConfirmed,
     AlreadyResolved,
     ClaimConflict,
     ReviewDesk,
@@ -177,6 +178,8 @@ def _install_errors(app: FastAPI) -> None:
     async def dissensus_error(_: Request, exc: DissensusError) -> JSONResponse:
         if isinstance(exc, AlreadyResolved):
             return _error(409, str(exc), None, resolved_by=exc.reviewer, resolved_at=exc.at)
+        if isinstance(exc, AlreadyConfirmed):
+            return _error(409, str(exc), None, confirmed_by=exc.reviewer, confirmed_at=exc.at)
         if isinstance(exc, ClaimConflict):
             return _error(409, str(exc), None, claimed_by=exc.holder, claimed_until=exc.expires)
         if isinstance(exc, StaleContent):
@@ -266,6 +269,17 @@ class ResolveBody(BaseModel):
     """Why (required, as ``review resolve --note``); journalled with the resolution."""
     content_sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
     """sha256 of the case content the reviewer saw (``content_sha256`` of ``GET /v1/review/{id}``)."""
+
+
+class ConfirmBody(BaseModel):
+    """A reviewer's audit of an automatic decision. The reviewer is the token's name."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    decision: str | None = Field(default=None, min_length=1)
+    """The right decision; omitted: the committed one (a confirmation). Another one corrects it."""
+    note: str = Field(min_length=1)
+    """Why (required, as ``review confirm --note``)."""
 
 
 _PANELS_BODY: dict[str, Any] = {
@@ -591,6 +605,17 @@ def _routes(app: FastAPI) -> None:
     ) -> dict[str, Any]:
         """Claim an open case for the configured time (409 when another reviewer holds it)."""
         return _service(request).desk.claim(review_id, principal.name).model_dump()
+
+    @app.post("/v1/cases/{case_ref}/confirm", tags=["review"])
+    async def case_confirm(
+        case_ref: str, body: ConfirmBody, request: Request, principal: Principal = review
+    ) -> dict[str, Any]:
+        """Audit an automatic decision (``<run>.<line>``): confirm it, or correct it with another
+        decision (the case's record becomes ``human``). 409: audited before. 400: not automatic."""
+        audit = _service(request).desk.confirm(
+            case_ref, decision=body.decision, note=body.note, reviewer=principal.name
+        )
+        return audit.model_dump(mode="json")
 
     @app.post("/v1/review/{review_id}/resolve", tags=["review"])
     async def review_resolve(

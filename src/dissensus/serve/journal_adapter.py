@@ -19,6 +19,9 @@ decide differently.
   one transaction, and the "still open?" check runs inside it, so a second resolve (from
   any process) is refused with who resolved the case and when (:class:`AlreadyResolved`,
   409).
+* **Audits** of automatic decisions go through :func:`dissensus.pipeline.confirm.confirm`
+  (the CLI's ``review confirm``) with the token's name as the reviewer; a second audit
+  is refused with who audited the case and when (:class:`AlreadyConfirmed`, 409).
 * The history of a case is its ``review.*`` events in the hash chain (claims, being
   coordination state, are shown while live but are not history).
 """
@@ -32,11 +35,13 @@ from pydantic import BaseModel
 
 from dissensus.errors import DissensusError, InputError
 from dissensus.pipeline import review as queue
+from dissensus.pipeline.confirm import AlreadyConfirmed, Confirmation, confirm
 from dissensus.pipeline.records import CaseRecord
 from dissensus.pipeline.review import AlreadyResolved, ReviewStatus, StaleContent, content_sha256
 from dissensus.store import ClaimConflict, Journal, open_journal
 
 __all__ = [
+    "AlreadyConfirmed",
     "AlreadyResolved",
     "Claim",
     "ClaimConflict",
@@ -212,6 +217,12 @@ class ReviewDesk:
         return Claim(
             review_id=review_id, reviewer=held.who, at=held.claimed_at, expires=held.expires
         )
+
+    def confirm(
+        self, case_ref: str, *, decision: str | None, note: str, reviewer: str
+    ) -> Confirmation:
+        """Audit the automatic decision of case ``case_ref`` (``<run>.<line>``) as ``reviewer``."""
+        return confirm(self.journal, case_ref, note=note, decision=decision, reviewer=reviewer)
 
     def resolve(
         self, review_id: str, *, decision: str, note: str, reviewer: str, sha256: str
