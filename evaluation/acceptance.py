@@ -176,16 +176,20 @@ def learned(
 ) -> Method:
     def run(ds: DataSet, cal: Sequence[int], test: Sequence[int], strata: bool) -> Outcome:
         groups = [ds.strata[i] for i in cal] if strata else None
+        cal_cases, cal_golds = [cases[i] for i in cal], [ds.golds[i] for i in cal]
+        # One cross-fit: calibrate() chooses the threshold on its out-of-fold scores, which
+        # are also how the calibration half is counted in "success (every case)".
+        fitted = crossfit(cal_cases, cal_golds, groups=groups)
         acc = calibrate(
-            [cases[i] for i in cal],
-            [ds.golds[i] for i in cal],
+            cal_cases,
+            cal_golds,
             target=ds.target,
             delta=DELTA,
             min_accepted=MIN_ACCEPTED,
             strata=groups,
+            fitted=fitted,
         )
-        # The out-of-fold scores calibrate() chose the threshold on (same folds: deterministic).
-        oof = crossfit([cases[i] for i in cal], [ds.golds[i] for i in cal], groups=groups).scores
+        oof = fitted.scores
         t = acc.threshold
         cal_out: Result = [(t is not None and d is not None and s >= t, d) for d, s in oof]
         # apply_acceptance for every test case: the fold model model_for() picks, vectorised per fold.

@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict
 from dissensus.acceptance.bound import select_threshold
 from dissensus.acceptance.features import Candidate
 from dissensus.acceptance.file import AcceptanceFile, FeatureSettings
-from dissensus.acceptance.fit import crossfit, feature_list, fold_index, score_case
+from dissensus.acceptance.fit import CrossFit, crossfit, feature_list, fold_index, score_case
 
 __all__ = [
     "AcceptanceVerdict",
@@ -61,10 +61,16 @@ def calibrate(
     built_from: list[str] | None = None,
     description: str = "",
     seed: int = 0,
+    fitted: CrossFit | None = None,
 ) -> AcceptanceFile:
-    """Fit, cross-fit and threshold (see the module docstring); the result is not yet hashed."""
+    """Fit, cross-fit and threshold (see the module docstring); the result is not yet hashed.
+
+    ``fitted``: the cross-fit of these very cases (:func:`crossfit` with the same
+    strata and seed), when the caller needs its out-of-fold scores too.
+    """
     feats = feature_list(cases)
-    fitted = crossfit(cases, golds, groups=strata, seed=seed, features=feats)
+    if fitted is None:
+        fitted = crossfit(cases, golds, groups=strata, seed=seed, features=feats)
     oof = fitted.scores
     correct = [
         label is not None and label == gold for (label, _), gold in zip(oof, golds, strict=True)

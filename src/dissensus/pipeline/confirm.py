@@ -30,6 +30,7 @@ from pydantic import BaseModel, ConfigDict
 
 from dissensus.errors import DissensusError, InputError
 from dissensus.pipeline.records import CaseRecord, Resolution
+from dissensus.pipeline.review import human_record, split_ref
 from dissensus.store.base import Event, Journal
 
 __all__ = ["AlreadyConfirmed", "Confirmation", "confirm", "confirmation_events"]
@@ -68,13 +69,6 @@ class Confirmation(BaseModel):
     reviewer: str | None = None
 
 
-def _split(ref: str) -> tuple[str, int]:
-    run_id, sep, line = ref.rpartition(".")
-    if not sep or not run_id or not line.isdigit():
-        raise InputError(f"not a case reference: {ref!r} (expected <run>.<line>)")
-    return run_id, int(line)
-
-
 def confirm(
     journal: Journal,
     ref: str,
@@ -91,7 +85,7 @@ def confirm(
         raise InputError("the note must not be empty")
     if decision is not None and not decision.strip():
         raise InputError("the decision must not be empty")
-    run_id, line = _split(ref)
+    run_id, line = split_ref(ref, "case reference")
     if journal.run(run_id, missing_ok=True) is None:
         raise InputError(f"no case {ref!r}: no run {run_id!r} in {journal.path}")
     with journal.transaction(run_id):
@@ -133,16 +127,8 @@ def confirm(
             run_id, EVENT, audit.model_dump(mode="json"), key=f"confirm/{line}", case=str(line)
         )
         if not audit.agrees:
-            corrected = record.model_copy(
-                update={
-                    "action": "human",
-                    "decision": chosen,
-                    "auto": False,
-                    "basis": "human",
-                    "reason": f"{record.reason}; corrected by a reviewer: {note}",
-                    "path": [*record.path, "human:corrected"],
-                    "resolution": Resolution(decision=chosen, note=note, reviewer=reviewer),
-                }
+            corrected = human_record(
+                record, Resolution(decision=chosen, note=note, reviewer=reviewer), "corrected"
             )
             journal.append(
                 run_id,

@@ -66,6 +66,7 @@ __all__ = [
     "content_sha256",
     "final_records",
     "find_item",
+    "human_record",
     "list_items",
     "list_items_from_events",
     "resolve",
@@ -116,10 +117,11 @@ class ReviewStatus(BaseModel):
     resolved_at: str | None = None
 
 
-def _split(review_id: str) -> tuple[str, int]:
-    run_id, sep, line = review_id.rpartition(".")
+def split_ref(ref: str, what: str = "review id") -> tuple[str, int]:
+    """``<run>.<line>`` -> ``(run, line)`` (:class:`InputError` naming ``what`` otherwise)."""
+    run_id, sep, line = ref.rpartition(".")
     if not sep or not run_id or not line.isdigit():
-        raise InputError(f"not a review id: {review_id!r} (expected <run>.<line>)")
+        raise InputError(f"not a {what}: {ref!r} (expected <run>.<line>)")
     return run_id, int(line)
 
 
@@ -261,7 +263,7 @@ def list_items_from_events(
 
 def find_item(journal: Journal, review_id: str) -> ReviewStatus:
     """The queue entry ``review_id`` (:class:`InputError` when there is none)."""
-    run_id, line = _split(review_id)
+    run_id, line = split_ref(review_id)
     if journal.run(run_id, missing_ok=True) is None:
         raise InputError(f"no review item {review_id!r}: no run {run_id!r} in {journal.path}")
     event = journal.get(run_id, f"case/{line}/review")
@@ -304,7 +306,8 @@ def claim_next(
     return None
 
 
-def _resolved_record(original: CaseRecord, resolution: Resolution) -> CaseRecord:
+def human_record(original: CaseRecord, resolution: Resolution, how: str = "resolved") -> CaseRecord:
+    """The case's record once a person decided it (``how``: ``resolved``, ``corrected``)."""
     note = resolution.note
     return original.model_copy(
         update={
@@ -312,10 +315,10 @@ def _resolved_record(original: CaseRecord, resolution: Resolution) -> CaseRecord
             "decision": resolution.decision,
             "auto": False,
             "basis": "human",
-            "reason": f"{original.reason}; resolved by a reviewer: {note}"
+            "reason": f"{original.reason}; {how} by a reviewer: {note}"
             if note
-            else f"{original.reason}; resolved by a reviewer",
-            "path": [*original.path, "human:resolved"],
+            else f"{original.reason}; {how} by a reviewer",
+            "path": [*original.path, f"human:{how}"],
             "resolution": resolution,
         }
     )
@@ -339,7 +342,7 @@ def resolve(
         raise InputError("the decision must not be empty")
     if not note.strip():
         raise InputError("the note must not be empty")
-    run_id, line = _split(review_id)
+    run_id, line = split_ref(review_id)
     find_item(journal, review_id)  # unknown ids fail before any lock is taken
     with journal.transaction(run_id):
         done = _resolution_event(journal, run_id, line)
@@ -391,9 +394,7 @@ def resolve(
             key=f"review/{line}/resolved",
             case=str(line),
         )
-        record = _resolved_record(
-            original, Resolution(decision=decision, note=note, reviewer=reviewer)
-        )
+        record = human_record(original, Resolution(decision=decision, note=note, reviewer=reviewer))
         journal.append(
             run_id,
             "case.resolved",
@@ -414,7 +415,7 @@ def _derived(journal: Journal, run_id: str, line: int) -> CaseRecord | None:
         return None
     resolution = _resolution(done)
     assert resolution is not None
-    return _resolved_record(CaseRecord.model_validate(stored.payload), resolution)
+    return human_record(CaseRecord.model_validate(stored.payload), resolution)
 
 
 def _complete(journal: Journal, run_id: str, line: int) -> None:

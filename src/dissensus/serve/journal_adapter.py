@@ -89,10 +89,11 @@ class HistoryEntry(BaseModel):
 
 
 def _split(review_id: str) -> tuple[str, int]:
-    run_id, sep, line = review_id.rpartition(".")
-    if not sep or not run_id or not line.isdigit():
-        raise UnknownItem(f"not a review id: {review_id!r} (expected <run>.<line>)")
-    return run_id, int(line)
+    """:func:`~dissensus.pipeline.review.split_ref`, a malformed id being an unknown item (404)."""
+    try:
+        return queue.split_ref(review_id)
+    except InputError as exc:
+        raise UnknownItem(str(exc)) from None
 
 
 class ReviewDesk:
