@@ -399,7 +399,8 @@ def read_panels(
         return [_read_with_matrix(p, backend, th) for p in batch]
     if not batch:
         return []
-    distinct = sorted({o.reasoning for p in batch for o in p.outputs if o.reasoning.strip()})
+    # Blank traces are dropped from the set of texts: one strip per distinct text.
+    distinct = sorted([t for t in {o.reasoning for p in batch for o in p.outputs} if t.strip()])
     if not distinct:  # nobody gave reasoning: similarity undefined (see _build)
         return [_build(p, [0.0] * len(_pairs(len(p.outputs))), backend.name, th) for p in batch]
     rows = backend.embed(distinct)
@@ -414,16 +415,116 @@ def read_panels(
     for k, panel in enumerate(batch):
         by_size.setdefault(len(panel.outputs), []).append(k)
     readings: list[Reading | None] = [None] * len(batch)
+    tallies: dict[tuple[str | None, ...], _Tally] = {}
     for n, members in by_size.items():
-        # A blank trace maps to row 0; _build leaves its pairs out. One flat list: numpy
-        # converts it much faster than a list of rows.
-        flat = [position.get(o.reasoning, 0) for k in members for o in batch[k].outputs]
-        index = np.array(flat, dtype=np.intp).reshape(len(members), n)
-        sims = _pair_similarities(rows, index, n)
-        r, c = _upper(n)
-        square = np.ones((len(members), n, n))
-        square[:, r, c] = sims
-        square[:, c, r] = sims
-        for k, upper, matrix in zip(members, sims.tolist(), square.tolist(), strict=True):
-            readings[k] = _build(batch[k], upper, backend.name, th, matrix)
+        group = [batch[k] for k in members]
+        for k, reading in zip(
+            members, _read_group(group, n, rows, position, backend.name, th, tallies), strict=True
+        ):
+            readings[k] = reading
     return [r for r in readings if r is not None]
+
+
+_Tally = tuple[str | None, float, list[str], dict[str, int], int, bool]
+"""A memoised tally: decision, share, tie, votes, abstentions, agreement."""
+
+
+def _read_group(
+    group: list[Panel],
+    n: int,
+    rows: NDArray[np.float64] | NDArray[np.float32],
+    position: dict[str, int],
+    model: str,
+    th: Thresholds,
+    tallies: dict[tuple[str | None, ...], _Tally],
+) -> list[Reading]:
+    """The readings of panels of ``n`` agents each, vectorised over the group.
+
+    The per-agent fields are gathered for the whole group in one pass, the pair
+    similarities and matrices computed as arrays; per panel remain the exactly rounded
+    mean, the minimum and the tally (memoised per batch on the tuple of decisions, with
+    fresh lists and dicts for each reading). A panel with a blank trace is read by
+    :func:`_build`, the per-panel reference, which the vectorised path equals on every
+    other panel (property-tested).
+    """
+    outputs = [o for p in group for o in p.outputs]
+    # A blank trace is not among the embedded texts: -1 marks it.
+    get = position.get
+    flat = [get(o.reasoning, -1) for o in outputs]
+    index = np.array(flat, dtype=np.intp).reshape(len(group), n)
+    blank = index < 0
+    with_blank = blank.any(axis=1)
+    if with_blank.any():
+        index[blank] = 0  # _build leaves the pairs of a blank trace out
+    sims = _pair_similarities(rows, index, n)
+    r, c = _upper(n)
+    square = np.ones((len(group), n, n))
+    square[:, r, c] = sims
+    square[:, c, r] = sims
+    agents = [o.agent for o in outputs]
+    decisions = [o.decision for o in outputs]
+    pairs = len(r)
+    theta_a, theta_s = th.theta_a, th.theta_s
+    fsum = math.fsum
+    readings: list[Reading] = []
+    append = readings.append
+    start = 0
+    for panel, upper, matrix, blanks in zip(
+        group, sims.tolist(), square.tolist(), with_blank.tolist(), strict=True
+    ):
+        end = start + n
+        if blanks:
+            append(_build(panel, upper, model, th))
+            start = end
+            continue
+        key = tuple(decisions[start:end])
+        tally = tallies.get(key)
+        if tally is None:
+            decision, share, tie, votes, abstentions = _tally(key)
+            agree = not tie and n - abstentions >= 2 and share >= theta_a
+            tally = tallies[key] = (decision, share, tie, votes, abstentions, agree)
+        decision, share, tie, votes, abstentions, agree = tally
+        mean = fsum(upper) / pairs
+        values = {
+            "id": panel.id,
+            "state": _STATES[mean >= theta_s, agree],
+            "decision": decision,
+            "agreement": share,
+            "tie": tie.copy(),
+            "votes": votes.copy(),
+            "abstentions": abstentions,
+            "mean_similarity": mean,
+            "min_similarity": min(upper),
+            "agents": agents[start:end],
+            "matrix": matrix,
+            "model": model,
+            "thresholds": th,
+            "missing_reasoning": [],
+            "similarity_defined": True,
+        }
+        # As in _build: every value is already of its field's type (hot path).
+        append(trusted(Reading, values))
+        start = end
+    return readings
+
+
+def _read_reference(
+    panels: Sequence[Panel], backend: EmbeddingBackend, th: Thresholds
+) -> list[Reading]:
+    """The per-panel reading of :func:`read_panels` (each panel alone through
+    :func:`_build`), the reference the vectorised path is tested against."""
+    readings = []
+    for panel in panels:
+        texts = sorted({o.reasoning for o in panel.outputs if o.reasoning.strip()})
+        n = len(panel.outputs)
+        if not texts:
+            readings.append(_build(panel, [0.0] * len(_pairs(n)), backend.name, th))
+            continue
+        vectors = backend.embed(texts)
+        if not (isinstance(vectors, np.ndarray) and vectors.dtype == np.float32):
+            vectors = np.asarray(vectors, dtype=np.float64)
+        where = {t: i for i, t in enumerate(texts)}
+        index = np.array([[where.get(o.reasoning, 0) for o in panel.outputs]], dtype=np.intp)
+        upper = _pair_similarities(vectors, index, n)[0].tolist()
+        readings.append(_build(panel, upper, backend.name, th))
+    return readings

@@ -54,6 +54,14 @@ Semantics (the seed names priorities and superiority but leaves their combinatio
   one action.
 * Rules are tried in a fixed linear extension of the beats relation (priority, then
   file order, defaults last), so routing is deterministic.
+* Routes are memoised per rule set: the route of a case depends only on the values its
+  rules' conditions read (the state, the decision, a few metadata keys...), so a rule
+  set keeps up to 4,096 routes keyed by exactly those values (each with its class) and
+  returns a fresh :class:`Route` with the remembered action, deciding rule, defeated
+  and concurring rules. Rule sets whose conditions read a similarity (a value that
+  rarely repeats), and cases whose metadata value read by a rule is a list or a
+  mapping, are routed without the memo. A property test checks memoised routes against
+  routes evaluated afresh.
 * Actions are free lower-case identifiers (``[a-z][a-z0-9_]*``); the four above are the
   standard ones, a pipeline may add its own (``concord``, ``deliberate``, ...).
 """
@@ -72,7 +80,18 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from dissensus.errors import ConfigError, DissensusError
 from dissensus.io.yamlfile import load_yaml_file
 from dissensus.states._trusted import trusted
-from dissensus.states.conditions import Condition, parse_condition
+from dissensus.states.conditions import (
+    And,
+    Cmp,
+    Condition,
+    Node,
+    Not,
+    Or,
+    Truth,
+    Var,
+    _lookup,
+    parse_condition,
+)
 from dissensus.states.exclusive import exclusive
 from dissensus.states.reading import Reading, State
 
@@ -275,6 +294,14 @@ class RuleSet:
         self._check_conflicts(rules, superior)
         self.ordered: list[Rule] = self._linear_order(rules)
         self._tests = [(r, r.condition.evaluator) for r in self.ordered]
+        found: list[tuple[str, ...]] = []
+        for r in rules:
+            _paths(r.condition.tree, found)
+        paths = sorted(set(found))
+        self.names: frozenset[str] = frozenset(p[0] for p in paths)
+        """The names the conditions read (``meta`` for any metadata key)."""
+        self._key = _memo_key(paths)
+        self._memo: dict[tuple[Any, ...], tuple[str, str, tuple[str, ...], tuple[str, ...]]] = {}
 
     # -- construction -------------------------------------------------------------------
 
@@ -399,6 +426,35 @@ class RuleSet:
     ) -> Route:
         """Route one reading; see :func:`route`. ``value_profiles`` (agents stating a value
         profile) is the condition name of that name; ``None`` when unknown."""
+        key = None if self._key is None else self._key(reading, meta, value_profiles)
+        if key is not None:
+            hit = self._memo.get(key)
+            if hit is not None:
+                action, rule, defeated, concurring = hit
+                # Fresh lists: a route's lists are its own, never shared with another.
+                values = {
+                    "action": action,
+                    "rule": rule,
+                    "defeated": list(defeated),
+                    "concurring": list(concurring),
+                }
+                return trusted(Route, values)
+        routed = self._route(reading, meta, value_profiles)
+        if key is not None:
+            if len(self._memo) >= _MEMO_SIZE:
+                self._memo.clear()
+            self._memo[key] = (
+                routed.action,
+                routed.rule,
+                tuple(routed.defeated),
+                tuple(routed.concurring),
+            )
+        return routed
+
+    def _route(
+        self, reading: Reading, meta: Mapping[str, Any] | None, value_profiles: int | None
+    ) -> Route:
+        """Route by evaluating every condition (what the memo of :meth:`route` records)."""
         env = {
             "state": reading.state._value_,  # as .value, without the enum descriptor
             "agreement": reading.agreement,
@@ -445,6 +501,71 @@ class RuleSet:
                 "concurring": concurring,
             },
         )
+
+
+_MEMO_SIZE = 4096
+"""Most routes a rule set remembers; the memo is emptied when full."""
+
+_CONTINUOUS = frozenset({"reasoning_similarity", "mean_similarity", "min_similarity"})
+"""Names whose values rarely repeat: rule sets reading them are not memoised."""
+
+_SCALARS = (str, int, float, bool, type(None))
+
+
+def _paths(node: Node, out: list[tuple[str, ...]]) -> None:
+    """The variable paths a condition reads, appended to ``out``."""
+    if isinstance(node, Cmp):
+        for term in (node.left, node.right):
+            if isinstance(term, Var):
+                out.append(term.path)
+    elif isinstance(node, Truth):
+        out.append(node.var.path)
+    elif isinstance(node, Not):
+        _paths(node.item, out)
+    elif isinstance(node, And | Or):
+        for item in node.items:
+            _paths(item, out)
+
+
+_NAME_OF: dict[str, Any] = {
+    "state": lambda r, v: r.state._value_,
+    "agreement": lambda r, v: r.agreement,
+    "decision": lambda r, v: r.decision,
+    "tie": lambda r, v: tuple(r.tie),
+    "abstentions": lambda r, v: r.abstentions,
+    "agents": lambda r, v: len(r.agents),
+    "value_profiles": lambda r, v: v,
+}
+"""How the memo key reads each name (``tie`` as a tuple, for hashing)."""
+
+
+def _memo_key(paths: Sequence[tuple[str, ...]]) -> Any:
+    """The memo key of a rule set: the values its conditions read, or None (no memo).
+
+    Routing is a pure function of the names and metadata paths the conditions read
+    (the environment of :meth:`RuleSet._route`); the key holds exactly those values,
+    each with its class (``1``, ``1.0`` and ``True`` compare equal as keys but not in
+    every condition). A metadata value that is not a JSON scalar (a list, a mapping,
+    another object) gives no key, and that case is routed without the memo.
+    """
+    if any(p[0] in _CONTINUOUS for p in paths):
+        return None
+    names = [_NAME_OF[p[0]] for p in paths if len(p) == 1]
+    lookups = [_lookup(p) for p in paths if len(p) > 1]
+
+    def key(reading: Reading, meta: Mapping[str, Any] | None, profiles: int | None) -> Any:
+        values: list[Any] = [get(reading, profiles) for get in names]
+        if lookups:
+            env = {"meta": meta or {}}
+            for get in lookups:
+                value = get(env)
+                if not isinstance(value, _SCALARS):
+                    return None
+                values.append(value.__class__)
+                values.append(value)
+        return tuple(values)
+
+    return key
 
 
 def route(
