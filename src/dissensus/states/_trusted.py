@@ -25,12 +25,17 @@ def trusted(cls: type[M], values: dict[str, Any]) -> M:
     fields = _FIELDS.get(cls)
     if fields is None:
         fields = _FIELDS[cls] = frozenset(cls.model_fields)
-    obj = cls.__new__(cls)
+    obj = _new(cls)
     _setattr(obj, "__dict__", values)
-    _setattr(obj, "__pydantic_fields_set__", set(fields))
-    _setattr(obj, "__pydantic_extra__", None)
-    _setattr(obj, "__pydantic_private__", None)
+    _set_fields_set(obj, set(fields))
+    _set_extra(obj, None)
+    _set_private(obj, None)
     return obj
 
 
+_new = object.__new__  # BaseModel defines no __new__
 _setattr = object.__setattr__
+# BaseModel's slots, set through their descriptors (no attribute lookup per call).
+_set_fields_set = BaseModel.__dict__["__pydantic_fields_set__"].__set__
+_set_extra = BaseModel.__dict__["__pydantic_extra__"].__set__
+_set_private = BaseModel.__dict__["__pydantic_private__"].__set__

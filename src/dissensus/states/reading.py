@@ -42,8 +42,9 @@ Choices where the seed is silent:
   convergence is a claim the texts would have to support.
 * The matrix is symmetric, clipped to [-1, 1] and has a unit diagonal; byte-identical
   traces have similarity exactly 1. Each pair's similarity is computed from the two
-  traces alone (embedding backends: the dot product of their rows, taken in sorted-text
-  order; matrix backends: called on the panel's distinct traces in sorted order), and
+  traces alone (embedding backends: the float64 dot product of their two rows, summed
+  along the dimensions in one fixed order, and products commute exactly, so the same two
+  traces give the same bits in any order and any batch; matrix backends: called on the panel's distinct traces in sorted order), and
   the mean is an exactly rounded sum (``math.fsum``), so the reading is invariant to
   the order of the agents and, for embedding backends, to the rest of the batch.
 """
@@ -348,33 +349,25 @@ def _read_with_matrix(panel: Panel, backend: SimilarityBackend, th: Thresholds) 
     return _build(panel, upper, backend.name, th)
 
 
-_PAIR_CHUNK = 256
-
-
 def _pair_similarities(
     rows: NDArray[np.float64] | NDArray[np.float32], index: NDArray[np.intp], n: int
 ) -> NDArray[np.float64]:
     """Upper-triangle cosines for panels of ``n`` agents (``index``: one row per panel).
 
-    Each pair is computed as the dot product of the smaller and the larger row index, so
-    its value depends only on the two traces, never on agent order or the batch.
+    The panels' rows are gathered once (float32 rows widened exactly to float64), then
+    each pair position ``(i, j)`` is one ``einsum`` over all panels. A pair's value is
+    the float64 dot product of its two rows summed along the dimensions in a fixed order;
+    the products commute exactly, so it depends only on the two traces, never on agent
+    order or the rest of the batch (property-tested against the per-panel reference).
     """
     r, c = _upper(n)
-    a, b = index[:, r], index[:, c]
-    lo, hi = np.minimum(a, b).ravel(), np.maximum(a, b).ravel()
-    values = np.empty(lo.shape[0], dtype=np.float64)
-    # Chunks keep the gathered rows in cache (several times faster than one big gather).
-    for start in range(0, lo.shape[0], _PAIR_CHUNK):
-        end = start + _PAIR_CHUNK
-        # float32 rows are widened per chunk (exactly): half the memory traffic of
-        # widening every row first, and the same float64 operands.
-        left = rows[lo[start:end]].astype(np.float64, copy=False)
-        right = rows[hi[start:end]].astype(np.float64, copy=False)
-        values[start:end] = np.einsum("ij,ij->i", left, right)
+    gathered = rows[index].astype(np.float64, copy=False)  # (panels, n, dim)
+    values = np.empty((index.shape[0], len(r)), dtype=np.float64)
+    for k, (i, j) in enumerate(_pairs(n)):
+        values[:, k] = np.einsum("pd,pd->p", gathered[:, i], gathered[:, j])
     np.clip(values, -1.0, 1.0, out=values)
-    values[lo == hi] = 1.0
-    out: NDArray[np.float64] = values.reshape(index.shape[0], len(r))
-    return out
+    values[index[:, r] == index[:, c]] = 1.0
+    return values
 
 
 def read_panel(
@@ -524,7 +517,13 @@ def _read_reference(
         if not (isinstance(vectors, np.ndarray) and vectors.dtype == np.float32):
             vectors = np.asarray(vectors, dtype=np.float64)
         where = {t: i for i, t in enumerate(texts)}
-        index = np.array([[where.get(o.reasoning, 0) for o in panel.outputs]], dtype=np.intp)
-        upper = _pair_similarities(vectors, index, n)[0].tolist()
+        index = [where.get(o.reasoning, 0) for o in panel.outputs]
+        # Each pair from its own two rows, the smaller row index first.
+        lo = [min(index[i], index[j]) for i, j in _pairs(n)]
+        hi = [max(index[i], index[j]) for i, j in _pairs(n)]
+        left = vectors[lo].astype(np.float64)
+        right = vectors[hi].astype(np.float64)
+        values = np.clip(np.einsum("ij,ij->i", left, right), -1.0, 1.0)
+        upper = [1.0 if a == b else v for a, b, v in zip(lo, hi, values.tolist(), strict=True)]
         readings.append(_build(panel, upper, backend.name, th))
     return readings

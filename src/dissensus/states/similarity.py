@@ -110,9 +110,11 @@ def normalise_rows(vectors: NDArray[np.floating] | Sequence[Sequence[float]]) ->
     arr = np.asarray(vectors, dtype=np.float32)
     if arr.ndim != 2:
         raise ConfigError(f"an embedding function must return a 2-D array, got shape {arr.shape}")
-    if not np.all(np.isfinite(arr)):
-        raise ConfigError("an embedding function returned non-finite values")
     norms = np.linalg.norm(arr, axis=1, keepdims=True)
+    # A non-finite value makes its row's norm non-finite: the whole array is checked only
+    # then (a norm can also overflow on finite values, which stay accepted as before).
+    if not np.isfinite(norms).all() and not np.isfinite(arr).all():
+        raise ConfigError("an embedding function returned non-finite values")
     norms[norms == 0.0] = 1.0
     out: Vectors = (arr / norms).astype(np.float32, copy=False)
     return out
