@@ -51,3 +51,19 @@ def test_numpy_and_non_finite_values(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_what_orjson_refuses_goes_through_the_standard_library() -> None:
     assert json.loads(fastjson.dumps({"id": "a\ud800b"})) == {"id": "a\ud800b"}
     assert json.loads(fastjson.dumps({"votes": {1: 2}})) == {"votes": {"1": 2}}
+
+
+@given(st.dictionaries(st.text(max_size=10), _VALUES, max_size=6))
+def test_dumps_line_is_dumps_and_a_newline(record: dict[str, Any]) -> None:
+    assert fastjson.dumps_line(record) == fastjson.dumps(record) + "\n"
+    saved = fastjson._orjson
+    fastjson._orjson = None
+    try:
+        assert fastjson.dumps_line(record) == fastjson.dumps(record) + "\n"
+    finally:
+        fastjson._orjson = saved
+
+
+def test_dumps_line_falls_back_like_dumps() -> None:
+    for record in ({"id": "a\ud800b"}, {"votes": {1: 2}}, {"x": np.float32(0.5)}):
+        assert fastjson.dumps_line(record) == fastjson.dumps(record) + "\n"

@@ -32,7 +32,7 @@ import json
 import math
 from typing import Any
 
-__all__ = ["dumps", "orjson_available"]
+__all__ = ["dumps", "dumps_line", "orjson_available"]
 
 try:
     import orjson as _orjson
@@ -80,3 +80,18 @@ def dumps(record: dict[str, Any]) -> str:
         return _STD.encode(record)
     except ValueError:  # non-finite values: null, as orjson writes them
         return _STD.encode(_finite(record))
+
+
+def dumps_line(record: dict[str, Any]) -> str:
+    """One record as compact JSON text followed by a newline (the same text as
+    ``dumps(record) + "\\n"``, with orjson's newline option instead of a concatenation)."""
+    if _orjson is not None:
+        try:
+            return _orjson.dumps(
+                record,
+                default=_default,
+                option=_orjson.OPT_SERIALIZE_NUMPY | _orjson.OPT_APPEND_NEWLINE,
+            ).decode()
+        except _orjson.JSONEncodeError:
+            pass
+    return dumps(record) + "\n"

@@ -551,13 +551,25 @@ def _memo_key(paths: Sequence[tuple[str, ...]]) -> Any:
     if any(p[0] in _CONTINUOUS for p in paths):
         return None
     names = [_NAME_OF[p[0]] for p in paths if len(p) == 1]
-    lookups = [_lookup(p) for p in paths if len(p) > 1]
+    keys = [p[1] for p in paths if len(p) == 2]  # meta.<key>: the common case
+    deeper = [_lookup(p) for p in paths if len(p) > 2]
 
     def key(reading: Reading, meta: Mapping[str, Any] | None, profiles: int | None) -> Any:
         values: list[Any] = [get(reading, profiles) for get in names]
-        if lookups:
+        if keys:
+            # As _lookup reads meta.<key>: a missing key (or no metadata) is None.
+            m: Any = meta or {}
+            if type(m) is not dict and not isinstance(m, Mapping):
+                return None
+            for name in keys:
+                value = m.get(name)
+                if not isinstance(value, _SCALARS):
+                    return None
+                values.append(value.__class__)
+                values.append(value)
+        if deeper:
             env = {"meta": meta or {}}
-            for get in lookups:
+            for get in deeper:
                 value = get(env)
                 if not isinstance(value, _SCALARS):
                     return None

@@ -7,7 +7,7 @@ holds one batch at a time. ``dissensus route`` and the benchmarks use it.
 Choices: a record names ``reasoning_similarity`` and ``min_similarity`` as ``null``
 when similarity is undefined (fewer than two agents gave reasoning) and lists
 ``missing_reasoning`` only when some agent gave none, so records of complete panels
-keep their shape. Records are compact JSON written by :func:`dissensus.io.fastjson.dumps`
+keep their shape. Records are compact JSON written by :func:`dissensus.io.fastjson.dumps_line`
 (orjson when installed).
 
 While it streams, the collector's first threshold is raised to
@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from itertools import islice
 from typing import IO, Any
 
-from dissensus.io.fastjson import dumps
+from dissensus.io.fastjson import dumps_line
 from dissensus.states.reading import Reading, Thresholds, read_panels
 from dissensus.states.routing import Route, RuleSet
 from dissensus.states.similarity import SimilarityBackend
@@ -124,7 +124,7 @@ def _route_batches(
 ) -> RouteTally:
     tally = RouteTally()
     states, actions = tally.states, tally.actions
-    encode = dumps
+    encode = dumps_line
     # No rule reads value_profiles: the count cannot change a route, and is not made.
     count_profiles = "value_profiles" in ruleset.names
     for batch in _batches(iter(panels), batch_size):
@@ -136,7 +136,7 @@ def _route_batches(
             states[reading.state] += 1
             actions[routed.action] += 1
             if handle is not None:
-                handle.write(encode(record_of(reading, routed, with_matrix=with_matrix)) + "\n")
+                handle.write(encode(record_of(reading, routed, with_matrix=with_matrix)))
             if len(tally.rows) < keep_rows:
                 tally.rows.append((reading, routed))
         tally.total += len(batch)
