@@ -7,7 +7,7 @@ Prints, in one run:
     ``--minilm-texts`` traces only, it is slow), the ratio, and each process' peak RSS.
 (b) ``dissensus route`` with precomputed embeddings (parse + read + route + write) against
     plain ``json.loads`` + ``json.dumps`` of the same lines, CPU time, best of three
-    (the measurement of ``bench_route.py`` (a), on 20,000 synthetic 5-agent panels);
+    runs of each, interleaved (the measurement of ``bench_route.py`` (a), on 20,000 synthetic 5-agent panels);
     the same with records written by ``json.dumps``, and with lines parsed by the
     reference path of ``parse_line`` instead of ``model_validate_json``.
 (c) ``dissensus decide`` on ``--panels`` synthetic 5-agent panels (default 20,000), for
@@ -139,8 +139,12 @@ def bench_route(n: int) -> None:
     gc.freeze()
     from dissensus.io import fastjson
 
-    base = min(_cpu(baseline) for _ in range(3))
-    route = min(_cpu(routing) for _ in range(3))
+    # Interleaved, so that a spell of load from other processes hits both alike.
+    base_runs, route_runs = [], []
+    for _ in range(3):
+        base_runs.append(_cpu(baseline))
+        route_runs.append(_cpu(routing))
+    base, route = min(base_runs), min(route_runs)
     saved, fastjson._orjson = fastjson._orjson, None  # the standard-library encoder
     try:
         route_std = min(_cpu(routing) for _ in range(3))
@@ -154,7 +158,9 @@ def bench_route(n: int) -> None:
     finally:
         jsonl._VALIDATE_JSON = fast_models
     gc.unfreeze()
-    print(f"(b) route with precomputed embeddings, {n:,} 5-agent panels, CPU time, best of 3")
+    print(
+        f"(b) route with precomputed embeddings, {n:,} 5-agent panels, CPU time, best of 3 (interleaved with the baseline)"
+    )
     print(
         f"    route (parse+read+route+write): {n / route:9,.0f} panels/s   (records by orjson: {fastjson.orjson_available()})"
     )

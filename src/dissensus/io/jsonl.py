@@ -33,10 +33,9 @@ A panel line first meets a native-only tier (:mod:`dissensus.io.wire`): the same
 built by a schema without Python validators, about half the CPU of
 ``Panel.model_validate_json`` on five-agent panels. It only accepts; anything it does
 not accept goes on to ``model_validate_json`` and then to the reference path. The depth
-check counts the line's brackets first (two scans in C) and, only when there are more
-than :data:`MAX_DEPTH`, looks for objects or arrays in ``meta`` or extra fields (the
-panel's own fields nest at most 5 deep); the surrogate-escape check only runs on lines
-holding a backslash.
+check counts brackets only when the accepted panel holds objects or arrays in ``meta``
+or extra fields (its own fields nest at most 5 deep), and the surrogate-escape check
+only runs on lines holding a backslash.
 """
 
 from __future__ import annotations
@@ -158,8 +157,7 @@ def parse_line(model: type[M], text: str, *, file: str, line: int) -> M | Reject
     ):
         if model is Panel:
             panel = validate_panel_json(raw)
-            # Counting brackets is two scans in C, cheaper than walking the panel.
-            if panel is not None and (_brackets(raw) <= MAX_DEPTH or _shallow(panel)):
+            if panel is not None and (_shallow(panel) or _brackets(raw) <= MAX_DEPTH):
                 return panel  # type: ignore[return-value]
         if _brackets(raw) <= MAX_DEPTH:
             try:
