@@ -364,7 +364,7 @@ def _pair_similarities(
     gathered = rows[index].astype(np.float64, copy=False)  # (panels, n, dim)
     values = np.empty((index.shape[0], len(r)), dtype=np.float64)
     for k, (i, j) in enumerate(_pairs(n)):
-        values[:, k] = np.einsum("pd,pd->p", gathered[:, i], gathered[:, j])
+        np.einsum("pd,pd->p", gathered[:, i], gathered[:, j], out=values[:, k])
     np.clip(values, -1.0, 1.0, out=values)
     values[index[:, r] == index[:, c]] = 1.0
     return values
