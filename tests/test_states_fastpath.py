@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 from dissensus.errors import DissensusError
 from dissensus.states import RuleSet, Thresholds, callable_backend, read_panels
 from dissensus.states.reading import _read_reference
-from dissensus.states.stream import GC_THRESHOLD, route_stream
+from dissensus.io.fastjson import dumps
+from dissensus.states.stream import GC_THRESHOLD, record_of, route_stream
 from dissensus.types import Panel
 
 
@@ -220,3 +221,40 @@ def test_gc_threshold_is_restored_on_error() -> None:
             _lines(3), callable_backend(boom, name="b"), Thresholds(theta_s=0.3), RuleSet.default()
         )
     assert gc.get_threshold() == old
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    batch=BATCHES,
+    with_matrix=st.booleans(),
+    keep_rows=st.integers(min_value=0, max_value=30),
+    batch_size=st.integers(min_value=1, max_value=10),
+)
+def test_stream_records_equal_records_of_read_panels(
+    batch: list[Panel], with_matrix: bool, keep_rows: int, batch_size: int
+) -> None:
+    ruleset = RuleSet.from_dict(RULES)
+    th = Thresholds(theta_s=0.3)
+    out = io.StringIO()
+    tally = route_stream(
+        batch,
+        F32,
+        th,
+        ruleset,
+        handle=out,
+        batch_size=batch_size,
+        with_matrix=with_matrix,
+        keep_rows=keep_rows,
+    )
+    readings = read_panels(batch, F32, th)
+    routes = [
+        ruleset.route(r, p.meta, value_profiles=sum(1 for o in p.outputs if o.values))
+        for r, p in zip(readings, batch, strict=True)
+    ]
+    expected = "".join(
+        dumps(record_of(r, x, with_matrix=with_matrix)) + "\n"
+        for r, x in zip(readings, routes, strict=True)
+    )
+    assert out.getvalue() == expected
+    # Kept rows are whole readings, matrix included.
+    assert tally.rows == list(zip(readings, routes, strict=True))[:keep_rows]

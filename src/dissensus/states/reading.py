@@ -386,8 +386,19 @@ def read_panels(
 
     The batch is materialised; stream large inputs in bounded batches.
     """
-    batch = list(panels)
-    th = _resolve(backend, thresholds)
+    return _read_batch(list(panels), backend, _resolve(backend, thresholds), matrices=True)
+
+
+def _read_batch(
+    batch: list[Panel], backend: SimilarityBackend, th: Thresholds, *, matrices: bool
+) -> list[Reading]:
+    """:func:`read_panels`; with ``matrices`` false, the readings of panels read by the
+    vectorised path hold an empty ``matrix`` (every other field as usual).
+
+    Only :func:`dissensus.states.stream.route_stream` asks for that, for readings that
+    never leave it when no record shows the matrix: building the matrices as nested
+    lists is a tenth of the reading's cost.
+    """
     if not isinstance(backend, EmbeddingBackend):
         return [_read_with_matrix(p, backend, th) for p in batch]
     if not batch:
@@ -398,7 +409,7 @@ def read_panels(
         return [_build(p, [0.0] * len(_pairs(len(p.outputs))), backend.name, th) for p in batch]
     rows = backend.embed(distinct)
     if not (isinstance(rows, np.ndarray) and rows.dtype == np.float32):
-        rows = np.asarray(rows, dtype=np.float64)  # float32 rows are widened pair by pair
+        rows = np.asarray(rows, dtype=np.float64)  # float32 rows are widened when gathered
     if rows.ndim != 2 or rows.shape[0] != len(distinct):
         raise ConfigError(
             f"similarity backend {backend.name!r} returned embeddings of shape {rows.shape}"
@@ -411,9 +422,8 @@ def read_panels(
     tallies: dict[tuple[str | None, ...], _Tally] = {}
     for n, members in by_size.items():
         group = [batch[k] for k in members]
-        for k, reading in zip(
-            members, _read_group(group, n, rows, position, backend.name, th, tallies), strict=True
-        ):
+        read = _read_group(group, n, rows, position, backend.name, th, tallies, matrices)
+        for k, reading in zip(members, read, strict=True):
             readings[k] = reading
     return [r for r in readings if r is not None]
 
@@ -430,6 +440,7 @@ def _read_group(
     model: str,
     th: Thresholds,
     tallies: dict[tuple[str | None, ...], _Tally],
+    matrices: bool = True,
 ) -> list[Reading]:
     """The readings of panels of ``n`` agents each, vectorised over the group.
 
@@ -451,9 +462,13 @@ def _read_group(
         index[blank] = 0  # _build leaves the pairs of a blank trace out
     sims = _pair_similarities(rows, index, n)
     r, c = _upper(n)
-    square = np.ones((len(group), n, n))
-    square[:, r, c] = sims
-    square[:, c, r] = sims
+    if matrices:
+        square = np.ones((len(group), n, n))
+        square[:, r, c] = sims
+        square[:, c, r] = sims
+        squares: list[list[list[float]]] = square.tolist()
+    else:
+        squares = [[] for _ in group]  # never read (see _read_batch)
     agents = [o.agent for o in outputs]
     decisions = [o.decision for o in outputs]
     pairs = len(r)
@@ -463,7 +478,7 @@ def _read_group(
     append = readings.append
     start = 0
     for panel, upper, matrix, blanks in zip(
-        group, sims.tolist(), square.tolist(), with_blank.tolist(), strict=True
+        group, sims.tolist(), squares, with_blank.tolist(), strict=True
     ):
         end = start + n
         if blanks:

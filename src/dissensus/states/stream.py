@@ -10,6 +10,11 @@ when similarity is undefined (fewer than two agents gave reasoning) and lists
 keep their shape. Records are compact JSON written by :func:`dissensus.io.fastjson.dumps_line`
 (orjson when installed).
 
+The readings of a batch whose records do not show the matrix (no ``with_matrix``) and
+none of which is kept for display carry an empty ``matrix``: they never leave
+:func:`route_stream`, and routing never reads the matrix (see
+:func:`dissensus.states.reading._read_batch`).
+
 While it streams, the collector's first threshold is raised to
 :data:`GC_THRESHOLD` tracked objects (and restored afterwards, also on error). A batch
 of 256 five-agent panels holds about 10,000 tracked objects (models, their dicts and
@@ -30,7 +35,7 @@ from itertools import islice
 from typing import IO, Any
 
 from dissensus.io.fastjson import dumps_line
-from dissensus.states.reading import Reading, Thresholds, read_panels
+from dissensus.states.reading import Reading, Thresholds, _read_batch
 from dissensus.states.routing import Route, RuleSet
 from dissensus.states.similarity import SimilarityBackend
 from dissensus.types import Panel
@@ -128,7 +133,10 @@ def _route_batches(
     # No rule reads value_profiles: the count cannot change a route, and is not made.
     count_profiles = "value_profiles" in ruleset.names
     for batch in _batches(iter(panels), batch_size):
-        for panel, reading in zip(batch, read_panels(batch, backend, thresholds), strict=True):
+        # Matrices only when a record or a kept row can show them (see _read_batch).
+        matrices = with_matrix or len(tally.rows) < keep_rows
+        readings = _read_batch(batch, backend, thresholds, matrices=matrices)
+        for panel, reading in zip(batch, readings, strict=True):
             profiles: int | None = None
             if count_profiles:
                 profiles = len([o for o in panel.outputs if o.values])
