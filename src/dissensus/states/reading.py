@@ -63,7 +63,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from dissensus.errors import ConfigError, InputError
 from dissensus.states._trusted import trusted
 from dissensus.states.similarity import EmbeddingBackend, SimilarityBackend
-from dissensus.types import Panel
+from dissensus.types import AgentOutput, Panel
 
 __all__ = [
     "DEFAULT_THETA_A",
@@ -403,8 +403,11 @@ def _read_batch(
         return [_read_with_matrix(p, backend, th) for p in batch]
     if not batch:
         return []
-    # Blank traces are dropped from the set of texts: one strip per distinct text.
-    distinct = sorted([t for t in {o.reasoning for p in batch for o in p.outputs} if t.strip()])
+    outputs = [o for p in batch for o in p.outputs]
+    texts = [o.reasoning for o in outputs]
+    unique = set(texts)
+    # Blank traces are not embedded: one strip per distinct text, in C (filter).
+    distinct = sorted(filter(str.strip, unique))
     if not distinct:  # nobody gave reasoning: similarity undefined (see _build)
         return [_build(p, [0.0] * len(_pairs(len(p.outputs))), backend.name, th) for p in batch]
     rows = backend.embed(distinct)
@@ -414,15 +417,30 @@ def _read_batch(
         raise ConfigError(
             f"similarity backend {backend.name!r} returned embeddings of shape {rows.shape}"
         )
-    position = {t: i for i, t in enumerate(distinct)}
+    # Each trace's row; -1 marks a blank trace (not embedded). Looked up in C (map).
+    position = dict.fromkeys(unique, -1)
+    position.update(zip(distinct, range(len(distinct))))
+    flat = list(map(position.__getitem__, texts))
     by_size: dict[int, list[int]] = {}
     for k, panel in enumerate(batch):
         by_size.setdefault(len(panel.outputs), []).append(k)
-    readings: list[Reading | None] = [None] * len(batch)
     tallies: dict[tuple[str | None, ...], _Tally] = {}
+    if len(by_size) == 1:  # the usual case: one panel size, the batch is the group
+        ((n, _),) = by_size.items()
+        return _read_group(batch, n, rows, flat, outputs, backend.name, th, tallies, matrices)
+    starts: list[int] = []
+    start = 0
+    for panel in batch:
+        starts.append(start)
+        start += len(panel.outputs)
+    readings: list[Reading | None] = [None] * len(batch)
     for n, members in by_size.items():
         group = [batch[k] for k in members]
-        read = _read_group(group, n, rows, position, backend.name, th, tallies, matrices)
+        group_flat = [x for k in members for x in flat[starts[k] : starts[k] + n]]
+        group_outputs = [o for p in group for o in p.outputs]
+        read = _read_group(
+            group, n, rows, group_flat, group_outputs, backend.name, th, tallies, matrices
+        )
         for k, reading in zip(members, read, strict=True):
             readings[k] = reading
     return [r for r in readings if r is not None]
@@ -436,11 +454,12 @@ def _read_group(
     group: list[Panel],
     n: int,
     rows: NDArray[np.float64] | NDArray[np.float32],
-    position: dict[str, int],
+    flat: list[int],
+    outputs: list[AgentOutput],
     model: str,
     th: Thresholds,
     tallies: dict[tuple[str | None, ...], _Tally],
-    matrices: bool = True,
+    matrices: bool,
 ) -> list[Reading]:
     """The readings of panels of ``n`` agents each, vectorised over the group.
 
@@ -451,10 +470,7 @@ def _read_group(
     :func:`_build`, the per-panel reference, which the vectorised path equals on every
     other panel (property-tested).
     """
-    outputs = [o for p in group for o in p.outputs]
-    # A blank trace is not among the embedded texts: -1 marks it.
-    get = position.get
-    flat = [get(o.reasoning, -1) for o in outputs]
+    # ``flat``: the row of each output's trace (-1: blank), ``outputs`` in group order.
     index = np.array(flat, dtype=np.intp).reshape(len(group), n)
     blank = index < 0
     with_blank = blank.any(axis=1)

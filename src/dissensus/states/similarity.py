@@ -110,9 +110,7 @@ def normalise_rows(vectors: NDArray[np.floating] | Sequence[Sequence[float]]) ->
     arr = np.asarray(vectors, dtype=np.float32)
     if arr.ndim != 2:
         raise ConfigError(f"an embedding function must return a 2-D array, got shape {arr.shape}")
-    # What np.linalg.norm computes for real rows (the same operations, so the same
-    # bits), without its conjugate copy of the whole array.
-    norms = np.sqrt(np.add.reduce(arr * arr, axis=1, keepdims=True))
+    norms = np.linalg.norm(arr, axis=1, keepdims=True)
     # A non-finite value makes its row's norm non-finite: the whole array is checked only
     # then (a norm can also overflow on finite values, which stay accepted as before).
     if not np.isfinite(norms).all() and not np.isfinite(arr).all():
