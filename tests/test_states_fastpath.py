@@ -13,9 +13,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dissensus.errors import DissensusError
+from dissensus.io.fastjson import dumps
 from dissensus.states import RuleSet, Thresholds, callable_backend, read_panels
 from dissensus.states.reading import _read_reference
-from dissensus.io.fastjson import dumps
 from dissensus.states.stream import GC_THRESHOLD, record_of, route_stream
 from dissensus.types import Panel
 

@@ -55,6 +55,8 @@ import math
 from collections.abc import Iterable, Sequence
 from enum import StrEnum
 from functools import lru_cache
+from itertools import chain
+from operator import attrgetter
 
 import numpy as np
 from numpy.typing import NDArray
@@ -403,8 +405,9 @@ def _read_batch(
         return [_read_with_matrix(p, backend, th) for p in batch]
     if not batch:
         return []
-    outputs = [o for p in batch for o in p.outputs]
-    texts = [o.reasoning for o in outputs]
+    # Attribute getters mapped in C: no bytecode per output.
+    outputs = list(chain.from_iterable(map(_OUTPUTS, batch)))
+    texts = list(map(_REASONING, outputs))
     unique = set(texts)
     # Blank traces are not embedded: one strip per distinct text, in C (filter).
     distinct = sorted(filter(str.strip, unique))
@@ -419,7 +422,7 @@ def _read_batch(
         )
     # Each trace's row; -1 marks a blank trace (not embedded). Looked up in C (map).
     position = dict.fromkeys(unique, -1)
-    position.update(zip(distinct, range(len(distinct))))
+    position.update(zip(distinct, range(len(distinct)), strict=True))
     flat = list(map(position.__getitem__, texts))
     by_size: dict[int, list[int]] = {}
     for k, panel in enumerate(batch):
@@ -445,6 +448,11 @@ def _read_batch(
             readings[k] = reading
     return [r for r in readings if r is not None]
 
+
+_OUTPUTS = attrgetter("outputs")
+_REASONING = attrgetter("reasoning")
+_AGENT = attrgetter("agent")
+_DECISION = attrgetter("decision")
 
 _Tally = tuple[str | None, float, list[str], dict[str, int], int, bool]
 """A memoised tally: decision, share, tie, votes, abstentions, agreement."""
@@ -474,6 +482,7 @@ def _read_group(
     index = np.array(flat, dtype=np.intp).reshape(len(group), n)
     blank = index < 0
     with_blank = blank.any(axis=1)
+    blank_rows: list[bool] = with_blank.tolist()  # type: ignore[assignment]
     if with_blank.any():
         index[blank] = 0  # _build leaves the pairs of a blank trace out
     sims = _pair_similarities(rows, index, n)
@@ -485,17 +494,15 @@ def _read_group(
         squares: list[list[list[float]]] = square.tolist()
     else:
         squares = [[] for _ in group]  # never read (see _read_batch)
-    agents = [o.agent for o in outputs]
-    decisions = [o.decision for o in outputs]
+    agents = list(map(_AGENT, outputs))
+    decisions = list(map(_DECISION, outputs))
     pairs = len(r)
     theta_a, theta_s = th.theta_a, th.theta_s
     fsum = math.fsum
     readings: list[Reading] = []
     append = readings.append
     start = 0
-    for panel, upper, matrix, blanks in zip(
-        group, sims.tolist(), squares, with_blank.tolist(), strict=True
-    ):
+    for panel, upper, matrix, blanks in zip(group, sims.tolist(), squares, blank_rows, strict=True):
         end = start + n
         if blanks:
             append(_build(panel, upper, model, th))

@@ -295,8 +295,8 @@ class RuleSet:
         self.ordered: list[Rule] = self._linear_order(rules)
         self._tests = [(r, r.condition.evaluator) for r in self.ordered]
         found: list[tuple[str, ...]] = []
-        for r in rules:
-            _paths(r.condition.tree, found)
+        for rule in rules:
+            _paths(rule.condition.tree, found)
         paths = sorted(set(found))
         self.names: frozenset[str] = frozenset(p[0] for p in paths)
         """The names the conditions read (``meta`` for any metadata key)."""

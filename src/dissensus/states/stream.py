@@ -35,7 +35,7 @@ from itertools import islice
 from typing import IO, Any
 
 from dissensus.io.fastjson import dumps_line
-from dissensus.states.reading import Reading, Thresholds, _read_batch
+from dissensus.states.reading import Reading, State, Thresholds, _read_batch
 from dissensus.states.routing import Route, RuleSet
 from dissensus.states.similarity import SimilarityBackend
 from dissensus.types import Panel
@@ -136,16 +136,21 @@ def _route_batches(
         # Matrices only when a record or a kept row can show them (see _read_batch).
         matrices = with_matrix or len(tally.rows) < keep_rows
         readings = _read_batch(batch, backend, thresholds, matrices=matrices)
+        # States are counted by value, then by member once per batch: an enum member's
+        # hash is a Python call, its value's is not.
+        seen: list[str] = []
         for panel, reading in zip(batch, readings, strict=True):
             profiles: int | None = None
             if count_profiles:
                 profiles = len([o for o in panel.outputs if o.values])
             routed = ruleset.route(reading, panel.meta, value_profiles=profiles)
-            states[reading.state] += 1
+            seen.append(reading.state._value_)
             actions[routed.action] += 1
             if handle is not None:
                 handle.write(encode(record_of(reading, routed, with_matrix=with_matrix)))
             if len(tally.rows) < keep_rows:
                 tally.rows.append((reading, routed))
+        for value, count in Counter(seen).items():
+            states[State(value)] += count
         tally.total += len(batch)
     return tally
