@@ -32,15 +32,15 @@ def install(after: int, sig: int = signal.SIGKILL) -> None:
     pipeline.JOURNAL_HOOKS.append(hook)
 
 
-def _child(argv: list[str], kill_after: int | None) -> None:
+def _child(argv: list[str], kill_after: int | None, sig: int) -> None:
     if kill_after is not None:
-        install(kill_after, signal.SIGKILL)
+        install(kill_after, sig)
     os._exit(main(argv))
 
 
-def forked(argv: list[str], kill_after: int | None = None) -> int | None:
-    """``main(argv)`` in a forked child (SIGKILLed after event ``kill_after``); its exit code."""
-    proc = multiprocessing.get_context("fork").Process(target=_child, args=(argv, kill_after))
+def forked(argv: list[str], kill_after: int | None = None, sig: int = signal.SIGKILL) -> int | None:
+    """``main(argv)`` in a forked child, sent ``sig`` after event ``kill_after``; its exit code."""
+    proc = multiprocessing.get_context("fork").Process(target=_child, args=(argv, kill_after, sig))
     proc.start()
     proc.join(timeout=300)
     return proc.exitcode
