@@ -12,16 +12,7 @@ them raises a :class:`~dissensus.errors.ConfigError` saying how to install them.
 
 from __future__ import annotations
 
-from dissensus.errors import ConfigError
-
-try:
-    import scipy  # noqa: F401
-    import sklearn  # noqa: F401
-except ImportError as _exc:  # pragma: no cover - depends on the installation
-    raise ConfigError(
-        f"learned acceptance needs scikit-learn and scipy ({_exc.name} is missing): pip install 'dissensus[accept]'"
-    ) from None
-
+from dissensus.acceptance import _requires  # noqa: F401  (first: says when the extra is missing)
 from dissensus.acceptance.bound import (
     StratumFigures,
     ThresholdChoice,

@@ -45,7 +45,6 @@ from functools import lru_cache
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict
-from scipy.stats import beta
 
 from dissensus.errors import ConfigError, InputError
 
@@ -80,6 +79,8 @@ def clopper_pearson_upper(errors: int, n: int, delta: float) -> float:
         return 1.0
     if errors >= n:
         return 1.0
+    from scipy.stats import beta  # on first use: scipy.stats takes seconds to import
+
     return float(beta.ppf(1.0 - delta, errors + 1, n - errors))
 
 

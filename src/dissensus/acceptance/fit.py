@@ -27,6 +27,9 @@ are fewer groups; a case whose candidates are all tied gets the first one (candi
 order, see features); ``option=<label>`` features are kept only when the calibration
 has at most :data:`MAX_OPTION_LABELS` distinct candidate labels (a closed option set);
 a constant label (every row right or every row wrong) is fitted as a constant model.
+scikit-learn is imported when a model is first fitted, not with the module: scoring a
+case with saved models needs only numpy, so a run that applies an ``ACCEPT.json`` does
+not pay scikit-learn's seconds of import.
 """
 
 from __future__ import annotations
@@ -38,8 +41,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict
-from sklearn.linear_model import LogisticRegression
-from sklearn.model_selection import GroupKFold, KFold
 
 from dissensus.acceptance.features import Candidate
 
@@ -150,6 +151,8 @@ def fit_arrays(x: np.ndarray, y: np.ndarray, features: list[str]) -> LogisticMod
             coef=[0.0] * n,
             intercept=float(np.log(rate / (1 - rate))),
         )
+    from sklearn.linear_model import LogisticRegression  # on first fit: seconds to import
+
     clf = LogisticRegression(C=1.0, solver="liblinear", max_iter=2000)
     clf.fit((x - mean) / scale, y)
     return LogisticModel(
@@ -222,6 +225,8 @@ def crossfit(
     x, y, owner = design(cases, golds, feats)
     idx = np.arange(n)
     splits: list[tuple[np.ndarray, np.ndarray]]
+    from sklearn.model_selection import GroupKFold, KFold
+
     distinct = sorted(set(groups)) if groups is not None else []
     fold_of_group: dict[str, int] = {}
     if groups is not None and len(distinct) >= 2:
