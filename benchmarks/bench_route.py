@@ -326,6 +326,7 @@ def bench_memory(n_big: int, n_small: int) -> None:
                     "0.05",
                     "--json",
                     "--no-cache",
+                    "--allow-code",
                     "--out",
                     os.devnull,
                 ],
