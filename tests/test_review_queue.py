@@ -7,7 +7,6 @@ import os
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -323,17 +322,36 @@ def test_a_stale_content_hash_is_refused_and_nothing_is_written(journal_target: 
         assert stored is not None and stored.payload["content_sha256"] == status.content_sha256
 
 
-def test_claims_exclude_other_reviewers_until_they_expire(journal_target: str) -> None:
+def clock_ahead(monkeypatch: pytest.MonkeyPatch, seconds: float) -> None:
+    """The journal's clock (claims' ``now``) runs ``seconds`` ahead from here on: a claim
+    expires without the test waiting for it."""
+    from datetime import UTC, datetime, timedelta
+
+    from dissensus.store import base
+
+    def ahead() -> str:
+        return (datetime.now(UTC) + timedelta(seconds=seconds)).isoformat(timespec="microseconds")
+
+    monkeypatch.setattr(base, "_now", ahead)
+
+
+def test_claims_exclude_other_reviewers_until_they_expire(
+    journal_target: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     with Journal(journal_target) as journal:
         review_id = _escalated(journal, "R")
-        held = claim(journal, review_id, "kim", ttl=0.5)
+        held = claim(journal, review_id, "kim", ttl=30)
         assert held.who == "kim" and journal.current_claim(review_id) == held
-        assert claim(journal, review_id, "kim", ttl=0.5).who == "kim"  # renewing one's own claim
+        assert claim(journal, review_id, "kim", ttl=30).who == "kim"  # renewing one's own claim
         with pytest.raises(ClaimConflict, match="claimed by kim until"):
             claim(journal, review_id, "bob", ttl=60)
         with pytest.raises(ClaimConflict, match="claimed by kim"):
             resolve(journal, review_id, decision="1", note="n", reviewer="bob")
-        time.sleep(0.6)
+        clock_ahead(monkeypatch, 29)
+        assert journal.current_claim(review_id) is not None  # not expired yet
+        with pytest.raises(ClaimConflict, match="claimed by kim until"):
+            claim(journal, review_id, "bob", ttl=60)
+        clock_ahead(monkeypatch, 31)  # past the renewed claim's expiry
         assert journal.current_claim(review_id) is None
         assert claim(journal, review_id, "bob", ttl=60).who == "bob"
         resolve(journal, review_id, decision="1", note="n", reviewer="bob")

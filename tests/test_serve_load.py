@@ -66,7 +66,18 @@ def _tokens(path: Path) -> Path:
 def start_server(
     tmp: Path, journal: str, *, extra_env: dict[str, str] | None = None
 ) -> tuple[subprocess.Popen[bytes], str]:
-    """``dissensus serve`` on a free loopback port; returns the process and its base URL."""
+    """``dissensus serve`` on a free loopback port; returns the process and its base URL
+    once the server answers ``/readyz``."""
+    proc, base = spawn_server(tmp, journal, extra_env=extra_env)
+    wait_ready(tmp, proc, base)
+    return proc, base
+
+
+def spawn_server(
+    tmp: Path, journal: str, *, extra_env: dict[str, str] | None = None
+) -> tuple[subprocess.Popen[bytes], str]:
+    """``dissensus serve`` started on a free loopback port, not yet waited for
+    (:func:`wait_ready`): a test can start its browser meanwhile."""
     port = _free_port()
     env = {
         **os.environ,
@@ -81,7 +92,11 @@ def start_server(
     ]  # fmt: skip
     log = open(tmp / "server.log", "wb")  # noqa: SIM115 - closed with the process
     proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
-    base = f"http://127.0.0.1:{port}"
+    return proc, f"http://127.0.0.1:{port}"
+
+
+def wait_ready(tmp: Path, proc: subprocess.Popen[bytes], base: str) -> None:
+    """Until the server answers ``/readyz`` (its log in the failure when it exits first)."""
     deadline = time.monotonic() + 60
     with httpx.Client(timeout=1, **PLAIN) as probe:
         while time.monotonic() < deadline:
@@ -89,7 +104,7 @@ def start_server(
                 raise AssertionError((tmp / "server.log").read_text(encoding="utf-8"))
             try:
                 if probe.get(base + "/readyz").status_code == 200:
-                    return proc, base
+                    return
             except httpx.TransportError:
                 pass
             time.sleep(0.05)
