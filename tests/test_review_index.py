@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +32,7 @@ from dissensus.pipeline.review import (
 from dissensus.store import Journal, JournalReadOnly
 from dissensus.store.sqlite import SQLiteJournal
 from pipeline_cases import as_panel, panel
-from store_backends import raw, target_for
+from store_backends import pg_schema, pg_url, raw, target_for
 
 POLICY = policy_from_dict({"reading": {"similarity": "tfidf", "theta_s": 0.3}})
 RUNS = ["run-a", "run-b", "run-c"]
@@ -133,8 +133,38 @@ OPS = st.lists(
 )
 
 
+class _Shared:
+    """The PostgreSQL schema the examples of this module share (made on first use)."""
+
+    stack: ExitStack | None = None
+    url: str | None = None
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _one_schema_per_module() -> Iterator[None]:
+    with ExitStack() as stack:
+        _Shared.stack = stack
+        yield
+    _Shared.stack = _Shared.url = None
+
+
+EMPTIED = ("events", "runs", "claims", "review_index", "run_locks")
+"""The tables an example writes; emptied before the next (the schema itself stays)."""
+
+
 @contextmanager
 def _fresh(backend: str, tmp_path: Path) -> Iterator[str]:
+    """An empty journal target: a new SQLite file, or the module's PostgreSQL schema with
+    its tables emptied (creating and dropping a schema per example costs more than the
+    example's own work)."""
+    if backend == "postgres":
+        if _Shared.url is None:
+            assert _Shared.stack is not None
+            _Shared.url = _Shared.stack.enter_context(pg_schema(pg_url()))
+        else:
+            raw(_Shared.url, "; ".join(f"DELETE FROM {t}" for t in EMPTIED))
+        yield _Shared.url
+        return
     folder = tmp_path / uuid.uuid4().hex[:8]
     folder.mkdir()
     with target_for(backend, folder) as target:
