@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
+import signal
 import subprocess
-import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -430,13 +431,20 @@ def test_reviewers_taking_the_next_item_at_once_each_get_a_different_one(
                 assert claim_next(j, name, ttl=60).item.review_id == review_id  # type: ignore[union-attr]
 
 
+def _killed_after_one_event(argv: list[str]) -> None:
+    from dissensus.cli import main
+    from fault_runner import install
+
+    install(1, signal.SIGKILL)
+    os._exit(main(argv))
+
+
 def test_a_kill_during_review_resolve_never_leaves_half_a_resolution(tmp_path: Path) -> None:
     """SIGKILL right after the first journalled event of `review resolve`: before, that
     left review.resolved without case.resolved; now both are one commit."""
     path = tmp_path / "j.sqlite"
     with Journal(path) as journal:
         review_id = _escalated(journal, "R")
-    runner = str(Path(__file__).with_name("fault_runner.py"))
     argv = [
         "review",
         "resolve",
@@ -448,14 +456,11 @@ def test_a_kill_during_review_resolve_never_leaves_half_a_resolution(tmp_path: P
         "--journal",
         str(path),
     ]
-    proc = subprocess.run(
-        [sys.executable, runner, "1", "SIGKILL", *argv],
-        capture_output=True,
-        text=True,
-        check=False,
-        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
-    )
-    assert proc.returncode == -9
+    # A CLI process forked from this one (no interpreter start-up), killed by the hook.
+    proc = multiprocessing.get_context("fork").Process(target=_killed_after_one_event, args=(argv,))
+    proc.start()
+    proc.join(timeout=300)
+    assert proc.exitcode == -signal.SIGKILL
     with Journal(path) as j:
         types = [e.type for e in j.events("R")]
         assert types[-2:] == ["review.resolved", "case.resolved"]
