@@ -755,3 +755,15 @@ def test_a_run_the_server_started_resumes_with_the_cli(
     assert (
         doc["status"] == "finished" and doc["done"] == 1 and doc["rejects"][0]["field"] == "outputs"
     )
+
+
+def test_graceful_shutdown_time_comes_from_the_environment() -> None:
+    from dissensus.errors import ConfigError
+    from dissensus.serve.server import GRACEFUL_SHUTDOWN_S, SHUTDOWN_ENV, graceful_shutdown_s
+
+    assert graceful_shutdown_s({}) == GRACEFUL_SHUTDOWN_S == 5
+    assert graceful_shutdown_s({SHUTDOWN_ENV: " 12 "}) == 12
+    for bad in ("0", "-3", "2.5", "soon"):
+        with pytest.raises(ConfigError) as err:
+            graceful_shutdown_s({SHUTDOWN_ENV: bad})
+        assert err.value.field == SHUTDOWN_ENV and repr(bad) in str(err.value)
