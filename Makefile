@@ -21,17 +21,19 @@ demo: setup
 	$(VENV)/bin/dissensus route examples/llmbar-cot.jsonl
 	$(VENV)/bin/dissensus decide examples/llmbar-swap.jsonl --policy examples/llmbar-policy.yaml --journal $(VENV)/demo-journal.sqlite
 
+# PYTHONDONTWRITEBYTECODE is cleared for the tests: the CLI processes they start then reuse
+# compiled modules, and pytest reuses its rewritten test modules, instead of compiling each time.
 test: setup
-	$(PY) -m pytest -q -n 2 --dist worksteal -p no:cacheprovider
+	PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -q -n 2 --dist worksteal -p no:cacheprovider
 
 # The Ray engine's tests start a local Ray instance (minutes): run them on their own.
 test-ray: setup
-	DISSENSUS_TEST_RAY=1 $(PY) -m pytest -q -p no:cacheprovider tests/test_engines_ray.py
+	PYTHONDONTWRITEBYTECODE= DISSENSUS_TEST_RAY=1 $(PY) -m pytest -q -p no:cacheprovider tests/test_engines_ray.py
 
 # The service's load test at full size: 2,000 panels from 50 clients, 5 reviewers, on SQLite
 # and (with $DISSENSUS_TEST_PG) PostgreSQL; minutes, so on its own (the suite runs 60 panels).
 test-soak: setup
-	DISSENSUS_SOAK=1 $(PY) -m pytest -q -s -p no:cacheprovider tests/test_serve_load.py -k under_load
+	PYTHONDONTWRITEBYTECODE= DISSENSUS_SOAK=1 $(PY) -m pytest -q -s -p no:cacheprovider tests/test_serve_load.py -k under_load
 
 lint: setup
 	$(VENV)/bin/ruff check src tests benchmarks evaluation examples
