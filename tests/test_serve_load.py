@@ -5,7 +5,7 @@ panel has exactly one final record, every review item is resolved exactly once (
 losers of every race get 409), no item is left open, every run's hash chain verifies
 (API and CLI), and the server exits promptly on SIGTERM; it prints the time of each phase.
 
-The default run submits 60 panels (about a minute on two busy cores); ``DISSENSUS_SOAK=1``
+The default run submits 60 panels (3 to 6 s with the server start on two shared cores); ``DISSENSUS_SOAK=1``
 (``make test-soak``) runs the full 2,000. On PostgreSQL it runs when ``$DISSENSUS_TEST_PG`` names a database (in a
 fresh database of its own on that server, dropped afterwards). The server's journal uses
 ``DISSENSUS_JOURNAL_SYNC=normal`` (every commit survives a process kill; see the journal).
