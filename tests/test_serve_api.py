@@ -6,6 +6,7 @@ import asyncio
 import gc
 import json
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,12 +25,18 @@ from dissensus.states import RuleSet, Thresholds, get_backend, read_panels
 from dissensus.store import Journal
 from dissensus.types import Panel, VoteCase
 from pipeline_cases import panel, write_jsonl
-from serve_helpers import auth, client_for, escalating, settings
+from serve_helpers import auth, client_for, escalating, heap_frozen, settings
 from test_review_queue import clock_ahead
 
 pytestmark = pytest.mark.anyio
 
 REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _heap_frozen() -> Iterator[None]:
+    """The per-test garbage collection walks only this module's objects (see serve_helpers)."""
+    yield from heap_frozen()
 
 
 @pytest.fixture
