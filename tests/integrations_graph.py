@@ -5,6 +5,7 @@ Run as a script to start or resume a graph in a fresh process::
     python tests/integrations_graph.py start|resume CHECKPOINTS JOURNAL THREAD [RESUME_JSON]
 
 It prints one JSON object: the interrupts pending (id and value) and the state's records.
+langgraph is imported when a graph is built, so importing this module costs no framework.
 """
 
 from __future__ import annotations
@@ -12,15 +13,13 @@ from __future__ import annotations
 import json
 import sqlite3
 import sys
-from typing import Annotated, Any, TypedDict
+from typing import TYPE_CHECKING, Annotated, Any, TypedDict
 
-from langgraph.checkpoint.base import BaseCheckpointSaver
-from langgraph.graph import END, START, StateGraph
-from langgraph.types import Command
-
-from dissensus.integrations.langgraph import decision_node
 from dissensus.pipeline import policy_from_dict
 from dissensus.types import AgentOutput, Panel
+
+if TYPE_CHECKING:
+    from langgraph.checkpoint.base import BaseCheckpointSaver
 
 POLICY = policy_from_dict({"reading": {"similarity": "tfidf", "theta_s": 0.3}})
 REASON = "Option {d} states the refund window of 30 days clearly."
@@ -86,6 +85,10 @@ def _other_panel(state: dict[str, Any]) -> Panel:
 
 def build(checkpointer: BaseCheckpointSaver[Any], journal: str, *, two: bool = False) -> Any:
     """START -> agents a, b -> decide (and decide_other in parallel when ``two``) -> ship/triage."""
+    from langgraph.graph import END, START, StateGraph
+
+    from dissensus.integrations.langgraph import decision_node
+
     graph = StateGraph(State)
     graph.add_node("a", _agent("a", "kb:policies"))
     graph.add_node("b", _agent("b", "kb:faq"))
@@ -123,6 +126,8 @@ def summary(app: Any, config: dict[str, Any], result: dict[str, Any]) -> dict[st
 
 
 def main(argv: list[str]) -> None:
+    from langgraph.types import Command
+
     mode, checkpoints, journal, thread = argv[:4]
     app = build(sqlite_saver(checkpoints), journal, two=len(argv) > 5 and argv[5] == "two")
     config = {"configurable": {"thread_id": thread, "reviewer": "kim@example.org"}}

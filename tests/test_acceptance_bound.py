@@ -1,35 +1,31 @@
-"""Learned acceptance: the bound, the threshold choice, the file's hash (property tests)."""
+"""Learned acceptance: the bound, the threshold choice, the file's hash (property tests).
+
+``dissensus.acceptance`` (scikit-learn, scipy: seconds to import) is imported by the
+tests, not at collection, so a test worker that runs none of them does not pay it.
+"""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dissensus.acceptance import (
-    AcceptanceFile,
-    Candidate,
-    apply_acceptance,
-    calibrate,
-    clopper_pearson_upper,
-    crossfit,
-    fewest_tested,
-    fold_index,
-    load_acceptance,
-    model_for,
-    save_acceptance,
-    select_threshold,
-)
 from dissensus.errors import ConfigError
+
+if TYPE_CHECKING:
+    from dissensus.acceptance import Candidate
 
 
 @given(st.integers(1, 300), st.data(), st.floats(0.01, 0.5))
 def test_cp_upper_monotone_in_errors_and_covers_the_rate(
     n: int, data: st.DataObject, delta: float
 ) -> None:
+    from dissensus.acceptance import clopper_pearson_upper
+
     k = data.draw(st.integers(0, n - 1))
     u = clopper_pearson_upper(k, n, delta)
     assert k / n <= u <= 1.0
@@ -41,6 +37,8 @@ def test_cp_upper_monotone_in_errors_and_covers_the_rate(
 
 
 def test_cp_upper_known_value() -> None:
+    from dissensus.acceptance import clopper_pearson_upper
+
     # Zero errors in n: the bound is 1 - delta ** (1 / n).
     assert clopper_pearson_upper(0, 30, 0.1) == pytest.approx(1 - 0.1 ** (1 / 30))
 
@@ -66,6 +64,8 @@ def test_selected_threshold_satisfies_the_bound(
     stratified: bool,
     grid: int | None,
 ) -> None:
+    from dissensus.acceptance import clopper_pearson_upper, select_threshold
+
     scores = [s for s, _, _ in rows]
     correct = [c for _, c, _ in rows]
     strata = [g for _, _, g in rows] if stratified else None
@@ -92,6 +92,8 @@ def test_selected_threshold_satisfies_the_bound(
 
 
 def test_all_right_accepts_everything_and_all_wrong_nothing() -> None:
+    from dissensus.acceptance import select_threshold
+
     scores = [i / 100 for i in range(100)]
     assert (
         select_threshold(
@@ -105,6 +107,8 @@ def test_all_right_accepts_everything_and_all_wrong_nothing() -> None:
 
 
 def test_sequence_stops_at_the_first_failure() -> None:
+    from dissensus.acceptance import select_threshold
+
     # Confident errors first: fixed-sequence testing stops there, though the whole set is 90% right.
     scores = [1.0 - i / 1000 for i in range(200)]
     correct = [i >= 20 for i in range(200)]
@@ -117,6 +121,8 @@ def test_sequence_stops_at_the_first_failure() -> None:
 
 
 def _toy(n: int = 120) -> tuple[list[list[Candidate]], list[str]]:
+    from dissensus.acceptance import Candidate
+
     cases, golds = [], []
     for i in range(n):
         strong = i % 4 != 0
@@ -139,6 +145,8 @@ def _toy(n: int = 120) -> tuple[list[list[Candidate]], list[str]]:
 
 
 def test_file_round_trip_and_tampering_is_refused(tmp_path: Path) -> None:
+    from dissensus.acceptance import apply_acceptance, calibrate, load_acceptance, save_acceptance
+
     cases, golds = _toy()
     acc = calibrate(cases, golds, target=0.8, delta=0.1, min_accepted=10)
     path = tmp_path / "ACCEPT.json"
@@ -158,6 +166,8 @@ def test_file_round_trip_and_tampering_is_refused(tmp_path: Path) -> None:
 def test_any_tampered_field_is_refused(
     tmp_path_factory: pytest.TempPathFactory, field: str
 ) -> None:
+    from dissensus.acceptance import calibrate, load_acceptance, save_acceptance
+
     cases, golds = _toy(60)
     path = tmp_path_factory.mktemp("acc") / "ACCEPT.json"
     save_acceptance(calibrate(cases, golds, target=0.8, delta=0.1, min_accepted=10), path)
@@ -170,6 +180,8 @@ def test_any_tampered_field_is_refused(
 
 
 def test_no_pickle_and_versions_recorded(tmp_path: Path) -> None:
+    from dissensus.acceptance import AcceptanceFile, calibrate, save_acceptance
+
     cases, golds = _toy()
     saved = save_acceptance(
         calibrate(cases, golds, target=0.8, delta=0.1, min_accepted=10), tmp_path / "a.json"
@@ -183,6 +195,8 @@ def test_no_pickle_and_versions_recorded(tmp_path: Path) -> None:
 
 
 def test_no_threshold_accepts_nothing_with_the_reason() -> None:
+    from dissensus.acceptance import apply_acceptance, calibrate
+
     cases, golds = _toy(20)
     acc = calibrate(cases, golds, target=0.9, delta=0.1, min_accepted=30)
     assert acc.threshold is None
@@ -194,6 +208,8 @@ def test_no_threshold_accepts_nothing_with_the_reason() -> None:
 def test_fewest_tested_is_the_fewest_where_half_the_allowed_error_rate_passes(
     target: float, delta: float
 ) -> None:
+    from dissensus.acceptance import clopper_pearson_upper, fewest_tested
+
     allowed = 1 - target
     n = fewest_tested(target, delta)
     assert clopper_pearson_upper(int(n * allowed / 2), n, delta) <= allowed
@@ -202,6 +218,8 @@ def test_fewest_tested_is_the_fewest_where_half_the_allowed_error_rate_passes(
 
 
 def test_thresholds_without_power_do_not_end_the_sequence() -> None:
+    from dissensus.acceptance import clopper_pearson_upper, fewest_tested, select_threshold
+
     # Target 0.95, delta 0.1: one confident error among the 45 most confident cases fails
     # the bound (0.084), among 77 it passes (0.0496). The thresholds accepting fewer than
     # 77 are not tested, so the early error does not end the sequence.
@@ -215,6 +233,8 @@ def test_thresholds_without_power_do_not_end_the_sequence() -> None:
 
 
 def test_the_deployed_models_are_the_fold_models_that_scored_the_calibration() -> None:
+    from dissensus.acceptance import apply_acceptance, calibrate, crossfit
+
     cases, golds = _toy()
     acc = calibrate(cases, golds, target=0.8, delta=0.1, min_accepted=10)
     fitted = crossfit(cases, golds)
@@ -232,6 +252,8 @@ def test_the_deployed_models_are_the_fold_models_that_scored_the_calibration() -
 
 
 def test_a_stratum_is_scored_by_the_model_that_never_saw_it() -> None:
+    from dissensus.acceptance import apply_acceptance, calibrate, crossfit, fold_index, model_for
+
     cases, golds = _toy()
     strata = [f"s{i % 4}" for i in range(len(cases))]
     acc = calibrate(cases, golds, target=0.8, delta=0.1, min_accepted=10, strata=strata)
@@ -256,6 +278,8 @@ def test_a_stratum_is_scored_by_the_model_that_never_saw_it() -> None:
 def test_fold_index_is_deterministic_and_in_range(
     rows: list[tuple[str, float]], folds: int
 ) -> None:
+    from dissensus.acceptance import Candidate, fold_index
+
     cands = [Candidate(label=label, features={"f": value}) for label, value in rows]
     k = fold_index(cands, folds)
     assert 0 <= k < folds
@@ -264,6 +288,8 @@ def test_fold_index_is_deterministic_and_in_range(
 
 
 def test_hashed_fold_choice_is_close_to_uniform() -> None:
+    from dissensus.acceptance import Candidate, fold_index
+
     counts = [0] * 5
     for i in range(2000):
         counts[fold_index([Candidate(label="a", features={"x": float(i)})], 5)] += 1
@@ -271,6 +297,8 @@ def test_hashed_fold_choice_is_close_to_uniform() -> None:
 
 
 def test_an_old_format_file_is_refused_with_how_to_fix(tmp_path: Path) -> None:
+    from dissensus.acceptance import calibrate, load_acceptance, save_acceptance
+
     cases, golds = _toy()
     path = tmp_path / "a.json"
     save_acceptance(calibrate(cases, golds, target=0.8, delta=0.1, min_accepted=10), path)

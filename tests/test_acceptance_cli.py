@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from dissensus.acceptance import load_acceptance
 from dissensus.cli import main
 
 REPO = Path(__file__).resolve().parent.parent
@@ -18,6 +17,8 @@ def _policy(tmp_path: Path) -> Path:
 
 
 def test_calibrate_on_labelled_panels(tmp_path: Path, capsys: object) -> None:
+    from dissensus.acceptance import load_acceptance
+
     out = tmp_path / "ACCEPT.json"
     code = main(
         [
@@ -43,6 +44,8 @@ def test_calibrate_on_labelled_panels(tmp_path: Path, capsys: object) -> None:
 
 
 def test_strata_and_missing_gold(tmp_path: Path) -> None:
+    from dissensus.acceptance import load_acceptance
+
     lines = (REPO / "examples" / "llmbar-swap.jsonl").read_text().splitlines()
     bad = json.loads(lines[0])
     del bad["meta"]["gold"]
@@ -78,6 +81,7 @@ def test_usage_errors(tmp_path: Path) -> None:
 
 def test_calibrate_from_resolved_reviews(tmp_path: Path) -> None:
     """decide -> review resolve -> calibrate-acceptance --journal: resolutions are the labelled cases."""
+    from dissensus.acceptance import load_acceptance
     from dissensus.pipeline.review import list_items, resolve
     from dissensus.store.journal import Journal
 
@@ -135,6 +139,8 @@ def shout(panel: object) -> dict[str, float]:
 
 
 def test_user_feature(tmp_path: Path) -> None:
+    from dissensus.acceptance import load_acceptance
+
     out = tmp_path / "A.json"
     code = main(
         [

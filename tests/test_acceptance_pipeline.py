@@ -8,8 +8,6 @@ from pathlib import Path
 import pytest
 
 from cli_helpers import cli
-from dissensus.acceptance import FeatureSettings, calibrate, save_acceptance
-from dissensus.acceptance.prepare import prepare_cases
 from dissensus.cli import main
 from dissensus.states import get_backend
 from dissensus.types import Panel
@@ -20,6 +18,9 @@ PANELS = REPO / "examples" / "llmbar-swap.jsonl"
 
 @pytest.fixture(scope="module")
 def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from dissensus.acceptance import FeatureSettings, calibrate, save_acceptance
+    from dissensus.acceptance.prepare import prepare_cases
+
     root = tmp_path_factory.mktemp("acc")
     panels = [Panel.model_validate_json(line) for line in PANELS.read_text().splitlines()]
     settings = FeatureSettings(similarity="tfidf")

@@ -2,29 +2,25 @@
 
 The table of docs/cli.md is parsed; every (command, code) pair it lists has a scenario
 here, every scenario is listed there, and every command of the CLI is in the table.
-Scenarios run in-process except the interrupted ones (a real signal, a real process); the
-killed run that ``runs resume`` is interrupted in is made by a forked child.
+Scenarios run in-process; the interrupted ones run in a forked child of the test process
+that sends itself the signal (``test_cli_interrupt.py`` signals real processes), and the
+killed run that ``runs resume`` is interrupted in is made by a forked child too.
 """
 
 from __future__ import annotations
 
 import json
-import multiprocessing
-import os
 import re
 import signal
 import sqlite3
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from cli_helpers import Result, cli
-from dissensus.cli import main
 from dissensus.llm.retry import Backoff
-from fault_runner import install
+from fault_runner import forked
 from pipeline_cases import panel, write_jsonl, write_policy
 from test_convert_cli import _write_tiny
 from test_guard_cli import _labelled_lines
@@ -87,33 +83,17 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> World:
     return World(tmp_path_factory.mktemp("exit-codes"))
 
 
-def _signalled(argv: list[str | Path], after: int, sig: str = "SIGINT") -> int:
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join(
-            [str(REPO / "src"), str(TESTS), os.environ.get("PYTHONPATH", "")]
-        ),
-    }
-    proc = subprocess.run(
-        [sys.executable, str(TESTS / "fault_runner.py"), str(after), sig, *map(str, argv)],
-        capture_output=True, text=True, env=env, timeout=120, check=False,
-    )  # fmt: skip
-    return proc.returncode
+def _signalled(argv: list[str | Path], after: int, sig: str = "SIGINT") -> int | None:
+    """``dissensus ARGV`` in a forked child sent ``sig`` after its ``after``-th journalled event.
 
-
-def _fork_child(argv: list[str], after: int) -> None:
-    install(after, signal.SIGKILL)
-    os._exit(main(argv))
+    (``test_cli_interrupt.py`` sends the signals to real ``python -m dissensus`` processes.)
+    """
+    return forked([str(a) for a in argv], after, getattr(signal, sig))
 
 
 def _killed_in_a_fork(argv: list[str | Path], after: int) -> int | None:
     """``dissensus ARGV`` in a forked child killed after its ``after``-th journalled event."""
-    proc = multiprocessing.get_context("fork").Process(
-        target=_fork_child, args=([str(a) for a in argv], after)
-    )
-    proc.start()
-    proc.join(timeout=120)
-    return proc.exitcode
+    return forked([str(a) for a in argv], after, signal.SIGKILL)
 
 
 def _decide_130(w: World) -> int:

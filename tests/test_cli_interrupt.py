@@ -117,15 +117,22 @@ def test_sigint_while_embedding_stops_within_two_seconds(tmp_path: Path) -> None
     assert stopped < 2.0
 
 
+# Every command must write well over a pipe's 64 KiB, or it could finish before the reader
+# closes the pipe and the closed pipe would go untested. Long panel ids (every record and
+# review item repeats its id) give that with few panels: each command below writes over
+# 130 KB (2 pipe buffers) from 160 panels or 1,000 vote cases.
+LONG_ID = "panel-" + "x" * 600
+
+
 def _big_inputs(tmp_path: Path) -> dict[str, Path]:
     panels = [
-        panel(f"p{i}", ["1", "1", "2"][: 2 + i % 2], swap=["1", "1", "1"][: 2 + i % 2])
-        for i in range(400)
+        panel(f"{LONG_ID}-{i}", ["1", "1", "2"][: 2 + i % 2], swap=["1", "1", "1"][: 2 + i % 2])
+        for i in range(160)
     ]
     vote = {"agent": "a", "answer": "x", "evidence_source": "kb", "evidence_present": True}
     cases = [
         {"id": i, "votes": [vote, {**vote, "agent": "b", "evidence_source": "web"}]}
-        for i in range(3000)
+        for i in range(1000)
     ]
     return {
         "panels": write_jsonl(tmp_path / "panels.jsonl", panels),

@@ -7,6 +7,8 @@ one example also runs in a fresh interpreter, as a user runs it.
 
 from __future__ import annotations
 
+import contextlib
+import importlib
 import os
 import re
 import runpy
@@ -37,6 +39,17 @@ EXPECTED = {
 }
 
 
+@pytest.fixture(scope="module")
+def mcp_stdio() -> None:
+    """Import mcp's stdio client before a test's ``capsys`` replaces ``sys.stderr``.
+
+    The client takes ``sys.stderr`` as its default error log when first imported; the
+    stream ``capsys`` installs has no file descriptor to hand the server process.
+    """
+    with contextlib.suppress(ImportError):
+        importlib.import_module("mcp.client.stdio")
+
+
 def _run_here(
     script: Path, cwd: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> str:
@@ -54,6 +67,7 @@ def _run_here(
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_example_runs(
     name: str,
+    mcp_stdio: None,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
@@ -94,6 +108,7 @@ def test_docs_show_each_integration_in_under_30_lines() -> None:
 
 @pytest.mark.parametrize(("index", "framework"), [(0, "langgraph"), (1, "inspect_ai"), (2, "mcp")])
 def test_docs_blocks_run(
+    mcp_stdio: None,
     tmp_path: Path,
     index: int,
     framework: str,

@@ -1,21 +1,28 @@
-"""The Inspect AI reducer with the real inspect_ai: an offline eval on the mock model."""
+"""The Inspect AI reducer with the real inspect_ai: an offline eval on the mock model.
+
+inspect_ai is imported by the tests that use it, not at collection (it takes seconds to
+import, paid by every test worker otherwise).
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-pytest.importorskip("inspect_ai")
+if TYPE_CHECKING:
+    from inspect_ai.model import ModelOutput
+    from inspect_ai.scorer import Score, Scorer, Target
+    from inspect_ai.solver import TaskState
 
-from inspect_ai import Task, eval
-from inspect_ai.dataset import Sample
-from inspect_ai.model import ModelOutput, ModelUsage, get_model
-from inspect_ai.scorer import Score, Scorer, Target, accuracy, multi_scorer, scorer
-from inspect_ai.solver import TaskState, generate
 
-from dissensus.integrations.inspect import dissensus_reducer, scores_panel
+@pytest.fixture(autouse=True, scope="module")
+def _inspect_ai() -> Iterator[None]:
+    pytest.importorskip("inspect_ai")
+    yield
+
 
 POLICY = {"reading": {"similarity": "tfidf", "theta_s": 0.3}}
 KB = {"g1": "kb:manual", "g2": "kb:faq", "g3": "kb:tickets"}
@@ -32,6 +39,8 @@ CASES: dict[str, dict[str, Any]] = {
 
 
 def _grader(name: str, *, tag: bool) -> Scorer:
+    from inspect_ai.scorer import Score, accuracy, scorer
+
     @scorer(metrics=[accuracy()], name=name)
     def make() -> Scorer:
         async def score(state: TaskState, target: Target) -> Score | None:
@@ -58,12 +67,20 @@ def _grader(name: str, *, tag: bool) -> Scorer:
 def _answer(*_: Any) -> ModelOutput:
     # The mock model's own usage estimate loads a tokenizer file from the network; an
     # output that states its usage keeps the run offline.
+    from inspect_ai.model import ModelOutput, ModelUsage
+
     out = ModelOutput.from_content(model="mockllm/model", content="4")
     out.usage = ModelUsage(input_tokens=8, output_tokens=1, total_tokens=9)
     return out
 
 
 def _run(tmp_path: Path, reducer: Any, *, tag: bool) -> dict[str, Score]:
+    from inspect_ai import Task, eval
+    from inspect_ai.dataset import Sample
+    from inspect_ai.model import get_model
+    from inspect_ai.scorer import multi_scorer
+    from inspect_ai.solver import generate
+
     task = Task(
         dataset=[Sample(id=sid, input="What is 2 + 2?", target="4") for sid in CASES],
         solver=generate(),
@@ -148,12 +165,16 @@ def test_eval_with_named_graders_and_the_registered_name(tmp_path: Path) -> None
     # the name is checked separately.
     from inspect_ai._util.registry import registry_info
 
+    from dissensus.integrations.inspect import dissensus_reducer
+
     reducer = dissensus_reducer(graders=["g1", "g2", "g3"], policy=POLICY)
     assert registry_info(reducer).name == "dissensus"
     _check(_run(tmp_path, reducer, tag=True), tagged=True)
 
 
 def test_eval_with_graders_named_by_the_reducer(tmp_path: Path) -> None:
+    from dissensus.integrations.inspect import dissensus_reducer
+
     _check(
         _run(tmp_path, dissensus_reducer(graders=["g1", "g2", "g3"], policy=POLICY), tag=False),
         tagged=False,
@@ -162,6 +183,8 @@ def test_eval_with_graders_named_by_the_reducer(tmp_path: Path) -> None:
 
 def test_without_the_grader_list_a_scorer_that_returned_none_is_unseen(tmp_path: Path) -> None:
     # multi_scorer drops None before the reducer runs: only `graders` can bring it back.
+    from dissensus.integrations.inspect import dissensus_reducer
+
     scores = _run(tmp_path, dissensus_reducer(policy=POLICY), tag=True)
     assert scores["declined"].metadata is not None and scores["declined"].metadata["n_graders"] == 2
     assert scores["unscored"].metadata is not None and scores["unscored"].metadata["n_graders"] == 3
@@ -175,6 +198,10 @@ def test_string_reducer_name_resolves_to_this_reducer() -> None:
 
 
 def test_scores_panel_names_and_abstentions() -> None:
+    from inspect_ai.scorer import Score
+
+    from dissensus.integrations.inspect import scores_panel
+
     scores = [Score(value=1, explanation="fine"), Score(value=float("nan"))]
     panel = scores_panel(scores, ["a", "b", "c"])
     assert [(o.agent, o.decision) for o in panel.outputs] == [
@@ -224,6 +251,10 @@ def _guard_calibration(path: Path) -> Path:
 
 
 def test_acceptance_and_guard_calibration_are_passed_to_the_pipeline(tmp_path: Path) -> None:
+    from inspect_ai.scorer import Score
+
+    from dissensus.integrations.inspect import dissensus_reducer
+
     acceptance = Path(__file__).resolve().parents[1] / "examples" / "llmbar-reliability.json"
     cal = _guard_calibration(tmp_path / "guard.json")
     journal = tmp_path / "j.sqlite"
@@ -261,6 +292,7 @@ def test_acceptance_and_guard_calibration_are_passed_to_the_pipeline(tmp_path: P
 
 def test_an_unreadable_guard_calibration_names_the_argument(tmp_path: Path) -> None:
     from dissensus.errors import ConfigError
+    from dissensus.integrations.inspect import dissensus_reducer
 
     with pytest.raises(ConfigError, match="guard_calibration"):
         dissensus_reducer(policy=POLICY, guard_calibration=str(tmp_path / "missing.json"))

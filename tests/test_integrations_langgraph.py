@@ -1,20 +1,18 @@
-"""The LangGraph decision node with the real langgraph: decide, route, interrupt, resume."""
+"""The LangGraph decision node with the real langgraph: decide, route, interrupt, resume.
+
+langgraph is imported by the tests, not at collection (every test worker would pay it).
+"""
 
 from __future__ import annotations
 
 import json
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
-
-pytest.importorskip("langgraph")
-pytest.importorskip("langgraph.checkpoint.sqlite")
-
-from langgraph.checkpoint.memory import InMemorySaver
-from langgraph.types import Command
 
 from dissensus.integrations._review import content_sha256
 from dissensus.pipeline.review import find_item, list_items, resolve
@@ -22,7 +20,29 @@ from dissensus.store import Journal
 from integrations_graph import build
 from integrations_graph import main as graph_main
 
+if TYPE_CHECKING:
+    from langgraph.types import Command
+
 GRAPH = Path(__file__).with_name("integrations_graph.py")
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _langgraph() -> Iterator[None]:
+    pytest.importorskip("langgraph")
+    pytest.importorskip("langgraph.checkpoint.sqlite")
+    yield
+
+
+def _memory() -> Any:
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    return InMemorySaver()
+
+
+def _resume(answer: Any) -> Command[Any]:
+    from langgraph.types import Command
+
+    return Command(resume=answer)
 
 
 def _config(thread: str) -> dict[str, Any]:
@@ -36,7 +56,7 @@ def _answer(
 
 
 def test_agreement_backed_by_evidence_is_decided_and_routed(tmp_path: Path) -> None:
-    app = build(InMemorySaver(), str(tmp_path / "j.sqlite"))
+    app = build(_memory(), str(tmp_path / "j.sqlite"))
     out = app.invoke({"case": "c1", "kind": "agree"}, _config("t-auto"))
     record = out["dissensus"]
     assert (record["action"], record["decision"], record["auto"], record["basis"]) == (
@@ -55,7 +75,7 @@ def test_agreement_backed_by_evidence_is_decided_and_routed(tmp_path: Path) -> N
 
 def test_escalation_interrupts_and_resumes_through_the_review_path(tmp_path: Path) -> None:
     path = tmp_path / "j.sqlite"
-    app = build(InMemorySaver(), str(path))
+    app = build(_memory(), str(path))
     config = _config("t-esc")
     out = app.invoke({"case": "c2", "kind": "conflict"}, config)
     (pending,) = out["__interrupt__"]
@@ -70,7 +90,7 @@ def test_escalation_interrupts_and_resumes_through_the_review_path(tmp_path: Pat
         item = find_item(journal, value["review_id"]).item
         assert value["content_sha256"] == content_sha256(item)
 
-    out = app.invoke(Command(resume=_answer(value)), config)
+    out = app.invoke(_resume(_answer(value)), config)
     record = out["dissensus"]
     assert (record["action"], record["decision"], record["auto"], record["basis"]) == (
         "human",
@@ -104,14 +124,14 @@ def test_a_refused_answer_interrupts_again_with_the_reason(
     tmp_path: Path, answer: dict[str, str], says: str
 ) -> None:
     path = tmp_path / "j.sqlite"
-    app = build(InMemorySaver(), str(path))
+    app = build(_memory(), str(path))
     config = _config("t-bad")
     first = app.invoke({"case": "c3", "kind": "conflict"}, config)["__interrupt__"][0]
-    again = app.invoke(Command(resume=answer), config)["__interrupt__"][0]
+    again = app.invoke(_resume(answer), config)["__interrupt__"][0]
     assert again.id != first.id and says in again.value["error"]
     with Journal(path) as journal:
         assert find_item(journal, first.value["review_id"]).resolution is None
-    out = app.invoke(Command(resume=_answer(again.value, "1", "fine")), config)
+    out = app.invoke(_resume(_answer(again.value, "1", "fine")), config)
     assert (out["dissensus"]["action"], out["dissensus"]["decision"]) == ("human", "1")
 
 
@@ -138,7 +158,7 @@ def test_route_mode_leaves_the_item_in_the_queue(tmp_path: Path) -> None:
     graph.add_edge(START, "b")
     graph.add_edge(["a", "b"], "decide")
     graph.add_edge("triage", END)
-    out = graph.compile(checkpointer=InMemorySaver()).invoke(
+    out = graph.compile(checkpointer=_memory()).invoke(
         {"case": "c4", "kind": "conflict"}, _config("t-route")
     )
     assert out["dissensus"]["action"] == "escalate" and out.get("triaged") is True
@@ -148,12 +168,12 @@ def test_route_mode_leaves_the_item_in_the_queue(tmp_path: Path) -> None:
 
 def test_an_item_resolved_elsewhere_stands(tmp_path: Path) -> None:
     path = tmp_path / "j.sqlite"
-    app = build(InMemorySaver(), str(path))
+    app = build(_memory(), str(path))
     config = _config("t-else")
     value = app.invoke({"case": "c5", "kind": "conflict"}, config)["__interrupt__"][0].value
     with Journal(path) as journal:
         resolve(journal, value["review_id"], decision="1", note="from the CLI", reviewer="lee")
-    out = app.invoke(Command(resume=_answer(value)), config)
+    out = app.invoke(_resume(_answer(value)), config)
     assert out["dissensus"]["resolution"] == {
         "decision": "1",
         "note": "from the CLI",
@@ -183,9 +203,9 @@ def _run_here(capsys: pytest.CaptureFixture[str], *args: str) -> dict[str, Any]:
 def test_sqlite_checkpoints_resume_in_a_fresh_process(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Started in one process, refused here (a new graph on the file), finished in another."""
+    """Started here, refused here by a new graph on the file, finished in a fresh process."""
     ck, jr = str(tmp_path / "ck.sqlite"), str(tmp_path / "j.sqlite")
-    started = _run("start", ck, jr, "t-proc")
+    started = _run_here(capsys, "start", ck, jr, "t-proc")
     (pending,) = started["interrupts"]
     assert started["next"] == ["decide"] and "dissensus" not in started["values"]
     stale = {**_answer(pending["value"]), "content_sha256": "f" * 64}
@@ -235,13 +255,13 @@ def test_two_pending_interrupts_are_resumed_by_id(
 def test_the_node_runs_in_an_async_graph(tmp_path: Path) -> None:
     import asyncio
 
-    app = build(InMemorySaver(), str(tmp_path / "j.sqlite"))
+    app = build(_memory(), str(tmp_path / "j.sqlite"))
     config = _config("t-async")
 
     async def run() -> dict[str, Any]:
         first = await app.ainvoke({"case": "c6", "kind": "conflict"}, config)
         value = first["__interrupt__"][0].value
-        return await app.ainvoke(Command(resume=_answer(value)), config)  # type: ignore[no-any-return]
+        return await app.ainvoke(_resume(_answer(value)), config)  # type: ignore[no-any-return]
 
     out = asyncio.run(run())
     assert (out["dissensus"]["action"], out["dissensus"]["decision"]) == ("human", "2")

@@ -1,4 +1,7 @@
-"""The MCP server over stdio with the real mcp client: list tools, call each, bad arguments."""
+"""The MCP server over stdio with the real mcp client: list tools, call each, bad arguments.
+
+The mcp client is imported by the test, not at collection (every test worker would pay it).
+"""
 
 from __future__ import annotations
 
@@ -7,17 +10,15 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 import yaml
 
-pytest.importorskip("mcp")
-
-from mcp import ClientSession, StdioServerParameters
-from mcp.client.stdio import stdio_client
-
 from pipeline_cases import panel
+
+if TYPE_CHECKING:
+    from mcp import StdioServerParameters
 
 ROOT = Path(__file__).resolve().parents[1]
 TOOLS = {
@@ -27,6 +28,8 @@ TOOLS = {
 
 
 def _params(tmp_path: Path) -> StdioServerParameters:
+    from mcp import StdioServerParameters
+
     policy = tmp_path / "policy.yaml"
     policy.write_text(
         yaml.safe_dump({"reading": {"similarity": "tfidf", "theta_s": 0.3}}), encoding="utf-8"
@@ -59,6 +62,9 @@ def _data(result: Any) -> Any:
 
 
 async def _session(tmp_path: Path) -> None:
+    from mcp import ClientSession
+    from mcp.client.stdio import stdio_client
+
     async with stdio_client(_params(tmp_path)) as (read, write), ClientSession(read, write) as s:
         await s.initialize()
         listed = (await s.list_tools()).tools
@@ -167,4 +173,5 @@ async def _session(tmp_path: Path) -> None:
 
 
 def test_every_tool_over_stdio(tmp_path: Path) -> None:
+    pytest.importorskip("mcp")
     asyncio.run(asyncio.wait_for(_session(tmp_path), timeout=120))

@@ -1,6 +1,7 @@
 """``dissensus fake-llm`` through a subprocess, driven by the real SDK.
 
-The usage errors (exit 2 before any server starts) run in-process.
+The usage errors (exit 2 before any server starts) run in-process. The SDK is imported
+by the tests that use it, not at collection.
 """
 
 from __future__ import annotations
@@ -10,12 +11,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-from openai import NOT_GIVEN, OpenAI
-
 from cli_helpers import cli
 
 
 def test_fake_llm_serves_the_rule_file(tmp_path: Path) -> None:
+    from openai import OpenAI
+
     script = tmp_path / "rules.yaml"
     script.write_text('rules:\n  - match: {contains: "ping"}\n    response: "pong"\ndefault: "?"\n')
     proc = subprocess.Popen(
@@ -54,6 +55,8 @@ def _docs_script(repo_root: Path) -> str:
 
 
 def test_fake_llm_runs_the_script_of_the_docs(tmp_path: Path, repo_root: Path) -> None:
+    from openai import NOT_GIVEN, OpenAI
+
     script = tmp_path / "rules.yaml"
     script.write_text(_docs_script(repo_root))
     proc = subprocess.Popen(

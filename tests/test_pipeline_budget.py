@@ -1,8 +1,8 @@
 """Budgets survive kill and resume; one process resumes a run at a time; deadlines stop a run.
 
-Like ``test_pipeline_crash.py``: runs are forked children calling the CLI's ``main``,
-killed with SIGKILL right after their N-th journalled event
-(:func:`fault_runner.install`) and resumed. The model is one shared scripted model
+Like ``test_pipeline_crash.py``: the base run goes through the CLI's ``main`` in the test
+process; the other runs are forked children of it (:func:`fault_runner.forked`), killed
+with SIGKILL right after their N-th journalled event and resumed. The model is one shared scripted model
 behind ``record:FILE``, so the recording counts every request that reached "the server".
 """
 
@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import multiprocessing
-import os
 import signal
 import subprocess
 import sys
@@ -20,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from cli_helpers import cli
 from dissensus.cli import main
 from dissensus.llm.fakeserver import FakeServer, ServerSettings
 from dissensus.llm.scripted import ScriptedRules
@@ -27,7 +26,7 @@ from dissensus.pipeline import Policy, policy_from_dict
 from dissensus.pipeline.batch import DeadlineReached, execute_run, start_run
 from dissensus.pipeline.review import final_records
 from dissensus.store import Journal
-from fault_runner import install
+from fault_runner import forked
 from pipeline_cases import crash_script, mixed_batch, write_jsonl, write_policy
 
 pytestmark = pytest.mark.slow  # the module's tests share a forked base run
@@ -36,19 +35,6 @@ RUN = "budget"
 KILLED = -signal.SIGKILL
 REJECTED = 3
 MAX_CALLS = 3  # the batch's live cases want 4 calls: the budget binds
-
-
-def _child(argv: list[str], kill_after: int | None) -> None:
-    if kill_after is not None:
-        install(kill_after, signal.SIGKILL)
-    os._exit(main(argv))
-
-
-def _forked(argv: list[str], kill_after: int | None = None) -> int | None:
-    proc = multiprocessing.get_context("fork").Process(target=_child, args=(argv, kill_after))
-    proc.start()
-    proc.join(timeout=300)
-    return proc.exitcode
 
 
 class Setup:
@@ -91,7 +77,7 @@ class Setup:
 @pytest.fixture(scope="module")
 def base(tmp_path_factory: pytest.TempPathFactory) -> tuple[Setup, list[Any]]:
     setup = Setup(tmp_path_factory.mktemp("budget"))
-    assert _forked(setup.decide("base")) == REJECTED
+    assert main(setup.decide("base")) == REJECTED
     return setup, setup.events("base")
 
 
@@ -118,8 +104,8 @@ def test_a_killed_and_resumed_run_spends_the_runs_budget_once(
     assert len(points) >= 6
     for p in points:
         name = f"kill{p}"
-        assert _forked(setup.decide(name), p) == KILLED
-        assert _forked(setup.resume(name)) == REJECTED
+        assert forked(setup.decide(name), p) == KILLED
+        assert forked(setup.resume(name)) == REJECTED
         # Never more requests than the budget, across the killed and the resumed process.
         assert setup.calls(name) <= MAX_CALLS, (
             f"killed after event {p}: {setup.calls(name)} requests"
@@ -134,10 +120,10 @@ def test_killed_twice_in_a_row(base: tuple[Setup, list[Any]]) -> None:
     setup, events = base
     spends = [e.seq + 1 for e in events if e.type == "model.spend"]
     name = "twice"
-    assert _forked(setup.decide(name), spends[0]) == KILLED
+    assert forked(setup.decide(name), spends[0]) == KILLED
     done = len(setup.events(name))
-    assert _forked(setup.resume(name), spends[-1] - done) == KILLED
-    assert _forked(setup.resume(name)) == REJECTED
+    assert forked(setup.resume(name), spends[-1] - done) == KILLED
+    assert forked(setup.resume(name)) == REJECTED
     assert setup.calls(name) <= MAX_CALLS
     assert (setup.root / f"{name}.jsonl").read_text() == (setup.root / "base.jsonl").read_text()
 
@@ -145,27 +131,21 @@ def test_killed_twice_in_a_row(base: tuple[Setup, list[Any]]) -> None:
 def test_a_second_resume_of_a_run_in_progress_exits_2(base: tuple[Setup, list[Any]]) -> None:
     setup, _ = base
     name = "busy"
-    assert _forked(setup.decide(name), 5) == KILLED
+    assert forked(setup.decide(name), 5) == KILLED
     holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
         with Journal(setup.root / f"{name}.sqlite") as j:
             assert j.acquire_run_lock(RUN, holder.pid) is None  # the other process holds the run
-        proc = subprocess.run(
-            [sys.executable, "-m", "dissensus", *setup.resume(name)],
-            capture_output=True,
-            text=True,
-            check=False,
-            env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
-        )
-        assert proc.returncode == 2, proc.stderr
-        assert f"run {RUN} is being resumed by pid {holder.pid}" in proc.stderr
-        assert "Traceback" not in proc.stderr
+        proc = cli(*setup.resume(name))  # in this process: another pid than the holder's
+        assert proc.code == 2, proc.err
+        assert f"run {RUN} is being resumed by pid {holder.pid}" in proc.err
+        assert "Traceback" not in proc.err
         assert len(setup.events(name)) == 5  # nothing was appended
     finally:
         holder.kill()
         holder.wait()
     # The holder is gone: its lease is taken over and the run finishes.
-    assert _forked(setup.resume(name)) == REJECTED
+    assert forked(setup.resume(name)) == REJECTED
     assert (setup.root / f"{name}.jsonl").read_text() == (setup.root / "base.jsonl").read_text()
 
 
@@ -204,6 +184,7 @@ def test_a_deadline_stops_the_run_partial_and_resumable(
         stopped = [e for e in journal.events("d") if e.type == "run.stopped"]
         assert [e.payload["reason"] for e in stopped] == ["deadline"]
         assert journal.get("d", "run/finished") is None
+        srv.settings.latency_s = 0.0  # the resumed run has no deadline: no need to wait
         records = asyncio.run(run(None))
         assert len(records) == len(rows)
         assert journal.get("d", "run/finished") is not None
@@ -236,6 +217,7 @@ def test_decide_deadline_flag_exits_1_with_a_partial_run(
         code = main([*argv, "--model", "openai:gpt-4o-mini", "--deadline", "0.5"])
         err = capsys.readouterr().err
         assert code == 1 and "deadline of 0.5 s reached" in err and "runs resume d" in err
+        srv.settings.latency_s = 0.0  # the resumed run has no deadline: no need to wait
         assert main(["runs", "resume", "d", "--journal", journal, "--json"]) == 0
     with Journal(journal) as j:
         assert [e.type for e in j.events("d")][-1] == "run.finished"

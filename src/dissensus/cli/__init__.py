@@ -8,12 +8,25 @@ command). ``docs/cli.md`` lists the codes each command uses.
 Every error is one line on standard error, usage errors too (``error: ...`` followed by
 the command's ``--help`` to read). Output cut short by a closed pipe (``| head -1``)
 ends the command silently with exit 0.
+
+Choices where the design is silent:
+
+* **Start-up stays cheap.** Registering the commands imports only the CLI framework and
+  the CLI's own helpers; each command imports the library parts it needs when it runs,
+  so ``dissensus --help`` or ``dissensus bound`` load no model client, pipeline, numpy
+  or signing code. The few library constants a command's help shows (the default
+  similarity backend, CONCORD's rule names, the model variable) are spelt out in the
+  command module, and a test keeps each equal to the library's.
+* The command tree is built once per process (:func:`main` may run many times in one
+  process, as the test suite and embedding programs do).
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
+from typing import Any
 
 from dissensus.cli import commands as _commands  # noqa: F401  (registers every command)
 from dissensus.cli.app import app
@@ -41,10 +54,18 @@ def _silence_stdout() -> None:
         pass
 
 
+@functools.cache
+def _command() -> Any:
+    """The click command tree of :data:`app` (what ``app(...)`` builds on every call)."""
+    from typer.main import get_command
+
+    return get_command(app)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI and return its exit code; user errors print one line, never a traceback."""
     try:
-        code = app(args=argv, prog_name="dissensus", standalone_mode=False)
+        code = _command().main(args=argv, prog_name="dissensus", standalone_mode=False)
     except SystemExit as exc:
         if type(sys.stdout).__name__ == "PacifyFlushWrapper":
             # The CLI framework saw a closed pipe on stdout (``| head -1``): not a failure.

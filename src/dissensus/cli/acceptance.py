@@ -14,7 +14,7 @@ settings come from ``--policy`` when given, so that ``decide`` computes the same
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.table import Table
@@ -22,13 +22,17 @@ from rich.table import Table
 from dissensus.cli.app import app
 from dissensus.cli.common import check_journal_file, exit_for, out_console, print_json
 from dissensus.errors import InputError
-from dissensus.io.jsonl import Reject, RejectSink, open_text, read_models
 from dissensus.types import Panel
+
+if TYPE_CHECKING:
+    from dissensus.io.jsonl import RejectSink
 
 __all__ = ["calibrate_acceptance_cmd"]
 
 
 def _labelled_panels(path: str, sink: RejectSink) -> list[Panel]:
+    from dissensus.io.jsonl import Reject, open_text, read_models
+
     panels: list[Panel] = []
     try:
         with open_text(path) as handle:
@@ -123,6 +127,7 @@ def calibrate_acceptance_cmd(
         raise typer.BadParameter(f"file not found: {labelled}")
     from dissensus.acceptance import FeatureSettings, calibrate, save_acceptance, stratum_of
     from dissensus.acceptance.prepare import candidates_for, load_user_features, prepare_cases
+    from dissensus.io.jsonl import RejectSink
     from dissensus.pipeline.policy import load_policy
     from dissensus.states import get_backend
 

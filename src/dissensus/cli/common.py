@@ -49,7 +49,6 @@ from rich.progress import (
 )
 
 from dissensus.errors import InputError
-from dissensus.store.base import is_postgres_url
 
 __all__ = [
     "EXIT_FAILURE",
@@ -175,6 +174,8 @@ def check_journal_file(path: str, *, must_exist: bool = False) -> None:
     A missing file is fine unless ``must_exist`` (a new journal is created); an existing
     one must be empty or an SQLite database holding the journal's tables (or no table).
     """
+    from dissensus.store.base import is_postgres_url
+
     if path == ":memory:" or is_postgres_url(path):
         return
     p = Path(path)

@@ -24,12 +24,11 @@ import os
 import signal
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.table import Table
 
-from dissensus.agents.assembly import build_agents
 from dissensus.cli.app import app
 from dissensus.cli.common import (
     EXIT_FAILURE,
@@ -43,22 +42,17 @@ from dissensus.cli.common import (
     out_console,
     shown,
 )
-from dissensus.concord.bounds import compute_bound
-from dissensus.concord.compare import compare_with
-from dissensus.concord.problem import Problem, load_problem, negotiation_for
-from dissensus.concord.record import Certificate
-from dissensus.concord.rules import RULES
-from dissensus.concord.verify import verify as verify_record
 from dissensus.errors import ConfigError, InputError
-from dissensus.signing import (
-    document_status,
-    load_public_key,
-    sign_document,
-    signed_kind,
-    signer_from_env,
-)
+
+if TYPE_CHECKING:
+    from dissensus.concord.problem import Problem
+    from dissensus.concord.record import Certificate
 
 __all__ = ["bound", "negotiate", "verify"]
+
+RULES = ("maximin", "leximin", "nash", "utilitarian")
+"""The names of ``dissensus.concord.rules.RULES``, spelt out so that registering the
+commands loads no CONCORD code (a test keeps the two equal)."""
 
 
 def _model_spec(flag: str | None, problem: Problem) -> str | None:
@@ -79,6 +73,9 @@ async def _run(
     compare: bool,
     client: Any,
 ) -> tuple[Certificate, list[Any] | None]:
+    from dissensus.concord.compare import compare_with
+    from dissensus.concord.problem import negotiation_for
+
     negotiation = negotiation_for(problem, agents, deadline_s=deadline, rule=rule)  # type: ignore[arg-type]
     loop = asyncio.get_running_loop()
     with contextlib.suppress(NotImplementedError, RuntimeError):
@@ -144,6 +141,10 @@ def negotiate(
     ),
 ) -> None:
     """Negotiate one decision with CONCORD and print its certificate or shortfall."""
+    from dissensus.agents.assembly import build_agents
+    from dissensus.concord.problem import load_problem
+    from dissensus.signing import sign_document, signer_from_env
+
     check_input_path(problem_file)
     if rule is not None and rule not in RULES:
         raise ConfigError(
@@ -318,6 +319,9 @@ def verify(
     With --public-key, exit 1 also when the document is unsigned or its signature invalid;
     a DCI decision packet (or a deliberate --json line) is checked for its signature only.
     """
+    from dissensus.concord.verify import verify as verify_record
+    from dissensus.signing import document_status, load_public_key, signed_kind
+
     check_input_path(cert_file)
     key = load_public_key(public_key) if public_key else None
     data = load_json_file(cert_file, what="certificate")
@@ -349,6 +353,8 @@ def verify(
 
 
 def _verify_packet_signature(name: str, data: dict[str, Any], key: Any, as_json: bool) -> None:
+    from dissensus.signing import document_status, signed_kind
+
     if key is None:
         raise InputError(
             f"{name}: a decision packet has no properties to recompute; give --public-key to check its signature"
@@ -369,6 +375,8 @@ def bound(
     as_json: bool = typer.Option(False, "--json", help="Print the bound as one JSON line."),
 ) -> None:
     """The worst-case cost of a CONCORD run, known before it starts."""
+    from dissensus.concord.bounds import compute_bound
+
     b = compute_bound(agents, rounds)
     if as_json:
         sys.stdout.write(json.dumps(b.model_dump()) + "\n")

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from enum import StrEnum
 from pathlib import Path
-from typing import IO, Annotated
+from typing import IO, TYPE_CHECKING, Annotated
 
 import typer
 from pydantic import BaseModel
@@ -25,12 +25,10 @@ from dissensus.cli.common import (
     output_handle,
     progress,
 )
-from dissensus.convert.llmbar import iter_llmbar_panels, iter_llmbar_votes
-from dissensus.convert.skips import Skipped
-from dissensus.convert.varierrnli import iter_varierrnli_panels
-from dissensus.convert.zeroeval import iter_zeroeval_panels
 from dissensus.errors import InputError
-from dissensus.io.jsonl import write_jsonl_line
+
+if TYPE_CHECKING:
+    from dissensus.convert.skips import Skipped
 
 __all__ = ["convert_app"]
 
@@ -75,6 +73,8 @@ class _SkipLog:
             ) from None
 
     def __call__(self, skipped: Skipped) -> None:
+        from dissensus.io.jsonl import write_jsonl_line
+
         self.count += 1
         typer.echo(f"skipped {skipped.describe()}", err=True)
         if self._handle is not None:
@@ -130,6 +130,8 @@ def convert_llmbar(
     rejects: RejectsOption = None,
 ) -> None:
     """LLMBar judge panels -> panels (one per item, 6 judges) or vote cases, gold kept."""
+    from dissensus.convert.llmbar import iter_llmbar_panels, iter_llmbar_votes
+
     skips = _SkipLog()
     # The layout is checked by these calls, before any output is opened.
     if shape is Shape.panels:
@@ -153,6 +155,8 @@ def convert_varierrnli(
     rejects: RejectsOption = None,
 ) -> None:
     """VariErrNLI annotators -> panels (one agent per annotator, labels + explanations)."""
+    from dissensus.convert.varierrnli import iter_varierrnli_panels
+
     check_input_path(file)
     if file == "-":
         raise typer.BadParameter(
@@ -181,6 +185,8 @@ def convert_zeroeval(
     rejects: RejectsOption = None,
 ) -> None:
     """ZeroEval solver outputs -> panels (one agent per model, answer extracted, gold in meta.gold)."""
+    from dissensus.convert.zeroeval import iter_zeroeval_panels
+
     skips = _SkipLog()
     # The files are read here, before any output is opened, so a bad directory leaves no output.
     panels = iter_zeroeval_panels(directory, on_skip=skips, limit=limit)

@@ -19,13 +19,11 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.table import Table
 
-from dissensus.agents.deliberator import LLMJudge, deliberate_with_model
-from dissensus.baselines.deliberation import run_baseline
 from dissensus.cli.app import app
 from dissensus.cli.common import (
     EXIT_FAILURE,
@@ -36,14 +34,18 @@ from dissensus.cli.common import (
     out_console,
     shown,
 )
-from dissensus.dci.output import METHODS, DeliberationOutput, Method
-from dissensus.dci.task import DCIConfig, Task, load_task
 from dissensus.errors import ConfigError
-from dissensus.io.jsonl import Reject, RejectSink, open_text, read_models
-from dissensus.llm import MODEL_ENV, Budget, LLMError, ModelClient, resolve_model
-from dissensus.signing import sign_document, signer_from_env
+
+if TYPE_CHECKING:
+    from dissensus.dci.output import DeliberationOutput, Method
+    from dissensus.dci.task import DCIConfig, Task
+    from dissensus.llm import ModelClient
 
 __all__ = ["bundled_model", "deliberate_cmd", "judge_cmd"]
+
+MODEL_ENV = "DISSENSUS_MODEL"
+"""``dissensus.llm.MODEL_ENV``, spelt out so that registering the commands loads no model
+client code (a test keeps the two equal)."""
 
 BUNDLED = Path(__file__).resolve().parents[1] / "dci" / "models"
 """The bundled scripted models (package data, so an installed CLI finds them too)."""
@@ -63,6 +65,8 @@ def bundled_model(name: str) -> str:
 def _client(
     spec: str | None, fallback: str, max_calls: int | None, max_tokens: int | None
 ) -> ModelClient:
+    from dissensus.llm import Budget, resolve_model
+
     chosen = spec or os.environ.get(MODEL_ENV) or bundled_model(fallback)
     return resolve_model(chosen, budget=Budget(max_calls=max_calls, max_tokens=max_tokens))
 
@@ -92,6 +96,9 @@ def _config(
 async def _deliberate(
     method: Method, task: Task, client: ModelClient, config: DCIConfig
 ) -> DeliberationOutput:
+    from dissensus.agents.deliberator import deliberate_with_model
+    from dissensus.baselines.deliberation import run_baseline
+
     try:
         if method == "dci":
             output, _ = await deliberate_with_model(task, client, config=config)
@@ -139,6 +146,10 @@ def deliberate_cmd(
     ),
 ) -> None:
     """Deliberate on a task with DCI or a baseline; print the answer (and decision packet)."""
+    from dissensus.dci.output import METHODS
+    from dissensus.dci.task import load_task
+    from dissensus.signing import sign_document, signer_from_env
+
     check_input_path(task_file)
     if method not in METHODS:
         raise ConfigError(
@@ -224,6 +235,9 @@ def aggregate(scores: list[dict[str, Any]]) -> dict[str, Any]:
 async def _judge_all(
     outputs: list[DeliberationOutput], specs: list[str], budget: tuple[int | None, int | None]
 ) -> tuple[list[dict[str, Any]], list[str]]:
+    from dissensus.agents.deliberator import LLMJudge
+    from dissensus.llm import LLMError
+
     scores: list[dict[str, Any]] = []
     errors: list[str] = []
     for spec in specs:
@@ -268,6 +282,9 @@ def judge_cmd(
     ),
 ) -> None:
     """Score outputs 1-10 (overall, risk identification, reasoning depth, actionability) per judge."""
+    from dissensus.dci.output import DeliberationOutput
+    from dissensus.io.jsonl import Reject, RejectSink, open_text, read_models
+
     check_input_path(outputs_file)
     outputs: list[DeliberationOutput] = []
     rejected = 0

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import sys
 from collections import Counter
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from pydantic import ValidationError
@@ -39,17 +39,12 @@ from dissensus.cli.common import (
     shown,
 )
 from dissensus.errors import ConfigError, InputError
-from dissensus.guard import (
-    Calibration,
-    CalibrationSettings,
-    CorrelatedConsensusError,
-    GuardSettings,
-    audit_case,
-    calibrate,
-)
-from dissensus.guard.decision import GuardDecision
-from dissensus.io.jsonl import Reject, RejectSink, open_text, read_models
 from dissensus.types import VoteCase
+
+if TYPE_CHECKING:
+    from dissensus.guard import Calibration
+    from dissensus.guard.decision import GuardDecision
+    from dissensus.io.jsonl import RejectSink
 
 __all__ = ["calibrate_command", "vote_command"]
 
@@ -76,6 +71,8 @@ JsonOption = Annotated[
 
 
 def _read(model: type[VoteCase], path: str, sink: RejectSink) -> list[VoteCase]:
+    from dissensus.io.jsonl import Reject, open_text, read_models
+
     cases: list[VoteCase] = []
     try:
         with open_text(path) as handle:
@@ -90,6 +87,8 @@ def _read(model: type[VoteCase], path: str, sink: RejectSink) -> list[VoteCase]:
 
 
 def _sink(path: str | None) -> RejectSink:
+    from dissensus.io.jsonl import RejectSink
+
     try:
         return RejectSink(path)
     except OSError as exc:
@@ -97,6 +96,8 @@ def _sink(path: str | None) -> RejectSink:
 
 
 def _load_calibration(path: str) -> Calibration:
+    from dissensus.guard import Calibration
+
     data = load_json_file(path, what="calibration")
     try:
         return Calibration.model_validate(data)
@@ -188,6 +189,8 @@ def calibrate_command(
     rejects: RejectsOption = None,
 ) -> None:
     """Measure strata, beta*, reliabilities, error correlations and n_eff on a labelled set."""
+    from dissensus.guard import CalibrationSettings, calibrate
+
     check_input_path(labelled)
     check_output_path(out, option="--out", inputs=[labelled], what="calibration file")
     check_output_path(rejects, option="--rejects", inputs=[labelled, out])
@@ -260,6 +263,9 @@ def vote_command(
     rejects: RejectsOption = None,
 ) -> None:
     """Decide every case under the guard: mode, answer, confidence, n_eff and why."""
+    from dissensus.guard import CorrelatedConsensusError, GuardSettings, audit_case
+    from dissensus.io.jsonl import Reject, open_text, read_models
+
     check_input_path(votes)
     cal = _load_calibration(calibration) if calibration else None
     settings = GuardSettings(

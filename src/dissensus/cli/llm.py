@@ -18,8 +18,6 @@ from pydantic import ValidationError
 from dissensus.cli.app import app
 from dissensus.cli.common import EXIT_OK, check_input_path, number_in
 from dissensus.errors import ConfigError
-from dissensus.llm.fakeserver import FakeServer, ServerSettings
-from dissensus.llm.scripted import load_script, validation_problem
 
 
 @app.command("fake-llm")
@@ -43,6 +41,9 @@ def fake_llm(
     seed: int | None = typer.Option(None, "--seed", help="Seed of the fault draws."),
 ) -> None:
     """Serve /v1/chat/completions and /v1/models from a rule file, with optional faults."""
+    from dissensus.llm.fakeserver import FakeServer, ServerSettings
+    from dissensus.llm.scripted import load_script, validation_problem
+
     check_input_path(script)
     rules = load_script(script)
     try:

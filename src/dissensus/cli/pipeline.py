@@ -40,9 +40,8 @@ from collections import Counter
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import contextmanager
 from types import FrameType
-from typing import IO, Annotated, Any
+from typing import IO, TYPE_CHECKING, Annotated, Any
 
-import numpy as np
 import typer
 from rich.table import Table
 
@@ -64,19 +63,13 @@ from dissensus.cli.common import (
     progress_enabled,
     shown,
 )
-from dissensus.engines import check_engine
 from dissensus.errors import ConfigError, InputError
-from dissensus.io.jsonl import RejectSink, write_jsonl_line
-from dissensus.llm.resolve import check_model_spec
-from dissensus.pipeline.batch import check_resumable, execute_run, start_run
-from dissensus.pipeline.learned import guarantee_sentence
-from dissensus.pipeline.policy import load_policy
-from dissensus.pipeline.records import CaseRecord
-from dissensus.pipeline.review import final_records, find_item, list_items, resolve
-from dissensus.pipeline.runtime import resolve_model_spec
-from dissensus.signing import load_public_key, signer_from_env
-from dissensus.states import EmbeddingBackend, SimilarityBackend, get_backend
-from dissensus.store.journal import Event, Journal, is_postgres_url, journal_path
+
+if TYPE_CHECKING:
+    from dissensus.io.jsonl import RejectSink
+    from dissensus.pipeline.records import CaseRecord
+    from dissensus.states import EmbeddingBackend, SimilarityBackend
+    from dissensus.store.journal import Event, Journal
 
 review_app = typer.Typer(
     help="The human review queue: escalated cases waiting for a decision.", no_args_is_help=True
@@ -116,6 +109,9 @@ def _after_append(event: Event) -> None:
 
 
 def _open(path: str | None, *, must_exist: bool = False) -> Journal:
+    from dissensus.signing import signer_from_env
+    from dissensus.store.journal import Journal, is_postgres_url, journal_path
+
     target = journal_path(path)
     if not is_postgres_url(target):
         check_journal_file(target, must_exist=must_exist)
@@ -165,6 +161,8 @@ class _EmbeddingProgress:
         self.name = inner.name
 
     def embed(self, texts: Sequence[str]) -> Any:
+        import numpy as np
+
         items = list(texts)
         if len(items) <= self.CHUNK:
             return self._inner.embed(items)
@@ -193,6 +191,8 @@ def _records(
     deadline: float | None = None,
 ) -> AsyncIterator[CaseRecord]:
     """The run's records from the chosen engine (:mod:`dissensus.engines`)."""
+    from dissensus.pipeline.batch import execute_run
+
     if engine == "ray":
         if deadline is not None:
             raise ConfigError("--deadline applies to the local engine only", field="deadline")
@@ -224,6 +224,8 @@ def _backend_factory(
     allow_code = bool(policy.get("allow_code")) or None
 
     def factory() -> SimilarityBackend:
+        from dissensus.states import EmbeddingBackend, get_backend
+
         inner = get_backend(name, allow_code=allow_code)
         if not isinstance(inner, EmbeddingBackend):
             return inner
@@ -249,6 +251,8 @@ def _emitter(
     json_out: bool, handle: IO[str], resolved: dict[int, CaseRecord]
 ) -> Callable[[CaseRecord], CaseRecord]:
     def emit(record: CaseRecord) -> CaseRecord:
+        from dissensus.io.jsonl import write_jsonl_line
+
         record = resolved.get(record.line, record)
         # Records go out as JSONL with --json, and always into an --output file.
         if json_out or handle is not sys.stdout:
@@ -286,6 +290,8 @@ def followup_failure(records: Sequence[CaseRecord]) -> str | None:
 def _summary(
     records: list[CaseRecord], rejected: int, run_id: str, journal: str, duplicates: int
 ) -> None:
+    from dissensus.pipeline.learned import guarantee_sentence
+
     actions = Counter(r.action for r in records)
     auto = sum(r.auto for r in records)
     escalated = [r for r in records if r.action == "escalate" and r.decision is None]
@@ -362,6 +368,9 @@ def _run(
     workers: int | None = None,
     deadline: float | None = None,
 ) -> int:
+    from dissensus.io.jsonl import RejectSink
+    from dissensus.pipeline.review import final_records
+
     resolved = {r.line: r for r in final_records(journal, run_id) if r.resolution is not None}
     seen: dict[str, int] = {}
     duplicates: list[str] = []
@@ -421,6 +430,8 @@ def _run(
 
 
 def _check_decide_paths(panels: str, journal: str, output: str | None, rejects: str | None) -> None:
+    from dissensus.store.journal import is_postgres_url
+
     check_input_path(panels)
     if not is_postgres_url(journal):
         check_journal_file(journal)
@@ -482,6 +493,13 @@ def decide_cmd(
     ] = None,
 ) -> None:
     """Decide every panel: read -> route -> guard -> protocol -> record, journalled and resumable."""
+    from dissensus.engines import check_engine
+    from dissensus.llm.resolve import check_model_spec
+    from dissensus.pipeline.batch import start_run
+    from dissensus.pipeline.policy import load_policy
+    from dissensus.pipeline.runtime import resolve_model_spec
+    from dissensus.store.journal import journal_path
+
     engine = check_engine(engine, workers=workers, address=ray_address)
     target = journal_path(journal)
     _check_decide_paths(panels, target, output, rejects)
@@ -528,6 +546,9 @@ def review_list(
     json_out: JsonOpt = False,
 ) -> None:
     """List review items (open ones unless --all)."""
+    from dissensus.io.jsonl import write_jsonl_line
+    from dissensus.pipeline.review import list_items
+
     with _journal(journal) as store:
         if run is not None:
             store.run(run)  # exit 2 naming the run when there is none
@@ -573,6 +594,8 @@ def review_show(
     json_out: JsonOpt = False,
 ) -> None:
     """Show everything a reviewer needs: the case, positions and value profiles side by side."""
+    from dissensus.pipeline.review import find_item
+
     with _journal(journal) as store:
         st = find_item(store, review_id)
     if json_out:
@@ -710,6 +733,8 @@ def review_resolve(
     json_out: JsonOpt = False,
 ) -> None:
     """Record a human decision; the case resumes with it as its final record."""
+    from dissensus.pipeline.review import find_item, resolve
+
     if not note.strip():
         raise InputError("--note must not be empty: say why the decision was taken")
     with _journal(journal) as store:
@@ -773,6 +798,8 @@ def review_confirm(
 @runs_app.command("list")
 def runs_list(journal: JournalOpt = None, json_out: JsonOpt = False) -> None:
     """List the journal's runs."""
+    from dissensus.io.jsonl import write_jsonl_line
+
     with _journal(journal) as store:
         infos = store.runs()
         finished = {i.run_id: store.get(i.run_id, "run/finished") is not None for i in infos}
@@ -807,6 +834,8 @@ def runs_show(
     events: Annotated[bool, typer.Option("--events", help="List every event.")] = False,
 ) -> None:
     """Show a run: header, event counts, final records."""
+    from dissensus.pipeline.review import final_records
+
     with _journal(journal) as store:
         info = store.run(run_id)
         assert info is not None
@@ -845,6 +874,9 @@ def runs_export(
     ] = None,
 ) -> None:
     """Export a run's events as JSONL (with hashes: verifiable without this program)."""
+    from dissensus.io.jsonl import write_jsonl_line
+    from dissensus.store.journal import journal_path
+
     check_output_path(output, option="--output", inputs=[journal_path(journal)])
     with _journal(journal) as store:
         store.run(run_id)
@@ -870,6 +902,8 @@ def runs_verify(
 
     With --public-key, exit 1 also when the run's head is unsigned or its signature invalid.
     """
+    from dissensus.signing import load_public_key
+
     key = load_public_key(public_key) if public_key else None
     with _journal(journal) as store:
         report = store.verify(run_id, public_key=key)
@@ -905,6 +939,9 @@ def runs_resume(
     deadline: DeadlineOpt = None,
 ) -> None:
     """Finish a run that was interrupted; completed steps and model calls are replayed, not redone."""
+    from dissensus.pipeline.batch import check_resumable
+    from dissensus.store.journal import journal_path
+
     target = journal_path(journal)
     with _journal(target) as store:
         store.run(run_id)

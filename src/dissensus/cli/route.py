@@ -22,7 +22,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import ExitStack
 from itertools import islice
-from typing import IO
+from typing import IO, TYPE_CHECKING, Any
 
 import typer
 from rich import box
@@ -41,17 +41,32 @@ from dissensus.cli.common import (
     progress_enabled,
     shown,
 )
-from dissensus.engines import check_engine
 from dissensus.errors import InputError
-from dissensus.io.jsonl import Reject, RejectSink, open_text, read_models
-from dissensus.states.reading import Reading, Thresholds
-from dissensus.states.routing import RuleSet
-from dissensus.states.similarity import DEFAULT_BACKEND, SimilarityBackend, get_backend
-from dissensus.states.stream import RouteTally, record_of, route_stream
-from dissensus.states.theta_fit import fit_theta_s
 from dissensus.types import Panel
 
+if TYPE_CHECKING:
+    from dissensus.io.jsonl import RejectSink
+    from dissensus.states.reading import Reading, Thresholds
+    from dissensus.states.similarity import SimilarityBackend
+    from dissensus.states.stream import RouteTally, record_of, route_stream
+
 __all__ = ["RouteTally", "calibrate_command", "record_of", "route_command", "route_stream"]
+
+DEFAULT_BACKEND = "minilm"
+"""``dissensus.states.similarity.DEFAULT_BACKEND``, spelt out so that registering the
+commands loads no similarity code (a test keeps the two equal)."""
+
+_REEXPORTED = {"RouteTally", "record_of", "route_stream"}
+
+
+def __getattr__(name: str) -> Any:
+    """The streaming helpers of :mod:`dissensus.states.stream`, loaded on first use."""
+    if name in _REEXPORTED:
+        from dissensus.states import stream
+
+        return getattr(stream, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 _STATE_ORDER = ("CA", "DA", "CD", "DD")
 
@@ -75,6 +90,8 @@ def _progress_total(path: str) -> int | None:
 
 def _panels(path: str, sink: RejectSink) -> Iterator[Panel]:
     """Valid panels of ``path``, lazily; rejects go to ``sink``."""
+    from dissensus.io.jsonl import Reject, open_text, read_models
+
     name = "<stdin>" if path == "-" else path
     try:
         with open_text(path) as handle:
@@ -93,6 +110,8 @@ def _panels(path: str, sink: RejectSink) -> Iterator[Panel]:
 
 
 def _reject_sink(path: str | None) -> RejectSink:
+    from dissensus.io.jsonl import RejectSink
+
     try:
         return RejectSink(path)
     except OSError as exc:
@@ -100,6 +119,8 @@ def _reject_sink(path: str | None) -> RejectSink:
 
 
 def _backend(similarity: str, no_cache: bool, allow_code: bool) -> SimilarityBackend:
+    from dissensus.states.similarity import get_backend
+
     return get_backend(similarity, cache=not no_cache, allow_code=allow_code or None)
 
 
@@ -225,6 +246,11 @@ def route_command(
     ),
 ) -> None:
     """Read each panel's disagreement state (CA/DA/CD/DD) and route it to an action."""
+    from dissensus.engines import check_engine
+    from dissensus.states.reading import Thresholds
+    from dissensus.states.routing import RuleSet
+    from dissensus.states.stream import route_stream
+
     engine = check_engine(engine, workers=workers, address=ray_address)
     check_output_path(out, option="--out", inputs=[panels])
     check_output_path(rejects, option="--rejects", inputs=[panels, out])
@@ -306,6 +332,8 @@ def calibrate_command(
     ),
 ) -> None:
     """Derive θ_s from a reference corpus: the QUANTILE of per-panel mean reasoning similarity."""
+    from dissensus.states.theta_fit import fit_theta_s
+
     backend = _backend(similarity, no_cache, allow_code)
     with _reject_sink(rejects) as sink:
         panels_iter = _panels(corpus, sink)

@@ -20,7 +20,6 @@ import typer
 from dissensus.cli.app import app
 from dissensus.cli.common import EXIT_OK, err_console, out_console
 from dissensus.errors import ConfigError
-from dissensus.store.journal import journal_path
 
 __all__ = ["serve_command", "serve_token_command"]
 
@@ -59,6 +58,8 @@ def serve_command(
     ] = 900.0,
 ) -> None:
     """Serve decide, review and runs over HTTP, with the web review queue at /review."""
+    from dissensus.store.journal import journal_path
+
     try:
         from dissensus.serve import ServeSettings, check_exposure, create_app
         from dissensus.serve.server import serve
