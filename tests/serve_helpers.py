@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import gc
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -53,3 +55,16 @@ def client_for(s: ServeSettings, **kwargs: Any) -> httpx.AsyncClient:
 
 def jsonl(rows: list[dict[str, Any]]) -> str:
     return "".join(json.dumps(r) + "\n" for r in rows)
+
+
+def heap_frozen() -> Iterator[None]:
+    """For a module fixture: collect garbage once (no event loop running), then freeze
+    what is alive, so the collection the suite runs before every ``async`` test (see
+    ``conftest.py``) walks only the objects made since, not the whole heap of every
+    module loaded (0.3 s to 1 s per test otherwise). Unfrozen after the module."""
+    gc.collect()
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,7 @@ from dissensus.pipeline.records import CaseRecord
 from dissensus.pipeline.review import final_records
 from dissensus.states import get_backend
 from dissensus.store.journal import Journal
+from store_backends import pg_schema, pg_url
 
 REPO = Path(__file__).resolve().parent.parent
 SRC = REPO / "examples" / "llmbar-swap.jsonl"
@@ -191,10 +193,19 @@ def test_cli_confirm_then_calibrate_reads_the_audits(
     assert f"{len(learned)} audited automatic decisions" in acc.built_from[0]
 
 
-def test_confirm_and_calibrate_on_either_journal_back_end(
-    decided: tuple[Path, Path, list[CaseRecord]], journal_target: str, tmp_path: Path
+@pytest.fixture
+def pg() -> Iterator[str]:
+    with pg_schema(pg_url()) as url:
+        yield url
+
+
+def test_confirm_and_calibrate_on_postgresql(
+    decided: tuple[Path, Path, list[CaseRecord]], pg: str, tmp_path: Path
 ) -> None:
-    """The same loop on SQLite and PostgreSQL: decide, audit, calibrate from the journal URL."""
+    """The SQLite loop (the ``decided`` fixture's ``decide --acceptance --journal``, then
+    :func:`test_cli_confirm_then_calibrate_reads_the_audits`) on PostgreSQL: decide,
+    audit, calibrate from the journal URL."""
+    journal_target = pg
     _, accept, records = decided
     policy = tmp_path / "p.yaml"
     policy.write_text("reading:\n  similarity: tfidf\n")

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
+import signal
 import subprocess
-import sys
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -323,17 +323,36 @@ def test_a_stale_content_hash_is_refused_and_nothing_is_written(journal_target: 
         assert stored is not None and stored.payload["content_sha256"] == status.content_sha256
 
 
-def test_claims_exclude_other_reviewers_until_they_expire(journal_target: str) -> None:
+def clock_ahead(monkeypatch: pytest.MonkeyPatch, seconds: float) -> None:
+    """The journal's clock (claims' ``now``) runs ``seconds`` ahead from here on: a claim
+    expires without the test waiting for it."""
+    from datetime import UTC, datetime, timedelta
+
+    from dissensus.store import base
+
+    def ahead() -> str:
+        return (datetime.now(UTC) + timedelta(seconds=seconds)).isoformat(timespec="microseconds")
+
+    monkeypatch.setattr(base, "_now", ahead)
+
+
+def test_claims_exclude_other_reviewers_until_they_expire(
+    journal_target: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     with Journal(journal_target) as journal:
         review_id = _escalated(journal, "R")
-        held = claim(journal, review_id, "kim", ttl=0.5)
+        held = claim(journal, review_id, "kim", ttl=30)
         assert held.who == "kim" and journal.current_claim(review_id) == held
-        assert claim(journal, review_id, "kim", ttl=0.5).who == "kim"  # renewing one's own claim
+        assert claim(journal, review_id, "kim", ttl=30).who == "kim"  # renewing one's own claim
         with pytest.raises(ClaimConflict, match="claimed by kim until"):
             claim(journal, review_id, "bob", ttl=60)
         with pytest.raises(ClaimConflict, match="claimed by kim"):
             resolve(journal, review_id, decision="1", note="n", reviewer="bob")
-        time.sleep(0.6)
+        clock_ahead(monkeypatch, 29)
+        assert journal.current_claim(review_id) is not None  # not expired yet
+        with pytest.raises(ClaimConflict, match="claimed by kim until"):
+            claim(journal, review_id, "bob", ttl=60)
+        clock_ahead(monkeypatch, 31)  # past the renewed claim's expiry
         assert journal.current_claim(review_id) is None
         assert claim(journal, review_id, "bob", ttl=60).who == "bob"
         resolve(journal, review_id, decision="1", note="n", reviewer="bob")
@@ -412,13 +431,20 @@ def test_reviewers_taking_the_next_item_at_once_each_get_a_different_one(
                 assert claim_next(j, name, ttl=60).item.review_id == review_id  # type: ignore[union-attr]
 
 
+def _killed_after_one_event(argv: list[str]) -> None:
+    from dissensus.cli import main
+    from fault_runner import install
+
+    install(1, signal.SIGKILL)
+    os._exit(main(argv))
+
+
 def test_a_kill_during_review_resolve_never_leaves_half_a_resolution(tmp_path: Path) -> None:
     """SIGKILL right after the first journalled event of `review resolve`: before, that
     left review.resolved without case.resolved; now both are one commit."""
     path = tmp_path / "j.sqlite"
     with Journal(path) as journal:
         review_id = _escalated(journal, "R")
-    runner = str(Path(__file__).with_name("fault_runner.py"))
     argv = [
         "review",
         "resolve",
@@ -430,14 +456,11 @@ def test_a_kill_during_review_resolve_never_leaves_half_a_resolution(tmp_path: P
         "--journal",
         str(path),
     ]
-    proc = subprocess.run(
-        [sys.executable, runner, "1", "SIGKILL", *argv],
-        capture_output=True,
-        text=True,
-        check=False,
-        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
-    )
-    assert proc.returncode == -9
+    # A CLI process forked from this one (no interpreter start-up), killed by the hook.
+    proc = multiprocessing.get_context("fork").Process(target=_killed_after_one_event, args=(argv,))
+    proc.start()
+    proc.join(timeout=300)
+    assert proc.exitcode == -signal.SIGKILL
     with Journal(path) as j:
         types = [e.type for e in j.events("R")]
         assert types[-2:] == ["review.resolved", "case.resolved"]

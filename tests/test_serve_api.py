@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
-import os
 import re
-import subprocess
-import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,11 +25,18 @@ from dissensus.states import RuleSet, Thresholds, get_backend, read_panels
 from dissensus.store import Journal
 from dissensus.types import Panel, VoteCase
 from pipeline_cases import panel, write_jsonl
-from serve_helpers import auth, client_for, escalating, settings
+from serve_helpers import auth, client_for, escalating, heap_frozen, settings
+from test_review_queue import clock_ahead
 
 pytestmark = pytest.mark.anyio
 
 REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _heap_frozen() -> Iterator[None]:
+    """The per-test garbage collection walks only this module's objects (see serve_helpers)."""
+    yield from heap_frozen()
 
 
 @pytest.fixture
@@ -368,8 +374,10 @@ async def test_vote_negotiate_verify_bound(tmp_path: Path) -> None:
         assert bad.status_code == 422 and bad.json()["field"] == "agents"
 
 
-async def test_review_claim_resolve_conflicts(tmp_path: Path) -> None:
-    s = settings(tmp_path, claim_ttl_s=1.0)
+async def test_review_claim_resolve_conflicts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    s = settings(tmp_path, claim_ttl_s=30.0)
     async with client_for(s) as client:
         run = (
             await client.post(
@@ -401,7 +409,7 @@ async def test_review_claim_resolve_conflicts(tmp_path: Path) -> None:
             headers=auth("rev2"),
         )
         assert blocked.status_code == 409 and blocked.json()["claimed_by"] == "rev-name"
-        await asyncio.sleep(1.1)  # the claim expires
+        clock_ahead(monkeypatch, 31)  # the claim expires (the journal's clock moves on)
         assert (
             await client.post(f"/v1/review/{rid}/claim", headers=auth("rev2"))
         ).status_code == 200
@@ -567,9 +575,8 @@ async def test_security(tmp_path: Path) -> None:
     (tmp_path / "b").mkdir()
     s2 = settings(tmp_path / "b", max_panels=1000)
     async with client_for(s2) as client:
-        flood = await client.post(
-            "/v1/decide", json=[escalating(f"p{i}") for i in range(10_000)], headers=auth("sub")
-        )
+        # The count is checked before any panel is read: small panels make a small body.
+        flood = await client.post("/v1/decide", json=many, headers=auth("sub"))
         assert flood.status_code == 413 and "10000" in flood.json()["error"]
     assert _count_events(Path(s2.journal)) == 0
 
@@ -716,42 +723,54 @@ def test_item_validation_matches_the_jsonl_reader() -> None:
     check()
 
 
-async def test_a_run_the_server_started_resumes_with_the_cli(tmp_path: Path) -> None:
-    """A run interrupted before its cases were decided is finished by ``dissensus runs resume``."""
+def test_a_run_the_server_started_resumes_with_the_cli(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A run interrupted before its cases were decided is finished by ``dissensus runs resume``
+    (the CLI's command in this process; it installs signal handlers, so it runs in the main
+    thread, between the two event loops of the service's side)."""
+    from dissensus.cli import main
+
+    gc.collect()  # as before every async test (see conftest): no leaked client in our loops
     s = settings(tmp_path)
     app = create_app(s)
-    runner = app.state.service.runner
-    state = runner.start(
-        [json.dumps(escalating("a")), json.dumps(panel("few", ["1"]))], submitted_by="sub-name"
-    )
-    assert state.task is not None
-    state.task.cancel()  # the server stops before deciding anything
-    with pytest.raises(asyncio.CancelledError):
-        await state.task
-    cli = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "dissensus",
-            "runs",
-            "resume",
-            state.run_id,
-            "--journal",
-            s.journal,
-            "--json",
-        ],
-        env={**os.environ, "PYTHONPATH": str(REPO / "src")},
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert cli.returncode == 3, cli.stderr  # one rejected item
-    lines = [json.loads(x) for x in cli.stdout.splitlines() if x.startswith("{")]
+
+    async def interrupted() -> str:
+        state = app.state.service.runner.start(
+            [json.dumps(escalating("a")), json.dumps(panel("few", ["1"]))], submitted_by="sub-name"
+        )
+        assert state.task is not None
+        state.task.cancel()  # the server stops before deciding anything
+        with pytest.raises(asyncio.CancelledError):
+            await state.task
+        return str(state.run_id)
+
+    async def shown(run_id: str) -> Any:
+        async with httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=app), base_url="http://t"
+        ) as client:
+            return (await client.get(f"/v1/runs/{run_id}", headers=auth("sub"))).json()
+
+    run_id = asyncio.run(interrupted())
+    capsys.readouterr()
+    code = main(["runs", "resume", run_id, "--journal", s.journal, "--json"])
+    out, err = capsys.readouterr()
+    assert code == 3, err  # one rejected item
+    lines = [json.loads(x) for x in out.splitlines() if x.startswith("{")]
     assert [r["id"] for r in lines] == ["a"] and lines[0]["action"] == "escalate"
-    async with httpx.AsyncClient(
-        transport=httpx.ASGITransport(app=app), base_url="http://t"
-    ) as client:
-        doc = (await client.get(f"/v1/runs/{state.run_id}", headers=auth("sub"))).json()
+    doc = asyncio.run(shown(run_id))
     assert (
         doc["status"] == "finished" and doc["done"] == 1 and doc["rejects"][0]["field"] == "outputs"
     )
+
+
+def test_graceful_shutdown_time_comes_from_the_environment() -> None:
+    from dissensus.errors import ConfigError
+    from dissensus.serve.server import GRACEFUL_SHUTDOWN_S, SHUTDOWN_ENV, graceful_shutdown_s
+
+    assert graceful_shutdown_s({}) == GRACEFUL_SHUTDOWN_S == 5
+    assert graceful_shutdown_s({SHUTDOWN_ENV: " 12 "}) == 12
+    for bad in ("0", "-3", "2.5", "soon"):
+        with pytest.raises(ConfigError) as err:
+            graceful_shutdown_s({SHUTDOWN_ENV: bad})
+        assert err.value.field == SHUTDOWN_ENV and repr(bad) in str(err.value)

@@ -18,7 +18,7 @@ import pytest
 
 from pipeline_cases import panel
 from serve_helpers import escalating
-from test_serve_load import start_server, stop_server
+from test_serve_load import PLAIN, spawn_server, stop_server, wait_ready
 
 CHROMIUM_ARGS = [
     "--headless",
@@ -42,8 +42,12 @@ def _chromium() -> str:
 def test_resolve_with_the_keyboard_in_chromium(tmp_path: Path) -> None:
     sync_api = pytest.importorskip("playwright.sync_api", reason="Playwright is not installed")
     executable = _chromium()
-    proc, base = start_server(tmp_path, str(tmp_path / "journal.sqlite"))
+    # The server starts while the browser does (each takes a few seconds).
+    proc, base = spawn_server(tmp_path, str(tmp_path / "journal.sqlite"))
+    pw = sync_api.sync_playwright().start()
     try:
+        browser = pw.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS, headless=True)
+        wait_ready(tmp_path, proc, base)
         sub = {"Authorization": "Bearer tok-sub"}
         hostile = panel(
             "refund-policy",
@@ -65,71 +69,65 @@ def test_resolve_with_the_keyboard_in_chromium(tmp_path: Path) -> None:
             json=[hostile, escalating("second-case"), escalating("third-case")],
             headers=sub,
             timeout=60,
+            **PLAIN,
         ).json()
         first, second, _ = (r["review_id"] for r in run["records"])
 
-        with sync_api.sync_playwright() as pw:
-            browser = pw.chromium.launch(
-                executable_path=executable, args=CHROMIUM_ARGS, headless=True
-            )
-            try:
-                page = browser.new_page(viewport={"width": 1280, "height": 900})
-                page.goto(base + "/review")
-                assert page.url.endswith("/review/login")
-                page.fill("#token", "tok-r0")
-                page.click("button[type=submit]")
-                page.wait_for_selector("#queue")
-                assert page.locator("a.case-link").count() == 3
-                page.screenshot(path=str(tmp_path / "review-queue.png"), full_page=True)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            page.goto(base + "/review")
+            assert page.url.endswith("/review/login")
+            page.fill("#token", "tok-r0")
+            page.click("button[type=submit]")
+            page.wait_for_selector("#queue")
+            assert page.locator("a.case-link").count() == 3
+            page.screenshot(path=str(tmp_path / "review-queue.png"), full_page=True)
 
-                page.click(f"a.case-link[href='/review/case/{first}']")
-                page.wait_for_selector(f"#case-title[data-review-id='{first}']")
-                assert "<script>" in page.inner_text("#question") and page.title() != "pwned"
-                page.screenshot(path=str(tmp_path / "review-case.png"), full_page=True)
+            page.click(f"a.case-link[href='/review/case/{first}']")
+            page.wait_for_selector(f"#case-title[data-review-id='{first}']")
+            assert "<script>" in page.inner_text("#question") and page.title() != "pwned"
+            page.screenshot(path=str(tmp_path / "review-case.png"), full_page=True)
 
-                page.keyboard.press("?")
-                assert page.locator("#keys-help").is_visible()
-                page.keyboard.press("Escape")
-                page.keyboard.press("1")
-                assert page.is_checked("input[name=decision][data-key='1']")
-                page.keyboard.press("n")
-                page.keyboard.type("states the window; checked in the browser")
-                page.keyboard.press("Enter")
-                page.wait_for_selector(f"#case-title[data-review-id='{second}']")
+            page.keyboard.press("?")
+            assert page.locator("#keys-help").is_visible()
+            page.keyboard.press("Escape")
+            page.keyboard.press("1")
+            assert page.is_checked("input[name=decision][data-key='1']")
+            page.keyboard.press("n")
+            page.keyboard.type("states the window; checked in the browser")
+            page.keyboard.press("Enter")
+            page.wait_for_selector(f"#case-title[data-review-id='{second}']")
 
-                page.keyboard.press("k")
-                page.wait_for_selector(f"#case-title[data-review-id='{first}']")
-                assert page.inner_text("#resolved-by") == "reviewer0"
-                page.keyboard.press("j")
-                page.wait_for_selector(f"#case-title[data-review-id='{second}']")
+            page.keyboard.press("k")
+            page.wait_for_selector(f"#case-title[data-review-id='{first}']")
+            assert page.inner_text("#resolved-by") == "reviewer0"
+            page.keyboard.press("j")
+            page.wait_for_selector(f"#case-title[data-review-id='{second}']")
 
-                # The API documentation renders from this server's files alone.
-                requested: list[str] = []
-                docs = browser.new_page()
-                docs.on("request", lambda req: requested.append(req.url))
-                docs.goto(base + "/docs")
-                docs.wait_for_selector(".opblock-summary-path", timeout=30_000)
-                assert "/v1/decide" in docs.inner_text("#swagger-ui")
-                assert requested and all(url.startswith(base + "/") for url in requested), [
-                    u for u in requested if not u.startswith(base + "/")
-                ]
-            finally:
-                browser.close()
+            # The API documentation renders from this server's files alone.
+            requested: list[str] = []
+            docs = browser.new_page()
+            docs.on("request", lambda req: requested.append(req.url))
+            docs.goto(base + "/docs")
+            docs.wait_for_selector(".opblock-summary-path", timeout=30_000)
+            assert "/v1/decide" in docs.inner_text("#swagger-ui")
+            assert requested and all(url.startswith(base + "/") for url in requested), [
+                u for u in requested if not u.startswith(base + "/")
+            ]
+        finally:
+            browser.close()
 
-        shown = httpx.get(
-            f"{base}/v1/review/{first}", headers={"Authorization": "Bearer tok-r1"}, timeout=30
-        ).json()
-        assert shown["resolution"]["reviewer"] == "reviewer0"
-        assert shown["resolution"]["decision"] == "1"
-        assert shown["resolution"]["note"] == "states the window; checked in the browser"
-        still_open = httpx.get(
-            f"{base}/v1/review/{second}", headers={"Authorization": "Bearer tok-r1"}, timeout=30
-        ).json()
-        assert still_open["status"] == "open"
-        assert httpx.get(f"{base}/v1/runs/{run['run_id']}/verify", headers=sub, timeout=30).json()[
-            "ok"
-        ]
+        with httpx.Client(base_url=base, timeout=30, **PLAIN) as client:
+            r1 = {"Authorization": "Bearer tok-r1"}
+            shown = client.get(f"/v1/review/{first}", headers=r1).json()
+            assert shown["resolution"]["reviewer"] == "reviewer0"
+            assert shown["resolution"]["decision"] == "1"
+            assert shown["resolution"]["note"] == "states the window; checked in the browser"
+            still_open = client.get(f"/v1/review/{second}", headers=r1).json()
+            assert still_open["status"] == "open"
+            assert client.get(f"/v1/runs/{run['run_id']}/verify", headers=sub).json()["ok"]
     finally:
+        pw.stop()
         stop_server(proc)
     assert (tmp_path / "review-queue.png").stat().st_size > 10_000
     assert (tmp_path / "review-case.png").stat().st_size > 10_000

@@ -5,7 +5,7 @@ panel has exactly one final record, every review item is resolved exactly once (
 losers of every race get 409), no item is left open, every run's hash chain verifies
 (API and CLI), and the server exits promptly on SIGTERM; it prints the time of each phase.
 
-The default run submits 60 panels (about a minute on two busy cores); ``DISSENSUS_SOAK=1``
+The default run submits 60 panels (3 to 6 s with the server start on two shared cores); ``DISSENSUS_SOAK=1``
 (``make test-soak``) runs the full 2,000. On PostgreSQL it runs when ``$DISSENSUS_TEST_PG`` names a database (in a
 fresh database of its own on that server, dropped afterwards). The server's journal uses
 ``DISSENSUS_JOURNAL_SYNC=normal`` (every commit survives a process kill; see the journal).
@@ -32,6 +32,7 @@ import httpx
 import pytest
 
 from dissensus.serve.auth import hash_token
+from dissensus.serve.server import SHUTDOWN_ENV
 from pipeline_cases import panel, write_policy
 from serve_helpers import escalating
 
@@ -42,6 +43,11 @@ CLIENTS = 50
 REVIEWERS = 5
 LOAD_TIMEOUT_S = 3600 if SOAK else 600
 """The load phase fails rather than hangs past this."""
+SHUTDOWN_S = 3
+"""The graceful-shutdown time of the shutdown test's server (the default is 5 s)."""
+PLAIN = {"verify": False}
+"""Client options: the server speaks plain HTTP on loopback, so no client needs a TLS
+context (building a verifying one loads the CA bundle, ~30 ms per client)."""
 
 
 def _free_port() -> int:
@@ -60,7 +66,18 @@ def _tokens(path: Path) -> Path:
 def start_server(
     tmp: Path, journal: str, *, extra_env: dict[str, str] | None = None
 ) -> tuple[subprocess.Popen[bytes], str]:
-    """``dissensus serve`` on a free loopback port; returns the process and its base URL."""
+    """``dissensus serve`` on a free loopback port; returns the process and its base URL
+    once the server answers ``/readyz``."""
+    proc, base = spawn_server(tmp, journal, extra_env=extra_env)
+    wait_ready(tmp, proc, base)
+    return proc, base
+
+
+def spawn_server(
+    tmp: Path, journal: str, *, extra_env: dict[str, str] | None = None
+) -> tuple[subprocess.Popen[bytes], str]:
+    """``dissensus serve`` started on a free loopback port, not yet waited for
+    (:func:`wait_ready`): a test can start its browser meanwhile."""
     port = _free_port()
     env = {
         **os.environ,
@@ -75,17 +92,22 @@ def start_server(
     ]  # fmt: skip
     log = open(tmp / "server.log", "wb")  # noqa: SIM115 - closed with the process
     proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
-    base = f"http://127.0.0.1:{port}"
+    return proc, f"http://127.0.0.1:{port}"
+
+
+def wait_ready(tmp: Path, proc: subprocess.Popen[bytes], base: str) -> None:
+    """Until the server answers ``/readyz`` (its log in the failure when it exits first)."""
     deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise AssertionError((tmp / "server.log").read_text(encoding="utf-8"))
-        try:
-            if httpx.get(base + "/readyz", timeout=1).status_code == 200:
-                return proc, base
-        except httpx.TransportError:
-            pass
-        time.sleep(0.2)
+    with httpx.Client(timeout=1, **PLAIN) as probe:
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                raise AssertionError((tmp / "server.log").read_text(encoding="utf-8"))
+            try:
+                if probe.get(base + "/readyz").status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            time.sleep(0.05)
     proc.kill()
     raise AssertionError("server did not start")
 
@@ -116,7 +138,7 @@ def _panels(n: int) -> list[dict[str, Any]]:
 
 async def _submit(base: str, rows: list[dict[str, Any]], seen: Counter[str]) -> None:
     headers = {"Authorization": "Bearer tok-sub"}
-    async with httpx.AsyncClient(base_url=base, headers=headers, timeout=300) as client:
+    async with httpx.AsyncClient(base_url=base, headers=headers, timeout=300, **PLAIN) as client:
         i = 0
         while i < len(rows):
             size = 1 if i % 3 == 0 else 4
@@ -131,7 +153,7 @@ async def _submit(base: str, rows: list[dict[str, Any]], seen: Counter[str]) -> 
 async def _review(base: str, who: int, done: asyncio.Event, outcome: Counter[str]) -> None:
     headers = {"Authorization": f"Bearer tok-r{who}"}
     rng = random.Random(who)
-    async with httpx.AsyncClient(base_url=base, headers=headers, timeout=300) as client:
+    async with httpx.AsyncClient(base_url=base, headers=headers, timeout=300, **PLAIN) as client:
         while True:
             items = (await client.get("/v1/review?limit=10")).json()
             if not items:
@@ -222,8 +244,7 @@ def _load_and_check(tmp_path: Path, journal: str) -> None:
         loaded = time.monotonic()
         admin = {"Authorization": "Bearer tok-adm"}
         final: Counter[str] = Counter()
-        # One client for every check: a client per request builds a TLS context each time.
-        with httpx.Client(base_url=base, headers=admin, timeout=60) as client:
+        with httpx.Client(base_url=base, headers=admin, timeout=60, **PLAIN) as client:
             runs = client.get("/v1/runs").json()
             for run in runs:
                 doc = client.get(f"/v1/runs/{run['run_id']}").json()
@@ -252,12 +273,10 @@ def _load_and_check(tmp_path: Path, journal: str) -> None:
         per_item = Counter(e.payload["review_id"] for e in store.events_of_type("review.resolved"))
         assert len(per_item) == PANELS // 2 and set(per_item.values()) == {1}
         assert store.review_index_agrees()
-    cli = subprocess.run(
-        [sys.executable, "-m", "dissensus", "runs", "verify", runs[0]["run_id"], "--journal", journal],
-        env={**os.environ, "PYTHONPATH": str(REPO / "src")}, capture_output=True, text=True,
-        check=False, timeout=300,
-    )  # fmt: skip
-    assert cli.returncode == 0, cli.stderr
+    # The CLI's own command, in this process (the server above is the end-to-end start).
+    from dissensus.cli import main
+
+    assert main(["runs", "verify", runs[0]["run_id"], "--journal", journal]) == 0
     print(
         f"\nload test ({'postgresql' if journal.startswith('postgres') else 'sqlite'}): "
         f"{PANELS} panels, {CLIENTS} clients, {REVIEWERS} reviewers: "
@@ -270,20 +289,21 @@ def _load_and_check(tmp_path: Path, journal: str) -> None:
 def test_shutdown_ends_event_streams_with_the_runs_final_status(tmp_path: Path) -> None:
     """SIGTERM while a run decides and a client follows it: the run gets a short grace,
     is stopped ``incomplete`` (resumable), the stream ends with that event (not a dropped
-    connection) and the server exits before uvicorn's graceful timeout."""
+    connection) and the server exits before uvicorn's graceful timeout (set to
+    ``SHUTDOWN_S`` here: the run's grace is 60% of it, so the test waits less)."""
     journal = str(tmp_path / "journal.sqlite")
-    proc, base = start_server(tmp_path, journal)
+    proc, base = start_server(tmp_path, journal, extra_env={SHUTDOWN_ENV: str(SHUTDOWN_S)})
     sub = {"Authorization": "Bearer tok-sub"}
     lines: list[str] = []
     terminated_at: float | None = None
     try:
         started = httpx.post(
-            base + "/v1/decide?async=true", json=_panels(1000), headers=sub, timeout=60
+            base + "/v1/decide?async=true", json=_panels(1000), headers=sub, timeout=60, **PLAIN
         )
         assert started.status_code == 202, started.text
         run_id = started.json()["run_id"]
         with httpx.stream(
-            "GET", f"{base}/v1/runs/{run_id}/events", headers=sub, timeout=60
+            "GET", f"{base}/v1/runs/{run_id}/events", headers=sub, timeout=60, **PLAIN
         ) as stream:
             for line in stream.iter_lines():  # a dropped connection raises here
                 lines.append(line)
@@ -298,7 +318,7 @@ def test_shutdown_ends_event_streams_with_the_runs_final_status(tmp_path: Path) 
             stop_server(proc)
     events = [line.removeprefix("event: ") for line in lines if line.startswith("event: ")]
     assert events[-1] in ("incomplete", "finished"), events[-3:]
-    assert stopped_in < 5, stopped_in
+    assert stopped_in < SHUTDOWN_S, stopped_in
     final = json.loads(lines[[i for i, x in enumerate(lines) if x.startswith("data: ")][-1]][6:])
     if events[-1] == "incomplete":
         assert final["done"] < final["total"] and "runs resume" in final["error"]

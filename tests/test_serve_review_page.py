@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -10,11 +11,17 @@ import pytest
 
 from dissensus.store import Journal
 from pipeline_cases import panel
-from serve_helpers import auth, client_for, escalating, settings
+from serve_helpers import auth, client_for, escalating, heap_frozen, settings
 
 pytestmark = pytest.mark.anyio
 
 EVIL = "<script>alert('x')</script> & <b>bold</b>"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _heap_frozen() -> Iterator[None]:
+    """The per-test garbage collection walks only this module's objects (see serve_helpers)."""
+    yield from heap_frozen()
 
 
 @pytest.fixture

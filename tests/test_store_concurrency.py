@@ -4,11 +4,11 @@ two resumes of one run end in one-line errors, never driver tracebacks."""
 
 from __future__ import annotations
 
+import contextlib
+import io
+import multiprocessing
 import os
 import sqlite3
-import subprocess
-import sys
-import textwrap
 import threading
 from pathlib import Path
 
@@ -18,35 +18,30 @@ from cli_helpers import cli
 from dissensus.store import Journal, JournalBusy, JournalReadOnly, RunExists
 from pipeline_cases import panel, write_jsonl, write_policy
 
-SRC = str(Path(__file__).resolve().parent.parent / "src")
-
-WRITER = textwrap.dedent(
-    """
-    import sys
-    from dissensus.store import Journal
-    target, who, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
-    with Journal(target) as j:
-        for i in range(n):
-            j.append("shared", "tick", {"who": who, "i": i}, key=f"{who}/{i}")
-    """
-)
+FORK = multiprocessing.get_context("fork")
+"""Writer processes are forked from the test's process: separate processes with their own
+connections, without an interpreter start-up each."""
 
 
-def _env(**extra: str) -> dict[str, str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = SRC + os.pathsep + env.get("PYTHONPATH", "")
-    env.update(extra)
-    return env
+def _writer(target: str, who: str, n: int) -> None:
+    try:
+        with Journal(target) as j:
+            for i in range(n):
+                j.append("shared", "tick", {"who": who, "i": i}, key=f"{who}/{i}")
+    except BaseException:
+        os._exit(1)
+    os._exit(0)
 
 
 def test_appends_from_many_processes_form_one_unbroken_chain(journal_target: str) -> None:
     with Journal(journal_target) as j:
         j.create_run("shared", kind="test", meta={})
-    procs = [
-        subprocess.Popen([sys.executable, "-c", WRITER, journal_target, f"w{w}", "40"], env=_env())
-        for w in range(4)
-    ]
-    assert [p.wait(timeout=300) for p in procs] == [0, 0, 0, 0]
+    procs = [FORK.Process(target=_writer, args=(journal_target, f"w{w}", 40)) for w in range(4)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(timeout=300)
+    assert [p.exitcode for p in procs] == [0, 0, 0, 0]
     with Journal(journal_target) as j:
         report = j.verify("shared")
         events = list(j.events("shared"))
@@ -125,34 +120,43 @@ def test_decide_against_a_locked_journal_prints_one_line(tmp_path: Path) -> None
     assert "Traceback" not in out.err
 
 
+def _decide_child(argv: list[str], err_path: str) -> None:
+    """A forked ``dissensus`` process: ``main(argv)``, its error output to ``err_path``."""
+    from dissensus.cli import main
+
+    with (
+        open(err_path, "w", encoding="utf-8") as err,
+        contextlib.redirect_stderr(err),
+        contextlib.redirect_stdout(io.StringIO()),
+    ):
+        code = main(argv)
+    os._exit(code)
+
+
 def test_two_decides_with_one_run_id_at_once_one_wins_the_other_says_why(tmp_path: Path) -> None:
+    """Two CLI processes (forked from this one: no interpreter start-up each) race to
+    start run ``x``."""
     journal = str(tmp_path / "j.sqlite")
     inp = write_jsonl(tmp_path / "in.jsonl", [panel(f"p{i}", ["1", "1", "1"]) for i in range(3)])
     pol = write_policy(tmp_path / "policy.yaml")
     Journal(journal).close()
-    cmd = [
-        sys.executable,
-        "-m",
-        "dissensus",
-        "decide",
-        str(inp),
-        "--policy",
-        str(pol),
-        "--journal",
-        journal,
-    ]
+    cmd = ["decide", str(inp), "--policy", str(pol), "--journal", journal, "--run-id", "x"]
     procs = [
-        subprocess.Popen(
-            [*cmd, "--run-id", "x", "-o", str(tmp_path / f"out{i}.jsonl")],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=_env(),
+        FORK.Process(
+            target=_decide_child,
+            args=([*cmd, "-o", str(tmp_path / f"out{i}.jsonl")], str(tmp_path / f"err{i}.txt")),
         )
         for i in range(2)
     ]
-    results = [(p.wait(timeout=300), p.stderr.read() if p.stderr else "") for p in procs]
-    codes = sorted(code for code, _ in results)
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(timeout=300)
+    results = [
+        (p.exitcode, (tmp_path / f"err{i}.txt").read_text(encoding="utf-8"))
+        for i, p in enumerate(procs)
+    ]
+    codes = sorted(code if code is not None else -1 for code, _ in results)
     assert codes == [0, 2], results
     loser = next(err for code, err in results if code == 2)
     assert "run 'x' already exists" in loser and loser.count("\n") == 1 and "Traceback" not in loser
@@ -183,23 +187,20 @@ def test_run_lock_names_its_holder_and_frees_with_it(journal_target: str) -> Non
         assert a.acquire_run_lock(run) is None
 
 
+def _lock_and_die(target: str, run: str) -> None:
+    """Take the run lock and exit without releasing it (nor closing the journal)."""
+    j = Journal(target)
+    os._exit(0 if j.acquire_run_lock(run) is None else 1)
+
+
 def test_a_run_lock_of_a_dead_process_is_taken_over(journal_target: str) -> None:
     run = "dead" + os.urandom(4).hex()
     with Journal(journal_target) as j:
         j.create_run(run, kind="t", meta={})
-    child = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            "import sys, os\nfrom dissensus.store import Journal\nj = Journal(sys.argv[1])\n"
-            "assert j.acquire_run_lock(sys.argv[2]) is None\nos._exit(0)\n",
-            journal_target,
-            run,
-        ],
-        env=_env(),
-        check=False,
-    )
-    assert child.returncode == 0
+    child = FORK.Process(target=_lock_and_die, args=(journal_target, run))
+    child.start()
+    child.join(timeout=300)
+    assert child.exitcode == 0
     with Journal(journal_target) as j:
         assert j.acquire_run_lock(run) is None  # the holder died without releasing
 

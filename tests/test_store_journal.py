@@ -246,6 +246,25 @@ def test_a_table_named_runs_with_other_columns_is_refused(journal_target: str) -
         Journal(journal_target)
 
 
+def test_a_journal_missing_a_table_or_an_index_gets_it_back_on_opening(
+    journal_target: str,
+) -> None:
+    """Opening skips creating the schema only when every table and index is there."""
+    with Journal(journal_target) as j:
+        j.create_run("r", kind="t", meta={})
+    raw(journal_target, "DROP TABLE claims")
+    raw(journal_target, "DROP INDEX events_case")
+    with Journal(journal_target) as j:
+        assert j.claim("r.1", "kim", 60, run_id="r").who == "kim"
+    if journal_target.startswith("postgresql://"):
+        sql = (
+            "SELECT indexname FROM pg_indexes WHERE schemaname = current_schema() AND indexname = ?"
+        )
+    else:
+        sql = "SELECT name FROM sqlite_master WHERE type = 'index' AND name = ?"
+    assert raw(journal_target, sql, ("events_case",)) == [("events_case",)]
+
+
 def test_a_journal_written_before_the_meta_table_still_opens(tmp_path: Path) -> None:
     path = tmp_path / "old.sqlite"
     _filled(str(path), 2)

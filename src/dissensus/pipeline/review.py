@@ -14,7 +14,9 @@ Choices where the design is silent:
 * **Listing** reads the journal's review index (one row per item, written in the same
   transaction as its ``review.opened`` / ``review.resolved`` events; see
   :mod:`dissensus.store.base`), then only the items it yields; the hash chain stays the
-  evidence and :func:`list_items_from_events` derives the same listing from it alone.
+  evidence and :func:`list_items_from_events` derives the same listing from it alone
+  (two reads: every ``review.opened`` and every ``review.resolved`` event, however many
+  items).
 * **One atomic append.** ``review.resolved`` and ``case.resolved`` are written in one
   journal transaction that holds the run's write lock, and the "is it still open?" check
   runs inside that transaction: of two reviewers racing, exactly one wins and the other
@@ -46,6 +48,7 @@ from pydantic import BaseModel
 from dissensus.errors import DissensusError, InputError
 from dissensus.pipeline.records import CaseRecord, Resolution, ReviewItem
 from dissensus.store.base import (
+    REVIEW_RESOLVED,
     Claim,
     ClaimConflict,
     Event,
@@ -250,9 +253,16 @@ def list_items_from_events(
         if run_id
         else journal.events_of_type("review.opened")
     )
+    resolutions = (
+        journal.events(run_id, type=REVIEW_RESOLVED)
+        if run_id
+        else journal.events_of_type(REVIEW_RESOLVED)
+    )
+    resolved = {(e.run_id, e.key): e for e in resolutions}
     needle = reason.lower() if reason else None
     for event in events:
-        status = _status(journal, event)
+        item_run, line = event.run_id, event.payload.get("line")
+        status = _status(journal, event, resolved.get((item_run, f"review/{line}/resolved")))
         if needle is not None and needle not in status.item.reason.lower():
             continue
         if resolved_only and status.resolution is None:

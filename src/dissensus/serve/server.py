@@ -9,25 +9,58 @@ uvicorn's shutdown, :meth:`~dissensus.serve.runs.Runner.drain`: runs get
 :data:`RUN_GRACE_FRACTION` of the graceful time to finish, the rest are cancelled
 (``incomplete``, resumable) and their streams end with that final event, so the server
 exits before uvicorn's own timeout fires.
+
+The graceful time is :data:`GRACEFUL_SHUTDOWN_S` unless ``$DISSENSUS_SERVE_SHUTDOWN_S``
+gives another whole number of seconds (at least 1), e.g. to fit a container platform's
+termination grace period; an unreadable value is a one-line configuration error.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import socket
 from typing import Any
 
 import uvicorn
 
+from dissensus.errors import ConfigError
 from dissensus.serve.runs import Runner
 
-__all__ = ["GRACEFUL_SHUTDOWN_S", "RUN_GRACE_FRACTION", "Server", "serve"]
+__all__ = [
+    "GRACEFUL_SHUTDOWN_S",
+    "RUN_GRACE_FRACTION",
+    "SHUTDOWN_ENV",
+    "Server",
+    "graceful_shutdown_s",
+    "serve",
+]
 
 GRACEFUL_SHUTDOWN_S = 5.0
 """Seconds uvicorn waits for open connections on shutdown."""
 
 RUN_GRACE_FRACTION = 0.6
 """Share of that time runs in progress get to finish before they are cancelled."""
+
+SHUTDOWN_ENV = "DISSENSUS_SERVE_SHUTDOWN_S"
+"""Environment variable overriding :data:`GRACEFUL_SHUTDOWN_S` (whole seconds, at least 1)."""
+
+
+def graceful_shutdown_s(environ: dict[str, str] | None = None) -> int:
+    """The graceful-shutdown time in seconds: ``$DISSENSUS_SERVE_SHUTDOWN_S`` or the default."""
+    raw = (os.environ if environ is None else environ).get(SHUTDOWN_ENV, "").strip()
+    if not raw:
+        return int(GRACEFUL_SHUTDOWN_S)
+    try:
+        seconds = int(raw)
+    except ValueError:
+        seconds = 0
+    if seconds < 1:
+        raise ConfigError(
+            f"${SHUTDOWN_ENV} must be a whole number of seconds, at least 1; got {raw!r}",
+            field=SHUTDOWN_ENV,
+        )
+    return seconds
 
 
 class Server(uvicorn.Server):
@@ -54,6 +87,6 @@ def serve(app: Any, runner: Runner, *, host: str, port: int) -> None:
         port=port,
         log_level="warning",
         access_log=False,
-        timeout_graceful_shutdown=int(GRACEFUL_SHUTDOWN_S),
+        timeout_graceful_shutdown=graceful_shutdown_s(),
     )
     Server(config, runner).run()
