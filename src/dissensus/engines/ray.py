@@ -46,6 +46,7 @@ Choices where the design is silent:
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 import os
 import signal
@@ -447,8 +448,7 @@ class _Router:
     def __call__(self, batch: dict[str, Any]) -> dict[str, list[Any]]:
         import pickle
 
-        from dissensus.cli.route import record_of
-        from dissensus.states.reading import read_panels
+        from dissensus.states.stream import route_stream
 
         results: list[Any] = []
         for raw in batch["item"]:
@@ -461,22 +461,21 @@ class _Router:
             ]
             rejects = [r.model_dump(mode="json") for r in parsed if isinstance(r, Reject)]
             panels = [p for p in parsed if isinstance(p, Panel)]
-            readings = read_panels(panels, self.backend, self.thresholds) if panels else []
-            from dissensus.io.fastjson import dumps as encode
-
-            lines: list[str] = []
-            states: Counter[str] = Counter()
-            actions: Counter[str] = Counter()
-            rows: list[Any] = []
-            for panel, reading in zip(panels, readings, strict=True):
-                routed = self.ruleset.route(reading, panel.meta)
-                states[reading.state.value] += 1
-                actions[routed.action] += 1
-                lines.append(
-                    encode(record_of(reading, routed, with_matrix=self.spec["with_matrix"]))
-                )
-                if len(rows) < self.spec["keep_rows"]:
-                    rows.append((reading, routed))
+            # The local path itself on the block's panels: the same records by construction.
+            out = io.StringIO()
+            tally = route_stream(
+                panels,
+                self.backend,
+                self.thresholds,
+                self.ruleset,
+                handle=out,
+                with_matrix=self.spec["with_matrix"],
+                keep_rows=self.spec["keep_rows"],
+            )
+            lines = out.getvalue().splitlines()
+            states = Counter({str(state): n for state, n in tally.states.items()})
+            actions = tally.actions
+            rows = tally.rows
             results.append(
                 pickle.dumps(
                     {
