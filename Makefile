@@ -32,11 +32,12 @@ test-ray: setup
 
 # Full sizes of the suite's soaks (minutes, so on their own): the service's load test with
 # 2,000 panels from 50 clients and 5 reviewers on SQLite and (with $DISSENSUS_TEST_PG)
-# PostgreSQL (the suite runs 60), 20 seeded kill points (the suite runs 6) and 1,000 model
-# calls under faults (the suite runs 400).
+# PostgreSQL (the suite runs 60), 20 seeded kill points (the suite runs 6), 1,000 model
+# calls under faults (the suite runs 400), and the parse and reading differential
+# properties at their full example counts (the suite runs fewer).
 test-soak: setup
 	PYTHONDONTWRITEBYTECODE= DISSENSUS_SOAK=1 $(PY) -m pytest -q -s -p no:cacheprovider tests/test_serve_load.py -k under_load
-	PYTHONDONTWRITEBYTECODE= DISSENSUS_SOAK=1 $(PY) -m pytest -q -p no:cacheprovider tests/test_pipeline_crash.py::test_runs_killed_at_seeded_random_points tests/test_llm_soak.py::test_fault_soak
+	PYTHONDONTWRITEBYTECODE= DISSENSUS_SOAK=1 $(PY) -m pytest -q -p no:cacheprovider tests/test_pipeline_crash.py::test_runs_killed_at_seeded_random_points tests/test_llm_soak.py::test_fault_soak tests/test_io_wire.py tests/test_io_parse_fast.py tests/test_states_fastpath.py
 
 lint: setup
 	$(VENV)/bin/ruff check src tests benchmarks evaluation examples

@@ -9,9 +9,6 @@ PROBE = """
 import sys
 import dissensus.acceptance
 print(sorted(m for m in ("sklearn", "scipy", "scipy.stats") if m in sys.modules))
-from dissensus.acceptance import clopper_pearson_upper
-clopper_pearson_upper(1, 40, 0.1)
-print("scipy.stats" in sys.modules)
 """
 
 BLOCKED = """
@@ -31,7 +28,7 @@ def _run(code: str) -> list[str]:
 
 
 def test_importing_the_package_loads_neither_library_until_used() -> None:
-    assert _run(PROBE) == ["[]", "True"]
+    assert _run(PROBE) == ["[]"]  # (the bound and fit tests use both libraries)
 
 
 def test_a_missing_library_is_a_config_error_naming_the_extra() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 import hashlib
 import io
+import os
 from typing import Any
 
 import numpy as np
@@ -18,6 +19,9 @@ from dissensus.states import RuleSet, Thresholds, callable_backend, read_panels
 from dissensus.states.reading import _read_reference
 from dissensus.states.stream import GC_THRESHOLD, record_of, route_stream
 from dissensus.types import Panel
+
+# Examples in the suite; the full count under DISSENSUS_SOAK=1 (`make test-soak`).
+SOAK = os.environ.get("DISSENSUS_SOAK") == "1"
 
 
 def _vectors(texts: list[str], dtype: type[np.floating[Any]]) -> np.ndarray:
@@ -68,7 +72,7 @@ def panels(draw: st.DrawFn, index: int = 0) -> Panel:
 BATCHES = st.lists(panels(), min_size=1, max_size=24)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=150 if SOAK else 60, deadline=None)
 @given(
     batch=BATCHES,
     backend=st.sampled_from([F32, F64]),
@@ -122,7 +126,7 @@ METAS = st.dictionaries(
 )
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=100 if SOAK else 40, deadline=None)
 @given(
     batch=BATCHES,
     metas=st.lists(METAS, min_size=24, max_size=24),
