@@ -13,7 +13,9 @@ with no loop running, instead of failing a later test with "Event loop is closed
 
 Under ``--dist worksteal`` (``make test``) the tests marked ``slow`` are collected first:
 they start at once, and the other worker steals the short tests around them, so no long
-test starts last and runs alone.
+test starts last and runs alone. The framework integration tests (inspect_ai, mcp,
+langgraph: seconds of import each) come right after them, so they start in the first
+worker's share and each framework is imported by one worker, not by both.
 """
 
 from __future__ import annotations
@@ -50,7 +52,13 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if os.environ.get(_DIST_ENV) == "worksteal":
-        items.sort(key=lambda item: item.get_closest_marker("slow") is None)  # stable
+        items.sort(key=_schedule)  # stable
+
+
+def _schedule(item: pytest.Item) -> tuple[bool, bool]:
+    return item.get_closest_marker("slow") is None, not item.path.name.startswith(
+        "test_integrations_"
+    )
 
 
 os.environ.setdefault("DISSENSUS_JOURNAL_SYNC", "normal")
