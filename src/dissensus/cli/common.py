@@ -15,7 +15,8 @@ Choices where the design is silent:
   output that is a directory, in a missing directory, not writable, or the same file as
   an input or the journal is a usage error (exit 2). Outputs are written to a
   temporary file beside the target and renamed over it at the end
-  (:func:`atomic_output`), so a failed run never leaves half a file.
+  (:func:`atomic_output`), so a failed run never leaves half a file; a device or a
+  named pipe (``/dev/null``, ``/dev/stdout``) is written in place, never renamed over.
 * A journal path that names an existing file which is not a dissensus journal (another
   application's SQLite database, or not SQLite at all) is refused before it is opened
   (:func:`check_journal_file`), so no tables are ever added to someone else's database.
@@ -28,6 +29,7 @@ import math
 import os
 import re
 import sqlite3
+import stat
 import sys
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
@@ -157,7 +159,10 @@ def check_output_path(
     parent = p.parent if str(p.parent) else Path(".")
     if not parent.is_dir():
         raise InputError(f"{where}: directory {parent} does not exist")
-    if not os.access(parent, os.W_OK) or (p.exists() and not os.access(p, os.W_OK)):
+    if p.exists() and not p.is_file():  # a device or a named pipe: written in place
+        if not os.access(p, os.W_OK):
+            raise InputError(f"{where}: not writable")
+    elif not os.access(parent, os.W_OK) or (p.exists() and not os.access(p, os.W_OK)):
         raise InputError(f"{where}: not writable")
     for other in inputs:
         if _same_file(p, other):
@@ -235,8 +240,22 @@ def exit_for(rejected: int) -> int:
 
 @contextmanager
 def atomic_output(path: str) -> Iterator[IO[str]]:
-    """``path`` opened for writing through a temporary file renamed over it on success."""
+    """``path`` opened for writing through a temporary file renamed over it on success.
+
+    A path that exists and is neither a regular file nor a directory (``/dev/null``,
+    ``/dev/stdout``, a named pipe) is written in place: renaming over it would replace
+    the device or pipe with a regular file (as root, ``--out /dev/null`` would destroy
+    ``/dev/null``).
+    """
     target = Path(path)
+    try:
+        mode = os.stat(target).st_mode
+    except OSError:
+        mode = None
+    if mode is not None and not stat.S_ISREG(mode) and not stat.S_ISDIR(mode):
+        with open(target, "w", encoding="utf-8") as handle:
+            yield handle
+        return
     fd, tmp = tempfile.mkstemp(
         prefix=f".{target.name}.", suffix=".tmp", dir=target.parent if str(target.parent) else "."
     )
