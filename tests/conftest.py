@@ -97,3 +97,11 @@ def _collect_leaked_clients_before_async_tests(request: pytest.FixtureRequest) -
     """See the module docstring: collect garbage before a test that runs an event loop."""
     if inspect.iscoroutinefunction(getattr(request.node, "obj", None)):
         gc.collect()
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    # What collection loaded (modules, hypothesis strategies, pydantic models) lives for
+    # the whole run: out of the collector's reach, each collection walks only what the
+    # tests make.
+    gc.collect()
+    gc.freeze()
