@@ -16,6 +16,10 @@ they start at once, and the other worker steals the short tests around them, so 
 test starts last and runs alone. The framework integration tests (inspect_ai, mcp,
 langgraph: seconds of import each) come right after them, so they start in the first
 worker's share and each framework is imported by one worker, not by both.
+
+After collection, what it loaded is frozen out of the garbage collector's reach
+(``gc.freeze()``): it lives for the whole run, and each collection then walks only what
+the tests make.
 """
 
 from __future__ import annotations
