@@ -218,21 +218,8 @@ class PostgresJournal(Journal):
 
     def _create_schema(self) -> None:
         with self._db.transaction():
+            # The tables' columns were checked by _schema_ready, which always runs first.
             self._db.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
-            for name, columns in (("runs", RUNS_COLUMNS), ("events", EVENTS_COLUMNS)):
-                found = [
-                    r["column_name"]
-                    for r in self._db.execute(
-                        "SELECT column_name FROM information_schema.columns "
-                        "WHERE table_schema = current_schema() AND table_name = %s ORDER BY ordinal_position",
-                        (name,),
-                    ).fetchall()
-                ]
-                if found and tuple(found) != columns:
-                    raise InputError(
-                        f"not a dissensus journal: {self.path} has a table {name!r} of another application; "
-                        "give --journal another database"
-                    )
             for statement in _SCHEMA:
                 self._db.execute(statement)
 
