@@ -41,9 +41,10 @@ SCRIPT = parse_script(
 FAST = ClientSettings(
     timeout_s=2.0, backoff_base_s=0.001, backoff_max_s=0.002, retry_after_cap_s=0.05
 )
-# An attempt that can only end by timing out (the server hangs for 5 s) needs no warm-up
-# margin: a short deadline proves the same thing faster.
-HUNG_ATTEMPT_S = 0.5
+# Once the SDK is warm (see ``warm_sdk``), a healthy attempt on loopback takes ~10 ms
+# inside its deadline; a hung one (the server hangs for 5 s) can only end by timing out.
+# 0.25 s tells the two apart with a wide margin and proves a hang is cut short quickly.
+HUNG_ATTEMPT_S = 0.25
 
 
 class Verdict(BaseModel):
@@ -60,6 +61,19 @@ def judge_request() -> ChatRequest:
 def serve(faults: list[FaultKind | None], **settings: object) -> FakeServer:
     plan = FaultPlan(sequence=faults, retry_after="0.01", hang_s=5.0)
     return FakeServer(SCRIPT, ServerSettings(faults=plan, **settings)).start()  # type: ignore[arg-type]
+
+
+@pytest.fixture(scope="module")
+def warm_sdk() -> None:
+    """One healthy call, so that the SDK's first-request warm-up (lazy imports, model
+    building: over a second on a cold process) is not charged to a short deadline."""
+    srv = serve([])
+    try:
+        client = client_for(srv)
+        client.chat_sync(judge_request(), schema=Verdict)
+        client.close()
+    finally:
+        srv.stop()
 
 
 @pytest.fixture
@@ -97,10 +111,14 @@ EXPECTED_KIND = {
 
 
 @pytest.mark.parametrize("fault", TRANSIENT)
-def test_every_transient_fault_is_retried(fault: FaultKind) -> None:
+def test_every_transient_fault_is_retried(fault: FaultKind, request: pytest.FixtureRequest) -> None:
+    settings = FAST
+    if fault == "hang":
+        request.getfixturevalue("warm_sdk")
+        settings = FAST.model_copy(update={"timeout_s": HUNG_ATTEMPT_S})
     srv = serve([fault])
     try:
-        client = client_for(srv)
+        client = client_for(srv, settings)
         out = client.chat_sync(judge_request(), schema=Verdict)
         assert out.parsed == Verdict(verdict="A", score=7)
         assert out.attempts == 2
@@ -112,11 +130,14 @@ def test_every_transient_fault_is_retried(fault: FaultKind) -> None:
 
 
 @pytest.mark.parametrize("fault", TRANSIENT)
-def test_every_transient_fault_is_typed_when_retries_run_out(fault: FaultKind) -> None:
+def test_every_transient_fault_is_typed_when_retries_run_out(
+    fault: FaultKind, request: pytest.FixtureRequest
+) -> None:
     srv = serve([fault])
     try:
         update: dict[str, object] = {"max_retries": 0}
         if fault == "hang":
+            request.getfixturevalue("warm_sdk")
             update["timeout_s"] = HUNG_ATTEMPT_S
         client = client_for(srv, FAST.model_copy(update=update))
         with pytest.raises(ModelCallError) as info:
