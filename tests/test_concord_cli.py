@@ -157,7 +157,7 @@ def test_deadline_returns_the_current_leader(tmp_path: Path) -> None:
         "options: [{id: A, text: a}]\n"
         'agents: [{id: h, kind: function, score: "hang_agents:score", repair: "hang_agents:repair"}]\n'
     )
-    res = cli("negotiate", str(problem), "--deadline", "1", "--json")
+    res = cli("negotiate", str(problem), "--deadline", "0.1", "--json")
     assert res.returncode == 0, res.stderr
     doc = json.loads(res.stdout)
     assert doc["spent"]["stopped"] == "deadline"

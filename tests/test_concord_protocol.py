@@ -220,7 +220,7 @@ def test_equal_anchors_at_run_time_name_the_field() -> None:
 
 def test_deadline_returns_the_current_leader() -> None:
     agents = [SlowAgent("a0", 1), SlowAgent("a1", 1)]
-    neg = Negotiation(agents, rejected=REJECTED, ideal=IDEAL, floor=1.0, rounds=4, deadline_s=0.3)
+    neg = Negotiation(agents, rejected=REJECTED, ideal=IDEAL, floor=1.0, rounds=4, deadline_s=0.1)
     cert = neg.run_sync()
     assert cert.spent.stopped == "deadline"
     assert cert.selected is not None and cert.selected.round == 1

@@ -292,9 +292,11 @@ def test_concord_plans_cannot_close_their_block() -> None:
 
 
 def test_a_dripping_server_cannot_stretch_an_attempt_past_its_deadline() -> None:
-    settings = ServerSettings(drip_s=0.5)
+    # Each byte comes well within the SDK's per-read timeout (0.05 s apart against 0.25 s),
+    # so only a deadline on the whole attempt can stop it.
+    settings = ServerSettings(drip_s=0.05)
     with FakeServer(ScriptedRules(default="a long enough answer"), settings) as server:
-        client = loopback_client(server, ClientSettings(timeout_s=1.0, max_retries=0))
+        client = loopback_client(server, ClientSettings(timeout_s=0.25, max_retries=0))
         started = time.monotonic()
         with pytest.raises(ModelCallError) as err:
             from dissensus.llm import ChatRequest, Message
@@ -303,7 +305,7 @@ def test_a_dripping_server_cannot_stretch_an_attempt_past_its_deadline() -> None
         took = time.monotonic() - started
         client.close()
     assert err.value.kind == "timeout"
-    assert took < 3.0  # the body alone would take minutes at one byte per 0.5 s
+    assert took < 3.0  # the body alone would take over ten seconds at one byte per 0.05 s
 
 
 def test_dci_stops_at_its_deadline_with_a_partial_status() -> None:
@@ -313,7 +315,7 @@ def test_dci_stops_at_its_deadline_with_a_partial_status() -> None:
 
     agents = [FunctionParticipant(spec.id, slow) for spec in TASK.participants]
     started = time.monotonic()
-    result = deliberate_sync(TASK, agents, config=DCIConfig(deadline_s=0.3))
+    result = deliberate_sync(TASK, agents, config=DCIConfig(deadline_s=0.1))
     assert time.monotonic() - started < 5.0
     packet = result.packet
     assert packet.status == "deadline_exceeded"
