@@ -165,7 +165,7 @@ def test_a_deadline_stops_the_run_partial_and_resumable(
     rows = [r for r in mixed_batch() if isinstance(r, dict)]
     path = write_jsonl(tmp_path / "in.jsonl", rows)
     answer = json.dumps({"decision": "1", "reasoning": "slowly"})
-    # Every call (0.8 s) outlasts the 0.5 s deadline: the run stops inside its first call.
+    # Every call (0.8 s) outlasts the 0.1 s deadline: the run stops by its first call.
     with FakeServer(ScriptedRules(default=answer), ServerSettings(latency_s=0.8)) as srv:
         monkeypatch.setenv("OPENAI_BASE_URL", srv.base_url)
         monkeypatch.setenv("OPENAI_API_KEY", "k")
@@ -177,8 +177,8 @@ def test_a_deadline_stops_the_run_partial_and_resumable(
 
         loop_start = asyncio.new_event_loop()
         try:
-            with pytest.raises(DeadlineReached, match=r"deadline of 0\.5 s reached"):
-                loop_start.run_until_complete(run(0.5))
+            with pytest.raises(DeadlineReached, match=r"deadline of 0\.1 s reached"):
+                loop_start.run_until_complete(run(0.1))
         finally:
             loop_start.close()
         stopped = [e for e in journal.events("d") if e.type == "run.stopped"]
@@ -198,7 +198,7 @@ def test_decide_deadline_flag_exits_1_with_a_partial_run(
     path = write_jsonl(tmp_path / "in.jsonl", rows)
     policy = write_policy(tmp_path / "policy.yaml", {"concurrency": 1})
     answer = json.dumps({"decision": "1", "reasoning": "slowly"})
-    # Every call (0.8 s) outlasts the 0.5 s deadline: the run stops inside its first call.
+    # Every call (0.8 s) outlasts the 0.1 s deadline: the run stops by its first call.
     with FakeServer(ScriptedRules(default=answer), ServerSettings(latency_s=0.8)) as srv:
         monkeypatch.setenv("OPENAI_BASE_URL", srv.base_url)
         monkeypatch.setenv("OPENAI_API_KEY", "k")
@@ -214,9 +214,9 @@ def test_decide_deadline_flag_exits_1_with_a_partial_run(
             "d",
             "--json",
         ]
-        code = main([*argv, "--model", "openai:gpt-4o-mini", "--deadline", "0.5"])
+        code = main([*argv, "--model", "openai:gpt-4o-mini", "--deadline", "0.1"])
         err = capsys.readouterr().err
-        assert code == 1 and "deadline of 0.5 s reached" in err and "runs resume d" in err
+        assert code == 1 and "deadline of 0.1 s reached" in err and "runs resume d" in err
         srv.settings.latency_s = 0.0  # the resumed run has no deadline: no need to wait
         assert main(["runs", "resume", "d", "--journal", journal, "--json"]) == 0
     with Journal(journal) as j:
