@@ -86,10 +86,10 @@ def test_a_lock_held_past_the_busy_timeout_is_a_one_line_error(journal_target: s
         j.create_run("r", kind="test", meta={})
     thread, release = _hold_write_lock(journal_target)
     try:
-        with Journal(journal_target, busy_timeout=0.2) as j, pytest.raises(JournalBusy) as caught:
+        with Journal(journal_target, busy_timeout=0.05) as j, pytest.raises(JournalBusy) as caught:
             j.append("r", "e", {}, key="k")
         message = str(caught.value)
-        assert "is locked by another writer (waited 0.2 s" in message and "\n" not in message
+        assert "is locked by another writer (waited 0.05 s" in message and "\n" not in message
         assert "sqlite3" not in message and "psycopg" not in message
     finally:
         release.set()
@@ -110,7 +110,7 @@ def test_decide_against_a_locked_journal_prints_one_line(tmp_path: Path) -> None
         # In-process: the write lock is held by another connection (SQLite tells them apart).
         out = cli(
             "decide", inp, "--policy", pol, "--journal", journal,
-            env={"DISSENSUS_JOURNAL_BUSY_TIMEOUT": "0.2"},
+            env={"DISSENSUS_JOURNAL_BUSY_TIMEOUT": "0.05"},
         )  # fmt: skip
     finally:
         release.set()
