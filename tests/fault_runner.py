@@ -6,17 +6,22 @@ hook lives here, in the test suite; the CLI only offers ``JOURNAL_HOOKS``.
 
 :func:`forked` runs the CLI's ``main`` in a forked child of the test process instead:
 the child inherits every module the parent loaded, so a test that first runs a command
-in-process (which loads what the command needs) pays no import in its children.
+in-process (which loads what the command needs) pays no import in its children. Given
+file descriptors for its standard output and error, the child runs as ``python -m
+dissensus`` would: fresh standard streams on them, the real entry point, and the
+interpreter's last flush of both streams at exit (a failed one is reported and exits 120,
+as CPython does).
 """
 
 from __future__ import annotations
 
+import io
 import multiprocessing
 import os
 import signal
 import sys
 
-from dissensus.cli import main, pipeline
+from dissensus.cli import _entry, main, pipeline
 from dissensus.store.journal import Event
 
 
@@ -32,15 +37,67 @@ def install(after: int, sig: int = signal.SIGKILL) -> None:
     pipeline.JOURNAL_HOOKS.append(hook)
 
 
-def _child(argv: list[str], kill_after: int | None, sig: int) -> None:
+Streams = tuple[int, int, tuple[int, ...]]
+
+
+def _raw(fd: int) -> io.BufferedWriter:
+    return io.BufferedWriter(io.FileIO(fd, "w", closefd=False))
+
+
+def _as_a_process(argv: list[str], stdout: int, stderr: int, close: tuple[int, ...]) -> int:
+    """``python -m dissensus ARGV`` with standard output and error on the given descriptors."""
+    for fd in close:
+        os.close(fd)
+    os.dup2(stdout, 1)
+    os.dup2(stderr, 2)
+    # What the interpreter opens when neither is a terminal.
+    sys.stdout = sys.__stdout__ = io.TextIOWrapper(_raw(1), encoding="utf-8")
+    sys.stderr = sys.__stderr__ = io.TextIOWrapper(
+        _raw(2),
+        encoding="utf-8",
+        errors="backslashreplace",
+        line_buffering=True,
+    )
+    sys.argv = ["dissensus", *argv]
+    try:
+        _entry()
+        code = 0
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else int(exc.code is not None)
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception as exc:  # reported as the interpreter reports a failed last flush
+            os.write(2, f"Exception ignored in: {stream!r}\n{type(exc).__name__}: {exc}\n".encode())
+            code = 120
+    return code
+
+
+def _child(argv: list[str], kill_after: int | None, sig: int, streams: Streams | None) -> None:
     if kill_after is not None:
         install(kill_after, sig)
-    os._exit(main(argv))
+    os._exit(main(argv) if streams is None else _as_a_process(argv, *streams))
 
 
-def forked(argv: list[str], kill_after: int | None = None, sig: int = signal.SIGKILL) -> int | None:
-    """``main(argv)`` in a forked child, sent ``sig`` after event ``kill_after``; its exit code."""
-    proc = multiprocessing.get_context("fork").Process(target=_child, args=(argv, kill_after, sig))
+def forked(
+    argv: list[str],
+    kill_after: int | None = None,
+    sig: int = signal.SIGKILL,
+    *,
+    stdout: int | None = None,
+    stderr: int | None = None,
+    close: tuple[int, ...] = (),
+) -> int | None:
+    """``main(argv)`` in a forked child, sent ``sig`` after event ``kill_after``; its exit code.
+
+    With ``stdout`` and ``stderr`` (file descriptors) the child runs as a ``dissensus``
+    process writing to them (see the module docstring); it first closes the descriptors
+    in ``close`` (say, the read end of its output pipe, so that only the reader holds it).
+    """
+    streams = None if stdout is None or stderr is None else (stdout, stderr, close)
+    proc = multiprocessing.get_context("fork").Process(
+        target=_child, args=(argv, kill_after, sig, streams)
+    )
     proc.start()
     proc.join(timeout=300)
     return proc.exitcode
