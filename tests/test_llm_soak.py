@@ -40,7 +40,7 @@ from dissensus.llm import (
 )
 from dissensus.llm.base import JsonMode
 from dissensus.llm.fakeserver import FAULT_KINDS, FakeServer, FaultPlan, ServerSettings
-from dissensus.llm.scripted import parse_script
+from dissensus.llm.scripted import ScriptedRules, parse_script
 
 CALLS = 1000 if os.environ.get("DISSENSUS_SOAK") == "1" else 400
 MAX_ATTEMPTS = CALLS * 6 // 5  # below the ~1.3 attempts per call the faults cause: it binds
@@ -72,15 +72,32 @@ class Label(BaseModel):
     agent: str
 
 
+# An attempt's deadline. Healthy attempts take ~0.05 s (0.25 s at most, 16 at a time in
+# one process) once the SDK is warm; a hung one lasts the whole deadline, and the soak
+# ends when its last hung attempt does.
+TIMEOUT_S = 0.5
+
+
+def _warm_up(script: ScriptedRules) -> None:
+    """One healthy call first, on a server of its own: the SDK's first request in a
+    process (lazy imports, model building) takes over a second, beyond ``TIMEOUT_S``."""
+    with FakeServer(script, ServerSettings()) as server:
+        backend = OpenAIBackend("fake-model", base_url=server.base_url, api_key="sk-soak")
+        with ModelClient(backend) as client:
+            request = ChatRequest(messages=[Message(role="user", content="warm")], agent="agent0")
+            client.chat_sync(request, schema=Label)
+
+
 @pytest.mark.slow
 def test_fault_soak() -> None:
     agents = [f"agent{i}" for i in range(10)]
     script = parse_script(
         {"rules": [{"match": {"agent": a}, "json": {"label": "yes", "agent": a}} for a in agents]}
     )
+    _warm_up(script)
     plan = FaultPlan(rate=0.2, kinds=list(FAULT_KINDS), seed=20, retry_after="0.005", hang_s=10.0)
     settings = ClientSettings(
-        timeout_s=1.5,
+        timeout_s=TIMEOUT_S,
         max_retries=4,
         backoff_base_s=0.001,
         backoff_max_s=0.01,
@@ -94,7 +111,7 @@ def test_fault_soak() -> None:
         async def main() -> list[ChatResponse | BaseException]:
             backend = CutCounter(
                 OpenAIBackend(
-                    "fake-model", base_url=server.base_url, api_key="sk-soak", timeout_s=1.5
+                    "fake-model", base_url=server.base_url, api_key="sk-soak", timeout_s=TIMEOUT_S
                 )
             )
             counters.append(backend)
@@ -121,10 +138,10 @@ def test_fault_soak() -> None:
         # A request whose attempt timed out may still sit unread in the server's socket
         # buffer; let the server drain before comparing counts (bounded wait, no timing
         # assertion).
-        for _ in range(50):
+        for _ in range(500):
             if server.requests_received >= usage.attempts:
                 break
-            time.sleep(0.1)
+            time.sleep(0.01)
         received = server.requests_received
         faults = dict(server.faults)
 
