@@ -104,9 +104,10 @@ def test_resolve_with_the_keyboard_in_chromium(tmp_path: Path) -> None:
             page.keyboard.press("j")
             page.wait_for_selector(f"#case-title[data-review-id='{second}']")
 
-            # The API documentation renders from this server's files alone.
+            # The API documentation renders from this server's files alone (in the same
+            # tab: a new page would start another renderer process).
             requested: list[str] = []
-            docs = browser.new_page()
+            docs = page
             docs.on("request", lambda req: requested.append(req.url))
             docs.goto(base + "/docs")
             docs.wait_for_selector(".opblock-summary-path", timeout=30_000)
