@@ -51,13 +51,12 @@ def _as_a_process(argv: list[str], stdout: int, stderr: int, close: tuple[int, .
     os.dup2(stdout, 1)
     os.dup2(stderr, 2)
     # What the interpreter opens when neither is a terminal.
-    sys.stdout = sys.__stdout__ = io.TextIOWrapper(_raw(1), encoding="utf-8")
-    sys.stderr = sys.__stderr__ = io.TextIOWrapper(
-        _raw(2),
-        encoding="utf-8",
-        errors="backslashreplace",
-        line_buffering=True,
+    out = io.TextIOWrapper(_raw(1), encoding="utf-8")
+    err = io.TextIOWrapper(
+        _raw(2), encoding="utf-8", errors="backslashreplace", line_buffering=True
     )
+    sys.stdout = sys.__stdout__ = out  # type: ignore[misc]
+    sys.stderr = sys.__stderr__ = err  # type: ignore[misc]
     sys.argv = ["dissensus", *argv]
     try:
         _entry()
