@@ -37,7 +37,7 @@ test-ray: setup
 # properties at their full example counts (the suite runs fewer).
 test-soak: setup
 	PYTHONDONTWRITEBYTECODE= DISSENSUS_SOAK=1 $(PY) -m pytest -q -s -p no:cacheprovider tests/test_serve_load.py -k under_load
-	PYTHONDONTWRITEBYTECODE= DISSENSUS_SOAK=1 $(PY) -m pytest -q -p no:cacheprovider tests/test_pipeline_crash.py::test_runs_killed_at_seeded_random_points tests/test_llm_soak.py::test_fault_soak tests/test_io_wire.py tests/test_io_parse_fast.py tests/test_states_fastpath.py
+	PYTHONDONTWRITEBYTECODE= DISSENSUS_SOAK=1 $(PY) -m pytest -q -p no:cacheprovider tests/test_pipeline_crash.py::test_runs_killed_at_seeded_random_points tests/test_llm_soak.py::test_fault_soak tests/test_io_wire.py tests/test_io_views.py tests/test_io_parse_fast.py tests/test_states_fastpath.py
 
 lint: setup
 	$(VENV)/bin/ruff check src tests benchmarks evaluation examples

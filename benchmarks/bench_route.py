@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 if TYPE_CHECKING:
-    from dissensus.types import Panel
+    from dissensus.types import PanelLike
 
 REPO = Path(__file__).resolve().parent.parent
 DIM = 384
@@ -206,11 +206,17 @@ def _timed(fn: Callable[[], object], runs: int = 3) -> tuple[float, float, objec
     return best_wall, best_cpu, result
 
 
-def panels_gen(lines: list[str]) -> Iterator[Panel]:
+def panels_gen(lines: list[str], *, views: bool = True) -> Iterator[PanelLike]:
+    """The valid panels of ``lines``, parsed as ``dissensus route`` does (read-only
+    views first), or with ``views=False`` as pydantic models only (``read_models``)."""
     from dissensus.io.jsonl import Reject, read_models
+    from dissensus.io.views import read_panel_views
     from dissensus.types import Panel
 
-    for item in read_models(Panel, lines, file="bench"):
+    items = (
+        read_panel_views(lines, file="bench") if views else read_models(Panel, lines, file="bench")
+    )
+    for item in items:
         if not isinstance(item, Reject):
             yield item
 

@@ -8,8 +8,9 @@ Prints, in one run:
 (b) ``dissensus route`` with precomputed embeddings (parse + read + route + write) against
     plain ``json.loads`` + ``json.dumps`` of the same lines, CPU time, best of three
     runs of each, interleaved (the measurement of ``bench_route.py`` (a), on 20,000 synthetic 5-agent panels);
-    the same with records written by ``json.dumps``, and with lines parsed by the
-    reference path of ``parse_line`` instead of ``model_validate_json``.
+    the same with records written by ``json.dumps``, with panels parsed as pydantic
+    models instead of read-only views (``read_models``), and with lines parsed by the
+    reference path of ``parse_line``.
 (c) ``dissensus decide`` on ``--panels`` synthetic 5-agent panels (default 20,000), for
     TF-IDF and for static: the local engine and the Ray engine with 2 workers (and, for
     TF-IDF, 1 worker: the scaling run of ``docs/scale.md``), panels/s wall clock, with
@@ -130,9 +131,9 @@ def bench_route(n: int) -> None:
                 sink.write(json.dumps(json.loads(line)))
                 sink.write("\n")
 
-    def routing() -> None:
+    def routing(views: bool = True) -> None:
         with open(os.devnull, "w", encoding="utf-8") as sink:
-            route_stream(panels_gen(lines), backend, thresholds, ruleset, handle=sink)
+            route_stream(panels_gen(lines, views=views), backend, thresholds, ruleset, handle=sink)
 
     routing()
     gc.collect()
@@ -150,11 +151,12 @@ def bench_route(n: int) -> None:
         route_std = min(_cpu(routing) for _ in range(3))
     finally:
         fastjson._orjson = saved
+    route_models = min(_cpu(lambda: routing(views=False)) for _ in range(3))
     from dissensus.io import jsonl
 
     fast_models, jsonl._VALIDATE_JSON = jsonl._VALIDATE_JSON, frozenset()  # reference parse
     try:
-        route_ref = min(_cpu(routing) for _ in range(3))
+        route_ref = min(_cpu(lambda: routing(views=False)) for _ in range(3))
     finally:
         jsonl._VALIDATE_JSON = fast_models
     gc.unfreeze()
@@ -166,6 +168,9 @@ def bench_route(n: int) -> None:
     )
     print(
         f"    same, records by json.dumps:    {n / route_std:9,.0f} panels/s   ratio {base / route_std:.3f}"
+    )
+    print(
+        f"    same, panels as pydantic models:{n / route_models:9,.0f} panels/s   ratio {base / route_models:.3f}   (model_validate_json tiers, no views)"
     )
     print(
         f"    same, reference parse path:     {n / route_ref:9,.0f} panels/s   ratio {base / route_ref:.3f}   (json.loads, checks, model_validate)"

@@ -19,74 +19,10 @@ from hypothesis import strategies as st
 from dissensus.io.jsonl import Reject, _parse_reference, parse_line
 from dissensus.io.wire import WIRE_FIELDS, validate_panel_json
 from dissensus.types import Panel
+from panel_lines import PLACES, VALUES, panel_doc, put
 
 # Examples in the suite; the full count under DISSENSUS_SOAK=1 (`make test-soak`).
 SOAK = os.environ.get("DISSENSUS_SOAK") == "1"
-
-_SCALARS = (
-    st.none()
-    | st.booleans()
-    | st.integers()
-    | st.integers(2**63, 2**80)
-    | st.floats()
-    | st.floats(-2.0, 2.0)
-    | st.text(max_size=5)
-    | st.sampled_from(["", "1", "a\u00e9", "0.5", "nan", "inf", "true", "1e999"])
-)
-_VALUES = st.recursive(
-    _SCALARS,
-    lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=3), c, max_size=3),
-    max_leaves=6,
-)
-_PLACES = [
-    ("id",),
-    ("meta",),
-    ("meta", "k"),
-    ("extra",),
-    ("outputs",),
-    ("outputs", 0, "agent"),
-    ("outputs", 0, "decision"),
-    ("outputs", 0, "reasoning"),
-    ("outputs", 0, "confidence"),
-    ("outputs", 0, "values"),
-    ("outputs", 0, "values", "safety"),
-    ("outputs", 0, "family"),
-    ("outputs", 0, "note"),
-    ("outputs", 0, "evidence"),
-    ("outputs", 0, "evidence", 0, "source"),
-    ("outputs", 0, "evidence", 0, "present"),
-    ("outputs", 0, "evidence", 0, "other"),
-    ("outputs", 0, "reask"),
-    ("outputs", 0, "reask", "decision"),
-    ("outputs", 0, "reask", "reasoning"),
-    ("outputs", 0, "reask", "other"),
-    ("outputs", 1, "agent"),
-]
-
-
-def _panel() -> dict[str, Any]:
-    return {
-        "id": "p",
-        "meta": {"k": "x", "n": 1},
-        "outputs": [
-            {
-                "agent": "a",
-                "decision": "1",
-                "reasoning": "x",
-                "confidence": 0.5,
-                "values": {"safety": 0.5},
-                "evidence": [{"source": "s", "present": True}],
-                "reask": {"decision": "1", "reasoning": "z", "perturbation": "swap_order"},
-            },
-            {"agent": "b", "decision": "2", "reasoning": "y"},
-        ],
-    }
-
-
-def _put(doc: Any, path: tuple[Any, ...], value: Any) -> None:
-    for key in path[:-1]:
-        doc = doc[key]
-    doc[path[-1]] = value
 
 
 def _same_panel(got: Panel, want: Panel) -> None:
@@ -110,10 +46,10 @@ def test_the_tier_validates_the_models_fields() -> None:
 def test_whatever_the_tier_accepts_the_reference_accepts_alike(
     data: st.DataObject, ascii_only: bool
 ) -> None:
-    doc = _panel()
+    doc = panel_doc()
     for _ in range(data.draw(st.integers(1, 3))):
         with contextlib.suppress(KeyError, IndexError, TypeError):
-            _put(doc, data.draw(st.sampled_from(_PLACES)), data.draw(_VALUES))
+            put(doc, data.draw(st.sampled_from(PLACES)), data.draw(VALUES))
     line = json.dumps(doc, ensure_ascii=ascii_only)
     through = parse_line(Panel, line, file="f", line=2)
     want = _parse_reference(Panel, line, file="f", line=2)
@@ -131,7 +67,7 @@ def test_whatever_the_tier_accepts_the_reference_accepts_alike(
 
 
 def test_the_tier_accepts_ordinary_panels() -> None:
-    doc = _panel()
+    doc = panel_doc()
     doc["id"] = 17
     doc["meta"] = {"n": 1, "f": 1.5, "b": True, "z": None, "deep": {"l": [1, 2.0, "x", {}]}}
     doc["outputs"][0]["decision"] = 1
@@ -148,7 +84,7 @@ def test_the_tier_accepts_ordinary_panels() -> None:
 
 
 def test_the_tier_refuses_what_the_models_refuse() -> None:
-    base = _panel()
+    base = panel_doc()
     cases: list[tuple[tuple[Any, ...], Any]] = [
         (("outputs", 0, "confidence"), 1.5),
         (("outputs", 0, "values", "safety"), "nan"),
@@ -160,10 +96,10 @@ def test_the_tier_refuses_what_the_models_refuse() -> None:
         (("outputs", 0, "reask", "other"), 1),  # Reask forbids extras
     ]
     for path, value in cases:
-        doc = _panel()
-        _put(doc, path, value)
+        doc = panel_doc()
+        put(doc, path, value)
         assert validate_panel_json(json.dumps(doc)) is None, path
     for text in ("NaN", "Infinity", "-Infinity", "1e999", "1" + "0" * 400 + ".0"):
-        line = json.dumps(_panel()).replace('"n": 1', f'"n": {text}')
+        line = json.dumps(panel_doc()).replace('"n": 1', f'"n": {text}')
         assert validate_panel_json(line) is None, text
         assert isinstance(parse_line(Panel, line, file="f", line=1), Reject)

@@ -26,14 +26,17 @@ Choices where the seeds are silent:
 from __future__ import annotations
 
 import math
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 __all__ = [
     "AgentOutput",
     "Evidence",
+    "OutputLike",
     "Panel",
+    "PanelLike",
     "Reask",
     "Usage",
     "Vote",
@@ -215,6 +218,32 @@ class Panel(BaseModel):
             raise ValueError(f"a panel needs at least two agents (got {len(value)})")
         _check_unique([out.agent for out in value])
         return value
+
+
+class OutputLike(Protocol):
+    """What reading a panel needs of one agent's output: :class:`AgentOutput`, or a
+    read-only view of one (:class:`dissensus.io.views.OutputView`)."""
+
+    @property
+    def agent(self) -> str: ...
+    @property
+    def decision(self) -> str | None: ...
+    @property
+    def reasoning(self) -> str: ...
+    @property
+    def values(self) -> Mapping[str, float] | None: ...
+
+
+class PanelLike(Protocol):
+    """What reading and routing need of a panel: :class:`Panel`, or a read-only view of
+    one (:class:`dissensus.io.views.PanelView`)."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def meta(self) -> Mapping[str, Any]: ...
+    @property
+    def outputs(self) -> Sequence[OutputLike]: ...
 
 
 class Vote(BaseModel):

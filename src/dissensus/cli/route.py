@@ -42,7 +42,7 @@ from dissensus.cli.common import (
     shown,
 )
 from dissensus.errors import InputError
-from dissensus.types import Panel
+from dissensus.types import PanelLike
 
 if TYPE_CHECKING:
     from dissensus.io.jsonl import RejectSink
@@ -88,15 +88,17 @@ def _progress_total(path: str) -> int | None:
     return count
 
 
-def _panels(path: str, sink: RejectSink) -> Iterator[Panel]:
-    """Valid panels of ``path``, lazily; rejects go to ``sink``."""
-    from dissensus.io.jsonl import Reject, open_text, read_models
+def _panels(path: str, sink: RejectSink) -> Iterator[PanelLike]:
+    """Valid panels of ``path`` (read-only views where they parse as one), lazily;
+    rejects go to ``sink``."""
+    from dissensus.io.jsonl import Reject, open_text
+    from dissensus.io.views import read_panel_views
 
     name = "<stdin>" if path == "-" else path
     try:
         with open_text(path) as handle:
             lines = progress(handle, description="reading panels", total=_progress_total(path))
-            for item in read_models(Panel, lines, file=name):
+            for item in read_panel_views(lines, file=name):
                 if isinstance(item, Reject):
                     sink.add(item)
                 else:
@@ -358,6 +360,6 @@ def calibrate_command(
     raise typer.Exit(code=exit_for(rejected))
 
 
-def _chain(first: list[Panel], rest: Iterator[Panel]) -> Iterator[Panel]:
+def _chain(first: list[PanelLike], rest: Iterator[PanelLike]) -> Iterator[PanelLike]:
     yield from first
     yield from rest

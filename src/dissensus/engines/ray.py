@@ -454,13 +454,15 @@ class _Router:
         for raw in batch["item"]:
             item = json.loads(str(raw))
             block = _block_of(item["block"])
+            from dissensus.io.views import parse_panel_view
+
             parsed = [
-                parse_line(Panel, text, file=item["name"], line=n)
+                parse_panel_view(text, file=item["name"], line=n)
                 for n, text in block_lines(block)
                 if text.strip()
             ]
             rejects = [r.model_dump(mode="json") for r in parsed if isinstance(r, Reject)]
-            panels = [p for p in parsed if isinstance(p, Panel)]
+            panels = [p for p in parsed if not isinstance(p, Reject)]
             # The local path itself on the block's panels: the same records by construction.
             out = io.StringIO()
             tally = route_stream(

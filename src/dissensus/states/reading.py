@@ -65,7 +65,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from dissensus.errors import ConfigError, InputError
 from dissensus.states._trusted import trusted
 from dissensus.states.similarity import EmbeddingBackend, SimilarityBackend
-from dissensus.types import AgentOutput, Panel
+from dissensus.types import OutputLike, PanelLike
 
 __all__ = [
     "DEFAULT_THETA_A",
@@ -238,7 +238,7 @@ def _square(upper: list[float], n: int) -> list[list[float]]:
 
 
 def _build(
-    panel: Panel,
+    panel: PanelLike,
     upper: list[float],
     model: str,
     thresholds: Thresholds,
@@ -290,7 +290,7 @@ def _build(
     return trusted(Reading, values)
 
 
-def _identical_to_one(panel: Panel, upper: list[float]) -> list[float]:
+def _identical_to_one(panel: PanelLike, upper: list[float]) -> list[float]:
     """Byte-identical traces have similarity exactly 1."""
     texts = [o.reasoning for o in panel.outputs]
     if len(set(texts)) == len(texts):
@@ -302,7 +302,7 @@ def _identical_to_one(panel: Panel, upper: list[float]) -> list[float]:
 
 
 def read_from_matrix(
-    panel: Panel,
+    panel: PanelLike,
     matrix: NDArray[np.floating] | Sequence[Sequence[float]],
     model_name: str,
     thresholds: Thresholds,
@@ -330,7 +330,7 @@ def _resolve(backend: SimilarityBackend, thresholds: Thresholds | None) -> Thres
     return thresholds if thresholds is not None else Thresholds.for_model(backend.name)
 
 
-def _read_with_matrix(panel: Panel, backend: SimilarityBackend, th: Thresholds) -> Reading:
+def _read_with_matrix(panel: PanelLike, backend: SimilarityBackend, th: Thresholds) -> Reading:
     """Matrix backends: the distinct traces in sorted order, so agent order cannot matter."""
     texts = sorted({o.reasoning for o in panel.outputs if o.reasoning.strip()})
     n = len(panel.outputs)
@@ -373,14 +373,14 @@ def _pair_similarities(
 
 
 def read_panel(
-    panel: Panel, backend: SimilarityBackend, thresholds: Thresholds | None = None
+    panel: PanelLike, backend: SimilarityBackend, thresholds: Thresholds | None = None
 ) -> Reading:
     """Read one panel with ``backend`` (``thresholds`` default to the model's defaults)."""
     return read_panels([panel], backend, thresholds)[0]
 
 
 def read_panels(
-    panels: Iterable[Panel],
+    panels: Iterable[PanelLike],
     backend: SimilarityBackend,
     thresholds: Thresholds | None = None,
 ) -> list[Reading]:
@@ -392,7 +392,7 @@ def read_panels(
 
 
 def _read_batch(
-    batch: list[Panel], backend: SimilarityBackend, th: Thresholds, *, matrices: bool
+    batch: list[PanelLike], backend: SimilarityBackend, th: Thresholds, *, matrices: bool
 ) -> list[Reading]:
     """:func:`read_panels`; with ``matrices`` false, the readings of panels read by the
     vectorised path hold an empty ``matrix`` (every other field as usual).
@@ -459,11 +459,11 @@ _Tally = tuple[str | None, float, list[str], dict[str, int], int, bool]
 
 
 def _read_group(
-    group: list[Panel],
+    group: list[PanelLike],
     n: int,
     rows: NDArray[np.float64] | NDArray[np.float32],
     flat: list[int],
-    outputs: list[AgentOutput],
+    outputs: list[OutputLike],
     model: str,
     th: Thresholds,
     tallies: dict[tuple[str | None, ...], _Tally],
@@ -540,7 +540,7 @@ def _read_group(
 
 
 def _read_reference(
-    panels: Sequence[Panel], backend: EmbeddingBackend, th: Thresholds
+    panels: Sequence[PanelLike], backend: EmbeddingBackend, th: Thresholds
 ) -> list[Reading]:
     """The per-panel reading of :func:`read_panels` (each panel alone through
     :func:`_build`), the reference the vectorised path is tested against."""

@@ -100,6 +100,7 @@ __all__ = [
     "DEFAULT_ACTIONS",
     "Action",
     "Route",
+    "RouteFields",
     "Rule",
     "RuleSet",
     "RuleSpec",
@@ -301,7 +302,7 @@ class RuleSet:
         self.names: frozenset[str] = frozenset(p[0] for p in paths)
         """The names the conditions read (``meta`` for any metadata key)."""
         self._key = _memo_key(paths)
-        self._memo: dict[tuple[Any, ...], tuple[str, str, tuple[str, ...], tuple[str, ...]]] = {}
+        self._memo: dict[tuple[Any, ...], RouteFields] = {}
 
     # -- construction -------------------------------------------------------------------
 
@@ -426,30 +427,39 @@ class RuleSet:
     ) -> Route:
         """Route one reading; see :func:`route`. ``value_profiles`` (agents stating a value
         profile) is the condition name of that name; ``None`` when unknown."""
+        action, rule, defeated, concurring = self.route_fields(
+            reading, meta, value_profiles=value_profiles
+        )
+        # Fresh lists: a route's lists are its own, never shared with another.
+        values = {
+            "action": action,
+            "rule": rule,
+            "defeated": list(defeated),
+            "concurring": list(concurring),
+        }
+        return trusted(Route, values)
+
+    def route_fields(
+        self,
+        reading: Reading,
+        meta: Mapping[str, Any] | None = None,
+        *,
+        value_profiles: int | None = None,
+    ) -> RouteFields:
+        """:meth:`route` as a tuple ``(action, rule, defeated, concurring)``, without
+        building a :class:`Route` (the tuple may be shared: it is immutable)."""
         key = None if self._key is None else self._key(reading, meta, value_profiles)
         if key is not None:
             hit = self._memo.get(key)
             if hit is not None:
-                action, rule, defeated, concurring = hit
-                # Fresh lists: a route's lists are its own, never shared with another.
-                values = {
-                    "action": action,
-                    "rule": rule,
-                    "defeated": list(defeated),
-                    "concurring": list(concurring),
-                }
-                return trusted(Route, values)
+                return hit
         routed = self._route(reading, meta, value_profiles)
+        fields = (routed.action, routed.rule, tuple(routed.defeated), tuple(routed.concurring))
         if key is not None:
             if len(self._memo) >= _MEMO_SIZE:
                 self._memo.clear()
-            self._memo[key] = (
-                routed.action,
-                routed.rule,
-                tuple(routed.defeated),
-                tuple(routed.concurring),
-            )
-        return routed
+            self._memo[key] = fields
+        return fields
 
     def _route(
         self, reading: Reading, meta: Mapping[str, Any] | None, value_profiles: int | None
@@ -502,6 +512,9 @@ class RuleSet:
             },
         )
 
+
+RouteFields = tuple[str, str, tuple[str, ...], tuple[str, ...]]
+"""A route as ``(action, rule, defeated, concurring)`` (see :meth:`RuleSet.route_fields`)."""
 
 _MEMO_SIZE = 4096
 """Most routes a rule set remembers; the memo is emptied when full."""

@@ -29,16 +29,16 @@ from __future__ import annotations
 
 import gc
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import islice
 from typing import IO, Any
 
 from dissensus.io.fastjson import dumps_line
 from dissensus.states.reading import Reading, State, Thresholds, _read_batch
-from dissensus.states.routing import Route, RuleSet
+from dissensus.states.routing import Route, RouteFields, RuleSet
 from dissensus.states.similarity import SimilarityBackend
-from dissensus.types import Panel
+from dissensus.types import PanelLike
 
 __all__ = ["GC_THRESHOLD", "RouteTally", "record_of", "route_stream"]
 
@@ -48,10 +48,24 @@ GC_THRESHOLD = 50_000
 
 def record_of(reading: Reading, routed: Route, *, with_matrix: bool = False) -> dict[str, Any]:
     """The JSON record of one routed panel."""
+    return _record(
+        reading,
+        (routed.action, routed.rule, routed.defeated, routed.concurring),
+        with_matrix,
+    )
+
+
+def _record(
+    reading: Reading,
+    routed: tuple[str, str, Sequence[str], Sequence[str]],
+    with_matrix: bool,
+) -> dict[str, Any]:
+    """:func:`record_of` from the route's fields (lists or tuples: both are JSON arrays)."""
+    action, rule, defeated, concurring = routed
     record: dict[str, Any] = {
         "id": reading.id,
         "state": reading.state._value_,  # as .value, without the enum descriptor
-        "action": routed.action,
+        "action": action,
         "reasoning_similarity": reading.mean_similarity if reading.similarity_defined else None,
         "min_similarity": reading.min_similarity if reading.similarity_defined else None,
         "agreement": reading.agreement,
@@ -59,9 +73,9 @@ def record_of(reading: Reading, routed: Route, *, with_matrix: bool = False) -> 
         "tie": reading.tie,
         "votes": reading.votes,
         "abstentions": reading.abstentions,
-        "rule": routed.rule,
-        "defeated": routed.defeated,
-        "concurring": routed.concurring,
+        "rule": rule,
+        "defeated": defeated,
+        "concurring": concurring,
         "model": reading.model,
         "theta_s": reading.thresholds.theta_s,
         "theta_a": reading.thresholds.theta_a,
@@ -74,7 +88,12 @@ def record_of(reading: Reading, routed: Route, *, with_matrix: bool = False) -> 
     return record
 
 
-def _batches(panels: Iterator[Panel], size: int) -> Iterator[list[Panel]]:
+def _route_of(fields: RouteFields) -> Route:
+    action, rule, defeated, concurring = fields
+    return Route(action=action, rule=rule, defeated=list(defeated), concurring=list(concurring))
+
+
+def _batches(panels: Iterator[PanelLike], size: int) -> Iterator[list[PanelLike]]:
     while batch := list(islice(panels, size)):
         yield batch
 
@@ -90,7 +109,7 @@ class RouteTally:
 
 
 def route_stream(
-    panels: Iterable[Panel],
+    panels: Iterable[PanelLike],
     backend: SimilarityBackend,
     thresholds: Thresholds,
     ruleset: RuleSet,
@@ -118,7 +137,7 @@ def route_stream(
 
 
 def _route_batches(
-    panels: Iterable[Panel],
+    panels: Iterable[PanelLike],
     backend: SimilarityBackend,
     thresholds: Thresholds,
     ruleset: RuleSet,
@@ -130,6 +149,7 @@ def _route_batches(
     tally = RouteTally()
     states, actions = tally.states, tally.actions
     encode = dumps_line
+    route_fields = ruleset.route_fields
     # No rule reads value_profiles: the count cannot change a route, and is not made.
     count_profiles = "value_profiles" in ruleset.names
     for batch in _batches(iter(panels), batch_size):
@@ -143,13 +163,14 @@ def _route_batches(
             profiles: int | None = None
             if count_profiles:
                 profiles = len([o for o in panel.outputs if o.values])
-            routed = ruleset.route(reading, panel.meta, value_profiles=profiles)
+            # The route's fields (shared, immutable): a Route only for a kept row.
+            fields = route_fields(reading, panel.meta, value_profiles=profiles)
             seen.append(reading.state._value_)
-            actions[routed.action] += 1
+            actions[fields[0]] += 1
             if handle is not None:
-                handle.write(encode(record_of(reading, routed, with_matrix=with_matrix)))
+                handle.write(encode(_record(reading, fields, with_matrix)))
             if len(tally.rows) < keep_rows:
-                tally.rows.append((reading, routed))
+                tally.rows.append((reading, _route_of(fields)))
         for value, count in Counter(seen).items():
             states[State(value)] += count
         tally.total += len(batch)

@@ -27,7 +27,7 @@ from pydantic import BaseModel, ConfigDict
 from dissensus.errors import ConfigError, InputError
 from dissensus.states.reading import DEFAULT_THETA_A, Thresholds, read_panels
 from dissensus.states.similarity import SimilarityBackend
-from dissensus.types import Panel
+from dissensus.types import PanelLike
 
 __all__ = ["ThresholdFit", "fit_theta_s", "mean_similarities", "theta_s_at"]
 
@@ -53,14 +53,14 @@ class ThresholdFit(BaseModel):
     """Largest per-panel mean similarity."""
 
 
-def _batches(items: Iterable[Panel], size: int) -> Iterator[list[Panel]]:
+def _batches(items: Iterable[PanelLike], size: int) -> Iterator[list[PanelLike]]:
     it = iter(items)
     while batch := list(islice(it, size)):
         yield batch
 
 
 def mean_similarities(
-    panels: Iterable[Panel], backend: SimilarityBackend, batch_size: int = 256
+    panels: Iterable[PanelLike], backend: SimilarityBackend, batch_size: int = 256
 ) -> list[float]:
     """Per-panel mean reasoning similarity, in input order."""
     # theta_s is irrelevant for the mean; any value lets the reader run without defaults.
@@ -72,7 +72,7 @@ def mean_similarities(
 
 
 def fit_theta_s(
-    panels: Iterable[Panel], backend: SimilarityBackend, quantile: float, batch_size: int = 256
+    panels: Iterable[PanelLike], backend: SimilarityBackend, quantile: float, batch_size: int = 256
 ) -> ThresholdFit:
     """Calibrate theta_s at ``quantile`` (in [0, 1]) of per-panel mean similarity."""
     if math.isnan(quantile) or not 0.0 <= quantile <= 1.0:
@@ -91,6 +91,6 @@ def fit_theta_s(
     )
 
 
-def theta_s_at(panels: Iterable[Panel], backend: SimilarityBackend, quantile: float) -> float:
+def theta_s_at(panels: Iterable[PanelLike], backend: SimilarityBackend, quantile: float) -> float:
     """theta_s at ``quantile`` of the corpus' per-panel mean similarity."""
     return fit_theta_s(panels, backend, quantile).theta_s

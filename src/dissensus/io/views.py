@@ -1,0 +1,157 @@
+"""Read-only panel views decoded by msgspec: the route path's first parsing tier.
+
+``dissensus route`` reads a panel's id, metadata and each agent's id, decision and
+reasoning, and nothing else; it never journals, re-serialises or changes a panel. For
+that path :func:`read_panel_views` decodes each line with ``msgspec`` straight into
+frozen structs (:class:`PanelView`, :class:`OutputView`, with :class:`EvidenceView` and
+:class:`ReaskView`) that carry the same fields, defaults and constraints as the models
+of :mod:`dissensus.types`. On 1.9 kB five-agent panel lines that is about a fifth of
+the CPU of the pydantic tiers of :func:`dissensus.io.jsonl.parse_line`, and the
+structs are not tracked by the garbage collector.
+
+Like the native tier of :mod:`dissensus.io.wire`, this tier only *accepts*. A line it
+does not accept goes to :func:`~dissensus.io.jsonl.parse_line`, which returns a
+:class:`~dissensus.types.Panel` (also readable as a view) or the reference's reject:
+file, line, field and message are always the reference's. It must accept only lines
+the models accept, with the same values; ``tests/test_io_views.py`` checks this
+against the reference path, and that the views' fields are the models' fields.
+
+How each model check is met natively:
+
+* labels (``id``, ``decision``): a JSON string only (with the models' minimum
+  lengths); a number or boolean label, which the models turn into its string form,
+  goes to the next tier;
+* numbers: msgspec refuses a JSON number out of the float range (``1e999``) wherever
+  it sits, ``meta`` included, and JSON text cannot spell ``NaN`` or infinities, so
+  every accepted number is finite; confidence lies in [0, 1]; an integer in a float
+  field becomes a float, as with the models;
+* extra fields, which the models keep and check, are not carried by a struct: a line
+  with any (on the panel or an agent) goes to the next tier, as does one with an extra
+  field on evidence or a re-ask (which the models forbid);
+* lines holding undecodable bytes or a lone surrogate escape never reach msgspec (the
+  checks of ``parse_line`` run first); distinct agent ids and the nesting bound
+  (:data:`~dissensus.io.jsonl.MAX_DEPTH`, counted only when ``meta`` holds an object or
+  an array) are checked after decoding.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import Annotated, Any
+
+import msgspec
+from msgspec import Meta
+
+from dissensus.io.jsonl import (
+    _SURROGATE_ESCAPE,
+    MAX_DEPTH,
+    Reject,
+    _brackets,
+    _has_undecodable,
+    parse_line,
+)
+from dissensus.types import Panel, PanelLike
+
+__all__ = [
+    "VIEW_FIELDS",
+    "EvidenceView",
+    "OutputView",
+    "PanelView",
+    "ReaskView",
+    "decode_panel_view",
+    "parse_panel_view",
+    "read_panel_views",
+]
+
+_Label = Annotated[str, Meta(min_length=1)]
+
+
+class EvidenceView(msgspec.Struct, frozen=True, gc=False, forbid_unknown_fields=True):
+    """:class:`~dissensus.types.Evidence`, read-only."""
+
+    source: _Label
+    present: bool = True
+
+
+class ReaskView(msgspec.Struct, frozen=True, gc=False, forbid_unknown_fields=True):
+    """:class:`~dissensus.types.Reask`, read-only."""
+
+    decision: _Label | None = None
+    reasoning: str | None = None
+    perturbation: str | None = None
+
+
+class OutputView(msgspec.Struct, frozen=True, gc=False, forbid_unknown_fields=True):
+    """:class:`~dissensus.types.AgentOutput` without extra fields, read-only."""
+
+    agent: _Label
+    decision: _Label | None
+    reasoning: str
+    values: dict[str, float] | None = None
+    confidence: Annotated[float, Meta(ge=0.0, le=1.0)] | None = None
+    evidence: list[EvidenceView] | None = None
+    family: str | None = None
+    reask: ReaskView | None = None
+
+
+class PanelView(msgspec.Struct, frozen=True, gc=False, forbid_unknown_fields=True):
+    """:class:`~dissensus.types.Panel` without extra fields, read-only.
+
+    Not tracked by the collector (``gc=False``): a view holds no reference back to
+    itself, so it can never be part of a cycle.
+    """
+
+    id: str
+    outputs: Annotated[list[OutputView], Meta(min_length=2)]
+    meta: dict[str, Any] = {}
+
+
+VIEW_FIELDS: dict[type[Any], tuple[str, ...]] = {
+    cls: cls.__struct_fields__ for cls in (PanelView, OutputView, EvidenceView, ReaskView)
+}
+"""The fields of each view (a test checks they are the models' fields)."""
+
+_DECODE = msgspec.json.Decoder(PanelView).decode
+
+
+def decode_panel_view(raw: str) -> PanelView | None:
+    """The view of the JSON line ``raw``, or None when this tier does not accept it.
+
+    ``raw`` must hold no undecodable bytes and no lone surrogate escape (the caller
+    checks both first). None says nothing about the line: the next tier decides.
+    """
+    try:
+        view = _DECODE(raw)
+    except msgspec.DecodeError:  # ValidationError is a DecodeError
+        return None
+    outputs = view.outputs
+    if len({o.agent for o in outputs}) != len(outputs):
+        return None
+    for value in view.meta.values():
+        if value.__class__ is dict or value.__class__ is list:
+            return view if _brackets(raw) <= MAX_DEPTH else None
+    return view
+
+
+def parse_panel_view(text: str, *, file: str, line: int) -> PanelLike | Reject:
+    """One JSONL line as a panel (a :class:`PanelView`, or a :class:`Panel` from the
+    next tiers) or a :class:`Reject`; as :func:`~dissensus.io.jsonl.parse_line`."""
+    raw = text.rstrip("\r\n")
+    if line == 1 and raw.startswith("\ufeff"):
+        raw = raw[1:]
+    if (
+        not _has_undecodable(raw)
+        and ("\\" not in raw or "\\u" not in raw or _SURROGATE_ESCAPE.search(raw) is None)
+        and (view := decode_panel_view(raw)) is not None
+    ):
+        return view
+    return parse_line(Panel, text, file=file, line=line)
+
+
+def read_panel_views(lines: Iterable[str], *, file: str = "-") -> Iterator[PanelLike | Reject]:
+    """:func:`parse_panel_view` of every non-blank line, lazily; as
+    :func:`~dissensus.io.jsonl.read_models` for :class:`Panel`."""
+    for number, text in enumerate(lines, start=1):
+        if not text or text.isspace():
+            continue
+        yield parse_panel_view(text, file=file, line=number)
