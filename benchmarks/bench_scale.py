@@ -6,7 +6,7 @@ Prints, in one run:
     in a fresh process on one thread (MiniLM: ``torch.set_num_threads(1)``; the first
     ``--minilm-texts`` traces only, it is slow), the ratio, and each process' peak RSS.
 (b) ``dissensus route`` with precomputed embeddings (parse + read + route + write) against
-    plain ``json.loads`` + ``json.dumps`` of the same lines, CPU time, best of three
+    plain ``json.loads`` + ``json.dumps`` of the same lines, CPU time, best of five
     runs of each, interleaved (the measurement of ``bench_route.py`` (a), on 20,000 synthetic 5-agent panels);
     the same with records written by ``json.dumps``, with panels parsed as pydantic
     models instead of read-only views (``read_models``), and with lines parsed by the
@@ -142,7 +142,7 @@ def bench_route(n: int) -> None:
 
     # Interleaved, so that a spell of load from other processes hits both alike.
     base_runs, route_runs = [], []
-    for _ in range(3):
+    for _ in range(5):
         base_runs.append(_cpu(baseline))
         route_runs.append(_cpu(routing))
     base, route = min(base_runs), min(route_runs)
@@ -161,7 +161,7 @@ def bench_route(n: int) -> None:
         jsonl._VALIDATE_JSON = fast_models
     gc.unfreeze()
     print(
-        f"(b) route with precomputed embeddings, {n:,} 5-agent panels, CPU time, best of 3 (interleaved with the baseline)"
+        f"(b) route with precomputed embeddings, {n:,} 5-agent panels, CPU time, best of 5 (interleaved with the baseline; other rows best of 3)"
     )
     print(
         f"    route (parse+read+route+write): {n / route:9,.0f} panels/s   (records by orjson: {fastjson.orjson_available()})"

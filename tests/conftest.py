@@ -14,8 +14,9 @@ with no loop running, instead of failing a later test with "Event loop is closed
 Under ``--dist worksteal`` (``make test``) the tests marked ``slow`` are collected first:
 they start at once, and the other worker steals the short tests around them, so no long
 test starts last and runs alone. The framework integration tests (inspect_ai, mcp,
-langgraph: seconds of import each) come right after them, so they start in the first
-worker's share and each framework is imported by one worker, not by both.
+langgraph: seconds of import each) come right after them, then the tests that load
+scikit-learn and scipy, so they start in the first worker's share and each of these
+libraries is imported by one worker, not by both.
 
 After collection, what it loaded is frozen out of the garbage collector's reach
 (``gc.freeze()``): it lives for the whole run, and each collection then walks only what
@@ -59,9 +60,22 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         items.sort(key=_schedule)  # stable
 
 
-def _schedule(item: pytest.Item) -> tuple[bool, bool]:
-    return item.get_closest_marker("slow") is None, not item.path.name.startswith(
-        "test_integrations_"
+# Test files that load scikit-learn and scipy (seconds of import): scheduled together,
+# after the integration tests, so that one worker imports them, not both.
+_SCIENCE = (
+    "test_acceptance_",
+    "test_review_confirm.py",
+    "test_guard_arrays.py",
+    "test_public_errors.py",
+)
+
+
+def _schedule(item: pytest.Item) -> tuple[bool, bool, bool]:
+    name = item.path.name
+    return (
+        item.get_closest_marker("slow") is None,
+        not name.startswith("test_integrations_"),
+        not name.startswith(_SCIENCE),
     )
 
 

@@ -54,7 +54,7 @@ def test_the_views_carry_the_models_fields() -> None:
         assert set(VIEW_FIELDS[view]) == set(model.model_fields), view.__name__
 
 
-@settings(max_examples=600 if SOAK else 250, deadline=None, derandomize=True)
+@settings(max_examples=600 if SOAK else 150, deadline=None, derandomize=True)
 @given(data=st.data(), ascii_only=st.booleans())
 def test_whatever_the_views_accept_the_reference_accepts_alike(
     data: st.DataObject, ascii_only: bool

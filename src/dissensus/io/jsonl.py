@@ -36,6 +36,10 @@ not accept goes on to ``model_validate_json`` and then to the reference path. Th
 check counts brackets only when the accepted panel holds objects or arrays in ``meta``
 or extra fields (its own fields nest at most 5 deep), and the surrogate-escape check
 only runs on lines holding a backslash.
+
+``dissensus route``, which only reads panels, puts one more tier in front:
+:func:`dissensus.io.views.read_panel_views` decodes a line with msgspec into a
+read-only view, and hands every line it does not accept to :func:`parse_line`.
 """
 
 from __future__ import annotations
