@@ -119,12 +119,11 @@ def test_the_views_pass_on_what_only_the_models_handle() -> None:
         line = json.dumps(panel_doc()).replace('"n": 1', f'"n": {text}')
         assert decode_panel_view(line) is None, text
         assert isinstance(parse_panel_view(line, file="f", line=1), Reject), text
-    deep = panel_doc()
-    deep["meta"] = {"k": json.loads("[" * 70 + "]" * 70)}
-    line = json.dumps(deep)
-    assert decode_panel_view(line) is None
-    reject = parse_panel_view(line, file="f", line=4)
-    assert isinstance(reject, Reject) and reject.field == "<depth>"
+    for depth in (70, 100_000):  # beyond MAX_DEPTH; beyond msgspec's own recursion limit
+        line = json.dumps(panel_doc()).replace('"n": 1', '"n": ' + "[" * depth + "]" * depth)
+        assert decode_panel_view(line) is None, depth
+        reject = parse_panel_view(line, file="f", line=4)
+        assert isinstance(reject, Reject) and reject.field == "<depth>", depth
 
 
 def test_a_byte_order_mark_and_line_ends_are_read_as_the_models_read_them() -> None:

@@ -122,8 +122,8 @@ def decode_panel_view(raw: str) -> PanelView | None:
     """
     try:
         view = _DECODE(raw)
-    except msgspec.DecodeError:  # ValidationError is a DecodeError
-        return None
+    except (msgspec.DecodeError, RecursionError):  # ValidationError is a DecodeError
+        return None  # msgspec refuses deep nesting with a RecursionError
     outputs = view.outputs
     if len({o.agent for o in outputs}) != len(outputs):
         return None
