@@ -157,7 +157,8 @@ def test_deadline_returns_the_current_leader(tmp_path: Path) -> None:
         "options: [{id: A, text: a}]\n"
         'agents: [{id: h, kind: function, score: "hang_agents:score", repair: "hang_agents:repair"}]\n'
     )
-    res = cli("negotiate", str(problem), "--deadline", "0.1", "--json")
+    # The hanging repair is reached within milliseconds; 0.3 s leaves a loaded machine room.
+    res = cli("negotiate", str(problem), "--deadline", "0.3", "--json")
     assert res.returncode == 0, res.stderr
     doc = json.loads(res.stdout)
     assert doc["spent"]["stopped"] == "deadline"
