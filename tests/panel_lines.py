@@ -3,6 +3,8 @@ places where each tier must accept or refuse exactly as the models do."""
 
 from __future__ import annotations
 
+import contextlib
+import json
 from typing import Any
 
 from hypothesis import strategies as st
@@ -71,3 +73,14 @@ def put(doc: Any, path: tuple[Any, ...], value: Any) -> None:
     for key in path[:-1]:
         doc = doc[key]
     doc[path[-1]] = value
+
+
+@st.composite
+def damaged_lines(draw: st.DrawFn) -> str:
+    """An ordinary panel with one to three values put at random places, as a JSON line
+    (ASCII-escaped or not)."""
+    doc = panel_doc()
+    for _ in range(draw(st.integers(1, 3))):
+        with contextlib.suppress(KeyError, IndexError, TypeError):
+            put(doc, draw(st.sampled_from(PLACES)), draw(VALUES))
+    return json.dumps(doc, ensure_ascii=draw(st.booleans()))

@@ -148,17 +148,27 @@ def json_depth(value: object) -> int:
     return deepest
 
 
-def parse_line(model: type[M], text: str, *, file: str, line: int) -> M | Reject:
-    """Parse one JSONL line into ``model`` or a :class:`Reject`."""
+def line_text(text: str, line: int) -> str:
+    """The JSON text of line ``line``: its line end removed, and a UTF-8 byte order mark
+    at the start of the first line."""
     raw = text.rstrip("\r\n")
     if line == 1 and raw.startswith("\ufeff"):
         raw = raw[1:]
-    if (
-        model in _VALIDATE_JSON
-        and not _has_undecodable(raw)
+    return raw
+
+
+def fast_tier_safe(raw: str) -> bool:
+    """Whether a fast tier may parse ``raw``: no undecodable byte, no surrogate escape."""
+    return not _has_undecodable(raw) and (
         # A backslash first (one memchr): most lines hold no escape at all.
-        and ("\\" not in raw or "\\u" not in raw or _SURROGATE_ESCAPE.search(raw) is None)
-    ):
+        "\\" not in raw or "\\u" not in raw or _SURROGATE_ESCAPE.search(raw) is None
+    )
+
+
+def parse_line(model: type[M], text: str, *, file: str, line: int) -> M | Reject:
+    """Parse one JSONL line into ``model`` or a :class:`Reject`."""
+    raw = line_text(text, line)
+    if model in _VALIDATE_JSON and fast_tier_safe(raw):
         if model is Panel:
             panel = validate_panel_json(raw)
             if panel is not None and (_shallow(panel) or _brackets(raw) <= MAX_DEPTH):

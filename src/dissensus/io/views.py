@@ -43,11 +43,11 @@ import msgspec
 from msgspec import Meta
 
 from dissensus.io.jsonl import (
-    _SURROGATE_ESCAPE,
     MAX_DEPTH,
     Reject,
     _brackets,
-    _has_undecodable,
+    fast_tier_safe,
+    line_text,
     parse_line,
 )
 from dissensus.types import Panel, PanelLike
@@ -136,14 +136,8 @@ def decode_panel_view(raw: str) -> PanelView | None:
 def parse_panel_view(text: str, *, file: str, line: int) -> PanelLike | Reject:
     """One JSONL line as a panel (a :class:`PanelView`, or a :class:`Panel` from the
     next tiers) or a :class:`Reject`; as :func:`~dissensus.io.jsonl.parse_line`."""
-    raw = text.rstrip("\r\n")
-    if line == 1 and raw.startswith("\ufeff"):
-        raw = raw[1:]
-    if (
-        not _has_undecodable(raw)
-        and ("\\" not in raw or "\\u" not in raw or _SURROGATE_ESCAPE.search(raw) is None)
-        and (view := decode_panel_view(raw)) is not None
-    ):
+    raw = line_text(text, line)
+    if fast_tier_safe(raw) and (view := decode_panel_view(raw)) is not None:
         return view
     return parse_line(Panel, text, file=file, line=line)
 

@@ -106,6 +106,7 @@ __all__ = [
     "RuleSpec",
     "RulesFile",
     "route",
+    "route_of",
 ]
 
 
@@ -427,17 +428,7 @@ class RuleSet:
     ) -> Route:
         """Route one reading; see :func:`route`. ``value_profiles`` (agents stating a value
         profile) is the condition name of that name; ``None`` when unknown."""
-        action, rule, defeated, concurring = self.route_fields(
-            reading, meta, value_profiles=value_profiles
-        )
-        # Fresh lists: a route's lists are its own, never shared with another.
-        values = {
-            "action": action,
-            "rule": rule,
-            "defeated": list(defeated),
-            "concurring": list(concurring),
-        }
-        return trusted(Route, values)
+        return route_of(self.route_fields(reading, meta, value_profiles=value_profiles))
 
     def route_fields(
         self,
@@ -515,6 +506,20 @@ class RuleSet:
 
 RouteFields = tuple[str, str, tuple[str, ...], tuple[str, ...]]
 """A route as ``(action, rule, defeated, concurring)`` (see :meth:`RuleSet.route_fields`)."""
+
+
+def route_of(fields: RouteFields) -> Route:
+    """The :class:`Route` of ``(action, rule, defeated, concurring)``, with fresh lists:
+    a route's lists are its own, never shared with another."""
+    action, rule, defeated, concurring = fields
+    values = {
+        "action": action,
+        "rule": rule,
+        "defeated": list(defeated),
+        "concurring": list(concurring),
+    }
+    return trusted(Route, values)
+
 
 _MEMO_SIZE = 4096
 """Most routes a rule set remembers; the memo is emptied when full."""

@@ -36,7 +36,7 @@ from typing import IO, Any
 
 from dissensus.io.fastjson import dumps_line
 from dissensus.states.reading import Reading, State, Thresholds, _read_batch
-from dissensus.states.routing import Route, RouteFields, RuleSet
+from dissensus.states.routing import Route, RuleSet, route_of
 from dissensus.states.similarity import SimilarityBackend
 from dissensus.types import PanelLike
 
@@ -86,11 +86,6 @@ def _record(
         record["agents"] = reading.agents
         record["matrix"] = reading.matrix
     return record
-
-
-def _route_of(fields: RouteFields) -> Route:
-    action, rule, defeated, concurring = fields
-    return Route(action=action, rule=rule, defeated=list(defeated), concurring=list(concurring))
 
 
 def _batches(panels: Iterator[PanelLike], size: int) -> Iterator[list[PanelLike]]:
@@ -170,7 +165,7 @@ def _route_batches(
             if handle is not None:
                 handle.write(encode(_record(reading, fields, with_matrix)))
             if len(tally.rows) < keep_rows:
-                tally.rows.append((reading, _route_of(fields)))
+                tally.rows.append((reading, route_of(fields)))
         for value, count in Counter(seen).items():
             states[State(value)] += count
         tally.total += len(batch)
