@@ -6,6 +6,8 @@ import, paid by every test worker otherwise).
 
 from __future__ import annotations
 
+import json
+
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -299,12 +301,18 @@ def test_an_unreadable_guard_calibration_names_the_argument(tmp_path: Path) -> N
 
 
 def test_a_calibrate_acceptance_file_becomes_the_policys_acceptance_model(repo_root: Path) -> None:
-    from dissensus.integrations.inspect import _policy
+    from dissensus.pipeline.spec import file_sha256
+
+    from dissensus.integrations.inspect import _spec
 
     accept = repo_root / "examples" / "llmbar-accept.json"
-    pol, _ = _policy({"reading": {"similarity": "tfidf"}}, str(accept))
-    assert pol.acceptance.model == str(accept.resolve())
-    assert pol.acceptance.calibration is None
+    spec = _spec({"reading": {"similarity": "minilm"}}, str(accept), None)
+    assert spec.acceptance is not None
+    assert spec.digests()["acceptance.model"] == file_sha256(accept)
+    assert spec.policy.acceptance.calibration is None
     reliability = repo_root / "examples" / "llmbar-reliability.json"
-    pol, _ = _policy({"reading": {"similarity": "tfidf"}}, str(reliability))
-    assert pol.acceptance.calibration == str(reliability.resolve())
+    lexicon = json.loads(reliability.read_text(encoding="utf-8"))["lexicon"]
+    policy = {"reading": {"similarity": "tfidf"}, "acceptance": {"markers": lexicon}}
+    spec = _spec(policy, str(reliability), None)
+    assert spec.policy.acceptance.calibration == str(reliability.resolve())
+    assert spec.calibration is not None and spec.acceptance is None

@@ -21,7 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dissensus.pipeline import Policy, execute_run, policy_from_dict, start_run
-from dissensus.pipeline.batch import PREFETCH
+from dissensus.pipeline.executors import PREFETCH
 from dissensus.pipeline.runtime import PrefetchedBackend
 from dissensus.states.similarity import Vectors, cosine_matrix, normalise_rows
 from dissensus.store import Journal

@@ -63,7 +63,7 @@ from dissensus.cli.common import (
     progress_enabled,
     shown,
 )
-from dissensus.errors import ConfigError, InputError
+from dissensus.errors import InputError
 
 if TYPE_CHECKING:
     from dissensus.io.jsonl import RejectSink
@@ -194,8 +194,6 @@ def _records(
     from dissensus.pipeline.batch import execute_run
 
     if engine == "ray":
-        if deadline is not None:
-            raise ConfigError("--deadline applies to the local engine only", field="deadline")
         from dissensus.engines.ray import RayOptions, decide_ray
 
         return decide_ray(
@@ -203,6 +201,7 @@ def _records(
             run_id,
             on_reject=sink.add,
             options=RayOptions(address=ray_address, workers=workers),
+            deadline_s=deadline,
         )
     return execute_run(
         journal,
@@ -218,10 +217,11 @@ def _backend_factory(
 ) -> Callable[[], SimilarityBackend] | None:
     if not progress_enabled():
         return None
-    started = journal.get(run_id, "run/started")
-    policy = (started.payload.get("policy") or {}) if started else {}
-    name = (policy.get("reading") or {}).get("similarity")
-    allow_code = bool(policy.get("allow_code")) or None
+    from dissensus.pipeline.batch import run_spec
+
+    policy = run_spec(journal, run_id).policy
+    name = policy.reading.similarity
+    allow_code = policy.allow_code or None
 
     def factory() -> SimilarityBackend:
         from dissensus.states import EmbeddingBackend, get_backend
@@ -494,31 +494,17 @@ def decide_cmd(
 ) -> None:
     """Decide every panel: read -> route -> guard -> protocol -> record, journalled and resumable."""
     from dissensus.engines import check_engine
-    from dissensus.llm.resolve import check_model_spec
     from dissensus.pipeline.batch import start_run
-    from dissensus.pipeline.policy import load_policy
-    from dissensus.pipeline.runtime import resolve_model_spec
+    from dissensus.pipeline.spec import RunSpec
     from dissensus.store.journal import journal_path
 
     engine = check_engine(engine, workers=workers, address=ray_address)
     target = journal_path(journal)
     _check_decide_paths(panels, target, output, rejects)
-    pol, pol_dir = load_policy(policy)
-    spec = model or resolve_model_spec(pol, dict(os.environ))
-    if spec:
-        check_model_spec(spec)
+    # One specification, checked before the journal is touched: every file it names is read.
+    spec = RunSpec.from_policy(policy, model=model, similarity=similarity, acceptance=acceptance)
     with _journal(target, must_exist=False) as store:
-        info = start_run(
-            store,
-            panels,
-            pol,
-            policy_file=policy,
-            policy_dir=pol_dir,
-            run_id=run_id,
-            model=model,
-            similarity=similarity,
-            acceptance=acceptance,
-        )
+        info = start_run(store, panels, spec, run_id=run_id)
         total = count_lines(panels) if progress_enabled() else None
         code = _run(
             store,

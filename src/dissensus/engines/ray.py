@@ -1,15 +1,18 @@
 """Batch decisions on Ray Data: blocks of input lines on workers, the journal in the driver.
 
 ``dissensus decide PANELS --engine ray [--ray-address ADDR] [--workers N]`` and
-``dissensus route PANELS --engine ray`` (the ``ray`` extra). The driver plans blocks of
-whole input lines (:mod:`dissensus.engines.blocks`) and hands them to a Ray Data
-``map_batches`` over a pool of stateful workers; each worker loads the policy, the
-calibrations, the compiled rules and the similarity backend once, reads its blocks from
-the file itself, and returns the block's records, rejects and journal events. The
-driver appends those events to the one journal of the run *in input order* and emits
-the records in input order: the journal is the same shape as a local run's, so
-``runs show/export/verify/resume`` work unchanged, and a run started on one engine can
-be resumed on the other.
+``dissensus route PANELS --engine ray`` (the ``ray`` extra). For ``decide`` the Ray
+engine is an *executor* of the one run loop (:class:`RayExecutor`, handed to
+:func:`dissensus.pipeline.execute_run`): the loop takes the run's lease, enforces its
+deadline, journals and counts; the executor plans blocks of whole input lines
+(:mod:`dissensus.engines.blocks`) and hands them to a Ray Data ``map_batches`` over a
+pool of stateful workers. Each worker builds the run's specification
+(:class:`~dissensus.pipeline.spec.RunSpec`, as journalled in ``run.started``) once,
+reads its blocks from the file itself, and returns the block's records, rejects and
+journal events, which the loop appends to the one journal of the run *in input order*
+while the records are emitted in input order: the journal is the same shape as a local
+run's, so ``runs show/export/verify/resume`` work unchanged, and a run started on one
+engine can be resumed on the other.
 
 Choices where the design is silent:
 
@@ -51,7 +54,7 @@ import json
 import os
 import signal
 from collections import Counter
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
@@ -62,11 +65,13 @@ from dissensus.io.jsonl import Reject, RejectSink, open_text, parse_line
 from dissensus.types import Panel
 
 if TYPE_CHECKING:
+    from dissensus.pipeline.executors import Outcome, RunContext
     from dissensus.pipeline.records import CaseRecord
 
 __all__ = [
     "FAULT_ENV",
     "LINES_PER_BLOCK",
+    "RayExecutor",
     "RayOptions",
     "decide_ray",
     "ensure_ray",
@@ -161,24 +166,17 @@ def _split(limit: int | None, workers: int) -> int | None:
 
 
 class _Decider:
-    """One Ray worker of a decide run: loads everything once, decides blocks."""
+    """One Ray worker of a decide run: loads the run's specification once, decides blocks."""
 
     def __init__(
-        self, run_id: str, started: dict[str, Any], workers: int, fault: tuple[int, str] | None
+        self, run_id: str, spec: dict[str, Any], workers: int, fault: tuple[int, str] | None
     ) -> None:
-        from dissensus.guard import Calibration as GuardCalibration
         from dissensus.llm.budget import Budget
-        from dissensus.pipeline.policy import Policy
-        from dissensus.pipeline.reliability import CalibrationFile
+        from dissensus.pipeline.spec import RunSpec
 
         self.run_id = run_id
-        self.policy = Policy.model_validate(started["policy"])
-        cal = started.get("calibration")
-        guard_cal = started.get("guard_calibration")
-        self.calibration = CalibrationFile.model_validate(cal) if cal else None
-        self.guard_calibration = GuardCalibration.model_validate(guard_cal) if guard_cal else None
-        self.acceptance = started.get("acceptance")
-        self.model = started.get("model")
+        self.spec = RunSpec.from_started(spec)
+        self.policy = self.spec.policy
         budget = self.policy.budget
         self.budget = Budget(
             max_calls=_split(budget.max_calls, workers),
@@ -193,7 +191,9 @@ class _Decider:
         if self._backend is None:
             from dissensus.states import get_backend
 
-            self._backend = get_backend(self.policy.reading.similarity)
+            self._backend = get_backend(
+                self.policy.reading.similarity, allow_code=self.policy.allow_code or None
+            )
         return self._backend
 
     def client(self, spec: str | None = None) -> Any:
@@ -201,7 +201,7 @@ class _Decider:
         if spec not in self._clients:
             from dissensus.llm.resolve import resolve_model
 
-            self._clients[spec] = resolve_model(spec or self.model, budget=self.budget)
+            self._clients[spec] = resolve_model(spec or self.spec.model, budget=self.budget)
         return self._clients[spec]
 
     def __call__(self, batch: dict[str, Any]) -> dict[str, list[str]]:
@@ -213,6 +213,7 @@ class _Decider:
 
     async def _block(self, item: dict[str, Any]) -> dict[str, Any]:
         from dissensus.pipeline import decide_case
+        from dissensus.pipeline.executors import prefetched
         from dissensus.pipeline.runtime import Runtime
         from dissensus.store.journal import Journal
 
@@ -225,22 +226,17 @@ class _Decider:
                 self.run_id, event["type"], event["payload"], key=event["key"], case=event["case"]
             )
         rt = Runtime(
-            policy=self.policy,
-            journal=memory,
-            run_id=self.run_id,
-            calibration=self.calibration,
-            guard_calibration=self.guard_calibration,
-            acceptance=self.acceptance,
-            model=self.model,
+            self.spec,
+            memory,
+            self.run_id,
             backend_factory=self.backend,
+            client_factory=self.client,  # one model client (and budget share) per worker
         )
-        rt.client._factory = self.client  # one model client (and budget) per worker
-        parsed: list[tuple[int, Panel | Reject]] = [
-            (number, parse_line(Panel, text, file=item["name"], line=number))
+        parsed = (
+            (parse_line(Panel, text, file=item["name"], line=number), number)
             for number, text in block_lines(block)
             if text.strip()
-        ]
-        rt.prefetch([(n, p) for n, p in parsed if isinstance(p, Panel)])
+        )
         cases: list[dict[str, Any]] = []
         window: list[tuple[int, asyncio.Task[Any]]] = []
 
@@ -255,7 +251,7 @@ class _Decider:
             )
 
         try:
-            for number, panel in parsed:
+            for panel, number in prefetched(rt, parsed):
                 if isinstance(panel, Reject):
                     cases.append({"line": number, "reject": panel.model_dump(mode="json")})
                     continue
@@ -292,13 +288,93 @@ def _block_of(raw: dict[str, Any]) -> Block:
     )
 
 
-def _plan(source: dict[str, Any], lines_per_block: int) -> tuple[str, list[Block]]:
-    from dissensus.pipeline.batch import _lines
+def _plan(ctx: RunContext, lines_per_block: int) -> list[Block]:
+    if ctx.lines is not None:
+        return plan_text_blocks(ctx.lines, lines_per_block)
+    return plan_blocks(ctx.name, lines_per_block)
 
-    name, lines = _lines(source)  # refuses a missing or changed input file; splits stdin
-    if lines is not None:
-        return name, plan_text_blocks(lines, lines_per_block)
-    return name, plan_blocks(name, lines_per_block)
+
+class RayExecutor:
+    """The Ray engine as an executor of the one run loop (:func:`dissensus.pipeline.execute_run`).
+
+    ``stats``, when given, receives ``blocks`` (planned), ``blocks_sent`` (decided by
+    workers; the rest were complete in the journal) and ``worker_rss_mb`` (the largest
+    peak RSS a worker reported).
+    """
+
+    def __init__(
+        self, options: RayOptions | None = None, stats: dict[str, Any] | None = None
+    ) -> None:
+        self.options = options or RayOptions()
+        self.stats = stats if stats is not None else {}
+
+    async def outcomes(self, ctx: RunContext) -> AsyncGenerator[Outcome, None]:
+        from dissensus.pipeline.executors import CaseEvent, Outcome
+        from dissensus.pipeline.records import CaseRecord
+
+        opts = self.options
+        blocks = _plan(ctx, opts.lines_per_block)
+        seeds = _seeds(ctx.journal, ctx.run_id)
+        todo: list[dict[str, Any]] = []
+        complete: dict[int, bool] = {}
+        for block in blocks:
+            done = _complete(block, seeds)
+            complete[block.index] = done
+            if not done:
+                seed = [
+                    e
+                    for line in range(block.first_line, block.last_line + 1)
+                    for e in seeds.get(str(line), [])
+                ]
+                todo.append(
+                    {
+                        "item": json.dumps(
+                            {"block": asdict(block), "name": ctx.name, "seed": seed},
+                            ensure_ascii=False,
+                        )
+                    }
+                )
+        info = self.stats
+        info.update(blocks=len(blocks), blocks_sent=len(todo), worker_rss_mb=0.0)
+        results: Iterator[dict[str, Any]] = iter(())
+        if todo:
+            _warm(ctx.spec.policy.reading.similarity)
+            workers = ensure_ray(opts)
+            ds = _dataset(todo).map_batches(
+                _Decider,
+                fn_constructor_args=(ctx.run_id, ctx.spec.started_fields(), workers, _fault()),
+                batch_size=1,
+                batch_format="numpy",
+                compute=_pool(min(workers, len(todo))),
+                num_cpus=1,
+            )
+            results = (json.loads(str(row["result"])) for row in _rows(ds))
+        for block in blocks:
+            if complete[block.index]:
+                cases = _replayed(ctx.journal, ctx.run_id, block)
+                replayed = True
+            else:
+                # Ray's iterator blocks: wait for it on a thread, so the loop's deadline holds.
+                result = await asyncio.to_thread(next, results)
+                if result["index"] != block.index:  # preserve_order guarantees it; never mix
+                    raise InputError(
+                        f"Ray returned block {result['index']} where block {block.index} was due"
+                    )
+                cases = result["cases"]
+                replayed = False
+                info["worker_rss_mb"] = max(info["worker_rss_mb"], float(result.get("rss_mb", 0.0)))
+            for case in cases:
+                line = int(case["line"])
+                if "reject" in case:
+                    yield Outcome(
+                        line=line, reject=Reject.model_validate(case["reject"]), journalled=replayed
+                    )
+                    continue
+                yield Outcome(
+                    line=line,
+                    record=CaseRecord.model_validate(case["record"]),
+                    events=tuple(CaseEvent.model_validate(e) for e in case["events"]),
+                )
 
 
 async def decide_ray(
@@ -308,87 +384,19 @@ async def decide_ray(
     on_reject: Callable[[Reject], None] | None = None,
     options: RayOptions | None = None,
     stats: dict[str, Any] | None = None,
+    deadline_s: float | None = None,
 ) -> AsyncIterator[CaseRecord]:
-    """Decide (or finish deciding) a run on Ray, yielding records in input order.
+    """Decide (or finish deciding) a run on Ray: the one run loop with a :class:`RayExecutor`."""
+    from dissensus.pipeline.batch import execute_run
 
-    The drop-in twin of :func:`dissensus.pipeline.execute_run`. ``stats``, when given,
-    receives ``blocks`` (planned), ``blocks_sent`` (decided by workers; the rest were
-    complete in the journal) and ``worker_rss_mb`` (the largest peak RSS a worker reported).
-    """
-    from dissensus.pipeline.batch import _started
-
-    opts = options or RayOptions()
-    started = _started(journal, run_id)
-    name, blocks = _plan(started["input"], opts.lines_per_block)
-    seeds = _seeds(journal, run_id)
-    todo: list[dict[str, Any]] = []
-    complete: dict[int, bool] = {}
-    for block in blocks:
-        done = _complete(block, seeds)
-        complete[block.index] = done
-        if not done:
-            seed = [
-                e
-                for line in range(block.first_line, block.last_line + 1)
-                for e in seeds.get(str(line), [])
-            ]
-            todo.append(
-                {
-                    "item": json.dumps(
-                        {"block": asdict(block), "name": name, "seed": seed}, ensure_ascii=False
-                    )
-                }
-            )
-    info = stats if stats is not None else {}
-    info.update(blocks=len(blocks), blocks_sent=len(todo), worker_rss_mb=0.0)
-    results: Iterator[dict[str, Any]] = iter(())
-    if todo:
-        _warm(str(started["policy"].get("reading", {}).get("similarity", "")))
-        workers = ensure_ray(opts)
-        ds = _dataset(todo).map_batches(
-            _Decider,
-            fn_constructor_args=(run_id, started, workers, _fault()),
-            batch_size=1,
-            batch_format="numpy",
-            compute=_pool(min(workers, len(todo))),
-            num_cpus=1,
-        )
-        results = (json.loads(str(row["result"])) for row in _rows(ds))
-    counts: Counter[str] = Counter()
-    for block in blocks:
-        if complete[block.index]:
-            cases = _replayed(journal, run_id, block)
-        else:
-            result = next(results)
-            if result["index"] != block.index:  # preserve_order guarantees it; never mix
-                raise InputError(
-                    f"Ray returned block {result['index']} where block {block.index} was due"
-                )
-            cases = result["cases"]
-            info["worker_rss_mb"] = max(info["worker_rss_mb"], float(result.get("rss_mb", 0.0)))
-        for case in cases:
-            line = case["line"]
-            if "reject" in case:
-                reject = Reject.model_validate(case["reject"])
-                journal.append(
-                    run_id, "input.rejected", case["reject"], key=f"reject/{line}", case=str(line)
-                )
-                counts["rejected"] += 1
-                if on_reject is not None:
-                    on_reject(reject)
-                continue
-            for event in case["events"]:
-                journal.append(
-                    run_id, event["type"], event["payload"], key=event["key"], case=event["case"]
-                )
-            from dissensus.pipeline.records import CaseRecord
-
-            record = CaseRecord.model_validate(case["record"])
-            counts["cases"] += 1
-            counts["auto"] += int(record.auto)
-            counts["escalated"] += int(record.action == "escalate")
-            yield record
-    journal.append(run_id, "run.finished", dict(counts), key="run/finished")
+    async for record in execute_run(
+        journal,
+        run_id,
+        on_reject=on_reject,
+        deadline_s=deadline_s,
+        executor=RayExecutor(options, stats),
+    ):
+        yield record
 
 
 def _seeds(journal: Any, run_id: str) -> dict[str, list[dict[str, Any]]]:
@@ -510,11 +518,11 @@ def route_ray(
 ) -> Any:
     """Route every panel of ``path`` on Ray; the same records and rejects as a local run.
 
-    Returns a :class:`dissensus.cli.route.RouteTally`.
+    Returns a :class:`dissensus.states.stream.RouteTally`.
     """
     import pickle
 
-    from dissensus.cli.route import RouteTally
+    from dissensus.states.stream import RouteTally
 
     opts = options or RayOptions()
     if path == "-":

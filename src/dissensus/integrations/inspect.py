@@ -40,7 +40,10 @@ Choices where the frameworks are silent:
 * **Acceptance and guard calibration**: ``acceptance`` is a learned acceptance file
   written by ``dissensus calibrate-acceptance`` (``dissensus.acceptance/2``, passed as the
   policy's ``acceptance.model``) or a reliability file (``dissensus.reliability/1``, passed
-  as ``acceptance.calibration``); ``guard_calibration`` is a ``dissensus calibrate`` file.
+  as ``acceptance.calibration``); ``guard_calibration`` is a ``dissensus calibrate`` file
+  (the policy's ``guard.calibration``). They go into the policy, and the reducer builds
+  one :class:`~dissensus.pipeline.RunSpec` from it when it is made, as ``dissensus
+  decide`` would: every file is loaded, checked and hashed before the first sample.
 * Inspect calls reducers synchronously inside its event loop, so the pipeline runs on a
   worker thread for the duration of the call.
 """
@@ -59,11 +62,12 @@ from typing import Any, TypeVar
 from inspect_ai.scorer import Score, ScoreReducer, score_reducer
 
 from dissensus.errors import ConfigError
-from dissensus.guard import Calibration as GuardCalibration
+from dissensus.guard import GuardSettings as GuardThresholds
 from dissensus.guard import audit
 from dissensus.pipeline import (
     CaseRecord,
     Policy,
+    RunSpec,
     adecide,
     load_policy,
     panel_votes,
@@ -148,22 +152,41 @@ def _run_sync(coro: Coroutine[Any, Any, T]) -> T:
         return pool.submit(asyncio.run, coro).result()
 
 
-def _policy(
-    policy: str | Policy | dict[str, Any] | None, acceptance: str | None
-) -> tuple[Policy, Path | None]:
+def _spec(
+    policy: str | Policy | RunSpec | dict[str, Any] | None,
+    acceptance: str | None,
+    guard_calibration: str | None,
+) -> RunSpec:
+    """The reducer's run specification: the policy, with the reducer's files in its place."""
+    if isinstance(policy, RunSpec) and acceptance is None and guard_calibration is None:
+        return policy
     base_dir: Path | None = None
-    if isinstance(policy, Policy):
+    policy_file: str | None = None
+    if isinstance(policy, RunSpec):
+        pol = policy.policy
+        base_dir = Path(policy.base_dir) if policy.base_dir else None
+        policy_file = policy.policy_file
+    elif isinstance(policy, Policy):
         pol = policy
     elif isinstance(policy, dict):
         pol = policy_from_dict(policy)
     else:
         pol, base_dir = load_policy(policy)
-    if acceptance is not None:
+        policy_file = policy
+    learned: str | None = None
+    for arg, value in (("acceptance", acceptance), ("guard_calibration", guard_calibration)):
+        if value is not None and not Path(value).is_file():
+            raise ConfigError(f"file not found: {value}", field=arg)
+    if acceptance is not None or guard_calibration is not None:
         data = pol.model_dump(mode="json")
-        field = "model" if _is_learned_acceptance(acceptance) else "calibration"
-        data["acceptance"][field] = str(Path(acceptance).resolve())
+        if acceptance is not None and _is_learned_acceptance(acceptance):
+            learned = acceptance
+        elif acceptance is not None:
+            data["acceptance"]["calibration"] = str(Path(acceptance).resolve())
+        if guard_calibration is not None:
+            data["guard"]["calibration"] = str(Path(guard_calibration).resolve())
         pol = policy_from_dict(data)
-    return pol, base_dir
+    return RunSpec.from_policy(pol, base_dir=base_dir, policy_file=policy_file, acceptance=learned)
 
 
 def _is_learned_acceptance(path: str) -> bool:
@@ -178,22 +201,14 @@ def _is_learned_acceptance(path: str) -> bool:
     return isinstance(data, dict) and data.get("format") == ACCEPTANCE_FORMAT
 
 
-def _guard_calibration(path: str | None) -> GuardCalibration | None:
-    if path is None:
-        return None
-    try:
-        return GuardCalibration.model_validate_json(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise ConfigError(
-            f"cannot read guard calibration {path}: {exc}", field="guard_calibration"
-        ) from exc
-
-
-def _metadata(
-    panel: Panel, record: CaseRecord, cal: GuardCalibration | None
-) -> tuple[str | None, dict[str, Any]]:
+def _metadata(panel: Panel, record: CaseRecord, spec: RunSpec) -> tuple[str | None, dict[str, Any]]:
     votes = panel_votes(panel)
-    guard = audit(votes, cal, case_id=panel.id) if len(votes) >= 2 else None
+    settings = GuardThresholds.model_validate(spec.policy.guard.options)
+    guard = (
+        audit(votes, spec.guard_calibration, settings=settings, case_id=panel.id)
+        if len(votes) >= 2
+        else None
+    )
     fallback = guard.answer if guard is not None else (votes[0].answer if votes else None)
     value = record.decision if record.decision is not None else fallback
     counts = [o.decision for o in panel.outputs]
@@ -224,7 +239,7 @@ def _metadata(
 @score_reducer(name="dissensus")
 def dissensus_reducer(
     graders: list[str] | None = None,
-    policy: str | dict[str, Any] | Policy | None = None,
+    policy: str | dict[str, Any] | Policy | RunSpec | None = None,
     acceptance: str | None = None,
     guard_calibration: str | None = None,
     journal: str | None = None,
@@ -232,12 +247,12 @@ def dissensus_reducer(
     """Reduce a grader panel's scores to the pipeline's guarded decision.
 
     ``graders`` names the scorers in order (and lets a grader that returned ``None``
-    count as an abstention); ``policy`` is a policy file, dict or :class:`Policy`;
+    count as an abstention); ``policy`` is a policy file, dict, :class:`Policy` or
+    :class:`~dissensus.pipeline.RunSpec`;
     ``acceptance`` a ``calibrate-acceptance`` file (or a reliability file); ``guard_calibration`` a guard
     calibration file; ``journal`` a journal path (default: in memory).
     """
-    pol, base_dir = _policy(policy, acceptance)
-    cal = _guard_calibration(guard_calibration)
+    spec = _spec(policy, acceptance, guard_calibration)
 
     def reduce(scores: list[Score]) -> Score:
         panel = scores_panel(scores, graders)
@@ -245,14 +260,12 @@ def dissensus_reducer(
         async def run() -> CaseRecord:
             store = Journal(journal if journal is not None else ":memory:")
             try:
-                return await adecide(
-                    panel, pol, guard_calibration=cal, journal=store, policy_dir=base_dir
-                )
+                return await adecide(panel, spec, journal=store)
             finally:
                 store.close()
 
         record = _run_sync(run())
-        value, meta = _metadata(panel, record, cal)
+        value, meta = _metadata(panel, record, spec)
         explanation = f"{record.action}: {record.reason}"
         if value is None:
             return Score.unscored(

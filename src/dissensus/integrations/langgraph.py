@@ -64,8 +64,9 @@ from dissensus.integrations._review import (
     resolved_record,
     review_request,
 )
-from dissensus.pipeline import CaseRecord, Policy, decide
+from dissensus.pipeline import CaseRecord, RunSpec, decide
 from dissensus.pipeline.review import find_item
+from dissensus.pipeline.spec import PolicyLike
 from dissensus.store import Journal
 from dissensus.types import Panel
 
@@ -94,13 +95,14 @@ class DecisionNode:
     def __init__(
         self,
         *,
-        policy: Policy | None,
+        policy: PolicyLike,
         journal: str | Path,
         panel: PanelBuilder,
         on_escalate: Literal["interrupt", "route"],
         goto: Mapping[str, str],
         key: str,
         reviewer: ReviewerResolver,
+        policy_dir: str | Path | None = None,
     ) -> None:
         if on_escalate not in ("interrupt", "route"):
             raise ConfigError(
@@ -112,7 +114,10 @@ class DecisionNode:
                 "the journal must be a file: a review item outlives the node's call",
                 field="journal",
             )
-        self.policy = policy or Policy()
+        # Built once, every file the policy names loaded and checked: a bad policy fails
+        # when the graph is built, not at its first case.
+        self.spec = RunSpec.from_policy(policy, base_dir=policy_dir)
+        self.policy = self.spec.policy
         self.journal = journal
         self.panel = panel
         self.on_escalate = on_escalate
@@ -127,7 +132,7 @@ class DecisionNode:
             return self._decide(panel, config, journal)
 
     def _decide(self, panel: Panel, config: RunnableConfig, journal: Journal) -> Command[Any]:
-        record = decide(panel, self.policy, journal=journal, run_id=node_run_id(config))
+        record = decide(panel, self.spec, journal=journal, run_id=node_run_id(config))
         if record.action == "escalate" and self.on_escalate == "interrupt":
             assert record.review_id is not None
             record = self._ask(journal, record.review_id, config)
@@ -169,13 +174,14 @@ class DecisionNode:
 
 def decision_node(
     *,
-    policy: Policy | None = None,
+    policy: PolicyLike = None,
     journal: str | Path,
     panel: PanelBuilder,
     on_escalate: Literal["interrupt", "route"] = "interrupt",
     goto: Mapping[str, str] | None = None,
     key: str = "dissensus",
     reviewer: ReviewerResolver = config_reviewer,
+    policy_dir: str | Path | None = None,
 ) -> DecisionNode:
     """A ``StateGraph`` node deciding ``panel(state)`` with ``policy`` into ``journal``.
 
@@ -183,7 +189,10 @@ def decision_node(
     static edges apply). ``on_escalate="interrupt"`` asks a human through
     ``langgraph.types.interrupt``; ``"route"`` records the escalation, leaves the item in
     the review queue and routes by ``goto["escalate"]``. The record's JSON is written to
-    ``state[key]``; ``reviewer(config)`` names who resolved an interrupt.
+    ``state[key]``; ``reviewer(config)`` names who resolved an interrupt. ``policy`` is a
+    policy file, a :class:`~dissensus.pipeline.Policy` (its relative paths under
+    ``policy_dir``), a :class:`~dissensus.pipeline.RunSpec` or ``None`` (the defaults): the
+    node decides with the same run specification ``dissensus decide`` would build.
     """
     return DecisionNode(
         policy=policy,
@@ -193,4 +202,5 @@ def decision_node(
         goto=goto or {},
         key=key,
         reviewer=reviewer,
+        policy_dir=policy_dir,
     )

@@ -64,7 +64,7 @@ from dissensus.errors import ConfigError, DissensusError, InputError
 from dissensus.guard import Calibration, GuardSettings, audit_case
 from dissensus.guard.decision import GuardDecision
 from dissensus.integrations._review import content_sha256, resolve_checked
-from dissensus.pipeline import CaseRecord, Policy, adecide, load_policy
+from dissensus.pipeline import CaseRecord, RunSpec, adecide
 from dissensus.pipeline.records import Resolution, ReviewItem
 from dissensus.pipeline.review import find_item, list_items
 from dissensus.states.reading import Thresholds, read_panels
@@ -178,8 +178,10 @@ class _Settings:
             raise InputError(f"journal not found: {target} (field 'journal')")
         return Journal(target)
 
-    def load_policy(self, policy: str | None) -> tuple[Policy, Path | None]:
-        return load_policy(policy or self.policy)
+    def spec(self, policy: str | None) -> RunSpec:
+        """The run specification of a call: its policy file, else the server's (built per
+        call, so a changed file is read again, as each ``dissensus decide`` would)."""
+        return RunSpec.from_policy(policy or self.policy)
 
 
 def route(
@@ -328,10 +330,10 @@ def build_server(
         panels: list[Panel], policy: PolicyArg = None, journal: JournalArg = None
     ) -> list[CaseRecord]:
         """Decide every panel: read -> guard -> route -> protocol -> record, journalled."""
-        pol, base = settings.load_policy(policy)
+        spec = settings.spec(policy)
         store = settings.open(journal, must_exist=False)
         try:
-            return [await adecide(panel, pol, journal=store, policy_dir=base) for panel in panels]
+            return [await adecide(panel, spec, journal=store) for panel in panels]
         finally:
             store.close()
 

@@ -18,9 +18,9 @@ through :mod:`dissensus.pipeline.batch` and :mod:`dissensus.pipeline.review` (or
 from __future__ import annotations
 
 import asyncio
-import os
 from pathlib import Path
 
+from dissensus.errors import ConfigError, InputError
 from dissensus.guard import Calibration as GuardCalibration
 from dissensus.pipeline.batch import (
     DeadlineReached,
@@ -35,7 +35,6 @@ from dissensus.pipeline.batch import (
 )
 from dissensus.pipeline.engine import decide_case
 from dissensus.pipeline.gates import panel_votes
-from dissensus.pipeline.learned import load_learned_data
 from dissensus.pipeline.policy import Policy, load_policy, policy_from_dict
 from dissensus.pipeline.records import CaseRecord, Resolution, ReviewItem
 from dissensus.pipeline.reliability import (
@@ -44,7 +43,7 @@ from dissensus.pipeline.reliability import (
     load_calibration,
     trust_regions,
 )
-from dissensus.pipeline.runtime import Runtime, resolve_model_spec
+from dissensus.pipeline.runtime import Runtime
 from dissensus.pipeline.signals import (
     MarkerLexicon,
     SecondAnswer,
@@ -52,6 +51,7 @@ from dissensus.pipeline.signals import (
     agent_signals,
     recorded_second_answers,
 )
+from dissensus.pipeline.spec import PolicyLike, RunSpec, SpecFile
 from dissensus.pipeline.steps import (
     AcceptanceStep,
     ConcordStep,
@@ -76,9 +76,11 @@ __all__ = [
     "Resolution",
     "ReviewItem",
     "RunBusy",
+    "RunSpec",
     "RunSummary",
     "Runtime",
     "SecondAnswer",
+    "SpecFile",
     "Voice",
     "adecide",
     "agent_signals",
@@ -102,7 +104,7 @@ __all__ = [
 
 async def adecide(
     panel: Panel,
-    policy: Policy | None = None,
+    policy: PolicyLike = None,
     *,
     calibration: CalibrationFile | None = None,
     guard_calibration: GuardCalibration | None = None,
@@ -110,40 +112,51 @@ async def adecide(
     run_id: str | None = None,
     policy_dir: Path | None = None,
 ) -> CaseRecord:
-    """Decide one panel (async). The reliability calibration defaults to the policy's file."""
-    policy = policy or Policy()
-    if calibration is None and policy.acceptance.calibration:
-        path = Path(policy.acceptance.calibration)
-        if not path.is_absolute() and policy_dir is not None:
-            path = policy_dir / path
-        calibration = load_calibration(path, policy.acceptance.markers)
-    learned = load_learned_data(
-        policy.acceptance.model, policy_dir, policy_file=None, field="acceptance.model"
-    )
+    """Decide one panel (async): a run of one case through the one run loop.
+
+    ``policy`` is a :class:`RunSpec`, a :class:`Policy` (its relative paths under
+    ``policy_dir``), a policy file or ``None`` (the defaults); every file the policy names
+    is loaded and checked as ``dissensus decide`` does. ``calibration`` /
+    ``guard_calibration`` replace the policy's files with objects already loaded. The
+    case is journalled in ``journal`` (default: a throw-away in-memory one) as run
+    ``run_id`` (default: a fresh id); deciding the same panel under an existing run id
+    replays that run (the LangGraph node relies on it), a different panel is refused.
+    """
+    spec = RunSpec.from_policy(policy, base_dir=policy_dir)
+    if calibration is not None or guard_calibration is not None:
+        update: dict[str, object] = {}
+        if calibration is not None:
+            update["calibration"] = calibration
+        if guard_calibration is not None:
+            update["guard_calibration"] = guard_calibration
+        spec = spec.model_copy(update=update)
     own = journal is None
     store = journal or Journal(":memory:")
     rid = run_id or new_run_id()
-    store.create_run(rid, kind="decide-one", meta={"panel": panel.id})
-    rt = Runtime(
-        policy=policy,
-        journal=store,
-        run_id=rid,
-        calibration=calibration,
-        guard_calibration=guard_calibration,
-        acceptance=learned,
-        model=resolve_model_spec(policy, dict(os.environ)),
-    )
+    text = panel.model_dump_json() + "\n"
     try:
-        return await decide_case(rt, panel, 1)
+        started = store.get(rid, "run/started") if store.run(rid, missing_ok=True) else None
+        if started is None:
+            start_run(store, None, spec, text=text, run_id=rid)
+        elif (started.payload.get("input") or {}).get("text") != text:
+            raise ConfigError(
+                f"run {rid!r} already decided another panel; use another run id", field="run_id"
+            )
+        records: list[CaseRecord] = []
+        rejects: list[str] = []
+        async for record in execute_run(store, rid, on_reject=lambda r: rejects.append(r.message)):
+            records.append(record)
+        if not records:
+            raise InputError(f"panel {panel.id!r} rejected: {'; '.join(rejects)}")
+        return records[0]
     finally:
-        await rt.client.aclose()
         if own:
             store.close()
 
 
 def decide(
     panel: Panel,
-    policy: Policy | None = None,
+    policy: PolicyLike = None,
     *,
     calibration: CalibrationFile | None = None,
     guard_calibration: GuardCalibration | None = None,

@@ -1,11 +1,15 @@
-"""Runs: a JSONL file of panels decided case by case, journalled, resumable.
+"""Runs: a JSONL file of panels decided case by case, journalled, resumable — the one run loop.
 
 :func:`start_run` registers a run and journals everything needed to redo it without the
-original command line: the input file's path and sha256 (or, for standard input, the
-text itself), the policy, the calibration file's content and the model spec.
-:func:`execute_run` streams the input with bounded concurrency and yields one
-:class:`~dissensus.pipeline.records.CaseRecord` per accepted panel *in input order*;
-it is also how a run resumes (:func:`resume_run`): cases whose record is journalled are
+original command line: the input file's path and sha256 (or the text itself, for
+standard input and for panels handed in by a door), and the run specification
+(:class:`~dissensus.pipeline.spec.RunSpec`: policy, loaded files and their sha256,
+model spec). :func:`execute_run` is the only run loop, whatever the door: it takes the
+run's lease, feeds the run to an *executor* (:mod:`dissensus.pipeline.executors`: in
+this process by default, or the Ray engine's workers), journals what the executor hands
+back, enforces the deadline, and yields one
+:class:`~dissensus.pipeline.records.CaseRecord` per accepted panel *in input order*.
+It is also how a run resumes (:func:`resume_run`): cases whose record is journalled are
 replayed, the case in flight continues from its last journalled step.
 
 Choices where the design is silent:
@@ -24,14 +28,16 @@ Choices where the design is silent:
   journalled steps stay), a ``run.stopped`` event records ``{reason: deadline, cases}``
   and :class:`DeadlineReached` (exit 1) is raised after the records finished in input
   order were yielded. The run is *partial*: no ``run.finished``, resumable with
-  ``runs resume``.
+  ``runs resume``. The deadline is the loop's, so it holds on every executor.
+* A resumed run is decided with the specification journalled at its start; a file that
+  specification loaded and that has changed since is refused, naming the file
+  (:meth:`~dissensus.pipeline.spec.RunSpec.check_files`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
-import hashlib
 import io
 import os
 import sys
@@ -41,18 +47,19 @@ from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
 from dissensus.errors import ConfigError, DissensusError, InputError
-from dissensus.guard import Calibration as GuardCalibration
 from dissensus.io.jsonl import Reject, parse_line
-from dissensus.io.yamlfile import read_text_file
-from dissensus.pipeline.engine import decide_case
-from dissensus.pipeline.learned import load_learned_data
-from dissensus.pipeline.policy import Policy, check_similarity
+from dissensus.pipeline.executors import Executor, LocalExecutor, Outcome, RunContext
 from dissensus.pipeline.records import CaseRecord
-from dissensus.pipeline.reliability import CalibrationFile, load_calibration
-from dissensus.pipeline.runtime import Runtime, resolve_model_spec
+from dissensus.pipeline.spec import (
+    PolicyLike,
+    RunSpec,
+    file_sha256,
+    policy_calibration,
+    policy_guard_calibration,
+)
 from dissensus.states import SimilarityBackend
 from dissensus.store.journal import Journal, RunInfo
 from dissensus.types import Panel
@@ -62,10 +69,12 @@ __all__ = [
     "RunBusy",
     "RunSummary",
     "execute_run",
+    "input_lines",
     "new_run_id",
     "policy_calibration",
     "policy_guard_calibration",
     "resume_run",
+    "run_spec",
     "start_run",
     "summarise",
 ]
@@ -97,85 +106,68 @@ def new_run_id() -> str:
     return uuid.uuid4().hex[:12]
 
 
-def _sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def start_run(
     journal: Journal,
-    input_path: str,
-    policy: Policy,
+    input_path: str | None,
+    policy: PolicyLike = None,
     *,
+    text: str | None = None,
     policy_file: str | None = None,
     policy_dir: Path | None = None,
     run_id: str | None = None,
     model: str | None = None,
     similarity: str | None = None,
     acceptance: str | None = None,
+    kind: str = RUN_KIND,
+    extra: dict[str, Any] | None = None,
+    via: str | None = None,
 ) -> RunInfo:
-    """Register a new run and journal its inputs (``run.started``)."""
+    """Register a new run of ``input_path`` (``"-"``: standard input) or of ``text`` (JSONL
+    handed in by a door) and journal its inputs and specification (``run.started``).
+
+    ``policy`` is a :class:`RunSpec`, a :class:`Policy`, a policy file or ``None``; the
+    other settings are :meth:`RunSpec.from_policy`'s overrides. Everything is checked
+    before the run exists. ``extra`` adds fields to ``run.started`` (e.g. who submitted);
+    ``via`` names the door in the run's header (e.g. ``serve``).
+    """
+    spec = RunSpec.from_policy(
+        policy,
+        base_dir=policy_dir,
+        policy_file=policy_file,
+        model=model,
+        similarity=similarity,
+        acceptance=acceptance,
+    )
     run_id = run_id or new_run_id()
     if journal.run(run_id, missing_ok=True) is not None:
         raise ConfigError(
             f"run {run_id!r} already exists in {journal.path}; resume it with 'dissensus runs resume'"
         )
-    if similarity:
-        check_similarity(similarity, field="similarity")
-        policy = policy.model_copy(
-            update={"reading": policy.reading.model_copy(update={"similarity": similarity})}
-        )
-    calibration = policy_calibration(policy, policy_dir, policy_file)
-    # --acceptance (relative to the working directory) overrides acceptance.model (relative to the policy).
-    learned = (
-        load_learned_data(acceptance, None, policy_file=None, field="--acceptance")
-        if acceptance
-        else load_learned_data(
-            policy.acceptance.model, policy_dir, policy_file=policy_file, field="acceptance.model"
-        )
-    )
-    calibrated_with = (learned or {}).get("settings", {}).get("similarity")
-    if calibrated_with and calibrated_with != policy.reading.similarity:
-        raise ConfigError(
-            f"the acceptance file was calibrated with similarity {calibrated_with!r}, "
-            f"the policy reads with {policy.reading.similarity!r}",
-            file=policy_file,
-            field="reading.similarity",
-        )
-    guard_calibration = policy_guard_calibration(policy, policy_dir, policy_file)
     source: dict[str, Any]
-    if input_path == "-":
+    if text is not None:
+        source = {"path": "-", "text": text}
+    elif input_path == "-":
         source = stdin_source(
             sys.stdin.buffer.read() if hasattr(sys.stdin, "buffer") else sys.stdin.read().encode()
         )
-    else:
+    elif input_path is not None:
         path = Path(input_path).resolve()
         if not path.is_file():
             raise InputError(f"file not found: {input_path}")
-        source = {"path": str(path), "sha256": _sha256_file(path)}
-    spec = model or resolve_model_spec(policy, dict(os.environ))
-    meta = {"input": source.get("path"), "policy_file": policy_file}
+        source = {"path": str(path), "sha256": file_sha256(path)}
+    else:
+        raise ConfigError("a run needs an input file or text", field="input")
+    meta: dict[str, Any] = {"input": source.get("path"), "policy_file": spec.policy_file}
+    if via:
+        meta["via"] = via
     # The run and its run.started event are one transaction: a crash leaves neither.
     # exclusive: of two starts with one --run-id, the second fails cleanly (RunExists).
     started = (
         "run.started",
-        {
-            "input": source,
-            "policy": policy.model_dump(mode="json"),
-            "policy_file": policy_file,
-            "calibration": calibration.model_dump(mode="json") if calibration else None,
-            "guard_calibration": guard_calibration.model_dump(mode="json")
-            if guard_calibration
-            else None,
-            "acceptance": learned,
-            "model": spec,
-        },
+        {"input": source, **spec.started_fields(), **(extra or {})},
         "run/started",
     )
-    return journal.create_run(run_id, kind=RUN_KIND, meta=meta, first=started, exclusive=True)
+    return journal.create_run(run_id, kind=kind, meta=meta, first=started, exclusive=True)
 
 
 def stdin_source(data: bytes) -> dict[str, Any]:
@@ -190,58 +182,6 @@ def stdin_source(data: bytes) -> dict[str, Any]:
         return {"path": "-", "base64": base64.b64encode(data).decode("ascii")}
 
 
-def policy_calibration(
-    policy: Policy, policy_dir: Path | None, policy_file: str | None
-) -> CalibrationFile | None:
-    """The reliability calibration file the policy names (``acceptance.calibration``,
-    relative to ``policy_dir``), or ``None`` when it names none.
-
-    :class:`~dissensus.errors.ConfigError` naming ``policy_file`` when the file is missing.
-    """
-    name = policy.acceptance.calibration
-    if not name:
-        return None
-    path = Path(name)
-    if not path.is_absolute() and policy_dir is not None:
-        path = policy_dir / path
-    if not path.is_file():
-        raise ConfigError(
-            f"calibration file not found: {path}", file=policy_file, field="acceptance.calibration"
-        )
-    return load_calibration(path, policy.acceptance.markers)
-
-
-def policy_guard_calibration(
-    policy: Policy, policy_dir: Path | None, policy_file: str | None
-) -> GuardCalibration | None:
-    """The guard calibration the policy names (``guard.calibration``, relative to
-    ``policy_dir``), or ``None`` when it names none.
-
-    :class:`~dissensus.errors.ConfigError` naming ``policy_file`` when it cannot be read.
-    """
-    name = policy.guard.calibration
-    if not name:
-        return None
-    path = Path(name)
-    if not path.is_absolute() and policy_dir is not None:
-        path = policy_dir / path
-    try:
-        return GuardCalibration.model_validate_json(read_text_file(path, what="guard calibration"))
-    except OSError as exc:
-        raise ConfigError(
-            f"cannot read guard calibration {path}: {exc.strerror}",
-            file=policy_file,
-            field="guard.calibration",
-        ) from exc
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        raise ConfigError(
-            f"{path}: invalid guard calibration: {first['msg']}",
-            file=policy_file,
-            field="guard.calibration",
-        ) from exc
-
-
 def _started(journal: Journal, run_id: str) -> dict[str, Any]:
     event = journal.get(run_id, "run/started")
     if event is None:
@@ -249,7 +189,14 @@ def _started(journal: Journal, run_id: str) -> dict[str, Any]:
     return event.payload
 
 
-def _lines(source: dict[str, Any]) -> tuple[str, list[str] | None]:
+def run_spec(journal: Journal, run_id: str) -> RunSpec:
+    """The specification run ``run_id`` was started with (from its ``run.started``)."""
+    return RunSpec.from_started(_started(journal, run_id))
+
+
+def input_lines(source: dict[str, Any]) -> tuple[str, list[str] | None]:
+    """A run's input as ``(file name, None)`` for a file (unchanged since the run started)
+    or ``("-", lines)`` for journalled text."""
     if source.get("path") == "-":
         if "base64" in source:
             text = base64.b64decode(str(source["base64"])).decode("utf-8", "surrogateescape")
@@ -260,30 +207,12 @@ def _lines(source: dict[str, Any]) -> tuple[str, list[str] | None]:
     path = Path(str(source["path"]))
     if not path.is_file():
         raise InputError(f"the run's input file is gone: {path}")
-    if _sha256_file(path) != source.get("sha256"):
+    if file_sha256(path) != source.get("sha256"):
         raise InputError(f"the run's input file changed since the run started: {path}")
     return str(path), None
 
 
-def _runtime(
-    journal: Journal,
-    run_id: str,
-    started: dict[str, Any],
-    backend: Callable[[], SimilarityBackend] | None,
-) -> Runtime:
-    policy = Policy.model_validate(started["policy"])
-    cal = started.get("calibration")
-    guard_cal = started.get("guard_calibration")
-    return Runtime(
-        policy=policy,
-        journal=journal,
-        run_id=run_id,
-        calibration=CalibrationFile.model_validate(cal) if cal else None,
-        guard_calibration=GuardCalibration.model_validate(guard_cal) if guard_cal else None,
-        acceptance=started.get("acceptance"),
-        model=started.get("model"),
-        backend_factory=backend,
-    )
+_lines = input_lines  # the name the 0.2 Ray engine imported
 
 
 async def execute_run(
@@ -293,77 +222,96 @@ async def execute_run(
     on_reject: Callable[[Reject], None] | None = None,
     backend: Callable[[], SimilarityBackend] | None = None,
     deadline_s: float | None = None,
+    executor: Executor | None = None,
 ) -> AsyncIterator[CaseRecord]:
     """Decide (or finish deciding) every case of the run, yielding records in input order.
 
-    ``deadline_s`` (default: the policy's ``deadline_s``) bounds this invocation's
-    wall-clock time; see the module docstring.
+    The one run loop: ``executor`` (default :class:`LocalExecutor` with ``backend``)
+    decides the cases; this loop journals what it hands back, counts, and enforces
+    ``deadline_s`` (default: the policy's ``deadline_s``); see the module docstring.
     """
     started = _started(journal, run_id)
+    spec = RunSpec.from_started(started)
     pid = os.getpid()
     holder = journal.acquire_run_lock(run_id, pid)
     if holder is not None:
         raise RunBusy(f"run {run_id} is being resumed by pid {holder.pid} (host {holder.host})")
-    rt = _runtime(journal, run_id, started, backend)
-    limit = deadline_s if deadline_s is not None else rt.policy.deadline_s
-    loop = asyncio.get_running_loop()
-    end = None if limit is None else loop.time() + limit
-    name, lines = _lines(started["input"])
-    window: list[asyncio.Task[CaseRecord]] = []
-    counts: Counter[str] = Counter()
-
-    async def next_record() -> CaseRecord:
-        task = window[0]
-        if end is not None:
-            await asyncio.wait({task}, timeout=max(0.0, end - loop.time()))
-            if not task.done():
-                raise _Late()
-        window.pop(0)
-        return await task
-
     try:
+        name, lines = input_lines(started["input"])
+        ctx = RunContext(journal=journal, run_id=run_id, spec=spec, name=name, lines=lines)
+        engine = executor or LocalExecutor(backend)
+        limit = deadline_s if deadline_s is not None else spec.policy.deadline_s
+        counts: Counter[str] = Counter()
+        outcomes = engine.outcomes(ctx)
+        loop = asyncio.get_running_loop()
+        end = None if limit is None else loop.time() + limit
         try:
-            for item, line in _prefetched(rt, _iter(name, lines)):
-                if end is not None and loop.time() >= end:
-                    raise _Late()
-                if isinstance(item, Reject):
-                    journal.append(
-                        run_id,
-                        "input.rejected",
-                        item.model_dump(mode="json"),
-                        key=f"reject/{line}",
-                        case=str(line),
-                    )
-                    counts["rejected"] += 1
-                    if on_reject is not None:
-                        on_reject(item)
-                    continue
-                window.append(asyncio.create_task(decide_case(rt, item, line)))
-                if len(window) >= rt.policy.concurrency:
-                    record = await next_record()
-                    _count(counts, record)
+            while True:
+                try:
+                    outcome = await _next(outcomes, loop, end)
+                except StopAsyncIteration:
+                    break
+                record = _take(journal, run_id, outcome, counts, on_reject)
+                if record is not None:
                     yield record
-            while window:
-                record = await next_record()
-                _count(counts, record)
-                yield record
         except _Late:
-            for task in window:
-                task.cancel()
-            await asyncio.gather(*window, return_exceptions=True)
-            window.clear()
+            await outcomes.aclose()
             _stopped(journal, run_id, limit or 0.0, counts["cases"])
             raise DeadlineReached(
                 f"run {run_id}: deadline of {limit:g} s reached after {counts['cases']} case(s); "
                 f"the run is partial, finish it with 'dissensus runs resume {run_id}'"
             ) from None
         finally:
-            for task in window:
-                task.cancel()
-            await rt.client.aclose()
+            await outcomes.aclose()
         journal.append(run_id, "run.finished", dict(counts), key="run/finished")
     finally:
         journal.release_run_lock(run_id, pid)
+
+
+async def _next(
+    outcomes: AsyncIterator[Outcome], loop: asyncio.AbstractEventLoop, end: float | None
+) -> Outcome:
+    if end is None:
+        return await anext(outcomes)
+    left = end - loop.time()
+    if left <= 0:
+        raise _Late()
+    try:
+        return await asyncio.wait_for(anext(outcomes), timeout=left)
+    except TimeoutError:
+        raise _Late() from None
+
+
+def _take(
+    journal: Journal,
+    run_id: str,
+    outcome: Outcome,
+    counts: Counter[str],
+    on_reject: Callable[[Reject], None] | None,
+) -> CaseRecord | None:
+    """Journal what an executor handed back; the record to yield, if any."""
+    line = outcome.line
+    if outcome.reject is not None:
+        if not outcome.journalled:
+            journal.append(
+                run_id,
+                "input.rejected",
+                outcome.reject.model_dump(mode="json"),
+                key=f"reject/{line}",
+                case=str(line),
+            )
+        counts["rejected"] += 1
+        if on_reject is not None:
+            on_reject(outcome.reject)
+        return None
+    for event in outcome.events:
+        journal.append(run_id, event.type, event.payload, key=event.key, case=event.case)
+    record = outcome.record
+    assert record is not None
+    counts["cases"] += 1
+    counts["auto"] += int(record.auto)
+    counts["escalated"] += int(record.action == "escalate")
+    return record
 
 
 class _Late(Exception):
@@ -378,31 +326,7 @@ def _stopped(journal: Journal, run_id: str, limit: float, cases: int) -> None:
     journal.append(run_id, "run.stopped", payload, key=f"run/stopped/{n}")
 
 
-def _count(counts: Counter[str], record: CaseRecord) -> None:
-    counts["cases"] += 1
-    counts["auto"] += int(record.auto)
-    counts["escalated"] += int(record.action == "escalate")
-
-
-PREFETCH = 64
-"""Panels whose traces are embedded together before they are decided."""
-
-
-def _prefetched(
-    rt: Runtime, items: Iterator[tuple[Panel | Reject, int]]
-) -> Iterator[tuple[Panel | Reject, int]]:
-    chunk: list[tuple[Panel | Reject, int]] = []
-    for item in items:
-        chunk.append(item)
-        if len(chunk) >= PREFETCH:
-            rt.prefetch([(line, p) for p, line in chunk if isinstance(p, Panel)])
-            yield from chunk
-            chunk = []
-    rt.prefetch([(line, p) for p, line in chunk if isinstance(p, Panel)])
-    yield from chunk
-
-
-def _iter(name: str, lines: list[str] | None) -> Iterator[tuple[Panel | Reject, int]]:
+def numbered_panels(name: str, lines: list[str] | None) -> Iterator[tuple[Panel | Reject, int]]:
     """``(panel or reject, line number)`` for every non-blank input line, lazily."""
     if lines is not None:
         yield from _numbered(name, lines)
@@ -419,8 +343,9 @@ def _numbered(name: str, lines: Iterable[str]) -> Iterator[tuple[Panel | Reject,
 
 
 def check_resumable(journal: Journal, run_id: str) -> None:
-    """Refuse to resume a run whose hash chain does not verify: resuming re-runs the
-    journalled policy and inputs, which an edited journal could have replaced."""
+    """Refuse to resume a run whose hash chain does not verify (resuming re-runs the
+    journalled policy and inputs, which an edited journal could have replaced), or whose
+    specification loaded a file that changed since (:meth:`RunSpec.check_files`)."""
     report = journal.verify(run_id)
     if not report.ok:
         first = report.problems[0] if report.problems else "the chain is broken"
@@ -428,6 +353,7 @@ def check_resumable(journal: Journal, run_id: str) -> None:
             f"cannot resume run {run_id}: its journal does not verify ({first}); "
             f"see dissensus runs verify {run_id}"
         )
+    run_spec(journal, run_id).check_files()
 
 
 async def resume_run(
@@ -437,13 +363,19 @@ async def resume_run(
     on_reject: Callable[[Reject], None] | None = None,
     backend: Callable[[], SimilarityBackend] | None = None,
     deadline_s: float | None = None,
+    executor: Executor | None = None,
 ) -> AsyncIterator[CaseRecord]:
     """Resume a run (same as :func:`execute_run`; completed cases are replayed).
 
     A run whose journal does not verify is refused (:func:`check_resumable`)."""
     check_resumable(journal, run_id)
     async for record in execute_run(
-        journal, run_id, on_reject=on_reject, backend=backend, deadline_s=deadline_s
+        journal,
+        run_id,
+        on_reject=on_reject,
+        backend=backend,
+        deadline_s=deadline_s,
+        executor=executor,
     ):
         yield record
 

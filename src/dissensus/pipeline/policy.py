@@ -63,6 +63,7 @@ from dissensus.io.yamlfile import load_yaml_file
 from dissensus.pipeline.signals import MarkerLexicon
 
 __all__ = [
+    "PIPELINE_ACTIONS",
     "AcceptanceSettings",
     "BudgetSettings",
     "ConcordSettings",
@@ -71,8 +72,10 @@ __all__ = [
     "ReadingSettings",
     "RoutingSettings",
     "SeekContextSettings",
+    "check_policy",
     "load_policy",
     "policy_from_dict",
+    "with_model_files_under",
 ]
 
 
@@ -272,9 +275,47 @@ def check_similarity(
         )
 
 
+PIPELINE_ACTIONS = (
+    "auto",
+    "auto_explain",
+    "seek_context",
+    "escalate",
+    "concord",
+    "deliberate",
+)
+"""Route actions the pipeline runs: the seed's four, ``concord`` (escalate through
+CONCORD) and ``deliberate`` (seek context with a DCI deliberation)."""
+
+
+def _check_actions(policy: Policy, file: str | None) -> None:
+    """Refuse an action the pipeline does not run, wherever the policy names one."""
+    named: list[tuple[str, object]] = [
+        (f"routing.defaults.{state}", action) for state, action in policy.routing.defaults.items()
+    ]
+    named += [
+        (f"routing.rules.{i}.action", rule.get("action"))
+        for i, rule in enumerate(policy.routing.rules)
+        if isinstance(rule, dict) and "action" in rule
+    ]
+    for where, action in named:
+        if action not in PIPELINE_ACTIONS:
+            raise ConfigError(
+                f"unknown action {action!r} (the pipeline runs: {', '.join(PIPELINE_ACTIONS)})",
+                file=file,
+                field=where,
+            )
+
+
+def check_policy(policy: Policy, *, file: str | None = None) -> None:
+    """Check a policy built in Python as :func:`policy_from_dict` checks a file's
+    (actions, rules, guard thresholds, similarity backend); :class:`ConfigError` otherwise."""
+    _check_parts(policy, file)
+
+
 def _check_parts(policy: Policy, file: str | None) -> None:
-    """Validate the sections other parts interpret (routing rules, guard thresholds,
-    the similarity backend's name) now, not at the first case."""
+    """Validate the sections other parts interpret (route actions, routing rules, guard
+    thresholds, the similarity backend's name) now, not at the first case."""
+    _check_actions(policy, file)
     from dissensus.guard import GuardSettings as GuardThresholds
     from dissensus.states import RuleSet
 
@@ -309,16 +350,21 @@ def load_policy(path: str | Path | None) -> tuple[Policy, Path | None]:
     data = load_yaml_file(p, what="policy")
     policy = policy_from_dict(data, file=str(path))
     base = p.resolve().parent
+    return with_model_files_under(policy, base), base
+
+
+def with_model_files_under(policy: Policy, base: Path) -> Policy:
+    """``policy`` with the relative files of its model specs resolved under ``base``
+    (relative paths inside a policy are relative to the policy file, model files too)."""
     sc = policy.seek_context
-    if sc.model or sc.models:
-        # Relative paths inside the policy are relative to the policy file, model files too.
-        update: dict[str, Any] = {
-            "models": {a: relative_model_spec(m, base) for a, m in sc.models.items()}
-        }
-        if sc.model:
-            update["model"] = relative_model_spec(sc.model, base)
-        policy = policy.model_copy(update={"seek_context": sc.model_copy(update=update)})
-    return policy, base
+    if not (sc.model or sc.models):
+        return policy
+    update: dict[str, Any] = {
+        "models": {a: relative_model_spec(m, base) for a, m in sc.models.items()}
+    }
+    if sc.model:
+        update["model"] = relative_model_spec(sc.model, base)
+    return policy.model_copy(update={"seek_context": sc.model_copy(update=update)})
 
 
 def relative_model_spec(spec: str, base: Path) -> str:

@@ -20,7 +20,7 @@ is embedded again, never read wrongly.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,6 +34,7 @@ from dissensus.pipeline.learned import make_learned
 from dissensus.pipeline.policy import Policy
 from dissensus.pipeline.reliability import CalibrationFile, TrustRegion, trust_regions
 from dissensus.pipeline.signals import recorded_second_answers
+from dissensus.pipeline.spec import MODEL_ENV, RunSpec
 from dissensus.states import (
     EmbeddingBackend,
     Reading,
@@ -48,9 +49,6 @@ from dissensus.store.journal import Journal
 from dissensus.types import Panel
 
 __all__ = ["MODEL_ENV", "PrefetchedBackend", "Runtime", "resolve_model_spec"]
-
-MODEL_ENV = "DISSENSUS_MODEL"
-"""Environment variable naming the default model spec (as in :mod:`dissensus.llm`)."""
 
 
 class PrefetchedBackend:
@@ -101,25 +99,27 @@ class PrefetchedBackend:
         return cosine_matrix(self.embed(texts))
 
 
-def resolve_model_spec(policy: Policy, environ: dict[str, str]) -> str | None:
+def resolve_model_spec(policy: Policy, environ: Mapping[str, str]) -> str | None:
     """The model spec live follow-ups use: the policy's, else ``$DISSENSUS_MODEL``."""
     return policy.seek_context.model or environ.get(MODEL_ENV) or None
 
 
 @dataclass
 class Runtime:
-    """Everything one run shares across its cases."""
+    """Everything one run shares across its cases: its :class:`RunSpec` and what is built from it.
 
-    policy: Policy
+    Only the run loop (:mod:`dissensus.pipeline.batch` and its executors) makes one, with
+    :meth:`for_spec`; doors hand in a spec, never a runtime.
+    """
+
+    spec: RunSpec
     journal: Journal
     run_id: str
-    calibration: CalibrationFile | None = None
-    guard_calibration: GuardCalibration | None = None
-    acceptance: dict[str, Any] | None = None
-    """The learned acceptance file's verified content (``run.started``), if any."""
-    model: str | None = None
-    """Model spec for live follow-ups (policy's, else ``$DISSENSUS_MODEL``)."""
     backend_factory: Callable[[], SimilarityBackend] | None = None
+    client_factory: Callable[[str | None], ModelClient] | None = None
+    """Makes the model client of a spec (``None``: the run's model); default: one client per
+    spec drawing from the run's budget. The Ray engine's workers pass their own (one budget
+    share per worker)."""
     _backend: SimilarityBackend | None = field(default=None, init=False)
     _rules: RuleSet | None = field(default=None, init=False)
     _regions: dict[str, TrustRegion] | None = field(default=None, init=False)
@@ -128,7 +128,31 @@ class Runtime:
     client: JournalledClient = field(init=False)
 
     def __post_init__(self) -> None:
-        self.client = JournalledClient(self.journal, self.run_id, self._make_client)
+        self.client = JournalledClient(
+            self.journal, self.run_id, self.client_factory or self._make_client
+        )
+
+    @property
+    def policy(self) -> Policy:
+        return self.spec.policy
+
+    @property
+    def calibration(self) -> CalibrationFile | None:
+        return self.spec.calibration
+
+    @property
+    def guard_calibration(self) -> GuardCalibration | None:
+        return self.spec.guard_calibration
+
+    @property
+    def acceptance(self) -> dict[str, Any] | None:
+        """The learned acceptance file's verified content, if any."""
+        return self.spec.acceptance
+
+    @property
+    def model(self) -> str | None:
+        """Model spec for live follow-ups (policy's, else ``$DISSENSUS_MODEL``)."""
+        return self.spec.model
 
     @property
     def budget(self) -> Budget:

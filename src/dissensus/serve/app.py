@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -41,7 +40,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from dissensus.errors import ConfigError, DissensusError, InputError
 from dissensus.guard import Calibration, CorrelatedConsensusError, GuardSettings
-from dissensus.pipeline import Policy, load_policy, policy_guard_calibration
+from dissensus.pipeline import RunSpec
 from dissensus.serve import api_docs, library_calls
 from dissensus.serve.auth import (
     LOCAL,
@@ -93,21 +92,15 @@ class Service:
     ) -> None:
         self.settings = settings
         self.journal = journal
-        policy, policy_dir = load_policy(settings.policy) if settings.policy else (Policy(), None)
-        self.policy = policy
+        # One run specification for every request, built (and every file it names checked)
+        # before the server answers anything: the CLI's records, through this door too.
+        self.spec = RunSpec.from_policy(settings.policy)
+        self.policy = self.spec.policy
         self.tokens: TokenStore | None = load_tokens(settings.tokens) if settings.tokens else None
         self.sessions = SessionStore(settings.session_ttl_s)
-        self.runner = Runner(
-            journal,
-            policy,
-            policy_file=settings.policy,
-            policy_dir=policy_dir,
-            environ=dict(os.environ),
-        )
+        self.runner = Runner(journal, self.spec, open_journal=_reopener(journal))
         self.desk = ReviewDesk(journal, claim_ttl_s=settings.claim_ttl_s)
-        self.guard_calibration: Calibration | None = policy_guard_calibration(
-            policy, policy_dir, settings.policy
-        )
+        self.guard_calibration: Calibration | None = self.spec.guard_calibration
 
     def authenticate(self, request: Request) -> Principal:
         """The bearer token's principal (401 without a valid one)."""
@@ -123,6 +116,16 @@ class Service:
         if principal is None:
             raise ApiError(401, "unknown token", "Authorization")
         return principal
+
+
+def _reopener(journal: Journal) -> Callable[[], Journal] | None:
+    """How a run's thread opens its own connection to ``journal`` (``None`` for an
+    in-memory journal, which no second connection can see)."""
+    target = str(journal.path)
+    if target == ":memory:":
+        return None
+    signer, after = journal.signer, journal.after_append
+    return lambda: open_journal(target, signer=signer, after_append=after)
 
 
 def _service(request: Request) -> Service:

@@ -1,10 +1,13 @@
 """Decide runs submitted over HTTP: journalled like ``dissensus decide``, followed live.
 
 A request's panels become one run of the journal, exactly as ``dissensus decide`` makes
-one run of a file: ``run.started`` holds the input (as text, the way the CLI journals
-standard input), the policy, the calibrations and the model spec, and the cases are
-decided by :func:`dissensus.pipeline.execute_run`, the CLI's own call. A run started
-here can therefore be listed, verified, exported and resumed with the CLI.
+one run of a file: the server builds one :class:`~dissensus.pipeline.spec.RunSpec` from
+its policy at start (every file the policy names loaded and hashed, learned acceptance
+included), :func:`dissensus.pipeline.batch.start_run` journals the input (as text, the
+way the CLI journals standard input) with that spec, and the cases are decided by
+:func:`dissensus.pipeline.execute_run`, the CLI's own loop. A run started here can
+therefore be listed, verified, exported and resumed with the CLI, and gives the CLI's
+records.
 
 Choices where the design is silent:
 
@@ -12,7 +15,15 @@ Choices where the design is silent:
   is input line ``i + 1`` and a rejected item is reported with the same field path the
   CLI reports for that line (:func:`dissensus.io.jsonl.parse_line`).
 * ``run.started`` also records ``submitted_by``: the name of the token that submitted.
-* The similarity backend is built once per server and shared by every run.
+* The similarity backend is built once per server and shared by every run, one call at
+  a time.
+* **Off the event loop.** Each run is decided on a thread of its own (at most
+  :data:`RUN_THREADS` at once), with its own event loop and its own connection to the
+  journal, so embedding and deciding never stall the server's loop (``/healthz``
+  answers during a MiniLM run). A server on an in-memory journal (tests) decides on
+  its loop, since a second connection would see another database.
+* A run stopped by its policy's deadline ends ``incomplete`` (partial, resumable), not
+  ``failed``.
 * On shutdown (SIGTERM / Ctrl-C) runs in progress get most of the graceful-shutdown
   time to finish, then are cancelled: they end ``incomplete`` (resumable with
   ``dissensus runs resume``), and every open event stream receives that final event and
@@ -27,32 +38,38 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import threading
 from collections import OrderedDict
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Literal
 
-from dissensus.guard import Calibration as GuardCalibration
 from dissensus.io.jsonl import Reject
-from dissensus.pipeline import (
-    CaseRecord,
-    Policy,
-    execute_run,
-    new_run_id,
-    policy_calibration,
-    policy_guard_calibration,
-)
-from dissensus.pipeline.reliability import CalibrationFile
+from dissensus.pipeline import CaseRecord, DeadlineReached, RunSpec, execute_run
+from dissensus.pipeline.batch import start_run
 from dissensus.pipeline.review import final_records
-from dissensus.pipeline.runtime import resolve_model_spec
-from dissensus.states import SimilarityBackend, get_backend
+from dissensus.states import EmbeddingBackend, SimilarityBackend, get_backend
+from dissensus.states.similarity import Matrix, Vectors
 from dissensus.store.journal import Journal
 
 __all__ = ["KEEP_FINISHED", "RunState", "Runner", "item_line", "reject_of"]
 
 KEEP_FINISHED = 256
 """Finished runs whose progress stays in memory."""
+
+RUN_THREADS = 8
+"""Runs decided at the same time, each on its own thread (later ones wait for a thread)."""
+
+_POOL: ThreadPoolExecutor | None = None
+
+
+def _executor() -> ThreadPoolExecutor:
+    global _POOL
+    if _POOL is None:
+        _POOL = ThreadPoolExecutor(max_workers=RUN_THREADS, thread_name_prefix="dissensus-run")
+    return _POOL
+
 
 Status = Literal["running", "finished", "failed", "incomplete"]
 
@@ -103,76 +120,96 @@ class RunState:
         }
 
 
+class _SharedBackend:
+    """One similarity backend shared by the runs of a server, one call at a time (each run
+    decides on its own thread; an embedding cache or model is not made for concurrent calls)."""
+
+    def __init__(self, inner: SimilarityBackend) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self._lock = threading.Lock()
+
+    def matrix(self, texts: Sequence[str]) -> Matrix:
+        with self._lock:
+            return self.inner.matrix(texts)
+
+
+class _SharedEmbedding(_SharedBackend):
+    def embed(self, texts: Sequence[str]) -> Vectors:
+        with self._lock:
+            return self.inner.embed(texts)  # type: ignore[attr-defined,no-any-return]
+
+
 class Runner:
-    """Starts, executes and follows decide runs for the service."""
+    """Starts, executes and follows decide runs for the service (one :class:`RunSpec` for all)."""
 
     def __init__(
         self,
         journal: Journal,
-        policy: Policy,
+        spec: RunSpec,
         *,
-        policy_file: str | None = None,
-        policy_dir: Path | None = None,
-        environ: dict[str, str] | None = None,
+        open_journal: Callable[[], Journal] | None = None,
     ) -> None:
         self.journal = journal
-        self.policy = policy
-        self.policy_file = policy_file
-        calibration: CalibrationFile | None = policy_calibration(policy, policy_dir, policy_file)
-        guard_calibration: GuardCalibration | None = policy_guard_calibration(
-            policy, policy_dir, policy_file
-        )
-        self._started = {
-            "policy": policy.model_dump(mode="json"),
-            "policy_file": policy_file,
-            "calibration": calibration.model_dump(mode="json") if calibration else None,
-            "guard_calibration": guard_calibration.model_dump(mode="json")
-            if guard_calibration
-            else None,
-            "model": resolve_model_spec(policy, environ or {}),
-        }
+        self.spec = spec
+        self.policy = spec.policy
+        self.policy_file = spec.policy_file
+        self._open_journal = open_journal
         self._backend: SimilarityBackend | None = None
+        self._backend_lock = threading.Lock()
         self._states: OrderedDict[str, RunState] = OrderedDict()
 
     def backend(self) -> SimilarityBackend:
-        if self._backend is None:
-            self._backend = get_backend(self.policy.reading.similarity)
-        return self._backend
+        with self._backend_lock:
+            if self._backend is None:
+                inner = get_backend(
+                    self.policy.reading.similarity, allow_code=self.policy.allow_code or None
+                )
+                self._backend = (
+                    _SharedEmbedding(inner)
+                    if isinstance(inner, EmbeddingBackend)
+                    else _SharedBackend(inner)
+                )
+            return self._backend
 
     def start(self, lines: list[str], *, submitted_by: str) -> RunState:
         """Journal a new run of ``lines`` (one panel each) and start deciding it."""
-        run_id = new_run_id()
-        self.journal.create_run(
-            run_id,
-            kind="decide",
-            meta={"input": "-", "policy_file": self.policy_file, "via": "serve"},
-        )
         text = "".join(line + "\n" for line in lines)
-        payload = {
-            "input": {"path": "-", "text": text},
-            **self._started,
-            "submitted_by": submitted_by,
-        }
-        self.journal.append(run_id, "run.started", payload, key="run/started")
-        state = RunState(run_id=run_id, total=len(lines))
-        self._states[run_id] = state
+        info = start_run(
+            self.journal,
+            None,
+            self.spec,
+            text=text,
+            extra={"submitted_by": submitted_by},
+            via="serve",
+        )
+        state = RunState(run_id=info.run_id, total=len(lines))
+        self._states[info.run_id] = state
         state.task = asyncio.create_task(self._execute(state))
         self._evict()
         return state
 
     async def _execute(self, state: RunState) -> None:
+        loop = asyncio.get_running_loop()
+
         def on_reject(reject: Reject) -> None:
             data = reject_of(reject)
             state.rejects.append(data)
             state.push("reject", data)
 
+        def on_record(record: CaseRecord) -> None:
+            state.records.append(record)
+            state.done += 1
+            state.push("record", record.model_dump(mode="json"))
+
         try:
-            async for record in execute_run(
-                self.journal, state.run_id, on_reject=on_reject, backend=self.backend
-            ):
-                state.records.append(record)
-                state.done += 1
-                state.push("record", record.model_dump(mode="json"))
+            if self._open_journal is None:  # an in-memory journal: decide on this loop
+                async for record in execute_run(
+                    self.journal, state.run_id, on_reject=on_reject, backend=self.backend
+                ):
+                    on_record(record)
+            else:
+                await self._off_loop(state, loop, on_reject, on_record)
             state.status = "finished"
         except asyncio.CancelledError:
             state.status = "incomplete"
@@ -181,10 +218,63 @@ class Runner:
             )
             state.push("incomplete", state.summary())
             raise
+        except DeadlineReached as exc:
+            state.status = "incomplete"
+            state.error = str(exc)
         except Exception as exc:  # reported to the client, never swallowed silently
             state.status = "failed"
             state.error = f"{type(exc).__name__}: {exc}"
         state.push(state.status, state.summary())
+
+    async def _off_loop(
+        self,
+        state: RunState,
+        loop: asyncio.AbstractEventLoop,
+        on_reject: Callable[[Reject], None],
+        on_record: Callable[[CaseRecord], None],
+    ) -> None:
+        """Decide the run on a thread of its own (own event loop, own journal connection),
+        so embedding and deciding never hold up the server's loop; cancelling this
+        coroutine cancels the run there, and waits until it stopped."""
+        assert self._open_journal is not None
+        opener = self._open_journal
+        control: dict[str, Any] = {}
+        stop = threading.Event()
+
+        async def main() -> None:
+            control["loop"] = asyncio.get_running_loop()
+            control["task"] = asyncio.current_task()
+            if stop.is_set():
+                return
+
+            def rejected(reject: Reject) -> None:
+                loop.call_soon_threadsafe(on_reject, reject)
+
+            journal = opener()
+            try:
+                async for record in execute_run(
+                    journal, state.run_id, on_reject=rejected, backend=self.backend
+                ):
+                    loop.call_soon_threadsafe(on_record, record)
+            finally:
+                journal.close()
+
+        def work() -> None:
+            asyncio.run(main())
+
+        done = loop.run_in_executor(_executor(), work)
+        try:
+            await asyncio.shield(done)
+        except asyncio.CancelledError:
+            stop.set()
+            inner_loop, task = control.get("loop"), control.get("task")
+            if inner_loop is not None and task is not None:
+                with contextlib.suppress(RuntimeError):  # its loop already closed
+                    inner_loop.call_soon_threadsafe(task.cancel)
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await done
+            await asyncio.sleep(0)  # let the last records the thread handed over land
+            raise
 
     def _evict(self) -> None:
         finished = [k for k, s in self._states.items() if s.status != "running"]

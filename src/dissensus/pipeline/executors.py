@@ -1,0 +1,137 @@
+"""Executors: who decides a run's cases for the one run loop (:func:`~dissensus.pipeline.batch.execute_run`).
+
+The loop owns the run: its lease, its deadline, journalling rejects and what an
+executor hands back, the counts and ``run.finished``. An executor only turns the run's
+input into :class:`Outcome` values, one per non-blank input line, records *in input
+order* (a reject may come as soon as its line is read). :class:`LocalExecutor` decides
+in this process; the Ray engine's executor (:class:`dissensus.engines.ray.RayExecutor`)
+decides blocks of lines on workers and hands their events back for the loop to append.
+
+Choices where the design is silent:
+
+* An executor builds its :class:`~dissensus.pipeline.runtime.Runtime` from the run's
+  :class:`~dissensus.pipeline.spec.RunSpec` (:attr:`RunContext.spec`) only, so it cannot
+  decide with settings the run did not journal.
+* Closing an executor's outcome stream (the loop does, on a deadline or an error)
+  cancels its cases in flight; their journalled steps stay, so the run resumes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncGenerator, Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from pydantic import BaseModel, ConfigDict
+
+from dissensus.io.jsonl import Reject
+from dissensus.pipeline.engine import decide_case
+from dissensus.pipeline.records import CaseRecord
+from dissensus.pipeline.runtime import Runtime
+from dissensus.pipeline.spec import RunSpec
+from dissensus.states import SimilarityBackend
+from dissensus.store.journal import Journal
+from dissensus.types import Panel
+
+__all__ = ["CaseEvent", "Executor", "LocalExecutor", "Outcome", "RunContext"]
+
+PREFETCH = 64
+"""Panels whose traces are embedded together before they are decided."""
+
+
+class CaseEvent(BaseModel):
+    """A journal event an executor decided elsewhere and hands to the loop to append."""
+
+    model_config = ConfigDict(frozen=True)
+
+    key: str
+    type: str
+    case: str | None
+    payload: dict[str, Any]
+    """The step's JSON as the worker journalled it (passed through to the journal untouched)."""
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One input line's outcome: a record (with events to append, if decided elsewhere) or a reject."""
+
+    line: int
+    record: CaseRecord | None = None
+    reject: Reject | None = None
+    events: tuple[CaseEvent, ...] = ()
+    """Events for the loop to append (empty when the executor wrote to the run's journal itself)."""
+    journalled: bool = False
+    """The reject is already in the journal (replayed on resume)."""
+
+
+@dataclass
+class RunContext:
+    """What an executor gets: the run, its specification and its input."""
+
+    journal: Journal
+    run_id: str
+    spec: RunSpec
+    name: str
+    """The input file's path, or ``-`` for journalled text."""
+    lines: list[str] | None = field(default=None)
+    """The input's lines when it is journalled text; ``None``: read ``name``."""
+
+    def panels(self) -> Iterator[tuple[Panel | Reject, int]]:
+        """``(panel or reject, line number)`` for every non-blank input line, lazily."""
+        from dissensus.pipeline.batch import numbered_panels
+
+        return numbered_panels(self.name, self.lines)
+
+
+class Executor(Protocol):
+    """Decides a run's cases; see the module docstring."""
+
+    def outcomes(self, ctx: RunContext) -> AsyncGenerator[Outcome, None]:
+        """One :class:`Outcome` per non-blank input line, records in input order."""
+        ...
+
+
+class LocalExecutor:
+    """Decide in this process: at most ``policy.concurrency`` cases in flight, each case's
+    steps journalled as they happen; traces of :data:`PREFETCH` panels embedded together."""
+
+    def __init__(self, backend: Callable[[], SimilarityBackend] | None = None) -> None:
+        self.backend = backend
+
+    async def outcomes(self, ctx: RunContext) -> AsyncGenerator[Outcome, None]:
+        rt = Runtime(ctx.spec, ctx.journal, ctx.run_id, backend_factory=self.backend)
+        window: list[tuple[int, asyncio.Task[CaseRecord]]] = []
+        limit = ctx.spec.policy.concurrency
+        try:
+            for item, line in prefetched(rt, ctx.panels()):
+                if isinstance(item, Reject):
+                    yield Outcome(line=line, reject=item)
+                    continue
+                window.append((line, asyncio.create_task(decide_case(rt, item, line))))
+                if len(window) >= limit:
+                    number, task = window.pop(0)
+                    yield Outcome(line=number, record=await task)
+            while window:
+                number, task = window.pop(0)
+                yield Outcome(line=number, record=await task)
+        finally:
+            for _, task in window:
+                task.cancel()
+            await asyncio.gather(*(t for _, t in window), return_exceptions=True)
+            await rt.client.aclose()
+
+
+def prefetched(
+    rt: Runtime, items: Iterator[tuple[Panel | Reject, int]]
+) -> Iterator[tuple[Panel | Reject, int]]:
+    """``items`` unchanged, with the traces of every :data:`PREFETCH` panels embedded first."""
+    chunk: list[tuple[Panel | Reject, int]] = []
+    for item in items:
+        chunk.append(item)
+        if len(chunk) >= PREFETCH:
+            rt.prefetch([(line, p) for p, line in chunk if isinstance(p, Panel)])
+            yield from chunk
+            chunk = []
+    rt.prefetch([(line, p) for p, line in chunk if isinstance(p, Panel)])
+    yield from chunk

@@ -1,0 +1,418 @@
+"""The run specification: everything a run decides with, built and checked once.
+
+Every door (``dissensus decide`` and ``runs resume``, :func:`dissensus.pipeline.decide` /
+:func:`~dissensus.pipeline.adecide`, ``dissensus serve``, the Ray engine, the LangGraph
+node, the Inspect AI reducer, the MCP ``decide`` tool) builds one :class:`RunSpec` with
+:meth:`RunSpec.from_policy` and hands it to :func:`dissensus.pipeline.batch.start_run`;
+the one run loop (:func:`dissensus.pipeline.batch.execute_run`) and its executors read
+nothing else. So a door cannot drop a setting: there is nothing for it to assemble.
+
+A spec holds the policy, the folder its relative paths resolve against, the loaded
+files (learned acceptance, reliability calibration, guard calibration) with the sha256
+of each file's bytes, and the model spec of live follow-ups. ``run.started`` journals
+the spec (:meth:`RunSpec.started_fields`); a resumed run rebuilds it from there
+(:meth:`RunSpec.from_started`), never from the files again.
+
+Choices where the design is silent:
+
+* **Relative paths.** Paths inside a policy file are relative to the policy file's
+  folder; a :class:`~dissensus.pipeline.policy.Policy` object's relative paths are
+  relative to ``base_dir`` (default: the working directory). ``acceptance=`` (the CLI's
+  ``--acceptance``) is relative to the working directory and overrides
+  ``acceptance.model``.
+* **The model.** ``model=`` overrides the policy's ``seek_context.model``, which overrides
+  ``$DISSENSUS_MODEL`` (read from ``environ``, default the process environment). The
+  resolved spec is checked (its files read, nothing contacted) before any run exists.
+* **Overrides** (``similarity``, ``deadline_s``, ``concurrency``) are written into the
+  spec's policy, so the journal shows the settings the run really used.
+* **Resume.** :meth:`RunSpec.check_files` refuses a file whose bytes changed since the
+  run started (naming the file): the run goes on with the journalled content, and a
+  changed file means somebody expects it to be used, which only a new run can do. A file
+  that is gone is not an error: the journal holds its content.
+* Journals written before run specifications existed have no ``files``; they resume
+  with the journalled content and nothing to compare.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from dissensus.errors import ConfigError
+from dissensus.guard import Calibration as GuardCalibration
+from dissensus.io.yamlfile import read_text_file
+from dissensus.pipeline.learned import load_learned_data
+from dissensus.pipeline.policy import (
+    Policy,
+    check_policy,
+    check_similarity,
+    load_policy,
+    with_model_files_under,
+)
+from dissensus.pipeline.reliability import CalibrationFile, load_calibration
+
+__all__ = [
+    "MODEL_ENV",
+    "PolicyLike",
+    "RunSpec",
+    "SpecFile",
+    "file_sha256",
+    "policy_calibration",
+    "policy_guard_calibration",
+]
+
+MODEL_ENV = "DISSENSUS_MODEL"
+"""Environment variable naming the default model spec (as in :mod:`dissensus.llm`)."""
+
+
+def file_sha256(path: str | Path) -> str:
+    """The sha256 of a file's bytes (hex)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+class SpecFile(BaseModel):
+    """A file a run specification loaded."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    role: str
+    """The policy field that named it (``policy``, ``acceptance.model``, ``acceptance.calibration``,
+    ``guard.calibration``)."""
+    path: str
+    """Absolute path when it was loaded."""
+    sha256: str
+    """sha256 of its bytes when it was loaded."""
+
+
+class RunSpec(BaseModel):
+    """Everything one run decides with (frozen). Build it with :meth:`from_policy`."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    policy: Policy = Policy()
+    """The policy, with the spec's overrides applied."""
+    policy_file: str | None = None
+    """The policy file as it was named, if the policy came from a file."""
+    base_dir: str | None = None
+    """The folder the policy's relative paths resolved against."""
+    calibration: CalibrationFile | None = None
+    """The reliability calibration (``acceptance.calibration``), loaded."""
+    guard_calibration: GuardCalibration | None = None
+    """The guard calibration (``guard.calibration``), loaded: invariant 3 applies with it."""
+    acceptance: dict[str, Any] | None = None
+    """The learned acceptance file's verified content (JSON passed through untouched to
+    :mod:`dissensus.acceptance`, which validates it)."""
+    model: str | None = None
+    """Model spec of live follow-ups (``model=``, else ``seek_context.model``, else ``$DISSENSUS_MODEL``)."""
+    files: tuple[SpecFile, ...] = ()
+    """Every file loaded, with its sha256."""
+
+    # -- building ---------------------------------------------------------------------
+
+    @classmethod
+    def from_policy(
+        cls,
+        policy: RunSpec | Policy | str | os.PathLike[str] | None = None,
+        *,
+        base_dir: str | os.PathLike[str] | None = None,
+        policy_file: str | None = None,
+        model: str | None = None,
+        similarity: str | None = None,
+        acceptance: str | os.PathLike[str] | None = None,
+        deadline_s: float | None = None,
+        concurrency: int | None = None,
+        environ: Mapping[str, str] | None = None,
+    ) -> RunSpec:
+        """Build and check a run specification (:class:`ConfigError` naming file and field).
+
+        ``policy`` is a policy file, a :class:`Policy`, a :class:`RunSpec` (returned with
+        the overrides applied) or ``None`` (the defaults). ``policy_file`` names the file a
+        given :class:`Policy` was read from (errors and the journal name it). Every file the
+        policy names is read and verified here, before any run exists.
+        """
+        if isinstance(policy, RunSpec):
+            return policy._overridden(
+                model=model, similarity=similarity, deadline_s=deadline_s, concurrency=concurrency
+            )
+        files: list[SpecFile] = []
+        if policy is None:
+            pol = Policy()
+            base = Path(base_dir).resolve() if base_dir is not None else None
+        elif isinstance(policy, Policy):
+            check_policy(policy, file=policy_file)
+            base = Path(base_dir).resolve() if base_dir is not None else None
+            pol = with_model_files_under(policy, base) if base is not None else policy
+        else:
+            policy_file = os.fspath(policy)
+            pol, loaded_base = load_policy(policy_file)
+            base = Path(base_dir).resolve() if base_dir is not None else loaded_base
+            files.append(_spec_file("policy", policy_file))
+        pol = _with_overrides(
+            pol, similarity=similarity, deadline_s=deadline_s, concurrency=concurrency
+        )
+        calibration = policy_calibration(pol, base, policy_file)
+        if calibration is not None:
+            where = _resolve(pol.acceptance.calibration, base)
+            files.append(_spec_file("acceptance.calibration", where))
+        guard_calibration = policy_guard_calibration(pol, base, policy_file)
+        if guard_calibration is not None:
+            files.append(_spec_file("guard.calibration", _resolve(pol.guard.calibration, base)))
+        learned, learned_path = _learned(pol, base, policy_file, acceptance)
+        if learned_path is not None:
+            files.append(_spec_file("acceptance.model", learned_path))
+        env = environ if environ is not None else os.environ
+        spec_model = model or pol.seek_context.model or env.get(MODEL_ENV) or None
+        if spec_model:
+            from dissensus.llm.resolve import check_model_spec
+
+            check_model_spec(spec_model)
+        return cls(
+            policy=pol,
+            policy_file=policy_file,
+            base_dir=str(base) if base is not None else None,
+            calibration=calibration,
+            guard_calibration=guard_calibration,
+            acceptance=learned,
+            model=spec_model,
+            files=tuple(files),
+        )
+
+    def _overridden(
+        self,
+        *,
+        model: str | None,
+        similarity: str | None,
+        deadline_s: float | None,
+        concurrency: int | None,
+    ) -> RunSpec:
+        if model is None and similarity is None and deadline_s is None and concurrency is None:
+            return self
+        policy = _with_overrides(
+            self.policy, similarity=similarity, deadline_s=deadline_s, concurrency=concurrency
+        )
+        if similarity is not None:
+            _check_calibrated_similarity(self.acceptance, policy, self.policy_file)
+        if model:
+            from dissensus.llm.resolve import check_model_spec
+
+            check_model_spec(model)
+        return self.model_copy(update={"policy": policy, "model": model or self.model})
+
+    # -- the journal ------------------------------------------------------------------
+
+    def started_fields(self) -> dict[str, Any]:
+        """The spec as ``run.started`` journals it (the 0.2 keys, plus ``base_dir`` and ``files``)."""
+        return {
+            "policy": self.policy.model_dump(mode="json"),
+            "policy_file": self.policy_file,
+            "base_dir": self.base_dir,
+            "calibration": self.calibration.model_dump(mode="json") if self.calibration else None,
+            "guard_calibration": self.guard_calibration.model_dump(mode="json")
+            if self.guard_calibration
+            else None,
+            "acceptance": self.acceptance,
+            "model": self.model,
+            "files": [f.model_dump(mode="json") for f in self.files],
+        }
+
+    @classmethod
+    def from_started(cls, started: Mapping[str, Any]) -> RunSpec:
+        """The spec a run was started with (from its ``run.started`` payload)."""
+        try:
+            cal = started.get("calibration")
+            guard_cal = started.get("guard_calibration")
+            return cls(
+                policy=Policy.model_validate(started.get("policy") or {}),
+                policy_file=started.get("policy_file"),
+                base_dir=started.get("base_dir"),
+                calibration=CalibrationFile.model_validate(cal) if cal else None,
+                guard_calibration=GuardCalibration.model_validate(guard_cal) if guard_cal else None,
+                acceptance=started.get("acceptance"),
+                model=started.get("model"),
+                files=tuple(SpecFile.model_validate(f) for f in started.get("files") or ()),
+            )
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first["loc"]) or "run.started"
+            raise ConfigError(
+                f"the run's journalled specification is invalid: {first['msg']}", field=where
+            ) from None
+
+    def check_files(self) -> None:
+        """Refuse (naming the file) when a file the spec loaded changed since; a gone file is fine."""
+        for f in self.files:
+            path = Path(f.path)
+            if not path.is_file():
+                continue
+            try:
+                now = file_sha256(path)
+            except OSError:
+                continue
+            if now != f.sha256:
+                raise ConfigError(
+                    f"{f.path} changed since the run started (sha256 {f.sha256[:12]} then, "
+                    f"{now[:12]} now); the run decides with the journalled content only, so start "
+                    "a new run to use the changed file",
+                    file=f.path,
+                    field=f.role,
+                )
+
+    # -- views ------------------------------------------------------------------------
+
+    def digests(self) -> dict[str, str]:
+        """``role -> sha256`` of every loaded file."""
+        return {f.role: f.sha256 for f in self.files}
+
+    def summary(self) -> dict[str, Any]:
+        """What ``runs show`` prints: where the settings came from, without the files' content."""
+        acceptance = self.acceptance or {}
+        return {
+            "policy_file": self.policy_file,
+            "base_dir": self.base_dir,
+            "similarity": self.policy.reading.similarity,
+            "model": self.model,
+            "models": dict(self.policy.seek_context.models),
+            "concurrency": self.policy.concurrency,
+            "deadline_s": self.policy.deadline_s,
+            "budget": self.policy.budget.model_dump(mode="json"),
+            "acceptance_sha256": acceptance.get("sha256"),
+            "reliability_calibration": self.calibration is not None,
+            "guard_calibration": self.guard_calibration is not None,
+            "files": [f.model_dump(mode="json") for f in self.files],
+        }
+
+
+def policy_calibration(
+    policy: Policy, policy_dir: Path | None, policy_file: str | None
+) -> CalibrationFile | None:
+    """The reliability calibration file the policy names (``acceptance.calibration``,
+    relative to ``policy_dir``), or ``None`` when it names none.
+
+    :class:`~dissensus.errors.ConfigError` naming ``policy_file`` when the file is missing.
+    """
+    name = policy.acceptance.calibration
+    if not name:
+        return None
+    path = Path(name)
+    if not path.is_absolute() and policy_dir is not None:
+        path = policy_dir / path
+    if not path.is_file():
+        raise ConfigError(
+            f"calibration file not found: {path}", file=policy_file, field="acceptance.calibration"
+        )
+    return load_calibration(path, policy.acceptance.markers)
+
+
+def policy_guard_calibration(
+    policy: Policy, policy_dir: Path | None, policy_file: str | None
+) -> GuardCalibration | None:
+    """The guard calibration the policy names (``guard.calibration``, relative to
+    ``policy_dir``), or ``None`` when it names none.
+
+    :class:`~dissensus.errors.ConfigError` naming ``policy_file`` when it cannot be read.
+    """
+    name = policy.guard.calibration
+    if not name:
+        return None
+    path = Path(name)
+    if not path.is_absolute() and policy_dir is not None:
+        path = policy_dir / path
+    try:
+        return GuardCalibration.model_validate_json(read_text_file(path, what="guard calibration"))
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot read guard calibration {path}: {exc.strerror}",
+            file=policy_file,
+            field="guard.calibration",
+        ) from exc
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise ConfigError(
+            f"{path}: invalid guard calibration: {first['msg']}",
+            file=policy_file,
+            field="guard.calibration",
+        ) from exc
+
+
+def _resolve(name: str | None, base: Path | None) -> Path:
+    assert name
+    path = Path(name)
+    if not path.is_absolute() and base is not None:
+        path = base / path
+    return path.resolve()
+
+
+def _spec_file(role: str, path: str | Path) -> SpecFile:
+    resolved = Path(path).resolve()
+    return SpecFile(role=role, path=str(resolved), sha256=file_sha256(resolved))
+
+
+def _with_overrides(
+    policy: Policy,
+    *,
+    similarity: str | None,
+    deadline_s: float | None,
+    concurrency: int | None,
+) -> Policy:
+    if similarity is None and deadline_s is None and concurrency is None:
+        return policy
+    data = policy.model_dump(mode="json")
+    if similarity is not None:
+        check_similarity(similarity, field="similarity")
+        data["reading"]["similarity"] = similarity
+    if deadline_s is not None:
+        data["deadline_s"] = deadline_s
+    if concurrency is not None:
+        data["concurrency"] = concurrency
+    try:
+        return Policy.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise ConfigError(str(first["msg"]), field=".".join(str(p) for p in first["loc"])) from None
+
+
+def _learned(
+    policy: Policy,
+    base: Path | None,
+    policy_file: str | None,
+    override: str | os.PathLike[str] | None,
+) -> tuple[dict[str, Any] | None, Path | None]:
+    if override:
+        name = os.fspath(override)
+        data = load_learned_data(name, None, policy_file=None, field="--acceptance")
+        path = Path(name).resolve()
+    elif policy.acceptance.model:
+        data = load_learned_data(
+            policy.acceptance.model, base, policy_file=policy_file, field="acceptance.model"
+        )
+        path = _resolve(policy.acceptance.model, base)
+    else:
+        return None, None
+    _check_calibrated_similarity(data, policy, policy_file)
+    return data, path
+
+
+def _check_calibrated_similarity(
+    learned: Mapping[str, Any] | None, policy: Policy, policy_file: str | None
+) -> None:
+    calibrated_with = ((learned or {}).get("settings") or {}).get("similarity")
+    if calibrated_with and calibrated_with != policy.reading.similarity:
+        raise ConfigError(
+            f"the acceptance file was calibrated with similarity {calibrated_with!r}, "
+            f"the policy reads with {policy.reading.similarity!r}",
+            file=policy_file,
+            field="reading.similarity",
+        )
+
+
+PolicyLike = RunSpec | Policy | str | os.PathLike[str] | None
+"""What every door takes as its policy: a spec, a policy, a policy file, or the defaults."""
