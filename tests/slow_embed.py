@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 import time
 from pathlib import Path
 
@@ -28,3 +29,19 @@ def counting(texts: list[str]) -> list[list[float]]:
 def broken(texts: list[str]) -> list[list[float]]:
     """A similarity function that fails (a run-time failure, exit 1)."""
     raise RuntimeError("the embedding service is down")
+
+
+GATE_STARTED = threading.Event()
+"""Set when :func:`gated` was called."""
+GATE = threading.Event()
+""":func:`gated` returns once this is set (or after 20 s)."""
+GATE_LOG: list[str] = []
+"""``"embedded"`` appended when :func:`gated` returns."""
+
+
+def gated(texts: list[str]) -> list[list[float]]:
+    """Blocks (holding whatever thread calls it) until :data:`GATE` is set."""
+    GATE_STARTED.set()
+    GATE.wait(20)
+    GATE_LOG.append("embedded")
+    return [[1.0, float(len(t) % 7)] for t in texts]

@@ -7,7 +7,6 @@ import, paid by every test worker otherwise).
 from __future__ import annotations
 
 import json
-
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -301,9 +300,8 @@ def test_an_unreadable_guard_calibration_names_the_argument(tmp_path: Path) -> N
 
 
 def test_a_calibrate_acceptance_file_becomes_the_policys_acceptance_model(repo_root: Path) -> None:
-    from dissensus.pipeline.spec import file_sha256
-
     from dissensus.integrations.inspect import _spec
+    from dissensus.pipeline.spec import file_sha256
 
     accept = repo_root / "examples" / "llmbar-accept.json"
     spec = _spec({"reading": {"similarity": "minilm"}}, str(accept), None)

@@ -821,6 +821,7 @@ def runs_show(
 ) -> None:
     """Show a run: header, event counts, final records."""
     from dissensus.pipeline.review import final_records
+    from dissensus.pipeline.spec import RunSpec
 
     with _journal(journal) as store:
         info = store.run(run_id)
@@ -828,9 +829,12 @@ def runs_show(
         evs = list(store.events(run_id))
         records = final_records(store, run_id)
     by_type = Counter(e.type for e in evs)
+    started = next((e for e in evs if e.key == "run/started"), None)
+    spec = RunSpec.from_started(started.payload).summary() if started is not None else None
     if json_out:
         data = {
             "run": info.model_dump(),
+            "spec": spec,
             "events": dict(sorted(by_type.items())),
             "finished": any(e.type == "run.finished" for e in evs),
             "records": [r.model_dump(mode="json") for r in records],
@@ -839,6 +843,8 @@ def runs_show(
         raise typer.Exit(code=EXIT_OK)
     out_console.print(f"run {shown(info.run_id)} ({info.kind}) created {info.created}")
     out_console.print(f"events {info.n_events}, head {info.head_hash[:16]}...")
+    if spec is not None:
+        _print_spec(spec)
     out_console.print("by type: " + ", ".join(f"{k} {v}" for k, v in sorted(by_type.items())))
     actions = Counter(r.action for r in records)
     out_console.print(
@@ -849,6 +855,22 @@ def runs_show(
         for e in evs:
             out_console.print(f"{e.seq:>6} {e.type:<18} {shown(e.key)}")
     raise typer.Exit(code=EXIT_OK)
+
+
+def _print_spec(spec: dict[str, Any]) -> None:
+    """The run specification's lines of ``runs show``."""
+    budget = spec["budget"]
+    out_console.print(
+        f"policy {shown(str(spec['policy_file'] or '(built-in defaults)'))}, similarity "
+        f"{shown(str(spec['similarity']))}, model {shown(str(spec['model'] or '(none)'))}, "
+        f"concurrency {spec['concurrency']}, deadline "
+        f"{spec['deadline_s'] if spec['deadline_s'] is not None else 'none'}, budget "
+        f"{budget['max_calls']} calls / {budget['max_tokens']} tokens"
+    )
+    for agent, model in sorted(spec["models"].items()):
+        out_console.print(f"  model of {shown(agent)}: {shown(model)}")
+    for f in spec["files"]:
+        out_console.print(f"  {shown(f['role'])}: {shown(f['path'])} sha256 {f['sha256']}")
 
 
 @runs_app.command("export")

@@ -1,0 +1,153 @@
+"""The run specification: built once, checked before a run exists, journalled, rebuilt on resume."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from cli_helpers import cli
+from dissensus.errors import ConfigError
+from dissensus.pipeline import Policy, RunSpec
+from dissensus.pipeline.batch import check_resumable, execute_run, run_spec, start_run
+from dissensus.pipeline.policy import PIPELINE_ACTIONS, policy_from_dict
+from dissensus.pipeline.spec import file_sha256
+from dissensus.store import Journal
+from pipeline_cases import mixed_batch, write_jsonl, write_policy, write_script
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _llmbar_copy(tmp: Path) -> Path:
+    for name in ("llmbar-policy.yaml", "llmbar-accept.json"):
+        shutil.copy(ROOT / "examples" / name, tmp / name)
+    return tmp / "llmbar-policy.yaml"
+
+
+@pytest.mark.parametrize(
+    ("data", "field"),
+    [
+        ({"routing": {"defaults": {"DD": "auto_explian"}}}, "routing.defaults.DD"),
+        (
+            {"routing": {"rules": [{"id": "r", "when": {"state": "CA"}, "action": "sihp"}]}},
+            "routing.rules.0.action",
+        ),
+    ],
+)
+def test_a_typo_in_an_action_is_refused_with_the_field_and_the_valid_actions(
+    data: dict[str, object], field: str, tmp_path: Path
+) -> None:
+    with pytest.raises(ConfigError) as err:
+        policy_from_dict(data, file="p.yaml")
+    assert err.value.field == field
+    assert all(a in str(err.value) for a in PIPELINE_ACTIONS)
+    # The same check for a policy built in Python, and on the command line (exit 2, one line).
+    with pytest.raises(ConfigError):
+        RunSpec.from_policy(Policy.model_validate(data))
+    policy = tmp_path / "p.yaml"
+    policy.write_text(yaml.safe_dump(data), encoding="utf-8")
+    panels = write_jsonl(tmp_path / "in.jsonl", [r for r in mixed_batch() if isinstance(r, dict)])
+    got = cli("decide", panels, "--policy", policy, "--journal", tmp_path / "j.sqlite")
+    assert got.code == 2 and field in got.err and len(got.err.strip().splitlines()) == 1
+    assert not (tmp_path / "j.sqlite").exists() or not Journal(tmp_path / "j.sqlite").runs()
+
+
+def test_every_pipeline_action_is_accepted() -> None:
+    for action in PIPELINE_ACTIONS:
+        assert policy_from_dict({"routing": {"defaults": {"DD": action}}})
+
+
+def test_the_spec_loads_every_file_relative_to_the_policy_with_its_digest(tmp_path: Path) -> None:
+    policy = _llmbar_copy(tmp_path)
+    spec = RunSpec.from_policy(policy)
+    assert spec.base_dir == str(tmp_path.resolve())
+    assert spec.acceptance is not None
+    assert spec.digests() == {
+        "policy": file_sha256(policy),
+        "acceptance.model": file_sha256(tmp_path / "llmbar-accept.json"),
+    }
+    assert RunSpec.from_policy(spec) is spec  # a spec is a policy source of its own
+    assert RunSpec.from_started(spec.started_fields()) == spec  # the journal round-trips it
+
+
+def test_overrides_are_checked_and_written_into_the_policy(tmp_path: Path) -> None:
+    spec = RunSpec.from_policy(
+        write_policy(tmp_path / "p.yaml"), deadline_s=3.0, concurrency=7, similarity="tfidf"
+    )
+    assert (spec.policy.deadline_s, spec.policy.concurrency) == (3.0, 7)
+    with pytest.raises(ConfigError) as err:
+        RunSpec.from_policy(None, concurrency=0)
+    assert err.value.field == "concurrency"
+    with pytest.raises(ConfigError) as err:
+        RunSpec.from_policy(None, similarity="nope")
+    assert err.value.field == "similarity"
+    with pytest.raises(ConfigError, match="model spec"):
+        RunSpec.from_policy(None, model="scripted:" + str(tmp_path / "missing.yaml"))
+    # learned acceptance calibrated with MiniLM refuses another reading backend
+    with pytest.raises(ConfigError, match="calibrated with similarity"):
+        RunSpec.from_policy(_llmbar_copy(tmp_path), similarity="tfidf")
+
+
+def test_the_model_comes_from_the_argument_the_policy_or_the_environment(tmp_path: Path) -> None:
+    script = write_script(tmp_path / "s.yaml", {"a1": "1"})
+    env_model = f"scripted:{script}"
+    assert RunSpec.from_policy(None, environ={"DISSENSUS_MODEL": env_model}).model == env_model
+    assert RunSpec.from_policy(None, environ={}).model is None
+    policy = write_policy(tmp_path / "p.yaml", {"seek_context": {"model": "scripted:s.yaml"}})
+    spec = RunSpec.from_policy(policy, environ={"DISSENSUS_MODEL": "openai:elsewhere"})
+    assert spec.model == f"scripted:{tmp_path.resolve() / 's.yaml'}"
+
+
+def test_run_started_holds_the_spec_and_runs_show_prints_it(tmp_path: Path) -> None:
+    policy = _llmbar_copy(tmp_path)
+    panels = write_jsonl(tmp_path / "in.jsonl", [r for r in mixed_batch() if isinstance(r, dict)])
+    journal = tmp_path / "j.sqlite"
+    with Journal(journal) as store:
+        info = start_run(store, str(panels), policy, similarity=None)
+        spec = run_spec(store, info.run_id)
+    assert spec.digests()["acceptance.model"] == file_sha256(tmp_path / "llmbar-accept.json")
+    shown = cli("runs", "show", info.run_id, "--journal", journal)
+    assert shown.code == 0
+    assert f"acceptance.model: {tmp_path.resolve() / 'llmbar-accept.json'}" in shown.out
+    assert file_sha256(policy) in shown.out
+    data = json.loads(cli("runs", "show", info.run_id, "--journal", journal, "--json").out)
+    assert data["spec"]["similarity"] == "minilm"
+    assert {f["role"] for f in data["spec"]["files"]} == {"policy", "acceptance.model"}
+
+
+def test_resume_refuses_a_file_that_changed_and_names_it(tmp_path: Path) -> None:
+    policy = _llmbar_copy(tmp_path)
+    panels = write_jsonl(tmp_path / "in.jsonl", [r for r in mixed_batch() if isinstance(r, dict)])
+    journal = tmp_path / "j.sqlite"
+    with Journal(journal) as store:
+        start_run(store, str(panels), policy, run_id="R")
+        check_resumable(store, "R")  # nothing changed yet
+        accept = tmp_path / "llmbar-accept.json"
+        accept.write_text(accept.read_text(encoding="utf-8") + "\n", encoding="utf-8")
+        with pytest.raises(ConfigError) as err:
+            check_resumable(store, "R")
+        assert err.value.field == "acceptance.model" and str(accept.resolve()) in str(err.value)
+    got = cli("runs", "resume", "R", "--journal", journal)
+    assert got.code == 2 and "llmbar-accept.json changed since the run started" in got.err
+    accept.unlink()  # gone is fine: the journal holds the content
+    with Journal(journal) as store:
+        check_resumable(store, "R")
+
+
+def test_a_resumed_run_decides_with_the_journalled_spec_not_the_files(tmp_path: Path) -> None:
+    """The policy file may be edited (or removed) after the start: the journal's copy rules."""
+    policy = write_policy(tmp_path / "p.yaml")
+    rows = [r for r in mixed_batch() if isinstance(r, dict)]
+    panels = write_jsonl(tmp_path / "in.jsonl", rows)
+    with Journal(tmp_path / "j.sqlite") as store:
+        start_run(store, str(panels), policy, run_id="R")
+        policy.unlink()
+
+        async def go() -> list[str]:
+            return [r.id async for r in execute_run(store, "R")]
+
+        assert asyncio.run(go()) == [r["id"] for r in rows]

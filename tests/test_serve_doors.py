@@ -1,0 +1,157 @@
+"""The service's door: the CLI's records, decided off the server's event loop.
+
+* ``dissensus serve --policy examples/llmbar-policy.yaml`` gives the records ``dissensus
+  decide`` gives for the bundled panels, learned acceptance included (the service once
+  ignored it).
+* While a run embeds, the server's loop keeps answering: a similarity function that
+  blocks its thread until the test lets it go must not keep ``/healthz`` from answering.
+* A policy's deadline stops a server run ``incomplete`` (partial, resumable), not ``failed``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+import slow_embed
+from cli_helpers import cli
+from dissensus.serve import ServeSettings
+from pipeline_cases import panel, write_jsonl
+from serve_helpers import auth, client_for, write_tokens
+
+ROOT = Path(__file__).resolve().parents[1]
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def _fresh(tmp: Path) -> list[dict[str, Any]]:
+    """Two panels whose texts no embedding cache has seen."""
+    fresh = uuid.uuid4().hex
+    return [
+        panel(f"p{i}", ["1", "1", "2"], reasoning=[f"{fresh} {i} {k}" for k in range(3)])
+        for i in range(2)
+    ]
+
+
+def _settings(tmp: Path, policy: Path) -> ServeSettings:
+    return ServeSettings(
+        journal=str(tmp / "serve.sqlite"),
+        policy=str(policy),
+        tokens=str(write_tokens(tmp / "tokens.txt")),
+    )
+
+
+def test_the_service_gives_the_clis_records_under_the_llmbar_policy(tmp_path: Path) -> None:
+    policy = ROOT / "examples" / "llmbar-policy.yaml"
+    with open(ROOT / "examples" / "llmbar-swap.jsonl", encoding="utf-8") as handle:
+        rows = [json.loads(next(handle)) for _ in range(6)]
+    panels = write_jsonl(tmp_path / "p.jsonl", list(rows))
+    done = cli("decide", panels, "--policy", policy, "--journal", tmp_path / "c.sqlite", "--json")
+    assert done.code == 0, done.err
+    expected = [json.loads(line) for line in done.out.splitlines()]
+
+    async def serve() -> list[dict[str, Any]]:
+        async with client_for(_settings(tmp_path, policy)) as client:
+            response = await client.post("/v1/decide", json=rows, headers=auth("sub"))
+        records: list[dict[str, Any]] = response.json()["records"]
+        return records
+
+    got = asyncio.run(serve())
+    drop = ("review_id",)  # the run id differs
+    assert [{k: v for k, v in r.items() if k not in drop} for r in got] == [
+        {k: v for k, v in r.items() if k not in drop} for r in expected
+    ]
+    assert all(r["acceptance"] is not None for r in got)
+
+
+async def test_the_loop_answers_while_a_run_embeds(tmp_path: Path) -> None:
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(
+        yaml.safe_dump(
+            {"reading": {"similarity": "slow_embed:gated", "theta_s": 0.5}, "allow_code": True}
+        ),
+        encoding="utf-8",
+    )
+    slow_embed.GATE.clear()
+    slow_embed.GATE_STARTED.clear()
+    slow_embed.GATE_LOG.clear()
+    rows = _fresh(tmp_path)
+    order: list[str] = []
+    async with client_for(_settings(tmp_path, policy)) as client:
+        started = await client.post(
+            "/v1/decide", params={"async": "true"}, json=rows, headers=auth("sub")
+        )
+        assert started.status_code == 202
+        for _ in range(400):  # the run reaches the embedding (on its own thread)
+            if slow_embed.GATE_STARTED.is_set():
+                break
+            await asyncio.sleep(0.01)
+        assert slow_embed.GATE_STARTED.is_set()
+        health = await client.get("/healthz")
+        order.append("healthz")
+        order.extend(slow_embed.GATE_LOG)  # still empty: the embedding has not returned
+        slow_embed.GATE.set()
+        link = started.json()["links"]["run"]
+        doc: dict[str, Any] = {}
+        for _ in range(1000):
+            doc = (await client.get(link, headers=auth("sub"))).json()
+            if doc["status"] != "running":
+                break
+            await asyncio.sleep(0.01)
+    assert health.status_code == 200
+    assert order == ["healthz"]
+    assert slow_embed.GATE_LOG and doc["status"] == "finished" and doc["done"] == 2
+
+
+async def test_a_deadline_stops_a_server_run_incomplete(tmp_path: Path) -> None:
+    """The embedding holds its thread past the deadline; once it returns, the run stops."""
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(
+        yaml.safe_dump(
+            {
+                "reading": {"similarity": "slow_embed:gated", "theta_s": 0.5},
+                "allow_code": True,
+                "deadline_s": 0.2,
+            }
+        ),
+        encoding="utf-8",
+    )
+    slow_embed.GATE.clear()
+    slow_embed.GATE_STARTED.clear()
+    rows = _fresh(tmp_path)
+    async with client_for(_settings(tmp_path, policy)) as client:
+        started = await client.post(
+            "/v1/decide", params={"async": "true"}, json=rows, headers=auth("sub")
+        )
+        link = started.json()["links"]["run"]
+        for _ in range(400):
+            if slow_embed.GATE_STARTED.is_set():
+                break
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.4)  # past the policy's deadline of 0.2 s
+        slow_embed.GATE.set()
+        doc: dict[str, Any] = {}
+        for _ in range(1000):
+            doc = (await client.get(link, headers=auth("sub"))).json()
+            if doc["status"] != "running":
+                break
+            await asyncio.sleep(0.01)
+    assert doc["status"] == "incomplete", doc
+    assert "deadline" in (doc["error"] or "")
+    from dissensus.store import open_journal
+
+    with open_journal(tmp_path / "serve.sqlite") as journal:
+        assert journal.get(doc["run_id"], "run/finished") is None
+        stopped = journal.get(doc["run_id"], "run/stopped/0")
+        assert stopped is not None and stopped.payload["reason"] == "deadline"
