@@ -832,7 +832,7 @@ def runs_show(
     started = next((e for e in evs if e.key == "run/started"), None)
     spec = RunSpec.from_started(started.payload).summary() if started is not None else None
     if json_out:
-        data = {
+        data: dict[str, object] = {
             "run": info.model_dump(),
             "spec": spec,
             "events": dict(sorted(by_type.items())),
