@@ -20,9 +20,10 @@ not a vote; its text is still the agent's reasoning.
 
 Choices where the source is silent: the reasoning is the JSON ``reasoning`` field when
 present, else the raw output (an empty output becomes ``"(no output)"``, since a panel
-needs a non-empty trace); the family is read from the model name (Llama -> meta,
-Mistral/Mixtral -> mistral, gemma -> google, gpt -> openai, Qwen -> alibaba, Phi ->
-microsoft, Yi -> 01-ai, otherwise the name); the gold is normalised like the answers
+needs a non-empty trace); the family is read from the model name by
+:func:`dissensus.families.model_family` (Llama -> meta, Mistral/Mixtral -> mistral,
+gemma -> google, gpt -> openai, Qwen -> alibaba, Phi -> microsoft, Yi -> 01-ai,
+otherwise the name, lower-cased); the gold is normalised like the answers
 and written to ``meta.gold``; a problem answered by fewer than two models, or whose
 gold is not a number, is skipped and reported through ``on_skip``.
 """
@@ -36,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from dissensus.convert.skips import ConvertError, SkipHandler, Skipped, report_skip
+from dissensus.families import model_family
 from dissensus.llm.jsonparse import JSONExtractError, extract_json
 from dissensus.types import AgentOutput, Panel
 
@@ -48,25 +50,6 @@ _PHRASES = (
     re.compile(r"\\boxed\{([^}]*)\}"),
     re.compile(r"(?:final answer|the answer)\s*(?:is|:)\s*([^\n]+)", re.IGNORECASE),
 )
-_FAMILIES = (
-    ("llama", "meta"),
-    ("mixtral", "mistral"),
-    ("mistral", "mistral"),
-    ("gemma", "google"),
-    ("gpt", "openai"),
-    ("qwen", "alibaba"),
-    ("phi", "microsoft"),
-    ("yi-", "01-ai"),
-)
-
-
-def model_family(name: str) -> str:
-    """The model family read from its name (see the module docstring)."""
-    low = name.lower()
-    for key, family in _FAMILIES:
-        if key in low:
-            return family
-    return name
 
 
 def normalise_number(text: str) -> str | None:

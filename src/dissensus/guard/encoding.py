@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
+from dissensus.families import canonical_family
 from dissensus.types import Vote, VoteCase
 
 __all__ = ["EncodedCases", "encode_cases"]
@@ -51,7 +52,7 @@ def encode_cases(
                 seen.add(v.agent)
                 order.append(v.agent)
             if families.get(v.agent) is None:
-                families[v.agent] = v.family
+                families[v.agent] = canonical_family(v.family)
     if classes is None:
         found = {v.answer for votes in vote_lists for v in votes}
         found.update(g for g in golds if g is not None)

@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 
+from dissensus.families import canonical_family
 from dissensus.types import Vote
 
 __all__ = [
@@ -48,7 +49,7 @@ def independent_sources(votes: Sequence[Vote]) -> list[str]:
 
 def share_cause(a: Vote, b: Vote) -> bool:
     """Whether two voters share a latent cause by their declared provenance."""
-    if a.family is not None and a.family == b.family:
+    if a.family is not None and canonical_family(a.family) == canonical_family(b.family):
         return True
     return (
         a.evidence_source == b.evidence_source and a.evidence_source.strip().lower() != "parametric"

@@ -22,10 +22,9 @@ Choices where the design is silent:
 
 from __future__ import annotations
 
-from typing import Any
-
 from pydantic import BaseModel, ConfigDict, Field
 
+from dissensus.cases import CaseSpec
 from dissensus.pipeline.records import CaseRecord
 from dissensus.pipeline.review import (
     AlreadyResolved,
@@ -98,8 +97,7 @@ class ReviewAnswer(BaseModel):
 def review_request(status: ReviewStatus, *, error: str | None = None) -> ReviewRequest:
     """The reviewer's view of a queue entry, with the hash of the item as journalled."""
     item = status.item
-    meta: dict[str, Any] = item.panel.get("meta") or {}
-    question = meta.get("question") or meta.get("input")
+    question = CaseSpec.from_meta(item.panel.get("meta")).question
     return ReviewRequest(
         review_id=item.review_id,
         case_id=item.id,

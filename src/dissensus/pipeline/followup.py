@@ -43,6 +43,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from dissensus.cases import CaseSpec
 from dissensus.dci.packet import DecisionPacket
 from dissensus.errors import InputError
 from dissensus.llm.base import ChatRequest, Message
@@ -86,30 +87,14 @@ def reask_schema(option_ids: list[str]) -> dict[str, Any]:
 
 
 def case_question(panel: Panel) -> str | None:
-    """The question the agents answered, from ``meta.input`` or ``meta.question``."""
-    for key in ("question", "input"):
-        value = panel.meta.get(key)
-        if isinstance(value, str) and value.strip():
-            return value
-    return None
+    """The question the agents answered (:class:`~dissensus.cases.CaseSpec`)."""
+    return CaseSpec.from_meta(panel.meta).question
 
 
 def case_options(panel: Panel) -> list[tuple[str, str]]:
-    """The explicit options ``(id, text)`` of the case, in their original order."""
-    raw = panel.meta.get("options")
-    if isinstance(raw, list):
-        out: list[tuple[str, str]] = []
-        for i, item in enumerate(raw):
-            if isinstance(item, dict):
-                out.append((str(item.get("id", i + 1)), str(item.get("text", item.get("id", "")))))
-            else:
-                out.append((str(item), str(item)))
-        return out
-    if isinstance(raw, dict):
-        return [(str(k), str(v)) for k, v in raw.items()]
-    if isinstance(panel.meta.get("output_1"), str) and isinstance(panel.meta.get("output_2"), str):
-        return [("1", str(panel.meta["output_1"])), ("2", str(panel.meta["output_2"]))]
-    return []
+    """The explicit options ``(id, text)`` of the case, in their original order
+    (:class:`~dissensus.cases.CaseSpec`)."""
+    return CaseSpec.from_meta(panel.meta).pairs()
 
 
 def _reask_messages(question: str, shown: list[tuple[str, str]], context: str) -> list[Message]:

@@ -16,10 +16,9 @@ the escalation's reason says why CONCORD did not run.
 
 from __future__ import annotations
 
-import math
-
 from dissensus.agents.negotiator import NegotiationAgent, Outcome
 from dissensus.agents.table import TableAgent
+from dissensus.cases import CaseSpec
 from dissensus.concord.protocol import negotiate
 from dissensus.pipeline.followup import case_options
 from dissensus.pipeline.policy import ConcordSettings
@@ -33,28 +32,13 @@ _IDEAL = Outcome(id="__ideal__", text="an option every role fully endorses")
 
 
 def _utilities(panel: Panel) -> tuple[dict[str, dict[str, float]] | None, str]:
-    """The utility table, or ``None`` and why it is unusable."""
-    raw = panel.meta.get("utilities")
-    if not isinstance(raw, dict):
-        return None, "meta.utilities is not a mapping of agent -> option -> utility"
-    out: dict[str, dict[str, float]] = {}
-    for agent, table in raw.items():
-        if not isinstance(table, dict):
-            return None, f"meta.utilities.{agent} is not a mapping of option -> utility"
-        row: dict[str, float] = {}
-        for option, value in table.items():
-            try:
-                number = float(value)
-            except (TypeError, ValueError):
-                number = math.nan
-            if isinstance(value, bool) or not 0.0 <= number <= 1.0:
-                return (
-                    None,
-                    f"meta.utilities.{agent}.{option} is {value!r}, not a utility in [0, 1]",
-                )
-            row[str(option)] = number
-        out[str(agent)] = row
-    return out, ""
+    """The utility table, or ``None`` and why it is unusable (:class:`~dissensus.cases.CaseSpec`)."""
+    case = CaseSpec.from_meta(panel.meta)
+    if case.utilities is None:
+        return None, case.utilities_problem or (
+            "meta.utilities is not a mapping of agent -> option -> utility"
+        )
+    return case.utilities, ""
 
 
 def concord_refusal(panel: Panel) -> str | None:
@@ -99,7 +83,7 @@ async def run_concord(panel: Panel, settings: ConcordSettings) -> ConcordStep:
         margin=settings.margin,
         rounds=settings.rounds,
         options=options,
-        problem=str(panel.meta.get("question") or panel.meta.get("input") or f"case {panel.id}"),
+        problem=CaseSpec.from_meta(panel.meta).question or f"case {panel.id}",
     )
     selected = certificate.selected.id if certificate.selected else None
     shortfall = ", ".join(

@@ -39,6 +39,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from dissensus.errors import ConfigError
+from dissensus.families import canonical_family
 from dissensus.io.yamlfile import read_text_file
 from dissensus.pipeline.signals import AgentSignal, MarkerLexicon
 
@@ -315,7 +316,7 @@ def _accept_families(signals: list[AgentSignal], min_families: int, max_score: i
             reason=reason,
         )
     decision = answers[0]
-    families = sorted({s.family or s.agent for s in decisive})
+    families = sorted({canonical_family(s.family) or s.agent for s in decisive})
     contra = [s.agent for s in signals if s.stable and s.decision != decision]
     supporters = [s.agent for s in decisive]
     if contra:

@@ -39,6 +39,7 @@ from functools import lru_cache
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from dissensus.families import model_family
 from dissensus.types import Panel
 
 __all__ = [
@@ -55,38 +56,6 @@ __all__ = [
 
 DEFAULT_CONCESSION_MARKERS: tuple[str, ...] = ()
 """Default concession markers: none (a policy names the idioms of its judges)."""
-
-_FAMILY_PREFIXES: tuple[tuple[str, str], ...] = (
-    ("gpt", "OpenAI"),
-    ("chatgpt", "OpenAI"),
-    ("o1", "OpenAI"),
-    ("o3", "OpenAI"),
-    ("o4", "OpenAI"),
-    ("text-davinci", "OpenAI"),
-    ("claude", "Anthropic"),
-    ("gemini", "Google"),
-    ("gemma", "Google"),
-    ("palm", "Google"),
-    ("llama", "Meta"),
-    ("mistral", "Mistral"),
-    ("mixtral", "Mistral"),
-    ("qwen", "Alibaba"),
-    ("deepseek", "DeepSeek"),
-    ("falcon", "TII"),
-    ("phi", "Microsoft"),
-)
-
-
-def model_family(model: str) -> str:
-    """The family of a model id (``gpt-4o`` -> ``OpenAI``); an unknown model is its own family.
-
-    A provider path (``meta-llama/Llama-3-8B``) is read from its last part.
-    """
-    name = model.strip().rsplit("/", 1)[-1].lower()
-    for prefix, family in _FAMILY_PREFIXES:
-        if name.startswith(prefix):
-            return family
-    return model.strip()
 
 
 class MarkerLexicon(BaseModel):

@@ -1,0 +1,170 @@
+"""The case a panel answered, parsed once from its ``meta``: question, options, utilities.
+
+Panels carry the case they judged in free-form ``meta`` (converters and users write it
+in several shapes). Every reader — the re-ask prompt, acceptance features, CONCORD's
+problem, the review page, the CLI's tables, the review requests of the integrations —
+reads it through :meth:`CaseSpec.from_meta`, so a case has one question and one list
+of options whoever asks.
+
+Choices where the design is silent:
+
+* **Question**: the first non-empty string among ``meta.question``, ``meta.input``,
+  ``meta.prompt`` and ``meta.statement``.
+* **Options**, in their original order, from the first of:
+
+  - ``meta.options`` as a list: a mapping item gives ``id`` (its ``id``, else its
+    1-based position — one rule for options without ids), ``text`` (its ``text``, else
+    its id) and ``label`` (its ``label``); any other item is both id and text;
+  - ``meta.options`` as a mapping ``id -> text``;
+  - ``meta.output_1`` and ``meta.output_2`` (pairwise judging): ids ``1`` and ``2``.
+
+  Ids and texts are strings (``1`` and ``"1"`` are one id); a repeated id keeps its
+  first option.
+* **Labels** are how the agents refer to an option: the item's ``label``, else
+  ``meta.option_labels`` (a list in option order or a mapping ``id -> label``), else
+  ``Output (a)``, ``Output (b)`` for pairwise judging (``output_1``/``output_2``, or
+  ``meta.source`` ``LLMBar``), else ``Option <id>``.
+* **Utilities** (``meta.utilities``, agent -> option -> utility in [0, 1]): parsed with
+  the reason they are unusable, if they are (:attr:`CaseSpec.utilities_problem`);
+  booleans and numbers outside [0, 1] are refused, never clipped.
+
+>>> spec = CaseSpec.from_meta({"input": "Which?", "output_1": "A", "output_2": "B"})
+>>> spec.question, [(o.id, o.label) for o in spec.options]
+('Which?', [('1', 'Output (a)'), ('2', 'Output (b)')])
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+__all__ = ["CaseOption", "CaseSpec"]
+
+QUESTION_KEYS = ("question", "input", "prompt", "statement")
+"""``meta`` keys that hold the question, in order of preference."""
+
+
+class CaseOption(BaseModel):
+    """One option of the case."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    """What agents answer with (their ``decision``)."""
+    text: str
+    """The option's content."""
+    label: str
+    """How the agents refer to it (e.g. ``Output (a)``)."""
+
+
+class CaseSpec(BaseModel):
+    """The case of a panel (see the module docstring for the rules)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    question: str | None = None
+    options: tuple[CaseOption, ...] = ()
+    utilities: dict[str, dict[str, float]] | None = None
+    """agent -> option -> utility, when ``meta.utilities`` is present and usable."""
+    utilities_problem: str | None = None
+    """Why ``meta.utilities`` is unusable (``None`` when it is usable or absent)."""
+
+    @classmethod
+    def from_meta(cls, meta: Mapping[str, Any] | None) -> CaseSpec:
+        """Parse a panel's ``meta`` (anything not a mapping is an empty case)."""
+        if not isinstance(meta, Mapping):
+            return cls()
+        utilities, problem = _utilities(meta)
+        return cls(
+            question=_question(meta),
+            options=_options(meta),
+            utilities=utilities,
+            utilities_problem=problem,
+        )
+
+    def option_ids(self) -> list[str]:
+        return [o.id for o in self.options]
+
+    def pairs(self) -> list[tuple[str, str]]:
+        """``(id, text)`` of every option, in order."""
+        return [(o.id, o.text) for o in self.options]
+
+    def option(self, option_id: str) -> CaseOption | None:
+        return next((o for o in self.options if o.id == option_id), None)
+
+
+def _question(meta: Mapping[str, Any]) -> str | None:
+    for key in QUESTION_KEYS:
+        value = meta.get(key)
+        if isinstance(value, str) and value.strip():
+            return value
+    return None
+
+
+def _raw_options(meta: Mapping[str, Any]) -> tuple[list[tuple[str, str, str | None]], bool]:
+    """``(id, text, label or None)`` and whether the case is pairwise judging."""
+    raw = meta.get("options")
+    if isinstance(raw, list):
+        out: list[tuple[str, str, str | None]] = []
+        for i, item in enumerate(raw):
+            if isinstance(item, Mapping):
+                oid = str(item["id"]) if item.get("id") is not None else str(i + 1)
+                label = item.get("label")
+                out.append((oid, str(item.get("text", oid)), None if label is None else str(label)))
+            else:
+                out.append((str(item), str(item), None))
+        return out, False
+    if isinstance(raw, Mapping):
+        return [(str(k), str(v), None) for k, v in raw.items()], False
+    if isinstance(meta.get("output_1"), str) and isinstance(meta.get("output_2"), str):
+        return [("1", str(meta["output_1"]), None), ("2", str(meta["output_2"]), None)], True
+    return [], False
+
+
+def _options(meta: Mapping[str, Any]) -> tuple[CaseOption, ...]:
+    raw, pairwise = _raw_options(meta)
+    pairwise = pairwise or (str(meta.get("source", "")).lower() == "llmbar" and len(raw) == 2)
+    given = meta.get("option_labels")
+    seen: set[str] = set()
+    out: list[CaseOption] = []
+    for i, (oid, text, label) in enumerate(raw):
+        if oid in seen:
+            continue
+        seen.add(oid)
+        if label is None and isinstance(given, list) and i < len(given):
+            label = str(given[i])
+        elif label is None and isinstance(given, Mapping) and oid in given:
+            label = str(given[oid])
+        if label is None:
+            label = f"Output ({'ab'[i]})" if pairwise and i < 2 else f"Option {oid}"
+        out.append(CaseOption(id=oid, text=text, label=label))
+    return tuple(out)
+
+
+def _utilities(meta: Mapping[str, Any]) -> tuple[dict[str, dict[str, float]] | None, str | None]:
+    if "utilities" not in meta:
+        return None, None
+    raw = meta.get("utilities")
+    if not isinstance(raw, Mapping):
+        return None, "meta.utilities is not a mapping of agent -> option -> utility"
+    out: dict[str, dict[str, float]] = {}
+    for agent, table in raw.items():
+        if not isinstance(table, Mapping):
+            return None, f"meta.utilities.{agent} is not a mapping of option -> utility"
+        row: dict[str, float] = {}
+        for option, value in table.items():
+            try:
+                number = float(value)
+            except (TypeError, ValueError):
+                number = math.nan
+            if isinstance(value, bool) or not 0.0 <= number <= 1.0:
+                return (
+                    None,
+                    f"meta.utilities.{agent}.{option} is {value!r}, not a utility in [0, 1]",
+                )
+            row[str(option)] = number
+        out[str(agent)] = row
+    return out, None

@@ -1,0 +1,74 @@
+"""Model families: one table, one function, and families compared only after it.
+
+Independence counts families ("three independent families agree"), so one vendor must
+never count as two because two adapters spelled it differently (``openai`` from a
+converter, ``OpenAI`` from a live re-ask). :func:`model_family` reads the family of a
+model name from :data:`FAMILY_PREFIXES`; :func:`canonical_family` is how every
+comparison sees a declared family (a panel's ``family`` field, a calibration file's).
+
+Choices where the design is silent:
+
+* Families are lower-case vendor names (``openai``, ``anthropic``, ``google``, ``meta``,
+  ``mistral``, ``alibaba``, ``deepseek``, ``tii``, ``microsoft``, ``01-ai``).
+* A name is read from its last path part (``meta-llama/Llama-3-8B`` -> ``Llama-3-8B``)
+  and matched by prefix, never by substring (``dolphin`` is not ``phi``).
+* A name the table does not know is its own family, lower-cased and stripped: an unknown
+  model is never merged with another, and ``MyOrg`` and ``myorg`` are one family.
+* A declared family that is already a vendor name of the table, in any case, is that
+  vendor; a declared family that is a model name (``gpt-4o``) is that model's vendor.
+
+>>> model_family("Meta-Llama-3-8B-Instruct"), model_family("gpt-4o"), canonical_family("OpenAI")
+('meta', 'openai', 'openai')
+"""
+
+from __future__ import annotations
+
+__all__ = ["FAMILY_PREFIXES", "VENDORS", "canonical_family", "model_family"]
+
+FAMILY_PREFIXES: tuple[tuple[str, str], ...] = (
+    ("gpt", "openai"),
+    ("chatgpt", "openai"),
+    ("o1", "openai"),
+    ("o3", "openai"),
+    ("o4", "openai"),
+    ("text-davinci", "openai"),
+    ("claude", "anthropic"),
+    ("gemini", "google"),
+    ("gemma", "google"),
+    ("palm", "google"),
+    ("meta-llama", "meta"),
+    ("llama", "meta"),
+    ("codellama", "meta"),
+    ("mistral", "mistral"),
+    ("mixtral", "mistral"),
+    ("codestral", "mistral"),
+    ("qwen", "alibaba"),
+    ("qwq", "alibaba"),
+    ("deepseek", "deepseek"),
+    ("falcon", "tii"),
+    ("phi-", "microsoft"),
+    ("yi-", "01-ai"),
+)
+"""``(name prefix, family)``, matched against the lower-cased last path part of a name."""
+
+VENDORS = frozenset(family for _, family in FAMILY_PREFIXES)
+"""Every family the table names."""
+
+
+def model_family(name: str) -> str:
+    """The family of a model name (``gpt-4o`` -> ``openai``); an unknown name is its own family."""
+    base = name.strip().rsplit("/", 1)[-1].lower()
+    for prefix, family in FAMILY_PREFIXES:
+        if base.startswith(prefix):
+            return family
+    return name.strip().lower()
+
+
+def canonical_family(family: str | None) -> str | None:
+    """A declared family as comparisons see it (``OpenAI`` -> ``openai``); ``None`` stays ``None``."""
+    if family is None:
+        return None
+    low = family.strip().lower()
+    if low in VENDORS:
+        return low
+    return model_family(family)
