@@ -21,7 +21,7 @@ from dissensus.pipeline.steps import AcceptanceStep, FollowupStep
 from dissensus.store import Journal
 from pipeline_cases import as_panel, panel
 
-FAMILIES = ["Google", "OpenAI", "TII"]
+FAMILIES = ["google", "openai", "tii"]
 
 
 def fill(schema: dict[str, Any]) -> Any:
@@ -146,12 +146,12 @@ def test_one_shared_model_is_one_voice_never_the_agents(server: SchemaServer) ->
     followup, acceptance = _case(journal, "r")
     assert followup.answers == {}
     assert [v.voice for v in followup.voices] == ["model:gpt-4o-mini"]
-    assert followup.voices[0].family == "OpenAI"
+    assert followup.voices[0].family == "openai"
     signals = {s.agent: s for s in acceptance.signals}
     assert not any(signals[a].stable for a in ("a1", "a2", "a3"))
-    assert signals["model:gpt-4o-mini"].stable and signals["model:gpt-4o-mini"].family == "OpenAI"
+    assert signals["model:gpt-4o-mini"].stable and signals["model:gpt-4o-mini"].family == "openai"
     assert not record.auto and record.basis is None and record.action == "escalate"
-    assert "1 independent family (OpenAI)" in record.reason
+    assert "1 independent family (openai)" in record.reason
 
 
 def test_one_shared_model_never_counts_as_an_agents_calibration(server: SchemaServer) -> None:
@@ -189,9 +189,9 @@ def test_each_agents_own_model_counts_for_that_agent(server: SchemaServer) -> No
         "a3": "falcon-40b",
     }
     assert {s.agent: s.family for s in acceptance.signals} == {
-        "a1": "Google",
-        "a2": "OpenAI",
-        "a3": "TII",
+        "a1": "google",
+        "a2": "openai",
+        "a3": "tii",
     }
     assert followup.voices == []  # every agent has its own model: no shared voice
     assert record.auto and record.basis == "calibrated" and record.decision == "1"
@@ -208,8 +208,8 @@ def test_families_come_from_the_model_that_answered(server: SchemaServer) -> Non
         run_id="r",
     )
     _, acceptance = _case(journal, "r")
-    assert {s.family for s in acceptance.signals} == {"OpenAI"}
-    assert not record.auto and "1 independent family (OpenAI)" in record.reason
+    assert {s.family for s in acceptance.signals} == {"openai"}
+    assert not record.auto and "1 independent family (openai)" in record.reason
 
 
 def test_an_answer_naming_no_option_is_a_recorded_fault(tmp_path: Any) -> None:
@@ -245,4 +245,4 @@ def test_review_show_lists_a_shared_models_voice_apart_from_the_agents(
     assert record.review_id == "r.1"
     assert main(["review", "show", "r.1", "--journal", str(path)]) == 0
     flat = " ".join(capsys.readouterr().out.split())
-    assert "extra voice model:gpt-4o-mini (OpenAI): 1 then 1, stable" in flat
+    assert "extra voice model:gpt-4o-mini (openai): 1 then 1, stable" in flat

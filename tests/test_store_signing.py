@@ -101,9 +101,8 @@ def test_a_finished_run_and_each_resolution_seal_the_head(journal_target: str) -
             values=[{"a": 1.0}, {"b": 1.0}, {"a": 0.5}],
             reasoning=["Option 1."] * 3,
         )
-        record = decide(as_panel(row), POLICY, journal=j, run_id="R")
+        record = decide(as_panel(row), POLICY, journal=j, run_id="R")  # a run of one case
         assert record.review_id
-        j.append("R", "run.finished", {"cases": 1}, key="run/finished")
         assert [e.type for e in j.events("R")][-2:] == ["run.finished", SEAL_TYPE]
         assert j.verify("R", public_key=KEY.public_key).signature == "signed"
         resolve(j, record.review_id, decision="1", note="n", reviewer="kim")
