@@ -40,7 +40,7 @@ def _port() -> int:
 
 
 def _get(url: str, timeout: float = 10.0) -> bytes:
-    with urllib.request.urlopen(url, timeout=timeout) as response:  # noqa: S310 (loopback)
+    with urllib.request.urlopen(url, timeout=timeout) as response:
         data: bytes = response.read()
         return data
 
@@ -49,7 +49,7 @@ def _post(url: str, body: bytes) -> dict[str, object]:
     request = urllib.request.Request(
         url, data=body, headers={"Content-Type": "application/json"}, method="POST"
     )
-    with urllib.request.urlopen(request, timeout=60) as response:  # noqa: S310 (loopback)
+    with urllib.request.urlopen(request, timeout=60) as response:
         data: dict[str, object] = json.loads(response.read())
         return data
 
