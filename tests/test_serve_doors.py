@@ -16,6 +16,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import yaml
 
@@ -42,6 +43,25 @@ def _fresh(tmp: Path) -> list[dict[str, Any]]:
         panel(f"p{i}", ["1", "1", "2"], reasoning=[f"{fresh} {i} {k}" for k in range(3)])
         for i in range(2)
     ]
+
+
+async def _embedding_started() -> None:
+    """Until the run reaches the gated embedding (on its own thread), 4 s at most."""
+    for _ in range(400):
+        if slow_embed.GATE_STARTED.is_set():
+            return
+        await asyncio.sleep(0.01)
+
+
+async def _settled(client: httpx.AsyncClient, link: str) -> dict[str, Any]:
+    """The run's document once it stopped running (10 s at most)."""
+    doc: dict[str, Any] = {}
+    for _ in range(1000):
+        doc = (await client.get(link, headers=auth("sub"))).json()
+        if doc["status"] != "running":
+            break
+        await asyncio.sleep(0.01)
+    return doc
 
 
 def _settings(tmp: Path, policy: Path) -> ServeSettings:
@@ -93,22 +113,14 @@ async def test_the_loop_answers_while_a_run_embeds(tmp_path: Path) -> None:
             "/v1/decide", params={"async": "true"}, json=rows, headers=auth("sub")
         )
         assert started.status_code == 202
-        for _ in range(400):  # the run reaches the embedding (on its own thread)
-            if slow_embed.GATE_STARTED.is_set():
-                break
-            await asyncio.sleep(0.01)
+        await _embedding_started()
         assert slow_embed.GATE_STARTED.is_set()
         health = await client.get("/healthz")
         order.append("healthz")
         order.extend(slow_embed.GATE_LOG)  # still empty: the embedding has not returned
         slow_embed.GATE.set()
         link = started.json()["links"]["run"]
-        doc: dict[str, Any] = {}
-        for _ in range(1000):
-            doc = (await client.get(link, headers=auth("sub"))).json()
-            if doc["status"] != "running":
-                break
-            await asyncio.sleep(0.01)
+        doc = await _settled(client, link)
     assert health.status_code == 200
     assert order == ["healthz"]
     assert slow_embed.GATE_LOG and doc["status"] == "finished" and doc["done"] == 2
@@ -135,18 +147,10 @@ async def test_a_deadline_stops_a_server_run_incomplete(tmp_path: Path) -> None:
             "/v1/decide", params={"async": "true"}, json=rows, headers=auth("sub")
         )
         link = started.json()["links"]["run"]
-        for _ in range(400):
-            if slow_embed.GATE_STARTED.is_set():
-                break
-            await asyncio.sleep(0.01)
+        await _embedding_started()
         await asyncio.sleep(0.4)  # past the policy's deadline of 0.2 s
         slow_embed.GATE.set()
-        doc: dict[str, Any] = {}
-        for _ in range(1000):
-            doc = (await client.get(link, headers=auth("sub"))).json()
-            if doc["status"] != "running":
-                break
-            await asyncio.sleep(0.01)
+        doc = await _settled(client, link)
     assert doc["status"] == "incomplete", doc
     assert "deadline" in (doc["error"] or "")
     from dissensus.store import open_journal

@@ -302,9 +302,7 @@ def policy_calibration(
     name = policy.acceptance.calibration
     if not name:
         return None
-    path = Path(name)
-    if not path.is_absolute() and policy_dir is not None:
-        path = policy_dir / path
+    path = _under(name, policy_dir)
     if not path.is_file():
         raise ConfigError(
             f"calibration file not found: {path}", file=policy_file, field="acceptance.calibration"
@@ -323,9 +321,7 @@ def policy_guard_calibration(
     name = policy.guard.calibration
     if not name:
         return None
-    path = Path(name)
-    if not path.is_absolute() and policy_dir is not None:
-        path = policy_dir / path
+    path = _under(name, policy_dir)
     try:
         return GuardCalibration.model_validate_json(read_text_file(path, what="guard calibration"))
     except OSError as exc:
@@ -343,12 +339,15 @@ def policy_guard_calibration(
         ) from exc
 
 
+def _under(name: str, base: Path | None) -> Path:
+    """``name`` relative to ``base`` (the policy's folder) unless it is absolute."""
+    path = Path(name)
+    return base / path if not path.is_absolute() and base is not None else path
+
+
 def _resolve(name: str | None, base: Path | None) -> Path:
     assert name
-    path = Path(name)
-    if not path.is_absolute() and base is not None:
-        path = base / path
-    return path.resolve()
+    return _under(name, base).resolve()
 
 
 def _spec_file(role: str, path: str | Path) -> SpecFile:
