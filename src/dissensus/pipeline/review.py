@@ -123,7 +123,7 @@ class ReviewStatus(BaseModel):
 def split_ref(ref: str, what: str = "review id") -> tuple[str, int]:
     """``<run>.<line>`` -> ``(run, line)`` (:class:`InputError` naming ``what`` otherwise)."""
     run_id, sep, line = ref.rpartition(".")
-    if not sep or not run_id or not line.isdigit():
+    if not sep or not run_id or not (line.isascii() and line.isdigit() and len(line) <= 18):
         raise InputError(f"not a {what}: {ref!r} (expected <run>.<line>)")
     return run_id, int(line)
 

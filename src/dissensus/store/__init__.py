@@ -20,6 +20,7 @@ from dissensus.store.journal import (
     VerifyReport,
     is_postgres_url,
     journal_path,
+    mask_url,
     open_journal,
 )
 
@@ -45,6 +46,7 @@ __all__ = [
     "chain_hash",
     "is_postgres_url",
     "journal_path",
+    "mask_url",
     "open_journal",
     "sha256_text",
 ]

@@ -60,6 +60,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -67,6 +68,7 @@ from contextlib import contextmanager, suppress
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
+from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import BaseModel, ConfigDict
 
@@ -94,8 +96,10 @@ __all__ = [
     "RunLock",
     "UnknownRun",
     "VerifyReport",
+    "check_run_id",
     "is_postgres_url",
     "journal_path",
+    "mask_url",
     "open_journal",
 ]
 
@@ -127,6 +131,50 @@ def journal_path(option: str | None = None) -> str:
 def is_postgres_url(target: str | Path) -> bool:
     """Whether ``target`` names a PostgreSQL journal (``postgresql://`` or ``postgres://``)."""
     return str(target).startswith(("postgresql://", "postgres://"))
+
+
+RUN_ID_PATTERN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
+"""What a run id may be: letters, digits, ``_``, ``-`` and ``.`` (not first, never ``..``),
+at most 128 characters: safe in file names, URLs, shells and review ids."""
+
+
+def check_run_id(run_id: str) -> str:
+    """``run_id`` when it is a valid run id (:data:`RUN_ID_PATTERN`); ConfigError otherwise."""
+    if not isinstance(run_id, str) or RUN_ID_PATTERN.fullmatch(run_id) is None or ".." in run_id:
+        shown = repr(run_id) if len(str(run_id)) <= 80 else repr(str(run_id)[:80]) + "..."
+        raise ConfigError(
+            f"invalid run id {shown}: use 1-128 letters, digits, '_', '-' or '.' "
+            "(not first, never '..')",
+            field="run_id",
+        )
+    return run_id
+
+
+def mask_url(target: str | Path) -> str:
+    """``target`` as it may be shown: a URL's password replaced by ``***``.
+
+    The one function every message, log line and page uses to name a journal; a path or
+    a URL without a password comes back unchanged. A target that cannot be parsed as a
+    URL but holds ``@`` loses everything before the last ``@`` (it may be credentials).
+    """
+    text = str(target)
+    if "://" not in text:
+        return text
+    try:
+        parts = urlsplit(text)
+        password = parts.password
+        host = parts.hostname or ""
+        port = parts.port
+    except ValueError:
+        scheme, _, rest = text.partition("://")
+        return f"{scheme}://***@{rest.rpartition('@')[2]}" if "@" in rest else text
+    if password is None:
+        return text
+    if ":" in host:
+        host = f"[{host}]"
+    if port is not None:
+        host += f":{port}"
+    return urlunsplit(parts._replace(netloc=f"{parts.username or ''}:***@{host}"))
 
 
 def busy_timeout(value: float | None = None) -> float:
@@ -508,6 +556,7 @@ class Journal:
         :class:`RunExists` when the id is taken (two ``decide --run-id x`` at once: one
         wins, the other fails cleanly).
         """
+        check_run_id(run_id)
         with self.transaction():
             existing = self.run(run_id, missing_ok=True)
             if existing is not None:
@@ -975,13 +1024,29 @@ class Journal:
 
 
 def _pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` of this host is running: a zombie (killed, not yet reaped by
+    its parent, as right after ``kill -9``) is not."""
+    if pid <= 0:
+        return False
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    return True
+    return not _zombie(pid)
+
+
+def _zombie(pid: int) -> bool:
+    """True when ``/proc`` says ``pid`` is a zombie or dead (False where there is no ``/proc``)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            stat = handle.read()
+    except OSError:
+        return False
+    # The state follows the command name, which is in parentheses and may hold any byte.
+    state = stat[stat.rfind(b")") + 2 : stat.rfind(b")") + 3]
+    return state in (b"Z", b"X", b"x")
 
 
 def _seal_status(

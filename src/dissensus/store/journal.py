@@ -28,6 +28,7 @@ from dissensus.store.base import (
     VerifyReport,
     is_postgres_url,
     journal_path,
+    mask_url,
     open_journal,
 )
 from dissensus.store.sqlite import SYNC_ENV
@@ -53,5 +54,6 @@ __all__ = [
     "VerifyReport",
     "is_postgres_url",
     "journal_path",
+    "mask_url",
     "open_journal",
 ]

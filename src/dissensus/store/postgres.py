@@ -40,7 +40,6 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit, urlunsplit
 
 from dissensus.errors import ConfigError, InputError
 from dissensus.store.base import (
@@ -56,6 +55,7 @@ from dissensus.store.base import (
     RunLock,
     _now,
     busy_timeout,
+    mask_url,
 )
 
 if TYPE_CHECKING:
@@ -133,15 +133,8 @@ _SCHEMA = [
 
 
 def redact_url(url: str) -> str:
-    """``url`` with any password replaced by ``***``."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.hostname or ""
-    if parts.port is not None:
-        host += f":{parts.port}"
-    user = parts.username or ""
-    return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
+    """``url`` with any password replaced by ``***`` (:func:`~dissensus.store.base.mask_url`)."""
+    return mask_url(url)
 
 
 def _sql(sql: str) -> str:
