@@ -4,6 +4,7 @@ from dissensus.store.canonical import GENESIS, canonical, chain_hash, sha256_tex
 from dissensus.store.journal import (
     DEFAULT_JOURNAL,
     SEAL_TYPE,
+    CaseClosed,
     Claim,
     ClaimConflict,
     Event,
@@ -28,6 +29,7 @@ __all__ = [
     "DEFAULT_JOURNAL",
     "GENESIS",
     "SEAL_TYPE",
+    "CaseClosed",
     "Claim",
     "ClaimConflict",
     "Event",

@@ -82,6 +82,7 @@ __all__ = [
     "BUSY_TIMEOUT_ENV",
     "DEFAULT_JOURNAL",
     "SEAL_TYPE",
+    "CaseClosed",
     "Claim",
     "ClaimConflict",
     "Event",
@@ -217,6 +218,14 @@ class UnknownRun(DissensusError):
     """No run with that id in this journal."""
 
     exit_code = 2
+
+
+class CaseClosed(DissensusError):
+    """A claim on a case whose closing event (its resolution) is already journalled."""
+
+    def __init__(self, message: str, *, event: Event) -> None:
+        super().__init__(message)
+        self.event = event
 
 
 class RunExists(DissensusError):
@@ -843,17 +852,30 @@ class Journal:
 
     # -- review claims ------------------------------------------------------------------
 
-    def claim(self, review_id: str, who: str, ttl: float, *, run_id: str) -> Claim:
+    def claim(
+        self,
+        review_id: str,
+        who: str,
+        ttl: float,
+        *,
+        run_id: str,
+        closed_by: str | None = None,
+    ) -> Claim:
         """Claim ``review_id`` for ``who`` for ``ttl`` seconds (renewing one's own claim).
 
-        :class:`ClaimConflict` when someone else holds an unexpired claim, or is taking
-        one at this moment (PostgreSQL: the row is locked, ``SKIP LOCKED``).
+        :class:`ClaimConflict` when someone else holds an unexpired claim (naming who);
+        :class:`CaseClosed` when the run holds the event keyed ``closed_by`` (the case's
+        resolution). With ``closed_by`` the claim holds the run's write lock, as a
+        resolution does, so a claim and a resolution of one case never interleave: a
+        claim is never granted on a case resolved before it.
         """
         if not who.strip():
             raise DissensusError("a claim needs a reviewer name")
         if not (0 < ttl < float("inf")):
             raise DissensusError(f"claim time must be a positive number of seconds, got {ttl!r}")
-        with self.transaction():
+        with self.transaction(run_id if closed_by is not None else None):
+            if closed_by is not None and (closing := self.get(run_id, closed_by)) is not None:
+                raise CaseClosed(f"review item {review_id} is closed", event=closing)
             busy, row = self._claim_row(review_id)
             now = _now()
             if busy:
@@ -887,11 +909,17 @@ class Journal:
                     ),
                 )
             if not changed:
-                # Someone else's claim was committed while this one waited for it.
+                # Someone else's claim was committed while this one waited for it: name them.
+                with self._errors():
+                    rows = self._rows(
+                        "SELECT who, expires FROM claims WHERE review_id = ?", (review_id,)
+                    )
+                holder = str(rows[0]["who"]) if rows else "?"
+                until = str(rows[0]["expires"]) if rows else now
                 raise ClaimConflict(
-                    f"review item {review_id} was just claimed by someone else",
-                    holder="?",
-                    expires=now,
+                    f"review item {review_id} was just claimed by {holder} until {until}",
+                    holder=holder,
+                    expires=until,
                 )
         return claim
 
