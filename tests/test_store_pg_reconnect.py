@@ -9,6 +9,7 @@ failed with "the connection is closed" until the process was restarted.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import socket
@@ -184,3 +185,56 @@ def test_a_claim_loser_is_told_who_won(server: Server, insert: bool) -> None:
         finally:
             thread.join()
     assert lost.value.holder == "alice"
+
+
+def test_no_command_prints_the_journal_password(
+    server: Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every command that names the journal shows its URL with the password masked."""
+    from cli_helpers import run_cli
+    from dissensus.serve import server as serve_server
+    from pipeline_cases import write_policy
+    from serve_helpers import escalating
+
+    secret = "pw-never-shown"
+    url = server.url.replace("/journal", "/masked")
+    subprocess.run(
+        [*server.runas, str(server.bin / "createdb"), "-h", "127.0.0.1", "-p", str(server.port)]
+        + ["-U", "postgres", "masked"],
+        check=True,
+    )
+    policy = write_policy(tmp_path / "policy.yaml")
+    panels = tmp_path / "in.jsonl"
+    panels.write_text(json.dumps(escalating("p1")) + "\n", encoding="utf-8")
+    monkeypatch.setattr(serve_server, "serve", lambda *a, **k: None)
+    env = dict(os.environ)
+    commands = [
+        ["decide", panels, "--journal", url, "--policy", policy, "--run-id", "r1"],
+        ["decide", panels, "--journal", url, "--policy", policy, "--run-id", "r1"],  # exists
+        ["runs", "list", "--journal", url],
+        ["runs", "show", "r1", "--journal", url],
+        ["runs", "show", "nosuch", "--journal", url],
+        ["runs", "verify", "r1", "--journal", url],
+        ["runs", "resume", "r1", "--journal", url],
+        ["review", "list", "--journal", url],
+        ["review", "show", "nosuch.1", "--journal", url],
+        ["serve", "--journal", url, "--port", "0"],
+    ]
+    printed = []
+    for argv in commands:
+        res = run_cli(*argv, env=env)
+        printed.append((argv[:2], res.returncode))
+        assert secret not in res.stdout + res.stderr, argv
+    assert any(code == 0 for _, code in printed)
+    res = run_cli("serve", "--journal", url, "--port", "0", env=env)
+    assert "postgresql://postgres:***@127.0.0.1" in res.stderr
+
+
+def test_mask_url_hides_every_password() -> None:
+    from dissensus.store import mask_url
+
+    assert mask_url("postgresql://u:p%40ss@h:5/db?x=1") == "postgresql://u:***@h:5/db?x=1"
+    assert mask_url("postgresql://u@h/db") == "postgresql://u@h/db"
+    assert mask_url("postgres://:only@[::1]:5432/db") == "postgres://:***@[::1]:5432/db"
+    assert mask_url("journal.sqlite") == "journal.sqlite"
+    assert "zz" not in mask_url("postgresql://u:zz@h:notaport/db")
