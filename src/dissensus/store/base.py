@@ -454,6 +454,8 @@ class Journal:
 
     _review_index_ok: bool = True
     """False when the index disagrees with the events and could not be rebuilt (read-only)."""
+    _index_rebuilt_for: tuple[str, ...] = ()
+    """Review ids whose index row differed from the events when the journal was opened."""
 
     def _begin(self) -> None:
         raise NotImplementedError
@@ -766,28 +768,79 @@ class Journal:
                 count = self._rows("SELECT COUNT(*) AS n FROM review_index")[0]["n"]
         return int(count)
 
-    def review_index_agrees(self) -> bool:
-        """Whether the review index counts the same open and resolved items as the events."""
-        with self._errors():
-            row = self._rows(
-                "SELECT (SELECT COUNT(*) FROM events WHERE type = ?) AS opened, "
-                "(SELECT COUNT(*) FROM events WHERE type = ?) AS resolved, "
-                "(SELECT COUNT(*) FROM review_index) AS indexed, "
-                "(SELECT COUNT(resolved_seq) FROM review_index) AS indexed_resolved",
-                (REVIEW_OPENED, REVIEW_RESOLVED),
-            )[0]
-        return int(row["opened"]) == int(row["indexed"]) and int(row["resolved"]) == int(
-            row["indexed_resolved"]
+    def _json_text(self, column: str, key: str) -> str:
+        """SQL for the text of top-level ``key`` of the JSON text in ``column``."""
+        return f"json_extract({column}, '$.{key}')"
+
+    def review_index_differences(self, run_id: str | None = None) -> list[str]:
+        """The review ids whose index row differs from what the events derive, by
+        content: item, run, position, reason and resolving event (at most 20 named).
+
+        The database compares (a JSON function per back end), so no payload is sent
+        over; the rows derived are those :meth:`rebuild_review_index` writes.
+        """
+        rid = self._json_text("payload", "review_id")
+        reason = f"COALESCE({self._json_text('payload', 'reason')}, '')"
+        scope = " AND run_id = ?" if run_id is not None else ""
+        derived = (
+            f"SELECT o.rid AS review_id, o.run_id, o.seq AS opened_seq, o.reason, r.rseq AS resolved_seq "
+            f"FROM (SELECT run_id, seq, {rid} AS rid, {reason} AS reason FROM events "
+            f"WHERE type = ?{scope}) o "
+            f"LEFT JOIN (SELECT run_id, {rid} AS rid, MIN(seq) AS rseq FROM events "
+            f"WHERE type = ?{scope} GROUP BY run_id, {rid}) r "
+            "ON r.run_id = o.run_id AND r.rid = o.rid WHERE o.rid IS NOT NULL"
         )
+        indexed = (
+            "SELECT review_id, run_id, opened_seq, reason, resolved_seq FROM review_index"
+            + (" WHERE run_id = ?" if run_id is not None else "")
+        )
+        args: list[Any] = [REVIEW_OPENED] + ([run_id] if run_id is not None else [])
+        args += [REVIEW_RESOLVED] + ([run_id] if run_id is not None else [])
+        sql = (
+            f"WITH d AS ({derived}), q AS ({indexed}) "
+            "SELECT review_id FROM (SELECT * FROM d EXCEPT SELECT * FROM q) a UNION "
+            "SELECT review_id FROM (SELECT * FROM q EXCEPT SELECT * FROM d) b "
+            "ORDER BY review_id LIMIT 20"
+        )
+        run_args = [run_id] if run_id is not None else []
+        with self._errors():
+            rows = self._rows(sql, [*args, *run_args])
+        return [str(r["review_id"]) for r in rows]
+
+    def review_index_agrees(self) -> bool:
+        """Whether every row of the review index is what the events derive (by content)."""
+        return not self.review_index_differences()
 
     def _check_review_index(self) -> None:
-        """On opening: rebuild an index that disagrees with the events (when writable)."""
-        if self.review_index_agrees():
+        """On opening: rebuild an index whose content disagrees with the events (when
+        writable; a read-only journal then lists its queue from the events). The items
+        that differed are kept for :meth:`verify` to report."""
+        differing = self.review_index_differences()
+        if not differing:
             return
+        self._index_rebuilt_for = tuple(differing)
         try:
             self.rebuild_review_index()
         except JournalReadOnly:
             self._review_index_ok = False
+
+    def _index_problems(self, run_id: str) -> list[str]:
+        """What :meth:`verify` reports about the run's rows of the review index."""
+        if not self._review_index_ok:
+            return [
+                f"review index row of {rid} differs from the events (read-only: not rebuilt; "
+                "the queue is listed from the events)"
+                for rid in self.review_index_differences(run_id)
+            ]
+        return [
+            f"review index row of {rid} differed from the events when the journal was "
+            "opened (rebuilt from the events)"
+            for rid in self._index_rebuilt_for
+            if rid.rpartition(".")[0] == run_id
+        ] + [
+            f"review index row of {rid} differs from the events"
+            for rid in self.review_index_differences(run_id)
+        ]
 
     def review_entries(
         self, *, run_id: str | None = None, status: ReviewFilter = "all", limit: int | None = None
@@ -1017,6 +1070,7 @@ class Journal:
             problems.append(f"run header counts {info.n_events} events, journal holds {count}")
         if prev != info.head_hash:
             problems.append("run head hash does not match the last event")
+        problems.extend(self._index_problems(run_id))
         report = VerifyReport(
             run_id=run_id,
             ok=not problems,

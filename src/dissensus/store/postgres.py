@@ -351,6 +351,9 @@ class PostgresJournal(Journal):
     def _write_index(self, sql: str, args: Sequence[Any]) -> None:
         self._queue.append((_sql(sql), tuple(args)))  # travels with the event's insert
 
+    def _json_text(self, column: str, key: str) -> str:
+        return f"({column}::jsonb ->> '{key}')"
+
     def _lock_review_index(self) -> None:
         # A rebuild sees every event committed before it and none written during it.
         self._exec("LOCK TABLE review_index IN EXCLUSIVE MODE")
