@@ -199,8 +199,17 @@ def test_no_command_prints_the_journal_password(
     secret = "pw-never-shown"
     url = server.url.replace("/journal", "/masked")
     subprocess.run(
-        [*server.runas, str(server.bin / "createdb"), "-h", "127.0.0.1", "-p", str(server.port)]
-        + ["-U", "postgres", "masked"],
+        [
+            *server.runas,
+            str(server.bin / "createdb"),
+            "-h",
+            "127.0.0.1",
+            "-p",
+            str(server.port),
+            "-U",
+            "postgres",
+            "masked",
+        ],
         check=True,
     )
     policy = write_policy(tmp_path / "policy.yaml")

@@ -790,9 +790,8 @@ class Journal:
             f"WHERE type = ?{scope} GROUP BY run_id, {rid}) r "
             "ON r.run_id = o.run_id AND r.rid = o.rid WHERE o.rid IS NOT NULL"
         )
-        indexed = (
-            "SELECT review_id, run_id, opened_seq, reason, resolved_seq FROM review_index"
-            + (" WHERE run_id = ?" if run_id is not None else "")
+        indexed = "SELECT review_id, run_id, opened_seq, reason, resolved_seq FROM review_index" + (
+            " WHERE run_id = ?" if run_id is not None else ""
         )
         args: list[Any] = [REVIEW_OPENED] + ([run_id] if run_id is not None else [])
         args += [REVIEW_RESOLVED] + ([run_id] if run_id is not None else [])
