@@ -23,7 +23,7 @@ import pytest
 
 from dissensus.errors import ConfigError
 from dissensus.io.jsonl import Reject, parse_line
-from dissensus.io.limits import MAX_AGENTS, MAX_FIELD_CHARS
+from dissensus.io.limits import MAX_AGENTS, MAX_FIELD_CHARS, MAX_PANEL_CHARS
 from dissensus.io.views import parse_panel_view
 from dissensus.serve import ServeSettings, create_app, library_calls
 from dissensus.serve.auth import hash_token, load_tokens
@@ -110,6 +110,20 @@ def test_a_field_over_the_character_bound_is_rejected_naming_it(where: str, fiel
         assert f"at most {MAX_FIELD_CHARS}" in got.message
 
 
+def test_a_panel_over_the_text_bound_is_rejected() -> None:
+    """Each field is within its bound; together they are too much text for one panel."""
+    data = wide_panel("t", 16, "z" * 20_000)  # 320,000 characters of reasoning
+    assert 16 * 20_000 > MAX_PANEL_CHARS
+    for got in (
+        parse_line(Panel, json.dumps(data), file="f", line=4),
+        parse_panel_view(json.dumps(data), file="f", line=4),
+    ):
+        assert isinstance(got, Reject) and got.field == "<text>"
+        assert f"at most {MAX_PANEL_CHARS}" in got.message
+    ok = wide_panel("t", 8, "z" * 20_000)
+    assert not isinstance(parse_line(Panel, json.dumps(ok), file="f", line=1), Reject)
+
+
 def test_a_vote_case_over_the_voter_bound_is_rejected() -> None:
     got = parse_line(VoteCase, json.dumps(wide_case("c", MAX_AGENTS + 1)), file="v", line=1)
     assert isinstance(got, Reject) and got.field == "votes"
@@ -158,6 +172,15 @@ async def test_http_bounds_answer_413_and_422_and_nothing_is_journalled(tmp_path
         problem = {"agents": [{"kind": "table", "name": f"n{i}"} for i in range(9)]}
         res = await client.post("/v1/negotiate", json=problem, headers=auth("sub"))
         assert res.status_code == 413 and res.json()["field"] == "agents"
+
+
+async def test_too_much_text_in_one_panel_is_413(tmp_path: Path) -> None:
+    async with client_for(settings(tmp_path)) as client:
+        for path in ("/v1/route", "/v1/decide"):
+            res = await client.post(
+                path, json=wide_panel("t", 16, "z" * 20_000), headers=auth("sub")
+            )
+            assert res.status_code == 413 and res.json()["field"] == "<text>", path
 
 
 def test_server_bounds_cannot_exceed_the_readers(tmp_path: Path) -> None:
