@@ -113,7 +113,7 @@ def test_a_field_over_the_character_bound_is_rejected_naming_it(where: str, fiel
 def test_a_panel_over_the_text_bound_is_rejected() -> None:
     """Each field is within its bound; together they are too much text for one panel."""
     data = wide_panel("t", 16, "z" * 20_000)  # 320,000 characters of reasoning
-    assert 16 * 20_000 > MAX_PANEL_CHARS
+    assert MAX_PANEL_CHARS < 16 * 20_000
     for got in (
         parse_line(Panel, json.dumps(data), file="f", line=4),
         parse_panel_view(json.dumps(data), file="f", line=4),
