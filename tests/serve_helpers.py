@@ -50,7 +50,7 @@ def settings(tmp: Path, **extra: Any) -> ServeSettings:
 
 def client_for(s: ServeSettings, **kwargs: Any) -> httpx.AsyncClient:
     app = create_app(s, **kwargs)
-    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://testserver")
+    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1")
 
 
 def jsonl(rows: list[dict[str, Any]]) -> str:

@@ -649,7 +649,7 @@ async def test_request_timeout_and_chunked_limit_middleware() -> None:
         await asyncio.sleep(1)
 
     transport = httpx.ASGITransport(app=RequestTimeout(slow, 0.05))
-    async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
         res = await client.get("/x")
     assert res.status_code == 504 and res.json()["error"].startswith("request took longer")
 
@@ -658,7 +658,7 @@ async def test_decide_timeout_names_the_run_which_goes_on(tmp_path: Path) -> Non
     s = settings(tmp_path, request_timeout_s=0.001)
     app = create_app(s)
     async with httpx.AsyncClient(
-        transport=httpx.ASGITransport(app=app), base_url="http://t"
+        transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1"
     ) as client:
         res = await client.post(
             "/v1/decide", json=[escalating(f"p{i}") for i in range(20)], headers=auth("sub")
@@ -747,7 +747,7 @@ def test_a_run_the_server_started_resumes_with_the_cli(
 
     async def shown(run_id: str) -> Any:
         async with httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=app), base_url="http://t"
+            transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1"
         ) as client:
             return (await client.get(f"/v1/runs/{run_id}", headers=auth("sub"))).json()
 

@@ -115,6 +115,9 @@ def test_resolve_with_the_keyboard_in_chromium(tmp_path: Path) -> None:
             assert requested and all(url.startswith(base + "/") for url in requested), [
                 u for u in requested if not u.startswith(base + "/")
             ]
+            # ReDoc too, under its Content-Security-Policy (no framing, own scripts only).
+            docs.goto(base + "/redoc")
+            docs.wait_for_selector('text="/v1/decide"', timeout=30_000)
         finally:
             browser.close()
 

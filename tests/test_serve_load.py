@@ -66,17 +66,25 @@ def _tokens(path: Path) -> Path:
 
 
 def start_server(
-    tmp: Path, journal: str, *, extra_env: dict[str, str] | None = None
+    tmp: Path,
+    journal: str,
+    *,
+    extra_env: dict[str, str] | None = None,
+    extra_args: tuple[str, ...] = (),
 ) -> tuple[subprocess.Popen[bytes], str]:
     """``dissensus serve`` on a free loopback port; returns the process and its base URL
     once the server answers ``/readyz``."""
-    proc, base = spawn_server(tmp, journal, extra_env=extra_env)
+    proc, base = spawn_server(tmp, journal, extra_env=extra_env, extra_args=extra_args)
     wait_ready(tmp, proc, base)
     return proc, base
 
 
 def spawn_server(
-    tmp: Path, journal: str, *, extra_env: dict[str, str] | None = None
+    tmp: Path,
+    journal: str,
+    *,
+    extra_env: dict[str, str] | None = None,
+    extra_args: tuple[str, ...] = (),
 ) -> tuple[subprocess.Popen[bytes], str]:
     """``dissensus serve`` started on a free loopback port, not yet waited for
     (:func:`wait_ready`): a test can start its browser meanwhile."""
@@ -90,7 +98,7 @@ def spawn_server(
     cmd = [
         sys.executable, "-m", "dissensus", "serve", "--journal", journal, "--port", str(port),
         "--policy", str(write_policy(tmp / "policy.yaml")), "--tokens", str(_tokens(tmp / "tokens.txt")),
-        "--timeout", "300",
+        "--timeout", "300", *extra_args,
     ]  # fmt: skip
     log = open(tmp / "server.log", "wb")  # noqa: SIM115 - closed with the process
     proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)

@@ -1,11 +1,14 @@
 """CLI command ``dissensus serve``: the decision layer as an HTTP service (extra ``serve``).
 
 * ``dissensus serve [--journal PATH] [--host 127.0.0.1] [--port 8000] [--policy FILE]
-  [--tokens FILE] [--max-body-bytes N] [--max-panels N] [--timeout S] [--claim-ttl S]``
+  [--tokens FILE] [--max-body-bytes N] [--max-panels N] [--max-agents N]
+  [--max-field-chars N] [--timeout S] [--claim-ttl S] [--allow-host NAME ...]``
 * ``dissensus serve-token NAME ROLE`` prints a fresh token (once) and the line to add to
   the tokens file (its sha256, the name, the role).
 
-A ``--host`` other than loopback without ``--tokens`` is refused (exit 2). FastAPI,
+A ``--host`` other than loopback without ``--tokens`` is refused (exit 2), and so is a
+port that cannot be bound (in use): the socket is bound before anything is printed. The
+journal is named with its password masked. FastAPI,
 uvicorn, Jinja2 and python-multipart come with ``pip install 'dissensus[serve]'``; without
 them the command says so (exit 2). See ``docs/serve.md``.
 """
@@ -20,6 +23,7 @@ import typer
 from dissensus.cli.app import app
 from dissensus.cli.common import EXIT_OK, err_console, out_console
 from dissensus.errors import ConfigError
+from dissensus.io.limits import MAX_AGENTS, MAX_FIELD_CHARS
 
 __all__ = ["serve_command", "serve_token_command"]
 
@@ -56,13 +60,36 @@ def serve_command(
     claim_ttl: Annotated[
         float, typer.Option("--claim-ttl", min=0.001, help="Seconds a review claim holds.")
     ] = 900.0,
+    max_agents: Annotated[
+        int,
+        typer.Option(
+            "--max-agents", min=2, max=MAX_AGENTS, help="Most agents per panel (413 above)."
+        ),
+    ] = MAX_AGENTS,
+    max_field_chars: Annotated[
+        int,
+        typer.Option(
+            "--max-field-chars",
+            min=1,
+            max=MAX_FIELD_CHARS,
+            help="Most characters per text field (422 above).",
+        ),
+    ] = MAX_FIELD_CHARS,
+    allow_host: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--allow-host",
+            help="Another name the Host header may carry (repeat; '*': any). "
+            "Default: loopback names and --host.",
+        ),
+    ] = None,
 ) -> None:
     """Serve decide, review and runs over HTTP, with the web review queue at /review."""
-    from dissensus.store.journal import journal_path
+    from dissensus.store.journal import journal_path, mask_url
 
     try:
         from dissensus.serve import ServeSettings, check_exposure, create_app
-        from dissensus.serve.server import serve
+        from dissensus.serve.server import listen, serve
     except ImportError as exc:
         raise ConfigError(
             f"dissensus serve needs the 'serve' extra (pip install 'dissensus[serve]'): {exc}"
@@ -77,22 +104,27 @@ def serve_command(
         max_panels=max_panels,
         request_timeout_s=timeout,
         claim_ttl_s=claim_ttl,
+        max_agents=max_agents,
+        max_field_chars=max_field_chars,
+        allow_hosts=tuple(allow_host or ()),
     )
     check_exposure(settings)
+    sock = listen(host, port)
     application = create_app(settings)
+    port = sock.getsockname()[1]
     auth = (
         f"{len(application.state.service.tokens)} token(s)"
         if application.state.service.tokens
         else "no authentication (loopback)"
     )
     err_console.print(
-        f"dissensus serve: journal {settings.journal}, {auth}; review page http://{host}:{port}/review",
+        f"dissensus serve: journal {mask_url(settings.journal)}, {auth}; review page http://{host}:{port}/review",
         highlight=False,
     )
     # Everything alive now (modules, schemas, the app) lives until exit: moving it out of
     # the collector's reach keeps each request's garbage collections small.
     gc.freeze()
-    serve(application, application.state.service.runner, host=host, port=port)
+    serve(application, application.state.service.runner, sock=sock)
     raise typer.Exit(code=EXIT_OK)
 
 

@@ -14,7 +14,9 @@ at the start of the first line is skipped. A line nested deeper than
 it, so no reader can overflow the stack. Non-finite numbers (``NaN``, ``Infinity``,
 ``1e999``) and lone surrogate escapes (``"\\ud800"``) are rejected naming the path of
 the value as the field, whatever the model: JSON cannot carry the first, UTF-8 cannot
-encode the second.
+encode the second. A panel or vote case over the bounds of :mod:`dissensus.io.limits`
+(agents per panel, characters per text field) is rejected naming the field, whichever
+tier parsed it.
 
 Fast path: a line for :class:`~dissensus.types.Panel` or
 :class:`~dissensus.types.VoteCase` is first parsed and validated in one step by
@@ -54,6 +56,7 @@ from typing import IO, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from dissensus.io.limits import check_record
 from dissensus.io.wire import validate_panel_json
 from dissensus.types import Panel, VoteCase, find_unrepresentable
 
@@ -61,6 +64,7 @@ __all__ = [
     "MAX_DEPTH",
     "Reject",
     "RejectSink",
+    "bounded",
     "json_depth",
     "open_text",
     "parse_line",
@@ -81,6 +85,7 @@ _VALIDATE_JSON: frozenset[type[BaseModel]] = frozenset({Panel, VoteCase})
 """Models whose own validation refuses every non-finite number (see the fast path)."""
 
 M = TypeVar("M", bound=BaseModel)
+R = TypeVar("R")
 
 
 class Reject(BaseModel):
@@ -166,8 +171,24 @@ def fast_tier_safe(raw: str) -> bool:
 
 
 def parse_line(model: type[M], text: str, *, file: str, line: int) -> M | Reject:
-    """Parse one JSONL line into ``model`` or a :class:`Reject`."""
+    """Parse one JSONL line into ``model`` or a :class:`Reject`; a panel or vote case over
+    the bounds of :mod:`dissensus.io.limits` is a reject naming the field."""
     raw = line_text(text, line)
+    parsed = _parse_tiers(model, raw, file=file, line=line)
+    if model in _VALIDATE_JSON and not isinstance(parsed, Reject):
+        return bounded(parsed, raw, file=file, line=line)
+    return parsed
+
+
+def bounded(record: R, raw: str, *, file: str, line: int) -> R | Reject:
+    """``record`` (parsed from ``raw``), or a :class:`Reject` when it is over a bound."""
+    over = check_record(record, len(raw))
+    if over is None:
+        return record
+    return Reject(file=file, line=line, field=over.field, message=over.message, raw=raw[:200])
+
+
+def _parse_tiers(model: type[M], raw: str, *, file: str, line: int) -> M | Reject:
     if model in _VALIDATE_JSON and fast_tier_safe(raw):
         if model is Panel:
             panel = validate_panel_json(raw)

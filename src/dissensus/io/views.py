@@ -46,6 +46,7 @@ from dissensus.io.jsonl import (
     MAX_DEPTH,
     Reject,
     _brackets,
+    bounded,
     fast_tier_safe,
     line_text,
     parse_line,
@@ -138,7 +139,7 @@ def parse_panel_view(text: str, *, file: str, line: int) -> PanelLike | Reject:
     next tiers) or a :class:`Reject`; as :func:`~dissensus.io.jsonl.parse_line`."""
     raw = line_text(text, line)
     if fast_tier_safe(raw) and (view := decode_panel_view(raw)) is not None:
-        return view
+        return bounded(view, raw, file=file, line=line)
     return parse_line(Panel, text, file=file, line=line)
 
 

@@ -158,7 +158,15 @@ class LLMError(DissensusError):
 
 
 class BudgetExceeded(LLMError):
-    """A call was refused before it was made because it could exceed the budget."""
+    """A call was refused before it was made because it could exceed the budget.
+
+    ``attempts`` describes the call's failed attempts before the refusal (a retry may
+    be refused after earlier attempts failed), in order.
+    """
+
+    def __init__(self, message: str, *, attempts: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.attempts = list(attempts or [])
 
 
 class ModelCallError(LLMError):

@@ -14,6 +14,13 @@ attempt is counted"). Choices where the design is silent:
   *reported* usage is charged. Servers that report more prompt tokens than the estimate
   (about four characters a token) can therefore overrun a token limit by that error;
   offline models and the loopback server use the same estimate and never do.
+* An attempt is charged when it is sent: its reservation counts until the attempt
+  ends (answered, failed, timed out or cancelled), and then the attempt is charged
+  whatever its outcome. :func:`attempt_hook` lets the durable layer journal each
+  attempt as it is sent (see :mod:`dissensus.pipeline.durable`).
+* A refusal's message names the limit and the refused attempt only, never what is
+  spent or in flight at that moment (which depends on timing): two runs of the same
+  input refuse with the same words.
 * One :class:`Budget` object may be shared by several clients: it is the pot, each
   client draws from it. Reservation is guarded by a lock, so threads may share it too.
 * Cost uses a price table in US dollars per million tokens. ``DEFAULT_PRICES`` lists a
@@ -26,6 +33,9 @@ attempt is counted"). Choices where the design is silent:
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 
 from pydantic import BaseModel, ConfigDict
@@ -34,7 +44,40 @@ from dissensus.errors import ConfigError
 from dissensus.llm.base import BudgetExceeded
 from dissensus.types import Usage
 
-__all__ = ["DEFAULT_PRICES", "Budget", "Price", "Reservation", "Tally"]
+__all__ = [
+    "DEFAULT_PRICES",
+    "Budget",
+    "Price",
+    "Reservation",
+    "Tally",
+    "attempt_hook",
+    "notify_attempt",
+]
+
+_ATTEMPT_HOOK: ContextVar[Callable[[], None] | None] = ContextVar(
+    "dissensus_attempt_hook", default=None
+)
+
+
+@contextmanager
+def attempt_hook(hook: Callable[[], None]) -> Iterator[None]:
+    """Call ``hook`` (in this context) right before each attempt is sent to a backend.
+
+    The durable layer journals every attempt this way, so a resumed run charges the
+    attempts a killed or cancelled process sent and never learnt the outcome of.
+    """
+    token = _ATTEMPT_HOOK.set(hook)
+    try:
+        yield
+    finally:
+        _ATTEMPT_HOOK.reset(token)
+
+
+def notify_attempt() -> None:
+    """Tell the current :func:`attempt_hook`, if any, that an attempt is being sent."""
+    hook = _ATTEMPT_HOOK.get()
+    if hook is not None:
+        hook()
 
 
 @dataclass(slots=True)
@@ -186,23 +229,25 @@ class Budget:
         with self._lock:
             spent = self._spent
             calls_r, tokens_r, cost_r = self._reserved
+            # The messages name the limit and this attempt only: what is spent and in
+            # flight at this moment depends on timing, and the message ends up in records.
             if self.max_calls is not None and spent.attempts + calls_r + 1 > self.max_calls:
                 raise BudgetExceeded(
-                    f"call budget exhausted: {spent.attempts} of {self.max_calls} attempts "
-                    f"spent, {int(calls_r)} in flight"
+                    f"call budget exhausted: all {self.max_calls} attempts allowed are spent "
+                    "or in flight"
                 )
             if (
                 self.max_tokens is not None
                 and spent.total_tokens + tokens_r + tokens > self.max_tokens
             ):
                 raise BudgetExceeded(
-                    f"token budget: this attempt may use {tokens} tokens, "
-                    f"{spent.total_tokens} of {self.max_tokens} spent, {int(tokens_r)} reserved"
+                    f"token budget exhausted: this attempt may use {tokens} tokens, more than "
+                    f"the limit of {self.max_tokens} leaves"
                 )
             if self.max_cost is not None and spent.cost + cost_r + cost > self.max_cost:
                 raise BudgetExceeded(
-                    f"cost budget: this attempt may cost ${cost:.6f}, "
-                    f"${spent.cost:.6f} of ${self.max_cost:.6f} spent, ${cost_r:.6f} reserved"
+                    f"cost budget exhausted: this attempt may cost ${cost:.6f}, more than the "
+                    f"limit of ${self.max_cost:.6f} leaves"
                 )
             self._reserved = [calls_r + 1, tokens_r + tokens, cost_r + cost]
         return Reservation(calls=1, tokens=tokens, cost=cost)

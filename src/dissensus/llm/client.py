@@ -69,7 +69,7 @@ from dissensus.llm.base import (
     StructuredOutputError,
     estimate_tokens,
 )
-from dissensus.llm.budget import Budget, Tally
+from dissensus.llm.budget import Budget, Tally, notify_attempt
 from dissensus.llm.jsonparse import JSONExtractError, extract_json
 from dissensus.llm.retry import Backoff, RateLimiter
 from dissensus.llm.tracing import call_span
@@ -433,7 +433,8 @@ class ModelClient:
             except BudgetExceeded as exc:
                 if failures:
                     raise BudgetExceeded(
-                        f"{exc} (after failed attempts: {'; '.join(failures)})"
+                        f"{exc} (after failed attempts: {'; '.join(failures)})",
+                        attempts=failures,
                     ) from exc
                 raise
             first = call.usage.attempts == 0
@@ -443,6 +444,7 @@ class ModelClient:
                 async with self._semaphore():
                     if self._limiter is not None:
                         await self._limiter.wait()
+                    notify_attempt()  # journalled by the durable layer: charged when sent
                     result = await self.backend.send(request, json_mode=mode)
             except BackendError as exc:
                 failure = exc

@@ -18,14 +18,20 @@ Choices where the design is silent:
   ``k`` counts identical requests within the case (so two identical questions are two
   calls, and concurrent calls inside a case never depend on their completion order).
 * **Spend survives a kill.** Before a live call, a ``model.spend`` event (key
-  ``spend/<call key>``) is journalled; a failed call journals its attempts
-  (``model.failed``). A resumed run charges its budget, before anything else, with every
-  journalled call's usage and every failed call's attempts, so the budget it enforces
-  is the run's, not the process's. A call whose ``model.spend`` has no result (the
-  process died while it was in flight) is made again on resume and counted once: the
-  resumed run's accounting, and its records, equal the uninterrupted run's, and a
-  provider may have billed the cut-off request (at most one per call in flight at the
-  kill).
+  ``spend/<call key>``) is journalled, and each attempt is journalled as it is sent
+  (``model.sent``, key ``sent/<call key>/<n>``, through
+  :func:`dissensus.llm.budget.attempt_hook`, right before the request leaves). A failed
+  call journals its attempts (``model.failed``, ``outcome: failed``); so does a call the
+  budget refused after attempts that failed (``outcome: budget``: the timeouts before
+  the refusal count, in the budget and in the case's usage). A resumed run charges its
+  budget, before anything else, with every journalled call's usage, every failed call's
+  attempts, and every attempt sent that neither accounts for (the process was killed,
+  or stopped by its deadline, while the attempt was in flight): an attempt is charged
+  when it is sent, so no sequence of kills, deadlines and resumes sends more attempts
+  than the budget allows. A call cut off that way is made again on resume; the records
+  equal the uninterrupted run's unless the budget binds (the cut-off attempt used part
+  of it). A kill between ``model.spend`` and the attempt's ``model.sent`` sent nothing
+  and charges nothing.
 * Each model spec has its own client (``seek_context.models`` maps agents to specs);
   all of them draw from the one run budget.
 * A replayed call returns the stored text, the stored usage and the parsed object
@@ -57,7 +63,7 @@ from dissensus.llm.base import (
     ModelCallError,
     StructuredOutputError,
 )
-from dissensus.llm.budget import Budget
+from dissensus.llm.budget import Budget, attempt_hook
 from dissensus.llm.client import ModelClient
 from dissensus.llm.replay import canonical_request
 from dissensus.pipeline.steps import CallRecord
@@ -140,16 +146,33 @@ class CaseLog:
 
 
 def replay_spend(journal: Journal, run_id: str, budget: Budget, *, model: str = "-") -> Usage:
-    """Charge ``budget`` with the run's journalled spend (completed and failed calls); returns it."""
+    """Charge ``budget`` with the run's journalled spend; returns it.
+
+    Completed calls count their usage, failed ones (model errors, budget refusals) their
+    attempts; every attempt journalled as sent (``model.sent``) that neither accounts
+    for counts one attempt more: it was sent by a process that was killed or cancelled
+    before it learnt the outcome, and a provider may have billed it.
+    """
     total = Usage()
+    accounted: Counter[str] = Counter()
     for event in journal.events(run_id, type="model.call"):
         call = CallRecord.model_validate(event.payload)
         total.add(call.usage)
+        accounted[event.key] += call.usage.attempts
         _charge(budget, call.usage, call.model or model)
     for event in journal.events(run_id, type="model.failed"):
         spent = Usage.model_validate(event.payload["usage"])
         total.add(spent)
+        accounted[str(event.payload.get("call"))] += spent.attempts
         _charge(budget, spent, model)
+    sent: Counter[str] = Counter(
+        str(e.payload.get("call")) for e in journal.events(run_id, type="model.sent")
+    )
+    unanswered = sum(max(0, n - accounted[key]) for key, n in sent.items())
+    if unanswered:
+        cut_off = Usage(calls=0, attempts=unanswered)
+        total.add(cut_off)
+        _charge(budget, cut_off, model)
     return total
 
 
@@ -216,6 +239,7 @@ class CaseClient:
         self.usage_by_agent: dict[str, Usage] = {}
         self.calls: list[str] = []
         """Keys of the calls made (live or replayed), in call order."""
+        self._sends: dict[str, int] = {}
 
     def _key(self, request: ChatRequest, schema: type[BaseModel] | None, model: str | None) -> str:
         digest = call_digest(request, schema.__name__ if schema else None, model)
@@ -249,10 +273,18 @@ class CaseClient:
                 case=ref,
             )
             try:
-                response = await self._owner.live(model).chat(request, schema=schema)
+                with attempt_hook(lambda: self._sent(key)):
+                    response = await self._owner.live(model).chat(request, schema=schema)
             except (ModelCallError, StructuredOutputError) as exc:
                 spent = Usage(calls=1, attempts=max(1, len(exc.attempts)))
-                self._failed(key, spent)
+                self._failed(key, spent, "failed")
+                self._count(request, spent)
+                raise
+            except BudgetExceeded as exc:
+                # Refused, maybe after attempts that failed (timeouts): those were sent and
+                # count, in the journal and in the case's usage.
+                spent = Usage(calls=1 if exc.attempts else 0, attempts=len(exc.attempts))
+                self._failed(key, spent, "budget")
                 self._count(request, spent)
                 raise
             call = CallRecord(
@@ -270,13 +302,22 @@ class CaseClient:
         self._count(request, response.usage)
         return response
 
-    def _failed(self, key: str, spent: Usage) -> None:
+    def _failed(self, key: str, spent: Usage, outcome: str) -> None:
         journal, run_id = self._owner.journal, self._owner.run_id
-        n = 0
-        while journal.get(run_id, f"failed/{key}/{n}") is not None:
-            n += 1
-        payload = {"call": key, "usage": spent.model_dump(mode="json")}
+        n = _next_index(journal, run_id, f"failed/{key}")
+        payload = {"call": key, "usage": spent.model_dump(mode="json"), "outcome": outcome}
         journal.append(run_id, "model.failed", payload, key=f"failed/{key}/{n}", case=self._log.ref)
+
+    def _sent(self, key: str) -> None:
+        """Journal one attempt of call ``key`` as it is sent (``sent/<call key>/<n>``)."""
+        journal, run_id = self._owner.journal, self._owner.run_id
+        n = self._sends.get(key)
+        if n is None:
+            n = _next_index(journal, run_id, f"sent/{key}")
+        self._sends[key] = n + 1
+        journal.append(
+            run_id, "model.sent", {"call": key, "n": n}, key=f"sent/{key}/{n}", case=self._log.ref
+        )
 
     def _replay(self, payload: dict[str, Any], schema: type[BaseModel] | None) -> ChatResponse:
         try:
@@ -297,6 +338,14 @@ class CaseClient:
             model=call.model,
             attempts=call.attempts,
         )
+
+
+def _next_index(journal: Journal, run_id: str, prefix: str) -> int:
+    """The first ``n`` for which ``<prefix>/<n>`` is not journalled."""
+    n = 0
+    while journal.get(run_id, f"{prefix}/{n}") is not None:
+        n += 1
+    return n
 
 
 def _parsed_payload(parsed: Any) -> Any:

@@ -49,6 +49,7 @@ from dissensus.errors import DissensusError, InputError
 from dissensus.pipeline.records import CaseRecord, Resolution, ReviewItem
 from dissensus.store.base import (
     REVIEW_RESOLVED,
+    CaseClosed,
     Claim,
     ClaimConflict,
     Event,
@@ -123,7 +124,7 @@ class ReviewStatus(BaseModel):
 def split_ref(ref: str, what: str = "review id") -> tuple[str, int]:
     """``<run>.<line>`` -> ``(run, line)`` (:class:`InputError` naming ``what`` otherwise)."""
     run_id, sep, line = ref.rpartition(".")
-    if not sep or not run_id or not line.isdigit():
+    if not sep or not run_id or not (line.isascii() and line.isdigit() and len(line) <= 18):
         raise InputError(f"not a {what}: {ref!r} (expected <run>.<line>)")
     return run_id, int(line)
 
@@ -296,7 +297,16 @@ def claim(journal: Journal, review_id: str, who: str, *, ttl: float = DEFAULT_CL
             at=status.resolved_at or "?",
             decision=status.resolution.decision,
         )
-    return journal.claim(review_id, who, ttl, run_id=status.item.run_id)
+    line = split_ref(review_id)[1]
+    try:  # checked again under the run's lock, so no resolution slips in between
+        return journal.claim(
+            review_id, who, ttl, run_id=status.item.run_id, closed_by=f"review/{line}/resolved"
+        )
+    except CaseClosed as closed:
+        p = closed.event.payload
+        raise AlreadyResolved(
+            review_id, reviewer=p.get("reviewer"), at=closed.event.at, decision=str(p["decision"])
+        ) from None
 
 
 def claim_next(

@@ -14,12 +14,18 @@ Choices where the design is silent:
 * ReDoc is served without Google Fonts (a third host), so it uses the browser's fonts.
 * Without that package the two pages answer ``503 {error, field}`` naming the package;
   the schema itself (``/openapi.json``) never depends on it.
+* Both pages carry a Content-Security-Policy (scripts from this server and the page's
+  own inline script, by hash; ``frame-ancestors 'none'``) and ``X-Frame-Options: DENY``,
+  so no other site can frame them.
 * The pages need no token, like ``/openapi.json``: they describe the API, they do not
   call it (Swagger UI's "Try it out" sends the bearer token the user types in).
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import re
 from pathlib import Path
 
 from fastapi import FastAPI, Request
@@ -49,6 +55,26 @@ def assets_dir() -> Path | None:
     return folder if all((folder / name).is_file() for name in needed) else None
 
 
+_INLINE_SCRIPT = re.compile(rb"<script>(.*?)</script>", re.DOTALL)
+
+
+def _framed(page: HTMLResponse) -> HTMLResponse:
+    """``page`` with a Content-Security-Policy: scripts from this server and the page's own
+    inline script (by its hash) only, no framing by any other page (clickjacking)."""
+    hashes = " ".join(
+        "'sha256-" + base64.b64encode(hashlib.sha256(m.group(1)).digest()).decode() + "'"
+        for m in _INLINE_SCRIPT.finditer(bytes(page.body))
+    )
+    page.headers["Content-Security-Policy"] = (
+        f"default-src 'self'; script-src 'self' {hashes}; style-src 'self' 'unsafe-inline'; "
+        "img-src 'self' data:; worker-src 'self' blob:; connect-src 'self'; "
+        "frame-ancestors 'none'; form-action 'self'; base-uri 'none'"
+    )
+    page.headers["X-Frame-Options"] = "DENY"
+    page.headers["X-Content-Type-Options"] = "nosniff"
+    return page
+
+
 def install(app: FastAPI, *, docs_url: str = "/docs", redoc_url: str = "/redoc") -> None:
     """Serve ``docs_url`` (Swagger UI) and ``redoc_url`` (ReDoc) from local files.
 
@@ -76,7 +102,7 @@ def install(app: FastAPI, *, docs_url: str = "/docs", redoc_url: str = "/redoc")
             oauth2_redirect_url=None,
             swagger_ui_parameters=app.swagger_ui_parameters,
         )
-        return page
+        return _framed(page)
 
     @app.get(redoc_url, include_in_schema=False)
     async def redoc(request: Request) -> Response:
@@ -90,4 +116,4 @@ def install(app: FastAPI, *, docs_url: str = "/docs", redoc_url: str = "/redoc")
             redoc_favicon_url=f"{root}{ASSETS_URL}/favicon.png",
             with_google_fonts=False,
         )
-        return page
+        return _framed(page)

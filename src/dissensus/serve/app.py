@@ -20,8 +20,18 @@ Choices where the design is silent:
 * The journal is used from the event loop only (every handler is ``async``), so one
   connection serves the whole process; SQLite's own locking serialises it with other
   processes (the CLI) sharing the file.
+* CPU work of a request (parsing the body, validating panels, route, vote, verify,
+  bound) runs in a worker thread (``run_in_threadpool``), so ``/healthz`` and other
+  requests keep being answered while it runs; the bounds of :mod:`dissensus.io.limits`
+  (agents per panel, characters per field) keep each panel's work small.
+* A body nested deeper than :data:`dissensus.io.jsonl.MAX_DEPTH` levels, or holding an
+  integer Python refuses to read (more than 4,300 digits), is ``400`` naming
+  ``<depth>`` / ``<json>``; any error no handler expected is a JSON ``500`` that names
+  nothing of the server (no path, no exception text).
 * ``/v1`` takes bearer tokens only (no cookies), so it needs no CSRF protection; the
-  review page takes its session cookie and checks a CSRF token on every form.
+  review page takes its session cookie and checks a CSRF token on every form. Foreign
+  ``Host`` names, cross-origin writes and non-JSON writes are refused before any route
+  (:mod:`.origin`).
 """
 
 from __future__ import annotations
@@ -33,6 +43,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from fastapi import Depends, FastAPI, Query, Request
+from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -40,6 +51,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from dissensus.errors import ConfigError, DissensusError, InputError
 from dissensus.guard import Calibration, CorrelatedConsensusError, GuardSettings
+from dissensus.io.jsonl import MAX_DEPTH, json_depth
+from dissensus.io.limits import Limits, Overrun, check_record
 from dissensus.pipeline import RunSpec
 from dissensus.serve import api_docs, library_calls
 from dissensus.serve.auth import (
@@ -62,8 +75,9 @@ from dissensus.serve.journal_adapter import (
     open_journal,
 )
 from dissensus.serve.limits import BodyLimit, RequestTimeout
+from dissensus.serve.origin import BrowserGuard, allowed_hosts
 from dissensus.serve.runs import Runner, item_line
-from dissensus.serve.settings import ServeSettings
+from dissensus.serve.settings import ServeSettings, is_loopback
 from dissensus.signing import signer_from_env
 from dissensus.store.journal import Journal, UnknownRun
 from dissensus.types import Panel, VoteCase
@@ -178,7 +192,20 @@ def _install_errors(app: FastAPI) -> None:
         return _error(exc.status_code, str(exc.detail))
 
     @app.exception_handler(DissensusError)
-    async def dissensus_error(_: Request, exc: DissensusError) -> JSONResponse:
+    async def dissensus_error(request: Request, exc: DissensusError) -> JSONResponse:
+        response = _dissensus_error(exc)
+        # No message names the journal's file or URL to a remote caller.
+        where = str(_service(request).journal.path)
+        if where and where != ":memory:" and where.encode() in bytes(response.body):
+            body = json.loads(bytes(response.body))
+            message = str(body["error"])
+            for said in (f" in journal {where}", f" in {where}", where):
+                message = message.replace(said, "" if said != where else "the journal")
+            body["error"] = message
+            return JSONResponse(body, status_code=response.status_code, headers=None)
+        return response
+
+    def _dissensus_error(exc: DissensusError) -> JSONResponse:
         if isinstance(exc, AlreadyResolved):
             return _error(409, str(exc), None, resolved_by=exc.reviewer, resolved_at=exc.at)
         if isinstance(exc, AlreadyConfirmed):
@@ -189,6 +216,8 @@ def _install_errors(app: FastAPI) -> None:
             return _error(409, str(exc), "content_sha256")
         if isinstance(exc, UnknownItem | UnknownRun):
             return _error(404, str(exc))
+        if isinstance(exc, library_calls.TooManyAgents):
+            return _error(413, str(exc), exc.field)
         if isinstance(exc, ConfigError):
             return _error(422, str(exc), exc.field)
         if isinstance(exc, InputError):
@@ -197,17 +226,41 @@ def _install_errors(app: FastAPI) -> None:
             return _error(409, str(exc))
         return _error(409, str(exc))
 
+    @app.exception_handler(Exception)
+    async def unexpected(_: Request, exc: Exception) -> JSONResponse:
+        # Deliberately says nothing of the exception: its text may name server paths.
+        return _error(500, "internal error", None)
+
+
+def _parse_json(raw: bytes) -> Any:
+    """The JSON document of a body (:class:`ApiError` 400 naming why it is not one)."""
+    try:
+        body = json.loads(raw)
+    except UnicodeDecodeError:
+        raise ApiError(400, "request body is not UTF-8", "<encoding>") from None
+    except json.JSONDecodeError as exc:
+        raise ApiError(400, f"invalid JSON: {exc.msg}", "<json>") from None
+    except RecursionError:
+        raise ApiError(400, f"JSON nested deeper than {MAX_DEPTH} levels", "<depth>") from None
+    except ValueError as exc:  # an integer of more digits than Python converts
+        raise ApiError(400, f"invalid JSON: {exc}", "<json>") from None
+    if (raw.count(b"[") + raw.count(b"{")) > MAX_DEPTH and json_depth(body) > MAX_DEPTH + 1:
+        # One level more than a JSONL line may have: the list holding the panels.
+        raise ApiError(400, f"JSON nested deeper than {MAX_DEPTH} levels", "<depth>")
+    return body
+
 
 async def _json_body(request: Request) -> Any:
     raw = await request.body()
     if not raw.strip():
         raise ApiError(400, "empty request body", "<body>")
-    try:
-        return json.loads(raw)
-    except UnicodeDecodeError:
-        raise ApiError(400, "request body is not UTF-8", "<encoding>") from None
-    except json.JSONDecodeError as exc:
-        raise ApiError(400, f"invalid JSON: {exc.msg}", "<json>") from None
+    return await run_in_threadpool(_parse_json, raw)
+
+
+def _limits(service: Service) -> Limits:
+    return Limits(
+        max_agents=service.settings.max_agents, max_field_chars=service.settings.max_field_chars
+    )
 
 
 def _items(body: Any, limit: int, what: str) -> tuple[list[Any], bool]:
@@ -259,6 +312,42 @@ def _validated(
 def _single_or_422(rejects: list[dict[str, Any]]) -> None:
     if rejects:
         raise ApiError(422, rejects[0]["error"], rejects[0]["field"])
+
+
+Overruns = list[tuple[int, Overrun]]
+
+
+def _checked(
+    model: type[Any], items: list[Any], limits: Limits
+) -> tuple[list[tuple[int, Any]], list[dict[str, Any]], Overruns]:
+    """:func:`_validated`, with the valid records over ``limits`` set apart as overruns."""
+    good, rejects = _validated(model, items)
+    kept: list[tuple[int, Any]] = []
+    overruns: Overruns = []
+    for index, record in good:
+        over = check_record(record, None, limits)
+        if over is None:
+            kept.append((index, record))
+        else:
+            overruns.append((index, over))
+    return kept, rejects, overruns
+
+
+def _refuse_overrun(overruns: Overruns, *, single: bool) -> None:
+    """413 (too many agents) or 422 (a field too long) for the first overrun, if any."""
+    if not overruns:
+        return
+    index, over = overruns[0]
+    status = 413 if over.count else 422
+    if single:
+        raise ApiError(status, over.message, over.field)
+    raise ApiError(status, f"item {index}: {over.message}", f"{index}.{over.field}")
+
+
+def _with_overruns(rejects: list[dict[str, Any]], overruns: Overruns) -> list[dict[str, Any]]:
+    """``rejects`` and the overruns as rejects, in item order."""
+    more = [{"index": i, "field": o.field, "error": o.message} for i, o in overruns]
+    return sorted(rejects + more, key=lambda r: int(r["index"])) if more else rejects
 
 
 class ResolveBody(BaseModel):
@@ -340,6 +429,8 @@ def create_app(
     api_docs.install(app)
     app.add_middleware(RequestTimeout, seconds=settings.request_timeout_s)
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+    hosts = allowed_hosts(settings.host, settings.allow_hosts, loopback=is_loopback(settings.host))
+    app.add_middleware(BrowserGuard, hosts=hosts)
     return app
 
 
@@ -380,8 +471,11 @@ def _routes(app: FastAPI) -> None:
         """Decide a panel or a list of panels (one run); records as ``dissensus decide --json``."""
         service = _service(request)
         items, single = _items(await _json_body(request), service.settings.max_panels, "panel")
+        _, rejects, overruns = await run_in_threadpool(_checked, Panel, items, _limits(service))
+        # A panel over the bounds refuses the whole request: nothing is journalled.
+        _refuse_overrun(overruns, single=single)
         if single:
-            _single_or_422(_validated(Panel, items)[1])
+            _single_or_422(rejects)
         state = service.runner.start([item_line(i) for i in items], submitted_by=principal.name)
         links = {"run": f"/v1/runs/{state.run_id}", "events": f"/v1/runs/{state.run_id}/events"}
         if run_async:
@@ -475,12 +569,20 @@ def _routes(app: FastAPI) -> None:
         """Read and route panels with the default rules (``dissensus route --json``)."""
         service = _service(request)
         items, single = _items(await _json_body(request), service.settings.max_panels, "panel")
-        good, rejects = _validated(Panel, items)
+        good, rejects, overruns = await run_in_threadpool(_checked, Panel, items, _limits(service))
         if single:
+            _refuse_overrun(overruns, single=True)
             _single_or_422(rejects)
+        rejects = _with_overruns(rejects, overruns)
         backend = library_calls.backend_for(similarity or service.policy.reading.similarity)
         records = (
-            library_calls.route([p for _, p in good], backend, theta_s=theta_s, theta_a=theta_a)
+            await run_in_threadpool(
+                library_calls.route,
+                [p for _, p in good],
+                backend,
+                theta_s=theta_s,
+                theta_a=theta_a,
+            )
             if good
             else []
         )
@@ -501,11 +603,16 @@ def _routes(app: FastAPI) -> None:
         """Guarded decisions of vote cases (``dissensus vote --json``)."""
         service = _service(request)
         items, single = _items(await _json_body(request), service.settings.max_panels, "vote case")
-        good, rejects = _validated(VoteCase, items)
+        good, rejects, overruns = await run_in_threadpool(
+            _checked, VoteCase, items, _limits(service)
+        )
         if single:
+            _refuse_overrun(overruns, single=True)
             _single_or_422(rejects)
+        rejects = _with_overruns(rejects, overruns)
         settings = GuardSettings(max_fallback_agreement=max_fallback_agreement, decompose=decompose)
-        decisions = library_calls.vote(
+        decisions = await run_in_threadpool(
+            library_calls.vote,
             [c for _, c in good],
             service.guard_calibration,
             beta=beta,
@@ -527,7 +634,9 @@ def _routes(app: FastAPI) -> None:
     ) -> Any:
         """Negotiate with CONCORD on a problem document (``dissensus negotiate --json``)."""
         body = await _json_body(request)
-        cert = await library_calls.negotiate(body, deadline=deadline, rule=rule)
+        cert = await library_calls.negotiate(
+            body, deadline=deadline, rule=rule, max_agents=_service(request).settings.max_agents
+        )
         return cert.model_dump(mode="json")
 
     @app.post("/v1/verify", tags=["library"])
@@ -536,16 +645,17 @@ def _routes(app: FastAPI) -> None:
         body = await _json_body(request)
         if not isinstance(body, dict):
             raise ApiError(422, "a certificate is a JSON object", "<root>")
-        return library_calls.verify(body).model_dump(mode="json")
+        verdict = await run_in_threadpool(library_calls.verify, body)
+        return verdict.model_dump(mode="json")
 
     @app.get("/v1/bound", tags=["library"])
     async def bound(
         _: Principal = submit,
-        agents: int = Query(..., ge=1, description="Negotiating agents."),
-        rounds: int = Query(..., ge=0, description="Repair rounds."),
+        agents: int = Query(..., ge=1, le=1_000_000, description="Negotiating agents."),
+        rounds: int = Query(..., ge=0, le=1_000_000, description="Repair rounds."),
     ) -> dict[str, Any]:
         """The worst-case cost of a CONCORD run (``dissensus bound --json``)."""
-        return library_calls.bound(agents, rounds)
+        return await run_in_threadpool(library_calls.bound, agents, rounds)
 
     # -- review -------------------------------------------------------------------------------
 

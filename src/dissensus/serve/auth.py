@@ -12,6 +12,8 @@ Choices where the design is silent:
   ``review`` (the review queue, API and page), ``admin`` (everything). A wrong role is
   403, a missing or unknown token 401.
 * Without a tokens file (loopback only) every caller is the ``admin`` named ``local``.
+* A tokens file any user may write is refused (on POSIX): whoever can write it can
+  add a token. Group-writable files are accepted (a team may share one).
 * The reviewer recorded with a resolution is always the token's name; a ``reviewer``
   field in a request body is ignored.
 * Review-page logins are server-side sessions: the cookie holds a random session id
@@ -24,7 +26,9 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import os
 import secrets
+import stat
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -110,9 +114,16 @@ def load_tokens(path: str | Path) -> TokenStore:
     """Read a tokens file (:class:`ConfigError` naming the file, line and field)."""
     file = str(path)
     try:
+        mode = os.stat(path).st_mode
         text = Path(path).read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError(f"cannot read tokens file: {exc.strerror}", file=file) from exc
+    if os.name == "posix" and mode & stat.S_IWOTH:
+        raise ConfigError(
+            f"tokens file is writable by every user (mode {stat.S_IMODE(mode):o}): anyone could "
+            "add a token; chmod o-w it",
+            file=file,
+        )
     entries: list[tuple[str, Principal]] = []
     names: set[str] = set()
     for number, raw in enumerate(text.splitlines(), start=1):

@@ -153,8 +153,8 @@ class ReviewDesk:
         _split(review_id)
         try:
             return queue.find_item(self.journal, review_id)
-        except InputError as exc:
-            raise UnknownItem(str(exc)) from exc
+        except InputError:  # its message names the journal file: not for a remote caller
+            raise UnknownItem(f"no review item {review_id!r}") from None
 
     def resolution(self, review_id: str) -> ResolutionInfo | None:
         run_id, line = _split(review_id)

@@ -16,10 +16,14 @@ server do):
   (it could name a file on the server); LLM agents use ``$DISSENSUS_MODEL`` of the
   server, within its budgets.
 * ``vote`` takes its calibration from the server policy's ``guard.calibration``.
+* ``negotiate`` takes at most the server's agents per panel (``--max-agents``); its
+  problem is parsed in a worker thread. The negotiation itself is ``async`` and
+  bounded by its deadline and the model's budgets.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 from typing import Any
 
@@ -33,12 +37,27 @@ from dissensus.concord.verify import verify as verify_record
 from dissensus.errors import ConfigError
 from dissensus.guard import Calibration, GuardSettings, audit_case
 from dissensus.guard.decision import GuardDecision
+from dissensus.io.limits import MAX_AGENTS
 from dissensus.states.reading import Reading, Thresholds, read_panels
 from dissensus.states.routing import Route, RuleSet
 from dissensus.states.similarity import SimilarityBackend, get_backend
 from dissensus.types import Panel, VoteCase
 
-__all__ = ["ROUTE_BACKENDS", "bound", "negotiate", "route", "route_record", "verify", "vote"]
+__all__ = [
+    "ROUTE_BACKENDS",
+    "TooManyAgents",
+    "bound",
+    "negotiate",
+    "route",
+    "route_record",
+    "verify",
+    "vote",
+]
+
+
+class TooManyAgents(ConfigError):
+    """A negotiation with more agents than the server allows (413)."""
+
 
 ROUTE_BACKENDS = ("tfidf", "minilm")
 """Similarity backends a request may name."""
@@ -107,8 +126,11 @@ def vote(
     ]
 
 
-async def negotiate(data: object, *, deadline: float | None, rule: str | None) -> Certificate:
-    """Run CONCORD on a problem document (``dissensus negotiate --json``)."""
+async def negotiate(
+    data: object, *, deadline: float | None, rule: str | None, max_agents: int = MAX_AGENTS
+) -> Certificate:
+    """Run CONCORD on a problem document (``dissensus negotiate --json``), with at most
+    ``max_agents`` agents (413)."""
     if rule is not None and rule not in RULES:
         raise ConfigError(
             f"unknown rule {rule!r}; expected one of {', '.join(RULES)}", field="rule"
@@ -117,7 +139,12 @@ async def negotiate(data: object, *, deadline: float | None, rule: str | None) -
         raise ConfigError(
             "the service uses its own model for LLM agents; remove 'model'", field="model"
         )
-    problem = parse_problem(data)
+    agents_in = data.get("agents") if isinstance(data, dict) else None
+    if isinstance(agents_in, list) and len(agents_in) > max_agents:
+        raise TooManyAgents(
+            f"{len(agents_in)} agents; at most {max_agents} per negotiation", field="agents"
+        )
+    problem = await asyncio.to_thread(parse_problem, data)
     for i, agent in enumerate(problem.agents):
         if agent.kind == "function":
             raise ConfigError(

@@ -10,6 +10,9 @@ uvicorn's shutdown, :meth:`~dissensus.serve.runs.Runner.drain`: runs get
 (``incomplete``, resumable) and their streams end with that final event, so the server
 exits before uvicorn's own timeout fires.
 
+The socket is bound before anything is printed (:func:`listen`): a port in use is a
+one-line configuration error (exit 2), never a review URL followed by a failure.
+
 The graceful time is :data:`GRACEFUL_SHUTDOWN_S` unless ``$DISSENSUS_SERVE_SHUTDOWN_S``
 gives another whole number of seconds (at least 1), e.g. to fit a container platform's
 termination grace period; an unreadable value is a one-line configuration error.
@@ -33,6 +36,7 @@ __all__ = [
     "SHUTDOWN_ENV",
     "Server",
     "graceful_shutdown_s",
+    "listen",
     "serve",
 ]
 
@@ -79,8 +83,26 @@ class Server(uvicorn.Server):
             await drain
 
 
-def serve(app: Any, runner: Runner, *, host: str, port: int) -> None:
-    """Serve ``app`` on ``host:port`` until SIGTERM / SIGINT."""
+def listen(host: str, port: int) -> socket.socket:
+    """A socket bound to ``host:port`` (``ConfigError`` naming the address when it cannot
+    be: in use, not an address of this machine, no permission)."""
+    family = socket.AF_INET6 if ":" in host.strip("[]") else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host.strip("[]"), port))
+    except OSError as exc:
+        sock.close()
+        raise ConfigError(
+            f"cannot listen on {host}:{port}: {exc.strerror or exc}", field="port"
+        ) from None
+    sock.set_inheritable(True)
+    return sock
+
+
+def serve(app: Any, runner: Runner, *, sock: socket.socket) -> None:
+    """Serve ``app`` on the bound ``sock`` (:func:`listen`) until SIGTERM / SIGINT."""
+    host, port = sock.getsockname()[:2]
     config = uvicorn.Config(
         app,
         host=host,
@@ -89,4 +111,4 @@ def serve(app: Any, runner: Runner, *, host: str, port: int) -> None:
         access_log=False,
         timeout_graceful_shutdown=graceful_shutdown_s(),
     )
-    Server(config, runner).run()
+    Server(config, runner).run(sockets=[sock])

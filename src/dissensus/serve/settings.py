@@ -3,8 +3,10 @@
 Choices where the design is silent:
 
 * Every limit has a default that a single reviewer team never meets and a batch client
-  meets only on purpose: 8 MiB of request body, 1,000 panels per request, 60 s per
-  request, review claims held for 15 minutes.
+  meets only on purpose: 8 MiB of request body, 1,000 panels per request, 256 agents
+  per panel, 32,768 characters per text field, 60 s per request, review claims held for
+  15 minutes. The agent and field bounds may be lowered, not raised above those of
+  :mod:`dissensus.io.limits`, which every reader applies.
 * The server binds to loopback unless told otherwise; any other host requires a tokens
   file (:func:`check_exposure`), so a service is never reachable without authentication.
 """
@@ -17,6 +19,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from dissensus.errors import ConfigError
+from dissensus.io.limits import MAX_AGENTS, MAX_FIELD_CHARS
 
 __all__ = ["ServeSettings", "check_exposure", "is_loopback"]
 
@@ -40,6 +43,12 @@ class ServeSettings(BaseModel):
     """Largest request body accepted (413 above)."""
     max_panels: int = Field(default=1000, ge=1)
     """Most panels in one decide / route request (413 above)."""
+    max_agents: int = Field(default=MAX_AGENTS, ge=2, le=MAX_AGENTS)
+    """Most agents per panel, voters per vote case, agents per negotiation (413 above)."""
+    max_field_chars: int = Field(default=MAX_FIELD_CHARS, ge=1, le=MAX_FIELD_CHARS)
+    """Most characters of one text field of a panel or vote case (422 above)."""
+    allow_hosts: tuple[str, ...] = ()
+    """More names the ``Host`` header may carry (``*``: any); see :mod:`.origin`."""
     request_timeout_s: float = Field(default=60.0, gt=0)
     """Longest a request may take (504 after; a decide run keeps going and can be polled)."""
     claim_ttl_s: float = Field(default=900.0, gt=0)

@@ -4,6 +4,7 @@ from dissensus.store.canonical import GENESIS, canonical, chain_hash, sha256_tex
 from dissensus.store.journal import (
     DEFAULT_JOURNAL,
     SEAL_TYPE,
+    CaseClosed,
     Claim,
     ClaimConflict,
     Event,
@@ -20,6 +21,7 @@ from dissensus.store.journal import (
     VerifyReport,
     is_postgres_url,
     journal_path,
+    mask_url,
     open_journal,
 )
 
@@ -27,6 +29,7 @@ __all__ = [
     "DEFAULT_JOURNAL",
     "GENESIS",
     "SEAL_TYPE",
+    "CaseClosed",
     "Claim",
     "ClaimConflict",
     "Event",
@@ -45,6 +48,7 @@ __all__ = [
     "chain_hash",
     "is_postgres_url",
     "journal_path",
+    "mask_url",
     "open_journal",
     "sha256_text",
 ]

@@ -60,6 +60,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -67,6 +68,7 @@ from contextlib import contextmanager, suppress
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
+from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import BaseModel, ConfigDict
 
@@ -80,6 +82,7 @@ __all__ = [
     "BUSY_TIMEOUT_ENV",
     "DEFAULT_JOURNAL",
     "SEAL_TYPE",
+    "CaseClosed",
     "Claim",
     "ClaimConflict",
     "Event",
@@ -94,8 +97,10 @@ __all__ = [
     "RunLock",
     "UnknownRun",
     "VerifyReport",
+    "check_run_id",
     "is_postgres_url",
     "journal_path",
+    "mask_url",
     "open_journal",
 ]
 
@@ -127,6 +132,50 @@ def journal_path(option: str | None = None) -> str:
 def is_postgres_url(target: str | Path) -> bool:
     """Whether ``target`` names a PostgreSQL journal (``postgresql://`` or ``postgres://``)."""
     return str(target).startswith(("postgresql://", "postgres://"))
+
+
+RUN_ID_PATTERN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
+"""What a run id may be: letters, digits, ``_``, ``-`` and ``.`` (not first, never ``..``),
+at most 128 characters: safe in file names, URLs, shells and review ids."""
+
+
+def check_run_id(run_id: str) -> str:
+    """``run_id`` when it is a valid run id (:data:`RUN_ID_PATTERN`); ConfigError otherwise."""
+    if not isinstance(run_id, str) or RUN_ID_PATTERN.fullmatch(run_id) is None or ".." in run_id:
+        shown = repr(run_id) if len(str(run_id)) <= 80 else repr(str(run_id)[:80]) + "..."
+        raise ConfigError(
+            f"invalid run id {shown}: use 1-128 letters, digits, '_', '-' or '.' "
+            "(not first, never '..')",
+            field="run_id",
+        )
+    return run_id
+
+
+def mask_url(target: str | Path) -> str:
+    """``target`` as it may be shown: a URL's password replaced by ``***``.
+
+    The one function every message, log line and page uses to name a journal; a path or
+    a URL without a password comes back unchanged. A target that cannot be parsed as a
+    URL but holds ``@`` loses everything before the last ``@`` (it may be credentials).
+    """
+    text = str(target)
+    if "://" not in text:
+        return text
+    try:
+        parts = urlsplit(text)
+        password = parts.password
+        host = parts.hostname or ""
+        port = parts.port
+    except ValueError:
+        scheme, _, rest = text.partition("://")
+        return f"{scheme}://***@{rest.rpartition('@')[2]}" if "@" in rest else text
+    if password is None:
+        return text
+    if ":" in host:
+        host = f"[{host}]"
+    if port is not None:
+        host += f":{port}"
+    return urlunsplit(parts._replace(netloc=f"{parts.username or ''}:***@{host}"))
 
 
 def busy_timeout(value: float | None = None) -> float:
@@ -169,6 +218,14 @@ class UnknownRun(DissensusError):
     """No run with that id in this journal."""
 
     exit_code = 2
+
+
+class CaseClosed(DissensusError):
+    """A claim on a case whose closing event (its resolution) is already journalled."""
+
+    def __init__(self, message: str, *, event: Event) -> None:
+        super().__init__(message)
+        self.event = event
 
 
 class RunExists(DissensusError):
@@ -397,6 +454,8 @@ class Journal:
 
     _review_index_ok: bool = True
     """False when the index disagrees with the events and could not be rebuilt (read-only)."""
+    _index_rebuilt_for: tuple[str, ...] = ()
+    """Review ids whose index row differed from the events when the journal was opened."""
 
     def _begin(self) -> None:
         raise NotImplementedError
@@ -508,6 +567,7 @@ class Journal:
         :class:`RunExists` when the id is taken (two ``decide --run-id x`` at once: one
         wins, the other fails cleanly).
         """
+        check_run_id(run_id)
         with self.transaction():
             existing = self.run(run_id, missing_ok=True)
             if existing is not None:
@@ -708,28 +768,78 @@ class Journal:
                 count = self._rows("SELECT COUNT(*) AS n FROM review_index")[0]["n"]
         return int(count)
 
-    def review_index_agrees(self) -> bool:
-        """Whether the review index counts the same open and resolved items as the events."""
-        with self._errors():
-            row = self._rows(
-                "SELECT (SELECT COUNT(*) FROM events WHERE type = ?) AS opened, "
-                "(SELECT COUNT(*) FROM events WHERE type = ?) AS resolved, "
-                "(SELECT COUNT(*) FROM review_index) AS indexed, "
-                "(SELECT COUNT(resolved_seq) FROM review_index) AS indexed_resolved",
-                (REVIEW_OPENED, REVIEW_RESOLVED),
-            )[0]
-        return int(row["opened"]) == int(row["indexed"]) and int(row["resolved"]) == int(
-            row["indexed_resolved"]
+    def _json_text(self, column: str, key: str) -> str:
+        """SQL for the text of top-level ``key`` of the JSON text in ``column``."""
+        return f"json_extract({column}, '$.{key}')"
+
+    def review_index_differences(self, run_id: str | None = None) -> list[str]:
+        """The review ids whose index row differs from what the events derive, by
+        content: item, run, position, reason and resolving event (at most 20 named).
+
+        The database compares (a JSON function per back end), so no payload is sent
+        over; the rows derived are those :meth:`rebuild_review_index` writes.
+        """
+        rid = self._json_text("payload", "review_id")
+        reason = f"COALESCE({self._json_text('payload', 'reason')}, '')"
+        scope = " AND run_id = ?" if run_id is not None else ""
+        derived = (
+            f"SELECT o.rid AS review_id, o.run_id, o.seq AS opened_seq, o.reason, r.rseq AS resolved_seq "
+            f"FROM (SELECT run_id, seq, {rid} AS rid, {reason} AS reason FROM events "
+            f"WHERE type = ?{scope}) o "
+            f"LEFT JOIN (SELECT run_id, {rid} AS rid, MIN(seq) AS rseq FROM events "
+            f"WHERE type = ?{scope} GROUP BY run_id, {rid}) r "
+            "ON r.run_id = o.run_id AND r.rid = o.rid WHERE o.rid IS NOT NULL"
         )
+        indexed = "SELECT review_id, run_id, opened_seq, reason, resolved_seq FROM review_index" + (
+            " WHERE run_id = ?" if run_id is not None else ""
+        )
+        args: list[Any] = [REVIEW_OPENED] + ([run_id] if run_id is not None else [])
+        args += [REVIEW_RESOLVED] + ([run_id] if run_id is not None else [])
+        sql = (
+            f"WITH d AS ({derived}), q AS ({indexed}) "
+            "SELECT review_id FROM (SELECT * FROM d EXCEPT SELECT * FROM q) a UNION "
+            "SELECT review_id FROM (SELECT * FROM q EXCEPT SELECT * FROM d) b "
+            "ORDER BY review_id LIMIT 20"
+        )
+        run_args = [run_id] if run_id is not None else []
+        with self._errors():
+            rows = self._rows(sql, [*args, *run_args])
+        return [str(r["review_id"]) for r in rows]
+
+    def review_index_agrees(self) -> bool:
+        """Whether every row of the review index is what the events derive (by content)."""
+        return not self.review_index_differences()
 
     def _check_review_index(self) -> None:
-        """On opening: rebuild an index that disagrees with the events (when writable)."""
-        if self.review_index_agrees():
+        """On opening: rebuild an index whose content disagrees with the events (when
+        writable; a read-only journal then lists its queue from the events). The items
+        that differed are kept for :meth:`verify` to report."""
+        differing = self.review_index_differences()
+        if not differing:
             return
+        self._index_rebuilt_for = tuple(differing)
         try:
             self.rebuild_review_index()
         except JournalReadOnly:
             self._review_index_ok = False
+
+    def _index_problems(self, run_id: str) -> list[str]:
+        """What :meth:`verify` reports about the run's rows of the review index."""
+        if not self._review_index_ok:
+            return [
+                f"review index row of {rid} differs from the events (read-only: not rebuilt; "
+                "the queue is listed from the events)"
+                for rid in self.review_index_differences(run_id)
+            ]
+        return [
+            f"review index row of {rid} differed from the events when the journal was "
+            "opened (rebuilt from the events)"
+            for rid in self._index_rebuilt_for
+            if rid.rpartition(".")[0] == run_id
+        ] + [
+            f"review index row of {rid} differs from the events"
+            for rid in self.review_index_differences(run_id)
+        ]
 
     def review_entries(
         self, *, run_id: str | None = None, status: ReviewFilter = "all", limit: int | None = None
@@ -794,17 +904,30 @@ class Journal:
 
     # -- review claims ------------------------------------------------------------------
 
-    def claim(self, review_id: str, who: str, ttl: float, *, run_id: str) -> Claim:
+    def claim(
+        self,
+        review_id: str,
+        who: str,
+        ttl: float,
+        *,
+        run_id: str,
+        closed_by: str | None = None,
+    ) -> Claim:
         """Claim ``review_id`` for ``who`` for ``ttl`` seconds (renewing one's own claim).
 
-        :class:`ClaimConflict` when someone else holds an unexpired claim, or is taking
-        one at this moment (PostgreSQL: the row is locked, ``SKIP LOCKED``).
+        :class:`ClaimConflict` when someone else holds an unexpired claim (naming who);
+        :class:`CaseClosed` when the run holds the event keyed ``closed_by`` (the case's
+        resolution). With ``closed_by`` the claim holds the run's write lock, as a
+        resolution does, so a claim and a resolution of one case never interleave: a
+        claim is never granted on a case resolved before it.
         """
         if not who.strip():
             raise DissensusError("a claim needs a reviewer name")
         if not (0 < ttl < float("inf")):
             raise DissensusError(f"claim time must be a positive number of seconds, got {ttl!r}")
-        with self.transaction():
+        with self.transaction(run_id if closed_by is not None else None):
+            if closed_by is not None and (closing := self.get(run_id, closed_by)) is not None:
+                raise CaseClosed(f"review item {review_id} is closed", event=closing)
             busy, row = self._claim_row(review_id)
             now = _now()
             if busy:
@@ -838,11 +961,17 @@ class Journal:
                     ),
                 )
             if not changed:
-                # Someone else's claim was committed while this one waited for it.
+                # Someone else's claim was committed while this one waited for it: name them.
+                with self._errors():
+                    rows = self._rows(
+                        "SELECT who, expires FROM claims WHERE review_id = ?", (review_id,)
+                    )
+                holder = str(rows[0]["who"]) if rows else "?"
+                until = str(rows[0]["expires"]) if rows else now
                 raise ClaimConflict(
-                    f"review item {review_id} was just claimed by someone else",
-                    holder="?",
-                    expires=now,
+                    f"review item {review_id} was just claimed by {holder} until {until}",
+                    holder=holder,
+                    expires=until,
                 )
         return claim
 
@@ -940,6 +1069,7 @@ class Journal:
             problems.append(f"run header counts {info.n_events} events, journal holds {count}")
         if prev != info.head_hash:
             problems.append("run head hash does not match the last event")
+        problems.extend(self._index_problems(run_id))
         report = VerifyReport(
             run_id=run_id,
             ok=not problems,
@@ -975,13 +1105,29 @@ class Journal:
 
 
 def _pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` of this host is running: a zombie (killed, not yet reaped by
+    its parent, as right after ``kill -9``) is not."""
+    if pid <= 0:
+        return False
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    return True
+    return not _zombie(pid)
+
+
+def _zombie(pid: int) -> bool:
+    """True when ``/proc`` says ``pid`` is a zombie or dead (False where there is no ``/proc``)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            stat = handle.read()
+    except OSError:
+        return False
+    # The state follows the command name, which is in parentheses and may hold any byte.
+    state = stat[stat.rfind(b")") + 2 : stat.rfind(b")") + 3]
+    return state in (b"Z", b"X", b"x")
 
 
 def _seal_status(

@@ -12,6 +12,7 @@ from dissensus.store.base import (
     BUSY_TIMEOUT_ENV,
     DEFAULT_JOURNAL,
     SEAL_TYPE,
+    CaseClosed,
     Claim,
     ClaimConflict,
     Event,
@@ -28,6 +29,7 @@ from dissensus.store.base import (
     VerifyReport,
     is_postgres_url,
     journal_path,
+    mask_url,
     open_journal,
 )
 from dissensus.store.sqlite import SYNC_ENV
@@ -37,6 +39,7 @@ __all__ = [
     "DEFAULT_JOURNAL",
     "SEAL_TYPE",
     "SYNC_ENV",
+    "CaseClosed",
     "Claim",
     "ClaimConflict",
     "Event",
@@ -53,5 +56,6 @@ __all__ = [
     "VerifyReport",
     "is_postgres_url",
     "journal_path",
+    "mask_url",
     "open_journal",
 ]

@@ -11,9 +11,10 @@ Choices where the design is silent:
 * **Serialising a run's appends.** A write transaction on a run first takes
   ``SELECT ... FOR UPDATE`` on the run's header row; appends to different runs proceed
   in parallel, appends to one run queue up and never fork its chain.
-* **Claims** read the claim row with ``FOR UPDATE SKIP LOCKED``: a reviewer racing
-  another for the same item is told at once that it is being claimed, instead of
-  waiting behind the other's transaction.
+* **Claims** read the claim row with ``FOR UPDATE``: a reviewer racing another for the
+  same item waits for the other's (short) transaction and is told who won; a claim
+  racing the first claim of an item (no row yet) loses on the insert and reads the
+  winner's row.
 * **Review index.** Its row travels in the same pipeline as the event's insert (no
   extra round trip); a rebuild takes ``LOCK TABLE review_index IN EXCLUSIVE MODE``, so
   it sees every event committed before it and none written while it runs.
@@ -27,6 +28,16 @@ Choices where the design is silent:
   tables and indexes all exist costs one catalogue query instead (no DDL, no lock): the
   ``CREATE ... IF NOT EXISTS`` statements cost a dozen round trips on every open. A
   database whose ``runs`` or ``events`` table has other columns is refused (exit 2).
+* **Reconnecting.** A lost connection (the server restarted, the network failed) is
+  replaced by a new one on the next statement that does not belong to an open
+  transaction; a read outside a transaction that finds the connection lost is read
+  again once on the new connection, so ``/readyz`` recovers on its first probe after
+  the database is back. A transaction whose connection is lost fails (nothing of it is
+  committed) and the next one reconnects. The run locks the object held (session
+  advisory locks, released by the server with the old connection) are taken again on
+  the new connection; one another process took meanwhile is not. No connection pool:
+  the journal object is one session (its advisory run locks live in it), used under
+  one lock, so a pool would only add connections that cannot share those locks.
 * **Credentials.** A password in the URL is never printed: messages show the URL with
   the password replaced by ``***``.
 """
@@ -37,10 +48,9 @@ import os
 import socket
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit, urlunsplit
 
 from dissensus.errors import ConfigError, InputError
 from dissensus.store.base import (
@@ -56,6 +66,7 @@ from dissensus.store.base import (
     RunLock,
     _now,
     busy_timeout,
+    mask_url,
 )
 
 if TYPE_CHECKING:
@@ -133,15 +144,8 @@ _SCHEMA = [
 
 
 def redact_url(url: str) -> str:
-    """``url`` with any password replaced by ``***``."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.hostname or ""
-    if parts.port is not None:
-        host += f":{parts.port}"
-    user = parts.username or ""
-    return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
+    """``url`` with any password replaced by ``***`` (:func:`~dissensus.store.base.mask_url`)."""
+    return mask_url(url)
 
 
 def _sql(sql: str) -> str:
@@ -179,28 +183,61 @@ class PostgresJournal(Journal):
         self._lock = threading.RLock()
         self._held: set[str] = set()
         self._queue: list[tuple[str, tuple[Any, ...]]] = []
-        self.busy_timeout = busy_timeout_seconds = _busy(busy_timeout)
+        self.busy_timeout = _busy(busy_timeout)
+        self._url = url
+        self._row_factory = dict_row
         try:
-            self._db: psycopg.Connection[dict[str, Any]] = psycopg.connect(
-                url,
-                autocommit=True,
-                row_factory=dict_row,
-                connect_timeout=max(1, int(busy_timeout_seconds) or 10),
-            )
+            self._db: psycopg.Connection[dict[str, Any]] = self._connect()
         except psycopg.Error as exc:
             raise InputError(f"cannot open journal {self.path}: {_first_line(exc)}") from exc
         try:
             with self._errors():
-                # Both settings in one round trip (no parameters: one simple query).
-                self._db.execute(
-                    f"SET lock_timeout = {int(busy_timeout_seconds * 1000)}; SET TIME ZONE 'UTC'"
-                )
+                self._configure()
                 if not self._schema_ready():
                     self._create_schema()
             self._check_review_index()
         except BaseException:
             self._db.close()
             raise
+
+    def _connect(self) -> psycopg.Connection[dict[str, Any]]:
+        return self._psycopg.connect(
+            self._url,
+            autocommit=True,
+            row_factory=self._row_factory,
+            connect_timeout=max(1, int(self.busy_timeout) or 10),
+        )
+
+    def _configure(self) -> None:
+        # Both settings in one round trip (no parameters: one simple query).
+        self._db.execute(f"SET lock_timeout = {int(self.busy_timeout * 1000)}; SET TIME ZONE 'UTC'")
+
+    def _lost(self) -> bool:
+        """Whether the connection is gone (the server restarted, the network failed)."""
+        return bool(self._db.closed or self._db.broken)
+
+    def _reconnect(self) -> None:
+        """A new connection in place of a lost one; the run locks this object held are
+        taken again (those another process took meanwhile are dropped from ``_held``)."""
+        with suppress(Exception):
+            self._db.close()
+        self._db = self._connect()
+        self._configure()
+        held, self._held = self._held, set()
+        for run_id in sorted(held):
+            key = self._run_key(run_id)
+            ok = self._rows("SELECT pg_try_advisory_lock(?, ?) AS ok", (_RUN_LOCK_NS, key))
+            if ok[0]["ok"]:
+                self._held.add(run_id)
+
+    def _ensure(self) -> None:
+        """Reconnect a lost connection, when no transaction of this object is open on it."""
+        if not self._lost():
+            return
+        if self._depth and self._queue[:1] != [("BEGIN", ())]:
+            return  # mid-transaction: the statement fails; the transaction is rolled back
+        with suppress(self._psycopg.Error):  # still down: the statement reports it
+            self._reconnect()
 
     def _schema_ready(self) -> bool:
         """Whether every table and index exists (checking the two tables' columns)."""
@@ -248,6 +285,7 @@ class PostgresJournal(Journal):
     # trips to the server (BEGIN + lock, read head, write + COMMIT) instead of seven.
 
     def _send(self, sql: str, args: Sequence[Any]) -> psycopg.Cursor[dict[str, Any]]:
+        self._ensure()
         if not self._queue:
             return self._db.execute(sql, tuple(args))
         queued, self._queue = self._queue, []
@@ -259,7 +297,15 @@ class PostgresJournal(Journal):
 
     def _rows(self, sql: str, args: Sequence[Any] = ()) -> list[dict[str, Any]]:
         with self._lock:
-            return self._send(_sql(sql), args).fetchall()
+            try:
+                return self._send(_sql(sql), args).fetchall()
+            except self._psycopg.OperationalError:
+                # A read outside a transaction found the connection lost (the server
+                # restarted): read again once on a new connection.
+                if self._depth or self._queue or not self._lost():
+                    raise
+                self._ensure()
+                return self._send(_sql(sql), args).fetchall()
 
     def _exec(self, sql: str, args: Sequence[Any] = ()) -> int:
         with self._lock:
@@ -305,6 +351,9 @@ class PostgresJournal(Journal):
     def _write_index(self, sql: str, args: Sequence[Any]) -> None:
         self._queue.append((_sql(sql), tuple(args)))  # travels with the event's insert
 
+    def _json_text(self, column: str, key: str) -> str:
+        return f"({column}::jsonb ->> '{key}')"
+
     def _lock_review_index(self) -> None:
         # A rebuild sees every event committed before it and none written during it.
         self._exec("LOCK TABLE review_index IN EXCLUSIVE MODE")
@@ -314,13 +363,10 @@ class PostgresJournal(Journal):
 
     def _claim_row(self, review_id: str) -> tuple[bool, dict[str, Any] | None]:
         with self._errors():
-            rows = self._rows(
-                "SELECT * FROM claims WHERE review_id = ? FOR UPDATE SKIP LOCKED", (review_id,)
-            )
-            if rows:
-                return False, rows[0]
-            exists = self._rows("SELECT 1 FROM claims WHERE review_id = ?", (review_id,))
-        return bool(exists), None
+            # Waits (at most the busy timeout) for a claim being taken, so that a loser
+            # is told who won, never "?".
+            rows = self._rows("SELECT * FROM claims WHERE review_id = ? FOR UPDATE", (review_id,))
+        return False, (rows[0] if rows else None)
 
     def close(self) -> None:
         self._db.close()

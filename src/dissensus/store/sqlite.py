@@ -13,7 +13,9 @@ Choices where the design is silent:
 * **Someone else's database.** A file that already holds tables and is not a dissensus
   journal is refused (exit 2) instead of having tables added to it.
 * **Run locks** live in a ``run_locks`` table; a holder whose process is gone (same
-  host) is replaced.
+  host; a zombie counts as gone) is replaced.
+* **File mode.** A new journal file is created ``0600`` (owner only), whatever the
+  umask: it holds every case's text; SQLite's ``-wal`` and ``-shm`` files follow it.
 """
 
 from __future__ import annotations
@@ -111,6 +113,18 @@ def _sync_mode(value: str | None) -> str:
     return mode
 
 
+def _create_private(path: str) -> None:
+    """Create ``path`` readable and writable by its owner only (``0600``) when it does not
+    exist; SQLite gives the ``-wal`` and ``-shm`` files it makes beside it the same mode."""
+    try:
+        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+    except FileExistsError:
+        return
+    except OSError:
+        return  # sqlite3.connect reports why the file cannot be made
+    os.close(fd)
+
+
 class SQLiteJournal(Journal):
     """A run journal in one SQLite file (``":memory:"`` for a throw-away one)."""
 
@@ -135,6 +149,7 @@ class SQLiteJournal(Journal):
             parent = Path(self.path).parent
             if not parent.is_dir():
                 raise InputError(f"journal directory does not exist: {parent}")
+            _create_private(self.path)
         try:
             self._db = sqlite3.connect(
                 self.path, isolation_level=None, timeout=self.busy_timeout, check_same_thread=False

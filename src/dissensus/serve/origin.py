@@ -1,0 +1,125 @@
+"""Who may reach ``dissensus serve`` from a browser: ``Host``, ``Origin`` and content-type checks.
+
+A server on loopback without a tokens file treats every caller as the admin ``local``.
+Loopback alone is not a trust boundary: any web page the user opens can make the browser
+send requests to ``127.0.0.1``. :class:`BrowserGuard` (ASGI middleware, before every
+route) closes the two ways a page can do that:
+
+* **DNS rebinding**: a page of ``attacker.example`` whose name is re-pointed at
+  ``127.0.0.1`` reads the answers as same-origin. The ``Host`` header then names the
+  attacker's domain, so every request whose ``Host`` is not one of the server's names is
+  refused ``403`` (field ``Host``). The names are ``127.0.0.1``, ``localhost``, ``[::1]``,
+  the bound host, and those given with ``--allow-host`` (``*`` turns the check off, for a
+  server behind a proxy that rewrites ``Host``). A server bound to a non-loopback address
+  (which needs ``--tokens``) checks ``Host`` only when ``--allow-host`` is given: its
+  callers reach it under names it cannot know, and the bearer token is its boundary.
+* **Cross-site writes**: a page can ``POST`` to another origin without reading the
+  answer ("simple" requests: a form, or ``fetch`` with ``text/plain``). Every writing
+  request (``POST``, ``PUT``, ``PATCH``, ``DELETE``) whose ``Origin`` is not the
+  server's own (``http://`` + the ``Host`` it was sent to; ``null`` included) or whose
+  ``Sec-Fetch-Site`` is ``cross-site`` is refused ``403`` (field ``Origin``). Requests
+  without those headers (curl, SDKs, the CLI) are not browsers' and pass.
+* Every writing ``/v1`` request must declare a JSON body (``Content-Type:
+  application/json`` or ``application/*+json``): anything else is ``415`` (field
+  ``Content-Type``), so no "simple" request can reach the API. A bodyless write (a
+  claim) may omit the header. The review page's forms post form data to ``/review``;
+  they keep their CSRF tokens and get the ``Host`` and ``Origin`` checks.
+
+Choice where the design is silent: no token is generated at start when ``--tokens`` is
+absent (Jupyter does generate one). With the checks above a browser page can no longer
+reach the service, and what remains is other local processes, which a loopback service
+without a tokens file trusts by design (they could read the journal file as well). On a
+machine shared with other users, give ``--tokens``. ``docs/serve.md`` says so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from dissensus.serve.limits import send_error
+
+__all__ = ["LOOPBACK_NAMES", "BrowserGuard", "allowed_hosts", "host_name"]
+
+LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "::1"})
+"""Names a loopback server always answers to."""
+
+WRITES = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+
+
+def host_name(host: str) -> str:
+    """The name part of a ``Host`` header (port and IPv6 brackets removed), lower case."""
+    host = host.strip().lower()
+    if host.startswith("["):
+        end = host.find("]")
+        return host[1:end] if end > 0 else host
+    if host.count(":") == 1:
+        return host.partition(":")[0]
+    return host
+
+
+def allowed_hosts(bind_host: str, extra: Iterable[str], *, loopback: bool) -> frozenset[str] | None:
+    """The names ``Host`` may carry, or None when the check is off."""
+    extra = [h.strip().lower() for h in extra if h.strip()]
+    if "*" in extra:
+        return None
+    if not loopback and not extra:
+        return None
+    names = {host_name(h) for h in extra}
+    names.add(host_name(bind_host))
+    if loopback:
+        names |= LOOPBACK_NAMES
+    return frozenset(names)
+
+
+def _is_json(content_type: str) -> bool:
+    kind = content_type.partition(";")[0].strip().lower()
+    return kind == "application/json" or (
+        kind.startswith("application/") and kind.endswith("+json")
+    )
+
+
+class BrowserGuard:
+    """Refuse foreign ``Host``, cross-origin writes, and non-JSON writes to ``/v1``."""
+
+    def __init__(self, app: ASGIApp, hosts: frozenset[str] | None) -> None:
+        self.app = app
+        self.hosts = hosts
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers: dict[bytes, bytes] = {}
+        for name, value in scope.get("headers", []):
+            headers.setdefault(name, value)
+        host = headers.get(b"host", b"").decode("latin-1")
+        if self.hosts is not None and host_name(host) not in self.hosts:
+            await send_error(send, 403, "this server does not answer to that Host name", "Host")
+            return
+        method = str(scope.get("method", "GET")).upper()
+        if method not in WRITES:
+            await self.app(scope, receive, send)
+            return
+        origin = headers.get(b"origin")
+        fetch_site = headers.get(b"sec-fetch-site", b"").decode("latin-1").lower()
+        own = {f"http://{host}".lower(), f"https://{host}".lower()}
+        if (origin is not None and origin.decode("latin-1").lower() not in own) or (
+            fetch_site == "cross-site"
+        ):
+            await send_error(send, 403, "cross-origin writes are refused", "Origin")
+            return
+        if str(scope.get("path", "")).startswith("/v1/"):
+            content_type = headers.get(b"content-type")
+            has_body = headers.get(b"content-length", b"0").strip() not in (b"0", b"") or (
+                b"transfer-encoding" in headers
+            )
+            if (content_type is not None and not _is_json(content_type.decode("latin-1"))) or (
+                content_type is None and has_body
+            ):
+                await send_error(
+                    send, 415, "a request body must be JSON (application/json)", "Content-Type"
+                )
+                return
+        await self.app(scope, receive, send)

@@ -1,0 +1,99 @@
+"""The review index cannot lie: it is checked against the events by content, not counts.
+
+Moving ``resolved_seq`` from one item to another in ``review_index`` keeps every count
+the same; it used to hide an open case, show a resolution on the wrong one, and leave
+``runs verify`` at OK. Opening the journal now compares every index row with what the
+events derive (item, run, position, reason, resolving event), rebuilds the index when
+they differ, and ``runs verify`` names the items whose row was wrong.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from cli_helpers import run_cli
+from dissensus.pipeline.review import list_items, resolve
+from dissensus.store import Journal, JournalReadOnly
+from dissensus.store.sqlite import SQLiteJournal
+from store_backends import raw
+from test_review_queue import _escalated
+
+
+def _journal_with_two_cases(target: str) -> tuple[str, str]:
+    with Journal(target) as journal:
+        first = _escalated(journal, "run1")
+        second = _escalated(journal, "run2")
+        resolve(journal, first, decision="1", note="checked", reviewer="kim")
+    return first, second
+
+
+def _move_resolution(target: str, source: str, dest: str) -> None:
+    ((seq,),) = raw(target, "SELECT resolved_seq FROM review_index WHERE review_id = ?", (source,))
+    raw(target, "UPDATE review_index SET resolved_seq = NULL WHERE review_id = ?", (source,))
+    raw(target, "UPDATE review_index SET resolved_seq = ? WHERE review_id = ?", (seq, dest))
+
+
+@pytest.mark.parametrize("journal_target", ["sqlite", "postgres"], indirect=True)
+@pytest.mark.parametrize(
+    "edit",
+    [
+        "move",
+        "UPDATE review_index SET reason = 'nothing to see'",
+        "UPDATE review_index SET opened_seq = opened_seq + 1",
+        "DELETE FROM review_index WHERE run_id = 'run2'",
+    ],
+)
+def test_an_edited_index_is_rebuilt_on_open_and_named_by_verify(
+    journal_target: str, edit: str
+) -> None:
+    target = journal_target
+    first, second = _journal_with_two_cases(target)
+    if edit == "move":
+        _move_resolution(target, first, second)  # every count stays the same
+    else:
+        raw(target, edit)
+    with Journal(target) as journal:
+        assert [s.item.review_id for s in list_items(journal)] == [second]
+        assert [s.item.review_id for s in list_items(journal, resolved_only=True)] == [first]
+        reports = [journal.verify(r) for r in ("run1", "run2")]
+        assert not all(r.ok for r in reports)
+        assert any("review index row" in p for r in reports for p in r.problems)
+        assert journal.review_index_agrees()
+    with Journal(target) as journal:  # rebuilt: the next open is clean
+        assert journal.verify("run1").ok and journal.verify("run2").ok
+
+
+def test_runs_verify_fails_on_an_edited_index(tmp_path: Path) -> None:
+    target = str(tmp_path / "j.sqlite")
+    first, second = _journal_with_two_cases(target)
+    _move_resolution(target, first, second)
+    res = run_cli("runs", "verify", "run2", "--journal", target)
+    assert res.returncode == 1
+    assert f"review index row of {second}" in res.stdout + res.stderr
+
+
+def test_a_read_only_journal_with_an_edited_index_lists_from_the_events(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    target = str(tmp_path / "j.sqlite")
+    first, second = _journal_with_two_cases(target)
+    _move_resolution(target, first, second)
+
+    def read_only(self: Journal) -> int:
+        raise JournalReadOnly("read-only")
+
+    monkeypatch.setattr(SQLiteJournal, "rebuild_review_index", read_only)
+    with Journal(target) as journal:
+        assert journal.review_entries() is None
+        assert [s.item.review_id for s in list_items(journal)] == [second]
+        assert not journal.verify("run2").ok
+
+
+def test_an_honest_journal_agrees(tmp_path: Path) -> None:
+    target = str(tmp_path / "j.sqlite")
+    _journal_with_two_cases(target)
+    with Journal(target) as journal:
+        assert journal.review_index_differences() == []
+        assert journal.verify("run1").ok and journal.verify("run2").ok

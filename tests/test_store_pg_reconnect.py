@@ -1,0 +1,249 @@
+"""A PostgreSQL journal survives a database restart (it reconnects, /readyz recovers), and
+a reviewer losing a claim race is told who won.
+
+The test starts its own throw-away server (``initdb`` + ``pg_ctl`` in a temporary
+directory, as ``.ci/postgres.sh`` does) so that it can restart it; it is skipped where
+the server binaries are missing. Before the fix every statement after the restart
+failed with "the connection is closed" until the process was restarted.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from dissensus.store import Journal
+
+pytest.importorskip("psycopg")
+
+pytestmark = pytest.mark.anyio
+
+
+def _bin() -> Path | None:
+    found = sorted(Path("/usr/lib/postgresql").glob("*/bin/initdb"))
+    return found[-1].parent if found else None
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class Server:
+    """A throw-away PostgreSQL server that can be restarted."""
+
+    def __init__(self, bin_dir: Path) -> None:
+        self.bin = bin_dir
+        self.data = Path(tempfile.mkdtemp(prefix="dissensus-pg-reconnect."))
+        self.port = _free_port()
+        self.runas: list[str] = []
+        if os.geteuid() == 0:
+            shutil.chown(self.data, "postgres", "postgres")
+            self.runas = ["runuser", "-u", "postgres", "--"]
+        self._run("initdb", "-D", str(self.data), "-U", "postgres", "-A", "trust", "--no-sync")
+        self.start()
+        self._run("createdb", "-h", "127.0.0.1", "-p", str(self.port), "-U", "postgres", "journal")
+
+    @property
+    def url(self) -> str:
+        return f"postgresql://postgres:pw-never-shown@127.0.0.1:{self.port}/journal"
+
+    def _run(self, tool: str, *args: str) -> None:
+        subprocess.run(
+            [*self.runas, str(self.bin / tool), *args],
+            check=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+
+    def _ctl(self, *args: str) -> None:
+        options = f"-c listen_addresses=127.0.0.1 -p {self.port} -k {self.data} -c fsync=off"
+        self._run(
+            "pg_ctl", "-D", str(self.data), "-l", str(self.data / "log"), "-w", "-o", options, *args
+        )
+
+    def start(self) -> None:
+        self._ctl("start")
+
+    def restart(self) -> None:
+        self._ctl("restart", "-m", "fast")
+
+    def stop(self) -> None:
+        self._ctl("stop", "-m", "immediate")
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[Server]:
+    bin_dir = _bin()
+    if bin_dir is None or (shutil.which("runuser") is None and os.geteuid() == 0):
+        pytest.skip("PostgreSQL server binaries not found")
+    srv = Server(bin_dir)
+    try:
+        yield srv
+    finally:
+        srv.stop()
+        shutil.rmtree(srv.data, ignore_errors=True)
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def test_the_journal_reconnects_after_a_restart(server: Server) -> None:
+    with Journal(server.url) as journal:
+        journal.create_run("before", kind="decide", meta={})
+        assert journal.acquire_run_lock("before") is None
+        server.restart()
+        # the first read after the restart reconnects and succeeds
+        assert journal.run("before") is not None
+        journal.create_run("after", kind="decide", meta={})
+        assert {r.run_id for r in journal.runs()} >= {"before", "after"}
+        # the run lock held before the restart is held again on the new connection
+        with Journal(server.url) as other:
+            holder = other.acquire_run_lock("before", pid=os.getpid() + 1)
+            assert holder is not None
+        journal.release_run_lock("before")
+
+
+async def test_readyz_recovers_by_itself_after_a_restart(server: Server, tmp_path: Path) -> None:
+    from dissensus.serve import ServeSettings, create_app
+
+    app = create_app(ServeSettings(journal=server.url))
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
+        assert (await client.get("/readyz")).status_code == 200
+        server.restart()
+        answers = []
+        for _ in range(3):
+            res = await client.get("/readyz")
+            answers.append(res.status_code)
+            if res.status_code == 200:
+                break
+            time.sleep(0.5)
+        assert answers[-1] == 200, answers
+        assert "pw-never-shown" not in res.text
+        listed = await client.get("/v1/runs")
+        assert listed.status_code == 200
+
+
+def _hold_claim_then_commit(url: str, review_id: str, who: str, *, insert: bool) -> Any:
+    """Another session takes ``review_id``'s claim row (insert or lock) and commits a claim
+    for ``who`` a moment later, in a thread; returns the thread once the row is held."""
+    import psycopg
+
+    conn = psycopg.connect(url.replace(":pw-never-shown", ""), autocommit=False)
+    later = "9999-01-01T00:00:00.000000+00:00"
+    if insert:
+        conn.execute(
+            "INSERT INTO claims (review_id, run_id, who, claimed_at, expires) "
+            "VALUES (%s, 'r', %s, '2000-01-01', %s)",
+            (review_id, who, later),
+        )
+    else:
+        conn.execute("SELECT * FROM claims WHERE review_id = %s FOR UPDATE", (review_id,))
+        conn.execute(
+            "UPDATE claims SET who = %s, expires = %s WHERE review_id = %s", (who, later, review_id)
+        )
+
+    def finish() -> None:
+        time.sleep(0.3)
+        conn.commit()
+        conn.close()
+
+    thread = threading.Thread(target=finish)
+    thread.start()
+    return thread
+
+
+@pytest.mark.parametrize("insert", [True, False])
+def test_a_claim_loser_is_told_who_won(server: Server, insert: bool) -> None:
+    from dissensus.store import ClaimConflict
+
+    review_id = f"r.{10 if insert else 11}"
+    with Journal(server.url) as journal:
+        journal.create_run("r", kind="decide", meta={})
+        if not insert:  # an expired claim of someone else: the row exists
+            journal.claim(review_id, "carol", 0.001, run_id="r")
+        thread = _hold_claim_then_commit(server.url, review_id, "alice", insert=insert)
+        try:
+            with pytest.raises(ClaimConflict) as lost:
+                journal.claim(review_id, "bob", 60, run_id="r")
+        finally:
+            thread.join()
+    assert lost.value.holder == "alice"
+
+
+def test_no_command_prints_the_journal_password(
+    server: Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every command that names the journal shows its URL with the password masked."""
+    from cli_helpers import run_cli
+    from dissensus.serve import server as serve_server
+    from pipeline_cases import write_policy
+    from serve_helpers import escalating
+
+    secret = "pw-never-shown"
+    url = server.url.replace("/journal", "/masked")
+    subprocess.run(
+        [
+            *server.runas,
+            str(server.bin / "createdb"),
+            "-h",
+            "127.0.0.1",
+            "-p",
+            str(server.port),
+            "-U",
+            "postgres",
+            "masked",
+        ],
+        check=True,
+    )
+    policy = write_policy(tmp_path / "policy.yaml")
+    panels = tmp_path / "in.jsonl"
+    panels.write_text(json.dumps(escalating("p1")) + "\n", encoding="utf-8")
+    monkeypatch.setattr(serve_server, "serve", lambda *a, **k: None)
+    env = dict(os.environ)
+    commands = [
+        ["decide", panels, "--journal", url, "--policy", policy, "--run-id", "r1"],
+        ["decide", panels, "--journal", url, "--policy", policy, "--run-id", "r1"],  # exists
+        ["runs", "list", "--journal", url],
+        ["runs", "show", "r1", "--journal", url],
+        ["runs", "show", "nosuch", "--journal", url],
+        ["runs", "verify", "r1", "--journal", url],
+        ["runs", "resume", "r1", "--journal", url],
+        ["review", "list", "--journal", url],
+        ["review", "show", "nosuch.1", "--journal", url],
+        ["serve", "--journal", url, "--port", "0"],
+    ]
+    printed = []
+    for argv in commands:
+        res = run_cli(*argv, env=env)
+        printed.append((argv[:2], res.returncode))
+        assert secret not in res.stdout + res.stderr, argv
+    assert any(code == 0 for _, code in printed)
+    res = run_cli("serve", "--journal", url, "--port", "0", env=env)
+    assert "postgresql://postgres:***@127.0.0.1" in res.stderr
+
+
+def test_mask_url_hides_every_password() -> None:
+    from dissensus.store import mask_url
+
+    assert mask_url("postgresql://u:p%40ss@h:5/db?x=1") == "postgresql://u:***@h:5/db?x=1"
+    assert mask_url("postgresql://u@h/db") == "postgresql://u@h/db"
+    assert mask_url("postgres://:only@[::1]:5432/db") == "postgres://:***@[::1]:5432/db"
+    assert mask_url("journal.sqlite") == "journal.sqlite"
+    assert "zz" not in mask_url("postgresql://u:zz@h:notaport/db")
