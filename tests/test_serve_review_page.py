@@ -99,9 +99,9 @@ async def test_login_queue_case_resolve_next(tmp_path: Path) -> None:
         before = await _events(Path(s.journal))
         no_note = await client.post(
             f"/review/case/{first}/resolve",
-            data={"decision": "1", "note": " ", "content_sha256": sha, "csrf": csrf},
+            data={"decision": "2", "note": " ", "content_sha256": sha, "csrf": csrf},
         )
-        assert no_note.status_code == 422 and "write a note" in no_note.text
+        assert no_note.status_code == 422 and "overriding the panel" in no_note.text
         no_csrf = await client.post(
             f"/review/case/{first}/resolve",
             data={"decision": "1", "note": "x", "content_sha256": sha},
@@ -144,7 +144,7 @@ async def test_login_queue_case_resolve_next(tmp_path: Path) -> None:
                 "csrf": _csrf(last.text),
             },
         )
-        assert end.headers["location"] == "/review?done=1"
+        assert end.headers["location"] == "/review"
         assert (await client.get("/review/case/nope.1")).status_code == 404
 
         logout = await client.post("/review/logout", data={"csrf": _csrf(last.text)})

@@ -24,12 +24,18 @@ decide differently.
   is refused with who audited the case and when (:class:`AlreadyConfirmed`, 409).
 * The history of a case is its ``review.*`` events in the hash chain (claims, being
   coordination state, are shown while live but are not history).
+* **Queue order** (:meth:`ReviewDesk.order`): the journal's queue order (oldest run
+  first, then line), newest first, or by reason (then queue order); a text search
+  matches the question (``meta.question`` or ``meta.input``), the case id or the reason,
+  ignoring case, and reads the items it searches.
+* "Resolved today" counts a reviewer's ``review.resolved`` events since midnight UTC.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from datetime import UTC, datetime
+from typing import Any, Literal
 
 from pydantic import BaseModel
 
@@ -39,6 +45,7 @@ from dissensus.pipeline.confirm import AlreadyConfirmed, Confirmation, confirm
 from dissensus.pipeline.records import CaseRecord
 from dissensus.pipeline.review import AlreadyResolved, ReviewStatus, StaleContent, content_sha256
 from dissensus.store import ClaimConflict, Journal, open_journal
+from dissensus.store.base import REVIEW_RESOLVED
 
 __all__ = [
     "AlreadyConfirmed",
@@ -46,12 +53,15 @@ __all__ = [
     "Claim",
     "ClaimConflict",
     "HistoryEntry",
+    "QueueEntry",
+    "QueueSort",
     "ResolutionInfo",
     "ReviewDesk",
     "StaleContent",
     "UnknownItem",
     "content_sha256",
     "open_journal",
+    "question_of",
 ]
 
 
@@ -94,6 +104,26 @@ def _split(review_id: str) -> tuple[str, int]:
         return queue.split_ref(review_id)
     except InputError as exc:
         raise UnknownItem(str(exc)) from None
+
+
+QueueSort = Literal["oldest", "newest", "reason"]
+
+
+class QueueEntry(BaseModel):
+    """One row of a queue's order: enough to move through it without reading items."""
+
+    review_id: str
+    reason: str
+    resolved: bool
+
+
+def question_of(panel: dict[str, Any]) -> str | None:
+    """The question a panel asks (``meta.question``, else ``meta.input``), if any."""
+    meta = panel.get("meta") or {}
+    if not isinstance(meta, dict):
+        return None
+    found = meta.get("question") or meta.get("input")
+    return None if found is None else str(found)
 
 
 class ReviewDesk:
@@ -148,6 +178,62 @@ class ReviewDesk:
         if entries is None:
             return [st.item.review_id for st in self.items(status=status)]
         return [e.review_id for e in entries]
+
+    def order(
+        self,
+        *,
+        run_id: str | None = None,
+        status: str = "all",
+        reason: str | None = None,
+        text: str | None = None,
+        sort: QueueSort = "oldest",
+    ) -> list[QueueEntry]:
+        """The queue's entries in the order the reviewer asked for (see the module docstring)."""
+        out: list[QueueEntry]
+        entries = (
+            None
+            if text
+            else queue.review_entries(
+                self.journal,
+                run_id=run_id,
+                include_resolved=status == "all",
+                resolved_only=status == "resolved",
+                reason=reason,
+            )
+        )
+        if entries is not None:
+            out = [
+                QueueEntry(review_id=e.review_id, reason=e.reason, resolved=e.resolved_seq is not None)
+                for e in entries
+            ]
+        else:
+            needle = (text or "").lower()
+            out = []
+            for st in self.items(run_id=run_id, status=status, reason=reason):
+                item = st.item
+                haystack = " ".join((question_of(item.panel) or "", item.id, item.reason)).lower()
+                if needle in haystack:
+                    out.append(
+                        QueueEntry(
+                            review_id=item.review_id,
+                            reason=item.reason,
+                            resolved=st.resolution is not None,
+                        )
+                    )
+        if sort == "newest":
+            out.reverse()
+        elif sort == "reason":
+            out.sort(key=lambda e: e.reason.lower())
+        return out
+
+    def resolved_today(self, reviewer: str) -> int:
+        """How many cases ``reviewer`` resolved since midnight UTC."""
+        today = datetime.now(UTC).date().isoformat()
+        return sum(
+            1
+            for e in self.journal.events_of_type(REVIEW_RESOLVED)
+            if e.at.startswith(today) and e.payload.get("reviewer") == reviewer
+        )
 
     def status(self, review_id: str) -> ReviewStatus:
         _split(review_id)

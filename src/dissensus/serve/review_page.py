@@ -13,11 +13,18 @@ Choices where the design is silent:
   even an escaping bug could not run injected script.
 * The body is ``hx-boost``ed: links and forms load over htmx and swap the page, and every
   page also works as a plain page load. After a resolve the server redirects to the next
-  open case of the same queue order (or to the queue when none is left).
+  open case of the same queue (the filters and order the reviewer came with travel in
+  the case page's query string), skipping cases other reviewers hold claims on, or to
+  the queue when none is left.
 * Keys (``review.js``): ``1``-``9`` pick an option, ``n`` focuses the note, ``Enter``
-  submits, ``j`` / ``k`` next / previous case in queue order (open or not), ``?`` shows
-  the keys. Keys are ignored
-  while typing in the note, where ``Enter`` submits the form as usual.
+  submits, ``j`` / ``k`` next / previous case of the queue (open or resolved, skipping
+  open cases claimed by others), ``c`` claims, ``?`` shows the keys. Keys act only
+  when no text field has the focus (``Esc`` leaves it); every page settles with the
+  focus on the page, and keys typed while a page loads are replayed on the next one.
+* A note is required as the server's ``review_note`` setting says: by default only when
+  the decision is not the panel's suggestion.
+* Progress: the case's place among the open cases of its queue, and how many cases the
+  reviewer resolved today (UTC).
 * Login: a form posting the token (never in a URL) with a double-submit CSRF token bound
   to a pre-session cookie; success sets the session cookie (HttpOnly, SameSite=Strict,
   Path=/review; Secure when served over https). Without a tokens file (loopback only)
@@ -29,6 +36,7 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
@@ -41,12 +49,16 @@ from pydantic import BaseModel
 
 from dissensus.errors import DissensusError
 from dissensus.serve.auth import LOCAL, Principal, allows
+from dissensus.serve.case_view import option_views, plain_reasons, word_diff
 from dissensus.serve.journal_adapter import (
     AlreadyResolved,
     ClaimConflict,
+    QueueEntry,
+    QueueSort,
     StaleContent,
     UnknownItem,
     content_sha256,
+    question_of,
 )
 
 __all__ = ["install"]
@@ -119,53 +131,120 @@ def _set_session(response: Response, sid: str, request: Request) -> None:
     )
 
 
-def _options(item: Any) -> list[dict[str, str]]:
-    """The options on the table with their texts, numbered for the keys."""
-    meta = item.panel.get("meta", {}) or {}
-    texts: dict[str, str] = {}
-    raw = meta.get("options")
-    if isinstance(raw, list):
-        for o in raw:
-            if isinstance(o, dict):
-                texts[str(o.get("id"))] = str(o.get("text", ""))
-            else:
-                texts[str(o)] = str(o)
-    elif isinstance(raw, dict):
-        texts = {str(k): str(v) for k, v in raw.items()}
-    elif "output_1" in meta and "output_2" in meta:
-        texts = {"1": str(meta["output_1"]), "2": str(meta["output_2"])}
-    labels = list(item.options) or list(texts)
+@dataclass(frozen=True)
+class QueueView:
+    """The queue a reviewer is working through: filters and order (from the query string)."""
+
+    status: str = "open"
+    run: str = ""
+    reason: str = ""
+    q: str = ""
+    sort: QueueSort = "oldest"
+
+    @classmethod
+    def of(cls, request: Request) -> QueueView:
+        p = request.query_params
+        status = p.get("status", "open")
+        sort = p.get("sort", "oldest")
+        return cls(
+            status=status if status in ("open", "resolved", "all") else "open",
+            run=p.get("run", "").strip(),
+            reason=p.get("reason", "").strip(),
+            q=p.get("q", "").strip(),
+            sort=sort if sort in ("oldest", "newest", "reason") else "oldest",  # type: ignore[arg-type]
+        )
+
+    def query(self) -> str:
+        """The query string that brings this queue back (defaults left out)."""
+        pairs = {
+            "status": "" if self.status == "open" else self.status,
+            "run": self.run,
+            "reason": self.reason,
+            "q": self.q,
+            "sort": "" if self.sort == "oldest" else self.sort,
+        }
+        return urlencode({k: v for k, v in pairs.items() if v})
+
+    def suffix(self) -> str:
+        q = self.query()
+        return f"?{q}" if q else ""
+
+    def order(self, request: Request, status: str) -> list[QueueEntry]:
+        return _service(request).desk.order(
+            run_id=self.run or None,
+            status=status,
+            reason=self.reason or None,
+            text=self.q or None,
+            sort=self.sort,
+        )
+
+
+def _free(request: Request, entries: list[QueueEntry], me: str) -> list[QueueEntry]:
+    """``entries`` without the open ones another reviewer holds a claim on."""
+    desk = _service(request).desk
+    claims = desk.live_claims([e.review_id for e in entries if not e.resolved])
     return [
-        {"key": str(i + 1) if i < 9 else "", "label": label, "text": texts.get(label, "")}
-        for i, label in enumerate(labels)
+        e
+        for e in entries
+        if e.resolved or e.review_id not in claims or claims[e.review_id].reviewer == me
     ]
 
 
-def _queue(
-    request: Request,
-    *,
-    status: str,
-    run: str | None,
-    reason: str | None,
-    limit: int | None = None,
-) -> Iterator[dict[str, Any]]:
-    """Queue rows in order (at most ``limit``), items read as the iteration reaches them."""
-    desk = _service(request).desk
-    for st in desk.items(run_id=run or None, status=status, reason=reason, limit=limit):
-        yield {
-            "item": st.item,
-            "resolution": st.resolution,
-            "claim": desk.live_claim(st.item.review_id) if st.resolution is None else None,
-        }
-
-
-def _neighbours(request: Request, review_id: str) -> tuple[str | None, str | None]:
-    """Previous and next case in queue order (every status), for ``k`` / ``j``."""
-    ids = _service(request).desk.ids(status="all")
+def _neighbours(
+    request: Request, review_id: str, view: QueueView, me: str
+) -> tuple[str | None, str | None]:
+    """Previous and next case of the queue (open or resolved, skipping cases claimed by
+    others), for ``k`` / ``j``. A case outside the queue's filters has no neighbours."""
+    order = view.order(request, "all")
+    ids = [e.review_id for e in order]
     if review_id not in ids:
         return None, None
     i = ids.index(review_id)
-    return (ids[i - 1] if i > 0 else None), (ids[i + 1] if i + 1 < len(ids) else None)
+    before = _free(request, order[:i], me)
+    after = _free(request, order[i + 1 :], me)
+    return (
+        before[-1].review_id if before else None,
+        after[0].review_id if after else None,
+    )
+
+
+def _next_open(request: Request, review_id: str, view: QueueView, me: str) -> str | None:
+    """The open case to go to after ``review_id``: the next one in the queue's order that
+    nobody else holds, else the first such one before it."""
+    order = view.order(request, "all")
+    ids = [e.review_id for e in order]
+    i = ids.index(review_id) if review_id in ids else -1
+    candidates = [e for e in order[i + 1 :] + order[: max(i, 0)] if not e.resolved]
+    free = _free(request, candidates, me)
+    return free[0].review_id if free else None
+
+
+def _progress(request: Request, review_id: str, view: QueueView, me: str) -> dict[str, Any]:
+    open_ids = [e.review_id for e in view.order(request, "open")]
+    return {
+        "open": len(open_ids),
+        "position": open_ids.index(review_id) + 1 if review_id in open_ids else None,
+        "today": _service(request).desk.resolved_today(me),
+    }
+
+
+def _note_required(request: Request, decision: str, suggestion: str | None) -> bool:
+    policy = getattr(_service(request).settings, "review_note", "override")
+    if policy == "always":
+        return True
+    if policy == "never":
+        return False
+    return decision != suggestion
+
+
+def _statuses(request: Request, entries: list[QueueEntry]) -> Iterator[Any]:
+    """The queue entries' items (one read per item)."""
+    desk = _service(request).desk
+    for e in entries:
+        try:
+            yield desk.status(e.review_id)
+        except UnknownItem:  # pragma: no cover - the index is written with the event
+            continue
 
 
 def _plain(value: Any) -> dict[str, Any] | None:
@@ -189,17 +268,25 @@ def _case_page(
 ) -> Response:
     service = _service(request)
     desk = service.desk
+    view = QueueView.of(request)
     st = desk.status(review_id)
     item = st.item
     resolution = desk.resolution(review_id)
-    prev_id, next_id = _neighbours(request, review_id)
-    meta = item.panel.get("meta", {}) or {}
-    question = meta.get("question") or meta.get("input")
+    prev_id, next_id = _neighbours(request, review_id, view, principal.name)
     scores = {
         x["agent"]: x.get("score")
         for x in (_plain(item.acceptance) or {}).get("signals", [])
         if isinstance(x, dict)
     }
+    options = option_views(
+        item.options,
+        item.panel,
+        [(p.agent, p.decision, p.reasoning) for p in item.positions],
+        item.suggestion,
+    )
+    texts = [o for o in options if o.text]
+    labels = {o.id: o.label for o in options}
+    policy = getattr(service.settings, "review_note", "override")
     response = _html(
         "case.html",
         status,
@@ -207,8 +294,14 @@ def _case_page(
         principal=principal,
         csrf=service.sessions.csrf(sid),
         item=item,
-        question=None if question is None else str(question),
-        options=_options(item),
+        question=question_of(item.panel),
+        options=options,
+        labels=labels,
+        diff=word_diff(texts[0].text, texts[1].text) if len(texts) >= 2 else None,
+        diff_labels=(texts[0].label, texts[1].label) if len(texts) >= 2 else None,
+        plain=plain_reasons(
+            item.reason, options, sum(1 for p in item.positions if p.decision is None)
+        ),
         scores=scores,
         sha256=content_sha256(item),
         resolution=resolution,
@@ -216,13 +309,16 @@ def _case_page(
         history=desk.history(review_id),
         prev_id=prev_id,
         next_id=next_id,
+        qs=view.suffix(),
+        progress=_progress(request, review_id, view, principal.name),
+        note_policy=policy,
         error=error,
         packet=_plain(item.packet),
         concord=_plain(item.concord),
         reading=_plain(item.reading) or {},
     )
     if request.headers.get("hx-request"):
-        response.headers["HX-Push-Url"] = f"/review/case/{review_id}"
+        response.headers["HX-Push-Url"] = f"/review/case/{review_id}{view.suffix()}"
     return response
 
 
@@ -326,42 +422,41 @@ def install(app: FastAPI) -> None:
         return response
 
     @app.get("/review", include_in_schema=False)
-    async def queue(
-        request: Request, status: str = "open", run: str = "", reason: str = ""
-    ) -> Response:
+    async def queue(request: Request) -> Response:
         got = _require(request)
         if isinstance(got, Response):
             return got
         principal, sid = got
-        if status not in ("open", "resolved", "all"):
-            status = "open"
+        view = QueueView.of(request)
         service = _service(request)
-        known = not run or service.journal.run(run, missing_ok=True) is not None
-        rows = (
-            list(
-                _queue(
-                    request, status=status, run=run or None, reason=reason or None, limit=QUEUE_ROWS
-                )
-            )
-            if known
-            else []
-        )
-        runs = sorted({info.run_id for info in service.journal.runs() if info.kind == "decide"})
-        total = (
-            service.desk.count(run_id=run or None, status=status, reason=reason or None)
-            if known
-            else 0
-        )
+        known = not view.run or service.journal.run(view.run, missing_ok=True) is not None
+        order = view.order(request, view.status) if known else []
+        shown = {st.item.review_id: st for st in _statuses(request, order[:QUEUE_ROWS])}
+        claims = service.desk.live_claims([e.review_id for e in order[:QUEUE_ROWS] if not e.resolved])
+        rows = [
+            {
+                "item": shown[e.review_id].item,
+                "resolution": shown[e.review_id].resolution,
+                "claim": claims.get(e.review_id),
+                "question": question_of(shown[e.review_id].item.panel),
+            }
+            for e in order[:QUEUE_ROWS]
+            if e.review_id in shown
+        ]
+        infos = [info for info in service.journal.runs() if info.kind == "decide"]
+        runs = sorted({info.run_id for info in infos})
         return _html(
             "queue.html",
+            created={info.run_id: info.created for info in infos},
             title="review queue",
             principal=principal,
             csrf=service.sessions.csrf(sid),
             rows=rows,
-            total=total,
+            total=len(order),
             runs=runs,
-            filters={"status": status, "run": run, "reason": reason},
-            query=urlencode({"status": status, "run": run, "reason": reason}),
+            filters=view,
+            qs=view.suffix(),
+            today=service.desk.resolved_today(principal.name),
         )
 
     @app.get("/review/case/{review_id}", include_in_schema=False)
@@ -409,14 +504,19 @@ def install(app: FastAPI) -> None:
                     error="pick an option (1-9) first",
                     status=422,
                 )
-            if not str(form.get("note", "")).strip():
-                return _case_page(
-                    request, review_id, principal, sid, error="write a note (n) first", status=422
+            suggestion = service.desk.status(review_id).item.suggestion
+            note = str(form.get("note", "")).strip()
+            if not note and _note_required(request, decision, suggestion):
+                why = (
+                    "write a note (n) first"
+                    if getattr(service.settings, "review_note", "override") == "always"
+                    else "write a note (n): you are overriding the panel's suggestion"
                 )
+                return _case_page(request, review_id, principal, sid, error=why, status=422)
             service.desk.resolve(
                 review_id,
                 decision=decision,
-                note=str(form.get("note", "")),
+                note=note or "(no note: agrees with the panel's suggestion)",
                 reviewer=principal.name,
                 sha256=str(form.get("content_sha256", "")),
             )
@@ -433,18 +533,11 @@ def install(app: FastAPI) -> None:
             return _case_page(request, review_id, principal, sid, error=str(exc), status=409)
         except DissensusError as exc:
             return _case_page(request, review_id, principal, sid, error=str(exc), status=409)
-        rows = _queue(request, status="open", run=None, reason=None)
-        target = next(
-            (
-                r["item"].review_id
-                for r in rows
-                if r["claim"] is None or r["claim"].reviewer == principal.name
-            ),
-            None,
-        )
-        return RedirectResponse(
-            f"/review/case/{target}" if target else "/review?done=1", status_code=303
-        )
+        view = QueueView.of(request)
+        target = _next_open(request, review_id, view, principal.name)
+        if target is None:
+            return RedirectResponse(f"/review{view.suffix()}", status_code=303)
+        return RedirectResponse(f"/review/case/{target}{view.suffix()}", status_code=303)
 
     @app.post("/review/case/{review_id}/claim", include_in_schema=False)
     async def claim(request: Request, review_id: str) -> Response:
@@ -457,4 +550,14 @@ def install(app: FastAPI) -> None:
             service.desk.claim(review_id, principal.name)
         except (AlreadyResolved, ClaimConflict) as exc:
             return _case_page(request, review_id, principal, sid, error=str(exc), status=409)
-        return RedirectResponse(f"/review/case/{review_id}", status_code=303)
+        except UnknownItem as exc:
+            return _html(
+                "message.html",
+                404,
+                title="not found",
+                principal=principal,
+                csrf=service.sessions.csrf(sid),
+                message=str(exc),
+            )
+        view = QueueView.of(request)
+        return RedirectResponse(f"/review/case/{review_id}{view.suffix()}", status_code=303)
