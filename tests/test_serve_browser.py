@@ -194,7 +194,7 @@ def test_queue_case_escaping_and_api_docs(desk: Desk, tmp_path: Path) -> None:
             },
         },
     )
-    run, (first, second) = desk.submit([hostile, escalating("second-case")])
+    run, (first, _second) = desk.submit([hostile, escalating("second-case")])
     page = desk.page()
     page.goto(f"{desk.base}/review?run={run}")
     expect(page.locator("a.case-link")).to_have_count(2)

@@ -88,7 +88,9 @@ def _labels(ids: Sequence[str], meta: dict[str, Any], reasoning: Sequence[str]) 
         return {i: str(given.get(i, i)) for i in ids}
     numbered = bool(ids) and len(ids) <= 26 and all(i.isdigit() for i in ids)
     if numbered and any(_LETTERED.search(r) for r in reasoning):
-        return {i: f"Output ({chr(ord('a') + int(i) - 1)})" if 1 <= int(i) <= 26 else i for i in ids}
+        return {
+            i: f"Output ({chr(ord('a') + int(i) - 1)})" if 1 <= int(i) <= 26 else i for i in ids
+        }
     return {i: i for i in ids}
 
 

@@ -203,7 +203,9 @@ class ReviewDesk:
         )
         if entries is not None:
             out = [
-                QueueEntry(review_id=e.review_id, reason=e.reason, resolved=e.resolved_seq is not None)
+                QueueEntry(
+                    review_id=e.review_id, reason=e.reason, resolved=e.resolved_seq is not None
+                )
                 for e in entries
             ]
         else:

@@ -55,6 +55,7 @@ from dissensus.serve.journal_adapter import (
     ClaimConflict,
     QueueEntry,
     QueueSort,
+    ReviewDesk,
     StaleContent,
     UnknownItem,
     content_sha256,
@@ -170,7 +171,8 @@ class QueueView:
         return f"?{q}" if q else ""
 
     def order(self, request: Request, status: str) -> list[QueueEntry]:
-        return _service(request).desk.order(
+        desk: ReviewDesk = _service(request).desk
+        return desk.order(
             run_id=self.run or None,
             status=status,
             reason=self.reason or None,
@@ -432,7 +434,9 @@ def install(app: FastAPI) -> None:
         known = not view.run or service.journal.run(view.run, missing_ok=True) is not None
         order = view.order(request, view.status) if known else []
         shown = {st.item.review_id: st for st in _statuses(request, order[:QUEUE_ROWS])}
-        claims = service.desk.live_claims([e.review_id for e in order[:QUEUE_ROWS] if not e.resolved])
+        claims = service.desk.live_claims(
+            [e.review_id for e in order[:QUEUE_ROWS] if not e.resolved]
+        )
         rows = [
             {
                 "item": shown[e.review_id].item,
