@@ -45,7 +45,9 @@ SUB = {"Authorization": "Bearer tok-sub"}
 def _chromium() -> str:
     path = os.environ.get("DISSENSUS_CHROMIUM") or "/usr/bin/chromium"
     if not Path(path).exists() and shutil.which(path) is None:
-        pytest.skip(f"no Chromium at {path} (set DISSENSUS_CHROMIUM to a chromium binary)")
+        pytest.skip(
+            f"no Chromium at {path} (apt-get install chromium, or set DISSENSUS_CHROMIUM to a chromium binary)"
+        )
     return path
 
 
@@ -87,7 +89,9 @@ class Desk:
 
 @pytest.fixture(scope="module")
 def desk(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Desk]:
-    sync_api = pytest.importorskip("playwright.sync_api", reason="Playwright is not installed")
+    sync_api = pytest.importorskip(
+        "playwright.sync_api", reason="Playwright is not installed (pip install -e .[dev])"
+    )
     executable = _chromium()
     tmp = tmp_path_factory.mktemp("desk")
     # The server starts while the browser does (each takes a few seconds).
