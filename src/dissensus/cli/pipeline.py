@@ -728,18 +728,27 @@ def review_resolve(
     review_id: Annotated[str, typer.Argument(help="Review id (<run>.<line>).")],
     decision: Annotated[str, typer.Option("--decision", help="The decision taken.")],
     note: Annotated[str, typer.Option("--note", help="Why (recorded in the journal).")],
-    reviewer: Annotated[str | None, typer.Option("--reviewer", help="Who decided.")] = None,
+    reviewer: Annotated[
+        str | None,
+        typer.Option(
+            "--reviewer", help="Who decided; default $DISSENSUS_REVIEWER, else the login name."
+        ),
+    ] = None,
     journal: JournalOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
-    """Record a human decision; the case resumes with it as its final record."""
-    from dissensus.pipeline.review import find_item, resolve
+    """Record a human decision; the case resumes with it as its final record.
+
+    Refused while another reviewer holds a live claim on the case (as in the service).
+    """
+    from dissensus.pipeline.review import find_item, resolve, reviewer_name
 
     if not note.strip():
         raise InputError("--note must not be empty: say why the decision was taken")
+    who = reviewer_name(reviewer)
     with _journal(journal) as store:
         options = find_item(store, review_id).item.options
-        record = resolve(store, review_id, decision=decision, note=note, reviewer=reviewer)
+        record = resolve(store, review_id, decision=decision, note=note, reviewer=who)
     if options and decision not in options:
         err_console.print(
             f"note: {shown(decision)!r} is none of the case's options ({', '.join(shown(o) for o in options)}); "
@@ -767,15 +776,25 @@ def review_confirm(
             help="The right decision; default: the committed one. Another one corrects the record.",
         ),
     ] = None,
-    reviewer: Annotated[str | None, typer.Option("--reviewer", help="Who audited.")] = None,
+    reviewer: Annotated[
+        str | None,
+        typer.Option(
+            "--reviewer", help="Who audited; default $DISSENSUS_REVIEWER, else the login name."
+        ),
+    ] = None,
     journal: JournalOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
-    """Audit an automatic decision: confirm it or correct it (a label for calibrate-acceptance)."""
-    from dissensus.pipeline.confirm import confirm
+    """Audit an automatic decision: confirm it or correct it (a label for calibrate-acceptance).
 
+    Refused while another reviewer holds a live claim on the case (as in the service).
+    """
+    from dissensus.pipeline.confirm import confirm
+    from dissensus.pipeline.review import reviewer_name
+
+    who = reviewer_name(reviewer)
     with _journal(journal) as store:
-        audit = confirm(store, case_ref, note=note, decision=decision, reviewer=reviewer)
+        audit = confirm(store, case_ref, note=note, decision=decision, reviewer=who)
     if json_out:
         print_json(audit)
     elif audit.agrees:

@@ -29,8 +29,10 @@ Choices where the design is silent:
   that does not match is :class:`StaleContent` and nothing is written.
 * **Claims** (:func:`claim`) say who is working on an item until when; they are not part
   of the hash chain. A resolve by someone other than the holder of an unexpired claim is
-  refused (:class:`~dissensus.store.base.ClaimConflict`); a resolve without a reviewer
-  name ignores claims (the single-user CLI).
+  refused (:class:`~dissensus.store.base.ClaimConflict`). A library call without a
+  reviewer name ignores claims; the CLI and the service always name one
+  (:func:`reviewer_name`: ``--reviewer``, else ``$DISSENSUS_REVIEWER``, else the login
+  name, else ``uid-<n>``), so both respect claims the same way.
 * A case can be resolved once (a second resolution is an error, the first stands); the
   decision may be any label, and a label outside the item's options is allowed but
   flagged (``outside_options``) because a reviewer may reject every option; a case whose
@@ -40,7 +42,9 @@ Choices where the design is silent:
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import getpass
+import os
+from collections.abc import Callable, Iterator, Mapping
 from itertools import islice
 
 from pydantic import BaseModel
@@ -74,7 +78,11 @@ __all__ = [
     "list_items_from_events",
     "resolve",
     "review_entries",
+    "reviewer_name",
 ]
+
+REVIEWER_ENV = "DISSENSUS_REVIEWER"
+"""The reviewer's name when ``--reviewer`` is not given."""
 
 LIST_CHUNK = 25
 """Items :func:`list_items` reads per query (a reviewer's client asks for about 10)."""
@@ -118,6 +126,32 @@ class ReviewStatus(BaseModel):
     content_sha256: str = ""
     """sha256 of the item's canonical JSON: what a resolve quotes to prove what was seen."""
     resolved_at: str | None = None
+
+
+def _login() -> str:
+    try:
+        return getpass.getuser()
+    except (OSError, KeyError, ImportError):
+        return ""
+
+
+def reviewer_name(
+    given: str | None,
+    environ: Mapping[str, str] | None = None,
+    login: Callable[[], str] = _login,
+) -> str:
+    """Who is reviewing: ``given``, else ``$DISSENSUS_REVIEWER``, else the login name,
+    else ``uid-<n>``; never empty (a blank ``given`` is an :class:`InputError`)."""
+    if given is not None:
+        if not given.strip():
+            raise InputError("--reviewer must not be empty")
+        return given.strip()
+    env = os.environ if environ is None else environ
+    for candidate in (env.get(REVIEWER_ENV, ""), login()):
+        if candidate.strip():
+            return candidate.strip()
+    uid = getattr(os, "getuid", None)
+    return f"uid-{uid()}" if uid is not None else "unnamed-reviewer"
 
 
 def split_ref(ref: str, what: str = "review id") -> tuple[str, int]:
