@@ -15,7 +15,7 @@ from dissensus.errors import InputError
 from dissensus.pipeline import decide, policy_from_dict
 from dissensus.pipeline.review import REVIEWER_ENV, claim, find_item, reviewer_name
 from dissensus.store import Journal
-from pipeline_cases import as_panel, panel, write_policy
+from pipeline_cases import as_panel, panel
 
 POLICY = policy_from_dict({"reading": {"similarity": "tfidf", "theta_s": 0.3}})
 NAMES = st.text(st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=12)
