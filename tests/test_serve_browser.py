@@ -236,3 +236,59 @@ def test_queue_case_escaping_and_api_docs(desk: Desk, tmp_path: Path) -> None:
         assert api.get(f"/v1/runs/{run}/verify").json()["ok"]
     assert (tmp_path / "review-queue.png").stat().st_size > 10_000
     assert (tmp_path / "review-case.png").stat().st_size > 10_000
+
+
+def test_j_k_skip_claimed_cases_c_claims_u_undoes(desk: Desk, tmp_path: Path) -> None:
+    expect = desk.sync_api.expect
+    run, (a, b, c) = desk.submit([escalating(f"cl-{i}") for i in range(3)])
+    with desk.api("tok-r1") as api:
+        assert api.post(f"/v1/review/{b}/claim").status_code == 200
+    page = desk.page()
+    page.goto(f"{desk.base}/review/case/{a}?run={run}")
+    _on_case(desk, page, a)
+    page.keyboard.press("j")  # b is reviewer1's: skipped
+    _on_case(desk, page, c)
+    page.keyboard.press("k")
+    _on_case(desk, page, a)
+    page.keyboard.press("c")
+    expect(page.locator("#case-status")).to_contain_text("claimed by reviewer0")
+    _on_case(desk, page, a)
+    with desk.api("tok-r1") as api:
+        assert api.get(f"/v1/review/{a}").json()["claim"]["reviewer"] == "reviewer0"
+
+    # Resolve a (the next open case nobody else holds is c), then undo it with u.
+    page.keyboard.press("1")
+    page.keyboard.press("Enter")
+    _on_case(desk, page, c)
+    expect(page.locator("#undo-form")).to_contain_text(a)
+    page.screenshot(path=str(tmp_path / "review-undo.png"))
+    page.keyboard.press("u")
+    _on_case(desk, page, a)
+    expect(page.locator("#case-status")).to_contain_text("open")
+    expect(page.locator("#resolve-form")).to_be_visible()
+    page.context.close()
+    with desk.api("tok-r1") as api:
+        shown = api.get(f"/v1/review/{a}").json()
+    assert shown["status"] == "open"
+    assert [h["type"] for h in shown["history"]] == ["review.resolved", "review.reopened"]
+
+
+def test_a_opens_the_audit_of_an_automatic_decision(desk: Desk, tmp_path: Path) -> None:
+    expect = desk.sync_api.expect
+    run, (ref,) = desk.submit([panel("auto-ok", ["1", "1", "1"], swap=["1", "1", "1"])])
+    page = desk.page()
+    page.goto(f"{desk.base}/review?status=automatic&run={run}")
+    page.click(f"a.auto-link[href^='/review/auto/{ref}']")
+    expect(page.locator("#case-title")).to_have_attribute("data-review-id", ref)
+    page.wait_for_function("document.activeElement === document.body")
+    expect(page.locator("#audit-note")).to_be_hidden()
+    page.keyboard.press("a")
+    expect(page.locator("#audit-note")).to_be_focused()
+    page.keyboard.type("checked the window")
+    page.keyboard.press("Enter")
+    page.wait_for_url(f"{desk.base}/review?status=automatic&run={run}")
+    expect(page.locator("#auto-queue")).to_have_count(0)
+    page.goto(f"{desk.base}/review/auto/{ref}")
+    expect(page.locator("#case-status")).to_contain_text("Audited by reviewer0")
+    expect(page.locator("#case-status")).to_contain_text("confirmed")
+    page.context.close()

@@ -196,3 +196,48 @@ async def test_without_tokens_the_page_opens_a_local_session(tmp_path: Path) -> 
         )
         assert done.status_code == 303
         assert (await client.get(f"/v1/review/{rid}")).json()["resolution"]["reviewer"] == "local"
+
+
+async def test_audit_an_automatic_decision_from_the_page(tmp_path: Path) -> None:
+    s = settings(tmp_path)
+    agree = panel(
+        "agree",
+        ["1", "1", "1"],
+        swap=["1", "1", "1"],
+        meta={"question": EVIL, "gold": "secret-gold-label"},
+    )
+    async with client_for(s) as client:
+        run = (await client.post("/v1/decide", json=[agree], headers=auth("sub"))).json()
+        record = run["records"][0]
+        assert record["auto"], record
+        ref = f"{run['run_id']}.{record['line']}"
+        await _login(client, "rev")
+        listed = await client.get("/review", params={"status": "automatic"})
+        assert f"/review/auto/{ref}" in listed.text
+        page = await client.get(f"/review/auto/{ref}")
+        assert page.status_code == 200 and 'id="audit"' in page.text
+        assert "<script>alert" not in page.text and "secret-gold-label" not in page.text
+        no_note = await client.post(
+            f"/review/auto/{ref}/confirm",
+            data={"decision": "2", "note": "", "csrf": _csrf(page.text)},
+        )
+        assert no_note.status_code == 422
+        forged = await client.post(
+            f"/review/auto/{ref}/confirm", data={"decision": "2", "note": "x", "csrf": "forged"}
+        )
+        assert forged.status_code == 403
+        done = await client.post(
+            f"/review/auto/{ref}/confirm",
+            data={"decision": "2", "note": "2 is right", "csrf": _csrf(page.text)},
+        )
+        assert done.status_code == 303
+        audited = await client.get(f"/review/auto/{ref}")
+        assert "Audited</b> by rev-name" in audited.text and 'id="audit"' not in audited.text
+        assert (
+            f"/review/auto/{ref}"
+            not in (await client.get("/review", params={"status": "automatic"})).text
+        )
+    with Journal(s.journal) as journal:
+        audit = journal.get(run["run_id"], f"confirm/{record['line']}")
+        assert audit is not None and audit.payload["reviewer"] == "rev-name"
+        assert audit.payload["decision"] == "2" and not audit.payload["agrees"]

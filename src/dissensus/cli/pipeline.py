@@ -1,7 +1,7 @@
 """CLI commands of the composed pipeline: ``decide``, ``review ...``, ``runs ...``.
 
 * ``dissensus decide PANELS.jsonl [--policy FILE] [--journal PATH] [--json] [--rejects FILE]``
-* ``dissensus review list | show ID | resolve ID --decision X --note TEXT``
+* ``dissensus review list | show ID | resolve ID --decision X --note TEXT | undo ID``
 * ``dissensus runs list | show ID | export ID | verify ID | resume ID``
 
 The journal is ``--journal PATH``, else ``$DISSENSUS_JOURNAL``, else
@@ -762,6 +762,38 @@ def review_resolve(
             f"resolved {shown(review_id)}: case {shown(record.id)} -> {shown(record.decision)}",
             soft_wrap=True,
         )
+    raise typer.Exit(code=EXIT_OK)
+
+
+@review_app.command("undo")
+def review_undo(
+    review_id: Annotated[str, typer.Argument(help="Review id (<run>.<line>).")],
+    within: Annotated[
+        float,
+        typer.Option("--within", min=0, help="Seconds after resolving that undo is allowed."),
+    ] = 300.0,
+    reviewer: Annotated[
+        str | None,
+        typer.Option(
+            "--reviewer", help="Who resolved it; default $DISSENSUS_REVIEWER, else the login name."
+        ),
+    ] = None,
+    journal: JournalOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Undo your resolution of a case within --within seconds: it is open again.
+
+    Journals a ``review.reopened`` event; the resolution stays in the chain.
+    """
+    from dissensus.pipeline.review import reopen, reviewer_name
+
+    who = reviewer_name(reviewer)
+    with _journal(journal) as store:
+        event = reopen(store, review_id, reviewer=who, within_s=within)
+    if json_out:
+        print_json({"review_id": review_id, "status": "open", "undoes": event.payload["undoes"]})
+    else:
+        out_console.print(f"reopened {shown(review_id)}: it is open again", soft_wrap=True)
     raise typer.Exit(code=EXIT_OK)
 
 

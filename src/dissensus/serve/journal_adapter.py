@@ -28,7 +28,14 @@ decide differently.
   first, then line), newest first, or by reason (then queue order); a text search
   matches the question (``meta.question`` or ``meta.input``), the case id or the reason,
   ignoring case, and reads the items it searches.
-* "Resolved today" counts a reviewer's ``review.resolved`` events since midnight UTC.
+* **Automatic decisions** to audit (:meth:`ReviewDesk.auto_cases`) are the
+  ``case.record`` events with ``auto: true`` of the journal's decide runs, in run then
+  line order; the panel is shown without ``meta.gold``, as in review items.
+* "Resolved today" counts a reviewer's ``review.resolved`` events since midnight UTC
+  (an undone resolution still counts: it was work done).
+* **Undo** goes through :func:`dissensus.pipeline.review.reopen` with the token's name
+  and the server's window (``undo_window_s``); "your last resolution" is the reviewer's
+  latest ``review.resolved`` event that still stands.
 """
 
 from __future__ import annotations
@@ -43,16 +50,24 @@ from dissensus.errors import DissensusError, InputError
 from dissensus.pipeline import review as queue
 from dissensus.pipeline.confirm import AlreadyConfirmed, Confirmation, confirm
 from dissensus.pipeline.records import CaseRecord
-from dissensus.pipeline.review import AlreadyResolved, ReviewStatus, StaleContent, content_sha256
+from dissensus.pipeline.review import (
+    AlreadyResolved,
+    NotUndoable,
+    ReviewStatus,
+    StaleContent,
+    content_sha256,
+)
 from dissensus.store import ClaimConflict, Journal, open_journal
 from dissensus.store.base import REVIEW_RESOLVED
 
 __all__ = [
     "AlreadyConfirmed",
     "AlreadyResolved",
+    "AutoCase",
     "Claim",
     "ClaimConflict",
     "HistoryEntry",
+    "NotUndoable",
     "QueueEntry",
     "QueueSort",
     "ResolutionInfo",
@@ -124,6 +139,18 @@ def question_of(panel: dict[str, Any]) -> str | None:
         return None
     found = meta.get("question") or meta.get("input")
     return None if found is None else str(found)
+
+
+class AutoCase(BaseModel):
+    """An automatically committed case, as the audit page shows it."""
+
+    ref: str
+    """``<run>.<line>``."""
+    record: CaseRecord
+    panel: dict[str, Any]
+    """The panel as it entered the run (``meta.gold`` withheld); empty when not journalled."""
+    audit: HistoryEntry | None = None
+    """The ``review.confirmed`` event, once audited."""
 
 
 class ReviewDesk:
@@ -228,6 +255,85 @@ class ReviewDesk:
             out.sort(key=lambda e: e.reason.lower())
         return out
 
+    def last_resolution(self, reviewer: str, within_s: float) -> ResolutionInfo | None:
+        """``reviewer``'s latest resolution that still stands and is at most ``within_s``
+        seconds old (what ``u`` undoes)."""
+        if within_s <= 0:
+            return None
+        since = datetime.now(UTC).timestamp() - within_s
+        latest = None
+        for e in self.journal.events_of_type(REVIEW_RESOLVED):
+            if e.payload.get("reviewer") != reviewer:
+                continue
+            if datetime.fromisoformat(e.at).timestamp() < since:
+                continue
+            if latest is None or e.at > latest.at:
+                latest = e
+        if latest is None:
+            return None
+        review_id = str(latest.payload.get("review_id"))
+        standing = self.resolution(review_id)
+        if standing is None or standing.at != latest.at:
+            return None
+        return standing
+
+    def undo(self, review_id: str, *, reviewer: str, within_s: float) -> ReviewStatus:
+        """Reopen ``review_id`` (``reviewer``'s resolution within ``within_s`` seconds)."""
+        self.status(review_id)
+        queue.reopen(self.journal, review_id, reviewer=reviewer, within_s=within_s)
+        return self.status(review_id)
+
+    def auto_cases(self, *, run_id: str | None = None, audited: bool = False) -> list[str]:
+        """Refs (``<run>.<line>``) of automatically committed cases, unaudited ones only
+        unless ``audited``."""
+        runs = (
+            [run_id]
+            if run_id
+            else [info.run_id for info in self.journal.runs() if info.kind == "decide"]
+        )
+        out = []
+        for run in runs:
+            if self.journal.run(run, missing_ok=True) is None:
+                continue
+            done = {e.case for e in self.journal.events(run, type="review.confirmed")}
+            for e in self.journal.events(run, type="case.record"):
+                if e.payload.get("auto") and e.payload.get("decision") is not None:
+                    if audited or e.case not in done:
+                        out.append(f"{run}.{e.case}")
+        return out
+
+    def auto_case(self, ref: str) -> AutoCase:
+        """One automatically committed case (:class:`UnknownItem` for any other ref)."""
+        try:
+            run_id, line = queue.split_ref(ref, "case reference")
+        except InputError as exc:
+            raise UnknownItem(str(exc)) from None
+        if self.journal.run(run_id, missing_ok=True) is None:
+            raise UnknownItem(f"no case {ref!r}: no run {run_id!r}")
+        stored = self.journal.get(run_id, f"case/{line}/record")
+        if stored is None or not stored.payload.get("auto"):
+            raise UnknownItem(f"no automatic decision {ref!r}")
+        record = CaseRecord.model_validate(stored.payload)
+        entered = self.journal.get(run_id, f"case/{line}/input")
+        panel: dict[str, Any] = {}
+        if entered is not None and isinstance(entered.payload.get("panel"), dict):
+            panel = dict(entered.payload["panel"])
+            meta = panel.get("meta")
+            if isinstance(meta, dict):
+                panel["meta"] = {k: v for k, v in meta.items() if k != "gold"}
+        done = self.journal.get(run_id, f"confirm/{line}")
+        audit = (
+            None
+            if done is None
+            else HistoryEntry(
+                type=done.type,
+                at=done.at,
+                reviewer=done.payload.get("reviewer"),
+                detail={k: v for k, v in done.payload.items() if k != "reviewer"},
+            )
+        )
+        return AutoCase(ref=ref, record=record, panel=panel, audit=audit)
+
     def resolved_today(self, reviewer: str) -> int:
         """How many cases ``reviewer`` resolved since midnight UTC."""
         today = datetime.now(UTC).date().isoformat()
@@ -246,7 +352,7 @@ class ReviewDesk:
 
     def resolution(self, review_id: str) -> ResolutionInfo | None:
         run_id, line = _split(review_id)
-        event = self.journal.get(run_id, f"review/{line}/resolved")
+        event = queue.resolution_event(self.journal, run_id, line)
         if event is None:
             return None
         p = event.payload

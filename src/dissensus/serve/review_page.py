@@ -148,7 +148,7 @@ class QueueView:
         status = p.get("status", "open")
         sort = p.get("sort", "oldest")
         return cls(
-            status=status if status in ("open", "resolved", "all") else "open",
+            status=status if status in ("open", "resolved", "all", "automatic") else "open",
             run=p.get("run", "").strip(),
             reason=p.get("reason", "").strip(),
             q=p.get("q", "").strip(),
@@ -172,6 +172,8 @@ class QueueView:
 
     def order(self, request: Request, status: str) -> list[QueueEntry]:
         desk: ReviewDesk = _service(request).desk
+        if status == "automatic":
+            return []
         return desk.order(
             run_id=self.run or None,
             status=status,
@@ -231,7 +233,7 @@ def _progress(request: Request, review_id: str, view: QueueView, me: str) -> dic
 
 
 def _note_required(request: Request, decision: str, suggestion: str | None) -> bool:
-    policy = getattr(_service(request).settings, "review_note", "override")
+    policy = _service(request).settings.review_note
     if policy == "always":
         return True
     if policy == "never":
@@ -288,7 +290,7 @@ def _case_page(
     )
     texts = [o for o in options if o.text]
     labels = {o.id: o.label for o in options}
-    policy = getattr(service.settings, "review_note", "override")
+    policy = service.settings.review_note
     response = _html(
         "case.html",
         status,
@@ -314,6 +316,7 @@ def _case_page(
         qs=view.suffix(),
         progress=_progress(request, review_id, view, principal.name),
         note_policy=policy,
+        undo=desk.last_resolution(principal.name, service.settings.undo_window_s),
         error=error,
         packet=_plain(item.packet),
         concord=_plain(item.concord),
@@ -321,6 +324,44 @@ def _case_page(
     )
     if request.headers.get("hx-request"):
         response.headers["HX-Push-Url"] = f"/review/case/{review_id}{view.suffix()}"
+    return response
+
+
+def _auto_page(
+    request: Request,
+    ref: str,
+    principal: Principal,
+    sid: str,
+    *,
+    error: str | None = None,
+    status: int = 200,
+) -> Response:
+    service = _service(request)
+    view = QueueView.of(request)
+    got = service.desk.auto_case(ref)
+    outputs = [o for o in got.panel.get("outputs") or [] if isinstance(o, dict)]
+    positions = [
+        (str(o.get("agent", "?")), o.get("decision"), str(o.get("reasoning", ""))) for o in outputs
+    ]
+    ids = sorted({str(d) for _, d, _ in positions if d is not None} | {got.record.decision or ""})
+    options = option_views([i for i in ids if i], got.panel, positions, got.record.decision)
+    response = _html(
+        "auto.html",
+        status,
+        title=f"automatic decision {ref}",
+        principal=principal,
+        csrf=service.sessions.csrf(sid),
+        case=got,
+        question=question_of(got.panel),
+        options=options,
+        labels={o.id: o.label for o in options},
+        positions=positions,
+        claim=service.desk.live_claim(ref),
+        qs=view.suffix(),
+        error=error,
+    )
+    if request.headers.get("hx-request"):
+        response.headers["HX-Push-Url"] = f"/review/auto/{ref}{view.suffix()}"
     return response
 
 
@@ -447,6 +488,17 @@ def install(app: FastAPI) -> None:
             for e in order[:QUEUE_ROWS]
             if e.review_id in shown
         ]
+        auto_rows = []
+        if view.status == "automatic" and known:
+            needle = view.q.lower()
+            for ref in service.desk.auto_cases(run_id=view.run or None):
+                got = service.desk.auto_case(ref)
+                question = question_of(got.panel) or ""
+                if needle and needle not in f"{question} {got.record.id}".lower():
+                    continue
+                auto_rows.append({"case": got, "question": question or None})
+                if len(auto_rows) >= QUEUE_ROWS:
+                    break
         infos = [info for info in service.journal.runs() if info.kind == "decide"]
         runs = sorted({info.run_id for info in infos})
         return _html(
@@ -456,7 +508,8 @@ def install(app: FastAPI) -> None:
             principal=principal,
             csrf=service.sessions.csrf(sid),
             rows=rows,
-            total=len(order),
+            total=len(auto_rows) if view.status == "automatic" else len(order),
+            auto_rows=auto_rows,
             runs=runs,
             filters=view,
             qs=view.suffix(),
@@ -513,7 +566,7 @@ def install(app: FastAPI) -> None:
             if not note and _note_required(request, decision, suggestion):
                 why = (
                     "write a note (n) first"
-                    if getattr(service.settings, "review_note", "override") == "always"
+                    if service.settings.review_note == "always"
                     else "write a note (n): you are overriding the panel's suggestion"
                 )
                 return _case_page(request, review_id, principal, sid, error=why, status=422)
@@ -542,6 +595,88 @@ def install(app: FastAPI) -> None:
         if target is None:
             return RedirectResponse(f"/review{view.suffix()}", status_code=303)
         return RedirectResponse(f"/review/case/{target}{view.suffix()}", status_code=303)
+
+    @app.get("/review/auto/{ref}", include_in_schema=False)
+    async def auto_case(request: Request, ref: str) -> Response:
+        got = _require(request)
+        if isinstance(got, Response):
+            return got
+        principal, sid = got
+        try:
+            return _auto_page(request, ref, principal, sid)
+        except UnknownItem as exc:
+            return _html(
+                "message.html",
+                404,
+                title="not found",
+                principal=principal,
+                csrf=_service(request).sessions.csrf(sid),
+                message=str(exc),
+            )
+
+    @app.post("/review/auto/{ref}/confirm", include_in_schema=False)
+    async def auto_confirm(request: Request, ref: str) -> Response:
+        service = _service(request)
+        checked = await _checked_form(request)
+        if isinstance(checked, Response):
+            return checked
+        principal, sid, form = checked
+        decision = str(form.get("decision", "")).strip() or None
+        note = str(form.get("note", ""))
+        try:
+            service.desk.auto_case(ref)
+            if not note.strip():
+                return _auto_page(
+                    request,
+                    ref,
+                    principal,
+                    sid,
+                    error="write a note: an audit says why",
+                    status=422,
+                )
+            service.desk.confirm(ref, decision=decision, note=note, reviewer=principal.name)
+        except UnknownItem as exc:
+            return _html(
+                "message.html",
+                404,
+                title="not found",
+                principal=principal,
+                csrf=service.sessions.csrf(sid),
+                message=str(exc),
+            )
+        except DissensusError as exc:
+            return _auto_page(request, ref, principal, sid, error=str(exc), status=409)
+        view = QueueView.of(request)
+        left = service.desk.auto_cases(run_id=view.run or None)
+        target = f"/review/auto/{left[0]}" if left else "/review"
+        query = view.query()
+        return RedirectResponse(target + (f"?{query}" if query else ""), status_code=303)
+
+    @app.post("/review/undo", include_in_schema=False)
+    async def undo(request: Request) -> Response:
+        service = _service(request)
+        checked = await _checked_form(request)
+        if isinstance(checked, Response):
+            return checked
+        principal, sid, form = checked
+        review_id = str(form.get("review_id", ""))
+        try:
+            service.desk.undo(
+                review_id, reviewer=principal.name, within_s=service.settings.undo_window_s
+            )
+        except UnknownItem as exc:
+            return _html(
+                "message.html",
+                404,
+                title="not found",
+                principal=principal,
+                csrf=service.sessions.csrf(sid),
+                message=str(exc),
+            )
+        except DissensusError as exc:
+            return _case_page(request, review_id, principal, sid, error=str(exc), status=409)
+        view = QueueView.of(request)
+        return RedirectResponse(f"/review/case/{review_id}{view.suffix()}", status_code=303)
 
     @app.post("/review/case/{review_id}/claim", include_in_schema=False)
     async def claim(request: Request, review_id: str) -> Response:

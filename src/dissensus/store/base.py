@@ -31,7 +31,7 @@ Choices where the design is silent:
   requires the stored text to *be* canonical: a payload edited to carry a duplicate key
   (which different JSON readers resolve differently) fails verification.
 * **Seals.** When the journal has a signer (``DISSENSUS_SIGNING_KEY``, read by the CLI),
-  every ``run.finished`` and ``case.resolved`` append is followed by a ``run.sealed``
+  every ``run.finished``, ``case.resolved`` and ``review.reopened`` append is followed by a ``run.sealed``
   event whose payload signs ``{run, n_events, head}`` of the chain before it
   (:mod:`dissensus.signing`). An unkeyed chain cannot stop an editor who re-chains
   every hash; a seal can, for anyone holding the public key.
@@ -42,7 +42,8 @@ Choices where the design is silent:
   executing a run. Neither is evidence; resolutions name their reviewer in the chain.
 * **Review index.** ``review_index`` holds one row per review item (id, run, the
   ``review.opened`` event's sequence number, the reason, the ``review.resolved`` event's
-  sequence number or NULL while open), written by :meth:`Journal.append` in the same
+  sequence number or NULL while open; a ``review.reopened`` event sets it back to NULL),
+  written by :meth:`Journal.append` in the same
   transaction as the event it derives from, so the review queue is listed without reading
   every ``review.opened`` payload (:meth:`Journal.review_entries`). The hash chain stays
   the evidence: the index is outside it, and opening a journal whose index does not count
@@ -108,7 +109,7 @@ BUSY_TIMEOUT_ENV = "DISSENSUS_JOURNAL_BUSY_TIMEOUT"
 SEAL_TYPE = "run.sealed"
 """Type of the event that signs the chain before it."""
 
-SEAL_AFTER = frozenset({"run.finished", "case.resolved"})
+SEAL_AFTER = frozenset({"run.finished", "case.resolved", "review.reopened"})
 """Event types after which a journal with a signer seals the run's head."""
 
 SCHEMA_VERSION = "1"
@@ -264,6 +265,8 @@ class ReviewEntry(BaseModel):
 
 REVIEW_OPENED = "review.opened"
 REVIEW_RESOLVED = "review.resolved"
+REVIEW_REOPENED = "review.reopened"
+"""A resolution undone: the item is open again (its index row loses its resolved_seq)."""
 
 ReviewFilter = Literal["open", "resolved", "all"]
 
@@ -593,7 +596,7 @@ class Journal:
             digest = chain_hash(prev, body)
             with self._errors():
                 self._write_event((run_id, seq, key, type, case, at, text, prev, digest))
-                if type in (REVIEW_OPENED, REVIEW_RESOLVED):
+                if type in (REVIEW_OPENED, REVIEW_RESOLVED, REVIEW_REOPENED):
                     self._index_review(run_id, seq, type, payload)
             event = Event(
                 run_id=run_id,
@@ -679,6 +682,11 @@ class Journal:
                 "VALUES (?, ?, ?, ?, NULL) ON CONFLICT (review_id) DO NOTHING",
                 (review_id, run_id, seq, str(payload.get("reason", ""))),
             )
+        elif type == REVIEW_REOPENED:
+            self._write_index(
+                "UPDATE review_index SET resolved_seq = NULL WHERE review_id = ? AND run_id = ?",
+                (review_id, run_id),
+            )
         else:
             self._write_index(
                 "UPDATE review_index SET resolved_seq = ? "
@@ -693,9 +701,9 @@ class Journal:
                 self._lock_review_index()
                 self._exec("DELETE FROM review_index")
                 rows = self._rows(
-                    "SELECT run_id, seq, type, payload FROM events WHERE type IN (?, ?) "
+                    "SELECT run_id, seq, type, payload FROM events WHERE type IN (?, ?, ?) "
                     "ORDER BY run_id, seq",
-                    (REVIEW_OPENED, REVIEW_RESOLVED),
+                    (REVIEW_OPENED, REVIEW_RESOLVED, REVIEW_REOPENED),
                 )
             for row in rows:
                 payload = json.loads(row["payload"])
@@ -714,13 +722,16 @@ class Journal:
             row = self._rows(
                 "SELECT (SELECT COUNT(*) FROM events WHERE type = ?) AS opened, "
                 "(SELECT COUNT(*) FROM events WHERE type = ?) AS resolved, "
+                "(SELECT COUNT(*) FROM events WHERE type = ?) AS reopened, "
                 "(SELECT COUNT(*) FROM review_index) AS indexed, "
                 "(SELECT COUNT(resolved_seq) FROM review_index) AS indexed_resolved",
-                (REVIEW_OPENED, REVIEW_RESOLVED),
+                (REVIEW_OPENED, REVIEW_RESOLVED, REVIEW_REOPENED),
             )[0]
-        return int(row["opened"]) == int(row["indexed"]) and int(row["resolved"]) == int(
-            row["indexed_resolved"]
-        )
+        # Each reopening undoes one resolution (a reopened item is resolved again at most once
+        # before it can be reopened again).
+        return int(row["opened"]) == int(row["indexed"]) and int(row["resolved"]) - int(
+            row["reopened"]
+        ) == int(row["indexed_resolved"])
 
     def _check_review_index(self) -> None:
         """On opening: rebuild an index that disagrees with the events (when writable)."""
