@@ -297,9 +297,9 @@ class ReviewDesk:
                 continue
             done = {e.case for e in self.journal.events(run, type="review.confirmed")}
             for e in self.journal.events(run, type="case.record"):
-                if e.payload.get("auto") and e.payload.get("decision") is not None:
-                    if audited or e.case not in done:
-                        out.append(f"{run}.{e.case}")
+                committed = e.payload.get("auto") and e.payload.get("decision") is not None
+                if committed and (audited or e.case not in done):
+                    out.append(f"{run}.{e.case}")
         return out
 
     def auto_case(self, ref: str) -> AutoCase:
