@@ -292,3 +292,39 @@ def test_a_opens_the_audit_of_an_automatic_decision(desk: Desk, tmp_path: Path) 
     expect(page.locator("#case-status")).to_contain_text("Audited by reviewer0")
     expect(page.locator("#case-status")).to_contain_text("confirmed")
     page.context.close()
+
+
+AXE = Path(__file__).resolve().parent / "vendor" / "axe-core" / "axe.min.js"
+
+
+def _serious_violations(page: Any) -> list[dict[str, Any]]:
+    """axe-core's serious and critical violations on the page (injected through the
+    DevTools protocol, so the page's CSP stays as it is)."""
+    if not page.evaluate("() => typeof window.axe !== 'undefined'"):
+        page.evaluate("() => {" + AXE.read_text(encoding="utf-8") + "\n}")
+    found = page.evaluate(
+        "async () => (await window.axe.run(document, {resultTypes: ['violations']})).violations"
+        ".map(v => ({id: v.id, impact: v.impact, help: v.help,"
+        " nodes: v.nodes.map(n => n.target.join(' ')).slice(0, 5)}))"
+    )
+    return [v for v in found if v["impact"] in ("serious", "critical")]
+
+
+def test_queue_case_and_audit_pages_pass_axe(desk: Desk, tmp_path: Path) -> None:
+    run, (first, _) = desk.submit([escalating("ax-1"), escalating("ax-2")])
+    _, (auto_ref,) = desk.submit([panel("ax-auto", ["1", "1", "1"], swap=["1", "1", "1"])])
+    page = desk.page()
+    for name, url in (
+        ("queue", f"/review?run={run}"),
+        ("case", f"/review/case/{first}?run={run}"),
+        ("automatic", f"/review/auto/{auto_ref}"),
+    ):
+        page.goto(desk.base + url)
+        page.wait_for_selector("main h1")
+        page.keyboard.press("?")
+        assert _serious_violations(page) == [], name
+        page.keyboard.press("Escape")
+        assert _serious_violations(page) == [], name
+        page.screenshot(path=str(tmp_path / f"axe-{name}.png"), full_page=True)
+    page.context.close()
+    assert all((tmp_path / f"axe-{n}.png").stat().st_size > 5_000 for n in ("queue", "case"))

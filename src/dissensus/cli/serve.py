@@ -56,6 +56,18 @@ def serve_command(
     claim_ttl: Annotated[
         float, typer.Option("--claim-ttl", min=0.001, help="Seconds a review claim holds.")
     ] = 900.0,
+    review_note: Annotated[
+        str,
+        typer.Option(
+            "--review-note",
+            help="When the review page requires a note: override (when not the panel's "
+            "suggestion), always, never.",
+        ),
+    ] = "override",
+    undo_window: Annotated[
+        float,
+        typer.Option("--undo-window", min=0, help="Seconds a reviewer may undo a resolution."),
+    ] = 300.0,
 ) -> None:
     """Serve decide, review and runs over HTTP, with the web review queue at /review."""
     from dissensus.store.journal import journal_path
@@ -67,6 +79,11 @@ def serve_command(
         raise ConfigError(
             f"dissensus serve needs the 'serve' extra (pip install 'dissensus[serve]'): {exc}"
         ) from exc
+    if review_note not in ("override", "always", "never"):
+        raise ConfigError(
+            f"--review-note must be override, always or never, not {review_note!r}",
+            field="review-note",
+        )
     settings = ServeSettings(
         journal=journal_path(journal),
         host=host,
@@ -77,6 +94,8 @@ def serve_command(
         max_panels=max_panels,
         request_timeout_s=timeout,
         claim_ttl_s=claim_ttl,
+        review_note=review_note,
+        undo_window_s=undo_window,
     )
     check_exposure(settings)
     application = create_app(settings)
