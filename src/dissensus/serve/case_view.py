@@ -142,8 +142,8 @@ def word_diff(a: str, b: str) -> list[DiffSegment]:
 _PHRASES: list[tuple[str, str]] = [
     (
         "guard refused consensus",
-        "Their agreement is not independent evidence: the agents may share a model family "
-        "or a source, so agreeing proves little.",
+        "Agreement among them is not independent evidence: the agents may share a model "
+        "family or a source, so agreeing proves little.",
     ),
     (
         "differs from the panel's plurality",
@@ -156,7 +156,6 @@ _PHRASES: list[tuple[str, str]] = [
     ("contradict", "Agents the calibration trusts contradict each other."),
     ("independent famil", "Too few independent model families back the answer."),
     ("trust region", "No calibrated agent answered inside the range where it is reliable."),
-    ("not accepted", "The calibrated acceptance check did not accept the panel's answer."),
 ]
 
 
@@ -167,7 +166,7 @@ def plain_reasons(reason: str, options: Sequence[OptionView], abstained: int) ->
     out: list[str] = []
     if len(chosen) > 1:
         parts = [f"{n} chose {label}" for label, n in chosen]
-        out.append("The agents disagree: " + ", ".join(parts) + ".")
+        out.append("The agents split: " + ", ".join(parts) + ".")
     elif len(chosen) == 1:
         label, n = chosen[0]
         out.append(
