@@ -1,8 +1,11 @@
 """``GET /review``: the server-rendered review queue (Jinja2 + vendored htmx, no build step).
 
-Pages: ``/review/login`` (token form), ``/review`` (the queue, filtered by run, status
-and reason), ``/review/case/{id}`` (everything ``dissensus review show`` shows, side by
-side, and the resolve form). Every write goes through the same
+Pages: ``/review/login`` (token form), ``/review`` (the queue, filtered by status, run,
+reason and text, sorted by age or reason; or the automatic decisions waiting for an
+audit), ``/review/case/{id}`` (everything ``dissensus review show`` shows, side by side,
+with the options labelled as the agents name them (:mod:`.case_view`), and the resolve
+bar), ``/review/auto/{run}.{line}`` (an automatic decision and its audit form). Every
+write (resolve, claim, undo, audit) goes through the same
 :class:`~dissensus.serve.journal_adapter.ReviewDesk` as the API.
 
 Choices where the design is silent:
@@ -18,11 +21,16 @@ Choices where the design is silent:
   the queue when none is left.
 * Keys (``review.js``): ``1``-``9`` pick an option, ``n`` focuses the note, ``Enter``
   submits, ``j`` / ``k`` next / previous case of the queue (open or resolved, skipping
-  open cases claimed by others), ``c`` claims, ``?`` shows the keys. Keys act only
+  open cases claimed by others), ``c`` claims, ``u`` undoes the reviewer's last
+  resolution (within the server's ``undo_window_s``; the form names the case it undoes,
+  so a stale page cannot undo another one), ``a`` opens the audit form of an automatic
+  decision, ``?`` shows the keys. Keys act only
   when no text field has the focus (``Esc`` leaves it); every page settles with the
   focus on the page, and keys typed while a page loads are replayed on the next one.
 * A note is required as the server's ``review_note`` setting says: by default only when
-  the decision is not the panel's suggestion.
+  the decision is not the panel's suggestion; a resolution without one journals
+  "(no note: agrees with the panel's suggestion)", since the journal's resolutions always
+  carry a note. Audits always need one (``confirm`` requires it).
 * Progress: the case's place among the open cases of its queue, and how many cases the
   reviewer resolved today (UTC).
 * Login: a form posting the token (never in a URL) with a double-submit CSRF token bound
