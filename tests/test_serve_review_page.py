@@ -241,3 +241,33 @@ async def test_audit_an_automatic_decision_from_the_page(tmp_path: Path) -> None
         audit = journal.get(run["run_id"], f"confirm/{record['line']}")
         assert audit is not None and audit.payload["reviewer"] == "rev-name"
         assert audit.payload["decision"] == "2" and not audit.payload["agrees"]
+
+
+async def test_queue_filters_sort_search_and_context(tmp_path: Path) -> None:
+    s = settings(tmp_path)
+    rows = [
+        panel(
+            f"q{i}",
+            ["1", "2", "1"],
+            values=[{"a": 1.0}, {"b": 1.0}, {"a": 0.5}],
+            reasoning=["Option 1 is right."] * 3,
+            meta={"question": f"question number {i} about {'refunds' if i % 2 else 'shipping'}"},
+        )
+        for i in range(4)
+    ]
+    async with client_for(s) as client:
+        run = (await client.post("/v1/decide", json=rows, headers=auth("sub"))).json()
+        ids = [r["review_id"] for r in run["records"]]
+        await _login(client, "rev")
+        found = await client.get("/review", params={"q": "REFUNDS", "run": run["run_id"]})
+        assert [i for i in ids if i in found.text] == [ids[1], ids[3]]
+        newest = await client.get("/review", params={"sort": "newest", "run": run["run_id"]})
+        assert newest.text.index(ids[3]) < newest.text.index(ids[0])
+        # The queue travels with the case page: j/k and progress stay within the search.
+        case = await client.get(f"/review/case/{ids[1]}", params={"q": "refunds"})
+        assert f'href="/review/case/{ids[3]}?q=refunds"' in case.text
+        assert 'id="prev-link"' not in case.text
+        assert "1 of 2 open in this queue; you resolved 0 today" in case.text
+        bogus = await client.get(f"/review/case/{ids[1]}", params={"run": "no-such-run"})
+        assert bogus.status_code == 200 and 'id="next-link"' not in bogus.text
+        assert (await client.get("/review", params={"run": "no-such-run"})).status_code == 200

@@ -140,6 +140,9 @@ def _set_session(response: Response, sid: str, request: Request) -> None:
     )
 
 
+_SORTS: dict[str, QueueSort] = {"oldest": "oldest", "newest": "newest", "reason": "reason"}
+
+
 @dataclass(frozen=True)
 class QueueView:
     """The queue a reviewer is working through: filters and order (from the query string)."""
@@ -160,7 +163,7 @@ class QueueView:
             run=p.get("run", "").strip(),
             reason=p.get("reason", "").strip(),
             q=p.get("q", "").strip(),
-            sort=sort if sort in ("oldest", "newest", "reason") else "oldest",  # type: ignore[arg-type]
+            sort=_SORTS.get(sort, "oldest"),
         )
 
     def query(self) -> str:
@@ -181,6 +184,8 @@ class QueueView:
     def order(self, request: Request, status: str) -> list[QueueEntry]:
         desk: ReviewDesk = _service(request).desk
         if status == "automatic":
+            return []
+        if self.run and desk.journal.run(self.run, missing_ok=True) is None:
             return []
         return desk.order(
             run_id=self.run or None,
