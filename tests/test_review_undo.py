@@ -43,8 +43,8 @@ def _escalated(journal: Journal, run_id: str) -> str:
     return record.review_id
 
 
-def test_undo_reopens_and_the_case_can_be_resolved_anew(tmp_path: Path) -> None:
-    with Journal(tmp_path / "j.sqlite") as journal:
+def test_undo_reopens_and_the_case_can_be_resolved_anew(journal_target: str) -> None:
+    with Journal(journal_target) as journal:
         rid = _escalated(journal, "r")
         escalation = final_records(journal, "r")[0]
         resolve(journal, rid, decision="2", note="first", reviewer="kim")
@@ -73,6 +73,11 @@ def test_undo_reopens_and_the_case_can_be_resolved_anew(tmp_path: Path) -> None:
             "case.resolved",
         ]
         assert journal.verify("r").ok and journal.review_index_agrees()
+        assert [s.item.review_id for s in list_items(journal)] == []
+        reopen(journal, rid, reviewer="lee", within_s=300)
+        assert [s.item.review_id for s in list_items(journal)] == [rid]
+        assert journal.rebuild_review_index() == 1 and journal.review_index_agrees()
+        assert [s.item.review_id for s in list_items(journal)] == [rid]
 
 
 @settings(max_examples=25)
