@@ -21,6 +21,8 @@ demo: setup
 	$(VENV)/bin/dissensus route examples/llmbar-cot.jsonl
 	$(VENV)/bin/dissensus decide examples/llmbar-swap.jsonl --policy examples/llmbar-policy.yaml --journal $(VENV)/demo-journal.sqlite
 
+# The suite starts its own throw-away PostgreSQL (the distribution's server, when installed)
+# unless $$DISSENSUS_TEST_PG names one, and ends with a line naming whatever it skipped.
 # PYTHONDONTWRITEBYTECODE is cleared for the tests: the CLI processes they start then reuse
 # compiled modules, and pytest reuses its rewritten test modules, instead of compiling each time.
 test: setup

@@ -18,6 +18,12 @@ langgraph: seconds of import each) come right after them, then the tests that lo
 scikit-learn and scipy, so they start in the first worker's share and each of these
 libraries is imported by one worker, not by both.
 
+PostgreSQL: when ``$DISSENSUS_TEST_PG`` is unset, the controller process starts a
+throw-away server before the xdist workers start (they inherit the variable) and stops
+it at the end (:class:`store_backends.ThrowawayPostgres`); ``DISSENSUS_TEST_PG=off``
+runs without one. At the end, one line names every reason tests were skipped for, with
+the command that enables them.
+
 After collection, what it loaded is frozen out of the garbage collector's reach
 (``gc.freeze()``): it lives for the whole run, and each collection then walks only what
 the tests make.
@@ -30,6 +36,7 @@ import inspect
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -47,12 +54,67 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 _DIST_ENV = "DISSENSUS_TEST_DIST"
+_PG_KEY = pytest.StashKey[object]()
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
     # xdist's workers see ``dist = "no"``: they learn the mode from the controller's env.
-    if not hasattr(config, "workerinput"):
-        os.environ[_DIST_ENV] = str(getattr(config.option, "dist", "no"))
+    if hasattr(config, "workerinput"):
+        return
+    os.environ[_DIST_ENV] = str(getattr(config.option, "dist", "no"))
+    _start_postgres(config)
+
+
+def _start_postgres(config: pytest.Config) -> None:
+    from store_backends import PG_ENV, PG_WHY_ENV, ThrowawayPostgres
+
+    wanted = os.environ.get(PG_ENV, "")
+    if wanted == "off":
+        del os.environ[PG_ENV]
+        os.environ[PG_WHY_ENV] = f"{PG_ENV}=off"
+        return
+    if wanted or config.option.collectonly:
+        return
+    server = ThrowawayPostgres()
+    url = server.start()
+    config.stash[_PG_KEY] = server
+    if url is not None:
+        os.environ[PG_ENV] = url
+    else:
+        os.environ[PG_WHY_ENV] = server.why_not or "the server did not start"
+
+
+_SKIPPED_KEY = pytest.StashKey[str]()
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    # The skip line is written last, after pytest's own summary line.
+    line = config.stash.get(_SKIPPED_KEY, None)
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if line and reporter is not None:
+        reporter.write_line(line)
+    server = config.stash.get(_PG_KEY, None)
+    if server is not None:
+        from store_backends import ThrowawayPostgres
+
+        assert isinstance(server, ThrowawayPostgres)
+        server.stop()
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    """One line naming what was skipped, by reason (each reason says what enables it),
+    written when the session ends."""
+    reasons: dict[str, int] = {}
+    for report in terminalreporter.stats.get("skipped", []):
+        longrepr = getattr(report, "longrepr", None)
+        reason = str(longrepr[2]) if isinstance(longrepr, tuple) else str(longrepr)
+        reason = reason.removeprefix("Skipped: ")
+        reasons[reason] = reasons.get(reason, 0) + 1
+    if not reasons:
+        return
+    parts = [f"{n} × {why}" for why, n in sorted(reasons.items(), key=lambda x: -x[1])]
+    config.stash[_SKIPPED_KEY] = "still skipped: " + "; ".join(parts)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -30,6 +30,42 @@ REPO = TESTS.parent
 EXAMPLES = REPO / "examples"
 
 
+def _fresh(w: World, name: str) -> Path:
+    """A journal of its own with run ``U`` decided from the good input (1 auto, 2 escalated)."""
+    journal = w.root / f"{name}.sqlite"
+    code = cli(
+        "decide", w.good, "--policy", w.policy, "--journal", journal, "--run-id", "U", "--json"
+    ).code
+    assert code == 0
+    return journal
+
+
+def _claimed(w: World, command: str, ref: str, *extra: str) -> int:
+    """``review resolve`` / ``confirm`` as bob while alice holds a live claim on the case."""
+    from dissensus.store import Journal
+
+    journal = _fresh(w, f"claimed-{command}")
+    with Journal(journal) as store:
+        store.claim(ref, "alice", 600, run_id="U")
+    return cli(
+        "review", command, ref, *extra, "--note", "n", "--reviewer", "bob", "--journal", journal
+    ).code
+
+
+def _undo(w: World, code: int) -> int:
+    """0: kim undoes her own resolution; 1: nothing to undo (the case is open)."""
+    journal = _fresh(w, f"undo-{code}")
+    if code == 0:
+        assert (
+            cli(
+                "review", "resolve", "U.2", "--decision", "2", "--note", "n",
+                "--reviewer", "kim", "--journal", journal,
+            ).code
+            == 0
+        )  # fmt: skip
+    return cli("review", "undo", "U.2", "--reviewer", "kim", "--journal", journal).code
+
+
 def _documented() -> dict[str, set[int]]:
     text = (REPO / "docs" / "cli.md").read_text(encoding="utf-8")
     out: dict[str, set[int]] = {}
@@ -300,6 +336,11 @@ SCENARIOS: dict[tuple[str, int], Callable[[World], int]] = {
     ("review confirm", 2): lambda w: (
         cli("review", "confirm", "R.2", "--note", "checked", "--journal", w.journal).code
     ),
+    ("review resolve", 1): lambda w: _claimed(w, "resolve", "U.2", "--decision", "2"),
+    ("review confirm", 1): lambda w: _claimed(w, "confirm", "U.1"),
+    ("review undo", 0): lambda w: _undo(w, 0),
+    ("review undo", 1): lambda w: _undo(w, 1),
+    ("review undo", 2): lambda w: cli("review", "undo", "R.9", "--journal", w.journal).code,
     ("runs list", 0): lambda w: cli("runs", "list", "--journal", w.journal).code,
     ("runs list", 2): lambda w: cli("runs", "list", "--journal", w.root / "none.sqlite").code,
     ("runs show", 0): lambda w: cli("runs", "show", "R", "--journal", w.journal).code,

@@ -1,17 +1,23 @@
-"""The review page in a real browser: log in, open the queue, resolve with the keyboard.
+"""The review page in a real browser: log in, work a queue with the keyboard, typing ahead.
 
 Playwright drives the distribution's Chromium (``$DISSENSUS_CHROMIUM``, else
-``/usr/bin/chromium``); the test skips, naming the reason, when neither Playwright nor
-a Chromium binary is there. Screenshots of the queue and of a case page are saved in
-the test's output folder (``tmp_path``). The API documentation page (/docs) is rendered in
-the same browser, which must fetch nothing from any other host.
+``/usr/bin/chromium``); the tests skip, naming the reason, when neither Playwright nor
+a Chromium binary is there. One server and one browser serve the whole module; each test
+submits its own run and works the queue of that run (``/review?run=...``), so the tests
+do not see each other's cases. Nothing waits a fixed time: every step waits for the
+page to reach a state (Playwright's ``expect`` polls until its timeout). Screenshots go
+to each test's output folder (``tmp_path``). The API documentation page (/docs) is
+rendered in the same browser, which must fetch nothing from any other host.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -19,6 +25,8 @@ import pytest
 from pipeline_cases import panel
 from serve_helpers import escalating
 from test_serve_load import PLAIN, spawn_server, stop_server, wait_ready
+
+pytestmark = pytest.mark.slow
 
 CHROMIUM_ARGS = [
     "--headless",
@@ -29,109 +37,297 @@ CHROMIUM_ARGS = [
     "--disable-sync",
     "--no-first-run",
 ]
+WAIT_MS = 30_000
+"""How long a step may take to show on a loaded machine (a bound, not a pause)."""
+SUB = {"Authorization": "Bearer tok-sub"}
 
 
 def _chromium() -> str:
     path = os.environ.get("DISSENSUS_CHROMIUM") or "/usr/bin/chromium"
     if not Path(path).exists() and shutil.which(path) is None:
-        pytest.skip(f"no Chromium at {path} (set DISSENSUS_CHROMIUM to a chromium binary)")
+        pytest.skip(
+            f"no Chromium at {path} (apt-get install chromium, or set DISSENSUS_CHROMIUM to a chromium binary)"
+        )
     return path
 
 
-@pytest.mark.slow
-def test_resolve_with_the_keyboard_in_chromium(tmp_path: Path) -> None:
-    sync_api = pytest.importorskip("playwright.sync_api", reason="Playwright is not installed")
+@dataclass
+class Desk:
+    """The module's server and browser."""
+
+    base: str
+    browser: Any
+    sync_api: Any
+
+    def submit(self, panels: list[dict[str, Any]]) -> tuple[str, list[str]]:
+        """Decide ``panels``; the run id and each record's review id (or ``<run>.<line>``)."""
+        run = httpx.post(
+            self.base + "/v1/decide", json=panels, headers=SUB, timeout=120, **PLAIN
+        ).json()
+        refs = [r.get("review_id") or f"{run['run_id']}.{r['line']}" for r in run["records"]]
+        return run["run_id"], refs
+
+    def page(self, token: str = "tok-r0") -> Any:
+        """A new logged-in page (its own cookies)."""
+        context = self.browser.new_context(viewport={"width": 1280, "height": 900})
+        page = context.new_page()
+        page.set_default_timeout(WAIT_MS)
+        page.goto(self.base + "/review/login")
+        page.fill("#token", token)
+        page.click("button[type=submit]")
+        page.wait_for_url(self.base + "/review")
+        return page
+
+    def api(self, token: str) -> httpx.Client:
+        return httpx.Client(
+            base_url=self.base,
+            headers={"Authorization": f"Bearer {token}"},
+            timeout=60,
+            **PLAIN,
+        )
+
+
+@pytest.fixture(scope="module")
+def desk(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Desk]:
+    sync_api = pytest.importorskip(
+        "playwright.sync_api", reason="Playwright is not installed (pip install -e .[dev])"
+    )
     executable = _chromium()
+    tmp = tmp_path_factory.mktemp("desk")
     # The server starts while the browser does (each takes a few seconds).
-    proc, base = spawn_server(tmp_path, str(tmp_path / "journal.sqlite"))
+    proc, base = spawn_server(tmp, str(tmp / "journal.sqlite"))
     pw = sync_api.sync_playwright().start()
     try:
         browser = pw.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS, headless=True)
-        wait_ready(tmp_path, proc, base)
-        sub = {"Authorization": "Bearer tok-sub"}
-        hostile = panel(
-            "refund-policy",
-            ["1", "2", "1"],
-            values=[
-                {"accuracy": 0.9, "tone": 0.1},
-                {"accuracy": 0.2, "tone": 0.8},
-                {"accuracy": 0.7, "tone": 0.3},
-            ],
-            reasoning=[
-                "Option 1 states the 30-day refund window the user asked about.",
-                "Option 2 is friendlier; <b>tone</b> matters more here than the exact window.",
-                "Option 1 answers the question; option 2 does not mention any window.",
-            ],
-            meta={"question": "What is the refund policy? <script>document.title='pwned'</script>"},
-        )
-        run = httpx.post(
-            base + "/v1/decide",
-            json=[hostile, escalating("second-case"), escalating("third-case")],
-            headers=sub,
-            timeout=60,
-            **PLAIN,
-        ).json()
-        first, second, _ = (r["review_id"] for r in run["records"])
-
         try:
-            page = browser.new_page(viewport={"width": 1280, "height": 900})
-            page.goto(base + "/review")
-            assert page.url.endswith("/review/login")
-            page.fill("#token", "tok-r0")
-            page.click("button[type=submit]")
-            page.wait_for_selector("#queue")
-            assert page.locator("a.case-link").count() == 3
-            page.screenshot(path=str(tmp_path / "review-queue.png"), full_page=True)
-
-            page.click(f"a.case-link[href='/review/case/{first}']")
-            page.wait_for_selector(f"#case-title[data-review-id='{first}']")
-            assert "<script>" in page.inner_text("#question") and page.title() != "pwned"
-            page.screenshot(path=str(tmp_path / "review-case.png"), full_page=True)
-
-            page.keyboard.press("?")
-            assert page.locator("#keys-help").is_visible()
-            page.keyboard.press("Escape")
-            page.keyboard.press("1")
-            assert page.is_checked("input[name=decision][data-key='1']")
-            page.keyboard.press("n")
-            page.keyboard.type("states the window; checked in the browser")
-            page.keyboard.press("Enter")
-            page.wait_for_selector(f"#case-title[data-review-id='{second}']")
-
-            page.keyboard.press("k")
-            page.wait_for_selector(f"#case-title[data-review-id='{first}']")
-            assert page.inner_text("#resolved-by") == "reviewer0"
-            page.keyboard.press("j")
-            page.wait_for_selector(f"#case-title[data-review-id='{second}']")
-
-            # The API documentation renders from this server's files alone (in the same
-            # tab: a new page would start another renderer process).
-            requested: list[str] = []
-            docs = page
-            docs.on("request", lambda req: requested.append(req.url))
-            docs.goto(base + "/docs")
-            docs.wait_for_selector(".opblock-summary-path", timeout=30_000)
-            assert "/v1/decide" in docs.inner_text("#swagger-ui")
-            assert requested and all(url.startswith(base + "/") for url in requested), [
-                u for u in requested if not u.startswith(base + "/")
-            ]
-            # ReDoc too, under its Content-Security-Policy (no framing, own scripts only).
-            docs.goto(base + "/redoc")
-            docs.wait_for_selector('text="/v1/decide"', timeout=30_000)
+            wait_ready(tmp, proc, base)
+            yield Desk(base=base, browser=browser, sync_api=sync_api)
         finally:
             browser.close()
-
-        with httpx.Client(base_url=base, timeout=30, **PLAIN) as client:
-            r1 = {"Authorization": "Bearer tok-r1"}
-            shown = client.get(f"/v1/review/{first}", headers=r1).json()
-            assert shown["resolution"]["reviewer"] == "reviewer0"
-            assert shown["resolution"]["decision"] == "1"
-            assert shown["resolution"]["note"] == "states the window; checked in the browser"
-            still_open = client.get(f"/v1/review/{second}", headers=r1).json()
-            assert still_open["status"] == "open"
-            assert client.get(f"/v1/runs/{run['run_id']}/verify", headers=sub).json()["ok"]
     finally:
         pw.stop()
         stop_server(proc)
+
+
+def _on_case(desk: Desk, page: Any, review_id: str) -> None:
+    """Wait until ``review_id`` is shown and settled: no request in flight, focus on the page."""
+    expect = desk.sync_api.expect
+    expect(page.locator("#case-title")).to_have_attribute("data-review-id", review_id)
+    expect(page.locator("html")).not_to_have_attribute("data-busy", "1")
+    page.wait_for_function("document.activeElement === document.body")
+
+
+def test_type_ahead_after_enter_acts_on_the_next_case(desk: Desk, tmp_path: Path) -> None:
+    expect = desk.sync_api.expect
+    run, (a, b, c, d) = desk.submit([escalating(f"ta-{i}") for i in range(4)])
+    page = desk.page()
+    page.goto(f"{desk.base}/review?run={run}")
+    page.click(f"a.case-link[href^='/review/case/{a}']")
+    _on_case(desk, page, a)
+
+    # Pick, write a note, Enter, and j at once: the j acts on the next case (b -> c),
+    # and not a letter reaches a note field.
+    page.keyboard.press("1")
+    page.keyboard.press("n")
+    page.keyboard.type("typed ahead")
+    page.keyboard.press("Enter")
+    page.keyboard.press("j")
+    _on_case(desk, page, c)
+    expect(page.locator("#note")).to_have_value("")
+
+    # k goes back to the open b; Enter resolves it without a note (the suggestion), and a
+    # digit typed right after picks an option on the next open case.
+    page.keyboard.press("k")
+    _on_case(desk, page, b)
+    page.keyboard.press("1")
+    page.keyboard.press("Enter")
+    page.keyboard.press("2")
+    _on_case(desk, page, c)
+    expect(page.locator("input[name=decision][data-key='2']")).to_be_checked()
+    expect(page.locator("#note")).to_have_value("")
+
+    # Enter then k then j: resolved, back to b (resolved), on to c... which is resolved
+    # now, so the page shows its resolution; and d is the open case after it.
+    page.keyboard.press("Enter")  # 2 overrides the suggestion without a note: refused
+    expect(page.locator("#case-error")).to_contain_text("overriding")
+    _on_case(desk, page, c)
+    page.keyboard.press("n")
+    page.keyboard.type("2 is right")
+    page.keyboard.press("Escape")  # leaves the field: keys act again
+    page.wait_for_function("document.activeElement === document.body")
+    page.keyboard.press("2")
+    expect(page.locator("#note")).to_have_value("2 is right")
+    page.keyboard.press("Enter")
+    page.keyboard.press("k")
+    page.keyboard.press("j")
+    _on_case(desk, page, d)
+    expect(page.locator("#note")).to_have_value("")
+    page.screenshot(path=str(tmp_path / "after-type-ahead.png"))
+    page.context.close()
+
+    with desk.api("tok-r1") as api:
+        got = {rid: api.get(f"/v1/review/{rid}").json() for rid in (a, b, c, d)}
+    assert got[a]["resolution"]["note"] == "typed ahead"
+    assert got[a]["resolution"]["decision"] == "1"
+    assert got[b]["resolution"]["decision"] == "1"
+    assert got[c]["resolution"] == {**got[c]["resolution"], "decision": "2", "note": "2 is right"}
+    assert got[d]["status"] == "open"
+    assert {g["resolution"]["reviewer"] for g in (got[a], got[b], got[c])} == {"reviewer0"}
+
+
+def test_queue_case_escaping_and_api_docs(desk: Desk, tmp_path: Path) -> None:
+    expect = desk.sync_api.expect
+    hostile = panel(
+        "refund-policy",
+        ["1", "2", "1"],
+        values=[
+            {"accuracy": 0.9, "tone": 0.1},
+            {"accuracy": 0.2, "tone": 0.8},
+            {"accuracy": 0.7, "tone": 0.3},
+        ],
+        reasoning=[
+            "Output (a) states the 30-day refund window the user asked about.",
+            "Output (b) is friendlier; <b>tone</b> matters more here than the exact window.",
+            "Output (a) answers the question; Output (b) does not mention any window.",
+        ],
+        meta={
+            "question": "What is the refund policy? <script>document.title='pwned'</script>",
+            "options": {
+                "1": "Refunds within 30 days of purchase, no questions asked.",
+                "2": "We are happy to help with refunds <img src=x onerror=alert(1)> anytime!",
+            },
+        },
+    )
+    run, (first, _second) = desk.submit([hostile, escalating("second-case")])
+    page = desk.page()
+    page.goto(f"{desk.base}/review?run={run}")
+    expect(page.locator("a.case-link")).to_have_count(2)
+    page.screenshot(path=str(tmp_path / "review-queue.png"), full_page=True)
+
+    page.click(f"a.case-link[href^='/review/case/{first}']")
+    _on_case(desk, page, first)
+    assert "<script>" in page.inner_text("#question") and page.title() != "pwned"
+    assert "<img" in page.inner_text("#options")
+    expect(page.locator("li.option[data-option='1'] h3")).to_contain_text("Output (a)")
+    expect(page.locator("li.option[data-option='1'] .chosen")).to_contain_text("a1, a3")
+    expect(page.locator("#word-diff ins").first).to_be_visible()
+    expect(page.locator("#progress")).to_contain_text("1 of 2 open in this queue")
+    # The resolve bar stays in view while the reasoning scrolls.
+    page.mouse.wheel(0, 3000)
+    expect(page.locator("#resolve-form button[type=submit]")).to_be_in_viewport()
+    page.screenshot(path=str(tmp_path / "review-case.png"))
+
+    page.keyboard.press("?")
+    expect(page.locator("#keys-help")).to_be_visible()
+    page.keyboard.press("Escape")
+    expect(page.locator("#keys-help")).to_be_hidden()
+
+    # The API documentation renders from this server's files alone.
+    requested: list[str] = []
+    page.on("request", lambda req: requested.append(req.url))
+    page.goto(desk.base + "/docs")
+    page.wait_for_selector(".opblock-summary-path")
+    assert "/v1/decide" in page.inner_text("#swagger-ui")
+    assert requested and all(url.startswith(desk.base + "/") for url in requested), [
+        u for u in requested if not u.startswith(desk.base + "/")
+    ]
+    # ReDoc too, under its Content-Security-Policy (no framing, own scripts only).
+    page.goto(desk.base + "/redoc")
+    page.wait_for_selector('text="/v1/decide"', timeout=30_000)
+    page.context.close()
+    with desk.api("tok-sub") as api:
+        assert api.get(f"/v1/runs/{run}/verify").json()["ok"]
     assert (tmp_path / "review-queue.png").stat().st_size > 10_000
     assert (tmp_path / "review-case.png").stat().st_size > 10_000
+
+
+def test_j_k_skip_claimed_cases_c_claims_u_undoes(desk: Desk, tmp_path: Path) -> None:
+    expect = desk.sync_api.expect
+    run, (a, b, c) = desk.submit([escalating(f"cl-{i}") for i in range(3)])
+    with desk.api("tok-r1") as api:
+        assert api.post(f"/v1/review/{b}/claim").status_code == 200
+    page = desk.page()
+    page.goto(f"{desk.base}/review/case/{a}?run={run}")
+    _on_case(desk, page, a)
+    page.keyboard.press("j")  # b is reviewer1's: skipped
+    _on_case(desk, page, c)
+    page.keyboard.press("k")
+    _on_case(desk, page, a)
+    page.keyboard.press("c")
+    expect(page.locator("#case-status")).to_contain_text("claimed by reviewer0")
+    _on_case(desk, page, a)
+    with desk.api("tok-r1") as api:
+        assert api.get(f"/v1/review/{a}").json()["claim"]["reviewer"] == "reviewer0"
+
+    # Resolve a (the next open case nobody else holds is c), then undo it with u.
+    page.keyboard.press("1")
+    page.keyboard.press("Enter")
+    _on_case(desk, page, c)
+    expect(page.locator("#undo-form")).to_contain_text(a)
+    page.screenshot(path=str(tmp_path / "review-undo.png"))
+    page.keyboard.press("u")
+    _on_case(desk, page, a)
+    expect(page.locator("#case-status")).to_contain_text("open")
+    expect(page.locator("#resolve-form")).to_be_visible()
+    page.context.close()
+    with desk.api("tok-r1") as api:
+        shown = api.get(f"/v1/review/{a}").json()
+    assert shown["status"] == "open"
+    assert [h["type"] for h in shown["history"]] == ["review.resolved", "review.reopened"]
+
+
+def test_a_opens_the_audit_of_an_automatic_decision(desk: Desk, tmp_path: Path) -> None:
+    expect = desk.sync_api.expect
+    run, (ref,) = desk.submit([panel("auto-ok", ["1", "1", "1"], swap=["1", "1", "1"])])
+    page = desk.page()
+    page.goto(f"{desk.base}/review?status=automatic&run={run}")
+    page.click(f"a.auto-link[href^='/review/auto/{ref}']")
+    expect(page.locator("#case-title")).to_have_attribute("data-review-id", ref)
+    page.wait_for_function("document.activeElement === document.body")
+    expect(page.locator("#audit-note")).to_be_hidden()
+    page.keyboard.press("a")
+    expect(page.locator("#audit-note")).to_be_focused()
+    page.keyboard.type("checked the window")
+    page.keyboard.press("Enter")
+    page.wait_for_url(f"{desk.base}/review?status=automatic&run={run}")
+    expect(page.locator("#auto-queue")).to_have_count(0)
+    page.goto(f"{desk.base}/review/auto/{ref}")
+    expect(page.locator("#case-status")).to_contain_text("Audited by reviewer0")
+    expect(page.locator("#case-status")).to_contain_text("confirmed")
+    page.context.close()
+
+
+AXE = Path(__file__).resolve().parent / "vendor" / "axe-core" / "axe.min.js"
+
+
+def _serious_violations(page: Any) -> list[dict[str, Any]]:
+    """axe-core's serious and critical violations on the page (injected through the
+    DevTools protocol, so the page's CSP stays as it is)."""
+    if not page.evaluate("() => typeof window.axe !== 'undefined'"):
+        page.evaluate("() => {" + AXE.read_text(encoding="utf-8") + "\n}")
+    found = page.evaluate(
+        "async () => (await window.axe.run(document, {resultTypes: ['violations']})).violations"
+        ".map(v => ({id: v.id, impact: v.impact, help: v.help,"
+        " nodes: v.nodes.map(n => n.target.join(' ')).slice(0, 5)}))"
+    )
+    return [v for v in found if v["impact"] in ("serious", "critical")]
+
+
+def test_queue_case_and_audit_pages_pass_axe(desk: Desk, tmp_path: Path) -> None:
+    run, (first, _) = desk.submit([escalating("ax-1"), escalating("ax-2")])
+    _, (auto_ref,) = desk.submit([panel("ax-auto", ["1", "1", "1"], swap=["1", "1", "1"])])
+    page = desk.page()
+    for name, url in (
+        ("queue", f"/review?run={run}"),
+        ("case", f"/review/case/{first}?run={run}"),
+        ("automatic", f"/review/auto/{auto_ref}"),
+    ):
+        page.goto(desk.base + url)
+        page.wait_for_selector("main h1")
+        page.keyboard.press("?")
+        assert _serious_violations(page) == [], name
+        page.keyboard.press("Escape")
+        assert _serious_violations(page) == [], name
+        page.screenshot(path=str(tmp_path / f"axe-{name}.png"), full_page=True)
+    page.context.close()
+    assert all((tmp_path / f"axe-{n}.png").stat().st_size > 5_000 for n in ("queue", "case"))

@@ -99,9 +99,9 @@ async def test_login_queue_case_resolve_next(tmp_path: Path) -> None:
         before = await _events(Path(s.journal))
         no_note = await client.post(
             f"/review/case/{first}/resolve",
-            data={"decision": "1", "note": " ", "content_sha256": sha, "csrf": csrf},
+            data={"decision": "2", "note": " ", "content_sha256": sha, "csrf": csrf},
         )
-        assert no_note.status_code == 422 and "write a note" in no_note.text
+        assert no_note.status_code == 422 and "overriding the panel" in no_note.text
         no_csrf = await client.post(
             f"/review/case/{first}/resolve",
             data={"decision": "1", "note": "x", "content_sha256": sha},
@@ -144,7 +144,7 @@ async def test_login_queue_case_resolve_next(tmp_path: Path) -> None:
                 "csrf": _csrf(last.text),
             },
         )
-        assert end.headers["location"] == "/review?done=1"
+        assert end.headers["location"] == "/review"
         assert (await client.get("/review/case/nope.1")).status_code == 404
 
         logout = await client.post("/review/logout", data={"csrf": _csrf(last.text)})
@@ -196,3 +196,78 @@ async def test_without_tokens_the_page_opens_a_local_session(tmp_path: Path) -> 
         )
         assert done.status_code == 303
         assert (await client.get(f"/v1/review/{rid}")).json()["resolution"]["reviewer"] == "local"
+
+
+async def test_audit_an_automatic_decision_from_the_page(tmp_path: Path) -> None:
+    s = settings(tmp_path)
+    agree = panel(
+        "agree",
+        ["1", "1", "1"],
+        swap=["1", "1", "1"],
+        meta={"question": EVIL, "gold": "secret-gold-label"},
+    )
+    async with client_for(s) as client:
+        run = (await client.post("/v1/decide", json=[agree], headers=auth("sub"))).json()
+        record = run["records"][0]
+        assert record["auto"], record
+        ref = f"{run['run_id']}.{record['line']}"
+        await _login(client, "rev")
+        listed = await client.get("/review", params={"status": "automatic"})
+        assert f"/review/auto/{ref}" in listed.text
+        page = await client.get(f"/review/auto/{ref}")
+        assert page.status_code == 200 and 'id="audit"' in page.text
+        assert "<script>alert" not in page.text and "secret-gold-label" not in page.text
+        no_note = await client.post(
+            f"/review/auto/{ref}/confirm",
+            data={"decision": "2", "note": "", "csrf": _csrf(page.text)},
+        )
+        assert no_note.status_code == 422
+        forged = await client.post(
+            f"/review/auto/{ref}/confirm", data={"decision": "2", "note": "x", "csrf": "forged"}
+        )
+        assert forged.status_code == 403
+        done = await client.post(
+            f"/review/auto/{ref}/confirm",
+            data={"decision": "2", "note": "2 is right", "csrf": _csrf(page.text)},
+        )
+        assert done.status_code == 303
+        audited = await client.get(f"/review/auto/{ref}")
+        assert "Audited</b> by rev-name" in audited.text and 'id="audit"' not in audited.text
+        assert (
+            f"/review/auto/{ref}"
+            not in (await client.get("/review", params={"status": "automatic"})).text
+        )
+    with Journal(s.journal) as journal:
+        audit = journal.get(run["run_id"], f"confirm/{record['line']}")
+        assert audit is not None and audit.payload["reviewer"] == "rev-name"
+        assert audit.payload["decision"] == "2" and not audit.payload["agrees"]
+
+
+async def test_queue_filters_sort_search_and_context(tmp_path: Path) -> None:
+    s = settings(tmp_path)
+    rows = [
+        panel(
+            f"q{i}",
+            ["1", "2", "1"],
+            values=[{"a": 1.0}, {"b": 1.0}, {"a": 0.5}],
+            reasoning=["Option 1 is right."] * 3,
+            meta={"question": f"question number {i} about {'refunds' if i % 2 else 'shipping'}"},
+        )
+        for i in range(4)
+    ]
+    async with client_for(s) as client:
+        run = (await client.post("/v1/decide", json=rows, headers=auth("sub"))).json()
+        ids = [r["review_id"] for r in run["records"]]
+        await _login(client, "rev")
+        found = await client.get("/review", params={"q": "REFUNDS", "run": run["run_id"]})
+        assert [i for i in ids if i in found.text] == [ids[1], ids[3]]
+        newest = await client.get("/review", params={"sort": "newest", "run": run["run_id"]})
+        assert newest.text.index(ids[3]) < newest.text.index(ids[0])
+        # The queue travels with the case page: j/k and progress stay within the search.
+        case = await client.get(f"/review/case/{ids[1]}", params={"q": "refunds"})
+        assert f'href="/review/case/{ids[3]}?q=refunds"' in case.text
+        assert 'id="prev-link"' not in case.text
+        assert "1 of 2 open in this queue; you resolved 0 today" in case.text
+        bogus = await client.get(f"/review/case/{ids[1]}", params={"run": "no-such-run"})
+        assert bogus.status_code == 200 and 'id="next-link"' not in bogus.text
+        assert (await client.get("/review", params={"run": "no-such-run"})).status_code == 200

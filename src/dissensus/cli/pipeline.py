@@ -1,7 +1,7 @@
 """CLI commands of the composed pipeline: ``decide``, ``review ...``, ``runs ...``.
 
 * ``dissensus decide PANELS.jsonl [--policy FILE] [--journal PATH] [--json] [--rejects FILE]``
-* ``dissensus review list | show ID | resolve ID --decision X --note TEXT``
+* ``dissensus review list | show ID | resolve ID --decision X --note TEXT | undo ID``
 * ``dissensus runs list | show ID | export ID | verify ID | resume ID``
 
 The journal is ``--journal PATH``, else ``$DISSENSUS_JOURNAL``, else
@@ -714,18 +714,27 @@ def review_resolve(
     review_id: Annotated[str, typer.Argument(help="Review id (<run>.<line>).")],
     decision: Annotated[str, typer.Option("--decision", help="The decision taken.")],
     note: Annotated[str, typer.Option("--note", help="Why (recorded in the journal).")],
-    reviewer: Annotated[str | None, typer.Option("--reviewer", help="Who decided.")] = None,
+    reviewer: Annotated[
+        str | None,
+        typer.Option(
+            "--reviewer", help="Who decided; default $DISSENSUS_REVIEWER, else the login name."
+        ),
+    ] = None,
     journal: JournalOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
-    """Record a human decision; the case resumes with it as its final record."""
-    from dissensus.pipeline.review import find_item, resolve
+    """Record a human decision; the case resumes with it as its final record.
+
+    Refused while another reviewer holds a live claim on the case (as in the service).
+    """
+    from dissensus.pipeline.review import find_item, resolve, reviewer_name
 
     if not note.strip():
         raise InputError("--note must not be empty: say why the decision was taken")
+    who = reviewer_name(reviewer)
     with _journal(journal) as store:
         options = find_item(store, review_id).item.options
-        record = resolve(store, review_id, decision=decision, note=note, reviewer=reviewer)
+        record = resolve(store, review_id, decision=decision, note=note, reviewer=who)
     if options and decision not in options:
         err_console.print(
             f"note: {shown(decision)!r} is none of the case's options ({', '.join(shown(o) for o in options)}); "
@@ -742,6 +751,38 @@ def review_resolve(
     raise typer.Exit(code=EXIT_OK)
 
 
+@review_app.command("undo")
+def review_undo(
+    review_id: Annotated[str, typer.Argument(help="Review id (<run>.<line>).")],
+    within: Annotated[
+        float,
+        typer.Option("--within", min=0, help="Seconds after resolving that undo is allowed."),
+    ] = 300.0,
+    reviewer: Annotated[
+        str | None,
+        typer.Option(
+            "--reviewer", help="Who resolved it; default $DISSENSUS_REVIEWER, else the login name."
+        ),
+    ] = None,
+    journal: JournalOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Undo your resolution of a case within --within seconds: it is open again.
+
+    Journals a ``review.reopened`` event; the resolution stays in the chain.
+    """
+    from dissensus.pipeline.review import reopen, reviewer_name
+
+    who = reviewer_name(reviewer)
+    with _journal(journal) as store:
+        event = reopen(store, review_id, reviewer=who, within_s=within)
+    if json_out:
+        print_json({"review_id": review_id, "status": "open", "undoes": event.payload["undoes"]})
+    else:
+        out_console.print(f"reopened {shown(review_id)}: it is open again", soft_wrap=True)
+    raise typer.Exit(code=EXIT_OK)
+
+
 @review_app.command("confirm")
 def review_confirm(
     case_ref: Annotated[str, typer.Argument(help="Case (<run>.<line>) decided automatically.")],
@@ -753,15 +794,25 @@ def review_confirm(
             help="The right decision; default: the committed one. Another one corrects the record.",
         ),
     ] = None,
-    reviewer: Annotated[str | None, typer.Option("--reviewer", help="Who audited.")] = None,
+    reviewer: Annotated[
+        str | None,
+        typer.Option(
+            "--reviewer", help="Who audited; default $DISSENSUS_REVIEWER, else the login name."
+        ),
+    ] = None,
     journal: JournalOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
-    """Audit an automatic decision: confirm it or correct it (a label for calibrate-acceptance)."""
-    from dissensus.pipeline.confirm import confirm
+    """Audit an automatic decision: confirm it or correct it (a label for calibrate-acceptance).
 
+    Refused while another reviewer holds a live claim on the case (as in the service).
+    """
+    from dissensus.pipeline.confirm import confirm
+    from dissensus.pipeline.review import reviewer_name
+
+    who = reviewer_name(reviewer)
     with _journal(journal) as store:
-        audit = confirm(store, case_ref, note=note, decision=decision, reviewer=reviewer)
+        audit = confirm(store, case_ref, note=note, decision=decision, reviewer=who)
     if json_out:
         print_json(audit)
     elif audit.agrees:

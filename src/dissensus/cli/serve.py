@@ -83,6 +83,18 @@ def serve_command(
             "Default: loopback names and --host.",
         ),
     ] = None,
+    review_note: Annotated[
+        str,
+        typer.Option(
+            "--review-note",
+            help="When the review page requires a note: override (when not the panel's "
+            "suggestion), always, never.",
+        ),
+    ] = "override",
+    undo_window: Annotated[
+        float,
+        typer.Option("--undo-window", min=0, help="Seconds a reviewer may undo a resolution."),
+    ] = 300.0,
 ) -> None:
     """Serve decide, review and runs over HTTP, with the web review queue at /review."""
     from dissensus.store.journal import journal_path, mask_url
@@ -94,6 +106,11 @@ def serve_command(
         raise ConfigError(
             f"dissensus serve needs the 'serve' extra (pip install 'dissensus[serve]'): {exc}"
         ) from exc
+    if review_note not in ("override", "always", "never"):
+        raise ConfigError(
+            f"--review-note must be override, always or never, not {review_note!r}",
+            field="review-note",
+        )
     settings = ServeSettings(
         journal=journal_path(journal),
         host=host,
@@ -107,6 +124,8 @@ def serve_command(
         max_agents=max_agents,
         max_field_chars=max_field_chars,
         allow_hosts=tuple(allow_host or ()),
+        review_note=review_note,
+        undo_window_s=undo_window,
     )
     check_exposure(settings)
     sock = listen(host, port)

@@ -22,6 +22,9 @@ Choices where the design is silent:
   exports never show a decision a person has said is wrong. A confirmation leaves the
   record as it is.
 * The note is required, as for resolutions: an audit says why.
+* Claims hold for audits as for resolutions: a reviewer other than the holder of a live
+  claim on ``<run>.<line>`` is refused (:class:`~dissensus.store.base.ClaimConflict`);
+  an audit without a reviewer name (a library call) ignores claims.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from pydantic import BaseModel, ConfigDict
 from dissensus.errors import DissensusError, InputError
 from dissensus.pipeline.records import CaseRecord, Resolution
 from dissensus.pipeline.review import human_record, split_ref
-from dissensus.store.base import Event, Journal
+from dissensus.store.base import ClaimConflict, Event, Journal
 
 __all__ = ["AlreadyConfirmed", "Confirmation", "confirm", "confirmation_events"]
 
@@ -113,6 +116,14 @@ def confirm(
                 at=done.at,
                 decision=str(done.payload.get("decision")),
             )
+        if reviewer is not None:
+            held = journal.current_claim(ref)
+            if held is not None and held.who != reviewer:
+                raise ClaimConflict(
+                    f"case {ref} is claimed by {held.who} until {held.expires}",
+                    holder=held.who,
+                    expires=held.expires,
+                )
         chosen = decision if decision is not None else record.decision
         audit = Confirmation(
             case_ref=ref,

@@ -29,10 +29,19 @@ Choices where the design is silent:
   that does not match is :class:`StaleContent` and nothing is written.
 * **Claims** (:func:`claim`) say who is working on an item until when; they are not part
   of the hash chain. A resolve by someone other than the holder of an unexpired claim is
-  refused (:class:`~dissensus.store.base.ClaimConflict`); a resolve without a reviewer
-  name ignores claims (the single-user CLI).
-* A case can be resolved once (a second resolution is an error, the first stands); the
-  decision may be any label, and a label outside the item's options is allowed but
+  refused (:class:`~dissensus.store.base.ClaimConflict`). A library call without a
+  reviewer name ignores claims; the CLI and the service always name one
+  (:func:`reviewer_name`: ``--reviewer``, else ``$DISSENSUS_REVIEWER``, else the login
+  name, else ``uid-<n>``), so both respect claims the same way.
+* **Undo** (:func:`reopen`): the reviewer who resolved a case may reopen it within a
+  window (seconds, chosen by the caller). Reopening is a new ``review.reopened`` event,
+  never an edit: the resolution stays in the chain, the item is open again, and the
+  case's final record is the pipeline's escalation again until it is resolved anew. The
+  *k*-th reopening is keyed ``review/<line>/reopened/<k>``, and the resolutions and final
+  records after it ``review/<line>/resolved/<k>`` and ``case/<line>/resolved/<k>`` (the
+  first ones keep their keys, so older journals read the same).
+* A case can be resolved once at a time (a second resolution is an error, the first
+  stands, until it is undone); the decision may be any label, and a label outside the item's options is allowed but
   flagged (``outside_options``) because a reviewer may reject every option; a case whose
   run was killed before its record was journalled cannot be resolved until the run is
   resumed.
@@ -40,7 +49,10 @@ Choices where the design is silent:
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import getpass
+import os
+from collections.abc import Callable, Iterator, Mapping
+from datetime import UTC, datetime
 from itertools import islice
 
 from pydantic import BaseModel
@@ -48,6 +60,7 @@ from pydantic import BaseModel
 from dissensus.errors import DissensusError, InputError
 from dissensus.pipeline.records import CaseRecord, Resolution, ReviewItem
 from dissensus.store.base import (
+    REVIEW_REOPENED,
     REVIEW_RESOLVED,
     CaseClosed,
     Claim,
@@ -62,6 +75,7 @@ from dissensus.store.canonical import canonical, sha256_text
 __all__ = [
     "AlreadyResolved",
     "ClaimConflict",
+    "NotUndoable",
     "ReviewStatus",
     "StaleContent",
     "claim",
@@ -73,9 +87,16 @@ __all__ = [
     "human_record",
     "list_items",
     "list_items_from_events",
+    "record_key",
+    "reopen",
+    "resolution_event",
     "resolve",
     "review_entries",
+    "reviewer_name",
 ]
+
+REVIEWER_ENV = "DISSENSUS_REVIEWER"
+"""The reviewer's name when ``--reviewer`` is not given."""
 
 LIST_CHUNK = 25
 """Items :func:`list_items` reads per query (a reviewer's client asks for about 10)."""
@@ -111,6 +132,10 @@ class StaleContent(DissensusError):
         self.current = current
 
 
+class NotUndoable(DissensusError):
+    """The resolution cannot be undone (open, someone else's, or past the window)."""
+
+
 class ReviewStatus(BaseModel):
     """One queue entry."""
 
@@ -119,6 +144,32 @@ class ReviewStatus(BaseModel):
     content_sha256: str = ""
     """sha256 of the item's canonical JSON: what a resolve quotes to prove what was seen."""
     resolved_at: str | None = None
+
+
+def _login() -> str:
+    try:
+        return getpass.getuser()
+    except (OSError, KeyError, ImportError):
+        return ""
+
+
+def reviewer_name(
+    given: str | None,
+    environ: Mapping[str, str] | None = None,
+    login: Callable[[], str] = _login,
+) -> str:
+    """Who is reviewing: ``given``, else ``$DISSENSUS_REVIEWER``, else the login name,
+    else ``uid-<n>``; never empty (a blank ``given`` is an :class:`InputError`)."""
+    if given is not None:
+        if not given.strip():
+            raise InputError("--reviewer must not be empty")
+        return given.strip()
+    env = os.environ if environ is None else environ
+    for candidate in (env.get(REVIEWER_ENV, ""), login()):
+        if candidate.strip():
+            return candidate.strip()
+    uid = getattr(os, "getuid", None)
+    return f"uid-{uid()}" if uid is not None else "unnamed-reviewer"
 
 
 def split_ref(ref: str, what: str = "review id") -> tuple[str, int]:
@@ -135,8 +186,34 @@ def content_sha256(item: ReviewItem | dict[str, object]) -> str:
     return sha256_text(canonical(data))
 
 
+def _generation(journal: Journal, run_id: str, line: int) -> int:
+    """How many times the item was reopened."""
+    n = 0
+    while journal.get(run_id, f"review/{line}/reopened/{n + 1}") is not None:
+        n += 1
+    return n
+
+
+def _suffix(generation: int) -> str:
+    return "" if generation == 0 else f"/{generation}"
+
+
 def _resolution_event(journal: Journal, run_id: str, line: int) -> Event | None:
-    return journal.get(run_id, f"review/{line}/resolved")
+    """The item's standing resolution (``None`` while open)."""
+    return journal.get(
+        run_id, f"review/{line}/resolved{_suffix(_generation(journal, run_id, line))}"
+    )
+
+
+def resolution_event(journal: Journal, run_id: str, line: int) -> Event | None:
+    """The ``review.resolved`` event standing for case ``line`` of ``run_id`` (``None``
+    while it is open, e.g. after its resolution was undone)."""
+    return _resolution_event(journal, run_id, line)
+
+
+def record_key(journal: Journal, run_id: str, line: int) -> str:
+    """The key of the case's standing ``case.resolved`` event (it may not exist)."""
+    return f"case/{line}/resolved{_suffix(_generation(journal, run_id, line))}"
 
 
 def _resolution(event: Event | None) -> Resolution | None:
@@ -259,11 +336,21 @@ def list_items_from_events(
         if run_id
         else journal.events_of_type(REVIEW_RESOLVED)
     )
-    resolved = {(e.run_id, e.key): e for e in resolutions}
+    reopenings = (
+        journal.events(run_id, type=REVIEW_REOPENED)
+        if run_id
+        else journal.events_of_type(REVIEW_REOPENED)
+    )
+    standing: dict[tuple[str, str | None], Event] = {}
+    for e in sorted([*resolutions, *reopenings], key=lambda e: (e.run_id, e.seq)):
+        if e.type == REVIEW_RESOLVED:
+            standing[(e.run_id, e.case)] = e
+        else:
+            standing.pop((e.run_id, e.case), None)
     needle = reason.lower() if reason else None
     for event in events:
         item_run, line = event.run_id, event.payload.get("line")
-        status = _status(journal, event, resolved.get((item_run, f"review/{line}/resolved")))
+        status = _status(journal, event, standing.get((item_run, str(line))))
         if needle is not None and needle not in status.item.reason.lower():
             continue
         if resolved_only and status.resolution is None:
@@ -400,6 +487,7 @@ def resolve(
             )
         original = CaseRecord.model_validate(stored.payload)
         outside = bool(status.item.options) and decision not in status.item.options
+        suffix = _suffix(_generation(journal, run_id, line))
         journal.append(
             run_id,
             "review.resolved",
@@ -411,7 +499,7 @@ def resolve(
                 "outside_options": outside,
                 "content_sha256": status.content_sha256,
             },
-            key=f"review/{line}/resolved",
+            key=f"review/{line}/resolved{suffix}",
             case=str(line),
         )
         record = human_record(original, Resolution(decision=decision, note=note, reviewer=reviewer))
@@ -419,12 +507,59 @@ def resolve(
             run_id,
             "case.resolved",
             record.model_dump(mode="json"),
-            key=f"case/{line}/resolved",
+            key=f"case/{line}/resolved{suffix}",
             case=str(line),
         )
     if reviewer is not None:
         journal.release_claim(review_id, reviewer)
     return record
+
+
+def reopen(
+    journal: Journal,
+    review_id: str,
+    *,
+    reviewer: str,
+    within_s: float,
+    now: datetime | None = None,
+) -> Event:
+    """Undo ``reviewer``'s resolution of ``review_id`` made at most ``within_s`` seconds
+    ago: journal a ``review.reopened`` event (the item is open again) and return it.
+
+    :class:`NotUndoable` when the item is open, was resolved by someone else, or the
+    window has passed.
+    """
+    run_id, line = split_ref(review_id)
+    find_item(journal, review_id)
+    with journal.transaction(run_id):
+        generation = _generation(journal, run_id, line)
+        done = journal.get(run_id, f"review/{line}/resolved{_suffix(generation)}")
+        if done is None:
+            raise NotUndoable(f"review item {review_id} is open: there is no resolution to undo")
+        who = done.payload.get("reviewer")
+        if who != reviewer:
+            raise NotUndoable(
+                f"review item {review_id} was resolved by {who or 'an unnamed reviewer'}: "
+                f"only they can undo it"
+            )
+        age = ((now or datetime.now(UTC)) - datetime.fromisoformat(done.at)).total_seconds()
+        if age > within_s:
+            raise NotUndoable(
+                f"review item {review_id} was resolved {age:.0f} s ago: a resolution can be "
+                f"undone for {within_s:g} s"
+            )
+        return journal.append(
+            run_id,
+            REVIEW_REOPENED,
+            {
+                "review_id": review_id,
+                "reviewer": reviewer,
+                "undoes": done.key,
+                "decision": done.payload.get("decision"),
+            },
+            key=f"review/{line}/reopened/{generation + 1}",
+            case=str(line),
+        )
 
 
 def _derived(journal: Journal, run_id: str, line: int) -> CaseRecord | None:
@@ -439,16 +574,13 @@ def _derived(journal: Journal, run_id: str, line: int) -> CaseRecord | None:
 
 
 def _complete(journal: Journal, run_id: str, line: int) -> None:
-    if journal.get(run_id, f"case/{line}/resolved") is not None:
+    key = record_key(journal, run_id, line)
+    if journal.get(run_id, key) is not None:
         return
     record = _derived(journal, run_id, line)
     if record is not None:
         journal.append(
-            run_id,
-            "case.resolved",
-            record.model_dump(mode="json"),
-            key=f"case/{line}/resolved",
-            case=str(line),
+            run_id, "case.resolved", record.model_dump(mode="json"), key=key, case=str(line)
         )
 
 
@@ -456,31 +588,48 @@ def complete_resolutions(journal: Journal, run_id: str) -> int:
     """Journal the ``case.resolved`` of every half-applied resolution of the run; the count."""
     done = 0
     with journal.transaction(run_id):
-        have = {str(e.case) for e in journal.events(run_id, type="case.resolved")}
+        have = {e.key for e in journal.events(run_id, type="case.resolved")}
         for event in journal.events(run_id, type="review.resolved"):
-            if str(event.case) not in have and event.case is not None and event.case.isdigit():
-                before = journal.get(run_id, f"case/{event.case}/resolved")
-                _complete(journal, run_id, int(event.case))
-                done += (
-                    before is None
-                    and journal.get(run_id, f"case/{event.case}/resolved") is not None
-                )
+            if event.case is None or not event.case.isdigit():
+                continue
+            line = int(event.case)
+            key = record_key(journal, run_id, line)
+            standing = _resolution_event(journal, run_id, line)
+            if key in have or standing is None or standing.seq != event.seq:
+                continue
+            _complete(journal, run_id, line)
+            done += journal.get(run_id, key) is not None
     return done
 
 
 def final_records(journal: Journal, run_id: str) -> list[CaseRecord]:
     """The run's final records in input order, human resolutions superseding escalations."""
     records: dict[str, CaseRecord] = {}
+    original: dict[str, CaseRecord] = {}
     for event in journal.events(run_id, type="case.record"):
-        records[str(event.case)] = CaseRecord.model_validate(event.payload)
+        records[str(event.case)] = original[str(event.case)] = CaseRecord.model_validate(
+            event.payload
+        )
+    # Resolutions and reopenings in chain order: a reopening restores the pipeline's record.
+    changes = [
+        *journal.events(run_id, type="case.resolved"),
+        *journal.events(run_id, type=REVIEW_REOPENED),
+    ]
     resolved: set[str] = set()
-    for event in journal.events(run_id, type="case.resolved"):
-        records[str(event.case)] = CaseRecord.model_validate(event.payload)
-        resolved.add(str(event.case))
+    for event in sorted(changes, key=lambda e: e.seq):
+        case = str(event.case)
+        if event.type == REVIEW_REOPENED:
+            if case in original:
+                records[case] = original[case]
+            resolved.discard(case)
+        else:
+            records[case] = CaseRecord.model_validate(event.payload)
+            resolved.add(case)
     for event in journal.events(run_id, type="review.resolved"):
         case = str(event.case)
         if case not in resolved and case.isdigit():
+            standing = _resolution_event(journal, run_id, int(case))
             derived = _derived(journal, run_id, int(case))
-            if derived is not None:
+            if derived is not None and standing is not None and standing.seq == event.seq:
                 records[case] = derived
     return sorted(records.values(), key=lambda r: r.line)

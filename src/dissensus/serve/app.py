@@ -743,3 +743,18 @@ def _routes(app: FastAPI) -> None:
             sha256=body.content_sha256,
         )
         return record.model_dump(mode="json")
+
+    @app.post("/v1/review/{review_id}/undo", tags=["review"])
+    async def review_undo(
+        review_id: str, request: Request, principal: Principal = review
+    ) -> dict[str, Any]:
+        """Undo the caller's resolution within the server's undo window (a ``review.reopened``
+        event; the case is open again). 409: open, resolved by someone else, or too late."""
+        service = _service(request)
+        status = service.desk.undo(
+            review_id, reviewer=principal.name, within_s=service.settings.undo_window_s
+        )
+        return {
+            "review_id": review_id,
+            "status": "open" if status.resolution is None else "resolved",
+        }

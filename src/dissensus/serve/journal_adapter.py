@@ -24,12 +24,25 @@ decide differently.
   is refused with who audited the case and when (:class:`AlreadyConfirmed`, 409).
 * The history of a case is its ``review.*`` events in the hash chain (claims, being
   coordination state, are shown while live but are not history).
+* **Queue order** (:meth:`ReviewDesk.order`): the journal's queue order (oldest run
+  first, then line), newest first, or by reason (then queue order); a text search
+  matches the question (``meta.question`` or ``meta.input``), the case id or the reason,
+  ignoring case, and reads the items it searches.
+* **Automatic decisions** to audit (:meth:`ReviewDesk.auto_cases`) are the
+  ``case.record`` events with ``auto: true`` of the journal's decide runs, in run then
+  line order; the panel is shown without ``meta.gold``, as in review items.
+* "Resolved today" counts a reviewer's ``review.resolved`` events since midnight UTC
+  (an undone resolution still counts: it was work done).
+* **Undo** goes through :func:`dissensus.pipeline.review.reopen` with the token's name
+  and the server's window (``undo_window_s``); "your last resolution" is the reviewer's
+  latest ``review.resolved`` event that still stands.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from datetime import UTC, datetime
+from typing import Any, Literal
 
 from pydantic import BaseModel
 
@@ -37,21 +50,33 @@ from dissensus.errors import DissensusError, InputError
 from dissensus.pipeline import review as queue
 from dissensus.pipeline.confirm import AlreadyConfirmed, Confirmation, confirm
 from dissensus.pipeline.records import CaseRecord
-from dissensus.pipeline.review import AlreadyResolved, ReviewStatus, StaleContent, content_sha256
+from dissensus.pipeline.review import (
+    AlreadyResolved,
+    NotUndoable,
+    ReviewStatus,
+    StaleContent,
+    content_sha256,
+)
 from dissensus.store import ClaimConflict, Journal, open_journal
+from dissensus.store.base import REVIEW_RESOLVED
 
 __all__ = [
     "AlreadyConfirmed",
     "AlreadyResolved",
+    "AutoCase",
     "Claim",
     "ClaimConflict",
     "HistoryEntry",
+    "NotUndoable",
+    "QueueEntry",
+    "QueueSort",
     "ResolutionInfo",
     "ReviewDesk",
     "StaleContent",
     "UnknownItem",
     "content_sha256",
     "open_journal",
+    "question_of",
 ]
 
 
@@ -94,6 +119,38 @@ def _split(review_id: str) -> tuple[str, int]:
         return queue.split_ref(review_id)
     except InputError as exc:
         raise UnknownItem(str(exc)) from None
+
+
+QueueSort = Literal["oldest", "newest", "reason"]
+
+
+class QueueEntry(BaseModel):
+    """One row of a queue's order: enough to move through it without reading items."""
+
+    review_id: str
+    reason: str
+    resolved: bool
+
+
+def question_of(panel: dict[str, Any]) -> str | None:
+    """The question a panel asks (``meta.question``, else ``meta.input``), if any."""
+    meta = panel.get("meta") or {}
+    if not isinstance(meta, dict):
+        return None
+    found = meta.get("question") or meta.get("input")
+    return None if found is None else str(found)
+
+
+class AutoCase(BaseModel):
+    """An automatically committed case, as the audit page shows it."""
+
+    ref: str
+    """``<run>.<line>``."""
+    record: CaseRecord
+    panel: dict[str, Any]
+    """The panel as it entered the run (``meta.gold`` withheld); empty when not journalled."""
+    audit: HistoryEntry | None = None
+    """The ``review.confirmed`` event, once audited."""
 
 
 class ReviewDesk:
@@ -149,6 +206,143 @@ class ReviewDesk:
             return [st.item.review_id for st in self.items(status=status)]
         return [e.review_id for e in entries]
 
+    def order(
+        self,
+        *,
+        run_id: str | None = None,
+        status: str = "all",
+        reason: str | None = None,
+        text: str | None = None,
+        sort: QueueSort = "oldest",
+    ) -> list[QueueEntry]:
+        """The queue's entries in the order the reviewer asked for (see the module docstring)."""
+        out: list[QueueEntry]
+        entries = (
+            None
+            if text
+            else queue.review_entries(
+                self.journal,
+                run_id=run_id,
+                include_resolved=status == "all",
+                resolved_only=status == "resolved",
+                reason=reason,
+            )
+        )
+        if entries is not None:
+            out = [
+                QueueEntry(
+                    review_id=e.review_id, reason=e.reason, resolved=e.resolved_seq is not None
+                )
+                for e in entries
+            ]
+        else:
+            needle = (text or "").lower()
+            out = []
+            for st in self.items(run_id=run_id, status=status, reason=reason):
+                item = st.item
+                haystack = " ".join((question_of(item.panel) or "", item.id, item.reason)).lower()
+                if needle in haystack:
+                    out.append(
+                        QueueEntry(
+                            review_id=item.review_id,
+                            reason=item.reason,
+                            resolved=st.resolution is not None,
+                        )
+                    )
+        if sort == "newest":
+            out.reverse()
+        elif sort == "reason":
+            out.sort(key=lambda e: e.reason.lower())
+        return out
+
+    def last_resolution(self, reviewer: str, within_s: float) -> ResolutionInfo | None:
+        """``reviewer``'s latest resolution that still stands and is at most ``within_s``
+        seconds old (what ``u`` undoes)."""
+        if within_s <= 0:
+            return None
+        since = datetime.now(UTC).timestamp() - within_s
+        latest = None
+        for e in self.journal.events_of_type(REVIEW_RESOLVED):
+            if e.payload.get("reviewer") != reviewer:
+                continue
+            if datetime.fromisoformat(e.at).timestamp() < since:
+                continue
+            if latest is None or e.at > latest.at:
+                latest = e
+        if latest is None:
+            return None
+        review_id = str(latest.payload.get("review_id"))
+        standing = self.resolution(review_id)
+        if standing is None or standing.at != latest.at:
+            return None
+        return standing
+
+    def undo(self, review_id: str, *, reviewer: str, within_s: float) -> ReviewStatus:
+        """Reopen ``review_id`` (``reviewer``'s resolution within ``within_s`` seconds)."""
+        self.status(review_id)
+        queue.reopen(self.journal, review_id, reviewer=reviewer, within_s=within_s)
+        return self.status(review_id)
+
+    def auto_cases(self, *, run_id: str | None = None, audited: bool = False) -> list[str]:
+        """Refs (``<run>.<line>``) of automatically committed cases, unaudited ones only
+        unless ``audited``."""
+        runs = (
+            [run_id]
+            if run_id
+            else [info.run_id for info in self.journal.runs() if info.kind == "decide"]
+        )
+        out = []
+        for run in runs:
+            if self.journal.run(run, missing_ok=True) is None:
+                continue
+            done = {e.case for e in self.journal.events(run, type="review.confirmed")}
+            for e in self.journal.events(run, type="case.record"):
+                committed = e.payload.get("auto") and e.payload.get("decision") is not None
+                if committed and (audited or e.case not in done):
+                    out.append(f"{run}.{e.case}")
+        return out
+
+    def auto_case(self, ref: str) -> AutoCase:
+        """One automatically committed case (:class:`UnknownItem` for any other ref)."""
+        try:
+            run_id, line = queue.split_ref(ref, "case reference")
+        except InputError as exc:
+            raise UnknownItem(str(exc)) from None
+        if self.journal.run(run_id, missing_ok=True) is None:
+            raise UnknownItem(f"no case {ref!r}: no run {run_id!r}")
+        stored = self.journal.get(run_id, f"case/{line}/record")
+        if stored is None or not stored.payload.get("auto"):
+            raise UnknownItem(f"no automatic decision {ref!r}")
+        record = CaseRecord.model_validate(stored.payload)
+        entered = self.journal.get(run_id, f"case/{line}/input")
+        panel: dict[str, Any] = {}
+        if entered is not None and isinstance(entered.payload.get("panel"), dict):
+            panel = dict(entered.payload["panel"])
+            meta = panel.get("meta")
+            if isinstance(meta, dict):
+                panel["meta"] = {k: v for k, v in meta.items() if k != "gold"}
+        done = self.journal.get(run_id, f"confirm/{line}")
+        audit = (
+            None
+            if done is None
+            else HistoryEntry(
+                type=done.type,
+                at=done.at,
+                reviewer=done.payload.get("reviewer"),
+                detail={k: v for k, v in done.payload.items() if k != "reviewer"},
+            )
+        )
+        return AutoCase(ref=ref, record=record, panel=panel, audit=audit)
+
+    def resolved_today(self, reviewer: str) -> int:
+        """How many cases ``reviewer`` resolved since midnight UTC."""
+        today = datetime.now(UTC).date().isoformat()
+        return sum(
+            1
+            for e in self.journal.events_of_type(REVIEW_RESOLVED)
+            if e.at.startswith(today) and e.payload.get("reviewer") == reviewer
+        )
+
     def status(self, review_id: str) -> ReviewStatus:
         _split(review_id)
         try:
@@ -158,7 +352,7 @@ class ReviewDesk:
 
     def resolution(self, review_id: str) -> ResolutionInfo | None:
         run_id, line = _split(review_id)
-        event = self.journal.get(run_id, f"review/{line}/resolved")
+        event = queue.resolution_event(self.journal, run_id, line)
         if event is None:
             return None
         p = event.payload

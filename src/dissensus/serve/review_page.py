@@ -1,8 +1,11 @@
 """``GET /review``: the server-rendered review queue (Jinja2 + vendored htmx, no build step).
 
-Pages: ``/review/login`` (token form), ``/review`` (the queue, filtered by run, status
-and reason), ``/review/case/{id}`` (everything ``dissensus review show`` shows, side by
-side, and the resolve form). Every write goes through the same
+Pages: ``/review/login`` (token form), ``/review`` (the queue, filtered by status, run,
+reason and text, sorted by age or reason; or the automatic decisions waiting for an
+audit), ``/review/case/{id}`` (everything ``dissensus review show`` shows, side by side,
+with the options labelled as the agents name them (:mod:`.case_view`), and the resolve
+bar), ``/review/auto/{run}.{line}`` (an automatic decision and its audit form). Every
+write (resolve, claim, undo, audit) goes through the same
 :class:`~dissensus.serve.journal_adapter.ReviewDesk` as the API.
 
 Choices where the design is silent:
@@ -13,11 +16,23 @@ Choices where the design is silent:
   even an escaping bug could not run injected script.
 * The body is ``hx-boost``ed: links and forms load over htmx and swap the page, and every
   page also works as a plain page load. After a resolve the server redirects to the next
-  open case of the same queue order (or to the queue when none is left).
+  open case of the same queue (the filters and order the reviewer came with travel in
+  the case page's query string), skipping cases other reviewers hold claims on, or to
+  the queue when none is left.
 * Keys (``review.js``): ``1``-``9`` pick an option, ``n`` focuses the note, ``Enter``
-  submits, ``j`` / ``k`` next / previous case in queue order (open or not), ``?`` shows
-  the keys. Keys are ignored
-  while typing in the note, where ``Enter`` submits the form as usual.
+  submits, ``j`` / ``k`` next / previous case of the queue (open or resolved, skipping
+  open cases claimed by others), ``c`` claims, ``u`` undoes the reviewer's last
+  resolution (within the server's ``undo_window_s``; the form names the case it undoes,
+  so a stale page cannot undo another one), ``a`` opens the audit form of an automatic
+  decision, ``?`` shows the keys. Keys act only
+  when no text field has the focus (``Esc`` leaves it); every page settles with the
+  focus on the page, and keys typed while a page loads are replayed on the next one.
+* A note is required as the server's ``review_note`` setting says: by default only when
+  the decision is not the panel's suggestion; a resolution without one journals
+  "(no note: agrees with the panel's suggestion)", since the journal's resolutions always
+  carry a note. Audits always need one (``confirm`` requires it).
+* Progress: the case's place among the open cases of its queue, and how many cases the
+  reviewer resolved today (UTC).
 * Login: a form posting the token (never in a URL) with a double-submit CSRF token bound
   to a pre-session cookie; success sets the session cookie (HttpOnly, SameSite=Strict,
   Path=/review; Secure when served over https). Without a tokens file (loopback only)
@@ -29,6 +44,7 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
@@ -41,12 +57,17 @@ from pydantic import BaseModel
 
 from dissensus.errors import DissensusError
 from dissensus.serve.auth import LOCAL, Principal, allows
+from dissensus.serve.case_view import option_views, plain_reasons, word_diff
 from dissensus.serve.journal_adapter import (
     AlreadyResolved,
     ClaimConflict,
+    QueueEntry,
+    QueueSort,
+    ReviewDesk,
     StaleContent,
     UnknownItem,
     content_sha256,
+    question_of,
 )
 
 __all__ = ["install"]
@@ -119,53 +140,128 @@ def _set_session(response: Response, sid: str, request: Request) -> None:
     )
 
 
-def _options(item: Any) -> list[dict[str, str]]:
-    """The options on the table with their texts, numbered for the keys."""
-    meta = item.panel.get("meta", {}) or {}
-    texts: dict[str, str] = {}
-    raw = meta.get("options")
-    if isinstance(raw, list):
-        for o in raw:
-            if isinstance(o, dict):
-                texts[str(o.get("id"))] = str(o.get("text", ""))
-            else:
-                texts[str(o)] = str(o)
-    elif isinstance(raw, dict):
-        texts = {str(k): str(v) for k, v in raw.items()}
-    elif "output_1" in meta and "output_2" in meta:
-        texts = {"1": str(meta["output_1"]), "2": str(meta["output_2"])}
-    labels = list(item.options) or list(texts)
+_SORTS: dict[str, QueueSort] = {"oldest": "oldest", "newest": "newest", "reason": "reason"}
+
+
+@dataclass(frozen=True)
+class QueueView:
+    """The queue a reviewer is working through: filters and order (from the query string)."""
+
+    status: str = "open"
+    run: str = ""
+    reason: str = ""
+    q: str = ""
+    sort: QueueSort = "oldest"
+
+    @classmethod
+    def of(cls, request: Request) -> QueueView:
+        p = request.query_params
+        status = p.get("status", "open")
+        sort = p.get("sort", "oldest")
+        return cls(
+            status=status if status in ("open", "resolved", "all", "automatic") else "open",
+            run=p.get("run", "").strip(),
+            reason=p.get("reason", "").strip(),
+            q=p.get("q", "").strip(),
+            sort=_SORTS.get(sort, "oldest"),
+        )
+
+    def query(self) -> str:
+        """The query string that brings this queue back (defaults left out)."""
+        pairs = {
+            "status": "" if self.status == "open" else self.status,
+            "run": self.run,
+            "reason": self.reason,
+            "q": self.q,
+            "sort": "" if self.sort == "oldest" else self.sort,
+        }
+        return urlencode({k: v for k, v in pairs.items() if v})
+
+    def suffix(self) -> str:
+        q = self.query()
+        return f"?{q}" if q else ""
+
+    def order(self, request: Request, status: str) -> list[QueueEntry]:
+        desk: ReviewDesk = _service(request).desk
+        if status == "automatic":
+            return []
+        if self.run and desk.journal.run(self.run, missing_ok=True) is None:
+            return []
+        return desk.order(
+            run_id=self.run or None,
+            status=status,
+            reason=self.reason or None,
+            text=self.q or None,
+            sort=self.sort,
+        )
+
+
+def _free(request: Request, entries: list[QueueEntry], me: str) -> list[QueueEntry]:
+    """``entries`` without the open ones another reviewer holds a claim on."""
+    desk = _service(request).desk
+    claims = desk.live_claims([e.review_id for e in entries if not e.resolved])
     return [
-        {"key": str(i + 1) if i < 9 else "", "label": label, "text": texts.get(label, "")}
-        for i, label in enumerate(labels)
+        e
+        for e in entries
+        if e.resolved or e.review_id not in claims or claims[e.review_id].reviewer == me
     ]
 
 
-def _queue(
-    request: Request,
-    *,
-    status: str,
-    run: str | None,
-    reason: str | None,
-    limit: int | None = None,
-) -> Iterator[dict[str, Any]]:
-    """Queue rows in order (at most ``limit``), items read as the iteration reaches them."""
-    desk = _service(request).desk
-    for st in desk.items(run_id=run or None, status=status, reason=reason, limit=limit):
-        yield {
-            "item": st.item,
-            "resolution": st.resolution,
-            "claim": desk.live_claim(st.item.review_id) if st.resolution is None else None,
-        }
-
-
-def _neighbours(request: Request, review_id: str) -> tuple[str | None, str | None]:
-    """Previous and next case in queue order (every status), for ``k`` / ``j``."""
-    ids = _service(request).desk.ids(status="all")
+def _neighbours(
+    request: Request, review_id: str, view: QueueView, me: str
+) -> tuple[str | None, str | None]:
+    """Previous and next case of the queue (open or resolved, skipping cases claimed by
+    others), for ``k`` / ``j``. A case outside the queue's filters has no neighbours."""
+    order = view.order(request, "all")
+    ids = [e.review_id for e in order]
     if review_id not in ids:
         return None, None
     i = ids.index(review_id)
-    return (ids[i - 1] if i > 0 else None), (ids[i + 1] if i + 1 < len(ids) else None)
+    before = _free(request, order[:i], me)
+    after = _free(request, order[i + 1 :], me)
+    return (
+        before[-1].review_id if before else None,
+        after[0].review_id if after else None,
+    )
+
+
+def _next_open(request: Request, review_id: str, view: QueueView, me: str) -> str | None:
+    """The open case to go to after ``review_id``: the next one in the queue's order that
+    nobody else holds, else the first such one before it."""
+    order = view.order(request, "all")
+    ids = [e.review_id for e in order]
+    i = ids.index(review_id) if review_id in ids else -1
+    candidates = [e for e in order[i + 1 :] + order[: max(i, 0)] if not e.resolved]
+    free = _free(request, candidates, me)
+    return free[0].review_id if free else None
+
+
+def _progress(request: Request, review_id: str, view: QueueView, me: str) -> dict[str, Any]:
+    open_ids = [e.review_id for e in view.order(request, "open")]
+    return {
+        "open": len(open_ids),
+        "position": open_ids.index(review_id) + 1 if review_id in open_ids else None,
+        "today": _service(request).desk.resolved_today(me),
+    }
+
+
+def _note_required(request: Request, decision: str, suggestion: str | None) -> bool:
+    policy = _service(request).settings.review_note
+    if policy == "always":
+        return True
+    if policy == "never":
+        return False
+    return decision != suggestion
+
+
+def _statuses(request: Request, entries: list[QueueEntry]) -> Iterator[Any]:
+    """The queue entries' items (one read per item)."""
+    desk = _service(request).desk
+    for e in entries:
+        try:
+            yield desk.status(e.review_id)
+        except UnknownItem:  # pragma: no cover - the index is written with the event
+            continue
 
 
 def _plain(value: Any) -> dict[str, Any] | None:
@@ -189,17 +285,25 @@ def _case_page(
 ) -> Response:
     service = _service(request)
     desk = service.desk
+    view = QueueView.of(request)
     st = desk.status(review_id)
     item = st.item
     resolution = desk.resolution(review_id)
-    prev_id, next_id = _neighbours(request, review_id)
-    meta = item.panel.get("meta", {}) or {}
-    question = meta.get("question") or meta.get("input")
+    prev_id, next_id = _neighbours(request, review_id, view, principal.name)
     scores = {
         x["agent"]: x.get("score")
         for x in (_plain(item.acceptance) or {}).get("signals", [])
         if isinstance(x, dict)
     }
+    options = option_views(
+        item.options,
+        item.panel,
+        [(p.agent, p.decision, p.reasoning) for p in item.positions],
+        item.suggestion,
+    )
+    texts = [o for o in options if o.text]
+    labels = {o.id: o.label for o in options}
+    policy = service.settings.review_note
     response = _html(
         "case.html",
         status,
@@ -207,8 +311,14 @@ def _case_page(
         principal=principal,
         csrf=service.sessions.csrf(sid),
         item=item,
-        question=None if question is None else str(question),
-        options=_options(item),
+        question=question_of(item.panel),
+        options=options,
+        labels=labels,
+        diff=word_diff(texts[0].text, texts[1].text) if len(texts) >= 2 else None,
+        diff_labels=(texts[0].label, texts[1].label) if len(texts) >= 2 else None,
+        plain=plain_reasons(
+            item.reason, options, sum(1 for p in item.positions if p.decision is None)
+        ),
         scores=scores,
         sha256=content_sha256(item),
         resolution=resolution,
@@ -216,13 +326,55 @@ def _case_page(
         history=desk.history(review_id),
         prev_id=prev_id,
         next_id=next_id,
+        qs=view.suffix(),
+        progress=_progress(request, review_id, view, principal.name),
+        note_policy=policy,
+        undo=desk.last_resolution(principal.name, service.settings.undo_window_s),
         error=error,
         packet=_plain(item.packet),
         concord=_plain(item.concord),
         reading=_plain(item.reading) or {},
     )
     if request.headers.get("hx-request"):
-        response.headers["HX-Push-Url"] = f"/review/case/{review_id}"
+        response.headers["HX-Push-Url"] = f"/review/case/{review_id}{view.suffix()}"
+    return response
+
+
+def _auto_page(
+    request: Request,
+    ref: str,
+    principal: Principal,
+    sid: str,
+    *,
+    error: str | None = None,
+    status: int = 200,
+) -> Response:
+    service = _service(request)
+    view = QueueView.of(request)
+    got = service.desk.auto_case(ref)
+    outputs = [o for o in got.panel.get("outputs") or [] if isinstance(o, dict)]
+    positions = [
+        (str(o.get("agent", "?")), o.get("decision"), str(o.get("reasoning", ""))) for o in outputs
+    ]
+    ids = sorted({str(d) for _, d, _ in positions if d is not None} | {got.record.decision or ""})
+    options = option_views([i for i in ids if i], got.panel, positions, got.record.decision)
+    response = _html(
+        "auto.html",
+        status,
+        title=f"automatic decision {ref}",
+        principal=principal,
+        csrf=service.sessions.csrf(sid),
+        case=got,
+        question=question_of(got.panel),
+        options=options,
+        labels={o.id: o.label for o in options},
+        positions=positions,
+        claim=service.desk.live_claim(ref),
+        qs=view.suffix(),
+        error=error,
+    )
+    if request.headers.get("hx-request"):
+        response.headers["HX-Push-Url"] = f"/review/auto/{ref}{view.suffix()}"
     return response
 
 
@@ -326,42 +478,55 @@ def install(app: FastAPI) -> None:
         return response
 
     @app.get("/review", include_in_schema=False)
-    async def queue(
-        request: Request, status: str = "open", run: str = "", reason: str = ""
-    ) -> Response:
+    async def queue(request: Request) -> Response:
         got = _require(request)
         if isinstance(got, Response):
             return got
         principal, sid = got
-        if status not in ("open", "resolved", "all"):
-            status = "open"
+        view = QueueView.of(request)
         service = _service(request)
-        known = not run or service.journal.run(run, missing_ok=True) is not None
-        rows = (
-            list(
-                _queue(
-                    request, status=status, run=run or None, reason=reason or None, limit=QUEUE_ROWS
-                )
-            )
-            if known
-            else []
+        known = not view.run or service.journal.run(view.run, missing_ok=True) is not None
+        order = view.order(request, view.status) if known else []
+        shown = {st.item.review_id: st for st in _statuses(request, order[:QUEUE_ROWS])}
+        claims = service.desk.live_claims(
+            [e.review_id for e in order[:QUEUE_ROWS] if not e.resolved]
         )
-        runs = sorted({info.run_id for info in service.journal.runs() if info.kind == "decide"})
-        total = (
-            service.desk.count(run_id=run or None, status=status, reason=reason or None)
-            if known
-            else 0
-        )
+        rows = [
+            {
+                "item": shown[e.review_id].item,
+                "resolution": shown[e.review_id].resolution,
+                "claim": claims.get(e.review_id),
+                "question": question_of(shown[e.review_id].item.panel),
+            }
+            for e in order[:QUEUE_ROWS]
+            if e.review_id in shown
+        ]
+        auto_rows = []
+        if view.status == "automatic" and known:
+            needle = view.q.lower()
+            for ref in service.desk.auto_cases(run_id=view.run or None):
+                got = service.desk.auto_case(ref)
+                question = question_of(got.panel) or ""
+                if needle and needle not in f"{question} {got.record.id}".lower():
+                    continue
+                auto_rows.append({"case": got, "question": question or None})
+                if len(auto_rows) >= QUEUE_ROWS:
+                    break
+        infos = [info for info in service.journal.runs() if info.kind == "decide"]
+        runs = sorted({info.run_id for info in infos})
         return _html(
             "queue.html",
+            created={info.run_id: info.created for info in infos},
             title="review queue",
             principal=principal,
             csrf=service.sessions.csrf(sid),
             rows=rows,
-            total=total,
+            total=len(auto_rows) if view.status == "automatic" else len(order),
+            auto_rows=auto_rows,
             runs=runs,
-            filters={"status": status, "run": run, "reason": reason},
-            query=urlencode({"status": status, "run": run, "reason": reason}),
+            filters=view,
+            qs=view.suffix(),
+            today=service.desk.resolved_today(principal.name),
         )
 
     @app.get("/review/case/{review_id}", include_in_schema=False)
@@ -409,14 +574,19 @@ def install(app: FastAPI) -> None:
                     error="pick an option (1-9) first",
                     status=422,
                 )
-            if not str(form.get("note", "")).strip():
-                return _case_page(
-                    request, review_id, principal, sid, error="write a note (n) first", status=422
+            suggestion = service.desk.status(review_id).item.suggestion
+            note = str(form.get("note", "")).strip()
+            if not note and _note_required(request, decision, suggestion):
+                why = (
+                    "write a note (n) first"
+                    if service.settings.review_note == "always"
+                    else "write a note (n): you are overriding the panel's suggestion"
                 )
+                return _case_page(request, review_id, principal, sid, error=why, status=422)
             service.desk.resolve(
                 review_id,
                 decision=decision,
-                note=str(form.get("note", "")),
+                note=note or "(no note: agrees with the panel's suggestion)",
                 reviewer=principal.name,
                 sha256=str(form.get("content_sha256", "")),
             )
@@ -433,18 +603,93 @@ def install(app: FastAPI) -> None:
             return _case_page(request, review_id, principal, sid, error=str(exc), status=409)
         except DissensusError as exc:
             return _case_page(request, review_id, principal, sid, error=str(exc), status=409)
-        rows = _queue(request, status="open", run=None, reason=None)
-        target = next(
-            (
-                r["item"].review_id
-                for r in rows
-                if r["claim"] is None or r["claim"].reviewer == principal.name
-            ),
-            None,
-        )
-        return RedirectResponse(
-            f"/review/case/{target}" if target else "/review?done=1", status_code=303
-        )
+        view = QueueView.of(request)
+        target = _next_open(request, review_id, view, principal.name)
+        if target is None:
+            return RedirectResponse(f"/review{view.suffix()}", status_code=303)
+        return RedirectResponse(f"/review/case/{target}{view.suffix()}", status_code=303)
+
+    @app.get("/review/auto/{ref}", include_in_schema=False)
+    async def auto_case(request: Request, ref: str) -> Response:
+        got = _require(request)
+        if isinstance(got, Response):
+            return got
+        principal, sid = got
+        try:
+            return _auto_page(request, ref, principal, sid)
+        except UnknownItem as exc:
+            return _html(
+                "message.html",
+                404,
+                title="not found",
+                principal=principal,
+                csrf=_service(request).sessions.csrf(sid),
+                message=str(exc),
+            )
+
+    @app.post("/review/auto/{ref}/confirm", include_in_schema=False)
+    async def auto_confirm(request: Request, ref: str) -> Response:
+        service = _service(request)
+        checked = await _checked_form(request)
+        if isinstance(checked, Response):
+            return checked
+        principal, sid, form = checked
+        decision = str(form.get("decision", "")).strip() or None
+        note = str(form.get("note", ""))
+        try:
+            service.desk.auto_case(ref)
+            if not note.strip():
+                return _auto_page(
+                    request,
+                    ref,
+                    principal,
+                    sid,
+                    error="write a note: an audit says why",
+                    status=422,
+                )
+            service.desk.confirm(ref, decision=decision, note=note, reviewer=principal.name)
+        except UnknownItem as exc:
+            return _html(
+                "message.html",
+                404,
+                title="not found",
+                principal=principal,
+                csrf=service.sessions.csrf(sid),
+                message=str(exc),
+            )
+        except DissensusError as exc:
+            return _auto_page(request, ref, principal, sid, error=str(exc), status=409)
+        view = QueueView.of(request)
+        left = service.desk.auto_cases(run_id=view.run or None)
+        target = f"/review/auto/{left[0]}" if left else "/review"
+        query = view.query()
+        return RedirectResponse(target + (f"?{query}" if query else ""), status_code=303)
+
+    @app.post("/review/undo", include_in_schema=False)
+    async def undo(request: Request) -> Response:
+        service = _service(request)
+        checked = await _checked_form(request)
+        if isinstance(checked, Response):
+            return checked
+        principal, sid, form = checked
+        review_id = str(form.get("review_id", ""))
+        try:
+            service.desk.undo(
+                review_id, reviewer=principal.name, within_s=service.settings.undo_window_s
+            )
+        except UnknownItem as exc:
+            return _html(
+                "message.html",
+                404,
+                title="not found",
+                principal=principal,
+                csrf=service.sessions.csrf(sid),
+                message=str(exc),
+            )
+        except DissensusError as exc:
+            return _case_page(request, review_id, principal, sid, error=str(exc), status=409)
+        view = QueueView.of(request)
+        return RedirectResponse(f"/review/case/{review_id}{view.suffix()}", status_code=303)
 
     @app.post("/review/case/{review_id}/claim", include_in_schema=False)
     async def claim(request: Request, review_id: str) -> Response:
@@ -457,4 +702,14 @@ def install(app: FastAPI) -> None:
             service.desk.claim(review_id, principal.name)
         except (AlreadyResolved, ClaimConflict) as exc:
             return _case_page(request, review_id, principal, sid, error=str(exc), status=409)
-        return RedirectResponse(f"/review/case/{review_id}", status_code=303)
+        except UnknownItem as exc:
+            return _html(
+                "message.html",
+                404,
+                title="not found",
+                principal=principal,
+                csrf=service.sessions.csrf(sid),
+                message=str(exc),
+            )
+        view = QueueView.of(request)
+        return RedirectResponse(f"/review/case/{review_id}{view.suffix()}", status_code=303)

@@ -6,7 +6,9 @@ Choices where the design is silent:
   meets only on purpose: 8 MiB of request body, 1,000 panels per request, 256 agents
   per panel, 32,768 characters per text field, 60 s per request, review claims held for
   15 minutes. The agent and field bounds may be lowered, not raised above those of
-  :mod:`dissensus.io.limits`, which every reader applies.
+  :mod:`dissensus.io.limits`, which every reader applies. The review page asks for a
+  note when a reviewer overrides the panel's suggestion and allows undoing a resolution
+  for 5 minutes.
 * The server binds to loopback unless told otherwise; any other host requires a tokens
   file (:func:`check_exposure`), so a service is never reachable without authentication.
 """
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import ipaddress
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -55,6 +58,11 @@ class ServeSettings(BaseModel):
     """How long a review claim holds before another reviewer may take the case."""
     session_ttl_s: float = Field(default=8 * 3600.0, gt=0)
     """How long a review-page login lasts."""
+    review_note: Literal["override", "always", "never"] = "override"
+    """When the review page requires a note: ``override`` (default) when the decision is
+    not the panel's suggestion, ``always``, or ``never``."""
+    undo_window_s: float = Field(default=300.0, ge=0)
+    """How long after resolving a reviewer may undo the resolution (0: never)."""
     policy_dir: Path | None = None
     """Directory relative policy paths resolve against (set from ``policy``)."""
 

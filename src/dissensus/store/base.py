@@ -31,7 +31,7 @@ Choices where the design is silent:
   requires the stored text to *be* canonical: a payload edited to carry a duplicate key
   (which different JSON readers resolve differently) fails verification.
 * **Seals.** When the journal has a signer (``DISSENSUS_SIGNING_KEY``, read by the CLI),
-  every ``run.finished`` and ``case.resolved`` append is followed by a ``run.sealed``
+  every ``run.finished``, ``case.resolved`` and ``review.reopened`` append is followed by a ``run.sealed``
   event whose payload signs ``{run, n_events, head}`` of the chain before it
   (:mod:`dissensus.signing`). An unkeyed chain cannot stop an editor who re-chains
   every hash; a seal can, for anyone holding the public key.
@@ -42,7 +42,8 @@ Choices where the design is silent:
   executing a run. Neither is evidence; resolutions name their reviewer in the chain.
 * **Review index.** ``review_index`` holds one row per review item (id, run, the
   ``review.opened`` event's sequence number, the reason, the ``review.resolved`` event's
-  sequence number or NULL while open), written by :meth:`Journal.append` in the same
+  sequence number or NULL while open; a ``review.reopened`` event sets it back to NULL),
+  written by :meth:`Journal.append` in the same
   transaction as the event it derives from, so the review queue is listed without reading
   every ``review.opened`` payload (:meth:`Journal.review_entries`). The hash chain stays
   the evidence: the index is outside it, and opening a journal whose index does not count
@@ -113,7 +114,7 @@ BUSY_TIMEOUT_ENV = "DISSENSUS_JOURNAL_BUSY_TIMEOUT"
 SEAL_TYPE = "run.sealed"
 """Type of the event that signs the chain before it."""
 
-SEAL_AFTER = frozenset({"run.finished", "case.resolved"})
+SEAL_AFTER = frozenset({"run.finished", "case.resolved", "review.reopened"})
 """Event types after which a journal with a signer seals the run's head."""
 
 SCHEMA_VERSION = "1"
@@ -321,6 +322,8 @@ class ReviewEntry(BaseModel):
 
 REVIEW_OPENED = "review.opened"
 REVIEW_RESOLVED = "review.resolved"
+REVIEW_REOPENED = "review.reopened"
+"""A resolution undone: the item is open again (its index row loses its resolved_seq)."""
 
 ReviewFilter = Literal["open", "resolved", "all"]
 
@@ -653,7 +656,7 @@ class Journal:
             digest = chain_hash(prev, body)
             with self._errors():
                 self._write_event((run_id, seq, key, type, case, at, text, prev, digest))
-                if type in (REVIEW_OPENED, REVIEW_RESOLVED):
+                if type in (REVIEW_OPENED, REVIEW_RESOLVED, REVIEW_REOPENED):
                     self._index_review(run_id, seq, type, payload)
             event = Event(
                 run_id=run_id,
@@ -739,6 +742,11 @@ class Journal:
                 "VALUES (?, ?, ?, ?, NULL) ON CONFLICT (review_id) DO NOTHING",
                 (review_id, run_id, seq, str(payload.get("reason", ""))),
             )
+        elif type == REVIEW_REOPENED:
+            self._write_index(
+                "UPDATE review_index SET resolved_seq = NULL WHERE review_id = ? AND run_id = ?",
+                (review_id, run_id),
+            )
         else:
             self._write_index(
                 "UPDATE review_index SET resolved_seq = ? "
@@ -753,9 +761,9 @@ class Journal:
                 self._lock_review_index()
                 self._exec("DELETE FROM review_index")
                 rows = self._rows(
-                    "SELECT run_id, seq, type, payload FROM events WHERE type IN (?, ?) "
+                    "SELECT run_id, seq, type, payload FROM events WHERE type IN (?, ?, ?) "
                     "ORDER BY run_id, seq",
-                    (REVIEW_OPENED, REVIEW_RESOLVED),
+                    (REVIEW_OPENED, REVIEW_RESOLVED, REVIEW_REOPENED),
                 )
             for row in rows:
                 payload = json.loads(row["payload"])
@@ -774,36 +782,47 @@ class Journal:
 
     def review_index_differences(self, run_id: str | None = None) -> list[str]:
         """The review ids whose index row differs from what the events derive, by
-        content: item, run, position, reason and resolving event (at most 20 named).
+        content: item, run, position, reason and standing resolution (at most 20 named).
 
-        The database compares (a JSON function per back end), so no payload is sent
-        over; the rows derived are those :meth:`rebuild_review_index` writes.
+        An item's standing resolution is the first ``review.resolved`` after its last
+        ``review.reopened`` (none when it was reopened last): the row
+        :meth:`rebuild_review_index` writes. The database compares (a JSON function per
+        back end), so no payload is sent over.
         """
         rid = self._json_text("payload", "review_id")
         reason = f"COALESCE({self._json_text('payload', 'reason')}, '')"
         scope = " AND run_id = ?" if run_id is not None else ""
-        derived = (
-            f"SELECT o.rid AS review_id, o.run_id, o.seq AS opened_seq, o.reason, r.rseq AS resolved_seq "
-            f"FROM (SELECT run_id, seq, {rid} AS rid, {reason} AS reason FROM events "
-            f"WHERE type = ?{scope}) o "
-            f"LEFT JOIN (SELECT run_id, {rid} AS rid, MIN(seq) AS rseq FROM events "
-            f"WHERE type = ?{scope} GROUP BY run_id, {rid}) r "
-            "ON r.run_id = o.run_id AND r.rid = o.rid WHERE o.rid IS NOT NULL"
-        )
-        indexed = "SELECT review_id, run_id, opened_seq, reason, resolved_seq FROM review_index" + (
-            " WHERE run_id = ?" if run_id is not None else ""
-        )
-        args: list[Any] = [REVIEW_OPENED] + ([run_id] if run_id is not None else [])
-        args += [REVIEW_RESOLVED] + ([run_id] if run_id is not None else [])
+        run_args: list[Any] = [run_id] if run_id is not None else []
+        of_type = f"SELECT run_id, seq, {rid} AS rid FROM events WHERE type = ?{scope}"
         sql = (
-            f"WITH d AS ({derived}), q AS ({indexed}) "
+            f"WITH o AS (SELECT run_id, seq, {rid} AS rid, {reason} AS reason FROM events "
+            f"WHERE type = ?{scope}), "
+            f"s AS ({of_type}), "
+            f"z AS (SELECT run_id, rid, MAX(seq) AS zseq FROM ({of_type}) x GROUP BY run_id, rid), "
+            "r AS (SELECT s.run_id, s.rid, MIN(s.seq) AS rseq FROM s LEFT JOIN z "
+            "ON z.run_id = s.run_id AND z.rid = s.rid WHERE s.seq > COALESCE(z.zseq, -1) "
+            "GROUP BY s.run_id, s.rid), "
+            "d AS (SELECT o.rid AS review_id, o.run_id, o.seq AS opened_seq, o.reason, "
+            "r.rseq AS resolved_seq FROM o LEFT JOIN r ON r.run_id = o.run_id AND r.rid = o.rid "
+            "WHERE o.rid IS NOT NULL), "
+            "q AS (SELECT review_id, run_id, opened_seq, reason, resolved_seq FROM review_index"
+            + (" WHERE run_id = ?" if run_id is not None else "")
+            + ") "
             "SELECT review_id FROM (SELECT * FROM d EXCEPT SELECT * FROM q) a UNION "
             "SELECT review_id FROM (SELECT * FROM q EXCEPT SELECT * FROM d) b "
             "ORDER BY review_id LIMIT 20"
         )
-        run_args = [run_id] if run_id is not None else []
+        args = [
+            REVIEW_OPENED,
+            *run_args,
+            REVIEW_RESOLVED,
+            *run_args,
+            REVIEW_REOPENED,
+            *run_args,
+            *run_args,
+        ]
         with self._errors():
-            rows = self._rows(sql, [*args, *run_args])
+            rows = self._rows(sql, args)
         return [str(r["review_id"]) for r in rows]
 
     def review_index_agrees(self) -> bool:

@@ -1,48 +1,144 @@
-// Keyboard shortcuts of the dissensus review page (no build step, no dependencies).
-// 1-9 pick an option, n note, Enter resolve, j/k next/previous case, ? keys help.
+// Keyboard of the dissensus review page (no build step, no dependencies).
+//
+// Keys act only when no text field has the focus (Esc leaves a field):
+//   1-9 pick an option, n note, Enter resolve, j/k next/previous case, c claim,
+//   u undo your last resolution, a audit an automatic decision, ? keys help.
+//
+// Typing ahead: while a page is loading (a resolve, a j/k move) keys are queued, not
+// lost and not typed into a field; once the next page has settled they are replayed in
+// order against it. A resolve blurs the note first, and every page settles with the
+// focus on the page, so a key pressed right after Enter acts on the next case.
 (function () {
   if (window.__dissensusKeys) { return; }
   window.__dissensusKeys = true;
+  var busy = false;
+  var pending = [];
+
   function typing(el) {
-    if (!el) { return false; }
+    if (!el || el === document.body) { return false; }
     var tag = el.tagName;
-    return tag === "TEXTAREA" || tag === "SELECT" || (tag === "INPUT" && el.type !== "radio" && el.type !== "checkbox");
+    if (el.isContentEditable) { return true; }
+    return tag === "TEXTAREA" || tag === "SELECT" ||
+      (tag === "INPUT" && el.type !== "radio" && el.type !== "checkbox" &&
+       el.type !== "submit" && el.type !== "button" && el.type !== "hidden");
+  }
+  function leaveField() {
+    var active = document.activeElement;
+    if (active && typing(active)) { active.blur(); }
   }
   function help() {
     var d = document.getElementById("keys-help");
     if (!d) { return; }
     if (d.open) { d.close(); } else { d.showModal(); }
   }
-  // htmx keeps focus on an element with the same id across a swap: after a resolve
-  // the next case must start with the keys live, not inside its note field.
-  document.addEventListener("htmx:afterSettle", function () {
-    var active = document.activeElement;
-    if (active && typing(active)) { active.blur(); }
-  });
+  function clickById(id) {
+    var el = document.getElementById(id);
+    if (!el) { return false; }
+    el.click();
+    return true;
+  }
+  function submitById(id) {
+    var form = document.getElementById(id);
+    if (!form) { return false; }
+    form.requestSubmit();
+    return true;
+  }
+  function start() {
+    busy = true;
+    leaveField();
+    document.documentElement.setAttribute("data-busy", "1");
+  }
+  function settled() {
+    busy = false;
+    document.documentElement.removeAttribute("data-busy");
+    leaveField();
+    while (pending.length && !busy) {
+      act(pending.shift(), document.body);
+    }
+  }
+  function failed() {
+    busy = false;
+    pending = [];
+    document.documentElement.removeAttribute("data-busy");
+  }
+
+  // One key, outside any text field; true when it was used.
+  function act(key, el) {
+    if (key >= "1" && key <= "9") {
+      var radio = document.querySelector('input[name="decision"][data-key="' + key + '"]');
+      if (!radio) { return false; }
+      radio.checked = true;
+      radio.dispatchEvent(new Event("change", { bubbles: true }));
+      return true;
+    }
+    switch (key) {
+      case "n": {
+        var note = document.getElementById("note");
+        if (!note) { return false; }
+        note.focus();
+        return true;
+      }
+      case "Enter":
+        if (el && (el.tagName === "A" || el.tagName === "BUTTON" || el.tagName === "SUMMARY")) { return false; }
+        return submitById("resolve-form");
+      case "j": return clickById("next-link");
+      case "k": return clickById("prev-link");
+      case "c": return submitById("claim-form");
+      case "u": return submitById("undo-form");
+      case "a": {
+        var audit = document.getElementById("audit");
+        if (!audit) { return false; }
+        audit.open = true;
+        var field = document.getElementById("audit-note");
+        if (field) { field.focus(); }
+        return true;
+      }
+      case "?": help(); return true;
+      default: return false;
+    }
+  }
+
+  document.addEventListener("htmx:beforeRequest", start);
+  document.addEventListener("htmx:afterSettle", settled);
+  ["htmx:sendError", "htmx:responseError", "htmx:timeout", "htmx:sendAbort", "htmx:swapError"]
+    .forEach(function (name) { document.addEventListener(name, failed); });
+  // A submit (Enter in the note) leaves the field at once: the keys that follow are
+  // queued for the next case instead of being typed into this one.
+  document.addEventListener("submit", function (e) {
+    var form = e.target;
+    if (form && form.getAttribute && form.getAttribute("method") === "dialog") { return; }
+    start();
+  }, true);
   document.addEventListener("click", function (e) {
     if (e.target && e.target.closest && e.target.closest("[data-keys-toggle]")) { help(); }
   });
   document.addEventListener("keydown", function (e) {
-    if (e.ctrlKey || e.metaKey || e.altKey) { return; }
+    if (e.ctrlKey || e.metaKey || e.altKey || e.isComposing) { return; }
     var el = e.target;
     if (typing(el)) {
-      if (e.key === "Escape") { el.blur(); }
+      if (e.key === "Escape") { el.blur(); e.preventDefault(); }
       return;
     }
-    var form = document.getElementById("resolve-form");
-    if (e.key >= "1" && e.key <= "9") {
-      var radio = document.querySelector('input[name="decision"][data-key="' + e.key + '"]');
-      if (radio) { radio.checked = true; radio.focus(); e.preventDefault(); }
-    } else if (e.key === "n") {
-      var note = document.getElementById("note");
-      if (note) { note.focus(); e.preventDefault(); }
-    } else if (e.key === "Enter") {
-      if (form && el && el.tagName !== "A" && el.tagName !== "BUTTON") { e.preventDefault(); form.requestSubmit(); }
-    } else if (e.key === "j" || e.key === "k") {
-      var link = document.getElementById(e.key === "j" ? "next-link" : "prev-link");
-      if (link) { e.preventDefault(); link.click(); }
-    } else if (e.key === "?") {
-      e.preventDefault(); help();
+    if (e.key === "Escape" || e.key === "Tab" || e.key === "Shift") { return; }
+    if (busy) {
+      if (e.key.length === 1 || e.key === "Enter") { pending.push(e.key); e.preventDefault(); }
+      return;
     }
+    if (act(e.key, el)) { e.preventDefault(); }
   });
+  // Local, readable times: every <time datetime> shows the reader's local time.
+  function localTimes(root) {
+    var nodes = (root || document).querySelectorAll("time[datetime]");
+    for (var i = 0; i < nodes.length; i++) {
+      var d = new Date(nodes[i].getAttribute("datetime"));
+      if (!isNaN(d.getTime())) {
+        nodes[i].textContent = d.toLocaleString(undefined, {
+          year: "numeric", month: "short", day: "numeric", hour: "2-digit", minute: "2-digit"
+        });
+        nodes[i].title = nodes[i].getAttribute("datetime");
+      }
+    }
+  }
+  document.addEventListener("htmx:afterSettle", function () { localTimes(document); });
+  document.addEventListener("DOMContentLoaded", function () { localTimes(document); });
 })();

@@ -1,0 +1,138 @@
+"""The CLI's ``review resolve`` and ``review confirm`` respect live claims as the service does,
+and always name a reviewer (``--reviewer``, ``$DISSENSUS_REVIEWER``, the login name)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from cli_helpers import run_cli
+from dissensus.errors import InputError
+from dissensus.pipeline import decide, policy_from_dict
+from dissensus.pipeline.review import REVIEWER_ENV, claim, find_item, reviewer_name
+from dissensus.store import Journal
+from pipeline_cases import as_panel, panel
+
+POLICY = policy_from_dict({"reading": {"similarity": "tfidf", "theta_s": 0.3}})
+NAMES = st.text(st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=12)
+
+
+@given(given_name=st.none() | NAMES, env=st.none() | NAMES, login=NAMES)
+def test_the_reviewer_is_never_empty(given_name: str | None, env: str | None, login: str) -> None:
+    environ = {} if env is None else {REVIEWER_ENV: env}
+    if given_name is not None and not given_name.strip():
+        with pytest.raises(InputError, match="--reviewer"):
+            reviewer_name(given_name, environ, lambda: login)
+        return
+    name = reviewer_name(given_name, environ, lambda: login)
+    assert name.strip() == name and name
+    if given_name is not None:
+        assert name == given_name.strip()
+    elif env is not None and env.strip():
+        assert name == env.strip()
+    elif login.strip():
+        assert name == login.strip()
+    else:
+        assert name.startswith("uid-") or name == "unnamed-reviewer"
+
+
+def test_a_failing_login_lookup_falls_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken() -> str:
+        raise OSError("no login name")
+
+    monkeypatch.setattr("dissensus.pipeline.review.getpass.getuser", broken)
+    assert reviewer_name(None, {}) == f"uid-{os.getuid()}"
+
+
+def _journal_with_cases(tmp_path: Path) -> tuple[Path, str, str]:
+    """A journal with one escalated case (its review id) and one automatic one (its ref)."""
+    path = tmp_path / "j.sqlite"
+    with Journal(path) as journal:
+        escalated = decide(
+            as_panel(
+                panel(
+                    "vc",
+                    ["1", "2", "1"],
+                    values=[{"a": 1.0}, {"b": 1.0}, {"a": 0.5}],
+                    reasoning=["Option 1 is right."] * 3,
+                )
+            ),
+            POLICY,
+            journal=journal,
+            run_id="esc",
+        )
+        auto = decide(
+            as_panel(panel("agree", ["1", "1", "1"], swap=["1", "1", "1"])),
+            POLICY,
+            journal=journal,
+            run_id="auto",
+        )
+    assert escalated.review_id is not None
+    assert auto.auto, auto.reason
+    return path, escalated.review_id, f"auto.{auto.line}"
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != REVIEWER_ENV}
+    env.update(extra)
+    return env
+
+
+def test_cli_resolve_respects_a_live_claim(tmp_path: Path) -> None:
+    path, review_id, _ = _journal_with_cases(tmp_path)
+    with Journal(path) as journal:
+        claim(journal, review_id, "alice", ttl=600)
+    base = ["review", "resolve", review_id, "--decision", "1", "--note", "n", "--journal", path]
+
+    for env, args in (
+        (_env(), ["--reviewer", "bob"]),
+        (_env(**{REVIEWER_ENV: "bob"}), []),
+        (_env(), []),  # the login name (not alice)
+    ):
+        refused = run_cli(*base, *args, env=env)
+        assert refused.returncode == 1, refused.stdout + refused.stderr
+        assert "claimed by alice" in refused.stderr
+        with Journal(path) as journal:
+            assert find_item(journal, review_id).resolution is None
+
+    blank = run_cli(*base, "--reviewer", " ", env=_env())
+    assert blank.returncode == 2 and "--reviewer" in blank.stderr
+
+    done = run_cli(*base, env=_env(**{REVIEWER_ENV: "alice"}))
+    assert done.returncode == 0, done.stderr
+    with Journal(path) as journal:
+        resolution = find_item(journal, review_id).resolution
+        assert resolution is not None and resolution.reviewer == "alice"
+        assert journal.current_claim(review_id) is None
+
+
+def test_cli_resolve_without_a_claim_names_the_login(tmp_path: Path) -> None:
+    path, review_id, _ = _journal_with_cases(tmp_path)
+    done = run_cli(
+        "review", "resolve", review_id, "--decision", "2", "--note", "n", "--journal", path,
+        env=_env(),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    with Journal(path) as journal:
+        resolution = find_item(journal, review_id).resolution
+        assert resolution is not None and resolution.reviewer == reviewer_name(None, {})
+
+
+def test_cli_confirm_respects_a_live_claim(tmp_path: Path) -> None:
+    path, _, ref = _journal_with_cases(tmp_path)
+    with Journal(path) as journal:
+        journal.claim(ref, "alice", 600, run_id="auto")
+    base = ["review", "confirm", ref, "--note", "checked", "--journal", path]
+    refused = run_cli(*base, "--reviewer", "bob", env=_env())
+    assert refused.returncode == 1 and "claimed by alice" in refused.stderr
+    with Journal(path) as journal:
+        assert journal.get("auto", f"confirm/{ref.split('.')[1]}") is None
+    done = run_cli(*base, env=_env(**{REVIEWER_ENV: "alice"}))
+    assert done.returncode == 0, done.stderr
+    with Journal(path) as journal:
+        audit = journal.get("auto", f"confirm/{ref.split('.')[1]}")
+        assert audit is not None and audit.payload["reviewer"] == "alice"
