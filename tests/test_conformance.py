@@ -375,7 +375,10 @@ def test_a_policy_object_resolves_relative_paths_under_its_folder(tmp_path: Path
     assert not mismatches(reference, got)
 
 
-@pytest.mark.skipif(not os.environ.get("DISSENSUS_TEST_RAY"), reason="make test-ray")
+@pytest.mark.skipif(
+    not os.environ.get("DISSENSUS_TEST_RAY"),
+    reason="starts a local Ray instance (slow): set DISSENSUS_TEST_RAY=1 to run",
+)
 @pytest.mark.parametrize("which", ["llmbar", "scripted"])
 def test_the_ray_engine_decides_alike(which: str, tmp_path: Path) -> None:
     from dissensus.engines.ray import RayOptions, decide_ray

@@ -61,6 +61,10 @@ def test_undo_reopens_and_the_case_can_be_resolved_anew(journal_target: str) -> 
             reopen(journal, rid, reviewer="kim", within_s=300)
         record = resolve(journal, rid, decision="1", note="second", reviewer="lee")
         assert final_records(journal, "r") == [record]
+        # The integrations' review path reads the standing record, not the undone one.
+        from dissensus.integrations._review import resolved_record
+
+        assert resolved_record(journal, find_item(journal, rid)) == record
         with pytest.raises(AlreadyResolved, match="by lee"):
             resolve(journal, rid, decision="2", note="third", reviewer="kim")
         types = [e.type for e in journal.events("r") if e.type.startswith(("review.", "case.res"))]

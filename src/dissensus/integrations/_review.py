@@ -31,6 +31,7 @@ from dissensus.pipeline.review import (
     ReviewStatus,
     StaleContent,
     content_sha256,
+    record_key,
     resolve,
 )
 from dissensus.store import Journal
@@ -118,7 +119,8 @@ def resolved_record(journal: Journal, status: ReviewStatus) -> CaseRecord | None
     """The journalled final record of a resolved item (``None`` while it is open)."""
     if status.resolution is None:
         return None
-    event = journal.get(status.item.run_id, f"case/{status.item.line}/resolved")
+    key = record_key(journal, status.item.run_id, status.item.line)  # after undos too
+    event = journal.get(status.item.run_id, key)
     return None if event is None else CaseRecord.model_validate(event.payload)
 
 
