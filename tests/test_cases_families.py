@@ -44,7 +44,15 @@ def test_labels_are_how_agents_refer_to_options() -> None:
     given_labels = CaseSpec.from_meta({"options": ["x", "y"], "option_labels": ["Left", "Right"]})
     assert [o.label for o in given_labels.options] == ["Left", "Right"]
     plain = CaseSpec.from_meta({"options": {"keep": "Keep it", "remove": "Remove it"}})
-    assert [o.label for o in plain.options] == ["Option keep", "Option remove"]
+    assert [o.label for o in plain.options] == ["keep", "remove"]
+    numbered = {"options": ["x", "y"]}
+    assert [o.label for o in CaseSpec.from_meta({"options": {"1": "x", "2": "y"}}).options] == [
+        "1",
+        "2",
+    ]
+    spoken = CaseSpec.from_meta({"options": {"1": "x", "2": "y"}}, ["Output (b) is better."])
+    assert [o.label for o in spoken.options] == ["Output (a)", "Output (b)"]
+    assert [o.label for o in CaseSpec.from_meta(numbered, ["Output (a)"]).options] == ["x", "y"]
 
 
 def test_utilities_are_parsed_with_the_reason_they_are_unusable() -> None:

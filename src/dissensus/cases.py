@@ -22,8 +22,9 @@ Choices where the design is silent:
   first option.
 * **Labels** are how the agents refer to an option: the item's ``label``, else
   ``meta.option_labels`` (a list in option order or a mapping ``id -> label``), else
-  ``Output (a)``, ``Output (b)`` for pairwise judging (``output_1``/``output_2``, or
-  ``meta.source`` ``LLMBar``), else ``Option <id>``.
+  ``Output (a)``, ``Output (b)``, ... when the case is judged pairwise-style
+  (``output_1``/``output_2``, ``meta.source`` ``LLMBar``, or options numbered ``1``..``n``
+  while the agents' reasoning speaks of "Output (a)"), else the option id itself.
 * **Utilities** (``meta.utilities``, agent -> option -> utility in [0, 1]): parsed with
   the reason they are unusable, if they are (:attr:`CaseSpec.utilities_problem`);
   booleans and numbers outside [0, 1] are refused, never clipped.
@@ -36,7 +37,8 @@ Choices where the design is silent:
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+import re
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
@@ -73,17 +75,27 @@ class CaseSpec(BaseModel):
     """Why ``meta.utilities`` is unusable (``None`` when it is usable or absent)."""
 
     @classmethod
-    def from_meta(cls, meta: Mapping[str, Any] | None) -> CaseSpec:
-        """Parse a panel's ``meta`` (anything not a mapping is an empty case)."""
+    def from_meta(cls, meta: Mapping[str, Any] | None, reasoning: Sequence[str] = ()) -> CaseSpec:
+        """Parse a panel's ``meta`` (anything not a mapping is an empty case); the agents'
+        ``reasoning`` only tells how they refer to the options."""
         if not isinstance(meta, Mapping):
             return cls()
         utilities, problem = _utilities(meta)
         return cls(
             question=_question(meta),
-            options=_options(meta),
+            options=_options(meta, reasoning),
             utilities=utilities,
             utilities_problem=problem,
         )
+
+    @classmethod
+    def from_panel(cls, panel: Any) -> CaseSpec:
+        """The case of a panel (a :class:`~dissensus.types.Panel` or its JSON)."""
+        if isinstance(panel, Mapping):
+            outputs = panel.get("outputs") or []
+            reasoning = [str(o.get("reasoning", "")) for o in outputs if isinstance(o, Mapping)]
+            return cls.from_meta(panel.get("meta"), reasoning)
+        return cls.from_meta(panel.meta, [o.reasoning for o in panel.outputs])
 
     def option_ids(self) -> list[str]:
         return [o.id for o in self.options]
@@ -124,9 +136,15 @@ def _raw_options(meta: Mapping[str, Any]) -> tuple[list[tuple[str, str, str | No
     return [], False
 
 
-def _options(meta: Mapping[str, Any]) -> tuple[CaseOption, ...]:
+_LETTERED = re.compile(r"\boutput\s*\(([a-z])\)", re.IGNORECASE)
+
+
+def _options(meta: Mapping[str, Any], reasoning: Sequence[str]) -> tuple[CaseOption, ...]:
     raw, pairwise = _raw_options(meta)
     pairwise = pairwise or (str(meta.get("source", "")).lower() == "llmbar" and len(raw) == 2)
+    numbered = [oid for oid, _, _ in raw] == [str(i + 1) for i in range(len(raw))]
+    if not pairwise and numbered and 0 < len(raw) <= 26:
+        pairwise = any(_LETTERED.search(text) for text in reasoning)
     given = meta.get("option_labels")
     seen: set[str] = set()
     out: list[CaseOption] = []
@@ -139,7 +157,7 @@ def _options(meta: Mapping[str, Any]) -> tuple[CaseOption, ...]:
         elif label is None and isinstance(given, Mapping) and oid in given:
             label = str(given[oid])
         if label is None:
-            label = f"Output ({'ab'[i]})" if pairwise and i < 2 else f"Option {oid}"
+            label = f"Output ({chr(ord('a') + i)})" if pairwise and i < 26 else oid
         out.append(CaseOption(id=oid, text=text, label=label))
     return tuple(out)
 

@@ -580,6 +580,7 @@ def review_show(
     json_out: JsonOpt = False,
 ) -> None:
     """Show everything a reviewer needs: the case, positions and value profiles side by side."""
+    from dissensus.cases import CaseSpec
     from dissensus.pipeline.review import find_item
 
     with _journal(journal) as store:
@@ -600,8 +601,8 @@ def review_show(
         soft_wrap=True,
     )
     say(f"why escalated: {shown(item.reason)}", soft_wrap=True)
-    meta = item.panel.get("meta", {})
-    question = meta.get("question") or meta.get("input") if isinstance(meta, dict) else None
+    case = CaseSpec.from_panel(item.panel)
+    question = case.question
     if question:
         say(f"question: {_excerpt(str(question), 400)}", soft_wrap=True)
     say(
@@ -619,8 +620,9 @@ def review_show(
     )
     if reading.missing_reasoning:
         say(f"no reasoning from: {', '.join(shown(a) for a in reading.missing_reasoning)}")
-    for oid, text in _option_texts(meta if isinstance(meta, dict) else {}):
-        say(f"  option {shown(oid)}: {_excerpt(text, 200)}", soft_wrap=True)
+    for option in case.options:
+        label = "" if option.label == option.id else f" ({shown(option.label)})"
+        say(f"  option {shown(option.id)}{label}: {_excerpt(option.text, 200)}", soft_wrap=True)
     scores = {x.agent: x for x in (item.acceptance.signals if item.acceptance else [])}
     table = Table(show_edge=False, title="positions")
     for col in (
@@ -693,20 +695,6 @@ def review_show(
 def _excerpt(text: str, limit: int) -> str:
     flat = shown(" ".join(str(text).split()))
     return flat if len(flat) <= limit else flat[: limit - 3] + "..."
-
-
-def _option_texts(meta: dict[str, object]) -> list[tuple[str, str]]:
-    raw = meta.get("options")
-    if isinstance(raw, list):
-        return [
-            (str(o.get("id")), str(o.get("text", ""))) if isinstance(o, dict) else (str(o), str(o))
-            for o in raw
-        ]
-    if isinstance(raw, dict):
-        return [(str(k), str(v)) for k, v in raw.items()]
-    if "output_1" in meta and "output_2" in meta:
-        return [("1", str(meta["output_1"])), ("2", str(meta["output_2"]))]
-    return []
 
 
 @review_app.command("resolve")

@@ -5,12 +5,11 @@ escape every string (agent text is never interpreted).
 
 Choices where the design is silent:
 
-* **Option labels.** An option is shown the way the agents refer to it: a panel's
-  ``meta.option_labels`` (``{id: label}``) when given; otherwise, when the options are
-  the numbers ``1``..``n`` and the agents' reasoning speaks of "Output (a)" (LLMBar's
-  pairwise prompt), option ``1`` is "Output (a)", ``2`` "Output (b)" and so on; otherwise
-  the option id itself. The id stays visible beside the label, since it is what gets
-  journalled.
+* **Option labels and texts** are the case's (:class:`~dissensus.cases.CaseSpec`, the
+  one parser of ``meta``): the way the agents refer to an option (a panel's
+  ``meta.option_labels``; "Output (a)", "Output (b)", ... for pairwise judging or when the
+  agents' reasoning speaks of "Output (a)"; otherwise the option id itself). The id stays
+  visible beside the label, since it is what gets journalled.
 * **Word diff.** When at least two options have texts, the first two are compared word
   by word (:class:`difflib.SequenceMatcher` over whitespace-split words, no junk
   heuristic) into segments marked ``same``, ``a`` (only in the first) or ``b`` (only in
@@ -24,10 +23,11 @@ Choices where the design is silent:
 from __future__ import annotations
 
 import difflib
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
+
+from dissensus.cases import CaseSpec
 
 __all__ = [
     "DiffSegment",
@@ -36,8 +36,6 @@ __all__ = [
     "plain_reasons",
     "word_diff",
 ]
-
-_LETTERED = re.compile(r"\boutput\s*\(([a-z])\)", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -66,34 +64,6 @@ class DiffSegment:
     text: str
 
 
-def _texts(meta: dict[str, Any]) -> dict[str, str]:
-    raw = meta.get("options")
-    texts: dict[str, str] = {}
-    if isinstance(raw, list):
-        for o in raw:
-            if isinstance(o, dict):
-                texts[str(o.get("id"))] = str(o.get("text", ""))
-            else:
-                texts[str(o)] = str(o)
-    elif isinstance(raw, dict):
-        texts = {str(k): str(v) for k, v in raw.items()}
-    elif "output_1" in meta and "output_2" in meta:
-        texts = {"1": str(meta["output_1"]), "2": str(meta["output_2"])}
-    return texts
-
-
-def _labels(ids: Sequence[str], meta: dict[str, Any], reasoning: Sequence[str]) -> dict[str, str]:
-    given = meta.get("option_labels")
-    if isinstance(given, dict):
-        return {i: str(given.get(i, i)) for i in ids}
-    numbered = bool(ids) and len(ids) <= 26 and all(i.isdigit() for i in ids)
-    if numbered and any(_LETTERED.search(r) for r in reasoning):
-        return {
-            i: f"Output ({chr(ord('a') + int(i) - 1)})" if 1 <= int(i) <= 26 else i for i in ids
-        }
-    return {i: i for i in ids}
-
-
 def option_views(
     options: Sequence[str],
     panel: dict[str, Any],
@@ -104,16 +74,19 @@ def option_views(
 
     ``positions`` are ``(agent, decision, reasoning)``.
     """
-    meta = panel.get("meta") or {}
-    if not isinstance(meta, dict):
-        meta = {}
-    texts = _texts(meta)
-    ids = list(options) or list(texts)
-    labels = _labels(ids, meta, [r for _, _, r in positions])
+    meta = panel.get("meta")
+    meta = meta if isinstance(meta, dict) else {}
+    reasoning = [r for _, _, r in positions]
+    case = CaseSpec.from_meta(meta, reasoning)
+    ids = list(options) or case.option_ids()
+    texts = {o.id: o.text for o in case.options}
+    if not case.options:  # labels of the options on the table, when the panel lists none
+        case = CaseSpec.from_meta({**meta, "options": [{"id": i} for i in ids]}, reasoning)
+    known = {o.id: o for o in case.options}
     return [
         OptionView(
             id=oid,
-            label=labels.get(oid, oid),
+            label=known[oid].label if oid in known else oid,
             key=str(i + 1) if i < 9 else "",
             text=texts.get(oid, ""),
             chosen_by=[agent for agent, decision, _ in positions if decision == oid],

@@ -46,6 +46,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
+from dissensus.cases import CaseSpec
 from dissensus.errors import DissensusError, InputError
 from dissensus.pipeline import review as queue
 from dissensus.pipeline.confirm import AlreadyConfirmed, Confirmation, confirm
@@ -133,12 +134,8 @@ class QueueEntry(BaseModel):
 
 
 def question_of(panel: dict[str, Any]) -> str | None:
-    """The question a panel asks (``meta.question``, else ``meta.input``), if any."""
-    meta = panel.get("meta") or {}
-    if not isinstance(meta, dict):
-        return None
-    found = meta.get("question") or meta.get("input")
-    return None if found is None else str(found)
+    """The question a panel asks (:class:`~dissensus.cases.CaseSpec`), if any."""
+    return CaseSpec.from_meta(panel.get("meta")).question
 
 
 class AutoCase(BaseModel):
