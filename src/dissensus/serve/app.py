@@ -42,7 +42,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from dissensus.errors import ConfigError, DissensusError, InputError
 from dissensus.guard import Calibration, CorrelatedConsensusError, GuardSettings
 from dissensus.pipeline import Policy, load_policy, policy_guard_calibration
-from dissensus.serve import api_docs, library_calls
+from dissensus.serve import api_docs, chat, library_calls
 from dissensus.serve.auth import (
     LOCAL,
     Principal,
@@ -314,9 +314,10 @@ def create_app(
     service = Service(settings, store)
 
     @asynccontextmanager
-    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+    async def lifespan(started: FastAPI) -> AsyncIterator[None]:
         yield
         await service.runner.close()
+        await started.state.chat.aclose()
         if owned:
             store.close()
 
@@ -331,6 +332,7 @@ def create_app(
     app.state.service = service
     _install_errors(app)
     _routes(app)
+    chat.install(app, policy=settings.policy, journal=store)
     from dissensus.serve.review_page import install as install_review_page
 
     install_review_page(app)
