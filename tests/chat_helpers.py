@@ -92,7 +92,8 @@ def panel_section() -> dict[str, Any]:
     return {
         "answer": "number",
         "members": [
-            {"name": n, "model": f"replay:members/{n}.jsonl", "family": f} for n, f in MEMBERS.items()
+            {"name": n, "model": f"replay:members/{n}.jsonl", "family": f}
+            for n, f in MEMBERS.items()
         ],
     }
 

@@ -265,7 +265,12 @@ def _panel(world: Path) -> dict[str, Any]:
     [
         ({"members": [{"name": "a", "model": "scripted:x"}]}, "panel"),
         (
-            {"members": [{"name": "a", "model": "scripted:x"}, {"name": "a", "model": "scripted:y"}]},
+            {
+                "members": [
+                    {"name": "a", "model": "scripted:x"},
+                    {"name": "a", "model": "scripted:y"},
+                ]
+            },
             "panel",
         ),
         ({"answer": "regex"}, "panel"),

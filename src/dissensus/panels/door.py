@@ -64,7 +64,6 @@ from dissensus.types import Panel
 __all__ = ["PanelChat", "answer_of", "as_chunks", "parse_request"]
 
 
-
 def _message(message: RequestMessage) -> Message:
     """A request message as the model client's (``developer`` is a ``system`` message)."""
     if message.role == "user":
@@ -150,9 +149,7 @@ class PanelChat:
     >>> done.choices[0].finish_reason, done.dissensus.decision  # doctest: +SKIP
     """
 
-    def __init__(
-        self, policy: Policy, *, journal: Journal, policy_dir: Path | None = None
-    ) -> None:
+    def __init__(self, policy: Policy, *, journal: Journal, policy_dir: Path | None = None) -> None:
         self.policy = policy
         self.journal = journal
         self.policy_dir = policy_dir

@@ -213,7 +213,9 @@ class Members:
             if got.text is None:
                 why = got.failure or "no answer"
                 outputs.append(
-                    AgentOutput(agent=member.name, decision=None, reasoning="", family=member.family)
+                    AgentOutput(
+                        agent=member.name, decision=None, reasoning="", family=member.family
+                    )
                 )
                 reports.append(
                     MemberReport(

@@ -276,7 +276,9 @@ class PanelSettings(_Section):
         if self.members and len(self.members) < 2:
             raise ValueError("a panel needs at least two members")
         if self.min_answers > max(2, len(self.members)):
-            raise ValueError(f"min_answers={self.min_answers} exceeds the {len(self.members)} members")
+            raise ValueError(
+                f"min_answers={self.min_answers} exceeds the {len(self.members)} members"
+            )
         if self.answer == "regex":
             if not self.pattern:
                 raise ValueError("answer: regex needs a pattern")
