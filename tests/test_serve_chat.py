@@ -252,6 +252,7 @@ def test_no_panel_configured_is_a_404(tmp_path: Path) -> None:
 
         with pytest.raises(ChatError) as caught:
             chat.complete({"model": "m", "messages": [{"role": "user", "content": "x"}]})
+        chat.close()
     assert caught.value.status == 404
 
 

@@ -20,7 +20,8 @@ its record with any human resolution, and the answer text.
 Choices where the design is silent: the case id is the review id form ``<run>.<line>``
 (line 1: one case per run), so it is also what ``POST /v1/cases/{ref}/confirm`` audits;
 a committed decision no member gave (a CONCORD outcome) is answered with the decision
-itself; the completion's ``usage`` is the panel's tokens (every member attempt), and
+itself; the sync twins (``complete``, ``case``, ``close``) run on one private event loop
+of the object, so use them from one thread and not from inside a running loop; the completion's ``usage`` is the panel's tokens (every member attempt), and
 ``created`` is the wall clock at the answer.
 """
 
@@ -28,9 +29,9 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Mapping
+from collections.abc import Coroutine, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
@@ -62,6 +63,8 @@ from dissensus.store.journal import Journal
 from dissensus.types import Panel
 
 __all__ = ["PanelChat", "answer_of", "as_chunks", "parse_request"]
+
+T = TypeVar("T")
 
 
 def _message(message: RequestMessage) -> Message:
@@ -154,6 +157,14 @@ class PanelChat:
         self.journal = journal
         self.policy_dir = policy_dir
         self.members = Members.open(policy.panel, policy_dir)
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def _run(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run ``coro`` on this object's private loop (the sync twins share it, so member
+        backends keep their connections across calls)."""
+        if self._loop is None:
+            self._loop = asyncio.new_event_loop()
+        return self._loop.run_until_complete(coro)
 
     @classmethod
     def from_file(cls, path: str | Path | None, *, journal: Journal) -> PanelChat:
@@ -171,8 +182,11 @@ class PanelChat:
         await self.members.aclose()
 
     def close(self) -> None:
-        """Sync twin of :meth:`aclose`."""
-        asyncio.run(self.aclose())
+        """Sync twin of :meth:`aclose` (also closes the sync twins' loop)."""
+        self._run(self.aclose())
+        assert self._loop is not None
+        self._loop.close()
+        self._loop = None
 
     def check(self, body: Any) -> CompletionRequest:
         """The request, validated against the wire shape and the panel's limits."""
@@ -227,7 +241,7 @@ class PanelChat:
 
     def complete(self, body: Any) -> ChatCompletion:
         """Sync twin of :meth:`acomplete`."""
-        return asyncio.run(self.acomplete(body))
+        return self._run(self.acomplete(body))
 
     def _completion(
         self, request: CompletionRequest, run_id: str, case_id: str, fan: FanOut, record: CaseRecord
@@ -302,4 +316,4 @@ class PanelChat:
 
     def case(self, case_id: str) -> CaseStatus:
         """Sync twin of :meth:`acase`."""
-        return asyncio.run(self.acase(case_id))
+        return self._run(self.acase(case_id))
