@@ -152,3 +152,57 @@ def test_token_budget_of_a_request_refuses_members(
             chat.close()
     assert caught.value.status == 502
     assert "budget" in caught.value.message.lower()
+
+
+class _Counting:
+    """An in-process member that records how many of its calls overlap."""
+
+    provider = "test"
+
+    def __init__(self) -> None:
+        self.model_id = "counting"
+        self.now = 0
+        self.most = 0
+
+    async def send(self, request: Any, *, json_mode: Any) -> Any:
+        import asyncio
+
+        from dissensus.llm.base import BackendResponse
+
+        self.now += 1
+        self.most = max(self.most, self.now)
+        try:
+            await asyncio.sleep(0.01)
+        finally:
+            self.now -= 1
+        return BackendResponse(text='{"decision": "yes", "reasoning": "r"}', model="counting")
+
+    async def aclose(self) -> None:
+        return None
+
+
+@pytest.mark.parametrize("limit", [1, 3])
+def test_member_concurrency_bounds_calls_across_requests(limit: int) -> None:
+    import asyncio
+
+    from dissensus.llm.base import Message
+    from dissensus.panels import Members
+    from dissensus.pipeline.policy import PanelSettings
+
+    settings = PanelSettings.model_validate(
+        {
+            "options": ["yes", "no"],
+            "member_concurrency": limit,
+            "members": [{"name": "a", "model": "scripted:x"}, {"name": "b", "model": "scripted:y"}],
+        }
+    )
+    backends = {"a": _Counting(), "b": _Counting()}
+    members = Members(settings, backends)  # type: ignore[arg-type]
+
+    async def many() -> list[Any]:
+        ask = [Message(role="user", content="q")]
+        return list(await asyncio.gather(*(members.fan_out(f"p{i}", ask) for i in range(8))))
+
+    fans = asyncio.run(many())
+    assert all(r.status == "answered" for fan in fans for r in fan.reports)
+    assert {b.most for b in backends.values()} == {limit}

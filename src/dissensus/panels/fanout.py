@@ -29,6 +29,9 @@ Choices where the design is silent:
   request's messages (a reviewer needs the question), ``meta.members`` every member's
   status and ``meta.answers`` every member's full text, so the answer returned later
   (``GET /v1/cases/{id}``) is read from the journal, not from memory.
+* **Per-member concurrency.** At most ``panel.member_concurrency`` calls are in flight
+  per member across all requests (one semaphore per member and event loop); a request
+  waiting for a slot waits within its deadline.
 * ``openai:`` members with a ``base_url`` talk to that server; the key is
   ``$OPENAI_API_KEY`` (``unused`` when absent), never written anywhere.
 """
@@ -37,6 +40,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -133,6 +137,9 @@ class Members:
     ) -> None:
         self.settings = settings
         self.backends = backends
+        self._slots: weakref.WeakKeyDictionary[
+            asyncio.AbstractEventLoop, dict[str, asyncio.Semaphore]
+        ] = weakref.WeakKeyDictionary()
         self.client_settings = ClientSettings(
             timeout_s=settings.attempt_timeout_s,
             max_retries=settings.max_retries,
@@ -153,9 +160,19 @@ class Members:
         for backend in self.backends.values():
             await backend.aclose()
 
+    def _slot(self, member: str) -> asyncio.Semaphore:
+        loop = asyncio.get_running_loop()
+        slots = self._slots.get(loop)
+        if slots is None:
+            slots = self._slots[loop] = {}
+        if member not in slots:
+            slots[member] = asyncio.Semaphore(self.settings.member_concurrency)
+        return slots[member]
+
     async def _ask(self, asked: _Asked, request: ChatRequest) -> None:
         try:
-            response = await asked.client.chat(request)
+            async with self._slot(request.agent or ""):
+                response = await asked.client.chat(request)
         except StructuredOutputError as exc:
             asked.text = exc.attempts[-1] if exc.attempts else ""
         except LLMError as exc:

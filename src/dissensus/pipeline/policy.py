@@ -254,6 +254,9 @@ class PanelSettings(_Section):
     """Token budget of one request across its members, every attempt counted (``None``: none)."""
     max_request_chars: int = Field(default=200_000, ge=1)
     """Most characters of message content in one request (413 above)."""
+    member_concurrency: int = Field(default=16, ge=1, le=1024)
+    """Calls in flight at once per member, across all requests (more wait for a slot,
+    within the request's deadline)."""
 
     @field_validator("options")
     @classmethod
