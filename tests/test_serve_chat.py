@@ -290,3 +290,33 @@ def test_bad_panel_sections_name_the_field(section: dict[str, Any], field: str) 
 
 def test_panel_settings_default_is_off() -> None:
     assert PanelSettings().members == []
+
+
+def test_message_shapes_of_the_sdk_are_read() -> None:
+    """Text parts are joined, ``developer`` is a system message, other parts are refused."""
+    from dissensus.panels import ChatError, parse_request
+
+    request = parse_request(
+        {
+            "model": "m",
+            "messages": [
+                {"role": "developer", "content": "Answer with a number."},
+                {
+                    "role": "user",
+                    "content": [{"type": "text", "text": "2 +"}, {"type": "text", "text": "2?"}],
+                },
+            ],
+            "stream_options": {"include_usage": True},
+            "top_p": 0.5,
+        }
+    )
+    assert [m.text() for m in request.messages] == ["Answer with a number.", "2 +\n2?"]
+    with pytest.raises(ChatError) as caught:
+        parse_request(
+            {
+                "model": "m",
+                "messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}],
+            }
+        )
+    assert caught.value.status == 400 and caught.value.param is not None
+    assert caught.value.param.startswith("messages.0.content")
