@@ -112,6 +112,7 @@ def _asked(world: Path) -> list[Panel]:
     ]
 
 
+@pytest.mark.slow
 def test_endpoint_commits_what_decide_commits(world: Path, server: str) -> None:
     panels = _asked(world)
     client = openai.OpenAI(base_url=f"{server}/v1", api_key="tok-sub", max_retries=0)

@@ -69,6 +69,7 @@ def _chat(servers: dict[str, FakeServer], journal: Journal, **panel: Any) -> Pan
 ASK = {"model": "m", "messages": [{"role": "user", "content": "Does the claim hold?"}]}
 
 
+@pytest.mark.slow
 def test_partial_panel_with_abstentions_is_decided_and_journalled(
     servers: dict[str, FakeServer], tmp_path: Path
 ) -> None:

@@ -93,7 +93,11 @@ def parse_request(body: Any) -> CompletionRequest:
         return CompletionRequest.model_validate(body)
     except ValidationError as exc:
         first = exc.errors(include_url=False)[0]
-        param = ".".join(str(p) for p in first["loc"]) or None
+        # Union members pydantic names in the location (``str``, ``list[ContentPart]``) are not fields.
+        parts = [
+            str(p) for p in first["loc"] if not (isinstance(p, str) and (p == "str" or "[" in p))
+        ]
+        param = ".".join(parts) or None
         message = str(first["msg"]).removeprefix("Value error, ")
         raise ChatError(400, f"{param}: {message}" if param else message, param=param) from None
 

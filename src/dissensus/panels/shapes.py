@@ -102,6 +102,19 @@ class RequestMessage(BaseModel):
     role: Literal["system", "developer", "user", "assistant"]
     content: str | list[ContentPart]
 
+    @field_validator("content", mode="before")
+    @classmethod
+    def _text_only(cls, value: Any) -> Any:
+        if isinstance(value, list):
+            for part in value:
+                kind = part.get("type") if isinstance(part, dict) else None
+                if kind != "text":
+                    raise ValueError(f"only text content parts are supported (got {kind!r})")
+            return value
+        if not isinstance(value, str):
+            raise ValueError("content must be a string or a list of text parts")
+        return value
+
     def text(self) -> str:
         """The content as one string (text parts joined by newlines)."""
         if isinstance(self.content, str):
