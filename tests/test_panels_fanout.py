@@ -7,7 +7,7 @@ import asyncio
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dissensus.llm.base import BackendError, BackendResponse, Message
@@ -78,6 +78,7 @@ class _Scripted:
         return None
 
 
+@settings(max_examples=30)  # each example runs an event loop
 @given(
     fates=st.lists(st.sampled_from(["1", "2", "ramble", "fail"]), min_size=2, max_size=6),
     min_answers=st.integers(min_value=1, max_value=3),
