@@ -278,6 +278,10 @@ def _panel(world: Path) -> dict[str, Any]:
         ({"options": ["yes", "YES"]}, "panel.options"),
         ({"members": [{"name": "bad name", "model": "scripted:x"}] * 2}, "panel.members.0.name"),
         ({"deadline_s": 0}, "panel.deadline_s"),
+        (
+            {"members": [{"name": "a", "model": "scripted:x", "base_url": "http://h/v1"}] * 2},
+            "panel.members.0",
+        ),
     ],
 )
 def test_bad_panel_sections_name_the_field(section: dict[str, Any], field: str) -> None:

@@ -218,6 +218,12 @@ class PanelMember(_Section):
     base_url: str | None = None
     """``openai:`` members only: the member's OpenAI-compatible server (``None``: ``$OPENAI_BASE_URL``)."""
 
+    @model_validator(mode="after")
+    def _base_url_for_openai(self) -> PanelMember:
+        if self.base_url is not None and not self.model.startswith("openai:"):
+            raise ValueError("base_url is only read for openai: members")
+        return self
+
 
 class PanelSettings(_Section):
     """A panel of member models behind ``POST /v1/chat/completions`` (see ``docs/chat.md``)."""
