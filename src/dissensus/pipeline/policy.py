@@ -44,6 +44,10 @@ Every field has a default, so an empty file (or no file) is a valid policy:
     budget: {max_calls: 200, max_tokens: null}
     concurrency: 4
     deadline_s: null                 # wall-clock seconds a decide / resume may run
+    panel:                           # the members behind POST /v1/chat/completions (docs/chat.md)
+      members: []                    # [{name, model, family}], model as a model spec
+      answer: structured             # structured | number | regex
+      options: null                  # structured: the decision's enum (null: any normalised string)
 
 Choices where the design is silent: unknown keys are errors (a typo must not silently
 fall back to a default); a bad policy raises :class:`ConfigError` naming the file and
@@ -53,10 +57,11 @@ including the file of a ``scripted:`` / ``replay:`` / ``record:FILE:...`` model 
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from dissensus.errors import ConfigError
 from dissensus.io.yamlfile import load_yaml_file
@@ -68,6 +73,8 @@ __all__ = [
     "BudgetSettings",
     "ConcordSettings",
     "GuardSettings",
+    "PanelMember",
+    "PanelSettings",
     "Policy",
     "ReadingSettings",
     "RoutingSettings",
@@ -201,6 +208,99 @@ class BudgetSettings(_Section):
     max_tokens: int | None = Field(default=None, ge=0)
 
 
+class PanelMember(_Section):
+    """One member model of a chat panel (``panel.members``)."""
+
+    name: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    """The member's agent id in the panel (unique; letters, digits, ``.``, ``_``, ``-``)."""
+    model: str = Field(min_length=3)
+    """Model spec (``openai:MODEL``, ``scripted:FILE``, ``replay:FILE``, ``record:FILE:<spec>``);
+    relative files are relative to the policy file."""
+    family: str | None = None
+    """Model family (e.g. ``meta``), which the guard and acceptance count as shared causes."""
+    base_url: str | None = None
+    """``openai:`` members only: the member's OpenAI-compatible server (``None``: ``$OPENAI_BASE_URL``)."""
+
+    @model_validator(mode="after")
+    def _base_url_for_openai(self) -> PanelMember:
+        if self.base_url is not None and not self.model.startswith("openai:"):
+            raise ValueError("base_url is only read for openai: members")
+        return self
+
+
+class PanelSettings(_Section):
+    """A panel of member models behind ``POST /v1/chat/completions`` (see ``docs/chat.md``)."""
+
+    members: list[PanelMember] = Field(default_factory=list)
+    """The member models every request fans out to (none: the chat endpoint answers 404)."""
+    answer: Literal["structured", "number", "regex"] = "structured"
+    """How a member's answer becomes a decision: ``structured`` asks for a JSON object with
+    ``decision`` and ``reasoning``; ``number`` extracts the final number of a free-form
+    answer (as ``convert zeroeval``); ``regex`` takes ``pattern``'s first group."""
+    options: list[str] | None = None
+    """``structured``: the decision's options (an enum); ``None``: any string, normalised
+    (whitespace collapsed, case folded)."""
+    pattern: str | None = None
+    """``regex``: searched in the answer; the first group (or the match) is the decision."""
+    instructions: str | None = None
+    """System message put before the client's messages for every member (``None``: none)."""
+    max_members: int = Field(default=16, ge=2, le=64)
+    """Most members a panel may name."""
+    min_answers: int = Field(default=2, ge=1)
+    """Members that must answer (a decision or an abstention) for the panel to be decided;
+    fewer: the request fails with ``502`` naming every member's failure."""
+    deadline_s: float = Field(default=30.0, gt=0, allow_inf_nan=False)
+    """Wall-clock seconds the fan-out of one request may take; members still running then
+    are cancelled and count as failed (the rest of the panel is decided)."""
+    attempt_timeout_s: float = Field(default=10.0, gt=0, allow_inf_nan=False)
+    """Longest one attempt of a member may take (a timed-out attempt is retried while the
+    deadline allows)."""
+    max_retries: int = Field(default=2, ge=0, le=10)
+    """Retries of a member's transient failures (429, 5xx, timeouts, broken bodies)."""
+    max_tokens: int | None = Field(default=1024, ge=1)
+    """Completion cap per member answer (a request's own ``max_tokens`` may lower it)."""
+    request_max_tokens: int | None = Field(default=None, ge=1)
+    """Token budget of one request across its members, every attempt counted (``None``: none)."""
+    max_request_chars: int = Field(default=200_000, ge=1)
+    """Most characters of message content in one request (413 above)."""
+    member_concurrency: int = Field(default=16, ge=1, le=1024)
+    """Calls in flight at once per member, across all requests (more wait for a slot,
+    within the request's deadline)."""
+
+    @field_validator("options")
+    @classmethod
+    def _distinct_options(cls, value: list[str] | None) -> list[str] | None:
+        if value is None:
+            return None
+        if not value or any(not o.strip() for o in value):
+            raise ValueError("options must be non-empty strings")
+        if len({o.strip().casefold() for o in value}) != len(value):
+            raise ValueError("options must be distinct (case and surrounding spaces ignored)")
+        return value
+
+    @model_validator(mode="after")
+    def _check_members(self) -> PanelSettings:
+        names = [m.name for m in self.members]
+        if len(set(names)) != len(names):
+            raise ValueError(f"member names must be unique: {names}")
+        if len(self.members) > self.max_members:
+            raise ValueError(f"{len(self.members)} members; at most max_members={self.max_members}")
+        if self.members and len(self.members) < 2:
+            raise ValueError("a panel needs at least two members")
+        if self.min_answers > max(2, len(self.members)):
+            raise ValueError(
+                f"min_answers={self.min_answers} exceeds the {len(self.members)} members"
+            )
+        if self.answer == "regex":
+            if not self.pattern:
+                raise ValueError("answer: regex needs a pattern")
+            try:
+                re.compile(self.pattern)
+            except re.error as exc:
+                raise ValueError(f"invalid pattern: {exc}") from None
+        return self
+
+
 class Policy(_Section):
     """The whole pipeline policy (see the module docstring for the YAML form)."""
 
@@ -219,6 +319,8 @@ class Policy(_Section):
     deadline_s: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     """Wall-clock seconds one ``decide`` (or ``runs resume``) may run; then the run stops with
     status ``deadline`` (cases in flight are cancelled, the run stays resumable)."""
+    panel: PanelSettings = Field(default_factory=PanelSettings)
+    """Member models behind ``POST /v1/chat/completions`` (:mod:`dissensus.panels`)."""
 
 
 def _field(loc: tuple[int | str, ...]) -> str:

@@ -54,7 +54,7 @@ from dissensus.guard import Calibration, CorrelatedConsensusError, GuardSettings
 from dissensus.io.jsonl import MAX_DEPTH, json_depth
 from dissensus.io.limits import Limits, Overrun, check_record
 from dissensus.pipeline import RunSpec
-from dissensus.serve import api_docs, library_calls
+from dissensus.serve import api_docs, chat, library_calls
 from dissensus.serve.auth import (
     LOCAL,
     Principal,
@@ -406,9 +406,10 @@ def create_app(
     service = Service(settings, store)
 
     @asynccontextmanager
-    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+    async def lifespan(started: FastAPI) -> AsyncIterator[None]:
         yield
         await service.runner.close()
+        await started.state.chat.aclose()
         if owned:
             store.close()
 
@@ -423,6 +424,7 @@ def create_app(
     app.state.service = service
     _install_errors(app)
     _routes(app)
+    chat.install(app, spec=service.spec, journal=store)
     from dissensus.serve.review_page import install as install_review_page
 
     install_review_page(app)

@@ -1,0 +1,291 @@
+"""Benchmark of ``POST /v1/chat/completions``: what the panel door adds over its slowest member.
+
+Set-up, one machine: ``--members`` loopback OpenAI-compatible members
+(:class:`dissensus.llm.fakeserver.FakeServer`, each answering after a fixed ``--latency``
+seconds) in one helper process; ``dissensus serve`` (uvicorn, one process, fresh SQLite
+journal, tfidf reading) with those members as its ``panel:``; the clients in this process.
+Every request is fanned out to every member, decided by the pipeline and journalled (the
+members agree, the case goes through the guard and the follow-up and ends in the review
+queue: the longest path a request without a model-backed follow-up takes).
+
+* **added latency**: one client, sequential requests; p50 and p99 of the endpoint's
+  latency minus the slowest member's fixed latency ``L``, and minus the p50 of a direct
+  request to one member (the same HTTP client, so the transport's own cost cancels);
+* **throughput**: ``C`` concurrent clients, each sending requests back to back; requests
+  per second against the ideal ``C / L`` (every request waits at least ``L``), for each
+  ``C`` of ``--concurrency``.
+
+* **the door alone**: the same figures for the library call (:class:`dissensus.panels.PanelChat`,
+  in this process, journal in a fresh SQLite file) over in-process members that answer
+  after ``L`` (an ``asyncio.sleep``, no HTTP on either side): fan-out, decision and
+  journal, without the cost of the HTTP client to the members and of the HTTP server;
+* **CPU per request** of the server process (``/proc/PID/stat``), over the sequential
+  requests: what a request costs the service, members' HTTP calls included.
+
+Targets: p50 added ≤ 10 ms; throughput ≥ 0.9 of ``C / L``.
+
+Usage::
+
+    python benchmarks/bench_chat.py [--members 5] [--latency 0.25] [--requests 60] [--concurrency 4 16 32]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "src"))
+os.environ.setdefault("DISSENSUS_JOURNAL_SYNC", "normal")
+
+from dissensus.llm.base import BackendResponse, ChatRequest, JsonMode  # noqa: E402
+from dissensus.panels import Members, PanelChat  # noqa: E402
+from dissensus.pipeline.policy import policy_from_dict  # noqa: E402
+from dissensus.serve.auth import hash_token  # noqa: E402
+from dissensus.store import Journal  # noqa: E402
+
+TOKEN = "bench-token"
+ANSWER = '{"reasoning": "Tom had 3 apples and bought 4 more: 3 + 4 = 7.", "answer": "7"}'
+QUESTION = "Tom has 3 apples and buys 4 more. How many apples does he have?"
+
+MEMBERS_SCRIPT = """
+import sys, time
+from dissensus.llm.fakeserver import FakeServer, ServerSettings
+from dissensus.llm.scripted import ScriptedRules
+n, latency, answer = int(sys.argv[1]), float(sys.argv[2]), sys.argv[3]
+servers = [FakeServer(ScriptedRules(default=answer), ServerSettings(latency_s=latency)).start() for _ in range(n)]
+print(" ".join(s.base_url for s in servers), flush=True)
+sys.stdin.read()
+for s in servers:
+    s.stop()
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def start_members(n: int, latency: float) -> tuple[subprocess.Popen[str], list[str]]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    proc = subprocess.Popen(
+        [sys.executable, "-c", MEMBERS_SCRIPT, str(n), str(latency), ANSWER],
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    return proc, proc.stdout.readline().split()
+
+
+def write_policy(tmp: Path, urls: list[str], latency: float) -> Path:
+    members = [
+        {"name": f"m{i}", "model": "openai:fake-model", "base_url": url, "family": f"f{i}"}
+        for i, url in enumerate(urls)
+    ]
+    policy = {
+        "reading": {"similarity": "tfidf"},
+        "panel": {
+            "answer": "number",
+            "members": members,
+            "attempt_timeout_s": latency + 30,
+            "deadline_s": latency + 60,
+        },
+    }
+    path = tmp / "policy.yaml"
+    path.write_text(json.dumps(policy), encoding="utf-8")  # JSON is YAML
+    return path
+
+
+def start_server(tmp: Path, policy: Path) -> tuple[subprocess.Popen[bytes], str]:
+    port = free_port()
+    tokens = tmp / "tokens.txt"
+    tokens.write_text(f"{hash_token(TOKEN)} bench submit\n", encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    cmd = [sys.executable, "-m", "dissensus", "serve", "--journal", str(tmp / "serve.sqlite"), "--port", str(port),
+           "--policy", str(policy), "--tokens", str(tokens), "--timeout", "600"]  # fmt: skip
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    base = f"http://127.0.0.1:{port}"
+    for _ in range(300):
+        try:
+            if httpx.get(base + "/readyz", timeout=1).status_code == 200:
+                return proc, base
+        except httpx.TransportError:
+            time.sleep(0.2)
+    proc.kill()
+    raise SystemExit("server did not start")
+
+
+BODY = {"model": "panel", "messages": [{"role": "user", "content": QUESTION}]}
+HEADERS = {"Authorization": f"Bearer {TOKEN}"}
+
+
+async def one(client: httpx.AsyncClient, url: str) -> float:
+    started = time.perf_counter()
+    response = await client.post(url, json=BODY, headers=HEADERS)
+    elapsed = time.perf_counter() - started
+    if response.status_code != 200:
+        raise SystemExit(f"{url}: {response.status_code} {response.text[:300]}")
+    return elapsed
+
+
+async def sequential(url: str, n: int) -> list[float]:
+    async with httpx.AsyncClient(timeout=600) as client:
+        await one(client, url)  # warm-up: connection, first run
+        return [await one(client, url) for _ in range(n)]
+
+
+async def concurrent(url: str, clients: int, each: int) -> float:
+    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
+    async with httpx.AsyncClient(timeout=600, limits=limits) as client:
+        await asyncio.gather(*(one(client, url) for _ in range(clients)))  # warm-up
+
+        async def worker() -> None:
+            for _ in range(each):
+                await one(client, url)
+
+        started = time.perf_counter()
+        await asyncio.gather(*(worker() for _ in range(clients)))
+        return clients * each / (time.perf_counter() - started)
+
+
+class Sleeper:
+    """An in-process member answering after a fixed latency."""
+
+    provider = "bench"
+
+    def __init__(self, latency: float) -> None:
+        self.model_id = "sleeper"
+        self.latency = latency
+
+    async def send(self, request: ChatRequest, *, json_mode: JsonMode) -> BackendResponse:
+        await asyncio.sleep(self.latency)
+        return BackendResponse(text=ANSWER, model="sleeper", prompt_tokens=20, completion_tokens=20)
+
+    async def aclose(self) -> None:
+        return None
+
+
+def library(
+    tmp: Path, n: int, latency: float, requests: int, rounds: int, cs: list[int]
+) -> tuple[list[float], dict[int, float]]:
+    members = [{"name": f"m{i}", "model": "scripted:unused", "family": f"f{i}"} for i in range(n)]
+    policy = policy_from_dict({"reading": {"similarity": "tfidf"}, "panel": {"answer": "number"}})
+    settings = policy.panel.model_validate({"answer": "number", "members": members})
+    policy = policy.model_copy(update={"panel": settings})
+    journal = Journal(str(tmp / "library.sqlite"))
+    chat = PanelChat.__new__(PanelChat)
+    chat.policy, chat.journal, chat.policy_dir = policy, journal, None
+    chat.members = Members(settings, {m["name"]: Sleeper(latency) for m in members})
+
+    async def timed() -> float:
+        started = time.perf_counter()
+        await chat.acomplete(BODY)
+        return time.perf_counter() - started
+
+    async def run() -> tuple[list[float], dict[int, float]]:
+        await timed()
+        seq = [await timed() for _ in range(requests)]
+        rates: dict[int, float] = {}
+        for c in cs:
+
+            async def worker() -> None:
+                for _ in range(rounds):
+                    await timed()
+
+            started = time.perf_counter()
+            await asyncio.gather(*(worker() for _ in range(c)))
+            rates[c] = c * rounds / (time.perf_counter() - started)
+        return seq, rates
+
+    try:
+        return asyncio.run(run())
+    finally:
+        journal.close()
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def report(title: str, lat: float, seq: list[float], rates: dict[int, float]) -> None:
+    p50, p99 = pct(seq, 0.5), pct(seq, 0.99)
+    print(title)
+    print(f"  sequential ({len(seq)}): p50 {p50 * 1000:7.1f} ms, p99 {p99 * 1000:7.1f} ms")
+    print(
+        f"  added over L:      p50 {(p50 - lat) * 1000:7.1f} ms, p99 {(p99 - lat) * 1000:7.1f} ms"
+    )
+    for c, rate in rates.items():
+        ideal = c / lat
+        print(
+            f"  C = {c:3d} concurrent: {rate:7.1f} requests/s; C/L = {ideal:7.1f}; "
+            f"ratio {rate / ideal:5.2f}"
+        )
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--members", type=int, default=5)
+    parser.add_argument("--latency", type=float, default=0.25, help="Each member's latency, s.")
+    parser.add_argument("--requests", type=int, default=60, help="Sequential requests.")
+    parser.add_argument("--rounds", type=int, default=4, help="Requests per concurrent client.")
+    parser.add_argument("--concurrency", type=int, nargs="+", default=[4, 16, 32])
+    args = parser.parse_args()
+    lat = args.latency
+    with tempfile.TemporaryDirectory() as name:
+        tmp = Path(name)
+        lib_seq, lib_rates = library(
+            tmp, args.members, lat, args.requests, args.rounds, args.concurrency
+        )
+        members, urls = start_members(args.members, lat)
+        try:
+            proc, base = start_server(tmp, write_policy(tmp, urls, lat))
+            try:
+                chat = base + "/v1/chat/completions"
+                direct = asyncio.run(sequential(urls[0] + "/chat/completions", args.requests))
+                cpu0 = cpu_seconds(proc.pid)
+                seq = asyncio.run(sequential(chat, args.requests))
+                cpu = (cpu_seconds(proc.pid) - cpu0) / (len(seq) + 1)
+                rates = {c: asyncio.run(concurrent(chat, c, args.rounds)) for c in args.concurrency}
+            finally:
+                proc.terminate()
+                proc.wait(timeout=30)
+        finally:
+            assert members.stdin is not None
+            members.stdin.close()
+            members.wait(timeout=30)
+    d50 = statistics.median(direct)
+    print(
+        f"members: {args.members}, fixed latency L = {lat * 1000:.0f} ms; "
+        f"journal sync {os.environ['DISSENSUS_JOURNAL_SYNC']}; {os.cpu_count()} CPUs"
+    )
+    report("library call (PanelChat), in-process members:", lat, lib_seq, lib_rates)
+    report("HTTP endpoint, loopback member servers:", lat, seq, rates)
+    print(
+        f"  direct request to one member: p50 {d50 * 1000:7.1f} ms; "
+        f"endpoint p50 added over it: {(pct(seq, 0.5) - d50) * 1000:7.1f} ms"
+    )
+    print(f"  server CPU per request: {cpu * 1000:7.1f} ms")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,127 @@
+"""A member's answer -> a decision and a reasoning trace (``panel.answer`` of the policy).
+
+Three ways, chosen by the policy:
+
+* ``structured`` — the member is asked for a JSON object ``{"decision": ..., "reasoning":
+  ...}`` (:func:`verdict_schema`; the decision is an enum when ``panel.options`` is set).
+  The decision is matched to the options ignoring case and surrounding spaces, or, without
+  options, normalised (whitespace collapsed, case folded).
+* ``number`` — a free-form answer's final number, exactly as ``dissensus convert
+  zeroeval`` extracts it (:func:`dissensus.convert.zeroeval.extract_answer`), so a panel
+  built from live answers equals the panel the converter builds from the same texts.
+* ``regex`` — the first group of ``panel.pattern`` (or the whole match), normalised like
+  an unconstrained structured decision.
+
+Choices where the design is silent: an answer without a usable decision (no JSON object,
+a decision outside the options, no number, no match) is an **abstention** — the member
+spoke, its text is its reasoning, and it gives no vote; it is never an error. A
+structured answer without a ``reasoning`` string keeps its raw text as the reasoning.
+Pure functions, no I/O.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from dissensus.convert.zeroeval import extract_answer
+from dissensus.llm.jsonparse import JSONExtractError, extract_json
+from dissensus.pipeline.policy import PanelSettings
+
+__all__ = ["MemberAnswer", "normalise_label", "read_answer", "verdict_schema"]
+
+
+class MemberAnswer(BaseModel):
+    """What one member's text means for the panel."""
+
+    model_config = ConfigDict(frozen=True)
+
+    decision: str | None
+    """The member's decision; ``None``: an abstention."""
+    reasoning: str
+    """The member's reasoning trace (its ``reasoning`` field, else its whole text)."""
+    why: str | None = None
+    """Why the answer is an abstention (``None`` when it holds a decision)."""
+
+
+def normalise_label(text: str) -> str:
+    """A free-text decision in canonical form: whitespace collapsed, case folded."""
+    return " ".join(text.split()).casefold()
+
+
+def verdict_schema(settings: PanelSettings) -> dict[str, Any]:
+    """JSON schema of the structured answer (strict-mode compatible)."""
+    decision: dict[str, Any] = {"type": "string"}
+    if settings.options:
+        decision["enum"] = list(settings.options)
+    return {
+        "type": "object",
+        "properties": {
+            "decision": decision,
+            "reasoning": {"type": "string"},
+        },
+        "required": ["decision", "reasoning"],
+        "additionalProperties": False,
+    }
+
+
+def _label(value: Any, options: list[str] | None) -> str | None:
+    if not isinstance(value, str | int | float) or isinstance(value, bool):
+        return None
+    text = normalise_label(str(value))
+    if not text:
+        return None
+    if options is None:
+        return text
+    for option in options:
+        if normalise_label(option) == text:
+            return option
+    return None
+
+
+def _structured(text: str, settings: PanelSettings) -> MemberAnswer:
+    trace = text.strip() or "(no output)"
+    try:
+        data = extract_json(text, want_object=True)
+    except JSONExtractError:
+        return MemberAnswer(decision=None, reasoning=trace, why="no JSON object in the answer")
+    if not isinstance(data, dict):
+        return MemberAnswer(decision=None, reasoning=trace, why="the answer is not a JSON object")
+    reasoning = data.get("reasoning")
+    if isinstance(reasoning, str) and reasoning.strip():
+        trace = reasoning
+    decision = _label(data.get("decision"), settings.options)
+    if decision is None:
+        shown = "missing" if "decision" not in data else "not one of the options"
+        if settings.options is None and "decision" in data:
+            shown = "not a non-empty string"
+        return MemberAnswer(decision=None, reasoning=trace, why=f"decision {shown}")
+    return MemberAnswer(decision=decision, reasoning=trace)
+
+
+def read_answer(text: str, settings: PanelSettings) -> MemberAnswer:
+    """The decision and reasoning of one member's answer ``text`` under ``settings``.
+
+    >>> from dissensus.pipeline.policy import PanelSettings
+    >>> read_answer('{"reasoning": "3 + 4 = 7", "answer": "$7"}', PanelSettings(answer="number")).decision
+    '7'
+    >>> read_answer('{"decision": " YES ", "reasoning": "r"}', PanelSettings(options=["yes", "no"])).decision
+    'yes'
+    """
+    if settings.answer == "structured":
+        return _structured(text, settings)
+    if settings.answer == "number":
+        number, reasoning = extract_answer(text)
+        why = None if number is not None else "no number in the answer"
+        return MemberAnswer(decision=number, reasoning=reasoning, why=why)
+    assert settings.pattern is not None
+    trace = text.strip() or "(no output)"
+    found = re.search(settings.pattern, text)
+    if found is None:
+        return MemberAnswer(decision=None, reasoning=trace, why="the pattern does not match")
+    value = found.group(1) if found.groups() else found.group(0)
+    decision = _label(value, None) if value is not None else None
+    why = None if decision is not None else "the pattern matched an empty decision"
+    return MemberAnswer(decision=decision, reasoning=trace, why=why)

@@ -1,0 +1,319 @@
+"""A panel behind one OpenAI-compatible call: fan out, decide, answer or escalate.
+
+:class:`PanelChat` is the library call behind ``POST /v1/chat/completions`` (the HTTP
+router of :mod:`dissensus.serve.chat` only translates): a request is fanned out to the
+policy's ``panel.members`` (:mod:`dissensus.panels.fanout`), their answers become a
+:class:`~dissensus.types.Panel`, and the ordinary pipeline decides it into the journal,
+one run per request, like any ``decide`` (:func:`_decide_panel`, the one place the
+pipeline is called). The record becomes the completion:
+
+* **committed** (the pipeline committed a decision): ``finish_reason`` ``"stop"``, the
+  content is the full text of the first member (in the policy's order) whose decision is
+  the committed one, and ``dissensus`` carries the decision, the basis, the acceptance
+  figures, the case and run ids and every member's status;
+* **escalated**: ``finish_reason`` ``"escalated"``, a content saying a human decides,
+  and ``dissensus`` naming the review item, the case to poll and the review page.
+
+:meth:`PanelChat.acase` reads a case back from the journal (``GET /v1/cases/{id}``):
+its record with any human resolution, and the answer text.
+
+Choices where the design is silent: the case id is the review id form ``<run>.<line>``
+(line 1: one case per run), so it is also what ``POST /v1/cases/{ref}/confirm`` audits;
+a committed decision no member gave (a CONCORD outcome) is answered with the decision
+itself; the sync twins (``complete``, ``case``, ``close``) run on one private event loop
+of the object, so use them from one thread and not from inside a running loop; the completion's ``usage`` is the panel's tokens (every member attempt), and
+``created`` is the wall clock at the answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Coroutine, Mapping
+from pathlib import Path
+from typing import Any, TypeVar
+
+from pydantic import ValidationError
+
+from dissensus.errors import DissensusError
+from dissensus.llm.base import Message
+from dissensus.panels.fanout import FanOut, Members, PanelUnavailable
+from dissensus.panels.shapes import (
+    COMMITTED,
+    ESCALATED,
+    AssistantMessage,
+    CaseStatus,
+    ChatCompletion,
+    ChatCompletionChunk,
+    ChatError,
+    Choice,
+    ChunkChoice,
+    ChunkDelta,
+    CompletionRequest,
+    CompletionUsage,
+    PanelResult,
+    RequestMessage,
+)
+from dissensus.pipeline import CaseRecord, Policy, RunSpec, adecide, new_run_id
+from dissensus.pipeline.records import review_id_for
+from dissensus.pipeline.review import final_records
+from dissensus.pipeline.steps import CaseInput
+from dissensus.store.journal import Journal
+from dissensus.types import Panel
+
+__all__ = ["PanelChat", "answer_of", "as_chunks", "parse_request"]
+
+T = TypeVar("T")
+
+
+def _message(message: RequestMessage) -> Message:
+    """A request message as the model client's (``developer`` is a ``system`` message)."""
+    if message.role == "user":
+        return Message(role="user", content=message.text())
+    if message.role == "assistant":
+        return Message(role="assistant", content=message.text())
+    return Message(role="system", content=message.text())
+
+
+async def _decide_panel(
+    panel: Panel, spec: RunSpec, *, journal: Journal, run_id: str
+) -> CaseRecord:
+    """The one call into the pipeline: decide ``panel`` as run ``run_id`` of ``journal``."""
+    return await adecide(panel, spec, journal=journal, run_id=run_id)
+
+
+def parse_request(body: Any) -> CompletionRequest:
+    """A request body validated, or a ``400`` :class:`ChatError` naming the parameter."""
+    if isinstance(body, CompletionRequest):
+        return body
+    if not isinstance(body, Mapping):
+        raise ChatError(400, "the request body must be a JSON object", param=None)
+    try:
+        return CompletionRequest.model_validate(body)
+    except ValidationError as exc:
+        first = exc.errors(include_url=False)[0]
+        # Union members pydantic names in the location (``str``, ``list[ContentPart]``) are not fields.
+        parts = [
+            str(p) for p in first["loc"] if not (isinstance(p, str) and (p == "str" or "[" in p))
+        ]
+        param = ".".join(parts) or None
+        message = str(first["msg"]).removeprefix("Value error, ")
+        raise ChatError(400, f"{param}: {message}" if param else message, param=param) from None
+
+
+def answer_of(panel: Panel, decision: str | None) -> tuple[str | None, str | None]:
+    """``(text, member)``: the full text of the first member that gave ``decision``."""
+    if decision is None:
+        return None, None
+    answers = panel.meta.get("answers") if isinstance(panel.meta.get("answers"), dict) else {}
+    for out in panel.outputs:
+        if out.decision == decision:
+            text = answers.get(out.agent) if answers else None
+            return (text if isinstance(text, str) and text else out.reasoning), out.agent
+    return decision, None
+
+
+def _links(run_id: str, case_id: str, review_id: str | None) -> dict[str, str]:
+    links = {"case": f"/v1/cases/{case_id}", "verify": f"/v1/runs/{run_id}/verify"}
+    if review_id:
+        links["review"] = f"/review/case/{review_id}"
+    return links
+
+
+def _escalation_text(case_id: str, reason: str) -> str:
+    return (
+        "No answer was committed: the panel's disagreement went to human review "
+        f"(case {case_id}). Poll GET /v1/cases/{case_id} for the decision. Why: {reason}"
+    )
+
+
+def as_chunks(completion: ChatCompletion) -> list[ChatCompletionChunk]:
+    """The completion in OpenAI's streaming shape: role, content, then the end with ``dissensus``."""
+    base = {"id": completion.id, "created": completion.created, "model": completion.model}
+    choice = completion.choices[0]
+    return [
+        ChatCompletionChunk(
+            **base, choices=[ChunkChoice(delta=ChunkDelta(role="assistant", content=""))]
+        ),
+        ChatCompletionChunk(
+            **base, choices=[ChunkChoice(delta=ChunkDelta(content=choice.message.content or ""))]
+        ),
+        ChatCompletionChunk(
+            **base,
+            choices=[ChunkChoice(delta=ChunkDelta(), finish_reason=choice.finish_reason)],
+            usage=completion.usage,
+            dissensus=completion.dissensus,
+        ),
+    ]
+
+
+class PanelChat:
+    """The policy's panel behind one chat-completions call (async first, sync twins).
+
+    >>> chat = PanelChat.from_file("policy.yaml", journal=Journal("runs.sqlite"))  # doctest: +SKIP
+    >>> done = chat.complete({"model": "panel", "messages": [{"role": "user", "content": "2+2?"}]})  # doctest: +SKIP
+    >>> done.choices[0].finish_reason, done.dissensus.decision  # doctest: +SKIP
+    """
+
+    def __init__(
+        self, policy: RunSpec | Policy, *, journal: Journal, policy_dir: Path | None = None
+    ) -> None:
+        # One run specification for every request, built (and checked) once.
+        self.spec = RunSpec.from_policy(policy, base_dir=policy_dir)
+        self.policy = self.spec.policy
+        self.journal = journal
+        self.policy_dir = Path(self.spec.base_dir) if self.spec.base_dir else None
+        self.members = Members.open(self.policy.panel, self.policy_dir)
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def _run(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run ``coro`` on this object's private loop (the sync twins share it, so member
+        backends keep their connections across calls)."""
+        if self._loop is None:
+            self._loop = asyncio.new_event_loop()
+        return self._loop.run_until_complete(coro)
+
+    @classmethod
+    def from_file(cls, path: str | Path | None, *, journal: Journal) -> PanelChat:
+        """The panel of the policy file at ``path`` (``None``: no panel)."""
+        return cls(RunSpec.from_policy(path), journal=journal)
+
+    @property
+    def enabled(self) -> bool:
+        """Whether the policy names any members."""
+        return bool(self.policy.panel.members)
+
+    async def aclose(self) -> None:
+        """Release the members' backends."""
+        await self.members.aclose()
+
+    def close(self) -> None:
+        """Sync twin of :meth:`aclose` (also closes the sync twins' loop)."""
+        self._run(self.aclose())
+        assert self._loop is not None
+        self._loop.close()
+        self._loop = None
+
+    def check(self, body: Any) -> CompletionRequest:
+        """The request, validated against the wire shape and the panel's limits."""
+        if not self.enabled:
+            raise ChatError(
+                404,
+                "no panel is configured: the policy's panel.members is empty",
+                type="not_found_error",
+                code="panel_not_configured",
+            )
+        request = parse_request(body)
+        chars = request.content_chars()
+        limit = self.policy.panel.max_request_chars
+        if chars > limit:
+            raise ChatError(
+                413,
+                f"the messages hold {chars} characters; at most {limit}",
+                param="messages",
+                code="request_too_large",
+            )
+        return request
+
+    async def acomplete(self, body: Any) -> ChatCompletion:
+        """Answer one request (see the module docstring); refusals raise :class:`ChatError`."""
+        request = self.check(body)
+        run_id = new_run_id()
+        case_id = review_id_for(run_id, 1)
+        messages = [_message(m) for m in request.messages]
+        try:
+            fan = await self.members.fan_out(
+                f"chatcmpl-{run_id}",
+                messages,
+                temperature=request.temperature,
+                seed=request.seed,
+                max_tokens=request.completion_cap(),
+            )
+        except PanelUnavailable as exc:
+            raise ChatError(502, str(exc), type="server_error", code="panel_unavailable") from None
+        try:
+            record = await _decide_panel(fan.panel, self.spec, journal=self.journal, run_id=run_id)
+        except DissensusError as exc:
+            raise ChatError(
+                500, f"the pipeline failed: {exc}", type="server_error", code="decide_failed"
+            ) from None
+        return self._completion(request, run_id, case_id, fan, record)
+
+    def complete(self, body: Any) -> ChatCompletion:
+        """Sync twin of :meth:`acomplete`."""
+        return self._run(self.acomplete(body))
+
+    def _completion(
+        self, request: CompletionRequest, run_id: str, case_id: str, fan: FanOut, record: CaseRecord
+    ) -> ChatCompletion:
+        committed = record.decision is not None and record.action != "escalate"
+        text, member = answer_of(fan.panel, record.decision) if committed else (None, None)
+        result = PanelResult(
+            status="committed" if committed else "escalated",
+            case_id=case_id,
+            run_id=run_id,
+            decision=record.decision if committed else None,
+            answered_by=member,
+            action=record.action,
+            basis=record.basis,
+            reason=record.reason,
+            state=record.state,
+            route=record.route,
+            review_id=record.review_id,
+            suggestion=record.suggestion,
+            acceptance=record.acceptance,
+            members=fan.reports,
+            links=_links(run_id, case_id, record.review_id),
+        )
+        content = text if committed else _escalation_text(case_id, record.reason)
+        return ChatCompletion(
+            id=fan.panel.id,
+            created=int(time.time()),
+            model=request.model,
+            choices=[
+                Choice(
+                    message=AssistantMessage(content=content),
+                    finish_reason=COMMITTED if committed else ESCALATED,
+                )
+            ],
+            usage=CompletionUsage.of(fan.usage),
+            dissensus=result,
+        )
+
+    async def acase(self, case_id: str) -> CaseStatus:
+        """A case as the journal holds it now (``404`` :class:`ChatError` when unknown)."""
+        run_id, sep, line_text = case_id.rpartition(".")
+        unknown = ChatError(
+            404, f"no case {case_id!r} in the journal", type="not_found_error", code="unknown_case"
+        )
+        if not sep or not run_id or not line_text.isdigit():
+            raise unknown
+        if self.journal.run(run_id, missing_ok=True) is None:
+            raise unknown
+        line = int(line_text)
+        record = next((r for r in final_records(self.journal, run_id) if r.line == line), None)
+        event = self.journal.get(run_id, f"case/{line}/input")
+        if record is None or event is None:
+            raise unknown
+        panel = CaseInput.model_validate(event.payload).panel
+        if record.action == "human":
+            status = "resolved"
+        elif record.decision is None:
+            status = "escalated"
+        else:
+            status = "committed"
+        text, member = answer_of(panel, record.decision)
+        return CaseStatus(
+            case_id=case_id,
+            run_id=run_id,
+            status=status,
+            decision=record.decision,
+            answer=text,
+            answered_by=member,
+            record=record,
+            links=_links(run_id, case_id, record.review_id),
+        )
+
+    def case(self, case_id: str) -> CaseStatus:
+        """Sync twin of :meth:`acase`."""
+        return self._run(self.acase(case_id))

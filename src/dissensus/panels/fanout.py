@@ -1,0 +1,288 @@
+"""One request, every member at once: the answers of a policy's ``panel.members`` as a Panel.
+
+:class:`Members` opens each member's backend once (an OpenAI-compatible server keeps its
+connection pool across requests) and :meth:`Members.fan_out` asks all of them the same
+messages concurrently, through the project's model client
+(:class:`~dissensus.llm.client.ModelClient`: retries with backoff, ``Retry-After``,
+per-attempt deadlines, one budget, every attempt counted). Each member is one voice: it
+is asked once, under its own agent name.
+
+Choices where the design is silent:
+
+* **One client per member per request**, over the shared backend, drawing on one
+  :class:`~dissensus.llm.budget.Budget` per request (``panel.request_max_tokens``): a
+  request's spend never leaks into another's budget. A structured-output mode a server
+  rejected is therefore re-learned per request (one extra attempt), a small price for
+  the isolation.
+* **No re-ask.** A member's answer is what it said once (``max_reasks=0``); an answer
+  without a usable decision is an abstention (:mod:`dissensus.panels.answers`), as
+  ZeroEval scores its solvers.
+* **Failures are abstentions without reasoning.** A member that gives no answer (every
+  attempt failed, the budget refused it, the deadline passed) stays in the panel as an
+  abstention with an empty reasoning trace, so the panel always has its configured
+  members and the reading counts only the voices that spoke; the failure is written in
+  ``meta.members`` with why. Fewer than ``panel.min_answers`` members that spoke is a
+  :class:`PanelUnavailable`.
+* **The deadline** (``panel.deadline_s``) bounds the whole fan-out; members still running
+  then are cancelled and reported ``failed`` with the deadline as the reason.
+* **What the panel records**: ``meta.source`` is ``"chat"``, ``meta.messages`` the
+  request's messages (a reviewer needs the question), ``meta.members`` every member's
+  status and ``meta.answers`` every member's full text, so the answer returned later
+  (``GET /v1/cases/{id}``) is read from the journal, not from memory.
+* **Per-member concurrency.** At most ``panel.member_concurrency`` calls are in flight
+  per member across all requests (one semaphore per member and event loop); a request
+  waiting for a slot waits within its deadline.
+* ``openai:`` members with a ``base_url`` talk to that server; the key is
+  ``$OPENAI_API_KEY`` (``unused`` when absent), never written anywhere.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import weakref
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from dissensus.errors import DissensusError
+from dissensus.llm.base import ChatBackend, ChatRequest, LLMError, Message, StructuredOutputError
+from dissensus.llm.budget import Budget
+from dissensus.llm.client import ClientSettings, ModelClient
+from dissensus.llm.openai_backend import OpenAIBackend
+from dissensus.llm.resolve import make_backend
+from dissensus.panels.answers import read_answer, verdict_schema
+from dissensus.panels.shapes import MemberReport
+from dissensus.pipeline.policy import PanelMember, PanelSettings, relative_model_spec
+from dissensus.types import AgentOutput, Panel, Usage
+
+__all__ = ["STAGE", "FanOut", "Members", "PanelUnavailable", "member_request"]
+
+STAGE = "panel.answer"
+"""The ``stage`` of every member request (part of a recording's key)."""
+
+
+class PanelUnavailable(DissensusError):
+    """Too few members answered for the panel to be decided."""
+
+    def __init__(self, message: str, reports: list[MemberReport]) -> None:
+        super().__init__(message)
+        self.reports = reports
+
+
+@dataclass(frozen=True)
+class FanOut:
+    """The panel of one request and what it cost."""
+
+    panel: Panel
+    reports: list[MemberReport]
+    usage: Usage
+    answers: dict[str, str]
+    """Every member's full text (empty for a member that failed)."""
+
+
+def member_request(
+    member: str,
+    messages: list[Message],
+    settings: PanelSettings,
+    *,
+    temperature: float | None = None,
+    seed: int | None = None,
+    max_tokens: int | None = None,
+) -> ChatRequest:
+    """The request a member receives (also the key of its ``replay:`` recording)."""
+    full = list(messages)
+    if settings.instructions:
+        full.insert(0, Message(role="system", content=settings.instructions))
+    structured = settings.answer == "structured"
+    return ChatRequest(
+        messages=full,
+        agent=member,
+        stage=STAGE,
+        temperature=temperature,
+        seed=seed,
+        max_tokens=max_tokens,
+        json_schema=verdict_schema(settings) if structured else None,
+        schema_name="PanelVerdict" if structured else None,
+    )
+
+
+def _backend(member: PanelMember, settings: PanelSettings, policy_dir: Path | None) -> ChatBackend:
+    spec = relative_model_spec(member.model, policy_dir) if policy_dir else member.model
+    kind, _, rest = spec.partition(":")
+    if kind == "openai" and member.base_url:
+        return OpenAIBackend(
+            rest,
+            base_url=member.base_url,
+            api_key=os.environ.get("OPENAI_API_KEY") or "unused",
+            timeout_s=settings.attempt_timeout_s,
+        )
+    return make_backend(spec, settings=ClientSettings(timeout_s=settings.attempt_timeout_s))
+
+
+@dataclass
+class _Asked:
+    client: ModelClient
+    text: str | None = None
+    failure: str | None = None
+
+
+class Members:
+    """The member backends of a panel, opened once and shared by every request."""
+
+    def __init__(
+        self,
+        settings: PanelSettings,
+        backends: dict[str, ChatBackend],
+    ) -> None:
+        self.settings = settings
+        self.backends = backends
+        self._slots: weakref.WeakKeyDictionary[
+            asyncio.AbstractEventLoop, dict[str, asyncio.Semaphore]
+        ] = weakref.WeakKeyDictionary()
+        self.client_settings = ClientSettings(
+            timeout_s=settings.attempt_timeout_s,
+            max_retries=settings.max_retries,
+            max_reasks=0,
+            backoff_base_s=0.1,
+            backoff_max_s=settings.deadline_s,
+            retry_after_cap_s=settings.deadline_s,
+            concurrency=64,
+        )
+
+    @classmethod
+    def open(cls, settings: PanelSettings, policy_dir: Path | None = None) -> Members:
+        """The backends of ``settings.members`` (relative model files under ``policy_dir``)."""
+        return cls(settings, {m.name: _backend(m, settings, policy_dir) for m in settings.members})
+
+    async def aclose(self) -> None:
+        """Release every backend."""
+        for backend in self.backends.values():
+            await backend.aclose()
+
+    def _slot(self, member: str) -> asyncio.Semaphore:
+        loop = asyncio.get_running_loop()
+        slots = self._slots.get(loop)
+        if slots is None:
+            slots = self._slots[loop] = {}
+        if member not in slots:
+            slots[member] = asyncio.Semaphore(self.settings.member_concurrency)
+        return slots[member]
+
+    async def _ask(self, asked: _Asked, request: ChatRequest) -> None:
+        try:
+            async with self._slot(request.agent or ""):
+                response = await asked.client.chat(request)
+        except StructuredOutputError as exc:
+            asked.text = exc.attempts[-1] if exc.attempts else ""
+        except LLMError as exc:
+            asked.failure = str(exc)
+        else:
+            asked.text = response.text
+
+    async def fan_out(
+        self,
+        panel_id: str,
+        messages: list[Message],
+        *,
+        temperature: float | None = None,
+        seed: int | None = None,
+        max_tokens: int | None = None,
+    ) -> FanOut:
+        """Ask every member ``messages`` at once and build the panel of their answers."""
+        st = self.settings
+        caps = [c for c in (max_tokens, st.max_tokens) if c is not None]
+        cap = min(caps) if caps else None
+        budget = Budget(max_tokens=st.request_max_tokens)
+        asked: dict[str, _Asked] = {}
+        tasks: dict[str, asyncio.Task[None]] = {}
+        for member in st.members:
+            client = ModelClient(
+                self.backends[member.name], budget=budget, settings=self.client_settings
+            )
+            asked[member.name] = _Asked(client)
+            request = member_request(
+                member.name, messages, st, temperature=temperature, seed=seed, max_tokens=cap
+            )
+            tasks[member.name] = asyncio.create_task(self._ask(asked[member.name], request))
+        try:
+            _, pending = await asyncio.wait(tasks.values(), timeout=st.deadline_s)
+        finally:
+            for task in tasks.values():
+                task.cancel()
+            await asyncio.gather(*tasks.values(), return_exceptions=True)
+        for name, task in tasks.items():
+            if task in pending:
+                asked[name].failure = f"no answer within the deadline of {st.deadline_s:g} s"
+        return self._panel(panel_id, messages, asked)
+
+    def _panel(self, panel_id: str, messages: list[Message], asked: dict[str, _Asked]) -> FanOut:
+        st = self.settings
+        outputs: list[AgentOutput] = []
+        reports: list[MemberReport] = []
+        answers: dict[str, str] = {}
+        usage = Usage()
+        for member in st.members:
+            got = asked[member.name]
+            spent = got.client.usage
+            usage.add(spent)
+            model = self.backends[member.name].model_id
+            if got.text is None:
+                why = got.failure or "no answer"
+                outputs.append(
+                    AgentOutput(
+                        agent=member.name, decision=None, reasoning="", family=member.family
+                    )
+                )
+                reports.append(
+                    MemberReport(
+                        name=member.name,
+                        family=member.family,
+                        model=model,
+                        status="failed",
+                        why=why,
+                        attempts=spent.attempts,
+                    )
+                )
+                answers[member.name] = ""
+                continue
+            answer = read_answer(got.text, st)
+            answers[member.name] = got.text
+            outputs.append(
+                AgentOutput(
+                    agent=member.name,
+                    decision=answer.decision,
+                    reasoning=answer.reasoning,
+                    family=member.family,
+                )
+            )
+            reports.append(
+                MemberReport(
+                    name=member.name,
+                    family=member.family,
+                    model=model,
+                    status="answered" if answer.decision is not None else "abstained",
+                    decision=answer.decision,
+                    why=answer.why,
+                    attempts=spent.attempts,
+                )
+            )
+        spoke = sum(1 for r in reports if r.status != "failed")
+        if spoke < st.min_answers:
+            detail = "; ".join(f"{r.name}: {r.why}" for r in reports if r.status == "failed")
+            raise PanelUnavailable(
+                f"{spoke} of {len(reports)} members answered (at least {st.min_answers} needed): {detail}",
+                reports,
+            )
+        meta: dict[str, Any] = {
+            "source": "chat",
+            "messages": [{"role": m.role, "content": m.content} for m in messages],
+            "members": [r.model_dump(mode="json", exclude={"decision"}) for r in reports],
+            "answers": answers,
+        }
+        return FanOut(
+            panel=Panel(id=panel_id, meta=meta, outputs=outputs),
+            reports=reports,
+            usage=usage,
+            answers=answers,
+        )

@@ -1,0 +1,291 @@
+"""The OpenAI chat-completions wire shapes the panel door reads and writes, and its extension.
+
+Requests and responses follow OpenAI's ``/v1/chat/completions`` so that any OpenAI SDK
+client works unchanged; what dissensus adds travels in one extension field,
+``dissensus`` (:class:`PanelResult`), on the completion and on the last stream chunk.
+
+Choices where the design is silent:
+
+* **Request fields.** ``model``, ``messages``, ``stream``, ``temperature``, ``seed``,
+  ``max_tokens`` / ``max_completion_tokens`` and ``n`` are read; other OpenAI
+  parameters (``top_p``, ``user``, ``stream_options``, ...) are accepted and ignored,
+  so SDKs that send them still work. ``n`` other than 1, tool messages, tools and
+  content parts that are not text are refused with a ``400``.
+* **The model name** is echoed back and not otherwise used: the policy names the panel.
+* **Escalation** is a successful response: ``finish_reason`` is ``"escalated"``
+  (:data:`ESCALATED`), the content says that a human decides and where to poll, and
+  ``dissensus.status`` is ``"escalated"`` with the case id and links.
+* **Errors** are OpenAI's ``{"error": {"message", "type", "param", "code"}}``
+  (:class:`ChatError`).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from dissensus.pipeline.learned import AcceptanceFigures
+from dissensus.pipeline.records import CaseRecord
+from dissensus.types import Usage
+
+__all__ = [
+    "COMMITTED",
+    "ESCALATED",
+    "AssistantMessage",
+    "CaseStatus",
+    "ChatCompletion",
+    "ChatCompletionChunk",
+    "ChatError",
+    "Choice",
+    "ChunkChoice",
+    "ChunkDelta",
+    "CompletionRequest",
+    "CompletionUsage",
+    "ContentPart",
+    "MemberReport",
+    "PanelResult",
+    "RequestMessage",
+]
+
+COMMITTED = "stop"
+"""``finish_reason`` of a committed answer (OpenAI's normal end)."""
+ESCALATED = "escalated"
+"""``finish_reason`` of a case handed to a human: no answer was committed."""
+
+
+class ChatError(Exception):
+    """A request the door refuses, answered as OpenAI's error body with ``status``."""
+
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        *,
+        type: str = "invalid_request_error",
+        param: str | None = None,
+        code: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.type = type
+        self.param = param
+        self.code = code
+
+    def body(self) -> dict[str, Any]:
+        """``{"error": {"message", "type", "param", "code"}}``."""
+        return {
+            "error": {
+                "message": self.message,
+                "type": self.type,
+                "param": self.param,
+                "code": self.code,
+            }
+        }
+
+
+class ContentPart(BaseModel):
+    """One part of a message's content; only ``text`` parts are accepted."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    type: Literal["text"]
+    text: str
+
+
+class RequestMessage(BaseModel):
+    """One message of the request (``developer`` is read as ``system``)."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    role: Literal["system", "developer", "user", "assistant"]
+    content: str | list[ContentPart]
+
+    @field_validator("content", mode="before")
+    @classmethod
+    def _text_only(cls, value: Any) -> Any:
+        if isinstance(value, list):
+            for part in value:
+                kind = part.get("type") if isinstance(part, dict) else None
+                if kind != "text":
+                    raise ValueError(f"only text content parts are supported (got {kind!r})")
+            return value
+        if not isinstance(value, str):
+            raise ValueError("content must be a string or a list of text parts")
+        return value
+
+    def text(self) -> str:
+        """The content as one string (text parts joined by newlines)."""
+        if isinstance(self.content, str):
+            return self.content
+        return "\n".join(part.text for part in self.content)
+
+
+class CompletionRequest(BaseModel):
+    """A chat-completions request (see the module docstring for the fields read)."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    model: str = Field(min_length=1)
+    messages: list[RequestMessage] = Field(min_length=1)
+    stream: bool = False
+    temperature: float | None = Field(default=None, ge=0.0, le=2.0, allow_inf_nan=False)
+    seed: int | None = None
+    max_tokens: int | None = Field(default=None, ge=1)
+    max_completion_tokens: int | None = Field(default=None, ge=1)
+    n: int = 1
+    tools: list[Any] | None = None
+
+    @field_validator("n")
+    @classmethod
+    def _one_choice(cls, value: int) -> int:
+        if value != 1:
+            raise ValueError("only n=1 is supported: a panel gives one answer")
+        return value
+
+    @field_validator("tools")
+    @classmethod
+    def _no_tools(cls, value: list[Any] | None) -> list[Any] | None:
+        if value:
+            raise ValueError("tools are not supported by a panel")
+        return value
+
+    def completion_cap(self) -> int | None:
+        """The request's completion cap (``max_completion_tokens`` first)."""
+        return self.max_completion_tokens or self.max_tokens
+
+    def content_chars(self) -> int:
+        """Characters of message content (the request-size limit counts these)."""
+        return sum(len(m.text()) for m in self.messages)
+
+
+class MemberReport(BaseModel):
+    """What one member did for this request."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    family: str | None
+    model: str
+    """The model id that answered (or was asked)."""
+    status: Literal["answered", "abstained", "failed"]
+    """``answered``: a decision; ``abstained``: spoke without a usable decision; ``failed``: no answer."""
+    decision: str | None = None
+    why: str | None = None
+    """Why the member abstained or failed."""
+    attempts: int = 0
+    """Attempts made (retries included)."""
+
+
+class PanelResult(BaseModel):
+    """The ``dissensus`` extension field: what was decided, on what basis, and the record."""
+
+    model_config = ConfigDict(frozen=True)
+
+    status: Literal["committed", "escalated", "resolved"]
+    """``committed``: the pipeline committed; ``escalated``: a human decides (poll ``links.case``);
+    ``resolved``: a human decided (``GET /v1/cases/{id}`` only)."""
+    case_id: str
+    """``<run>.<line>``: the case in the journal (``GET /v1/cases/{case_id}``)."""
+    run_id: str
+    """The journal run holding the case (``dissensus runs verify RUN``)."""
+    decision: str | None
+    """The committed (or human) decision; ``None`` while escalated."""
+    answered_by: str | None = None
+    """The member whose text is the content (one that gave the decision)."""
+    action: str
+    basis: str | None
+    reason: str
+    state: str
+    route: str
+    review_id: str | None = None
+    """The review item of an escalated case."""
+    suggestion: str | None = None
+    """The panel's plurality decision, shown to the reviewer of an escalated case."""
+    acceptance: AcceptanceFigures | None = None
+    """Learned acceptance's figures, when an acceptance file judged the case."""
+    members: list[MemberReport] = Field(default_factory=list)
+    links: dict[str, str] = Field(default_factory=dict)
+    """``case`` (poll), ``review`` (the review page), ``verify`` (the run's hash chain)."""
+
+
+class AssistantMessage(BaseModel):
+    role: Literal["assistant"] = "assistant"
+    content: str | None
+
+
+class Choice(BaseModel):
+    index: int = 0
+    message: AssistantMessage
+    finish_reason: str
+    logprobs: None = None
+
+
+class CompletionUsage(BaseModel):
+    """Tokens of every member attempt of the request (the panel's cost, not one model's)."""
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    total_tokens: int = 0
+
+    @classmethod
+    def of(cls, usage: Usage) -> CompletionUsage:
+        return cls(
+            prompt_tokens=usage.prompt_tokens,
+            completion_tokens=usage.completion_tokens,
+            total_tokens=usage.prompt_tokens + usage.completion_tokens,
+        )
+
+
+class ChatCompletion(BaseModel):
+    """A completion, OpenAI's shape plus ``dissensus``."""
+
+    id: str
+    object: Literal["chat.completion"] = "chat.completion"
+    created: int
+    model: str
+    choices: list[Choice]
+    usage: CompletionUsage
+    system_fingerprint: str | None = None
+    dissensus: PanelResult
+
+
+class ChunkDelta(BaseModel):
+    role: Literal["assistant"] | None = None
+    content: str | None = None
+
+
+class ChunkChoice(BaseModel):
+    index: int = 0
+    delta: ChunkDelta
+    finish_reason: str | None = None
+    logprobs: None = None
+
+
+class ChatCompletionChunk(BaseModel):
+    """One server-sent event of a streamed completion; the last chunk carries ``dissensus``."""
+
+    id: str
+    object: Literal["chat.completion.chunk"] = "chat.completion.chunk"
+    created: int
+    model: str
+    choices: list[ChunkChoice]
+    usage: CompletionUsage | None = None
+    dissensus: PanelResult | None = None
+
+
+class CaseStatus(BaseModel):
+    """``GET /v1/cases/{id}``: a chat case as the journal holds it now."""
+
+    case_id: str
+    run_id: str
+    status: Literal["committed", "escalated", "resolved"]
+    decision: str | None
+    """The committed or human decision; ``None`` while a human has not decided."""
+    answer: str | None
+    """The text of a member that gave the decision (else the decision itself); ``None`` while open."""
+    answered_by: str | None = None
+    record: CaseRecord
+    """The case's final record (``dissensus decide --json``'s shape; human resolution included)."""
+    links: dict[str, str] = Field(default_factory=dict)

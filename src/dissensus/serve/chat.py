@@ -1,0 +1,163 @@
+"""``POST /v1/chat/completions`` and ``GET /v1/cases/{id}``: the panel door over HTTP.
+
+An adapter over :class:`dissensus.panels.PanelChat` (the library call decides; this
+module translates): the body is OpenAI's chat-completions request, the answer OpenAI's
+completion with the ``dissensus`` extension field, or, with ``"stream": true``,
+server-sent events in OpenAI's chunk shape ending with ``data: [DONE]``. See
+``docs/chat.md``.
+
+Choices where the design is silent:
+
+* Both endpoints need the ``submit`` role (as ``POST /v1/decide``); tokens are the
+  service's bearer tokens, so an OpenAI SDK's ``api_key`` is the dissensus token.
+* Every refusal, authentication included, is OpenAI's error body
+  ``{"error": {"message", "type", "param", "code"}}`` with the matching status: 400
+  invalid request or body, 401 / 403 authentication, 404 no panel configured or unknown
+  case, 413 request over ``panel.max_request_chars``, 502 too few members answered,
+  500 the pipeline failed. Unexpected failures are a 500 without a traceback.
+* A stream starts after the panel is decided (a decision needs every member's answer):
+  its three chunks carry the role, the whole content, then ``finish_reason``, ``usage``
+  and ``dissensus``. A request refused before deciding is answered with the error body
+  and its status, not as a stream.
+* ``GET /v1/models`` lists one model, ``dissensus-panel``, so SDK helpers that list
+  models work; the request's ``model`` is echoed and not otherwise used.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+
+from fastapi import APIRouter, FastAPI, Request
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+
+from dissensus.panels import ChatError, PanelChat, as_chunks
+from dissensus.pipeline import RunSpec
+from dissensus.serve.auth import Principal, allows
+from dissensus.store.journal import Journal
+
+__all__ = ["MODEL_ID", "install", "router"]
+
+log = logging.getLogger("dissensus.serve")
+
+MODEL_ID = "dissensus-panel"
+"""The model ``GET /v1/models`` lists."""
+
+router = APIRouter(tags=["chat"])
+
+_AUTH_TYPES = {401: "authentication_error", 403: "permission_error"}
+
+
+def install(app: FastAPI, *, spec: RunSpec, journal: Journal) -> PanelChat:
+    """Open the panel of the server's run specification on ``journal``, keep it on
+    ``app.state.chat``, add the routes."""
+    chat = PanelChat(spec, journal=journal)
+    app.state.chat = chat
+    app.include_router(router)
+    return chat
+
+
+def _chat(request: Request) -> PanelChat:
+    chat: PanelChat = request.app.state.chat
+    return chat
+
+
+def _error(exc: ChatError) -> JSONResponse:
+    headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
+    return JSONResponse(exc.body(), status_code=exc.status, headers=headers)
+
+
+def _authorise(request: Request) -> Principal:
+    """The caller's principal with the ``submit`` role, or a :class:`ChatError` (401 / 403)."""
+    service = request.app.state.service
+    try:
+        principal: Principal = service.authenticate(request)
+    except Exception as exc:  # the service's own error type, re-shaped for OpenAI clients
+        status = int(getattr(exc, "status", 401))
+        raise ChatError(
+            status,
+            str(getattr(exc, "error", exc)),
+            type=_AUTH_TYPES.get(status, "invalid_request_error"),
+            param=None,
+            code="invalid_api_key" if status == 401 else None,
+        ) from None
+    if not allows(principal, "submit"):
+        raise ChatError(
+            403,
+            f"the token of {principal.name} has role {principal.role}; this needs submit",
+            type="permission_error",
+        )
+    return principal
+
+
+async def _body(request: Request) -> Any:
+    raw = await request.body()
+    if not raw.strip():
+        raise ChatError(400, "empty request body")
+    try:
+        return json.loads(raw)
+    except UnicodeDecodeError:
+        raise ChatError(400, "request body is not UTF-8") from None
+    except json.JSONDecodeError as exc:
+        raise ChatError(400, f"invalid JSON: {exc.msg} (line {exc.lineno})") from None
+
+
+def _event(data: str) -> str:
+    return f"data: {data}\n\n"
+
+
+@router.post("/v1/chat/completions")
+async def chat_completions(request: Request) -> Response:
+    """Fan the request out to the policy's panel, decide, answer (``stop``) or escalate (``escalated``)."""
+    try:
+        _authorise(request)
+        chat = _chat(request)
+        body = await _body(request)
+        completion = await chat.acomplete(body)
+    except ChatError as exc:
+        return _error(exc)
+    except Exception:
+        log.exception("chat completion failed")
+        return _error(ChatError(500, "internal error", type="server_error", code="internal"))
+    headers = {"X-Dissensus-Run": completion.dissensus.run_id}
+    if not (isinstance(body, dict) and body.get("stream") is True):
+        return JSONResponse(completion.model_dump(mode="json"), headers=headers)
+
+    async def stream() -> AsyncIterator[str]:
+        for chunk in as_chunks(completion):
+            yield _event(chunk.model_dump_json())
+        yield _event("[DONE]")
+
+    return StreamingResponse(
+        stream(),
+        media_type="text/event-stream",
+        headers={**headers, "Cache-Control": "no-store"},
+    )
+
+
+@router.get("/v1/cases/{case_id}")
+async def case_status(case_id: str, request: Request) -> Response:
+    """A chat case now: committed, escalated (waiting for a human) or resolved, with the answer."""
+    try:
+        _authorise(request)
+        status = await _chat(request).acase(case_id)
+    except ChatError as exc:
+        return _error(exc)
+    return JSONResponse(status.model_dump(mode="json"))
+
+
+@router.get("/v1/models")
+async def models(request: Request) -> Response:
+    """The one model a chat client can name."""
+    try:
+        _authorise(request)
+    except ChatError as exc:
+        return _error(exc)
+    return JSONResponse(
+        {
+            "object": "list",
+            "data": [{"id": MODEL_ID, "object": "model", "created": 0, "owned_by": "dissensus"}],
+        }
+    )

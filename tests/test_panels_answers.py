@@ -1,0 +1,69 @@
+"""How a member's text becomes a decision: options or abstentions, never an error."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from dissensus.convert.zeroeval import extract_answer
+from dissensus.panels import normalise_label, read_answer, verdict_schema
+from dissensus.pipeline.policy import PanelSettings
+
+OPTIONS = ["yes", "no", "maybe"]
+
+
+@given(
+    decision=st.one_of(st.sampled_from(OPTIONS), st.text(max_size=12), st.integers()),
+    spaces=st.sampled_from(["", " ", "  \t"]),
+    upper=st.booleans(),
+)
+def test_structured_decisions_are_options_or_abstentions(
+    decision: Any, spaces: str, upper: bool
+) -> None:
+    """A structured answer's decision is always one of the options, or an abstention."""
+    shown = decision.upper() if upper and isinstance(decision, str) else decision
+    if isinstance(shown, str):
+        shown = spaces + shown + spaces
+    text = json.dumps({"decision": shown, "reasoning": "because"})
+    got = read_answer(text, PanelSettings(options=OPTIONS))
+    assert got.decision is None or got.decision in OPTIONS
+    if isinstance(decision, str) and decision in OPTIONS:
+        assert got.decision == decision
+    assert (got.decision is None) == (got.why is not None)
+
+
+@given(text=st.text(max_size=200))
+def test_any_text_reads_without_error(text: str) -> None:
+    """No member text raises: it is a decision or an abstention with its text as reasoning."""
+    for mode in ("structured", "number"):
+        got = read_answer(text, PanelSettings(answer=mode))  # type: ignore[arg-type]
+        assert got.reasoning
+        assert got.decision is None or got.decision.strip() == got.decision
+
+
+@given(text=st.text(max_size=200))
+def test_number_answers_are_what_convert_zeroeval_reads(text: str) -> None:
+    """The door's panel equals the converter's panel for the same texts."""
+    got = read_answer(text, PanelSettings(answer="number"))
+    assert (got.decision, got.reasoning) == extract_answer(text)
+
+
+def test_regex_and_free_labels() -> None:
+    settings = PanelSettings(answer="regex", pattern=r"VERDICT:\s*(\w+)")
+    assert read_answer("long text... VERDICT:  Approve", settings).decision == "approve"
+    assert read_answer("no verdict here", settings).decision is None
+    free = PanelSettings()
+    assert read_answer('{"decision": "  Send   Refund ", "reasoning": "r"}', free).decision == (
+        "send refund"
+    )
+    assert normalise_label(" A\tB ") == "a b"
+
+
+def test_schema_is_an_enum_when_options_are_given() -> None:
+    schema = verdict_schema(PanelSettings(options=["yes", "no"]))
+    assert schema["properties"]["decision"]["enum"] == ["yes", "no"]
+    assert schema["required"] == ["decision", "reasoning"]
+    assert "enum" not in verdict_schema(PanelSettings())["properties"]["decision"]

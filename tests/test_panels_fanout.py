@@ -1,0 +1,113 @@
+"""The fan-out with in-process members: every member in the panel, in order; failures as
+abstentions; calls per member bounded across requests."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dissensus.llm.base import BackendError, BackendResponse, Message
+from dissensus.panels import Members, PanelUnavailable
+from dissensus.pipeline.policy import PanelSettings
+
+
+class _Counting:
+    """An in-process member that records how many of its calls overlap."""
+
+    provider = "test"
+
+    def __init__(self) -> None:
+        self.model_id = "counting"
+        self.now = 0
+        self.most = 0
+
+    async def send(self, request: Any, *, json_mode: Any) -> Any:
+        self.now += 1
+        self.most = max(self.most, self.now)
+        try:
+            await asyncio.sleep(0.01)
+        finally:
+            self.now -= 1
+        return BackendResponse(text='{"decision": "yes", "reasoning": "r"}', model="counting")
+
+    async def aclose(self) -> None:
+        return None
+
+
+@pytest.mark.parametrize("limit", [1, 3])
+def test_member_concurrency_bounds_calls_across_requests(limit: int) -> None:
+    settings = PanelSettings.model_validate(
+        {
+            "options": ["yes", "no"],
+            "member_concurrency": limit,
+            "members": [{"name": "a", "model": "scripted:x"}, {"name": "b", "model": "scripted:y"}],
+        }
+    )
+    backends = {"a": _Counting(), "b": _Counting()}
+    members = Members(settings, backends)  # type: ignore[arg-type]
+
+    async def many() -> list[Any]:
+        ask = [Message(role="user", content="q")]
+        return list(await asyncio.gather(*(members.fan_out(f"p{i}", ask) for i in range(8))))
+
+    fans = asyncio.run(many())
+    assert all(r.status == "answered" for fan in fans for r in fan.reports)
+    assert {b.most for b in backends.values()} == {limit}
+
+
+class _Scripted:
+    """An in-process member that answers, rambles or fails, as told."""
+
+    provider = "test"
+
+    def __init__(self, fate: str) -> None:
+        self.model_id = f"member-{fate}"
+        self.fate = fate
+
+    async def send(self, request: Any, *, json_mode: Any) -> Any:
+        if self.fate == "fail":
+            raise BackendError("boom", kind="client_error", retryable=False, status=400)
+        text = "no idea" if self.fate == "ramble" else f"The answer is {self.fate}."
+        return BackendResponse(text=text, model=self.model_id)
+
+    async def aclose(self) -> None:
+        return None
+
+
+@settings(max_examples=30)  # each example runs an event loop
+@given(
+    fates=st.lists(st.sampled_from(["1", "2", "ramble", "fail"]), min_size=2, max_size=6),
+    min_answers=st.integers(min_value=1, max_value=3),
+)
+def test_the_panel_keeps_every_member_in_order(fates: list[str], min_answers: int) -> None:
+    """Every member is in the panel, in policy order; failures are abstentions without
+    reasoning; the panel is refused exactly when fewer than ``min_answers`` spoke."""
+    names = [f"m{i}" for i in range(len(fates))]
+    settings = PanelSettings.model_validate(
+        {
+            "answer": "number",
+            "min_answers": min(min_answers, len(fates)),
+            "members": [{"name": n, "model": "scripted:x"} for n in names],
+        }
+    )
+    members = Members(settings, {n: _Scripted(f) for n, f in zip(names, fates, strict=True)})  # type: ignore[misc]
+    spoke = sum(f != "fail" for f in fates)
+    try:
+        fan = asyncio.run(members.fan_out("p", [Message(role="user", content="q")]))
+    except PanelUnavailable as exc:
+        assert spoke < settings.min_answers
+        assert [r.name for r in exc.reports] == names
+        return
+    assert spoke >= settings.min_answers
+    assert [o.agent for o in fan.panel.outputs] == names
+    for out, fate, report in zip(fan.panel.outputs, fates, fan.reports, strict=True):
+        if fate == "fail":
+            assert (out.decision, out.reasoning, report.status) == (None, "", "failed")
+        elif fate == "ramble":
+            assert (out.decision, report.status) == (None, "abstained")
+        else:
+            assert (out.decision, report.status) == (fate, "answered")
