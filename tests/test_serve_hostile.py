@@ -124,6 +124,17 @@ def test_a_panel_over_the_text_bound_is_rejected() -> None:
     assert not isinstance(parse_line(Panel, json.dumps(ok), file="f", line=1), Reject)
 
 
+@pytest.mark.parametrize("model", [Panel, VoteCase])
+def test_a_huge_integer_is_a_reject_not_a_traceback(model: type[Any]) -> None:
+    for line in (
+        '{"id": ' + "9" * 5000 + ', "outputs": []}',
+        json.dumps(panel("p", ["1", "1"]))[:-1] + ', "meta": {"k": ' + "9" * 5000 + "}}",
+    ):
+        got = parse_line(model, line, file="in.jsonl", line=2)
+        assert isinstance(got, Reject) and got.field == "<json>"
+        assert "4300 digits" in got.message
+
+
 def test_a_vote_case_over_the_voter_bound_is_rejected() -> None:
     got = parse_line(VoteCase, json.dumps(wide_case("c", MAX_AGENTS + 1)), file="v", line=1)
     assert isinstance(got, Reject) and got.field == "votes"

@@ -39,6 +39,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -239,8 +240,9 @@ def _parse_json(raw: bytes) -> Any:
         raise ApiError(400, f"invalid JSON: {exc.msg}", "<json>") from None
     except RecursionError:
         raise ApiError(400, f"JSON nested deeper than {MAX_DEPTH} levels", "<depth>") from None
-    except ValueError as exc:  # an integer of more digits than Python converts
-        raise ApiError(400, f"invalid JSON: {exc}", "<json>") from None
+    except ValueError:  # an integer of more digits than Python converts
+        message = f"invalid JSON: an integer of more than {sys.get_int_max_str_digits()} digits"
+        raise ApiError(400, message, "<json>") from None
     if (raw.count(b"[") + raw.count(b"{")) > MAX_DEPTH and json_depth(body) > MAX_DEPTH + 1:
         # One level more than a JSONL line may have: the list holding the panels.
         raise ApiError(400, f"JSON nested deeper than {MAX_DEPTH} levels", "<depth>")
