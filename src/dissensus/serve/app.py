@@ -10,10 +10,13 @@ negotiate / verify / bound through :mod:`.library_calls`. The review page is
 Choices where the design is silent:
 
 * Errors are ``{"error": message, "field": path-or-null}``: 400 unreadable body,
-  401 no or unknown token, 403 wrong role, 404 unknown run / review item, 409 conflict
-  (stale content hash, already resolved (with who and when), claimed by another
-  reviewer, run not finished), 413 body or panel count over the limit, 422 invalid
-  input (with the field path the CLI would name), 504 request timeout.
+  401 no or unknown token, 403 wrong role (or a foreign ``Host``, a cross-origin
+  write: :mod:`.origin`), 404 unknown run / review item (never naming the journal),
+  408 body not received in time, 409 conflict (stale content hash, already resolved
+  (with who and when), claimed by another reviewer, run not finished), 413 body, panel
+  count, agents or panel text over the limit, 415 a non-JSON write, 422 invalid input
+  (with the field path the CLI would name), 500 ``internal error`` (nothing more),
+  504 request timeout.
 * A single panel answers with its record; a list answers ``{run_id, status, records,
   rejects}`` (status 200 also when some items were rejected, as the CLI still decides
   the rest; ``rejected`` counts them).
