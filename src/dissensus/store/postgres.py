@@ -369,6 +369,9 @@ class PostgresJournal(Journal):
     def _json_text(self, column: str, key: str) -> str:
         return f"({column}::jsonb ->> '{key}')"
 
+    def _distinct(self, left: str, right: str) -> str:
+        return f"{left} IS DISTINCT FROM {right}"
+
     def _lock_review_index(self) -> None:
         # A rebuild sees every event committed before it and none written during it.
         self._exec("LOCK TABLE review_index IN EXCLUSIVE MODE")
