@@ -20,6 +20,9 @@ from typing import Any
 
 import httpx
 import pytest
+from hypothesis import given
+from hypothesis import settings as hypothesis_settings
+from hypothesis import strategies as st
 
 from dissensus.errors import ConfigError
 from dissensus.io.jsonl import Reject, parse_line
@@ -27,6 +30,8 @@ from dissensus.io.limits import MAX_AGENTS, MAX_FIELD_CHARS, MAX_PANEL_CHARS
 from dissensus.io.views import parse_panel_view
 from dissensus.serve import ServeSettings, create_app, library_calls
 from dissensus.serve.auth import hash_token, load_tokens
+from dissensus.serve.origin import BrowserGuard, allowed_hosts
+from dissensus.store import mask_url
 from dissensus.types import Panel, VoteCase
 from pipeline_cases import panel
 from serve_helpers import auth, client_for, escalating, heap_frozen, settings
@@ -122,6 +127,17 @@ def test_a_panel_over_the_text_bound_is_rejected() -> None:
         assert f"at most {MAX_PANEL_CHARS}" in got.message
     ok = wide_panel("t", 8, "z" * 20_000)
     assert not isinstance(parse_line(Panel, json.dumps(ok), file="f", line=1), Reject)
+
+
+@pytest.mark.parametrize("model", [Panel, VoteCase])
+def test_a_huge_integer_is_a_reject_not_a_traceback(model: type[Any]) -> None:
+    for line in (
+        '{"id": ' + "9" * 5000 + ', "outputs": []}',
+        json.dumps(panel("p", ["1", "1"]))[:-1] + ', "meta": {"k": ' + "9" * 5000 + "}}",
+    ):
+        got = parse_line(model, line, file="in.jsonl", line=2)
+        assert isinstance(got, Reject) and got.field == "<json>"
+        assert "4300 digits" in got.message
 
 
 def test_a_vote_case_over_the_voter_bound_is_rejected() -> None:
@@ -504,3 +520,82 @@ def test_serve_on_a_busy_port_fails_before_printing(tmp_path: Path) -> None:
     assert res.returncode == 2, res.stderr
     assert "review page" not in res.stderr and "http://" not in res.stderr
     assert "cannot listen" in res.stderr
+
+
+# -- properties ---------------------------------------------------------------------------------
+
+
+_NAME = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789.-", min_size=1, max_size=20)
+
+
+def _guarded(
+    hosts: frozenset[str] | None, method: str, headers: dict[str, str]
+) -> tuple[int, bool]:
+    """(status, whether the app behind the guard ran) of one request."""
+    import asyncio
+
+    ran: list[bool] = []
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        ran.append(True)
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b""})
+
+    out: list[dict[str, Any]] = []
+
+    async def send(message: dict[str, Any]) -> None:
+        out.append(message)
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    scope = {
+        "type": "http",
+        "method": method,
+        "path": "/v1/decide",
+        "headers": [(k.lower().encode(), v.encode()) for k, v in headers.items()],
+    }
+    asyncio.run(BrowserGuard(app, hosts)(scope, receive, send))
+    return int(out[0]["status"]), bool(ran)
+
+
+@hypothesis_settings(max_examples=60, deadline=None)
+@given(name=_NAME, port=st.integers(min_value=1, max_value=65535))
+def test_only_the_servers_names_pass_the_host_check(name: str, port: int) -> None:
+    hosts = allowed_hosts("127.0.0.1", (), loopback=True)
+    status, ran = _guarded(hosts, "GET", {"Host": f"{name}:{port}"})
+    assert ran == (name in ("127.0.0.1", "localhost")) == (status == 200)
+
+
+@hypothesis_settings(max_examples=60, deadline=None)
+@given(
+    origin_host=_NAME,
+    scheme=st.sampled_from(["http", "https"]),
+    port=st.integers(min_value=1, max_value=65535),
+)
+def test_a_write_from_any_other_origin_never_reaches_the_app(
+    origin_host: str, scheme: str, port: int
+) -> None:
+    hosts = allowed_hosts("127.0.0.1", (), loopback=True)
+    own = "127.0.0.1:8000"
+    origin = f"{scheme}://{origin_host}:{port}"
+    headers = {"Host": own, "Origin": origin, "Content-Type": "application/json"}
+    status, ran = _guarded(hosts, "POST", headers)
+    same = origin.lower() in (f"http://{own}", f"https://{own}")
+    assert ran == same
+    assert status == (200 if same else 403)
+
+
+@hypothesis_settings(max_examples=100, deadline=None)
+@given(
+    password=st.text(
+        alphabet=st.characters(min_codepoint=33, max_codepoint=126, exclude_characters="/@?#%:[]"),
+        min_size=4,
+        max_size=30,
+    )
+)
+def test_a_masked_url_never_shows_its_password(password: str) -> None:
+    url = f"postgresql://dissensus:{password}@db.example:5432/journal"
+    assert password not in mask_url(url).replace("dissensus", "").replace("db.example", "").replace(
+        "journal", ""
+    )

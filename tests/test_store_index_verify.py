@@ -61,6 +61,9 @@ def test_an_edited_index_is_rebuilt_on_open_and_named_by_verify(
         assert not all(r.ok for r in reports)
         assert any("review index row" in p for r in reports for p in r.problems)
         assert journal.review_index_agrees()
+        assert {s.item.reason for s in list_items(journal, include_resolved=True)} != {
+            "nothing to see"
+        }
     with Journal(target) as journal:  # rebuilt: the next open is clean
         assert journal.verify("run1").ok and journal.verify("run2").ok
 

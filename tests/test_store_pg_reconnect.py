@@ -108,7 +108,10 @@ def test_the_journal_reconnects_after_a_restart(server: Server) -> None:
         journal.create_run("before", kind="decide", meta={})
         assert journal.acquire_run_lock("before") is None
         server.restart()
-        # the first read after the restart reconnects and succeeds
+        # the first write after the restart reconnects and succeeds
+        journal.append("before", "note", {"n": 1}, key="note/1")
+        server.restart()
+        # so does the first read
         assert journal.run("before") is not None
         journal.create_run("after", kind="decide", meta={})
         assert {r.run_id for r in journal.runs()} >= {"before", "after"}

@@ -131,13 +131,14 @@ def serve_command(
     sock = listen(host, port)
     application = create_app(settings)
     port = sock.getsockname()[1]
+    shown_host = f"[{host.strip('[]')}]" if ":" in host else host
     auth = (
         f"{len(application.state.service.tokens)} token(s)"
         if application.state.service.tokens
         else "no authentication (loopback)"
     )
     err_console.print(
-        f"dissensus serve: journal {mask_url(settings.journal)}, {auth}; review page http://{host}:{port}/review",
+        f"dissensus serve: journal {mask_url(settings.journal)}, {auth}; review page http://{shown_host}:{port}/review",
         highlight=False,
     )
     # Everything alive now (modules, schemas, the app) lives until exit: moving it out of

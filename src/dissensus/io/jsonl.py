@@ -12,7 +12,7 @@ valid JSON but not an object is rejected with field ``<root>``; files are read w
 at the start of the first line is skipped. A line nested deeper than
 :data:`MAX_DEPTH` arrays/objects is rejected (field ``<depth>``) before any model sees
 it, so no reader can overflow the stack. Non-finite numbers (``NaN``, ``Infinity``,
-``1e999``) and lone surrogate escapes (``"\\ud800"``) are rejected naming the path of
+``1e999``), integers of more than 4,300 digits (field ``<json>``) and lone surrogate escapes (``"\\ud800"``) are rejected naming the path of
 the value as the field, whatever the model: JSON cannot carry the first, UTF-8 cannot
 encode the second. A panel or vote case over the bounds of :mod:`dissensus.io.limits`
 (agents per panel, characters per text field) is rejected naming the field, whichever
@@ -240,6 +240,14 @@ def _parse_reference(model: type[M], raw: str, *, file: str, line: int) -> M | R
         )
     except RecursionError:
         return _too_deep(file, line, raw)
+    except ValueError:  # an integer of more digits than Python converts (4,300)
+        return Reject(
+            file=file,
+            line=line,
+            field="<json>",
+            message=f"invalid JSON: an integer of more than {sys.get_int_max_str_digits()} digits",
+            raw=raw[:200],
+        )
     if not isinstance(data, dict):
         return Reject(
             file=file, line=line, field="<root>", message="expected a JSON object", raw=raw

@@ -10,10 +10,13 @@ negotiate / verify / bound through :mod:`.library_calls`. The review page is
 Choices where the design is silent:
 
 * Errors are ``{"error": message, "field": path-or-null}``: 400 unreadable body,
-  401 no or unknown token, 403 wrong role, 404 unknown run / review item, 409 conflict
-  (stale content hash, already resolved (with who and when), claimed by another
-  reviewer, run not finished), 413 body or panel count over the limit, 422 invalid
-  input (with the field path the CLI would name), 504 request timeout.
+  401 no or unknown token, 403 wrong role (or a foreign ``Host``, a cross-origin
+  write: :mod:`.origin`), 404 unknown run / review item (never naming the journal),
+  408 body not received in time, 409 conflict (stale content hash, already resolved
+  (with who and when), claimed by another reviewer, run not finished), 413 body, panel
+  count, agents or panel text over the limit, 415 a non-JSON write, 422 invalid input
+  (with the field path the CLI would name), 500 ``internal error`` (nothing more),
+  504 request timeout.
 * A single panel answers with its record; a list answers ``{run_id, status, records,
   rejects}`` (status 200 also when some items were rejected, as the CLI still decides
   the rest; ``rejected`` counts them).
@@ -38,6 +41,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -242,8 +246,9 @@ def _parse_json(raw: bytes) -> Any:
         raise ApiError(400, f"invalid JSON: {exc.msg}", "<json>") from None
     except RecursionError:
         raise ApiError(400, f"JSON nested deeper than {MAX_DEPTH} levels", "<depth>") from None
-    except ValueError as exc:  # an integer of more digits than Python converts
-        raise ApiError(400, f"invalid JSON: {exc}", "<json>") from None
+    except ValueError:  # an integer of more digits than Python converts
+        message = f"invalid JSON: an integer of more than {sys.get_int_max_str_digits()} digits"
+        raise ApiError(400, message, "<json>") from None
     if (raw.count(b"[") + raw.count(b"{")) > MAX_DEPTH and json_depth(body) > MAX_DEPTH + 1:
         # One level more than a JSONL line may have: the list holding the panels.
         raise ApiError(400, f"JSON nested deeper than {MAX_DEPTH} levels", "<depth>")

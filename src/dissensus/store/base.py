@@ -780,15 +780,61 @@ class Journal:
         """SQL for the text of top-level ``key`` of the JSON text in ``column``."""
         return f"json_extract({column}, '$.{key}')"
 
-    def review_index_differences(self, run_id: str | None = None) -> list[str]:
+    def review_index_differences(
+        self, run_id: str | None = None, *, thorough: bool = True
+    ) -> list[str]:
         """The review ids whose index row differs from what the events derive, by
-        content: item, run, position, reason and standing resolution (at most 20 named).
+        content (at most 20 named): item, run, position and resolving event, and with
+        ``thorough`` the reason too.
 
-        An item's standing resolution is the first ``review.resolved`` after its last
-        ``review.reopened`` (none when it was reopened last): the row
-        :meth:`rebuild_review_index` writes. The database compares (a JSON function per
-        back end), so no payload is sent over.
+        The database compares, so no payload is sent over. ``thorough`` reads each
+        item's id and reason from its event's payload (a JSON function per back end),
+        exactly as :meth:`rebuild_review_index` does. Without it (the check made on every
+        open) the id is the event's run and case (``<run>.<line>``, what every review
+        event of this program carries), no payload is parsed, and each opened event is
+        matched with its index row and its resolution through the tables' keys.
+
+        An item's resolving event is its standing one: the first ``review.resolved`` after
+        its last ``review.reopened`` (none when it was reopened last), the row
+        :meth:`rebuild_review_index` writes.
         """
+        if thorough:
+            return self._index_differences_thorough(run_id)
+        scope = " AND o.run_id = ?" if run_id is not None else ""
+        args: list[Any] = [REVIEW_REOPENED, REVIEW_RESOLVED, REVIEW_OPENED]
+        args += [run_id] if run_id else []
+        rid = "o.run_id || '.' || o.case_ref"
+        mismatched = (
+            f"SELECT {rid} AS review_id FROM events o "
+            "LEFT JOIN (SELECT run_id, case_ref, MAX(seq) AS zseq FROM events WHERE type = ? "
+            "GROUP BY run_id, case_ref) z ON z.run_id = o.run_id AND z.case_ref = o.case_ref "
+            "LEFT JOIN events r ON r.run_id = o.run_id AND r.case_ref = o.case_ref AND r.type = ? "
+            "AND r.seq > COALESCE(z.zseq, -1) "
+            f"LEFT JOIN review_index q ON q.review_id = {rid} "
+            f"WHERE o.type = ? AND o.case_ref IS NOT NULL{scope} AND (q.review_id IS NULL "
+            f"OR q.run_id <> o.run_id OR q.opened_seq <> o.seq "
+            f"OR {self._distinct('q.resolved_seq', 'r.seq')}) LIMIT 20"
+        )
+        extra = (
+            "SELECT q.review_id FROM review_index q LEFT JOIN events o ON o.run_id = q.run_id "
+            f"AND o.seq = q.opened_seq AND o.type = ? AND {rid} = q.review_id "
+            "WHERE o.seq IS NULL"
+            + (" AND q.run_id = ?" if run_id is not None else "")
+            + " LIMIT 20"
+        )
+        with self._errors():
+            found = [str(r["review_id"]) for r in self._rows(mismatched, args)]
+            found += [
+                str(r["review_id"])
+                for r in self._rows(extra, [REVIEW_OPENED] + ([run_id] if run_id else []))
+            ]
+        return sorted(set(found))[:20]
+
+    def _distinct(self, left: str, right: str) -> str:
+        """SQL: ``left`` and ``right`` differ, NULL being a value."""
+        return f"{left} IS NOT {right}"
+
+    def _index_differences_thorough(self, run_id: str | None) -> list[str]:
         rid = self._json_text("payload", "review_id")
         reason = f"COALESCE({self._json_text('payload', 'reason')}, '')"
         scope = " AND run_id = ?" if run_id is not None else ""
@@ -833,6 +879,10 @@ class Journal:
         """On opening: rebuild an index whose content disagrees with the events (when
         writable; a read-only journal then lists its queue from the events). The items
         that differed are kept for :meth:`verify` to report."""
+        # The cheap check first; the thorough one (the rebuild's own derivation) decides,
+        # so a journal whose events do not fit the cheap one is not rebuilt on every open.
+        if not self.review_index_differences(thorough=False):
+            return
         differing = self.review_index_differences()
         if not differing:
             return
@@ -843,21 +893,23 @@ class Journal:
             self._review_index_ok = False
 
     def _index_problems(self, run_id: str) -> list[str]:
-        """What :meth:`verify` reports about the run's rows of the review index."""
+        """What :meth:`verify` reports about the run's rows of the review index (checked
+        thoroughly, reasons included; a writable journal's index is then rebuilt)."""
+        now = self.review_index_differences(run_id)
         if not self._review_index_ok:
             return [
                 f"review index row of {rid} differs from the events (read-only: not rebuilt; "
                 "the queue is listed from the events)"
-                for rid in self.review_index_differences(run_id)
+                for rid in now
             ]
+        if now:
+            with suppress(JournalReadOnly):
+                self.rebuild_review_index()
         return [
-            f"review index row of {rid} differed from the events when the journal was "
-            "opened (rebuilt from the events)"
-            for rid in self._index_rebuilt_for
-            if rid.rpartition(".")[0] == run_id
-        ] + [
-            f"review index row of {rid} differs from the events"
-            for rid in self.review_index_differences(run_id)
+            f"review index row of {rid} differed from the events (rebuilt from the events)"
+            for rid in sorted(
+                {*now, *(r for r in self._index_rebuilt_for if r.rpartition(".")[0] == run_id)}
+            )
         ]
 
     def review_entries(

@@ -32,8 +32,9 @@ Choices where the design is silent:
   replaced by a new one on the next statement that does not belong to an open
   transaction; a read outside a transaction that finds the connection lost is read
   again once on the new connection, so ``/readyz`` recovers on its first probe after
-  the database is back. A transaction whose connection is lost fails (nothing of it is
-  committed) and the next one reconnects. The run locks the object held (session
+  the database is back, and so is the first round trip of a transaction (its ``BEGIN``
+  travels with it, so nothing of it can have committed). A transaction that loses its
+  connection later fails (nothing of it is committed) and the next one reconnects. The run locks the object held (session
   advisory locks, released by the server with the old connection) are taken again on
   the new connection; one another process took meanwhile is not. No connection pool:
   the journal object is one session (its advisory run locks live in it), used under
@@ -289,6 +290,20 @@ class PostgresJournal(Journal):
         if not self._queue:
             return self._db.execute(sql, tuple(args))
         queued, self._queue = self._queue, []
+        try:
+            return self._pipeline(queued, sql, args)
+        except self._psycopg.OperationalError:
+            # The first round trip of a transaction (its BEGIN goes with it) found the
+            # connection lost: nothing of it reached a live server, nothing can have
+            # committed, so it is sent again once on a new connection.
+            if queued[:1] != [("BEGIN", ())] or not self._lost():
+                raise
+            self._reconnect()
+            return self._pipeline(queued, sql, args)
+
+    def _pipeline(
+        self, queued: list[tuple[str, tuple[Any, ...]]], sql: str, args: Sequence[Any]
+    ) -> psycopg.Cursor[dict[str, Any]]:
         with self._db.pipeline():
             for q_sql, q_args in queued:
                 self._db.execute(q_sql, q_args)
@@ -353,6 +368,9 @@ class PostgresJournal(Journal):
 
     def _json_text(self, column: str, key: str) -> str:
         return f"({column}::jsonb ->> '{key}')"
+
+    def _distinct(self, left: str, right: str) -> str:
+        return f"{left} IS DISTINCT FROM {right}"
 
     def _lock_review_index(self) -> None:
         # A rebuild sees every event committed before it and none written during it.
