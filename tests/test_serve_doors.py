@@ -159,3 +159,25 @@ async def test_a_deadline_stops_a_server_run_incomplete(tmp_path: Path) -> None:
         assert journal.get(doc["run_id"], "run/finished") is None
         stopped = journal.get(doc["run_id"], "run/stopped/0")
         assert stopped is not None and stopped.payload["reason"] == "deadline"
+
+
+async def test_an_interrupted_run_reports_its_whole_input_as_total(tmp_path: Path) -> None:
+    """After a restart the server counts the run's input lines, not the records so far."""
+    from dissensus.pipeline.batch import execute_run, start_run
+    from dissensus.store import Journal
+
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(yaml.safe_dump({"reading": {"similarity": "tfidf"}}), encoding="utf-8")
+    rows = [panel(f"t{i}", ["1", "2", "1"]) for i in range(5)]
+    with Journal(tmp_path / "serve.sqlite") as journal:
+        start_run(
+            journal, None, policy, text="".join(json.dumps(r) + "\n" for r in rows), run_id="R"
+        )
+        records = execute_run(journal, "R")
+        async for _ in records:
+            break
+        await records.aclose()  # type: ignore[attr-defined]
+    async with client_for(_settings(tmp_path, policy)) as client:
+        doc = (await client.get("/v1/runs/R", headers=auth("sub"))).json()
+    assert doc["status"] == "incomplete"
+    assert doc["total"] == 5 and doc["done"] < 5

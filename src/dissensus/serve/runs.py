@@ -45,9 +45,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from dissensus.errors import DissensusError
 from dissensus.io.jsonl import Reject
 from dissensus.pipeline import CaseRecord, DeadlineReached, RunSpec, execute_run
-from dissensus.pipeline.batch import start_run
+from dissensus.pipeline.batch import input_lines, start_run
 from dissensus.pipeline.review import final_records
 from dissensus.states import EmbeddingBackend, SimilarityBackend, get_backend
 from dissensus.states.similarity import Matrix, Vectors
@@ -322,7 +323,9 @@ class Runner:
         return {
             "run_id": run_id,
             "status": status,
-            "total": len(records) + len(rejects) if state is None else state.total,
+            "total": _total(self.journal, run_id, len(records) + len(rejects))
+            if state is None
+            else state.total,
             "done": len(records),
             "rejected": len(rejects),
             "error": state.error if state is not None else None,
@@ -368,3 +371,20 @@ class Runner:
                 # Shutting down: an interrupted run stays resumable from the journal.
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await state.task
+
+
+def _total(journal: Journal, run_id: str, seen: int) -> int:
+    """The run's number of panels (its non-blank input lines), also for a run this
+    process did not start or that was interrupted; ``seen`` when the input is unreadable."""
+    started = journal.get(run_id, "run/started")
+    source = started.payload.get("input") if started is not None else None
+    try:
+        _, lines = input_lines(source) if isinstance(source, dict) else ("", None)
+        if lines is None and isinstance(source, dict) and source.get("path") not in (None, "-"):
+            with open(str(source["path"]), encoding="utf-8", errors="replace") as handle:
+                lines = list(handle)
+    except (DissensusError, OSError):
+        return seen
+    if lines is None:
+        return seen
+    return max(seen, sum(1 for line in lines if line.strip()))
