@@ -25,7 +25,10 @@ demo: setup
 # unless $$DISSENSUS_TEST_PG names one, and ends with a line naming whatever it skipped.
 # PYTHONDONTWRITEBYTECODE is cleared for the tests: the CLI processes they start then reuse
 # compiled modules, and pytest reuses its rewritten test modules, instead of compiling each time.
+# The static similarity table is distilled once from the bundled MiniLM (offline, about a
+# minute, kept in the embedding cache) so the suite tests the static backend too.
 test: setup
+	$(PY) -c "from dissensus.states.static import distil_static; distil_static()" >/dev/null 2>&1 || echo "could not distil the static table: its test will say so"
 	PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -q -n 2 --dist worksteal -p no:cacheprovider
 
 # The Ray engine's tests start a local Ray instance (minutes): run them on their own.
