@@ -89,11 +89,15 @@ def main() -> int:
         started = _post(base + "/v1/decide?async=true", json.dumps(rows).encode())
         run_id = str(started["run_id"])
         latencies: list[float] = []
-        end = time.monotonic() + args.seconds
+        worst_at = 0.0
+        begin = time.monotonic()
+        end = begin + args.seconds
         while time.monotonic() < end:
             t0 = time.perf_counter()
             _get(base + "/healthz")
             latencies.append((time.perf_counter() - t0) * 1000)
+            if latencies[-1] >= max(latencies):
+                worst_at = time.monotonic() - begin
             time.sleep(0.02)
         doc = json.loads(_get(f"{base}/v1/runs/{run_id}"))
         done_before = doc["done"]
@@ -108,7 +112,8 @@ def main() -> int:
     p99 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
     print(
         f"/healthz during the run: {len(ordered)} requests, median "
-        f"{statistics.median(ordered):.1f} ms, p99 {p99:.1f} ms, max {ordered[-1]:.1f} ms"
+        f"{statistics.median(ordered):.1f} ms, p99 {p99:.1f} ms, max {ordered[-1]:.1f} ms "
+        f"({worst_at:.1f} s into the run); {sum(x > 100 for x in ordered)} over 100 ms"
     )
     print(f"cases decided when SIGTERM was sent: {done_before} of {len(rows)}")
     print(f"server exited {stopped_in:.2f} s after SIGTERM (exit code {proc.returncode})")

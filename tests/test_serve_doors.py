@@ -181,3 +181,26 @@ async def test_an_interrupted_run_reports_its_whole_input_as_total(tmp_path: Pat
         doc = (await client.get("/v1/runs/R", headers=auth("sub"))).json()
     assert doc["status"] == "incomplete"
     assert doc["total"] == 5 and doc["done"] < 5
+
+
+async def test_runs_on_other_threads_share_the_warmed_backend_and_its_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The server warms its backend (and the embedding cache's connection) on one thread;
+    its runs decide on others."""
+    monkeypatch.setenv("DISSENSUS_CACHE", str(tmp_path / "cache"))
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(
+        yaml.safe_dump(
+            {"reading": {"similarity": "slow_embed:counting", "theta_s": 0.5}, "allow_code": True}
+        ),
+        encoding="utf-8",
+    )
+    settings = _settings(tmp_path, policy)
+    async with client_for(settings) as client:
+        runner = client._transport.app.state.service.runner  # type: ignore[attr-defined]
+        await asyncio.to_thread(runner.warm)  # as the server's start-up does
+        for _ in range(2):
+            response = await client.post("/v1/decide", json=_fresh(tmp_path), headers=auth("sub"))
+            assert response.status_code == 200, response.text
+            assert response.json()["status"] == "finished"

@@ -412,6 +412,9 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(started: FastAPI) -> AsyncIterator[None]:
+        # Load the encoder and the acceptance libraries before the first request, not
+        # while answering one (imports and model loading hold up the whole process).
+        await asyncio.to_thread(service.runner.warm)
         yield
         await service.runner.close()
         await started.state.chat.aclose()

@@ -16,7 +16,8 @@ Choices where the design is silent:
   CLI reports for that line (:func:`dissensus.io.jsonl.parse_line`).
 * ``run.started`` also records ``submitted_by``: the name of the token that submitted.
 * The similarity backend is built once per server and shared by every run, one call at
-  a time.
+  a time; a torch encoder (MiniLM) computes on all cores but one, which the server's own
+  loop keeps.
 * **Off the event loop.** Each run is decided on a thread of its own (at most
   :data:`RUN_THREADS` at once), with its own event loop and its own connection to the
   journal, so embedding and deciding never stall the server's loop (``/healthz``
@@ -38,6 +39,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
+import sys
 import threading
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -121,6 +124,18 @@ class RunState:
         }
 
 
+def _leave_a_core_to_the_loop(backend: SimilarityBackend) -> None:
+    """A torch encoder computes on every core by default, which starves the server's own
+    loop on a small machine: keep one core free for it (no effect on one core)."""
+    if "torch" not in sys.modules and "minilm" not in backend.name.lower():
+        return
+    try:
+        import torch
+    except ImportError:
+        return
+    torch.set_num_threads(max(1, min(torch.get_num_threads(), (os.cpu_count() or 1) - 1)))
+
+
 class _SharedBackend:
     """One similarity backend shared by the runs of a server, one call at a time (each run
     decides on its own thread; an embedding cache or model is not made for concurrent calls)."""
@@ -166,12 +181,26 @@ class Runner:
                 inner = get_backend(
                     self.policy.reading.similarity, allow_code=self.policy.allow_code or None
                 )
+                _leave_a_core_to_the_loop(inner)
                 self._backend = (
                     _SharedEmbedding(inner)
                     if isinstance(inner, EmbeddingBackend)
                     else _SharedBackend(inner)
                 )
             return self._backend
+
+    def warm(self) -> None:
+        """Load what every run needs (the similarity backend's model, learned acceptance's
+        libraries) now, at start-up, rather than in the middle of serving."""
+        backend = self.backend()
+        if isinstance(backend, EmbeddingBackend):
+            backend.embed(["warm up"])
+        if self.spec.acceptance is not None:
+            from dissensus.pipeline.learned import make_learned
+
+            make_learned(
+                self.spec.acceptance, similarity=self.policy.reading.similarity, backend=backend
+            )
 
     def start(self, lines: list[str], *, submitted_by: str) -> RunState:
         """Journal a new run of ``lines`` (one panel each) and start deciding it."""

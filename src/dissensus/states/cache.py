@@ -14,7 +14,9 @@ Choices:
   stored vector whose dimension differs from the model's is ignored and replaced.
 * A cache that cannot be opened or written is a user error naming the directory,
   never a silent fallback; ``cache=False`` (``--no-cache``) switches it off.
-* SQLite handles concurrent readers and writers from several processes.
+* SQLite handles concurrent readers and writers from several processes; within one
+  process the cache's connection may be used from any thread, one call at a time (the
+  service decides each run on a thread of its own).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import os
 import sqlite3
+import threading
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -58,13 +61,16 @@ class EmbeddingCache:
         self.directory = Path(directory) if directory is not None else default_cache_dir()
         self.path = self.directory / "embeddings.sqlite"
         self._conn: sqlite3.Connection | None = None
+        self._lock = threading.Lock()
 
     def _connect(self) -> sqlite3.Connection:
         if self._conn is not None:
             return self._conn
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
-            conn = sqlite3.connect(self.path, timeout=30.0)
+            # One connection for the cache object, usable from any thread: a server's runs
+            # decide on threads of their own; calls are serialised by ``_lock``.
+            conn = sqlite3.connect(self.path, timeout=30.0, check_same_thread=False)
             conn.execute(
                 "CREATE TABLE IF NOT EXISTS embeddings ("
                 "model TEXT NOT NULL, key TEXT NOT NULL, dim INTEGER NOT NULL, vec BLOB NOT NULL, "
@@ -83,6 +89,10 @@ class EmbeddingCache:
         self, model: str, keys: Sequence[str], dim: int | None = None
     ) -> dict[str, Vectors]:
         """Stored vectors for ``keys`` (missing keys are absent from the result)."""
+        with self._lock:
+            return self._get_many(model, keys, dim)
+
+    def _get_many(self, model: str, keys: Sequence[str], dim: int | None) -> dict[str, Vectors]:
         conn = self._connect()
         found: dict[str, Vectors] = {}
         try:
@@ -102,6 +112,10 @@ class EmbeddingCache:
 
     def put_many(self, model: str, items: Iterable[tuple[str, Vectors]]) -> None:
         """Store vectors (replacing any stored under the same key)."""
+        with self._lock:
+            self._put_many(model, items)
+
+    def _put_many(self, model: str, items: Iterable[tuple[str, Vectors]]) -> None:
         conn = self._connect()
         rows = [
             (model, key, int(vec.shape[0]), np.ascontiguousarray(vec, dtype=np.float32).tobytes())
@@ -114,9 +128,10 @@ class EmbeddingCache:
             raise DissensusError(f"cannot write the embedding cache at {self.path}: {exc}") from exc
 
     def close(self) -> None:
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
 
 
 class CachedBackend:
