@@ -7,8 +7,9 @@
 
 Both sources may be given together; their cases are pooled. A panel without
 ``meta.gold`` is rejected (reported with its line, exit code 3 after writing the file).
-The reading settings (similarity backend, thresholds) and the acceptance feature
-settings come from ``--policy`` when given, so that ``decide`` computes the same features.
+The reading settings (similarity backend, thresholds), the guard's calibration and
+options, and the acceptance feature settings come from ``--policy`` when given, so that
+``decide`` under the same policy computes the same features.
 """
 
 from __future__ import annotations
@@ -126,12 +127,21 @@ def calibrate_acceptance_cmd(
     if labelled is not None and not Path(labelled).is_file():
         raise typer.BadParameter(f"file not found: {labelled}")
     from dissensus.acceptance import FeatureSettings, calibrate, save_acceptance, stratum_of
-    from dissensus.acceptance.prepare import candidates_for, load_user_features, prepare_cases
+    from dissensus.acceptance.prepare import (
+        GuardInputs,
+        candidates_for,
+        load_user_features,
+        prepare_cases,
+    )
     from dissensus.io.jsonl import RejectSink
-    from dissensus.pipeline.policy import load_policy
+    from dissensus.pipeline import load_policy, policy_guard_calibration
     from dissensus.states import get_backend
 
-    policy, _ = load_policy(policy_path)
+    policy, policy_dir = load_policy(policy_path)
+    # The guard features as decide computes them: the policy's guard calibration and options.
+    guard = GuardInputs.from_policy(
+        policy, policy_guard_calibration(policy, policy_dir, policy_path)
+    )
     markers = _setting(policy, "lexicon", None)
     settings = FeatureSettings(
         similarity=policy.reading.similarity,
@@ -153,6 +163,7 @@ def calibrate_acceptance_cmd(
                 backend=backend,
                 theta_s=policy.reading.theta_s,
                 theta_a=policy.reading.theta_a,
+                guard=guard,
             )
             golds += [str(p.meta["gold"]) for p in panels]
             groups += [str(stratum_of(p.meta, strata)) for p in panels] if strata else []
