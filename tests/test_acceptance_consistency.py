@@ -40,24 +40,11 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     )
     (root / "p.yaml").write_text(policy)
     (root / "p2.yaml").write_text(policy + "seek_context:\n  max_followups: 2\n")
-    code = main(
-        [
-            "calibrate-acceptance",
-            str(root / "few.jsonl"),
-            "--policy",
-            str(root / "p.yaml"),
-            "--out",
-            str(root / "A.json"),
-            "--target-precision",
-            "0.6",
-            "--delta",
-            "0.3",
-            "--min-accepted",
-            "5",
-            "--json",
-        ]
-    )
-    assert code == 0
+    common = ["--policy", str(root / "p.yaml"), "--target-precision", "0.6", "--delta", "0.3"]
+    few = ["calibrate-acceptance", str(root / "few.jsonl"), *common, "--min-accepted", "5"]
+    assert main([*few, "--out", str(root / "A.json"), "--json"]) == 0
+    # The learned family alone, as in a refused-then-re-scored case.
+    assert main([*few, "--family", "learned", "--out", str(root / "L.json"), "--json"]) == 0
     return root
 
 
@@ -84,7 +71,11 @@ def _prepared(root: Path, *, guard_from_policy: bool) -> dict[str, Any]:
 
 
 def _decide_rows(
-    root: Path, policy: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    root: Path,
+    policy: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    acceptance: str = "A.json",
 ) -> tuple[dict[str, list[Any]], list[dict[str, Any]]]:
     import dissensus.acceptance.prepare as prepare
 
@@ -106,7 +97,7 @@ def _decide_rows(
             "--policy",
             str(root / policy),
             "--acceptance",
-            str(root / "A.json"),
+            str(root / acceptance),
             "--journal",
             str(journal),
             "--json",
@@ -123,7 +114,7 @@ def _decide_rows(
 def test_decide_rescores_every_case_on_its_calibration_features(
     workdir: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from dissensus.acceptance import load_acceptance, model_for, score_case
+    from dissensus.acceptance import apply_acceptance, load_acceptance
 
     acc = load_acceptance(workdir / "A.json")
     prepared = _prepared(workdir, guard_from_policy=True)
@@ -134,8 +125,9 @@ def test_decide_rescores_every_case_on_its_calibration_features(
         assert len(seen[r["id"]]) == 1, "scored once"
         rows = seen[r["id"]][0]
         assert rows == prepared[r["id"]], f"features of {r['id']} differ from calibration"
-        _, score = score_case(acc.models[model_for(acc, rows)], rows)
-        assert r["acceptance"]["score"] == round(score, 6)
+        verdict = apply_acceptance(acc, prepared[r["id"]])
+        assert r["acceptance"]["score"] == verdict.score
+        assert r["acceptance"]["family"] == acc.family
     # The control: the guard's default settings (how calibration scored it before) differ.
     default = _prepared(workdir, guard_from_policy=False)
     assert any(default[r["id"]] != prepared[r["id"]] for r in judged)
@@ -144,7 +136,7 @@ def test_decide_rescores_every_case_on_its_calibration_features(
 def test_no_second_look_with_more_followup_rounds(
     workdir: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    seen, records = _decide_rows(workdir, "p2.yaml", monkeypatch, capsys)
+    seen, records = _decide_rows(workdir, "p2.yaml", monkeypatch, capsys, "L.json")
     refused = [r for r in records if "accept:refused" in r["path"]]
     assert refused, "some case is refused"
     for r in records:

@@ -114,6 +114,24 @@ def calibrate_acceptance_cmd(
         list[str] | None,
         typer.Option("--feature", help="User feature module:function (repeatable)."),
     ] = None,
+    family: Annotated[
+        str | None,
+        typer.Option(
+            "--family",
+            help="Use only this score family (learned, votes, votes_both, order_stable, guard); "
+            "default: choose among them.",
+        ),
+    ] = None,
+    family_rule: Annotated[
+        str,
+        typer.Option(
+            "--family-rule",
+            help="How the family is chosen: bonferroni (each at delta/F, most accepted) or split.",
+        ),
+    ] = "bonferroni",
+    explain: Annotated[
+        bool, typer.Option("--explain", help="Print every score family's calibration coverage.")
+    ] = False,
     rejects: Annotated[
         str | None, typer.Option("--rejects", help="Write rejected lines (JSONL) here.")
     ] = None,
@@ -124,6 +142,12 @@ def calibrate_acceptance_cmd(
     """Fit learned acceptance with a finite-sample precision guarantee and write ACCEPT.json."""
     if labelled is None and journal is None:
         raise typer.BadParameter("give LABELLED.jsonl, --journal J, or both")
+    if family_rule not in ("bonferroni", "split"):
+        raise typer.BadParameter(f"--family-rule is bonferroni or split, got {family_rule!r}")
+    from dissensus.acceptance.families import FAMILIES
+
+    if family is not None and family not in FAMILIES:
+        raise typer.BadParameter(f"--family is one of {', '.join(FAMILIES)}, got {family!r}")
     if labelled is not None and not Path(labelled).is_file():
         raise typer.BadParameter(f"file not found: {labelled}")
     from dissensus.acceptance import FeatureSettings, calibrate, save_acceptance, stratum_of
@@ -209,11 +233,16 @@ def calibrate_acceptance_cmd(
         settings=settings,
         built_from=sources,
         description="learned acceptance fitted by dissensus calibrate-acceptance",
+        family=family,
+        rule="split" if family_rule == "split" else "bonferroni",
     )
     saved = save_acceptance(acc, out)
     summary = {
         "out": out,
         "calibration_n": saved.calibration_n,
+        "family": saved.family,
+        "family_rule": saved.family_rule,
+        "families": [{**f.model_dump(), "coverage": round(f.coverage, 6)} for f in saved.families],
         "threshold": saved.threshold,
         "threshold_reason": saved.threshold_reason,
         "calibration_accepted": saved.calibration_accepted,
@@ -227,8 +256,27 @@ def calibrate_acceptance_cmd(
     if json_out:
         print_json(summary)
     else:
+        if explain:
+            _print_families(saved)
         _print(saved, out, rejected)
     raise typer.Exit(code=exit_for(rejected))
+
+
+def _print_families(acc: Any) -> None:
+    table = Table(title=f"score families (chosen: {acc.family}, rule {acc.family_rule})")
+    for name in ("family", "eligible", "delta", "threshold", "accepted", "right", "coverage"):
+        table.add_column(name, justify="left" if name == "family" else "right")
+    for f in acc.families:
+        table.add_row(
+            f.family + (" *" if f.family == acc.family else ""),
+            "yes" if f.eligible else "no (constant)",
+            f"{f.delta:.4f}",
+            "-" if f.threshold is None else f"{f.threshold:.4f}",
+            f"{f.accepted}/{f.cases}",
+            str(f.correct),
+            f"{f.coverage:.3f}",
+        )
+    out_console.print(table)
 
 
 def _print(acc: Any, out: str, rejected: int) -> None:

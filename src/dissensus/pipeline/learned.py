@@ -38,8 +38,10 @@ class AcceptanceFigures(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
+    family: str = "learned"
+    """The score family of the acceptance file (:mod:`dissensus.acceptance.families`)."""
     score: float
-    """The best answer's probability of being right."""
+    """The best answer's score in that family (``learned``: its probability of being right)."""
     threshold: float | None
     """Accept when ``score >= threshold``; ``None``: the file accepts nothing."""
     target_precision: float
@@ -94,6 +96,7 @@ def learned_payload(
     """The journalled acceptance step of learned acceptance."""
     verdict = learned.judge(panel, reading=reading, guard=guard, second=second)
     figures = AcceptanceFigures(
+        family=verdict.family,
         score=verdict.score,
         threshold=verdict.threshold,
         target_precision=verdict.target_precision,
@@ -123,5 +126,5 @@ def guarantee_sentence(figures: AcceptanceFigures) -> str:
     return (
         f"auto-accepted cases: precision >= {figures.target_precision:.2f} with probability >= {1 - figures.delta:.2f} "
         f"if these panels are exchangeable with the {figures.calibration_n} calibration cases "
-        f"(acceptance file {figures.file_sha256[:12]})"
+        f"(score family {figures.family}, acceptance file {figures.file_sha256[:12]})"
     )

@@ -1,0 +1,197 @@
+"""Score families: which score orders the cases for the threshold, chosen validly.
+
+A *score family* turns a case's candidate rows (:mod:`dissensus.acceptance.features`)
+into the committed answer and a score; the fixed sequence of
+:mod:`dissensus.acceptance.bound` then picks the family's threshold. The families:
+
+* ``learned`` — the learned model's probability that the best candidate is right
+  (:mod:`dissensus.acceptance.fit`, out-of-fold on the calibration cases);
+* ``votes`` — the plurality answer's first-answer votes over the panel's agents;
+* ``votes_both`` — its votes over both presentation orders (first answers and
+  re-asks, over agents and re-asked agents);
+* ``order_stable`` — the share of agents giving it in both orders;
+* ``guard`` — the guard's posterior for it.
+
+Counting wins on some panels (many independent solvers), the model on others (few
+judges with known biases): which family is best is not known in advance, so the
+calibration chooses, by a rule that keeps the guarantee:
+
+* ``bonferroni`` (the default): every eligible family runs its fixed sequence at level
+  ``delta / F`` for ``F`` eligible families; the family whose threshold accepts the
+  most calibration cases is chosen (ties: the order above). By the union bound the
+  probability that *any* family's threshold misses the target is at most ``delta``,
+  so the chosen one's is too.
+* ``split``: a seeded half of the calibration cases chooses the family (most accepted
+  at ``delta``), the other half chooses its threshold at ``delta``.
+
+``evaluation/acceptance.py`` measures both; ``bonferroni`` is shipped because it keeps
+every case for the threshold (the split halves the cases each test sees, which costs
+more than the factor ``F`` in ``delta``).
+
+Choices where the design is silent: a family is *eligible* when its case scores take
+at least two distinct values on the calibration cases (a label-free rule: a family
+without re-asks or without a guard is constant and could accept all or nothing); the
+learned family is always eligible; a family's answer on tied candidates is the first in
+candidate order, as for the model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict
+
+from dissensus.acceptance.bound import Grid, ThresholdChoice, select_threshold
+from dissensus.acceptance.features import Candidate
+
+__all__ = [
+    "FAMILIES",
+    "FamilyFigures",
+    "SelectionRule",
+    "eligible",
+    "family_score",
+    "family_scores",
+    "select_family",
+]
+
+FAMILIES = ("learned", "votes", "votes_both", "order_stable", "guard")
+"""Every score family, in the order ties are broken."""
+
+FEATURE_OF = {
+    "votes": "score.votes",
+    "votes_both": "score.votes_both",
+    "order_stable": "cand.stable_share",
+    "guard": "cand.guard_posterior",
+}
+"""The candidate feature each simple family scores with."""
+
+SelectionRule = Literal["bonferroni", "split"]
+
+
+class FamilyFigures(BaseModel):
+    """One family's outcome on the calibration cases (``calibrate-acceptance --explain``)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    family: str
+    eligible: bool
+    """False: its scores are constant on the calibration cases (not tested)."""
+    delta: float
+    """The level its fixed sequence ran at."""
+    threshold: float | None
+    accepted: int
+    correct: int
+    cases: int
+    """Cases its sequence was run on."""
+
+    @property
+    def coverage(self) -> float:
+        """Share of the cases its threshold accepts."""
+        return self.accepted / self.cases if self.cases else 0.0
+
+
+def family_score(family: str, candidates: Sequence[Candidate]) -> tuple[str | None, float]:
+    """A simple family's answer and score for one case (``(None, 0.0)`` without candidates)."""
+    key = FEATURE_OF[family]
+    best: tuple[str | None, float] = (None, 0.0)
+    for cand in candidates:
+        value = float(cand.features.get(key, 0.0))
+        if best[0] is None or value > best[1]:
+            best = (cand.label, value)
+    return best
+
+
+def family_scores(
+    family: str, cases: Sequence[Sequence[Candidate]]
+) -> list[tuple[str | None, float]]:
+    """A simple family's answer and score for every case."""
+    return [family_score(family, c) for c in cases]
+
+
+def eligible(family: str, scores: Sequence[tuple[str | None, float]]) -> bool:
+    """Label-free: does the family's case score take at least two values?"""
+    if family == "learned":
+        return True
+    return len({round(s, 12) for _, s in scores}) >= 2
+
+
+def _correct(scores: Sequence[tuple[str | None, float]], golds: Sequence[str]) -> list[bool]:
+    return [d is not None and d == g for (d, _), g in zip(scores, golds, strict=True)]
+
+
+def _run(
+    scores: Sequence[tuple[str | None, float]],
+    golds: Sequence[str],
+    idx: Sequence[int],
+    *,
+    target: float,
+    delta: float,
+    min_accepted: int,
+    strata: Sequence[str] | None,
+    grid: Grid,
+) -> ThresholdChoice:
+    sub = [scores[i] for i in idx]
+    return select_threshold(
+        [s for _, s in sub],
+        _correct(sub, [golds[i] for i in idx]),
+        target=target,
+        delta=delta,
+        min_accepted=min_accepted,
+        strata=[strata[i] for i in idx] if strata is not None else None,
+        grid=grid,
+    )
+
+
+def select_family(
+    scores: dict[str, list[tuple[str | None, float]]],
+    golds: Sequence[str],
+    *,
+    target: float,
+    delta: float,
+    min_accepted: int,
+    strata: Sequence[str] | None = None,
+    grid: Grid,
+    rule: SelectionRule = "bonferroni",
+    seed: int = 0,
+) -> tuple[str, ThresholdChoice, list[FamilyFigures]]:
+    """The chosen family, its threshold choice and every family's figures (module docstring).
+
+    ``scores``: family -> the calibration cases' ``(answer, score)`` (out-of-fold for
+    ``learned``), in :data:`FAMILIES` order.
+    """
+    names = [f for f in FAMILIES if f in scores]
+    ok = [f for f in names if eligible(f, scores[f])]
+    n = len(golds)
+    every = list(range(n))
+    if rule == "split" and len(ok) > 1:
+        perm = np.random.default_rng(seed).permutation(n)
+        choose_on, test_on = sorted(perm[: n // 2].tolist()), sorted(perm[n // 2 :].tolist())
+        level = delta
+    else:
+        choose_on, test_on = every, every
+        level = delta / max(1, len(ok))
+    common = {"target": target, "min_accepted": min_accepted, "strata": strata, "grid": grid}
+    first: dict[str, ThresholdChoice] = {
+        f: _run(scores[f], golds, choose_on, delta=level, **common)  # type: ignore[arg-type]
+        for f in ok
+    }
+    chosen = max(ok, key=lambda f: (first[f].accepted, -names.index(f)))
+    if test_on is choose_on:
+        final = first[chosen]
+    else:
+        final = _run(scores[chosen], golds, test_on, delta=delta, **common)  # type: ignore[arg-type]
+    figures = [
+        FamilyFigures(
+            family=f,
+            eligible=f in first,
+            delta=level,
+            threshold=first[f].threshold if f in first else None,
+            accepted=first[f].accepted if f in first else 0,
+            correct=first[f].correct if f in first else 0,
+            cases=len(choose_on),
+        )
+        for f in names
+    ]
+    return chosen, final, figures
