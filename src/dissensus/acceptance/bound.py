@@ -129,21 +129,24 @@ class CountGrid(BaseModel):
 
     The thresholds tested are the calibration scores at which the number of accepted
     cases first reaches ``first``, then every ``step`` more, down to every case, where
-    ``first = ceil(start * fewest_tested(target, delta))`` (never below ``min_accepted``)
-    and ``step = ceil(n / steps)`` for ``n`` calibration cases (all strata pooled).
+    ``first = max(fewest, min(start * fewest, start_share * n))`` (``fewest`` is
+    :func:`fewest_tested`, never below ``min_accepted``) and ``step = ceil(n / steps)``
+    for ``n`` calibration cases (all strata pooled).
     Only the scores and the case count enter, never a label.
     """
 
     model_config = ConfigDict(frozen=True)
 
     start: float = 2.0
-    """The first tested threshold accepts this many times :func:`fewest_tested` cases."""
-    steps: int = 20
+    """The first tested threshold accepts up to this many times :func:`fewest_tested` cases..."""
+    start_share: float = 0.2
+    """...but no more than this share of the calibration cases (never below the fewest)."""
+    steps: int = 40
     """About this many thresholds are tested from the first down to accepting every case."""
 
     def counts(self, n: int, fewest: int) -> list[int]:
         """Accepted counts at which a threshold is tested, increasing."""
-        first = max(fewest, math.ceil(self.start * fewest))
+        first = max(fewest, min(math.ceil(self.start * fewest), math.ceil(self.start_share * n)))
         if first > n:
             return []
         step = max(1, math.ceil(n / self.steps))

@@ -29,6 +29,7 @@ from pydantic import BaseModel, ConfigDict
 
 from dissensus.acceptance.bound import DEFAULT_SEQUENCE, Grid
 from dissensus.acceptance.families import (
+    DEFAULT_FAMILIES,
     FAMILIES,
     SelectionRule,
     family_score,
@@ -75,7 +76,7 @@ def calibrate(
     description: str = "",
     seed: int = 0,
     fitted: CrossFit | None = None,
-    family: str | None = None,
+    family: str | Sequence[str] | None = None,
     rule: SelectionRule = "bonferroni",
     grid: Grid = DEFAULT_SEQUENCE,
 ) -> AcceptanceFile:
@@ -84,20 +85,27 @@ def calibrate(
 
     ``fitted``: the cross-fit of these very cases (:func:`crossfit` with the same
     strata and seed), when the caller needs its out-of-fold scores too. ``family``: use
-    only this score family (one of :data:`~dissensus.acceptance.families.FAMILIES`).
+    only this score family, or choose among these (default
+    :data:`~dissensus.acceptance.families.DEFAULT_FAMILIES`).
     """
-    if family is not None and family not in FAMILIES:
-        raise ConfigError(
-            f"unknown score family {family!r} (one of {', '.join(FAMILIES)})", field="family"
-        )
+    compete = (
+        list(DEFAULT_FAMILIES)
+        if family is None
+        else [family]
+        if isinstance(family, str)
+        else list(family)
+    )
+    for name in compete:
+        if name not in FAMILIES:
+            raise ConfigError(
+                f"unknown score family {name!r} (one of {', '.join(FAMILIES)})", field="family"
+            )
     feats = feature_list(cases)
     if fitted is None:
         fitted = crossfit(cases, golds, groups=strata, seed=seed, features=feats)
     scores = {"learned": fitted.scores}
     for name in FAMILIES[1:]:
         scores[name] = family_scores(name, cases)
-    if family is not None:
-        scores = {family: scores[family]}
     chosen, choice, figures = select_family(
         scores,
         golds,
@@ -108,10 +116,11 @@ def calibrate(
         grid=grid,
         rule=rule,
         seed=seed,
+        compete=compete,
     )
     return AcceptanceFile(
         family=chosen,
-        family_rule=rule if family is None else "given",
+        family_rule=rule if len(compete) > 1 else "given",
         families=figures,
         description=description,
         built_from=list(built_from or []),

@@ -115,11 +115,11 @@ def calibrate_acceptance_cmd(
         typer.Option("--feature", help="User feature module:function (repeatable)."),
     ] = None,
     family: Annotated[
-        str | None,
+        list[str] | None,
         typer.Option(
             "--family",
-            help="Use only this score family (learned, votes, votes_both, order_stable, guard); "
-            "default: choose among them.",
+            help="Score family to use (learned, votes, votes_both, order_stable, guard); repeat "
+            "to choose among several; default: learned and votes_both compete.",
         ),
     ] = None,
     family_rule: Annotated[
@@ -146,8 +146,9 @@ def calibrate_acceptance_cmd(
         raise typer.BadParameter(f"--family-rule is bonferroni or split, got {family_rule!r}")
     from dissensus.acceptance.families import FAMILIES
 
-    if family is not None and family not in FAMILIES:
-        raise typer.BadParameter(f"--family is one of {', '.join(FAMILIES)}, got {family!r}")
+    for name in family or []:
+        if name not in FAMILIES:
+            raise typer.BadParameter(f"--family is one of {', '.join(FAMILIES)}, got {name!r}")
     if labelled is not None and not Path(labelled).is_file():
         raise typer.BadParameter(f"file not found: {labelled}")
     from dissensus.acceptance import FeatureSettings, calibrate, save_acceptance, stratum_of
@@ -233,7 +234,7 @@ def calibrate_acceptance_cmd(
         settings=settings,
         built_from=sources,
         description="learned acceptance fitted by dissensus calibrate-acceptance",
-        family=family,
+        family=list(family) if family else None,
         rule="split" if family_rule == "split" else "bonferroni",
     )
     saved = save_acceptance(acc, out)
@@ -264,11 +265,21 @@ def calibrate_acceptance_cmd(
 
 def _print_families(acc: Any) -> None:
     table = Table(title=f"score families (chosen: {acc.family}, rule {acc.family_rule})")
-    for name in ("family", "eligible", "delta", "threshold", "accepted", "right", "coverage"):
+    for name in (
+        "family",
+        "competing",
+        "eligible",
+        "delta",
+        "threshold",
+        "accepted",
+        "right",
+        "coverage",
+    ):
         table.add_column(name, justify="left" if name == "family" else "right")
     for f in acc.families:
         table.add_row(
             f.family + (" *" if f.family == acc.family else ""),
+            "yes" if f.competing else "no",
             "yes" if f.eligible else "no (constant)",
             f"{f.delta:.4f}",
             "-" if f.threshold is None else f"{f.threshold:.4f}",
