@@ -228,19 +228,38 @@ def cd_both_ways(ds: DataSet, target: float, seed: int = 0) -> None:
             )
 
 
+def _load(data: Path, which: str, backend: object, cache: str | None) -> DataSet:
+    import pickle
+
+    path = Path(cache) / f"{which}.pickle" if cache else None
+    if path is not None and path.is_file():
+        with path.open("rb") as handle:
+            got: DataSet = pickle.load(handle)  # noqa: S301  (our own cache file)
+            return got
+    ds = load(data, which, backend, reasoning=False)
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("wb") as handle:
+            pickle.dump(ds, handle)
+    return ds
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", default=str(REPO.parent / "shared" / "data"))
     parser.add_argument("--splits", type=int, default=50)
     parser.add_argument("--sets", default="llmbar,zeroeval,varierrnli")
     parser.add_argument("--no-cd", action="store_true", help="skip the CD routing comparison")
+    parser.add_argument(
+        "--cache", default=None, help="keep each data set's features here (pickle) between runs"
+    )
     args = parser.parse_args(argv)
     threadpool_limits(1)
     backend = get_backend("tfidf")
     data = Path(args.data)
     t0 = time.time()
     for which in args.sets.split(","):
-        ds = load(data, which, backend, reasoning=False)
+        ds = _load(data, which, backend, args.cache)
         print(f"\n== {which}: {len(ds.cases)} cases (features in {time.time() - t0:.0f}s)")
         targets = {"llmbar": [0.9, 0.8], "zeroeval": [0.95], "varierrnli": [0.9, 0.8]}[which]
         splits = _splits(len(ds.cases), args.splits, 0)
