@@ -15,6 +15,9 @@ once per case as ``decide`` computes them under the default policy, similarity
   the deployed half; "best in hindsight" is, per data set, the single family with the
   highest mean coverage.
 * **ZeroEval first half -> second half** at target 0.95, beside the count rule.
+* **Shift check** (LLMBar): calibrate on two subsets, deploy on the third (every
+  rotation): deployed precision and coverage beside the shift check's AUC, p-value and
+  flag; and how often it flags exchangeable random halves.
 * **Convergent disagreements**: on one LLMBar split and one ZeroEval split, ``decide``
   with the acceptance file under the default routing (CD escalates) and with
   ``routing.convergent_disagreement_without_values: seek_context`` (CD reaches
@@ -234,7 +237,7 @@ def _load(data: Path, which: str, backend: object, cache: str | None) -> DataSet
     path = Path(cache) / f"{which}.pickle" if cache else None
     if path is not None and path.is_file():
         with path.open("rb") as handle:
-            got: DataSet = pickle.load(handle)  # noqa: S301  (our own cache file)
+            got: DataSet = pickle.load(handle)  # our own cache file
             return got
     ds = load(data, which, backend, reasoning=False)
     if path is not None:
@@ -244,12 +247,50 @@ def _load(data: Path, which: str, backend: object, cache: str | None) -> DataSet
     return ds
 
 
+def shift_table(ds: DataSet, target: float, splits: int) -> None:
+    """Calibrate on two LLMBar subsets, deploy on the third; and exchangeable random splits."""
+    from dissensus.acceptance import shift_check
+
+    print(
+        f"\nShift check (classifier two-sample test, alpha 0.1, 200 permutations), target {target}"
+    )
+    print(f"{'deployed on':<24} | precision | coverage | below target | AUC   | p     | flagged")
+    for held in sorted(set(ds.strata)):
+        cal = [i for i, x in enumerate(ds.strata) if x != held]
+        test = [i for i, x in enumerate(ds.strata) if x == held]
+        acc = calibrate(
+            [ds.cases[i] for i in cal], [ds.golds[i] for i in cal], target=target, delta=DELTA,
+            min_accepted=MIN_ACCEPTED,
+        )  # fmt: skip
+        verdicts = [apply_acceptance(acc, ds.cases[i]) for i in test]
+        accepted = [(v, i) for v, i in zip(verdicts, test, strict=True) if v.accepted]
+        right = sum(v.decision == ds.golds[i] for v, i in accepted)
+        prec = right / len(accepted) if accepted else float("nan")
+        assert acc.shift_reference is not None
+        check = shift_check(acc.shift_reference, [ds.cases[i] for i in test])
+        below = bool(accepted) and prec < target
+        print(
+            f"{held:<24} | {prec:9.3f} | {len(accepted) / len(test):8.3f} | {below!s:<12} | "
+            f"{check.auc:.3f} | {check.p_value:.3f} | {check.shifted}"
+        )
+    flags = []
+    for cal, test in _splits(len(ds.cases), splits, 1):
+        acc = calibrate(
+            [ds.cases[i] for i in cal], [ds.golds[i] for i in cal], target=target, delta=DELTA,
+            min_accepted=MIN_ACCEPTED, family="learned",
+        )  # fmt: skip
+        assert acc.shift_reference is not None
+        flags.append(shift_check(acc.shift_reference, [ds.cases[i] for i in test]).shifted)
+    print(f"exchangeable random halves: flagged {sum(flags)}/{len(flags)} = {np.mean(flags):.3f}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", default=str(REPO.parent / "shared" / "data"))
     parser.add_argument("--splits", type=int, default=50)
     parser.add_argument("--sets", default="llmbar,zeroeval,varierrnli")
     parser.add_argument("--no-cd", action="store_true", help="skip the CD routing comparison")
+    parser.add_argument("--only-shift", action="store_true", help="only the LLMBar shift table")
     parser.add_argument(
         "--cache", default=None, help="keep each data set's features here (pickle) between runs"
     )
@@ -263,6 +304,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\n== {which}: {len(ds.cases)} cases (features in {time.time() - t0:.0f}s)")
         targets = {"llmbar": [0.9, 0.8], "zeroeval": [0.95], "varierrnli": [0.9, 0.8]}[which]
         splits = _splits(len(ds.cases), args.splits, 0)
+        if which == "llmbar":
+            shift_table(ds, 0.9, min(args.splits, 20))
+        if args.only_shift:
+            continue
         for target in targets:
             report(which, target, evaluate(ds, target, splits), len(splits))
             sys.stdout.flush()

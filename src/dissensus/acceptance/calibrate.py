@@ -39,6 +39,7 @@ from dissensus.acceptance.families import (
 from dissensus.acceptance.features import Candidate
 from dissensus.acceptance.file import AcceptanceFile, FeatureSettings
 from dissensus.acceptance.fit import CrossFit, crossfit, feature_list, fold_index, score_case
+from dissensus.acceptance.shift import reference
 from dissensus.errors import ConfigError
 
 __all__ = [
@@ -119,6 +120,7 @@ def calibrate(
         compete=compete,
     )
     return AcceptanceFile(
+        shift_reference=reference(cases),
         family=chosen,
         family_rule=rule if len(compete) > 1 else "given",
         families=figures,

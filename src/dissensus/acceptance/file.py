@@ -29,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from dissensus.acceptance.bound import StratumFigures
 from dissensus.acceptance.families import FamilyFigures
 from dissensus.acceptance.fit import LogisticModel
+from dissensus.acceptance.shift import ShiftReference
 from dissensus.errors import ConfigError
 
 __all__ = [
@@ -92,6 +93,9 @@ class AcceptanceFile(BaseModel):
     calibration_accepted: int = 0
     calibration_correct: int = 0
     error_upper: float = 1.0
+    shift_reference: ShiftReference | None = None
+    """The calibration cases' feature vectors for the label-free shift check
+    (:func:`~dissensus.acceptance.shift.shift_check`)."""
     sha256: str = ""
 
     def guarantee(self) -> str:
