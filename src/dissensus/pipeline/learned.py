@@ -11,7 +11,10 @@ the same file), and turns a verdict into the journalled step and the record's
 Choices where the design is silent: scikit-learn and scipy are imported only when a
 file is configured (a missing library is a :class:`ConfigError` saying how to install
 it); a file whose content no longer matches its sha256 is refused at start and on
-resume; the guard's decision used as features is the one the pipeline journalled.
+resume; the guard's decision used as features is computed by
+:func:`dissensus.acceptance.prepare.acceptance_guard` with the run's guard calibration
+and options — the function calibration uses, and the same audit the guard step
+journals. Records quote the file's score family (``family``) with the score.
 """
 
 from __future__ import annotations
