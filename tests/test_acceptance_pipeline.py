@@ -92,6 +92,7 @@ def test_records_quote_the_file(
         acc = r["acceptance"]
         assert acc is not None and acc["file_sha256"] == sha  # type: ignore[index]
         assert set(acc) == {
+            "family",
             "score",
             "threshold",
             "target_precision",

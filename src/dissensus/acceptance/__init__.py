@@ -5,6 +5,8 @@
 * :mod:`~dissensus.acceptance.bound` — fixed-sequence testing with Clopper–Pearson bounds.
 * :mod:`~dissensus.acceptance.file` — the ``ACCEPT.json`` format, its hash, load/save.
 * :mod:`~dissensus.acceptance.calibrate` — calibrate on labelled cases, apply to one case.
+* :mod:`~dissensus.acceptance.families` — score families and the valid choice among them.
+* :mod:`~dissensus.acceptance.shift` — the label-free shift check (classifier two-sample test).
 
 Requires scikit-learn and scipy (the ``accept`` extra); importing this package without
 them raises a :class:`~dissensus.errors.ConfigError` saying how to install them.
@@ -28,6 +30,7 @@ from dissensus.acceptance.calibrate import (
     model_for,
     stratum_of,
 )
+from dissensus.acceptance.families import FAMILIES, FamilyFigures, select_family
 from dissensus.acceptance.features import (
     Candidate,
     CaseInput,
@@ -52,17 +55,22 @@ from dissensus.acceptance.fit import (
     fold_index,
     score_case,
 )
+from dissensus.acceptance.shift import ShiftCheck, ShiftReference, shift_check
 
 __all__ = [
     "ACCEPTANCE_FORMAT",
+    "FAMILIES",
     "AcceptanceFile",
     "AcceptanceVerdict",
     "Candidate",
     "CaseInput",
     "CrossFit",
+    "FamilyFigures",
     "FeatureSettings",
     "LogisticModel",
     "ReasoningSimilarity",
+    "ShiftCheck",
+    "ShiftReference",
     "StratumFigures",
     "ThresholdChoice",
     "apply_acceptance",
@@ -81,6 +89,8 @@ __all__ = [
     "model_for",
     "save_acceptance",
     "score_case",
+    "select_family",
     "select_threshold",
+    "shift_check",
     "stratum_of",
 ]

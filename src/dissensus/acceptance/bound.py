@@ -7,39 +7,44 @@ the lowest threshold ``t`` such that accepting every case with ``s >= t`` has
 precision ``>= target`` with probability ``>= 1 - delta`` over the draw of the
 calibration cases, assuming the future cases are exchangeable with them.
 
-Candidate thresholds are a fixed grid on [0, 1] (``k / grid``; ``grid=None``: the
-distinct calibration scores), tested from the most confident down (fixed-sequence testing, so no multiplicity correction is needed). At
-each threshold the null "error rate among accepted > 1 - target" is rejected when the
-exact binomial (Clopper–Pearson) upper confidence bound at level ``delta`` on that
-error rate is ``<= 1 - target``. The sequence stops at the first threshold that fails;
-the selected threshold is the last one that passed.
+Candidate thresholds are tested from the most confident down (fixed-sequence testing,
+so no multiplicity correction is needed). At each threshold the null "error rate among
+accepted > 1 - target" is rejected when the exact binomial (Clopper–Pearson) upper
+confidence bound at level ``delta`` on that error rate is ``<= 1 - target``. The
+sequence stops at the first tested threshold that fails; the selected threshold is the
+last one that passed.
 
 Choices where the paper is silent:
 
-* The grid is fixed before the data are seen (as in Learn-then-Test), 201 points by
-  default; a step adds several cases at once, so one early error among the first few
-  dozen accepted cases does not end the sequence as it would on a case-by-case sequence.
-
+* **Which thresholds, from where (label-free).** By default (:class:`CountGrid`) the
+  thresholds are the calibration scores at which the number of accepted cases reaches
+  ``2 x fewest_tested`` (see below), then every ``n / 20`` more cases, down to all
+  ``n``. The sequence depends on the scores and the number of cases, never on whether
+  an answer was right, so it is fixed before the labels are looked at and the
+  guarantee is that of a fixed sequence. Why counts rather than a grid on [0, 1]: the
+  first test is the one that decides everything (a failure ends the sequence), and a
+  test on too few cases fails on one confidently wrong answer although the thresholds
+  below, with many more cases, would pass; starting at twice the fewest useful count
+  and stepping by a twentieth of the cases avoids those all-or-nothing failures, and
+  works the same whether a score family's values are spread over [0, 1] (a model's
+  probability) or sit on a few levels (a vote share). ``grid=K`` keeps the older
+  ``k / K`` grid and ``grid=None`` tests every distinct score.
 * Thresholds accepting fewer than ``min_accepted`` cases are *not tested* (skipped,
-  neither passing nor stopping the sequence): a bound on five cases is meaningless and
-  would stop the sequence at once. Nor are thresholds accepting fewer cases than
-  :func:`fewest_tested` — the fewest with which an error rate of *half* the allowed one
-  passes the bound (77 at target 0.95 and delta 0.1, 38 at 0.9). A test on fewer
-  cases has almost no power: one confidently wrong answer among the first few dozen
-  (agents agreeing on the same wrong answer score highest) fails it and ends the
-  sequence, although the threshold below, with ten times the cases, would pass. Both
-  rules depend on the number of cases a threshold accepts, never on the labels, so the
-  sequence is still fixed before the labels are looked at and the guarantee is
-  unchanged; what they change is how often something passes. The selected threshold
-  therefore always accepts at least that many calibration cases.
-* With strata, each stratum runs its own fixed sequence (a stratum whose accepted count
-  is still below ``min_accepted`` does not veto); the common threshold is the most
-  conservative of the per-stratum ones, so it lies in every stratum's passing set.
-  When a stratum passes no threshold at all, nothing passes.
+  neither passing nor stopping the sequence), nor are thresholds accepting fewer cases
+  than :func:`fewest_tested` — the fewest with which an error rate of *half* the allowed
+  one passes the bound (77 at target 0.95 and delta 0.1, 38 at 0.9). Both rules depend
+  on the number of cases a threshold accepts, never on the labels.
+* **Strata.** One fixed sequence for every stratum at once: a threshold is tested only
+  when it accepts at least that fewest count in *every* stratum, and passes only when
+  the bound holds in every stratum (an intersection-union test, valid at ``delta``
+  for each stratum); the first tested threshold failing in any stratum ends the
+  sequence. A stratum that did not test a threshold therefore never lets it pass.
+  Each stratum's own sequence (``StratumFigures.threshold``) is reported beside it.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from functools import lru_cache
 
@@ -50,6 +55,9 @@ from dissensus.errors import ConfigError, InputError
 
 __all__ = [
     "DEFAULT_GRID",
+    "DEFAULT_SEQUENCE",
+    "CountGrid",
+    "Grid",
     "StratumFigures",
     "ThresholdChoice",
     "clopper_pearson_upper",
@@ -116,30 +124,85 @@ class ThresholdChoice(BaseModel):
     strata: list[StratumFigures]
 
 
-def _candidates(scores: np.ndarray, grid: int | None) -> list[float]:
+class CountGrid(BaseModel):
+    """The label-free sequence: thresholds where the accepted count reaches fixed counts.
+
+    The thresholds tested are the calibration scores at which the number of accepted
+    cases first reaches ``first``, then every ``step`` more, down to every case, where
+    ``first = max(fewest, min(start * fewest, start_share * n))`` (``fewest`` is
+    :func:`fewest_tested`, never below ``min_accepted``) and ``step = ceil(n / steps)``
+    for ``n`` calibration cases (all strata pooled).
+    Only the scores and the case count enter, never a label.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    start: float = 2.0
+    """The first tested threshold accepts up to this many times :func:`fewest_tested` cases..."""
+    start_share: float = 0.2
+    """...but no more than this share of the calibration cases (never below the fewest)."""
+    steps: int = 40
+    """About this many thresholds are tested from the first down to accepting every case."""
+
+    def counts(self, n: int, fewest: int) -> list[int]:
+        """Accepted counts at which a threshold is tested, increasing."""
+        first = max(fewest, min(math.ceil(self.start * fewest), math.ceil(self.start_share * n)))
+        if first > n:
+            return []
+        step = max(1, math.ceil(n / self.steps))
+        return list(range(first, n + 1, step))
+
+
+DEFAULT_SEQUENCE = CountGrid()
+"""The default sequence of thresholds (see :class:`CountGrid`)."""
+
+Grid = int | CountGrid | None
+"""``k / grid`` points, a :class:`CountGrid`, or ``None``: every distinct calibration score."""
+
+
+def _candidates(scores: np.ndarray, grid: Grid, fewest: int) -> list[float]:
     if grid is None:
         return sorted({float(x) for x in scores}, reverse=True)
-    return [k / grid for k in range(grid, -1, -1)]
+    if isinstance(grid, int):
+        return [k / grid for k in range(grid, -1, -1)]
+    ordered = np.sort(scores)[::-1]
+    picked = [float(ordered[c - 1]) for c in grid.counts(len(ordered), fewest)]
+    return sorted(set(picked), reverse=True)
 
 
 def _sequence(
     scores: np.ndarray,
     correct: np.ndarray,
+    groups: list[np.ndarray],
     target: float,
     delta: float,
     min_accepted: int,
-    grid: int | None,
+    grid: Grid,
 ) -> float | None:
-    """The last threshold that passes the fixed sequence (``None`` if none passes)."""
+    """The last threshold that passes the fixed sequence (``None`` if none passes).
+
+    ``groups`` are the strata's masks: a threshold is *tested* only when every stratum
+    accepts at least the fewest cases a test needs there, and *passes* only when the
+    bound holds in every stratum; the first tested threshold that fails ends the sequence.
+    """
     chosen: float | None = None
     fewest = max(min_accepted, fewest_tested(target, delta))
-    for t in _candidates(scores, grid):
-        mask = scores >= t
-        accepted = int(mask.sum())
-        if accepted < fewest:
+    for t in _candidates(scores, grid, fewest):
+        accepted_mask = scores >= t
+        tested = True
+        passed = True
+        for g in groups:
+            mask = accepted_mask & g
+            accepted = int(mask.sum())
+            if accepted < fewest:
+                tested = False
+                break
+            errors = accepted - int(correct[mask].sum())
+            if clopper_pearson_upper(errors, accepted, delta) > 1.0 - target:
+                passed = False
+        if not tested:
             continue
-        errors = accepted - int(correct[mask].sum())
-        if clopper_pearson_upper(errors, accepted, delta) > 1.0 - target:
+        if not passed:
             break
         chosen = t
     return chosen
@@ -164,7 +227,7 @@ def select_threshold(
     delta: float,
     min_accepted: int,
     strata: Sequence[str] | None = None,
-    grid: int | None = DEFAULT_GRID,
+    grid: Grid = DEFAULT_SEQUENCE,
 ) -> ThresholdChoice:
     """Fixed-sequence threshold for precision ``>= target`` at level ``delta`` (see module docstring)."""
     if not 0.0 < target < 1.0 or not 0.0 < delta < 1.0:
@@ -179,11 +242,15 @@ def select_threshold(
     per: dict[str, float | None] = {}
     for name in names:
         m = lab == name
-        per[name] = _sequence(sc[m], ok[m], target, delta, min_accepted, grid)
-    failed = [k for k, v in per.items() if v is None]
+        per[name] = _sequence(
+            sc[m], ok[m], [np.ones(int(m.sum()), dtype=bool)], target, delta, min_accepted, grid
+        )
     threshold: float | None = None
-    if not failed and names:
-        threshold = max(v for v in per.values() if v is not None)
+    if names:
+        threshold = _sequence(
+            sc, ok, [lab == name for name in names], target, delta, min_accepted, grid
+        )
+    failed = [k for k, v in per.items() if v is None] if threshold is None else []
     acc, right, upper = _figures(sc, ok, threshold, delta)
     if threshold is not None and acc < min_accepted:
         threshold = None
@@ -207,7 +274,11 @@ def select_threshold(
         if not names:
             reason = "no calibration cases"
         else:
-            where = ", ".join(failed) if strata is not None else "the calibration set"
+            where = (
+                (", ".join(failed) if failed else "every stratum at once")
+                if strata is not None
+                else "the calibration set"
+            )
             reason = (
                 f"no threshold reaches precision >= {target:g} at level delta={delta:g} "
                 f"with >= {min_accepted} accepted cases in {where}"

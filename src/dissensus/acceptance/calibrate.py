@@ -6,6 +6,11 @@
 :func:`apply_acceptance` scores one case and says whether its best candidate may be
 committed, with the figures every record quotes.
 
+The score family (:mod:`dissensus.acceptance.families`: the learned model, vote counts,
+order-stable agreement, the guard's posterior) is chosen with the threshold by a rule
+that keeps the guarantee (``rule``; a ``family`` given by the caller is the only one
+tried, at the full ``delta``); the file names it and every record quotes it.
+
 Choices where the design is silent: a case whose gold answer is none of its candidates
 still counts (its best candidate is wrong). The deployed models are the fold models
 whose out-of-fold scores chose the threshold, so a new case's score has the calibration
@@ -22,10 +27,20 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from dissensus.acceptance.bound import select_threshold
+from dissensus.acceptance.bound import DEFAULT_SEQUENCE, Grid
+from dissensus.acceptance.families import (
+    DEFAULT_FAMILIES,
+    FAMILIES,
+    SelectionRule,
+    family_score,
+    family_scores,
+    select_family,
+)
 from dissensus.acceptance.features import Candidate
 from dissensus.acceptance.file import AcceptanceFile, FeatureSettings
 from dissensus.acceptance.fit import CrossFit, crossfit, feature_list, fold_index, score_case
+from dissensus.acceptance.shift import reference
+from dissensus.errors import ConfigError
 
 __all__ = [
     "AcceptanceVerdict",
@@ -62,28 +77,53 @@ def calibrate(
     description: str = "",
     seed: int = 0,
     fitted: CrossFit | None = None,
+    family: str | Sequence[str] | None = None,
+    rule: SelectionRule = "bonferroni",
+    grid: Grid = DEFAULT_SEQUENCE,
 ) -> AcceptanceFile:
-    """Fit, cross-fit and threshold (see the module docstring); the result is not yet hashed.
+    """Fit, cross-fit, choose the score family and threshold (see the module docstring);
+    the result is not yet hashed.
 
     ``fitted``: the cross-fit of these very cases (:func:`crossfit` with the same
-    strata and seed), when the caller needs its out-of-fold scores too.
+    strata and seed), when the caller needs its out-of-fold scores too. ``family``: use
+    only this score family, or choose among these (default
+    :data:`~dissensus.acceptance.families.DEFAULT_FAMILIES`).
     """
+    compete = (
+        list(DEFAULT_FAMILIES)
+        if family is None
+        else [family]
+        if isinstance(family, str)
+        else list(family)
+    )
+    for name in compete:
+        if name not in FAMILIES:
+            raise ConfigError(
+                f"unknown score family {name!r} (one of {', '.join(FAMILIES)})", field="family"
+            )
     feats = feature_list(cases)
     if fitted is None:
         fitted = crossfit(cases, golds, groups=strata, seed=seed, features=feats)
-    oof = fitted.scores
-    correct = [
-        label is not None and label == gold for (label, _), gold in zip(oof, golds, strict=True)
-    ]
-    choice = select_threshold(
-        [s for _, s in oof],
-        correct,
+    scores = {"learned": fitted.scores}
+    for name in FAMILIES[1:]:
+        scores[name] = family_scores(name, cases)
+    chosen, choice, figures = select_family(
+        scores,
+        golds,
         target=target,
         delta=delta,
         min_accepted=min_accepted,
         strata=strata,
+        grid=grid,
+        rule=rule,
+        seed=seed,
+        compete=compete,
     )
     return AcceptanceFile(
+        shift_reference=reference(cases),
+        family=chosen,
+        family_rule=rule if len(compete) > 1 else "given",
+        families=figures,
         description=description,
         built_from=list(built_from or []),
         settings=settings or FeatureSettings(),
@@ -113,6 +153,8 @@ class AcceptanceVerdict(BaseModel):
     accepted: bool
     decision: str | None
     """The best-scored candidate (committed only when ``accepted``)."""
+    family: str = "learned"
+    """The score family the file scores with."""
     score: float
     threshold: float | None
     target_precision: float
@@ -149,11 +191,14 @@ def apply_acceptance(
 
     ``stratum`` is the case's value of the calibration's strata field, when it has one.
     """
-    model = acc.models[model_for(acc, candidates, stratum)]
-    label, score = score_case(model, candidates)
+    if acc.family == "learned":
+        label, score = score_case(acc.models[model_for(acc, candidates, stratum)], candidates)
+    else:
+        label, score = family_score(acc.family, candidates)
     common = {
         "decision": label,
-        "score": round(score, 6),
+        "family": acc.family,
+        "score": score,
         "threshold": acc.threshold,
         "target_precision": acc.target_precision,
         "delta": acc.delta,
@@ -172,13 +217,13 @@ def apply_acceptance(
         return AcceptanceVerdict(
             accepted=True,
             reason=(
-                f"learned acceptance: {label!r} scored {score:.3f} >= threshold {acc.threshold:.3f} "
+                f"learned acceptance ({acc.family}): {label!r} scored {score:.3f} >= threshold {acc.threshold:.3f} "
                 f"(precision >= {acc.target_precision:g} at delta {acc.delta:g}, {acc.calibration_n} calibration cases)"
             ),
             **common,
         )
     return AcceptanceVerdict(
         accepted=False,
-        reason=f"learned acceptance: best answer {label!r} scored {score:.3f} < threshold {acc.threshold:.3f}",
+        reason=f"learned acceptance ({acc.family}): best answer {label!r} scored {score:.3f} < threshold {acc.threshold:.3f}",
         **common,
     )

@@ -22,6 +22,10 @@ unless a lexicon is given):
 * **Per panel**: agreement, plurality share, number of distinct answers, abstention
   share, the reading's state (one-hot) and mean reasoning similarity, the guard's
   n_eff, number of families, whether a re-ask exists and the share of stable agents.
+* **Score family inputs** (``score.*``, never given to the model): the candidate's
+  first-answer votes over the panel's agents (``score.votes``) and its votes over both
+  presentation orders, first answers plus re-asks, over agents plus re-asked agents
+  (``score.votes_both``; the first-answer share without a re-ask).
 * **Optional reasoning features** (:class:`ReasoningSimilarity`): each agent's
   similarity to its own re-ask reasoning and to the question, averaged over the
   candidate's supporters.
@@ -201,6 +205,13 @@ def candidate_rows(case: CaseInput) -> list[Candidate]:
             sum(d == label for d in reask_votes) / len(reask_votes) if reask_votes else 0.0
         )
         f["cand.stable_share"] = sum(d == label for d in stable.values()) / n if has_reask else 0.0
+        # The simple score families' inputs (never given to the model, see fit.SCORE_PREFIX).
+        first = len(supporters)
+        reasked = sum(d == label for d in reask_votes)
+        f["score.votes"] = first / n
+        f["score.votes_both"] = (
+            (first + reasked) / (n + len(case.second)) if has_reask else first / n
+        )
         if case.guard_probabilities is not None:
             f["cand.guard_posterior"] = float(case.guard_probabilities.get(label, 0.0))
             f["cand.guard_answer"] = float(case.guard_answer == label)

@@ -27,7 +27,9 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from dissensus.acceptance.bound import StratumFigures
+from dissensus.acceptance.families import FamilyFigures
 from dissensus.acceptance.fit import LogisticModel
+from dissensus.acceptance.shift import ShiftReference
 from dissensus.errors import ConfigError
 
 __all__ = [
@@ -69,6 +71,12 @@ class AcceptanceFile(BaseModel):
     settings: FeatureSettings = Field(default_factory=FeatureSettings)
     features: list[str]
     libraries: dict[str, str]
+    family: str = "learned"
+    """The score family that decides (:mod:`dissensus.acceptance.families`)."""
+    family_rule: str = "given"
+    """How it was chosen: ``bonferroni``, ``split`` or ``given`` (named by the caller)."""
+    families: list[FamilyFigures] = Field(default_factory=list)
+    """Every family's figures at calibration (what ``--explain`` prints)."""
     models: list[LogisticModel] = Field(min_length=1)
     """The cross-fitted fold models; a new case is scored by one of them."""
     fold_of_stratum: dict[str, int] = Field(default_factory=dict)
@@ -85,6 +93,9 @@ class AcceptanceFile(BaseModel):
     calibration_accepted: int = 0
     calibration_correct: int = 0
     error_upper: float = 1.0
+    shift_reference: ShiftReference | None = None
+    """The calibration cases' feature vectors for the label-free shift check
+    (:func:`~dissensus.acceptance.shift.shift_check`)."""
     sha256: str = ""
 
     def guarantee(self) -> str:
@@ -93,7 +104,8 @@ class AcceptanceFile(BaseModel):
             return f"acceptance accepts nothing: {self.threshold_reason}"
         return (
             f"auto-accepted cases: precision >= {self.target_precision:.2f} with probability >= "
-            f"{1 - self.delta:.2f} if these panels are exchangeable with the {self.calibration_n} calibration cases"
+            f"{1 - self.delta:.2f} if these panels are exchangeable with the {self.calibration_n} calibration cases "
+            f"(score family {self.family})"
         )
 
 

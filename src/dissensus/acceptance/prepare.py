@@ -4,11 +4,14 @@ The feature rows of :mod:`dissensus.acceptance.features` need the panel's readin
 (:mod:`dissensus.states`), the guard's decision (:mod:`dissensus.guard`) and any re-ask
 answers. This module computes them the way the pipeline does, so that calibration and
 decision see the same features: the reading with the given similarity backend and
-thresholds, the guard without a guard calibration (its posterior, n_eff and verifier
-are features, not gates), the re-asks recorded in the panel.
+thresholds, the guard's audit with the run's guard calibration and options
+(:class:`GuardInputs`; its posterior, n_eff and verifier are features, not gates), the
+re-asks recorded in the panel. :func:`acceptance_guard` is the one function both
+calibration (:func:`prepare_cases`) and ``decide`` (:mod:`dissensus.pipeline.engine`)
+compute the guard features with, so a case scores the same in both.
 
-Choices where the design is silent: a panel with fewer than two votes has no guard
-features; user features are imported once per call of :func:`load_user_features` and
+Choices where the design is silent: a panel with fewer than two votes, or a run whose
+policy disables the guard, has no guard features (as the pipeline's guard step); user features are imported once per call of :func:`load_user_features` and
 a failing import is a :class:`~dissensus.errors.ConfigError` naming the spec; a user
 feature that raises or returns a non-number is a :class:`ConfigError` naming the panel.
 """
@@ -17,6 +20,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +38,32 @@ from dissensus.acceptance.file import AcceptanceFile, FeatureSettings, load_acce
 from dissensus.errors import ConfigError
 from dissensus.types import Panel
 
-__all__ = ["LearnedAcceptance", "candidates_for", "load_user_features", "prepare_cases"]
+__all__ = [
+    "GuardInputs",
+    "LearnedAcceptance",
+    "acceptance_guard",
+    "candidates_for",
+    "load_user_features",
+    "prepare_cases",
+]
+
+
+@dataclass(frozen=True)
+class GuardInputs:
+    """What the guard's audit depends on besides the panel: the run's guard settings."""
+
+    calibration: Any = None
+    """The run's :class:`~dissensus.guard.Calibration` (policy ``guard.calibration``), or ``None``."""
+    options: Mapping[str, Any] = field(default_factory=dict)
+    """The policy's ``guard.options`` (the guard's thresholds)."""
+    enabled: bool = True
+    """The policy's ``guard.enabled``: a disabled guard gives no guard features."""
+
+    @classmethod
+    def from_policy(cls, policy: Any, calibration: Any = None) -> GuardInputs:
+        """The guard inputs of ``policy`` with its loaded guard calibration."""
+        guard = policy.guard
+        return cls(calibration=calibration, options=dict(guard.options), enabled=guard.enabled)
 
 
 def load_user_features(specs: Sequence[str]) -> dict[str, PanelFeature]:
@@ -120,14 +149,22 @@ def candidates_for(
     )
 
 
-def _guard(panel: Panel) -> Any:
-    from dissensus.guard import audit
+def acceptance_guard(panel: Panel, guard: GuardInputs) -> Any:
+    """The guard decision acceptance features are computed from (``None``: no guard features).
+
+    The same audit as the pipeline's guard step (:func:`dissensus.pipeline.gates.guard_step`):
+    the panel's votes, the run's guard calibration and options.
+    """
+    from dissensus.guard import GuardSettings, audit
     from dissensus.pipeline.gates import panel_votes
 
+    if not guard.enabled:
+        return None
     votes = panel_votes(panel)
     if len(votes) < 2:
         return None
-    return audit(votes, None, case_id=panel.id)
+    settings = GuardSettings.model_validate(dict(guard.options))
+    return audit(votes, guard.calibration, settings=settings, case_id=panel.id)
 
 
 def prepare_cases(
@@ -138,9 +175,14 @@ def prepare_cases(
     theta_s: float | None = None,
     theta_a: float = 0.8,
     reask: bool = True,
+    guard: GuardInputs | None = None,
     on_case: Callable[[int], None] | None = None,
 ) -> list[list[Candidate]]:
-    """Candidate rows for every panel (``reask``: use the re-asks recorded in the panels)."""
+    """Candidate rows for every panel (``reask``: use the re-asks recorded in the panels).
+
+    ``guard``: the deciding run's guard settings (default: no calibration, default
+    options), so that the guard features are those ``decide`` computes.
+    """
     from dissensus.pipeline.signals import recorded_second_answers
     from dissensus.states import read_panels
     from dissensus.states.reading import Thresholds
@@ -148,6 +190,7 @@ def prepare_cases(
     thresholds = Thresholds.for_model(backend.name, theta_s, theta_a)
     readings = read_panels(list(panels), backend, thresholds)
     user = load_user_features(settings.user) if settings.user else None
+    inputs = guard if guard is not None else GuardInputs()
     out: list[list[Candidate]] = []
     for i, (panel, reading) in enumerate(zip(panels, readings, strict=True)):
         second = recorded_second_answers(panel) if reask else {}
@@ -155,7 +198,7 @@ def prepare_cases(
             candidates_for(
                 panel,
                 reading=reading,
-                guard=_guard(panel),
+                guard=acceptance_guard(panel, inputs),
                 second=second,
                 settings=settings,
                 sim_backend=backend,

@@ -7,8 +7,9 @@
 
 Both sources may be given together; their cases are pooled. A panel without
 ``meta.gold`` is rejected (reported with its line, exit code 3 after writing the file).
-The reading settings (similarity backend, thresholds) and the acceptance feature
-settings come from ``--policy`` when given, so that ``decide`` computes the same features.
+The reading settings (similarity backend, thresholds), the guard's calibration and
+options, and the acceptance feature settings come from ``--policy`` when given, so that
+``decide`` under the same policy computes the same features.
 """
 
 from __future__ import annotations
@@ -113,6 +114,24 @@ def calibrate_acceptance_cmd(
         list[str] | None,
         typer.Option("--feature", help="User feature module:function (repeatable)."),
     ] = None,
+    family: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--family",
+            help="Score family to use (learned, votes, votes_both, order_stable, guard); repeat "
+            "to choose among several; default: learned and votes_both compete.",
+        ),
+    ] = None,
+    family_rule: Annotated[
+        str,
+        typer.Option(
+            "--family-rule",
+            help="How the family is chosen: bonferroni (each at delta/F, most accepted) or split.",
+        ),
+    ] = "bonferroni",
+    explain: Annotated[
+        bool, typer.Option("--explain", help="Print every score family's calibration coverage.")
+    ] = False,
     rejects: Annotated[
         str | None, typer.Option("--rejects", help="Write rejected lines (JSONL) here.")
     ] = None,
@@ -123,15 +142,31 @@ def calibrate_acceptance_cmd(
     """Fit learned acceptance with a finite-sample precision guarantee and write ACCEPT.json."""
     if labelled is None and journal is None:
         raise typer.BadParameter("give LABELLED.jsonl, --journal J, or both")
+    if family_rule not in ("bonferroni", "split"):
+        raise typer.BadParameter(f"--family-rule is bonferroni or split, got {family_rule!r}")
+    from dissensus.acceptance.families import FAMILIES
+
+    for name in family or []:
+        if name not in FAMILIES:
+            raise typer.BadParameter(f"--family is one of {', '.join(FAMILIES)}, got {name!r}")
     if labelled is not None and not Path(labelled).is_file():
         raise typer.BadParameter(f"file not found: {labelled}")
     from dissensus.acceptance import FeatureSettings, calibrate, save_acceptance, stratum_of
-    from dissensus.acceptance.prepare import candidates_for, load_user_features, prepare_cases
+    from dissensus.acceptance.prepare import (
+        GuardInputs,
+        candidates_for,
+        load_user_features,
+        prepare_cases,
+    )
     from dissensus.io.jsonl import RejectSink
-    from dissensus.pipeline.policy import load_policy
+    from dissensus.pipeline import load_policy, policy_guard_calibration
     from dissensus.states import get_backend
 
-    policy, _ = load_policy(policy_path)
+    policy, policy_dir = load_policy(policy_path)
+    # The guard features as decide computes them: the policy's guard calibration and options.
+    guard = GuardInputs.from_policy(
+        policy, policy_guard_calibration(policy, policy_dir, policy_path)
+    )
     markers = _setting(policy, "lexicon", None)
     settings = FeatureSettings(
         similarity=policy.reading.similarity,
@@ -153,6 +188,7 @@ def calibrate_acceptance_cmd(
                 backend=backend,
                 theta_s=policy.reading.theta_s,
                 theta_a=policy.reading.theta_a,
+                guard=guard,
             )
             golds += [str(p.meta["gold"]) for p in panels]
             groups += [str(stratum_of(p.meta, strata)) for p in panels] if strata else []
@@ -198,11 +234,16 @@ def calibrate_acceptance_cmd(
         settings=settings,
         built_from=sources,
         description="learned acceptance fitted by dissensus calibrate-acceptance",
+        family=list(family) if family else None,
+        rule="split" if family_rule == "split" else "bonferroni",
     )
     saved = save_acceptance(acc, out)
     summary = {
         "out": out,
         "calibration_n": saved.calibration_n,
+        "family": saved.family,
+        "family_rule": saved.family_rule,
+        "families": [{**f.model_dump(), "coverage": round(f.coverage, 6)} for f in saved.families],
         "threshold": saved.threshold,
         "threshold_reason": saved.threshold_reason,
         "calibration_accepted": saved.calibration_accepted,
@@ -216,8 +257,37 @@ def calibrate_acceptance_cmd(
     if json_out:
         print_json(summary)
     else:
+        if explain:
+            _print_families(saved)
         _print(saved, out, rejected)
     raise typer.Exit(code=exit_for(rejected))
+
+
+def _print_families(acc: Any) -> None:
+    table = Table(title=f"score families (chosen: {acc.family}, rule {acc.family_rule})")
+    for name in (
+        "family",
+        "competing",
+        "eligible",
+        "delta",
+        "threshold",
+        "accepted",
+        "right",
+        "coverage",
+    ):
+        table.add_column(name, justify="left" if name == "family" else "right")
+    for f in acc.families:
+        table.add_row(
+            f.family + (" *" if f.family == acc.family else ""),
+            "yes" if f.competing else "no",
+            "yes" if f.eligible else "no (constant)",
+            f"{f.delta:.4f}",
+            "-" if f.threshold is None else f"{f.threshold:.4f}",
+            f"{f.accepted}/{f.cases}",
+            str(f.correct),
+            f"{f.coverage:.3f}",
+        )
+    out_console.print(table)
 
 
 def _print(acc: Any, out: str, rejected: int) -> None:

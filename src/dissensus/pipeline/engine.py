@@ -16,7 +16,9 @@
    acceptance file is configured (:mod:`dissensus.pipeline.learned`; also when no
    follow-up could run, on the features the panel has), else the trust regions of
    :mod:`dissensus.pipeline.reliability`: commit when the measured rule says the answer
-   can be trusted, else escalate with the reason.
+   can be trusted, else escalate with the reason. Learned acceptance judges a case
+   once: after the first follow-up round (or without one when none could run), never
+   again in a later round, since its threshold holds for one look per case.
 5. **Escalate**: CONCORD first when the case has explicit options and role utilities
    (a certificate commits; a shortfall goes to the human with the record), otherwise a
    human-review item holding the panel, the readings, the positions and value profiles
@@ -191,11 +193,8 @@ async def _followup_answers(case: _Case, round_: int) -> FollowupStep:
     if recorded and round_ == 0:
         return FollowupStep(source="recorded", answers=dict(sorted(recorded.items())))
     if not rt.can_call_models():
-        why = (
-            "no recorded re-ask in the panel and no model configured (seek_context.model or $"
-            + MODEL_ENV
-            + ")"
-        )
+        first = "the recorded re-ask was used" if recorded else "no recorded re-ask in the panel"
+        why = f"{first} and no model configured (seek_context.model or ${MODEL_ENV})"
         return FollowupStep(source="none", why=why)
     if not case_options(case.panel):
         return FollowupStep(source="none", why="the case has no explicit options to re-ask")
@@ -252,6 +251,9 @@ async def _seek_context(case: _Case, why: str, kind: str | None) -> CaseRecord:
         case.usage.add(got.usage)
         if got.source == "none":
             case.path.append("followup:unavailable")
+            if case.acceptance is not None:
+                # Acceptance already judged this case after an earlier round: no second look.
+                return await _escalate(case, f"{last}; no further follow-up: {got.why}")
             return await _accept_or_escalate(case, f"{why}; {got.why}")
         case.path.append(f"followup:{got.source}")
         case.followup = got
@@ -274,6 +276,10 @@ async def _seek_context(case: _Case, why: str, kind: str | None) -> CaseRecord:
             )
         case.path.append("accept:refused")
         last = f"{why}; after {got.source} re-ask: {acc.reason}"
+        if case.rt.learned is not None:
+            # Learned acceptance scores a case once, on the features it was calibrated
+            # with (one re-ask); another round would be a second look at the same case.
+            break
     return await _escalate(case, last)
 
 
@@ -309,7 +315,12 @@ def _accept(case: _Case, got: FollowupStep) -> AcceptanceStep:
     acc = case.rt.policy.acceptance
     signals = agent_signals(case.panel, got.answers, acc.markers, got.voices)
     if case.rt.learned is not None:
-        guard = case.guard.decision if case.guard is not None else None
+        from dissensus.acceptance.prepare import GuardInputs, acceptance_guard
+
+        # The guard features through the function calibration used, with this run's
+        # guard calibration and options (the journalled guard step is the same audit).
+        inputs = GuardInputs.from_policy(case.rt.policy, case.rt.guard_calibration)
+        guard = acceptance_guard(case.panel, inputs)
         learned = learned_payload(
             case.rt.learned, case.panel, reading=case.reading, guard=guard, second=got.answers
         )

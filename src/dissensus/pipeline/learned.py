@@ -11,7 +11,10 @@ the same file), and turns a verdict into the journalled step and the record's
 Choices where the design is silent: scikit-learn and scipy are imported only when a
 file is configured (a missing library is a :class:`ConfigError` saying how to install
 it); a file whose content no longer matches its sha256 is refused at start and on
-resume; the guard's decision used as features is the one the pipeline journalled.
+resume; the guard's decision used as features is computed by
+:func:`dissensus.acceptance.prepare.acceptance_guard` with the run's guard calibration
+and options — the function calibration uses, and the same audit the guard step
+journals. Records quote the file's score family (``family``) with the score.
 """
 
 from __future__ import annotations
@@ -38,8 +41,10 @@ class AcceptanceFigures(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
+    family: str = "learned"
+    """The score family of the acceptance file (:mod:`dissensus.acceptance.families`)."""
     score: float
-    """The best answer's probability of being right."""
+    """The best answer's score in that family (``learned``: its probability of being right)."""
     threshold: float | None
     """Accept when ``score >= threshold``; ``None``: the file accepts nothing."""
     target_precision: float
@@ -94,6 +99,7 @@ def learned_payload(
     """The journalled acceptance step of learned acceptance."""
     verdict = learned.judge(panel, reading=reading, guard=guard, second=second)
     figures = AcceptanceFigures(
+        family=verdict.family,
         score=verdict.score,
         threshold=verdict.threshold,
         target_precision=verdict.target_precision,
@@ -123,5 +129,5 @@ def guarantee_sentence(figures: AcceptanceFigures) -> str:
     return (
         f"auto-accepted cases: precision >= {figures.target_precision:.2f} with probability >= {1 - figures.delta:.2f} "
         f"if these panels are exchangeable with the {figures.calibration_n} calibration cases "
-        f"(acceptance file {figures.file_sha256[:12]})"
+        f"(score family {figures.family}, acceptance file {figures.file_sha256[:12]})"
     )
