@@ -49,6 +49,7 @@ from typing import Any, Protocol
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
+from dissensus.cases import CaseSpec
 from dissensus.types import Panel
 
 __all__ = [
@@ -114,26 +115,13 @@ class CaseInput(BaseModel):
 
 
 def question_text(panel: Panel) -> str:
-    """The case's question, when the panel names one (``meta.question`` / ``meta.input``)."""
-    for key in ("question", "input", "prompt", "statement"):
-        value = panel.meta.get(key)
-        if isinstance(value, str) and value.strip():
-            return value
-    return ""
+    """The case's question, when the panel names one (:class:`~dissensus.cases.CaseSpec`)."""
+    return CaseSpec.from_meta(panel.meta).question or ""
 
 
 def _options(panel: Panel) -> list[str]:
-    raw = panel.meta.get("options")
-    if isinstance(raw, list):
-        return [
-            str(item.get("id", i + 1)) if isinstance(item, dict) else str(item)
-            for i, item in enumerate(raw)
-        ]
-    if isinstance(raw, dict):
-        return [str(k) for k in raw]
-    if isinstance(panel.meta.get("output_1"), str) and isinstance(panel.meta.get("output_2"), str):
-        return ["1", "2"]
-    return []
+    """The case's option ids, in order (:class:`~dissensus.cases.CaseSpec`)."""
+    return CaseSpec.from_meta(panel.meta).option_ids()
 
 
 def case_candidates(case: CaseInput) -> list[str]:

@@ -19,6 +19,7 @@ journals. Records quote the file's score family (``family``) with the score.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -75,7 +76,11 @@ def load_learned_data(
         path = base / path
     if not path.is_file():
         raise ConfigError(f"acceptance file not found: {path}", file=policy_file, field=field)
-    data: dict[str, Any] = acceptance.load_acceptance(path).model_dump(mode="json")
+    acceptance.load_acceptance(path)  # validated and its sha256 checked
+    # The file's own JSON (not a re-dump, which would add fields a newer version defaults
+    # and change the content its sha256 covers): a file written by an older version stays
+    # valid.
+    data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
     return data
 
 
