@@ -242,6 +242,15 @@ class LearnedAcceptance:
         self, panel: Panel, *, reading: Any, guard: Any, second: Mapping[str, SecondLike] | None
     ) -> AcceptanceVerdict:
         """May the case's best-scored answer be committed?"""
+        return self.judge_case(panel, reading=reading, guard=guard, second=second)[0]
+
+    def judge_case(
+        self, panel: Panel, *, reading: Any, guard: Any, second: Mapping[str, SecondLike] | None
+    ) -> tuple[AcceptanceVerdict, dict[str, float]]:
+        """:meth:`judge`, and the case's vector for the shift check
+        (:func:`~dissensus.acceptance.shift.case_vector`)."""
+        from dissensus.acceptance.shift import case_vector
+
         rows = candidates_for(
             panel,
             reading=reading,
@@ -251,6 +260,7 @@ class LearnedAcceptance:
             sim_backend=self.sim_backend,
             user=self.user,
         )
-        return apply_acceptance(
+        verdict = apply_acceptance(
             self.file, rows, stratum=stratum_of(panel.meta, self.file.strata_field)
         )
+        return verdict, case_vector(rows)

@@ -26,14 +26,22 @@ the result says why); a feature absent from a case is 0.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from dissensus.acceptance.features import Candidate
 
-__all__ = ["MIN_CASES", "ShiftCheck", "ShiftReference", "case_vector", "reference", "shift_check"]
+__all__ = [
+    "MIN_CASES",
+    "ShiftCheck",
+    "ShiftReference",
+    "case_vector",
+    "reference",
+    "shift_check",
+    "shift_check_vectors",
+]
 
 MIN_CASES = 10
 """Fewest cases on either side for the check to run."""
@@ -93,10 +101,31 @@ def shift_check(
     seed: int = 0,
 ) -> ShiftCheck:
     """Classifier two-sample test between ``ref`` and the ``deployed`` cases (module docstring)."""
+    return shift_check_vectors(
+        ref,
+        [case_vector(c) for c in deployed],
+        alpha=alpha,
+        permutations=permutations,
+        folds=folds,
+        seed=seed,
+    )
+
+
+def shift_check_vectors(
+    ref: ShiftReference,
+    deployed: Sequence[Mapping[str, float]],
+    *,
+    alpha: float = 0.1,
+    permutations: int = 200,
+    folds: int = 5,
+    seed: int = 0,
+) -> ShiftCheck:
+    """:func:`shift_check` on the deployed cases' vectors (:func:`case_vector`, as the run
+    journals them)."""
     names = ref.features
     cal = np.asarray(ref.rows, dtype=float).reshape(len(ref.rows), len(names))
     dep = np.asarray(
-        [[float(case_vector(c).get(k, 0.0)) for k in names] for c in deployed], dtype=float
+        [[float(v.get(k, 0.0)) for k in names] for v in deployed], dtype=float
     ).reshape(len(deployed), len(names))
     common = {
         "alpha": alpha,

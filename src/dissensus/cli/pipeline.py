@@ -288,9 +288,15 @@ def followup_failure(records: Sequence[CaseRecord]) -> str | None:
 
 
 def _summary(
-    records: list[CaseRecord], rejected: int, run_id: str, journal: str, duplicates: int
+    records: list[CaseRecord],
+    rejected: int,
+    run_id: str,
+    journal: str,
+    duplicates: int,
+    shift: dict[str, Any] | None = None,
 ) -> None:
     from dissensus.pipeline.learned import guarantee_sentence
+    from dissensus.pipeline.shift import shift_words
 
     actions = Counter(r.action for r in records)
     auto = sum(r.auto for r in records)
@@ -325,6 +331,8 @@ def _summary(
     figures = next((r.acceptance for r in records if r.acceptance is not None), None)
     if figures is not None:
         out_console.print(guarantee_sentence(figures), soft_wrap=True)
+    if shift is not None:
+        out_console.print(shift_words(shift), soft_wrap=True)
     if escalated:
         program = _program()
         out_console.print("review them:")
@@ -418,8 +426,14 @@ def _run(
         )
         sys.stderr.flush()
         return EXIT_INTERRUPTED
+    checked = journal.get(run_id, "run/shift")
+    shift = checked.payload if checked is not None else None
     if not json_out:
-        _summary(records, sink.count, run_id, journal.path, len(duplicates))
+        _summary(records, sink.count, run_id, journal.path, len(duplicates), shift)
+    elif shift is not None and shift.get("shifted"):
+        from dissensus.pipeline.shift import shift_words
+
+        err_console.print(f"warning: {shift_words(shift)}", soft_wrap=True)
     cause = followup_failure(records)
     if cause is not None:
         err_console.print(
@@ -870,10 +884,13 @@ def runs_show(
     by_type = Counter(e.type for e in evs)
     started = next((e for e in evs if e.key == "run/started"), None)
     spec = RunSpec.from_started(started.payload).summary() if started is not None else None
+    checked = next((e for e in evs if e.key == "run/shift"), None)
+    shift = checked.payload if checked is not None else None
     if json_out:
         data: dict[str, object] = {
             "run": info.model_dump(),
             "spec": spec,
+            "shift": shift,
             "events": dict(sorted(by_type.items())),
             "finished": any(e.type == "run.finished" for e in evs),
             "records": [r.model_dump(mode="json") for r in records],
@@ -884,6 +901,10 @@ def runs_show(
     out_console.print(f"events {info.n_events}, head {info.head_hash[:16]}...")
     if spec is not None:
         _print_spec(spec)
+    if shift is not None:
+        from dissensus.pipeline.shift import shift_words
+
+        out_console.print(f"shift check: {shift_words(shift)}", soft_wrap=True)
     out_console.print("by type: " + ", ".join(f"{k} {v}" for k, v in sorted(by_type.items())))
     actions = Counter(r.action for r in records)
     out_console.print(
@@ -910,6 +931,8 @@ def _print_spec(spec: dict[str, Any]) -> None:
         out_console.print(f"  model of {shown(agent)}: {shown(model)}")
     for f in spec["files"]:
         out_console.print(f"  {shown(f['role'])}: {shown(f['path'])} sha256 {f['sha256']}")
+    if spec.get("shift_hold"):
+        out_console.print(f"acceptance held: {shown(str(spec['shift_hold']))}", soft_wrap=True)
 
 
 @runs_app.command("export")

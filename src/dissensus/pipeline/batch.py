@@ -53,6 +53,7 @@ from dissensus.errors import ConfigError, DissensusError, InputError
 from dissensus.io.jsonl import Reject, parse_line
 from dissensus.pipeline.executors import Executor, LocalExecutor, Outcome, RunContext
 from dissensus.pipeline.records import CaseRecord
+from dissensus.pipeline.shift import check_run, latest_flag
 from dissensus.pipeline.spec import (
     PolicyLike,
     RunSpec,
@@ -138,6 +139,7 @@ def start_run(
         similarity=similarity,
         acceptance=acceptance,
     )
+    spec = _with_shift_hold(journal, spec)
     run_id = run_id or new_run_id()
     if journal.run(run_id, missing_ok=True) is not None:
         raise ConfigError(
@@ -168,6 +170,21 @@ def start_run(
         "run/started",
     )
     return journal.create_run(run_id, kind=kind, meta=meta, first=started, exclusive=True)
+
+
+def _with_shift_hold(journal: Journal, spec: RunSpec) -> RunSpec:
+    """``spec`` with a hold on its acceptance file when the policy says ``on_shift:
+    escalate`` and a shift check in this journal flagged the file."""
+    if spec.acceptance is None or spec.policy.acceptance.on_shift != "escalate":
+        return spec
+    flag = latest_flag(journal, spec.acceptance.get("sha256"))
+    if flag is None:
+        return spec
+    hold = (
+        f"a shift check flagged this acceptance file in run {flag['run_id']} "
+        f"(AUC {float(flag['auc']):.2f}, p = {float(flag['p_value']):.3f}); calibrate a new file"
+    )
+    return spec.model_copy(update={"shift_hold": hold})
 
 
 def stdin_source(data: bytes) -> dict[str, Any]:
@@ -263,6 +280,14 @@ async def execute_run(
             ) from None
         finally:
             await outcomes.aclose()
+        settings = spec.policy.acceptance
+        check_run(
+            journal,
+            run_id,
+            spec.acceptance,
+            alpha=settings.shift_alpha,
+            permutations=settings.shift_permutations,
+        )
         journal.append(run_id, "run.finished", dict(counts), key="run/finished")
     finally:
         journal.release_run_lock(run_id, pid)

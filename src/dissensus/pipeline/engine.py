@@ -314,6 +314,17 @@ async def _accept_or_escalate(case: _Case, why: str) -> CaseRecord:
 def _accept(case: _Case, got: FollowupStep) -> AcceptanceStep:
     acc = case.rt.policy.acceptance
     signals = agent_signals(case.panel, got.answers, acc.markers, got.voices)
+    hold = case.rt.spec.shift_hold
+    if case.rt.acceptance is not None and hold is not None:
+        return AcceptanceStep(
+            accepted=False,
+            decision=None,
+            basis="none",
+            supporters=[],
+            contradicted_by=[],
+            reason=f"acceptance held: {hold}",
+            signals=signals,
+        )
     if case.rt.learned is not None:
         from dissensus.acceptance.prepare import GuardInputs, acceptance_guard
 

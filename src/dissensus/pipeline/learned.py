@@ -102,7 +102,7 @@ def learned_payload(
     learned: Any, panel: Panel, *, reading: Any, guard: Any, second: Any
 ) -> dict[str, Any]:
     """The journalled acceptance step of learned acceptance."""
-    verdict = learned.judge(panel, reading=reading, guard=guard, second=second)
+    verdict, vector = learned.judge_case(panel, reading=reading, guard=guard, second=second)
     figures = AcceptanceFigures(
         family=verdict.family,
         score=verdict.score,
@@ -124,6 +124,7 @@ def learned_payload(
         "contradicted_by": [],
         "reason": verdict.reason,
         "figures": figures.model_dump(mode="json"),
+        "vector": vector,
     }
 
 
@@ -131,8 +132,13 @@ def guarantee_sentence(figures: AcceptanceFigures) -> str:
     """The guarantee of an acceptance file, in one sentence."""
     if figures.threshold is None:
         return "learned acceptance accepted nothing: no threshold met the target on the calibration cases"
+    right = round(figures.target_precision * 100)
+    confidence = round((1 - figures.delta) * 100)
     return (
-        f"auto-accepted cases: precision >= {figures.target_precision:.2f} with probability >= {1 - figures.delta:.2f} "
-        f"if these panels are exchangeable with the {figures.calibration_n} calibration cases "
-        f"(score family {figures.family}, acceptance file {figures.file_sha256[:12]})"
+        f"At least {right} of every 100 automatic decisions should be right ({confidence}% "
+        f"confidence) while new cases resemble the {figures.calibration_n} calibration cases "
+        f"(auto-accepted cases: precision >= {figures.target_precision:.2f} with probability "
+        f">= {1 - figures.delta:.2f} if these panels are exchangeable with the "
+        f"{figures.calibration_n} calibration cases; score family {figures.family}, acceptance "
+        f"file {figures.file_sha256[:12]})."
     )

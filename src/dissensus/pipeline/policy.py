@@ -28,6 +28,9 @@ Every field has a default, so an empty file (or no file) is a valid policy:
       min_families: 3
       fallback_max_score: 0
       markers: {concession: [], grounding: []}   # margin-score lexicon (LLMBar's: see examples/)
+      on_shift: warn                 # or escalate: hold the file after a flagged shift check
+      shift_alpha: 0.1
+      shift_permutations: 200
     seek_context:
       followup: reask                # reask | dci | none
       use_recorded: true             # recorded re-asks (outputs' reask) count as the re-ask
@@ -167,6 +170,16 @@ class AcceptanceSettings(_Section):
     """Without calibration: the largest margin score that counts as decisive."""
     markers: MarkerLexicon = Field(default_factory=MarkerLexicon)
     """Marker lexicon of the margin score (must match the calibration file's)."""
+    on_shift: Literal["warn", "escalate"] = "warn"
+    """When a run's shift check finds its cases unlike the acceptance file's calibration
+    cases: ``warn`` reports it; ``escalate`` also holds the file, so runs started after
+    the flag commit nothing on it until a new file is calibrated
+    (:mod:`dissensus.pipeline.shift`)."""
+    shift_alpha: float = Field(default=0.1, gt=0.0, lt=1.0)
+    """Level of the shift check: under exchangeability a run is flagged at most this often."""
+    shift_permutations: int = Field(default=200, ge=19, le=10000)
+    """Label permutations of the shift check's p-value (the smallest p is 1/(n+1); each
+    costs one cross-validated fit, so 200 take seconds)."""
 
 
 class SeekContextSettings(_Section):

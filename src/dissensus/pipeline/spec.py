@@ -115,6 +115,9 @@ class RunSpec(BaseModel):
     """Model spec of live follow-ups (``model=``, else ``seek_context.model``, else ``$DISSENSUS_MODEL``)."""
     files: tuple[SpecFile, ...] = ()
     """Every file loaded, with its sha256."""
+    shift_hold: str | None = None
+    """Why learned acceptance may commit nothing in this run (``acceptance.on_shift:
+    escalate`` after a shift check flagged the file; :mod:`dissensus.pipeline.shift`)."""
 
     # -- building ---------------------------------------------------------------------
 
@@ -222,6 +225,7 @@ class RunSpec(BaseModel):
             "acceptance": self.acceptance,
             "model": self.model,
             "files": [f.model_dump(mode="json") for f in self.files],
+            "shift_hold": self.shift_hold,
         }
 
     @classmethod
@@ -239,6 +243,7 @@ class RunSpec(BaseModel):
                 acceptance=started.get("acceptance"),
                 model=started.get("model"),
                 files=tuple(SpecFile.model_validate(f) for f in started.get("files") or ()),
+                shift_hold=started.get("shift_hold"),
             )
         except ValidationError as exc:
             first = exc.errors()[0]
@@ -288,6 +293,7 @@ class RunSpec(BaseModel):
             "reliability_calibration": self.calibration is not None,
             "guard_calibration": self.guard_calibration is not None,
             "files": [f.model_dump(mode="json") for f in self.files],
+            "shift_hold": self.shift_hold,
         }
 
 

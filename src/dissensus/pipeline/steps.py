@@ -117,6 +117,9 @@ class AcceptanceStep(Acceptance):
     signals: list[AgentSignal] = Field(default_factory=list)
     figures: AcceptanceFigures | None = None
     """Learned acceptance's figures (``None`` for the trust regions)."""
+    vector: dict[str, float] | None = None
+    """The case's features for the label-free shift check (learned acceptance only;
+    ``None`` in journals written before it)."""
 
 
 class DeliberationStep(_Step):

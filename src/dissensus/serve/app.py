@@ -59,6 +59,7 @@ from dissensus.io.jsonl import MAX_DEPTH, json_depth
 from dissensus.io.limits import Limits, Overrun, check_record
 from dissensus.pipeline import RunSpec
 from dissensus.serve import api_docs, chat, library_calls
+from dissensus.serve.acceptance import acceptance_status
 from dissensus.serve.auth import (
     LOCAL,
     Principal,
@@ -519,6 +520,17 @@ def _routes(app: FastAPI) -> None:
                 "rejects": state.rejects,
             },
             headers=headers,
+        )
+
+    @app.get("/v1/acceptance", tags=["runs"])
+    async def acceptance(request: Request, _: Principal = submit) -> dict[str, Any]:
+        """The server's learned acceptance: its guarantee, the shift check over the latest
+        cases it judged (all runs), and any hold on it."""
+        service = _service(request)
+        return await run_in_threadpool(
+            acceptance_status,
+            service.journal,
+            service.spec,
         )
 
     @app.get("/v1/runs", tags=["runs"])

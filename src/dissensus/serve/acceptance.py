@@ -1,0 +1,66 @@
+"""``GET /v1/acceptance``: the server's learned acceptance, watched while it is used.
+
+The answer names the acceptance file (sha256, score family, target, confidence,
+calibration cases, threshold), states its guarantee in plain words, and runs the
+label-free shift check (:mod:`dissensus.pipeline.shift`) over a *window*: the latest
+:data:`WINDOW` cases judged with this file in the journal, across runs. ``hold`` is the
+newest flagged check of the file when the policy says ``acceptance.on_shift: escalate``
+(new runs then commit nothing on it).
+
+Choices where the design is silent: the window is read from the journal at each
+request (no state in the server, so several servers agree); the check runs in a worker
+thread; without an acceptance file the answer says so (``file: null``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dissensus.pipeline.shift import check_vectors, latest_flag, shift_words
+from dissensus.pipeline.spec import RunSpec
+from dissensus.store.journal import Journal
+
+__all__ = ["WINDOW", "acceptance_status"]
+
+WINDOW = 500
+"""Latest judged cases the service's shift check looks at."""
+
+
+def acceptance_status(journal: Journal, spec: RunSpec) -> dict[str, Any]:
+    """The JSON of ``GET /v1/acceptance``."""
+    data = spec.acceptance
+    if data is None:
+        return {"file": None, "guarantee": None, "shift": None, "hold": None}
+    sha = data.get("sha256")
+    target = float(data.get("target_precision", 0.0))
+    delta = float(data.get("delta", 1.0))
+    calibration_n = int(data.get("calibration_n", 0))
+    file = {
+        "sha256": sha,
+        "family": data.get("family", "learned"),
+        "target_precision": target,
+        "delta": delta,
+        "calibration_n": calibration_n,
+        "threshold": data.get("threshold"),
+    }
+    guarantee = (
+        f"At least {round(target * 100)} of every 100 automatic decisions should be right "
+        f"({round((1 - delta) * 100)}% confidence) while new cases resemble the "
+        f"{calibration_n} calibration cases."
+        if data.get("threshold") is not None
+        else "This acceptance file accepts nothing: no threshold met the target."
+    )
+    vectors = [
+        dict(e.payload["vector"])
+        for e in journal.events_of_type("case.acceptance")
+        if isinstance(e.payload.get("vector"), dict)
+        and (e.payload.get("figures") or {}).get("file_sha256") == sha
+    ][-WINDOW:]
+    settings = spec.policy.acceptance
+    shift = check_vectors(
+        data, vectors, alpha=settings.shift_alpha, permutations=settings.shift_permutations
+    )
+    if shift is not None:
+        shift["words"] = shift_words(shift)
+    hold = latest_flag(journal, sha) if spec.policy.acceptance.on_shift == "escalate" else None
+    return {"file": file, "guarantee": guarantee, "shift": shift, "hold": hold}
