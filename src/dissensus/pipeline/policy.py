@@ -167,6 +167,12 @@ class AcceptanceSettings(_Section):
     """Without calibration: the largest margin score that counts as decisive."""
     markers: MarkerLexicon = Field(default_factory=MarkerLexicon)
     """Marker lexicon of the margin score (must match the calibration file's)."""
+    audit_rate: float = Field(default=0.05, ge=0.0, le=1.0)
+    """Share of automatic commits that also open a blind audit item (the reviewer sees
+    neither the committed answer nor the suggestion); chosen by a hash of
+    ``(audit_seed, run id, line)``, so a resumed run and every door pick the same cases."""
+    audit_seed: int = 0
+    """Seed of the audit choice."""
 
 
 class SeekContextSettings(_Section):
