@@ -37,7 +37,7 @@ from pydantic import BaseModel, ConfigDict
 
 from dissensus.errors import ConfigError
 
-__all__ = ["MonitorStep", "ONE_STRATUM", "case_stratum", "monitor"]
+__all__ = ["ONE_STRATUM", "MonitorStep", "case_stratum", "monitor"]
 
 ONE_STRATUM = "all"
 BREAKS = 1000

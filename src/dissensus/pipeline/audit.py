@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterator
+from typing import Any
 
 from dissensus.pipeline.confirm import EVENT as CONFIRMED
 from dissensus.pipeline.records import ReviewItem
@@ -39,6 +40,7 @@ __all__ = [
     "audit_outcomes",
     "audit_share",
     "is_audited",
+    "monitor_status",
     "open_audits",
 ]
 
@@ -88,3 +90,27 @@ def audit_outcomes(journal: Journal, acceptance_sha256: str) -> dict[str, list[b
         stratum = str(payload.get("stratum") or "all")
         out.setdefault(stratum, []).append(bool(done.payload.get("agrees")))
     return out
+
+
+def monitor_status(journal: Journal) -> list[Any]:
+    """The acceptance monitor of every acceptance file the journal's runs decided with:
+    one :class:`~dissensus.acceptance.monitor.MonitorStep` per file and audited stratum
+    (a file without answered audits: one row for stratum ``all`` with no audits)."""
+    from dissensus.acceptance.monitor import ONE_STRATUM, monitor
+
+    files: dict[str, dict[str, Any]] = {}
+    for event in journal.events_of_type("run.started"):
+        acc = event.payload.get("acceptance")
+        if isinstance(acc, dict) and acc.get("sha256"):
+            files.setdefault(str(acc["sha256"]), acc)
+    rows = []
+    for sha, acc in files.items():
+        target, delta = float(acc["target_precision"]), float(acc["delta"])
+        strata = audit_outcomes(journal, sha) or {ONE_STRATUM: []}
+        for stratum, outcomes in sorted(strata.items()):
+            rows.append(
+                monitor(
+                    outcomes, target=target, delta=delta, stratum=stratum, acceptance_sha256=sha
+                )
+            )
+    return rows

@@ -47,12 +47,12 @@ from typing import Any, TypeVar
 from pydantic import BaseModel
 
 from dissensus.errors import DissensusError
+from dissensus.pipeline.audit import AUDIT_OPENED, is_audited
 from dissensus.pipeline.durable import CaseClient, CaseLog
 from dissensus.pipeline.followup import case_options, live_reask, run_dci
 from dissensus.pipeline.gates import guard_step, route_step
 from dissensus.pipeline.learned import AcceptanceFigures, learned_payload
 from dissensus.pipeline.negotiate import concord_refusal, has_utilities, run_concord
-from dissensus.pipeline.audit import AUDIT_OPENED, is_audited
 from dissensus.pipeline.records import AgentPosition, CaseRecord, ReviewItem, review_id_for
 from dissensus.pipeline.reliability import calibrated_accept
 from dissensus.pipeline.runtime import MODEL_ENV, Runtime
