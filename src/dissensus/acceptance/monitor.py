@@ -80,7 +80,7 @@ def case_stratum(acceptance: Mapping[str, Any] | None, meta: Mapping[str, Any]) 
     return ONE_STRATUM if value is None else str(value)
 
 
-def _lower_cs(x: Sequence[float], delta: float) -> list[float]:
+def _lower_cs(x: Sequence[float], delta: float, breaks: int = BREAKS) -> list[float]:
     import numpy as np
 
     if not hasattr(np, "float_"):
@@ -94,9 +94,24 @@ def _lower_cs(x: Sequence[float], delta: float) -> list[float]:
         ) from None
 
     lower = betting_lower_cs(
-        np.asarray(x, dtype=float), alpha=delta, breaks=BREAKS, running_intersection=True
+        np.asarray(x, dtype=float), alpha=delta, breaks=breaks, running_intersection=True
     )
     return [float(v) for v in lower]
+
+
+def upper_bounds(outcomes: Sequence[bool], *, delta: float, breaks: int = BREAKS) -> list[float]:
+    """The anytime-valid upper bound on precision after each audit (running intersection)."""
+    if not outcomes:
+        return []
+    return [1.0 - v for v in _lower_cs([0.0 if o else 1.0 for o in outcomes], delta, breaks)]
+
+
+def suspended_after(
+    outcomes: Sequence[bool], *, target: float, delta: float, breaks: int = BREAKS
+) -> int | None:
+    """The number of audits at which the upper bound first fell below ``target``, if ever."""
+    upper = upper_bounds(outcomes, delta=delta, breaks=breaks)
+    return next((i + 1 for i, u in enumerate(upper) if u < target), None)
 
 
 def monitor(
@@ -123,7 +138,7 @@ def monitor(
             acceptance_sha256=acceptance_sha256,
         )
     low = _lower_cs([1.0 if o else 0.0 for o in outcomes], delta)
-    upper = [1.0 - v for v in _lower_cs([0.0 if o else 1.0 for o in outcomes], delta)]
+    upper = upper_bounds(outcomes, delta=delta)
     first = next((i + 1 for i, u in enumerate(upper) if u < target), None)
     return MonitorStep(
         stratum=stratum,
