@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import statistics
 
 import numpy as np
@@ -58,7 +59,7 @@ def test_a_fifteen_point_drop_is_suspended_within_a_median_of_40_audits() -> Non
 @given(st.lists(st.booleans(), min_size=1, max_size=40))
 def test_the_upper_bound_only_falls_and_covers_the_observed_share(outcomes: list[bool]) -> None:
     upper = upper_bounds(outcomes, delta=DELTA, breaks=100)
-    assert all(b <= a + 1e-12 for a, b in zip(upper, upper[1:], strict=False))
+    assert all(b <= a + 1e-12 for a, b in itertools.pairwise(upper))
     assert upper[-1] >= sum(outcomes) / len(outcomes) - 1e-9
 
 
