@@ -113,3 +113,40 @@ def test_wrong_audits_suspend_later_automatic_commits(
     assert rows[0]["upper"] < 0.8 and rows[0]["reason"].startswith("acceptance suspended")
     assert main(["acceptance", "status", "--journal", str(journal)]) == 0
     assert "suspended" in capsys.readouterr().out
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.mark.anyio
+async def test_the_service_shows_a_blind_audit_and_confirms_it(tmp_path: Path) -> None:
+    from pipeline_cases import panel, write_policy
+    from serve_helpers import auth, client_for, settings
+
+    policy = write_policy(tmp_path / "audit-policy.yaml", {"acceptance": {"audit_rate": 1.0}})
+    async with client_for(settings(tmp_path, policy=str(policy))) as client:
+        run = (
+            await client.post(
+                "/v1/decide",
+                json=[panel("a", ["1", "1"], swap=["1", "1"])],
+                headers=auth("sub"),
+            )
+        ).json()
+        (record,) = run["records"]
+        assert record["auto"]
+        ref = f"{run['run_id']}.{record['line']}"
+        shown = await client.get(f"/v1/audits/{ref}", headers=auth("rev"))
+        assert shown.status_code == 200
+        body = shown.json()
+        assert body["status"] == "open" and body["item"]["audit"] is True
+        assert body["item"]["suggestion"] is None and body["item"]["reading"]["decision"] is None
+        confirmed = await client.post(
+            f"/v1/cases/{ref}/confirm", json={"note": "checked blind"}, headers=auth("rev")
+        )
+        assert confirmed.status_code == 200
+        again = (await client.get(f"/v1/audits/{ref}", headers=auth("rev"))).json()
+        assert again["status"] == "audited"
+        missing = await client.get(f"/v1/audits/{run['run_id']}.99", headers=auth("rev"))
+        assert missing.status_code == 404
