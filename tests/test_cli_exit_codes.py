@@ -318,6 +318,14 @@ SCENARIOS: dict[tuple[str, int], Callable[[World], int]] = {
     ("decide", 130): _decide_130,
     ("review list", 0): lambda w: cli("review", "list", "--journal", w.journal).code,
     ("review list", 2): lambda w: cli("review", "list", "--journal", w.root / "none.sqlite").code,
+    ("review audits", 0): lambda w: cli("review", "audits", "--journal", w.journal).code,
+    ("review audits", 2): lambda w: (
+        cli("review", "audits", "--journal", w.root / "none.sqlite").code
+    ),
+    ("acceptance status", 0): lambda w: cli("acceptance", "status", "--journal", w.journal).code,
+    ("acceptance status", 2): lambda w: (
+        cli("acceptance", "status", "--journal", w.root / "none.sqlite").code
+    ),
     ("review show", 0): lambda w: cli("review", "show", "R.2", "--journal", w.journal).code,
     ("review show", 2): lambda w: cli("review", "show", "R.9", "--journal", w.journal).code,
     ("review resolve", 0): lambda w: (

@@ -17,6 +17,7 @@ for _module in (
     "dci",
     "pipeline",
     "acceptance",
+    "monitor",
     "serve",
     "mcp",
     "llm",

@@ -587,6 +587,33 @@ def review_list(
     raise typer.Exit(code=EXIT_OK)
 
 
+@review_app.command("audits")
+def review_audits(
+    journal: JournalOpt = None,
+    run: Annotated[str | None, typer.Option("--run", help="Only this run.")] = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """List open blind audits of automatic decisions (answer each with `review confirm`)."""
+    from dissensus.pipeline.audit import open_audits
+
+    with _journal(journal) as store:
+        items = list(open_audits(store, run))
+    if json_out:
+        print_json(
+            {
+                "audits": [
+                    {"review_id": i.review_id, "id": i.id, "stratum": i.stratum} for i in items
+                ]
+            }
+        )
+        raise typer.Exit(code=EXIT_OK)
+    for i in items:
+        out_console.print(f"{shown(i.review_id)}  case {shown(i.id)}", soft_wrap=True)
+    if not items:
+        out_console.print("no open audits")
+    raise typer.Exit(code=EXIT_OK)
+
+
 @review_app.command("show")
 def review_show(
     review_id: Annotated[str, typer.Argument(help="Review id (<run>.<line>).")],
@@ -595,26 +622,45 @@ def review_show(
 ) -> None:
     """Show everything a reviewer needs: the case, positions and value profiles side by side."""
     from dissensus.cases import CaseSpec
-    from dissensus.pipeline.review import find_item
+    from dissensus.pipeline.audit import audit_item
+    from dissensus.pipeline.review import find_item, split_ref
 
+    run_id, line = split_ref(review_id)
     with _journal(journal) as store:
-        st = find_item(store, review_id)
+        audit = audit_item(store, run_id, line)
+        audited = audit is not None and store.get(run_id, f"confirm/{line}") is not None
+        st = None if audit is not None else find_item(store, review_id)
     if json_out:
+        if audit is not None:
+            # A blind audit: neither the committed answer nor any suggestion is shown.
+            print_json({**audit.model_dump(mode="json"), "audited": audited})
+            raise typer.Exit(code=EXIT_OK)
+        assert st is not None
         data = st.item.model_dump(mode="json")
         data["resolution"] = st.resolution.model_dump() if st.resolution else None
         print_json(data)
         raise typer.Exit(code=EXIT_OK)
-    item = st.item
+    item = audit if audit is not None else st.item if st is not None else None
+    assert item is not None
     say = out_console.print
     say(
         f"review {shown(item.review_id)}  case {shown(item.id)}  (run {shown(item.run_id)}, line {item.line})",
         soft_wrap=True,
     )
-    say(
-        f"status: {'resolved: ' + shown(st.resolution.decision) if st.resolution else 'open'}",
-        soft_wrap=True,
-    )
-    say(f"why escalated: {shown(item.reason)}", soft_wrap=True)
+    if audit is not None:
+        say(f"status: blind audit, {'answered' if audited else 'open'}", soft_wrap=True)
+        say(
+            "audit of an automatic decision: decide it afresh with "
+            f"`dissensus review confirm {shown(item.review_id)} --decision D --note N`",
+            soft_wrap=True,
+        )
+    else:
+        assert st is not None
+        say(
+            f"status: {'resolved: ' + shown(st.resolution.decision) if st.resolution else 'open'}",
+            soft_wrap=True,
+        )
+        say(f"why escalated: {shown(item.reason)}", soft_wrap=True)
     case = CaseSpec.from_panel(item.panel)
     question = case.question
     if question:

@@ -47,6 +47,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel
 
 from dissensus.errors import DissensusError
+from dissensus.pipeline.audit import AUDIT_OPENED, is_audited
 from dissensus.pipeline.durable import CaseClient, CaseLog
 from dissensus.pipeline.followup import case_options, live_reask, run_dci
 from dissensus.pipeline.gates import guard_step, route_step
@@ -167,7 +168,8 @@ async def _run(case: _Case) -> CaseRecord:
     if action in _AUTO:
         if guard.backed:
             case.path.append("guard:backed")
-            return case.record(
+            return await _commit(
+                case,
                 action=action,
                 decision=reading.decision,
                 auto=True,
@@ -267,7 +269,8 @@ async def _seek_context(case: _Case, why: str, kind: str | None) -> CaseRecord:
         case.figures = acc.figures or case.figures
         if acc.accepted:
             case.path.append(f"accept:{acc.basis}")
-            return case.record(
+            return await _commit(
+                case,
                 action="auto_explain",
                 decision=acc.decision,
                 auto=True,
@@ -281,6 +284,56 @@ async def _seek_context(case: _Case, why: str, kind: str | None) -> CaseRecord:
             # with (one re-ask); another round would be a second look at the same case.
             break
     return await _escalate(case, last)
+
+
+async def _commit(case: _Case, **fields: Any) -> CaseRecord:
+    """An automatic commit: unless the acceptance monitor has suspended the case's
+    stratum (then it escalates, naming the suspension), record it and, for the seeded
+    audit share, open a blind audit item."""
+    rt = case.rt
+    if rt.learned is not None:
+        from dissensus.acceptance.monitor import MonitorStep, case_stratum
+
+        stratum = case_stratum(rt.acceptance, case.panel.meta)
+        state = case.log.step(
+            "monitor",
+            "case.monitor",
+            MonitorStep,
+            lambda: rt.monitor_state(stratum),
+        )
+        if state.suspended:
+            case.path.append("accept:suspended")
+            rt.journal_suspension(state)
+            return await _escalate(case, f"{fields['reason']}; {state.reason()}")
+    record = case.record(**fields)
+    if is_audited(
+        rt.policy.acceptance.audit_seed, rt.run_id, case.line, rt.policy.acceptance.audit_rate
+    ):
+        case.log.step("audit", AUDIT_OPENED, ReviewItem, lambda: _audit_item(case, record))
+    return record
+
+
+def _audit_item(case: _Case, record: CaseRecord) -> ReviewItem:
+    """The blind audit item: the review item without the committed answer or suggestion."""
+    from dissensus.acceptance.monitor import case_stratum
+
+    item = _review_item(
+        case, review_id_for(case.rt.run_id, case.line), "audit of an automatic decision"
+    )
+    acc = case.rt.acceptance
+    blank = {"decision": None}
+    return item.model_copy(
+        update={
+            "suggestion": None,
+            "acceptance": None,
+            "reading": item.reading.model_copy(update=blank),
+            "reread": item.reread.model_copy(update=blank) if item.reread else None,
+            "guard": None,
+            "audit": True,
+            "stratum": case_stratum(acc, case.panel.meta) if acc else None,
+            "acceptance_sha256": acc.get("sha256") if acc else None,
+        }
+    )
 
 
 def _reread(case: _Case, got: FollowupStep) -> Reading:
@@ -300,7 +353,8 @@ async def _accept_or_escalate(case: _Case, why: str) -> CaseRecord:
     case.figures = acc.figures or case.figures
     if acc.accepted:
         case.path.append("accept:learned")
-        return case.record(
+        return await _commit(
+            case,
             action="auto_explain",
             decision=acc.decision,
             auto=True,

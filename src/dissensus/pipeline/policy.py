@@ -180,6 +180,12 @@ class AcceptanceSettings(_Section):
     shift_permutations: int = Field(default=200, ge=19, le=10000)
     """Label permutations of the shift check's p-value (the smallest p is 1/(n+1); each
     costs one cross-validated fit, so 200 take seconds)."""
+    audit_rate: float = Field(default=0.05, ge=0.0, le=1.0)
+    """Share of automatic commits that also open a blind audit item (the reviewer sees
+    neither the committed answer nor the suggestion); chosen by a hash of
+    ``(audit_seed, run id, line)``, so a resumed run and every door pick the same cases."""
+    audit_seed: int = 0
+    """Seed of the audit choice."""
 
 
 class SeekContextSettings(_Section):

@@ -123,3 +123,10 @@ class ReviewItem(BaseModel):
     """DCI decision packet, when a deliberation ran."""
     concord: ConcordStep | None = None
     """CONCORD summary and certificate, when a negotiation ran."""
+    audit: bool = False
+    """A blind audit of an automatic commit (``review confirm``): ``suggestion`` and the
+    acceptance step are withheld and the readings' plurality decision blanked."""
+    stratum: str | None = None
+    """The acceptance stratum of an audited case (monitoring key, with ``acceptance_sha256``)."""
+    acceptance_sha256: str | None = None
+    """The acceptance file the audited run decided with, if any."""

@@ -125,6 +125,7 @@ class Runtime:
     _regions: dict[str, TrustRegion] | None = field(default=None, init=False)
     _budget: Budget | None = field(default=None, init=False)
     _learned: Any = field(default=None, init=False)
+    _monitor: dict[str, Any] | None = field(default=None, init=False)
     client: JournalledClient = field(init=False)
 
     def __post_init__(self) -> None:
@@ -214,6 +215,46 @@ class Runtime:
                 self.acceptance, similarity=self.policy.reading.similarity, backend=self.backend
             )
         return self._learned
+
+    def monitor_state(self, stratum: str) -> Any:
+        """The acceptance monitor's verdict (:class:`~dissensus.acceptance.monitor.MonitorStep`)
+        for ``stratum``, from the audits journalled under this acceptance file. Read once per
+        run (audits answered while the run goes on count from the next run on)."""
+        from dissensus.acceptance.monitor import monitor
+        from dissensus.pipeline.audit import audit_outcomes
+
+        acc = self.acceptance or {}
+        sha = str(acc.get("sha256") or "")
+        if self._monitor is None:
+            self._monitor = {
+                name: monitor(
+                    outcomes,
+                    target=float(acc["target_precision"]),
+                    delta=float(acc["delta"]),
+                    stratum=name,
+                    acceptance_sha256=sha,
+                )
+                for name, outcomes in audit_outcomes(self.journal, sha).items()
+            }
+        found = self._monitor.get(stratum)
+        if found is None:
+            found = monitor(
+                [],
+                target=float(acc["target_precision"]),
+                delta=float(acc["delta"]),
+                stratum=stratum,
+                acceptance_sha256=sha,
+            )
+        return found
+
+    def journal_suspension(self, state: Any) -> None:
+        """Journal (once per run and stratum) that the monitor suspended ``state.stratum``."""
+        self.journal.append(
+            self.run_id,
+            "acceptance.suspended",
+            {**state.model_dump(mode="json"), "reason": state.reason()},
+            key=f"acceptance/suspended/{state.stratum}",
+        )
 
     def can_call_models(self) -> bool:
         """Whether any live follow-up can be made (the run's model or a per-agent model)."""

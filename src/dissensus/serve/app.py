@@ -741,6 +741,21 @@ def _routes(app: FastAPI) -> None:
         """Claim an open case for the configured time (409 when another reviewer holds it)."""
         return _service(request).desk.claim(review_id, principal.name).model_dump()
 
+    @app.get("/v1/audits/{case_ref}", tags=["review"])
+    async def audit_show(case_ref: str, request: Request, _: Principal = review) -> dict[str, Any]:
+        """A blind audit item (``<run>.<line>``): the case without the committed answer or the
+        suggestion; answer it with ``POST /v1/cases/{case_ref}/confirm``. 404: not audited."""
+        from dissensus.pipeline.audit import audit_item
+        from dissensus.pipeline.review import split_ref
+
+        journal = _service(request).desk.journal
+        run_id, line = split_ref(case_ref, "case reference")
+        item = audit_item(journal, run_id, line)
+        if item is None:
+            raise StarletteHTTPException(404, f"no blind audit for case {case_ref}")
+        done = journal.get(run_id, f"confirm/{line}") is not None
+        return {"item": item.model_dump(mode="json"), "status": "audited" if done else "open"}
+
     @app.post("/v1/cases/{case_ref}/confirm", tags=["review"])
     async def case_confirm(
         case_ref: str, body: ConfirmBody, request: Request, principal: Principal = review

@@ -1,0 +1,116 @@
+"""Blind audits of automatic commits: which cases are audited, and what the audits said.
+
+A seeded share (``acceptance.audit_rate``) of automatic commits also journals a *blind
+audit item* (``review.audit``, key ``case/<line>/audit``): the case's review item with
+the committed answer, the suggestion, the acceptance step, the guard's audit and the
+readings' plurality decision withheld, so the reviewer judges the case afresh. The
+reviewer answers it with ``dissensus review confirm <run>.<line>`` (or the service's
+confirm endpoint): the case record stays automatic, and the confirmation or correction
+is an unbiased label for ``calibrate-acceptance --journal`` and for the acceptance
+monitor (:mod:`dissensus.acceptance.monitor`).
+
+Choices where the design is silent:
+
+* A case is audited when ``sha256("<seed>:<run id>:<line>")``, read as a number in
+  [0, 1), is below the rate: deterministic, so a resumed run and every door (CLI,
+  service, batch) pick the same cases, and independent of the case's content.
+* Audit items are not in the review queue (``review list`` shows escalations); they are
+  listed by :func:`open_audits` (``dissensus review audits``). An audit is open until
+  the case is confirmed or corrected.
+* CONCORD certificates are not audited: they commit on the agents' own utilities, not on
+  an acceptance rule.
+* Audit outcomes are read in journal order (runs in start order, then sequence), one
+  list per acceptance stratum, counting only audits of runs that decided with the same
+  acceptance file (its ``sha256``); audits still open do not count.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+from typing import Any
+
+from dissensus.pipeline.confirm import EVENT as CONFIRMED
+from dissensus.pipeline.records import ReviewItem
+from dissensus.store.base import Journal
+
+__all__ = [
+    "AUDIT_OPENED",
+    "audit_item",
+    "audit_outcomes",
+    "audit_share",
+    "is_audited",
+    "monitor_status",
+    "open_audits",
+]
+
+AUDIT_OPENED = "review.audit"
+
+
+def audit_share(seed: int, run_id: str, line: int) -> float:
+    """The case's position in [0, 1): audited when below the audit rate."""
+    digest = hashlib.sha256(f"{seed}:{run_id}:{line}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") / 2.0**64
+
+
+def is_audited(seed: int, run_id: str, line: int, rate: float) -> bool:
+    """Whether the automatic commit of case ``line`` of ``run_id`` opens a blind audit."""
+    return rate > 0 and audit_share(seed, run_id, line) < rate
+
+
+def audit_item(journal: Journal, run_id: str, line: int) -> ReviewItem | None:
+    """The blind audit item of case ``line`` of ``run_id``, if it was audited."""
+    event = journal.get(run_id, f"case/{line}/audit")
+    return ReviewItem.model_validate(event.payload) if event is not None else None
+
+
+def open_audits(journal: Journal, run_id: str | None = None) -> Iterator[ReviewItem]:
+    """Audit items not yet confirmed or corrected (one run, or every run)."""
+    events = (
+        journal.events(run_id, type=AUDIT_OPENED)
+        if run_id
+        else journal.events_of_type(AUDIT_OPENED)
+    )
+    for event in events:
+        if journal.get(event.run_id, f"confirm/{event.case}") is None:
+            yield ReviewItem.model_validate(event.payload)
+
+
+def audit_outcomes(journal: Journal, acceptance_sha256: str) -> dict[str, list[bool]]:
+    """Stratum -> the answered audits' outcomes (True: the committed answer was right),
+    in journal order, over every run that decided with the acceptance file ``acceptance_sha256``."""
+    out: dict[str, list[bool]] = {}
+    for event in journal.events_of_type(AUDIT_OPENED):
+        payload = event.payload
+        if payload.get("acceptance_sha256") != acceptance_sha256:
+            continue
+        done = journal.get(event.run_id, f"confirm/{event.case}")
+        if done is None or done.type != CONFIRMED:
+            continue
+        stratum = str(payload.get("stratum") or "all")
+        out.setdefault(stratum, []).append(bool(done.payload.get("agrees")))
+    return out
+
+
+def monitor_status(journal: Journal) -> list[Any]:
+    """The acceptance monitor of every acceptance file the journal's runs decided with:
+    one :class:`~dissensus.acceptance.monitor.MonitorStep` per file and audited stratum
+    (a file without answered audits: one row for stratum ``all`` with no audits)."""
+    from dissensus.acceptance.monitor import ONE_STRATUM, monitor
+
+    files: dict[str, dict[str, Any]] = {}
+    for event in journal.events_of_type("run.started"):
+        acc = event.payload.get("acceptance")
+        if isinstance(acc, dict) and acc.get("sha256"):
+            files.setdefault(str(acc["sha256"]), acc)
+    rows = []
+    for sha, acc in files.items():
+        target, delta = float(acc["target_precision"]), float(acc["delta"])
+        strata = audit_outcomes(journal, sha) or {ONE_STRATUM: []}
+        for stratum, outcomes in sorted(strata.items()):
+            rows.append(
+                monitor(
+                    outcomes, target=target, delta=delta, stratum=stratum, acceptance_sha256=sha
+                )
+            )
+    return rows
