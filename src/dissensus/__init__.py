@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from dissensus.pipeline import decide
     from dissensus.states import read_panel, read_panels, route
 
-__version__ = "0.1.0"
+__version__ = "0.3.0"
 
 _LAZY = {
     "read_panel": "dissensus.states",

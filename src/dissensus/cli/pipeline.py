@@ -911,6 +911,32 @@ def runs_list(journal: JournalOpt = None, json_out: JsonOpt = False) -> None:
     raise typer.Exit(code=EXIT_OK)
 
 
+@runs_app.command("schema")
+def runs_schema(journal: JournalOpt = None, json_out: JsonOpt = False) -> None:
+    """The journal's schema revision and its upgrade history (upgrades run on open)."""
+    from dissensus.io.jsonl import write_jsonl_line
+
+    with _journal(journal) as store:
+        info = store.schema()
+    if json_out:
+        write_jsonl_line(sys.stdout, info)
+        raise typer.Exit(code=EXIT_OK)
+    out_console.print(
+        f"schema revision {info['revision']} (this version writes {info['current']})",
+        markup=False,
+    )
+    table = Table(show_edge=False)
+    for col in ("revision", "applied", "by", "what"):
+        table.add_column(col, overflow="fold")
+    for row in info["history"]:
+        table.add_row(
+            str(row["revision"]), row["applied_at"] or "-", shown(row["applied_by"]), row["summary"]
+        )
+    if info["history"]:
+        out_console.print(table)
+    raise typer.Exit(code=EXIT_OK)
+
+
 @runs_app.command("show")
 def runs_show(
     run_id: Annotated[str, typer.Argument(help="Run id.")],

@@ -117,8 +117,6 @@ SEAL_TYPE = "run.sealed"
 SEAL_AFTER = frozenset({"run.finished", "case.resolved", "review.reopened"})
 """Event types after which a journal with a signer seals the run's head."""
 
-SCHEMA_VERSION = "1"
-
 RUNS_COLUMNS = ("run_id", "created", "kind", "meta", "head_hash", "n_events")
 EVENTS_COLUMNS = ("run_id", "seq", "key", "type", "case_ref", "at", "payload", "prev_hash", "hash")
 
@@ -479,6 +477,11 @@ class Journal:
 
     def _errors(self) -> Any:
         """A context manager translating driver errors into :class:`JournalError`."""
+        raise NotImplementedError
+
+    def schema(self) -> dict[str, Any]:
+        """The journal's schema revision, this version's, pending revisions and the
+        revision history (:mod:`~dissensus.store.migrations`)."""
         raise NotImplementedError
 
     def close(self) -> None:

@@ -54,11 +54,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dissensus.errors import ConfigError, InputError
+from dissensus.store import migrations
 from dissensus.store.base import (
     BUSY_TIMEOUT_ENV,
     EVENTS_COLUMNS,
     RUNS_COLUMNS,
-    SCHEMA_VERSION,
     Event,
     Journal,
     JournalBusy,
@@ -81,6 +81,7 @@ _SCHEMA_LOCK = 0x64697373  # advisory lock key held while creating the schema
 _RUN_LOCK_NS = 0x72756E  # first half of a run lock's advisory key
 
 _TABLES = ("dissensus_meta", "runs", "events", "claims", "review_index", "run_locks")
+"""The tables of a complete journal (revision 1); ``dissensus_revisions`` joins at 2."""
 _INDEXES = ("events_type", "events_case", "review_index_open")
 
 # One round trip: the columns of each journal table and which journal indexes exist, in
@@ -92,56 +93,6 @@ SELECT c.relname AS name, c.relkind AS kind,
 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 WHERE n.nspname = current_schema() AND c.relname = ANY(%s)
 """
-
-_SCHEMA = [
-    "CREATE TABLE IF NOT EXISTS dissensus_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
-    f"INSERT INTO dissensus_meta (key, value) VALUES ('schema', '{SCHEMA_VERSION}') ON CONFLICT DO NOTHING",
-    """CREATE TABLE IF NOT EXISTS runs (
-        run_id TEXT PRIMARY KEY,
-        created TEXT NOT NULL,
-        kind TEXT NOT NULL,
-        meta TEXT NOT NULL,
-        head_hash TEXT NOT NULL,
-        n_events BIGINT NOT NULL
-    )""",
-    """CREATE TABLE IF NOT EXISTS events (
-        run_id TEXT NOT NULL,
-        seq BIGINT NOT NULL,
-        key TEXT NOT NULL,
-        type TEXT NOT NULL,
-        case_ref TEXT,
-        at TEXT NOT NULL,
-        payload TEXT NOT NULL,
-        prev_hash TEXT NOT NULL,
-        hash TEXT NOT NULL,
-        PRIMARY KEY (run_id, seq),
-        UNIQUE (run_id, key)
-    )""",
-    "CREATE INDEX IF NOT EXISTS events_type ON events (type, run_id)",
-    "CREATE INDEX IF NOT EXISTS events_case ON events (run_id, case_ref)",
-    """CREATE TABLE IF NOT EXISTS claims (
-        review_id TEXT PRIMARY KEY,
-        run_id TEXT NOT NULL,
-        who TEXT NOT NULL,
-        claimed_at TEXT NOT NULL,
-        expires TEXT NOT NULL
-    )""",
-    """CREATE TABLE IF NOT EXISTS review_index (
-        review_id TEXT PRIMARY KEY,
-        run_id TEXT NOT NULL,
-        opened_seq BIGINT NOT NULL,
-        reason TEXT NOT NULL,
-        resolved_seq BIGINT
-    )""",
-    "CREATE INDEX IF NOT EXISTS review_index_open ON review_index (run_id, opened_seq) "
-    "WHERE resolved_seq IS NULL",
-    """CREATE TABLE IF NOT EXISTS run_locks (
-        run_id TEXT PRIMARY KEY,
-        pid BIGINT NOT NULL,
-        host TEXT NOT NULL,
-        acquired TEXT NOT NULL
-    )""",
-]
 
 
 def redact_url(url: str) -> str:
@@ -194,8 +145,7 @@ class PostgresJournal(Journal):
         try:
             with self._errors():
                 self._configure()
-                if not self._schema_ready():
-                    self._create_schema()
+                self._upgrade()
             self._check_review_index()
         except BaseException:
             self._db.close()
@@ -240,9 +190,11 @@ class PostgresJournal(Journal):
         with suppress(self._psycopg.Error):  # still down: the statement reports it
             self._reconnect()
 
-    def _schema_ready(self) -> bool:
-        """Whether every table and index exists (checking the two tables' columns)."""
-        rows = self._db.execute(_SCHEMA_STATE, (list(_TABLES + _INDEXES),)).fetchall()
+    def _schema_state(self) -> tuple[bool, int]:
+        """Whether every table and index exists (checking the two tables' columns), and
+        the schema revision the journal records (0 when it records none)."""
+        names = list(_TABLES + _INDEXES + ("dissensus_revisions",))
+        rows = self._db.execute(_SCHEMA_STATE, (names,)).fetchall()
         found = {r["name"]: (r["kind"], tuple(r["columns"] or ())) for r in rows}
         for name, columns in (("runs", RUNS_COLUMNS), ("events", EVENTS_COLUMNS)):
             if name in found and found[name][1] != columns:
@@ -250,16 +202,48 @@ class PostgresJournal(Journal):
                     f"not a dissensus journal: {self.path} has a table {name!r} of another application; "
                     "give --journal another database"
                 )
-        return all(found.get(t, ("",))[0] in ("r", "p") for t in _TABLES) and all(
+        ready = all(found.get(t, ("",))[0] in ("r", "p") for t in _TABLES) and all(
             found.get(i, ("",))[0] == "i" for i in _INDEXES
         )
+        revision = 0
+        if "dissensus_meta" in found:
+            row = self._db.execute(
+                "SELECT value FROM dissensus_meta WHERE key = 'schema'"
+            ).fetchone()
+            revision = migrations.parse_revision(row["value"] if row else None, self.path)
+        return ready, revision
 
-    def _create_schema(self) -> None:
-        with self._db.transaction():
-            # The tables' columns were checked by _schema_ready, which always runs first.
-            self._db.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
-            for statement in _SCHEMA:
-                self._db.execute(statement)
+    def _upgrade(self) -> None:
+        """Apply the schema revisions this journal lacks (:mod:`~dissensus.store.migrations`)
+        under an advisory lock; a journal that is up to date is only read."""
+        ready, found = self._schema_state()
+        migrations.check_known(found, self.path)
+        if ready and found >= migrations.CURRENT:
+            return
+        try:
+            with self._db.transaction():
+                self._db.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
+                ready, found = self._schema_state()  # again, under the lock
+                migrations.check_known(found, self.path)
+                migrations.apply(
+                    found if ready else 0,
+                    "postgres",
+                    lambda sql, args: self._db.execute(_sql(sql), args),
+                    at=_now(),
+                )
+        except self._psycopg.errors.InsufficientPrivilege:
+            if not ready or any(r.needed_to_read for r in migrations.plan(found)):
+                raise
+
+    def schema(self) -> dict[str, Any]:
+        """The journal's schema revision, this version's, and the revision history."""
+        with self._lock, self._errors():
+            _, found = self._schema_state()
+            try:
+                rows = self._rows(migrations.history_query())
+            except self._psycopg.errors.UndefinedTable:
+                rows = []
+        return migrations.describe(found, rows)
 
     # -- primitives -------------------------------------------------------------------
 

@@ -30,11 +30,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dissensus.errors import InputError
+from dissensus.store import migrations
 from dissensus.store.base import (
     BUSY_TIMEOUT_ENV,
     EVENTS_COLUMNS,
     RUNS_COLUMNS,
-    SCHEMA_VERSION,
     Event,
     Journal,
     JournalBusy,
@@ -53,57 +53,9 @@ __all__ = ["SYNC_ENV", "SQLiteJournal"]
 SYNC_ENV = "DISSENSUS_JOURNAL_SYNC"
 """``full`` (default) or ``normal``: SQLite's ``synchronous`` setting of the journal."""
 
-_SCHEMA = f"""
-CREATE TABLE IF NOT EXISTS dissensus_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-INSERT OR IGNORE INTO dissensus_meta (key, value) VALUES ('schema', '{SCHEMA_VERSION}');
-CREATE TABLE IF NOT EXISTS runs (
-    run_id TEXT PRIMARY KEY,
-    created TEXT NOT NULL,
-    kind TEXT NOT NULL,
-    meta TEXT NOT NULL,
-    head_hash TEXT NOT NULL,
-    n_events INTEGER NOT NULL
-);
-CREATE TABLE IF NOT EXISTS events (
-    run_id TEXT NOT NULL,
-    seq INTEGER NOT NULL,
-    key TEXT NOT NULL,
-    type TEXT NOT NULL,
-    case_ref TEXT,
-    at TEXT NOT NULL,
-    payload TEXT NOT NULL,
-    prev_hash TEXT NOT NULL,
-    hash TEXT NOT NULL,
-    PRIMARY KEY (run_id, seq),
-    UNIQUE (run_id, key)
-);
-CREATE INDEX IF NOT EXISTS events_type ON events (type, run_id);
-CREATE INDEX IF NOT EXISTS events_case ON events (run_id, case_ref);
-CREATE TABLE IF NOT EXISTS claims (
-    review_id TEXT PRIMARY KEY,
-    run_id TEXT NOT NULL,
-    who TEXT NOT NULL,
-    claimed_at TEXT NOT NULL,
-    expires TEXT NOT NULL
-);
-CREATE TABLE IF NOT EXISTS review_index (
-    review_id TEXT PRIMARY KEY,
-    run_id TEXT NOT NULL,
-    opened_seq INTEGER NOT NULL,
-    reason TEXT NOT NULL,
-    resolved_seq INTEGER
-);
-CREATE INDEX IF NOT EXISTS review_index_open ON review_index (run_id, opened_seq)
-    WHERE resolved_seq IS NULL;
-CREATE TABLE IF NOT EXISTS run_locks (
-    run_id TEXT PRIMARY KEY,
-    pid INTEGER NOT NULL,
-    host TEXT NOT NULL,
-    acquired TEXT NOT NULL
-);
-"""
-
 _OURS = {"dissensus_meta", "runs", "events", "claims", "run_locks", "review_index"}
+"""The tables of a complete journal (revision 1); ``dissensus_revisions`` joins at 2."""
+_KNOWN = _OURS | {"dissensus_revisions"}
 
 
 def _sync_mode(value: str | None) -> str:
@@ -163,8 +115,7 @@ class SQLiteJournal(Journal):
                 if self._db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
                     self._db.execute("PRAGMA journal_mode=WAL")
                 self._db.execute(f"PRAGMA synchronous={_sync_mode(synchronous)}")
-                if not tables >= _OURS:  # opening a complete journal writes nothing (no lock taken)
-                    self._db.executescript(_SCHEMA)
+            self._upgrade(tables)
             self._check_review_index()
         except BaseException:
             self._db.close()
@@ -182,7 +133,7 @@ class SQLiteJournal(Journal):
         tables = {str(r["name"]) for r in rows}
         if not tables:
             return tables
-        foreign = sorted(t for t in tables - _OURS if not t.startswith("sqlite_"))
+        foreign = sorted(t for t in tables - _KNOWN if not t.startswith("sqlite_"))
         mismatched = [
             name
             for name, columns in (("runs", RUNS_COLUMNS), ("events", EVENTS_COLUMNS))
@@ -198,6 +149,60 @@ class SQLiteJournal(Journal):
                 f"(tables: {what}); give --journal a new file"
             )
         return tables
+
+    # -- schema revisions ----------------------------------------------------------------
+
+    def _revision(self, tables: set[str]) -> int:
+        if "dissensus_meta" not in tables:
+            return 0
+        row = self._db.execute("SELECT value FROM dissensus_meta WHERE key = 'schema'").fetchone()
+        return migrations.parse_revision(row[0] if row else None, self.path)
+
+    def _tables(self) -> set[str]:
+        rows = self._db.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
+        return {str(r["name"]) for r in rows}
+
+    def _upgrade(self, tables: set[str]) -> None:
+        """Apply the schema revisions this journal lacks (:mod:`~dissensus.store.migrations`);
+        opening a journal that is up to date writes nothing and takes no lock."""
+        with self._errors():
+            found = self._revision(tables)
+        migrations.check_known(found, self.path)
+        if found >= migrations.CURRENT and tables >= _OURS:
+            return
+        try:
+            with self._errors():
+                self._db.execute("BEGIN IMMEDIATE")
+                try:
+                    tables = self._tables()  # again, under the write lock
+                    found = self._revision(tables)
+                    migrations.check_known(found, self.path)
+                    migrations.apply(
+                        found if tables >= _OURS else 0,
+                        "sqlite",
+                        self._db.execute,
+                        at=_now(),
+                    )
+                    self._db.execute("COMMIT")
+                except BaseException:
+                    if self._db.in_transaction:
+                        self._db.execute("ROLLBACK")
+                    raise
+        except JournalReadOnly as exc:
+            needed = [r for r in migrations.plan(found) if r.needed_to_read]
+            if needed or not tables >= _OURS:
+                raise JournalReadOnly(
+                    f"journal {self.path} needs schema revision {migrations.CURRENT} and cannot "
+                    f"be written to upgrade it (it is at revision {found}): {exc}"
+                ) from exc
+
+    def schema(self) -> dict[str, Any]:
+        """The journal's schema revision, this version's, and the revision history."""
+        with self._lock, self._errors():
+            tables = self._tables()
+            found = self._revision(tables)
+            rows = self._rows(migrations.history_query()) if "dissensus_revisions" in tables else []
+        return migrations.describe(found, rows)
 
     # -- primitives -------------------------------------------------------------------
 
