@@ -678,7 +678,7 @@ def test_item_validation_matches_the_jsonl_reader() -> None:
     from hypothesis import given
     from hypothesis import strategies as st
 
-    from dissensus.serve.app import _validated
+    from dissensus.serve.http import validated as _validated
 
     scalars = st.one_of(
         st.none(),

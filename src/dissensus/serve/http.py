@@ -1,0 +1,299 @@
+"""What every HTTP route shares: the error shape, authentication by role, reading a
+JSON body, validating panels as the CLI validates JSONL lines, and the size limits.
+
+The routes themselves live in :mod:`dissensus.serve.routes` (one router per area); the
+choices about errors, bodies and limits are listed in :mod:`dissensus.serve.app`.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from fastapi import FastAPI, Request
+from fastapi.concurrency import run_in_threadpool
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import ValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from dissensus.errors import ConfigError, DissensusError, InputError
+from dissensus.guard import CorrelatedConsensusError
+from dissensus.io.jsonl import MAX_DEPTH, json_depth
+from dissensus.io.limits import Limits, Overrun, check_record
+from dissensus.serve import library_calls
+from dissensus.serve.auth import Principal, Role, allows
+from dissensus.serve.journal_adapter import (
+    AlreadyConfirmed,
+    AlreadyResolved,
+    ClaimConflict,
+    StaleContent,
+    UnknownItem,
+)
+from dissensus.store.journal import UnknownRun
+
+if TYPE_CHECKING:
+    from dissensus.serve.service import Service
+
+__all__ = [
+    "PANELS_BODY",
+    "ApiError",
+    "Overruns",
+    "checked",
+    "error_response",
+    "install_errors",
+    "items_of",
+    "json_body",
+    "limits_of",
+    "parse_json",
+    "refuse_overrun",
+    "require",
+    "service_of",
+    "single_or_422",
+    "validated",
+    "with_overruns",
+]
+
+
+class ApiError(Exception):
+    """An error answered as ``{error, field}`` with ``status``."""
+
+    def __init__(self, status: int, error: str, field: str | None = None, **extra: Any) -> None:
+        super().__init__(error)
+        self.status = status
+        self.error = error
+        self.field = field
+        self.extra = extra
+
+
+def service_of(request: Request) -> Service:
+    service: Service = request.app.state.service
+    return service
+
+
+def require(role: Role) -> Callable[[Request], Awaitable[Principal]]:
+    """A dependency: the caller's principal, which must have ``role`` (403 otherwise)."""
+
+    async def dependency(request: Request) -> Principal:
+        principal = service_of(request).authenticate(request)
+        if not allows(principal, role):
+            raise ApiError(
+                403,
+                f"the token of {principal.name} has role {principal.role}; this needs {role}",
+                "Authorization",
+            )
+        return principal
+
+    return dependency
+
+
+def field_of(loc: tuple[int | str, ...] | list[int | str]) -> str | None:
+    parts = [str(p) for p in loc if p not in ("body", "query", "path", "header")]
+    return ".".join(parts) or None
+
+
+def error_response(status: int, error: str, field: str | None = None, **extra: Any) -> JSONResponse:
+    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+    return JSONResponse(
+        {"error": error, "field": field, **extra}, status_code=status, headers=headers
+    )
+
+
+def install_errors(app: FastAPI) -> None:
+    @app.exception_handler(ApiError)
+    async def api_error(_: Request, exc: ApiError) -> JSONResponse:
+        return error_response(exc.status, exc.error, exc.field, **exc.extra)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
+        first = exc.errors()[0]
+        return error_response(
+            422, str(first.get("msg", "invalid request")), field_of(first.get("loc", ()))
+        )
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        return error_response(exc.status_code, str(exc.detail))
+
+    @app.exception_handler(DissensusError)
+    async def dissensus_error(request: Request, exc: DissensusError) -> JSONResponse:
+        response = dissensus_error_response(exc)
+        # No message names the journal's file or URL to a remote caller.
+        where = str(service_of(request).journal.path)
+        if where and where != ":memory:" and where.encode() in bytes(response.body):
+            body = json.loads(bytes(response.body))
+            message = str(body["error"])
+            for said in (f" in journal {where}", f" in {where}", where):
+                message = message.replace(said, "" if said != where else "the journal")
+            body["error"] = message
+            return JSONResponse(body, status_code=response.status_code, headers=None)
+        return response
+
+    def dissensus_error_response(exc: DissensusError) -> JSONResponse:
+        if isinstance(exc, AlreadyResolved):
+            return error_response(409, str(exc), None, resolved_by=exc.reviewer, resolved_at=exc.at)
+        if isinstance(exc, AlreadyConfirmed):
+            return error_response(
+                409, str(exc), None, confirmed_by=exc.reviewer, confirmed_at=exc.at
+            )
+        if isinstance(exc, ClaimConflict):
+            return error_response(
+                409, str(exc), None, claimed_by=exc.holder, claimed_until=exc.expires
+            )
+        if isinstance(exc, StaleContent):
+            return error_response(409, str(exc), "content_sha256")
+        if isinstance(exc, UnknownItem | UnknownRun):
+            return error_response(404, str(exc))
+        if isinstance(exc, library_calls.TooManyAgents):
+            return error_response(413, str(exc), exc.field)
+        if isinstance(exc, ConfigError):
+            return error_response(422, str(exc), exc.field)
+        if isinstance(exc, InputError):
+            return error_response(400, str(exc))
+        if isinstance(exc, CorrelatedConsensusError):
+            return error_response(409, str(exc))
+        return error_response(409, str(exc))
+
+    @app.exception_handler(Exception)
+    async def unexpected(_: Request, exc: Exception) -> JSONResponse:
+        # Deliberately says nothing of the exception: its text may name server paths.
+        return error_response(500, "internal error", None)
+
+
+def parse_json(raw: bytes) -> Any:
+    """The JSON document of a body (:class:`ApiError` 400 naming why it is not one)."""
+    try:
+        body = json.loads(raw)
+    except UnicodeDecodeError:
+        raise ApiError(400, "request body is not UTF-8", "<encoding>") from None
+    except json.JSONDecodeError as exc:
+        raise ApiError(400, f"invalid JSON: {exc.msg}", "<json>") from None
+    except RecursionError:
+        raise ApiError(400, f"JSON nested deeper than {MAX_DEPTH} levels", "<depth>") from None
+    except ValueError:  # an integer of more digits than Python converts
+        message = f"invalid JSON: an integer of more than {sys.get_int_max_str_digits()} digits"
+        raise ApiError(400, message, "<json>") from None
+    if (raw.count(b"[") + raw.count(b"{")) > MAX_DEPTH and json_depth(body) > MAX_DEPTH + 1:
+        # One level more than a JSONL line may have: the list holding the panels.
+        raise ApiError(400, f"JSON nested deeper than {MAX_DEPTH} levels", "<depth>")
+    return body
+
+
+async def json_body(request: Request) -> Any:
+    raw = await request.body()
+    if not raw.strip():
+        raise ApiError(400, "empty request body", "<body>")
+    return await run_in_threadpool(parse_json, raw)
+
+
+def limits_of(service: Service) -> Limits:
+    return Limits(
+        max_agents=service.settings.max_agents, max_field_chars=service.settings.max_field_chars
+    )
+
+
+def items_of(body: Any, limit: int, what: str) -> tuple[list[Any], bool]:
+    """``(items, single)`` of a body that is one object or a list of them."""
+    if isinstance(body, dict):
+        return [body], True
+    if not isinstance(body, list):
+        raise ApiError(422, f"expected a {what} object or a list of them", "<root>")
+    if not body:
+        raise ApiError(422, f"no {what}s in the list", "<root>")
+    if len(body) > limit:
+        raise ApiError(413, f"{len(body)} {what}s in one request; at most {limit}", "<root>")
+    return body, False
+
+
+def reject_of(index: int, error: ValidationError | None) -> dict[str, Any]:
+    if error is None:
+        return {"index": index, "field": "<root>", "error": "expected a JSON object"}
+    first = error.errors()[0]
+    message = str(first["msg"]).removeprefix("Value error, ")
+    return {
+        "index": index,
+        "field": ".".join(str(p) for p in first["loc"]) or "<root>",
+        "error": message,
+    }
+
+
+def validated(
+    model: type[Any], items: list[Any]
+) -> tuple[list[tuple[int, Any]], list[dict[str, Any]]]:
+    """Items validated as the CLI validates JSONL lines: ``([(index, model)], [reject])``.
+
+    The item is the parsed JSON of a line, so the reject names the same field path and
+    message as :func:`dissensus.io.jsonl.parse_line` (a test pins that).
+    """
+    good: list[tuple[int, Any]] = []
+    rejects: list[dict[str, Any]] = []
+    for index, item in enumerate(items):
+        if not isinstance(item, dict):
+            rejects.append(reject_of(index, None))
+            continue
+        try:
+            good.append((index, model.model_validate(item)))
+        except ValidationError as exc:
+            rejects.append(reject_of(index, exc))
+    return good, rejects
+
+
+def single_or_422(rejects: list[dict[str, Any]]) -> None:
+    if rejects:
+        raise ApiError(422, rejects[0]["error"], rejects[0]["field"])
+
+
+Overruns = list[tuple[int, Overrun]]
+
+
+def checked(
+    model: type[Any], items: list[Any], limits: Limits
+) -> tuple[list[tuple[int, Any]], list[dict[str, Any]], Overruns]:
+    """:func:`validated`, with the valid records over ``limits`` set apart as overruns."""
+    good, rejects = validated(model, items)
+    kept: list[tuple[int, Any]] = []
+    overruns: Overruns = []
+    for index, record in good:
+        over = check_record(record, None, limits)
+        if over is None:
+            kept.append((index, record))
+        else:
+            overruns.append((index, over))
+    return kept, rejects, overruns
+
+
+def refuse_overrun(overruns: Overruns, *, single: bool) -> None:
+    """413 (too many agents) or 422 (a field too long) for the first overrun, if any."""
+    if not overruns:
+        return
+    index, over = overruns[0]
+    status = 413 if over.count else 422
+    if single:
+        raise ApiError(status, over.message, over.field)
+    raise ApiError(status, f"item {index}: {over.message}", f"{index}.{over.field}")
+
+
+def with_overruns(rejects: list[dict[str, Any]], overruns: Overruns) -> list[dict[str, Any]]:
+    """``rejects`` and the overruns as rejects, in item order."""
+    more = [{"index": i, "field": o.field, "error": o.message} for i, o in overruns]
+    return sorted(rejects + more, key=lambda r: int(r["index"])) if more else rejects
+
+
+PANELS_BODY: dict[str, Any] = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            "application/json": {
+                "schema": {
+                    "oneOf": [
+                        {"type": "object", "title": "Panel"},
+                        {"type": "array", "items": {"type": "object", "title": "Panel"}},
+                    ],
+                    "description": "One panel or a list of panels, each as one line of the JSONL input format.",
+                }
+            }
+        },
+    }
+}

@@ -1,0 +1,146 @@
+"""``POST /v1/decide`` (one run per request, through :class:`~dissensus.serve.runs.Runner`),
+``GET /v1/acceptance`` and the runs: list, show, events (Server-Sent Events), verify, export."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+from fastapi import APIRouter, Depends, Query, Request
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+
+from dissensus.serve.acceptance import acceptance_status
+from dissensus.serve.auth import Principal
+from dissensus.serve.http import (
+    PANELS_BODY,
+    ApiError,
+    checked,
+    items_of,
+    json_body,
+    limits_of,
+    refuse_overrun,
+    require,
+    service_of,
+    single_or_422,
+)
+from dissensus.serve.runs import item_line
+from dissensus.types import Panel
+
+__all__ = ["router"]
+
+router = APIRouter()
+submit = Depends(require("submit"))
+review = Depends(require("review"))
+
+
+@router.post("/v1/decide", tags=["decide"], openapi_extra=PANELS_BODY, status_code=200)
+async def decide(
+    request: Request,
+    principal: Principal = submit,
+    run_async: bool = Query(
+        False, alias="async", description="Answer 202 with the run id at once."
+    ),
+) -> Response:
+    """Decide a panel or a list of panels (one run); records as ``dissensus decide --json``."""
+    service = service_of(request)
+    items, single = items_of(await json_body(request), service.settings.max_panels, "panel")
+    _, rejects, overruns = await run_in_threadpool(checked, Panel, items, limits_of(service))
+    # A panel over the bounds refuses the whole request: nothing is journalled.
+    refuse_overrun(overruns, single=single)
+    if single:
+        single_or_422(rejects)
+    state = service.runner.start([item_line(i) for i in items], submitted_by=principal.name)
+    links = {"run": f"/v1/runs/{state.run_id}", "events": f"/v1/runs/{state.run_id}/events"}
+    if run_async:
+        return JSONResponse(
+            {"run_id": state.run_id, "status": state.status, "links": links}, status_code=202
+        )
+    try:
+        await asyncio.wait_for(service.runner.wait(state), service.settings.request_timeout_s)
+    except TimeoutError:
+        raise ApiError(
+            504,
+            f"the run took longer than {service.settings.request_timeout_s:g} s; it goes on: poll {links['run']}",
+            None,
+            run_id=state.run_id,
+        ) from None
+    if state.status == "incomplete":
+        raise ApiError(503, f"run {state.run_id}: {state.error}", None, run_id=state.run_id)
+    if state.status != "finished":
+        raise ApiError(
+            500, f"run {state.run_id} {state.status}: {state.error}", None, run_id=state.run_id
+        )
+    headers = {"X-Dissensus-Run": state.run_id}
+    if single:
+        return JSONResponse(state.records[0].model_dump(mode="json"), headers=headers)
+    return JSONResponse(
+        {
+            "run_id": state.run_id,
+            "status": state.status,
+            "rejected": len(state.rejects),
+            "records": [r.model_dump(mode="json") for r in state.records],
+            "rejects": state.rejects,
+        },
+        headers=headers,
+    )
+
+
+@router.get("/v1/acceptance", tags=["runs"])
+async def acceptance(request: Request, _: Principal = submit) -> dict[str, Any]:
+    """The server's learned acceptance: its guarantee, the shift check over the latest
+    cases it judged (all runs), and any hold on it."""
+    service = service_of(request)
+    return await run_in_threadpool(
+        acceptance_status,
+        service.journal,
+        service.spec,
+    )
+
+
+@router.get("/v1/runs", tags=["runs"])
+async def runs_list(request: Request, _: Principal = submit) -> list[dict[str, Any]]:
+    """Every run of the journal (as ``dissensus runs list --json``)."""
+    journal = service_of(request).journal
+    return [
+        {**info.model_dump(), "finished": journal.get(info.run_id, "run/finished") is not None}
+        for info in journal.runs()
+    ]
+
+
+@router.get("/v1/runs/{run_id}", tags=["runs"])
+async def runs_show(run_id: str, request: Request, _: Principal = submit) -> dict[str, Any]:
+    """A run's status, final records (human resolutions included) and rejects."""
+    return service_of(request).runner.describe(run_id)
+
+
+@router.get("/v1/runs/{run_id}/events", tags=["runs"])
+async def runs_events(run_id: str, request: Request, _: Principal = submit) -> StreamingResponse:
+    """Progress as Server-Sent Events: ``record`` and ``reject`` per case, then the final status."""
+    runner = service_of(request).runner
+    service_of(request).journal.run(run_id)
+
+    async def stream() -> AsyncIterator[str]:
+        async for kind, data in runner.follow(run_id):
+            yield f"event: {kind}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n"
+
+    return StreamingResponse(
+        stream(), media_type="text/event-stream", headers={"Cache-Control": "no-store"}
+    )
+
+
+@router.get("/v1/runs/{run_id}/verify", tags=["runs"])
+async def runs_verify(run_id: str, request: Request, _: Principal = submit) -> dict[str, Any]:
+    """Recompute the run's hash chain (``ok`` false names every problem)."""
+    return service_of(request).journal.verify(run_id).model_dump()
+
+
+@router.get("/v1/runs/{run_id}/export", tags=["runs"])
+async def runs_export(run_id: str, request: Request, _: Principal = submit) -> Response:
+    """The run's events as JSONL, with hashes (verifiable without this program)."""
+    journal = service_of(request).journal
+    journal.run(run_id)
+    body = "".join(event.model_dump_json() + "\n" for event in journal.events(run_id))
+    return Response(body, media_type="application/x-ndjson")

@@ -1,0 +1,34 @@
+"""``/healthz`` and ``/readyz``: the process is up; the journal is reachable."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import JSONResponse
+
+from dissensus.serve.http import (
+    error_response,
+    require,
+    service_of,
+)
+
+__all__ = ["router"]
+
+router = APIRouter()
+submit = Depends(require("submit"))
+review = Depends(require("review"))
+
+
+@router.get("/healthz", tags=["service"])
+async def healthz() -> dict[str, str]:
+    """The process is up."""
+    return {"status": "ok"}
+
+
+@router.get("/readyz", tags=["service"])
+async def readyz(request: Request) -> JSONResponse:
+    """The journal is reachable."""
+    try:
+        service_of(request).journal.run("readyz-probe", missing_ok=True)
+    except Exception as exc:  # any failure means not ready
+        return error_response(503, f"journal unreachable: {exc}")
+    return JSONResponse({"status": "ready"})

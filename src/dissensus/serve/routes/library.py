@@ -1,0 +1,135 @@
+"""The library calls over HTTP: route, vote, negotiate, verify, bound
+(:mod:`dissensus.serve.library_calls`, each the CLI command of the same name)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Depends, Query, Request
+from fastapi.concurrency import run_in_threadpool
+
+from dissensus.guard import GuardSettings
+from dissensus.serve import library_calls
+from dissensus.serve.auth import Principal
+from dissensus.serve.http import (
+    PANELS_BODY,
+    ApiError,
+    checked,
+    items_of,
+    json_body,
+    limits_of,
+    refuse_overrun,
+    require,
+    service_of,
+    single_or_422,
+    with_overruns,
+)
+from dissensus.types import Panel, VoteCase
+
+__all__ = ["router"]
+
+router = APIRouter()
+submit = Depends(require("submit"))
+review = Depends(require("review"))
+
+
+@router.post("/v1/route", tags=["library"], openapi_extra=PANELS_BODY)
+async def route(
+    request: Request,
+    _: Principal = submit,
+    similarity: str | None = Query(None, description="tfidf or minilm (default: the policy's)."),
+    theta_s: float | None = Query(None, ge=-1.0, le=1.0),
+    theta_a: float | None = Query(None, gt=0.0, le=1.0),
+) -> Any:
+    """Read and route panels with the default rules (``dissensus route --json``)."""
+    service = service_of(request)
+    items, single = items_of(await json_body(request), service.settings.max_panels, "panel")
+    good, rejects, overruns = await run_in_threadpool(checked, Panel, items, limits_of(service))
+    if single:
+        refuse_overrun(overruns, single=True)
+        single_or_422(rejects)
+    rejects = with_overruns(rejects, overruns)
+    backend = library_calls.backend_for(similarity or service.policy.reading.similarity)
+    records = (
+        await run_in_threadpool(
+            library_calls.route,
+            [p for _, p in good],
+            backend,
+            theta_s=theta_s,
+            theta_a=theta_a,
+        )
+        if good
+        else []
+    )
+    if single:
+        return records[0]
+    return {"records": records, "rejects": rejects, "rejected": len(rejects)}
+
+
+@router.post("/v1/vote", tags=["library"])
+async def vote(
+    request: Request,
+    _: Principal = submit,
+    beta: float = Query(1.5, ge=0.0, allow_inf_nan=False),
+    strict: bool = Query(False),
+    verifier: str | None = Query(None),
+    decompose: bool = Query(True),
+    max_fallback_agreement: float = Query(0.85, ge=0.0, le=1.0),
+) -> Any:
+    """Guarded decisions of vote cases (``dissensus vote --json``)."""
+    service = service_of(request)
+    items, single = items_of(await json_body(request), service.settings.max_panels, "vote case")
+    good, rejects, overruns = await run_in_threadpool(checked, VoteCase, items, limits_of(service))
+    if single:
+        refuse_overrun(overruns, single=True)
+        single_or_422(rejects)
+    rejects = with_overruns(rejects, overruns)
+    settings = GuardSettings(max_fallback_agreement=max_fallback_agreement, decompose=decompose)
+    decisions = await run_in_threadpool(
+        library_calls.vote,
+        [c for _, c in good],
+        service.guard_calibration,
+        beta=beta,
+        strict=strict,
+        verifier=verifier,
+        settings=settings,
+    )
+    out = [d.model_dump(mode="json") for d in decisions]
+    if single:
+        return out[0]
+    return {"decisions": out, "rejects": rejects, "rejected": len(rejects)}
+
+
+@router.post("/v1/negotiate", tags=["library"])
+async def negotiate(
+    request: Request,
+    _: Principal = submit,
+    deadline: float | None = Query(None, ge=0.0),
+    rule: str | None = Query(None),
+) -> Any:
+    """Negotiate with CONCORD on a problem document (``dissensus negotiate --json``)."""
+    body = await json_body(request)
+    cert = await library_calls.negotiate(
+        body, deadline=deadline, rule=rule, max_agents=service_of(request).settings.max_agents
+    )
+    return cert.model_dump(mode="json")
+
+
+@router.post("/v1/verify", tags=["library"])
+async def verify(request: Request, _: Principal = submit) -> Any:
+    """Recompute a CONCORD certificate (``valid`` false names the first violated property)."""
+    body = await json_body(request)
+    if not isinstance(body, dict):
+        raise ApiError(422, "a certificate is a JSON object", "<root>")
+    verdict = await run_in_threadpool(library_calls.verify, body)
+    return verdict.model_dump(mode="json")
+
+
+@router.get("/v1/bound", tags=["library"])
+async def bound(
+    _: Principal = submit,
+    agents: int = Query(..., ge=1, le=1_000_000, description="Negotiating agents."),
+    rounds: int = Query(..., ge=0, le=1_000_000, description="Repair rounds."),
+) -> dict[str, Any]:
+    """The worst-case cost of a CONCORD run (``dissensus bound --json``)."""
+    return await run_in_threadpool(library_calls.bound, agents, rounds)

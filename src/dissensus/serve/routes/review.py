@@ -1,0 +1,165 @@
+"""The review queue over HTTP: list, show, claim, resolve, undo, and blind audits
+(through :class:`~dissensus.serve.journal_adapter.ReviewDesk`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Depends, Query, Request
+from pydantic import BaseModel, ConfigDict, Field
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from dissensus.serve.auth import Principal
+from dissensus.serve.http import (
+    require,
+    service_of,
+)
+from dissensus.serve.journal_adapter import content_sha256
+
+__all__ = ["router"]
+
+router = APIRouter()
+submit = Depends(require("submit"))
+review = Depends(require("review"))
+
+
+class ResolveBody(BaseModel):
+    """A reviewer's resolution. The reviewer is the token's name, never a field here."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    decision: str = Field(min_length=1)
+    """The decision taken (normally one of the item's options)."""
+    note: str = Field(min_length=1)
+    """Why (required, as ``review resolve --note``); journalled with the resolution."""
+    content_sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+    """sha256 of the case content the reviewer saw (``content_sha256`` of ``GET /v1/review/{id}``)."""
+
+
+class ConfirmBody(BaseModel):
+    """A reviewer's audit of an automatic decision. The reviewer is the token's name."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    decision: str | None = Field(default=None, min_length=1)
+    """The right decision; omitted: the committed one (a confirmation). Another one corrects it."""
+    note: str = Field(min_length=1)
+    """Why (required, as ``review confirm --note``)."""
+
+
+@router.get("/v1/review", tags=["review"])
+async def review_list(
+    request: Request,
+    _: Principal = review,
+    status: str = Query("open", pattern="^(open|resolved|all)$"),
+    run: str | None = Query(None),
+    reason: str | None = Query(None, description="Only items whose reason contains this text."),
+    limit: int = Query(1000, ge=1, le=10_000, description="At most this many items, oldest first."),
+) -> list[dict[str, Any]]:
+    """Review items (``dissensus review list --json``), with claims."""
+    desk = service_of(request).desk
+    if run is not None:
+        service_of(request).journal.run(run)
+    shown = list(desk.items(run_id=run, status=status, reason=reason or None, limit=limit))
+    claims = desk.live_claims([st.item.review_id for st in shown if st.resolution is None])
+    out: list[dict[str, Any]] = []
+    for st in shown:
+        claim = claims.get(st.item.review_id) if st.resolution is None else None
+        out.append(
+            {
+                "review_id": st.item.review_id,
+                "run_id": st.item.run_id,
+                "id": st.item.id,
+                "reason": st.item.reason,
+                "suggestion": st.item.suggestion,
+                "options": st.item.options,
+                "status": "resolved" if st.resolution else "open",
+                "resolution": st.resolution.model_dump() if st.resolution else None,
+                "claim": claim.model_dump() if claim else None,
+            }
+        )
+    return out
+
+
+@router.get("/v1/review/{review_id}", tags=["review"])
+async def review_show(review_id: str, request: Request, _: Principal = review) -> dict[str, Any]:
+    """Everything a reviewer needs (``dissensus review show --json``) and the content hash to quote."""
+    desk = service_of(request).desk
+    st = desk.status(review_id)
+    resolution = desk.resolution(review_id)
+    claim = desk.live_claim(review_id)
+    return {
+        "item": st.item.model_dump(mode="json"),
+        "content_sha256": content_sha256(st.item),
+        "status": "resolved" if resolution else "open",
+        "resolution": resolution.model_dump() if resolution else None,
+        "claim": claim.model_dump() if claim else None,
+        "history": [h.model_dump() for h in desk.history(review_id)],
+    }
+
+
+@router.post("/v1/review/{review_id}/claim", tags=["review"])
+async def review_claim(
+    review_id: str, request: Request, principal: Principal = review
+) -> dict[str, Any]:
+    """Claim an open case for the configured time (409 when another reviewer holds it)."""
+    return service_of(request).desk.claim(review_id, principal.name).model_dump()
+
+
+@router.get("/v1/audits/{case_ref}", tags=["review"])
+async def audit_show(case_ref: str, request: Request, _: Principal = review) -> dict[str, Any]:
+    """A blind audit item (``<run>.<line>``): the case without the committed answer or the
+    suggestion; answer it with ``POST /v1/cases/{case_ref}/confirm``. 404: not audited."""
+    from dissensus.pipeline.audit import audit_item
+    from dissensus.pipeline.review import split_ref
+
+    journal = service_of(request).desk.journal
+    run_id, line = split_ref(case_ref, "case reference")
+    item = audit_item(journal, run_id, line)
+    if item is None:
+        raise StarletteHTTPException(404, f"no blind audit for case {case_ref}")
+    done = journal.get(run_id, f"confirm/{line}") is not None
+    return {"item": item.model_dump(mode="json"), "status": "audited" if done else "open"}
+
+
+@router.post("/v1/cases/{case_ref}/confirm", tags=["review"])
+async def case_confirm(
+    case_ref: str, body: ConfirmBody, request: Request, principal: Principal = review
+) -> dict[str, Any]:
+    """Audit an automatic decision (``<run>.<line>``): confirm it, or correct it with another
+    decision (the case's record becomes ``human``). 409: audited before. 400: not automatic."""
+    audit = service_of(request).desk.confirm(
+        case_ref, decision=body.decision, note=body.note, reviewer=principal.name
+    )
+    return audit.model_dump(mode="json")
+
+
+@router.post("/v1/review/{review_id}/resolve", tags=["review"])
+async def review_resolve(
+    review_id: str, body: ResolveBody, request: Request, principal: Principal = review
+) -> dict[str, Any]:
+    """Resolve a case; the reviewer is the token's name. 409: stale hash, already resolved, claimed."""
+    record = service_of(request).desk.resolve(
+        review_id,
+        decision=body.decision,
+        note=body.note,
+        reviewer=principal.name,
+        sha256=body.content_sha256,
+    )
+    return record.model_dump(mode="json")
+
+
+@router.post("/v1/review/{review_id}/undo", tags=["review"])
+async def review_undo(
+    review_id: str, request: Request, principal: Principal = review
+) -> dict[str, Any]:
+    """Undo the caller's resolution within the server's undo window (a ``review.reopened``
+    event; the case is open again). 409: open, resolved by someone else, or too late."""
+    service = service_of(request)
+    status = service.desk.undo(
+        review_id, reviewer=principal.name, within_s=service.settings.undo_window_s
+    )
+    return {
+        "review_id": review_id,
+        "status": "open" if status.resolution is None else "resolved",
+    }

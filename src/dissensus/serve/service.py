@@ -1,0 +1,65 @@
+"""What every request of the service shares: settings, journal, run specification,
+tokens, sessions, the runner and the review desk (``app.state.service``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from fastapi import Request
+
+from dissensus.guard import Calibration
+from dissensus.pipeline import RunSpec
+from dissensus.serve.auth import LOCAL, Principal, SessionStore, TokenStore, load_tokens
+from dissensus.serve.http import ApiError
+from dissensus.serve.journal_adapter import ReviewDesk, open_journal
+from dissensus.serve.runs import Runner
+from dissensus.serve.settings import ServeSettings
+from dissensus.store.journal import Journal
+
+__all__ = ["Service"]
+
+
+class Service:
+    """What every request shares: settings, journal, policy, tokens, runs, review desk."""
+
+    def __init__(
+        self,
+        settings: ServeSettings,
+        journal: Journal,
+    ) -> None:
+        self.settings = settings
+        self.journal = journal
+        # One run specification for every request, built (and every file it names checked)
+        # before the server answers anything: the CLI's records, through this door too.
+        self.spec = RunSpec.from_policy(settings.policy)
+        self.policy = self.spec.policy
+        self.tokens: TokenStore | None = load_tokens(settings.tokens) if settings.tokens else None
+        self.sessions = SessionStore(settings.session_ttl_s)
+        self.runner = Runner(journal, self.spec, open_journal=_reopener(journal))
+        self.desk = ReviewDesk(journal, claim_ttl_s=settings.claim_ttl_s)
+        self.guard_calibration: Calibration | None = self.spec.guard_calibration
+
+    def authenticate(self, request: Request) -> Principal:
+        """The bearer token's principal (401 without a valid one)."""
+        if self.tokens is None:
+            return LOCAL
+        header = request.headers.get("authorization", "")
+        scheme, _, token = header.partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            raise ApiError(
+                401, "missing bearer token (Authorization: Bearer TOKEN)", "Authorization"
+            )
+        principal = self.tokens.authenticate(token.strip())
+        if principal is None:
+            raise ApiError(401, "unknown token", "Authorization")
+        return principal
+
+
+def _reopener(journal: Journal) -> Callable[[], Journal] | None:
+    """How a run's thread opens its own connection to ``journal`` (``None`` for an
+    in-memory journal, which no second connection can see)."""
+    target = str(journal.path)
+    if target == ":memory:":
+        return None
+    signer, after = journal.signer, journal.after_append
+    return lambda: open_journal(target, signer=signer, after_append=after)
