@@ -21,7 +21,10 @@ Choices where the design is silent:
 * **Off the event loop.** Each run is decided on a thread of its own (at most
   :data:`RUN_THREADS` at once), with its own event loop and its own connection to the
   journal, so embedding and deciding never stall the server's loop (``/healthz``
-  answers during a MiniLM run). A server on an in-memory journal (tests) decides on
+  answers during a MiniLM run). A worker thread keeps its connection for the runs it
+  decides later (opening one costs a schema and review-index check that grows with
+  the journal); a connection that failed is closed and replaced, and every one is
+  closed when the server stops. A server on an in-memory journal (tests) decides on
   its loop, since a second connection would see another database.
 * A run stopped by its policy's deadline ends ``incomplete`` (partial, resumable), not
   ``failed``.
@@ -156,6 +159,44 @@ class _SharedEmbedding(_SharedBackend):
             return self.inner.embed(texts)  # type: ignore[attr-defined,no-any-return]
 
 
+class _ThreadJournals:
+    """One journal connection per worker thread, opened on the thread's first run and
+    kept for its later ones."""
+
+    def __init__(self, opener: Callable[[], Journal]) -> None:
+        self._opener = opener
+        self._local = threading.local()
+        self._open: list[Journal] = []
+        self._lock = threading.Lock()
+
+    def get(self) -> Journal:
+        journal: Journal | None = getattr(self._local, "journal", None)
+        if journal is None:
+            journal = self._opener()
+            self._local.journal = journal
+            with self._lock:
+                self._open.append(journal)
+        return journal
+
+    def discard(self) -> None:
+        """Close this thread's connection (after a failure); the next run opens another."""
+        journal: Journal | None = getattr(self._local, "journal", None)
+        self._local.journal = None
+        if journal is not None:
+            with self._lock:
+                if journal in self._open:
+                    self._open.remove(journal)
+            with contextlib.suppress(Exception):
+                journal.close()
+
+    def close(self) -> None:
+        with self._lock:
+            journals, self._open = self._open, []
+        for journal in journals:
+            with contextlib.suppress(Exception):
+                journal.close()
+
+
 class Runner:
     """Starts, executes and follows decide runs for the service (one :class:`RunSpec` for all)."""
 
@@ -171,6 +212,7 @@ class Runner:
         self.policy = spec.policy
         self.policy_file = spec.policy_file
         self._open_journal = open_journal
+        self._journals = _ThreadJournals(open_journal) if open_journal is not None else None
         self._backend: SimilarityBackend | None = None
         self._backend_lock = threading.Lock()
         self._states: OrderedDict[str, RunState] = OrderedDict()
@@ -266,8 +308,8 @@ class Runner:
         """Decide the run on a thread of its own (own event loop, own journal connection),
         so embedding and deciding never hold up the server's loop; cancelling this
         coroutine cancels the run there, and waits until it stopped."""
-        assert self._open_journal is not None
-        opener = self._open_journal
+        assert self._journals is not None
+        journals = self._journals
         control: dict[str, Any] = {}
         stop = threading.Event()
 
@@ -280,14 +322,15 @@ class Runner:
             def rejected(reject: Reject) -> None:
                 loop.call_soon_threadsafe(on_reject, reject)
 
-            journal = opener()
+            journal = journals.get()
             try:
                 async for record in execute_run(
                     journal, state.run_id, on_reject=rejected, backend=self.backend
                 ):
                     loop.call_soon_threadsafe(on_record, record)
-            finally:
-                journal.close()
+            except BaseException:
+                journals.discard()  # a connection that failed is not reused
+                raise
 
         def work() -> None:
             asyncio.run(main())
@@ -400,6 +443,8 @@ class Runner:
                 # Shutting down: an interrupted run stays resumable from the journal.
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await state.task
+        if self._journals is not None:
+            self._journals.close()
 
 
 def _total(journal: Journal, run_id: str, seen: int) -> int:

@@ -1,0 +1,102 @@
+"""The service's runs reuse one journal connection per worker thread, replace one that
+failed, and close every one when the server stops."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from pathlib import Path
+
+from dissensus.pipeline import RunSpec
+from dissensus.serve.runs import Runner
+from dissensus.store import open_journal
+from dissensus.store.journal import Journal
+from pipeline_cases import panel, write_policy
+
+
+class _Opener:
+    """Opens journals on ``path``, noting which thread opened each and which were closed."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.threads: list[int] = []
+        self.opened: list[Journal] = []
+        self.closed: list[Journal] = []
+
+    def __call__(self) -> Journal:
+        journal = open_journal(self.path)
+        self.threads.append(threading.get_ident())
+        self.opened.append(journal)
+        close = journal.close
+
+        def noted_close() -> None:
+            self.closed.append(journal)
+            close()
+
+        journal.close = noted_close  # type: ignore[method-assign]
+        return journal
+
+
+def _line(pid: str) -> str:
+    return json.dumps(panel(pid, ["1", "1", "1"]))
+
+
+def test_runs_on_one_thread_share_a_connection_and_all_close(tmp_path: Path) -> None:
+    path = str(tmp_path / "journal.sqlite")
+    spec = RunSpec.from_policy(write_policy(tmp_path / "policy.yaml"))
+    opener = _Opener(path)
+    main = open_journal(path)
+
+    async def scenario() -> list[str]:
+        runner = Runner(main, spec, open_journal=opener)
+        statuses = []
+        for k in range(6):  # one after the other: an idle worker thread takes each
+            state = runner.start([_line(f"p{k}")], submitted_by="t")
+            await runner.wait(state)
+            statuses.append(state.status)
+        await runner.close()
+        return statuses
+
+    try:
+        statuses = asyncio.run(scenario())
+    finally:
+        main.close()
+    assert statuses == ["finished"] * 6
+    # One connection per thread that decided a run, never one per run.
+    assert len(opener.opened) == len(set(opener.threads))
+    assert len(opener.opened) < 6
+    assert sorted(map(id, opener.closed)) == sorted(map(id, opener.opened))
+    with open_journal(path) as journal:
+        runs = journal.runs()
+        assert len(runs) == 6
+        assert all(journal.verify(r.run_id).ok for r in runs)
+
+
+def test_a_connection_that_failed_is_replaced(tmp_path: Path) -> None:
+    path = str(tmp_path / "journal.sqlite")
+    spec = RunSpec.from_policy(write_policy(tmp_path / "policy.yaml"))
+    opener = _Opener(path)
+    main = open_journal(path)
+
+    async def scenario() -> list[str]:
+        runner = Runner(main, spec, open_journal=opener)
+        first = runner.start([_line("a")], submitted_by="t")
+        await runner.wait(first)
+        # Break the connection the worker kept: its next run fails and it is dropped.
+        broken = opener.opened[-1]
+        broken.close()
+        second = runner.start([_line("b")], submitted_by="t")
+        await runner.wait(second)
+        third = runner.start([_line("c")], submitted_by="t")
+        await runner.wait(third)
+        await runner.close()
+        return [first.status, second.status, third.status]
+
+    try:
+        statuses = asyncio.run(scenario())
+    finally:
+        main.close()
+    assert statuses[0] == "finished"
+    assert statuses[2] == "finished"
+    assert len(opener.opened) >= 2
