@@ -351,6 +351,8 @@ SCENARIOS: dict[tuple[str, int], Callable[[World], int]] = {
     ("review undo", 2): lambda w: cli("review", "undo", "R.9", "--journal", w.journal).code,
     ("runs list", 0): lambda w: cli("runs", "list", "--journal", w.journal).code,
     ("runs list", 2): lambda w: cli("runs", "list", "--journal", w.root / "none.sqlite").code,
+    ("runs schema", 0): lambda w: cli("runs", "schema", "--journal", w.journal).code,
+    ("runs schema", 2): lambda w: cli("runs", "schema", "--journal", w.root / "none.sqlite").code,
     ("runs show", 0): lambda w: cli("runs", "show", "R", "--journal", w.journal).code,
     ("runs show", 2): lambda w: cli("runs", "show", "nosuch", "--journal", w.journal).code,
     ("runs export", 0): lambda w: (
