@@ -187,9 +187,8 @@ def library(
     settings = policy.panel.model_validate({"answer": "number", "members": members})
     policy = policy.model_copy(update={"panel": settings})
     journal = Journal(str(tmp / "library.sqlite"))
-    chat = PanelChat.__new__(PanelChat)
-    chat.policy, chat.journal, chat.policy_dir = policy, journal, None
-    chat.members = Members(settings, {m["name"]: Sleeper(latency) for m in members})
+    sleepers = Members(settings, {m["name"]: Sleeper(latency) for m in members})
+    chat = PanelChat(policy, journal=journal, members=sleepers)
 
     async def timed() -> float:
         started = time.perf_counter()

@@ -156,14 +156,20 @@ class PanelChat:
     """
 
     def __init__(
-        self, policy: RunSpec | Policy, *, journal: Journal, policy_dir: Path | None = None
+        self,
+        policy: RunSpec | Policy,
+        *,
+        journal: Journal,
+        policy_dir: Path | None = None,
+        members: Members | None = None,
     ) -> None:
         # One run specification for every request, built (and checked) once.
         self.spec = RunSpec.from_policy(policy, base_dir=policy_dir)
         self.policy = self.spec.policy
         self.journal = journal
         self.policy_dir = Path(self.spec.base_dir) if self.spec.base_dir else None
-        self.members = Members.open(self.policy.panel, self.policy_dir)
+        # ``members``: backends already open (tests, benchmarks); else the policy's.
+        self.members = members or Members.open(self.policy.panel, self.policy_dir)
         self._loop: asyncio.AbstractEventLoop | None = None
 
     def _run(self, coro: Coroutine[Any, Any, T]) -> T:
