@@ -40,7 +40,6 @@ from pydantic import ValidationError
 from dissensus.errors import DissensusError
 from dissensus.llm.base import Message
 from dissensus.panels.fanout import FanOut, Members, PanelUnavailable
-from dissensus.panels.worker import DecisionThread
 from dissensus.panels.shapes import (
     COMMITTED,
     ESCALATED,
@@ -57,6 +56,7 @@ from dissensus.panels.shapes import (
     PanelResult,
     RequestMessage,
 )
+from dissensus.panels.worker import DecisionThread
 from dissensus.pipeline import CaseRecord, Policy, RunSpec, adecide, new_run_id
 from dissensus.pipeline.records import review_id_for
 from dissensus.pipeline.review import final_records

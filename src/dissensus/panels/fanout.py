@@ -49,10 +49,10 @@ from pathlib import Path
 from typing import Any
 
 from dissensus.errors import DissensusError
+from dissensus.llm import http_backend
 from dissensus.llm.base import ChatBackend, ChatRequest, LLMError, Message, StructuredOutputError
 from dissensus.llm.budget import Budget
 from dissensus.llm.client import ClientSettings, ModelClient
-from dissensus.llm import http_backend
 from dissensus.llm.http_backend import OpenAIHTTPBackend
 from dissensus.llm.openai_backend import OpenAIBackend
 from dissensus.llm.resolve import make_backend
