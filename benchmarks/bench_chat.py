@@ -19,8 +19,12 @@ queue: the longest path a request without a model-backed follow-up takes).
   in this process, journal in a fresh SQLite file) over in-process members that answer
   after ``L`` (an ``asyncio.sleep``, no HTTP on either side): fan-out, decision and
   journal, without the cost of the HTTP client to the members and of the HTTP server;
-* **CPU per request** of the server process (``/proc/PID/stat``), over the sequential
-  requests: what a request costs the service, members' HTTP calls included.
+* **CPU per request** of the server, of the member servers and of this client process
+  (``/proc/PID/stat``, ``time.process_time``), after the warm-up (imports, first
+  connections), for the sequential requests and each ``C``; and what that CPU allows:
+  one server process runs Python on one core at a time, so it serves at most
+  1 / (server CPU per request) requests per second, and the machine at most
+  cores / (the three processes' CPU per request).
 
 Targets: p50 added ≤ 10 ms; throughput ≥ 0.9 of ``C / L``.
 
