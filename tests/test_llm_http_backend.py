@@ -171,3 +171,27 @@ def test_repr_shows_no_key() -> None:
     text = repr(backend)
     assert text.startswith("OpenAIHTTPBackend(") and "<set>" in text
     assert SECRET not in text and "pw" not in text
+
+
+@pytest.mark.parametrize("lean", [True, False])
+def test_panel_members_with_a_base_url_use_the_lean_client_when_it_is_installed(
+    lean: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from dissensus.llm import http_backend
+    from dissensus.panels import Members
+    from dissensus.pipeline.policy import policy_from_dict
+
+    monkeypatch.setattr(http_backend, "available", lambda: lean)
+    section = {
+        "answer": "number",
+        "members": [
+            {"name": "a", "model": "openai:m", "base_url": "http://127.0.0.1:9/v1"},
+            {"name": "b", "model": "openai:m", "base_url": "http://127.0.0.1:9/v1"},
+        ],
+        "attempt_timeout_s": 7,
+    }
+    policy = policy_from_dict({"panel": section})
+    members = Members.open(policy.panel)
+    for backend in members.backends.values():
+        assert type(backend) is (OpenAIHTTPBackend if lean else OpenAIBackend)
+        assert backend.timeout_s == 7 and backend.base_url == "http://127.0.0.1:9/v1"
