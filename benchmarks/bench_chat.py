@@ -19,8 +19,12 @@ queue: the longest path a request without a model-backed follow-up takes).
   in this process, journal in a fresh SQLite file) over in-process members that answer
   after ``L`` (an ``asyncio.sleep``, no HTTP on either side): fan-out, decision and
   journal, without the cost of the HTTP client to the members and of the HTTP server;
-* **CPU per request** of the server process (``/proc/PID/stat``), over the sequential
-  requests: what a request costs the service, members' HTTP calls included.
+* **CPU per request** of the server, of the member servers and of this client process
+  (``/proc/PID/stat``, ``time.process_time``), after the warm-up (imports, first
+  connections), for the sequential requests and each ``C``; and what that CPU allows:
+  one server process runs Python on one core at a time, so it serves at most
+  1 / (server CPU per request) requests per second, and the machine at most
+  cores / (the three processes' CPU per request).
 
 Targets: p50 added ≤ 10 ms; throughput ≥ 0.9 of ``C / L``.
 
@@ -148,7 +152,7 @@ async def sequential(url: str, n: int) -> list[float]:
         return [await one(client, url) for _ in range(n)]
 
 
-async def concurrent(url: str, clients: int, each: int) -> float:
+async def concurrent(url: str, clients: int, each: int, meter: Meter | None = None) -> float:
     limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
     async with httpx.AsyncClient(timeout=600, limits=limits) as client:
         await asyncio.gather(*(one(client, url) for _ in range(clients)))  # warm-up
@@ -157,9 +161,39 @@ async def concurrent(url: str, clients: int, each: int) -> float:
             for _ in range(each):
                 await one(client, url)
 
+        if meter is not None:
+            meter.start()
         started = time.perf_counter()
         await asyncio.gather(*(worker() for _ in range(clients)))
-        return clients * each / (time.perf_counter() - started)
+        rate = clients * each / (time.perf_counter() - started)
+        if meter is not None:
+            meter.stop(clients * each)
+        return rate
+
+
+class Meter:
+    """CPU seconds per request of the server, the member servers and this client process."""
+
+    def __init__(self, server: int, members: int) -> None:
+        self.pids = {"server": server, "members": members}
+        self.per_request: dict[str, float] = {}
+        self._start: dict[str, float] = {}
+
+    def _now(self) -> dict[str, float]:
+        now = {name: cpu_seconds(pid) for name, pid in self.pids.items()}
+        now["client"] = time.process_time()
+        return now
+
+    def start(self) -> None:
+        self._start = self._now()
+
+    def stop(self, requests: int) -> None:
+        now = self._now()
+        self.per_request = {k: (now[k] - self._start[k]) / requests for k in now}
+
+    def line(self) -> str:
+        parts = ", ".join(f"{k} {v * 1000:5.1f}" for k, v in self.per_request.items())
+        return f"CPU ms per request: {parts}"
 
 
 class Sleeper:
@@ -187,18 +221,21 @@ def library(
     settings = policy.panel.model_validate({"answer": "number", "members": members})
     policy = policy.model_copy(update={"panel": settings})
     journal = Journal(str(tmp / "library.sqlite"))
-    chat = PanelChat.__new__(PanelChat)
-    chat.policy, chat.journal, chat.policy_dir = policy, journal, None
-    chat.members = Members(settings, {m["name"]: Sleeper(latency) for m in members})
+    sleepers = Members(settings, {m["name"]: Sleeper(latency) for m in members})
+    chat = PanelChat(policy, journal=journal, members=sleepers)
 
     async def timed() -> float:
         started = time.perf_counter()
         await chat.acomplete(BODY)
         return time.perf_counter() - started
 
+    cpu_ms: list[float] = []
+
     async def run() -> tuple[list[float], dict[int, float]]:
         await timed()
+        cpu0 = time.process_time()
         seq = [await timed() for _ in range(requests)]
+        cpu_ms.append((time.process_time() - cpu0) / requests * 1000)
         rates: dict[int, float] = {}
         for c in cs:
 
@@ -212,9 +249,11 @@ def library(
         return seq, rates
 
     try:
-        return asyncio.run(run())
+        seq, rates = asyncio.run(run())
     finally:
         journal.close()
+    print(f"library call: CPU per sequential request {cpu_ms[0]:.1f} ms")
+    return seq, rates
 
 
 def cpu_seconds(pid: int) -> float:
@@ -222,18 +261,29 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def report(title: str, lat: float, seq: list[float], rates: dict[int, float]) -> None:
+def report(
+    title: str,
+    lat: float,
+    seq: list[float],
+    rates: dict[int, float],
+    cpu_lines: dict[int, str] | None = None,
+) -> None:
     p50, p99 = pct(seq, 0.5), pct(seq, 0.99)
+    lines = cpu_lines or {}
     print(title)
     print(f"  sequential ({len(seq)}): p50 {p50 * 1000:7.1f} ms, p99 {p99 * 1000:7.1f} ms")
     print(
         f"  added over L:      p50 {(p50 - lat) * 1000:7.1f} ms, p99 {(p99 - lat) * 1000:7.1f} ms"
     )
+    print(
+        f"  C =   1 sequential: {1 / statistics.mean(seq):7.1f} requests/s; C/L = {1 / lat:7.1f}; "
+        f"ratio {lat / statistics.mean(seq):5.2f}" + (f"; {lines[1]}" if 1 in lines else "")
+    )
     for c, rate in rates.items():
         ideal = c / lat
         print(
             f"  C = {c:3d} concurrent: {rate:7.1f} requests/s; C/L = {ideal:7.1f}; "
-            f"ratio {rate / ideal:5.2f}"
+            f"ratio {rate / ideal:5.2f}" + (f"; {lines[c]}" if c in lines else "")
         )
 
 
@@ -257,15 +307,24 @@ def main() -> None:
             tmp, args.members, lat, args.requests, args.rounds, args.concurrency
         )
         members, urls = start_members(args.members, lat)
+        cpu: dict[int, dict[str, float]] = {}
         try:
             proc, base = start_server(tmp, write_policy(tmp, urls, lat))
             try:
                 chat = base + "/v1/chat/completions"
                 direct = asyncio.run(sequential(urls[0] + "/chat/completions", args.requests))
-                cpu0 = cpu_seconds(proc.pid)
+                asyncio.run(sequential(chat, 2))  # warm-up: imports, first connections
+                meter = Meter(proc.pid, members.pid)
+                meter.start()
                 seq = asyncio.run(sequential(chat, args.requests))
-                cpu = (cpu_seconds(proc.pid) - cpu0) / (len(seq) + 1)
-                rates = {c: asyncio.run(concurrent(chat, c, args.rounds)) for c in args.concurrency}
+                meter.stop(args.requests + 1)
+                cpu_lines = {1: meter.line()}
+                cpu[1] = dict(meter.per_request)
+                rates: dict[int, float] = {}
+                for c in args.concurrency:
+                    rates[c] = asyncio.run(concurrent(chat, c, args.rounds, meter))
+                    cpu_lines[c] = meter.line()
+                    cpu[c] = dict(meter.per_request)
             finally:
                 proc.terminate()
                 proc.wait(timeout=30)
@@ -279,12 +338,22 @@ def main() -> None:
         f"journal sync {os.environ['DISSENSUS_JOURNAL_SYNC']}; {os.cpu_count()} CPUs"
     )
     report("library call (PanelChat), in-process members:", lat, lib_seq, lib_rates)
-    report("HTTP endpoint, loopback member servers:", lat, seq, rates)
+    report("HTTP endpoint, loopback member servers:", lat, seq, rates, cpu_lines)
     print(
         f"  direct request to one member: p50 {d50 * 1000:7.1f} ms; "
         f"endpoint p50 added over it: {(pct(seq, 0.5) - d50) * 1000:7.1f} ms"
     )
-    print(f"  server CPU per request: {cpu * 1000:7.1f} ms")
+    cores = os.cpu_count() or 1
+    print(f"  CPU bound ({cores} cores; the server's Python runs on one core at a time):")
+    for c, per in cpu.items():
+        ideal = 0.9 * c / lat
+        total = sum(per.values())
+        print(
+            f"    C = {c:3d}: 0.9 C/L = {ideal:6.1f} requests/s needs {ideal * per['server']:4.2f} "
+            f"server cores (of 1) and {ideal * total:4.2f} machine cores (of {cores}); "
+            f"CPU allows at most {min(1 / per['server'], cores / total):6.1f} requests/s"
+        )
+    print(f"  load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 
 if __name__ == "__main__":

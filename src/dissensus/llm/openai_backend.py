@@ -198,9 +198,26 @@ class OpenAIBackend:
     def _status_error(
         self, exc: openai.APIStatusError, json_mode: JsonMode, structured: bool
     ) -> BackendError:
-        status = exc.status_code
-        message = self._redact(f"HTTP {status}: {exc.message}")
-        retry_after = parse_retry_after(exc.response.headers.get("retry-after"))
+        return self._status_failure(
+            exc.status_code,
+            exc.message,
+            exc.response.headers.get("retry-after"),
+            json_mode=json_mode,
+            structured=structured,
+        )
+
+    def _status_failure(
+        self,
+        status: int,
+        server_message: str,
+        retry_after_header: str | None,
+        *,
+        json_mode: JsonMode,
+        structured: bool,
+    ) -> BackendError:
+        """The :class:`BackendError` of an HTTP error status (shared by every transport)."""
+        message = self._redact(f"HTTP {status}: {server_message}")
+        retry_after = parse_retry_after(retry_after_header)
         if status == 429:
             return BackendError(
                 message, kind="rate_limit", retryable=True, status=status, retry_after=retry_after
@@ -209,7 +226,7 @@ class OpenAIBackend:
             return BackendError(
                 message, kind="server_error", retryable=True, status=status, retry_after=retry_after
             )
-        lowered = exc.message.lower()
+        lowered = server_message.lower()
         if (
             structured
             and json_mode != "none"

@@ -17,7 +17,9 @@ pipeline is called). The record becomes the completion:
 :meth:`PanelChat.acase` reads a case back from the journal (``GET /v1/cases/{id}``):
 its record with any human resolution, and the answer text.
 
-Choices where the design is silent: the case id is the review id form ``<run>.<line>``
+Choices where the design is silent: the decision and its journal writes run on a
+thread of their own (:class:`~dissensus.panels.worker.DecisionThread`), so the caller's
+event loop keeps serving other requests meanwhile; the case id is the review id form ``<run>.<line>``
 (line 1: one case per run), so it is also what ``POST /v1/cases/{ref}/confirm`` audits;
 a committed decision no member gave (a CONCORD outcome) is answered with the decision
 itself; the sync twins (``complete``, ``case``, ``close``) run on one private event loop
@@ -54,6 +56,7 @@ from dissensus.panels.shapes import (
     PanelResult,
     RequestMessage,
 )
+from dissensus.panels.worker import DecisionThread
 from dissensus.pipeline import CaseRecord, Policy, RunSpec, adecide, new_run_id
 from dissensus.pipeline.records import review_id_for
 from dissensus.pipeline.review import final_records
@@ -156,15 +159,23 @@ class PanelChat:
     """
 
     def __init__(
-        self, policy: RunSpec | Policy, *, journal: Journal, policy_dir: Path | None = None
+        self,
+        policy: RunSpec | Policy,
+        *,
+        journal: Journal,
+        policy_dir: Path | None = None,
+        members: Members | None = None,
     ) -> None:
         # One run specification for every request, built (and checked) once.
         self.spec = RunSpec.from_policy(policy, base_dir=policy_dir)
         self.policy = self.spec.policy
         self.journal = journal
         self.policy_dir = Path(self.spec.base_dir) if self.spec.base_dir else None
-        self.members = Members.open(self.policy.panel, self.policy_dir)
+        # ``members``: backends already open (tests, benchmarks); else the policy's.
+        self.members = members or Members.open(self.policy.panel, self.policy_dir)
         self._loop: asyncio.AbstractEventLoop | None = None
+        # Decisions run off the caller's loop (see dissensus.panels.worker).
+        self._decider = DecisionThread("dissensus-chat-decide")
 
     def _run(self, coro: Coroutine[Any, Any, T]) -> T:
         """Run ``coro`` on this object's private loop (the sync twins share it, so member
@@ -184,8 +195,9 @@ class PanelChat:
         return bool(self.policy.panel.members)
 
     async def aclose(self) -> None:
-        """Release the members' backends."""
+        """Release the members' backends and end the decisions' thread."""
         await self.members.aclose()
+        self._decider.stop()
 
     def close(self) -> None:
         """Sync twin of :meth:`aclose` (also closes the sync twins' loop)."""
@@ -232,7 +244,9 @@ class PanelChat:
         except PanelUnavailable as exc:
             raise ChatError(502, str(exc), type="server_error", code="panel_unavailable") from None
         try:
-            record = await _decide_panel(fan.panel, self.spec, journal=self.journal, run_id=run_id)
+            record = await self._decider.run(
+                _decide_panel(fan.panel, self.spec, journal=self.journal, run_id=run_id)
+            )
         except DissensusError as exc:
             raise ChatError(
                 500, f"the pipeline failed: {exc}", type="server_error", code="decide_failed"
