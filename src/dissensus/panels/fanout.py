@@ -33,10 +33,9 @@ Choices where the design is silent:
   per member across all requests (one semaphore per member and event loop); a request
   waiting for a slot waits within its deadline.
 * ``openai:`` members with a ``base_url`` talk to that server; the key is
-  ``$OPENAI_API_KEY`` (``unused`` when absent), never written anywhere. They use the
-  lean HTTP backend (:class:`~dissensus.llm.http_backend.OpenAIHTTPBackend`, a tenth of
-  the official SDK's CPU per call, same request, failures and deadlines) when
-  ``aiohttp`` is installed (the ``serve`` extra), else the SDK backend.
+  ``$OPENAI_API_KEY`` (``unused`` when absent), never written anywhere. They are called
+  through the official ``openai`` SDK (one pooled client per event loop), as every
+  other model call is.
 """
 
 from __future__ import annotations
@@ -49,11 +48,9 @@ from pathlib import Path
 from typing import Any
 
 from dissensus.errors import DissensusError
-from dissensus.llm import http_backend
 from dissensus.llm.base import ChatBackend, ChatRequest, LLMError, Message, StructuredOutputError
 from dissensus.llm.budget import Budget
 from dissensus.llm.client import ClientSettings, ModelClient
-from dissensus.llm.http_backend import OpenAIHTTPBackend
 from dissensus.llm.openai_backend import OpenAIBackend
 from dissensus.llm.resolve import make_backend
 from dissensus.panels.answers import read_answer, verdict_schema
@@ -116,8 +113,7 @@ def _backend(member: PanelMember, settings: PanelSettings, policy_dir: Path | No
     spec = relative_model_spec(member.model, policy_dir) if policy_dir else member.model
     kind, _, rest = spec.partition(":")
     if kind == "openai" and member.base_url:
-        backend = OpenAIHTTPBackend if http_backend.available() else OpenAIBackend
-        return backend(
+        return OpenAIBackend(
             rest,
             base_url=member.base_url,
             api_key=os.environ.get("OPENAI_API_KEY") or "unused",
