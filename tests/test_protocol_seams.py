@@ -1,16 +1,12 @@
 """The seams between protocols and models: one client protocol, per-request strict
-schemas, quoting of untrusted text, wall-clock deadlines, import purity."""
+schemas, quoting of untrusted text, deadlines (import purity: tests/test_layers.py)."""
 
 from __future__ import annotations
 
 import asyncio
-import functools
 import json
 import re
-import subprocess
-import sys
 import time
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -322,41 +318,3 @@ def test_dci_stops_at_its_deadline_with_a_partial_status() -> None:
     assert packet.selected is not None  # selection over the task's options still runs
     assert any(f.kind == "deadline_exceeded" for f in packet.failures)
     assert "deadline_s" not in packet.config.model_dump()
-
-
-# -- import purity -------------------------------------------------------------------
-
-
-CORE = ("states", "guard", "concord", "dci")
-
-
-@functools.cache
-def _adapters_loaded_by_core() -> dict[str, str]:
-    """One fresh interpreter imports each core package in turn and lists, for each, the
-    adapter modules its import loaded (none was loaded before the first)."""
-    code = (
-        "import importlib, sys\n"
-        "seen = set()\n"
-        f"for package in {CORE!r}:\n"
-        "    importlib.import_module('dissensus.' + package)\n"
-        "    bad = {m for m in sys.modules if m.split('.')[:2] in "
-        "[['dissensus', p] for p in ('llm', 'store', 'cli', 'agents', 'pipeline')]}\n"
-        "    print(package + ':' + ','.join(sorted(bad - seen)))\n"
-        "    seen |= bad\n"
-    )
-    src = str(Path(__file__).resolve().parent.parent / "src")
-    out = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        env={"PYTHONPATH": src, "PATH": "/usr/bin:/bin"},
-        timeout=120,
-        check=True,
-    )
-    return dict(line.split(":", 1) for line in out.stdout.splitlines())
-
-
-@pytest.mark.parametrize("package", CORE)
-def test_the_core_loads_no_adapter(package: str) -> None:
-    loaded = _adapters_loaded_by_core()
-    assert loaded[package] == "", f"importing dissensus.{package} loads {loaded[package]}"

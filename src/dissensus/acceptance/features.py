@@ -30,7 +30,7 @@ unless a lexicon is given):
   similarity to its own re-ask reasoning and to the question, averaged over the
   candidate's supporters.
 * **Optional marker lexicon**: mean margin score of the supporters
-  (:mod:`dissensus.pipeline.signals`); off by default.
+  (:mod:`dissensus.signals`); off by default.
 * **User features**: ``module:function`` callables returning ``{name: float}`` for the
   panel, added to every row as ``user.<name>``.
 

@@ -107,7 +107,7 @@ def _user_values(panel: Panel, funcs: Mapping[str, PanelFeature]) -> dict[str, f
 def _margins(
     panel: Panel, second: Mapping[str, SecondLike], markers: dict[str, list[str]]
 ) -> dict[str, float]:
-    from dissensus.pipeline.signals import MarkerLexicon, SecondAnswer, agent_signals
+    from dissensus.signals import MarkerLexicon, SecondAnswer, agent_signals
 
     lexicon = MarkerLexicon(
         concession=tuple(markers.get("concession", [])),
@@ -155,8 +155,7 @@ def acceptance_guard(panel: Panel, guard: GuardInputs) -> Any:
     The same audit as the pipeline's guard step (:func:`dissensus.pipeline.gates.guard_step`):
     the panel's votes, the run's guard calibration and options.
     """
-    from dissensus.guard import GuardSettings, audit
-    from dissensus.pipeline.gates import panel_votes
+    from dissensus.guard import GuardSettings, audit, panel_votes
 
     if not guard.enabled:
         return None
@@ -183,7 +182,7 @@ def prepare_cases(
     ``guard``: the deciding run's guard settings (default: no calibration, default
     options), so that the guard features are those ``decide`` computes.
     """
-    from dissensus.pipeline.signals import recorded_second_answers
+    from dissensus.signals import recorded_second_answers
     from dissensus.states import read_panels
     from dissensus.states.reading import Thresholds
 

@@ -227,7 +227,7 @@ def _request(stage: str, user: str, schema: dict[str, Any]) -> ChatRequest:
 
 
 class LLMArbiter:
-    """The comparison's arbiter over a model (:class:`dissensus.concord.compare.Arbiter`).
+    """The comparison's arbiter over a model (:class:`dissensus.baselines.compare.Arbiter`).
 
     Requests carry a per-request schema (strict mode): the pick is an ``enum`` of the
     plan ids, the written plan a string.

@@ -29,6 +29,7 @@ from dissensus.guard.decision import (
 )
 from dissensus.guard.errors import CorrelatedConsensusError
 from dissensus.guard.reliability import ReliabilityFit, ReliabilitySettings, fit_reliability
+from dissensus.guard.votes import panel_votes
 
 # Earlier names of the reliability fit and of the guard's thresholds, kept importable
 # for callers that still use them; not part of the documented surface.
@@ -56,6 +57,7 @@ __all__ = [
     "encode_labels",
     "fit_reliability",
     "majority_vote",
+    "panel_votes",
     "posterior",
     "wawa",
 ]

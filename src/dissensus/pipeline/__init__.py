@@ -22,6 +22,7 @@ from pathlib import Path
 
 from dissensus.errors import ConfigError, InputError
 from dissensus.guard import Calibration as GuardCalibration
+from dissensus.guard import panel_votes
 from dissensus.pipeline.batch import (
     DeadlineReached,
     RunBusy,
@@ -34,7 +35,6 @@ from dissensus.pipeline.batch import (
     start_run,
 )
 from dissensus.pipeline.engine import decide_case
-from dissensus.pipeline.gates import panel_votes
 from dissensus.pipeline.policy import Policy, load_policy, policy_from_dict
 from dissensus.pipeline.records import CaseRecord, Resolution, ReviewItem
 from dissensus.pipeline.reliability import (
@@ -44,13 +44,6 @@ from dissensus.pipeline.reliability import (
     trust_regions,
 )
 from dissensus.pipeline.runtime import Runtime
-from dissensus.pipeline.signals import (
-    MarkerLexicon,
-    SecondAnswer,
-    Voice,
-    agent_signals,
-    recorded_second_answers,
-)
 from dissensus.pipeline.spec import PolicyLike, RunSpec, SpecFile
 from dissensus.pipeline.steps import (
     AcceptanceStep,
@@ -58,6 +51,13 @@ from dissensus.pipeline.steps import (
     DeliberationStep,
     FollowupStep,
     GuardStep,
+)
+from dissensus.signals import (
+    MarkerLexicon,
+    SecondAnswer,
+    Voice,
+    agent_signals,
+    recorded_second_answers,
 )
 from dissensus.store.journal import Journal
 from dissensus.types import Panel

@@ -68,7 +68,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from dissensus.errors import ConfigError
 from dissensus.io.yamlfile import load_yaml_file
-from dissensus.pipeline.signals import MarkerLexicon
+from dissensus.signals import MarkerLexicon
 
 __all__ = [
     "PIPELINE_ACTIONS",

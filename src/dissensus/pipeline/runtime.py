@@ -33,8 +33,8 @@ from dissensus.pipeline.durable import JournalledClient, replay_spend
 from dissensus.pipeline.learned import make_learned
 from dissensus.pipeline.policy import Policy
 from dissensus.pipeline.reliability import CalibrationFile, TrustRegion, trust_regions
-from dissensus.pipeline.signals import recorded_second_answers
 from dissensus.pipeline.spec import MODEL_ENV, RunSpec
+from dissensus.signals import recorded_second_answers
 from dissensus.states import (
     EmbeddingBackend,
     Reading,

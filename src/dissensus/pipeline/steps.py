@@ -38,7 +38,7 @@ from dissensus.dci.packet import DecisionPacket
 from dissensus.guard.decision import GuardDecision
 from dissensus.pipeline.learned import AcceptanceFigures
 from dissensus.pipeline.reliability import Acceptance
-from dissensus.pipeline.signals import AgentSignal, SecondAnswer, Voice
+from dissensus.signals import AgentSignal, SecondAnswer, Voice
 from dissensus.types import Panel, Usage
 
 __all__ = [

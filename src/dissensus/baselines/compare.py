@@ -1,6 +1,8 @@
-"""CONCORD against other decision rules on identical scores (seed 002, comparison).
+"""CONCORD against other decision rules on identical scores (``docs/concord.md``, ``--compare``).
 
-The classic rules (:mod:`dissensus.baselines.decision_rules`) pick among the opening
+An evaluation over a finished negotiation, so it lives with the baselines it compares
+against and above :mod:`dissensus.concord`, which never imports it. The classic rules
+(:mod:`dissensus.baselines.decision_rules`) pick among the opening
 proposals recorded in a certificate, using the very calibrated scores CONCORD used; the
 CONCORD row is the certificate itself. :func:`score_outcome` has every covered agent
 score one extra outcome (an arbiter's written plan) and calibrates it against the
