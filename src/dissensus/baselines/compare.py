@@ -29,8 +29,8 @@ from typing import Protocol, runtime_checkable
 from dissensus.baselines.decision_rules import (
     RuleResult,
     best_average,
+    first_choice_plurality,
     judge,
-    majority_vote,
     owner_decides,
     unanimity,
 )
@@ -122,7 +122,7 @@ def compare_rules(cert: Certificate, owner: str | None = None) -> list[RuleResul
         concord_row(cert),
         owner_decides(owner_id, own, matrix, agents, cert.floor),
         best_average(ids, matrix, agents, cert.floor),
-        majority_vote(ids, matrix, agents, cert.floor),
+        first_choice_plurality(ids, matrix, agents, cert.floor),
         unanimity(ids, matrix, agents, cert.floor),
     ]
     return order_rows(rows)

@@ -21,8 +21,7 @@ import asyncio
 from pathlib import Path
 
 from dissensus.errors import ConfigError, InputError
-from dissensus.guard import Calibration as GuardCalibration
-from dissensus.guard import panel_votes
+from dissensus.guard import ReliabilityFit, panel_votes
 from dissensus.pipeline.batch import (
     DeadlineReached,
     RunBusy,
@@ -107,7 +106,7 @@ async def adecide(
     policy: PolicyLike = None,
     *,
     calibration: CalibrationFile | None = None,
-    guard_calibration: GuardCalibration | None = None,
+    guard_calibration: ReliabilityFit | None = None,
     journal: Journal | None = None,
     run_id: str | None = None,
     policy_dir: Path | None = None,
@@ -159,7 +158,7 @@ def decide(
     policy: PolicyLike = None,
     *,
     calibration: CalibrationFile | None = None,
-    guard_calibration: GuardCalibration | None = None,
+    guard_calibration: ReliabilityFit | None = None,
     journal: Journal | None = None,
     run_id: str | None = None,
     policy_dir: Path | None = None,

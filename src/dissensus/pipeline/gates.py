@@ -20,8 +20,7 @@ Choices where the design is silent:
 
 from __future__ import annotations
 
-from dissensus.guard import GuardSettings as GuardThresholds
-from dissensus.guard import audit, panel_votes
+from dissensus.guard import GuardThresholds, audit, panel_votes
 from dissensus.pipeline.runtime import Runtime
 from dissensus.pipeline.steps import GuardStep
 from dissensus.states import Reading, Route

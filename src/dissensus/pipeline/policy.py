@@ -437,7 +437,7 @@ def _check_parts(policy: Policy, file: str | None) -> None:
     """Validate the sections other parts interpret (route actions, routing rules, guard
     thresholds, the similarity backend's name) now, not at the first case."""
     _check_actions(policy, file)
-    from dissensus.guard import GuardSettings as GuardThresholds
+    from dissensus.guard import GuardThresholds
     from dissensus.states import RuleSet
 
     check_similarity(policy.reading.similarity, file=file)

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from dissensus.guard import Calibration as GuardCalibration
+from dissensus.guard import ReliabilityFit
 from dissensus.llm.budget import Budget
 from dissensus.llm.client import ModelClient
 from dissensus.pipeline.durable import JournalledClient, replay_spend
@@ -142,7 +142,7 @@ class Runtime:
         return self.spec.calibration
 
     @property
-    def guard_calibration(self) -> GuardCalibration | None:
+    def guard_calibration(self) -> ReliabilityFit | None:
         return self.spec.guard_calibration
 
     @property

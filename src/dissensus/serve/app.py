@@ -54,7 +54,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from dissensus.errors import ConfigError, DissensusError, InputError
-from dissensus.guard import Calibration, CorrelatedConsensusError, GuardSettings
+from dissensus.guard import CorrelatedConsensusError, GuardThresholds, ReliabilityFit
 from dissensus.io.jsonl import MAX_DEPTH, json_depth
 from dissensus.io.limits import Limits, Overrun, check_record
 from dissensus.pipeline import RunSpec
@@ -119,7 +119,7 @@ class Service:
         self.sessions = SessionStore(settings.session_ttl_s)
         self.runner = Runner(journal, self.spec, open_journal=_reopener(journal))
         self.desk = ReviewDesk(journal, claim_ttl_s=settings.claim_ttl_s)
-        self.guard_calibration: Calibration | None = self.spec.guard_calibration
+        self.guard_calibration: ReliabilityFit | None = self.spec.guard_calibration
 
     def authenticate(self, request: Request) -> Principal:
         """The bearer token's principal (401 without a valid one)."""
@@ -632,7 +632,9 @@ def _routes(app: FastAPI) -> None:
             _refuse_overrun(overruns, single=True)
             _single_or_422(rejects)
         rejects = _with_overruns(rejects, overruns)
-        settings = GuardSettings(max_fallback_agreement=max_fallback_agreement, decompose=decompose)
+        settings = GuardThresholds(
+            max_fallback_agreement=max_fallback_agreement, decompose=decompose
+        )
         decisions = await run_in_threadpool(
             library_calls.vote,
             [c for _, c in good],
