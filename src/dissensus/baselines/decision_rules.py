@@ -1,4 +1,4 @@
-"""Decision rules CONCORD is compared with, on identical scores (seed 002, comparison table).
+"""Decision rules CONCORD is compared with, on identical scores (``docs/concord.md``, ``--compare``).
 
 Each rule picks one of the *opening proposals* (the candidates of round 1, before any
 repair: what the agents put on the table) from the same calibrated score matrix

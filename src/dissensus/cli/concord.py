@@ -1,4 +1,4 @@
-"""CLI commands of CONCORD (seed 002): ``negotiate``, ``verify``, ``bound``.
+"""CLI commands of CONCORD (``docs/concord.md``): ``negotiate``, ``verify``, ``bound``.
 
 * ``dissensus negotiate PROBLEM.yaml`` runs the protocol; ``--json`` prints the
   certificate, ``--out`` writes it, ``--compare`` adds the comparison with other decision

@@ -1,4 +1,4 @@
-"""CLI commands: ``dissensus calibrate`` and ``dissensus vote`` (the guard, seed 003).
+"""CLI commands: ``dissensus calibrate`` and ``dissensus vote`` (the guard, ``docs/guard.md``).
 
 Input of both: JSONL, one case per line::
 

@@ -1,6 +1,6 @@
 """CONCORD: maximin negotiation over calibrated satisfaction, with verifiable certificates.
 
-Seed 002 (DESIGN.md §2). Agents that are each right from their own role reach one
+See ``docs/concord.md``. Agents that are each right from their own role reach one
 decision: anchors calibrate every private scale onto one bar, every agent proposes and
 scores, the selection rule picks a leader, the least-satisfied agent repairs, and the run
 commits a certificate when every agent clears the floor or reports the shortfall. The

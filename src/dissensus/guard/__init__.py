@@ -1,4 +1,4 @@
-"""Guard for consensus-weighted voting (seed 003, DESIGN §3).
+"""Guard for consensus-weighted voting (``docs/guard.md``).
 
 Agreement among voters that share a model, an index or a prompt is not evidence.
 :func:`audit` checks the seed's three invariants on one case's votes and decides by

@@ -1,4 +1,4 @@
-"""The gates between reading and protocol: routing (seed 000) and the guard (seed 003).
+"""The gates between reading and protocol: routing (``docs/states.md``) and the guard (``docs/guard.md``).
 
 :func:`route_step` routes a reading with the policy's defeasible rules (the route is
 the rule engine's alone: the record names the deciding rule); :func:`guard_step` audits
@@ -36,7 +36,7 @@ def route_step(rt: Runtime, panel: Panel, reading: Reading) -> Route:
 
 
 def guard_step(rt: Runtime, panel: Panel, reading: Reading) -> GuardStep:
-    """The guard's audit of the panel (seed 003)."""
+    """The guard's audit of the panel (``docs/guard.md``)."""
     if not rt.policy.guard.enabled:
         return GuardStep(
             applicable=False,
