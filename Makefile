@@ -52,6 +52,7 @@ lint: setup
 	$(VENV)/bin/ruff check src tests benchmarks evaluation examples
 	$(VENV)/bin/ruff format --check src tests benchmarks evaluation examples
 	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports --no-cache --no-logo
 
 bench: setup
 	$(PY) benchmarks/run_all.py

@@ -67,10 +67,9 @@ from dissensus.acceptance.prepare import prepare_cases
 from dissensus.convert.llmbar import iter_llmbar_panels
 from dissensus.convert.varierrnli import iter_varierrnli_panels
 from dissensus.convert.zeroeval import iter_zeroeval_panels
-from dissensus.guard import audit
-from dissensus.pipeline.gates import panel_votes
+from dissensus.guard import audit, panel_votes
 from dissensus.pipeline.reliability import build_calibration, calibrated_accept, trust_regions
-from dissensus.pipeline.signals import (
+from dissensus.signals import (
     AgentSignal,
     MarkerLexicon,
     agent_signals,

@@ -42,7 +42,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from dissensus.concord import compare_rules, negotiate_sync, verify
+from dissensus.baselines.compare import compare_rules
+from dissensus.concord import negotiate_sync, verify
 from dissensus.concord.agent import NegotiationView, Outcome
 from dissensus.concord.function import FunctionAgent
 from dissensus.concord.record import Certificate

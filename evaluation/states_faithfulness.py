@@ -63,7 +63,7 @@ from typing import Any
 import numpy as np
 
 from dissensus.convert import Skipped, iter_llmbar_panels, iter_varierrnli_panels
-from dissensus.pipeline.signals import recorded_second_answers
+from dissensus.signals import recorded_second_answers
 from dissensus.states.reading import Reading, Thresholds, read_from_matrix, read_panels
 from dissensus.states.similarity import SimilarityBackend, get_backend
 from dissensus.types import Panel

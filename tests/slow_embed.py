@@ -1,4 +1,8 @@
-"""A similarity function that signals it started, then embeds very slowly (interrupt tests)."""
+"""A similarity function that signals it started, then embeds very slowly (interrupt tests).
+
+:func:`embed` writes ``$SLOW_EMBED_MARKER`` when it starts and ``<marker>.returned`` if it
+ever returns, so a test can tell an interrupt that stopped it from one that waited for it.
+"""
 
 from __future__ import annotations
 
@@ -13,6 +17,8 @@ def embed(texts: list[str]) -> list[list[float]]:
     if marker:
         Path(marker).write_text("embedding\n")
     time.sleep(60)
+    if marker:  # an interrupt that waited for the embedding leaves this behind
+        Path(marker + ".returned").write_text("returned\n")
     return [[1.0, 0.0] for _ in texts]
 
 

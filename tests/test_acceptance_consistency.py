@@ -17,7 +17,7 @@ N = 60
 
 
 def _votes_line(panel: Panel) -> str:
-    from dissensus.pipeline.gates import panel_votes
+    from dissensus.guard import panel_votes
 
     votes = [v.model_dump(mode="json") for v in panel_votes(panel)]
     return json.dumps({"id": panel.id, "votes": votes, "gold": str(panel.meta["gold"])})

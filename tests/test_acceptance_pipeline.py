@@ -173,11 +173,11 @@ def test_tampered_or_mismatched_file_is_refused(
 
 
 def test_features_never_read_gold() -> None:
-    from dissensus.acceptance.features import candidate_rows, case_input
+    from dissensus.acceptance.features import candidate_rows, feature_inputs
 
     line = PANELS.read_text().splitlines()[0]
     panel = Panel.model_validate_json(line)
     data = json.loads(line)
     data["meta"]["gold"] = "2" if data["meta"]["gold"] == "1" else "1"
     flipped = Panel.model_validate(data)
-    assert candidate_rows(case_input(panel)) == candidate_rows(case_input(flipped))
+    assert candidate_rows(feature_inputs(panel)) == candidate_rows(feature_inputs(flipped))

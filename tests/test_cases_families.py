@@ -11,7 +11,7 @@ from dissensus.cases import CaseSpec
 from dissensus.families import canonical_family, model_family
 from dissensus.pipeline.followup import case_options, case_question
 from dissensus.pipeline.reliability import calibrated_accept
-from dissensus.pipeline.signals import MarkerLexicon, agent_signals
+from dissensus.signals import MarkerLexicon, agent_signals
 from dissensus.types import Panel
 
 texts = st.text(min_size=1, max_size=8)
@@ -131,7 +131,7 @@ def test_one_vendor_spelled_twice_is_one_independent_family() -> None:
         },
     ]
     panel = Panel.model_validate({"id": "p", "outputs": outputs})
-    from dissensus.pipeline.signals import recorded_second_answers
+    from dissensus.signals import recorded_second_answers
 
     signals = agent_signals(panel, recorded_second_answers(panel), MarkerLexicon())
     verdict = calibrated_accept(

@@ -1,7 +1,7 @@
 """Interrupts and pipes, through real processes.
 
-* SIGINT / SIGTERM during ``decide`` (also while embedding): exit 130 within 2 s with a
-  resume command that works, and the resumed run ends with the records of an
+* SIGINT / SIGTERM during ``decide`` (also while embedding, without waiting for the
+  embedding to return): exit 130 with a resume command that works, and the resumed run ends with the records of an
   uninterrupted one.
 * ``... --json | head -1``: exit 0, nothing on stderr, for every command that streams
   (``route`` in a real shell pipeline; the others as forked children of the test process
@@ -73,7 +73,7 @@ def test_an_interrupted_decide_says_how_to_resume_and_resumes_identically(
         assert final_records(j, "R") == final_records(b, "R")
 
 
-def test_sigint_while_embedding_stops_within_two_seconds(tmp_path: Path) -> None:
+def test_sigint_while_embedding_stops_without_waiting_for_it(tmp_path: Path) -> None:
     inp = write_jsonl(tmp_path / "in.jsonl", [panel(f"p{i}", ["1", "2"]) for i in range(3)])
     pol = write_policy(
         tmp_path / "p.yaml",
@@ -105,10 +105,10 @@ def test_sigint_while_embedding_stops_within_two_seconds(tmp_path: Path) -> None
             assert proc.poll() is None, proc.communicate()
             assert time.monotonic() < deadline
             time.sleep(0.05)
-        sent = time.monotonic()
         proc.send_signal(signal.SIGINT)
         line = proc.stderr.readline()  # the run has stopped when it says so
-        stopped = time.monotonic() - sent
+        # The embedding sleeps a minute: it is still asleep when the run says it stopped.
+        returned_before_the_stop = Path(str(marker) + ".returned").exists()
         rest = proc.stderr.read()
         proc.wait(timeout=10)
     finally:
@@ -118,7 +118,7 @@ def test_sigint_while_embedding_stops_within_two_seconds(tmp_path: Path) -> None
     assert line.strip() == f"interrupted: resume with dissensus runs resume E --journal {j}", (
         line + rest
     )
-    assert stopped < 2.0
+    assert not returned_before_the_stop
 
 
 # Every command must write well over a pipe's 64 KiB, or it could finish before the reader

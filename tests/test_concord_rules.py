@@ -6,7 +6,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dissensus.baselines.decision_rules import best_average, majority_vote, owner_decides, unanimity
+from dissensus.baselines.decision_rules import (
+    best_average,
+    first_choice_plurality,
+    owner_decides,
+    unanimity,
+)
 from dissensus.concord import reference as _ref
 from dissensus.concord import rules as _rules
 from dissensus.concord import scale as _cal
@@ -74,7 +79,7 @@ def test_baselines_on_a_hand_fixture() -> None:
     }
     ids = ["P", "Q", "R"]
     assert best_average(ids, m, agents, 0.7).selected == "P"
-    mv = majority_vote(ids, m, agents, 0.7)
+    mv = first_choice_plurality(ids, m, agents, 0.7)
     assert mv.selected == "P" and mv.note is None  # x and z vote P, y votes R
     own = owner_decides("y", "Q", m, agents, 0.7)
     assert own.worst_off == 0.2 and own.below_floor == ["x", "z"]

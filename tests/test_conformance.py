@@ -78,7 +78,7 @@ def mismatches(reference: Records, other: Records) -> list[str]:
 
 def guard_calibration_file(path: Path) -> Path:
     """A guard calibration (``dissensus calibrate``): 20 cases with evidence, 20 without."""
-    from dissensus.guard import calibrate
+    from dissensus.guard import fit_reliability
     from dissensus.types import Vote, VoteCase
 
     def vote(agent: str, answer: str, source: str) -> Vote:
@@ -97,7 +97,7 @@ def guard_calibration_file(path: Path) -> Path:
         )
         for i in range(40)
     ]
-    path.write_text(calibrate(cases).model_dump_json(), encoding="utf-8")
+    path.write_text(fit_reliability(cases).model_dump_json(), encoding="utf-8")
     return path
 
 

@@ -33,6 +33,7 @@ def test_public_surface_is_pinned() -> None:
             "encode_labels",
             "fit_reliability",
             "majority_vote",
+            "panel_votes",
             "posterior",
             "wawa",
         ]

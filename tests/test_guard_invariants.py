@@ -1,4 +1,4 @@
-"""Property tests of the guard's guarantees (seed 003)."""
+"""Property tests of the guard's guarantees (docs/guard.md)."""
 
 from __future__ import annotations
 

@@ -224,7 +224,7 @@ def test_scores_panel_names_and_abstentions() -> None:
 
 
 def _guard_calibration(path: Path) -> Path:
-    from dissensus.guard import calibrate
+    from dissensus.guard import fit_reliability
     from dissensus.types import Vote, VoteCase
 
     def v(agent: str, answer: str, source: str) -> Vote:
@@ -247,7 +247,7 @@ def _guard_calibration(path: Path) -> Path:
         )
         for i in range(40)
     ]
-    path.write_text(calibrate(cases).model_dump_json(), encoding="utf-8")
+    path.write_text(fit_reliability(cases).model_dump_json(), encoding="utf-8")
     return path
 
 

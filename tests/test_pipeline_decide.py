@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from dissensus.guard import audit
 from dissensus.pipeline import Policy, decide, panel_votes, policy_from_dict
-from dissensus.pipeline.signals import recorded_second_answers
+from dissensus.signals import recorded_second_answers
 from dissensus.store import Journal
 from pipeline_cases import CRASH_ANSWERS, agent_models, as_panel, mixed_batch, panel
 

@@ -10,7 +10,7 @@ import pytest
 from cli_helpers import run_cli
 from dissensus.errors import ConfigError
 from dissensus.pipeline import Policy, decide, load_calibration, load_policy, policy_from_dict
-from dissensus.pipeline.signals import MarkerLexicon
+from dissensus.signals import MarkerLexicon
 from dissensus.types import Panel
 
 

@@ -12,7 +12,7 @@ from dissensus.pipeline.reliability import (
     calibrated_accept,
     trust_regions,
 )
-from dissensus.pipeline.signals import (
+from dissensus.signals import (
     AgentSignal,
     MarkerLexicon,
     SecondAnswer,

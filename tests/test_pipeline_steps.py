@@ -7,7 +7,7 @@ import pytest
 from dissensus.llm.base import ChatRequest, Message
 from dissensus.llm.replay import request_key
 from dissensus.pipeline import Policy, decide
-from dissensus.pipeline.durable import CaseLog, JournalError, call_digest
+from dissensus.pipeline.durable import CaseLog, UnreadableStep, call_digest
 from dissensus.pipeline.records import ReviewItem
 from dissensus.pipeline.steps import GuardStep
 from dissensus.states import Reading, Route
@@ -30,7 +30,9 @@ def test_a_journalled_step_that_no_longer_fits_its_model_fails_loudly() -> None:
         case="1",
     )
     log = CaseLog(journal, "r", 1)
-    with pytest.raises(JournalError, match=r"case/1/guard is not a valid GuardStep \(field backed"):
+    with pytest.raises(
+        UnreadableStep, match=r"case/1/guard is not a valid GuardStep \(field backed"
+    ):
         log.step("guard", "case.guard", GuardStep, _never)
 
 

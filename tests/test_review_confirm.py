@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 
 from dissensus.acceptance import apply_acceptance, load_acceptance
-from dissensus.acceptance.journal import labelled_from_journal
 from dissensus.acceptance.prepare import candidates_for
 from dissensus.cli import main
 from dissensus.errors import InputError
 from dissensus.pipeline.confirm import AlreadyConfirmed, confirm
+from dissensus.pipeline.labels import labelled_from_journal
 from dissensus.pipeline.records import CaseRecord
 from dissensus.pipeline.review import final_records
 from dissensus.states import get_backend

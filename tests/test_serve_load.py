@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import os
 import random
+import signal
 import socket
 import subprocess
 import sys
@@ -45,8 +47,8 @@ LOAD_TIMEOUT_S = 3600 if SOAK else 600
 """The load phase fails rather than hangs past this."""
 SHUTDOWN_S = 2
 """The graceful-shutdown time of the shutdown test's server (the default is 5 s; whole
-seconds). The run's grace is 1.2 s of it and the server exits about 0.3 s later (1.5 s
-measured); with 1 s it exited after 0.9 s, too close to the limit the test asserts."""
+seconds). The run's grace is 1.2 s of it; the test asserts the server stopped within its
+own grace (uvicorn logs when its graceful timeout cuts tasks short), not a duration."""
 PLAIN = {"verify": False}
 """Client options: the server speaks plain HTTP on loopback, so no client needs a TLS
 context (building a verifying one loads the CA bundle, ~30 ms per client)."""
@@ -270,7 +272,7 @@ def _load_and_check(tmp_path: Path, journal: str) -> None:
         checked = time.monotonic()
     finally:
         stopped_in = stop_server(proc)
-    assert stopped_in < 15, "the server did not stop on SIGTERM"
+    assert math.isfinite(stopped_in), "the server did not stop on SIGTERM (it was killed)"
     expected = {r["id"] for r in rows}
     assert set(seen) == expected and set(seen.values()) == {1}
     assert set(final) == expected and set(final.values()) == {1}
@@ -305,7 +307,7 @@ def test_shutdown_ends_event_streams_with_the_runs_final_status(tmp_path: Path) 
     proc, base = start_server(tmp_path, journal, extra_env={SHUTDOWN_ENV: str(SHUTDOWN_S)})
     sub = {"Authorization": "Bearer tok-sub"}
     lines: list[str] = []
-    terminated_at: float | None = None
+    terminated = False
     try:
         started = httpx.post(
             base + "/v1/decide?async=true", json=_panels(1000), headers=sub, timeout=60, **PLAIN
@@ -317,18 +319,22 @@ def test_shutdown_ends_event_streams_with_the_runs_final_status(tmp_path: Path) 
         ) as stream:
             for line in stream.iter_lines():  # a dropped connection raises here
                 lines.append(line)
-                if line == "event: record" and terminated_at is None:
+                if line == "event: record" and not terminated:
                     proc.terminate()  # the run is deciding: stop the server now
-                    terminated_at = time.monotonic()
+                    terminated = True
         proc.wait(timeout=20)
-        assert terminated_at is not None
-        stopped_in = time.monotonic() - terminated_at
+        assert terminated
     finally:
         if proc.poll() is None:
             stop_server(proc)
     events = [line.removeprefix("event: ") for line in lines if line.startswith("event: ")]
     assert events[-1] in ("incomplete", "finished"), events[-3:]
-    assert stopped_in < SHUTDOWN_S, stopped_in
+    # Stopped by its own grace, not cut short by uvicorn's graceful timeout (which logs so at
+    # the server's warning level), and by the SIGTERM it was sent (uvicorn re-raises it
+    # after a graceful shutdown), not killed.
+    log = (tmp_path / "server.log").read_text(encoding="utf-8", errors="replace")
+    assert proc.returncode in (0, -signal.SIGTERM), log[-2000:]
+    assert "graceful shutdown exceeded" not in log, log[-2000:]
     final = json.loads(lines[[i for i, x in enumerate(lines) if x.startswith("data: ")][-1]][6:])
     if events[-1] == "incomplete":
         assert final["done"] < final["total"] and "runs resume" in final["error"]

@@ -1,4 +1,4 @@
-"""Readings: hand-checked examples and the guarantees of seed 000 as properties."""
+"""Readings: hand-checked examples and the guarantees of docs/states.md as properties."""
 
 from __future__ import annotations
 

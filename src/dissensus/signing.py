@@ -9,7 +9,7 @@ A signature is a small JSON object::
 
     {"alg": "ed25519", "key_id": "<first 16 hex of sha256(raw public key)>", "value": "<base64>"}
 
-over the UTF-8 bytes of a canonical JSON text (:func:`dissensus.store.canonical.canonical`).
+over the UTF-8 bytes of a canonical JSON text (:func:`dissensus.canonical.canonical`).
 A signed document (certificate, packet) carries it in a top-level ``signature`` field,
 and the signed text is the canonical JSON of the document *without* that field.
 
@@ -38,8 +38,8 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
+from dissensus.canonical import canonical
 from dissensus.errors import ConfigError, InputError
-from dissensus.store.canonical import canonical
 
 __all__ = [
     "SIGNING_KEY_ENV",

@@ -154,7 +154,7 @@ class Reask(BaseModel):
 
 
 class AgentOutput(BaseModel):
-    """``O_i = <r_i, d_i, v_i, gamma_i>`` of seed 000, plus evidence provenance."""
+    """``O_i = <r_i, d_i, v_i, gamma_i>`` of ``docs/states.md``, plus evidence provenance."""
 
     model_config = ConfigDict(extra="allow", frozen=True)
 
@@ -247,7 +247,7 @@ class PanelLike(Protocol):
 
 
 class Vote(BaseModel):
-    """One vote with provenance (seed 003)."""
+    """One vote with provenance (``docs/guard.md``)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 

@@ -14,6 +14,9 @@ them raises a :class:`~dissensus.errors.ConfigError` saying how to install them.
 
 from __future__ import annotations
 
+import warnings
+from typing import Any
+
 from dissensus.acceptance import _requires  # noqa: F401  (first: says when the extra is missing)
 from dissensus.acceptance.bound import (
     StratumFigures,
@@ -33,10 +36,10 @@ from dissensus.acceptance.calibrate import (
 from dissensus.acceptance.families import FAMILIES, FamilyFigures, select_family
 from dissensus.acceptance.features import (
     Candidate,
-    CaseInput,
+    FeatureInputs,
     ReasoningSimilarity,
     candidate_rows,
-    case_input,
+    feature_inputs,
 )
 from dissensus.acceptance.file import (
     ACCEPTANCE_FORMAT,
@@ -63,9 +66,9 @@ __all__ = [
     "AcceptanceFile",
     "AcceptanceVerdict",
     "Candidate",
-    "CaseInput",
     "CrossFit",
     "FamilyFigures",
+    "FeatureInputs",
     "FeatureSettings",
     "LogisticModel",
     "ReasoningSimilarity",
@@ -77,10 +80,10 @@ __all__ = [
     "calibrate",
     "candidate_rows",
     "canonical_hash",
-    "case_input",
     "clopper_pearson_upper",
     "crossfit",
     "crossfit_scores",
+    "feature_inputs",
     "fewest_tested",
     "fit_model",
     "fold_index",
@@ -94,3 +97,19 @@ __all__ = [
     "shift_check",
     "stratum_of",
 ]
+
+_RENAMED = {"CaseInput": "FeatureInputs", "case_input": "feature_inputs"}
+"""Earlier names, importable with a :class:`DeprecationWarning`: ``CaseInput`` is the
+pipeline's journalled case (:class:`dissensus.pipeline.steps.CaseInput`)."""
+
+
+def __getattr__(name: str) -> Any:
+    current = _RENAMED.get(name)
+    if current is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    warnings.warn(
+        f"{__name__}.{name} is deprecated: use {__name__}.{current}",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return globals()[current]

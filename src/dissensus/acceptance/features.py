@@ -30,7 +30,7 @@ unless a lexicon is given):
   similarity to its own re-ask reasoning and to the question, averaged over the
   candidate's supporters.
 * **Optional marker lexicon**: mean margin score of the supporters
-  (:mod:`dissensus.pipeline.signals`); off by default.
+  (:mod:`dissensus.signals`); off by default.
 * **User features**: ``module:function`` callables returning ``{name: float}`` for the
   panel, added to every row as ``user.<name>``.
 
@@ -43,6 +43,7 @@ features are 0 when the model is applied.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
@@ -54,13 +55,13 @@ from dissensus.types import Panel
 
 __all__ = [
     "Candidate",
-    "CaseInput",
+    "FeatureInputs",
     "PanelFeature",
     "ReasoningSimilarity",
     "SecondLike",
     "candidate_rows",
     "case_candidates",
-    "case_input",
+    "feature_inputs",
     "question_text",
     "second_pairs",
 ]
@@ -88,7 +89,7 @@ class Candidate(BaseModel):
     features: dict[str, float]
 
 
-class CaseInput(BaseModel):
+class FeatureInputs(BaseModel):
     """What the features are computed from (all optional except the panel)."""
 
     model_config = ConfigDict(arbitrary_types_allowed=True, frozen=True)
@@ -124,7 +125,7 @@ def _options(panel: Panel) -> list[str]:
     return CaseSpec.from_meta(panel.meta).option_ids()
 
 
-def case_candidates(case: CaseInput) -> list[str]:
+def case_candidates(case: FeatureInputs) -> list[str]:
     """Candidate labels: options, then first answers, then re-asks (first appearance)."""
     seen: dict[str, None] = {}
     for label in _options(case.panel):
@@ -145,7 +146,7 @@ def _mean_pairwise(indices: list[int], matrix: list[list[float]]) -> float:
     return float(np.mean(vals))
 
 
-def candidate_rows(case: CaseInput) -> list[Candidate]:
+def candidate_rows(case: FeatureInputs) -> list[Candidate]:
     """One :class:`Candidate` per candidate label (see the module docstring)."""
     panel = case.panel
     outs = panel.outputs
@@ -282,7 +283,7 @@ def second_pairs(
     return {a: (s.decision, s.reasoning) for a, s in (second or {}).items()}
 
 
-def case_input(
+def feature_inputs(
     panel: Panel,
     *,
     reading: Any = None,
@@ -291,10 +292,10 @@ def case_input(
     reasoning_sim: dict[str, dict[str, float]] | None = None,
     margins: dict[str, float] | None = None,
     user: dict[str, float] | None = None,
-) -> CaseInput:
-    """A :class:`CaseInput` from a panel, its :class:`~dissensus.states.Reading`, the guard's
+) -> FeatureInputs:
+    """A :class:`FeatureInputs` from a panel, its :class:`~dissensus.states.Reading`, the guard's
     :class:`~dissensus.guard.GuardDecision` (either may be ``None``) and any re-ask answers."""
-    return CaseInput(
+    return FeatureInputs(
         panel=panel,
         state=reading.state.value if reading is not None else None,
         mean_similarity=reading.mean_similarity if reading is not None else None,
@@ -309,3 +310,20 @@ def case_input(
         margins=margins or {},
         user=user or {},
     )
+
+
+_RENAMED = {"CaseInput": "FeatureInputs", "case_input": "feature_inputs"}
+"""Earlier names, importable with a :class:`DeprecationWarning`: ``CaseInput`` is the
+pipeline's journalled case (:class:`dissensus.pipeline.steps.CaseInput`)."""
+
+
+def __getattr__(name: str) -> Any:
+    current = _RENAMED.get(name)
+    if current is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    warnings.warn(
+        f"{__name__}.{name} is deprecated: use {__name__}.{current}",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return globals()[current]

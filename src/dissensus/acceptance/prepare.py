@@ -31,7 +31,7 @@ from dissensus.acceptance.features import (
     ReasoningSimilarity,
     SecondLike,
     candidate_rows,
-    case_input,
+    feature_inputs,
     second_pairs,
 )
 from dissensus.acceptance.file import AcceptanceFile, FeatureSettings, load_acceptance
@@ -53,7 +53,7 @@ class GuardInputs:
     """What the guard's audit depends on besides the panel: the run's guard settings."""
 
     calibration: Any = None
-    """The run's :class:`~dissensus.guard.Calibration` (policy ``guard.calibration``), or ``None``."""
+    """The run's :class:`~dissensus.guard.ReliabilityFit` (policy ``guard.calibration``), or ``None``."""
     options: Mapping[str, Any] = field(default_factory=dict)
     """The policy's ``guard.options`` (the guard's thresholds)."""
     enabled: bool = True
@@ -107,7 +107,7 @@ def _user_values(panel: Panel, funcs: Mapping[str, PanelFeature]) -> dict[str, f
 def _margins(
     panel: Panel, second: Mapping[str, SecondLike], markers: dict[str, list[str]]
 ) -> dict[str, float]:
-    from dissensus.pipeline.signals import MarkerLexicon, SecondAnswer, agent_signals
+    from dissensus.signals import MarkerLexicon, SecondAnswer, agent_signals
 
     lexicon = MarkerLexicon(
         concession=tuple(markers.get("concession", [])),
@@ -137,7 +137,7 @@ def candidates_for(
     margins = _margins(panel, second, settings.markers) if settings.markers is not None else None
     values = _user_values(panel, user) if user else None
     return candidate_rows(
-        case_input(
+        feature_inputs(
             panel,
             reading=reading,
             guard=guard,
@@ -155,15 +155,14 @@ def acceptance_guard(panel: Panel, guard: GuardInputs) -> Any:
     The same audit as the pipeline's guard step (:func:`dissensus.pipeline.gates.guard_step`):
     the panel's votes, the run's guard calibration and options.
     """
-    from dissensus.guard import GuardSettings, audit
-    from dissensus.pipeline.gates import panel_votes
+    from dissensus.guard import GuardThresholds, audit, panel_votes
 
     if not guard.enabled:
         return None
     votes = panel_votes(panel)
     if len(votes) < 2:
         return None
-    settings = GuardSettings.model_validate(dict(guard.options))
+    settings = GuardThresholds.model_validate(dict(guard.options))
     return audit(votes, guard.calibration, settings=settings, case_id=panel.id)
 
 
@@ -183,7 +182,7 @@ def prepare_cases(
     ``guard``: the deciding run's guard settings (default: no calibration, default
     options), so that the guard features are those ``decide`` computes.
     """
-    from dissensus.pipeline.signals import recorded_second_answers
+    from dissensus.signals import recorded_second_answers
     from dissensus.states import read_panels
     from dissensus.states.reading import Thresholds
 

@@ -1,4 +1,4 @@
-"""LLM negotiation agents for CONCORD (seed 002): a role prompt over a model client.
+"""LLM negotiation agents for CONCORD (``docs/concord.md``): a role prompt over a model client.
 
 The agent speaks through any :class:`dissensus.llm.ChatClient` (in practice a
 :class:`dissensus.llm.ModelClient` built by ``resolve_model``). Every method makes

@@ -1,4 +1,4 @@
-"""Decision rules CONCORD is compared with, on identical scores (seed 002, comparison table).
+"""Decision rules CONCORD is compared with, on identical scores (``docs/concord.md``, ``--compare``).
 
 Each rule picks one of the *opening proposals* (the candidates of round 1, before any
 repair: what the agents put on the table) from the same calibrated score matrix
@@ -6,8 +6,9 @@ CONCORD used, and is judged by the worst-off score of its pick and the agents it
 below the floor:
 
 * **best average**: the highest mean calibrated score;
-* **majority vote**: every agent votes for the proposal it scores highest; the plurality
-  wins. Ties (likely: each agent usually scores its own proposal highest) are broken by
+* **majority vote** (:func:`first_choice_plurality`; the guard's ``majority_vote`` is
+  another thing, a vote over labels): every agent votes for the proposal it scores
+  highest; the plurality wins. Ties (likely: each agent usually scores its own proposal highest) are broken by
   the Borda count among the tied proposals, then by the earlier proposal; the tie is
   reported in ``note``;
 * **owner decides**: the owner's own proposal (the problem's ``owner``, else the first
@@ -26,6 +27,7 @@ Ties elsewhere go to the earlier proposal and are reported.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -40,10 +42,10 @@ __all__ = [
     "LLMArbiter",
     "RuleResult",
     "best_average",
+    "first_choice_plurality",
     "judge",
     "llm_picks",
     "llm_writes",
-    "majority_vote",
     "owner_decides",
     "unanimity",
 ]
@@ -114,7 +116,19 @@ def best_average(
     return judge("Best average", tied[0], matrix[tied[0]], agents, floor, note=note)
 
 
-def majority_vote(
+def __getattr__(name: str) -> Any:
+    if name == "majority_vote":
+        warnings.warn(
+            "dissensus.baselines.decision_rules.majority_vote is deprecated: use "
+            "first_choice_plurality (dissensus.guard.majority_vote votes over labels)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return first_choice_plurality
+    raise AttributeError(f"module 'dissensus.baselines.decision_rules' has no attribute {name!r}")
+
+
+def first_choice_plurality(
     options: Sequence[str], matrix: Matrix, agents: Sequence[str], floor: float
 ) -> RuleResult:
     if not options:
@@ -227,7 +241,7 @@ def _request(stage: str, user: str, schema: dict[str, Any]) -> ChatRequest:
 
 
 class LLMArbiter:
-    """The comparison's arbiter over a model (:class:`dissensus.concord.compare.Arbiter`).
+    """The comparison's arbiter over a model (:class:`dissensus.baselines.compare.Arbiter`).
 
     Requests carry a per-request schema (strict mode): the pick is an ``enum`` of the
     plan ids, the written plan a string.

@@ -1,4 +1,4 @@
-"""The baselines DCI is judged against (seed 004, Tables 3-6), on the same model client.
+"""The baselines DCI is judged against (``docs/dci.md``, "Baselines"), on the same model client.
 
 * **single** — one agent answers once.
 * **voting** — ``voters`` (5) independent agents answer; the plurality choice wins and

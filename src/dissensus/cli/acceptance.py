@@ -195,7 +195,7 @@ def calibrate_acceptance_cmd(
             sources.append(f"{labelled} ({len(panels)} labelled panels)")
         rejected = sink.count
     if journal is not None:
-        from dissensus.acceptance.journal import labelled_from_journal
+        from dissensus.pipeline.labels import labelled_from_journal
         from dissensus.store.journal import Journal
 
         check_journal_file(journal, must_exist=True)

@@ -1,4 +1,4 @@
-"""CLI commands of CONCORD (seed 002): ``negotiate``, ``verify``, ``bound``.
+"""CLI commands of CONCORD (``docs/concord.md``): ``negotiate``, ``verify``, ``bound``.
 
 * ``dissensus negotiate PROBLEM.yaml`` runs the protocol; ``--json`` prints the
   certificate, ``--out`` writes it, ``--compare`` adds the comparison with other decision
@@ -73,7 +73,7 @@ async def _run(
     compare: bool,
     client: Any,
 ) -> tuple[Certificate, list[Any] | None]:
-    from dissensus.concord.compare import compare_with
+    from dissensus.baselines.compare import compare_with
     from dissensus.concord.problem import negotiation_for
 
     negotiation = negotiation_for(problem, agents, deadline_s=deadline, rule=rule)  # type: ignore[arg-type]

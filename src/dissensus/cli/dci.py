@@ -1,4 +1,4 @@
-"""CLI commands ``dissensus deliberate`` and ``dissensus judge`` (DCI, seed 004).
+"""CLI commands ``dissensus deliberate`` and ``dissensus judge`` (DCI, ``docs/dci.md``).
 
 ``deliberate TASK.yaml --method dci|single|voting|self_consistency|debate`` runs one
 method on one task and prints the answer (and for DCI the decision packet); ``--json``

@@ -1,4 +1,4 @@
-"""CLI commands: ``dissensus calibrate`` and ``dissensus vote`` (the guard, seed 003).
+"""CLI commands: ``dissensus calibrate`` and ``dissensus vote`` (the guard, ``docs/guard.md``).
 
 Input of both: JSONL, one case per line::
 
@@ -42,7 +42,7 @@ from dissensus.errors import ConfigError, InputError
 from dissensus.types import VoteCase
 
 if TYPE_CHECKING:
-    from dissensus.guard import Calibration
+    from dissensus.guard import ReliabilityFit
     from dissensus.guard.decision import GuardDecision
     from dissensus.io.jsonl import RejectSink
 
@@ -95,12 +95,12 @@ def _sink(path: str | None) -> RejectSink:
         raise InputError(f"cannot write the rejects file {path}: {exc.strerror or exc}") from None
 
 
-def _load_calibration(path: str) -> Calibration:
-    from dissensus.guard import Calibration
+def _load_calibration(path: str) -> ReliabilityFit:
+    from dissensus.guard import ReliabilityFit
 
     data = load_json_file(path, what="calibration")
     try:
-        return Calibration.model_validate(data)
+        return ReliabilityFit.model_validate(data)
     except ValidationError as exc:
         first = exc.errors()[0]
         field = ".".join(str(p) for p in first["loc"]) or "<root>"
@@ -111,7 +111,7 @@ def _fmt(x: float | None, digits: int = 3) -> str:
     return "-" if x is None else f"{x:.{digits}f}"
 
 
-def _calibration_tables(cal: Calibration) -> None:
+def _calibration_tables(cal: ReliabilityFit) -> None:
     strata = Table(title=f"Calibration on {cal.cases} labelled cases, per evidence stratum")
     for col in ("stratum", "cases", "aggregator", "accuracy", "mean conf", "ECE", "|conf-acc|"):
         strata.add_column(col, justify="left" if col in ("stratum", "aggregator") else "right")
@@ -189,7 +189,7 @@ def calibrate_command(
     rejects: RejectsOption = None,
 ) -> None:
     """Measure strata, beta*, reliabilities, error correlations and n_eff on a labelled set."""
-    from dissensus.guard import CalibrationSettings, calibrate
+    from dissensus.guard import ReliabilitySettings, fit_reliability
 
     check_input_path(labelled)
     check_output_path(out, option="--out", inputs=[labelled], what="calibration file")
@@ -198,12 +198,12 @@ def calibrate_command(
         cases = _read(_LabelledInput, labelled, sink)
     if not cases:
         raise InputError(f"{labelled}: no valid labelled case to calibrate on")
-    settings = CalibrationSettings(
+    settings = ReliabilitySettings(
         beta_reference=beta_reference,
         overconfidence_tolerance=tolerance,
         min_stratum_cases=min_stratum_cases,
     )
-    cal = calibrate(cases, settings)
+    cal = fit_reliability(cases, settings)
     if out:
         try:
             with atomic_output(out) as handle:
@@ -263,12 +263,12 @@ def vote_command(
     rejects: RejectsOption = None,
 ) -> None:
     """Decide every case under the guard: mode, answer, confidence, n_eff and why."""
-    from dissensus.guard import CorrelatedConsensusError, GuardSettings, audit_case
+    from dissensus.guard import CorrelatedConsensusError, GuardThresholds, audit_case
     from dissensus.io.jsonl import Reject, open_text, read_models
 
     check_input_path(votes)
     cal = _load_calibration(calibration) if calibration else None
-    settings = GuardSettings(
+    settings = GuardThresholds(
         max_fallback_agreement=max_fallback,
         use_recommended_verifier=not no_recommended_verifier,
         decompose=not no_decompose,

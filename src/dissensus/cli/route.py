@@ -1,4 +1,4 @@
-"""CLI commands ``dissensus route`` and ``dissensus calibrate-thresholds`` (seed 000).
+"""CLI commands ``dissensus route`` and ``dissensus calibrate-thresholds`` (``docs/states.md``).
 
 ``route`` streams panels (one JSON object per line, ``-`` for standard input) in bounded
 batches, reads each panel's disagreement state and routes it through the default rules

@@ -1,6 +1,6 @@
 """CONCORD: maximin negotiation over calibrated satisfaction, with verifiable certificates.
 
-Seed 002 (DESIGN.md §2). Agents that are each right from their own role reach one
+See ``docs/concord.md``. Agents that are each right from their own role reach one
 decision: anchors calibrate every private scale onto one bar, every agent proposes and
 scores, the selection rule picks a leader, the least-satisfied agent repairs, and the run
 commits a certificate when every agent clears the floor or reports the shortfall. The
@@ -13,13 +13,6 @@ cost bound is known before the run and reconciled at its close.
 
 from dissensus.concord.agent import NegotiationAgent, NegotiationView, Outcome
 from dissensus.concord.bounds import Bound, compute_bound
-from dissensus.concord.compare import (
-    RULE_ORDER,
-    Arbiter,
-    compare_rules,
-    compare_with,
-    score_outcome,
-)
 from dissensus.concord.function import FunctionAgent
 from dissensus.concord.problem import (
     Problem,
@@ -35,8 +28,6 @@ from dissensus.concord.verify import Verdict, verify
 
 __all__ = [
     "RULES",
-    "RULE_ORDER",
-    "Arbiter",
     "Bound",
     "Certificate",
     "FunctionAgent",
@@ -48,14 +39,11 @@ __all__ = [
     "SelectionRule",
     "TableAgent",
     "Verdict",
-    "compare_rules",
-    "compare_with",
     "compute_bound",
     "load_problem",
     "negotiate",
     "negotiate_sync",
     "negotiation_for",
     "parse_problem",
-    "score_outcome",
     "verify",
 ]

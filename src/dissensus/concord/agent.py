@@ -1,4 +1,4 @@
-"""The negotiation agent protocol: what CONCORD (seed 002) asks of an agent.
+"""The negotiation agent protocol: what CONCORD (``docs/concord.md``) asks of an agent.
 
 The interface lives with the protocol (as DCI's participant protocol lives with DCI):
 CONCORD's core imports no agent implementation and no model stack. Table and function

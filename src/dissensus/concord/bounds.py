@@ -1,4 +1,4 @@
-"""The cost bound, computable before the run (CONCORD, seed 002 / DESIGN.md §2).
+"""The cost bound, computable before the run (CONCORD, ``docs/concord.md``).
 
 With ``n`` negotiating agents and a round budget of ``R`` repair rounds:
 

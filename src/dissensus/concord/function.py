@@ -1,4 +1,4 @@
-"""Function agents for CONCORD (seed 002): plain Python callables, e.g. a cost model.
+"""Function agents for CONCORD (``docs/concord.md``): plain Python callables, e.g. a cost model.
 
 A function agent is three callables named ``module:function`` in the problem file:
 

@@ -1,4 +1,4 @@
-"""The CONCORD problem file (YAML) and the agents it names (seed 002).
+"""The CONCORD problem file (YAML) and the agents it names (``docs/concord.md``).
 
 ```yaml
 problem: "Region-wide incident: choose the remediation plan."   # optional

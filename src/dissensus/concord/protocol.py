@@ -1,4 +1,4 @@
-"""The CONCORD protocol: five phases over any mix of agents (seed 002, DESIGN.md §2).
+"""The CONCORD protocol: five phases over any mix of agents (``docs/concord.md``).
 
 1. INITIALIZE: every covered agent scores the two anchors (one call each); its scale is
    rescaled so rejected = 0, ideal = 1. Raw and calibrated scores are both kept.

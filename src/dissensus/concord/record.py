@@ -1,4 +1,4 @@
-"""The CONCORD certificate: the record a second program can verify (seed 002).
+"""The CONCORD certificate: the record a second program can verify (``docs/concord.md``).
 
 The record carries the raw numbers everything was derived from: every agent's raw
 anchor scores, every candidate with every agent's raw and calibrated score, the

@@ -1,4 +1,4 @@
-"""Selection rules, acceptance and bottleneck choice (CONCORD phases 3-5, seed 002).
+"""Selection rules, acceptance and bottleneck choice (CONCORD phases 3-5, ``docs/concord.md``).
 
 Pure functions over calibrated scores. The default rule is *maximin*: the candidate
 whose worst-off agent is best off. The seed leaves the other rules open; the ones

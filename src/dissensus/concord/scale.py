@@ -1,4 +1,4 @@
-"""Anchor calibration (CONCORD phase 1, seed 002 / DESIGN.md §2 INITIALIZE).
+"""Anchor calibration (CONCORD phase 1, ``docs/concord.md``).
 
 Each agent scores two shared anchor outcomes, one rejected and one ideal, on its private
 scale. A raw score ``x`` becomes ``(x - rejected) / (ideal - rejected)``, so the rejected

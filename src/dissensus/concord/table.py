@@ -1,4 +1,4 @@
-"""Table agents for CONCORD (seed 002): fixed options, scores given in the problem file.
+"""Table agents for CONCORD (``docs/concord.md``): fixed options, scores given in the problem file.
 
 A table agent needs no model. Its private scale is whatever numbers the problem file
 gives (``scores: {R0: 0, I0: 10, A: 6}``), anchors included.

@@ -1,4 +1,4 @@
-"""Communication regimes (CONCORD, seed 002): group channel or workflow graph.
+"""Communication regimes (CONCORD, ``docs/concord.md``): group channel or workflow graph.
 
 On a *group channel* every agent receives every exchange directly (one hop). On a
 *workflow graph* (undirected edges between agents) an exchange travels along the

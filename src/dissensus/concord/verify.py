@@ -1,5 +1,5 @@
-"""Verify a CONCORD certificate from its raw numbers (seed 002: "the supporting
-arithmetic available for audit").
+"""Verify a CONCORD certificate from its raw numbers (``docs/concord.md``: the record
+carries the supporting arithmetic, for audit).
 
 :func:`verify` trusts nothing the record derived: it recomputes, in this order, and
 stops at the first violated property, which it names:

@@ -1,4 +1,4 @@
-"""LLMBar judge panels -> dissensus panels or guard votes (DESIGN §1, real data).
+"""LLMBar judge panels -> dissensus panels or guard votes (``docs/convert.md``).
 
 LLMBar (Zeng et al., ICLR 2024) recorded six LLM judges choosing the better of two
 outputs for an instruction, with a gold label. A directory laid out like LLMBar holds

@@ -1,4 +1,4 @@
-"""VariErrNLI annotations -> dissensus panels of human annotators (DESIGN §1, real data).
+"""VariErrNLI annotations -> dissensus panels of human annotators (``docs/convert.md``).
 
 VariErrNLI (as released for the LeWiDi 2025 shared task) is a JSON object keyed by item
 id; each item holds an NLI pair (``text.context``, ``text.statement``), ``annotations``

@@ -1,4 +1,4 @@
-"""DCI: structured deliberation with typed epistemic acts ending in a decision packet (seed 004).
+"""DCI: structured deliberation with typed epistemic acts ending in a decision packet (``docs/dci.md``).
 
 Four archetypes (:mod:`~dissensus.dci.archetypes`), 14 typed acts in 6 families
 (:mod:`~dissensus.dci.acts`), a shared workspace with a compaction policy

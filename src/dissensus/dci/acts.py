@@ -1,4 +1,4 @@
-"""The DCI interaction grammar: 14 typed epistemic acts in 6 families, as data (seed 004).
+"""The DCI interaction grammar: 14 typed epistemic acts in 6 families, as data (``docs/dci.md``).
 
 Every utterance in a deliberation is exactly one act with exactly one target: an option
 (``o<n>``), a tension (``t<n>``) or an earlier act (``a<n>``). The task's question is the

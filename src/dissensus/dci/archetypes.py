@@ -1,4 +1,4 @@
-"""The four DCI reasoning archetypes as data (seed 004).
+"""The four DCI reasoning archetypes as data (``docs/dci.md``).
 
 An archetype constrains a participant's *tendency*, not its capability: it names the
 acts the participant reaches for first and a one-paragraph stance shown in its prompt.

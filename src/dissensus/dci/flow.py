@@ -1,4 +1,4 @@
-"""DCI-CF, the convergent flow: eight stages ending in a decision packet (seed 004).
+"""DCI-CF, the convergent flow: eight stages ending in a decision packet (``docs/dci.md``).
 
 1. **Frame** — the first Framer frames the problem (target ``a0``, the question).
 2. **Propose** — every participant proposes (or spawns from / extends a task option)

@@ -1,4 +1,4 @@
-"""DCI-CF stage 7: the deterministic fallback cascade (seed 004).
+"""DCI-CF stage 7: the deterministic fallback cascade (``docs/dci.md``).
 
 When deliberation does not converge, the decision is forced by pure rules applied in a
 fixed order, each narrowing the candidate set; the rule at which one candidate is left

@@ -1,4 +1,4 @@
-"""DCI-CF stage 8: the decision packet and its published JSON schema (seed 004).
+"""DCI-CF stage 8: the decision packet and its published JSON schema (``docs/dci.md``).
 
 A packet is produced on every path: converged, any fallback rule, the no-DCI-CF
 ablation, budget exhaustion and model failure. ``status`` says how the run ended and

@@ -1,4 +1,4 @@
-"""Deliberation tasks and DCI settings, read from YAML (seed 004).
+"""Deliberation tasks and DCI settings, read from YAML (``docs/dci.md``).
 
 A task file needs only ``question:``. Optional: ``id``, ``type`` (the paper's task
 types: hidden_profile, late_evidence, risk, disagreement, policy, architecture,

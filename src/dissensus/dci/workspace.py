@@ -1,4 +1,4 @@
-"""The shared DCI workspace and its compaction policy (seed 004).
+"""The shared DCI workspace and its compaction policy (``docs/dci.md``).
 
 Six sections: problem view, key frames, emerging ideas (options), tensions, synthesis in
 progress, next actions. Every accepted act is logged and applied to the sections; no

@@ -1,4 +1,4 @@
-"""Guard for consensus-weighted voting (seed 003, DESIGN §3).
+"""Guard for consensus-weighted voting (``docs/guard.md``).
 
 Agreement among voters that share a model, an index or a prompt is not evidence.
 :func:`audit` checks the seed's three invariants on one case's votes and decides by
@@ -8,6 +8,9 @@ labelled set what the guard needs: strata, beta*, reliabilities, error correlati
 and the effective number of independent voters. :mod:`dissensus.guard.arrays` is the
 vectorised array API (majority, consensus weighting, Wawa) for throughput.
 """
+
+import warnings
+from typing import Any
 
 from dissensus.guard.arrays import (
     agreement_fraction,
@@ -29,13 +32,31 @@ from dissensus.guard.decision import (
 )
 from dissensus.guard.errors import CorrelatedConsensusError
 from dissensus.guard.reliability import ReliabilityFit, ReliabilitySettings, fit_reliability
+from dissensus.guard.votes import panel_votes
 
-# Earlier names of the reliability fit and of the guard's thresholds, kept importable
-# for callers that still use them; not part of the documented surface.
-Calibration = ReliabilityFit
-CalibrationSettings = ReliabilitySettings
-GuardSettings = GuardThresholds
-calibrate = fit_reliability
+_DEPRECATED = {
+    "Calibration": "ReliabilityFit",
+    "CalibrationSettings": "ReliabilitySettings",
+    "GuardSettings": "GuardThresholds",
+    "calibrate": "fit_reliability",
+}
+"""Earlier names of the reliability fit and of the guard's thresholds: still importable,
+with a :class:`DeprecationWarning` naming the current one. Nothing in the package uses
+them (a ruff banned-API rule in ``pyproject.toml``); ``GuardSettings`` is the policy's
+``guard:`` section (:class:`dissensus.pipeline.policy.GuardSettings`), not these thresholds."""
+
+
+def __getattr__(name: str) -> Any:
+    current = _DEPRECATED.get(name)
+    if current is None:
+        raise AttributeError(f"module 'dissensus.guard' has no attribute {name!r}")
+    warnings.warn(
+        f"dissensus.guard.{name} is deprecated: use dissensus.guard.{current}",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return globals()[current]
+
 
 __all__ = [
     "CorrelatedConsensusError",
@@ -56,6 +77,7 @@ __all__ = [
     "encode_labels",
     "fit_reliability",
     "majority_vote",
+    "panel_votes",
     "posterior",
     "wawa",
 ]

@@ -1,4 +1,4 @@
-"""Array API of the guard: vectorised voting over many cases at once (seed 003).
+"""Array API of the guard: vectorised voting over many cases at once (``docs/guard.md``).
 
 Every function takes a *label matrix*: an ``int`` array of shape ``(cases, voters)``
 holding a class index in ``0..K-1`` per vote and ``-1`` where a voter did not vote on a

@@ -1,4 +1,4 @@
-"""Per-decision confidence that accounts for n_eff and measured reliability (seed 003).
+"""Per-decision confidence that accounts for n_eff and measured reliability (``docs/guard.md``).
 
 Raw vote share is the number the seed's failure hides behind: five clones agreeing give
 the same share as five independent voters. The guard states instead a posterior over

@@ -1,4 +1,4 @@
-"""The guarded aggregator: invariants, decision boundary, explained refusal (seed 003).
+"""The guarded aggregator: invariants, decision boundary, explained refusal (``docs/guard.md``).
 
 :func:`audit` takes the votes of one case (with provenance) and an optional
 :class:`~dissensus.guard.reliability.ReliabilityFit`, checks the seed's three invariants

@@ -1,4 +1,4 @@
-"""The guard's typed error (seed 003): refusal raised instead of returned, in strict mode.
+"""The guard's typed error (``docs/guard.md``): refusal raised instead of returned, in strict mode.
 
 The seed raises ``CorrelatedConsensusError`` whenever consensus weighting is unsafe. In
 dissensus a refusal is an explained outcome (:class:`~dissensus.guard.decision.GuardDecision`

@@ -1,4 +1,4 @@
-"""Calibration metrics of the guard's stratified report (seed 003, "measurement tools").
+"""Calibration metrics of the guard's stratified report (``docs/guard.md``).
 
 Choices where the seed is silent:
 

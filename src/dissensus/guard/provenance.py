@@ -1,4 +1,4 @@
-"""Provenance helpers: independent sources, shared causes, fallback agreement (seed 003).
+"""Provenance helpers: independent sources, shared causes, fallback agreement (``docs/guard.md``).
 
 Choices where the seed is silent:
 

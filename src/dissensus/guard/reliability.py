@@ -1,4 +1,4 @@
-"""The reliability fit from a labelled set: strata, beta*, reliabilities, correlations, n_eff (seed 003).
+"""The reliability fit from a labelled set: strata, beta*, reliabilities, correlations, n_eff (``docs/guard.md``).
 
 :func:`fit_reliability` measures, on cases with a gold answer:
 

@@ -62,8 +62,7 @@ from typing import Any, TypeVar
 from inspect_ai.scorer import Score, ScoreReducer, score_reducer
 
 from dissensus.errors import ConfigError
-from dissensus.guard import GuardSettings as GuardThresholds
-from dissensus.guard import audit
+from dissensus.guard import GuardThresholds, audit
 from dissensus.pipeline import (
     CaseRecord,
     Policy,

@@ -61,7 +61,7 @@ from dissensus.concord.record import Certificate
 from dissensus.concord.verify import Verdict
 from dissensus.concord.verify import verify as verify_record
 from dissensus.errors import ConfigError, DissensusError, InputError
-from dissensus.guard import Calibration, GuardSettings, audit_case
+from dissensus.guard import GuardThresholds, ReliabilityFit, audit_case
 from dissensus.guard.decision import GuardDecision
 from dissensus.integrations._review import content_sha256, resolve_checked
 from dissensus.pipeline import CaseRecord, RunSpec, adecide
@@ -239,12 +239,12 @@ def vote(
     cal = None
     if calibration:
         try:
-            cal = Calibration.model_validate_json(Path(calibration).read_text(encoding="utf-8"))
+            cal = ReliabilityFit.model_validate_json(Path(calibration).read_text(encoding="utf-8"))
         except (OSError, ValueError) as exc:
             raise ConfigError(
                 f"cannot read the calibration: {exc}", file=calibration, field="calibration"
             ) from exc
-    settings = GuardSettings()
+    settings = GuardThresholds()
     return [
         audit_case(case, cal, beta=beta, strict=strict, verifier=verifier, settings=settings)
         for case in cases

@@ -1,4 +1,4 @@
-"""The model client: the one door every model call goes through (DESIGN.md, Architecture).
+"""The model client: the one door every model call goes through (``docs/llm.md``).
 
 :class:`ModelClient` wraps any :class:`~dissensus.llm.base.ChatBackend` and owns the
 policy: budget, retries, concurrency, request rate, structured output, usage, tracing.

@@ -26,7 +26,7 @@ from ``kinds``, using ``random.Random(seed)`` in arrival order. Kinds:
 that 400, like servers without structured outputs. Latency ``latency_s`` delays every
 answer (faults included). Token usage uses ``estimate_tokens``. Choices: a request no
 rule answers gets a 400 naming the problem; counters (``requests_received``,
-``faults``) count chat-completion requests whose body was fully read, which is exactly
+``faults``, ``hangs_abandoned``) count chat-completion requests whose body was fully read, which is exactly
 what a client's attempt log should match.
 """
 
@@ -165,6 +165,8 @@ class FakeServer:
         """Chat-completion requests fully read (faulty ones included)."""
         self.faults: Counter[str] = Counter()
         """Faults injected, per kind."""
+        self.hangs_abandoned = 0
+        """``hang`` faults the client gave up on (it closed the connection before ``hang_s``)."""
         self.bodies: deque[dict[str, Any]] = deque(maxlen=keep_bodies)
         """Parsed bodies of the last ``keep_bodies`` chat-completion requests, oldest first."""
         self._responder = Responder(self.script, name="fake-llm")
@@ -379,8 +381,13 @@ class FakeServer:
             await asyncio.sleep(self.settings.latency_s)
         if fault == "hang":
             # Hold the connection until the client gives up (EOF) or hang_s passes.
-            with contextlib.suppress(TimeoutError, ConnectionError):
+            try:
                 await asyncio.wait_for(reader.read(), timeout=self.settings.faults.hang_s)
+                self.hangs_abandoned += 1  # end of stream: the client closed first
+            except ConnectionError:
+                self.hangs_abandoned += 1
+            except TimeoutError:
+                pass  # the server gave up first
             return False
         if fault == "disconnect":
             return False

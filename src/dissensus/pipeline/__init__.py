@@ -21,7 +21,7 @@ import asyncio
 from pathlib import Path
 
 from dissensus.errors import ConfigError, InputError
-from dissensus.guard import Calibration as GuardCalibration
+from dissensus.guard import ReliabilityFit, panel_votes
 from dissensus.pipeline.batch import (
     DeadlineReached,
     RunBusy,
@@ -34,7 +34,6 @@ from dissensus.pipeline.batch import (
     start_run,
 )
 from dissensus.pipeline.engine import decide_case
-from dissensus.pipeline.gates import panel_votes
 from dissensus.pipeline.policy import Policy, load_policy, policy_from_dict
 from dissensus.pipeline.records import CaseRecord, Resolution, ReviewItem
 from dissensus.pipeline.reliability import (
@@ -44,13 +43,6 @@ from dissensus.pipeline.reliability import (
     trust_regions,
 )
 from dissensus.pipeline.runtime import Runtime
-from dissensus.pipeline.signals import (
-    MarkerLexicon,
-    SecondAnswer,
-    Voice,
-    agent_signals,
-    recorded_second_answers,
-)
 from dissensus.pipeline.spec import PolicyLike, RunSpec, SpecFile
 from dissensus.pipeline.steps import (
     AcceptanceStep,
@@ -58,6 +50,13 @@ from dissensus.pipeline.steps import (
     DeliberationStep,
     FollowupStep,
     GuardStep,
+)
+from dissensus.signals import (
+    MarkerLexicon,
+    SecondAnswer,
+    Voice,
+    agent_signals,
+    recorded_second_answers,
 )
 from dissensus.store.journal import Journal
 from dissensus.types import Panel
@@ -107,7 +106,7 @@ async def adecide(
     policy: PolicyLike = None,
     *,
     calibration: CalibrationFile | None = None,
-    guard_calibration: GuardCalibration | None = None,
+    guard_calibration: ReliabilityFit | None = None,
     journal: Journal | None = None,
     run_id: str | None = None,
     policy_dir: Path | None = None,
@@ -159,7 +158,7 @@ def decide(
     policy: PolicyLike = None,
     *,
     calibration: CalibrationFile | None = None,
-    guard_calibration: GuardCalibration | None = None,
+    guard_calibration: ReliabilityFit | None = None,
     journal: Journal | None = None,
     run_id: str | None = None,
     policy_dir: Path | None = None,

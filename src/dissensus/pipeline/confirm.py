@@ -4,7 +4,7 @@ Escalations reach a person by themselves; automatic decisions do not. A reviewer
 audits an automatically committed case journals what the right decision was
 (``dissensus review confirm <run>.<line>``): the committed decision itself (a
 *confirmation*) or another one (a *correction*). Each audit is a labelled case for
-``calibrate-acceptance --journal`` (:mod:`dissensus.acceptance.journal`), read with the
+``calibrate-acceptance --journal`` (:mod:`dissensus.pipeline.labels`), read with the
 features the pipeline had when it decided: the panel it journalled (``case.input``),
 its first reading, the guard's audit and the second answers of its last follow-up.
 Audits matter to the guarantee: calibrating on escalations alone would teach the model

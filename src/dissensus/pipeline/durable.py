@@ -49,6 +49,7 @@ Choices where the design is silent:
 
 from __future__ import annotations
 
+import warnings
 from collections import Counter
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -74,8 +75,8 @@ from dissensus.types import Usage
 __all__ = [
     "CaseClient",
     "CaseLog",
-    "JournalError",
     "JournalledClient",
+    "UnreadableStep",
     "call_digest",
     "replay_spend",
 ]
@@ -83,8 +84,24 @@ __all__ = [
 M = TypeVar("M", bound=BaseModel)
 
 
-class JournalError(DissensusError):
-    """A journalled step does not fit the step's model (edited, or written by another version)."""
+class UnreadableStep(DissensusError):
+    """A journalled step does not fit the step's model (edited, or written by another version).
+
+    Formerly ``JournalError``, a name that stays importable from here with a
+    :class:`DeprecationWarning`; :class:`dissensus.store.JournalError` is the journal's own
+    error (unreachable, not a journal, a database error)."""
+
+
+def __getattr__(name: str) -> Any:
+    if name == "JournalError":
+        warnings.warn(
+            "dissensus.pipeline.durable.JournalError is deprecated: use UnreadableStep "
+            "(dissensus.store.JournalError is the journal's own error)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return UnreadableStep
+    raise AttributeError(f"module 'dissensus.pipeline.durable' has no attribute {name!r}")
 
 
 def call_digest(request: ChatRequest, schema: str | None, model: str | None) -> str:
@@ -113,7 +130,7 @@ class CaseLog:
     def replayed(self, step: str, model: type[M]) -> M | None:
         """The journalled ``step`` validated as ``model`` (``None`` when not journalled).
 
-        A journalled payload that no longer fits its model is a :class:`JournalError`
+        A journalled payload that no longer fits its model is a :class:`UnreadableStep`
         naming the run, the key and the field, never a silently different run.
         """
         found = self.stored(step)
@@ -124,7 +141,7 @@ class CaseLog:
         except ValidationError as exc:
             first = exc.errors()[0]
             where = ".".join(str(p) for p in first["loc"]) or "<payload>"
-            raise JournalError(
+            raise UnreadableStep(
                 f"run {self.run_id}: journalled step {self.key(step)} is not a valid {model.__name__} "
                 f"(field {where}: {first['msg']})"
             ) from None
@@ -324,7 +341,7 @@ class CaseClient:
             call = CallRecord.model_validate(payload)
         except ValidationError as exc:
             first = exc.errors()[0]
-            raise JournalError(
+            raise UnreadableStep(
                 f"run {self._owner.run_id}: journalled model call is not a valid CallRecord "
                 f"(field {'.'.join(str(p) for p in first['loc'])}: {first['msg']})"
             ) from None

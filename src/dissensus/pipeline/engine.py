@@ -56,7 +56,6 @@ from dissensus.pipeline.negotiate import concord_refusal, has_utilities, run_con
 from dissensus.pipeline.records import AgentPosition, CaseRecord, ReviewItem, review_id_for
 from dissensus.pipeline.reliability import calibrated_accept
 from dissensus.pipeline.runtime import MODEL_ENV, Runtime
-from dissensus.pipeline.signals import SecondAnswer, agent_signals, recorded_second_answers
 from dissensus.pipeline.steps import (
     AcceptanceStep,
     CaseInput,
@@ -65,6 +64,7 @@ from dissensus.pipeline.steps import (
     FollowupStep,
     GuardStep,
 )
+from dissensus.signals import SecondAnswer, agent_signals, recorded_second_answers
 from dissensus.states import Reading, Route
 from dissensus.types import AgentOutput, Panel, Usage
 

@@ -11,7 +11,7 @@
   through that model, and its answer counts as that agent's re-ask; the run's model
   (``seek_context.model``), which is no agent's, is asked once in the original
   presentation and once under the perturbation, and counts as one extra
-  :class:`~dissensus.pipeline.signals.Voice` attributed to the model that answered and
+  :class:`~dissensus.signals.Voice` attributed to the model that answered and
   its family, never to the panel's agents.
 * **DCI.** A deliberation (:mod:`dissensus.dci`) over the case's question and options,
   seeded with the agents' positions as context; it returns a decision packet.
@@ -48,8 +48,8 @@ from dissensus.dci.packet import DecisionPacket
 from dissensus.errors import InputError
 from dissensus.llm.base import ChatRequest, Message
 from dissensus.pipeline.durable import CaseClient
-from dissensus.pipeline.signals import SecondAnswer, Voice, model_family
 from dissensus.quoting import DATA_RULE, quote_block
+from dissensus.signals import SecondAnswer, Voice, model_family
 from dissensus.types import Panel
 
 __all__ = [

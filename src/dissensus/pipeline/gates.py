@@ -1,4 +1,4 @@
-"""The gates between reading and protocol: routing (seed 000) and the guard (seed 003).
+"""The gates between reading and protocol: routing (``docs/states.md``) and the guard (``docs/guard.md``).
 
 :func:`route_step` routes a reading with the policy's defeasible rules (the route is
 the rule engine's alone: the record names the deciding rule); :func:`guard_step` audits
@@ -7,9 +7,9 @@ Both return the typed step the journal keeps (:mod:`dissensus.pipeline.steps`).
 
 Choices where the design is silent:
 
-* A vote's provenance is the agent's first evidence item that was present (else its
-  first item); an agent that consulted no evidence votes from
-  ``parametric:<family or agent>``, which the guard never counts as a source.
+* The guard audits the panel's votes as :func:`dissensus.guard.panel_votes` reads them
+  (re-exported here): a vote's provenance is the agent's first evidence item that was
+  present, else ``parametric:<family or agent>``.
 * "Evidence-backed and independent" means guard invariants 1 and 2 hold, and 3 as well
   when the policy names a guard calibration, and the guard's answer is the panel's
   (untied) plurality.
@@ -20,41 +20,13 @@ Choices where the design is silent:
 
 from __future__ import annotations
 
-from dissensus.guard import GuardSettings as GuardThresholds
-from dissensus.guard import audit
+from dissensus.guard import GuardThresholds, audit, panel_votes
 from dissensus.pipeline.runtime import Runtime
 from dissensus.pipeline.steps import GuardStep
 from dissensus.states import Reading, Route
-from dissensus.types import Panel, Vote
+from dissensus.types import Panel
 
 __all__ = ["guard_step", "panel_votes", "route_step"]
-
-
-def panel_votes(panel: Panel) -> list[Vote]:
-    """The guard's votes for a panel: one per voting agent, with its evidence provenance.
-
-    An agent that consulted no evidence votes from ``parametric:<family or agent>``.
-    """
-    votes: list[Vote] = []
-    for out in panel.outputs:
-        if out.decision is None:
-            continue
-        evidence = out.evidence or []
-        present = [e for e in evidence if e.present]
-        source = (
-            (present or evidence)[0].source if evidence else f"parametric:{out.family or out.agent}"
-        )
-        votes.append(
-            Vote(
-                agent=out.agent,
-                answer=out.decision,
-                evidence_source=source,
-                evidence_present=bool(present),
-                confidence=out.confidence,
-                family=out.family,
-            )
-        )
-    return votes
 
 
 def route_step(rt: Runtime, panel: Panel, reading: Reading) -> Route:
@@ -64,7 +36,7 @@ def route_step(rt: Runtime, panel: Panel, reading: Reading) -> Route:
 
 
 def guard_step(rt: Runtime, panel: Panel, reading: Reading) -> GuardStep:
-    """The guard's audit of the panel (seed 003)."""
+    """The guard's audit of the panel (``docs/guard.md``)."""
     if not rt.policy.guard.enabled:
         return GuardStep(
             applicable=False,

@@ -1,4 +1,4 @@
-"""CONCORD inside the pipeline: decisions over explicit options with role utilities (seed 002).
+"""CONCORD inside the pipeline: decisions over explicit options with role utilities (``docs/concord.md``).
 
 A panel qualifies when ``meta.options`` lists the options (``{id, text}`` or plain ids)
 and ``meta.utilities`` gives, for every agent, a utility per option on the calibrated

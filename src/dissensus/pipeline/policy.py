@@ -68,7 +68,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from dissensus.errors import ConfigError
 from dissensus.io.yamlfile import load_yaml_file
-from dissensus.pipeline.signals import MarkerLexicon
+from dissensus.signals import MarkerLexicon
 
 __all__ = [
     "PIPELINE_ACTIONS",
@@ -94,7 +94,7 @@ class _Section(BaseModel):
 
 
 class ReadingSettings(_Section):
-    """How a panel is read (seed 000)."""
+    """How a panel is read (``docs/states.md``)."""
 
     similarity: str = "minilm"
     """Similarity backend (``minilm``: bundled offline MiniLM embeddings; ``tfidf``: lexical; ``static``: distilled MiniLM token vectors)."""
@@ -105,7 +105,7 @@ class ReadingSettings(_Section):
 
 
 class RoutingSettings(_Section):
-    """Defeasible routing (seed 000) and how the pipeline treats its outcome."""
+    """Defeasible routing (``docs/states.md``) and how the pipeline treats its outcome."""
 
     rules: list[dict[str, Any]] = Field(default_factory=list)
     """Domain rules in the :mod:`dissensus.states` rule format; they can defeat the defaults."""
@@ -139,7 +139,7 @@ class RoutingSettings(_Section):
 
 
 class GuardSettings(_Section):
-    """The guard of seed 003 in front of every automatic route."""
+    """The guard (``docs/guard.md``) in front of every automatic route."""
 
     enabled: bool = True
     """When false, no agreement is ever accepted on the guard's word (only on calibration)."""
@@ -211,7 +211,7 @@ class SeekContextSettings(_Section):
 
 
 class ConcordSettings(_Section):
-    """CONCORD (seed 002) for decisions over explicit options with role utilities."""
+    """CONCORD (``docs/concord.md``) for decisions over explicit options with role utilities."""
 
     enabled: bool = True
     """Run CONCORD on escalated panels whose ``meta`` holds ``options`` and ``utilities``."""
@@ -437,7 +437,7 @@ def _check_parts(policy: Policy, file: str | None) -> None:
     """Validate the sections other parts interpret (route actions, routing rules, guard
     thresholds, the similarity backend's name) now, not at the first case."""
     _check_actions(policy, file)
-    from dissensus.guard import GuardSettings as GuardThresholds
+    from dissensus.guard import GuardThresholds
     from dissensus.states import RuleSet
 
     check_similarity(policy.reading.similarity, file=file)

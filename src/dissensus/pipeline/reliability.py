@@ -5,7 +5,7 @@ LLM judges answering from parametric knowledge are never auditable, so the pipel
 needs a second, measured reason to commit: *calibrated reliability*. A calibration
 file holds, for each agent and each calibration stratum (e.g. a dataset subset), how
 often the agent's order-stable answers were right, by margin score
-(:mod:`dissensus.pipeline.signals`). From it the pipeline derives, per agent, a
+(:mod:`dissensus.signals`). From it the pipeline derives, per agent, a
 *trust region* ``{stable, score <= max_score}``: the largest ``max_score`` whose
 answers reached ``target`` precision **in every stratum** (worst stratum, not the
 pooled average, so that a region earned on easy cases is not used on hard ones), with
@@ -41,7 +41,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from dissensus.errors import ConfigError
 from dissensus.families import canonical_family
 from dissensus.io.yamlfile import read_text_file
-from dissensus.pipeline.signals import AgentSignal, MarkerLexicon
+from dissensus.signals import AgentSignal, MarkerLexicon
 
 __all__ = [
     "CALIBRATION_FORMAT",

@@ -26,15 +26,15 @@ from typing import Any
 
 import numpy as np
 
-from dissensus.guard import Calibration as GuardCalibration
+from dissensus.guard import ReliabilityFit
 from dissensus.llm.budget import Budget
 from dissensus.llm.client import ModelClient
 from dissensus.pipeline.durable import JournalledClient, replay_spend
 from dissensus.pipeline.learned import make_learned
 from dissensus.pipeline.policy import Policy
 from dissensus.pipeline.reliability import CalibrationFile, TrustRegion, trust_regions
-from dissensus.pipeline.signals import recorded_second_answers
 from dissensus.pipeline.spec import MODEL_ENV, RunSpec
+from dissensus.signals import recorded_second_answers
 from dissensus.states import (
     EmbeddingBackend,
     Reading,
@@ -142,7 +142,7 @@ class Runtime:
         return self.spec.calibration
 
     @property
-    def guard_calibration(self) -> GuardCalibration | None:
+    def guard_calibration(self) -> ReliabilityFit | None:
         return self.spec.guard_calibration
 
     @property

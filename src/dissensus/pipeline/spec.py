@@ -44,7 +44,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from dissensus.errors import ConfigError
-from dissensus.guard import Calibration as GuardCalibration
+from dissensus.guard import ReliabilityFit
 from dissensus.io.yamlfile import read_text_file
 from dissensus.pipeline.learned import load_learned_data
 from dissensus.pipeline.policy import (
@@ -106,7 +106,7 @@ class RunSpec(BaseModel):
     """The folder the policy's relative paths resolved against."""
     calibration: CalibrationFile | None = None
     """The reliability calibration (``acceptance.calibration``), loaded."""
-    guard_calibration: GuardCalibration | None = None
+    guard_calibration: ReliabilityFit | None = None
     """The guard calibration (``guard.calibration``), loaded: invariant 3 applies with it."""
     acceptance: dict[str, Any] | None = None
     """The learned acceptance file's verified content (JSON passed through untouched to
@@ -239,7 +239,7 @@ class RunSpec(BaseModel):
                 policy_file=started.get("policy_file"),
                 base_dir=started.get("base_dir"),
                 calibration=CalibrationFile.model_validate(cal) if cal else None,
-                guard_calibration=GuardCalibration.model_validate(guard_cal) if guard_cal else None,
+                guard_calibration=ReliabilityFit.model_validate(guard_cal) if guard_cal else None,
                 acceptance=started.get("acceptance"),
                 model=started.get("model"),
                 files=tuple(SpecFile.model_validate(f) for f in started.get("files") or ()),
@@ -318,7 +318,7 @@ def policy_calibration(
 
 def policy_guard_calibration(
     policy: Policy, policy_dir: Path | None, policy_file: str | None
-) -> GuardCalibration | None:
+) -> ReliabilityFit | None:
     """The guard calibration the policy names (``guard.calibration``, relative to
     ``policy_dir``), or ``None`` when it names none.
 
@@ -329,7 +329,7 @@ def policy_guard_calibration(
         return None
     path = _under(name, policy_dir)
     try:
-        return GuardCalibration.model_validate_json(read_text_file(path, what="guard calibration"))
+        return ReliabilityFit.model_validate_json(read_text_file(path, what="guard calibration"))
     except OSError as exc:
         raise ConfigError(
             f"cannot read guard calibration {path}: {exc.strerror}",

@@ -38,7 +38,7 @@ from dissensus.dci.packet import DecisionPacket
 from dissensus.guard.decision import GuardDecision
 from dissensus.pipeline.learned import AcceptanceFigures
 from dissensus.pipeline.reliability import Acceptance
-from dissensus.pipeline.signals import AgentSignal, SecondAnswer, Voice
+from dissensus.signals import AgentSignal, SecondAnswer, Voice
 from dissensus.types import Panel, Usage
 
 __all__ = [
@@ -84,7 +84,7 @@ class CallRecord(_Step):
 
 
 class GuardStep(_Step):
-    """The guard's audit of the panel's votes (seed 003)."""
+    """The guard's audit of the panel's votes (``docs/guard.md``)."""
 
     applicable: bool
     """Whether there was anything to audit (at least two votes, guard enabled)."""

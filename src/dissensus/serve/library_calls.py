@@ -35,7 +35,7 @@ from dissensus.concord.rules import RULES
 from dissensus.concord.verify import Verdict
 from dissensus.concord.verify import verify as verify_record
 from dissensus.errors import ConfigError
-from dissensus.guard import Calibration, GuardSettings, audit_case
+from dissensus.guard import GuardThresholds, ReliabilityFit, audit_case
 from dissensus.guard.decision import GuardDecision
 from dissensus.io.limits import MAX_AGENTS
 from dissensus.states.reading import Reading, Thresholds, read_panels
@@ -112,12 +112,12 @@ def route(
 
 def vote(
     cases: list[VoteCase],
-    calibration: Calibration | None,
+    calibration: ReliabilityFit | None,
     *,
     beta: float,
     strict: bool,
     verifier: str | None,
-    settings: GuardSettings,
+    settings: GuardThresholds,
 ) -> list[GuardDecision]:
     """Guarded decisions (``dissensus vote --json``); a strict refusal raises."""
     return [

@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 from fastapi import Request
 
-from dissensus.guard import Calibration
+from dissensus.guard import ReliabilityFit
 from dissensus.pipeline import RunSpec
 from dissensus.serve.auth import LOCAL, Principal, SessionStore, TokenStore, load_tokens
 from dissensus.serve.http import ApiError
@@ -37,7 +37,7 @@ class Service:
         self.sessions = SessionStore(settings.session_ttl_s)
         self.runner = Runner(journal, self.spec, open_journal=_reopener(journal))
         self.desk = ReviewDesk(journal, claim_ttl_s=settings.claim_ttl_s)
-        self.guard_calibration: Calibration | None = self.spec.guard_calibration
+        self.guard_calibration: ReliabilityFit | None = self.spec.guard_calibration
 
     def authenticate(self, request: Request) -> Principal:
         """The bearer token's principal (401 without a valid one)."""

@@ -1,4 +1,4 @@
-"""Disagreement reading and defeasible routing (seed 000).
+"""Disagreement reading and defeasible routing (``docs/states.md``).
 
 A :class:`Reading` of a panel crosses reasoning similarity (how alike the agents'
 reasoning traces are) with conclusion agreement (the plurality share) into one of four

@@ -1,4 +1,4 @@
-"""On-disk embedding cache keyed by model name and sha256 of the text (seed 000 adapter).
+"""On-disk embedding cache keyed by model name and sha256 of the text (``docs/states.md``).
 
 Embedding a trace is the expensive step of a reading; the same traces come back often
 (re-runs, calibration then routing, several rules files over one corpus). The cache

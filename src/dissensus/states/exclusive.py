@@ -1,4 +1,4 @@
-"""Deciding, conservatively, that two routing conditions can never hold together (seed 000).
+"""Deciding, conservatively, that two routing conditions can never hold together (``docs/states.md``).
 
 The router rejects two rules of equal priority with different actions and no
 superiority between them unless their conditions are *provably exclusive*; anything this

@@ -1,4 +1,4 @@
-"""Dependency-free lexical similarity: TF-IDF cosine over a panel's traces (seed 000).
+"""Dependency-free lexical similarity: TF-IDF cosine over a panel's traces (``docs/states.md``).
 
 A fast stand-in for a sentence encoder that needs only numpy. Each call to ``matrix``
 treats the given traces (one panel) as the document collection.

@@ -1,4 +1,4 @@
-"""Reading a panel: reasoning similarity x conclusion agreement -> CA / DA / CD / DD (seed 000).
+"""Reading a panel: reasoning similarity x conclusion agreement -> CA / DA / CD / DD (``docs/states.md``).
 
 For a panel of agent outputs ``O_i = <r_i, d_i, v_i, gamma_i>`` the reading reports the
 pairwise similarity matrix of the reasoning traces, its mean and minimum off-diagonal
@@ -90,7 +90,7 @@ DEFAULT_THETA_S: dict[str, float] = {
 
 
 class State(StrEnum):
-    """The four disagreement states of seed 000."""
+    """The four disagreement states (``docs/states.md``)."""
 
     CONVERGENT_AGREEMENT = "CA"
     DIVERGENT_AGREEMENT = "DA"

@@ -1,4 +1,4 @@
-"""Defeasible routing: from a reading and case metadata to a meta-action (seed 000).
+"""Defeasible routing: from a reading and case metadata to a meta-action (``docs/states.md``).
 
 Four default rules map each state to the seed's meta-action: CA => ``auto``,
 DA => ``auto_explain``, DD => ``seek_context``, CD => ``escalate``. Domain rules, loaded

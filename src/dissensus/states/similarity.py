@@ -1,4 +1,4 @@
-"""Reasoning-similarity backends behind one small protocol (seed 000, "reasoning similarity").
+"""Reasoning-similarity backends behind one small protocol (``docs/states.md``).
 
 The seed measures how alike two agents reasoned by the semantic similarity of their
 reasoning traces, ``sim(r_i, r_j)``, without fixing the measure. Here every measure is a

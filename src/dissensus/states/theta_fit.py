@@ -1,4 +1,4 @@
-"""Fitting theta_s to a reference corpus (seed 000, "thresholds").
+"""Fitting theta_s to a reference corpus (``docs/states.md``).
 
 Absolute cosine values depend on the embedding model, so a fixed theta_s means different
 things under different models. The fit fixes it from data instead: theta_s is the

@@ -8,7 +8,7 @@ from typing import Any
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.concurrency import run_in_threadpool
 
-from dissensus.guard import GuardSettings
+from dissensus.guard import GuardThresholds
 from dissensus.serve import library_calls
 from dissensus.serve.auth import Principal
 from dissensus.serve.http import (
@@ -84,7 +84,7 @@ async def vote(
         refuse_overrun(overruns, single=True)
         single_or_422(rejects)
     rejects = with_overruns(rejects, overruns)
-    settings = GuardSettings(max_fallback_agreement=max_fallback_agreement, decompose=decompose)
+    settings = GuardThresholds(max_fallback_agreement=max_fallback_agreement, decompose=decompose)
     decisions = await run_in_threadpool(
         library_calls.vote,
         [c for _, c in good],

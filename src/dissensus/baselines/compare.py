@@ -1,6 +1,8 @@
-"""CONCORD against other decision rules on identical scores (seed 002, comparison).
+"""CONCORD against other decision rules on identical scores (``docs/concord.md``, ``--compare``).
 
-The classic rules (:mod:`dissensus.baselines.decision_rules`) pick among the opening
+An evaluation over a finished negotiation, so it lives with the baselines it compares
+against and above :mod:`dissensus.concord`, which never imports it. The classic rules
+(:mod:`dissensus.baselines.decision_rules`) pick among the opening
 proposals recorded in a certificate, using the very calibrated scores CONCORD used; the
 CONCORD row is the certificate itself. :func:`score_outcome` has every covered agent
 score one extra outcome (an arbiter's written plan) and calibrates it against the
@@ -27,8 +29,8 @@ from typing import Protocol, runtime_checkable
 from dissensus.baselines.decision_rules import (
     RuleResult,
     best_average,
+    first_choice_plurality,
     judge,
-    majority_vote,
     owner_decides,
     unanimity,
 )
@@ -120,7 +122,7 @@ def compare_rules(cert: Certificate, owner: str | None = None) -> list[RuleResul
         concord_row(cert),
         owner_decides(owner_id, own, matrix, agents, cert.floor),
         best_average(ids, matrix, agents, cert.floor),
-        majority_vote(ids, matrix, agents, cert.floor),
+        first_choice_plurality(ids, matrix, agents, cert.floor),
         unanimity(ids, matrix, agents, cert.floor),
     ]
     return order_rows(rows)

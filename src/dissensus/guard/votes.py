@@ -1,0 +1,44 @@
+"""A panel's votes as the guard reads them: one per voting agent, with its provenance.
+
+The guard audits :class:`~dissensus.types.Vote` lists; a pipeline run, the acceptance
+features and the integrations all start from a :class:`~dissensus.types.Panel`, and
+read its votes through this one function so that they audit the same votes.
+
+Choices where the design is silent: an agent without a decision (an abstention) casts
+no vote; a vote's provenance is the agent's first evidence item that was present (else
+its first item); an agent that consulted no evidence votes from
+``parametric:<family or agent>``, which the guard never counts as a source.
+"""
+
+from __future__ import annotations
+
+from dissensus.types import Panel, Vote
+
+__all__ = ["panel_votes"]
+
+
+def panel_votes(panel: Panel) -> list[Vote]:
+    """The guard's votes for a panel: one per voting agent, with its evidence provenance.
+
+    An agent that consulted no evidence votes from ``parametric:<family or agent>``.
+    """
+    votes: list[Vote] = []
+    for out in panel.outputs:
+        if out.decision is None:
+            continue
+        evidence = out.evidence or []
+        present = [e for e in evidence if e.present]
+        source = (
+            (present or evidence)[0].source if evidence else f"parametric:{out.family or out.agent}"
+        )
+        votes.append(
+            Vote(
+                agent=out.agent,
+                answer=out.decision,
+                evidence_source=source,
+                evidence_present=bool(present),
+                confidence=out.confidence,
+                family=out.family,
+            )
+        )
+    return votes

@@ -1,0 +1,77 @@
+"""Deprecated names still import, warn with the current name, and are the current object;
+nothing in the package uses them (ruff's banned-API rule, checked here against the source
+too, so the rule and the names cannot drift apart)."""
+
+from __future__ import annotations
+
+import importlib
+import re
+import tomllib
+import warnings
+from pathlib import Path
+
+import pytest
+
+DEPRECATED = [
+    ("dissensus.guard", "Calibration", "dissensus.guard", "ReliabilityFit"),
+    ("dissensus.guard", "CalibrationSettings", "dissensus.guard", "ReliabilitySettings"),
+    ("dissensus.guard", "GuardSettings", "dissensus.guard", "GuardThresholds"),
+    ("dissensus.guard", "calibrate", "dissensus.guard", "fit_reliability"),
+    ("dissensus.pipeline.signals", "agent_signals", "dissensus.signals", "agent_signals"),
+    ("dissensus.pipeline.signals", "MarkerLexicon", "dissensus.signals", "MarkerLexicon"),
+    ("dissensus.pipeline.durable", "JournalError", "dissensus.pipeline.durable", "UnreadableStep"),
+    (
+        "dissensus.baselines.decision_rules",
+        "majority_vote",
+        "dissensus.baselines.decision_rules",
+        "first_choice_plurality",
+    ),
+    ("dissensus.acceptance", "CaseInput", "dissensus.acceptance", "FeatureInputs"),
+    ("dissensus.acceptance", "case_input", "dissensus.acceptance", "feature_inputs"),
+    (
+        "dissensus.acceptance.features",
+        "CaseInput",
+        "dissensus.acceptance.features",
+        "FeatureInputs",
+    ),
+]
+
+
+@pytest.mark.parametrize(("module", "old", "home", "new"), DEPRECATED)
+def test_a_deprecated_name_warns_and_is_the_current_one(
+    module: str, old: str, home: str, new: str
+) -> None:
+    current = getattr(importlib.import_module(home), new)
+    with pytest.warns(DeprecationWarning, match=re.escape(new)):
+        value = getattr(importlib.import_module(module), old)
+    assert value is current
+    assert old not in getattr(importlib.import_module(module), "__all__", [])
+
+
+@pytest.mark.parametrize("module", sorted({m for m, *_ in DEPRECATED}))
+def test_an_unknown_name_is_still_an_attribute_error(module: str) -> None:
+    with pytest.raises(AttributeError, match="no_such_name"):
+        importlib.import_module(module).no_such_name  # noqa: B018
+
+
+def test_current_names_do_not_warn() -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for _, _, home, new in DEPRECATED:
+            getattr(importlib.import_module(home), new)
+
+
+def test_every_deprecated_name_is_banned_and_unused_in_the_package(repo_root: Path) -> None:
+    config = tomllib.loads((repo_root / "pyproject.toml").read_text(encoding="utf-8"))
+    banned = set(config["tool"]["ruff"]["lint"]["flake8-tidy-imports"]["banned-api"])
+    for module, old, *_ in DEPRECATED:
+        assert f"{module}.{old}" in banned or module in banned, f"{module}.{old}"
+    src = repo_root / "src" / "dissensus"
+    pattern = re.compile(
+        r"\bimport\s+(?:Calibration|CalibrationSettings|GuardSettings)\b"
+        r"|from dissensus\.guard import[^\n]*\b(?:Calibration|GuardSettings|calibrate)\b"
+        r"|dissensus\.pipeline\.signals import"
+    )
+    for path in src.rglob("*.py"):
+        text = path.read_text(encoding="utf-8")
+        assert not pattern.search(text), path
