@@ -34,6 +34,8 @@ DEPRECATED = [
         "dissensus.acceptance.features",
         "FeatureInputs",
     ),
+    ("dissensus.concord.record", "Budget", "dissensus.concord.record", "RunControls"),
+    ("dissensus.serve.journal_adapter", "Claim", "dissensus.serve.journal_adapter", "ClaimInfo"),
 ]
 
 

@@ -54,11 +54,11 @@ from dissensus.concord.controls import check_controls
 from dissensus.concord.record import (
     AgentScore,
     Anchors,
-    Budget,
     CandidateRecord,
     Certificate,
     Evaluation,
     Fault,
+    RunControls,
     Selected,
     Shortfall,
     Spent,
@@ -528,7 +528,7 @@ class Negotiation:
             worst_off=min(lead_vec) if lead_vec else None,
             floor=self.floor,
             margin=self.margin,
-            budget=Budget(
+            budget=RunControls(
                 rounds=self._rounds,
                 rule=self._rule,
                 deadline_s=self._deadline_s,

@@ -16,6 +16,7 @@ or repair in its trajectory step); the reason the run stopped is ``spent.stopped
 from __future__ import annotations
 
 import hashlib
+import warnings
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -27,11 +28,11 @@ from dissensus.concord.rules import SelectionRule
 __all__ = [
     "AgentScore",
     "Anchors",
-    "Budget",
     "CandidateRecord",
     "Certificate",
     "Evaluation",
     "Fault",
+    "RunControls",
     "Selected",
     "Shortfall",
     "Spent",
@@ -101,7 +102,7 @@ class AgentScore(_Model):
     """Why the agent could not be calibrated, if so."""
 
 
-class Budget(_Model):
+class RunControls(_Model):
     """The run's controls other than floor and margin."""
 
     rounds: int
@@ -165,7 +166,7 @@ class Certificate(_Model):
     worst_off: float | None
     floor: float
     margin: float
-    budget: Budget
+    budget: RunControls
     bound: Bound
     spent: Spent
     trajectory: list[Step]
@@ -190,3 +191,15 @@ def canonical_digest(body: dict[str, Any]) -> str:
     """SHA-256 of the canonical JSON of ``body``."""
     text = canonical(body)
     return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def __getattr__(name: str) -> Any:
+    if name == "Budget":
+        warnings.warn(
+            "dissensus.concord.record.Budget is deprecated: use RunControls "
+            "(dissensus.llm.budget.Budget is the model client's spending limit)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return RunControls
+    raise AttributeError(f"module 'dissensus.concord.record' has no attribute {name!r}")

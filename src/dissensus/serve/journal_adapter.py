@@ -40,6 +40,7 @@ decide differently.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -65,8 +66,8 @@ __all__ = [
     "AlreadyConfirmed",
     "AlreadyResolved",
     "AutoCase",
-    "Claim",
     "ClaimConflict",
+    "ClaimInfo",
     "HistoryEntry",
     "NotUndoable",
     "QueueEntry",
@@ -85,8 +86,9 @@ class UnknownItem(DissensusError):
     """No review item with that id (404)."""
 
 
-class Claim(BaseModel):
-    """A reviewer's hold on a case, as the service reports it."""
+class ClaimInfo(BaseModel):
+    """A reviewer's hold on a case, as the service reports it (the journal's own row is
+    :class:`dissensus.store.base.Claim`)."""
 
     review_id: str
     reviewer: str
@@ -362,19 +364,19 @@ class ReviewDesk:
             outside_options=bool(p.get("outside_options", False)),
         )
 
-    def live_claim(self, review_id: str) -> Claim | None:
+    def live_claim(self, review_id: str) -> ClaimInfo | None:
         """The claim holding the case now, if any."""
         held = self.journal.current_claim(review_id)
         if held is None:
             return None
-        return Claim(
+        return ClaimInfo(
             review_id=review_id, reviewer=held.who, at=held.claimed_at, expires=held.expires
         )
 
-    def live_claims(self, review_ids: list[str]) -> dict[str, Claim]:
+    def live_claims(self, review_ids: list[str]) -> dict[str, ClaimInfo]:
         """The claims holding any of ``review_ids`` now (one read for many items)."""
         return {
-            review_id: Claim(
+            review_id: ClaimInfo(
                 review_id=review_id, reviewer=held.who, at=held.claimed_at, expires=held.expires
             )
             for review_id, held in self.journal.current_claims(review_ids).items()
@@ -400,13 +402,13 @@ class ReviewDesk:
 
     # -- writing ----------------------------------------------------------------------
 
-    def claim(self, review_id: str, reviewer: str, ttl_s: float | None = None) -> Claim:
+    def claim(self, review_id: str, reviewer: str, ttl_s: float | None = None) -> ClaimInfo:
         """Claim (or renew the claim on) an open case for ``ttl_s`` seconds."""
         self.status(review_id)
         held = queue.claim(
             self.journal, review_id, reviewer, ttl=self.claim_ttl_s if ttl_s is None else ttl_s
         )
-        return Claim(
+        return ClaimInfo(
             review_id=review_id, reviewer=held.who, at=held.claimed_at, expires=held.expires
         )
 
@@ -429,3 +431,15 @@ class ReviewDesk:
             reviewer=reviewer,
             content_sha256=sha256,
         )
+
+
+def __getattr__(name: str) -> Any:
+    if name == "Claim":
+        warnings.warn(
+            "dissensus.serve.journal_adapter.Claim is deprecated: use ClaimInfo "
+            "(dissensus.store.base.Claim is the journal's claim row)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return ClaimInfo
+    raise AttributeError(f"module 'dissensus.serve.journal_adapter' has no attribute {name!r}")
