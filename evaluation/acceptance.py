@@ -34,7 +34,7 @@ Baselines, all with the same fixed-sequence Clopper–Pearson threshold on the
 calibration cases: *majority* (plurality answer, score = its vote share), *guard*
 (the guard's answer, score = its posterior), the *plain stacker* (the same logistic
 model restricted to the judges' answers and order stability, cross-fitted), and
-today's *trust regions* (``dissensus.pipeline.reliability`` with the shipped marker
+today's *trust regions* (``dissensus.pipeline.trust_regions`` with the shipped marker
 lexicon; no threshold, its own rule).
 
 Usage::
@@ -68,7 +68,7 @@ from dissensus.convert.llmbar import iter_llmbar_panels
 from dissensus.convert.varierrnli import iter_varierrnli_panels
 from dissensus.convert.zeroeval import iter_zeroeval_panels
 from dissensus.guard import audit, panel_votes
-from dissensus.pipeline.reliability import build_calibration, calibrated_accept, trust_regions
+from dissensus.pipeline.trust_regions import build_calibration, calibrated_accept, trust_regions
 from dissensus.signals import (
     AgentSignal,
     MarkerLexicon,

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from dissensus.cases import CaseSpec
 from dissensus.families import canonical_family, model_family
 from dissensus.pipeline.followup import case_options, case_question
-from dissensus.pipeline.reliability import calibrated_accept
+from dissensus.pipeline.trust_regions import calibrated_accept
 from dissensus.signals import MarkerLexicon, agent_signals
 from dissensus.types import Panel
 

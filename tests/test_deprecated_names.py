@@ -34,6 +34,12 @@ DEPRECATED = [
         "dissensus.acceptance.features",
         "FeatureInputs",
     ),
+    (
+        "dissensus.pipeline.reliability",
+        "trust_regions",
+        "dissensus.pipeline.trust_regions",
+        "trust_regions",
+    ),
     ("dissensus.concord.record", "Budget", "dissensus.concord.record", "RunControls"),
     ("dissensus.serve.journal_adapter", "Claim", "dissensus.serve.journal_adapter", "ClaimInfo"),
 ]

@@ -16,8 +16,8 @@ from dissensus.llm.base import ChatRequest
 from dissensus.llm.fakeserver import FakeServer, ServerSettings
 from dissensus.llm.scripted import ScriptedRules
 from dissensus.pipeline import Policy, decide, policy_from_dict
-from dissensus.pipeline.reliability import AgentCalibration, CalibrationFile
 from dissensus.pipeline.steps import AcceptanceStep, FollowupStep
+from dissensus.pipeline.trust_regions import AgentCalibration, CalibrationFile
 from dissensus.store import Journal
 from pipeline_cases import as_panel, panel
 

@@ -2,7 +2,7 @@
 
 This module imports nothing from the package; everything may import it.
 
-Choices where the seeds are silent:
+Choices where the design is silent:
 
 * A decision is any categorical label. JSON numbers and booleans are accepted and
   turned into their string form (``1`` -> ``"1"``, ``true`` -> ``"true"``) so that a

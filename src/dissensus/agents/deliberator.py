@@ -9,7 +9,7 @@ as enums), validated as a :class:`dissensus.dci.acts.RawAct`. The client's failu
 ``invalid_output`` (the flow may re-ask), any other model error -> ``model_failure``.
 The act is returned as the model said it; validation is the flow's job.
 
-:class:`LLMJudge` scores one output on the seed's rubric (overall quality, risk
+:class:`LLMJudge` scores one output on the design's rubric (overall quality, risk
 identification, reasoning depth, actionability, each 1-10). The judge never sees
 which method produced the output.
 """
@@ -160,7 +160,7 @@ JUDGE_RUBRIC = (
 
 
 class JudgeScore(BaseModel):
-    """One judge's scores of one output (the seed's rubric, 1-10)."""
+    """One judge's scores of one output (the design's rubric, 1-10)."""
 
     model_config = ConfigDict(extra="forbid")
 

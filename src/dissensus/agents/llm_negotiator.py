@@ -25,7 +25,7 @@ Answers are also accepted in the list form ``{"scores": [{"id", "score"}]}``. St
 are ``concord.anchors``, ``concord.propose``, ``concord.score`` and ``concord.repair``,
 so scripted models can answer per stage.
 
-Choices where the seed is silent:
+Choices where the design is silent:
 
 * A score answer that omits an outcome raises
   :class:`~dissensus.llm.StructuredOutputError`; the protocol reports it as this
@@ -33,7 +33,7 @@ Choices where the seed is silent:
   schema (no ``text``) is a fault too, never a pass.
 * The model stack's heavy parts (the OpenAI SDK) load only when a model is called.
 * The agent is told the floor and the current scores when repairing, so it can try to
-  raise itself while keeping the others above the floor, as the seed asks.
+  raise itself while keeping the others above the floor, as the design asks.
 """
 
 from __future__ import annotations

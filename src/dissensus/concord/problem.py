@@ -24,7 +24,7 @@ missing anchors, a floor or margin outside [0, 1], a negative round budget, dupl
 ids, an option reusing an anchor id, a table agent without a score for an anchor or
 whose two anchors score equal, an edge naming an unknown agent.
 
-Choices where the seed is silent:
+Choices where the design is silent:
 
 * A problem file is trusted code: function agents' ``module:function`` names run
   Python. They are resolved by :func:`dissensus.loading.load_callable`, a module beside

@@ -30,13 +30,13 @@ stops with ``status: model_failure``. With ``deadline_s`` set, the run stops whe
 wall-clock deadline passes (a request in flight is cancelled), selects over whatever
 exists and says ``status: deadline_exceeded``.
 
-Ablations (the seed's Table 7): ``archetypes=False`` gives every participant the neutral
+Ablations (the design's Table 7): ``archetypes=False`` gives every participant the neutral
 role; ``typed_grammar=False`` drops act names — the stage decides an utterance's effect
 (its act is logged as ``untyped``); ``convergent_flow=False`` replaces stages 3-7 with
 ``max_rounds`` open discussion rounds, one scoring pass and the highest mean score
 (path ``unstructured:mean_score``).
 
-Choices where the seed is silent: who speaks in each stage (everyone, except the framing
+Choices where the design is silent: who speaks in each stage (everyone, except the framing
 and synthesis duties, and stage 4, where only participants with a stake speak: holders of
 open tensions, supporters of options under an open tension, and the integrator; with no
 open tension stage 4 is skipped), that later rounds see finalists only, and the derived reopen

@@ -9,7 +9,7 @@
   ``convergence_margin`` (a single finalist leads by its own mean) and no *blocking*
   tension on it is still open.
 
-Choices where the seed is silent: text normalisation (case, whitespace and punctuation
+Choices where the design is silent: text normalisation (case, whitespace and punctuation
 folded) for merging, and the mean as the score aggregate.
 
 >>> compress(["o1", "o2", "o3"], {"p": {"o1": 0.2, "o2": 0.9, "o3": 0.5}}, 2)

@@ -1,6 +1,6 @@
 """Per-decision confidence that accounts for n_eff and measured reliability (``docs/guard.md``).
 
-Raw vote share is the number the seed's failure hides behind: five clones agreeing give
+Raw vote share is the number the design's failure hides behind: five clones agreeing give
 the same share as five independent voters. The guard states instead a posterior over
 the answers:
 
@@ -17,7 +17,7 @@ the answers:
    carry almost no weight;
 3. a softmax turns the scores into probabilities that sum to 1.
 
-Choices where the seed is silent:
+Choices where the design is silent:
 
 * ``rho_ij`` is the measured pairwise error correlation, clipped to ``[0, 1]``; an
   unmeasured pair gets ``prior_rho_shared`` (0.8) when the two voters share a declared

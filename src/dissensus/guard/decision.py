@@ -1,7 +1,7 @@
 """The guarded aggregator: invariants, decision boundary, explained refusal (``docs/guard.md``).
 
 :func:`audit` takes the votes of one case (with provenance) and an optional
-:class:`~dissensus.guard.reliability.ReliabilityFit`, checks the seed's three invariants
+:class:`~dissensus.guard.reliability.ReliabilityFit`, checks the design's three invariants
 and decides in one of four modes:
 
 ========== ===================================================================
@@ -34,7 +34,7 @@ decision). Whatever the mode, the stated confidence is the posterior of
 :mod:`dissensus.guard.confidence` (reliability-weighted, shrunk by redundancy), never a
 vote or weight share; the mode's own share is reported beside it as ``share``.
 
-Choices where the seed is silent:
+Choices where the design is silent:
 
 * A majority tie is broken by the posterior, then by the smallest answer; the reason
   says so. Consensus-weighting ties go to the smallest answer (array API rule).
@@ -78,7 +78,7 @@ Figure = float | int | str | bool | None
 
 
 class GuardThresholds(BaseModel):
-    """Thresholds of the guard (defaults are the seed's where it gives one)."""
+    """Thresholds of the guard (defaults are the design's where it gives one)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 

@@ -1,6 +1,6 @@
 """Provenance helpers: independent sources, shared causes, fallback agreement (``docs/guard.md``).
 
-Choices where the seed is silent:
+Choices where the design is silent:
 
 * ``parametric`` (or ``parametric:<anything>``) is a model's own memory, not an evidence
   source: it never counts as an independent source for invariant 1, even when the vote
@@ -10,7 +10,7 @@ Choices where the seed is silent:
   one family's memory, so it is shared; bare ``parametric`` says nothing about whose).
 * Fallback agreement is the largest share of one answer among voters *without*
   evidence; it is 0 when fewer than two voters lack evidence (one voter cannot agree
-  with anyone), which departs from the seed's sketch, where one absent voter alone
+  with anyone), which departs from the design's sketch, where one absent voter alone
   already reads as 1.0 and always refused.
 """
 

@@ -10,23 +10,23 @@
 * the pairwise error correlation of the agents and the effective number of independent
   voters of the whole panel, ``n_eff = n / (1 + (n - 1) * mean pairwise error correlation)``;
 * whether a single voter is measurably better than the majority on the evidence-absent
-  stratum (the seed's "single independent verifier with veto").
+  stratum (the design's "single independent verifier with veto").
 
-Choices where the seed is silent:
+Choices where the design is silent:
 
 * Strata are per case: ``present`` (every voter had evidence), ``absent`` (no voter
   had), ``mixed`` (the rest), and ``all``. beta* is measured on ``absent``; when that
   stratum has fewer than ``min_stratum_cases`` cases, beta* is ``None`` (unmeasured),
-  which makes invariant 3 fail: the seed requires the stratum to be measured explicitly.
+  which makes invariant 3 fail: the design requires the stratum to be measured explicitly.
 * beta* is the largest beta of the grid such that, for it *and every smaller beta*,
   consensus weighting on the absent stratum (a) loses no accuracy against unweighted
   majority and (b) does not state a mean confidence more than
-  ``overconfidence_tolerance`` above the stratum's measured majority accuracy (the seed's
+  ``overconfidence_tolerance`` above the stratum's measured majority accuracy (the design's
   third invariant: a maximal-agreement cluster must not drive confidence above the
   independently measured ceiling). Requiring the whole prefix to be safe keeps beta*
   on the near side of the cliff even when the accuracy delta is not monotone. With two
   answers, weighting never changes the winner, so (a) alone would never bind; (b) is
-  what bounds beta there. ``beta_star_accuracy`` reports the seed's (a)-only value.
+  what bounds beta there. ``beta_star_accuracy`` reports the design's (a)-only value.
 * Reliability of agent ``i`` in a stratum is ``(correct + k * r_agent) / (votes + k)``,
   its overall accuracy smoothed the same way toward the pooled accuracy of all agents
   (``k = smoothing``, default 2): a voter with few labelled votes is not trusted on them.
@@ -81,7 +81,7 @@ class ReliabilitySettings(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     beta_reference: float = 1.5
-    """Beta of the consensus-weighting figures in the strata (the seed's default)."""
+    """Beta of the consensus-weighting figures in the strata (the design's default)."""
     beta_grid: list[float] = Field(default_factory=default_beta_grid)
     """Betas tried by the beta* search, ascending."""
     min_stratum_cases: int = 10
@@ -175,7 +175,7 @@ class ReliabilityFit(BaseModel):
     beta_star: float | None
     """Largest safe beta, ``None`` when the absent stratum is not measured."""
     beta_star_accuracy: float | None
-    """The seed's definition alone: largest beta whose accuracy delta (and every smaller one's) is >= 0."""
+    """The design's definition alone: largest beta whose accuracy delta (and every smaller one's) is >= 0."""
     verifier: VerifierChoice | None
     settings: ReliabilitySettings
 

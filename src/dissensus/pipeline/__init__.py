@@ -36,12 +36,6 @@ from dissensus.pipeline.batch import (
 from dissensus.pipeline.engine import decide_case
 from dissensus.pipeline.policy import Policy, load_policy, policy_from_dict
 from dissensus.pipeline.records import CaseRecord, Resolution, ReviewItem
-from dissensus.pipeline.reliability import (
-    CalibrationFile,
-    build_calibration,
-    load_calibration,
-    trust_regions,
-)
 from dissensus.pipeline.runtime import Runtime
 from dissensus.pipeline.spec import PolicyLike, RunSpec, SpecFile
 from dissensus.pipeline.steps import (
@@ -50,6 +44,12 @@ from dissensus.pipeline.steps import (
     DeliberationStep,
     FollowupStep,
     GuardStep,
+)
+from dissensus.pipeline.trust_regions import (
+    CalibrationFile,
+    build_calibration,
+    load_calibration,
+    trust_regions,
 )
 from dissensus.signals import (
     MarkerLexicon,

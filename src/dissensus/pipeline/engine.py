@@ -15,7 +15,7 @@
    reading of the perturbed panel, then acceptance: *learned acceptance* when an
    acceptance file is configured (:mod:`dissensus.pipeline.learned`; also when no
    follow-up could run, on the features the panel has), else the trust regions of
-   :mod:`dissensus.pipeline.reliability`: commit when the measured rule says the answer
+   :mod:`dissensus.pipeline.trust_regions`: commit when the measured rule says the answer
    can be trusted, else escalate with the reason. Learned acceptance judges a case
    once: after the first follow-up round (or without one when none could run), never
    again in a later round, since its threshold holds for one look per case.
@@ -54,7 +54,6 @@ from dissensus.pipeline.gates import guard_step, route_step
 from dissensus.pipeline.learned import AcceptanceFigures, learned_payload
 from dissensus.pipeline.negotiate import concord_refusal, has_utilities, run_concord
 from dissensus.pipeline.records import AgentPosition, CaseRecord, ReviewItem, review_id_for
-from dissensus.pipeline.reliability import calibrated_accept
 from dissensus.pipeline.runtime import MODEL_ENV, Runtime
 from dissensus.pipeline.steps import (
     AcceptanceStep,
@@ -64,6 +63,7 @@ from dissensus.pipeline.steps import (
     FollowupStep,
     GuardStep,
 )
+from dissensus.pipeline.trust_regions import calibrated_accept
 from dissensus.signals import SecondAnswer, agent_signals, recorded_second_answers
 from dissensus.states import Reading, Route
 from dissensus.types import AgentOutput, Panel, Usage

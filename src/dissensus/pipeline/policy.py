@@ -157,7 +157,7 @@ class AcceptanceSettings(_Section):
     """Learned acceptance file (``dissensus calibrate-acceptance``), relative to the policy.
     When set, it decides instead of the trust regions of ``calibration``."""
     calibration: str | None = None
-    """Reliability calibration file (:mod:`dissensus.pipeline.reliability`), relative to the policy."""
+    """Reliability calibration file (:mod:`dissensus.pipeline.trust_regions`), relative to the policy."""
     target_precision: float = Field(default=0.9, gt=0.0, le=1.0)
     """Worst-stratum precision an agent's trust region must reach on the calibration file."""
     min_support: int = Field(default=10, ge=1)
@@ -404,7 +404,7 @@ PIPELINE_ACTIONS = (
     "concord",
     "deliberate",
 )
-"""Route actions the pipeline runs: the seed's four, ``concord`` (escalate through
+"""Route actions the pipeline runs: the design's four, ``concord`` (escalate through
 CONCORD) and ``deliberate`` (seek context with a DCI deliberation)."""
 
 

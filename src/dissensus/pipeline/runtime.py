@@ -32,8 +32,8 @@ from dissensus.llm.client import ModelClient
 from dissensus.pipeline.durable import JournalledClient, replay_spend
 from dissensus.pipeline.learned import make_learned
 from dissensus.pipeline.policy import Policy
-from dissensus.pipeline.reliability import CalibrationFile, TrustRegion, trust_regions
 from dissensus.pipeline.spec import MODEL_ENV, RunSpec
+from dissensus.pipeline.trust_regions import CalibrationFile, TrustRegion, trust_regions
 from dissensus.signals import recorded_second_answers
 from dissensus.states import (
     EmbeddingBackend,

@@ -54,7 +54,7 @@ from dissensus.pipeline.policy import (
     load_policy,
     with_model_files_under,
 )
-from dissensus.pipeline.reliability import CalibrationFile, load_calibration
+from dissensus.pipeline.trust_regions import CalibrationFile, load_calibration
 
 __all__ = [
     "MODEL_ENV",

@@ -37,7 +37,7 @@ from dissensus.concord.record import Certificate
 from dissensus.dci.packet import DecisionPacket
 from dissensus.guard.decision import GuardDecision
 from dissensus.pipeline.learned import AcceptanceFigures
-from dissensus.pipeline.reliability import Acceptance
+from dissensus.pipeline.trust_regions import Acceptance
 from dissensus.signals import AgentSignal, SecondAnswer, Voice
 from dissensus.types import Panel, Usage
 

@@ -15,7 +15,7 @@ CD     CONVERGENT_DISAGREEMENT     mean sim >= theta_s  share <  theta_a
 DD     DIVERGENT_DISAGREEMENT      mean sim <  theta_s  share <  theta_a
 =====  ==========================  ===================  ==================
 
-Choices where the seed is silent:
+Choices where the design is silent:
 
 * Decisions are any categorical labels. ``decision: null`` is an abstention: the
   agent's reasoning still counts for similarity, but it casts no vote, and the
@@ -179,7 +179,7 @@ class Reading(BaseModel):
 
     @property
     def reasoning_similarity(self) -> float:
-        """The seed's reasoning similarity: the mean pairwise similarity."""
+        """The design's reasoning similarity: the mean pairwise similarity."""
         return self.mean_similarity
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dissensus.pipeline.reliability import (
+from dissensus.pipeline.trust_regions import (
     AgentCalibration,
     CalibrationFile,
     build_calibration,
