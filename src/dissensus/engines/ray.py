@@ -212,7 +212,7 @@ class _Decider:
         return {"result": [json.dumps(o, ensure_ascii=False) for o in out]}
 
     async def _block(self, item: dict[str, Any]) -> dict[str, Any]:
-        from dissensus.pipeline import decide_case
+        from dissensus.pipeline.engine import decide_case_events
         from dissensus.pipeline.executors import prefetched
         from dissensus.pipeline.runtime import Runtime
         from dissensus.store.journal import Journal
@@ -241,10 +241,12 @@ class _Decider:
         window: list[tuple[int, asyncio.Task[Any]]] = []
 
         async def settle(number: int, task: asyncio.Task[Any]) -> None:
-            record = await task
+            record, pending = await task
+            # What the case wrote before its model calls, and the calls (journalled in the
+            # throw-away journal), then the rest of its events, never journalled here.
             events = [
                 {"key": e.key, "type": e.type, "case": e.case, "payload": e.payload}
-                for e in memory.events(self.run_id, case=str(number))
+                for e in (*memory.events(self.run_id, case=str(number)), *pending)
             ]
             cases.append(
                 {"line": number, "record": record.model_dump(mode="json"), "events": events}
@@ -255,7 +257,7 @@ class _Decider:
                 if isinstance(panel, Reject):
                     cases.append({"line": number, "reject": panel.model_dump(mode="json")})
                     continue
-                window.append((number, asyncio.create_task(decide_case(rt, panel, number))))
+                window.append((number, asyncio.create_task(decide_case_events(rt, panel, number))))
                 if len(window) >= self.policy.concurrency:
                     await settle(*window.pop(0))
             while window:
@@ -309,8 +311,9 @@ class RayExecutor:
         self.stats = stats if stats is not None else {}
 
     async def outcomes(self, ctx: RunContext) -> AsyncGenerator[Outcome, None]:
-        from dissensus.pipeline.executors import CaseEvent, Outcome
+        from dissensus.pipeline.executors import Outcome
         from dissensus.pipeline.records import CaseRecord
+        from dissensus.store.journal import NewEvent
 
         opts = self.options
         blocks = _plan(ctx, opts.lines_per_block)
@@ -373,7 +376,10 @@ class RayExecutor:
                 yield Outcome(
                     line=line,
                     record=CaseRecord.model_validate(case["record"]),
-                    events=tuple(CaseEvent.model_validate(e) for e in case["events"]),
+                    events=[
+                        NewEvent(str(e["type"]), e["payload"], str(e["key"]), e["case"])
+                        for e in case["events"]
+                    ],
                 )
 
 
