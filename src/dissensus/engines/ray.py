@@ -16,6 +16,11 @@ engine can be resumed on the other.
 
 Choices where the design is silent:
 
+* **One batch per block.** The loop appends the cases of a block in one transaction
+  (:func:`dissensus.pipeline.batch.execute_run`'s group commit), so the driver's share
+  of a case is one row of a batched insert and its record's validation; each worker
+  reports the CPU time it spent on a block, so the driver's CPU per panel can be
+  measured apart from the workers'.
 * **Workers never write the journal.** A worker decides a block against a throw-away
   in-memory journal seeded with whatever the real journal already holds for the
   block's lines (so a resumed, half-done case replays its journalled steps and model
@@ -53,6 +58,7 @@ import io
 import json
 import os
 import signal
+import time
 from collections import Counter
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator
 from dataclasses import asdict, dataclass
@@ -217,6 +223,7 @@ class _Decider:
         from dissensus.pipeline.runtime import Runtime
         from dissensus.store.journal import Journal
 
+        cpu = time.process_time()
         block = _block_of(item["block"])
         _maybe_die(self.fault, block.index)
         memory = Journal(":memory:")
@@ -267,7 +274,12 @@ class _Decider:
                 task.cancel()
             memory.close()
         cases.sort(key=lambda c: int(c["line"]))  # rejects were listed before cases in flight
-        return {"index": block.index, "cases": cases, "rss_mb": _rss_mb()}
+        return {
+            "index": block.index,
+            "cases": cases,
+            "rss_mb": _rss_mb(),
+            "cpu_s": time.process_time() - cpu,
+        }
 
 
 def _rss_mb() -> float:
@@ -300,8 +312,9 @@ class RayExecutor:
     """The Ray engine as an executor of the one run loop (:func:`dissensus.pipeline.execute_run`).
 
     ``stats``, when given, receives ``blocks`` (planned), ``blocks_sent`` (decided by
-    workers; the rest were complete in the journal) and ``worker_rss_mb`` (the largest
-    peak RSS a worker reported).
+    workers; the rest were complete in the journal), ``worker_rss_mb`` (the largest
+    peak RSS a worker reported) and ``worker_cpu_s`` (the CPU time, user and system,
+    the workers' processes spent deciding the blocks, summed).
     """
 
     def __init__(
@@ -338,7 +351,7 @@ class RayExecutor:
                     }
                 )
         info = self.stats
-        info.update(blocks=len(blocks), blocks_sent=len(todo), worker_rss_mb=0.0)
+        info.update(blocks=len(blocks), blocks_sent=len(todo), worker_rss_mb=0.0, worker_cpu_s=0.0)
         results: Iterator[dict[str, Any]] = iter(())
         if todo:
             _warm(ctx.spec.policy.reading.similarity)
@@ -366,6 +379,7 @@ class RayExecutor:
                 cases = result["cases"]
                 replayed = False
                 info["worker_rss_mb"] = max(info["worker_rss_mb"], float(result.get("rss_mb", 0.0)))
+                info["worker_cpu_s"] += float(result.get("cpu_s", 0.0))
             for case in cases:
                 line = int(case["line"])
                 if "reject" in case:

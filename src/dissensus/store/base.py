@@ -829,7 +829,12 @@ class Journal:
             sql += " AND case_ref = ?"
             args.append(case)
         with self._errors():
-            rows = self._rows(sql + " ORDER BY seq", args)
+            if case is None:
+                rows = self._rows(sql + " ORDER BY seq", args)
+            else:
+                # Sorted here: with ORDER BY in the query SQLite walks the run's events in
+                # sequence order instead of looking the case up in its index.
+                rows = sorted(self._rows(sql, args), key=lambda r: int(r["seq"]))
         for row in rows:
             yield _row_event(row)
 

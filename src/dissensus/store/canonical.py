@@ -44,8 +44,6 @@ def event_hash(
     canonical text is assembled from its fields in sorted-key order around the payload's
     text (``at``, ``case``, ``key``, ``payload``, ``run``, ``seq``, ``type``).
     """
-    text = (
-        f'{{"at":{canonical(at)},"case":{canonical(case)},"key":{canonical(key)},'
-        f'"payload":{payload_text},"run":{canonical(run)},"seq":{int(seq)},"type":{canonical(type)}}}'
-    )
-    return sha256_text(prev_hash + text)
+    before = canonical({"at": at, "case": case, "key": key})
+    after = canonical({"run": run, "seq": int(seq), "type": type})
+    return sha256_text(f'{prev_hash}{before[:-1]},"payload":{payload_text},{after[1:]}')
