@@ -22,6 +22,7 @@ from dissensus.store import GENESIS, Journal, JournalConflict
 from dissensus.store.canonical import canonical, chain_hash, event_hash
 from dissensus.store.journal import EventLog, NewEvent
 from pipeline_cases import panel, write_jsonl, write_policy
+from store_backends import BACKENDS, target_for
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.text(max_size=8),
@@ -186,3 +187,22 @@ def test_a_journal_with_one_event_per_step_reads_and_resumes(tmp_path: Path) -> 
         "values",
         "lone",
     ]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_batch_on_each_back_end_chains_and_is_atomic(backend: str, tmp_path: Path) -> None:
+    """A block larger than one multi-row INSERT (PostgreSQL: 1,000 rows), then a conflict."""
+    items = [NewEvent("t.x", {"i": i, "text": "é%?"}, f"k/{i}", str(i % 7)) for i in range(2_345)]
+    with target_for(backend, tmp_path) as target, Journal(target) as journal:
+        journal.create_run("r", kind="t", meta={})
+        journal.append_batch("r", items[:5])
+        journal.append_batch("r", items)  # the first five are already there
+        assert journal.head("r").n_events == len(items)
+        assert [e.payload for e in journal.read("r", case="3")] == [
+            i.payload for i in items if i.case == "3"
+        ]
+        with pytest.raises(JournalConflict):
+            journal.append_batch("r", [NewEvent("t.x", {}, "new"), NewEvent("t.x", {}, "k/0")])
+        assert journal.get("r", "new") is None
+        report = journal.verify("r")
+        assert report.ok and report.n_events == len(items), report.problems
