@@ -18,8 +18,8 @@ Prints, in one run:
     apart; peak RSS of the driver and of the largest worker. The journal is SQLite with
     ``synchronous=NORMAL`` (``$DISSENSUS_JOURNAL_SYNC``) so that the figures show the
     engines rather than the disk's fsync rate, which (d) measures.
-(d) journal appends/s on SQLite, one writer, ``synchronous=FULL`` and ``NORMAL``: the
-    serial part of a run.
+(d) journal appends/s on SQLite, one writer, ``synchronous=FULL`` and ``NORMAL``, one by
+    one and in batches of 512 (one transaction each, as the run loop appends a block).
 (e) per-panel CPU of each stage (parse, embed, read, route, guard, accept, journal
     append) of a local decide run of the bundled LLMBar panels under
     ``examples/llmbar-policy.yaml`` (without its learned acceptance file, which was
@@ -279,7 +279,7 @@ def bench_decide(n: int, skip_ray: bool) -> None:
 
 
 def bench_journal(n: int) -> None:
-    from dissensus.store.journal import Journal
+    from dissensus.store.journal import Journal, NewEvent
 
     payload = {
         "state": "CA",
@@ -297,8 +297,22 @@ def bench_journal(n: int) -> None:
             for i in range(n):
                 journal.append("r", "case.step", payload, key=f"k/{i}", case=str(i))
             rate = n / (time.perf_counter() - start)
+            journal.create_run("b", kind="bench", meta={})
+            start = time.perf_counter()
+            for b in range(0, n * 10, 512):
+                journal.append_batch(
+                    "b",
+                    [
+                        NewEvent("case.step", payload, f"k/{i}", str(i))
+                        for i in range(b, min(b + 512, n * 10))
+                    ],
+                )
+            batched = n * 10 / (time.perf_counter() - start)
             journal.close()
-            print(f"    synchronous={mode:6}  {rate:9,.0f} appends/s")
+            print(
+                f"    synchronous={mode:6}  {rate:9,.0f} appends/s one by one, "
+                f"{batched:9,.0f} events/s in batches of 512"
+            )
 
 
 _STAGES = {
