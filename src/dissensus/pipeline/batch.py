@@ -14,6 +14,12 @@ replayed, the case in flight continues from its last journalled step.
 
 Choices where the design is silent:
 
+* **Group commit.** The loop appends the events of the cases the executor has finished
+  in one batch (:meth:`~dissensus.store.journal.Journal.append_batch`: one transaction)
+  when the executor has no further outcome ready within one turn of the event loop, or
+  :data:`BLOCK_CASES` cases are waiting, and only then yields their records: a record
+  handed out is durable; a crash loses at most the batch being written (never part of
+  it) and the cases in flight, which a resumed run decides again.
 * At most ``policy.concurrency`` cases are in flight; records are emitted in input order
   (a finished case waits for the earlier ones, so memory stays bounded by the window).
 * A resumed run refuses an input file whose sha256 changed since the run started.

@@ -11,6 +11,12 @@ Choices where the design is silent:
 
 * Step keys are ``case/<line>/<step>``; every step's payload is one pydantic model
   (:mod:`dissensus.pipeline.steps`), validated again when it is replayed.
+* **Buffered steps.** A case's steps are kept in memory (:class:`CaseLog`) and reach the
+  journal with the case's block (the run loop's group commit), or before the case's
+  first model call, whichever comes first; the first write folds the input, reading,
+  route and guard into one ``case.steps`` event. A crash loses buffered steps only,
+  which are deterministic: the resumed run computes them again. Journals with one
+  event per step are read alike (:func:`case_steps`).
 * Call keys are ``call/<line>/<digest>/<k>``: the digest is the sha256 of the request's
   identity (:func:`dissensus.llm.replay.canonical_request`, the one definition replays
   and recordings use: ``max_tokens`` and client settings are not part of it), the

@@ -25,6 +25,11 @@ Choices where the design is silent:
   PostgreSQL: ``SELECT ... FOR UPDATE`` on the run's header row) and reads the previous
   hash inside it, so concurrent writers never fork the chain. Several events appended
   in one :meth:`Journal.transaction` are committed together or not at all.
+* **Group commit.** :meth:`Journal.append_batch` appends a block of events in one
+  transaction (one commit, one fsync under SQLite's ``synchronous=full``), each chained
+  on the one before it exactly as single appends would be; the commit is the durability
+  point (all of the block or none). :class:`EventLog` is that seam (append a batch, read,
+  head), which both back ends implement; the run loop appends a block of cases at once.
 * **Head anchor.** ``runs.head_hash`` and ``runs.n_events`` change in the same
   transaction as each append; verify checks them against the chain.
 * **Canonical text.** A payload is stored as its canonical JSON text, and verify
