@@ -221,6 +221,7 @@ class _Decider:
         from dissensus.pipeline.engine import decide_case_events
         from dissensus.pipeline.executors import prefetched
         from dissensus.pipeline.runtime import Runtime
+        from dissensus.store.canonical import canonical
         from dissensus.store.journal import Journal
 
         cpu = time.process_time()
@@ -251,8 +252,16 @@ class _Decider:
             record, pending = await task
             # What the case wrote before its model calls, and the calls (journalled in the
             # throw-away journal), then the rest of its events, never journalled here.
+            # Each payload travels with its canonical text, made here on the worker, so
+            # the driver stores and hashes it without serialising it again.
             events = [
-                {"key": e.key, "type": e.type, "case": e.case, "payload": e.payload}
+                {
+                    "key": e.key,
+                    "type": e.type,
+                    "case": e.case,
+                    "payload": e.payload,
+                    "text": canonical(e.payload),
+                }
                 for e in (*memory.events(self.run_id, case=str(number)), *pending)
             ]
             cases.append(
@@ -391,7 +400,9 @@ class RayExecutor:
                     line=line,
                     record=CaseRecord.model_validate(case["record"]),
                     events=[
-                        NewEvent(str(e["type"]), e["payload"], str(e["key"]), e["case"])
+                        NewEvent(
+                            str(e["type"]), e["payload"], str(e["key"]), e["case"], e.get("text")
+                        )
                         for e in case["events"]
                     ],
                 )

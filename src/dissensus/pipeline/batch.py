@@ -365,7 +365,10 @@ def _commit(
                     )
                 )
             continue
-        events.extend(NewEvent(e.type, e.payload, e.key, e.case) for e in outcome.events)
+        events.extend(
+            e if isinstance(e, NewEvent) else NewEvent(e.type, e.payload, e.key, e.case)
+            for e in outcome.events
+        )
     journal.append_batch(run_id, events)
     records: list[CaseRecord] = []
     for outcome in block:

@@ -290,6 +290,9 @@ class NewEvent(NamedTuple):
     payload: dict[str, Any]
     key: str
     case: str | None = None
+    text: str | None = None
+    """The payload's canonical JSON text when the caller already has it (a worker made
+    it): stored and hashed as given, so it must be ``canonical(payload)``."""
 
 
 class RunHead(NamedTuple):
@@ -710,7 +713,7 @@ class Journal:
         items = list(events)
         if not items:
             return []
-        texts = [canonical(item.payload) for item in items]
+        texts = [item.text if item.text is not None else canonical(item.payload) for item in items]
         with self.transaction(run_id):
             with self._errors():
                 if len(items) == 1:
