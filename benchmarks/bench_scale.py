@@ -18,8 +18,8 @@ Prints, in one run:
     apart; peak RSS of the driver and of the largest worker. The journal is SQLite with
     ``synchronous=NORMAL`` (``$DISSENSUS_JOURNAL_SYNC``) so that the figures show the
     engines rather than the disk's fsync rate, which (d) measures.
-(d) journal appends/s on SQLite, one writer, ``synchronous=FULL`` and ``NORMAL``: the
-    serial part of a run.
+(d) journal appends/s on SQLite, one writer, ``synchronous=FULL`` and ``NORMAL``, one by
+    one and in batches of 512 (one transaction each, as the run loop appends a block).
 (e) per-panel CPU of each stage (parse, embed, read, route, guard, accept, journal
     append) of a local decide run of the bundled LLMBar panels under
     ``examples/llmbar-policy.yaml`` (without its learned acceptance file, which was
@@ -27,6 +27,18 @@ Prints, in one run:
     (cumulative time per function; the prefetch embeds a window of 64 panels' traces
     in one call and the reader takes the vectors from memory; the profiler inflates
     small functions, so the unprofiled total is printed too).
+
+(f) ``decide`` panels per CPU second (user + system time of the process), local,
+    journal ``synchronous=full`` and ``normal``; journal events per panel; the
+    journal's share of per-panel CPU (its entry points ``append_batch``, ``get`` and
+    ``events`` in a CPU-clock profile). Target: >= 1,500 panels per CPU second with
+    ``full`` and the journal <= 25%.
+(g) Ray x2: the driver's CPU per panel (this process's CPU time, Ray's threads
+    included, start-up excluded) apart from the workers' (the CPU time each worker
+    process spent on its blocks, reported with the block), and the serial fraction
+    ``driver / (driver + worker)``. Target: driver <= 0.10 of worker.
+(h) PostgreSQL (``--pg URL`` or ``$DISSENSUS_TEST_PG``): 1, 2 and 4 writer processes,
+    each appending its own run in batches of 500 events.
 
 Run: ``python benchmarks/bench_scale.py [--panels N] [--skip-ray]``. Prints figures,
 asserts nothing. ``benchmarks/run_all.py`` runs it with the others.
@@ -267,7 +279,7 @@ def bench_decide(n: int, skip_ray: bool) -> None:
 
 
 def bench_journal(n: int) -> None:
-    from dissensus.store.journal import Journal
+    from dissensus.store.journal import Journal, NewEvent
 
     payload = {
         "state": "CA",
@@ -285,8 +297,22 @@ def bench_journal(n: int) -> None:
             for i in range(n):
                 journal.append("r", "case.step", payload, key=f"k/{i}", case=str(i))
             rate = n / (time.perf_counter() - start)
+            journal.create_run("b", kind="bench", meta={})
+            start = time.perf_counter()
+            for b in range(0, n * 10, 512):
+                journal.append_batch(
+                    "b",
+                    [
+                        NewEvent("case.step", payload, f"k/{i}", str(i))
+                        for i in range(b, min(b + 512, n * 10))
+                    ],
+                )
+            batched = n * 10 / (time.perf_counter() - start)
             journal.close()
-            print(f"    synchronous={mode:6}  {rate:9,.0f} appends/s")
+            print(
+                f"    synchronous={mode:6}  {rate:9,.0f} appends/s one by one, "
+                f"{batched:9,.0f} events/s in batches of 512"
+            )
 
 
 _STAGES = {
@@ -385,6 +411,180 @@ def bench_stages(copies: int) -> None:
                     )
 
 
+def _decide_cpu(
+    path: Path, journal_path: Path, sync: str, profiled: bool
+) -> tuple[float, int, int, float]:
+    """A local decide run of ``path``: (CPU s, panels, events, journal CPU s when profiled)."""
+    import cProfile
+    import pstats
+
+    from dissensus.pipeline import Policy, execute_run, start_run
+    from dissensus.store.journal import Journal
+
+    journal = Journal(journal_path, synchronous=sync)
+    start_run(journal, str(path), Policy(), run_id="cpu", similarity="tfidf")
+
+    async def go() -> int:
+        return sum([1 async for _ in execute_run(journal, "cpu")])
+
+    gc.collect()
+    prof = cProfile.Profile(time.process_time) if profiled else None
+    c0 = time.process_time()
+    if prof is not None:
+        prof.enable()
+    n = asyncio.run(go())
+    if prof is not None:
+        prof.disable()
+    cpu = time.process_time() - c0
+    events = journal.run("cpu").n_events  # type: ignore[union-attr]
+    journal.close()
+    share = 0.0
+    if prof is not None:
+        stats = pstats.Stats(prof).stats  # type: ignore[attr-defined]
+        # The journal's entry points: batched writes, key look-ups, event reads.
+        share = sum(
+            v[3]
+            for k, v in stats.items()
+            if k[0].endswith("store/base.py") and k[2] in ("append_batch", "get", "events")
+        )
+    return cpu, n, events, share
+
+
+def bench_cpu(n: int) -> None:
+    """(f) decide panels per CPU second, local, synchronous full and normal; events per
+    panel; the journal's share of per-panel CPU (from a profile)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "panels.jsonl"
+        path.write_text("".join(panel_line(i) + "\n" for i in range(n)), encoding="utf-8")
+        print(
+            f"(f) decide per CPU second, local, {n:,} synthetic 5-agent panels, default policy, "
+            "tfidf, no model (CPU = user + system time of the process)"
+        )
+        for sync in ("full", "normal"):
+            cpu, count, events, _ = _decide_cpu(path, Path(tmp) / f"{sync}.sqlite", sync, False)
+            print(
+                f"    synchronous={sync:6}  {count / cpu:9,.1f} panels per CPU second   "
+                f"{cpu / count * 1e3:.3f} ms CPU per panel   {events / count:.2f} journal events per panel"
+            )
+        cpu, count, _, journal = _decide_cpu(path, Path(tmp) / "prof.sqlite", "full", True)
+        print(
+            f"    journal share of per-panel CPU (profiled, synchronous=full): {journal / cpu:.1%} "
+            f"({journal / count * 1e3:.3f} of {cpu / count * 1e3:.3f} ms profiled)"
+        )
+
+
+def _ray_cpu(path: Path, journal_path: Path, workers: int) -> tuple[float, float, float, int]:
+    from dissensus.engines.ray import RayOptions, decide_ray, ensure_ray
+    from dissensus.pipeline import Policy, start_run
+    from dissensus.store.journal import Journal
+
+    journal = Journal(journal_path, synchronous="full")
+    ensure_ray(RayOptions(workers=workers))
+    stats: dict[str, Any] = {}
+
+    async def go(run_id: str = "ray") -> int:
+        stream = decide_ray(journal, run_id, options=RayOptions(workers=workers), stats=stats)
+        return sum([1 async for _ in stream])
+
+    # A warm-up run first: the driver's imports of Ray Data and the workers' start are
+    # paid there, not in the measured run.
+    warm = path.with_name("warm.jsonl")
+    warm.write_text(
+        "".join(path.read_text(encoding="utf-8").splitlines(True)[:1024]), encoding="utf-8"
+    )
+    start_run(journal, str(warm), Policy(), run_id="warm", similarity="tfidf")
+    asyncio.run(go("warm"))
+    start_run(journal, str(path), Policy(), run_id="ray", similarity="tfidf")
+    stats.clear()
+
+    c0, t0 = time.process_time(), time.thread_time()
+    count = asyncio.run(go())
+    driver = time.process_time() - c0
+    loop_thread = time.thread_time() - t0
+    journal.close()
+    return driver, loop_thread, float(stats.get("worker_cpu_s", 0.0)), count
+
+
+def bench_ray_cpu(n: int) -> None:
+    """(g) Ray: the driver's CPU per panel apart from the workers' (process CPU times),
+    and the serial fraction they imply."""
+    print(
+        f"(g) Ray x2, {n:,} synthetic panels, tfidf, journal synchronous=full: CPU per panel "
+        "(driver: this process, Ray's threads included, start-up and a warm-up run excluded; "
+        "workers: the CPU time each worker process spent on its blocks)"
+    )
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "panels.jsonl"
+        path.write_text("".join(panel_line(i) + "\n" for i in range(n)), encoding="utf-8")
+        driver, loop_thread, worker, count = _ray_cpu(path, Path(tmp) / "ray.sqlite", 2)
+        d, w = driver / count * 1e3, worker / count * 1e3
+        own = loop_thread / count * 1e3
+        print(
+            f"    driver's run-loop thread (journal, records, results): {own:.3f} ms CPU per panel "
+            f"({own / w if w else float('inf'):.3f} of worker); Ray's threads in the driver: {d - own:.3f} ms"
+        )
+        serial = d / (d + w) if d + w else 0.0
+        speedup8 = 1 / (serial + (1 - serial) / 8)
+        print(
+            f"    driver {d:.3f} ms CPU per panel, workers {w:.3f} ms CPU per panel, "
+            f"driver / worker = {d / w if w else float('inf'):.3f}; implied serial fraction "
+            f"s = driver / (driver + worker) = {serial:.3f} (8 workers: {speedup8:.1f}x)"
+        )
+
+
+def _pg_writer(url: str, run_id: str, blocks: int, size: int, out: Any) -> None:
+    from dissensus.store.journal import Journal, NewEvent
+
+    payload = {
+        "state": "CA",
+        "action": "auto",
+        "decision": "1",
+        "reason": "agreement",
+        "similarity": 0.91,
+    }
+    journal = Journal(url)
+    journal.create_run(run_id, kind="bench", meta={})
+    t0 = time.perf_counter()
+    for b in range(blocks):
+        journal.append_batch(
+            run_id,
+            [NewEvent("case.step", payload, f"k/{b}/{i}", str(i)) for i in range(size)],
+        )
+    out.put(time.perf_counter() - t0)
+    journal.close()
+
+
+def bench_postgres(url: str, blocks: int, size: int) -> None:
+    """(h) PostgreSQL: several processes, each appending its own run in batches."""
+    print(
+        f"(h) PostgreSQL, batches of {size} events (~100 bytes), {blocks} batches per writer, "
+        "each writer its own run and process"
+    )
+    ctx = mp.get_context("spawn")
+    for writers in (1, 2, 4):
+        queue = ctx.Queue()
+        tag = f"{os.getpid()}-{time.time_ns()}"
+        procs = [
+            ctx.Process(
+                target=_pg_writer, args=(url, f"pg{writers}-{i}-{tag}", blocks, size, queue)
+            )
+            for i in range(writers)
+        ]
+        t0 = time.perf_counter()
+        for proc in procs:
+            proc.start()
+        for proc in procs:
+            proc.join()
+        wall = time.perf_counter() - t0
+        each = [queue.get() for _ in procs]
+        total = writers * blocks * size
+        print(
+            f"    {writers} writer(s): {total / max(each):9,.0f} events/s together "
+            f"(slowest writer's append time), {blocks * size / (sum(each) / writers):9,.0f} events/s per writer, "
+            f"{wall:.1f} s wall with process start"
+        )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument(
@@ -398,7 +598,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--appends", type=int, default=3_000)
     parser.add_argument("--skip-ray", action="store_true")
     parser.add_argument("--copies", type=int, default=4, help="copies of the bundled panels in (e)")
-    parser.add_argument("--only", default="abdec", help="sections to run (letters)")
+    parser.add_argument("--cpu-panels", type=int, default=5_000, help="panels in (f) and (g)")
+    parser.add_argument(
+        "--pg", default=os.environ.get("DISSENSUS_TEST_PG"), help="PostgreSQL URL for (h)"
+    )
+    parser.add_argument("--only", default="abdecfgh", help="sections to run (letters)")
     args = parser.parse_args(argv)
     print(f"machine: {os.cpu_count()} CPUs; load average {os.getloadavg()[0]:.1f} at start")
     if "a" in args.only:
@@ -409,6 +613,12 @@ def main(argv: list[str] | None = None) -> int:
         bench_journal(args.appends)
     if "e" in args.only:
         bench_stages(args.copies)
+    if "f" in args.only:
+        bench_cpu(args.cpu_panels)
+    if "g" in args.only and not args.skip_ray:
+        bench_ray_cpu(args.cpu_panels)
+    if "h" in args.only and args.pg:
+        bench_postgres(args.pg, 20, 500)
     if "c" in args.only:
         bench_decide(args.panels, args.skip_ray)
     print(f"load average {os.getloadavg()[0]:.1f} at end")

@@ -16,10 +16,12 @@ as CPython does).
 from __future__ import annotations
 
 import io
+import json
 import multiprocessing
 import os
 import signal
 import sys
+from typing import Any
 
 from dissensus.cli import _entry, main, pipeline
 from dissensus.store.journal import Event
@@ -35,6 +37,27 @@ def install(after: int, sig: int = signal.SIGKILL) -> None:
             os.kill(os.getpid(), sig)
 
     pipeline.JOURNAL_HOOKS.append(hook)
+
+
+def install_in_batch(nth: int, note: str) -> None:
+    """Send this process SIGKILL inside its ``nth`` batch of two events or more: after the
+    batch's rows were written, before its transaction commits. The batch's first sequence
+    number and size are written to ``note`` first (JSON)."""
+    from dissensus.store.sqlite import SQLiteJournal
+
+    original = SQLiteJournal._write_events
+    seen = [0]
+
+    def write(self: SQLiteJournal, rows: Any) -> None:
+        original(self, rows)
+        if len(rows) >= 2:
+            seen[0] += 1
+            if seen[0] == nth:
+                with open(note, "w", encoding="utf-8") as handle:
+                    json.dump([rows[0][1], len(rows)], handle)
+                os.kill(os.getpid(), signal.SIGKILL)
+
+    SQLiteJournal._write_events = write  # type: ignore[method-assign]
 
 
 Streams = tuple[int, int, tuple[int, ...]]
@@ -72,9 +95,17 @@ def _as_a_process(argv: list[str], stdout: int, stderr: int, close: tuple[int, .
     return code
 
 
-def _child(argv: list[str], kill_after: int | None, sig: int, streams: Streams | None) -> None:
+def _child(
+    argv: list[str],
+    kill_after: int | None,
+    sig: int,
+    streams: Streams | None,
+    in_batch: tuple[int, str] | None = None,
+) -> None:
     if kill_after is not None:
         install(kill_after, sig)
+    if in_batch is not None:
+        install_in_batch(*in_batch)
     os._exit(main(argv) if streams is None else _as_a_process(argv, *streams))
 
 
@@ -86,16 +117,19 @@ def forked(
     stdout: int | None = None,
     stderr: int | None = None,
     close: tuple[int, ...] = (),
+    in_batch: tuple[int, str] | None = None,
 ) -> int | None:
     """``main(argv)`` in a forked child, sent ``sig`` after event ``kill_after``; its exit code.
 
     With ``stdout`` and ``stderr`` (file descriptors) the child runs as a ``dissensus``
     process writing to them (see the module docstring); it first closes the descriptors
     in ``close`` (say, the read end of its output pipe, so that only the reader holds it).
+    ``in_batch`` = ``(n, note)`` kills the child inside its ``n``-th batch instead
+    (:func:`install_in_batch`).
     """
     streams = None if stdout is None or stderr is None else (stdout, stderr, close)
     proc = multiprocessing.get_context("fork").Process(
-        target=_child, args=(argv, kill_after, sig, streams)
+        target=_child, args=(argv, kill_after, sig, streams, in_batch)
     )
     proc.start()
     proc.join(timeout=300)

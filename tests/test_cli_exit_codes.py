@@ -161,8 +161,16 @@ def _resume(w: World, code: int) -> int:
             "--run-id",
             "I",
         ]
-        assert _killed_in_a_fork(argv, 3) == -signal.SIGKILL  # set-up: a killed run
-        return _signalled(["runs", "resume", "I", "--journal", j], 2)
+        # One case per batch, so that the killed run and the resumed one each write
+        # several batches (the forked children inherit the setting).
+        from dissensus.pipeline import batch
+
+        block, batch.BLOCK_CASES = batch.BLOCK_CASES, 1
+        try:
+            assert _killed_in_a_fork(argv, 3) == -signal.SIGKILL  # set-up: a killed run
+            return _signalled(["runs", "resume", "I", "--journal", j], 2)
+        finally:
+            batch.BLOCK_CASES = block
     run = {0: "R", 1: "FAIL", 2: "nosuch", 3: "REJ"}[code]
     return cli("runs", "resume", run, "--journal", w.journal).code
 

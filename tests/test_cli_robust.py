@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from cli_helpers import cli
+from dissensus.pipeline.durable import case_step
 from dissensus.store import Journal
 from pipeline_cases import panel, write_jsonl, write_policy
 
@@ -412,7 +413,9 @@ def test_empty_reasoning_is_accepted_and_named(tmp_path: Path) -> None:
     )
     assert res.code == 0, res.err
     with Journal(j) as store:
-        readings = [e.payload for e in store.events("R", type="case.reading")]
+        readings = [
+            s for line in (1, 2) if (s := case_step(store, "R", line, "reading")) is not None
+        ]
     assert [r["missing_reasoning"] for r in readings[:2]] == [["a1"], ["a1", "a2"]]
 
 

@@ -281,13 +281,14 @@ def test_acceptance_and_guard_calibration_are_passed_to_the_pipeline(tmp_path: P
     ]
     out = reducer(scores)  # outside an event loop too
     assert out.value == "C" and out.metadata is not None and out.metadata["confidence"] is not None
+    from dissensus.pipeline.durable import case_step
     from dissensus.store import Journal
 
     with Journal(journal) as store:
         (run,) = store.runs()
-        guard = store.get(run.run_id, "case/1/guard")
+        guard = case_step(store, run.run_id, 1, "guard")
         assert guard is not None
-        bounded = guard.payload["decision"]["invariants"][2]
+        bounded = guard["decision"]["invariants"][2]
         assert bounded["number"] == 3 and "no calibration" not in bounded["message"]  # it was read
 
 

@@ -20,6 +20,7 @@ pytest.importorskip("openai")  # imported now, not inside a member's first attem
 from dissensus.llm.fakeserver import FakeServer, FaultPlan, ServerSettings
 from dissensus.llm.scripted import ScriptedRules
 from dissensus.panels import ChatError, PanelChat
+from dissensus.pipeline.durable import case_step
 from dissensus.pipeline.policy import policy_from_dict
 from dissensus.pipeline.steps import CaseInput
 from dissensus.store.journal import Journal
@@ -95,7 +96,7 @@ def test_partial_panel_with_abstentions_is_decided_and_journalled(
         assert {m.name: m.attempts for m in ext.members}["limited"] >= 2
         report = journal.verify(ext.run_id)
         assert report.ok, report.problems
-        panel = CaseInput.model_validate(journal.get(ext.run_id, "case/1/input").payload).panel  # type: ignore[union-attr]
+        panel = CaseInput.model_validate(case_step(journal, ext.run_id, 1, "input")).panel
     # The failed members stay in the panel as abstentions without reasoning; who failed
     # and why is in the panel's meta, so the journal says it too.
     by_agent = {o.agent: o for o in panel.outputs}

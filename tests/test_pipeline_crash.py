@@ -1,5 +1,9 @@
 """Crash test: runs killed with SIGKILL at seeded points, then resumed with ``runs resume``.
 
+Events are appended in batches (a block of cases, or a case's steps before its first
+model call, in one transaction): a run killed after its N-th event holds the whole batch
+of that event; one killed inside a batch holds none of it.
+
 Every killed run must end, after ``dissensus runs resume``, with the same final records
 and the same journal events (no event lost, none duplicated) as an uninterrupted run,
 a hash chain that verifies, and no completed model call made twice.
@@ -94,10 +98,26 @@ def base(tmp_path_factory: pytest.TempPathFactory) -> tuple[Setup, list[Any]]:
     return setup, setup.events("base")
 
 
-def _kill_and_resume(setup: Setup, base_events: list[Any], name: str, kill_after: int) -> None:
-    assert forked(setup.decide(name), kill_after) == KILLED
+def _kill_and_resume(
+    setup: Setup, base_events: list[Any], name: str, kill_after: int, *, in_batch: int = 0
+) -> None:
+    note = setup.root / f"{name}-batch.json"
+    if in_batch:
+        assert forked(setup.decide(name), in_batch=(in_batch, str(note))) == KILLED
+    else:
+        assert forked(setup.decide(name), kill_after) == KILLED
     before = setup.events(name)
-    assert len(before) == kill_after  # every committed event survived the kill, nothing more
+    if in_batch:
+        # Killed after the batch's rows were written, before its commit: every event of
+        # the batches before it survived, none of its own.
+        first, size = json.loads(note.read_text())
+        assert size >= 2 and len(before) == first
+    else:
+        # Killed right after the commit of the batch holding event kill_after: all of it
+        # survived, nothing after it.
+        assert len(before) >= kill_after
+    with Journal(setup.root / f"{name}.sqlite") as j:
+        assert j.verify(RUN).ok
     journalled_calls = sum(e.type == "model.call" for e in before)
     calls_before = setup.calls(name)
 
@@ -130,7 +150,7 @@ def test_the_batch_exercises_every_stage(base: tuple[Setup, list[Any]]) -> None:
     _, events = base
     types = {e.type for e in events}
     assert types >= {
-        "run.started", "case.input", "case.reading", "case.route", "case.guard", "case.followup", "model.call",
+        "run.started", "case.steps", "case.reading", "case.followup", "model.call",
         "case.acceptance", "review.opened", "case.certificate", "case.record", "input.rejected", "run.finished",
     }  # fmt: skip
 
@@ -145,6 +165,13 @@ def test_resume_after_a_kill_at_each_stage(base: tuple[Setup, list[Any]]) -> Non
     assert len(points) >= 10
     for p in points:
         _kill_and_resume(setup, events, f"stage{p}", p)
+
+
+def test_runs_killed_inside_a_batch(base: tuple[Setup, list[Any]]) -> None:
+    """Killed inside the first and the second batch of several events, before its commit."""
+    setup, events = base
+    for n in (1, 2):
+        _kill_and_resume(setup, events, f"batch{n}", 0, in_batch=n)
 
 
 def test_runs_killed_at_seeded_random_points(base: tuple[Setup, list[Any]]) -> None:

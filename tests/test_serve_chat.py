@@ -30,6 +30,7 @@ from chat_helpers import (
 from cli_helpers import cli
 from dissensus.panels import PanelChat
 from dissensus.pipeline import decide, load_policy
+from dissensus.pipeline.durable import case_step
 from dissensus.pipeline.policy import PanelSettings, policy_from_dict
 from dissensus.pipeline.steps import CaseInput
 from dissensus.serve import ServeSettings, create_app
@@ -146,9 +147,9 @@ def test_the_door_decides_as_decide_does(world: Path, asked: list[tuple[int, Any
     with Journal(str(world / "journal.sqlite")) as journal:
         for _, completion in asked[:6]:
             run_id = completion.model_extra["dissensus"]["run_id"]
-            event = journal.get(run_id, "case/1/input")
-            assert event is not None
-            panel = CaseInput.model_validate(event.payload).panel
+            entered = case_step(journal, run_id, 1, "input")
+            assert entered is not None
+            panel = CaseInput.model_validate(entered).panel
             again = decide(panel, policy, policy_dir=policy_dir)
             ext = completion.model_extra["dissensus"]
             assert (again.action, again.basis, again.state, again.route) == (

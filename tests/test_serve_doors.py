@@ -161,10 +161,15 @@ async def test_a_deadline_stops_a_server_run_incomplete(tmp_path: Path) -> None:
         assert stopped is not None and stopped.payload["reason"] == "deadline"
 
 
-async def test_an_interrupted_run_reports_its_whole_input_as_total(tmp_path: Path) -> None:
+async def test_an_interrupted_run_reports_its_whole_input_as_total(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """After a restart the server counts the run's input lines, not the records so far."""
+    from dissensus.pipeline import batch
     from dissensus.pipeline.batch import execute_run, start_run
     from dissensus.store import Journal
+
+    monkeypatch.setattr(batch, "BLOCK_CASES", 1)  # one case per batch: stopped after the first
 
     policy = tmp_path / "policy.yaml"
     policy.write_text(yaml.safe_dump({"reading": {"similarity": "tfidf"}}), encoding="utf-8")

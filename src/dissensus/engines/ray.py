@@ -16,6 +16,11 @@ engine can be resumed on the other.
 
 Choices where the design is silent:
 
+* **One batch per block.** The loop appends the cases of a block in one transaction
+  (:func:`dissensus.pipeline.batch.execute_run`'s group commit), so the driver's share
+  of a case is one row of a batched insert and its record's validation; each worker
+  reports the CPU time it spent on a block, so the driver's CPU per panel can be
+  measured apart from the workers'.
 * **Workers never write the journal.** A worker decides a block against a throw-away
   in-memory journal seeded with whatever the real journal already holds for the
   block's lines (so a resumed, half-done case replays its journalled steps and model
@@ -53,6 +58,7 @@ import io
 import json
 import os
 import signal
+import time
 from collections import Counter
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator
 from dataclasses import asdict, dataclass
@@ -212,11 +218,13 @@ class _Decider:
         return {"result": [json.dumps(o, ensure_ascii=False) for o in out]}
 
     async def _block(self, item: dict[str, Any]) -> dict[str, Any]:
-        from dissensus.pipeline import decide_case
+        from dissensus.pipeline.engine import decide_case_events
         from dissensus.pipeline.executors import prefetched
         from dissensus.pipeline.runtime import Runtime
+        from dissensus.store.canonical import canonical
         from dissensus.store.journal import Journal
 
+        cpu = time.process_time()
         block = _block_of(item["block"])
         _maybe_die(self.fault, block.index)
         memory = Journal(":memory:")
@@ -241,10 +249,20 @@ class _Decider:
         window: list[tuple[int, asyncio.Task[Any]]] = []
 
         async def settle(number: int, task: asyncio.Task[Any]) -> None:
-            record = await task
+            record, pending = await task
+            # What the case wrote before its model calls, and the calls (journalled in the
+            # throw-away journal), then the rest of its events, never journalled here.
+            # Each payload travels with its canonical text, made here on the worker, so
+            # the driver stores and hashes it without serialising it again.
             events = [
-                {"key": e.key, "type": e.type, "case": e.case, "payload": e.payload}
-                for e in memory.events(self.run_id, case=str(number))
+                {
+                    "key": e.key,
+                    "type": e.type,
+                    "case": e.case,
+                    "payload": e.payload,
+                    "text": canonical(e.payload),
+                }
+                for e in (*memory.events(self.run_id, case=str(number)), *pending)
             ]
             cases.append(
                 {"line": number, "record": record.model_dump(mode="json"), "events": events}
@@ -255,7 +273,7 @@ class _Decider:
                 if isinstance(panel, Reject):
                     cases.append({"line": number, "reject": panel.model_dump(mode="json")})
                     continue
-                window.append((number, asyncio.create_task(decide_case(rt, panel, number))))
+                window.append((number, asyncio.create_task(decide_case_events(rt, panel, number))))
                 if len(window) >= self.policy.concurrency:
                     await settle(*window.pop(0))
             while window:
@@ -265,7 +283,12 @@ class _Decider:
                 task.cancel()
             memory.close()
         cases.sort(key=lambda c: int(c["line"]))  # rejects were listed before cases in flight
-        return {"index": block.index, "cases": cases, "rss_mb": _rss_mb()}
+        return {
+            "index": block.index,
+            "cases": cases,
+            "rss_mb": _rss_mb(),
+            "cpu_s": time.process_time() - cpu,
+        }
 
 
 def _rss_mb() -> float:
@@ -298,8 +321,9 @@ class RayExecutor:
     """The Ray engine as an executor of the one run loop (:func:`dissensus.pipeline.execute_run`).
 
     ``stats``, when given, receives ``blocks`` (planned), ``blocks_sent`` (decided by
-    workers; the rest were complete in the journal) and ``worker_rss_mb`` (the largest
-    peak RSS a worker reported).
+    workers; the rest were complete in the journal), ``worker_rss_mb`` (the largest
+    peak RSS a worker reported) and ``worker_cpu_s`` (the CPU time, user and system,
+    the workers' processes spent deciding the blocks, summed).
     """
 
     def __init__(
@@ -309,8 +333,9 @@ class RayExecutor:
         self.stats = stats if stats is not None else {}
 
     async def outcomes(self, ctx: RunContext) -> AsyncGenerator[Outcome, None]:
-        from dissensus.pipeline.executors import CaseEvent, Outcome
+        from dissensus.pipeline.executors import Outcome
         from dissensus.pipeline.records import CaseRecord
+        from dissensus.store.journal import NewEvent
 
         opts = self.options
         blocks = _plan(ctx, opts.lines_per_block)
@@ -335,7 +360,7 @@ class RayExecutor:
                     }
                 )
         info = self.stats
-        info.update(blocks=len(blocks), blocks_sent=len(todo), worker_rss_mb=0.0)
+        info.update(blocks=len(blocks), blocks_sent=len(todo), worker_rss_mb=0.0, worker_cpu_s=0.0)
         results: Iterator[dict[str, Any]] = iter(())
         if todo:
             _warm(ctx.spec.policy.reading.similarity)
@@ -363,6 +388,7 @@ class RayExecutor:
                 cases = result["cases"]
                 replayed = False
                 info["worker_rss_mb"] = max(info["worker_rss_mb"], float(result.get("rss_mb", 0.0)))
+                info["worker_cpu_s"] += float(result.get("cpu_s", 0.0))
             for case in cases:
                 line = int(case["line"])
                 if "reject" in case:
@@ -373,7 +399,12 @@ class RayExecutor:
                 yield Outcome(
                     line=line,
                     record=CaseRecord.model_validate(case["record"]),
-                    events=tuple(CaseEvent.model_validate(e) for e in case["events"]),
+                    events=[
+                        NewEvent(
+                            str(e["type"]), e["payload"], str(e["key"]), e["case"], e.get("text")
+                        )
+                        for e in case["events"]
+                    ],
                 )
 
 

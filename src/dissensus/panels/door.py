@@ -58,6 +58,7 @@ from dissensus.panels.shapes import (
 )
 from dissensus.panels.worker import DecisionThread
 from dissensus.pipeline import CaseRecord, Policy, RunSpec, adecide, new_run_id
+from dissensus.pipeline.durable import case_step
 from dissensus.pipeline.records import review_id_for
 from dissensus.pipeline.review import final_records
 from dissensus.pipeline.steps import CaseInput
@@ -306,10 +307,10 @@ class PanelChat:
             raise unknown
         line = int(line_text)
         record = next((r for r in final_records(self.journal, run_id) if r.line == line), None)
-        event = self.journal.get(run_id, f"case/{line}/input")
-        if record is None or event is None:
+        entered = case_step(self.journal, run_id, line, "input")
+        if record is None or entered is None:
             raise unknown
-        panel = CaseInput.model_validate(event.payload).panel
+        panel = CaseInput.model_validate(entered).panel
         if record.action == "human":
             status = "resolved"
         elif record.decision is None:

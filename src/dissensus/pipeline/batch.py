@@ -14,6 +14,12 @@ replayed, the case in flight continues from its last journalled step.
 
 Choices where the design is silent:
 
+* **Group commit.** The loop appends the events of the cases the executor has finished
+  in one batch (:meth:`~dissensus.store.journal.Journal.append_batch`: one transaction)
+  when the executor has no further outcome ready within one turn of the event loop, or
+  :data:`BLOCK_CASES` cases are waiting, and only then yields their records: a record
+  handed out is durable; a crash loses at most the batch being written (never part of
+  it) and the cases in flight, which a resumed run decides again.
 * At most ``policy.concurrency`` cases are in flight; records are emitted in input order
   (a finished case waits for the earlier ones, so memory stays bounded by the window).
 * A resumed run refuses an input file whose sha256 changed since the run started.
@@ -62,7 +68,7 @@ from dissensus.pipeline.spec import (
     policy_guard_calibration,
 )
 from dissensus.states import SimilarityBackend
-from dissensus.store.journal import Journal, RunInfo
+from dissensus.store.journal import Journal, NewEvent, RunInfo
 from dissensus.types import Panel
 
 __all__ = [
@@ -81,6 +87,9 @@ __all__ = [
 ]
 
 RUN_KIND = "decide"
+
+BLOCK_CASES = 512
+"""Most cases whose events one batch (one transaction, one fsync) appends."""
 
 
 class RunBusy(ConfigError):
@@ -262,16 +271,30 @@ async def execute_run(
         outcomes = engine.outcomes(ctx)
         loop = asyncio.get_running_loop()
         end = None if limit is None else loop.time() + limit
+        block: list[Outcome] = []
+        waiting: asyncio.Future[Outcome] | None = None
         try:
             while True:
+                waiting = asyncio.ensure_future(anext(outcomes))
+                if block and (len(block) >= BLOCK_CASES or not await _ready(waiting)):
+                    # The executor has nothing more at hand (or the block is full): commit
+                    # the block, then hand its records out.
+                    for record in _commit(journal, run_id, block, counts, on_reject):
+                        yield record
+                    block = []
                 try:
-                    outcome = await _next(outcomes, loop, end)
+                    outcome = await _next(waiting, loop, end)
                 except StopAsyncIteration:
                     break
-                record = _take(journal, run_id, outcome, counts, on_reject)
-                if record is not None:
-                    yield record
+                finally:
+                    waiting = None
+                block.append(outcome)
+            for record in _commit(journal, run_id, block, counts, on_reject):
+                yield record
+            block = []
         except _Late:
+            for record in _commit(journal, run_id, block, counts, on_reject):
+                yield record
             await outcomes.aclose()
             _stopped(journal, run_id, limit or 0.0, counts["cases"])
             raise DeadlineReached(
@@ -279,6 +302,9 @@ async def execute_run(
                 f"the run is partial, finish it with 'dissensus runs resume {run_id}'"
             ) from None
         finally:
+            if waiting is not None and not waiting.done():
+                waiting.cancel()
+                await asyncio.gather(waiting, return_exceptions=True)
             await outcomes.aclose()
         settings = spec.policy.acceptance
         check_run(
@@ -293,50 +319,71 @@ async def execute_run(
         journal.release_run_lock(run_id, pid)
 
 
+async def _ready(waiting: asyncio.Future[Outcome]) -> bool:
+    """Whether the executor's next outcome comes without waiting (it is produced within one
+    turn of the event loop: a case that makes no model call finishes in one)."""
+    if not waiting.done():
+        await asyncio.sleep(0)
+    return waiting.done()
+
+
 async def _next(
-    outcomes: AsyncIterator[Outcome], loop: asyncio.AbstractEventLoop, end: float | None
+    waiting: asyncio.Future[Outcome], loop: asyncio.AbstractEventLoop, end: float | None
 ) -> Outcome:
     if end is None:
-        return await anext(outcomes)
+        return await waiting
     left = end - loop.time()
     if left <= 0:
+        waiting.cancel()
+        await asyncio.gather(waiting, return_exceptions=True)
         raise _Late()
     try:
-        return await asyncio.wait_for(anext(outcomes), timeout=left)
+        return await asyncio.wait_for(waiting, timeout=left)
     except TimeoutError:
         raise _Late() from None
 
 
-def _take(
+def _commit(
     journal: Journal,
     run_id: str,
-    outcome: Outcome,
+    block: list[Outcome],
     counts: Counter[str],
     on_reject: Callable[[Reject], None] | None,
-) -> CaseRecord | None:
-    """Journal what an executor handed back; the record to yield, if any."""
-    line = outcome.line
-    if outcome.reject is not None:
-        if not outcome.journalled:
-            journal.append(
-                run_id,
-                "input.rejected",
-                outcome.reject.model_dump(mode="json"),
-                key=f"reject/{line}",
-                case=str(line),
-            )
-        counts["rejected"] += 1
-        if on_reject is not None:
-            on_reject(outcome.reject)
-        return None
-    for event in outcome.events:
-        journal.append(run_id, event.type, event.payload, key=event.key, case=event.case)
-    record = outcome.record
-    assert record is not None
-    counts["cases"] += 1
-    counts["auto"] += int(record.auto)
-    counts["escalated"] += int(record.action == "escalate")
-    return record
+) -> list[CaseRecord]:
+    """Append a block's events in one batch (one transaction); its records, in order,
+    once they are durable."""
+    events: list[NewEvent] = []
+    for outcome in block:
+        if outcome.reject is not None:
+            if not outcome.journalled:
+                events.append(
+                    NewEvent(
+                        "input.rejected",
+                        outcome.reject.model_dump(mode="json"),
+                        f"reject/{outcome.line}",
+                        str(outcome.line),
+                    )
+                )
+            continue
+        events.extend(
+            e if isinstance(e, NewEvent) else NewEvent(e.type, e.payload, e.key, e.case)
+            for e in outcome.events
+        )
+    journal.append_batch(run_id, events)
+    records: list[CaseRecord] = []
+    for outcome in block:
+        if outcome.reject is not None:
+            counts["rejected"] += 1
+            if on_reject is not None:
+                on_reject(outcome.reject)
+            continue
+        record = outcome.record
+        assert record is not None
+        counts["cases"] += 1
+        counts["auto"] += int(record.auto)
+        counts["escalated"] += int(record.action == "escalate")
+        records.append(record)
+    return records
 
 
 class _Late(Exception):

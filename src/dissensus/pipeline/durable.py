@@ -11,6 +11,12 @@ Choices where the design is silent:
 
 * Step keys are ``case/<line>/<step>``; every step's payload is one pydantic model
   (:mod:`dissensus.pipeline.steps`), validated again when it is replayed.
+* **Buffered steps.** A case's steps are kept in memory (:class:`CaseLog`) and reach the
+  journal with the case's block (the run loop's group commit), or before the case's
+  first model call, whichever comes first; the first write folds the input, reading,
+  route and guard into one ``case.steps`` event. A crash loses buffered steps only,
+  which are deterministic: the resumed run computes them again. Journals with one
+  event per step are read alike (:func:`case_steps`).
 * Call keys are ``call/<line>/<digest>/<k>``: the digest is the sha256 of the request's
   identity (:func:`dissensus.llm.replay.canonical_request`, the one definition replays
   and recordings use: ``max_tokens`` and client settings are not part of it), the
@@ -51,7 +57,7 @@ from __future__ import annotations
 
 import warnings
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -69,15 +75,19 @@ from dissensus.llm.client import ModelClient
 from dissensus.llm.replay import canonical_request
 from dissensus.pipeline.steps import CallRecord
 from dissensus.store.canonical import canonical, sha256_text
-from dissensus.store.journal import Journal
+from dissensus.store.journal import Event, Journal, NewEvent
 from dissensus.types import Usage
 
 __all__ = [
+    "COMPACT_STEPS",
+    "STEPS_TYPE",
     "CaseClient",
     "CaseLog",
     "JournalledClient",
     "UnreadableStep",
     "call_digest",
+    "case_step",
+    "case_steps",
     "replay_spend",
 ]
 
@@ -112,20 +122,41 @@ def call_digest(request: ChatRequest, schema: str | None, model: str | None) -> 
 
 
 class CaseLog:
-    """The journal, seen from one case of one run."""
+    """The journal, seen from one case of one run.
+
+    Steps are *buffered*: :meth:`append` keeps a step's event in memory (where
+    :meth:`stored` finds it) and the case's events reach the journal together, either
+    when the run loop appends the case's block (:meth:`take`) or, before the case's first
+    model call, through :meth:`flush` (so a paid call is journalled after the steps that
+    led to it). The case's journalled events are read once, on first use, in one query.
+    The first write of a case folds its buffered :data:`COMPACT_STEPS` into one
+    ``case.steps`` event (:class:`~dissensus.pipeline.steps.CaseSteps`).
+    """
 
     def __init__(self, journal: Journal, run_id: str, line: int) -> None:
         self.journal = journal
         self.run_id = run_id
         self.line = line
         self.ref = str(line)
+        self._known: dict[str, dict[str, Any]] | None = None
+        self._pending: list[NewEvent] = []
+        self._buffered: dict[str, dict[str, Any]] = {}
+        self._written = False
 
     def key(self, step: str) -> str:
         return f"case/{self.ref}/{step}"
 
+    def _journalled(self) -> dict[str, dict[str, Any]]:
+        if self._known is None:
+            self._known = case_steps(self.journal.events(self.run_id, case=self.ref))
+        return self._known
+
     def stored(self, step: str) -> dict[str, Any] | None:
-        event = self.journal.get(self.run_id, self.key(step))
-        return None if event is None else event.payload
+        key = self.key(step)
+        found = self._buffered.get(key)
+        if found is not None:
+            return found
+        return self._journalled().get(key)
 
     def replayed(self, step: str, model: type[M]) -> M | None:
         """The journalled ``step`` validated as ``model`` (``None`` when not journalled).
@@ -154,12 +185,100 @@ class CaseLog:
         return self.append(step, type, model, compute())
 
     def append(self, step: str, type: str, model: type[M], value: M) -> M:
-        """Append ``value`` under ``step`` (idempotent); the journalled payload, validated."""
-        payload = value.model_dump(mode="json")
-        stored = self.journal.append(
-            self.run_id, type, payload, key=self.key(step), case=self.ref
-        ).payload
+        """Buffer ``value`` under ``step`` (idempotent); the payload as it will be journalled,
+        validated."""
+        key = self.key(step)
+        stored = self.stored(step)
+        if stored is None:
+            stored = value.model_dump(mode="json")
+            self._buffered[key] = stored
+            self._pending.append(NewEvent(type, stored, key, self.ref))
         return model.model_validate(stored)
+
+    def take(self) -> list[NewEvent]:
+        """The case's buffered events (compacted on the case's first write), handed over
+        for the caller to append; the buffer is empty afterwards."""
+        events = self._compacted()
+        self._pending = []
+        self._buffered = {}
+        return events
+
+    def flush(self) -> None:
+        """Append the buffered events now (in one transaction)."""
+        if self._pending:
+            events = self.take()
+            self.journal.append_batch(self.run_id, events)
+            known = self._journalled()
+            known.update(case_steps(events))
+
+    def _compacted(self) -> list[NewEvent]:
+        events = self._pending
+        if self._written:
+            return events
+        self._written = True
+        steps_key = self.key(STEPS_STEP)
+        folded = {
+            e.key.rpartition("/")[2]: e.payload
+            for e in events
+            if e.type in COMPACT_STEPS and e.key.rpartition("/")[2] in COMPACT_STEPS[e.type]
+        }
+        if len(folded) < 2 or steps_key in self._journalled():
+            return events
+        out: list[NewEvent] = []
+        for e in events:
+            if e.type in COMPACT_STEPS and e.key.rpartition("/")[2] in folded:
+                if not any(o.key == steps_key for o in out):
+                    out.append(NewEvent(STEPS_TYPE, folded, steps_key, self.ref))
+                continue
+            out.append(e)
+        return out
+
+
+STEPS_STEP = "steps"
+"""Step key of the compact event holding a case's first steps."""
+
+STEPS_TYPE = "case.steps"
+"""Type of the compact event (:class:`~dissensus.pipeline.steps.CaseSteps`)."""
+
+COMPACT_STEPS: dict[str, frozenset[str]] = {
+    "case.input": frozenset({"input"}),
+    "case.reading": frozenset({"reading"}),
+    "case.route": frozenset({"route"}),
+    "case.guard": frozenset({"guard"}),
+}
+"""Event types (and their step names) folded into one ``case.steps`` event when a case
+first writes: the steps every case takes before any model call. Later readings (after a
+follow-up), acceptance, review items and the record stay events of their own (the
+review index, the shift check and the record readers select them by type)."""
+
+
+def case_steps(events: Iterable[Event | NewEvent]) -> dict[str, dict[str, Any]]:
+    """A case's journalled steps by key (``case/<line>/<step>``), whichever layout wrote
+    them: one event per step, or a ``case.steps`` event holding several."""
+    out: dict[str, dict[str, Any]] = {}
+    for event in events:
+        if event.type == STEPS_TYPE and event.key.endswith(f"/{STEPS_STEP}"):
+            prefix = event.key[: -len(STEPS_STEP)]
+            for step, payload in event.payload.items():
+                if isinstance(payload, dict):
+                    out.setdefault(prefix + step, payload)
+        out[event.key] = event.payload
+    return out
+
+
+def case_step(journal: Journal, run_id: str, line: int | str, step: str) -> dict[str, Any] | None:
+    """The payload of case ``line``'s step ``step`` (``input``, ``reading``, ...), read from
+    its own event (every journal) or from the case's ``case.steps`` event."""
+    event = journal.get(run_id, f"case/{line}/{step}")
+    if event is not None:
+        return event.payload
+    if step not in {s for names in COMPACT_STEPS.values() for s in names}:
+        return None
+    steps = journal.get(run_id, f"case/{line}/{STEPS_STEP}")
+    if steps is None:
+        return None
+    found = steps.payload.get(step)
+    return found if isinstance(found, dict) else None
 
 
 def replay_spend(journal: Journal, run_id: str, budget: Budget, *, model: str = "-") -> Usage:
@@ -282,6 +401,8 @@ class CaseClient:
         if event is not None:
             response = self._replay(event.payload, schema)
         else:
+            # The case's steps so far go to the journal before the money is spent.
+            self._log.flush()
             journal.append(
                 run_id,
                 "model.spend",

@@ -27,7 +27,10 @@
 
 Every step is a journalled, memoised step (:mod:`dissensus.pipeline.durable`) with one
 pydantic model (:mod:`dissensus.pipeline.steps`), so the same code path resumes a
-killed run and a replayed step is validated like a fresh one.
+killed run and a replayed step is validated like a fresh one. A case's steps are
+buffered and handed to the run loop with its record (:func:`decide_case_events`), which
+appends a block of cases in one transaction; a case that calls a model writes its steps
+before the call.
 
 Choices where the design is silent: a route action other than the four standard ones
 maps as ``concord`` -> escalate with CONCORD, ``deliberate`` -> seek_context with DCI,
@@ -66,9 +69,10 @@ from dissensus.pipeline.steps import (
 from dissensus.pipeline.trust_regions import calibrated_accept
 from dissensus.signals import SecondAnswer, agent_signals, recorded_second_answers
 from dissensus.states import Reading, Route
+from dissensus.store.journal import NewEvent
 from dissensus.types import AgentOutput, Panel, Usage
 
-__all__ = ["decide_case"]
+__all__ = ["decide_case", "decide_case_events"]
 
 _AUTO = ("auto", "auto_explain")
 
@@ -138,17 +142,34 @@ class _Case:
 
 
 async def decide_case(rt: Runtime, panel: Panel, line: int) -> CaseRecord:
-    """Decide one case under ``rt`` (resumable: completed steps are replayed from the journal)."""
+    """Decide one case under ``rt`` (resumable: completed steps are replayed from the journal).
+
+    The case's events are appended to the run's journal in one batch when it ends."""
+    record, events = await decide_case_events(rt, panel, line)
+    rt.journal.append_batch(rt.run_id, events)
+    return record
+
+
+async def decide_case_events(
+    rt: Runtime, panel: Panel, line: int
+) -> tuple[CaseRecord, list[NewEvent]]:
+    """Decide one case under ``rt``; the record and the case's events not yet journalled,
+    for the caller to append (the run loop appends a block of cases at once).
+
+    Events that had to be durable earlier (those before a model call, and the calls
+    themselves) are already in the journal; a crash before the caller appends the rest
+    loses only deterministic steps, which a resumed run computes again."""
     log = CaseLog(rt.journal, rt.run_id, line)
     done = log.replayed("record", CaseRecord)
     if done is not None:
-        return done
+        return done, []
     case = _Case(rt, panel, line, log, rt.client.for_case(log))
     log.step(
         "input", "case.input", CaseInput, lambda: CaseInput(id=panel.id, line=line, panel=panel)
     )
     record = await _run(case)
-    return log.step("record", "case.record", CaseRecord, lambda: record)
+    record = log.step("record", "case.record", CaseRecord, lambda: record)
+    return record, log.take()
 
 
 async def _run(case: _Case) -> CaseRecord:

@@ -5,7 +5,9 @@ executor hands back, the counts and ``run.finished``. An executor only turns the
 input into :class:`Outcome` values, one per non-blank input line, records *in input
 order* (a reject may come as soon as its line is read). :class:`LocalExecutor` decides
 in this process; the Ray engine's executor (:class:`dissensus.engines.ray.RayExecutor`)
-decides blocks of lines on workers and hands their events back for the loop to append.
+decides blocks of lines on workers. Either way each outcome carries the case's events
+that are not journalled yet, and the loop appends a block of cases in one transaction
+(group commit).
 
 Choices where the design is silent:
 
@@ -19,19 +21,19 @@ Choices where the design is silent:
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator, Callable, Iterator
+from collections.abc import AsyncGenerator, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
 from dissensus.io.jsonl import Reject
-from dissensus.pipeline.engine import decide_case
+from dissensus.pipeline.engine import decide_case_events
 from dissensus.pipeline.records import CaseRecord
 from dissensus.pipeline.runtime import Runtime
 from dissensus.pipeline.spec import RunSpec
 from dissensus.states import SimilarityBackend
-from dissensus.store.journal import Journal
+from dissensus.store.journal import Journal, NewEvent
 from dissensus.types import Panel
 
 __all__ = ["CaseEvent", "Executor", "LocalExecutor", "Outcome", "RunContext"]
@@ -59,8 +61,8 @@ class Outcome:
     line: int
     record: CaseRecord | None = None
     reject: Reject | None = None
-    events: tuple[CaseEvent, ...] = ()
-    """Events for the loop to append (empty when the executor wrote to the run's journal itself)."""
+    events: Sequence[CaseEvent | NewEvent] = ()
+    """The case's events not yet journalled, for the loop to append with its block."""
     journalled: bool = False
     """The reject is already in the journal (replayed on resume)."""
 
@@ -94,27 +96,30 @@ class Executor(Protocol):
 
 class LocalExecutor:
     """Decide in this process: at most ``policy.concurrency`` cases in flight, each case's
-    steps journalled as they happen; traces of :data:`PREFETCH` panels embedded together."""
+    events handed to the loop with its record (those before a model call are journalled
+    before the call); traces of :data:`PREFETCH` panels embedded together."""
 
     def __init__(self, backend: Callable[[], SimilarityBackend] | None = None) -> None:
         self.backend = backend
 
     async def outcomes(self, ctx: RunContext) -> AsyncGenerator[Outcome, None]:
         rt = Runtime(ctx.spec, ctx.journal, ctx.run_id, backend_factory=self.backend)
-        window: list[tuple[int, asyncio.Task[CaseRecord]]] = []
+        window: list[tuple[int, asyncio.Task[tuple[CaseRecord, list[NewEvent]]]]] = []
         limit = ctx.spec.policy.concurrency
         try:
             for item, line in prefetched(rt, ctx.panels()):
                 if isinstance(item, Reject):
                     yield Outcome(line=line, reject=item)
                     continue
-                window.append((line, asyncio.create_task(decide_case(rt, item, line))))
+                window.append((line, asyncio.create_task(decide_case_events(rt, item, line))))
                 if len(window) >= limit:
                     number, task = window.pop(0)
-                    yield Outcome(line=number, record=await task)
+                    record, events = await task
+                    yield Outcome(line=number, record=record, events=events)
             while window:
                 number, task = window.pop(0)
-                yield Outcome(line=number, record=await task)
+                record, events = await task
+                yield Outcome(line=number, record=record, events=events)
         finally:
             for _, task in window:
                 task.cancel()

@@ -65,19 +65,20 @@ class JournalCases:
 
 
 def _audited(journal: Journal, run_id: str, event: Event) -> JournalCase | None:
+    from dissensus.pipeline.durable import case_step
     from dissensus.pipeline.steps import CaseInput, FollowupStep, GuardStep
     from dissensus.states import Reading
 
-    line = event.case
-    given = journal.get(run_id, f"case/{line}/input")
-    read = journal.get(run_id, f"case/{line}/reading")
+    line = str(event.case)
+    given = case_step(journal, run_id, line, "input")
+    read = case_step(journal, run_id, line, "reading")
     if given is None or read is None:
         return None
     try:
-        panel = CaseInput.model_validate(given.payload).panel
-        reading = Reading.model_validate(read.payload)
-        checked = journal.get(run_id, f"case/{line}/guard")
-        guard = GuardStep.model_validate(checked.payload).decision if checked else None
+        panel = CaseInput.model_validate(given).panel
+        reading = Reading.model_validate(read)
+        checked = case_step(journal, run_id, line, "guard")
+        guard = GuardStep.model_validate(checked).decision if checked else None
         answers: dict[str, Any] = {}
         k = 0
         while (round_ := journal.get(run_id, f"case/{line}/followup{k}")) is not None:

@@ -8,6 +8,7 @@ that no longer fits, and a renamed field fails type checking rather than a run.
 =====================  ==================  =============================================
 step key               event type          model
 =====================  ==================  =============================================
+``steps``              ``case.steps``      :class:`CaseSteps` (input, reading, route, guard)
 ``input``              ``case.input``      :class:`CaseInput`
 ``reading``            ``case.reading``    :class:`dissensus.states.Reading`
 ``route``              ``case.route``      :class:`dissensus.states.Route`
@@ -21,6 +22,10 @@ step key               event type          model
 ``record``             ``case.record``     :class:`~dissensus.pipeline.records.CaseRecord`
 ``call/...``           ``model.call``      :class:`CallRecord`
 =====================  ==================  =============================================
+
+A case writes its first steps (input, reading, route, guard) as one ``case.steps`` event
+(:class:`CaseSteps`, key ``case/<line>/steps``); journals written before it hold one
+event per step, and both are read alike (:func:`dissensus.pipeline.durable.case_steps`).
 
 Choices where the design is silent: the JSON of each step keeps the shape journals had
 when steps were plain mappings (same keys), plus ``null`` for fields a step did not
@@ -39,12 +44,14 @@ from dissensus.guard.decision import GuardDecision
 from dissensus.pipeline.learned import AcceptanceFigures
 from dissensus.pipeline.trust_regions import Acceptance
 from dissensus.signals import AgentSignal, SecondAnswer, Voice
+from dissensus.states import Reading, Route
 from dissensus.types import Panel, Usage
 
 __all__ = [
     "AcceptanceStep",
     "CallRecord",
     "CaseInput",
+    "CaseSteps",
     "ConcordStep",
     "DeliberationStep",
     "FollowupSource",
@@ -93,6 +100,15 @@ class GuardStep(_Step):
     reason: str
     decision: GuardDecision | None = None
     """The guard's full decision, when it ran."""
+
+
+class CaseSteps(_Step):
+    """A case's first steps in one event (those it has; each as its own step's JSON)."""
+
+    input: CaseInput | None = None
+    reading: Reading | None = None
+    route: Route | None = None
+    guard: GuardStep | None = None
 
 
 class FollowupStep(_Step):

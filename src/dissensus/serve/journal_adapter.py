@@ -51,6 +51,7 @@ from dissensus.cases import CaseSpec
 from dissensus.errors import DissensusError, InputError
 from dissensus.pipeline import review as queue
 from dissensus.pipeline.confirm import AlreadyConfirmed, Confirmation, confirm
+from dissensus.pipeline.durable import case_step
 from dissensus.pipeline.records import CaseRecord
 from dissensus.pipeline.review import (
     AlreadyResolved,
@@ -313,10 +314,10 @@ class ReviewDesk:
         if stored is None or not stored.payload.get("auto"):
             raise UnknownItem(f"no automatic decision {ref!r}")
         record = CaseRecord.model_validate(stored.payload)
-        entered = self.journal.get(run_id, f"case/{line}/input")
+        entered = case_step(self.journal, run_id, line, "input")
         panel: dict[str, Any] = {}
-        if entered is not None and isinstance(entered.payload.get("panel"), dict):
-            panel = dict(entered.payload["panel"])
+        if entered is not None and isinstance(entered.get("panel"), dict):
+            panel = dict(entered["panel"])
             meta = panel.get("meta")
             if isinstance(meta, dict):
                 panel["meta"] = {k: v for k, v in meta.items() if k != "gold"}

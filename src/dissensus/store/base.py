@@ -25,6 +25,11 @@ Choices where the design is silent:
   PostgreSQL: ``SELECT ... FOR UPDATE`` on the run's header row) and reads the previous
   hash inside it, so concurrent writers never fork the chain. Several events appended
   in one :meth:`Journal.transaction` are committed together or not at all.
+* **Group commit.** :meth:`Journal.append_batch` appends a block of events in one
+  transaction (one commit, one fsync under SQLite's ``synchronous=full``), each chained
+  on the one before it exactly as single appends would be; the commit is the durability
+  point (all of the block or none). :class:`EventLog` is that seam (append a batch, read,
+  head), which both back ends implement; the run loop appends a block of cases at once.
 * **Head anchor.** ``runs.head_hash`` and ``runs.n_events`` change in the same
   transaction as each append; verify checks them against the chain.
 * **Canonical text.** A payload is stored as its canonical JSON text, and verify
@@ -68,13 +73,13 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Protocol
 from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import BaseModel, ConfigDict
 
 from dissensus.errors import ConfigError, DissensusError
-from dissensus.store.canonical import GENESIS, canonical, chain_hash
+from dissensus.store.canonical import GENESIS, canonical, chain_hash, event_hash
 
 if TYPE_CHECKING:
     from dissensus.signing import PublicKey, Signer
@@ -87,13 +92,16 @@ __all__ = [
     "Claim",
     "ClaimConflict",
     "Event",
+    "EventLog",
     "Journal",
     "JournalBusy",
     "JournalConflict",
     "JournalError",
     "JournalReadOnly",
+    "NewEvent",
     "ReviewEntry",
     "RunExists",
+    "RunHead",
     "RunInfo",
     "RunLock",
     "UnknownRun",
@@ -273,6 +281,44 @@ class Event(BaseModel):
         }
 
 
+class NewEvent(NamedTuple):
+    """An event to append: what happened, its payload, its key and its case."""
+
+    type: str
+    payload: dict[str, Any]
+    key: str
+    case: str | None = None
+    text: str | None = None
+    """The payload's canonical JSON text when the caller already has it (a worker made
+    it): stored and hashed as given, so it must be ``canonical(payload)``."""
+
+
+class RunHead(NamedTuple):
+    """Where a run's chain stands: how many events it holds and the hash of the last."""
+
+    n_events: int
+    head_hash: str
+
+
+class EventLog(Protocol):
+    """The append-only, hash-chained log of a run's events: the seam both back ends fill.
+
+    ``append_batch`` writes a block of events in one transaction (the durability point:
+    once it returns, every event of the block is committed; a crash before that leaves
+    none of them); ``read`` lists a run's events in sequence order; ``head`` says where
+    its chain stands. The review index, seals, claims and run locks are kept by the
+    journal beside it.
+    """
+
+    def append_batch(self, run_id: str, events: Sequence[NewEvent]) -> list[Event]: ...
+
+    def read(
+        self, run_id: str, *, type: str | None = None, case: str | None = None
+    ) -> Iterator[Event]: ...
+
+    def head(self, run_id: str) -> RunHead: ...
+
+
 class RunInfo(BaseModel):
     """One run's header."""
 
@@ -445,6 +491,29 @@ class Journal:
             "UPDATE runs SET head_hash = ?, n_events = ? WHERE run_id = ?",
             (row[8], row[1] + 1, row[0]),
         )
+
+    def _batch_state(
+        self, run_id: str, keys: Sequence[str]
+    ) -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:
+        """Inside the run's write transaction: (the events stored under any of ``keys``, by
+        key; the run's ``head_hash`` and ``n_events``)."""
+        head = self._rows("SELECT head_hash, n_events FROM runs WHERE run_id = ?", (run_id,))[0]
+        found: dict[str, dict[str, Any]] = {}
+        unique = list(dict.fromkeys(keys))
+        for start in range(0, len(unique), 500):
+            chunk = unique[start : start + 500]
+            marks = ", ".join("?" * len(chunk))
+            for row in self._rows(
+                f"SELECT * FROM events WHERE run_id = ? AND key IN ({marks})", [run_id, *chunk]
+            ):
+                found[str(row["key"])] = row
+        return found, head
+
+    def _write_events(self, rows: Sequence[tuple[Any, ...]]) -> None:
+        """Inside the run's write transaction: insert consecutive event rows of one run and
+        move its head to the last of them."""
+        for row in rows:
+            self._write_event(row)
 
     def _write_index(self, sql: str, args: Sequence[Any]) -> None:
         """Inside the write transaction: a statement on the review index (after the event's)."""
@@ -633,50 +702,104 @@ class Journal:
         self, run_id: str, type: str, payload: dict[str, Any], *, key: str, case: str | None = None
     ) -> Event:
         """Append one event (or return the stored one when ``key`` is already there)."""
-        text = canonical(payload)
+        return self.append_batch(run_id, [NewEvent(type, payload, key, case)])[0]
+
+    def append_batch(self, run_id: str, events: Sequence[NewEvent]) -> list[Event]:
+        """Append ``events`` to the run in order, in one transaction (one commit, hence one
+        fsync under SQLite's ``synchronous=full``): all of them or none.
+
+        Each event chains on the one before it exactly as single appends would; a key
+        the run already holds (or one repeated earlier in the batch) is not written again
+        and its stored event is returned in its place, after checking the payload is the
+        same (:class:`JournalConflict` otherwise). Returns the events in the given order.
+        """
+        items = list(events)
+        if not items:
+            return []
+        texts = [item.text if item.text is not None else canonical(item.payload) for item in items]
         with self.transaction(run_id):
             with self._errors():
-                existing, head = self._append_state(run_id, key)
-            if existing is not None:
-                stored = _row_event(existing)
-                if existing["payload"] != text:
-                    raise JournalConflict(
-                        f"run {run_id}: event {key!r} was journalled with a different payload"
-                    )
-                return stored
-            seq = int(head["n_events"])
-            prev = str(head["head_hash"])
+                if len(items) == 1:
+                    found, head = self._append_state(run_id, items[0].key)
+                    existing = {items[0].key: found} if found is not None else {}
+                else:
+                    existing, head = self._batch_state(run_id, [i.key for i in items])
+            seq = int(head["n_events"]) if head else 0
+            prev = str(head["head_hash"]) if head else GENESIS
             at = _now()
-            body = {
-                "run": run_id,
-                "seq": seq,
-                "key": key,
-                "type": type,
-                "case": case,
-                "at": at,
-                "payload": payload,
-            }
-            digest = chain_hash(prev, body)
-            with self._errors():
-                self._write_event((run_id, seq, key, type, case, at, text, prev, digest))
-                if type in (REVIEW_OPENED, REVIEW_RESOLVED, REVIEW_REOPENED):
-                    self._index_review(run_id, seq, type, payload)
-            event = Event(
-                run_id=run_id,
-                seq=seq,
-                key=key,
-                type=type,
-                case=case,
-                at=at,
-                payload=payload,
-                prev_hash=prev,
-                hash=digest,
-            )
-            assert self._pending is not None
-            self._pending.events.append(event)
-            if type in SEAL_AFTER and self.signer is not None:
-                self._pending.seal_runs.append(run_id)
-        return event
+            out: list[Event] = []
+            rows: list[tuple[Any, ...]] = []
+            written: dict[str, tuple[str, Event]] = {}
+            fresh: list[Event] = []
+            for item, text in zip(items, texts, strict=True):
+                stored = existing.get(item.key)
+                if stored is not None:
+                    if stored["payload"] != text:
+                        raise JournalConflict(
+                            f"run {run_id}: event {item.key!r} was journalled with a different payload"
+                        )
+                    out.append(_row_event(stored))
+                    continue
+                again = written.get(item.key)
+                if again is not None:
+                    if again[0] != text:
+                        raise JournalConflict(
+                            f"run {run_id}: event {item.key!r} appears twice in a batch with "
+                            "different payloads"
+                        )
+                    out.append(again[1])
+                    continue
+                digest = event_hash(
+                    prev,
+                    run=run_id,
+                    seq=seq,
+                    key=item.key,
+                    type=item.type,
+                    case=item.case,
+                    at=at,
+                    payload_text=text,
+                )
+                rows.append((run_id, seq, item.key, item.type, item.case, at, text, prev, digest))
+                event = Event.model_construct(
+                    run_id=run_id,
+                    seq=seq,
+                    key=item.key,
+                    type=item.type,
+                    case=item.case,
+                    at=at,
+                    payload=item.payload,
+                    prev_hash=prev,
+                    hash=digest,
+                )
+                written[item.key] = (text, event)
+                fresh.append(event)
+                out.append(event)
+                prev = digest
+                seq += 1
+            if rows:
+                with self._errors():
+                    self._write_events(rows)
+                    for event in fresh:
+                        if event.type in (REVIEW_OPENED, REVIEW_RESOLVED, REVIEW_REOPENED):
+                            self._index_review(run_id, event.seq, event.type, event.payload)
+                assert self._pending is not None
+                self._pending.events.extend(fresh)
+                if self.signer is not None and any(e.type in SEAL_AFTER for e in fresh):
+                    self._pending.seal_runs.append(run_id)
+        return out
+
+    def head(self, run_id: str) -> RunHead:
+        """The run's number of events and the hash of its last one (:class:`UnknownRun`
+        when there is no such run)."""
+        info = self.run(run_id)
+        assert info is not None
+        return RunHead(n_events=info.n_events, head_hash=info.head_hash)
+
+    def read(
+        self, run_id: str, *, type: str | None = None, case: str | None = None
+    ) -> Iterator[Event]:
+        """The run's events in sequence order (:meth:`events`; the :class:`EventLog` name)."""
+        return self.events(run_id, type=type, case=case)
 
     def seal(self, run_id: str) -> Event | None:
         """Sign the run's current head with the journal's signer (``None`` without one,
@@ -717,7 +840,12 @@ class Journal:
             sql += " AND case_ref = ?"
             args.append(case)
         with self._errors():
-            rows = self._rows(sql + " ORDER BY seq", args)
+            if case is None:
+                rows = self._rows(sql + " ORDER BY seq", args)
+            else:
+                # Sorted here: with ORDER BY in the query SQLite walks the run's events in
+                # sequence order instead of looking the case up in its index.
+                rows = sorted(self._rows(sql, args), key=lambda r: int(r["seq"]))
         for row in rows:
             yield _row_event(row)
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from dissensus.canonical import canonical, sha256_text
 
-__all__ = ["GENESIS", "canonical", "chain_hash", "sha256_text"]
+__all__ = ["GENESIS", "canonical", "chain_hash", "event_hash", "sha256_text"]
 
 GENESIS = "0" * 64
 """The ``prev_hash`` of the first event of every run."""
@@ -25,3 +25,25 @@ GENESIS = "0" * 64
 def chain_hash(prev_hash: str, event: dict[str, Any]) -> str:
     """``sha256(prev_hash + canonical(event))``."""
     return sha256_text(prev_hash + canonical(event))
+
+
+def event_hash(
+    prev_hash: str,
+    *,
+    run: str,
+    seq: int,
+    key: str,
+    type: str,
+    case: str | None,
+    at: str,
+    payload_text: str,
+) -> str:
+    """:func:`chain_hash` of an event whose payload's canonical text is ``payload_text``.
+
+    The same digest, without serialising the payload a second time: the event's
+    canonical text is assembled from its fields in sorted-key order around the payload's
+    text (``at``, ``case``, ``key``, ``payload``, ``run``, ``seq``, ``type``).
+    """
+    before = canonical({"at": at, "case": case, "key": key})
+    after = canonical({"run": run, "seq": int(seq), "type": type})
+    return sha256_text(f'{prev_hash}{before[:-1]},"payload":{payload_text},{after[1:]}')

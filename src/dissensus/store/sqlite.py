@@ -4,8 +4,12 @@ Choices where the design is silent:
 
 * **Durability.** WAL mode with ``synchronous=FULL``: an append returns only after its
   transaction is on disk, so an appended event survives ``kill -9`` (and power loss)
-  and one that was not is absent entirely. ``$DISSENSUS_JOURNAL_SYNC=normal`` trades
+  and one that was not is absent entirely. A batch
+  (:meth:`~dissensus.store.base.Journal.append_batch`) is one transaction: one fsync
+  for the block, all of its events or none. ``$DISSENSUS_JOURNAL_SYNC=normal`` trades
   power-loss durability for speed (every committed event still survives a process kill).
+* **Batched inserts.** A batch's rows go in with one ``executemany`` and the run's head
+  moves once, to the batch's last event.
 * **Sharing a file.** WAL lets readers work while one process writes; writers take the
   database write lock (``BEGIN IMMEDIATE``) and wait up to the busy timeout for it, so a
   service and a CLI can share one journal file. A lock held longer than that is a
@@ -230,6 +234,19 @@ class SQLiteJournal(Journal):
     def _exec(self, sql: str, args: Sequence[Any] = ()) -> int:
         with self._lock:
             return self._db.execute(sql, tuple(args)).rowcount
+
+    def _write_events(self, rows: Sequence[tuple[Any, ...]]) -> None:
+        with self._lock:
+            self._db.executemany(
+                "INSERT INTO events (run_id, seq, key, type, case_ref, at, payload, prev_hash, hash) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                rows,
+            )
+            last = rows[-1]
+            self._db.execute(
+                "UPDATE runs SET head_hash = ?, n_events = ? WHERE run_id = ?",
+                (last[8], last[1] + 1, last[0]),
+            )
 
     def _begin(self) -> None:
         self._db.execute("BEGIN IMMEDIATE")
