@@ -58,6 +58,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from fastapi import FastAPI, Request
+from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 from jinja2 import Environment, FileSystemLoader, select_autoescape
@@ -589,7 +590,8 @@ def install(app: FastAPI) -> None:
                 audit_rows.append({"item": item, "question": question or None})
                 if len(audit_rows) >= QUEUE_ROWS:
                     break
-        monitor, monitor_error = monitor_rows(service.journal)
+        # The confidence sequences take a moment with many audits: off the event loop.
+        monitor, monitor_error = await run_in_threadpool(monitor_rows, service.journal)
         current = (service.spec.acceptance or {}).get("sha256")
         infos = [info for info in service.journal.runs() if info.kind == "decide"]
         runs = sorted({info.run_id for info in infos})
