@@ -12,9 +12,11 @@ rendered in the same browser, which must fetch nothing from any other host.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,7 +24,7 @@ from typing import Any
 import httpx
 import pytest
 
-from pipeline_cases import panel
+from pipeline_cases import panel, write_policy
 from serve_helpers import escalating
 from test_serve_load import PLAIN, spawn_server, stop_server, wait_ready
 
@@ -58,6 +60,8 @@ class Desk:
     base: str
     browser: Any
     sync_api: Any
+    journal: Path
+    """The server's journal (a test may decide into it with another policy)."""
 
     def submit(self, panels: list[dict[str, Any]]) -> tuple[str, list[str]]:
         """Decide ``panels``; the run id and each record's review id (or ``<run>.<line>``)."""
@@ -95,13 +99,18 @@ def desk(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Desk]:
     executable = _chromium()
     tmp = tmp_path_factory.mktemp("desk")
     # The server starts while the browser does (each takes a few seconds).
-    proc, base = spawn_server(tmp, str(tmp / "journal.sqlite"))
+    # No blind audits by chance (the default audit share): a test opens them on purpose.
+    proc, base = spawn_server(
+        tmp, str(tmp / "journal.sqlite"), policy={"acceptance": {"audit_rate": 0.0}}
+    )
     pw = sync_api.sync_playwright().start()
     try:
         browser = pw.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS, headless=True)
         try:
             wait_ready(tmp, proc, base)
-            yield Desk(base=base, browser=browser, sync_api=sync_api)
+            yield Desk(
+                base=base, browser=browser, sync_api=sync_api, journal=tmp / "journal.sqlite"
+            )
         finally:
             browser.close()
     finally:
@@ -297,6 +306,78 @@ def test_a_opens_the_audit_of_an_automatic_decision(desk: Desk, tmp_path: Path) 
     page.context.close()
 
 
+def _audited(desk: Desk, tmp: Path, panels: list[dict[str, Any]]) -> tuple[str, list[str]]:
+    """Decide ``panels`` into the server's journal under a policy auditing every automatic
+    commit; the run id and each case's ``<run>.<line>``."""
+    import asyncio
+
+    from dissensus.pipeline.batch import execute_run, start_run
+    from dissensus.store import Journal
+
+    cases = tmp / "audited.jsonl"
+    cases.write_text("".join(json.dumps(p) + "\n" for p in panels), encoding="utf-8")
+    policy = write_policy(tmp / "audit.yaml", {"acceptance": {"audit_rate": 1.0}})
+    run = f"blind-{tmp.name}"
+
+    def decide() -> int:
+        with Journal(desk.journal) as journal:
+            start_run(journal, str(cases), policy, run_id=run)
+
+            async def go() -> int:
+                return len([r async for r in execute_run(journal, run)])
+
+            return asyncio.run(go())
+
+    # In a thread of its own: Playwright's event loop runs in this one.
+    with ThreadPoolExecutor(1) as pool:
+        assert pool.submit(decide).result() == len(panels)
+    return run, [f"{run}.{i + 1}" for i in range(len(panels))]
+
+
+BLIND_OPTIONS = [{"id": "1", "text": "Refunds within 30 days."}, {"id": "2", "text": "No refunds."}]
+
+
+def _blind(pid: str) -> dict[str, Any]:
+    meta = {"question": "Which policy is stated?", "options": BLIND_OPTIONS}
+    return panel(pid, ["1", "1", "1"], swap=["1", "1", "1"], meta=meta)
+
+
+def test_a_blind_audit_is_answered_with_the_keyboard(desk: Desk, tmp_path: Path) -> None:
+    expect = desk.sync_api.expect
+    run, (first, second) = _audited(desk, tmp_path, [_blind("bl-1"), _blind("bl-2")])
+    page = desk.page()
+    page.goto(f"{desk.base}/review?status=audits&run={run}")
+    page.click(f"a.audit-link[href^='/review/audit/{first}']")
+    _on_case(desk, page, first)
+    expect(page.locator("#committed")).to_have_count(0)
+    expect(page.locator("#case-status")).to_contain_text("hidden until you have answered")
+    page.keyboard.press("j")
+    _on_case(desk, page, second)
+    page.keyboard.press("k")
+    _on_case(desk, page, first)
+    page.keyboard.press("2")
+    expect(page.locator('input[name="decision"][value="2"]')).to_be_checked()
+    page.keyboard.press("n")
+    expect(page.locator("#note")).to_be_focused()
+    page.keyboard.type("the second option is stated")
+    page.keyboard.press("Enter")
+    _on_case(desk, page, second)
+    page.screenshot(path=str(tmp_path / "review-blind-audit.png"))
+    page.keyboard.press("1")
+    page.keyboard.press("n")
+    page.keyboard.type("checked blind")
+    page.keyboard.press("Enter")
+    page.wait_for_url(f"{desk.base}/review?status=audits&run={run}")
+    expect(page.locator("#audit-queue")).to_have_count(0)
+    page.goto(f"{desk.base}/review/audit/{first}")
+    expect(page.locator("#audit-outcome")).to_have_text("corrected")
+    expect(page.locator("#committed")).to_contain_text("1")
+    page.context.close()
+    with desk.api("tok-r1") as api:
+        shown = [api.get(f"/v1/audits/{ref}").json()["status"] for ref in (first, second)]
+    assert shown == ["audited", "audited"]
+
+
 AXE = Path(__file__).resolve().parent / "vendor" / "axe-core" / "axe.min.js"
 
 
@@ -316,11 +397,13 @@ def _serious_violations(page: Any) -> list[dict[str, Any]]:
 def test_queue_case_and_audit_pages_pass_axe(desk: Desk, tmp_path: Path) -> None:
     run, (first, _) = desk.submit([escalating("ax-1"), escalating("ax-2")])
     _, (auto_ref,) = desk.submit([panel("ax-auto", ["1", "1", "1"], swap=["1", "1", "1"])])
+    _, (blind_ref,) = _audited(desk, tmp_path, [_blind("ax-blind")])
     page = desk.page()
     for name, url in (
         ("queue", f"/review?run={run}"),
         ("case", f"/review/case/{first}?run={run}"),
         ("automatic", f"/review/auto/{auto_ref}"),
+        ("blind audit", f"/review/audit/{blind_ref}"),
     ):
         page.goto(desk.base + url)
         page.wait_for_selector("main h1")

@@ -87,9 +87,11 @@ def spawn_server(
     *,
     extra_env: dict[str, str] | None = None,
     extra_args: tuple[str, ...] = (),
+    policy: dict[str, Any] | None = None,
 ) -> tuple[subprocess.Popen[bytes], str]:
     """``dissensus serve`` started on a free loopback port, not yet waited for
-    (:func:`wait_ready`): a test can start its browser meanwhile."""
+    (:func:`wait_ready`): a test can start its browser meanwhile. ``policy`` is merged
+    into the test policy (:func:`pipeline_cases.write_policy`)."""
     port = _free_port()
     env = {
         **os.environ,
@@ -99,7 +101,7 @@ def spawn_server(
     }
     cmd = [
         sys.executable, "-m", "dissensus", "serve", "--journal", journal, "--port", str(port),
-        "--policy", str(write_policy(tmp / "policy.yaml")), "--tokens", str(_tokens(tmp / "tokens.txt")),
+        "--policy", str(write_policy(tmp / "policy.yaml", policy)), "--tokens", str(_tokens(tmp / "tokens.txt")),
         "--timeout", "300", *extra_args,
     ]  # fmt: skip
     log = open(tmp / "server.log", "wb")  # noqa: SIM115 - closed with the process

@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from dissensus.store import Journal
-from pipeline_cases import panel
+from pipeline_cases import panel, write_policy
 from serve_helpers import auth, client_for, escalating, heap_frozen, settings
 
 pytestmark = pytest.mark.anyio
@@ -199,7 +199,9 @@ async def test_without_tokens_the_page_opens_a_local_session(tmp_path: Path) -> 
 
 
 async def test_audit_an_automatic_decision_from_the_page(tmp_path: Path) -> None:
-    s = settings(tmp_path)
+    # No blind audit by chance (the default audit share): a blind audit hides the case here.
+    quiet = write_policy(tmp_path / "no-audits.yaml", {"acceptance": {"audit_rate": 0.0}})
+    s = settings(tmp_path, policy=str(quiet))
     agree = panel(
         "agree",
         ["1", "1", "1"],

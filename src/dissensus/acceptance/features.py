@@ -38,7 +38,9 @@ Agents absent from the calibration contribute only through candidate and panel
 features, so a panel of unknown agents is still scored. Choices where the design is
 silent: an abstention is neither for nor against; candidate order is the order in
 which labels first appear (options, then first answers, then re-asks); missing
-features are 0 when the model is applied.
+features are 0 when the model is applied. Families are counted as every comparison
+counts them (:func:`dissensus.families.canonical_family`: ``OpenAI`` and ``openai``, or
+``gpt-4o`` and ``openai``, are one family); an agent without a family is its own.
 """
 
 from __future__ import annotations
@@ -51,7 +53,8 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from dissensus.cases import CaseSpec
-from dissensus.types import Panel
+from dissensus.families import canonical_family
+from dissensus.types import AgentOutput, Panel
 
 __all__ = [
     "Candidate",
@@ -146,6 +149,11 @@ def _mean_pairwise(indices: list[int], matrix: list[list[float]]) -> float:
     return float(np.mean(vals))
 
 
+def _family(output: AgentOutput) -> str:
+    """The agent's family as comparisons see it (the agent itself without one)."""
+    return canonical_family(output.family) or str(output.agent)
+
+
 def candidate_rows(case: FeatureInputs) -> list[Candidate]:
     """One :class:`Candidate` per candidate label (see the module docstring)."""
     panel = case.panel
@@ -157,7 +165,7 @@ def candidate_rows(case: FeatureInputs) -> list[Candidate]:
     for d in voters:
         counts[d] = counts.get(d, 0) + 1
     top = max(counts.values()) if counts else 0
-    families = {o.family or o.agent for o in outs}
+    families = {_family(o) for o in outs}
     has_reask = bool(case.second)
     stable = {
         o.agent: o.decision
@@ -189,7 +197,7 @@ def candidate_rows(case: FeatureInputs) -> list[Candidate]:
         supporters = [o for o in outs if o.decision == label]
         f["cand.share"] = len(supporters) / len(voters) if voters else 0.0
         f["cand.plurality"] = float(bool(counts) and counts.get(label, 0) == top)
-        f["cand.families"] = len({o.family or o.agent for o in supporters}) / len(families)
+        f["cand.families"] = len({_family(o) for o in supporters}) / len(families)
         f["cand.reask_share"] = (
             sum(d == label for d in reask_votes) / len(reask_votes) if reask_votes else 0.0
         )

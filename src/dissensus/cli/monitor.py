@@ -3,7 +3,9 @@
 One row per acceptance file (by sha256) the journal's runs decided with and per stratum:
 the answered blind audits, how many confirmed the committed answer, the anytime-valid
 lower and upper bounds on precision (level delta of the file) and whether automatic
-commits in the stratum are suspended (:mod:`dissensus.acceptance.monitor`).
+commits in the stratum are suspended, after how many audits and since when
+(:func:`dissensus.pipeline.audit.monitor_status`, which the review page and
+``GET /v1/acceptance`` show too).
 """
 
 from __future__ import annotations
@@ -34,14 +36,7 @@ def acceptance_status(
     with _journal(journal) as store:
         rows = monitor_status(store)
     if json_out:
-        print_json(
-            {
-                "strata": [
-                    {**r.model_dump(mode="json"), "reason": r.reason() if r.suspended else None}
-                    for r in rows
-                ]
-            }
-        )
+        print_json({"strata": [r.model_dump(mode="json") for r in rows]})
         raise typer.Exit(code=EXIT_OK)
     if not rows:
         out_console.print("no run in this journal decided with an acceptance file")
@@ -58,7 +53,9 @@ def acceptance_status(
             f"{r.lower:.3f}",
             f"{r.upper:.3f}",
             f"{r.target:.2f}",
-            f"suspended after {r.suspended_after} audits" if r.suspended else "active",
+            f"suspended after {r.suspended_after} audits (since {r.suspended_at})"
+            if r.suspended
+            else "active",
         )
     out_console.print(table)
     raise typer.Exit(code=EXIT_OK)

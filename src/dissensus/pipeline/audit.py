@@ -22,6 +22,11 @@ Choices where the design is silent:
 * Audit outcomes are read in journal order (runs in start order, then sequence), one
   list per acceptance stratum, counting only audits of runs that decided with the same
   acceptance file (its ``sha256``); audits still open do not count.
+* :func:`monitor_status` is the one account of the monitor every door shows
+  (``dissensus acceptance status``, the review page, ``GET /v1/acceptance``). A
+  suspended stratum is suspended *since* the journal time of the answer to the audit
+  that took its upper bound below the target (the evidence's time; runs journal
+  ``acceptance.suspended`` later, when a case first meets the suspension).
 """
 
 from __future__ import annotations
@@ -30,12 +35,15 @@ import hashlib
 from collections.abc import Iterator
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict
+
 from dissensus.pipeline.confirm import EVENT as CONFIRMED
 from dissensus.pipeline.records import ReviewItem
 from dissensus.store.base import Journal
 
 __all__ = [
     "AUDIT_OPENED",
+    "MonitorRow",
     "audit_item",
     "audit_outcomes",
     "audit_share",
@@ -76,10 +84,10 @@ def open_audits(journal: Journal, run_id: str | None = None) -> Iterator[ReviewI
             yield ReviewItem.model_validate(event.payload)
 
 
-def audit_outcomes(journal: Journal, acceptance_sha256: str) -> dict[str, list[bool]]:
-    """Stratum -> the answered audits' outcomes (True: the committed answer was right),
-    in journal order, over every run that decided with the acceptance file ``acceptance_sha256``."""
-    out: dict[str, list[bool]] = {}
+def _answered(journal: Journal, acceptance_sha256: str) -> dict[str, list[tuple[bool, str]]]:
+    """Stratum -> (the committed answer was right, when the audit was answered), in
+    journal order, over every run that decided with the acceptance file."""
+    out: dict[str, list[tuple[bool, str]]] = {}
     for event in journal.events_of_type(AUDIT_OPENED):
         payload = event.payload
         if payload.get("acceptance_sha256") != acceptance_sha256:
@@ -88,14 +96,52 @@ def audit_outcomes(journal: Journal, acceptance_sha256: str) -> dict[str, list[b
         if done is None or done.type != CONFIRMED:
             continue
         stratum = str(payload.get("stratum") or "all")
-        out.setdefault(stratum, []).append(bool(done.payload.get("agrees")))
+        out.setdefault(stratum, []).append((bool(done.payload.get("agrees")), done.at))
     return out
 
 
-def monitor_status(journal: Journal) -> list[Any]:
-    """The acceptance monitor of every acceptance file the journal's runs decided with:
-    one :class:`~dissensus.acceptance.monitor.MonitorStep` per file and audited stratum
-    (a file without answered audits: one row for stratum ``all`` with no audits)."""
+def audit_outcomes(journal: Journal, acceptance_sha256: str) -> dict[str, list[bool]]:
+    """Stratum -> the answered audits' outcomes (True: the committed answer was right),
+    in journal order, over every run that decided with the acceptance file ``acceptance_sha256``."""
+    return {
+        stratum: [right for right, _ in answers]
+        for stratum, answers in _answered(journal, acceptance_sha256).items()
+    }
+
+
+class MonitorRow(BaseModel):
+    """The acceptance monitor of one acceptance file and stratum, as every door shows it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    acceptance_sha256: str
+    """The acceptance file (its sha256) the audited runs decided with."""
+    stratum: str
+    audits: int
+    """Answered blind audits."""
+    correct: int
+    """Audits that confirmed the committed answer."""
+    precision: float | None
+    """Audited precision (``correct / audits``); ``None`` without audits."""
+    lower: float
+    """Anytime-valid lower bound on precision (level ``delta``)."""
+    upper: float
+    """Anytime-valid upper bound on precision; below ``target`` means suspended."""
+    target: float
+    delta: float
+    suspended: bool
+    suspended_after: int | None = None
+    """Audits at which the upper bound first fell below the target."""
+    suspended_at: str | None = None
+    """When the audit that suspended the stratum was answered (journal time, UTC)."""
+    reason: str | None = None
+    """The escalation reason later cases of a suspended stratum carry."""
+
+
+def monitor_status(journal: Journal, acceptance_sha256: str | None = None) -> list[MonitorRow]:
+    """The acceptance monitor of every acceptance file the journal's runs decided with
+    (or only ``acceptance_sha256``): one row per file and audited stratum (a file without
+    answered audits: one row for stratum ``all`` with no audits)."""
     from dissensus.acceptance.monitor import ONE_STRATUM, monitor
 
     files: dict[str, dict[str, Any]] = {}
@@ -105,12 +151,34 @@ def monitor_status(journal: Journal) -> list[Any]:
             files.setdefault(str(acc["sha256"]), acc)
     rows = []
     for sha, acc in files.items():
+        if acceptance_sha256 is not None and sha != acceptance_sha256:
+            continue
         target, delta = float(acc["target_precision"]), float(acc["delta"])
-        strata = audit_outcomes(journal, sha) or {ONE_STRATUM: []}
-        for stratum, outcomes in sorted(strata.items()):
+        strata = _answered(journal, sha) or {ONE_STRATUM: []}
+        for stratum, answers in sorted(strata.items()):
+            step = monitor(
+                [right for right, _ in answers],
+                target=target,
+                delta=delta,
+                stratum=stratum,
+                acceptance_sha256=sha,
+            )
+            after = step.suspended_after
             rows.append(
-                monitor(
-                    outcomes, target=target, delta=delta, stratum=stratum, acceptance_sha256=sha
+                MonitorRow(
+                    acceptance_sha256=sha,
+                    stratum=stratum,
+                    audits=step.audits,
+                    correct=step.correct,
+                    precision=step.correct / step.audits if step.audits else None,
+                    lower=step.lower,
+                    upper=step.upper,
+                    target=target,
+                    delta=delta,
+                    suspended=step.suspended,
+                    suspended_after=after,
+                    suspended_at=answers[after - 1][1] if after else None,
+                    reason=step.reason() if step.suspended else None,
                 )
             )
     return rows

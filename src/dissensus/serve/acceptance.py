@@ -1,7 +1,11 @@
 """``GET /v1/acceptance``: the server's learned acceptance, watched while it is used.
 
 The answer names the acceptance file (sha256, score family, target, confidence,
-calibration cases, threshold), states its guarantee in plain words, and runs the
+calibration cases, threshold), states its guarantee in plain words, gives the
+acceptance monitor of that file (``monitor``: per stratum, the answered blind audits,
+the audited precision and its anytime-valid bounds, suspended or not, after how many
+audits and since when; :func:`dissensus.pipeline.audit.monitor_status`, the function
+``dissensus acceptance status`` prints), and runs the
 label-free shift check (:mod:`dissensus.pipeline.shift`) over a *window*: the latest
 :data:`WINDOW` cases judged with this file in the journal, across runs. ``hold`` is the
 newest flagged check of the file when the policy says ``acceptance.on_shift: escalate``
@@ -9,28 +13,50 @@ newest flagged check of the file when the policy says ``acceptance.on_shift: esc
 
 Choices where the design is silent: the window is read from the journal at each
 request (no state in the server, so several servers agree); the check runs in a worker
-thread; without an acceptance file the answer says so (``file: null``).
+thread; without an acceptance file the answer says so (``file: null``). When the
+monitor's library (``confseq``, extra ``monitor``) is not installed and audits have been
+answered, ``monitor`` is ``null`` and ``monitor_error`` says how to install it.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from dissensus.errors import ConfigError
+from dissensus.pipeline.audit import MonitorRow, monitor_status
 from dissensus.pipeline.shift import check_vectors, latest_flag, shift_words
 from dissensus.pipeline.spec import RunSpec
 from dissensus.store.journal import Journal
 
-__all__ = ["WINDOW", "acceptance_status"]
+__all__ = ["WINDOW", "acceptance_status", "monitor_rows"]
 
 WINDOW = 500
 """Latest judged cases the service's shift check looks at."""
+
+
+def monitor_rows(
+    journal: Journal, acceptance_sha256: str | None = None
+) -> tuple[list[MonitorRow] | None, str | None]:
+    """The monitor's rows (:func:`~dissensus.pipeline.audit.monitor_status`), or ``None``
+    and why when its library is missing."""
+    try:
+        return monitor_status(journal, acceptance_sha256), None
+    except ConfigError as exc:
+        return None, str(exc)
 
 
 def acceptance_status(journal: Journal, spec: RunSpec) -> dict[str, Any]:
     """The JSON of ``GET /v1/acceptance``."""
     data = spec.acceptance
     if data is None:
-        return {"file": None, "guarantee": None, "shift": None, "hold": None}
+        return {
+            "file": None,
+            "guarantee": None,
+            "shift": None,
+            "hold": None,
+            "monitor": None,
+            "monitor_error": None,
+        }
     sha = data.get("sha256")
     target = float(data.get("target_precision", 0.0))
     delta = float(data.get("delta", 1.0))
@@ -63,4 +89,12 @@ def acceptance_status(journal: Journal, spec: RunSpec) -> dict[str, Any]:
     if shift is not None:
         shift["words"] = shift_words(shift)
     hold = latest_flag(journal, sha) if spec.policy.acceptance.on_shift == "escalate" else None
-    return {"file": file, "guarantee": guarantee, "shift": shift, "hold": hold}
+    rows, error = monitor_rows(journal, str(sha)) if sha else ([], None)
+    return {
+        "file": file,
+        "guarantee": guarantee,
+        "shift": shift,
+        "hold": hold,
+        "monitor": None if rows is None else [r.model_dump(mode="json") for r in rows],
+        "monitor_error": error,
+    }

@@ -2,11 +2,17 @@
 
 Pages: ``/review/login`` (token form), ``/review`` (the queue, filtered by status, run,
 reason and text, sorted by age or reason; or the automatic decisions waiting for an
-audit), ``/review/case/{id}`` (everything ``dissensus review show`` shows, side by side,
-with the options labelled as the agents name them (:mod:`.case_view`), and the resolve
-bar), ``/review/auto/{run}.{line}`` (an automatic decision and its audit form). Every
-write (resolve, claim, undo, audit) goes through the same
-:class:`~dissensus.serve.journal_adapter.ReviewDesk` as the API.
+audit; or the open blind audits), ``/review/case/{id}`` (everything ``dissensus review
+show`` shows, side by side, with the options labelled as the agents name them
+(:mod:`.case_view`), and the resolve bar), ``/review/auto/{run}.{line}`` (an automatic
+decision and its audit form), ``/review/audit/{run}.{line}`` (a blind audit: the case
+without the committed answer or the suggestion, and the form answering it;
+:mod:`.review_page_audits`). Every write (resolve, claim, undo, audit) goes through the
+same :class:`~dissensus.serve.journal_adapter.ReviewDesk` as the API. The queue page
+also shows the acceptance monitor (:func:`dissensus.pipeline.audit.monitor_status`, as
+``dissensus acceptance status`` prints it): per acceptance file and stratum, the answered
+audits, the audited precision and its anytime-valid bounds, and whether automatic
+commits are suspended, after how many audits and since when.
 
 Choices where the design is silent:
 
@@ -24,7 +30,9 @@ Choices where the design is silent:
   open cases claimed by others), ``c`` claims, ``u`` undoes the reviewer's last
   resolution (within the server's ``undo_window_s``; the form names the case it undoes,
   so a stale page cannot undo another one), ``a`` opens the audit form of an automatic
-  decision, ``?`` shows the keys. Keys act only
+  decision, ``?`` shows the keys. On a blind audit the same keys pick an option, write
+  the note and answer (``Enter``), and ``j`` / ``k`` move among the open audits; after
+  an answer the page goes to the next open audit. Keys act only
   when no text field has the focus (``Esc`` leaves it); every page settles with the
   focus on the page, and keys typed while a page loads are replayed on the next one.
 * A note is required as the server's ``review_note`` setting says: by default only when
@@ -50,12 +58,14 @@ from typing import Any
 from urllib.parse import urlencode
 
 from fastapi import FastAPI, Request
+from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from pydantic import BaseModel
 
 from dissensus.errors import DissensusError
+from dissensus.serve.acceptance import monitor_rows
 from dissensus.serve.auth import LOCAL, Principal, allows
 from dissensus.serve.case_view import option_views, plain_reasons, word_diff
 from dissensus.serve.journal_adapter import (
@@ -69,6 +79,7 @@ from dissensus.serve.journal_adapter import (
     content_sha256,
     question_of,
 )
+from dissensus.serve.review_page_audits import blind_audit, has_open_audit, open_audit_refs
 
 __all__ = ["install"]
 
@@ -141,6 +152,7 @@ def _set_session(response: Response, sid: str, request: Request) -> None:
 
 
 _SORTS: dict[str, QueueSort] = {"oldest": "oldest", "newest": "newest", "reason": "reason"}
+_STATUSES = ("open", "resolved", "all", "automatic", "audits")
 
 
 @dataclass(frozen=True)
@@ -159,7 +171,7 @@ class QueueView:
         status = p.get("status", "open")
         sort = p.get("sort", "oldest")
         return cls(
-            status=status if status in ("open", "resolved", "all", "automatic") else "open",
+            status=status if status in _STATUSES else "open",
             run=p.get("run", "").strip(),
             reason=p.get("reason", "").strip(),
             q=p.get("q", "").strip(),
@@ -183,7 +195,7 @@ class QueueView:
 
     def order(self, request: Request, status: str) -> list[QueueEntry]:
         desk: ReviewDesk = _service(request).desk
-        if status == "automatic":
+        if status in ("automatic", "audits"):
             return []
         if self.run and desk.journal.run(self.run, missing_ok=True) is None:
             return []
@@ -378,6 +390,62 @@ def _auto_page(
     return response
 
 
+def _auto_refs(request: Request, run_id: str | None) -> list[str]:
+    """Unaudited automatic decisions, without those waiting for a blind audit (their
+    committed answer stays hidden until the blind audit is answered)."""
+    desk = _service(request).desk
+    return [r for r in desk.auto_cases(run_id=run_id) if not has_open_audit(desk.journal, r)]
+
+
+def _audit_page(
+    request: Request,
+    ref: str,
+    principal: Principal,
+    sid: str,
+    *,
+    error: str | None = None,
+    status: int = 200,
+) -> Response:
+    service = _service(request)
+    view = QueueView.of(request)
+    got = blind_audit(service.journal, ref)
+    item = got.item
+    options = option_views(
+        item.options,
+        item.panel,
+        [(p.agent, p.decision, p.reasoning) for p in item.positions],
+        None,
+    )
+    texts = [o for o in options if o.text]
+    refs = open_audit_refs(service.journal, view.run or None)
+    i = refs.index(ref) if ref in refs else None
+    response = _html(
+        "audit.html",
+        status,
+        title=f"blind audit {ref}",
+        principal=principal,
+        csrf=service.sessions.csrf(sid),
+        audit=got,
+        item=item,
+        answer=got.answer,
+        question=question_of(item.panel),
+        options=options,
+        labels={o.id: o.label for o in options},
+        diff=word_diff(texts[0].text, texts[1].text) if len(texts) >= 2 else None,
+        diff_labels=(texts[0].label, texts[1].label) if len(texts) >= 2 else None,
+        prev_id=refs[i - 1] if i else None,
+        next_id=refs[i + 1] if i is not None and i + 1 < len(refs) else None,
+        position=None if i is None else i + 1,
+        open_count=len(refs),
+        qs=view.suffix(),
+        list_qs="?" + urlencode({"status": "audits", **({"run": view.run} if view.run else {})}),
+        error=error,
+    )
+    if request.headers.get("hx-request"):
+        response.headers["HX-Push-Url"] = f"/review/audit/{ref}{view.suffix()}"
+    return response
+
+
 async def _checked_form(request: Request) -> Response | tuple[Principal, str, Any]:
     """A form post's reviewer, session and form, or the page refusing it (401 without a
     login, 403 without the session's CSRF token)."""
@@ -502,9 +570,9 @@ def install(app: FastAPI) -> None:
             if e.review_id in shown
         ]
         auto_rows = []
+        needle = view.q.lower()
         if view.status == "automatic" and known:
-            needle = view.q.lower()
-            for ref in service.desk.auto_cases(run_id=view.run or None):
+            for ref in _auto_refs(request, view.run or None):
                 got = service.desk.auto_case(ref)
                 question = question_of(got.panel) or ""
                 if needle and needle not in f"{question} {got.record.id}".lower():
@@ -512,6 +580,19 @@ def install(app: FastAPI) -> None:
                 auto_rows.append({"case": got, "question": question or None})
                 if len(auto_rows) >= QUEUE_ROWS:
                     break
+        audit_rows = []
+        if view.status == "audits" and known:
+            for ref in open_audit_refs(service.journal, view.run or None):
+                item = blind_audit(service.journal, ref).item
+                question = question_of(item.panel) or ""
+                if needle and needle not in f"{question} {item.id}".lower():
+                    continue
+                audit_rows.append({"item": item, "question": question or None})
+                if len(audit_rows) >= QUEUE_ROWS:
+                    break
+        # The confidence sequences take a moment with many audits: off the event loop.
+        monitor, monitor_error = await run_in_threadpool(monitor_rows, service.journal)
+        current = (service.spec.acceptance or {}).get("sha256")
         infos = [info for info in service.journal.runs() if info.kind == "decide"]
         runs = sorted({info.run_id for info in infos})
         return _html(
@@ -521,8 +602,18 @@ def install(app: FastAPI) -> None:
             principal=principal,
             csrf=service.sessions.csrf(sid),
             rows=rows,
-            total=len(auto_rows) if view.status == "automatic" else len(order),
+            total=(
+                len(auto_rows)
+                if view.status == "automatic"
+                else len(audit_rows)
+                if view.status == "audits"
+                else len(order)
+            ),
             auto_rows=auto_rows,
+            audit_rows=audit_rows,
+            monitor=monitor or [],
+            monitor_error=monitor_error,
+            current_sha256=current,
             runs=runs,
             filters=view,
             qs=view.suffix(),
@@ -615,6 +706,9 @@ def install(app: FastAPI) -> None:
         if isinstance(got, Response):
             return got
         principal, sid = got
+        if has_open_audit(_service(request).journal, ref):
+            view = QueueView.of(request)
+            return RedirectResponse(f"/review/audit/{ref}{view.suffix()}", status_code=303)
         try:
             return _auto_page(request, ref, principal, sid)
         except UnknownItem as exc:
@@ -636,6 +730,15 @@ def install(app: FastAPI) -> None:
         principal, sid, form = checked
         decision = str(form.get("decision", "")).strip() or None
         note = str(form.get("note", ""))
+        if has_open_audit(service.journal, ref):
+            return _html(
+                "message.html",
+                409,
+                title="blind audit",
+                principal=principal,
+                csrf=service.sessions.csrf(sid),
+                message=f"case {ref} waits for a blind audit: answer it at /review/audit/{ref}",
+            )
         try:
             service.desk.auto_case(ref)
             if not note.strip():
@@ -660,7 +763,7 @@ def install(app: FastAPI) -> None:
         except DissensusError as exc:
             return _auto_page(request, ref, principal, sid, error=str(exc), status=409)
         view = QueueView.of(request)
-        left = service.desk.auto_cases(run_id=view.run or None)
+        left = _auto_refs(request, view.run or None)
         target = f"/review/auto/{left[0]}" if left else "/review"
         query = view.query()
         return RedirectResponse(target + (f"?{query}" if query else ""), status_code=303)
@@ -713,3 +816,76 @@ def install(app: FastAPI) -> None:
             )
         view = QueueView.of(request)
         return RedirectResponse(f"/review/case/{review_id}{view.suffix()}", status_code=303)
+
+    @app.get("/review/audit/{ref}", include_in_schema=False)
+    async def audit_case(request: Request, ref: str) -> Response:
+        got = _require(request)
+        if isinstance(got, Response):
+            return got
+        principal, sid = got
+        try:
+            return _audit_page(request, ref, principal, sid)
+        except UnknownItem as exc:
+            return _html(
+                "message.html",
+                404,
+                title="not found",
+                principal=principal,
+                csrf=_service(request).sessions.csrf(sid),
+                message=str(exc),
+            )
+
+    @app.post("/review/audit/{ref}/answer", include_in_schema=False)
+    async def audit_answer(request: Request, ref: str) -> Response:
+        service = _service(request)
+        checked = await _checked_form(request)
+        if isinstance(checked, Response):
+            return checked
+        principal, sid, form = checked
+        if not allows(principal, "review"):
+            return _html(
+                "message.html",
+                403,
+                title="forbidden",
+                principal=principal,
+                csrf=service.sessions.csrf(sid),
+                message="this needs the review role",
+            )
+        picked = str(form.get("decision", "")).strip()
+        other = str(form.get("other", "")).strip()
+        decision = picked or other
+        note = str(form.get("note", "")).strip()
+        view = QueueView.of(request)
+        before = open_audit_refs(service.journal, view.run or None)
+        try:
+            blind_audit(service.journal, ref)
+            if not decision or (picked and other and picked != other):
+                why = (
+                    "pick an option (1-9) or type another answer first"
+                    if not decision
+                    else "pick an option or type another answer, not both"
+                )
+                return _audit_page(request, ref, principal, sid, error=why, status=422)
+            if not note:
+                why = "write a note (n): an audit says why"
+                return _audit_page(request, ref, principal, sid, error=why, status=422)
+            service.desk.confirm(ref, decision=decision, note=note, reviewer=principal.name)
+        except UnknownItem as exc:
+            return _html(
+                "message.html",
+                404,
+                title="not found",
+                principal=principal,
+                csrf=service.sessions.csrf(sid),
+                message=str(exc),
+            )
+        except DissensusError as exc:
+            return _audit_page(request, ref, principal, sid, error=str(exc), status=409)
+        left = open_audit_refs(service.journal, view.run or None)
+        if not left:
+            query = urlencode({"status": "audits", **({"run": view.run} if view.run else {})})
+            return RedirectResponse(f"/review?{query}", status_code=303)
+        # The next open audit after this one in the list's order, else the first one left.
+        i = before.index(ref) if ref in before else -1
+        target = next((r for r in before[i + 1 :] if r in left), left[0])
+        return RedirectResponse(f"/review/audit/{target}{view.suffix()}", status_code=303)
