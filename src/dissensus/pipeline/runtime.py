@@ -20,6 +20,8 @@ is embedded again, never read wrongly.
 
 from __future__ import annotations
 
+import functools
+import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -102,6 +104,14 @@ class PrefetchedBackend:
 def resolve_model_spec(policy: Policy, environ: Mapping[str, str]) -> str | None:
     """The model spec live follow-ups use: the policy's, else ``$DISSENSUS_MODEL``."""
     return policy.seek_context.model or environ.get(MODEL_ENV) or None
+
+
+@functools.lru_cache(maxsize=16)
+def _compiled_rules(document: str) -> RuleSet:
+    """The routing rules of a policy, compiled once per distinct rules document (a
+    service starts one run per request; compiling parses every condition). A
+    :class:`RuleSet` only memoises deterministic routes, so runs may share one."""
+    return RuleSet.from_dict(json.loads(document), file="policy routing")
 
 
 @dataclass
@@ -187,9 +197,8 @@ class Runtime:
     @property
     def rules(self) -> RuleSet:
         if self._rules is None:
-            self._rules = RuleSet.from_dict(
-                self.policy.routing.rules_document(), file="policy routing"
-            )
+            document = json.dumps(self.policy.routing.rules_document(), sort_keys=True)
+            self._rules = _compiled_rules(document)
         return self._rules
 
     @property
