@@ -64,6 +64,7 @@ from dissensus.cli.common import (
     shown,
 )
 from dissensus.errors import InputError
+from dissensus.store import event_types as ev
 
 if TYPE_CHECKING:
     from dissensus.io.jsonl import RejectSink
@@ -964,7 +965,7 @@ def runs_show(
             "spec": spec,
             "shift": shift,
             "events": dict(sorted(by_type.items())),
-            "finished": any(e.type == "run.finished" for e in evs),
+            "finished": any(e.type == ev.RUN_FINISHED for e in evs),
             "records": [r.model_dump(mode="json") for r in records],
         }
         print_json(data)

@@ -39,6 +39,7 @@ from pydantic import BaseModel, ConfigDict
 
 from dissensus.pipeline.confirm import EVENT as CONFIRMED
 from dissensus.pipeline.records import ReviewItem
+from dissensus.store import event_types as ev
 from dissensus.store.base import Journal
 
 __all__ = [
@@ -52,7 +53,7 @@ __all__ = [
     "open_audits",
 ]
 
-AUDIT_OPENED = "review.audit"
+AUDIT_OPENED = ev.REVIEW_AUDIT
 
 
 def audit_share(seed: int, run_id: str, line: int) -> float:
@@ -145,7 +146,7 @@ def monitor_status(journal: Journal, acceptance_sha256: str | None = None) -> li
     from dissensus.acceptance.monitor import ONE_STRATUM, monitor
 
     files: dict[str, dict[str, Any]] = {}
-    for event in journal.events_of_type("run.started"):
+    for event in journal.events_of_type(ev.RUN_STARTED):
         acc = event.payload.get("acceptance")
         if isinstance(acc, dict) and acc.get("sha256"):
             files.setdefault(str(acc["sha256"]), acc)

@@ -68,6 +68,7 @@ from dissensus.pipeline.spec import (
     policy_guard_calibration,
 )
 from dissensus.states import SimilarityBackend
+from dissensus.store import event_types as ev
 from dissensus.store.journal import Journal, NewEvent, RunInfo
 from dissensus.types import Panel
 
@@ -174,7 +175,7 @@ def start_run(
     # The run and its run.started event are one transaction: a crash leaves neither.
     # exclusive: of two starts with one --run-id, the second fails cleanly (RunExists).
     started = (
-        "run.started",
+        ev.RUN_STARTED,
         {"input": source, **spec.started_fields(), **(extra or {})},
         "run/started",
     )
@@ -314,7 +315,7 @@ async def execute_run(
             alpha=settings.shift_alpha,
             permutations=settings.shift_permutations,
         )
-        journal.append(run_id, "run.finished", dict(counts), key="run/finished")
+        journal.append(run_id, ev.RUN_FINISHED, dict(counts), key="run/finished")
     finally:
         journal.release_run_lock(run_id, pid)
 
@@ -358,7 +359,7 @@ def _commit(
             if not outcome.journalled:
                 events.append(
                     NewEvent(
-                        "input.rejected",
+                        ev.INPUT_REJECTED,
                         outcome.reject.model_dump(mode="json"),
                         f"reject/{outcome.line}",
                         str(outcome.line),
@@ -395,7 +396,7 @@ def _stopped(journal: Journal, run_id: str, limit: float, cases: int) -> None:
     while journal.get(run_id, f"run/stopped/{n}") is not None:
         n += 1
     payload = {"reason": "deadline", "deadline_s": limit, "cases": cases}
-    journal.append(run_id, "run.stopped", payload, key=f"run/stopped/{n}")
+    journal.append(run_id, ev.RUN_STOPPED, payload, key=f"run/stopped/{n}")
 
 
 def numbered_panels(name: str, lines: list[str] | None) -> Iterator[tuple[Panel | Reject, int]]:

@@ -34,11 +34,12 @@ from pydantic import BaseModel, ConfigDict
 from dissensus.errors import DissensusError, InputError
 from dissensus.pipeline.records import CaseRecord, Resolution
 from dissensus.pipeline.review import human_record, split_ref
+from dissensus.store import event_types as ev
 from dissensus.store.base import ClaimConflict, Event, Journal
 
 __all__ = ["AlreadyConfirmed", "Confirmation", "confirm", "confirmation_events"]
 
-EVENT = "review.confirmed"
+EVENT = ev.REVIEW_CONFIRMED
 
 
 class AlreadyConfirmed(DissensusError):
@@ -143,7 +144,7 @@ def confirm(
             )
             journal.append(
                 run_id,
-                "case.resolved",
+                ev.CASE_RESOLVED,
                 corrected.model_dump(mode="json"),
                 key=f"case/{line}/resolved",
                 case=str(line),

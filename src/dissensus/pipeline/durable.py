@@ -74,6 +74,7 @@ from dissensus.llm.budget import Budget, attempt_hook
 from dissensus.llm.client import ModelClient
 from dissensus.llm.replay import canonical_request
 from dissensus.pipeline.steps import CallRecord
+from dissensus.store import event_types as ev
 from dissensus.store.canonical import canonical, sha256_text
 from dissensus.store.journal import Event, Journal, NewEvent
 from dissensus.types import Usage
@@ -237,14 +238,14 @@ class CaseLog:
 STEPS_STEP = "steps"
 """Step key of the compact event holding a case's first steps."""
 
-STEPS_TYPE = "case.steps"
+STEPS_TYPE = ev.CASE_STEPS
 """Type of the compact event (:class:`~dissensus.pipeline.steps.CaseSteps`)."""
 
 COMPACT_STEPS: dict[str, frozenset[str]] = {
-    "case.input": frozenset({"input"}),
-    "case.reading": frozenset({"reading"}),
-    "case.route": frozenset({"route"}),
-    "case.guard": frozenset({"guard"}),
+    ev.CASE_INPUT: frozenset({"input"}),
+    ev.CASE_READING: frozenset({"reading"}),
+    ev.CASE_ROUTE: frozenset({"route"}),
+    ev.CASE_GUARD: frozenset({"guard"}),
 }
 """Event types (and their step names) folded into one ``case.steps`` event when a case
 first writes: the steps every case takes before any model call. Later readings (after a
@@ -291,18 +292,18 @@ def replay_spend(journal: Journal, run_id: str, budget: Budget, *, model: str = 
     """
     total = Usage()
     accounted: Counter[str] = Counter()
-    for event in journal.events(run_id, type="model.call"):
+    for event in journal.events(run_id, type=ev.MODEL_CALL):
         call = CallRecord.model_validate(event.payload)
         total.add(call.usage)
         accounted[event.key] += call.usage.attempts
         _charge(budget, call.usage, call.model or model)
-    for event in journal.events(run_id, type="model.failed"):
+    for event in journal.events(run_id, type=ev.MODEL_FAILED):
         spent = Usage.model_validate(event.payload["usage"])
         total.add(spent)
         accounted[str(event.payload.get("call"))] += spent.attempts
         _charge(budget, spent, model)
     sent: Counter[str] = Counter(
-        str(e.payload.get("call")) for e in journal.events(run_id, type="model.sent")
+        str(e.payload.get("call")) for e in journal.events(run_id, type=ev.MODEL_SENT)
     )
     unanswered = sum(max(0, n - accounted[key]) for key, n in sent.items())
     if unanswered:
@@ -405,7 +406,7 @@ class CaseClient:
             self._log.flush()
             journal.append(
                 run_id,
-                "model.spend",
+                ev.MODEL_SPEND,
                 {"call": key, "agent": request.agent, "model": model},
                 key=f"spend/{key}",
                 case=ref,
@@ -435,7 +436,11 @@ class CaseClient:
                 usage=response.usage,
             )
             journal.append(
-                run_id, "model.call", call.model_dump(mode="json", by_alias=True), key=key, case=ref
+                run_id,
+                ev.MODEL_CALL,
+                call.model_dump(mode="json", by_alias=True),
+                key=key,
+                case=ref,
             )
         self._count(request, response.usage)
         return response
@@ -444,7 +449,9 @@ class CaseClient:
         journal, run_id = self._owner.journal, self._owner.run_id
         n = _next_index(journal, run_id, f"failed/{key}")
         payload = {"call": key, "usage": spent.model_dump(mode="json"), "outcome": outcome}
-        journal.append(run_id, "model.failed", payload, key=f"failed/{key}/{n}", case=self._log.ref)
+        journal.append(
+            run_id, ev.MODEL_FAILED, payload, key=f"failed/{key}/{n}", case=self._log.ref
+        )
 
     def _sent(self, key: str) -> None:
         """Journal one attempt of call ``key`` as it is sent (``sent/<call key>/<n>``)."""
@@ -454,7 +461,7 @@ class CaseClient:
             n = _next_index(journal, run_id, f"sent/{key}")
         self._sends[key] = n + 1
         journal.append(
-            run_id, "model.sent", {"call": key, "n": n}, key=f"sent/{key}/{n}", case=self._log.ref
+            run_id, ev.MODEL_SENT, {"call": key, "n": n}, key=f"sent/{key}/{n}", case=self._log.ref
         )
 
     def _replay(self, payload: dict[str, Any], schema: type[BaseModel] | None) -> ChatResponse:

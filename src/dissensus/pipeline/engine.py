@@ -69,6 +69,7 @@ from dissensus.pipeline.steps import (
 from dissensus.pipeline.trust_regions import calibrated_accept
 from dissensus.signals import SecondAnswer, agent_signals, recorded_second_answers
 from dissensus.states import Reading, Route
+from dissensus.store import event_types as ev
 from dissensus.store.journal import NewEvent
 from dissensus.types import AgentOutput, Panel, Usage
 
@@ -165,26 +166,26 @@ async def decide_case_events(
         return done, []
     case = _Case(rt, panel, line, log, rt.client.for_case(log))
     log.step(
-        "input", "case.input", CaseInput, lambda: CaseInput(id=panel.id, line=line, panel=panel)
+        "input", ev.CASE_INPUT, CaseInput, lambda: CaseInput(id=panel.id, line=line, panel=panel)
     )
     record = await _run(case)
-    record = log.step("record", "case.record", CaseRecord, lambda: record)
+    record = log.step("record", ev.CASE_RECORD, CaseRecord, lambda: record)
     return record, log.take()
 
 
 async def _run(case: _Case) -> CaseRecord:
     rt, panel = case.rt, case.panel
     reading = case.reading = case.log.step(
-        "reading", "case.reading", Reading, lambda: rt.read(panel)
+        "reading", ev.CASE_READING, Reading, lambda: rt.read(panel)
     )
     case.path.append(f"read:{reading.state.value}")
     route = case.route = case.log.step(
-        "route", "case.route", Route, lambda: route_step(rt, panel, reading)
+        "route", ev.CASE_ROUTE, Route, lambda: route_step(rt, panel, reading)
     )
     action = route.action
     case.path.append(f"route:{action}")
     guard = case.guard = case.log.step(
-        "guard", "case.guard", GuardStep, lambda: guard_step(rt, panel, reading)
+        "guard", ev.CASE_GUARD, GuardStep, lambda: guard_step(rt, panel, reading)
     )
     if action in _AUTO:
         if guard.backed:
@@ -267,7 +268,7 @@ async def _seek_context(case: _Case, why: str, kind: str | None) -> CaseRecord:
     for round_ in range(sc.max_followups):
         got = await case.astep(
             f"followup{round_}",
-            "case.followup",
+            ev.CASE_FOLLOWUP,
             FollowupStep,
             partial(_followup_answers, case, round_),
         )
@@ -281,11 +282,11 @@ async def _seek_context(case: _Case, why: str, kind: str | None) -> CaseRecord:
         case.path.append(f"followup:{got.source}")
         case.followup = got
         reread = case.reread = case.log.step(
-            f"reread{round_}", "case.reading", Reading, partial(_reread, case, got)
+            f"reread{round_}", ev.CASE_READING, Reading, partial(_reread, case, got)
         )
         case.path.append(f"reread:{reread.state.value}")
         acc = case.acceptance = case.log.step(
-            f"acceptance{round_}", "case.acceptance", AcceptanceStep, partial(_accept, case, got)
+            f"acceptance{round_}", ev.CASE_ACCEPTANCE, AcceptanceStep, partial(_accept, case, got)
         )
         case.figures = acc.figures or case.figures
         if acc.accepted:
@@ -318,7 +319,7 @@ async def _commit(case: _Case, **fields: Any) -> CaseRecord:
         stratum = case_stratum(rt.acceptance, case.panel.meta)
         state = case.log.step(
             "monitor",
-            "case.monitor",
+            ev.CASE_MONITOR,
             MonitorStep,
             lambda: rt.monitor_state(stratum),
         )
@@ -367,7 +368,7 @@ async def _accept_or_escalate(case: _Case, why: str) -> CaseRecord:
         return await _escalate(case, why)
     acc = case.acceptance = case.log.step(
         "acceptance",
-        "case.acceptance",
+        ev.CASE_ACCEPTANCE,
         AcceptanceStep,
         partial(_accept, case, FollowupStep(source="none")),
     )
@@ -432,7 +433,7 @@ async def _deliberate(case: _Case, why: str) -> CaseRecord:
             return DeliberationStep(usage=_spent(case, before), why=f"deliberation failed: {exc}")
         return DeliberationStep(packet=packet, usage=_spent(case, before))
 
-    got = await case.astep("deliberation", "case.packet", DeliberationStep, compute)
+    got = await case.astep("deliberation", ev.CASE_PACKET, DeliberationStep, compute)
     case.usage.add(got.usage)
     packet = got.packet
     if packet is None:
@@ -455,7 +456,7 @@ async def _escalate(case: _Case, why: str) -> CaseRecord:
     if rt.policy.concord.enabled and has_utilities(case.panel):
         got = await case.astep(
             "concord",
-            "case.certificate",
+            ev.CASE_CERTIFICATE,
             ConcordStep,
             lambda: run_concord(case.panel, rt.policy.concord),
         )
@@ -474,7 +475,7 @@ async def _escalate(case: _Case, why: str) -> CaseRecord:
         why = f"{why}; CONCORD not run: {concord_refusal(case.panel)}"
     review_id = review_id_for(rt.run_id, case.line)
     item = case.log.step(
-        "review", "review.opened", ReviewItem, lambda: _review_item(case, review_id, why)
+        "review", ev.REVIEW_OPENED, ReviewItem, lambda: _review_item(case, review_id, why)
     )
     case.path.append("escalate")
     assert case.reading is not None

@@ -27,6 +27,7 @@ from pydantic import ValidationError
 
 from dissensus.pipeline.confirm import EVENT as CONFIRMED
 from dissensus.pipeline.records import ReviewItem
+from dissensus.store import event_types as ev
 from dissensus.store.base import Event
 from dissensus.store.journal import Journal
 from dissensus.types import Panel
@@ -103,7 +104,7 @@ def labelled_from_journal(journal: Journal, run_ids: Sequence[str] | None = None
     out = JournalCases()
     runs = list(run_ids) if run_ids else [r.run_id for r in journal.runs()]
     for run_id in runs:
-        for event in journal.events(run_id, type="review.resolved"):
+        for event in journal.events(run_id, type=ev.REVIEW_RESOLVED):
             payload = event.payload
             if payload.get("outside_options"):
                 out.outside_options += 1

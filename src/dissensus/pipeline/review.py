@@ -59,6 +59,7 @@ from pydantic import BaseModel
 
 from dissensus.errors import DissensusError, InputError
 from dissensus.pipeline.records import CaseRecord, Resolution, ReviewItem
+from dissensus.store import event_types as ev
 from dissensus.store.base import (
     REVIEW_REOPENED,
     REVIEW_RESOLVED,
@@ -327,9 +328,9 @@ def list_items_from_events(
     if run_id is not None:
         journal.run(run_id)
     events = (
-        journal.events(run_id, type="review.opened")
+        journal.events(run_id, type=ev.REVIEW_OPENED)
         if run_id
-        else journal.events_of_type("review.opened")
+        else journal.events_of_type(ev.REVIEW_OPENED)
     )
     resolutions = (
         journal.events(run_id, type=REVIEW_RESOLVED)
@@ -490,7 +491,7 @@ def resolve(
         suffix = _suffix(_generation(journal, run_id, line))
         journal.append(
             run_id,
-            "review.resolved",
+            ev.REVIEW_RESOLVED,
             {
                 "review_id": review_id,
                 "decision": decision,
@@ -505,7 +506,7 @@ def resolve(
         record = human_record(original, Resolution(decision=decision, note=note, reviewer=reviewer))
         journal.append(
             run_id,
-            "case.resolved",
+            ev.CASE_RESOLVED,
             record.model_dump(mode="json"),
             key=f"case/{line}/resolved{suffix}",
             case=str(line),
@@ -580,7 +581,7 @@ def _complete(journal: Journal, run_id: str, line: int) -> None:
     record = _derived(journal, run_id, line)
     if record is not None:
         journal.append(
-            run_id, "case.resolved", record.model_dump(mode="json"), key=key, case=str(line)
+            run_id, ev.CASE_RESOLVED, record.model_dump(mode="json"), key=key, case=str(line)
         )
 
 
@@ -588,8 +589,8 @@ def complete_resolutions(journal: Journal, run_id: str) -> int:
     """Journal the ``case.resolved`` of every half-applied resolution of the run; the count."""
     done = 0
     with journal.transaction(run_id):
-        have = {e.key for e in journal.events(run_id, type="case.resolved")}
-        for event in journal.events(run_id, type="review.resolved"):
+        have = {e.key for e in journal.events(run_id, type=ev.CASE_RESOLVED)}
+        for event in journal.events(run_id, type=ev.REVIEW_RESOLVED):
             if event.case is None or not event.case.isdigit():
                 continue
             line = int(event.case)
@@ -606,13 +607,13 @@ def final_records(journal: Journal, run_id: str) -> list[CaseRecord]:
     """The run's final records in input order, human resolutions superseding escalations."""
     records: dict[str, CaseRecord] = {}
     original: dict[str, CaseRecord] = {}
-    for event in journal.events(run_id, type="case.record"):
+    for event in journal.events(run_id, type=ev.CASE_RECORD):
         records[str(event.case)] = original[str(event.case)] = CaseRecord.model_validate(
             event.payload
         )
     # Resolutions and reopenings in chain order: a reopening restores the pipeline's record.
     changes = [
-        *journal.events(run_id, type="case.resolved"),
+        *journal.events(run_id, type=ev.CASE_RESOLVED),
         *journal.events(run_id, type=REVIEW_REOPENED),
     ]
     resolved: set[str] = set()
@@ -625,7 +626,7 @@ def final_records(journal: Journal, run_id: str) -> list[CaseRecord]:
         else:
             records[case] = CaseRecord.model_validate(event.payload)
             resolved.add(case)
-    for event in journal.events(run_id, type="review.resolved"):
+    for event in journal.events(run_id, type=ev.REVIEW_RESOLVED):
         case = str(event.case)
         if case not in resolved and case.isdigit():
             standing = _resolution_event(journal, run_id, int(case))

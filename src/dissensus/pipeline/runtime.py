@@ -47,6 +47,7 @@ from dissensus.states import (
     read_panel,
 )
 from dissensus.states.similarity import Matrix, Vectors, cosine_matrix
+from dissensus.store import event_types as ev
 from dissensus.store.journal import Journal
 from dissensus.types import Panel
 
@@ -260,7 +261,7 @@ class Runtime:
         """Journal (once per run and stratum) that the monitor suspended ``state.stratum``."""
         self.journal.append(
             self.run_id,
-            "acceptance.suspended",
+            ev.ACCEPTANCE_SUSPENDED,
             {**state.model_dump(mode="json"), "reason": state.reason()},
             key=f"acceptance/suspended/{state.stratum}",
         )

@@ -29,6 +29,7 @@ import random
 from collections.abc import Mapping
 from typing import Any
 
+from dissensus.store import event_types as ev
 from dissensus.store.journal import Journal
 
 __all__ = [
@@ -40,7 +41,7 @@ __all__ = [
     "shift_words",
 ]
 
-SHIFT_EVENT = "acceptance.shift"
+SHIFT_EVENT = ev.ACCEPTANCE_SHIFT
 """The journal event of a run's shift check."""
 
 MAX_DEPLOYED = 2000
@@ -89,7 +90,7 @@ def check_run(
         return None
     vectors = [
         dict(e.payload["vector"])
-        for e in journal.events(run_id, type="case.acceptance")
+        for e in journal.events(run_id, type=ev.CASE_ACCEPTANCE)
         if isinstance(e.payload.get("vector"), dict)
     ]
     if len(vectors) < MIN_CASES:

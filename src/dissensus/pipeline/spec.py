@@ -55,6 +55,7 @@ from dissensus.pipeline.policy import (
     with_model_files_under,
 )
 from dissensus.pipeline.trust_regions import CalibrationFile, load_calibration
+from dissensus.store import event_types as ev
 
 __all__ = [
     "MODEL_ENV",
@@ -247,7 +248,7 @@ class RunSpec(BaseModel):
             )
         except ValidationError as exc:
             first = exc.errors()[0]
-            where = ".".join(str(p) for p in first["loc"]) or "run.started"
+            where = ".".join(str(p) for p in first["loc"]) or ev.RUN_STARTED
             raise ConfigError(
                 f"the run's journalled specification is invalid: {first['msg']}", field=where
             ) from None

@@ -26,6 +26,7 @@ from dissensus.errors import ConfigError
 from dissensus.pipeline.audit import MonitorRow, monitor_status
 from dissensus.pipeline.shift import check_vectors, latest_flag, shift_words
 from dissensus.pipeline.spec import RunSpec
+from dissensus.store import event_types as ev
 from dissensus.store.journal import Journal
 
 __all__ = ["WINDOW", "acceptance_status", "monitor_rows"]
@@ -78,7 +79,7 @@ def acceptance_status(journal: Journal, spec: RunSpec) -> dict[str, Any]:
     )
     vectors = [
         dict(e.payload["vector"])
-        for e in journal.events_of_type("case.acceptance")
+        for e in journal.events_of_type(ev.CASE_ACCEPTANCE)
         if isinstance(e.payload.get("vector"), dict)
         and (e.payload.get("figures") or {}).get("file_sha256") == sha
     ][-WINDOW:]

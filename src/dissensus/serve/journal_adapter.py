@@ -61,6 +61,7 @@ from dissensus.pipeline.review import (
     content_sha256,
 )
 from dissensus.store import ClaimConflict, Journal, open_journal
+from dissensus.store import event_types as ev
 from dissensus.store.base import REVIEW_RESOLVED
 
 __all__ = [
@@ -295,8 +296,8 @@ class ReviewDesk:
         for run in runs:
             if self.journal.run(run, missing_ok=True) is None:
                 continue
-            done = {e.case for e in self.journal.events(run, type="review.confirmed")}
-            for e in self.journal.events(run, type="case.record"):
+            done = {e.case for e in self.journal.events(run, type=ev.REVIEW_CONFIRMED)}
+            for e in self.journal.events(run, type=ev.CASE_RECORD):
                 committed = e.payload.get("auto") and e.payload.get("decision") is not None
                 if committed and (audited or e.case not in done):
                     out.append(f"{run}.{e.case}")
@@ -388,7 +389,7 @@ class ReviewDesk:
         run_id, line = _split(review_id)
         out = []
         for event in self.journal.events(run_id, case=str(line)):
-            if not event.type.startswith("review.") or event.type == "review.opened":
+            if not event.type.startswith("review.") or event.type == ev.REVIEW_OPENED:
                 continue
             detail = {k: v for k, v in event.payload.items() if k not in ("review_id", "reviewer")}
             out.append(

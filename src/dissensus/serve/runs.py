@@ -58,6 +58,7 @@ from dissensus.pipeline.batch import input_lines, start_run
 from dissensus.pipeline.review import final_records
 from dissensus.states import EmbeddingBackend, SimilarityBackend, get_backend
 from dissensus.states.similarity import Matrix, Vectors
+from dissensus.store import event_types as ev
 from dissensus.store.journal import Journal
 
 __all__ = ["KEEP_FINISHED", "RunState", "Runner", "item_line", "reject_of"]
@@ -386,7 +387,7 @@ class Runner:
                 "field": e.payload["field"],
                 "error": e.payload["message"],
             }
-            for e in self.journal.events(run_id, type="input.rejected")
+            for e in self.journal.events(run_id, type=ev.INPUT_REJECTED)
         ]
         records = final_records(self.journal, run_id)
         status: Status = "finished" if finished is not None else "incomplete"

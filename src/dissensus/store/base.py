@@ -79,6 +79,7 @@ from urllib.parse import urlsplit, urlunsplit
 from pydantic import BaseModel, ConfigDict
 
 from dissensus.errors import ConfigError, DissensusError
+from dissensus.store import event_types as ev
 from dissensus.store.canonical import GENESIS, canonical, chain_hash, event_hash
 
 if TYPE_CHECKING:
@@ -119,10 +120,10 @@ DEFAULT_JOURNAL = "dissensus-journal.sqlite"
 BUSY_TIMEOUT_ENV = "DISSENSUS_JOURNAL_BUSY_TIMEOUT"
 """Seconds a writer waits for another writer's lock before :class:`JournalBusy` (default 30)."""
 
-SEAL_TYPE = "run.sealed"
+SEAL_TYPE = ev.RUN_SEALED
 """Type of the event that signs the chain before it."""
 
-SEAL_AFTER = frozenset({"run.finished", "case.resolved", "review.reopened"})
+SEAL_AFTER = frozenset({ev.RUN_FINISHED, ev.CASE_RESOLVED, ev.REVIEW_REOPENED})
 """Event types after which a journal with a signer seals the run's head."""
 
 RUNS_COLUMNS = ("run_id", "created", "kind", "meta", "head_hash", "n_events")
@@ -364,9 +365,9 @@ class ReviewEntry(BaseModel):
     """Sequence number of its ``review.resolved`` event; ``None`` while open."""
 
 
-REVIEW_OPENED = "review.opened"
-REVIEW_RESOLVED = "review.resolved"
-REVIEW_REOPENED = "review.reopened"
+REVIEW_OPENED = ev.REVIEW_OPENED
+REVIEW_RESOLVED = ev.REVIEW_RESOLVED
+REVIEW_REOPENED = ev.REVIEW_REOPENED
 """A resolution undone: the item is open again (its index row loses its resolved_seq)."""
 
 ReviewFilter = Literal["open", "resolved", "all"]
@@ -1255,7 +1256,7 @@ class Journal:
             }
             if chain_hash(prev, body) != row["hash"]:
                 problems.append(f"{where}: content does not match its hash")
-            if row["type"] == "run.finished":
+            if row["type"] == ev.RUN_FINISHED:
                 finished = True
             if row["type"] == SEAL_TYPE and isinstance(payload, dict):
                 seals.append((seq, payload))
