@@ -64,7 +64,6 @@ from dissensus.cli.common import (
     shown,
 )
 from dissensus.errors import InputError
-from dissensus.store import event_types as ev
 
 if TYPE_CHECKING:
     from dissensus.io.jsonl import RejectSink
@@ -948,6 +947,7 @@ def runs_show(
     """Show a run: header, event counts, final records."""
     from dissensus.pipeline.review import final_records
     from dissensus.pipeline.spec import RunSpec
+    from dissensus.store import event_types as ev
 
     with _journal(journal) as store:
         info = store.run(run_id)
