@@ -14,9 +14,6 @@ them raises a :class:`~dissensus.errors.ConfigError` saying how to install them.
 
 from __future__ import annotations
 
-import warnings
-from typing import Any
-
 from dissensus.acceptance import _requires  # noqa: F401  (first: says when the extra is missing)
 from dissensus.acceptance.bound import (
     StratumFigures,
@@ -59,6 +56,7 @@ from dissensus.acceptance.fit import (
     score_case,
 )
 from dissensus.acceptance.shift import ShiftCheck, ShiftReference, shift_check
+from dissensus.deprecation import deprecated_names, renamed
 
 __all__ = [
     "ACCEPTANCE_FORMAT",
@@ -103,13 +101,4 @@ _RENAMED = {"CaseInput": "FeatureInputs", "case_input": "feature_inputs"}
 pipeline's journalled case (:class:`dissensus.pipeline.steps.CaseInput`)."""
 
 
-def __getattr__(name: str) -> Any:
-    current = _RENAMED.get(name)
-    if current is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    warnings.warn(
-        f"{__name__}.{name} is deprecated: use {__name__}.{current}",
-        DeprecationWarning,
-        stacklevel=2,
-    )
-    return globals()[current]
+__getattr__ = deprecated_names(__name__, renamed(__name__, globals(), _RENAMED))

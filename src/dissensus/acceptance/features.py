@@ -45,7 +45,6 @@ counts them (:func:`dissensus.families.canonical_family`: ``OpenAI`` and ``opena
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
@@ -53,6 +52,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from dissensus.cases import CaseSpec
+from dissensus.deprecation import deprecated_names, renamed
 from dissensus.families import canonical_family
 from dissensus.types import AgentOutput, Panel
 
@@ -325,13 +325,4 @@ _RENAMED = {"CaseInput": "FeatureInputs", "case_input": "feature_inputs"}
 pipeline's journalled case (:class:`dissensus.pipeline.steps.CaseInput`)."""
 
 
-def __getattr__(name: str) -> Any:
-    current = _RENAMED.get(name)
-    if current is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    warnings.warn(
-        f"{__name__}.{name} is deprecated: use {__name__}.{current}",
-        DeprecationWarning,
-        stacklevel=2,
-    )
-    return globals()[current]
+__getattr__ = deprecated_names(__name__, renamed(__name__, globals(), _RENAMED))

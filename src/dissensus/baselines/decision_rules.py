@@ -27,12 +27,12 @@ Ties elsewhere go to the earlier proposal and are reported.
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict
 
+from dissensus.deprecation import deprecated_names, renamed
 from dissensus.quoting import DATA_RULE, quote_block
 
 if TYPE_CHECKING:
@@ -116,16 +116,15 @@ def best_average(
     return judge("Best average", tied[0], matrix[tied[0]], agents, floor, note=note)
 
 
-def __getattr__(name: str) -> Any:
-    if name == "majority_vote":
-        warnings.warn(
-            "dissensus.baselines.decision_rules.majority_vote is deprecated: use "
-            "first_choice_plurality (dissensus.guard.majority_vote votes over labels)",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        return first_choice_plurality
-    raise AttributeError(f"module 'dissensus.baselines.decision_rules' has no attribute {name!r}")
+__getattr__ = deprecated_names(
+    __name__,
+    renamed(
+        __name__,
+        globals(),
+        {"majority_vote": "first_choice_plurality"},
+        "dissensus.guard.majority_vote votes over labels",
+    ),
+)
 
 
 def first_choice_plurality(

@@ -16,7 +16,6 @@ or repair in its trajectory step); the reason the run stopped is ``spent.stopped
 from __future__ import annotations
 
 import hashlib
-import warnings
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -24,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from dissensus.canonical import canonical
 from dissensus.concord.bounds import Bound
 from dissensus.concord.rules import SelectionRule
+from dissensus.deprecation import deprecated_names, renamed
 
 __all__ = [
     "AgentScore",
@@ -193,13 +193,12 @@ def canonical_digest(body: dict[str, Any]) -> str:
     return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def __getattr__(name: str) -> Any:
-    if name == "Budget":
-        warnings.warn(
-            "dissensus.concord.record.Budget is deprecated: use RunControls "
-            "(dissensus.llm.budget.Budget is the model client's spending limit)",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        return RunControls
-    raise AttributeError(f"module 'dissensus.concord.record' has no attribute {name!r}")
+__getattr__ = deprecated_names(
+    __name__,
+    renamed(
+        __name__,
+        globals(),
+        {"Budget": "RunControls"},
+        "dissensus.llm.budget.Budget is the model client's spending limit",
+    ),
+)

@@ -9,9 +9,7 @@ and the effective number of independent voters. :mod:`dissensus.guard.arrays` is
 vectorised array API (majority, consensus weighting, Wawa) for throughput.
 """
 
-import warnings
-from typing import Any
-
+from dissensus.deprecation import deprecated_names, renamed
 from dissensus.guard.arrays import (
     agreement_fraction,
     consensus_weighted_vote,
@@ -46,16 +44,7 @@ them (a ruff banned-API rule in ``pyproject.toml``); ``GuardSettings`` is the po
 ``guard:`` section (:class:`dissensus.pipeline.policy.GuardSettings`), not these thresholds."""
 
 
-def __getattr__(name: str) -> Any:
-    current = _DEPRECATED.get(name)
-    if current is None:
-        raise AttributeError(f"module 'dissensus.guard' has no attribute {name!r}")
-    warnings.warn(
-        f"dissensus.guard.{name} is deprecated: use dissensus.guard.{current}",
-        DeprecationWarning,
-        stacklevel=2,
-    )
-    return globals()[current]
+__getattr__ = deprecated_names(__name__, renamed(__name__, globals(), _DEPRECATED))
 
 
 __all__ = [

@@ -55,13 +55,13 @@ Choices where the design is silent:
 
 from __future__ import annotations
 
-import warnings
 from collections import Counter
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from dissensus.deprecation import deprecated_names, renamed
 from dissensus.errors import DissensusError
 from dissensus.llm.base import (
     BudgetExceeded,
@@ -103,16 +103,15 @@ class UnreadableStep(DissensusError):
     error (unreachable, not a journal, a database error)."""
 
 
-def __getattr__(name: str) -> Any:
-    if name == "JournalError":
-        warnings.warn(
-            "dissensus.pipeline.durable.JournalError is deprecated: use UnreadableStep "
-            "(dissensus.store.JournalError is the journal's own error)",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        return UnreadableStep
-    raise AttributeError(f"module 'dissensus.pipeline.durable' has no attribute {name!r}")
+__getattr__ = deprecated_names(
+    __name__,
+    renamed(
+        __name__,
+        globals(),
+        {"JournalError": "UnreadableStep"},
+        "dissensus.store.JournalError is the journal's own error",
+    ),
+)
 
 
 def call_digest(request: ChatRequest, schema: str | None, model: str | None) -> str:

@@ -9,20 +9,10 @@ Importing a name from here still works and warns with :class:`DeprecationWarning
 
 from __future__ import annotations
 
-import warnings
-from typing import Any
-
 from dissensus import signals as _signals
+from dissensus.deprecation import deprecated_names, moved
 
 __all__: list[str] = []
 
 
-def __getattr__(name: str) -> Any:
-    if name in _signals.__all__:
-        warnings.warn(
-            f"dissensus.pipeline.signals.{name} moved to dissensus.signals.{name}",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        return getattr(_signals, name)
-    raise AttributeError(f"module 'dissensus.pipeline.signals' has no attribute {name!r}")
+__getattr__ = deprecated_names(__name__, moved(_signals, _signals.__all__))

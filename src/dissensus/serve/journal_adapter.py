@@ -40,7 +40,6 @@ decide differently.
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -48,6 +47,7 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from dissensus.cases import CaseSpec
+from dissensus.deprecation import deprecated_names, renamed
 from dissensus.errors import DissensusError, InputError
 from dissensus.pipeline import review as queue
 from dissensus.pipeline.confirm import AlreadyConfirmed, Confirmation, confirm
@@ -435,13 +435,12 @@ class ReviewDesk:
         )
 
 
-def __getattr__(name: str) -> Any:
-    if name == "Claim":
-        warnings.warn(
-            "dissensus.serve.journal_adapter.Claim is deprecated: use ClaimInfo "
-            "(dissensus.store.base.Claim is the journal's claim row)",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        return ClaimInfo
-    raise AttributeError(f"module 'dissensus.serve.journal_adapter' has no attribute {name!r}")
+__getattr__ = deprecated_names(
+    __name__,
+    renamed(
+        __name__,
+        globals(),
+        {"Claim": "ClaimInfo"},
+        "dissensus.store.base.Claim is the journal's claim row",
+    ),
+)
