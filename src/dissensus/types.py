@@ -32,6 +32,7 @@ from typing import Any, Protocol
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 __all__ = [
+    "AcceptanceFigures",
     "AgentOutput",
     "Evidence",
     "OutputLike",
@@ -343,3 +344,21 @@ class Usage(BaseModel):
         self.prompt_tokens += other.prompt_tokens
         self.completion_tokens += other.completion_tokens
         self.cost += other.cost
+
+
+class AcceptanceFigures(BaseModel):
+    """What a record decided by learned acceptance quotes of the acceptance that judged it
+    (the verdict of :func:`dissensus.acceptance.apply_acceptance` extends it)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    family: str = "learned"
+    """The score family of the acceptance file (:mod:`dissensus.acceptance.families`)."""
+    score: float
+    """The best answer's score in that family (``learned``: its probability of being right)."""
+    threshold: float | None
+    """Accept when ``score >= threshold``; ``None``: the file accepts nothing."""
+    target_precision: float
+    delta: float
+    calibration_n: int
+    file_sha256: str

@@ -25,8 +25,6 @@ from collections.abc import Mapping, Sequence
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
-
 from dissensus.acceptance.bound import DEFAULT_SEQUENCE, Grid
 from dissensus.acceptance.families import (
     DEFAULT_FAMILIES,
@@ -41,6 +39,7 @@ from dissensus.acceptance.file import AcceptanceFile, FeatureSettings
 from dissensus.acceptance.fit import CrossFit, crossfit, feature_list, fold_index, score_case
 from dissensus.acceptance.shift import reference
 from dissensus.errors import ConfigError
+from dissensus.types import AcceptanceFigures
 
 __all__ = [
     "AcceptanceVerdict",
@@ -145,22 +144,13 @@ def calibrate(
     )
 
 
-class AcceptanceVerdict(BaseModel):
-    """May the case be committed? With the figures each record quotes."""
-
-    model_config = ConfigDict(frozen=True)
+class AcceptanceVerdict(AcceptanceFigures):
+    """May the case be committed? The figures each record quotes
+    (:class:`~dissensus.types.AcceptanceFigures`), with the answer and why."""
 
     accepted: bool
     decision: str | None
     """The best-scored candidate (committed only when ``accepted``)."""
-    family: str = "learned"
-    """The score family the file scores with."""
-    score: float
-    threshold: float | None
-    target_precision: float
-    delta: float
-    calibration_n: int
-    file_sha256: str
     reason: str
 
 

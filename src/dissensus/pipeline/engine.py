@@ -50,11 +50,12 @@ from typing import Any, TypeVar
 from pydantic import BaseModel
 
 from dissensus.errors import DissensusError
+from dissensus.pipeline.acceptors import AcceptInput
 from dissensus.pipeline.audit import AUDIT_OPENED, is_audited
 from dissensus.pipeline.durable import CaseClient, CaseLog
 from dissensus.pipeline.followup import case_options, live_reask, run_dci
 from dissensus.pipeline.gates import guard_step, route_step
-from dissensus.pipeline.learned import AcceptanceFigures, learned_payload
+from dissensus.pipeline.learned import AcceptanceFigures
 from dissensus.pipeline.negotiate import concord_refusal, has_utilities, run_concord
 from dissensus.pipeline.records import AgentPosition, CaseRecord, ReviewItem, review_id_for
 from dissensus.pipeline.runtime import MODEL_ENV, Runtime
@@ -66,7 +67,6 @@ from dissensus.pipeline.steps import (
     FollowupStep,
     GuardStep,
 )
-from dissensus.pipeline.trust_regions import calibrated_accept
 from dissensus.signals import SecondAnswer, agent_signals, recorded_second_answers
 from dissensus.states import Reading, Route
 from dissensus.store import event_types as ev
@@ -388,38 +388,11 @@ async def _accept_or_escalate(case: _Case, why: str) -> CaseRecord:
 
 
 def _accept(case: _Case, got: FollowupStep) -> AcceptanceStep:
+    """The run's acceptor (:mod:`dissensus.pipeline.acceptors`) judges the case once, on
+    the signals journalled with its verdict."""
     acc = case.rt.policy.acceptance
     signals = agent_signals(case.panel, got.answers, acc.markers, got.voices)
-    hold = case.rt.spec.shift_hold
-    if case.rt.acceptance is not None and hold is not None:
-        return AcceptanceStep(
-            accepted=False,
-            decision=None,
-            basis="none",
-            supporters=[],
-            contradicted_by=[],
-            reason=f"acceptance held: {hold}",
-            signals=signals,
-        )
-    if case.rt.learned is not None:
-        from dissensus.acceptance.prepare import GuardInputs, acceptance_guard
-
-        # The guard features through the function calibration used, with this run's
-        # guard calibration and options (the journalled guard step is the same audit).
-        inputs = GuardInputs.from_policy(case.rt.policy, case.rt.guard_calibration)
-        guard = acceptance_guard(case.panel, inputs)
-        learned = learned_payload(
-            case.rt.learned, case.panel, reading=case.reading, guard=guard, second=got.answers
-        )
-        return AcceptanceStep(**learned, signals=signals)
-    result = calibrated_accept(
-        signals,
-        case.rt.regions,
-        veto_precision=acc.veto_precision,
-        min_families=acc.min_families,
-        fallback_max_score=acc.fallback_max_score,
-    )
-    return AcceptanceStep(**result.model_dump(), signals=signals)
+    return case.rt.acceptor.judge(AcceptInput(case.panel, case.reading, got.answers, signals))
 
 
 async def _deliberate(case: _Case, why: str) -> CaseRecord:

@@ -23,10 +23,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
-
 from dissensus.errors import ConfigError
-from dissensus.types import Panel
+from dissensus.types import AcceptanceFigures, Panel
 
 __all__ = [
     "AcceptanceFigures",
@@ -35,23 +33,6 @@ __all__ = [
     "load_learned_data",
     "make_learned",
 ]
-
-
-class AcceptanceFigures(BaseModel):
-    """What each record decided with learned acceptance quotes."""
-
-    model_config = ConfigDict(frozen=True)
-
-    family: str = "learned"
-    """The score family of the acceptance file (:mod:`dissensus.acceptance.families`)."""
-    score: float
-    """The best answer's score in that family (``learned``: its probability of being right)."""
-    threshold: float | None
-    """Accept when ``score >= threshold``; ``None``: the file accepts nothing."""
-    target_precision: float
-    delta: float
-    calibration_n: int
-    file_sha256: str
 
 
 def _import() -> Any:
@@ -103,14 +84,8 @@ def learned_payload(
 ) -> dict[str, Any]:
     """The journalled acceptance step of learned acceptance."""
     verdict, vector = learned.judge_case(panel, reading=reading, guard=guard, second=second)
-    figures = AcceptanceFigures(
-        family=verdict.family,
-        score=verdict.score,
-        threshold=verdict.threshold,
-        target_precision=verdict.target_precision,
-        delta=verdict.delta,
-        calibration_n=verdict.calibration_n,
-        file_sha256=verdict.file_sha256,
+    figures = AcceptanceFigures.model_validate(
+        verdict.model_dump(include=set(AcceptanceFigures.model_fields))
     )
     return {
         "accepted": verdict.accepted,

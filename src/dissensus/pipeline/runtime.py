@@ -31,6 +31,7 @@ import numpy as np
 from dissensus.guard import ReliabilityFit
 from dissensus.llm.budget import Budget
 from dissensus.llm.client import ModelClient
+from dissensus.pipeline.acceptors import Acceptor, acceptor_for
 from dissensus.pipeline.durable import JournalledClient, replay_spend
 from dissensus.pipeline.learned import make_learned
 from dissensus.pipeline.policy import Policy
@@ -136,6 +137,7 @@ class Runtime:
     _regions: dict[str, TrustRegion] | None = field(default=None, init=False)
     _budget: Budget | None = field(default=None, init=False)
     _learned: Any = field(default=None, init=False)
+    _acceptor: Acceptor | None = field(default=None, init=False)
     _monitor: dict[str, Any] | None = field(default=None, init=False)
     client: JournalledClient = field(init=False)
 
@@ -214,6 +216,13 @@ class Runtime:
                 else {}
             )
         return self._regions
+
+    @property
+    def acceptor(self) -> Acceptor:
+        """The one acceptance method of this run (:func:`~dissensus.pipeline.acceptors.acceptor_for`)."""
+        if self._acceptor is None:
+            self._acceptor = acceptor_for(self)
+        return self._acceptor
 
     @property
     def learned(self) -> Any:

@@ -1,0 +1,96 @@
+"""One acceptance interface: the run's acceptor is chosen once from its specification,
+every acceptor answers with the journalled step, and a held file never accepts."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dissensus.acceptance.calibrate import AcceptanceVerdict
+from dissensus.pipeline.acceptors import (
+    AcceptInput,
+    Acceptor,
+    HeldAcceptor,
+    LearnedAcceptor,
+    TrustRegionAcceptor,
+    acceptor_for,
+)
+from dissensus.pipeline.policy import Policy
+from dissensus.pipeline.steps import AcceptanceStep
+from dissensus.types import AcceptanceFigures, Panel
+from pipeline_cases import panel
+
+
+def _runtime(*, acceptance: dict[str, Any] | None, hold: str | None) -> Any:
+    return SimpleNamespace(
+        policy=Policy(),
+        spec=SimpleNamespace(shift_hold=hold),
+        acceptance=acceptance,
+        guard_calibration=None,
+        learned=None,
+        regions={},
+    )
+
+
+def test_the_run_specification_picks_one_acceptor() -> None:
+    assert isinstance(acceptor_for(_runtime(acceptance=None, hold=None)), TrustRegionAcceptor)
+    assert isinstance(
+        acceptor_for(_runtime(acceptance={"sha256": "x"}, hold=None)), LearnedAcceptor
+    )
+    held = acceptor_for(_runtime(acceptance={"sha256": "x"}, hold="shift p = 0.01"))
+    assert isinstance(held, HeldAcceptor)
+    # A hold without a file holds nothing: the trust regions judge.
+    assert isinstance(acceptor_for(_runtime(acceptance=None, hold="x")), TrustRegionAcceptor)
+    chosen: list[Acceptor] = [held, acceptor_for(_runtime(acceptance=None, hold=None))]
+    assert [a.name for a in chosen] == ["held", "trust_regions"]
+
+
+def _case(decisions: list[str | None]) -> AcceptInput:
+    return AcceptInput(
+        panel=Panel.model_validate(panel("p", decisions)), reading=None, second={}, signals=[]
+    )
+
+
+@settings(max_examples=50, deadline=None)
+@given(
+    hold=st.text(min_size=1, max_size=40),
+    decisions=st.lists(st.sampled_from(["1", "2", None]), min_size=2, max_size=6),
+)
+def test_a_held_file_never_accepts(hold: str, decisions: list[str | None]) -> None:
+    step = HeldAcceptor(hold).judge(_case(decisions))
+    assert isinstance(step, AcceptanceStep)
+    assert step.accepted is False and step.decision is None and step.basis == "none"
+    assert step.reason == f"acceptance held: {hold}"
+
+
+def test_trust_regions_without_a_calibration_answer_with_the_step() -> None:
+    acceptor = TrustRegionAcceptor(
+        regions=dict, veto_precision=0.75, min_families=3, fallback_max_score=0
+    )
+    step = acceptor.judge(_case(["1", "1", "1"]))
+    assert isinstance(step, AcceptanceStep)
+    assert step.figures is None  # only learned acceptance quotes figures
+    assert not step.accepted  # no signals: no calibrated agent, no independent families
+
+
+def test_the_verdict_is_the_figures_and_the_answer() -> None:
+    verdict = AcceptanceVerdict(
+        accepted=True,
+        decision="1",
+        reason="scored high",
+        family="votes",
+        score=0.9,
+        threshold=0.8,
+        target_precision=0.9,
+        delta=0.1,
+        calibration_n=100,
+        file_sha256="ab" * 32,
+    )
+    assert isinstance(verdict, AcceptanceFigures)
+    figures = AcceptanceFigures.model_validate(
+        verdict.model_dump(include=set(AcceptanceFigures.model_fields))
+    )
+    assert figures.family == "votes" and figures.score == 0.9 and figures.calibration_n == 100
