@@ -59,6 +59,7 @@ from dissensus.errors import ConfigError, DissensusError, InputError
 from dissensus.io.jsonl import Reject, parse_line
 from dissensus.pipeline.executors import Executor, LocalExecutor, Outcome, RunContext
 from dissensus.pipeline.records import CaseRecord
+from dissensus.pipeline.run_events import RunFinished, RunStopped
 from dissensus.pipeline.shift import check_run, latest_flag
 from dissensus.pipeline.spec import (
     PolicyLike,
@@ -315,7 +316,7 @@ async def execute_run(
             alpha=settings.shift_alpha,
             permutations=settings.shift_permutations,
         )
-        journal.append(run_id, ev.RUN_FINISHED, dict(counts), key="run/finished")
+        journal.append(run_id, ev.RUN_FINISHED, RunFinished(**counts).payload(), key="run/finished")
     finally:
         journal.release_run_lock(run_id, pid)
 
@@ -395,7 +396,7 @@ def _stopped(journal: Journal, run_id: str, limit: float, cases: int) -> None:
     n = 0
     while journal.get(run_id, f"run/stopped/{n}") is not None:
         n += 1
-    payload = {"reason": "deadline", "deadline_s": limit, "cases": cases}
+    payload = RunStopped(reason="deadline", deadline_s=limit, cases=cases).payload()
     journal.append(run_id, ev.RUN_STOPPED, payload, key=f"run/stopped/{n}")
 
 

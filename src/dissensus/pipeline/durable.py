@@ -73,6 +73,7 @@ from dissensus.llm.base import (
 from dissensus.llm.budget import Budget, attempt_hook
 from dissensus.llm.client import ModelClient
 from dissensus.llm.replay import canonical_request
+from dissensus.pipeline.run_events import ModelFailed, ModelSent, ModelSpend
 from dissensus.pipeline.steps import CallRecord
 from dissensus.store import event_types as ev
 from dissensus.store.canonical import canonical, sha256_text
@@ -406,7 +407,7 @@ class CaseClient:
             journal.append(
                 run_id,
                 ev.MODEL_SPEND,
-                {"call": key, "agent": request.agent, "model": model},
+                ModelSpend(call=key, agent=request.agent, model=model).payload(),
                 key=f"spend/{key}",
                 case=ref,
             )
@@ -447,7 +448,7 @@ class CaseClient:
     def _failed(self, key: str, spent: Usage, outcome: str) -> None:
         journal, run_id = self._owner.journal, self._owner.run_id
         n = _next_index(journal, run_id, f"failed/{key}")
-        payload = {"call": key, "usage": spent.model_dump(mode="json"), "outcome": outcome}
+        payload = ModelFailed(call=key, usage=spent, outcome=outcome).payload()
         journal.append(
             run_id, ev.MODEL_FAILED, payload, key=f"failed/{key}/{n}", case=self._log.ref
         )
@@ -460,7 +461,11 @@ class CaseClient:
             n = _next_index(journal, run_id, f"sent/{key}")
         self._sends[key] = n + 1
         journal.append(
-            run_id, ev.MODEL_SENT, {"call": key, "n": n}, key=f"sent/{key}/{n}", case=self._log.ref
+            run_id,
+            ev.MODEL_SENT,
+            ModelSent(call=key, n=n).payload(),
+            key=f"sent/{key}/{n}",
+            case=self._log.ref,
         )
 
     def _replay(self, payload: dict[str, Any], schema: type[BaseModel] | None) -> ChatResponse:

@@ -59,6 +59,7 @@ from pydantic import BaseModel
 
 from dissensus.errors import DissensusError, InputError
 from dissensus.pipeline.records import CaseRecord, Resolution, ReviewItem
+from dissensus.pipeline.run_events import ReviewResolved
 from dissensus.store import event_types as ev
 from dissensus.store.base import (
     REVIEW_REOPENED,
@@ -492,14 +493,14 @@ def resolve(
         journal.append(
             run_id,
             ev.REVIEW_RESOLVED,
-            {
-                "review_id": review_id,
-                "decision": decision,
-                "note": note,
-                "reviewer": reviewer,
-                "outside_options": outside,
-                "content_sha256": status.content_sha256,
-            },
+            ReviewResolved(
+                review_id=review_id,
+                decision=decision,
+                note=note,
+                reviewer=reviewer,
+                outside_options=outside,
+                content_sha256=status.content_sha256,
+            ).payload(),
             key=f"review/{line}/resolved{suffix}",
             case=str(line),
         )
