@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from dissensus.dci.packet import DecisionPacket
 from dissensus.pipeline.learned import AcceptanceFigures
 from dissensus.pipeline.steps import AcceptanceStep, ConcordStep, GuardStep
-from dissensus.states import Reading
+from dissensus.states import Reading, State
 from dissensus.types import Usage
 
 __all__ = ["AgentPosition", "CaseRecord", "Resolution", "ReviewItem", "review_id_for"]
@@ -59,7 +59,7 @@ class CaseRecord(BaseModel):
     """True when the pipeline committed the decision itself (after any automatic follow-up)."""
     reason: str
     """Why, in one sentence a reviewer can check against the journal."""
-    state: str
+    state: State
     """The first reading's state (CA / DA / CD / DD)."""
     route: str
     """The first route (``auto``, ``auto_explain``, ``seek_context``, ``escalate``, ...)."""

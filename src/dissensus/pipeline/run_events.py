@@ -50,7 +50,7 @@ class ModelSpend(_Payload):
 
     call: str
     agent: str | None
-    model: str
+    model: str | None
 
 
 class ModelSent(_Payload):
