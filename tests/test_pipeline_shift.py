@@ -14,6 +14,7 @@ import yaml
 from cli_helpers import cli
 from dissensus.pipeline.batch import execute_run, start_run
 from dissensus.pipeline.shift import SHIFT_EVENT, latest_flag
+from dissensus.pipeline.spec import RunSpec
 from dissensus.states import get_backend
 from dissensus.store import Journal
 from dissensus.types import Panel
@@ -120,6 +121,20 @@ def test_the_summary_and_the_service_report_the_check(world: Path, tmp_path: Pat
     words = " ".join(done.out.split())
     assert "At least 80 of every 100 automatic decisions should be right (80% confidence)" in words
     assert "New cases look different from the 150 calibration cases" in words
+    # The audits and the monitor, in words, with the number of audits the run opened.
+    with Journal(journal) as store:
+        run_id = store.runs()[-1].run_id
+        opened = sum(1 for e in store.events(run_id) if e.type == "review.audit")
+        rate = RunSpec.from_started(
+            store.get(run_id, "run/started").payload
+        ).policy.acceptance.audit_rate
+    if rate > 0:
+        assert (
+            f"{rate:.0%} of automatic decisions are audited blind ({opened} opened in this run"
+            in words
+        )
+    else:
+        assert "audited blind" not in words
 
     async def ask() -> dict[str, Any]:
         from dissensus.serve import ServeSettings

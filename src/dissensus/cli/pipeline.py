@@ -294,6 +294,7 @@ def _summary(
     journal: str,
     duplicates: int,
     shift: dict[str, Any] | None = None,
+    audits: tuple[float, int] | None = None,
 ) -> None:
     from dissensus.pipeline.learned import guarantee_sentence
     from dissensus.pipeline.shift import shift_words
@@ -331,6 +332,8 @@ def _summary(
     figures = next((r.acceptance for r in records if r.acceptance is not None), None)
     if figures is not None:
         out_console.print(guarantee_sentence(figures), soft_wrap=True)
+        if audits is not None and audits[0] > 0:
+            out_console.print(_audit_words(audits, figures.target_precision), soft_wrap=True)
     if shift is not None:
         out_console.print(shift_words(shift), soft_wrap=True)
     if escalated:
@@ -340,6 +343,34 @@ def _summary(
         out_console.print(
             f"  {program} review show {escalated[0].review_id} --journal {journal}", soft_wrap=True
         )
+
+
+def _audits_of(journal: Journal, run_id: str) -> tuple[float, int] | None:
+    """The run's audit rate and the blind audits it opened."""
+    from dissensus.pipeline.spec import RunSpec
+    from dissensus.store import event_types as ev
+
+    started = journal.get(run_id, "run/started")
+    if started is None:
+        return None
+    rate = RunSpec.from_started(started.payload).policy.acceptance.audit_rate
+    return rate, sum(1 for _ in journal.events(run_id, type=ev.REVIEW_AUDIT))
+
+
+def _audit_words(audits: tuple[float, int], target: float) -> str:
+    """The audits and the monitor, in words (the summary's last promise)."""
+    from dissensus.acceptance.monitor import confseq_available
+
+    rate, opened = audits
+    said = (
+        f"{rate:.0%} of automatic decisions are audited blind ({opened} opened in this run: "
+        "dissensus review audits)"
+    )
+    if confseq_available():
+        return (
+            f"{said}; automatic decisions stop where the audits show precision below {target:.0%}."
+        )
+    return f"{said}; the monitor that would stop them needs the monitor extra (confseq)."
 
 
 def _program() -> str:
@@ -429,7 +460,15 @@ def _run(
     checked = journal.get(run_id, "run/shift")
     shift = checked.payload if checked is not None else None
     if not json_out:
-        _summary(records, sink.count, run_id, journal.path, len(duplicates), shift)
+        _summary(
+            records,
+            sink.count,
+            run_id,
+            journal.path,
+            len(duplicates),
+            shift,
+            audits=_audits_of(journal, run_id),
+        )
     elif shift is not None and shift.get("shifted"):
         from dissensus.pipeline.shift import shift_words
 
