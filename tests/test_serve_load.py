@@ -339,7 +339,9 @@ def test_shutdown_ends_event_streams_with_the_runs_final_status(tmp_path: Path) 
     assert "graceful shutdown exceeded" not in log, log[-2000:]
     final = json.loads(lines[[i for i, x in enumerate(lines) if x.startswith("data: ")][-1]][6:])
     if events[-1] == "incomplete":
-        assert final["done"] < final["total"] and "runs resume" in final["error"]
+        # Stopped before run.finished: its last block may already be committed (group
+        # commit hands a block's records out once it is durable), so every case can be done.
+        assert final["done"] <= final["total"] and "runs resume" in final["error"]
     from dissensus.store import open_journal
 
     with open_journal(journal) as store:
