@@ -30,7 +30,8 @@ Choices where the design is silent:
   ``failed``.
 * On shutdown (SIGTERM / Ctrl-C) runs in progress get most of the graceful-shutdown
   time to finish, then are cancelled: they end ``incomplete`` (resumable with
-  ``dissensus runs resume``), and every open event stream receives that final event and
+  ``dissensus runs resume``; one cancelled after it journalled ``run.finished`` is
+  ``finished``), and every open event stream receives that final event and
   ends, so no client is left on a connection the server drops.
 * Progress is kept in memory (:class:`RunState`) for the runs this process executes;
   at most :data:`KEEP_FINISHED` finished runs stay in memory, older ones (and runs of
@@ -285,6 +286,11 @@ class Runner:
                 await self._off_loop(state, loop, on_reject, on_record)
             state.status = "finished"
         except asyncio.CancelledError:
+            if self._finished(state.run_id):
+                # Stopped only after the run journalled its end: it is finished.
+                state.status = "finished"
+                state.push("finished", state.summary())
+                raise
             state.status = "incomplete"
             state.error = (
                 "cancelled (the server stopped); resume with: dissensus runs resume " + state.run_id
@@ -349,6 +355,13 @@ class Runner:
                 await done
             await asyncio.sleep(0)  # let the last records the thread handed over land
             raise
+
+    def _finished(self, run_id: str) -> bool:
+        """Whether the journal holds the run's ``run.finished`` (unknown counts as not)."""
+        try:
+            return self.journal.get(run_id, "run/finished") is not None
+        except Exception:  # the journal is unreachable: the run is not known to be finished
+            return False
 
     def _evict(self) -> None:
         finished = [k for k, s in self._states.items() if s.status != "running"]
