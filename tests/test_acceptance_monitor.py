@@ -87,6 +87,22 @@ def test_the_verdict_counts_and_names_the_suspension() -> None:
     assert not empty.suspended and empty.audits == 0 and empty.upper == 1.0
 
 
+@NEEDS_CONFSEQ
+def test_a_repeated_outcome_sequence_is_bounded_once() -> None:
+    from dissensus.acceptance.monitor import _lower_cs_cached
+
+    outcomes = [True, False, True, True] * 25 + [False]
+    first = monitor(outcomes, target=0.9, delta=DELTA)
+    before = _lower_cs_cached.cache_info()
+    again = monitor(list(outcomes), target=0.9, delta=DELTA)
+    after = _lower_cs_cached.cache_info()
+    assert again == first
+    assert after.hits == before.hits + 2 and after.misses == before.misses
+    longer = monitor([*outcomes, True], target=0.9, delta=DELTA)
+    assert longer.audits == first.audits + 1
+    assert _lower_cs_cached.cache_info().misses == after.misses + 2
+
+
 def test_case_stratum_reads_the_acceptance_files_strata_field() -> None:
     assert case_stratum({"strata_field": "subset"}, {"subset": "Natural"}) == "Natural"
     assert case_stratum({"strata_field": None}, {"subset": "Natural"}) == ONE_STRATUM

@@ -26,11 +26,16 @@ Choices where the design is silent:
   the alias is restored to ``np.float64`` before importing it (nothing else changes).
 * Only a new acceptance file (another sha256) lifts a suspension: the audits are keyed
   by the file's hash.
+* The bounds are a pure function of the outcomes, delta and the grid, and the review
+  page asks for them on every queue load: the last 256 sequences' bounds are kept in
+  memory (an outcome sequence of a thousand audits costs seconds to bound), so a page
+  load without a new audit recomputes nothing.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from functools import lru_cache
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
@@ -81,6 +86,11 @@ def case_stratum(acceptance: Mapping[str, Any] | None, meta: Mapping[str, Any]) 
 
 
 def _lower_cs(x: Sequence[float], delta: float, breaks: int = BREAKS) -> list[float]:
+    return list(_lower_cs_cached(tuple(float(v) for v in x), float(delta), breaks))
+
+
+@lru_cache(maxsize=256)
+def _lower_cs_cached(x: tuple[float, ...], delta: float, breaks: int) -> tuple[float, ...]:
     import numpy as np
 
     if not hasattr(np, "float_"):
@@ -96,7 +106,7 @@ def _lower_cs(x: Sequence[float], delta: float, breaks: int = BREAKS) -> list[fl
     lower = betting_lower_cs(
         np.asarray(x, dtype=float), alpha=delta, breaks=breaks, running_intersection=True
     )
-    return [float(v) for v in lower]
+    return tuple(float(v) for v in lower)
 
 
 def confseq_available() -> bool:
