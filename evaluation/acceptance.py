@@ -67,7 +67,7 @@ from dissensus.acceptance.prepare import prepare_cases
 from dissensus.convert.llmbar import iter_llmbar_panels
 from dissensus.convert.varierrnli import iter_varierrnli_panels
 from dissensus.convert.zeroeval import iter_zeroeval_panels
-from dissensus.guard import audit, panel_votes
+from dissensus.guard import guard_votes, panel_votes
 from dissensus.pipeline.trust_regions import build_calibration, calibrated_accept, trust_regions
 from dissensus.signals import (
     AgentSignal,
@@ -264,7 +264,7 @@ def _guard(p: Panel) -> tuple[str | None, float]:
     votes = panel_votes(p)
     if len(votes) < 2:
         return None, 0.0
-    g = audit(votes, None, case_id=p.id)
+    g = guard_votes(votes, None, case_id=p.id)
     return g.answer, g.confidence
 
 

@@ -12,7 +12,7 @@ left out (no gold at decision time). Compared on the test subset:
 (i)   unweighted majority, confidence = vote share (ties to the smallest label);
 (ii)  consensus weighting ``w = exp(beta * agreement)`` (beta 1.5, the seed's default),
       confidence = weight share;
-(iii) the guarded aggregator (:func:`dissensus.guard.audit_many`) with the split's
+(iii) the guarded aggregator (:func:`dissensus.guard.guard_cases`) with the split's
       calibration; shown also with the recommended verifier turned off (majority
       answer, the guard's posterior confidence), to separate the two effects.
 
@@ -38,9 +38,9 @@ import numpy as np
 from dissensus.convert.llmbar import iter_llmbar_votes
 from dissensus.guard import (
     GuardThresholds,
-    audit_many,
     consensus_weighted_vote,
     fit_reliability,
+    guard_cases,
     majority_vote,
 )
 from dissensus.guard.encoding import encode_cases
@@ -72,10 +72,10 @@ def evaluate(cases: list[VoteCase], beta: float) -> list[dict[str, Any]]:
         k = len(enc.classes)
         mv, mp = majority_vote(enc.labels, k)
         cw, cp = consensus_weighted_vote(enc.labels, k, beta)
-        decisions = audit_many([c.model_copy(update={"gold": None}) for c in held], cal, beta=beta)
+        decisions = guard_cases([c.model_copy(update={"gold": None}) for c in held], cal, beta=beta)
         g_hit = np.array([d.answer == c.gold for d, c in zip(decisions, held, strict=True)])
         g_conf = np.array([d.confidence for d in decisions])
-        plain = audit_many(
+        plain = guard_cases(
             [c.model_copy(update={"gold": None}) for c in held],
             cal,
             beta=beta,

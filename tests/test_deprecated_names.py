@@ -17,6 +17,10 @@ DEPRECATED = [
     ("dissensus.guard", "CalibrationSettings", "dissensus.guard", "ReliabilitySettings"),
     ("dissensus.guard", "GuardSettings", "dissensus.guard", "GuardThresholds"),
     ("dissensus.guard", "calibrate", "dissensus.guard", "fit_reliability"),
+    ("dissensus.guard", "audit", "dissensus.guard", "guard_votes"),
+    ("dissensus.guard", "audit_case", "dissensus.guard", "guard_case"),
+    ("dissensus.guard", "audit_many", "dissensus.guard", "guard_cases"),
+    ("dissensus", "audit", "dissensus", "guard_votes"),
     ("dissensus.pipeline.signals", "agent_signals", "dissensus.signals", "agent_signals"),
     ("dissensus.pipeline.signals", "MarkerLexicon", "dissensus.signals", "MarkerLexicon"),
     ("dissensus.pipeline.durable", "JournalError", "dissensus.pipeline.durable", "UnreadableStep"),
@@ -78,6 +82,7 @@ def test_every_deprecated_name_is_banned_and_unused_in_the_package(repo_root: Pa
     pattern = re.compile(
         r"\bimport\s+(?:Calibration|CalibrationSettings|GuardSettings)\b"
         r"|from dissensus\.guard import[^\n]*\b(?:Calibration|GuardSettings|calibrate)\b"
+        r"|from dissensus\.guard(?:\.decision)? import[^\n]*\baudit(?:_case|_many)?\b"
         r"|dissensus\.pipeline\.signals import"
     )
     for path in src.rglob("*.py"):

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from dissensus.errors import InputError
-from dissensus.guard import ReliabilitySettings, audit_many, fit_reliability
+from dissensus.guard import ReliabilitySettings, fit_reliability, guard_cases
 from dissensus.guard.metrics import ece, figures
 from dissensus.types import Vote, VoteCase
 
@@ -68,7 +68,7 @@ def test_beta_star_unmeasured_without_absent_stratum() -> None:
     cases = [_case(i, ["x", "x", "y"], "x", present=True) for i in range(20)]
     cal = fit_reliability(cases)
     assert cal.beta_star is None and cal.beta_stratum_cases == 0
-    d = audit_many(cases[:1], cal)[0]
+    d = guard_cases(cases[:1], cal)[0]
     assert d.refusal is not None and d.refusal.invariant == 3
     assert "not measured" in d.refusal.message
 

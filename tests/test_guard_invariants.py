@@ -13,8 +13,8 @@ from dissensus.guard import (
     CorrelatedConsensusError,
     GuardThresholds,
     ReliabilityFit,
-    audit,
     fit_reliability,
+    guard_votes,
 )
 from dissensus.guard.provenance import independent_sources
 from dissensus.types import Vote, VoteCase
@@ -81,7 +81,7 @@ calibrations = st.one_of(st.none(), st.sampled_from(CALIBRATIONS))
 def test_refusal_whenever_fewer_than_two_independent_sources(
     votes: list[Vote], cal: ReliabilityFit | None, beta: float
 ) -> None:
-    d = audit(votes, cal, beta=beta)
+    d = guard_votes(votes, cal, beta=beta)
     # Independent oracle: evidence sources of SOURCES that are real documents (not a
     # model's memory) among the voters that had evidence, written out by hand here.
     real = {
@@ -100,12 +100,12 @@ def test_refusal_whenever_fewer_than_two_independent_sources(
 def test_refusal_strict_raises_and_carries_decision(
     votes: list[Vote], cal: ReliabilityFit | None, beta: float
 ) -> None:
-    d = audit(votes, cal, beta=beta)
+    d = guard_votes(votes, cal, beta=beta)
     if d.refusal is None:
-        assert audit(votes, cal, beta=beta, strict=True) == d
+        assert guard_votes(votes, cal, beta=beta, strict=True) == d
         return
     with pytest.raises(CorrelatedConsensusError) as info:
-        audit(votes, cal, beta=beta, strict=True)
+        guard_votes(votes, cal, beta=beta, strict=True)
     assert info.value.decision == d
     assert f"invariant {d.refusal.invariant}" in str(info.value)
 
@@ -136,7 +136,7 @@ def test_fallback_agreement_at_or_above_maximum_always_refuses(
     ]
     absent = n_absent + n_dissent
     frac = max(n_absent, n_dissent) / absent
-    d = audit(votes, cal, settings=GuardThresholds(max_fallback_agreement=maximum))
+    d = guard_votes(votes, cal, settings=GuardThresholds(max_fallback_agreement=maximum))
     assert d.invariants[1].figures["fallback_agreement"] == pytest.approx(frac)
     if frac >= maximum:
         assert d.refusal is not None and d.refusal.invariant == 2
@@ -147,7 +147,7 @@ def test_fallback_agreement_at_or_above_maximum_always_refuses(
 def test_beta_never_exceeds_measured_beta_star(
     votes: list[Vote], cal: ReliabilityFit | None, beta: float
 ) -> None:
-    d = audit(votes, cal, beta=beta)
+    d = guard_votes(votes, cal, beta=beta)
     if d.weighted:
         assert cal is not None and cal.beta_star is not None
         assert d.beta_used is not None
@@ -162,7 +162,7 @@ def test_beta_never_exceeds_measured_beta_star(
 def test_confidence_in_unit_interval_and_probabilities_sum_to_one(
     votes: list[Vote], cal: ReliabilityFit | None, beta: float
 ) -> None:
-    d = audit(votes, cal, beta=beta)
+    d = guard_votes(votes, cal, beta=beta)
     assert 0.0 <= d.confidence <= 1.0
     assert all(0.0 <= p <= 1.0 for p in d.probabilities.values())
     assert math.isclose(sum(d.probabilities.values()), 1.0, abs_tol=1e-9)
@@ -175,8 +175,8 @@ def test_confidence_in_unit_interval_and_probabilities_sum_to_one(
 def test_decisions_are_deterministic(
     votes: list[Vote], cal: ReliabilityFit | None, beta: float
 ) -> None:
-    first = audit(votes, cal, beta=beta)
-    again = audit(
+    first = guard_votes(votes, cal, beta=beta)
+    again = guard_votes(
         list(votes),
         ReliabilityFit.model_validate_json(cal.model_dump_json()) if cal else None,
         beta=beta,
@@ -186,7 +186,7 @@ def test_decisions_are_deterministic(
 
 @given(vote_lists())
 def test_every_decision_reports_mode_neff_and_why(votes: list[Vote]) -> None:
-    d = audit(votes)
+    d = guard_votes(votes)
     assert d.mode in ("consensus", "bounded", "majority", "verifier")
     assert d.reason and f"n_eff {d.n_eff:.2f}" in d.reason
     assert [c.number for c in d.invariants] == [1, 2, 3]
@@ -202,11 +202,11 @@ def test_all_invariants_hold_gives_consensus_weighting() -> None:
         Vote(agent="agent1", answer="a", evidence_source="pubmed", evidence_present=True),
         Vote(agent="agent2", answer="b", evidence_source="news", evidence_present=True),
     ]
-    d = audit(votes, cal, beta=min(0.5, cal.beta_star))
+    d = guard_votes(votes, cal, beta=min(0.5, cal.beta_star))
     assert d.mode == "consensus" and d.weighted and d.refusal is None and d.answer == "a"
-    bounded = audit(votes, cal, beta=cal.beta_star + 5)
+    bounded = guard_votes(votes, cal, beta=cal.beta_star + 5)
     assert bounded.mode == "bounded" and bounded.beta_used == cal.beta_star
-    undecomposed = audit(
+    undecomposed = guard_votes(
         votes, cal, beta=min(0.5, cal.beta_star), settings=GuardThresholds(decompose=False)
     )
     assert undecomposed.mode == "bounded" and undecomposed.weighted
@@ -226,10 +226,10 @@ def test_verifier_veto_over_majority() -> None:
     votes.append(
         Vote(agent="judge", answer="y", evidence_source="parametric:Other", evidence_present=False)
     )
-    d = audit(votes, verifier="judge", settings=GuardThresholds(max_fallback_agreement=1.0))
+    d = guard_votes(votes, verifier="judge", settings=GuardThresholds(max_fallback_agreement=1.0))
     assert d.mode == "verifier" and d.answer == "y" and "vetoed" in d.reason
     assert d.refusal is not None and d.refusal.invariant == 1
-    missing = audit(votes, verifier="nobody")
+    missing = guard_votes(votes, verifier="nobody")
     assert missing.mode == "majority" and missing.answer == "x"
 
 
@@ -254,7 +254,7 @@ def test_clones_count_as_fewer_independent_voters() -> None:
         )
         for i in range(5)
     ]
-    a, b = audit(clones), audit(mixed)
+    a, b = guard_votes(clones), guard_votes(mixed)
     assert a.n_eff < b.n_eff
     assert a.confidence < b.confidence
     # Vote share is 1.0 for both; the guard's confidence is not.
@@ -264,7 +264,7 @@ def test_clones_count_as_fewer_independent_voters() -> None:
 def test_audit_rejects_bad_arguments() -> None:
     one = [Vote(agent="a", answer="x", evidence_source="s", evidence_present=True)]
     with pytest.raises(InputError):
-        audit(one)
+        guard_votes(one)
     two = [*one, Vote(agent="b", answer="x", evidence_source="t", evidence_present=True)]
     with pytest.raises(ConfigError):
-        audit(two, beta=float("nan"))
+        guard_votes(two, beta=float("nan"))

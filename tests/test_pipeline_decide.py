@@ -9,7 +9,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dissensus.guard import audit
+from dissensus.guard import guard_votes
 from dissensus.pipeline import Policy, decide, panel_votes, policy_from_dict
 from dissensus.signals import recorded_second_answers
 from dissensus.store import Journal
@@ -140,7 +140,7 @@ def test_guard_gates_every_automatic_commitment(row: dict[str, Any]) -> None:
     votes = panel_votes(p)
     if record.basis == "guard":
         # Committed on the guard's word: evidence auditable and independent, same answer.
-        checks = {c.number: c.holds for c in audit(votes).invariants}
+        checks = {c.number: c.holds for c in guard_votes(votes).invariants}
         assert checks[1] and checks[2]
         assert record.path[-1] == "guard:backed" and record.route in ("auto", "auto_explain")
         assert record.decision == Counter(v.answer for v in votes).most_common(1)[0][0]

@@ -12,7 +12,7 @@ EXPECTED = {
     "Vote",
     "VoteCase",
     "__version__",
-    "audit",
+    "guard_votes",
     "decide",
     "deliberate",
     "negotiate",
@@ -34,8 +34,8 @@ def test_every_exported_name_resolves() -> None:
 
 
 def test_lazy_entry_points_are_the_part_functions() -> None:
-    from dissensus.guard import audit
+    from dissensus.guard import guard_votes
     from dissensus.pipeline import decide
 
-    assert dissensus.audit is audit
+    assert dissensus.guard_votes is guard_votes
     assert dissensus.decide is decide

@@ -16,7 +16,7 @@ import yaml
 
 from dissensus.cli.route import record_of
 from dissensus.concord.bounds import compute_bound
-from dissensus.guard import audit_case
+from dissensus.guard import guard_case
 from dissensus.io.jsonl import parse_line
 from dissensus.pipeline import execute_run, load_policy, start_run
 from dissensus.serve import ServeSettings, check_exposure, create_app
@@ -312,7 +312,7 @@ async def test_vote_negotiate_verify_bound(tmp_path: Path) -> None:
     async with client_for(settings(tmp_path)) as client:
         vote = await client.post("/v1/vote", json=case, headers=auth("sub"))
         assert vote.status_code == 200
-        assert vote.json() == audit_case(VoteCase.model_validate(case)).model_dump(mode="json")
+        assert vote.json() == guard_case(VoteCase.model_validate(case)).model_dump(mode="json")
         votes = await client.post(
             "/v1/vote", json=[case, {"id": "x", "votes": []}], headers=auth("sub")
         )

@@ -11,6 +11,7 @@ first access so that ``import dissensus`` stays cheap.
 
 from __future__ import annotations
 
+import warnings
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
@@ -19,7 +20,7 @@ from dissensus.types import AgentOutput, Evidence, Panel, Usage, Vote, VoteCase
 if TYPE_CHECKING:
     from dissensus.concord import negotiate, verify
     from dissensus.dci import deliberate
-    from dissensus.guard import audit
+    from dissensus.guard import guard_votes
     from dissensus.llm import resolve_model
     from dissensus.pipeline import decide
     from dissensus.states import read_panel, read_panels, route
@@ -30,7 +31,7 @@ _LAZY = {
     "read_panel": "dissensus.states",
     "read_panels": "dissensus.states",
     "route": "dissensus.states",
-    "audit": "dissensus.guard",
+    "guard_votes": "dissensus.guard",
     "negotiate": "dissensus.concord",
     "verify": "dissensus.concord",
     "deliberate": "dissensus.dci",
@@ -46,9 +47,9 @@ __all__ = [
     "Vote",
     "VoteCase",
     "__version__",
-    "audit",
     "decide",
     "deliberate",
+    "guard_votes",
     "negotiate",
     "read_panel",
     "read_panels",
@@ -58,7 +59,18 @@ __all__ = [
 ]
 
 
+_RENAMED = {"audit": "guard_votes"}
+"""Earlier top-level names: still importable, with a :class:`DeprecationWarning` naming
+the current one (an *audit* is a reviewer's blind check of an automatic commit)."""
+
+
 def __getattr__(name: str) -> Any:
+    if name in _RENAMED:
+        new = _RENAMED[name]
+        warnings.warn(
+            f"dissensus.{name} is deprecated: use dissensus.{new}", DeprecationWarning, stacklevel=2
+        )
+        return __getattr__(new)
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'dissensus' has no attribute {name!r}")

@@ -155,7 +155,7 @@ def acceptance_guard(panel: Panel, guard: GuardInputs) -> Any:
     The same audit as the pipeline's guard step (:func:`dissensus.pipeline.gates.guard_step`):
     the panel's votes, the run's guard calibration and options.
     """
-    from dissensus.guard import GuardThresholds, audit, panel_votes
+    from dissensus.guard import GuardThresholds, guard_votes, panel_votes
 
     if not guard.enabled:
         return None
@@ -163,7 +163,7 @@ def acceptance_guard(panel: Panel, guard: GuardInputs) -> Any:
     if len(votes) < 2:
         return None
     settings = GuardThresholds.model_validate(dict(guard.options))
-    return audit(votes, guard.calibration, settings=settings, case_id=panel.id)
+    return guard_votes(votes, guard.calibration, settings=settings, case_id=panel.id)
 
 
 def prepare_cases(

@@ -263,7 +263,7 @@ def vote_command(
     rejects: RejectsOption = None,
 ) -> None:
     """Decide every case under the guard: mode, answer, confidence, n_eff and why."""
-    from dissensus.guard import CorrelatedConsensusError, GuardThresholds, audit_case
+    from dissensus.guard import CorrelatedConsensusError, GuardThresholds, guard_case
     from dissensus.io.jsonl import Reject, open_text, read_models
 
     check_input_path(votes)
@@ -282,7 +282,7 @@ def vote_command(
                 sink.add(item)
                 continue
             try:
-                d = audit_case(
+                d = guard_case(
                     item, cal, beta=beta, strict=strict, verifier=verifier, settings=settings
                 )
             except CorrelatedConsensusError as exc:

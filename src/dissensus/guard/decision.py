@@ -68,9 +68,9 @@ __all__ = [
     "InvariantCheck",
     "Mode",
     "Refusal",
-    "audit",
-    "audit_case",
-    "audit_many",
+    "guard_case",
+    "guard_cases",
+    "guard_votes",
 ]
 
 Mode = Literal["consensus", "bounded", "majority", "verifier"]
@@ -257,7 +257,7 @@ def _weighted(votes: Sequence[Vote], beta: float, decompose: bool) -> tuple[str,
     return answers[int(win[0])], float(shares[0, int(win[0])])
 
 
-def audit(
+def guard_votes(
     votes: Sequence[Vote],
     calibration: ReliabilityFit | None = None,
     *,
@@ -271,7 +271,7 @@ def audit(
 
     >>> from dissensus.types import Vote
     >>> votes = [Vote(agent=a, answer="yes", evidence_source="parametric", evidence_present=False) for a in "abc"]
-    >>> d = audit(votes)
+    >>> d = guard_votes(votes)
     >>> d.mode, d.answer, d.refusal.invariant, d.weighted
     ('majority', 'yes', 1, False)
     """
@@ -393,7 +393,7 @@ def audit(
     return decision
 
 
-def audit_case(
+def guard_case(
     case: VoteCase,
     calibration: ReliabilityFit | None = None,
     *,
@@ -403,7 +403,7 @@ def audit_case(
     settings: GuardThresholds | None = None,
 ) -> GuardDecision:
     """:func:`audit` on a :class:`VoteCase` (its id is copied to the decision)."""
-    return audit(
+    return guard_votes(
         case.votes,
         calibration,
         beta=beta,
@@ -414,7 +414,7 @@ def audit_case(
     )
 
 
-def audit_many(
+def guard_cases(
     cases: Iterable[VoteCase],
     calibration: ReliabilityFit | None = None,
     *,
@@ -422,7 +422,7 @@ def audit_many(
     verifier: str | None = None,
     settings: GuardThresholds | None = None,
 ) -> list[GuardDecision]:
-    """:func:`audit_case` on every case (never strict: refusals are outcomes)."""
+    """:func:`guard_case` on every case (never strict: refusals are outcomes)."""
     return [
-        audit_case(c, calibration, beta=beta, verifier=verifier, settings=settings) for c in cases
+        guard_case(c, calibration, beta=beta, verifier=verifier, settings=settings) for c in cases
     ]

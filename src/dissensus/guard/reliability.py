@@ -154,7 +154,7 @@ class VerifierChoice(BaseModel):
 
 
 class ReliabilityFit(BaseModel):
-    """Everything :func:`dissensus.guard.audit` needs from a labelled set (JSON-ready)."""
+    """Everything :func:`dissensus.guard.guard_votes` needs from a labelled set (JSON-ready)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -331,7 +331,7 @@ def fit_reliability(
     >>> cal.cases, [a.agent for a in cal.agents]
     (30, ['a', 'b'])
     """
-    from dissensus.guard.decision import GuardThresholds, audit_many
+    from dissensus.guard.decision import GuardThresholds, guard_cases
 
     settings = settings or ReliabilitySettings()
     labelled = [c for c in cases if c.gold is not None]
@@ -372,7 +372,7 @@ def fit_reliability(
         verifier=verifier,
         settings=settings,
     )
-    decisions = audit_many(labelled, base, settings=GuardThresholds())
+    decisions = guard_cases(labelled, base, settings=GuardThresholds())
     g_conf = np.array([d.confidence for d in decisions])
     g_hit = np.array([d.answer == c.gold for d, c in zip(decisions, labelled, strict=True)])
     strata = []

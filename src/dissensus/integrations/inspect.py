@@ -11,7 +11,7 @@ The graders' scores become a :class:`~dissensus.types.Panel` (grader = agent, sc
 the reduced ``Score`` carries:
 
 * ``value``: the guarded decision -- the pipeline's committed decision, else (escalated)
-  the guard's answer (:func:`dissensus.guard.audit` on the same votes: unweighted
+  the guard's answer (:func:`dissensus.guard.guard_votes` on the same votes: unweighted
   majority when consensus weighting is refused, ties broken by the posterior, then by
   the smallest label, never by the graders' order);
 * ``answer``: the pipeline's action (``auto``, ``auto_explain``, ``escalate``, ...), so
@@ -62,7 +62,7 @@ from typing import Any, TypeVar
 from inspect_ai.scorer import Score, ScoreReducer, score_reducer
 
 from dissensus.errors import ConfigError
-from dissensus.guard import GuardThresholds, audit
+from dissensus.guard import GuardThresholds, guard_votes
 from dissensus.pipeline import (
     CaseRecord,
     Policy,
@@ -204,7 +204,7 @@ def _metadata(panel: Panel, record: CaseRecord, spec: RunSpec) -> tuple[str | No
     votes = panel_votes(panel)
     settings = GuardThresholds.model_validate(spec.policy.guard.options)
     guard = (
-        audit(votes, spec.guard_calibration, settings=settings, case_id=panel.id)
+        guard_votes(votes, spec.guard_calibration, settings=settings, case_id=panel.id)
         if len(votes) >= 2
         else None
     )

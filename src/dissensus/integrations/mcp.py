@@ -61,7 +61,7 @@ from dissensus.concord.record import Certificate
 from dissensus.concord.verify import Verdict
 from dissensus.concord.verify import verify as verify_record
 from dissensus.errors import ConfigError, DissensusError, InputError
-from dissensus.guard import GuardThresholds, ReliabilityFit, audit_case
+from dissensus.guard import GuardThresholds, ReliabilityFit, guard_case
 from dissensus.guard.decision import GuardDecision
 from dissensus.integrations._review import content_sha256, resolve_checked
 from dissensus.pipeline import CaseRecord, RunSpec, adecide
@@ -246,7 +246,7 @@ def vote(
             ) from exc
     settings = GuardThresholds()
     return [
-        audit_case(case, cal, beta=beta, strict=strict, verifier=verifier, settings=settings)
+        guard_case(case, cal, beta=beta, strict=strict, verifier=verifier, settings=settings)
         for case in cases
     ]
 

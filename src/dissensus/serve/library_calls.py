@@ -35,7 +35,7 @@ from dissensus.concord.rules import RULES
 from dissensus.concord.verify import Verdict
 from dissensus.concord.verify import verify as verify_record
 from dissensus.errors import ConfigError
-from dissensus.guard import GuardThresholds, ReliabilityFit, audit_case
+from dissensus.guard import GuardThresholds, ReliabilityFit, guard_case
 from dissensus.guard.decision import GuardDecision
 from dissensus.io.limits import MAX_AGENTS
 from dissensus.states.reading import Reading, Thresholds, read_panels
@@ -121,7 +121,7 @@ def vote(
 ) -> list[GuardDecision]:
     """Guarded decisions (``dissensus vote --json``); a strict refusal raises."""
     return [
-        audit_case(c, calibration, beta=beta, strict=strict, verifier=verifier, settings=settings)
+        guard_case(c, calibration, beta=beta, strict=strict, verifier=verifier, settings=settings)
         for c in cases
     ]
 
