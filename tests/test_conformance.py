@@ -174,6 +174,9 @@ def _service(policy: Path, tmp: Path) -> ServeSettings:
         journal=str(tmp / "serve.sqlite"),
         policy=str(policy),
         tokens=str(write_tokens(tmp / "tokens.txt")),
+        # The doors are compared by their records, not their speed: a loaded machine must
+        # not turn a slow synchronous decide into a 504 "poll the run".
+        request_timeout_s=900.0,
     )
 
 

@@ -75,7 +75,9 @@ class Label(BaseModel):
 # An attempt's deadline. Healthy attempts take ~0.05 s (0.25 s at most, 16 at a time in
 # one process) once the SDK is warm; a hung one lasts the whole deadline, and the soak
 # ends when its last hung attempt does.
-TIMEOUT_S = 0.5
+TIMEOUT_S = 2.0
+# Long enough that a healthy attempt is answered on a loaded machine (the fake server is a
+# thread of this process, starved under load); the hang fault (10 s) still times out.
 
 
 def _warm_up(script: ScriptedRules) -> None:
@@ -154,7 +156,9 @@ def test_fault_soak() -> None:
         if isinstance(o, ChatResponse):
             assert o.parsed == Label(label="yes", agent=agents[i % 10])
     assert successes and refused  # the budget did bind
-    assert set(faults) == set(FAULT_KINDS) and sum(faults.values()) > 0.15 * CALLS
+    # Every kind of fault was injected, at about the plan's rate among the requests the
+    # server read (not among CALLS: on a loaded machine some attempts never reach it).
+    assert set(faults) == set(FAULT_KINDS) and sum(faults.values()) > 0.15 * received
 
     assert usage.attempts == budget.spent.attempts
     assert received <= usage.attempts <= received + counters[0].cut

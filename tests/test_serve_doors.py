@@ -69,6 +69,9 @@ def _settings(tmp: Path, policy: Path) -> ServeSettings:
         journal=str(tmp / "serve.sqlite"),
         policy=str(policy),
         tokens=str(write_tokens(tmp / "tokens.txt")),
+        # The doors are compared by their records, not their speed: a loaded machine must
+        # not turn a slow synchronous decide into a 504 "poll the run".
+        request_timeout_s=900.0,
     )
 
 
