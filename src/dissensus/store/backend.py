@@ -39,7 +39,7 @@ from dissensus.store.schema import Dialect
 
 __all__ = ["Backend", "Row", "SessionLocks", "stored_keys"]
 
-Row = dict[str, Any]
+Row = dict[str, Any]  # a database row passing through: columns named by its query
 """One row of a query, keyed by column name (the query's SQL says which columns); read
 into a model by the service that asked."""
 

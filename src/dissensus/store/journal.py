@@ -181,7 +181,7 @@ class Journal:
     def close(self) -> None:
         self._backend.close()
 
-    def schema(self) -> dict[str, Any]:
+    def schema(self) -> dict[str, Any]:  # plain JSON: SchemaInfo's keys, printed as is
         """The journal's schema revision, this version's, pending revisions and the
         revision history (:class:`~dissensus.store.migrations.SchemaInfo`'s keys; plain
         JSON, printed as it is by ``runs schema --json``)."""
