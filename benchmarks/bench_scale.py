@@ -324,7 +324,7 @@ _STAGES = {
     "guard (guard_step)": [("gates.py", "guard_step")],
     "signals for acceptance (agent_signals)": [("signals.py", "agent_signals")],
     "accept (_accept)": [("engine.py", "_accept")],
-    "journal append (Journal.append)": [("store/base.py", "append")],
+    "journal append (Journal.append)": [("store/journal.py", "append")],
 }
 
 
@@ -445,7 +445,7 @@ def _decide_cpu(
         share = sum(
             v[3]
             for k, v in stats.items()
-            if k[0].endswith("store/base.py") and k[2] in ("append_batch", "get", "events")
+            if k[0].endswith("store/journal.py") and k[2] in ("append_batch", "get", "events")
         )
     return cpu, n, events, share
 

@@ -43,12 +43,12 @@ def install_in_batch(nth: int, note: str) -> None:
     """Send this process SIGKILL inside its ``nth`` batch of two events or more: after the
     batch's rows were written, before its transaction commits. The batch's first sequence
     number and size are written to ``note`` first (JSON)."""
-    from dissensus.store.sqlite import SQLiteJournal
+    from dissensus.store.sqlite import SQLiteBackend
 
-    original = SQLiteJournal._write_events
+    original = SQLiteBackend.write_events
     seen = [0]
 
-    def write(self: SQLiteJournal, rows: Any) -> None:
+    def write(self: SQLiteBackend, rows: Any) -> None:
         original(self, rows)
         if len(rows) >= 2:
             seen[0] += 1
@@ -57,7 +57,7 @@ def install_in_batch(nth: int, note: str) -> None:
                     json.dump([rows[0][1], len(rows)], handle)
                 os.kill(os.getpid(), signal.SIGKILL)
 
-    SQLiteJournal._write_events = write  # type: ignore[method-assign]
+    SQLiteBackend.write_events = write  # type: ignore[method-assign]
 
 
 Streams = tuple[int, int, tuple[int, ...]]

@@ -30,7 +30,7 @@ from dissensus.pipeline.review import (
     resolve,
 )
 from dissensus.store import Journal, JournalReadOnly
-from dissensus.store.sqlite import SQLiteJournal
+from dissensus.store.review_index import ReviewIndex
 from pipeline_cases import as_panel, panel
 from store_backends import pg_schema, pg_url, raw, target_for
 
@@ -249,10 +249,10 @@ def test_a_read_only_journal_with_a_stale_index_lists_from_the_events(
         review_id = _open(journal, template, "run-a", REASONS[0])
     raw(target, "DELETE FROM review_index")
 
-    def read_only(self: Journal) -> int:
-        raise JournalReadOnly(f"journal {self.path} is read-only")
+    def read_only(self: ReviewIndex) -> int:
+        raise JournalReadOnly("the journal is read-only")
 
-    monkeypatch.setattr(SQLiteJournal, "rebuild_review_index", read_only)
+    monkeypatch.setattr(ReviewIndex, "rebuild", read_only)
     with Journal(target) as journal:
         assert not journal.review_index_agrees()
         assert journal.review_entries() is None

@@ -328,12 +328,12 @@ def clock_ahead(monkeypatch: pytest.MonkeyPatch, seconds: float) -> None:
     expires without the test waiting for it."""
     from datetime import UTC, datetime, timedelta
 
-    from dissensus.store import base
+    from dissensus.store import clock
 
     def ahead() -> str:
         return (datetime.now(UTC) + timedelta(seconds=seconds)).isoformat(timespec="microseconds")
 
-    monkeypatch.setattr(base, "_now", ahead)
+    monkeypatch.setattr(clock, "now", ahead)
 
 
 def test_claims_exclude_other_reviewers_until_they_expire(

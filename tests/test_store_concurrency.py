@@ -236,7 +236,7 @@ def test_one_journal_object_shared_by_threads_keeps_one_chain(journal_target: st
 def test_a_read_only_journal_is_a_usage_error(tmp_path: Path) -> None:
     with Journal(tmp_path / "ro.sqlite") as j:
         j.create_run("r", kind="t", meta={})
-        j._db.execute("PRAGMA query_only = ON")  # type: ignore[attr-defined]  # what a read-only file does
+        j._backend._db.execute("PRAGMA query_only = ON")  # type: ignore[attr-defined]  # what a read-only file does
         with pytest.raises(JournalReadOnly, match="is read-only") as caught:
             j.append("r", "e", {}, key="k")
     assert caught.value.exit_code == 2

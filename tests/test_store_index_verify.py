@@ -16,7 +16,7 @@ import pytest
 from cli_helpers import run_cli
 from dissensus.pipeline.review import list_items, resolve
 from dissensus.store import Journal, JournalReadOnly
-from dissensus.store.sqlite import SQLiteJournal
+from dissensus.store.review_index import ReviewIndex
 from store_backends import raw
 from test_review_queue import _escalated
 
@@ -84,10 +84,10 @@ def test_a_read_only_journal_with_an_edited_index_lists_from_the_events(
     first, second = _journal_with_two_cases(target)
     _move_resolution(target, first, second)
 
-    def read_only(self: Journal) -> int:
+    def read_only(self: ReviewIndex) -> int:
         raise JournalReadOnly("read-only")
 
-    monkeypatch.setattr(SQLiteJournal, "rebuild_review_index", read_only)
+    monkeypatch.setattr(ReviewIndex, "rebuild", read_only)
     with Journal(target) as journal:
         assert journal.review_entries() is None
         assert [s.item.review_id for s in list_items(journal)] == [second]

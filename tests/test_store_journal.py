@@ -194,8 +194,8 @@ def test_runs_verify_cli_fails_on_an_edited_event(tmp_path: Path) -> None:
 def test_wal_and_full_sync_are_the_default(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("DISSENSUS_JOURNAL_SYNC", raising=False)
     with _journal(str(tmp_path / "j.sqlite")) as j:
-        assert j._db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"  # type: ignore[attr-defined]
-        assert j._db.execute("PRAGMA synchronous").fetchone()[0] == 2  # type: ignore[attr-defined]  # FULL
+        assert j._backend._db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"  # type: ignore[attr-defined]
+        assert j._backend._db.execute("PRAGMA synchronous").fetchone()[0] == 2  # type: ignore[attr-defined]  # FULL
     monkeypatch.setenv("DISSENSUS_JOURNAL_SYNC", "sometimes")
     with pytest.raises(InputError):
         Journal(tmp_path / "other.sqlite")
@@ -216,9 +216,9 @@ def test_a_missing_directory_is_an_input_error(tmp_path: Path) -> None:
 
 def test_open_journal_picks_the_back_end_from_the_target(journal_target: str) -> None:
     with open_journal(journal_target) as j:
-        kind = type(j).__name__
+        kind = type(j._backend).__name__
     assert kind == (
-        "PostgresJournal" if journal_target.startswith("postgresql://") else "SQLiteJournal"
+        "PostgresBackend" if journal_target.startswith("postgresql://") else "SQLiteBackend"
     )
 
 

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from dissensus.cli import app, main
 from dissensus.errors import InputError
 from dissensus.store import open_journal
-from dissensus.store.base import EVENTS_COLUMNS, RUNS_COLUMNS
+from dissensus.store.events import EVENTS_COLUMNS, RUNS_COLUMNS
 from dissensus.store.migrations import (
     CURRENT,
     REVISIONS,

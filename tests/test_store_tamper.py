@@ -30,7 +30,7 @@ def _build(n: int, *, signer: Signer | None = None) -> Journal:
 
 
 def _db(j: Journal) -> sqlite3.Connection:
-    db: sqlite3.Connection = j._db  # type: ignore[attr-defined]
+    db: sqlite3.Connection = j._backend._db  # type: ignore[attr-defined]
     return db
 
 

@@ -1,4 +1,4 @@
-"""The run journal: append-only, hash-chained, SQLite by default or PostgreSQL (see :mod:`.base`)."""
+"""The run journal: append-only, hash-chained, SQLite by default or PostgreSQL (see :mod:`.journal`)."""
 
 from dissensus.store.canonical import GENESIS, canonical, chain_hash, sha256_text
 from dissensus.store.journal import (

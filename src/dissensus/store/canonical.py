@@ -12,6 +12,7 @@ non-finite floats are refused because JSON cannot carry them. ``canonical`` and
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from dissensus.canonical import canonical, sha256_text
@@ -22,7 +23,7 @@ GENESIS = "0" * 64
 """The ``prev_hash`` of the first event of every run."""
 
 
-def chain_hash(prev_hash: str, event: dict[str, Any]) -> str:
+def chain_hash(prev_hash: str, event: Mapping[str, Any]) -> str:
     """``sha256(prev_hash + canonical(event))``."""
     return sha256_text(prev_hash + canonical(event))
 

@@ -1,41 +1,74 @@
-"""The run journal's public names, whichever back end holds it.
+"""The run journal: one object over an event log and the services kept beside it.
 
-``Journal(target)`` opens an SQLite file (the default, :mod:`dissensus.store.sqlite`)
-or, for a ``postgresql://`` URL, a PostgreSQL database (:mod:`dissensus.store.postgres`);
-both share the interface and the hash chain defined in :mod:`dissensus.store.base`.
-This module re-exports them so callers import from one place.
+Every run of the pipeline writes its inputs, readings, guard audits, routes, every model
+call with its usage, follow-ups, packets, certificates, review items, human resolutions
+and final records as *events* (:mod:`~dissensus.store.events`), each chained on the one
+before it (:mod:`~dissensus.store.chain`). ``Journal(target)`` opens the back end the
+target names and composes the journal's parts over it:
+
+========================================  ==================================================
+:mod:`~dissensus.store.sqlite`,           the back ends: SQLite file (default) or
+:mod:`~dissensus.store.postgres`          ``postgresql://`` URL, behind
+                                          :class:`~dissensus.store.backend.Backend`
+:mod:`~dissensus.store.transactions`      write transactions, and what follows a commit
+:mod:`~dissensus.store.log`               runs and the append-only event log (:class:`EventLog`)
+:mod:`~dissensus.store.chain`             recomputing the hash chain (:meth:`Journal.verify`)
+:mod:`~dissensus.store.seals`             signatures over a run's head
+:mod:`~dissensus.store.review_index`      the review queue's index
+:mod:`~dissensus.store.claims`            who is working on a review item
+:mod:`~dissensus.store.locks`             which process is executing a run
+========================================  ==================================================
+
+:class:`Journal` is the facade the rest of the package uses; its methods delegate to
+those parts. Choices where the design is silent:
+
+* **The back end is chosen by the target**, once, in :func:`open_backend`:
+  ``postgresql://`` or ``postgres://`` is PostgreSQL, anything else an SQLite file.
+* **Threads.** One journal object may be shared by threads: its statements and
+  transactions are serialised by its back end's lock (processes each open their own).
+* **After a commit** the events written are given to ``after_append`` (progress
+  reporting, fault injection in crash tests), then the runs they close are sealed.
+* The journal stores what it is given; callers never give it secrets.
 """
 
 from __future__ import annotations
 
-from dissensus.store.base import (
-    BUSY_TIMEOUT_ENV,
-    DEFAULT_JOURNAL,
-    SEAL_TYPE,
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from dissensus.store import chain
+from dissensus.store.backend import Backend
+from dissensus.store.chain import VerifyReport
+from dissensus.store.claims import Claim, Claims
+from dissensus.store.errors import (
     CaseClosed,
-    Claim,
     ClaimConflict,
-    Event,
-    EventLog,
-    Journal,
     JournalBusy,
     JournalConflict,
     JournalError,
     JournalReadOnly,
-    NewEvent,
-    ReviewEntry,
     RunExists,
-    RunHead,
-    RunInfo,
-    RunLock,
     UnknownRun,
-    VerifyReport,
+)
+from dissensus.store.events import Event, NewEvent, RunHead, RunInfo
+from dissensus.store.locks import RunLock, RunLocks
+from dissensus.store.log import EventLog, SQLEventLog
+from dissensus.store.review_index import ReviewEntry, ReviewFilter, ReviewIndex
+from dissensus.store.seals import SEAL_TYPE, Seals
+from dissensus.store.sqlite import SYNC_ENV
+from dissensus.store.targets import (
+    BUSY_TIMEOUT_ENV,
+    DEFAULT_JOURNAL,
     is_postgres_url,
     journal_path,
     mask_url,
-    open_journal,
 )
-from dissensus.store.sqlite import SYNC_ENV
+from dissensus.store.transactions import Transactions
+
+if TYPE_CHECKING:
+    from dissensus.signing import PublicKey, Signer
 
 __all__ = [
     "BUSY_TIMEOUT_ENV",
@@ -63,5 +96,294 @@ __all__ = [
     "is_postgres_url",
     "journal_path",
     "mask_url",
+    "open_backend",
     "open_journal",
 ]
+
+
+def open_backend(
+    target: str | Path, *, synchronous: str | None = None, busy_timeout: float | None = None
+) -> Backend:
+    """The back end ``target`` names, opened and upgraded to this version's schema."""
+    if is_postgres_url(target):
+        from dissensus.store.postgres import PostgresBackend
+
+        return PostgresBackend(target, synchronous=synchronous, busy_timeout=busy_timeout)
+    from dissensus.store.sqlite import SQLiteBackend
+
+    return SQLiteBackend(target, synchronous=synchronous, busy_timeout=busy_timeout)
+
+
+class Journal:
+    """The run journal. ``Journal(target)`` opens the back end ``target`` names.
+
+    ``target`` is a ``postgresql://`` URL or an SQLite file path, ``":memory:"`` for a
+    throw-away one. ``after_append`` is called with every newly written event once it is
+    committed (progress reporting, fault injection in crash tests). ``signer`` seals runs
+    as they close (:mod:`~dissensus.store.seals`).
+    """
+
+    path: str
+    """The journal as it may be shown (a URL's password masked)."""
+    busy_timeout: float
+    """Seconds a writer waits for another writer's lock before :class:`JournalBusy`."""
+    after_append: Callable[[Event], None] | None
+
+    def __init__(
+        self,
+        target: str | Path,
+        *,
+        after_append: Callable[[Event], None] | None = None,
+        synchronous: str | None = None,
+        busy_timeout: float | None = None,
+        signer: Signer | None = None,
+    ) -> None:
+        backend = open_backend(target, synchronous=synchronous, busy_timeout=busy_timeout)
+        try:
+            self._backend = backend
+            self.path = backend.path
+            self.busy_timeout = backend.busy_timeout
+            self.after_append = after_append
+            self._tx = Transactions(backend)
+            self._log = SQLEventLog(backend, self._tx)
+            self._seals = Seals(self._log, self._tx, signer)
+            self._review = ReviewIndex(backend, self._tx)
+            self._claims = Claims(backend, self._tx, self._log)
+            self._locks = RunLocks(backend, self._tx, self._log)
+            self._log.on_write.append(self._review.index_events)
+            self._tx.after_commit.append(self._report)
+            self._tx.after_commit.append(self._seals.after_commit)
+            self._review.check_on_open()
+        except BaseException:
+            backend.close()
+            raise
+
+    def _report(self, events: Sequence[Event]) -> None:
+        if self.after_append is not None:
+            for event in events:
+                self.after_append(event)
+
+    @property
+    def signer(self) -> Signer | None:
+        """What seals this journal's runs (``None``: runs are not sealed)."""
+        return self._seals.signer
+
+    @signer.setter
+    def signer(self, value: Signer | None) -> None:
+        self._seals.signer = value
+
+    def __enter__(self) -> Journal:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._backend.close()
+
+    def schema(self) -> dict[str, Any]:  # plain JSON: SchemaInfo's keys, printed as is
+        """The journal's schema revision, this version's, pending revisions and the
+        revision history (:class:`~dissensus.store.migrations.SchemaInfo`'s keys; plain
+        JSON, printed as it is by ``runs schema --json``)."""
+        return dict(self._backend.schema())
+
+    # -- transactions ------------------------------------------------------------------
+
+    def transaction(self, run_id: str | None = None) -> AbstractContextManager[None]:
+        """One write transaction, holding ``run_id``'s write lock: everything inside
+        commits together or not at all. Nested calls join the outer transaction.
+
+        A journal object may be shared by threads: a transaction holds the object's
+        lock, so another thread's statements wait for it to end."""
+        return self._tx.transaction(run_id)
+
+    # -- runs -------------------------------------------------------------------------
+
+    def create_run(
+        self,
+        run_id: str,
+        *,
+        kind: str,
+        meta: dict[str, Any],  # JSON passing through: the run's header
+        first: tuple[str, dict[str, Any], str] | None = None,  # (type, JSON payload, key)
+        exclusive: bool = False,
+    ) -> RunInfo:
+        """Register a run (idempotent for the same id unless ``exclusive``).
+
+        ``first`` = ``(type, payload, key)`` is appended in the same transaction, so a
+        crash leaves either no run or a run with its first event. ``exclusive`` raises
+        :class:`RunExists` when the id is taken (two ``decide --run-id x`` at once: one
+        wins, the other fails cleanly).
+        """
+        event = NewEvent(first[0], first[1], first[2]) if first is not None else None
+        return self._log.create_run(run_id, kind=kind, meta=meta, first=event, exclusive=exclusive)
+
+    def run(self, run_id: str, *, missing_ok: bool = False) -> RunInfo | None:
+        return self._log.run(run_id, missing_ok=missing_ok)
+
+    def runs(self) -> list[RunInfo]:
+        """Every run, oldest first."""
+        return self._log.runs()
+
+    # -- events -----------------------------------------------------------------------
+
+    def append(
+        self,
+        run_id: str,
+        type: str,
+        payload: dict[str, Any],  # JSON passing through: stored as canonical text
+        *,
+        key: str,
+        case: str | None = None,
+    ) -> Event:
+        """Append one event (or return the stored one when ``key`` is already there)."""
+        return self._log.append_batch(run_id, [NewEvent(type, payload, key, case)])[0]
+
+    def append_batch(self, run_id: str, events: Sequence[NewEvent]) -> list[Event]:
+        """Append ``events`` to the run in order, in one transaction (one commit, hence one
+        fsync under SQLite's ``synchronous=full``): all of them or none.
+
+        Each event chains on the one before it exactly as single appends would; a key
+        the run already holds (or one repeated earlier in the batch) is not written again
+        and its stored event is returned in its place, after checking the payload is the
+        same (:class:`JournalConflict` otherwise). Returns the events in the given order.
+        """
+        return self._log.append_batch(run_id, events)
+
+    def head(self, run_id: str) -> RunHead:
+        """The run's number of events and the hash of its last one (:class:`UnknownRun`
+        when there is no such run)."""
+        return self._log.head(run_id)
+
+    def read(
+        self, run_id: str, *, type: str | None = None, case: str | None = None
+    ) -> Iterator[Event]:
+        """The run's events in sequence order (:meth:`events`; the :class:`EventLog` name)."""
+        return self._log.read(run_id, type=type, case=case)
+
+    def events(
+        self, run_id: str, *, type: str | None = None, case: str | None = None
+    ) -> Iterator[Event]:
+        """A run's events in sequence order, optionally filtered by type and case."""
+        return self._log.read(run_id, type=type, case=case)
+
+    def get(self, run_id: str, key: str) -> Event | None:
+        """The event stored under ``key``, if any."""
+        return self._log.get(run_id, key)
+
+    def events_of_type(self, type: str) -> Iterator[Event]:
+        """Every event of ``type`` across runs (run order, then sequence)."""
+        return self._log.of_type(type)
+
+    def event_at(self, run_id: str, seq: int) -> Event | None:
+        """The run's event with sequence number ``seq``, if any."""
+        return self._log.at([(run_id, seq)]).get((run_id, seq))
+
+    def events_at(self, refs: Sequence[tuple[str, int]]) -> dict[tuple[str, int], Event]:
+        """The events at ``(run_id, seq)`` positions, read in one query per 100."""
+        return self._log.at(refs)
+
+    # -- seals and verification -------------------------------------------------------
+
+    def seal(self, run_id: str) -> Event | None:
+        """Sign the run's current head with the journal's signer (``None`` without one,
+        or when the last event already is a seal)."""
+        return self._seals.seal(run_id)
+
+    def verify(self, run_id: str, *, public_key: PublicKey | None = None) -> VerifyReport:
+        """Recompute the run's hash chain; compare it with the stored text, hashes and head.
+
+        With ``public_key``, also check the run's seals (:attr:`VerifyReport.signature`).
+        The run's rows of the review index are checked too (and rebuilt when they differ
+        and the journal can be written).
+        """
+        return chain.verify(
+            self._log, run_id, public_key=public_key, more_problems=self._review.problems
+        )
+
+    # -- review index -------------------------------------------------------------------
+
+    def rebuild_review_index(self) -> int:
+        """Recompute the review index from the ``review.*`` events; the number of items."""
+        return self._review.rebuild()
+
+    def review_index_differences(
+        self, run_id: str | None = None, *, thorough: bool = True
+    ) -> list[str]:
+        """The review ids whose index row differs from what the events derive, by content
+        (at most 20 named; :meth:`ReviewIndex.differences
+        <dissensus.store.review_index.ReviewIndex.differences>`)."""
+        return self._review.differences(run_id, thorough=thorough)
+
+    def review_index_agrees(self) -> bool:
+        """Whether every row of the review index is what the events derive (by content)."""
+        return not self._review.differences()
+
+    def review_entries(
+        self, *, run_id: str | None = None, status: ReviewFilter = "all", limit: int | None = None
+    ) -> list[ReviewEntry] | None:
+        """Review items in queue order (oldest run first, then by position in the run),
+        from the review index; ``None`` when the index cannot be trusted (read-only journal
+        whose index disagrees with its events: list from the events instead); at most
+        ``limit`` of them."""
+        return self._review.entries(run_id=run_id, status=status, limit=limit)
+
+    # -- review claims ------------------------------------------------------------------
+
+    def claim(
+        self,
+        review_id: str,
+        who: str,
+        ttl: float,
+        *,
+        run_id: str,
+        closed_by: str | None = None,
+    ) -> Claim:
+        """Claim ``review_id`` for ``who`` for ``ttl`` seconds (renewing one's own claim).
+
+        :class:`ClaimConflict` when someone else holds an unexpired claim (naming who);
+        :class:`CaseClosed` when the run holds the event keyed ``closed_by`` (the case's
+        resolution). With ``closed_by`` the claim holds the run's write lock, as a
+        resolution does, so a claim and a resolution of one case never interleave: a
+        claim is never granted on a case resolved before it.
+        """
+        return self._claims.claim(review_id, who, ttl, run_id=run_id, closed_by=closed_by)
+
+    def current_claim(self, review_id: str) -> Claim | None:
+        """The unexpired claim on ``review_id``, if any."""
+        return self._claims.current(review_id)
+
+    def current_claims(self, review_ids: Sequence[str]) -> dict[str, Claim]:
+        """The unexpired claims on ``review_ids`` (one query per 100 ids)."""
+        return self._claims.current_many(review_ids)
+
+    def release_claim(self, review_id: str, who: str | None = None) -> None:
+        """Drop the claim on ``review_id`` (only ``who``'s, when given)."""
+        self._claims.release(review_id, who)
+
+    # -- run locks ----------------------------------------------------------------------
+
+    def acquire_run_lock(self, run_id: str, pid: int | None = None) -> RunLock | None:
+        """Take the run's execution lock for ``pid`` (default: this process).
+
+        Returns ``None`` when taken, else the holder. A holder on this host whose
+        process is gone is replaced. Released by :meth:`release_run_lock`.
+        """
+        return self._locks.acquire(run_id, pid)
+
+    def release_run_lock(self, run_id: str, pid: int | None = None) -> None:
+        """Release the run's execution lock if ``pid`` (default: this process) holds it."""
+        self._locks.release(run_id, pid)
+
+
+def open_journal(
+    target: str | Path | None = None,
+    *,
+    after_append: Callable[[Event], None] | None = None,
+    busy_timeout: float | None = None,
+    signer: Signer | None = None,
+) -> Journal:
+    """Open the journal ``target`` names (a path or ``postgresql://`` URL; default
+    :func:`journal_path`)."""
+    resolved = journal_path(str(target) if target is not None else None)
+    return Journal(resolved, after_append=after_append, busy_timeout=busy_timeout, signer=signer)

@@ -33,10 +33,10 @@ Choices where the design is silent:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from importlib import metadata
-from typing import Any
+from typing import Any, TypedDict
 
 from dissensus.errors import InputError
 from dissensus.store.schema import (
@@ -58,6 +58,8 @@ __all__ = [
     "REVISIONS",
     "JournalTooNew",
     "Revision",
+    "RevisionRow",
+    "SchemaInfo",
     "Statement",
     "applied_by",
     "apply",
@@ -70,6 +72,28 @@ __all__ = [
 
 Statement = tuple[str, tuple[Any, ...]]
 """SQL with ``?`` placeholders and its arguments (PostgreSQL's back end rewrites them)."""
+
+
+class RevisionRow(TypedDict):
+    """One row of ``dissensus_revisions`` (and of :class:`SchemaInfo`'s history)."""
+
+    revision: int
+    summary: str
+    applied_at: str | None
+    """When it was applied (``None``: the journal had it before the history began)."""
+    applied_by: str
+
+
+class SchemaInfo(TypedDict):
+    """What ``dissensus runs schema`` prints."""
+
+    revision: int
+    """The journal's schema revision."""
+    current: int
+    """The revision this version writes."""
+    pending: list[int]
+    """Revisions the journal still lacks (a read-only journal may open without some)."""
+    history: list[RevisionRow]
 
 
 class JournalTooNew(InputError):
@@ -184,7 +208,7 @@ def history_query() -> str:
     return "SELECT revision, summary, applied_at, applied_by FROM dissensus_revisions ORDER BY revision"
 
 
-def describe(found: int, rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+def describe(found: int, rows: Sequence[Mapping[str, Any]]) -> SchemaInfo:
     """What ``dissensus runs schema`` prints: the revision, this version's, the history."""
     known = {r.number: r.summary for r in REVISIONS}
     return {

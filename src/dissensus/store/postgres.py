@@ -1,5 +1,8 @@
 """The PostgreSQL back end of the run journal, for many writers (``postgresql://...``).
 
+:class:`PostgresBackend` implements :class:`~dissensus.store.backend.Backend` over one
+connection, and its session advisory locks as :class:`~dissensus.store.backend.SessionLocks`.
+
 Same tables, same canonical payload text, same hash chain as the SQLite back end, so
 ``runs verify``, ``runs export`` and ``runs resume`` behave identically on both.
 
@@ -15,7 +18,7 @@ Choices where the design is silent:
   same item waits for the other's (short) transaction and is told who won; a claim
   racing the first claim of an item (no row yet) loses on the insert and reads the
   winner's row.
-* **Batches.** :meth:`~dissensus.store.base.Journal.append_batch` reads the run's head
+* **Batches.** :meth:`~dissensus.store.journal.Journal.append_batch` reads the run's head
   and the batch's keys (two statements), then writes the block as multi-row
   ``INSERT`` statements (1,000 rows each) and the head's move, queued to travel with
   the ``COMMIT`` in one pipeline: a block of cases costs about three round trips
@@ -24,7 +27,7 @@ Choices where the design is silent:
   extra round trip); a rebuild takes ``LOCK TABLE review_index IN EXCLUSIVE MODE``, so
   it sees every event committed before it and none written while it runs.
 * **Busy writers.** ``lock_timeout`` is the busy timeout; a lock held longer than that
-  is a one-line :class:`~dissensus.store.base.JournalBusy` error.
+  is a one-line :class:`~dissensus.store.errors.JournalBusy` error.
 * **Run locks** are session advisory locks (released by the server when the holder's
   connection ends, even on ``kill -9``), with the holder's pid and host in
   ``run_locks`` for the message.
@@ -50,37 +53,25 @@ Choices where the design is silent:
 
 from __future__ import annotations
 
-import os
-import socket
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from dissensus.errors import ConfigError, InputError
-from dissensus.store import migrations
-from dissensus.store.base import (
-    BUSY_TIMEOUT_ENV,
-    EVENTS_COLUMNS,
-    RUNS_COLUMNS,
-    Event,
-    Journal,
-    JournalBusy,
-    JournalError,
-    JournalReadOnly,
-    RunLock,
-    _now,
-    busy_timeout,
-    mask_url,
-)
+from dissensus.store import clock, migrations
+from dissensus.store.backend import Row, stored_keys
+from dissensus.store.errors import JournalBusy, JournalError, JournalReadOnly
+from dissensus.store.events import EVENTS_COLUMNS, RUNS_COLUMNS, EventRow, EventValues, RunHead
+from dissensus.store.migrations import SchemaInfo
+from dissensus.store.schema import Dialect
+from dissensus.store.targets import BUSY_TIMEOUT_ENV, busy_timeout, mask_url
 
 if TYPE_CHECKING:
     import psycopg
 
-    from dissensus.signing import Signer
-
-__all__ = ["PostgresJournal", "redact_url"]
+__all__ = ["AdvisoryLocks", "PostgresBackend", "redact_url"]
 
 _SCHEMA_LOCK = 0x64697373  # advisory lock key held while creating the schema
 _RUN_LOCK_NS = 0x72756E  # first half of a run lock's advisory key
@@ -105,7 +96,7 @@ _ROWS_PER_INSERT = 1000
 
 
 def redact_url(url: str) -> str:
-    """``url`` with any password replaced by ``***`` (:func:`~dissensus.store.base.mask_url`)."""
+    """``url`` with any password replaced by ``***`` (:func:`~dissensus.store.targets.mask_url`)."""
     return mask_url(url)
 
 
@@ -113,18 +104,24 @@ def _sql(sql: str) -> str:
     return sql.replace("%", "%%").replace("?", "%s")
 
 
-class PostgresJournal(Journal):
-    """A run journal in a PostgreSQL database (``postgresql://user[:password]@host[:port]/db``)."""
+class PostgresBackend:
+    """A run journal's database in PostgreSQL (``postgresql://user[:password]@host[:port]/db``).
+
+    Opening it connects, refuses a database whose journal tables are another
+    application's, and applies the schema revisions it lacks; the review index is checked
+    by the journal once this returns.
+    """
+
+    dialect: Dialect = "postgres"
 
     def __init__(
         self,
         target: str | Path,
         *,
-        after_append: Callable[[Event], None] | None = None,
         synchronous: str | None = None,
         busy_timeout: float | None = None,
-        signer: Signer | None = None,
     ) -> None:
+        del synchronous  # SQLite's setting; the server decides its own durability
         try:
             import psycopg
             from psycopg.rows import dict_row
@@ -136,31 +133,27 @@ class PostgresJournal(Journal):
         self._psycopg = psycopg
         url = str(target)
         self.path = redact_url(url)
-        self.after_append = after_append
-        self.signer = signer
-        self._depth = 0
-        self._pending = None
-        self._locked_runs = set()
-        self._lock = threading.RLock()
-        self._held: set[str] = set()
+        self.lock = threading.RLock()
+        self.session_locks = AdvisoryLocks(self)
+        self._in_transaction = False
         self._queue: list[tuple[str, tuple[Any, ...]]] = []
         self.busy_timeout = _busy(busy_timeout)
         self._url = url
         self._row_factory = dict_row
         try:
-            self._db: psycopg.Connection[dict[str, Any]] = self._connect()
+            # Rows as dicts keyed by column (the Backend seam's Row).
+            self._db: psycopg.Connection[Row] = self._connect()
         except psycopg.Error as exc:
             raise InputError(f"cannot open journal {self.path}: {_first_line(exc)}") from exc
         try:
-            with self._errors():
+            with self.errors():
                 self._configure()
                 self._upgrade()
-            self._check_review_index()
         except BaseException:
             self._db.close()
             raise
 
-    def _connect(self) -> psycopg.Connection[dict[str, Any]]:
+    def _connect(self) -> psycopg.Connection[Row]:
         return self._psycopg.connect(
             self._url,
             autocommit=True,
@@ -178,23 +171,18 @@ class PostgresJournal(Journal):
 
     def _reconnect(self) -> None:
         """A new connection in place of a lost one; the run locks this object held are
-        taken again (those another process took meanwhile are dropped from ``_held``)."""
+        taken again (those another process took meanwhile are dropped)."""
         with suppress(Exception):
             self._db.close()
         self._db = self._connect()
         self._configure()
-        held, self._held = self._held, set()
-        for run_id in sorted(held):
-            key = self._run_key(run_id)
-            ok = self._rows("SELECT pg_try_advisory_lock(?, ?) AS ok", (_RUN_LOCK_NS, key))
-            if ok[0]["ok"]:
-                self._held.add(run_id)
+        self.session_locks.retake()
 
     def _ensure(self) -> None:
         """Reconnect a lost connection, when no transaction of this object is open on it."""
         if not self._lost():
             return
-        if self._depth and self._queue[:1] != [("BEGIN", ())]:
+        if self._in_transaction and self._queue[:1] != [("BEGIN", ())]:
             return  # mid-transaction: the statement fails; the transaction is rolled back
         with suppress(self._psycopg.Error):  # still down: the statement reports it
             self._reconnect()
@@ -238,26 +226,26 @@ class PostgresJournal(Journal):
                     found if ready else 0,
                     "postgres",
                     lambda sql, args: self._db.execute(_sql(sql), args),
-                    at=_now(),
+                    at=clock.now(),
                 )
         except self._psycopg.errors.InsufficientPrivilege:
             if not ready or any(r.needed_to_read for r in migrations.plan(found)):
                 raise
 
-    def schema(self) -> dict[str, Any]:
+    def schema(self) -> SchemaInfo:
         """The journal's schema revision, this version's, and the revision history."""
-        with self._lock, self._errors():
+        with self.lock, self.errors():
             _, found = self._schema_state()
             try:
-                rows = self._rows(migrations.history_query())
+                rows = self.rows(migrations.history_query())
             except self._psycopg.errors.UndefinedTable:
                 rows = []
         return migrations.describe(found, rows)
 
-    # -- primitives -------------------------------------------------------------------
+    # -- the Backend seam ----------------------------------------------------------------
 
     @contextmanager
-    def _errors(self) -> Iterator[None]:
+    def errors(self) -> Iterator[None]:
         errors = self._psycopg.errors
         try:
             yield
@@ -278,7 +266,7 @@ class PostgresJournal(Journal):
     # and travel with the next statement in one pipeline: an append costs three round
     # trips to the server (BEGIN + lock, read head, write + COMMIT) instead of seven.
 
-    def _send(self, sql: str, args: Sequence[Any]) -> psycopg.Cursor[dict[str, Any]]:
+    def _send(self, sql: str, args: Sequence[Any]) -> psycopg.Cursor[Row]:
         self._ensure()
         if not self._queue:
             return self._db.execute(sql, tuple(args))
@@ -296,67 +284,69 @@ class PostgresJournal(Journal):
 
     def _pipeline(
         self, queued: list[tuple[str, tuple[Any, ...]]], sql: str, args: Sequence[Any]
-    ) -> psycopg.Cursor[dict[str, Any]]:
+    ) -> psycopg.Cursor[Row]:
         with self._db.pipeline():
             for q_sql, q_args in queued:
                 self._db.execute(q_sql, q_args)
             cur = self._db.execute(sql, tuple(args))
         return cur
 
-    def _rows(self, sql: str, args: Sequence[Any] = ()) -> list[dict[str, Any]]:
-        with self._lock:
+    def rows(self, sql: str, args: Sequence[Any] = ()) -> list[Row]:
+        with self.lock:
             try:
                 return self._send(_sql(sql), args).fetchall()
             except self._psycopg.OperationalError:
                 # A read outside a transaction found the connection lost (the server
                 # restarted): read again once on a new connection.
-                if self._depth or self._queue or not self._lost():
+                if self._in_transaction or self._queue or not self._lost():
                     raise
                 self._ensure()
                 return self._send(_sql(sql), args).fetchall()
 
-    def _exec(self, sql: str, args: Sequence[Any] = ()) -> int:
-        with self._lock:
+    def exec(self, sql: str, args: Sequence[Any] = ()) -> int:
+        with self.lock:
             return self._send(_sql(sql), args).rowcount
 
-    def _begin(self) -> None:
+    def begin(self) -> None:
         self._queue = [("BEGIN", ())]
+        self._in_transaction = True
 
-    def _commit(self) -> None:
+    def commit(self) -> None:
         if self._queue == [("BEGIN", ())]:
             self._queue = []  # nothing was done: no transaction to send
+            self._in_transaction = False
             return
         self._send("COMMIT", ())
+        self._in_transaction = False
 
-    def _rollback(self) -> None:
-        if self._queue[:1] == [("BEGIN", ())]:
-            self._queue = []  # the transaction never reached the server
-            return
-        self._queue = []
-        if not self._db.closed:
-            self._db.execute("ROLLBACK")
+    def rollback(self) -> None:
+        try:
+            if self._queue[:1] == [("BEGIN", ())]:
+                self._queue = []  # the transaction never reached the server
+                return
+            self._queue = []
+            if not self._db.closed:
+                self._db.execute("ROLLBACK")
+        finally:
+            self._in_transaction = False
 
-    def _append_state(self, run_id: str, key: str) -> tuple[dict[str, Any] | None, dict[str, Any]]:
-        rows = self._rows(
+    def append_state(
+        self, run_id: str, keys: Sequence[str]
+    ) -> tuple[dict[str, EventRow], RunHead | None]:
+        if len(keys) != 1:
+            return stored_keys(self.rows, run_id, keys)
+        # A lone key and the run's head in one round trip.
+        rows = self.rows(
             "SELECT r.head_hash AS run_head, r.n_events AS run_n, e.* FROM runs r "
             "LEFT JOIN events e ON e.run_id = r.run_id AND e.key = ? WHERE r.run_id = ?",
-            (key, run_id),
+            (keys[0], run_id),
         )
         row = rows[0]
-        head = {"head_hash": row.pop("run_head"), "n_events": row.pop("run_n")}
-        return (row if row["key"] is not None else None), head
+        head = RunHead(n_events=int(row.pop("run_n")), head_hash=str(row.pop("run_head")))
+        # Without the head's two columns the row is a whole row of ``events``.
+        return ({keys[0]: cast(EventRow, row)} if row["key"] is not None else {}), head
 
-    def _write_event(self, row: tuple[Any, ...]) -> None:
-        self._queue.append(
-            (
-                "WITH ins AS (INSERT INTO events (run_id, seq, key, type, case_ref, at, payload, prev_hash, hash) "
-                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)) "
-                "UPDATE runs SET head_hash = %s, n_events = %s WHERE run_id = %s",
-                (*row, row[8], row[1] + 1, row[0]),
-            )
-        )
-
-    def _write_events(self, rows: Sequence[tuple[Any, ...]]) -> None:
+    def write_events(self, rows: Sequence[EventValues]) -> None:
         # A block's rows as multi-row INSERTs of at most _ROWS_PER_INSERT rows each, the
         # head moved by the last of them: queued, they travel with the COMMIT in one
         # pipeline (one round trip for the whole block).
@@ -383,87 +373,69 @@ class PostgresJournal(Journal):
                     )
                 )
 
-    def _write_index(self, sql: str, args: Sequence[Any]) -> None:
+    def write_index(self, sql: str, args: Sequence[Any]) -> None:
         self._queue.append((_sql(sql), tuple(args)))  # travels with the event's insert
 
-    def _json_text(self, column: str, key: str) -> str:
+    def json_text(self, column: str, key: str) -> str:
         return f"({column}::jsonb ->> '{key}')"
 
-    def _distinct(self, left: str, right: str) -> str:
+    def distinct(self, left: str, right: str) -> str:
         return f"{left} IS DISTINCT FROM {right}"
 
-    def _lock_review_index(self) -> None:
+    def lock_review_index(self) -> None:
         # A rebuild sees every event committed before it and none written during it.
-        self._exec("LOCK TABLE review_index IN EXCLUSIVE MODE")
+        self.exec("LOCK TABLE review_index IN EXCLUSIVE MODE")
 
-    def _lock_run(self, run_id: str) -> bool:
-        return bool(self._rows("SELECT 1 FROM runs WHERE run_id = ? FOR UPDATE", (run_id,)))
+    def lock_run(self, run_id: str) -> bool:
+        return bool(self.rows("SELECT 1 FROM runs WHERE run_id = ? FOR UPDATE", (run_id,)))
 
-    def _claim_row(self, review_id: str) -> tuple[bool, dict[str, Any] | None]:
-        with self._errors():
-            # Waits (at most the busy timeout) for a claim being taken, so that a loser
-            # is told who won, never "?".
-            rows = self._rows("SELECT * FROM claims WHERE review_id = ? FOR UPDATE", (review_id,))
-        return False, (rows[0] if rows else None)
+    def claim_row(self, review_id: str) -> Row | None:
+        # Waits (at most the busy timeout) for a claim being taken, so that a loser is
+        # told who won, never "?".
+        rows = self.rows("SELECT * FROM claims WHERE review_id = ? FOR UPDATE", (review_id,))
+        return rows[0] if rows else None
 
     def close(self) -> None:
         self._db.close()
 
     # -- run locks --------------------------------------------------------------------
 
-    def _run_key(self, run_id: str) -> int:
-        row = self._rows("SELECT hashtext(?) AS h", (run_id,))
+
+class AdvisoryLocks:
+    """Run locks as PostgreSQL session advisory locks of one connection (the server
+    releases them when the connection ends, even on ``kill -9``)."""
+
+    def __init__(self, backend: PostgresBackend) -> None:
+        self._backend = backend
+        self._held: set[str] = set()
+
+    def _key(self, run_id: str) -> int:
+        row = self._backend.rows("SELECT hashtext(?) AS h", (run_id,))
         return int(row[0]["h"])
 
-    def acquire_run_lock(self, run_id: str, pid: int | None = None) -> RunLock | None:
-        pid = os.getpid() if pid is None else pid
-        self.run(run_id)
-        with self._errors():
-            if run_id in self._held:
-                rows = self._rows("SELECT * FROM run_locks WHERE run_id = ?", (run_id,))
-                if rows and int(rows[0]["pid"]) != pid:
-                    row = rows[0]
-                    return RunLock(
-                        run_id=run_id,
-                        pid=int(row["pid"]),
-                        host=row["host"],
-                        acquired=row["acquired"],
-                    )
-                return None
-            key = self._run_key(run_id)
-            got = self._rows("SELECT pg_try_advisory_lock(?, ?) AS ok", (_RUN_LOCK_NS, key))[0][
-                "ok"
-            ]
-            if not got:
-                rows = self._rows("SELECT * FROM run_locks WHERE run_id = ?", (run_id,))
-                if rows:
-                    row = rows[0]
-                    return RunLock(
-                        run_id=run_id,
-                        pid=int(row["pid"]),
-                        host=row["host"],
-                        acquired=row["acquired"],
-                    )
-                return RunLock(run_id=run_id, pid=0, host="?", acquired=_now())
-            self._exec(
-                "INSERT INTO run_locks (run_id, pid, host, acquired) VALUES (?, ?, ?, ?) "
-                "ON CONFLICT (run_id) DO UPDATE SET pid = excluded.pid, host = excluded.host, acquired = excluded.acquired",
-                (run_id, pid, socket.gethostname(), _now()),
-            )
-            self._held.add(run_id)
-        return None
+    def holds(self, run_id: str) -> bool:
+        return run_id in self._held
 
-    def release_run_lock(self, run_id: str, pid: int | None = None) -> None:
-        pid = os.getpid() if pid is None else pid
-        with self._errors():
-            self._exec(
-                "DELETE FROM run_locks WHERE run_id = ? AND pid = ? AND host = ?",
-                (run_id, pid, socket.gethostname()),
-            )
-            if run_id in self._held:
-                self._held.discard(run_id)
-                key = self._run_key(run_id)
-                self._rows("SELECT pg_advisory_unlock(?, ?) AS ok", (_RUN_LOCK_NS, key))
+    def try_lock(self, run_id: str) -> bool:
+        key = self._key(run_id)
+        got = self._backend.rows("SELECT pg_try_advisory_lock(?, ?) AS ok", (_RUN_LOCK_NS, key))
+        if not got[0]["ok"]:
+            return False
+        self._held.add(run_id)
+        return True
+
+    def unlock(self, run_id: str) -> None:
+        if run_id in self._held:
+            self._held.discard(run_id)
+            key = self._key(run_id)
+            self._backend.rows("SELECT pg_advisory_unlock(?, ?) AS ok", (_RUN_LOCK_NS, key))
+
+    def retake(self) -> None:
+        """On a new connection: take again the locks the lost one held (those another
+        session took meanwhile are dropped)."""
+        held, self._held = self._held, set()
+        for run_id in sorted(held):
+            self.try_lock(run_id)
 
 
 def _busy(value: float | None) -> float:

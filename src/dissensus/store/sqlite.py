@@ -1,11 +1,13 @@
 """The embedded SQLite back end of the run journal (the default).
 
+:class:`SQLiteBackend` implements :class:`~dissensus.store.backend.Backend` over one file.
+
 Choices where the design is silent:
 
 * **Durability.** WAL mode with ``synchronous=FULL``: an append returns only after its
   transaction is on disk, so an appended event survives ``kill -9`` (and power loss)
   and one that was not is absent entirely. A batch
-  (:meth:`~dissensus.store.base.Journal.append_batch`) is one transaction: one fsync
+  (:meth:`~dissensus.store.journal.Journal.append_batch`) is one transaction: one fsync
   for the block, all of its events or none. ``$DISSENSUS_JOURNAL_SYNC=normal`` trades
   power-loss durability for speed (every committed event still survives a process kill).
 * **Batched inserts.** A batch's rows go in with one ``executemany`` and the run's head
@@ -13,7 +15,7 @@ Choices where the design is silent:
 * **Sharing a file.** WAL lets readers work while one process writes; writers take the
   database write lock (``BEGIN IMMEDIATE``) and wait up to the busy timeout for it, so a
   service and a CLI can share one journal file. A lock held longer than that is a
-  one-line :class:`~dissensus.store.base.JournalBusy` error, never a traceback.
+  one-line :class:`~dissensus.store.errors.JournalBusy` error, never a traceback.
 * **Someone else's database.** A file that already holds tables and is not a dissensus
   journal is refused (exit 2) instead of having tables added to it.
 * **Run locks** live in a ``run_locks`` table; a holder whose process is gone (same
@@ -25,34 +27,23 @@ Choices where the design is silent:
 from __future__ import annotations
 
 import os
-import socket
 import sqlite3
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from dissensus.errors import InputError
-from dissensus.store import migrations
-from dissensus.store.base import (
-    BUSY_TIMEOUT_ENV,
-    EVENTS_COLUMNS,
-    RUNS_COLUMNS,
-    Event,
-    Journal,
-    JournalBusy,
-    JournalError,
-    JournalReadOnly,
-    RunLock,
-    _now,
-    busy_timeout,
-)
+from dissensus.store import clock, migrations
+from dissensus.store.backend import Row, SessionLocks, stored_keys
+from dissensus.store.errors import JournalBusy, JournalError, JournalReadOnly
+from dissensus.store.events import EVENTS_COLUMNS, RUNS_COLUMNS, EventRow, EventValues, RunHead
+from dissensus.store.migrations import SchemaInfo
+from dissensus.store.schema import Dialect
+from dissensus.store.targets import BUSY_TIMEOUT_ENV, busy_timeout
 
-if TYPE_CHECKING:
-    from dissensus.signing import Signer
-
-__all__ = ["SYNC_ENV", "SQLiteJournal"]
+__all__ = ["SYNC_ENV", "SQLiteBackend"]
 
 SYNC_ENV = "DISSENSUS_JOURNAL_SYNC"
 """``full`` (default) or ``normal``: SQLite's ``synchronous`` setting of the journal."""
@@ -60,6 +51,11 @@ SYNC_ENV = "DISSENSUS_JOURNAL_SYNC"
 _OURS = {"dissensus_meta", "runs", "events", "claims", "run_locks", "review_index"}
 """The tables of a complete journal (revision 1); ``dissensus_revisions`` joins at 2."""
 _KNOWN = _OURS | {"dissensus_revisions"}
+
+_INSERT_EVENT = (
+    "INSERT INTO events (run_id, seq, key, type, case_ref, at, payload, prev_hash, hash) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
 
 
 def _sync_mode(value: str | None) -> str:
@@ -81,25 +77,25 @@ def _create_private(path: str) -> None:
     os.close(fd)
 
 
-class SQLiteJournal(Journal):
-    """A run journal in one SQLite file (``":memory:"`` for a throw-away one)."""
+class SQLiteBackend:
+    """A run journal's database in one SQLite file (``":memory:"`` for a throw-away one).
+
+    Opening it checks the file is a journal (or empty) and applies the schema revisions
+    it lacks; the review index is checked by the journal once this returns.
+    """
+
+    dialect: Dialect = "sqlite"
+    session_locks: SessionLocks | None = None
 
     def __init__(
         self,
         target: str | Path,
         *,
-        after_append: Callable[[Event], None] | None = None,
         synchronous: str | None = None,
         busy_timeout: float | None = None,
-        signer: Signer | None = None,
     ) -> None:
         self.path = str(target)
-        self.after_append = after_append
-        self.signer = signer
-        self._depth = 0
-        self._pending = None
-        self._locked_runs = set()
-        self._lock = threading.RLock()
+        self.lock = threading.RLock()
         self.busy_timeout = _busy(busy_timeout)
         if self.path != ":memory:":
             parent = Path(self.path).parent
@@ -115,12 +111,11 @@ class SQLiteJournal(Journal):
         self._db.row_factory = sqlite3.Row
         try:
             tables = self._check_foreign()
-            with self._errors():
+            with self.errors():
                 if self._db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
                     self._db.execute("PRAGMA journal_mode=WAL")
                 self._db.execute(f"PRAGMA synchronous={_sync_mode(synchronous)}")
             self._upgrade(tables)
-            self._check_review_index()
         except BaseException:
             self._db.close()
             raise
@@ -169,13 +164,13 @@ class SQLiteJournal(Journal):
     def _upgrade(self, tables: set[str]) -> None:
         """Apply the schema revisions this journal lacks (:mod:`~dissensus.store.migrations`);
         opening a journal that is up to date writes nothing and takes no lock."""
-        with self._errors():
+        with self.errors():
             found = self._revision(tables)
         migrations.check_known(found, self.path)
         if found >= migrations.CURRENT and tables >= _OURS:
             return
         try:
-            with self._errors():
+            with self.errors():
                 self._db.execute("BEGIN IMMEDIATE")
                 try:
                     tables = self._tables()  # again, under the write lock
@@ -185,7 +180,7 @@ class SQLiteJournal(Journal):
                         found if tables >= _OURS else 0,
                         "sqlite",
                         self._db.execute,
-                        at=_now(),
+                        at=clock.now(),
                     )
                     self._db.execute("COMMIT")
                 except BaseException:
@@ -200,18 +195,18 @@ class SQLiteJournal(Journal):
                     f"be written to upgrade it (it is at revision {found}): {exc}"
                 ) from exc
 
-    def schema(self) -> dict[str, Any]:
+    def schema(self) -> SchemaInfo:
         """The journal's schema revision, this version's, and the revision history."""
-        with self._lock, self._errors():
+        with self.lock, self.errors():
             tables = self._tables()
             found = self._revision(tables)
-            rows = self._rows(migrations.history_query()) if "dissensus_revisions" in tables else []
+            rows = self.rows(migrations.history_query()) if "dissensus_revisions" in tables else []
         return migrations.describe(found, rows)
 
-    # -- primitives -------------------------------------------------------------------
+    # -- the Backend seam ----------------------------------------------------------------
 
     @contextmanager
-    def _errors(self) -> Iterator[None]:
+    def errors(self) -> Iterator[None]:
         try:
             yield
         except sqlite3.OperationalError as exc:
@@ -227,74 +222,60 @@ class SQLiteJournal(Journal):
         except sqlite3.DatabaseError as exc:
             raise JournalError(f"journal {self.path}: {exc}") from exc
 
-    def _rows(self, sql: str, args: Sequence[Any] = ()) -> list[dict[str, Any]]:
-        with self._lock:
+    def rows(self, sql: str, args: Sequence[Any] = ()) -> list[Row]:
+        with self.lock:
             return [dict(r) for r in self._db.execute(sql, tuple(args)).fetchall()]
 
-    def _exec(self, sql: str, args: Sequence[Any] = ()) -> int:
-        with self._lock:
+    def exec(self, sql: str, args: Sequence[Any] = ()) -> int:
+        with self.lock:
             return self._db.execute(sql, tuple(args)).rowcount
 
-    def _write_events(self, rows: Sequence[tuple[Any, ...]]) -> None:
-        with self._lock:
-            self._db.executemany(
-                "INSERT INTO events (run_id, seq, key, type, case_ref, at, payload, prev_hash, hash) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                rows,
-            )
+    def append_state(
+        self, run_id: str, keys: Sequence[str]
+    ) -> tuple[dict[str, EventRow], RunHead | None]:
+        return stored_keys(self.rows, run_id, keys)
+
+    def write_events(self, rows: Sequence[EventValues]) -> None:
+        with self.lock:
+            self._db.executemany(_INSERT_EVENT, rows)
             last = rows[-1]
             self._db.execute(
                 "UPDATE runs SET head_hash = ?, n_events = ? WHERE run_id = ?",
                 (last[8], last[1] + 1, last[0]),
             )
 
-    def _begin(self) -> None:
+    def write_index(self, sql: str, args: Sequence[Any]) -> None:
+        self.exec(sql, args)
+
+    def lock_review_index(self) -> None:
+        """Nothing to do: ``BEGIN IMMEDIATE`` already holds the database's write lock."""
+
+    def json_text(self, column: str, key: str) -> str:
+        return f"json_extract({column}, '$.{key}')"
+
+    def distinct(self, left: str, right: str) -> str:
+        return f"{left} IS NOT {right}"
+
+    def begin(self) -> None:
         self._db.execute("BEGIN IMMEDIATE")
 
-    def _commit(self) -> None:
+    def commit(self) -> None:
         self._db.execute("COMMIT")
 
-    def _rollback(self) -> None:
+    def rollback(self) -> None:
         if self._db.in_transaction:
             self._db.execute("ROLLBACK")
 
-    def _lock_run(self, run_id: str) -> bool:
+    def lock_run(self, run_id: str) -> bool:
         # BEGIN IMMEDIATE already holds the database's write lock.
-        return bool(self._rows("SELECT 1 FROM runs WHERE run_id = ?", (run_id,)))
+        return bool(self.rows("SELECT 1 FROM runs WHERE run_id = ?", (run_id,)))
 
-    def _claim_row(self, review_id: str) -> tuple[bool, dict[str, Any] | None]:
-        with self._errors():
-            rows = self._rows("SELECT * FROM claims WHERE review_id = ?", (review_id,))
-        return False, (rows[0] if rows else None)
+    def claim_row(self, review_id: str) -> Row | None:
+        rows = self.rows("SELECT * FROM claims WHERE review_id = ?", (review_id,))
+        return rows[0] if rows else None
 
     def close(self) -> None:
         self._db.close()
-
-    # -- run locks --------------------------------------------------------------------
-
-    def acquire_run_lock(self, run_id: str, pid: int | None = None) -> RunLock | None:
-        pid = os.getpid() if pid is None else pid
-        with self.transaction(run_id), self._errors():
-            rows = self._rows("SELECT * FROM run_locks WHERE run_id = ?", (run_id,))
-            holder = self._lock_holder(rows[0] if rows else None)
-            if holder is not None and not (
-                holder.pid == pid and holder.host == socket.gethostname()
-            ):
-                return holder
-            self._exec(
-                "INSERT INTO run_locks (run_id, pid, host, acquired) VALUES (?, ?, ?, ?) "
-                "ON CONFLICT (run_id) DO UPDATE SET pid = excluded.pid, host = excluded.host, acquired = excluded.acquired",
-                (run_id, pid, socket.gethostname(), _now()),
-            )
-        return None
-
-    def release_run_lock(self, run_id: str, pid: int | None = None) -> None:
-        pid = os.getpid() if pid is None else pid
-        with self.transaction(), self._errors():
-            self._exec(
-                "DELETE FROM run_locks WHERE run_id = ? AND pid = ? AND host = ?",
-                (run_id, pid, socket.gethostname()),
-            )
 
 
 def _busy(value: float | None) -> float:

@@ -1,0 +1,77 @@
+"""The journal's errors: what can go wrong when a run journal is opened, written or read.
+
+Each is a :class:`~dissensus.errors.DissensusError`, so the command line prints it as one
+line with its exit code (1 unless set here). Choices where the design is silent:
+
+* **Exit codes.** A read-only journal, an unknown run and a run id already taken are the
+  caller's to fix (exit 2, usage); a busy or unreachable journal is exit 1.
+* :class:`JournalBusy` and :class:`JournalReadOnly` are kinds of :class:`JournalError`,
+  so a caller that only cares whether the journal can be used catches one type.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from dissensus.errors import DissensusError
+
+if TYPE_CHECKING:
+    from dissensus.store.events import Event
+
+__all__ = [
+    "CaseClosed",
+    "ClaimConflict",
+    "JournalBusy",
+    "JournalConflict",
+    "JournalError",
+    "JournalReadOnly",
+    "RunExists",
+    "UnknownRun",
+]
+
+
+class JournalError(DissensusError):
+    """The journal cannot be used (unreachable, not a dissensus journal, a database error)."""
+
+
+class JournalConflict(DissensusError):
+    """A key was appended again with a different payload (the run is not deterministic)."""
+
+
+class JournalBusy(JournalError):
+    """Another writer held the journal's lock longer than the busy timeout."""
+
+
+class JournalReadOnly(JournalError):
+    """The journal cannot be written (a read-only file or database user)."""
+
+    exit_code = 2
+
+
+class UnknownRun(DissensusError):
+    """No run with that id in this journal."""
+
+    exit_code = 2
+
+
+class CaseClosed(DissensusError):
+    """A claim on a case whose closing event (its resolution) is already journalled."""
+
+    def __init__(self, message: str, *, event: Event) -> None:
+        super().__init__(message)
+        self.event = event
+
+
+class RunExists(DissensusError):
+    """A new run was given the id of a run the journal already holds."""
+
+    exit_code = 2
+
+
+class ClaimConflict(DissensusError):
+    """Someone else holds an unexpired claim on the review item."""
+
+    def __init__(self, message: str, *, holder: str, expires: str) -> None:
+        super().__init__(message)
+        self.holder = holder
+        self.expires = expires

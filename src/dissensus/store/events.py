@@ -1,0 +1,178 @@
+"""What the journal holds: events, the events to append, and a run's header and head.
+
+Every event of a run has a sequence number (0, 1, 2, ... without gaps), a *key* unique
+within the run, a type (:mod:`dissensus.store.event_types`), an optional case reference,
+a JSON payload stored as canonical text, and ``hash = sha256(prev_hash + canonical(body))``
+(:mod:`dissensus.store.chain`). This module holds the models and the one conversion from
+a stored ``events`` row to an :class:`Event`.
+
+Choices where the design is silent:
+
+* **Payloads are JSON passing through.** The journal stores whatever JSON object it is
+  given and hands it back untouched; the typed models of each event type live with the
+  code that writes them (``pipeline/steps.py``, ``pipeline/run_events.py``), so
+  ``payload`` and a run's ``meta`` stay ``dict[str, Any]`` here.
+* **Rows are typed at the seam.** :class:`EventRow` is what a back end's ``SELECT * FROM
+  events`` returns; :func:`event_from_row` turns it into an :class:`Event` (the payload
+  read back from its canonical text).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, NamedTuple, TypedDict
+
+from pydantic import BaseModel, ConfigDict
+
+from dissensus.store.schema import EVENTS, RUNS
+
+__all__ = [
+    "EVENTS_COLUMNS",
+    "RUNS_COLUMNS",
+    "Event",
+    "EventBody",
+    "EventRow",
+    "EventValues",
+    "NewEvent",
+    "RunHead",
+    "RunInfo",
+    "RunRow",
+    "event_from_row",
+    "run_from_row",
+]
+
+RUNS_COLUMNS = RUNS.column_names
+"""The ``runs`` table's columns in order (a table with others is not a journal's)."""
+EVENTS_COLUMNS = EVENTS.column_names
+"""The ``events`` table's columns in order."""
+
+
+class EventBody(TypedDict):
+    """The hashed part of an event (its canonical JSON is what the chain covers)."""
+
+    run: str
+    seq: int
+    key: str
+    type: str
+    case: str | None
+    at: str
+    payload: dict[str, Any]  # JSON passing through: the event's payload, untouched
+
+
+class Event(BaseModel):
+    """One journal event, as stored."""
+
+    model_config = ConfigDict(frozen=True)
+
+    run_id: str
+    seq: int
+    key: str
+    """Unique within the run; appending it again is a no-op."""
+    type: str
+    """What happened, e.g. ``case.reading``, ``model.call``, ``case.record``."""
+    case: str | None
+    """The case the event belongs to (``None`` for run-level events)."""
+    at: str
+    payload: dict[str, Any]  # JSON passing through: typed by the code that wrote it
+    prev_hash: str
+    hash: str
+
+    def body(self) -> EventBody:
+        """The hashed part of the event."""
+        return {
+            "run": self.run_id,
+            "seq": self.seq,
+            "key": self.key,
+            "type": self.type,
+            "case": self.case,
+            "at": self.at,
+            "payload": self.payload,
+        }
+
+
+class NewEvent(NamedTuple):
+    """An event to append: what happened, its payload, its key and its case."""
+
+    type: str
+    payload: dict[str, Any]  # JSON passing through: stored as its canonical text
+    key: str
+    case: str | None = None
+    text: str | None = None
+    """The payload's canonical JSON text when the caller already has it (a worker made
+    it): stored and hashed as given, so it must be ``canonical(payload)``."""
+
+
+class RunHead(NamedTuple):
+    """Where a run's chain stands: how many events it holds and the hash of the last."""
+
+    n_events: int
+    head_hash: str
+
+
+class RunInfo(BaseModel):
+    """One run's header."""
+
+    run_id: str
+    created: str
+    kind: str
+    meta: dict[str, Any]  # JSON passing through: what the caller registered the run with
+    head_hash: str
+    n_events: int
+
+
+class EventRow(TypedDict):
+    """One row of the ``events`` table, as a back end returns it."""
+
+    run_id: str
+    seq: int
+    key: str
+    type: str
+    case_ref: str | None
+    at: str
+    payload: str
+    """The payload's canonical JSON text."""
+    prev_hash: str
+    hash: str
+
+
+class RunRow(TypedDict):
+    """One row of the ``runs`` table."""
+
+    run_id: str
+    created: str
+    kind: str
+    meta: str
+    """The run's meta as canonical JSON text."""
+    head_hash: str
+    n_events: int
+
+
+EventValues = tuple[str, int, str, str, str | None, str, str, str, str]
+"""An event row to insert, in :data:`EVENTS_COLUMNS` order."""
+
+
+def event_from_row(row: EventRow) -> Event:
+    """The :class:`Event` a stored row holds."""
+    return Event(
+        run_id=row["run_id"],
+        seq=int(row["seq"]),
+        key=row["key"],
+        type=row["type"],
+        case=row["case_ref"],
+        at=row["at"],
+        payload=json.loads(row["payload"]),
+        prev_hash=row["prev_hash"],
+        hash=row["hash"],
+    )
+
+
+def run_from_row(row: RunRow) -> RunInfo:
+    """The :class:`RunInfo` a stored ``runs`` row holds."""
+    return RunInfo(
+        run_id=row["run_id"],
+        created=row["created"],
+        kind=row["kind"],
+        meta=json.loads(row["meta"]),
+        head_hash=row["head_hash"],
+        n_events=int(row["n_events"]),
+    )

@@ -1,0 +1,147 @@
+"""Run locks: which process is executing a run.
+
+A run lock is coordination state, kept outside the hash chain: ``runs resume`` and the
+service take it so that two processes never execute one run at once. Choices where the
+design is silent:
+
+* **Two ways to hold one**, by what the back end offers (:class:`RunLocks` picks):
+  where the database server holds locks for a session (PostgreSQL's advisory locks,
+  :class:`~dissensus.store.backend.SessionLocks`) the server decides and releases the lock
+  when the holder's connection ends, even on ``kill -9``; the ``run_locks`` row only names
+  the holder for the message. Without them (SQLite) the row is the lock, and a holder on
+  this host whose process is gone is replaced.
+* **A zombie is gone.** A process killed but not yet reaped by its parent (as right after
+  ``kill -9``) holds nothing (``/proc/<pid>/stat`` says ``Z``).
+* **A holder on another host** is trusted to be alive (its process cannot be checked).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+
+from pydantic import BaseModel
+
+from dissensus.store import clock
+from dissensus.store.backend import Backend, Row, SessionLocks
+from dissensus.store.log import SQLEventLog
+from dissensus.store.transactions import Transactions
+
+__all__ = ["RunLock", "RunLocks", "pid_alive"]
+
+_UPSERT = (
+    "INSERT INTO run_locks (run_id, pid, host, acquired) VALUES (?, ?, ?, ?) "
+    "ON CONFLICT (run_id) DO UPDATE SET pid = excluded.pid, host = excluded.host, acquired = excluded.acquired"
+)
+_DELETE = "DELETE FROM run_locks WHERE run_id = ? AND pid = ? AND host = ?"
+
+
+class RunLock(BaseModel):
+    """The process executing a run."""
+
+    run_id: str
+    pid: int
+    host: str
+    acquired: str
+
+
+def _lock_of(row: Row) -> RunLock:
+    return RunLock(
+        run_id=row["run_id"], pid=int(row["pid"]), host=row["host"], acquired=row["acquired"]
+    )
+
+
+class RunLocks:
+    """The run locks of one journal."""
+
+    def __init__(self, backend: Backend, transactions: Transactions, log: SQLEventLog) -> None:
+        self._backend = backend
+        self._tx = transactions
+        self._log = log
+
+    def acquire(self, run_id: str, pid: int | None = None) -> RunLock | None:
+        """Take the run's execution lock for ``pid`` (default: this process); ``None``
+        when taken, else the holder."""
+        pid = os.getpid() if pid is None else pid
+        session = self._backend.session_locks
+        if session is not None:
+            return self._acquire_session(session, run_id, pid)
+        return self._acquire_row(run_id, pid)
+
+    def release(self, run_id: str, pid: int | None = None) -> None:
+        """Release the run's execution lock if ``pid`` (default: this process) holds it."""
+        pid = os.getpid() if pid is None else pid
+        backend = self._backend
+        session = backend.session_locks
+        if session is None:
+            with self._tx.transaction(), backend.errors():
+                backend.exec(_DELETE, (run_id, pid, socket.gethostname()))
+            return
+        with backend.errors():
+            backend.exec(_DELETE, (run_id, pid, socket.gethostname()))
+            session.unlock(run_id)
+
+    def _acquire_row(self, run_id: str, pid: int) -> RunLock | None:
+        backend = self._backend
+        with self._tx.transaction(run_id), backend.errors():
+            rows = backend.rows("SELECT * FROM run_locks WHERE run_id = ?", (run_id,))
+            holder = _live_holder(rows[0] if rows else None)
+            if holder is not None and not (
+                holder.pid == pid and holder.host == socket.gethostname()
+            ):
+                return holder
+            backend.exec(_UPSERT, (run_id, pid, socket.gethostname(), clock.now()))
+        return None
+
+    def _acquire_session(self, session: SessionLocks, run_id: str, pid: int) -> RunLock | None:
+        backend = self._backend
+        self._log.run(run_id)  # UnknownRun when there is no such run
+        with backend.errors():
+            if session.holds(run_id):
+                rows = backend.rows("SELECT * FROM run_locks WHERE run_id = ?", (run_id,))
+                if rows and int(rows[0]["pid"]) != pid:
+                    return _lock_of(rows[0])
+                return None
+            if not session.try_lock(run_id):
+                rows = backend.rows("SELECT * FROM run_locks WHERE run_id = ?", (run_id,))
+                if rows:
+                    return _lock_of(rows[0])
+                return RunLock(run_id=run_id, pid=0, host="?", acquired=clock.now())
+            backend.exec(_UPSERT, (run_id, pid, socket.gethostname(), clock.now()))
+        return None
+
+
+def _live_holder(row: Row | None) -> RunLock | None:
+    """The live holder a run-lock row names (``None``: free, or its process is gone)."""
+    if row is None:
+        return None
+    lock = _lock_of(row)
+    if lock.host == socket.gethostname() and not pid_alive(lock.pid):
+        return None
+    return lock
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` of this host is running: a zombie (killed, not yet reaped by
+    its parent, as right after ``kill -9``) is not."""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return not _zombie(pid)
+
+
+def _zombie(pid: int) -> bool:
+    """True when ``/proc`` says ``pid`` is a zombie or dead (False where there is no ``/proc``)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            stat = handle.read()
+    except OSError:
+        return False
+    # The state follows the command name, which is in parentheses and may hold any byte.
+    state = stat[stat.rfind(b")") + 2 : stat.rfind(b")") + 3]
+    return state in (b"Z", b"X", b"x")

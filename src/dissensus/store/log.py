@@ -1,0 +1,298 @@
+"""The event log: runs and their append-only, hash-chained events, over a back end.
+
+:class:`EventLog` is the seam (append a batch, read, head), after LangGraph's checkpoint
+savers: a few methods, and everything else of the journal (the chain's verification,
+seals, the review index, claims, run locks) kept by services beside it.
+:class:`SQLEventLog` implements it, and the runs' headers, over either
+:class:`~dissensus.store.backend.Backend`.
+
+Choices where the design is silent:
+
+* **Idempotent keys.** Appending a key that the run already holds returns the stored
+  event and writes nothing, after checking the payload is the same
+  (:class:`~dissensus.store.errors.JournalConflict` otherwise). A resumed run replays
+  its deterministic steps and only the missing events are written.
+* **Group commit.** :meth:`SQLEventLog.append_batch` appends a block of events in one
+  transaction (one commit, one fsync under SQLite's ``synchronous=full``), each chained
+  on the one before it exactly as single appends would be; the commit is the durability
+  point (all of the block or none).
+* **Head anchor.** ``runs.head_hash`` and ``runs.n_events`` change in the same
+  transaction as each append; verification checks them against the chain.
+* **One timestamp per block.** Every event of a batch carries the same ``at``.
+  Timestamps are part of the hashed event but never of a final record, so a resumed
+  run and an uninterrupted one end with the same records.
+* **What an append derives** (the review index's rows) is written by the ``on_write``
+  callbacks inside the append's transaction, after the events' rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, Protocol, cast
+
+from dissensus.store import clock
+from dissensus.store.backend import Backend
+from dissensus.store.canonical import GENESIS, canonical, event_hash
+from dissensus.store.errors import JournalConflict, RunExists, UnknownRun
+from dissensus.store.events import (
+    Event,
+    EventRow,
+    EventValues,
+    NewEvent,
+    RunHead,
+    RunInfo,
+    RunRow,
+    event_from_row,
+    run_from_row,
+)
+from dissensus.store.targets import check_run_id
+from dissensus.store.transactions import Transactions
+
+__all__ = ["EventLog", "SQLEventLog"]
+
+
+class EventLog(Protocol):
+    """The append-only, hash-chained log of a run's events: the seam both back ends fill.
+
+    ``append_batch`` writes a block of events in one transaction (the durability point:
+    once it returns, every event of the block is committed; a crash before that leaves
+    none of them); ``read`` lists a run's events in sequence order; ``head`` says where
+    its chain stands. The review index, seals, claims and run locks are kept by the
+    journal beside it.
+    """
+
+    def append_batch(self, run_id: str, events: Sequence[NewEvent]) -> list[Event]: ...
+
+    def read(
+        self, run_id: str, *, type: str | None = None, case: str | None = None
+    ) -> Iterator[Event]: ...
+
+    def head(self, run_id: str) -> RunHead: ...
+
+
+class SQLEventLog:
+    """The event log and the runs' headers in a back end's ``runs`` and ``events`` tables."""
+
+    def __init__(self, backend: Backend, transactions: Transactions) -> None:
+        self._backend = backend
+        self._tx = transactions
+        self.on_write: list[Callable[[str, Sequence[Event]], None]] = []
+        """Called inside an append's transaction with the events it wrote to a run."""
+
+    def _event_rows(self, sql: str, args: Sequence[Any] = ()) -> list[EventRow]:
+        with self._backend.errors():
+            # Every query given here selects whole rows of ``events``.
+            return cast("list[EventRow]", self._backend.rows(sql, args))
+
+    # -- runs -------------------------------------------------------------------------
+
+    def create_run(
+        self,
+        run_id: str,
+        *,
+        kind: str,
+        meta: dict[str, Any],  # JSON passing through: stored as canonical text
+        first: NewEvent | None = None,
+        exclusive: bool = False,
+    ) -> RunInfo:
+        """Register a run (idempotent for the same id unless ``exclusive``), with its
+        ``first`` event in the same transaction."""
+        check_run_id(run_id)
+        backend = self._backend
+        with self._tx.transaction():
+            existing = self.run(run_id, missing_ok=True)
+            if existing is not None:
+                if exclusive:
+                    raise RunExists(
+                        f"run {run_id!r} already exists in {backend.path}; resume it with 'dissensus runs resume'"
+                    )
+            else:
+                with backend.errors():
+                    changed = backend.exec(
+                        "INSERT INTO runs (run_id, created, kind, meta, head_hash, n_events) "
+                        "VALUES (?, ?, ?, ?, ?, 0) ON CONFLICT (run_id) DO NOTHING",
+                        (run_id, clock.now(), kind, canonical(meta), GENESIS),
+                    )
+                if not changed and exclusive:
+                    raise RunExists(f"run {run_id!r} already exists in {backend.path}")
+            if first is not None:
+                self.append_batch(run_id, [first])
+        info = self.run(run_id)
+        assert info is not None
+        return info
+
+    def run(self, run_id: str, *, missing_ok: bool = False) -> RunInfo | None:
+        """The run's header (``None`` with ``missing_ok`` when there is no such run,
+        :class:`~dissensus.store.errors.UnknownRun` without)."""
+        with self._backend.errors():
+            rows = self._backend.rows("SELECT * FROM runs WHERE run_id = ?", (run_id,))
+        if not rows:
+            if missing_ok:
+                return None
+            raise UnknownRun(f"no run {run_id!r} in journal {self._backend.path}")
+        return run_from_row(cast(RunRow, rows[0]))  # the query is SELECT * FROM runs
+
+    def runs(self) -> list[RunInfo]:
+        """Every run, oldest first."""
+        with self._backend.errors():
+            ids = [
+                r["run_id"]
+                for r in self._backend.rows("SELECT run_id FROM runs ORDER BY created, run_id")
+            ]
+        out = []
+        for run_id in ids:
+            info = self.run(run_id)
+            assert info is not None
+            out.append(info)
+        return out
+
+    # -- appending --------------------------------------------------------------------
+
+    def append_batch(self, run_id: str, events: Sequence[NewEvent]) -> list[Event]:
+        """Append ``events`` to the run in order, in one transaction: all of them or none.
+
+        Each event chains on the one before it exactly as single appends would; a key
+        the run already holds (or one repeated earlier in the batch) is not written again
+        and its stored event is returned in its place, after checking the payload is the
+        same (:class:`~dissensus.store.errors.JournalConflict` otherwise). Returns the
+        events in the given order.
+        """
+        items = list(events)
+        if not items:
+            return []
+        texts = [item.text if item.text is not None else canonical(item.payload) for item in items]
+        backend = self._backend
+        with self._tx.transaction(run_id):
+            with backend.errors():
+                existing, head = backend.append_state(run_id, [i.key for i in items])
+            seq = head.n_events if head else 0
+            prev = head.head_hash if head else GENESIS
+            at = clock.now()
+            out: list[Event] = []
+            rows: list[EventValues] = []
+            written: dict[str, tuple[str, Event]] = {}
+            fresh: list[Event] = []
+            for item, text in zip(items, texts, strict=True):
+                stored = existing.get(item.key)
+                if stored is not None:
+                    if stored["payload"] != text:
+                        raise JournalConflict(
+                            f"run {run_id}: event {item.key!r} was journalled with a different payload"
+                        )
+                    out.append(event_from_row(stored))
+                    continue
+                again = written.get(item.key)
+                if again is not None:
+                    if again[0] != text:
+                        raise JournalConflict(
+                            f"run {run_id}: event {item.key!r} appears twice in a batch with "
+                            "different payloads"
+                        )
+                    out.append(again[1])
+                    continue
+                digest = event_hash(
+                    prev,
+                    run=run_id,
+                    seq=seq,
+                    key=item.key,
+                    type=item.type,
+                    case=item.case,
+                    at=at,
+                    payload_text=text,
+                )
+                rows.append((run_id, seq, item.key, item.type, item.case, at, text, prev, digest))
+                event = Event.model_construct(
+                    run_id=run_id,
+                    seq=seq,
+                    key=item.key,
+                    type=item.type,
+                    case=item.case,
+                    at=at,
+                    payload=item.payload,
+                    prev_hash=prev,
+                    hash=digest,
+                )
+                written[item.key] = (text, event)
+                fresh.append(event)
+                out.append(event)
+                prev = digest
+                seq += 1
+            if rows:
+                with backend.errors():
+                    backend.write_events(rows)
+                    for derive in self.on_write:
+                        derive(run_id, fresh)
+                self._tx.written(fresh)
+        return out
+
+    # -- reading ----------------------------------------------------------------------
+
+    def head(self, run_id: str) -> RunHead:
+        """The run's number of events and the hash of its last one
+        (:class:`~dissensus.store.errors.UnknownRun` when there is no such run)."""
+        info = self.run(run_id)
+        assert info is not None
+        return RunHead(n_events=info.n_events, head_hash=info.head_hash)
+
+    def read(
+        self, run_id: str, *, type: str | None = None, case: str | None = None
+    ) -> Iterator[Event]:
+        """A run's events in sequence order, optionally filtered by type and case."""
+        sql = "SELECT * FROM events WHERE run_id = ?"
+        args: list[Any] = [run_id]
+        if type is not None:
+            sql += " AND type = ?"
+            args.append(type)
+        if case is not None:
+            sql += " AND case_ref = ?"
+            args.append(case)
+        if case is None:
+            rows = self._event_rows(sql + " ORDER BY seq", args)
+        else:
+            # Sorted here: with ORDER BY in the query SQLite walks the run's events in
+            # sequence order instead of looking the case up in its index.
+            rows = sorted(self._event_rows(sql, args), key=lambda r: int(r["seq"]))
+        for row in rows:
+            yield event_from_row(row)
+
+    def rows(self, run_id: str) -> list[EventRow]:
+        """The run's stored rows in sequence order, as they are (for verification)."""
+        return self._event_rows("SELECT * FROM events WHERE run_id = ? ORDER BY seq", (run_id,))
+
+    def get(self, run_id: str, key: str) -> Event | None:
+        """The event stored under ``key``, if any."""
+        rows = self._event_rows("SELECT * FROM events WHERE run_id = ? AND key = ?", (run_id, key))
+        return event_from_row(rows[0]) if rows else None
+
+    def type_at(self, run_id: str, seq: int) -> str | None:
+        """The type of the run's event ``seq``, if there is one."""
+        with self._backend.errors():
+            rows = self._backend.rows(
+                "SELECT type FROM events WHERE run_id = ? AND seq = ?", (run_id, seq)
+            )
+        return str(rows[0]["type"]) if rows else None
+
+    def of_type(self, type: str) -> Iterator[Event]:
+        """Every event of ``type`` across runs (run order, then sequence)."""
+        rows = self._event_rows(
+            "SELECT e.* FROM events e JOIN runs r ON r.run_id = e.run_id WHERE e.type = ? "
+            "ORDER BY r.created, e.run_id, e.seq",
+            (type,),
+        )
+        for row in rows:
+            yield event_from_row(row)
+
+    def at(self, refs: Sequence[tuple[str, int]]) -> dict[tuple[str, int], Event]:
+        """The events at ``(run_id, seq)`` positions, read in one query per 100."""
+        out: dict[tuple[str, int], Event] = {}
+        refs = list(dict.fromkeys(refs))
+        for start in range(0, len(refs), 100):
+            chunk = refs[start : start + 100]
+            where = " OR ".join(["(run_id = ? AND seq = ?)"] * len(chunk))
+            rows = self._event_rows(
+                f"SELECT * FROM events WHERE {where}", [x for ref in chunk for x in ref]
+            )
+            for row in rows:
+                event = event_from_row(row)
+                out[(event.run_id, event.seq)] = event
+        return out

@@ -1,0 +1,304 @@
+"""The review index: one row per review item, derived from the ``review.*`` events.
+
+``review_index`` holds one row per review item (id, run, the ``review.opened`` event's
+sequence number, the reason, the ``review.resolved`` event's sequence number or NULL while
+open; a ``review.reopened`` event sets it back to NULL), written in the same transaction
+as the event it derives from, so the review queue is listed without reading every
+``review.opened`` payload (:meth:`ReviewIndex.entries`).
+
+Choices where the design is silent:
+
+* **The chain stays the evidence.** The index is outside the hash chain; opening a
+  journal whose index does not agree with its events (a journal of an older version, or
+  written by one) rebuilds it from the events (:meth:`ReviewIndex.rebuild`); a journal
+  that cannot be written then lists its queue from the events (:meth:`ReviewIndex.entries`
+  returns ``None``).
+* **Two checks.** The check made on every open is cheap (no payload parsed: the item id
+  is the event's ``<run>.<case>``); only when it finds a difference does the thorough one
+  (the rebuild's own derivation, reasons included) decide, so a journal whose events do
+  not fit the cheap check is not rebuilt on every open. Verification always checks
+  thoroughly.
+* **Standing resolution.** An item's resolving event is the first ``review.resolved``
+  after its last ``review.reopened`` (none when it was reopened last).
+* **The database compares**, so no payload is sent over to check the index.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from contextlib import suppress
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from dissensus.store import event_types as ev
+from dissensus.store.backend import Backend
+from dissensus.store.errors import JournalReadOnly
+from dissensus.store.events import Event
+from dissensus.store.transactions import Transactions
+
+__all__ = [
+    "REVIEW_OPENED",
+    "REVIEW_REOPENED",
+    "REVIEW_RESOLVED",
+    "ReviewEntry",
+    "ReviewFilter",
+    "ReviewIndex",
+]
+
+REVIEW_OPENED = ev.REVIEW_OPENED
+REVIEW_RESOLVED = ev.REVIEW_RESOLVED
+REVIEW_REOPENED = ev.REVIEW_REOPENED
+"""A resolution undone: the item is open again (its index row loses its resolved_seq)."""
+
+_INDEXED = (REVIEW_OPENED, REVIEW_RESOLVED, REVIEW_REOPENED)
+
+ReviewFilter = Literal["open", "resolved", "all"]
+
+
+class ReviewEntry(BaseModel):
+    """One review item as the journal's review index holds it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    review_id: str
+    run_id: str
+    seq: int
+    """Sequence number of the item's ``review.opened`` event in its run."""
+    reason: str
+    """Why the case was escalated (the item's ``reason``)."""
+    resolved_seq: int | None
+    """Sequence number of its ``review.resolved`` event; ``None`` while open."""
+
+
+class ReviewIndex:
+    """The review index of one journal, kept beside its event log."""
+
+    def __init__(self, backend: Backend, transactions: Transactions) -> None:
+        self._backend = backend
+        self._tx = transactions
+        self.trusted = True
+        """False when the index disagrees with the events and could not be rebuilt
+        (read-only): the queue is then listed from the events."""
+        self.rebuilt_for: tuple[str, ...] = ()
+        """Review ids whose index row differed from the events when the journal was opened."""
+
+    # -- written with the events ------------------------------------------------------
+
+    def index_events(self, run_id: str, events: Sequence[Event]) -> None:
+        """Inside the append's transaction: the index rows ``events`` derive."""
+        for event in events:
+            if event.type in _INDEXED:
+                self._index(run_id, event.seq, event.type, event.payload)
+
+    def _index(
+        self,
+        run_id: str,
+        seq: int,
+        type: str,
+        payload: dict[str, Any],  # JSON passing through: the event's payload
+    ) -> None:
+        review_id = payload.get("review_id")
+        if not isinstance(review_id, str):
+            return
+        write = self._backend.write_index
+        if type == REVIEW_OPENED:
+            write(
+                "INSERT INTO review_index (review_id, run_id, opened_seq, reason, resolved_seq) "
+                "VALUES (?, ?, ?, ?, NULL) ON CONFLICT (review_id) DO NOTHING",
+                (review_id, run_id, seq, str(payload.get("reason", ""))),
+            )
+        elif type == REVIEW_REOPENED:
+            write(
+                "UPDATE review_index SET resolved_seq = NULL WHERE review_id = ? AND run_id = ?",
+                (review_id, run_id),
+            )
+        else:
+            write(
+                "UPDATE review_index SET resolved_seq = ? "
+                "WHERE review_id = ? AND run_id = ? AND resolved_seq IS NULL",
+                (seq, review_id, run_id),
+            )
+
+    def rebuild(self) -> int:
+        """Recompute the review index from the ``review.*`` events; the number of items."""
+        backend = self._backend
+        with self._tx.transaction():
+            with backend.errors():
+                backend.lock_review_index()
+                backend.exec("DELETE FROM review_index")
+                rows = backend.rows(
+                    "SELECT run_id, seq, type, payload FROM events WHERE type IN (?, ?, ?) "
+                    "ORDER BY run_id, seq",
+                    _INDEXED,
+                )
+            for row in rows:
+                payload = json.loads(row["payload"])
+                if isinstance(payload, dict):
+                    with backend.errors():
+                        self._index(str(row["run_id"]), int(row["seq"]), row["type"], payload)
+            with backend.errors():
+                count = backend.rows("SELECT COUNT(*) AS n FROM review_index")[0]["n"]
+        return int(count)
+
+    # -- checking it against the events -----------------------------------------------
+
+    def differences(self, run_id: str | None = None, *, thorough: bool = True) -> list[str]:
+        """The review ids whose index row differs from what the events derive, by
+        content (at most 20 named): item, run, position and resolving event, and with
+        ``thorough`` the reason too.
+
+        ``thorough`` reads each item's id and reason from its event's payload (a JSON
+        function per back end), exactly as :meth:`rebuild` does. Without it (the check
+        made on every open) the id is the event's run and case (``<run>.<line>``, what
+        every review event of this program carries), no payload is parsed, and each
+        opened event is matched with its index row and its resolution through the
+        tables' keys.
+        """
+        if thorough:
+            return self._differences_thorough(run_id)
+        backend = self._backend
+        scope = " AND o.run_id = ?" if run_id is not None else ""
+        args: list[Any] = [REVIEW_REOPENED, REVIEW_RESOLVED, REVIEW_OPENED]
+        args += [run_id] if run_id else []
+        rid = "o.run_id || '.' || o.case_ref"
+        mismatched = (
+            f"SELECT {rid} AS review_id FROM events o "
+            "LEFT JOIN (SELECT run_id, case_ref, MAX(seq) AS zseq FROM events WHERE type = ? "
+            "GROUP BY run_id, case_ref) z ON z.run_id = o.run_id AND z.case_ref = o.case_ref "
+            "LEFT JOIN events r ON r.run_id = o.run_id AND r.case_ref = o.case_ref AND r.type = ? "
+            "AND r.seq > COALESCE(z.zseq, -1) "
+            f"LEFT JOIN review_index q ON q.review_id = {rid} "
+            f"WHERE o.type = ? AND o.case_ref IS NOT NULL{scope} AND (q.review_id IS NULL "
+            f"OR q.run_id <> o.run_id OR q.opened_seq <> o.seq "
+            f"OR {backend.distinct('q.resolved_seq', 'r.seq')}) LIMIT 20"
+        )
+        extra = (
+            "SELECT q.review_id FROM review_index q LEFT JOIN events o ON o.run_id = q.run_id "
+            f"AND o.seq = q.opened_seq AND o.type = ? AND {rid} = q.review_id "
+            "WHERE o.seq IS NULL"
+            + (" AND q.run_id = ?" if run_id is not None else "")
+            + " LIMIT 20"
+        )
+        with backend.errors():
+            found = [str(r["review_id"]) for r in backend.rows(mismatched, args)]
+            found += [
+                str(r["review_id"])
+                for r in backend.rows(extra, [REVIEW_OPENED] + ([run_id] if run_id else []))
+            ]
+        return sorted(set(found))[:20]
+
+    def _differences_thorough(self, run_id: str | None) -> list[str]:
+        backend = self._backend
+        rid = backend.json_text("payload", "review_id")
+        reason = f"COALESCE({backend.json_text('payload', 'reason')}, '')"
+        scope = " AND run_id = ?" if run_id is not None else ""
+        run_args: list[Any] = [run_id] if run_id is not None else []
+        of_type = f"SELECT run_id, seq, {rid} AS rid FROM events WHERE type = ?{scope}"
+        sql = (
+            f"WITH o AS (SELECT run_id, seq, {rid} AS rid, {reason} AS reason FROM events "
+            f"WHERE type = ?{scope}), "
+            f"s AS ({of_type}), "
+            f"z AS (SELECT run_id, rid, MAX(seq) AS zseq FROM ({of_type}) x GROUP BY run_id, rid), "
+            "r AS (SELECT s.run_id, s.rid, MIN(s.seq) AS rseq FROM s LEFT JOIN z "
+            "ON z.run_id = s.run_id AND z.rid = s.rid WHERE s.seq > COALESCE(z.zseq, -1) "
+            "GROUP BY s.run_id, s.rid), "
+            "d AS (SELECT o.rid AS review_id, o.run_id, o.seq AS opened_seq, o.reason, "
+            "r.rseq AS resolved_seq FROM o LEFT JOIN r ON r.run_id = o.run_id AND r.rid = o.rid "
+            "WHERE o.rid IS NOT NULL), "
+            "q AS (SELECT review_id, run_id, opened_seq, reason, resolved_seq FROM review_index"
+            + (" WHERE run_id = ?" if run_id is not None else "")
+            + ") "
+            "SELECT review_id FROM (SELECT * FROM d EXCEPT SELECT * FROM q) a UNION "
+            "SELECT review_id FROM (SELECT * FROM q EXCEPT SELECT * FROM d) b "
+            "ORDER BY review_id LIMIT 20"
+        )
+        args = [
+            REVIEW_OPENED,
+            *run_args,
+            REVIEW_RESOLVED,
+            *run_args,
+            REVIEW_REOPENED,
+            *run_args,
+            *run_args,
+        ]
+        with backend.errors():
+            rows = backend.rows(sql, args)
+        return [str(r["review_id"]) for r in rows]
+
+    def check_on_open(self) -> None:
+        """Rebuild an index whose content disagrees with the events (when writable; a
+        read-only journal then lists its queue from the events). The items that differed
+        are kept for verification to report."""
+        if not self.differences(thorough=False):
+            return
+        differing = self.differences()
+        if not differing:
+            return
+        self.rebuilt_for = tuple(differing)
+        try:
+            self.rebuild()
+        except JournalReadOnly:
+            self.trusted = False
+
+    def problems(self, run_id: str) -> list[str]:
+        """What verification reports about the run's rows of the index (checked
+        thoroughly, reasons included; a writable journal's index is then rebuilt)."""
+        now = self.differences(run_id)
+        if not self.trusted:
+            return [
+                f"review index row of {rid} differs from the events (read-only: not rebuilt; "
+                "the queue is listed from the events)"
+                for rid in now
+            ]
+        if now:
+            with suppress(JournalReadOnly):
+                self.rebuild()
+        return [
+            f"review index row of {rid} differed from the events (rebuilt from the events)"
+            for rid in sorted(
+                {*now, *(r for r in self.rebuilt_for if r.rpartition(".")[0] == run_id)}
+            )
+        ]
+
+    # -- the queue --------------------------------------------------------------------
+
+    def entries(
+        self, *, run_id: str | None = None, status: ReviewFilter = "all", limit: int | None = None
+    ) -> list[ReviewEntry] | None:
+        """Review items in queue order (oldest run first, then by position in the run);
+        ``None`` when the index cannot be trusted; at most ``limit`` of them."""
+        if not self.trusted:
+            return None
+        sql = (
+            "SELECT q.review_id, q.run_id, q.opened_seq, q.reason, q.resolved_seq "
+            "FROM review_index q JOIN runs r ON r.run_id = q.run_id"
+        )
+        where: list[str] = []
+        args: list[Any] = []
+        if run_id is not None:
+            where.append("q.run_id = ?")
+            args.append(run_id)
+        if status == "open":
+            where.append("q.resolved_seq IS NULL")
+        elif status == "resolved":
+            where.append("q.resolved_seq IS NOT NULL")
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        sql += " ORDER BY r.created, q.run_id, q.opened_seq"
+        if limit is not None:
+            sql += " LIMIT ?"
+            args.append(int(limit))
+        with self._backend.errors():
+            rows = self._backend.rows(sql, args)
+        return [
+            ReviewEntry(
+                review_id=str(r["review_id"]),
+                run_id=str(r["run_id"]),
+                seq=int(r["opened_seq"]),
+                reason=str(r["reason"]),
+                resolved_seq=None if r["resolved_seq"] is None else int(r["resolved_seq"]),
+            )
+            for r in rows
+        ]

@@ -1,0 +1,106 @@
+"""Seals: a signature over a run's chain, appended as the run's next event.
+
+When the journal has a signer (``DISSENSUS_SIGNING_KEY``, read by the command line),
+every ``run.finished``, ``case.resolved`` and ``review.reopened`` append is followed by a
+``run.sealed`` event whose payload signs ``{run, n_events, head}`` of the chain before it
+(:mod:`dissensus.signing`). An unkeyed chain cannot stop an editor who re-chains every
+hash; a seal can, for anyone holding the public key.
+
+Choices where the design is silent:
+
+* **After the commit.** The seal is appended in its own transaction once the sealed
+  events have committed, so a crash between the two leaves an unsealed (not a broken)
+  chain, which verification reports as ``unsigned``.
+* **Never twice.** A run whose last event already is a seal is not sealed again.
+* **The key is the position**: a seal's key is ``seal/<n_events>``, so replaying a run
+  never seals one head twice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Literal
+
+from dissensus.store import event_types as ev
+from dissensus.store.canonical import canonical
+from dissensus.store.events import Event, NewEvent
+from dissensus.store.log import SQLEventLog
+from dissensus.store.transactions import Transactions
+
+if TYPE_CHECKING:
+    from dissensus.signing import PublicKey, Signer
+
+__all__ = ["SEAL_AFTER", "SEAL_TYPE", "Seals", "SignatureStatus", "seal_status"]
+
+SEAL_TYPE = ev.RUN_SEALED
+"""Type of the event that signs the chain before it."""
+
+SEAL_AFTER = frozenset({ev.RUN_FINISHED, ev.CASE_RESOLVED, ev.REVIEW_REOPENED})
+"""Event types after which a journal with a signer seals the run's head."""
+
+SignatureStatus = Literal["signed", "unsigned", "invalid"]
+
+Seal = tuple[int, dict[str, Any]]
+"""A seal event's sequence number and payload (JSON as stored, checked field by field)."""
+
+
+class Seals:
+    """Seals the runs of one journal with its signer."""
+
+    def __init__(
+        self, log: SQLEventLog, transactions: Transactions, signer: Signer | None = None
+    ) -> None:
+        self._log = log
+        self._tx = transactions
+        self.signer = signer
+
+    def seal(self, run_id: str) -> Event | None:
+        """Sign the run's current head (``None`` without a signer, or when the last event
+        already is a seal)."""
+        signer = self.signer
+        if signer is None:
+            return None
+        with self._tx.transaction(run_id):
+            head = self._log.head(run_id)
+            if head.n_events and self._log.type_at(run_id, head.n_events - 1) == SEAL_TYPE:
+                return None
+            claim = {"run": run_id, "n_events": head.n_events, "head": head.head_hash}
+            payload = {**claim, "signature": signer.sign_text(canonical(claim))}
+            key = f"seal/{head.n_events}"
+            return self._log.append_batch(run_id, [NewEvent(SEAL_TYPE, payload, key)])[0]
+
+    def after_commit(self, events: Sequence[Event]) -> None:
+        """Seal every run that just committed an event of :data:`SEAL_AFTER`."""
+        if self.signer is None:
+            return
+        for run_id in dict.fromkeys(e.run_id for e in events if e.type in SEAL_AFTER):
+            self.seal(run_id)
+
+
+def seal_status(
+    seals: Sequence[Seal], count: int, public_key: PublicKey
+) -> tuple[SignatureStatus, str]:
+    """Whether a run of ``count`` events whose seals are ``seals`` is signed with
+    ``public_key``: every seal verifies and the last one is the run's last event."""
+    from dissensus.signing import verify_text
+
+    if not seals:
+        return "unsigned", "the run has no seal"
+    for seq, payload in seals:
+        claim = {k: payload.get(k) for k in ("run", "n_events", "head")}
+        signature = payload.get("signature")
+        if (
+            not isinstance(signature, dict)
+            or verify_text(canonical(claim), signature, public_key) != "valid"
+        ):
+            return "invalid", f"seal at event {seq} does not verify with this public key"
+    last_seq = seals[-1][0]
+    if last_seq != count - 1:
+        return (
+            "unsigned",
+            f"{count - 1 - last_seq} event(s) after the last seal (event {last_seq}) are unsigned",
+        )
+    return (
+        "signed",
+        f"head signed at event {last_seq} covering {seals[-1][1].get('n_events')} event(s)",
+    )

@@ -1,0 +1,114 @@
+"""Where a journal is, how it is named on screen, and the settings read when it opens.
+
+A journal *target* is an SQLite file path (``":memory:"`` for a throw-away one) or a
+``postgresql://`` URL. Choices where the design is silent:
+
+* **Which journal.** The ``--journal`` option, else ``$DISSENSUS_JOURNAL``, else
+  :data:`DEFAULT_JOURNAL` in the working directory.
+* **Naming it.** Every message, log line and page names a journal through
+  :func:`mask_url`, so a password in a URL is never shown.
+* **Run ids** are limited to what is safe in file names, URLs, shells and review ids
+  (:data:`RUN_ID_PATTERN`).
+* **Busy timeout.** A writer waits up to ``$DISSENSUS_JOURNAL_BUSY_TIMEOUT`` seconds
+  (default 30) for another writer's lock.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+from dissensus.errors import ConfigError
+
+__all__ = [
+    "BUSY_TIMEOUT_ENV",
+    "DEFAULT_JOURNAL",
+    "RUN_ID_PATTERN",
+    "busy_timeout",
+    "check_run_id",
+    "is_postgres_url",
+    "journal_path",
+    "mask_url",
+]
+
+DEFAULT_JOURNAL = "dissensus-journal.sqlite"
+"""Journal file used when neither ``--journal`` nor ``$DISSENSUS_JOURNAL`` is given."""
+
+BUSY_TIMEOUT_ENV = "DISSENSUS_JOURNAL_BUSY_TIMEOUT"
+"""Seconds a writer waits for another writer's lock before :class:`JournalBusy` (default 30)."""
+
+
+def journal_path(option: str | None = None) -> str:
+    """The journal to use: the option, else ``$DISSENSUS_JOURNAL``, else :data:`DEFAULT_JOURNAL`."""
+    if option:
+        return option
+    return os.environ.get("DISSENSUS_JOURNAL") or DEFAULT_JOURNAL
+
+
+def is_postgres_url(target: str | Path) -> bool:
+    """Whether ``target`` names a PostgreSQL journal (``postgresql://`` or ``postgres://``)."""
+    return str(target).startswith(("postgresql://", "postgres://"))
+
+
+RUN_ID_PATTERN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
+"""What a run id may be: letters, digits, ``_``, ``-`` and ``.`` (not first, never ``..``),
+at most 128 characters: safe in file names, URLs, shells and review ids."""
+
+
+def check_run_id(run_id: str) -> str:
+    """``run_id`` when it is a valid run id (:data:`RUN_ID_PATTERN`); ConfigError otherwise."""
+    if not isinstance(run_id, str) or RUN_ID_PATTERN.fullmatch(run_id) is None or ".." in run_id:
+        shown = repr(run_id) if len(str(run_id)) <= 80 else repr(str(run_id)[:80]) + "..."
+        raise ConfigError(
+            f"invalid run id {shown}: use 1-128 letters, digits, '_', '-' or '.' "
+            "(not first, never '..')",
+            field="run_id",
+        )
+    return run_id
+
+
+def mask_url(target: str | Path) -> str:
+    """``target`` as it may be shown: a URL's password replaced by ``***``.
+
+    The one function every message, log line and page uses to name a journal; a path or
+    a URL without a password comes back unchanged. A target that cannot be parsed as a
+    URL but holds ``@`` loses everything before the last ``@`` (it may be credentials).
+    """
+    text = str(target)
+    if "://" not in text:
+        return text
+    try:
+        parts = urlsplit(text)
+        password = parts.password
+        host = parts.hostname or ""
+        port = parts.port
+    except ValueError:
+        scheme, _, rest = text.partition("://")
+        return f"{scheme}://***@{rest.rpartition('@')[2]}" if "@" in rest else text
+    if password is None:
+        return text
+    if ":" in host:
+        host = f"[{host}]"
+    if port is not None:
+        host += f":{port}"
+    return urlunsplit(parts._replace(netloc=f"{parts.username or ''}:***@{host}"))
+
+
+def busy_timeout(value: float | None = None) -> float:
+    """The busy timeout in seconds: ``value``, else ``$DISSENSUS_JOURNAL_BUSY_TIMEOUT``, else 30."""
+    if value is not None:
+        return float(value)
+    raw = os.environ.get(BUSY_TIMEOUT_ENV)
+    if not raw:
+        return 30.0
+    try:
+        seconds = float(raw)
+    except ValueError:
+        seconds = -1.0
+    if not (0 <= seconds < float("inf")):
+        raise ConfigError(
+            f"{BUSY_TIMEOUT_ENV} must be a finite number of seconds >= 0, got {raw!r}"
+        )
+    return seconds

@@ -1,0 +1,96 @@
+"""Write transactions over a back end: nesting, the run's write lock, and what follows a commit.
+
+Every write of the journal (an append, a claim, a run lock, a rebuild of the review index)
+runs in :meth:`Transactions.transaction`. Choices where the design is silent:
+
+* **One writer per run at a time.** A transaction given a run id takes the run's write
+  lock (SQLite: the database write lock, ``BEGIN IMMEDIATE``; PostgreSQL: ``SELECT ...
+  FOR UPDATE`` on the run's header row) before anything is read, so concurrent writers
+  never fork the chain.
+* **Nesting joins.** A transaction opened inside another joins it (taking the further
+  run's lock); only the outermost commits, so everything inside commits together or not
+  at all.
+* **After the commit.** The events written inside are reported once the transaction has
+  committed (never for one rolled back), to the ``after_commit`` callbacks in the order
+  they were registered (the journal's ``after_append``, then its seals).
+* **Threads.** A transaction holds the back end's lock, so another thread's statements on
+  the same object wait for it to end.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager, suppress
+
+from dissensus.store.backend import Backend
+from dissensus.store.errors import UnknownRun
+from dissensus.store.events import Event
+
+__all__ = ["Transactions"]
+
+
+class Transactions:
+    """Nested write transactions on one back end."""
+
+    def __init__(self, backend: Backend) -> None:
+        self._backend = backend
+        self._depth = 0
+        self._written: list[Event] | None = None
+        self._locked_runs: set[str] = set()
+        self.after_commit: list[Callable[[Sequence[Event]], None]] = []
+        """Called with the events a transaction wrote, once it has committed."""
+
+    @contextmanager
+    def transaction(self, run_id: str | None = None) -> Iterator[None]:
+        """One write transaction, holding ``run_id``'s write lock: everything inside
+        commits together or not at all. Nested calls join the outer transaction."""
+        with self._backend.lock, self._transaction(run_id):
+            yield
+
+    def written(self, events: Sequence[Event]) -> None:
+        """Inside a transaction: ``events`` were written (reported once it commits)."""
+        assert self._written is not None
+        self._written.extend(events)
+
+    def _lock(self, run_id: str) -> None:
+        backend = self._backend
+        with backend.errors():
+            found = backend.lock_run(run_id)
+        if not found:
+            raise UnknownRun(f"no run {run_id!r} in journal {backend.path}")
+        self._locked_runs.add(run_id)
+
+    @contextmanager
+    def _transaction(self, run_id: str | None) -> Iterator[None]:
+        if self._depth:
+            if run_id is not None and run_id not in self._locked_runs:
+                self._lock(run_id)
+            self._depth += 1
+            try:
+                yield
+            finally:
+                self._depth -= 1
+            return
+        backend = self._backend
+        written: list[Event] = []
+        with backend.errors():
+            backend.begin()
+        self._depth = 1
+        self._written = written
+        self._locked_runs = set()
+        try:
+            if run_id is not None:
+                self._lock(run_id)
+            yield
+            with backend.errors():
+                backend.commit()
+        except BaseException:
+            with suppress(Exception):  # the first error is the one to report
+                backend.rollback()
+            raise
+        finally:
+            self._depth = 0
+            self._written = None
+            self._locked_runs = set()
+        for callback in self.after_commit:
+            callback(written)
