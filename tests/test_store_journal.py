@@ -290,3 +290,21 @@ def test_one_canonical_json_everywhere() -> None:
     for bad in (float("nan"), float("inf")):
         with pytest.raises(ValueError):
             canonical({"x": bad})
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=20,
+)
+
+
+@given(_JSON)
+def test_canonical_is_the_documented_json_dumps(value: object) -> None:
+    """The reused encoder writes exactly what ``json.dumps`` with the canonical options does."""
+    import json
+
+    expected = json.dumps(
+        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+    )
+    assert canonical(value) == expected

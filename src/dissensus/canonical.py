@@ -5,6 +5,9 @@ off), floats written by Python's shortest round-trip ``repr`` (what ``json.dumps
 does), non-finite floats refused because JSON cannot carry them. A second program can
 recompute every hash from the same rules.
 
+One encoder is built once and reused (``json.dumps`` with these options builds a new
+:class:`json.JSONEncoder` on every call; the journal hashes several texts per event).
+
 This module imports nothing from the package, so the pure core (CONCORD's certificate
 digest) and the adapters (the journal's hash chain, recorded model calls) share it
 without the core loading any adapter.
@@ -19,11 +22,14 @@ from typing import Any
 __all__ = ["canonical", "sha256_text"]
 
 
+_ENCODER = json.JSONEncoder(
+    sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+)
+
+
 def canonical(obj: Any) -> str:
     """The canonical JSON text of ``obj`` (sorted keys, compact, UTF-8, finite numbers)."""
-    return json.dumps(
-        obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-    )
+    return _ENCODER.encode(obj)
 
 
 def sha256_text(text: str) -> str:
