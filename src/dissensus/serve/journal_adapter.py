@@ -49,6 +49,7 @@ from pydantic import BaseModel
 from dissensus.cases import CaseSpec
 from dissensus.deprecation import deprecated_names, renamed
 from dissensus.errors import DissensusError, InputError
+from dissensus.outputs import ResolutionInfo
 from dissensus.pipeline import review as queue
 from dissensus.pipeline.confirm import AlreadyConfirmed, Confirmation, confirm
 from dissensus.pipeline.durable import case_step
@@ -96,17 +97,6 @@ class ClaimInfo(BaseModel):
     reviewer: str
     at: str
     expires: str
-
-
-class ResolutionInfo(BaseModel):
-    """Who resolved a case, when, how and why."""
-
-    review_id: str
-    reviewer: str | None
-    at: str
-    decision: str
-    note: str
-    outside_options: bool = False
 
 
 class HistoryEntry(BaseModel):
@@ -352,19 +342,8 @@ class ReviewDesk:
             raise UnknownItem(f"no review item {review_id!r}") from None
 
     def resolution(self, review_id: str) -> ResolutionInfo | None:
-        run_id, line = _split(review_id)
-        event = queue.resolution_event(self.journal, run_id, line)
-        if event is None:
-            return None
-        p = event.payload
-        return ResolutionInfo(
-            review_id=review_id,
-            reviewer=p.get("reviewer"),
-            at=event.at,
-            decision=str(p["decision"]),
-            note=str(p.get("note", "")),
-            outside_options=bool(p.get("outside_options", False)),
-        )
+        _split(review_id)
+        return ResolutionInfo.read(self.journal, review_id)
 
     def live_claim(self, review_id: str) -> ClaimInfo | None:
         """The claim holding the case now, if any."""

@@ -9,12 +9,13 @@ from fastapi import APIRouter, Depends, Query, Request
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from dissensus.outputs import ReviewEntry, ReviewView
 from dissensus.serve.auth import Principal
 from dissensus.serve.http import (
     require,
     service_of,
 )
-from dissensus.serve.journal_adapter import content_sha256
+from dissensus.serve.journal_adapter import ClaimInfo, HistoryEntry
 
 __all__ = ["router"]
 
@@ -47,7 +48,22 @@ class ConfirmBody(BaseModel):
     """Why (required, as ``review confirm --note``)."""
 
 
-@router.get("/v1/review", tags=["review"])
+class ReviewListEntry(ReviewEntry):
+    """A review queue entry (:class:`~dissensus.outputs.ReviewEntry`) with the claim
+    holding it now, if any (open cases only)."""
+
+    claim: ClaimInfo | None
+
+
+class ReviewCaseView(ReviewView):
+    """A review case (:class:`~dissensus.outputs.ReviewView`) with the claim holding it
+    now, if any, and its review events in the hash chain, oldest first."""
+
+    claim: ClaimInfo | None
+    history: list[HistoryEntry]
+
+
+@router.get("/v1/review", tags=["review"], response_model=list[ReviewListEntry])
 async def review_list(
     request: Request,
     _: Principal = review,
@@ -55,47 +71,30 @@ async def review_list(
     run: str | None = Query(None),
     reason: str | None = Query(None, description="Only items whose reason contains this text."),
     limit: int = Query(1000, ge=1, le=10_000, description="At most this many items, oldest first."),
-) -> list[dict[str, Any]]:
+) -> list[ReviewListEntry]:
     """Review items (``dissensus review list --json``), with claims."""
     desk = service_of(request).desk
     if run is not None:
         service_of(request).journal.run(run)
     shown = list(desk.items(run_id=run, status=status, reason=reason or None, limit=limit))
     claims = desk.live_claims([st.item.review_id for st in shown if st.resolution is None])
-    out: list[dict[str, Any]] = []
-    for st in shown:
-        claim = claims.get(st.item.review_id) if st.resolution is None else None
-        out.append(
-            {
-                "review_id": st.item.review_id,
-                "run_id": st.item.run_id,
-                "id": st.item.id,
-                "reason": st.item.reason,
-                "suggestion": st.item.suggestion,
-                "options": st.item.options,
-                "status": "resolved" if st.resolution else "open",
-                "resolution": st.resolution.model_dump() if st.resolution else None,
-                "claim": claim.model_dump() if claim else None,
-            }
+    return [
+        ReviewListEntry(
+            **dict(ReviewEntry.of(st)),
+            claim=claims.get(st.item.review_id) if st.resolution is None else None,
         )
-    return out
+        for st in shown
+    ]
 
 
-@router.get("/v1/review/{review_id}", tags=["review"])
-async def review_show(review_id: str, request: Request, _: Principal = review) -> dict[str, Any]:
-    """Everything a reviewer needs (``dissensus review show --json``) and the content hash to quote."""
+@router.get("/v1/review/{review_id}", tags=["review"], response_model=ReviewCaseView)
+async def review_show(review_id: str, request: Request, _: Principal = review) -> ReviewCaseView:
+    """Everything a reviewer needs (the MCP tool ``review_show``) and the content hash to quote."""
     desk = service_of(request).desk
-    st = desk.status(review_id)
-    resolution = desk.resolution(review_id)
-    claim = desk.live_claim(review_id)
-    return {
-        "item": st.item.model_dump(mode="json"),
-        "content_sha256": content_sha256(st.item),
-        "status": "resolved" if resolution else "open",
-        "resolution": resolution.model_dump() if resolution else None,
-        "claim": claim.model_dump() if claim else None,
-        "history": [h.model_dump() for h in desk.history(review_id)],
-    }
+    view = ReviewView.of(desk.status(review_id), desk.resolution(review_id))
+    return ReviewCaseView(
+        **dict(view), claim=desk.live_claim(review_id), history=desk.history(review_id)
+    )
 
 
 @router.post("/v1/review/{review_id}/claim", tags=["review"])
