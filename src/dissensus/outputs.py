@@ -8,6 +8,7 @@ model                 CLI                                  HTTP                 
 :class:`ReviewEntry`  ``review list --json`` (a line each) ``GET /v1/review``         ``review_list``
 :class:`ReviewView`   --                                   ``GET /v1/review/{id}``    ``review_show``
 :class:`RunSummary`   ``runs list --json`` (a line each)   ``GET /v1/runs``           ``runs_list``
+:class:`RouteRecord`  (``route --json``, see below)        ``POST /v1/route``         ``route``
 ``VerifyReport``      ``runs verify --json``               ``GET /v1/runs/{id}/verify`` ``runs_verify``
 ===================== ==================================== ========================== ===================
 
@@ -22,6 +23,9 @@ Choices where the design is silent:
 * ``review show --json`` prints the item's own keys at the top level with its
   ``resolution`` (a shape older than this module, kept for its readers), so it is not a
   :class:`ReviewView`; the service and the MCP tool nest the item.
+* ``route --json`` streams its records from :mod:`dissensus.states.stream` (the fast path
+  for large files), which writes the same keys but ``null`` similarities when a panel's
+  similarity is undefined and a ``missing_reasoning`` key when reasoning is missing.
 * ``content_sha256`` is the hash the journal keeps with the item when it has one, else the
   item's (:func:`dissensus.pipeline.review.content_sha256`, the same value).
 """
@@ -30,13 +34,22 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
 
 from dissensus.pipeline.records import Resolution, ReviewItem
 from dissensus.pipeline.review import ReviewStatus, content_sha256, resolution_event, split_ref
+from dissensus.states.reading import Reading
+from dissensus.states.routing import Route
 from dissensus.store import Journal, RunInfo
 
-__all__ = ["ResolutionInfo", "ReviewEntry", "ReviewView", "RunSummary", "status_of"]
+__all__ = [
+    "ResolutionInfo",
+    "ReviewEntry",
+    "ReviewView",
+    "RouteRecord",
+    "RunSummary",
+    "status_of",
+]
 
 ReviewState = Literal["open", "resolved"]
 
@@ -137,3 +150,50 @@ class RunSummary(RunInfo):
     @classmethod
     def of(cls, info: RunInfo, *, finished: bool) -> RunSummary:
         return cls(**info.model_dump(), finished=finished)
+
+
+class RouteRecord(BaseModel):
+    """One routed panel: its reading's state and figures, and where the rules sent it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    state: str
+    """``CA`` / ``DA`` / ``CD`` / ``DD``."""
+    action: str
+    reasoning_similarity: float
+    min_similarity: float
+    agreement: float
+    decision: str | None
+    tie: list[str]
+    votes: dict[str, int]
+    abstentions: int
+    rule: str
+    """The rule that decided the route."""
+    defeated: list[str]
+    concurring: list[str]
+    model: str
+    """The similarity model the reading used."""
+    theta_s: float
+    theta_a: float
+
+    @classmethod
+    def of(cls, reading: Reading, routed: Route) -> RouteRecord:
+        return cls(
+            id=reading.id,
+            state=reading.state.value,
+            action=routed.action,
+            reasoning_similarity=reading.mean_similarity,
+            min_similarity=reading.min_similarity,
+            agreement=reading.agreement,
+            decision=reading.decision,
+            tie=reading.tie,
+            votes=reading.votes,
+            abstentions=reading.abstentions,
+            rule=routed.rule,
+            defeated=routed.defeated,
+            concurring=routed.concurring,
+            model=reading.model,
+            theta_s=reading.thresholds.theta_s,
+            theta_a=reading.thresholds.theta_a,
+        )

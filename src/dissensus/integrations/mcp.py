@@ -54,7 +54,7 @@ from typing import Annotated, Any, TypeVar
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field, ValidationError
 
 from dissensus import __version__
 from dissensus.agents.assembly import build_agents
@@ -67,7 +67,7 @@ from dissensus.errors import ConfigError, DissensusError, InputError
 from dissensus.guard import GuardThresholds, ReliabilityFit, audit_case
 from dissensus.guard.decision import GuardDecision
 from dissensus.integrations._review import resolve_checked
-from dissensus.outputs import ResolutionInfo, ReviewEntry, ReviewView, RunSummary
+from dissensus.outputs import ResolutionInfo, ReviewEntry, ReviewView, RouteRecord, RunSummary
 from dissensus.pipeline import CaseRecord, RunSpec, adecide
 from dissensus.pipeline.review import find_item, list_items
 from dissensus.states.reading import Thresholds, read_panels
@@ -80,29 +80,6 @@ __all__ = ["REVIEWER_ENV", "ReviewEntry", "ReviewView", "RouteRecord", "build_se
 
 REVIEWER_ENV = "DISSENSUS_REVIEWER"
 """The reviewer identity ``review_resolve`` records when ``--reviewer`` is not given."""
-
-
-class RouteRecord(BaseModel):
-    """One routed panel: the record ``dissensus route --json`` writes."""
-
-    model_config = ConfigDict(frozen=True)
-
-    id: str
-    state: str
-    action: str
-    reasoning_similarity: float
-    min_similarity: float
-    agreement: float
-    decision: str | None
-    tie: list[str]
-    votes: dict[str, int]
-    abstentions: int
-    rule: str
-    defeated: list[str]
-    concurring: list[str]
-    model: str
-    theta_s: float
-    theta_a: float
 
 
 JournalArg = Annotated[
@@ -184,27 +161,7 @@ def route(
     thresholds = Thresholds.for_model(backend.name, theta_s, theta_a)
     out = []
     for panel, reading in zip(panels, read_panels(panels, backend, thresholds), strict=True):
-        routed = ruleset.route(reading, panel.meta)
-        out.append(
-            RouteRecord(
-                id=reading.id,
-                state=reading.state.value,
-                action=routed.action,
-                reasoning_similarity=reading.mean_similarity,
-                min_similarity=reading.min_similarity,
-                agreement=reading.agreement,
-                decision=reading.decision,
-                tie=reading.tie,
-                votes=reading.votes,
-                abstentions=reading.abstentions,
-                rule=routed.rule,
-                defeated=routed.defeated,
-                concurring=routed.concurring,
-                model=reading.model,
-                theta_s=reading.thresholds.theta_s,
-                theta_a=reading.thresholds.theta_a,
-            )
-        )
+        out.append(RouteRecord.of(reading, ruleset.route(reading, panel.meta)))
     return out
 
 

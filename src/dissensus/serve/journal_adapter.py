@@ -106,6 +106,7 @@ class HistoryEntry(BaseModel):
     at: str
     reviewer: str | None
     detail: dict[str, Any]
+    """The event's payload but its reviewer, passed through untouched (each type its own)."""
 
 
 def _split(review_id: str) -> tuple[str, int]:
@@ -128,7 +129,8 @@ class QueueEntry(BaseModel):
 
 
 def question_of(panel: dict[str, Any]) -> str | None:
-    """The question a panel asks (:class:`~dissensus.cases.CaseSpec`), if any."""
+    """The question a panel asks (:class:`~dissensus.cases.CaseSpec`), if any. ``panel`` is
+    the journalled panel's JSON as the review item keeps it, read here and not changed."""
     return CaseSpec.from_meta(panel.get("meta")).question
 
 
@@ -139,7 +141,8 @@ class AutoCase(BaseModel):
     """``<run>.<line>``."""
     record: CaseRecord
     panel: dict[str, Any]
-    """The panel as it entered the run (``meta.gold`` withheld); empty when not journalled."""
+    """The panel as it entered the run (``meta.gold`` withheld); empty when not journalled.
+    The journalled JSON passed through untouched, as :attr:`dissensus.pipeline.records.ReviewItem.panel`."""
     audit: HistoryEntry | None = None
     """The ``review.confirmed`` event, once audited."""
 
@@ -306,7 +309,7 @@ class ReviewDesk:
             raise UnknownItem(f"no automatic decision {ref!r}")
         record = CaseRecord.model_validate(stored.payload)
         entered = case_step(self.journal, run_id, line, "input")
-        panel: dict[str, Any] = {}
+        panel: dict[str, Any] = {}  # the journalled panel's JSON, passed through
         if entered is not None and isinstance(entered.get("panel"), dict):
             panel = dict(entered["panel"])
             meta = panel.get("meta")

@@ -13,7 +13,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from dissensus.outputs import RunSummary
-from dissensus.serve.acceptance import acceptance_status
+from dissensus.serve.acceptance import AcceptanceStatus, acceptance_status
 from dissensus.serve.auth import Principal
 from dissensus.serve.http import (
     PANELS_BODY,
@@ -90,8 +90,8 @@ async def decide(
     )
 
 
-@router.get("/v1/acceptance", tags=["runs"])
-async def acceptance(request: Request, _: Principal = submit) -> dict[str, Any]:
+@router.get("/v1/acceptance", tags=["runs"], response_model=AcceptanceStatus)
+async def acceptance(request: Request, _: Principal = submit) -> AcceptanceStatus:
     """The server's learned acceptance: its guarantee, the shift check over the latest
     cases it judged (all runs), and any hold on it."""
     service = service_of(request)
@@ -115,6 +115,7 @@ async def runs_list(request: Request, _: Principal = submit) -> list[RunSummary]
 @router.get("/v1/runs/{run_id}", tags=["runs"])
 async def runs_show(run_id: str, request: Request, _: Principal = submit) -> dict[str, Any]:
     """A run's status, final records (human resolutions included) and rejects."""
+    # The runner's document of the run, passed through untouched (serve.runs builds it).
     return service_of(request).runner.describe(run_id)
 
 
