@@ -2,15 +2,17 @@
 used by the service as its ``response_model``, printed by the CLI's ``--json`` and
 returned by the MCP tools, so the three can never drift apart.
 
-===================== ==================================== ========================== ===================
-model                 CLI                                  HTTP                       MCP tool
-===================== ==================================== ========================== ===================
-:class:`ReviewEntry`  ``review list --json`` (a line each) ``GET /v1/review``         ``review_list``
-:class:`ReviewView`   --                                   ``GET /v1/review/{id}``    ``review_show``
-:class:`RunSummary`   ``runs list --json`` (a line each)   ``GET /v1/runs``           ``runs_list``
-:class:`RouteRecord`  (``route --json``, see below)        ``POST /v1/route``         ``route``
-``VerifyReport``      ``runs verify --json``               ``GET /v1/runs/{id}/verify`` ``runs_verify``
-===================== ==================================== ========================== ===================
+==================== ====================== ============================ ================
+model                CLI                    HTTP                         MCP tool
+==================== ====================== ============================ ================
+:class:`ReviewEntry` ``review list --json`` ``GET /v1/review``           ``review_list``
+:class:`ReviewView`  --                     ``GET /v1/review/{id}``      ``review_show``
+:class:`RunSummary`  ``runs list --json``   ``GET /v1/runs``             ``runs_list``
+:class:`RouteRecord` ``route --json`` (*)   ``POST /v1/route``           ``route``
+``VerifyReport``     ``runs verify --json`` ``GET /v1/runs/{id}/verify`` ``runs_verify``
+==================== ====================== ============================ ================
+
+The two listings print one line per entry. (*) See the choices below.
 
 ``VerifyReport`` is the journal's own (:class:`dissensus.store.VerifyReport`); it is listed
 here because every door shows it unchanged.
