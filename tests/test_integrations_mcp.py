@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 ROOT = Path(__file__).resolve().parents[1]
 TOOLS = {
     "route", "vote", "decide", "negotiate", "verify_certificate", "bound",
-    "review_list", "review_show", "review_resolve",
+    "review_list", "review_show", "review_resolve", "runs_list", "runs_verify",
 }  # fmt: skip
 
 

@@ -18,9 +18,9 @@ from dissensus.cli.route import record_of
 from dissensus.concord.bounds import compute_bound
 from dissensus.guard import guard_case
 from dissensus.io.jsonl import parse_line
+from dissensus.outputs import RouteRecord
 from dissensus.pipeline import execute_run, load_policy, start_run
 from dissensus.serve import ServeSettings, check_exposure, create_app
-from dissensus.serve.library_calls import route_record
 from dissensus.states import RuleSet, Thresholds, get_backend, read_panels
 from dissensus.store import Journal
 from dissensus.types import Panel, VoteCase
@@ -271,7 +271,8 @@ async def test_route_matches_the_cli_record(tmp_path: Path) -> None:
     ]
     assert body["records"] == cli and single.json() == cli[0]
     assert [
-        route_record(r, rules.route(r, p.meta)) for p, r in zip(panels, readings, strict=True)
+        RouteRecord.of(r, rules.route(r, p.meta)).model_dump()
+        for p, r in zip(panels, readings, strict=True)
     ] == [record_of(r, rules.route(r, p.meta)) for p, r in zip(panels, readings, strict=True)]
     # The bad row is rejected with the CLI's own words for it (the JSONL reader's reject).
     bad = parse_line(Panel, json.dumps(rows[2]), file="-", line=3)
@@ -718,7 +719,7 @@ def test_item_validation_matches_the_jsonl_reader() -> None:
             parsed = parse_line(Panel, json.dumps(it), file="-", line=i + 1)
             if not isinstance(parsed, Panel):
                 expected.append({"index": i, "field": parsed.field, "error": parsed.message})
-        assert rejects == expected
+        assert [r.model_dump() for r in rejects] == expected
         assert len(good) + len(rejects) == len(items)
 
     check()

@@ -593,19 +593,10 @@ def review_list(
             store.run(run)  # exit 2 naming the run when there is none
         items = list(list_items(store, run_id=run, include_resolved=all_items))
     if json_out:
+        from dissensus.outputs import ReviewEntry
+
         for st in items:
-            write_jsonl_line(
-                sys.stdout,
-                {
-                    "review_id": st.item.review_id,
-                    "id": st.item.id,
-                    "reason": st.item.reason,
-                    "suggestion": st.item.suggestion,
-                    "options": st.item.options,
-                    "status": "resolved" if st.resolution else "open",
-                    "resolution": st.resolution.model_dump() if st.resolution else None,
-                },
-            )
+            write_jsonl_line(sys.stdout, ReviewEntry.of(st))
         raise typer.Exit(code=EXIT_OK)
     if not items:
         out_console.print("no review items" + ("" if all_items else " open"))
@@ -928,10 +919,10 @@ def runs_list(journal: JournalOpt = None, json_out: JsonOpt = False) -> None:
         infos = store.runs()
         finished = {i.run_id: store.get(i.run_id, "run/finished") is not None for i in infos}
     if json_out:
+        from dissensus.outputs import RunSummary
+
         for info in infos:
-            data = info.model_dump()
-            data["finished"] = finished[info.run_id]
-            write_jsonl_line(sys.stdout, data)
+            write_jsonl_line(sys.stdout, RunSummary.of(info, finished=finished[info.run_id]))
         raise typer.Exit(code=EXIT_OK)
     table = Table(show_edge=False)
     for col in ("run", "kind", "created", "events", "status", "input"):

@@ -7,7 +7,7 @@
 Modules: :mod:`.app` (the endpoints), :mod:`.auth` (tokens, roles, sessions, CSRF),
 :mod:`.limits` (body size, timeout), :mod:`.runs` (decide runs, progress),
 :mod:`.journal_adapter` (claims, resolutions, history), :mod:`.library_calls` (route,
-vote, negotiate, verify, bound), :mod:`.review_page` (the HTML queue), :mod:`.api_docs`
+vote, negotiate, verify, bound), :mod:`.pages` (the HTML review pages), :mod:`.api_docs`
 (``/docs`` and ``/redoc`` from local files), :mod:`.server` (uvicorn with a shutdown that
 drains runs). Needs the ``serve`` extra (FastAPI, uvicorn, Jinja2, python-multipart,
 fastapi-offline). See ``docs/serve.md``.

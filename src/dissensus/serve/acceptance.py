@@ -22,6 +22,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydantic import BaseModel
+
 from dissensus.errors import ConfigError
 from dissensus.pipeline.audit import MonitorRow, monitor_status
 from dissensus.pipeline.shift import check_vectors, latest_flag, shift_words
@@ -29,7 +31,7 @@ from dissensus.pipeline.spec import RunSpec
 from dissensus.store import event_types as ev
 from dissensus.store.journal import Journal
 
-__all__ = ["WINDOW", "acceptance_status", "monitor_rows"]
+__all__ = ["WINDOW", "AcceptanceFile", "AcceptanceStatus", "acceptance_status", "monitor_rows"]
 
 WINDOW = 500
 """Latest judged cases the service's shift check looks at."""
@@ -46,30 +48,50 @@ def monitor_rows(
         return None, str(exc)
 
 
-def acceptance_status(journal: Journal, spec: RunSpec) -> dict[str, Any]:
-    """The JSON of ``GET /v1/acceptance``."""
+class AcceptanceFile(BaseModel):
+    """The acceptance file the server decides with."""
+
+    sha256: str | None
+    family: str
+    """The score family (``learned`` for files written before families)."""
+    target_precision: float
+    delta: float
+    """One minus the guarantee's confidence."""
+    calibration_n: int
+    threshold: float | None
+    """``None``: no threshold met the target; the file accepts nothing."""
+
+
+class AcceptanceStatus(BaseModel):
+    """The answer of ``GET /v1/acceptance`` (every part ``None`` without an acceptance file)."""
+
+    file: AcceptanceFile | None = None
+    guarantee: str | None = None
+    """The guarantee in plain words."""
+    # The shift check's and the hold's JSON pass through untouched (pipeline.shift's own).
+    shift: dict[str, Any] | None = None
+    hold: dict[str, Any] | None = None
+    monitor: list[MonitorRow] | None = None
+    monitor_error: str | None = None
+
+
+def acceptance_status(journal: Journal, spec: RunSpec) -> AcceptanceStatus:
+    """The answer of ``GET /v1/acceptance``."""
     data = spec.acceptance
     if data is None:
-        return {
-            "file": None,
-            "guarantee": None,
-            "shift": None,
-            "hold": None,
-            "monitor": None,
-            "monitor_error": None,
-        }
+        return AcceptanceStatus()
     sha = data.get("sha256")
     target = float(data.get("target_precision", 0.0))
     delta = float(data.get("delta", 1.0))
     calibration_n = int(data.get("calibration_n", 0))
-    file = {
-        "sha256": sha,
-        "family": data.get("family", "learned"),
-        "target_precision": target,
-        "delta": delta,
-        "calibration_n": calibration_n,
-        "threshold": data.get("threshold"),
-    }
+    file = AcceptanceFile(
+        sha256=sha,
+        family=data.get("family", "learned"),
+        target_precision=target,
+        delta=delta,
+        calibration_n=calibration_n,
+        threshold=data.get("threshold"),
+    )
     guarantee = (
         f"At least {round(target * 100)} of every 100 automatic decisions should be right "
         f"({round((1 - delta) * 100)}% confidence) while new cases resemble the "
@@ -91,11 +113,6 @@ def acceptance_status(journal: Journal, spec: RunSpec) -> dict[str, Any]:
         shift["words"] = shift_words(shift)
     hold = latest_flag(journal, sha) if spec.policy.acceptance.on_shift == "escalate" else None
     rows, error = monitor_rows(journal, str(sha)) if sha else ([], None)
-    return {
-        "file": file,
-        "guarantee": guarantee,
-        "shift": shift,
-        "hold": hold,
-        "monitor": None if rows is None else [r.model_dump(mode="json") for r in rows],
-        "monitor_error": error,
-    }
+    return AcceptanceStatus(
+        file=file, guarantee=guarantee, shift=shift, hold=hold, monitor=rows, monitor_error=error
+    )

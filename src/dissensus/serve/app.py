@@ -1,14 +1,16 @@
 """``dissensus serve``: the decision layer as an HTTP service (FastAPI).
 
 :func:`create_app` builds the app: the shared :class:`~dissensus.serve.service.Service`,
-the error handlers (:mod:`.http`), one router per area (:mod:`.routes`: health,
-decide and runs, library calls, review), the chat door, the review page and the API
-docs, and the middleware (timeouts, body size, browser guard). Every endpoint is an adapter over the library call the CLI makes: ``POST /v1/decide``
-runs :func:`dissensus.pipeline.execute_run` (:mod:`.runs`), the review endpoints go
-through :class:`~dissensus.serve.journal_adapter.ReviewDesk`, and route / vote /
-negotiate / verify / bound through :mod:`.library_calls`. The review page is
-:mod:`.review_page`; ``/docs`` and ``/redoc`` are served from local files
-(:mod:`.api_docs`). See ``docs/serve.md`` for every endpoint, status code and limit.
+the error handlers (:mod:`.http`), one router per area (:mod:`.routes`: health, decide
+and runs, library calls, review; and the review pages: login, queue, case, audits, with
+their shared helpers in :mod:`.pages`), the chat door, the API docs, and the middleware
+(timeouts, body size, browser guard). Every endpoint is an adapter over the library call
+the CLI makes: ``POST /v1/decide`` runs :func:`dissensus.pipeline.execute_run`
+(:mod:`.runs`), the review endpoints and pages go through
+:class:`~dissensus.serve.journal_adapter.ReviewDesk`, and route / vote / negotiate /
+verify / bound through :mod:`.library_calls`; ``/docs`` and ``/redoc`` are served from
+local files (:mod:`.api_docs`). See ``docs/serve.md`` for every endpoint, status code
+and limit.
 
 Choices where the design is silent:
 
@@ -97,9 +99,7 @@ def create_app(
     install_errors(app)
     routes.install(app)
     chat.install(app, spec=service.spec, journal=store)
-    from dissensus.serve.review_page import install as install_review_page
-
-    install_review_page(app)
+    routes.install_pages(app)
     api_docs.install(app)
     app.add_middleware(RequestTimeout, seconds=settings.request_timeout_s)
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)

@@ -72,7 +72,8 @@ def option_views(
 ) -> list[OptionView]:
     """The options on the table, labelled, with texts and who chose each.
 
-    ``positions`` are ``(agent, decision, reasoning)``.
+    ``positions`` are ``(agent, decision, reasoning)``; ``panel`` is the journalled
+    panel's JSON (:attr:`~dissensus.pipeline.records.ReviewItem.panel`), only read.
     """
     meta = panel.get("meta")
     meta = meta if isinstance(meta, dict) else {}

@@ -16,7 +16,7 @@ from fastapi import FastAPI, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from dissensus.errors import ConfigError, DissensusError, InputError
@@ -40,6 +40,7 @@ if TYPE_CHECKING:
 __all__ = [
     "PANELS_BODY",
     "ApiError",
+    "ItemReject",
     "Overruns",
     "checked",
     "error_response",
@@ -207,28 +208,35 @@ def items_of(body: Any, limit: int, what: str) -> tuple[list[Any], bool]:
     return body, False
 
 
-def reject_of(index: int, error: ValidationError | None) -> dict[str, Any]:
+class ItemReject(BaseModel):
+    """An item of a request's list that was not accepted: where and why, in the words the
+    JSONL reader uses for the same line."""
+
+    index: int
+    """The item's place in the list (0-based)."""
+    field: str
+    """The field path (``<root>`` for the item itself)."""
+    error: str
+
+
+def reject_of(index: int, error: ValidationError | None) -> ItemReject:
     if error is None:
-        return {"index": index, "field": "<root>", "error": "expected a JSON object"}
+        return ItemReject(index=index, field="<root>", error="expected a JSON object")
     first = error.errors()[0]
     message = str(first["msg"]).removeprefix("Value error, ")
-    return {
-        "index": index,
-        "field": ".".join(str(p) for p in first["loc"]) or "<root>",
-        "error": message,
-    }
+    return ItemReject(
+        index=index, field=".".join(str(p) for p in first["loc"]) or "<root>", error=message
+    )
 
 
-def validated(
-    model: type[Any], items: list[Any]
-) -> tuple[list[tuple[int, Any]], list[dict[str, Any]]]:
+def validated(model: type[Any], items: list[Any]) -> tuple[list[tuple[int, Any]], list[ItemReject]]:
     """Items validated as the CLI validates JSONL lines: ``([(index, model)], [reject])``.
 
     The item is the parsed JSON of a line, so the reject names the same field path and
     message as :func:`dissensus.io.jsonl.parse_line` (a test pins that).
     """
     good: list[tuple[int, Any]] = []
-    rejects: list[dict[str, Any]] = []
+    rejects: list[ItemReject] = []
     for index, item in enumerate(items):
         if not isinstance(item, dict):
             rejects.append(reject_of(index, None))
@@ -240,9 +248,9 @@ def validated(
     return good, rejects
 
 
-def single_or_422(rejects: list[dict[str, Any]]) -> None:
+def single_or_422(rejects: list[ItemReject]) -> None:
     if rejects:
-        raise ApiError(422, rejects[0]["error"], rejects[0]["field"])
+        raise ApiError(422, rejects[0].error, rejects[0].field)
 
 
 Overruns = list[tuple[int, Overrun]]
@@ -250,7 +258,7 @@ Overruns = list[tuple[int, Overrun]]
 
 def checked(
     model: type[Any], items: list[Any], limits: Limits
-) -> tuple[list[tuple[int, Any]], list[dict[str, Any]], Overruns]:
+) -> tuple[list[tuple[int, Any]], list[ItemReject], Overruns]:
     """:func:`validated`, with the valid records over ``limits`` set apart as overruns."""
     good, rejects = validated(model, items)
     kept: list[tuple[int, Any]] = []
@@ -275,12 +283,13 @@ def refuse_overrun(overruns: Overruns, *, single: bool) -> None:
     raise ApiError(status, f"item {index}: {over.message}", f"{index}.{over.field}")
 
 
-def with_overruns(rejects: list[dict[str, Any]], overruns: Overruns) -> list[dict[str, Any]]:
+def with_overruns(rejects: list[ItemReject], overruns: Overruns) -> list[ItemReject]:
     """``rejects`` and the overruns as rejects, in item order."""
-    more = [{"index": i, "field": o.field, "error": o.message} for i, o in overruns]
-    return sorted(rejects + more, key=lambda r: int(r["index"])) if more else rejects
+    more = [ItemReject(index=i, field=o.field, error=o.message) for i, o in overruns]
+    return sorted(rejects + more, key=lambda r: r.index) if more else rejects
 
 
+# An OpenAPI fragment handed to FastAPI as it is (JSON schema, not data of this service).
 PANELS_BODY: dict[str, Any] = {
     "requestBody": {
         "required": True,

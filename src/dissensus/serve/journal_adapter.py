@@ -49,6 +49,7 @@ from pydantic import BaseModel
 from dissensus.cases import CaseSpec
 from dissensus.deprecation import deprecated_names, renamed
 from dissensus.errors import DissensusError, InputError
+from dissensus.outputs import ResolutionInfo
 from dissensus.pipeline import review as queue
 from dissensus.pipeline.confirm import AlreadyConfirmed, Confirmation, confirm
 from dissensus.pipeline.durable import case_step
@@ -98,17 +99,6 @@ class ClaimInfo(BaseModel):
     expires: str
 
 
-class ResolutionInfo(BaseModel):
-    """Who resolved a case, when, how and why."""
-
-    review_id: str
-    reviewer: str | None
-    at: str
-    decision: str
-    note: str
-    outside_options: bool = False
-
-
 class HistoryEntry(BaseModel):
     """One review event of a case in the hash chain, oldest first."""
 
@@ -116,6 +106,7 @@ class HistoryEntry(BaseModel):
     at: str
     reviewer: str | None
     detail: dict[str, Any]
+    """The event's payload but its reviewer, passed through untouched (each type its own)."""
 
 
 def _split(review_id: str) -> tuple[str, int]:
@@ -138,7 +129,8 @@ class QueueEntry(BaseModel):
 
 
 def question_of(panel: dict[str, Any]) -> str | None:
-    """The question a panel asks (:class:`~dissensus.cases.CaseSpec`), if any."""
+    """The question a panel asks (:class:`~dissensus.cases.CaseSpec`), if any. ``panel`` is
+    the journalled panel's JSON as the review item keeps it, read here and not changed."""
     return CaseSpec.from_meta(panel.get("meta")).question
 
 
@@ -149,7 +141,8 @@ class AutoCase(BaseModel):
     """``<run>.<line>``."""
     record: CaseRecord
     panel: dict[str, Any]
-    """The panel as it entered the run (``meta.gold`` withheld); empty when not journalled."""
+    """The panel as it entered the run (``meta.gold`` withheld); empty when not journalled.
+    The journalled JSON passed through untouched, as :attr:`dissensus.pipeline.records.ReviewItem.panel`."""
     audit: HistoryEntry | None = None
     """The ``review.confirmed`` event, once audited."""
 
@@ -316,7 +309,7 @@ class ReviewDesk:
             raise UnknownItem(f"no automatic decision {ref!r}")
         record = CaseRecord.model_validate(stored.payload)
         entered = case_step(self.journal, run_id, line, "input")
-        panel: dict[str, Any] = {}
+        panel: dict[str, Any] = {}  # the journalled panel's JSON, passed through
         if entered is not None and isinstance(entered.get("panel"), dict):
             panel = dict(entered["panel"])
             meta = panel.get("meta")
@@ -352,19 +345,8 @@ class ReviewDesk:
             raise UnknownItem(f"no review item {review_id!r}") from None
 
     def resolution(self, review_id: str) -> ResolutionInfo | None:
-        run_id, line = _split(review_id)
-        event = queue.resolution_event(self.journal, run_id, line)
-        if event is None:
-            return None
-        p = event.payload
-        return ResolutionInfo(
-            review_id=review_id,
-            reviewer=p.get("reviewer"),
-            at=event.at,
-            decision=str(p["decision"]),
-            note=str(p.get("note", "")),
-            outside_options=bool(p.get("outside_options", False)),
-        )
+        _split(review_id)
+        return ResolutionInfo.read(self.journal, review_id)
 
     def live_claim(self, review_id: str) -> ClaimInfo | None:
         """The claim holding the case now, if any."""

@@ -28,7 +28,7 @@ import os
 from typing import Any
 
 from dissensus.agents.assembly import build_agents
-from dissensus.concord.bounds import compute_bound
+from dissensus.concord.bounds import Bound, compute_bound
 from dissensus.concord.problem import negotiation_for, parse_problem
 from dissensus.concord.record import Certificate
 from dissensus.concord.rules import RULES
@@ -38,8 +38,9 @@ from dissensus.errors import ConfigError
 from dissensus.guard import GuardThresholds, ReliabilityFit, guard_case
 from dissensus.guard.decision import GuardDecision
 from dissensus.io.limits import MAX_AGENTS
-from dissensus.states.reading import Reading, Thresholds, read_panels
-from dissensus.states.routing import Route, RuleSet
+from dissensus.outputs import RouteRecord
+from dissensus.states.reading import Thresholds, read_panels
+from dissensus.states.routing import RuleSet
 from dissensus.states.similarity import SimilarityBackend, get_backend
 from dissensus.types import Panel, VoteCase
 
@@ -49,7 +50,6 @@ __all__ = [
     "bound",
     "negotiate",
     "route",
-    "route_record",
     "verify",
     "vote",
 ]
@@ -61,28 +61,6 @@ class TooManyAgents(ConfigError):
 
 ROUTE_BACKENDS = ("tfidf", "minilm")
 """Similarity backends a request may name."""
-
-
-def route_record(reading: Reading, routed: Route) -> dict[str, Any]:
-    """The JSON record of one routed panel (a line of ``dissensus route --json``)."""
-    return {
-        "id": reading.id,
-        "state": reading.state.value,
-        "action": routed.action,
-        "reasoning_similarity": reading.mean_similarity,
-        "min_similarity": reading.min_similarity,
-        "agreement": reading.agreement,
-        "decision": reading.decision,
-        "tie": reading.tie,
-        "votes": reading.votes,
-        "abstentions": reading.abstentions,
-        "rule": routed.rule,
-        "defeated": routed.defeated,
-        "concurring": routed.concurring,
-        "model": reading.model,
-        "theta_s": reading.thresholds.theta_s,
-        "theta_a": reading.thresholds.theta_a,
-    }
 
 
 _BACKENDS: dict[str, SimilarityBackend] = {}
@@ -102,12 +80,14 @@ def backend_for(name: str) -> SimilarityBackend:
 
 def route(
     panels: list[Panel], backend: SimilarityBackend, *, theta_s: float | None, theta_a: float | None
-) -> list[dict[str, Any]]:
+) -> list[RouteRecord]:
     """Read and route panels with the default rules (``dissensus route --json``)."""
     thresholds = Thresholds.for_model(backend.name, theta_s, theta_a)
     rules = RuleSet.default()
     readings = read_panels(panels, backend, thresholds)
-    return [route_record(r, rules.route(r, p.meta)) for p, r in zip(panels, readings, strict=True)]
+    return [
+        RouteRecord.of(r, rules.route(r, p.meta)) for p, r in zip(panels, readings, strict=True)
+    ]
 
 
 def vote(
@@ -170,13 +150,13 @@ async def negotiate(
             await client.aclose()
 
 
-def verify(data: dict[str, Any]) -> Verdict:
+def verify(data: dict[str, Any]) -> Verdict:  # the certificate's JSON, read by verify_record
     """Recompute a certificate (``dissensus verify --json``); accepts ``negotiate --compare`` output."""
     if set(data) == {"certificate", "comparison"} and isinstance(data["certificate"], dict):
         data = data["certificate"]
     return verify_record(data)
 
 
-def bound(agents: int, rounds: int) -> dict[str, Any]:
+def bound(agents: int, rounds: int) -> Bound:
     """The CONCORD cost bound (``dissensus bound --json``)."""
-    return compute_bound(agents, rounds).model_dump()
+    return compute_bound(agents, rounds)

@@ -12,7 +12,8 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
-from dissensus.serve.acceptance import acceptance_status
+from dissensus.outputs import RunSummary
+from dissensus.serve.acceptance import AcceptanceStatus, acceptance_status
 from dissensus.serve.auth import Principal
 from dissensus.serve.http import (
     PANELS_BODY,
@@ -27,6 +28,7 @@ from dissensus.serve.http import (
     single_or_422,
 )
 from dissensus.serve.runs import item_line
+from dissensus.store import VerifyReport
 from dissensus.types import Panel
 
 __all__ = ["router"]
@@ -88,8 +90,8 @@ async def decide(
     )
 
 
-@router.get("/v1/acceptance", tags=["runs"])
-async def acceptance(request: Request, _: Principal = submit) -> dict[str, Any]:
+@router.get("/v1/acceptance", tags=["runs"], response_model=AcceptanceStatus)
+async def acceptance(request: Request, _: Principal = submit) -> AcceptanceStatus:
     """The server's learned acceptance: its guarantee, the shift check over the latest
     cases it judged (all runs), and any hold on it."""
     service = service_of(request)
@@ -100,12 +102,12 @@ async def acceptance(request: Request, _: Principal = submit) -> dict[str, Any]:
     )
 
 
-@router.get("/v1/runs", tags=["runs"])
-async def runs_list(request: Request, _: Principal = submit) -> list[dict[str, Any]]:
+@router.get("/v1/runs", tags=["runs"], response_model=list[RunSummary])
+async def runs_list(request: Request, _: Principal = submit) -> list[RunSummary]:
     """Every run of the journal (as ``dissensus runs list --json``)."""
     journal = service_of(request).journal
     return [
-        {**info.model_dump(), "finished": journal.get(info.run_id, "run/finished") is not None}
+        RunSummary.of(info, finished=journal.get(info.run_id, "run/finished") is not None)
         for info in journal.runs()
     ]
 
@@ -113,6 +115,7 @@ async def runs_list(request: Request, _: Principal = submit) -> list[dict[str, A
 @router.get("/v1/runs/{run_id}", tags=["runs"])
 async def runs_show(run_id: str, request: Request, _: Principal = submit) -> dict[str, Any]:
     """A run's status, final records (human resolutions included) and rejects."""
+    # The runner's document of the run, passed through untouched (serve.runs builds it).
     return service_of(request).runner.describe(run_id)
 
 
@@ -131,10 +134,11 @@ async def runs_events(run_id: str, request: Request, _: Principal = submit) -> S
     )
 
 
-@router.get("/v1/runs/{run_id}/verify", tags=["runs"])
-async def runs_verify(run_id: str, request: Request, _: Principal = submit) -> dict[str, Any]:
-    """Recompute the run's hash chain (``ok`` false names every problem)."""
-    return service_of(request).journal.verify(run_id).model_dump()
+@router.get("/v1/runs/{run_id}/verify", tags=["runs"], response_model=VerifyReport)
+async def runs_verify(run_id: str, request: Request, _: Principal = submit) -> VerifyReport:
+    """Recompute the run's hash chain (``ok`` false names every problem; as
+    ``dissensus runs verify --json``)."""
+    return service_of(request).journal.verify(run_id)
 
 
 @router.get("/v1/runs/{run_id}/export", tags=["runs"])

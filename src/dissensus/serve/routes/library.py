@@ -8,6 +8,7 @@ from typing import Any
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.concurrency import run_in_threadpool
 
+from dissensus.concord.bounds import Bound
 from dissensus.guard import GuardThresholds
 from dissensus.serve import library_calls
 from dissensus.serve.auth import Principal
@@ -125,11 +126,11 @@ async def verify(request: Request, _: Principal = submit) -> Any:
     return verdict.model_dump(mode="json")
 
 
-@router.get("/v1/bound", tags=["library"])
+@router.get("/v1/bound", tags=["library"], response_model=Bound)
 async def bound(
     _: Principal = submit,
     agents: int = Query(..., ge=1, le=1_000_000, description="Negotiating agents."),
     rounds: int = Query(..., ge=0, le=1_000_000, description="Repair rounds."),
-) -> dict[str, Any]:
+) -> Bound:
     """The worst-case cost of a CONCORD run (``dissensus bound --json``)."""
     return await run_in_threadpool(library_calls.bound, agents, rounds)

@@ -3,18 +3,21 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Literal
 
 from fastapi import APIRouter, Depends, Query, Request
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from dissensus.outputs import ReviewEntry, ReviewView, status_of
+from dissensus.pipeline.confirm import Confirmation
+from dissensus.pipeline.records import CaseRecord, ReviewItem
 from dissensus.serve.auth import Principal
 from dissensus.serve.http import (
     require,
     service_of,
 )
-from dissensus.serve.journal_adapter import content_sha256
+from dissensus.serve.journal_adapter import ClaimInfo, HistoryEntry
 
 __all__ = ["router"]
 
@@ -47,7 +50,22 @@ class ConfirmBody(BaseModel):
     """Why (required, as ``review confirm --note``)."""
 
 
-@router.get("/v1/review", tags=["review"])
+class ReviewListEntry(ReviewEntry):
+    """A review queue entry (:class:`~dissensus.outputs.ReviewEntry`) with the claim
+    holding it now, if any (open cases only)."""
+
+    claim: ClaimInfo | None
+
+
+class ReviewCaseView(ReviewView):
+    """A review case (:class:`~dissensus.outputs.ReviewView`) with the claim holding it
+    now, if any, and its review events in the hash chain, oldest first."""
+
+    claim: ClaimInfo | None
+    history: list[HistoryEntry]
+
+
+@router.get("/v1/review", tags=["review"], response_model=list[ReviewListEntry])
 async def review_list(
     request: Request,
     _: Principal = review,
@@ -55,59 +73,50 @@ async def review_list(
     run: str | None = Query(None),
     reason: str | None = Query(None, description="Only items whose reason contains this text."),
     limit: int = Query(1000, ge=1, le=10_000, description="At most this many items, oldest first."),
-) -> list[dict[str, Any]]:
+) -> list[ReviewListEntry]:
     """Review items (``dissensus review list --json``), with claims."""
     desk = service_of(request).desk
     if run is not None:
         service_of(request).journal.run(run)
     shown = list(desk.items(run_id=run, status=status, reason=reason or None, limit=limit))
     claims = desk.live_claims([st.item.review_id for st in shown if st.resolution is None])
-    out: list[dict[str, Any]] = []
-    for st in shown:
-        claim = claims.get(st.item.review_id) if st.resolution is None else None
-        out.append(
-            {
-                "review_id": st.item.review_id,
-                "run_id": st.item.run_id,
-                "id": st.item.id,
-                "reason": st.item.reason,
-                "suggestion": st.item.suggestion,
-                "options": st.item.options,
-                "status": "resolved" if st.resolution else "open",
-                "resolution": st.resolution.model_dump() if st.resolution else None,
-                "claim": claim.model_dump() if claim else None,
-            }
+    return [
+        ReviewListEntry(
+            **dict(ReviewEntry.of(st)),
+            claim=claims.get(st.item.review_id) if st.resolution is None else None,
         )
-    return out
+        for st in shown
+    ]
 
 
-@router.get("/v1/review/{review_id}", tags=["review"])
-async def review_show(review_id: str, request: Request, _: Principal = review) -> dict[str, Any]:
-    """Everything a reviewer needs (``dissensus review show --json``) and the content hash to quote."""
+@router.get("/v1/review/{review_id}", tags=["review"], response_model=ReviewCaseView)
+async def review_show(review_id: str, request: Request, _: Principal = review) -> ReviewCaseView:
+    """Everything a reviewer needs (the MCP tool ``review_show``) and the content hash to quote."""
     desk = service_of(request).desk
-    st = desk.status(review_id)
-    resolution = desk.resolution(review_id)
-    claim = desk.live_claim(review_id)
-    return {
-        "item": st.item.model_dump(mode="json"),
-        "content_sha256": content_sha256(st.item),
-        "status": "resolved" if resolution else "open",
-        "resolution": resolution.model_dump() if resolution else None,
-        "claim": claim.model_dump() if claim else None,
-        "history": [h.model_dump() for h in desk.history(review_id)],
-    }
+    view = ReviewView.of(desk.status(review_id), desk.resolution(review_id))
+    return ReviewCaseView(
+        **dict(view), claim=desk.live_claim(review_id), history=desk.history(review_id)
+    )
 
 
-@router.post("/v1/review/{review_id}/claim", tags=["review"])
+@router.post("/v1/review/{review_id}/claim", tags=["review"], response_model=ClaimInfo)
 async def review_claim(
     review_id: str, request: Request, principal: Principal = review
-) -> dict[str, Any]:
+) -> ClaimInfo:
     """Claim an open case for the configured time (409 when another reviewer holds it)."""
-    return service_of(request).desk.claim(review_id, principal.name).model_dump()
+    return service_of(request).desk.claim(review_id, principal.name)
 
 
-@router.get("/v1/audits/{case_ref}", tags=["review"])
-async def audit_show(case_ref: str, request: Request, _: Principal = review) -> dict[str, Any]:
+class BlindAuditView(BaseModel):
+    """A blind audit item and whether it was answered."""
+
+    item: ReviewItem
+    """The case without the committed answer or the suggestion."""
+    status: Literal["open", "audited"]
+
+
+@router.get("/v1/audits/{case_ref}", tags=["review"], response_model=BlindAuditView)
+async def audit_show(case_ref: str, request: Request, _: Principal = review) -> BlindAuditView:
     """A blind audit item (``<run>.<line>``): the case without the committed answer or the
     suggestion; answer it with ``POST /v1/cases/{case_ref}/confirm``. 404: not audited."""
     from dissensus.pipeline.audit import audit_item
@@ -119,47 +128,47 @@ async def audit_show(case_ref: str, request: Request, _: Principal = review) -> 
     if item is None:
         raise StarletteHTTPException(404, f"no blind audit for case {case_ref}")
     done = journal.get(run_id, f"confirm/{line}") is not None
-    return {"item": item.model_dump(mode="json"), "status": "audited" if done else "open"}
+    return BlindAuditView(item=item, status="audited" if done else "open")
 
 
-@router.post("/v1/cases/{case_ref}/confirm", tags=["review"])
+@router.post("/v1/cases/{case_ref}/confirm", tags=["review"], response_model=Confirmation)
 async def case_confirm(
     case_ref: str, body: ConfirmBody, request: Request, principal: Principal = review
-) -> dict[str, Any]:
+) -> Confirmation:
     """Audit an automatic decision (``<run>.<line>``): confirm it, or correct it with another
     decision (the case's record becomes ``human``). 409: audited before. 400: not automatic."""
-    audit = service_of(request).desk.confirm(
+    return service_of(request).desk.confirm(
         case_ref, decision=body.decision, note=body.note, reviewer=principal.name
     )
-    return audit.model_dump(mode="json")
 
 
-@router.post("/v1/review/{review_id}/resolve", tags=["review"])
+@router.post("/v1/review/{review_id}/resolve", tags=["review"], response_model=CaseRecord)
 async def review_resolve(
     review_id: str, body: ResolveBody, request: Request, principal: Principal = review
-) -> dict[str, Any]:
+) -> CaseRecord:
     """Resolve a case; the reviewer is the token's name. 409: stale hash, already resolved, claimed."""
-    record = service_of(request).desk.resolve(
+    return service_of(request).desk.resolve(
         review_id,
         decision=body.decision,
         note=body.note,
         reviewer=principal.name,
         sha256=body.content_sha256,
     )
-    return record.model_dump(mode="json")
 
 
-@router.post("/v1/review/{review_id}/undo", tags=["review"])
-async def review_undo(
-    review_id: str, request: Request, principal: Principal = review
-) -> dict[str, Any]:
+class Reopened(BaseModel):
+    """A case after an undo (open again, unless another resolution stands)."""
+
+    review_id: str
+    status: Literal["open", "resolved"]
+
+
+@router.post("/v1/review/{review_id}/undo", tags=["review"], response_model=Reopened)
+async def review_undo(review_id: str, request: Request, principal: Principal = review) -> Reopened:
     """Undo the caller's resolution within the server's undo window (a ``review.reopened``
     event; the case is open again). 409: open, resolved by someone else, or too late."""
     service = service_of(request)
     status = service.desk.undo(
         review_id, reviewer=principal.name, within_s=service.settings.undo_window_s
     )
-    return {
-        "review_id": review_id,
-        "status": "open" if status.resolution is None else "resolved",
-    }
+    return Reopened(review_id=review_id, status=status_of(status.resolution))

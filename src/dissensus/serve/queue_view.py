@@ -1,0 +1,178 @@
+"""The queue a reviewer walks through on the review pages: its filters and order (from the
+query string), the cases before and after one, the next open case, and the progress line.
+
+Choices where the design is silent:
+
+* The filters and order travel in every page's query string, so ``j`` / ``k`` and the
+  redirect after a resolve stay in the queue the reviewer came from; defaults are left
+  out of the query string, and an unknown status or order is the default one.
+* Moving through the queue skips open cases another reviewer holds a claim on (resolved
+  cases are always shown); a case outside the queue's filters has no neighbours.
+* The automatic decisions listed for an audit leave out those waiting for a blind audit:
+  their committed answer stays hidden until the blind audit is answered.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from urllib.parse import urlencode
+
+from fastapi import Request
+
+from dissensus.pipeline.review import ReviewStatus
+from dissensus.serve.blind_audits import has_open_audit
+from dissensus.serve.journal_adapter import QueueEntry, QueueSort, UnknownItem
+from dissensus.serve.pages import service_of
+
+__all__ = [
+    "QUEUE_ROWS",
+    "Progress",
+    "QueueView",
+    "auto_refs",
+    "neighbours",
+    "next_open",
+    "progress",
+    "statuses",
+]
+
+QUEUE_ROWS = 500
+"""Rows the queue page shows (the count names them all; filters narrow the list)."""
+
+_SORTS: dict[str, QueueSort] = {"oldest": "oldest", "newest": "newest", "reason": "reason"}
+_STATUSES = ("open", "resolved", "all", "automatic", "audits")
+
+
+@dataclass(frozen=True)
+class QueueView:
+    """The queue a reviewer is working through: filters and order (from the query string)."""
+
+    status: str = "open"
+    run: str = ""
+    reason: str = ""
+    q: str = ""
+    sort: QueueSort = "oldest"
+
+    @classmethod
+    def of(cls, request: Request) -> QueueView:
+        p = request.query_params
+        status = p.get("status", "open")
+        sort = p.get("sort", "oldest")
+        return cls(
+            status=status if status in _STATUSES else "open",
+            run=p.get("run", "").strip(),
+            reason=p.get("reason", "").strip(),
+            q=p.get("q", "").strip(),
+            sort=_SORTS.get(sort, "oldest"),
+        )
+
+    def query(self) -> str:
+        """The query string that brings this queue back (defaults left out)."""
+        pairs = {
+            "status": "" if self.status == "open" else self.status,
+            "run": self.run,
+            "reason": self.reason,
+            "q": self.q,
+            "sort": "" if self.sort == "oldest" else self.sort,
+        }
+        return urlencode({k: v for k, v in pairs.items() if v})
+
+    def suffix(self) -> str:
+        q = self.query()
+        return f"?{q}" if q else ""
+
+    def audits_suffix(self) -> str:
+        """The query string of the list of open blind audits (of this queue's run)."""
+        return "?" + urlencode({"status": "audits", **({"run": self.run} if self.run else {})})
+
+    def order(self, request: Request, status: str) -> list[QueueEntry]:
+        desk = service_of(request).desk
+        if status in ("automatic", "audits"):
+            return []
+        if self.run and desk.journal.run(self.run, missing_ok=True) is None:
+            return []
+        return desk.order(
+            run_id=self.run or None,
+            status=status,
+            reason=self.reason or None,
+            text=self.q or None,
+            sort=self.sort,
+        )
+
+
+@dataclass(frozen=True)
+class Progress:
+    """Where a case stands in its queue, and the reviewer's day."""
+
+    open: int
+    """Open cases in the queue."""
+    position: int | None
+    """The case's place among them (1-based; ``None`` when it is not open)."""
+    today: int
+    """Cases the reviewer resolved today (UTC)."""
+
+
+def _free(request: Request, entries: list[QueueEntry], me: str) -> list[QueueEntry]:
+    """``entries`` without the open ones another reviewer holds a claim on."""
+    desk = service_of(request).desk
+    claims = desk.live_claims([e.review_id for e in entries if not e.resolved])
+    return [
+        e
+        for e in entries
+        if e.resolved or e.review_id not in claims or claims[e.review_id].reviewer == me
+    ]
+
+
+def neighbours(
+    request: Request, review_id: str, view: QueueView, me: str
+) -> tuple[str | None, str | None]:
+    """Previous and next case of the queue (open or resolved, skipping cases claimed by
+    others), for ``k`` / ``j``. A case outside the queue's filters has no neighbours."""
+    order = view.order(request, "all")
+    ids = [e.review_id for e in order]
+    if review_id not in ids:
+        return None, None
+    i = ids.index(review_id)
+    before = _free(request, order[:i], me)
+    after = _free(request, order[i + 1 :], me)
+    return (
+        before[-1].review_id if before else None,
+        after[0].review_id if after else None,
+    )
+
+
+def next_open(request: Request, review_id: str, view: QueueView, me: str) -> str | None:
+    """The open case to go to after ``review_id``: the next one in the queue's order that
+    nobody else holds, else the first such one before it."""
+    order = view.order(request, "all")
+    ids = [e.review_id for e in order]
+    i = ids.index(review_id) if review_id in ids else -1
+    candidates = [e for e in order[i + 1 :] + order[: max(i, 0)] if not e.resolved]
+    free = _free(request, candidates, me)
+    return free[0].review_id if free else None
+
+
+def progress(request: Request, review_id: str, view: QueueView, me: str) -> Progress:
+    open_ids = [e.review_id for e in view.order(request, "open")]
+    return Progress(
+        open=len(open_ids),
+        position=open_ids.index(review_id) + 1 if review_id in open_ids else None,
+        today=service_of(request).desk.resolved_today(me),
+    )
+
+
+def statuses(request: Request, entries: list[QueueEntry]) -> Iterator[ReviewStatus]:
+    """The queue entries' items (one read per item)."""
+    desk = service_of(request).desk
+    for e in entries:
+        try:
+            yield desk.status(e.review_id)
+        except UnknownItem:  # pragma: no cover - the index is written with the event
+            continue
+
+
+def auto_refs(request: Request, run_id: str | None) -> list[str]:
+    """Unaudited automatic decisions, without those waiting for a blind audit (their
+    committed answer stays hidden until the blind audit is answered)."""
+    desk = service_of(request).desk
+    return [r for r in desk.auto_cases(run_id=run_id) if not has_open_audit(desk.journal, r)]

@@ -1,0 +1,214 @@
+"""The audit pages: an automatic decision and its audit form (``/review/auto/{run}.{line}``),
+and a blind audit with the form answering it (``/review/audit/{run}.{line}``,
+:mod:`dissensus.serve.blind_audits`). Both answers are journalled by
+:meth:`~dissensus.serve.journal_adapter.ReviewDesk.confirm` (``dissensus review confirm``).
+
+Choices where the design is silent:
+
+* The committed answer stays hidden while a blind audit is open: the automatic-decision
+  page of such a case sends the reviewer to the blind form, and its audit form refuses
+  with 409.
+* Both forms require a note; the automatic-decision form's empty decision confirms the
+  committed one, the blind form has no default (an option picked, or another answer
+  typed, not both).
+* After an answer the page goes to the next automatic decision left (from the first), or
+  to the next open blind audit after this one in the list's order (else the first one
+  left), or to the list when none is left.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from fastapi import APIRouter, Request
+from fastapi.responses import RedirectResponse, Response
+
+from dissensus.errors import DissensusError
+from dissensus.serve.blind_audits import blind_audit, has_open_audit, open_audit_refs
+from dissensus.serve.case_view import option_views
+from dissensus.serve.journal_adapter import UnknownItem, question_of
+from dissensus.serve.pages import (
+    Form,
+    Reviewer,
+    case_render,
+    checked_form,
+    message,
+    option_context,
+    or_not_found,
+    require_login,
+    service_of,
+)
+from dissensus.serve.queue_view import QueueView, auto_refs
+
+__all__ = ["router"]
+
+router = APIRouter(include_in_schema=False)
+
+Page = Callable[..., Response]
+"""A page renderer: ``(request, ref, reviewer, *, error=None, status=200)``."""
+
+
+def auto_page(
+    request: Request, ref: str, who: Reviewer, *, error: str | None = None, status: int = 200
+) -> Response:
+    """An automatic decision and its audit form (:class:`UnknownItem` for any other ref)."""
+    service = service_of(request)
+    view = QueueView.of(request)
+    got = service.desk.auto_case(ref)
+    outputs = [o for o in got.panel.get("outputs") or [] if isinstance(o, dict)]
+    positions = [
+        (str(o.get("agent", "?")), o.get("decision"), str(o.get("reasoning", ""))) for o in outputs
+    ]
+    ids = sorted({str(d) for _, d, _ in positions if d is not None} | {got.record.decision or ""})
+    options = option_views([i for i in ids if i], got.panel, positions, got.record.decision)
+    return case_render(
+        request,
+        who,
+        "auto.html",
+        status,
+        f"/review/auto/{ref}{view.suffix()}",
+        title=f"automatic decision {ref}",
+        case=got,
+        question=question_of(got.panel),
+        positions=positions,
+        claim=service.desk.live_claim(ref),
+        qs=view.suffix(),
+        error=error,
+        **option_context(options),
+    )
+
+
+def audit_page(
+    request: Request, ref: str, who: Reviewer, *, error: str | None = None, status: int = 200
+) -> Response:
+    """A blind audit and the form answering it (:class:`UnknownItem` when not audited)."""
+    service = service_of(request)
+    view = QueueView.of(request)
+    got = blind_audit(service.journal, ref)
+    item = got.item
+    options = option_views(
+        item.options,
+        item.panel,
+        [(p.agent, p.decision, p.reasoning) for p in item.positions],
+        None,
+    )
+    refs = open_audit_refs(service.journal, view.run or None)
+    i = refs.index(ref) if ref in refs else None
+    return case_render(
+        request,
+        who,
+        "audit.html",
+        status,
+        f"/review/audit/{ref}{view.suffix()}",
+        title=f"blind audit {ref}",
+        audit=got,
+        item=item,
+        answer=got.answer,
+        question=question_of(item.panel),
+        prev_id=refs[i - 1] if i else None,
+        next_id=refs[i + 1] if i is not None and i + 1 < len(refs) else None,
+        position=None if i is None else i + 1,
+        open_count=len(refs),
+        qs=view.suffix(),
+        list_qs=view.audits_suffix(),
+        error=error,
+        **option_context(options),
+    )
+
+
+def _confirm(
+    request: Request,
+    ref: str,
+    form: Form,
+    page: Page,
+    refusal: Callable[[], str | None],
+    decision: str | None,
+) -> Response | None:
+    """Journal the form's audit of ``ref``: ``None`` once journalled, else the page
+    refusing it. ``refusal()`` checks the case (raising :class:`UnknownItem`) and names
+    what the form lacks (422); an unknown case is 404, a refused audit 409."""
+    who = form.reviewer
+    try:
+        why = refusal()
+        if why is not None:
+            return page(request, ref, who, error=why, status=422)
+        service_of(request).desk.confirm(
+            ref, decision=decision, note=form.text("note"), reviewer=form.principal.name
+        )
+    except UnknownItem as exc:
+        return message(request, who, 404, "not found", str(exc))
+    except DissensusError as exc:
+        return page(request, ref, who, error=str(exc), status=409)
+    return None
+
+
+@router.get("/review/auto/{ref}")
+async def auto_case(request: Request, ref: str) -> Response:
+    who = require_login(request)
+    if not isinstance(who, Reviewer):
+        return who
+    if has_open_audit(service_of(request).journal, ref):
+        view = QueueView.of(request)
+        return RedirectResponse(f"/review/audit/{ref}{view.suffix()}", status_code=303)
+    return or_not_found(request, who, lambda: auto_page(request, ref, who))
+
+
+@router.post("/review/auto/{ref}/confirm")
+async def auto_confirm(request: Request, ref: str) -> Response:
+    form = await checked_form(request)
+    if not isinstance(form, Form):
+        return form
+    service = service_of(request)
+    if has_open_audit(service.journal, ref):
+        why = f"case {ref} waits for a blind audit: answer it at /review/audit/{ref}"
+        return message(request, form.reviewer, 409, "blind audit", why)
+
+    def refusal() -> str | None:
+        service.desk.auto_case(ref)
+        return None if form.text("note") else "write a note: an audit says why"
+
+    refused = _confirm(request, ref, form, auto_page, refusal, form.text("decision") or None)
+    if refused is not None:
+        return refused
+    view = QueueView.of(request)
+    left = auto_refs(request, view.run or None)
+    target = f"/review/auto/{left[0]}" if left else "/review"
+    return RedirectResponse(target + view.suffix(), status_code=303)
+
+
+@router.get("/review/audit/{ref}")
+async def audit_case(request: Request, ref: str) -> Response:
+    who = require_login(request)
+    if not isinstance(who, Reviewer):
+        return who
+    return or_not_found(request, who, lambda: audit_page(request, ref, who))
+
+
+@router.post("/review/audit/{ref}/answer")
+async def audit_answer(request: Request, ref: str) -> Response:
+    form = await checked_form(request, role_check=True)
+    if not isinstance(form, Form):
+        return form
+    journal = service_of(request).journal
+    picked, other = form.text("decision"), form.text("other")
+    view = QueueView.of(request)
+    before = open_audit_refs(journal, view.run or None)
+
+    def refusal() -> str | None:
+        blind_audit(journal, ref)
+        if not (picked or other):
+            return "pick an option (1-9) or type another answer first"
+        if picked and other and picked != other:
+            return "pick an option or type another answer, not both"
+        return None if form.text("note") else "write a note (n): an audit says why"
+
+    refused = _confirm(request, ref, form, audit_page, refusal, picked or other)
+    if refused is not None:
+        return refused
+    left = open_audit_refs(journal, view.run or None)
+    if not left:
+        return RedirectResponse(f"/review{view.audits_suffix()}", status_code=303)
+    # The next open audit after this one in the list's order, else the first one left.
+    i = before.index(ref) if ref in before else -1
+    target = next((r for r in before[i + 1 :] if r in left), left[0])
+    return RedirectResponse(f"/review/audit/{target}{view.suffix()}", status_code=303)

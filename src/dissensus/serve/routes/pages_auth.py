@@ -1,0 +1,101 @@
+"""The review site's login and logout pages (``/review/login``, ``/review/logout``).
+
+The token is posted in a form (never in a URL) with a double-submit CSRF token bound to a
+pre-session cookie; success opens a session (:mod:`dissensus.serve.pages`). Without a
+tokens file there is no login: the login page sends the reviewer to the queue.
+"""
+
+from __future__ import annotations
+
+import secrets
+
+from fastapi import APIRouter, Request
+from fastapi.responses import RedirectResponse, Response
+
+from dissensus.serve.auth import allows
+from dissensus.serve.pages import (
+    PRE_COOKIE,
+    SESSION_COOKIE,
+    render,
+    secure,
+    service_of,
+    session_of,
+    set_session,
+)
+
+__all__ = ["router"]
+
+router = APIRouter(include_in_schema=False)
+
+
+@router.get("/review/login")
+async def login_form(request: Request) -> Response:
+    service = service_of(request)
+    if service.tokens is None:
+        return RedirectResponse("/review", status_code=303)
+    pre = request.cookies.get(PRE_COOKIE) or secrets.token_urlsafe(32)
+    response = render(
+        "login.html",
+        title="log in",
+        principal=None,
+        csrf=service.sessions.csrf(pre),
+        error=None,
+    )
+    response.set_cookie(
+        PRE_COOKIE,
+        pre,
+        httponly=True,
+        samesite="strict",
+        path="/review",
+        secure=secure(request),
+    )
+    return response
+
+
+@router.post("/review/login")
+async def login(request: Request) -> Response:
+    service = service_of(request)
+    form = await request.form()
+    pre = request.cookies.get(PRE_COOKIE)
+    if pre is None or not service.sessions.check_csrf(pre, str(form.get("csrf", ""))):
+        return render(
+            "login.html",
+            403,
+            title="log in",
+            principal=None,
+            csrf="",
+            error="the form expired; reload the page",
+        )
+    token = str(form.get("token", "")).strip()
+    principal = service.tokens.authenticate(token) if service.tokens is not None and token else None
+    if principal is None or not allows(principal, "review"):
+        message = (
+            "unknown token"
+            if principal is None
+            else f"{principal.name} has role {principal.role}; the review page needs review"
+        )
+        return render(
+            "login.html",
+            401 if principal is None else 403,
+            title="log in",
+            principal=None,
+            csrf=service.sessions.csrf(pre),
+            error=message,
+        )
+    sid = service.sessions.open(principal)
+    response = RedirectResponse("/review", status_code=303)
+    set_session(response, sid, request)
+    response.delete_cookie(PRE_COOKIE, path="/review")
+    return response
+
+
+@router.post("/review/logout")
+async def logout(request: Request) -> Response:
+    service = service_of(request)
+    principal, sid = session_of(request)
+    form = await request.form()
+    if principal is not None and service.sessions.check_csrf(sid, str(form.get("csrf", ""))):
+        service.sessions.close(sid)
+    response = RedirectResponse("/review/login", status_code=303)
+    response.delete_cookie(SESSION_COOKIE, path="/review")
+    return response

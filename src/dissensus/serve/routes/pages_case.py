@@ -1,0 +1,211 @@
+"""A review case's page (``/review/case/{id}``) and its writes: resolve, claim, undo.
+
+The page shows everything ``dissensus review show`` shows, side by side, with the options
+labelled as the agents name them (:mod:`dissensus.serve.case_view`), and the resolve bar.
+Every write goes through :class:`~dissensus.serve.journal_adapter.ReviewDesk`, as the API's.
+
+Choices where the design is silent:
+
+* A refused write (no option picked, a note missing, a stale page, another reviewer's
+  claim, an item resolved meanwhile) shows the case page again with the reason, with 422
+  for what the reviewer can fix on the form and 409 for a conflict.
+* After a resolve the page goes to the next open case of the same queue that nobody else
+  holds (:func:`~dissensus.serve.queue_view.next_open`), or to the queue when none is left.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import RedirectResponse, Response
+from pydantic import BaseModel
+
+from dissensus.errors import DissensusError
+from dissensus.serve.case_view import option_views, plain_reasons
+from dissensus.serve.journal_adapter import (
+    AlreadyResolved,
+    ClaimConflict,
+    UnknownItem,
+    content_sha256,
+    question_of,
+)
+from dissensus.serve.pages import (
+    Form,
+    Reviewer,
+    case_render,
+    checked_form,
+    message,
+    option_context,
+    or_not_found,
+    require_login,
+    service_of,
+)
+from dissensus.serve.queue_view import QueueView, neighbours, next_open, progress
+
+__all__ = ["router"]
+
+router = APIRouter(include_in_schema=False)
+
+NO_NOTE = "(no note: agrees with the panel's suggestion)"
+"""The note journalled with a resolution the reviewer gave none for."""
+
+
+def _plain(value: BaseModel | None) -> dict[str, Any] | None:
+    # A typed part of the review item as the JSON the template reads, passed through untouched.
+    return None if value is None else value.model_dump(mode="json")
+
+
+def case_page(
+    request: Request,
+    review_id: str,
+    who: Reviewer,
+    *,
+    error: str | None = None,
+    status: int = 200,
+) -> Response:
+    """The case page of ``review_id`` (:class:`UnknownItem` when there is none)."""
+    service = service_of(request)
+    desk = service.desk
+    view = QueueView.of(request)
+    item = desk.status(review_id).item
+    resolution = desk.resolution(review_id)
+    prev_id, next_id = neighbours(request, review_id, view, who.principal.name)
+    scores = {s.agent: s.score for s in item.acceptance.signals} if item.acceptance else {}
+    options = option_views(
+        item.options,
+        item.panel,
+        [(p.agent, p.decision, p.reasoning) for p in item.positions],
+        item.suggestion,
+    )
+    return case_render(
+        request,
+        who,
+        "case.html",
+        status,
+        f"/review/case/{review_id}{view.suffix()}",
+        title=f"case {item.review_id}",
+        item=item,
+        question=question_of(item.panel),
+        **option_context(options),
+        plain=plain_reasons(
+            item.reason, options, sum(1 for p in item.positions if p.decision is None)
+        ),
+        scores=scores,
+        sha256=content_sha256(item),
+        resolution=resolution,
+        claim=desk.live_claim(review_id) if resolution is None else None,
+        history=desk.history(review_id),
+        prev_id=prev_id,
+        next_id=next_id,
+        qs=view.suffix(),
+        progress=progress(request, review_id, view, who.principal.name),
+        note_policy=service.settings.review_note,
+        undo=desk.last_resolution(who.principal.name, service.settings.undo_window_s),
+        error=error,
+        packet=_plain(item.packet),
+        concord=_plain(item.concord),
+        reading=_plain(item.reading) or {},
+    )
+
+
+def _note_required(request: Request, decision: str, suggestion: str | None) -> bool:
+    policy = service_of(request).settings.review_note
+    if policy == "always":
+        return True
+    if policy == "never":
+        return False
+    return decision != suggestion
+
+
+def _back_to_case(request: Request, review_id: str) -> Response:
+    return RedirectResponse(
+        f"/review/case/{review_id}{QueueView.of(request).suffix()}", status_code=303
+    )
+
+
+@router.get("/review/case/{review_id}")
+async def case(request: Request, review_id: str) -> Response:
+    who = require_login(request)
+    if not isinstance(who, Reviewer):
+        return who
+    return or_not_found(request, who, lambda: case_page(request, review_id, who))
+
+
+def _resolve(request: Request, review_id: str, form: Form) -> Response | None:
+    """Journal the form's resolution: ``None`` once journalled, else the page refusing it
+    (:class:`UnknownItem` and the desk's conflicts are raised)."""
+    service, who = service_of(request), form.reviewer
+    decision = form.text("decision")
+    if not decision:
+        why = "pick an option (1-9) first"
+        return case_page(request, review_id, who, error=why, status=422)
+    suggestion = service.desk.status(review_id).item.suggestion
+    note = form.text("note")
+    if not note and _note_required(request, decision, suggestion):
+        why = (
+            "write a note (n) first"
+            if service.settings.review_note == "always"
+            else "write a note (n): you are overriding the panel's suggestion"
+        )
+        return case_page(request, review_id, who, error=why, status=422)
+    service.desk.resolve(
+        review_id,
+        decision=decision,
+        note=note or NO_NOTE,
+        reviewer=form.principal.name,
+        sha256=str(form.data.get("content_sha256", "")),
+    )
+    return None
+
+
+@router.post("/review/case/{review_id}/resolve")
+async def resolve(request: Request, review_id: str) -> Response:
+    form = await checked_form(request, role_check=True)
+    if not isinstance(form, Form):
+        return form
+    try:
+        refused = _resolve(request, review_id, form)
+    except UnknownItem as exc:
+        return message(request, form.reviewer, 404, "not found", str(exc))
+    except DissensusError as exc:
+        return case_page(request, review_id, form.reviewer, error=str(exc), status=409)
+    if refused is not None:
+        return refused
+    view = QueueView.of(request)
+    target = next_open(request, review_id, view, form.principal.name)
+    if target is None:
+        return RedirectResponse(f"/review{view.suffix()}", status_code=303)
+    return RedirectResponse(f"/review/case/{target}{view.suffix()}", status_code=303)
+
+
+@router.post("/review/undo")
+async def undo(request: Request) -> Response:
+    form = await checked_form(request)
+    if not isinstance(form, Form):
+        return form
+    service = service_of(request)
+    review_id = str(form.data.get("review_id", ""))
+    try:
+        service.desk.undo(
+            review_id, reviewer=form.principal.name, within_s=service.settings.undo_window_s
+        )
+    except UnknownItem as exc:
+        return message(request, form.reviewer, 404, "not found", str(exc))
+    except DissensusError as exc:
+        return case_page(request, review_id, form.reviewer, error=str(exc), status=409)
+    return _back_to_case(request, review_id)
+
+
+@router.post("/review/case/{review_id}/claim")
+async def claim(request: Request, review_id: str) -> Response:
+    form = await checked_form(request)
+    if not isinstance(form, Form):
+        return form
+    try:
+        service_of(request).desk.claim(review_id, form.principal.name)
+    except (AlreadyResolved, ClaimConflict) as exc:
+        return case_page(request, review_id, form.reviewer, error=str(exc), status=409)
+    except UnknownItem as exc:
+        return message(request, form.reviewer, 404, "not found", str(exc))
+    return _back_to_case(request, review_id)

@@ -1,0 +1,156 @@
+"""The review queue page (``GET /review``): the open, resolved or all cases of a queue
+(:mod:`dissensus.serve.queue_view`), or the automatic decisions waiting for an audit, or
+the open blind audits; and the acceptance monitor (:mod:`dissensus.serve.acceptance`).
+
+Choices where the design is silent:
+
+* At most :data:`~dissensus.serve.queue_view.QUEUE_ROWS` rows are shown; the count names
+  them all. The text search of the automatic decisions and of the blind audits matches
+  the question and the case id (the reason is not shown there).
+* The monitor's confidence sequences take a moment with many audits: they are computed
+  off the event loop.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TypeVar
+
+from fastapi import APIRouter, Request
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import Response
+
+from dissensus.pipeline.records import Resolution, ReviewItem
+from dissensus.serve.acceptance import monitor_rows
+from dissensus.serve.blind_audits import blind_audit, open_audit_refs
+from dissensus.serve.journal_adapter import AutoCase, ClaimInfo, question_of
+from dissensus.serve.pages import Reviewer, render, require_login, service_of
+from dissensus.serve.queue_view import QUEUE_ROWS, QueueView, auto_refs, statuses
+
+__all__ = ["router"]
+
+router = APIRouter(include_in_schema=False)
+
+R = TypeVar("R")
+
+
+@dataclass(frozen=True)
+class CaseRow:
+    """A row of the queue of review cases."""
+
+    item: ReviewItem
+    resolution: Resolution | None
+    claim: ClaimInfo | None
+    question: str | None
+
+
+@dataclass(frozen=True)
+class AutoRow:
+    """A row of the automatic decisions waiting for an audit."""
+
+    case: AutoCase
+    question: str | None
+
+
+@dataclass(frozen=True)
+class AuditRow:
+    """A row of the open blind audits."""
+
+    item: ReviewItem
+    question: str | None
+
+
+def _case_rows(request: Request, view: QueueView) -> tuple[list[CaseRow], int]:
+    order = view.order(request, view.status)
+    shown = {st.item.review_id: st for st in statuses(request, order[:QUEUE_ROWS])}
+    claims = service_of(request).desk.live_claims(
+        [e.review_id for e in order[:QUEUE_ROWS] if not e.resolved]
+    )
+    rows = [
+        CaseRow(
+            item=shown[e.review_id].item,
+            resolution=shown[e.review_id].resolution,
+            claim=claims.get(e.review_id),
+            question=question_of(shown[e.review_id].item.panel),
+        )
+        for e in order[:QUEUE_ROWS]
+        if e.review_id in shown
+    ]
+    return rows, len(order)
+
+
+def _matching(
+    refs: list[str], row: Callable[[str], R], text: Callable[[R], str], q: str
+) -> list[R]:
+    """The first :data:`QUEUE_ROWS` rows of ``refs`` whose text contains ``q`` (any case)."""
+    needle, rows = q.lower(), []
+    for ref in refs:
+        got = row(ref)
+        if needle and needle not in text(got).lower():
+            continue
+        rows.append(got)
+        if len(rows) >= QUEUE_ROWS:
+            break
+    return rows
+
+
+def _auto_rows(request: Request, view: QueueView) -> list[AutoRow]:
+    desk = service_of(request).desk
+
+    def row(ref: str) -> AutoRow:
+        case = desk.auto_case(ref)
+        return AutoRow(case=case, question=question_of(case.panel) or None)
+
+    refs = auto_refs(request, view.run or None)
+    return _matching(refs, row, lambda r: f"{r.question or ''} {r.case.record.id}", view.q)
+
+
+def _audit_rows(request: Request, view: QueueView) -> list[AuditRow]:
+    journal = service_of(request).journal
+
+    def row(ref: str) -> AuditRow:
+        item = blind_audit(journal, ref).item
+        return AuditRow(item=item, question=question_of(item.panel) or None)
+
+    refs = open_audit_refs(journal, view.run or None)
+    return _matching(refs, row, lambda r: f"{r.question or ''} {r.item.id}", view.q)
+
+
+@router.get("/review")
+async def queue(request: Request) -> Response:
+    who = require_login(request)
+    if not isinstance(who, Reviewer):
+        return who
+    view = QueueView.of(request)
+    service = service_of(request)
+    known = not view.run or service.journal.run(view.run, missing_ok=True) is not None
+    rows, total = _case_rows(request, view) if known else ([], 0)
+    auto = _auto_rows(request, view) if known and view.status == "automatic" else []
+    audits = _audit_rows(request, view) if known and view.status == "audits" else []
+    monitor, monitor_error = await run_in_threadpool(monitor_rows, service.journal)
+    infos = [info for info in service.journal.runs() if info.kind == "decide"]
+    return render(
+        "queue.html",
+        created={info.run_id: info.created for info in infos},
+        title="review queue",
+        principal=who.principal,
+        csrf=service.sessions.csrf(who.sid),
+        rows=rows,
+        total=(
+            len(auto)
+            if view.status == "automatic"
+            else len(audits)
+            if view.status == "audits"
+            else total
+        ),
+        auto_rows=auto,
+        audit_rows=audits,
+        monitor=monitor or [],
+        monitor_error=monitor_error,
+        current_sha256=(service.spec.acceptance or {}).get("sha256"),
+        runs=sorted({info.run_id for info in infos}),
+        filters=view,
+        qs=view.suffix(),
+        today=service.desk.resolved_today(who.principal.name),
+    )
