@@ -54,6 +54,7 @@ from dissensus.pipeline.policy import (
     load_policy,
     with_model_files_under,
 )
+from dissensus.pipeline.run_events import SpecFile, StartedSpec
 from dissensus.pipeline.trust_regions import CalibrationFile, load_calibration
 from dissensus.store import event_types as ev
 
@@ -78,20 +79,6 @@ def file_sha256(path: str | Path) -> str:
         for chunk in iter(lambda: handle.read(1 << 20), b""):
             digest.update(chunk)
     return digest.hexdigest()
-
-
-class SpecFile(BaseModel):
-    """A file a run specification loaded."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    role: str
-    """The policy field that named it (``policy``, ``acceptance.model``, ``acceptance.calibration``,
-    ``guard.calibration``)."""
-    path: str
-    """Absolute path when it was loaded."""
-    sha256: str
-    """sha256 of its bytes when it was loaded."""
 
 
 class RunSpec(BaseModel):
@@ -214,37 +201,47 @@ class RunSpec(BaseModel):
     # -- the journal ------------------------------------------------------------------
 
     def started_fields(self) -> dict[str, Any]:
-        """The spec as ``run.started`` journals it (the 0.2 keys, plus ``base_dir`` and ``files``)."""
-        return {
-            "policy": self.policy.model_dump(mode="json"),
-            "policy_file": self.policy_file,
-            "base_dir": self.base_dir,
-            "calibration": self.calibration.model_dump(mode="json") if self.calibration else None,
-            "guard_calibration": self.guard_calibration.model_dump(mode="json")
+        """The spec as ``run.started`` journals it (the 0.2 keys, plus ``base_dir``,
+        ``files`` and ``shift_hold``): :meth:`started` as JSON."""
+        return self.started().payload()
+
+    def started(self) -> StartedSpec:
+        """The spec as ``run.started`` journals it, every key given."""
+        return StartedSpec(
+            policy=self.policy.model_dump(mode="json"),
+            policy_file=self.policy_file,
+            base_dir=self.base_dir,
+            calibration=self.calibration.model_dump(mode="json") if self.calibration else None,
+            guard_calibration=self.guard_calibration.model_dump(mode="json")
             if self.guard_calibration
             else None,
-            "acceptance": self.acceptance,
-            "model": self.model,
-            "files": [f.model_dump(mode="json") for f in self.files],
-            "shift_hold": self.shift_hold,
-        }
+            acceptance=self.acceptance,
+            model=self.model,
+            files=self.files,
+            shift_hold=self.shift_hold,
+        )
 
     @classmethod
-    def from_started(cls, started: Mapping[str, Any]) -> RunSpec:
-        """The spec a run was started with (from its ``run.started`` payload)."""
+    def from_started(cls, started: StartedSpec | Mapping[str, Any]) -> RunSpec:
+        """The spec a run was started with (from its ``run.started`` payload, or the
+        payload's model)."""
         try:
-            cal = started.get("calibration")
-            guard_cal = started.get("guard_calibration")
+            fields = (
+                started
+                if isinstance(started, StartedSpec)
+                else StartedSpec.model_validate(dict(started))
+            )
+            cal, guard_cal = fields.calibration, fields.guard_calibration
             return cls(
-                policy=Policy.model_validate(started.get("policy") or {}),
-                policy_file=started.get("policy_file"),
-                base_dir=started.get("base_dir"),
+                policy=Policy.model_validate(fields.policy or {}),
+                policy_file=fields.policy_file,
+                base_dir=fields.base_dir,
                 calibration=CalibrationFile.model_validate(cal) if cal else None,
                 guard_calibration=ReliabilityFit.model_validate(guard_cal) if guard_cal else None,
-                acceptance=started.get("acceptance"),
-                model=started.get("model"),
-                files=tuple(SpecFile.model_validate(f) for f in started.get("files") or ()),
-                shift_hold=started.get("shift_hold"),
+                acceptance=fields.acceptance,
+                model=fields.model,
+                files=fields.files,
+                shift_hold=fields.shift_hold,
             )
         except ValidationError as exc:
             first = exc.errors()[0]
