@@ -65,6 +65,7 @@ from dissensus.deprecation import deprecated_names, renamed
 from dissensus.errors import DissensusError
 from dissensus.llm.base import (
     BudgetExceeded,
+    ChatClient,
     ChatRequest,
     ChatResponse,
     ModelCallError,
@@ -363,9 +364,12 @@ def _request_payload(request: ChatRequest) -> dict[str, Any]:
 class CaseClient:
     """The model client as one case sees it: every call journalled, replayed on resume.
 
-    It has the part of :class:`~dissensus.llm.client.ModelClient`'s surface that
-    protocols use (``chat`` and ``usage`` / ``usage_by_agent``); ``chat`` also takes the
-    model spec to ask (``None``: the run's model).
+    A :class:`~dissensus.llm.ChatClient` (``chat``, ``usage``, ``usage_by_agent``) asking
+    the run's model; :meth:`for_model` is the same client asking another model spec
+    (an agent's own, ``seek_context.models``), a :class:`~dissensus.llm.ChatClient` too.
+    The model is chosen by the client, not by an argument of ``chat``, so the protocol
+    every caller types against stays the one :class:`~dissensus.llm.client.ModelClient`
+    implements (as an HTTP client is bound to its transport).
     """
 
     def __init__(self, owner: JournalledClient, log: CaseLog) -> None:
@@ -388,13 +392,21 @@ class CaseClient:
         self.usage.add(usage)
         self.usage_by_agent.setdefault(request.agent or "-", Usage()).add(usage)
 
+    def for_model(self, model: str | None) -> ChatClient:
+        """This client asking model spec ``model`` (``None``: the run's model); its calls
+        are journalled and counted as this client's."""
+        return self if model is None else _ModelSpecClient(self, model)
+
     async def chat(
-        self,
-        request: ChatRequest,
-        *,
-        schema: type[BaseModel] | None = None,
-        model: str | None = None,
+        self, request: ChatRequest, *, schema: type[BaseModel] | None = None
     ) -> ChatResponse:
+        """One call to the run's model: replayed when journalled, else made and journalled."""
+        return await self._call(request, schema, None)
+
+    async def _call(
+        self, request: ChatRequest, schema: type[BaseModel] | None, model: str | None
+    ) -> ChatResponse:
+        """One call to model spec ``model`` (``None``: the run's model)."""
         key = self._key(request, schema, model)
         self.calls.append(key)
         journal, run_id, ref = self._owner.journal, self._owner.run_id, self._log.ref
@@ -487,6 +499,30 @@ class CaseClient:
             model=call.model,
             attempts=call.attempts,
         )
+
+
+class _ModelSpecClient:
+    """A :class:`CaseClient` asking one model spec: its calls and usage are the case's."""
+
+    def __init__(self, case: CaseClient, model: str) -> None:
+        self._case = case
+        self._model = model
+
+    async def chat(
+        self, request: ChatRequest, *, schema: type[BaseModel] | None = None
+    ) -> ChatResponse:
+        # The same module's client: one code path journals every call, whatever the model.
+        return await self._case._call(request, schema, self._model)
+
+    @property
+    def usage(self) -> Usage:
+        """The case's usage (every model spec)."""
+        return self._case.usage
+
+    @property
+    def usage_by_agent(self) -> dict[str, Usage]:
+        """The case's usage per agent (every model spec)."""
+        return self._case.usage_by_agent
 
 
 def _next_index(journal: Journal, run_id: str, prefix: str) -> int:
