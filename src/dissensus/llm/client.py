@@ -73,7 +73,7 @@ from dissensus.llm.budget import Budget, Tally, notify_attempt
 from dissensus.llm.jsonparse import JSONExtractError, extract_json
 from dissensus.llm.retry import Backoff, RateLimiter
 from dissensus.llm.tracing import call_span
-from dissensus.types import Usage
+from dissensus.types import JsonSchema, Usage
 
 __all__ = ["NO_AGENT", "ClientSettings", "ModelClient"]
 
@@ -148,7 +148,7 @@ class _Portal:
 
 
 @functools.lru_cache(maxsize=256)
-def _schema_of(schema: type[BaseModel]) -> dict[str, Any]:
+def _schema_of(schema: type[BaseModel]) -> JsonSchema:
     """JSON schema of a pydantic model, computed once per class (treated as read-only)."""
     return schema.model_json_schema()
 

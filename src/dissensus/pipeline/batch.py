@@ -71,7 +71,7 @@ from dissensus.pipeline.spec import (
 from dissensus.states import SimilarityBackend
 from dissensus.store import event_types as ev
 from dissensus.store.journal import Journal, NewEvent, RunInfo
-from dissensus.types import Panel
+from dissensus.types import JsonObject, Panel
 
 __all__ = [
     "DeadlineReached",
@@ -131,7 +131,7 @@ def start_run(
     similarity: str | None = None,
     acceptance: str | None = None,
     kind: str = RUN_KIND,
-    extra: dict[str, Any] | None = None,
+    extra: JsonObject | None = None,
     via: str | None = None,
 ) -> RunInfo:
     """Register a new run of ``input_path`` (``"-"``: standard input) or of ``text`` (JSONL
@@ -170,7 +170,7 @@ def start_run(
         source = {"path": str(path), "sha256": file_sha256(path)}
     else:
         raise ConfigError("a run needs an input file or text", field="input")
-    meta: dict[str, Any] = {"input": source.get("path"), "policy_file": spec.policy_file}
+    meta: JsonObject = {"input": source.get("path"), "policy_file": spec.policy_file}
     if via:
         meta["via"] = via
     # The run and its run.started event are one transaction: a crash leaves neither.

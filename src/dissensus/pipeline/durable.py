@@ -79,7 +79,7 @@ from dissensus.pipeline.steps import CallRecord
 from dissensus.store import event_types as ev
 from dissensus.store.canonical import canonical, sha256_text
 from dissensus.store.journal import Event, Journal, NewEvent
-from dissensus.types import Usage
+from dissensus.types import JsonObject, Usage
 
 __all__ = [
     "COMPACT_STEPS",
@@ -140,20 +140,20 @@ class CaseLog:
         self.run_id = run_id
         self.line = line
         self.ref = str(line)
-        self._known: dict[str, dict[str, Any]] | None = None
+        self._known: dict[str, JsonObject] | None = None
         self._pending: list[NewEvent] = []
-        self._buffered: dict[str, dict[str, Any]] = {}
+        self._buffered: dict[str, JsonObject] = {}
         self._written = False
 
     def key(self, step: str) -> str:
         return f"case/{self.ref}/{step}"
 
-    def _journalled(self) -> dict[str, dict[str, Any]]:
+    def _journalled(self) -> dict[str, JsonObject]:
         if self._known is None:
             self._known = case_steps(self.journal.events(self.run_id, case=self.ref))
         return self._known
 
-    def stored(self, step: str) -> dict[str, Any] | None:
+    def stored(self, step: str) -> JsonObject | None:
         key = self.key(step)
         found = self._buffered.get(key)
         if found is not None:
@@ -254,10 +254,10 @@ follow-up), acceptance, review items and the record stay events of their own (th
 review index, the shift check and the record readers select them by type)."""
 
 
-def case_steps(events: Iterable[Event | NewEvent]) -> dict[str, dict[str, Any]]:
+def case_steps(events: Iterable[Event | NewEvent]) -> dict[str, JsonObject]:
     """A case's journalled steps by key (``case/<line>/<step>``), whichever layout wrote
     them: one event per step, or a ``case.steps`` event holding several."""
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, JsonObject] = {}
     for event in events:
         if event.type == STEPS_TYPE and event.key.endswith(f"/{STEPS_STEP}"):
             prefix = event.key[: -len(STEPS_STEP)]
@@ -268,7 +268,7 @@ def case_steps(events: Iterable[Event | NewEvent]) -> dict[str, dict[str, Any]]:
     return out
 
 
-def case_step(journal: Journal, run_id: str, line: int | str, step: str) -> dict[str, Any] | None:
+def case_step(journal: Journal, run_id: str, line: int | str, step: str) -> JsonObject | None:
     """The payload of case ``line``'s step ``step`` (``input``, ``reading``, ...), read from
     its own event (every journal) or from the case's ``case.steps`` event."""
     event = journal.get(run_id, f"case/{line}/{step}")
@@ -357,7 +357,7 @@ class JournalledClient:
             await client.aclose()
 
 
-def _request_payload(request: ChatRequest) -> dict[str, Any]:
+def _request_payload(request: ChatRequest) -> JsonObject:
     return request.model_dump(mode="json")
 
 
@@ -480,7 +480,7 @@ class CaseClient:
             case=self._log.ref,
         )
 
-    def _replay(self, payload: dict[str, Any], schema: type[BaseModel] | None) -> ChatResponse:
+    def _replay(self, payload: JsonObject, schema: type[BaseModel] | None) -> ChatResponse:
         try:
             call = CallRecord.model_validate(payload)
         except ValidationError as exc:

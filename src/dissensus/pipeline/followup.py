@@ -50,7 +50,7 @@ from dissensus.llm.base import ChatRequest, Message
 from dissensus.pipeline.durable import CaseClient
 from dissensus.quoting import DATA_RULE, quote_block
 from dissensus.signals import SecondAnswer, Voice, model_family
-from dissensus.types import Panel
+from dissensus.types import JsonSchema, Panel
 
 __all__ = [
     "ReaskAnswer",
@@ -73,7 +73,7 @@ class ReaskAnswer(BaseModel):
     reasoning: str = ""
 
 
-def reask_schema(option_ids: list[str]) -> dict[str, Any]:
+def reask_schema(option_ids: list[str]) -> JsonSchema:
     """The re-ask's JSON schema for a case with ``option_ids`` (OpenAI strict-mode valid)."""
     return {
         "type": "object",

@@ -18,12 +18,12 @@ validates each one when it is built from the event.
 
 from __future__ import annotations
 
-from typing import Any, Literal, Required
+from typing import Literal, Required
 
 from pydantic import BaseModel, ConfigDict
 from typing_extensions import TypedDict
 
-from dissensus.types import Usage
+from dissensus.types import JsonObject, Usage
 
 __all__ = [
     "ModelFailed",
@@ -42,7 +42,7 @@ __all__ = [
 class _Payload(BaseModel):
     model_config = ConfigDict(frozen=True, extra="allow")
 
-    def payload(self) -> dict[str, Any]:
+    def payload(self) -> JsonObject:
         """The event's payload: the fields that were given (nested models whole), as JSON."""
         given = self.model_fields_set | set(self.model_extra or {})
         return {k: v for k, v in self.model_dump(mode="json").items() if k in given}
@@ -77,15 +77,15 @@ class StartedSpec(_Payload):
     an earlier journal (``base_dir``, ``files`` and ``shift_hold`` are new in 0.3)."""
 
     # The policy's JSON as written (a 0.2 policy lacks later fields); RunSpec validates it.
-    policy: dict[str, Any] | None = None
+    policy: JsonObject | None = None
     policy_file: str | None = None
     base_dir: str | None = None
     # The reliability calibration file's JSON, passed through to RunSpec, which validates it.
-    calibration: dict[str, Any] | None = None
+    calibration: JsonObject | None = None
     # The guard's reliability fit as JSON, passed through to RunSpec, which validates it.
-    guard_calibration: dict[str, Any] | None = None
+    guard_calibration: JsonObject | None = None
     # The learned acceptance file's verified content, passed through to dissensus.acceptance.
-    acceptance: dict[str, Any] | None = None
+    acceptance: JsonObject | None = None
     model: str | None = None
     files: tuple[SpecFile, ...] = ()
     shift_hold: str | None = None

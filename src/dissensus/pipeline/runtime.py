@@ -51,7 +51,7 @@ from dissensus.states import (
 from dissensus.states.similarity import Matrix, Vectors, cosine_matrix
 from dissensus.store import event_types as ev
 from dissensus.store.journal import Journal
-from dissensus.types import Panel
+from dissensus.types import JsonObject, Panel
 
 __all__ = ["MODEL_ENV", "PrefetchedBackend", "Runtime", "resolve_model_spec"]
 
@@ -150,7 +150,7 @@ class Runtime:
     _budget: Budget | None = field(default=None, init=False)
     _learned: Any = field(default=None, init=False)
     _acceptor: Acceptor | None = field(default=None, init=False)
-    _monitor: dict[str, Any] | None = field(default=None, init=False)
+    _monitor: JsonObject | None = field(default=None, init=False)
     client: JournalledClient = field(init=False)
 
     def __post_init__(self) -> None:
@@ -171,7 +171,7 @@ class Runtime:
         return self.spec.guard_calibration
 
     @property
-    def acceptance(self) -> dict[str, Any] | None:
+    def acceptance(self) -> JsonObject | None:
         """The learned acceptance file's verified content, if any."""
         return self.spec.acceptance
 

@@ -57,6 +57,7 @@ from dissensus.pipeline.policy import (
 from dissensus.pipeline.run_events import SpecFile, StartedSpec
 from dissensus.pipeline.trust_regions import CalibrationFile, load_calibration
 from dissensus.store import event_types as ev
+from dissensus.types import JsonObject
 
 __all__ = [
     "MODEL_ENV",
@@ -96,7 +97,7 @@ class RunSpec(BaseModel):
     """The reliability calibration (``acceptance.calibration``), loaded."""
     guard_calibration: ReliabilityFit | None = None
     """The guard calibration (``guard.calibration``), loaded: invariant 3 applies with it."""
-    acceptance: dict[str, Any] | None = None
+    acceptance: JsonObject | None = None
     """The learned acceptance file's verified content (JSON passed through untouched to
     :mod:`dissensus.acceptance`, which validates it)."""
     model: str | None = None
@@ -200,7 +201,7 @@ class RunSpec(BaseModel):
 
     # -- the journal ------------------------------------------------------------------
 
-    def started_fields(self) -> dict[str, Any]:
+    def started_fields(self) -> JsonObject:
         """The spec as ``run.started`` journals it (the 0.2 keys, plus ``base_dir``,
         ``files`` and ``shift_hold``): :meth:`started` as JSON."""
         return self.started().payload()
@@ -388,7 +389,7 @@ def _learned(
     base: Path | None,
     policy_file: str | None,
     override: str | os.PathLike[str] | None,
-) -> tuple[dict[str, Any] | None, Path | None]:
+) -> tuple[JsonObject | None, Path | None]:
     if override:
         name = os.fspath(override)
         data = load_learned_data(name, None, policy_file=None, field="--acceptance")
