@@ -128,6 +128,7 @@ class _Case:
 
     def record(self, **fields: Any) -> CaseRecord:
         assert self.reading is not None and self.route is not None
+        # The record's fields before CaseRecord validates them (with the caller's).
         base: dict[str, Any] = {
             "id": self.panel.id,
             "line": self.line,
@@ -507,6 +508,7 @@ def _review_item(case: _Case, review_id: str, why: str) -> ReviewItem:
     )
 
 
+# The JSON of ReviewItem.panel (see there).
 def _public_panel(panel: Panel) -> dict[str, Any]:
     """The panel as a reviewer sees it (labelled data, ``meta.gold``, is withheld)."""
     data: dict[str, Any] = panel.model_dump(mode="json")

@@ -82,7 +82,9 @@ def make_learned(data: JsonObject, *, similarity: str | None, backend: Any) -> A
 def learned_payload(
     learned: Any, panel: Panel, *, reading: Any, guard: Any, second: Any
 ) -> dict[str, Any]:
-    """The journalled acceptance step of learned acceptance."""
+    """The journalled acceptance step of learned acceptance: the fields of
+    :class:`~dissensus.pipeline.steps.AcceptanceStep` but ``signals`` (``steps`` imports
+    this module, so the caller builds the step)."""
     verdict, vector = learned.judge_case(panel, reading=reading, guard=guard, second=second)
     figures = AcceptanceFigures.model_validate(
         verdict.model_dump(include=set(AcceptanceFigures.model_fields))

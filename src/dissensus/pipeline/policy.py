@@ -481,6 +481,7 @@ def with_model_files_under(policy: Policy, base: Path) -> Policy:
     sc = policy.seek_context
     if not (sc.model or sc.models):
         return policy
+    # Field values for model_copy(update=...) of SeekContextSettings.
     update: dict[str, Any] = {
         "models": {a: relative_model_spec(m, base) for a, m in sc.models.items()}
     }

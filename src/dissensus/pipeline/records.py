@@ -133,6 +133,8 @@ class ReviewItem(BaseModel):
     positions: list[AgentPosition]
     value_dimensions: list[str]
     """Union of the agents' value-profile keys (columns of the side-by-side table)."""
+    # The panel's JSON (meta.gold removed), journalled in review.opened; the review screens
+    # read it by key, so it becomes a Panel together with them.
     panel: dict[str, Any]
     """The panel as the reviewer sees it (``meta.gold`` withheld)."""
     reading: Reading

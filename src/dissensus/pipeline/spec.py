@@ -276,6 +276,8 @@ class RunSpec(BaseModel):
         """``role -> sha256`` of every loaded file."""
         return {f.role: f.sha256 for f in self.files}
 
+    # The JSON ``runs show`` prints (and its --json); the CLI reads it as a dict, so it
+    # becomes a model when the CLI's outputs get response models.
     def summary(self) -> dict[str, Any]:
         """What ``runs show`` prints: where the settings came from, without the files' content."""
         acceptance = self.acceptance or {}

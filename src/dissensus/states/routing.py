@@ -73,7 +73,7 @@ Semantics (the design names priorities and superiority but leaves their combinat
 from __future__ import annotations
 
 import heapq
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -557,7 +557,7 @@ def _paths(node: Node, out: list[tuple[str, ...]]) -> None:
             _paths(item, out)
 
 
-_NAME_OF: dict[str, Any] = {
+_NAME_OF: dict[str, Callable[[Reading, int | None], Hashable]] = {
     "state": lambda r, v: r.state._value_,
     "agreement": lambda r, v: r.agreement,
     "decision": lambda r, v: r.decision,
@@ -601,8 +601,8 @@ def _memo_key(paths: Sequence[tuple[str, ...]]) -> Any:
                 values.append(value)
         if deeper:
             env = {"meta": meta or {}}
-            for get in deeper:
-                value = get(env)
+            for find in deeper:
+                value = find(env)
                 if not isinstance(value, _SCALARS):
                     return None
                 values.append(value.__class__)
