@@ -415,6 +415,7 @@ class RayExecutor:
     the workers' processes spent deciding the blocks, summed).
     """
 
+    # ``stats`` is the caller's dict, filled with the keys above (the CLI prints them).
     def __init__(
         self, options: RayOptions | None = None, stats: dict[str, Any] | None = None
     ) -> None:
