@@ -79,7 +79,9 @@ class StartedSpec(_Payload):
     # The policy's JSON as written (a 0.2 policy lacks later fields); RunSpec validates it.
     policy: JsonObject | None = None
     policy_file: str | None = None
+    """The policy file as it was named (``None``: a policy given in Python, or the defaults)."""
     base_dir: str | None = None
+    """The folder the policy's relative paths resolved against."""
     # The reliability calibration file's JSON, passed through to RunSpec, which validates it.
     calibration: JsonObject | None = None
     # The guard's reliability fit as JSON, passed through to RunSpec, which validates it.
@@ -87,14 +89,18 @@ class StartedSpec(_Payload):
     # The learned acceptance file's verified content, passed through to dissensus.acceptance.
     acceptance: JsonObject | None = None
     model: str | None = None
+    """Model spec of live follow-ups."""
     files: tuple[SpecFile, ...] = ()
+    """Every file the specification loaded, with its sha256."""
     shift_hold: str | None = None
+    """Why learned acceptance may commit nothing in the run (a flagged shift check)."""
 
 
 class RunStarted(StartedSpec):
     """``run.started``: a run's input and specification (the run's first event)."""
 
     input: RunInput
+    """Where the run's panels come from."""
     submitted_by: str | None = None
     """The name of the token that submitted the run (runs submitted to the service)."""
 
