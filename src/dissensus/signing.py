@@ -40,6 +40,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 
 from dissensus.canonical import canonical
 from dissensus.errors import ConfigError, InputError
+from dissensus.types import JsonObject
 
 __all__ = [
     "SIGNING_KEY_ENV",
@@ -151,7 +152,7 @@ def load_public_key(path: str | Path) -> PublicKey:
 
 
 def verify_text(
-    text: str, signature: dict[str, Any], public_key: PublicKey
+    text: str, signature: JsonObject, public_key: PublicKey
 ) -> Literal["valid", "invalid"]:
     """Whether ``signature`` is ``public_key``'s signature of ``text``."""
     if signature.get("alg") != "ed25519" or not isinstance(signature.get("value"), str):
@@ -164,13 +165,13 @@ def verify_text(
     return "valid"
 
 
-def sign_document(document: dict[str, Any], signer: Signer) -> dict[str, Any]:
+def sign_document(document: JsonObject, signer: Signer) -> JsonObject:
     """``document`` with a ``signature`` field over its canonical JSON (any old one replaced)."""
     body = {k: v for k, v in document.items() if k != SIGNATURE_FIELD}
     return {**body, SIGNATURE_FIELD: signer.sign_text(canonical(body))}
 
 
-def signed_kind(document: dict[str, Any]) -> Literal["certificate", "packet", "deliberation"]:
+def signed_kind(document: JsonObject) -> Literal["certificate", "packet", "deliberation"]:
     """What a signed JSON document is: a CONCORD certificate, a DCI decision packet, or a
     ``deliberate --json`` line holding a packet (anything else is treated as a certificate)."""
     if "packet" in document and "method" in document:
@@ -180,7 +181,7 @@ def signed_kind(document: dict[str, Any]) -> Literal["certificate", "packet", "d
     return "certificate"
 
 
-def document_status(document: dict[str, Any], public_key: PublicKey) -> Status:
+def document_status(document: JsonObject, public_key: PublicKey) -> Status:
     """``signed``, ``unsigned`` (no ``signature`` field) or ``invalid``."""
     signature = document.get(SIGNATURE_FIELD)
     if signature is None:

@@ -21,13 +21,15 @@ Choices where the design is silent:
   refused). Both are checked by the models, so every reader and every Python caller
   gets the same rejects.
 * Booleans are strict: ``"yes"``, ``1`` or ``"true"`` are not booleans.
+* :data:`JsonObject` and :data:`JsonSchema` name the places where a JSON object passes
+  through untouched; every structure one module hands another is a model.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeAlias
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -35,6 +37,8 @@ __all__ = [
     "AcceptanceFigures",
     "AgentOutput",
     "Evidence",
+    "JsonObject",
+    "JsonSchema",
     "OutputLike",
     "Panel",
     "PanelLike",
@@ -44,6 +48,15 @@ __all__ = [
     "VoteCase",
     "find_unrepresentable",
 ]
+
+
+JsonObject: TypeAlias = dict[str, Any]
+"""A JSON object passed through untouched, never read by string keys where it passes:
+an event's payload, a panel's ``meta``, a provider's request or response body, or a
+file's content on its way to the module whose model validates it."""
+
+JsonSchema: TypeAlias = dict[str, Any]
+"""A JSON Schema document, built here and sent to a model (or checked) as it is."""
 
 
 def _label(value: object) -> object:
@@ -198,7 +211,7 @@ class Panel(BaseModel):
 
     id: str
     """Case id (numbers are accepted and kept as strings)."""
-    meta: dict[str, Any] = Field(default_factory=dict)
+    meta: JsonObject = Field(default_factory=dict)
     """Case metadata, visible to routing rules as ``meta.<key>``."""
     outputs: list[AgentOutput]
     """What each agent said; at least two agents with distinct ids."""
@@ -278,7 +291,7 @@ class VoteCase(BaseModel):
     id: str
     votes: list[Vote]
     gold: str | None = None
-    meta: dict[str, Any] = Field(default_factory=dict)
+    meta: JsonObject = Field(default_factory=dict)
 
     _norm_id = field_validator("id", mode="before")(_label)
     _norm_gold = field_validator("gold", mode="before")(_label)

@@ -31,6 +31,7 @@ from dissensus.acceptance.families import FamilyFigures
 from dissensus.acceptance.fit import LogisticModel
 from dissensus.acceptance.shift import ShiftReference
 from dissensus.errors import ConfigError
+from dissensus.types import JsonObject
 
 __all__ = [
     "ACCEPTANCE_FORMAT",
@@ -109,7 +110,7 @@ class AcceptanceFile(BaseModel):
         )
 
 
-def canonical_hash(data: dict[str, Any]) -> str:
+def canonical_hash(data: JsonObject) -> str:
     """sha256 of ``data`` without its ``sha256`` field, as canonical JSON."""
     body = {k: v for k, v in data.items() if k != "sha256"}
     text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)

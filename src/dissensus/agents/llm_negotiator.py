@@ -46,6 +46,7 @@ from pydantic import BaseModel, ConfigDict, model_validator
 from dissensus.concord.agent import AgentIdentity, NegotiationView, Outcome
 from dissensus.llm.base import ChatClient, ChatRequest, Message, StructuredOutputError
 from dissensus.llm.prompting import DATA_RULE, quote_block
+from dissensus.types import JsonObject, JsonSchema
 
 __all__ = [
     "ANCHOR_RANGES",
@@ -93,7 +94,7 @@ class PlanReply(BaseModel):
     text: str
 
 
-def _closed(properties: dict[str, Any]) -> dict[str, Any]:
+def _closed(properties: JsonSchema) -> JsonSchema:
     return {
         "type": "object",
         "properties": properties,
@@ -102,8 +103,8 @@ def _closed(properties: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _number(low: float | None = None, high: float | None = None) -> dict[str, Any]:
-    out: dict[str, Any] = {"type": "number"}
+def _number(low: float | None = None, high: float | None = None) -> JsonSchema:
+    out: JsonSchema = {"type": "number"}
     if low is not None:
         out["minimum"] = low
     if high is not None:
@@ -111,19 +112,19 @@ def _number(low: float | None = None, high: float | None = None) -> dict[str, An
     return out
 
 
-def anchor_schema(rejected_id: str, ideal_id: str) -> dict[str, Any]:
+def anchor_schema(rejected_id: str, ideal_id: str) -> JsonSchema:
     """Strict schema of the anchor answer: the rejected anchor low, the ideal high."""
     (rl, rh), (il, ih) = ANCHOR_RANGES
     return _closed({"scores": _closed({rejected_id: _number(rl, rh), ideal_id: _number(il, ih)})})
 
 
-def score_schema(ids: Sequence[str], bounds: tuple[float, float] | None) -> dict[str, Any]:
+def score_schema(ids: Sequence[str], bounds: tuple[float, float] | None) -> JsonSchema:
     """Strict schema of a score answer: exactly ``ids``, each within ``bounds``."""
     low, high = bounds if bounds is not None else (None, None)
     return _closed({"scores": _closed({i: _number(low, high) for i in dict.fromkeys(ids)})})
 
 
-def plan_schema() -> dict[str, Any]:
+def plan_schema() -> JsonSchema:
     """Strict schema of a proposal or repair."""
     return _closed({"text": {"type": "string"}})
 
@@ -151,7 +152,7 @@ class LLMNegotiator(AgentIdentity):
         usage = self._client.usage_by_agent.get(self._id)
         return usage.attempts if usage is not None else 0
 
-    def _request(self, stage: str, user: str, schema: dict[str, Any]) -> ChatRequest:
+    def _request(self, stage: str, user: str, schema: JsonSchema) -> ChatRequest:
         system = f"{self.role}\n\n{_RULES}"
         return ChatRequest(
             messages=[Message(role="system", content=system), Message(role="user", content=user)],
@@ -162,7 +163,7 @@ class LLMNegotiator(AgentIdentity):
             json_schema=schema,
         )
 
-    def _context(self, view: NegotiationView) -> dict[str, Any]:
+    def _context(self, view: NegotiationView) -> JsonObject:
         return {
             "problem": view.problem,
             "floor": view.floor,
@@ -174,7 +175,7 @@ class LLMNegotiator(AgentIdentity):
             "leader": view.leader,
         }
 
-    def _schema(self, outcomes: Sequence[Outcome], view: NegotiationView) -> dict[str, Any]:
+    def _schema(self, outcomes: Sequence[Outcome], view: NegotiationView) -> JsonSchema:
         ids = [str(o.id) for o in outcomes]
         rejected, ideal = view.rejected, view.ideal
         anchors = [str(rejected.id), str(ideal.id)] if rejected and ideal else None

@@ -28,12 +28,13 @@ Ties elsewhere go to the earlier proposal and are reported.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict
 
 from dissensus.deprecation import deprecated_names, renamed
 from dissensus.quoting import DATA_RULE, quote_block
+from dissensus.types import JsonObject, JsonSchema
 
 if TYPE_CHECKING:
     from dissensus.llm.base import ChatClient, ChatRequest
@@ -206,7 +207,7 @@ def _table(
     problem: str,
     floor: float,
 ) -> str:
-    data: dict[str, Any] = {
+    data: JsonObject = {
         "problem": problem,
         "floor": floor,
         "plans": [
@@ -217,7 +218,7 @@ def _table(
     return quote_block("PLANS", data, indent=1)
 
 
-def _closed(properties: dict[str, Any]) -> dict[str, Any]:
+def _closed(properties: JsonSchema) -> JsonSchema:
     return {
         "type": "object",
         "properties": properties,
@@ -226,7 +227,7 @@ def _closed(properties: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _request(stage: str, user: str, schema: dict[str, Any]) -> ChatRequest:
+def _request(stage: str, user: str, schema: JsonSchema) -> ChatRequest:
     from dissensus.llm.base import ChatRequest, Message  # deferred: the model stack is heavy
 
     return ChatRequest(

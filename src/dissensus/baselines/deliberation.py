@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
-from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -31,6 +30,7 @@ from dissensus.dci.task import Task
 from dissensus.errors import ConfigError
 from dissensus.llm import BudgetExceeded, ChatClient, ChatRequest, LLMError, Message, ModelClient
 from dissensus.llm.prompting import quote_block
+from dissensus.types import JsonObject
 
 __all__ = ["BaselineAnswer", "BaselineSettings", "run_baseline", "run_baseline_sync"]
 
@@ -124,7 +124,7 @@ async def _ask(
 
 def _plurality(
     task: Task, answers: list[tuple[str, BaselineAnswer]]
-) -> tuple[str | None, BaselineAnswer | None, dict[str, Any]]:
+) -> tuple[str | None, BaselineAnswer | None, JsonObject]:
     if not answers:
         return None, None, {"votes": {}}
     keys = [(agent, _canonical_choice(task, a.choice), a) for agent, a in answers]
@@ -133,7 +133,7 @@ def _plurality(
     tied = [k for k in dict.fromkeys(k for _, k, _ in keys) if counts[k] == top]
     winner = tied[0]
     first = next(a for _, k, a in keys if k == winner)
-    extras: dict[str, Any] = {"votes": {agent: k for agent, k, _ in keys}, "counts": dict(counts)}
+    extras: JsonObject = {"votes": {agent: k for agent, k, _ in keys}, "counts": dict(counts)}
     if len(tied) > 1:
         extras["tie_break"] = f"tied {tied}; first appearance chosen"
     return winner, first, extras
@@ -141,9 +141,9 @@ def _plurality(
 
 async def _run(
     method: Method, client: ChatClient, task: Task, s: BaselineSettings
-) -> tuple[list[tuple[str, BaselineAnswer]], dict[str, Any]]:
+) -> tuple[list[tuple[str, BaselineAnswer]], JsonObject]:
     answers: list[tuple[str, BaselineAnswer]] = []
-    extras: dict[str, Any] = {}
+    extras: JsonObject = {}
     try:
         if method == "single":
             answers.append(("single", await _ask(client, task, "single", "single")))
@@ -181,7 +181,7 @@ async def _debate(
     task: Task,
     s: BaselineSettings,
     answers: list[tuple[str, BaselineAnswer]],
-    extras: dict[str, Any],
+    extras: JsonObject,
 ) -> None:
     names = [f"debater{i + 1}" for i in range(s.debaters)]
     latest: dict[str, BaselineAnswer] = {}

@@ -16,7 +16,7 @@ or repair in its trajectory step); the reason the run stopped is ``spent.stopped
 from __future__ import annotations
 
 import hashlib
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -24,6 +24,7 @@ from dissensus.canonical import canonical
 from dissensus.concord.bounds import Bound
 from dissensus.concord.rules import SelectionRule
 from dissensus.deprecation import deprecated_names, renamed
+from dissensus.types import JsonObject
 
 __all__ = [
     "AgentScore",
@@ -176,7 +177,7 @@ class Certificate(_Model):
     candidates: list[CandidateRecord]
     digest: str = ""
 
-    def body(self) -> dict[str, Any]:
+    def body(self) -> JsonObject:
         """The record without its digest, as JSON-compatible data."""
         data = self.model_dump(mode="json")
         data.pop("digest", None)
@@ -187,7 +188,7 @@ class Certificate(_Model):
         return self.model_copy(update={"digest": canonical_digest(self.body())})
 
 
-def canonical_digest(body: dict[str, Any]) -> str:
+def canonical_digest(body: JsonObject) -> str:
     """SHA-256 of the canonical JSON of ``body``."""
     text = canonical(body)
     return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()

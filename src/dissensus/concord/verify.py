@@ -32,8 +32,6 @@ rules, not the functions the protocol ran: a bug in either shows as a failed che
 
 from __future__ import annotations
 
-from typing import Any
-
 from pydantic import BaseModel, ValidationError
 
 from dissensus.concord.bounds import compute_bound
@@ -48,6 +46,7 @@ from dissensus.concord.reference import (
     ref_select,
 )
 from dissensus.concord.scale import check_anchors
+from dissensus.types import JsonObject
 
 __all__ = ["PROPERTIES", "Verdict", "verify"]
 
@@ -90,7 +89,7 @@ def _fail(prop: str, message: str) -> _Violation:
     return _Violation(prop, message)
 
 
-def verify(data: dict[str, Any]) -> Verdict:
+def verify(data: JsonObject) -> Verdict:
     """Check every property of a certificate (as parsed JSON)."""
     checked: list[str] = []
     try:
@@ -114,7 +113,7 @@ def verify(data: dict[str, Any]) -> Verdict:
     return Verdict(valid=True, checked=checked)
 
 
-def _strip(data: dict[str, Any]) -> dict[str, Any]:
+def _strip(data: JsonObject) -> JsonObject:
     return {k: v for k, v in data.items() if k != "digest"}
 
 

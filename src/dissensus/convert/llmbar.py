@@ -63,7 +63,7 @@ from dissensus.convert.skips import (
     report_skip,
 )
 from dissensus.errors import InputError
-from dissensus.types import AgentOutput, Panel, Vote, VoteCase
+from dissensus.types import AgentOutput, JsonObject, Panel, Vote, VoteCase
 
 __all__ = [
     "FAMILIES",
@@ -261,7 +261,7 @@ def _gold(raw: Any, dataset: Path) -> str:
     return str(label)
 
 
-def _text(raw: dict[str, Any], key: str, dataset: Path) -> str:
+def _text(raw: JsonObject, key: str, dataset: Path) -> str:
     value = raw.get(key)
     if not isinstance(value, str):
         raise _Malformed(dataset, key, "missing or not a string")
@@ -345,7 +345,7 @@ def _items(
                 )
 
 
-def _meta(item: LLMBarItem) -> dict[str, Any]:
+def _meta(item: LLMBarItem) -> JsonObject:
     return {
         "source": "LLMBar",
         "subset": item.subset,
@@ -358,7 +358,7 @@ def _meta(item: LLMBarItem) -> dict[str, Any]:
 
 
 def _output(judge: str, answer: JudgeAnswer, swapped: JudgeAnswer | None) -> AgentOutput:
-    fields: dict[str, Any] = {
+    fields: JsonObject = {
         "agent": judge,
         "decision": answer.decision,
         "reasoning": answer.reasoning,
@@ -415,7 +415,7 @@ def item_to_votes(item: LLMBarItem) -> VoteCase:
         for judge, answer in item.answers.items()
         if answer.decision is not None
     ]
-    meta: dict[str, Any] = {
+    meta: JsonObject = {
         "source": "LLMBar",
         "subset": item.subset,
         "index": item.index,

@@ -20,6 +20,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from dissensus.errors import InputError
+from dissensus.types import JsonObject
 
 __all__ = ["ConvertError", "SkipHandler", "Skipped", "load_json_source", "report_skip"]
 
@@ -57,7 +58,7 @@ def report_skip(on_skip: SkipHandler | None, skipped: Skipped) -> None:
     on_skip(skipped)
 
 
-def load_json_source(path: str | Path, expect: type[list[Any]] | type[dict[str, Any]]) -> Any:
+def load_json_source(path: str | Path, expect: type[list[Any]] | type[JsonObject]) -> Any:
     """A converter's JSON source file, checked to be a ``list`` or a ``dict``.
 
     Every failure (unreadable, not UTF-8, invalid or too deeply nested JSON, wrong top

@@ -43,7 +43,7 @@ from dissensus.convert.skips import (
     report_skip,
 )
 from dissensus.errors import InputError
-from dissensus.types import AgentOutput, Panel
+from dissensus.types import AgentOutput, JsonObject, Panel
 
 __all__ = ["NLI_OPTIONS", "item_to_panel", "iter_varierrnli_panels", "load_varierrnli"]
 
@@ -64,9 +64,9 @@ class _Malformed(InputError):
         self.message = message
 
 
-def load_varierrnli(path: str | Path) -> dict[str, Any]:
+def load_varierrnli(path: str | Path) -> JsonObject:
     """The file's items, keyed by item id (raises :class:`ConvertError` if unreadable)."""
-    data: dict[str, Any] = load_json_source(path, dict)
+    data: JsonObject = load_json_source(path, dict)
     return data
 
 
@@ -91,7 +91,7 @@ def _split_labels(annotations: Any) -> dict[str, list[str]]:
 
 
 def _explanations_by_annotator(
-    item: dict[str, Any], labels: dict[str, list[str]]
+    item: JsonObject, labels: dict[str, list[str]]
 ) -> dict[str, list[str]]:
     order = item.get("annotators")
     if not isinstance(order, str):
@@ -122,7 +122,7 @@ def _explanations_by_annotator(
     return grouped
 
 
-def _text(item: dict[str, Any], key: str) -> str:
+def _text(item: JsonObject, key: str) -> str:
     text = item.get("text")
     if not isinstance(text, dict) or not isinstance(text.get(key), str):
         raise _Malformed(f"text.{key}", "missing or not a string")
@@ -185,7 +185,7 @@ def iter_varierrnli_panels(
     return _panels(load_varierrnli(path), str(path), on_skip)
 
 
-def _panels(data: dict[str, Any], file: str, on_skip: SkipHandler | None) -> Iterator[Panel]:
+def _panels(data: JsonObject, file: str, on_skip: SkipHandler | None) -> Iterator[Panel]:
     for key, item in data.items():
         try:
             yield item_to_panel(str(key), item)

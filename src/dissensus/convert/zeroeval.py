@@ -39,7 +39,7 @@ from typing import Any
 from dissensus.convert.skips import ConvertError, SkipHandler, Skipped, report_skip
 from dissensus.families import model_family
 from dissensus.llm.jsonparse import JSONExtractError, extract_json
-from dissensus.types import AgentOutput, Panel
+from dissensus.types import AgentOutput, JsonObject, Panel
 
 __all__ = ["extract_answer", "iter_zeroeval_panels", "model_family", "normalise_number"]
 
@@ -119,7 +119,7 @@ def _load(path: Path) -> list[Any]:
     return data
 
 
-def _text(item: dict[str, Any]) -> str:
+def _text(item: JsonObject) -> str:
     out = item.get("output")
     if isinstance(out, list):
         return "\n".join(str(x) for x in out if x is not None)
@@ -144,9 +144,9 @@ def _panels(
     models: dict[str, list[Any]], root: Path, on_skip: SkipHandler | None, limit: int | None
 ) -> Iterator[Panel]:
     order: list[str] = []
-    by_model: dict[str, dict[str, dict[str, Any]]] = {}
+    by_model: dict[str, dict[str, JsonObject]] = {}
     for name, items in models.items():
-        table: dict[str, dict[str, Any]] = {}
+        table: dict[str, JsonObject] = {}
         for item in items:
             if isinstance(item, dict) and isinstance(item.get("session_id"), str):
                 table[item["session_id"]] = item

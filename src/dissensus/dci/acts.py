@@ -30,6 +30,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from dissensus.errors import ConfigError
+from dissensus.types import JsonSchema
 
 __all__ = [
     "ACTS",
@@ -281,11 +282,11 @@ def _check_scores(raw: RawAct, live_options: frozenset[str]) -> list[str]:
     return problems
 
 
-def _string(*, nonblank: bool = False) -> dict[str, Any]:
+def _string(*, nonblank: bool = False) -> JsonSchema:
     return {"type": "string", "pattern": "\\S"} if nonblank else {"type": "string"}
 
 
-_STRINGS: dict[str, Any] = {"type": "array", "items": {"type": "string"}}
+_STRINGS: JsonSchema = {"type": "array", "items": {"type": "string"}}
 
 
 def act_schema(
@@ -294,7 +295,7 @@ def act_schema(
     known_targets: Iterable[str],
     live_options: Iterable[str] = (),
     required_target: str | None = None,
-) -> dict[str, Any] | None:
+) -> JsonSchema | None:
     """The JSON schema of one valid act in this request; ``None`` when no act can be valid.
 
     Built per request from what the flow knows, so that an answer that follows it is a
@@ -313,7 +314,7 @@ def act_schema(
             by_kind[parsed[0]].append((int(parsed[1][1:]), parsed[1]))
     ordered = {kind: [t for _, t in sorted(ids)] for kind, ids in by_kind.items()}
     live = [o for o in dict.fromkeys(live_options) if parse_target(o) is not None]
-    branches: list[dict[str, Any]] = []
+    branches: list[JsonSchema] = []
     for name in sorted(set(allowed)):
         spec = ACTS.get(name)
         if spec is None:
@@ -327,7 +328,7 @@ def act_schema(
             targets = [t for t in targets if t == required_target]
         if not targets or (name == "recommend" and not live):
             continue
-        props: dict[str, Any] = {
+        props: JsonSchema = {
             "act": {"type": "string", "enum": [name]},
             "target": {"type": "string", "enum": targets},
         }
@@ -356,7 +357,7 @@ def act_schema(
         )
     if not branches:
         return None
-    root: dict[str, Any] = {
+    root: JsonSchema = {
         "move": {"anyOf": branches},
         "text": _string(nonblank=True),
         "confidence": {"type": ["number", "null"], "minimum": 0.0, "maximum": 1.0},

@@ -7,12 +7,12 @@ of a packet is a measured result, not an omission).
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from dissensus.dci.packet import DecisionPacket
-from dissensus.types import Usage
+from dissensus.types import JsonObject, Usage
 
 __all__ = ["METHODS", "DeliberationOutput", "Method", "packet_text"]
 
@@ -41,7 +41,7 @@ class DeliberationOutput(BaseModel):
         "complete"
     )
     detail: str | None = None
-    extras: dict[str, Any] = Field(default_factory=dict)
+    extras: JsonObject = Field(default_factory=dict)
     """Method-specific facts: votes, tie-breaks, rounds."""
 
 

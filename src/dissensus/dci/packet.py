@@ -20,13 +20,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from dissensus.dci.outranking import CascadeResult
 from dissensus.dci.task import DCIConfig
 from dissensus.dci.workspace import ActFailure
+from dissensus.types import JsonSchema
 
 __all__ = [
     "PATH_PATTERN",
@@ -158,7 +159,7 @@ class DecisionPacket(BaseModel):
     """Participant id -> archetype."""
 
 
-def packet_schema() -> dict[str, Any]:
+def packet_schema() -> JsonSchema:
     """The packet's JSON schema (draft 2020-12, as pydantic emits it)."""
     schema = DecisionPacket.model_json_schema()
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"

@@ -14,12 +14,12 @@ retries) or ``invalid_output`` (no parseable act; the flow may re-ask).
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from dissensus.dci.acts import RawAct
-from dissensus.types import Usage
+from dissensus.types import JsonSchema, Usage
 
 __all__ = ["ActReply", "ActRequest", "FunctionParticipant", "Participant", "ParticipantFailure"]
 
@@ -41,7 +41,7 @@ class ActRequest(BaseModel):
     """False in the no-typed-grammar ablation."""
     feedback: tuple[str, ...] = ()
     """Problems with the previous attempt (set on a re-ask)."""
-    response_schema: dict[str, Any] | None = None
+    response_schema: JsonSchema | None = None
     """JSON schema of a valid act for this request (:func:`dissensus.dci.acts.act_schema`):
     allowed acts, existing target ids and live option ids as enums. Participants over
     a model send it as the structured-output schema; ``None`` in the untyped ablation."""

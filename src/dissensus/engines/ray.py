@@ -46,6 +46,10 @@ Choices where the design is silent:
 * ``lines_per_block`` defaults to 512: big enough that Ray's per-task cost (a few
   milliseconds) is small against the block's work, small enough that two workers stay
   busy on a few thousand panels.
+* What the driver and the workers send each other is JSON text (pickles for ``route``'s
+  tallies) whose shapes are the ``TypedDict`` classes below (``_WorkItem``,
+  ``_BlockResult``, ...): dictionaries, since Ray Data rows are; a Ray row or batch
+  itself (:data:`_Row`) is Ray's format.
 * ``$DISSENSUS_FAULT_RAY_KILL`` (``BLOCK:MARKER_PATH``) makes the worker that first
   receives block ``BLOCK`` kill its own process (once: the marker file records that
   it happened): the switch the tests use to check that a killed worker is retried.
@@ -61,14 +65,16 @@ import signal
 import time
 from collections import Counter
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any, NotRequired, TypeAlias
+
+from typing_extensions import TypedDict
 
 from dissensus.engines.blocks import Block, block_lines, plan_blocks, plan_text_blocks
 from dissensus.errors import ConfigError, InputError
 from dissensus.io.jsonl import Reject, RejectSink, open_text, parse_line
-from dissensus.types import Panel
+from dissensus.types import JsonObject, Panel
 
 if TYPE_CHECKING:
     from dissensus.pipeline.executors import Outcome, RunContext
@@ -89,6 +95,75 @@ LINES_PER_BLOCK = 512
 
 FAULT_ENV = "DISSENSUS_FAULT_RAY_KILL"
 """``BLOCK:MARKER_PATH``: kill the worker that first gets block ``BLOCK`` (tests)."""
+
+_Row: TypeAlias = dict[str, Any]
+"""A Ray Data row or batch (Ray's format: column name -> value, or -> array)."""
+
+
+class _BlockFields(TypedDict):
+    """A :class:`~dissensus.engines.blocks.Block` as JSON (``dataclasses.asdict``)."""
+
+    index: int
+    first_line: int
+    n_lines: int
+    path: str
+    offset: int
+    length: int
+    lines: list[str] | None
+
+
+class _SeedEvent(TypedDict):
+    """A journalled case event the driver hands a worker (resuming a case)."""
+
+    key: str
+    type: str
+    case: str | None
+    payload: JsonObject
+
+
+class _CaseEvent(_SeedEvent):
+    """A case event a worker hands back, with the payload's canonical text."""
+
+    text: NotRequired[str]
+
+
+class _WorkItem(TypedDict):
+    """One block for a decide worker: where its lines are and the events to resume from."""
+
+    block: _BlockFields
+    name: str
+    seed: list[_SeedEvent]
+
+
+class _CaseResult(TypedDict):
+    """One line's outcome: a record (the case's JSON) with its events, or a reject."""
+
+    line: int
+    record: NotRequired[JsonObject]
+    events: NotRequired[list[_CaseEvent]]
+    reject: NotRequired[JsonObject]
+
+
+class _BlockResult(TypedDict):
+    """What a decide worker hands back for one block."""
+
+    index: int
+    cases: list[_CaseResult]
+    rss_mb: float
+    cpu_s: float
+
+
+class _RouteSpec(TypedDict):
+    """The settings of a route run, for its workers."""
+
+    similarity: str
+    no_cache: bool
+    theta_s: float | None
+    theta_a: float | None
+    rules: str | None
+    with_matrix: bool
+    keep_rows: int
+
 
 _MISSING = "the Ray engine needs the 'ray' extra (pip install 'dissensus[ray]')"
 
@@ -117,6 +192,7 @@ def ensure_ray(options: RayOptions) -> int:
     """Connect to (or start) Ray; the number of workers to use."""
     ray = _ray()
     if not ray.is_initialized():
+        # Keyword arguments of ray.init, passed through as they are.
         kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False}
         if options.address:
             kwargs["address"] = options.address
@@ -152,7 +228,7 @@ def _pool(workers: int) -> Any:
     return ray.data.ActorPoolStrategy(size=workers)
 
 
-def _dataset(items: list[dict[str, Any]]) -> Any:
+def _dataset(items: list[_Row]) -> Any:
     ray = _ray()
     ctx = ray.data.DataContext.get_current()
     ctx.execution_options.preserve_order = True
@@ -160,7 +236,7 @@ def _dataset(items: list[dict[str, Any]]) -> Any:
     return ray.data.from_items(items, override_num_blocks=max(1, len(items)))
 
 
-def _rows(dataset: Any) -> Iterator[dict[str, Any]]:
+def _rows(dataset: Any) -> Iterator[_Row]:
     yield from dataset.iter_rows()
 
 
@@ -175,7 +251,7 @@ class _Decider:
     """One Ray worker of a decide run: loads the run's specification once, decides blocks."""
 
     def __init__(
-        self, run_id: str, spec: dict[str, Any], workers: int, fault: tuple[int, str] | None
+        self, run_id: str, spec: JsonObject, workers: int, fault: tuple[int, str] | None
     ) -> None:
         from dissensus.llm.budget import Budget
         from dissensus.pipeline.spec import RunSpec
@@ -210,14 +286,14 @@ class _Decider:
             self._clients[spec] = resolve_model(spec or self.spec.model, budget=self.budget)
         return self._clients[spec]
 
-    def __call__(self, batch: dict[str, Any]) -> dict[str, list[str]]:
+    def __call__(self, batch: _Row) -> dict[str, list[str]]:
         out = [
             self._loop.run_until_complete(self._block(json.loads(str(raw))))
             for raw in batch["item"]
         ]
         return {"result": [json.dumps(o, ensure_ascii=False) for o in out]}
 
-    async def _block(self, item: dict[str, Any]) -> dict[str, Any]:
+    async def _block(self, item: _WorkItem) -> _BlockResult:
         from dissensus.pipeline.engine import decide_case_events
         from dissensus.pipeline.executors import prefetched
         from dissensus.pipeline.runtime import Runtime
@@ -245,7 +321,7 @@ class _Decider:
             for number, text in block_lines(block)
             if text.strip()
         )
-        cases: list[dict[str, Any]] = []
+        cases: list[_CaseResult] = []
         window: list[tuple[int, asyncio.Task[Any]]] = []
 
         async def settle(number: int, task: asyncio.Task[Any]) -> None:
@@ -254,7 +330,7 @@ class _Decider:
             # throw-away journal), then the rest of its events, never journalled here.
             # Each payload travels with its canonical text, made here on the worker, so
             # the driver stores and hashes it without serialising it again.
-            events = [
+            events: list[_CaseEvent] = [
                 {
                     "key": e.key,
                     "type": e.type,
@@ -298,7 +374,20 @@ def _rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def _block_of(raw: dict[str, Any]) -> Block:
+def _fields(block: Block) -> _BlockFields:
+    """``block`` as JSON."""
+    return _BlockFields(
+        index=block.index,
+        first_line=block.first_line,
+        n_lines=block.n_lines,
+        path=block.path,
+        offset=block.offset,
+        length=block.length,
+        lines=list(block.lines) if block.lines is not None else None,
+    )
+
+
+def _block_of(raw: _BlockFields) -> Block:
     lines = raw.get("lines")
     return Block(
         index=raw["index"],
@@ -326,6 +415,7 @@ class RayExecutor:
     the workers' processes spent deciding the blocks, summed).
     """
 
+    # ``stats`` is the caller's dict, filled with the keys above (the CLI prints them).
     def __init__(
         self, options: RayOptions | None = None, stats: dict[str, Any] | None = None
     ) -> None:
@@ -340,13 +430,13 @@ class RayExecutor:
         opts = self.options
         blocks = _plan(ctx, opts.lines_per_block)
         seeds = _seeds(ctx.journal, ctx.run_id)
-        todo: list[dict[str, Any]] = []
+        todo: list[_Row] = []
         complete: dict[int, bool] = {}
         for block in blocks:
             done = _complete(block, seeds)
             complete[block.index] = done
             if not done:
-                seed = [
+                seed: list[_SeedEvent] = [
                     e
                     for line in range(block.first_line, block.last_line + 1)
                     for e in seeds.get(str(line), [])
@@ -354,14 +444,14 @@ class RayExecutor:
                 todo.append(
                     {
                         "item": json.dumps(
-                            {"block": asdict(block), "name": ctx.name, "seed": seed},
+                            _WorkItem(block=_fields(block), name=ctx.name, seed=seed),
                             ensure_ascii=False,
                         )
                     }
                 )
         info = self.stats
         info.update(blocks=len(blocks), blocks_sent=len(todo), worker_rss_mb=0.0, worker_cpu_s=0.0)
-        results: Iterator[dict[str, Any]] = iter(())
+        results: Iterator[_BlockResult] = iter(())
         if todo:
             _warm(ctx.spec.policy.reading.similarity)
             workers = ensure_ray(opts)
@@ -430,9 +520,9 @@ async def decide_ray(
         yield record
 
 
-def _seeds(journal: Any, run_id: str) -> dict[str, list[dict[str, Any]]]:
+def _seeds(journal: Any, run_id: str) -> dict[str, list[_SeedEvent]]:
     """The run's journalled case events, by case (line)."""
-    out: dict[str, list[dict[str, Any]]] = {}
+    out: dict[str, list[_SeedEvent]] = {}
     for event in journal.events(run_id):
         if event.case is not None:
             out.setdefault(event.case, []).append(
@@ -441,7 +531,7 @@ def _seeds(journal: Any, run_id: str) -> dict[str, list[dict[str, Any]]]:
     return out
 
 
-def _complete(block: Block, seeds: dict[str, list[dict[str, Any]]]) -> bool:
+def _complete(block: Block, seeds: dict[str, list[_SeedEvent]]) -> bool:
     """Every non-blank line of ``block`` has a journalled record or reject."""
     if not seeds:
         return False
@@ -454,8 +544,8 @@ def _complete(block: Block, seeds: dict[str, list[dict[str, Any]]]) -> bool:
     return True
 
 
-def _replayed(journal: Any, run_id: str, block: Block) -> list[dict[str, Any]]:
-    cases: list[dict[str, Any]] = []
+def _replayed(journal: Any, run_id: str, block: Block) -> list[_CaseResult]:
+    cases: list[_CaseResult] = []
     for number, text in block_lines(block):
         if not text.strip():
             continue
@@ -474,7 +564,7 @@ def _replayed(journal: Any, run_id: str, block: Block) -> list[dict[str, Any]]:
 class _Router:
     """One Ray worker of a route run: loads rules and backend once, routes blocks."""
 
-    def __init__(self, spec: dict[str, Any]) -> None:
+    def __init__(self, spec: _RouteSpec) -> None:
         from dissensus.states.reading import Thresholds
         from dissensus.states.routing import RuleSet
         from dissensus.states.similarity import get_backend
@@ -484,7 +574,7 @@ class _Router:
         self.ruleset = RuleSet.load(spec["rules"]) if spec["rules"] else RuleSet.default()
         self.thresholds = Thresholds.for_model(self.backend.name, spec["theta_s"], spec["theta_a"])
 
-    def __call__(self, batch: dict[str, Any]) -> dict[str, list[Any]]:
+    def __call__(self, batch: _Row) -> dict[str, list[Any]]:
         import pickle
 
         from dissensus.states.stream import route_stream
@@ -568,19 +658,20 @@ def route_ray(
     tally = RouteTally()
     if not blocks:
         return tally
-    spec = {
-        "similarity": similarity,
-        "no_cache": no_cache,
-        "theta_s": theta_s,
-        "theta_a": theta_a,
-        "rules": str(Path(rules).resolve()) if rules else None,
-        "with_matrix": with_matrix,
-        "keep_rows": keep_rows,
-    }
+    spec = _RouteSpec(
+        similarity=similarity,
+        no_cache=no_cache,
+        theta_s=theta_s,
+        theta_a=theta_a,
+        rules=str(Path(rules).resolve()) if rules else None,
+        with_matrix=with_matrix,
+        keep_rows=keep_rows,
+    )
     _warm(similarity)
     workers = ensure_ray(opts)
     items = [
-        {"item": json.dumps({"block": asdict(b), "name": name}, ensure_ascii=False)} for b in blocks
+        {"item": json.dumps({"block": _fields(b), "name": name}, ensure_ascii=False)}
+        for b in blocks
     ]
     ds = _dataset(items).map_batches(
         _Router,

@@ -74,7 +74,7 @@ from dissensus.pipeline import (
 )
 from dissensus.store import Journal
 from dissensus.store.canonical import canonical
-from dissensus.types import AgentOutput, Evidence, Panel
+from dissensus.types import AgentOutput, Evidence, JsonObject, Panel
 
 __all__ = ["dissensus_reducer", "scores_panel"]
 
@@ -152,7 +152,7 @@ def _run_sync(coro: Coroutine[Any, Any, T]) -> T:
 
 
 def _spec(
-    policy: str | Policy | RunSpec | dict[str, Any] | None,
+    policy: str | Policy | RunSpec | JsonObject | None,
     acceptance: str | None,
     guard_calibration: str | None,
 ) -> RunSpec:
@@ -200,7 +200,7 @@ def _is_learned_acceptance(path: str) -> bool:
     return isinstance(data, dict) and data.get("format") == ACCEPTANCE_FORMAT
 
 
-def _metadata(panel: Panel, record: CaseRecord, spec: RunSpec) -> tuple[str | None, dict[str, Any]]:
+def _metadata(panel: Panel, record: CaseRecord, spec: RunSpec) -> tuple[str | None, JsonObject]:
     votes = panel_votes(panel)
     settings = GuardThresholds.model_validate(spec.policy.guard.options)
     guard = (
@@ -213,7 +213,7 @@ def _metadata(panel: Panel, record: CaseRecord, spec: RunSpec) -> tuple[str | No
     counts = [o.decision for o in panel.outputs]
     tally = {d: counts.count(d) for d in dict.fromkeys(c for c in counts if c is not None)}
     top = max(tally.values(), default=0)
-    meta: dict[str, Any] = {
+    meta: JsonObject = {
         "state": record.state,
         "action": record.action,
         "decision": record.decision,
@@ -238,7 +238,7 @@ def _metadata(panel: Panel, record: CaseRecord, spec: RunSpec) -> tuple[str | No
 @score_reducer(name="dissensus")
 def dissensus_reducer(
     graders: list[str] | None = None,
-    policy: str | dict[str, Any] | Policy | RunSpec | None = None,
+    policy: str | JsonObject | Policy | RunSpec | None = None,
     acceptance: str | None = None,
     guard_calibration: str | None = None,
     journal: str | None = None,

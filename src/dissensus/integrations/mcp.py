@@ -74,7 +74,7 @@ from dissensus.states.reading import Thresholds, read_panels
 from dissensus.states.routing import RuleSet
 from dissensus.states.similarity import DEFAULT_BACKEND, get_backend
 from dissensus.store import Journal, VerifyReport, journal_path
-from dissensus.types import Panel, VoteCase
+from dissensus.types import JsonObject, Panel, VoteCase
 
 __all__ = ["REVIEWER_ENV", "ReviewEntry", "ReviewView", "RouteRecord", "build_server", "serve"]
 
@@ -236,7 +236,7 @@ async def _negotiate(
             await client.aclose()
 
 
-def verify_certificate(certificate: dict[str, Any]) -> Verdict:
+def verify_certificate(certificate: JsonObject) -> Verdict:
     """Recompute a CONCORD certificate from its raw scores; names the first violated property."""
     if set(certificate) == {"certificate", "comparison"} and isinstance(
         certificate["certificate"], dict

@@ -34,6 +34,8 @@ import json
 import math
 from typing import Any
 
+from dissensus.types import JsonObject
+
 __all__ = ["dumps", "dumps_line", "orjson_available"]
 
 try:
@@ -69,7 +71,7 @@ _STD = json.JSONEncoder(
 )
 
 
-def dumps(record: dict[str, Any]) -> str:
+def dumps(record: JsonObject) -> str:
     """One record as compact JSON text (no trailing newline)."""
     if _orjson is not None:
         try:
@@ -84,7 +86,7 @@ def dumps(record: dict[str, Any]) -> str:
         return _STD.encode(_finite(record))
 
 
-def dumps_line(record: dict[str, Any]) -> str:
+def dumps_line(record: JsonObject) -> str:
     """One record as compact JSON text followed by a newline (the same text as
     ``dumps(record) + "\\n"``, with orjson's newline option instead of a concatenation)."""
     if _orjson is not None:

@@ -90,6 +90,7 @@ def _strings(value: Any, path: str) -> Iterator[tuple[str, str]]:
                 stack.append((item[i], f"{where}.{i}" if where else str(i)))
 
 
+# A record's field values by name (any record type), only walked for their sizes.
 def _fields(record: Any) -> dict[str, Any]:
     """A record's fields (a pydantic model with its extras, or a msgspec struct)."""
     struct_fields = getattr(record, "__struct_fields__", None)

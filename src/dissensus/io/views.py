@@ -51,7 +51,7 @@ from dissensus.io.jsonl import (
     line_text,
     parse_line,
 )
-from dissensus.types import Panel, PanelLike
+from dissensus.types import JsonObject, Panel, PanelLike
 
 __all__ = [
     "VIEW_FIELDS",
@@ -104,7 +104,7 @@ class PanelView(msgspec.Struct, frozen=True, gc=False, forbid_unknown_fields=Tru
 
     id: str
     outputs: Annotated[list[OutputView], Meta(min_length=2)]
-    meta: dict[str, Any] = {}
+    meta: JsonObject = {}
 
 
 VIEW_FIELDS: dict[type[Any], tuple[str, ...]] = {

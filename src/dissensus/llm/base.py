@@ -17,7 +17,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 from pydantic import BaseModel, ConfigDict, Field
 
 from dissensus.errors import DissensusError
-from dissensus.types import Usage
+from dissensus.types import JsonSchema, Usage
 
 __all__ = [
     "BackendError",
@@ -62,7 +62,7 @@ class ChatRequest(BaseModel):
     temperature: float | None = None
     max_tokens: int | None = None
     seed: int | None = None
-    json_schema: dict[str, Any] | None = None
+    json_schema: JsonSchema | None = None
     """JSON schema of the expected object, when structured output is requested."""
     schema_name: str | None = None
 

@@ -72,8 +72,8 @@ from dissensus.llm.base import (
 from dissensus.llm.budget import Budget, Tally, notify_attempt
 from dissensus.llm.jsonparse import JSONExtractError, extract_json
 from dissensus.llm.retry import Backoff, RateLimiter
-from dissensus.llm.tracing import call_span
-from dissensus.types import Usage
+from dissensus.llm.tracing import SpanAttributes, call_span
+from dissensus.types import JsonSchema, Usage
 
 __all__ = ["NO_AGENT", "ClientSettings", "ModelClient"]
 
@@ -148,7 +148,7 @@ class _Portal:
 
 
 @functools.lru_cache(maxsize=256)
-def _schema_of(schema: type[BaseModel]) -> dict[str, Any]:
+def _schema_of(schema: type[BaseModel]) -> JsonSchema:
     """JSON schema of a pydantic model, computed once per class (treated as read-only)."""
     return schema.model_json_schema()
 
@@ -233,7 +233,7 @@ class ModelClient:
         request = self._effective(request, schema)
         call = _Call()
         started = time.perf_counter()
-        attributes: dict[str, Any] = {
+        attributes: SpanAttributes = {
             "gen_ai.request.temperature": request.temperature,
             "gen_ai.request.max_tokens": request.max_tokens,
             "gen_ai.request.seed": request.seed,
@@ -306,6 +306,7 @@ class ModelClient:
 
     def _effective(self, request: ChatRequest, schema: type[BaseModel] | None) -> ChatRequest:
         """Fill generation defaults, the completion cap and the schema into the request."""
+        # Field values for model_copy(update=...): fields of ChatRequest, never read back here.
         update: dict[str, Any] = {}
         if request.temperature is None and self.settings.temperature is not None:
             update["temperature"] = self.settings.temperature

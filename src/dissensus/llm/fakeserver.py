@@ -47,6 +47,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from dissensus.llm.base import BackendError, ChatRequest, Message, estimate_tokens
 from dissensus.llm.schemas import fill_schema
 from dissensus.llm.scripted import Responder, ScriptedRules
+from dissensus.types import JsonObject, JsonSchema
 
 __all__ = ["FAULT_KINDS", "FakeServer", "FaultKind", "FaultPlan", "ServerSettings"]
 
@@ -124,7 +125,7 @@ class ServerSettings(BaseModel):
     server: each read is quick, the whole answer is not)."""
 
 
-def _response_schema(payload: dict[str, Any]) -> dict[str, Any] | None:
+def _response_schema(payload: JsonObject) -> JsonSchema | None:
     """The JSON schema a request's ``response_format`` asks for, if any."""
     response_format = payload.get("response_format")
     if not isinstance(response_format, dict) or response_format.get("type") != "json_schema":
@@ -167,7 +168,7 @@ class FakeServer:
         """Faults injected, per kind."""
         self.hangs_abandoned = 0
         """``hang`` faults the client gave up on (it closed the connection before ``hang_s``)."""
-        self.bodies: deque[dict[str, Any]] = deque(maxlen=keep_bodies)
+        self.bodies: deque[JsonObject] = deque(maxlen=keep_bodies)
         """Parsed bodies of the last ``keep_bodies`` chat-completion requests, oldest first."""
         self._responder = Responder(self.script, name="fake-llm")
         self._rng = random.Random(settings.faults.seed)
@@ -419,7 +420,7 @@ class FakeServer:
             return True
         return await self._complete(payload, headers, fault, writer)
 
-    def _request_of(self, payload: dict[str, Any], headers: dict[str, str]) -> ChatRequest:
+    def _request_of(self, payload: JsonObject, headers: dict[str, str]) -> ChatRequest:
         messages = []
         for item in payload["messages"]:
             role = item.get("role") if isinstance(item, dict) else None
@@ -444,7 +445,7 @@ class FakeServer:
 
     async def _complete(
         self,
-        payload: dict[str, Any],
+        payload: JsonObject,
         headers: dict[str, str],
         fault: FaultKind | None,
         writer: asyncio.StreamWriter,

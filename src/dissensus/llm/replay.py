@@ -29,18 +29,18 @@ import difflib
 import hashlib
 import threading
 from pathlib import Path
-from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from dissensus.canonical import canonical as _canonical_json
 from dissensus.errors import ConfigError
 from dissensus.llm.base import BackendResponse, ChatBackend, ChatRequest, JsonMode, ReplayMiss
+from dissensus.types import JsonObject
 
 __all__ = ["RecordBackend", "Recording", "ReplayBackend", "canonical_request", "request_key"]
 
 
-def canonical_request(request: ChatRequest) -> dict[str, Any]:
+def canonical_request(request: ChatRequest) -> JsonObject:
     """The fields of ``request`` that identify it, as plain JSON data."""
     return {
         "messages": [{"role": m.role, "content": m.content} for m in request.messages],
@@ -64,7 +64,7 @@ class Recording(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
     key: str
-    request: dict[str, Any]
+    request: JsonObject
     response: BackendResponse
 
 

@@ -24,6 +24,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from dissensus.types import JsonSchema
+
 __all__ = ["FILL_TEXT", "STRICT_KEYWORDS", "fill_schema", "is_strict", "strict_problems"]
 
 FILL_TEXT = "x"
@@ -57,7 +59,7 @@ STRICT_KEYWORDS = frozenset(
 """Keywords OpenAI strict mode accepts (as checked by :func:`strict_problems`)."""
 
 
-def strict_problems(schema: dict[str, Any]) -> list[str]:
+def strict_problems(schema: JsonSchema) -> list[str]:
     """Every way ``schema`` breaks OpenAI strict mode's rules; empty when it is valid."""
     problems: list[str] = []
     if schema.get("type") != "object" or "anyOf" in schema:
@@ -66,7 +68,7 @@ def strict_problems(schema: dict[str, Any]) -> list[str]:
     return problems
 
 
-def is_strict(schema: dict[str, Any]) -> bool:
+def is_strict(schema: JsonSchema) -> bool:
     """Whether ``schema`` meets OpenAI strict mode's rules."""
     return not strict_problems(schema)
 
@@ -99,7 +101,7 @@ def _walk(node: Any, where: str, problems: list[str]) -> None:
         _walk(sub, f"$defs.{name}", problems)
 
 
-def fill_schema(schema: dict[str, Any], *, defs: dict[str, Any] | None = None) -> Any:
+def fill_schema(schema: JsonSchema, *, defs: JsonSchema | None = None) -> Any:
     """The value a schema-following server that always takes the first choice answers."""
     defs = defs if defs is not None else schema.get("$defs", {})
     if "$ref" in schema:

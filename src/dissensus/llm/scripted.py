@@ -39,6 +39,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from dissensus.errors import ConfigError
 from dissensus.io.yamlfile import load_yaml_file
 from dissensus.llm.base import BackendError, BackendResponse, ChatRequest, JsonMode, estimate_tokens
+from dissensus.types import JsonObject
 
 __all__ = ["Match", "Rule", "ScriptedBackend", "ScriptedRules", "load_script"]
 
@@ -109,7 +110,7 @@ class ScriptedRules(BaseModel):
 
     rules: list[Rule] = Field(default_factory=list)
     default: Any = None
-    server: dict[str, Any] | None = None
+    server: JsonObject | None = None
     """Settings of the loopback server (latency, faults); see ``fakeserver``."""
 
 
@@ -195,7 +196,7 @@ class ScriptedBackend:
         return cls(load_script(path), name=Path(path).name)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any], *, name: str = "inline") -> ScriptedBackend:
+    def from_dict(cls, data: JsonObject, *, name: str = "inline") -> ScriptedBackend:
         """Backend for rules given as a mapping (same shape as the YAML)."""
         return cls(parse_script(data, file=name), name=name)
 

@@ -16,9 +16,12 @@ from __future__ import annotations
 import functools
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeAlias
 
-__all__ = ["CallSpan", "call_span", "otel_available"]
+__all__ = ["CallSpan", "SpanAttributes", "call_span", "otel_available"]
+
+SpanAttributes: TypeAlias = dict[str, str | int | float | bool | None]
+"""Attributes of a call's span (OpenTelemetry's value types; ``None``: not set)."""
 
 _trace: Any
 try:
@@ -53,7 +56,7 @@ def _tracer(tracer_provider: Any) -> Any:
 
 @contextmanager
 def call_span(
-    *, model: str, provider: str, attributes: dict[str, Any], tracer_provider: Any = None
+    *, model: str, provider: str, attributes: SpanAttributes, tracer_provider: Any = None
 ) -> Iterator[CallSpan]:
     """A span around one call; a no-op span when OpenTelemetry is not installed."""
     if _trace is None or (

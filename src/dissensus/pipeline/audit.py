@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterator
-from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
@@ -41,6 +40,7 @@ from dissensus.pipeline.confirm import EVENT as CONFIRMED
 from dissensus.pipeline.records import ReviewItem
 from dissensus.store import event_types as ev
 from dissensus.store.base import Journal
+from dissensus.types import JsonObject
 
 __all__ = [
     "AUDIT_OPENED",
@@ -145,7 +145,7 @@ def monitor_status(journal: Journal, acceptance_sha256: str | None = None) -> li
     answered audits: one row for stratum ``all`` with no audits)."""
     from dissensus.acceptance.monitor import ONE_STRATUM, monitor
 
-    files: dict[str, dict[str, Any]] = {}
+    files: dict[str, JsonObject] = {}
     for event in journal.events_of_type(ev.RUN_STARTED):
         acc = event.payload.get("acceptance")
         if isinstance(acc, dict) and acc.get("sha256"):

@@ -49,17 +49,17 @@ import os
 import sys
 import uuid
 from collections import Counter
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from dissensus.errors import ConfigError, DissensusError, InputError
 from dissensus.io.jsonl import Reject, parse_line
 from dissensus.pipeline.executors import Executor, LocalExecutor, Outcome, RunContext
 from dissensus.pipeline.records import CaseRecord
-from dissensus.pipeline.run_events import RunFinished, RunStopped
+from dissensus.pipeline.run_events import RunFinished, RunInput, RunStarted, RunStopped
 from dissensus.pipeline.shift import check_run, latest_flag
 from dissensus.pipeline.spec import (
     PolicyLike,
@@ -71,7 +71,7 @@ from dissensus.pipeline.spec import (
 from dissensus.states import SimilarityBackend
 from dissensus.store import event_types as ev
 from dissensus.store.journal import Journal, NewEvent, RunInfo
-from dissensus.types import Panel
+from dissensus.types import JsonObject, Panel
 
 __all__ = [
     "DeadlineReached",
@@ -131,7 +131,7 @@ def start_run(
     similarity: str | None = None,
     acceptance: str | None = None,
     kind: str = RUN_KIND,
-    extra: dict[str, Any] | None = None,
+    extra: JsonObject | None = None,
     via: str | None = None,
 ) -> RunInfo:
     """Register a new run of ``input_path`` (``"-"``: standard input) or of ``text`` (JSONL
@@ -156,7 +156,7 @@ def start_run(
         raise ConfigError(
             f"run {run_id!r} already exists in {journal.path}; resume it with 'dissensus runs resume'"
         )
-    source: dict[str, Any]
+    source: RunInput
     if text is not None:
         source = {"path": "-", "text": text}
     elif input_path == "-":
@@ -170,16 +170,13 @@ def start_run(
         source = {"path": str(path), "sha256": file_sha256(path)}
     else:
         raise ConfigError("a run needs an input file or text", field="input")
-    meta: dict[str, Any] = {"input": source.get("path"), "policy_file": spec.policy_file}
+    meta: JsonObject = {"input": source.get("path"), "policy_file": spec.policy_file}
     if via:
         meta["via"] = via
     # The run and its run.started event are one transaction: a crash leaves neither.
     # exclusive: of two starts with one --run-id, the second fails cleanly (RunExists).
-    started = (
-        ev.RUN_STARTED,
-        {"input": source, **spec.started_fields(), **(extra or {})},
-        "run/started",
-    )
+    payload = RunStarted.model_validate({"input": source, **spec.started_fields(), **(extra or {})})
+    started = (ev.RUN_STARTED, payload.payload(), "run/started")
     return journal.create_run(run_id, kind=kind, meta=meta, first=started, exclusive=True)
 
 
@@ -198,7 +195,7 @@ def _with_shift_hold(journal: Journal, spec: RunSpec) -> RunSpec:
     return spec.model_copy(update={"shift_hold": hold})
 
 
-def stdin_source(data: bytes) -> dict[str, Any]:
+def stdin_source(data: bytes) -> RunInput:
     """The journalled form of standard input: its text, or base64 when it is not UTF-8.
 
     Lines that are not UTF-8 are rejected one by one when the run reads them, like the
@@ -210,11 +207,18 @@ def stdin_source(data: bytes) -> dict[str, Any]:
         return {"path": "-", "base64": base64.b64encode(data).decode("ascii")}
 
 
-def _started(journal: Journal, run_id: str) -> dict[str, Any]:
+def _started(journal: Journal, run_id: str) -> RunStarted:
     event = journal.get(run_id, "run/started")
     if event is None:
         raise DissensusError(f"run {run_id} has no run.started event: not a decide run")
-    return event.payload
+    try:
+        return RunStarted.model_validate(event.payload)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise ConfigError(
+            f"the run's run.started event is invalid: {first['msg']}",
+            field=".".join(str(p) for p in first["loc"]) or ev.RUN_STARTED,
+        ) from None
 
 
 def run_spec(journal: Journal, run_id: str) -> RunSpec:
@@ -222,9 +226,10 @@ def run_spec(journal: Journal, run_id: str) -> RunSpec:
     return RunSpec.from_started(_started(journal, run_id))
 
 
-def input_lines(source: dict[str, Any]) -> tuple[str, list[str] | None]:
-    """A run's input as ``(file name, None)`` for a file (unchanged since the run started)
-    or ``("-", lines)`` for journalled text."""
+def input_lines(source: Mapping[str, Any]) -> tuple[str, list[str] | None]:
+    """A run's input (a :class:`~dissensus.pipeline.run_events.RunInput`, or the JSON of
+    one) as ``(file name, None)`` for a file (unchanged since the run started) or
+    ``("-", lines)`` for journalled text."""
     if source.get("path") == "-":
         if "base64" in source:
             text = base64.b64decode(str(source["base64"])).decode("utf-8", "surrogateescape")
@@ -265,7 +270,7 @@ async def execute_run(
     if holder is not None:
         raise RunBusy(f"run {run_id} is being resumed by pid {holder.pid} (host {holder.host})")
     try:
-        name, lines = input_lines(started["input"])
+        name, lines = input_lines(started.input)
         ctx = RunContext(journal=journal, run_id=run_id, spec=spec, name=name, lines=lines)
         engine = executor or LocalExecutor(backend)
         limit = deadline_s if deadline_s is not None else spec.policy.deadline_s

@@ -65,6 +65,7 @@ from dissensus.deprecation import deprecated_names, renamed
 from dissensus.errors import DissensusError
 from dissensus.llm.base import (
     BudgetExceeded,
+    ChatClient,
     ChatRequest,
     ChatResponse,
     ModelCallError,
@@ -78,7 +79,7 @@ from dissensus.pipeline.steps import CallRecord
 from dissensus.store import event_types as ev
 from dissensus.store.canonical import canonical, sha256_text
 from dissensus.store.journal import Event, Journal, NewEvent
-from dissensus.types import Usage
+from dissensus.types import JsonObject, Usage
 
 __all__ = [
     "COMPACT_STEPS",
@@ -139,20 +140,20 @@ class CaseLog:
         self.run_id = run_id
         self.line = line
         self.ref = str(line)
-        self._known: dict[str, dict[str, Any]] | None = None
+        self._known: dict[str, JsonObject] | None = None
         self._pending: list[NewEvent] = []
-        self._buffered: dict[str, dict[str, Any]] = {}
+        self._buffered: dict[str, JsonObject] = {}
         self._written = False
 
     def key(self, step: str) -> str:
         return f"case/{self.ref}/{step}"
 
-    def _journalled(self) -> dict[str, dict[str, Any]]:
+    def _journalled(self) -> dict[str, JsonObject]:
         if self._known is None:
             self._known = case_steps(self.journal.events(self.run_id, case=self.ref))
         return self._known
 
-    def stored(self, step: str) -> dict[str, Any] | None:
+    def stored(self, step: str) -> JsonObject | None:
         key = self.key(step)
         found = self._buffered.get(key)
         if found is not None:
@@ -253,10 +254,10 @@ follow-up), acceptance, review items and the record stay events of their own (th
 review index, the shift check and the record readers select them by type)."""
 
 
-def case_steps(events: Iterable[Event | NewEvent]) -> dict[str, dict[str, Any]]:
+def case_steps(events: Iterable[Event | NewEvent]) -> dict[str, JsonObject]:
     """A case's journalled steps by key (``case/<line>/<step>``), whichever layout wrote
     them: one event per step, or a ``case.steps`` event holding several."""
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, JsonObject] = {}
     for event in events:
         if event.type == STEPS_TYPE and event.key.endswith(f"/{STEPS_STEP}"):
             prefix = event.key[: -len(STEPS_STEP)]
@@ -267,7 +268,7 @@ def case_steps(events: Iterable[Event | NewEvent]) -> dict[str, dict[str, Any]]:
     return out
 
 
-def case_step(journal: Journal, run_id: str, line: int | str, step: str) -> dict[str, Any] | None:
+def case_step(journal: Journal, run_id: str, line: int | str, step: str) -> JsonObject | None:
     """The payload of case ``line``'s step ``step`` (``input``, ``reading``, ...), read from
     its own event (every journal) or from the case's ``case.steps`` event."""
     event = journal.get(run_id, f"case/{line}/{step}")
@@ -356,16 +357,19 @@ class JournalledClient:
             await client.aclose()
 
 
-def _request_payload(request: ChatRequest) -> dict[str, Any]:
+def _request_payload(request: ChatRequest) -> JsonObject:
     return request.model_dump(mode="json")
 
 
 class CaseClient:
     """The model client as one case sees it: every call journalled, replayed on resume.
 
-    It has the part of :class:`~dissensus.llm.client.ModelClient`'s surface that
-    protocols use (``chat`` and ``usage`` / ``usage_by_agent``); ``chat`` also takes the
-    model spec to ask (``None``: the run's model).
+    A :class:`~dissensus.llm.ChatClient` (``chat``, ``usage``, ``usage_by_agent``) asking
+    the run's model; :meth:`for_model` is the same client asking another model spec
+    (an agent's own, ``seek_context.models``), a :class:`~dissensus.llm.ChatClient` too.
+    The model is chosen by the client, not by an argument of ``chat``, so the protocol
+    every caller types against stays the one :class:`~dissensus.llm.client.ModelClient`
+    implements (as an HTTP client is bound to its transport).
     """
 
     def __init__(self, owner: JournalledClient, log: CaseLog) -> None:
@@ -388,13 +392,21 @@ class CaseClient:
         self.usage.add(usage)
         self.usage_by_agent.setdefault(request.agent or "-", Usage()).add(usage)
 
+    def for_model(self, model: str | None) -> ChatClient:
+        """This client asking model spec ``model`` (``None``: the run's model); its calls
+        are journalled and counted as this client's."""
+        return self if model is None else _ModelSpecClient(self, model)
+
     async def chat(
-        self,
-        request: ChatRequest,
-        *,
-        schema: type[BaseModel] | None = None,
-        model: str | None = None,
+        self, request: ChatRequest, *, schema: type[BaseModel] | None = None
     ) -> ChatResponse:
+        """One call to the run's model: replayed when journalled, else made and journalled."""
+        return await self._call(request, schema, None)
+
+    async def _call(
+        self, request: ChatRequest, schema: type[BaseModel] | None, model: str | None
+    ) -> ChatResponse:
+        """One call to model spec ``model`` (``None``: the run's model)."""
         key = self._key(request, schema, model)
         self.calls.append(key)
         journal, run_id, ref = self._owner.journal, self._owner.run_id, self._log.ref
@@ -468,7 +480,7 @@ class CaseClient:
             case=self._log.ref,
         )
 
-    def _replay(self, payload: dict[str, Any], schema: type[BaseModel] | None) -> ChatResponse:
+    def _replay(self, payload: JsonObject, schema: type[BaseModel] | None) -> ChatResponse:
         try:
             call = CallRecord.model_validate(payload)
         except ValidationError as exc:
@@ -487,6 +499,30 @@ class CaseClient:
             model=call.model,
             attempts=call.attempts,
         )
+
+
+class _ModelSpecClient:
+    """A :class:`CaseClient` asking one model spec: its calls and usage are the case's."""
+
+    def __init__(self, case: CaseClient, model: str) -> None:
+        self._case = case
+        self._model = model
+
+    async def chat(
+        self, request: ChatRequest, *, schema: type[BaseModel] | None = None
+    ) -> ChatResponse:
+        # The same module's client: one code path journals every call, whatever the model.
+        return await self._case._call(request, schema, self._model)
+
+    @property
+    def usage(self) -> Usage:
+        """The case's usage (every model spec)."""
+        return self._case.usage
+
+    @property
+    def usage_by_agent(self) -> dict[str, Usage]:
+        """The case's usage per agent (every model spec)."""
+        return self._case.usage_by_agent
 
 
 def _next_index(journal: Journal, run_id: str, prefix: str) -> int:

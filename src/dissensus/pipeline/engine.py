@@ -49,7 +49,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
-from dissensus.errors import DissensusError
+from dissensus.errors import ConfigError, DissensusError
 from dissensus.pipeline.acceptors import AcceptInput
 from dissensus.pipeline.audit import AUDIT_OPENED, is_audited
 from dissensus.pipeline.durable import CaseClient, CaseLog
@@ -128,6 +128,7 @@ class _Case:
 
     def record(self, **fields: Any) -> CaseRecord:
         assert self.reading is not None and self.route is not None
+        # The record's fields before CaseRecord validates them (with the caller's).
         base: dict[str, Any] = {
             "id": self.panel.id,
             "line": self.line,
@@ -207,7 +208,11 @@ async def _run(case: _Case) -> CaseRecord:
         return await _seek_context(case, f"route {action} (rule {route.rule})", "dci")
     if action in ("escalate", "concord"):
         return await _escalate(case, f"route {action} (rule {route.rule})")
-    return await _escalate(case, f"route names action {action!r}, which the pipeline does not run")
+    # Not reached: Runtime.rules refuses a rule naming an action the pipeline does not run
+    # (and a record could not name it).
+    raise ConfigError(
+        f"route names action {action!r}, which the pipeline does not run", field="routing"
+    )
 
 
 async def _followup_answers(case: _Case, round_: int) -> FollowupStep:
@@ -503,6 +508,7 @@ def _review_item(case: _Case, review_id: str, why: str) -> ReviewItem:
     )
 
 
+# The JSON of ReviewItem.panel (see there).
 def _public_panel(panel: Panel) -> dict[str, Any]:
     """The panel as a reviewer sees it (labelled data, ``meta.gold``, is withheld)."""
     data: dict[str, Any] = panel.model_dump(mode="json")

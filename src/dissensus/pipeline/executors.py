@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncGenerator, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict
 
@@ -34,7 +34,7 @@ from dissensus.pipeline.runtime import Runtime
 from dissensus.pipeline.spec import RunSpec
 from dissensus.states import SimilarityBackend
 from dissensus.store.journal import Journal, NewEvent
-from dissensus.types import Panel
+from dissensus.types import JsonObject, Panel
 
 __all__ = ["CaseEvent", "Executor", "LocalExecutor", "Outcome", "RunContext"]
 
@@ -50,7 +50,7 @@ class CaseEvent(BaseModel):
     key: str
     type: str
     case: str | None
-    payload: dict[str, Any]
+    payload: JsonObject
     """The step's JSON as the worker journalled it (passed through to the journal untouched)."""
 
 

@@ -50,7 +50,7 @@ from dissensus.llm.base import ChatRequest, Message
 from dissensus.pipeline.durable import CaseClient
 from dissensus.quoting import DATA_RULE, quote_block
 from dissensus.signals import SecondAnswer, Voice, model_family
-from dissensus.types import Panel
+from dissensus.types import JsonSchema, Panel
 
 __all__ = [
     "ReaskAnswer",
@@ -73,7 +73,7 @@ class ReaskAnswer(BaseModel):
     reasoning: str = ""
 
 
-def reask_schema(option_ids: list[str]) -> dict[str, Any]:
+def reask_schema(option_ids: list[str]) -> JsonSchema:
     """The re-ask's JSON schema for a case with ``option_ids`` (OpenAI strict-mode valid)."""
     return {
         "type": "object",
@@ -184,7 +184,7 @@ async def live_reask(
             json_schema=schema,
             schema_name="ReaskAnswer",
         )
-        response = await client.chat(request, model=model)
+        response = await client.for_model(model).chat(request)
         return _answer_of(response.parsed, response.text, ids, response.model)
 
     agents = sorted(mapped)
@@ -226,12 +226,9 @@ def _positions_context(panel: Panel) -> str:
 
 async def run_dci(panel: Panel, client: CaseClient) -> DecisionPacket:
     """A DCI deliberation on the case; returns its decision packet."""
-    from typing import cast
-
     from dissensus.agents.deliberator import LLMDeliberator
     from dissensus.dci.flow import deliberate
     from dissensus.dci.task import Task, TaskOption
-    from dissensus.llm.client import ModelClient
 
     question = case_question(panel) or f"Which decision should be taken on case {panel.id}?"
     options = case_options(panel)
@@ -244,8 +241,6 @@ async def run_dci(panel: Panel, client: CaseClient) -> DecisionPacket:
         context=_positions_context(panel),
         options=tuple(TaskOption(id=oid, text=text) for oid, text in options),
     )
-    # The deliberator is typed against ModelClient; the case client has the surface it uses.
-    chat = cast(ModelClient, client)
-    agents = [LLMDeliberator(chat, spec.id, temperature=0.0) for spec in task.participants]
+    agents = [LLMDeliberator(client, spec.id, temperature=0.0) for spec in task.participants]
     result = await deliberate(task, agents, meter=lambda: client.usage)
     return result.packet

@@ -27,6 +27,7 @@ from pydantic import ValidationError
 
 from dissensus.pipeline.confirm import EVENT as CONFIRMED
 from dissensus.pipeline.records import ReviewItem
+from dissensus.signals import SecondAnswer
 from dissensus.store import event_types as ev
 from dissensus.store.base import Event
 from dissensus.store.journal import Journal
@@ -80,7 +81,7 @@ def _audited(journal: Journal, run_id: str, event: Event) -> JournalCase | None:
         reading = Reading.model_validate(read)
         checked = case_step(journal, run_id, line, "guard")
         guard = GuardStep.model_validate(checked).decision if checked else None
-        answers: dict[str, Any] = {}
+        answers: dict[str, SecondAnswer] = {}
         k = 0
         while (round_ := journal.get(run_id, f"case/{line}/followup{k}")) is not None:
             answers = dict(FollowupStep.model_validate(round_.payload).answers) or answers

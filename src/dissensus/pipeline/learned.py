@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from dissensus.errors import ConfigError
-from dissensus.types import AcceptanceFigures, Panel
+from dissensus.types import AcceptanceFigures, JsonObject, Panel
 
 __all__ = [
     "AcceptanceFigures",
@@ -47,7 +47,7 @@ def _import() -> Any:
 
 def load_learned_data(
     name: str | None, base: Path | None, *, policy_file: str | None, field: str
-) -> dict[str, Any] | None:
+) -> JsonObject | None:
     """Read and verify the acceptance file ``name`` (relative to ``base``); its JSON, or ``None``."""
     if not name:
         return None
@@ -61,11 +61,11 @@ def load_learned_data(
     # The file's own JSON (not a re-dump, which would add fields a newer version defaults
     # and change the content its sha256 covers): a file written by an older version stays
     # valid.
-    data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    data: JsonObject = json.loads(path.read_text(encoding="utf-8"))
     return data
 
 
-def make_learned(data: dict[str, Any], *, similarity: str | None, backend: Any) -> Any:
+def make_learned(data: JsonObject, *, similarity: str | None, backend: Any) -> Any:
     """A :class:`~dissensus.acceptance.prepare.LearnedAcceptance` from the run's stored file."""
     acceptance = _import()
     from dissensus.acceptance.prepare import LearnedAcceptance
@@ -82,7 +82,9 @@ def make_learned(data: dict[str, Any], *, similarity: str | None, backend: Any) 
 def learned_payload(
     learned: Any, panel: Panel, *, reading: Any, guard: Any, second: Any
 ) -> dict[str, Any]:
-    """The journalled acceptance step of learned acceptance."""
+    """The journalled acceptance step of learned acceptance: the fields of
+    :class:`~dissensus.pipeline.steps.AcceptanceStep` but ``signals`` (``steps`` imports
+    this module, so the caller builds the step)."""
     verdict, vector = learned.judge_case(panel, reading=reading, guard=guard, second=second)
     figures = AcceptanceFigures.model_validate(
         verdict.model_dump(include=set(AcceptanceFigures.model_fields))

@@ -69,6 +69,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from dissensus.errors import ConfigError
 from dissensus.io.yamlfile import load_yaml_file
 from dissensus.signals import MarkerLexicon
+from dissensus.types import JsonObject
 
 __all__ = [
     "PIPELINE_ACTIONS",
@@ -107,7 +108,7 @@ class ReadingSettings(_Section):
 class RoutingSettings(_Section):
     """Defeasible routing (``docs/states.md``) and how the pipeline treats its outcome."""
 
-    rules: list[dict[str, Any]] = Field(default_factory=list)
+    rules: list[JsonObject] = Field(default_factory=list)
     """Domain rules in the :mod:`dissensus.states` rule format; they can defeat the defaults."""
     defaults: dict[str, str] = Field(default_factory=dict)
     """Replacement actions of the default rules, by state (e.g. ``{DD: escalate}``)."""
@@ -121,7 +122,7 @@ class RoutingSettings(_Section):
     it; it is not switched on when ``defaults`` gives CD another action, and a domain rule
     that routes CD (priority 1 by default) beats it."""
 
-    def rules_document(self) -> dict[str, Any]:
+    def rules_document(self) -> JsonObject:
         """The rules in the :class:`dissensus.states.RuleSet` document form."""
         builtins: list[str] = []
         cd_default = self.defaults.get("CD", "escalate")
@@ -146,7 +147,7 @@ class GuardSettings(_Section):
     calibration: str | None = None
     """Guard calibration (JSON of ``dissensus calibrate``), relative to the policy: with it,
     invariant 3 (beta bounded by a measured beta*) must hold as well."""
-    options: dict[str, Any] = Field(default_factory=dict)
+    options: JsonObject = Field(default_factory=dict)
     """Extra keyword settings passed to the guard's audit (its thresholds)."""
 
 
@@ -480,6 +481,7 @@ def with_model_files_under(policy: Policy, base: Path) -> Policy:
     sc = policy.seek_context
     if not (sc.model or sc.models):
         return policy
+    # Field values for model_copy(update=...) of SeekContextSettings.
     update: dict[str, Any] = {
         "models": {a: relative_model_spec(m, base) for a, m in sc.models.items()}
     }

@@ -6,6 +6,12 @@ Choices where the design is silent:
   by the pipeline, possibly after a follow-up), ``concord`` (committed by a CONCORD
   certificate), ``escalate`` (waiting for a human), ``human`` (a human resolved it).
 * ``auto`` is true exactly when the pipeline committed the decision itself.
+* ``route`` is the first route's action: one of the design's four (:class:`~dissensus.states.Action`)
+  or one of the two the pipeline adds (``concord``, ``deliberate``), the only actions a
+  policy may name (:data:`~dissensus.pipeline.policy.PIPELINE_ACTIONS`). ``rule`` is a
+  :data:`~dissensus.states.routing.RuleId`: rules are named by their authors, so their ids
+  are an open set, a ``str`` newtype rather than an enumeration. Both are written in JSON
+  as the same strings as before.
 * A record holds no clock time and no run-specific secret, so a run resumed after a
   crash ends with records identical to an uninterrupted run's; the review id is
   ``<run>.<line>`` (the input line of the case), unique within a journal.
@@ -20,12 +26,26 @@ from pydantic import BaseModel, ConfigDict, Field
 from dissensus.dci.packet import DecisionPacket
 from dissensus.pipeline.learned import AcceptanceFigures
 from dissensus.pipeline.steps import AcceptanceStep, ConcordStep, GuardStep
-from dissensus.states import Reading, State
+from dissensus.states import Action, Reading, State
+from dissensus.states.routing import RuleId
 from dissensus.types import Usage
 
-__all__ = ["AgentPosition", "CaseRecord", "Resolution", "ReviewItem", "review_id_for"]
+__all__ = [
+    "AgentPosition",
+    "CaseRecord",
+    "FinalAction",
+    "PipelineAction",
+    "Resolution",
+    "ReviewItem",
+    "review_id_for",
+]
 
 FinalAction = Literal["auto", "auto_explain", "concord", "escalate", "human"]
+"""The route that finally applied to a case (see the module docstring)."""
+
+PipelineAction = Action | Literal["concord", "deliberate"]
+"""A route action the pipeline runs: the design's four, ``concord`` (escalate through
+CONCORD) and ``deliberate`` (seek context with a DCI deliberation)."""
 
 
 def review_id_for(run_id: str, line: int) -> str:
@@ -61,9 +81,10 @@ class CaseRecord(BaseModel):
     """Why, in one sentence a reviewer can check against the journal."""
     state: State
     """The first reading's state (CA / DA / CD / DD)."""
-    route: str
-    """The first route (``auto``, ``auto_explain``, ``seek_context``, ``escalate``, ...)."""
-    rule: str
+    route: PipelineAction
+    """The first route (``auto``, ``auto_explain``, ``seek_context``, ``escalate``,
+    ``concord`` or ``deliberate``)."""
+    rule: RuleId
     """The routing rule that decided the first route."""
     path: list[str]
     """Every step taken, in order (e.g. ``guard:refused``, ``seek_context:recorded``)."""
@@ -112,6 +133,8 @@ class ReviewItem(BaseModel):
     positions: list[AgentPosition]
     value_dimensions: list[str]
     """Union of the agents' value-profile keys (columns of the side-by-side table)."""
+    # The panel's JSON (meta.gold removed), journalled in review.opened; the review screens
+    # read it by key, so it becomes a Panel together with them.
     panel: dict[str, Any]
     """The panel as the reviewer sees it (``meta.gold`` withheld)."""
     reading: Reading

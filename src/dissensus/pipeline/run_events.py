@@ -6,26 +6,103 @@ Choices where the design is silent: the payloads keep the keys earlier versions 
 (only the fields a writer gave), so a journal written
 before these models is read by them unchanged, and the hash chain's canonical text of a
 new event is what the earlier dictionaries gave.
+
+``run.started`` is two models: :class:`StartedSpec`, the run specification as journalled
+(what :meth:`~dissensus.pipeline.spec.RunSpec.from_started` reads, and what the Ray
+engine hands its workers), and :class:`RunStarted`, which adds the run's input. The
+policy, calibration files and learned acceptance inside it stay JSON as written: a 0.2
+policy lacks fields added since, so validating it into :class:`~dissensus.pipeline.policy.Policy`
+here would change the payload a reader sees; :class:`~dissensus.pipeline.spec.RunSpec`
+validates each one when it is built from the event.
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal, Required
 
 from pydantic import BaseModel, ConfigDict
+from typing_extensions import TypedDict
 
-from dissensus.types import Usage
+from dissensus.types import JsonObject, Usage
 
-__all__ = ["ModelFailed", "ModelSent", "ModelSpend", "ReviewResolved", "RunFinished", "RunStopped"]
+__all__ = [
+    "ModelFailed",
+    "ModelSent",
+    "ModelSpend",
+    "ReviewResolved",
+    "RunFinished",
+    "RunInput",
+    "RunStarted",
+    "RunStopped",
+    "SpecFile",
+    "StartedSpec",
+]
 
 
 class _Payload(BaseModel):
     model_config = ConfigDict(frozen=True, extra="allow")
 
-    def payload(self) -> dict[str, Any]:
+    def payload(self) -> JsonObject:
         """The event's payload: the fields that were given (nested models whole), as JSON."""
         given = self.model_fields_set | set(self.model_extra or {})
         return {k: v for k, v in self.model_dump(mode="json").items() if k in given}
+
+
+class SpecFile(BaseModel):
+    """A file a run specification loaded."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    role: str
+    """The policy field that named it (``policy``, ``acceptance.model``, ``acceptance.calibration``,
+    ``guard.calibration``)."""
+    path: str
+    """Absolute path when it was loaded."""
+    sha256: str
+    """sha256 of its bytes when it was loaded."""
+
+
+class RunInput(TypedDict, total=False):
+    """``run.started``'s ``input``: a file (``path`` and ``sha256``) or journalled text
+    (``path`` ``-`` and ``text``, or ``base64`` when standard input was not UTF-8)."""
+
+    path: Required[str]
+    sha256: str
+    text: str
+    base64: str
+
+
+class StartedSpec(_Payload):
+    """The run specification as ``run.started`` journals it. Every key may be absent in
+    an earlier journal (``base_dir``, ``files`` and ``shift_hold`` are new in 0.3)."""
+
+    # The policy's JSON as written (a 0.2 policy lacks later fields); RunSpec validates it.
+    policy: JsonObject | None = None
+    policy_file: str | None = None
+    """The policy file as it was named (``None``: a policy given in Python, or the defaults)."""
+    base_dir: str | None = None
+    """The folder the policy's relative paths resolved against."""
+    # The reliability calibration file's JSON, passed through to RunSpec, which validates it.
+    calibration: JsonObject | None = None
+    # The guard's reliability fit as JSON, passed through to RunSpec, which validates it.
+    guard_calibration: JsonObject | None = None
+    # The learned acceptance file's verified content, passed through to dissensus.acceptance.
+    acceptance: JsonObject | None = None
+    model: str | None = None
+    """Model spec of live follow-ups."""
+    files: tuple[SpecFile, ...] = ()
+    """Every file the specification loaded, with its sha256."""
+    shift_hold: str | None = None
+    """Why learned acceptance may commit nothing in the run (a flagged shift check)."""
+
+
+class RunStarted(StartedSpec):
+    """``run.started``: a run's input and specification (the run's first event)."""
+
+    input: RunInput
+    """Where the run's panels come from."""
+    submitted_by: str | None = None
+    """The name of the token that submitted the run (runs submitted to the service)."""
 
 
 class RunFinished(_Payload):

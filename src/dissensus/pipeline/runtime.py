@@ -28,13 +28,14 @@ from typing import Any
 
 import numpy as np
 
+from dissensus.errors import ConfigError
 from dissensus.guard import ReliabilityFit
 from dissensus.llm.budget import Budget
 from dissensus.llm.client import ModelClient
 from dissensus.pipeline.acceptors import Acceptor, acceptor_for
 from dissensus.pipeline.durable import JournalledClient, replay_spend
 from dissensus.pipeline.learned import make_learned
-from dissensus.pipeline.policy import Policy
+from dissensus.pipeline.policy import PIPELINE_ACTIONS, Policy
 from dissensus.pipeline.spec import MODEL_ENV, RunSpec
 from dissensus.pipeline.trust_regions import CalibrationFile, TrustRegion, trust_regions
 from dissensus.signals import recorded_second_answers
@@ -50,7 +51,7 @@ from dissensus.states import (
 from dissensus.states.similarity import Matrix, Vectors, cosine_matrix
 from dissensus.store import event_types as ev
 from dissensus.store.journal import Journal
-from dissensus.types import Panel
+from dissensus.types import JsonObject, Panel
 
 __all__ = ["MODEL_ENV", "PrefetchedBackend", "Runtime", "resolve_model_spec"]
 
@@ -113,7 +114,18 @@ def _compiled_rules(document: str) -> RuleSet:
     """The routing rules of a policy, compiled once per distinct rules document (a
     service starts one run per request; compiling parses every condition). A
     :class:`RuleSet` only memoises deterministic routes, so runs may share one."""
-    return RuleSet.from_dict(json.loads(document), file="policy routing")
+    rules = RuleSet.from_dict(json.loads(document), file="policy routing")
+    # check_policy refuses these when a policy is loaded; a spec read back from a journal
+    # is not checked again, and a case record can only name an action the pipeline runs.
+    for rule in rules.rules:
+        if rule.action not in PIPELINE_ACTIONS:
+            raise ConfigError(
+                f"routing rule {rule.id!r} names action {rule.action!r}, which the pipeline "
+                f"does not run (it runs: {', '.join(PIPELINE_ACTIONS)})",
+                file="policy routing",
+                field="routing",
+            )
+    return rules
 
 
 @dataclass
@@ -138,7 +150,7 @@ class Runtime:
     _budget: Budget | None = field(default=None, init=False)
     _learned: Any = field(default=None, init=False)
     _acceptor: Acceptor | None = field(default=None, init=False)
-    _monitor: dict[str, Any] | None = field(default=None, init=False)
+    _monitor: JsonObject | None = field(default=None, init=False)
     client: JournalledClient = field(init=False)
 
     def __post_init__(self) -> None:
@@ -159,7 +171,7 @@ class Runtime:
         return self.spec.guard_calibration
 
     @property
-    def acceptance(self) -> dict[str, Any] | None:
+    def acceptance(self) -> JsonObject | None:
         """The learned acceptance file's verified content, if any."""
         return self.spec.acceptance
 

@@ -21,6 +21,10 @@ Choices where the design is silent:
   until a new acceptance file is calibrated. ``warn`` (the default) only reports.
 * The level is ``acceptance.shift_alpha`` (default 0.1): under exchangeability a run is
   flagged with probability at most that.
+* An outcome is a :class:`ShiftOutcome`: a ``TypedDict`` rather than a model because it
+  is the ``acceptance.shift`` payload itself, which callers extend (the run that wrote it,
+  the check in words) and hand on as JSON; journalled outcomes are validated against it
+  when read.
 """
 
 from __future__ import annotations
@@ -29,12 +33,16 @@ import random
 from collections.abc import Mapping
 from typing import Any
 
+from pydantic import TypeAdapter
+from typing_extensions import TypedDict
+
 from dissensus.store import event_types as ev
 from dissensus.store.journal import Journal
 
 __all__ = [
     "MAX_DEPLOYED",
     "SHIFT_EVENT",
+    "ShiftOutcome",
     "check_run",
     "check_vectors",
     "latest_flag",
@@ -43,6 +51,29 @@ __all__ = [
 
 SHIFT_EVENT = ev.ACCEPTANCE_SHIFT
 """The journal event of a run's shift check."""
+
+
+class ShiftOutcome(TypedDict, total=False):
+    """A shift check's outcome as journalled (``acceptance.shift``): the fields of
+    :class:`~dissensus.acceptance.shift.ShiftCheck` and the file's sha256; ``run_id``
+    and ``words`` are added by readers (:func:`latest_flag`, the service)."""
+
+    auc: float
+    p_value: float
+    shifted: bool
+    alpha: float
+    calibration_n: int
+    deployed_n: int
+    permutations: int
+    reason: str
+    file_sha256: str | None
+    run_id: str
+    """The run that journalled the check (:func:`latest_flag`)."""
+    words: str
+    """The check in plain words (:func:`shift_words`), as the service reports it."""
+
+
+_OUTCOME: TypeAdapter[ShiftOutcome] = TypeAdapter(ShiftOutcome)
 
 MAX_DEPLOYED = 2000
 """Most deployed vectors one check uses (a seeded sample beyond that)."""
@@ -55,7 +86,7 @@ def check_vectors(
     alpha: float,
     permutations: int = 200,
     seed: int = 0,
-) -> dict[str, Any] | None:
+) -> ShiftOutcome | None:
     """The shift check of ``vectors`` against the file's calibration vectors, as JSON
     (``None`` when the file keeps none)."""
     raw = acceptance.get("shift_reference")
@@ -72,7 +103,18 @@ def check_vectors(
         permutations=permutations,
         seed=seed,
     )
-    return {**check.model_dump(mode="json"), "file_sha256": acceptance.get("sha256")}
+    sha = acceptance.get("sha256")
+    return ShiftOutcome(
+        auc=check.auc,
+        p_value=check.p_value,
+        shifted=check.shifted,
+        alpha=check.alpha,
+        calibration_n=check.calibration_n,
+        deployed_n=check.deployed_n,
+        permutations=check.permutations,
+        reason=check.reason,
+        file_sha256=None if sha is None else str(sha),
+    )
 
 
 def check_run(
@@ -82,7 +124,7 @@ def check_run(
     *,
     alpha: float,
     permutations: int = 200,
-) -> dict[str, Any] | None:
+) -> ShiftOutcome | None:
     """Check run ``run_id``'s judged cases and journal the outcome (see the module docstring)."""
     from dissensus.acceptance.shift import MIN_CASES
 
@@ -98,11 +140,11 @@ def check_run(
     outcome = check_vectors(acceptance, vectors, alpha=alpha, permutations=permutations)
     if outcome is None:
         return None
-    journal.append(run_id, SHIFT_EVENT, outcome, key="run/shift")
+    journal.append(run_id, SHIFT_EVENT, dict(outcome), key="run/shift")
     return outcome
 
 
-def latest_flag(journal: Journal, file_sha256: str | None) -> dict[str, Any] | None:
+def latest_flag(journal: Journal, file_sha256: str | None) -> ShiftOutcome | None:
     """The newest journalled shift check that flagged the acceptance file ``file_sha256``."""
     if not file_sha256:
         return None
@@ -114,7 +156,7 @@ def latest_flag(journal: Journal, file_sha256: str | None) -> dict[str, Any] | N
     if not flagged:
         return None
     newest = max(flagged, key=lambda e: e.at)
-    return {**newest.payload, "run_id": newest.run_id}
+    return _OUTCOME.validate_python({**newest.payload, "run_id": newest.run_id})
 
 
 def shift_words(outcome: Mapping[str, Any]) -> str:

@@ -54,8 +54,10 @@ from dissensus.pipeline.policy import (
     load_policy,
     with_model_files_under,
 )
+from dissensus.pipeline.run_events import SpecFile, StartedSpec
 from dissensus.pipeline.trust_regions import CalibrationFile, load_calibration
 from dissensus.store import event_types as ev
+from dissensus.types import JsonObject
 
 __all__ = [
     "MODEL_ENV",
@@ -80,20 +82,6 @@ def file_sha256(path: str | Path) -> str:
     return digest.hexdigest()
 
 
-class SpecFile(BaseModel):
-    """A file a run specification loaded."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    role: str
-    """The policy field that named it (``policy``, ``acceptance.model``, ``acceptance.calibration``,
-    ``guard.calibration``)."""
-    path: str
-    """Absolute path when it was loaded."""
-    sha256: str
-    """sha256 of its bytes when it was loaded."""
-
-
 class RunSpec(BaseModel):
     """Everything one run decides with (frozen). Build it with :meth:`from_policy`."""
 
@@ -109,7 +97,7 @@ class RunSpec(BaseModel):
     """The reliability calibration (``acceptance.calibration``), loaded."""
     guard_calibration: ReliabilityFit | None = None
     """The guard calibration (``guard.calibration``), loaded: invariant 3 applies with it."""
-    acceptance: dict[str, Any] | None = None
+    acceptance: JsonObject | None = None
     """The learned acceptance file's verified content (JSON passed through untouched to
     :mod:`dissensus.acceptance`, which validates it)."""
     model: str | None = None
@@ -213,38 +201,48 @@ class RunSpec(BaseModel):
 
     # -- the journal ------------------------------------------------------------------
 
-    def started_fields(self) -> dict[str, Any]:
-        """The spec as ``run.started`` journals it (the 0.2 keys, plus ``base_dir`` and ``files``)."""
-        return {
-            "policy": self.policy.model_dump(mode="json"),
-            "policy_file": self.policy_file,
-            "base_dir": self.base_dir,
-            "calibration": self.calibration.model_dump(mode="json") if self.calibration else None,
-            "guard_calibration": self.guard_calibration.model_dump(mode="json")
+    def started_fields(self) -> JsonObject:
+        """The spec as ``run.started`` journals it (the 0.2 keys, plus ``base_dir``,
+        ``files`` and ``shift_hold``): :meth:`started` as JSON."""
+        return self.started().payload()
+
+    def started(self) -> StartedSpec:
+        """The spec as ``run.started`` journals it, every key given."""
+        return StartedSpec(
+            policy=self.policy.model_dump(mode="json"),
+            policy_file=self.policy_file,
+            base_dir=self.base_dir,
+            calibration=self.calibration.model_dump(mode="json") if self.calibration else None,
+            guard_calibration=self.guard_calibration.model_dump(mode="json")
             if self.guard_calibration
             else None,
-            "acceptance": self.acceptance,
-            "model": self.model,
-            "files": [f.model_dump(mode="json") for f in self.files],
-            "shift_hold": self.shift_hold,
-        }
+            acceptance=self.acceptance,
+            model=self.model,
+            files=self.files,
+            shift_hold=self.shift_hold,
+        )
 
     @classmethod
-    def from_started(cls, started: Mapping[str, Any]) -> RunSpec:
-        """The spec a run was started with (from its ``run.started`` payload)."""
+    def from_started(cls, started: StartedSpec | Mapping[str, Any]) -> RunSpec:
+        """The spec a run was started with (from its ``run.started`` payload, or the
+        payload's model)."""
         try:
-            cal = started.get("calibration")
-            guard_cal = started.get("guard_calibration")
+            fields = (
+                started
+                if isinstance(started, StartedSpec)
+                else StartedSpec.model_validate(dict(started))
+            )
+            cal, guard_cal = fields.calibration, fields.guard_calibration
             return cls(
-                policy=Policy.model_validate(started.get("policy") or {}),
-                policy_file=started.get("policy_file"),
-                base_dir=started.get("base_dir"),
+                policy=Policy.model_validate(fields.policy or {}),
+                policy_file=fields.policy_file,
+                base_dir=fields.base_dir,
                 calibration=CalibrationFile.model_validate(cal) if cal else None,
                 guard_calibration=ReliabilityFit.model_validate(guard_cal) if guard_cal else None,
-                acceptance=started.get("acceptance"),
-                model=started.get("model"),
-                files=tuple(SpecFile.model_validate(f) for f in started.get("files") or ()),
-                shift_hold=started.get("shift_hold"),
+                acceptance=fields.acceptance,
+                model=fields.model,
+                files=fields.files,
+                shift_hold=fields.shift_hold,
             )
         except ValidationError as exc:
             first = exc.errors()[0]
@@ -278,6 +276,8 @@ class RunSpec(BaseModel):
         """``role -> sha256`` of every loaded file."""
         return {f.role: f.sha256 for f in self.files}
 
+    # The JSON ``runs show`` prints (and its --json); the CLI reads it as a dict, so it
+    # becomes a model when the CLI's outputs get response models.
     def summary(self) -> dict[str, Any]:
         """What ``runs show`` prints: where the settings came from, without the files' content."""
         acceptance = self.acceptance or {}
@@ -391,7 +391,7 @@ def _learned(
     base: Path | None,
     policy_file: str | None,
     override: str | os.PathLike[str] | None,
-) -> tuple[dict[str, Any] | None, Path | None]:
+) -> tuple[JsonObject | None, Path | None]:
     if override:
         name = os.fspath(override)
         data = load_learned_data(name, None, policy_file=None, field="--acceptance")

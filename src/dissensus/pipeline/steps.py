@@ -45,7 +45,7 @@ from dissensus.pipeline.learned import AcceptanceFigures
 from dissensus.pipeline.trust_regions import Acceptance
 from dissensus.signals import AgentSignal, SecondAnswer, Voice
 from dissensus.states import Reading, Route
-from dissensus.types import Panel, Usage
+from dissensus.types import JsonObject, Panel, Usage
 
 __all__ = [
     "AcceptanceStep",
@@ -77,7 +77,7 @@ class CaseInput(_Step):
 class CallRecord(_Step):
     """One completed model call, journalled before its caller sees it."""
 
-    request: dict[str, Any]
+    request: JsonObject
     """The request as sent: messages, agent, role, stage, sampling settings (never keys)."""
     schema_: str | None = Field(default=None, alias="schema")
     """Name of the pydantic schema the answer was validated against, if any."""

@@ -23,7 +23,7 @@ from dissensus.states.reading import (
     read_panel,
     read_panels,
 )
-from dissensus.states.routing import Action, Route, RuleSet, route
+from dissensus.states.routing import Action, Route, RuleId, RuleSet, route
 from dissensus.states.similarity import (
     EmbeddingBackend,
     SimilarityBackend,
@@ -39,6 +39,7 @@ __all__ = [
     "EmbeddingBackend",
     "Reading",
     "Route",
+    "RuleId",
     "RuleSet",
     "SimilarityBackend",
     "State",

@@ -20,6 +20,7 @@ M = TypeVar("M", bound=BaseModel)
 _FIELDS: dict[type[BaseModel], frozenset[str]] = {}
 
 
+# ``values`` are a model's field values by name (already valid), not JSON.
 def trusted(cls: type[M], values: dict[str, Any]) -> M:
     """An instance of ``cls`` holding ``values`` (every field, already valid)."""
     fields = _FIELDS.get(cls)

@@ -63,17 +63,21 @@ Semantics (the design names priorities and superiority but leaves their combinat
   mapping, are routed without the memo. A property test checks memoised routes against
   routes evaluated afresh.
 * Actions are free lower-case identifiers (``[a-z][a-z0-9_]*``); the four above are the
-  standard ones, a pipeline may add its own (``concord``, ``deliberate``, ...).
+  standard ones (:class:`Action`), a pipeline may add its own (``concord``,
+  ``deliberate``, ...), so :attr:`Route.action` is a ``str``.
+* Rule ids are named by whoever writes the rules file (besides the four ``default-XX``
+  and the built-ins), so they are an open set: :data:`RuleId`, a ``str`` newtype that
+  says what the string is, not an enumeration.
 """
 
 from __future__ import annotations
 
 import heapq
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import Any, NewType
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -102,12 +106,20 @@ __all__ = [
     "Route",
     "RouteFields",
     "Rule",
+    "RuleId",
     "RuleSet",
     "RuleSpec",
     "RulesFile",
     "route",
     "route_of",
 ]
+
+
+RuleId = NewType("RuleId", str)
+"""The id of a routing rule: a rules file's ``id`` (``[A-Za-z0-9][A-Za-z0-9_.-]*``), a
+default rule's ``default-CA`` / ``-DA`` / ``-CD`` / ``-DD``, or a built-in's
+(:data:`BUILTIN_RULES`). Users name rules, so the ids are an open set (a ``str``,
+written as is in JSON), not an enumeration."""
 
 
 class Action(StrEnum):
@@ -199,11 +211,11 @@ class Route(BaseModel):
 
     action: str
     """The meta-action."""
-    rule: str
+    rule: RuleId
     """Id of the deciding rule."""
-    defeated: list[str]
+    defeated: list[RuleId]
     """Applicable rules that were defeated, in rule order."""
-    concurring: list[str] = Field(default_factory=list)
+    concurring: list[RuleId] = Field(default_factory=list)
     """Other undefeated applicable rules (always with the same action)."""
 
 
@@ -545,7 +557,7 @@ def _paths(node: Node, out: list[tuple[str, ...]]) -> None:
             _paths(item, out)
 
 
-_NAME_OF: dict[str, Any] = {
+_NAME_OF: dict[str, Callable[[Reading, int | None], Hashable]] = {
     "state": lambda r, v: r.state._value_,
     "agreement": lambda r, v: r.agreement,
     "decision": lambda r, v: r.decision,
@@ -589,8 +601,8 @@ def _memo_key(paths: Sequence[tuple[str, ...]]) -> Any:
                 values.append(value)
         if deeper:
             env = {"meta": meta or {}}
-            for get in deeper:
-                value = get(env)
+            for find in deeper:
+                value = find(env)
                 if not isinstance(value, _SCALARS):
                     return None
                 values.append(value.__class__)

@@ -32,13 +32,13 @@ from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import islice
-from typing import IO, Any
+from typing import IO
 
 from dissensus.io.fastjson import dumps_line
 from dissensus.states.reading import Reading, State, Thresholds, _read_batch
 from dissensus.states.routing import Route, RuleSet, route_of
 from dissensus.states.similarity import SimilarityBackend
-from dissensus.types import PanelLike
+from dissensus.types import JsonObject, PanelLike
 
 __all__ = ["GC_THRESHOLD", "RouteTally", "record_of", "route_stream"]
 
@@ -46,7 +46,7 @@ GC_THRESHOLD = 50_000
 """The collector's first threshold while :func:`route_stream` runs (when it was lower)."""
 
 
-def record_of(reading: Reading, routed: Route, *, with_matrix: bool = False) -> dict[str, Any]:
+def record_of(reading: Reading, routed: Route, *, with_matrix: bool = False) -> JsonObject:
     """The JSON record of one routed panel."""
     return _record(
         reading,
@@ -59,10 +59,10 @@ def _record(
     reading: Reading,
     routed: tuple[str, str, Sequence[str], Sequence[str]],
     with_matrix: bool,
-) -> dict[str, Any]:
+) -> JsonObject:
     """:func:`record_of` from the route's fields (lists or tuples: both are JSON arrays)."""
     action, rule, defeated, concurring = routed
-    record: dict[str, Any] = {
+    record: JsonObject = {
         "id": reading.id,
         "state": reading.state._value_,  # as .value, without the enum descriptor
         "action": action,
