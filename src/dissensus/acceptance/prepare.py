@@ -4,7 +4,7 @@ The feature rows of :mod:`dissensus.acceptance.features` need the panel's readin
 (:mod:`dissensus.states`), the guard's decision (:mod:`dissensus.guard`) and any re-ask
 answers. This module computes them the way the pipeline does, so that calibration and
 decision see the same features: the reading with the given similarity backend and
-thresholds, the guard's audit with the run's guard calibration and options
+thresholds, the guard's check with the run's guard calibration and options
 (:class:`GuardInputs`; its posterior, n_eff and verifier are features, not gates), the
 re-asks recorded in the panel. :func:`acceptance_guard` is the one function both
 calibration (:func:`prepare_cases`) and ``decide`` (:mod:`dissensus.pipeline.engine`)
@@ -50,7 +50,7 @@ __all__ = [
 
 @dataclass(frozen=True)
 class GuardInputs:
-    """What the guard's audit depends on besides the panel: the run's guard settings."""
+    """What the guard's check depends on besides the panel: the run's guard settings."""
 
     calibration: Any = None
     """The run's :class:`~dissensus.guard.ReliabilityFit` (policy ``guard.calibration``), or ``None``."""

@@ -1,6 +1,6 @@
 """A panel's votes as the guard reads them: one per voting agent, with its provenance.
 
-The guard audits :class:`~dissensus.types.Vote` lists; a pipeline run, the acceptance
+The guard checks :class:`~dissensus.types.Vote` lists; a pipeline run, the acceptance
 features and the integrations all start from a :class:`~dissensus.types.Panel`, and
 read its votes through this one function so that they audit the same votes.
 

@@ -1,4 +1,4 @@
-"""One acceptance interface: "may the pipeline commit this case it could not audit?"
+"""One acceptance interface: "may the pipeline commit this case the guard could not back?"
 
 Every method that answers it is an :class:`Acceptor` with one method, :meth:`judge`, from
 one :class:`AcceptInput` to one verdict, the journalled :class:`AcceptanceStep` (crowd-kit's

@@ -2,7 +2,7 @@
 
 A seeded share (``acceptance.audit_rate``) of automatic commits also journals a *blind
 audit item* (``review.audit``, key ``case/<line>/audit``): the case's review item with
-the committed answer, the suggestion, the acceptance step, the guard's audit and the
+the committed answer, the suggestion, the acceptance step, the guard's check and the
 readings' plurality decision withheld, so the reviewer judges the case afresh. The
 reviewer answers it with ``dissensus review confirm <run>.<line>`` (or the service's
 confirm endpoint): the case record stays automatic, and the confirmation or correction

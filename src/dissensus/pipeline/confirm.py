@@ -6,7 +6,7 @@ audits an automatically committed case journals what the right decision was
 *confirmation*) or another one (a *correction*). Each audit is a labelled case for
 ``calibrate-acceptance --journal`` (:mod:`dissensus.pipeline.labels`), read with the
 features the pipeline had when it decided: the panel it journalled (``case.input``),
-its first reading, the guard's audit and the second answers of its last follow-up.
+its first reading, the guard's check and the second answers of its last follow-up.
 Audits matter to the guarantee: calibrating on escalations alone would teach the model
 only about the cases it was unsure of.
 

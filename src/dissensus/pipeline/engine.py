@@ -9,7 +9,7 @@
    ``auto_explain`` route commits on the guard's word only when the voters' evidence is
    auditable and independent (invariants 1 and 2 hold, and 3 when a guard calibration
    is configured) and the guard's answer is the panel's. Otherwise the case goes to
-   ``seek_context`` with the guard's refusal as the reason. (The guard's audit is
+   ``seek_context`` with the guard's refusal as the reason. (The guard's check is
    journalled for every case, so a reviewer sees it whatever the route.)
 4. **Seek context**: a bounded follow-up (:mod:`dissensus.pipeline.followup`), one more
    reading of the perturbed panel, then acceptance: *learned acceptance* when an

@@ -7,7 +7,7 @@ Both return the typed step the journal keeps (:mod:`dissensus.pipeline.steps`).
 
 Choices where the design is silent:
 
-* The guard audits the panel's votes as :func:`dissensus.guard.panel_votes` reads them
+* The guard checks the panel's votes as :func:`dissensus.guard.panel_votes` reads them
   (re-exported here): a vote's provenance is the agent's first evidence item that was
   present, else ``parametric:<family or agent>``.
 * "Evidence-backed and independent" means guard invariants 1 and 2 hold, and 3 as well
@@ -36,7 +36,7 @@ def route_step(rt: Runtime, panel: Panel, reading: Reading) -> Route:
 
 
 def guard_step(rt: Runtime, panel: Panel, reading: Reading) -> GuardStep:
-    """The guard's audit of the panel (``docs/guard.md``)."""
+    """The guard's check of the panel (``docs/guard.md``)."""
     if not rt.policy.guard.enabled:
         return GuardStep(
             applicable=False,

@@ -8,7 +8,7 @@ candidate could have been right, so it says nothing about which candidate to tru
 
 Every audited automatic decision (``review confirm``, :mod:`dissensus.pipeline.confirm`)
 is a labelled case too, confirmation or correction alike: the panel the pipeline
-journalled (``case.input``), its first reading, the guard's audit and the answers of
+journalled (``case.input``), its first reading, the guard's check and the answers of
 its last follow-up round, with the reviewer's decision as the gold answer.
 
 Choices where the design is silent: a resolved item of a run whose review event

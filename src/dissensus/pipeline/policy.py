@@ -148,11 +148,11 @@ class GuardSettings(_Section):
     """Guard calibration (JSON of ``dissensus calibrate``), relative to the policy: with it,
     invariant 3 (beta bounded by a measured beta*) must hold as well."""
     options: JsonObject = Field(default_factory=dict)
-    """Extra keyword settings passed to the guard's audit (its thresholds)."""
+    """Extra keyword settings passed to the guard's check (its thresholds)."""
 
 
 class AcceptanceSettings(_Section):
-    """When an agreement the guard cannot audit may still be accepted (calibrated reliability)."""
+    """When an agreement the guard cannot back may still be accepted (calibrated reliability)."""
 
     model: str | None = None
     """Learned acceptance file (``dissensus calibrate-acceptance``), relative to the policy.

@@ -91,7 +91,7 @@ class CallRecord(_Step):
 
 
 class GuardStep(_Step):
-    """The guard's audit of the panel's votes (``docs/guard.md``)."""
+    """The guard's check of the panel's votes (``docs/guard.md``)."""
 
     applicable: bool
     """Whether there was anything to audit (at least two votes, guard enabled)."""

@@ -1,4 +1,4 @@
-"""Calibrated reliability: when may the pipeline accept an agreement it cannot audit?
+"""Calibrated reliability: when may the pipeline accept an agreement the guard cannot back?
 
 The guard refuses consensus weighting when evidence independence cannot be audited
 (docs/guard.md).

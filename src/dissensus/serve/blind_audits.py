@@ -2,7 +2,7 @@
 
 A blind audit item (:mod:`dissensus.pipeline.audit`, ``review.audit``) is the case of an
 automatic commit with the committed answer, the suggestion, the acceptance figures, the
-guard's audit and the readings' plurality answer withheld. The page shows it as the CLI
+guard's check and the readings' plurality answer withheld. The page shows it as the CLI
 (``dissensus review show RUN.LINE``) and the API (``GET /v1/audits/RUN.LINE``) do, and the
 reviewer's answer is journalled by :func:`dissensus.pipeline.confirm.confirm`, the
 function behind ``dissensus review confirm``.

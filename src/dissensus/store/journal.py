@@ -1,6 +1,6 @@
 """The run journal: one object over an event log and the services kept beside it.
 
-Every run of the pipeline writes its inputs, readings, guard audits, routes, every model
+Every run of the pipeline writes its inputs, readings, guard checks, routes, every model
 call with its usage, follow-ups, packets, certificates, review items, human resolutions
 and final records as *events* (:mod:`~dissensus.store.events`), each chained on the one
 before it (:mod:`~dissensus.store.chain`). ``Journal(target)`` opens the back end the
