@@ -28,9 +28,13 @@ queue: the longest path a request without a model-backed follow-up takes).
 
 Targets: p50 added ≤ 10 ms; throughput ≥ 0.9 of ``C / L``.
 
+With ``--repeat N`` the whole measurement runs ``N`` times (a fresh server and journal
+each time) and ends with every headline figure's median, minimum and maximum over the
+repetitions, with the load average each one ended at.
+
 Usage::
 
-    python benchmarks/bench_chat.py [--members 5] [--latency 0.25] [--requests 60] [--concurrency 4 16 32]
+    python benchmarks/bench_chat.py [--members 5] [--latency 0.25] [--requests 60] [--concurrency 4 16 32] [--repeat 3]
 """
 
 from __future__ import annotations
@@ -215,7 +219,8 @@ class Sleeper:
 
 def library(
     tmp: Path, n: int, latency: float, requests: int, rounds: int, cs: list[int]
-) -> tuple[list[float], dict[int, float]]:
+) -> tuple[list[float], dict[int, float], float]:
+    """The library call's sequential latencies, rates per ``C`` and CPU ms per sequential request."""
     members = [{"name": f"m{i}", "model": "scripted:unused", "family": f"f{i}"} for i in range(n)]
     policy = policy_from_dict({"reading": {"similarity": "tfidf"}, "panel": {"answer": "number"}})
     settings = policy.panel.model_validate({"answer": "number", "members": members})
@@ -251,9 +256,9 @@ def library(
     try:
         seq, rates = asyncio.run(run())
     finally:
+        chat.close()
         journal.close()
-    print(f"library call: CPU per sequential request {cpu_ms[0]:.1f} ms")
-    return seq, rates
+    return seq, rates, cpu_ms[0]
 
 
 def cpu_seconds(pid: int) -> float:
@@ -292,51 +297,48 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--members", type=int, default=5)
-    parser.add_argument("--latency", type=float, default=0.25, help="Each member's latency, s.")
-    parser.add_argument("--requests", type=int, default=60, help="Sequential requests.")
-    parser.add_argument("--rounds", type=int, default=4, help="Requests per concurrent client.")
-    parser.add_argument("--concurrency", type=int, nargs="+", default=[4, 16, 32])
-    args = parser.parse_args()
+Figures = dict[str, float]
+"""One repetition's headline figures, by name (see :func:`summary`)."""
+
+
+def measure(args: argparse.Namespace, tmp: Path) -> Figures:
+    """One repetition: the library call, then the endpoint; prints its full report."""
     lat = args.latency
-    with tempfile.TemporaryDirectory() as name:
-        tmp = Path(name)
-        lib_seq, lib_rates = library(
-            tmp, args.members, lat, args.requests, args.rounds, args.concurrency
-        )
-        members, urls = start_members(args.members, lat)
-        cpu: dict[int, dict[str, float]] = {}
+    lib_seq, lib_rates, lib_cpu = library(
+        tmp, args.members, lat, args.requests, args.rounds, args.concurrency
+    )
+    members, urls = start_members(args.members, lat)
+    cpu: dict[int, dict[str, float]] = {}
+    try:
+        proc, base = start_server(tmp, write_policy(tmp, urls, lat))
         try:
-            proc, base = start_server(tmp, write_policy(tmp, urls, lat))
-            try:
-                chat = base + "/v1/chat/completions"
-                direct = asyncio.run(sequential(urls[0] + "/chat/completions", args.requests))
-                asyncio.run(sequential(chat, 2))  # warm-up: imports, first connections
-                meter = Meter(proc.pid, members.pid)
-                meter.start()
-                seq = asyncio.run(sequential(chat, args.requests))
-                meter.stop(args.requests + 1)
-                cpu_lines = {1: meter.line()}
-                cpu[1] = dict(meter.per_request)
-                rates: dict[int, float] = {}
-                for c in args.concurrency:
-                    rates[c] = asyncio.run(concurrent(chat, c, args.rounds, meter))
-                    cpu_lines[c] = meter.line()
-                    cpu[c] = dict(meter.per_request)
-            finally:
-                proc.terminate()
-                proc.wait(timeout=30)
+            chat = base + "/v1/chat/completions"
+            direct = asyncio.run(sequential(urls[0] + "/chat/completions", args.requests))
+            asyncio.run(sequential(chat, 2))  # warm-up: imports, first connections
+            meter = Meter(proc.pid, members.pid)
+            meter.start()
+            seq = asyncio.run(sequential(chat, args.requests))
+            meter.stop(args.requests + 1)
+            cpu_lines = {1: meter.line()}
+            cpu[1] = dict(meter.per_request)
+            rates: dict[int, float] = {}
+            for c in args.concurrency:
+                rates[c] = asyncio.run(concurrent(chat, c, args.rounds, meter))
+                cpu_lines[c] = meter.line()
+                cpu[c] = dict(meter.per_request)
         finally:
-            assert members.stdin is not None
-            members.stdin.close()
-            members.wait(timeout=30)
+            proc.terminate()
+            proc.wait(timeout=30)
+    finally:
+        assert members.stdin is not None
+        members.stdin.close()
+        members.wait(timeout=30)
     d50 = statistics.median(direct)
     print(
         f"members: {args.members}, fixed latency L = {lat * 1000:.0f} ms; "
         f"journal sync {os.environ['DISSENSUS_JOURNAL_SYNC']}; {os.cpu_count()} CPUs"
     )
+    print(f"library call: CPU per sequential request {lib_cpu:.1f} ms")
     report("library call (PanelChat), in-process members:", lat, lib_seq, lib_rates)
     report("HTTP endpoint, loopback member servers:", lat, seq, rates, cpu_lines)
     print(
@@ -353,7 +355,50 @@ def main() -> None:
             f"server cores (of 1) and {ideal * total:4.2f} machine cores (of {cores}); "
             f"CPU allows at most {min(1 / per['server'], cores / total):6.1f} requests/s"
         )
-    print(f"  load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    load = os.getloadavg()
+    print(f"  load average: {' '.join(f'{x:.2f}' for x in load)}")
+    figures: Figures = {
+        "library CPU ms per request": lib_cpu,
+        "library added p50 ms": (pct(lib_seq, 0.5) - lat) * 1000,
+        "library ratio C=1": lat / statistics.mean(lib_seq),
+        **{f"library ratio C={c}": r * lat / c for c, r in lib_rates.items()},
+        "endpoint added p50 ms": (pct(seq, 0.5) - lat) * 1000,
+        "endpoint added p99 ms": (pct(seq, 0.99) - lat) * 1000,
+        "endpoint ratio C=1": lat / statistics.mean(seq),
+        **{f"endpoint ratio C={c}": r * lat / c for c, r in rates.items()},
+        **{f"server CPU ms per request C={c}": per["server"] * 1000 for c, per in cpu.items()},
+        "load average (1 min)": load[0],
+    }
+    return figures
+
+
+def summary(runs: list[Figures]) -> None:
+    """Each figure over the repetitions: median, then min and max."""
+    print(f"over {len(runs)} repetitions: median [min, max]")
+    for name in runs[0]:
+        values = [run[name] for run in runs]
+        print(
+            f"  {name:34s} {statistics.median(values):8.2f} [{min(values):8.2f}, {max(values):8.2f}]"
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--members", type=int, default=5)
+    parser.add_argument("--latency", type=float, default=0.25, help="Each member's latency, s.")
+    parser.add_argument("--requests", type=int, default=60, help="Sequential requests.")
+    parser.add_argument("--rounds", type=int, default=4, help="Requests per concurrent client.")
+    parser.add_argument("--concurrency", type=int, nargs="+", default=[4, 16, 32])
+    parser.add_argument("--repeat", type=int, default=1, help="Repetitions (spread printed).")
+    args = parser.parse_args()
+    runs: list[Figures] = []
+    for i in range(args.repeat):
+        if args.repeat > 1:
+            print(f"--- repetition {i + 1} of {args.repeat}")
+        with tempfile.TemporaryDirectory() as name:
+            runs.append(measure(args, Path(name)))
+    if args.repeat > 1:
+        summary(runs)
 
 
 if __name__ == "__main__":

@@ -25,6 +25,7 @@ from dissensus.llm import (
     resolve_model,
 )
 from dissensus.llm.fakeserver import FakeServer, FaultKind, FaultPlan, ServerSettings
+from dissensus.llm.openai_backend import Transport, aiohttp_available
 from dissensus.llm.scripted import parse_script
 
 SCRIPT = parse_script(
@@ -99,10 +100,17 @@ def server() -> Iterator[FakeServer]:
 
 
 def client_for(
-    srv: FakeServer, settings: ClientSettings = FAST, budget: Budget | None = None
+    srv: FakeServer,
+    settings: ClientSettings = FAST,
+    budget: Budget | None = None,
+    transport: Transport = "httpx",
 ) -> ModelClient:
     backend = OpenAIBackend(
-        "fake-model", base_url=srv.base_url, api_key="sk-test-key", timeout_s=settings.timeout_s
+        "fake-model",
+        base_url=srv.base_url,
+        api_key="sk-test-key",
+        timeout_s=settings.timeout_s,
+        transport=transport,
     )
     return ModelClient(backend, settings=settings, budget=budget)
 
@@ -125,13 +133,26 @@ EXPECTED_KIND = {
 }
 
 
+TRANSPORTS = [
+    "httpx",
+    pytest.param(
+        "aiohttp",
+        marks=pytest.mark.skipif(not aiohttp_available(), reason="openai[aiohttp] not installed"),
+    ),
+]
+"""Both HTTP stacks under the SDK: every fault must read the same on each."""
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
 @pytest.mark.parametrize("fault", TRANSIENT)
-def test_every_transient_fault_is_retried(fault: FaultKind, request: pytest.FixtureRequest) -> None:
+def test_every_transient_fault_is_retried(
+    fault: FaultKind, transport: Transport, request: pytest.FixtureRequest
+) -> None:
     if fault == "hang":
         request.getfixturevalue("warm_sdk")
     srv = serve([fault])
     try:
-        client = client_for(srv, FAST)
+        client = client_for(srv, FAST, transport=transport)
         out = client.chat_sync(judge_request(), schema=Verdict)
         if fault == "hang":  # cut short by the deadline, not by the server giving up
             assert abandoned_hangs(srv, 1) == 1
@@ -144,9 +165,10 @@ def test_every_transient_fault_is_retried(fault: FaultKind, request: pytest.Fixt
         srv.stop()
 
 
+@pytest.mark.parametrize("transport", TRANSPORTS)
 @pytest.mark.parametrize("fault", TRANSIENT)
 def test_every_transient_fault_is_typed_when_retries_run_out(
-    fault: FaultKind, request: pytest.FixtureRequest
+    fault: FaultKind, transport: Transport, request: pytest.FixtureRequest
 ) -> None:
     srv = serve([fault])
     try:
@@ -154,7 +176,7 @@ def test_every_transient_fault_is_typed_when_retries_run_out(
         if fault == "hang":
             request.getfixturevalue("warm_sdk")
             update["timeout_s"] = HUNG_ATTEMPT_S
-        client = client_for(srv, FAST.model_copy(update=update))
+        client = client_for(srv, FAST.model_copy(update=update), transport=transport)
         with pytest.raises(ModelCallError) as info:
             client.chat_sync(judge_request())
         assert info.value.kind == EXPECTED_KIND[fault]
@@ -232,13 +254,15 @@ def test_schema_unsupported_twice_falls_back_to_prompt_only() -> None:
         srv.stop()
 
 
-def test_auth_error_is_not_retried() -> None:
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_auth_error_is_not_retried(transport: Transport) -> None:
     srv = serve(["auth_error"])
     try:
-        client = client_for(srv)
+        client = client_for(srv, transport=transport)
         with pytest.raises(ModelCallError) as info:
             client.chat_sync(judge_request())
         assert info.value.status == 401 and info.value.kind == "client_error"
+        assert "sk-test-key" not in str(info.value)
         assert srv.requests_received == 1
         client.close()
     finally:
@@ -318,3 +342,15 @@ def test_budget_refusal_reaches_no_server(server: FakeServer) -> None:
         client.chat_sync(judge_request())
     assert server.requests_received == 1
     client.close()
+
+
+def test_the_aiohttp_transport_where_it_is_missing_is_a_config_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from dissensus.errors import ConfigError
+    from dissensus.llm import openai_backend
+
+    monkeypatch.setattr(openai_backend, "aiohttp_available", lambda: False)
+    with pytest.raises(ConfigError) as info:
+        OpenAIBackend("fake-model", base_url="http://127.0.0.1:9/v1", transport="aiohttp")
+    assert info.value.field == "transport" and "openai[aiohttp]" in str(info.value)

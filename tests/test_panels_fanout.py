@@ -111,3 +111,23 @@ def test_the_panel_keeps_every_member_in_order(fates: list[str], min_answers: in
             assert (out.decision, report.status) == (None, "abstained")
         else:
             assert (out.decision, report.status) == (fate, "answered")
+
+
+def test_openai_members_take_the_sdks_aiohttp_client_where_installed() -> None:
+    from dissensus.llm.openai_backend import OpenAIBackend, aiohttp_available
+
+    settings = PanelSettings.model_validate(
+        {
+            "members": [
+                {"name": "a", "model": "openai:m", "base_url": "http://127.0.0.1:9/v1"},
+                {"name": "b", "model": "openai:m", "base_url": "http://127.0.0.1:9/v1"},
+            ]
+        }
+    )
+    members = Members.open(settings)
+    backends = list(members.backends.values())
+    assert all(isinstance(b, OpenAIBackend) for b in backends)
+    expected = "aiohttp" if aiohttp_available() else "httpx"
+    assert [b.transport for b in backends if isinstance(b, OpenAIBackend)] == [expected] * 2
+    # The key never reaches the backend's repr, whichever transport it uses.
+    assert all("unused" not in repr(b) and expected in repr(b) for b in backends)

@@ -123,7 +123,10 @@ async def chat_completions(request: Request) -> Response:
         return _error(ChatError(500, "internal error", type="server_error", code="internal"))
     headers = {"X-Dissensus-Run": completion.dissensus.run_id}
     if not (isinstance(body, dict) and body.get("stream") is True):
-        return JSONResponse(completion.model_dump(mode="json"), headers=headers)
+        # The completion is a validated model: serialised once, straight to the body.
+        return Response(
+            completion.model_dump_json(), media_type="application/json", headers=headers
+        )
 
     async def stream() -> AsyncIterator[str]:
         for chunk in as_chunks(completion):
