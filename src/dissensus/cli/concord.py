@@ -47,6 +47,7 @@ from dissensus.errors import ConfigError, InputError
 if TYPE_CHECKING:
     from dissensus.concord.problem import Problem
     from dissensus.concord.record import Certificate
+    from dissensus.types import JsonObject
 
 __all__ = ["bound", "negotiate", "verify"]
 
@@ -179,7 +180,7 @@ def negotiate(
         message = str(exc).removeprefix(f"field {exc.field!r}: " if exc.field else "")
         raise ConfigError(message, file=problem_file, field=exc.field) from exc
     signer = signer_from_env()
-    cert_doc: dict[str, Any] = cert.model_dump(mode="json")
+    cert_doc: JsonObject = cert.model_dump(mode="json")  # signed as it is
     if signer is not None:  # $DISSENSUS_SIGNING_KEY: the written certificate carries a signature
         cert_doc = sign_document(cert_doc, signer)
     if out:
@@ -352,7 +353,7 @@ def verify(
     raise typer.Exit(code=EXIT_OK if ok else EXIT_FAILURE)
 
 
-def _verify_packet_signature(name: str, data: dict[str, Any], key: Any, as_json: bool) -> None:
+def _verify_packet_signature(name: str, data: JsonObject, key: Any, as_json: bool) -> None:
     from dissensus.signing import document_status, signed_kind
 
     if key is None:

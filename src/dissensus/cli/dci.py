@@ -19,7 +19,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import typer
 from rich.table import Table
@@ -79,7 +79,7 @@ def _config(
     no_dci_cf: bool,
     max_rounds: int | None,
 ) -> DCIConfig:
-    update: dict[str, Any] = {}
+    update: dict[str, Any] = {}  # pydantic's model_copy(update=...) mapping
     if no_archetypes:
         update["archetypes"] = False
     if no_typed_grammar:
@@ -217,28 +217,46 @@ def _mean(values: list[float]) -> float:
     return sum(values) / len(values) if values else float("nan")
 
 
-def aggregate(scores: list[dict[str, Any]]) -> dict[str, Any]:
+class Score(TypedDict):
+    """One judge's scores of one output, as ``judge --json`` lists them."""
+
+    judge: str
+    task_id: str
+    method: str
+    variant: str | None
+    overall: int
+    risk_identification: int
+    reasoning_depth: int
+    actionability: int
+    rationale: str
+
+
+Means = dict[str, dict[str, dict[str, float]]]
+"""Judge -> method (and variant) -> criterion (and ``n``) -> mean."""
+
+_CRITERIA = ("overall", "risk_identification", "reasoning_depth", "actionability")
+
+
+def aggregate(scores: list[Score]) -> Means:
     """Per judge and per method (and variant): mean of every rubric criterion, and n."""
-    out: dict[str, dict[str, dict[str, float]]] = {}
-    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    out: Means = {}
+    groups: dict[tuple[str, str], list[Score]] = {}
     for s in scores:
         key = s["method"] + (f"[{s['variant']}]" if s.get("variant") else "")
         groups.setdefault((s["judge"], key), []).append(s)
     for (judge, key), rows in sorted(groups.items()):
-        out.setdefault(judge, {})[key] = {
-            c: round(_mean([float(r[c]) for r in rows]), 3)
-            for c in ("overall", "risk_identification", "reasoning_depth", "actionability")
-        } | {"n": float(len(rows))}
+        means = {c: round(_mean([float(r[c]) for r in rows]), 3) for c in _CRITERIA}  # type: ignore[literal-required]
+        out.setdefault(judge, {})[key] = means | {"n": float(len(rows))}
     return out
 
 
 async def _judge_all(
     outputs: list[DeliberationOutput], specs: list[str], budget: tuple[int | None, int | None]
-) -> tuple[list[dict[str, Any]], list[str]]:
+) -> tuple[list[Score], list[str]]:
     from dissensus.agents.deliberator import LLMJudge
     from dissensus.llm import LLMError
 
-    scores: list[dict[str, Any]] = []
+    scores: list[Score] = []
     errors: list[str] = []
     for spec in specs:
         client = _client(spec, "judge", *budget)
@@ -251,13 +269,17 @@ async def _judge_all(
                     errors.append(f"{spec}: {out.task_id}/{out.method}: {exc}")
                     continue
                 scores.append(
-                    {
-                        "judge": spec,
-                        "task_id": out.task_id,
-                        "method": out.method,
-                        "variant": out.variant,
-                        **s.model_dump(),
-                    }
+                    Score(
+                        judge=spec,
+                        task_id=out.task_id,
+                        method=out.method,
+                        variant=out.variant,
+                        overall=s.overall,
+                        risk_identification=s.risk_identification,
+                        reasoning_depth=s.reasoning_depth,
+                        actionability=s.actionability,
+                        rationale=s.rationale,
+                    )
                 )
         finally:
             await client.aclose()
@@ -314,7 +336,7 @@ def judge_cmd(
     raise typer.Exit(code=EXIT_FAILURE if errors and not code else code)
 
 
-def _show_judges(summary: dict[str, Any]) -> None:
+def _show_judges(summary: Means) -> None:
     judges = list(summary)
     methods = sorted({m for j in judges for m in summary[j]})
     table = Table(title="Mean overall quality (1-10) per judge")

@@ -70,6 +70,7 @@ if TYPE_CHECKING:
     from dissensus.pipeline.records import CaseRecord
     from dissensus.states import EmbeddingBackend, SimilarityBackend
     from dissensus.store.journal import Event, Journal
+    from dissensus.types import JsonObject
 
 review_app = typer.Typer(
     help="The human review queue: escalated cases waiting for a decision.", no_args_is_help=True
@@ -293,7 +294,7 @@ def _summary(
     run_id: str,
     journal: str,
     duplicates: int,
-    shift: dict[str, Any] | None = None,
+    shift: JsonObject | None = None,  # the journalled run/shift payload
     audits: tuple[float, int] | None = None,
 ) -> None:
     from dissensus.pipeline.learned import guarantee_sentence
@@ -1020,7 +1021,8 @@ def runs_show(
     raise typer.Exit(code=EXIT_OK)
 
 
-def _print_spec(spec: dict[str, Any]) -> None:
+def _print_spec(spec: JsonObject) -> None:
+    # RunSpec.summary()'s JSON, printed as it is.
     """The run specification's lines of ``runs show``."""
     budget = spec["budget"]
     out_console.print(

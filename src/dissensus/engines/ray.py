@@ -417,7 +417,9 @@ class RayExecutor:
 
     # ``stats`` is the caller's dict, filled with the keys above (the CLI prints them).
     def __init__(
-        self, options: RayOptions | None = None, stats: dict[str, Any] | None = None
+        self,
+        options: RayOptions | None = None,
+        stats: dict[str, Any] | None = None,  # figures for the caller
     ) -> None:
         self.options = options or RayOptions()
         self.stats = stats if stats is not None else {}
@@ -504,7 +506,7 @@ async def decide_ray(
     *,
     on_reject: Callable[[Reject], None] | None = None,
     options: RayOptions | None = None,
-    stats: dict[str, Any] | None = None,
+    stats: dict[str, Any] | None = None,  # figures for the caller (bench_scale)
     deadline_s: float | None = None,
 ) -> AsyncIterator[CaseRecord]:
     """Decide (or finish deciding) a run on Ray: the one run loop with a :class:`RayExecutor`."""

@@ -72,6 +72,7 @@ from dissensus.llm.base import (
 )
 from dissensus.llm.retry import parse_retry_after
 from dissensus.llm.schemas import is_strict
+from dissensus.types import JsonObject, JsonSchema
 
 if TYPE_CHECKING:
     import openai
@@ -144,7 +145,7 @@ def _count(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
-def schema_instruction(schema: dict[str, Any]) -> str:
+def schema_instruction(schema: JsonSchema) -> str:
     """System text asking for one JSON object matching ``schema``."""
     return (
         "Answer with only one JSON object (no prose, no code fences) that matches this JSON schema:\n"
@@ -226,8 +227,8 @@ class OpenAIBackend:
             messages.insert(0, {"role": "system", "content": instruction})
         return messages
 
-    def _arguments(self, request: ChatRequest, json_mode: JsonMode) -> dict[str, Any]:
-        args: dict[str, Any] = {
+    def _arguments(self, request: ChatRequest, json_mode: JsonMode) -> JsonObject:
+        args: JsonObject = {
             "model": self.model_id,
             "messages": self._messages(request, json_mode),
         }
@@ -357,7 +358,7 @@ class OpenAIBackend:
             ) from None
         return self._read(completion, args)
 
-    def _read(self, completion: Any, args: dict[str, Any]) -> BackendResponse:
+    def _read(self, completion: Any, args: JsonObject) -> BackendResponse:
         """The answer of a chat-completion body (parsed JSON, read without building models)."""
         choices = completion.get("choices") if isinstance(completion, dict) else None
         if not isinstance(choices, list):

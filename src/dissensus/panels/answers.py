@@ -29,6 +29,7 @@ from pydantic import BaseModel, ConfigDict
 from dissensus.convert.zeroeval import extract_answer
 from dissensus.llm.jsonparse import JSONExtractError, extract_json
 from dissensus.pipeline.policy import PanelSettings
+from dissensus.types import JsonSchema
 
 __all__ = ["MemberAnswer", "normalise_label", "read_answer", "verdict_schema"]
 
@@ -51,9 +52,9 @@ def normalise_label(text: str) -> str:
     return " ".join(text.split()).casefold()
 
 
-def verdict_schema(settings: PanelSettings) -> dict[str, Any]:
+def verdict_schema(settings: PanelSettings) -> JsonSchema:
     """JSON schema of the structured answer (strict-mode compatible)."""
-    decision: dict[str, Any] = {"type": "string"}
+    decision: JsonSchema = {"type": "string"}
     if settings.options:
         decision["enum"] = list(settings.options)
     return {

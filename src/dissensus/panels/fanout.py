@@ -48,7 +48,6 @@ import os
 import weakref
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from dissensus.errors import DissensusError
 from dissensus.llm.base import ChatBackend, ChatRequest, LLMError, Message, StructuredOutputError
@@ -59,7 +58,7 @@ from dissensus.llm.resolve import make_backend
 from dissensus.panels.answers import read_answer, verdict_schema
 from dissensus.panels.shapes import MemberReport
 from dissensus.pipeline.policy import PanelMember, PanelSettings, relative_model_spec
-from dissensus.types import AgentOutput, Panel, Usage
+from dissensus.types import AgentOutput, JsonObject, Panel, Usage
 
 __all__ = ["STAGE", "FanOut", "Members", "PanelUnavailable", "member_request"]
 
@@ -280,7 +279,7 @@ class Members:
                 f"{spoke} of {len(reports)} members answered (at least {st.min_answers} needed): {detail}",
                 reports,
             )
-        meta: dict[str, Any] = {
+        meta: JsonObject = {
             "source": "chat",
             "messages": [{"role": m.role, "content": m.content} for m in messages],
             "members": [r.model_dump(mode="json", exclude={"decision"}) for r in reports],

@@ -27,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from dissensus.pipeline.learned import AcceptanceFigures
 from dissensus.pipeline.records import CaseRecord
-from dissensus.types import Usage
+from dissensus.types import JsonObject, Usage
 
 __all__ = [
     "COMMITTED",
@@ -73,7 +73,7 @@ class ChatError(Exception):
         self.param = param
         self.code = code
 
-    def body(self) -> dict[str, Any]:
+    def body(self) -> JsonObject:
         """``{"error": {"message", "type", "param", "code"}}``."""
         return {
             "error": {

@@ -511,6 +511,6 @@ def _review_item(case: _Case, review_id: str, why: str) -> ReviewItem:
 # The JSON of ReviewItem.panel (see there).
 def _public_panel(panel: Panel) -> dict[str, Any]:
     """The panel as a reviewer sees it (labelled data, ``meta.gold``, is withheld)."""
-    data: dict[str, Any] = panel.model_dump(mode="json")
+    data: dict[str, Any] = panel.model_dump(mode="json")  # the JSON the review item keeps
     data["meta"] = {k: v for k, v in data.get("meta", {}).items() if k != "gold"}
     return data

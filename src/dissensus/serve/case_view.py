@@ -66,7 +66,7 @@ class DiffSegment:
 
 def option_views(
     options: Sequence[str],
-    panel: dict[str, Any],
+    panel: dict[str, Any],  # the journalled panel JSON, read as it is
     positions: Sequence[tuple[str, str | None, str]],
     suggestion: str | None,
 ) -> list[OptionView]:

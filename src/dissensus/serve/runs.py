@@ -52,6 +52,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from pydantic import BaseModel
+
 from dissensus.errors import DissensusError
 from dissensus.io.jsonl import Reject
 from dissensus.pipeline import CaseRecord, DeadlineReached, RunSpec, execute_run
@@ -61,8 +63,19 @@ from dissensus.states import EmbeddingBackend, SimilarityBackend, get_backend
 from dissensus.states.similarity import Matrix, Vectors
 from dissensus.store import event_types as ev
 from dissensus.store.journal import Journal
+from dissensus.types import JsonObject
 
-__all__ = ["KEEP_FINISHED", "RunState", "Runner", "item_line", "reject_of"]
+__all__ = [
+    "KEEP_FINISHED",
+    "DecideAnswer",
+    "RunDocument",
+    "RunReject",
+    "RunState",
+    "RunStatusView",
+    "Runner",
+    "item_line",
+    "reject_of",
+]
 
 KEEP_FINISHED = 256
 """Finished runs whose progress stays in memory."""
@@ -88,9 +101,55 @@ def item_line(item: Any) -> str:
     return json.dumps(item, ensure_ascii=True, separators=(",", ":"))
 
 
-def reject_of(reject: Reject) -> dict[str, Any]:
+class RunReject(BaseModel):
+    """A rejected item of a run as the API reports it: its index in the request (0-based),
+    the field, the message."""
+
+    index: int
+    field: str | None
+    error: str
+
+
+class RunStatusView(BaseModel):
+    """Where a run stands: the status line of ``GET /v1/runs/{id}`` and of its events."""
+
+    run_id: str
+    status: Status
+    total: int
+    done: int
+    rejected: int
+    error: str | None
+
+
+class RunDocument(RunStatusView):
+    """A run's status with its final records (human resolutions included) and rejects."""
+
+    records: list[CaseRecord]
+    rejects: list[RunReject]
+
+
+class DecideAnswer(BaseModel):
+    """The answer to ``POST /v1/decide`` with a list of panels: the run, its records (as
+    ``dissensus decide --json`` writes them) and the rejected items."""
+
+    run_id: str
+    status: Status
+    rejected: int
+    records: list[CaseRecord]
+    rejects: list[RunReject]
+
+
+def reject_of(reject: Reject) -> RunReject:
     """A rejected item as the API reports it: index in the request, field, message."""
-    return {"index": reject.line - 1, "field": reject.field, "error": reject.message}
+    return RunReject(index=reject.line - 1, field=reject.field, error=reject.message)
+
+
+@dataclass
+class _ThreadTask:
+    """The event loop and task deciding a run on its thread, once they exist."""
+
+    loop: asyncio.AbstractEventLoop | None = None
+    task: asyncio.Task[Any] | None = None
 
 
 @dataclass
@@ -102,9 +161,10 @@ class RunState:
     status: Status = "running"
     done: int = 0
     records: list[CaseRecord] = field(default_factory=list)
-    rejects: list[dict[str, Any]] = field(default_factory=list)
+    rejects: list[RunReject] = field(default_factory=list)
     error: str | None = None
-    events: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    events: list[tuple[str, JsonObject]] = field(default_factory=list)
+    """Progress events (kind, JSON data) as they are streamed to followers, untouched."""
     changed: asyncio.Event = field(default_factory=asyncio.Event)
     task: asyncio.Task[None] | None = None
 
@@ -113,20 +173,20 @@ class RunState:
         """Still deciding in this process (a task cancelled before it ran is not)."""
         return self.status == "running" and self.task is not None and not self.task.done()
 
-    def push(self, kind: str, data: dict[str, Any]) -> None:
+    def push(self, kind: str, data: JsonObject) -> None:
         self.events.append((kind, data))
         self.changed.set()
         self.changed = asyncio.Event()
 
-    def summary(self) -> dict[str, Any]:
-        return {
-            "run_id": self.run_id,
-            "status": self.status,
-            "total": self.total,
-            "done": self.done,
-            "rejected": len(self.rejects),
-            "error": self.error,
-        }
+    def summary(self) -> RunStatusView:
+        return RunStatusView(
+            run_id=self.run_id,
+            status=self.status,
+            total=self.total,
+            done=self.done,
+            rejected=len(self.rejects),
+            error=self.error,
+        )
 
 
 def _leave_a_core_to_the_loop(backend: SimilarityBackend) -> None:
@@ -269,7 +329,7 @@ class Runner:
         def on_reject(reject: Reject) -> None:
             data = reject_of(reject)
             state.rejects.append(data)
-            state.push("reject", data)
+            state.push("reject", data.model_dump(mode="json"))
 
         def on_record(record: CaseRecord) -> None:
             state.records.append(record)
@@ -289,13 +349,13 @@ class Runner:
             if self._finished(state.run_id):
                 # Stopped only after the run journalled its end: it is finished.
                 state.status = "finished"
-                state.push("finished", state.summary())
+                state.push("finished", state.summary().model_dump(mode="json"))
                 raise
             state.status = "incomplete"
             state.error = (
                 "cancelled (the server stopped); resume with: dissensus runs resume " + state.run_id
             )
-            state.push("incomplete", state.summary())
+            state.push("incomplete", state.summary().model_dump(mode="json"))
             raise
         except DeadlineReached as exc:
             state.status = "incomplete"
@@ -303,7 +363,7 @@ class Runner:
         except Exception as exc:  # reported to the client, never swallowed silently
             state.status = "failed"
             state.error = f"{type(exc).__name__}: {exc}"
-        state.push(state.status, state.summary())
+        state.push(state.status, state.summary().model_dump(mode="json"))
 
     async def _off_loop(
         self,
@@ -317,12 +377,12 @@ class Runner:
         coroutine cancels the run there, and waits until it stopped."""
         assert self._journals is not None
         journals = self._journals
-        control: dict[str, Any] = {}
+        control = _ThreadTask()
         stop = threading.Event()
 
         async def main() -> None:
-            control["loop"] = asyncio.get_running_loop()
-            control["task"] = asyncio.current_task()
+            control.loop = asyncio.get_running_loop()
+            control.task = asyncio.current_task()
             if stop.is_set():
                 return
 
@@ -347,7 +407,7 @@ class Runner:
             await asyncio.shield(done)
         except asyncio.CancelledError:
             stop.set()
-            inner_loop, task = control.get("loop"), control.get("task")
+            inner_loop, task = control.loop, control.task
             if inner_loop is not None and task is not None:
                 with contextlib.suppress(RuntimeError):  # its loop already closed
                     inner_loop.call_soon_threadsafe(task.cancel)
@@ -382,53 +442,52 @@ class Runner:
             if not state.task.cancelled() or (current is not None and current.cancelling()):
                 raise  # the waiter itself is cancelled
 
-    def describe(self, run_id: str) -> dict[str, Any]:
+    def describe(self, run_id: str) -> RunDocument:
         """A run's status and its final records (journal's view, human resolutions included)."""
         info = self.journal.run(run_id)
         assert info is not None
         state = self._states.get(run_id)
         if state is not None and state.active:
-            return {
-                **state.summary(),
-                "records": [r.model_dump(mode="json") for r in state.records],
-                "rejects": state.rejects,
-            }
+            return RunDocument(
+                **dict(state.summary()), records=list(state.records), rejects=list(state.rejects)
+            )
         finished = self.journal.get(run_id, "run/finished")
         rejects = [
-            {
-                "index": int(e.payload["line"]) - 1,
-                "field": e.payload["field"],
-                "error": e.payload["message"],
-            }
+            RunReject(
+                index=int(e.payload["line"]) - 1,
+                field=e.payload["field"],
+                error=e.payload["message"],
+            )
             for e in self.journal.events(run_id, type=ev.INPUT_REJECTED)
         ]
         records = final_records(self.journal, run_id)
         status: Status = "finished" if finished is not None else "incomplete"
         if finished is None and state is not None and state.status == "failed":
             status = "failed"
-        return {
-            "run_id": run_id,
-            "status": status,
-            "total": _total(self.journal, run_id, len(records) + len(rejects))
+        return RunDocument(
+            run_id=run_id,
+            status=status,
+            total=_total(self.journal, run_id, len(records) + len(rejects))
             if state is None
             else state.total,
-            "done": len(records),
-            "rejected": len(rejects),
-            "error": state.error if state is not None else None,
-            "records": [r.model_dump(mode="json") for r in records],
-            "rejects": rejects,
-        }
+            done=len(records),
+            rejected=len(rejects),
+            error=state.error if state is not None else None,
+            records=records,
+            rejects=rejects,
+        )
 
-    async def follow(self, run_id: str) -> AsyncIterator[tuple[str, dict[str, Any]]]:
-        """Progress events of a run: every record and reject, then its final status."""
+    async def follow(self, run_id: str) -> AsyncIterator[tuple[str, JsonObject]]:
+        """Progress events of a run: every record and reject, then its final status (each
+        event's data is the JSON streamed to the client)."""
         state = self._states.get(run_id)
         if state is None or not (state.active or state.events):
             doc = self.describe(run_id)
-            for reject in doc["rejects"]:
-                yield "reject", reject
-            for record in doc["records"]:
-                yield "record", record
-            yield doc["status"], {k: v for k, v in doc.items() if k not in ("records", "rejects")}
+            for reject in doc.rejects:
+                yield "reject", reject.model_dump(mode="json")
+            for record in doc.records:
+                yield "record", record.model_dump(mode="json")
+            yield doc.status, RunStatusView.model_validate(dict(doc)).model_dump(mode="json")
             return
         sent = 0
         while True:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator
-from typing import Any
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.concurrency import run_in_threadpool
@@ -27,7 +26,7 @@ from dissensus.serve.http import (
     service_of,
     single_or_422,
 )
-from dissensus.serve.runs import item_line
+from dissensus.serve.runs import DecideAnswer, RunDocument, item_line
 from dissensus.store import VerifyReport
 from dissensus.types import Panel
 
@@ -78,16 +77,14 @@ async def decide(
     headers = {"X-Dissensus-Run": state.run_id}
     if single:
         return JSONResponse(state.records[0].model_dump(mode="json"), headers=headers)
-    return JSONResponse(
-        {
-            "run_id": state.run_id,
-            "status": state.status,
-            "rejected": len(state.rejects),
-            "records": [r.model_dump(mode="json") for r in state.records],
-            "rejects": state.rejects,
-        },
-        headers=headers,
+    answer = DecideAnswer(
+        run_id=state.run_id,
+        status=state.status,
+        rejected=len(state.rejects),
+        records=state.records,
+        rejects=state.rejects,
     )
+    return Response(answer.model_dump_json(), media_type="application/json", headers=headers)
 
 
 @router.get("/v1/acceptance", tags=["runs"], response_model=AcceptanceStatus)
@@ -112,10 +109,9 @@ async def runs_list(request: Request, _: Principal = submit) -> list[RunSummary]
     ]
 
 
-@router.get("/v1/runs/{run_id}", tags=["runs"])
-async def runs_show(run_id: str, request: Request, _: Principal = submit) -> dict[str, Any]:
+@router.get("/v1/runs/{run_id}", tags=["runs"], response_model=RunDocument)
+async def runs_show(run_id: str, request: Request, _: Principal = submit) -> RunDocument:
     """A run's status, final records (human resolutions included) and rejects."""
-    # The runner's document of the run, passed through untouched (serve.runs builds it).
     return service_of(request).runner.describe(run_id)
 
 
