@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import math
 import sys
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dissensus.errors import ConfigError, DissensusError, InputError
@@ -216,3 +218,39 @@ def test_missing_embed_extra_is_a_friendly_error(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setitem(sys.modules, "sentence_transformers", None)
     with pytest.raises(ConfigError, match="'embed' extra"):
         MiniLMBackend().embed(["a text"])
+
+
+def _reference_tfidf(texts: list[str]) -> np.ndarray:
+    """TF-IDF rows written out word by word: the definition the backend must keep."""
+    counts = [Counter(tokenize(t)) for t in texts]
+    vocab = sorted(set().union(*counts)) if counts else []
+    if not vocab:
+        return np.zeros((len(texts), 0), dtype=np.float32)
+    n = len(texts)
+    df: Counter[str] = Counter()
+    for c in counts:
+        df.update(c.keys())
+    rows = np.zeros((n, len(vocab)), dtype=np.float64)
+    for i, c in enumerate(counts):
+        for j, word in enumerate(vocab):
+            if word in c:
+                idf = math.log((1 + n) / (1 + df[word])) + 1.0
+                rows[i, j] = (1.0 + math.log(c[word])) * idf
+    return normalise_rows(rows)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(
+        st.lists(
+            st.sampled_from(["aa", "bb", "cc", "déjà", "x", "zz9", " ", "."]), max_size=300
+        ).map(" ".join),
+        max_size=6,
+    )
+)
+def test_tfidf_rows_are_the_definitions_floats(texts: list[str]) -> None:
+    """The table-driven TF-IDF gives bit for bit the rows of the word-by-word definition."""
+    got = TfidfBackend().vectors(texts)
+    want = _reference_tfidf(texts)
+    assert got.shape == want.shape
+    assert got.tobytes() == want.tobytes()

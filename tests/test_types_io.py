@@ -6,12 +6,12 @@ import io
 import json
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from dissensus.io.jsonl import Reject, RejectSink, read_models
-from dissensus.types import AgentOutput, Panel, Usage, Vote, VoteCase
+from dissensus.types import AgentOutput, Panel, Usage, Vote, VoteCase, _walk, find_unrepresentable
 
 
 def _panel(**over: object) -> dict[str, object]:
@@ -144,3 +144,21 @@ def test_empty_labels_are_rejected_not_counted() -> None:
         )
     with pytest.raises(ValidationError, match="decision"):
         AgentOutput.model_validate({"agent": "a", "decision": "", "reasoning": "r"})
+
+
+_text = st.text(alphabet=st.characters(blacklist_categories=()), max_size=6)
+_scalars = st.none() | st.booleans() | st.integers() | st.floats() | _text
+_json_like = st.recursive(
+    _scalars,
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(_text | st.integers(), inner, max_size=4)
+    ),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_json_like)
+def test_unrepresentable_fast_path_gives_the_walks_verdict(value: object) -> None:
+    """The encoder's shortcut never changes what the walk would have said."""
+    assert find_unrepresentable(value) == _walk(value, "")

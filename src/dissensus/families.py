@@ -16,12 +16,16 @@ Choices where the design is silent:
   model is never merged with another, and ``MyOrg`` and ``myorg`` are one family.
 * A declared family that is already a vendor name of the table, in any case, is that
   vendor; a declared family that is a model name (``gpt-4o``) is that model's vendor.
+* Both functions are pure and remember their last 4,096 names: the guard compares the
+  families of every pair of voters of every case, always among the same few names.
 
 >>> model_family("Meta-Llama-3-8B-Instruct"), model_family("gpt-4o"), canonical_family("OpenAI")
 ('meta', 'openai', 'openai')
 """
 
 from __future__ import annotations
+
+from functools import lru_cache
 
 __all__ = ["FAMILY_PREFIXES", "VENDORS", "canonical_family", "model_family"]
 
@@ -55,6 +59,7 @@ VENDORS = frozenset(family for _, family in FAMILY_PREFIXES)
 """Every family the table names."""
 
 
+@lru_cache(maxsize=4096)
 def model_family(name: str) -> str:
     """The family of a model name (``gpt-4o`` -> ``openai``); an unknown name is its own family."""
     base = name.strip().rsplit("/", 1)[-1].lower()
@@ -64,6 +69,7 @@ def model_family(name: str) -> str:
     return name.strip().lower()
 
 
+@lru_cache(maxsize=4096)
 def canonical_family(family: str | None) -> str | None:
     """A declared family as comparisons see it (``OpenAI`` -> ``openai``); ``None`` stays ``None``."""
     if family is None:

@@ -27,6 +27,7 @@ Choices where the design is silent:
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, TypeAlias
@@ -93,12 +94,31 @@ def _bad_scalar(value: object) -> str | None:
     return None
 
 
+_STRICT = json.JSONEncoder(allow_nan=False, ensure_ascii=False, check_circular=False)
+
+
 def find_unrepresentable(value: object, where: str = "") -> str | None:
     """``"path: why"`` of the first non-finite number or non-UTF-8 string inside ``value``.
 
     Walks dicts and lists iteratively (deep nesting cannot overflow the stack); returns
     None when everything inside is representable as JSON text in UTF-8.
+
+    Values that JSON encodes strictly (no ``NaN``/``Infinity``, UTF-8 encodable) are
+    answered by the C encoder without the walk: the same verdict, since the encoder
+    refuses every non-finite number and the UTF-8 codec every lone surrogate; anything
+    the encoder refuses (including types it does not know) is walked for the path.
     """
+    if isinstance(value, dict | list):
+        try:
+            _STRICT.encode(value).encode("utf-8")
+        except (ValueError, TypeError, UnicodeEncodeError, RecursionError):
+            pass
+        else:
+            return None
+    return _walk(value, where)
+
+
+def _walk(value: object, where: str) -> str | None:
     stack: list[tuple[str, object]] = [(where, value)]
     while stack:
         path, item = stack.pop()

@@ -48,7 +48,7 @@ from dissensus.states import (
     get_backend,
     read_panel,
 )
-from dissensus.states.similarity import Matrix, Vectors, cosine_matrix
+from dissensus.states.similarity import Matrix, Vectors, cosine_matrix, embeds
 from dissensus.store import event_types as ev
 from dissensus.store.journal import Journal
 from dissensus.types import JsonObject, Panel
@@ -204,7 +204,7 @@ class Runtime:
                 )
             )
             backend = factory()
-            if isinstance(backend, EmbeddingBackend):
+            if embeds(backend):
                 backend = PrefetchedBackend(backend)
             self._backend = backend
         return self._backend

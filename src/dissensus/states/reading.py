@@ -64,7 +64,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from dissensus.errors import ConfigError, InputError
 from dissensus.states._trusted import trusted
-from dissensus.states.similarity import EmbeddingBackend, SimilarityBackend
+from dissensus.states.similarity import EmbeddingBackend, SimilarityBackend, embeds
 from dissensus.types import OutputLike, PanelLike
 
 __all__ = [
@@ -401,7 +401,7 @@ def _read_batch(
     never leave it when no record shows the matrix: building the matrices as nested
     lists is a tenth of the reading's cost.
     """
-    if not isinstance(backend, EmbeddingBackend):
+    if not embeds(backend):
         return [_read_with_matrix(p, backend, th) for p in batch]
     if not batch:
         return []

@@ -55,7 +55,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import Protocol, TypeGuard, runtime_checkable
 
 import numpy as np
 from numpy.typing import NDArray
@@ -73,6 +73,7 @@ __all__ = [
     "check_code_name",
     "code_allowed",
     "cosine_matrix",
+    "embeds",
     "get_backend",
     "normalise_rows",
 ]
@@ -103,6 +104,16 @@ class EmbeddingBackend(SimilarityBackend, Protocol):
     def embed(self, texts: Sequence[str]) -> Vectors:
         """One L2-normalised row per text."""
         ...
+
+
+def embeds(backend: SimilarityBackend) -> TypeGuard[EmbeddingBackend]:
+    """Whether ``backend`` embeds (``isinstance(backend, EmbeddingBackend)``, cheaply).
+
+    ``backend`` is already a :class:`SimilarityBackend`, so only ``embed`` is looked up:
+    the protocol's own ``isinstance`` walks every member on each call, a visible share of
+    a one-panel decision.
+    """
+    return callable(getattr(backend, "embed", None))
 
 
 def normalise_rows(vectors: NDArray[np.floating] | Sequence[Sequence[float]]) -> Vectors:
