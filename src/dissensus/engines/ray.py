@@ -18,7 +18,8 @@ Choices where the design is silent:
 
 * **One batch per block.** The loop appends the cases of a block in one transaction
   (:func:`dissensus.pipeline.batch.execute_run`'s group commit), so the driver's share
-  of a case is one row of a batched insert and its record's validation; each worker
+  of a case is decoding what the worker sent, rows of a batched insert and its record's
+  validation; each worker
   reports the CPU time it spent on a block, so the driver's CPU per panel can be
   measured apart from the workers'.
 * **Workers never write the journal.** A worker decides a block against a throw-away
