@@ -35,7 +35,9 @@ Prints, in one run:
     ``full`` and the journal <= 25%.
 (g) Ray x2: the driver's CPU per panel (this process's CPU time, Ray's threads
     included, start-up excluded) apart from the workers' (the CPU time each worker
-    process spent on its blocks, reported with the block), and the serial fraction
+    process spent on its blocks, reported with the block), split into the run loop's
+    thread (journal appends, records), decoding the workers' blocks, and Ray's own
+    threads (the streaming executor, object transfers); and the serial fraction
     ``driver / (driver + worker)``. Target: driver <= 0.10 of worker.
 (h) PostgreSQL (``--pg URL`` or ``$DISSENSUS_TEST_PG``): 1, 2 and 4 writer processes,
     each appending its own run in batches of 500 events.
@@ -473,7 +475,11 @@ def bench_cpu(n: int) -> None:
         )
 
 
-def _ray_cpu(path: Path, journal_path: Path, workers: int) -> tuple[float, float, float, int]:
+def _ray_cpu(
+    path: Path, journal_path: Path, workers: int
+) -> tuple[float, float, float, float, int]:
+    """A Ray decide run of ``path`` after a warm-up run: (driver CPU s, its run-loop
+    thread's CPU s, CPU s it spent decoding the workers' blocks, workers' CPU s, panels)."""
     from dissensus.engines.ray import RayOptions, decide_ray, ensure_ray
     from dissensus.pipeline import Policy, start_run
     from dissensus.store.journal import Journal
@@ -502,7 +508,8 @@ def _ray_cpu(path: Path, journal_path: Path, workers: int) -> tuple[float, float
     driver = time.process_time() - c0
     loop_thread = time.thread_time() - t0
     journal.close()
-    return driver, loop_thread, float(stats.get("worker_cpu_s", 0.0)), count
+    decode = float(stats.get("driver_decode_cpu_s", 0.0))
+    return driver, loop_thread, decode, float(stats.get("worker_cpu_s", 0.0)), count
 
 
 def bench_ray_cpu(n: int) -> None:
@@ -516,12 +523,13 @@ def bench_ray_cpu(n: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "panels.jsonl"
         path.write_text("".join(panel_line(i) + "\n" for i in range(n)), encoding="utf-8")
-        driver, loop_thread, worker, count = _ray_cpu(path, Path(tmp) / "ray.sqlite", 2)
+        driver, loop_thread, decode, worker, count = _ray_cpu(path, Path(tmp) / "ray.sqlite", 2)
         d, w = driver / count * 1e3, worker / count * 1e3
-        own = loop_thread / count * 1e3
+        own, dec = loop_thread / count * 1e3, decode / count * 1e3
         print(
-            f"    driver's run-loop thread (journal, records, results): {own:.3f} ms CPU per panel "
-            f"({own / w if w else float('inf'):.3f} of worker); Ray's threads in the driver: {d - own:.3f} ms"
+            f"    driver's run-loop thread (journal, records): {own:.3f} ms CPU per panel "
+            f"({own / w if w else float('inf'):.3f} of worker); decoding the workers' blocks: "
+            f"{dec:.3f} ms; Ray's own threads in the driver (executor, transfers): {d - own - dec:.3f} ms"
         )
         serial = d / (d + w) if d + w else 0.0
         speedup8 = 1 / (serial + (1 - serial) / 8)

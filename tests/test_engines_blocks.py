@@ -51,6 +51,12 @@ def test_blocks_cover_the_file_with_the_numbers_text_mode_gives(
             assert block.n_lines == len(list(block_lines(block)))
 
 
+@given(_PIECES)
+def test_count_lines_counts_as_text_mode_reads(pieces: list[str]) -> None:
+    data = "".join(pieces).encode("utf-8")
+    assert count_lines(data) == len(_file_lines(data))
+
+
 def test_small_chunks_cut_blocks_the_same(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     from dissensus.engines import blocks as mod
 

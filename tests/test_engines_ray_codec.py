@@ -1,0 +1,99 @@
+"""What a Ray worker hands back for a block, decoded by the driver (no Ray instance needed).
+
+A worker sends each event's payload once, as its canonical text; the driver parses it
+back for the journal's in-memory events. The parsed payload must be the same JSON value
+(its canonical text unchanged: integers beyond 64 bits stay exact, lone surrogates
+survive), records and rejects must come back equal, and the driver's collector must be
+left as it was found.
+"""
+
+from __future__ import annotations
+
+import gc
+import pickle
+from typing import Any
+
+from hypothesis import example, given
+from hypothesis import strategies as st
+
+from dissensus.canonical import canonical
+from dissensus.engines.ray import _BlockResult, _CaseResult, _next_block, _payload
+from dissensus.io.jsonl import Reject
+from dissensus.pipeline.records import CaseRecord
+
+_SCALARS = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(10**30), max_value=10**30),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.text(st.characters(exclude_categories=()), max_size=12),  # lone surrogates too
+)
+_JSON = st.recursive(
+    _SCALARS,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=6), inner, max_size=4)
+    ),
+    max_leaves=20,
+)
+_PAYLOADS = st.dictionaries(st.text(max_size=6), _JSON, max_size=5)
+
+
+@given(_PAYLOADS)
+@example({"big": 10**30, "lone": "\ud800", "float": 0.1})
+def test_a_payload_parsed_from_its_canonical_text_has_the_same_text(
+    payload: dict[str, Any],
+) -> None:
+    text = canonical(payload)
+    parsed = _payload(text)
+    assert canonical(parsed) == text
+    assert parsed == payload
+
+
+def _record(line: int) -> CaseRecord:
+    return CaseRecord(
+        id=f"p{line}",
+        line=line,
+        action="escalate",
+        decision=None,
+        auto=False,
+        reason="no agreement",
+        state="CA",
+        route="auto",
+        rule="default-CA",
+        path=["read:CA"],
+        basis=None,
+        suggestion="1",
+        review_id=f"r.{line}",
+    )
+
+
+@given(st.lists(_PAYLOADS, min_size=1, max_size=4), st.booleans())
+def test_a_block_decodes_to_the_records_events_and_rejects_sent(
+    payloads: list[dict[str, Any]], collecting: bool
+) -> None:
+    record = _record(3)
+    reject = Reject(file="in.jsonl", line=2, field="outputs", message="too few outputs")
+    events = [(f"case/3/s{i}", "case.steps", "3", canonical(p)) for i, p in enumerate(payloads)]
+    sent = _BlockResult(
+        block=7,
+        cases=[
+            _CaseResult(2, None, reject.model_dump(mode="json"), []),
+            _CaseResult(3, record.model_dump(mode="json"), None, events),
+        ],
+        rss_mb=100.0,
+        cpu_s=0.5,
+    )
+    was = gc.isenabled()
+    (gc.enable if collecting else gc.disable)()
+    try:
+        index, outcomes, rss_mb, cpu_s, decode_s = _next_block(iter([pickle.dumps(sent)]))
+        assert gc.isenabled() is collecting
+    finally:
+        (gc.enable if was else gc.disable)()
+    assert (index, rss_mb, cpu_s) == (7, 100.0, 0.5) and decode_s >= 0.0
+    assert [o.line for o in outcomes] == [2, 3]
+    assert outcomes[0].reject == reject and outcomes[0].record is None
+    assert outcomes[1].record == record
+    got = outcomes[1].events
+    assert [(e.key, e.type, e.case, e.text) for e in got] == events
+    assert [e.payload for e in got] == payloads
