@@ -46,7 +46,8 @@ Choices where the brief is silent:
 * **Usage.** Tokens reported by the server; when it reports none, ``estimate_tokens``.
 * **Event loops.** One ``AsyncOpenAI`` per event loop (httpx connections are loop-bound).
 * **Import cost.** ``openai`` is imported on first use, not with :mod:`dissensus.llm`
-  (it takes seconds to import, and most commands run offline).
+  (it takes seconds to import, and most commands run offline); :meth:`OpenAIBackend.awarm`
+  makes that first use happen early (a server calls it at start-up).
 """
 
 from __future__ import annotations
@@ -212,6 +213,11 @@ class OpenAIBackend:
             )
             self._clients[loop] = client
         return client
+
+    async def awarm(self) -> None:
+        """Open this event loop's SDK client now: imports the SDK and builds its HTTP
+        client, which the first request would otherwise pay for."""
+        self._client()
 
     def _messages(self, request: ChatRequest, json_mode: JsonMode) -> list[dict[str, str]]:
         messages = [{"role": m.role, "content": m.content} for m in request.messages]

@@ -63,7 +63,7 @@ from dissensus.pipeline.records import review_id_for
 from dissensus.pipeline.review import final_records
 from dissensus.pipeline.steps import CaseInput
 from dissensus.store.journal import Journal
-from dissensus.types import Panel
+from dissensus.types import Panel, find_unrepresentable
 
 __all__ = ["PanelChat", "answer_of", "as_chunks", "parse_request"]
 
@@ -93,7 +93,7 @@ def parse_request(body: Any) -> CompletionRequest:
     if not isinstance(body, Mapping):
         raise ChatError(400, "the request body must be a JSON object", param=None)
     try:
-        return CompletionRequest.model_validate(body)
+        request = CompletionRequest.model_validate(body)
     except ValidationError as exc:
         first = exc.errors(include_url=False)[0]
         # Union members pydantic names in the location (``str``, ``list[ContentPart]``) are not fields.
@@ -103,6 +103,13 @@ def parse_request(body: Any) -> CompletionRequest:
         param = ".".join(parts) or None
         message = str(first["msg"]).removeprefix("Value error, ")
         raise ChatError(400, f"{param}: {message}" if param else message, param=param) from None
+    # The panel is built unvalidated from these texts (dissensus.panels.fanout): check here
+    # what its validation would refuse (a lone surrogate), as a 400 naming the message.
+    for i, message in enumerate(request.messages):
+        why = find_unrepresentable(message.text())
+        if why is not None:
+            raise ChatError(400, f"messages.{i}.content: {why}", param=f"messages.{i}.content")
+    return request
 
 
 def answer_of(panel: Panel, decision: str | None) -> tuple[str | None, str | None]:
@@ -194,6 +201,12 @@ class PanelChat:
     def enabled(self) -> bool:
         """Whether the policy names any members."""
         return bool(self.policy.panel.members)
+
+    async def awarm(self) -> None:
+        """Open the members' clients on this event loop now (a server calls it at
+        start-up, so the first request does not import the model SDK)."""
+        if self.enabled:
+            await self.members.awarm()
 
     async def aclose(self) -> None:
         """Release the members' backends and end the decisions' thread."""
