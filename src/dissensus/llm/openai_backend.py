@@ -184,6 +184,7 @@ class OpenAIBackend:
         self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncOpenAI] = (
             weakref.WeakKeyDictionary()
         )
+        self._endpoints: weakref.WeakKeyDictionary[AsyncOpenAI, str] = weakref.WeakKeyDictionary()
 
     def __repr__(self) -> str:
         key = "<set>" if self._api_key else None
@@ -213,6 +214,18 @@ class OpenAIBackend:
             )
             self._clients[loop] = client
         return client
+
+    def _endpoint(self, client: AsyncOpenAI) -> str:
+        """The absolute URL of ``/chat/completions`` under ``client``'s base URL, joined once
+        per client: the SDK takes an absolute URL as it is, where a relative path is parsed
+        and merged with the base URL on every call. A base URL with a query keeps the
+        SDK's own merge."""
+        url = self._endpoints.get(client)
+        if url is None:
+            base = client.base_url
+            url = "/chat/completions" if base.query else f"{base}chat/completions"
+            self._endpoints[client] = url
+        return url
 
     async def awarm(self) -> None:
         """Open this event loop's SDK client now: imports the SDK and builds its HTTP
@@ -324,7 +337,7 @@ class OpenAIBackend:
                 # The SDK's own request path (auth, headers, timeouts, status errors) with
                 # the body as built here and the answer as bytes: see "Request path".
                 raw = await client.post(
-                    "/chat/completions",
+                    self._endpoint(client),
                     body=args,
                     cast_to=bytes,
                     options={"headers": headers} if headers else {},

@@ -105,8 +105,8 @@ def parse_request(body: Any) -> CompletionRequest:
         raise ChatError(400, f"{param}: {message}" if param else message, param=param) from None
     # The panel is built unvalidated from these texts (dissensus.panels.fanout): check here
     # what its validation would refuse (a lone surrogate), as a 400 naming the message.
-    for i, message in enumerate(request.messages):
-        why = find_unrepresentable(message.text())
+    for i, sent in enumerate(request.messages):
+        why = find_unrepresentable(sent.text())
         if why is not None:
             raise ChatError(400, f"messages.{i}.content: {why}", param=f"messages.{i}.content")
     return request
