@@ -24,7 +24,10 @@ event loop keeps serving other requests meanwhile; the case id is the review id 
 a committed decision no member gave (a CONCORD outcome) is answered with the decision
 itself; the sync twins (``complete``, ``case``, ``close``) run on one private event loop
 of the object, so use them from one thread and not from inside a running loop; the completion's ``usage`` is the panel's tokens (every member attempt), and
-``created`` is the wall clock at the answer.
+``created`` is the wall clock at the answer; the request's messages are checked representable
+(no lone surrogate) when parsed, since the fan-out builds the panel from them without
+validating it (the pipeline validates it); :meth:`PanelChat.awarm` opens the members'
+clients ahead of the first request.
 """
 
 from __future__ import annotations
