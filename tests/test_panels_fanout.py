@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from dissensus.llm.base import BackendError, BackendResponse, Message
 from dissensus.panels import Members, PanelUnavailable
 from dissensus.pipeline.policy import PanelSettings
+from dissensus.types import Panel
 
 
 class _Counting:
@@ -91,7 +92,10 @@ def test_the_panel_keeps_every_member_in_order(fates: list[str], min_answers: in
         {
             "answer": "number",
             "min_answers": min(min_answers, len(fates)),
-            "members": [{"name": n, "model": "scripted:x"} for n in names],
+            "members": [
+                {"name": n, "model": "scripted:x", "family": f"Family {i % 2}"}
+                for i, n in enumerate(names)
+            ],
         }
     )
     members = Members(settings, {n: _Scripted(f) for n, f in zip(names, fates, strict=True)})  # type: ignore[misc]
@@ -104,6 +108,8 @@ def test_the_panel_keeps_every_member_in_order(fates: list[str], min_answers: in
         return
     assert spoke >= settings.min_answers
     assert [o.agent for o in fan.panel.outputs] == names
+    # Built without validation: exactly the panel validation makes of it.
+    assert Panel.model_validate(fan.panel.model_dump()) == fan.panel
     for out, fate, report in zip(fan.panel.outputs, fates, fan.reports, strict=True):
         if fate == "fail":
             assert (out.decision, out.reasoning, report.status) == (None, "", "failed")

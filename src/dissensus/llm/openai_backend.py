@@ -46,7 +46,8 @@ Choices where the brief is silent:
 * **Usage.** Tokens reported by the server; when it reports none, ``estimate_tokens``.
 * **Event loops.** One ``AsyncOpenAI`` per event loop (httpx connections are loop-bound).
 * **Import cost.** ``openai`` is imported on first use, not with :mod:`dissensus.llm`
-  (it takes seconds to import, and most commands run offline).
+  (it takes seconds to import, and most commands run offline); :meth:`OpenAIBackend.awarm`
+  makes that first use happen early (a server calls it at start-up).
 """
 
 from __future__ import annotations
@@ -183,6 +184,7 @@ class OpenAIBackend:
         self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncOpenAI] = (
             weakref.WeakKeyDictionary()
         )
+        self._endpoints: weakref.WeakKeyDictionary[AsyncOpenAI, str] = weakref.WeakKeyDictionary()
 
     def __repr__(self) -> str:
         key = "<set>" if self._api_key else None
@@ -212,6 +214,23 @@ class OpenAIBackend:
             )
             self._clients[loop] = client
         return client
+
+    def _endpoint(self, client: AsyncOpenAI) -> str:
+        """The absolute URL of ``/chat/completions`` under ``client``'s base URL, joined once
+        per client: the SDK takes an absolute URL as it is, where a relative path is parsed
+        and merged with the base URL on every call. A base URL with a query keeps the
+        SDK's own merge."""
+        url = self._endpoints.get(client)
+        if url is None:
+            base = client.base_url
+            url = "/chat/completions" if base.query else f"{base}chat/completions"
+            self._endpoints[client] = url
+        return url
+
+    async def awarm(self) -> None:
+        """Open this event loop's SDK client now: imports the SDK and builds its HTTP
+        client, which the first request would otherwise pay for."""
+        self._client()
 
     def _messages(self, request: ChatRequest, json_mode: JsonMode) -> list[dict[str, str]]:
         messages = [{"role": m.role, "content": m.content} for m in request.messages]
@@ -318,7 +337,7 @@ class OpenAIBackend:
                 # The SDK's own request path (auth, headers, timeouts, status errors) with
                 # the body as built here and the answer as bytes: see "Request path".
                 raw = await client.post(
-                    "/chat/completions",
+                    self._endpoint(client),
                     body=args,
                     cast_to=bytes,
                     options={"headers": headers} if headers else {},

@@ -24,7 +24,10 @@ event loop keeps serving other requests meanwhile; the case id is the review id 
 a committed decision no member gave (a CONCORD outcome) is answered with the decision
 itself; the sync twins (``complete``, ``case``, ``close``) run on one private event loop
 of the object, so use them from one thread and not from inside a running loop; the completion's ``usage`` is the panel's tokens (every member attempt), and
-``created`` is the wall clock at the answer.
+``created`` is the wall clock at the answer; the request's messages are checked representable
+(no lone surrogate) when parsed, since the fan-out builds the panel from them without
+validating it (the pipeline validates it); :meth:`PanelChat.awarm` opens the members'
+clients ahead of the first request.
 """
 
 from __future__ import annotations
@@ -63,7 +66,7 @@ from dissensus.pipeline.records import review_id_for
 from dissensus.pipeline.review import final_records
 from dissensus.pipeline.steps import CaseInput
 from dissensus.store.journal import Journal
-from dissensus.types import Panel
+from dissensus.types import Panel, find_unrepresentable
 
 __all__ = ["PanelChat", "answer_of", "as_chunks", "parse_request"]
 
@@ -93,7 +96,7 @@ def parse_request(body: Any) -> CompletionRequest:
     if not isinstance(body, Mapping):
         raise ChatError(400, "the request body must be a JSON object", param=None)
     try:
-        return CompletionRequest.model_validate(body)
+        request = CompletionRequest.model_validate(body)
     except ValidationError as exc:
         first = exc.errors(include_url=False)[0]
         # Union members pydantic names in the location (``str``, ``list[ContentPart]``) are not fields.
@@ -103,6 +106,13 @@ def parse_request(body: Any) -> CompletionRequest:
         param = ".".join(parts) or None
         message = str(first["msg"]).removeprefix("Value error, ")
         raise ChatError(400, f"{param}: {message}" if param else message, param=param) from None
+    # The panel is built unvalidated from these texts (dissensus.panels.fanout): check here
+    # what its validation would refuse (a lone surrogate), as a 400 naming the message.
+    for i, sent in enumerate(request.messages):
+        why = find_unrepresentable(sent.text())
+        if why is not None:
+            raise ChatError(400, f"messages.{i}.content: {why}", param=f"messages.{i}.content")
+    return request
 
 
 def answer_of(panel: Panel, decision: str | None) -> tuple[str | None, str | None]:
@@ -194,6 +204,12 @@ class PanelChat:
     def enabled(self) -> bool:
         """Whether the policy names any members."""
         return bool(self.policy.panel.members)
+
+    async def awarm(self) -> None:
+        """Open the members' clients on this event loop now (a server calls it at
+        start-up, so the first request does not import the model SDK)."""
+        if self.enabled:
+            await self.members.awarm()
 
     async def aclose(self) -> None:
         """Release the members' backends and end the decisions' thread."""

@@ -32,6 +32,16 @@ Choices where the design is silent:
 * **Per-member concurrency.** At most ``panel.member_concurrency`` calls are in flight
   per member across all requests (one semaphore per member and event loop); a request
   waiting for a slot waits within its deadline.
+* **The panel is validated once.** :meth:`Members.fan_out` builds the
+  :class:`~dissensus.types.Panel` without validating it (``model_construct``): every
+  part is built here from validated pieces (the policy's unique members, at least two;
+  :class:`~dissensus.types.AgentOutput` validated; request text checked representable
+  by :func:`dissensus.panels.door.parse_request`), and the pipeline validates the panel
+  anyway when it reads it back from its journalled text; validating it here as well
+  cost a third of the fan-out's own CPU.
+* **Warm start.** :meth:`Members.awarm` opens every member's client on the caller's
+  event loop (the server calls it at start-up), so the first request does not pay for
+  importing the SDK and building its HTTP client.
 * ``openai:`` members with a ``base_url`` talk to that server; the key is
   ``$OPENAI_API_KEY`` (``unused`` when absent), never written anywhere. They are called
   through the official ``openai`` SDK (one pooled client per event loop), as every
@@ -160,6 +170,14 @@ class Members:
         """The backends of ``settings.members`` (relative model files under ``policy_dir``)."""
         return cls(settings, {m.name: _backend(m, settings, policy_dir) for m in settings.members})
 
+    async def awarm(self) -> None:
+        """Open every backend's client on this event loop now (backends without ``awarm``:
+        nothing to open)."""
+        for backend in self.backends.values():
+            warm = getattr(backend, "awarm", None)
+            if warm is not None:
+                await warm()
+
     async def aclose(self) -> None:
         """Release every backend."""
         for backend in self.backends.values():
@@ -286,7 +304,8 @@ class Members:
             "answers": answers,
         }
         return FanOut(
-            panel=Panel(id=panel_id, meta=meta, outputs=outputs),
+            # Validated once, by the pipeline, from its journalled text (module docstring).
+            panel=Panel.model_construct(id=panel_id, meta=meta, outputs=outputs),
             reports=reports,
             usage=usage,
             answers=answers,

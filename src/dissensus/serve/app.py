@@ -81,6 +81,8 @@ def create_app(
         # Load the encoder and the acceptance libraries before the first request, not
         # while answering one (imports and model loading hold up the whole process).
         await asyncio.to_thread(service.runner.warm)
+        # The panel's member clients too (the model SDK's import takes seconds).
+        await started.state.chat.awarm()
         yield
         await service.runner.close()
         await started.state.chat.aclose()

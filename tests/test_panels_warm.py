@@ -1,0 +1,87 @@
+"""What the chat door does before and around a member call: the request's text checked
+at parse (the panel is built from it unvalidated), the member clients opened at start-up,
+and the SDK given the absolute URL it would have merged itself."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from dissensus.llm.openai_backend import OpenAIBackend
+from dissensus.panels import ChatError, Members
+from dissensus.panels.door import parse_request
+from dissensus.pipeline.policy import PanelSettings
+
+openai = pytest.importorskip("openai")
+
+_TEXT = st.text(st.characters(blacklist_categories=("Cs",)), max_size=30)
+
+
+@given(
+    texts=st.lists(_TEXT, min_size=1, max_size=4),
+    bad=st.one_of(st.none(), st.tuples(st.integers(0, 3), st.integers(0xD800, 0xDFFF))),
+)
+def test_a_lone_surrogate_in_a_message_is_a_400_naming_it(
+    texts: list[str], bad: tuple[int, int] | None
+) -> None:
+    """Text a panel cannot carry is refused at parse, naming the message; other text passes."""
+    if bad is not None:
+        index = bad[0] % len(texts)
+        texts[index] += chr(bad[1])
+    body = {"model": "m", "messages": [{"role": "user", "content": t} for t in texts]}
+    if bad is None:
+        assert [m.text() for m in parse_request(body).messages] == texts
+        return
+    with pytest.raises(ChatError) as caught:
+        parse_request(body)
+    assert caught.value.status == 400
+    assert caught.value.param == f"messages.{index}.content"
+
+
+@given(
+    path=st.lists(st.from_regex(r"[a-z0-9]{1,6}", fullmatch=True), max_size=3),
+    slash=st.booleans(),
+)
+def test_the_endpoint_is_the_sdks_own_merge(path: list[str], slash: bool) -> None:
+    """The absolute URL handed to the SDK is the URL it would build from the relative path."""
+    base = "http://127.0.0.1:9/" + "/".join(path) + ("/" if slash and path else "")
+    backend = OpenAIBackend("m", base_url=base, api_key="k")
+
+    async def check() -> tuple[str, str]:
+        client = backend._client()
+        return backend._endpoint(client), str(client._prepare_url("/chat/completions"))
+
+    mine, sdk = asyncio.run(check())
+    assert mine == sdk
+
+
+class _Plain:
+    model_id = "plain"
+
+    async def aclose(self) -> None:
+        return None
+
+
+def test_members_open_their_clients_when_warmed() -> None:
+    settings = PanelSettings.model_validate(
+        {
+            "members": [
+                {"name": "a", "model": "openai:m", "base_url": "http://127.0.0.1:9/v1"},
+                {"name": "b", "model": "scripted:x"},
+            ]
+        }
+    )
+    # ``b``: a backend without ``awarm`` (nothing to open) is left alone.
+    backend = OpenAIBackend("m", base_url="http://127.0.0.1:9/v1", api_key="k")
+    members = Members(settings, {"a": backend, "b": _Plain()})  # type: ignore[dict-item]
+
+    async def warm() -> bool:
+        await members.awarm()
+        opened = asyncio.get_running_loop() in backend._clients
+        await members.aclose()
+        return opened
+
+    assert asyncio.run(warm())
