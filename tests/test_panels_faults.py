@@ -132,7 +132,7 @@ def test_deadline_cancels_members_still_running(
 ) -> None:
     chosen = {k: servers[k] for k in ("healthy", "dissent", "hanging")}
     with Journal(str(tmp_path / "j.sqlite")) as journal:
-        chat = _chat(chosen, journal, attempt_timeout_s=30.0, deadline_s=3.0, min_answers=1)
+        chat = _chat(chosen, journal, attempt_timeout_s=30.0, deadline_s=10.0, min_answers=1)
         try:
             done = chat.complete(ASK)
         finally:
