@@ -136,7 +136,7 @@ async def adecide(
     try:
         started = store.get(rid, "run/started") if store.run(rid, missing_ok=True) else None
         if started is None:
-            start_run(store, None, spec, text=text, run_id=rid)
+            start_run(store, None, spec, text=text, run_id=rid, lock=True)
         elif (started.payload.get("input") or {}).get("text") != text:
             raise ConfigError(
                 f"run {rid!r} already decided another panel; use another run id", field="run_id"
