@@ -68,7 +68,7 @@ from dissensus.io.jsonl import Reject, parse_line
 from dissensus.pipeline.executors import Executor, LocalExecutor, Outcome, RunContext
 from dissensus.pipeline.records import CaseRecord
 from dissensus.pipeline.run_events import RunFinished, RunInput, RunStarted, RunStopped
-from dissensus.pipeline.shift import check_run, latest_flag
+from dissensus.pipeline.shift import check_run, checks_shift, latest_flag
 from dissensus.pipeline.spec import (
     PolicyLike,
     RunSpec,
@@ -334,17 +334,24 @@ async def execute_run(
         settings = spec.policy.acceptance
         # The last block, the shift check (which reads the block's acceptance events),
         # run.finished and the lock's release: one transaction, one commit.
+        # Without a shift check to run between them, the block and run.finished are one
+        # batch (one head read, one insert).
         with journal.transaction(run_id):
-            records, rejects = _append_block(journal, run_id, block, counts)
-            check_run(
-                journal,
-                run_id,
-                spec.acceptance,
-                alpha=settings.shift_alpha,
-                permutations=settings.shift_permutations,
-            )
-            finished = RunFinished(**counts).payload()
-            journal.append(run_id, ev.RUN_FINISHED, finished, key="run/finished")
+            events = _block_events(block)
+            records, rejects = _tally(block, counts)
+            finished = NewEvent(ev.RUN_FINISHED, RunFinished(**counts).payload(), "run/finished")
+            if checks_shift(spec.acceptance):
+                journal.append_batch(run_id, events)
+                check_run(
+                    journal,
+                    run_id,
+                    spec.acceptance,
+                    alpha=settings.shift_alpha,
+                    permutations=settings.shift_permutations,
+                )
+                journal.append_batch(run_id, [finished])
+            else:
+                journal.append_batch(run_id, [*events, finished])
             journal.release_run_lock(run_id, pid)
         released = True
         _report(rejects, on_reject)
@@ -388,7 +395,8 @@ def _commit(
 ) -> list[CaseRecord]:
     """Append a block's events in one batch (one transaction); its records, in order,
     once they are durable."""
-    records, rejects = _append_block(journal, run_id, block, counts)
+    journal.append_batch(run_id, _block_events(block))
+    records, rejects = _tally(block, counts)
     _report(rejects, on_reject)
     return records
 
@@ -399,11 +407,8 @@ def _report(rejects: list[Reject], on_reject: Callable[[Reject], None] | None) -
             on_reject(reject)
 
 
-def _append_block(
-    journal: Journal, run_id: str, block: list[Outcome], counts: Counter[str]
-) -> tuple[list[CaseRecord], list[Reject]]:
-    """Append a block's events in one batch (joining the caller's transaction, if any) and
-    count them; its records and rejects, in order."""
+def _block_events(block: list[Outcome]) -> list[NewEvent]:
+    """The events a block of outcomes appends, in order."""
     events: list[NewEvent] = []
     for outcome in block:
         if outcome.reject is not None:
@@ -421,7 +426,11 @@ def _append_block(
             e if isinstance(e, NewEvent) else NewEvent(e.type, e.payload, e.key, e.case)
             for e in outcome.events
         )
-    journal.append_batch(run_id, events)
+    return events
+
+
+def _tally(block: list[Outcome], counts: Counter[str]) -> tuple[list[CaseRecord], list[Reject]]:
+    """Count a block's outcomes into ``counts``; its records and rejects, in order."""
     records: list[CaseRecord] = []
     rejects: list[Reject] = []
     for outcome in block:
