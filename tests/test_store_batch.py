@@ -20,6 +20,7 @@ from dissensus.pipeline.review import final_records
 from dissensus.states import Reading
 from dissensus.store import GENESIS, Journal, JournalConflict
 from dissensus.store.canonical import canonical, chain_hash, event_hash
+from dissensus.store.events import Event, written_event
 from dissensus.store.journal import EventLog, NewEvent
 from pipeline_cases import panel, write_jsonl, write_policy
 from store_backends import BACKENDS, target_for
@@ -38,31 +39,65 @@ payloads = st.dictionaries(st.text(max_size=6), json_values, max_size=4)
     payload=payloads,
     key=st.text(min_size=1, max_size=10),
     case=st.none() | st.text(max_size=5),
-    seq=st.integers(min_value=0, max_value=10**6),
+    seq=st.integers(min_value=0, max_value=10**12),
+    run=st.text(min_size=1, max_size=8),
+    type=st.text(max_size=8),
+    at=st.text(max_size=8),
 )
 def test_the_spliced_event_hash_is_the_chain_hash(
+    payload: dict[str, Any], key: str, case: str | None, seq: int, run: str, type: str, at: str
+) -> None:
+    """Byte for byte: every field may hold quotes, backslashes, control and non-ASCII
+    characters, which the spliced text must quote exactly as ``canonical`` does."""
+    body = {
+        "run": run,
+        "seq": seq,
+        "key": key,
+        "type": type,
+        "case": case,
+        "at": at,
+        "payload": payload,
+    }
+    spliced = event_hash(
+        GENESIS,
+        run=run,
+        seq=seq,
+        key=key,
+        type=type,
+        case=case,
+        at=at,
+        payload_text=canonical(payload),
+    )
+    assert spliced == chain_hash(GENESIS, body)
+
+
+@given(
+    payload=payloads,
+    key=st.text(min_size=1, max_size=10),
+    case=st.none() | st.text(max_size=5),
+    seq=st.integers(min_value=0, max_value=10**6),
+)
+def test_a_written_event_equals_the_validated_event(
     payload: dict[str, Any], key: str, case: str | None, seq: int
 ) -> None:
-    body = {
-        "run": "r",
+    fields = {
+        "run_id": "r",
         "seq": seq,
         "key": key,
         "type": "t.x",
         "case": case,
         "at": "now",
         "payload": payload,
+        "prev_hash": GENESIS,
+        "hash": "h",
     }
-    spliced = event_hash(
-        GENESIS,
-        run="r",
-        seq=seq,
-        key=key,
-        type="t.x",
-        case=case,
-        at="now",
-        payload_text=canonical(payload),
-    )
-    assert spliced == chain_hash(GENESIS, body)
+    fast = written_event(**fields)
+    validated = Event(**fields)
+    assert fast == validated
+    assert fast.model_dump() == validated.model_dump()
+    assert fast.model_fields_set == validated.model_fields_set
+    assert fast.body() == validated.body()
+    assert fast.model_copy(update={"seq": seq + 1}).seq == seq + 1
 
 
 @settings(max_examples=30, deadline=None)

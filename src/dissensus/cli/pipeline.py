@@ -558,7 +558,7 @@ def decide_cmd(
     # One specification, checked before the journal is touched: every file it names is read.
     spec = RunSpec.from_policy(policy, model=model, similarity=similarity, acceptance=acceptance)
     with _journal(target, must_exist=False) as store:
-        info = start_run(store, panels, spec, run_id=run_id)
+        info = start_run(store, panels, spec, run_id=run_id, lock=True)
         total = count_lines(panels) if progress_enabled() else None
         code = _run(
             store,

@@ -120,6 +120,8 @@ async def adecide(
     case is journalled in ``journal`` (default: a throw-away in-memory one) as run
     ``run_id`` (default: a fresh id); deciding the same panel under an existing run id
     replays that run (the LangGraph node relies on it), a different panel is refused.
+    A new run commits twice (the run with its lock; the case with ``run.finished`` and
+    the lock's release: :mod:`dissensus.pipeline.batch`).
     """
     spec = RunSpec.from_policy(policy, base_dir=policy_dir)
     if calibration is not None or guard_calibration is not None:
@@ -136,7 +138,7 @@ async def adecide(
     try:
         started = store.get(rid, "run/started") if store.run(rid, missing_ok=True) else None
         if started is None:
-            start_run(store, None, spec, text=text, run_id=rid)
+            start_run(store, None, spec, text=text, run_id=rid, lock=True)
         elif (started.payload.get("input") or {}).get("text") != text:
             raise ConfigError(
                 f"run {rid!r} already decided another panel; use another run id", field="run_id"

@@ -20,13 +20,21 @@ Choices where the design is silent:
   :data:`BLOCK_CASES` cases are waiting, and only then yields their records: a record
   handed out is durable; a crash loses at most the batch being written (never part of
   it) and the cases in flight, which a resumed run decides again.
+* **Durability points** (commits, hence fsyncs under SQLite's ``synchronous=full``) of a
+  run: (1) the run, its ``run.started`` and, with ``start_run(..., lock=True)``, its
+  execution lock; (2) each block but the last; (3) the last block together with the
+  shift check, ``run.finished`` and the lock's release. A run of one case that makes no
+  model call commits twice. A crash before (3) commits leaves the run unfinished with its
+  lock naming a dead process (taken over on resume); a crash after it leaves a finished
+  run. The records of the last block are handed out after (3).
 * At most ``policy.concurrency`` cases are in flight; records are emitted in input order
   (a finished case waits for the earlier ones, so memory stays bounded by the window).
 * A resumed run refuses an input file whose sha256 changed since the run started.
 * Rejected lines are journalled (``input.rejected``) and reported, never decided.
 * ``run.finished`` is journalled once, with the counts, when every line was handled.
 * One process at a time works on a run: :func:`execute_run` takes the run's lease in
-  the journal (:meth:`~dissensus.store.journal.Journal.acquire_run_lock`) and a second process
+  the journal (:meth:`~dissensus.store.journal.Journal.acquire_run_lock`; already held,
+  with nothing to write, when :func:`start_run` took it with the run) and a second process
   gets :class:`RunBusy` ("run is being resumed by pid N", exit 2) instead of doubling
   the spend; the lease of a killed process is taken over.
 * A deadline (``deadline_s`` of the policy, or the caller's) is wall-clock time for this
@@ -60,7 +68,7 @@ from dissensus.io.jsonl import Reject, parse_line
 from dissensus.pipeline.executors import Executor, LocalExecutor, Outcome, RunContext
 from dissensus.pipeline.records import CaseRecord
 from dissensus.pipeline.run_events import RunFinished, RunInput, RunStarted, RunStopped
-from dissensus.pipeline.shift import check_run, latest_flag
+from dissensus.pipeline.shift import check_run, checks_shift, latest_flag
 from dissensus.pipeline.spec import (
     PolicyLike,
     RunSpec,
@@ -133,6 +141,7 @@ def start_run(
     kind: str = RUN_KIND,
     extra: JsonObject | None = None,
     via: str | None = None,
+    lock: bool = False,
 ) -> RunInfo:
     """Register a new run of ``input_path`` (``"-"``: standard input) or of ``text`` (JSONL
     handed in by a door) and journal its inputs and specification (``run.started``).
@@ -140,7 +149,11 @@ def start_run(
     ``policy`` is a :class:`RunSpec`, a :class:`Policy`, a policy file or ``None``; the
     other settings are :meth:`RunSpec.from_policy`'s overrides. Everything is checked
     before the run exists. ``extra`` adds fields to ``run.started`` (e.g. who submitted);
-    ``via`` names the door in the run's header (e.g. ``serve``).
+    ``via`` names the door in the run's header (e.g. ``serve``). ``lock`` takes the run's
+    execution lock for this process in the same transaction (for a caller that calls
+    :func:`execute_run` next with the same journal object: one commit fewer); a door that
+    executes the run elsewhere (another thread's connection) leaves it to
+    :func:`execute_run`.
     """
     spec = RunSpec.from_policy(
         policy,
@@ -173,11 +186,18 @@ def start_run(
     meta: JsonObject = {"input": source.get("path"), "policy_file": spec.policy_file}
     if via:
         meta["via"] = via
-    # The run and its run.started event are one transaction: a crash leaves neither.
-    # exclusive: of two starts with one --run-id, the second fails cleanly (RunExists).
+    # The run, its run.started event (and its lock) are one transaction: a crash leaves
+    # none of them. exclusive: of two starts with one --run-id, the second fails cleanly.
     payload = RunStarted.model_validate({"input": source, **spec.started_fields(), **(extra or {})})
     started = (ev.RUN_STARTED, payload.payload(), "run/started")
-    return journal.create_run(run_id, kind=kind, meta=meta, first=started, exclusive=True)
+    return journal.create_run(
+        run_id,
+        kind=kind,
+        meta=meta,
+        first=started,
+        exclusive=True,
+        lock_pid=os.getpid() if lock else None,
+    )
 
 
 def _with_shift_hold(journal: Journal, spec: RunSpec) -> RunSpec:
@@ -266,9 +286,10 @@ async def execute_run(
     started = _started(journal, run_id)
     spec = RunSpec.from_started(started)
     pid = os.getpid()
-    holder = journal.acquire_run_lock(run_id, pid)
+    holder = journal.acquire_run_lock(run_id, pid)  # a read only when start_run took it
     if holder is not None:
         raise RunBusy(f"run {run_id} is being resumed by pid {holder.pid} (host {holder.host})")
+    released = False
     try:
         name, lines = input_lines(started.input)
         ctx = RunContext(journal=journal, run_id=run_id, spec=spec, name=name, lines=lines)
@@ -296,9 +317,6 @@ async def execute_run(
                 finally:
                     waiting = None
                 block.append(outcome)
-            for record in _commit(journal, run_id, block, counts, on_reject):
-                yield record
-            block = []
         except _Late:
             for record in _commit(journal, run_id, block, counts, on_reject):
                 yield record
@@ -314,16 +332,34 @@ async def execute_run(
                 await asyncio.gather(waiting, return_exceptions=True)
             await outcomes.aclose()
         settings = spec.policy.acceptance
-        check_run(
-            journal,
-            run_id,
-            spec.acceptance,
-            alpha=settings.shift_alpha,
-            permutations=settings.shift_permutations,
-        )
-        journal.append(run_id, ev.RUN_FINISHED, RunFinished(**counts).payload(), key="run/finished")
+        # The last block, the shift check (which reads the block's acceptance events),
+        # run.finished and the lock's release: one transaction, one commit.
+        # Without a shift check to run between them, the block and run.finished are one
+        # batch (one head read, one insert).
+        with journal.transaction(run_id):
+            events = _block_events(block)
+            records, rejects = _tally(block, counts)
+            finished = NewEvent(ev.RUN_FINISHED, RunFinished(**counts).payload(), "run/finished")
+            if checks_shift(spec.acceptance):
+                journal.append_batch(run_id, events)
+                check_run(
+                    journal,
+                    run_id,
+                    spec.acceptance,
+                    alpha=settings.shift_alpha,
+                    permutations=settings.shift_permutations,
+                )
+                journal.append_batch(run_id, [finished])
+            else:
+                journal.append_batch(run_id, [*events, finished])
+            journal.release_run_lock(run_id, pid)
+        released = True
+        _report(rejects, on_reject)
+        for record in records:
+            yield record
     finally:
-        journal.release_run_lock(run_id, pid)
+        if not released:
+            journal.release_run_lock(run_id, pid)
 
 
 async def _ready(waiting: asyncio.Future[Outcome]) -> bool:
@@ -359,6 +395,20 @@ def _commit(
 ) -> list[CaseRecord]:
     """Append a block's events in one batch (one transaction); its records, in order,
     once they are durable."""
+    journal.append_batch(run_id, _block_events(block))
+    records, rejects = _tally(block, counts)
+    _report(rejects, on_reject)
+    return records
+
+
+def _report(rejects: list[Reject], on_reject: Callable[[Reject], None] | None) -> None:
+    if on_reject is not None:
+        for reject in rejects:
+            on_reject(reject)
+
+
+def _block_events(block: list[Outcome]) -> list[NewEvent]:
+    """The events a block of outcomes appends, in order."""
     events: list[NewEvent] = []
     for outcome in block:
         if outcome.reject is not None:
@@ -376,13 +426,17 @@ def _commit(
             e if isinstance(e, NewEvent) else NewEvent(e.type, e.payload, e.key, e.case)
             for e in outcome.events
         )
-    journal.append_batch(run_id, events)
+    return events
+
+
+def _tally(block: list[Outcome], counts: Counter[str]) -> tuple[list[CaseRecord], list[Reject]]:
+    """Count a block's outcomes into ``counts``; its records and rejects, in order."""
     records: list[CaseRecord] = []
+    rejects: list[Reject] = []
     for outcome in block:
         if outcome.reject is not None:
             counts["rejected"] += 1
-            if on_reject is not None:
-                on_reject(outcome.reject)
+            rejects.append(outcome.reject)
             continue
         record = outcome.record
         assert record is not None
@@ -390,7 +444,7 @@ def _commit(
         counts["auto"] += int(record.auto)
         counts["escalated"] += int(record.action == "escalate")
         records.append(record)
-    return records
+    return records, rejects
 
 
 class _Late(Exception):

@@ -117,6 +117,12 @@ def check_vectors(
     )
 
 
+def checks_shift(acceptance: Mapping[str, Any] | None) -> bool:
+    """Whether :func:`check_run` checks runs decided with ``acceptance`` (the journalled
+    acceptance file's entry): only a file with a shift reference can be checked."""
+    return bool(acceptance and acceptance.get("shift_reference"))
+
+
 def check_run(
     journal: Journal,
     run_id: str,
@@ -128,7 +134,7 @@ def check_run(
     """Check run ``run_id``'s judged cases and journal the outcome (see the module docstring)."""
     from dissensus.acceptance.shift import MIN_CASES
 
-    if not acceptance or not acceptance.get("shift_reference"):
+    if acceptance is None or not checks_shift(acceptance):
         return None
     vectors = [
         dict(e.payload["vector"])

@@ -12,7 +12,9 @@ non-finite floats are refused because JSON cannot carry them. ``canonical`` and
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import json
+import json.encoder
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from dissensus.canonical import canonical, sha256_text
@@ -41,10 +43,19 @@ def event_hash(
 ) -> str:
     """:func:`chain_hash` of an event whose payload's canonical text is ``payload_text``.
 
-    The same digest, without serialising the payload a second time: the event's
-    canonical text is assembled from its fields in sorted-key order around the payload's
-    text (``at``, ``case``, ``key``, ``payload``, ``run``, ``seq``, ``type``).
+    The same digest, without serialising the payload a second time nor building the
+    event's object: the event's canonical text is assembled from its fields in
+    sorted-key order (``at``, ``case``, ``key``, ``payload``, ``run``, ``seq``, ``type``),
+    each string quoted by the function :func:`canonical` uses for strings and the
+    sequence number written as :func:`canonical` writes an integer.
     """
-    before = canonical({"at": at, "case": case, "key": key})
-    after = canonical({"run": run, "seq": int(seq), "type": type})
-    return sha256_text(f'{prev_hash}{before[:-1]},"payload":{payload_text},{after[1:]}')
+    case_text = "null" if case is None else _quote(case)
+    return sha256_text(
+        f'{prev_hash}{{"at":{_quote(at)},"case":{case_text},"key":{_quote(key)},'
+        f'"payload":{payload_text},"run":{_quote(run)},"seq":{int(seq)!r},"type":{_quote(type)}}}'
+    )
+
+
+_quote: Callable[[str], str] = json.encoder.encode_basestring
+"""A string's JSON text as :func:`canonical` writes it (``ensure_ascii`` off: the C
+encoder's ``encode_basestring``, which ``json.JSONEncoder.encode`` calls for a string)."""

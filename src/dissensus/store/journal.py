@@ -28,6 +28,11 @@ those parts. Choices where the design is silent:
   transactions are serialised by its back end's lock (processes each open their own).
 * **After a commit** the events written are given to ``after_append`` (progress
   reporting, fault injection in crash tests), then the runs they close are sealed.
+* **Durability points** are commits: every write transaction, one fsync under SQLite's
+  ``synchronous=full``. A run can be created with its execution lock
+  (``create_run(..., lock_pid=...)``) and ended, last events and lock's release, inside
+  one :meth:`Journal.transaction`, so a run of one block commits twice
+  (:mod:`dissensus.pipeline.batch` says what a crash between them leaves).
 * The journal stores what it is given; callers never give it secrets.
 """
 
@@ -207,16 +212,33 @@ class Journal:
         meta: dict[str, Any],  # JSON passing through: the run's header
         first: tuple[str, dict[str, Any], str] | None = None,  # (type, JSON payload, key)
         exclusive: bool = False,
+        lock_pid: int | None = None,
     ) -> RunInfo:
         """Register a run (idempotent for the same id unless ``exclusive``).
 
         ``first`` = ``(type, payload, key)`` is appended in the same transaction, so a
         crash leaves either no run or a run with its first event. ``exclusive`` raises
         :class:`RunExists` when the id is taken (two ``decide --run-id x`` at once: one
-        wins, the other fails cleanly).
+        wins, the other fails cleanly). With ``lock_pid`` the run's execution lock is
+        taken for that process in the same transaction too (one commit for the run, its
+        first event and its lock; :meth:`acquire_run_lock`), and :class:`JournalConflict`
+        is raised, creating nothing, when another live process holds it.
         """
         event = NewEvent(first[0], first[1], first[2]) if first is not None else None
-        return self._log.create_run(run_id, kind=kind, meta=meta, first=event, exclusive=exclusive)
+        if lock_pid is None:
+            return self._log.create_run(
+                run_id, kind=kind, meta=meta, first=event, exclusive=exclusive
+            )
+        with self._tx.transaction():
+            info = self._log.create_run(
+                run_id, kind=kind, meta=meta, first=event, exclusive=exclusive
+            )
+            holder = self._locks.acquire(run_id, lock_pid)
+            if holder is not None:
+                raise JournalConflict(
+                    f"run {run_id} is being executed by pid {holder.pid} (host {holder.host})"
+                )
+        return info
 
     def run(self, run_id: str, *, missing_ok: bool = False) -> RunInfo | None:
         return self._log.run(run_id, missing_ok=missing_ok)
@@ -366,13 +388,18 @@ class Journal:
     def acquire_run_lock(self, run_id: str, pid: int | None = None) -> RunLock | None:
         """Take the run's execution lock for ``pid`` (default: this process).
 
-        Returns ``None`` when taken, else the holder. A holder on this host whose
-        process is gone is replaced. Released by :meth:`release_run_lock`.
+        Returns ``None`` when taken (or already held by ``pid``: then nothing is
+        written), else the holder. A holder on this host whose process is gone is
+        replaced. Released by :meth:`release_run_lock`. Inside :meth:`transaction` it
+        commits with the transaction.
         """
         return self._locks.acquire(run_id, pid)
 
     def release_run_lock(self, run_id: str, pid: int | None = None) -> None:
-        """Release the run's execution lock if ``pid`` (default: this process) holds it."""
+        """Release the run's execution lock if ``pid`` (default: this process) holds it.
+
+        Inside :meth:`transaction` the release commits with the transaction (a run's last
+        events and its release in one commit)."""
         self._locks.release(run_id, pid)
 
 

@@ -13,6 +13,13 @@ design is silent:
 * **A zombie is gone.** A process killed but not yet reaped by its parent (as right after
   ``kill -9``) holds nothing (``/proc/<pid>/stat`` says ``Z``).
 * **A holder on another host** is trusted to be alive (its process cannot be checked).
+* **Inside a transaction.** Taking or releasing a lock joins the caller's open
+  transaction, so a run can be created with its lock taken, or finished with its lock
+  released, in one commit. A PostgreSQL session lock is not transactional: one taken
+  inside a transaction is released again if it rolls back, and one released inside a
+  transaction is released only once it commits.
+* **Holding it already** costs a read, not a write: asking for a lock this process
+  (same pid, same host; on PostgreSQL, this session) holds returns at once.
 """
 
 from __future__ import annotations
@@ -79,10 +86,25 @@ class RunLocks:
             return
         with backend.errors():
             backend.exec(_DELETE, (run_id, pid, socket.gethostname()))
-            session.unlock(run_id)
+
+        def unlock() -> None:
+            with backend.errors():
+                session.unlock(run_id)
+
+        # Released once the DELETE is committed (at once outside a transaction).
+        self._tx.on_commit(unlock)
+
+    def _ours(self, row: Row | None, pid: int) -> bool:
+        return row is not None and int(row["pid"]) == pid and row["host"] == socket.gethostname()
 
     def _acquire_row(self, run_id: str, pid: int) -> RunLock | None:
         backend = self._backend
+        if not self._tx.active:
+            # Held already (taken with the run, or by an earlier call): nothing to write.
+            with backend.errors():
+                rows = backend.rows("SELECT * FROM run_locks WHERE run_id = ?", (run_id,))
+            if self._ours(rows[0] if rows else None, pid):
+                return None
         with self._tx.transaction(run_id), backend.errors():
             rows = backend.rows("SELECT * FROM run_locks WHERE run_id = ?", (run_id,))
             holder = _live_holder(rows[0] if rows else None)
@@ -107,6 +129,9 @@ class RunLocks:
                 if rows:
                     return _lock_of(rows[0])
                 return RunLock(run_id=run_id, pid=0, host="?", acquired=clock.now())
+            if self._tx.active:
+                # The session lock outlives a rollback of the transaction taking it.
+                self._tx.on_rollback(lambda: session.unlock(run_id))
             backend.exec(_UPSERT, (run_id, pid, socket.gethostname(), clock.now()))
         return None
 

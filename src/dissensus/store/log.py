@@ -44,6 +44,7 @@ from dissensus.store.events import (
     RunRow,
     event_from_row,
     run_from_row,
+    written_event,
 )
 from dissensus.store.targets import check_run_id
 from dissensus.store.transactions import Transactions
@@ -201,16 +202,8 @@ class SQLEventLog:
                     payload_text=text,
                 )
                 rows.append((run_id, seq, item.key, item.type, item.case, at, text, prev, digest))
-                event = Event.model_construct(
-                    run_id=run_id,
-                    seq=seq,
-                    key=item.key,
-                    type=item.type,
-                    case=item.case,
-                    at=at,
-                    payload=item.payload,
-                    prev_hash=prev,
-                    hash=digest,
+                event = written_event(
+                    run_id, seq, item.key, item.type, item.case, at, item.payload, prev, digest
                 )
                 written[item.key] = (text, event)
                 fresh.append(event)

@@ -15,6 +15,10 @@ runs in :meth:`Transactions.transaction`. Choices where the design is silent:
   they were registered (the journal's ``after_append``, then its seals).
 * **Threads.** A transaction holds the back end's lock, so another thread's statements on
   the same object wait for it to end.
+* **What cannot roll back.** A step outside the database's transaction (a PostgreSQL
+  session lock taken or released inside it) registers what must follow the commit
+  (:meth:`Transactions.on_commit`) or undo it on a rollback
+  (:meth:`Transactions.on_rollback`); outside a transaction a commit callback runs at once.
 """
 
 from __future__ import annotations
@@ -37,6 +41,8 @@ class Transactions:
         self._depth = 0
         self._written: list[Event] | None = None
         self._locked_runs: set[str] = set()
+        self._on_commit: list[Callable[[], None]] = []
+        self._on_rollback: list[Callable[[], None]] = []
         self.after_commit: list[Callable[[Sequence[Event]], None]] = []
         """Called with the events a transaction wrote, once it has committed."""
 
@@ -51,6 +57,25 @@ class Transactions:
         """Inside a transaction: ``events`` were written (reported once it commits)."""
         assert self._written is not None
         self._written.extend(events)
+
+    @property
+    def active(self) -> bool:
+        """Whether a transaction is open on this object."""
+        return self._depth > 0
+
+    def on_commit(self, callback: Callable[[], None]) -> None:
+        """Run ``callback`` once the open transaction commits (dropped if it rolls back);
+        at once when no transaction is open."""
+        if not self._depth:
+            callback()
+            return
+        self._on_commit.append(callback)
+
+    def on_rollback(self, callback: Callable[[], None]) -> None:
+        """Inside a transaction: run ``callback`` if it rolls back (errors in it are
+        suppressed: the first error is the one to report)."""
+        assert self._depth
+        self._on_rollback.append(callback)
 
     def _lock(self, run_id: str) -> None:
         backend = self._backend
@@ -78,6 +103,7 @@ class Transactions:
         self._depth = 1
         self._written = written
         self._locked_runs = set()
+        self._on_commit, self._on_rollback = [], []
         try:
             if run_id is not None:
                 self._lock(run_id)
@@ -87,10 +113,16 @@ class Transactions:
         except BaseException:
             with suppress(Exception):  # the first error is the one to report
                 backend.rollback()
+            for undo in self._on_rollback:
+                with suppress(Exception):
+                    undo()
             raise
         finally:
             self._depth = 0
             self._written = None
             self._locked_runs = set()
+            committed, self._on_commit, self._on_rollback = self._on_commit, [], []
+        for then in committed:
+            then()
         for callback in self.after_commit:
             callback(written)

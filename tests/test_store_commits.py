@@ -1,0 +1,158 @@
+"""Durability points of a run: how many commits a run makes, and what each one holds.
+
+A run of one case commits twice: the run with ``run.started`` and its execution lock,
+then the case's events with ``run.finished`` and the lock's release. A run of several
+blocks adds one commit per further block. A transaction that rolls back takes nothing
+with it, a PostgreSQL session lock included. Both back ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dissensus.pipeline import batch as run_loop
+from dissensus.pipeline import decide
+from dissensus.pipeline.batch import execute_run, start_run
+from dissensus.store import Journal, JournalConflict, RunExists
+from dissensus.types import Panel
+from pipeline_cases import panel, write_jsonl
+from store_backends import BACKENDS, raw, target_for
+
+
+class Commits:
+    """What each commit of a journal object wrote (event types; lock rows seen after it)."""
+
+    def __init__(self, journal: Journal, target: str) -> None:
+        self.journal = journal
+        self.target = target
+        self.commits: list[list[str]] = []
+        self._pending: list[str] = []
+        backend: Any = journal._backend  # the object under test's own back end
+        original = backend.commit
+
+        def commit() -> None:
+            original()
+            self.commits.append(self._pending)
+            self._pending = []
+
+        backend.commit = commit
+        journal._log.on_write.append(lambda _run, events: self._seen(events))
+
+    def _seen(self, events: Any) -> None:
+        self._pending.extend(e.type for e in events)
+
+    def reset(self) -> None:
+        self.commits = []
+
+
+@pytest.fixture(params=BACKENDS)
+def journal(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Journal, str]]:
+    with target_for(request.param, tmp_path) as target, Journal(target) as j:
+        yield j, target
+
+
+def _lock_rows(target: str, run_id: str) -> list[tuple[Any, ...]]:
+    return raw(target, "SELECT pid FROM run_locks WHERE run_id = ?", (run_id,))
+
+
+def test_a_run_of_one_case_commits_twice(journal: tuple[Journal, str]) -> None:
+    j, target = journal
+    seen = Commits(j, target)
+    record = decide(Panel.model_validate(panel("p", ["A", "A", "A"])), journal=j, run_id="one")
+    assert record.id == "p"
+    types = [e.type for e in j.events("one")]
+    assert types[0] == "run.started" and types[-1] == "run.finished"
+    # The run (with its lock), then the case with run.finished and the lock's release.
+    assert len(seen.commits) == 2, seen.commits
+    assert seen.commits[0] == ["run.started"]
+    assert seen.commits[1] == types[1:]
+    assert _lock_rows(target, "one") == []
+    assert j.verify("one").ok
+    # Another process (pid) may take the lock: it was released, not left behind.
+    assert j.acquire_run_lock("one", pid=1) is None
+    j.release_run_lock("one", pid=1)
+    # Deciding it again replays it, writing no event: the lock's acquire (PostgreSQL:
+    # one statement outside a transaction), then the (unchanged) end.
+    seen.reset()
+    again = decide(Panel.model_validate(panel("p", ["A", "A", "A"])), journal=j, run_id="one")
+    assert again == record
+    assert 1 <= len(seen.commits) <= 2 and all(c == [] for c in seen.commits)
+    assert [e.type for e in j.events("one")] == types
+
+
+def test_a_run_of_several_blocks_commits_once_per_block_and_once_to_start(
+    journal: tuple[Journal, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    j, target = journal
+    monkeypatch.setattr(run_loop, "BLOCK_CASES", 2)
+    rows: list[dict[str, Any] | str] = [panel(f"p{i}", ["A", "A", "B"]) for i in range(5)]
+    path = write_jsonl(tmp_path / "in.jsonl", [*rows, "{not json"])
+    seen = Commits(j, target)
+    info = start_run(j, str(path), run_id="many", lock=True)
+    assert len(seen.commits) == 1 and seen.commits[0] == ["run.started"]
+    assert [r[0] for r in _lock_rows(target, "many")] == [os.getpid()]
+
+    async def run() -> list[Any]:
+        return [r async for r in execute_run(j, info.run_id)]
+
+    records = asyncio.run(run())
+    assert [r.id for r in records] == [f"p{i}" for i in range(5)]
+    blocks = seen.commits[1:]
+    # Each block is one commit; the last also holds run.finished (and the lock's release).
+    assert len(blocks) >= 3
+    assert all("run.finished" not in c for c in blocks[:-1])
+    assert blocks[-1][-1] == "run.finished" and any("input.rejected" in c for c in blocks)
+    assert sum(c.count("case.record") for c in blocks) == 5
+    assert _lock_rows(target, "many") == []
+    report = j.verify("many")
+    assert report.ok and report.finished, report.problems
+
+
+def test_a_run_created_with_its_lock_rolls_back_whole(journal: tuple[Journal, str]) -> None:
+    j, target = journal
+    started = ("run.started", {"x": 1}, "run/started")
+    j.create_run("taken", kind="t", meta={}, first=started, exclusive=True, lock_pid=4242)
+    with pytest.raises(RunExists):
+        j.create_run("taken", kind="t", meta={}, first=started, exclusive=True, lock_pid=1)
+    # The second create changed nothing: the first's lock and event stand.
+    assert [r[0] for r in _lock_rows(target, "taken")] == [4242]
+    assert j.head("taken").n_events == 1
+
+
+def test_a_lock_held_elsewhere_refuses_the_run_and_leaves_nothing(
+    journal: tuple[Journal, str],
+) -> None:
+    j, target = journal
+    j.create_run("r", kind="t", meta={})
+    j.create_run("r2", kind="t", meta={})
+    other = Journal(target)
+    try:
+        # The other journal object (another session on PostgreSQL) holds run "r".
+        assert other.acquire_run_lock("r", pid=1) is None
+        with pytest.raises(JournalConflict):
+            j.create_run("r", kind="t", meta={}, first=("t.x", {}, "k"), lock_pid=2)
+        assert j.head("r").n_events == 0  # the event of the refused transaction is gone
+        other.release_run_lock("r", pid=1)
+        # Taken inside a transaction that rolls back: nothing held afterwards (the
+        # PostgreSQL session lock is released with the rollback).
+        with pytest.raises(RuntimeError), j.transaction("r2"):
+            assert j.acquire_run_lock("r2", pid=3) is None
+            raise RuntimeError("roll back")
+        assert _lock_rows(target, "r2") == []
+        assert other.acquire_run_lock("r2", pid=5) is None
+        other.release_run_lock("r2", pid=5)
+        # Released inside a transaction: free once it commits.
+        assert j.acquire_run_lock("r2", pid=6) is None
+        with j.transaction("r2"):
+            j.release_run_lock("r2", pid=6)
+        assert _lock_rows(target, "r2") == []
+        assert other.acquire_run_lock("r2", pid=7) is None
+        other.release_run_lock("r2", pid=7)
+    finally:
+        other.close()
