@@ -776,3 +776,33 @@ def test_graceful_shutdown_time_comes_from_the_environment() -> None:
         with pytest.raises(ConfigError) as err:
             graceful_shutdown_s({SHUTDOWN_ENV: bad})
         assert err.value.field == SHUTDOWN_ENV and repr(bad) in str(err.value)
+
+
+def test_served_connections_send_without_waiting_for_acks() -> None:
+    """Connections accepted on the service's socket have Nagle's algorithm off: a response
+    written in two parts must not wait for the client's delayed ACK (about 40 ms each)."""
+    import socket
+
+    from dissensus.serve.server import listen
+
+    async def go() -> int:
+        accepted: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+
+        def on_connect(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            sock = writer.get_extra_info("socket")
+            accepted.set_result(sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+            writer.close()
+
+        sock = listen("127.0.0.1", 0)
+        server = await asyncio.start_server(on_connect, sock=sock)
+        try:
+            port = sock.getsockname()[1]
+            _, writer = await asyncio.open_connection("127.0.0.1", port)
+            flag = await asyncio.wait_for(accepted, 30)
+            writer.close()
+            return flag
+        finally:
+            server.close()
+            await server.wait_closed()
+
+    assert asyncio.run(go()) != 0
