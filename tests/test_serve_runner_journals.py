@@ -1,5 +1,5 @@
-"""The service's runs reuse one journal connection per worker thread, replace one that
-failed, and close every one when the server stops."""
+"""The service's runs reuse one journal connection and one event loop per worker thread,
+replace a connection that failed, and close every one when the server stops."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import threading
 from pathlib import Path
 
 from dissensus.pipeline import RunSpec
-from dissensus.serve.runs import Runner
+from dissensus.serve.runs import Runner, _ThreadLoops
 from dissensus.store import open_journal
 from dissensus.store.journal import Journal
 from pipeline_cases import panel, write_policy
@@ -105,3 +105,29 @@ def test_a_connection_that_failed_is_replaced(tmp_path: Path) -> None:
     assert statuses.count("failed") <= n_broken  # each broken connection fails one run at most
     assert statuses.count("finished") >= 3
     assert len(opener.opened) > n_broken  # replaced
+
+
+def test_a_threads_loop_is_reused_and_left_empty_after_each_run() -> None:
+    """What a run leaves running is cancelled when it ends (as ``asyncio.run`` would), the
+    next run on the thread gets the same loop with nothing on it, and close closes it."""
+    loops = _ThreadLoops()
+    seen: list[tuple[asyncio.AbstractEventLoop, int]] = []
+    stray: list[asyncio.Task[None]] = []
+
+    async def leaves_a_task() -> None:
+        stray.append(asyncio.get_running_loop().create_task(asyncio.sleep(3600)))
+        seen.append((asyncio.get_running_loop(), len(asyncio.all_tasks())))
+
+    def on_one_thread() -> None:
+        loops.run(leaves_a_task())
+        loops.run(leaves_a_task())
+
+    worker = threading.Thread(target=on_one_thread)
+    worker.start()
+    worker.join()
+    (first, tasks_first), (second, tasks_second) = seen
+    assert first is second
+    assert tasks_first == tasks_second == 2  # the run itself and its own stray task
+    assert all(t.cancelled() for t in stray)
+    loops.close()
+    assert first.is_closed()

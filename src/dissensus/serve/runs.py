@@ -23,7 +23,8 @@ Choices where the design is silent:
   journal, so embedding and deciding never stall the server's loop (``/healthz``
   answers during a MiniLM run). A worker thread keeps its connection for the runs it
   decides later (opening one costs a schema and review-index check that grows with
-  the journal); a connection that failed is closed and replaced, and every one is
+  the journal), and its event loop likewise (what a run leaves running is cancelled
+  when it ends, as ``asyncio.run`` would); a connection that failed is closed and replaced, and every one is
   closed when the server stops. A server on an in-memory journal (tests) decides on
   its loop, since a second connection would see another database.
 * A run stopped by its policy's deadline ends ``incomplete`` (partial, resumable), not
@@ -47,7 +48,7 @@ import os
 import sys
 import threading
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -259,6 +260,43 @@ class _ThreadJournals:
                 journal.close()
 
 
+class _ThreadLoops:
+    """One event loop per worker thread, made on the thread's first run and kept for its
+    later ones: a fresh loop per run (``asyncio.run``) costs a selector, a self-pipe and
+    a scan of every task of the process, for each single-panel request."""
+
+    def __init__(self) -> None:
+        self._local = threading.local()
+        self._made: list[asyncio.AbstractEventLoop] = []
+        self._lock = threading.Lock()
+
+    def run(self, coro: Coroutine[Any, Any, None]) -> None:
+        """Run ``coro`` to the end on this thread's loop, then cancel whatever it left
+        running (as ``asyncio.run`` does), so the next run starts on an empty loop."""
+        loop: asyncio.AbstractEventLoop | None = getattr(self._local, "loop", None)
+        if loop is None or loop.is_closed():
+            loop = asyncio.new_event_loop()
+            self._local.loop = loop
+            with self._lock:
+                self._made.append(loop)
+        try:
+            loop.run_until_complete(coro)
+        finally:
+            left = asyncio.all_tasks(loop)
+            for task in left:
+                task.cancel()
+            if left:
+                loop.run_until_complete(asyncio.gather(*left, return_exceptions=True))
+
+    def close(self) -> None:
+        """Close every loop (the server has stopped: none is running)."""
+        with self._lock:
+            loops, self._made = self._made, []
+        for loop in loops:
+            with contextlib.suppress(RuntimeError):
+                loop.close()
+
+
 class Runner:
     """Starts, executes and follows decide runs for the service (one :class:`RunSpec` for all)."""
 
@@ -275,6 +313,7 @@ class Runner:
         self.policy_file = spec.policy_file
         self._open_journal = open_journal
         self._journals = _ThreadJournals(open_journal) if open_journal is not None else None
+        self._loops = _ThreadLoops()
         self._backend: SimilarityBackend | None = None
         self._backend_lock = threading.Lock()
         self._states: OrderedDict[str, RunState] = OrderedDict()
@@ -390,17 +429,18 @@ class Runner:
                 loop.call_soon_threadsafe(on_reject, reject)
 
             journal = journals.get()
+            records = execute_run(journal, state.run_id, on_reject=rejected, backend=self.backend)
             try:
-                async for record in execute_run(
-                    journal, state.run_id, on_reject=rejected, backend=self.backend
-                ):
-                    loop.call_soon_threadsafe(on_record, record)
+                # Closed here, whatever happens: the thread's loop outlives the run.
+                async with contextlib.aclosing(records):  # type: ignore[type-var]
+                    async for record in records:
+                        loop.call_soon_threadsafe(on_record, record)
             except BaseException:
                 journals.discard()  # a connection that failed is not reused
                 raise
 
         def work() -> None:
-            asyncio.run(main())
+            self._loops.run(main())
 
         done = loop.run_in_executor(_executor(), work)
         try:
@@ -518,6 +558,7 @@ class Runner:
                     await state.task
         if self._journals is not None:
             self._journals.close()
+        self._loops.close()
 
 
 def _total(journal: Journal, run_id: str, seen: int) -> int:
