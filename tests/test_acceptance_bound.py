@@ -6,9 +6,10 @@ tests, not at collection, so a test worker that runs none of them does not pay i
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from hypothesis import given, settings
@@ -293,6 +294,48 @@ def test_hashed_fold_choice_is_close_to_uniform() -> None:
     counts = [0] * 5
     for i in range(2000):
         counts[fold_index([Candidate(label="a", features={"x": float(i)})], 5)] += 1
+    assert min(counts) > 330 and max(counts) < 470
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(["a", "b", "c"]), st.floats(0.0, 1.0)), min_size=1, max_size=4
+    ),
+    st.floats(1e-12, 1e-6),
+)
+def test_a_case_meets_one_fold_model_whatever_the_last_bits_of_its_figures(
+    rows: list[tuple[str, float]], noise: float
+) -> None:
+    """The fold model that scores a case comes from its panel (id, answers, reasons), so
+    figures computed from embeddings in another batch (last bits differ) score the same
+    case with the same model: the decision does not depend on the door."""
+    from dissensus.acceptance import Candidate, case_key, model_for
+
+    acc = _acceptance_with_folds()
+    key = case_key("case-1", [("judge-1", "a", "because"), ("judge-2", None, "")])
+    exact = [Candidate(label=label, features={"sim": value}) for label, value in rows]
+    nudged = [Candidate(label=label, features={"sim": value + noise}) for label, value in rows]
+    assert model_for(acc, exact, key=key) == model_for(acc, nudged, key=key)
+    assert model_for(acc, exact, key=key) == model_for(acc, [], key=key)
+
+
+@functools.cache
+def _acceptance_with_folds() -> Any:
+    from dissensus.acceptance import calibrate
+
+    cases, golds = _toy()
+    acc = calibrate(cases, golds, target=0.8, delta=0.1, min_accepted=10)
+    assert len(acc.models) > 1
+    return acc
+
+
+def test_the_case_key_draws_folds_close_to_uniformly() -> None:
+    from dissensus.acceptance import case_key, fold_of_key
+
+    counts = [0] * 5
+    for i in range(2000):
+        counts[fold_of_key(case_key(f"p{i}", [("a", "x", "r")]), 5)] += 1
     assert min(counts) > 330 and max(counts) < 470
 
 

@@ -83,6 +83,13 @@ def _prepared(root: Path, *, guard_from_policy: bool) -> dict[str, Any]:
     return {p.id: r for p, r in zip(panels, rows, strict=True)}
 
 
+def _keys(root: Path) -> dict[str, str]:
+    from dissensus.acceptance.prepare import panel_case_key
+
+    panels = [Panel.model_validate_json(x) for x in (root / "few.jsonl").read_text().splitlines()]
+    return {p.id: panel_case_key(p) for p in panels}
+
+
 def _decide_rows(
     root: Path,
     policy: str,
@@ -131,6 +138,7 @@ def test_decide_rescores_every_case_on_its_calibration_features(
 
     acc = load_acceptance(workdir / "A.json")
     prepared = _prepared(workdir, guard_from_policy=True)
+    keys = _keys(workdir)
     seen, records = _decide_rows(workdir, "p.yaml", monkeypatch, capsys)
     judged = [r for r in records if r["acceptance"] is not None]
     assert len(judged) >= N // 2, "most cases reach acceptance under this policy"
@@ -138,7 +146,7 @@ def test_decide_rescores_every_case_on_its_calibration_features(
         assert len(seen[r["id"]]) == 1, "scored once"
         rows = seen[r["id"]][0]
         assert rows == prepared[r["id"]], f"features of {r['id']} differ from calibration"
-        verdict = apply_acceptance(acc, prepared[r["id"]])
+        verdict = apply_acceptance(acc, prepared[r["id"]], key=keys[r["id"]])
         assert r["acceptance"]["score"] == verdict.score
         assert r["acceptance"]["family"] == acc.family
     # The control: the guard's default settings (how calibration scored it before) differ.

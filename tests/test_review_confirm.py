@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from dissensus.acceptance import apply_acceptance, load_acceptance
-from dissensus.acceptance.prepare import candidates_for
+from dissensus.acceptance.prepare import candidates_for, panel_case_key
 from dissensus.cli import main
 from dissensus.errors import InputError
 from dissensus.pipeline.confirm import AlreadyConfirmed, confirm
@@ -115,7 +115,7 @@ def test_audits_are_labelled_cases_with_the_features_of_decision_time(
             settings=acc.settings,
             sim_backend=backend,
         )
-        verdict = apply_acceptance(acc, rows)
+        verdict = apply_acceptance(acc, rows, key=panel_case_key(case.panel))
         rec = next(r for r in records if r.line == line)
         assert rec.acceptance is not None
         assert verdict.score == pytest.approx(rec.acceptance.score, abs=1e-6)

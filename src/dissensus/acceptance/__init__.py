@@ -49,10 +49,12 @@ from dissensus.acceptance.file import (
 from dissensus.acceptance.fit import (
     CrossFit,
     LogisticModel,
+    case_key,
     crossfit,
     crossfit_scores,
     fit_model,
     fold_index,
+    fold_of_key,
     score_case,
 )
 from dissensus.acceptance.shift import ShiftCheck, ShiftReference, shift_check
@@ -78,6 +80,7 @@ __all__ = [
     "calibrate",
     "candidate_rows",
     "canonical_hash",
+    "case_key",
     "clopper_pearson_upper",
     "crossfit",
     "crossfit_scores",
@@ -85,6 +88,7 @@ __all__ = [
     "fewest_tested",
     "fit_model",
     "fold_index",
+    "fold_of_key",
     "library_versions",
     "load_acceptance",
     "model_for",

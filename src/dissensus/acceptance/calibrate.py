@@ -36,7 +36,14 @@ from dissensus.acceptance.families import (
 )
 from dissensus.acceptance.features import Candidate
 from dissensus.acceptance.file import AcceptanceFile, FeatureSettings
-from dissensus.acceptance.fit import CrossFit, crossfit, feature_list, fold_index, score_case
+from dissensus.acceptance.fit import (
+    CrossFit,
+    crossfit,
+    feature_list,
+    fold_index,
+    fold_of_key,
+    score_case,
+)
 from dissensus.acceptance.shift import reference
 from dissensus.errors import ConfigError
 from dissensus.types import AcceptanceFigures
@@ -166,23 +173,38 @@ def stratum_of(meta: Mapping[str, Any], field: str | None) -> str | None:
 
 
 def model_for(
-    acc: AcceptanceFile, candidates: Sequence[Candidate], stratum: str | None = None
+    acc: AcceptanceFile,
+    candidates: Sequence[Candidate],
+    stratum: str | None = None,
+    *,
+    key: str | None = None,
 ) -> int:
-    """Index of the fold model that scores this case (see :mod:`dissensus.acceptance.fit`)."""
+    """Index of the fold model that scores this case (see :mod:`dissensus.acceptance.fit`):
+    its stratum's, else the one :func:`~dissensus.acceptance.fit.case_key` ``key`` draws,
+    else a hash of the candidate rows."""
     if stratum is not None and stratum in acc.fold_of_stratum:
         return acc.fold_of_stratum[stratum]
+    if key is not None:
+        return fold_of_key(key, len(acc.models))
     return fold_index(candidates, len(acc.models))
 
 
 def apply_acceptance(
-    acc: AcceptanceFile, candidates: Sequence[Candidate], *, stratum: str | None = None
+    acc: AcceptanceFile,
+    candidates: Sequence[Candidate],
+    *,
+    stratum: str | None = None,
+    key: str | None = None,
 ) -> AcceptanceVerdict:
     """Score ``candidates`` with ``acc`` and compare with its threshold.
 
-    ``stratum`` is the case's value of the calibration's strata field, when it has one.
+    ``stratum`` is the case's value of the calibration's strata field, when it has one;
+    ``key`` is the case's :func:`~dissensus.acceptance.fit.case_key` (every door that
+    decides a panel passes it, so a case meets the same fold model through each).
     """
     if acc.family == "learned":
-        label, score = score_case(acc.models[model_for(acc, candidates, stratum)], candidates)
+        fold = model_for(acc, candidates, stratum, key=key)
+        label, score = score_case(acc.models[fold], candidates)
     else:
         label, score = family_score(acc.family, candidates)
     common = {

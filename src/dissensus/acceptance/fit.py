@@ -12,8 +12,14 @@ model that saw it), and each fold is scored by a model fitted on the others. The
 deployed models are *those same fold models* (:class:`CrossFit`), not a model refitted
 on every case: a new case is scored by one fold model, chosen by its stratum when the
 calibration was stratified and the stratum is known (the model that never saw that
-stratum, as in calibration), otherwise by a hash of its candidate rows
-(:func:`fold_index`, uniform over the folds as the calibration's fold sizes are). A new
+stratum, as in calibration), otherwise by a hash of the case's panel (its id and each
+agent's answer and reasoning, :func:`case_key` and :func:`fold_of_key`: every door that
+decides a panel has it), or, for a caller holding only candidate rows, a hash of the rows
+(:func:`fold_index`); both are uniform over the folds as the calibration's fold sizes
+are. The panel, not the rows, decides the fold wherever it is known: the rows hold
+similarities of embeddings, whose last bits differ with the batch an encoder computed
+them in, and a hash of them would send one case to different fold models through
+different doors (or with a warm and a cold embedding cache). A new
 case's score is therefore drawn from the same distribution as the calibration cases'
 out-of-fold scores, which is what the threshold's bound was computed on; a refitted
 model scores new cases a little more confidently than the bound assumed. Fitted
@@ -56,6 +62,7 @@ __all__ = [
     "MIN_CASES_FOR_CV",
     "CrossFit",
     "LogisticModel",
+    "case_key",
     "crossfit",
     "crossfit_scores",
     "design",
@@ -63,6 +70,7 @@ __all__ = [
     "fit_arrays",
     "fit_model",
     "fold_index",
+    "fold_of_key",
     "score_case",
 ]
 
@@ -243,6 +251,20 @@ class CrossFit:
     """Model ``k`` was fitted on every fold but ``k``."""
     fold_of_group: dict[str, int] = field(default_factory=dict)
     """Stratum -> the fold holding it, when the folds were grouped by stratum."""
+
+
+def case_key(panel_id: str, outputs: Sequence[tuple[str, str | None, str]]) -> str:
+    """The text a case's fold is drawn from: its panel id and each agent's
+    ``(agent, decision, reasoning)``, as compact JSON (exact strings, no floats)."""
+    body = [panel_id, [list(o) for o in outputs]]
+    return json.dumps(body, separators=(",", ":"), ensure_ascii=False)
+
+
+def fold_of_key(key: str, folds: int) -> int:
+    """The fold model that scores a case with :func:`case_key` ``key``: sha256 modulo ``folds``."""
+    if folds <= 1:
+        return 0
+    return int.from_bytes(hashlib.sha256(key.encode("utf-8")).digest()[:8], "big") % folds
 
 
 def fold_index(candidates: Sequence[Candidate], folds: int) -> int:

@@ -13,7 +13,9 @@ compute the guard features with, so a case scores the same in both.
 Choices where the design is silent: a panel with fewer than two votes, or a run whose
 policy disables the guard, has no guard features (as the pipeline's guard step); user features are imported once per call of :func:`load_user_features` and
 a failing import is a :class:`~dissensus.errors.ConfigError` naming the spec; a user
-feature that raises or returns a non-number is a :class:`ConfigError` naming the panel.
+feature that raises or returns a non-number is a :class:`ConfigError` naming the panel;
+:class:`LearnedAcceptance` scores a case with the fold model its panel draws
+(:func:`panel_case_key`), so one panel meets one fold model through every door.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from dissensus.acceptance.features import (
     second_pairs,
 )
 from dissensus.acceptance.file import AcceptanceFile, FeatureSettings, load_acceptance
+from dissensus.acceptance.fit import case_key
 from dissensus.errors import ConfigError
 from dissensus.types import Panel
 
@@ -44,6 +47,7 @@ __all__ = [
     "acceptance_guard",
     "candidates_for",
     "load_user_features",
+    "panel_case_key",
     "prepare_cases",
 ]
 
@@ -209,6 +213,12 @@ def prepare_cases(
     return out
 
 
+def panel_case_key(panel: Panel) -> str:
+    """:func:`~dissensus.acceptance.fit.case_key` of a panel: the fold model that scores it
+    depends on its id and its agents' answers and reasons, never on computed figures."""
+    return case_key(panel.id, [(o.agent, o.decision, o.reasoning) for o in panel.outputs])
+
+
 class LearnedAcceptance:
     """An acceptance file ready to judge cases the way it was calibrated.
 
@@ -260,6 +270,9 @@ class LearnedAcceptance:
             user=self.user,
         )
         verdict = apply_acceptance(
-            self.file, rows, stratum=stratum_of(panel.meta, self.file.strata_field)
+            self.file,
+            rows,
+            stratum=stratum_of(panel.meta, self.file.strata_field),
+            key=panel_case_key(panel),
         )
         return verdict, case_vector(rows)
