@@ -151,30 +151,40 @@ def _spawn(loop: asyncio.AbstractEventLoop, main: Callable[[], Coroutine[Any, An
 
 
 class _Mailbox:
-    """Calls handed to an event loop from other threads, made in the order they were
-    posted: the loop is woken once for all that arrive before it gets to them (each
-    ``call_soon_threadsafe`` wakes it with a write to its self-pipe)."""
+    """Calls handed from one event loop (``source``) to another running on another thread
+    (``target``), made there in the order they were posted. The target is woken once per
+    turn of the source loop, for every call posted during that turn: each wake-up is a
+    write to the target's self-pipe and a switch of threads, which one call per
+    record, start and end of each run would pay again and again."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self.loop = loop
+    def __init__(
+        self, source: asyncio.AbstractEventLoop, target: asyncio.AbstractEventLoop
+    ) -> None:
+        self.source = source
+        self.target = target
         self._calls: deque[tuple[Callable[..., None], tuple[Any, ...]]] = deque()
         self._lock = threading.Lock()
-        self._woken = False
+        self._due = False
 
     def post(self, call: Callable[..., None], *args: Any) -> None:
+        """Hand ``call(*args)`` to the target loop (called on the source loop's thread)."""
         with self._lock:
             self._calls.append((call, args))
-            if self._woken:
+            if self._due:
                 return
-            self._woken = True
-        self.loop.call_soon_threadsafe(self._deliver)
+            self._due = True
+        self.source.call_soon(self._wake)  # at the end of this turn of the source loop
+
+    def _wake(self) -> None:
+        with contextlib.suppress(RuntimeError):  # the target loop is closed: nobody waits
+            self.target.call_soon_threadsafe(self._deliver)
 
     def _deliver(self) -> None:
         with self._lock:
             calls, self._calls = self._calls, deque()
-            self._woken = False
+            self._due = False
         for call, args in calls:
-            self.loop.call_soon(call, *args)  # each on its own: one failing stops no other
+            self.target.call_soon(call, *args)  # each on its own: one failing stops no other
 
 
 @dataclass
@@ -188,8 +198,9 @@ class RunState:
     records: list[CaseRecord] = field(default_factory=list)
     rejects: list[RunReject] = field(default_factory=list)
     error: str | None = None
-    events: list[tuple[str, JsonObject]] = field(default_factory=list)
-    """Progress events (kind, JSON data) as they are streamed to followers, untouched."""
+    events: list[tuple[str, BaseModel]] = field(default_factory=list)
+    """Progress events (kind, model), each streamed to followers as the model's JSON (made
+    only when the run is followed)."""
     changed: asyncio.Event = field(default_factory=asyncio.Event)
     task: asyncio.Task[None] | None = None
     started: asyncio.Future[None] = field(
@@ -202,7 +213,7 @@ class RunState:
         """Still deciding in this process (a task cancelled before it ran is not)."""
         return self.status == "running" and self.task is not None and not self.task.done()
 
-    def push(self, kind: str, data: JsonObject) -> None:
+    def push(self, kind: str, data: BaseModel) -> None:
         self.events.append((kind, data))
         self.changed.set()
         self.changed = asyncio.Event()
@@ -274,11 +285,20 @@ class _RunLoop:
     decided (many at once, as concurrent ``adecide`` calls share one loop), with one
     connection to the journal for all of them."""
 
-    def __init__(self, opener: Callable[[], Journal], name: str, slots: int) -> None:
+    def __init__(
+        self,
+        opener: Callable[[], Journal],
+        name: str,
+        slots: int,
+        home: asyncio.AbstractEventLoop,
+    ) -> None:
         self._opener = opener
         self.loop = asyncio.new_event_loop()
         self.loop.set_task_factory(_tracking_factory)  # type: ignore[arg-type]
-        self.mailbox = _Mailbox(self.loop)
+        self.inbox = _Mailbox(home, self.loop)
+        """Calls from the server's loop (``home``) to this loop."""
+        self.outbox = _Mailbox(self.loop, home)
+        """Calls from this loop to the server's."""
         self.runs = 0
         """Runs handed to this loop and not ended (read and written on the server's loop)."""
         self._slots = slots
@@ -360,7 +380,6 @@ class Runner:
         self.policy_file = spec.policy_file
         self._open_journal = open_journal
         self._loops: list[_RunLoop] = []
-        self._inbox: _Mailbox | None = None
         self._backend: SimilarityBackend | None = None
         self._backend_lock = threading.Lock()
         self._states: OrderedDict[str, RunState] = OrderedDict()
@@ -412,12 +431,12 @@ class Runner:
         def on_reject(reject: Reject) -> None:
             data = reject_of(reject)
             state.rejects.append(data)
-            state.push("reject", data.model_dump(mode="json"))
+            state.push("reject", data)
 
         def on_record(record: CaseRecord) -> None:
             state.records.append(record)
             state.done += 1
-            state.push("record", record.model_dump(mode="json"))
+            state.push("record", record)
 
         try:
             await self._decide(state, text, extra, on_reject, on_record)
@@ -453,14 +472,14 @@ class Runner:
             if self._finished(state.run_id):
                 # Stopped only after the run journalled its end: it is finished.
                 state.status = "finished"
-                state.push("finished", state.summary().model_dump(mode="json"))
+                state.push("finished", state.summary())
                 self._end(state)
                 raise
             state.status = "incomplete"
             state.error = (
                 "cancelled (the server stopped); resume with: dissensus runs resume " + state.run_id
             )
-            state.push("incomplete", state.summary().model_dump(mode="json"))
+            state.push("incomplete", state.summary())
             self._end(state)
             raise
         except DeadlineReached as exc:
@@ -469,16 +488,17 @@ class Runner:
         except Exception as exc:  # reported to the client, never swallowed silently
             state.status = "failed"
             state.error = f"{type(exc).__name__}: {exc}"
-        state.push(state.status, state.summary().model_dump(mode="json"))
+        state.push(state.status, state.summary())
         self._end(state)
 
     def _run_loop(self) -> _RunLoop:
         """The run loop with the fewest runs (made on first use)."""
         assert self._open_journal is not None
         if not self._loops:
+            home = asyncio.get_running_loop()
             count = RUN_LOOPS_POSTGRES if is_postgres_url(str(self.journal.path)) else 1
             self._loops = [
-                _RunLoop(self._open_journal, f"dissensus-run-{i}", RUNS_PER_LOOP)
+                _RunLoop(self._open_journal, f"dissensus-run-{i}", RUNS_PER_LOOP, home)
                 for i in range(count)
             ]
         return min(self._loops, key=lambda r: r.runs)
@@ -496,9 +516,7 @@ class Runner:
         cancelling this coroutine cancels the run there, and waits until it stopped."""
         loop = asyncio.get_running_loop()
         runs = self._run_loop()
-        inbox = self._inbox
-        if inbox is None or inbox.loop is not loop:
-            inbox = self._inbox = _Mailbox(loop)
+        outbox = runs.outbox
         done: asyncio.Future[None] = loop.create_future()
         control = _ThreadTask()
         stop = threading.Event()
@@ -521,7 +539,7 @@ class Runner:
                     state.started.set_exception(error)
 
         def rejected(reject: Reject) -> None:
-            inbox.post(on_reject, reject)
+            outbox.post(on_reject, reject)
 
         async def decide() -> None:
             journal = runs.journal()
@@ -531,9 +549,9 @@ class Runner:
                     start_run(journal, None, self.spec, text=text, extra=extra, via="serve",
                               run_id=state.run_id, lock=True)  # fmt: skip
                 except Exception as exc:
-                    inbox.post(started, exc)
+                    outbox.post(started, exc)
                     raise _NotStarted from None
-                inbox.post(started, None)
+                outbox.post(started, None)
                 try:
                     async with runs.slot():
                         records = execute_run(
@@ -541,7 +559,7 @@ class Runner:
                         )
                         async with contextlib.aclosing(records):  # type: ignore[type-var]
                             async for record in records:
-                                inbox.post(on_record, record)
+                                outbox.post(on_record, record)
                 except BaseException:
                     # Stopped before execute_run took the run over: the lock start_run
                     # took is released here (else execute_run released it).
@@ -570,11 +588,11 @@ class Runner:
                     task.cancel()
                 if left:
                     await asyncio.gather(*left, return_exceptions=True)
-                inbox.post(settle, error)
+                outbox.post(settle, error)
 
         runs.runs += 1
         try:
-            runs.mailbox.post(_spawn, runs.loop, main)
+            runs.inbox.post(_spawn, runs.loop, main)
             try:
                 await asyncio.shield(done)
             except asyncio.CancelledError:
@@ -671,7 +689,8 @@ class Runner:
         while True:
             waiter = state.changed
             while sent < len(state.events):
-                yield state.events[sent]
+                kind, data = state.events[sent]
+                yield kind, data.model_dump(mode="json")
                 sent += 1
             if state.status != "running" and sent >= len(state.events):
                 return
