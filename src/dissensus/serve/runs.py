@@ -18,15 +18,25 @@ Choices where the design is silent:
 * The similarity backend is built once per server and shared by every run, one call at
   a time; a torch encoder (MiniLM) computes on all cores but one, which the server's own
   loop keeps.
-* **Off the event loop.** Each run is decided on a thread of its own (at most
-  :data:`RUN_THREADS` at once), with its own event loop and its own connection to the
-  journal, so embedding and deciding never stall the server's loop (``/healthz``
-  answers during a MiniLM run). A worker thread keeps its connection for the runs it
-  decides later (opening one costs a schema and review-index check that grows with
-  the journal), and its event loop likewise (what a run leaves running is cancelled
-  when it ends, as ``asyncio.run`` would); a connection that failed is closed and replaced, and every one is
-  closed when the server stops. A server on an in-memory journal (tests) decides on
-  its loop, since a second connection would see another database.
+* **Off the event loop.** Runs are journalled (``run.started``, with the run's lock:
+  one commit) and decided on a run loop: a thread of its own with its own event loop
+  and its own connection to the journal, so embedding and deciding never stall the
+  server's loop (``/healthz`` answers during a MiniLM run). The run loop decides many
+  runs at once (at most :data:`RUNS_PER_LOOP`; later ones wait for a place), as
+  concurrent ``adecide`` calls share one loop and one connection: on SQLite one run
+  loop, since one connection writes at a time anyway and several threads would only
+  contend for the GIL and the file's write lock; on PostgreSQL
+  :data:`RUN_LOOPS_POSTGRES`, so that round trips to the database overlap (each run
+  goes to the loop with the fewest). The server's loop waits only until
+  ``run.started`` is committed (so a journal error is the request's error, as before);
+  records, rejects and the end come back through a mailbox that wakes the server's
+  loop once per turn of the run loop, not once per hand-over. The run loop keeps its
+  connection; one that failed is not handed to later runs and is closed when the runs
+  still using it end; all are closed when the server stops. What a run leaves running
+  is cancelled when it ends, as ``asyncio.run`` would (its tasks are filed under it).
+  A run stopped before ``execute_run`` took it over releases its lock itself. A server
+  on an in-memory journal (tests) decides on its loop, since a second connection
+  would see another database.
 * A run stopped by its policy's deadline ends ``incomplete`` (partial, resumable), not
   ``failed``.
 * On shutdown (SIGTERM / Ctrl-C) runs in progress get most of the graceful-shutdown

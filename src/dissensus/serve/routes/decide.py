@@ -61,7 +61,8 @@ async def decide(
             {"run_id": state.run_id, "status": state.status, "links": links}, status_code=202
         )
     try:
-        await asyncio.wait_for(service.runner.wait(state), service.settings.request_timeout_s)
+        async with asyncio.timeout(service.settings.request_timeout_s):
+            await service.runner.wait(state)
     except TimeoutError:
         raise ApiError(
             504,
