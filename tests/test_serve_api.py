@@ -9,6 +9,7 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from unittest.mock import patch
 
 import httpx
 import pytest
@@ -21,6 +22,7 @@ from dissensus.io.jsonl import parse_line
 from dissensus.outputs import RouteRecord
 from dissensus.pipeline import execute_run, load_policy, start_run
 from dissensus.serve import ServeSettings, check_exposure, create_app
+from dissensus.serve import runs as serve_runs
 from dissensus.states import RuleSet, Thresholds, get_backend, read_panels
 from dissensus.store import Journal
 from dissensus.types import Panel, VoteCase
@@ -738,10 +740,13 @@ def test_a_run_the_server_started_resumes_with_the_cli(
     app = create_app(s)
 
     async def interrupted() -> str:
-        state = app.state.service.runner.start(
-            [json.dumps(escalating("a")), json.dumps(panel("few", ["1"]))], submitted_by="sub-name"
-        )
+        with patch.object(serve_runs, "RUNS_PER_LOOP", 0):  # no place to decide: the run waits
+            state = await app.state.service.runner.start(
+                [json.dumps(escalating("a")), json.dumps(panel("few", ["1"]))],
+                submitted_by="sub-name",
+            )
         assert state.task is not None
+        await asyncio.sleep(0.05)
         state.task.cancel()  # the server stops before deciding anything
         with pytest.raises(asyncio.CancelledError):
             await state.task

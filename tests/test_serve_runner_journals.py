@@ -1,15 +1,21 @@
-"""The service's runs reuse one journal connection and one event loop per worker thread,
-replace a connection that failed, and close every one when the server stops."""
+"""The service's runs are journalled and decided on a run loop (its own thread) that keeps
+one journal connection, replaces a connection that failed, cancels what a run leaves
+running, and closes everything when the server stops."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import sqlite3
 import threading
+from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from dissensus.pipeline import RunSpec
-from dissensus.serve.runs import Runner, _ThreadLoops
+from dissensus.serve.runs import Runner
 from dissensus.store import open_journal
 from dissensus.store.journal import Journal
 from pipeline_cases import panel, write_policy
@@ -42,7 +48,9 @@ def _line(pid: str) -> str:
     return json.dumps(panel(pid, ["1", "1", "1"]))
 
 
-def test_runs_on_one_thread_share_a_connection_and_all_close(tmp_path: Path) -> None:
+def test_runs_share_one_connection_and_it_closes(tmp_path: Path) -> None:
+    """Runs one after the other and at once are journalled and decided on the run loop's
+    one connection, opened on its thread, and closed when the server stops."""
     path = str(tmp_path / "journal.sqlite")
     spec = RunSpec.from_policy(write_policy(tmp_path / "policy.yaml"))
     opener = _Opener(path)
@@ -51,8 +59,14 @@ def test_runs_on_one_thread_share_a_connection_and_all_close(tmp_path: Path) -> 
     async def scenario() -> list[str]:
         runner = Runner(main, spec, open_journal=opener)
         statuses = []
-        for k in range(6):  # one after the other: an idle worker thread takes each
-            state = runner.start([_line(f"p{k}")], submitted_by="t")
+        for k in range(3):
+            state = await runner.start([_line(f"p{k}")], submitted_by="t")
+            await runner.wait(state)
+            statuses.append(state.status)
+        states = await asyncio.gather(
+            *(runner.start([_line(f"q{k}"), _line(f"r{k}")], submitted_by="t") for k in range(6))
+        )
+        for state in states:
             await runner.wait(state)
             statuses.append(state.status)
         await runner.close()
@@ -62,15 +76,16 @@ def test_runs_on_one_thread_share_a_connection_and_all_close(tmp_path: Path) -> 
         statuses = asyncio.run(scenario())
     finally:
         main.close()
-    assert statuses == ["finished"] * 6
-    # One connection per thread that decided a run, never one per run.
-    assert len(opener.opened) == len(set(opener.threads))
-    assert len(opener.opened) < 6
+    assert statuses == ["finished"] * 9
+    assert len(opener.opened) == 1
+    assert opener.threads[0] != threading.get_ident()
     assert sorted(map(id, opener.closed)) == sorted(map(id, opener.opened))
     with open_journal(path) as journal:
         runs = journal.runs()
-        assert len(runs) == 6
+        assert len(runs) == 9
         assert all(journal.verify(r.run_id).ok for r in runs)
+    with sqlite3.connect(path) as db:  # every run's lock released
+        assert db.execute("SELECT count(*) FROM run_locks").fetchone() == (0,)
 
 
 def test_a_connection_that_failed_is_replaced(tmp_path: Path) -> None:
@@ -79,55 +94,70 @@ def test_a_connection_that_failed_is_replaced(tmp_path: Path) -> None:
     opener = _Opener(path)
     main = open_journal(path)
 
-    async def scenario() -> tuple[int, list[str]]:
+    async def scenario() -> tuple[list[str], list[str]]:
         runner = Runner(main, spec, open_journal=opener)
         for pid in ("a", "b"):
-            state = runner.start([_line(pid)], submitted_by="t")
+            state = await runner.start([_line(pid)], submitted_by="t")
             await runner.wait(state)
-        # Break every connection a worker kept: a run on such a thread fails once, and
-        # the thread opens a new connection for its next run.
-        broken = list(opener.opened)
-        for journal in broken:
-            journal.close()
+        # Break the connection the run loop kept: the next run fails (it cannot even be
+        # journalled), and the loop opens a new connection for the one after.
+        opener.opened[0].close()
+        errors = []
+        try:
+            await runner.start([_line("c0")], submitted_by="t")
+        except Exception as exc:
+            errors.append(type(exc).__name__)
         statuses = []
-        for k in range(len(broken) + 3):
-            state = runner.start([_line(f"c{k}")], submitted_by="t")
+        for k in range(3):
+            state = await runner.start([_line(f"d{k}")], submitted_by="t")
             await runner.wait(state)
             statuses.append(state.status)
         await runner.close()
-        return len(broken), statuses
+        return errors, statuses
 
     try:
-        n_broken, statuses = asyncio.run(scenario())
+        errors, statuses = asyncio.run(scenario())
     finally:
         main.close()
-    assert set(statuses) <= {"finished", "failed"}
-    assert statuses.count("failed") <= n_broken  # each broken connection fails one run at most
-    assert statuses.count("finished") >= 3
-    assert len(opener.opened) > n_broken  # replaced
+    assert len(errors) == 1
+    assert statuses == ["finished"] * 3
+    assert len(opener.opened) == 2  # replaced once
+    assert set(map(id, opener.closed)) == set(map(id, opener.opened))
 
 
-def test_a_threads_loop_is_reused_and_left_empty_after_each_run() -> None:
-    """What a run leaves running is cancelled when it ends (as ``asyncio.run`` would), the
-    next run on the thread gets the same loop with nothing on it, and close closes it."""
-    loops = _ThreadLoops()
-    seen: list[tuple[asyncio.AbstractEventLoop, int]] = []
+def test_what_a_run_leaves_running_is_cancelled_when_it_ends(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run's tasks are filed under it: those still running when it ends are cancelled
+    (as ``asyncio.run`` would); the loop goes on with the next run."""
+    import dissensus.serve.runs as runs
+
+    real = runs.execute_run
     stray: list[asyncio.Task[None]] = []
 
-    async def leaves_a_task() -> None:
+    async def leaves_a_task(journal: Journal, run_id: str, **kw: Any) -> AsyncIterator[Any]:
         stray.append(asyncio.get_running_loop().create_task(asyncio.sleep(3600)))
-        seen.append((asyncio.get_running_loop(), len(asyncio.all_tasks())))
+        async for record in real(journal, run_id, **kw):
+            yield record
 
-    def on_one_thread() -> None:
-        loops.run(leaves_a_task())
-        loops.run(leaves_a_task())
+    monkeypatch.setattr(runs, "execute_run", leaves_a_task)
+    path = str(tmp_path / "journal.sqlite")
+    spec = RunSpec.from_policy(write_policy(tmp_path / "policy.yaml"))
+    main = open_journal(path)
 
-    worker = threading.Thread(target=on_one_thread)
-    worker.start()
-    worker.join()
-    (first, tasks_first), (second, tasks_second) = seen
-    assert first is second
-    assert tasks_first == tasks_second == 2  # the run itself and its own stray task
-    assert all(t.cancelled() for t in stray)
-    loops.close()
-    assert first.is_closed()
+    async def scenario() -> list[str]:
+        runner = Runner(main, spec, open_journal=lambda: open_journal(path))
+        statuses = []
+        for k in range(2):
+            state = await runner.start([_line(f"s{k}")], submitted_by="t")
+            await runner.wait(state)
+            statuses.append(state.status)
+        await runner.close()
+        return statuses
+
+    try:
+        statuses = asyncio.run(scenario())
+    finally:
+        main.close()
+    assert statuses == ["finished"] * 2
+    assert len(stray) == 2 and all(t.cancelled() for t in stray)

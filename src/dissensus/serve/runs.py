@@ -18,15 +18,25 @@ Choices where the design is silent:
 * The similarity backend is built once per server and shared by every run, one call at
   a time; a torch encoder (MiniLM) computes on all cores but one, which the server's own
   loop keeps.
-* **Off the event loop.** Each run is decided on a thread of its own (at most
-  :data:`RUN_THREADS` at once), with its own event loop and its own connection to the
-  journal, so embedding and deciding never stall the server's loop (``/healthz``
-  answers during a MiniLM run). A worker thread keeps its connection for the runs it
-  decides later (opening one costs a schema and review-index check that grows with
-  the journal), and its event loop likewise (what a run leaves running is cancelled
-  when it ends, as ``asyncio.run`` would); a connection that failed is closed and replaced, and every one is
-  closed when the server stops. A server on an in-memory journal (tests) decides on
-  its loop, since a second connection would see another database.
+* **Off the event loop.** Runs are journalled (``run.started``, with the run's lock:
+  one commit) and decided on a run loop: a thread of its own with its own event loop
+  and its own connection to the journal, so embedding and deciding never stall the
+  server's loop (``/healthz`` answers during a MiniLM run). The run loop decides many
+  runs at once (at most :data:`RUNS_PER_LOOP`; later ones wait for a place), as
+  concurrent ``adecide`` calls share one loop and one connection: on SQLite one run
+  loop, since one connection writes at a time anyway and several threads would only
+  contend for the GIL and the file's write lock; on PostgreSQL
+  :data:`RUN_LOOPS_POSTGRES`, so that round trips to the database overlap (each run
+  goes to the loop with the fewest). The server's loop waits only until
+  ``run.started`` is committed (so a journal error is the request's error, as before);
+  records, rejects and the end come back through a mailbox that wakes the server's
+  loop once per turn of the run loop, not once per hand-over. The run loop keeps its
+  connection; one that failed is not handed to later runs and is closed when the runs
+  still using it end; all are closed when the server stops. What a run leaves running
+  is cancelled when it ends, as ``asyncio.run`` would (its tasks are filed under it).
+  A run stopped before ``execute_run`` took it over releases its lock itself. A server
+  on an in-memory journal (tests) decides on its loop, since a second connection
+  would see another database.
 * A run stopped by its policy's deadline ends ``incomplete`` (partial, resumable), not
   ``failed``.
 * On shutdown (SIGTERM / Ctrl-C) runs in progress get most of the graceful-shutdown
@@ -43,13 +53,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import json
 import os
 import sys
 import threading
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -58,12 +68,12 @@ from pydantic import BaseModel
 from dissensus.errors import DissensusError
 from dissensus.io.jsonl import Reject
 from dissensus.pipeline import CaseRecord, DeadlineReached, RunSpec, execute_run
-from dissensus.pipeline.batch import input_lines, start_run
+from dissensus.pipeline.batch import input_lines, new_run_id, start_run
 from dissensus.pipeline.review import final_records
 from dissensus.states import EmbeddingBackend, SimilarityBackend, get_backend
 from dissensus.states.similarity import Matrix, Vectors
 from dissensus.store import event_types as ev
-from dissensus.store.journal import Journal
+from dissensus.store.journal import Journal, is_postgres_url
 from dissensus.types import JsonObject
 
 __all__ = [
@@ -81,17 +91,11 @@ __all__ = [
 KEEP_FINISHED = 256
 """Finished runs whose progress stays in memory."""
 
-RUN_THREADS = 8
-"""Runs decided at the same time, each on its own thread (later ones wait for a thread)."""
+RUNS_PER_LOOP = 32
+"""Runs decided at the same time on one run loop (later ones wait for a place)."""
 
-_POOL: ThreadPoolExecutor | None = None
-
-
-def _executor() -> ThreadPoolExecutor:
-    global _POOL
-    if _POOL is None:
-        _POOL = ThreadPoolExecutor(max_workers=RUN_THREADS, thread_name_prefix="dissensus-run")
-    return _POOL
+RUN_LOOPS_POSTGRES = 4
+"""Run loops (threads, journal connections) of a server on PostgreSQL; one on SQLite."""
 
 
 Status = Literal["running", "finished", "failed", "incomplete"]
@@ -147,10 +151,50 @@ def reject_of(reject: Reject) -> RunReject:
 
 @dataclass
 class _ThreadTask:
-    """The event loop and task deciding a run on its thread, once they exist."""
+    """The task deciding a run on its run loop, once it exists."""
 
-    loop: asyncio.AbstractEventLoop | None = None
     task: asyncio.Task[Any] | None = None
+
+
+def _spawn(loop: asyncio.AbstractEventLoop, main: Callable[[], Coroutine[Any, Any, None]]) -> None:
+    loop.create_task(main())
+
+
+class _Mailbox:
+    """Calls handed from one event loop (``source``) to another running on another thread
+    (``target``), made there in the order they were posted. The target is woken once per
+    turn of the source loop, for every call posted during that turn: each wake-up is a
+    write to the target's self-pipe and a switch of threads, which one call per
+    record, start and end of each run would pay again and again."""
+
+    def __init__(
+        self, source: asyncio.AbstractEventLoop, target: asyncio.AbstractEventLoop
+    ) -> None:
+        self.source = source
+        self.target = target
+        self._calls: deque[tuple[Callable[..., None], tuple[Any, ...]]] = deque()
+        self._lock = threading.Lock()
+        self._due = False
+
+    def post(self, call: Callable[..., None], *args: Any) -> None:
+        """Hand ``call(*args)`` to the target loop (called on the source loop's thread)."""
+        with self._lock:
+            self._calls.append((call, args))
+            if self._due:
+                return
+            self._due = True
+        self.source.call_soon(self._wake)  # at the end of this turn of the source loop
+
+    def _wake(self) -> None:
+        with contextlib.suppress(RuntimeError):  # the target loop is closed: nobody waits
+            self.target.call_soon_threadsafe(self._deliver)
+
+    def _deliver(self) -> None:
+        with self._lock:
+            calls, self._calls = self._calls, deque()
+            self._due = False
+        for call, args in calls:
+            self.target.call_soon(call, *args)  # each on its own: one failing stops no other
 
 
 @dataclass
@@ -164,17 +208,22 @@ class RunState:
     records: list[CaseRecord] = field(default_factory=list)
     rejects: list[RunReject] = field(default_factory=list)
     error: str | None = None
-    events: list[tuple[str, JsonObject]] = field(default_factory=list)
-    """Progress events (kind, JSON data) as they are streamed to followers, untouched."""
+    events: list[tuple[str, BaseModel]] = field(default_factory=list)
+    """Progress events (kind, model), each streamed to followers as the model's JSON (made
+    only when the run is followed)."""
     changed: asyncio.Event = field(default_factory=asyncio.Event)
     task: asyncio.Task[None] | None = None
+    started: asyncio.Future[None] = field(
+        default_factory=lambda: asyncio.get_running_loop().create_future()
+    )
+    """Resolved once ``run.started`` is committed (the journal's error if it cannot be)."""
 
     @property
     def active(self) -> bool:
         """Still deciding in this process (a task cancelled before it ran is not)."""
         return self.status == "running" and self.task is not None and not self.task.done()
 
-    def push(self, kind: str, data: JsonObject) -> None:
+    def push(self, kind: str, data: BaseModel) -> None:
         self.events.append((kind, data))
         self.changed.set()
         self.changed = asyncio.Event()
@@ -222,79 +271,107 @@ class _SharedEmbedding(_SharedBackend):
             return self.inner.embed(texts)  # type: ignore[attr-defined,no-any-return]
 
 
-class _ThreadJournals:
-    """One journal connection per worker thread, opened on the thread's first run and
-    kept for its later ones."""
+_CURRENT_RUN: contextvars.ContextVar[set[asyncio.Task[Any]] | None] = contextvars.ContextVar(
+    "dissensus_serve_run_tasks", default=None
+)
+"""The tasks of the run a task belongs to (set while a run is decided on a run loop)."""
 
-    def __init__(self, opener: Callable[[], Journal]) -> None:
+
+def _tracking_factory(
+    loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, Any], **kwargs: Any
+) -> asyncio.Task[Any]:
+    """A task factory that files every task a run creates (its context names the run's
+    set) under that run, so what the run leaves running can be cancelled when it ends."""
+    task: asyncio.Task[Any] = asyncio.Task(coro, loop=loop, **kwargs)
+    tasks = _CURRENT_RUN.get()
+    if tasks is not None:
+        tasks.add(task)
+        task.add_done_callback(tasks.discard)
+    return task
+
+
+class _RunLoop:
+    """A thread running an event loop for as long as the server runs, on which runs are
+    decided (many at once, as concurrent ``adecide`` calls share one loop), with one
+    connection to the journal for all of them."""
+
+    def __init__(
+        self,
+        opener: Callable[[], Journal],
+        name: str,
+        slots: int,
+        home: asyncio.AbstractEventLoop,
+    ) -> None:
         self._opener = opener
-        self._local = threading.local()
-        self._open: list[Journal] = []
-        self._lock = threading.Lock()
+        self.loop = asyncio.new_event_loop()
+        self.loop.set_task_factory(_tracking_factory)  # type: ignore[arg-type]
+        self.inbox = _Mailbox(home, self.loop)
+        """Calls from the server's loop (``home``) to this loop."""
+        self.outbox = _Mailbox(self.loop, home)
+        """Calls from this loop to the server's."""
+        self.runs = 0
+        """Runs handed to this loop and not ended (read and written on the server's loop)."""
+        self._slots = slots
+        self._slot: asyncio.Semaphore | None = None
+        self._journal: Journal | None = None
+        self._users: dict[int, int] = {}
+        self._retired: dict[int, Journal] = {}
+        self._thread = threading.Thread(target=self._main, name=name, daemon=True)
+        self._thread.start()
 
-    def get(self) -> Journal:
-        journal: Journal | None = getattr(self._local, "journal", None)
+    def _main(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        self.loop.run_forever()
+
+    def slot(self) -> asyncio.Semaphore:
+        """The bound on runs deciding at once on this loop (used on the loop)."""
+        if self._slot is None:
+            self._slot = asyncio.Semaphore(self._slots)
+        return self._slot
+
+    def journal(self) -> Journal:
+        """The loop's connection (opened on its first run), held until :meth:`release`."""
+        journal = self._journal
         if journal is None:
-            journal = self._opener()
-            self._local.journal = journal
-            with self._lock:
-                self._open.append(journal)
+            journal = self._journal = self._opener()
+        self._users[id(journal)] = self._users.get(id(journal), 0) + 1
         return journal
 
-    def discard(self) -> None:
-        """Close this thread's connection (after a failure); the next run opens another."""
-        journal: Journal | None = getattr(self._local, "journal", None)
-        self._local.journal = None
-        if journal is not None:
-            with self._lock:
-                if journal in self._open:
-                    self._open.remove(journal)
+    def release(self, journal: Journal, *, failed: bool) -> None:
+        """A run is done with ``journal``; after a failure the connection is not handed
+        to later runs, and it is closed once the runs still using it are done."""
+        key = id(journal)
+        self._users[key] -= 1
+        if failed and journal is self._journal:
+            self._journal = None
+            self._retired[key] = journal
+        if self._users[key] == 0 and journal is not self._journal:
+            del self._users[key]
+            self._retired.pop(key, None)
             with contextlib.suppress(Exception):
                 journal.close()
 
-    def close(self) -> None:
-        with self._lock:
-            journals, self._open = self._open, []
-        for journal in journals:
-            with contextlib.suppress(Exception):
-                journal.close()
-
-
-class _ThreadLoops:
-    """One event loop per worker thread, made on the thread's first run and kept for its
-    later ones: a fresh loop per run (``asyncio.run``) costs a selector, a self-pipe and
-    a scan of every task of the process, for each single-panel request."""
-
-    def __init__(self) -> None:
-        self._local = threading.local()
-        self._made: list[asyncio.AbstractEventLoop] = []
-        self._lock = threading.Lock()
-
-    def run(self, coro: Coroutine[Any, Any, None]) -> None:
-        """Run ``coro`` to the end on this thread's loop, then cancel whatever it left
-        running (as ``asyncio.run`` does), so the next run starts on an empty loop."""
-        loop: asyncio.AbstractEventLoop | None = getattr(self._local, "loop", None)
-        if loop is None or loop.is_closed():
-            loop = asyncio.new_event_loop()
-            self._local.loop = loop
-            with self._lock:
-                self._made.append(loop)
-        try:
-            loop.run_until_complete(coro)
-        finally:
-            left = asyncio.all_tasks(loop)
-            for task in left:
-                task.cancel()
-            if left:
-                loop.run_until_complete(asyncio.gather(*left, return_exceptions=True))
+    def _stop(self) -> None:
+        for journal in [self._journal, *self._retired.values()]:
+            if journal is not None:
+                with contextlib.suppress(Exception):
+                    journal.close()
+        self._journal = None
+        self._retired.clear()
+        self.loop.stop()
 
     def close(self) -> None:
-        """Close every loop (the server has stopped: none is running)."""
-        with self._lock:
-            loops, self._made = self._made, []
-        for loop in loops:
-            with contextlib.suppress(RuntimeError):
-                loop.close()
+        """Stop the loop (no run is left on it), close its connections, end the thread."""
+        if self.loop.is_closed():
+            return
+        with contextlib.suppress(RuntimeError):
+            self.loop.call_soon_threadsafe(self._stop)
+        self._thread.join()
+        self.loop.close()
+
+
+class _NotStarted(Exception):
+    """The run could not be journalled (its ``started`` future holds why)."""
 
 
 class Runner:
@@ -312,11 +389,11 @@ class Runner:
         self.policy = spec.policy
         self.policy_file = spec.policy_file
         self._open_journal = open_journal
-        self._journals = _ThreadJournals(open_journal) if open_journal is not None else None
-        self._loops = _ThreadLoops()
+        self._loops: list[_RunLoop] = []
         self._backend: SimilarityBackend | None = None
         self._backend_lock = threading.Lock()
         self._states: OrderedDict[str, RunState] = OrderedDict()
+        self._ended: OrderedDict[str, None] = OrderedDict()
 
     def backend(self) -> SimilarityBackend:
         with self._backend_lock:
@@ -345,56 +422,75 @@ class Runner:
                 self.spec.acceptance, similarity=self.policy.reading.similarity, backend=backend
             )
 
-    def start(self, lines: list[str], *, submitted_by: str) -> RunState:
-        """Journal a new run of ``lines`` (one panel each) and start deciding it."""
+    async def start(self, lines: list[str], *, submitted_by: str) -> RunState:
+        """Journal a new run of ``lines`` (one panel each) and start deciding it; returns
+        once ``run.started`` is committed (the journal's error when it cannot be)."""
         text = "".join(line + "\n" for line in lines)
-        info = start_run(
-            self.journal,
-            None,
-            self.spec,
-            text=text,
-            extra={"submitted_by": submitted_by},
-            via="serve",
-        )
-        state = RunState(run_id=info.run_id, total=len(lines))
-        self._states[info.run_id] = state
-        state.task = asyncio.create_task(self._execute(state))
-        self._evict()
+        extra: JsonObject = {"submitted_by": submitted_by}
+        state = RunState(run_id=new_run_id(), total=len(lines))
+        if self._open_journal is None:  # an in-memory journal: decide on this loop
+            start_run(self.journal, None, self.spec, text=text, extra=extra, via="serve",
+                      run_id=state.run_id)  # fmt: skip
+            state.started.set_result(None)
+        self._states[state.run_id] = state
+        state.task = asyncio.create_task(self._execute(state, text, extra))
+        await asyncio.shield(state.started)
         return state
 
-    async def _execute(self, state: RunState) -> None:
-        loop = asyncio.get_running_loop()
-
+    async def _execute(self, state: RunState, text: str, extra: JsonObject) -> None:
         def on_reject(reject: Reject) -> None:
             data = reject_of(reject)
             state.rejects.append(data)
-            state.push("reject", data.model_dump(mode="json"))
+            state.push("reject", data)
 
         def on_record(record: CaseRecord) -> None:
             state.records.append(record)
             state.done += 1
-            state.push("record", record.model_dump(mode="json"))
+            state.push("record", record)
 
         try:
-            if self._open_journal is None:  # an in-memory journal: decide on this loop
+            await self._decide(state, text, extra, on_reject, on_record)
+        finally:
+            if not state.started.done():  # the run loop could not take it
+                state.started.set_exception(RuntimeError("the run could not be started"))
+
+    async def _decide(
+        self,
+        state: RunState,
+        text: str,
+        extra: JsonObject,
+        on_reject: Callable[[Reject], None],
+        on_record: Callable[[CaseRecord], None],
+    ) -> None:
+        try:
+            if self._open_journal is None:
                 async for record in execute_run(
                     self.journal, state.run_id, on_reject=on_reject, backend=self.backend
                 ):
                     on_record(record)
             else:
-                await self._off_loop(state, loop, on_reject, on_record)
+                await self._off_loop(state, text, extra, on_reject, on_record)
             state.status = "finished"
+        except _NotStarted:
+            self._states.pop(state.run_id, None)
+            return
         except asyncio.CancelledError:
+            if not state.started.done():
+                state.started.cancel()
+                self._states.pop(state.run_id, None)
+                raise
             if self._finished(state.run_id):
                 # Stopped only after the run journalled its end: it is finished.
                 state.status = "finished"
-                state.push("finished", state.summary().model_dump(mode="json"))
+                state.push("finished", state.summary())
+                self._end(state)
                 raise
             state.status = "incomplete"
             state.error = (
                 "cancelled (the server stopped); resume with: dissensus runs resume " + state.run_id
             )
-            state.push("incomplete", state.summary().model_dump(mode="json"))
+            state.push("incomplete", state.summary())
+            self._end(state)
             raise
         except DeadlineReached as exc:
             state.status = "incomplete"
@@ -402,59 +498,127 @@ class Runner:
         except Exception as exc:  # reported to the client, never swallowed silently
             state.status = "failed"
             state.error = f"{type(exc).__name__}: {exc}"
-        state.push(state.status, state.summary().model_dump(mode="json"))
+        state.push(state.status, state.summary())
+        self._end(state)
+
+    def _run_loop(self) -> _RunLoop:
+        """The run loop with the fewest runs (made on first use)."""
+        assert self._open_journal is not None
+        if not self._loops:
+            home = asyncio.get_running_loop()
+            count = RUN_LOOPS_POSTGRES if is_postgres_url(str(self.journal.path)) else 1
+            self._loops = [
+                _RunLoop(self._open_journal, f"dissensus-run-{i}", RUNS_PER_LOOP, home)
+                for i in range(count)
+            ]
+        return min(self._loops, key=lambda r: r.runs)
 
     async def _off_loop(
         self,
         state: RunState,
-        loop: asyncio.AbstractEventLoop,
+        text: str,
+        extra: JsonObject,
         on_reject: Callable[[Reject], None],
         on_record: Callable[[CaseRecord], None],
     ) -> None:
-        """Decide the run on a thread of its own (own event loop, own journal connection),
-        so embedding and deciding never hold up the server's loop; cancelling this
-        coroutine cancels the run there, and waits until it stopped."""
-        assert self._journals is not None
-        journals = self._journals
+        """Journal and decide the run on a run loop (its own thread, event loop and journal
+        connection), so embedding and deciding never hold up the server's loop;
+        cancelling this coroutine cancels the run there, and waits until it stopped."""
+        loop = asyncio.get_running_loop()
+        runs = self._run_loop()
+        outbox = runs.outbox
+        done: asyncio.Future[None] = loop.create_future()
         control = _ThreadTask()
         stop = threading.Event()
 
-        async def main() -> None:
-            control.loop = asyncio.get_running_loop()
-            control.task = asyncio.current_task()
-            if stop.is_set():
+        def settle(error: BaseException | None) -> None:
+            if done.done():
                 return
+            if isinstance(error, asyncio.CancelledError):
+                done.cancel()
+            elif error is not None:
+                done.set_exception(error)
+            else:
+                done.set_result(None)
 
-            def rejected(reject: Reject) -> None:
-                loop.call_soon_threadsafe(on_reject, reject)
+        def started(error: BaseException | None) -> None:
+            if not state.started.done():
+                if error is None:
+                    state.started.set_result(None)
+                else:
+                    state.started.set_exception(error)
 
-            journal = journals.get()
-            records = execute_run(journal, state.run_id, on_reject=rejected, backend=self.backend)
+        def rejected(reject: Reject) -> None:
+            outbox.post(on_reject, reject)
+
+        async def decide() -> None:
+            journal = runs.journal()
+            failed = True
             try:
-                # Closed here, whatever happens: the thread's loop outlives the run.
-                async with contextlib.aclosing(records):  # type: ignore[type-var]
-                    async for record in records:
-                        loop.call_soon_threadsafe(on_record, record)
-            except BaseException:
-                journals.discard()  # a connection that failed is not reused
-                raise
+                try:
+                    start_run(journal, None, self.spec, text=text, extra=extra, via="serve",
+                              run_id=state.run_id, lock=True)  # fmt: skip
+                except Exception as exc:
+                    outbox.post(started, exc)
+                    raise _NotStarted from None
+                outbox.post(started, None)
+                try:
+                    async with runs.slot():
+                        records = execute_run(
+                            journal, state.run_id, on_reject=rejected, backend=self.backend
+                        )
+                        async with contextlib.aclosing(records):  # type: ignore[type-var]
+                            async for record in records:
+                                outbox.post(on_record, record)
+                except BaseException:
+                    # Stopped before execute_run took the run over: the lock start_run
+                    # took is released here (else execute_run released it).
+                    with contextlib.suppress(Exception):
+                        journal.release_run_lock(state.run_id)
+                    raise
+                failed = False
+            finally:
+                runs.release(journal, failed=failed)  # a connection that failed is not reused
 
-        def work() -> None:
-            self._loops.run(main())
+        async def main() -> None:
+            control.task = asyncio.current_task()
+            tasks: set[asyncio.Task[Any]] = set()
+            error: BaseException | None = None
+            try:
+                if stop.is_set():
+                    raise asyncio.CancelledError
+                _CURRENT_RUN.set(tasks)
+                await decide()
+            except BaseException as exc:
+                error = exc
+            finally:
+                # What the run left running is cancelled, as asyncio.run would.
+                left = [t for t in tasks if t is not control.task and not t.done()]
+                for task in left:
+                    task.cancel()
+                if left:
+                    await asyncio.gather(*left, return_exceptions=True)
+                outbox.post(settle, error)
 
-        done = loop.run_in_executor(_executor(), work)
+        runs.runs += 1
         try:
-            await asyncio.shield(done)
-        except asyncio.CancelledError:
-            stop.set()
-            inner_loop, task = control.loop, control.task
-            if inner_loop is not None and task is not None:
-                with contextlib.suppress(RuntimeError):  # its loop already closed
-                    inner_loop.call_soon_threadsafe(task.cancel)
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await done
-            await asyncio.sleep(0)  # let the last records the thread handed over land
-            raise
+            runs.inbox.post(_spawn, runs.loop, main)
+            try:
+                await asyncio.shield(done)
+            except asyncio.CancelledError:
+                stop.set()
+                task = control.task
+                if task is not None:
+                    with contextlib.suppress(RuntimeError):  # its loop already closed
+                        runs.loop.call_soon_threadsafe(task.cancel)
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await done
+                await asyncio.sleep(0)  # let the last records the thread handed over land
+                raise
+        finally:
+            runs.runs -= 1
+            if not state.started.done():
+                state.started.set_exception(_NotStarted())
 
     def _finished(self, run_id: str) -> bool:
         """Whether the journal holds the run's ``run.finished`` (unknown counts as not)."""
@@ -463,10 +627,12 @@ class Runner:
         except Exception:  # the journal is unreachable: the run is not known to be finished
             return False
 
-    def _evict(self) -> None:
-        finished = [k for k, s in self._states.items() if s.status != "running"]
-        for key in finished[: max(0, len(finished) - KEEP_FINISHED)]:
-            del self._states[key]
+    def _end(self, state: RunState) -> None:
+        """A run ended: keep the latest :data:`KEEP_FINISHED` ended runs in memory."""
+        self._ended[state.run_id] = None
+        while len(self._ended) > KEEP_FINISHED:
+            old, _ = self._ended.popitem(last=False)
+            self._states.pop(old, None)
 
     def state(self, run_id: str) -> RunState | None:
         return self._states.get(run_id)
@@ -533,7 +699,8 @@ class Runner:
         while True:
             waiter = state.changed
             while sent < len(state.events):
-                yield state.events[sent]
+                kind, data = state.events[sent]
+                yield kind, data.model_dump(mode="json")
                 sent += 1
             if state.status != "running" and sent >= len(state.events):
                 return
@@ -556,9 +723,9 @@ class Runner:
                 # Shutting down: an interrupted run stays resumable from the journal.
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await state.task
-        if self._journals is not None:
-            self._journals.close()
-        self._loops.close()
+        loops, self._loops = self._loops, []
+        for runs in loops:
+            await asyncio.to_thread(runs.close)
 
 
 def _total(journal: Journal, run_id: str, seen: int) -> int:

@@ -17,6 +17,7 @@ from dissensus.serve.auth import Principal
 from dissensus.serve.http import (
     PANELS_BODY,
     ApiError,
+    by_size,
     checked,
     items_of,
     json_body,
@@ -48,19 +49,20 @@ async def decide(
     """Decide a panel or a list of panels (one run); records as ``dissensus decide --json``."""
     service = service_of(request)
     items, single = items_of(await json_body(request), service.settings.max_panels, "panel")
-    _, rejects, overruns = await run_in_threadpool(checked, Panel, items, limits_of(service))
+    _, rejects, overruns = await by_size(request, checked, Panel, items, limits_of(service))
     # A panel over the bounds refuses the whole request: nothing is journalled.
     refuse_overrun(overruns, single=single)
     if single:
         single_or_422(rejects)
-    state = service.runner.start([item_line(i) for i in items], submitted_by=principal.name)
+    state = await service.runner.start([item_line(i) for i in items], submitted_by=principal.name)
     links = {"run": f"/v1/runs/{state.run_id}", "events": f"/v1/runs/{state.run_id}/events"}
     if run_async:
         return JSONResponse(
             {"run_id": state.run_id, "status": state.status, "links": links}, status_code=202
         )
     try:
-        await asyncio.wait_for(service.runner.wait(state), service.settings.request_timeout_s)
+        async with asyncio.timeout(service.settings.request_timeout_s):
+            await service.runner.wait(state)
     except TimeoutError:
         raise ApiError(
             504,
