@@ -307,13 +307,13 @@ def test_hashed_fold_choice_is_close_to_uniform() -> None:
 def test_a_case_meets_one_fold_model_whatever_the_last_bits_of_its_figures(
     rows: list[tuple[str, float]], noise: float
 ) -> None:
-    """The fold model that scores a case comes from its panel (id, answers, reasons), so
+    """The fold model that scores a case comes from what its agents said, so
     figures computed from embeddings in another batch (last bits differ) score the same
     case with the same model: the decision does not depend on the door."""
     from dissensus.acceptance import Candidate, case_key, model_for
 
     acc = _acceptance_with_folds()
-    key = case_key("case-1", [("judge-1", "a", "because"), ("judge-2", None, "")])
+    key = case_key([("judge-1", "a", "because"), ("judge-2", None, "")])
     exact = [Candidate(label=label, features={"sim": value}) for label, value in rows]
     nudged = [Candidate(label=label, features={"sim": value + noise}) for label, value in rows]
     assert model_for(acc, exact, key=key) == model_for(acc, nudged, key=key)
@@ -335,7 +335,7 @@ def test_the_case_key_draws_folds_close_to_uniformly() -> None:
 
     counts = [0] * 5
     for i in range(2000):
-        counts[fold_of_key(case_key(f"p{i}", [("a", "x", "r")]), 5)] += 1
+        counts[fold_of_key(case_key([("a", "x", f"reason {i}")]), 5)] += 1
     assert min(counts) > 330 and max(counts) < 470
 
 

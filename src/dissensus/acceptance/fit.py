@@ -12,9 +12,10 @@ model that saw it), and each fold is scored by a model fitted on the others. The
 deployed models are *those same fold models* (:class:`CrossFit`), not a model refitted
 on every case: a new case is scored by one fold model, chosen by its stratum when the
 calibration was stratified and the stratum is known (the model that never saw that
-stratum, as in calibration), otherwise by a hash of the case's panel (its id and each
-agent's answer and reasoning, :func:`case_key` and :func:`fold_of_key`: every door that
-decides a panel has it), or, for a caller holding only candidate rows, a hash of the rows
+stratum, as in calibration), otherwise by a hash of what the case's agents said (each
+agent's name, answer and reasoning, :func:`case_key` and :func:`fold_of_key`: every door
+that decides a panel has them; not the panel's id, which a door may make afresh for
+each request), or, for a caller holding only candidate rows, a hash of the rows
 (:func:`fold_index`); both are uniform over the folds as the calibration's fold sizes
 are. The panel, not the rows, decides the fold wherever it is known: the rows hold
 similarities of embeddings, whose last bits differ with the batch an encoder computed
@@ -253,11 +254,10 @@ class CrossFit:
     """Stratum -> the fold holding it, when the folds were grouped by stratum."""
 
 
-def case_key(panel_id: str, outputs: Sequence[tuple[str, str | None, str]]) -> str:
-    """The text a case's fold is drawn from: its panel id and each agent's
-    ``(agent, decision, reasoning)``, as compact JSON (exact strings, no floats)."""
-    body = [panel_id, [list(o) for o in outputs]]
-    return json.dumps(body, separators=(",", ":"), ensure_ascii=False)
+def case_key(outputs: Sequence[tuple[str, str | None, str]]) -> str:
+    """The text a case's fold is drawn from: each agent's ``(agent, decision, reasoning)``,
+    as compact JSON (exact strings, no floats)."""
+    return json.dumps([list(o) for o in outputs], separators=(",", ":"), ensure_ascii=False)
 
 
 def fold_of_key(key: str, folds: int) -> int:

@@ -215,8 +215,9 @@ def prepare_cases(
 
 def panel_case_key(panel: Panel) -> str:
     """:func:`~dissensus.acceptance.fit.case_key` of a panel: the fold model that scores it
-    depends on its id and its agents' answers and reasons, never on computed figures."""
-    return case_key(panel.id, [(o.agent, o.decision, o.reasoning) for o in panel.outputs])
+    depends on what its agents said, never on computed figures (nor on the panel's id,
+    which the chat door makes afresh for every request)."""
+    return case_key([(o.agent, o.decision, o.reasoning) for o in panel.outputs])
 
 
 class LearnedAcceptance:
