@@ -208,3 +208,16 @@ def test_deadline_must_be_positive() -> None:
     with pytest.raises(ConfigError) as info:
         policy_from_dict({"deadline_s": 0})
     assert info.value.field == "deadline_s"
+
+
+def test_a_rules_document_checked_once_is_still_refused_when_it_changes() -> None:
+    """Valid rules documents are remembered by their JSON; an invalid one is checked (and
+    refused) every time, whatever was checked before."""
+    rule = {"id": "r1", "condition": 'meta.category == "legal"', "action": "escalate"}
+    good = {"routing": {"rules": [rule]}}
+    policy_from_dict(good)
+    policy_from_dict(good)
+    bad = {"routing": {"rules": [{**rule, "condition": 'meta.category == "legal'}]}}
+    for _ in range(2):
+        with pytest.raises(ConfigError, match="routing"):
+            policy_from_dict(bad)

@@ -79,3 +79,39 @@ def test_one_request_identity_for_replays_and_durable_calls() -> None:
     assert call_digest(base, "S", None) == call_digest(capped, "S", None)
     assert call_digest(base, "S", None) != call_digest(other, "S", None)
     assert call_digest(base, "S", None) != call_digest(base, "S", "openai:gpt-4o")
+
+
+def test_a_step_holding_earlier_steps_journals_their_json_as_they_were_made() -> None:
+    """The review item takes the reading's and the guard's JSON from their own steps and
+    the panel's from the input step: the payload is the item's own dump, and a fresh step
+    comes back as computed."""
+    journal = Journal(":memory:")
+    row = panel(
+        "vc",
+        ["1", "2"],
+        values=[{"safety": 0.9}, {"speed": 0.7}],
+        reasoning=["Option 1 states the window.", "Option 2 is faster."],
+    )
+    row["meta"] = {"gold": "1", "category": "x"}
+    policy = Policy.model_validate({"reading": {"similarity": "tfidf", "theta_s": 0.3}})
+    decide(as_panel(row), policy, journal=journal, run_id="run")
+    event = journal.get("run", "case/1/review")
+    assert event is not None
+    item = ReviewItem.model_validate(event.payload)
+    assert event.payload == item.model_dump(mode="json")
+    assert "gold" not in event.payload["panel"]["meta"]
+    steps = journal.get("run", "case/1/steps")
+    assert steps is not None
+    assert event.payload["reading"] == steps.payload["reading"]
+    assert event.payload["guard"] == steps.payload["guard"]
+
+    log = CaseLog(Journal(":memory:"), "r", 1, fresh=True)
+    reading = ReviewItem.model_validate(event.payload).reading
+    assert log.append("reading", "case.reading", Reading, reading) is reading
+    holding = item.model_copy(update={"reading": reading})
+    review = log.append("review", "review.opened", ReviewItem, holding, json_fields=("panel",))
+    assert review is holding
+    payloads = {e.key: e.payload for e in log.take()}
+    assert payloads["case/1/review"] == holding.model_dump(mode="json")
+    assert list(payloads["case/1/review"]) == list(holding.model_dump(mode="json"))
+    assert payloads["case/1/review"]["reading"] is payloads["case/1/reading"]

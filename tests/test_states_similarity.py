@@ -254,3 +254,12 @@ def test_tfidf_rows_are_the_definitions_floats(texts: list[str]) -> None:
     want = _reference_tfidf(texts)
     assert got.shape == want.shape
     assert got.tobytes() == want.tobytes()
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.sampled_from(list("ab_1 \t.,-éÉßİ\u212a'日\u0301\u00a0x")), max_size=40))
+def test_tokens_are_the_whole_word_runs_of_two_or_more(text: str) -> None:
+    """``tokenize`` finds what ``\\b\\w\\w+\\b`` finds in the lower-cased text."""
+    import re
+
+    assert tokenize(text) == re.findall(r"\b\w\w+\b", text.lower())

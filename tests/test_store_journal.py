@@ -308,3 +308,13 @@ def test_canonical_is_the_documented_json_dumps(value: object) -> None:
         value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
     )
     assert canonical(value) == expected
+
+
+def test_cases_with_events_names_the_cases_that_have_one(journal_target: str) -> None:
+    with _journal(journal_target) as j:
+        j.append("r", "e", {"v": 1}, key="a", case="1")
+        j.append("r", "e", {"v": 2}, key="b", case="3")
+        j.append("r", "e", {"v": 3}, key="c")
+        assert j.cases_with_events("r", ["1", "2", "3", "1"]) == {"1", "3"}
+        assert j.cases_with_events("r", [str(i) for i in range(1200)]) == {"1", "3"}
+        assert j.cases_with_events("r", []) == set()

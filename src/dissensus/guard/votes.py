@@ -7,12 +7,16 @@ read its votes through this one function so that they audit the same votes.
 Choices where the design is silent: an agent without a decision (an abstention) casts
 no vote; a vote's provenance is the agent's first evidence item that was present (else
 its first item); an agent that consulted no evidence votes from
-``parametric:<family or agent>``, which the guard never counts as a source.
+``parametric:<family or agent>``, which the guard never counts as a source. The votes
+of a validated panel are built without validating them again (their fields are the
+outputs' own, already checked).
 """
 
 from __future__ import annotations
 
-from dissensus.types import Panel, Vote
+from typing import Any
+
+from dissensus.types import AgentOutput, Panel, Vote, trusted
 
 __all__ = ["panel_votes"]
 
@@ -31,14 +35,15 @@ def panel_votes(panel: Panel) -> list[Vote]:
         source = (
             (present or evidence)[0].source if evidence else f"parametric:{out.family or out.agent}"
         )
-        votes.append(
-            Vote(
-                agent=out.agent,
-                answer=out.decision,
-                evidence_source=source,
-                evidence_present=bool(present),
-                confidence=out.confidence,
-                family=out.family,
-            )
-        )
+        values: dict[str, Any] = {
+            "agent": out.agent,
+            "answer": out.decision,
+            "evidence_source": source,
+            "evidence_present": bool(present),
+            "confidence": out.confidence,
+            "family": out.family,
+        }
+        # A validated output's fields are valid vote fields (the source is an evidence
+        # item's, or built from the family or agent): no second validation.
+        votes.append(trusted(Vote, values) if out.__class__ is AgentOutput else Vote(**values))
     return votes

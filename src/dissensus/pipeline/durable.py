@@ -10,7 +10,11 @@ stored result instead of calling the model again.
 Choices where the design is silent:
 
 * Step keys are ``case/<line>/<step>``; every step's payload is one pydantic model
-  (:mod:`dissensus.pipeline.steps`), validated again when it is replayed.
+  (:mod:`dissensus.pipeline.steps`), validated again when it is replayed. A step
+  computed in this process is returned as computed when it is an instance of the step's
+  model (validating its JSON would rebuild the same value), and a step that holds an
+  earlier step's value (the review item holds the reading and the guard's check) takes
+  that value's JSON as the earlier step made it: the same payload, serialised once.
 * **Buffered steps.** A case's steps are kept in memory (:class:`CaseLog`) and reach the
   journal with the case's block (the run loop's group commit), or before the case's
   first model call, whichever comes first; the first write folds the input, reading,
@@ -55,8 +59,11 @@ Choices where the design is silent:
 
 from __future__ import annotations
 
+import functools
+import types
+import typing
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -130,20 +137,24 @@ class CaseLog:
     :meth:`stored` finds it) and the case's events reach the journal together, either
     when the run loop appends the case's block (:meth:`take`) or, before the case's first
     model call, through :meth:`flush` (so a paid call is journalled after the steps that
-    led to it). The case's journalled events are read once, on first use, in one query.
+    led to it). The case's journalled events are read once, on first use, in one query
+    (none when the caller knows the case has none: ``fresh``).
     The first write of a case folds its buffered :data:`COMPACT_STEPS` into one
     ``case.steps`` event (:class:`~dissensus.pipeline.steps.CaseSteps`).
     """
 
-    def __init__(self, journal: Journal, run_id: str, line: int) -> None:
+    def __init__(self, journal: Journal, run_id: str, line: int, *, fresh: bool = False) -> None:
         self.journal = journal
         self.run_id = run_id
         self.line = line
         self.ref = str(line)
-        self._known: dict[str, JsonObject] | None = None
+        # ``fresh``: the caller knows the journal holds no event of the case (no query).
+        self._known: dict[str, JsonObject] | None = {} if fresh else None
         self._pending: list[NewEvent] = []
         self._buffered: dict[str, JsonObject] = {}
         self._written = False
+        self._dumps: dict[int, tuple[BaseModel, JsonObject]] = {}
+        """The JSON of each value this log appended (by identity), reused inside later steps."""
 
     def key(self, step: str) -> str:
         return f"case/{self.ref}/{step}"
@@ -179,23 +190,72 @@ class CaseLog:
                 f"(field {where}: {first['msg']})"
             ) from None
 
-    def step(self, step: str, type: str, model: type[M], compute: Callable[[], M]) -> M:
+    def step(
+        self,
+        step: str,
+        type: str,
+        model: type[M],
+        compute: Callable[[], M],
+        *,
+        json_fields: Collection[str] = (),
+    ) -> M:
         """The journalled ``step``, computing and appending it if missing (validated either way)."""
         found = self.replayed(step, model)
         if found is not None:
             return found
-        return self.append(step, type, model, compute())
+        return self.append(step, type, model, compute(), json_fields=json_fields)
 
-    def append(self, step: str, type: str, model: type[M], value: M) -> M:
+    def append(
+        self, step: str, type: str, model: type[M], value: M, *, json_fields: Collection[str] = ()
+    ) -> M:
         """Buffer ``value`` under ``step`` (idempotent); the payload as it will be journalled,
-        validated."""
+        validated.
+
+        ``json_fields`` names fields of ``value`` that hold JSON already (a mapping of JSON
+        values, which its dump would copy): the payload takes them as they are.
+        """
         key = self.key(step)
         stored = self.stored(step)
         if stored is None:
-            stored = value.model_dump(mode="json")
+            stored = self._dump(value, json_fields)
+            self._dumps[id(value)] = (value, stored)
             self._buffered[key] = stored
             self._pending.append(NewEvent(type, stored, key, self.ref))
+            if value.__class__ is model:
+                # A validated instance of the step's model: what validating its dump returns.
+                return value
         return model.model_validate(stored)
+
+    def dumped(self, value: BaseModel) -> JsonObject | None:
+        """The JSON this log made of ``value`` when it appended it (``None`` if it did not)."""
+        found = self._dumps.get(id(value))
+        return found[1] if found is not None and found[0] is value else None
+
+    def _dump(self, value: BaseModel, json_fields: Collection[str]) -> JsonObject:
+        """``value.model_dump(mode="json")``, taking the JSON of fields that hold a value
+        this log appended (or that hold JSON, ``json_fields``) instead of making it again."""
+        reuse: dict[str, Any] = {}
+        values = value.__dict__
+        for name, classes in _model_fields(value.__class__).items():
+            field = values.get(name)
+            if field.__class__ in classes:
+                found = self._dumps.get(id(field))
+                if found is not None and found[0] is field:
+                    reuse[name] = found[1]
+        for name in json_fields:
+            given = values.get(name)
+            if isinstance(given, dict):
+                reuse[name] = given
+        if not reuse:
+            return value.model_dump(mode="json")
+        rest = value.model_dump(mode="json", exclude=set(reuse))
+        out = {
+            n: reuse[n] if n in reuse else rest[n]
+            for n in value.__class__.model_fields
+            if n in reuse or n in rest
+        }
+        out.update((n, v) for n, v in rest.items() if n not in out)
+        return out
 
     def take(self) -> list[NewEvent]:
         """The case's buffered events (compacted on the case's first write), handed over
@@ -252,6 +312,31 @@ COMPACT_STEPS: dict[str, frozenset[str]] = {
 first writes: the steps every case takes before any model call. Later readings (after a
 follow-up), acceptance, review items and the record stay events of their own (the
 review index, the shift check and the record readers select them by type)."""
+
+
+@functools.cache
+def _model_fields(cls: type[BaseModel]) -> dict[str, frozenset[type]]:
+    """The fields of ``cls`` whose value may be a model another step appended, with the
+    (frozen) model classes whose JSON their dump is: the field's type, or the members of
+    its union; none when the class customises its serialisation."""
+    decorators = cls.__pydantic_decorators__
+    if decorators.field_serializers or decorators.model_serializers or cls.model_computed_fields:
+        return {}
+    out: dict[str, frozenset[type]] = {}
+    for name, info in cls.model_fields.items():
+        if info.exclude:
+            continue
+        hint = info.annotation
+        union = typing.get_origin(hint) in (typing.Union, types.UnionType)
+        members = typing.get_args(hint) if union else (hint,)
+        models = frozenset(
+            m
+            for m in members
+            if isinstance(m, type) and issubclass(m, BaseModel) and m.model_config.get("frozen")
+        )
+        if models:
+            out[name] = models
+    return out
 
 
 def case_steps(events: Iterable[Event | NewEvent]) -> dict[str, JsonObject]:

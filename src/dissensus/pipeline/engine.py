@@ -37,7 +37,8 @@ maps as ``concord`` -> escalate with CONCORD, ``deliberate`` -> seek_context wit
 anything else -> escalate, with the reason naming the action; a DCI follow-up's packet
 goes to the reviewer rather than being committed (deliberation among one model's
 participants is not independent evidence); a panel's ``meta.gold`` (labelled data) is
-never read.
+never read. The review item's panel is the JSON the case's input step made of it (less
+``meta.gold``), not a second serialisation.
 """
 
 from __future__ import annotations
@@ -67,11 +68,11 @@ from dissensus.pipeline.steps import (
     FollowupStep,
     GuardStep,
 )
-from dissensus.signals import SecondAnswer, agent_signals, recorded_second_answers
+from dissensus.signals import AgentSignal, SecondAnswer, agent_signals, recorded_second_answers
 from dissensus.states import Reading, Route
 from dissensus.store import event_types as ev
 from dissensus.store.journal import NewEvent
-from dissensus.types import AgentOutput, Panel, Usage
+from dissensus.types import AgentOutput, Panel, Usage, trusted
 
 __all__ = ["decide_case", "decide_case_events"]
 
@@ -107,6 +108,7 @@ class _Case:
     client: CaseClient
     path: list[str] = field(default_factory=list)
     usage: Usage = field(default_factory=Usage)
+    input: CaseInput | None = None
     reading: Reading | None = None
     route: Route | None = None
     guard: GuardStep | None = None
@@ -161,12 +163,12 @@ async def decide_case_events(
     Events that had to be durable earlier (those before a model call, and the calls
     themselves) are already in the journal; a crash before the caller appends the rest
     loses only deterministic steps, which a resumed run computes again."""
-    log = CaseLog(rt.journal, rt.run_id, line)
+    log = CaseLog(rt.journal, rt.run_id, line, fresh=rt.fresh_case(line))
     done = log.replayed("record", CaseRecord)
     if done is not None:
         return done, []
     case = _Case(rt, panel, line, log, rt.client.for_case(log))
-    log.step(
+    case.input = log.step(
         "input", ev.CASE_INPUT, CaseInput, lambda: CaseInput(id=panel.id, line=line, panel=panel)
     )
     record = await _run(case)
@@ -336,7 +338,13 @@ async def _commit(case: _Case, **fields: Any) -> CaseRecord:
     if is_audited(
         rt.policy.acceptance.audit_seed, rt.run_id, case.line, rt.policy.acceptance.audit_rate
     ):
-        case.log.step("audit", AUDIT_OPENED, ReviewItem, lambda: _audit_item(case, record))
+        case.log.step(
+            "audit",
+            AUDIT_OPENED,
+            ReviewItem,
+            lambda: _audit_item(case, record),
+            json_fields=_JSON_FIELDS,
+        )
     return record
 
 
@@ -453,7 +461,11 @@ async def _escalate(case: _Case, why: str) -> CaseRecord:
         why = f"{why}; CONCORD not run: {concord_refusal(case.panel)}"
     review_id = review_id_for(rt.run_id, case.line)
     item = case.log.step(
-        "review", ev.REVIEW_OPENED, ReviewItem, lambda: _review_item(case, review_id, why)
+        "review",
+        ev.REVIEW_OPENED,
+        ReviewItem,
+        lambda: _review_item(case, review_id, why),
+        json_fields=_JSON_FIELDS,
     )
     case.path.append("escalate")
     assert case.reading is not None
@@ -472,19 +484,7 @@ def _review_item(case: _Case, review_id: str, why: str) -> ReviewItem:
     assert case.reading is not None
     signals = {s.agent: s for s in (case.acceptance.signals if case.acceptance else [])}
     second = case.followup.answers if case.followup else {}
-    positions = [
-        AgentPosition(
-            agent=o.agent,
-            family=o.family,
-            decision=o.decision,
-            second=second[o.agent].decision if o.agent in second else None,
-            stable=signals[o.agent].stable if o.agent in signals else None,
-            confidence=o.confidence,
-            values=o.values,
-            reasoning=o.reasoning,
-        )
-        for o in case.panel.outputs
-    ]
+    positions = [_position(o, second, signals) for o in case.panel.outputs]
     labels = sorted({o.decision for o in case.panel.outputs if o.decision is not None})
     options = [oid for oid, _ in case_options(case.panel)]
     dims = sorted({k for o in case.panel.outputs for k in (o.values or {})})
@@ -498,7 +498,7 @@ def _review_item(case: _Case, review_id: str, why: str) -> ReviewItem:
         options=sorted(set(labels) | set(options)),
         positions=positions,
         value_dimensions=dims,
-        panel=_public_panel(case.panel),
+        panel=_public_panel(case),
         reading=case.reading,
         reread=case.reread,
         guard=case.guard,
@@ -508,9 +508,38 @@ def _review_item(case: _Case, review_id: str, why: str) -> ReviewItem:
     )
 
 
+def _position(
+    o: AgentOutput, second: dict[str, SecondAnswer], signals: dict[str, AgentSignal]
+) -> AgentPosition:
+    values = {
+        "agent": o.agent,
+        "family": o.family,
+        "decision": o.decision,
+        "second": second[o.agent].decision if o.agent in second else None,
+        "stable": signals[o.agent].stable if o.agent in signals else None,
+        "confidence": o.confidence,
+        "values": o.values,
+        "reasoning": o.reasoning,
+    }
+    # A validated output's fields, a validated answer's decision and a signal's flag are
+    # valid position fields: no second validation.
+    valid = o.__class__ is AgentOutput and (o.values is None or o.values.__class__ is dict)
+    return trusted(AgentPosition, values) if valid else AgentPosition(**values)
+
+
+_JSON_FIELDS = ("panel",)
+"""The review item's fields that hold JSON (journalled as they are)."""
+
+
 # The JSON of ReviewItem.panel (see there).
-def _public_panel(panel: Panel) -> dict[str, Any]:
+def _public_panel(case: _Case) -> dict[str, Any]:
     """The panel as a reviewer sees it (labelled data, ``meta.gold``, is withheld)."""
-    data: dict[str, Any] = panel.model_dump(mode="json")  # the JSON the review item keeps
+    panel = case.panel
+    given = case.log.dumped(case.input) if case.input is not None else None
+    if given is not None and panel.__class__ is Panel:
+        # The panel's JSON as the case's input step made it (the same dump), shared.
+        data: dict[str, Any] = dict(given["panel"])
+    else:
+        data = panel.model_dump(mode="json")  # the JSON the review item keeps
     data["meta"] = {k: v for k, v in data.get("meta", {}).items() if k != "gold"}
     return data

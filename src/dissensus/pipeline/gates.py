@@ -20,7 +20,7 @@ Choices where the design is silent:
 
 from __future__ import annotations
 
-from dissensus.guard import GuardThresholds, guard_votes, panel_votes
+from dissensus.guard import guard_votes, panel_votes
 from dissensus.pipeline.runtime import Runtime
 from dissensus.pipeline.steps import GuardStep
 from dissensus.states import Reading, Route
@@ -48,8 +48,9 @@ def guard_step(rt: Runtime, panel: Panel, reading: Reading) -> GuardStep:
         return GuardStep(
             applicable=False, backed=False, reason=f"{len(votes)} vote(s): nothing to audit"
         )
-    settings = GuardThresholds.model_validate(rt.policy.guard.options)
-    decision = guard_votes(votes, rt.guard_calibration, settings=settings, case_id=panel.id)
+    decision = guard_votes(
+        votes, rt.guard_calibration, settings=rt.guard_settings, case_id=panel.id
+    )
     checks = {c.number: c.holds for c in decision.invariants}
     need_beta = rt.guard_calibration is not None
     independent = (

@@ -62,7 +62,8 @@ def concord_refusal(panel: Panel) -> str | None:
 
 def has_utilities(panel: Panel) -> bool:
     """Whether the panel has explicit options and a utility table for every agent."""
-    return concord_refusal(panel) is None
+    # Without meta.utilities the case has no utility table (CaseSpec): nothing to parse.
+    return "utilities" in panel.meta and concord_refusal(panel) is None
 
 
 async def run_concord(panel: Panel, settings: ConcordSettings) -> ConcordStep:

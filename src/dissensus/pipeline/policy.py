@@ -56,11 +56,15 @@ Choices where the design is silent: unknown keys are errors (a typo must not sil
 fall back to a default); a bad policy raises :class:`ConfigError` naming the file and
 the dotted field; relative paths inside the policy are relative to the policy file,
 including the file of a ``scripted:`` / ``replay:`` / ``record:FILE:...`` model spec.
+A routing rules document found valid once (the same JSON text) is not compiled again
+to be checked.
 """
 
 from __future__ import annotations
 
+import json
 import re
+import threading
 from pathlib import Path
 from typing import Any, Literal
 
@@ -453,8 +457,17 @@ def _check_parts(policy: Policy, file: str | None) -> None:
         GuardThresholds.model_validate(policy.guard.options)
     except ValidationError as exc:
         raise _config_error(exc, file, ("guard", "options")) from exc
+    document = policy.routing.rules_document()
     try:
-        RuleSet.from_dict(policy.routing.rules_document(), file=file)
+        # The document's JSON, keys in their order: two documents with the same text are
+        # the same rules. One that is not JSON is checked every time.
+        seen: str | None = json.dumps(document)
+    except (TypeError, ValueError):
+        seen = None
+    if seen is not None and seen in _VALID_RULES:
+        return
+    try:
+        RuleSet.from_dict(document, file=file)
     except ConfigError as exc:
         where = f"routing.{exc.field}" if exc.field else "routing"
         text = str(exc)
@@ -462,6 +475,19 @@ def _check_parts(policy: Policy, file: str | None) -> None:
             if prefix and text.startswith(prefix):
                 text = text[len(prefix) :]
         raise ConfigError(text, file=file, field=where) from exc
+    if seen is not None:
+        with _VALID_RULES_LOCK:
+            if len(_VALID_RULES) >= _VALID_RULES_KEPT:
+                _VALID_RULES.pop(next(iter(_VALID_RULES)))
+            _VALID_RULES[seen] = None
+
+
+_VALID_RULES: dict[str, None] = {}
+"""Rules documents (as JSON) :func:`check_policy` found valid, oldest first: a service
+checks every request's policy, and compiling the rules parses every condition."""
+
+_VALID_RULES_KEPT = 64
+_VALID_RULES_LOCK = threading.Lock()
 
 
 def load_policy(path: str | Path | None) -> tuple[Policy, Path | None]:

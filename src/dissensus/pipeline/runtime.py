@@ -15,7 +15,9 @@ MiniLM without cache, a user function). Texts not prefetched (live re-ask answer
 embedded through the backend as before. The table holds the last two prefetched windows
 only (cases of the previous window may still be in flight while the next is
 prefetched), so memory stays bounded by the window, not the run; a text that fell out
-is embedded again, never read wrongly.
+is embedded again, never read wrongly. The same look at the journal (one query per
+window) notes which cases have no event yet, so that deciding them does not ask the
+journal again for their steps (:meth:`Runtime.fresh_case`).
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from dissensus.errors import ConfigError
-from dissensus.guard import ReliabilityFit
+from dissensus.guard import GuardThresholds, ReliabilityFit
 from dissensus.llm.budget import Budget
 from dissensus.llm.client import ModelClient
 from dissensus.pipeline.acceptors import Acceptor, acceptor_for
@@ -151,6 +153,9 @@ class Runtime:
     _learned: Any = field(default=None, init=False)
     _acceptor: Acceptor | None = field(default=None, init=False)
     _monitor: JsonObject | None = field(default=None, init=False)
+    _guard_settings: GuardThresholds | None = field(default=None, init=False)
+    _fresh: set[str] = field(default_factory=set, init=False)
+    """Cases (refs) :meth:`prefetch` found without any event, not yet decided."""
     client: JournalledClient = field(init=False)
 
     def __post_init__(self) -> None:
@@ -169,6 +174,16 @@ class Runtime:
     @property
     def guard_calibration(self) -> ReliabilityFit | None:
         return self.spec.guard_calibration
+
+    @property
+    def guard_settings(self) -> GuardThresholds:
+        """The guard's thresholds of the policy (``guard.options``), validated once per run."""
+        settings = self._guard_settings
+        if settings is None:
+            settings = self._guard_settings = GuardThresholds.model_validate(
+                self.policy.guard.options
+            )
+        return settings
 
     @property
     def acceptance(self) -> JsonObject | None:
@@ -298,8 +313,13 @@ class Runtime:
         readings embed nothing again; cases whose record is already journalled are
         skipped (nothing to read).
         """
+        journalled = self.journal.cases_with_events(self.run_id, [str(line) for line, _ in cases])
+        self._fresh.update(str(line) for line, _ in cases if str(line) not in journalled)
         todo = [
-            p for line, p in cases if self.journal.get(self.run_id, f"case/{line}/record") is None
+            p
+            for line, p in cases
+            if str(line) not in journalled
+            or self.journal.get(self.run_id, f"case/{line}/record") is None
         ]
         if not todo:
             return
@@ -311,6 +331,15 @@ class Runtime:
             a.reasoning for p in todo for a in recorded_second_answers(p).values() if a.reasoning
         }
         backend.prefetch(sorted(texts))
+
+    def fresh_case(self, line: int) -> bool:
+        """Whether case ``line`` had no event in the journal when :meth:`prefetch` looked
+        (once: the case is being decided, and its own steps are journalled from now on)."""
+        ref = str(line)
+        if ref in self._fresh:
+            self._fresh.discard(ref)
+            return True
+        return False
 
     def read(self, panel: Panel) -> Reading:
         backend = self.backend

@@ -293,6 +293,10 @@ class Journal:
         """The event stored under ``key``, if any."""
         return self._log.get(run_id, key)
 
+    def cases_with_events(self, run_id: str, cases: Sequence[str]) -> set[str]:
+        """Which of ``cases`` (case refs, as events name them) have an event in the run."""
+        return self._log.cases_with_events(run_id, cases)
+
     def events_of_type(self, type: str) -> Iterator[Event]:
         """Every event of ``type`` across runs (run order, then sequence)."""
         return self._log.of_type(type)

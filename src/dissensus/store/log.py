@@ -248,6 +248,22 @@ class SQLEventLog:
         for row in rows:
             yield event_from_row(row)
 
+    def cases_with_events(self, run_id: str, cases: Sequence[str]) -> set[str]:
+        """Which of ``cases`` (case refs) have at least one event in the run (500 refs
+        per query)."""
+        found: set[str] = set()
+        unique = list(dict.fromkeys(cases))
+        for start in range(0, len(unique), 500):
+            chunk = unique[start : start + 500]
+            marks = ", ".join("?" * len(chunk))
+            with self._backend.errors():
+                rows = self._backend.rows(
+                    f"SELECT DISTINCT case_ref FROM events WHERE run_id = ? AND case_ref IN ({marks})",
+                    [run_id, *chunk],
+                )
+            found.update(str(r["case_ref"]) for r in rows)
+        return found
+
     def rows(self, run_id: str) -> list[EventRow]:
         """The run's stored rows in sequence order, as they are (for verification)."""
         return self._event_rows("SELECT * FROM events WHERE run_id = ? ORDER BY seq", (run_id,))
