@@ -63,7 +63,7 @@ from dissensus.acceptance import (
     select_threshold,
 )
 from dissensus.acceptance.fit import design
-from dissensus.acceptance.prepare import prepare_cases
+from dissensus.acceptance.prepare import panel_case_key, prepare_cases
 from dissensus.convert.llmbar import iter_llmbar_panels
 from dissensus.convert.varierrnli import iter_varierrnli_panels
 from dissensus.convert.zeroeval import iter_zeroeval_panels
@@ -194,7 +194,12 @@ def learned(
         # apply_acceptance for every test case: the fold model model_for() picks, vectorised per fold.
         test_cases = [cases[i] for i in test]
         fold = [
-            model_for(acc, test_cases[k], ds.strata[i] if strata else None)
+            model_for(
+                acc,
+                test_cases[k],
+                ds.strata[i] if strata else None,
+                key=panel_case_key(ds.panels[i]),
+            )
             for k, i in enumerate(test)
         ]
         best: dict[int, tuple[float, str]] = {}

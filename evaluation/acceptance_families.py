@@ -48,6 +48,7 @@ from acceptance import DataSet, load
 
 from dissensus.acceptance import apply_acceptance, calibrate, crossfit, save_acceptance
 from dissensus.acceptance.families import FAMILIES
+from dissensus.acceptance.prepare import panel_case_key
 from dissensus.states import get_backend
 
 DELTA, MIN_ACCEPTED = 0.1, 30
@@ -80,7 +81,7 @@ def _outcome(
     t = acc.threshold
     right = accepted = 0
     for i in test:
-        v = apply_acceptance(acc, ds.cases[i])
+        v = apply_acceptance(acc, ds.cases[i], key=panel_case_key(ds.panels[i]))
         if v.accepted:
             accepted += 1
             right += v.decision == ds.golds[i]
@@ -262,7 +263,9 @@ def shift_table(ds: DataSet, target: float, splits: int) -> None:
             [ds.cases[i] for i in cal], [ds.golds[i] for i in cal], target=target, delta=DELTA,
             min_accepted=MIN_ACCEPTED,
         )  # fmt: skip
-        verdicts = [apply_acceptance(acc, ds.cases[i]) for i in test]
+        verdicts = [
+            apply_acceptance(acc, ds.cases[i], key=panel_case_key(ds.panels[i])) for i in test
+        ]
         accepted = [(v, i) for v, i in zip(verdicts, test, strict=True) if v.accepted]
         right = sum(v.decision == ds.golds[i] for v, i in accepted)
         prec = right / len(accepted) if accepted else float("nan")

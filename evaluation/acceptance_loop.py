@@ -33,6 +33,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from dissensus.acceptance import AcceptanceFile, apply_acceptance, calibrate
+from dissensus.acceptance.prepare import panel_case_key
 from dissensus.states import get_backend
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -46,6 +47,7 @@ def simulate(
 ) -> list[tuple[int, float, float | None, int]]:
     """(reviews done, coverage, precision or None, test cases) per round."""
     cases = no_reasoning(ds.cases)
+    keys = [panel_case_key(p) for p in ds.panels]
     order = np.random.default_rng(seed).permutation(len(cases)).tolist()
     n_test = int(len(order) * test_share)
     test, queue = order[:n_test], order[n_test:]
@@ -53,7 +55,11 @@ def simulate(
     acc: AcceptanceFile | None = None
     rows = []
     while True:
-        verdicts = {i: apply_acceptance(acc, cases[i]) for i in test} if acc is not None else {}
+        verdicts = (
+            {i: apply_acceptance(acc, cases[i], key=keys[i]) for i in test}
+            if acc is not None
+            else {}
+        )
         accepted = [i for i, v in verdicts.items() if v.accepted]
         right = sum(verdicts[i].decision == ds.golds[i] for i in accepted)
         rows.append(
@@ -70,7 +76,7 @@ def simulate(
             return rows
         escalated, confirmable = [], []
         for i in pending:
-            v = apply_acceptance(acc, cases[i]) if acc is not None else None
+            v = apply_acceptance(acc, cases[i], key=keys[i]) if acc is not None else None
             (confirmable if v is not None and v.accepted else escalated).append(i)
         # The reviewer answers escalations first, then audits auto-accepted cases (confirmations).
         reviewed += (escalated + confirmable)[:round_size]

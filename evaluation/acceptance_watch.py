@@ -59,6 +59,7 @@ from acceptance_families import _load
 
 from dissensus.acceptance import apply_acceptance, calibrate, shift_check
 from dissensus.acceptance.monitor import suspended_after
+from dissensus.acceptance.prepare import panel_case_key
 from dissensus.states import get_backend
 
 DELTA, MIN_ACCEPTED = 0.1, 30
@@ -78,7 +79,7 @@ def deploy(
     )
     outcomes = []
     for i in test:
-        v = apply_acceptance(acc, ds.cases[i])
+        v = apply_acceptance(acc, ds.cases[i], key=panel_case_key(ds.panels[i]))
         if v.accepted:
             outcomes.append(v.decision == ds.golds[i])
     assert acc.shift_reference is not None
