@@ -23,7 +23,7 @@ import signal
 import sys
 from typing import Any
 
-from dissensus.cli import _entry, main, pipeline
+from dissensus.cli import _entry, journals, main
 from dissensus.store.journal import Event
 
 
@@ -36,7 +36,7 @@ def install(after: int, sig: int = signal.SIGKILL) -> None:
         if seen[0] == after:
             os.kill(os.getpid(), sig)
 
-    pipeline.JOURNAL_HOOKS.append(hook)
+    journals.JOURNAL_HOOKS.append(hook)
 
 
 def install_in_batch(nth: int, note: str) -> None:

@@ -15,7 +15,7 @@ from rich.table import Table
 
 from dissensus.cli.app import app
 from dissensus.cli.common import EXIT_OK, out_console, print_json, shown
-from dissensus.cli.pipeline import JournalOpt, JsonOpt, _journal
+from dissensus.cli.journals import JournalOpt, JsonOpt, opened_journal
 
 acceptance_app = typer.Typer(
     help="Learned acceptance in use: the audit monitor.", no_args_is_help=True
@@ -33,7 +33,7 @@ def acceptance_status(
     """Per acceptance file and stratum: audits, correct, precision bounds, suspended or not."""
     from dissensus.pipeline.audit import monitor_status
 
-    with _journal(journal) as store:
+    with opened_journal(journal) as store:
         rows = monitor_status(store)
     if json_out:
         print_json({"strata": [r.model_dump(mode="json") for r in rows]})

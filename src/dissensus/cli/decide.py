@@ -1,0 +1,527 @@
+"""``dissensus decide``: decide every panel of a file into a journalled, resumable run.
+
+* ``dissensus decide PANELS.jsonl [--policy FILE] [--journal PATH] [--json] [--rejects FILE]``
+
+``run_and_report`` drives a run to its end and prints its summary; ``runs resume``
+(:mod:`dissensus.cli.runs`) uses it too.
+
+The journal is ``--journal PATH``, else ``$DISSENSUS_JOURNAL``, else
+``./dissensus-journal.sqlite``.
+
+Choices where the design is silent:
+
+* Everything ``decide`` can check is checked before the run is created: the input is
+  readable, ``--output`` and ``--rejects`` are writable and name neither the input nor
+  the journal, the journal is a dissensus journal (or absent) in a writable place, the
+  policy loads, and the model spec (``--model``, else the policy's
+  ``seek_context.model``, else ``$DISSENSUS_MODEL``) names a usable model. Any failure
+  is one line and exit 2, and no run is created, so a run is never left incomplete by
+  its own configuration.
+* SIGINT and SIGTERM stop ``decide`` and ``runs resume`` at once (also while
+  embedding): the message names the resume command and the exit code is 130. Every
+  journalled step stays; the resumed run ends with the records of an uninterrupted one.
+* When every follow-up of a run failed and all for the same cause (an unreachable
+  server, say), the summary says so in one line and the exit code is 1.
+* Records resolved by a human are emitted in their resolved form (basis ``human``),
+  also by ``runs resume`` of a finished run.
+* Panel ids seen twice in one input are warned about (one line per id, and a count in
+  the summary); both records are kept, distinguished by their line.
+* ``--json`` output cut short by a closed pipe (``| head -1``) exits 0 silently.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import shutil
+import signal
+import sys
+from collections import Counter
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from contextlib import contextmanager
+from types import FrameType
+from typing import IO, TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from dissensus.cli.app import app
+from dissensus.cli.common import (
+    EXIT_FAILURE,
+    EXIT_INTERRUPTED,
+    Bar,
+    check_input_path,
+    check_journal_file,
+    check_output_path,
+    count_lines,
+    err_console,
+    exit_for,
+    out_console,
+    output_handle,
+    progress_enabled,
+    shown,
+)
+
+if TYPE_CHECKING:
+    from dissensus.io.jsonl import RejectSink
+    from dissensus.pipeline.records import CaseRecord
+    from dissensus.states import EmbeddingBackend, SimilarityBackend
+    from dissensus.store.journal import Journal
+    from dissensus.types import JsonObject
+from dissensus.cli.journals import JournalOpt, JsonOpt, opened_journal
+
+STATE_LEGEND = (
+    "states: CA convergent agreement, DA divergent agreement, CD convergent disagreement, "
+    "DD divergent disagreement (reasoning similar or not x conclusions agree or not)"
+)
+DECIDE_LEGEND = (
+    "'auto -> escalate': the route, then what the pipeline did; '(learned)' and the like: "
+    "what a committed decision rests on (guard, learned acceptance, calibrated reliability, "
+    "independent families, CONCORD certificate, human)"
+)
+
+
+class Interrupted(KeyboardInterrupt):
+    """SIGINT or SIGTERM arrived while a run was being decided."""
+
+
+@contextmanager
+def _interruptible() -> Iterator[None]:
+    """SIGINT and SIGTERM raise :class:`Interrupted` in the main thread while inside."""
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        raise Interrupted(signal.Signals(signum).name)
+
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+class _EmbeddingProgress:
+    """An embedding backend that embeds in small chunks and reports each on the bar."""
+
+    CHUNK = 32
+
+    def __init__(self, inner: EmbeddingBackend, bar: Bar, label: Callable[[str], str]) -> None:
+        self._inner = inner
+        self._bar = bar
+        self._label = label
+        self.name = inner.name
+
+    def embed(self, texts: Sequence[str]) -> Any:
+        import numpy as np
+
+        items = list(texts)
+        if len(items) <= self.CHUNK:
+            return self._inner.embed(items)
+        parts = []
+        for start in range(0, len(items), self.CHUNK):
+            self._bar.update(description=self._label(f"embedding {start}/{len(items)} texts"))
+            parts.append(
+                np.asarray(self._inner.embed(items[start : start + self.CHUNK]), dtype=np.float64)
+            )
+        self._bar.update(description=self._label(""))
+        return np.concatenate(parts, axis=0)
+
+    def matrix(self, texts: Sequence[str]) -> Any:
+        return self._inner.matrix(texts)
+
+
+def _records(
+    journal: Journal,
+    run_id: str,
+    sink: RejectSink,
+    bar: Bar,
+    *,
+    engine: str,
+    ray_address: str | None,
+    workers: int | None,
+    deadline: float | None = None,
+) -> AsyncIterator[CaseRecord]:
+    """The run's records from the chosen engine (:mod:`dissensus.engines`)."""
+    from dissensus.pipeline.batch import execute_run
+
+    if engine == "ray":
+        from dissensus.engines.ray import RayOptions, decide_ray
+
+        return decide_ray(
+            journal,
+            run_id,
+            on_reject=sink.add,
+            options=RayOptions(address=ray_address, workers=workers),
+            deadline_s=deadline,
+        )
+    return execute_run(
+        journal,
+        run_id,
+        on_reject=sink.add,
+        backend=_backend_factory(bar, journal, run_id),
+        deadline_s=deadline,
+    )
+
+
+def _backend_factory(
+    bar: Bar, journal: Journal, run_id: str
+) -> Callable[[], SimilarityBackend] | None:
+    if not progress_enabled():
+        return None
+    from dissensus.pipeline.batch import run_spec
+
+    policy = run_spec(journal, run_id).policy
+    name = policy.reading.similarity
+    allow_code = policy.allow_code or None
+
+    def factory() -> SimilarityBackend:
+        from dissensus.states import EmbeddingBackend, get_backend
+
+        inner = get_backend(name, allow_code=allow_code)
+        if not isinstance(inner, EmbeddingBackend):
+            return inner
+        return _EmbeddingProgress(
+            inner, bar, lambda extra: "deciding" + (f" ({extra})" if extra else "")
+        )
+
+    return factory
+
+
+async def _drain(
+    records: AsyncIterator[CaseRecord], *, emit: Callable[[CaseRecord], None], bar: Bar
+) -> list[CaseRecord]:
+    out: list[CaseRecord] = []
+    async for record in records:
+        emit(record)
+        out.append(record)
+        bar.advance()
+    return out
+
+
+def _emitter(
+    json_out: bool, handle: IO[str], resolved: dict[int, CaseRecord]
+) -> Callable[[CaseRecord], CaseRecord]:
+    def emit(record: CaseRecord) -> CaseRecord:
+        from dissensus.io.jsonl import write_jsonl_line
+
+        record = resolved.get(record.line, record)
+        # Records go out as JSONL with --json, and always into an --output file.
+        if json_out or handle is not sys.stdout:
+            write_jsonl_line(handle, record)
+            handle.flush()
+        return record
+
+    return emit
+
+
+_FAILED = re.compile(r"(?:re-ask|deliberation) failed: (.+)$")
+
+
+def followup_failure(records: Sequence[CaseRecord]) -> str | None:
+    """The one cause every model follow-up of the run failed for, or None.
+
+    A model follow-up is a live re-ask or a DCI deliberation; recorded re-asks call no
+    model and do not count.
+    """
+    attempted = 0
+    causes: set[str] = set()
+    for r in records:
+        if any(step == "followup:live" or step.startswith("deliberation:") for step in r.path):
+            attempted += 1
+        match = _FAILED.search(r.reason)
+        if match:
+            attempted += 1
+            causes.add(match.group(1))
+    failed = sum(1 for r in records if _FAILED.search(r.reason))
+    if failed and failed == attempted and len(causes) == 1:
+        return next(iter(causes))
+    return None
+
+
+def _summary(
+    records: list[CaseRecord],
+    rejected: int,
+    run_id: str,
+    journal: str,
+    duplicates: int,
+    shift: JsonObject | None = None,  # the journalled run/shift payload
+    audits: tuple[float, int] | None = None,
+) -> None:
+    from dissensus.pipeline.learned import guarantee_sentence
+    from dissensus.pipeline.shift import shift_words
+
+    actions = Counter(r.action for r in records)
+    auto = sum(r.auto for r in records)
+    escalated = [r for r in records if r.action == "escalate" and r.decision is None]
+    out_console.print(f"run {run_id}  journal {shown(journal)}")
+    shown_records = records[:20]
+    ids = [shown(r.id) for r in shown_records]
+    width = max((len(i) for i in ids), default=0)
+    for rid, r in zip(ids, shown_records, strict=True):
+        flow = f"{r.route} -> {r.action}" if r.route != r.action else r.action
+        outcome = (
+            f"decision {shown(r.decision)} ({r.basis})"
+            if r.decision is not None
+            else f"review {r.review_id}"
+        )
+        out_console.print(f"{rid:<{width}}  {r.state}  {flow:<28} {outcome}", soft_wrap=True)
+    if len(records) > len(shown_records):
+        out_console.print(
+            f"... {len(records) - len(shown_records)} more case(s) (use --json for every record)"
+        )
+    if records:
+        out_console.print(STATE_LEGEND, soft_wrap=True)
+        out_console.print(DECIDE_LEGEND, soft_wrap=True)
+    n = len(records)
+    share = f" ({auto / n:.0%})" if n else ""
+    out_console.print(
+        f"{n} case(s): {auto} decided automatically{share}, {len(escalated)} waiting for review"
+        + (f", {rejected} rejected line(s)" if rejected else "")
+        + (f", {duplicates} duplicate panel id(s)" if duplicates else "")
+    )
+    out_console.print("by action: " + ", ".join(f"{k} {v}" for k, v in sorted(actions.items())))
+    figures = next((r.acceptance for r in records if r.acceptance is not None), None)
+    if figures is not None:
+        out_console.print(guarantee_sentence(figures), soft_wrap=True)
+        if audits is not None and audits[0] > 0:
+            out_console.print(_audit_words(audits, figures.target_precision), soft_wrap=True)
+    if shift is not None:
+        out_console.print(shift_words(shift), soft_wrap=True)
+    if escalated:
+        program = _program()
+        out_console.print("review them:")
+        out_console.print(f"  {program} review list --journal {journal}", soft_wrap=True)
+        out_console.print(
+            f"  {program} review show {escalated[0].review_id} --journal {journal}", soft_wrap=True
+        )
+
+
+def _audits_of(journal: Journal, run_id: str) -> tuple[float, int] | None:
+    """The run's audit rate and the blind audits it opened."""
+    from dissensus.pipeline.spec import RunSpec
+    from dissensus.store import event_types as ev
+
+    started = journal.get(run_id, "run/started")
+    if started is None:
+        return None
+    rate = RunSpec.from_started(started.payload).policy.acceptance.audit_rate
+    return rate, sum(1 for _ in journal.events(run_id, type=ev.REVIEW_AUDIT))
+
+
+def _audit_words(audits: tuple[float, int], target: float) -> str:
+    """The audits and the monitor, in words (the summary's last promise)."""
+    from dissensus.acceptance.monitor import confseq_available
+
+    rate, opened = audits
+    said = (
+        f"{rate:.0%} of automatic decisions are audited blind ({opened} opened in this run: "
+        "dissensus review audits)"
+    )
+    if confseq_available():
+        return (
+            f"{said}; automatic decisions stop where the audits show precision below {target:.0%}."
+        )
+    return f"{said}; the monitor that would stop them needs the monitor extra (confseq)."
+
+
+def _program() -> str:
+    """How to call this program again, as typed (``.venv/bin/dissensus`` off the PATH)."""
+    argv0 = sys.argv[0] if sys.argv else ""
+    if os.path.basename(argv0) != "dissensus":
+        return "dissensus"
+    found = shutil.which("dissensus")
+    if found and os.path.realpath(found) == os.path.realpath(argv0):
+        return "dissensus"
+    return argv0
+
+
+RejectsOpt = Annotated[
+    str | None, typer.Option("--rejects", help="Write rejected lines here (JSONL).")
+]
+OutputOpt = Annotated[
+    str | None, typer.Option("--output", "-o", help="Write records here instead of stdout.")
+]
+DeadlineOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--deadline",
+        min=0.001,
+        help="Stop after SECONDS of wall-clock time (the run stays resumable; exit 1).",
+    ),
+]
+
+
+def run_and_report(
+    journal: Journal,
+    run_id: str,
+    *,
+    json_out: bool,
+    output: str | None,
+    rejects: str | None,
+    total: int | None,
+    engine: str = "local",
+    ray_address: str | None = None,
+    workers: int | None = None,
+    deadline: float | None = None,
+) -> int:
+    from dissensus.io.jsonl import RejectSink
+    from dissensus.pipeline.review import final_records
+
+    resolved = {r.line: r for r in final_records(journal, run_id) if r.resolution is not None}
+    seen: dict[str, int] = {}
+    duplicates: list[str] = []
+    try:
+        with (
+            _interruptible(),
+            RejectSink(rejects) as sink,
+            output_handle(output) as handle,
+            Bar("deciding", total=total) as bar,
+        ):
+            emit_one = _emitter(json_out, handle, resolved)
+
+            def emit(record: CaseRecord) -> None:
+                if record.id in seen:
+                    if seen[record.id] == 1:
+                        duplicates.append(record.id)
+                        err_console.print(
+                            f"warning: panel id {shown(record.id)!r} appears more than once (line {record.line})"
+                        )
+                    seen[record.id] += 1
+                else:
+                    seen[record.id] = 1
+                emit_one(record)
+
+            records = asyncio.run(
+                _drain(
+                    _records(
+                        journal,
+                        run_id,
+                        sink,
+                        bar,
+                        engine=engine,
+                        ray_address=ray_address,
+                        workers=workers,
+                        deadline=deadline,
+                    ),
+                    emit=emit,
+                    bar=bar,
+                )
+            )
+            records = [resolved.get(r.line, r) for r in records]
+    except Interrupted:
+        sys.stderr.write(
+            f"interrupted: resume with dissensus runs resume {run_id} --journal {journal.path}\n"
+        )
+        sys.stderr.flush()
+        return EXIT_INTERRUPTED
+    checked = journal.get(run_id, "run/shift")
+    shift = checked.payload if checked is not None else None
+    if not json_out:
+        _summary(
+            records,
+            sink.count,
+            run_id,
+            journal.path,
+            len(duplicates),
+            shift,
+            audits=_audits_of(journal, run_id),
+        )
+    elif shift is not None and shift.get("shifted"):
+        from dissensus.pipeline.shift import shift_words
+
+        err_console.print(f"warning: {shift_words(shift)}", soft_wrap=True)
+    cause = followup_failure(records)
+    if cause is not None:
+        err_console.print(
+            f"error: every follow-up of run {run_id} failed: {shown(cause)}", soft_wrap=True
+        )
+        return EXIT_FAILURE
+    return exit_for(sink.count)
+
+
+def _check_decide_paths(panels: str, journal: str, output: str | None, rejects: str | None) -> None:
+    from dissensus.store.journal import is_postgres_url
+
+    check_input_path(panels)
+    if not is_postgres_url(journal):
+        check_journal_file(journal)
+    inputs = [panels, journal]
+    check_output_path(output, option="--output", inputs=inputs)
+    check_output_path(rejects, option="--rejects", inputs=[*inputs, output])
+
+
+@app.command("decide")
+def decide_cmd(
+    panels: Annotated[str, typer.Argument(help="Panels, one JSON object a line ('-' = stdin).")],
+    policy: Annotated[
+        str | None,
+        typer.Option("--policy", help="Pipeline policy (YAML). Default: built-in defaults."),
+    ] = None,
+    journal: JournalOpt = None,
+    json_out: JsonOpt = False,
+    rejects: RejectsOpt = None,
+    output: OutputOpt = None,
+    run_id: Annotated[
+        str | None, typer.Option("--run-id", help="Id of the new run (default: random).")
+    ] = None,
+    similarity: Annotated[
+        str | None,
+        typer.Option(
+            "--similarity", help="Override the policy's similarity backend (minilm, tfidf, static)."
+        ),
+    ] = None,
+    model: Annotated[
+        str | None,
+        typer.Option(
+            "--model", help="Model spec for live follow-ups (default: policy, $DISSENSUS_MODEL)."
+        ),
+    ] = None,
+    engine: Annotated[
+        str,
+        typer.Option(
+            "--engine", help="local (this process) or ray (Ray Data workers; the 'ray' extra)."
+        ),
+    ] = "local",
+    ray_address: Annotated[
+        str | None,
+        typer.Option("--ray-address", help="Ray cluster to join (default: start a local one)."),
+    ] = None,
+    workers: Annotated[
+        int | None, typer.Option("--workers", help="Ray workers (default: the cluster's CPUs).")
+    ] = None,
+    deadline: DeadlineOpt = None,
+    acceptance: Annotated[
+        str | None,
+        typer.Option(
+            "--acceptance",
+            help="Learned acceptance file (dissensus calibrate-acceptance); overrides acceptance.model.",
+        ),
+    ] = None,
+) -> None:
+    """Decide every panel: read -> route -> guard -> protocol -> record, journalled and resumable."""
+    from dissensus.engines import check_engine
+    from dissensus.pipeline.batch import start_run
+    from dissensus.pipeline.spec import RunSpec
+    from dissensus.store.journal import journal_path
+
+    engine = check_engine(engine, workers=workers, address=ray_address)
+    target = journal_path(journal)
+    _check_decide_paths(panels, target, output, rejects)
+    # One specification, checked before the journal is touched: every file it names is read.
+    spec = RunSpec.from_policy(policy, model=model, similarity=similarity, acceptance=acceptance)
+    with opened_journal(target, must_exist=False) as store:
+        info = start_run(store, panels, spec, run_id=run_id, lock=True)
+        total = count_lines(panels) if progress_enabled() else None
+        code = run_and_report(
+            store,
+            info.run_id,
+            json_out=json_out,
+            output=output,
+            rejects=rejects,
+            total=total,
+            engine=engine,
+            ray_address=ray_address,
+            workers=workers,
+            deadline=deadline,
+        )
+    raise typer.Exit(code=code)

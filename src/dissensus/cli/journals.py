@@ -1,0 +1,64 @@
+"""The journal every command of the composed pipeline opens: ``--journal``, ``--json`` and
+the hooks the CLI runs after each append.
+
+The journal is ``--journal PATH``, else ``$DISSENSUS_JOURNAL``, else
+``./dissensus-journal.sqlite``; a PostgreSQL journal is a ``postgresql://`` URL.
+
+Choices where the design is silent:
+
+* A journal that must exist and does not, or a file that is not a dissensus journal, is
+  one line and exit 2 (``check_journal_file``), before anything is read or written.
+* The signing key, when one is set, comes from the environment (``signer_from_env``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from dissensus.cli.common import check_journal_file
+
+if TYPE_CHECKING:
+    from dissensus.store.journal import Event, Journal
+
+JournalOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--journal",
+        help="Run journal: an SQLite file or a postgresql:// URL. Default: $DISSENSUS_JOURNAL or ./dissensus-journal.sqlite.",
+    ),
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
+
+JOURNAL_HOOKS: list[Callable[[Event], None]] = []
+"""Called with every event the CLI's journal appends (progress, tests' fault injection)."""
+
+
+def _after_append(event: Event) -> None:
+    for hook in JOURNAL_HOOKS:
+        hook(event)
+
+
+def open_journal(path: str | None, *, must_exist: bool = False) -> Journal:
+    from dissensus.signing import signer_from_env
+    from dissensus.store.journal import Journal, is_postgres_url, journal_path
+
+    target = journal_path(path)
+    if not is_postgres_url(target):
+        check_journal_file(target, must_exist=must_exist)
+    return Journal(
+        target, after_append=_after_append if JOURNAL_HOOKS else None, signer=signer_from_env()
+    )
+
+
+@contextmanager
+def opened_journal(path: str | None, *, must_exist: bool = True) -> Iterator[Journal]:
+    """The journal, opened and closed around one command."""
+    store = open_journal(path, must_exist=must_exist)
+    try:
+        yield store
+    finally:
+        store.close()

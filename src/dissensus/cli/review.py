@@ -1,0 +1,367 @@
+"""``dissensus review ...``: the human review queue of escalated cases and blind audits.
+
+* ``dissensus review list | audits | show ID | resolve ID --decision X --note TEXT | undo ID | confirm ID``
+
+Choices where the design is silent:
+
+* ``review show`` of a blind audit item stays blind: neither the committed answer nor the
+  suggestion is printed.
+* Text from agents and reviewers is printed verbatim, never read as console markup.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from rich.table import Table
+
+from dissensus.cli.app import app
+from dissensus.cli.common import (
+    EXIT_OK,
+    err_console,
+    out_console,
+    print_json,
+    shown,
+)
+from dissensus.errors import InputError
+
+if TYPE_CHECKING:
+    pass
+from dissensus.cli.journals import JournalOpt, JsonOpt, opened_journal
+
+review_app = typer.Typer(
+    help="The human review queue: escalated cases waiting for a decision.", no_args_is_help=True
+)
+app.add_typer(review_app, name="review")
+
+
+@review_app.command("list")
+def review_list(
+    journal: JournalOpt = None,
+    run: Annotated[str | None, typer.Option("--run", help="Only this run.")] = None,
+    all_items: Annotated[bool, typer.Option("--all", help="Include resolved items.")] = False,
+    json_out: JsonOpt = False,
+) -> None:
+    """List review items (open ones unless --all)."""
+    from dissensus.io.jsonl import write_jsonl_line
+    from dissensus.pipeline.review import list_items
+
+    with opened_journal(journal) as store:
+        if run is not None:
+            store.run(run)  # exit 2 naming the run when there is none
+        items = list(list_items(store, run_id=run, include_resolved=all_items))
+    if json_out:
+        from dissensus.outputs import ReviewEntry
+
+        for st in items:
+            write_jsonl_line(sys.stdout, ReviewEntry.of(st))
+        raise typer.Exit(code=EXIT_OK)
+    if not items:
+        out_console.print("no review items" + ("" if all_items else " open"))
+        raise typer.Exit(code=EXIT_OK)
+    table = Table(show_edge=False)
+    for col in ("review id", "case", "status", "suggestion", "reason"):
+        table.add_column(col, overflow="fold")
+    for st in items:
+        status = f"resolved: {shown(st.resolution.decision)}" if st.resolution else "open"
+        table.add_row(
+            shown(st.item.review_id),
+            shown(st.item.id),
+            status,
+            shown(st.item.suggestion or "-"),
+            shown(st.item.reason),
+        )
+    out_console.print(table)
+    raise typer.Exit(code=EXIT_OK)
+
+
+@review_app.command("audits")
+def review_audits(
+    journal: JournalOpt = None,
+    run: Annotated[str | None, typer.Option("--run", help="Only this run.")] = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """List open blind audits of automatic decisions (answer each with `review confirm`)."""
+    from dissensus.pipeline.audit import open_audits
+
+    with opened_journal(journal) as store:
+        items = list(open_audits(store, run))
+    if json_out:
+        print_json(
+            {
+                "audits": [
+                    {"review_id": i.review_id, "id": i.id, "stratum": i.stratum} for i in items
+                ]
+            }
+        )
+        raise typer.Exit(code=EXIT_OK)
+    for i in items:
+        out_console.print(f"{shown(i.review_id)}  case {shown(i.id)}", soft_wrap=True)
+    if not items:
+        out_console.print("no open audits")
+    raise typer.Exit(code=EXIT_OK)
+
+
+@review_app.command("show")
+def review_show(
+    review_id: Annotated[str, typer.Argument(help="Review id (<run>.<line>).")],
+    journal: JournalOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Show everything a reviewer needs: the case, positions and value profiles side by side."""
+    from dissensus.cases import CaseSpec
+    from dissensus.pipeline.audit import audit_item
+    from dissensus.pipeline.review import find_item, split_ref
+
+    run_id, line = split_ref(review_id)
+    with opened_journal(journal) as store:
+        audit = audit_item(store, run_id, line)
+        audited = audit is not None and store.get(run_id, f"confirm/{line}") is not None
+        st = None if audit is not None else find_item(store, review_id)
+    if json_out:
+        if audit is not None:
+            # A blind audit: neither the committed answer nor any suggestion is shown.
+            print_json({**audit.model_dump(mode="json"), "audited": audited})
+            raise typer.Exit(code=EXIT_OK)
+        assert st is not None
+        data = st.item.model_dump(mode="json")
+        data["resolution"] = st.resolution.model_dump() if st.resolution else None
+        print_json(data)
+        raise typer.Exit(code=EXIT_OK)
+    item = audit if audit is not None else st.item if st is not None else None
+    assert item is not None
+    say = out_console.print
+    say(
+        f"review {shown(item.review_id)}  case {shown(item.id)}  (run {shown(item.run_id)}, line {item.line})",
+        soft_wrap=True,
+    )
+    if audit is not None:
+        say(f"status: blind audit, {'answered' if audited else 'open'}", soft_wrap=True)
+        say(
+            "audit of an automatic decision: decide it afresh with "
+            f"`dissensus review confirm {shown(item.review_id)} --decision D --note N`",
+            soft_wrap=True,
+        )
+    else:
+        assert st is not None
+        say(
+            f"status: {'resolved: ' + shown(st.resolution.decision) if st.resolution else 'open'}",
+            soft_wrap=True,
+        )
+        say(f"why escalated: {shown(item.reason)}", soft_wrap=True)
+    case = CaseSpec.from_panel(item.panel)
+    question = case.question
+    if question:
+        say(f"question: {_excerpt(str(question), 400)}", soft_wrap=True)
+    say(
+        f"options: {', '.join(shown(o) for o in item.options) or '-'}   panel suggestion: {shown(item.suggestion or '-')}",
+        soft_wrap=True,
+    )
+    reading = item.reading
+    similarity = (
+        f"mean similarity {reading.mean_similarity:.2f}"
+        if reading.similarity_defined
+        else "similarity undefined (fewer than two agents gave reasoning)"
+    )
+    say(
+        f"reading: {reading.state.value}  agreement {reading.agreement:.2f}  {similarity} ({shown(reading.model)})"
+    )
+    if reading.missing_reasoning:
+        say(f"no reasoning from: {', '.join(shown(a) for a in reading.missing_reasoning)}")
+    for option in case.options:
+        label = "" if option.label == option.id else f" ({shown(option.label)})"
+        say(f"  option {shown(option.id)}{label}: {_excerpt(option.text, 200)}", soft_wrap=True)
+    scores = {x.agent: x for x in (item.acceptance.signals if item.acceptance else [])}
+    table = Table(show_edge=False, title="positions")
+    for col in (
+        "agent",
+        "family",
+        "decision",
+        "re-ask",
+        "stable",
+        "margin",
+        "conf.",
+        *(shown(d) for d in item.value_dimensions),
+    ):
+        table.add_column(col, overflow="fold")
+    for p in item.positions:
+        values = [
+            f"{p.values[d]:.2f}" if p.values and d in p.values else "-"
+            for d in item.value_dimensions
+        ]
+        table.add_row(
+            shown(p.agent),
+            shown(p.family or "-"),
+            shown(p.decision) if p.decision is not None else "(abstained)",
+            shown(p.second or "-"),
+            "-" if p.stable is None else ("yes" if p.stable else "no"),
+            str(scores[p.agent].score) if p.agent in scores else "-",
+            "-" if p.confidence is None else f"{p.confidence:.2f}",
+            *values,
+        )
+    say(table)
+    agents = {p.agent for p in item.positions}
+    for sig in scores.values():
+        if sig.agent not in agents:  # a shared model's voice, never an agent's
+            say(
+                f"extra voice {shown(sig.agent)} ({shown(sig.family or '-')}): {shown(sig.decision or '-')} then "
+                f"{shown(sig.second or '-')}, {'stable' if sig.stable else 'not stable'}, margin {sig.score}",
+                soft_wrap=True,
+            )
+    say("reasoning (excerpts):")
+    for p in item.positions:
+        say(
+            f"  {shown(p.agent)}: {_excerpt(p.reasoning, 220) or '(no reasoning given)'}",
+            soft_wrap=True,
+        )
+    if item.packet:
+        packet = item.packet
+        sel = packet.selected
+        label = (sel.label or sel.id) if sel else "-"
+        say(
+            f"DCI packet: path {shown(packet.path)}, selected {shown(label)}: {_excerpt(sel.rationale if sel else '', 200)}",
+            soft_wrap=True,
+        )
+        detail = (
+            f" ({shown(packet.status_detail)})"
+            if packet.status != "complete" and packet.status_detail
+            else ""
+        )
+        say(
+            f"  packet status: {shown(packet.status)}{detail}; residual objections "
+            f"{len(packet.residual_objections)}, minority positions {len(packet.minority_report)}",
+            soft_wrap=True,
+        )
+    if item.concord:
+        say(
+            f"CONCORD: {shown(item.concord.status)} ({shown(item.concord.summary)})", soft_wrap=True
+        )
+    say(f"resolve: dissensus review resolve {shown(item.review_id)} --decision X --note TEXT")
+    raise typer.Exit(code=EXIT_OK)
+
+
+def _excerpt(text: str, limit: int) -> str:
+    flat = shown(" ".join(str(text).split()))
+    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
+
+
+@review_app.command("resolve")
+def review_resolve(
+    review_id: Annotated[str, typer.Argument(help="Review id (<run>.<line>).")],
+    decision: Annotated[str, typer.Option("--decision", help="The decision taken.")],
+    note: Annotated[str, typer.Option("--note", help="Why (recorded in the journal).")],
+    reviewer: Annotated[
+        str | None,
+        typer.Option(
+            "--reviewer", help="Who decided; default $DISSENSUS_REVIEWER, else the login name."
+        ),
+    ] = None,
+    journal: JournalOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Record a human decision; the case resumes with it as its final record.
+
+    Refused while another reviewer holds a live claim on the case (as in the service).
+    """
+    from dissensus.pipeline.review import find_item, resolve, reviewer_name
+
+    if not note.strip():
+        raise InputError("--note must not be empty: say why the decision was taken")
+    who = reviewer_name(reviewer)
+    with opened_journal(journal) as store:
+        options = find_item(store, review_id).item.options
+        record = resolve(store, review_id, decision=decision, note=note, reviewer=who)
+    if options and decision not in options:
+        err_console.print(
+            f"note: {shown(decision)!r} is none of the case's options ({', '.join(shown(o) for o in options)}); "
+            "journalled as outside_options",
+            soft_wrap=True,
+        )
+    if json_out:
+        print_json(record)
+    else:
+        out_console.print(
+            f"resolved {shown(review_id)}: case {shown(record.id)} -> {shown(record.decision)}",
+            soft_wrap=True,
+        )
+    raise typer.Exit(code=EXIT_OK)
+
+
+@review_app.command("undo")
+def review_undo(
+    review_id: Annotated[str, typer.Argument(help="Review id (<run>.<line>).")],
+    within: Annotated[
+        float,
+        typer.Option("--within", min=0, help="Seconds after resolving that undo is allowed."),
+    ] = 300.0,
+    reviewer: Annotated[
+        str | None,
+        typer.Option(
+            "--reviewer", help="Who resolved it; default $DISSENSUS_REVIEWER, else the login name."
+        ),
+    ] = None,
+    journal: JournalOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Undo your resolution of a case within --within seconds: it is open again.
+
+    Journals a ``review.reopened`` event; the resolution stays in the chain.
+    """
+    from dissensus.pipeline.review import reopen, reviewer_name
+
+    who = reviewer_name(reviewer)
+    with opened_journal(journal) as store:
+        event = reopen(store, review_id, reviewer=who, within_s=within)
+    if json_out:
+        print_json({"review_id": review_id, "status": "open", "undoes": event.payload["undoes"]})
+    else:
+        out_console.print(f"reopened {shown(review_id)}: it is open again", soft_wrap=True)
+    raise typer.Exit(code=EXIT_OK)
+
+
+@review_app.command("confirm")
+def review_confirm(
+    case_ref: Annotated[str, typer.Argument(help="Case (<run>.<line>) decided automatically.")],
+    note: Annotated[str, typer.Option("--note", help="Why (recorded in the journal).")],
+    decision: Annotated[
+        str | None,
+        typer.Option(
+            "--decision",
+            help="The right decision; default: the committed one. Another one corrects the record.",
+        ),
+    ] = None,
+    reviewer: Annotated[
+        str | None,
+        typer.Option(
+            "--reviewer", help="Who audited; default $DISSENSUS_REVIEWER, else the login name."
+        ),
+    ] = None,
+    journal: JournalOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Audit an automatic decision: confirm it or correct it (a label for calibrate-acceptance).
+
+    Refused while another reviewer holds a live claim on the case (as in the service).
+    """
+    from dissensus.pipeline.confirm import confirm
+    from dissensus.pipeline.review import reviewer_name
+
+    who = reviewer_name(reviewer)
+    with opened_journal(journal) as store:
+        audit = confirm(store, case_ref, note=note, decision=decision, reviewer=who)
+    if json_out:
+        print_json(audit)
+    elif audit.agrees:
+        out_console.print(
+            f"confirmed {shown(case_ref)}: case {shown(audit.id)} -> {shown(audit.decision)}",
+            soft_wrap=True,
+        )
+    else:
+        out_console.print(
+            f"corrected {shown(case_ref)}: case {shown(audit.id)} -> {shown(audit.decision)} "
+            f"(committed {shown(audit.committed)})",
+            soft_wrap=True,
+        )
+    raise typer.Exit(code=EXIT_OK)

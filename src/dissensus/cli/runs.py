@@ -1,0 +1,271 @@
+"""``dissensus runs ...``: the runs in a journal, to list, inspect, export, verify and resume.
+
+* ``dissensus runs list | schema | show ID | export ID | verify ID | resume ID``
+
+Choices where the design is silent:
+
+* ``runs resume`` checks the run can be resumed and that its input file is still there
+  before anything is decided, and ends with the records of an uninterrupted run.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections import Counter
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from rich.table import Table
+
+from dissensus.cli.app import app
+from dissensus.cli.common import (
+    EXIT_FAILURE,
+    EXIT_OK,
+    check_output_path,
+    count_lines,
+    err_console,
+    out_console,
+    output_handle,
+    print_json,
+    progress_enabled,
+    shown,
+)
+from dissensus.errors import InputError
+
+if TYPE_CHECKING:
+    from dissensus.types import JsonObject
+from dissensus.cli.decide import DeadlineOpt, OutputOpt, RejectsOpt, run_and_report
+from dissensus.cli.journals import JournalOpt, JsonOpt, opened_journal
+
+runs_app = typer.Typer(
+    help="Runs in the journal: list, inspect, export, verify, resume.", no_args_is_help=True
+)
+app.add_typer(runs_app, name="runs")
+
+
+@runs_app.command("list")
+def runs_list(journal: JournalOpt = None, json_out: JsonOpt = False) -> None:
+    """List the journal's runs."""
+    from dissensus.io.jsonl import write_jsonl_line
+
+    with opened_journal(journal) as store:
+        infos = store.runs()
+        finished = {i.run_id: store.get(i.run_id, "run/finished") is not None for i in infos}
+    if json_out:
+        from dissensus.outputs import RunSummary
+
+        for info in infos:
+            write_jsonl_line(sys.stdout, RunSummary.of(info, finished=finished[info.run_id]))
+        raise typer.Exit(code=EXIT_OK)
+    table = Table(show_edge=False)
+    for col in ("run", "kind", "created", "events", "status", "input"):
+        table.add_column(col, overflow="fold")
+    for info in infos:
+        status = "finished" if finished[info.run_id] else "incomplete"
+        table.add_row(
+            shown(info.run_id),
+            info.kind,
+            info.created,
+            str(info.n_events),
+            status,
+            shown(info.meta.get("input", "-")),
+        )
+    out_console.print(table)
+    raise typer.Exit(code=EXIT_OK)
+
+
+@runs_app.command("schema")
+def runs_schema(journal: JournalOpt = None, json_out: JsonOpt = False) -> None:
+    """The journal's schema revision and its upgrade history (upgrades run on open)."""
+    from dissensus.io.jsonl import write_jsonl_line
+
+    with opened_journal(journal) as store:
+        info = store.schema()
+    if json_out:
+        write_jsonl_line(sys.stdout, info)
+        raise typer.Exit(code=EXIT_OK)
+    out_console.print(
+        f"schema revision {info['revision']} (this version writes {info['current']})",
+        markup=False,
+    )
+    table = Table(show_edge=False)
+    for col in ("revision", "applied", "by", "what"):
+        table.add_column(col, overflow="fold")
+    for row in info["history"]:
+        table.add_row(
+            str(row["revision"]), row["applied_at"] or "-", shown(row["applied_by"]), row["summary"]
+        )
+    if info["history"]:
+        out_console.print(table)
+    raise typer.Exit(code=EXIT_OK)
+
+
+@runs_app.command("show")
+def runs_show(
+    run_id: Annotated[str, typer.Argument(help="Run id.")],
+    journal: JournalOpt = None,
+    json_out: JsonOpt = False,
+    events: Annotated[bool, typer.Option("--events", help="List every event.")] = False,
+) -> None:
+    """Show a run: header, event counts, final records."""
+    from dissensus.pipeline.review import final_records
+    from dissensus.pipeline.spec import RunSpec
+    from dissensus.store import event_types as ev
+
+    with opened_journal(journal) as store:
+        info = store.run(run_id)
+        assert info is not None
+        evs = list(store.events(run_id))
+        records = final_records(store, run_id)
+    by_type = Counter(e.type for e in evs)
+    started = next((e for e in evs if e.key == "run/started"), None)
+    spec = RunSpec.from_started(started.payload).summary() if started is not None else None
+    checked = next((e for e in evs if e.key == "run/shift"), None)
+    shift = checked.payload if checked is not None else None
+    if json_out:
+        data: dict[str, object] = {
+            "run": info.model_dump(),
+            "spec": spec,
+            "shift": shift,
+            "events": dict(sorted(by_type.items())),
+            "finished": any(e.type == ev.RUN_FINISHED for e in evs),
+            "records": [r.model_dump(mode="json") for r in records],
+        }
+        print_json(data)
+        raise typer.Exit(code=EXIT_OK)
+    out_console.print(f"run {shown(info.run_id)} ({info.kind}) created {info.created}")
+    out_console.print(f"events {info.n_events}, head {info.head_hash[:16]}...")
+    if spec is not None:
+        _print_spec(spec)
+    if shift is not None:
+        from dissensus.pipeline.shift import shift_words
+
+        out_console.print(f"shift check: {shift_words(shift)}", soft_wrap=True)
+    out_console.print("by type: " + ", ".join(f"{k} {v}" for k, v in sorted(by_type.items())))
+    actions = Counter(r.action for r in records)
+    out_console.print(
+        f"{len(records)} case record(s): "
+        + ", ".join(f"{k} {v}" for k, v in sorted(actions.items()))
+    )
+    if events:
+        for e in evs:
+            out_console.print(f"{e.seq:>6} {e.type:<18} {shown(e.key)}")
+    raise typer.Exit(code=EXIT_OK)
+
+
+def _print_spec(spec: JsonObject) -> None:
+    # RunSpec.summary()'s JSON, printed as it is.
+    """The run specification's lines of ``runs show``."""
+    budget = spec["budget"]
+    out_console.print(
+        f"policy {shown(str(spec['policy_file'] or '(built-in defaults)'))}, similarity "
+        f"{shown(str(spec['similarity']))}, model {shown(str(spec['model'] or '(none)'))}, "
+        f"concurrency {spec['concurrency']}, deadline "
+        f"{spec['deadline_s'] if spec['deadline_s'] is not None else 'none'}, budget "
+        f"{budget['max_calls']} calls / {budget['max_tokens']} tokens"
+    )
+    for agent, model in sorted(spec["models"].items()):
+        out_console.print(f"  model of {shown(agent)}: {shown(model)}")
+    for f in spec["files"]:
+        out_console.print(f"  {shown(f['role'])}: {shown(f['path'])} sha256 {f['sha256']}")
+    if spec.get("shift_hold"):
+        out_console.print(f"acceptance held: {shown(str(spec['shift_hold']))}", soft_wrap=True)
+
+
+@runs_app.command("export")
+def runs_export(
+    run_id: Annotated[str, typer.Argument(help="Run id.")],
+    journal: JournalOpt = None,
+    output: Annotated[
+        str | None, typer.Option("--output", "-o", help="Write here instead of stdout.")
+    ] = None,
+) -> None:
+    """Export a run's events as JSONL (with hashes: verifiable without this program)."""
+    from dissensus.io.jsonl import write_jsonl_line
+    from dissensus.store.journal import journal_path
+
+    check_output_path(output, option="--output", inputs=[journal_path(journal)])
+    with opened_journal(journal) as store:
+        store.run(run_id)
+        with output_handle(output) as handle:
+            for event in store.events(run_id):
+                write_jsonl_line(handle, event)
+    raise typer.Exit(code=EXIT_OK)
+
+
+@runs_app.command("verify")
+def runs_verify(
+    run_id: Annotated[str, typer.Argument(help="Run id.")],
+    journal: JournalOpt = None,
+    json_out: JsonOpt = False,
+    public_key: Annotated[
+        str | None,
+        typer.Option(
+            "--public-key", help="Ed25519 public key (PEM): also check the run's signed head."
+        ),
+    ] = None,
+) -> None:
+    """Recompute the run's hash chain; exit 1 when any event was edited, removed, inserted or reordered.
+
+    With --public-key, exit 1 also when the run's head is unsigned or its signature invalid.
+    """
+    from dissensus.signing import load_public_key
+
+    key = load_public_key(public_key) if public_key else None
+    with opened_journal(journal) as store:
+        report = store.verify(run_id, public_key=key)
+    ok = report.ok and (key is None or report.signature == "signed")
+    if json_out:
+        print_json(report)
+    elif report.ok:
+        state = "" if report.finished else " (not finished: interrupted, or its tail was removed)"
+        out_console.print(
+            f"run {shown(run_id)}: OK, {report.n_events} events, head {report.head_hash}{state}"
+        )
+    else:
+        err_console.print(f"run {shown(run_id)}: FAILED")
+        for problem in report.problems:
+            err_console.print(f"  {shown(problem)}")
+    if key is not None and not json_out:
+        console = out_console if report.signature == "signed" else err_console
+        console.print(f"signature: {shown(report.signature)} ({shown(report.signature_detail)})")
+    raise typer.Exit(code=EXIT_OK if ok else EXIT_FAILURE)
+
+
+@runs_app.command("resume")
+def runs_resume(
+    run_id: Annotated[str, typer.Argument(help="Run id.")],
+    journal: JournalOpt = None,
+    json_out: JsonOpt = False,
+    rejects: RejectsOpt = None,
+    output: OutputOpt = None,
+    deadline: DeadlineOpt = None,
+) -> None:
+    """Finish a run that was interrupted; completed steps and model calls are replayed, not redone."""
+    from dissensus.pipeline.batch import check_resumable
+    from dissensus.store.journal import journal_path
+
+    target = journal_path(journal)
+    with opened_journal(target) as store:
+        store.run(run_id)
+        check_resumable(store, run_id)
+        started = store.get(run_id, "run/started")
+        source = started.payload["input"] if started else {}
+        path = source.get("path")
+        inputs = [target, path]
+        check_output_path(output, option="--output", inputs=inputs)
+        check_output_path(rejects, option="--rejects", inputs=[*inputs, output])
+        if path not in (None, "-") and not os.path.isfile(str(path)):
+            raise InputError(f"cannot resume run {run_id}: its input file is gone: {path}")
+        total = count_lines(str(path)) if path not in (None, "-") and progress_enabled() else None
+        code = run_and_report(
+            store,
+            run_id,
+            json_out=json_out,
+            output=output,
+            rejects=rejects,
+            total=total,
+            deadline=deadline,
+        )
+    raise typer.Exit(code=code)
