@@ -489,8 +489,9 @@ class RayExecutor:
         thresholds = gc.get_threshold()
         gc.set_threshold(*_RUN_GC_THRESHOLD)
         try:
-            async for outcome in collected:
-                yield outcome
+            async for batch in collected:
+                for outcome in batch:
+                    yield outcome
         finally:
             gc.set_threshold(*thresholds)
             await collected.aclose()
@@ -502,13 +503,13 @@ class RayExecutor:
         blocks: list[Block],
         complete: dict[int, bool],
         results: Iterator[bytes],
-    ) -> AsyncGenerator[Outcome, None]:
-        """The outcomes of ``blocks`` in order: replayed, or as the workers hand them back."""
+    ) -> AsyncGenerator[list[Outcome], None]:
+        """The outcomes of ``blocks`` in order, a block at a time: replayed, or as the
+        workers hand them back."""
         info = self.stats
         for block in blocks:
             if complete[block.index]:
-                for outcome in _replayed(ctx.journal, ctx.run_id, block):
-                    yield outcome
+                yield list(_replayed(ctx.journal, ctx.run_id, block))
                 continue
             # Waiting for a block's result blocks: wait for it (and decode the block) on a
             # thread, so the loop's deadline holds and the loop's commits overlap the decoding.
@@ -518,8 +519,7 @@ class RayExecutor:
             info["worker_rss_mb"] = max(info["worker_rss_mb"], rss_mb)
             info["worker_cpu_s"] += cpu_s
             info["driver_decode_cpu_s"] += decode_s
-            for outcome in outcomes:
-                yield outcome
+            yield outcomes
 
 
 _RUN_GC_THRESHOLD = (50_000, 20, 100)
