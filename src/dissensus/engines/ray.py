@@ -8,11 +8,11 @@ deadline, journals and counts; the executor plans blocks of whole input lines
 (:mod:`dissensus.engines.blocks`) and hands them to a pool of stateful workers (Ray
 actors; ``route`` runs a Ray Data ``map_batches`` over such a pool). Each worker
 builds the run's specification (:class:`~dissensus.pipeline.spec.RunSpec`, as
-journalled in ``run.started``) once, reads its blocks from the file itself, and returns the block's records, rejects and
-journal events, which the loop appends to the one journal of the run *in input order*
-while the records are emitted in input order: the journal is the same shape as a local
-run's, so ``runs show/export/verify/resume`` work unchanged, and a run started on one
-engine can be resumed on the other.
+journalled in ``run.started``) once, reads its blocks from the file itself, and
+returns the block's records, rejects and journal events, which the loop appends to the
+one journal of the run *in input order* while the records are emitted in input order:
+the journal is the same shape as a local run's, so ``runs show/export/verify/resume``
+work unchanged, and a run started on one engine can be resumed on the other.
 
 Choices where the design is silent:
 
@@ -43,10 +43,10 @@ Choices where the design is silent:
   the run stops), so their CPUs are free for the next run.
 * **Actors, not Ray Data, for decide.** The driver sends each block to a worker itself
   (:func:`_dispatch`: at most two blocks in flight per worker, results taken in block
-  order): Ray Data's streaming executor and its iterator's threads cost the driver
-  more CPU than the run loop's journal appends did (about a quarter of the driver's
-  CPU), for a job that needs none of what they offer (the blocks are planned, ordered
-  and sized already).
+  order): Ray Data's streaming executor and its iterator's threads, with the
+  collector's passes they set off, cost a quarter to a third of the driver's CPU, for
+  a job that needs none of what they offer (the blocks are planned, ordered and sized
+  already).
 * **The collector in the driver.** Ray's modules and state are frozen out of the
   collector's generations once Ray is started (``gc.freeze``), and while a run's blocks
   come back the collector's thresholds are raised (:data:`_RUN_GC_THRESHOLD`, restored
