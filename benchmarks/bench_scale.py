@@ -37,7 +37,7 @@ Prints, in one run:
     included, start-up excluded) apart from the workers' (the CPU time each worker
     process spent on its blocks, reported with the block), split into the run loop's
     thread (journal appends, records), decoding the workers' blocks, and Ray's own
-    threads (the streaming executor, object transfers); and the serial fraction
+    threads (task submission, object transfers); and the serial fraction
     ``driver / (driver + worker)``. Target: driver <= 0.10 of worker.
 (h) PostgreSQL (``--pg URL`` or ``$DISSENSUS_TEST_PG``): 1, 2 and 4 writer processes,
     each appending its own run in batches of 500 events.

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from dissensus.engines import ray as ray_engine
+from dissensus.engines.blocks import plan_blocks
 from dissensus.engines.ray import RayOptions, decide_ray
 from dissensus.pipeline import execute_run, load_policy, start_run
 from dissensus.pipeline.records import CaseRecord
@@ -157,16 +158,16 @@ def test_killed_ray_run_resumes_without_redoing_completed_blocks(
     journal.close()
 
     sent: list[int] = []
-    real = ray_engine._dataset
+    real = ray_engine._dispatch
 
-    def spy(items: list[dict[str, Any]]) -> Any:
-        sent.extend(json.loads(i["item"])["block"]["index"] for i in items)
-        return real(items)
+    def spy(items: list[str], actors: list[Any]) -> Any:
+        sent.extend(json.loads(i)["block"]["index"] for i in items)
+        return real(items, actors)
 
-    monkeypatch.setattr(ray_engine, "_dataset", spy)
+    monkeypatch.setattr(ray_engine, "_dispatch", spy)
     journal = Journal(path)
     got, got_rejects = _ray_run(journal, panels)
-    n_blocks = len(ray_engine.plan_blocks(panels, 25))
+    n_blocks = len(plan_blocks(panels, 25))
     assert 0 < len(sent) < n_blocks and sent[0] > 0  # block 0 was complete: not redone
     assert got == records and got_rejects == rejects
     assert journal.verify("R").ok

@@ -124,8 +124,8 @@ def test_ray_worker_block_embeds_each_trace_once(tmp_path: Path) -> None:
     decider._backend = backend
     (block,) = plan_blocks(path, 512)
     item = {"block": asdict(block), "name": str(path), "seed": []}
-    out = decider({"item": [json.dumps(item)]})
-    assert len(pickle.loads(out["result"][0]).cases) == len(lines)
+    out = decider.decide(json.dumps(item))
+    assert len(pickle.loads(out).cases) == len(lines)
     texts = {o["reasoning"] for line in lines for o in json.loads(line)["outputs"]}
     assert set(backend.counts) == texts
     assert max(backend.counts.values()) == 1

@@ -1,18 +1,18 @@
-"""Batch decisions on Ray Data: blocks of input lines on workers, the journal in the driver.
+"""Batch decisions on Ray: blocks of input lines on workers, the journal in the driver.
 
 ``dissensus decide PANELS --engine ray [--ray-address ADDR] [--workers N]`` and
 ``dissensus route PANELS --engine ray`` (the ``ray`` extra). For ``decide`` the Ray
 engine is an *executor* of the one run loop (:class:`RayExecutor`, handed to
 :func:`dissensus.pipeline.execute_run`): the loop takes the run's lease, enforces its
 deadline, journals and counts; the executor plans blocks of whole input lines
-(:mod:`dissensus.engines.blocks`) and hands them to a Ray Data ``map_batches`` over a
-pool of stateful workers. Each worker builds the run's specification
-(:class:`~dissensus.pipeline.spec.RunSpec`, as journalled in ``run.started``) once,
-reads its blocks from the file itself, and returns the block's records, rejects and
-journal events, which the loop appends to the one journal of the run *in input order*
-while the records are emitted in input order: the journal is the same shape as a local
-run's, so ``runs show/export/verify/resume`` work unchanged, and a run started on one
-engine can be resumed on the other.
+(:mod:`dissensus.engines.blocks`) and hands them to a pool of stateful workers (Ray
+actors; ``route`` runs a Ray Data ``map_batches`` over such a pool). Each worker
+builds the run's specification (:class:`~dissensus.pipeline.spec.RunSpec`, as
+journalled in ``run.started``) once, reads its blocks from the file itself, and
+returns the block's records, rejects and journal events, which the loop appends to the
+one journal of the run *in input order* while the records are emitted in input order:
+the journal is the same shape as a local run's, so ``runs show/export/verify/resume``
+work unchanged, and a run started on one engine can be resumed on the other.
 
 Choices where the design is silent:
 
@@ -37,9 +37,22 @@ Choices where the design is silent:
   policy's divided by the number of workers (rounded down, at least 1), so the run as a
   whole never exceeds the policy's budget.
 * **Failures.** Worker processes are Ray actors restarted on death, and their blocks
-  are retried (Ray Data's defaults for actor pools: ``max_restarts=-1``,
-  ``max_task_retries=-1``): a block is a pure function of the input and the journal's
-  seed, so a retry gives the same events.
+  are retried (``max_restarts=-1``, ``max_task_retries=-1``, as Ray Data's actor pools
+  have them): a block is a pure function of the input and the journal's seed, so a
+  retry gives the same events. The run's actors are ended when its blocks are back (or
+  the run stops), so their CPUs are free for the next run.
+* **Actors, not Ray Data, for decide.** The driver sends each block to a worker itself
+  (:func:`_dispatch`: at most two blocks in flight per worker, results taken in block
+  order): Ray Data's streaming executor and its iterator's threads, with the
+  collector's passes they set off, cost a quarter to a third of the driver's CPU, for
+  a job that needs none of what they offer (the blocks are planned, ordered and sized
+  already).
+* **The collector in the driver.** Ray's modules and state are frozen out of the
+  collector's generations once Ray is started (``gc.freeze``), and while a run's blocks
+  come back the collector's thresholds are raised (:data:`_RUN_GC_THRESHOLD`, restored
+  after): the decoded blocks are hundreds of thousands of fresh, acyclic containers that
+  live until the loop journals them, and the default thresholds had the collector walk
+  them again and again.
 * **Cluster.** Without ``--ray-address`` a local Ray instance is started with
   ``--workers`` CPUs (default: all), no dashboard; with an address the driver joins that
   cluster, whose workers must see the input file at the same path and have
@@ -74,7 +87,7 @@ import json
 import os
 import signal
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -216,6 +229,10 @@ def ensure_ray(options: RayOptions) -> int:
             if options.workers:
                 kwargs["num_cpus"] = options.workers
         ray.init(**kwargs)
+        # Ray's modules and state are hundreds of thousands of long-lived objects: moved
+        # out of the collector's generations, so its full passes (which the journal's
+        # appends trigger) walk only what the run itself keeps.
+        gc.freeze()
     if options.workers:
         return options.workers
     return max(1, int(ray.cluster_resources().get("CPU", 1)))
@@ -302,14 +319,12 @@ class _Decider:
             self._clients[spec] = resolve_model(spec or self.spec.model, budget=self.budget)
         return self._clients[spec]
 
-    def __call__(self, batch: _Row) -> dict[str, list[bytes]]:
+    def decide(self, raw: str) -> bytes:
+        """One block (a :class:`_WorkItem` as JSON text): its pickled :class:`_BlockResult`."""
         import pickle
 
-        out = [
-            self._loop.run_until_complete(self._block(json.loads(str(raw))))
-            for raw in batch["item"]
-        ]
-        return {"result": [pickle.dumps(o, protocol=pickle.HIGHEST_PROTOCOL) for o in out]}
+        result = self._loop.run_until_complete(self._block(json.loads(raw)))
+        return pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL)
 
     async def _block(self, item: _WorkItem) -> _BlockResult:
         from dissensus.pipeline.engine import decide_case_events
@@ -435,7 +450,7 @@ class RayExecutor:
         opts = self.options
         blocks = _plan(ctx, opts.lines_per_block)
         seeds = _seeds(ctx.journal, ctx.run_id)
-        todo: list[_Row] = []
+        todo: list[str] = []
         complete: dict[int, bool] = {}
         for block in blocks:
             done = _complete(block, seeds)
@@ -447,12 +462,10 @@ class RayExecutor:
                     for e in seeds.get(str(line), [])
                 ]
                 todo.append(
-                    {
-                        "item": json.dumps(
-                            _WorkItem(block=_fields(block), name=ctx.name, seed=seed),
-                            ensure_ascii=False,
-                        )
-                    }
+                    json.dumps(
+                        _WorkItem(block=_fields(block), name=ctx.name, seed=seed),
+                        ensure_ascii=False,
+                    )
                 )
         info = self.stats
         info.update(
@@ -463,33 +476,112 @@ class RayExecutor:
             driver_decode_cpu_s=0.0,
         )
         results: Iterator[bytes] = iter(())
+        actors: list[Any] = []
         if todo:
             _warm(ctx.spec.policy.reading.similarity)
             workers = ensure_ray(opts)
-            ds = _dataset(todo).map_batches(
-                _Decider,
-                fn_constructor_args=(ctx.run_id, ctx.spec.started_fields(), workers, _fault()),
-                batch_size=1,
-                batch_format="numpy",
-                compute=_pool(min(workers, len(todo))),
-                num_cpus=1,
+            actors = _deciders(
+                min(workers, len(todo)),
+                (ctx.run_id, ctx.spec.started_fields(), workers, _fault()),
             )
-            results = (row["result"] for row in _rows(ds))
+            results = _dispatch(todo, actors)
+        collected = self._collect(ctx, blocks, complete, results)
+        thresholds = gc.get_threshold()
+        gc.set_threshold(*_RUN_GC_THRESHOLD)
+        try:
+            async for batch in collected:
+                for outcome in batch:
+                    yield outcome
+        finally:
+            gc.set_threshold(*thresholds)
+            await collected.aclose()
+            _release(actors)
+
+    async def _collect(
+        self,
+        ctx: RunContext,
+        blocks: list[Block],
+        complete: dict[int, bool],
+        results: Iterator[bytes],
+    ) -> AsyncGenerator[list[Outcome], None]:
+        """The outcomes of ``blocks`` in order, a block at a time: replayed, or as the
+        workers hand them back."""
+        info = self.stats
         for block in blocks:
             if complete[block.index]:
-                for outcome in _replayed(ctx.journal, ctx.run_id, block):
-                    yield outcome
+                yield list(_replayed(ctx.journal, ctx.run_id, block))
                 continue
-            # Ray's iterator blocks: wait for it (and decode the block) on a thread, so the
-            # loop's deadline holds and the loop's commits overlap the decoding.
+            # Waiting for a block's result blocks: wait for it (and decode the block) on a
+            # thread, so the loop's deadline holds and the loop's commits overlap the decoding.
             index, outcomes, rss_mb, cpu_s, decode_s = await asyncio.to_thread(_next_block, results)
-            if index != block.index:  # preserve_order guarantees it; never mix
+            if index != block.index:  # _dispatch keeps the order; never mix
                 raise InputError(f"Ray returned block {index} where block {block.index} was due")
             info["worker_rss_mb"] = max(info["worker_rss_mb"], rss_mb)
             info["worker_cpu_s"] += cpu_s
             info["driver_decode_cpu_s"] += decode_s
-            for outcome in outcomes:
-                yield outcome
+            yield outcomes
+
+
+_RUN_GC_THRESHOLD = (50_000, 20, 100)
+"""The collector's thresholds while a run's blocks come back (the process's own are
+restored after): a decoded block is some hundred thousand fresh containers, alive until
+the loop has journalled them, which the default thresholds (700, 10, 10) would have the
+collector walk again and again (about a third of the driver's CPU)."""
+
+_DEPTH = 2
+"""Blocks in flight per worker: one being decided, one waiting, so a worker never idles
+while the driver takes its last result."""
+
+
+class _DecideWorker:
+    """A :class:`_Decider` as a Ray actor. Its methods are synchronous (Ray would make an
+    actor with a coroutine method an asyncio actor, whose loop is already running when
+    the decider runs its own)."""
+
+    def __init__(self, *args: Any) -> None:
+        self.decider = _Decider(*args)
+
+    def decide(self, raw: str) -> bytes:
+        return self.decider.decide(raw)
+
+
+def _deciders(n: int, args: tuple[Any, ...]) -> list[Any]:
+    """``n`` decide workers (Ray actors, one CPU each), restarted on death, their
+    blocks retried."""
+    ray = _ray()
+    remote = ray.remote(num_cpus=1, max_restarts=-1, max_task_retries=-1)(_DecideWorker)
+    return [remote.remote(*args) for _ in range(n)]
+
+
+def _dispatch(items: list[str], actors: list[Any]) -> Iterator[bytes]:
+    """What the workers hand back for ``items``, in the order of ``items``: each item
+    goes to a worker as soon as one of its :data:`_DEPTH` places is free, the
+    worker whose result was taken last getting the next."""
+    ray = _ray()
+    waiting = deque(items)
+    flight: deque[tuple[Any, Any]] = deque()  # (result's reference, worker), item order
+
+    def send(actor: Any) -> None:
+        if waiting:
+            flight.append((actor.decide.remote(waiting.popleft()), actor))
+
+    for _ in range(_DEPTH):
+        for actor in actors:
+            send(actor)
+    while flight:
+        ref, actor = flight.popleft()
+        raw: bytes = ray.get(ref)
+        send(actor)
+        yield raw
+
+
+def _release(actors: list[Any]) -> None:
+    """End the run's workers (their CPUs are free for the next run at once)."""
+    if not actors:
+        return
+    ray = _ray()
+    for actor in actors:
+        ray.kill(actor, no_restart=True)
 
 
 def _next_block(results: Iterator[bytes]) -> tuple[int, list[Outcome], float, float, float]:
@@ -501,7 +593,7 @@ def _next_block(results: Iterator[bytes]) -> tuple[int, list[Outcome], float, fl
     start = time.thread_time()
     # The decoded payloads are trees of JSON values, never cycles: the collector's passes
     # over the driver's heap, which so many fresh containers trigger, would cost more
-    # than the decoding itself. Paused for the block only (Ray's iterator is not).
+    # than the decoding itself. Paused for the block only (the rest of the run is not).
     collecting = gc.isenabled()
     gc.disable()
     try:
