@@ -2,7 +2,9 @@
 
 * Backoff is exponential with "full jitter" (AWS architecture blog, 2015): attempt
   ``n`` (0-based) waits ``uniform(0, min(cap, base * 2**n))`` drawn from a seeded
-  ``random.Random``, so a run's waits are reproducible.
+  ``random.Random``, so a run's waits are reproducible. The generator is seeded at the
+  first retry, not when the client is made (seeding costs more than a call's own work,
+  and a panel makes a client per member per request).
 * A server's ``Retry-After`` (seconds, or an HTTP date) overrides the backoff when it
   is longer, capped at ``retry_after_cap_s`` so a hostile or broken server cannot park
   the client for hours. A date in the past means "now".
@@ -54,13 +56,16 @@ class Backoff:
         self.base_s = base_s
         self.cap_s = cap_s
         self.retry_after_cap_s = retry_after_cap_s
-        self._rng = random.Random(seed)
+        self._seed = seed
+        self._rng: random.Random | None = None
         self._lock = threading.Lock()
 
     def delay(self, attempt: int, retry_after: float | None = None) -> float:
         """Seconds to wait before retry number ``attempt + 1`` (``attempt`` is 0-based)."""
         ceiling = min(self.cap_s, self.base_s * (2.0**attempt))
         with self._lock:
+            if self._rng is None:  # seeded on the first retry: most clients never retry
+                self._rng = random.Random(self._seed)
             wait = self._rng.uniform(0.0, ceiling) if ceiling > 0 else 0.0
         if retry_after is not None:
             wait = max(wait, min(retry_after, self.retry_after_cap_s))

@@ -32,6 +32,7 @@ from dissensus.serve.journal_adapter import (
     StaleContent,
     UnknownItem,
 )
+from dissensus.serve.runs import item_line
 from dissensus.store.journal import UnknownRun
 
 if TYPE_CHECKING:
@@ -277,19 +278,39 @@ Overruns = list[tuple[int, Overrun]]
 
 
 def checked(
-    model: type[Any], items: list[Any], limits: Limits
+    model: type[Any],
+    items: list[Any],
+    limits: Limits,
+    lines: dict[int, str] | None = None,
 ) -> tuple[list[tuple[int, Any]], list[ItemReject], Overruns]:
-    """:func:`validated`, with the valid records over ``limits`` set apart as overruns."""
+    """:func:`validated`, with the valid records over ``limits`` set apart as overruns.
+
+    With ``lines``, each valid item's JSONL line (:func:`~dissensus.serve.runs.item_line`)
+    is made here and kept in it by index: its length bounds every field's (an escape
+    only lengthens a string), so a record whose line is within the bounds is not walked,
+    as :func:`dissensus.io.jsonl.parse_line` does for a line of a file."""
     good, rejects = validated(model, items)
     kept: list[tuple[int, Any]] = []
     overruns: Overruns = []
     for index, record in good:
-        over = check_record(record, None, limits)
+        over = check_record(record, _line_chars(items, index, lines), limits)
         if over is None:
             kept.append((index, record))
         else:
             overruns.append((index, over))
     return kept, rejects, overruns
+
+
+def _line_chars(items: list[Any], index: int, lines: dict[int, str] | None) -> int | None:
+    """The length of item ``index``'s line, kept in ``lines`` (None: not made here)."""
+    if lines is None:
+        return None
+    try:
+        line = item_line(items[index])
+    except (RecursionError, ValueError):  # made (and failing) where the run is started
+        return None
+    lines[index] = line
+    return len(line)
 
 
 def refuse_overrun(overruns: Overruns, *, single: bool) -> None:

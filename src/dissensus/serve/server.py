@@ -13,6 +13,12 @@ exits before uvicorn's own timeout fires.
 The socket is bound before anything is printed (:func:`listen`): a port in use is a
 one-line configuration error (exit 2), never a review URL followed by a failure.
 
+Once started (the application's start-up done: encoder, acceptance libraries, member
+clients loaded), the objects that start-up made are moved out of the garbage collector's
+generations (``gc.freeze``): they live as long as the process, and a full collection
+would otherwise walk every one of them again, well over a hundred thousand objects (the web
+framework, the model SDK's types), for garbage that only requests make.
+
 The graceful time is :data:`GRACEFUL_SHUTDOWN_S` unless ``$DISSENSUS_SERVE_SHUTDOWN_S``
 gives another whole number of seconds (at least 1), e.g. to fit a container platform's
 termination grace period; an unreadable value is a one-line configuration error.
@@ -21,6 +27,7 @@ termination grace period; an unreadable value is a one-line configuration error.
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import socket
 from typing import Any
@@ -73,6 +80,14 @@ class Server(uvicorn.Server):
     def __init__(self, config: uvicorn.Config, runner: Runner) -> None:
         super().__init__(config)
         self.runner = runner
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        # What start-up loaded (modules, the app, the policy, the models) lives as long as
+        # the process: out of the collector's sight, a full collection walks only what
+        # requests made since.
+        gc.collect()
+        gc.freeze()
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
         grace = (self.config.timeout_graceful_shutdown or GRACEFUL_SHUTDOWN_S) * RUN_GRACE_FRACTION

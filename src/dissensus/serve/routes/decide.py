@@ -49,12 +49,16 @@ async def decide(
     """Decide a panel or a list of panels (one run); records as ``dissensus decide --json``."""
     service = service_of(request)
     items, single = items_of(await json_body(request), service.settings.max_panels, "panel")
-    _, rejects, overruns = await by_size(request, checked, Panel, items, limits_of(service))
+    lines: dict[int, str] = {}  # each valid item's JSONL line, made once by the check
+    _, rejects, overruns = await by_size(request, checked, Panel, items, limits_of(service), lines)
     # A panel over the bounds refuses the whole request: nothing is journalled.
     refuse_overrun(overruns, single=single)
     if single:
         single_or_422(rejects)
-    state = await service.runner.start([item_line(i) for i in items], submitted_by=principal.name)
+    state = await service.runner.start(
+        [lines[i] if i in lines else item_line(item) for i, item in enumerate(items)],
+        submitted_by=principal.name,
+    )
     links = {"run": f"/v1/runs/{state.run_id}", "events": f"/v1/runs/{state.run_id}/events"}
     if run_async:
         return JSONResponse(
