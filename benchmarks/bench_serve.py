@@ -16,12 +16,18 @@ to the review queue, half commit automatically):
 * **latency**: one client, sequential single-panel ``POST /v1/decide``: p50 / p99;
 * **memory**: the server's peak RSS (``VmHWM``) after ``--decisions`` decisions in total.
 
+With ``--postgres URL`` (a server the benchmark may create databases on, e.g. the one
+``.ci/postgres.sh`` starts) the three journals are fresh PostgreSQL databases instead,
+dropped at the end; ``--run-loops N`` then sets the server's run loops
+(``dissensus.serve.runs.RUN_LOOPS_POSTGRES``, 4 by default) for an A/B of that choice.
+
 Both sides use ``DISSENSUS_JOURNAL_SYNC=normal`` unless it is set (every commit survives
 a process kill; see the journal), so the figures compare the service, not the disk.
 
 Usage::
 
     python benchmarks/bench_serve.py [--panels 400] [--clients 16] [--list-size 25] [--decisions 10000]
+    python benchmarks/bench_serve.py --postgres "$DISSENSUS_TEST_PG" [--run-loops 1]
 """
 
 from __future__ import annotations
@@ -38,6 +44,7 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
@@ -56,6 +63,12 @@ acceptance: {min_families: 2}
 concurrency: 4
 """
 TOKEN = "bench-token"
+RUN_LOOPS_SERVER = """import sys
+import dissensus.serve.runs as runs
+runs.RUN_LOOPS_POSTGRES = int(sys.argv[1])
+from dissensus.cli import main
+raise SystemExit(main(sys.argv[2:]))
+"""
 
 
 def panels(n: int) -> list[dict[str, Any]]:
@@ -91,11 +104,43 @@ def panels(n: int) -> list[dict[str, Any]]:
     return out
 
 
-def in_process(rows: list[dict[str, Any]], tmp: Path, policy_file: Path) -> float:
-    path = tmp / "in.jsonl"
+class Journals:
+    """Where each measurement journals: fresh SQLite files in ``tmp``, or fresh databases
+    on the PostgreSQL server of ``admin_url`` (dropped by :meth:`drop`)."""
+
+    def __init__(self, tmp: Path, admin_url: str | None) -> None:
+        self.tmp = tmp
+        self.admin_url = admin_url
+        self.created: list[str] = []
+
+    def target(self, name: str) -> str:
+        if self.admin_url is None:
+            return str(self.tmp / f"{name}.sqlite")
+        import psycopg
+
+        db = f"bench_serve_{os.getpid()}_{name.replace('-', '_')}"
+        with psycopg.connect(self.admin_url, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{db}"')
+            conn.execute(f'CREATE DATABASE "{db}"')
+        self.created.append(db)
+        parts = urlsplit(self.admin_url)
+        return urlunsplit(parts._replace(path="/" + db))
+
+    def drop(self) -> None:
+        if self.admin_url is None:
+            return
+        import psycopg
+
+        with psycopg.connect(self.admin_url, autocommit=True) as conn:
+            for db in self.created:
+                conn.execute(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)')
+
+
+def in_process(rows: list[dict[str, Any]], journals: Journals, policy_file: Path) -> float:
+    path = journals.tmp / "in.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     policy, policy_dir = load_policy(policy_file)
-    journal = Journal(tmp / "inprocess.sqlite")
+    journal = Journal(journals.target("inprocess"))
 
     async def run() -> int:
         info = start_run(
@@ -112,10 +157,10 @@ def in_process(rows: list[dict[str, Any]], tmp: Path, policy_file: Path) -> floa
 
 
 def in_process_per_panel(
-    rows: list[dict[str, Any]], tmp: Path, policy_file: Path, clients: int
+    rows: list[dict[str, Any]], journals: Journals, policy_file: Path, clients: int
 ) -> float:
     policy, policy_dir = load_policy(policy_file)
-    journal = Journal(tmp / "per-panel.sqlite")
+    journal = Journal(journals.target("per-panel"))
     todo = [Panel.model_validate(r) for r in rows]
 
     async def worker() -> int:
@@ -136,15 +181,21 @@ def in_process_per_panel(
     return n / elapsed
 
 
-def start_server(tmp: Path, policy_file: Path) -> tuple[subprocess.Popen[bytes], str]:
+def start_server(
+    journals: Journals, policy_file: Path, run_loops: int | None
+) -> tuple[subprocess.Popen[bytes], str]:
+    tmp = journals.tmp
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = int(sock.getsockname()[1])
     tokens = tmp / "tokens.txt"
     tokens.write_text(f"{hash_token(TOKEN)} bench admin\n", encoding="utf-8")
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
-    cmd = [sys.executable, "-m", "dissensus", "serve", "--journal", str(tmp / "serve.sqlite"), "--port", str(port),
-           "--policy", str(policy_file), "--tokens", str(tokens), "--timeout", "600"]  # fmt: skip
+    args = ["serve", "--journal", journals.target("serve"), "--port", str(port),
+            "--policy", str(policy_file), "--tokens", str(tokens), "--timeout", "600"]  # fmt: skip
+    cmd = [sys.executable, "-m", "dissensus", *args]
+    if run_loops is not None:
+        cmd = [sys.executable, "-c", RUN_LOOPS_SERVER, str(run_loops), *args]
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     base = f"http://127.0.0.1:{port}"
     for _ in range(300):
@@ -265,15 +316,28 @@ def main() -> None:
     parser.add_argument(
         "--decisions", type=int, default=10_000, help="Decisions before the peak RSS is read."
     )
+    parser.add_argument(
+        "--postgres", default=None, help="Journal on fresh databases of this PostgreSQL server."
+    )
+    parser.add_argument(
+        "--run-loops", type=int, default=None, help="The server's run loops (with --postgres)."
+    )
     args = parser.parse_args()
+    if args.run_loops is not None and args.postgres is None:
+        parser.error("--run-loops needs --postgres (an SQLite journal has one run loop)")
     rows = panels(args.panels)
     with tempfile.TemporaryDirectory() as name:
         tmp = Path(name)
         policy_file = tmp / "policy.yaml"
         policy_file.write_text(POLICY, encoding="utf-8")
-        per_panel = in_process_per_panel(rows, tmp, policy_file, args.clients)
-        base_rate = in_process(rows, tmp, policy_file)
-        proc, base = start_server(tmp, policy_file)
+        journals = Journals(tmp, args.postgres)
+        try:
+            per_panel = in_process_per_panel(rows, journals, policy_file, args.clients)
+            base_rate = in_process(rows, journals, policy_file)
+            proc, base = start_server(journals, policy_file, args.run_loops)
+        except BaseException:
+            journals.drop()
+            raise
         try:
             asyncio.run(over_http(base, panels(20), 4, 1))  # warm-up (imports, first run)
             cpu0 = cpu_seconds(proc.pid)
@@ -292,11 +356,15 @@ def main() -> None:
         finally:
             proc.terminate()
             proc.wait(timeout=30)
+            journals.drop()
     lat.sort()
     p99 = lat[min(len(lat) - 1, round(0.99 * (len(lat) - 1)))]
-    print(
-        f"panels per measurement: {len(rows)} (tfidf, no model; half escalate); journal sync {os.environ['DISSENSUS_JOURNAL_SYNC']}"
+    where = (
+        f"PostgreSQL, {args.run_loops or 'default'} run loop(s)"
+        if args.postgres
+        else f"SQLite, sync {os.environ['DISSENSUS_JOURNAL_SYNC']}"
     )
+    print(f"panels per measurement: {len(rows)} (tfidf, no model; half escalate); journal {where}")
     print(f"in-process adecide, {args.clients} tasks, 1 panel/run:  {per_panel:8.1f} decisions/s")
     print(f"in-process execute_run, 1 run:                {base_rate:8.1f} decisions/s")
     print(
