@@ -38,17 +38,21 @@ anything else -> escalate, with the reason naming the action; a DCI follow-up's 
 goes to the reviewer rather than being committed (deliberation among one model's
 participants is not independent evidence); a panel's ``meta.gold`` (labelled data) is
 never read. The review item's panel is the JSON the case's input step made of it (less
-``meta.gold``), not a second serialisation.
+``meta.gold``), not a second serialisation. A fresh record is built without validating
+again what the case's steps made (the reading's state, the route, the path, the usage)
+when the outcome's fields are plain text and flags; it holds the values and the set of
+given fields that :meth:`CaseRecord.model_validate` would give it.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, TypeVar
 
-from pydantic import BaseModel
+from pydantic import BaseModel, TypeAdapter
 
 from dissensus.errors import ConfigError, DissensusError
 from dissensus.pipeline.acceptors import AcceptInput
@@ -58,7 +62,13 @@ from dissensus.pipeline.followup import case_options, live_reask, run_dci
 from dissensus.pipeline.gates import guard_step, route_step
 from dissensus.pipeline.learned import AcceptanceFigures
 from dissensus.pipeline.negotiate import concord_refusal, has_utilities, run_concord
-from dissensus.pipeline.records import AgentPosition, CaseRecord, ReviewItem, review_id_for
+from dissensus.pipeline.records import (
+    AgentPosition,
+    CaseRecord,
+    PipelineAction,
+    ReviewItem,
+    review_id_for,
+)
 from dissensus.pipeline.runtime import MODEL_ENV, Runtime
 from dissensus.pipeline.steps import (
     AcceptanceStep,
@@ -69,7 +79,7 @@ from dissensus.pipeline.steps import (
     GuardStep,
 )
 from dissensus.signals import AgentSignal, SecondAnswer, agent_signals, recorded_second_answers
-from dissensus.states import Reading, Route
+from dissensus.states import Reading, Route, State
 from dissensus.store import event_types as ev
 from dissensus.store.journal import NewEvent
 from dissensus.types import AgentOutput, Panel, Usage, trusted
@@ -142,7 +152,57 @@ class _Case:
             "acceptance": self.figures.model_dump(mode="json") if self.figures else None,
         }
         base.update(fields)
+        if self.figures is None and _plain_record(fields):
+            return _trusted_record(base, self.usage)
         return CaseRecord.model_validate(base)
+
+
+_RECORD_TEXT = ("action", "reason")
+_RECORD_OPTIONAL_TEXT = ("decision", "basis", "suggestion", "review_id")
+_RECORD_FIELDS = frozenset({"auto", *_RECORD_TEXT, *_RECORD_OPTIONAL_TEXT})
+
+
+def _plain_record(fields: dict[str, Any]) -> bool:
+    """Whether the caller's record fields are exact ``str``/``bool`` values (what
+    validation keeps), and no others."""
+    return (
+        fields.keys() <= _RECORD_FIELDS
+        and fields["auto"].__class__ is bool
+        and all(fields[f].__class__ is str for f in _RECORD_TEXT)
+        and all(fields.get(f) is None or fields[f].__class__ is str for f in _RECORD_OPTIONAL_TEXT)
+    )
+
+
+def _trusted_record(base: dict[str, Any], usage: Usage) -> CaseRecord:
+    """``CaseRecord.model_validate(base)`` without validating again what the case's steps
+    made (the reading's state, the route's action and rule, the path, the usage): the
+    same values, the same fields set."""
+    values = dict(_RECORD_DEFAULTS)
+    values.update(base)
+    values["state"] = State(base["state"])
+    values["route"] = _route_value(base["route"])
+    values["usage"] = trusted(Usage, usage.model_dump())
+    record = trusted(CaseRecord, values)
+    _set_fields_set(record, set(base))
+    return record
+
+
+@functools.cache
+def _route_value(action: str) -> Any:
+    """The record's ``route`` as validation makes it of ``action`` (an :class:`Action`
+    member, or the literal)."""
+    return _ROUTE.validate_python(action)
+
+
+_ROUTE: TypeAdapter[Any] = TypeAdapter(PipelineAction)
+
+
+_RECORD_DEFAULTS: dict[str, Any] = {
+    name: info.get_default(call_default_factory=True)
+    for name, info in CaseRecord.model_fields.items()
+    if not info.is_required()
+}
+_set_fields_set = BaseModel.__dict__["__pydantic_fields_set__"].__set__
 
 
 async def decide_case(rt: Runtime, panel: Panel, line: int) -> CaseRecord:
