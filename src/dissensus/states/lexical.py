@@ -84,8 +84,9 @@ class TfidfBackend:
             chain.from_iterable(c.values() for c in counts), dtype=np.intp, count=total
         )
         df = np.bincount(cols, minlength=len(vocab))
-        weights = _log_tf(int(tfs.max()))[tfs] * _idf(n)[df[cols]]
-        rows = np.zeros((n, len(vocab)), dtype=np.float64)
+        weights = _log_tf(int(np.maximum.reduce(tfs)))[tfs] * _idf(n)[df[cols]]
+        # float32 rows: each float64 weight rounded once, as normalising float64 rows would.
+        rows = np.zeros((n, len(vocab)), dtype=np.float32)
         rows[np.repeat(np.arange(n), sizes), cols] = weights
         return normalise_rows(rows)
 
