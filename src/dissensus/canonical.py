@@ -46,8 +46,6 @@ _ENCODER = json.JSONEncoder(
     sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
 )
 
-_DIGITS = frozenset(b"0123456789")
-
 
 def canonical(obj: Any) -> str:
     """The canonical JSON text of ``obj`` (sorted keys, compact, UTF-8, finite numbers)."""
@@ -68,11 +66,12 @@ def _plain_floats(data: bytes) -> bool:
     if b"0.0000" in data:
         return False
     for mark in (b"e-", b"e+"):
-        at = data.find(mark)
-        while at > 0:
-            if data[at - 1] in _DIGITS:
+        if mark in data:
+            # An exponent is the only place where a digit comes right before the mark.
+            pieces = data.split(mark)
+            pieces.pop()
+            if any(piece[-1:].isdigit() for piece in pieces):
                 return False
-            at = data.find(mark, at + 2)
     return True
 
 
