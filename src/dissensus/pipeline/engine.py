@@ -54,6 +54,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, TypeAdapter
 
+from dissensus.cases import option_ids
 from dissensus.errors import ConfigError, DissensusError
 from dissensus.pipeline.acceptors import AcceptInput
 from dissensus.pipeline.audit import AUDIT_OPENED, is_audited
@@ -546,7 +547,7 @@ def _review_item(case: _Case, review_id: str, why: str) -> ReviewItem:
     second = case.followup.answers if case.followup else {}
     positions = [_position(o, second, signals) for o in case.panel.outputs]
     labels = sorted({o.decision for o in case.panel.outputs if o.decision is not None})
-    options = [oid for oid, _ in case_options(case.panel)]
+    options = option_ids(case.panel.meta)
     dims = sorted({k for o in case.panel.outputs for k in (o.values or {})})
     return ReviewItem(
         review_id=review_id,
