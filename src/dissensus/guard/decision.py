@@ -190,7 +190,13 @@ def _decision(values: dict[str, Any]) -> GuardDecision:
         and values["answer"].__class__ is str
         and values["n_voters"].__class__ is int
     )
-    return trusted(GuardDecision, values) if plain else GuardDecision(**values)
+    if not plain:
+        return GuardDecision(**values)
+    # In field order, as validation stores them (a dump writes them in this order).
+    return trusted(GuardDecision, {name: values[name] for name in _DECISION_FIELDS})
+
+
+_DECISION_FIELDS = tuple(GuardDecision.model_fields)
 
 
 def _check_sources(votes: Sequence[Vote], settings: GuardThresholds) -> InvariantCheck:

@@ -178,10 +178,11 @@ def _trusted_record(base: dict[str, Any], usage: Usage) -> CaseRecord:
     """``CaseRecord.model_validate(base)`` without validating again what the case's steps
     made (the reading's state, the route's action and rule, the path, the usage): the
     same values, the same fields set."""
-    values = dict(_RECORD_DEFAULTS)
-    values.update(base)
-    values["state"] = State(base["state"])
-    values["route"] = _route_value(base["route"])
+    values = {**base, "state": State(base["state"]), "route": _route_value(base["route"])}
+    # In field order, as validation stores them (a dump writes them in this order).
+    values = {
+        name: values[name] if name in values else _RECORD_DEFAULTS[name] for name in _RECORD_ORDER
+    }
     values["usage"] = trusted(Usage, usage.model_dump())
     record = trusted(CaseRecord, values)
     _set_fields_set(record, set(base))
@@ -203,6 +204,7 @@ _RECORD_DEFAULTS: dict[str, Any] = {
     for name, info in CaseRecord.model_fields.items()
     if not info.is_required()
 }
+_RECORD_ORDER = tuple(CaseRecord.model_fields)
 _set_fields_set = BaseModel.__dict__["__pydantic_fields_set__"].__set__
 
 
