@@ -38,10 +38,11 @@ anything else -> escalate, with the reason naming the action; a DCI follow-up's 
 goes to the reviewer rather than being committed (deliberation among one model's
 participants is not independent evidence); a panel's ``meta.gold`` (labelled data) is
 never read. The review item's panel is the JSON the case's input step made of it (less
-``meta.gold``), not a second serialisation. A fresh record is built without validating
-again what the case's steps made (the reading's state, the route, the path, the usage)
-when the outcome's fields are plain text and flags; it holds the values and the set of
-given fields that :meth:`CaseRecord.model_validate` would give it.
+``meta.gold``), not a second serialisation. A fresh record and review item are built without
+validating again what the case's steps made (the reading, the route, the guard's step,
+the positions, the usage) when every value is already what validation keeps (plain
+text and flags, the steps' own model instances); they hold the values, their order and
+the set of given fields that validation would give them.
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ from functools import partial
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, TypeAdapter
+from pydantic.fields import FieldInfo
 
 from dissensus.cases import option_ids
 from dissensus.errors import ConfigError, DissensusError
@@ -178,15 +180,13 @@ def _trusted_record(base: dict[str, Any], usage: Usage) -> CaseRecord:
     """``CaseRecord.model_validate(base)`` without validating again what the case's steps
     made (the reading's state, the route's action and rule, the path, the usage): the
     same values, the same fields set."""
-    values = {**base, "state": State(base["state"]), "route": _route_value(base["route"])}
-    # In field order, as validation stores them (a dump writes them in this order).
-    values = {
-        name: values[name] if name in values else _RECORD_DEFAULTS[name] for name in _RECORD_ORDER
+    given = {
+        **base,
+        "state": State(base["state"]),
+        "route": _route_value(base["route"]),
+        "usage": trusted(Usage, usage.model_dump()),
     }
-    values["usage"] = trusted(Usage, usage.model_dump())
-    record = trusted(CaseRecord, values)
-    _set_fields_set(record, set(base))
-    return record
+    return _built(CaseRecord, given)
 
 
 @functools.cache
@@ -198,13 +198,31 @@ def _route_value(action: str) -> Any:
 
 _ROUTE: TypeAdapter[Any] = TypeAdapter(PipelineAction)
 
+B = TypeVar("B", bound=BaseModel)
 
-_RECORD_DEFAULTS: dict[str, Any] = {
-    name: info.get_default(call_default_factory=True)
-    for name, info in CaseRecord.model_fields.items()
-    if not info.is_required()
-}
-_RECORD_ORDER = tuple(CaseRecord.model_fields)
+
+def _built(cls: type[B], given: dict[str, Any]) -> B:
+    """What validating ``given`` as ``cls`` holds when every given value is already what
+    validation makes of it: the values in field order (a dump writes them in this
+    order), the defaults of the fields not given, the given fields as the fields set."""
+    order, defaults = _layout(cls)
+    values = {
+        name: given[name]
+        if name in given
+        else defaults[name].get_default(call_default_factory=True)
+        for name in order
+    }
+    built = trusted(cls, values)
+    _set_fields_set(built, set(given))
+    return built
+
+
+@functools.cache
+def _layout(cls: type[BaseModel]) -> tuple[tuple[str, ...], dict[str, FieldInfo]]:
+    fields = cls.model_fields
+    return tuple(fields), {n: f for n, f in fields.items() if not f.is_required()}
+
+
 _set_fields_set = BaseModel.__dict__["__pydantic_fields_set__"].__set__
 
 
@@ -551,23 +569,52 @@ def _review_item(case: _Case, review_id: str, why: str) -> ReviewItem:
     labels = sorted({o.decision for o in case.panel.outputs if o.decision is not None})
     options = option_ids(case.panel.meta)
     dims = sorted({k for o in case.panel.outputs for k in (o.values or {})})
-    return ReviewItem(
-        review_id=review_id,
-        run_id=case.rt.run_id,
-        line=case.line,
-        id=case.panel.id,
-        reason=why,
-        suggestion=case.reading.decision,
-        options=sorted(set(labels) | set(options)),
-        positions=positions,
-        value_dimensions=dims,
-        panel=_public_panel(case),
-        reading=case.reading,
-        reread=case.reread,
-        guard=case.guard,
-        acceptance=case.acceptance,
-        packet=case.packet.packet if case.packet else None,
-        concord=case.concord,
+    given = {
+        "review_id": review_id,
+        "run_id": case.rt.run_id,
+        "line": case.line,
+        "id": case.panel.id,
+        "reason": why,
+        "suggestion": case.reading.decision,
+        "options": sorted(set(labels) | set(options)),
+        "positions": positions,
+        "value_dimensions": dims,
+        "panel": _public_panel(case),
+        "reading": case.reading,
+        "reread": case.reread,
+        "guard": case.guard,
+        "acceptance": case.acceptance,
+        "packet": case.packet.packet if case.packet else None,
+        "concord": case.concord,
+    }
+    return _built(ReviewItem, given) if _plain_review(given) else ReviewItem(**given)
+
+
+_REVIEW_STEPS: dict[str, type[BaseModel]] = {
+    "reread": Reading,
+    "guard": GuardStep,
+    "acceptance": AcceptanceStep,
+    "concord": ConcordStep,
+}
+
+
+def _plain_review(given: dict[str, Any]) -> bool:
+    """Whether a review item's values are what validating them keeps: text, the case's
+    steps as instances of their models, validated positions."""
+    return (
+        given["reading"].__class__ is Reading
+        and all(
+            given[name] is None or given[name].__class__ is cls
+            for name, cls in _REVIEW_STEPS.items()
+        )
+        and given["packet"] is None
+        and given["panel"].__class__ is dict
+        and all(given[name].__class__ is str for name in ("review_id", "run_id", "id", "reason"))
+        and (given["suggestion"] is None or given["suggestion"].__class__ is str)
+        and given["line"].__class__ is int
+        and all(p.__class__ is AgentPosition for p in given["positions"])
+        and all(o.__class__ is str for o in given["options"])
+        and all(d.__class__ is str for d in given["value_dimensions"])
     )
 
 
