@@ -43,7 +43,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-__all__ = ["CaseOption", "CaseSpec"]
+__all__ = ["CaseOption", "CaseSpec", "option_ids"]
 
 QUESTION_KEYS = ("question", "input", "prompt", "statement")
 """``meta`` keys that hold the question, in order of preference."""
@@ -106,6 +106,15 @@ class CaseSpec(BaseModel):
 
     def option(self, option_id: str) -> CaseOption | None:
         return next((o for o in self.options if o.id == option_id), None)
+
+
+def option_ids(meta: Mapping[str, Any] | None) -> list[str]:
+    """``CaseSpec.from_meta(meta).option_ids()`` without building the case (no labels,
+    question or utilities): the ids of the options, in order, each once."""
+    if not isinstance(meta, Mapping):
+        return []
+    raw, _ = _raw_options(meta)
+    return list(dict.fromkeys(oid for oid, _, _ in raw))
 
 
 def _question(meta: Mapping[str, Any]) -> str | None:

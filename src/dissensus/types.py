@@ -373,11 +373,22 @@ class Usage(BaseModel):
 
     def add(self, other: Usage) -> None:
         """Add ``other`` into this usage in place."""
-        self.calls += other.calls
-        self.attempts += other.attempts
-        self.prompt_tokens += other.prompt_tokens
-        self.completion_tokens += other.completion_tokens
-        self.cost += other.cost
+        if self.__class__ is not Usage:
+            self.calls += other.calls
+            self.attempts += other.attempts
+            self.prompt_tokens += other.prompt_tokens
+            self.completion_tokens += other.completion_tokens
+            self.cost += other.cost
+            return
+        # What assigning each field does on this model (no validation on assignment):
+        # the new value in the instance's dict, the field counted as set.
+        mine, theirs = self.__dict__, other.__dict__
+        for name in _USAGE_FIELDS:
+            mine[name] = mine[name] + theirs[name]
+        self.__pydantic_fields_set__.update(_USAGE_FIELDS)
+
+
+_USAGE_FIELDS = ("calls", "attempts", "prompt_tokens", "completion_tokens", "cost")
 
 
 class AcceptanceFigures(BaseModel):

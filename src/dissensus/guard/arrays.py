@@ -199,7 +199,8 @@ def log_odds_weights(reliability: FloatArray, n_classes: int) -> FloatArray:
     on another.
     """
     k = max(n_classes, 2)
-    r = np.clip(np.asarray(reliability, dtype=np.float64), 1.0 / k, 1.0 - 1e-6)
+    # np.clip's bounds, applied by the two ufuncs it is made of (NaN kept).
+    r = np.minimum(np.maximum(np.asarray(reliability, dtype=np.float64), 1.0 / k), 1.0 - 1e-6)
     return np.log(r * (k - 1) / (1.0 - r))
 
 

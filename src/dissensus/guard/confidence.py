@@ -121,7 +121,8 @@ def _rho(
     votes: Sequence[Vote], calibration: ReliabilityFit | None, priors: PriorSettings
 ) -> np.ndarray:
     m = len(votes)
-    r = np.eye(m)
+    r = np.zeros((m, m))
+    r.flat[:: m + 1] = 1.0  # np.eye(m) without its argument handling
     for i in range(m):
         for j in range(i + 1, m):
             measured = _measured(calibration, votes[i].agent, votes[j].agent)
@@ -156,7 +157,7 @@ def posterior(
     w = log_odds_weights(np.array(rel, dtype=np.float64), k)
     r = _rho(votes, calibration, priors)
     m = len(votes)
-    mean_rho = float((r.sum() - m) / (m * (m - 1))) if m > 1 else 0.0
+    mean_rho = float((np.add.reduce(r, axis=None) - m) / (m * (m - 1))) if m > 1 else 0.0
     n_eff = m / (1.0 + (m - 1) * mean_rho) if m else 0.0
     denom = float(w @ r @ w)
     shrink = float(w @ w) / denom if denom > 0 else 1.0
@@ -165,9 +166,9 @@ def posterior(
     for v, wi in zip(votes, w, strict=True):
         scores[index[v.answer]] += wi
     scores = shrink * scores
-    scores -= scores.max()
+    scores -= np.maximum.reduce(scores)
     p = np.exp(scores)
-    p /= p.sum()
+    p /= np.add.reduce(p)
     return Posterior(
         probabilities={a: float(p[i]) for i, a in enumerate(space)},
         n_eff=float(n_eff),

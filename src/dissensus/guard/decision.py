@@ -43,13 +43,17 @@ Choices where the design is silent:
   (calibration) is used only with ``use_recommended_verifier`` (default on); an
   explicitly named one always, when it voted.
 * ``beta = 0`` asks for no weighting: majority, no refusal.
+* The checks, the refusal and the decision are built without a second validation when
+  every value is already of its field's exact type (what validating them would return;
+  the figures plain JSON scalars); any other value (an ``int`` or numpy beta, say) goes
+  through validation as before.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict
@@ -60,7 +64,7 @@ from dissensus.guard.confidence import PriorSettings, posterior
 from dissensus.guard.errors import CorrelatedConsensusError
 from dissensus.guard.provenance import fallback_agreement, independent_sources
 from dissensus.guard.reliability import ReliabilityFit
-from dissensus.types import Vote, VoteCase
+from dissensus.types import Vote, VoteCase, trusted
 
 __all__ = [
     "GuardDecision",
@@ -150,6 +154,51 @@ class GuardDecision(BaseModel):
     invariants: list[InvariantCheck]
 
 
+_PLAIN_FIGURES = frozenset({float, int, str, bool, type(None)})
+"""Figure values that validation keeps as they are (the union's exact-type members)."""
+
+
+def _check(
+    number: int, name: str, holds: bool, message: str, figures: dict[str, Figure]
+) -> InvariantCheck:
+    """``InvariantCheck(...)``; built without validation when every figure is a plain
+    JSON scalar (validation would return the same values)."""
+    if all(v.__class__ in _PLAIN_FIGURES for v in figures.values()):
+        values = {
+            "number": number,
+            "name": name,
+            "holds": holds,
+            "message": message,
+            "figures": figures,
+        }
+        return trusted(InvariantCheck, values)
+    return InvariantCheck(number=number, name=name, holds=holds, message=message, figures=figures)
+
+
+_FLOAT_FIELDS = ("confidence", "n_eff", "shrink", "share", "beta_requested")
+_OPTIONAL_FLOAT_FIELDS = ("beta_used", "beta_star")
+_OPTIONAL_STR_FIELDS = ("id", "verifier")
+
+
+def _decision(values: dict[str, Any]) -> GuardDecision:
+    """``GuardDecision(**values)``; built without validation when every value is already
+    of its field's exact type (the mode, answer, probabilities and checks are made here)."""
+    plain = (
+        all(values[f].__class__ is float for f in _FLOAT_FIELDS)
+        and all(values[f] is None or values[f].__class__ is float for f in _OPTIONAL_FLOAT_FIELDS)
+        and all(values[f] is None or values[f].__class__ is str for f in _OPTIONAL_STR_FIELDS)
+        and values["answer"].__class__ is str
+        and values["n_voters"].__class__ is int
+    )
+    if not plain:
+        return GuardDecision(**values)
+    # In field order, as validation stores them (a dump writes them in this order).
+    return trusted(GuardDecision, {name: values[name] for name in _DECISION_FIELDS})
+
+
+_DECISION_FIELDS = tuple(GuardDecision.model_fields)
+
+
 def _check_sources(votes: Sequence[Vote], settings: GuardThresholds) -> InvariantCheck:
     sources = independent_sources(votes)
     need = max(settings.min_sources, 2)
@@ -158,12 +207,12 @@ def _check_sources(votes: Sequence[Vote], settings: GuardThresholds) -> Invarian
         f"{len(sources)} independent evidence source(s) among voters with evidence (need {need})"
         + ("" if holds else ": agreement is not evidence")
     )
-    return InvariantCheck(
-        number=1,
-        name="evidence independence is auditable",
-        holds=holds,
-        message=msg,
-        figures={
+    return _check(
+        1,
+        "evidence independence is auditable",
+        holds,
+        msg,
+        {
             "independent_sources": len(sources),
             "required": need,
             "sources": ",".join(sources),
@@ -177,12 +226,12 @@ def _check_fallback(votes: Sequence[Vote], settings: GuardThresholds) -> Invaria
     msg = f"fallback agreement {frac:.2f} among {absent} voter(s) without evidence (maximum {settings.max_fallback_agreement:.2f})"
     if not holds:
         msg += ": voters agree without evidence, likely a shared confabulation"
-    return InvariantCheck(
-        number=2,
-        name="agreement is decomposed from availability",
-        holds=holds,
-        message=msg,
-        figures={
+    return _check(
+        2,
+        "agreement is decomposed from availability",
+        holds,
+        msg,
+        {
             "fallback_agreement": frac,
             "voters_without_evidence": absent,
             "maximum": settings.max_fallback_agreement,
@@ -193,12 +242,12 @@ def _check_fallback(votes: Sequence[Vote], settings: GuardThresholds) -> Invaria
 def _check_beta(beta: float, calibration: ReliabilityFit | None) -> InvariantCheck:
     name = "the weighting is bounded by a measured beta*"
     if calibration is None:
-        return InvariantCheck(
-            number=3,
-            name=name,
-            holds=False,
-            message="no calibration: the evidence-absent accuracy delta is not measured",
-            figures={"beta_requested": beta, "beta_star": None},
+        return _check(
+            3,
+            name,
+            False,
+            "no calibration: the evidence-absent accuracy delta is not measured",
+            {"beta_requested": beta, "beta_star": None},
         )
     figs: dict[str, Figure] = {
         "beta_requested": beta,
@@ -309,27 +358,33 @@ def guard_votes(
             if mode == "consensus"
             else f"weighting bounded at beta {used:g} (requested {beta:g}, beta* {beta_star:g})"
         )
-        return GuardDecision(
-            mode=mode,
-            answer=answer,
-            confidence=post.probabilities[answer],
-            weighted=True,
-            refusal=None,
-            reason=f"{why}; {neff_txt}",
-            share=share,
-            tie=False,
-            beta_used=used,
-            verifier=None,
-            **common,
+        return _decision(
+            {
+                "mode": mode,
+                "answer": answer,
+                "confidence": post.probabilities[answer],
+                "weighted": True,
+                "refusal": None,
+                "reason": f"{why}; {neff_txt}",
+                "share": share,
+                "tie": False,
+                "beta_used": used,
+                "verifier": None,
+                **common,
+            }
         )
 
     refusal = None
     if failed is not None and beta > 0:
-        refusal = Refusal(
-            invariant=failed.number,
-            name=failed.name,
-            message=failed.message,
-            figures=failed.figures,
+        # The failed check's own (validated) values: the refusal's fields as they are.
+        refusal = trusted(
+            Refusal,
+            {
+                "invariant": failed.number,
+                "name": failed.name,
+                "message": failed.message,
+                "figures": failed.figures,
+            },
         )
     maj, maj_share, tie = _majority(votes, post.probabilities)
     chosen = verifier
@@ -353,18 +408,20 @@ def guard_votes(
         why = f"{head}; verifier {chosen} " + (
             f"vetoed the majority answer {maj!r}" if veto else "confirmed the majority"
         )
-        decision = GuardDecision(
-            mode="verifier",
-            answer=answer,
-            confidence=post.probabilities[answer],
-            weighted=False,
-            refusal=refusal,
-            reason=f"{why}; {neff_txt}",
-            share=share,
-            tie=tie,
-            beta_used=None,
-            verifier=chosen,
-            **common,
+        decision = _decision(
+            {
+                "mode": "verifier",
+                "answer": answer,
+                "confidence": post.probabilities[answer],
+                "weighted": False,
+                "refusal": refusal,
+                "reason": f"{why}; {neff_txt}",
+                "share": share,
+                "tie": tie,
+                "beta_used": None,
+                "verifier": chosen,
+                **common,
+            }
         )
     else:
         why = f"{head}; unweighted majority"
@@ -372,18 +429,20 @@ def guard_votes(
             why += " (tie broken by the calibrated posterior)"
         if chosen:
             why += f" (verifier {chosen} did not vote)"
-        decision = GuardDecision(
-            mode="majority",
-            answer=maj,
-            confidence=post.probabilities[maj],
-            weighted=False,
-            refusal=refusal,
-            reason=f"{why}; {neff_txt}",
-            share=maj_share,
-            tie=tie,
-            beta_used=None,
-            verifier=None,
-            **common,
+        decision = _decision(
+            {
+                "mode": "majority",
+                "answer": maj,
+                "confidence": post.probabilities[maj],
+                "weighted": False,
+                "refusal": refusal,
+                "reason": f"{why}; {neff_txt}",
+                "share": maj_share,
+                "tie": tie,
+                "beta_used": None,
+                "verifier": None,
+                **common,
+            }
         )
     if strict and refusal is not None:
         raise CorrelatedConsensusError(

@@ -38,18 +38,25 @@ anything else -> escalate, with the reason naming the action; a DCI follow-up's 
 goes to the reviewer rather than being committed (deliberation among one model's
 participants is not independent evidence); a panel's ``meta.gold`` (labelled data) is
 never read. The review item's panel is the JSON the case's input step made of it (less
-``meta.gold``), not a second serialisation.
+``meta.gold``), not a second serialisation. A fresh record and review item are built without
+validating again what the case's steps made (the reading, the route, the guard's step,
+the positions, the usage) when every value is already what validation keeps (plain
+text and flags, the steps' own model instances); they hold the values, their order and
+the set of given fields that validation would give them.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, TypeVar
 
-from pydantic import BaseModel
+from pydantic import BaseModel, TypeAdapter
+from pydantic.fields import FieldInfo
 
+from dissensus.cases import option_ids
 from dissensus.errors import ConfigError, DissensusError
 from dissensus.pipeline.acceptors import AcceptInput
 from dissensus.pipeline.audit import AUDIT_OPENED, is_audited
@@ -58,7 +65,13 @@ from dissensus.pipeline.followup import case_options, live_reask, run_dci
 from dissensus.pipeline.gates import guard_step, route_step
 from dissensus.pipeline.learned import AcceptanceFigures
 from dissensus.pipeline.negotiate import concord_refusal, has_utilities, run_concord
-from dissensus.pipeline.records import AgentPosition, CaseRecord, ReviewItem, review_id_for
+from dissensus.pipeline.records import (
+    AgentPosition,
+    CaseRecord,
+    PipelineAction,
+    ReviewItem,
+    review_id_for,
+)
 from dissensus.pipeline.runtime import MODEL_ENV, Runtime
 from dissensus.pipeline.steps import (
     AcceptanceStep,
@@ -69,7 +82,7 @@ from dissensus.pipeline.steps import (
     GuardStep,
 )
 from dissensus.signals import AgentSignal, SecondAnswer, agent_signals, recorded_second_answers
-from dissensus.states import Reading, Route
+from dissensus.states import Reading, Route, State
 from dissensus.store import event_types as ev
 from dissensus.store.journal import NewEvent
 from dissensus.types import AgentOutput, Panel, Usage, trusted
@@ -142,7 +155,75 @@ class _Case:
             "acceptance": self.figures.model_dump(mode="json") if self.figures else None,
         }
         base.update(fields)
+        if self.figures is None and _plain_record(fields):
+            return _trusted_record(base, self.usage)
         return CaseRecord.model_validate(base)
+
+
+_RECORD_TEXT = ("action", "reason")
+_RECORD_OPTIONAL_TEXT = ("decision", "basis", "suggestion", "review_id")
+_RECORD_FIELDS = frozenset({"auto", *_RECORD_TEXT, *_RECORD_OPTIONAL_TEXT})
+
+
+def _plain_record(fields: dict[str, Any]) -> bool:
+    """Whether the caller's record fields are exact ``str``/``bool`` values (what
+    validation keeps), and no others."""
+    return (
+        fields.keys() <= _RECORD_FIELDS
+        and fields["auto"].__class__ is bool
+        and all(fields[f].__class__ is str for f in _RECORD_TEXT)
+        and all(fields.get(f) is None or fields[f].__class__ is str for f in _RECORD_OPTIONAL_TEXT)
+    )
+
+
+def _trusted_record(base: dict[str, Any], usage: Usage) -> CaseRecord:
+    """``CaseRecord.model_validate(base)`` without validating again what the case's steps
+    made (the reading's state, the route's action and rule, the path, the usage): the
+    same values, the same fields set."""
+    given = {
+        **base,
+        "state": State(base["state"]),
+        "route": _route_value(base["route"]),
+        "usage": trusted(Usage, usage.model_dump()),
+    }
+    return _built(CaseRecord, given)
+
+
+@functools.cache
+def _route_value(action: str) -> Any:
+    """The record's ``route`` as validation makes it of ``action`` (an :class:`Action`
+    member, or the literal)."""
+    return _ROUTE.validate_python(action)
+
+
+_ROUTE: TypeAdapter[Any] = TypeAdapter(PipelineAction)
+
+B = TypeVar("B", bound=BaseModel)
+
+
+def _built(cls: type[B], given: dict[str, Any]) -> B:
+    """What validating ``given`` as ``cls`` holds when every given value is already what
+    validation makes of it: the values in field order (a dump writes them in this
+    order), the defaults of the fields not given, the given fields as the fields set."""
+    order, defaults = _layout(cls)
+    values = {
+        name: given[name]
+        if name in given
+        else defaults[name].get_default(call_default_factory=True)
+        for name in order
+    }
+    built = trusted(cls, values)
+    _set_fields_set(built, set(given))
+    return built
+
+
+@functools.cache
+def _layout(cls: type[BaseModel]) -> tuple[tuple[str, ...], dict[str, FieldInfo]]:
+    fields = cls.model_fields
+    return tuple(fields), {n: f for n, f in fields.items() if not f.is_required()}
+
+
+_set_fields_set = BaseModel.__dict__["__pydantic_fields_set__"].__set__
 
 
 async def decide_case(rt: Runtime, panel: Panel, line: int) -> CaseRecord:
@@ -486,25 +567,54 @@ def _review_item(case: _Case, review_id: str, why: str) -> ReviewItem:
     second = case.followup.answers if case.followup else {}
     positions = [_position(o, second, signals) for o in case.panel.outputs]
     labels = sorted({o.decision for o in case.panel.outputs if o.decision is not None})
-    options = [oid for oid, _ in case_options(case.panel)]
+    options = option_ids(case.panel.meta)
     dims = sorted({k for o in case.panel.outputs for k in (o.values or {})})
-    return ReviewItem(
-        review_id=review_id,
-        run_id=case.rt.run_id,
-        line=case.line,
-        id=case.panel.id,
-        reason=why,
-        suggestion=case.reading.decision,
-        options=sorted(set(labels) | set(options)),
-        positions=positions,
-        value_dimensions=dims,
-        panel=_public_panel(case),
-        reading=case.reading,
-        reread=case.reread,
-        guard=case.guard,
-        acceptance=case.acceptance,
-        packet=case.packet.packet if case.packet else None,
-        concord=case.concord,
+    given = {
+        "review_id": review_id,
+        "run_id": case.rt.run_id,
+        "line": case.line,
+        "id": case.panel.id,
+        "reason": why,
+        "suggestion": case.reading.decision,
+        "options": sorted(set(labels) | set(options)),
+        "positions": positions,
+        "value_dimensions": dims,
+        "panel": _public_panel(case),
+        "reading": case.reading,
+        "reread": case.reread,
+        "guard": case.guard,
+        "acceptance": case.acceptance,
+        "packet": case.packet.packet if case.packet else None,
+        "concord": case.concord,
+    }
+    return _built(ReviewItem, given) if _plain_review(given) else ReviewItem(**given)
+
+
+_REVIEW_STEPS: dict[str, type[BaseModel]] = {
+    "reread": Reading,
+    "guard": GuardStep,
+    "acceptance": AcceptanceStep,
+    "concord": ConcordStep,
+}
+
+
+def _plain_review(given: dict[str, Any]) -> bool:
+    """Whether a review item's values are what validating them keeps: text, the case's
+    steps as instances of their models, validated positions."""
+    return (
+        given["reading"].__class__ is Reading
+        and all(
+            given[name] is None or given[name].__class__ is cls
+            for name, cls in _REVIEW_STEPS.items()
+        )
+        and given["packet"] is None
+        and given["panel"].__class__ is dict
+        and all(given[name].__class__ is str for name in ("review_id", "run_id", "id", "reason"))
+        and (given["suggestion"] is None or given["suggestion"].__class__ is str)
+        and given["line"].__class__ is int
+        and all(p.__class__ is AgentPosition for p in given["positions"])
+        and all(o.__class__ is str for o in given["options"])
+        and all(d.__class__ is str for d in given["value_dimensions"])
     )
 
 

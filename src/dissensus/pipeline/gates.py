@@ -16,6 +16,8 @@ Choices where the design is silent:
 * ``routing.convergent_disagreement_without_values: seek_context`` switches on the
   built-in rule ``cd-without-values`` (:data:`dissensus.states.routing.BUILTIN_RULES`):
   the rules see ``value_profiles``, the number of agents that state a value profile.
+* The guard's step is built without a second validation (its values are the guard's
+  validated decision, two bools and the reason).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from dissensus.guard import guard_votes, panel_votes
 from dissensus.pipeline.runtime import Runtime
 from dissensus.pipeline.steps import GuardStep
 from dissensus.states import Reading, Route
-from dissensus.types import Panel
+from dissensus.types import Panel, trusted
 
 __all__ = ["guard_step", "panel_votes", "route_step"]
 
@@ -66,4 +68,6 @@ def guard_step(rt: Runtime, panel: Panel, reading: Reading) -> GuardStep:
     else:
         failed = decision.refusal.message if decision.refusal else "an invariant failed"
         reason = f"guard refused consensus: {failed}"
-    return GuardStep(applicable=True, backed=backed, reason=reason, decision=decision)
+    # Every value is already of its field's type (the guard's decision, bools, text).
+    values = {"applicable": True, "backed": backed, "reason": reason, "decision": decision}
+    return trusted(GuardStep, values)

@@ -64,7 +64,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from dissensus.errors import ConfigError, InputError
 from dissensus.states._trusted import trusted
-from dissensus.states.similarity import EmbeddingBackend, SimilarityBackend, embeds
+from dissensus.states.similarity import EmbeddingBackend, SimilarityBackend, clip_unit, embeds
 from dissensus.types import OutputLike, PanelLike
 
 __all__ = [
@@ -342,11 +342,12 @@ def _read_with_matrix(panel: PanelLike, backend: SimilarityBackend, th: Threshol
         raise ConfigError(
             f"similarity backend {backend.name!r} returned a matrix of shape {u.shape}"
         )
-    u = np.clip((u + u.T) / 2.0, -1.0, 1.0)
+    u = clip_unit((u + u.T) / 2.0)
     # A blank trace maps to row 0; _build leaves its pairs out.
     index = [where.get(o.reasoning, 0) for o in panel.outputs]
+    cells = u.tolist()  # the same floats as float(u[a, b]), converted at once
     upper = [
-        1.0 if index[i] == index[j] else float(u[index[i], index[j]]) for i, j in _pairs(len(index))
+        1.0 if index[i] == index[j] else cells[index[i]][index[j]] for i, j in _pairs(len(index))
     ]
     return _build(panel, upper, backend.name, th)
 

@@ -71,6 +71,7 @@ __all__ = [
     "SimilarityBackend",
     "callable_backend",
     "check_code_name",
+    "clip_unit",
     "code_allowed",
     "cosine_matrix",
     "embeds",
@@ -121,21 +122,31 @@ def normalise_rows(vectors: NDArray[np.floating] | Sequence[Sequence[float]]) ->
     arr = np.asarray(vectors, dtype=np.float32)
     if arr.ndim != 2:
         raise ConfigError(f"an embedding function must return a 2-D array, got shape {arr.shape}")
-    norms = np.linalg.norm(arr, axis=1, keepdims=True)
+    # ``np.linalg.norm(arr, axis=1, keepdims=True)`` for real rows, without its dispatch:
+    # the same sum of squares along each row, then the square root.
+    norms = np.sqrt(np.add.reduce(arr * arr, axis=1, keepdims=True))
     # A non-finite value makes its row's norm non-finite: the whole array is checked only
     # then (a norm can also overflow on finite values, which stay accepted as before).
     if not np.isfinite(norms).all() and not np.isfinite(arr).all():
         raise ConfigError("an embedding function returned non-finite values")
     norms[norms == 0.0] = 1.0
-    out: Vectors = (arr / norms).astype(np.float32, copy=False)
+    out: Vectors = np.true_divide(arr, norms, dtype=np.float32)  # float32 by float32
     return out
 
 
 def cosine_matrix(rows: Vectors) -> Matrix:
     """Cosine matrix of L2-normalised rows, clipped to [-1, 1], in float64."""
     r64 = rows.astype(np.float64, copy=False)
-    gram: Matrix = np.clip(r64 @ r64.T, -1.0, 1.0)
+    gram: Matrix = clip_unit(r64 @ r64.T)
     return gram
+
+
+def clip_unit(values: NDArray[np.float64]) -> NDArray[np.float64]:
+    """``np.clip(values, -1.0, 1.0)`` into ``values`` itself (the same elementwise
+    bound, NaN kept, without ``np.clip``'s dispatch); ``values`` must be a fresh array."""
+    np.maximum(values, -1.0, out=values)
+    np.minimum(values, 1.0, out=values)
+    return values
 
 
 class _EmbeddingMixin:
