@@ -7,8 +7,8 @@ Choices where the design is silent:
 
 * Tokens are runs of two or more Unicode word characters, lower-cased (the usual
   ``\\b\\w\\w+\\b`` pattern); no stop-word list, IDF discounts words every agent used.
-  ASCII text is split by a byte table (the same tokens, found faster); other text by
-  the pattern.
+  ASCII text is split by a byte table (the same tokens, found faster; counted before
+  the one-character words are dropped); other text by the pattern.
 * Term frequency is sublinear (``1 + log tf``); IDF is smoothed,
   ``log((1 + n) / (1 + df)) + 1``, so a word shared by all traces still counts a little.
   Both are ``math.log`` values, tabulated by count and multiplied in float64 as one
@@ -21,10 +21,11 @@ Choices where the design is silent:
 
 from __future__ import annotations
 
+import collections
 import math
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from functools import lru_cache
 from itertools import chain
 
@@ -48,6 +49,26 @@ def tokenize(text: str) -> list[str]:
         words = text.encode("ascii").translate(_ASCII_WORDS).decode("ascii").split()
         return [word for word in words if len(word) > 1]
     return _TOKEN.findall(text.lower())
+
+
+_count_elements: Callable[[dict[str, int], Iterable[str]], None] = collections._count_elements  # type: ignore[attr-defined]  # not in the stubs
+"""``Counter``'s counting loop (in C): adds each item's occurrences to the mapping."""
+
+
+def _counts(text: str) -> dict[str, int]:
+    """``Counter(tokenize(text))``: each token's count, in order of first occurrence.
+
+    ASCII text is counted word by word in C (``Counter``'s own loop, without its Python
+    wrapper) and the words of one character are dropped from the counts afterwards:
+    fewer distinct words than words.
+    """
+    if not text.isascii():
+        return Counter(_TOKEN.findall(text.lower()))
+    counts: dict[str, int] = {}
+    _count_elements(counts, text.encode("ascii").translate(_ASCII_WORDS).decode("ascii").split())
+    for word in [word for word in counts if len(word) < 2]:
+        del counts[word]
+    return counts
 
 
 _ASCII_WORDS = bytes(
@@ -82,7 +103,7 @@ class TfidfBackend:
 
     def vectors(self, texts: Sequence[str]) -> Vectors:
         """L2-normalised TF-IDF rows for ``texts`` (vocabulary in sorted order)."""
-        counts = [Counter(tokenize(t)) for t in texts]
+        counts = [_counts(t) for t in texts]
         vocab = sorted(set().union(*counts)) if counts else []
         if not vocab:
             return np.zeros((len(texts), 0), dtype=np.float32)
