@@ -32,7 +32,11 @@ Prints, in one run:
     journal ``synchronous=full`` and ``normal``; journal events per panel; the
     journal's share of per-panel CPU (its entry points ``append_batch``, ``get`` and
     ``events`` in a CPU-clock profile). Target: >= 1,500 panels per CPU second with
-    ``full`` and the journal <= 25%.
+    ``full`` and the journal <= 25%. The same machine's CPU second is not a fixed
+    amount of work (a virtual machine's neighbours share its caches and cores), so (f)
+    also prints the CPU time of a fixed pure-Python workload (:func:`_reference_ms`,
+    the best of three) next to its figures: two runs compare fairly only at the same
+    reference.
 (g) Ray x2: the driver's CPU per panel (this process's CPU time, Ray's threads
     included, start-up excluded) apart from the workers' (the CPU time each worker
     process spent on its blocks, reported with the block), split into the run loop's
@@ -452,6 +456,23 @@ def _decide_cpu(
     return cpu, n, events, share
 
 
+def _reference_ms() -> float:
+    """CPU milliseconds of a fixed pure-Python workload (integer arithmetic, then sorted
+    compact JSON of a small dict), the best of three: how fast this machine's CPU second
+    is right now."""
+    probe = {"b": [1, 2.5, "x" * 40], "a": {"k": True}}
+    best = float("inf")
+    for _ in range(3):
+        start = time.process_time()
+        total = 0
+        for i in range(1_000_000):
+            total += i * i % 7
+        for _ in range(30_000):
+            json.dumps(probe, sort_keys=True, separators=(",", ":"))
+        best = min(best, time.process_time() - start)
+    return best * 1e3
+
+
 def bench_cpu(n: int) -> None:
     """(f) decide panels per CPU second, local, synchronous full and normal; events per
     panel; the journal's share of per-panel CPU (from a profile)."""
@@ -473,6 +494,7 @@ def bench_cpu(n: int) -> None:
             f"    journal share of per-panel CPU (profiled, synchronous=full): {journal / cpu:.1%} "
             f"({journal / count * 1e3:.3f} of {cpu / count * 1e3:.3f} ms profiled)"
         )
+        print(f"    machine reference: {_reference_ms():.1f} ms CPU for a fixed Python workload")
 
 
 def _ray_cpu(
