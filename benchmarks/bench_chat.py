@@ -28,6 +28,12 @@ queue: the longest path a request without a model-backed follow-up takes).
 
 Targets: p50 added ≤ 10 ms; throughput ≥ 0.9 of ``C / L``.
 
+The panel's ``member_concurrency`` (calls in flight per member across requests, 16 by
+default) is set to the largest ``C`` measured, in both the library call and the server's
+policy: with the default, 32 concurrent requests would queue half their member calls
+behind the limit by design, and the throughput would measure the policy's cap (about
+0.5 of ``C / L``), not the door.
+
 With ``--repeat N`` the whole measurement runs ``N`` times (a fresh server and journal
 each time) and ends with every headline figure's median, minimum and maximum over the
 repetitions, with the load average each one ended at.
@@ -99,7 +105,7 @@ def start_members(n: int, latency: float) -> tuple[subprocess.Popen[str], list[s
     return proc, proc.stdout.readline().split()
 
 
-def write_policy(tmp: Path, urls: list[str], latency: float) -> Path:
+def write_policy(tmp: Path, urls: list[str], latency: float, concurrency: int) -> Path:
     members = [
         {"name": f"m{i}", "model": "openai:fake-model", "base_url": url, "family": f"f{i}"}
         for i, url in enumerate(urls)
@@ -111,6 +117,7 @@ def write_policy(tmp: Path, urls: list[str], latency: float) -> Path:
             "members": members,
             "attempt_timeout_s": latency + 30,
             "deadline_s": latency + 60,
+            "member_concurrency": concurrency,
         },
     }
     path = tmp / "policy.yaml"
@@ -223,7 +230,9 @@ def library(
     """The library call's sequential latencies, rates per ``C`` and CPU ms per sequential request."""
     members = [{"name": f"m{i}", "model": "scripted:unused", "family": f"f{i}"} for i in range(n)]
     policy = policy_from_dict({"reading": {"similarity": "tfidf"}, "panel": {"answer": "number"}})
-    settings = policy.panel.model_validate({"answer": "number", "members": members})
+    settings = policy.panel.model_validate(
+        {"answer": "number", "members": members, "member_concurrency": max(cs)}
+    )
     policy = policy.model_copy(update={"panel": settings})
     journal = Journal(str(tmp / "library.sqlite"))
     sleepers = Members(settings, {m["name"]: Sleeper(latency) for m in members})
@@ -310,7 +319,7 @@ def measure(args: argparse.Namespace, tmp: Path) -> Figures:
     members, urls = start_members(args.members, lat)
     cpu: dict[int, dict[str, float]] = {}
     try:
-        proc, base = start_server(tmp, write_policy(tmp, urls, lat))
+        proc, base = start_server(tmp, write_policy(tmp, urls, lat, max(args.concurrency)))
         try:
             chat = base + "/v1/chat/completions"
             direct = asyncio.run(sequential(urls[0] + "/chat/completions", args.requests))

@@ -354,3 +354,48 @@ def test_the_aiohttp_transport_where_it_is_missing_is_a_config_error(
     with pytest.raises(ConfigError) as info:
         OpenAIBackend("fake-model", base_url="http://127.0.0.1:9/v1", transport="aiohttp")
     assert info.value.field == "transport" and "openai[aiohttp]" in str(info.value)
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_no_telemetry_headers_are_sent(transport: Transport) -> None:
+    """The SDK's ``X-Stainless-*`` headers (this machine's OS, architecture, runtime) are
+    not sent; authentication and the context headers are."""
+    seen: list[dict[str, str]] = []
+    completion = (
+        b'{"id":"c","object":"chat.completion","created":0,"model":"m","choices":'
+        b'[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}]}'
+    )
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1").split("\r\n")[1:]
+        headers = {
+            k.strip().lower(): v.strip() for k, _, v in (h.partition(":") for h in head if h)
+        }
+        await reader.readexactly(int(headers.get("content-length", "0")))
+        seen.append(headers)
+        writer.write(
+            b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
+            b"content-length: %d\r\n\r\n%s" % (len(completion), completion)
+        )
+        await writer.drain()
+        writer.close()
+
+    async def go() -> str:
+        server = await asyncio.start_server(handle, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        backend = OpenAIBackend(
+            "m", base_url=f"http://127.0.0.1:{port}/v1", api_key="sk-k", transport=transport
+        )
+        try:
+            request = ChatRequest(messages=[Message(role="user", content="hi")], agent="a-1")
+            return (await backend.send(request, json_mode="none")).text
+        finally:
+            await backend.aclose()
+            server.close()
+            await server.wait_closed()
+
+    assert asyncio.run(go()) == "ok"
+    (headers,) = seen
+    assert [name for name in headers if name.startswith("x-stainless")] == []
+    assert headers["authorization"] == "Bearer sk-k"
+    assert headers["x-dissensus-agent"] == "a-1"

@@ -43,6 +43,12 @@ Choices where the brief is silent:
   server dropped as a timeout; :func:`_dropped` reads the cause, so a dropped
   connection is ``connection`` on both transports. Asking for ``aiohttp`` where it is
   not installed is a :class:`~dissensus.errors.ConfigError`.
+* **No telemetry headers.** The SDK's ``X-Stainless-*`` headers (language, package
+  version, OS, architecture, runtime and its version, async library, retry count, read
+  timeout) are not sent (:data:`_NO_TELEMETRY`): they describe this machine to the
+  provider, the retry count is always 0 (retries are dissensus's, one SDK attempt each),
+  and building and merging them was about a seventh of a call's instructions on
+  loopback (2.59 M against 2.22 M per call through this backend, callgrind).
 * **Usage.** Tokens reported by the server; when it reports none, ``estimate_tokens``.
 * **Event loops.** One ``AsyncOpenAI`` per event loop (httpx connections are loop-bound).
 * **Import cost.** ``openai`` is imported on first use, not with :mod:`dissensus.llm`
@@ -87,6 +93,21 @@ _TOKEN_PATTERNS = (
 )
 _SCHEMA_WORDS = ("response_format", "json_schema", "json_object", "structured output")
 _NAME_OK = re.compile(r"[^A-Za-z0-9_-]")
+_PER_CALL = ("x-stainless-retry-count", "x-stainless-read-timeout")
+"""Telemetry headers the SDK adds per call unless the call's own headers omit them."""
+_NO_TELEMETRY = (
+    # Spelled as the SDK spells them: its default headers are a dict, merged
+    # case-insensitively only after ours are laid over it.
+    "X-Stainless-Lang",
+    "X-Stainless-Package-Version",
+    "X-Stainless-OS",
+    "X-Stainless-Arch",
+    "X-Stainless-Runtime",
+    "X-Stainless-Runtime-Version",
+    "X-Stainless-Async",
+    *_PER_CALL,
+)
+"""The SDK's telemetry headers, none of which is sent (see "No telemetry headers")."""
 
 
 def redact(text: str, secrets: tuple[str, ...] = ()) -> str:
@@ -205,12 +226,14 @@ class OpenAIBackend:
             http: Any = None
             if self.transport == "aiohttp":
                 http = openai.DefaultAioHttpClient(timeout=self.timeout_s)  # type: ignore[attr-defined,unused-ignore]
+            omitted: Any = openai.Omit()  # the SDK drops a default header set to Omit
             client = openai.AsyncOpenAI(
                 api_key=self._api_key,
                 base_url=self.base_url,
                 timeout=self.timeout_s,
                 max_retries=0,
                 http_client=http,
+                default_headers=dict.fromkeys(_NO_TELEMETRY[: -len(_PER_CALL)], omitted),
             )
             self._clients[loop] = client
         return client
@@ -327,7 +350,8 @@ class OpenAIBackend:
         import openai
 
         args = self._arguments(request, json_mode)
-        headers = args.pop("extra_headers", None)
+        headers: dict[str, Any] = {name: openai.Omit() for name in _PER_CALL}
+        headers.update(args.pop("extra_headers", None) or {})
         structured = request.json_schema is not None
         client = self._client()
         try:
@@ -340,7 +364,7 @@ class OpenAIBackend:
                     self._endpoint(client),
                     body=args,
                     cast_to=bytes,
-                    options={"headers": headers} if headers else {},
+                    options={"headers": headers},
                 )
             completion = orjson.loads(raw)
         except (openai.APITimeoutError, TimeoutError) as exc:
