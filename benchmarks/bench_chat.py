@@ -2,7 +2,7 @@
 
 Set-up, one machine: ``--members`` loopback OpenAI-compatible members
 (:class:`dissensus.llm.fakeserver.FakeServer`, each answering after a fixed ``--latency``
-seconds) in one helper process; ``dissensus serve`` (uvicorn, one process, fresh SQLite
+seconds), each in a process of its own; ``dissensus serve`` (uvicorn, one process, fresh SQLite
 journal, tfidf reading) with those members as its ``panel:``; the clients in this process.
 Every request is fanned out to every member, decided by the pipeline and journalled (the
 members agree, the case goes through the guard and the follow-up and ends in the review
@@ -63,6 +63,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 os.environ.setdefault("DISSENSUS_JOURNAL_SYNC", "normal")
 
+from spread import Figures, summary  # noqa: E402
+
 from dissensus.llm.base import BackendResponse, ChatRequest, JsonMode  # noqa: E402
 from dissensus.panels import Members, PanelChat  # noqa: E402
 from dissensus.pipeline.policy import policy_from_dict  # noqa: E402
@@ -73,16 +75,15 @@ TOKEN = "bench-token"
 ANSWER = '{"reasoning": "Tom had 3 apples and bought 4 more: 3 + 4 = 7.", "answer": "7"}'
 QUESTION = "Tom has 3 apples and buys 4 more. How many apples does he have?"
 
-MEMBERS_SCRIPT = """
-import sys, time
+MEMBER_SCRIPT = """
+import sys
 from dissensus.llm.fakeserver import FakeServer, ServerSettings
 from dissensus.llm.scripted import ScriptedRules
-n, latency, answer = int(sys.argv[1]), float(sys.argv[2]), sys.argv[3]
-servers = [FakeServer(ScriptedRules(default=answer), ServerSettings(latency_s=latency)).start() for _ in range(n)]
-print(" ".join(s.base_url for s in servers), flush=True)
+latency, answer = float(sys.argv[1]), sys.argv[2]
+server = FakeServer(ScriptedRules(default=answer), ServerSettings(latency_s=latency)).start()
+print(server.base_url, flush=True)
 sys.stdin.read()
-for s in servers:
-    s.stop()
+server.stop()
 """
 
 
@@ -92,17 +93,33 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def start_members(n: int, latency: float) -> tuple[subprocess.Popen[str], list[str]]:
+def start_members(n: int, latency: float) -> tuple[list[subprocess.Popen[str]], list[str]]:
+    """``n`` member servers, each a process of its own (as separate hosts would be: no
+    member waits for another's share of one interpreter), and their base URLs."""
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
-    proc = subprocess.Popen(
-        [sys.executable, "-c", MEMBERS_SCRIPT, str(n), str(latency), ANSWER],
-        env=env,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert proc.stdout is not None
-    return proc, proc.stdout.readline().split()
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", MEMBER_SCRIPT, str(latency), ANSWER],
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(n)
+    ]
+    urls = []
+    for proc in procs:
+        assert proc.stdout is not None
+        urls.append(proc.stdout.readline().strip())
+    return procs, urls
+
+
+def stop_members(procs: list[subprocess.Popen[str]]) -> None:
+    for proc in procs:
+        assert proc.stdin is not None
+        proc.stdin.close()
+    for proc in procs:
+        proc.wait(timeout=30)
 
 
 def write_policy(tmp: Path, urls: list[str], latency: float, concurrency: int) -> Path:
@@ -185,13 +202,13 @@ async def concurrent(url: str, clients: int, each: int, meter: Meter | None = No
 class Meter:
     """CPU seconds per request of the server, the member servers and this client process."""
 
-    def __init__(self, server: int, members: int) -> None:
-        self.pids = {"server": server, "members": members}
+    def __init__(self, server: int, members: list[int]) -> None:
+        self.pids = {"server": [server], "members": members}
         self.per_request: dict[str, float] = {}
         self._start: dict[str, float] = {}
 
     def _now(self) -> dict[str, float]:
-        now = {name: cpu_seconds(pid) for name, pid in self.pids.items()}
+        now = {name: sum(cpu_seconds(pid) for pid in pids) for name, pids in self.pids.items()}
         now["client"] = time.process_time()
         return now
 
@@ -306,10 +323,6 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
-Figures = dict[str, float]
-"""One repetition's headline figures, by name (see :func:`summary`)."""
-
-
 def measure(args: argparse.Namespace, tmp: Path) -> Figures:
     """One repetition: the library call, then the endpoint; prints its full report."""
     lat = args.latency
@@ -324,7 +337,7 @@ def measure(args: argparse.Namespace, tmp: Path) -> Figures:
             chat = base + "/v1/chat/completions"
             direct = asyncio.run(sequential(urls[0] + "/chat/completions", args.requests))
             asyncio.run(sequential(chat, 2))  # warm-up: imports, first connections
-            meter = Meter(proc.pid, members.pid)
+            meter = Meter(proc.pid, [m.pid for m in members])
             meter.start()
             seq = asyncio.run(sequential(chat, args.requests))
             meter.stop(args.requests + 1)
@@ -339,9 +352,7 @@ def measure(args: argparse.Namespace, tmp: Path) -> Figures:
             proc.terminate()
             proc.wait(timeout=30)
     finally:
-        assert members.stdin is not None
-        members.stdin.close()
-        members.wait(timeout=30)
+        stop_members(members)
     d50 = statistics.median(direct)
     print(
         f"members: {args.members}, fixed latency L = {lat * 1000:.0f} ms; "
@@ -379,16 +390,6 @@ def measure(args: argparse.Namespace, tmp: Path) -> Figures:
         "load average (1 min)": load[0],
     }
     return figures
-
-
-def summary(runs: list[Figures]) -> None:
-    """Each figure over the repetitions: median, then min and max."""
-    print(f"over {len(runs)} repetitions: median [min, max]")
-    for name in runs[0]:
-        values = [run[name] for run in runs]
-        print(
-            f"  {name:34s} {statistics.median(values):8.2f} [{min(values):8.2f}, {max(values):8.2f}]"
-        )
 
 
 def main() -> None:

@@ -46,8 +46,9 @@ Prints, in one run:
 (h) PostgreSQL (``--pg URL`` or ``$DISSENSUS_TEST_PG``): 1, 2 and 4 writer processes,
     each appending its own run in batches of 500 events.
 
-Run: ``python benchmarks/bench_scale.py [--panels N] [--skip-ray]``. Prints figures,
-asserts nothing. ``benchmarks/run_all.py`` runs it with the others.
+Run: ``python benchmarks/bench_scale.py [--panels N] [--skip-ray] [--only LETTERS]
+[--repeat N]``. Prints figures, asserts nothing. ``--repeat N`` runs (f) and (g) ``N``
+times and ends with each of their figures' median, minimum and maximum. ``benchmarks/run_all.py`` runs it with the others.
 """
 
 from __future__ import annotations
@@ -75,6 +76,7 @@ REPO = HERE.parent
 sys.path.insert(0, str(HERE))
 
 from bench_route import RULES, embed, panel_line, panels_gen  # noqa: E402
+from spread import Figures, summary  # noqa: E402
 
 
 def _rss_mb() -> float:
@@ -473,9 +475,10 @@ def _reference_ms() -> float:
     return best * 1e3
 
 
-def bench_cpu(n: int) -> None:
+def bench_cpu(n: int) -> Figures:
     """(f) decide panels per CPU second, local, synchronous full and normal; events per
     panel; the journal's share of per-panel CPU (from a profile)."""
+    figures: Figures = {}
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "panels.jsonl"
         path.write_text("".join(panel_line(i) + "\n" for i in range(n)), encoding="utf-8")
@@ -485,6 +488,7 @@ def bench_cpu(n: int) -> None:
         )
         for sync in ("full", "normal"):
             cpu, count, events, _ = _decide_cpu(path, Path(tmp) / f"{sync}.sqlite", sync, False)
+            figures[f"(f) panels per CPU second, synchronous={sync}"] = count / cpu
             print(
                 f"    synchronous={sync:6}  {count / cpu:9,.1f} panels per CPU second   "
                 f"{cpu / count * 1e3:.3f} ms CPU per panel   {events / count:.2f} journal events per panel"
@@ -494,7 +498,11 @@ def bench_cpu(n: int) -> None:
             f"    journal share of per-panel CPU (profiled, synchronous=full): {journal / cpu:.1%} "
             f"({journal / count * 1e3:.3f} of {cpu / count * 1e3:.3f} ms profiled)"
         )
-        print(f"    machine reference: {_reference_ms():.1f} ms CPU for a fixed Python workload")
+        reference = _reference_ms()
+        print(f"    machine reference: {reference:.1f} ms CPU for a fixed Python workload")
+    figures["(f) journal share of per-panel CPU, %"] = journal / cpu * 100
+    figures["(f) machine reference, ms"] = reference
+    return figures
 
 
 def _ray_cpu(
@@ -534,7 +542,7 @@ def _ray_cpu(
     return driver, loop_thread, decode, float(stats.get("worker_cpu_s", 0.0)), count
 
 
-def bench_ray_cpu(n: int) -> None:
+def bench_ray_cpu(n: int) -> Figures:
     """(g) Ray: the driver's CPU per panel apart from the workers' (process CPU times),
     and the serial fraction they imply."""
     print(
@@ -560,6 +568,12 @@ def bench_ray_cpu(n: int) -> None:
             f"driver / worker = {d / w if w else float('inf'):.3f}; implied serial fraction "
             f"s = driver / (driver + worker) = {serial:.3f} (8 workers: {speedup8:.1f}x)"
         )
+    return {
+        "(g) driver CPU ms per panel": d,
+        "(g) worker CPU ms per panel": w,
+        "(g) driver / worker": d / w if w else float("inf"),
+        "(g) implied serial fraction": serial,
+    }
 
 
 def _pg_writer(url: str, run_id: str, blocks: int, size: int, out: Any) -> None:
@@ -633,6 +647,9 @@ def main(argv: list[str] | None = None) -> int:
         "--pg", default=os.environ.get("DISSENSUS_TEST_PG"), help="PostgreSQL URL for (h)"
     )
     parser.add_argument("--only", default="abdecfgh", help="sections to run (letters)")
+    parser.add_argument(
+        "--repeat", type=int, default=1, help="runs of (f) and (g), each figure's spread printed"
+    )
     args = parser.parse_args(argv)
     print(f"machine: {os.cpu_count()} CPUs; load average {os.getloadavg()[0]:.1f} at start")
     if "a" in args.only:
@@ -643,10 +660,19 @@ def main(argv: list[str] | None = None) -> int:
         bench_journal(args.appends)
     if "e" in args.only:
         bench_stages(args.copies)
-    if "f" in args.only:
-        bench_cpu(args.cpu_panels)
-    if "g" in args.only and not args.skip_ray:
-        bench_ray_cpu(args.cpu_panels)
+    if args.repeat < 1:
+        parser.error("--repeat must be at least 1")
+    runs: list[Figures] = []
+    for _ in range(args.repeat):
+        figures: Figures = {}
+        if "f" in args.only:
+            figures.update(bench_cpu(args.cpu_panels))
+        if "g" in args.only and not args.skip_ray:
+            figures.update(bench_ray_cpu(args.cpu_panels))
+        if figures:
+            runs.append(figures)
+    if args.repeat > 1 and runs:
+        summary(runs)
     if "h" in args.only and args.pg:
         bench_postgres(args.pg, 20, 500)
     if "c" in args.only:

@@ -21,12 +21,17 @@ With ``--postgres URL`` (a server the benchmark may create databases on, e.g. th
 dropped at the end; ``--run-loops N`` then sets the server's run loops
 (``dissensus.serve.runs.RUN_LOOPS_POSTGRES``, 4 by default) for an A/B of that choice.
 
+With ``--repeat N`` the whole measurement runs ``N`` times (fresh journals and server each
+time) and ends with every figure's median, minimum and maximum (:mod:`spread`): the
+in-process and HTTP figures of one repetition are measured minutes apart on a shared
+machine, so a ratio is read against its spread.
+
 Both sides use ``DISSENSUS_JOURNAL_SYNC=normal`` unless it is set (every commit survives
 a process kill; see the journal), so the figures compare the service, not the disk.
 
 Usage::
 
-    python benchmarks/bench_serve.py [--panels 400] [--clients 16] [--list-size 25] [--decisions 10000]
+    python benchmarks/bench_serve.py [--panels 400] [--clients 16] [--list-size 25] [--decisions 10000] [--repeat 3]
     python benchmarks/bench_serve.py --postgres "$DISSENSUS_TEST_PG" [--run-loops 1]
 """
 
@@ -51,6 +56,8 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 os.environ.setdefault("DISSENSUS_JOURNAL_SYNC", "normal")
+
+from spread import Figures, summary  # noqa: E402
 
 from dissensus.pipeline import adecide, execute_run, load_policy, start_run  # noqa: E402
 from dissensus.serve.auth import hash_token  # noqa: E402
@@ -305,27 +312,8 @@ def peak_rss_kib(pid: int) -> int:
     return -1
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--panels", type=int, default=400, help="Panels per throughput measurement."
-    )
-    parser.add_argument("--clients", type=int, default=16)
-    parser.add_argument("--list-size", type=int, default=25)
-    parser.add_argument("--latency-requests", type=int, default=200)
-    parser.add_argument(
-        "--decisions", type=int, default=10_000, help="Decisions before the peak RSS is read."
-    )
-    parser.add_argument(
-        "--postgres", default=None, help="Journal on fresh databases of this PostgreSQL server."
-    )
-    parser.add_argument(
-        "--run-loops", type=int, default=None, help="The server's run loops (with --postgres)."
-    )
-    args = parser.parse_args()
-    if args.run_loops is not None and args.postgres is None:
-        parser.error("--run-loops needs --postgres (an SQLite journal has one run loop)")
-    rows = panels(args.panels)
+def measure(args: argparse.Namespace, rows: list[dict[str, Any]]) -> Figures:
+    """One repetition: fresh journals and server; prints its report, returns its figures."""
     with tempfile.TemporaryDirectory() as name:
         tmp = Path(name)
         policy_file = tmp / "policy.yaml"
@@ -358,12 +346,15 @@ def main() -> None:
             proc.wait(timeout=30)
             journals.drop()
     lat.sort()
+    p50 = statistics.median(lat)
     p99 = lat[min(len(lat) - 1, round(0.99 * (len(lat) - 1)))]
     where = (
         f"PostgreSQL, {args.run_loops or 'default'} run loop(s)"
         if args.postgres
         else f"SQLite, sync {os.environ['DISSENSUS_JOURNAL_SYNC']}"
     )
+    single_cpu = (cpu1 - cpu0) / len(rows) * 1000
+    listed_cpu = (cpu2 - cpu1) / len(rows) * 1000
     print(f"panels per measurement: {len(rows)} (tfidf, no model; half escalate); journal {where}")
     print(f"in-process adecide, {args.clients} tasks, 1 panel/run:  {per_panel:8.1f} decisions/s")
     print(f"in-process execute_run, 1 run:                {base_rate:8.1f} decisions/s")
@@ -374,14 +365,62 @@ def main() -> None:
         f"HTTP, {args.clients} clients, {args.list_size} panels/request:        {listed:8.1f} decisions/s  ratio {listed / base_rate:.2f} to execute_run"
     )
     print(
-        f"server CPU per decision: {(cpu1 - cpu0) / len(rows) * 1000:.1f} ms (1 panel/request), "
-        f"{(cpu2 - cpu1) / len(rows) * 1000:.1f} ms ({args.list_size} panels/request); "
+        f"server CPU per decision: {single_cpu:.1f} ms (1 panel/request), "
+        f"{listed_cpu:.1f} ms ({args.list_size} panels/request); "
         f"load generator CPU per request {client_cpu * 1000:.1f} ms"
     )
     print(
-        f"single-panel decide latency ({len(lat)} sequential requests): p50 {statistics.median(lat) * 1000:.1f} ms, p99 {p99 * 1000:.1f} ms"
+        f"single-panel decide latency ({len(lat)} sequential requests): p50 {p50 * 1000:.1f} ms, p99 {p99 * 1000:.1f} ms"
     )
     print(f"server peak RSS after {max(args.decisions, served)} decisions: {rss / 1024:.1f} MiB")
+    load = os.getloadavg()[0]
+    print(f"load average (1 min) at the end: {load:.2f}")
+    return {
+        "in-process adecide, decisions/s": per_panel,
+        "in-process execute_run, decisions/s": base_rate,
+        "HTTP 1 panel/request, decisions/s": single,
+        "HTTP 1 panel/request, ratio to adecide": single / per_panel,
+        f"HTTP {args.list_size} panels/request, decisions/s": listed,
+        f"HTTP {args.list_size} panels/request, ratio to execute_run": listed / base_rate,
+        "server CPU ms per decision, 1 panel/request": single_cpu,
+        f"server CPU ms per decision, {args.list_size} panels/request": listed_cpu,
+        "single-panel latency p50 ms": p50 * 1000,
+        "single-panel latency p99 ms": p99 * 1000,
+        "load average (1 min)": load,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--panels", type=int, default=400, help="Panels per throughput measurement."
+    )
+    parser.add_argument("--clients", type=int, default=16)
+    parser.add_argument("--list-size", type=int, default=25)
+    parser.add_argument("--latency-requests", type=int, default=200)
+    parser.add_argument(
+        "--decisions", type=int, default=10_000, help="Decisions before the peak RSS is read."
+    )
+    parser.add_argument(
+        "--postgres", default=None, help="Journal on fresh databases of this PostgreSQL server."
+    )
+    parser.add_argument(
+        "--run-loops", type=int, default=None, help="The server's run loops (with --postgres)."
+    )
+    parser.add_argument("--repeat", type=int, default=1, help="Repetitions (spread printed).")
+    args = parser.parse_args()
+    if args.run_loops is not None and args.postgres is None:
+        parser.error("--run-loops needs --postgres (an SQLite journal has one run loop)")
+    if args.repeat < 1:
+        parser.error("--repeat must be at least 1")
+    rows = panels(args.panels)
+    runs: list[Figures] = []
+    for i in range(args.repeat):
+        if args.repeat > 1:
+            print(f"--- repetition {i + 1} of {args.repeat}")
+        runs.append(measure(args, rows))
+    if args.repeat > 1:
+        summary(runs)
 
 
 if __name__ == "__main__":
