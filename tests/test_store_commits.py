@@ -156,3 +156,42 @@ def test_a_lock_held_elsewhere_refuses_the_run_and_leaves_nothing(
         other.release_run_lock("r2", pid=7)
     finally:
         other.close()
+
+
+def test_a_new_run_is_created_without_reading_it_back(journal: tuple[Journal, str]) -> None:
+    """A run the transaction inserts has no events, a known head and a known header: its
+    creation (with its first event and its lock) reads none of them back, and the header
+    it returns is the one stored."""
+    j, _target = journal
+    backend: Any = j._backend  # the object under test's own back end
+    original = backend.rows
+    reads: list[str] = []
+
+    def rows(sql: str, args: Any = ()) -> Any:
+        words = sql.split()
+        reads.append(" ".join(words))
+        return original(sql, args)
+
+    backend.rows = rows
+    meta = {"input": "x.jsonl", "n": [1, 2.5, None], "é": "ü"}
+    started = ("run.started", {"spec": {"b": 1, "a": [0.1, "t"]}}, "run/started")
+    fresh = j.create_run("fresh", kind="decide", meta=meta, first=started, lock_pid=4242)
+    # The id check inside the transaction, then only the lock's own reads: the new run's
+    # events, head and row lock are not read.
+    assert reads[0] == "SELECT * FROM runs WHERE run_id = ?"
+    assert not [r for r in reads if " FROM events " in r or "head_hash" in r], reads
+    assert not [r for r in reads if r.startswith("SELECT 1 FROM runs")], reads
+    reads.clear()
+    j.create_run("plain", kind="t", meta={}, first=started)
+    assert reads == ["SELECT * FROM runs WHERE run_id = ?"]  # the id check alone
+    backend.rows = original
+    assert fresh == j.run("fresh")
+    assert (fresh.n_events, fresh.meta) == (1, meta)
+    assert fresh.head_hash == list(j.events("fresh"))[-1].hash
+    assert j.verify("fresh").ok
+    # Without a first event the header is the new run's too.
+    bare = j.create_run("bare", kind="t", meta={})
+    assert bare == j.run("bare") and bare.n_events == 0
+    # An existing run (not exclusive) is read as before: the first event is not repeated.
+    again = j.create_run("fresh", kind="decide", meta=meta, first=started)
+    assert again == fresh and len(list(j.events("fresh"))) == 1

@@ -136,7 +136,8 @@ async def adecide(
     rid = run_id or new_run_id()
     text = panel.model_dump_json() + "\n"
     try:
-        started = store.get(rid, "run/started") if store.run(rid, missing_ok=True) else None
+        # No run.started: no run (start_run refuses an id taken by a run without one).
+        started = store.get(rid, "run/started")
         if started is None:
             start_run(store, None, spec, text=text, run_id=rid, lock=True)
         elif (started.payload.get("input") or {}).get("text") != text:

@@ -53,6 +53,12 @@ class Transactions:
         with self._backend.lock, self._transaction(run_id):
             yield
 
+    def created(self, run_id: str) -> None:
+        """Inside a transaction: ``run_id``'s row was inserted by it, so the transaction
+        holds the run's write lock already (nothing else can see the row before commit)."""
+        assert self._depth
+        self._locked_runs.add(run_id)
+
     def written(self, events: Sequence[Event]) -> None:
         """Inside a transaction: ``events`` were written (reported once it commits)."""
         assert self._written is not None
