@@ -61,7 +61,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from dissensus.errors import ConfigError, InputError
 from dissensus.store import clock, migrations
-from dissensus.store.backend import Row, stored_keys
+from dissensus.store.backend import Row
 from dissensus.store.errors import JournalBusy, JournalError, JournalReadOnly
 from dissensus.store.events import EVENTS_COLUMNS, RUNS_COLUMNS, EventRow, EventValues, RunHead
 from dissensus.store.migrations import SchemaInfo
@@ -333,18 +333,23 @@ class PostgresBackend:
     def append_state(
         self, run_id: str, keys: Sequence[str]
     ) -> tuple[dict[str, EventRow], RunHead | None]:
-        if len(keys) != 1:
-            return stored_keys(self.rows, run_id, keys)
-        # A lone key and the run's head in one round trip.
+        # The keys' stored events and the run's head in one round trip: one row per
+        # stored key, or a single row with no event when none is stored.
         rows = self.rows(
             "SELECT r.head_hash AS run_head, r.n_events AS run_n, e.* FROM runs r "
-            "LEFT JOIN events e ON e.run_id = r.run_id AND e.key = ? WHERE r.run_id = ?",
-            (keys[0], run_id),
+            "LEFT JOIN events e ON e.run_id = r.run_id AND e.key = ANY(?) WHERE r.run_id = ?",
+            (list(dict.fromkeys(keys)), run_id),
         )
-        row = rows[0]
-        head = RunHead(n_events=int(row.pop("run_n")), head_hash=str(row.pop("run_head")))
-        # Without the head's two columns the row is a whole row of ``events``.
-        return ({keys[0]: cast(EventRow, row)} if row["key"] is not None else {}), head
+        first = rows[0]
+        head = RunHead(n_events=int(first["run_n"]), head_hash=str(first["run_head"]))
+        stored: dict[str, EventRow] = {}
+        for row in rows:
+            row.pop("run_n")
+            row.pop("run_head")
+            if row["key"] is not None:
+                # Without the head's two columns the row is a whole row of ``events``.
+                stored[str(row["key"])] = cast(EventRow, row)
+        return stored, head
 
     def write_events(self, rows: Sequence[EventValues]) -> None:
         # A block's rows as multi-row INSERTs of at most _ROWS_PER_INSERT rows each, the
