@@ -51,7 +51,7 @@ Choices where the design is silent:
 
 from __future__ import annotations
 
-from collections import Counter
+import math
 from collections.abc import Iterable, Sequence
 from typing import Any, Literal
 
@@ -290,11 +290,15 @@ def _check_beta(beta: float, calibration: ReliabilityFit | None) -> InvariantChe
 
 
 def _majority(votes: Sequence[Vote], probs: dict[str, float]) -> tuple[str, float, bool]:
-    counts = Counter(v.answer for v in votes)
+    counts: dict[str, int] = {}
+    for v in votes:
+        counts[v.answer] = counts.get(v.answer, 0) + 1
     top = max(counts.values())
     leaders = sorted(a for a, c in counts.items() if c == top)
+    if len(leaders) == 1:
+        return leaders[0], top / len(votes), False
     answer = max(leaders, key=lambda a: (probs.get(a, 0.0), -leaders.index(a)))
-    return answer, top / len(votes), len(leaders) > 1
+    return answer, top / len(votes), True
 
 
 def _weighted(votes: Sequence[Vote], beta: float, decompose: bool) -> tuple[str, float]:
@@ -327,7 +331,7 @@ def guard_votes(
     settings = settings or GuardThresholds()
     if len(votes) < 2:
         raise InputError("the guard needs at least two votes")
-    if not np.isfinite(beta) or beta < 0:
+    if not (math.isfinite(beta) if beta.__class__ is float else np.isfinite(beta)) or beta < 0:
         raise ConfigError("beta must be a finite number >= 0", field="beta")
     post = posterior(votes, calibration, settings.priors())
     checks = [
