@@ -205,10 +205,12 @@ def _built(cls: type[B], given: dict[str, Any]) -> B:
     """What validating ``given`` as ``cls`` holds when every given value is already what
     validation makes of it: the values in field order (a dump writes them in this
     order), the defaults of the fields not given, the given fields as the fields set."""
-    order, defaults = _layout(cls)
+    order, constants, defaults = _layout(cls)
     values = {
         name: given[name]
         if name in given
+        else constants[name]
+        if name in constants
         else defaults[name].get_default(call_default_factory=True)
         for name in order
     }
@@ -218,9 +220,22 @@ def _built(cls: type[B], given: dict[str, Any]) -> B:
 
 
 @functools.cache
-def _layout(cls: type[BaseModel]) -> tuple[tuple[str, ...], dict[str, FieldInfo]]:
+def _layout(
+    cls: type[BaseModel],
+) -> tuple[tuple[str, ...], dict[str, Any], dict[str, FieldInfo]]:
+    """The field order, the defaults that are immutable constants (what ``get_default``
+    returns for them: the value itself), the other optional fields."""
     fields = cls.model_fields
-    return tuple(fields), {n: f for n, f in fields.items() if not f.is_required()}
+    optional = {n: f for n, f in fields.items() if not f.is_required()}
+    constants = {
+        n: f.default
+        for n, f in optional.items()
+        if f.default_factory is None and f.default.__class__ in _CONSTANTS
+    }
+    return tuple(fields), constants, {n: f for n, f in optional.items() if n not in constants}
+
+
+_CONSTANTS = frozenset({type(None), bool, int, float, str})
 
 
 _set_fields_set = BaseModel.__dict__["__pydantic_fields_set__"].__set__
