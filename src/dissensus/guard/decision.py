@@ -53,6 +53,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
+from operator import itemgetter
 from typing import Any, Literal
 
 import numpy as np
@@ -163,7 +164,7 @@ def _check(
 ) -> InvariantCheck:
     """``InvariantCheck(...)``; built without validation when every figure is a plain
     JSON scalar (validation would return the same values)."""
-    if all(v.__class__ in _PLAIN_FIGURES for v in figures.values()):
+    if _PLAIN_FIGURES.issuperset(map(type, figures.values())):
         values = {
             "number": number,
             "name": name,
@@ -178,15 +179,22 @@ def _check(
 _FLOAT_FIELDS = ("confidence", "n_eff", "shrink", "share", "beta_requested")
 _OPTIONAL_FLOAT_FIELDS = ("beta_used", "beta_star")
 _OPTIONAL_STR_FIELDS = ("id", "verifier")
+# The exact types each group of fields may hold (looked up in C, no generator per check).
+_FLOATS = itemgetter(*_FLOAT_FIELDS)
+_OPTIONAL_FLOATS = itemgetter(*_OPTIONAL_FLOAT_FIELDS)
+_OPTIONAL_STRS = itemgetter(*_OPTIONAL_STR_FIELDS)
+_FLOAT = frozenset({float})
+_OPTIONAL_FLOAT = frozenset({float, type(None)})
+_OPTIONAL_STR = frozenset({str, type(None)})
 
 
 def _decision(values: dict[str, Any]) -> GuardDecision:
     """``GuardDecision(**values)``; built without validation when every value is already
     of its field's exact type (the mode, answer, probabilities and checks are made here)."""
     plain = (
-        all(values[f].__class__ is float for f in _FLOAT_FIELDS)
-        and all(values[f] is None or values[f].__class__ is float for f in _OPTIONAL_FLOAT_FIELDS)
-        and all(values[f] is None or values[f].__class__ is str for f in _OPTIONAL_STR_FIELDS)
+        _FLOAT.issuperset(map(type, _FLOATS(values)))
+        and _OPTIONAL_FLOAT.issuperset(map(type, _OPTIONAL_FLOATS(values)))
+        and _OPTIONAL_STR.issuperset(map(type, _OPTIONAL_STRS(values)))
         and values["answer"].__class__ is str
         and values["n_voters"].__class__ is int
     )

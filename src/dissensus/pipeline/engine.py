@@ -171,9 +171,13 @@ def _plain_record(fields: dict[str, Any]) -> bool:
     return (
         fields.keys() <= _RECORD_FIELDS
         and fields["auto"].__class__ is bool
-        and all(fields[f].__class__ is str for f in _RECORD_TEXT)
-        and all(fields.get(f) is None or fields[f].__class__ is str for f in _RECORD_OPTIONAL_TEXT)
+        and _STR.issuperset(map(type, map(fields.__getitem__, _RECORD_TEXT)))
+        and _OPTIONAL_STR.issuperset(map(type, map(fields.get, _RECORD_OPTIONAL_TEXT)))
     )
+
+
+_STR = frozenset({str})
+_OPTIONAL_STR = frozenset({str, type(None)})
 
 
 def _trusted_record(base: dict[str, Any], usage: Usage) -> CaseRecord:
@@ -605,6 +609,8 @@ def _review_item(case: _Case, review_id: str, why: str) -> ReviewItem:
     return _built(ReviewItem, given) if _plain_review(given) else ReviewItem(**given)
 
 
+_POSITION = frozenset({AgentPosition})
+
 _REVIEW_STEPS: dict[str, type[BaseModel]] = {
     "reread": Reading,
     "guard": GuardStep,
@@ -627,9 +633,9 @@ def _plain_review(given: dict[str, Any]) -> bool:
         and all(given[name].__class__ is str for name in ("review_id", "run_id", "id", "reason"))
         and (given["suggestion"] is None or given["suggestion"].__class__ is str)
         and given["line"].__class__ is int
-        and all(p.__class__ is AgentPosition for p in given["positions"])
-        and all(o.__class__ is str for o in given["options"])
-        and all(d.__class__ is str for d in given["value_dimensions"])
+        and _POSITION.issuperset(map(type, given["positions"]))
+        and _STR.issuperset(map(type, given["options"]))
+        and _STR.issuperset(map(type, given["value_dimensions"]))
     )
 
 
