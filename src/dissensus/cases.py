@@ -111,6 +111,8 @@ class CaseSpec(BaseModel):
 def option_ids(meta: Mapping[str, Any] | None) -> list[str]:
     """``CaseSpec.from_meta(meta).option_ids()`` without building the case (no labels,
     question or utilities): the ids of the options, in order, each once."""
+    if meta.__class__ is dict and "options" not in meta and "output_1" not in meta:
+        return []  # no options (what _raw_options finds then), without its type checks
     if not isinstance(meta, Mapping):
         return []
     raw, _ = _raw_options(meta)

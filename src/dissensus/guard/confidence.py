@@ -29,6 +29,9 @@ Choices where the design is silent:
 * The answers are the calibration's labels plus every answer voted; when that leaves
   a single answer, the key ``"*"`` (any other answer) is added so that agreement never
   yields a probability of exactly 1.
+* Without calibration the posterior is a function of the priors and the votes' family,
+  source and answer, in order: it is computed once per such structure and reused (at
+  most 256 kept), the same figures as computing it again.
 """
 
 from __future__ import annotations
@@ -145,6 +148,33 @@ def posterior(
 ) -> Posterior:
     """The reliability-weighted, redundancy-shrunk posterior over the answers."""
     priors = priors or PriorSettings()
+    if calibration is not None:
+        return _posterior(votes, calibration, priors)
+    # Without calibration the posterior depends only on the votes' families, sources and
+    # answers (in order): panels of one structure share it.
+    key = (priors, tuple([(v.family, v.evidence_source, v.answer) for v in votes]))
+    hit = _UNCALIBRATED.get(key)
+    if hit is None:
+        if len(_UNCALIBRATED) >= 256:
+            _UNCALIBRATED.clear()
+        hit = _UNCALIBRATED[key] = _posterior(votes, None, priors)
+    return Posterior(
+        probabilities=dict(hit.probabilities),
+        n_eff=hit.n_eff,
+        mean_rho=hit.mean_rho,
+        shrink=hit.shrink,
+        reliabilities={v.agent: float(priors.prior_reliability) for v in votes},
+    )
+
+
+_UNCALIBRATED: dict[tuple[PriorSettings, tuple[tuple[str | None, str, str], ...]], Posterior] = {}
+"""Uncalibrated posteriors by priors and the votes' (family, source, answer), bounded."""
+
+
+def _posterior(
+    votes: Sequence[Vote], calibration: ReliabilityFit | None, priors: PriorSettings
+) -> Posterior:
+    """:func:`posterior`, computed."""
     space = answer_space(votes, calibration)
     k = len(space)
     default = (

@@ -51,8 +51,9 @@ Choices where the design is silent:
 
 from __future__ import annotations
 
-from collections import Counter
+import math
 from collections.abc import Iterable, Sequence
+from operator import itemgetter
 from typing import Any, Literal
 
 import numpy as np
@@ -163,7 +164,7 @@ def _check(
 ) -> InvariantCheck:
     """``InvariantCheck(...)``; built without validation when every figure is a plain
     JSON scalar (validation would return the same values)."""
-    if all(v.__class__ in _PLAIN_FIGURES for v in figures.values()):
+    if _PLAIN_FIGURES.issuperset(map(type, figures.values())):
         values = {
             "number": number,
             "name": name,
@@ -178,15 +179,22 @@ def _check(
 _FLOAT_FIELDS = ("confidence", "n_eff", "shrink", "share", "beta_requested")
 _OPTIONAL_FLOAT_FIELDS = ("beta_used", "beta_star")
 _OPTIONAL_STR_FIELDS = ("id", "verifier")
+# The exact types each group of fields may hold (looked up in C, no generator per check).
+_FLOATS = itemgetter(*_FLOAT_FIELDS)
+_OPTIONAL_FLOATS = itemgetter(*_OPTIONAL_FLOAT_FIELDS)
+_OPTIONAL_STRS = itemgetter(*_OPTIONAL_STR_FIELDS)
+_FLOAT = frozenset({float})
+_OPTIONAL_FLOAT = frozenset({float, type(None)})
+_OPTIONAL_STR = frozenset({str, type(None)})
 
 
 def _decision(values: dict[str, Any]) -> GuardDecision:
     """``GuardDecision(**values)``; built without validation when every value is already
     of its field's exact type (the mode, answer, probabilities and checks are made here)."""
     plain = (
-        all(values[f].__class__ is float for f in _FLOAT_FIELDS)
-        and all(values[f] is None or values[f].__class__ is float for f in _OPTIONAL_FLOAT_FIELDS)
-        and all(values[f] is None or values[f].__class__ is str for f in _OPTIONAL_STR_FIELDS)
+        _FLOAT.issuperset(map(type, _FLOATS(values)))
+        and _OPTIONAL_FLOAT.issuperset(map(type, _OPTIONAL_FLOATS(values)))
+        and _OPTIONAL_STR.issuperset(map(type, _OPTIONAL_STRS(values)))
         and values["answer"].__class__ is str
         and values["n_voters"].__class__ is int
     )
@@ -290,11 +298,15 @@ def _check_beta(beta: float, calibration: ReliabilityFit | None) -> InvariantChe
 
 
 def _majority(votes: Sequence[Vote], probs: dict[str, float]) -> tuple[str, float, bool]:
-    counts = Counter(v.answer for v in votes)
+    counts: dict[str, int] = {}
+    for v in votes:
+        counts[v.answer] = counts.get(v.answer, 0) + 1
     top = max(counts.values())
     leaders = sorted(a for a, c in counts.items() if c == top)
+    if len(leaders) == 1:
+        return leaders[0], top / len(votes), False
     answer = max(leaders, key=lambda a: (probs.get(a, 0.0), -leaders.index(a)))
-    return answer, top / len(votes), len(leaders) > 1
+    return answer, top / len(votes), True
 
 
 def _weighted(votes: Sequence[Vote], beta: float, decompose: bool) -> tuple[str, float]:
@@ -327,7 +339,7 @@ def guard_votes(
     settings = settings or GuardThresholds()
     if len(votes) < 2:
         raise InputError("the guard needs at least two votes")
-    if not np.isfinite(beta) or beta < 0:
+    if not (math.isfinite(beta) if beta.__class__ is float else np.isfinite(beta)) or beta < 0:
         raise ConfigError("beta must be a finite number >= 0", field="beta")
     post = posterior(votes, calibration, settings.priors())
     checks = [

@@ -16,7 +16,6 @@ Choices where the design is silent:
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Sequence
 
 from dissensus.families import canonical_family
@@ -61,5 +60,12 @@ def fallback_agreement(votes: Sequence[Vote]) -> tuple[float, int]:
     absent = [v.answer for v in votes if not v.evidence_present]
     if len(absent) < 2:
         return 0.0, len(absent)
-    top = Counter(absent).most_common(1)[0][1]
-    return top / len(absent), len(absent)
+    return _top_count(absent) / len(absent), len(absent)
+
+
+def _top_count(answers: list[str]) -> int:
+    """The largest number of equal answers (``Counter(answers).most_common(1)[0][1]``)."""
+    counts: dict[str, int] = {}
+    for answer in answers:
+        counts[answer] = counts.get(answer, 0) + 1
+    return max(counts.values())

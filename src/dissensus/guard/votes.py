@@ -30,11 +30,13 @@ def panel_votes(panel: Panel) -> list[Vote]:
     for out in panel.outputs:
         if out.decision is None:
             continue
-        evidence = out.evidence or []
-        present = [e for e in evidence if e.present]
-        source = (
-            (present or evidence)[0].source if evidence else f"parametric:{out.family or out.agent}"
-        )
+        evidence = out.evidence
+        if evidence:
+            present = [e for e in evidence if e.present]
+            source = (present or evidence)[0].source
+        else:
+            present = []
+            source = f"parametric:{out.family or out.agent}"
         values: dict[str, Any] = {
             "agent": out.agent,
             "answer": out.decision,

@@ -165,11 +165,15 @@ class CaseLog:
         return self._known
 
     def stored(self, step: str) -> JsonObject | None:
-        key = self.key(step)
+        return self._stored(f"case/{self.ref}/{step}")
+
+    def _stored(self, key: str) -> JsonObject | None:
+        """The payload buffered or journalled under ``key``."""
         found = self._buffered.get(key)
         if found is not None:
             return found
-        return self._journalled().get(key)
+        known = self._known
+        return (known if known is not None else self._journalled()).get(key)
 
     def replayed(self, step: str, model: type[M]) -> M | None:
         """The journalled ``step`` validated as ``model`` (``None`` when not journalled).
@@ -177,9 +181,13 @@ class CaseLog:
         A journalled payload that no longer fits its model is a :class:`UnreadableStep`
         naming the run, the key and the field, never a silently different run.
         """
-        found = self.stored(step)
+        found = self._stored(f"case/{self.ref}/{step}")
         if found is None:
             return None
+        return self._validated(step, model, found)
+
+    def _validated(self, step: str, model: type[M], found: JsonObject) -> M:
+        """The stored payload of ``step`` validated as ``model`` (see :meth:`replayed`)."""
         try:
             return model.model_validate(found)
         except ValidationError as exc:
@@ -200,9 +208,9 @@ class CaseLog:
         json_fields: Collection[str] = (),
     ) -> M:
         """The journalled ``step``, computing and appending it if missing (validated either way)."""
-        found = self.replayed(step, model)
+        found = self._stored(f"case/{self.ref}/{step}")
         if found is not None:
-            return found
+            return self._validated(step, model, found)
         return self.append(step, type, model, compute(), json_fields=json_fields)
 
     def append(
@@ -214,8 +222,8 @@ class CaseLog:
         ``json_fields`` names fields of ``value`` that hold JSON already (a mapping of JSON
         values, which its dump would copy): the payload takes them as they are.
         """
-        key = self.key(step)
-        stored = self.stored(step)
+        key = f"case/{self.ref}/{step}"
+        stored = self._stored(key)
         if stored is None:
             stored = self._dump(value, json_fields)
             self._dumps[id(value)] = (value, stored)

@@ -171,9 +171,13 @@ def _plain_record(fields: dict[str, Any]) -> bool:
     return (
         fields.keys() <= _RECORD_FIELDS
         and fields["auto"].__class__ is bool
-        and all(fields[f].__class__ is str for f in _RECORD_TEXT)
-        and all(fields.get(f) is None or fields[f].__class__ is str for f in _RECORD_OPTIONAL_TEXT)
+        and _STR.issuperset(map(type, map(fields.__getitem__, _RECORD_TEXT)))
+        and _OPTIONAL_STR.issuperset(map(type, map(fields.get, _RECORD_OPTIONAL_TEXT)))
     )
+
+
+_STR = frozenset({str})
+_OPTIONAL_STR = frozenset({str, type(None)})
 
 
 def _trusted_record(base: dict[str, Any], usage: Usage) -> CaseRecord:
@@ -205,10 +209,12 @@ def _built(cls: type[B], given: dict[str, Any]) -> B:
     """What validating ``given`` as ``cls`` holds when every given value is already what
     validation makes of it: the values in field order (a dump writes them in this
     order), the defaults of the fields not given, the given fields as the fields set."""
-    order, defaults = _layout(cls)
+    order, constants, defaults = _layout(cls)
     values = {
         name: given[name]
         if name in given
+        else constants[name]
+        if name in constants
         else defaults[name].get_default(call_default_factory=True)
         for name in order
     }
@@ -218,9 +224,22 @@ def _built(cls: type[B], given: dict[str, Any]) -> B:
 
 
 @functools.cache
-def _layout(cls: type[BaseModel]) -> tuple[tuple[str, ...], dict[str, FieldInfo]]:
+def _layout(
+    cls: type[BaseModel],
+) -> tuple[tuple[str, ...], dict[str, Any], dict[str, FieldInfo]]:
+    """The field order, the defaults that are immutable constants (what ``get_default``
+    returns for them: the value itself), the other optional fields."""
     fields = cls.model_fields
-    return tuple(fields), {n: f for n, f in fields.items() if not f.is_required()}
+    optional = {n: f for n, f in fields.items() if not f.is_required()}
+    constants = {
+        n: f.default
+        for n, f in optional.items()
+        if f.default_factory is None and f.default.__class__ in _CONSTANTS
+    }
+    return tuple(fields), constants, {n: f for n, f in optional.items() if n not in constants}
+
+
+_CONSTANTS = frozenset({type(None), bool, int, float, str})
 
 
 _set_fields_set = BaseModel.__dict__["__pydantic_fields_set__"].__set__
@@ -590,6 +609,8 @@ def _review_item(case: _Case, review_id: str, why: str) -> ReviewItem:
     return _built(ReviewItem, given) if _plain_review(given) else ReviewItem(**given)
 
 
+_POSITION = frozenset({AgentPosition})
+
 _REVIEW_STEPS: dict[str, type[BaseModel]] = {
     "reread": Reading,
     "guard": GuardStep,
@@ -612,9 +633,9 @@ def _plain_review(given: dict[str, Any]) -> bool:
         and all(given[name].__class__ is str for name in ("review_id", "run_id", "id", "reason"))
         and (given["suggestion"] is None or given["suggestion"].__class__ is str)
         and given["line"].__class__ is int
-        and all(p.__class__ is AgentPosition for p in given["positions"])
-        and all(o.__class__ is str for o in given["options"])
-        and all(d.__class__ is str for d in given["value_dimensions"])
+        and _POSITION.issuperset(map(type, given["positions"]))
+        and _STR.issuperset(map(type, given["options"]))
+        and _STR.issuperset(map(type, given["value_dimensions"]))
     )
 
 

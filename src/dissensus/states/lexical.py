@@ -60,13 +60,13 @@ def _counts(text: str) -> dict[str, int]:
 
     ASCII text is counted word by word in C (``Counter``'s own loop, without its Python
     wrapper) and the words of one character are dropped from the counts afterwards:
-    fewer distinct words than words.
+    fewer distinct words than words, and those found by one set intersection.
     """
     if not text.isascii():
         return Counter(_TOKEN.findall(text.lower()))
     counts: dict[str, int] = {}
     _count_elements(counts, text.encode("ascii").translate(_ASCII_WORDS).decode("ascii").split())
-    for word in [word for word in counts if len(word) < 2]:
+    for word in _ONE_CHARACTER.intersection(counts):
         del counts[word]
     return counts
 
@@ -76,6 +76,10 @@ _ASCII_WORDS = bytes(
 )
 """Byte table for ASCII text: word characters (``[A-Za-z0-9_]``, what ``\\w`` matches in
 ASCII) kept, capitals lower-cased, every other byte a space."""
+
+_ONE_CHARACTER = frozenset(chr(c) for c in range(128) if _ASCII_WORDS[c] == c and c != 32)
+"""The words of one character that the byte table can leave (a lower-case letter, a
+digit, ``_``): the words dropped from the counts, looked up among the counted words in C."""
 
 
 @lru_cache(maxsize=64)

@@ -64,7 +64,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from dissensus.errors import ConfigError, InputError
 from dissensus.states._trusted import trusted
-from dissensus.states.similarity import EmbeddingBackend, SimilarityBackend, clip_unit, embeds
+from dissensus.states.similarity import EmbeddingBackend, SimilarityBackend, embeds
 from dissensus.types import OutputLike, PanelLike
 
 __all__ = [
@@ -342,13 +342,18 @@ def _read_with_matrix(panel: PanelLike, backend: SimilarityBackend, th: Threshol
         raise ConfigError(
             f"similarity backend {backend.name!r} returned a matrix of shape {u.shape}"
         )
-    u = clip_unit((u + u.T) / 2.0)
     # A blank trace maps to row 0; _build leaves its pairs out.
     index = [where.get(o.reasoning, 0) for o in panel.outputs]
     cells = u.tolist()  # the same floats as float(u[a, b]), converted at once
-    upper = [
-        1.0 if index[i] == index[j] else cells[index[i]][index[j]] for i, j in _pairs(len(index))
-    ]
+    upper: list[float] = []
+    for i, j in _pairs(len(index)):
+        a, b = index[i], index[j]
+        if a == b:
+            upper.append(1.0)
+            continue
+        # ``clip_unit((u + u.T) / 2.0)`` at the pair's cell, in float64 as there (NaN kept).
+        v = (cells[a][b] + cells[b][a]) / 2.0
+        upper.append(-1.0 if v < -1.0 else 1.0 if v > 1.0 else v)
     return _build(panel, upper, backend.name, th)
 
 
