@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cli_helpers import cli
-from dissensus.pipeline.durable import COMPACT_STEPS, STEPS_TYPE, CaseLog, case_step
+from dissensus.pipeline.durable import COMPACT_STEPS, STEPS_TYPE, CaseLog, case_step, case_steps
 from dissensus.pipeline.review import final_records
 from dissensus.states import Reading
 from dissensus.store import GENESIS, Journal, JournalConflict
@@ -185,8 +185,12 @@ def _old_layout(new: Path, old: Path, run: str, drop_record: str) -> None:
             if e.key == f"case/{drop_record}/record" or e.type == "run.finished":
                 continue
             if e.type == STEPS_TYPE:
-                for step, payload in e.payload.items():
-                    dst.append(run, types[step], payload, key=f"case/{e.case}/{step}", case=e.case)
+                # The steps whole again (a thin case.steps leaves out what the review holds).
+                steps = case_steps(src.events(run, case=e.case))
+                for step in ("input", "reading", "route", "guard"):
+                    key = f"case/{e.case}/{step}"
+                    if key in steps:
+                        dst.append(run, types[step], steps[key], key=key, case=e.case)
                 continue
             dst.append(run, e.type, e.payload, key=e.key, case=e.case)
 

@@ -18,9 +18,10 @@ Choices where the design is silent:
 * **Buffered steps.** A case's steps are kept in memory (:class:`CaseLog`) and reach the
   journal with the case's block (the run loop's group commit), or before the case's
   first model call, whichever comes first; the first write folds the input, reading,
-  route and guard into one ``case.steps`` event. A crash loses buffered steps only,
-  which are deterministic: the resumed run computes them again. Journals with one
-  event per step are read alike (:func:`case_steps`).
+  route and guard into one ``case.steps`` event, without what the case's review item
+  in the same write holds (:mod:`dissensus.pipeline.compact`). A crash loses buffered
+  steps only, which are deterministic: the resumed run computes them again. Journals
+  with one event per step are read alike (:func:`case_steps`).
 * Call keys are ``call/<line>/<digest>/<k>``: the digest is the sha256 of the request's
   identity (:func:`dissensus.llm.replay.canonical_request`, the one definition replays
   and recordings use: ``max_tokens`` and client settings are not part of it), the
@@ -63,7 +64,7 @@ import functools
 import types
 import typing
 from collections import Counter
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -81,11 +82,19 @@ from dissensus.llm.base import (
 from dissensus.llm.budget import Budget, attempt_hook
 from dissensus.llm.client import ModelClient
 from dissensus.llm.replay import canonical_request
+from dissensus.pipeline.compact import (
+    COMPACT_STEPS,
+    STEPS_STEP,
+    STEPS_TYPE,
+    case_step,
+    case_steps,
+    fold,
+)
 from dissensus.pipeline.run_events import ModelFailed, ModelSent, ModelSpend
 from dissensus.pipeline.steps import CallRecord
 from dissensus.store import event_types as ev
 from dissensus.store.canonical import canonical, sha256_text
-from dissensus.store.journal import Event, Journal, NewEvent
+from dissensus.store.journal import Journal, NewEvent
 from dissensus.types import JsonObject, Usage
 
 __all__ = [
@@ -286,40 +295,9 @@ class CaseLog:
         if self._written:
             return events
         self._written = True
-        steps_key = self.key(STEPS_STEP)
-        folded = {
-            e.key.rpartition("/")[2]: e.payload
-            for e in events
-            if e.type in COMPACT_STEPS and e.key.rpartition("/")[2] in COMPACT_STEPS[e.type]
-        }
-        if len(folded) < 2 or steps_key in self._journalled():
+        if self.key(STEPS_STEP) in self._journalled():
             return events
-        out: list[NewEvent] = []
-        for e in events:
-            if e.type in COMPACT_STEPS and e.key.rpartition("/")[2] in folded:
-                if not any(o.key == steps_key for o in out):
-                    out.append(NewEvent(STEPS_TYPE, folded, steps_key, self.ref))
-                continue
-            out.append(e)
-        return out
-
-
-STEPS_STEP = "steps"
-"""Step key of the compact event holding a case's first steps."""
-
-STEPS_TYPE = ev.CASE_STEPS
-"""Type of the compact event (:class:`~dissensus.pipeline.steps.CaseSteps`)."""
-
-COMPACT_STEPS: dict[str, frozenset[str]] = {
-    ev.CASE_INPUT: frozenset({"input"}),
-    ev.CASE_READING: frozenset({"reading"}),
-    ev.CASE_ROUTE: frozenset({"route"}),
-    ev.CASE_GUARD: frozenset({"guard"}),
-}
-"""Event types (and their step names) folded into one ``case.steps`` event when a case
-first writes: the steps every case takes before any model call. Later readings (after a
-follow-up), acceptance, review items and the record stay events of their own (the
-review index, the shift check and the record readers select them by type)."""
+        return fold(events, self.ref)
 
 
 @functools.cache
@@ -345,35 +323,6 @@ def _model_fields(cls: type[BaseModel]) -> dict[str, frozenset[type]]:
         if models:
             out[name] = models
     return out
-
-
-def case_steps(events: Iterable[Event | NewEvent]) -> dict[str, JsonObject]:
-    """A case's journalled steps by key (``case/<line>/<step>``), whichever layout wrote
-    them: one event per step, or a ``case.steps`` event holding several."""
-    out: dict[str, JsonObject] = {}
-    for event in events:
-        if event.type == STEPS_TYPE and event.key.endswith(f"/{STEPS_STEP}"):
-            prefix = event.key[: -len(STEPS_STEP)]
-            for step, payload in event.payload.items():
-                if isinstance(payload, dict):
-                    out.setdefault(prefix + step, payload)
-        out[event.key] = event.payload
-    return out
-
-
-def case_step(journal: Journal, run_id: str, line: int | str, step: str) -> JsonObject | None:
-    """The payload of case ``line``'s step ``step`` (``input``, ``reading``, ...), read from
-    its own event (every journal) or from the case's ``case.steps`` event."""
-    event = journal.get(run_id, f"case/{line}/{step}")
-    if event is not None:
-        return event.payload
-    if step not in {s for names in COMPACT_STEPS.values() for s in names}:
-        return None
-    steps = journal.get(run_id, f"case/{line}/{STEPS_STEP}")
-    if steps is None:
-        return None
-    found = steps.payload.get(step)
-    return found if isinstance(found, dict) else None
 
 
 def replay_spend(journal: Journal, run_id: str, budget: Budget, *, model: str = "-") -> Usage:

@@ -24,8 +24,10 @@ step key               event type          model
 =====================  ==================  =============================================
 
 A case writes its first steps (input, reading, route, guard) as one ``case.steps`` event
-(:class:`CaseSteps`, key ``case/<line>/steps``); journals written before it hold one
-event per step, and both are read alike (:func:`dissensus.pipeline.durable.case_steps`).
+(:class:`CaseSteps`, key ``case/<line>/steps``), leaving out the steps its review item
+in the same write holds (``in_review``: :mod:`dissensus.pipeline.compact`); journals
+written before it hold one event per step, and all are read alike
+(:func:`dissensus.pipeline.compact.case_steps`).
 
 Choices where the design is silent: the JSON of each step keeps the shape journals had
 when steps were plain mappings (same keys), plus ``null`` for fields a step did not
