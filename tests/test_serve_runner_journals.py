@@ -161,3 +161,47 @@ def test_what_a_run_leaves_running_is_cancelled_when_it_ends(
         main.close()
     assert statuses == ["finished"] * 2
     assert len(stray) == 2 and all(t.cancelled() for t in stray)
+
+
+def test_a_run_waited_for_is_one_commit_and_takes_no_lock(tmp_path: Path) -> None:
+    """A deferred run (``POST /v1/decide`` without ``async``) is created by its one commit,
+    the run, its case and ``run.finished`` together, and never writes a lock row; a run
+    answered at once (``async``) is journalled first, with its lock."""
+    path = str(tmp_path / "journal.sqlite")
+    spec = RunSpec.from_policy(write_policy(tmp_path / "policy.yaml"))
+    main = open_journal(path)
+    with sqlite3.connect(path) as db:
+        db.executescript(
+            "CREATE TABLE lock_log (run_id TEXT);"
+            "CREATE TRIGGER noted AFTER INSERT ON run_locks "
+            "BEGIN INSERT INTO lock_log VALUES (NEW.run_id); END;"
+        )
+
+    async def scenario() -> tuple[str, str]:
+        runner = Runner(main, spec, open_journal=lambda: open_journal(path))
+        waited = await runner.start([_line("w")], submitted_by="t", defer=True)
+        await runner.wait(waited)
+        early = await runner.start([_line("e")], submitted_by="t")
+        await runner.wait(early)
+        assert (waited.status, early.status) == ("finished", "finished")
+        await runner.close()
+        return waited.run_id, early.run_id
+
+    try:
+        waited, early = asyncio.run(scenario())
+    finally:
+        main.close()
+    with sqlite3.connect(path) as db:
+        locked = [r[0] for r in db.execute("SELECT run_id FROM lock_log")]
+        stamps = {
+            run: {r[0] for r in db.execute("SELECT at FROM events WHERE run_id = ?", (run,))}
+            for run in (waited, early)
+        }
+    assert locked == [early]
+    with open_journal(path) as journal:
+        for run in (waited, early):
+            report = journal.verify(run)
+            assert report.ok and report.finished
+        assert next(e.type for e in journal.events(waited)) == "run.started"
+    # The early run's start is a transaction of its own (its own timestamp).
+    assert len(stamps[early]) == 2 and len(stamps[waited]) <= 2

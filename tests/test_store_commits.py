@@ -1,8 +1,9 @@
 """Durability points of a run: how many commits a run makes, and what each one holds.
 
-A run of one case commits twice: the run with ``run.started`` and its execution lock,
-then the case's events with ``run.finished`` and the lock's release. A run of several
-blocks adds one commit per further block. A transaction that rolls back takes nothing
+A run of one panel (``decide``) commits once: the run with ``run.started``, the case's
+events and ``run.finished``, without lock rows. A run started from a file commits the
+run with ``run.started`` and its execution lock first, then each block, the last with
+``run.finished`` and the lock's release. A transaction that rolls back takes nothing
 with it, a PostgreSQL session lock included. Both back ends.
 """
 
@@ -21,7 +22,7 @@ from dissensus.pipeline import decide
 from dissensus.pipeline.batch import execute_run, start_run
 from dissensus.store import Journal, JournalConflict, RunExists
 from dissensus.types import Panel
-from pipeline_cases import panel, write_jsonl
+from pipeline_cases import panel, write_jsonl, write_policy, write_script
 from store_backends import BACKENDS, raw, target_for
 
 
@@ -61,17 +62,15 @@ def _lock_rows(target: str, run_id: str) -> list[tuple[Any, ...]]:
     return raw(target, "SELECT pid FROM run_locks WHERE run_id = ?", (run_id,))
 
 
-def test_a_run_of_one_case_commits_twice(journal: tuple[Journal, str]) -> None:
+def test_a_run_of_one_case_commits_once(journal: tuple[Journal, str]) -> None:
     j, target = journal
     seen = Commits(j, target)
     record = decide(Panel.model_validate(panel("p", ["A", "A", "A"])), journal=j, run_id="one")
     assert record.id == "p"
     types = [e.type for e in j.events("one")]
     assert types[0] == "run.started" and types[-1] == "run.finished"
-    # The run (with its lock), then the case with run.finished and the lock's release.
-    assert len(seen.commits) == 2, seen.commits
-    assert seen.commits[0] == ["run.started"]
-    assert seen.commits[1] == types[1:]
+    # The run, its case and run.finished: one commit, no lock row written.
+    assert seen.commits == [types], seen.commits
     assert _lock_rows(target, "one") == []
     assert j.verify("one").ok
     # Another process (pid) may take the lock: it was released, not left behind.
@@ -195,3 +194,62 @@ def test_a_new_run_is_created_without_reading_it_back(journal: tuple[Journal, st
     # An existing run (not exclusive) is read as before: the first event is not repeated.
     again = j.create_run("fresh", kind="decide", meta=meta, first=started)
     assert again == fresh and len(list(j.events("fresh"))) == 1
+
+
+def test_a_single_panel_with_a_model_call_is_created_before_the_call(
+    journal: tuple[Journal, str], tmp_path: Path
+) -> None:
+    """The case's steps are journalled before its paid call: the run is created there,
+    with its lock (a killed process leaves a run ``runs resume`` finishes); its end and
+    the lock's release are the last commit."""
+    j, target = journal
+    script = write_script(tmp_path / "s.yaml", {"a1": "1", "a2": "1", "a3": "2"})
+    policy = write_policy(tmp_path / "p.yaml", {"seek_context": {"model": f"scripted:{script}"}})
+    seen = Commits(j, target)
+    locks: list[list[Any]] = []
+    j.after_append = lambda e: locks.append([r[0] for r in _lock_rows(target, "live")])
+    record = decide(
+        Panel.model_validate(panel("live", ["1", "1", "1"])), policy, journal=j, run_id="live"
+    )
+    j.after_append = None
+    types = [e.type for e in j.events("live")]
+    assert "model.call" in types, types
+    assert len(seen.commits) >= 2 and seen.commits[0][:2] == ["run.started", "case.steps"]
+    assert locks[0] == [os.getpid()]  # held from the run's creation on
+    assert seen.commits[-1][-1] == "run.finished" and _lock_rows(target, "live") == []
+    assert [t for c in seen.commits for t in c] == types
+    assert j.verify("live").ok and record.id == "live"
+
+
+def test_a_deferred_run_exists_only_once_written(journal: tuple[Journal, str]) -> None:
+    j, target = journal
+    started = ("run.started", {"x": 1}, "run/started")
+    j.defer_run("later", kind="t", meta={"m": 1}, first=started, lock_pid=4242)
+    # Not in the journal: reads find nothing.
+    assert j.run("later", missing_ok=True) is None and j.get("later", "run/started") is None
+    assert list(j.events("later")) == [] and j.cases_with_events("later", ["1"]) == set()
+    deferred = j.deferred("later")
+    assert deferred is not None and deferred.payload == {"x": 1}
+    # A first write that rolls back creates nothing, and the run stays deferred.
+    with pytest.raises(RuntimeError), j.transaction("later"):
+        j.append("later", "t.x", {"i": 0}, key="k0")
+        raise RuntimeError("roll back")
+    assert j.run("later", missing_ok=True) is None and j.deferred("later") is not None
+    assert raw(target, "SELECT run_id FROM runs WHERE run_id = ?", ("later",)) == []
+    # The first write creates it, with its first event and its lock, in its transaction.
+    j.append("later", "t.x", {"i": 1}, key="k1")
+    assert j.deferred("later") is None
+    assert [e.key for e in j.events("later")] == ["run/started", "k1"]
+    assert [r[0] for r in _lock_rows(target, "later")] == [4242]
+    info = j.run("later")
+    assert info is not None and info.meta == {"m": 1} and j.verify("later").ok
+    # Given up before any write: nothing is left.
+    j.defer_run("never", kind="t", meta={}, first=started, lock_pid=1)
+    j.release_run_lock("never", pid=1)
+    assert j.deferred("never") is None and j.run("never", missing_ok=True) is None
+    # An id taken meanwhile: the first write is refused whole.
+    j.defer_run("later", kind="t", meta={}, first=started)
+    with pytest.raises(RunExists):
+        j.append("later", "t.x", {"i": 2}, key="k2")
+    assert j.deferred("later") is None  # given up: the run holding the id reads as it is
+    assert [e.key for e in j.events("later")] == ["run/started", "k1"]

@@ -120,8 +120,8 @@ async def adecide(
     case is journalled in ``journal`` (default: a throw-away in-memory one) as run
     ``run_id`` (default: a fresh id); deciding the same panel under an existing run id
     replays that run (the LangGraph node relies on it), a different panel is refused.
-    A new run commits twice (the run with its lock; the case with ``run.finished`` and
-    the lock's release: :mod:`dissensus.pipeline.batch`).
+    A new run is created by its first write: a case without a model call commits once,
+    the run, its case and ``run.finished`` together (:mod:`dissensus.pipeline.batch`).
     """
     spec = RunSpec.from_policy(policy, base_dir=policy_dir)
     if calibration is not None or guard_calibration is not None:
@@ -139,7 +139,7 @@ async def adecide(
         # No run.started: no run (start_run refuses an id taken by a run without one).
         started = store.get(rid, "run/started")
         if started is None:
-            start_run(store, None, spec, text=text, run_id=rid, lock=True)
+            start_run(store, None, spec, text=text, run_id=rid, lock=True, defer=True)
         elif (started.payload.get("input") or {}).get("text") != text:
             raise ConfigError(
                 f"run {rid!r} already decided another panel; use another run id", field="run_id"

@@ -27,6 +27,14 @@ Choices where the design is silent:
   model call commits twice. A crash before (3) commits leaves the run unfinished with its
   lock naming a dead process (taken over on resume); a crash after it leaves a finished
   run. The records of the last block are handed out after (3).
+* **A run started with** ``start_run(..., defer=True)`` is created by its first write
+  (:meth:`~dissensus.store.journal.Journal.defer_run`): a run of one block that makes no
+  model call (a single panel through :func:`~dissensus.pipeline.adecide` or the chat
+  door) is created, decided and finished in one commit, without lock rows, and a crash
+  before that commit leaves nothing (the caller has no record and tries again). A
+  write before the last block (a block, a case's steps before its model call, a
+  deadline's ``run.stopped``) creates it with its lock, and from there on it is the run
+  above.
 * At most ``policy.concurrency`` cases are in flight; records are emitted in input order
   (a finished case waits for the earlier ones, so memory stays bounded by the window).
 * A resumed run refuses an input file whose sha256 changed since the run started.
@@ -59,7 +67,7 @@ import uuid
 from collections import Counter
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, overload
 
 from pydantic import BaseModel, ValidationError
 
@@ -126,6 +134,7 @@ def new_run_id() -> str:
     return uuid.uuid4().hex[:12]
 
 
+@overload
 def start_run(
     journal: Journal,
     input_path: str | None,
@@ -142,7 +151,70 @@ def start_run(
     extra: JsonObject | None = None,
     via: str | None = None,
     lock: bool = False,
-) -> RunInfo:
+    defer: Literal[False] = False,
+) -> RunInfo: ...
+
+
+@overload
+def start_run(
+    journal: Journal,
+    input_path: str | None,
+    policy: PolicyLike = None,
+    *,
+    text: str | None = None,
+    policy_file: str | None = None,
+    policy_dir: Path | None = None,
+    run_id: str | None = None,
+    model: str | None = None,
+    similarity: str | None = None,
+    acceptance: str | None = None,
+    kind: str = RUN_KIND,
+    extra: JsonObject | None = None,
+    via: str | None = None,
+    lock: bool = False,
+    defer: Literal[True],
+) -> None: ...
+
+
+@overload
+def start_run(
+    journal: Journal,
+    input_path: str | None,
+    policy: PolicyLike = None,
+    *,
+    text: str | None = None,
+    policy_file: str | None = None,
+    policy_dir: Path | None = None,
+    run_id: str | None = None,
+    model: str | None = None,
+    similarity: str | None = None,
+    acceptance: str | None = None,
+    kind: str = RUN_KIND,
+    extra: JsonObject | None = None,
+    via: str | None = None,
+    lock: bool = False,
+    defer: bool = ...,
+) -> RunInfo | None: ...
+
+
+def start_run(
+    journal: Journal,
+    input_path: str | None,
+    policy: PolicyLike = None,
+    *,
+    text: str | None = None,
+    policy_file: str | None = None,
+    policy_dir: Path | None = None,
+    run_id: str | None = None,
+    model: str | None = None,
+    similarity: str | None = None,
+    acceptance: str | None = None,
+    kind: str = RUN_KIND,
+    extra: JsonObject | None = None,
+    via: str | None = None,
+    lock: bool = False,
+    defer: bool = False,
+) -> RunInfo | None:
     """Register a new run of ``input_path`` (``"-"``: standard input) or of ``text`` (JSONL
     handed in by a door) and journal its inputs and specification (``run.started``).
 
@@ -153,7 +225,10 @@ def start_run(
     execution lock for this process in the same transaction (for a caller that calls
     :func:`execute_run` next with the same journal object: one commit fewer); a door that
     executes the run elsewhere (another thread's connection) leaves it to
-    :func:`execute_run`.
+    :func:`execute_run`. ``defer`` (with ``lock``) writes nothing now and returns
+    ``None``: the run is created by its first write (see the module docstring), for a
+    caller that calls :func:`execute_run` next with the same journal object and has
+    checked that ``run_id`` is new (the creation refuses an id taken meanwhile).
     """
     spec = RunSpec.from_policy(
         policy,
@@ -165,7 +240,7 @@ def start_run(
     )
     spec = _with_shift_hold(journal, spec)
     run_id = run_id or new_run_id()
-    if journal.run(run_id, missing_ok=True) is not None:
+    if not defer and journal.run(run_id, missing_ok=True) is not None:
         raise ConfigError(
             f"run {run_id!r} already exists in {journal.path}; resume it with 'dissensus runs resume'"
         )
@@ -190,6 +265,11 @@ def start_run(
     # none of them. exclusive: of two starts with one --run-id, the second fails cleanly.
     payload = RunStarted.model_validate({"input": source, **spec.started_fields(), **(extra or {})})
     started = (ev.RUN_STARTED, payload.payload(), "run/started")
+    if defer:
+        journal.defer_run(
+            run_id, kind=kind, meta=meta, first=started, lock_pid=os.getpid() if lock else None
+        )
+        return None
     return journal.create_run(
         run_id,
         kind=kind,
@@ -228,7 +308,7 @@ def stdin_source(data: bytes) -> RunInput:
 
 
 def _started(journal: Journal, run_id: str) -> RunStarted:
-    event = journal.get(run_id, "run/started")
+    event = journal.deferred(run_id) or journal.get(run_id, "run/started")
     if event is None:
         raise DissensusError(f"run {run_id} has no run.started event: not a decide run")
     try:
@@ -335,8 +415,12 @@ async def execute_run(
         # The last block, the shift check (which reads the block's acceptance events),
         # run.finished and the lock's release: one transaction, one commit.
         # Without a shift check to run between them, the block and run.finished are one
-        # batch (one head read, one insert).
-        with journal.transaction(run_id):
+        # batch (one head read, one insert). A deferred run not written yet is created
+        # here, without a lock: it is finished in this same commit.
+        unlocked = journal.deferred(run_id) is not None
+        with journal.transaction(), journal.transaction(run_id if not unlocked else None):
+            if unlocked:
+                journal.create_deferred(run_id, lock=False)
             events = _block_events(block)
             records, rejects = _tally(block, counts)
             finished = NewEvent(ev.RUN_FINISHED, RunFinished(**counts).payload(), "run/finished")
@@ -352,7 +436,8 @@ async def execute_run(
                 journal.append_batch(run_id, [finished])
             else:
                 journal.append_batch(run_id, [*events, finished])
-            journal.release_run_lock(run_id, pid)
+            if not unlocked:
+                journal.release_run_lock(run_id, pid)
         released = True
         _report(rejects, on_reject)
         for record in records:

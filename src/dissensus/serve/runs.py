@@ -19,7 +19,8 @@ Choices where the design is silent:
   a time; a torch encoder (MiniLM) computes on all cores but one, which the server's own
   loop keeps.
 * **Off the event loop.** Runs are journalled (``run.started``, with the run's lock:
-  one commit) and decided on a run loop: a thread of its own with its own event loop
+  one commit; a request that waits for its records defers it to the run's first write,
+  so a panel decided without a model call is one commit in all) and decided on a run loop: a thread of its own with its own event loop
   and its own connection to the journal, so embedding and deciding never stall the
   server's loop (``/healthz`` answers during a MiniLM run). The run loop decides many
   runs at once (at most :data:`RUNS_PER_LOOP`; later ones wait for a place), as
@@ -216,7 +217,11 @@ class RunState:
     started: asyncio.Future[None] = field(
         default_factory=lambda: asyncio.get_running_loop().create_future()
     )
-    """Resolved once ``run.started`` is committed (the journal's error if it cannot be)."""
+    """Resolved once ``run.started`` is committed (the journal's error if it cannot be);
+    for a deferred run, once it is registered (its first write creates it)."""
+    deferred: bool = False
+    """Created by its first write (``start_run(..., defer=True)``): a request that waits
+    for its records, decided without a model call, is one commit."""
 
     @property
     def active(self) -> bool:
@@ -422,12 +427,14 @@ class Runner:
                 self.spec.acceptance, similarity=self.policy.reading.similarity, backend=backend
             )
 
-    async def start(self, lines: list[str], *, submitted_by: str) -> RunState:
+    async def start(self, lines: list[str], *, submitted_by: str, defer: bool = False) -> RunState:
         """Journal a new run of ``lines`` (one panel each) and start deciding it; returns
-        once ``run.started`` is committed (the journal's error when it cannot be)."""
+        once ``run.started`` is committed (the journal's error when it cannot be). With
+        ``defer`` (a caller that waits for the records) the run is created by its first
+        write instead, and a journal error is the run's."""
         text = "".join(line + "\n" for line in lines)
         extra: JsonObject = {"submitted_by": submitted_by}
-        state = RunState(run_id=new_run_id(), total=len(lines))
+        state = RunState(run_id=new_run_id(), total=len(lines), deferred=defer)
         if self._open_journal is None:  # an in-memory journal: decide on this loop
             start_run(self.journal, None, self.spec, text=text, extra=extra, via="serve",
                       run_id=state.run_id)  # fmt: skip
@@ -557,7 +564,7 @@ class Runner:
             try:
                 try:
                     start_run(journal, None, self.spec, text=text, extra=extra, via="serve",
-                              run_id=state.run_id, lock=True)  # fmt: skip
+                              run_id=state.run_id, lock=True, defer=state.deferred)  # fmt: skip
                 except Exception as exc:
                     outbox.post(started, exc)
                     raise _NotStarted from None
@@ -648,12 +655,23 @@ class Runner:
             if not state.task.cancelled() or (current is not None and current.cancelling()):
                 raise  # the waiter itself is cancelled
 
+    def require(self, run_id: str) -> None:
+        """Nothing when the run is this process's or in the journal, else
+        :class:`~dissensus.store.errors.UnknownRun` (a deferred run is in the journal only
+        once its first write committed)."""
+        if run_id not in self._states:
+            self.journal.run(run_id)
+
     def describe(self, run_id: str) -> RunDocument:
         """A run's status and its final records (journal's view, human resolutions included)."""
-        info = self.journal.run(run_id)
-        assert info is not None
         state = self._states.get(run_id)
         if state is not None and state.active:
+            return RunDocument(
+                **dict(state.summary()), records=list(state.records), rejects=list(state.rejects)
+            )
+        info = self.journal.run(run_id, missing_ok=state is not None)
+        if info is None:  # this process's deferred run, ended before its first write
+            assert state is not None
             return RunDocument(
                 **dict(state.summary()), records=list(state.records), rejects=list(state.rejects)
             )

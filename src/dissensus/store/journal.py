@@ -32,14 +32,16 @@ those parts. Choices where the design is silent:
   ``synchronous=full``. A run can be created with its execution lock
   (``create_run(..., lock_pid=...)``) and ended, last events and lock's release, inside
   one :meth:`Journal.transaction`, so a run of one block commits twice
-  (:mod:`dissensus.pipeline.batch` says what a crash between them leaves).
+  (:mod:`dissensus.pipeline.batch` says what a crash between them leaves); a run
+  registered with :meth:`Journal.defer_run` is created by its first write
+  (:mod:`~dissensus.store.deferred`), so a run of one block can commit once.
 * The journal stores what it is given; callers never give it secrets.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -47,6 +49,7 @@ from dissensus.store import chain
 from dissensus.store.backend import Backend
 from dissensus.store.chain import VerifyReport
 from dissensus.store.claims import Claim, Claims
+from dissensus.store.deferred import DeferredRun, DeferredRuns
 from dissensus.store.errors import (
     CaseClosed,
     ClaimConflict,
@@ -66,6 +69,7 @@ from dissensus.store.sqlite import SYNC_ENV
 from dissensus.store.targets import (
     BUSY_TIMEOUT_ENV,
     DEFAULT_JOURNAL,
+    check_run_id,
     is_postgres_url,
     journal_path,
     mask_url,
@@ -155,6 +159,7 @@ class Journal:
             self._review = ReviewIndex(backend, self._tx)
             self._claims = Claims(backend, self._tx, self._log)
             self._locks = RunLocks(backend, self._tx, self._log)
+            self._deferred = DeferredRuns()
             self._log.on_write.append(self._review.index_events)
             self._tx.after_commit.append(self._report)
             self._tx.after_commit.append(self._seals.after_commit)
@@ -200,9 +205,65 @@ class Journal:
 
         A journal object may be shared by threads: a transaction holds the object's
         lock, so another thread's statements wait for it to end."""
+        if run_id is not None and run_id in self._deferred:
+            return self._creating(run_id)
         return self._tx.transaction(run_id)
 
+    @contextmanager
+    def _creating(self, run_id: str) -> Iterator[None]:
+        """A transaction on a deferred run: the run is created first (with its lock)."""
+        with self._tx.transaction():
+            self.create_deferred(run_id, lock=True)
+            with self._tx.transaction(run_id):
+                yield
+
     # -- runs -------------------------------------------------------------------------
+
+    def defer_run(
+        self,
+        run_id: str,
+        *,
+        kind: str,
+        meta: dict[str, Any],  # JSON passing through: the run's header
+        first: tuple[str, dict[str, Any], str],  # (type, JSON payload, key)
+        lock_pid: int | None = None,
+    ) -> None:
+        """Register a run to be created, as ``create_run(..., exclusive=True)`` with its
+        ``first`` event, inside the transaction of its first write (see
+        :mod:`~dissensus.store.deferred`); nothing is written now."""
+        check_run_id(run_id)
+        event = NewEvent(first[0], first[1], first[2])
+        self._deferred.add(run_id, DeferredRun(kind, meta, event, lock_pid))
+
+    def deferred(self, run_id: str) -> NewEvent | None:
+        """The first event of ``run_id`` when it is registered and not created yet."""
+        run = self._deferred.get(run_id)
+        return run.first if run is not None else None
+
+    def create_deferred(self, run_id: str, *, lock: bool) -> None:
+        """Inside a transaction: create the deferred run ``run_id`` now, with its
+        execution lock for the registered process (``lock``) or without."""
+        run = self._deferred.take(run_id)
+        if run is None:
+            return
+        # Rolled back, the run waits for its next first write; refused (the id is
+        # taken), it is given up.
+        again = [run]
+
+        def restore() -> None:
+            if again:
+                self._deferred.add(run_id, again[0])
+
+        self._tx.on_rollback(restore)
+        pid = run.lock_pid if lock else None
+        first = (run.first.type, run.first.payload, run.first.key)
+        try:
+            self.create_run(
+                run_id, kind=run.kind, meta=run.meta, first=first, exclusive=True, lock_pid=pid
+            )
+        except RunExists:
+            again.clear()
+            raise
 
     def create_run(
         self,
@@ -241,6 +302,8 @@ class Journal:
         return info
 
     def run(self, run_id: str, *, missing_ok: bool = False) -> RunInfo | None:
+        if missing_ok and run_id in self._deferred:
+            return None
         return self._log.run(run_id, missing_ok=missing_ok)
 
     def runs(self) -> list[RunInfo]:
@@ -259,7 +322,7 @@ class Journal:
         case: str | None = None,
     ) -> Event:
         """Append one event (or return the stored one when ``key`` is already there)."""
-        return self._log.append_batch(run_id, [NewEvent(type, payload, key, case)])[0]
+        return self.append_batch(run_id, [NewEvent(type, payload, key, case)])[0]
 
     def append_batch(self, run_id: str, events: Sequence[NewEvent]) -> list[Event]:
         """Append ``events`` to the run in order, in one transaction (one commit, hence one
@@ -270,6 +333,9 @@ class Journal:
         and its stored event is returned in its place, after checking the payload is the
         same (:class:`JournalConflict` otherwise). Returns the events in the given order.
         """
+        if run_id in self._deferred:
+            with self.transaction(run_id):
+                return self._log.append_batch(run_id, events)
         return self._log.append_batch(run_id, events)
 
     def head(self, run_id: str) -> RunHead:
@@ -287,14 +353,20 @@ class Journal:
         self, run_id: str, *, type: str | None = None, case: str | None = None
     ) -> Iterator[Event]:
         """A run's events in sequence order, optionally filtered by type and case."""
+        if run_id in self._deferred:
+            return iter(())
         return self._log.read(run_id, type=type, case=case)
 
     def get(self, run_id: str, key: str) -> Event | None:
         """The event stored under ``key``, if any."""
+        if run_id in self._deferred:
+            return None
         return self._log.get(run_id, key)
 
     def cases_with_events(self, run_id: str, cases: Sequence[str]) -> set[str]:
         """Which of ``cases`` (case refs, as events name them) have an event in the run."""
+        if run_id in self._deferred:
+            return set()
         return self._log.cases_with_events(run_id, cases)
 
     def events_of_type(self, type: str) -> Iterator[Event]:
@@ -395,15 +467,21 @@ class Journal:
         Returns ``None`` when taken (or already held by ``pid``: then nothing is
         written), else the holder. A holder on this host whose process is gone is
         replaced. Released by :meth:`release_run_lock`. Inside :meth:`transaction` it
-        commits with the transaction.
+        commits with the transaction. A deferred run's lock is taken when it is created.
         """
+        if run_id in self._deferred:
+            return None
         return self._locks.acquire(run_id, pid)
 
     def release_run_lock(self, run_id: str, pid: int | None = None) -> None:
         """Release the run's execution lock if ``pid`` (default: this process) holds it.
 
         Inside :meth:`transaction` the release commits with the transaction (a run's last
-        events and its release in one commit)."""
+        events and its release in one commit). A deferred run not created yet is
+        given up: it leaves nothing."""
+        if run_id in self._deferred:
+            self._deferred.drop(run_id)
+            return
         self._locks.release(run_id, pid)
 
 

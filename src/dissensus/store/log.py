@@ -106,13 +106,11 @@ class SQLEventLog:
         ``first`` event in the same transaction."""
         check_run_id(run_id)
         backend = self._backend
+        exists = f"run {run_id!r} already exists in {backend.path}; resume it with 'dissensus runs resume'"
         with self._tx.transaction():
-            existing = self.run(run_id, missing_ok=True)
+            # An exclusive creation asks nothing first: the insert says whether it is new.
+            existing = None if exclusive else self.run(run_id, missing_ok=True)
             if existing is not None:
-                if exclusive:
-                    raise RunExists(
-                        f"run {run_id!r} already exists in {backend.path}; resume it with 'dissensus runs resume'"
-                    )
                 if first is not None:
                     self.append_batch(run_id, [first])
             else:
@@ -125,7 +123,7 @@ class SQLEventLog:
                     )
                 if not changed:
                     if exclusive:
-                        raise RunExists(f"run {run_id!r} already exists in {backend.path}")
+                        raise RunExists(exists)
                     if first is not None:
                         self.append_batch(run_id, [first])
                 else:
@@ -184,9 +182,17 @@ class SQLEventLog:
             return []
         texts = [item.text if item.text is not None else canonical(item.payload) for item in items]
         backend = self._backend
+        keys = [i.key for i in items]
         with self._tx.transaction(run_id):
-            with backend.errors():
-                existing, head = backend.append_state(run_id, [i.key for i in items])
+            fresh = self._tx.fresh(run_id)
+            existing: dict[str, EventRow]
+            head: RunHead | None
+            if fresh is not None and fresh[1].isdisjoint(keys):
+                # A run this transaction created: its head and keys are known.
+                existing, head = {}, fresh[0]
+            else:
+                with backend.errors():
+                    existing, head = backend.append_state(run_id, keys)
             return self._append(run_id, items, texts, existing, head)
 
     def _append(
@@ -251,6 +257,7 @@ class SQLEventLog:
                 for derive in self.on_write:
                     derive(run_id, fresh)
             self._tx.written(fresh)
+            self._tx.advanced(run_id, RunHead(n_events=seq, head_hash=prev), list(written))
         return out
 
     # -- reading ----------------------------------------------------------------------

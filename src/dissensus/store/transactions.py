@@ -27,8 +27,9 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 
 from dissensus.store.backend import Backend
+from dissensus.store.canonical import GENESIS
 from dissensus.store.errors import UnknownRun
-from dissensus.store.events import Event
+from dissensus.store.events import Event, RunHead
 
 __all__ = ["Transactions"]
 
@@ -41,6 +42,7 @@ class Transactions:
         self._depth = 0
         self._written: list[Event] | None = None
         self._locked_runs: set[str] = set()
+        self._fresh: dict[str, tuple[RunHead, set[str]]] = {}
         self._on_commit: list[Callable[[], None]] = []
         self._on_rollback: list[Callable[[], None]] = []
         self.after_commit: list[Callable[[Sequence[Event]], None]] = []
@@ -55,9 +57,23 @@ class Transactions:
 
     def created(self, run_id: str) -> None:
         """Inside a transaction: ``run_id``'s row was inserted by it, so the transaction
-        holds the run's write lock already (nothing else can see the row before commit)."""
+        holds the run's write lock already (nothing else can see the row before commit),
+        and what it writes to the run is all the run holds (:meth:`fresh`)."""
         assert self._depth
         self._locked_runs.add(run_id)
+        self._fresh[run_id] = (RunHead(n_events=0, head_hash=GENESIS), set())
+
+    def fresh(self, run_id: str) -> tuple[RunHead, set[str]] | None:
+        """For a run this transaction created: its head and the keys it holds, as known
+        without asking the back end (``None`` for any other run)."""
+        return self._fresh.get(run_id)
+
+    def advanced(self, run_id: str, head: RunHead, keys: Sequence[str]) -> None:
+        """A run this transaction created now ends at ``head`` and holds ``keys`` too."""
+        known = self._fresh.get(run_id)
+        if known is not None:
+            known[1].update(keys)
+            self._fresh[run_id] = (head, known[1])
 
     def written(self, events: Sequence[Event]) -> None:
         """Inside a transaction: ``events`` were written (reported once it commits)."""
@@ -109,6 +125,7 @@ class Transactions:
         self._depth = 1
         self._written = written
         self._locked_runs = set()
+        self._fresh = {}
         self._on_commit, self._on_rollback = [], []
         try:
             if run_id is not None:
@@ -127,6 +144,7 @@ class Transactions:
             self._depth = 0
             self._written = None
             self._locked_runs = set()
+            self._fresh = {}
             committed, self._on_commit, self._on_rollback = self._on_commit, [], []
         for then in committed:
             then()

@@ -58,6 +58,7 @@ async def decide(
     state = await service.runner.start(
         [lines[i] if i in lines else item_line(item) for i, item in enumerate(items)],
         submitted_by=principal.name,
+        defer=not run_async,  # answered with its records: one commit without a model call
     )
     links = {"run": f"/v1/runs/{state.run_id}", "events": f"/v1/runs/{state.run_id}/events"}
     if run_async:
@@ -125,7 +126,7 @@ async def runs_show(run_id: str, request: Request, _: Principal = submit) -> Run
 async def runs_events(run_id: str, request: Request, _: Principal = submit) -> StreamingResponse:
     """Progress as Server-Sent Events: ``record`` and ``reject`` per case, then the final status."""
     runner = service_of(request).runner
-    service_of(request).journal.run(run_id)
+    runner.require(run_id)
 
     async def stream() -> AsyncIterator[str]:
         async for kind, data in runner.follow(run_id):
