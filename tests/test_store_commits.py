@@ -10,6 +10,7 @@ with it, a PostgreSQL session lock included. Both back ends.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -253,3 +254,35 @@ def test_a_deferred_run_exists_only_once_written(journal: tuple[Journal, str]) -
         j.append("later", "t.x", {"i": 2}, key="k2")
     assert j.deferred("later") is None  # given up: the run holding the id reads as it is
     assert [e.key for e in j.events("later")] == ["run/started", "k1"]
+    # Its release (as execute_run's) releases nothing: the lock is the other run's.
+    j.release_run_lock("later", pid=4242)
+    assert [r[0] for r in _lock_rows(target, "later")] == [4242]
+    j.release_run_lock("later", pid=4242)
+    assert _lock_rows(target, "later") == []  # a release of its own is one again
+    # An id this journal object is starting already is refused at once.
+    j.defer_run("twice", kind="t", meta={}, first=started)
+    with pytest.raises(RunExists, match="being started"):
+        j.defer_run("twice", kind="t", meta={}, first=started)
+
+
+def test_a_deferred_run_refused_at_its_write_leaves_the_other_runs_lock(
+    journal: tuple[Journal, str],
+) -> None:
+    """The id was taken after the deferred run was registered: its one write is refused
+    (``RunExists``) and its end releases nothing, not the lock of the run holding the id."""
+    j, target = journal
+    j.create_run("x", kind="decide", meta={}, lock_pid=os.getpid())
+    other = Journal(target)
+    try:
+        text = json.dumps(panel("p", ["A", "A", "A"])) + "\n"
+        start_run(other, None, text=text, run_id="x", lock=True, defer=True)
+
+        async def run() -> list[Any]:
+            return [r async for r in execute_run(other, "x")]
+
+        with pytest.raises(RunExists):
+            asyncio.run(run())
+        assert [r[0] for r in _lock_rows(target, "x")] == [os.getpid()]
+        assert list(j.events("x")) == []
+    finally:
+        other.close()

@@ -136,7 +136,8 @@ async def adecide(
     rid = run_id or new_run_id()
     text = panel.model_dump_json() + "\n"
     try:
-        # No run.started: no run (start_run refuses an id taken by a run without one).
+        # No run.started: a new run, created by its first write (an id taken meanwhile
+        # is refused there, one this journal object is starting already at once).
         started = store.get(rid, "run/started")
         if started is None:
             start_run(store, None, spec, text=text, run_id=rid, lock=True, defer=True)

@@ -24,7 +24,7 @@ Choices where the design is silent:
   run: (1) the run, its ``run.started`` and, with ``start_run(..., lock=True)``, its
   execution lock; (2) each block but the last; (3) the last block together with the
   shift check, ``run.finished`` and the lock's release. A run of one case that makes no
-  model call commits twice. A crash before (3) commits leaves the run unfinished with its
+  model call commits twice (once when deferred, below). A crash before (3) commits leaves the run unfinished with its
   lock naming a dead process (taken over on resume); a crash after it leaves a finished
   run. The records of the last block are handed out after (3).
 * **A run started with** ``start_run(..., defer=True)`` is created by its first write
@@ -225,10 +225,12 @@ def start_run(
     execution lock for this process in the same transaction (for a caller that calls
     :func:`execute_run` next with the same journal object: one commit fewer); a door that
     executes the run elsewhere (another thread's connection) leaves it to
-    :func:`execute_run`. ``defer`` (with ``lock``) writes nothing now and returns
-    ``None``: the run is created by its first write (see the module docstring), for a
-    caller that calls :func:`execute_run` next with the same journal object and has
-    checked that ``run_id`` is new (the creation refuses an id taken meanwhile).
+    :func:`execute_run`. ``defer`` writes nothing now and returns ``None``: the run is
+    created by its first write, with this process's lock unless that write is the run's
+    end (see the module docstring), for a caller that calls :func:`execute_run` next
+    with the same journal object and has checked that ``run_id`` is new (an id this
+    journal object is starting already is refused now, one taken in the journal
+    meanwhile at the first write).
     """
     spec = RunSpec.from_policy(
         policy,
@@ -266,9 +268,9 @@ def start_run(
     payload = RunStarted.model_validate({"input": source, **spec.started_fields(), **(extra or {})})
     started = (ev.RUN_STARTED, payload.payload(), "run/started")
     if defer:
-        journal.defer_run(
-            run_id, kind=kind, meta=meta, first=started, lock_pid=os.getpid() if lock else None
-        )
+        # A deferred run written before its end (a case's steps before a model call)
+        # is created with this process's lock, whatever ``lock`` says.
+        journal.defer_run(run_id, kind=kind, meta=meta, first=started, lock_pid=os.getpid())
         return None
     return journal.create_run(
         run_id,
@@ -363,9 +365,14 @@ async def execute_run(
     decides the cases; this loop journals what it hands back, counts, and enforces
     ``deadline_s`` (default: the policy's ``deadline_s``); see the module docstring.
     """
-    started = _started(journal, run_id)
-    spec = RunSpec.from_started(started)
     pid = os.getpid()
+    try:
+        started = _started(journal, run_id)
+        spec = RunSpec.from_started(started)
+    except BaseException:
+        if journal.deferred(run_id) is not None:
+            journal.release_run_lock(run_id, pid)  # given up: a deferred run leaves nothing
+        raise
     holder = journal.acquire_run_lock(run_id, pid)  # a read only when start_run took it
     if holder is not None:
         raise RunBusy(f"run {run_id} is being resumed by pid {holder.pid} (host {holder.host})")

@@ -105,7 +105,10 @@ class GuardStep(_Step):
 
 
 class CaseSteps(_Step):
-    """A case's first steps in one event (those it has; each as its own step's JSON)."""
+    """A case's first steps in one event (those it has; each as its own step's JSON).
+
+    The shape of a whole ``case.steps``: a thin one (``in_review``) is validated once
+    :func:`dissensus.pipeline.compact.case_steps` has put its review item's steps back."""
 
     input: CaseInput | None = None
     reading: Reading | None = None

@@ -19,8 +19,9 @@ Choices where the design is silent:
   a time; a torch encoder (MiniLM) computes on all cores but one, which the server's own
   loop keeps.
 * **Off the event loop.** Runs are journalled (``run.started``, with the run's lock:
-  one commit; a request that waits for its records defers it to the run's first write,
-  so a panel decided without a model call is one commit in all) and decided on a run loop: a thread of its own with its own event loop
+  one commit; a request that waits for its records defers it to the run's first
+  write, so a panel decided without a model call is one commit in all) and decided on
+  a run loop: a thread of its own with its own event loop
   and its own connection to the journal, so embedding and deciding never stall the
   server's loop (``/healthz`` answers during a MiniLM run). The run loop decides many
   runs at once (at most :data:`RUNS_PER_LOOP`; later ones wait for a place), as
@@ -496,6 +497,12 @@ class Runner:
             state.error = (
                 "cancelled (the server stopped); resume with: dissensus runs resume " + state.run_id
             )
+            if state.deferred and self.journal.run(state.run_id, missing_ok=True) is None:
+                # A deferred run stopped before its first write: nothing to resume.
+                state.status = "failed"
+                state.error = (
+                    "cancelled (the server stopped) before anything was journalled; submit it again"
+                )
             state.push("incomplete", state.summary())
             self._end(state)
             raise

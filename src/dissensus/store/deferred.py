@@ -19,7 +19,11 @@ Choices where the design is silent:
   with ``lock=False``), it takes no lock: it is finished in the same commit.
 * The creation is ``exclusive``: an id another writer took meanwhile is
   :class:`~dissensus.store.errors.RunExists` at the first write, nothing written.
-* A run given up before its first write (:meth:`DeferredRuns.drop`) leaves nothing.
+* A run given up before its first write (its lock's release) leaves nothing, and the
+  release of a run whose creation was refused releases nothing: the lock of the run
+  that holds the id is not its own.
+* Registering an id this journal object is starting already is refused
+  (:class:`~dissensus.store.errors.RunExists`): two callers never share one run.
 """
 
 from __future__ import annotations
@@ -48,14 +52,35 @@ class DeferredRuns:
 
     def __init__(self) -> None:
         self._runs: dict[str, DeferredRun] = {}
+        self._refused: set[str] = set()
         self._lock = threading.Lock()
 
     def __contains__(self, run_id: object) -> bool:
         return run_id in self._runs
 
-    def add(self, run_id: str, run: DeferredRun) -> None:
+    def add(self, run_id: str, run: DeferredRun) -> bool:
+        """Register ``run_id``; ``False`` (nothing changed) when it is registered already."""
         with self._lock:
+            if run_id in self._runs:
+                return False
             self._runs[run_id] = run
+            return True
+
+    def refuse(self, run_id: str) -> None:
+        """``run_id``'s creation was refused (the id is taken): the run that holds it is
+        not this registration's, so its release must not release that run's lock."""
+        with self._lock:
+            self._refused.add(run_id)
+
+    def settle(self, run_id: str) -> bool:
+        """Forget ``run_id``; whether it was registered or refused (then there is no lock
+        of its own to release)."""
+        with self._lock:
+            found = self._runs.pop(run_id, None) is not None
+            if run_id in self._refused:
+                self._refused.discard(run_id)
+                found = True
+            return found
 
     def get(self, run_id: str) -> DeferredRun | None:
         return self._runs.get(run_id)
@@ -64,7 +89,3 @@ class DeferredRuns:
         """The registered run, no longer registered (it is being created now)."""
         with self._lock:
             return self._runs.pop(run_id, None)
-
-    def drop(self, run_id: str) -> None:
-        with self._lock:
-            self._runs.pop(run_id, None)

@@ -233,7 +233,8 @@ class Journal:
         :mod:`~dissensus.store.deferred`); nothing is written now."""
         check_run_id(run_id)
         event = NewEvent(first[0], first[1], first[2])
-        self._deferred.add(run_id, DeferredRun(kind, meta, event, lock_pid))
+        if not self._deferred.add(run_id, DeferredRun(kind, meta, event, lock_pid)):
+            raise RunExists(f"run {run_id!r} is being started in this process already")
 
     def deferred(self, run_id: str) -> NewEvent | None:
         """The first event of ``run_id`` when it is registered and not created yet."""
@@ -263,6 +264,7 @@ class Journal:
             )
         except RunExists:
             again.clear()
+            self._deferred.refuse(run_id)
             raise
 
     def create_run(
@@ -332,6 +334,7 @@ class Journal:
         the run already holds (or one repeated earlier in the batch) is not written again
         and its stored event is returned in its place, after checking the payload is the
         same (:class:`JournalConflict` otherwise). Returns the events in the given order.
+        A deferred run is created by it (an empty batch included).
         """
         if run_id in self._deferred:
             with self.transaction(run_id):
@@ -347,7 +350,7 @@ class Journal:
         self, run_id: str, *, type: str | None = None, case: str | None = None
     ) -> Iterator[Event]:
         """The run's events in sequence order (:meth:`events`; the :class:`EventLog` name)."""
-        return self._log.read(run_id, type=type, case=case)
+        return self.events(run_id, type=type, case=case)
 
     def events(
         self, run_id: str, *, type: str | None = None, case: str | None = None
@@ -478,9 +481,8 @@ class Journal:
 
         Inside :meth:`transaction` the release commits with the transaction (a run's last
         events and its release in one commit). A deferred run not created yet is
-        given up: it leaves nothing."""
-        if run_id in self._deferred:
-            self._deferred.drop(run_id)
+        given up: it leaves nothing; one whose creation was refused releases nothing."""
+        if self._deferred.settle(run_id):
             return
         self._locks.release(run_id, pid)
 
