@@ -113,6 +113,7 @@ from dissensus.types import JsonObject, Panel
 if TYPE_CHECKING:
     from dissensus.pipeline.executors import Outcome, RunContext
     from dissensus.pipeline.records import CaseRecord
+    from dissensus.store.journal import NewEvent
 
 __all__ = [
     "FAULT_ENV",
@@ -655,7 +656,7 @@ def _next_block(results: Iterator[bytes]) -> tuple[int, list[Outcome], float, fl
     gc.disable()
     try:
         result: _BlockResult = pickle.loads(raw)
-        outcomes = [_outcome(c) for c in result.cases]
+        outcomes = _outcomes(result.cases)
     finally:
         if collecting:
             gc.enable()
@@ -663,24 +664,34 @@ def _next_block(results: Iterator[bytes]) -> tuple[int, list[Outcome], float, fl
     return result.block, outcomes, result.rss_mb, result.cpu_s, decode
 
 
-def _outcome(case: _CaseResult) -> Outcome:
-    """What a worker decided for one line, as the run loop takes it."""
+def _outcomes(cases: list[_CaseResult]) -> list[Outcome]:
+    """What a worker decided for each line of a block, as the run loop takes it."""
     from dissensus.pipeline.executors import Outcome
     from dissensus.pipeline.records import CaseRecord
     from dissensus.store.journal import NewEvent
 
-    if case.reject is not None:
-        return Outcome(line=case.line, reject=Reject.model_validate(case.reject))
-    events = [
-        NewEvent(type_, _payload(text), key, where, text) for key, type_, where, text in case.events
-    ]
-    record = case.record
-    if record is None:  # the payload of the case's record event
-        key = f"case/{case.line}/record"
-        record = next((e.payload for e in events if e.key == key), None)
-        if record is None:
-            raise InputError(f"a worker sent neither a record nor a reject for line {case.line}")
-    return Outcome(line=case.line, record=CaseRecord.model_validate(record), events=events)
+    out: list[Outcome] = []
+    for case in cases:
+        if case.reject is not None:
+            out.append(Outcome(line=case.line, reject=Reject.model_validate(case.reject)))
+            continue
+        events = [
+            NewEvent(type_, _payload(text), key, where, text)
+            for key, type_, where, text in case.events
+        ]
+        record = case.record if case.record is not None else _record_payload(case.line, events)
+        out.append(Outcome(line=case.line, record=CaseRecord.model_validate(record), events=events))
+    return out
+
+
+def _record_payload(line: int, events: list[NewEvent]) -> JsonObject:
+    """The payload of line ``line``'s record event (a worker sent the record as that)."""
+    key = f"case/{line}/record"
+    for event in reversed(events):  # the record is the case's last event
+        if event.key == key:
+            payload: JsonObject = event.payload
+            return payload
+    raise InputError(f"a worker sent neither a record nor a reject for line {line}")
 
 
 def _payload(text: str) -> JsonObject:
