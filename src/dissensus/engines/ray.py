@@ -78,7 +78,8 @@ Choices where the design is silent:
   ``json`` for what msgspec cannot take, such as a lone surrogate) for the journal's
   in-memory events. Measured on the synthetic 5-agent panels: about 13 kB per panel,
   against 27 kB when each payload travelled both as JSON and as text inside one JSON
-  document per block. The collector is paused while a block is decoded (see
+  document per block; 8.0 kB since escalated cases' steps are thin and the record
+  travels as its event's payload (8.3 kB with the record sent a second time). The collector is paused while a block is decoded (see
   :func:`_next_block`). What the driver sends a worker (a block's place and its seed
   events) is JSON text whose shapes are the ``TypedDict`` classes below; a Ray row or
   batch itself (:data:`_Row`) is Ray's format.
