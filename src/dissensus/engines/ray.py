@@ -57,9 +57,9 @@ Choices where the design is silent:
 * **The collector in the driver.** Ray's modules and state are frozen out of the
   collector's generations once Ray is started (``gc.freeze``), and while a run's blocks
   come back the collector's thresholds are raised to about three blocks' containers
-  (:data:`_RUN_GC_THRESHOLD`, restored after): the decoded blocks are hundreds of thousands of fresh, acyclic containers that
-  live until the loop journals them, and the default thresholds had the collector walk
-  them again and again.
+  (:data:`_RUN_GC_THRESHOLD`, restored after): the decoded blocks are hundreds of
+  thousands of fresh, acyclic containers that live until the loop journals them, and
+  the default thresholds had the collector walk them again and again.
 * **Cluster.** Without ``--ray-address`` a local Ray instance is started with
   ``--workers`` CPUs (default: all), no dashboard; with an address the driver joins that
   cluster, whose workers must see the input file at the same path and have
@@ -72,15 +72,15 @@ Choices where the design is silent:
   the same way), each reject as JSON values, each event as ``(key, type, case, canonical
   text of the payload)`` and each record as the payload of its ``case.record`` event
   (JSON values of its own only when it differs from that payload); the driver validates
-  records and rejects again. The payload travels once, as the text the
-  journal stores and hashes, so Ray moves and the driver unpickles one bytes object
-  per block, and the driver parses each payload once (msgspec: integers stay exact;
-  ``json`` for what msgspec cannot take, such as a lone surrogate) for the journal's
-  in-memory events. Measured on the synthetic 5-agent panels: about 13 kB per panel,
-  against 27 kB when each payload travelled both as JSON and as text inside one JSON
-  document per block; 8.0 kB since escalated cases' steps are thin and the record
-  travels as its event's payload (8.3 kB with the record sent a second time). The collector is paused while a block is decoded (see
-  :func:`_next_block`). What the driver sends a worker (a block's place and its seed
+  records and rejects again. The payload travels once, as the text the journal stores
+  and hashes, so Ray moves and the driver unpickles one bytes object per block, and the
+  driver parses each payload once (msgspec: integers stay exact; ``json`` for what
+  msgspec cannot take, such as a lone surrogate) for the journal's in-memory events.
+  Measured on the synthetic 5-agent panels: about 13 kB per panel, against 27 kB when
+  each payload travelled both as JSON and as text inside one JSON document per block;
+  8.0 kB since escalated cases' steps are thin and the record travels as its event's
+  payload (8.3 kB with the record sent a second time). The collector is paused while a
+  block is decoded (see :func:`_next_block`). What the driver sends a worker (a block's place and its seed
   events) is JSON text whose shapes are the ``TypedDict`` classes below; a Ray row or
   batch itself (:data:`_Row`) is Ray's format.
 * ``$DISSENSUS_FAULT_RAY_KILL`` (``BLOCK:MARKER_PATH``) makes the worker that first
