@@ -3,8 +3,8 @@
 A worker sends each event's payload once, as its canonical text; the driver parses it
 back for the journal's in-memory events. The parsed payload must be the same JSON value
 (its canonical text unchanged: integers beyond 64 bits stay exact, lone surrogates
-survive), records and rejects must come back equal, and the driver's collector must be
-left as it was found.
+survive), records and rejects must come back equal (a record sent as the payload of its
+``case.record`` event too), and the driver's collector must be left as it was found.
 """
 
 from __future__ import annotations
@@ -13,11 +13,13 @@ import gc
 import pickle
 from typing import Any
 
+import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
 from dissensus.canonical import canonical
 from dissensus.engines.ray import _BlockResult, _CaseResult, _next_block, _payload
+from dissensus.errors import InputError
 from dissensus.io.jsonl import Reject
 from dissensus.pipeline.records import CaseRecord
 
@@ -97,3 +99,20 @@ def test_a_block_decodes_to_the_records_events_and_rejects_sent(
     got = outcomes[1].events
     assert [(e.key, e.type, e.case, e.text) for e in got] == events
     assert [e.payload for e in got] == payloads
+
+
+def test_a_record_sent_as_its_events_payload_decodes_to_that_record() -> None:
+    record = _record(4)
+    text = canonical(record.model_dump(mode="json"))
+    events = [("case/4/s0", "case.steps", "4", "{}"), ("case/4/record", "case.record", "4", text)]
+    sent = _BlockResult(block=0, cases=[_CaseResult(4, None, None, events)], rss_mb=1.0, cpu_s=0.1)
+    _, outcomes, _, _, _ = _next_block(iter([pickle.dumps(sent)]))
+    assert outcomes[0].record == record
+    assert [e.text for e in outcomes[0].events] == ["{}", text]
+
+
+def test_a_case_with_neither_record_nor_reject_is_refused() -> None:
+    events = [("case/5/s0", "case.steps", "5", "{}")]
+    sent = _BlockResult(block=0, cases=[_CaseResult(5, None, None, events)], rss_mb=1.0, cpu_s=0.1)
+    with pytest.raises(InputError, match="neither a record nor a reject for line 5"):
+        _next_block(iter([pickle.dumps(sent)]))

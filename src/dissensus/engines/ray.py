@@ -22,6 +22,13 @@ Choices where the design is silent:
   validation; each worker
   reports the CPU time it spent on a block, so the driver's CPU per panel can be
   measured apart from the workers'.
+* **A decoded block is handed over whole.** :meth:`RayExecutor.outcomes` keeps an
+  async generator's protocol (``anext``, ``aclose``) but hands each outcome of a block
+  already decoded to the loop as a done future (:class:`_Handover`), so the loop takes
+  it without a task or a turn of the event loop of its own; only the first outcome of a
+  block still to come is awaited, and the loop commits what it holds meanwhile, as
+  before. (A generator yielding outcome by outcome had the loop schedule a task per
+  case: some 5-7% of the run-loop thread's CPU.)
 * **Workers never write the journal.** A worker decides a block against a throw-away
   in-memory journal seeded with whatever the real journal already holds for the
   block's lines (so a resumed, half-done case replays its journalled steps and model
@@ -49,10 +56,10 @@ Choices where the design is silent:
   already).
 * **The collector in the driver.** Ray's modules and state are frozen out of the
   collector's generations once Ray is started (``gc.freeze``), and while a run's blocks
-  come back the collector's thresholds are raised (:data:`_RUN_GC_THRESHOLD`, restored
-  after): the decoded blocks are hundreds of thousands of fresh, acyclic containers that
-  live until the loop journals them, and the default thresholds had the collector walk
-  them again and again.
+  come back the collector's thresholds are raised to about three blocks' containers
+  (:data:`_RUN_GC_THRESHOLD`, restored after): the decoded blocks are hundreds of
+  thousands of fresh, acyclic containers that live until the loop journals them, and
+  the default thresholds had the collector walk them again and again.
 * **Cluster.** Without ``--ray-address`` a local Ray instance is started with
   ``--workers`` CPUs (default: all), no dashboard; with an address the driver joins that
   cluster, whose workers must see the input file at the same path and have
@@ -62,15 +69,18 @@ Choices where the design is silent:
   busy on a few thousand panels.
 * **What a worker hands back is one object per block**: a pickled
   :class:`_BlockResult` (Ray pickles whatever it moves; the route run's tallies travel
-  the same way), each record and reject as JSON values (validated again by the driver)
-  and each event as ``(key, type, case, canonical text of the payload)``. The payload travels once, as the text the
-  journal stores and hashes, so Ray moves and the driver unpickles one bytes object
-  per block, and the driver parses each payload once (msgspec: integers stay exact;
-  ``json`` for what msgspec cannot take, such as a lone surrogate) for the journal's
-  in-memory events. Measured on the synthetic 5-agent panels: about 13 kB per panel,
-  against 27 kB when each payload travelled both as JSON and as text inside one JSON
-  document per block. The collector is paused while a block is decoded (see
-  :func:`_next_block`). What the driver sends a worker (a block's place and its seed
+  the same way), each reject as JSON values, each event as ``(key, type, case, canonical
+  text of the payload)`` and each record as the payload of its ``case.record`` event
+  (JSON values of its own only when it differs from that payload); the driver validates
+  records and rejects again. The payload travels once, as the text the journal stores
+  and hashes, so Ray moves and the driver unpickles one bytes object per block, and the
+  driver parses each payload once (msgspec: integers stay exact; ``json`` for what
+  msgspec cannot take, such as a lone surrogate) for the journal's in-memory events.
+  Measured on the synthetic 5-agent panels: about 13 kB per panel, against 27 kB when
+  each payload travelled both as JSON and as text inside one JSON document per block;
+  8.0 kB since escalated cases' steps are thin and the record travels as its event's
+  payload (8.3 kB with the record sent a second time). The collector is paused while a
+  block is decoded (see :func:`_next_block`). What the driver sends a worker (a block's place and its seed
   events) is JSON text whose shapes are the ``TypedDict`` classes below; a Ray row or
   batch itself (:data:`_Row`) is Ray's format.
 * ``$DISSENSUS_FAULT_RAY_KILL`` (``BLOCK:MARKER_PATH``) makes the worker that first
@@ -91,7 +101,7 @@ from collections import Counter, deque
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, NamedTuple, TypeAlias
+from typing import IO, TYPE_CHECKING, Any, NamedTuple, TypeAlias, cast
 
 import msgspec
 from typing_extensions import TypedDict
@@ -104,6 +114,7 @@ from dissensus.types import JsonObject, Panel
 if TYPE_CHECKING:
     from dissensus.pipeline.executors import Outcome, RunContext
     from dissensus.pipeline.records import CaseRecord
+    from dissensus.store.journal import NewEvent
 
 __all__ = [
     "FAULT_ENV",
@@ -165,7 +176,8 @@ class _CaseResult(NamedTuple):
 
     line: int
     record: JsonObject | None
-    """The record as JSON values (``CaseRecord.model_dump(mode="json")``), or None."""
+    """The record as JSON values (``CaseRecord.model_dump(mode="json")``), or None: a
+    reject, or the record is the payload of the case's ``case/LINE/record`` event."""
     reject: JsonObject | None
     """The reject as JSON values, or None."""
     events: list[_EventText]
@@ -363,11 +375,16 @@ class _Decider:
             # throw-away journal), then the rest of its events, never journalled here.
             # Each payload travels as its canonical text only, made here on the worker:
             # the driver stores and hashes it as it is and parses it once.
+            written = (*memory.events(self.run_id, case=str(number)), *pending)
             events: list[_EventText] = [
-                (e.key, e.type, e.case, canonical(e.payload))
-                for e in (*memory.events(self.run_id, case=str(number)), *pending)
+                (e.key, e.type, e.case, canonical(e.payload)) for e in written
             ]
-            cases.append(_CaseResult(number, record.model_dump(mode="json"), None, events))
+            # The record travels as its event's payload when it is that payload (as it
+            # is, unless a replayed record's dump differs), not a second time.
+            dump = record.model_dump(mode="json")
+            key = f"case/{number}/record"
+            same = any(e.key == key and e.payload == dump for e in written)
+            cases.append(_CaseResult(number, None if same else dump, None, events))
 
         try:
             for panel, number in prefetched(rt, parsed):
@@ -446,7 +463,12 @@ class RayExecutor:
         self.options = options or RayOptions()
         self.stats = stats if stats is not None else {}
 
-    async def outcomes(self, ctx: RunContext) -> AsyncGenerator[Outcome, None]:
+    def outcomes(self, ctx: RunContext) -> AsyncGenerator[Outcome, None]:
+        # An async generator's protocol, kept by a hand-over of whole blocks (_Handover).
+        return cast("AsyncGenerator[Outcome, None]", _Handover(self._blocks(ctx)))
+
+    async def _blocks(self, ctx: RunContext) -> AsyncGenerator[list[Outcome], None]:
+        """The run's outcomes a block at a time, in input order."""
         opts = self.options
         blocks = _plan(ctx, opts.lines_per_block)
         seeds = _seeds(ctx.journal, ctx.run_id)
@@ -490,8 +512,7 @@ class RayExecutor:
         gc.set_threshold(*_RUN_GC_THRESHOLD)
         try:
             async for batch in collected:
-                for outcome in batch:
-                    yield outcome
+                yield batch
         finally:
             gc.set_threshold(*thresholds)
             await collected.aclose()
@@ -522,11 +543,49 @@ class RayExecutor:
             yield outcomes
 
 
-_RUN_GC_THRESHOLD = (50_000, 20, 100)
+class _Handover:
+    """The outcomes of a stream of blocks, one at a time, as an async generator hands
+    them over (``anext``, ``async for``, ``aclose``), where every outcome of a block
+    already decoded comes as a *done* future: the run loop takes it without a task of
+    its own or a turn of the event loop. Only the first outcome of a block that is
+    still to come is a task (waiting for the block), so the loop commits what it holds
+    meanwhile, as it would with a generator."""
+
+    def __init__(self, blocks: AsyncGenerator[list[Outcome], None]) -> None:
+        self._blocks = blocks
+        self._ready: deque[Outcome] = deque()
+
+    def __aiter__(self) -> _Handover:
+        return self
+
+    def __anext__(self) -> asyncio.Future[Outcome]:
+        loop = asyncio.get_running_loop()
+        if self._ready:
+            done: asyncio.Future[Outcome] = loop.create_future()
+            done.set_result(self._ready.popleft())
+            return done
+        return loop.create_task(self._first())
+
+    async def _first(self) -> Outcome:
+        """The first outcome of the next block that has any (StopAsyncIteration: none)."""
+        while not self._ready:
+            self._ready.extend(await anext(self._blocks))
+        return self._ready.popleft()
+
+    async def aclose(self) -> None:
+        self._ready.clear()
+        await self._blocks.aclose()
+
+
+_RUN_GC_THRESHOLD = (250_000, 20, 100)
 """The collector's thresholds while a run's blocks come back (the process's own are
-restored after): a decoded block is some hundred thousand fresh containers, alive until
-the loop has journalled them, which the default thresholds (700, 10, 10) would have the
-collector walk again and again (about a third of the driver's CPU)."""
+restored after): a decoded block is some hundred thousand fresh containers (about 83,000
+for 512 synthetic 5-agent panels), alive until the loop has journalled them, which the
+default thresholds (700, 10, 10) would have the collector walk again and again (about a
+third of the driver's CPU). The first threshold is about three such blocks: one block
+being journalled while the next is decoded stays under it, so the collector runs when
+the heap grows, not once a block (50,000 had it walk about a block each time: 9 us of
+the driver's CPU per panel, against 3 us)."""
 
 _DEPTH = 2
 """Blocks in flight per worker: one being decided, one waiting, so a worker never idles
@@ -598,7 +657,7 @@ def _next_block(results: Iterator[bytes]) -> tuple[int, list[Outcome], float, fl
     gc.disable()
     try:
         result: _BlockResult = pickle.loads(raw)
-        outcomes = [_outcome(c) for c in result.cases]
+        outcomes = _outcomes(result.cases)
     finally:
         if collecting:
             gc.enable()
@@ -606,23 +665,34 @@ def _next_block(results: Iterator[bytes]) -> tuple[int, list[Outcome], float, fl
     return result.block, outcomes, result.rss_mb, result.cpu_s, decode
 
 
-def _outcome(case: _CaseResult) -> Outcome:
-    """What a worker decided for one line, as the run loop takes it."""
+def _outcomes(cases: list[_CaseResult]) -> list[Outcome]:
+    """What a worker decided for each line of a block, as the run loop takes it."""
     from dissensus.pipeline.executors import Outcome
     from dissensus.pipeline.records import CaseRecord
     from dissensus.store.journal import NewEvent
 
-    if case.reject is not None:
-        return Outcome(line=case.line, reject=Reject.model_validate(case.reject))
-    assert case.record is not None  # a worker sends a record or a reject
-    return Outcome(
-        line=case.line,
-        record=CaseRecord.model_validate(case.record),
-        events=[
+    out: list[Outcome] = []
+    for case in cases:
+        if case.reject is not None:
+            out.append(Outcome(line=case.line, reject=Reject.model_validate(case.reject)))
+            continue
+        events = [
             NewEvent(type_, _payload(text), key, where, text)
             for key, type_, where, text in case.events
-        ],
-    )
+        ]
+        record = case.record if case.record is not None else _record_payload(case.line, events)
+        out.append(Outcome(line=case.line, record=CaseRecord.model_validate(record), events=events))
+    return out
+
+
+def _record_payload(line: int, events: list[NewEvent]) -> JsonObject:
+    """The payload of line ``line``'s record event (a worker sent the record as that)."""
+    key = f"case/{line}/record"
+    for event in reversed(events):  # the record is the case's last event
+        if event.key == key:
+            payload: JsonObject = event.payload
+            return payload
+    raise InputError(f"a worker sent neither a record nor a reject for line {line}")
 
 
 def _payload(text: str) -> JsonObject:
