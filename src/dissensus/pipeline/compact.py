@@ -78,11 +78,15 @@ def fold(events: Sequence[NewEvent], ref: str) -> list[NewEvent]:
     """A case's first batch of events with its :data:`COMPACT_STEPS` folded into one
     ``case.steps`` event (in the place of the first of them), thinned by what the batch's
     review item holds; unchanged when fewer than two steps fold."""
-    folded = {
-        _step(e.key): e.payload
-        for e in events
-        if e.type in COMPACT_STEPS and _step(e.key) in COMPACT_STEPS[e.type]
-    }
+    folded: dict[str, JsonObject] = {}
+    keys: set[str] = set()
+    for e in events:
+        names = COMPACT_STEPS.get(e.type)
+        if names is not None:
+            step = _step(e.key)
+            if step in names:
+                folded[step] = e.payload
+                keys.add(e.key)
     if len(folded) < 2:
         return events if isinstance(events, list) else list(events)
     prefix = f"case/{ref}/"
@@ -94,7 +98,7 @@ def fold(events: Sequence[NewEvent], ref: str) -> list[NewEvent]:
     out: list[NewEvent] = []
     placed = False
     for e in events:
-        if e.type in COMPACT_STEPS and _step(e.key) in folded:
+        if e.key in keys and e.type in COMPACT_STEPS:
             if not placed:
                 out.append(NewEvent(STEPS_TYPE, payload, prefix + STEPS_STEP, ref))
                 placed = True
