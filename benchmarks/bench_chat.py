@@ -13,7 +13,16 @@ queue: the longest path a request without a model-backed follow-up takes).
   request to one member (the same HTTP client, so the transport's own cost cancels);
 * **throughput**: ``C`` concurrent clients, each sending requests back to back; requests
   per second against the ideal ``C / L`` (every request waits at least ``L``), for each
-  ``C`` of ``--concurrency``.
+  ``C`` of ``--concurrency``. Measured two ways:
+
+  - **from a simultaneous start** (``--rounds`` requests per client, the wall time until
+    the last one is answered): all ``C`` first requests arrive at once and queue behind
+    each other for the server's CPU, and the last client ends that much later, so with
+    few rounds the figure is dominated by the start;
+  - **steady state** (``--steady-s`` seconds of the same load): the mean latency of the
+    requests sent after the first third of that time, when the start's queue has
+    spread out; the rate is ``C`` / that mean (a closed loop: each client always has one
+    request waiting), the ratio ``L`` / that mean.
 
 * **the door alone**: the same figures for the library call (:class:`dissensus.panels.PanelChat`,
   in this process, journal in a fresh SQLite file) over in-process members that answer
@@ -40,7 +49,7 @@ repetitions, with the load average each one ended at.
 
 Usage::
 
-    python benchmarks/bench_chat.py [--members 5] [--latency 0.25] [--requests 60] [--concurrency 4 16 32] [--repeat 3]
+    python benchmarks/bench_chat.py [--members 5] [--latency 0.25] [--requests 60] [--concurrency 4 16 32] [--steady-s 5] [--repeat 3]
 """
 
 from __future__ import annotations
@@ -55,6 +64,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import httpx
@@ -180,6 +190,32 @@ async def sequential(url: str, n: int) -> list[float]:
         return [await one(client, url) for _ in range(n)]
 
 
+async def steady(call: Callable[[], Awaitable[float]], clients: int, seconds: float) -> float:
+    """Steady-state ratio to ``C / L`` over ``L`` = 1: the mean latency of the requests
+    ``clients`` back-to-back senders start after the first third of ``seconds`` (see the
+    module docstring); the caller divides ``L`` by it."""
+    started = time.perf_counter()
+    since, until = started + seconds / 3, started + seconds
+    kept: list[float] = []
+
+    async def worker() -> None:
+        while (now := time.perf_counter()) < until:
+            elapsed = await call()
+            if now >= since:
+                kept.append(elapsed)
+
+    await asyncio.gather(*(worker() for _ in range(clients)))
+    return statistics.mean(kept)
+
+
+async def steady_http(url: str, clients: int, seconds: float) -> float:
+    """:func:`steady` against the endpoint, over ``clients`` pooled connections."""
+    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
+    async with httpx.AsyncClient(timeout=600, limits=limits) as client:
+        await asyncio.gather(*(one(client, url) for _ in range(clients)))  # warm-up
+        return await steady(lambda: one(client, url), clients, seconds)
+
+
 async def concurrent(url: str, clients: int, each: int, meter: Meter | None = None) -> float:
     limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
     async with httpx.AsyncClient(timeout=600, limits=limits) as client:
@@ -242,9 +278,10 @@ class Sleeper:
 
 
 def library(
-    tmp: Path, n: int, latency: float, requests: int, rounds: int, cs: list[int]
-) -> tuple[list[float], dict[int, float], float]:
-    """The library call's sequential latencies, rates per ``C`` and CPU ms per sequential request."""
+    tmp: Path, n: int, latency: float, requests: int, rounds: int, cs: list[int], seconds: float
+) -> tuple[list[float], dict[int, float], dict[int, float], float]:
+    """The library call's sequential latencies, rates per ``C`` (from a simultaneous
+    start), steady-state mean latencies per ``C`` and CPU ms per sequential request."""
     members = [{"name": f"m{i}", "model": "scripted:unused", "family": f"f{i}"} for i in range(n)]
     policy = policy_from_dict({"reading": {"similarity": "tfidf"}, "panel": {"answer": "number"}})
     settings = policy.panel.model_validate(
@@ -262,7 +299,7 @@ def library(
 
     cpu_ms: list[float] = []
 
-    async def run() -> tuple[list[float], dict[int, float]]:
+    async def run() -> tuple[list[float], dict[int, float], dict[int, float]]:
         await timed()
         cpu0 = time.process_time()
         seq = [await timed() for _ in range(requests)]
@@ -277,14 +314,15 @@ def library(
             started = time.perf_counter()
             await asyncio.gather(*(worker() for _ in range(c)))
             rates[c] = c * rounds / (time.perf_counter() - started)
-        return seq, rates
+        steadies = {c: await steady(timed, c, seconds) for c in cs} if seconds > 0 else {}
+        return seq, rates, steadies
 
     try:
-        seq, rates = asyncio.run(run())
+        seq, rates, steadies = asyncio.run(run())
     finally:
         chat.close()
         journal.close()
-    return seq, rates, cpu_ms[0]
+    return seq, rates, steadies, cpu_ms[0]
 
 
 def cpu_seconds(pid: int) -> float:
@@ -297,6 +335,7 @@ def report(
     lat: float,
     seq: list[float],
     rates: dict[int, float],
+    steadies: dict[int, float],
     cpu_lines: dict[int, str] | None = None,
 ) -> None:
     p50, p99 = pct(seq, 0.5), pct(seq, 0.99)
@@ -316,6 +355,11 @@ def report(
             f"  C = {c:3d} concurrent: {rate:7.1f} requests/s; C/L = {ideal:7.1f}; "
             f"ratio {rate / ideal:5.2f}" + (f"; {lines[c]}" if c in lines else "")
         )
+    for c, mean in steadies.items():
+        print(
+            f"  C = {c:3d} steady state: {c / mean:7.1f} requests/s; C/L = {c / lat:7.1f}; "
+            f"ratio {lat / mean:5.2f}; mean latency {mean * 1000:7.1f} ms"
+        )
 
 
 def pct(values: list[float], q: float) -> float:
@@ -326,8 +370,8 @@ def pct(values: list[float], q: float) -> float:
 def measure(args: argparse.Namespace, tmp: Path) -> Figures:
     """One repetition: the library call, then the endpoint; prints its full report."""
     lat = args.latency
-    lib_seq, lib_rates, lib_cpu = library(
-        tmp, args.members, lat, args.requests, args.rounds, args.concurrency
+    lib_seq, lib_rates, lib_steady, lib_cpu = library(
+        tmp, args.members, lat, args.requests, args.rounds, args.concurrency, args.steady_s
     )
     members, urls = start_members(args.members, lat)
     cpu: dict[int, dict[str, float]] = {}
@@ -348,6 +392,10 @@ def measure(args: argparse.Namespace, tmp: Path) -> Figures:
                 rates[c] = asyncio.run(concurrent(chat, c, args.rounds, meter))
                 cpu_lines[c] = meter.line()
                 cpu[c] = dict(meter.per_request)
+            steadies = {
+                c: asyncio.run(steady_http(chat, c, args.steady_s))
+                for c in (args.concurrency if args.steady_s > 0 else [])
+            }
         finally:
             proc.terminate()
             proc.wait(timeout=30)
@@ -359,8 +407,8 @@ def measure(args: argparse.Namespace, tmp: Path) -> Figures:
         f"journal sync {os.environ['DISSENSUS_JOURNAL_SYNC']}; {os.cpu_count()} CPUs"
     )
     print(f"library call: CPU per sequential request {lib_cpu:.1f} ms")
-    report("library call (PanelChat), in-process members:", lat, lib_seq, lib_rates)
-    report("HTTP endpoint, loopback member servers:", lat, seq, rates, cpu_lines)
+    report("library call (PanelChat), in-process members:", lat, lib_seq, lib_rates, lib_steady)
+    report("HTTP endpoint, loopback member servers:", lat, seq, rates, steadies, cpu_lines)
     print(
         f"  direct request to one member: p50 {d50 * 1000:7.1f} ms; "
         f"endpoint p50 added over it: {(pct(seq, 0.5) - d50) * 1000:7.1f} ms"
@@ -384,8 +432,11 @@ def measure(args: argparse.Namespace, tmp: Path) -> Figures:
         **{f"library ratio C={c}": r * lat / c for c, r in lib_rates.items()},
         "endpoint added p50 ms": (pct(seq, 0.5) - lat) * 1000,
         "endpoint added p99 ms": (pct(seq, 0.99) - lat) * 1000,
+        "endpoint added p50 over a direct member request, ms": (pct(seq, 0.5) - d50) * 1000,
         "endpoint ratio C=1": lat / statistics.mean(seq),
         **{f"endpoint ratio C={c}": r * lat / c for c, r in rates.items()},
+        **{f"library steady ratio C={c}": lat / m for c, m in lib_steady.items()},
+        **{f"endpoint steady ratio C={c}": lat / m for c, m in steadies.items()},
         **{f"server CPU ms per request C={c}": per["server"] * 1000 for c, per in cpu.items()},
         "load average (1 min)": load[0],
     }
@@ -399,6 +450,9 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=60, help="Sequential requests.")
     parser.add_argument("--rounds", type=int, default=4, help="Requests per concurrent client.")
     parser.add_argument("--concurrency", type=int, nargs="+", default=[4, 16, 32])
+    parser.add_argument(
+        "--steady-s", type=float, default=5.0, help="Seconds of each steady-state run (0: none)."
+    )
     parser.add_argument("--repeat", type=int, default=1, help="Repetitions (spread printed).")
     args = parser.parse_args()
     runs: list[Figures] = []
