@@ -522,6 +522,22 @@ def test_serve_on_a_busy_port_fails_before_printing(tmp_path: Path) -> None:
     assert "cannot listen" in res.stderr
 
 
+def test_serve_with_a_bad_shutdown_time_fails_before_printing_or_opening(tmp_path: Path) -> None:
+    """An unreadable ``$DISSENSUS_SERVE_SHUTDOWN_S`` is a one-line error before the banner,
+    and the journal is not created."""
+    from cli_helpers import run_cli
+    from dissensus.serve.server import SHUTDOWN_ENV
+
+    journal = tmp_path / "j.sqlite"
+    for bad in ("abc", "0"):
+        env = {**os.environ, SHUTDOWN_ENV: bad}
+        res = run_cli("serve", "--journal", journal, "--port", "0", env=env)
+        assert res.returncode == 2, res.stderr
+        assert SHUTDOWN_ENV in res.stderr and repr(bad) in res.stderr
+        assert "review page" not in res.stderr and "http://" not in res.stderr
+        assert not journal.exists()
+
+
 # -- properties ---------------------------------------------------------------------------------
 
 

@@ -101,7 +101,7 @@ def serve_command(
 
     try:
         from dissensus.serve import ServeSettings, check_exposure, create_app
-        from dissensus.serve.server import listen, serve
+        from dissensus.serve.server import graceful_shutdown_s, listen, serve
     except ImportError as exc:
         raise ConfigError(
             f"dissensus serve needs the 'serve' extra (pip install 'dissensus[serve]'): {exc}"
@@ -128,6 +128,8 @@ def serve_command(
         undo_window_s=undo_window,
     )
     check_exposure(settings)
+    # Every setting is checked before the port is bound, the journal opened or anything printed.
+    shutdown_s = graceful_shutdown_s()
     sock = listen(host, port)
     application = create_app(settings)
     port = sock.getsockname()[1]
@@ -144,7 +146,7 @@ def serve_command(
     # Everything alive now (modules, schemas, the app) lives until exit: moving it out of
     # the collector's reach keeps each request's garbage collections small.
     gc.freeze()
-    serve(application, application.state.service.runner, sock=sock)
+    serve(application, application.state.service.runner, sock=sock, shutdown_s=shutdown_s)
     raise typer.Exit(code=EXIT_OK)
 
 

@@ -119,8 +119,9 @@ def listen(host: str, port: int) -> socket.socket:
     return sock
 
 
-def serve(app: Any, runner: Runner, *, sock: socket.socket) -> None:
-    """Serve ``app`` on the bound ``sock`` (:func:`listen`) until SIGTERM / SIGINT."""
+def serve(app: Any, runner: Runner, *, sock: socket.socket, shutdown_s: int | None = None) -> None:
+    """Serve ``app`` on the bound ``sock`` (:func:`listen`) until SIGTERM / SIGINT, with
+    ``shutdown_s`` seconds of graceful shutdown (default: :func:`graceful_shutdown_s`)."""
     host, port = sock.getsockname()[:2]
     config = uvicorn.Config(
         app,
@@ -128,6 +129,6 @@ def serve(app: Any, runner: Runner, *, sock: socket.socket) -> None:
         port=port,
         log_level="warning",
         access_log=False,
-        timeout_graceful_shutdown=graceful_shutdown_s(),
+        timeout_graceful_shutdown=graceful_shutdown_s() if shutdown_s is None else shutdown_s,
     )
     Server(config, runner).run(sockets=[sock])
