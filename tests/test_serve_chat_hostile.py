@@ -19,6 +19,10 @@ import httpx
 import pytest
 import yaml
 
+from dissensus.io.limits import MAX_FIELD_CHARS, MAX_PANEL_CHARS
+from dissensus.panels import ChatError, PanelChat
+from dissensus.pipeline.durable import case_step
+from dissensus.pipeline.steps import CaseInput
 from dissensus.serve import ServeSettings, create_app
 from dissensus.store.journal import Journal
 from serve_helpers import auth, write_tokens
@@ -219,6 +223,117 @@ async def test_a_chunked_body_over_the_limit_is_a_413(
         assert "content-length" not in {k.lower() for k in got.request.headers}
         assert got.status_code == 413, got.text
         assert svc.calls == 0 and svc.runs() == 0
+
+
+# -- 4: the pipeline's own bounds ----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "messages",
+    [
+        [{"role": "user", "content": "x" * (MAX_FIELD_CHARS + 1)}],
+        [{"role": "system", "content": "Count."}, {"role": "user", "content": "y" * 40_000}],
+        [{"role": "user", "content": [{"type": "text", "text": "z" * 20_000}] * 2}],
+        [{"role": "user", "content": "1"}] * 100_000,
+        [{"role": "user", "content": "w" * 30_000}] * 9,
+    ],
+    ids=["one-field", "second-message", "joined-parts", "many-messages", "whole-record"],
+)
+async def test_messages_over_the_pipelines_bounds_are_a_413_before_any_member(
+    world: Path, tmp_path: Path, quiet: pytest.LogCaptureFixture, messages: list[Any]
+) -> None:
+    async with service(world, tmp_path) as svc:
+        got = await svc.post({"model": "m", "messages": messages})
+        error = _openai_error(got, 413)
+        assert (error["type"], error["code"], error["param"]) == (
+            "invalid_request_error",
+            "request_too_large",
+            "messages",
+        )
+        assert str(MAX_FIELD_CHARS) in error["message"] or str(MAX_PANEL_CHARS) in error["message"]
+        assert svc.calls == 0 and svc.runs() == 0
+
+
+async def test_a_message_of_exactly_the_field_bound_is_decided(
+    world: Path, tmp_path: Path, quiet: pytest.LogCaptureFixture
+) -> None:
+    async with service(world, tmp_path) as svc:
+        got = await svc.post(_ask("q" * MAX_FIELD_CHARS))
+        assert got.status_code == 200, got.text
+        assert svc.calls == 3
+
+
+async def test_a_member_answer_over_the_field_bound_is_a_failed_member(
+    world: Path, tmp_path: Path, quiet: pytest.LogCaptureFixture
+) -> None:
+    async with service(world, tmp_path) as svc:
+        got = await svc.post(_ask("ANSWER-LONG: Tom has 3 apples and buys 4 more."))
+        assert got.status_code == 200, got.text
+        ext = got.json()["dissensus"]
+        by_name = {m["name"]: m for m in ext["members"]}
+        assert by_name["a"]["status"] == by_name["b"]["status"] == "answered"
+        assert by_name["c"]["status"] == "failed" and by_name["c"]["decision"] is None
+        assert f"at most {MAX_FIELD_CHARS} per field" in by_name["c"]["why"]
+        assert svc.calls == 3
+        # The journalled panel says so too, without the text it could not hold.
+        case = await svc.http.get(ext["links"]["case"], headers=auth("sub"))
+        assert case.status_code == 200, case.text
+    with Journal(str(tmp_path / "journal.sqlite")) as journal:
+        entered = case_step(journal, ext["run_id"], 1, "input")
+        assert entered is not None
+        panel = CaseInput.model_validate(entered).panel
+    reports = {m["name"]: m for m in panel.meta["members"]}
+    assert reports["c"]["status"] == "failed" and "per field" in reports["c"]["why"]
+    assert panel.meta["answers"]["c"] == ""
+    assert [o.decision for o in panel.outputs] == ["7", "7", None]
+
+
+async def test_a_panel_over_the_record_bound_after_the_answers_is_a_502(
+    world: Path, tmp_path: Path, quiet: pytest.LogCaptureFixture
+) -> None:
+    # The request alone is within every bound; with member c's long answer (twice in the
+    # panel: its text and its reasoning) the panel is over the record's bound.
+    text = "ANSWER-WORDY " + "v" * 28_900
+    messages = [{"role": "user", "content": text}] * 9
+    assert 9 * (len(text) + 4) < MAX_PANEL_CHARS < 9 * (len(text) + 4) + 2 * len(WORDY)
+    async with service(world, tmp_path) as svc:
+        got = await svc.post({"model": "m", "messages": messages})
+        error = _openai_error(got, 502)
+        assert (error["type"], error["code"]) == ("server_error", "panel_too_large")
+        assert f"at most {MAX_PANEL_CHARS} per record" in error["message"]
+        assert svc.calls == 3 and svc.runs() == 0
+
+
+# -- 5: case ids ---------------------------------------------------------------------
+
+
+async def test_case_ids_take_only_ascii_line_numbers(
+    world: Path, tmp_path: Path, quiet: pytest.LogCaptureFixture
+) -> None:
+    async with service(world, tmp_path) as svc:
+        done = await svc.post(_ask())
+        assert done.status_code == 200, done.text
+        run_id = done.json()["dissensus"]["run_id"]
+        good = await svc.http.get(f"/v1/cases/{run_id}.1", headers=auth("sub"))
+        assert good.status_code == 200, good.text
+        for line in ["9" * 4_301, "\u00b9", "\u0661", "01", "+1", " 1", "1_0", "", "-1"]:
+            got = await svc.http.get(f"/v1/cases/{run_id}.{line}", headers=auth("sub"))
+            error = _openai_error(got, 404)
+            assert (error["type"], error["code"]) == ("not_found_error", "unknown_case")
+        for path in ["%ED%A0%80.1", "%00.1", "x" * 4_000 + ".1", f"{run_id}.1.1"]:
+            got = await svc.http.get(f"/v1/cases/{path}", headers=auth("sub"))
+            error = _openai_error(got, 404)
+            assert error["code"] == "unknown_case"
+    with Journal(str(tmp_path / "journal.sqlite")) as journal:
+        chat = PanelChat.from_file(world / "policy.yaml", journal=journal)
+        try:
+            for case_id in ["\ud800.1", f"{run_id}.\u0661", f"{run_id}.01"]:
+                with pytest.raises(ChatError) as caught:
+                    await chat.acase(case_id)
+                assert caught.value.status == 404
+            assert (await chat.acase(f"{run_id}.1")).run_id == run_id
+        finally:
+            await chat.aclose()
 
 
 # -- 6, 7: stream, and the nulls OpenAI accepts --------------------------------------
