@@ -27,12 +27,18 @@ of the object, so use them from one thread and not from inside a running loop; t
 ``created`` is the wall clock at the answer; the request's messages are checked representable
 (no lone surrogate) when parsed, since the fan-out builds the panel from them without
 validating it (the pipeline validates it); :meth:`PanelChat.awarm` opens the members'
-clients ahead of the first request.
+clients ahead of the first request; a request whose own part of the panel (its id and
+messages) is over the pipeline's bounds on a record (:mod:`dissensus.io.limits`) is a
+``413`` before any member is asked, and a panel the members' answers took over them a
+``502`` ``panel_too_large`` (:class:`~dissensus.panels.fanout.PanelTooLarge`), never a
+pipeline failure; a case id's line is ASCII digits without a leading zero (anything else
+is an unknown case, so one case has one id).
 """
 
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from collections.abc import Coroutine, Mapping
 from pathlib import Path
@@ -42,7 +48,13 @@ from pydantic import ValidationError
 
 from dissensus.errors import DissensusError
 from dissensus.llm.base import Message
-from dissensus.panels.fanout import FanOut, Members, PanelUnavailable
+from dissensus.panels.fanout import (
+    FanOut,
+    Members,
+    PanelTooLarge,
+    PanelUnavailable,
+    request_overrun,
+)
 from dissensus.panels.shapes import (
     COMMITTED,
     ESCALATED,
@@ -71,6 +83,9 @@ from dissensus.types import Panel, find_unrepresentable
 __all__ = ["PanelChat", "answer_of", "as_chunks", "parse_request"]
 
 T = TypeVar("T")
+
+_LINE = re.compile(r"[1-9][0-9]{0,8}")
+"""The line part of a case id (``<run>.<line>``)."""
 
 
 def _message(message: RequestMessage) -> Message:
@@ -249,10 +264,23 @@ class PanelChat:
         request = self.check(body)
         run_id = new_run_id()
         case_id = review_id_for(run_id, 1)
+        panel_id = f"chatcmpl-{run_id}"
         messages = [_message(m) for m in request.messages]
+        # The pipeline's bounds on what the request puts in the panel, before any member
+        # is asked: over them, no answer could make the panel decidable.
+        over = request_overrun(panel_id, messages)
+        if over is not None:
+            where = over.field.removeprefix("meta.")
+            raise ChatError(
+                413,
+                f"{where if where != '<text>' else 'the messages'}: {over.message} "
+                "(the pipeline's bound on a panel)",
+                param="messages",
+                code="request_too_large",
+            )
         try:
             fan = await self.members.fan_out(
-                f"chatcmpl-{run_id}",
+                panel_id,
                 messages,
                 temperature=request.temperature,
                 seed=request.seed,
@@ -260,6 +288,8 @@ class PanelChat:
             )
         except PanelUnavailable as exc:
             raise ChatError(502, str(exc), type="server_error", code="panel_unavailable") from None
+        except PanelTooLarge as exc:
+            raise ChatError(502, str(exc), type="server_error", code="panel_too_large") from None
         try:
             record = await self._decider.run(
                 _decide_panel(fan.panel, self.spec, journal=self.journal, run_id=run_id)
@@ -317,7 +347,11 @@ class PanelChat:
         unknown = ChatError(
             404, f"no case {case_id!r} in the journal", type="not_found_error", code="unknown_case"
         )
-        if not sep or not run_id or not line_text.isdigit():
+        # ASCII digits only, no leading zero, a sane length: ``str.isdigit`` takes "¹" and
+        # "١" (the second would be another id of the same case), ``int`` 4,301 digits not.
+        if not sep or not run_id or _LINE.fullmatch(line_text) is None:
+            raise unknown
+        if find_unrepresentable(run_id) is not None:  # a lone surrogate: no run has it
             raise unknown
         if self.journal.run(run_id, missing_ok=True) is None:
             raise unknown

@@ -23,6 +23,18 @@ Choices where the design is silent:
   members and the reading counts only the voices that spoke; the failure is written in
   ``meta.members`` with why. Fewer than ``panel.min_answers`` members that spoke is a
   :class:`PanelUnavailable`.
+* **The pipeline's bounds** (:mod:`dissensus.io.limits`, applied to every record the
+  pipeline reads) are the fan-out's to keep, since it builds the panel. A member whose
+  answer is longer than one text field may be (:data:`~dissensus.io.limits.MAX_FIELD_CHARS`,
+  its text or the reasoning or decision read from it) is a failure like the others: an
+  abstention without reasoning, its text not kept in ``meta.answers``, and ``why`` naming
+  the bound, so the rest of the panel is still decided. A panel whose text is over the
+  record's bound (:data:`~dissensus.io.limits.MAX_PANEL_CHARS`) once the answers are in
+  is a :class:`PanelTooLarge`, before the pipeline sees it (the door answers ``502``
+  ``panel_too_large``): which answers to drop to fit would be a choice of the door's,
+  not the members'. The request's own part of the panel (its id and messages) is checked
+  before any member is asked (:func:`request_overrun`); failure reasons are cut to
+  :data:`MAX_WHY_CHARS` characters.
 * **The deadline** (``panel.deadline_s``) bounds the whole fan-out; members still running
   then are cancelled and reported ``failed`` with the deadline as the reason.
 * **What the panel records**: ``meta.source`` is ``"chat"``, ``meta.messages`` the
@@ -60,17 +72,26 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dissensus.errors import DissensusError
+from dissensus.io.limits import MAX_FIELD_CHARS, MAX_PANEL_CHARS, Overrun, check_record
 from dissensus.llm.base import ChatBackend, ChatRequest, LLMError, Message, StructuredOutputError
 from dissensus.llm.budget import Budget
 from dissensus.llm.client import ClientSettings, ModelClient
 from dissensus.llm.openai_backend import OpenAIBackend, aiohttp_available
 from dissensus.llm.resolve import make_backend
-from dissensus.panels.answers import read_answer, verdict_schema
+from dissensus.panels.answers import MemberAnswer, read_answer, verdict_schema
 from dissensus.panels.shapes import MemberReport
 from dissensus.pipeline.policy import PanelMember, PanelSettings, relative_model_spec
 from dissensus.types import AgentOutput, JsonObject, Panel, Usage
 
-__all__ = ["STAGE", "FanOut", "Members", "PanelUnavailable", "member_request"]
+__all__ = [
+    "STAGE",
+    "FanOut",
+    "Members",
+    "PanelTooLarge",
+    "PanelUnavailable",
+    "member_request",
+    "request_overrun",
+]
 
 STAGE = "panel.answer"
 """The ``stage`` of every member request (part of a recording's key)."""
@@ -82,6 +103,62 @@ class PanelUnavailable(DissensusError):
     def __init__(self, message: str, reports: list[MemberReport]) -> None:
         super().__init__(message)
         self.reports = reports
+
+
+class PanelTooLarge(DissensusError):
+    """The panel of the members' answers is over a bound the pipeline applies to every
+    record (:mod:`dissensus.io.limits`): it cannot be decided as it is."""
+
+    def __init__(self, message: str, reports: list[MemberReport]) -> None:
+        super().__init__(message)
+        self.reports = reports
+
+
+SOURCE = "chat"
+"""``meta.source`` of every panel the door builds."""
+
+
+def _request_meta(messages: list[Message]) -> list[JsonObject]:
+    """``meta.messages``: the request's messages as the panel records them."""
+    return [{"role": m.role, "content": m.content} for m in messages]
+
+
+def request_overrun(panel_id: str, messages: list[Message]) -> Overrun | None:
+    """The first bound of :mod:`dissensus.io.limits` that the request's own part of its
+    panel (``id``, ``meta.source``, ``meta.messages``) goes over, or ``None``.
+
+    The members' answers only add to that part, so a request over a bound cannot be
+    decided whatever they answer: the door refuses it before asking any member.
+    """
+    longest = max((len(m.content) for m in messages), default=0)
+    total = sum(len(m.role) + len(m.content) for m in messages)
+    if max(longest, len(panel_id)) <= MAX_FIELD_CHARS and (
+        len(panel_id) + len(SOURCE) + total <= MAX_PANEL_CHARS
+    ):
+        return None  # the usual case, without building and walking the record
+    own = {"id": panel_id, "meta": {"source": SOURCE, "messages": _request_meta(messages)}}
+    return check_record(own)
+
+
+def _read(text: str, settings: PanelSettings) -> tuple[MemberAnswer | None, str | None]:
+    """A member's text read as an answer, or ``None`` and why it cannot be one: a text
+    longer than a panel's text field may be (:data:`~dissensus.io.limits.MAX_FIELD_CHARS`)."""
+    longest = len(text)
+    answer = None
+    if longest <= MAX_FIELD_CHARS:
+        answer = read_answer(text, settings)
+        longest = max(len(answer.reasoning), len(answer.decision or ""))
+    if longest <= MAX_FIELD_CHARS:
+        return answer, None
+    why = (
+        f"the answer is {longest} characters; at most {MAX_FIELD_CHARS} per field "
+        "of a panel (dissensus.io.limits)"
+    )
+    return None, why
+
+
+MAX_WHY_CHARS = 2_000
+"""Longest failure reason kept in ``meta.members`` (an error may quote a whole body)."""
 
 
 @dataclass(frozen=True)
@@ -250,8 +327,14 @@ class Members:
             spent = got.client.usage
             usage.add(spent)
             model = self.backends[member.name].model_id
-            if got.text is None:
-                why = got.failure or "no answer"
+            answer: MemberAnswer | None = None
+            why: str | None = got.failure
+            if got.text is not None:
+                answer, why = _read(got.text, st)
+            if answer is None:
+                why = why or "no answer"
+                if len(why) > MAX_WHY_CHARS:
+                    why = why[: MAX_WHY_CHARS - 1] + "\u2026"
                 outputs.append(
                     AgentOutput(
                         agent=member.name, decision=None, reasoning="", family=member.family
@@ -269,8 +352,7 @@ class Members:
                 )
                 answers[member.name] = ""
                 continue
-            answer = read_answer(got.text, st)
-            answers[member.name] = got.text
+            answers[member.name] = got.text or ""
             outputs.append(
                 AgentOutput(
                     agent=member.name,
@@ -298,14 +380,24 @@ class Members:
                 reports,
             )
         meta: JsonObject = {
-            "source": "chat",
-            "messages": [{"role": m.role, "content": m.content} for m in messages],
+            "source": SOURCE,
+            "messages": _request_meta(messages),
             "members": [r.model_dump(mode="json", exclude={"decision"}) for r in reports],
             "answers": answers,
         }
+        # Validated once, by the pipeline, from its journalled text (module docstring).
+        panel = Panel.model_construct(id=panel_id, meta=meta, outputs=outputs)
+        # The bounds the pipeline applies to the record, checked where they are still
+        # the door's to report: each answer fits a field (above), the whole may not.
+        over = check_record(panel)
+        if over is not None:
+            raise PanelTooLarge(
+                f"the panel of the members' answers is over the pipeline's bound: "
+                f"{over.field}: {over.message}",
+                reports,
+            )
         return FanOut(
-            # Validated once, by the pipeline, from its journalled text (module docstring).
-            panel=Panel.model_construct(id=panel_id, meta=meta, outputs=outputs),
+            panel=panel,
             reports=reports,
             usage=usage,
             answers=answers,

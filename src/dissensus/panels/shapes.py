@@ -10,7 +10,10 @@ Choices where the design is silent:
   ``max_tokens`` / ``max_completion_tokens`` and ``n`` are read; other OpenAI
   parameters (``top_p``, ``user``, ``stream_options``, ...) are accepted and ignored,
   so SDKs that send them still work. ``n`` other than 1, tool messages, tools and
-  content parts that are not text are refused with a ``400``.
+  content parts that are not text are refused with a ``400``. ``null`` is "not given"
+  for every optional field (as OpenAI reads it). ``stream`` is strict: ``true`` or
+  ``false`` (or ``null``), never a string or a number read as one, since the answer's
+  very shape depends on it.
 * **The model name** is echoed back and not otherwise used: the policy names the panel.
 * **Escalation** is a successful response: ``finish_reason`` is ``"escalated"``
   (:data:`ESCALATED`), the content says that a human decides and where to poll, and
@@ -23,7 +26,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator
 
 from dissensus.pipeline.learned import AcceptanceFigures
 from dissensus.pipeline.records import CaseRecord
@@ -129,18 +132,19 @@ class CompletionRequest(BaseModel):
 
     model: str = Field(min_length=1)
     messages: list[RequestMessage] = Field(min_length=1)
-    stream: bool = False
+    stream: StrictBool | None = None
+    """Whether to answer as server-sent events: ``true`` or ``false`` only (``null``: false)."""
     temperature: float | None = Field(default=None, ge=0.0, le=2.0, allow_inf_nan=False)
     seed: int | None = None
     max_tokens: int | None = Field(default=None, ge=1)
     max_completion_tokens: int | None = Field(default=None, ge=1)
-    n: int = 1
+    n: int | None = 1
     tools: list[Any] | None = None
 
     @field_validator("n")
     @classmethod
-    def _one_choice(cls, value: int) -> int:
-        if value != 1:
+    def _one_choice(cls, value: int | None) -> int | None:
+        if value is not None and value != 1:
             raise ValueError("only n=1 is supported: a panel gives one answer")
         return value
 

@@ -12,9 +12,17 @@ Choices where the design is silent:
   service's bearer tokens, so an OpenAI SDK's ``api_key`` is the dissensus token.
 * Every refusal, authentication included, is OpenAI's error body
   ``{"error": {"message", "type", "param", "code"}}`` with the matching status: 400
-  invalid request or body, 401 / 403 authentication, 404 no panel configured or unknown
-  case, 413 request over ``panel.max_request_chars``, 502 too few members answered,
-  500 the pipeline failed. Unexpected failures are a 500 without a traceback.
+  invalid request or body (JSON nested deeper than :data:`~dissensus.io.jsonl.MAX_DEPTH`
+  levels and integers of more digits than Python converts included, as for
+  ``POST /v1/decide``), 401 / 403 authentication, 404 no panel configured or unknown
+  case, 413 request over ``panel.max_request_chars`` or over the pipeline's bounds on a
+  panel, 502 too few members answered or a panel over the pipeline's bounds once they
+  did, 500 the pipeline failed. Unexpected failures are a 500 without a traceback.
+* The body is read outside the route's catch-all: what the service's middleware raises
+  from ``receive`` (a chunked body over ``--max-body-bytes``, a body too slow) reaches
+  the middleware, which answers it.
+* Whether to stream is the validated request's ``stream`` (strictly a boolean), never
+  the raw body's.
 * A stream starts after the panel is decided (a decision needs every member's answer):
   its three chunks carry the role, the whole content, then ``finish_reason``, ``usage``
   and ``dissensus``. A request refused before deciding is answered with the error body
@@ -27,12 +35,14 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
 from collections.abc import AsyncIterator
 from typing import Any
 
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
+from dissensus.io.jsonl import MAX_DEPTH, json_depth
 from dissensus.panels import ChatError, PanelChat, as_chunks
 from dissensus.pipeline import RunSpec
 from dissensus.serve.auth import Principal, allows
@@ -92,16 +102,30 @@ def _authorise(request: Request) -> Principal:
     return principal
 
 
-async def _body(request: Request) -> Any:
-    raw = await request.body()
+def _json(raw: bytes) -> Any:
+    """The JSON document of a body, or a ``400`` :class:`ChatError` naming why it is not one.
+
+    The same guards as ``POST /v1/decide`` (:func:`dissensus.serve.http.parse_json`): no
+    nesting deeper than :data:`~dissensus.io.jsonl.MAX_DEPTH` (anywhere, ignored extra
+    fields included) and no integer of more digits than Python converts.
+    """
     if not raw.strip():
         raise ChatError(400, "empty request body")
+    deep = ChatError(400, f"JSON nested deeper than {MAX_DEPTH} levels")
     try:
-        return json.loads(raw)
+        body = json.loads(raw)
     except UnicodeDecodeError:
         raise ChatError(400, "request body is not UTF-8") from None
     except json.JSONDecodeError as exc:
         raise ChatError(400, f"invalid JSON: {exc.msg} (line {exc.lineno})") from None
+    except RecursionError:
+        raise deep from None
+    except ValueError:  # an integer of more digits than Python converts
+        digits = sys.get_int_max_str_digits()
+        raise ChatError(400, f"invalid JSON: an integer of more than {digits} digits") from None
+    if raw.count(b"[") + raw.count(b"{") > MAX_DEPTH and json_depth(body) > MAX_DEPTH:
+        raise deep
+    return body
 
 
 def _event(data: str) -> str:
@@ -114,15 +138,22 @@ async def chat_completions(request: Request) -> Response:
     try:
         _authorise(request)
         chat = _chat(request)
-        body = await _body(request)
-        completion = await chat.acomplete(body)
+    except ChatError as exc:
+        return _error(exc)
+    # Read outside the broad ``except`` below: what the service's middleware raises from
+    # the body's ``receive`` (a body over --max-body-bytes, one arriving too slowly) is
+    # the middleware's to answer, not a failure of the door.
+    raw = await request.body()
+    try:
+        asked = chat.check(_json(raw))
+        completion = await chat.acomplete(asked)
     except ChatError as exc:
         return _error(exc)
     except Exception:
         log.exception("chat completion failed")
         return _error(ChatError(500, "internal error", type="server_error", code="internal"))
     headers = {"X-Dissensus-Run": completion.dissensus.run_id}
-    if not (isinstance(body, dict) and body.get("stream") is True):
+    if not asked.stream:
         # The completion is a validated model: serialised once, straight to the body.
         return Response(
             completion.model_dump_json(), media_type="application/json", headers=headers

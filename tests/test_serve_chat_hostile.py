@@ -1,0 +1,401 @@
+"""``POST /v1/chat/completions`` and ``GET /v1/cases/{id}`` against hostile or odd requests.
+
+Through the whole service (``create_app``, its middleware and lifespan) on an in-process
+ASGI client, with ``scripted:`` members whose calls are counted: every refusal is
+OpenAI's error body with the documented status, is given before any member is asked,
+and logs no traceback. Nulls OpenAI accepts are "not given"; ``stream`` is a boolean.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import yaml
+
+from dissensus.io.limits import MAX_FIELD_CHARS, MAX_PANEL_CHARS
+from dissensus.panels import ChatError, PanelChat
+from dissensus.pipeline.durable import case_step
+from dissensus.pipeline.steps import CaseInput
+from dissensus.serve import ServeSettings, create_app
+from dissensus.store.journal import Journal
+from serve_helpers import auth, write_tokens
+
+pytestmark = pytest.mark.anyio
+
+SHORT = "Seven apples in all. The answer is 7."
+WORDY = "Let me count the apples one at a time. " * 60 + "The answer is 7."
+"""About 2,400 characters: harmless alone, too much on a panel already near its bound."""
+
+
+def _script(path: Path, rules: list[dict[str, Any]]) -> str:
+    path.write_text(yaml.safe_dump({"rules": rules, "default": SHORT}), encoding="utf-8")
+    return f"scripted:{path.name}"
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("hostile")
+    plain = _script(root / "plain.yaml", [])
+    chatty = _script(
+        root / "chatty.yaml",
+        [
+            # An answer longer than one text field may be (dissensus.io.limits).
+            {"match": {"contains": "ANSWER-LONG"}, "response": "x" * 40_000 + " The answer is 7."},
+            {"match": {"contains": "ANSWER-WORDY"}, "response": WORDY},
+        ],
+    )
+    policy = {
+        "reading": {"similarity": "tfidf"},
+        "panel": {
+            "answer": "number",
+            "max_request_chars": 300_000,
+            "members": [
+                {"name": "a", "model": plain, "family": "fa"},
+                {"name": "b", "model": plain, "family": "fb"},
+                {"name": "c", "model": chatty, "family": "fc"},
+            ],
+        },
+    }
+    (root / "policy.yaml").write_text(yaml.safe_dump(policy), encoding="utf-8")
+    write_tokens(root / "tokens.txt")
+    return root
+
+
+class _Counted:
+    """A member backend that counts its calls."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.calls = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    async def send(self, request: Any, *, json_mode: Any) -> Any:
+        self.calls += 1
+        return await self.inner.send(request, json_mode=json_mode)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+class Service:
+    def __init__(self, http: httpx.AsyncClient, app: Any, journal: Path) -> None:
+        self.http = http
+        self.app = app
+        self.journal = journal
+
+    @property
+    def calls(self) -> int:
+        return sum(b.calls for b in self.app.state.chat.members.backends.values())
+
+    def runs(self) -> int:
+        with Journal(str(self.journal)) as journal:
+            return len(journal.runs())
+
+    async def post(self, body: Any, **kwargs: Any) -> httpx.Response:
+        content = body if isinstance(body, str | bytes) else json.dumps(body)
+        headers = {**auth("sub"), "Content-Type": "application/json"}
+        return await self.http.post(
+            "/v1/chat/completions", content=content, headers=headers, **kwargs
+        )
+
+
+@asynccontextmanager
+async def service(world: Path, tmp: Path, **settings: Any) -> AsyncIterator[Service]:
+    journal = tmp / "journal.sqlite"
+    config = ServeSettings(
+        journal=str(journal),
+        policy=str(world / "policy.yaml"),
+        tokens=str(world / "tokens.txt"),
+        **settings,
+    )
+    app = create_app(config)
+    members = app.state.chat.members
+    members.backends = {name: _Counted(b) for name, b in members.backends.items()}
+    transport = httpx.ASGITransport(app=app)
+    client = httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1")
+    async with app.router.lifespan_context(app), client as http:
+        yield Service(http, app, journal)
+
+
+@pytest.fixture
+def quiet(caplog: pytest.LogCaptureFixture) -> Iterator[pytest.LogCaptureFixture]:
+    """Fails the test if anything logged an error (a traceback)."""
+    caplog.set_level(logging.WARNING)
+    yield caplog
+    errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert not errors, [r.getMessage() for r in errors]
+
+
+def _openai_error(response: httpx.Response, status: int) -> dict[str, Any]:
+    assert response.status_code == status, response.text
+    body = response.json()
+    assert set(body) == {"error"}
+    error = body["error"]
+    assert set(error) == {"message", "type", "param", "code"}
+    assert isinstance(error["message"], str) and error["message"]
+    return error  # type: ignore[no-any-return]
+
+
+def _ask(
+    content: str = "Tom has 3 apples and buys 4 more. How many?", **extra: Any
+) -> dict[str, Any]:
+    return {"model": "m", "messages": [{"role": "user", "content": content}], **extra}
+
+
+def _nested(depth: int) -> str:
+    return "[" * depth + "]" * depth
+
+
+# -- 1, 2: the JSON body ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        _nested(10_000),
+        json.dumps(_ask())[:-1] + ', "extra": ' + _nested(10_000) + "}",
+        json.dumps(_ask())[:-1] + ', "extra": ' + _nested(200) + "}",
+        '{"model": "m", "extra": ' + '{"a": ' * 5_000 + "1" + "}" * 5_000 + "}",
+    ],
+    ids=["top-level", "in-an-extra-field", "deeper-than-64", "objects"],
+)
+async def test_deeply_nested_json_is_a_400(
+    world: Path, tmp_path: Path, quiet: pytest.LogCaptureFixture, body: str
+) -> None:
+    async with service(world, tmp_path) as svc:
+        got = await svc.post(body)
+        error = _openai_error(got, 400)
+        assert error["type"] == "invalid_request_error"
+        assert "nested deeper than 64" in error["message"]
+        assert svc.calls == 0
+
+
+async def test_json_nested_within_the_bound_is_read(
+    world: Path, tmp_path: Path, quiet: pytest.LogCaptureFixture
+) -> None:
+    body = json.dumps(_ask())[:-1] + ', "extra": ' + _nested(60) + "}"
+    async with service(world, tmp_path) as svc:
+        got = await svc.post(body)
+        assert got.status_code == 200, got.text
+
+
+@pytest.mark.parametrize("field", ["seed", "extra", "max_tokens"])
+async def test_an_integer_of_too_many_digits_is_a_400(
+    world: Path, tmp_path: Path, quiet: pytest.LogCaptureFixture, field: str
+) -> None:
+    body = json.dumps(_ask())[:-1] + f', "{field}": 1' + "0" * 4_400 + "}"
+    async with service(world, tmp_path) as svc:
+        got = await svc.post(body)
+        error = _openai_error(got, 400)
+        assert "integer of more than 4300 digits" in error["message"]
+        assert svc.calls == 0
+
+
+# -- 3: a chunked body over --max-body-bytes -----------------------------------------
+
+
+async def test_a_chunked_body_over_the_limit_is_a_413(
+    world: Path, tmp_path: Path, quiet: pytest.LogCaptureFixture
+) -> None:
+    body = json.dumps(_ask("x" * 20_000)).encode()
+
+    async def chunks() -> AsyncIterator[bytes]:
+        for start in range(0, len(body), 1_000):
+            yield body[start : start + 1_000]
+
+    async with service(world, tmp_path, max_body_bytes=4_096) as svc:
+        headers = {**auth("sub"), "Content-Type": "application/json"}
+        got = await svc.http.post("/v1/chat/completions", content=chunks(), headers=headers)
+        assert "content-length" not in {k.lower() for k in got.request.headers}
+        assert got.status_code == 413, got.text
+        assert svc.calls == 0 and svc.runs() == 0
+
+
+# -- 4: the pipeline's own bounds ----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "messages",
+    [
+        [{"role": "user", "content": "x" * (MAX_FIELD_CHARS + 1)}],
+        [{"role": "system", "content": "Count."}, {"role": "user", "content": "y" * 40_000}],
+        [{"role": "user", "content": [{"type": "text", "text": "z" * 20_000}] * 2}],
+        [{"role": "user", "content": "1"}] * 100_000,
+        [{"role": "user", "content": "w" * 30_000}] * 9,
+    ],
+    ids=["one-field", "second-message", "joined-parts", "many-messages", "whole-record"],
+)
+async def test_messages_over_the_pipelines_bounds_are_a_413_before_any_member(
+    world: Path, tmp_path: Path, quiet: pytest.LogCaptureFixture, messages: list[Any]
+) -> None:
+    async with service(world, tmp_path) as svc:
+        got = await svc.post({"model": "m", "messages": messages})
+        error = _openai_error(got, 413)
+        assert (error["type"], error["code"], error["param"]) == (
+            "invalid_request_error",
+            "request_too_large",
+            "messages",
+        )
+        assert str(MAX_FIELD_CHARS) in error["message"] or str(MAX_PANEL_CHARS) in error["message"]
+        assert svc.calls == 0 and svc.runs() == 0
+
+
+async def test_a_message_of_exactly_the_field_bound_is_decided(
+    world: Path, tmp_path: Path, quiet: pytest.LogCaptureFixture
+) -> None:
+    async with service(world, tmp_path) as svc:
+        got = await svc.post(_ask("q" * MAX_FIELD_CHARS))
+        assert got.status_code == 200, got.text
+        assert svc.calls == 3
+
+
+async def test_a_member_answer_over_the_field_bound_is_a_failed_member(
+    world: Path, tmp_path: Path, quiet: pytest.LogCaptureFixture
+) -> None:
+    async with service(world, tmp_path) as svc:
+        got = await svc.post(_ask("ANSWER-LONG: Tom has 3 apples and buys 4 more."))
+        assert got.status_code == 200, got.text
+        ext = got.json()["dissensus"]
+        by_name = {m["name"]: m for m in ext["members"]}
+        assert by_name["a"]["status"] == by_name["b"]["status"] == "answered"
+        assert by_name["c"]["status"] == "failed" and by_name["c"]["decision"] is None
+        assert f"at most {MAX_FIELD_CHARS} per field" in by_name["c"]["why"]
+        assert svc.calls == 3
+        # The journalled panel says so too, without the text it could not hold.
+        case = await svc.http.get(ext["links"]["case"], headers=auth("sub"))
+        assert case.status_code == 200, case.text
+    with Journal(str(tmp_path / "journal.sqlite")) as journal:
+        entered = case_step(journal, ext["run_id"], 1, "input")
+        assert entered is not None
+        panel = CaseInput.model_validate(entered).panel
+    reports = {m["name"]: m for m in panel.meta["members"]}
+    assert reports["c"]["status"] == "failed" and "per field" in reports["c"]["why"]
+    assert panel.meta["answers"]["c"] == ""
+    assert [o.decision for o in panel.outputs] == ["7", "7", None]
+
+
+async def test_a_panel_over_the_record_bound_after_the_answers_is_a_502(
+    world: Path, tmp_path: Path, quiet: pytest.LogCaptureFixture
+) -> None:
+    # The request alone is within every bound; with member c's long answer (twice in the
+    # panel: its text and its reasoning) the panel is over the record's bound.
+    text = "ANSWER-WORDY " + "v" * 28_900
+    messages = [{"role": "user", "content": text}] * 9
+    assert 9 * (len(text) + 4) < MAX_PANEL_CHARS < 9 * (len(text) + 4) + 2 * len(WORDY)
+    async with service(world, tmp_path) as svc:
+        got = await svc.post({"model": "m", "messages": messages})
+        error = _openai_error(got, 502)
+        assert (error["type"], error["code"]) == ("server_error", "panel_too_large")
+        assert f"at most {MAX_PANEL_CHARS} per record" in error["message"]
+        assert svc.calls == 3 and svc.runs() == 0
+
+
+# -- 5: case ids ---------------------------------------------------------------------
+
+
+async def test_case_ids_take_only_ascii_line_numbers(
+    world: Path, tmp_path: Path, quiet: pytest.LogCaptureFixture
+) -> None:
+    async with service(world, tmp_path) as svc:
+        done = await svc.post(_ask())
+        assert done.status_code == 200, done.text
+        run_id = done.json()["dissensus"]["run_id"]
+        good = await svc.http.get(f"/v1/cases/{run_id}.1", headers=auth("sub"))
+        assert good.status_code == 200, good.text
+        for line in ["9" * 4_301, "\u00b9", "\u0661", "01", "+1", " 1", "1_0", "", "-1"]:
+            got = await svc.http.get(f"/v1/cases/{run_id}.{line}", headers=auth("sub"))
+            error = _openai_error(got, 404)
+            assert (error["type"], error["code"]) == ("not_found_error", "unknown_case")
+        for path in ["%ED%A0%80.1", "%00.1", "x" * 4_000 + ".1", f"{run_id}.1.1"]:
+            got = await svc.http.get(f"/v1/cases/{path}", headers=auth("sub"))
+            error = _openai_error(got, 404)
+            assert error["code"] == "unknown_case"
+    with Journal(str(tmp_path / "journal.sqlite")) as journal:
+        chat = PanelChat.from_file(world / "policy.yaml", journal=journal)
+        try:
+            for case_id in ["\ud800.1", f"{run_id}.\u0661", f"{run_id}.01"]:
+                with pytest.raises(ChatError) as caught:
+                    await chat.acase(case_id)
+                assert caught.value.status == 404
+            assert (await chat.acase(f"{run_id}.1")).run_id == run_id
+        finally:
+            await chat.aclose()
+
+
+# -- 6, 7: stream, and the nulls OpenAI accepts --------------------------------------
+
+
+@pytest.mark.parametrize("value", ["true", 1, "yes", 0, "false", [], {}])
+async def test_stream_must_be_a_boolean(
+    world: Path, tmp_path: Path, quiet: pytest.LogCaptureFixture, value: Any
+) -> None:
+    async with service(world, tmp_path) as svc:
+        got = await svc.post(_ask(stream=value))
+        error = _openai_error(got, 400)
+        assert (error["type"], error["param"]) == ("invalid_request_error", "stream")
+        assert svc.calls == 0
+
+
+@pytest.mark.parametrize(("value", "streamed"), [(True, True), (False, False), (None, False)])
+async def test_stream_follows_the_validated_request(
+    world: Path, tmp_path: Path, quiet: pytest.LogCaptureFixture, value: Any, streamed: bool
+) -> None:
+    async with service(world, tmp_path) as svc:
+        got = await svc.post(_ask(stream=value))
+        assert got.status_code == 200, got.text
+        kind = got.headers["content-type"]
+        if streamed:
+            assert kind.startswith("text/event-stream")
+            assert got.text.rstrip().endswith("data: [DONE]")
+        else:
+            assert kind.startswith("application/json")
+            assert got.json()["object"] == "chat.completion"
+
+
+@pytest.mark.parametrize(
+    "field",
+    [
+        "stream",
+        "n",
+        "temperature",
+        "seed",
+        "max_tokens",
+        "max_completion_tokens",
+        "stop",
+        "user",
+        "tools",
+        "top_p",
+        "stream_options",
+    ],
+)
+async def test_null_is_not_given(
+    world: Path, tmp_path: Path, quiet: pytest.LogCaptureFixture, field: str
+) -> None:
+    async with service(world, tmp_path) as svc:
+        got = await svc.post(_ask(**{field: None}))
+        assert got.status_code == 200, got.text
+        assert got.json()["object"] == "chat.completion"
+
+
+async def test_all_nulls_together(
+    world: Path, tmp_path: Path, quiet: pytest.LogCaptureFixture
+) -> None:
+    fields = ["stream", "n", "temperature", "seed", "max_tokens", "max_completion_tokens"]
+    async with service(world, tmp_path) as svc:
+        got = await svc.post(_ask(**dict.fromkeys(fields)))
+        assert got.status_code == 200, got.text
+        assert svc.calls == 3
