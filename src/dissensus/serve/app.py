@@ -21,7 +21,12 @@ Choices where the design is silent:
   (with who and when), claimed by another reviewer, run not finished), 413 body, panel
   count, agents or panel text over the limit, 415 a non-JSON write, 422 invalid input
   (with the field path the CLI would name), 500 ``internal error`` (nothing more),
-  504 request timeout.
+  504 request timeout. On the OpenAI-compatible paths (``/v1/chat/completions``,
+  ``/v1/models``, ``/v1/cases/{id}``: :func:`~dissensus.serve.limits.openai_path`)
+  every refusal, the middleware's and the route matching's (404, 405) included, is
+  OpenAI's ``{"error": {"message", "type", "param", "code"}}`` with the same status.
+* An error response keeps the headers of the exception it answers: a 405 names the
+  allowed methods (``Allow``), a 401 asks for a bearer token (``WWW-Authenticate``).
 * A single panel answers with its record; a list answers ``{run_id, status, records,
   rejects}`` (status 200 also when some items were rejected, as the CLI still decides
   the rest; ``rejected`` counts them).

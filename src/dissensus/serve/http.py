@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from fastapi import FastAPI, Request
@@ -32,6 +32,7 @@ from dissensus.serve.journal_adapter import (
     StaleContent,
     UnknownItem,
 )
+from dissensus.serve.limits import error_document
 from dissensus.serve.runs import item_line
 from dissensus.store.journal import UnknownRun
 
@@ -100,80 +101,105 @@ def field_of(loc: tuple[int | str, ...] | list[int | str]) -> str | None:
     return ".".join(parts) or None
 
 
-def error_response(status: int, error: str, field: str | None = None, **extra: Any) -> JSONResponse:
-    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+def error_response(
+    status: int,
+    error: str,
+    field: str | None = None,
+    *,
+    path: str = "",
+    headers: Mapping[str, str] | None = None,
+    **extra: Any,
+) -> JSONResponse:
+    """The JSON error response of a refusal of a request to ``path``: the service's own
+    body, or OpenAI's on an OpenAI-compatible path (:func:`~dissensus.serve.limits.error_document`).
+    ``headers`` are kept (a 405's ``Allow``); a 401 also says ``WWW-Authenticate: Bearer``."""
+    sent = dict(headers or {})
+    if status == 401:
+        sent.setdefault("WWW-Authenticate", "Bearer")
     return JSONResponse(
-        {"error": error, "field": field, **extra}, status_code=status, headers=headers
+        error_document(status, error, field, path=path, **extra),
+        status_code=status,
+        headers=sent or None,
     )
+
+
+def _path(request: Request) -> str:
+    return str(request.scope.get("path", ""))
 
 
 def install_errors(app: FastAPI) -> None:
     @app.exception_handler(ApiError)
-    async def api_error(_: Request, exc: ApiError) -> JSONResponse:
-        return error_response(exc.status, exc.error, exc.field, **exc.extra)
+    async def api_error(request: Request, exc: ApiError) -> JSONResponse:
+        return error_response(exc.status, exc.error, exc.field, path=_path(request), **exc.extra)
 
     @app.exception_handler(RequestValidationError)
-    async def invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
+    async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
         first = exc.errors()[0]
-        return error_response(
-            422, str(first.get("msg", "invalid request")), field_of(first.get("loc", ()))
-        )
+        message = str(first.get("msg", "invalid request"))
+        return error_response(422, message, field_of(first.get("loc", ())), path=_path(request))
 
     @app.exception_handler(StarletteHTTPException)
-    async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
-        return error_response(exc.status_code, str(exc.detail))
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        # The exception's headers are kept: a 405 names the allowed methods (``Allow``).
+        return error_response(
+            exc.status_code, str(exc.detail), path=_path(request), headers=exc.headers
+        )
 
     @app.exception_handler(DissensusError)
     async def dissensus_error(request: Request, exc: DissensusError) -> JSONResponse:
-        response = dissensus_error_response(exc)
+        status, message, field, extra = dissensus_error_parts(exc)
         # No message names the journal's file or URL to a remote caller.
         where = str(service_of(request).journal.path)
-        if where and where != ":memory:" and where.encode() in bytes(response.body):
-            body = json.loads(bytes(response.body))
-            message = str(body["error"])
+        if where and where != ":memory:" and where in message:
             for said in (f" in journal {where}", f" in {where}", where):
                 message = message.replace(said, "" if said != where else "the journal")
-            body["error"] = message
-            return JSONResponse(body, status_code=response.status_code, headers=None)
-        return response
+        return error_response(status, message, field, path=_path(request), **extra)
 
-    def dissensus_error_response(exc: DissensusError) -> JSONResponse:
+    def dissensus_error_parts(
+        exc: DissensusError,
+    ) -> tuple[int, str, str | None, dict[str, Any]]:
+        """``(status, message, field, extra)`` of a library error."""
         if isinstance(exc, AlreadyResolved):
-            return error_response(409, str(exc), None, resolved_by=exc.reviewer, resolved_at=exc.at)
+            return 409, str(exc), None, {"resolved_by": exc.reviewer, "resolved_at": exc.at}
         if isinstance(exc, AlreadyConfirmed):
-            return error_response(
-                409, str(exc), None, confirmed_by=exc.reviewer, confirmed_at=exc.at
-            )
+            return 409, str(exc), None, {"confirmed_by": exc.reviewer, "confirmed_at": exc.at}
         if isinstance(exc, ClaimConflict):
-            return error_response(
-                409, str(exc), None, claimed_by=exc.holder, claimed_until=exc.expires
-            )
+            return 409, str(exc), None, {"claimed_by": exc.holder, "claimed_until": exc.expires}
         if isinstance(exc, StaleContent):
-            return error_response(409, str(exc), "content_sha256")
+            return 409, str(exc), "content_sha256", {}
         if isinstance(exc, UnknownItem | UnknownRun):
-            return error_response(404, str(exc))
+            return 404, str(exc), None, {}
         if isinstance(exc, library_calls.TooManyAgents):
-            return error_response(413, str(exc), exc.field)
+            return 413, str(exc), exc.field, {}
         if isinstance(exc, ConfigError):
-            return error_response(422, str(exc), exc.field)
+            return 422, str(exc), exc.field, {}
         if isinstance(exc, InputError):
-            return error_response(400, str(exc))
+            return 400, str(exc), None, {}
         if isinstance(exc, CorrelatedConsensusError):
-            return error_response(409, str(exc))
-        return error_response(409, str(exc))
+            return 409, str(exc), None, {}
+        return 409, str(exc), None, {}
 
     @app.exception_handler(Exception)
-    async def unexpected(_: Request, exc: Exception) -> JSONResponse:
+    async def unexpected(request: Request, exc: Exception) -> JSONResponse:
         # Deliberately says nothing of the exception: its text may name server paths.
-        return error_response(500, "internal error", None)
+        return error_response(500, "internal error", None, path=_path(request))
 
 
 def parse_json(raw: bytes) -> Any:
-    """The JSON document of a body (:class:`ApiError` 400 naming why it is not one)."""
+    """The JSON document of a body (:class:`ApiError` 400 naming why it is not one).
+
+    The body must be UTF-8 (RFC 8259 section 8.1), decoded strictly: UTF-16 and UTF-32,
+    which :func:`json.loads` would detect and accept in bytes, are refused (``<encoding>``,
+    or ``<json>`` for a UTF-16 / UTF-32 body without a byte order mark, whose bytes happen
+    to be valid UTF-8 but not JSON). A UTF-8 byte order mark at the start is accepted
+    and dropped, as RFC 8259 allows a parser to, and as the JSONL reader does on a file's
+    first line (:func:`dissensus.io.jsonl.parse_line`)."""
     try:
-        body = json.loads(raw)
+        text = raw.decode("utf-8")
     except UnicodeDecodeError:
         raise ApiError(400, "request body is not UTF-8", "<encoding>") from None
+    try:
+        body = json.loads(text.removeprefix("\ufeff"))
     except json.JSONDecodeError as exc:
         raise ApiError(400, f"invalid JSON: {exc.msg}", "<json>") from None
     except RecursionError:

@@ -9,13 +9,20 @@
   they last as long as the run they follow; ``/v1/decide`` enforces the limit itself, so
   that its 504 can name the run, which goes on and can be polled. Reading the request
   body is bounded on every path, the exempt ones included: a body still arriving when
-  the limit (at least :data:`BODY_MIN_S`) is over is answered ``408`` (field ``<body>``), so a slow client cannot
-  hold a request open by trickling its body.
+  the limit (at least :data:`BODY_MIN_S`) is over is answered ``408`` (field
+  ``<body>``), not ``504``, so a slow client cannot hold a request open by trickling its
+  body, and is told that its body, not the server, was slow. A request whose body had
+  all arrived and whose answer did not start in time is the ``504``.
 
 The number of panels per request is checked by the decide and route handlers (it needs
 the parsed body); it answers ``413`` too.
 
-Errors are the service's JSON error body ``{"error": ..., "field": ...}``.
+Errors are the service's JSON error body ``{"error": ..., "field": ...}``, except on the
+OpenAI-compatible paths (:func:`openai_path`: ``/v1/chat/completions``, ``/v1/models``,
+``/v1/cases/{id}``), where every refusal, these middlewares' and the app's exception
+handlers' included, is OpenAI's ``{"error": {"message", "type", "param", "code"}}``
+(:func:`error_document`), so an OpenAI SDK raises its usual exception whichever layer
+refused the request. The status is the same either way.
 """
 
 from __future__ import annotations
@@ -26,16 +33,110 @@ from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-__all__ = ["BodyLimit", "RequestTimeout", "error_body", "send_error"]
+__all__ = [
+    "BodyLimit",
+    "RequestTimeout",
+    "error_body",
+    "error_document",
+    "openai_path",
+    "openai_type",
+    "send_error",
+]
+
+_OPENAI_CODES = {
+    400: "invalid_request",
+    401: "invalid_api_key",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    408: "request_timeout",
+    409: "conflict",
+    413: "request_too_large",
+    415: "unsupported_media_type",
+    422: "invalid_request",
+    500: "internal",
+    503: "unavailable",
+    504: "timeout",
+}
+"""OpenAI's ``code`` of a refusal by status, where the refusing layer names none."""
 
 
-def error_body(error: str, field: str | None = None, **extra: Any) -> bytes:
-    """The JSON error document."""
-    return json.dumps({"error": error, "field": field, **extra}, ensure_ascii=False).encode("utf-8")
+def openai_path(path: str) -> bool:
+    """Whether ``path`` is one of the OpenAI-compatible endpoints', whose errors are OpenAI's.
+
+    ``/v1/chat/completions`` (and anything else under ``/v1/chat/``), ``/v1/models`` (and
+    ``/v1/models/...``, where an SDK looks a model up) and ``/v1/cases/{id}`` (one path
+    segment: ``/v1/cases/{ref}/confirm`` is a review endpoint and keeps the service's own
+    error body)."""
+    if path in ("/v1/chat/completions", "/v1/models"):
+        return True
+    if path.startswith(("/v1/chat/", "/v1/models/")):
+        return True
+    case = path.removeprefix("/v1/cases/")
+    return case != path and case != "" and "/" not in case
 
 
-async def send_error(send: Send, status: int, error: str, field: str | None = None) -> None:
-    body = error_body(error, field)
+def openai_type(status: int) -> str:
+    """OpenAI's error ``type`` of a status."""
+    if status == 401:
+        return "authentication_error"
+    if status == 403:
+        return "permission_error"
+    return "server_error" if status >= 500 else "invalid_request_error"
+
+
+def error_document(
+    status: int,
+    error: str,
+    field: str | None = None,
+    *,
+    path: str = "",
+    code: str | None = None,
+    **extra: Any,
+) -> dict[str, Any]:
+    """The JSON error document of a refusal of a request to ``path``: the service's own
+    ``{"error", "field", **extra}``, or on an :func:`openai_path` OpenAI's ``{"error":
+    {"message", "type", "param", "code", **extra}}`` (``param`` is the field; ``code``,
+    when not given, follows the status)."""
+    if not openai_path(path):
+        return {"error": error, "field": field, **extra}
+    return {
+        "error": {
+            "message": error,
+            "type": openai_type(status),
+            "param": field,
+            "code": code or _OPENAI_CODES.get(status),
+            **extra,
+        }
+    }
+
+
+def error_body(
+    error: str,
+    field: str | None = None,
+    *,
+    status: int = 400,
+    path: str = "",
+    code: str | None = None,
+    **extra: Any,
+) -> bytes:
+    """The JSON error document, encoded (see :func:`error_document`)."""
+    document = error_document(status, error, field, path=path, code=code, **extra)
+    return json.dumps(document, ensure_ascii=False).encode("utf-8")
+
+
+async def send_error(
+    send: Send,
+    status: int,
+    error: str,
+    field: str | None = None,
+    *,
+    scope: Scope | None = None,
+    code: str | None = None,
+) -> None:
+    """Answer ``status`` with the error body of a request to ``scope``'s path."""
+    path = str(scope.get("path", "")) if scope is not None else ""
+    body = error_body(error, field, status=status, path=path, code=code)
     await send(
         {
             "type": "http.response.start",
@@ -53,11 +154,18 @@ BODY_MIN_S = 1.0
 """Least time a request body gets to arrive, whatever the request timeout."""
 
 
-class _TooLarge(Exception):
+class _Refused(BaseException):
+    """Raised from ``receive()`` to end the app's request: a :class:`BaseException` (as
+    :class:`asyncio.CancelledError` is) so that a route's ``except Exception`` (the chat
+    route answers any failure with a 500) cannot swallow it, and the middleware that
+    raised it answers."""
+
+
+class _TooLarge(_Refused):
     pass
 
 
-class _SlowBody(Exception):
+class _SlowBody(_Refused):
     pass
 
 
@@ -78,10 +186,12 @@ class BodyLimit:
                 try:
                     declared = int(value)
                 except ValueError:
-                    await send_error(send, 400, "invalid Content-Length", "Content-Length")
+                    await send_error(
+                        send, 400, "invalid Content-Length", "Content-Length", scope=scope
+                    )
                     return
                 if declared > self.max_bytes:
-                    await send_error(send, 413, message, "<body>")
+                    await send_error(send, 413, message, "<body>", scope=scope)
                     return
         seen = 0
         started = False
@@ -105,11 +215,12 @@ class BodyLimit:
             await self.app(scope, counted, tracked)
         except _TooLarge:
             if not started:
-                await send_error(send, 413, message, "<body>")
+                await send_error(send, 413, message, "<body>", scope=scope)
 
 
 class RequestTimeout:
-    """Answer 504 to requests that take longer than ``seconds`` (paths ending in ``exempt`` excepted)."""
+    """Answer 504 to requests that take longer than ``seconds`` (paths ending in ``exempt``
+    excepted), and 408 to a request whose body is still arriving when the time is over."""
 
     def __init__(
         self, app: ASGIApp, seconds: float, exempt: tuple[str, ...] = ("/events", "/v1/decide")
@@ -125,7 +236,27 @@ class RequestTimeout:
         if str(scope.get("path", "")).endswith(self.exempt):
             await self._body_bounded(scope, receive, send)
             return
+        loop = asyncio.get_running_loop()
+        end = loop.time() + self.seconds
+        body_end = max(end, loop.time() + BODY_MIN_S)
         started = False
+        reading = False  # the app asked for the body
+        body_done = False  # ... and has all of it
+
+        def move(when: float) -> None:
+            if not limit.expired():  # an expiring limit cannot be moved
+                limit.reschedule(when)
+
+        async def watched() -> Message:
+            nonlocal reading, body_done
+            if not body_done and not reading:
+                reading = True
+                move(body_end)  # the body gets at least BODY_MIN_S
+            msg = await receive()
+            if not body_done and (msg["type"] != "http.request" or not msg.get("more_body")):
+                body_done = True
+                move(end)
+            return msg
 
         async def tracked(msg: Message) -> None:
             nonlocal started
@@ -134,10 +265,20 @@ class RequestTimeout:
             await send(msg)
 
         try:
-            await asyncio.wait_for(self.app(scope, receive, tracked), self.seconds)
+            async with asyncio.timeout_at(end) as limit:
+                await self.app(scope, watched, tracked)
         except TimeoutError:
-            if not started:
-                await send_error(send, 504, f"request took longer than {self.seconds:g} s", None)
+            if started:
+                return
+            if reading and not body_done:
+                await self._slow_body(send, scope)
+            else:
+                message = f"request took longer than {self.seconds:g} s"
+                await send_error(send, 504, message, None, scope=scope)
+
+    async def _slow_body(self, send: Send, scope: Scope) -> None:
+        message = f"request body not received within {max(self.seconds, BODY_MIN_S):g} s"
+        await send_error(send, 408, message, "<body>", scope=scope)
 
     async def _body_bounded(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Run the app with no limit on its own time but ``seconds`` to receive the body."""
@@ -169,5 +310,4 @@ class RequestTimeout:
             await self.app(scope, timed, tracked)
         except _SlowBody:
             if not started:
-                message = f"request body not received within {self.seconds:g} s"
-                await send_error(send, 408, message, "<body>")
+                await self._slow_body(send, scope)

@@ -24,6 +24,9 @@ route) closes the two ways a page can do that:
   ``Content-Type``), so no "simple" request can reach the API. A bodyless write (a
   claim) may omit the header. The review page's forms post form data to ``/review``;
   they keep their CSRF tokens and get the ``Host`` and ``Origin`` checks.
+* On the OpenAI-compatible paths these refusals are OpenAI's error body
+  (:func:`dissensus.serve.limits.openai_path`), ``code`` ``forbidden_host``,
+  ``forbidden_origin`` or ``unsupported_media_type``.
 
 Choice where the design is silent: no token is generated at start when ``--tokens`` is
 absent (Jupyter does generate one). With the checks above a browser page can no longer
@@ -96,7 +99,8 @@ class BrowserGuard:
             headers.setdefault(name, value)
         host = headers.get(b"host", b"").decode("latin-1")
         if self.hosts is not None and host_name(host) not in self.hosts:
-            await send_error(send, 403, "this server does not answer to that Host name", "Host")
+            message = "this server does not answer to that Host name"
+            await send_error(send, 403, message, "Host", scope=scope, code="forbidden_host")
             return
         method = str(scope.get("method", "GET")).upper()
         if method not in WRITES:
@@ -108,7 +112,8 @@ class BrowserGuard:
         if (origin is not None and origin.decode("latin-1").lower() not in own) or (
             fetch_site == "cross-site"
         ):
-            await send_error(send, 403, "cross-origin writes are refused", "Origin")
+            message = "cross-origin writes are refused"
+            await send_error(send, 403, message, "Origin", scope=scope, code="forbidden_origin")
             return
         if str(scope.get("path", "")).startswith("/v1/"):
             content_type = headers.get(b"content-type")
@@ -118,8 +123,7 @@ class BrowserGuard:
             if (content_type is not None and not _is_json(content_type.decode("latin-1"))) or (
                 content_type is None and has_body
             ):
-                await send_error(
-                    send, 415, "a request body must be JSON (application/json)", "Content-Type"
-                )
+                message = "a request body must be JSON (application/json)"
+                await send_error(send, 415, message, "Content-Type", scope=scope)
                 return
         await self.app(scope, receive, send)
