@@ -105,17 +105,21 @@ def _authorise(request: Request) -> Principal:
 def _json(raw: bytes) -> Any:
     """The JSON document of a body, or a ``400`` :class:`ChatError` naming why it is not one.
 
-    The same guards as ``POST /v1/decide`` (:func:`dissensus.serve.http.parse_json`): no
-    nesting deeper than :data:`~dissensus.io.jsonl.MAX_DEPTH` (anywhere, ignored extra
+    The same guards as ``POST /v1/decide`` (:func:`dissensus.serve.http.parse_json`):
+    UTF-8 only, no nesting deeper than :data:`~dissensus.io.jsonl.MAX_DEPTH` (anywhere, ignored extra
     fields included) and no integer of more digits than Python converts.
     """
     if not raw.strip():
         raise ChatError(400, "empty request body")
     deep = ChatError(400, f"JSON nested deeper than {MAX_DEPTH} levels")
     try:
-        body = json.loads(raw)
+        # Strictly UTF-8 (a leading byte order mark dropped), as parse_json reads bodies:
+        # json.loads of bytes would detect and accept UTF-16 and UTF-32 too.
+        text = raw.decode("utf-8").removeprefix("\ufeff")
     except UnicodeDecodeError:
         raise ChatError(400, "request body is not UTF-8") from None
+    try:
+        body = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ChatError(400, f"invalid JSON: {exc.msg} (line {exc.lineno})") from None
     except RecursionError:
