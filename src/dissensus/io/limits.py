@@ -19,7 +19,10 @@ Choices where the design is silent:
   128 x 2,000 and 32 x 8,000, all of random words); panels of real systems are far below.
 * The check is cheap on ordinary lines: the agent count is a length, and a line no longer
   than :data:`MAX_FIELD_CHARS` cannot hold a longer field (nor more text than
-  :data:`MAX_PANEL_CHARS`), so text fields are only walked on longer lines.
+  :data:`MAX_PANEL_CHARS`), so text fields are only walked on longer lines. A record
+  without its text (one built in memory, as the chat door's panels are) is walked once
+  for its sizes alone; the field paths that name an overrun are made only when there is
+  one.
 * The bounds are module constants: the CLI and every engine apply them to every line
   they parse. The service may set lower ones (``--max-agents``, ``--max-field-chars``).
 """
@@ -37,6 +40,7 @@ __all__ = [
     "Limits",
     "Overrun",
     "check_record",
+    "first_overrun",
 ]
 
 MAX_AGENTS = 256
@@ -75,6 +79,26 @@ class Overrun:
     HTTP 413); False for one field too long (422)."""
 
 
+def _sizes(value: Any) -> tuple[int, int]:
+    """``(total, longest)`` length of the strings inside ``value`` (what :func:`_strings`
+    yields, without their paths)."""
+    total = longest = 0
+    stack: list[Any] = [value]
+    pop, push = stack.pop, stack.extend
+    while stack:
+        item = pop()
+        if isinstance(item, str):
+            size = len(item)
+            total += size
+            if size > longest:
+                longest = size
+        elif isinstance(item, Mapping):
+            push(item.values())
+        elif isinstance(item, Sequence) and not isinstance(item, bytes | bytearray):
+            push(item)
+    return total, longest
+
+
 def _strings(value: Any, path: str) -> Iterator[tuple[str, str]]:
     """Every string inside ``value`` with its field path, in document order (no recursion)."""
     stack: list[tuple[Any, str]] = [(value, path)]
@@ -91,20 +115,38 @@ def _strings(value: Any, path: str) -> Iterator[tuple[str, str]]:
 
 
 # A record's field values by name (any record type), only walked for their sizes.
-def _fields(record: Any) -> dict[str, Any]:
-    """A record's fields (a pydantic model with its extras, or a msgspec struct)."""
-    struct_fields = getattr(record, "__struct_fields__", None)
+_SHAPES: dict[type, tuple[tuple[str, ...], bool] | None] = {}
+"""Per type met: its field names and whether it may hold extras (a pydantic model), or
+``None`` for a type that is not a record (found once per type: asking a pydantic class
+for its fields on every value cost more than walking the record)."""
+
+
+def _shape(cls: type) -> tuple[tuple[str, ...], bool] | None:
+    try:
+        return _SHAPES[cls]
+    except KeyError:
+        pass
+    struct_fields = getattr(cls, "__struct_fields__", None)
+    shape: tuple[tuple[str, ...], bool] | None = None
     if struct_fields is not None:
-        return {name: getattr(record, name) for name in struct_fields}
-    out = {name: getattr(record, name) for name in type(record).model_fields}
-    out.update(getattr(record, "__pydantic_extra__", None) or {})
-    return out
+        shape = (tuple(struct_fields), False)
+    elif hasattr(cls, "model_fields"):
+        shape = (tuple(cls.model_fields), True)
+    _SHAPES[cls] = shape
+    return shape
 
 
 def _plain(value: Any) -> Any:
-    """Nested records as plain mappings, so :func:`_strings` can walk them."""
-    if hasattr(value, "__struct_fields__") or hasattr(type(value), "model_fields"):
-        return {k: _plain(v) for k, v in _fields(value).items()}
+    """Nested records as plain mappings, so :func:`_strings` can walk them: a pydantic
+    model's fields and extras, a msgspec struct's fields."""
+    shape = _shape(type(value))
+    if shape is not None:
+        names, extras = shape
+        out = {name: _plain(getattr(value, name)) for name in names}
+        if extras:
+            for key, extra in (getattr(value, "__pydantic_extra__", None) or {}).items():
+                out[key] = _plain(extra)
+        return out
     if isinstance(value, list | tuple):
         return [_plain(v) for v in value]
     return value
@@ -130,8 +172,20 @@ def check_record(
         )
     if raw_chars is not None and raw_chars <= min(limits.max_field_chars, limits.max_panel_chars):
         return None
+    plain = _plain(record)
+    total, longest = _sizes(plain)
+    if longest <= limits.max_field_chars and total <= limits.max_panel_chars:
+        return None
+    return first_overrun(plain, limits)
+
+
+def first_overrun(plain: Any, limits: Limits = DEFAULT) -> Overrun | None:
+    """The first text bound a plain record (mappings, sequences, strings) goes over, in
+    document order: a field longer than ``max_field_chars``, else more text than
+    ``max_panel_chars`` in all; ``None`` within both (the definition
+    :func:`check_record` answers after its agent count)."""
     total = 0
-    for where, text in _strings(_plain(record), ""):
+    for where, text in _strings(plain, ""):
         if len(text) > limits.max_field_chars:
             return Overrun(
                 where,

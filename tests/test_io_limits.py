@@ -1,0 +1,103 @@
+"""The record bounds' check: the path-free first pass answers as the walk that names fields.
+
+:func:`dissensus.io.limits.check_record` sizes a record without building field paths and
+walks it again with paths only when a bound is crossed; both must agree with the
+definition (:func:`~dissensus.io.limits.first_overrun` over the record as plain JSON,
+after the agent count), whatever the record holds.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dissensus.io.limits import (
+    Limits,
+    Overrun,
+    _plain,
+    _sizes,
+    _strings,
+    check_record,
+    first_overrun,
+)
+from dissensus.types import AgentOutput, Evidence, Panel
+
+_TEXT = st.text(alphabet="ab c\u00e9", max_size=12)
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | _TEXT,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(_TEXT, inner, max_size=4),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(_JSON)
+def test_sizes_are_those_of_the_walk_with_paths(value: Any) -> None:
+    lengths = [len(text) for _, text in _strings(value, "")]
+    assert _sizes(value) == (sum(lengths), max(lengths, default=0))
+
+
+@st.composite
+def _panels(draw: st.DrawFn) -> Panel:
+    outputs = [
+        AgentOutput.model_construct(
+            agent=f"a{i}{draw(_TEXT)}",
+            decision=draw(st.none() | _TEXT),
+            reasoning=draw(_TEXT),
+            values=draw(st.none() | st.dictionaries(_TEXT, st.floats(0, 1), max_size=2)),
+            confidence=None,
+            evidence=draw(
+                st.none()
+                | st.lists(
+                    st.builds(Evidence.model_construct, source=_TEXT, present=st.booleans()),
+                    max_size=2,
+                )
+            ),
+            family=draw(st.none() | _TEXT),
+            reask=None,
+        )
+        for i in range(draw(st.integers(1, 5)))
+    ]
+    meta = draw(st.dictionaries(_TEXT, _JSON, max_size=3))
+    return Panel.model_construct(id=draw(_TEXT), meta=meta, outputs=outputs)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    _panels(),
+    st.integers(1, 5),
+    st.integers(0, 14),
+    st.integers(0, 60),
+)
+def test_check_record_answers_as_the_definition(
+    panel: Panel, max_agents: int, max_field: int, max_total: int
+) -> None:
+    limits = Limits(max_agents=max_agents, max_field_chars=max_field, max_panel_chars=max_total)
+    expected: Overrun | None
+    if len(panel.outputs) > max_agents:
+        expected = check_record(panel, limits=limits)
+        assert expected is not None and expected.field == "outputs" and expected.count
+        return
+    expected = first_overrun(panel.model_dump(), limits)
+    assert check_record(panel, limits=limits) == expected
+
+
+def test_plain_takes_a_models_fields_and_extras() -> None:
+    panel = Panel.model_validate(
+        {
+            "id": "p",
+            "note": "extra text",
+            "outputs": [
+                {"agent": "a", "decision": "x", "reasoning": "r", "evidence": [{"source": "s"}]},
+                {"agent": "b", "decision": "y", "reasoning": "q"},
+            ],
+        }
+    )
+    plain = _plain(panel)
+    assert plain == panel.model_dump()
+    assert plain["note"] == "extra text" and plain["outputs"][0]["evidence"] == [
+        {"source": "s", "present": True}
+    ]
