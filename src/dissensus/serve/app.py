@@ -25,6 +25,8 @@ Choices where the design is silent:
   ``/v1/models``, ``/v1/cases/{id}``: :func:`~dissensus.serve.limits.openai_path`)
   every refusal, the middleware's and the route matching's (404, 405) included, is
   OpenAI's ``{"error": {"message", "type", "param", "code"}}`` with the same status.
+* ``HEAD`` is answered on every ``GET`` path, as that ``GET`` without its body
+  (:mod:`.head`).
 * An error response keeps the headers of the exception it answers: a 405 names the
   allowed methods (``Allow``), a 401 asks for a bearer token (``WWW-Authenticate``).
 * A single panel answers with its record; a list answers ``{run_id, status, records,
@@ -59,6 +61,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from dissensus.serve import api_docs, chat, routes
+from dissensus.serve.head import HeadAsGet
 from dissensus.serve.http import ApiError, install_errors
 from dissensus.serve.journal_adapter import open_journal
 from dissensus.serve.limits import BodyLimit, RequestTimeout
@@ -111,6 +114,7 @@ def create_app(
     chat.install(app, spec=service.spec, journal=store)
     routes.install_pages(app)
     api_docs.install(app)
+    app.add_middleware(HeadAsGet)
     app.add_middleware(RequestTimeout, seconds=settings.request_timeout_s)
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
     hosts = allowed_hosts(settings.host, settings.allow_hosts, loopback=is_loopback(settings.host))
