@@ -811,3 +811,45 @@ def test_served_connections_send_without_waiting_for_acks() -> None:
             await server.wait_closed()
 
     assert asyncio.run(go()) != 0
+
+
+def _hold_run_lock(path: str, run: str, held: Any, go: Any) -> None:
+    """Another process executing ``run``: it holds the run's lock until told to exit."""
+    import os
+
+    j = Journal(path)
+    assert j.acquire_run_lock(run) is None
+    held.set()
+    go.wait(120)
+    os._exit(0)
+
+
+async def test_a_run_another_process_executes_is_running(tmp_path: Path) -> None:
+    import multiprocessing
+
+    s = settings(tmp_path)
+    with Journal(s.journal) as j:
+        j.create_run("elsewhere", kind="decide", meta={})
+    fork = multiprocessing.get_context("fork")
+    held, go = fork.Event(), fork.Event()
+    child = fork.Process(target=_hold_run_lock, args=(s.journal, "elsewhere", held, go))
+    child.start()
+    try:
+        assert held.wait(120)
+        async with client_for(s) as client:
+            doc = (await client.get("/v1/runs/elsewhere", headers=auth("sub"))).json()
+            assert doc["status"] == "running"
+            listed = (await client.get("/v1/runs", headers=auth("sub"))).json()
+            assert [(r["run_id"], r["status"], r["finished"]) for r in listed] == [
+                ("elsewhere", "running", False)
+            ]
+            go.set()
+            child.join(timeout=300)
+            # Its process is gone without finishing it: stopped, resumable.
+            doc = (await client.get("/v1/runs/elsewhere", headers=auth("sub"))).json()
+            assert doc["status"] == "incomplete"
+            listed = (await client.get("/v1/runs", headers=auth("sub"))).json()
+            assert listed[0]["status"] == "incomplete"
+    finally:
+        go.set()
+        child.join(timeout=300)

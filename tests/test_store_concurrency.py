@@ -10,6 +10,7 @@ import multiprocessing
 import os
 import sqlite3
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -203,6 +204,52 @@ def test_a_run_lock_of_a_dead_process_is_taken_over(journal_target: str) -> None
     assert child.exitcode == 0
     with Journal(journal_target) as j:
         assert j.acquire_run_lock(run) is None  # the holder died without releasing
+
+
+def _lock_and_wait(target: str, run: str, held: object, go: object) -> None:
+    """Take the run lock, say so, and hold it until told to exit (without releasing it)."""
+    j = Journal(target)
+    assert j.acquire_run_lock(run) is None
+    held.set()  # type: ignore[attr-defined]
+    go.wait(120)  # type: ignore[attr-defined]
+    os._exit(0)
+
+
+def test_run_status_reads_the_lock_of_another_process_without_taking_it(
+    journal_target: str,
+) -> None:
+    run = "status" + os.urandom(4).hex()
+    with Journal(journal_target) as j:
+        j.create_run(run, kind="t", meta={})
+        assert j.run_status(run) == "incomplete" and j.run_lock_holder(run) is None
+        held, go = FORK.Event(), FORK.Event()
+        child = FORK.Process(target=_lock_and_wait, args=(journal_target, run, held, go))
+        child.start()
+        try:
+            assert held.wait(120)
+            assert j.run_status(run) == "running"
+            holder = j.run_lock_holder(run)
+            assert holder is not None and holder.pid == child.pid
+            # Reading took nothing: the lock is still the child's.
+            taken = j.acquire_run_lock(run)
+            assert taken is not None and taken.pid == child.pid
+        finally:
+            go.set()
+            child.join(timeout=300)
+        assert child.exitcode == 0
+        # The holder is gone (it never released): the run is stopped, not running. (A
+        # PostgreSQL server ends the dead client's session, and its locks, a moment later.)
+        for _ in range(200):
+            if j.run_status(run) != "running":
+                break
+            time.sleep(0.05)
+        assert j.run_status(run) == "incomplete" and j.run_lock_holder(run) is None
+        assert j.acquire_run_lock(run) is None
+        assert j.run_status(run) == "running"  # this process's own lock counts too
+        with j.transaction(run):
+            j.append(run, "run.finished", {}, key="run/finished")
+            j.release_run_lock(run)
+        assert j.run_status(run) == "finished"
 
 
 def test_one_journal_object_shared_by_threads_keeps_one_chain(journal_target: str) -> None:

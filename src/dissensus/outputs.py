@@ -43,6 +43,7 @@ from dissensus.pipeline.review import ReviewStatus, content_sha256, resolution_e
 from dissensus.states.reading import Reading
 from dissensus.states.routing import Route
 from dissensus.store import Journal, RunInfo
+from dissensus.store.locks import RunStatus
 
 __all__ = [
     "ResolutionInfo",
@@ -145,13 +146,16 @@ class ReviewView(BaseModel):
 
 
 class RunSummary(RunInfo):
-    """A run's header and whether it finished (its ``run.finished`` event is journalled)."""
+    """A run's header, whether it finished (its ``run.finished`` event is journalled) and
+    its status: ``finished``, ``running`` (a live process holds its execution lock) or
+    ``incomplete`` (stopped, resumable)."""
 
     finished: bool
+    status: RunStatus
 
     @classmethod
-    def of(cls, info: RunInfo, *, finished: bool) -> RunSummary:
-        return cls(**info.model_dump(), finished=finished)
+    def of(cls, info: RunInfo, *, status: RunStatus) -> RunSummary:
+        return cls(**info.model_dump(), finished=status == "finished", status=status)
 
 
 class RouteRecord(BaseModel):

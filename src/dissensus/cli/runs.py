@@ -51,24 +51,23 @@ def runs_list(journal: JournalOpt = None, json_out: JsonOpt = False) -> None:
 
     with opened_journal(journal) as store:
         infos = store.runs()
-        finished = {i.run_id: store.get(i.run_id, "run/finished") is not None for i in infos}
+        statuses = {i.run_id: store.run_status(i.run_id) for i in infos}
     if json_out:
         from dissensus.outputs import RunSummary
 
         for info in infos:
-            write_jsonl_line(sys.stdout, RunSummary.of(info, finished=finished[info.run_id]))
+            write_jsonl_line(sys.stdout, RunSummary.of(info, status=statuses[info.run_id]))
         raise typer.Exit(code=EXIT_OK)
     table = Table(show_edge=False)
     for col in ("run", "kind", "created", "events", "status", "input"):
         table.add_column(col, overflow="fold")
     for info in infos:
-        status = "finished" if finished[info.run_id] else "incomplete"
         table.add_row(
             shown(info.run_id),
             info.kind,
             info.created,
             str(info.n_events),
-            status,
+            statuses[info.run_id],
             shown(info.meta.get("input", "-")),
         )
     out_console.print(table)

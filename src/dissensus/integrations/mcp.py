@@ -303,8 +303,7 @@ def build_server(
         """Every run of the journal, and whether it finished."""
         with settings.open(journal, must_exist=True) as store:
             return [
-                RunSummary.of(info, finished=store.get(info.run_id, "run/finished") is not None)
-                for info in store.runs()
+                RunSummary.of(info, status=store.run_status(info.run_id)) for info in store.runs()
             ]
 
     def runs_verify(run_id: str, journal: JournalArg = None) -> VerifyReport:

@@ -48,7 +48,9 @@ Choices where the design is silent:
   ends, so no client is left on a connection the server drops.
 * Progress is kept in memory (:class:`RunState`) for the runs this process executes;
   at most :data:`KEEP_FINISHED` finished runs stay in memory, older ones (and runs of
-  other processes) are read back from the journal.
+  other processes) are read back from the journal. A run of another process that has
+  not finished is ``running`` while a live process holds its execution lock (the CLI,
+  another replica), else ``incomplete``.
 """
 
 from __future__ import annotations
@@ -695,6 +697,8 @@ class Runner:
         status: Status = "finished" if finished is not None else "incomplete"
         if finished is None and state is not None and state.status == "failed":
             status = "failed"
+        elif finished is None and state is None and self.journal.run_lock_holder(run_id):
+            status = "running"  # executed by another process (the CLI, another replica)
         return RunDocument(
             run_id=run_id,
             status=status,

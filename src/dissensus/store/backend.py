@@ -52,6 +52,10 @@ class SessionLocks(Protocol):
         """Whether this session holds the run's lock."""
         ...
 
+    def held(self, run_id: str) -> bool:
+        """Whether any session (this one or another) holds the run's lock."""
+        ...
+
     def try_lock(self, run_id: str) -> bool:
         """Take the run's lock for this session unless another session holds it."""
         ...

@@ -40,12 +40,14 @@ those parts. Choices where the design is silent:
 
 from __future__ import annotations
 
+import os
+import socket
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dissensus.store import chain
+from dissensus.store import chain, clock
 from dissensus.store.backend import Backend
 from dissensus.store.chain import VerifyReport
 from dissensus.store.claims import Claim, Claims
@@ -61,7 +63,7 @@ from dissensus.store.errors import (
     UnknownRun,
 )
 from dissensus.store.events import Event, NewEvent, RunHead, RunInfo
-from dissensus.store.locks import RunLock, RunLocks
+from dissensus.store.locks import RunLock, RunLocks, RunStatus
 from dissensus.store.log import EventLog, SQLEventLog
 from dissensus.store.review_index import ReviewEntry, ReviewFilter, ReviewIndex
 from dissensus.store.seals import SEAL_TYPE, Seals
@@ -475,6 +477,22 @@ class Journal:
         if run_id in self._deferred:
             return None
         return self._locks.acquire(run_id, pid)
+
+    def run_lock_holder(self, run_id: str) -> RunLock | None:
+        """The live process holding the run's execution lock (this one included), or
+        ``None``: reads only (a holder on this host whose process is gone holds nothing)."""
+        if run_id in self._deferred:
+            return RunLock(
+                run_id=run_id, pid=os.getpid(), host=socket.gethostname(), acquired=clock.now()
+            )
+        return self._locks.holder(run_id)
+
+    def run_status(self, run_id: str) -> RunStatus:
+        """``finished`` (its ``run.finished`` is journalled), ``running`` (a live process
+        holds its execution lock) or ``incomplete`` (stopped: resumable)."""
+        if self.get(run_id, "run/finished") is not None:
+            return "finished"
+        return "running" if self.run_lock_holder(run_id) is not None else "incomplete"
 
     def release_run_lock(self, run_id: str, pid: int | None = None) -> None:
         """Release the run's execution lock if ``pid`` (default: this process) holds it.

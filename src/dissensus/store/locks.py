@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import os
 import socket
+from typing import Literal
 
 from pydantic import BaseModel
 
@@ -34,13 +35,18 @@ from dissensus.store.backend import Backend, Row, SessionLocks
 from dissensus.store.log import SQLEventLog
 from dissensus.store.transactions import Transactions
 
-__all__ = ["RunLock", "RunLocks", "pid_alive"]
+__all__ = ["RunLock", "RunLocks", "RunStatus", "pid_alive"]
 
 _UPSERT = (
     "INSERT INTO run_locks (run_id, pid, host, acquired) VALUES (?, ?, ?, ?) "
     "ON CONFLICT (run_id) DO UPDATE SET pid = excluded.pid, host = excluded.host, acquired = excluded.acquired"
 )
 _DELETE = "DELETE FROM run_locks WHERE run_id = ? AND pid = ? AND host = ?"
+
+
+RunStatus = Literal["finished", "running", "incomplete"]
+"""A run as the journal and its locks tell it: its ``run.finished`` is journalled; a live
+process holds its execution lock; or neither (stopped, resumable)."""
 
 
 class RunLock(BaseModel):
@@ -93,6 +99,23 @@ class RunLocks:
 
         # Released once the DELETE is committed (at once outside a transaction).
         self._tx.on_commit(unlock)
+
+    def holder(self, run_id: str) -> RunLock | None:
+        """The live holder of the run's lock (this process included), or ``None``; reads
+        only. On PostgreSQL the server's session locks decide (a row its holder's ended
+        session left behind names no one); on SQLite the row, unless its process on this
+        host is gone."""
+        backend = self._backend
+        with backend.errors():
+            rows = backend.rows("SELECT * FROM run_locks WHERE run_id = ?", (run_id,))
+            session = backend.session_locks
+            if session is None:
+                return _live_holder(rows[0] if rows else None)
+            if not session.held(run_id):
+                return None
+        if rows:
+            return _lock_of(rows[0])
+        return RunLock(run_id=run_id, pid=0, host="?", acquired=clock.now())
 
     def _ours(self, row: Row | None, pid: int) -> bool:
         return row is not None and int(row["pid"]) == pid and row["host"] == socket.gethostname()

@@ -421,6 +421,19 @@ class AdvisoryLocks:
     def holds(self, run_id: str) -> bool:
         return run_id in self._held
 
+    def held(self, run_id: str) -> bool:
+        if run_id in self._held:
+            return True
+        # pg_locks names a two-key advisory lock by classid, objid and objsubid 2.
+        rows = self._backend.rows(
+            "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted "
+            "AND database = (SELECT oid FROM pg_database WHERE datname = current_database()) "
+            "AND classid = CAST(CAST(? AS integer) AS oid) "
+            "AND objid = CAST(hashtext(?) AS oid) AND objsubid = 2) AS held",
+            (_RUN_LOCK_NS, run_id),
+        )
+        return bool(rows[0]["held"])
+
     def try_lock(self, run_id: str) -> bool:
         key = self._key(run_id)
         got = self._backend.rows("SELECT pg_try_advisory_lock(?, ?) AS ok", (_RUN_LOCK_NS, key))

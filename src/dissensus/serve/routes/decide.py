@@ -110,10 +110,7 @@ async def acceptance(request: Request, _: Principal = submit) -> AcceptanceStatu
 async def runs_list(request: Request, _: Principal = submit) -> list[RunSummary]:
     """Every run of the journal (as ``dissensus runs list --json``)."""
     journal = service_of(request).journal
-    return [
-        RunSummary.of(info, finished=journal.get(info.run_id, "run/finished") is not None)
-        for info in journal.runs()
-    ]
+    return [RunSummary.of(info, status=journal.run_status(info.run_id)) for info in journal.runs()]
 
 
 @router.get("/v1/runs/{run_id}", tags=["runs"], response_model=RunDocument)
