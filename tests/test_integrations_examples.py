@@ -26,7 +26,11 @@ EXPECTED = {
     ),
     "inspect_panel.py": (
         "inspect_ai",
-        ["s1 C auto support 1.00", "s2 C escalate support 0.33 tie ['C', 'I']"],
+        [
+            "s1 C auto support 1.00",
+            "s2 C escalate support 0.33 tie ['C', 'I']",
+            "Inspect's log: ",  # the directory `inspect view --log-dir` needs
+        ],
     ),
     "mcp_client.py": (
         "mcp",

@@ -1,8 +1,8 @@
 """Three graders on Inspect's mock model, reduced by the dissensus reducer.
 
 Run offline: ``python examples/integrations/inspect_panel.py`` (extra ``inspect``).
-Inspect's logs go to a temporary directory; ``inspect view --log-dir DIR`` shows them
-(filter escalated samples with ``answer == 'escalate'``).
+Inspect's logs go to a temporary directory, printed last; ``inspect view --log-dir DIR``
+shows them (filter escalated samples with ``answer == 'escalate'``).
 """
 
 from __future__ import annotations
@@ -60,10 +60,11 @@ def main() -> None:
         solver=generate(),
         scorer=panel,
     )
+    log_dir = tempfile.mkdtemp()
     (log,) = eval(
         task,
         model=get_model("mockllm/model", custom_outputs=answer),
-        log_dir=tempfile.mkdtemp(),
+        log_dir=log_dir,
         display="none",
     )
     for sample in log.samples or []:
@@ -77,6 +78,7 @@ def main() -> None:
             f"tie {meta['tie']}",
             meta["reason"][:50],
         )
+    print(f"Inspect's log: {log_dir} (inspect view --log-dir {log_dir})")
 
 
 if __name__ == "__main__":

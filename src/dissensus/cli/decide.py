@@ -479,7 +479,8 @@ def decide_cmd(
     engine: Annotated[
         str,
         typer.Option(
-            "--engine", help="local (this process) or ray (Ray Data workers; the 'ray' extra)."
+            "--engine",
+            help="local (this process) or ray (blocks of lines on Ray actors, the journal in this process; the 'ray' extra).",
         ),
     ] = "local",
     ray_address: Annotated[

@@ -238,7 +238,9 @@ def route_command(
         50, "--show", min=0, help="Rows of the human table (the summary counts all)."
     ),
     engine: str = typer.Option(
-        "local", "--engine", help="local (this process) or ray (Ray Data workers; the 'ray' extra)."
+        "local",
+        "--engine",
+        help="local (this process) or ray (Ray Data map_batches over a pool of workers; the 'ray' extra).",
     ),
     ray_address: str | None = typer.Option(
         None, "--ray-address", help="Ray cluster to join (default: start a local one)."

@@ -2,8 +2,8 @@
 
 ``local`` (default) decides in this process (:func:`dissensus.pipeline.execute_run`,
 :func:`dissensus.cli.route.route_stream`); ``ray`` spreads blocks of input lines over
-Ray Data workers (:mod:`dissensus.engines.ray`, the ``ray`` extra) and keeps the
-journal in the driver. Both produce the same records, in input order, and the same
+Ray workers (:mod:`dissensus.engines.ray`, the ``ray`` extra: ``decide`` on Ray actors,
+``route`` as a Ray Data ``map_batches``) and keeps the journal in the driver. Both produce the same records, in input order, and the same
 rejects; a run started on one engine can be resumed on the other.
 
 Choices: engines are chosen by name (``--engine local|ray``); an unknown name is a
