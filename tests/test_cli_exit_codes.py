@@ -392,6 +392,7 @@ SCENARIOS: dict[tuple[str, int], Callable[[World], int]] = {
     ("convert zeroeval", 2): lambda w: (
         cli("convert", "zeroeval", w.missing, "-o", w.root / "z.jsonl").code
     ),
+    ("convert zeroeval", 3): lambda w: _convert_zeroeval(w, bad=True),
 }
 
 
@@ -418,7 +419,9 @@ def _convert_zeroeval(w: World, *, bad: bool) -> int:
     folder.mkdir(exist_ok=True)
     for model, answer in (("gemma-2-9b-it", "18"), ("Qwen2-7B-Instruct", "17")):
         out = json.dumps({"reasoning": "9 * 2 = 18", "answer": answer})
-        row = {"session_id": "s1", "question": "2 * 9?", "output": [out], "answer": "# 18"}
+        # A gold that is not a number skips the problem (reported, exit 3).
+        gold = "# banana" if bad else "# 18"
+        row = {"session_id": "s1", "question": "2 * 9?", "output": [out], "answer": gold}
         (folder / f"{model}.json").write_text(json.dumps([row]), encoding="utf-8")
     return cli("convert", "zeroeval", folder, "-o", w.root / "z.jsonl").code
 

@@ -18,6 +18,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -231,3 +232,58 @@ def _into_a_pipe_closed_after_one_line(
             reader.join()
         err.seek(0)
         return code, bytes(first).split(b"\n")[0], err.read().decode("utf-8", "replace")
+
+
+def _wait_for(predicate: Any, proc: subprocess.Popen[str], seconds: float = 60) -> None:
+    deadline = time.monotonic() + seconds
+    while not predicate():
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+
+
+def test_sigterm_stops_a_command_waiting_on_a_model_as_sigint_does(tmp_path: Path) -> None:
+    """``deliberate`` (no handler of its own) waiting on a slow model: SIGTERM is exit 130,
+    as Ctrl-C is, not a death by signal."""
+    from dissensus.llm.fakeserver import FakeServer, ServerSettings
+
+    server = FakeServer(settings=ServerSettings(latency_s=60)).start()
+    try:
+        env = _env(OPENAI_BASE_URL=server.base_url, OPENAI_API_KEY="test")
+        cmd = [sys.executable, "-m", "dissensus", "deliberate",
+               str(TESTS.parent / "examples" / "dci" / "risk.yaml"), "--model", "openai:fake-model"]  # fmt: skip
+        proc = subprocess.Popen(
+            cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env
+        )
+        try:
+            _wait_for(lambda: server.requests_received > 0, proc)
+            proc.send_signal(signal.SIGTERM)
+            _, err = proc.communicate(timeout=30)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    finally:
+        server.stop()
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err
+
+
+def test_sigterm_stops_fake_llm_as_sigint_does(tmp_path: Path) -> None:
+    """``fake-llm`` serves until interrupted and then exits 0 (llm.md): SIGTERM too."""
+    script = tmp_path / "rules.yaml"
+    script.write_text("default: ok\n", encoding="utf-8")
+    cmd = [sys.executable, "-m", "dissensus", "fake-llm", "--port", "0", "--script", str(script)]
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=_env()
+    )
+    assert proc.stderr is not None
+    try:
+        line = proc.stderr.readline()
+        assert line.startswith("listening on http://127.0.0.1:"), line
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err
+    assert "Traceback" not in err

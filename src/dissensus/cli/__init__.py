@@ -19,13 +19,24 @@ Choices where the design is silent:
   command module, and a test keeps each equal to the library's.
 * The command tree is built once per process (:func:`main` may run many times in one
   process, as the test suite and embedding programs do).
+* **SIGTERM is an interrupt.** While a command runs, SIGTERM (what ``kill``, systemd
+  and container runtimes send) raises :class:`KeyboardInterrupt` in the main thread, as
+  SIGINT does, so every command stops as it does on Ctrl-C (exit 130, or the command's
+  own documented stop) instead of dying without a word. Only where SIGTERM still has
+  its default action (an embedding program's own handler is kept) and on the main
+  thread; a server installs its own handlers on start (graceful shutdown).
 """
 
 from __future__ import annotations
 
 import functools
 import os
+import signal
 import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from types import FrameType
 from typing import Any
 
 from dissensus.cli import commands as _commands  # noqa: F401  (registers every command)
@@ -62,10 +73,31 @@ def _command() -> Any:
     return get_command(app)
 
 
+def _terminate(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
+@contextmanager
+def _sigterm_interrupts() -> Iterator[None]:
+    """SIGTERM raises :class:`KeyboardInterrupt` inside (see the module docstring)."""
+    if (
+        threading.current_thread() is not threading.main_thread()
+        or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL
+    ):
+        yield
+        return
+    signal.signal(signal.SIGTERM, _terminate)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI and return its exit code; user errors print one line, never a traceback."""
     try:
-        code = _command().main(args=argv, prog_name="dissensus", standalone_mode=False)
+        with _sigterm_interrupts():
+            code = _command().main(args=argv, prog_name="dissensus", standalone_mode=False)
     except SystemExit as exc:
         if type(sys.stdout).__name__ == "PacifyFlushWrapper":
             # The CLI framework saw a closed pipe on stdout (``| head -1``): not a failure.
