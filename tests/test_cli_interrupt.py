@@ -242,30 +242,57 @@ def _wait_for(predicate: Any, proc: subprocess.Popen[str], seconds: float = 60) 
         time.sleep(0.05)
 
 
-def test_sigterm_stops_a_command_waiting_on_a_model_as_sigint_does(tmp_path: Path) -> None:
-    """``deliberate`` (no handler of its own) waiting on a slow model: SIGTERM is exit 130,
-    as Ctrl-C is, not a death by signal."""
+@pytest.mark.parametrize(
+    ("command", "sig", "ignore_sigint", "code"),
+    [
+        # deliberate has no handler of its own: Ctrl-C and SIGTERM are exit 130.
+        ("deliberate", signal.SIGTERM, False, 130),
+        # A background job of a script ignores SIGINT: SIGTERM must still stop it.
+        ("deliberate", signal.SIGTERM, True, 130),
+        # negotiate's Ctrl-C cancels the negotiation and prints its record (exit 0).
+        ("negotiate", signal.SIGINT, False, 0),
+        ("negotiate", signal.SIGTERM, False, 0),
+    ],
+)
+def test_sigterm_stops_a_command_waiting_on_a_model_as_sigint_does(
+    command: str, sig: signal.Signals, ignore_sigint: bool, code: int
+) -> None:
+    """A command waiting on a slow model: SIGTERM does what Ctrl-C does, never a death by
+    signal (nor a hang)."""
     from dissensus.llm.fakeserver import FakeServer, ServerSettings
 
+    examples = TESTS.parent / "examples"
+    problem = {"deliberate": examples / "dci" / "risk.yaml",
+               "negotiate": examples / "concord" / "llm-checkout.yaml"}[command]  # fmt: skip
     server = FakeServer(settings=ServerSettings(latency_s=60)).start()
+
+    def no_sigint() -> None:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
     try:
         env = _env(OPENAI_BASE_URL=server.base_url, OPENAI_API_KEY="test")
-        cmd = [sys.executable, "-m", "dissensus", "deliberate",
-               str(TESTS.parent / "examples" / "dci" / "risk.yaml"), "--model", "openai:fake-model"]  # fmt: skip
+        cmd = [sys.executable, "-m", "dissensus", command, str(problem), "--model", "openai:fake-model"]  # fmt: skip
         proc = subprocess.Popen(
-            cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env
+            cmd,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+            preexec_fn=no_sigint if ignore_sigint else None,
         )
         try:
             _wait_for(lambda: server.requests_received > 0, proc)
-            proc.send_signal(signal.SIGTERM)
-            _, err = proc.communicate(timeout=30)
+            proc.send_signal(sig)
+            out, err = proc.communicate(timeout=30)
         finally:
             if proc.poll() is None:
                 proc.kill()
     finally:
         server.stop()
-    assert proc.returncode == 130, err
+    assert proc.returncode == code, err
     assert "Traceback" not in err
+    if command == "negotiate":
+        assert "cancelled" in out, out
 
 
 def test_sigterm_stops_fake_llm_as_sigint_does(tmp_path: Path) -> None:

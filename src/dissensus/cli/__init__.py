@@ -20,9 +20,12 @@ Choices where the design is silent:
 * The command tree is built once per process (:func:`main` may run many times in one
   process, as the test suite and embedding programs do).
 * **SIGTERM is an interrupt.** While a command runs, SIGTERM (what ``kill``, systemd
-  and container runtimes send) raises :class:`KeyboardInterrupt` in the main thread, as
-  SIGINT does, so every command stops as it does on Ctrl-C (exit 130, or the command's
-  own documented stop) instead of dying without a word. Only where SIGTERM still has
+  and container runtimes send) is turned into a SIGINT, so whatever handles Ctrl-C at
+  that moment handles it (:class:`KeyboardInterrupt`, an event loop's cancellation of
+  its main task, a command's own handler) and every command stops as it does on Ctrl-C
+  (exit 130, or the command's own documented stop) instead of dying without a word.
+  Where SIGINT is ignored (a background job of a script), SIGTERM raises
+  :class:`KeyboardInterrupt` itself, so it still stops the command. Only where SIGTERM still has
   its default action (an embedding program's own handler is kept) and on the main
   thread; a server installs its own handlers on start (graceful shutdown).
 """
@@ -74,7 +77,12 @@ def _command() -> Any:
 
 
 def _terminate(signum: int, frame: FrameType | None) -> None:
-    raise KeyboardInterrupt(signal.Signals(signum).name)
+    """SIGTERM: a SIGINT, so whatever handles Ctrl-C now handles it (an event loop's
+    signal handler, a command's own, the default :class:`KeyboardInterrupt`). Where
+    SIGINT is ignored (a background job of a script) SIGTERM still stops the command."""
+    if signal.getsignal(signal.SIGINT) in (signal.SIG_IGN, signal.SIG_DFL, None):
+        raise KeyboardInterrupt(signal.Signals(signum).name)
+    signal.raise_signal(signal.SIGINT)
 
 
 @contextmanager
