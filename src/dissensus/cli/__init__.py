@@ -19,6 +19,9 @@ Choices where the design is silent:
   command module, and a test keeps each equal to the library's.
 * The command tree is built once per process (:func:`main` may run many times in one
   process, as the test suite and embedding programs do).
+* **Arguments that are not UTF-8** (bytes a shell passes through as lone surrogates) are
+  fine as file names; where one is used as text (a run id, a note, a reviewer) the
+  command stops with one line naming it (exit 2) before anything is written.
 * **SIGTERM is an interrupt.** While a command runs, SIGTERM (what ``kill``, systemd
   and container runtimes send) is turned into a SIGINT, so whatever handles Ctrl-C at
   that moment handles it (:class:`KeyboardInterrupt`, an event loop's cancellation of
@@ -44,7 +47,7 @@ from typing import Any
 
 from dissensus.cli import commands as _commands  # noqa: F401  (registers every command)
 from dissensus.cli.app import app
-from dissensus.cli.common import EXIT_INTERRUPTED, EXIT_OK, shown
+from dissensus.cli.common import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, shown
 from dissensus.errors import DissensusError
 
 __all__ = ["app", "main"]
@@ -119,6 +122,13 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:
         _silence_stdout()
         return EXIT_OK
+    except UnicodeEncodeError as exc:
+        if "surrogates" not in exc.reason:
+            raise
+        # An argument holding bytes that are not UTF-8 (the shell passes them through as
+        # lone surrogates): fine as a file name, not as text to journal or look up.
+        sys.stderr.write(f"error: {_not_utf8(sys.argv[1:] if argv is None else argv)}\n")
+        return EXIT_USAGE
     except KeyboardInterrupt:
         sys.stderr.write("interrupted\n")
         return EXIT_INTERRUPTED
@@ -134,6 +144,14 @@ def main(argv: list[str] | None = None) -> int:
             return exit_code
         raise
     return _code(code)
+
+
+def _not_utf8(argv: list[str]) -> str:
+    """The one-line error for arguments with bytes that are not UTF-8, naming the first."""
+    for arg in argv:
+        if any("\udc80" <= ch <= "\udcff" for ch in arg):
+            return f"argument {shown(repr(arg))} is not valid UTF-8: give text as UTF-8"
+    return "an argument is not valid UTF-8: give text as UTF-8"
 
 
 def _code(code: object) -> int:
