@@ -91,6 +91,11 @@ def test_review_show_of_an_audit_hides_the_committed_answer(
     assert shown["suggestion"] is None and shown["acceptance"] is None
     assert shown["reading"]["decision"] is None
     assert "decision" not in shown
+    # The text view names the command that answers an audit, and only that one.
+    code = main(["review", "show", f"r1.{r.line}", "--journal", str(root / "j.sqlite")])
+    assert code == 0
+    text = capsys.readouterr().out
+    assert "dissensus review confirm" in text and "review resolve" not in text
 
 
 @NEEDS_CONFSEQ

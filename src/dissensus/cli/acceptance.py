@@ -57,10 +57,6 @@ def _labelled_panels(path: str, sink: RejectSink) -> list[Panel]:
     return panels
 
 
-def _setting(policy: Any, name: str, default: Any) -> Any:
-    return getattr(policy.acceptance, name, default)
-
-
 @app.command("calibrate-acceptance")
 def calibrate_acceptance_cmd(
     labelled: Annotated[
@@ -109,6 +105,13 @@ def calibrate_acceptance_cmd(
     ] = 30,
     reasoning: Annotated[
         bool, typer.Option("--reasoning/--no-reasoning", help="Add reasoning-similarity features.")
+    ] = False,
+    markers: Annotated[
+        bool,
+        typer.Option(
+            "--markers/--no-markers",
+            help="Add each answer's margin score under the policy's acceptance.markers lexicon.",
+        ),
     ] = False,
     feature: Annotated[
         list[str] | None,
@@ -167,12 +170,16 @@ def calibrate_acceptance_cmd(
     guard = GuardInputs.from_policy(
         policy, policy_guard_calibration(policy, policy_dir, policy_path)
     )
-    markers = _setting(policy, "lexicon", None)
+    # The optional features are chosen here and recorded in the file, which decide
+    # follows; the margin score counts the policy's own marker lexicon.
+    lexicon = policy.acceptance.markers
     settings = FeatureSettings(
         similarity=policy.reading.similarity,
-        reasoning=reasoning or bool(_setting(policy, "reasoning", False)),
-        markers=markers,
-        user=list(feature or []) or list(_setting(policy, "features", []) or []),
+        reasoning=reasoning,
+        markers={"concession": list(lexicon.concession), "grounding": list(lexicon.grounding)}
+        if markers
+        else None,
+        user=list(feature or []),
     )
     backend = get_backend(policy.reading.similarity)
     cases: list[Any] = []

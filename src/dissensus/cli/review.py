@@ -238,7 +238,8 @@ def review_show(
         say(
             f"CONCORD: {shown(item.concord.status)} ({shown(item.concord.summary)})", soft_wrap=True
         )
-    say(f"resolve: dissensus review resolve {shown(item.review_id)} --decision X --note TEXT")
+    if audit is None:  # an audit's command (review confirm) is named above
+        say(f"resolve: dissensus review resolve {shown(item.review_id)} --decision X --note TEXT")
     raise typer.Exit(code=EXIT_OK)
 
 
