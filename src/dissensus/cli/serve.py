@@ -146,7 +146,13 @@ def serve_command(
     # Everything alive now (modules, schemas, the app) lives until exit: moving it out of
     # the collector's reach keeps each request's garbage collections small.
     gc.freeze()
-    serve(application, application.state.service.runner, sock=sock, shutdown_s=shutdown_s)
+    serve(
+        application,
+        application.state.service.runner,
+        sock=sock,
+        shutdown_s=shutdown_s,
+        head_timeout_s=application.state.service.settings.request_timeout_s,
+    )
     raise typer.Exit(code=EXIT_OK)
 
 

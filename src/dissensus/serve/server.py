@@ -19,6 +19,9 @@ generations (``gc.freeze``): they live as long as the process, and a full collec
 would otherwise walk every one of them again, well over a hundred thousand objects (the web
 framework, the model SDK's types), for garbage that only requests make.
 
+The connections speak uvicorn's HTTP/1.1 with a time limit on request heads (the request
+timeout: :mod:`.protocol`), so a client cannot hold a connection by never ending one.
+
 The graceful time is :data:`GRACEFUL_SHUTDOWN_S` unless ``$DISSENSUS_SERVE_SHUTDOWN_S``
 gives another whole number of seconds (at least 1), e.g. to fit a container platform's
 termination grace period; an unreadable value is a one-line configuration error.
@@ -35,6 +38,7 @@ from typing import Any
 import uvicorn
 
 from dissensus.errors import ConfigError
+from dissensus.serve.protocol import head_timeout_protocol
 from dissensus.serve.runs import Runner
 
 __all__ = [
@@ -119,9 +123,17 @@ def listen(host: str, port: int) -> socket.socket:
     return sock
 
 
-def serve(app: Any, runner: Runner, *, sock: socket.socket, shutdown_s: int | None = None) -> None:
+def serve(
+    app: Any,
+    runner: Runner,
+    *,
+    sock: socket.socket,
+    shutdown_s: int | None = None,
+    head_timeout_s: float = 60.0,
+) -> None:
     """Serve ``app`` on the bound ``sock`` (:func:`listen`) until SIGTERM / SIGINT, with
-    ``shutdown_s`` seconds of graceful shutdown (default: :func:`graceful_shutdown_s`)."""
+    ``shutdown_s`` seconds of graceful shutdown (default: :func:`graceful_shutdown_s`);
+    a request head must arrive within ``head_timeout_s`` (:mod:`.protocol`)."""
     host, port = sock.getsockname()[:2]
     config = uvicorn.Config(
         app,
@@ -130,5 +142,6 @@ def serve(app: Any, runner: Runner, *, sock: socket.socket, shutdown_s: int | No
         log_level="warning",
         access_log=False,
         timeout_graceful_shutdown=graceful_shutdown_s() if shutdown_s is None else shutdown_s,
+        http=head_timeout_protocol(head_timeout_s),
     )
     Server(config, runner).run(sockets=[sock])

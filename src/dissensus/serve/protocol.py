@@ -1,0 +1,95 @@
+"""The HTTP/1.1 protocol of ``dissensus serve``: uvicorn's, with a time limit on request heads.
+
+uvicorn bounds a request's body (the service's :class:`~dissensus.serve.limits.RequestTimeout`
+does) and an idle keep-alive connection (``timeout_keep_alive``), but not the head: a
+client that opens a connection and sends nothing, or sends its request line and headers a
+byte at a time and never ends them, holds the connection (and its socket) for as long as it
+likes, and a few hundred such clients exhaust the server's file descriptors (the
+"slowloris" attack). :func:`head_timeout_protocol` makes uvicorn's ``httptools`` protocol
+that closes such a connection.
+
+Choices where the design is silent:
+
+* **The limit is the request timeout** (``--timeout``, at least :data:`HEAD_MIN_S`): the
+  head must be complete that long after the connection opened, or after the first byte of
+  a further request on a kept-alive connection. Between requests the keep-alive timeout
+  applies, as before.
+* **The answer is a 408** (``Connection: close``, a JSON body in the service's error
+  shape naming ``<head>``), then the connection is closed; a client that sent nothing at
+  all gets the same.
+* **A response still being produced is never cut off:** if the previous request on the
+  connection is still answering when the limit passes, the check is made again later.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+__all__ = ["HEAD_MIN_S", "head_timeout_protocol"]
+
+HEAD_MIN_S = 1.0
+"""The shortest time a client gets to send a request head."""
+
+
+class _HeadTimeoutProtocol(HttpToolsProtocol):
+    """uvicorn's protocol, closing a connection whose request head is late (see the module)."""
+
+    head_timeout_s = 60.0
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._head_timer: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._arm()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        super().connection_lost(exc)
+
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        self._arm()
+
+    def on_headers_complete(self) -> None:
+        self._disarm()
+        super().on_headers_complete()
+
+    def _arm(self) -> None:
+        if self._head_timer is None:
+            self._head_timer = self.loop.call_later(self.head_timeout_s, self._late)
+
+    def _disarm(self) -> None:
+        if self._head_timer is not None:
+            self._head_timer.cancel()
+            self._head_timer = None
+
+    def _late(self) -> None:
+        self._head_timer = None
+        if self.transport.is_closing():
+            return
+        if self.cycle is not None and not self.cycle.response_complete:
+            self._arm()  # the previous request is still answering: look again later
+            return
+        seconds = f"{self.head_timeout_s:g}"
+        body = json.dumps(
+            {"error": f"request head not received within {seconds} s", "field": "<head>"}
+        ).encode()
+        head = (
+            "HTTP/1.1 408 Request Timeout\r\ncontent-type: application/json\r\n"
+            f"content-length: {len(body)}\r\nconnection: close\r\n\r\n"
+        )
+        self.transport.write(head.encode() + body)
+        self.transport.close()
+
+
+def head_timeout_protocol(seconds: float) -> type[HttpToolsProtocol]:
+    """uvicorn's ``httptools`` protocol with request heads limited to ``seconds`` (at
+    least :data:`HEAD_MIN_S`): pass it as ``uvicorn.Config(http=...)``."""
+    limit = max(HEAD_MIN_S, float(seconds))
+    return type("HeadTimeoutProtocol", (_HeadTimeoutProtocol,), {"head_timeout_s": limit})
