@@ -378,6 +378,63 @@ def test_a_blind_audit_is_answered_with_the_keyboard(desk: Desk, tmp_path: Path)
     assert shown == ["audited", "audited"]
 
 
+def test_c_claims_a_blind_audit_and_j_skips_one_another_holds(desk: Desk, tmp_path: Path) -> None:
+    expect = desk.sync_api.expect
+    run, (first, second, third) = _audited(desk, tmp_path, [_blind(f"bc-{i}") for i in range(3)])
+    with desk.api("tok-r1") as api:
+        assert api.post(f"/v1/review/{second}/claim").status_code == 200
+    page = desk.page()
+    page.goto(f"{desk.base}/review/audit/{first}?run={run}")
+    _on_case(desk, page, first)
+    page.keyboard.press("j")  # second is reviewer1's: skipped
+    _on_case(desk, page, third)
+    page.keyboard.press("c")
+    expect(page.locator("#case-status")).to_contain_text("claimed by reviewer0")
+    _on_case(desk, page, third)
+    page.keyboard.press("k")
+    _on_case(desk, page, first)
+    page.context.close()
+    with desk.api("tok-r1") as api:
+        shown = api.get(f"/v1/audits/{third}").json()
+        assert shown["claim"]["reviewer"] == "reviewer0"
+        refused = api.post(f"/v1/cases/{third}/confirm", json={"note": "mine?"})
+        assert refused.status_code == 409 and refused.json()["claimed_by"] == "reviewer0"
+
+
+ABSTAINED = [
+    {"agent": "a", "decision": None, "reasoning": "I cannot tell."},
+    {"agent": "b", "decision": None, "reasoning": "Not enough context."},
+]
+
+
+def test_o_types_the_answer_when_no_agent_answered(desk: Desk, tmp_path: Path) -> None:
+    expect = desk.sync_api.expect
+    run, (empty, after) = desk.submit(
+        [{"id": "abstained", "outputs": ABSTAINED}, escalating("after-abstained")]
+    )
+    page = desk.page()
+    page.goto(f"{desk.base}/review/case/{empty}?run={run}")
+    _on_case(desk, page, empty)
+    expect(page.locator("input[name=decision]")).to_have_count(0)
+    page.keyboard.press("o")
+    expect(page.locator("#other-decision")).to_be_focused()
+    page.keyboard.type("escalate to legal")
+    page.keyboard.press("Escape")
+    page.wait_for_function("document.activeElement === document.body")
+    page.keyboard.press("n")
+    page.keyboard.type("neither agent answered; the contract says so")
+    page.keyboard.press("Enter")
+    _on_case(desk, page, after)
+    expect(page.locator("#other-decision")).to_have_value("")
+    page.screenshot(path=str(tmp_path / "after-typed-answer.png"))
+    page.context.close()
+    with desk.api("tok-r1") as api:
+        got = api.get(f"/v1/review/{empty}").json()
+    assert got["status"] == "resolved"
+    assert got["resolution"]["decision"] == "escalate to legal"
+    assert got["resolution"]["reviewer"] == "reviewer0"
+
+
 AXE = Path(__file__).resolve().parent / "vendor" / "axe-core" / "axe.min.js"
 
 

@@ -273,3 +273,112 @@ async def test_queue_filters_sort_search_and_context(tmp_path: Path) -> None:
         bogus = await client.get(f"/review/case/{ids[1]}", params={"run": "no-such-run"})
         assert bogus.status_code == 200 and 'id="next-link"' not in bogus.text
         assert (await client.get("/review", params={"run": "no-such-run"})).status_code == 200
+
+
+ABSTAINED = {
+    "outputs": [
+        {"agent": "a", "decision": None, "reasoning": "r"},
+        {"agent": "b", "decision": None, "reasoning": "r"},
+    ]
+}
+
+
+async def test_a_case_no_agent_answered_is_resolved_with_a_typed_answer(tmp_path: Path) -> None:
+    s = settings(tmp_path)
+    async with client_for(s) as client:
+        run = (
+            await client.post(
+                "/v1/decide",
+                json=[{"id": "e", **ABSTAINED}, {"id": "e2", **ABSTAINED}, escalating("opts")],
+                headers=auth("sub"),
+            )
+        ).json()
+        page_id, api_id, with_options = (r["review_id"] for r in run["records"])
+        shown = (await client.get(f"/v1/review/{page_id}", headers=auth("rev"))).json()
+        assert shown["item"]["options"] == [] and shown["item"]["suggestion"] is None
+
+        await _login(client, "rev")
+        page = await client.get(f"/review/case/{page_id}")
+        assert page.status_code == 200 and 'data-key="1"' not in page.text
+        assert 'id="other-decision" name="other"' in page.text
+        assert "no agent gave an answer: type the decision" in page.text
+        csrf, sha = _csrf(page.text), _sha(page.text)
+
+        before = await _events(Path(s.journal))
+        refused = {
+            "nothing typed": ({"note": "x"}, 422, "type the decision (o) first"),
+            "no note": ({"other": "yes"}, 422, "the panel suggests nothing"),
+            "stale page": (
+                {"other": "yes", "note": "x", "content_sha256": "0" * 64},
+                409,
+                "changed since it was shown",
+            ),
+        }
+        for why, (data, status, text) in refused.items():
+            got = await client.post(
+                f"/review/case/{page_id}/resolve",
+                data={"content_sha256": sha, "csrf": csrf, **data},
+            )
+            assert got.status_code == status and text in got.text, why
+        forged = await client.post(
+            f"/review/case/{page_id}/resolve",
+            data={"other": "yes", "note": "x", "content_sha256": sha, "csrf": "forged"},
+        )
+        assert forged.status_code == 403
+        assert await _events(Path(s.journal)) == before
+
+        done = await client.post(
+            f"/review/case/{page_id}/resolve",
+            data={"other": " <b>yes</b> ", "note": "read it", "content_sha256": sha, "csrf": csrf},
+        )
+        assert done.status_code == 303 and done.headers["location"] == f"/review/case/{api_id}"
+        resolved = await client.get(f"/review/case/{page_id}")
+        assert 'data-decision="&lt;b&gt;yes&lt;/b&gt;"' in resolved.text
+        assert "<b>yes</b>" not in resolved.text and "(none of the options)" not in resolved.text
+
+        # The same answer through the API, for the journal's comparison below.
+        api_sha = (await client.get(f"/v1/review/{api_id}", headers=auth("rev"))).json()
+        by_api = await client.post(
+            f"/v1/review/{api_id}/resolve",
+            json={
+                "decision": "<b>yes</b>",
+                "note": "read it",
+                "content_sha256": api_sha["content_sha256"],
+            },
+            headers=auth("rev"),
+        )
+        assert by_api.status_code == 200
+
+        # A case with options: another answer is flagged outside them; not both at once.
+        other = await client.get(f"/review/case/{with_options}")
+        assert "or another answer (<kbd>o</kbd>)" in other.text
+        form = {"content_sha256": _sha(other.text), "csrf": _csrf(other.text), "note": "x"}
+        both = await client.post(
+            f"/review/case/{with_options}/resolve", data={**form, "decision": "1", "other": "3"}
+        )
+        assert both.status_code == 422 and "not both" in both.text
+        outside = await client.post(
+            f"/review/case/{with_options}/resolve", data={**form, "other": "neither"}
+        )
+        assert outside.status_code == 303
+        flagged = await client.get(f"/review/case/{with_options}")
+        assert "(none of the options)" in flagged.text
+
+    with Journal(s.journal) as journal:
+        rid = run["run_id"]
+        lines = [r["line"] for r in run["records"]]
+        by_page, by_api_event, with_opts = (journal.get(rid, f"review/{n}/resolved") for n in lines)
+        assert by_page is not None and by_api_event is not None and with_opts is not None
+        same = ("review_id", "content_sha256")
+        assert {k: v for k, v in by_page.payload.items() if k not in same} == {
+            k: v for k, v in by_api_event.payload.items() if k not in same
+        }
+        assert by_page.payload["decision"] == "<b>yes</b>"
+        assert by_page.payload["reviewer"] == "rev-name"
+        assert by_page.payload["outside_options"] is False  # no option to be outside of
+        assert with_opts.payload["outside_options"] is True
+        assert with_opts.payload["decision"] == "neither"
+        record = journal.get(rid, f"case/{lines[0]}/resolved")
+        assert record is not None and record.payload["decision"] == "<b>yes</b>"
+        assert record.payload["action"] == "human"
+        assert journal.verify(rid).ok

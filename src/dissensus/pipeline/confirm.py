@@ -24,7 +24,11 @@ Choices where the design is silent:
 * The note is required, as for resolutions: an audit says why.
 * Claims hold for audits as for resolutions: a reviewer other than the holder of a live
   claim on ``<run>.<line>`` is refused (:class:`~dissensus.store.base.ClaimConflict`);
-  an audit without a reviewer name (a library call) ignores claims.
+  an audit without a reviewer name (a library call) ignores claims. The claim is taken
+  with :func:`claim_audit` (the service's claim endpoint and pages), on an automatic
+  decision not audited yet, under the run's write lock: a claim on a case audited a
+  moment before is :class:`AlreadyConfirmed`, never granted. An audit releases its
+  reviewer's claim, as a resolution does.
 """
 
 from __future__ import annotations
@@ -35,9 +39,9 @@ from dissensus.errors import DissensusError, InputError
 from dissensus.pipeline.records import CaseRecord, Resolution
 from dissensus.pipeline.review import human_record, split_ref
 from dissensus.store import event_types as ev
-from dissensus.store.base import ClaimConflict, Event, Journal
+from dissensus.store.base import CaseClosed, Claim, ClaimConflict, Event, Journal
 
-__all__ = ["AlreadyConfirmed", "Confirmation", "confirm", "confirmation_events"]
+__all__ = ["AlreadyConfirmed", "Confirmation", "claim_audit", "confirm", "confirmation_events"]
 
 EVENT = ev.REVIEW_CONFIRMED
 
@@ -89,34 +93,12 @@ def confirm(
         raise InputError("the note must not be empty")
     if decision is not None and not decision.strip():
         raise InputError("the decision must not be empty")
-    run_id, line = split_ref(ref, "case reference")
-    if journal.run(run_id, missing_ok=True) is None:
-        raise InputError(f"no case {ref!r}: no run {run_id!r} in {journal.path}")
+    run_id, line = _checked_ref(journal, ref)
     with journal.transaction(run_id):
-        stored = journal.get(run_id, f"case/{line}/record")
-        if stored is None:
-            raise InputError(
-                f"no record for case {ref!r}: no such line, or the run has not finished it "
-                f"(dissensus runs resume {run_id})"
-            )
-        record = CaseRecord.model_validate(stored.payload)
-        if not record.auto or record.decision is None:
-            raise InputError(
-                f"case {ref!r} was not decided automatically ({record.action}): "
-                + (
-                    f"resolve it with `dissensus review resolve {record.review_id}`"
-                    if record.review_id
-                    else "there is no automatic decision to confirm"
-                )
-            )
+        record = _automatic_record(journal, ref, run_id, line)
         done = journal.get(run_id, f"confirm/{line}")
         if done is not None:
-            raise AlreadyConfirmed(
-                ref,
-                reviewer=done.payload.get("reviewer"),
-                at=done.at,
-                decision=str(done.payload.get("decision")),
-            )
+            raise _already(ref, done)
         if reviewer is not None:
             held = journal.current_claim(ref)
             if held is not None and held.who != reviewer:
@@ -149,7 +131,63 @@ def confirm(
                 key=f"case/{line}/resolved",
                 case=str(line),
             )
+    if reviewer is not None:
+        journal.release_claim(ref, reviewer)
     return audit
+
+
+def claim_audit(journal: Journal, ref: str, who: str, *, ttl: float) -> Claim:
+    """Claim the audit of the automatic decision of case ``ref`` for ``who`` for ``ttl``
+    seconds (renews ``who``'s own claim).
+
+    :class:`InputError` when ``ref`` is no automatic decision; :class:`AlreadyConfirmed`
+    when it was audited (checked again under the run's write lock);
+    :class:`~dissensus.store.base.ClaimConflict` when someone else holds it.
+    """
+    run_id, line = _checked_ref(journal, ref)
+    _automatic_record(journal, ref, run_id, line)
+    try:
+        return journal.claim(ref, who, ttl, run_id=run_id, closed_by=f"confirm/{line}")
+    except CaseClosed as closed:
+        raise _already(ref, closed.event) from None
+
+
+def _checked_ref(journal: Journal, ref: str) -> tuple[str, int]:
+    run_id, line = split_ref(ref, "case reference")
+    if journal.run(run_id, missing_ok=True) is None:
+        raise InputError(f"no case {ref!r}: no run {run_id!r} in {journal.path}")
+    return run_id, line
+
+
+def _automatic_record(journal: Journal, ref: str, run_id: str, line: int) -> CaseRecord:
+    """The record the pipeline committed by itself for case ``ref`` (:class:`InputError`
+    for a case with no record yet or one that was not decided automatically)."""
+    stored = journal.get(run_id, f"case/{line}/record")
+    if stored is None:
+        raise InputError(
+            f"no record for case {ref!r}: no such line, or the run has not finished it "
+            f"(dissensus runs resume {run_id})"
+        )
+    record = CaseRecord.model_validate(stored.payload)
+    if not record.auto or record.decision is None:
+        raise InputError(
+            f"case {ref!r} was not decided automatically ({record.action}): "
+            + (
+                f"resolve it with `dissensus review resolve {record.review_id}`"
+                if record.review_id
+                else "there is no automatic decision to confirm"
+            )
+        )
+    return record
+
+
+def _already(ref: str, done: Event) -> AlreadyConfirmed:
+    return AlreadyConfirmed(
+        ref,
+        reviewer=done.payload.get("reviewer"),
+        at=done.at,
+        decision=str(done.payload.get("decision")),
+    )
 
 
 def confirmation_events(journal: Journal, run_id: str) -> list[Event]:

@@ -13,7 +13,11 @@ decide differently.
   holds until it expires; a live claim of another reviewer blocks both claiming and
   resolving (:class:`ClaimConflict`, 409); the holder may renew it. The journal takes
   the claim in a write transaction (SQLite's write lock, PostgreSQL's row lock), so of
-  two servers racing for one item exactly one gets it.
+  two servers racing for one item exactly one gets it. :meth:`ReviewDesk.claim` takes
+  the ``<run>.<line>`` of an escalated case (an open review item) or of an automatic
+  decision not audited yet (:func:`dissensus.pipeline.confirm.claim_audit`; its blind
+  audit, if any, has the same reference), since an audit respects a claim as a
+  resolution does; anything else is :class:`UnknownItem` (404).
 * **Resolutions** go through :func:`dissensus.pipeline.review.resolve` (the CLI's path)
   with the token's name as the reviewer: ``review.resolved`` and ``case.resolved`` are
   one transaction, and the "still open?" check runs inside it, so a second resolve (from
@@ -51,7 +55,7 @@ from dissensus.deprecation import deprecated_names, renamed
 from dissensus.errors import DissensusError, InputError
 from dissensus.outputs import ResolutionInfo
 from dissensus.pipeline import review as queue
-from dissensus.pipeline.confirm import AlreadyConfirmed, Confirmation, confirm
+from dissensus.pipeline.confirm import AlreadyConfirmed, Confirmation, claim_audit, confirm
 from dissensus.pipeline.durable import case_step
 from dissensus.pipeline.records import CaseRecord
 from dissensus.pipeline.review import (
@@ -387,11 +391,19 @@ class ReviewDesk:
     # -- writing ----------------------------------------------------------------------
 
     def claim(self, review_id: str, reviewer: str, ttl_s: float | None = None) -> ClaimInfo:
-        """Claim (or renew the claim on) an open case for ``ttl_s`` seconds."""
-        self.status(review_id)
-        held = queue.claim(
-            self.journal, review_id, reviewer, ttl=self.claim_ttl_s if ttl_s is None else ttl_s
-        )
+        """Claim (or renew the claim on) an open case, or the audit of an automatic
+        decision, for ``ttl_s`` seconds (see the module docstring)."""
+        ttl = self.claim_ttl_s if ttl_s is None else ttl_s
+        try:
+            self.status(review_id)
+        except UnknownItem:
+            try:
+                self.auto_case(review_id)
+            except UnknownItem:
+                raise UnknownItem(f"no review item or automatic decision {review_id!r}") from None
+            held = claim_audit(self.journal, review_id, reviewer, ttl=ttl)
+        else:
+            held = queue.claim(self.journal, review_id, reviewer, ttl=ttl)
         return ClaimInfo(
             review_id=review_id, reviewer=held.who, at=held.claimed_at, expires=held.expires
         )

@@ -29,14 +29,16 @@ Choices where the design is silent:
   open case of the same queue (the filters and order the reviewer came with travel in
   the case page's query string), skipping cases other reviewers hold claims on, or to
   the queue when none is left.
-* Keys (``review.js``): ``1``-``9`` pick an option, ``n`` focuses the note, ``Enter``
+* Keys (``review.js``): ``1``-``9`` pick an option, ``o`` focuses the field for another
+  answer (the only answer a case without options takes), ``n`` focuses the note, ``Enter``
   submits, ``j`` / ``k`` next / previous case of the queue (open or resolved, skipping
   open cases claimed by others), ``c`` claims, ``u`` undoes the reviewer's last
   resolution (within the server's ``undo_window_s``; the form names the case it undoes,
   so a stale page cannot undo another one), ``a`` opens the audit form of an automatic
-  decision, ``?`` shows the keys. On a blind audit the same keys pick an option, write
-  the note and answer (``Enter``), and ``j`` / ``k`` move among the open audits; after
-  an answer the page goes to the next open audit. Keys act only
+  decision, ``?`` shows the keys. On a blind audit the same keys pick an option (or type
+  another answer), write the note and answer (``Enter``), ``c`` claims the audit, and
+  ``j`` / ``k`` move among the open audits nobody else holds; after an answer the page
+  goes to the next such audit. ``c`` claims an automatic decision's audit too. Keys act only
   when no text field has the focus (``Esc`` leaves it); every page settles with the
   focus on the page, and keys typed while a page loads are replayed on the next one.
 * A note is required as the server's ``review_note`` setting says: by default only when

@@ -7,7 +7,9 @@ Choices where the design is silent:
   redirect after a resolve stay in the queue the reviewer came from; defaults are left
   out of the query string, and an unknown status or order is the default one.
 * Moving through the queue skips open cases another reviewer holds a claim on (resolved
-  cases are always shown); a case outside the queue's filters has no neighbours.
+  cases are always shown); a case outside the queue's filters has no neighbours. The
+  lists of audits (automatic decisions, open blind audits) are walked the same way
+  (:func:`unclaimed`).
 * The automatic decisions listed for an audit leave out those waiting for a blind audit:
   their committed answer stays hidden until the blind audit is answered.
 """
@@ -34,6 +36,7 @@ __all__ = [
     "next_open",
     "progress",
     "statuses",
+    "unclaimed",
 ]
 
 QUEUE_ROWS = 500
@@ -121,6 +124,12 @@ def _free(request: Request, entries: list[QueueEntry], me: str) -> list[QueueEnt
         for e in entries
         if e.resolved or e.review_id not in claims or claims[e.review_id].reviewer == me
     ]
+
+
+def unclaimed(request: Request, refs: list[str], me: str) -> list[str]:
+    """``refs`` (open cases or audits) without those another reviewer holds a claim on."""
+    claims = service_of(request).desk.live_claims(refs)
+    return [r for r in refs if r not in claims or claims[r].reviewer == me]
 
 
 def neighbours(

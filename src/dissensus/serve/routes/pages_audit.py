@@ -13,7 +13,20 @@ Choices where the design is silent:
   typed, not both).
 * After an answer the page goes to the next automatic decision left (from the first), or
   to the next open blind audit after this one in the list's order (else the first one
-  left), or to the list when none is left.
+  left), or to the list when none is left; in both lists, and for ``j`` / ``k`` among
+  the open blind audits, skipping those another reviewer holds a claim on.
+* **Claims on audits.** An audit (:func:`dissensus.pipeline.confirm.confirm`) is refused
+  while another reviewer holds a live claim on ``<run>.<line>``, so the pages let a
+  reviewer take that claim (``c``, ``POST /review/auto/{ref}/claim`` or
+  ``/review/audit/{ref}/claim``, the API's ``POST /v1/review/{ref}/claim``), show who
+  holds one, and walk the lists around the audits others hold, as the queue of
+  escalations does. A team working through the audits together would otherwise open
+  the same case, and all but one of them would find their answer refused ("already
+  audited") after doing the work; a blind audit is the costlier case, since it asks for
+  a decision from scratch. Claiming is explicit, as on a case page: opening a page
+  claims nothing, so looking costs nobody a case. A claim reveals nothing of the
+  committed answer, so a blind audit can be claimed while it is open; a refused claim on
+  such a case shows the blind page, never the automatic decision's.
 """
 
 from __future__ import annotations
@@ -38,7 +51,7 @@ from dissensus.serve.pages import (
     require_login,
     service_of,
 )
-from dissensus.serve.queue_view import QueueView, auto_refs
+from dissensus.serve.queue_view import QueueView, auto_refs, unclaimed
 
 __all__ = ["router"]
 
@@ -71,7 +84,7 @@ def auto_page(
         case=got,
         question=question_of(got.panel),
         positions=positions,
-        claim=service.desk.live_claim(ref),
+        claim=None if got.audit else service.desk.live_claim(ref),
         qs=view.suffix(),
         error=error,
         **option_context(options),
@@ -94,6 +107,9 @@ def audit_page(
     )
     refs = open_audit_refs(service.journal, view.run or None)
     i = refs.index(ref) if ref in refs else None
+    me = who.principal.name
+    before = unclaimed(request, refs[:i], me) if i else []
+    after = unclaimed(request, refs[i + 1 :], me) if i is not None else []
     return case_render(
         request,
         who,
@@ -105,8 +121,9 @@ def audit_page(
         item=item,
         answer=got.answer,
         question=question_of(item.panel),
-        prev_id=refs[i - 1] if i else None,
-        next_id=refs[i + 1] if i is not None and i + 1 < len(refs) else None,
+        claim=None if got.answer else service.desk.live_claim(ref),
+        prev_id=before[-1] if before else None,
+        next_id=after[0] if after else None,
         position=None if i is None else i + 1,
         open_count=len(refs),
         qs=view.suffix(),
@@ -171,7 +188,7 @@ async def auto_confirm(request: Request, ref: str) -> Response:
     if refused is not None:
         return refused
     view = QueueView.of(request)
-    left = auto_refs(request, view.run or None)
+    left = unclaimed(request, auto_refs(request, view.run or None), form.principal.name)
     target = f"/review/auto/{left[0]}" if left else "/review"
     return RedirectResponse(target + view.suffix(), status_code=303)
 
@@ -197,7 +214,7 @@ async def audit_answer(request: Request, ref: str) -> Response:
     def refusal() -> str | None:
         blind_audit(journal, ref)
         if not (picked or other):
-            return "pick an option (1-9) or type another answer first"
+            return "pick an option (1-9) or type another answer (o) first"
         if picked and other and picked != other:
             return "pick an option or type another answer, not both"
         return None if form.text("note") else "write a note (n): an audit says why"
@@ -205,10 +222,44 @@ async def audit_answer(request: Request, ref: str) -> Response:
     refused = _confirm(request, ref, form, audit_page, refusal, picked or other)
     if refused is not None:
         return refused
-    left = open_audit_refs(journal, view.run or None)
+    left = unclaimed(request, open_audit_refs(journal, view.run or None), form.principal.name)
     if not left:
         return RedirectResponse(f"/review{view.audits_suffix()}", status_code=303)
-    # The next open audit after this one in the list's order, else the first one left.
+    # The next open audit after this one in the list's order nobody else holds, else the
+    # first such one left.
     i = before.index(ref) if ref in before else -1
     target = next((r for r in before[i + 1 :] if r in left), left[0])
     return RedirectResponse(f"/review/audit/{target}{view.suffix()}", status_code=303)
+
+
+async def _claim(request: Request, ref: str, *, blind: bool) -> Response:
+    """Claim the audit of ``ref``, then show its page again: the blind one when ``blind``
+    (a refused claim shows nothing of the committed answer there), else the automatic
+    decision's."""
+    form = await checked_form(request, role_check=True)
+    if not isinstance(form, Form):
+        return form
+    service = service_of(request)
+    page: Page = audit_page if blind else auto_page
+    try:
+        if blind:
+            blind_audit(service.journal, ref)
+        service.desk.claim(ref, form.principal.name)
+    except UnknownItem as exc:
+        return message(request, form.reviewer, 404, "not found", str(exc))
+    except DissensusError as exc:
+        return page(request, ref, form.reviewer, error=str(exc), status=409)
+    where = "audit" if blind else "auto"
+    return RedirectResponse(
+        f"/review/{where}/{ref}{QueueView.of(request).suffix()}", status_code=303
+    )
+
+
+@router.post("/review/auto/{ref}/claim")
+async def auto_claim(request: Request, ref: str) -> Response:
+    return await _claim(request, ref, blind=has_open_audit(service_of(request).journal, ref))
+
+
+@router.post("/review/audit/{ref}/claim")
+async def audit_claim(request: Request, ref: str) -> Response:
+    return await _claim(request, ref, blind=True)

@@ -11,6 +11,17 @@ Choices where the design is silent:
   for what the reviewer can fix on the form and 409 for a conflict.
 * After a resolve the page goes to the next open case of the same queue that nobody else
   holds (:func:`~dissensus.serve.queue_view.next_open`), or to the queue when none is left.
+* **Another answer.** Besides the options, the resolve bar has a text field for a
+  decision of the reviewer's own (``o`` focuses it), since the API's resolve takes any
+  decision: a reviewer can reject every option, and a case where every agent abstained
+  has no option at all (the field is then the only way to answer, and says so). An
+  option picked and a different answer typed are refused (422), as on the blind audit
+  form. The decision is journalled exactly as the API's resolve journals it: flagged
+  ``outside_options`` when the item lists options and the answer is none of them (not
+  when it lists none: there is nothing to be outside of), with the same content hash,
+  claim and CSRF checks. With no suggestion (every agent abstained) a typed answer
+  overrides nothing, but ``--review-note override`` still asks for a note, since the
+  decision then rests on the reviewer alone.
 """
 
 from __future__ import annotations
@@ -136,17 +147,27 @@ def _resolve(request: Request, review_id: str, form: Form) -> Response | None:
     """Journal the form's resolution: ``None`` once journalled, else the page refusing it
     (:class:`UnknownItem` and the desk's conflicts are raised)."""
     service, who = service_of(request), form.reviewer
-    decision = form.text("decision")
-    if not decision:
-        why = "pick an option (1-9) first"
+    item = service.desk.status(review_id).item
+    picked, other = form.text("decision"), form.text("other")
+    if not (picked or other):
+        why = (
+            "pick an option (1-9) or type another answer (o) first"
+            if item.options
+            else "type the decision (o) first: no agent gave an answer"
+        )
         return case_page(request, review_id, who, error=why, status=422)
-    suggestion = service.desk.status(review_id).item.suggestion
+    if picked and other and picked != other:
+        why = "pick an option or type another answer, not both"
+        return case_page(request, review_id, who, error=why, status=422)
+    decision = picked or other
     note = form.text("note")
-    if not note and _note_required(request, decision, suggestion):
+    if not note and _note_required(request, decision, item.suggestion):
         why = (
             "write a note (n) first"
             if service.settings.review_note == "always"
             else "write a note (n): you are overriding the panel's suggestion"
+            if item.suggestion is not None
+            else "write a note (n): the panel suggests nothing, so say why"
         )
         return case_page(request, review_id, who, error=why, status=422)
     service.desk.resolve(

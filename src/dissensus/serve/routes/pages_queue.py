@@ -4,6 +4,7 @@ the open blind audits; and the acceptance monitor (:mod:`dissensus.serve.accepta
 
 Choices where the design is silent:
 
+* Every list shows who holds a live claim on each open case or audit.
 * At most :data:`~dissensus.serve.queue_view.QUEUE_ROWS` rows are shown; the count names
   them all. The text search of the automatic decisions and of the blind audits matches
   the question and the case id (the reason is not shown there).
@@ -14,7 +15,7 @@ Choices where the design is silent:
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TypeVar
 
 from fastapi import APIRouter, Request
@@ -51,6 +52,7 @@ class AutoRow:
 
     case: AutoCase
     question: str | None
+    claim: ClaimInfo | None = None
 
 
 @dataclass(frozen=True)
@@ -59,6 +61,7 @@ class AuditRow:
 
     item: ReviewItem
     question: str | None
+    claim: ClaimInfo | None = None
 
 
 def _case_rows(request: Request, view: QueueView) -> tuple[list[CaseRow], int]:
@@ -103,7 +106,9 @@ def _auto_rows(request: Request, view: QueueView) -> list[AutoRow]:
         return AutoRow(case=case, question=question_of(case.panel) or None)
 
     refs = auto_refs(request, view.run or None)
-    return _matching(refs, row, lambda r: f"{r.question or ''} {r.case.record.id}", view.q)
+    rows = _matching(refs, row, lambda r: f"{r.question or ''} {r.case.record.id}", view.q)
+    claims = desk.live_claims([r.case.ref for r in rows])
+    return [replace(r, claim=claims.get(r.case.ref)) for r in rows]
 
 
 def _audit_rows(request: Request, view: QueueView) -> list[AuditRow]:
@@ -114,7 +119,9 @@ def _audit_rows(request: Request, view: QueueView) -> list[AuditRow]:
         return AuditRow(item=item, question=question_of(item.panel) or None)
 
     refs = open_audit_refs(journal, view.run or None)
-    return _matching(refs, row, lambda r: f"{r.question or ''} {r.item.id}", view.q)
+    rows = _matching(refs, row, lambda r: f"{r.question or ''} {r.item.id}", view.q)
+    claims = service_of(request).desk.live_claims([r.item.review_id for r in rows])
+    return [replace(r, claim=claims.get(r.item.review_id)) for r in rows]
 
 
 @router.get("/review")

@@ -103,7 +103,9 @@ async def review_show(review_id: str, request: Request, _: Principal = review) -
 async def review_claim(
     review_id: str, request: Request, principal: Principal = review
 ) -> ClaimInfo:
-    """Claim an open case for the configured time (409 when another reviewer holds it)."""
+    """Claim an open case, or the audit of an automatic decision not audited yet
+    (``<run>.<line>``), for the configured time (409 when another reviewer holds it, or
+    when it was resolved or audited)."""
     return service_of(request).desk.claim(review_id, principal.name)
 
 
@@ -113,6 +115,8 @@ class BlindAuditView(BaseModel):
     item: ReviewItem
     """The case without the committed answer or the suggestion."""
     status: Literal["open", "audited"]
+    claim: ClaimInfo | None = None
+    """The claim holding the audit now, if any (open audits only)."""
 
 
 @router.get("/v1/audits/{case_ref}", tags=["review"], response_model=BlindAuditView)
@@ -122,13 +126,18 @@ async def audit_show(case_ref: str, request: Request, _: Principal = review) -> 
     from dissensus.pipeline.audit import audit_item
     from dissensus.pipeline.review import split_ref
 
-    journal = service_of(request).desk.journal
+    desk = service_of(request).desk
+    journal = desk.journal
     run_id, line = split_ref(case_ref, "case reference")
     item = audit_item(journal, run_id, line)
     if item is None:
         raise StarletteHTTPException(404, f"no blind audit for case {case_ref}")
     done = journal.get(run_id, f"confirm/{line}") is not None
-    return BlindAuditView(item=item, status="audited" if done else "open")
+    return BlindAuditView(
+        item=item,
+        status="audited" if done else "open",
+        claim=None if done else desk.live_claim(case_ref),
+    )
 
 
 @router.post("/v1/cases/{case_ref}/confirm", tags=["review"], response_model=Confirmation)

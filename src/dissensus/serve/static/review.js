@@ -1,8 +1,8 @@
 // Keyboard of the dissensus review page (no build step, no dependencies).
 //
 // Keys act only when no text field has the focus (Esc leaves a field):
-//   1-9 pick an option, n note, Enter resolve, j/k next/previous case, c claim,
-//   u undo your last resolution, a audit an automatic decision, ? keys help.
+//   1-9 pick an option, o type another answer, n note, Enter resolve, j/k next/previous
+//   case, c claim, u undo your last resolution, a audit an automatic decision, ? keys help.
 //
 // Typing ahead: while a page is loading (a resolve, a j/k move) keys are queued, not
 // lost and not typed into a field; once the next page has settled they are replayed in
@@ -76,6 +76,12 @@
         var note = document.getElementById("note");
         if (!note) { return false; }
         note.focus();
+        return true;
+      }
+      case "o": {
+        var other = document.getElementById("other-decision");
+        if (!other) { return false; }
+        other.focus();
         return true;
       }
       case "Enter":
