@@ -15,6 +15,9 @@ as Python writes them (round-trip exact); a file with ``threshold: null`` is val
 means "accept nothing", its ``threshold_reason`` saying why. Format ``/1`` files (one
 model refitted on every case) are refused with a message to re-run
 ``calibrate-acceptance``: their threshold was not computed for the model they carry.
+The file is read strictly (:func:`dissensus.io.jsontext.load_json_file`): a duplicate
+key, a non-finite number or a too long integer is an error naming the field, before the
+hash is checked.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from dissensus.acceptance.families import FamilyFigures
 from dissensus.acceptance.fit import LogisticModel
 from dissensus.acceptance.shift import ShiftReference
 from dissensus.errors import ConfigError
+from dissensus.io.jsontext import load_json_file
 from dissensus.types import JsonObject
 
 __all__ = [
@@ -135,14 +139,7 @@ def save_acceptance(acc: AcceptanceFile, path: str | Path) -> AcceptanceFile:
 def load_acceptance(path: str | Path) -> AcceptanceFile:
     """Read and verify an acceptance file (:class:`ConfigError` naming the field otherwise)."""
     name = str(path)
-    try:
-        data: Any = json.loads(Path(path).read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ConfigError(
-            f"cannot read acceptance file: {exc.strerror or exc}", file=name
-        ) from None
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"invalid JSON: {exc.msg} (line {exc.lineno})", file=name) from None
+    data: Any = load_json_file(path, what="acceptance file")
     if isinstance(data, dict) and data.get("format") in OLD_FORMATS:
         raise ConfigError(
             f"acceptance file format {data.get('format')!r} is no longer read: re-run "

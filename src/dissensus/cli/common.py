@@ -287,20 +287,12 @@ def print_json(obj: BaseModel | dict[str, object] | list[object]) -> None:
 
 
 def load_json_file(path: str | Path, *, what: str = "file") -> object:
-    """Parse a JSON file; every failure is one :class:`InputError` line naming the file."""
-    try:
-        with open(path, encoding="utf-8") as handle:
-            return json.load(handle)
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{path}: invalid JSON: {exc.msg} (line {exc.lineno})") from None
-    except UnicodeDecodeError as exc:
-        raise InputError(
-            f"{path}: {what} is not UTF-8 text (byte {exc.start}: {exc.reason})"
-        ) from None
-    except RecursionError:
-        raise InputError(f"{path}: JSON nested too deeply") from None
-    except OSError as exc:
-        raise InputError(f"cannot read {what} {path}: {exc.strerror or exc}") from None
+    """Parse a JSON file strictly (:func:`dissensus.io.jsontext.load_json_file`: no
+    duplicate key, non-finite number or too long integer); every failure is one
+    :class:`~dissensus.errors.ConfigError` line naming the file and the field."""
+    from dissensus.io.jsontext import load_json_file as load_strict
+
+    return load_strict(path, what=what)
 
 
 def progress_enabled(enabled: bool = True) -> bool:

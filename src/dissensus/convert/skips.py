@@ -8,18 +8,23 @@ callback that receives a :class:`Skipped` naming the file, the item index and th
 Choice: when no callback is given, the first skipped item raises :class:`ConvertError`
 (an :class:`~dissensus.errors.InputError`, exit code 2), so that a caller who did not
 opt into skipping never loses an item without knowing.
+
+Source files are read as strictly as configuration files (one shared reader,
+:mod:`dissensus.io.jsontext`): a file holding a key twice in one object, ``NaN`` or an
+integer too long to convert is refused whole, naming the field, instead of one reader's
+guess at what it means reaching the panels.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from dissensus.errors import InputError
+from dissensus.errors import ConfigError, InputError
+from dissensus.io.jsontext import load_json_file
 from dissensus.types import JsonObject
 
 __all__ = ["ConvertError", "SkipHandler", "Skipped", "load_json_source", "report_skip"]
@@ -58,24 +63,23 @@ def report_skip(on_skip: SkipHandler | None, skipped: Skipped) -> None:
     on_skip(skipped)
 
 
-def load_json_source(path: str | Path, expect: type[list[Any]] | type[JsonObject]) -> Any:
-    """A converter's JSON source file, checked to be a ``list`` or a ``dict``.
+def load_json_source(
+    path: str | Path, expect: type[list[Any]] | type[JsonObject], *, what: str | None = None
+) -> Any:
+    """A converter's JSON source file, checked to be a ``list`` or a ``dict`` (``what``
+    names the one expected in the message).
 
-    Every failure (unreadable, not UTF-8, invalid or too deeply nested JSON, wrong top
-    level) is one :class:`ConvertError` naming the file.
+    Every failure (unreadable, not UTF-8, invalid or too deeply nested JSON, a duplicate
+    key, a non-finite number or a too long integer: the strict reading of
+    :func:`dissensus.io.jsontext.load_json_file`; a wrong top level) is one
+    :class:`ConvertError` naming the file.
     """
     try:
-        with open(path, encoding="utf-8") as handle:
-            data = json.load(handle)
-    except json.JSONDecodeError as exc:
-        raise ConvertError(f"{path}: invalid JSON: {exc.msg} (line {exc.lineno})") from exc
-    except UnicodeDecodeError as exc:
-        raise ConvertError(f"{path}: not UTF-8 text (byte {exc.start}: {exc.reason})") from exc
-    except RecursionError:
-        raise ConvertError(f"{path}: JSON nested too deeply") from None
-    except OSError as exc:
-        raise ConvertError(f"{path}: cannot read: {exc.strerror}") from exc
+        data = load_json_file(path)
+    except ConfigError as exc:
+        raise ConvertError(str(exc)) from None
     if not isinstance(data, expect):
-        what = "a JSON list of items" if expect is list else "a JSON object keyed by item id"
+        if what is None:
+            what = "a JSON list of items" if expect is list else "a JSON object keyed by item id"
         raise ConvertError(f"{path}: expected {what}")
     return data

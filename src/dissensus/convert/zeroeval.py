@@ -36,7 +36,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from dissensus.convert.skips import ConvertError, SkipHandler, Skipped, report_skip
+from dissensus.convert.skips import (
+    ConvertError,
+    SkipHandler,
+    Skipped,
+    load_json_source,
+    report_skip,
+)
 from dissensus.families import model_family
 from dissensus.llm.jsonparse import JSONExtractError, extract_json
 from dissensus.types import AgentOutput, JsonObject, Panel
@@ -108,14 +114,7 @@ def extract_answer(text: str) -> tuple[str | None, str]:
 
 
 def _load(path: Path) -> list[Any]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ConvertError(f"cannot read {path}: {exc.strerror or exc}") from None
-    except json.JSONDecodeError as exc:
-        raise ConvertError(f"{path}: invalid JSON: {exc.msg} (line {exc.lineno})") from None
-    if not isinstance(data, list):
-        raise ConvertError(f"{path}: expected a list of ZeroEval results")
+    data: list[Any] = load_json_source(path, list, what="a list of ZeroEval results")
     return data
 
 

@@ -67,6 +67,7 @@ from dissensus.errors import ConfigError, DissensusError, InputError
 from dissensus.guard import GuardThresholds, ReliabilityFit, guard_case
 from dissensus.guard.decision import GuardDecision
 from dissensus.integrations._review import resolve_checked
+from dissensus.io.jsontext import load_json_file
 from dissensus.outputs import ResolutionInfo, ReviewEntry, ReviewView, RouteRecord, RunSummary
 from dissensus.pipeline import CaseRecord, RunSpec, adecide
 from dissensus.pipeline.review import find_item, list_items
@@ -177,9 +178,10 @@ def vote(
     """Decide every vote case under the guard: mode, answer, confidence, n_eff and why."""
     cal = None
     if calibration:
+        data = load_json_file(calibration, what="calibration")  # strict: names file and field
         try:
-            cal = ReliabilityFit.model_validate_json(Path(calibration).read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
+            cal = ReliabilityFit.model_validate(data)
+        except ValidationError as exc:
             raise ConfigError(
                 f"cannot read the calibration: {exc}", file=calibration, field="calibration"
             ) from exc

@@ -12,9 +12,11 @@ valid JSON but not an object is rejected with field ``<root>``; files are read w
 at the start of the first line is skipped. A line nested deeper than
 :data:`MAX_DEPTH` arrays/objects is rejected (field ``<depth>``) before any model sees
 it, so no reader can overflow the stack. Non-finite numbers (``NaN``, ``Infinity``,
-``1e999``), integers of more than 4,300 digits (field ``<json>``) and lone surrogate escapes (``"\\ud800"``) are rejected naming the path of
+``1e999``) and lone surrogate escapes (``"\\ud800"``) are rejected naming the path of
 the value as the field, whatever the model: JSON cannot carry the first, UTF-8 cannot
-encode the second. A panel or vote case over the bounds of :mod:`dissensus.io.limits`
+encode the second; integers of more than 4,300 digits are rejected with field
+``<json>``. These checks are :mod:`dissensus.io.jsontext`'s, which JSON files are read
+with too. A panel or vote case over the bounds of :mod:`dissensus.io.limits`
 (agents per panel, characters per text field) is rejected naming the field, whichever
 tier parsed it.
 
@@ -56,9 +58,18 @@ from typing import IO, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from dissensus.io.jsontext import (
+    DEPTH_FIELD,
+    JSON_FIELD,
+    MAX_DEPTH,
+    JsonTextError,
+    check_json_value,
+    json_depth,
+    parse_json,
+)
 from dissensus.io.limits import check_record
 from dissensus.io.wire import validate_panel_json
-from dissensus.types import Panel, VoteCase, find_unrepresentable
+from dissensus.types import Panel, VoteCase
 
 __all__ = [
     "MAX_DEPTH",
@@ -71,12 +82,6 @@ __all__ = [
     "read_models",
     "write_jsonl_line",
 ]
-
-MAX_DEPTH = 64
-"""Deepest nesting of arrays and objects a JSONL line may have."""
-
-_SUSPECT = re.compile(r"NaN|Infinity|\\u[dD][89a-fA-F]|[0-9][eE]\+?[0-9]{3}")
-"""Text that may hold a non-finite number or a lone surrogate escape (checked exactly then)."""
 
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 """A surrogate escape (maybe lone): such lines take the reference path."""
@@ -136,21 +141,6 @@ def _has_undecodable(text: str) -> bool:
     except UnicodeEncodeError:
         return True
     return False
-
-
-def json_depth(value: object) -> int:
-    """Nesting depth of arrays and objects in ``value`` (a scalar: 0), without recursion."""
-    deepest = 0
-    stack: list[tuple[object, int]] = [(value, 0)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, dict):
-            item = list(item.values())
-        if isinstance(item, list):
-            depth += 1
-            deepest = max(deepest, depth)
-            stack.extend((sub, depth) for sub in item if isinstance(sub, dict | list))
-    return deepest
 
 
 def line_text(text: str, line: int) -> str:
@@ -233,41 +223,22 @@ def _parse_reference(model: type[M], raw: str, *, file: str, line: int) -> M | R
             file=file, line=line, field="<encoding>", message="line is not valid UTF-8", raw=clean
         )
     try:
-        data = json.loads(raw)
-    except json.JSONDecodeError as exc:
-        return Reject(
-            file=file, line=line, field="<json>", message=f"invalid JSON: {exc.msg}", raw=raw
-        )
-    except RecursionError:
-        return _too_deep(file, line, raw)
-    except ValueError:  # an integer of more digits than Python converts (4,300)
-        return Reject(
-            file=file,
-            line=line,
-            field="<json>",
-            message=f"invalid JSON: an integer of more than {sys.get_int_max_str_digits()} digits",
-            raw=raw[:200],
-        )
-    if not isinstance(data, dict):
-        return Reject(
-            file=file, line=line, field="<root>", message="expected a JSON object", raw=raw
-        )
-    if raw.count("[") + raw.count("{") > MAX_DEPTH and json_depth(data) > MAX_DEPTH:
-        return _too_deep(file, line, raw)
-    if _SUSPECT.search(raw) and (why := find_unrepresentable(data)) is not None:
-        where, sep, message = why.partition(": ")
-        field, message = (where, message) if sep else ("<root>", why)
-        return Reject(file=file, line=line, field=field, message=message, raw=raw)
+        data = parse_json(raw)
+        if not isinstance(data, dict):
+            return Reject(
+                file=file, line=line, field="<root>", message="expected a JSON object", raw=raw
+            )
+        check_json_value(data, raw)
+    except JsonTextError as exc:
+        # Text too deep, or holding a too long integer, can be huge: only its start is kept.
+        short = exc.field == DEPTH_FIELD or (exc.field == JSON_FIELD and exc.line is None)
+        keep = raw[:200] if short else raw
+        return Reject(file=file, line=line, field=exc.field, message=exc.message, raw=keep)
     try:
         return model.model_validate(data)
     except ValidationError as exc:
         loc, msg = _field_of(exc)
         return Reject(file=file, line=line, field=loc, message=msg, raw=raw)
-
-
-def _too_deep(file: str, line: int, raw: str) -> Reject:
-    message = f"JSON nested deeper than {MAX_DEPTH} levels"
-    return Reject(file=file, line=line, field="<depth>", message=message, raw=raw[:200])
 
 
 def read_models(model: type[M], lines: Iterable[str], *, file: str = "-") -> Iterator[M | Reject]:

@@ -3,10 +3,16 @@
 Each is a :class:`~dissensus.errors.DissensusError`, so the command line prints it as one
 line with its exit code (1 unless set here). Choices where the design is silent:
 
-* **Exit codes.** A read-only journal, an unknown run and a run id already taken are the
-  caller's to fix (exit 2, usage); a busy or unreachable journal is exit 1.
-* :class:`JournalBusy` and :class:`JournalReadOnly` are kinds of :class:`JournalError`,
-  so a caller that only cares whether the journal can be used catches one type.
+* **Exit codes.** A read-only journal, a damaged journal, an unknown run and a run id
+  already taken are the caller's to fix (exit 2, usage); a busy or unreachable journal
+  is exit 1.
+* **Damaged** means SQLite found the file corrupt ("database disk image is malformed",
+  "file is not a database"), wherever it notices: when the journal is opened or in any
+  later read or write. It is the same problem as a truncated file, which the CLI's check
+  before opening already refuses with exit 2: the file needs restoring, not a retry.
+* :class:`JournalBusy`, :class:`JournalReadOnly` and :class:`JournalDamaged` are kinds of
+  :class:`JournalError`, so a caller that only cares whether the journal can be used
+  catches one type.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ __all__ = [
     "ClaimConflict",
     "JournalBusy",
     "JournalConflict",
+    "JournalDamaged",
     "JournalError",
     "JournalReadOnly",
     "RunExists",
@@ -44,6 +51,12 @@ class JournalBusy(JournalError):
 
 class JournalReadOnly(JournalError):
     """The journal cannot be written (a read-only file or database user)."""
+
+    exit_code = 2
+
+
+class JournalDamaged(JournalError):
+    """The journal's file is corrupt: SQLite cannot read it as a database."""
 
     exit_code = 2
 

@@ -18,6 +18,12 @@ Choices where the design is silent:
   one-line :class:`~dissensus.store.errors.JournalBusy` error, never a traceback.
 * **Someone else's database.** A file that already holds tables and is not a dissensus
   journal is refused (exit 2) instead of having tables added to it.
+* **A damaged file.** SQLite's corruption errors (``SQLITE_CORRUPT``: "database disk
+  image is malformed"; ``SQLITE_NOTADB``, "file is not a database", once the file was
+  opened as a journal), met when opening or in any later statement, are a one-line
+  :class:`~dissensus.store.errors.JournalDamaged` naming the journal (exit 2, as a
+  truncated file is), never a failure of the command. A file that is not a database
+  when it is opened stays "not a dissensus journal" (exit 2).
 * **Run locks** live in a ``run_locks`` table; a holder whose process is gone (same
   host; a zombie counts as gone) is replaced.
 * **File mode.** A new journal file is created ``0600`` (owner only), whatever the
@@ -37,7 +43,7 @@ from typing import Any
 from dissensus.errors import InputError
 from dissensus.store import clock, migrations
 from dissensus.store.backend import Row, SessionLocks, stored_keys
-from dissensus.store.errors import JournalBusy, JournalError, JournalReadOnly
+from dissensus.store.errors import JournalBusy, JournalDamaged, JournalError, JournalReadOnly
 from dissensus.store.events import EVENTS_COLUMNS, RUNS_COLUMNS, EventRow, EventValues, RunHead
 from dissensus.store.migrations import SchemaInfo
 from dissensus.store.schema import Dialect
@@ -56,6 +62,21 @@ _INSERT_EVENT = (
     "INSERT INTO events (run_id, seq, key, type, case_ref, at, payload, prev_hash, hash) "
     "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
+
+
+def _damaged(exc: sqlite3.Error, *, not_a_database: bool = True) -> bool:
+    """Whether ``exc`` says the database file is corrupt: SQLite's primary result code
+    ``SQLITE_CORRUPT`` (or, with ``not_a_database``, ``SQLITE_NOTADB``), or the text
+    when the driver gave no code."""
+    codes = {sqlite3.SQLITE_CORRUPT}
+    texts = ["malformed"]
+    if not_a_database:
+        codes.add(sqlite3.SQLITE_NOTADB)
+        texts.append("not a database")
+    code = getattr(exc, "sqlite_errorcode", None)
+    if isinstance(code, int):
+        return code & 0xFF in codes
+    return any(text in str(exc) for text in texts)
 
 
 def _sync_mode(value: str | None) -> str:
@@ -125,9 +146,12 @@ class SQLiteBackend:
             rows = self._db.execute(
                 "SELECT name FROM sqlite_master WHERE type = 'table'"
             ).fetchall()
-        except sqlite3.OperationalError as exc:
-            raise JournalError(f"cannot read journal {self.path}: {exc}") from exc
         except sqlite3.DatabaseError as exc:
+            # A file that is not a database at all, when opened, is someone else's file.
+            if _damaged(exc, not_a_database=False):
+                raise self._damaged_error(exc) from exc
+            if isinstance(exc, sqlite3.OperationalError):
+                raise JournalError(f"cannot read journal {self.path}: {exc}") from exc
             raise InputError(f"not a dissensus journal: {self.path}: {exc}") from exc
         tables = {str(r["name"]) for r in rows}
         if not tables:
@@ -205,11 +229,19 @@ class SQLiteBackend:
 
     # -- the Backend seam ----------------------------------------------------------------
 
+    def _damaged_error(self, exc: sqlite3.Error) -> JournalDamaged:
+        """The one-line error of a corrupt journal file."""
+        return JournalDamaged(f"journal {self.path} is damaged (SQLite cannot read it): {exc}")
+
     @contextmanager
     def errors(self) -> Iterator[None]:
         try:
             yield
-        except sqlite3.OperationalError as exc:
+        except sqlite3.DatabaseError as exc:
+            if _damaged(exc):
+                raise self._damaged_error(exc) from exc
+            if not isinstance(exc, sqlite3.OperationalError):
+                raise JournalError(f"journal {self.path}: {exc}") from exc
             text = str(exc)
             if "locked" in text or "busy" in text:
                 raise JournalBusy(
@@ -219,8 +251,6 @@ class SQLiteBackend:
             if "readonly" in text or "read-only" in text:
                 raise JournalReadOnly(f"journal {self.path} is read-only: {text}") from exc
             raise JournalError(f"journal {self.path}: {text}") from exc
-        except sqlite3.DatabaseError as exc:
-            raise JournalError(f"journal {self.path}: {exc}") from exc
 
     def rows(self, sql: str, args: Sequence[Any] = ()) -> list[Row]:
         with self.lock:

@@ -1,0 +1,215 @@
+"""The one JSON reader: JSONL lines and JSON files, with the same checks.
+
+A JSONL line (:mod:`dissensus.io.jsonl`'s reference path) and a whole JSON file
+(calibration, acceptance, certificate and converter source files, through
+:func:`load_json_file`) are parsed by :func:`parse_json` and checked by
+:func:`check_json_value`; a problem is a :class:`JsonTextError` naming the field, which
+the line reader turns into a reject and the file reader into one
+:class:`~dissensus.errors.ConfigError` line naming the file (exit 2).
+
+Choices where the design is silent:
+
+* **One parser**: the standard library's ``json.loads`` (exact integers, the reference
+  the fast tiers of the line reader are tested against).
+* **Nesting** deeper than :data:`MAX_DEPTH` arrays and objects is refused (field
+  ``<depth>``), whether the parser's own recursion limit or the count finds it.
+* **Numbers** must be finite: ``NaN``, ``Infinity``, ``1e999`` and a decimal of 309 or
+  more digits before its point (which Python reads as infinity) anywhere are refused
+  naming the path of the value ("must be a finite number"), as is a string holding a
+  lone surrogate escape (``"\\ud800"``): JSON cannot carry the first, UTF-8 cannot
+  encode the second.
+* **Integers** of more digits than Python converts (``sys.get_int_max_str_digits()``,
+  4,300 by default) are refused: a line names ``<json>`` (as for any text the parser
+  refuses); a file names the path of the integer.
+* **Duplicate keys** (``strict=True``, every file read by :func:`load_json_file`): a key
+  written twice in one object is refused naming its path. Readers differ on which value
+  wins, so a doubled ``floor`` in a certificate or ``beta_star`` in a calibration could
+  change what is checked. JSONL lines keep ``json.loads``'s last-one-wins: a record's
+  fields are validated by its model, and the fast tiers (pydantic, msgspec) read it the
+  same way.
+* **Files** are UTF-8 (a byte order mark is skipped; UTF-16 and invalid bytes are one
+  error line naming the file), read whole: they are configuration and certificates, or
+  a converter's source, never a stream.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+from dissensus.errors import ConfigError
+from dissensus.types import find_unrepresentable
+
+__all__ = [
+    "MAX_DEPTH",
+    "JsonTextError",
+    "check_json_value",
+    "json_depth",
+    "load_json_file",
+    "parse_json",
+]
+
+MAX_DEPTH = 64
+"""Deepest nesting of arrays and objects a JSONL line or JSON file may have."""
+
+_SUSPECT = re.compile(r"NaN|Infinity|\\u[dD][89a-fA-F]|[0-9][eE]\+?[0-9]{3}|[0-9]{309}")
+"""Text that may hold a non-finite number (a float of 309 digits before its point is one
+too) or a lone surrogate escape (checked exactly then)."""
+
+JSON_FIELD = "<json>"
+"""The field of text the parser refuses (and of a too long integer in a line)."""
+DEPTH_FIELD = "<depth>"
+"""The field of text nested deeper than :data:`MAX_DEPTH`."""
+
+
+class JsonTextError(ValueError):
+    """JSON text refused: ``field`` is the dotted path of the value at fault, ``<json>``
+    (text the parser refuses) or ``<depth>``; ``line`` is where the parser stopped, when
+    it did."""
+
+    def __init__(self, field: str, message: str, *, line: int | None = None) -> None:
+        super().__init__(f"field {field!r}: {message}")
+        self.field = field
+        self.message = message
+        self.line = line
+
+
+def _digits_message() -> str:
+    return f"an integer of more than {sys.get_int_max_str_digits()} digits"
+
+
+def _too_deep() -> JsonTextError:
+    return JsonTextError(DEPTH_FIELD, f"JSON nested deeper than {MAX_DEPTH} levels")
+
+
+class _HugeInt:
+    """Stands in for an integer too long to convert, until its path is found."""
+
+    __slots__ = ()
+
+
+class _Strict:
+    """``json.loads`` hooks noting duplicate keys and too long integers.
+
+    The objects they flag are kept alive here (so no other value can take their ``id``);
+    once parsed, :meth:`first` finds the first of them in document order with its path.
+    """
+
+    def __init__(self) -> None:
+        self.flagged: dict[int, tuple[object, str | None]] = {}
+
+    def pairs(self, items: list[tuple[str, Any]]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        twice: str | None = None
+        for key, value in items:
+            if twice is None and key in out:
+                twice = key
+            out[key] = value
+        if twice is not None:
+            self.flagged[id(out)] = (out, twice)
+        return out
+
+    def integer(self, text: str) -> int | _HugeInt:
+        try:
+            return int(text)
+        except ValueError:
+            stand_in = _HugeInt()
+            self.flagged[id(stand_in)] = (stand_in, None)
+            return stand_in
+
+    def first(self, data: Any) -> JsonTextError:
+        stack: list[tuple[str, Any]] = [("", data)]
+        while stack:
+            path, item = stack.pop()
+            found = self.flagged.get(id(item))
+            if found is not None and found[0] is item:
+                if found[1] is None:
+                    return JsonTextError(path or "<root>", _digits_message())
+                key = found[1]
+                return JsonTextError(f"{path}.{key}" if path else key, "duplicate key")
+            if isinstance(item, dict):
+                stack.extend((f"{path}.{k}" if path else k, v) for k, v in reversed(item.items()))
+            elif isinstance(item, list):
+                stack.extend(
+                    (f"{path}.{i}" if path else str(i), item[i])
+                    for i in range(len(item) - 1, -1, -1)
+                )
+        # Every flagged value left out of the document was a duplicate key's first value,
+        # so its object is flagged too; this line is only a safeguard.
+        return JsonTextError(JSON_FIELD, "invalid JSON")
+
+
+def parse_json(raw: str, *, strict: bool = False) -> Any:
+    """Parse ``raw`` (one JSON text); :class:`JsonTextError` when the parser refuses it,
+    or (``strict``) when an object holds a key twice or an integer is too long."""
+    hooks = _Strict() if strict else None
+    try:
+        if hooks is None:
+            data = json.loads(raw)
+        else:
+            data = json.loads(raw, object_pairs_hook=hooks.pairs, parse_int=hooks.integer)
+    except json.JSONDecodeError as exc:
+        raise JsonTextError(JSON_FIELD, f"invalid JSON: {exc.msg}", line=exc.lineno) from None
+    except RecursionError:
+        raise _too_deep() from None
+    except ValueError:  # an integer of more digits than Python converts (4,300)
+        raise JsonTextError(JSON_FIELD, f"invalid JSON: {_digits_message()}") from None
+    if hooks is not None and hooks.flagged:
+        raise hooks.first(data)
+    return data
+
+
+def json_depth(value: object) -> int:
+    """Nesting depth of arrays and objects in ``value`` (a scalar: 0), without recursion."""
+    deepest = 0
+    stack: list[tuple[object, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            item = list(item.values())
+        if isinstance(item, list):
+            depth += 1
+            deepest = max(deepest, depth)
+            stack.extend((sub, depth) for sub in item if isinstance(sub, dict | list))
+    return deepest
+
+
+def check_json_value(data: Any, raw: str) -> None:
+    """Refuse ``data`` (parsed from ``raw``) nested deeper than :data:`MAX_DEPTH`, or
+    holding a non-finite number or a lone surrogate (:class:`JsonTextError`).
+
+    ``raw`` spares the walks: text with few brackets cannot nest deeply, and text
+    without ``NaN``, ``Infinity``, a huge exponent or a surrogate escape holds neither.
+    """
+    if raw.count("[") + raw.count("{") > MAX_DEPTH and json_depth(data) > MAX_DEPTH:
+        raise _too_deep()
+    if _SUSPECT.search(raw) and (why := find_unrepresentable(data)) is not None:
+        where, sep, message = why.partition(": ")
+        field, message = (where, message) if sep else ("<root>", why)
+        raise JsonTextError(field, message)
+
+
+def load_json_file(path: str | Path, *, what: str = "file") -> Any:
+    """Read and check the JSON file ``path`` strictly (see the module's choices).
+
+    Every failure (unreadable, not UTF-8, invalid JSON, a duplicate key, a non-finite
+    number, an integer too long, nesting too deep) is one :class:`ConfigError` naming the
+    file and, when there is one, the field; ``what`` names the file in the message.
+    """
+    # Imported here: the line reader, which imports this module, has no use for YAML.
+    from dissensus.io.yamlfile import read_text_file
+
+    name = str(path)
+    text = read_text_file(path, what=what)
+    try:
+        data = parse_json(text, strict=True)
+        check_json_value(data, text)
+    except JsonTextError as exc:
+        if exc.field in (JSON_FIELD, DEPTH_FIELD):
+            at = f" (line {exc.line})" if exc.line is not None else ""
+            raise ConfigError(f"{exc.message}{at}", file=name) from None
+        raise ConfigError(exc.message, file=name, field=exc.field) from None
+    return data

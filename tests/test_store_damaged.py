@@ -1,0 +1,80 @@
+"""A damaged journal file is a one-line usage error (exit 2) naming the journal.
+
+The journal is a real one (``decide``), with one page overwritten in place: SQLite then
+reports "database disk image is malformed" from whichever statement meets the page,
+which every reading command turns into
+:class:`~dissensus.store.errors.JournalDamaged`.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from cli_helpers import cli
+from dissensus.store import Journal, JournalError
+from dissensus.store.errors import JournalDamaged
+from pipeline_cases import panel, write_jsonl, write_policy
+
+COMMANDS = [
+    ["runs", "list"],
+    ["runs", "show", "U"],
+    ["runs", "export", "U"],
+    ["runs", "schema"],
+    ["runs", "verify", "U"],
+    ["review", "list"],
+    ["review", "show", "U.1"],
+    ["review", "audits"],
+    ["acceptance", "status"],
+]
+
+
+@pytest.fixture(scope="module")
+def journal(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("damaged")
+    good = write_jsonl(root / "in.jsonl", [panel(f"c{i}", ["1", "2", "2"]) for i in range(40)])
+    path = root / "j.sqlite"
+    res = cli("decide", good, "--policy", write_policy(root / "p.yaml"), "--journal", path)
+    assert res.code == 0, res.err
+    assert not Path(f"{path}-wal").exists() or Path(f"{path}-wal").stat().st_size == 0
+    return path
+
+
+def _damaged(journal: Path, to: Path) -> Path:
+    """A copy of ``journal`` with the root page of its events table overwritten (the
+    bytes after the page's 8-byte header become 0xff)."""
+    shutil.copy(journal, to)
+    db = sqlite3.connect(to)
+    try:
+        page_size = db.execute("PRAGMA page_size").fetchone()[0]
+        (root,) = db.execute(
+            "SELECT rootpage FROM sqlite_master WHERE type = 'table' AND name = 'events'"
+        ).fetchone()
+    finally:
+        db.close()
+    with open(to, "r+b") as handle:
+        handle.seek((root - 1) * page_size + 8)
+        handle.write(b"\xff" * (page_size - 16))
+    return to
+
+
+@pytest.mark.parametrize("args", COMMANDS, ids=[" ".join(a) for a in COMMANDS])
+def test_every_reader_of_a_damaged_journal_exits_2(
+    journal: Path, tmp_path: Path, args: list[str]
+) -> None:
+    broken = _damaged(journal, tmp_path / "broken.sqlite")
+    res = cli(*args, "--journal", broken)
+    assert res.code == 2, (res.code, res.err)
+    assert res.err.startswith(f"error: journal {broken} is damaged"), res.err
+    assert "malformed" in res.err and len(res.err.strip().splitlines()) == 1
+    assert "Traceback" not in res.err
+
+
+def test_the_library_raises_journal_damaged(journal: Path, tmp_path: Path) -> None:
+    broken = _damaged(journal, tmp_path / "broken.sqlite")
+    with pytest.raises(JournalDamaged, match="is damaged") as info, Journal(broken) as store:
+        store.verify("U")
+    assert isinstance(info.value, JournalError) and info.value.exit_code == 2
