@@ -181,3 +181,31 @@ def test_convert_sources(tmp_path: Path) -> None:
     (zero / "a.json").write_text("[]")
     (zero / "b.json").write_text('[{"output": ["x"], "answer": NaN}]')
     _one_line(cli("convert", "zeroeval", zero), str(zero / "b.json"), "'0.answer'", "finite")
+
+
+@pytest.mark.parametrize("setting", ["guard.calibration", "acceptance.calibration"])
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [('{"a": 1, "a": 2}', "duplicate key"), ('{"a": NaN}', "must be a finite number")],
+)
+def test_the_policys_calibration_files_are_read_strictly(
+    tmp_path: Path, setting: str, text: str, needle: str
+) -> None:
+    """The guard and reliability calibrations a policy names: strict JSON, one line, exit 2,
+    no run created."""
+    from cli_helpers import cli
+    from dissensus.store import Journal
+    from pipeline_cases import panel, write_jsonl
+
+    (tmp_path / "cal.json").write_text(text, encoding="utf-8")
+    section, key = setting.split(".")
+    policy = tmp_path / "p.yaml"
+    policy.write_text(f"reading: {{similarity: tfidf}}\n{section}:\n  {key}: cal.json\n")
+    inp = write_jsonl(tmp_path / "in.jsonl", [panel("p1", ["1", "1"])])
+    res = cli("decide", inp, "--policy", policy, "--journal", tmp_path / "j.sqlite")
+    assert res.code == 2, res.err
+    assert res.err.startswith("error: ") and res.err.count("\n") == 1
+    assert needle in res.err and "cal.json" in res.err
+    if (tmp_path / "j.sqlite").exists():
+        with Journal(tmp_path / "j.sqlite") as j:
+            assert list(j.runs()) == []

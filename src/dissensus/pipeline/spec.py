@@ -45,7 +45,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from dissensus.errors import ConfigError
 from dissensus.guard import ReliabilityFit
-from dissensus.io.yamlfile import read_text_file
+from dissensus.io.jsontext import load_json_file
 from dissensus.pipeline.learned import load_learned_data
 from dissensus.pipeline.policy import (
     Policy,
@@ -330,7 +330,8 @@ def policy_guard_calibration(
         return None
     path = _under(name, policy_dir)
     try:
-        return ReliabilityFit.model_validate_json(read_text_file(path, what="guard calibration"))
+        # Strict JSON (duplicate keys, NaN, huge integers refused, one line naming the file).
+        return ReliabilityFit.model_validate(load_json_file(path, what="guard calibration"))
     except OSError as exc:
         raise ConfigError(
             f"cannot read guard calibration {path}: {exc.strerror}",

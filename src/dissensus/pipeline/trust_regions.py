@@ -32,7 +32,6 @@ lexicon and is refused under a different one (scores would not mean the same).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -41,7 +40,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from dissensus.errors import ConfigError
 from dissensus.families import canonical_family
-from dissensus.io.yamlfile import read_text_file
+from dissensus.io.jsontext import load_json_file
 from dissensus.signals import AgentSignal, MarkerLexicon
 
 __all__ = [
@@ -116,13 +115,8 @@ class Acceptance(BaseModel):
 def load_calibration(path: str | Path, lexicon: MarkerLexicon) -> CalibrationFile:
     """Read a calibration file and check it was built with ``lexicon``."""
     name = str(path)
-    text = read_text_file(path, what="calibration file")  # one line when unreadable or not UTF-8
-    try:
-        data: Any = json.loads(text)
-    except RecursionError:
-        raise ConfigError("JSON nested too deeply", file=name) from None
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"invalid JSON: {exc.msg} (line {exc.lineno})", file=name) from exc
+    # One line when unreadable, not UTF-8 or not strict JSON (duplicate keys, NaN, ...).
+    data: Any = load_json_file(path, what="calibration file")
     if isinstance(data, dict) and "format" not in data:
         raise ConfigError(
             f"not a reliability calibration: no format (expected {CALIBRATION_FORMAT!r})",
