@@ -71,3 +71,132 @@ def test_route_out_to_a_named_pipe(tmp_path: Path) -> None:
 def test_a_directory_is_still_refused(tmp_path: Path) -> None:
     with pytest.raises(Exception, match="is a directory"):
         check_output_path(str(tmp_path), option="--out")
+
+
+# ------------------------------------------------------------- outputs that are inputs
+class Files:
+    """Files every command of the table below reads (content checked unchanged after)."""
+
+    def __init__(self, root: Path) -> None:
+        from dissensus.store import Journal
+        from pipeline_cases import panel, write_jsonl, write_policy
+        from test_guard_cli import _labelled_lines
+
+        self.root = root
+        self.panels = write_jsonl(root / "panels.jsonl", [panel("a", ["1", "1"])])
+        self.votes = root / "votes.jsonl"
+        self.votes.write_text("\n".join(_labelled_lines()) + "\n")
+        self.policy = write_policy(root / "policy.yaml")
+        self.guard = root / "guard.json"
+        assert cli("calibrate", self.votes, "--out", self.guard).code == 0
+        self.guarded = write_policy(root / "guarded.yaml", {"guard": {"calibration": "guard.json"}})
+        self.rules = root / "rules.yaml"
+        self.rules.write_text("rules: []\n")
+        self.accept = root / "accept.json"
+        self.accept.write_text("{}\n")
+        self.journal = root / "j.sqlite"
+        with Journal(self.journal):
+            pass
+        self.outputs = root / "outputs.jsonl"
+        self.outputs.write_text('{"not": "read"}\n')
+        self.nli = root / "nli.json"
+        self.nli.write_text("[]\n")
+
+    def snapshot(self) -> dict[str, bytes]:
+        # SQLite's -wal and -shm files come and go as the journal is read.
+        return {
+            p.name: p.read_bytes()
+            for p in self.root.iterdir()
+            if p.is_file() and not p.name.endswith(("-wal", "-shm"))
+        }
+
+
+OVERWRITES: list[tuple[str, ...]] = [
+    # (command and arguments, with {name} for a file of Files)..., the output option, what it names
+    ("calibrate-acceptance {panels} --policy {policy} --out {panels}", "--out", "LABELLED"),
+    ("calibrate-acceptance {panels} --policy {policy} --rejects {panels}", "--rejects", "LABELLED"),
+    ("calibrate-acceptance {panels} --policy {policy} --out {policy}", "--out", "--policy"),
+    ("calibrate-acceptance {panels} --policy {policy} --journal {journal} --out {journal}", "--out", "--journal"),
+    ("calibrate-acceptance {panels} --policy {guarded} --out {guard}", "--out", "guard.calibration"),
+    ("calibrate-acceptance {panels} --policy {policy} --out {outputs} --rejects {outputs}", "--rejects", "--out"),
+    ("vote {votes} --rejects {votes}", "--rejects", "VOTES"),
+    ("vote {votes} --calibration {guard} --rejects {guard}", "--rejects", "--calibration"),
+    ("judge {outputs} --rejects {outputs}", "--rejects", "OUTPUTS.jsonl"),
+    ("calibrate-thresholds {panels} --quantile 0.5 --similarity tfidf --rejects {panels}", "--rejects", "CORPUS"),
+    ("route {panels} --similarity tfidf --rules {rules} --out {rules}", "--out", "--rules"),
+    ("route {panels} --similarity tfidf --out {outputs} --rejects {outputs}", "--rejects", "--out"),
+    ("calibrate {votes} --out {outputs} --rejects {outputs}", "--rejects", "--out"),
+    ("decide {panels} --policy {policy} --journal {journal} --output {policy}", "--output", "--policy"),
+    ("decide {panels} --policy {policy} --journal {journal} --rejects {policy}", "--rejects", "--policy"),
+    ("decide {panels} --policy {policy} --journal {journal} --acceptance {accept} --output {accept}", "--output", "--acceptance"),
+    ("decide {panels} --policy {guarded} --journal {journal} --output {guard}", "--output", "guard.calibration"),
+    ("convert varierrnli {nli} --out {nli}", "--out", "FILE"),
+    ("convert varierrnli {nli} --out {outputs} --rejects {outputs}", "--rejects", "--out"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("argv", "option", "named"), OVERWRITES)
+def test_no_output_is_a_file_the_command_reads(
+    tmp_path: Path, argv: str, option: str, named: str
+) -> None:
+    files = Files(tmp_path)
+    before = files.snapshot()
+    args = [a.format(**{k: str(v) for k, v in vars(files).items()}) for a in argv.split()]
+    res = cli(*args)
+    assert res.code == 2, (argv, res.err)
+    assert res.err.startswith("error: ") and len(res.err.strip().splitlines()) == 1, res.err
+    assert "same file" in res.err and f"({option})" in res.err and f"({named})" in res.err
+    assert files.snapshot() == before  # nothing written, not even the journal
+    runs = cli("runs", "list", "--journal", files.journal, "--json")
+    assert runs.code == 0 and runs.out == ""
+
+
+def test_the_same_file_by_another_name_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    files = Files(tmp_path)
+    (tmp_path / "hard.jsonl").hardlink_to(files.panels)
+    (tmp_path / "soft.jsonl").symlink_to(files.panels)
+    before = files.snapshot()
+    for via in ("hard.jsonl", "soft.jsonl", "./x/../panels.jsonl"):
+        (tmp_path / "x").mkdir(exist_ok=True)
+        res = cli("vote", tmp_path / via, "--rejects", files.panels, cwd=tmp_path)
+        assert res.code == 2 and "same file" in res.err, (via, res.err)
+        res = cli("vote", files.panels, "--rejects", via, cwd=tmp_path)
+        assert res.code == 2 and "same file" in res.err, (via, res.err)
+    # Standard input redirected from the output file.
+    with open(files.panels, encoding="utf-8") as handle:
+        monkeypatch.setattr("sys.stdin", handle)
+        res = cli("route", "-", "--similarity", "tfidf", "--out", files.panels)
+    assert res.code == 2 and "same file as standard input (PANELS)" in res.err, res.err
+    assert files.snapshot() == before
+
+
+OUTPUTS: list[str] = [
+    "judge {outputs} --rejects {bad}",
+    "vote {votes} --rejects {bad}",
+    "calibrate {votes} --out {bad}",
+    "calibrate-thresholds {panels} --quantile 0.5 --similarity tfidf --rejects {bad}",
+    "calibrate-acceptance {panels} --policy {policy} --out {bad}",
+    "calibrate-acceptance {panels} --policy {policy} --rejects {bad}",
+    "route {panels} --similarity tfidf --out {bad}",
+    "decide {panels} --policy {policy} --journal {journal} --rejects {bad}",
+    "negotiate examples/concord/incident.yaml --out {bad}",
+    "convert varierrnli {nli} --rejects {bad}",
+]
+
+
+@pytest.mark.parametrize("argv", OUTPUTS)
+@pytest.mark.parametrize("bad", ["adir", "missing/x.jsonl"])
+def test_an_output_that_cannot_be_written_is_one_line_before_anything_is_read(
+    tmp_path: Path, repo_root: Path, argv: str, bad: str
+) -> None:
+    files = Files(tmp_path)
+    (tmp_path / "adir").mkdir()
+    before = files.snapshot()
+    names = {k: str(v) for k, v in vars(files).items()} | {"bad": str(tmp_path / bad)}
+    res = cli(*(a.format(**names) for a in argv.split()), cwd=repo_root)
+    assert res.code == 2, (argv, res.err)
+    assert res.err.startswith("error: cannot write the ") and "Traceback" not in res.err
+    assert len(res.err.strip().splitlines()) == 1, res.err
+    assert files.snapshot() == before

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import typing
 from pathlib import Path
 from typing import Any
 
@@ -477,3 +478,119 @@ def test_the_review_hint_names_the_program_as_typed(
     _, summary = _escalated(tmp_path)
     lines = [line.strip() for line in summary.splitlines()]
     assert f".venv/bin/dissensus review show R.1 --journal {tmp_path / 'j.sqlite'}" in lines
+
+
+def _is_float(param: Any) -> bool:
+    """Whether a parameter of the command tree takes a float (whatever the typer version)."""
+    described = getattr(param, "type_descriptor", None)
+    if described is not None:
+        annotation = described.annotation
+        return annotation is float or float in typing.get_args(annotation)
+    return type(getattr(param, "type", None)).__name__ == "FloatParamType"
+
+
+def _float_options() -> list[tuple[list[str], str]]:
+    """(command path, option) of every float option of the CLI."""
+    from dissensus.cli import _command
+
+    found: list[tuple[list[str], str]] = []
+
+    def walk(command: Any, path: list[str]) -> None:
+        for name, sub in getattr(command, "commands", {}).items():
+            walk(sub, [*path, name])
+        for param in command.params:
+            if param.opts and param.opts[0].startswith("-") and _is_float(param):
+                found.append((path, max(param.opts, key=len)))
+
+    walk(_command(), [])
+    return found
+
+
+def test_every_float_option_refuses_non_finite_numbers(monkeypatch: pytest.MonkeyPatch) -> None:
+    def started(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the server started")
+
+    monkeypatch.setattr("dissensus.serve.server.listen", started)
+    options = _float_options()
+    named = {(" ".join(path), option) for path, option in options}
+    assert {
+        ("decide", "--deadline"),
+        ("runs resume", "--deadline"),
+        ("deliberate", "--deadline"),
+        ("review undo", "--within"),
+        ("serve", "--timeout"),
+        ("serve", "--claim-ttl"),
+        ("serve", "--undo-window"),
+        ("calibrate-acceptance", "--target-precision"),
+        ("calibrate-acceptance", "--delta"),
+    } <= named
+    for path, option in options:
+        for value in ("nan", "inf", "-inf", "1e309"):
+            port = ["--port", "0"] if path == ["serve"] else []
+            res = cli(*path, option, value, *port)
+            assert res.code == 2, (path, option, value, res.err)
+            assert "must be a finite number" in res.err and option in res.err, res.err
+            assert len(res.err.strip().splitlines()) == 1, res.err
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["serve", "--port", "0", "--claim-ttl", "1e300"], "--claim-ttl"),
+        (["serve", "--port", "0", "--timeout", "1e12"], "--timeout"),
+        (["serve", "--port", "0", "--undo-window", "1e300"], "--undo-window"),
+        (["review", "undo", "X.1", "--within", "1e300"], "--within"),
+        (["decide", "in.jsonl", "--deadline", "1e300"], "--deadline"),
+        (["runs", "resume", "R", "--deadline", "1e300"], "--deadline"),
+        (["route", "in.jsonl", "--batch-size", "99999999999999999999999"], "--batch-size"),
+        (["route", "in.jsonl", "--engine", "ray", "--workers", "99999999999999999999999"], "--workers"),
+        (["decide", "in.jsonl", "--engine", "ray", "--workers", "99999999999999999999999"], "--workers"),
+        (["calibrate-thresholds", "in.jsonl", "--quantile", "0.5", "--batch-size", "99999999999999999999999"], "--batch-size"),
+    ],
+)  # fmt: skip
+def test_numbers_too_large_are_usage_errors(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: list[str], needle: str
+) -> None:
+    def started(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the server started")
+
+    monkeypatch.setattr("dissensus.serve.server.listen", started)
+    write_jsonl(tmp_path / "in.jsonl", [panel("a", ["1", "1"])])
+    journal = ["--journal", str(tmp_path / "j.sqlite")] if args[0] in ("decide", "runs") else []
+    res = cli(*args, *journal, cwd=tmp_path)
+    assert res.code == 2, (args, res.err)
+    assert needle in res.err and "Traceback" not in res.err
+    assert len(res.err.strip().splitlines()) == 1, res.err
+
+
+def test_a_similarity_backend_is_checked_before_the_run_is_created(tmp_path: Path) -> None:
+    inp = write_jsonl(tmp_path / "in.jsonl", [panel("a", ["1", "1"])])
+    j = tmp_path / "j.sqlite"
+    for extra, env, needle in [
+        (["--similarity", "os:getcwd"], {"DISSENSUS_ALLOW_CODE": None}, "names Python code"),
+        (["--similarity", "no_such_module_xyz:fn"], {"DISSENSUS_ALLOW_CODE": "1"}, "cannot import"),
+    ]:
+        res = cli("decide", inp, "--journal", j, *extra, env=env)
+        assert res.code == 2 and needle in res.err, res.err
+        assert len(res.err.strip().splitlines()) == 1, res.err
+    assert not j.exists() or _runs(j) == []
+
+
+def test_a_failed_judge_call_is_one_error_line(tmp_path: Path, repo_root: Path) -> None:
+    res = cli("deliberate", repo_root / "examples" / "dci" / "routine.yaml", "--json")
+    outputs = tmp_path / "outputs.jsonl"
+    outputs.write_text(res.out * 2)
+    res = cli("judge", outputs, "--max-calls", "0")
+    assert res.code == 1
+    assert res.err.startswith("error: judge call failed: ") and "budget" in res.err
+    assert "(and 1 more" in res.err and len(res.err.strip().splitlines()) == 1, res.err
+    res = cli("judge", outputs, "--model", "bogus")
+    assert res.code == 2 and "'bogus'" in res.err and len(res.err.strip().splitlines()) == 1
+
+
+def test_negotiate_checks_model_even_when_no_agent_needs_one(repo_root: Path) -> None:
+    problem = repo_root / "examples" / "concord" / "incident.yaml"
+    assert cli("negotiate", problem).code == 0  # function agents only: no model needed
+    res = cli("negotiate", problem, "--model", "bogus")
+    assert res.code == 2 and res.err.startswith("error: ") and "'bogus'" in res.err, res.err
+    assert len(res.err.strip().splitlines()) == 1

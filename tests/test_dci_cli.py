@@ -71,7 +71,7 @@ def test_bad_inputs_exit_2_naming_the_field(tmp_path: Path) -> None:
     proc = run("deliberate", str(task))
     assert proc.returncode == 2 and "'question'" in proc.stderr and "Traceback" not in proc.stderr
     proc = run("deliberate", str(EXAMPLES / "risk.yaml"), "--max-rounds", "0", "--method", "single")
-    assert proc.returncode == 2 and "max_rounds" in proc.stderr
+    assert proc.returncode == 2 and "--max-rounds" in proc.stderr
 
 
 def test_judge_scores_outputs_per_judge(tmp_path: Path) -> None:

@@ -10,6 +10,12 @@ Both sources may be given together; their cases are pooled. A panel without
 The reading settings (similarity backend, thresholds), the guard's calibration and
 options, and the acceptance feature settings come from ``--policy`` when given, so that
 ``decide`` under the same policy computes the same features.
+
+Choices where the design is silent:
+
+* ``--out`` and ``--rejects`` are checked before anything is read: neither may be a
+  file the command reads (the labelled panels, the policy and its guard calibration,
+  the journal), nor both the same file.
 """
 
 from __future__ import annotations
@@ -21,7 +27,14 @@ import typer
 from rich.table import Table
 
 from dissensus.cli.app import app
-from dissensus.cli.common import check_journal_file, exit_for, out_console, print_json
+from dissensus.cli.common import (
+    check_journal_file,
+    check_outputs,
+    exit_for,
+    number_in,
+    out_console,
+    print_json,
+)
 from dissensus.errors import InputError
 from dissensus.types import Panel
 
@@ -82,12 +95,18 @@ def calibrate_acceptance_cmd(
     ] = None,
     target: Annotated[
         float,
-        typer.Option("--target-precision", min=0.01, max=0.999, help="Precision to guarantee."),
+        typer.Option(
+            "--target-precision",
+            callback=number_in(0.01, 0.999),
+            help="Precision to guarantee.",
+        ),
     ] = 0.9,
     delta: Annotated[
         float,
         typer.Option(
-            "--delta", min=0.001, max=0.5, help="Allowed probability that the guarantee fails."
+            "--delta",
+            callback=number_in(0.001, 0.5),
+            help="Allowed probability that the guarantee fails.",
         ),
     ] = 0.1,
     strata: Annotated[
@@ -154,6 +173,10 @@ def calibrate_acceptance_cmd(
             raise typer.BadParameter(f"--family is one of {', '.join(FAMILIES)}, got {name!r}")
     if labelled is not None and not Path(labelled).is_file():
         raise typer.BadParameter(f"file not found: {labelled}")
+    if journal is not None:
+        check_journal_file(journal, must_exist=True)
+    reads = {"LABELLED": labelled, "--policy": policy_path, "--journal": journal}
+    check_outputs({"--out": out, "--rejects": rejects}, reads=reads)
     from dissensus.acceptance import FeatureSettings, calibrate, save_acceptance, stratum_of
     from dissensus.acceptance.prepare import (
         GuardInputs,
@@ -166,6 +189,10 @@ def calibrate_acceptance_cmd(
     from dissensus.states import get_backend
 
     policy, policy_dir = load_policy(policy_path)
+    if policy.guard.calibration:  # read below: not an output either
+        named = Path(policy.guard.calibration)
+        where = named if named.is_absolute() or policy_dir is None else policy_dir / named
+        check_outputs({"--out": out, "--rejects": rejects}, reads={"guard.calibration": str(where)})
     # The guard features as decide computes them: the policy's guard calibration and options.
     guard = GuardInputs.from_policy(
         policy, policy_guard_calibration(policy, policy_dir, policy_path)
@@ -205,7 +232,6 @@ def calibrate_acceptance_cmd(
         from dissensus.pipeline.labels import labelled_from_journal
         from dissensus.store.journal import Journal
 
-        check_journal_file(journal, must_exist=True)
         with Journal(journal) as jr:
             found = labelled_from_journal(jr, run or None)
         user = load_user_features(settings.user) if settings.user else None

@@ -11,12 +11,25 @@ Choices where the design is silent:
 * **One progress switch.** A bar is drawn on standard error when it is a terminal or
   ``$DISSENSUS_PROGRESS=1`` (:func:`progress_enabled`); :class:`Bar` is the one bar
   every command uses.
-* **Paths are checked before anything is written** (:func:`check_output_path`): an
-  output that is a directory, in a missing directory, not writable, or the same file as
-  an input or the journal is a usage error (exit 2). Outputs are written to a
-  temporary file beside the target and renamed over it at the end
+* **Paths are checked before anything is read or written** (:func:`check_outputs`,
+  which every command runs on all its output paths): an output that is a directory, in
+  a missing directory or not writable, or that is the same file as anything the command
+  reads (its input, policy, acceptance, calibration or rules file, the journal, standard
+  input redirected from a file) or as another of its outputs, is a usage error (exit 2),
+  one line naming both options. The same file is the same resolved path (symbolic links
+  followed) or, where both exist, the same file on disk (a hard link). An output that
+  exists and is not a regular file (``/dev/stdout``, a named pipe) is written in place,
+  so it replaces nothing and is never refused as the same file as an input. Outputs are
+  written to a temporary file beside the target and renamed over it at the end
   (:func:`atomic_output`), so a failed run never leaves half a file; a device or a
   named pipe (``/dev/null``, ``/dev/stdout``) is written in place, never renamed over.
+* **Numbers are bounded.** Float options take :func:`number_in` as their callback:
+  ``nan``, ``inf`` and ``1e309`` are refused with "must be a finite number" before any
+  range is checked. Durations in seconds (deadlines, timeouts, claim and undo windows)
+  are at most :data:`MAX_SECONDS` (ten years): a longer one means "no limit", and
+  a claim's expiry must stay a representable date. Batch sizes are at most
+  :data:`MAX_BATCH` panels (one batch is held in memory), Ray workers at most
+  :data:`MAX_WORKERS`.
 * A journal path that names an existing file which is not a dissensus journal (another
   application's SQLite database, or not SQLite at all) is refused before it is opened
   (:func:`check_journal_file`), so no tables are ever added to someone else's database.
@@ -32,7 +45,7 @@ import sqlite3
 import stat
 import sys
 import tempfile
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
@@ -58,11 +71,15 @@ __all__ = [
     "EXIT_OK",
     "EXIT_REJECTED",
     "EXIT_USAGE",
+    "MAX_BATCH",
+    "MAX_SECONDS",
+    "MAX_WORKERS",
     "Bar",
     "atomic_output",
     "check_input_path",
     "check_journal_file",
     "check_output_path",
+    "check_outputs",
     "count_lines",
     "err_console",
     "exit_for",
@@ -81,6 +98,13 @@ EXIT_FAILURE = 1
 EXIT_USAGE = 2
 EXIT_REJECTED = 3
 EXIT_INTERRUPTED = 130
+
+MAX_SECONDS = 315_576_000.0
+"""Longest duration option, in seconds (ten years of 365.25 days)."""
+MAX_BATCH = 1_000_000
+"""Largest ``--batch-size``: panels held in memory at once."""
+MAX_WORKERS = 4096
+"""Largest ``--workers``: Ray workers one run starts or asks for."""
 
 T = TypeVar("T")
 
@@ -136,19 +160,67 @@ def check_input_path(path: str) -> str:
     return path
 
 
-def _same_file(a: Path, b: str | None) -> bool:
-    if b is None or b == "-" or b == ":memory:":
-        return False
+Reads = Iterable[str | None] | Mapping[str, str | None]
+"""What a command reads: paths, or ``label -> path`` (the label names the argument or
+option: ``PANELS``, ``--policy``, ``--journal``)."""
+
+
+def _labelled(inputs: Reads) -> list[tuple[str | None, str]]:
+    items = inputs.items() if isinstance(inputs, Mapping) else ((None, p) for p in inputs)
+    return [(label, path) for label, path in items if path is not None and path != ":memory:"]
+
+
+def _stdin_stat() -> os.stat_result | None:
+    """The file standard input is redirected from, if it is a regular file."""
     try:
-        return a.resolve() == Path(b).resolve()
-    except OSError:
+        info = os.fstat(sys.stdin.fileno())
+    except (OSError, ValueError, AttributeError):  # no descriptor (replaced, closed)
+        return None
+    return info if stat.S_ISREG(info.st_mode) else None
+
+
+def _same_file(out: Path, other: str) -> bool:
+    """Whether writing ``out`` would replace ``other`` (a path, ``-`` or a URL)."""
+    try:
+        if other == "-":
+            read = _stdin_stat()
+            if read is None or not out.exists():
+                return False
+            mine = os.stat(out)
+            return (mine.st_dev, mine.st_ino) == (read.st_dev, read.st_ino)
+        if "://" in other:  # a journal URL (postgresql://...)
+            return False
+        theirs = Path(other)
+        if out.resolve() == theirs.resolve():
+            return True
+        return out.exists() and theirs.exists() and os.path.samefile(out, theirs)
+    except (OSError, RuntimeError):  # unreadable, or a symbolic link loop
         return False
 
 
 def check_output_path(
-    path: str | None, *, option: str, inputs: Iterable[str | None] = (), what: str | None = None
+    path: str | None, *, option: str, inputs: Reads = (), what: str | None = None
 ) -> None:
     """Usage error (exit 2) unless ``path`` can be written and names none of ``inputs``."""
+    _check_output(path, option, what, _labelled(inputs))
+
+
+def check_outputs(outputs: Mapping[str, str | None], *, reads: Reads = ()) -> None:
+    """:func:`check_output_path` for every ``option -> path`` of ``outputs``: each can be
+    written, names no file of ``reads``, and no two outputs are the same file.
+
+    Run it before anything is read or written, on all the command's outputs.
+    """
+    pairs = _labelled(reads)
+    for option, path in outputs.items():
+        _check_output(path, option, None, pairs)
+        if path is not None and path != "-":
+            pairs.append((option, path))
+
+
+def _check_output(
+    path: str | None, option: str, what: str | None, inputs: list[tuple[str | None, str]]
+) -> None:
     if path is None or path == "-":
         return
     what = what or ("rejects file" if option == "--rejects" else "output file")
@@ -162,11 +234,15 @@ def check_output_path(
     if p.exists() and not p.is_file():  # a device or a named pipe: written in place
         if not os.access(p, os.W_OK):
             raise InputError(f"{where}: not writable")
-    elif not os.access(parent, os.W_OK) or (p.exists() and not os.access(p, os.W_OK)):
+        return
+    if not os.access(parent, os.W_OK) or (p.exists() and not os.access(p, os.W_OK)):
         raise InputError(f"{where}: not writable")
-    for other in inputs:
+    for label, other in inputs:
         if _same_file(p, other):
-            raise InputError(f"{where}: it is the same file as {other}; refusing to overwrite it")
+            named = "standard input" if other == "-" else other
+            if label is not None and label != other:
+                named = f"{named} ({label})"
+            raise InputError(f"{where}: it is the same file as {named}; refusing to overwrite it")
 
 
 _SQLITE_MAGIC = b"SQLite format 3\x00"

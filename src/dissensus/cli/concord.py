@@ -12,7 +12,8 @@
 The model for LLM agents (and the "LLM picks" / "LLM writes" rows) is ``--model``, else
 the problem file's ``model:``, else ``$DISSENSUS_MODEL``; function and table agents need
 none. A problem file is trusted code: function agents' modules beside it are imported
-by file path (``sys.path`` is never changed).
+by file path (``sys.path`` is never changed). ``--model`` is checked even when the
+problem has no LLM agent: an invalid spec is exit 2, never silently unused.
 """
 
 from __future__ import annotations
@@ -33,9 +34,10 @@ from dissensus.cli.app import app
 from dissensus.cli.common import (
     EXIT_FAILURE,
     EXIT_OK,
+    MAX_SECONDS,
     atomic_output,
     check_input_path,
-    check_output_path,
+    check_outputs,
     err_console,
     load_json_file,
     number_in,
@@ -124,7 +126,7 @@ def negotiate(
     deadline: float | None = typer.Option(
         None,
         "--deadline",
-        callback=number_in(0.0),
+        callback=number_in(0.0, MAX_SECONDS),
         help="Stop after SECONDS; return the current leader.",
     ),
     compare: bool = typer.Option(
@@ -151,7 +153,11 @@ def negotiate(
         raise ConfigError(
             f"unknown rule {rule!r}; expected one of {', '.join(RULES)}", field="rule"
         )
-    check_output_path(out, option="--out", inputs=[problem_file])
+    check_outputs({"--out": out}, reads={"PROBLEM.yaml": problem_file})
+    if model is not None:  # checked whether or not the problem needs a model
+        from dissensus.llm.resolve import check_model_spec
+
+        check_model_spec(model)
     problem = load_problem(problem_file)
     spec = _model_spec(model, problem)
     needs_model = any(a.kind == "llm" for a in problem.agents)

@@ -4,7 +4,9 @@ Both write JSONL, one record per line, to standard output or ``--out``. A source
 that cannot be converted is reported on stderr with its file, item and field (and
 written to ``--rejects`` when given); the rest is converted and the exit code is 3.
 A source without the expected layout, or an ``--out`` / ``--rejects`` file that cannot
-be written, is a usage error (exit 2): one line on stderr, never a traceback.
+be written (a directory, in a missing directory, the source file, or both the same
+file), is a usage error (exit 2): one line on stderr, never a traceback. Outputs are
+checked before the source is read.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from pydantic import BaseModel
 from dissensus.cli.app import app
 from dissensus.cli.common import (
     check_input_path,
-    check_output_path,
+    check_outputs,
     exit_for,
     output_handle,
     progress,
@@ -88,7 +90,6 @@ class _SkipLog:
 
 def _write(records: Iterator[BaseModel], out: str | None, description: str) -> int:
     written = 0
-    check_output_path(out, option="--out")
     with output_handle(out) as handle:
         for record in progress(records, description=description):
             # exclude_defaults drops unset optional fields; required ones (decision) stay.
@@ -132,6 +133,7 @@ def convert_llmbar(
     """LLMBar judge panels -> panels (one per item, 6 judges) or vote cases, gold kept."""
     from dissensus.convert.llmbar import iter_llmbar_panels, iter_llmbar_votes
 
+    check_outputs({"--out": out, "--rejects": rejects})
     skips = _SkipLog()
     # The layout is checked by these calls, before any output is opened.
     if shape is Shape.panels:
@@ -162,6 +164,7 @@ def convert_varierrnli(
         raise typer.BadParameter(
             "reading VariErrNLI from standard input is not supported; give a file"
         )
+    check_outputs({"--out": out, "--rejects": rejects}, reads={"FILE": file})
     skips = _SkipLog()
     # The file is read here, before any output is opened, so a bad file leaves no output.
     panels = iter_varierrnli_panels(file, on_skip=skips)
@@ -187,6 +190,7 @@ def convert_zeroeval(
     """ZeroEval solver outputs -> panels (one agent per model, answer extracted, gold in meta.gold)."""
     from dissensus.convert.zeroeval import iter_zeroeval_panels
 
+    check_outputs({"--out": out, "--rejects": rejects})
     skips = _SkipLog()
     # The files are read here, before any output is opened, so a bad directory leaves no output.
     panels = iter_zeroeval_panels(directory, on_skip=skips, limit=limit)

@@ -10,6 +10,13 @@ Model choice: ``--model``, else ``$DISSENSUS_MODEL``, else the bundled scripted 
 the method (``dissensus/dci/models/<method>.yaml``, shipped as package data), so every method
 runs offline. ``judge`` falls back to the bundled scripted judge the same way; that
 judge returns constant scores and exercises the plumbing only.
+
+Choices where the design is silent:
+
+* ``judge`` checks ``--rejects`` (writable, not the input) and every judge's model spec
+  before it reads a line.
+* Failed judge calls are one ``error:`` line on stderr (the first failure, and how many
+  more; ``--json`` lists every one); the exit code is 1.
 """
 
 from __future__ import annotations
@@ -28,9 +35,12 @@ from dissensus.cli.app import app
 from dissensus.cli.common import (
     EXIT_FAILURE,
     EXIT_OK,
+    MAX_SECONDS,
     check_input_path,
+    check_outputs,
     err_console,
     exit_for,
+    number_in,
     out_console,
     shown,
 )
@@ -87,8 +97,6 @@ def _config(
     if no_dci_cf:
         update["convergent_flow"] = False
     if max_rounds is not None:
-        if max_rounds < 1:
-            raise ConfigError("max_rounds must be at least 1", field="max_rounds")
         update["max_rounds"] = max_rounds
     return task.dci.model_copy(update=update)
 
@@ -132,16 +140,18 @@ def deliberate_cmd(
         False, "--no-dci-cf", help="Ablation A3: open rounds instead of DCI-CF."
     ),
     max_rounds: int | None = typer.Option(
-        None, "--max-rounds", help="DCI-CF rounds (default: the task's, else 2)."
+        None, "--max-rounds", min=1, help="DCI-CF rounds (default: the task's, else 2)."
     ),
-    max_calls: int | None = typer.Option(None, "--max-calls", help="Budget: most model attempts."),
+    max_calls: int | None = typer.Option(
+        None, "--max-calls", min=0, help="Budget: most model attempts."
+    ),
     max_tokens: int | None = typer.Option(
-        None, "--max-tokens", help="Budget: most prompt+completion tokens."
+        None, "--max-tokens", min=0, help="Budget: most prompt+completion tokens."
     ),
     deadline: float | None = typer.Option(
         None,
         "--deadline",
-        min=0.0,
+        callback=number_in(0.0, MAX_SECONDS),
         help="DCI: stop after SECONDS (status deadline_exceeded); default: the task's dci.deadline_s.",
     ),
 ) -> None:
@@ -297,17 +307,25 @@ def judge_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print scores and per-judge means as JSON."),
     rejects: str | None = typer.Option(None, "--rejects", help="Write rejected input lines here."),
     max_calls: int | None = typer.Option(
-        None, "--max-calls", help="Budget per judge: most model attempts."
+        None, "--max-calls", min=0, help="Budget per judge: most model attempts."
     ),
     max_tokens: int | None = typer.Option(
-        None, "--max-tokens", help="Budget per judge: most tokens."
+        None, "--max-tokens", min=0, help="Budget per judge: most tokens."
     ),
 ) -> None:
     """Score outputs 1-10 (overall, risk identification, reasoning depth, actionability) per judge."""
     from dissensus.dci.output import DeliberationOutput
     from dissensus.io.jsonl import Reject, RejectSink, open_text, read_models
+    from dissensus.llm.resolve import check_model_spec
 
     check_input_path(outputs_file)
+    check_outputs({"--rejects": rejects}, reads={"OUTPUTS.jsonl": outputs_file})
+    # A judge is named by its spec: the same spec given twice is one judge, asked once.
+    specs = list(dict.fromkeys(models or [])) or [
+        os.environ.get(MODEL_ENV) or bundled_model("judge")
+    ]
+    for spec in specs:
+        check_model_spec(spec)
     outputs: list[DeliberationOutput] = []
     rejected = 0
     with RejectSink(rejects) as sink, open_text(outputs_file) as handle:
@@ -317,14 +335,8 @@ def judge_cmd(
                 rejected += 1
             else:
                 outputs.append(item)
-    # A judge is named by its spec: the same spec given twice is one judge, asked once.
-    specs = list(dict.fromkeys(models or [])) or [
-        os.environ.get(MODEL_ENV) or bundled_model("judge")
-    ]
     scores, errors = asyncio.run(_judge_all(outputs, specs, (max_calls, max_tokens)))
     summary = aggregate(scores)
-    for e in errors:
-        err_console.print(f"judge failed: {shown(e)}")
     if as_json:
         sys.stdout.write(
             json.dumps({"means": summary, "scores": scores, "errors": errors}, ensure_ascii=False)
@@ -332,6 +344,10 @@ def judge_cmd(
         )
     else:
         _show_judges(summary)
+    if errors:
+        more = f" (and {len(errors) - 1} more; --json lists them all)" if len(errors) > 1 else ""
+        first = " ".join(errors[0].split())
+        err_console.print(f"error: judge call failed: {shown(first)}{more}", soft_wrap=True)
     code = exit_for(rejected)
     raise typer.Exit(code=EXIT_FAILURE if errors and not code else code)
 

@@ -11,12 +11,14 @@ The journal is ``--journal PATH``, else ``$DISSENSUS_JOURNAL``, else
 Choices where the design is silent:
 
 * Everything ``decide`` can check is checked before the run is created: the input is
-  readable, ``--output`` and ``--rejects`` are writable and name neither the input nor
-  the journal, the journal is a dissensus journal (or absent) in a writable place, the
-  policy loads, and the model spec (``--model``, else the policy's
-  ``seek_context.model``, else ``$DISSENSUS_MODEL``) names a usable model. Any failure
-  is one line and exit 2, and no run is created, so a run is never left incomplete by
-  its own configuration.
+  readable, ``--output`` and ``--rejects`` are writable and name no file the run reads
+  (the input, the policy, ``--acceptance``, the calibration and acceptance files the
+  policy names, the journal) nor each other, the journal is a dissensus journal (or
+  absent) in a writable place, the policy loads, the similarity backend can be made (a
+  ``module:function`` one is allowed and importable), and the model spec (``--model``,
+  else the policy's ``seek_context.model``, else ``$DISSENSUS_MODEL``) names a usable
+  model. Any failure is one line and exit 2, and no run is created, so a run is never
+  left incomplete by its own configuration.
 * SIGINT and SIGTERM stop ``decide`` and ``runs resume`` at once (also while
   embedding): the message names the resume command and the exit code is 130. Every
   journalled step stays; the resumed run ends with the records of an uninterrupted one.
@@ -49,13 +51,16 @@ from dissensus.cli.app import app
 from dissensus.cli.common import (
     EXIT_FAILURE,
     EXIT_INTERRUPTED,
+    MAX_SECONDS,
+    MAX_WORKERS,
     Bar,
     check_input_path,
     check_journal_file,
-    check_output_path,
+    check_outputs,
     count_lines,
     err_console,
     exit_for,
+    number_in,
     out_console,
     output_handle,
     progress_enabled,
@@ -65,6 +70,7 @@ from dissensus.cli.common import (
 if TYPE_CHECKING:
     from dissensus.io.jsonl import RejectSink
     from dissensus.pipeline.records import CaseRecord
+    from dissensus.pipeline.spec import RunSpec
     from dissensus.states import EmbeddingBackend, SimilarityBackend
     from dissensus.store.journal import Journal
     from dissensus.types import JsonObject
@@ -345,7 +351,7 @@ DeadlineOpt = Annotated[
     float | None,
     typer.Option(
         "--deadline",
-        min=0.001,
+        callback=number_in(0.001, MAX_SECONDS),
         help="Stop after SECONDS of wall-clock time (the run stays resumable; exit 1).",
     ),
 ]
@@ -439,15 +445,35 @@ def run_and_report(
     return exit_for(sink.count)
 
 
-def _check_decide_paths(panels: str, journal: str, output: str | None, rejects: str | None) -> None:
+def _check_decide_paths(
+    panels: str,
+    journal: str,
+    outputs: dict[str, str | None],
+    reads: dict[str, str | None],
+) -> None:
     from dissensus.store.journal import is_postgres_url
 
     check_input_path(panels)
     if not is_postgres_url(journal):
         check_journal_file(journal)
-    inputs = [panels, journal]
-    check_output_path(output, option="--output", inputs=inputs)
-    check_output_path(rejects, option="--rejects", inputs=[*inputs, output])
+    named: dict[str, str | None] = {"PANELS": panels, **reads, "--journal": journal}
+    check_outputs(outputs, reads=named)
+
+
+def _check_spec(spec: RunSpec, outputs: dict[str, str | None], similarity: str | None) -> None:
+    """What the run specification adds: the files its policy names are no output, and
+    its similarity backend can be made (a ``module:function`` only with ``allow_code``,
+    and importable)."""
+    from dissensus.loading import is_code_name
+    from dissensus.states.similarity import check_code_name, get_backend
+
+    check_outputs(outputs, reads={f.role: f.path for f in spec.files if f.role != "policy"})
+    name = spec.policy.reading.similarity
+    allow_code = spec.policy.allow_code or None
+    field = "--similarity" if similarity is not None else "reading.similarity"
+    check_code_name(name, allow_code=allow_code, field=field)
+    if is_code_name(name):  # imported now, not at the first panel of a created run
+        get_backend(name, cache=False, allow_code=allow_code)
 
 
 @app.command("decide")
@@ -488,7 +514,13 @@ def decide_cmd(
         typer.Option("--ray-address", help="Ray cluster to join (default: start a local one)."),
     ] = None,
     workers: Annotated[
-        int | None, typer.Option("--workers", help="Ray workers (default: the cluster's CPUs).")
+        int | None,
+        typer.Option(
+            "--workers",
+            min=1,
+            max=MAX_WORKERS,
+            help="Ray workers (default: the cluster's CPUs).",
+        ),
     ] = None,
     deadline: DeadlineOpt = None,
     acceptance: Annotated[
@@ -507,9 +539,13 @@ def decide_cmd(
 
     engine = check_engine(engine, workers=workers, address=ray_address)
     target = journal_path(journal)
-    _check_decide_paths(panels, target, output, rejects)
+    outputs = {"--output": output, "--rejects": rejects}
+    _check_decide_paths(
+        panels, target, outputs, reads={"--policy": policy, "--acceptance": acceptance}
+    )
     # One specification, checked before the journal is touched: every file it names is read.
     spec = RunSpec.from_policy(policy, model=model, similarity=similarity, acceptance=acceptance)
+    _check_spec(spec, outputs, similarity)
     with opened_journal(target, must_exist=False) as store:
         info = start_run(store, panels, spec, run_id=run_id, lock=True)
         total = count_lines(panels) if progress_enabled() else None

@@ -30,6 +30,7 @@ from dissensus.cli.common import (
     atomic_output,
     check_input_path,
     check_output_path,
+    check_outputs,
     exit_for,
     load_json_file,
     number_in,
@@ -192,8 +193,8 @@ def calibrate_command(
     from dissensus.guard import ReliabilitySettings, fit_reliability
 
     check_input_path(labelled)
-    check_output_path(out, option="--out", inputs=[labelled], what="calibration file")
-    check_output_path(rejects, option="--rejects", inputs=[labelled, out])
+    check_output_path(out, option="--out", inputs={"LABELLED": labelled}, what="calibration file")
+    check_outputs({"--rejects": rejects}, reads={"LABELLED": labelled, "--out": out})
     with _sink(rejects) as sink:
         cases = _read(_LabelledInput, labelled, sink)
     if not cases:
@@ -267,6 +268,7 @@ def vote_command(
     from dissensus.io.jsonl import Reject, open_text, read_models
 
     check_input_path(votes)
+    check_outputs({"--rejects": rejects}, reads={"VOTES": votes, "--calibration": calibration})
     cal = _load_calibration(calibration) if calibration else None
     settings = GuardThresholds(
         max_fallback_agreement=max_fallback,

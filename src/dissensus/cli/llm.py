@@ -16,7 +16,7 @@ import typer
 from pydantic import ValidationError
 
 from dissensus.cli.app import app
-from dissensus.cli.common import EXIT_OK, check_input_path, number_in
+from dissensus.cli.common import EXIT_OK, MAX_SECONDS, check_input_path, number_in
 from dissensus.errors import ConfigError
 
 
@@ -30,7 +30,7 @@ def fake_llm(
     ),
     host: str = typer.Option("127.0.0.1", "--host", help="Address to bind."),
     latency: float | None = typer.Option(
-        None, "--latency", callback=number_in(0.0), help="Seconds before every answer."
+        None, "--latency", callback=number_in(0.0, MAX_SECONDS), help="Seconds before every answer."
     ),
     fault_rate: float | None = typer.Option(
         None,

@@ -20,7 +20,9 @@ from rich.table import Table
 from dissensus.cli.app import app
 from dissensus.cli.common import (
     EXIT_OK,
+    MAX_SECONDS,
     err_console,
+    number_in,
     out_console,
     print_json,
     shown,
@@ -295,7 +297,11 @@ def review_undo(
     review_id: Annotated[str, typer.Argument(help="Review id (<run>.<line>).")],
     within: Annotated[
         float,
-        typer.Option("--within", min=0, help="Seconds after resolving that undo is allowed."),
+        typer.Option(
+            "--within",
+            callback=number_in(0.0, MAX_SECONDS),
+            help="Seconds after resolving that undo is allowed.",
+        ),
     ] = 300.0,
     reviewer: Annotated[
         str | None,

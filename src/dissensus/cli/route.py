@@ -30,9 +30,11 @@ from rich.table import Table
 
 from dissensus.cli.app import app
 from dissensus.cli.common import (
+    MAX_BATCH,
+    MAX_WORKERS,
     atomic_output,
     check_input_path,
-    check_output_path,
+    check_outputs,
     exit_for,
     number_in,
     out_console,
@@ -222,7 +224,9 @@ def route_command(
     rejects: str | None = typer.Option(
         None, "--rejects", help="Write rejected lines (JSONL) to this file."
     ),
-    batch_size: int = typer.Option(256, "--batch-size", min=1, help="Panels read per batch."),
+    batch_size: int = typer.Option(
+        256, "--batch-size", min=1, max=MAX_BATCH, help="Panels read per batch."
+    ),
     no_cache: bool = typer.Option(
         False, "--no-cache", help="Do not use the on-disk embedding cache."
     ),
@@ -246,7 +250,11 @@ def route_command(
         None, "--ray-address", help="Ray cluster to join (default: start a local one)."
     ),
     workers: int | None = typer.Option(
-        None, "--workers", help="Ray workers (default: the cluster's CPUs)."
+        None,
+        "--workers",
+        min=1,
+        max=MAX_WORKERS,
+        help="Ray workers (default: the cluster's CPUs).",
     ),
 ) -> None:
     """Read each panel's disagreement state (CA/DA/CD/DD) and route it to an action."""
@@ -256,8 +264,7 @@ def route_command(
     from dissensus.states.stream import route_stream
 
     engine = check_engine(engine, workers=workers, address=ray_address)
-    check_output_path(out, option="--out", inputs=[panels])
-    check_output_path(rejects, option="--rejects", inputs=[panels, out])
+    check_outputs({"--out": out, "--rejects": rejects}, reads={"PANELS": panels, "--rules": rules})
     ruleset = RuleSet.load(rules) if rules else RuleSet.default()
     backend = _backend(similarity, no_cache, allow_code)
     thresholds = Thresholds.for_model(backend.name, theta_s, theta_a)
@@ -325,7 +332,9 @@ def calibrate_command(
     rejects: str | None = typer.Option(
         None, "--rejects", help="Write rejected lines (JSONL) to this file."
     ),
-    batch_size: int = typer.Option(256, "--batch-size", min=1, help="Panels read per batch."),
+    batch_size: int = typer.Option(
+        256, "--batch-size", min=1, max=MAX_BATCH, help="Panels read per batch."
+    ),
     no_cache: bool = typer.Option(
         False, "--no-cache", help="Do not use the on-disk embedding cache."
     ),
@@ -338,6 +347,7 @@ def calibrate_command(
     """Derive θ_s from a reference corpus: the QUANTILE of per-panel mean reasoning similarity."""
     from dissensus.states.theta_fit import fit_theta_s
 
+    check_outputs({"--rejects": rejects}, reads={"CORPUS": corpus})
     backend = _backend(similarity, no_cache, allow_code)
     with _reject_sink(rejects) as sink:
         panels_iter = _panels(corpus, sink)

@@ -21,7 +21,7 @@ from typing import Annotated
 import typer
 
 from dissensus.cli.app import app
-from dissensus.cli.common import EXIT_OK, err_console, out_console
+from dissensus.cli.common import EXIT_OK, MAX_SECONDS, err_console, number_in, out_console
 from dissensus.errors import ConfigError
 from dissensus.io.limits import MAX_AGENTS, MAX_FIELD_CHARS
 
@@ -55,10 +55,20 @@ def serve_command(
         int, typer.Option("--max-panels", min=1, help="Most panels per request (413 above).")
     ] = 1000,
     timeout: Annotated[
-        float, typer.Option("--timeout", min=0.001, help="Request timeout in seconds (504 after).")
+        float,
+        typer.Option(
+            "--timeout",
+            callback=number_in(0.001, MAX_SECONDS),
+            help="Request timeout in seconds (504 after).",
+        ),
     ] = 60.0,
     claim_ttl: Annotated[
-        float, typer.Option("--claim-ttl", min=0.001, help="Seconds a review claim holds.")
+        float,
+        typer.Option(
+            "--claim-ttl",
+            callback=number_in(0.001, MAX_SECONDS),
+            help="Seconds a review claim holds.",
+        ),
     ] = 900.0,
     max_agents: Annotated[
         int,
@@ -93,7 +103,11 @@ def serve_command(
     ] = "override",
     undo_window: Annotated[
         float,
-        typer.Option("--undo-window", min=0, help="Seconds a reviewer may undo a resolution."),
+        typer.Option(
+            "--undo-window",
+            callback=number_in(0.0, MAX_SECONDS),
+            help="Seconds a reviewer may undo a resolution.",
+        ),
     ] = 300.0,
 ) -> None:
     """Serve decide, review and runs over HTTP, with the web review queue at /review."""
