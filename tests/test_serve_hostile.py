@@ -545,9 +545,10 @@ _NAME = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789.-", min_size=1, m
 
 
 def _guarded(
-    hosts: frozenset[str] | None, method: str, headers: dict[str, str]
+    hosts: frozenset[str] | None, method: str, headers: dict[str, str] | list[tuple[str, str]]
 ) -> tuple[int, bool]:
-    """(status, whether the app behind the guard ran) of one request."""
+    """(status, whether the app behind the guard ran) of one request (``headers`` as a
+    list: a name may repeat)."""
     import asyncio
 
     ran: list[bool] = []
@@ -569,7 +570,10 @@ def _guarded(
         "type": "http",
         "method": method,
         "path": "/v1/decide",
-        "headers": [(k.lower().encode(), v.encode()) for k, v in headers.items()],
+        "headers": [
+            (k.lower().encode(), v.encode())
+            for k, v in (headers.items() if isinstance(headers, dict) else headers)
+        ],
     }
     asyncio.run(BrowserGuard(app, hosts)(scope, receive, send))
     return int(out[0]["status"]), bool(ran)
@@ -581,6 +585,36 @@ def test_only_the_servers_names_pass_the_host_check(name: str, port: int) -> Non
     hosts = allowed_hosts("127.0.0.1", (), loopback=True)
     status, ran = _guarded(hosts, "GET", {"Host": f"{name}:{port}"})
     assert ran == (name in ("127.0.0.1", "localhost")) == (status == 200)
+
+
+@hypothesis_settings(max_examples=100, deadline=None)
+@given(
+    name=st.sampled_from(["[::1]", "localhost", "127.0.0.1"]),
+    after=st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789.-:[]", max_size=20),
+)
+def test_after_a_servers_name_only_a_port_may_follow(name: str, after: str) -> None:
+    """``[::1]evil.example`` is not ``[::1]``: after the name only ``:digits`` may follow."""
+    hosts = allowed_hosts("127.0.0.1", (), loopback=True)
+    status, ran = _guarded(hosts, "GET", {"Host": name + after})
+    port = after == "" or (after.startswith(":") and after[1:].isdigit())
+    assert ran == port == (status == 200), (name + after, status)
+
+
+@pytest.mark.parametrize(
+    "host", ["[::1]evil.example", "[::1]evil.example:80", "[::1].x", "localhost:evil", "[::1"]
+)
+def test_a_host_with_more_than_a_port_after_its_name_is_foreign(host: str) -> None:
+    hosts = allowed_hosts("127.0.0.1", (), loopback=True)
+    assert _guarded(hosts, "GET", {"Host": host}) == (403, False)
+
+
+@pytest.mark.parametrize("check", [True, False])
+def test_a_request_with_two_host_headers_is_refused(check: bool) -> None:
+    hosts = allowed_hosts("127.0.0.1", (), loopback=True) if check else None
+    for pair in (["127.0.0.1:8000", "attacker.example"], ["127.0.0.1", "127.0.0.1"]):
+        sent = [("Host", pair[0]), ("Accept", "*/*"), ("Host", pair[1])]
+        assert _guarded(hosts, "GET", sent) == (400, False), pair
+    assert _guarded(hosts, "GET", [("Host", "127.0.0.1:8000")]) == (200, True)
 
 
 @hypothesis_settings(max_examples=60, deadline=None)

@@ -17,11 +17,13 @@ from pathlib import Path
 import httpx
 import psutil
 import pytest
+import yaml
 
 from test_serve_load import start_server
 
 pytestmark = pytest.mark.anyio
 
+REPO = Path(__file__).resolve().parent.parent
 TIMEOUT_S = 2
 """The probed server's request timeout (short: the slow body must meet it)."""
 RSS_GROWTH_MIB = 300
@@ -55,6 +57,15 @@ def _slow_body(base: str, seconds: float) -> int:
     return int(answer.split()[1])
 
 
+def _raw_status(base: str, request: bytes) -> int:
+    """The status a request sent as ``request`` (bytes on the wire) is answered with."""
+    host, port = base.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=20) as sock:
+        sock.sendall(request)
+        answer = sock.recv(4096).decode("latin-1")
+    return int(answer.split()[1])
+
+
 async def test_the_probe_inputs_get_4xx_and_the_server_keeps_answering(tmp_path: Path) -> None:
     proc, base = start_server(
         tmp_path, str(tmp_path / "j.sqlite"), extra_args=("--timeout", str(TIMEOUT_S))
@@ -77,7 +88,12 @@ async def test_the_probe_inputs_get_4xx_and_the_server_keeps_answering(tmp_path:
                 ("GET", f"/v1/review/{ref}", adm, None),
                 ("POST", f"/v1/review/{ref}/claim", adm, None),
             ]
+            problem = (REPO / "examples" / "concord" / "region-table.yaml").read_text("utf-8")
+            as_json = json.dumps(yaml.safe_load(problem)).encode()
             probes += [
+                ("POST", "/v1/negotiate?deadline=inf", sub, as_json),
+                ("POST", "/v1/negotiate?deadline=1e309", sub, as_json),
+                ("GET", "/v1/runs", {**adm, "Host": "[::1]evil.example"}, None),
                 ("GET", "/v1/runs", {**adm, "Host": "attacker.example"}, None),
                 ("POST", "/v1/decide", {**sub, "Origin": "https://evil.example"}, wide),
                 ("POST", "/v1/decide", {**sub, "Content-Type": "text/plain"}, wide),
@@ -103,6 +119,11 @@ async def test_the_probe_inputs_get_4xx_and_the_server_keeps_answering(tmp_path:
             )
             for probe, status in zip(probes, results, strict=True):
                 assert 400 <= status < 500, (probe[0], probe[1][:40], status)
+            two_hosts = (
+                b"GET /v1/runs HTTP/1.1\r\nHost: 127.0.0.1\r\nHost: attacker.example\r\n"
+                b"Authorization: Bearer tok-adm\r\nConnection: close\r\n\r\n"
+            )
+            assert await asyncio.to_thread(_raw_status, base, two_hosts) == 400
             assert health == [200] * 10
             assert slow_status in (408, 504)
             assert (await client.get("/healthz")).status_code == 200

@@ -10,7 +10,12 @@ resolution), which supersedes the pipeline's record in exports.
 
 Choices where the design is silent:
 
-* Review ids are ``<run>.<line>``.
+* Review ids are ``<run>.<line>``, the line (the case's 1-based input line) written
+  without leading zeros: :func:`split_ref`, which every door (library, CLI, API, page)
+  parses ids with, refuses any other spelling (``R.026``, ``R.0``, ``R.-3``) as an
+  unknown item. An id that passes is therefore the very string the journal keys the
+  item's events, index row and claims on: no other spelling of it can reach the case
+  while missing its index row or passing another reviewer's claim.
 * **Listing** reads the journal's review index (one row per item, written in the same
   transaction as its ``review.opened`` / ``review.resolved`` events; see
   :mod:`dissensus.store.base`), then only the items it yields; the hash chain stays the
@@ -51,6 +56,7 @@ from __future__ import annotations
 
 import getpass
 import os
+import re
 from collections.abc import Callable, Iterator, Mapping
 from datetime import UTC, datetime
 from itertools import islice
@@ -174,11 +180,26 @@ def reviewer_name(
     return f"uid-{uid()}" if uid is not None else "unnamed-reviewer"
 
 
+_LINE = re.compile(r"[1-9][0-9]{0,17}")
+"""The line part of a review id or case reference, in its one written form."""
+
+_UNKNOWN = {"review id": "review item", "case reference": "case"}
+
+
 def split_ref(ref: str, what: str = "review id") -> tuple[str, int]:
-    """``<run>.<line>`` -> ``(run, line)`` (:class:`InputError` naming ``what`` otherwise)."""
+    """``<run>.<line>`` -> ``(run, line)``; :class:`InputError` ("no review item ...", or
+    "no case ..." for a ``case reference``) for anything else.
+
+    The line is written one way only: ASCII digits without a leading zero (at most 18).
+    ``R.026``, ``R.0`` and ``R.-3`` name no item, so every id that passes is the exact
+    string the journal keys its events, index row and claims on.
+    """
     run_id, sep, line = ref.rpartition(".")
-    if not sep or not run_id or not (line.isascii() and line.isdigit() and len(line) <= 18):
-        raise InputError(f"not a {what}: {ref!r} (expected <run>.<line>)")
+    if not sep or not run_id or _LINE.fullmatch(line) is None:
+        raise InputError(
+            f"no {_UNKNOWN.get(what, what)} {ref!r}: a {what} is <run>.<line>, the line a "
+            f"number from 1 without leading zeros"
+        )
     return run_id, int(line)
 
 

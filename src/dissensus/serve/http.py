@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from dissensus.serve.service import Service
 
 T = TypeVar("T")
+M = TypeVar("M", bound=BaseModel)
 
 __all__ = [
     "INLINE_BODY_BYTES",
@@ -54,6 +55,7 @@ __all__ = [
     "items_of",
     "json_body",
     "limits_of",
+    "object_body",
     "parse_json",
     "refuse_overrun",
     "require",
@@ -226,6 +228,24 @@ async def json_body(request: Request) -> Any:
     if len(raw) <= INLINE_BODY_BYTES:
         return parse_json(raw)
     return await run_in_threadpool(parse_json, raw)
+
+
+async def object_body(request: Request, model: type[M]) -> M:
+    """The request's body as ``model``, refused as ``POST /v1/decide`` refuses a body: 400
+    when it is empty (``<body>``) or not JSON (:func:`json_body`), 422 when it is not an
+    object (``<root>``) or does not validate (the first invalid field, message as
+    :func:`reject_of` words it). ``model`` validates with the context
+    ``{"max_field_chars": --max-field-chars}``, so its text fields can be bounded by the
+    server's setting."""
+    body = await json_body(request)
+    if not isinstance(body, dict):
+        raise ApiError(422, "expected a JSON object", "<root>")
+    context = {"max_field_chars": service_of(request).settings.max_field_chars}
+    try:
+        return model.model_validate(body, context=context)
+    except ValidationError as exc:
+        reject = reject_of(0, exc)
+        raise ApiError(422, reject.error, reject.field) from None
 
 
 async def by_size(request: Request, call: Callable[..., T], *args: Any) -> T:

@@ -40,6 +40,17 @@ decide differently.
 * **Undo** goes through :func:`dissensus.pipeline.review.reopen` with the token's name
   and the server's window (``undo_window_s``); "your last resolution" is the reviewer's
   latest ``review.resolved`` event that still stands.
+* **Unknown ids.** Every id and case reference is parsed by
+  :func:`dissensus.pipeline.review.split_ref` (one spelling per item: the line without
+  leading zeros); one it refuses, and a case reference naming no run of the journal, is
+  :class:`UnknownItem` (404), never the library's :class:`~dissensus.errors.InputError`
+  (400), which stays for a case that exists but cannot be audited.
+* **Text bounds.** A resolution's or an audit's ``decision`` and ``note`` are at most
+  ``max_field_chars`` characters each (the server's ``--max-field-chars``), checked
+  before the journal is touched (:class:`TextTooLong`: 422 naming the field from the
+  API, a refusal shown on the page), whichever door they came through: the note is
+  journalled twice (the resolution and the case's new record), so an unbounded one
+  grows the journal by twice its size.
 """
 
 from __future__ import annotations
@@ -52,7 +63,8 @@ from pydantic import BaseModel
 
 from dissensus.cases import CaseSpec
 from dissensus.deprecation import deprecated_names, renamed
-from dissensus.errors import DissensusError, InputError
+from dissensus.errors import ConfigError, DissensusError, InputError
+from dissensus.io.limits import MAX_FIELD_CHARS
 from dissensus.outputs import ResolutionInfo
 from dissensus.pipeline import review as queue
 from dissensus.pipeline.confirm import AlreadyConfirmed, Confirmation, claim_audit, confirm
@@ -82,6 +94,7 @@ __all__ = [
     "ResolutionInfo",
     "ReviewDesk",
     "StaleContent",
+    "TextTooLong",
     "UnknownItem",
     "content_sha256",
     "open_journal",
@@ -91,6 +104,10 @@ __all__ = [
 
 class UnknownItem(DissensusError):
     """No review item with that id (404)."""
+
+
+class TextTooLong(ConfigError):
+    """A reviewer's text longer than the server allows per field (422 naming it)."""
 
 
 class ClaimInfo(BaseModel):
@@ -113,10 +130,10 @@ class HistoryEntry(BaseModel):
     """The event's payload but its reviewer, passed through untouched (each type its own)."""
 
 
-def _split(review_id: str) -> tuple[str, int]:
+def _split(review_id: str, what: str = "review id") -> tuple[str, int]:
     """:func:`~dissensus.pipeline.review.split_ref`, a malformed id being an unknown item (404)."""
     try:
-        return queue.split_ref(review_id)
+        return queue.split_ref(review_id, what)
     except InputError as exc:
         raise UnknownItem(str(exc)) from None
 
@@ -154,9 +171,21 @@ class AutoCase(BaseModel):
 class ReviewDesk:
     """Review operations over one journal."""
 
-    def __init__(self, journal: Journal, *, claim_ttl_s: float) -> None:
+    def __init__(
+        self, journal: Journal, *, claim_ttl_s: float, max_field_chars: int = MAX_FIELD_CHARS
+    ) -> None:
         self.journal = journal
         self.claim_ttl_s = claim_ttl_s
+        self.max_field_chars = max_field_chars
+
+    def _bounded(self, **texts: str | None) -> None:
+        """:class:`TextTooLong` naming the first of ``texts`` over ``max_field_chars``."""
+        for field, text in texts.items():
+            if text is not None and len(text) > self.max_field_chars:
+                raise TextTooLong(
+                    f"{len(text)} characters; at most {self.max_field_chars} per field",
+                    field=field,
+                )
 
     # -- reading ----------------------------------------------------------------------
 
@@ -302,10 +331,7 @@ class ReviewDesk:
 
     def auto_case(self, ref: str) -> AutoCase:
         """One automatically committed case (:class:`UnknownItem` for any other ref)."""
-        try:
-            run_id, line = queue.split_ref(ref, "case reference")
-        except InputError as exc:
-            raise UnknownItem(str(exc)) from None
+        run_id, line = _split(ref, "case reference")
         if self.journal.run(run_id, missing_ok=True) is None:
             raise UnknownItem(f"no case {ref!r}: no run {run_id!r}")
         stored = self.journal.get(run_id, f"case/{line}/record")
@@ -411,13 +437,19 @@ class ReviewDesk:
     def confirm(
         self, case_ref: str, *, decision: str | None, note: str, reviewer: str
     ) -> Confirmation:
-        """Audit the automatic decision of case ``case_ref`` (``<run>.<line>``) as ``reviewer``."""
+        """Audit the automatic decision of case ``case_ref`` (``<run>.<line>``) as ``reviewer``
+        (:class:`UnknownItem` for a malformed reference or one naming no run)."""
+        self._bounded(decision=decision, note=note)
+        run_id, _ = _split(case_ref, "case reference")
+        if self.journal.run(run_id, missing_ok=True) is None:
+            raise UnknownItem(f"no case {case_ref!r}: no run {run_id!r}")
         return confirm(self.journal, case_ref, note=note, decision=decision, reviewer=reviewer)
 
     def resolve(
         self, review_id: str, *, decision: str, note: str, reviewer: str, sha256: str
     ) -> CaseRecord:
         """Resolve an open case as ``reviewer``, who saw the content whose hash is ``sha256``."""
+        self._bounded(decision=decision, note=note)
         self.status(review_id)
         return queue.resolve(
             self.journal,

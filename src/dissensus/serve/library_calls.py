@@ -17,13 +17,16 @@ server do):
   server, within its budgets.
 * ``vote`` takes its calibration from the server policy's ``guard.calibration``.
 * ``negotiate`` takes at most the server's agents per panel (``--max-agents``); its
-  problem is parsed in a worker thread. The negotiation itself is ``async`` and
+  problem is parsed in a worker thread. Its deadline is a finite number of seconds, at
+  least 0, as ``negotiate --deadline`` requires: the certificate records it, and JSON
+  holds no infinity. The negotiation itself is ``async`` and
   bounded by its deadline and the model's budgets.
 """
 
 from __future__ import annotations
 
 import asyncio
+import math
 import os
 from typing import Any
 
@@ -114,6 +117,11 @@ async def negotiate(
     if rule is not None and rule not in RULES:
         raise ConfigError(
             f"unknown rule {rule!r}; expected one of {', '.join(RULES)}", field="rule"
+        )
+    if deadline is not None and not (math.isfinite(deadline) and deadline >= 0):
+        raise ConfigError(
+            f"the deadline must be a finite number of seconds, at least 0 (got {deadline})",
+            field="deadline",
         )
     if isinstance(data, dict) and data.get("model"):
         raise ConfigError(

@@ -13,6 +13,12 @@ route) closes the two ways a page can do that:
   server behind a proxy that rewrites ``Host``). A server bound to a non-loopback address
   (which needs ``--tokens``) checks ``Host`` only when ``--allow-host`` is given: its
   callers reach it under names it cannot know, and the bearer token is its boundary.
+* A ``Host`` value is a name or a bracketed IPv6 address, then nothing or ``:`` and a
+  port of digits; anything else after it (``[::1]evil.example``, ``localhost:evil``)
+  names no host of the server's, so it is refused as a foreign one (403). A request with
+  more than one ``Host`` header is refused ``400`` (field ``Host``), as RFC 9112
+  (section 3.2) requires of a server, whether or not ``Host`` is checked: the routes,
+  the ``Origin`` check and this check must not each read a different one.
 * **Cross-site writes**: a page can ``POST`` to another origin without reading the
   answer ("simple" requests: a form, or ``fetch`` with ``text/plain``). Every writing
   request (``POST``, ``PUT``, ``PATCH``, ``DELETE``) whose ``Origin`` is not the
@@ -37,6 +43,7 @@ machine shared with other users, give ``--tokens``. ``docs/serve.md`` says so.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -45,20 +52,29 @@ from dissensus.serve.limits import send_error
 
 __all__ = ["LOOPBACK_NAMES", "BrowserGuard", "allowed_hosts", "host_name"]
 
+_PORT = re.compile(r"(?::[0-9]+)?")
+"""What may follow a ``Host`` value's name: nothing, or a port of ASCII digits."""
+
 LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "::1"})
 """Names a loopback server always answers to."""
 
 WRITES = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
 
-def host_name(host: str) -> str:
-    """The name part of a ``Host`` header (port and IPv6 brackets removed), lower case."""
+def host_name(host: str) -> str | None:
+    """The name part of a ``Host`` value (port and IPv6 brackets removed), lower case, or
+    ``None`` when the value is not ``name[:port]`` or ``[address][:port]``: anything but
+    ``:digits`` after the closing bracket or the name (``[::1]evil.example``,
+    ``localhost:evil``), or an opening bracket never closed."""
     host = host.strip().lower()
     if host.startswith("["):
         end = host.find("]")
-        return host[1:end] if end > 0 else host
+        if end < 0 or not _PORT.fullmatch(host[end + 1 :]):
+            return None
+        return host[1:end]
     if host.count(":") == 1:
-        return host.partition(":")[0]
+        name, _, port = host.partition(":")
+        return name if _PORT.fullmatch(f":{port}") else None
     return host
 
 
@@ -69,8 +85,7 @@ def allowed_hosts(bind_host: str, extra: Iterable[str], *, loopback: bool) -> fr
         return None
     if not loopback and not extra:
         return None
-    names = {host_name(h) for h in extra}
-    names.add(host_name(bind_host))
+    names = {name for name in map(host_name, [*extra, bind_host]) if name is not None}
     if loopback:
         names |= LOOPBACK_NAMES
     return frozenset(names)
@@ -95,8 +110,14 @@ class BrowserGuard:
             await self.app(scope, receive, send)
             return
         headers: dict[bytes, bytes] = {}
+        hosts_sent = 0
         for name, value in scope.get("headers", []):
             headers.setdefault(name, value)
+            hosts_sent += name == b"host"
+        if hosts_sent > 1:
+            message = "more than one Host header"
+            await send_error(send, 400, message, "Host", scope=scope)
+            return
         host = headers.get(b"host", b"").decode("latin-1")
         if self.hosts is not None and host_name(host) not in self.hosts:
             message = "this server does not answer to that Host name"

@@ -36,7 +36,9 @@ class Service:
         self.tokens: TokenStore | None = load_tokens(settings.tokens) if settings.tokens else None
         self.sessions = SessionStore(settings.session_ttl_s)
         self.runner = Runner(journal, self.spec, open_journal=_reopener(journal))
-        self.desk = ReviewDesk(journal, claim_ttl_s=settings.claim_ttl_s)
+        self.desk = ReviewDesk(
+            journal, claim_ttl_s=settings.claim_ttl_s, max_field_chars=settings.max_field_chars
+        )
         self.guard_calibration: ReliabilityFit | None = self.spec.guard_calibration
 
     def authenticate(self, request: Request) -> Principal:

@@ -1,5 +1,16 @@
 """The library calls over HTTP: route, vote, negotiate, verify, bound
-(:mod:`dissensus.serve.library_calls`, each the CLI command of the same name)."""
+(:mod:`dissensus.serve.library_calls`, each the CLI command of the same name).
+
+Choices where the design is silent:
+
+* Every number in a query is finite: ``inf``, ``nan`` and ``1e309`` (which reads as
+  infinity) are 422 naming the parameter, as the CLI refuses them in its options (an
+  infinite ``deadline`` would otherwise reach the certificate, which JSON cannot hold).
+* ``vote``'s ``verifier`` names an agent the way ``dissensus vote --verifier`` does: a
+  name that did not vote in a case is not an error (one name serves a whole list of
+  cases, whose voters differ); that case falls back to the unweighted majority and its
+  ``reason`` says "verifier NAME did not vote".
+"""
 
 from __future__ import annotations
 
@@ -39,8 +50,8 @@ async def route(
     request: Request,
     _: Principal = submit,
     similarity: str | None = Query(None, description="tfidf or minilm (default: the policy's)."),
-    theta_s: float | None = Query(None, ge=-1.0, le=1.0),
-    theta_a: float | None = Query(None, gt=0.0, le=1.0),
+    theta_s: float | None = Query(None, ge=-1.0, le=1.0, allow_inf_nan=False),
+    theta_a: float | None = Query(None, gt=0.0, le=1.0, allow_inf_nan=False),
 ) -> Any:
     """Read and route panels with the default rules (``dissensus route --json``)."""
     service = service_of(request)
@@ -75,7 +86,7 @@ async def vote(
     strict: bool = Query(False),
     verifier: str | None = Query(None),
     decompose: bool = Query(True),
-    max_fallback_agreement: float = Query(0.85, ge=0.0, le=1.0),
+    max_fallback_agreement: float = Query(0.85, ge=0.0, le=1.0, allow_inf_nan=False),
 ) -> Any:
     """Guarded decisions of vote cases (``dissensus vote --json``)."""
     service = service_of(request)
@@ -105,7 +116,9 @@ async def vote(
 async def negotiate(
     request: Request,
     _: Principal = submit,
-    deadline: float | None = Query(None, ge=0.0),
+    deadline: float | None = Query(
+        None, ge=0.0, allow_inf_nan=False, description="Seconds (finite, at least 0)."
+    ),
     rule: str | None = Query(None),
 ) -> Any:
     """Negotiate with CONCORD on a problem document (``dissensus negotiate --json``)."""

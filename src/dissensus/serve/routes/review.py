@@ -1,19 +1,36 @@
 """The review queue over HTTP: list, show, claim, resolve, undo, and blind audits
-(through :class:`~dissensus.serve.journal_adapter.ReviewDesk`)."""
+(through :class:`~dissensus.serve.journal_adapter.ReviewDesk`).
+
+Choices where the design is silent:
+
+* The bodies of ``resolve`` and ``confirm`` are read as ``POST /v1/decide`` reads its
+  body (:func:`~dissensus.serve.http.object_body`): an empty body or one that is not
+  JSON is 400 (``<body>``, ``<json>``, ...), anything else that is not a valid body is
+  422 naming the field, so every route refuses a body alike.
+* Their ``decision`` and ``note`` must hold more than whitespace and be at most
+  ``--max-field-chars`` characters (422 naming the field), as every text field the
+  server takes. ``claim`` and ``undo`` take no body: one sent is not read, and nothing
+  of it is journalled.
+* A malformed id or case reference (``R.026``, ``R.-3``: see
+  :func:`dissensus.pipeline.review.split_ref`) is an unknown item, 404, like an id
+  naming no item; so is a case reference naming no run.
+"""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from fastapi import APIRouter, Depends, Query, Request
-from pydantic import BaseModel, ConfigDict, Field
-from starlette.exceptions import HTTPException as StarletteHTTPException
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
+from dissensus.io.limits import MAX_FIELD_CHARS
 from dissensus.outputs import ReviewEntry, ReviewView, status_of
 from dissensus.pipeline.confirm import Confirmation
 from dissensus.pipeline.records import CaseRecord, ReviewItem
 from dissensus.serve.auth import Principal
+from dissensus.serve.blind_audits import blind_audit
 from dissensus.serve.http import (
+    object_body,
     require,
     service_of,
 )
@@ -24,6 +41,19 @@ __all__ = ["router"]
 router = APIRouter()
 submit = Depends(require("submit"))
 review = Depends(require("review"))
+
+
+def _text(value: str | None, info: ValidationInfo) -> str | None:
+    """A reviewer's text: more than whitespace, at most the context's ``max_field_chars``
+    characters (:data:`~dissensus.io.limits.MAX_FIELD_CHARS` without one)."""
+    if value is None:
+        return None
+    limit = (info.context or {}).get("max_field_chars", MAX_FIELD_CHARS)
+    if len(value) > limit:
+        raise ValueError(f"{len(value)} characters; at most {limit} per field")
+    if not value.strip():
+        raise ValueError(f"the {info.field_name} must not be empty")
+    return value
 
 
 class ResolveBody(BaseModel):
@@ -38,6 +68,11 @@ class ResolveBody(BaseModel):
     content_sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
     """sha256 of the case content the reviewer saw (``content_sha256`` of ``GET /v1/review/{id}``)."""
 
+    @field_validator("decision", "note")
+    @classmethod
+    def bounded_text(cls, value: str | None, info: ValidationInfo) -> str | None:
+        return _text(value, info)
+
 
 class ConfirmBody(BaseModel):
     """A reviewer's audit of an automatic decision. The reviewer is the token's name."""
@@ -48,6 +83,17 @@ class ConfirmBody(BaseModel):
     """The right decision; omitted: the committed one (a confirmation). Another one corrects it."""
     note: str = Field(min_length=1)
     """Why (required, as ``review confirm --note``)."""
+
+    @field_validator("decision", "note")
+    @classmethod
+    def bounded_text(cls, value: str | None, info: ValidationInfo) -> str | None:
+        return _text(value, info)
+
+
+def _body_schema(model: type[BaseModel]) -> dict[str, Any]:
+    """The OpenAPI ``requestBody`` of a route that reads ``model`` itself (:func:`object_body`)."""
+    schema = model.model_json_schema()
+    return {"requestBody": {"required": True, "content": {"application/json": {"schema": schema}}}}
 
 
 class ReviewListEntry(ReviewEntry):
@@ -123,39 +169,44 @@ class BlindAuditView(BaseModel):
 async def audit_show(case_ref: str, request: Request, _: Principal = review) -> BlindAuditView:
     """A blind audit item (``<run>.<line>``): the case without the committed answer or the
     suggestion; answer it with ``POST /v1/cases/{case_ref}/confirm``. 404: not audited."""
-    from dissensus.pipeline.audit import audit_item
-    from dissensus.pipeline.review import split_ref
-
     desk = service_of(request).desk
-    journal = desk.journal
-    run_id, line = split_ref(case_ref, "case reference")
-    item = audit_item(journal, run_id, line)
-    if item is None:
-        raise StarletteHTTPException(404, f"no blind audit for case {case_ref}")
-    done = journal.get(run_id, f"confirm/{line}") is not None
+    audit = blind_audit(desk.journal, case_ref)
+    done = audit.answer is not None
     return BlindAuditView(
-        item=item,
+        item=audit.item,
         status="audited" if done else "open",
         claim=None if done else desk.live_claim(case_ref),
     )
 
 
-@router.post("/v1/cases/{case_ref}/confirm", tags=["review"], response_model=Confirmation)
+@router.post(
+    "/v1/cases/{case_ref}/confirm",
+    tags=["review"],
+    response_model=Confirmation,
+    openapi_extra=_body_schema(ConfirmBody),
+)
 async def case_confirm(
-    case_ref: str, body: ConfirmBody, request: Request, principal: Principal = review
+    case_ref: str, request: Request, principal: Principal = review
 ) -> Confirmation:
     """Audit an automatic decision (``<run>.<line>``): confirm it, or correct it with another
     decision (the case's record becomes ``human``). 409: audited before. 400: not automatic."""
+    body = await object_body(request, ConfirmBody)
     return service_of(request).desk.confirm(
         case_ref, decision=body.decision, note=body.note, reviewer=principal.name
     )
 
 
-@router.post("/v1/review/{review_id}/resolve", tags=["review"], response_model=CaseRecord)
+@router.post(
+    "/v1/review/{review_id}/resolve",
+    tags=["review"],
+    response_model=CaseRecord,
+    openapi_extra=_body_schema(ResolveBody),
+)
 async def review_resolve(
-    review_id: str, body: ResolveBody, request: Request, principal: Principal = review
+    review_id: str, request: Request, principal: Principal = review
 ) -> CaseRecord:
     """Resolve a case; the reviewer is the token's name. 409: stale hash, already resolved, claimed."""
+    body = await object_body(request, ResolveBody)
     return service_of(request).desk.resolve(
         review_id,
         decision=body.decision,
