@@ -15,6 +15,7 @@ them the command says so (exit 2). See ``docs/serve.md``.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 from typing import Annotated
 
@@ -160,13 +161,16 @@ def serve_command(
     # Everything alive now (modules, schemas, the app) lives until exit: moving it out of
     # the collector's reach keeps each request's garbage collections small.
     gc.freeze()
-    serve(
-        application,
-        application.state.service.runner,
-        sock=sock,
-        shutdown_s=shutdown_s,
-        head_timeout_s=application.state.service.settings.request_timeout_s,
-    )
+    # uvicorn raises the SIGINT / SIGTERM that stopped it again once it has shut down
+    # gracefully: that is the server's normal end (exit 0), as fake-llm's is.
+    with contextlib.suppress(KeyboardInterrupt):
+        serve(
+            application,
+            application.state.service.runner,
+            sock=sock,
+            shutdown_s=shutdown_s,
+            head_timeout_s=application.state.service.settings.request_timeout_s,
+        )
     raise typer.Exit(code=EXIT_OK)
 
 
