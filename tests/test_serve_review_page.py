@@ -382,3 +382,26 @@ async def test_a_case_no_agent_answered_is_resolved_with_a_typed_answer(tmp_path
         assert record is not None and record.payload["decision"] == "<b>yes</b>"
         assert record.payload["action"] == "human"
         assert journal.verify(rid).ok
+
+
+async def test_a_note_over_the_field_bound_is_a_422_on_the_page(tmp_path: Path) -> None:
+    s = settings(tmp_path, max_field_chars=100)
+    async with client_for(s) as client:
+        run = (
+            await client.post("/v1/decide", json=[escalating("long")], headers=auth("sub"))
+        ).json()
+        review_id = run["records"][0]["review_id"]
+        assert (await _login(client, "rev")).status_code == 303
+        case = await client.get(f"/review/case/{review_id}")
+        before = await _events(Path(s.journal))
+        res = await client.post(
+            f"/review/case/{review_id}/resolve",
+            data={
+                "decision": "1",
+                "note": "n" * 101,
+                "content_sha256": _sha(case.text),
+                "csrf": _csrf(case.text),
+            },
+        )
+        assert res.status_code == 422 and "at most 100 per field" in res.text
+        assert await _events(Path(s.journal)) == before  # nothing journalled

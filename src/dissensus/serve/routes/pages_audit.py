@@ -39,7 +39,7 @@ from fastapi.responses import RedirectResponse, Response
 from dissensus.errors import DissensusError
 from dissensus.serve.blind_audits import blind_audit, has_open_audit, open_audit_refs
 from dissensus.serve.case_view import option_views
-from dissensus.serve.journal_adapter import UnknownItem, question_of
+from dissensus.serve.journal_adapter import TextTooLong, UnknownItem, question_of
 from dissensus.serve.pages import (
     Form,
     Reviewer,
@@ -154,6 +154,8 @@ def _confirm(
         )
     except UnknownItem as exc:
         return message(request, who, 404, "not found", str(exc))
+    except TextTooLong as exc:  # the reviewer can shorten it on the form
+        return page(request, ref, who, error=str(exc), status=422)
     except DissensusError as exc:
         return page(request, ref, who, error=str(exc), status=409)
     return None

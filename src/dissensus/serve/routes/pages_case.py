@@ -8,7 +8,8 @@ Choices where the design is silent:
 
 * A refused write (no option picked, a note missing, a stale page, another reviewer's
   claim, an item resolved meanwhile) shows the case page again with the reason, with 422
-  for what the reviewer can fix on the form and 409 for a conflict.
+  for what the reviewer can fix on the form (a decision or note over the server's
+  ``--max-field-chars`` included) and 409 for a conflict.
 * After a resolve the page goes to the next open case of the same queue that nobody else
   holds (:func:`~dissensus.serve.queue_view.next_open`), or to the queue when none is left.
 * **Another answer.** Besides the options, the resolve bar has a text field for a
@@ -37,6 +38,7 @@ from dissensus.serve.case_view import option_views, plain_reasons
 from dissensus.serve.journal_adapter import (
     AlreadyResolved,
     ClaimConflict,
+    TextTooLong,
     UnknownItem,
     content_sha256,
     question_of,
@@ -189,6 +191,8 @@ async def resolve(request: Request, review_id: str) -> Response:
         refused = _resolve(request, review_id, form)
     except UnknownItem as exc:
         return message(request, form.reviewer, 404, "not found", str(exc))
+    except TextTooLong as exc:  # the reviewer can shorten it on the form
+        return case_page(request, review_id, form.reviewer, error=str(exc), status=422)
     except DissensusError as exc:
         return case_page(request, review_id, form.reviewer, error=str(exc), status=409)
     if refused is not None:
