@@ -57,3 +57,9 @@ def test_a_file_name_that_is_not_utf8_still_works(tmp_path: Path) -> None:
     res = cli("route", inp, "--similarity", "tfidf", "--json")
     assert res.code == 0, res.err
     assert '"id":"p1"' in res.out.replace(" ", "")
+
+
+def test_review_audits_of_an_unknown_run_is_exit_2_as_review_list(journal: Path) -> None:
+    for command in ("list", "audits"):
+        res = cli("review", command, "--run", "nope", "--journal", journal)
+        assert res.code == 2 and "nope" in res.err, (command, res.err)

@@ -89,6 +89,8 @@ def review_audits(
     from dissensus.pipeline.audit import open_audits
 
     with opened_journal(journal) as store:
+        if run is not None:
+            store.run(run)  # exit 2 naming the run when there is none, as review list
         items = list(open_audits(store, run))
     if json_out:
         print_json(
