@@ -1,6 +1,7 @@
-"""Arguments holding bytes that are not UTF-8 (a shell passes them as lone surrogates):
-one line naming the argument and exit 2 where they are used as text, nothing written;
-still fine as file names."""
+"""Arguments that name nothing usable: bytes that are not UTF-8 (a shell passes them as
+lone surrogates) are one line naming the argument and exit 2 where they are used as text,
+nothing written, and still fine as file names; an unknown ``--run`` is exit 2 in every
+``review`` listing."""
 
 from __future__ import annotations
 
