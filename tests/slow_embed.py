@@ -51,3 +51,17 @@ def gated(texts: list[str]) -> list[list[float]]:
     GATE.wait(20)
     GATE_LOG.append("embedded")
     return [[1.0, float(len(t) % 7)] for t in texts]
+
+
+PER_TEXT_S = [0.02]
+"""Seconds :func:`per_text` sleeps for each text it embeds (a list: tests change it)."""
+PER_TEXT: list[str] = []
+"""Every text :func:`per_text` embedded, in order."""
+
+
+def per_text(texts: list[str]) -> list[list[float]]:
+    """A slow embedding whose cost grows with the texts of a call (as a model's does);
+    deterministic vectors from the text's length."""
+    time.sleep(PER_TEXT_S[0] * len(texts))
+    PER_TEXT.extend(texts)
+    return [[1.0, float(len(t) % 7)] for t in texts]

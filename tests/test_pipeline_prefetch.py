@@ -1,9 +1,10 @@
 """Prefetching embeds every trace of a run once, whatever the embedding backend.
 
 A counting backend (no cache, like the static table or MiniLM with ``--no-cache``)
-records every text it is asked to embed; a local run, a Ray worker's block (decided
-in-process, without Ray) and :class:`PrefetchedBackend` itself must ask for each text
-once, and readings must equal those of the bare backend.
+records every text it is asked to embed; a local run (a window in calls of at most
+``EMBED_CHUNK`` texts), a Ray worker's block (decided in-process, without Ray) and
+:class:`PrefetchedBackend` itself must ask for each text once, and readings must equal
+those of the bare backend.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from hypothesis import strategies as st
 
 from dissensus.pipeline import Policy, execute_run, policy_from_dict, start_run
 from dissensus.pipeline.executors import PREFETCH
-from dissensus.pipeline.runtime import PrefetchedBackend
+from dissensus.pipeline.runtime import EMBED_CHUNK, PrefetchedBackend
 from dissensus.states.similarity import Vectors, cosine_matrix, normalise_rows
 from dissensus.store import Journal
 from pipeline_cases import panel
@@ -89,7 +90,9 @@ def test_local_run_embeds_each_trace_once(tmp_path: Path) -> None:
     assert len(records) == len(lines)
     assert set(backend.counts) == texts
     assert max(backend.counts.values()) == 1, backend.counts.most_common(3)
-    assert backend.calls == 3  # one batch per window, none per case
+    # Each window in calls of at most EMBED_CHUNK texts (none per case).
+    per_window = [3 * PREFETCH, 3 * PREFETCH, 3 * 5]
+    assert backend.calls == sum(-(-n // EMBED_CHUNK) for n in per_window)
 
 
 def test_prefetched_readings_equal_unprefetched_ones(tmp_path: Path) -> None:

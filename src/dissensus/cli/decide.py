@@ -22,6 +22,17 @@ Choices where the design is silent:
 * SIGINT and SIGTERM stop ``decide`` and ``runs resume`` at once (also while
   embedding): the message names the resume command and the exit code is 130. Every
   journalled step stays; the resumed run ends with the records of an uninterrupted one.
+  The message is the only line, wherever the signal arrives: while the run's event
+  loop runs, the loop raises the interrupt between two of its steps, so no task is cut
+  off between making a coroutine and awaiting it, and the loop's shutdown cancels every
+  task cleanly; a step that keeps the loop longer than :data:`GRACE_S` (0.2 s: an
+  embedding) gets it where it is, from a timer, so it stops at once, and so does a
+  second signal. Wherever it lands, the run loop leaves no task whose exception goes
+  unretrieved and never closes a generator an ``anext`` runs
+  (:mod:`dissensus.pipeline.batch`).
+* ``--deadline`` stops a run within the step in progress when it passes: a window of
+  panels is embedded in calls of at most 32 texts and none starts after the deadline
+  (:mod:`dissensus.pipeline.runtime`).
 * When every follow-up of a run failed and all for the same cause (an unreachable
   server, say), the summary says so in one line and the exit code is 1.
 * Records resolved by a human are emitted in their resolved form (basis ``human``),
@@ -43,7 +54,7 @@ from collections import Counter
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import contextmanager
 from types import FrameType
-from typing import IO, TYPE_CHECKING, Annotated, Any
+from typing import IO, TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 
@@ -91,17 +102,63 @@ class Interrupted(KeyboardInterrupt):
     """SIGINT or SIGTERM arrived while a run was being decided."""
 
 
+GRACE_S = 0.2
+"""How long an interrupt waits for the event loop to stop the run between two of its
+steps before it is raised where the main thread is (inside a long step: an embedding)."""
+
+
 @contextmanager
 def _interruptible() -> Iterator[None]:
-    """SIGINT and SIGTERM raise :class:`Interrupted` in the main thread while inside."""
+    """SIGINT and SIGTERM raise :class:`Interrupted` while inside.
+
+    While an event loop runs, the loop raises it between two steps (a callback of its
+    own, scheduled by the handler): no task is stopped halfway through creating or
+    awaiting another, so the loop's shutdown cancels every task cleanly and has nothing
+    to report. A step that keeps the loop longer than :data:`GRACE_S` (an embedding)
+    gets it where it is, from a timer (SIGALRM), so it stops at once; so does a second
+    signal, and a signal outside the loop.
+    """
+    pending: list[str] = []
+    timer = hasattr(signal, "setitimer")
+
+    def disarm() -> None:
+        if timer:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+
+    def now(name: str) -> NoReturn:
+        pending.clear()
+        disarm()
+        raise Interrupted(name)
+
+    def between_steps() -> None:
+        if pending:
+            now(pending[0])
 
     def handler(signum: int, frame: FrameType | None) -> None:
-        raise Interrupted(signal.Signals(signum).name)
+        name = signal.Signals(signum).name
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            now(name)
+        if pending or not timer:
+            now(name)
+        pending.append(name)
+        loop.call_soon_threadsafe(between_steps)
+        signal.setitimer(signal.ITIMER_REAL, GRACE_S)
 
-    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    def late(signum: int, frame: FrameType | None) -> None:
+        if pending:
+            now(pending[0])
+
+    signals = (signal.SIGINT, signal.SIGTERM)
+    previous: dict[int, Any] = {sig: signal.signal(sig, handler) for sig in signals}
+    if timer:
+        previous[signal.SIGALRM] = signal.signal(signal.SIGALRM, late)
     try:
         yield
     finally:
+        disarm()
+        pending.clear()
         for sig, old in previous.items():
             signal.signal(sig, old)
 

@@ -6,6 +6,10 @@ Choices where the design is silent:
 
 * ``runs resume`` checks the run can be resumed and that its input file is still there
   before anything is decided, and ends with the records of an uninterrupted run.
+* ``runs resume`` of a run another live process executes exits 2 at once, naming that
+  process: its lease is looked at before the chain is verified or anything replayed.
+* ``runs resume`` of a finished run prints its journalled records (exit 3 when it had
+  rejected lines, as the run did) and appends nothing, whatever ``--deadline``.
 """
 
 from __future__ import annotations

@@ -40,17 +40,35 @@ Choices where the design is silent:
 * A resumed run refuses an input file whose sha256 changed since the run started.
 * Rejected lines are journalled (``input.rejected``) and reported, never decided.
 * ``run.finished`` is journalled once, with the counts, when every line was handled.
+* **A finished run stays finished.** :func:`execute_run` replays a finished run from the
+  journal (each line's ``case.record`` or ``input.rejected``): no lease, no executor, no
+  deadline, nothing appended. Nothing of a run's execution ever follows its
+  ``run.finished``: the loop looks again once it holds the run's lease (the holder it
+  waited for may have finished the run), and only the lease's holder executes a run, so
+  the run cannot end under it; a deadline's ``run.stopped`` is refused for a finished
+  run (:func:`refuse_finished`, in the stop's transaction). A human's review events and
+  seals are what may come after the end.
 * One process at a time works on a run: :func:`execute_run` takes the run's lease in
   the journal (:meth:`~dissensus.store.journal.Journal.acquire_run_lock`; already held,
   with nothing to write, when :func:`start_run` took it with the run) and a second process
   gets :class:`RunBusy` ("run is being resumed by pid N", exit 2) instead of doubling
-  the spend; the lease of a killed process is taken over.
+  the spend; the lease of a killed process is taken over. A live holder is told at once:
+  :func:`check_resumable` looks at the lease before it verifies the chain, and taking it
+  reads the holder before it waits for the journal's write lock.
 * A deadline (``deadline_s`` of the policy, or the caller's) is wall-clock time for this
   invocation: when it passes, no new case starts, cases in flight are cancelled (their
   journalled steps stay), a ``run.stopped`` event records ``{reason: deadline, cases}``
   and :class:`DeadlineReached` (exit 1) is raised after the records finished in input
   order were yielded. The run is *partial*: no ``run.finished``, resumable with
-  ``runs resume``. The deadline is the loop's, so it holds on every executor.
+  ``runs resume``. The deadline is the loop's, so it holds on every executor; the
+  executor is told it
+  (:attr:`~dissensus.pipeline.executors.RunContext.stop_at`) so that it starts no long step after
+  it: the local one embeds a window in calls of a few texts and none after the
+  deadline, so a run stops within the step in progress (one embedding call at most).
+* **The executor's outcome stream is driven by one task** (:class:`_Feed`), which also
+  closes it: an interrupt or a cancellation landing anywhere in the loop never closes
+  the stream while an ``anext`` runs it, nor leaves a task whose exception nobody
+  retrieves.
 * A resumed run is decided with the specification journalled at its start; a file that
   specification loaded and that has changed since is refused, naming the file
   (:meth:`~dissensus.pipeline.spec.RunSpec.check_files`).
@@ -62,6 +80,7 @@ import asyncio
 import base64
 import io
 import os
+import socket
 import sys
 import uuid
 from collections import Counter
@@ -76,6 +95,7 @@ from dissensus.io.jsonl import Reject, parse_line
 from dissensus.pipeline.executors import Executor, LocalExecutor, Outcome, RunContext
 from dissensus.pipeline.records import CaseRecord
 from dissensus.pipeline.run_events import RunFinished, RunInput, RunStarted, RunStopped
+from dissensus.pipeline.runtime import PastDeadline
 from dissensus.pipeline.shift import check_run, checks_shift, latest_flag
 from dissensus.pipeline.spec import (
     PolicyLike,
@@ -90,14 +110,20 @@ from dissensus.store.journal import Journal, NewEvent, RunInfo
 from dissensus.types import JsonObject, Panel
 
 __all__ = [
+    "FINISHED_KEY",
     "DeadlineReached",
     "RunBusy",
+    "RunFinishedError",
     "RunSummary",
+    "check_not_busy",
+    "claim_run",
     "execute_run",
     "input_lines",
+    "is_finished",
     "new_run_id",
     "policy_calibration",
     "policy_guard_calibration",
+    "refuse_finished",
     "resume_run",
     "run_spec",
     "start_run",
@@ -109,6 +135,9 @@ RUN_KIND = "decide"
 BLOCK_CASES = 512
 """Most cases whose events one batch (one transaction, one fsync) appends."""
 
+FINISHED_KEY = "run/finished"
+"""The key of a run's ``run.finished`` event."""
+
 
 class RunBusy(ConfigError):
     """Another live process is working on the run (exit 2)."""
@@ -116,6 +145,11 @@ class RunBusy(ConfigError):
 
 class DeadlineReached(DissensusError):
     """The run's wall-clock deadline passed; the run stopped partial and is resumable (exit 1)."""
+
+
+class RunFinishedError(DissensusError):
+    """Something of a run's execution was about to be appended after its ``run.finished``
+    (refused: a finished run stays finished)."""
 
 
 class RunSummary(BaseModel):
@@ -363,7 +397,9 @@ async def execute_run(
 
     The one run loop: ``executor`` (default :class:`LocalExecutor` with ``backend``)
     decides the cases; this loop journals what it hands back, counts, and enforces
-    ``deadline_s`` (default: the policy's ``deadline_s``); see the module docstring.
+    ``deadline_s`` (default: the policy's ``deadline_s``); see the module docstring. A
+    finished run is replayed from the journal: nothing is locked, decided or appended,
+    whatever the deadline.
     """
     pid = os.getpid()
     try:
@@ -373,51 +409,58 @@ async def execute_run(
         if journal.deferred(run_id) is not None:
             journal.release_run_lock(run_id, pid)  # given up: a deferred run leaves nothing
         raise
-    holder = journal.acquire_run_lock(run_id, pid)  # a read only when start_run took it
-    if holder is not None:
-        raise RunBusy(f"run {run_id} is being resumed by pid {holder.pid} (host {holder.host})")
+    if is_finished(journal, run_id):
+        for record in _replay(journal, run_id, on_reject):
+            yield record
+        return
+    claim_run(journal, run_id, pid)  # a read only when start_run took it
     released = False
     try:
-        name, lines = input_lines(started.input)
-        ctx = RunContext(journal=journal, run_id=run_id, spec=spec, name=name, lines=lines)
-        engine = executor or LocalExecutor(backend)
+        if is_finished(journal, run_id):
+            # Finished by the process that held the run until this one took it.
+            journal.release_run_lock(run_id, pid)
+            released = True
+            for record in _replay(journal, run_id, on_reject):
+                yield record
+            return
         limit = deadline_s if deadline_s is not None else spec.policy.deadline_s
+        end = None if limit is None else asyncio.get_running_loop().time() + limit
+        name, lines = input_lines(started.input)
+        ctx = RunContext(
+            journal=journal, run_id=run_id, spec=spec, name=name, lines=lines, stop_at=end
+        )
+        engine = executor or LocalExecutor(backend)
         counts: Counter[str] = Counter()
-        outcomes = engine.outcomes(ctx)
-        loop = asyncio.get_running_loop()
-        end = None if limit is None else loop.time() + limit
         block: list[Outcome] = []
-        waiting: asyncio.Future[Outcome] | None = None
+        feed: _Feed | None = None
         try:
+            feed = _Feed(engine, ctx)
             while True:
-                waiting = asyncio.ensure_future(anext(outcomes))
-                if block and (len(block) >= BLOCK_CASES or not await _ready(waiting)):
+                if block and (len(block) >= BLOCK_CASES or not await feed.ready()):
                     # The executor has nothing more at hand (or the block is full): commit
                     # the block, then hand its records out.
                     for record in _commit(journal, run_id, block, counts, on_reject):
                         yield record
                     block = []
-                try:
-                    outcome = await _next(waiting, loop, end)
-                except StopAsyncIteration:
+                outcome = await feed.next(end)
+                if outcome is None:
                     break
-                finally:
-                    waiting = None
                 block.append(outcome)
         except _Late:
+            # No case starts any more; those in flight are cancelled (their journalled
+            # steps stay); those finished are appended in one last batch.
+            assert feed is not None
+            block.extend(await feed.stop())
             for record in _commit(journal, run_id, block, counts, on_reject):
                 yield record
-            await outcomes.aclose()
             _stopped(journal, run_id, limit or 0.0, counts["cases"])
             raise DeadlineReached(
                 f"run {run_id}: deadline of {limit:g} s reached after {counts['cases']} case(s); "
                 f"the run is partial, finish it with 'dissensus runs resume {run_id}'"
             ) from None
         finally:
-            if waiting is not None and not waiting.done():
-                waiting.cancel()
-                await asyncio.gather(waiting, return_exceptions=True)
-            await outcomes.aclose()
+            if feed is not None:
+                await feed.stop()
         settings = spec.policy.acceptance
         # The last block, the shift check (which reads the block's acceptance events),
         # run.finished and the lock's release: one transaction, one commit.
@@ -430,7 +473,9 @@ async def execute_run(
                 journal.create_deferred(run_id, lock=False)
             events = _block_events(block)
             records, rejects = _tally(block, counts)
-            finished = NewEvent(ev.RUN_FINISHED, RunFinished(**counts).payload(), "run/finished")
+            finished_event = NewEvent(
+                ev.RUN_FINISHED, RunFinished(**counts).payload(), FINISHED_KEY
+            )
             if checks_shift(spec.acceptance):
                 journal.append_batch(run_id, events)
                 check_run(
@@ -440,9 +485,9 @@ async def execute_run(
                     alpha=settings.shift_alpha,
                     permutations=settings.shift_permutations,
                 )
-                journal.append_batch(run_id, [finished])
+                journal.append_batch(run_id, [finished_event])
             else:
-                journal.append_batch(run_id, [*events, finished])
+                journal.append_batch(run_id, [*events, finished_event])
             if not unlocked:
                 journal.release_run_lock(run_id, pid)
         released = True
@@ -454,28 +499,137 @@ async def execute_run(
             journal.release_run_lock(run_id, pid)
 
 
-async def _ready(waiting: asyncio.Future[Outcome]) -> bool:
-    """Whether the executor's next outcome comes without waiting (it is produced within one
-    turn of the event loop: a case that makes no model call finishes in one)."""
-    if not waiting.done():
-        await asyncio.sleep(0)
-    return waiting.done()
+def is_finished(journal: Journal, run_id: str) -> bool:
+    """Whether the run's ``run.finished`` is journalled (a run not created yet is not)."""
+    return journal.get(run_id, FINISHED_KEY) is not None
 
 
-async def _next(
-    waiting: asyncio.Future[Outcome], loop: asyncio.AbstractEventLoop, end: float | None
-) -> Outcome:
-    if end is None:
-        return await waiting
-    left = end - loop.time()
-    if left <= 0:
-        waiting.cancel()
-        await asyncio.gather(waiting, return_exceptions=True)
-        raise _Late()
-    try:
-        return await asyncio.wait_for(waiting, timeout=left)
-    except TimeoutError:
-        raise _Late() from None
+def claim_run(journal: Journal, run_id: str, pid: int | None = None) -> None:
+    """Take the run's execution lock for ``pid`` (default: this process), or raise
+    :class:`RunBusy` naming the live process that holds it (a read, never a wait on
+    another writer, when that process holds it)."""
+    holder = journal.acquire_run_lock(run_id, os.getpid() if pid is None else pid)
+    if holder is not None:
+        raise RunBusy(f"run {run_id} is being resumed by pid {holder.pid} (host {holder.host})")
+
+
+def check_not_busy(journal: Journal, run_id: str) -> None:
+    """Raise :class:`RunBusy` when a live process other than this one executes the run
+    (reads only: a caller checks this before its long reads, and takes the lock later)."""
+    holder = journal.run_lock_holder(run_id)
+    if holder is not None and (holder.pid, holder.host) != (os.getpid(), socket.gethostname()):
+        raise RunBusy(f"run {run_id} is being resumed by pid {holder.pid} (host {holder.host})")
+
+
+def _replay(
+    journal: Journal, run_id: str, on_reject: Callable[[Reject], None] | None
+) -> list[CaseRecord]:
+    """A finished run's records in input order (its rejects reported first), from the
+    journal alone: each case's ``case.record`` and each line's ``input.rejected``."""
+    rejects = [
+        Reject.model_validate(e.payload) for e in journal.events(run_id, type=ev.INPUT_REJECTED)
+    ]
+    _report(sorted(rejects, key=lambda r: r.line), on_reject)
+    records = [
+        CaseRecord.model_validate(e.payload) for e in journal.events(run_id, type=ev.CASE_RECORD)
+    ]
+    return sorted(records, key=lambda r: r.line)
+
+
+class _Done:
+    """The end of the executor's outcomes (its task ended: see :class:`_Feed`)."""
+
+
+_DONE = _Done()
+
+
+class _Feed:
+    """The executor's outcomes, taken from it by one task of their own.
+
+    That task makes the executor's outcome stream, drives it and closes it: nothing
+    else ever resumes or closes the stream, so closing it never meets an ``anext`` in
+    flight, wherever an interrupt or a cancellation lands. It hands each outcome over as
+    it comes (an outcome that comes without waiting, as a decoded Ray block's do, costs
+    the loop no turn of the event loop), then the end, in the step the stream ends in.
+    The executor runs only while the loop waits (one thread), so what waits to be taken
+    is what the executor finished in one of its steps. How the task ended (the stream's
+    end or its exception) is retrieved as it ends and handed to the loop after the last
+    outcome, so no exception is left unretrieved.
+    """
+
+    def __init__(self, engine: Executor, ctx: RunContext) -> None:
+        self._queue: asyncio.Queue[Outcome | _Done] = asyncio.Queue()
+        self._over = False
+        self._task = asyncio.ensure_future(self._pump(engine, ctx))
+        self._task.add_done_callback(self._ended)
+
+    async def _pump(self, engine: Executor, ctx: RunContext) -> None:
+        outcomes = engine.outcomes(ctx)
+        try:
+            async for outcome in outcomes:
+                self._queue.put_nowait(outcome)
+        finally:
+            try:
+                await outcomes.aclose()
+            finally:
+                self._end()
+
+    def _end(self) -> None:
+        if not self._over:
+            self._over = True
+            self._queue.put_nowait(_DONE)
+
+    def _ended(self, task: asyncio.Future[None]) -> None:
+        if not task.cancelled():
+            task.exception()  # retrieved now; the loop raises it after the last outcome
+        self._end()  # a task cancelled before it started
+
+    async def ready(self) -> bool:
+        """Whether the next outcome (or the end) comes within one turn of the event loop
+        (a case that makes no model call finishes in one)."""
+        if self._queue.empty():
+            await asyncio.sleep(0)
+        return not self._queue.empty()
+
+    async def next(self, end: float | None) -> Outcome | None:
+        """The next outcome, ``None`` after the last; :class:`_Late` once the loop's clock
+        reaches ``end``."""
+        if end is not None and asyncio.get_running_loop().time() >= end:
+            raise _Late()
+        if self._queue.empty():
+            try:
+                async with asyncio.timeout_at(end):
+                    item = await self._queue.get()
+            except TimeoutError:
+                raise _Late() from None
+        else:
+            item = self._queue.get_nowait()
+        if isinstance(item, _Done):
+            task = self._task
+            if not task.done():  # it ends in the step that handed the end over
+                await asyncio.wait([task])
+            if task.cancelled():
+                raise asyncio.CancelledError()
+            error = task.exception()
+            if isinstance(error, PastDeadline):
+                raise _Late()
+            if error is not None:
+                raise error
+            return None
+        return item
+
+    async def stop(self) -> list[Outcome]:
+        """Stop the executor (its cases in flight are cancelled) and wait until it has
+        stopped; the outcomes it had handed over that the loop had not taken yet."""
+        if not self._task.done():
+            self._task.cancel()
+        await asyncio.gather(self._task, return_exceptions=True)
+        left: list[Outcome] = []
+        while not self._queue.empty():
+            item = self._queue.get_nowait()
+            if not isinstance(item, _Done):
+                left.append(item)
+        return left
 
 
 def _commit(
@@ -544,11 +698,23 @@ class _Late(Exception):
 
 
 def _stopped(journal: Journal, run_id: str, limit: float, cases: int) -> None:
-    n = 0
-    while journal.get(run_id, f"run/stopped/{n}") is not None:
-        n += 1
-    payload = RunStopped(reason="deadline", deadline_s=limit, cases=cases).payload()
-    journal.append(run_id, ev.RUN_STOPPED, payload, key=f"run/stopped/{n}")
+    with journal.transaction(run_id):
+        refuse_finished(journal, run_id, ev.RUN_STOPPED)
+        n = 0
+        while journal.get(run_id, f"run/stopped/{n}") is not None:
+            n += 1
+        payload = RunStopped(reason="deadline", deadline_s=limit, cases=cases).payload()
+        journal.append(run_id, ev.RUN_STOPPED, payload, key=f"run/stopped/{n}")
+
+
+def refuse_finished(journal: Journal, run_id: str, what: str) -> None:
+    """Raise :class:`RunFinishedError` when the run is finished: nothing its execution
+    writes may follow its ``run.finished``."""
+    if is_finished(journal, run_id):
+        raise RunFinishedError(
+            f"run {run_id} is finished: its execution appends nothing after run.finished "
+            f"(refused: {what})"
+        )
 
 
 def numbered_panels(name: str, lines: list[str] | None) -> Iterator[tuple[Panel | Reject, int]]:
@@ -568,9 +734,11 @@ def _numbered(name: str, lines: Iterable[str]) -> Iterator[tuple[Panel | Reject,
 
 
 def check_resumable(journal: Journal, run_id: str) -> None:
-    """Refuse to resume a run whose hash chain does not verify (resuming re-runs the
+    """Refuse to resume a run that another live process executes (:class:`RunBusy`, told
+    before anything long is read), whose hash chain does not verify (resuming re-runs the
     journalled policy and inputs, which an edited journal could have replaced), or whose
     specification loaded a file that changed since (:meth:`RunSpec.check_files`)."""
+    check_not_busy(journal, run_id)
     report = journal.verify(run_id)
     if not report.ok:
         first = report.problems[0] if report.problems else "the chain is broken"

@@ -16,6 +16,11 @@ Choices where the design is silent:
   decide with settings the run did not journal.
 * Closing an executor's outcome stream (the loop does, on a deadline or an error)
   cancels its cases in flight; their journalled steps stay, so the run resumes.
+* :class:`LocalExecutor` embeds each window of panels in calls of a few texts, the
+  event loop running between them, and none after the run's deadline
+  (:meth:`~dissensus.pipeline.runtime.Runtime.aprefetch`): the cases in flight go on
+  while a window is embedded, and a deadline passing in a long embedding stops the run
+  after the call in progress.
 """
 
 from __future__ import annotations
@@ -78,6 +83,10 @@ class RunContext:
     """The input file's path, or ``-`` for journalled text."""
     lines: list[str] | None = field(default=None)
     """The input's lines when it is journalled text; ``None``: read ``name``."""
+    stop_at: float | None = None
+    """The run's deadline on the event loop's clock (``loop.time()``), if any: the loop
+    stops the run then, and an executor may start no long work after it
+    (:class:`~dissensus.pipeline.runtime.PastDeadline`)."""
 
     def panels(self) -> Iterator[tuple[Panel | Reject, int]]:
         """``(panel or reject, line number)`` for every non-blank input line, lazily."""
@@ -107,19 +116,19 @@ class LocalExecutor:
         window: list[tuple[int, asyncio.Task[tuple[CaseRecord, list[NewEvent]]]]] = []
         limit = ctx.spec.policy.concurrency
         try:
-            for item, line in prefetched(rt, ctx.panels()):
-                if isinstance(item, Reject):
-                    yield Outcome(line=line, reject=item)
-                    continue
-                window.append((line, asyncio.create_task(decide_case_events(rt, item, line))))
-                if len(window) >= limit:
-                    number, task = window.pop(0)
-                    record, events = await task
-                    yield Outcome(line=number, record=record, events=events)
+            for chunk in windows(ctx.panels()):
+                cases = [(line, p) for p, line in chunk if isinstance(p, Panel)]
+                await rt.aprefetch(cases, ctx.stop_at)
+                for item, line in chunk:
+                    if isinstance(item, Reject):
+                        yield Outcome(line=line, reject=item)
+                        continue
+                    task = asyncio.create_task(decide_case_events(rt, item, line))
+                    window.append((line, task))
+                    if len(window) >= limit:
+                        yield await _settled(window)
             while window:
-                number, task = window.pop(0)
-                record, events = await task
-                yield Outcome(line=number, record=record, events=events)
+                yield await _settled(window)
         finally:
             for _, task in window:
                 task.cancel()
@@ -127,16 +136,34 @@ class LocalExecutor:
             await rt.client.aclose()
 
 
-def prefetched(
-    rt: Runtime, items: Iterator[tuple[Panel | Reject, int]]
-) -> Iterator[tuple[Panel | Reject, int]]:
-    """``items`` unchanged, with the traces of every :data:`PREFETCH` panels embedded first."""
+async def _settled(
+    window: list[tuple[int, asyncio.Task[tuple[CaseRecord, list[NewEvent]]]]],
+) -> Outcome:
+    """The first case of ``window`` once decided, taken out of it (it stays in the window,
+    to be cancelled with the others, while it is awaited)."""
+    number, task = window[0]
+    record, events = await task
+    window.pop(0)
+    return Outcome(line=number, record=record, events=events)
+
+
+def windows(
+    items: Iterator[tuple[Panel | Reject, int]],
+) -> Iterator[list[tuple[Panel | Reject, int]]]:
+    """``items`` in lists of :data:`PREFETCH` (the last one shorter), read lazily."""
     chunk: list[tuple[Panel | Reject, int]] = []
     for item in items:
         chunk.append(item)
         if len(chunk) >= PREFETCH:
-            rt.prefetch([(line, p) for p, line in chunk if isinstance(p, Panel)])
-            yield from chunk
+            yield chunk
             chunk = []
-    rt.prefetch([(line, p) for p, line in chunk if isinstance(p, Panel)])
-    yield from chunk
+    yield chunk
+
+
+def prefetched(
+    rt: Runtime, items: Iterator[tuple[Panel | Reject, int]]
+) -> Iterator[tuple[Panel | Reject, int]]:
+    """``items`` unchanged, with the traces of every :data:`PREFETCH` panels embedded first."""
+    for chunk in windows(items):
+        rt.prefetch([(line, p) for p, line in chunk if isinstance(p, Panel)])
+        yield from chunk

@@ -18,10 +18,21 @@ prefetched), so memory stays bounded by the window, not the run; a text that fel
 is embedded again, never read wrongly. The same look at the journal (one query per
 window) notes which cases have no event yet, so that deciding them does not ask the
 journal again for their steps (:meth:`Runtime.fresh_case`).
+
+In the run loop: :meth:`Runtime.aprefetch` embeds a window in calls of at most
+:data:`EMBED_CHUNK` texts and lets the event loop run between them, so the cases in
+flight go on while a window is embedded, and it makes no call once the run's deadline
+(``stop_at``, the loop's clock) has passed: :class:`PastDeadline`, and the run loop stops
+the run. So a run stops within the call in progress at its deadline (the first call of
+a run also loads the embedding model). The calls stay on the loop's thread: an interrupt
+(SIGINT, SIGTERM) lands in the embedding and stops it at once, and nothing is left
+embedding once the run has stopped (a process exiting while a torch model computes on a
+thread of its own aborts).
 """
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import json
 from collections.abc import Callable, Mapping, Sequence
@@ -55,15 +66,32 @@ from dissensus.store import event_types as ev
 from dissensus.store.journal import Journal
 from dissensus.types import JsonObject, Panel
 
-__all__ = ["MODEL_ENV", "PrefetchedBackend", "Runtime", "resolve_model_spec"]
+__all__ = [
+    "EMBED_CHUNK",
+    "MODEL_ENV",
+    "PastDeadline",
+    "PrefetchedBackend",
+    "Runtime",
+    "resolve_model_spec",
+]
+
+EMBED_CHUNK = 32
+"""Most texts one call of :meth:`PrefetchedBackend.aprefetch` embeds (MiniLM on a shared
+CPU: about 1.7 s; a deadline is enforced between two calls)."""
+
+
+class PastDeadline(Exception):
+    """The run's deadline passed before a prefetch's next call: nothing more is embedded
+    (the run loop stops the run)."""
 
 
 class PrefetchedBackend:
     """An embedding backend that serves prefetched vectors from memory.
 
-    :meth:`prefetch` embeds texts through ``inner`` in one call and keeps their rows
-    (the last two prefetched batches); :meth:`embed` returns kept rows and embeds only
-    the texts it does not hold. Readings name ``inner``'s model.
+    :meth:`prefetch` embeds texts through ``inner`` in one call (:meth:`aprefetch`: in
+    calls of :data:`EMBED_CHUNK` texts, letting the event loop run between them) and
+    keeps their rows (the last two prefetched batches); :meth:`embed` returns kept rows
+    and embeds only the texts it does not hold. Readings name ``inner``'s model.
     """
 
     def __init__(self, inner: EmbeddingBackend) -> None:
@@ -76,8 +104,11 @@ class PrefetchedBackend:
         row = self._current.get(text)
         return row if row is not None else self._previous.get(text)
 
-    def prefetch(self, texts: Sequence[str]) -> None:
-        """Embed ``texts`` not held yet, in one call, and keep them as the newest batch."""
+    def _embed(self, texts: Sequence[str]) -> Vectors:
+        return np.asarray(self.inner.embed(texts), dtype=np.float32)
+
+    def _split(self, texts: Sequence[str]) -> tuple[dict[str, Vectors], list[str]]:
+        """The rows of ``texts`` held already, and the texts missing (each once)."""
         batch: dict[str, Vectors] = {}
         missing: list[str] = []
         for text in dict.fromkeys(texts):
@@ -86,20 +117,42 @@ class PrefetchedBackend:
                 missing.append(text)
             else:
                 batch[text] = row
-        if missing:
-            rows = np.asarray(self.inner.embed(missing), dtype=np.float32)
-            batch.update(zip(missing, rows, strict=True))
+        return batch, missing
+
+    def _keep(self, batch: dict[str, Vectors]) -> None:
         self._previous, self._current = self._current, batch
+
+    def prefetch(self, texts: Sequence[str]) -> None:
+        """Embed ``texts`` not held yet, in one call, and keep them as the newest batch."""
+        batch, missing = self._split(texts)
+        if missing:
+            batch.update(zip(missing, self._embed(missing), strict=True))
+        self._keep(batch)
+
+    async def aprefetch(self, texts: Sequence[str], stop_at: float | None = None) -> None:
+        """:meth:`prefetch` in calls of at most :data:`EMBED_CHUNK` texts, the event loop
+        running between two of them; no call is made once the loop's clock reaches
+        ``stop_at`` (:class:`PastDeadline`). Stopped, it keeps nothing of ``texts``."""
+        batch, missing = self._split(texts)
+        loop = asyncio.get_running_loop()
+        for start in range(0, len(missing), EMBED_CHUNK):
+            if start:
+                await asyncio.sleep(0)
+            if stop_at is not None and loop.time() >= stop_at:
+                raise PastDeadline()
+            part = missing[start : start + EMBED_CHUNK]
+            batch.update(zip(part, self._embed(part), strict=True))
+        self._keep(batch)
 
     def embed(self, texts: Sequence[str]) -> Vectors:
         rows: list[Vectors | None] = [self._held(t) for t in texts]
         missing = list(dict.fromkeys(t for t, r in zip(texts, rows, strict=True) if r is None))
         if missing:
-            fresh = np.asarray(self.inner.embed(missing), dtype=np.float32)
+            fresh = self._embed(missing)
             by_text = dict(zip(missing, fresh, strict=True))
             rows = [r if r is not None else by_text[t] for t, r in zip(texts, rows, strict=True)]
         if not rows:
-            return np.asarray(self.inner.embed([]), dtype=np.float32)
+            return self._embed([])
         return np.stack([r for r in rows if r is not None]).astype(np.float32, copy=False)
 
     def matrix(self, texts: Sequence[str]) -> Matrix:
@@ -313,6 +366,23 @@ class Runtime:
         readings embed nothing again; cases whose record is already journalled are
         skipped (nothing to read).
         """
+        found = self._prefetching(cases)
+        if found is not None:
+            found[0].prefetch(found[1])
+
+    async def aprefetch(self, cases: list[tuple[int, Panel]], stop_at: float | None = None) -> None:
+        """:meth:`prefetch` in calls of :data:`EMBED_CHUNK` texts, the event loop running
+        between them, none once the loop's clock reaches ``stop_at`` (the run's deadline:
+        :class:`PastDeadline`; see the module docstring)."""
+        found = self._prefetching(cases)
+        if found is not None:
+            await found[0].aprefetch(found[1], stop_at)
+
+    def _prefetching(
+        self, cases: list[tuple[int, Panel]]
+    ) -> tuple[PrefetchedBackend, list[str]] | None:
+        """The backend and the texts a prefetch of ``cases`` embeds (``None``: nothing to
+        embed); notes the cases without any event (:meth:`fresh_case`)."""
         journalled = self.journal.cases_with_events(self.run_id, [str(line) for line, _ in cases])
         self._fresh.update(str(line) for line, _ in cases if str(line) not in journalled)
         todo = [
@@ -322,15 +392,15 @@ class Runtime:
             or self.journal.get(self.run_id, f"case/{line}/record") is None
         ]
         if not todo:
-            return
+            return None
         backend = self.backend
         if not isinstance(backend, PrefetchedBackend):
-            return
+            return None
         texts = {o.reasoning for p in todo for o in p.outputs}
         texts |= {
             a.reasoning for p in todo for a in recorded_second_answers(p).values() if a.reasoning
         }
-        backend.prefetch(sorted(texts))
+        return backend, sorted(texts)
 
     def fresh_case(self, line: int) -> bool:
         """Whether case ``line`` had no event in the journal when :meth:`prefetch` looked

@@ -20,6 +20,10 @@ design is silent:
   transaction is released only once it commits.
 * **Holding it already** costs a read, not a write: asking for a lock this process
   (same pid, same host; on PostgreSQL, this session) holds returns at once.
+* **Held by another live process** is said at once too: outside a transaction the row
+  is read first, and a live holder is returned without waiting for SQLite's write lock
+  (which the holder may keep for seconds, say through a run's last commit and its shift
+  check); the write transaction that takes a free or orphaned lock reads the row again.
 """
 
 from __future__ import annotations
@@ -124,10 +128,16 @@ class RunLocks:
         backend = self._backend
         if not self._tx.active:
             # Held already (taken with the run, or by an earlier call): nothing to write.
+            # Held by another live process: said at once, without waiting for the
+            # database's write lock (which that process may hold for seconds).
             with backend.errors():
                 rows = backend.rows("SELECT * FROM run_locks WHERE run_id = ?", (run_id,))
-            if self._ours(rows[0] if rows else None, pid):
+            row = rows[0] if rows else None
+            if self._ours(row, pid):
                 return None
+            holder = _live_holder(row)
+            if holder is not None:
+                return holder
         with self._tx.transaction(run_id), backend.errors():
             rows = backend.rows("SELECT * FROM run_locks WHERE run_id = ?", (run_id,))
             holder = _live_holder(rows[0] if rows else None)
