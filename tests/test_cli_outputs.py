@@ -200,3 +200,39 @@ def test_an_output_that_cannot_be_written_is_one_line_before_anything_is_read(
     assert res.err.startswith("error: cannot write the ") and "Traceback" not in res.err
     assert len(res.err.strip().splitlines()) == 1, res.err
     assert files.snapshot() == before
+
+
+def test_a_deadline_keeps_the_records_finished_in_the_output_file(tmp_path: Path) -> None:
+    """pipeline.md: when the deadline stops a run, the records finished in input order have
+    been written; with ``-o`` too (the file was all-or-nothing and stayed unwritten), and
+    ``runs resume -o`` then writes the whole run."""
+    from pipeline_cases import panel, write_jsonl
+
+    inp = write_jsonl(tmp_path / "in.jsonl", [panel(f"p{i}", ["1", "2"]) for i in range(400)])
+    out, journal = tmp_path / "out.jsonl", tmp_path / "j.sqlite"
+    res = cli("decide", inp, "--similarity", "tfidf", "--deadline", "0.05", "-o", out,
+              "--journal", journal, "--run-id", "D", "--json")  # fmt: skip
+    assert res.code == 1 and "deadline of 0.05 s reached after" in res.err, res.err
+    done = int(res.err.split("reached after ")[1].split(" ")[0])
+    lines = out.read_text(encoding="utf-8").splitlines()
+    assert len(lines) == done < 400
+    assert [json.loads(line)["line"] for line in lines] == list(range(1, done + 1))
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no temp file
+    whole = tmp_path / "whole.jsonl"
+    assert cli("runs", "resume", "D", "--journal", journal, "-o", whole).code == 0
+    assert whole.read_text(encoding="utf-8").splitlines()[:done] == lines
+
+
+def test_atomic_output_keeps_the_file_only_for_the_named_stops(tmp_path: Path) -> None:
+    class Stop(Exception):
+        pass
+
+    kept, dropped = tmp_path / "kept.txt", tmp_path / "dropped.txt"
+    with pytest.raises(Stop), atomic_output(str(kept), keep_on=(Stop,)) as handle:
+        handle.write("so far\n")
+        raise Stop
+    with pytest.raises(ValueError), atomic_output(str(dropped), keep_on=(Stop,)) as handle:
+        handle.write("half\n")
+        raise ValueError
+    assert kept.read_text(encoding="utf-8") == "so far\n" and not dropped.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["kept.txt"]

@@ -23,6 +23,9 @@ Choices where the design is silent:
   written to a temporary file beside the target and renamed over it at the end
   (:func:`atomic_output`), so a failed run never leaves half a file; a device or a
   named pipe (``/dev/null``, ``/dev/stdout``) is written in place, never renamed over.
+  A run stopped by its deadline is not a failure of its output: the records it finished,
+  in input order, are what ``--json`` prints too, so ``decide`` and ``runs resume`` keep
+  that file (``keep_on``), and the resumed run writes the whole of it.
 * **Numbers are bounded.** Float options take :func:`number_in` as their callback:
   ``nan``, ``inf`` and ``1e309`` are refused with "must be a finite number" before any
   range is checked. Durations in seconds (deadlines, timeouts, claim and undo windows)
@@ -315,8 +318,10 @@ def exit_for(rejected: int) -> int:
 
 
 @contextmanager
-def atomic_output(path: str) -> Iterator[IO[str]]:
-    """``path`` opened for writing through a temporary file renamed over it on success.
+def atomic_output(path: str, *, keep_on: tuple[type[BaseException], ...] = ()) -> Iterator[IO[str]]:
+    """``path`` opened for writing through a temporary file renamed over it on success,
+    and also when the block ends with one of ``keep_on`` (a stop whose output so far is
+    complete as far as it goes, such as a run's deadline: the records finished, in order).
 
     A path that exists and is neither a regular file nor a directory (``/dev/null``,
     ``/dev/stdout``, a named pipe) is written in place: renaming over it would replace
@@ -337,7 +342,12 @@ def atomic_output(path: str) -> Iterator[IO[str]]:
     )
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            yield handle
+            try:
+                yield handle
+            except keep_on:
+                handle.close()
+                os.replace(tmp, target)
+                raise
         os.replace(tmp, target)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -345,12 +355,15 @@ def atomic_output(path: str) -> Iterator[IO[str]]:
 
 
 @contextmanager
-def output_handle(path: str | None) -> Iterator[IO[str]]:
-    """Standard output, or ``path`` written atomically (temporary file, renamed at the end)."""
+def output_handle(
+    path: str | None, *, keep_on: tuple[type[BaseException], ...] = ()
+) -> Iterator[IO[str]]:
+    """Standard output, or ``path`` written atomically (temporary file, renamed at the end,
+    or when the block ends with one of ``keep_on``: :func:`atomic_output`)."""
     if path is None or path == "-":
         yield sys.stdout
         return
-    with atomic_output(path) as handle:
+    with atomic_output(path, keep_on=keep_on) as handle:
         yield handle
 
 

@@ -428,6 +428,7 @@ def run_and_report(
     deadline: float | None = None,
 ) -> int:
     from dissensus.io.jsonl import RejectSink
+    from dissensus.pipeline.batch import DeadlineReached
     from dissensus.pipeline.review import final_records
 
     resolved = {r.line: r for r in final_records(journal, run_id) if r.resolution is not None}
@@ -437,7 +438,8 @@ def run_and_report(
         with (
             _interruptible(),
             RejectSink(rejects) as sink,
-            output_handle(output) as handle,
+            # A deadline keeps the records finished so far, in input order (as --json).
+            output_handle(output, keep_on=(DeadlineReached,)) as handle,
             Bar("deciding", total=total) as bar,
         ):
             emit_one = _emitter(json_out, handle, resolved)
