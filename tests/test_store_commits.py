@@ -287,3 +287,25 @@ def test_a_deferred_run_refused_at_its_write_leaves_the_other_runs_lock(
         assert list(j.events("x")) == []
     finally:
         other.close()
+
+
+def test_cases_without_model_calls_are_committed_in_full_blocks(
+    journal: tuple[Journal, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Group commit: cases that make no model call arrive within a few turns of the event
+    loop, so the loop fills its blocks instead of committing every few cases (it committed
+    about every 4 cases when it looked only one turn ahead: 502 commits for 2,000 cases)."""
+    j, target = journal
+    monkeypatch.setattr(run_loop, "BLOCK_CASES", 16)
+    rows = [panel(f"p{i}", ["A", "A", "B"]) for i in range(96)]
+    path = write_jsonl(tmp_path / "in.jsonl", rows)
+    info = start_run(j, str(path), run_id="blocks")
+    seen = Commits(j, target)
+
+    async def run() -> int:
+        return sum([1 async for _ in execute_run(j, info.run_id)])
+
+    assert asyncio.run(run()) == 96
+    sizes = [c.count("case.record") for c in seen.commits]
+    assert sum(sizes) == 96
+    assert len(seen.commits) <= 96 // 16 + 2, sizes

@@ -542,6 +542,11 @@ class _Done:
 
 _DONE = _Done()
 
+READY_TURNS = 3
+"""Turns of the event loop the run loop waits for a next outcome before it commits the
+block it holds: fewer commit after every few cases (about 4 cases a commit with 1, where
+one turn reached the executor's stream directly), more only delay a commit by turns."""
+
 
 class _Feed:
     """The executor's outcomes, taken from it by one task of their own.
@@ -585,9 +590,12 @@ class _Feed:
         self._end()  # a task cancelled before it started
 
     async def ready(self) -> bool:
-        """Whether the next outcome (or the end) comes within one turn of the event loop
-        (a case that makes no model call finishes in one)."""
-        if self._queue.empty():
+        """Whether the next outcome (or the end) comes within :data:`READY_TURNS` turns of
+        the event loop (a case that makes no model call finishes in one; its outcome then
+        takes the executor's stream, and this task, a turn or two more to arrive)."""
+        for _ in range(READY_TURNS):
+            if not self._queue.empty():
+                return True
             await asyncio.sleep(0)
         return not self._queue.empty()
 
