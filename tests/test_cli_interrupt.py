@@ -314,3 +314,30 @@ def test_sigterm_stops_fake_llm_as_sigint_does(tmp_path: Path) -> None:
             proc.kill()
     assert proc.returncode == 0, err
     assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_an_interrupt_while_the_command_line_loads_is_one_line(sig: signal.Signals) -> None:
+    """Ctrl-C (or SIGTERM) in the first tenths of a second, while the command line's
+    modules are still being imported: one line and exit 130, no traceback."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "dissensus", "route", "-"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_env(),
+    )
+    maps = Path(f"/proc/{proc.pid}/maps")
+    try:
+        # pydantic's compiled core is loaded only by the command line's imports (``import
+        # dissensus`` loads nothing): its mapping shows the import under way.
+        _wait_for(lambda: "pydantic_core" in maps.read_text(), proc)
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err
+    assert err.strip().splitlines()[-1].startswith("interrupted"), err

@@ -53,6 +53,16 @@ def problem(**over: Any) -> dict[str, Any]:
         ({"agents": [{"id": "s", "kind": "function"}]}, "agents[0].score"),
         ({"agents": [{"id": "s", "kind": "llm"}]}, "agents[0].role"),
         ({"margin": 2}, "margin"),
+        # YAML's .inf and .nan are floats; no number of a problem file may be one.
+        ({"floor": float("nan")}, "floor"),
+        (
+            {"agents": [{"id": "s", "kind": "llm", "role": "r", "timeout": float("inf")}]},
+            "agents[0].timeout",
+        ),
+        (
+            {"agents": [{"id": "s", "kind": "table", "scores": {"R0": 0, "I0": float("inf")}}]},
+            "agents[0].scores.I0",
+        ),
     ],
 )
 def test_bad_input_names_the_field(change: dict[str, Any], field: str) -> None:

@@ -5,8 +5,9 @@ evidence (:mod:`dissensus.guard`), negotiate (:mod:`dissensus.concord`), deliber
 (:mod:`dissensus.dci`), or hand the case to a human through the composed pipeline
 (:mod:`dissensus.pipeline`), always with a verifiable record.
 
-The shared models are imported eagerly; the entry points of each part are loaded on
-first access so that ``import dissensus`` stays cheap.
+The shared models and the entry points of each part are loaded on first access, so that
+``import dissensus`` costs nothing (the command line's launcher, :mod:`dissensus.__main__`,
+relies on it: a Ctrl-C while the command line loads must find its handler in place).
 """
 
 from __future__ import annotations
@@ -15,8 +16,6 @@ import warnings
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
-from dissensus.types import AgentOutput, Evidence, Panel, Usage, Vote, VoteCase
-
 if TYPE_CHECKING:
     from dissensus.concord import negotiate, verify
     from dissensus.dci import deliberate
@@ -24,10 +23,17 @@ if TYPE_CHECKING:
     from dissensus.llm import resolve_model
     from dissensus.pipeline import decide
     from dissensus.states import read_panel, read_panels, route
+    from dissensus.types import AgentOutput, Evidence, Panel, Usage, Vote, VoteCase
 
 __version__ = "0.3.0"
 
 _LAZY = {
+    "AgentOutput": "dissensus.types",
+    "Evidence": "dissensus.types",
+    "Panel": "dissensus.types",
+    "Usage": "dissensus.types",
+    "Vote": "dissensus.types",
+    "VoteCase": "dissensus.types",
     "read_panel": "dissensus.states",
     "read_panels": "dissensus.states",
     "route": "dissensus.states",

@@ -22,7 +22,8 @@ topology: group                # or {edges: [[security, cost], [cost, latency]]}
 Every error is a :class:`~dissensus.errors.ConfigError` naming the file and the field:
 missing anchors, a floor or margin outside [0, 1], a negative round budget, duplicate
 ids, an option reusing an anchor id, a table agent without a score for an anchor or
-whose two anchors score equal, an edge naming an unknown agent.
+whose two anchors score equal, an edge naming an unknown agent, and any number that is
+not finite (YAML's ``.inf`` and ``.nan`` are floats: a score, floor, margin or timeout).
 
 Choices where the design is silent:
 
@@ -32,7 +33,7 @@ Choices where the design is silent:
   can name ``incident_agents:score_telemetry``; ``sys.path`` is never changed), then an
   importable module. Building agents from the file is an assembly step outside the
   protocol's core: :func:`dissensus.agents.assembly.build_agents`.
-* Agent ``timeout`` (seconds, optional) bounds each call to that agent.
+* Agent ``timeout`` (seconds, optional, finite and positive) bounds each call to that agent.
 * ``model:`` (optional) names the model of the LLM agents; relative ``scripted:`` and
   ``replay:`` paths in it are resolved against the problem file's directory.
 """
@@ -65,7 +66,7 @@ __all__ = [
 
 
 class _Spec(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
 class AnchorSpec(_Spec):
