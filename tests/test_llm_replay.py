@@ -76,6 +76,51 @@ def test_replay_miss_names_the_hash_and_the_closest_request(tmp_path: Path) -> N
     replayer.close()
 
 
+def test_a_miss_reads_a_bounded_prefix_of_each_request(tmp_path: Path) -> None:
+    """The closest-request hint reads each canonical request up to CLOSEST_CHARS: words
+    past it decide nothing (so a long request's miss costs what a short one's does)."""
+    from dissensus.llm.replay import CLOSEST_CHARS, Recording
+
+    filler = "apples " * (CLOSEST_CHARS // 7 + 10)
+    recordings = [
+        Recording(
+            key=f"k{i}",
+            request={"messages": [{"role": "user", "content": filler + tail}]},
+            response={"text": str(i), "model": "m"},
+        )
+        for i, tail in enumerate(["pears plums", "figs dates"])
+    ]
+    replayer = ModelClient(ReplayBackend(recordings))
+    with pytest.raises(ReplayMiss) as info:
+        replayer.chat_sync(ask(filler + "figs dates"))
+    assert info.value.closest is not None and "pears plums" in info.value.closest  # first of equals
+    replayer.close()
+
+
+def test_a_long_repetitive_miss_still_names_the_closest_request(tmp_path: Path) -> None:
+    """A repetitive request of thousands of words against 150 recordings (the slowest case
+    of an edit-distance search: it held a server's event loop for minutes)."""
+    from dissensus.llm.replay import Recording
+
+    recordings = [
+        Recording(
+            key=f"k{i}",
+            request={
+                "messages": [
+                    {"role": "user", "content": f"Tom has {i} apples and buys more. " * 50}
+                ]
+            },
+            response={"text": str(i), "model": "m"},
+        )
+        for i in range(150)
+    ]
+    replayer = ModelClient(ReplayBackend(recordings))
+    with pytest.raises(ReplayMiss) as info:
+        replayer.chat_sync(ask("Tom has 77 apples and buys more apples. How many? " * 2_000))
+    assert info.value.closest is not None and "Tom has 77 apples" in info.value.closest
+    replayer.close()
+
+
 def test_replay_miss_on_empty_recording(tmp_path: Path) -> None:
     rec = tmp_path / "empty.jsonl"
     rec.write_text("")

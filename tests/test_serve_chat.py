@@ -325,3 +325,51 @@ def test_message_shapes_of_the_sdk_are_read() -> None:
         )
     assert caught.value.status == 400 and caught.value.param == "messages.0.content"
     assert "only text content parts" in caught.value.message
+
+
+_ONE = [{"role": "user", "content": "x"}]
+
+
+@pytest.mark.parametrize(
+    ("extra", "param"),
+    [
+        # What a panel cannot honour is refused, never ignored into another shape of answer.
+        ({"functions": [{"name": "f", "parameters": {}}]}, "functions"),
+        ({"function_call": {"name": "f"}}, "function_call"),
+        ({"tool_choice": "required"}, "tool_choice"),
+        ({"response_format": {"type": "json_object"}}, "response_format"),
+        # The fields read are strict: a string is not read as a number.
+        ({"n": "1"}, "n"),
+        ({"max_tokens": "5"}, "max_tokens"),
+        ({"temperature": "0.5"}, "temperature"),
+        ({"seed": "1"}, "seed"),
+        ({"seed": 10**40}, "seed"),
+        ({"max_completion_tokens": True}, "max_completion_tokens"),
+    ],
+)
+def test_fields_a_panel_cannot_honour_or_read_loosely_are_refused(
+    extra: dict[str, Any], param: str
+) -> None:
+    from dissensus.panels import ChatError, parse_request
+
+    with pytest.raises(ChatError) as caught:
+        parse_request({"model": "m", "messages": _ONE, **extra})
+    assert caught.value.status == 400 and caught.value.param == param
+
+
+def test_what_sdks_send_by_default_is_still_read() -> None:
+    from dissensus.panels import parse_request
+
+    request = parse_request(
+        {
+            "model": "m",
+            "messages": _ONE,
+            "temperature": 0,
+            "seed": -(2**63),
+            "tool_choice": "none",
+            "function_call": "auto",
+            "functions": [],
+            "response_format": {"type": "text"},
+        }
+    )
+    assert request.temperature == 0 and request.seed == -(2**63)

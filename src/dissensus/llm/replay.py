@@ -15,8 +15,15 @@ never share answers. Choices where the brief is silent:
   answer is obtained, not which question was asked.
 * The same key may be recorded several times (a sampled ensemble asking twice);
   replay returns the recordings of a key in file order, cycling when asked more often.
-* A miss raises :class:`ReplayMiss` naming the key and the closest recorded request,
-  chosen by ``difflib.SequenceMatcher`` ratio over canonical JSON (ties: first in file).
+* A miss raises :class:`ReplayMiss` naming the key and the closest recorded request:
+  the one sharing the most words with the request (the Dice coefficient of the two
+  multisets of words of their canonical JSON, each read up to its first
+  :data:`CLOSEST_CHARS` characters; ties: first in file). The search is linear in the
+  texts' lengths, so a miss costs milliseconds whatever the request holds: it runs on
+  the caller's event loop (a server's), where an edit-distance search (quadratic, and
+  slowest on the repetitive texts a miss often is) held the loop for seconds to minutes
+  and no deadline could interrupt it. The hint is for a person reading the error, not
+  a guarantee of the nearest request by any edit distance.
 * The recorder writes only successful attempts, appends (so several runs may add to one
   file), flushes every line, and records nothing but the canonical request and the
   answer: no headers, no settings, no credentials.
@@ -25,9 +32,10 @@ never share answers. Choices where the brief is silent:
 
 from __future__ import annotations
 
-import difflib
 import hashlib
+import re
 import threading
+from collections import Counter
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -37,7 +45,30 @@ from dissensus.errors import ConfigError
 from dissensus.llm.base import BackendResponse, ChatBackend, ChatRequest, JsonMode, ReplayMiss
 from dissensus.types import JsonObject
 
-__all__ = ["RecordBackend", "Recording", "ReplayBackend", "canonical_request", "request_key"]
+__all__ = [
+    "CLOSEST_CHARS",
+    "RecordBackend",
+    "Recording",
+    "ReplayBackend",
+    "canonical_request",
+    "request_key",
+]
+
+CLOSEST_CHARS = 20_000
+"""How much of each canonical request the closest-request hint of a miss reads."""
+
+_WORD = re.compile(r"\w+")
+
+
+def _words(text: str) -> Counter[str]:
+    """The multiset of words of ``text``'s first :data:`CLOSEST_CHARS` characters."""
+    return Counter(_WORD.findall(text[:CLOSEST_CHARS].lower()))
+
+
+def _dice(a: Counter[str], b: Counter[str]) -> float:
+    """Twice the shared words over all words (multisets): 1 for equal bags, 0 for none."""
+    total = a.total() + b.total()
+    return 2 * (a & b).total() / total if total else 1.0
 
 
 def canonical_request(request: ChatRequest) -> JsonObject:
@@ -81,6 +112,7 @@ class ReplayBackend:
         self._order = recordings
         self._positions: dict[str, int] = {}
         self._lock = threading.Lock()
+        self._bags: list[Counter[str]] | None = None  # the recordings' words, on a first miss
 
     @classmethod
     def from_file(cls, path: str | Path) -> ReplayBackend:
@@ -114,19 +146,12 @@ class ReplayBackend:
     def _closest(self, request: ChatRequest) -> str | None:
         if not self._order:
             return None
-        wanted = _canonical_json(canonical_request(request))
-        best, best_ratio = self._order[0], -1.0
-        for rec in self._order:
-            matcher = difflib.SequenceMatcher(
-                None, wanted, _canonical_json(rec.request), autojunk=False
-            )
-            # quick_ratio bounds ratio from above: skip the full comparison when it cannot win
-            if matcher.real_quick_ratio() <= best_ratio or matcher.quick_ratio() <= best_ratio:
-                continue
-            ratio = matcher.ratio()
-            if ratio > best_ratio:
-                best, best_ratio = rec, ratio
-        return _canonical_json(best.request)
+        if self._bags is None:
+            self._bags = [_words(_canonical_json(rec.request)) for rec in self._order]
+        wanted = _words(_canonical_json(canonical_request(request)))
+        scores = [_dice(wanted, bag) for bag in self._bags]
+        best = max(range(len(scores)), key=scores.__getitem__)  # the first of equal scores
+        return _canonical_json(self._order[best].request)
 
     async def send(self, request: ChatRequest, *, json_mode: JsonMode) -> BackendResponse:
         key = request_key(request)

@@ -9,11 +9,16 @@ Choices where the design is silent:
 * **Request fields.** ``model``, ``messages``, ``stream``, ``temperature``, ``seed``,
   ``max_tokens`` / ``max_completion_tokens`` and ``n`` are read; other OpenAI
   parameters (``top_p``, ``user``, ``stream_options``, ...) are accepted and ignored,
-  so SDKs that send them still work. ``n`` other than 1, tool messages, tools and
-  content parts that are not text are refused with a ``400``. ``null`` is "not given"
-  for every optional field (as OpenAI reads it). ``stream`` is strict: ``true`` or
-  ``false`` (or ``null``), never a string or a number read as one, since the answer's
-  very shape depends on it.
+  so SDKs that send them still work. What a panel cannot honour is refused with a
+  ``400`` naming the field, never ignored into an answer of another shape: ``n`` other
+  than 1, tool messages, content parts that are not text, ``tools`` and ``functions``
+  (non-empty), a ``tool_choice`` or ``function_call`` other than ``"none"`` / ``"auto"``,
+  and a ``response_format`` other than ``{"type": "text"}`` (the answer is the text of
+  a member that gave the decision, in the shape the policy's panel asks members for).
+  ``null`` is "not given" for every optional field (as OpenAI reads it). The fields
+  read are strict: ``stream`` is ``true`` or ``false``; ``temperature`` a number,
+  ``seed``, ``max_tokens``, ``max_completion_tokens`` and ``n`` integers (``"5"`` is
+  refused, not read as 5); ``seed`` fits in 64 bits (it is forwarded to members).
 * **The model name** is echoed back and not otherwise used: the policy names the panel.
 * **Escalation** is a successful response: ``finish_reason`` is ``"escalated"``
   (:data:`ESCALATED`), the content says that a human decides and where to poll, and
@@ -134,12 +139,18 @@ class CompletionRequest(BaseModel):
     messages: list[RequestMessage] = Field(min_length=1)
     stream: StrictBool | None = None
     """Whether to answer as server-sent events: ``true`` or ``false`` only (``null``: false)."""
-    temperature: float | None = Field(default=None, ge=0.0, le=2.0, allow_inf_nan=False)
-    seed: int | None = None
-    max_tokens: int | None = Field(default=None, ge=1)
-    max_completion_tokens: int | None = Field(default=None, ge=1)
-    n: int | None = 1
+    temperature: float | None = Field(
+        default=None, ge=0.0, le=2.0, allow_inf_nan=False, strict=True
+    )
+    seed: int | None = Field(default=None, ge=-(2**63), le=2**63 - 1, strict=True)
+    max_tokens: int | None = Field(default=None, ge=1, strict=True)
+    max_completion_tokens: int | None = Field(default=None, ge=1, strict=True)
+    n: int | None = Field(default=1, strict=True)
     tools: list[Any] | None = None
+    functions: list[Any] | None = None
+    tool_choice: Any = None
+    function_call: Any = None
+    response_format: Any = None
 
     @field_validator("n")
     @classmethod
@@ -148,11 +159,28 @@ class CompletionRequest(BaseModel):
             raise ValueError("only n=1 is supported: a panel gives one answer")
         return value
 
-    @field_validator("tools")
+    @field_validator("tools", "functions")
     @classmethod
     def _no_tools(cls, value: list[Any] | None) -> list[Any] | None:
         if value:
             raise ValueError("tools are not supported by a panel")
+        return value
+
+    @field_validator("tool_choice", "function_call")
+    @classmethod
+    def _no_tool_choice(cls, value: Any) -> Any:
+        if value is not None and value not in ("none", "auto"):
+            raise ValueError("a panel calls no tools: only 'none' or 'auto'")
+        return value
+
+    @field_validator("response_format")
+    @classmethod
+    def _text_only(cls, value: Any) -> Any:
+        if value is not None and value != {"type": "text"}:
+            raise ValueError(
+                "a panel answers with a member's text in the shape its policy asks members "
+                "for: only {'type': 'text'}"
+            )
         return value
 
     def completion_cap(self) -> int | None:
