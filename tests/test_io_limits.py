@@ -17,6 +17,7 @@ from dissensus.io.limits import (
     Limits,
     Overrun,
     _plain,
+    _record_sizes,
     _sizes,
     _strings,
     check_record,
@@ -83,6 +84,20 @@ def test_check_record_answers_as_the_definition(
         return
     expected = first_overrun(panel.model_dump(), limits)
     assert check_record(panel, limits=limits) == expected
+
+
+@settings(max_examples=300, deadline=None)
+@given(_panels(), _JSON)
+def test_record_sizes_are_those_of_the_plain_record(panel: Panel, loose: Any) -> None:
+    """The sizes taken straight off the record are those of its plain copy, records
+    nested in lists and tuples (made plain) or in mappings (kept as they are) included."""
+    nested = Panel.model_construct(
+        id="n",
+        meta={"kept": panel, "json": loose},
+        outputs=(*panel.outputs, panel),  # type: ignore[arg-type]
+    )
+    for record in (panel, nested, [panel, (panel, loose)], loose):
+        assert _record_sizes(record) == _sizes(_plain(record))
 
 
 def test_plain_takes_a_models_fields_and_extras() -> None:

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dissensus.llm.base import BackendError, BackendResponse, Message
+from dissensus.llm.base import BackendError, BackendResponse, ChatRequest, Message
 from dissensus.panels import Members, PanelUnavailable
 from dissensus.pipeline.policy import PanelSettings
 from dissensus.types import Panel
@@ -137,3 +137,55 @@ def test_openai_members_take_the_sdks_aiohttp_client_where_installed() -> None:
     assert [b.transport for b in backends if isinstance(b, OpenAIBackend)] == [expected] * 2
     # The key never reaches the backend's repr, whichever transport it uses.
     assert all("unused" not in repr(b) and expected in repr(b) for b in backends)
+
+
+@pytest.mark.parametrize(
+    "panel",
+    [
+        {"answer": "number"},
+        {"answer": "structured", "options": ["yes", "no"], "instructions": "Be brief."},
+        {"answer": "regex", "pattern": "A: (\\w+)", "instructions": "Say A: x."},
+    ],
+)
+def test_the_requests_built_once_per_panel_are_member_requests(panel: dict[str, Any]) -> None:
+    """What the fan-out sends each member is :func:`member_request` (a recording's key),
+    though built without validating its parts again."""
+    from dissensus.panels.fanout import _Requests, member_request
+
+    two = [{"name": "a", "model": "x:y"}, {"name": "b", "model": "x:z"}]
+    settings = PanelSettings.model_validate({**panel, "members": two})
+    asked = [Message(role="system", content="s"), Message(role="user", content="q")]
+    requests = _Requests(settings)
+    for temperature, seed, cap in [(None, None, None), (0.5, 3, 64)]:
+        built = requests.of("a", asked, temperature=temperature, seed=seed, max_tokens=cap)
+        want = member_request(
+            "a", asked, settings, temperature=temperature, seed=seed, max_tokens=cap
+        )
+        assert built == want
+        assert built.model_dump() == want.model_dump()
+        assert ChatRequest.model_validate(built.model_dump()) == built
+    # Each request its own list of messages: a re-ask appending to one leaves the others.
+    first = requests.of("a", asked, temperature=None, seed=None, max_tokens=None)
+    assert (
+        first.messages
+        is not requests.of("a", asked, temperature=None, seed=None, max_tokens=None).messages
+    )
+
+
+@given(
+    why=st.none() | st.text(max_size=5),
+    family=st.none() | st.text(max_size=3),
+    status=st.sampled_from(["answered", "abstained", "failed"]),
+)
+def test_a_members_meta_entry_is_its_report_without_the_decision(
+    why: str | None, family: str | None, status: str
+) -> None:
+    from dissensus.panels.fanout import _report_meta
+    from dissensus.panels.shapes import MemberReport
+
+    report = MemberReport(
+        name="m", family=family, model="x", status=status, decision="d", why=why, attempts=2
+    )  # type: ignore[arg-type]
+    entry = _report_meta(report)
+    want = report.model_dump(mode="json", exclude={"decision"})
+    assert entry == want and list(entry) == list(want)

@@ -79,6 +79,11 @@ class Overrun:
     HTTP 413); False for one field too long (422)."""
 
 
+_SCALARS = frozenset({type(None), bool, int, float})
+"""Types that hold no text (skipped at once: asking whether one is a ``Mapping`` or a
+``Sequence`` costs an abstract-class check per value)."""
+
+
 def _sizes(value: Any) -> tuple[int, int]:
     """``(total, longest)`` length of the strings inside ``value`` (what :func:`_strings`
     yields, without their paths)."""
@@ -87,14 +92,19 @@ def _sizes(value: Any) -> tuple[int, int]:
     pop, push = stack.pop, stack.extend
     while stack:
         item = pop()
-        if isinstance(item, str):
+        cls = type(item)
+        if cls is str or isinstance(item, str):
             size = len(item)
             total += size
             if size > longest:
                 longest = size
-        elif isinstance(item, Mapping):
+        elif cls in _SCALARS:
+            continue
+        elif cls is dict or isinstance(item, Mapping):
             push(item.values())
-        elif isinstance(item, Sequence) and not isinstance(item, bytes | bytearray):
+        elif cls is list or (
+            isinstance(item, Sequence) and not isinstance(item, bytes | bytearray)
+        ):
             push(item)
     return total, longest
 
@@ -152,6 +162,41 @@ def _plain(value: Any) -> Any:
     return value
 
 
+def _record_sizes(record: Any) -> tuple[int, int]:
+    """``_sizes(_plain(record))``, without building the plain copy: records (and the
+    lists and tuples :func:`_plain` converts) are walked here, whatever :func:`_plain`
+    keeps as it is (strings, mappings, other sequences) by :func:`_sizes`."""
+    total = longest = 0
+    records: list[Any] = [record]
+    kept: list[Any] = []
+    pop, push, keep = records.pop, records.extend, kept.append
+    while records:
+        item = pop()
+        if type(item) is str:
+            size = len(item)
+            total += size
+            if size > longest:
+                longest = size
+            continue
+        if type(item) in _SCALARS:
+            continue
+        shape = _shape(type(item))
+        if shape is not None:
+            names, extras = shape
+            push([getattr(item, name) for name in names])
+            if extras:
+                push((getattr(item, "__pydantic_extra__", None) or {}).values())
+        elif isinstance(item, list | tuple):
+            push(item)
+        else:
+            keep(item)
+    if kept:
+        more, most = _sizes(kept)
+        total += more
+        longest = max(longest, most)
+    return total, longest
+
+
 def check_record(
     record: Any, raw_chars: int | None = None, limits: Limits = DEFAULT
 ) -> Overrun | None:
@@ -172,11 +217,10 @@ def check_record(
         )
     if raw_chars is not None and raw_chars <= min(limits.max_field_chars, limits.max_panel_chars):
         return None
-    plain = _plain(record)
-    total, longest = _sizes(plain)
+    total, longest = _record_sizes(record)
     if longest <= limits.max_field_chars and total <= limits.max_panel_chars:
         return None
-    return first_overrun(plain, limits)
+    return first_overrun(_plain(record), limits)
 
 
 def first_overrun(plain: Any, limits: Limits = DEFAULT) -> Overrun | None:

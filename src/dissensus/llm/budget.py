@@ -42,7 +42,7 @@ from pydantic import BaseModel, ConfigDict
 
 from dissensus.errors import ConfigError
 from dissensus.llm.base import BudgetExceeded
-from dissensus.types import Usage
+from dissensus.types import Usage, trusted
 
 __all__ = [
     "DEFAULT_PRICES",
@@ -103,14 +103,16 @@ class Tally:
         self.cost += cost
 
     def usage(self) -> Usage:
-        """A :class:`Usage` snapshot."""
-        return Usage(
-            calls=self.calls,
-            attempts=self.attempts,
-            prompt_tokens=self.prompt_tokens,
-            completion_tokens=self.completion_tokens,
-            cost=self.cost,
-        )
+        """A :class:`Usage` snapshot (built unvalidated: these counters are the client's own
+        ints and float, so validating them would only cost)."""
+        fields = {
+            "calls": self.calls,
+            "attempts": self.attempts,
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "cost": self.cost,
+        }
+        return trusted(Usage, fields)
 
 
 class Price(BaseModel):

@@ -73,7 +73,7 @@ from dissensus.llm.budget import Budget, Tally, notify_attempt
 from dissensus.llm.jsonparse import JSONExtractError, extract_json
 from dissensus.llm.retry import Backoff, RateLimiter
 from dissensus.llm.tracing import SpanAttributes, call_span
-from dissensus.types import JsonSchema, Usage
+from dissensus.types import JsonSchema, Usage, trusted
 
 __all__ = ["NO_AGENT", "ClientSettings", "ModelClient"]
 
@@ -410,14 +410,18 @@ class ModelClient:
     def _response(
         self, result: BackendResponse, parsed: Any, call: _Call, raws: list[str]
     ) -> ChatResponse:
-        return ChatResponse(
-            text=result.text,
-            parsed=parsed,
-            usage=call.usage.usage(),
-            model=result.model,
-            attempts=call.usage.attempts,
-            raw=list(raws),
-        )
+        # Built unvalidated: every part is already typed (the backend's validated
+        # response, this client's own counters and the answers' texts).
+        fields = {
+            "text": result.text,
+            "parsed": parsed,
+            "usage": call.usage.usage(),
+            "model": result.model,
+            "latency_s": 0.0,
+            "attempts": call.usage.attempts,
+            "raw": list(raws),
+        }
+        return trusted(ChatResponse, fields)
 
     async def _attempts(self, request: ChatRequest, call: _Call) -> BackendResponse:
         """One answer: attempts until success, a permanent failure or the retry bound."""

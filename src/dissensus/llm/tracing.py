@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any, Protocol, TypeAlias
 
 __all__ = ["CallSpan", "SpanAttributes", "call_span", "otel_available"]
@@ -54,18 +54,30 @@ def _tracer(tracer_provider: Any) -> Any:
     return _trace.get_tracer("dissensus.llm", tracer_provider=tracer_provider)
 
 
-@contextmanager
 def call_span(
     *, model: str, provider: str, attributes: SpanAttributes, tracer_provider: Any = None
-) -> Iterator[CallSpan]:
-    """A span around one call; a no-op span when OpenTelemetry is not installed."""
+) -> AbstractContextManager[CallSpan]:
+    """A span around one call; a no-op span when OpenTelemetry is not installed or no
+    tracer provider is configured (then nothing is started or built: one shared no-op)."""
     if _trace is None or (
         tracer_provider is None
         and isinstance(_trace.get_tracer_provider(), _trace.ProxyTracerProvider)
     ):
         # No SDK configured: spans would be dropped, so skip their cost entirely.
-        yield _NoSpan()
-        return
+        return _NO_SPAN
+    return _span(
+        model=model, provider=provider, attributes=attributes, tracer_provider=tracer_provider
+    )
+
+
+_NO_SPAN: AbstractContextManager[CallSpan] = nullcontext(_NoSpan())
+"""The span of every call while tracing is off (stateless, so shared)."""
+
+
+@contextmanager
+def _span(
+    *, model: str, provider: str, attributes: SpanAttributes, tracer_provider: Any
+) -> Iterator[CallSpan]:
     tracer = _tracer(tracer_provider)
     attrs = {k: v for k, v in attributes.items() if v is not None}
     attrs.update(

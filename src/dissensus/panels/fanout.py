@@ -50,7 +50,10 @@ Choices where the design is silent:
   :class:`~dissensus.types.AgentOutput` validated; request text checked representable
   by :func:`dissensus.panels.door.parse_request`), and the pipeline validates the panel
   anyway when it reads it back from its journalled text; validating it here as well
-  cost a third of the fan-out's own CPU.
+  cost a third of the fan-out's own CPU. So are the members' requests: what does not
+  depend on the request (the instructions' message, the answer's schema) is made once
+  per panel, and each request is :func:`member_request`'s, put together from validated
+  parts without validating them again.
 * **Warm start.** :meth:`Members.awarm` opens every member's client on the caller's
   event loop (the server calls it at start-up), so the first request does not pay for
   importing the SDK and building its HTTP client.
@@ -81,7 +84,7 @@ from dissensus.llm.resolve import make_backend
 from dissensus.panels.answers import MemberAnswer, read_answer, verdict_schema
 from dissensus.panels.shapes import MemberReport
 from dissensus.pipeline.policy import PanelMember, PanelSettings, relative_model_spec
-from dissensus.types import AgentOutput, JsonObject, Panel, Usage
+from dissensus.types import AgentOutput, JsonObject, Panel, Usage, trusted
 
 __all__ = [
     "STAGE",
@@ -157,6 +160,19 @@ def _read(text: str, settings: PanelSettings) -> tuple[MemberAnswer | None, str 
     return None, why
 
 
+def _report_meta(report: MemberReport) -> JsonObject:
+    """A member's entry in ``meta.members``: its report without the decision (what
+    ``report.model_dump(mode="json", exclude={"decision"})`` gives, in its key order)."""
+    return {
+        "name": report.name,
+        "family": report.family,
+        "model": report.model,
+        "status": report.status,
+        "why": report.why,
+        "attempts": report.attempts,
+    }
+
+
 MAX_WHY_CHARS = 2_000
 """Longest failure reason kept in ``meta.members`` (an error may quote a whole body)."""
 
@@ -196,6 +212,43 @@ def member_request(
         json_schema=verdict_schema(settings) if structured else None,
         schema_name="PanelVerdict" if structured else None,
     )
+
+
+class _Requests:
+    """:func:`member_request` for every member of one panel, with what does not depend on
+    the request (the instructions' message, the answer's schema) made once: the requests
+    are built unvalidated from validated parts (the request's messages and parameters,
+    the policy's settings) and equal :func:`member_request`'s."""
+
+    def __init__(self, settings: PanelSettings) -> None:
+        self.prefix = (
+            [Message(role="system", content=settings.instructions)] if settings.instructions else []
+        )
+        structured = settings.answer == "structured"
+        self.schema = verdict_schema(settings) if structured else None
+        self.schema_name = "PanelVerdict" if structured else None
+
+    def of(
+        self,
+        member: str,
+        messages: list[Message],
+        *,
+        temperature: float | None,
+        seed: int | None,
+        max_tokens: int | None,
+    ) -> ChatRequest:
+        fields = {
+            "messages": [*self.prefix, *messages],
+            "agent": member,
+            "role": None,
+            "stage": STAGE,
+            "temperature": temperature,
+            "max_tokens": max_tokens,
+            "seed": seed,
+            "json_schema": self.schema,
+            "schema_name": self.schema_name,
+        }
+        return trusted(ChatRequest, fields)
 
 
 def _backend(member: PanelMember, settings: PanelSettings, policy_dir: Path | None) -> ChatBackend:
@@ -241,6 +294,7 @@ class Members:
             retry_after_cap_s=settings.deadline_s,
             concurrency=64,
         )
+        self._requests = _Requests(settings)
 
     @classmethod
     def open(cls, settings: PanelSettings, policy_dir: Path | None = None) -> Members:
@@ -300,17 +354,26 @@ class Members:
             client = ModelClient(
                 self.backends[member.name], budget=budget, settings=self.client_settings
             )
-            asked[member.name] = _Asked(client)
-            request = member_request(
-                member.name, messages, st, temperature=temperature, seed=seed, max_tokens=cap
+            asked[member.name] = got = _Asked(client)
+            request = self._requests.of(
+                member.name, messages, temperature=temperature, seed=seed, max_tokens=cap
             )
-            tasks[member.name] = asyncio.create_task(self._ask(asked[member.name], request))
+            tasks[member.name] = asyncio.create_task(self._ask(got, request))
+        done: set[asyncio.Task[None]] = set()
+        pending: set[asyncio.Task[None]] = set(tasks.values())
         try:
-            _, pending = await asyncio.wait(tasks.values(), timeout=st.deadline_s)
+            done, pending = await asyncio.wait(tasks.values(), timeout=st.deadline_s)
         finally:
-            for task in tasks.values():
+            # Only tasks still running are cancelled and awaited (gathering the finished
+            # ones too cost the request another turn of the event loop); a finished
+            # one's exception is taken, as that gathering took it.
+            for task in done:
+                if not task.cancelled():
+                    task.exception()
+            for task in pending:
                 task.cancel()
-            await asyncio.gather(*tasks.values(), return_exceptions=True)
+            if pending:
+                await asyncio.gather(*pending, return_exceptions=True)
         for name, task in tasks.items():
             if task in pending:
                 asked[name].failure = f"no answer within the deadline of {st.deadline_s:g} s"
@@ -382,7 +445,7 @@ class Members:
         meta: JsonObject = {
             "source": SOURCE,
             "messages": _request_meta(messages),
-            "members": [r.model_dump(mode="json", exclude={"decision"}) for r in reports],
+            "members": [_report_meta(r) for r in reports],
             "answers": answers,
         }
         # Validated once, by the pipeline, from its journalled text (module docstring).
