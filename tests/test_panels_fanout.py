@@ -189,3 +189,67 @@ def test_a_members_meta_entry_is_its_report_without_the_decision(
     entry = _report_meta(report)
     want = report.model_dump(mode="json", exclude={"decision"})
     assert entry == want and list(entry) == list(want)
+
+
+class _Capped:
+    """An in-process member that answers at once and keeps the completion cap it was sent."""
+
+    provider = "test"
+
+    def __init__(self) -> None:
+        self.model_id = "capped"
+        self.caps: list[int | None] = []
+
+    async def send(self, request: ChatRequest, *, json_mode: Any) -> BackendResponse:
+        self.caps.append(request.max_tokens)
+        await asyncio.sleep(0)  # every member's attempt is in flight at once
+        return BackendResponse(
+            text="The answer is 7.", model="capped", prompt_tokens=20, completion_tokens=5
+        )
+
+    async def aclose(self) -> None:
+        return None
+
+
+@settings(max_examples=40)  # each example runs an event loop
+@given(
+    n=st.integers(min_value=2, max_value=8),
+    budget=st.integers(min_value=1, max_value=20_000),
+    cap=st.one_of(st.none(), st.integers(min_value=1, max_value=4_096)),
+)
+def test_a_request_token_budget_is_shared_so_every_member_is_asked(
+    n: int, budget: int, cap: int | None
+) -> None:
+    """With ``request_max_tokens``, the members' first attempts fit in the budget at once
+    (each capped to its share less its prompt) whenever a share covers a prompt: no member
+    is refused by the budget for the others' reservations; the policy's cap is never raised."""
+    from dissensus.llm.client import prompt_estimate
+
+    names = [f"m{i}" for i in range(n)]
+    settings = PanelSettings.model_validate(
+        {
+            "answer": "number",
+            "min_answers": 1,
+            "max_tokens": cap,
+            "request_max_tokens": budget,
+            "members": [{"name": m, "model": "scripted:x"} for m in names],
+        }
+    )
+    backends = {m: _Capped() for m in names}
+    members = Members(settings, backends)  # type: ignore[arg-type]
+    ask = [Message(role="user", content="Tom has 3 apples and buys 4 more. How many?")]
+    prompt = prompt_estimate(
+        members._requests.of("m0", ask, temperature=None, seed=None, max_tokens=1)
+    )
+    try:
+        fan = asyncio.run(members.fan_out("p", ask))
+        reports = fan.reports
+    except PanelUnavailable as exc:
+        reports = exc.reports
+    share = budget // n - prompt
+    sent = [c for b in backends.values() for c in b.caps]
+    assert all(c is not None and (cap is None or c <= cap) for c in sent)
+    if share >= 1:
+        assert [r.status for r in reports] == ["answered"] * n
+        assert all(c is not None and c <= share for c in sent)
+        assert sum(prompt + c for c in sent if c is not None) <= budget

@@ -75,7 +75,7 @@ from dissensus.llm.retry import Backoff, RateLimiter
 from dissensus.llm.tracing import SpanAttributes, call_span
 from dissensus.types import JsonSchema, Usage, trusted
 
-__all__ = ["NO_AGENT", "ClientSettings", "ModelClient"]
+__all__ = ["NO_AGENT", "ClientSettings", "ModelClient", "prompt_estimate"]
 
 log = logging.getLogger("dissensus.llm")
 
@@ -159,6 +159,15 @@ def _validation_summary(exc: ValidationError) -> str:
         loc = ".".join(str(p) for p in err["loc"]) or "(root)"
         parts.append(f"{loc}: {err['msg']}")
     return "; ".join(parts)
+
+
+def prompt_estimate(request: ChatRequest) -> int:
+    """Prompt tokens an attempt of ``request`` reserves in a budget: the messages, plus
+    the schema text a backend may add."""
+    tokens = estimate_tokens(request.prompt_text()) + 4 * len(request.messages)
+    if request.json_schema is not None:
+        tokens += estimate_tokens(str(request.json_schema)) + 64
+    return tokens
 
 
 class ModelClient:
@@ -331,13 +340,6 @@ class ModelClient:
             self._semaphores[loop] = sem
         return sem
 
-    def _prompt_estimate(self, request: ChatRequest) -> int:
-        """Prompt tokens reserved: the messages, plus the schema text a backend may add."""
-        tokens = estimate_tokens(request.prompt_text()) + 4 * len(request.messages)
-        if request.json_schema is not None:
-            tokens += estimate_tokens(str(request.json_schema)) + 64
-        return tokens
-
     def _record(
         self,
         agent: str | None,
@@ -432,7 +434,7 @@ class ModelClient:
             try:
                 reservation = self.budget.reserve(
                     model=self.model_id,
-                    prompt_tokens=self._prompt_estimate(request),
+                    prompt_tokens=prompt_estimate(request),
                     completion_tokens=request.max_tokens or 0,
                 )
             except BudgetExceeded as exc:

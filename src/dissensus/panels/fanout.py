@@ -35,6 +35,16 @@ Choices where the design is silent:
   not the members'. The request's own part of the panel (its id and messages) is checked
   before any member is asked (:func:`request_overrun`); failure reasons are cut to
   :data:`MAX_WHY_CHARS` characters.
+* **A token budget is shared fairly.** With ``panel.request_max_tokens`` each member's
+  completion cap is lowered, where needed, to its share of the budget (the budget over
+  the number of members) less its prompt's estimate, so that every member's first
+  attempt fits at once: the budget reserves each attempt's worst case (prompt and
+  completion cap) while it is in flight, and with the policy's cap alone (1,024 by
+  default) the members that started first held the whole budget and the others
+  failed with "token budget exhausted" — a panel decided on fewer voices than the
+  budget could pay for. Retries draw on what the first attempts leave once settled.
+  When the prompt alone is over a member's share, the cap is left as it is and the
+  budget decides who is asked (the others fail, named in ``meta.members``).
 * **The deadline** (``panel.deadline_s``) bounds the whole fan-out; members still running
   then are cancelled and reported ``failed`` with the deadline as the reason.
 * **What the panel records**: ``meta.source`` is ``"chat"``, ``meta.messages`` the
@@ -78,7 +88,7 @@ from dissensus.errors import DissensusError
 from dissensus.io.limits import MAX_FIELD_CHARS, MAX_PANEL_CHARS, Overrun, check_record
 from dissensus.llm.base import ChatBackend, ChatRequest, LLMError, Message, StructuredOutputError
 from dissensus.llm.budget import Budget
-from dissensus.llm.client import ClientSettings, ModelClient
+from dissensus.llm.client import ClientSettings, ModelClient, prompt_estimate
 from dissensus.llm.openai_backend import OpenAIBackend, aiohttp_available
 from dissensus.llm.resolve import make_backend
 from dissensus.panels.answers import MemberAnswer, read_answer, verdict_schema
@@ -334,6 +344,24 @@ class Members:
         else:
             asked.text = response.text
 
+    def _fair_cap(
+        self,
+        name: str,
+        messages: list[Message],
+        cap: int | None,
+        temperature: float | None,
+        seed: int | None,
+    ) -> int | None:
+        """The completion cap that lets every member's first attempt fit in the request's
+        token budget at once (see the module docstring): its share less the prompt."""
+        st = self.settings
+        assert st.request_max_tokens is not None
+        probe = self._requests.of(name, messages, temperature=temperature, seed=seed, max_tokens=1)
+        fair = st.request_max_tokens // len(st.members) - prompt_estimate(probe)
+        if fair < 1:  # the prompt alone is over a member's share: the budget decides
+            return cap
+        return fair if cap is None else min(cap, fair)
+
     async def fan_out(
         self,
         panel_id: str,
@@ -348,6 +376,8 @@ class Members:
         caps = [c for c in (max_tokens, st.max_tokens) if c is not None]
         cap = min(caps) if caps else None
         budget = Budget(max_tokens=st.request_max_tokens)
+        if st.request_max_tokens is not None and st.members:
+            cap = self._fair_cap(st.members[0].name, messages, cap, temperature, seed)
         asked: dict[str, _Asked] = {}
         tasks: dict[str, asyncio.Task[None]] = {}
         for member in st.members:

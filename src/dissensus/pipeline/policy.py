@@ -284,7 +284,9 @@ class PanelSettings(_Section):
     max_tokens: int | None = Field(default=1024, ge=1)
     """Completion cap per member answer (a request's own ``max_tokens`` may lower it)."""
     request_max_tokens: int | None = Field(default=None, ge=1)
-    """Token budget of one request across its members, every attempt counted (``None``: none)."""
+    """Token budget of one request across its members, every attempt counted (``None``: none);
+    each member's completion cap is lowered to its share of it less the prompt, so that all
+    members are asked at once (:mod:`dissensus.panels.fanout`)."""
     max_request_chars: int = Field(default=200_000, ge=1)
     """Most characters of message content in one request (413 above)."""
     member_concurrency: int = Field(default=16, ge=1, le=1024)
