@@ -14,6 +14,12 @@ Choices where the design is silent:
   by word (:class:`difflib.SequenceMatcher` over whitespace-split words, no junk
   heuristic) into segments marked ``same``, ``a`` (only in the first) or ``b`` (only in
   the second).
+* **The question and the conversation** (:func:`asked_view`): the question is
+  :func:`~dissensus.cases.asked_question` (``meta.question`` and its kin, else the last
+  ``user`` message of a chat panel's ``meta.messages``). When the panel records more than
+  one message (a system prompt, earlier turns), every message is shown too, role by
+  role, in order, each as verbatim text like an agent's reasoning; the message that is
+  the question is marked as such (and starts folded, being shown just above).
 * **Plain reasons.** The escalation reason is a technical trail; the page leads with
   sentences derived from the positions and from the known forms of that trail (guard,
   re-ask or why there was none, deliberation, negotiation, routing, reliability,
@@ -30,11 +36,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from dissensus.cases import CaseSpec
+from dissensus.cases import CaseMessage, CaseSpec, asked_question, conversation
 
 __all__ = [
+    "AskedView",
     "DiffSegment",
     "OptionView",
+    "asked_view",
     "option_views",
     "plain_reasons",
     "word_diff",
@@ -65,6 +73,30 @@ class DiffSegment:
 
     side: Literal["same", "a", "b"]
     text: str
+
+
+@dataclass(frozen=True)
+class AskedView:
+    """What the page shows of what was asked."""
+
+    question: str | None
+    """The question (:func:`~dissensus.cases.asked_question`), ``None`` when there is none."""
+    conversation: tuple[CaseMessage, ...] = ()
+    """Every message of ``meta.messages``, in order, when there are more than one."""
+    question_at: int | None = None
+    """The index in :attr:`conversation` of the message that is the question, if one is."""
+
+
+def asked_view(panel: dict[str, Any]) -> AskedView:
+    """The question and conversation of ``panel`` (the journalled panel JSON, only read)."""
+    meta = panel.get("meta")
+    question = asked_question(meta if isinstance(meta, dict) else None)
+    messages = conversation(meta if isinstance(meta, dict) else None)
+    if len(messages) < 2:
+        return AskedView(question)
+    users = [i for i, m in enumerate(messages) if m.role == "user"]
+    at = users[-1] if users and messages[users[-1]].text == question else None
+    return AskedView(question, messages, at)
 
 
 def option_views(
