@@ -160,3 +160,44 @@ def live_server(factory: Any) -> Iterator[str]:
     finally:
         server.should_exit = True
         thread.join(30)
+
+
+class _Agreeing:
+    """A member backend answering every request at once with the same number."""
+
+    provider = "test"
+    model_id = "agreeing"
+
+    async def send(self, request: Any, *, json_mode: Any) -> Any:
+        from dissensus.llm.base import BackendResponse
+
+        return BackendResponse(
+            text='{"reasoning": "3 + 4 = 7.", "answer": "7"}',
+            model="agreeing",
+            prompt_tokens=5,
+            completion_tokens=5,
+        )
+
+    async def aclose(self) -> None:
+        return None
+
+
+def escalated_chat_case(journal_path: Path, messages: list[dict[str, Any]]) -> str:
+    """Ask the door ``messages`` in-process (three agreeing members, no acceptance file,
+    no re-ask model: the case escalates) into the journal at ``journal_path``; the review id."""
+    from dissensus.panels import PanelChat
+    from dissensus.pipeline.policy import policy_from_dict
+    from dissensus.store.journal import Journal
+
+    names = ["m1", "m2", "m3"]
+    section = {"answer": "number", "members": [{"name": n, "model": "scripted:x"} for n in names]}
+    policy = policy_from_dict({"reading": {"similarity": "tfidf"}, "panel": section})
+    members = Members(policy.panel, {n: _Agreeing() for n in names})
+    with Journal(str(journal_path)) as journal:
+        chat = PanelChat(policy, journal=journal, members=members)
+        try:
+            done = chat.complete({"model": "dissensus-panel", "messages": messages})
+        finally:
+            chat.close()
+    assert done.dissensus.status == "escalated" and done.dissensus.review_id is not None
+    return done.dissensus.review_id

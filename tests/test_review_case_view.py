@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -53,3 +54,94 @@ def test_without_lettered_reasoning_or_with_given_labels() -> None:
     named = option_views(["yes", "no"], {}, [("a1", "yes", "Output (a)")], "yes")
     assert [v.label for v in named] == ["yes", "no"]
     assert [v.key for v in option_views([str(i) for i in range(11)], {}, [], None)][-2:] == ["", ""]
+
+
+NOT_ASKED = (
+    "The agents were not asked again: the panel records no second answers, and no model "
+    "is configured to ask them."
+)
+DID_NOT_SETTLE = "Asking the agents again did not settle it."
+GUARD = "CA agreement not accepted on its face: guard refused consensus: 0 independent evidence source(s) among voters with evidence (need 2): agreement is not evidence"
+NO_MODEL = "no model configured (seek_context.model or $DISSENSUS_MODEL)"
+
+
+@pytest.mark.parametrize(
+    ("reason", "present", "absent"),
+    [
+        # The chat door's escalation: no recorded re-ask and nothing to ask with.
+        (
+            f"{GUARD}; no recorded re-ask in the panel and {NO_MODEL}",
+            [NOT_ASKED, "Agreement among them is not independent evidence"],
+            [DID_NOT_SETTLE],
+        ),
+        (
+            f"{GUARD}; no recorded re-ask in the panel and {NO_MODEL}; learned acceptance "
+            "(logistic): best answer '7' scored 0.410 < threshold 0.800",
+            [NOT_ASKED],
+            [DID_NOT_SETTLE],
+        ),
+        # A re-ask that ran and did not settle it.
+        (
+            f"{GUARD}; after recorded re-ask: stable, decisive agents of this (uncalibrated) panel disagree",
+            [DID_NOT_SETTLE],
+            [NOT_ASKED],
+        ),
+        (
+            "route seek_context (rule r1); after live re-ask: trusted agents contradict each other: a=1, b=2; "
+            f"no further follow-up: the recorded re-ask was used and {NO_MODEL}",
+            [DID_NOT_SETTLE, "Agents the calibration trusts contradict each other."],
+            [NOT_ASKED, "The routing policy sends cases like this one to a person."],
+        ),
+        (
+            f"{GUARD}; the case has no explicit options to re-ask",
+            ["The agents were not asked again: the case lists no options to put to them."],
+            [DID_NOT_SETTLE, NOT_ASKED],
+        ),
+        (
+            f"{GUARD}; re-ask failed: the model returned no JSON",
+            ["Asking the agents again failed (the technical detail says why)."],
+            [DID_NOT_SETTLE],
+        ),
+        (
+            "route escalate (rule values)",
+            ["The routing policy sends cases like this one to a person."],
+            [DID_NOT_SETTLE],
+        ),
+        (
+            "route deliberate (rule r); DCI packet attached for review",
+            ["A structured deliberation among the agents did not settle it."],
+            ["The routing policy sends cases like this one to a person."],
+        ),
+        (
+            "route deliberate (rule r); deliberation failed: timeout",
+            ["A structured deliberation among the agents could not be held."],
+            ["A structured deliberation among the agents did not settle it."],
+        ),
+        (
+            f"{GUARD}; after live re-ask: answer '1' stably contradicted by a2",
+            [DID_NOT_SETTLE, "Agents that answered consistently contradict the answer"],
+            ["Agents the calibration trusts contradict each other."],
+        ),
+        (
+            # A commit of a suspended stratum: the commit's own reason is no refusal.
+            f"{GUARD}; after live re-ask: 3 independent families (a, b, c) stable and decisive "
+            "on '1'; acceptance suspended: audited precision below 0.90 after 40 audits",
+            ["Automatic decisions of this kind are suspended"],
+            ["Too few independent model families back the answer."],
+        ),
+        (
+            f"{GUARD}; after live re-ask: only 1 independent family (fam1) stable and decisive; "
+            "2 needed without calibration",
+            ["Too few independent model families back the answer."],
+            [],
+        ),
+    ],
+)
+def test_plain_reasons_match_the_trails_forms(
+    reason: str, present: list[str], absent: list[str]
+) -> None:
+    plain = plain_reasons(reason, [], 0)
+    for sentence in present:
+        assert any(p.startswith(sentence) for p in plain), (sentence, plain)
+    for sentence in absent:
+        assert not any(p.startswith(sentence) for p in plain), (sentence, plain)

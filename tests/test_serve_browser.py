@@ -471,3 +471,36 @@ def test_queue_case_and_audit_pages_pass_axe(desk: Desk, tmp_path: Path) -> None
         page.screenshot(path=str(tmp_path / f"axe-{name}.png"), full_page=True)
     page.context.close()
     assert all((tmp_path / f"axe-{n}.png").stat().st_size > 5_000 for n in ("queue", "case"))
+
+
+def test_a_chat_conversation_is_shown_bounded_and_passes_axe(desk: Desk, tmp_path: Path) -> None:
+    """A case asked as a chat conversation (``meta.messages``, as the chat door records
+    it): the question and every message on the page, escaped, wrapped within the window."""
+    expect = desk.sync_api.expect
+    unbroken = "x" * 6_000
+    chat = escalating("chat-conv")
+    del chat["meta"]["question"]
+    chat["meta"]["messages"] = [
+        {"role": "system", "content": "Be <b>brief</b>. " + "Long system prompt. " * 400},
+        {"role": "user", "content": "First turn " + unbroken},
+        {"role": "assistant", "content": "ok"},
+        {"role": "user", "content": [{"type": "text", "text": "Which option <script>x</script>?"}]},
+    ]
+    run, (ref,) = desk.submit([chat])
+    page = desk.page()
+    page.goto(f"{desk.base}/review/case/{ref}?run={run}")
+    _on_case(desk, page, ref)
+    expect(page.locator("#question")).to_have_text("Which option <script>x</script>?")
+    expect(page.locator("#conversation > li")).to_have_count(4)
+    roles = page.eval_on_selector_all("#conversation > li", "els => els.map(e => e.dataset.role)")
+    assert roles == ["system", "user", "assistant", "user"]
+    assert page.inner_text("#conversation li:first-child pre").startswith("Be <b>brief</b>.")
+    # Bounded like an agent's reasoning: wrapped within the window, no sideways scroll.
+    assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+    box = page.locator("#conversation li:nth-child(2) pre").bounding_box()
+    assert box is not None and box["x"] + box["width"] <= 1280
+    page.mouse.wheel(0, 3000)
+    expect(page.locator("#resolve-form button[type=submit]")).to_be_in_viewport()
+    assert _serious_violations(page) == []
+    page.screenshot(path=str(tmp_path / "chat-case.png"), full_page=True)
+    page.context.close()

@@ -75,7 +75,14 @@ def _service_error(res: httpx.Response, status: int) -> dict[str, Any]:
         ("/v1/models/dissensus-panel", True),
         ("/v1/cases/4f2a9c1e0b7d.1", True),
         ("/v1/cases/4f2a9c1e0b7d.1/confirm", False),  # a review endpoint
-        ("/v1/cases/", False),
+        ("/v1/cases/", True),  # no endpoint: the door's 404
+        ("/v1/cases/a/b", True),
+        ("/v1/cases/../../etc/passwd", True),  # ..%2F..%2Fetc%2Fpasswd, decoded
+        ("/v1/cases/a/b/confirm", True),
+        ("/v1/cases//confirm", True),
+        ("/v1/cases/a/confirm/x", True),
+        ("/v1/cases", False),
+        ("/v1/casesx/a", False),
         ("/v1/decide", False),
         ("/v1/runs", False),
         ("/v1/modelsx", False),
@@ -162,6 +169,29 @@ async def test_route_matching_refusals_on_chat_paths_are_openai_shaped(tmp_path:
             error = _openai_error(res, 404, "invalid_request_error", "not_found")
             assert error["param"] is None
         res = await client.get("/v1/nothing-here", headers=auth("adm"))
+        assert set(_service_error(res, 404)) == {"error", "field"}
+
+
+async def test_every_unmatched_path_under_v1_cases_is_an_openai_404(tmp_path: Path) -> None:
+    async with client_for(settings(tmp_path)) as client:
+        for path in (
+            "/v1/cases/a/b",
+            "/v1/cases/..%2F..%2Fetc%2Fpasswd",
+            "/v1/cases/a%2Fb/confirm",
+            "/v1/cases/abc.1/confirm/more",
+            "/v1/cases/",
+        ):
+            for token in ("sub", "rev"):
+                res = await client.get(path, headers=auth(token))
+                error = _openai_error(res, 404, "invalid_request_error", "not_found")
+                assert error["param"] is None, path
+        # A wrong method on one: the door's 405 too.
+        res = await client.delete("/v1/cases/abc.1", headers=auth("sub"))
+        _openai_error(res, 405, "invalid_request_error", "method_not_allowed")
+        # The review endpoint under /v1/cases keeps the service's shape.
+        res = await client.get("/v1/cases/abc.1/confirm", headers=auth("rev"))
+        assert set(_service_error(res, 405)) == {"error", "field"}
+        res = await client.post("/v1/cases/abc.1/confirm", headers=auth("rev"), json={"note": "n"})
         assert set(_service_error(res, 404)) == {"error", "field"}
 
 

@@ -10,6 +10,15 @@ Choices where the design is silent:
 
 * **Question**: the first non-empty string among ``meta.question``, ``meta.input``,
   ``meta.prompt`` and ``meta.statement``.
+* **Conversation** (:func:`conversation`): ``meta.messages``, as the chat door records
+  the request it answered (``{role, content}``, ``content`` a string or a list of text
+  parts ``{"type": "text", "text": ...}``, joined by newlines as the door reads them).
+  An item that is not a mapping with a string ``role`` and a string, list or null
+  ``content`` is left out; a list's parts without a string ``text`` are too. It is not
+  the case's :attr:`CaseSpec.question` (which the re-ask prompt and the acceptance
+  features read, so a chat panel is scored as it was calibrated); what a person is shown
+  as the question is :func:`asked_question`: that question, else the text of the
+  conversation's last ``user`` message.
 * **Options**, in their original order, from the first of:
 
   - ``meta.options`` as a list: a mapping item gives ``id`` (its ``id``, else its
@@ -43,7 +52,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-__all__ = ["CaseOption", "CaseSpec", "option_ids"]
+__all__ = ["CaseMessage", "CaseOption", "CaseSpec", "asked_question", "conversation", "option_ids"]
 
 QUESTION_KEYS = ("question", "input", "prompt", "statement")
 """``meta`` keys that hold the question, in order of preference."""
@@ -117,6 +126,62 @@ def option_ids(meta: Mapping[str, Any] | None) -> list[str]:
         return []
     raw, _ = _raw_options(meta)
     return list(dict.fromkeys(oid for oid, _, _ in raw))
+
+
+class CaseMessage(BaseModel):
+    """One message of the conversation a panel answered (``meta.messages``)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    role: str
+    """As recorded (``system``, ``user``, ``assistant``, ...)."""
+    text: str
+    """The content as one string (text parts joined by newlines)."""
+
+
+def _message(raw: Any) -> CaseMessage | None:
+    """An item of ``meta.messages`` as a :class:`CaseMessage` (``None`` when it is not one)."""
+    if not isinstance(raw, Mapping) or not isinstance(raw.get("role"), str):
+        return None
+    content = raw.get("content")
+    if content is None:
+        text = ""
+    elif isinstance(content, str):
+        text = content
+    elif isinstance(content, list):
+        parts = [p.get("text") for p in content if isinstance(p, Mapping)]
+        text = "\n".join(t for t in parts if isinstance(t, str))
+    else:
+        return None
+    return CaseMessage(role=raw["role"], text=text)
+
+
+def conversation(meta: Mapping[str, Any] | None) -> tuple[CaseMessage, ...]:
+    """The conversation of ``meta.messages``, in order (see the module docstring); empty
+    when there is none."""
+    raw = meta.get("messages") if isinstance(meta, Mapping) else None
+    if not isinstance(raw, list):
+        return ()
+    return tuple(m for m in map(_message, raw) if m is not None)
+
+
+def asked_question(meta: Mapping[str, Any] | None) -> str | None:
+    """The question a person is shown: the case's question (:attr:`CaseSpec.question`),
+    else the text of the last ``user`` message of :func:`conversation` (``None`` when
+    there is neither, or that text is blank)."""
+    if not isinstance(meta, Mapping):
+        return None
+    question = _question(meta)
+    if question is not None:
+        return question
+    raw = meta.get("messages")
+    if not isinstance(raw, list):
+        return None
+    for item in reversed(raw):
+        message = _message(item)
+        if message is not None and message.role == "user":
+            return message.text if message.text.strip() else None
+    return None
 
 
 def _question(meta: Mapping[str, Any]) -> str | None:

@@ -7,6 +7,11 @@ Choices where the design is silent:
 * ``review show`` of a blind audit item stays blind: neither the committed answer nor the
   suggestion is printed.
 * Text from agents and reviewers is printed verbatim, never read as console markup.
+* ``review show`` prints the question a reviewer is shown
+  (:func:`dissensus.cases.asked_question`: ``meta.question`` and its kin, else a chat
+  panel's last ``user`` message) and, when the panel records several messages (a system
+  prompt, earlier turns), every message role by role, in order; each an excerpt of at
+  most 400 characters, control characters escaped, as other long texts are.
 """
 
 from __future__ import annotations
@@ -115,7 +120,7 @@ def review_show(
     json_out: JsonOpt = False,
 ) -> None:
     """Show everything a reviewer needs: the case, positions and value profiles side by side."""
-    from dissensus.cases import CaseSpec
+    from dissensus.cases import CaseSpec, asked_question, conversation
     from dissensus.pipeline.audit import audit_item
     from dissensus.pipeline.review import find_item, split_ref
 
@@ -156,9 +161,14 @@ def review_show(
         )
         say(f"why escalated: {shown(item.reason)}", soft_wrap=True)
     case = CaseSpec.from_panel(item.panel)
-    question = case.question
+    question = asked_question(item.panel.get("meta"))
     if question:
         say(f"question: {_excerpt(str(question), 400)}", soft_wrap=True)
+    messages = conversation(item.panel.get("meta"))
+    if len(messages) > 1:  # a system prompt or earlier turns: the whole conversation, in order
+        say(f"conversation ({len(messages)} messages, in order):")
+        for message in messages:
+            say(f"  {shown(message.role)}: {_excerpt(message.text, 400)}", soft_wrap=True)
     say(
         f"options: {', '.join(shown(o) for o in item.options) or '-'}   panel suggestion: {shown(item.suggestion or '-')}",
         soft_wrap=True,

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from dissensus.cases import CaseSpec
+from dissensus.cases import asked_question
 from dissensus.pipeline.records import CaseRecord
 from dissensus.pipeline.review import (
     AlreadyResolved,
@@ -72,7 +72,8 @@ class ReviewRequest(BaseModel):
     """Id of the review item (``<run>.<line>``)."""
     case_id: str
     question: str | None
-    """The case's ``meta.question`` (or ``meta.input``), when the panel has one."""
+    """The case's ``meta.question`` (or ``meta.input``), else the last ``user`` message of a
+    chat panel's conversation (:func:`dissensus.cases.asked_question`), when there is one."""
     options: list[str]
     suggestion: str | None
     """The panel's plurality decision."""
@@ -98,7 +99,7 @@ class ReviewAnswer(BaseModel):
 def review_request(status: ReviewStatus, *, error: str | None = None) -> ReviewRequest:
     """The reviewer's view of a queue entry, with the hash of the item as journalled."""
     item = status.item
-    question = CaseSpec.from_meta(item.panel.get("meta")).question
+    question = asked_question(item.panel.get("meta"))
     return ReviewRequest(
         review_id=item.review_id,
         case_id=item.id,

@@ -22,9 +22,11 @@ Choices where the design is silent:
   count, agents or panel text over the limit, 415 a non-JSON write, 422 invalid input
   (with the field path the CLI would name), 500 ``internal error`` (nothing more),
   504 request timeout. On the OpenAI-compatible paths (``/v1/chat/completions``,
-  ``/v1/models``, ``/v1/cases/{id}``: :func:`~dissensus.serve.limits.openai_path`)
-  every refusal, the middleware's and the route matching's (404, 405) included, is
-  OpenAI's ``{"error": {"message", "type", "param", "code"}}`` with the same status.
+  ``/v1/models``, ``/v1/cases/{id}``, and any other path under ``/v1/chat/``,
+  ``/v1/models/`` or ``/v1/cases/`` but the review endpoint ``/v1/cases/{ref}/confirm``:
+  :func:`~dissensus.serve.limits.openai_path`) every refusal, the middleware's and the
+  route matching's (404, 405) included, is OpenAI's ``{"error": {"message", "type",
+  "param", "code"}}`` with the same status.
 * ``HEAD`` is answered on every ``GET`` path, as that ``GET`` without its body
   (:mod:`.head`).
 * An error response keeps the headers of the exception it answers: a 405 names the

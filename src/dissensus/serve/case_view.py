@@ -14,24 +14,35 @@ Choices where the design is silent:
   by word (:class:`difflib.SequenceMatcher` over whitespace-split words, no junk
   heuristic) into segments marked ``same``, ``a`` (only in the first) or ``b`` (only in
   the second).
+* **The question and the conversation** (:func:`asked_view`): the question is
+  :func:`~dissensus.cases.asked_question` (``meta.question`` and its kin, else the last
+  ``user`` message of a chat panel's ``meta.messages``). When the panel records more than
+  one message (a system prompt, earlier turns), every message is shown too, role by
+  role, in order, each as verbatim text like an agent's reasoning; the message that is
+  the question is marked as such (and starts folded, being shown just above).
 * **Plain reasons.** The escalation reason is a technical trail; the page leads with
-  sentences derived from the positions and from known phrases of that trail (guard,
-  re-ask, deliberation, negotiation, routing, reliability). The trail itself stays one
-  click away, verbatim.
+  sentences derived from the positions and from the known forms of that trail (guard,
+  re-ask or why there was none, deliberation, negotiation, routing, reliability,
+  suspension), each matched as :mod:`dissensus.pipeline` writes it, where it writes it
+  (a step's reason starts the trail or follows ``"; "``), never as a bare word. The
+  trail itself stays one click away, verbatim.
 """
 
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from dissensus.cases import CaseSpec
+from dissensus.cases import CaseMessage, CaseSpec, asked_question, conversation
 
 __all__ = [
+    "AskedView",
     "DiffSegment",
     "OptionView",
+    "asked_view",
     "option_views",
     "plain_reasons",
     "word_diff",
@@ -62,6 +73,30 @@ class DiffSegment:
 
     side: Literal["same", "a", "b"]
     text: str
+
+
+@dataclass(frozen=True)
+class AskedView:
+    """What the page shows of what was asked."""
+
+    question: str | None
+    """The question (:func:`~dissensus.cases.asked_question`), ``None`` when there is none."""
+    conversation: tuple[CaseMessage, ...] = ()
+    """Every message of ``meta.messages``, in order, when there are more than one."""
+    question_at: int | None = None
+    """The index in :attr:`conversation` of the message that is the question, if one is."""
+
+
+def asked_view(panel: dict[str, Any]) -> AskedView:
+    """The question and conversation of ``panel`` (the journalled panel JSON, only read)."""
+    meta = panel.get("meta")
+    question = asked_question(meta if isinstance(meta, dict) else None)
+    messages = conversation(meta if isinstance(meta, dict) else None)
+    if len(messages) < 2:
+        return AskedView(question)
+    users = [i for i, m in enumerate(messages) if m.role == "user"]
+    at = users[-1] if users and messages[users[-1]].text == question else None
+    return AskedView(question, messages, at)
 
 
 def option_views(
@@ -113,24 +148,93 @@ def word_diff(a: str, b: str) -> list[DiffSegment]:
     return out
 
 
-_PHRASES: list[tuple[str, str]] = [
+_AFTER = r"(?:^|; )(?:no further follow-up: )?"
+"""Where a follow-up's own reason starts in the trail: at its start or after ``"; "``
+(:mod:`dissensus.pipeline.engine` joins the steps' reasons with ``"; "``), behind
+``"no further follow-up: "`` when an earlier round ran."""
+
+_PHRASES: list[tuple[re.Pattern[str], str]] = [
     (
-        "guard refused consensus",
+        # gates.py: "guard refused consensus: <checks>"
+        re.compile(r"\bguard refused consensus\b"),
         "Agreement among them is not independent evidence: the agents may share a model "
         "family or a source, so agreeing proves little.",
     ),
     (
-        "differs from the panel's plurality",
+        # gates.py: "guard answer <a> differs from the panel's plurality <b>"
+        re.compile(r"\bguard answer .* differs from the panel's plurality "),
         "The evidence points to a different answer than most agents gave.",
     ),
-    ("re-ask", "Asking the agents again (with the options swapped) did not settle it."),
-    ("deliberation", "A structured deliberation among the agents did not settle it."),
-    ("CONCORD", "A negotiation among the agents did not certify an answer."),
-    ("route ", "The routing policy sends cases like this one to a person."),
-    ("contradict", "Agents the calibration trusts contradict each other."),
-    ("independent famil", "Too few independent model families back the answer."),
-    ("trust region", "No calibrated agent answered inside the range where it is reliable."),
+    (
+        # engine.py: "after recorded re-ask: <acceptance>" / "after live re-ask: ..."
+        re.compile(r"(?:^|; )after (?:recorded|live) re-ask: "),
+        "Asking the agents again did not settle it.",
+    ),
+    (
+        # engine.py, _followup_answers: nothing recorded and nothing to ask with
+        re.compile(_AFTER + r"no recorded re-ask in the panel and no model configured\b"),
+        "The agents were not asked again: the panel records no second answers, and no "
+        "model is configured to ask them.",
+    ),
+    (
+        re.compile(_AFTER + r"the case has no explicit options to re-ask\b"),
+        "The agents were not asked again: the case lists no options to put to them.",
+    ),
+    (
+        re.compile(_AFTER + r"re-ask failed: "),
+        "Asking the agents again failed (the technical detail says why).",
+    ),
+    (
+        # engine.py, _deliberate: a packet was produced (complete or stopped early)
+        re.compile(r"(?:^|; )DCI (?:packet attached for review|deliberation stopped early \()"),
+        "A structured deliberation among the agents did not settle it.",
+    ),
+    (
+        re.compile(r"(?:^|; )(?:deliberation failed: |no model configured for the DCI follow-up)"),
+        "A structured deliberation among the agents could not be held.",
+    ),
+    (
+        re.compile(r"(?:^|; )CONCORD ended "),
+        "A negotiation among the agents did not certify an answer.",
+    ),
+    (
+        re.compile(r"(?:^|; )CONCORD not run: "),
+        "A negotiation among the agents could not be run on this case.",
+    ),
+    (
+        # engine.py: "route <action> (rule <name>)", the trail's first step; the actions
+        # that go to a person (concord negotiates first, then escalates)
+        re.compile(r"^route (?:escalate|concord) \(rule "),
+        "The routing policy sends cases like this one to a person.",
+    ),
+    (
+        # trust_regions.py: calibrated and uncalibrated acceptance's refusals
+        re.compile(r"(?:^|[;:] )trusted agents contradict each other: "),
+        "Agents the calibration trusts contradict each other.",
+    ),
+    (
+        re.compile(r"(?:^|[;:] )(?:trusted )?answer .* stably contradicted by "),
+        "Agents that answered consistently contradict the answer the others back.",
+    ),
+    (
+        re.compile(r"(?:^|[;:] )only \d+ independent famil(?:y|ies) "),
+        "Too few independent model families back the answer.",
+    ),
+    (
+        re.compile(
+            r"(?:^|[;:] )no calibrated agent gave a stable, decisive answer inside its trust region"
+        ),
+        "No calibrated agent answered inside the range where it is reliable.",
+    ),
+    (
+        # acceptance/monitor.py: a commit of a suspended stratum escalates
+        re.compile(r"(?:^|; )acceptance suspended: "),
+        "Automatic decisions of this kind are suspended: audits found too many of them wrong.",
+    ),
 ]
+"""Known forms of the escalation trail (:mod:`dissensus.pipeline`) and what each means,
+matched where the pipeline writes them (never as a bare word: "no recorded re-ask" is
+not a re-ask that failed to settle the case)."""
 
 
 def plain_reasons(reason: str, options: Sequence[OptionView], abstained: int) -> list[str]:
@@ -150,8 +254,7 @@ def plain_reasons(reason: str, options: Sequence[OptionView], abstained: int) ->
         )
     if abstained:
         out.append(f"{abstained} agent(s) gave no answer.")
-    lowered = reason.lower()
-    for phrase, sentence in _PHRASES:
-        if phrase.lower() in lowered and sentence not in out:
+    for pattern, sentence in _PHRASES:
+        if pattern.search(reason) and sentence not in out:
             out.append(sentence)
     return out

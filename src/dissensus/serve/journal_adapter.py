@@ -30,8 +30,9 @@ decide differently.
   coordination state, are shown while live but are not history).
 * **Queue order** (:meth:`ReviewDesk.order`): the journal's queue order (oldest run
   first, then line), newest first, or by reason (then queue order); a text search
-  matches the question (``meta.question`` or ``meta.input``), the case id or the reason,
-  ignoring case, and reads the items it searches.
+  matches the question (:func:`question_of`: ``meta.question`` or ``meta.input``, else a
+  chat panel's last ``user`` message), the case id or the reason, ignoring case, and
+  reads the items it searches.
 * **Automatic decisions** to audit (:meth:`ReviewDesk.auto_cases`) are the
   ``case.record`` events with ``auto: true`` of the journal's decide runs, in run then
   line order; the panel is shown without ``meta.gold``, as in review items.
@@ -61,7 +62,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from dissensus.cases import CaseSpec
+from dissensus.cases import asked_question
 from dissensus.deprecation import deprecated_names, renamed
 from dissensus.errors import ConfigError, DissensusError, InputError
 from dissensus.io.limits import MAX_FIELD_CHARS
@@ -150,9 +151,11 @@ class QueueEntry(BaseModel):
 
 
 def question_of(panel: dict[str, Any]) -> str | None:
-    """The question a panel asks (:class:`~dissensus.cases.CaseSpec`), if any. ``panel`` is
-    the journalled panel's JSON as the review item keeps it, read here and not changed."""
-    return CaseSpec.from_meta(panel.get("meta")).question
+    """The question a panel asks, as a reviewer is shown it
+    (:func:`~dissensus.cases.asked_question`: ``meta.question`` and its kin, else a chat
+    panel's last ``user`` message), if any. ``panel`` is the journalled panel's JSON as
+    the review item keeps it, read here and not changed."""
+    return asked_question(panel.get("meta"))
 
 
 class AutoCase(BaseModel):

@@ -19,10 +19,12 @@ the parsed body); it answers ``413`` too.
 
 Errors are the service's JSON error body ``{"error": ..., "field": ...}``, except on the
 OpenAI-compatible paths (:func:`openai_path`: ``/v1/chat/completions``, ``/v1/models``,
-``/v1/cases/{id}``), where every refusal, these middlewares' and the app's exception
-handlers' included, is OpenAI's ``{"error": {"message", "type", "param", "code"}}``
-(:func:`error_document`), so an OpenAI SDK raises its usual exception whichever layer
-refused the request. The status is the same either way.
+``/v1/cases/{id}`` and every other path under ``/v1/chat/``, ``/v1/models/`` and
+``/v1/cases/`` but the review endpoint ``/v1/cases/{ref}/confirm``), where every
+refusal, these middlewares' and the app's exception handlers' included, is OpenAI's
+``{"error": {"message", "type", "param", "code"}}`` (:func:`error_document`), so an
+OpenAI SDK raises its usual exception whichever layer refused the request. The status
+is the same either way.
 """
 
 from __future__ import annotations
@@ -65,15 +67,21 @@ def openai_path(path: str) -> bool:
     """Whether ``path`` is one of the OpenAI-compatible endpoints', whose errors are OpenAI's.
 
     ``/v1/chat/completions`` (and anything else under ``/v1/chat/``), ``/v1/models`` (and
-    ``/v1/models/...``, where an SDK looks a model up) and ``/v1/cases/{id}`` (one path
-    segment: ``/v1/cases/{ref}/confirm`` is a review endpoint and keeps the service's own
-    error body)."""
+    ``/v1/models/...``, where an SDK looks a model up) and everything under
+    ``/v1/cases/`` (``/v1/cases/{id}``, and every path there that names no endpoint, so
+    its 404 is the door's too) but ``/v1/cases/{ref}/confirm`` (one segment, then
+    ``confirm``), a review endpoint that keeps the service's own error body. ``path`` is
+    the request's decoded path (an ``%2F`` in a case id is a ``/`` here, as it is to the
+    router)."""
     if path in ("/v1/chat/completions", "/v1/models"):
         return True
     if path.startswith(("/v1/chat/", "/v1/models/")):
         return True
     case = path.removeprefix("/v1/cases/")
-    return case != path and case != "" and "/" not in case
+    if case == path:
+        return False
+    ref, _, rest = case.partition("/")
+    return not (ref and rest == "confirm")
 
 
 def openai_type(status: int) -> str:

@@ -20,10 +20,10 @@ commits are suspended, after how many audits and since when.
 
 Choices where the design is silent:
 
-* Case text (question, options, reasoning, packet text) is agent or user data: it is
-  rendered with Jinja2's autoescaping inside ``<pre>`` (verbatim, never interpreted),
-  and the page's Content-Security-Policy allows scripts from this server only, so
-  even an escaping bug could not run injected script.
+* Case text (question, conversation, options, reasoning, packet text) is agent or user
+  data: it is rendered with Jinja2's autoescaping inside ``<pre>`` (verbatim, never
+  interpreted), and the page's Content-Security-Policy allows scripts from this server
+  only, so even an escaping bug could not run injected script.
 * The body is ``hx-boost``ed: links and forms load over htmx and swap the page, and every
   page also works as a plain page load. After a resolve the server redirects to the next
   open case of the same queue (the filters and order the reviewer came with travel in

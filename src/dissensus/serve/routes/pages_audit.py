@@ -38,8 +38,8 @@ from fastapi.responses import RedirectResponse, Response
 
 from dissensus.errors import DissensusError
 from dissensus.serve.blind_audits import blind_audit, has_open_audit, open_audit_refs
-from dissensus.serve.case_view import option_views
-from dissensus.serve.journal_adapter import TextTooLong, UnknownItem, question_of
+from dissensus.serve.case_view import asked_view, option_views
+from dissensus.serve.journal_adapter import TextTooLong, UnknownItem
 from dissensus.serve.pages import (
     Form,
     Reviewer,
@@ -82,7 +82,7 @@ def auto_page(
         f"/review/auto/{ref}{view.suffix()}",
         title=f"automatic decision {ref}",
         case=got,
-        question=question_of(got.panel),
+        asked=asked_view(got.panel),
         positions=positions,
         claim=None if got.audit else service.desk.live_claim(ref),
         qs=view.suffix(),
@@ -120,7 +120,7 @@ def audit_page(
         audit=got,
         item=item,
         answer=got.answer,
-        question=question_of(item.panel),
+        asked=asked_view(item.panel),
         claim=None if got.answer else service.desk.live_claim(ref),
         prev_id=before[-1] if before else None,
         next_id=after[0] if after else None,

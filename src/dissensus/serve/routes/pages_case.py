@@ -34,14 +34,13 @@ from fastapi.responses import RedirectResponse, Response
 from pydantic import BaseModel
 
 from dissensus.errors import DissensusError
-from dissensus.serve.case_view import option_views, plain_reasons
+from dissensus.serve.case_view import asked_view, option_views, plain_reasons
 from dissensus.serve.journal_adapter import (
     AlreadyResolved,
     ClaimConflict,
     TextTooLong,
     UnknownItem,
     content_sha256,
-    question_of,
 )
 from dissensus.serve.pages import (
     Form,
@@ -99,7 +98,7 @@ def case_page(
         f"/review/case/{review_id}{view.suffix()}",
         title=f"case {item.review_id}",
         item=item,
-        question=question_of(item.panel),
+        asked=asked_view(item.panel),
         **option_context(options),
         plain=plain_reasons(
             item.reason, options, sum(1 for p in item.positions if p.decision is None)
