@@ -366,6 +366,11 @@ def test_python_api_validates_edges_and_ids() -> None:
     with pytest.raises(ConfigError) as info:
         Negotiation(agents, rejected=REJECTED, ideal=IDEAL, floor=1.2)
     assert info.value.field == "floor"
+    for bad in (float("nan"), float("inf"), -1.0):
+        # Before any agent is asked: a NaN deadline ran every call, then failed to record.
+        with pytest.raises(ConfigError) as info:
+            Negotiation(agents, rejected=REJECTED, ideal=IDEAL, floor=0.5, deadline_s=bad)
+        assert info.value.field == "deadline_s"
 
 
 def test_owner_outside_the_covered_set_commits_nothing() -> None:

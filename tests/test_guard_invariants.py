@@ -268,3 +268,22 @@ def test_audit_rejects_bad_arguments() -> None:
     two = [*one, Vote(agent="b", answer="x", evidence_source="t", evidence_present=True)]
     with pytest.raises(ConfigError):
         guard_votes(two, beta=float("nan"))
+
+
+@given(votes=vote_lists(min_size=2, max_size=6), data=st.data())
+def test_an_agent_voting_twice_is_refused_never_a_second_voice(
+    votes: list[Vote], data: st.DataObject
+) -> None:
+    """One agent, one vote: a copy of any vote under its agent's name (whatever its answer
+    or source) is an InputError, as VoteCase and a panel refuse it."""
+    twin = data.draw(st.sampled_from(votes))
+    copy = twin.model_copy(update={"answer": data.draw(st.sampled_from(ANSWERS))})
+    at = data.draw(st.integers(0, len(votes)))
+    with pytest.raises(InputError, match="duplicate agent id"):
+        guard_votes([*votes[:at], copy, *votes[at:]])
+
+
+@pytest.mark.parametrize("votes", [None, "ab", [{"agent": "a", "answer": "x"}, None]])
+def test_what_is_not_a_list_of_votes_is_an_input_error(votes: object) -> None:
+    with pytest.raises(InputError):
+        guard_votes(votes)  # type: ignore[arg-type]

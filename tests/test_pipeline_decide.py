@@ -6,6 +6,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -227,3 +228,52 @@ def test_unusable_utilities_escalate_saying_why_concord_did_not_run() -> None:
         assert f"CONCORD not run: {why}" in record.reason, (name, record.reason)
     row = panel("ok", ["1", "2", "2"], values=values, meta={"utilities": good})
     assert any(step.startswith("concord:") for step in decide(as_panel(row), _policy()).path)
+
+
+def test_a_panel_and_a_policy_as_data_and_a_journal_as_a_path(tmp_path: Path) -> None:
+    """What the integrations take (a dict policy, a journal path) the library call takes
+    too, and decides exactly as with the models."""
+    row = panel("d1", ["x", "x", "y"], families=["f1", "f2", "f3"])
+    data = {k: dict(v) for k, v in FAST.items()}
+    as_data = decide(row, data, journal=tmp_path / "j.sqlite")
+    as_models = decide(as_panel(row), _policy())
+    assert as_data.model_dump(exclude={"review_id"}) == as_models.model_dump(exclude={"review_id"})
+    with Journal(str(tmp_path / "j.sqlite")) as journal:  # the path was journalled and closed
+        assert len(journal.runs()) == 1
+
+
+def test_decide_works_where_an_event_loop_is_running() -> None:
+    """A notebook or an async framework calling the sync twin: decided on a thread."""
+    import asyncio
+
+    row = panel("d2", ["x", "x", "x"], families=["f1", "f2", "f3"])
+
+    async def inside() -> Any:
+        return decide(row, _policy())
+
+    assert asyncio.run(inside()).id == "d2"
+
+
+@pytest.mark.parametrize(
+    ("args", "error", "where"),
+    [
+        ((None, None), "InputError", "Panel or a mapping"),
+        (({"id": "p", "outputs": "nope"}, None), "InputError", "outputs"),
+        ((panel("d3", ["x", "y"]), 42), "ConfigError", "policy"),
+        ((panel("d3", ["x", "y"]), {"reading": {"theta_s": "high"}}), "ConfigError", "theta_s"),
+    ],
+)
+def test_what_is_not_a_panel_or_a_policy_is_named(
+    args: tuple[Any, Any], error: str, where: str
+) -> None:
+    with pytest.raises(Exception) as caught:
+        decide(*args)
+    assert type(caught.value).__name__ == error
+    assert where in str(caught.value)
+
+
+def test_a_journal_that_is_not_one_is_named() -> None:
+    from dissensus.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="journal"):
+        decide(panel("d4", ["x", "y"]), None, journal=42)  # type: ignore[arg-type]

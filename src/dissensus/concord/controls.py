@@ -27,6 +27,7 @@ def check_controls(
     edges: Sequence[Sequence[str]] | None,
     file: str | None = None,
     edges_field: str = "edges",
+    deadline_s: float | None = None,
 ) -> None:
     """Raise :class:`ConfigError` naming the field of the first invalid control."""
 
@@ -39,6 +40,10 @@ def check_controls(
         raise fail(f"margin must lie in [0, 1], got {margin}", "margin")
     if rounds < 0:
         raise fail(f"rounds must be >= 0, got {rounds}", "rounds")
+    if deadline_s is not None and not (math.isfinite(deadline_s) and deadline_s >= 0):
+        # checked before any agent is asked: a NaN deadline ran every (paid) call and then
+        # failed to record the run
+        raise fail(f"deadline_s must be a finite number >= 0, got {deadline_s}", "deadline_s")
     if not agents:
         raise fail("at least one agent is needed", "agents")
     if len(set(agents)) != len(agents):

@@ -119,7 +119,14 @@ class Negotiation:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._order = [a.id for a in agents]
-        check_controls(floor=floor, margin=margin, rounds=rounds, agents=self._order, edges=edges)
+        check_controls(
+            floor=floor,
+            margin=margin,
+            rounds=rounds,
+            agents=self._order,
+            edges=edges,
+            deadline_s=deadline_s,
+        )
         self._agents = {a.id: a for a in agents}
         self._rejected = rejected
         self._ideal = ideal

@@ -43,6 +43,10 @@ Choices where the design is silent:
   (calibration) is used only with ``use_recommended_verifier`` (default on); an
   explicitly named one always, when it voted.
 * ``beta = 0`` asks for no weighting: majority, no refusal.
+* One agent, one vote: votes are a sequence of :class:`~dissensus.types.Vote` whose
+  agents are distinct (as :class:`~dissensus.types.VoteCase` and a panel require); an
+  agent voting twice, or anything that is not a vote, is an :class:`InputError` naming
+  it, never a second voice.
 * The checks, the refusal and the decision are built without a second validation when
   every value is already of its field's exact type (what validating them would return;
   the figures plain JSON scalars); any other value (an ``int`` or numpy beta, say) goes
@@ -318,6 +322,19 @@ def _weighted(votes: Sequence[Vote], beta: float, decompose: bool) -> tuple[str,
     return answers[int(win[0])], float(shares[0, int(win[0])])
 
 
+def _check_votes(votes: object) -> None:
+    """Votes are a sequence of :class:`Vote`, one per agent (see the module docstring)."""
+    if not isinstance(votes, Sequence) or isinstance(votes, str):
+        raise InputError(f"votes must be a sequence of Vote, not {type(votes).__name__}")
+    seen: set[str] = set()
+    for i, vote in enumerate(votes):
+        if not isinstance(vote, Vote):
+            raise InputError(f"votes[{i}] is a {type(vote).__name__}, not a Vote")
+        if vote.agent in seen:
+            raise InputError(f"duplicate agent id {vote.agent!r}: one agent, one vote")
+        seen.add(vote.agent)
+
+
 def guard_votes(
     votes: Sequence[Vote],
     calibration: ReliabilityFit | None = None,
@@ -337,6 +354,7 @@ def guard_votes(
     ('majority', 'yes', 1, False)
     """
     settings = settings or GuardThresholds()
+    _check_votes(votes)
     if len(votes) < 2:
         raise InputError("the guard needs at least two votes")
     if not (math.isfinite(beta) if beta.__class__ is float else np.isfinite(beta)) or beta < 0:

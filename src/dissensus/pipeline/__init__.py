@@ -18,7 +18,13 @@ through :mod:`dissensus.pipeline.batch` and :mod:`dissensus.pipeline.review` (or
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import os
+from collections.abc import Coroutine, Mapping
 from pathlib import Path
+from typing import Any, TypeVar
+
+from pydantic import ValidationError
 
 from dissensus.errors import ConfigError, InputError
 from dissensus.guard import ReliabilityFit, panel_votes
@@ -61,6 +67,8 @@ from dissensus.signals import (
 from dissensus.store.journal import Journal
 from dissensus.types import Panel
 
+T = TypeVar("T")
+
 __all__ = [
     "AcceptanceStep",
     "CalibrationFile",
@@ -102,27 +110,31 @@ __all__ = [
 
 
 async def adecide(
-    panel: Panel,
+    panel: Panel | Mapping[str, Any],
     policy: PolicyLike = None,
     *,
     calibration: CalibrationFile | None = None,
     guard_calibration: ReliabilityFit | None = None,
-    journal: Journal | None = None,
+    journal: Journal | str | os.PathLike[str] | None = None,
     run_id: str | None = None,
     policy_dir: Path | None = None,
 ) -> CaseRecord:
     """Decide one panel (async): a run of one case through the one run loop.
 
-    ``policy`` is a :class:`RunSpec`, a :class:`Policy` (its relative paths under
-    ``policy_dir``), a policy file or ``None`` (the defaults); every file the policy names
-    is loaded and checked as ``dissensus decide`` does. ``calibration`` /
-    ``guard_calibration`` replace the policy's files with objects already loaded. The
-    case is journalled in ``journal`` (default: a throw-away in-memory one) as run
+    ``panel`` is a :class:`Panel` or its data (a mapping, validated: an
+    :class:`InputError` names the field). ``policy`` is a :class:`RunSpec`, a
+    :class:`Policy` (its relative paths under ``policy_dir``), a policy's data (a
+    mapping, as a file holds it), a policy file or ``None`` (the defaults); every file
+    the policy names is loaded and checked as ``dissensus decide`` does. ``calibration``
+    / ``guard_calibration`` replace the policy's files with objects already loaded. The
+    case is journalled in ``journal`` (a :class:`Journal`, or a journal's path or URL,
+    opened and closed by this call; default: a throw-away in-memory one) as run
     ``run_id`` (default: a fresh id); deciding the same panel under an existing run id
     replays that run (the LangGraph node relies on it), a different panel is refused.
     A new run is created by its first write: a case without a model call commits once,
     the run, its case and ``run.finished`` together (:mod:`dissensus.pipeline.batch`).
     """
+    panel = _panel(panel)
     spec = RunSpec.from_policy(policy, base_dir=policy_dir)
     if calibration is not None or guard_calibration is not None:
         update: dict[str, object] = {}
@@ -131,8 +143,17 @@ async def adecide(
         if guard_calibration is not None:
             update["guard_calibration"] = guard_calibration
         spec = spec.model_copy(update=update)
-    own = journal is None
-    store = journal or Journal(":memory:")
+    own = not isinstance(journal, Journal)
+    if journal is not None and not isinstance(journal, Journal | str | os.PathLike):
+        raise ConfigError(
+            f"a journal is a Journal, a path or None, not {type(journal).__name__}",
+            field="journal",
+        )
+    store = (
+        journal
+        if isinstance(journal, Journal)
+        else Journal(os.fspath(journal) if journal is not None else ":memory:")
+    )
     rid = run_id or new_run_id()
     text = panel.model_dump_json() + "\n"
     try:
@@ -157,18 +178,45 @@ async def adecide(
             store.close()
 
 
+def _panel(panel: object) -> Panel:
+    """The panel a caller gave: a :class:`Panel`, or its data validated into one."""
+    if isinstance(panel, Panel):
+        return panel
+    if not isinstance(panel, Mapping):
+        raise InputError(f"a panel is a Panel or a mapping, not {type(panel).__name__}")
+    try:
+        return Panel.model_validate(panel)
+    except ValidationError as exc:
+        first = exc.errors(include_url=False)[0]
+        where = ".".join(str(part) for part in first["loc"]) or "panel"
+        raise InputError(f"invalid panel: {where}: {first['msg']}") from None
+
+
+def _run_sync(coro: Coroutine[Any, Any, T]) -> T:
+    """Run ``coro`` to its end from synchronous code: on this thread, or, where an event
+    loop is already running on it (a notebook, an async framework calling sync code), on
+    a thread of its own (``asyncio.run`` cannot nest)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, coro).result()
+
+
 def decide(
-    panel: Panel,
+    panel: Panel | Mapping[str, Any],
     policy: PolicyLike = None,
     *,
     calibration: CalibrationFile | None = None,
     guard_calibration: ReliabilityFit | None = None,
-    journal: Journal | None = None,
+    journal: Journal | str | os.PathLike[str] | None = None,
     run_id: str | None = None,
     policy_dir: Path | None = None,
 ) -> CaseRecord:
-    """Decide one panel (sync twin of :func:`adecide`)."""
-    return asyncio.run(
+    """Decide one panel (sync twin of :func:`adecide`; callable where an event loop is
+    running too, as in a notebook: it then decides on a thread of its own)."""
+    return _run_sync(
         adecide(
             panel,
             policy,

@@ -52,6 +52,7 @@ from dissensus.pipeline.policy import (
     check_policy,
     check_similarity,
     load_policy,
+    policy_from_dict,
     with_model_files_under,
 )
 from dissensus.pipeline.run_events import SpecFile, StartedSpec
@@ -113,7 +114,7 @@ class RunSpec(BaseModel):
     @classmethod
     def from_policy(
         cls,
-        policy: RunSpec | Policy | str | os.PathLike[str] | None = None,
+        policy: RunSpec | Policy | Mapping[str, Any] | str | os.PathLike[str] | None = None,
         *,
         base_dir: str | os.PathLike[str] | None = None,
         policy_file: str | None = None,
@@ -126,14 +127,23 @@ class RunSpec(BaseModel):
     ) -> RunSpec:
         """Build and check a run specification (:class:`ConfigError` naming file and field).
 
-        ``policy`` is a policy file, a :class:`Policy`, a :class:`RunSpec` (returned with
-        the overrides applied) or ``None`` (the defaults). ``policy_file`` names the file a
+        ``policy`` is a policy file, a :class:`Policy`, a mapping (a policy's YAML or
+        JSON data, validated as a file's), a :class:`RunSpec` (returned with the overrides
+        applied) or ``None`` (the defaults); anything else is a :class:`ConfigError`. ``policy_file`` names the file a
         given :class:`Policy` was read from (errors and the journal name it). Every file the
         policy names is read and verified here, before any run exists.
         """
         if isinstance(policy, RunSpec):
             return policy._overridden(
                 model=model, similarity=similarity, deadline_s=deadline_s, concurrency=concurrency
+            )
+        if isinstance(policy, Mapping):  # a policy as parsed YAML / JSON data
+            policy = policy_from_dict(dict(policy), file=policy_file)
+        elif policy is not None and not isinstance(policy, Policy | str | os.PathLike):
+            raise ConfigError(
+                "a policy is a policy file, a Policy, a RunSpec, a mapping or None, "
+                f"not {type(policy).__name__}",
+                field="policy",
             )
         files: list[SpecFile] = []
         if policy is None:
@@ -421,5 +431,6 @@ def _check_calibrated_similarity(
         )
 
 
-PolicyLike = RunSpec | Policy | str | os.PathLike[str] | None
-"""What every door takes as its policy: a spec, a policy, a policy file, or the defaults."""
+PolicyLike = RunSpec | Policy | Mapping[str, Any] | str | os.PathLike[str] | None
+"""What every door takes as its policy: a spec, a policy, its data, a policy file, or the
+defaults."""
