@@ -199,7 +199,7 @@ async def test_timeout_on_a_chat_path_is_an_openai_504(tmp_path: Path) -> None:
     """The body has all arrived; the answer is late: 504 (``server_error``)."""
     app = create_app(settings(tmp_path, request_timeout_s=0.3))
 
-    async def slow(body: Any) -> Any:
+    async def slow(body: Any, **_: Any) -> Any:
         await asyncio.sleep(30)
 
     app.state.chat.check = lambda body: body  # no panel configured: let the request through

@@ -33,6 +33,27 @@ messages) is over the pipeline's bounds on a record (:mod:`dissensus.io.limits`)
 ``502`` ``panel_too_large`` (:class:`~dissensus.panels.fanout.PanelTooLarge`), never a
 pipeline failure; a case id's line is ASCII digits without a leading zero (anything else
 is an unknown case, so one case has one id).
+
+**Cancellation and the journal.** A request has two parts: the fan-out (asking the
+members) and the decision (the pipeline and its journal writes), handed to the decision
+thread the moment the fan-out returns. A call cancelled before the hand-off (the
+server's ``--timeout``, a shutdown, a caller's ``wait_for``) journals nothing: the
+members still running are cancelled and no run is started. A call cancelled after it
+does not cancel the decision (it runs to its end on the decision thread, so the journal
+never holds half a case): ``on_decide`` (:meth:`PanelChat.acomplete`) is told the case
+id and run id at the hand-off, before anything is journalled, so that a caller
+cancelled later can still name the case (the HTTP door answers its ``504`` with the
+case id and its ``GET /v1/cases/{id}`` link, and tells SDKs not to retry it), and
+:meth:`PanelChat.acase` of a case still being decided waits for its decision, so the
+case is readable as soon as its id is known.
+
+**Shutdown.** :meth:`PanelChat.adrain` (the server calls it when it stops): new requests
+are refused at once with ``503`` ``shutting_down``; requests still waiting on their
+members get the grace it is given to be answered, and are then ended with ``503``
+``shutting_down`` (their members cancelled, nothing journalled, safe to retry);
+decisions already handed over are never cut short: their requests are answered
+normally, and :meth:`PanelChat.aclose` waits for any still running before it ends the
+decision thread.
 """
 
 from __future__ import annotations
@@ -40,7 +61,8 @@ from __future__ import annotations
 import asyncio
 import re
 import time
-from collections.abc import Coroutine, Mapping
+from collections.abc import Callable, Coroutine, Mapping
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -80,12 +102,52 @@ from dissensus.pipeline.steps import CaseInput
 from dissensus.store.journal import Journal
 from dissensus.types import Panel, find_unrepresentable
 
-__all__ = ["PanelChat", "answer_of", "as_chunks", "parse_request"]
+__all__ = ["SHUTTING_DOWN", "PanelChat", "answer_of", "as_chunks", "parse_request"]
 
 T = TypeVar("T")
 
 _LINE = re.compile(r"[1-9][0-9]{0,8}")
 """The line part of a case id (``<run>.<line>``)."""
+
+SHUTTING_DOWN = "shutting_down"
+"""``code`` of the ``503`` of a request ended (or refused) because the door is draining."""
+
+
+def _shutting_down(ended: bool) -> ChatError:
+    what = (
+        "the request was ended before its members all answered"
+        if ended
+        else "it takes no new requests"
+    )
+    return ChatError(
+        503,
+        f"the server is shutting down: {what}; nothing was journalled, the request can be "
+        "sent again",
+        type="server_error",
+        code=SHUTTING_DOWN,
+    )
+
+
+def _retrieved(future: asyncio.Future[Any]) -> None:
+    if not future.cancelled():
+        future.exception()  # its caller reports it; retrieved here, never logged twice
+
+
+async def _settle(futures: list[Future[Any]]) -> None:
+    """Until every one of ``futures`` is done: never cancels them (a waiter cancelled
+    leaves them running), never raises what they raise."""
+    if not futures:
+        return
+    wrapped = [asyncio.wrap_future(f) for f in futures]
+    for future in wrapped:
+        future.add_done_callback(_retrieved)
+    await asyncio.wait(wrapped)
+
+
+def _cancelling() -> int:
+    """How many cancellations of the current task are pending."""
+    task = asyncio.current_task()
+    return task.cancelling() if task is not None else 0
 
 
 def _message(message: RequestMessage) -> Message:
@@ -202,6 +264,11 @@ class PanelChat:
         self._loop: asyncio.AbstractEventLoop | None = None
         # Decisions run off the caller's loop (see dissensus.panels.worker).
         self._decider = DecisionThread("dissensus-chat-decide")
+        # Requests waiting on their members (fan-outs, on the caller's loop) and
+        # decisions handed over (case id -> its future on the decision thread).
+        self._fanning: set[asyncio.Task[FanOut]] = set()
+        self._deciding: dict[str, Future[CaseRecord]] = {}
+        self._closing = False
 
     def _run(self, coro: Coroutine[Any, Any, T]) -> T:
         """Run ``coro`` on this object's private loop (the sync twins share it, so member
@@ -226,8 +293,27 @@ class PanelChat:
         if self.enabled:
             await self.members.awarm()
 
+    async def adrain(self, seconds: float) -> None:
+        """Stop taking requests (``503`` ``shutting_down``); give requests still waiting on
+        their members up to ``seconds`` to get their answers, then end them (``503``
+        ``shutting_down``: members cancelled, nothing journalled). Decisions already
+        handed over are left to finish (see the module docstring)."""
+        self._closing = True
+        fanning = list(self._fanning)
+        if fanning and seconds > 0:
+            await asyncio.wait(fanning, timeout=seconds)
+        for task in list(self._fanning):
+            task.cancel()
+
+    async def _decided(self) -> None:
+        """Until every decision handed over so far is journalled (or failed)."""
+        await _settle(list(self._deciding.values()))
+
     async def aclose(self) -> None:
-        """Release the members' backends and end the decisions' thread."""
+        """Release the members' backends and end the decisions' thread, once every
+        decision handed to it is done (a case is journalled whole or not at all)."""
+        self._closing = True
+        await self._decided()
         await self.members.aclose()
         self._decider.stop()
 
@@ -259,8 +345,14 @@ class PanelChat:
             )
         return request
 
-    async def acomplete(self, body: Any) -> ChatCompletion:
-        """Answer one request (see the module docstring); refusals raise :class:`ChatError`."""
+    async def acomplete(
+        self, body: Any, *, on_decide: Callable[[str, str], None] | None = None
+    ) -> ChatCompletion:
+        """Answer one request (see the module docstring); refusals raise :class:`ChatError`.
+
+        ``on_decide(case_id, run_id)`` is called when the panel is handed to the
+        decision: from then on the case is journalled even if this call is cancelled.
+        """
         request = self.check(body)
         run_id = new_run_id()
         case_id = review_id_for(run_id, 1)
@@ -278,22 +370,43 @@ class PanelChat:
                 param="messages",
                 code="request_too_large",
             )
-        try:
-            fan = await self.members.fan_out(
+        if self._closing:
+            raise _shutting_down(ended=False)
+        # The fan-out is a task of its own, so that a shutdown can end it (adrain) and
+        # tell that apart from the caller being cancelled.
+        fanning = asyncio.ensure_future(
+            self.members.fan_out(
                 panel_id,
                 messages,
                 temperature=request.temperature,
                 seed=request.seed,
                 max_tokens=request.completion_cap(),
             )
+        )
+        self._fanning.add(fanning)
+        try:
+            fan = await fanning
+        except asyncio.CancelledError:
+            if self._closing and fanning.cancelled() and not _cancelling():
+                raise _shutting_down(ended=True) from None
+            raise
         except PanelUnavailable as exc:
             raise ChatError(502, str(exc), type="server_error", code="panel_unavailable") from None
         except PanelTooLarge as exc:
             raise ChatError(502, str(exc), type="server_error", code="panel_too_large") from None
+        finally:
+            self._fanning.discard(fanning)
+        # The hand-off (no await since the fan-out returned): from here the case is
+        # journalled whatever becomes of this call (module docstring).
+        decision = self._decider.submit(
+            _decide_panel(fan.panel, self.spec, journal=self.journal, run_id=run_id)
+        )
+        self._deciding[case_id] = decision
+        decision.add_done_callback(lambda _: self._deciding.pop(case_id, None))
+        if on_decide is not None:
+            on_decide(case_id, run_id)
         try:
-            record = await self._decider.run(
-                _decide_panel(fan.panel, self.spec, journal=self.journal, run_id=run_id)
-            )
+            record = await asyncio.shield(asyncio.wrap_future(decision))
         except DissensusError as exc:
             raise ChatError(
                 500, f"the pipeline failed: {exc}", type="server_error", code="decide_failed"
@@ -353,6 +466,9 @@ class PanelChat:
             raise unknown
         if find_unrepresentable(run_id) is not None:  # a lone surrogate: no run has it
             raise unknown
+        deciding = self._deciding.get(case_id)
+        if deciding is not None:  # handed over, maybe not journalled yet: wait for it
+            await _settle([deciding])
         if self.journal.run(run_id, missing_ok=True) is None:
             raise unknown
         line = int(line_text)

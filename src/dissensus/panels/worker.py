@@ -17,9 +17,11 @@ Choices where the design is silent:
   threads (its transactions hold its lock), so the caller's journal is used as is,
   in-memory journals included.
 * **Started on first use**, so a panel that never decides starts no thread.
-* **Cancellation follows the caller**: a request cancelled while its decision runs
-  cancels the decision (as on the caller's loop), leaving the run incomplete and
-  resumable.
+* **Cancellation follows the caller** of :meth:`DecisionThread.run`: a caller cancelled
+  while its decision runs cancels the decision (as on the caller's loop), leaving the
+  run incomplete and resumable. :meth:`DecisionThread.submit` hands the decision over
+  instead: it runs to its end whatever becomes of the caller (the chat door's choice,
+  :mod:`dissensus.panels.door`: never half a case).
 * :meth:`DecisionThread.stop` cancels what still runs, then ends the thread; a later
   call starts a new one.
 """
@@ -29,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Coroutine
+from concurrent.futures import Future
 from typing import Any, TypeVar
 
 __all__ = ["DecisionThread"]
@@ -64,8 +67,12 @@ class DecisionThread:
 
     async def run(self, coro: Coroutine[Any, Any, T]) -> T:
         """The result of ``coro``, run on the thread's loop (awaited without blocking)."""
-        future = asyncio.run_coroutine_threadsafe(coro, self._started())
-        return await asyncio.wrap_future(future)
+        return await asyncio.wrap_future(self.submit(coro))
+
+    def submit(self, coro: Coroutine[Any, Any, T]) -> Future[T]:
+        """Start ``coro`` on the thread's loop now; its future (cancelling the future
+        cancels ``coro``, as :meth:`stop` does; nothing else does)."""
+        return asyncio.run_coroutine_threadsafe(coro, self._started())
 
     def stop(self) -> None:
         """Cancel what still runs on the thread and end it (a no-op when not started)."""

@@ -17,7 +17,8 @@ Choices where the design is silent:
   ``POST /v1/decide``), 401 / 403 authentication, 404 no panel configured or unknown
   case, 413 request over ``panel.max_request_chars`` or over the pipeline's bounds on a
   panel, 502 too few members answered or a panel over the pipeline's bounds once they
-  did, 500 the pipeline failed. Unexpected failures are a 500 without a traceback.
+  did, 500 the pipeline failed, 503 the server is shutting down (below). Unexpected
+  failures are a 500 without a traceback.
 * The body is read outside the route's catch-all: what the service's middleware raises
   from ``receive`` (a chunked body over ``--max-body-bytes``, a body too slow) reaches
   the middleware, which answers it.
@@ -26,9 +27,28 @@ Choices where the design is silent:
 * A stream starts after the panel is decided (a decision needs every member's answer):
   its three chunks carry the role, the whole content, then ``finish_reason``, ``usage``
   and ``dissensus``. A request refused before deciding is answered with the error body
-  and its status, not as a stream.
+  and its status, not as a stream (the shutdown ``503`` excepted, below).
 * ``GET /v1/models`` lists one model, ``dissensus-panel``, so SDK helpers that list
   models work; the request's ``model`` is echoed and not otherwise used.
+* **Retries.** The door retries its members itself, so a failure an identical request
+  sent at once cannot mend, or that would bill every member again, says
+  ``x-should-retry: false`` (the header OpenAI's SDKs obey before their own rules,
+  which retry every ``5xx``): ``502`` ``panel_unavailable`` / ``panel_too_large``,
+  ``500`` ``decide_failed`` and the unexpected ``500`` ``internal``, and the ``504`` of
+  a request whose case was already handed to the journal. That ``504`` (the service's
+  ``--timeout``: :class:`~dissensus.serve.limits.RequestTimeout`) names the case: its
+  message, ``code`` ``timeout_case_journalled`` and a ``dissensus`` field ``{case_id,
+  run_id, links}`` like an escalation's, so the client polls ``GET /v1/cases/{id}``
+  (which waits for a decision still being journalled) instead of asking again.
+* **Shutdown** (:meth:`~dissensus.panels.PanelChat.adrain`, started by
+  :class:`~dissensus.serve.server.Server` with the runs' drain): a request still
+  waiting on its members when the grace is over, or arriving during it, is answered
+  ``503`` ``shutting_down`` with ``Retry-After`` and ``x-should-retry: true`` (nothing
+  was journalled: asking again, of another replica or of this server restarted, is
+  safe). A streaming request gets that ``503`` in the stream's own format: one
+  ``data: {"error": ...}`` event, then ``data: [DONE]`` (the stream was asked for; the
+  status still tells an SDK what happened). A request whose decision is already being
+  journalled is answered normally: a case is never cut in half.
 """
 
 from __future__ import annotations
@@ -43,9 +63,11 @@ from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from dissensus.io.jsonl import MAX_DEPTH, json_depth
-from dissensus.panels import ChatError, PanelChat, as_chunks
+from dissensus.panels import ChatError, CompletionRequest, PanelChat, as_chunks
+from dissensus.panels.door import SHUTTING_DOWN
 from dissensus.pipeline import RunSpec
 from dissensus.serve.auth import Principal, allows
+from dissensus.serve.limits import TIMEOUT_NOTE, TimeoutNote
 from dissensus.store.journal import Journal
 
 __all__ = ["MODEL_ID", "install", "router"]
@@ -74,9 +96,47 @@ def _chat(request: Request) -> PanelChat:
     return chat
 
 
-def _error(exc: ChatError) -> JSONResponse:
-    headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
-    return JSONResponse(exc.body(), status_code=exc.status, headers=headers)
+NO_RETRY = frozenset({"panel_unavailable", "panel_too_large", "decide_failed", "internal"})
+"""Codes of the door's errors an SDK must not retry (module docstring)."""
+
+RETRY_AFTER_S = 1
+"""``Retry-After`` of the shutdown ``503`` (seconds)."""
+
+
+def _error(exc: ChatError, *, stream: bool = False) -> Response:
+    headers: dict[str, str] = {}
+    if exc.status == 401:
+        headers["WWW-Authenticate"] = "Bearer"
+    if exc.code in NO_RETRY:
+        headers["x-should-retry"] = "false"
+    elif exc.code == SHUTTING_DOWN:
+        headers["x-should-retry"] = "true"
+        headers["Retry-After"] = str(RETRY_AFTER_S)
+        if stream:
+            body = _event(json.dumps(exc.body(), ensure_ascii=False)) + _event("[DONE]")
+            headers["Cache-Control"] = "no-store"
+            return Response(
+                body, status_code=exc.status, media_type="text/event-stream", headers=headers
+            )
+    return JSONResponse(exc.body(), status_code=exc.status, headers=headers or None)
+
+
+def _timeout_note(case_id: str, run_id: str) -> TimeoutNote:
+    """What this request's ``504`` says once its case is handed to the journal."""
+    link = f"/v1/cases/{case_id}"
+    return TimeoutNote(
+        f"; its case {case_id} is being decided and journalled all the same: "
+        f"poll GET {link} instead of asking again",
+        code="timeout_case_journalled",
+        fields={
+            "dissensus": {
+                "case_id": case_id,
+                "run_id": run_id,
+                "links": {"case": link, "verify": f"/v1/runs/{run_id}/verify"},
+            }
+        },
+        headers={"x-should-retry": "false"},
+    )
 
 
 def _authorise(request: Request) -> Principal:
@@ -148,11 +208,17 @@ async def chat_completions(request: Request) -> Response:
     # the body's ``receive`` (a body over --max-body-bytes, one arriving too slowly) is
     # the middleware's to answer, not a failure of the door.
     raw = await request.body()
+
+    def handed_off(case_id: str, run_id: str) -> None:
+        # Read by the service's RequestTimeout if the time runs out from here on.
+        request.scope[TIMEOUT_NOTE] = _timeout_note(case_id, run_id)
+
+    asked: CompletionRequest | None = None
     try:
         asked = chat.check(_json(raw))
-        completion = await chat.acomplete(asked)
+        completion = await chat.acomplete(asked, on_decide=handed_off)
     except ChatError as exc:
-        return _error(exc)
+        return _error(exc, stream=asked is not None and bool(asked.stream))
     except Exception:
         log.exception("chat completion failed")
         return _error(ChatError(500, "internal error", type="server_error", code="internal"))

@@ -12,7 +12,11 @@
   the limit (at least :data:`BODY_MIN_S`) is over is answered ``408`` (field
   ``<body>``), not ``504``, so a slow client cannot hold a request open by trickling its
   body, and is told that its body, not the server, was slow. A request whose body had
-  all arrived and whose answer did not start in time is the ``504``.
+  all arrived and whose answer did not start in time is the ``504``. A route whose work
+  goes on after the time is over (the chat door's decision, once handed over, is
+  journalled whole) says so by setting a :class:`TimeoutNote` on the scope under
+  :data:`TIMEOUT_NOTE`: its ``504`` then carries the note's words, code, fields and
+  headers (the chat door's names the case: ``docs/chat.md``).
 
 The number of panels per request is checked by the decide and route handlers (it needs
 the parsed body); it answers ``413`` too.
@@ -31,13 +35,17 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 __all__ = [
+    "TIMEOUT_NOTE",
     "BodyLimit",
     "RequestTimeout",
+    "TimeoutNote",
     "error_body",
     "error_document",
     "openai_path",
@@ -141,10 +149,17 @@ async def send_error(
     *,
     scope: Scope | None = None,
     code: str | None = None,
+    fields: Mapping[str, Any] | None = None,
+    headers: Mapping[str, str] | None = None,
 ) -> None:
-    """Answer ``status`` with the error body of a request to ``scope``'s path."""
+    """Answer ``status`` with the error body of a request to ``scope``'s path
+    (``fields``: more top-level fields of the document; ``headers``: more headers)."""
     path = str(scope.get("path", "")) if scope is not None else ""
-    body = error_body(error, field, status=status, path=path, code=code)
+    if fields:
+        document = {**error_document(status, error, field, path=path, code=code), **fields}
+        body = json.dumps(document, ensure_ascii=False).encode("utf-8")
+    else:
+        body = error_body(error, field, status=status, path=path, code=code)
     await send(
         {
             "type": "http.response.start",
@@ -152,6 +167,10 @@ async def send_error(
             "headers": [
                 (b"content-type", b"application/json"),
                 (b"content-length", str(len(body)).encode()),
+                *(
+                    (k.lower().encode("latin-1"), v.encode("latin-1"))
+                    for k, v in (headers or {}).items()
+                ),
             ],
         }
     )
@@ -226,6 +245,25 @@ class BodyLimit:
                 await send_error(send, 413, message, "<body>", scope=scope)
 
 
+TIMEOUT_NOTE = "dissensus.timeout_note"
+"""Scope key of a route's :class:`TimeoutNote`."""
+
+
+@dataclass(frozen=True)
+class TimeoutNote:
+    """What a route's ``504`` says besides the time, when the route's work goes on after
+    the request's time is over (set on the scope under :data:`TIMEOUT_NOTE`)."""
+
+    message: str
+    """Appended to the 504's message."""
+    code: str | None = None
+    """The error's ``code`` (``None``: the status's)."""
+    fields: Mapping[str, Any] = field(default_factory=dict)
+    """More top-level fields of the error document."""
+    headers: Mapping[str, str] = field(default_factory=dict)
+    """More response headers."""
+
+
 class RequestTimeout:
     """Answer 504 to requests that take longer than ``seconds`` (paths ending in ``exempt``
     excepted), and 408 to a request whose body is still arriving when the time is over."""
@@ -282,7 +320,20 @@ class RequestTimeout:
                 await self._slow_body(send, scope)
             else:
                 message = f"request took longer than {self.seconds:g} s"
-                await send_error(send, 504, message, None, scope=scope)
+                note = scope.get(TIMEOUT_NOTE)
+                if isinstance(note, TimeoutNote):
+                    await send_error(
+                        send,
+                        504,
+                        message + note.message,
+                        None,
+                        scope=scope,
+                        code=note.code,
+                        fields=note.fields,
+                        headers=note.headers,
+                    )
+                else:
+                    await send_error(send, 504, message, None, scope=scope)
 
     async def _slow_body(self, send: Send, scope: Scope) -> None:
         message = f"request body not received within {max(self.seconds, BODY_MIN_S):g} s"

@@ -10,6 +10,17 @@ uvicorn's shutdown, :meth:`~dissensus.serve.runs.Runner.drain`: runs get
 (``incomplete``, resumable) and their streams end with that final event, so the server
 exits before uvicorn's own timeout fires.
 
+Chat requests (``POST /v1/chat/completions``) are drained the same way, by
+:meth:`~dissensus.panels.PanelChat.adrain` on the same grace: a request whose members
+answer within it is answered as usual; one still waiting on its members then is ended
+(its members cancelled, nothing journalled) with OpenAI's error body, ``503``
+``shutting_down``, ``Retry-After`` and ``x-should-retry: true`` (a streaming request gets
+it as an error event before ``data: [DONE]``), rather than being cancelled by uvicorn's
+timeout into a bare ``500`` with a traceback; a request whose decision is already being
+journalled is left to finish and answered normally (a decision takes milliseconds; a
+case is never left half journalled), and the application's shutdown waits for any
+such decision before it ends the decision thread.
+
 The socket is bound before anything is printed (:func:`listen`): a port in use is a
 one-line configuration error (exit 2), never a review URL followed by a failure.
 
@@ -38,6 +49,7 @@ from typing import Any
 import uvicorn
 
 from dissensus.errors import ConfigError
+from dissensus.panels import PanelChat
 from dissensus.serve.protocol import head_timeout_protocol
 from dissensus.serve.runs import Runner
 
@@ -79,11 +91,14 @@ def graceful_shutdown_s(environ: dict[str, str] | None = None) -> int:
 
 
 class Server(uvicorn.Server):
-    """uvicorn's server, draining the service's runs when it shuts down."""
+    """uvicorn's server, draining the service's runs and chat requests when it shuts down."""
 
-    def __init__(self, config: uvicorn.Config, runner: Runner) -> None:
+    def __init__(
+        self, config: uvicorn.Config, runner: Runner, chat: PanelChat | None = None
+    ) -> None:
         super().__init__(config)
         self.runner = runner
+        self.chat = chat
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets)
@@ -95,11 +110,13 @@ class Server(uvicorn.Server):
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
         grace = (self.config.timeout_graceful_shutdown or GRACEFUL_SHUTDOWN_S) * RUN_GRACE_FRACTION
-        drain = asyncio.create_task(self.runner.drain(grace))
+        drains = [asyncio.create_task(self.runner.drain(grace))]
+        if self.chat is not None:
+            drains.append(asyncio.create_task(self.chat.adrain(grace)))
         try:
             await super().shutdown(sockets)
         finally:
-            await drain
+            await asyncio.gather(*drains)
 
 
 def listen(host: str, port: int) -> socket.socket:
@@ -144,4 +161,5 @@ def serve(
         timeout_graceful_shutdown=graceful_shutdown_s() if shutdown_s is None else shutdown_s,
         http=head_timeout_protocol(head_timeout_s),
     )
-    Server(config, runner).run(sockets=[sock])
+    chat = getattr(getattr(app, "state", None), "chat", None)
+    Server(config, runner, chat if isinstance(chat, PanelChat) else None).run(sockets=[sock])
