@@ -120,3 +120,33 @@ def test_the_door_decides_off_the_callers_thread_into_the_journal(
     assert status.record.line == 1
     assert status.status == done.dissensus.status
     assert status.record.review_id == done.dissensus.review_id
+
+
+def test_the_sync_twins_work_from_many_threads_and_inside_a_running_loop(
+    tmp_path: Path,
+) -> None:
+    """A thread-pool web app calls ``complete`` from several threads at once, a notebook
+    from inside its running loop: every call is answered, each case journalled once."""
+    import asyncio
+    from concurrent.futures import ThreadPoolExecutor
+
+    names = [f"m{i}" for i in range(3)]
+    section = {"answer": "number", "members": [{"name": n, "model": "scripted:x"} for n in names]}
+    policy = policy_from_dict({"reading": {"similarity": "tfidf"}, "panel": section})
+    members = Members(policy.panel, {n: _Instant() for n in names})
+    body = {"model": "p", "messages": [{"role": "user", "content": "3+4?"}]}
+    with Journal(str(tmp_path / "j.sqlite")) as journal:
+        chat = PanelChat(policy, journal=journal, members=members)
+        try:
+            with ThreadPoolExecutor(max_workers=6) as pool:
+                threaded = list(pool.map(lambda _: chat.complete(body), range(12)))
+
+            async def notebook() -> Any:
+                return chat.complete(body), chat.case(threaded[0].dissensus.case_id)
+
+            inside, status = asyncio.run(notebook())
+        finally:
+            chat.close()
+        runs = {c.dissensus.run_id for c in [*threaded, inside]}
+        assert len(runs) == 13 and len(journal.runs()) == 13
+    assert status.record.review_id == threaded[0].dissensus.review_id

@@ -23,7 +23,9 @@ event loop keeps serving other requests meanwhile; the case id is the review id 
 (line 1: one case per run), so it is also what ``POST /v1/cases/{ref}/confirm`` audits;
 a committed decision no member gave (a CONCORD outcome) is answered with the decision
 itself; the sync twins (``complete``, ``case``, ``close``) run on one private event loop
-of the object, so use them from one thread and not from inside a running loop; the completion's ``usage`` is the panel's tokens (every member attempt), and
+of the object in a thread of its own (so member backends keep their connections across
+calls), and may be called from any thread, several at once (a thread-pool web app), and
+from inside a running event loop (a notebook: the caller waits); the completion's ``usage`` is the panel's tokens (every member attempt), and
 ``created`` is the wall clock at the answer; the request's messages are checked representable
 (no lone surrogate) when parsed, since the fan-out builds the panel from them without
 validating it (the pipeline validates it); :meth:`PanelChat.awarm` opens the members'
@@ -261,7 +263,8 @@ class PanelChat:
         self.policy_dir = Path(self.spec.base_dir) if self.spec.base_dir else None
         # ``members``: backends already open (tests, benchmarks); else the policy's.
         self.members = members or Members.open(self.policy.panel, self.policy_dir)
-        self._loop: asyncio.AbstractEventLoop | None = None
+        # The sync twins' loop, in a thread of its own (see the module docstring).
+        self._sync = DecisionThread("dissensus-chat-sync")
         # Decisions run off the caller's loop (see dissensus.panels.worker).
         self._decider = DecisionThread("dissensus-chat-decide")
         # Requests waiting on their members (fan-outs, on the caller's loop) and
@@ -271,11 +274,15 @@ class PanelChat:
         self._closing = False
 
     def _run(self, coro: Coroutine[Any, Any, T]) -> T:
-        """Run ``coro`` on this object's private loop (the sync twins share it, so member
-        backends keep their connections across calls)."""
-        if self._loop is None:
-            self._loop = asyncio.new_event_loop()
-        return self._loop.run_until_complete(coro)
+        """Run ``coro`` on this object's private loop and wait for it (the sync twins
+        share the loop, from whatever thread they are called; an interrupted wait
+        cancels the call)."""
+        future = self._sync.submit(coro)
+        try:
+            return future.result()
+        except BaseException:
+            future.cancel()
+            raise
 
     @classmethod
     def from_file(cls, path: str | Path | None, *, journal: Journal) -> PanelChat:
@@ -319,10 +326,10 @@ class PanelChat:
 
     def close(self) -> None:
         """Sync twin of :meth:`aclose` (also closes the sync twins' loop)."""
-        self._run(self.aclose())
-        assert self._loop is not None
-        self._loop.close()
-        self._loop = None
+        try:
+            self._run(self.aclose())
+        finally:
+            self._sync.stop()
 
     def check(self, body: Any) -> CompletionRequest:
         """The request, validated against the wire shape and the panel's limits."""
