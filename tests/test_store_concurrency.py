@@ -11,6 +11,7 @@ import os
 import sqlite3
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -287,3 +288,49 @@ def test_a_read_only_journal_is_a_usage_error(tmp_path: Path) -> None:
         with pytest.raises(JournalReadOnly, match="is read-only") as caught:
             j.append("r", "e", {}, key="k")
     assert caught.value.exit_code == 2
+
+
+@contextlib.contextmanager
+def _read_only_mount(tmp_path: Path) -> Iterator[Path]:
+    """A tmpfs under ``tmp_path``, remounted read-only by the caller (root only)."""
+    import shutil
+    import subprocess
+
+    where = tmp_path / "ro"
+    where.mkdir()
+    if shutil.which("mount") is None or os.geteuid() != 0:
+        pytest.skip("needs root and mount(8) to make a read-only file system")
+    made = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", str(where)],
+                          capture_output=True)  # fmt: skip
+    if made.returncode != 0:
+        pytest.skip("mount(8) is not permitted here (no CAP_SYS_ADMIN)")
+    try:
+        yield where
+    finally:
+        subprocess.run(["umount", "-l", str(where)], check=False)
+
+
+def test_a_journal_on_a_read_only_file_system_is_read_as_it_is(tmp_path: Path) -> None:
+    """An archived journal on a read-only mount (no -shm file can be made beside it) is
+    listed, verified and shown; a write is JournalReadOnly; a -wal file with writes still
+    in it is named instead of being silently ignored."""
+    import shutil
+    import subprocess
+
+    made = tmp_path / "j.sqlite"
+    with Journal(made) as j:
+        j.create_run("r", kind="t", meta={})
+        j.append("r", "e", {"n": 1}, key="k")
+    with _read_only_mount(tmp_path) as where:
+        shutil.copy(made, where / "j.sqlite")
+        (where / "stale.sqlite").write_bytes(made.read_bytes())
+        (where / "stale.sqlite-wal").write_bytes(b"\0" * 64)
+        subprocess.run(["mount", "-o", "remount,ro", str(where)], check=True)
+        with Journal(where / "j.sqlite") as j:
+            assert j.verify("r").ok and [e.key for e in j.events("r")] == ["k"]
+            with pytest.raises(JournalReadOnly):
+                j.append("r", "e", {"n": 2}, key="k2")
+        out = cli("runs", "verify", "r", "--journal", str(where / "j.sqlite"))
+        assert out.code == 0, out.err
+        stale = cli("runs", "list", "--journal", str(where / "stale.sqlite"))
+        assert stale.code == 2 and "-wal" in stale.err, stale.err

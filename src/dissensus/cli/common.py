@@ -283,8 +283,13 @@ def check_journal_file(path: str, *, must_exist: bool = False) -> None:
     with open(p, "rb") as handle:
         if handle.read(len(_SQLITE_MAGIC)) != _SQLITE_MAGIC:
             raise InputError(f"journal {path}: not a dissensus journal (not an SQLite database)")
+    from dissensus.store.sqlite import immutable_uri, on_read_only_file_system
+
+    uri = f"{p.resolve().as_uri()}?mode=ro"
+    if on_read_only_file_system(str(p)):  # read as it is (dissensus.store.sqlite)
+        uri = immutable_uri(str(p))
     try:
-        db = sqlite3.connect(f"{p.resolve().as_uri()}?mode=ro", uri=True)
+        db = sqlite3.connect(uri, uri=True)
         try:
             names = {
                 row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")

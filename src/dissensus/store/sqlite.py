@@ -28,6 +28,14 @@ Choices where the design is silent:
   host; a zombie counts as gone) is replaced.
 * **File mode.** A new journal file is created ``0600`` (owner only), whatever the
   umask: it holds every case's text; SQLite's ``-wal`` and ``-shm`` files follow it.
+* **A journal on a read-only file system** (an archive mounted read-only, a snapshot)
+  is read as it is: a WAL database cannot be opened the ordinary way where its ``-shm``
+  file cannot be made, so such a journal is opened ``immutable`` (SQLite reads the file
+  and nothing beside it). That is exact only when the journal holds no writes still in
+  a ``-wal`` file beside it (a journal closed by its last writer has none); with one
+  there, opening it is an error naming the file to copy somewhere writable. ``runs
+  list``, ``runs show`` and ``runs verify`` work; any write is
+  :class:`~dissensus.store.errors.JournalReadOnly`.
 """
 
 from __future__ import annotations
@@ -49,7 +57,7 @@ from dissensus.store.migrations import SchemaInfo
 from dissensus.store.schema import Dialect
 from dissensus.store.targets import BUSY_TIMEOUT_ENV, busy_timeout
 
-__all__ = ["SYNC_ENV", "SQLiteBackend"]
+__all__ = ["SYNC_ENV", "SQLiteBackend", "immutable_uri", "on_read_only_file_system"]
 
 SYNC_ENV = "DISSENSUS_JOURNAL_SYNC"
 """``full`` (default) or ``normal``: SQLite's ``synchronous`` setting of the journal."""
@@ -98,6 +106,29 @@ def _create_private(path: str) -> None:
     os.close(fd)
 
 
+def on_read_only_file_system(path: str) -> bool:
+    """Whether ``path`` is an existing file on a file system mounted read-only; raises
+    :class:`InputError` when its writes still in a ``-wal`` file could not be read there."""
+    if path == ":memory:" or not os.path.isfile(path):
+        return False
+    try:
+        read_only = bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
+    wal = f"{path}-wal"
+    if read_only and os.path.exists(wal) and os.path.getsize(wal) > 0:
+        raise InputError(
+            f"journal {path} is on a read-only file system with writes still in {wal}: "
+            "copy the journal and its -wal file somewhere writable to read it"
+        )
+    return read_only
+
+
+def immutable_uri(path: str) -> str:
+    """SQLite's URI for reading ``path`` as a file nothing will change."""
+    return Path(path).resolve().as_uri() + "?mode=ro&immutable=1"
+
+
 class SQLiteBackend:
     """A run journal's database in one SQLite file (``":memory:"`` for a throw-away one).
 
@@ -123,23 +154,39 @@ class SQLiteBackend:
             if not parent.is_dir():
                 raise InputError(f"journal directory does not exist: {parent}")
             _create_private(self.path)
+        self._db = self._connect(self.path)
         try:
-            self._db = sqlite3.connect(
-                self.path, isolation_level=None, timeout=self.busy_timeout, check_same_thread=False
-            )
-        except sqlite3.Error as exc:
-            raise InputError(f"cannot open journal {self.path}: {exc}") from exc
-        self._db.row_factory = sqlite3.Row
-        try:
-            tables = self._check_foreign()
-            with self.errors():
-                if self._db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
-                    self._db.execute("PRAGMA journal_mode=WAL")
-                self._db.execute(f"PRAGMA synchronous={_sync_mode(synchronous)}")
+            try:
+                tables = self._check_foreign()
+            except JournalError:
+                if not on_read_only_file_system(self.path):
+                    raise
+                self._db.close()
+                self._db = self._connect(immutable_uri(self.path), uri=True)
+                tables = self._check_foreign()
+            else:
+                with self.errors():
+                    if self._db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+                        self._db.execute("PRAGMA journal_mode=WAL")
+                    self._db.execute(f"PRAGMA synchronous={_sync_mode(synchronous)}")
             self._upgrade(tables)
         except BaseException:
             self._db.close()
             raise
+
+    def _connect(self, target: str, *, uri: bool = False) -> sqlite3.Connection:
+        try:
+            db = sqlite3.connect(
+                target,
+                isolation_level=None,
+                timeout=self.busy_timeout,
+                check_same_thread=False,
+                uri=uri,
+            )
+        except sqlite3.Error as exc:
+            raise InputError(f"cannot open journal {self.path}: {exc}") from exc
+        db.row_factory = sqlite3.Row
+        return db
 
     def _check_foreign(self) -> set[str]:
         try:
