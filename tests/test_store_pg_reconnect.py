@@ -14,6 +14,7 @@ import os
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -23,6 +24,8 @@ from typing import Any
 
 import httpx
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from dissensus.store import Journal
 
@@ -250,3 +253,101 @@ def test_mask_url_hides_every_password() -> None:
     assert mask_url("postgres://:only@[::1]:5432/db") == "postgres://:***@[::1]:5432/db"
     assert mask_url("journal.sqlite") == "journal.sqlite"
     assert "zz" not in mask_url("postgresql://u:zz@h:notaport/db")
+    # libpq's query-parameter forms
+    assert mask_url("postgresql://u@h/db?password=Right9&sslmode=off") == (
+        "postgresql://u@h/db?password=***&sslmode=off"
+    )
+    assert "K3y" not in mask_url("postgresql://u:pw@h/db?sslpassword=K3y&PASSWORD=Right9")
+    assert "Right9" not in mask_url("postgresql://u:pw@h/db?sslpassword=K3y&PASSWORD=Right9")
+
+
+@given(
+    secret=st.text(alphabet="abcXYZ0189!$%*_-", min_size=4, max_size=12),
+    form=st.sampled_from(["userinfo", "query", "sslquery"]),
+    noise=st.sampled_from(["", "invalid URI: {url}", 'invalid token: "{secret}"', "x {quoted}"]),
+)
+def test_a_drivers_error_text_never_keeps_the_urls_secret(
+    secret: str, form: str, noise: str
+) -> None:
+    """What a driver says about a URL (quoting it whole, a part, the decoded password) is
+    shown only once the URL's secrets are out of it (scrub_secrets)."""
+    from urllib.parse import quote, unquote
+
+    from dissensus.store.targets import scrub_secrets
+
+    raw = quote(secret, safe="!$*_-")
+    url = {
+        "userinfo": f"postgresql://user:{raw}@127.0.0.1:5432/db",
+        "query": f"postgresql://user@127.0.0.1:5432/db?password={raw}",
+        "sslquery": f"postgresql://user@127.0.0.1/db?sslmode=require&sslpassword={raw}",
+    }[form]
+    text = noise.format(url=url, secret=raw, quoted=unquote(raw)) + f" at {url}"
+    shown = scrub_secrets(text, url)
+    assert secret not in shown and raw not in shown
+
+
+def test_decide_cut_off_by_the_database_names_the_run_to_resume(
+    server: Server, tmp_path: Path
+) -> None:
+    """The database going away mid-run: one line naming the error and the resume command
+    (exit 1), the password never shown; once the database is back the resume finishes it."""
+    from pipeline_cases import panel
+
+    panels = tmp_path / "in.jsonl"
+    rows = [panel(f"p{i}", ["x", "y", "x"][: 2 + i % 2]) for i in range(4000)]
+    panels.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent.parent / "src"),
+                                                        os.environ.get("PYTHONPATH", "")])}  # fmt: skip
+    cmd = [
+        "decide",
+        str(panels),
+        "--journal",
+        server.url,
+        "--similarity",
+        "tfidf",
+        "--run-id",
+        "cut",
+    ]
+    proc = subprocess.Popen([sys.executable, "-m", "dissensus", *cmd], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while True:  # until the run has cases in the journal
+            with Journal(server.url) as journal:
+                info = journal.run("cut", missing_ok=True)
+            if (info is not None and info.n_events > 50) or proc.poll() is not None:
+                break
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        server.stop()
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        server.start()
+    assert proc.returncode == 1, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in err, err
+    assert "resume it with dissensus runs resume cut --journal postgresql://postgres:***@" in err
+    assert "pw-never-shown" not in err
+    from cli_helpers import run_cli
+
+    resumed = run_cli("runs", "resume", "cut", "--journal", server.url, "--json", env=env)
+    assert resumed.returncode == 0, resumed.stderr
+    assert len(resumed.stdout.splitlines()) == 4000
+
+
+def test_an_unreachable_database_is_a_failure_and_a_refusing_one_a_setting(
+    server: Server,
+) -> None:
+    """No server answering is an outage (exit 1, retry later); a server that answers and
+    refuses (a database that does not exist) is a setting to fix (exit 2)."""
+    from cli_helpers import run_cli
+
+    down = f"postgresql://postgres:pw-never-shown@127.0.0.1:{_free_port()}/journal"
+    res = run_cli("runs", "list", "--journal", down)
+    assert res.returncode == 1 and "cannot reach journal" in res.stderr, res.stderr
+    missing = server.url.replace("/journal", "/no_such_database")
+    res = run_cli("runs", "list", "--journal", missing)
+    assert res.returncode == 2 and "cannot open journal" in res.stderr, res.stderr
+    assert "pw-never-shown" not in res.stderr

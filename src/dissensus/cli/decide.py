@@ -33,6 +33,9 @@ Choices where the design is silent:
 * ``--deadline`` stops a run within the step in progress when it passes: a window of
   panels is embedded in calls of at most 32 texts and none starts after the deadline
   (:mod:`dissensus.pipeline.runtime`).
+* A journal that goes away mid-run (a database restart, a lock held past the busy
+  timeout) stops the run with one line naming the error and the resume command (exit
+  1): every step written so far stays. A read-only or damaged journal is its own error.
 * When every follow-up of a run failed and all for the same cause (an unreachable
   server, say), the summary says so in one line and the exit code is 1.
 * Records resolved by a human are emitted in their resolved form (basis ``human``),
@@ -430,6 +433,7 @@ def run_and_report(
     from dissensus.io.jsonl import RejectSink
     from dissensus.pipeline.batch import DeadlineReached
     from dissensus.pipeline.review import final_records
+    from dissensus.store.errors import JournalDamaged, JournalError, JournalReadOnly
 
     resolved = {r.line: r for r in final_records(journal, run_id) if r.resolution is not None}
     seen: dict[str, int] = {}
@@ -479,6 +483,17 @@ def run_and_report(
         )
         sys.stderr.flush()
         return EXIT_INTERRUPTED
+    except JournalError as exc:
+        if isinstance(exc, JournalReadOnly | JournalDamaged):
+            raise
+        # The journal went away mid-run (a database restart, a lock held too long): every
+        # step written so far stays, so the run is resumable once the journal is back.
+        sys.stderr.write(
+            f"error: {shown(' '.join(str(exc).split()))}; the run stopped: resume it with "
+            f"dissensus runs resume {run_id} --journal {journal.path}\n"
+        )
+        sys.stderr.flush()
+        return exc.exit_code
     checked = journal.get(run_id, "run/shift")
     shift = checked.payload if checked is not None else None
     if not json_out:

@@ -66,7 +66,7 @@ from dissensus.store.errors import JournalBusy, JournalError, JournalReadOnly
 from dissensus.store.events import EVENTS_COLUMNS, RUNS_COLUMNS, EventRow, EventValues, RunHead
 from dissensus.store.migrations import SchemaInfo
 from dissensus.store.schema import Dialect
-from dissensus.store.targets import BUSY_TIMEOUT_ENV, busy_timeout, mask_url
+from dissensus.store.targets import BUSY_TIMEOUT_ENV, busy_timeout, mask_url, scrub_secrets
 
 if TYPE_CHECKING:
     import psycopg
@@ -144,7 +144,13 @@ class PostgresBackend:
             # Rows as dicts keyed by column (the Backend seam's Row).
             self._db: psycopg.Connection[Row] = self._connect()
         except psycopg.Error as exc:
-            raise InputError(f"cannot open journal {self.path}: {_first_line(exc)}") from exc
+            if getattr(exc, "sqlstate", None) is None and "FATAL:" not in str(exc):
+                # No server answered (refused, unreachable, timed out): an outage, exit 1,
+                # as the same outage in the middle of a run is; a server that answered
+                # and refused (libpq's "FATAL:": a password, a database that does not
+                # exist) is a setting.
+                raise JournalError(f"cannot reach journal {self.path}: {self._said(exc)}") from exc
+            raise InputError(f"cannot open journal {self.path}: {self._said(exc)}") from exc
         try:
             with self.errors():
                 self._configure()
@@ -232,6 +238,11 @@ class PostgresBackend:
             if not ready or any(r.needed_to_read for r in migrations.plan(found)):
                 raise
 
+    def _said(self, exc: BaseException) -> str:
+        """The first line of the driver's error without the URL's secrets (it may quote
+        the URL, or a part of it such as a malformed password)."""
+        return scrub_secrets(_first_line(exc), self._url)
+
     def schema(self) -> SchemaInfo:
         """The journal's schema revision, this version's, and the revision history."""
         with self.lock, self.errors():
@@ -255,12 +266,12 @@ class PostgresBackend:
             ) from exc
         except errors.InsufficientPrivilege as exc:
             raise JournalReadOnly(
-                f"journal {self.path} cannot be written: {_first_line(exc)}"
+                f"journal {self.path}: the database user is not permitted this: {self._said(exc)}"
             ) from exc
         except self._psycopg.OperationalError as exc:
-            raise JournalError(f"journal {self.path}: {_first_line(exc)}") from exc
+            raise JournalError(f"journal {self.path}: {self._said(exc)}") from exc
         except self._psycopg.Error as exc:
-            raise JournalError(f"journal {self.path}: {_first_line(exc)}") from exc
+            raise JournalError(f"journal {self.path}: {self._said(exc)}") from exc
 
     # Statements whose results are not needed (BEGIN, an event's insert) wait in a queue
     # and travel with the next statement in one pipeline: an append costs three round

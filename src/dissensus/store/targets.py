@@ -6,7 +6,11 @@ A journal *target* is an SQLite file path (``":memory:"`` for a throw-away one) 
 * **Which journal.** The ``--journal`` option, else ``$DISSENSUS_JOURNAL``, else
   :data:`DEFAULT_JOURNAL` in the working directory.
 * **Naming it.** Every message, log line and page names a journal through
-  :func:`mask_url`, so a password in a URL is never shown.
+  :func:`mask_url`, so a password in a URL is never shown: neither the user-info's
+  (``user:pw@``) nor a ``password`` / ``sslpassword`` query parameter (libpq's
+  ``?password=`` form). A driver's own error text may quote the URL or a part of it (a
+  malformed one, a bad percent-encoding): :func:`scrub_secrets` takes every form of the
+  URL's secrets out of such text before it is shown.
 * **Run ids** are limited to what is safe in file names, URLs, shells and review ids
   (:data:`RUN_ID_PATTERN`).
 * **Busy timeout.** A writer waits up to ``$DISSENSUS_JOURNAL_BUSY_TIMEOUT`` seconds
@@ -18,7 +22,7 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 from dissensus.errors import ConfigError
 
@@ -31,7 +35,11 @@ __all__ = [
     "is_postgres_url",
     "journal_path",
     "mask_url",
+    "scrub_secrets",
 ]
+
+_SECRET_PARAMS = re.compile(r"(?i)(^|[?&])((?:ssl)?password)=([^&#]*)")
+"""Query parameters of a libpq URL whose values are secrets."""
 
 DEFAULT_JOURNAL = "dissensus-journal.sqlite"
 """Journal file used when neither ``--journal`` nor ``$DISSENSUS_JOURNAL`` is given."""
@@ -79,6 +87,7 @@ def mask_url(target: str | Path) -> str:
     text = str(target)
     if "://" not in text:
         return text
+    text = _SECRET_PARAMS.sub(lambda m: f"{m.group(1)}{m.group(2)}=***", text)
     try:
         parts = urlsplit(text)
         password = parts.password
@@ -94,6 +103,33 @@ def mask_url(target: str | Path) -> str:
     if port is not None:
         host += f":{port}"
     return urlunsplit(parts._replace(netloc=f"{parts.username or ''}:***@{host}"))
+
+
+def _secrets(target: str) -> list[str]:
+    """Every form in which ``target``'s secrets may be quoted: the user-info's password
+    and the secret query values, as written and percent-decoded, longest first."""
+    found: list[str] = []
+    _, _, rest = target.partition("://")
+    netloc = rest.split("/", 1)[0].split("?", 1)[0]
+    if "@" in netloc:
+        userinfo = netloc.rpartition("@")[0]
+        if ":" in userinfo:
+            found.append(userinfo.partition(":")[2])
+    found += [m.group(3) for m in _SECRET_PARAMS.finditer(target)]
+    forms = {form for raw in found for form in (raw, unquote(raw)) if form}
+    return sorted(forms, key=len, reverse=True)
+
+
+def scrub_secrets(text: str, target: str | Path) -> str:
+    """``text`` (a driver's error message, say) with ``target`` masked (:func:`mask_url`)
+    and every form of its secrets replaced by ``***``."""
+    url = str(target)
+    if "://" not in url:
+        return text
+    text = text.replace(url, mask_url(url))
+    for secret in _secrets(url):
+        text = text.replace(secret, "***")
+    return text
 
 
 def busy_timeout(value: float | None = None) -> float:
