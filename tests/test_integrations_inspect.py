@@ -223,6 +223,17 @@ def test_scores_panel_names_and_abstentions() -> None:
     ]
 
 
+def test_a_grader_scoring_twice_is_named_not_a_validation_error() -> None:
+    from inspect_ai.scorer import Score
+
+    from dissensus.errors import InputError
+    from dissensus.integrations.inspect import scores_panel
+
+    twice = [Score(value=1, metadata={"grader": "g"}), Score(value=0, metadata={"grader": "g"})]
+    with pytest.raises(InputError, match="grader 'g' gave more than one score"):
+        scores_panel(twice, ["g", "h"])
+
+
 def _guard_calibration(path: Path) -> Path:
     from dissensus.guard import fit_reliability
     from dissensus.types import Vote, VoteCase

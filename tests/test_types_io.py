@@ -162,3 +162,23 @@ _json_like = st.recursive(
 def test_unrepresentable_fast_path_gives_the_walks_verdict(value: object) -> None:
     """The encoder's shortcut never changes what the walk would have said."""
     assert find_unrepresentable(value) == _walk(value, "")
+
+
+@pytest.mark.parametrize("value", [b"x", bytearray(b"x"), object(), {1, 2}])
+def test_a_value_json_has_no_form_for_is_refused_where_it_is(value: object) -> None:
+    """Bytes (or any object) in a panel's meta: refused when the panel is validated, naming
+    the path, not later by the journal's serialisation."""
+    assert find_unrepresentable({"a": [1, {"k": value}]}) == (
+        f"a.1.k: is not a JSON value (a {type(value).__name__})"
+    )
+    with pytest.raises(ValidationError, match="is not a JSON value"):
+        Panel.model_validate(
+            {
+                "id": "p",
+                "meta": {"k": value},
+                "outputs": [
+                    {"agent": "a", "decision": "1", "reasoning": "r"},
+                    {"agent": "b", "decision": "2", "reasoning": "r"},
+                ],
+            }
+        )

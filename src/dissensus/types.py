@@ -83,15 +83,19 @@ def _confidence(value: float | None) -> float | None:
 
 
 def _bad_scalar(value: object) -> str | None:
-    """Why ``value`` cannot be carried (non-finite float, string that is not UTF-8), or None."""
+    """Why ``value`` cannot be carried (non-finite float, string that is not UTF-8, a
+    value JSON has no form for, such as bytes), or None."""
     if isinstance(value, float):
         if not math.isfinite(value):
             return f"must be a finite number (got {value!r})"
-    elif isinstance(value, str) and not value.isascii():
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            return "text holds a lone surrogate (not encodable as UTF-8)"
+    elif isinstance(value, str):
+        if not value.isascii():
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:
+                return "text holds a lone surrogate (not encodable as UTF-8)"
+    elif not (value is None or isinstance(value, int)):  # bool is an int
+        return f"is not a JSON value (a {type(value).__name__})"
     return None
 
 

@@ -27,6 +27,8 @@ Choices where the frameworks are silent:
 * **Grader names.** A score's ``metadata["grader"]`` names its grader; otherwise the
   reducer's ``graders`` argument names the scores in order when every grader scored;
   otherwise scores are ``grader-1``, ``grader-2``, ...
+  Two scores naming one grader are an :class:`~dissensus.errors.InputError` naming it
+  (one grader, one vote), not a raw validation error.
 * **Declined graders are abstentions**, never dropped: a score whose value is ``None``
   or NaN (``Score.unscored``), and -- when ``graders`` is given -- each listed grader
   with no score (``multi_scorer`` drops scorers that returned ``None``) stays in the
@@ -61,7 +63,7 @@ from typing import Any, TypeVar
 
 from inspect_ai.scorer import Score, ScoreReducer, score_reducer
 
-from dissensus.errors import ConfigError
+from dissensus.errors import ConfigError, InputError
 from dissensus.guard import GuardThresholds, guard_votes
 from dissensus.pipeline import (
     CaseRecord,
@@ -102,6 +104,12 @@ def _names(scores: Sequence[Score], graders: Sequence[str] | None) -> tuple[list
     tagged = [(s.metadata or {}).get("grader") for s in scores]
     if all(isinstance(t, str) and t for t in tagged):
         names = [str(t) for t in tagged]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise InputError(
+                f"grader {twice[0]!r} gave more than one score for this sample: one grader, "
+                "one vote (give each scorer its own metadata['grader'])"
+            )
         missing = [g for g in graders or [] if g not in names]
         return names, missing
     if graders is not None and len(graders) == len(scores):
