@@ -245,6 +245,30 @@ async def test_audit_an_automatic_decision_from_the_page(tmp_path: Path) -> None
         assert audit.payload["decision"] == "2" and not audit.payload["agrees"]
 
 
+async def test_an_audit_may_type_an_answer_no_agent_gave(tmp_path: Path) -> None:
+    """The right answer of an automatic decision may be none of the listed ones (a
+    free-form panel): the audit form's typed answer (key o) replaces the pick."""
+    quiet = write_policy(tmp_path / "no-audits.yaml", {"acceptance": {"audit_rate": 0.0}})
+    s = settings(tmp_path, policy=str(quiet))
+    agree = panel("agree", ["1", "1", "1"], swap=["1", "1", "1"])
+    async with client_for(s) as client:
+        run = (await client.post("/v1/decide", json=[agree], headers=auth("sub"))).json()
+        record = run["records"][0]
+        ref = f"{run['run_id']}.{record['line']}"
+        await _login(client, "rev")
+        page = await client.get(f"/review/auto/{ref}")
+        assert 'id="other-decision"' in page.text
+        done = await client.post(
+            f"/review/auto/{ref}/confirm",
+            data={"decision": "1", "other": "42", "note": "none of them", "csrf": _csrf(page.text)},
+        )
+        assert done.status_code == 303
+    with Journal(s.journal) as journal:
+        audit = journal.get(run["run_id"], f"confirm/{record['line']}")
+        assert audit is not None and audit.payload["decision"] == "42"
+        assert not audit.payload["agrees"]
+
+
 async def test_queue_filters_sort_search_and_context(tmp_path: Path) -> None:
     s = settings(tmp_path)
     rows = [

@@ -182,11 +182,16 @@ async def auto_confirm(request: Request, ref: str) -> Response:
         why = f"case {ref} waits for a blind audit: answer it at /review/audit/{ref}"
         return message(request, form.reviewer, 409, "blind audit", why)
 
+    # The right answer may be none of the listed ones (a free-form panel: a number no
+    # member gave): a typed answer replaces the pick, which defaults to the committed one.
+    other = form.text("other")
+
     def refusal() -> str | None:
         service.desk.auto_case(ref)
         return None if form.text("note") else "write a note: an audit says why"
 
-    refused = _confirm(request, ref, form, auto_page, refusal, form.text("decision") or None)
+    picked = other or form.text("decision") or None
+    refused = _confirm(request, ref, form, auto_page, refusal, picked)
     if refused is not None:
         return refused
     view = QueueView.of(request)
