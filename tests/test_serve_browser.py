@@ -306,6 +306,29 @@ def test_a_opens_the_audit_of_an_automatic_decision(desk: Desk, tmp_path: Path) 
     page.context.close()
 
 
+def test_o_types_an_audits_answer_no_agent_gave(desk: Desk, tmp_path: Path) -> None:
+    """On an automatic decision's page, ``o`` opens the audit form at its typed answer."""
+    expect = desk.sync_api.expect
+    run, (ref,) = desk.submit([panel("auto-typed", ["1", "1", "1"], swap=["1", "1", "1"])])
+    page = desk.page()
+    page.goto(f"{desk.base}/review/auto/{ref}")
+    expect(page.locator("#case-title")).to_have_attribute("data-review-id", ref)
+    page.wait_for_function("document.activeElement === document.body")
+    expect(page.locator("#other-decision")).to_be_hidden()
+    page.keyboard.press("o")
+    expect(page.locator("#other-decision")).to_be_focused()
+    page.keyboard.type("42")
+    page.locator("#audit-note").fill("none of the agents had it")
+    page.locator("#audit-note").press("Enter")
+    page.wait_for_url(f"{desk.base}/review**")
+    page.context.close()
+    from dissensus.store import Journal
+
+    with Journal(desk.journal) as journal:
+        audit = journal.get(run, f"confirm/{ref.rsplit('.', 1)[1]}")
+    assert audit is not None and audit.payload["decision"] == "42", audit
+
+
 def _audited(desk: Desk, tmp: Path, panels: list[dict[str, Any]]) -> tuple[str, list[str]]:
     """Decide ``panels`` into the server's journal under a policy auditing every automatic
     commit; the run id and each case's ``<run>.<line>``."""

@@ -81,6 +81,8 @@
       case "o": {
         var other = document.getElementById("other-decision");
         if (!other) { return false; }
+        var folded = other.closest("details");  // the audit form of an automatic decision
+        if (folded) { folded.open = true; }
         other.focus();
         return true;
       }
