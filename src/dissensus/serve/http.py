@@ -23,7 +23,7 @@ from dissensus.errors import ConfigError, DissensusError, InputError
 from dissensus.guard import CorrelatedConsensusError
 from dissensus.io.jsonl import MAX_DEPTH, json_depth
 from dissensus.io.limits import Limits, Overrun, check_record
-from dissensus.serve import library_calls
+from dissensus.serve import journal_errors, library_calls
 from dissensus.serve.auth import Principal, Role, allows
 from dissensus.serve.journal_adapter import (
     AlreadyConfirmed,
@@ -69,11 +69,20 @@ __all__ = [
 class ApiError(Exception):
     """An error answered as ``{error, field}`` with ``status``."""
 
-    def __init__(self, status: int, error: str, field: str | None = None, **extra: Any) -> None:
+    def __init__(
+        self,
+        status: int,
+        error: str,
+        field: str | None = None,
+        *,
+        headers: Mapping[str, str] | None = None,
+        **extra: Any,
+    ) -> None:
         super().__init__(error)
         self.status = status
         self.error = error
         self.field = field
+        self.headers = headers
         self.extra = extra
 
 
@@ -132,7 +141,9 @@ def _path(request: Request) -> str:
 def install_errors(app: FastAPI) -> None:
     @app.exception_handler(ApiError)
     async def api_error(request: Request, exc: ApiError) -> JSONResponse:
-        return error_response(exc.status, exc.error, exc.field, path=_path(request), **exc.extra)
+        return error_response(
+            exc.status, exc.error, exc.field, path=_path(request), headers=exc.headers, **exc.extra
+        )
 
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -149,18 +160,26 @@ def install_errors(app: FastAPI) -> None:
 
     @app.exception_handler(DissensusError)
     async def dissensus_error(request: Request, exc: DissensusError) -> JSONResponse:
+        path = _path(request)
         status, message, field, extra = dissensus_error_parts(exc)
+        headers: dict[str, str] = {}
+        if status == 503:
+            # Unreachable or busy: retry later; the detail is the server log's only.
+            journal_errors.log_unavailable(exc, f"{request.method} {path}")
+            headers = journal_errors.retry_headers()
         # No message names the journal's file or URL to a remote caller.
-        where = str(service_of(request).journal.path)
-        if where and where != ":memory:" and where in message:
-            for said in (f" in journal {where}", f" in {where}", where):
-                message = message.replace(said, "" if said != where else "the journal")
-        return error_response(status, message, field, path=_path(request), **extra)
+        message = journal_errors.scrub(message, [str(service_of(request).journal.path)])
+        return error_response(status, message, field, path=path, headers=headers, **extra)
 
     def dissensus_error_parts(
         exc: DissensusError,
     ) -> tuple[int, str, str | None, dict[str, Any]]:
-        """``(status, message, field, extra)`` of a library error."""
+        """``(status, message, field, extra)`` of a library error. A journal that is
+        unreachable or busy is 503 with a fixed message (:mod:`.journal_errors`); a
+        read-only or damaged one, like any other library error, 409."""
+        public = journal_errors.unavailable(exc)
+        if public is not None:
+            return 503, public, None, {}
         if isinstance(exc, AlreadyResolved):
             return 409, str(exc), None, {"resolved_by": exc.reviewer, "resolved_at": exc.at}
         if isinstance(exc, AlreadyConfirmed):

@@ -68,6 +68,8 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.datastructures import FormData
 
+from dissensus.errors import DissensusError
+from dissensus.serve import journal_errors
 from dissensus.serve.auth import LOCAL, Principal, allows
 from dissensus.serve.case_view import OptionView, word_diff
 from dissensus.serve.journal_adapter import UnknownItem
@@ -87,6 +89,7 @@ __all__ = [
     "option_context",
     "or_not_found",
     "push_url",
+    "refused_by",
     "render",
     "require_login",
     "secure",
@@ -172,6 +175,16 @@ def message(request: Request, who: Reviewer, status: int, title: str, text: str)
         csrf=service_of(request).sessions.csrf(who.sid),
         message=text,
     )
+
+
+def refused_by(request: Request, exc: DissensusError) -> tuple[int, str]:
+    """``(status, text)`` of a form refused by ``exc``: 503 when the journal is unreachable
+    or busy (the detail logged), else 409; the text never names the journal's location."""
+    public = journal_errors.unavailable(exc)
+    if public is not None:
+        journal_errors.log_unavailable(exc, f"{request.method} {request.url.path}")
+        return 503, public
+    return 409, journal_errors.scrub(str(exc), [str(service_of(request).journal.path)])
 
 
 def or_not_found(request: Request, who: Reviewer, page: Callable[[], Response]) -> Response:

@@ -74,9 +74,11 @@ from dissensus.io.jsonl import Reject
 from dissensus.pipeline import CaseRecord, DeadlineReached, RunSpec, execute_run
 from dissensus.pipeline.batch import input_lines, new_run_id, start_run
 from dissensus.pipeline.review import final_records
+from dissensus.serve import journal_errors
 from dissensus.states import EmbeddingBackend, SimilarityBackend, get_backend
 from dissensus.states.similarity import Matrix, Vectors
 from dissensus.store import event_types as ev
+from dissensus.store.errors import JournalError
 from dissensus.store.journal import Journal, is_postgres_url
 from dissensus.types import JsonObject
 
@@ -223,6 +225,9 @@ class RunState:
     """Resolved once ``run.started`` is committed (the journal's error if it cannot be);
     for a deferred run, once it is registered (its first write creates it)."""
     deferred: bool = False
+    retry: bool = False
+    """Failed because the journal was unreachable or busy: ``POST /v1/decide`` answers 503
+    with ``Retry-After`` (:mod:`~dissensus.serve.journal_errors`)."""
     """Created by its first write (``start_run(..., defer=True)``): a request that waits
     for its records, decided without a model call, is one commit."""
 
@@ -338,10 +343,17 @@ class _RunLoop:
         return self._slot
 
     def journal(self) -> Journal:
-        """The loop's connection (opened on its first run), held until :meth:`release`."""
+        """The loop's connection (opened on its first run), held until :meth:`release`.
+        A connection that cannot be opened is a :class:`JournalError` (the journal is
+        unreachable), whatever the store calls it when a journal is first opened."""
         journal = self._journal
         if journal is None:
-            journal = self._journal = self._opener()
+            try:
+                journal = self._journal = self._opener()
+            except JournalError:
+                raise
+            except DissensusError as exc:  # "cannot open journal ...": it was open before
+                raise JournalError(str(exc)) from exc
         self._users[id(journal)] = self._users.get(id(journal), 0) + 1
         return journal
 
@@ -444,7 +456,10 @@ class Runner:
             state.started.set_result(None)
         self._states[state.run_id] = state
         state.task = asyncio.create_task(self._execute(state, text, extra))
-        await asyncio.shield(state.started)
+        try:
+            await asyncio.shield(state.started)
+        except _NotStarted:  # stopped before it could try: never an internal error's 500
+            raise JournalError("the run could not be started") from None
         return state
 
     async def _execute(self, state: RunState, text: str, extra: JsonObject) -> None:
@@ -513,7 +528,15 @@ class Runner:
             state.error = str(exc)
         except Exception as exc:  # reported to the client, never swallowed silently
             state.status = "failed"
-            state.error = f"{type(exc).__name__}: {exc}"
+            public = journal_errors.unavailable(exc)
+            if public is not None:  # the caller may retry; the detail is the log's only
+                journal_errors.log_unavailable(exc, f"run {state.run_id}")
+                state.error = public
+                state.retry = True
+            else:  # never the journal's location (a remote caller reads it)
+                state.error = journal_errors.scrub(
+                    f"{type(exc).__name__}: {exc}", [str(self.journal.path)]
+                )
         state.push(state.status, state.summary())
         self._end(state)
 
@@ -568,7 +591,11 @@ class Runner:
             outbox.post(on_reject, reject)
 
         async def decide() -> None:
-            journal = runs.journal()
+            try:
+                journal = runs.journal()
+            except Exception as exc:  # no connection to the journal: the run's start fails
+                outbox.post(started, exc)
+                raise _NotStarted from None
             failed = True
             try:
                 try:

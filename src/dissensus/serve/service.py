@@ -15,6 +15,7 @@ from dissensus.serve.journal_adapter import ReviewDesk, open_journal
 from dissensus.serve.runs import Runner
 from dissensus.serve.settings import ServeSettings
 from dissensus.store.journal import Journal
+from dissensus.store.targets import mask_url
 
 __all__ = ["Service"]
 
@@ -35,7 +36,7 @@ class Service:
         self.policy = self.spec.policy
         self.tokens: TokenStore | None = load_tokens(settings.tokens) if settings.tokens else None
         self.sessions = SessionStore(settings.session_ttl_s)
-        self.runner = Runner(journal, self.spec, open_journal=_reopener(journal))
+        self.runner = Runner(journal, self.spec, open_journal=_reopener(journal, settings.journal))
         self.desk = ReviewDesk(
             journal, claim_ttl_s=settings.claim_ttl_s, max_field_chars=settings.max_field_chars
         )
@@ -57,11 +58,15 @@ class Service:
         return principal
 
 
-def _reopener(journal: Journal) -> Callable[[], Journal] | None:
+def _reopener(journal: Journal, given: str) -> Callable[[], Journal] | None:
     """How a run's thread opens its own connection to ``journal`` (``None`` for an
-    in-memory journal, which no second connection can see)."""
+    in-memory journal, which no second connection can see). ``given`` is the target the
+    settings name: a URL with its password, which ``journal.path`` shows masked (a
+    connection opened with the mask would be refused)."""
     target = str(journal.path)
     if target == ":memory:":
         return None
+    if given != target and mask_url(given) == target:
+        target = given
     signer, after = journal.signer, journal.after_append
     return lambda: open_journal(target, signer=signer, after_append=after)

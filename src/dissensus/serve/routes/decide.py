@@ -12,6 +12,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from dissensus.outputs import RunSummary
+from dissensus.serve import journal_errors
 from dissensus.serve.acceptance import AcceptanceStatus, acceptance_status
 from dissensus.serve.auth import Principal
 from dissensus.serve.http import (
@@ -77,6 +78,14 @@ async def decide(
         ) from None
     if state.status == "incomplete":
         raise ApiError(503, f"run {state.run_id}: {state.error}", None, run_id=state.run_id)
+    if state.status == "failed" and state.retry:  # the journal was unreachable or busy
+        raise ApiError(
+            503,
+            f"run {state.run_id} failed: {state.error}",
+            None,
+            headers=journal_errors.retry_headers(),
+            run_id=state.run_id,
+        )
     if state.status != "finished":
         raise ApiError(
             500, f"run {state.run_id} {state.status}: {state.error}", None, run_id=state.run_id

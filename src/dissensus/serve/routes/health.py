@@ -5,6 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 
+from dissensus.serve import journal_errors
 from dissensus.serve.http import (
     error_response,
     require,
@@ -30,5 +31,9 @@ async def readyz(request: Request) -> JSONResponse:
     try:
         service_of(request).journal.run("readyz-probe", missing_ok=True)
     except Exception as exc:  # any failure means not ready
-        return error_response(503, f"journal unreachable: {exc}")
+        # Unauthenticated: the caller learns only that; the log keeps the detail.
+        journal_errors.log_unavailable(exc, "GET /readyz")
+        return error_response(
+            503, journal_errors.UNREACHABLE, headers=journal_errors.retry_headers()
+        )
     return JSONResponse({"status": "ready"})

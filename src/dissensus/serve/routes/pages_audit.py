@@ -48,6 +48,7 @@ from dissensus.serve.pages import (
     message,
     option_context,
     or_not_found,
+    refused_by,
     require_login,
     service_of,
 )
@@ -157,7 +158,8 @@ def _confirm(
     except TextTooLong as exc:  # the reviewer can shorten it on the form
         return page(request, ref, who, error=str(exc), status=422)
     except DissensusError as exc:
-        return page(request, ref, who, error=str(exc), status=409)
+        status, text = refused_by(request, exc)
+        return page(request, ref, who, error=text, status=status)
     return None
 
 
@@ -255,7 +257,8 @@ async def _claim(request: Request, ref: str, *, blind: bool) -> Response:
     except UnknownItem as exc:
         return message(request, form.reviewer, 404, "not found", str(exc))
     except DissensusError as exc:
-        return page(request, ref, form.reviewer, error=str(exc), status=409)
+        status, text = refused_by(request, exc)
+        return page(request, ref, form.reviewer, error=text, status=status)
     where = "audit" if blind else "auto"
     return RedirectResponse(
         f"/review/{where}/{ref}{QueueView.of(request).suffix()}", status_code=303

@@ -50,6 +50,7 @@ from dissensus.serve.pages import (
     message,
     option_context,
     or_not_found,
+    refused_by,
     require_login,
     service_of,
 )
@@ -193,7 +194,8 @@ async def resolve(request: Request, review_id: str) -> Response:
     except TextTooLong as exc:  # the reviewer can shorten it on the form
         return case_page(request, review_id, form.reviewer, error=str(exc), status=422)
     except DissensusError as exc:
-        return case_page(request, review_id, form.reviewer, error=str(exc), status=409)
+        status, text = refused_by(request, exc)
+        return case_page(request, review_id, form.reviewer, error=text, status=status)
     if refused is not None:
         return refused
     view = QueueView.of(request)
@@ -217,7 +219,8 @@ async def undo(request: Request) -> Response:
     except UnknownItem as exc:
         return message(request, form.reviewer, 404, "not found", str(exc))
     except DissensusError as exc:
-        return case_page(request, review_id, form.reviewer, error=str(exc), status=409)
+        status, text = refused_by(request, exc)
+        return case_page(request, review_id, form.reviewer, error=text, status=status)
     return _back_to_case(request, review_id)
 
 
