@@ -338,6 +338,9 @@ def test_an_interrupt_while_the_command_line_loads_is_one_line(sig: signal.Signa
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert proc.returncode == 130, err
+    # 130, or a death by SIGINT itself (what a shell reports as 130 too) when the signal
+    # lands as the interpreter hands the exit over; once the command runs, Ctrl-C ends it
+    # silently (the CLI framework's 130), so the line is there or nothing is.
+    assert proc.returncode in (130, -signal.SIGINT), err
     assert "Traceback" not in err
-    assert err.strip().splitlines()[-1].startswith("interrupted"), err
+    assert err.strip() in ("", "interrupted"), err
