@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -68,3 +69,19 @@ def heap_frozen() -> Iterator[None]:
         yield
     finally:
         gc.unfreeze()
+
+
+def csrf_of(html: str) -> str:
+    """The CSRF token of the first form of a review page."""
+    found = re.search(r'name="csrf" value="([^"]+)"', html)
+    assert found, html[:500]
+    return found.group(1)
+
+
+async def login(client: httpx.AsyncClient, token: str) -> httpx.Response:
+    """Sign in to the review page with ``tok-<token>``; the sign-in's response."""
+    form = await client.get("/review/login")
+    assert form.status_code == 200
+    return await client.post(
+        "/review/login", data={"token": f"tok-{token}", "csrf": csrf_of(form.text)}
+    )

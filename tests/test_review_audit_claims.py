@@ -4,7 +4,6 @@ reviewer holds it; the audit pages walk around audits others hold."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,7 +15,7 @@ from dissensus.errors import InputError
 from dissensus.pipeline.confirm import AlreadyConfirmed, confirm
 from dissensus.store import ClaimConflict, Journal
 from pipeline_cases import panel, write_policy
-from serve_helpers import auth, client_for, escalating, heap_frozen, settings
+from serve_helpers import auth, client_for, csrf_of, escalating, heap_frozen, login, settings
 
 pytestmark = pytest.mark.anyio
 
@@ -33,18 +32,8 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-def _csrf(html: str) -> str:
-    found = re.search(r'name="csrf" value="([^"]+)"', html)
-    assert found, html[:500]
-    return found.group(1)
-
-
 async def _login(client: httpx.AsyncClient, token: str) -> None:
-    form = await client.get("/review/login")
-    done = await client.post(
-        "/review/login", data={"token": f"tok-{token}", "csrf": _csrf(form.text)}
-    )
-    assert done.status_code == 303
+    assert (await login(client, token)).status_code == 303
 
 
 def _agreeing(pid: str) -> dict[str, Any]:
@@ -158,7 +147,7 @@ async def test_the_audit_pages_claim_and_walk_around_audits_others_hold(tmp_path
         assert 'id="claim-form"' in page.text
         assert f'id="next-link" href="/review/audit/{c}{qs}"' in page.text  # b is rev2's
         assert "1 of 3 open audits" in page.text
-        csrf = _csrf(page.text)
+        csrf = csrf_of(page.text)
         third = await client.get(f"/review/audit/{c}{qs}")
         assert f'id="prev-link" href="/review/audit/{a}{qs}"' in third.text
 
@@ -210,7 +199,7 @@ async def test_the_automatic_decision_page_claims_its_audit(tmp_path: Path) -> N
         await _login(client, "rev")
         page = await client.get(f"/review/auto/{first}")
         assert 'id="claim-form"' in page.text
-        csrf = _csrf(page.text)
+        csrf = csrf_of(page.text)
         claimed = await client.post(f"/review/auto/{first}/claim", data={"csrf": csrf})
         assert claimed.status_code == 303 and claimed.headers["location"] == f"/review/auto/{first}"
         shown = await client.get(f"/review/auto/{first}")

@@ -26,7 +26,7 @@ from dissensus.pipeline.review import find_item
 from dissensus.serve.case_view import asked_view
 from dissensus.store import Journal
 from pipeline_cases import panel, write_policy
-from serve_helpers import auth, client_for, escalating, heap_frozen, settings
+from serve_helpers import auth, client_for, escalating, heap_frozen, login, settings
 
 pytestmark = pytest.mark.anyio
 
@@ -52,18 +52,8 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-def _csrf(text: str) -> str:
-    found = re.search(r'name="csrf" value="([^"]+)"', text)
-    assert found, text[:500]
-    return found.group(1)
-
-
 async def _login(client: httpx.AsyncClient, token: str = "rev") -> None:
-    form = await client.get("/review/login")
-    done = await client.post(
-        "/review/login", data={"token": f"tok-{token}", "csrf": _csrf(form.text)}
-    )
-    assert done.status_code == 303
+    assert (await login(client, token)).status_code == 303
 
 
 def _pre(page: str, element_id: str) -> str:

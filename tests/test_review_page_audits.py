@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,7 +20,7 @@ from dissensus.pipeline.review import final_records
 from dissensus.serve import ServeSettings
 from dissensus.store import Journal
 from pipeline_cases import panel, write_policy
-from serve_helpers import auth, client_for, heap_frozen, settings, write_tokens
+from serve_helpers import auth, client_for, csrf_of, heap_frozen, login, settings, write_tokens
 
 pytestmark = pytest.mark.anyio
 
@@ -46,18 +45,8 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-def _csrf(html: str) -> str:
-    found = re.search(r'name="csrf" value="([^"]+)"', html)
-    assert found, html[:500]
-    return found.group(1)
-
-
 async def _login(client: httpx.AsyncClient, token: str) -> None:
-    form = await client.get("/review/login")
-    done = await client.post(
-        "/review/login", data={"token": f"tok-{token}", "csrf": _csrf(form.text)}
-    )
-    assert done.status_code == 303
+    assert (await login(client, token)).status_code == 303
 
 
 def _agreeing(pid: str) -> dict[str, Any]:
@@ -101,7 +90,7 @@ async def test_a_blind_audit_hides_the_answer_and_journals_as_review_confirm(
         assert 'id="committed"' not in text and 'class="tag"' not in text
         assert "checked" not in text and "No refunds." in text
         assert 'data-key="1"' in text and 'data-key="2"' in text
-        csrf = _csrf(text)
+        csrf = csrf_of(text)
 
         with Journal(s.journal) as journal:
             before = sum(i.n_events for i in journal.runs())

@@ -14,12 +14,9 @@ is locked ...". The PostgreSQL tests start their own throw-away server (as
 from __future__ import annotations
 
 import os
-import shutil
-import socket
 import sqlite3
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,6 +27,7 @@ import pytest
 
 from dissensus.serve import ServeSettings, create_app
 from dissensus.store.errors import JournalError, JournalReadOnly
+from pg_server import PgServer, free_port, pg_server
 from pipeline_cases import panel, write_policy
 from serve_helpers import auth, client_for, settings, write_tokens
 
@@ -147,72 +145,12 @@ async def test_sqlite_unreachable_and_read_only_journal(
 # -- PostgreSQL -----------------------------------------------------------------------
 
 
-def _bin() -> Path | None:
-    found = sorted(Path("/usr/lib/postgresql").glob("*/bin/initdb"))
-    return found[-1].parent if found else None
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-class Server:
-    """A throw-away PostgreSQL server that can be stopped and started again."""
-
-    def __init__(self, bin_dir: Path) -> None:
-        self.bin = bin_dir
-        self.data = Path(tempfile.mkdtemp(prefix="dissensus-pg-down."))
-        self.port = _free_port()
-        self.runas: list[str] = []
-        if os.geteuid() == 0:
-            shutil.chown(self.data, "postgres", "postgres")
-            self.runas = ["runuser", "-u", "postgres", "--"]
-        self._run("initdb", "-D", str(self.data), "-U", "postgres", "-A", "trust", "--no-sync")
-        self.start()
-        self._run("createdb", "-h", "127.0.0.1", "-p", str(self.port), "-U", "postgres", "jdown")
-
-    @property
-    def url(self) -> str:
-        return f"postgresql://postgres:{SECRET}@127.0.0.1:{self.port}/jdown"
-
-    def _run(self, tool: str, *args: str) -> None:
-        subprocess.run(
-            [*self.runas, str(self.bin / tool), *args],
-            check=True,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-
-    def _ctl(self, *args: str) -> None:
-        options = f"-c listen_addresses=127.0.0.1 -p {self.port} -k {self.data} -c fsync=off"
-        self._run(
-            "pg_ctl", "-D", str(self.data), "-l", str(self.data / "log"), "-w", "-o", options, *args
-        )
-
-    def start(self) -> None:
-        self._ctl("start")
-
-    def stop(self) -> None:
-        self._ctl("stop", "-m", "immediate")
-
-
 @pytest.fixture(scope="module")
-def server() -> Iterator[Server]:
-    pytest.importorskip("psycopg")
-    bin_dir = _bin()
-    if bin_dir is None or (shutil.which("runuser") is None and os.geteuid() == 0):
-        pytest.skip("PostgreSQL server binaries not found")
-    srv = Server(bin_dir)
-    try:
-        yield srv
-    finally:
-        srv.stop()
-        shutil.rmtree(srv.data, ignore_errors=True)
+def server() -> Iterator[PgServer]:
+    yield from pg_server("jdown", SECRET)
 
 
-def _places(server: Server) -> tuple[str, ...]:
+def _places(server: PgServer) -> tuple[str, ...]:
     return ("127.0.0.1", str(server.port), "jdown", "postgres://", SECRET)
 
 
@@ -227,7 +165,7 @@ async def _until_ok(client: httpx.AsyncClient, method: str, url: str, **kw: Any)
 
 
 async def test_postgres_down_is_503_without_the_url_and_recovers(
-    server: Server, tmp_path: Path
+    server: PgServer, tmp_path: Path
 ) -> None:
     s = ServeSettings(
         journal=server.url,
@@ -269,7 +207,7 @@ async def test_postgres_down_is_503_without_the_url_and_recovers(
 
 
 def test_the_run_threads_connect_with_the_password(
-    server: Server, monkeypatch: pytest.MonkeyPatch
+    server: PgServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """``Journal.path`` shows the URL's password masked; the run threads' own
     connections are opened with the URL as given, not with the mask."""
@@ -293,12 +231,12 @@ def test_the_run_threads_connect_with_the_password(
 
 
 def test_a_real_server_answers_503_on_one_connection_without_tracebacks(
-    server: Server, tmp_path: Path
+    server: PgServer, tmp_path: Path
 ) -> None:
     """``dissensus serve`` with the database stopped: 30 decides on one keep-alive
     connection are all 503 (none reset), the log holds one line per failure, masked, and
     no traceback."""
-    port = _free_port()
+    port = free_port()
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     cmd = [
         sys.executable, "-m", "dissensus", "serve", "--journal", server.url, "--port", str(port),

@@ -11,7 +11,7 @@ import pytest
 
 from dissensus.store import Journal
 from pipeline_cases import panel, write_policy
-from serve_helpers import auth, client_for, escalating, heap_frozen, settings
+from serve_helpers import auth, client_for, csrf_of, escalating, heap_frozen, login, settings
 
 pytestmark = pytest.mark.anyio
 
@@ -29,12 +29,6 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-def _csrf(html: str) -> str:
-    found = re.search(r'name="csrf" value="([^"]+)"', html)
-    assert found, html[:500]
-    return found.group(1)
-
-
 def _sha(html: str) -> str:
     found = re.search(r'name="content_sha256" value="([0-9a-f]{64})"', html)
     assert found
@@ -42,11 +36,7 @@ def _sha(html: str) -> str:
 
 
 async def _login(client: httpx.AsyncClient, token: str) -> httpx.Response:
-    form = await client.get("/review/login")
-    assert form.status_code == 200
-    return await client.post(
-        "/review/login", data={"token": f"tok-{token}", "csrf": _csrf(form.text)}
-    )
+    return await login(client, token)
 
 
 async def _events(path: Path) -> int:
@@ -94,7 +84,7 @@ async def test_login_queue_case_resolve_next(tmp_path: Path) -> None:
             and "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;" in case.text
         )
         assert 'id="next-link"' in case.text and 'data-key="1"' in case.text
-        csrf, sha = _csrf(case.text), _sha(case.text)
+        csrf, sha = csrf_of(case.text), _sha(case.text)
 
         before = await _events(Path(s.journal))
         no_note = await client.post(
@@ -141,13 +131,13 @@ async def test_login_queue_case_resolve_next(tmp_path: Path) -> None:
                 "decision": "1",
                 "note": "checked",
                 "content_sha256": _sha(last.text),
-                "csrf": _csrf(last.text),
+                "csrf": csrf_of(last.text),
             },
         )
         assert end.headers["location"] == "/review"
         assert (await client.get("/review/case/nope.1")).status_code == 404
 
-        logout = await client.post("/review/logout", data={"csrf": _csrf(last.text)})
+        logout = await client.post("/review/logout", data={"csrf": csrf_of(last.text)})
         assert logout.status_code == 303
         assert (await client.get("/review")).status_code == 303
     with Journal(s.journal) as journal:
@@ -164,7 +154,7 @@ async def test_claim_from_the_page_blocks_another_reviewer(tmp_path: Path) -> No
         ]
         await _login(client, "rev")
         page = await client.get(f"/review/case/{rid}")
-        claimed = await client.post(f"/review/case/{rid}/claim", data={"csrf": _csrf(page.text)})
+        claimed = await client.post(f"/review/case/{rid}/claim", data={"csrf": csrf_of(page.text)})
         assert claimed.status_code == 303
         shown = await client.get(f"/review/case/{rid}")
         assert "claimed</b> by rev-name" in shown.text
@@ -191,7 +181,7 @@ async def test_without_tokens_the_page_opens_a_local_session(tmp_path: Path) -> 
                 "decision": "1",
                 "note": "checked",
                 "content_sha256": _sha(page.text),
-                "csrf": _csrf(page.text),
+                "csrf": csrf_of(page.text),
             },
         )
         assert done.status_code == 303
@@ -221,7 +211,7 @@ async def test_audit_an_automatic_decision_from_the_page(tmp_path: Path) -> None
         assert "<script>alert" not in page.text and "secret-gold-label" not in page.text
         no_note = await client.post(
             f"/review/auto/{ref}/confirm",
-            data={"decision": "2", "note": "", "csrf": _csrf(page.text)},
+            data={"decision": "2", "note": "", "csrf": csrf_of(page.text)},
         )
         assert no_note.status_code == 422
         forged = await client.post(
@@ -230,7 +220,7 @@ async def test_audit_an_automatic_decision_from_the_page(tmp_path: Path) -> None
         assert forged.status_code == 403
         done = await client.post(
             f"/review/auto/{ref}/confirm",
-            data={"decision": "2", "note": "2 is right", "csrf": _csrf(page.text)},
+            data={"decision": "2", "note": "2 is right", "csrf": csrf_of(page.text)},
         )
         assert done.status_code == 303
         audited = await client.get(f"/review/auto/{ref}")
@@ -260,7 +250,12 @@ async def test_an_audit_may_type_an_answer_no_agent_gave(tmp_path: Path) -> None
         assert 'id="other-decision"' in page.text
         done = await client.post(
             f"/review/auto/{ref}/confirm",
-            data={"decision": "1", "other": "42", "note": "none of them", "csrf": _csrf(page.text)},
+            data={
+                "decision": "1",
+                "other": "42",
+                "note": "none of them",
+                "csrf": csrf_of(page.text),
+            },
         )
         assert done.status_code == 303
     with Journal(s.journal) as journal:
@@ -326,7 +321,7 @@ async def test_a_case_no_agent_answered_is_resolved_with_a_typed_answer(tmp_path
         assert page.status_code == 200 and 'data-key="1"' not in page.text
         assert 'id="other-decision" name="other"' in page.text
         assert "no agent gave an answer: type the decision" in page.text
-        csrf, sha = _csrf(page.text), _sha(page.text)
+        csrf, sha = csrf_of(page.text), _sha(page.text)
 
         before = await _events(Path(s.journal))
         refused = {
@@ -376,7 +371,7 @@ async def test_a_case_no_agent_answered_is_resolved_with_a_typed_answer(tmp_path
         # A case with options: another answer is flagged outside them; not both at once.
         other = await client.get(f"/review/case/{with_options}")
         assert "or another answer (<kbd>o</kbd>)" in other.text
-        form = {"content_sha256": _sha(other.text), "csrf": _csrf(other.text), "note": "x"}
+        form = {"content_sha256": _sha(other.text), "csrf": csrf_of(other.text), "note": "x"}
         both = await client.post(
             f"/review/case/{with_options}/resolve", data={**form, "decision": "1", "other": "3"}
         )
@@ -424,7 +419,7 @@ async def test_a_note_over_the_field_bound_is_a_422_on_the_page(tmp_path: Path) 
                 "decision": "1",
                 "note": "n" * 101,
                 "content_sha256": _sha(case.text),
-                "csrf": _csrf(case.text),
+                "csrf": csrf_of(case.text),
             },
         )
         assert res.status_code == 422 and "at most 100 per field" in res.text

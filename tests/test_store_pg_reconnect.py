@@ -11,11 +11,8 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -28,77 +25,16 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from dissensus.store import Journal
+from pg_server import PgServer, free_port, pg_server
 
 pytest.importorskip("psycopg")
 
 pytestmark = pytest.mark.anyio
 
 
-def _bin() -> Path | None:
-    found = sorted(Path("/usr/lib/postgresql").glob("*/bin/initdb"))
-    return found[-1].parent if found else None
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-class Server:
-    """A throw-away PostgreSQL server that can be restarted."""
-
-    def __init__(self, bin_dir: Path) -> None:
-        self.bin = bin_dir
-        self.data = Path(tempfile.mkdtemp(prefix="dissensus-pg-reconnect."))
-        self.port = _free_port()
-        self.runas: list[str] = []
-        if os.geteuid() == 0:
-            shutil.chown(self.data, "postgres", "postgres")
-            self.runas = ["runuser", "-u", "postgres", "--"]
-        self._run("initdb", "-D", str(self.data), "-U", "postgres", "-A", "trust", "--no-sync")
-        self.start()
-        self._run("createdb", "-h", "127.0.0.1", "-p", str(self.port), "-U", "postgres", "journal")
-
-    @property
-    def url(self) -> str:
-        return f"postgresql://postgres:pw-never-shown@127.0.0.1:{self.port}/journal"
-
-    def _run(self, tool: str, *args: str) -> None:
-        subprocess.run(
-            [*self.runas, str(self.bin / tool), *args],
-            check=True,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-
-    def _ctl(self, *args: str) -> None:
-        options = f"-c listen_addresses=127.0.0.1 -p {self.port} -k {self.data} -c fsync=off"
-        self._run(
-            "pg_ctl", "-D", str(self.data), "-l", str(self.data / "log"), "-w", "-o", options, *args
-        )
-
-    def start(self) -> None:
-        self._ctl("start")
-
-    def restart(self) -> None:
-        self._ctl("restart", "-m", "fast")
-
-    def stop(self) -> None:
-        self._ctl("stop", "-m", "immediate")
-
-
 @pytest.fixture(scope="module")
-def server() -> Iterator[Server]:
-    bin_dir = _bin()
-    if bin_dir is None or (shutil.which("runuser") is None and os.geteuid() == 0):
-        pytest.skip("PostgreSQL server binaries not found")
-    srv = Server(bin_dir)
-    try:
-        yield srv
-    finally:
-        srv.stop()
-        shutil.rmtree(srv.data, ignore_errors=True)
+def server() -> Iterator[PgServer]:
+    yield from pg_server("journal", "pw-never-shown")
 
 
 @pytest.fixture
@@ -106,7 +42,7 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-def test_the_journal_reconnects_after_a_restart(server: Server) -> None:
+def test_the_journal_reconnects_after_a_restart(server: PgServer) -> None:
     with Journal(server.url) as journal:
         journal.create_run("before", kind="decide", meta={})
         assert journal.acquire_run_lock("before") is None
@@ -125,7 +61,7 @@ def test_the_journal_reconnects_after_a_restart(server: Server) -> None:
         journal.release_run_lock("before")
 
 
-async def test_readyz_recovers_by_itself_after_a_restart(server: Server, tmp_path: Path) -> None:
+async def test_readyz_recovers_by_itself_after_a_restart(server: PgServer, tmp_path: Path) -> None:
     from dissensus.serve import ServeSettings, create_app
 
     app = create_app(ServeSettings(journal=server.url))
@@ -176,7 +112,7 @@ def _hold_claim_then_commit(url: str, review_id: str, who: str, *, insert: bool)
 
 
 @pytest.mark.parametrize("insert", [True, False])
-def test_a_claim_loser_is_told_who_won(server: Server, insert: bool) -> None:
+def test_a_claim_loser_is_told_who_won(server: PgServer, insert: bool) -> None:
     from dissensus.store import ClaimConflict
 
     review_id = f"r.{10 if insert else 11}"
@@ -194,7 +130,7 @@ def test_a_claim_loser_is_told_who_won(server: Server, insert: bool) -> None:
 
 
 def test_no_command_prints_the_journal_password(
-    server: Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    server: PgServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Every command that names the journal shows its URL with the password masked."""
     from cli_helpers import run_cli
@@ -204,20 +140,7 @@ def test_no_command_prints_the_journal_password(
 
     secret = "pw-never-shown"
     url = server.url.replace("/journal", "/masked")
-    subprocess.run(
-        [
-            *server.runas,
-            str(server.bin / "createdb"),
-            "-h",
-            "127.0.0.1",
-            "-p",
-            str(server.port),
-            "-U",
-            "postgres",
-            "masked",
-        ],
-        check=True,
-    )
+    server.createdb("masked")
     policy = write_policy(tmp_path / "policy.yaml")
     panels = tmp_path / "in.jsonl"
     panels.write_text(json.dumps(escalating("p1")) + "\n", encoding="utf-8")
@@ -287,7 +210,7 @@ def test_a_drivers_error_text_never_keeps_the_urls_secret(
 
 
 def test_decide_cut_off_by_the_database_names_the_run_to_resume(
-    server: Server, tmp_path: Path
+    server: PgServer, tmp_path: Path
 ) -> None:
     """The database going away mid-run: one line naming the error and the resume command
     (exit 1), the password never shown; once the database is back the resume finishes it."""
@@ -338,13 +261,13 @@ def test_decide_cut_off_by_the_database_names_the_run_to_resume(
 
 
 def test_an_unreachable_database_is_a_failure_and_a_refusing_one_a_setting(
-    server: Server,
+    server: PgServer,
 ) -> None:
     """No server answering is an outage (exit 1, retry later); a server that answers and
     refuses (a database that does not exist) is a setting to fix (exit 2)."""
     from cli_helpers import run_cli
 
-    down = f"postgresql://postgres:pw-never-shown@127.0.0.1:{_free_port()}/journal"
+    down = f"postgresql://postgres:pw-never-shown@127.0.0.1:{free_port()}/journal"
     res = run_cli("runs", "list", "--journal", down)
     assert res.returncode == 1 and "cannot reach journal" in res.stderr, res.stderr
     missing = server.url.replace("/journal", "/no_such_database")
