@@ -41,14 +41,16 @@ def _fresh(w: World, name: str) -> Path:
 
 
 def _claimed(w: World, command: str, ref: str, *extra: str) -> int:
-    """``review resolve`` / ``confirm`` as bob while alice holds a live claim on the case."""
+    """``review resolve`` / ``confirm`` / ``claim`` as bob while alice holds a live claim
+    on the case."""
     from dissensus.store import Journal
 
     journal = _fresh(w, f"claimed-{command}")
     with Journal(journal) as store:
         store.claim(ref, "alice", 600, run_id="U")
+    note = () if command == "claim" else ("--note", "n")
     return cli(
-        "review", command, ref, *extra, "--note", "n", "--reviewer", "bob", "--journal", journal
+        "review", command, ref, *extra, *note, "--reviewer", "bob", "--journal", journal
     ).code
 
 
@@ -353,6 +355,9 @@ SCENARIOS: dict[tuple[str, int], Callable[[World], int]] = {
         cli("review", "confirm", "R.2", "--note", "checked", "--journal", w.journal).code
     ),
     ("review resolve", 1): lambda w: _claimed(w, "resolve", "U.2", "--decision", "2"),
+    ("review claim", 0): lambda w: cli("review", "claim", "R.2", "--journal", w.journal).code,
+    ("review claim", 1): lambda w: _claimed(w, "claim", "U.2"),
+    ("review claim", 2): lambda w: cli("review", "claim", "R.9", "--journal", w.journal).code,
     ("review confirm", 1): lambda w: _claimed(w, "confirm", "U.1"),
     ("review undo", 0): lambda w: _undo(w, 0),
     ("review undo", 1): lambda w: _undo(w, 1),

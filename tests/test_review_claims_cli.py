@@ -136,3 +136,35 @@ def test_cli_confirm_respects_a_live_claim(tmp_path: Path) -> None:
     with Journal(path) as journal:
         audit = journal.get("auto", f"confirm/{ref.split('.')[1]}")
         assert audit is not None and audit.payload["reviewer"] == "alice"
+
+
+def test_the_cli_claims_renews_and_releases_a_case(tmp_path: Path) -> None:
+    """A claim taken with ``review claim`` holds the case against another reviewer's
+    resolve (and claim); claiming again renews it; ``--release`` frees it."""
+    path, review_id, _ = _journal_with_cases(tmp_path)
+    env = _env()
+
+    def as_(who: str, *args: str) -> tuple[int, str]:
+        res = run_cli("review", *args, "--reviewer", who, "--journal", str(path), env=env)
+        return res.returncode, res.stdout + res.stderr
+
+    code, out = as_("alice", "claim", review_id, "--ttl", "600")
+    assert code == 0 and "for alice until" in out
+    with Journal(path) as journal:
+        first = journal.current_claim(review_id)
+    assert first is not None and first.who == "alice"
+    code, out = as_("bob", "claim", review_id)
+    assert code == 1 and "claimed by alice" in out
+    code, out = as_("bob", "resolve", review_id, "--decision", "2", "--note", "mine")
+    assert code == 1 and "claimed by alice" in out
+    assert as_("alice", "claim", review_id, "--ttl", "900")[0] == 0  # renewed, later expiry
+    with Journal(path) as journal:
+        renewed = journal.current_claim(review_id)
+    assert renewed is not None and renewed.expires > first.expires
+    assert as_("bob", "claim", review_id, "--release")[0] == 0  # not bob's: nothing released
+    assert as_("bob", "resolve", review_id, "--decision", "2", "--note", "n")[0] == 1
+    assert as_("alice", "claim", review_id, "--release")[0] == 0
+    code, out = as_("bob", "resolve", review_id, "--decision", "2", "--note", "free now")
+    assert code == 0, out
+    code, out = as_("alice", "claim", review_id)
+    assert code == 1 and "resolved" in out

@@ -1,12 +1,17 @@
 """``dissensus review ...``: the human review queue of escalated cases and blind audits.
 
-* ``dissensus review list | audits | show ID | resolve ID --decision X --note TEXT | undo ID | confirm ID``
+* ``dissensus review list | audits | show ID | claim ID | resolve ID --decision X --note TEXT | undo ID | confirm ID``
 
 Choices where the design is silent:
 
 * ``review show`` of a blind audit item stays blind: neither the committed answer nor the
   suggestion is printed.
 * Text from agents and reviewers is printed verbatim, never read as console markup.
+* ``review claim`` holds an open case for ``--ttl`` seconds (900 by default, as the
+  service's claims), as ``--reviewer``: the page, the API and other CLIs then leave it to
+  that reviewer until it expires or is resolved; claiming it again renews the claim, and
+  ``--release`` gives it up. Someone else's live claim is exit 1 naming the holder, a
+  resolved case exit 1 naming who resolved it.
 * ``review show`` prints the question a reviewer is shown
   (:func:`dissensus.cases.asked_question`: ``meta.question`` and its kin, else a chat
   panel's last ``user`` message) and, when the panel records several messages (a system
@@ -260,6 +265,55 @@ def review_show(
 def _excerpt(text: str, limit: int) -> str:
     flat = shown(" ".join(str(text).split()))
     return flat if len(flat) <= limit else flat[: limit - 3] + "..."
+
+
+@review_app.command("claim")
+def review_claim(
+    review_id: Annotated[str, typer.Argument(help="Review id (<run>.<line>).")],
+    ttl: Annotated[
+        float,
+        typer.Option(
+            "--ttl",
+            callback=number_in(1.0, MAX_SECONDS),
+            help="Seconds the claim lasts (claim again to renew).",
+        ),
+    ] = 900.0,
+    release: Annotated[
+        bool, typer.Option("--release", help="Give up your claim on the case instead.")
+    ] = False,
+    reviewer: Annotated[
+        str | None,
+        typer.Option(
+            "--reviewer", help="Who claims it; default $DISSENSUS_REVIEWER, else the login name."
+        ),
+    ] = None,
+    journal: JournalOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Hold an open case while you work on it: the review page, the API and other CLIs
+    leave it to you until the claim expires, you resolve it, or you --release it."""
+    from dissensus.pipeline.review import claim, find_item, reviewer_name
+
+    who = reviewer_name(reviewer)
+    with opened_journal(journal) as store:
+        if release:
+            find_item(store, review_id)  # an unknown id is named, as for a claim
+            store.release_claim(review_id, who)
+            held = None
+        else:
+            held = claim(store, review_id, who, ttl=ttl)
+    if json_out:
+        print_json(
+            held.model_dump() if held is not None else {"review_id": review_id, "released": True}
+        )
+    elif held is None:
+        out_console.print(f"released {shown(review_id)}", soft_wrap=True)
+    else:
+        out_console.print(
+            f"claimed {shown(review_id)} for {shown(held.who)} until {held.expires}",
+            soft_wrap=True,
+        )
+    raise typer.Exit(code=EXIT_OK)
 
 
 @review_app.command("resolve")
