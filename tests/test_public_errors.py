@@ -112,3 +112,59 @@ def test_converters_reject_an_item_with_input_error() -> None:
     with pytest.raises(InputError, match="expected an object") as exc:
         varierrnli_panel("k", ["not", "an", "item"])
     _not_a_value_error(exc)
+
+
+_DATA_PANEL: dict[str, Any] = {
+    "id": "p1",
+    "outputs": [
+        {"agent": "a", "decision": "A", "reasoning": "the first reason"},
+        {"agent": "b", "decision": "B", "reasoning": "another reason"},
+    ],
+}
+
+
+def test_read_panel_and_route_take_the_data_a_record_holds() -> None:
+    """``read_panel`` takes a panel's JSON data and ``route`` a reading's, as ``decide`` does."""
+    from dissensus.states import get_backend, read_panel, read_panels, route
+
+    backend = get_backend("tfidf")
+    from_data = read_panel(_DATA_PANEL, backend)
+    from_model = read_panel(as_panel(_DATA_PANEL), backend)
+    assert from_data == from_model
+    assert read_panels([_DATA_PANEL], backend) == [from_model]
+    assert route(from_data.model_dump(mode="json"), None) == route(from_model, None)
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        (5, "a panel is a Panel or a mapping, not int"),
+        ("p1", "a panel is a Panel or a mapping, not str"),
+        ({"id": "p1"}, "invalid panel: outputs: Field required"),
+        ({**_DATA_PANEL, "outputs": [{"agent": "a"}]}, "invalid panel: outputs.0.decision"),
+    ],
+)
+def test_read_panel_of_a_wrong_value_is_an_input_error(value: object, message: str) -> None:
+    from dissensus.states import get_backend, read_panel
+
+    with pytest.raises(InputError, match=message):
+        read_panel(value, get_backend("tfidf"))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("reading", "meta", "message"),
+    [
+        ("CA", None, "a reading is a Reading or a mapping, not str"),
+        ({"state": "CA"}, None, "invalid reading: id: Field required"),
+        (None, "question", "panel_meta is a mapping or None, not str"),
+    ],
+)
+def test_route_of_a_wrong_value_is_an_input_error(
+    reading: object, meta: object, message: str
+) -> None:
+    from dissensus.states import get_backend, read_panel, route
+
+    if reading is None:
+        reading = read_panel(_DATA_PANEL, get_backend("tfidf"))
+    with pytest.raises(InputError, match=message):
+        route(reading, meta)  # type: ignore[arg-type]

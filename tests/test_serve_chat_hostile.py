@@ -21,6 +21,7 @@ import yaml
 
 from dissensus.io.limits import MAX_FIELD_CHARS, MAX_PANEL_CHARS
 from dissensus.panels import ChatError, PanelChat
+from dissensus.panels.shapes import MAX_MESSAGES
 from dissensus.pipeline.durable import case_step
 from dissensus.pipeline.steps import CaseInput
 from dissensus.serve import ServeSettings, create_app
@@ -234,7 +235,7 @@ async def test_a_chunked_body_over_the_limit_is_a_413(
         [{"role": "user", "content": "x" * (MAX_FIELD_CHARS + 1)}],
         [{"role": "system", "content": "Count."}, {"role": "user", "content": "y" * 40_000}],
         [{"role": "user", "content": [{"type": "text", "text": "z" * 20_000}] * 2}],
-        [{"role": "user", "content": "1"}] * 100_000,
+        [{"role": "user", "content": "1" * 200}] * 1_400,
         [{"role": "user", "content": "w" * 30_000}] * 9,
     ],
     ids=["one-field", "second-message", "joined-parts", "many-messages", "whole-record"],
@@ -251,6 +252,18 @@ async def test_messages_over_the_pipelines_bounds_are_a_413_before_any_member(
             "messages",
         )
         assert str(MAX_FIELD_CHARS) in error["message"] or str(MAX_PANEL_CHARS) in error["message"]
+        assert svc.calls == 0 and svc.runs() == 0
+
+
+async def test_more_messages_than_the_limit_is_a_400_before_any_member(
+    world: Path, tmp_path: Path, quiet: pytest.LogCaptureFixture
+) -> None:
+    """Empty messages hold no text, so the character bounds alone let 65,000 through."""
+    messages = [{"role": "user", "content": ""}] * (MAX_MESSAGES + 1)
+    async with service(world, tmp_path) as svc:
+        got = await svc.post({"model": "m", "messages": messages})
+        error = _openai_error(got, 400)
+        assert error["param"] == "messages" and str(MAX_MESSAGES) in error["message"]
         assert svc.calls == 0 and svc.runs() == 0
 
 

@@ -7,6 +7,8 @@ usage errors (exit 2); everything else is a failure (exit 1).
 
 from __future__ import annotations
 
+from typing import Any
+
 __all__ = ["ConfigError", "DissensusError", "InputError"]
 
 
@@ -36,6 +38,15 @@ class ConfigError(DissensusError):
 
 
 class InputError(DissensusError):
-    """An input file cannot be read at all (missing, unreadable)."""
+    """An input file cannot be read at all (missing, unreadable), or a value given to a
+    library call is not what it takes."""
 
     exit_code = 2
+
+    @classmethod
+    def invalid(cls, what: str, exc: Any) -> InputError:
+        """``invalid WHAT: FIELD: MESSAGE`` from a pydantic ``ValidationError``'s first
+        error (the field path dotted; ``what`` itself when the data as a whole is wrong)."""
+        first = exc.errors(include_url=False)[0]
+        where = ".".join(str(part) for part in first["loc"]) or what
+        return cls(f"invalid {what}: {where}: {first['msg']}")

@@ -19,6 +19,7 @@ Choices where the design is silent:
   read are strict: ``stream`` is ``true`` or ``false``; ``temperature`` a number,
   ``seed``, ``max_tokens``, ``max_completion_tokens`` and ``n`` integers (``"5"`` is
   refused, not read as 5); ``seed`` fits in 64 bits (it is forwarded to members).
+  ``messages`` holds 1 to :data:`MAX_MESSAGES` (2,048) messages.
 * **The model name** is echoed back and not otherwise used: the policy names the panel.
 * **Escalation** is a successful response: ``finish_reason`` is ``"escalated"``
   (:data:`ESCALATED`), the content says that a human decides and where to poll, and
@@ -40,6 +41,7 @@ from dissensus.types import JsonObject, Usage
 __all__ = [
     "COMMITTED",
     "ESCALATED",
+    "MAX_MESSAGES",
     "AssistantMessage",
     "CaseStatus",
     "ChatCompletion",
@@ -55,6 +57,11 @@ __all__ = [
     "PanelResult",
     "RequestMessage",
 ]
+
+MAX_MESSAGES = 2048
+"""Most messages one request may hold (a ``400`` naming ``messages`` beyond): a bound on
+the work per request that the character limits alone do not give, since empty messages
+hold no text."""
 
 COMMITTED = "stop"
 """``finish_reason`` of a committed answer (OpenAI's normal end)."""
@@ -136,7 +143,7 @@ class CompletionRequest(BaseModel):
     model_config = ConfigDict(extra="allow", frozen=True)
 
     model: str = Field(min_length=1)
-    messages: list[RequestMessage] = Field(min_length=1)
+    messages: list[RequestMessage] = Field(min_length=1, max_length=MAX_MESSAGES)
     stream: StrictBool | None = None
     """Whether to answer as server-sent events: ``true`` or ``false`` only (``null``: false)."""
     temperature: float | None = Field(

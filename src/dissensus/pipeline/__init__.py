@@ -24,8 +24,6 @@ from collections.abc import Coroutine, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
-from pydantic import ValidationError
-
 from dissensus.errors import ConfigError, InputError
 from dissensus.guard import ReliabilityFit, panel_votes
 from dissensus.pipeline.batch import (
@@ -65,7 +63,7 @@ from dissensus.signals import (
     recorded_second_answers,
 )
 from dissensus.store.journal import Journal
-from dissensus.types import Panel
+from dissensus.types import Panel, as_panel
 
 T = TypeVar("T")
 
@@ -180,16 +178,10 @@ async def adecide(
 
 def _panel(panel: object) -> Panel:
     """The panel a caller gave: a :class:`Panel`, or its data validated into one."""
-    if isinstance(panel, Panel):
-        return panel
-    if not isinstance(panel, Mapping):
+    found = as_panel(panel)
+    if not isinstance(found, Panel):
         raise InputError(f"a panel is a Panel or a mapping, not {type(panel).__name__}")
-    try:
-        return Panel.model_validate(panel)
-    except ValidationError as exc:
-        first = exc.errors(include_url=False)[0]
-        where = ".".join(str(part) for part in first["loc"]) or "panel"
-        raise InputError(f"invalid panel: {where}: {first['msg']}") from None
+    return found
 
 
 def _run_sync(coro: Coroutine[Any, Any, T]) -> T:

@@ -65,7 +65,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from dissensus.errors import ConfigError, InputError
 from dissensus.states._trusted import trusted
 from dissensus.states.similarity import EmbeddingBackend, SimilarityBackend, embeds
-from dissensus.types import OutputLike, PanelLike
+from dissensus.types import OutputLike, PanelLike, as_panel
 
 __all__ = [
     "DEFAULT_THETA_A",
@@ -381,7 +381,10 @@ def _pair_similarities(
 def read_panel(
     panel: PanelLike, backend: SimilarityBackend, thresholds: Thresholds | None = None
 ) -> Reading:
-    """Read one panel with ``backend`` (``thresholds`` default to the model's defaults)."""
+    """Read one panel with ``backend`` (``thresholds`` default to the model's defaults).
+
+    ``panel`` may also be a mapping (the panel's JSON data), validated into a
+    :class:`~dissensus.types.Panel` (:class:`~dissensus.errors.InputError` if invalid)."""
     return read_panels([panel], backend, thresholds)[0]
 
 
@@ -392,9 +395,11 @@ def read_panels(
 ) -> list[Reading]:
     """Read a batch of panels; an embedding backend embeds each distinct trace once.
 
-    The batch is materialised; stream large inputs in bounded batches.
+    The batch is materialised; stream large inputs in bounded batches. A panel may also
+    be a mapping, validated as in :func:`read_panel`.
     """
-    return _read_batch(list(panels), backend, _resolve(backend, thresholds), matrices=True)
+    batch = [as_panel(p) for p in panels]
+    return _read_batch(batch, backend, _resolve(backend, thresholds), matrices=True)
 
 
 def _read_batch(

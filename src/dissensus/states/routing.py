@@ -81,7 +81,7 @@ from typing import Any, NewType
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from dissensus.errors import ConfigError, DissensusError
+from dissensus.errors import ConfigError, DissensusError, InputError
 from dissensus.io.yamlfile import load_yaml_file
 from dissensus.states._trusted import trusted
 from dissensus.states.conditions import (
@@ -613,7 +613,7 @@ def _memo_key(paths: Sequence[tuple[str, ...]]) -> Any:
 
 
 def route(
-    reading: Reading,
+    reading: Reading | Mapping[str, Any],
     panel_meta: Mapping[str, Any] | None,
     rules: RuleSet | None = None,
     *,
@@ -622,8 +622,25 @@ def route(
     """The action for ``reading`` under ``rules`` (the defaults when ``None``).
 
     Deterministic: the same reading, metadata and rules always give the same route.
+    ``reading`` may also be a mapping (a reading's JSON data, as records hold it),
+    validated into a :class:`Reading`; a wrong type or invalid data is an
+    :class:`~dissensus.errors.InputError`.
     """
+    if not isinstance(reading, Reading):
+        reading = _reading_of(reading)
+    if panel_meta is not None and not isinstance(panel_meta, Mapping):
+        raise InputError(f"panel_meta is a mapping or None, not {type(panel_meta).__name__}")
     return (rules or _DEFAULT).route(reading, panel_meta, value_profiles=value_profiles)
+
+
+def _reading_of(value: object) -> Reading:
+    """A reading from its data (:func:`route`)."""
+    if not isinstance(value, Mapping):
+        raise InputError(f"a reading is a Reading or a mapping, not {type(value).__name__}")
+    try:
+        return Reading.model_validate(value)
+    except ValidationError as exc:
+        raise InputError.invalid("reading", exc) from None
 
 
 _DEFAULT = RuleSet()
