@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -221,3 +222,17 @@ def test_a_rules_document_checked_once_is_still_refused_when_it_changes() -> Non
     for _ in range(2):
         with pytest.raises(ConfigError, match="routing"):
             policy_from_dict(bad)
+
+
+@pytest.mark.parametrize("value", ["false", "yes", 0, 1, None])
+@pytest.mark.parametrize(
+    "field", ["guard.enabled", "concord.enabled", "seek_context.use_recorded", "allow_code"]
+)
+def test_a_switch_is_true_or_false_only(field: str, value: object) -> None:
+    """``allow_code: "false"`` must not be read as a switch either way: it is an error."""
+    *sections, name = field.split(".")
+    data: dict[str, Any] = {name: value}
+    for section in reversed(sections):
+        data = {section: data}
+    with pytest.raises(ConfigError, match=f"field '{field}'"):
+        policy_from_dict(data)

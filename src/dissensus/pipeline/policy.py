@@ -53,7 +53,9 @@ Every field has a default, so an empty file (or no file) is a valid policy:
       options: null                  # structured: the decision's enum (null: any normalised string)
 
 Choices where the design is silent: unknown keys are errors (a typo must not silently
-fall back to a default); a bad policy raises :class:`ConfigError` naming the file and
+fall back to a default); switches (``enabled``, ``use_recorded``, ``allow_code``) are
+``true`` / ``false`` only, so a quoted ``"false"`` or a ``0`` is an error rather than
+read as a switch either way; a bad policy raises :class:`ConfigError` naming the file and
 the dotted field; relative paths inside the policy are relative to the policy file,
 including the file of a ``scripted:`` / ``replay:`` / ``record:FILE:...`` model spec.
 A routing rules document found valid once (the same JSON text) is not compiled again
@@ -68,7 +70,15 @@ import threading
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from dissensus.errors import ConfigError
 from dissensus.io.yamlfile import load_yaml_file
@@ -146,7 +156,7 @@ class RoutingSettings(_Section):
 class GuardSettings(_Section):
     """The guard (``docs/guard.md``) in front of every automatic route."""
 
-    enabled: bool = True
+    enabled: StrictBool = True
     """When false, no agreement is ever accepted on the guard's word (only on calibration)."""
     calibration: str | None = None
     """Guard calibration (JSON of ``dissensus calibrate``), relative to the policy: with it,
@@ -198,7 +208,7 @@ class SeekContextSettings(_Section):
 
     followup: Literal["reask", "dci", "none"] = "reask"
     """``reask``: ask every agent again under a perturbation; ``dci``: a DCI deliberation."""
-    use_recorded: bool = True
+    use_recorded: StrictBool = True
     """Use a re-ask recorded in the panel (each output's ``reask``; LLMBar's ``swap_decision`` /
     ``swap_reasoning`` as an alias) instead of calling a model."""
     perturbation: Literal["swap_order", "add_context"] = "swap_order"
@@ -218,7 +228,7 @@ class SeekContextSettings(_Section):
 class ConcordSettings(_Section):
     """CONCORD (``docs/concord.md``) for decisions over explicit options with role utilities."""
 
-    enabled: bool = True
+    enabled: StrictBool = True
     """Run CONCORD on escalated panels whose ``meta`` holds ``options`` and ``utilities``."""
     floor: float = Field(default=0.7, ge=0.0, le=1.0)
     margin: float = Field(default=0.05, ge=0.0, le=1.0)
@@ -339,7 +349,7 @@ class Policy(_Section):
     budget: BudgetSettings = Field(default_factory=BudgetSettings)
     concurrency: int = Field(default=4, ge=1, le=64)
     """Cases decided at the same time."""
-    allow_code: bool = False
+    allow_code: StrictBool = False
     """Allow ``module:function`` names that run code over panel text (the similarity
     backend); off by default. A policy file is trusted configuration either way."""
     deadline_s: float | None = Field(default=None, gt=0, allow_inf_nan=False)
