@@ -3,10 +3,12 @@ every acceptor answers with the journalled step, and a held file never accepts."
 
 from __future__ import annotations
 
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from hypothesis import given, settings
+import pytest
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dissensus.acceptance.calibrate import AcceptanceVerdict
@@ -94,3 +96,76 @@ def test_the_verdict_is_the_figures_and_the_answer() -> None:
         verdict.model_dump(include=set(AcceptanceFigures.model_fields))
     )
     assert figures.family == "votes" and figures.score == 0.9 and figures.calibration_n == 100
+
+
+_VOTES = st.lists(st.sampled_from(["A", "B", None]), min_size=2, max_size=5)
+
+
+@pytest.fixture(scope="module")
+def tfidf_acceptance(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """An acceptance file calibrated (TF-IDF) on the bundled LLMBar panels."""
+    from dissensus.cli import main
+
+    where = tmp_path_factory.mktemp("acceptance")
+    policy = where / "policy.yaml"
+    policy.write_text("reading:\n  similarity: tfidf\n")
+    out = where / "A.json"
+    panels = Path(__file__).resolve().parent.parent / "examples" / "llmbar-swap.jsonl"
+    argv = ["calibrate-acceptance", str(panels), "--policy", str(policy), "--out", str(out)]
+    assert main([*argv, "--target-precision", "0.8", "--json"]) == 0
+    return str(out)
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    decisions=_VOTES,
+    evidence=st.booleans(),
+    same_family=st.booleans(),
+    guard=st.booleans(),
+    cd=st.sampled_from(["escalate", "seek_context"]),
+    followup=st.sampled_from(["reask", "none", "dci"]),
+)
+def test_the_judged_population_is_the_one_decide_judges(
+    tfidf_acceptance: str,
+    decisions: list[str | None],
+    evidence: bool,
+    same_family: bool,
+    guard: bool,
+    cd: str,
+    followup: str,
+) -> None:
+    """``judged_by_acceptance`` (what calibrate-acceptance calibrates on) names exactly
+    the cases ``decide`` under the same policy has acceptance judge."""
+    from dissensus.pipeline import decide, policy_from_dict
+    from dissensus.pipeline.gates import judged_by_acceptance
+    from dissensus.states import Thresholds, get_backend, read_panels
+
+    policy = policy_from_dict(
+        {
+            "reading": {"similarity": "tfidf"},
+            "guard": {"enabled": guard},
+            "routing": {"convergent_disagreement_without_values": cd},
+            "seek_context": {"followup": followup},
+            "acceptance": {"model": tfidf_acceptance},
+        }
+    )
+    data = panel(
+        "p",
+        decisions,
+        families=["one" if same_family else None] * len(decisions),
+        evidence=[
+            [{"source": f"doc{i}", "present": True}] if evidence else None
+            for i in range(len(decisions))
+        ],
+    )
+    record = decide(data, policy)
+    judged = any(step.startswith("accept:") for step in record.path)
+    backend = get_backend("tfidf")
+    readings = read_panels(
+        [Panel.model_validate(data)], backend, Thresholds.for_model("tfidf", None, 0.8)
+    )
+    assert judged_by_acceptance(policy, [Panel.model_validate(data)], readings) == [judged], (
+        record.path
+    )

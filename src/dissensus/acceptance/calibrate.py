@@ -17,6 +17,14 @@ whose out-of-fold scores chose the threshold, so a new case's score has the cali
 scores' distribution; the guarantee then rests on exchangeability as in Trust or
 Escalate, up to the weak dependence cross-fitting introduces between calibration
 scores (fold models share training cases), which ``evaluation/acceptance.py`` measures.
+
+``judged`` marks the cases acceptance would judge under the deciding policy (its routing
+and guard: :func:`dissensus.pipeline.gates.judged_by_acceptance`; ``calibrate-acceptance``
+passes it). The model is fitted on every labelled case, but the threshold, the figures,
+the strata and the shift check's reference come from the judged cases alone: they are
+the population the guarantee speaks of and the run's shift check compares with (a
+convergent disagreement the default routing escalates is never judged, so counting it
+would both misstate the guarantee and make every run look shifted).
 """
 
 from __future__ import annotations
@@ -86,6 +94,7 @@ def calibrate(
     family: str | Sequence[str] | None = None,
     rule: SelectionRule = "bonferroni",
     grid: Grid = DEFAULT_SEQUENCE,
+    judged: Sequence[bool] | None = None,
 ) -> AcceptanceFile:
     """Fit, cross-fit, choose the score family and threshold (see the module docstring);
     the result is not yet hashed.
@@ -93,7 +102,8 @@ def calibrate(
     ``fitted``: the cross-fit of these very cases (:func:`crossfit` with the same
     strata and seed), when the caller needs its out-of-fold scores too. ``family``: use
     only this score family, or choose among these (default
-    :data:`~dissensus.acceptance.families.DEFAULT_FAMILIES`).
+    :data:`~dissensus.acceptance.families.DEFAULT_FAMILIES`). ``judged``: which cases
+    acceptance would judge (see the module docstring; default: all).
     """
     compete = (
         list(DEFAULT_FAMILIES)
@@ -113,6 +123,15 @@ def calibrate(
     scores = {"learned": fitted.scores}
     for name in FAMILIES[1:]:
         scores[name] = family_scores(name, cases)
+    fitted_n = len(cases)
+    if judged is not None:
+        if len(judged) != len(cases):
+            raise ConfigError(f"judged marks {len(judged)} cases, not {len(cases)}")
+        keep = [i for i, j in enumerate(judged) if j]
+        scores = {name: [values[i] for i in keep] for name, values in scores.items()}
+        cases = [cases[i] for i in keep]
+        golds = [golds[i] for i in keep]
+        strata = None if strata is None else [strata[i] for i in keep]
     chosen, choice, figures = select_family(
         scores,
         golds,
@@ -143,6 +162,7 @@ def calibrate(
         delta=delta,
         min_accepted=min_accepted,
         calibration_n=len(cases),
+        fitted_n=fitted_n if judged is not None else None,
         strata_field=strata_field,
         strata=choice.strata if strata is not None else [],
         calibration_accepted=choice.accepted,

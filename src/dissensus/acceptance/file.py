@@ -93,6 +93,11 @@ class AcceptanceFile(BaseModel):
     delta: float
     min_accepted: int
     calibration_n: int
+    """Calibration cases: those acceptance judges under the deciding policy (the threshold,
+    figures and shift reference come from them)."""
+    fitted_n: int | None = None
+    """Labelled cases the model was fitted on, when more than ``calibration_n`` were
+    given (``None``: the same cases)."""
     strata_field: str | None = None
     strata: list[StratumFigures] = Field(default_factory=list)
     calibration_accepted: int = 0

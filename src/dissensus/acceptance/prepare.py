@@ -180,18 +180,22 @@ def prepare_cases(
     reask: bool = True,
     guard: GuardInputs | None = None,
     on_case: Callable[[int], None] | None = None,
+    readings: Sequence[Any] | None = None,
 ) -> list[list[Candidate]]:
     """Candidate rows for every panel (``reask``: use the re-asks recorded in the panels).
 
     ``guard``: the deciding run's guard settings (default: no calibration, default
-    options), so that the guard features are those ``decide`` computes.
+    options), so that the guard features are those ``decide`` computes. ``readings``:
+    the panels' readings when the caller already has them (``theta_s`` / ``theta_a``
+    are then not used).
     """
     from dissensus.signals import recorded_second_answers
     from dissensus.states import read_panels
     from dissensus.states.reading import Thresholds
 
-    thresholds = Thresholds.for_model(backend.name, theta_s, theta_a)
-    readings = read_panels(list(panels), backend, thresholds)
+    if readings is None:
+        thresholds = Thresholds.for_model(backend.name, theta_s, theta_a)
+        readings = read_panels(list(panels), backend, thresholds)
     user = load_user_features(settings.user) if settings.user else None
     inputs = guard if guard is not None else GuardInputs()
     out: list[list[Candidate]] = []

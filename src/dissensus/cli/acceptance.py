@@ -186,7 +186,8 @@ def calibrate_acceptance_cmd(
     )
     from dissensus.io.jsonl import RejectSink
     from dissensus.pipeline import load_policy, policy_guard_calibration
-    from dissensus.states import get_backend
+    from dissensus.pipeline.gates import judged_by_acceptance
+    from dissensus.states import Thresholds, get_backend, read_panels
 
     policy, policy_dir = load_policy(policy_path)
     if policy.guard.calibration:  # read below: not an output either
@@ -209,20 +210,19 @@ def calibrate_acceptance_cmd(
         user=list(feature or []),
     )
     backend = get_backend(policy.reading.similarity)
+    thresholds = Thresholds.for_model(backend.name, policy.reading.theta_s, policy.reading.theta_a)
     cases: list[Any] = []
     golds: list[str] = []
+    judged: list[bool] = []
     groups: list[str] = []
     sources: list[str] = []
     with RejectSink(rejects) as sink:
         if labelled is not None:
             panels = _labelled_panels(labelled, sink)
+            readings = read_panels(panels, backend, thresholds)
+            judged += judged_by_acceptance(policy, panels, readings, guard.calibration)
             cases += prepare_cases(
-                panels,
-                settings=settings,
-                backend=backend,
-                theta_s=policy.reading.theta_s,
-                theta_a=policy.reading.theta_a,
-                guard=guard,
+                panels, settings=settings, backend=backend, guard=guard, readings=readings
             )
             golds += [str(p.meta["gold"]) for p in panels]
             groups += [str(stratum_of(p.meta, strata)) for p in panels] if strata else []
@@ -235,6 +235,12 @@ def calibrate_acceptance_cmd(
         with Journal(journal) as jr:
             found = labelled_from_journal(jr, run or None)
         user = load_user_features(settings.user) if settings.user else None
+        judged += judged_by_acceptance(
+            policy,
+            [c.panel for c in found.cases],
+            [c.reading for c in found.cases],
+            guard.calibration,
+        )
         for case in found.cases:
             cases.append(
                 candidates_for(
@@ -256,6 +262,11 @@ def calibrate_acceptance_cmd(
         )
     if not cases:
         raise InputError("no labelled cases to calibrate on")
+    if not any(judged):
+        raise InputError(
+            f"none of the {len(cases)} labelled cases reaches acceptance under this policy: "
+            "its routing and guard decide them all (escalate, or commit on the guard's word)"
+        )
     acc = calibrate(
         cases,
         golds,
@@ -269,11 +280,13 @@ def calibrate_acceptance_cmd(
         description="learned acceptance fitted by dissensus calibrate-acceptance",
         family=list(family) if family else None,
         rule="split" if family_rule == "split" else "bonferroni",
+        judged=judged,
     )
     saved = save_acceptance(acc, out)
     summary = {
         "out": out,
         "calibration_n": saved.calibration_n,
+        "fitted_n": saved.fitted_n if saved.fitted_n is not None else saved.calibration_n,
         "family": saved.family,
         "family_rule": saved.family_rule,
         "families": [{**f.model_dump(), "coverage": round(f.coverage, 6)} for f in saved.families],
@@ -340,6 +353,11 @@ def _print(acc: Any, out: str, rejected: int) -> None:
         f"{acc.error_upper:.3f}",
     )
     out_console.print(table)
+    if acc.fitted_n is not None and acc.fitted_n > acc.calibration_n:
+        out_console.print(
+            f"{acc.calibration_n} of the {acc.fitted_n} labelled cases reach acceptance under "
+            "this policy and calibrate it; the model is fitted on all of them"
+        )
     out_console.print(acc.threshold_reason)
     out_console.print(acc.guarantee())
     out_console.print(

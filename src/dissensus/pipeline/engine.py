@@ -62,7 +62,7 @@ from dissensus.pipeline.acceptors import AcceptInput
 from dissensus.pipeline.audit import AUDIT_OPENED, is_audited
 from dissensus.pipeline.durable import CaseClient, CaseLog
 from dissensus.pipeline.followup import case_options, live_reask, run_dci
-from dissensus.pipeline.gates import guard_step, route_step
+from dissensus.pipeline.gates import AUTO_ACTIONS, guard_step, route_step
 from dissensus.pipeline.learned import AcceptanceFigures
 from dissensus.pipeline.negotiate import concord_refusal, has_utilities, run_concord
 from dissensus.pipeline.records import (
@@ -89,7 +89,7 @@ from dissensus.types import AgentOutput, Panel, Usage, trusted
 
 __all__ = ["decide_case", "decide_case_events"]
 
-_AUTO = ("auto", "auto_explain")
+_AUTO = AUTO_ACTIONS
 
 M = TypeVar("M", bound=BaseModel)
 

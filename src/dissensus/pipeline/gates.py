@@ -22,13 +22,34 @@ Choices where the design is silent:
 
 from __future__ import annotations
 
-from dissensus.guard import guard_votes, panel_votes
-from dissensus.pipeline.runtime import Runtime
+from collections.abc import Sequence
+
+from dissensus.guard import (
+    GuardDecision,
+    GuardThresholds,
+    ReliabilityFit,
+    guard_votes,
+    panel_votes,
+)
+from dissensus.pipeline.policy import Policy
+from dissensus.pipeline.runtime import Runtime, policy_rules
 from dissensus.pipeline.steps import GuardStep
 from dissensus.states import Reading, Route
 from dissensus.types import Panel, trusted
 
-__all__ = ["guard_step", "panel_votes", "route_step"]
+__all__ = [
+    "AUTO_ACTIONS",
+    "check_guard",
+    "guard_backs",
+    "guard_step",
+    "judged_by_acceptance",
+    "panel_votes",
+    "reaches_acceptance",
+    "route_step",
+]
+
+AUTO_ACTIONS = ("auto", "auto_explain")
+"""The routes that commit on the guard's word when it backs the agreement."""
 
 
 def route_step(rt: Runtime, panel: Panel, reading: Reading) -> Route:
@@ -37,9 +58,82 @@ def route_step(rt: Runtime, panel: Panel, reading: Reading) -> Route:
     return rt.rules.route(reading, panel.meta, value_profiles=value_profiles)
 
 
+def guard_backs(
+    decision: GuardDecision, reading: Reading, *, calibrated: bool
+) -> tuple[bool, bool]:
+    """``(independent, backed)`` of a guard decision on a panel read as ``reading``:
+    invariants 1 and 2 hold (and 3 when the guard is ``calibrated``), and, for backed,
+    the guard's answer is the panel's untied plurality."""
+    checks = {c.number: c.holds for c in decision.invariants}
+    independent = (
+        checks.get(1, False) and checks.get(2, False) and (checks.get(3, False) or not calibrated)
+    )
+    return independent, independent and decision.answer == reading.decision and not reading.tie
+
+
+def reaches_acceptance(action: str, backed: bool, followup: str = "reask") -> bool:
+    """Whether a case routed to ``action``, with the guard backing its agreement or not,
+    is judged by acceptance (:func:`dissensus.pipeline.engine.decide_case`) when the
+    policy's ``seek_context.followup`` is ``followup``: an automatic route the guard does
+    not back and ``seek_context`` are, unless the follow-up is a DCI deliberation (its
+    packet goes to a reviewer); a backed automatic route commits on the guard's word;
+    ``deliberate``, ``escalate`` and ``concord`` never reach acceptance."""
+    if followup == "dci":
+        return False
+    if action in AUTO_ACTIONS:
+        return not backed
+    return action == "seek_context"
+
+
+def judged_by_acceptance(
+    policy: Policy,
+    panels: Sequence[Panel],
+    readings: Sequence[Reading],
+    guard_calibration: ReliabilityFit | None = None,
+) -> list[bool]:
+    """For each panel read as ``readings``, whether ``decide`` under ``policy`` would
+    have acceptance judge it (:func:`reaches_acceptance` of its route and guard check):
+    the population an acceptance file for this policy is calibrated on."""
+    rules = policy_rules(policy)
+    settings = GuardThresholds.model_validate(policy.guard.options)
+    out: list[bool] = []
+    for panel, reading in zip(panels, readings, strict=True):
+        value_profiles = sum(1 for o in panel.outputs if o.values)
+        action = rules.route(reading, panel.meta, value_profiles=value_profiles).action
+        backed = action in AUTO_ACTIONS and (
+            check_guard(
+                panel,
+                reading,
+                enabled=policy.guard.enabled,
+                calibration=guard_calibration,
+                settings=settings,
+            ).backed
+        )
+        out.append(reaches_acceptance(action, backed, policy.seek_context.followup))
+    return out
+
+
 def guard_step(rt: Runtime, panel: Panel, reading: Reading) -> GuardStep:
-    """The guard's check of the panel (``docs/guard.md``)."""
-    if not rt.policy.guard.enabled:
+    """The guard's check of the panel (``docs/guard.md``) under the run's policy."""
+    return check_guard(
+        panel,
+        reading,
+        enabled=rt.policy.guard.enabled,
+        calibration=rt.guard_calibration,
+        settings=rt.guard_settings,
+    )
+
+
+def check_guard(
+    panel: Panel,
+    reading: Reading,
+    *,
+    enabled: bool,
+    calibration: ReliabilityFit | None,
+    settings: GuardThresholds,
+) -> GuardStep:
+    """The guard's check of the panel with these settings (:func:`guard_step`)."""
+    if not enabled:
         return GuardStep(
             applicable=False,
             backed=False,
@@ -50,16 +144,8 @@ def guard_step(rt: Runtime, panel: Panel, reading: Reading) -> GuardStep:
         return GuardStep(
             applicable=False, backed=False, reason=f"{len(votes)} vote(s): nothing to audit"
         )
-    decision = guard_votes(
-        votes, rt.guard_calibration, settings=rt.guard_settings, case_id=panel.id
-    )
-    checks = {c.number: c.holds for c in decision.invariants}
-    need_beta = rt.guard_calibration is not None
-    independent = (
-        checks.get(1, False) and checks.get(2, False) and (checks.get(3, False) or not need_beta)
-    )
-    same = decision.answer == reading.decision and not reading.tie
-    backed = independent and same
+    decision = guard_votes(votes, calibration, settings=settings, case_id=panel.id)
+    independent, backed = guard_backs(decision, reading, calibrated=calibration is not None)
     if backed:
         held = "; ".join(c.message for c in decision.invariants if c.holds)
         reason = f"guard: evidence-backed and independent agreement on {decision.answer!r} ({held})"

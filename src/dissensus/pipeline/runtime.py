@@ -164,6 +164,11 @@ def resolve_model_spec(policy: Policy, environ: Mapping[str, str]) -> str | None
     return policy.seek_context.model or environ.get(MODEL_ENV) or None
 
 
+def policy_rules(policy: Policy) -> RuleSet:
+    """The policy's routing rules, compiled (once per distinct rules document)."""
+    return _compiled_rules(json.dumps(policy.routing.rules_document(), sort_keys=True))
+
+
 @functools.lru_cache(maxsize=16)
 def _compiled_rules(document: str) -> RuleSet:
     """The routing rules of a policy, compiled once per distinct rules document (a
@@ -280,8 +285,7 @@ class Runtime:
     @property
     def rules(self) -> RuleSet:
         if self._rules is None:
-            document = json.dumps(self.policy.routing.rules_document(), sort_keys=True)
-            self._rules = _compiled_rules(document)
+            self._rules = policy_rules(self.policy)
         return self._rules
 
     @property
