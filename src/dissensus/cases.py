@@ -50,9 +50,20 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, ValidationError
 
-__all__ = ["CaseMessage", "CaseOption", "CaseSpec", "asked_question", "conversation", "option_ids"]
+from dissensus.errors import InputError
+from dissensus.types import Panel, PanelLike
+
+__all__ = [
+    "CaseMessage",
+    "CaseOption",
+    "CaseSpec",
+    "as_panel",
+    "asked_question",
+    "conversation",
+    "option_ids",
+]
 
 QUESTION_KEYS = ("question", "input", "prompt", "statement")
 """``meta`` keys that hold the question, in order of preference."""
@@ -262,3 +273,20 @@ def _utilities(meta: Mapping[str, Any]) -> tuple[dict[str, dict[str, float]] | N
             row[str(option)] = number
         out[str(agent)] = row
     return out, None
+
+
+def as_panel(panel: object) -> PanelLike:
+    """The panel a caller gave: a :class:`Panel` or a read-only view of one as it is, a
+    mapping validated into a :class:`Panel`; anything else is an
+    :class:`~dissensus.errors.InputError` naming its type (never an ``AttributeError``
+    from deep inside the reading)."""
+    if isinstance(panel, Panel):
+        return panel
+    if isinstance(panel, Mapping):
+        try:
+            return Panel.model_validate(panel)
+        except ValidationError as exc:
+            raise InputError.invalid("panel", exc) from None
+    if all(hasattr(panel, name) for name in ("id", "meta", "outputs")):
+        return panel  # type: ignore[return-value]  # a view (PanelLike)
+    raise InputError(f"a panel is a Panel or a mapping, not {type(panel).__name__}")

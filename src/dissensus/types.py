@@ -285,27 +285,6 @@ class PanelLike(Protocol):
     def outputs(self) -> Sequence[OutputLike]: ...
 
 
-def as_panel(panel: object) -> PanelLike:
-    """The panel a caller gave: a :class:`Panel` or a read-only view of one as it is, a
-    mapping validated into a :class:`Panel`; anything else is an
-    :class:`~dissensus.errors.InputError` naming its type (never an ``AttributeError``
-    from deep inside the reading)."""
-    from pydantic import ValidationError
-
-    from dissensus.errors import InputError
-
-    if isinstance(panel, Panel):
-        return panel
-    if isinstance(panel, Mapping):
-        try:
-            return Panel.model_validate(panel)
-        except ValidationError as exc:
-            raise InputError.invalid("panel", exc) from None
-    if all(hasattr(panel, name) for name in ("id", "meta", "outputs")):
-        return panel  # type: ignore[return-value]  # a view (PanelLike)
-    raise InputError(f"a panel is a Panel or a mapping, not {type(panel).__name__}")
-
-
 class Vote(BaseModel):
     """One vote with provenance (``docs/guard.md``)."""
 

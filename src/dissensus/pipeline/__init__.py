@@ -24,6 +24,7 @@ from collections.abc import Coroutine, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
+from dissensus.cases import as_panel
 from dissensus.errors import ConfigError, InputError
 from dissensus.guard import ReliabilityFit, panel_votes
 from dissensus.pipeline.batch import (
@@ -63,7 +64,7 @@ from dissensus.signals import (
     recorded_second_answers,
 )
 from dissensus.store.journal import Journal
-from dissensus.types import Panel, as_panel
+from dissensus.types import Panel
 
 T = TypeVar("T")
 

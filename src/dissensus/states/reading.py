@@ -62,10 +62,11 @@ import numpy as np
 from numpy.typing import NDArray
 from pydantic import BaseModel, ConfigDict, Field
 
+from dissensus.cases import as_panel
 from dissensus.errors import ConfigError, InputError
 from dissensus.states._trusted import trusted
 from dissensus.states.similarity import EmbeddingBackend, SimilarityBackend, embeds
-from dissensus.types import OutputLike, PanelLike, as_panel
+from dissensus.types import OutputLike, PanelLike
 
 __all__ = [
     "DEFAULT_THETA_A",
