@@ -128,6 +128,36 @@ def test_wrong_audits_suspend_later_automatic_commits(
     assert "suspended" in capsys.readouterr().out
 
 
+@NEEDS_CONFSEQ
+def test_audits_answered_late_never_lift_a_suspension(
+    audited: tuple[Path, Path, Path, list[CaseRecord]], tmp_path: Path
+) -> None:
+    """Outcomes count in the order audits were answered: answering the earliest-opened
+    audits last (all right) after the latest-opened ones (wrong) suspended the stratum
+    must not lift the suspension, which only a new acceptance file does."""
+    from dissensus.pipeline.audit import monitor_status
+
+    _, policy, accept, _ = audited
+    journal = _decide(tmp_path, slice(0, 40), "r1", policy, accept)
+    with Journal(str(journal)) as jr:
+        records = [r for r in final_records(jr, "r1") if r.auto and r.decision is not None]
+        wrong = 0
+        for r in reversed(records):  # the latest-opened audits first, all wrong
+            confirm(jr, f"r1.{r.line}", decision="B" if r.decision != "B" else "A", note="wrong")
+            wrong += 1
+            if monitor_status(jr)[0].suspended:
+                break
+        assert monitor_status(jr)[0].suspended, "the fixture must suspend the stratum"
+        for r in records[: len(records) - wrong]:  # then the earliest-opened ones, all right
+            confirm(jr, f"r1.{r.line}", decision=r.decision, note="right")
+        (row,) = monitor_status(jr)
+        assert row.audits == len(records) and row.suspended, row
+    _decide(tmp_path, slice(40, 80), "r2", policy, accept)
+    with Journal(str(journal)) as jr:
+        later = final_records(jr, "r2")
+    assert not any(r.auto and r.basis == "learned" for r in later)
+
+
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"

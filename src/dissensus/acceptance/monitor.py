@@ -20,8 +20,13 @@ Choices where the design is silent:
   suspends nothing.
 * The grid has 1000 points (``confseq``'s default; its bounds are widened by one grid
   step, which keeps them valid).
-* A case's stratum is ``stratum_of(meta, strata_field)`` of the acceptance file, or
-  ``all`` when the file has no strata field (or the case has no value for it).
+* A case's stratum is ``stratum_of(meta, strata_field)`` of the acceptance file (``(none)``
+  for a case without a value for it, as at calibration), or ``all`` when the file has no
+  strata field.
+* The outcomes are taken in the order the audits were answered
+  (:func:`dissensus.pipeline.audit.audit_outcomes`), so a new answer only extends the
+  sequence; and a stratum a run journalled as suspended (``acceptance.suspended``) stays
+  suspended whatever is answered later.
 * confseq 0.0.11 (the last release) annotates with ``np.float_``, which NumPy 2 removed;
   the alias is restored to ``np.float64`` before importing it (nothing else changes).
 * Only a new acceptance file (another sha256) lifts a suspension: the audits are keyed

@@ -36,10 +36,12 @@ from collections.abc import Iterator
 
 from pydantic import BaseModel, ConfigDict
 
+from dissensus.acceptance.monitor import MonitorStep
 from dissensus.pipeline.confirm import EVENT as CONFIRMED
 from dissensus.pipeline.records import ReviewItem
 from dissensus.store import event_types as ev
 from dissensus.store.base import Journal
+from dissensus.store.events import Event
 from dissensus.types import JsonObject
 
 __all__ = [
@@ -49,6 +51,8 @@ __all__ = [
     "audit_outcomes",
     "audit_share",
     "is_audited",
+    "journalled_suspensions",
+    "kept_suspended",
     "monitor_status",
     "open_audits",
 ]
@@ -86,9 +90,15 @@ def open_audits(journal: Journal, run_id: str | None = None) -> Iterator[ReviewI
 
 
 def _answered(journal: Journal, acceptance_sha256: str) -> dict[str, list[tuple[bool, str]]]:
-    """Stratum -> (the committed answer was right, when the audit was answered), in
-    journal order, over every run that decided with the acceptance file."""
-    out: dict[str, list[tuple[bool, str]]] = {}
+    """Stratum -> (the committed answer was right, when the audit was answered), in the
+    order the audits were *answered*, over every run that decided with the acceptance file.
+
+    The order is the one in which outcomes became known, so a new answer only ever
+    extends the sequence at its end: the bounds already computed (and a suspension they
+    gave) stay as they were. Ordered by when audits were opened, an early audit answered
+    late would be inserted before outcomes already seen and could lift a suspension.
+    """
+    found: dict[str, list[tuple[str, str, int, bool]]] = {}
     for event in journal.events_of_type(AUDIT_OPENED):
         payload = event.payload
         if payload.get("acceptance_sha256") != acceptance_sha256:
@@ -97,13 +107,44 @@ def _answered(journal: Journal, acceptance_sha256: str) -> dict[str, list[tuple[
         if done is None or done.type != CONFIRMED:
             continue
         stratum = str(payload.get("stratum") or "all")
-        out.setdefault(stratum, []).append((bool(done.payload.get("agrees")), done.at))
+        found.setdefault(stratum, []).append(
+            (done.at, done.run_id, done.seq, bool(done.payload.get("agrees")))
+        )
+    return {
+        stratum: [(right, at) for at, _, _, right in sorted(rows)]
+        for stratum, rows in found.items()
+    }
+
+
+def journalled_suspensions(journal: Journal, acceptance_sha256: str) -> dict[str, Event]:
+    """Stratum -> the first ``acceptance.suspended`` event any run journalled for the
+    acceptance file ``acceptance_sha256``: a suspension, once journalled, stays (only a
+    new acceptance file lifts it), whatever the audits answered since."""
+    out: dict[str, Event] = {}
+    for event in journal.events_of_type(ev.ACCEPTANCE_SUSPENDED):
+        payload = event.payload
+        if payload.get("acceptance_sha256") != acceptance_sha256:
+            continue
+        stratum = str(payload.get("stratum") or "all")
+        if stratum not in out or event.at < out[stratum].at:
+            out[stratum] = event
     return out
+
+
+def kept_suspended(step: MonitorStep, suspension: Event | None) -> MonitorStep:
+    """``step``, suspended as journalled when an earlier run suspended its stratum."""
+    if suspension is None or step.suspended:
+        return step
+    after = suspension.payload.get("suspended_after")
+    return step.model_copy(
+        update={"suspended": True, "suspended_after": after if isinstance(after, int) else None}
+    )
 
 
 def audit_outcomes(journal: Journal, acceptance_sha256: str) -> dict[str, list[bool]]:
     """Stratum -> the answered audits' outcomes (True: the committed answer was right),
-    in journal order, over every run that decided with the acceptance file ``acceptance_sha256``."""
+    in the order they were answered, over every run that decided with the acceptance file
+    ``acceptance_sha256``."""
     return {
         stratum: [right for right, _ in answers]
         for stratum, answers in _answered(journal, acceptance_sha256).items()
@@ -156,7 +197,9 @@ def monitor_status(journal: Journal, acceptance_sha256: str | None = None) -> li
             continue
         target, delta = float(acc["target_precision"]), float(acc["delta"])
         strata = _answered(journal, sha) or {ONE_STRATUM: []}
+        suspensions = journalled_suspensions(journal, sha)
         for stratum, answers in sorted(strata.items()):
+            kept = suspensions.get(stratum)
             step = monitor(
                 [right for right, _ in answers],
                 target=target,
@@ -164,6 +207,11 @@ def monitor_status(journal: Journal, acceptance_sha256: str | None = None) -> li
                 stratum=stratum,
                 acceptance_sha256=sha,
             )
+            # When the audits suspend the stratum, the time the deciding audit was
+            # answered; when only a journalled suspension does, the time it was journalled.
+            at = answers[step.suspended_after - 1][1] if step.suspended_after else None
+            if not step.suspended and kept is not None:
+                step, at = kept_suspended(step, kept), kept.at
             after = step.suspended_after
             rows.append(
                 MonitorRow(
@@ -178,7 +226,7 @@ def monitor_status(journal: Journal, acceptance_sha256: str | None = None) -> li
                     delta=delta,
                     suspended=step.suspended,
                     suspended_after=after,
-                    suspended_at=answers[after - 1][1] if after else None,
+                    suspended_at=at,
                     reason=step.reason() if step.suspended else None,
                 )
             )

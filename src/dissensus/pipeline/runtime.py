@@ -321,21 +321,26 @@ class Runtime:
 
     def monitor_state(self, stratum: str) -> Any:
         """The acceptance monitor's verdict (:class:`~dissensus.acceptance.monitor.MonitorStep`)
-        for ``stratum``, from the audits journalled under this acceptance file. Read once per
-        run (audits answered while the run goes on count from the next run on)."""
+        for ``stratum``, from the audits journalled under this acceptance file, in the order
+        they were answered; a stratum an earlier run journalled as suspended stays suspended.
+        Read once per run (audits answered while the run goes on count from the next run on)."""
         from dissensus.acceptance.monitor import monitor
-        from dissensus.pipeline.audit import audit_outcomes
+        from dissensus.pipeline.audit import audit_outcomes, journalled_suspensions, kept_suspended
 
         acc = self.acceptance or {}
         sha = str(acc.get("sha256") or "")
         if self._monitor is None:
+            kept = journalled_suspensions(self.journal, sha)
             self._monitor = {
-                name: monitor(
-                    outcomes,
-                    target=float(acc["target_precision"]),
-                    delta=float(acc["delta"]),
-                    stratum=name,
-                    acceptance_sha256=sha,
+                name: kept_suspended(
+                    monitor(
+                        outcomes,
+                        target=float(acc["target_precision"]),
+                        delta=float(acc["delta"]),
+                        stratum=name,
+                        acceptance_sha256=sha,
+                    ),
+                    kept.get(name),
                 )
                 for name, outcomes in audit_outcomes(self.journal, sha).items()
             }
