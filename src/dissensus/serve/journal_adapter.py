@@ -13,7 +13,8 @@ decide differently.
   holds until it expires; a live claim of another reviewer blocks both claiming and
   resolving (:class:`ClaimConflict`, 409); the holder may renew it. The journal takes
   the claim in a write transaction (SQLite's write lock, PostgreSQL's row lock), so of
-  two servers racing for one item exactly one gets it. :meth:`ReviewDesk.claim` takes
+  two servers racing for one item exactly one gets it. Only the holder may give a claim
+  up before it expires (:meth:`ReviewDesk.release`; another's is :class:`ClaimConflict`). :meth:`ReviewDesk.claim` takes
   the ``<run>.<line>`` of an escalated case (an open review item) or of an automatic
   decision not audited yet (:func:`dissensus.pipeline.confirm.claim_audit`; its blind
   audit, if any, has the same reference), since an audit respects a claim as a
@@ -436,6 +437,32 @@ class ReviewDesk:
         return ClaimInfo(
             review_id=review_id, reviewer=held.who, at=held.claimed_at, expires=held.expires
         )
+
+    def release(self, review_id: str, reviewer: str) -> bool:
+        """Give up ``reviewer``'s claim on a case or an audit (the ids :meth:`claim` takes):
+        ``True`` when a live claim of theirs was dropped, ``False`` when none held it.
+        Another reviewer's live claim is :class:`ClaimConflict` naming them (only the
+        holder may give a claim up; it expires on its own)."""
+        try:
+            self.status(review_id)
+        except UnknownItem:
+            try:
+                self.auto_case(review_id)
+            except UnknownItem:
+                raise UnknownItem(f"no review item or automatic decision {review_id!r}") from None
+        held = self.journal.current_claim(review_id)
+        if held is None:
+            return False
+        if held.who != reviewer:
+            raise ClaimConflict(
+                f"review item {review_id} is claimed by {held.who} until {held.expires}; "
+                "only they can give it up",
+                holder=held.who,
+                expires=held.expires,
+            )
+        # Only the caller's row is deleted: a claim someone else took meanwhile stays.
+        self.journal.release_claim(review_id, reviewer)
+        return True
 
     def confirm(
         self, case_ref: str, *, decision: str | None, note: str, reviewer: str

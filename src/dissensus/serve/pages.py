@@ -32,9 +32,9 @@ Choices where the design is silent:
 * Keys (``review.js``): ``1``-``9`` pick an option, ``o`` focuses the field for another
   answer (the only answer a case without options takes), ``n`` focuses the note, ``Enter``
   submits, ``j`` / ``k`` next / previous case of the queue (open or resolved, skipping
-  open cases claimed by others), ``c`` claims, ``u`` undoes the reviewer's last
-  resolution (within the server's ``undo_window_s``; the form names the case it undoes,
-  so a stale page cannot undo another one), ``a`` opens the audit form of an automatic
+  open cases claimed by others), ``c`` claims, ``r`` gives one's claim up, ``u`` undoes
+  the reviewer's last resolution (within the server's ``undo_window_s``; the form names
+  the case it undoes, so a stale page cannot undo another one), ``a`` opens the audit form of an automatic
   decision, ``?`` shows the keys. On a blind audit the same keys pick an option (or type
   another answer), write the note and answer (``Enter``), ``c`` claims the audit, and
   ``j`` / ``k`` move among the open audits nobody else holds; after an answer the page
@@ -54,25 +54,51 @@ Choices where the design is silent:
 * Only ``review`` and ``admin`` tokens may log in.
 * A page whose case is unknown answers the message page with 404; a form post without a
   login answers 401, without the session's CSRF token 403.
+* **Back where the reviewer was.** A page asked for without a session sends the reviewer
+  to ``/review/login?next=<that page>``, and the login goes back there. ``next`` is only
+  ever a path of the review site (:func:`safe_next`: ``/review`` or below, never an
+  absolute or ``//`` URL, a backslash, a control character or the login page itself),
+  else the queue. A form post refused for want of a session (401: it ended, or the
+  server restarted and forgot it) or of its CSRF token (403) answers the message page
+  with a link to log in again (401) and, to htmx, the address of the page the form was
+  on (``HX-Replace-Url``, :func:`page_url`), so the address bar never stays on a
+  post-only URL and reloading shows the page again. What the reviewer typed on the case
+  page is kept in the browser meanwhile (``review.js``).
+* **Refusals keep the form.** A resolve refused (422, 409, 503) shows the case page again
+  with the reviewer's pick, typed answer and note as they sent them
+  (:func:`~dissensus.serve.routes.pages_case.case_page`'s ``kept``), at the case page's
+  address (``HX-Replace-Url``).
+* **Times in refusals.** A refusal naming a time (a claim's expiry, when a case was
+  resolved or audited) shows it as the page shows other times, in a ``<time>`` element
+  the page's script renders in the reader's local time (:func:`refused_by`); the API's
+  JSON keeps the ISO-8601 UTC value.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import quote, urlsplit
 
 from fastapi import Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from jinja2 import Environment, FileSystemLoader, select_autoescape
+from markupsafe import Markup, escape
 from starlette.datastructures import FormData
 
 from dissensus.errors import DissensusError
 from dissensus.serve import journal_errors
 from dissensus.serve.auth import LOCAL, Principal, allows
 from dissensus.serve.case_view import OptionView, word_diff
-from dissensus.serve.journal_adapter import UnknownItem
+from dissensus.serve.journal_adapter import (
+    AlreadyConfirmed,
+    AlreadyResolved,
+    ClaimConflict,
+    UnknownItem,
+)
 
 if TYPE_CHECKING:
     from dissensus.serve.service import Service
@@ -85,13 +111,16 @@ __all__ = [
     "Reviewer",
     "case_render",
     "checked_form",
+    "login_url",
     "message",
     "option_context",
     "or_not_found",
+    "page_url",
     "push_url",
     "refused_by",
     "render",
     "require_login",
+    "safe_next",
     "secure",
     "service_of",
     "session_of",
@@ -154,7 +183,8 @@ def render(template: str, status: int = 200, **context: Any) -> HTMLResponse:
 def case_render(
     request: Request, who: Reviewer, template: str, status: int, url: str, **context: Any
 ) -> Response:
-    """A page of one case for ``who`` (with their CSRF token), at address ``url`` for htmx."""
+    """A page of one case for ``who`` (with their CSRF token), at address ``url`` for htmx
+    (a refusal, ``status`` 400 or more, replaces the address the form post left)."""
     response = render(
         template,
         status,
@@ -162,12 +192,13 @@ def case_render(
         csrf=service_of(request).sessions.csrf(who.sid),
         **context,
     )
-    return push_url(request, response, url)
+    return push_url(request, response, url, replace=status >= 400)
 
 
-def message(request: Request, who: Reviewer, status: int, title: str, text: str) -> HTMLResponse:
-    """The message page (not found, forbidden, a blind audit in the way)."""
-    return render(
+def message(request: Request, who: Reviewer, status: int, title: str, text: str) -> Response:
+    """The message page (not found, forbidden, a blind audit in the way); after a form
+    post, at the address of the page the form was on (:func:`page_url`)."""
+    response = render(
         "message.html",
         status,
         title=title,
@@ -175,16 +206,32 @@ def message(request: Request, who: Reviewer, status: int, title: str, text: str)
         csrf=service_of(request).sessions.csrf(who.sid),
         message=text,
     )
+    if request.method == "POST":
+        push_url(request, response, page_url(request), replace=True)
+    return response
+
+
+def _timed(text: str, iso: str) -> Markup:
+    """``text`` escaped, with the time ``iso`` in it as a ``<time>`` element (the page's
+    script shows it in the reader's local time)."""
+    shown = Markup('<time datetime="{0}">{0}</time>').format(iso)
+    return escape(text).replace(escape(iso), shown)
 
 
 def refused_by(request: Request, exc: DissensusError) -> tuple[int, str]:
     """``(status, text)`` of a form refused by ``exc``: 503 when the journal is unreachable
-    or busy (the detail logged), else 409; the text never names the journal's location."""
+    or busy (the detail logged), else 409; the text never names the journal's location.
+    A time it names (a claim's expiry, a resolution's or an audit's) is a ``<time>``."""
     public = journal_errors.unavailable(exc)
     if public is not None:
         journal_errors.log_unavailable(exc, f"{request.method} {request.url.path}")
         return 503, public
-    return 409, journal_errors.scrub(str(exc), [str(service_of(request).journal.path)])
+    text = journal_errors.scrub(str(exc), [str(service_of(request).journal.path)])
+    if isinstance(exc, ClaimConflict):
+        return 409, _timed(text, exc.expires)
+    if isinstance(exc, AlreadyResolved | AlreadyConfirmed):
+        return 409, _timed(text, exc.at)
+    return 409, text
 
 
 def or_not_found(request: Request, who: Reviewer, page: Callable[[], Response]) -> Response:
@@ -195,11 +242,69 @@ def or_not_found(request: Request, who: Reviewer, page: Callable[[], Response]) 
         return message(request, who, 404, "not found", str(exc))
 
 
-def push_url(request: Request, response: Response, url: str) -> Response:
-    """Tell htmx the address of a page it swapped in (so back and reload work)."""
+def push_url(request: Request, response: Response, url: str, *, replace: bool = False) -> Response:
+    """Tell htmx the address of a page it swapped in (so back and reload work): a new
+    history entry, or with ``replace`` the current one's (a refused form stays on the
+    page it was posted from)."""
     if request.headers.get("hx-request"):
-        response.headers["HX-Push-Url"] = url
+        response.headers["HX-Replace-Url" if replace else "HX-Push-Url"] = url
     return response
+
+
+_NOT_NEXT = ("/review/login", "/review/logout", "/review/static/")
+_FORM_POST = re.compile(r"^/review/(case|auto|audit)/([^/]+)/[a-z]+$")
+
+
+def safe_next(value: str | None) -> str | None:
+    """``value`` when it is a path (and query) of the review site a login may go back to,
+    else ``None``: never an absolute or scheme-relative (``//host``) URL, a backslash
+    (which browsers read as a slash), a control character or whitespace, a ``.`` /
+    ``..`` segment, nor the login and logout pages."""
+    if not value or len(value) > 2048 or "\\" in value:
+        return None
+    if any(ord(c) <= 0x20 or ord(c) == 0x7F for c in value):
+        return None
+    parts = urlsplit(value)
+    if parts.scheme or parts.netloc or parts.fragment:
+        return None
+    path = parts.path
+    if not (path == "/review" or path.startswith("/review/")):
+        return None
+    if any(seg in (".", "..") for seg in path.split("/")):
+        return None
+    if path.startswith(_NOT_NEXT) or path in ("/review/login", "/review/logout"):
+        return None
+    return value
+
+
+def login_url(next_url: str | None) -> str:
+    """The login page, going back to ``next_url`` (when safe) after it."""
+    target = safe_next(next_url)
+    if target is None or target == "/review":
+        return "/review/login"
+    return "/review/login?next=" + quote(target, safe="/")
+
+
+def page_url(request: Request) -> str:
+    """The address (path and query) of the review page a form was posted from: the case
+    (or automatic decision, or blind audit) page of a ``/review/{case|auto|audit}/ID/...``
+    post, else the page htmx says it was on (``HX-Current-URL``, when it is this site's
+    and :func:`safe_next` takes it), else the queue."""
+    query = f"?{request.url.query}" if request.url.query else ""
+    found = _FORM_POST.match(request.url.path)
+    if found:
+        return f"/review/{found[1]}/{quote(found[2], safe='')}{query}"
+    current = request.headers.get("hx-current-url")
+    if current:
+        parts = urlsplit(current)
+        here = urlsplit(str(request.base_url))
+        if (parts.scheme, parts.netloc) == (here.scheme, here.netloc) and not _FORM_POST.match(
+            parts.path
+        ):
+            known = safe_next(parts.path + (f"?{parts.query}" if parts.query else ""))
+            if known is not None:
+                return known
+    return "/review" + query
 
 
 def secure(request: Request) -> bool:
@@ -241,19 +346,29 @@ def require_login(request: Request) -> Reviewer | Response:
         )
         set_session(response, sid, request)
         return response
-    return RedirectResponse("/review/login", status_code=303)
+    here = str(request.url.path) + (f"?{request.url.query}" if request.url.query else "")
+    return RedirectResponse(login_url(here), status_code=303)
 
 
 async def checked_form(request: Request, *, role_check: bool = False) -> Form | Response:
     """A form post's reviewer, session and fields, or the page refusing it (401 without a
     login, 403 without the session's CSRF token, or, with ``role_check``, without the
-    review role)."""
+    review role), at the address of the page the form was on (:func:`page_url`)."""
     service = service_of(request)
     principal, sid = session_of(request)
     if principal is None or sid is None:
-        return render(
-            "message.html", 401, title="log in", principal=None, csrf="", message="log in first"
+        back = page_url(request)
+        response = render(
+            "message.html",
+            401,
+            title="log in",
+            principal=None,
+            csrf="",
+            message="not saved: your session has ended (the server may have restarted); "
+            "log in again to go on. What you typed on a case stays in this browser.",
+            link=(login_url(back), "log in again"),
         )
+        return push_url(request, response, back, replace=True)
     data = await request.form()
     who = Reviewer(principal, sid)
     if not service.sessions.check_csrf(sid, str(data.get("csrf", ""))):

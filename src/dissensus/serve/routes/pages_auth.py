@@ -1,8 +1,10 @@
 """The review site's login and logout pages (``/review/login``, ``/review/logout``).
 
 The token is posted in a form (never in a URL) with a double-submit CSRF token bound to a
-pre-session cookie; success opens a session (:mod:`dissensus.serve.pages`). Without a
-tokens file there is no login: the login page sends the reviewer to the queue.
+pre-session cookie; success opens a session (:mod:`dissensus.serve.pages`) and goes to
+the page the reviewer was sent from (``next``, a path of the review site only:
+:func:`~dissensus.serve.pages.safe_next`), else the queue. Without a tokens file there is
+no login: the login page sends the reviewer there at once.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from dissensus.serve.pages import (
     PRE_COOKIE,
     SESSION_COOKIE,
     render,
+    safe_next,
     secure,
     service_of,
     session_of,
@@ -31,8 +34,9 @@ router = APIRouter(include_in_schema=False)
 @router.get("/review/login")
 async def login_form(request: Request) -> Response:
     service = service_of(request)
+    back = safe_next(request.query_params.get("next"))
     if service.tokens is None:
-        return RedirectResponse("/review", status_code=303)
+        return RedirectResponse(back or "/review", status_code=303)
     pre = request.cookies.get(PRE_COOKIE) or secrets.token_urlsafe(32)
     response = render(
         "login.html",
@@ -40,6 +44,7 @@ async def login_form(request: Request) -> Response:
         principal=None,
         csrf=service.sessions.csrf(pre),
         error=None,
+        next=back,
     )
     response.set_cookie(
         PRE_COOKIE,
@@ -56,6 +61,7 @@ async def login_form(request: Request) -> Response:
 async def login(request: Request) -> Response:
     service = service_of(request)
     form = await request.form()
+    back = safe_next(str(form.get("next", "")))
     pre = request.cookies.get(PRE_COOKIE)
     if pre is None or not service.sessions.check_csrf(pre, str(form.get("csrf", ""))):
         return render(
@@ -65,6 +71,7 @@ async def login(request: Request) -> Response:
             principal=None,
             csrf="",
             error="the form expired; reload the page",
+            next=back,
         )
     token = str(form.get("token", "")).strip()
     principal = service.tokens.authenticate(token) if service.tokens is not None and token else None
@@ -81,9 +88,10 @@ async def login(request: Request) -> Response:
             principal=None,
             csrf=service.sessions.csrf(pre),
             error=message,
+            next=back,
         )
     sid = service.sessions.open(principal)
-    response = RedirectResponse("/review", status_code=303)
+    response = RedirectResponse(back or "/review", status_code=303)
     set_session(response, sid, request)
     response.delete_cookie(PRE_COOKIE, path="/review")
     return response

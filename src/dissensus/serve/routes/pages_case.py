@@ -9,7 +9,13 @@ Choices where the design is silent:
 * A refused write (no option picked, a note missing, a stale page, another reviewer's
   claim, an item resolved meanwhile) shows the case page again with the reason, with 422
   for what the reviewer can fix on the form (a decision or note over the server's
-  ``--max-field-chars`` included) and 409 for a conflict.
+  ``--max-field-chars`` included), 409 for a conflict and 503 for a busy or unreachable
+  journal; a refused resolve shows the form as it was sent (the option picked, the
+  answer typed, the note: ``kept``), so nothing typed is lost.
+* **Giving a claim up.** ``POST /review/case/{id}/release`` (``r``, the "give up claim"
+  button shown to the claim's holder) drops the reviewer's own claim, as ``DELETE
+  /v1/review/{id}/claim`` and ``dissensus review claim --release`` do; another
+  reviewer's claim is refused (409 naming the holder).
 * After a resolve the page goes to the next open case of the same queue that nobody else
   holds (:func:`~dissensus.serve.queue_view.next_open`), or to the queue when none is left.
 * **Another answer.** Besides the options, the resolve bar has a text field for a
@@ -36,8 +42,6 @@ from pydantic import BaseModel
 from dissensus.errors import DissensusError
 from dissensus.serve.case_view import asked_view, option_views, plain_reasons
 from dissensus.serve.journal_adapter import (
-    AlreadyResolved,
-    ClaimConflict,
     TextTooLong,
     UnknownItem,
     content_sha256,
@@ -76,8 +80,10 @@ def case_page(
     *,
     error: str | None = None,
     status: int = 200,
+    kept: dict[str, str] | None = None,
 ) -> Response:
-    """The case page of ``review_id`` (:class:`UnknownItem` when there is none)."""
+    """The case page of ``review_id`` (:class:`UnknownItem` when there is none), its
+    resolve form filled with ``kept`` (a refused form's ``decision``, ``other``, ``note``)."""
     service = service_of(request)
     desk = service.desk
     view = QueueView.of(request)
@@ -116,6 +122,7 @@ def case_page(
         note_policy=service.settings.review_note,
         undo=desk.last_resolution(who.principal.name, service.settings.undo_window_s),
         error=error,
+        kept=kept or {},
         packet=_plain(item.packet),
         concord=_plain(item.concord),
         reading=_plain(item.reading) or {},
@@ -145,10 +152,15 @@ async def case(request: Request, review_id: str) -> Response:
     return or_not_found(request, who, lambda: case_page(request, review_id, who))
 
 
+def _kept(form: Form) -> dict[str, str]:
+    """What the reviewer sent on the resolve form, as sent (shown again on a refusal)."""
+    return {name: str(form.data.get(name, "")) for name in ("decision", "other", "note")}
+
+
 def _resolve(request: Request, review_id: str, form: Form) -> Response | None:
     """Journal the form's resolution: ``None`` once journalled, else the page refusing it
     (:class:`UnknownItem` and the desk's conflicts are raised)."""
-    service, who = service_of(request), form.reviewer
+    service, who, kept = service_of(request), form.reviewer, _kept(form)
     item = service.desk.status(review_id).item
     picked, other = form.text("decision"), form.text("other")
     if not (picked or other):
@@ -157,10 +169,10 @@ def _resolve(request: Request, review_id: str, form: Form) -> Response | None:
             if item.options
             else "type the decision (o) first: no agent gave an answer"
         )
-        return case_page(request, review_id, who, error=why, status=422)
+        return case_page(request, review_id, who, error=why, status=422, kept=kept)
     if picked and other and picked != other:
         why = "pick an option or type another answer, not both"
-        return case_page(request, review_id, who, error=why, status=422)
+        return case_page(request, review_id, who, error=why, status=422, kept=kept)
     decision = picked or other
     note = form.text("note")
     if not note and _note_required(request, decision, item.suggestion):
@@ -171,7 +183,7 @@ def _resolve(request: Request, review_id: str, form: Form) -> Response | None:
             if item.suggestion is not None
             else "write a note (n): the panel suggests nothing, so say why"
         )
-        return case_page(request, review_id, who, error=why, status=422)
+        return case_page(request, review_id, who, error=why, status=422, kept=kept)
     service.desk.resolve(
         review_id,
         decision=decision,
@@ -192,10 +204,14 @@ async def resolve(request: Request, review_id: str) -> Response:
     except UnknownItem as exc:
         return message(request, form.reviewer, 404, "not found", str(exc))
     except TextTooLong as exc:  # the reviewer can shorten it on the form
-        return case_page(request, review_id, form.reviewer, error=str(exc), status=422)
+        return case_page(
+            request, review_id, form.reviewer, error=str(exc), status=422, kept=_kept(form)
+        )
     except DissensusError as exc:
         status, text = refused_by(request, exc)
-        return case_page(request, review_id, form.reviewer, error=text, status=status)
+        return case_page(
+            request, review_id, form.reviewer, error=text, status=status, kept=_kept(form)
+        )
     if refused is not None:
         return refused
     view = QueueView.of(request)
@@ -231,8 +247,25 @@ async def claim(request: Request, review_id: str) -> Response:
         return form
     try:
         service_of(request).desk.claim(review_id, form.principal.name)
-    except (AlreadyResolved, ClaimConflict) as exc:
-        return case_page(request, review_id, form.reviewer, error=str(exc), status=409)
     except UnknownItem as exc:
         return message(request, form.reviewer, 404, "not found", str(exc))
+    except DissensusError as exc:
+        status, text = refused_by(request, exc)
+        return case_page(request, review_id, form.reviewer, error=text, status=status)
+    return _back_to_case(request, review_id)
+
+
+@router.post("/review/case/{review_id}/release")
+async def release(request: Request, review_id: str) -> Response:
+    form = await checked_form(request)
+    if not isinstance(form, Form):
+        return form
+    try:
+        service_of(request).desk.status(review_id)  # a case page's: not an audit's
+        service_of(request).desk.release(review_id, form.principal.name)
+    except UnknownItem as exc:
+        return message(request, form.reviewer, 404, "not found", str(exc))
+    except DissensusError as exc:
+        status, text = refused_by(request, exc)
+        return case_page(request, review_id, form.reviewer, error=text, status=status)
     return _back_to_case(request, review_id)

@@ -9,8 +9,8 @@ Choices where the design is silent:
   422 naming the field, so every route refuses a body alike.
 * Their ``decision`` and ``note`` must hold more than whitespace and be at most
   ``--max-field-chars`` characters (422 naming the field), as every text field the
-  server takes. ``claim`` and ``undo`` take no body: one sent is not read, and nothing
-  of it is journalled.
+  server takes. ``claim`` (``POST`` takes or renews it, ``DELETE`` gives it up) and
+  ``undo`` take no body: one sent is not read, and nothing of it is journalled.
 * A malformed id or case reference (``R.026``, ``R.-3``: see
   :func:`dissensus.pipeline.review.split_ref`) is an unknown item, 404, like an id
   naming no item; so is a case reference naming no run.
@@ -153,6 +153,25 @@ async def review_claim(
     (``<run>.<line>``), for the configured time (409 when another reviewer holds it, or
     when it was resolved or audited)."""
     return service_of(request).desk.claim(review_id, principal.name)
+
+
+class ClaimRelease(BaseModel):
+    """The answer to giving up a claim."""
+
+    review_id: str
+    released: bool
+    """Whether a live claim of the caller's was dropped (``false``: none held the case)."""
+
+
+@router.delete("/v1/review/{review_id}/claim", tags=["review"], response_model=ClaimRelease)
+async def review_release(
+    review_id: str, request: Request, principal: Principal = review
+) -> ClaimRelease:
+    """Give up the caller's claim on a case or an audit before it expires (``released:
+    false`` when no claim held it). 409 naming the holder (``claimed_by``) when another
+    reviewer holds it: only the holder may give a claim up."""
+    released = service_of(request).desk.release(review_id, principal.name)
+    return ClaimRelease(review_id=review_id, released=released)
 
 
 class BlindAuditView(BaseModel):

@@ -2,7 +2,8 @@
 //
 // Keys act only when no text field has the focus (Esc leaves a field):
 //   1-9 pick an option, o type another answer, n note, Enter resolve, j/k next/previous
-//   case, c claim, u undo your last resolution, a audit an automatic decision, ? keys help.
+//   case, c claim, r give up your claim, u undo your last resolution, a audit an automatic
+//   decision, ? keys help.
 //
 // Typing ahead: while a page is loading (a resolve, a j/k move) keys are queued, not
 // lost and not typed into a field; once the next page has settled they are replayed in
@@ -49,6 +50,7 @@
     document.documentElement.setAttribute("data-busy", "1");
   }
   function settled() {
+    restoreDraft();
     busy = false;
     document.documentElement.removeAttribute("data-busy");
     leaveField();
@@ -92,6 +94,7 @@
       case "j": return clickById("next-link");
       case "k": return clickById("prev-link");
       case "c": return submitById("claim-form");
+      case "r": return submitById("release-form");
       case "u": return submitById("undo-form");
       case "a": {
         var audit = document.getElementById("audit");
@@ -106,6 +109,119 @@
     }
   }
 
+  // Refusals and failures are shown, never dropped. A page the server rendered for an
+  // error (a refused form with its reason, 503 when the journal is busy) is swapped in
+  // like any other; any other error answer (JSON, plain text) leaves the page as it is
+  // and says what the server said in an alert; so does a request that never reached the
+  // server. The form keeps what was typed either way.
+  function alertText(text) {
+    var box = document.getElementById("page-alert");
+    if (!box) {
+      box = document.createElement("p");
+      box.id = "page-alert";
+      box.className = "error page-alert";
+      box.setAttribute("role", "alert");
+      document.body.appendChild(box);
+    }
+    box.textContent = text;
+  }
+  function posted(detail) {
+    var verb = detail && detail.requestConfig && detail.requestConfig.verb;
+    return verb && verb.toLowerCase() !== "get";
+  }
+  function serverSaid(xhr) {
+    var body = xhr.responseText || "";
+    try {
+      var parsed = JSON.parse(body);
+      if (parsed && typeof parsed.error === "string") { return parsed.error; }
+      if (parsed && parsed.error && typeof parsed.error.message === "string") { return parsed.error.message; }
+    } catch (e) { /* not JSON */ }
+    body = body.replace(/\s+/g, " ").trim();
+    return body.length > 300 ? body.slice(0, 300) + "…" : body || xhr.statusText || "";
+  }
+  document.addEventListener("htmx:beforeSwap", function (e) {
+    var xhr = e.detail.xhr;
+    if (!xhr || xhr.status < 400) { return; }
+    var type = (xhr.getResponseHeader("Content-Type") || "").toLowerCase();
+    if (type.indexOf("text/html") === 0) {
+      e.detail.shouldSwap = true;
+      e.detail.isError = false;
+      return;
+    }
+    e.detail.shouldSwap = false;
+    e.detail.isError = true;
+    var said = serverSaid(xhr);
+    alertText((posted(e.detail) ? "not saved: " : "") + "the server answered " + xhr.status +
+      (said ? " (" + said + ")" : "") + "; try again");
+  });
+  document.addEventListener("htmx:sendError", function (e) {
+    alertText((posted(e.detail) ? "not saved: " : "") + "the server could not be reached; try again");
+  });
+  document.addEventListener("htmx:timeout", function (e) {
+    alertText((posted(e.detail) ? "not saved: " : "") + "the server did not answer in time; try again");
+  });
+
+  // What the reviewer typed on a case's resolve form is kept in this browser's session
+  // storage (per case) until the case is resolved from this page, so a session that
+  // ended, a server restart or a reload loses nothing: the case page fills its empty
+  // fields from it whenever it is shown.
+  var DRAFT = "dissensus-draft:";
+  function draftCase() {
+    var title = document.getElementById("case-title");
+    if (!title || !document.getElementById("resolve-form")) { return null; }
+    return title.getAttribute("data-review-id");
+  }
+  function fieldValue(id) {
+    var el = document.getElementById(id);
+    return el ? el.value : "";
+  }
+  function saveDraft() {
+    var id = draftCase();
+    if (!id) { return; }
+    var picked = document.querySelector('#resolve-form input[name="decision"]:checked');
+    var draft = { decision: picked ? picked.value : "", other: fieldValue("other-decision"), note: fieldValue("note") };
+    try {
+      if (draft.decision || draft.other || draft.note) {
+        sessionStorage.setItem(DRAFT + id, JSON.stringify(draft));
+      } else {
+        sessionStorage.removeItem(DRAFT + id);
+      }
+    } catch (e) { /* storage unavailable: nothing kept */ }
+  }
+  function restoreDraft() {
+    var id = draftCase();
+    if (!id) { return; }
+    var draft = null;
+    try { draft = JSON.parse(sessionStorage.getItem(DRAFT + id) || "null"); } catch (e) { return; }
+    if (!draft) { return; }
+    ["other-decision", "note"].forEach(function (fid) {
+      var el = document.getElementById(fid);
+      var value = draft[fid === "note" ? "note" : "other"];
+      if (el && !el.value && value) { el.value = value; }
+    });
+    if (draft.decision && !document.querySelector('#resolve-form input[name="decision"]:checked')) {
+      var radios = document.querySelectorAll('#resolve-form input[name="decision"]');
+      for (var i = 0; i < radios.length; i++) {
+        if (radios[i].value === draft.decision) { radios[i].checked = true; }
+      }
+    }
+  }
+  function keepTyping(e) {
+    var form = e.target && e.target.form;
+    if (form && form.id === "resolve-form") { saveDraft(); }
+  }
+  document.addEventListener("input", keepTyping);
+  document.addEventListener("change", keepTyping);
+  document.addEventListener("htmx:afterRequest", function (e) {
+    var path = (e.detail.pathInfo && e.detail.pathInfo.requestPath) || "";
+    var done = /\/review\/case\/([^\/?#]+)\/resolve(?:[?#]|$)/.exec(path);
+    var status = e.detail.xhr ? e.detail.xhr.status : 0;
+    if (done && status >= 200 && status < 300) {
+      try { sessionStorage.removeItem(DRAFT + decodeURIComponent(done[1])); } catch (err) { /* none kept */ }
+    }
+  });
+  document.addEventListener("DOMContentLoaded", restoreDraft);
+
   document.addEventListener("htmx:beforeRequest", start);
   document.addEventListener("htmx:afterSettle", settled);
   ["htmx:sendError", "htmx:responseError", "htmx:timeout", "htmx:sendAbort", "htmx:swapError"]
@@ -115,6 +231,7 @@
   document.addEventListener("submit", function (e) {
     var form = e.target;
     if (form && form.getAttribute && form.getAttribute("method") === "dialog") { return; }
+    if (form && form.id === "resolve-form") { saveDraft(); }
     start();
   }, true);
   document.addEventListener("click", function (e) {

@@ -1,0 +1,235 @@
+"""The review page's refusals in-process: a refused resolve keeps the form, refusals stay at
+the case page's address, the login goes back to a safe ``next``, claims can be given up
+(page and API), and a refusal's times are ``<time>`` elements."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import quote
+
+import httpx
+import pytest
+
+from serve_helpers import auth, client_for, csrf_of, escalating, heap_frozen, login, settings
+
+pytestmark = pytest.mark.anyio
+
+HX = {"HX-Request": "true"}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _heap_frozen() -> Iterator[None]:
+    """The per-test garbage collection walks only this module's objects (see serve_helpers)."""
+    yield from heap_frozen()
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def _sha(html: str) -> str:
+    found = re.search(r'name="content_sha256" value="([0-9a-f]{64})"', html)
+    assert found
+    return found.group(1)
+
+
+def _error(html: str) -> str:
+    found = re.search(r'<p class="error" role="alert" id="case-error">(.*?)</p>', html, re.S)
+    assert found, html[:2000]
+    return found.group(1)
+
+
+async def _cases(client: httpx.AsyncClient, n: int) -> tuple[str, list[str]]:
+    run = (
+        await client.post(
+            "/v1/decide", json=[escalating(f"r{i}") for i in range(n)], headers=auth("sub")
+        )
+    ).json()
+    return run["run_id"], [r["review_id"] for r in run["records"]]
+
+
+async def test_a_refused_resolve_keeps_what_was_sent_at_the_case_address(tmp_path: Path) -> None:
+    s = settings(tmp_path, max_field_chars=100)
+    async with client_for(s) as client:
+        run, (rid, _) = await _cases(client, 2)
+        await login(client, "rev")
+        where = f"/review/case/{rid}?run={run}"
+        page = await client.get(where)
+        form = {"content_sha256": _sha(page.text), "csrf": csrf_of(page.text)}
+        post = f"/review/case/{rid}/resolve?run={run}"
+
+        # An answer of one's own without the note an override needs: 422, the answer kept.
+        typed = await client.post(
+            post, data={**form, "other": 'a "careful" <answer>', "note": ""}, headers=HX
+        )
+        assert typed.status_code == 422 and "overriding" in _error(typed.text)
+        assert 'value="a &#34;careful&#34; &lt;answer&gt;"' in typed.text
+        assert typed.headers["HX-Replace-Url"] == where
+
+        # A note over --max-field-chars: 422, the note (all of it) and the pick kept.
+        long = await client.post(post, data={**form, "decision": "2", "note": "n" * 150})
+        assert long.status_code == 422 and "at most 100 per field" in long.text
+        assert 'value="' + "n" * 150 + '"' in long.text
+        assert re.search(r'value="2" data-key="2" checked', long.text)
+        assert not re.search(r'value="1" data-key="1" checked', long.text)
+
+        # Another reviewer's claim: 409 naming them, the time a <time>, the form kept.
+        claimed = await client.post(f"/v1/review/{rid}/claim", headers=auth("rev2"))
+        until = claimed.json()["expires"]
+        held = await client.post(
+            post, data={**form, "decision": "1", "note": "my careful note"}, headers=HX
+        )
+        assert held.status_code == 409
+        said = _error(held.text)
+        assert f'claimed by rev2-name until <time datetime="{until}">{until}</time>' in said
+        assert 'value="my careful note"' in held.text
+        assert re.search(r'value="1" data-key="1" checked', held.text)
+        assert held.headers["HX-Replace-Url"] == where
+        # The API keeps the ISO time as a field.
+        api = await client.post(
+            f"/v1/review/{rid}/resolve",
+            json={"decision": "1", "note": "x", "content_sha256": form["content_sha256"]},
+            headers=auth("rev"),
+        )
+        assert api.status_code == 409 and api.json()["claimed_until"] == until
+        assert "<time" not in api.json()["error"]
+
+        # The claim button meets the same claim: the same message, with a <time>.
+        button = await client.post(f"/review/case/{rid}/claim", data={"csrf": form["csrf"]})
+        assert button.status_code == 409 and f'<time datetime="{until}">' in _error(button.text)
+
+
+async def test_refusals_without_a_session_or_csrf_stay_at_the_page(tmp_path: Path) -> None:
+    s = settings(tmp_path)
+    async with client_for(s) as client:
+        run, (rid,) = await _cases(client, 1)
+        await login(client, "rev")
+        where = f"/review/case/{rid}?run={run}"
+        stale = await client.post(
+            f"/review/case/{rid}/resolve?run={run}",
+            data={"csrf": "stale", "decision": "1", "note": "x"},
+            headers=HX,
+        )
+        assert stale.status_code == 403 and stale.headers["HX-Replace-Url"] == where
+        claim = await client.post(f"/review/case/{rid}/claim?run={run}", data={}, headers=HX)
+        assert claim.status_code == 403 and claim.headers["HX-Replace-Url"] == where
+        # undo's page is the one htmx says the reviewer was on, when it is this site's.
+        undo = await client.post(
+            "/review/undo",
+            data={"review_id": rid},
+            headers={**HX, "HX-Current-URL": f"http://127.0.0.1{where}"},
+        )
+        assert undo.status_code == 403 and undo.headers["HX-Replace-Url"] == where
+        foreign = await client.post(
+            "/review/undo",
+            data={"review_id": rid},
+            headers={**HX, "HX-Current-URL": f"http://evil.example{where}"},
+        )
+        assert foreign.headers["HX-Replace-Url"] == "/review"
+
+    async with client_for(s) as fresh:  # a server restart forgets every session
+        gone = await fresh.post(
+            f"/review/case/{rid}/resolve?run={run}", data={"csrf": "x"}, headers=HX
+        )
+        assert gone.status_code == 401 and gone.headers["HX-Replace-Url"] == where
+        link = f'href="/review/login?next={quote(where, safe="/")}"'
+        assert link.replace("&", "&amp;") in gone.text and "session has ended" in gone.text
+
+
+@pytest.mark.parametrize(
+    "hostile",
+    [
+        "//evil.example/review",
+        "https://evil.example/review",
+        "/review\\@evil.example",
+        "/\\evil.example",
+        "/reviewers",
+        "/review/../v1/runs",
+        "/review/login?next=/review",
+        "javascript:alert(1)",
+        " /review/case/x",
+        "/review/case/x\r\nSet-Cookie: a=b",
+        "/review#//evil.example",
+        "",
+    ],
+)
+async def test_the_login_goes_back_to_a_page_of_this_site_only(
+    tmp_path: Path, hostile: str
+) -> None:
+    s = settings(tmp_path)
+    async with client_for(s) as client:
+        run, (rid,) = await _cases(client, 1)
+        where = f"/review/case/{rid}?run={run}"
+        sent = await client.get(where)
+        assert sent.status_code == 303
+        assert sent.headers["location"] == "/review/login?next=" + quote(where, safe="/")
+        form = await client.get(sent.headers["location"])
+        assert f'name="next" value="{where}"'.replace("&", "&amp;") in form.text
+        back = await client.post(
+            "/review/login", data={"token": "tok-rev", "csrf": csrf_of(form.text), "next": where}
+        )
+        assert back.status_code == 303 and back.headers["location"] == where
+
+    async with client_for(s) as client:
+        form = await client.get("/review/login", params={"next": hostile})
+        assert 'name="next"' not in form.text
+        gone = await client.post(
+            "/review/login",
+            data={"token": "tok-rev", "csrf": csrf_of(form.text), "next": hostile},
+        )
+        assert gone.status_code == 303 and gone.headers["location"] == "/review"
+
+
+async def test_a_claim_is_given_up_by_its_holder_only(tmp_path: Path) -> None:
+    s = settings(tmp_path)
+    async with client_for(s) as client:
+        run, (rid,) = await _cases(client, 1)
+        # The API: DELETE gives the caller's own claim up; another's is 409 naming them.
+        assert (await client.delete(f"/v1/review/{rid}/claim", headers=auth("rev"))).json() == {
+            "review_id": rid,
+            "released": False,
+        }
+        held = (await client.post(f"/v1/review/{rid}/claim", headers=auth("rev"))).json()
+        other = await client.delete(f"/v1/review/{rid}/claim", headers=auth("rev2"))
+        assert other.status_code == 409
+        assert other.json()["claimed_by"] == "rev-name"
+        assert other.json()["claimed_until"] == held["expires"]
+        assert "rev-name" in other.json()["error"]
+        mine = await client.delete(f"/v1/review/{rid}/claim", headers=auth("rev"))
+        assert mine.status_code == 200 and mine.json() == {"review_id": rid, "released": True}
+        assert (await client.get(f"/v1/review/{rid}", headers=auth("rev"))).json()["claim"] is None
+        unknown = await client.delete(f"/v1/review/{run}.99/claim", headers=auth("rev"))
+        assert unknown.status_code == 404
+        assert (
+            await client.delete(f"/v1/review/{rid}/claim", headers=auth("sub"))
+        ).status_code == 403
+
+        # The page: the holder sees "give up claim" and uses it.
+        await login(client, "rev")
+        page = await client.get(f"/review/case/{rid}")
+        assert 'id="release-form"' not in page.text
+        csrf = csrf_of(page.text)
+        await client.post(f"/review/case/{rid}/claim", data={"csrf": csrf})
+        page = await client.get(f"/review/case/{rid}")
+        assert 'id="release-form"' in page.text and "give up claim (r)" in page.text
+        gave = await client.post(f"/review/case/{rid}/release?run={run}", data={"csrf": csrf})
+        assert (
+            gave.status_code == 303 and gave.headers["location"] == f"/review/case/{rid}?run={run}"
+        )
+        page = await client.get(f"/review/case/{rid}")
+        assert "<b>open</b>" in page.text and 'id="release-form"' not in page.text
+
+        # Someone else's claim: 409 naming them, with the time as a <time>.
+        theirs = (await client.post(f"/v1/review/{rid}/claim", headers=auth("rev2"))).json()
+        refused = await client.post(f"/review/case/{rid}/release", data={"csrf": csrf})
+        assert refused.status_code == 409
+        said = _error(refused.text)
+        assert "rev2-name" in said and f'<time datetime="{theirs["expires"]}">' in said
+        assert (await client.get(f"/v1/review/{rid}", headers=auth("rev"))).json()["claim"][
+            "reviewer"
+        ] == "rev2-name"
+        no_csrf = await client.post(f"/review/case/{rid}/release", data={})
+        assert no_csrf.status_code == 403
