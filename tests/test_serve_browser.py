@@ -329,6 +329,38 @@ def test_o_types_an_audits_answer_no_agent_gave(desk: Desk, tmp_path: Path) -> N
     assert audit is not None and audit.payload["decision"] == "42", audit
 
 
+def test_long_unbroken_strings_do_not_widen_the_pages(desk: Desk, tmp_path: Path) -> None:
+    """A 300-character id, 400-character labels and a long agent name wrap: neither the
+    queue nor the case page scrolls sideways at 1280 px."""
+    long = panel(
+        "long-" + "x" * 300,
+        ["1", "2", "1"],
+        values=[{"a": 1.0}, {"b": 1.0}, {"a": 0.5}],
+        reasoning=["A" * 3000, "C" * 5000, "x"],
+        meta={
+            "question": "Q" * 3000,
+            "options": {"1": "A" * 3000, "2": "B" * 3000},
+            "option_labels": {"1": "L" * 400, "2": "M" * 400},
+        },
+    )
+    long["outputs"][0]["agent"] = "agent" + "Z" * 300
+    run, (ref,) = desk.submit([long])
+    page = desk.page()
+    width = "[document.documentElement.scrollWidth, window.innerWidth]"
+    page.goto(f"{desk.base}/review?run={run}")
+    desk.sync_api.expect(page.locator("a.case-link")).to_have_count(1)
+    scroll, inner = page.evaluate(width)
+    assert scroll <= inner, f"queue is {scroll} px wide in a {inner} px window"
+    page.goto(f"{desk.base}/review/case/{ref}?run={run}")
+    _on_case(desk, page, ref)
+    scroll, inner = page.evaluate(width)
+    page.screenshot(path=str(tmp_path / "long-case.png"))
+    assert scroll <= inner, f"case page is {scroll} px wide in a {inner} px window"
+    expect = desk.sync_api.expect
+    expect(page.locator("#resolve-form button[type=submit]")).to_be_in_viewport()
+    page.context.close()
+
+
 def _audited(desk: Desk, tmp: Path, panels: list[dict[str, Any]]) -> tuple[str, list[str]]:
     """Decide ``panels`` into the server's journal under a policy auditing every automatic
     commit; the run id and each case's ``<run>.<line>``."""
