@@ -306,6 +306,37 @@ def test_a_opens_the_audit_of_an_automatic_decision(desk: Desk, tmp_path: Path) 
     page.context.close()
 
 
+def test_digits_n_and_enter_work_the_audit_form(desk: Desk, tmp_path: Path) -> None:
+    """On an automatic decision's page, 1-9 pick an option of the audit form (opening it),
+    n writes its note and Enter submits it, as on a case page."""
+    expect = desk.sync_api.expect
+    run, (ref,) = desk.submit([panel("auto-keys", ["1", "1", "1"], swap=["1", "1", "1"])])
+    page = desk.page()
+    page.goto(f"{desk.base}/review/auto/{ref}?status=automatic&run={run}")
+    expect(page.locator("#case-title")).to_have_attribute("data-review-id", ref)
+    page.wait_for_function("document.activeElement === document.body")
+    radio = page.locator("#audit-form input[name=decision][data-key='1']")
+    radio.evaluate("r => { r.checked = false; }")  # the committed answer is picked in advance
+    expect(page.locator("#audit-note")).to_be_hidden()
+    page.keyboard.press("1")
+    expect(radio).to_be_checked()
+    expect(page.locator("#audit-note")).to_be_visible()
+    page.keyboard.press("n")
+    expect(page.locator("#audit-note")).to_be_focused()
+    page.keyboard.type("the window is right")
+    page.keyboard.press("Escape")
+    page.wait_for_function("document.activeElement === document.body")
+    page.keyboard.press("Enter")
+    page.wait_for_url(f"{desk.base}/review?status=automatic&run={run}")
+    page.context.close()
+    from dissensus.store import Journal
+
+    with Journal(desk.journal) as journal:
+        audit = journal.get(run, f"confirm/{ref.rsplit('.', 1)[1]}")
+    assert audit is not None and audit.payload["agrees"], audit
+    assert audit.payload["note"] == "the window is right"
+
+
 def test_o_types_an_audits_answer_no_agent_gave(desk: Desk, tmp_path: Path) -> None:
     """On an automatic decision's page, ``o`` opens the audit form at its typed answer."""
     expect = desk.sync_api.expect
