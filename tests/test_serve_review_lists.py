@@ -70,3 +70,46 @@ async def test_a_capped_list_counts_past_the_cap(
         assert _count(found.text).startswith("at least 3 case(s), the first 2 shown")
         one = await client.get("/review", params={"status": "automatic", "q": "agree-1"})
         assert _count(one.text).startswith("1 case(s); ")
+
+
+def test_a_text_search_reads_each_item_once_and_follows_the_queue(tmp_path: Path) -> None:
+    from dissensus.pipeline import decide, policy_from_dict
+    from dissensus.pipeline.review import resolve
+    from dissensus.serve.journal_adapter import ReviewDesk
+    from dissensus.store import Journal
+    from pipeline_cases import as_panel
+
+    policy = policy_from_dict({"reading": {"similarity": "tfidf", "theta_s": 0.3}})
+
+    def escalate(journal: Journal, pid: str, question: str) -> str:
+        row = panel(
+            pid,
+            ["1", "2", "1"],
+            values=[{"a": 1.0}, {"b": 1.0}, {"a": 0.5}],
+            meta={"question": question},
+        )
+        record = decide(as_panel(row), policy, journal=journal, run_id=pid)
+        assert record.review_id
+        return record.review_id
+
+    with Journal(tmp_path / "j.sqlite") as journal:
+        desk = ReviewDesk(journal, claim_ttl_s=60)
+        tax = escalate(journal, "one", "Is the TAX rule right?")
+        escalate(journal, "two", "Is the law rule right?")
+        ids = lambda **kw: [e.review_id for e in desk.order(**kw)]  # noqa: E731
+        assert ids(text="tax rule") == [tax]
+        assert ids(text="two") == ["two.1"]  # the case id
+        read = []
+        events_at = journal.events_at
+        journal.events_at = lambda refs: read.append(len(refs)) or events_at(refs)  # type: ignore[method-assign]
+        assert ids(text="rule") == [tax, "two.1"] and read == []  # remembered
+        later = escalate(journal, "three", "Which tax applies?")
+        assert ids(text="tax") == [tax, later] and read == [1]  # only the new item is read
+        resolve(journal, tax, decision="1", note="ok", reviewer="r")
+        assert [(e.review_id, e.resolved) for e in desk.order(text="tax")] == [
+            (tax, True),
+            (later, False),
+        ]
+        assert ids(text="tax", status="open") == [later]
+        assert ids(text="tax", status="resolved") == [tax]
+        assert ids(text="tax", sort="newest") == [later, tax]
