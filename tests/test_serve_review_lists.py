@@ -113,3 +113,41 @@ def test_a_text_search_reads_each_item_once_and_follows_the_queue(tmp_path: Path
         assert ids(text="tax", status="open") == [later]
         assert ids(text="tax", status="resolved") == [tax]
         assert ids(text="tax", sort="newest") == [later, tax]
+
+
+async def test_pages_reach_every_row_and_keep_the_filters(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("dissensus.serve.routes.pages_queue.QUEUE_ROWS", 2)
+    async with _quiet(tmp_path) as client:
+        await _automatic(client, 3)
+        split = [
+            panel(f"split-{i}", ["1", "2", "1"], values=[{"a": 1.0}, {"b": 1.0}, {"a": 0.5}])
+            for i in range(3)
+        ]
+        run = (await client.post("/v1/decide", json=split, headers=auth("sub"))).json()
+        ids = [r["review_id"] for r in run["records"]]
+
+        first = await client.get("/review", params={"run": run["run_id"]})
+        assert [i for i in ids if f"/review/case/{i}?" in first.text] == ids[:2]
+        assert f'id="next-page" href="/review?run={run["run_id"]}&amp;page=2"' in first.text
+        assert 'id="prev-page"' not in first.text
+        second = await client.get("/review", params={"run": run["run_id"], "page": "2"})
+        assert [i for i in ids if f"/review/case/{i}?" in second.text] == ids[2:]
+        assert _count(second.text).startswith("3 case(s), 3–3 shown (page 2)")
+        assert f'id="prev-page" href="/review?run={run["run_id"]}"' in second.text
+        assert 'id="next-page"' not in second.text
+        beyond = await client.get("/review", params={"run": run["run_id"], "page": "9"})
+        assert "none on page 9" in _count(beyond.text) and 'class="case-link"' not in beyond.text
+        assert (await client.get("/review", params={"page": "x"})).status_code == 200
+
+        for q in ("", "agree"):
+            params = {"status": "automatic", "q": q} if q else {"status": "automatic"}
+            auto2 = await client.get("/review", params={**params, "page": "2"})
+            assert auto2.text.count('class="auto-link"') == 1, q
+            assert _count(auto2.text).startswith("3 case(s), 3–3 shown (page 2)"), q
+            assert 'id="prev-page"' in auto2.text and 'id="next-page"' not in auto2.text
+        auto1 = await client.get("/review", params={"status": "automatic", "q": "agree"})
+        assert 'id="next-page" href="/review?status=automatic&amp;q=agree&amp;page=2"' in (
+            auto1.text
+        )

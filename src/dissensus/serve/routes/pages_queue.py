@@ -5,8 +5,9 @@ the open blind audits; and the acceptance monitor (:mod:`dissensus.serve.accepta
 Choices where the design is silent:
 
 * Every list shows who holds a live claim on each open case or audit.
-* At most :data:`~dissensus.serve.queue_view.QUEUE_ROWS` rows are shown; the count names
-  them all (a text search of the automatic decisions or the blind audits reads each one
+* At most :data:`~dissensus.serve.queue_view.QUEUE_ROWS` rows are shown on a page;
+  ``?page=2`` and on show the next ones (the filters kept, links under the list), and
+  the count names them all (a text search of the automatic decisions or the blind audits reads each one
   to match it, so it counts one past the rows shown and says "at least"). The text search of the automatic decisions and of the blind audits matches
   the question and the case id (the reason is not shown there).
 * The monitor's confidence sequences take a moment with many audits: they are computed
@@ -69,12 +70,11 @@ _CASES = ("open", "resolved", "all")
 """The statuses listing review cases (the others list audits)."""
 
 
-def _case_rows(request: Request, view: QueueView) -> Listing[CaseRow]:
+def _case_rows(request: Request, view: QueueView, start: int) -> Listing[CaseRow]:
     order = view.order(request, view.status)
-    shown = {st.item.review_id: st for st in statuses(request, order[:QUEUE_ROWS])}
-    claims = service_of(request).desk.live_claims(
-        [e.review_id for e in order[:QUEUE_ROWS] if not e.resolved]
-    )
+    page = order[start : start + QUEUE_ROWS]
+    shown = {st.item.review_id: st for st in statuses(request, page)}
+    claims = service_of(request).desk.live_claims([e.review_id for e in page if not e.resolved])
     rows = [
         CaseRow(
             item=shown[e.review_id].item,
@@ -82,7 +82,7 @@ def _case_rows(request: Request, view: QueueView) -> Listing[CaseRow]:
             claim=claims.get(e.review_id),
             question=question_of(shown[e.review_id].item.panel),
         )
-        for e in order[:QUEUE_ROWS]
+        for e in page
         if e.review_id in shown
     ]
     return Listing(rows, len(order))
@@ -101,14 +101,14 @@ class Listing(Generic[R]):
 
 
 def _matching(
-    refs: list[str], row: Callable[[str], R], text: Callable[[R], str], q: str
+    refs: list[str], row: Callable[[str], R], text: Callable[[R], str], q: str, start: int
 ) -> Listing[R]:
-    """The first :data:`QUEUE_ROWS` rows of ``refs`` whose text contains ``q`` (any case),
-    and how many there are: all of ``refs`` without ``q``; with it, counted up to one
-    past the rows shown (each ref is read to be searched), so the total is exact when
-    all are shown and "at least" otherwise."""
+    """The :data:`QUEUE_ROWS` rows of ``refs`` from the ``start``-th on whose text contains
+    ``q`` (any case), and how many there are: all of ``refs`` without ``q``; with it,
+    counted up to one past the rows shown (each ref is read to be searched), so the
+    total is exact when the last rows are shown and "at least" otherwise."""
     if not q:
-        return Listing([row(ref) for ref in refs[:QUEUE_ROWS]], len(refs))
+        return Listing([row(ref) for ref in refs[start : start + QUEUE_ROWS]], len(refs))
     needle, seen = q.lower(), 0
     rows: list[R] = []
     for ref in refs:
@@ -116,13 +116,14 @@ def _matching(
         if needle not in text(got).lower():
             continue
         seen += 1
-        if seen > QUEUE_ROWS:
+        if seen > start + QUEUE_ROWS:
             return Listing(rows, seen, exact=False)
-        rows.append(got)
+        if seen > start:
+            rows.append(got)
     return Listing(rows, seen)
 
 
-def _auto_rows(request: Request, view: QueueView) -> Listing[AutoRow]:
+def _auto_rows(request: Request, view: QueueView, start: int) -> Listing[AutoRow]:
     desk = service_of(request).desk
 
     def row(ref: str) -> AutoRow:
@@ -130,12 +131,12 @@ def _auto_rows(request: Request, view: QueueView) -> Listing[AutoRow]:
         return AutoRow(case=case, question=question_of(case.panel) or None)
 
     refs = auto_refs(request, view.run or None)
-    got = _matching(refs, row, lambda r: f"{r.question or ''} {r.case.record.id}", view.q)
+    got = _matching(refs, row, lambda r: f"{r.question or ''} {r.case.record.id}", view.q, start)
     claims = desk.live_claims([r.case.ref for r in got.rows])
     return replace(got, rows=[replace(r, claim=claims.get(r.case.ref)) for r in got.rows])
 
 
-def _audit_rows(request: Request, view: QueueView) -> Listing[AuditRow]:
+def _audit_rows(request: Request, view: QueueView, start: int) -> Listing[AuditRow]:
     journal = service_of(request).journal
 
     def row(ref: str) -> AuditRow:
@@ -143,9 +144,21 @@ def _audit_rows(request: Request, view: QueueView) -> Listing[AuditRow]:
         return AuditRow(item=item, question=question_of(item.panel) or None)
 
     refs = open_audit_refs(journal, view.run or None)
-    got = _matching(refs, row, lambda r: f"{r.question or ''} {r.item.id}", view.q)
+    got = _matching(refs, row, lambda r: f"{r.question or ''} {r.item.id}", view.q, start)
     claims = service_of(request).desk.live_claims([r.item.review_id for r in got.rows])
     return replace(got, rows=[replace(r, claim=claims.get(r.item.review_id)) for r in got.rows])
+
+
+def _page(request: Request) -> int:
+    """The page of the list asked for (``?page=``, from 1; anything else is the first)."""
+    raw = request.query_params.get("page", "1")
+    return int(raw) if raw.isdigit() and 0 < int(raw) < 10**6 else 1
+
+
+def _page_url(view: QueueView, page: int) -> str:
+    """The address of page ``page`` of the list, filters kept."""
+    query = "&".join(q for q in (view.query(), "" if page == 1 else f"page={page}") if q)
+    return f"/review?{query}" if query else "/review"
 
 
 @router.get("/review")
@@ -156,10 +169,14 @@ async def queue(request: Request) -> Response:
     view = QueueView.of(request)
     service = service_of(request)
     known = not view.run or service.journal.run(view.run, missing_ok=True) is not None
-    cases = _case_rows(request, view) if known and view.status in _CASES else Listing([], 0)
-    auto = _auto_rows(request, view) if known and view.status == "automatic" else Listing([], 0)
-    audits = _audit_rows(request, view) if known and view.status == "audits" else Listing([], 0)
+    page = _page(request)
+    start = (page - 1) * QUEUE_ROWS
+    empty: Listing[object] = Listing([], 0)
+    cases = _case_rows(request, view, start) if known and view.status in _CASES else empty
+    auto = _auto_rows(request, view, start) if known and view.status == "automatic" else empty
+    audits = _audit_rows(request, view, start) if known and view.status == "audits" else empty
     shown = auto if view.status == "automatic" else audits if view.status == "audits" else cases
+    more = not shown.exact or start + len(shown.rows) < shown.total
     monitor, monitor_error = await run_in_threadpool(monitor_rows, service.journal)
     infos = [info for info in service.journal.runs() if info.kind == "decide"]
     return render(
@@ -172,6 +189,10 @@ async def queue(request: Request) -> Response:
         total=shown.total,
         total_exact=shown.exact,
         shown=len(shown.rows),
+        page=page,
+        first_row=start + 1,
+        prev_page=_page_url(view, page - 1) if page > 1 else None,
+        next_page=_page_url(view, page + 1) if more else None,
         auto_rows=auto.rows,
         audit_rows=audits.rows,
         monitor=monitor or [],
