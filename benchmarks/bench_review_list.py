@@ -11,7 +11,12 @@ the queue's own :func:`~dissensus.pipeline.review.resolve`. Then, each timed ove
   :func:`list_items_from_events` (every ``review.opened`` event and its resolution, the
   way the queue was listed before the index);
 * **all open**: every open item, both ways;
-* **count**: how many items are open (the review page's count), from the index.
+* **count**: how many items are open (the review page's count), from the index;
+* **search**: the queue searched for text (``/review?q=topic tax``, a quarter of the
+  items match), by reading and validating every item (the way the review desk searched
+  before) and by :meth:`~dissensus.serve.journal_adapter.ReviewDesk.order` (the review
+  index, each item's search text read from its payload once, then remembered): its
+  first call on a new desk, and the calls after it (a case page, ``j``, a resolve).
 
 Usage::
 
@@ -45,11 +50,13 @@ from dissensus.pipeline.review import (  # noqa: E402
     resolve,
     review_entries,
 )
+from dissensus.serve.journal_adapter import ReviewDesk, question_of  # noqa: E402
 from dissensus.store import Journal  # noqa: E402
 from pipeline_cases import as_panel, panel  # noqa: E402
 
 POLICY = policy_from_dict({"reading": {"similarity": "tfidf", "theta_s": 0.3}})
 PER_RUN = 4
+TOPICS = ("tax", "law", "bio", "chem")
 
 
 def template() -> dict[str, Any]:
@@ -77,7 +84,11 @@ def build(journal: Journal, items: int, resolved: int) -> list[str]:
         review_id = f"{run_id}.{line}"
         if line == 1:
             journal.create_run(run_id, kind="decide", meta={})
+        panel = dict(tpl["opened"]["panel"])
+        topic = TOPICS[i % len(TOPICS)]
+        panel["meta"] = {**panel.get("meta", {}), "question": f"Claim {i}: about topic {topic}?"}
         item = {**tpl["opened"], "review_id": review_id, "run_id": run_id, "line": line}
+        item["panel"] = panel
         record = {**tpl["record"], "line": line, "review_id": review_id}
         with journal.transaction(run_id):
             journal.append(run_id, "review.opened", item, key=f"case/{line}/review", case=str(line))
@@ -129,6 +140,28 @@ def main() -> None:
         print(f"{'listing':<16}{'events (ms)':>14}{'index (ms)':>13}{'speed-up':>10}")
         for name, before, after in rows:
             print(f"{name:<16}{before:>14.1f}{after:>13.2f}{before / after:>9.0f}x")
+
+        def read_all() -> list[str]:
+            return [
+                s.item.review_id
+                for s in list_items(journal, include_resolved=True)
+                if "topic tax"
+                in " ".join((question_of(s.item.panel) or "", s.item.id, s.item.reason)).lower()
+            ]
+
+        desk = ReviewDesk(journal, claim_ttl_s=60)
+        start = time.perf_counter()
+        found = [e.review_id for e in desk.order(text="topic tax")]
+        first = (time.perf_counter() - start) * 1000
+        assert found == read_all() and len(found) == (args.items + 3) // 4
+        again = timed(lambda: desk.order(text="topic tax"), args.repeat)
+        every = timed(read_all, args.repeat)
+        print(
+            f"{'search':<16}{'items (ms)':>14}{'first (ms)':>13}{'then (ms)':>13}{'speed-up':>10}"
+        )
+        print(
+            f"{'topic tax, all':<16}{every:>14.1f}{first:>13.1f}{again:>13.2f}{every / again:>9.0f}x"
+        )
 
 
 if __name__ == "__main__":

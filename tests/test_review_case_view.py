@@ -39,7 +39,9 @@ def test_options_are_labelled_as_the_agents_name_them() -> None:
     plain = plain_reasons(
         "CA agreement not accepted on its face: guard refused consensus", views, 0
     )
-    assert plain[0] == "The agents split: 2 chose Output (a), 1 chose Output (b)."
+    assert plain[0] == (
+        "The agents split: 2 chose <bdi>Output (a)</bdi>, 1 chose <bdi>Output (b)</bdi>."
+    )
     assert any("not independent evidence" in p for p in plain)
 
 

@@ -158,8 +158,10 @@ async def test_the_case_page_shows_the_question_and_the_conversation(
     assert "&lt;script&gt;x()&lt;/script&gt;" in page and "&lt;b&gt;terse&lt;/b&gt;" in page
     # Bounded as agents' reasoning is: wrapped blocks that fold; the question's own
     # message starts folded (it is shown just above).
-    assert page.count('<details open><summary>system</summary><pre class="verbatim">') == 1
-    assert "<details><summary>user <small>(the question, shown above)</small>" in page
+    assert (
+        page.count('<details open><summary><bdi>system</bdi></summary><pre class="verbatim">') == 1
+    )
+    assert "<details><summary><bdi>user</bdi> <small>(the question, shown above)</small>" in page
     # Why it needs a person: not asked again (no recorded re-ask, no model), not "did
     # not settle it".
     plain = re.search(r'<ul class="plain" id="plain-reasons">(.*?)</ul>', page, re.S)

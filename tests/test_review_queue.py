@@ -188,6 +188,30 @@ def test_cli_resolve_flags_a_decision_outside_the_options(tmp_path: Path) -> Non
         assert event is not None and event.payload["outside_options"] is True
 
 
+def test_cli_show_names_the_resolve_command_only_while_open(tmp_path: Path) -> None:
+    path = str(tmp_path / "j.sqlite")
+    with Journal(path) as journal:
+        review_id = _escalated(journal, "R")
+    opened = _cli("review", "show", review_id, "--journal", path)
+    assert opened.returncode == 0, opened.stderr
+    assert f"resolve: dissensus review resolve {review_id}" in opened.stdout
+    done = _cli(
+        "review", "resolve", review_id, "--decision", "1", "--note", "ok", "--reviewer", "ann",
+        "--journal", path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    resolved = _cli("review", "show", review_id, "--journal", path)
+    assert resolved.returncode == 0, resolved.stderr
+    flat = " ".join(resolved.stdout.split())
+    assert "status: resolved: 1" in flat
+    assert "dissensus review resolve" not in flat
+    assert f"undo: dissensus review undo {review_id} (by ann, within 300 s of resolving)" in flat
+    # Past the undo window, no command is named at all.
+    from dissensus.cli.review import _within
+
+    assert not _within("2020-01-01T00:00:00+00:00", 300.0) and not _within(None, 300.0)
+
+
 # -- atomic resolutions, races, content binding, claims (both back ends) ----------------
 
 

@@ -306,6 +306,37 @@ def test_a_opens_the_audit_of_an_automatic_decision(desk: Desk, tmp_path: Path) 
     page.context.close()
 
 
+def test_digits_n_and_enter_work_the_audit_form(desk: Desk, tmp_path: Path) -> None:
+    """On an automatic decision's page, 1-9 pick an option of the audit form (opening it),
+    n writes its note and Enter submits it, as on a case page."""
+    expect = desk.sync_api.expect
+    run, (ref,) = desk.submit([panel("auto-keys", ["1", "1", "1"], swap=["1", "1", "1"])])
+    page = desk.page()
+    page.goto(f"{desk.base}/review/auto/{ref}?status=automatic&run={run}")
+    expect(page.locator("#case-title")).to_have_attribute("data-review-id", ref)
+    page.wait_for_function("document.activeElement === document.body")
+    radio = page.locator("#audit-form input[name=decision][data-key='1']")
+    radio.evaluate("r => { r.checked = false; }")  # the committed answer is picked in advance
+    expect(page.locator("#audit-note")).to_be_hidden()
+    page.keyboard.press("1")
+    expect(radio).to_be_checked()
+    expect(page.locator("#audit-note")).to_be_visible()
+    page.keyboard.press("n")
+    expect(page.locator("#audit-note")).to_be_focused()
+    page.keyboard.type("the window is right")
+    page.keyboard.press("Escape")
+    page.wait_for_function("document.activeElement === document.body")
+    page.keyboard.press("Enter")
+    page.wait_for_url(f"{desk.base}/review?status=automatic&run={run}")
+    page.context.close()
+    from dissensus.store import Journal
+
+    with Journal(desk.journal) as journal:
+        audit = journal.get(run, f"confirm/{ref.rsplit('.', 1)[1]}")
+    assert audit is not None and audit.payload["agrees"], audit
+    assert audit.payload["note"] == "the window is right"
+
+
 def test_o_types_an_audits_answer_no_agent_gave(desk: Desk, tmp_path: Path) -> None:
     """On an automatic decision's page, ``o`` opens the audit form at its typed answer."""
     expect = desk.sync_api.expect
@@ -327,6 +358,38 @@ def test_o_types_an_audits_answer_no_agent_gave(desk: Desk, tmp_path: Path) -> N
     with Journal(desk.journal) as journal:
         audit = journal.get(run, f"confirm/{ref.rsplit('.', 1)[1]}")
     assert audit is not None and audit.payload["decision"] == "42", audit
+
+
+def test_long_unbroken_strings_do_not_widen_the_pages(desk: Desk, tmp_path: Path) -> None:
+    """A 300-character id, 400-character labels and a long agent name wrap: neither the
+    queue nor the case page scrolls sideways at 1280 px."""
+    long = panel(
+        "long-" + "x" * 300,
+        ["1", "2", "1"],
+        values=[{"a": 1.0}, {"b": 1.0}, {"a": 0.5}],
+        reasoning=["A" * 3000, "C" * 5000, "x"],
+        meta={
+            "question": "Q" * 3000,
+            "options": {"1": "A" * 3000, "2": "B" * 3000},
+            "option_labels": {"1": "L" * 400, "2": "M" * 400},
+        },
+    )
+    long["outputs"][0]["agent"] = "agent" + "Z" * 300
+    run, (ref,) = desk.submit([long])
+    page = desk.page()
+    width = "[document.documentElement.scrollWidth, window.innerWidth]"
+    page.goto(f"{desk.base}/review?run={run}")
+    desk.sync_api.expect(page.locator("a.case-link")).to_have_count(1)
+    scroll, inner = page.evaluate(width)
+    assert scroll <= inner, f"queue is {scroll} px wide in a {inner} px window"
+    page.goto(f"{desk.base}/review/case/{ref}?run={run}")
+    _on_case(desk, page, ref)
+    scroll, inner = page.evaluate(width)
+    page.screenshot(path=str(tmp_path / "long-case.png"))
+    assert scroll <= inner, f"case page is {scroll} px wide in a {inner} px window"
+    expect = desk.sync_api.expect
+    expect(page.locator("#resolve-form button[type=submit]")).to_be_in_viewport()
+    page.context.close()
 
 
 def _audited(desk: Desk, tmp: Path, panels: list[dict[str, Any]]) -> tuple[str, list[str]]:

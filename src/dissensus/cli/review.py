@@ -118,6 +118,10 @@ def review_audits(
     raise typer.Exit(code=EXIT_OK)
 
 
+UNDO_WITHIN_S = 300.0
+"""``review undo``'s default window (seconds after resolving)."""
+
+
 @review_app.command("show")
 def review_show(
     review_id: Annotated[str, typer.Argument(help="Review id (<run>.<line>).")],
@@ -258,8 +262,33 @@ def review_show(
             f"CONCORD: {shown(item.concord.status)} ({shown(item.concord.summary)})", soft_wrap=True
         )
     if audit is None:  # an audit's command (review confirm) is named above
-        say(f"resolve: dissensus review resolve {shown(item.review_id)} --decision X --note TEXT")
+        assert st is not None
+        if st.resolution is None:
+            say(
+                f"resolve: dissensus review resolve {shown(item.review_id)} --decision X --note TEXT"
+            )
+        elif _within(st.resolved_at, UNDO_WITHIN_S):
+            say(
+                f"undo: dissensus review undo {shown(item.review_id)} (by "
+                f"{shown(st.resolution.reviewer or '-')}, within {UNDO_WITHIN_S:.0f} s of resolving)",
+                soft_wrap=True,
+            )
     raise typer.Exit(code=EXIT_OK)
+
+
+def _within(at: str | None, seconds: float) -> bool:
+    """Whether the journal time ``at`` is at most ``seconds`` ago."""
+    from datetime import UTC, datetime
+
+    if at is None:
+        return False
+    try:
+        then = datetime.fromisoformat(at)
+    except ValueError:
+        return False
+    if then.tzinfo is None:
+        then = then.replace(tzinfo=UTC)
+    return (datetime.now(UTC) - then).total_seconds() <= seconds
 
 
 def _excerpt(text: str, limit: int) -> str:
@@ -368,7 +397,7 @@ def review_undo(
             callback=number_in(0.0, MAX_SECONDS),
             help="Seconds after resolving that undo is allowed.",
         ),
-    ] = 300.0,
+    ] = UNDO_WITHIN_S,
     reviewer: Annotated[
         str | None,
         typer.Option(

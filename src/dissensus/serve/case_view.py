@@ -1,7 +1,8 @@
 """What the review page shows of a case, computed from the journalled item (pure, no I/O).
 
-The review page renders these plain values; nothing here is markup, and the templates
-escape every string (agent text is never interpreted).
+The review page renders these plain values, and the templates escape every string
+(agent text is never interpreted); the one exception is :func:`plain_reasons`, whose
+sentences are markup built from escaped pieces, each agent-supplied piece in ``<bdi>``.
 
 Choices where the design is silent:
 
@@ -26,6 +27,11 @@ Choices where the design is silent:
   suspension), each matched as :mod:`dissensus.pipeline` writes it, where it writes it
   (a step's reason starts the trail or follows ``"; "``), never as a bare word. The
   trail itself stays one click away, verbatim.
+* **Bidi isolation.** Agent-supplied text (agent names, option labels and ids,
+  decisions, case ids, the question, reasoning) may carry bidi controls (U+202E,
+  U+2066, ...); the pages set every such string apart (``<bdi>``, or a verbatim block)
+  so it cannot reorder the text around it. The CLI neutralises them instead
+  (:func:`dissensus.quoting.shown`).
 """
 
 from __future__ import annotations
@@ -35,6 +41,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
+
+from markupsafe import Markup, escape
 
 from dissensus.cases import CaseMessage, CaseSpec, asked_question, conversation
 
@@ -237,24 +245,35 @@ matched where the pipeline writes them (never as a bare word: "no recorded re-as
 not a re-ask that failed to settle the case)."""
 
 
-def plain_reasons(reason: str, options: Sequence[OptionView], abstained: int) -> list[str]:
-    """Why the case was escalated, in plain sentences (the technical trail stays apart)."""
+def _isolated(text: str) -> Markup:
+    """``text`` (an agent's or a panel's) escaped and set apart in ``<bdi>``: bidi
+    controls in it (U+202E, U+2066, ...) cannot reorder the sentence around it."""
+    return Markup("<bdi>{}</bdi>").format(text)
+
+
+def plain_reasons(reason: str, options: Sequence[OptionView], abstained: int) -> list[Markup]:
+    """Why the case was escalated, in plain sentences (the technical trail stays apart).
+
+    Each sentence is markup: the option labels in it are escaped and isolated
+    (:func:`_isolated`), never passed through as HTML."""
     chosen = [(o.label, len(o.chosen_by)) for o in options if o.chosen_by]
     chosen.sort(key=lambda x: -x[1])
-    out: list[str] = []
+    out: list[Markup] = []
     if len(chosen) > 1:
-        parts = [f"{n} chose {label}" for label, n in chosen]
-        out.append("The agents split: " + ", ".join(parts) + ".")
+        parts = [Markup("{} chose {}").format(n, _isolated(label)) for label, n in chosen]
+        out.append(Markup("The agents split: {}.").format(Markup(", ").join(parts)))
     elif len(chosen) == 1:
         label, n = chosen[0]
         out.append(
-            f"All {n} agents who answered chose {label}, but that was not enough to decide alone."
+            Markup(
+                "All {} agents who answered chose {}, but that was not enough to decide alone."
+            ).format(n, _isolated(label))
             if n > 1
-            else f"Only one agent answered ({label})."
+            else Markup("Only one agent answered ({}).").format(_isolated(label))
         )
     if abstained:
-        out.append(f"{abstained} agent(s) gave no answer.")
+        out.append(Markup("{} agent(s) gave no answer.").format(abstained))
     for pattern, sentence in _PHRASES:
         if pattern.search(reason) and sentence not in out:
-            out.append(sentence)
+            out.append(escape(sentence))
     return out

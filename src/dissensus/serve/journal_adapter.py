@@ -32,8 +32,11 @@ decide differently.
 * **Queue order** (:meth:`ReviewDesk.order`): the journal's queue order (oldest run
   first, then line), newest first, or by reason (then queue order); a text search
   matches the question (:func:`question_of`: ``meta.question`` or ``meta.input``, else a
-  chat panel's last ``user`` message), the case id or the reason, ignoring case, and
-  reads the items it searches.
+  chat panel's last ``user`` message), the case id or the reason, ignoring case. The
+  entries come from the review index as for the unfiltered queue; the text of each item
+  is read from its ``review.opened`` payload the first time it is searched (no item is
+  validated) and then remembered by the desk (:data:`SEARCH_CACHE_ITEMS`), since a
+  journalled event never changes.
 * **Automatic decisions** to audit (:meth:`ReviewDesk.auto_cases`) are the
   ``case.record`` events with ``auto: true`` of the journal's decide runs, in run then
   line order; the panel is shown without ``meta.gold``, as in review items.
@@ -79,7 +82,7 @@ from dissensus.pipeline.review import (
     StaleContent,
     content_sha256,
 )
-from dissensus.store import ClaimConflict, Journal, open_journal
+from dissensus.store import ClaimConflict, Journal, ReviewEntry, open_journal
 from dissensus.store import event_types as ev
 from dissensus.store.base import REVIEW_RESOLVED
 
@@ -159,6 +162,18 @@ def question_of(panel: dict[str, Any]) -> str | None:
     return asked_question(panel.get("meta"))
 
 
+def _search_text(panel: dict[str, Any], case_id: str, reason: str) -> str:
+    """What a text search of the queue matches, lower-cased: the question
+    (:func:`question_of`), the case id and the reason. ``panel`` is the journalled
+    panel's JSON, only read."""
+    return " ".join((question_of(panel) or "", case_id, reason)).lower()
+
+
+SEARCH_CACHE_ITEMS = 200_000
+"""Review items whose search text a desk remembers (about 100 MB at most); past that it
+starts afresh."""
+
+
 class AutoCase(BaseModel):
     """An automatically committed case, as the audit page shows it."""
 
@@ -181,6 +196,8 @@ class ReviewDesk:
         self.journal = journal
         self.claim_ttl_s = claim_ttl_s
         self.max_field_chars = max_field_chars
+        self._searched: dict[tuple[str, int], tuple[str, str]] = {}
+        """``(run, seq)`` of a ``review.opened`` event: its review id and search text."""
 
     def _bounded(self, **texts: str | None) -> None:
         """:class:`TextTooLong` naming the first of ``texts`` over ``max_field_chars``."""
@@ -248,30 +265,30 @@ class ReviewDesk:
     ) -> list[QueueEntry]:
         """The queue's entries in the order the reviewer asked for (see the module docstring)."""
         out: list[QueueEntry]
-        entries = (
-            None
-            if text
-            else queue.review_entries(
-                self.journal,
-                run_id=run_id,
-                include_resolved=status == "all",
-                resolved_only=status == "resolved",
-                reason=reason,
-            )
+        entries = queue.review_entries(
+            self.journal,
+            run_id=run_id,
+            include_resolved=status == "all",
+            resolved_only=status == "resolved",
+            reason=reason,
         )
         if entries is not None:
+            if text:
+                needle = text.lower()
+                searched = self._search_texts(entries)
+                entries = [e for e in entries if needle in searched.get((e.run_id, e.seq), "")]
             out = [
                 QueueEntry(
                     review_id=e.review_id, reason=e.reason, resolved=e.resolved_seq is not None
                 )
                 for e in entries
             ]
-        else:
+        else:  # the index cannot be used (a read-only journal whose index disagrees)
             needle = (text or "").lower()
             out = []
             for st in self.items(run_id=run_id, status=status, reason=reason):
                 item = st.item
-                haystack = " ".join((question_of(item.panel) or "", item.id, item.reason)).lower()
+                haystack = _search_text(item.panel, item.id, item.reason)
                 if needle in haystack:
                     out.append(
                         QueueEntry(
@@ -285,6 +302,37 @@ class ReviewDesk:
         elif sort == "reason":
             out.sort(key=lambda e: e.reason.lower())
         return out
+
+    def _search_texts(self, entries: list[ReviewEntry]) -> dict[tuple[str, int], str]:
+        """What a text search matches of each entry (:func:`_search_text`), by ``(run,
+        seq)`` of its ``review.opened`` event: read from the events' payloads (one query
+        per hundred, no item validated) the first time, then remembered, since a
+        journalled event never changes."""
+        known = self._searched
+        missing = [
+            (e.run_id, e.seq)
+            for e in entries
+            if known.get((e.run_id, e.seq), ("", ""))[0] != e.review_id
+        ]
+        if len(known) + len(missing) > SEARCH_CACHE_ITEMS:
+            known.clear()
+        for start in range(0, len(missing), 500):
+            for ref, event in self.journal.events_at(missing[start : start + 500]).items():
+                payload = event.payload
+                panel = payload.get("panel")
+                known[ref] = (
+                    str(payload.get("review_id")),
+                    _search_text(
+                        panel if isinstance(panel, dict) else {},
+                        str(payload.get("id", "")),
+                        str(payload.get("reason", "")),
+                    ),
+                )
+        return {
+            (e.run_id, e.seq): known[(e.run_id, e.seq)][1]
+            for e in entries
+            if (e.run_id, e.seq) in known
+        }
 
     def last_resolution(self, reviewer: str, within_s: float) -> ResolutionInfo | None:
         """``reviewer``'s latest resolution that still stands and is at most ``within_s``

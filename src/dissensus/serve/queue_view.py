@@ -10,6 +10,9 @@ Choices where the design is silent:
   cases are always shown); a case outside the queue's filters has no neighbours. The
   lists of audits (automatic decisions, open blind audits) are walked the same way
   (:func:`unclaimed`).
+* The queue's order is read once per request (:meth:`QueueView.order`): the case page's
+  neighbours and progress and a resolve's next case share it. A write in the same
+  request after it was read would not show in it; no route writes after reading it.
 * The automatic decisions listed for an audit leave out those waiting for a blind audit:
   their committed answer stays hidden until the blind audit is answered.
 """
@@ -89,6 +92,25 @@ class QueueView:
         return "?" + urlencode({"status": "audits", **({"run": self.run} if self.run else {})})
 
     def order(self, request: Request, status: str) -> list[QueueEntry]:
+        """The queue's entries with ``status`` in its order, worked out once per request
+        (a case page asks for its neighbours and its progress, a resolve for the next
+        case: one reading of the queue serves them all; the open or resolved entries are
+        taken from all of them when those were read already)."""
+        memo: dict[tuple[QueueView, str], list[QueueEntry]] = (
+            getattr(request.state, "queue_orders", None) or {}
+        )
+        request.state.queue_orders = memo
+        if (self, status) in memo:
+            return memo[(self, status)]
+        every = memo.get((self, "all"))
+        if every is not None and status in ("open", "resolved"):
+            got = [e for e in every if e.resolved == (status == "resolved")]
+        else:
+            got = self._order(request, status)
+        memo[(self, status)] = got
+        return got
+
+    def _order(self, request: Request, status: str) -> list[QueueEntry]:
         desk = service_of(request).desk
         if status in ("automatic", "audits"):
             return []

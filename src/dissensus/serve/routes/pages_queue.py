@@ -5,8 +5,10 @@ the open blind audits; and the acceptance monitor (:mod:`dissensus.serve.accepta
 Choices where the design is silent:
 
 * Every list shows who holds a live claim on each open case or audit.
-* At most :data:`~dissensus.serve.queue_view.QUEUE_ROWS` rows are shown; the count names
-  them all. The text search of the automatic decisions and of the blind audits matches
+* At most :data:`~dissensus.serve.queue_view.QUEUE_ROWS` rows are shown on a page;
+  ``?page=2`` and on show the next ones (the filters kept, links under the list), and
+  the count names them all (a text search of the automatic decisions or the blind audits reads each one
+  to match it, so it counts one past the rows shown and says "at least"). The text search of the automatic decisions and of the blind audits matches
   the question and the case id (the reason is not shown there).
 * The monitor's confidence sequences take a moment with many audits: they are computed
   off the event loop.
@@ -16,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import TypeVar
+from typing import Generic, TypeVar
 
 from fastapi import APIRouter, Request
 from fastapi.concurrency import run_in_threadpool
@@ -64,12 +66,15 @@ class AuditRow:
     claim: ClaimInfo | None = None
 
 
-def _case_rows(request: Request, view: QueueView) -> tuple[list[CaseRow], int]:
+_CASES = ("open", "resolved", "all")
+"""The statuses listing review cases (the others list audits)."""
+
+
+def _case_rows(request: Request, view: QueueView, start: int) -> Listing[CaseRow]:
     order = view.order(request, view.status)
-    shown = {st.item.review_id: st for st in statuses(request, order[:QUEUE_ROWS])}
-    claims = service_of(request).desk.live_claims(
-        [e.review_id for e in order[:QUEUE_ROWS] if not e.resolved]
-    )
+    page = order[start : start + QUEUE_ROWS]
+    shown = {st.item.review_id: st for st in statuses(request, page)}
+    claims = service_of(request).desk.live_claims([e.review_id for e in page if not e.resolved])
     rows = [
         CaseRow(
             item=shown[e.review_id].item,
@@ -77,28 +82,48 @@ def _case_rows(request: Request, view: QueueView) -> tuple[list[CaseRow], int]:
             claim=claims.get(e.review_id),
             question=question_of(shown[e.review_id].item.panel),
         )
-        for e in order[:QUEUE_ROWS]
+        for e in page
         if e.review_id in shown
     ]
-    return rows, len(order)
+    return Listing(rows, len(order))
+
+
+@dataclass(frozen=True)
+class Listing(Generic[R]):
+    """The rows of one list shown, and how many the list holds."""
+
+    rows: list[R]
+    total: int
+    """Rows in the whole list (cases, automatic decisions or audits)."""
+    exact: bool = True
+    """False when the search stopped counting past the rows shown: ``total`` is then a
+    lower bound (the page says "at least")."""
 
 
 def _matching(
-    refs: list[str], row: Callable[[str], R], text: Callable[[R], str], q: str
-) -> list[R]:
-    """The first :data:`QUEUE_ROWS` rows of ``refs`` whose text contains ``q`` (any case)."""
-    needle, rows = q.lower(), []
+    refs: list[str], row: Callable[[str], R], text: Callable[[R], str], q: str, start: int
+) -> Listing[R]:
+    """The :data:`QUEUE_ROWS` rows of ``refs`` from the ``start``-th on whose text contains
+    ``q`` (any case), and how many there are: all of ``refs`` without ``q``; with it,
+    counted up to one past the rows shown (each ref is read to be searched), so the
+    total is exact when the last rows are shown and "at least" otherwise."""
+    if not q:
+        return Listing([row(ref) for ref in refs[start : start + QUEUE_ROWS]], len(refs))
+    needle, seen = q.lower(), 0
+    rows: list[R] = []
     for ref in refs:
         got = row(ref)
-        if needle and needle not in text(got).lower():
+        if needle not in text(got).lower():
             continue
-        rows.append(got)
-        if len(rows) >= QUEUE_ROWS:
-            break
-    return rows
+        seen += 1
+        if seen > start + QUEUE_ROWS:
+            return Listing(rows, seen, exact=False)
+        if seen > start:
+            rows.append(got)
+    return Listing(rows, seen)
 
 
-def _auto_rows(request: Request, view: QueueView) -> list[AutoRow]:
+def _auto_rows(request: Request, view: QueueView, start: int) -> Listing[AutoRow]:
     desk = service_of(request).desk
 
     def row(ref: str) -> AutoRow:
@@ -106,12 +131,12 @@ def _auto_rows(request: Request, view: QueueView) -> list[AutoRow]:
         return AutoRow(case=case, question=question_of(case.panel) or None)
 
     refs = auto_refs(request, view.run or None)
-    rows = _matching(refs, row, lambda r: f"{r.question or ''} {r.case.record.id}", view.q)
-    claims = desk.live_claims([r.case.ref for r in rows])
-    return [replace(r, claim=claims.get(r.case.ref)) for r in rows]
+    got = _matching(refs, row, lambda r: f"{r.question or ''} {r.case.record.id}", view.q, start)
+    claims = desk.live_claims([r.case.ref for r in got.rows])
+    return replace(got, rows=[replace(r, claim=claims.get(r.case.ref)) for r in got.rows])
 
 
-def _audit_rows(request: Request, view: QueueView) -> list[AuditRow]:
+def _audit_rows(request: Request, view: QueueView, start: int) -> Listing[AuditRow]:
     journal = service_of(request).journal
 
     def row(ref: str) -> AuditRow:
@@ -119,9 +144,21 @@ def _audit_rows(request: Request, view: QueueView) -> list[AuditRow]:
         return AuditRow(item=item, question=question_of(item.panel) or None)
 
     refs = open_audit_refs(journal, view.run or None)
-    rows = _matching(refs, row, lambda r: f"{r.question or ''} {r.item.id}", view.q)
-    claims = service_of(request).desk.live_claims([r.item.review_id for r in rows])
-    return [replace(r, claim=claims.get(r.item.review_id)) for r in rows]
+    got = _matching(refs, row, lambda r: f"{r.question or ''} {r.item.id}", view.q, start)
+    claims = service_of(request).desk.live_claims([r.item.review_id for r in got.rows])
+    return replace(got, rows=[replace(r, claim=claims.get(r.item.review_id)) for r in got.rows])
+
+
+def _page(request: Request) -> int:
+    """The page of the list asked for (``?page=``, from 1; anything else is the first)."""
+    raw = request.query_params.get("page", "1")
+    return int(raw) if raw.isdigit() and 0 < int(raw) < 10**6 else 1
+
+
+def _page_url(view: QueueView, page: int) -> str:
+    """The address of page ``page`` of the list, filters kept."""
+    query = "&".join(q for q in (view.query(), "" if page == 1 else f"page={page}") if q)
+    return f"/review?{query}" if query else "/review"
 
 
 @router.get("/review")
@@ -132,9 +169,14 @@ async def queue(request: Request) -> Response:
     view = QueueView.of(request)
     service = service_of(request)
     known = not view.run or service.journal.run(view.run, missing_ok=True) is not None
-    rows, total = _case_rows(request, view) if known else ([], 0)
-    auto = _auto_rows(request, view) if known and view.status == "automatic" else []
-    audits = _audit_rows(request, view) if known and view.status == "audits" else []
+    page = _page(request)
+    start = (page - 1) * QUEUE_ROWS
+    empty: Listing[object] = Listing([], 0)
+    cases = _case_rows(request, view, start) if known and view.status in _CASES else empty
+    auto = _auto_rows(request, view, start) if known and view.status == "automatic" else empty
+    audits = _audit_rows(request, view, start) if known and view.status == "audits" else empty
+    shown = auto if view.status == "automatic" else audits if view.status == "audits" else cases
+    more = not shown.exact or start + len(shown.rows) < shown.total
     monitor, monitor_error = await run_in_threadpool(monitor_rows, service.journal)
     infos = [info for info in service.journal.runs() if info.kind == "decide"]
     return render(
@@ -143,16 +185,16 @@ async def queue(request: Request) -> Response:
         title="review queue",
         principal=who.principal,
         csrf=service.sessions.csrf(who.sid),
-        rows=rows,
-        total=(
-            len(auto)
-            if view.status == "automatic"
-            else len(audits)
-            if view.status == "audits"
-            else total
-        ),
-        auto_rows=auto,
-        audit_rows=audits,
+        rows=cases.rows,
+        total=shown.total,
+        total_exact=shown.exact,
+        shown=len(shown.rows),
+        page=page,
+        first_row=start + 1,
+        prev_page=_page_url(view, page - 1) if page > 1 else None,
+        next_page=_page_url(view, page + 1) if more else None,
+        auto_rows=auto.rows,
+        audit_rows=audits.rows,
         monitor=monitor or [],
         monitor_error=monitor_error,
         current_sha256=(service.spec.acceptance or {}).get("sha256"),

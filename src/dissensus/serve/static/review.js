@@ -64,19 +64,30 @@
     document.documentElement.removeAttribute("data-busy");
   }
 
+  // Open the folded form around el (the audit form of an automatic decision); true
+  // when it was folded.
+  function unfold(el) {
+    var folded = el.closest("details");
+    if (!folded || folded.open) { return false; }
+    folded.open = true;
+    return true;
+  }
+
   // One key, outside any text field; true when it was used.
   function act(key, el) {
     if (key >= "1" && key <= "9") {
       var radio = document.querySelector('input[name="decision"][data-key="' + key + '"]');
       if (!radio) { return false; }
+      unfold(radio);
       radio.checked = true;
       radio.dispatchEvent(new Event("change", { bubbles: true }));
       return true;
     }
     switch (key) {
       case "n": {
-        var note = document.getElementById("note");
+        var note = document.getElementById("note") || document.getElementById("audit-note");
         if (!note) { return false; }
+        unfold(note);
         note.focus();
         return true;
       }
@@ -90,7 +101,13 @@
       }
       case "Enter":
         if (el && (el.tagName === "A" || el.tagName === "BUTTON" || el.tagName === "SUMMARY")) { return false; }
-        return submitById("resolve-form");
+        if (submitById("resolve-form")) { return true; }
+        // The audit form of an automatic decision: Enter opens it, then submits it.
+        var auditForm = document.getElementById("audit-form");
+        if (!auditForm) { return false; }
+        if (unfold(auditForm)) { return true; }
+        auditForm.requestSubmit();
+        return true;
       case "j": return clickById("next-link");
       case "k": return clickById("prev-link");
       case "c": return submitById("claim-form");

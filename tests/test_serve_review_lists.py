@@ -1,0 +1,153 @@
+"""The queue page's lists: the count line names the list's true size, and every row of
+a long list can be reached (pages of :data:`~dissensus.serve.queue_view.QUEUE_ROWS`)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from pipeline_cases import panel, write_policy
+from serve_helpers import auth, client_for, heap_frozen, login, settings
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _heap_frozen() -> Iterator[None]:
+    yield from heap_frozen()
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def _count(html: str) -> str:
+    found = re.search(r'<p class="count" id="queue-count">(.*?)</p>', html, re.S)
+    assert found, html[:2000]
+    return found.group(1)
+
+
+def _quiet(tmp_path: Path) -> httpx.AsyncClient:
+    """A client of a server committing automatically, with no blind audits by chance."""
+    quiet = write_policy(tmp_path / "no-audits.yaml", {"acceptance": {"audit_rate": 0.0}})
+    return client_for(settings(tmp_path, policy=str(quiet)))
+
+
+async def _automatic(client: httpx.AsyncClient, n: int) -> str:
+    """Decide ``n`` panels committed automatically; the run id (signed in as a reviewer)."""
+    agree = [panel(f"agree-{i}", ["1", "1", "1"], swap=["1", "1", "1"]) for i in range(n)]
+    run = (await client.post("/v1/decide", json=agree, headers=auth("sub"))).json()
+    assert all(r["auto"] for r in run["records"]), run
+    await login(client, "rev")
+    return str(run["run_id"])
+
+
+async def test_the_count_of_automatic_decisions_names_the_rows_shown(tmp_path: Path) -> None:
+    async with _quiet(tmp_path) as client:
+        await _automatic(client, 3)
+        page = await client.get("/review", params={"status": "automatic"})
+        assert page.text.count('class="auto-link"') == 3
+        assert _count(page.text).startswith("3 case(s); you resolved 0 today"), _count(page.text)
+
+
+async def test_a_capped_list_counts_past_the_cap(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("dissensus.serve.routes.pages_queue.QUEUE_ROWS", 2)
+    async with _quiet(tmp_path) as client:
+        await _automatic(client, 3)
+        page = await client.get("/review", params={"status": "automatic"})
+        assert page.text.count('class="auto-link"') == 2
+        assert _count(page.text).startswith("3 case(s), the first 2 shown"), _count(page.text)
+        # A search reads each case to match it: it counts one past the rows shown.
+        found = await client.get("/review", params={"status": "automatic", "q": "agree"})
+        assert found.text.count('class="auto-link"') == 2
+        assert _count(found.text).startswith("at least 3 case(s), the first 2 shown")
+        one = await client.get("/review", params={"status": "automatic", "q": "agree-1"})
+        assert _count(one.text).startswith("1 case(s); ")
+
+
+def test_a_text_search_reads_each_item_once_and_follows_the_queue(tmp_path: Path) -> None:
+    from dissensus.pipeline import decide, policy_from_dict
+    from dissensus.pipeline.review import resolve
+    from dissensus.serve.journal_adapter import ReviewDesk
+    from dissensus.store import Journal
+    from pipeline_cases import as_panel
+
+    policy = policy_from_dict({"reading": {"similarity": "tfidf", "theta_s": 0.3}})
+
+    def escalate(journal: Journal, pid: str, question: str) -> str:
+        row = panel(
+            pid,
+            ["1", "2", "1"],
+            values=[{"a": 1.0}, {"b": 1.0}, {"a": 0.5}],
+            meta={"question": question},
+        )
+        record = decide(as_panel(row), policy, journal=journal, run_id=pid)
+        assert record.review_id
+        return record.review_id
+
+    with Journal(tmp_path / "j.sqlite") as journal:
+        desk = ReviewDesk(journal, claim_ttl_s=60)
+        tax = escalate(journal, "one", "Is the TAX rule right?")
+        escalate(journal, "two", "Is the law rule right?")
+        ids = lambda **kw: [e.review_id for e in desk.order(**kw)]  # noqa: E731
+        assert ids(text="tax rule") == [tax]
+        assert ids(text="two") == ["two.1"]  # the case id
+        read = []
+        events_at = journal.events_at
+        journal.events_at = lambda refs: read.append(len(refs)) or events_at(refs)  # type: ignore[method-assign]
+        assert ids(text="rule") == [tax, "two.1"] and read == []  # remembered
+        later = escalate(journal, "three", "Which tax applies?")
+        assert ids(text="tax") == [tax, later] and read == [1]  # only the new item is read
+        resolve(journal, tax, decision="1", note="ok", reviewer="r")
+        assert [(e.review_id, e.resolved) for e in desk.order(text="tax")] == [
+            (tax, True),
+            (later, False),
+        ]
+        assert ids(text="tax", status="open") == [later]
+        assert ids(text="tax", status="resolved") == [tax]
+        assert ids(text="tax", sort="newest") == [later, tax]
+
+
+async def test_pages_reach_every_row_and_keep_the_filters(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("dissensus.serve.routes.pages_queue.QUEUE_ROWS", 2)
+    async with _quiet(tmp_path) as client:
+        await _automatic(client, 3)
+        split = [
+            panel(f"split-{i}", ["1", "2", "1"], values=[{"a": 1.0}, {"b": 1.0}, {"a": 0.5}])
+            for i in range(3)
+        ]
+        run = (await client.post("/v1/decide", json=split, headers=auth("sub"))).json()
+        ids = [r["review_id"] for r in run["records"]]
+
+        first = await client.get("/review", params={"run": run["run_id"]})
+        assert [i for i in ids if f"/review/case/{i}?" in first.text] == ids[:2]
+        assert f'id="next-page" href="/review?run={run["run_id"]}&amp;page=2"' in first.text
+        assert 'id="prev-page"' not in first.text
+        second = await client.get("/review", params={"run": run["run_id"], "page": "2"})
+        assert [i for i in ids if f"/review/case/{i}?" in second.text] == ids[2:]
+        assert _count(second.text).startswith("3 case(s), 3–3 shown (page 2)")
+        assert f'id="prev-page" href="/review?run={run["run_id"]}"' in second.text
+        assert 'id="next-page"' not in second.text
+        beyond = await client.get("/review", params={"run": run["run_id"], "page": "9"})
+        assert "none on page 9" in _count(beyond.text) and 'class="case-link"' not in beyond.text
+        assert (await client.get("/review", params={"page": "x"})).status_code == 200
+
+        for q in ("", "agree"):
+            params = {"status": "automatic", "q": q} if q else {"status": "automatic"}
+            auto2 = await client.get("/review", params={**params, "page": "2"})
+            assert auto2.text.count('class="auto-link"') == 1, q
+            assert _count(auto2.text).startswith("3 case(s), 3–3 shown (page 2)"), q
+            assert 'id="prev-page"' in auto2.text and 'id="next-page"' not in auto2.text
+        auto1 = await client.get("/review", params={"status": "automatic", "q": "agree"})
+        assert 'id="next-page" href="/review?status=automatic&amp;q=agree&amp;page=2"' in (
+            auto1.text
+        )
