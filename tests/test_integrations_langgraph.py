@@ -275,3 +275,17 @@ def test_an_in_memory_journal_is_refused() -> None:
         decision_node(journal=":memory:", panel=lambda s: s)
     with pytest.raises(ConfigError, match="on_escalate"):
         decision_node(journal="j.sqlite", panel=lambda s: s, on_escalate="ignore")  # type: ignore[arg-type]
+
+
+def test_a_policy_whose_similarity_cannot_be_imported_fails_when_the_node_is_built(
+    tmp_path: Path,
+) -> None:
+    from dissensus.errors import ConfigError
+    from dissensus.integrations.langgraph import decision_node
+
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(
+        'allow_code: true\nreading: {similarity: "no_such_module_xyz:fn"}\n', encoding="utf-8"
+    )
+    with pytest.raises(ConfigError, match="cannot import module 'no_such_module_xyz'"):
+        decision_node(policy=str(policy), journal=str(tmp_path / "j.sqlite"), panel=lambda s: s)

@@ -151,3 +151,24 @@ def test_a_resumed_run_decides_with_the_journalled_spec_not_the_files(tmp_path: 
             return [r.id async for r in execute_run(store, "R")]
 
         assert asyncio.run(go()) == [r["id"] for r in rows]
+
+
+def test_an_unimportable_similarity_function_is_refused_when_the_spec_is_built(
+    tmp_path: Path,
+) -> None:
+    bad = {"allow_code": True, "reading": {"similarity": "no_such_module_xyz:fn"}}
+    policy = write_policy(tmp_path / "p.yaml", bad)
+    for source in (policy, bad, policy_from_dict(bad)):
+        with pytest.raises(ConfigError, match="cannot import module 'no_such_module_xyz'") as err:
+            RunSpec.from_policy(source)
+        assert err.value.field == "reading.similarity"
+    with pytest.raises(ConfigError, match="cannot import") as err:
+        RunSpec.from_policy({"allow_code": True}, similarity="no_such_module_xyz:fn")
+    assert err.value.field == "similarity"
+    spec = RunSpec.from_policy({"allow_code": True})
+    with pytest.raises(ConfigError, match="has no attribute"):
+        RunSpec.from_policy(spec, similarity="json:no_such_function")
+    # without allow_code an override naming code is refused at once too
+    with pytest.raises(ConfigError, match="names Python code"):
+        RunSpec.from_policy(None, similarity="json:dumps")
+    assert RunSpec.from_policy({"allow_code": True}, similarity="json:dumps")

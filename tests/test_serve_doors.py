@@ -212,3 +212,34 @@ async def test_runs_on_other_threads_share_the_warmed_backend_and_its_cache(
             response = await client.post("/v1/decide", json=_fresh(tmp_path), headers=auth("sub"))
             assert response.status_code == 200, response.text
             assert response.json()["status"] == "finished"
+
+
+def test_a_bad_similarity_function_is_refused_before_serving_in_one_line(tmp_path: Path) -> None:
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(
+        'allow_code: true\nreading: {similarity: "no_such_module_xyz:fn"}\n', encoding="utf-8"
+    )
+    out = cli("serve", "--policy", policy, "--journal", tmp_path / "j.sqlite", "--port", "0")
+    assert out.code == 2
+    assert out.err.strip().splitlines() == [
+        f"error: {policy}: field 'reading.similarity': cannot import module "
+        "'no_such_module_xyz': ModuleNotFoundError: No module named 'no_such_module_xyz'"
+    ]
+
+
+def test_a_configuration_error_at_start_up_ends_the_server_without_a_traceback(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from dissensus.errors import ConfigError
+    from dissensus.serve import create_app
+    from dissensus.serve.runs import Runner
+    from dissensus.serve.server import listen, serve
+
+    def refuse(self: Runner) -> None:
+        raise ConfigError("the acceptance libraries are missing", field="acceptance.model")
+
+    monkeypatch.setattr(Runner, "warm", refuse)
+    app = create_app(ServeSettings(journal=str(tmp_path / "j.sqlite")))
+    with pytest.raises(ConfigError, match="acceptance libraries are missing"):
+        serve(app, app.state.service.runner, sock=listen("127.0.0.1", 0), shutdown_s=1)
+    assert "Traceback" not in caplog.text and "startup failed" not in caplog.text

@@ -23,6 +23,8 @@ Choices where the design is silent:
 * **The model.** ``model=`` overrides the policy's ``seek_context.model``, which overrides
   ``$DISSENSUS_MODEL`` (read from ``environ``, default the process environment). The
   resolved spec is checked (its files read, nothing contacted) before any run exists.
+* **Code.** A ``module:function`` similarity backend is checked for ``allow_code`` and
+  imported when the spec is built, so no door accepts one it cannot load.
 * **Overrides** (``similarity``, ``deadline_s``, ``concurrency``) are written into the
   spec's policy, so the journal shows the settings the run really used.
 * **Resume.** :meth:`RunSpec.check_files` refuses a file whose bytes changed since the
@@ -161,6 +163,7 @@ class RunSpec(BaseModel):
         pol = _with_overrides(
             pol, similarity=similarity, deadline_s=deadline_s, concurrency=concurrency
         )
+        _check_similarity_code(pol, policy_file, similarity is not None)
         calibration = policy_calibration(pol, base, policy_file)
         if calibration is not None:
             where = _resolve(pol.acceptance.calibration, base)
@@ -202,6 +205,7 @@ class RunSpec(BaseModel):
             self.policy, similarity=similarity, deadline_s=deadline_s, concurrency=concurrency
         )
         if similarity is not None:
+            _check_similarity_code(policy, self.policy_file, True)
             _check_calibrated_similarity(self.acceptance, policy, self.policy_file)
         if model:
             from dissensus.llm.resolve import check_model_spec
@@ -416,6 +420,24 @@ def _learned(
         return None, None
     _check_calibrated_similarity(data, policy, policy_file)
     return data, path
+
+
+def _check_similarity_code(policy: Policy, policy_file: str | None, overridden: bool) -> None:
+    """A ``module:function`` similarity backend runs only with ``allow_code`` and must be
+    importable: checked when the spec is built, so every door refuses it before a run
+    exists (not at its first case)."""
+    from dissensus.loading import is_code_name, load_callable
+    from dissensus.states.similarity import check_code_name
+
+    name = policy.reading.similarity.strip()
+    if not is_code_name(name):
+        return
+    field = "similarity" if overridden else "reading.similarity"
+    try:
+        check_code_name(name, allow_code=policy.allow_code or None, field=field)
+    except ConfigError as exc:
+        raise ConfigError(str(exc), file=policy_file, field=field) from None
+    load_callable(name, field=field, file=policy_file)
 
 
 def _check_calibrated_similarity(
