@@ -174,6 +174,7 @@ class RunSpec(BaseModel):
         learned, learned_path = _learned(pol, base, policy_file, acceptance)
         if learned_path is not None:
             files.append(_spec_file("acceptance.model", learned_path))
+            pol = _read_as_calibrated(learned, pol, policy_file)
         env = environ if environ is not None else os.environ
         spec_model = model or pol.seek_context.model or env.get(MODEL_ENV) or None
         if spec_model:
@@ -206,7 +207,7 @@ class RunSpec(BaseModel):
         )
         if similarity is not None:
             _check_similarity_code(policy, self.policy_file, True)
-            _check_calibrated_similarity(self.acceptance, policy, self.policy_file)
+            policy = _read_as_calibrated(self.acceptance, policy, self.policy_file)
         if model:
             from dissensus.llm.resolve import check_model_spec
 
@@ -443,14 +444,32 @@ def _check_similarity_code(policy: Policy, policy_file: str | None, overridden: 
 def _check_calibrated_similarity(
     learned: Mapping[str, Any] | None, policy: Policy, policy_file: str | None
 ) -> None:
+    from dissensus.states.similarity import backend_key
+
     calibrated_with = ((learned or {}).get("settings") or {}).get("similarity")
-    if calibrated_with and calibrated_with != policy.reading.similarity:
+    # Names of one backend (``all-MiniLM-L6-v2``, ``minilm``) are one backend.
+    if calibrated_with and backend_key(calibrated_with) != backend_key(policy.reading.similarity):
         raise ConfigError(
             f"the acceptance file was calibrated with similarity {calibrated_with!r}, "
             f"the policy reads with {policy.reading.similarity!r}",
             file=policy_file,
             field="reading.similarity",
         )
+
+
+def _read_as_calibrated(
+    learned: Mapping[str, Any] | None, policy: Policy, policy_file: str | None
+) -> Policy:
+    """``policy`` (refused when learned acceptance was calibrated with another similarity
+    backend). Names of one backend are one backend (``all-MiniLM-L6-v2`` is ``minilm``):
+    the policy then names it as the acceptance file does, so what reads the spec later
+    compares equal names."""
+    _check_calibrated_similarity(learned, policy, policy_file)
+    calibrated_with = ((learned or {}).get("settings") or {}).get("similarity")
+    if not calibrated_with or calibrated_with == policy.reading.similarity:
+        return policy
+    reading = policy.reading.model_copy(update={"similarity": str(calibrated_with)})
+    return policy.model_copy(update={"reading": reading})
 
 
 PolicyLike = RunSpec | Policy | Mapping[str, Any] | str | os.PathLike[str] | None
