@@ -48,7 +48,10 @@ Choices where the design is silent:
 * **The deadline** (``panel.deadline_s``) bounds the whole fan-out; members still running
   then are cancelled and reported ``failed`` with the deadline as the reason.
 * **What the panel records**: ``meta.source`` is ``"chat"``, ``meta.messages`` the
-  request's messages (a reviewer needs the question), ``meta.members`` every member's
+  request's messages (a reviewer needs the question), ``meta.question`` the last
+  ``user`` message's text and ``meta.options`` the policy's ``panel.options`` (when it
+  lists them): the case in the shape every door's panels state it, so the policy's
+  follow-up (a live re-ask) can ask it again. ``meta.members`` every member's
   status and ``meta.answers`` every member's full text, so the answer returned later
   (``GET /v1/cases/{id}``) is read from the journal, not from memory.
 * **Per-member concurrency.** At most ``panel.member_concurrency`` calls are in flight
@@ -84,6 +87,7 @@ import weakref
 from dataclasses import dataclass
 from pathlib import Path
 
+from dissensus.cases import asked_question
 from dissensus.errors import DissensusError
 from dissensus.io.limits import MAX_FIELD_CHARS, MAX_PANEL_CHARS, Overrun, check_record
 from dissensus.llm.base import ChatBackend, ChatRequest, LLMError, Message, StructuredOutputError
@@ -136,6 +140,19 @@ def _request_meta(messages: list[Message]) -> list[JsonObject]:
     return [{"role": m.role, "content": m.content} for m in messages]
 
 
+def _case_meta(recorded: list[JsonObject], options: list[str] | None) -> JsonObject:
+    """``meta.question`` (the last ``user`` message: :func:`~dissensus.cases.asked_question`)
+    and ``meta.options`` (the policy's ``panel.options``, plain ids): the case as the
+    other doors' panels state it, so a follow-up (a live re-ask) can ask it again."""
+    out: JsonObject = {}
+    question = asked_question({"messages": recorded})
+    if question is not None:
+        out["question"] = question
+    if options:
+        out["options"] = list(options)
+    return out
+
+
 def request_overrun(panel_id: str, messages: list[Message]) -> Overrun | None:
     """The first bound of :mod:`dissensus.io.limits` that the request's own part of its
     panel (``id``, ``meta.source``, ``meta.messages``) goes over, or ``None``.
@@ -144,12 +161,17 @@ def request_overrun(panel_id: str, messages: list[Message]) -> Overrun | None:
     decided whatever they answer: the door refuses it before asking any member.
     """
     longest = max((len(m.content) for m in messages), default=0)
-    total = sum(len(m.role) + len(m.content) for m in messages)
+    # Every message, and the last user message again as ``meta.question``.
+    total = sum(len(m.role) + len(m.content) for m in messages) + longest
     if max(longest, len(panel_id)) <= MAX_FIELD_CHARS and (
         len(panel_id) + len(SOURCE) + total <= MAX_PANEL_CHARS
     ):
         return None  # the usual case, without building and walking the record
-    own = {"id": panel_id, "meta": {"source": SOURCE, "messages": _request_meta(messages)}}
+    recorded = _request_meta(messages)
+    own = {
+        "id": panel_id,
+        "meta": {"source": SOURCE, "messages": recorded, **_case_meta(recorded, None)},
+    }
     return check_record(own)
 
 
@@ -472,9 +494,11 @@ class Members:
                 f"{spoke} of {len(reports)} members answered (at least {st.min_answers} needed): {detail}",
                 reports,
             )
+        recorded = _request_meta(messages)
         meta: JsonObject = {
             "source": SOURCE,
-            "messages": _request_meta(messages),
+            "messages": recorded,
+            **_case_meta(recorded, st.options),
             "members": [_report_meta(r) for r in reports],
             "answers": answers,
         }
