@@ -164,6 +164,37 @@ async def test_a_deadline_stops_a_server_run_incomplete(tmp_path: Path) -> None:
         assert stopped is not None and stopped.payload["reason"] == "deadline"
 
 
+async def test_a_deadline_answers_a_waiting_decide_with_503_naming_the_run_once(
+    tmp_path: Path,
+) -> None:
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(
+        yaml.safe_dump(
+            {
+                "reading": {"similarity": "slow_embed:gated", "theta_s": 0.5},
+                "allow_code": True,
+                "deadline_s": 0.2,
+            }
+        ),
+        encoding="utf-8",
+    )
+    slow_embed.GATE.clear()
+    slow_embed.GATE_STARTED.clear()
+    async with client_for(_settings(tmp_path, policy)) as client:
+        waiting = asyncio.create_task(
+            client.post("/v1/decide", json=_fresh(tmp_path), headers=auth("sub"))
+        )
+        await _embedding_started()
+        await asyncio.sleep(0.4)  # past the policy's deadline of 0.2 s
+        slow_embed.GATE.set()
+        got = await waiting
+    assert got.status_code == 503, got.text
+    body = got.json()
+    run_id = body["run_id"]
+    assert body["error"].startswith(f"run {run_id}: deadline of 0.2 s reached")
+    assert f"run {run_id}: run {run_id}" not in body["error"]
+
+
 async def test_an_interrupted_run_reports_its_whole_input_as_total(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
