@@ -414,3 +414,33 @@ def test_the_policys_options_and_the_question_let_the_follow_up_re_ask(tmp_path:
     meta = CaseInput.model_validate(entered).panel.meta
     assert meta["question"] == question and meta["options"] == ["Paris", "Lyon"]
     assert [m["role"] for m in meta["messages"]] == ["system", "user"]
+
+
+def test_the_policys_budget_bounds_the_members_and_the_follow_up(tmp_path: Path) -> None:
+    members = []
+    for n in "abc":
+        reply = {"default": json.dumps({"decision": "Paris", "reasoning": f"{n}: Paris."})}
+        (tmp_path / f"{n}.yaml").write_text(json.dumps(reply), encoding="utf-8")
+        members.append({"name": n, "model": f"scripted:{n}.yaml", "family": f"f{n}"})
+    policy = policy_from_dict(
+        {
+            "reading": {"similarity": "tfidf"},
+            "budget": {"max_calls": 2},
+            "panel": {"answer": "structured", "members": members},
+        }
+    )
+    body = {"model": "m", "messages": [{"role": "user", "content": "Capital of France?"}]}
+    with Journal(str(tmp_path / "j.sqlite")) as journal:
+        chat = PanelChat(policy, journal=journal, policy_dir=tmp_path)
+        try:
+            done = chat.complete(body)
+        finally:
+            chat.close()
+        started = journal.get(done.dissensus.run_id, "run/started")
+    reports = {m.name: m for m in done.dissensus.members}
+    assert sorted(m.status for m in reports.values()) == ["answered", "answered", "failed"]
+    failed = next(m for m in reports.values() if m.status == "failed")
+    assert "call budget exhausted" in (failed.why or "")
+    assert done.usage is not None
+    assert started is not None  # the decision's follow-ups get what the members left
+    assert started.payload["policy"]["budget"]["max_calls"] == 0

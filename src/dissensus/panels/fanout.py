@@ -35,6 +35,12 @@ Choices where the design is silent:
   not the members'. The request's own part of the panel (its id and messages) is checked
   before any member is asked (:func:`request_overrun`); failure reasons are cut to
   :data:`MAX_WHY_CHARS` characters.
+* **The policy's budget bounds the fan-out.** Every member attempt is drawn from the
+  policy's ``budget`` (``max_calls`` attempts, ``max_tokens`` prompt and completion
+  tokens, with ``panel.request_max_tokens`` the smaller token bound), and the run that
+  decides the panel gets what the fan-out left for its follow-up calls: one request
+  never spends more than ``budget`` allows. A member the budget cannot pay for fails
+  (``meta.members`` names why: "call budget exhausted", "token budget exhausted").
 * **A token budget is shared fairly.** With ``panel.request_max_tokens`` each member's
   completion cap is lowered, where needed, to its share of the budget (the budget over
   the number of members) less its prompt's estimate, so that every member's first
@@ -97,7 +103,12 @@ from dissensus.llm.openai_backend import OpenAIBackend, aiohttp_available
 from dissensus.llm.resolve import make_backend
 from dissensus.panels.answers import MemberAnswer, read_answer, verdict_schema
 from dissensus.panels.shapes import MemberReport
-from dissensus.pipeline.policy import PanelMember, PanelSettings, relative_model_spec
+from dissensus.pipeline.policy import (
+    BudgetSettings,
+    PanelMember,
+    PanelSettings,
+    relative_model_spec,
+)
 from dissensus.types import AgentOutput, JsonObject, Panel, Usage, trusted
 
 __all__ = [
@@ -373,13 +384,13 @@ class Members:
         cap: int | None,
         temperature: float | None,
         seed: int | None,
+        tokens: int,
     ) -> int | None:
         """The completion cap that lets every member's first attempt fit in the request's
         token budget at once (see the module docstring): its share less the prompt."""
         st = self.settings
-        assert st.request_max_tokens is not None
         probe = self._requests.of(name, messages, temperature=temperature, seed=seed, max_tokens=1)
-        fair = st.request_max_tokens // len(st.members) - prompt_estimate(probe)
+        fair = tokens // len(st.members) - prompt_estimate(probe)
         if fair < 1:  # the prompt alone is over a member's share: the budget decides
             return cap
         return fair if cap is None else min(cap, fair)
@@ -392,14 +403,19 @@ class Members:
         temperature: float | None = None,
         seed: int | None = None,
         max_tokens: int | None = None,
+        limit: BudgetSettings | None = None,
     ) -> FanOut:
-        """Ask every member ``messages`` at once and build the panel of their answers."""
+        """Ask every member ``messages`` at once and build the panel of their answers,
+        within ``panel.request_max_tokens`` and ``limit`` (the policy's ``budget``)."""
         st = self.settings
         caps = [c for c in (max_tokens, st.max_tokens) if c is not None]
         cap = min(caps) if caps else None
-        budget = Budget(max_tokens=st.request_max_tokens)
-        if st.request_max_tokens is not None and st.members:
-            cap = self._fair_cap(st.members[0].name, messages, cap, temperature, seed)
+        bounds = (st.request_max_tokens, limit.max_tokens if limit is not None else None)
+        totals = [t for t in bounds if t is not None]
+        tokens = min(totals) if totals else None
+        budget = Budget(max_calls=limit.max_calls if limit else None, max_tokens=tokens)
+        if tokens is not None and st.members:
+            cap = self._fair_cap(st.members[0].name, messages, cap, temperature, seed, tokens)
         asked: dict[str, _Asked] = {}
         tasks: dict[str, asyncio.Task[None]] = {}
         for member in st.members:
