@@ -326,3 +326,57 @@ def test_a_calibrate_acceptance_file_becomes_the_policys_acceptance_model(repo_r
     spec = _spec(policy, str(reliability), None)
     assert spec.policy.acceptance.calibration == str(reliability.resolve())
     assert spec.calibration is not None and spec.acceptance is None
+
+
+def test_a_runspec_keeps_its_acceptance_model_and_files_when_files_are_added(
+    repo_root: Path, tmp_path: Path
+) -> None:
+    from dissensus.errors import ConfigError
+    from dissensus.integrations.inspect import _spec
+    from dissensus.pipeline import RunSpec
+
+    accept = repo_root / "examples" / "llmbar-accept.json"
+    policy = tmp_path / "policy.yaml"
+    policy.write_text("reading: {similarity: minilm}\n", encoding="utf-8")
+    script = tmp_path / "reask.yaml"
+    script.write_text("rules: []\n", encoding="utf-8")
+    spec = RunSpec.from_policy(
+        str(policy), acceptance=accept, model=f"scripted:{script}", deadline_s=30
+    )
+    cal = _guard_calibration(tmp_path / "guard.json")
+    out = _spec(spec, None, str(cal))
+    assert out.acceptance == spec.acceptance and out.model == spec.model
+    assert out.policy.deadline_s == 30 and out.policy_file == spec.policy_file
+    assert out.guard_calibration is not None
+    assert [f.role for f in out.files] == ["policy", "acceptance.model", "guard.calibration"]
+    assert out.policy.guard.calibration == str(cal.resolve())
+    # A file the spec already has is refused, not silently replaced.
+    with pytest.raises(ConfigError, match="already has") as err:
+        _spec(spec, str(accept), None)
+    assert err.value.field == "acceptance"
+    with pytest.raises(ConfigError, match="already has") as err:
+        _spec(out, None, str(cal))
+    assert err.value.field == "guard_calibration"
+
+
+def test_a_policy_file_is_journalled_with_its_digest(tmp_path: Path) -> None:
+    from inspect_ai.scorer import Score
+
+    from dissensus.integrations.inspect import dissensus_reducer
+    from dissensus.pipeline.spec import file_sha256
+    from dissensus.store import Journal
+
+    policy = tmp_path / "policy.yaml"
+    policy.write_text("reading: {similarity: tfidf}\n", encoding="utf-8")
+    cal = _guard_calibration(tmp_path / "guard.json")
+    scores = [Score(value="C", explanation=f"{g} checked.", metadata={"grader": g}) for g in "ab"]
+    for n, guard in enumerate((None, str(cal))):
+        journal = tmp_path / f"j{n}.sqlite"
+        dissensus_reducer(policy=str(policy), guard_calibration=guard, journal=str(journal))(scores)
+        with Journal(journal) as store:
+            (run,) = store.runs()
+            started = store.get(run.run_id, "run/started")
+            assert started is not None
+            files = {f["role"]: f["sha256"] for f in started.payload["files"]}
+        assert files["policy"] == file_sha256(policy)
+        assert ("guard.calibration" in files) == (guard is not None)

@@ -275,3 +275,33 @@ def test_an_in_memory_journal_is_refused() -> None:
         decision_node(journal=":memory:", panel=lambda s: s)
     with pytest.raises(ConfigError, match="on_escalate"):
         decision_node(journal="j.sqlite", panel=lambda s: s, on_escalate="ignore")  # type: ignore[arg-type]
+
+
+def test_a_policy_whose_similarity_cannot_be_imported_fails_when_the_node_is_built(
+    tmp_path: Path,
+) -> None:
+    from dissensus.errors import ConfigError
+    from dissensus.integrations.langgraph import decision_node
+
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(
+        'allow_code: true\nreading: {similarity: "no_such_module_xyz:fn"}\n', encoding="utf-8"
+    )
+    with pytest.raises(ConfigError, match="cannot import module 'no_such_module_xyz'"):
+        decision_node(policy=str(policy), journal=str(tmp_path / "j.sqlite"), panel=lambda s: s)
+
+
+def test_a_bad_panel_is_an_input_error_as_in_decide(tmp_path: Path) -> None:
+    from dissensus.errors import InputError
+    from dissensus.integrations.langgraph import decision_node
+    from dissensus.pipeline import decide
+
+    bad = {"id": "p", "outputs": [{"agent": "a", "decision": 3}]}
+    with pytest.raises(InputError) as lib:
+        decide(bad, journal=str(tmp_path / "lib.sqlite"))
+    node = decision_node(journal=str(tmp_path / "j.sqlite"), panel=lambda s: s)
+    with pytest.raises(InputError) as door:
+        node(bad, {"configurable": {"thread_id": "t"}})
+    assert str(door.value) == str(lib.value)
+    with pytest.raises(InputError, match="not int"):
+        node(7, {"configurable": {"thread_id": "t"}})

@@ -151,3 +151,45 @@ def test_a_resumed_run_decides_with_the_journalled_spec_not_the_files(tmp_path: 
             return [r.id async for r in execute_run(store, "R")]
 
         assert asyncio.run(go()) == [r["id"] for r in rows]
+
+
+def test_an_unimportable_similarity_function_is_refused_when_the_spec_is_built(
+    tmp_path: Path,
+) -> None:
+    bad = {"allow_code": True, "reading": {"similarity": "no_such_module_xyz:fn"}}
+    policy = write_policy(tmp_path / "p.yaml", bad)
+    for source in (policy, bad, policy_from_dict(bad)):
+        with pytest.raises(ConfigError, match="cannot import module 'no_such_module_xyz'") as err:
+            RunSpec.from_policy(source)
+        assert err.value.field == "reading.similarity"
+    with pytest.raises(ConfigError, match="cannot import") as err:
+        RunSpec.from_policy({"allow_code": True}, similarity="no_such_module_xyz:fn")
+    assert err.value.field == "similarity"
+    spec = RunSpec.from_policy({"allow_code": True})
+    with pytest.raises(ConfigError, match="has no attribute"):
+        RunSpec.from_policy(spec, similarity="json:no_such_function")
+    # without allow_code an override naming code is refused at once too
+    with pytest.raises(ConfigError, match="names Python code"):
+        RunSpec.from_policy(None, similarity="json:dumps")
+    assert RunSpec.from_policy({"allow_code": True}, similarity="json:dumps")
+
+
+def test_a_similarity_alias_reads_with_the_backend_learned_acceptance_was_calibrated_with(
+    tmp_path: Path,
+) -> None:
+    from dissensus.pipeline import decide
+
+    policy = _llmbar_copy(tmp_path)
+    text = policy.read_text(encoding="utf-8")
+    assert "similarity: minilm" in text
+    policy.write_text(
+        text.replace("similarity: minilm", "similarity: all-MiniLM-L6-v2"), encoding="utf-8"
+    )
+    spec = RunSpec.from_policy(policy)
+    assert spec.acceptance is not None and spec.policy.reading.similarity == "minilm"
+    first = json.loads((ROOT / "examples" / "llmbar-swap.jsonl").read_text().splitlines()[0])
+    assert decide(first, spec).state  # learned acceptance takes the alias too
+    again = RunSpec.from_policy(spec, similarity="sentence-transformers/all-MiniLM-L6-v2")
+    assert again.policy.reading.similarity == "minilm"
+    with pytest.raises(ConfigError, match="calibrated with similarity 'minilm'"):
+        RunSpec.from_policy(spec, similarity="static")

@@ -248,6 +248,29 @@ async def test_runs_list_verify_export(tmp_path: Path) -> None:
         assert journal.verify(run_id).ok
 
 
+async def test_route_reads_with_the_policys_thresholds_by_default(tmp_path: Path) -> None:
+    from dissensus.pipeline.policy import ReadingSettings
+    from dissensus.serve.library_calls import route_thresholds
+
+    policy = tmp_path / "route-policy.yaml"
+    policy.write_text(
+        yaml.safe_dump({"reading": {"similarity": "tfidf", "theta_s": 0.9, "theta_a": 0.6}}),
+        encoding="utf-8",
+    )
+    rows = [escalating("a"), panel("b", ["1", "1", "2"])]
+    async with client_for(settings(tmp_path, policy=str(policy))) as client:
+        mine = (await client.post("/v1/route", json=rows, headers=auth("sub"))).json()
+        given = await client.post(
+            "/v1/route?theta_s=0.2&theta_a=0.9", json=rows, headers=auth("sub")
+        )
+    assert [(r["theta_s"], r["theta_a"]) for r in mine["records"]] == [(0.9, 0.6)] * 2
+    assert [(r["theta_s"], r["theta_a"]) for r in given.json()["records"]] == [(0.2, 0.9)] * 2
+    # another backend than the policy's reads with its own calibrated theta_s
+    reading = ReadingSettings(similarity="all-MiniLM-L6-v2", theta_s=0.5, theta_a=0.6)
+    assert route_thresholds(reading, "tfidf", theta_s=None, theta_a=None) == (None, 0.6)
+    assert route_thresholds(reading, "minilm", theta_s=None, theta_a=None) == (0.5, 0.6)
+
+
 async def test_route_matches_the_cli_record(tmp_path: Path) -> None:
     rows = [escalating("a"), panel("b", ["1", "1", "2"]), panel("bad", ["1"])]
     async with client_for(settings(tmp_path)) as client:

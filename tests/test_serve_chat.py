@@ -373,3 +373,74 @@ def test_what_sdks_send_by_default_is_still_read() -> None:
         }
     )
     assert request.temperature == 0 and request.seed == -(2**63)
+
+
+def test_the_policys_options_and_the_question_let_the_follow_up_re_ask(tmp_path: Path) -> None:
+    def script(name: str, decision: str) -> str:
+        body = {"default": json.dumps({"decision": decision, "reasoning": f"It is {decision}."})}
+        (tmp_path / name).write_text(json.dumps(body), encoding="utf-8")
+        return f"scripted:{name}"
+
+    members = [
+        {"name": n, "model": script(f"{n}.yaml", d), "family": f"f{n}"}
+        for n, d in (("a", "Paris"), ("b", "Lyon"), ("c", "Paris"))
+    ]
+    reask = {"default": json.dumps({"decision": "Paris", "reasoning": "Paris."})}
+    (tmp_path / "reask.yaml").write_text(json.dumps(reask), encoding="utf-8")
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(
+        json.dumps(
+            {
+                "reading": {"similarity": "tfidf"},
+                "routing": {"defaults": {"DD": "seek_context", "CD": "seek_context"}},
+                "seek_context": {"model": "scripted:reask.yaml"},
+                "panel": {"answer": "structured", "options": ["Paris", "Lyon"], "members": members},
+            }
+        ),
+        encoding="utf-8",
+    )
+    question = "What is the capital of France?"
+    body = {"model": "m", "messages": [{"role": "system", "content": "Be brief."}]}
+    body["messages"].append({"role": "user", "content": question})
+    with Journal(str(tmp_path / "j.sqlite")) as journal:
+        chat = PanelChat.from_file(policy, journal=journal)
+        try:
+            done = chat.complete(body)
+        finally:
+            chat.close()
+        entered = case_step(journal, done.dissensus.run_id, 1, "input")
+    assert "no explicit options" not in done.dissensus.reason
+    assert "live re-ask" in done.dissensus.reason, done.dissensus.reason
+    meta = CaseInput.model_validate(entered).panel.meta
+    assert meta["question"] == question and meta["options"] == ["Paris", "Lyon"]
+    assert [m["role"] for m in meta["messages"]] == ["system", "user"]
+
+
+def test_the_policys_budget_bounds_the_members_and_the_follow_up(tmp_path: Path) -> None:
+    members = []
+    for n in "abc":
+        reply = {"default": json.dumps({"decision": "Paris", "reasoning": f"{n}: Paris."})}
+        (tmp_path / f"{n}.yaml").write_text(json.dumps(reply), encoding="utf-8")
+        members.append({"name": n, "model": f"scripted:{n}.yaml", "family": f"f{n}"})
+    policy = policy_from_dict(
+        {
+            "reading": {"similarity": "tfidf"},
+            "budget": {"max_calls": 2},
+            "panel": {"answer": "structured", "members": members},
+        }
+    )
+    body = {"model": "m", "messages": [{"role": "user", "content": "Capital of France?"}]}
+    with Journal(str(tmp_path / "j.sqlite")) as journal:
+        chat = PanelChat(policy, journal=journal, policy_dir=tmp_path)
+        try:
+            done = chat.complete(body)
+        finally:
+            chat.close()
+        started = journal.get(done.dissensus.run_id, "run/started")
+    reports = {m.name: m for m in done.dissensus.members}
+    assert sorted(m.status for m in reports.values()) == ["answered", "answered", "failed"]
+    failed = next(m for m in reports.values() if m.status == "failed")
+    assert "call budget exhausted" in (failed.why or "")
+    assert done.usage is not None
+    assert started is not None  # the decision's follow-ups get what the members left
+    assert started.payload["policy"]["budget"]["max_calls"] == 0

@@ -304,11 +304,14 @@ async def test_a_member_answer_over_the_field_bound_is_a_failed_member(
 async def test_a_panel_over_the_record_bound_after_the_answers_is_a_502(
     world: Path, tmp_path: Path, quiet: pytest.LogCaptureFixture
 ) -> None:
-    # The request alone is within every bound; with member c's long answer (twice in the
-    # panel: its text and its reasoning) the panel is over the record's bound.
+    # The request alone is within every bound (its last user message again as
+    # meta.question); with member c's long answer (twice in the panel: its text and its
+    # reasoning) the panel is over the record's bound.
     text = "ANSWER-WORDY " + "v" * 28_900
-    messages = [{"role": "user", "content": text}] * 9
-    assert 9 * (len(text) + 4) < MAX_PANEL_CHARS < 9 * (len(text) + 4) + 2 * len(WORDY)
+    last = "ANSWER-WORDY: how many?"
+    messages = [{"role": "user", "content": text}] * 9 + [{"role": "user", "content": last}]
+    own = 9 * (len(text) + 4) + 2 * len(last) + 4
+    assert own < MAX_PANEL_CHARS < own + 2 * len(WORDY)
     async with service(world, tmp_path) as svc:
         got = await svc.post({"model": "m", "messages": messages})
         error = _openai_error(got, 502)

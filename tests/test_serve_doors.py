@@ -164,6 +164,37 @@ async def test_a_deadline_stops_a_server_run_incomplete(tmp_path: Path) -> None:
         assert stopped is not None and stopped.payload["reason"] == "deadline"
 
 
+async def test_a_deadline_answers_a_waiting_decide_with_503_naming_the_run_once(
+    tmp_path: Path,
+) -> None:
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(
+        yaml.safe_dump(
+            {
+                "reading": {"similarity": "slow_embed:gated", "theta_s": 0.5},
+                "allow_code": True,
+                "deadline_s": 0.2,
+            }
+        ),
+        encoding="utf-8",
+    )
+    slow_embed.GATE.clear()
+    slow_embed.GATE_STARTED.clear()
+    async with client_for(_settings(tmp_path, policy)) as client:
+        waiting = asyncio.create_task(
+            client.post("/v1/decide", json=_fresh(tmp_path), headers=auth("sub"))
+        )
+        await _embedding_started()
+        await asyncio.sleep(0.4)  # past the policy's deadline of 0.2 s
+        slow_embed.GATE.set()
+        got = await waiting
+    assert got.status_code == 503, got.text
+    body = got.json()
+    run_id = body["run_id"]
+    assert body["error"].startswith(f"run {run_id}: deadline of 0.2 s reached")
+    assert f"run {run_id}: run {run_id}" not in body["error"]
+
+
 async def test_an_interrupted_run_reports_its_whole_input_as_total(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -212,3 +243,34 @@ async def test_runs_on_other_threads_share_the_warmed_backend_and_its_cache(
             response = await client.post("/v1/decide", json=_fresh(tmp_path), headers=auth("sub"))
             assert response.status_code == 200, response.text
             assert response.json()["status"] == "finished"
+
+
+def test_a_bad_similarity_function_is_refused_before_serving_in_one_line(tmp_path: Path) -> None:
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(
+        'allow_code: true\nreading: {similarity: "no_such_module_xyz:fn"}\n', encoding="utf-8"
+    )
+    out = cli("serve", "--policy", policy, "--journal", tmp_path / "j.sqlite", "--port", "0")
+    assert out.code == 2
+    assert out.err.strip().splitlines() == [
+        f"error: {policy}: field 'reading.similarity': cannot import module "
+        "'no_such_module_xyz': ModuleNotFoundError: No module named 'no_such_module_xyz'"
+    ]
+
+
+def test_a_configuration_error_at_start_up_ends_the_server_without_a_traceback(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from dissensus.errors import ConfigError
+    from dissensus.serve import create_app
+    from dissensus.serve.runs import Runner
+    from dissensus.serve.server import listen, serve
+
+    def refuse(self: Runner) -> None:
+        raise ConfigError("the acceptance libraries are missing", field="acceptance.model")
+
+    monkeypatch.setattr(Runner, "warm", refuse)
+    app = create_app(ServeSettings(journal=str(tmp_path / "j.sqlite")))
+    with pytest.raises(ConfigError, match="acceptance libraries are missing"):
+        serve(app, app.state.service.runner, sock=listen("127.0.0.1", 0), shutdown_s=1)
+    assert "Traceback" not in caplog.text and "startup failed" not in caplog.text

@@ -45,7 +45,12 @@ Choices where the frameworks are silent:
   as ``acceptance.calibration``); ``guard_calibration`` is a ``dissensus calibrate`` file
   (the policy's ``guard.calibration``). They go into the policy, and the reducer builds
   one :class:`~dissensus.pipeline.RunSpec` from it when it is made, as ``dissensus
-  decide`` would: every file is loaded, checked and hashed before the first sample.
+  decide`` would: every file is loaded, checked and hashed before the first sample (a
+  policy file's digest too). Given a ``RunSpec``, the reducer keeps all of it (learned
+  acceptance, model, files, overrides) and only adds the files passed; passing a file
+  the spec already has (``acceptance=`` on a spec with learned acceptance,
+  ``guard_calibration=`` on one with a guard calibration) is a
+  :class:`~dissensus.errors.ConfigError`, not a silent replacement.
 * Inspect calls reducers synchronously inside its event loop, so the pipeline runs on a
   worker thread for the duration of the call.
 """
@@ -69,11 +74,13 @@ from dissensus.pipeline import (
     CaseRecord,
     Policy,
     RunSpec,
+    SpecFile,
     adecide,
     load_policy,
     panel_votes,
     policy_from_dict,
 )
+from dissensus.pipeline.spec import file_sha256
 from dissensus.store import Journal
 from dissensus.store.canonical import canonical
 from dissensus.types import AgentOutput, Evidence, JsonObject, Panel
@@ -164,36 +171,91 @@ def _spec(
     acceptance: str | None,
     guard_calibration: str | None,
 ) -> RunSpec:
-    """The reducer's run specification: the policy, with the reducer's files in its place."""
-    if isinstance(policy, RunSpec) and acceptance is None and guard_calibration is None:
-        return policy
-    base_dir: Path | None = None
-    policy_file: str | None = None
-    if isinstance(policy, RunSpec):
-        pol = policy.policy
-        base_dir = Path(policy.base_dir) if policy.base_dir else None
-        policy_file = policy.policy_file
-    elif isinstance(policy, Policy):
-        pol = policy
-    elif isinstance(policy, dict):
-        pol = policy_from_dict(policy)
-    else:
-        pol, base_dir = load_policy(policy)
-        policy_file = policy
-    learned: str | None = None
+    """The reducer's run specification: the policy, with the reducer's files in its place.
+
+    A :class:`RunSpec` keeps every field (its files, learned acceptance, model, overrides)
+    and gains only the files passed here; a file the spec already has (``acceptance=`` on
+    a spec with learned acceptance, a reliability file on a spec with one,
+    ``guard_calibration=`` on a spec with a guard calibration) is a :class:`ConfigError`:
+    a built spec is not silently re-specified. Otherwise the reducer's files replace the
+    policy's, as ``dissensus decide --acceptance`` does.
+    """
     for arg, value in (("acceptance", acceptance), ("guard_calibration", guard_calibration)):
         if value is not None and not Path(value).is_file():
             raise ConfigError(f"file not found: {value}", field=arg)
-    if acceptance is not None or guard_calibration is not None:
-        data = pol.model_dump(mode="json")
-        if acceptance is not None and _is_learned_acceptance(acceptance):
-            learned = acceptance
-        elif acceptance is not None:
-            data["acceptance"]["calibration"] = str(Path(acceptance).resolve())
-        if guard_calibration is not None:
-            data["guard"]["calibration"] = str(Path(guard_calibration).resolve())
-        pol = policy_from_dict(data)
-    return RunSpec.from_policy(pol, base_dir=base_dir, policy_file=policy_file, acceptance=learned)
+    if acceptance is None and guard_calibration is None:
+        return RunSpec.from_policy(policy)
+    learned = acceptance if acceptance is not None and _is_learned_acceptance(acceptance) else None
+    reliability = acceptance if acceptance is not None and learned is None else None
+    if isinstance(policy, RunSpec):
+        return _with_files(policy, learned, reliability, guard_calibration)
+    base_dir: Path | None = None
+    policy_file: str | None = None
+    files: tuple[SpecFile, ...] = ()
+    if isinstance(policy, Policy):
+        pol = policy
+    elif isinstance(policy, dict):
+        pol = policy_from_dict(policy)
+    elif policy is None:
+        pol = Policy()
+    else:
+        pol, base_dir = load_policy(policy)
+        policy_file = str(policy)
+        # The policy file's digest is journalled, as ``dissensus decide --policy`` does.
+        resolved = Path(policy).resolve()
+        files = (SpecFile(role="policy", path=str(resolved), sha256=file_sha256(resolved)),)
+    pol = _with_paths(pol, reliability, guard_calibration)
+    spec = RunSpec.from_policy(pol, base_dir=base_dir, policy_file=policy_file, acceptance=learned)
+    return spec.model_copy(update={"files": files + spec.files}) if files else spec
+
+
+def _with_paths(pol: Policy, reliability: str | None, guard_calibration: str | None) -> Policy:
+    """``pol`` naming the reducer's reliability and guard calibration files (absolute)."""
+    if reliability is None and guard_calibration is None:
+        return pol
+    data = pol.model_dump(mode="json")
+    if reliability is not None:
+        data["acceptance"]["calibration"] = str(Path(reliability).resolve())
+    if guard_calibration is not None:
+        data["guard"]["calibration"] = str(Path(guard_calibration).resolve())
+    return policy_from_dict(data)
+
+
+def _with_files(
+    spec: RunSpec, learned: str | None, reliability: str | None, guard_calibration: str | None
+) -> RunSpec:
+    """``spec`` with the reducer's files added: every field of the spec is kept."""
+    for arg, given, held in (
+        ("acceptance", learned, spec.acceptance),
+        ("acceptance", reliability, spec.calibration),
+        ("guard_calibration", guard_calibration, spec.guard_calibration),
+    ):
+        if given is not None and held is not None:
+            raise ConfigError(
+                f"the RunSpec already has this file ({given} would replace it); pass it in "
+                "the spec or here, not both",
+                field=arg,
+            )
+    pol = _with_paths(spec.policy, reliability, guard_calibration)
+    # Only the new files are read: the spec's own are taken as they are (never re-read).
+    data = pol.model_dump(mode="json")
+    data["acceptance"]["model"] = None
+    if reliability is None:
+        data["acceptance"]["calibration"] = None
+    if guard_calibration is None:
+        data["guard"]["calibration"] = None
+    added = RunSpec.from_policy(
+        policy_from_dict(data), policy_file=spec.policy_file, acceptance=learned, environ={}
+    )
+    return spec.model_copy(
+        update={
+            "policy": pol,
+            "calibration": added.calibration or spec.calibration,
+            "guard_calibration": added.guard_calibration or spec.guard_calibration,
+            "acceptance": added.acceptance or spec.acceptance,
+            "files": spec.files + added.files,
+        }
+    )
 
 
 def _is_learned_acceptance(path: str) -> bool:

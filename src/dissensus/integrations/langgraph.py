@@ -57,7 +57,8 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.types import Command, interrupt
 from pydantic import ValidationError
 
-from dissensus.errors import ConfigError, DissensusError
+from dissensus.cases import as_panel
+from dissensus.errors import ConfigError, DissensusError, InputError
 from dissensus.integrations._review import (
     ReviewAnswer,
     resolve_checked,
@@ -74,6 +75,15 @@ __all__ = ["DecisionNode", "config_reviewer", "decision_node", "node_run_id"]
 
 PanelBuilder = Callable[[Any], Panel | Mapping[str, Any]]
 ReviewerResolver = Callable[[RunnableConfig], str | None]
+
+
+def _as_panel(built: object) -> Panel:
+    """The panel the builder gave, read as :func:`dissensus.pipeline.decide` reads one: a
+    :class:`~dissensus.errors.InputError` naming what is wrong, not a raw validation error."""
+    found = as_panel(built)
+    if not isinstance(found, Panel):
+        raise InputError(f"a panel is a Panel or a mapping, not {type(built).__name__}")
+    return found
 
 
 def config_reviewer(config: RunnableConfig) -> str | None:
@@ -126,8 +136,7 @@ class DecisionNode:
         self.reviewer = reviewer
 
     def __call__(self, state: Any, config: RunnableConfig) -> Command[Any]:
-        built = self.panel(state)
-        panel = built if isinstance(built, Panel) else Panel.model_validate(built)
+        panel = _as_panel(self.panel(state))
         with Journal(self.journal) as journal:
             return self._decide(panel, config, journal)
 

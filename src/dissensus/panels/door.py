@@ -240,6 +240,26 @@ def as_chunks(completion: ChatCompletion) -> list[ChatCompletionChunk]:
     ]
 
 
+def _after(spec: RunSpec, fan: FanOut) -> RunSpec:
+    """``spec`` with the budget the fan-out left: the run's follow-up calls draw only on
+    what the members did not spend (one request, one budget)."""
+    limits = spec.policy.budget
+    if limits.max_calls is None and limits.max_tokens is None:
+        return spec
+    spent = fan.usage
+    left = limits.model_copy(
+        update={
+            "max_calls": None
+            if limits.max_calls is None
+            else max(0, limits.max_calls - spent.attempts),
+            "max_tokens": None
+            if limits.max_tokens is None
+            else max(0, limits.max_tokens - spent.prompt_tokens - spent.completion_tokens),
+        }
+    )
+    return spec.model_copy(update={"policy": spec.policy.model_copy(update={"budget": left})})
+
+
 class PanelChat:
     """The policy's panel behind one chat-completions call (async first, sync twins).
 
@@ -388,6 +408,7 @@ class PanelChat:
                 temperature=request.temperature,
                 seed=request.seed,
                 max_tokens=request.completion_cap(),
+                limit=self.policy.budget,
             )
         )
         self._fanning.add(fanning)
@@ -406,7 +427,7 @@ class PanelChat:
         # The hand-off (no await since the fan-out returned): from here the case is
         # journalled whatever becomes of this call (module docstring).
         decision = self._decider.submit(
-            _decide_panel(fan.panel, self.spec, journal=self.journal, run_id=run_id)
+            _decide_panel(fan.panel, _after(self.spec, fan), journal=self.journal, run_id=run_id)
         )
         self._deciding[case_id] = decision
         decision.add_done_callback(lambda _: self._deciding.pop(case_id, None))

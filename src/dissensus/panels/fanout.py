@@ -35,6 +35,12 @@ Choices where the design is silent:
   not the members'. The request's own part of the panel (its id and messages) is checked
   before any member is asked (:func:`request_overrun`); failure reasons are cut to
   :data:`MAX_WHY_CHARS` characters.
+* **The policy's budget bounds the fan-out.** Every member attempt is drawn from the
+  policy's ``budget`` (``max_calls`` attempts, ``max_tokens`` prompt and completion
+  tokens, with ``panel.request_max_tokens`` the smaller token bound), and the run that
+  decides the panel gets what the fan-out left for its follow-up calls: one request
+  never spends more than ``budget`` allows. A member the budget cannot pay for fails
+  (``meta.members`` names why: "call budget exhausted", "token budget exhausted").
 * **A token budget is shared fairly.** With ``panel.request_max_tokens`` each member's
   completion cap is lowered, where needed, to its share of the budget (the budget over
   the number of members) less its prompt's estimate, so that every member's first
@@ -48,7 +54,10 @@ Choices where the design is silent:
 * **The deadline** (``panel.deadline_s``) bounds the whole fan-out; members still running
   then are cancelled and reported ``failed`` with the deadline as the reason.
 * **What the panel records**: ``meta.source`` is ``"chat"``, ``meta.messages`` the
-  request's messages (a reviewer needs the question), ``meta.members`` every member's
+  request's messages (a reviewer needs the question), ``meta.question`` the last
+  ``user`` message's text and ``meta.options`` the policy's ``panel.options`` (when it
+  lists them): the case in the shape every door's panels state it, so the policy's
+  follow-up (a live re-ask) can ask it again. ``meta.members`` every member's
   status and ``meta.answers`` every member's full text, so the answer returned later
   (``GET /v1/cases/{id}``) is read from the journal, not from memory.
 * **Per-member concurrency.** At most ``panel.member_concurrency`` calls are in flight
@@ -84,6 +93,7 @@ import weakref
 from dataclasses import dataclass
 from pathlib import Path
 
+from dissensus.cases import asked_question
 from dissensus.errors import DissensusError
 from dissensus.io.limits import MAX_FIELD_CHARS, MAX_PANEL_CHARS, Overrun, check_record
 from dissensus.llm.base import ChatBackend, ChatRequest, LLMError, Message, StructuredOutputError
@@ -93,7 +103,12 @@ from dissensus.llm.openai_backend import OpenAIBackend, aiohttp_available
 from dissensus.llm.resolve import make_backend
 from dissensus.panels.answers import MemberAnswer, read_answer, verdict_schema
 from dissensus.panels.shapes import MemberReport
-from dissensus.pipeline.policy import PanelMember, PanelSettings, relative_model_spec
+from dissensus.pipeline.policy import (
+    BudgetSettings,
+    PanelMember,
+    PanelSettings,
+    relative_model_spec,
+)
 from dissensus.types import AgentOutput, JsonObject, Panel, Usage, trusted
 
 __all__ = [
@@ -136,6 +151,19 @@ def _request_meta(messages: list[Message]) -> list[JsonObject]:
     return [{"role": m.role, "content": m.content} for m in messages]
 
 
+def _case_meta(recorded: list[JsonObject], options: list[str] | None) -> JsonObject:
+    """``meta.question`` (the last ``user`` message: :func:`~dissensus.cases.asked_question`)
+    and ``meta.options`` (the policy's ``panel.options``, plain ids): the case as the
+    other doors' panels state it, so a follow-up (a live re-ask) can ask it again."""
+    out: JsonObject = {}
+    question = asked_question({"messages": recorded})
+    if question is not None:
+        out["question"] = question
+    if options:
+        out["options"] = list(options)
+    return out
+
+
 def request_overrun(panel_id: str, messages: list[Message]) -> Overrun | None:
     """The first bound of :mod:`dissensus.io.limits` that the request's own part of its
     panel (``id``, ``meta.source``, ``meta.messages``) goes over, or ``None``.
@@ -144,12 +172,17 @@ def request_overrun(panel_id: str, messages: list[Message]) -> Overrun | None:
     decided whatever they answer: the door refuses it before asking any member.
     """
     longest = max((len(m.content) for m in messages), default=0)
-    total = sum(len(m.role) + len(m.content) for m in messages)
+    # Every message, and the last user message again as ``meta.question``.
+    total = sum(len(m.role) + len(m.content) for m in messages) + longest
     if max(longest, len(panel_id)) <= MAX_FIELD_CHARS and (
         len(panel_id) + len(SOURCE) + total <= MAX_PANEL_CHARS
     ):
         return None  # the usual case, without building and walking the record
-    own = {"id": panel_id, "meta": {"source": SOURCE, "messages": _request_meta(messages)}}
+    recorded = _request_meta(messages)
+    own = {
+        "id": panel_id,
+        "meta": {"source": SOURCE, "messages": recorded, **_case_meta(recorded, None)},
+    }
     return check_record(own)
 
 
@@ -351,13 +384,13 @@ class Members:
         cap: int | None,
         temperature: float | None,
         seed: int | None,
+        tokens: int,
     ) -> int | None:
         """The completion cap that lets every member's first attempt fit in the request's
         token budget at once (see the module docstring): its share less the prompt."""
         st = self.settings
-        assert st.request_max_tokens is not None
         probe = self._requests.of(name, messages, temperature=temperature, seed=seed, max_tokens=1)
-        fair = st.request_max_tokens // len(st.members) - prompt_estimate(probe)
+        fair = tokens // len(st.members) - prompt_estimate(probe)
         if fair < 1:  # the prompt alone is over a member's share: the budget decides
             return cap
         return fair if cap is None else min(cap, fair)
@@ -370,14 +403,19 @@ class Members:
         temperature: float | None = None,
         seed: int | None = None,
         max_tokens: int | None = None,
+        limit: BudgetSettings | None = None,
     ) -> FanOut:
-        """Ask every member ``messages`` at once and build the panel of their answers."""
+        """Ask every member ``messages`` at once and build the panel of their answers,
+        within ``panel.request_max_tokens`` and ``limit`` (the policy's ``budget``)."""
         st = self.settings
         caps = [c for c in (max_tokens, st.max_tokens) if c is not None]
         cap = min(caps) if caps else None
-        budget = Budget(max_tokens=st.request_max_tokens)
-        if st.request_max_tokens is not None and st.members:
-            cap = self._fair_cap(st.members[0].name, messages, cap, temperature, seed)
+        bounds = (st.request_max_tokens, limit.max_tokens if limit is not None else None)
+        totals = [t for t in bounds if t is not None]
+        tokens = min(totals) if totals else None
+        budget = Budget(max_calls=limit.max_calls if limit else None, max_tokens=tokens)
+        if tokens is not None and st.members:
+            cap = self._fair_cap(st.members[0].name, messages, cap, temperature, seed, tokens)
         asked: dict[str, _Asked] = {}
         tasks: dict[str, asyncio.Task[None]] = {}
         for member in st.members:
@@ -472,9 +510,11 @@ class Members:
                 f"{spoke} of {len(reports)} members answered (at least {st.min_answers} needed): {detail}",
                 reports,
             )
+        recorded = _request_meta(messages)
         meta: JsonObject = {
             "source": SOURCE,
-            "messages": _request_meta(messages),
+            "messages": recorded,
+            **_case_meta(recorded, st.options),
             "members": [_report_meta(r) for r in reports],
             "answers": answers,
         }

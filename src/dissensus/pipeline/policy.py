@@ -403,7 +403,7 @@ def check_similarity(
     name: str, *, file: str | None = None, field: str = "reading.similarity"
 ) -> None:
     """Refuse an unknown similarity backend before a run starts (a ``module:function`` is
-    imported when the run reads its first panel)."""
+    imported when the run specification is built: :meth:`dissensus.pipeline.RunSpec.from_policy`)."""
     key = name.strip()
     if key.lower() not in SIMILARITY_NAMES and ":" not in key:
         raise ConfigError(

@@ -23,6 +23,8 @@ Choices where the design is silent:
 * **The model.** ``model=`` overrides the policy's ``seek_context.model``, which overrides
   ``$DISSENSUS_MODEL`` (read from ``environ``, default the process environment). The
   resolved spec is checked (its files read, nothing contacted) before any run exists.
+* **Code.** A ``module:function`` similarity backend is checked for ``allow_code`` and
+  imported when the spec is built, so no door accepts one it cannot load.
 * **Overrides** (``similarity``, ``deadline_s``, ``concurrency``) are written into the
   spec's policy, so the journal shows the settings the run really used.
 * **Resume.** :meth:`RunSpec.check_files` refuses a file whose bytes changed since the
@@ -161,6 +163,7 @@ class RunSpec(BaseModel):
         pol = _with_overrides(
             pol, similarity=similarity, deadline_s=deadline_s, concurrency=concurrency
         )
+        _check_similarity_code(pol, policy_file, similarity is not None)
         calibration = policy_calibration(pol, base, policy_file)
         if calibration is not None:
             where = _resolve(pol.acceptance.calibration, base)
@@ -171,6 +174,7 @@ class RunSpec(BaseModel):
         learned, learned_path = _learned(pol, base, policy_file, acceptance)
         if learned_path is not None:
             files.append(_spec_file("acceptance.model", learned_path))
+            pol = _read_as_calibrated(learned, pol, policy_file)
         env = environ if environ is not None else os.environ
         spec_model = model or pol.seek_context.model or env.get(MODEL_ENV) or None
         if spec_model:
@@ -202,7 +206,8 @@ class RunSpec(BaseModel):
             self.policy, similarity=similarity, deadline_s=deadline_s, concurrency=concurrency
         )
         if similarity is not None:
-            _check_calibrated_similarity(self.acceptance, policy, self.policy_file)
+            _check_similarity_code(policy, self.policy_file, True)
+            policy = _read_as_calibrated(self.acceptance, policy, self.policy_file)
         if model:
             from dissensus.llm.resolve import check_model_spec
 
@@ -418,17 +423,53 @@ def _learned(
     return data, path
 
 
+def _check_similarity_code(policy: Policy, policy_file: str | None, overridden: bool) -> None:
+    """A ``module:function`` similarity backend runs only with ``allow_code`` and must be
+    importable: checked when the spec is built, so every door refuses it before a run
+    exists (not at its first case)."""
+    from dissensus.loading import is_code_name, load_callable
+    from dissensus.states.similarity import check_code_name
+
+    name = policy.reading.similarity.strip()
+    if not is_code_name(name):
+        return
+    field = "similarity" if overridden else "reading.similarity"
+    try:
+        check_code_name(name, allow_code=policy.allow_code or None, field=field)
+    except ConfigError as exc:
+        raise ConfigError(str(exc), file=policy_file, field=field) from None
+    load_callable(name, field=field, file=policy_file)
+
+
 def _check_calibrated_similarity(
     learned: Mapping[str, Any] | None, policy: Policy, policy_file: str | None
 ) -> None:
+    from dissensus.states.similarity import backend_key
+
     calibrated_with = ((learned or {}).get("settings") or {}).get("similarity")
-    if calibrated_with and calibrated_with != policy.reading.similarity:
+    # Names of one backend (``all-MiniLM-L6-v2``, ``minilm``) are one backend.
+    if calibrated_with and backend_key(calibrated_with) != backend_key(policy.reading.similarity):
         raise ConfigError(
             f"the acceptance file was calibrated with similarity {calibrated_with!r}, "
             f"the policy reads with {policy.reading.similarity!r}",
             file=policy_file,
             field="reading.similarity",
         )
+
+
+def _read_as_calibrated(
+    learned: Mapping[str, Any] | None, policy: Policy, policy_file: str | None
+) -> Policy:
+    """``policy`` (refused when learned acceptance was calibrated with another similarity
+    backend). Names of one backend are one backend (``all-MiniLM-L6-v2`` is ``minilm``):
+    the policy then names it as the acceptance file does, so what reads the spec later
+    compares equal names."""
+    _check_calibrated_similarity(learned, policy, policy_file)
+    calibrated_with = ((learned or {}).get("settings") or {}).get("similarity")
+    if not calibrated_with or calibrated_with == policy.reading.similarity:
+        return policy
+    reading = policy.reading.model_copy(update={"similarity": str(calibrated_with)})
+    return policy.model_copy(update={"reading": reading})
 
 
 PolicyLike = RunSpec | Policy | Mapping[str, Any] | str | os.PathLike[str] | None

@@ -62,6 +62,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
+from dissensus.errors import ConfigError
 from dissensus.serve import api_docs, chat, routes
 from dissensus.serve.head import HeadAsGet
 from dissensus.serve.http import ApiError, install_errors
@@ -73,7 +74,14 @@ from dissensus.serve.settings import ServeSettings, is_loopback
 from dissensus.signing import signer_from_env
 from dissensus.store.journal import Journal
 
-__all__ = ["ApiError", "Service", "create_app"]
+__all__ = ["STARTUP_ERROR", "STARTUP_ERROR_DEFERRED", "ApiError", "Service", "create_app"]
+
+STARTUP_ERROR_DEFERRED = "startup_error_deferred"
+"""``app.state`` flag set by :mod:`dissensus.serve.server`: a configuration error while
+starting up is kept (as :data:`STARTUP_ERROR`) rather than raised, so the server can end
+without serving and report it in one line."""
+STARTUP_ERROR = "startup_error"
+"""``app.state`` attribute holding that configuration error."""
 
 
 def create_app(
@@ -91,11 +99,18 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(started: FastAPI) -> AsyncIterator[None]:
-        # Load the encoder and the acceptance libraries before the first request, not
-        # while answering one (imports and model loading hold up the whole process).
-        await asyncio.to_thread(service.runner.warm)
-        # The panel's member clients too (the model SDK's import takes seconds).
-        await started.state.chat.awarm()
+        try:
+            # Load the encoder and the acceptance libraries before the first request, not
+            # while answering one (imports and model loading hold up the whole process).
+            await asyncio.to_thread(service.runner.warm)
+            # The panel's member clients too (the model SDK's import takes seconds).
+            await started.state.chat.awarm()
+        except ConfigError as exc:
+            if not getattr(started.state, STARTUP_ERROR_DEFERRED, False):
+                raise
+            # dissensus serve's server ends without serving and reports it in one line
+            # (exit 2), not as the server's start-up traceback.
+            setattr(started.state, STARTUP_ERROR, exc)
         yield
         await service.runner.close()
         await started.state.chat.aclose()

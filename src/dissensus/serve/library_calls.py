@@ -10,7 +10,9 @@ server do):
 
 * ``route`` uses the default routing rules (``dissensus route`` without ``--rules``) and
   the server policy's similarity backend unless the request names ``tfidf`` or
-  ``minilm``; ``module:function`` backends are refused (they import code).
+  ``minilm``; ``module:function`` backends are refused (they import code). Its
+  thresholds are the request's, else the policy's (:func:`route_thresholds`: the
+  policy's ``theta_s`` only with the policy's backend).
 * ``negotiate`` runs table and LLM agents only: function agents name Python code to
   import and are refused with their field; a ``model`` in the problem is refused too
   (it could name a file on the server); LLM agents use ``$DISSENSUS_MODEL`` of the
@@ -42,9 +44,10 @@ from dissensus.guard import GuardThresholds, ReliabilityFit, guard_case
 from dissensus.guard.decision import GuardDecision
 from dissensus.io.limits import MAX_AGENTS
 from dissensus.outputs import RouteRecord
+from dissensus.pipeline.policy import ReadingSettings
 from dissensus.states.reading import Thresholds, read_panels
 from dissensus.states.routing import RuleSet
-from dissensus.states.similarity import SimilarityBackend, get_backend
+from dissensus.states.similarity import SimilarityBackend, backend_key, get_backend
 from dissensus.types import Panel, VoteCase
 
 __all__ = [
@@ -53,6 +56,7 @@ __all__ = [
     "bound",
     "negotiate",
     "route",
+    "route_thresholds",
     "verify",
     "vote",
 ]
@@ -70,7 +74,8 @@ _BACKENDS: dict[str, SimilarityBackend] = {}
 
 
 def backend_for(name: str) -> SimilarityBackend:
-    """A shared instance of a named backend."""
+    """A shared instance of a named backend (any name of ``tfidf`` or ``minilm``)."""
+    name = backend_key(name) if backend_key(name) in ROUTE_BACKENDS else name
     if name not in ROUTE_BACKENDS:
         raise ConfigError(
             f"unknown similarity backend {name!r}; expected one of {', '.join(ROUTE_BACKENDS)}",
@@ -79,6 +84,17 @@ def backend_for(name: str) -> SimilarityBackend:
     if name not in _BACKENDS:
         _BACKENDS[name] = get_backend(name)
     return _BACKENDS[name]
+
+
+def route_thresholds(
+    reading: ReadingSettings, backend: str, *, theta_s: float | None, theta_a: float | None
+) -> tuple[float | None, float]:
+    """The thresholds a route request reads with: the request's, else the policy's
+    (``theta_s`` only when the request reads with the policy's backend: a similarity
+    threshold is the backend's own; otherwise that backend's calibrated default)."""
+    if theta_s is None and backend_key(backend) == backend_key(reading.similarity):
+        theta_s = reading.theta_s
+    return theta_s, reading.theta_a if theta_a is None else theta_a
 
 
 def route(

@@ -22,7 +22,10 @@ case is never left half journalled), and the application's shutdown waits for an
 such decision before it ends the decision thread.
 
 The socket is bound before anything is printed (:func:`listen`): a port in use is a
-one-line configuration error (exit 2), never a review URL followed by a failure.
+one-line configuration error (exit 2), never a review URL followed by a failure. A
+configuration error while the application starts up (loading the similarity backend,
+the acceptance libraries, the member clients) ends the server before it serves and is
+raised from :func:`serve` (one line, exit 2), not logged as uvicorn's start-up traceback.
 
 Once started (the application's start-up done: encoder, acceptance libraries, member
 clients loaded), the objects that start-up made are moved out of the garbage collector's
@@ -50,6 +53,7 @@ import uvicorn
 
 from dissensus.errors import ConfigError
 from dissensus.panels import PanelChat
+from dissensus.serve.app import STARTUP_ERROR, STARTUP_ERROR_DEFERRED
 from dissensus.serve.protocol import head_timeout_protocol
 from dissensus.serve.runs import Runner
 
@@ -94,14 +98,29 @@ class Server(uvicorn.Server):
     """uvicorn's server, draining the service's runs and chat requests when it shuts down."""
 
     def __init__(
-        self, config: uvicorn.Config, runner: Runner, chat: PanelChat | None = None
+        self,
+        config: uvicorn.Config,
+        runner: Runner,
+        chat: PanelChat | None = None,
+        state: Any = None,
     ) -> None:
         super().__init__(config)
         self.runner = runner
         self.chat = chat
+        self.state = state
+        if state is not None:
+            setattr(state, STARTUP_ERROR_DEFERRED, True)
+
+    def startup_error(self) -> ConfigError | None:
+        """The configuration error the application's start-up met, if any."""
+        found = getattr(self.state, STARTUP_ERROR, None) if self.state is not None else None
+        return found if isinstance(found, ConfigError) else None
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets)
+        if self.startup_error() is not None:
+            self.should_exit = True  # shut down at once, serving nothing
+            return
         # What start-up loaded (modules, the app, the policy, the models) lives as long as
         # the process: out of the collector's sight, a full collection walks only what
         # requests made since.
@@ -161,5 +180,10 @@ def serve(
         timeout_graceful_shutdown=graceful_shutdown_s() if shutdown_s is None else shutdown_s,
         http=head_timeout_protocol(head_timeout_s),
     )
-    chat = getattr(getattr(app, "state", None), "chat", None)
-    Server(config, runner, chat if isinstance(chat, PanelChat) else None).run(sockets=[sock])
+    state = getattr(app, "state", None)
+    chat = getattr(state, "chat", None)
+    server = Server(config, runner, chat if isinstance(chat, PanelChat) else None, state)
+    server.run(sockets=[sock])
+    failed = server.startup_error()
+    if failed is not None:  # one line and exit 2 (dissensus serve), not a traceback
+        raise failed

@@ -69,6 +69,7 @@ __all__ = [
     "EmbeddingBackend",
     "LookupBackend",
     "SimilarityBackend",
+    "backend_key",
     "callable_backend",
     "check_code_name",
     "clip_unit",
@@ -248,6 +249,21 @@ def _import_callable(spec: str) -> CallableBackend:
 _STATIC_NAMES = {"static", "static-all-minilm-l6-v2"}
 
 _MINILM_NAMES = {"minilm", "default", "all-minilm-l6-v2", "sentence-transformers/all-minilm-l6-v2"}
+
+
+def backend_key(name: str | None) -> str:
+    """The backend ``name`` makes, whatever its spelling: ``minilm`` for every MiniLM
+    alias (``all-MiniLM-L6-v2``, ...), ``static`` for the static aliases, ``tfidf``; a
+    ``module:function`` name as written (stripped). Two names with one key read alike."""
+    key = (name or DEFAULT_BACKEND).strip()
+    lower = key.lower()
+    if lower in _MINILM_NAMES:
+        return "minilm"
+    if lower in _STATIC_NAMES:
+        return "static"
+    if lower == "tfidf":
+        return "tfidf"
+    return key
 
 
 def get_backend(

@@ -77,18 +77,18 @@ async def decide(
             run_id=state.run_id,
         ) from None
     if state.status == "incomplete":
-        raise ApiError(503, f"run {state.run_id}: {state.error}", None, run_id=state.run_id)
+        raise ApiError(503, _about(state.run_id, "", state.error), None, run_id=state.run_id)
     if state.status == "failed" and state.retry:  # the journal was unreachable or busy
         raise ApiError(
             503,
-            f"run {state.run_id} failed: {state.error}",
+            _about(state.run_id, " failed", state.error),
             None,
             headers=journal_errors.retry_headers(),
             run_id=state.run_id,
         )
     if state.status != "finished":
         raise ApiError(
-            500, f"run {state.run_id} {state.status}: {state.error}", None, run_id=state.run_id
+            500, _about(state.run_id, f" {state.status}", state.error), None, run_id=state.run_id
         )
     headers = {"X-Dissensus-Run": state.run_id}
     if single:
@@ -157,3 +157,13 @@ async def runs_export(run_id: str, request: Request, _: Principal = submit) -> R
     journal.run(run_id)
     body = "".join(event.model_dump_json() + "\n" for event in journal.events(run_id))
     return Response(body, media_type="application/x-ndjson")
+
+
+def _about(run_id: str, status: str, error: str | None) -> str:
+    """``run ID[ status]: error``, the run named once (the pipeline's own messages of a
+    run, such as its deadline's, already start with ``run ID:``)."""
+    text = error or ""
+    prefix = f"run {run_id}: "
+    if text.startswith(prefix):
+        text = text[len(prefix) :]
+    return f"run {run_id}{status}: {text}"

@@ -50,8 +50,17 @@ async def route(
     request: Request,
     _: Principal = submit,
     similarity: str | None = Query(None, description="tfidf or minilm (default: the policy's)."),
-    theta_s: float | None = Query(None, ge=-1.0, le=1.0, allow_inf_nan=False),
-    theta_a: float | None = Query(None, gt=0.0, le=1.0, allow_inf_nan=False),
+    theta_s: float | None = Query(
+        None,
+        ge=-1.0,
+        le=1.0,
+        allow_inf_nan=False,
+        description="Default: the policy's, when the backend is the policy's; else the "
+        "backend's calibrated default.",
+    ),
+    theta_a: float | None = Query(
+        None, gt=0.0, le=1.0, allow_inf_nan=False, description="Default: the policy's."
+    ),
 ) -> Any:
     """Read and route panels with the default rules (``dissensus route --json``)."""
     service = service_of(request)
@@ -61,7 +70,11 @@ async def route(
         refuse_overrun(overruns, single=True)
         single_or_422(rejects)
     rejects = with_overruns(rejects, overruns)
-    backend = library_calls.backend_for(similarity or service.policy.reading.similarity)
+    reading = service.policy.reading
+    backend = library_calls.backend_for(similarity or reading.similarity)
+    theta_s, theta_a = library_calls.route_thresholds(
+        reading, backend.name, theta_s=theta_s, theta_a=theta_a
+    )
     records = (
         await run_in_threadpool(
             library_calls.route,
