@@ -192,8 +192,12 @@ def test_without_the_grader_list_a_scorer_that_returned_none_is_unseen(tmp_path:
 
 
 def test_string_reducer_name_resolves_to_this_reducer() -> None:
+    """Through the package's ``inspect_ai`` entry point, which Inspect loads at start-up,
+    not because another test imported the module."""
+    from inspect_ai._util.entrypoints import ensure_entry_points
     from inspect_ai.scorer._reducer.registry import create_reducers
 
+    ensure_entry_points()
     (reducer,) = create_reducers("dissensus")
     assert callable(reducer)
 
