@@ -44,7 +44,9 @@ from dissensus.acceptance.file import (
     FeatureSettings,
     canonical_hash,
     load_acceptance,
+    read_acceptance,
     save_acceptance,
+    validate_acceptance,
 )
 from dissensus.acceptance.fit import (
     CrossFit,
@@ -92,12 +94,14 @@ __all__ = [
     "library_versions",
     "load_acceptance",
     "model_for",
+    "read_acceptance",
     "save_acceptance",
     "score_case",
     "select_family",
     "select_threshold",
     "shift_check",
     "stratum_of",
+    "validate_acceptance",
 ]
 
 _RENAMED = {"CaseInput": "FeatureInputs", "case_input": "feature_inputs"}

@@ -18,14 +18,15 @@ Choices where the paper is silent:
 
 * **Which thresholds, from where (label-free).** By default (:class:`CountGrid`) the
   thresholds are the calibration scores at which the number of accepted cases reaches
-  ``2 x fewest_tested`` (see below), then every ``n / 20`` more cases, down to all
-  ``n``. The sequence depends on the scores and the number of cases, never on whether
+  ``2 x fewest_tested`` (see below; at most a fifth of the ``n`` cases, never fewer
+  than ``fewest_tested``), then every ``n / 40`` more cases (``CountGrid.steps``), down
+  to all ``n``. The sequence depends on the scores and the number of cases, never on whether
   an answer was right, so it is fixed before the labels are looked at and the
   guarantee is that of a fixed sequence. Why counts rather than a grid on [0, 1]: the
   first test is the one that decides everything (a failure ends the sequence), and a
   test on too few cases fails on one confidently wrong answer although the thresholds
   below, with many more cases, would pass; starting at twice the fewest useful count
-  and stepping by a twentieth of the cases avoids those all-or-nothing failures, and
+  and stepping by a fortieth of the cases avoids those all-or-nothing failures, and
   works the same whether a score family's values are spread over [0, 1] (a model's
   probability) or sit on a few levels (a vote share). ``grid=K`` keeps the older
   ``k / K`` grid and ``grid=None`` tests every distinct score.

@@ -12,7 +12,13 @@ that keeps the guarantee (``rule``; a ``family`` given by the caller is the only
 tried, at the full ``delta``); the file names it and every record quotes it.
 
 Choices where the design is silent: a case whose gold answer is none of its candidates
-still counts (its best candidate is wrong). The deployed models are the fold models
+still counts (its best candidate is wrong). The cases are taken to be distinct: the
+bound counts each as an independent draw, so a copy of a case would inflate it
+(``calibrate-acceptance`` drops a repeated panel id and a panel repeated under another
+id before it calibrates, warning about each, and passes a hash of each panel as
+``keys``, so that panels equal but for their id and gold share a cross-fit fold). Every feature value must be finite and at most
+:data:`~dissensus.acceptance.features.FEATURE_BOUND` in magnitude (a
+:class:`~dissensus.errors.ConfigError` naming the case and the feature otherwise). The deployed models are the fold models
 whose out-of-fold scores chose the threshold, so a new case's score has the calibration
 scores' distribution; the guarantee then rests on exchangeability as in Trust or
 Escalate, up to the weak dependence cross-fitting introduces between calibration
@@ -42,7 +48,7 @@ from dissensus.acceptance.families import (
     family_scores,
     select_family,
 )
-from dissensus.acceptance.features import Candidate
+from dissensus.acceptance.features import Candidate, first_bad
 from dissensus.acceptance.file import AcceptanceFile, FeatureSettings
 from dissensus.acceptance.fit import (
     CrossFit,
@@ -95,6 +101,7 @@ def calibrate(
     rule: SelectionRule = "bonferroni",
     grid: Grid = DEFAULT_SEQUENCE,
     judged: Sequence[bool] | None = None,
+    keys: Sequence[str] | None = None,
 ) -> AcceptanceFile:
     """Fit, cross-fit, choose the score family and threshold (see the module docstring);
     the result is not yet hashed.
@@ -103,7 +110,9 @@ def calibrate(
     strata and seed), when the caller needs its out-of-fold scores too. ``family``: use
     only this score family, or choose among these (default
     :data:`~dissensus.acceptance.families.DEFAULT_FAMILIES`). ``judged``: which cases
-    acceptance would judge (see the module docstring; default: all).
+    acceptance would judge (see the module docstring; default: all). ``keys``: what makes
+    two cases the same case (e.g. :func:`~dissensus.acceptance.fit.case_key` of each panel),
+    for the folds (:func:`~dissensus.acceptance.fit.crossfit`).
     """
     compete = (
         list(DEFAULT_FAMILIES)
@@ -117,9 +126,13 @@ def calibrate(
             raise ConfigError(
                 f"unknown score family {name!r} (one of {', '.join(FAMILIES)})", field="family"
             )
+    for k, rows in enumerate(cases):
+        bad = first_bad([c.features for c in rows])
+        if bad is not None:
+            raise ConfigError(f"case {k}: feature {bad[0]}: {bad[1]}", field="cases")
     feats = feature_list(cases)
     if fitted is None:
-        fitted = crossfit(cases, golds, groups=strata, seed=seed, features=feats)
+        fitted = crossfit(cases, golds, groups=strata, seed=seed, features=feats, keys=keys)
     scores = {"learned": fitted.scores}
     for name in FAMILIES[1:]:
         scores[name] = family_scores(name, cases)

@@ -34,6 +34,14 @@ unless a lexicon is given):
 * **User features**: ``module:function`` callables returning ``{name: float}`` for the
   panel, added to every row as ``user.<name>``.
 
+Every feature value is a finite number of magnitude at most :data:`FEATURE_BOUND`
+(``1e100``; :func:`bad_value` finds the first that is not): the fit standardises its
+features (squares and sums them), the shift check too, and a ``NaN`` cannot be written
+to the journal, so a value beyond the bound is an error naming the panel and the
+feature (:mod:`dissensus.acceptance.prepare`), never a number that overflows later. The
+bound leaves ``10**100``-fold headroom below the largest float for those squares and
+sums, and no count, share or similarity comes near it.
+
 Agents absent from the calibration contribute only through candidate and panel
 features, so a panel of unknown agents is still scored. Choices where the design is
 silent: an abstention is neither for nor against; candidate order is the order in
@@ -45,7 +53,8 @@ counts them (:func:`dissensus.families.canonical_family`: ``OpenAI`` and ``opena
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import math
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 import numpy as np
@@ -57,20 +66,46 @@ from dissensus.families import canonical_family
 from dissensus.types import AgentOutput, Panel
 
 __all__ = [
+    "FEATURE_BOUND",
     "Candidate",
     "FeatureInputs",
     "PanelFeature",
     "ReasoningSimilarity",
     "SecondLike",
+    "bad_value",
     "candidate_rows",
     "case_candidates",
     "feature_inputs",
+    "first_bad",
     "question_text",
     "second_pairs",
 ]
 
 PanelFeature = Callable[[Panel], Mapping[str, float]]
 """A user feature: panel -> named floats (added as ``user.<name>``)."""
+
+FEATURE_BOUND = 1e100
+"""Largest magnitude a feature value may have (module docstring)."""
+
+
+def bad_value(value: float) -> str | None:
+    """Why ``value`` cannot be a feature value (non-finite, or beyond :data:`FEATURE_BOUND`);
+    ``None`` when it can."""
+    if math.isnan(value) or math.isinf(value):
+        return f"{value!r} is not a finite number"
+    if abs(value) > FEATURE_BOUND:
+        return f"{value!r} exceeds the largest magnitude a feature may have ({FEATURE_BOUND:g})"
+    return None
+
+
+def first_bad(rows: Sequence[Mapping[str, float]]) -> tuple[str, str] | None:
+    """The first feature of ``rows`` whose value :func:`bad_value` refuses, and why."""
+    for row in rows:
+        for name, value in row.items():
+            why = bad_value(value)
+            if why is not None:
+                return name, why
+    return None
 
 
 class SecondLike(Protocol):

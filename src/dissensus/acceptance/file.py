@@ -15,9 +15,26 @@ as Python writes them (round-trip exact); a file with ``threshold: null`` is val
 means "accept nothing", its ``threshold_reason`` saying why. Format ``/1`` files (one
 model refitted on every case) are refused with a message to re-run
 ``calibrate-acceptance``: their threshold was not computed for the model they carry.
-The file is read strictly (:func:`dissensus.io.jsontext.load_json_file`): a duplicate
-key, a non-finite number or a too long integer is an error naming the field, before the
-hash is checked.
+The file is read strictly (:func:`dissensus.io.jsontext.load_json_file`, which skips
+a leading UTF-8 byte order mark): a duplicate key, a non-finite number or a too long
+integer is an error naming the field, before the hash is checked. The file is read
+once: :func:`read_acceptance` returns the validated model and the JSON it was read
+from (what a run keeps, so its sha256 still covers it), and no caller re-reads it.
+
+The sha256 detects an edit, not a forgery (anyone can re-hash a file), so the content
+is checked too, field by field, before any case is decided: ``target_precision`` and
+``delta`` strictly between 0 and 1; the threshold, the error bounds and each family's
+and stratum's threshold in [0, 1]; counts non-negative with ``correct <= accepted <=
+cases``; a known score family and family rule; each fold model with one mean, scale
+and coefficient per feature of the file (positive scales; :class:`LogisticModel`);
+``fold_of_stratum`` naming an existing model; the shift reference with one value per
+feature in every row, each within
+:data:`~dissensus.acceptance.features.FEATURE_BOUND`. A failure is one
+:class:`ConfigError` naming the file and the field.
+
+:func:`save_acceptance` writes through a temporary file renamed over the target
+(:func:`dissensus.io.atomic.atomic_output`): a failed write (a full disk, a file size
+limit) leaves the previous file whole.
 """
 
 from __future__ import annotations
@@ -25,15 +42,17 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from dissensus.acceptance.bound import StratumFigures
-from dissensus.acceptance.families import FamilyFigures
+from dissensus.acceptance.families import FAMILIES, FamilyFigures
+from dissensus.acceptance.features import bad_value
 from dissensus.acceptance.fit import LogisticModel
 from dissensus.acceptance.shift import ShiftReference
 from dissensus.errors import ConfigError
+from dissensus.io.atomic import atomic_write_text
 from dissensus.io.jsontext import load_json_file
 from dissensus.types import JsonObject
 
@@ -43,11 +62,40 @@ __all__ = [
     "FeatureSettings",
     "canonical_hash",
     "load_acceptance",
+    "read_acceptance",
     "save_acceptance",
+    "validate_acceptance",
 ]
 
 ACCEPTANCE_FORMAT = "dissensus.acceptance/2"
 OLD_FORMATS = ("dissensus.acceptance/1",)
+
+Unit = Annotated[float, Field(ge=0.0, le=1.0)]
+"""A probability or a score's threshold: in [0, 1]."""
+Open = Annotated[float, Field(gt=0.0, lt=1.0)]
+"""A target precision or a delta: strictly between 0 and 1."""
+Count = Annotated[int, Field(ge=0)]
+
+
+class Inconsistent(ValueError):
+    """A field whose value contradicts another's (``field``: its dotted path)."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+def _in_unit(value: float | None) -> bool:
+    return value is None or 0.0 <= value <= 1.0
+
+
+def _counts(where: str, n: int, accepted: int, correct: int) -> None:
+    if min(n, accepted, correct) < 0:
+        raise Inconsistent(where, "counts must not be negative")
+    if not correct <= accepted <= n:
+        raise Inconsistent(
+            where, f"correct ({correct}) <= accepted ({accepted}) <= cases ({n}) does not hold"
+        )
 
 
 class FeatureSettings(BaseModel):
@@ -78,7 +126,7 @@ class AcceptanceFile(BaseModel):
     libraries: dict[str, str]
     family: str = "learned"
     """The score family that decides (:mod:`dissensus.acceptance.families`)."""
-    family_rule: str = "given"
+    family_rule: Literal["bonferroni", "split", "given"] = "given"
     """How it was chosen: ``bonferroni``, ``split`` or ``given`` (named by the caller)."""
     families: list[FamilyFigures] = Field(default_factory=list)
     """Every family's figures at calibration (what ``--explain`` prints)."""
@@ -86,27 +134,86 @@ class AcceptanceFile(BaseModel):
     """The cross-fitted fold models; a new case is scored by one of them."""
     fold_of_stratum: dict[str, int] = Field(default_factory=dict)
     """Stratum -> index of the model that never saw it (stratified calibrations only)."""
-    threshold: float | None
+    threshold: Unit | None
     """Accept when the best candidate's score is ``>= threshold``; ``None``: accept nothing."""
     threshold_reason: str
-    target_precision: float
-    delta: float
-    min_accepted: int
-    calibration_n: int
+    target_precision: Open
+    delta: Open
+    min_accepted: Count
+    calibration_n: Count
     """Calibration cases: those acceptance judges under the deciding policy (the threshold,
     figures and shift reference come from them)."""
-    fitted_n: int | None = None
+    fitted_n: Count | None = None
     """Labelled cases the model was fitted on, when more than ``calibration_n`` were
     given (``None``: the same cases)."""
     strata_field: str | None = None
     strata: list[StratumFigures] = Field(default_factory=list)
-    calibration_accepted: int = 0
-    calibration_correct: int = 0
-    error_upper: float = 1.0
+    calibration_accepted: Count = 0
+    calibration_correct: Count = 0
+    error_upper: Unit = 1.0
     shift_reference: ShiftReference | None = None
     """The calibration cases' feature vectors for the label-free shift check
     (:func:`~dissensus.acceptance.shift.shift_check`)."""
     sha256: str = ""
+
+    @model_validator(mode="after")
+    def _consistent(self) -> AcceptanceFile:
+        """The checks of the module docstring (:class:`Inconsistent` naming the field)."""
+        if self.family not in FAMILIES:
+            raise Inconsistent(
+                "family", f"unknown score family {self.family!r} (one of {', '.join(FAMILIES)})"
+            )
+        if len(set(self.features)) != len(self.features):
+            raise Inconsistent("features", "a feature is named twice")
+        for k, model in enumerate(self.models):
+            if model.features != self.features:
+                raise Inconsistent(f"models.{k}.features", "differs from the file's feature list")
+        for stratum, fold in self.fold_of_stratum.items():
+            if not 0 <= fold < len(self.models):
+                raise Inconsistent(
+                    f"fold_of_stratum.{stratum}",
+                    f"model {fold} does not exist (the file has {len(self.models)})",
+                )
+        if self.fitted_n is not None and self.fitted_n < self.calibration_n:
+            raise Inconsistent(
+                "fitted_n",
+                f"{self.fitted_n} fitted cases, fewer than the {self.calibration_n} calibrated",
+            )
+        _counts(
+            "calibration_accepted",
+            self.calibration_n,
+            self.calibration_accepted,
+            self.calibration_correct,
+        )
+        for k, st in enumerate(self.strata):
+            where = f"strata.{k}"
+            _counts(where, st.n, st.accepted, st.correct)
+            if not (_in_unit(st.threshold) and _in_unit(st.error_upper)):
+                raise Inconsistent(where, "threshold and error_upper must be in [0, 1]")
+        for k, fam in enumerate(self.families):
+            where = f"families.{k}"
+            if fam.family not in FAMILIES:
+                raise Inconsistent(f"{where}.family", f"unknown score family {fam.family!r}")
+            _counts(where, fam.cases, fam.accepted, fam.correct)
+            if not (_in_unit(fam.threshold) and 0.0 < fam.delta < 1.0):
+                raise Inconsistent(
+                    where, "threshold must be in [0, 1] and delta strictly between 0 and 1"
+                )
+        ref = self.shift_reference
+        if ref is not None:
+            width = len(ref.features)
+            if len(set(ref.features)) != width:
+                raise Inconsistent("shift_reference.features", "a feature is named twice")
+            for k, row in enumerate(ref.rows):
+                if len(row) != width:
+                    raise Inconsistent(
+                        f"shift_reference.rows.{k}", f"{len(row)} values for {width} features"
+                    )
+                for value in row:
+                    why = bad_value(value)
+                    if why is not None:
+                        raise Inconsistent(f"shift_reference.rows.{k}", why)
+        return self
 
     def guarantee(self) -> str:
         """The guarantee in one sentence."""
@@ -127,13 +234,12 @@ def canonical_hash(data: JsonObject) -> str:
 
 
 def save_acceptance(acc: AcceptanceFile, path: str | Path) -> AcceptanceFile:
-    """Write ``acc`` with its hash filled in; returns the hashed model."""
+    """Write ``acc`` with its hash filled in (atomically: a temporary file renamed over
+    ``path``); returns the hashed model."""
     data = acc.model_dump(mode="json")
     data["sha256"] = canonical_hash(data)
     try:
-        Path(path).write_text(
-            json.dumps(data, indent=1, ensure_ascii=False) + "\n", encoding="utf-8"
-        )
+        atomic_write_text(path, json.dumps(data, indent=1, ensure_ascii=False) + "\n")
     except OSError as exc:
         raise ConfigError(
             f"cannot write acceptance file: {exc.strerror or exc}", file=str(path)
@@ -141,34 +247,62 @@ def save_acceptance(acc: AcceptanceFile, path: str | Path) -> AcceptanceFile:
     return AcceptanceFile.model_validate(data)
 
 
-def load_acceptance(path: str | Path) -> AcceptanceFile:
-    """Read and verify an acceptance file (:class:`ConfigError` naming the field otherwise)."""
-    name = str(path)
-    data: Any = load_json_file(path, what="acceptance file")
+def _refused(exc: ValidationError, name: str) -> ConfigError:
+    """The first problem of ``exc`` as one :class:`ConfigError` naming ``name`` and the field."""
+    first = exc.errors()[0]
+    loc = [str(p) for p in first["loc"]]
+    message = str(first["msg"])
+    cause = (first.get("ctx") or {}).get("error")
+    if isinstance(cause, Inconsistent):
+        loc.append(cause.field)
+        message = str(cause)
+    elif message.startswith("Value error, "):
+        message = message[len("Value error, ") :]
+    return ConfigError(message, file=name, field=".".join(loc) or None)
+
+
+def validate_acceptance(data: Any, name: str | None = None) -> AcceptanceFile:
+    """``data`` (an acceptance file's JSON) as an :class:`AcceptanceFile`, its format and
+    content checked (not its sha256); a :class:`ConfigError` naming ``name`` and the field
+    otherwise."""
+    label = name or "acceptance file"
     if isinstance(data, dict) and data.get("format") in OLD_FORMATS:
         raise ConfigError(
             f"acceptance file format {data.get('format')!r} is no longer read: re-run "
             "`dissensus calibrate-acceptance` to write the current format",
-            file=name,
+            file=label,
             field="format",
         )
     if not isinstance(data, dict) or data.get("format") != ACCEPTANCE_FORMAT:
         got = data.get("format") if isinstance(data, dict) else None
         raise ConfigError(
             f"not an acceptance file (format {got!r}, expected {ACCEPTANCE_FORMAT!r})",
-            file=name,
+            file=label,
             field="format",
         )
-    if data.get("sha256") != canonical_hash(data):
+    try:
+        return AcceptanceFile.model_validate(data)
+    except ValidationError as exc:
+        raise _refused(exc, label) from None
+
+
+def read_acceptance(path: str | Path) -> tuple[AcceptanceFile, JsonObject]:
+    """Read and verify an acceptance file: the model and the file's own JSON (what a run
+    keeps: not a re-dump, which would add fields a newer version defaults and change the
+    content its sha256 covers). A :class:`ConfigError` naming the file and the field when
+    it cannot be used."""
+    name = str(path)
+    data: Any = load_json_file(path, what="acceptance file")
+    current = isinstance(data, dict) and data.get("format") == ACCEPTANCE_FORMAT
+    if current and data.get("sha256") != canonical_hash(data):
         raise ConfigError(
             "content does not match its sha256: the file was modified after calibration",
             file=name,
             field="sha256",
         )
-    try:
-        return AcceptanceFile.model_validate(data)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        raise ConfigError(
-            first["msg"], file=name, field=".".join(str(p) for p in first["loc"])
-        ) from None
+    return validate_acceptance(data, name), data
+
+
+def load_acceptance(path: str | Path) -> AcceptanceFile:
+    """Read and verify an acceptance file (:class:`ConfigError` naming the field otherwise)."""
+    return read_acceptance(path)[0]

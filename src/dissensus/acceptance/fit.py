@@ -8,7 +8,9 @@ candidate's probability and its committed answer is that candidate.
 
 The scores used to choose the threshold are *out-of-fold*: the cases are split into
 folds (grouped by stratum when strata are given, so a stratum is never scored by a
-model that saw it), and each fold is scored by a model fitted on the others. The
+model that saw it; otherwise cases the caller marks as one — ``keys``, such as a hash
+of each panel — share a fold, so a copy is never scored by a model trained on its
+twin), and each fold is scored by a model fitted on the others. The
 deployed models are *those same fold models* (:class:`CrossFit`), not a model refitted
 on every case: a new case is scored by one fold model, chosen by its stratum when the
 calibration was stratified and the stratum is known (the model that never saw that
@@ -40,6 +42,10 @@ are fewer groups; a case whose candidates are all tied gets the first one (candi
 order, see features); ``option=<label>`` features are kept only when the calibration
 has at most :data:`MAX_OPTION_LABELS` distinct candidate labels (a closed option set);
 a constant label (every row right or every row wrong) is fitted as a constant model.
+A fitted model is consistent by construction and checked when read
+(:class:`LogisticModel`: one mean, scale and coefficient per feature, positive scales,
+finite numbers); a row whose logit overflows to an undefined value (``inf - inf``, a
+feature far beyond anything calibration saw) scores 0, never ``NaN``.
 scikit-learn is imported when a model is first fitted, not with the module: scoring a
 case with saved models needs only numpy, so a run that applies an ``ACCEPT.json`` does
 not pay scikit-learn's seconds of import.
@@ -49,11 +55,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, model_validator
 
 from dissensus.acceptance.features import Candidate
 
@@ -103,6 +110,27 @@ class LogisticModel(BaseModel):
     c: float = 1.0
     """The L2 regularisation ``C`` the inner cross-validation chose."""
 
+    @model_validator(mode="after")
+    def _consistent(self) -> LogisticModel:
+        """One mean, scale and coefficient per feature; scales positive; numbers finite."""
+        n = len(self.features)
+        if self.kind != "logistic_regression":
+            raise ValueError(f"kind is 'logistic_regression', got {self.kind!r}")
+        if len(set(self.features)) != n:
+            raise ValueError("features: a feature is named twice")
+        for name in ("mean", "scale", "coef"):
+            got = len(getattr(self, name))
+            if got != n:
+                raise ValueError(f"{name} has {got} values for {n} features")
+        numbers = [*self.mean, *self.scale, *self.coef, self.intercept, self.c]
+        if not all(math.isfinite(v) for v in numbers):
+            raise ValueError("every mean, scale, coefficient, intercept and c must be finite")
+        if not all(v > 0 for v in self.scale):
+            raise ValueError("every scale must be positive (a constant feature's scale is 1)")
+        if self.c <= 0:
+            raise ValueError("c must be positive")
+        return self
+
     def matrix(self, rows: Sequence[dict[str, float]]) -> np.ndarray:
         index = {f: i for i, f in enumerate(self.features)}
         x = np.zeros((len(rows), len(self.features)))
@@ -121,8 +149,12 @@ class LogisticModel(BaseModel):
 
     def predict_matrix(self, x: np.ndarray) -> np.ndarray:
         """``P(right)`` for rows already laid out in the order of :attr:`features`."""
-        z = (x - np.asarray(self.mean)) / np.asarray(self.scale)
-        logit = z @ np.asarray(self.coef) + self.intercept
+        with np.errstate(all="ignore"):
+            z = (x - np.asarray(self.mean)) / np.asarray(self.scale)
+            logit = z @ np.asarray(self.coef) + self.intercept
+        # An overflow (a feature far outside anything calibration saw) may leave a
+        # logit undefined (inf - inf): such a row scores 0, never a NaN.
+        logit = np.where(np.isnan(logit), -np.inf, logit)
         return np.asarray(1.0 / (1.0 + np.exp(-np.clip(logit, -50, 50))))
 
 
@@ -252,6 +284,8 @@ class CrossFit:
     """Model ``k`` was fitted on every fold but ``k``."""
     fold_of_group: dict[str, int] = field(default_factory=dict)
     """Stratum -> the fold holding it, when the folds were grouped by stratum."""
+    fold_of_case: list[int] = field(default_factory=list)
+    """The fold holding each case (empty when there was no cross-fit)."""
 
 
 def case_key(outputs: Sequence[tuple[str, str | None, str]]) -> str:
@@ -276,6 +310,13 @@ def fold_index(candidates: Sequence[Candidate], folds: int) -> int:
     return int.from_bytes(hashlib.sha256(text.encode("utf-8")).digest()[:8], "big") % folds
 
 
+def _same_groups(keys: Sequence[str]) -> tuple[list[int], int]:
+    """Each case's group (cases with one key share one, numbered by first appearance)
+    and the number of groups."""
+    ids: dict[str, int] = {}
+    return [ids.setdefault(k, len(ids)) for k in keys], len(ids)
+
+
 def crossfit(
     cases: Sequence[Sequence[Candidate]],
     golds: Sequence[str],
@@ -284,35 +325,56 @@ def crossfit(
     folds: int = 5,
     seed: int = 0,
     features: list[str] | None = None,
+    keys: Sequence[str] | None = None,
 ) -> CrossFit:
     """Cross-fitted scores and fold models (see the module docstring).
 
     Fewer than two cases cannot be cross-fitted: every score is ``(None, 0.0)`` and the
-    one model is fitted on what there is.
+    one model is fitted on what there is. ``keys``: what makes two cases one (e.g. a
+    hash of each panel); without strata, cases with one key always fall in one fold, so
+    a copy of a case is never scored by a model trained on it. With every key distinct,
+    or without ``keys``, the folds are those of a plain shuffled K-fold over the cases
+    (not grouped by their rows: distinct panels often have identical rows when the
+    features are votes).
     """
     n = len(cases)
     feats = features if features is not None else feature_list(cases)
     out: list[tuple[str | None, float]] = [(None, 0.0)] * n
-    if n < 2:
+    same, distinct_cases = _same_groups(
+        list(keys) if keys is not None else [str(i) for i in range(n)]
+    )
+    distinct = sorted(set(groups)) if groups is not None else []
+    by_stratum = len(distinct) >= 2
+    if n < 2 or (not by_stratum and distinct_cases < 2):
         return CrossFit(out, [fit_model(cases, golds, feats)])
     x, y, owner = design(cases, golds, feats)
     idx = np.arange(n)
     splits: list[tuple[np.ndarray, np.ndarray]]
     from sklearn.model_selection import GroupKFold, KFold
 
-    distinct = sorted(set(groups)) if groups is not None else []
     fold_of_group: dict[str, int] = {}
-    if groups is not None and len(distinct) >= 2:
+    if groups is not None and by_stratum:
         k = min(folds, len(distinct))
         splits = list(GroupKFold(n_splits=k).split(idx, groups=list(groups)))
         for f, (_, test) in enumerate(splits):
             for i in test.tolist():
                 fold_of_group[str(groups[i])] = f
     else:
-        k = min(folds, n)
-        splits = list(KFold(n_splits=k, shuffle=True, random_state=seed).split(idx))
+        # K-fold over the distinct cases (a copy goes with its first appearance); with
+        # every case distinct these are exactly the folds of a K-fold over the cases.
+        k = min(folds, distinct_cases)
+        member = np.asarray(same)
+        splits = [
+            (np.flatnonzero(np.isin(member, train)), np.flatnonzero(np.isin(member, test)))
+            for train, test in KFold(n_splits=k, shuffle=True, random_state=seed).split(
+                np.arange(distinct_cases)
+            )
+        ]
     models: list[LogisticModel] = []
-    for train, test in splits:
+    fold_of_case = [0] * n
+    for f, (train, test) in enumerate(splits):
+        for i in test.tolist():
+            fold_of_case[i] = f
         rows = np.isin(owner, train)
         model = fit_arrays(x[rows], y[rows], feats, owner[rows])
         models.append(model)
@@ -326,7 +388,7 @@ def crossfit(
         for case_k, (prob, row) in best.items():
             pos = row - int(np.flatnonzero(owner == case_k)[0])
             out[case_k] = (cases[case_k][pos].label, prob)
-    return CrossFit(out, models, fold_of_group)
+    return CrossFit(out, models, fold_of_group, fold_of_case)
 
 
 def crossfit_scores(

@@ -14,6 +14,14 @@ Choices where the design is silent: a panel with fewer than two votes, or a run 
 policy disables the guard, has no guard features (as the pipeline's guard step); user features are imported once per call of :func:`load_user_features` and
 a failing import is a :class:`~dissensus.errors.ConfigError` naming the spec; a user
 feature that raises or returns a non-number is a :class:`ConfigError` naming the panel;
+a feature value that is not finite or exceeds
+:data:`~dissensus.acceptance.features.FEATURE_BOUND` (a user feature's ``NaN``,
+``inf`` or ``1e308``) is a :class:`FeatureValueError` (a :class:`ConfigError`) naming
+the panel and the feature (the user feature's spec and name): calibration stops on it
+(``calibrate-acceptance`` exits 2, nothing written), while
+:meth:`LearnedAcceptance.judge_case` turns it into a verdict that accepts nothing and
+says why, with no shift-check vector, so that one case escalates and the run's other
+cases are decided (nothing non-finite reaches the journal);
 :class:`LearnedAcceptance` scores a case with the fold model its panel draws
 (:func:`panel_case_key`), so one panel meets one fold model through every door.
 """
@@ -32,16 +40,20 @@ from dissensus.acceptance.features import (
     PanelFeature,
     ReasoningSimilarity,
     SecondLike,
+    bad_value,
     candidate_rows,
     feature_inputs,
+    first_bad,
     second_pairs,
 )
 from dissensus.acceptance.file import AcceptanceFile, FeatureSettings, load_acceptance
 from dissensus.acceptance.fit import case_key
 from dissensus.errors import ConfigError
+from dissensus.states.similarity import backend_key
 from dissensus.types import Panel
 
 __all__ = [
+    "FeatureValueError",
     "GuardInputs",
     "LearnedAcceptance",
     "acceptance_guard",
@@ -93,18 +105,33 @@ def load_user_features(specs: Sequence[str]) -> dict[str, PanelFeature]:
     return found
 
 
+class FeatureValueError(ConfigError):
+    """A feature value acceptance cannot use (not finite, or beyond
+    :data:`~dissensus.acceptance.features.FEATURE_BOUND`), naming the panel and the feature."""
+
+    def __init__(self, panel: str, feature: str, why: str) -> None:
+        self.panel = panel
+        self.feature = feature
+        self.reason = f"{feature} on panel {panel!r}: {why}"
+        super().__init__(self.reason, field="acceptance.features")
+
+
 def _user_values(panel: Panel, funcs: Mapping[str, PanelFeature]) -> dict[str, float]:
     out: dict[str, float] = {}
     for spec, func in funcs.items():
         try:
             values = func(panel)
-            for key, value in values.items():
-                out[str(key)] = float(value)
+            got = {str(key): float(value) for key, value in values.items()}
         except Exception as exc:  # user code: any failure is reported, with where
             raise ConfigError(
                 f"user feature {spec} failed on panel {panel.id!r}: {exc}",
                 field="acceptance.features",
             ) from None
+        for key, value in got.items():
+            why = bad_value(value)
+            if why is not None:
+                raise FeatureValueError(panel.id, f"user feature {spec} ({key!r})", why)
+        out.update(got)
     return out
 
 
@@ -140,7 +167,7 @@ def candidates_for(
     )
     margins = _margins(panel, second, settings.markers) if settings.markers is not None else None
     values = _user_values(panel, user) if user else None
-    return candidate_rows(
+    rows = candidate_rows(
         feature_inputs(
             panel,
             reading=reading,
@@ -151,6 +178,10 @@ def candidates_for(
             user=values,
         )
     )
+    bad = first_bad([c.features for c in rows])
+    if bad is not None:
+        raise FeatureValueError(panel.id, f"feature {bad[0]}", bad[1])
+    return rows
 
 
 def acceptance_guard(panel: Panel, guard: GuardInputs) -> Any:
@@ -236,7 +267,11 @@ class LearnedAcceptance:
         self, acc: AcceptanceFile, *, similarity: str | None = None, sim_backend: Any = None
     ) -> None:
         wanted = acc.settings.similarity
-        if wanted is not None and similarity is not None and wanted != similarity:
+        if (
+            wanted is not None
+            and similarity is not None
+            and backend_key(wanted) != backend_key(similarity)
+        ):
             raise ConfigError(
                 f"the acceptance file was calibrated with similarity {wanted!r}, the policy reads with {similarity!r}",
                 field="reading.similarity",
@@ -260,20 +295,24 @@ class LearnedAcceptance:
 
     def judge_case(
         self, panel: Panel, *, reading: Any, guard: Any, second: Mapping[str, SecondLike] | None
-    ) -> tuple[AcceptanceVerdict, dict[str, float]]:
+    ) -> tuple[AcceptanceVerdict, dict[str, float] | None]:
         """:meth:`judge`, and the case's vector for the shift check
-        (:func:`~dissensus.acceptance.shift.case_vector`)."""
+        (:func:`~dissensus.acceptance.shift.case_vector`; ``None`` for a case whose
+        features could not be computed, :meth:`unjudged`)."""
         from dissensus.acceptance.shift import case_vector
 
-        rows = candidates_for(
-            panel,
-            reading=reading,
-            guard=guard,
-            second=second,
-            settings=self.file.settings,
-            sim_backend=self.sim_backend,
-            user=self.user,
-        )
+        try:
+            rows = candidates_for(
+                panel,
+                reading=reading,
+                guard=guard,
+                second=second,
+                settings=self.file.settings,
+                sim_backend=self.sim_backend,
+                user=self.user,
+            )
+        except FeatureValueError as exc:
+            return self.unjudged(exc.reason), None
         verdict = apply_acceptance(
             self.file,
             rows,
@@ -281,3 +320,20 @@ class LearnedAcceptance:
             key=panel_case_key(panel),
         )
         return verdict, case_vector(rows)
+
+    def unjudged(self, why: str) -> AcceptanceVerdict:
+        """The verdict on a case whose features acceptance cannot use: nothing accepted
+        (the case escalates), the reason naming the feature."""
+        acc = self.file
+        return AcceptanceVerdict(
+            accepted=False,
+            decision=None,
+            reason=f"not judged by learned acceptance: {why}",
+            family=acc.family,
+            score=0.0,
+            threshold=acc.threshold,
+            target_precision=acc.target_precision,
+            delta=acc.delta,
+            calibration_n=acc.calibration_n,
+            file_sha256=acc.sha256,
+        )

@@ -15,11 +15,28 @@ Choices where the design is silent:
 
 * ``--out`` and ``--rejects`` are checked before anything is read: neither may be a
   file the command reads (the labelled panels, the policy and its guard calibration,
-  the journal), nor both the same file.
+  the journal), nor both the same file. ``--out`` is written atomically (a temporary
+  file renamed over it): a failed write leaves the previous file whole.
+* **A case counts once.** The guarantee's bound counts every calibration case as an
+  independent draw, so a copy would inflate it. In the pooled input (the labelled
+  panels in file order, then the journal's cases) a panel id seen before is dropped
+  (the first is kept), with one warning per repeated id on stderr, and so is a panel
+  identical to an earlier one under another id (everything but the id equal, gold
+  included); the summary and the file's ``built_from`` say how many were dropped
+  (``duplicates`` with ``--json``). Dropped copies are not rejected lines: the exit code
+  is unchanged. The cross-fit folds also keep panels equal but for their id and gold
+  (the same case labelled twice, differently) in one fold.
+* A feature value that is not finite or exceeds
+  :data:`~dissensus.acceptance.features.FEATURE_BOUND` (a user feature's ``NaN``,
+  ``inf`` or ``1e308``) is a configuration error naming the panel and the feature (exit
+  2, nothing written): the feature's code, not the panel, is at fault, and dropping the
+  panel would change the calibration set silently.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -30,10 +47,12 @@ from dissensus.cli.app import app
 from dissensus.cli.common import (
     check_journal_file,
     check_outputs,
+    err_console,
     exit_for,
     number_in,
     out_console,
     print_json,
+    shown,
 )
 from dissensus.errors import InputError
 from dissensus.types import Panel
@@ -44,7 +63,54 @@ if TYPE_CHECKING:
 __all__ = ["calibrate_acceptance_cmd"]
 
 
-def _labelled_panels(path: str, sink: RejectSink) -> list[Panel]:
+def _digest(panel: Panel, *, gold: bool) -> str:
+    """sha256 of the panel's content without its id (and, ``gold=False``, its gold)."""
+    data = panel.model_dump(mode="json", exclude={"id"})
+    if not gold:
+        data["meta"] = {k: v for k, v in data.get("meta", {}).items() if k != "gold"}
+    body = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(body.encode("utf-8")).hexdigest()
+
+
+def panel_key(panel: Panel) -> str:
+    """What makes two labelled cases one for the cross-fit folds: the panel but its id and gold."""
+    return _digest(panel, gold=False)
+
+
+class _Once:
+    """Keeps the first of every panel id and of every panel content (module docstring)."""
+
+    def __init__(self) -> None:
+        self.ids: set[str] = set()
+        self.contents: dict[str, str] = {}
+        self.warned: set[str] = set()
+        self.dropped = 0
+
+    def keep(self, panel: Panel, where: str) -> bool:
+        if panel.id in self.ids:
+            self.dropped += 1
+            if panel.id not in self.warned:
+                self.warned.add(panel.id)
+                err_console.print(
+                    f"warning: panel id {shown(panel.id)!r} appears more than once ({where}): "
+                    "only its first labelled case is calibrated on"
+                )
+            return False
+        content = _digest(panel, gold=True)
+        first = self.contents.get(content)
+        if first is not None:
+            self.dropped += 1
+            err_console.print(
+                f"warning: panel {shown(panel.id)!r} ({where}) is a copy of panel "
+                f"{shown(first)!r}: not calibrated on twice"
+            )
+            return False
+        self.ids.add(panel.id)
+        self.contents[content] = panel.id
+        return True
+
+
+def _labelled_panels(path: str, sink: RejectSink, once: _Once) -> list[Panel]:
     from dissensus.io.jsonl import Reject, open_text, read_models
 
     panels: list[Panel] = []
@@ -64,7 +130,8 @@ def _labelled_panels(path: str, sink: RejectSink) -> list[Panel]:
                         )
                     )
                     continue
-                panels.append(item)
+                if once.keep(item, f"line {line}"):
+                    panels.append(item)
     except OSError as exc:
         raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
     return panels
@@ -215,18 +282,26 @@ def calibrate_acceptance_cmd(
     golds: list[str] = []
     judged: list[bool] = []
     groups: list[str] = []
+    keys: list[str] = []
     sources: list[str] = []
+    once = _Once()
     with RejectSink(rejects) as sink:
         if labelled is not None:
-            panels = _labelled_panels(labelled, sink)
+            panels = _labelled_panels(labelled, sink, once)
+            dropped = once.dropped
             readings = read_panels(panels, backend, thresholds)
             judged += judged_by_acceptance(policy, panels, readings, guard.calibration)
             cases += prepare_cases(
                 panels, settings=settings, backend=backend, guard=guard, readings=readings
             )
             golds += [str(p.meta["gold"]) for p in panels]
+            keys += [panel_key(p) for p in panels]
             groups += [str(stratum_of(p.meta, strata)) for p in panels] if strata else []
-            sources.append(f"{labelled} ({len(panels)} labelled panels)")
+            sources.append(
+                f"{labelled} ({len(panels)} labelled panels"
+                + (f"; {dropped} repeated panel(s) dropped" if dropped else "")
+                + ")"
+            )
         rejected = sink.count
     if journal is not None:
         from dissensus.pipeline.labels import labelled_from_journal
@@ -235,13 +310,12 @@ def calibrate_acceptance_cmd(
         with Journal(journal) as jr:
             found = labelled_from_journal(jr, run or None)
         user = load_user_features(settings.user) if settings.user else None
+        before = once.dropped
+        kept = [c for c in found.cases if once.keep(c.panel, f"review {c.review_id}")]
         judged += judged_by_acceptance(
-            policy,
-            [c.panel for c in found.cases],
-            [c.reading for c in found.cases],
-            guard.calibration,
+            policy, [c.panel for c in kept], [c.reading for c in kept], guard.calibration
         )
-        for case in found.cases:
+        for case in kept:
             cases.append(
                 candidates_for(
                     case.panel,
@@ -254,11 +328,15 @@ def calibrate_acceptance_cmd(
                 )
             )
             golds.append(case.gold)
+            keys.append(panel_key(case.panel))
             if strata:
                 groups.append(str(stratum_of(case.panel.meta, strata)))
+        repeated = once.dropped - before
         sources.append(
             f"{journal} ({len(found.cases) - found.confirmed} resolved reviews, {found.confirmed} audited "
-            f"automatic decisions; {found.outside_options} outside the options excluded)"
+            f"automatic decisions; {found.outside_options} outside the options excluded"
+            + (f"; {repeated} repeated panel(s) dropped" if repeated else "")
+            + ")"
         )
     if not cases:
         raise InputError("no labelled cases to calibrate on")
@@ -281,6 +359,7 @@ def calibrate_acceptance_cmd(
         family=list(family) if family else None,
         rule="split" if family_rule == "split" else "bonferroni",
         judged=judged,
+        keys=keys,
     )
     saved = save_acceptance(acc, out)
     summary = {
@@ -299,6 +378,7 @@ def calibrate_acceptance_cmd(
         "guarantee": saved.guarantee(),
         "sha256": saved.sha256,
         "rejected": rejected,
+        "duplicates": once.dropped,
     }
     if json_out:
         print_json(summary)
@@ -306,6 +386,10 @@ def calibrate_acceptance_cmd(
         if explain:
             _print_families(saved)
         _print(saved, out, rejected)
+        if once.dropped:
+            out_console.print(
+                f"{once.dropped} repeated panel(s) dropped: each case is calibrated on once"
+            )
     raise typer.Exit(code=exit_for(rejected))
 
 

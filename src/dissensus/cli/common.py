@@ -47,7 +47,6 @@ import re
 import sqlite3
 import stat
 import sys
-import tempfile
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -67,6 +66,7 @@ from rich.progress import (
 )
 
 from dissensus.errors import InputError
+from dissensus.io.atomic import atomic_output
 
 __all__ = [
     "EXIT_FAILURE",
@@ -320,43 +320,6 @@ def count_lines(path: str) -> int | None:
 def exit_for(rejected: int) -> int:
     """Exit code for a run that rejected ``rejected`` records."""
     return EXIT_REJECTED if rejected else EXIT_OK
-
-
-@contextmanager
-def atomic_output(path: str, *, keep_on: tuple[type[BaseException], ...] = ()) -> Iterator[IO[str]]:
-    """``path`` opened for writing through a temporary file renamed over it on success,
-    and also when the block ends with one of ``keep_on`` (a stop whose output so far is
-    complete as far as it goes, such as a run's deadline: the records finished, in order).
-
-    A path that exists and is neither a regular file nor a directory (``/dev/null``,
-    ``/dev/stdout``, a named pipe) is written in place: renaming over it would replace
-    the device or pipe with a regular file (as root, ``--out /dev/null`` would destroy
-    ``/dev/null``).
-    """
-    target = Path(path)
-    try:
-        mode = os.stat(target).st_mode
-    except OSError:
-        mode = None
-    if mode is not None and not stat.S_ISREG(mode) and not stat.S_ISDIR(mode):
-        with open(target, "w", encoding="utf-8") as handle:
-            yield handle
-        return
-    fd, tmp = tempfile.mkstemp(
-        prefix=f".{target.name}.", suffix=".tmp", dir=target.parent if str(target.parent) else "."
-    )
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            try:
-                yield handle
-            except keep_on:
-                handle.close()
-                os.replace(tmp, target)
-                raise
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 @contextmanager

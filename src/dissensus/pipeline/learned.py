@@ -11,7 +11,9 @@ the same file), and turns a verdict into the journalled step and the record's
 Choices where the design is silent: scikit-learn and scipy are imported only when a
 file is configured (a missing library is a :class:`ConfigError` saying how to install
 it); a file whose content no longer matches its sha256 is refused at start and on
-resume; the guard's decision used as features is computed by
+resume, and so is one whose content is inconsistent
+(:func:`dissensus.acceptance.file.read_acceptance`: read once, by the strict loader);
+the guard's decision used as features is computed by
 :func:`dissensus.acceptance.prepare.acceptance_guard` with the run's guard calibration
 and options — the function calibration uses, and the same audit the guard step
 journals. Records quote the file's score family (``family``) with the score.
@@ -19,7 +21,6 @@ journals. Records quote the file's score family (``family``) with the score.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -57,12 +58,12 @@ def load_learned_data(
         path = base / path
     if not path.is_file():
         raise ConfigError(f"acceptance file not found: {path}", file=policy_file, field=field)
-    acceptance.load_acceptance(path)  # validated and its sha256 checked
-    # The file's own JSON (not a re-dump, which would add fields a newer version defaults
-    # and change the content its sha256 covers): a file written by an older version stays
-    # valid.
-    data: JsonObject = json.loads(path.read_text(encoding="utf-8"))
-    return data
+    # Read once, by the strict loader (a leading byte order mark skipped), validated and
+    # its sha256 checked. The file's own JSON (not a re-dump, which would add fields a
+    # newer version defaults and change the content its sha256 covers): a file written
+    # by an older version stays valid.
+    _, data = acceptance.read_acceptance(path)
+    return dict(data)
 
 
 def make_learned(data: JsonObject, *, similarity: str | None, backend: Any) -> Any:
@@ -75,7 +76,9 @@ def make_learned(data: JsonObject, *, similarity: str | None, backend: Any) -> A
             "the run's acceptance file does not match its sha256", field="acceptance.model"
         )
     return LearnedAcceptance(
-        acceptance.AcceptanceFile.model_validate(data), similarity=similarity, sim_backend=backend
+        acceptance.validate_acceptance(data, "the run's acceptance file"),
+        similarity=similarity,
+        sim_backend=backend,
     )
 
 

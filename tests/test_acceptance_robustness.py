@@ -1,0 +1,547 @@
+"""Learned acceptance on hostile input: feature values, acceptance files, copies, writes.
+
+* A feature value that is not finite or beyond ``FEATURE_BOUND`` (a user feature's
+  ``NaN``, ``inf``, ``1e308``) is one error naming the panel and the feature at
+  calibration (exit 2), and escalates that one case at decision time while the others
+  are decided; nothing non-finite reaches a verdict or the journal.
+* An acceptance file is read once by the strict loader (a byte order mark is skipped)
+  and checked field by field: a re-hashed but inconsistent file is refused at load,
+  naming the file and the field, before any case is decided.
+* ``calibrate-acceptance`` counts each case once (a repeated id or a copy is dropped,
+  with a warning), and the cross-fit keeps cases the caller marks as one in one fold.
+* ``--out`` is written atomically: a failed write leaves the previous file whole.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from cli_helpers import cli
+from dissensus.errors import ConfigError
+from dissensus.types import Panel
+
+REPO = Path(__file__).resolve().parent.parent
+PANELS = REPO / "examples" / "llmbar-swap.jsonl"
+N = 60
+SPEC = "test_acceptance_robustness:knob"
+
+KNOB: dict[str, Any] = {"panel": None, "value": 0.0}
+"""What :func:`knob` returns on the panel named ``panel`` (a finite value elsewhere)."""
+
+
+def knob(panel: Panel) -> dict[str, float]:
+    """A user feature the tests steer: ``KNOB['value']`` on one panel."""
+    if panel.id == KNOB["panel"]:
+        return {"x": KNOB["value"]}
+    return {"x": len(panel.outputs[0].reasoning) / 1000}
+
+
+@pytest.fixture(autouse=True)
+def _reset_knob() -> Any:
+    KNOB.update(panel=None, value=0.0)
+    yield
+    KNOB.update(panel=None, value=0.0)
+
+
+def _panels() -> list[Panel]:
+    return [Panel.model_validate_json(x) for x in PANELS.read_text().splitlines()[:N]]
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``A.json`` calibrated with the user feature :func:`knob` on the first 60 panels."""
+    from dissensus.acceptance import FeatureSettings, calibrate, save_acceptance
+    from dissensus.acceptance.prepare import prepare_cases
+    from dissensus.states import get_backend
+
+    root = tmp_path_factory.mktemp("robust")
+    panels = _panels()
+    settings_ = FeatureSettings(similarity="tfidf", user=[SPEC])
+    cases = prepare_cases(panels, settings=settings_, backend=get_backend("tfidf"))
+    golds = [str(p.meta["gold"]) for p in panels]
+    save_acceptance(
+        calibrate(cases, golds, target=0.8, delta=0.2, min_accepted=10, settings=settings_),
+        root / "A.json",
+    )
+    (root / "few.jsonl").write_text("".join(PANELS.read_text().splitlines(keepends=True)[:N]))
+    (root / "p.yaml").write_text("reading:\n  similarity: tfidf\nseek_context:\n  followup: none\n")
+    return root
+
+
+@pytest.fixture(scope="module")
+def judged(workdir: Path) -> dict[str, Any]:
+    """Readings and guard decisions of the panels, and the ids that reach acceptance."""
+    from dissensus.acceptance.prepare import GuardInputs, acceptance_guard
+    from dissensus.states import get_backend, read_panels
+
+    panels = _panels()
+    backend = get_backend("tfidf")
+    readings = read_panels(panels, backend)
+    guards = [acceptance_guard(p, GuardInputs()) for p in panels]
+    return {"panels": panels, "readings": readings, "guards": guards, "backend": backend}
+
+
+def _learned(path: Path, backend: Any) -> Any:
+    from dissensus.acceptance.prepare import LearnedAcceptance
+
+    return LearnedAcceptance.load(path, similarity="tfidf", sim_backend=backend)
+
+
+def _finite_json(obj: Any) -> None:
+    json.dumps(obj, allow_nan=False)
+
+
+# --- D3: feature values ---------------------------------------------------------------
+
+BAD_VALUES = [float("nan"), float("inf"), float("-inf"), 1e308, -1e308, 1.5e100]
+
+
+@pytest.mark.parametrize("value", BAD_VALUES, ids=repr)
+def test_calibration_refuses_a_bad_user_feature_value_in_one_line(
+    workdir: Path, tmp_path: Path, value: float
+) -> None:
+    panel = _panels()[7].id
+    KNOB.update(panel=panel, value=value)
+    out = tmp_path / "A.json"
+    res = cli(
+        "calibrate-acceptance", workdir / "few.jsonl", "--policy", workdir / "p.yaml",
+        "--feature", SPEC, "--out", out,
+    )  # fmt: skip
+    assert res.code == 2, res.err
+    assert len(res.err.strip().splitlines()) == 1 and "Traceback" not in res.err
+    assert SPEC in res.err and repr(panel) in res.err and "'x'" in res.err
+    assert not out.exists()
+
+
+@settings(max_examples=40)
+@given(
+    st.one_of(
+        st.floats(),
+        st.sampled_from([1e100, -1e100, 1.0000001e100, 1e101, 1e150, 1e308, -1e308]),
+    )
+)
+def test_any_user_feature_value_gives_a_finite_verdict_or_one_naming_the_feature(
+    workdir: Path, judged: dict[str, Any], value: float
+) -> None:
+    """The guarantee at decision time: whatever a user feature returns on one panel, the
+    verdict and the shift-check vector are finite (JSON without NaN), and a value
+    acceptance cannot use escalates that case with the feature named."""
+    from dissensus.acceptance.features import FEATURE_BOUND
+
+    learned = _learned(workdir / "A.json", judged["backend"])
+    panel, reading, guard = judged["panels"][3], judged["readings"][3], judged["guards"][3]
+    KNOB.update(panel=panel.id, value=value)
+    verdict, vector = learned.judge_case(panel, reading=reading, guard=guard, second={})
+    _finite_json(verdict.model_dump(mode="json"))
+    _finite_json(vector)
+    assert 0.0 <= verdict.score <= 1.0
+    usable = math.isfinite(value) and abs(value) <= FEATURE_BOUND
+    if usable:
+        assert vector is not None and vector["user.x"] == value
+        assert "not judged" not in verdict.reason
+    else:
+        assert vector is None and not verdict.accepted and verdict.decision is None
+        assert verdict.reason.startswith("not judged by learned acceptance")
+        assert SPEC in verdict.reason and repr(panel.id) in verdict.reason
+
+
+def test_library_calibration_refuses_non_finite_or_huge_rows() -> None:
+    from dissensus.acceptance import Candidate, calibrate
+
+    for bad in (float("nan"), float("inf"), 1e308):
+        cases = [
+            [
+                Candidate(label="a", features={"f": float(i % 3), "g": bad if i == 5 else 1.0}),
+                Candidate(label="b", features={"f": 1.0, "g": 0.0}),
+            ]
+            for i in range(40)
+        ]
+        with pytest.raises(ConfigError, match="case 5: feature g"):
+            calibrate(cases, ["a"] * 40, target=0.8, delta=0.2, min_accepted=5)
+
+
+def test_a_model_never_scores_nan() -> None:
+    import numpy as np
+
+    from dissensus.acceptance import LogisticModel
+
+    model = LogisticModel(
+        features=["a", "b"], mean=[0.0, 0.0], scale=[1e-300, 1e-300], coef=[1.0, -1.0], intercept=0
+    )
+    # (1e100 / 1e-300) overflows to inf in both columns: inf - inf is undefined.
+    p = model.predict_matrix(np.array([[1e100, 1e100], [0.0, 0.0]]))
+    assert np.isfinite(p).all() and p[0] < 1e-20
+
+
+def _records(out: str) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+
+
+def test_decide_escalates_the_one_case_and_decides_the_others(workdir: Path) -> None:
+    from dissensus.pipeline.durable import case_step
+    from dissensus.store.journal import Journal
+
+    def decide(journal: Path) -> list[dict[str, Any]]:
+        res = cli(
+            "decide", workdir / "few.jsonl", "--policy", workdir / "p.yaml",
+            "--acceptance", workdir / "A.json", "--journal", journal, "--json", "--run-id", "r",
+        )  # fmt: skip
+        assert res.code == 0, res.err
+        return _records(res.out)
+
+    before = decide(workdir / "ok.sqlite")
+    assert len(before) == N
+    judged = [r for r in before if r["acceptance"] is not None]
+    assert judged, "some cases reach acceptance"
+    target = judged[0]
+    KNOB.update(panel=target["id"], value=float("nan"))
+    after = decide(workdir / "nan.sqlite")
+    assert len(after) == N
+    for old, new in zip(before, after, strict=True):
+        if old["id"] == target["id"]:
+            assert new["action"] == "escalate" and not new["auto"]
+            assert "not judged by learned acceptance" in new["reason"] and SPEC in new["reason"]
+            assert new["acceptance"]["score"] == 0.0
+        else:
+            assert (new["action"], new["decision"], new["reason"]) == (
+                old["action"],
+                old["decision"],
+                old["reason"],
+            )
+    with Journal(str(workdir / "nan.sqlite")) as jr:
+        step = case_step(jr, "r", str(target["line"]), "acceptance")
+    assert step is not None and step["vector"] is None
+
+
+# --- D4: atomic --out -----------------------------------------------------------------
+
+_FAILING_WRITE = """
+import resource, sys
+from dissensus.acceptance import load_acceptance, save_acceptance
+from dissensus.errors import ConfigError
+acc = load_acceptance(sys.argv[1])
+resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
+try:
+    save_acceptance(acc.model_copy(update={"description": "refitted"}), sys.argv[1])
+except ConfigError as exc:
+    print(exc)
+    sys.exit(3)
+"""
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="RLIMIT_FSIZE")
+def test_a_failed_write_keeps_the_previous_file(workdir: Path, tmp_path: Path) -> None:
+    import dissensus
+
+    path = tmp_path / "ACCEPT.json"
+    path.write_bytes((workdir / "A.json").read_bytes())
+    before = path.read_bytes()
+    assert len(before) > 4096
+    src = str(Path(dissensus.__file__).resolve().parents[1])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([src, os.environ.get("PYTHONPATH", "")])}
+    res = subprocess.run(
+        [sys.executable, "-c", _FAILING_WRITE, str(path)],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert res.returncode == 3, res.stderr
+    assert "cannot write acceptance file" in res.stdout
+    assert path.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ACCEPT.json"]
+
+
+# --- D5: a byte order mark ------------------------------------------------------------
+
+
+def test_a_file_with_a_byte_order_mark_is_read_once_the_same_way(
+    workdir: Path, tmp_path: Path
+) -> None:
+    from dissensus.acceptance import load_acceptance
+    from dissensus.pipeline.learned import load_learned_data
+
+    raw = (workdir / "A.json").read_bytes()
+    bom = tmp_path / "bom.json"
+    bom.write_bytes(b"\xef\xbb\xbf" + raw)
+    assert load_acceptance(bom).sha256 == load_acceptance(workdir / "A.json").sha256
+    data = load_learned_data(str(bom), None, policy_file=None, field="--acceptance")
+    assert data == json.loads(raw)
+    res = cli(
+        "decide", workdir / "few.jsonl", "--policy", workdir / "p.yaml", "--acceptance", bom,
+        "--journal", tmp_path / "j.sqlite", "--json",
+    )  # fmt: skip
+    assert res.code == 0, res.err
+    assert len(_records(res.out)) == N
+
+
+# --- D7: inconsistent but re-hashed files ---------------------------------------------
+
+
+def _rehashed(data: dict[str, Any], path: Path) -> Path:
+    from dissensus.acceptance import canonical_hash
+
+    data = json.loads(json.dumps(data))
+    data["sha256"] = canonical_hash(data)
+    path.write_text(json.dumps(data, indent=1))
+    return path
+
+
+def _short_coef(d: dict[str, Any]) -> None:
+    for m in d["models"]:
+        m["coef"] = m["coef"][:-1]
+
+
+def _ragged(d: dict[str, Any]) -> None:
+    d["shift_reference"]["rows"][0] = d["shift_reference"]["rows"][0][:-1]
+
+
+def _zero_scale(d: dict[str, Any]) -> None:
+    for m in d["models"]:
+        m["scale"] = [0.0] * len(m["scale"])
+
+
+def _missing_fold(d: dict[str, Any]) -> None:
+    d.update(strata_field="subset", fold_of_stratum={"x": 9})
+
+
+TAMPERED = [
+    pytest.param("models.0", _short_coef, id="coef-shorter-than-features"),
+    pytest.param("family", lambda d: d.update(family="bogus"), id="unknown-family"),
+    pytest.param("fold_of_stratum.x", _missing_fold, id="missing-fold"),
+    pytest.param("shift_reference.rows.0", _ragged, id="ragged-shift-reference"),
+    pytest.param("models.0", _zero_scale, id="zero-scale"),
+    pytest.param("delta", lambda d: d.update(delta=-1), id="negative-delta"),
+    pytest.param("target_precision", lambda d: d.update(target_precision=7), id="target-7"),
+    pytest.param(
+        "calibration_accepted",
+        lambda d: d.update(calibration_correct=d["calibration_n"] + 1),
+        id="more-correct-than-cases",
+    ),
+    pytest.param("threshold", lambda d: d.update(threshold=1.5), id="threshold-above-1"),
+]
+
+
+@pytest.mark.parametrize(("field", "tamper"), TAMPERED)
+def test_an_inconsistent_rehashed_file_is_refused_before_any_case(
+    workdir: Path, tmp_path: Path, field: str, tamper: Any
+) -> None:
+    from dissensus.acceptance import load_acceptance
+
+    data = json.loads((workdir / "A.json").read_text())
+    tamper(data)
+    path = _rehashed(data, tmp_path / "T.json")
+    with pytest.raises(ConfigError) as info:
+        load_acceptance(path)
+    assert info.value.file == str(path) and info.value.field == field
+    journal = tmp_path / "j.sqlite"
+    res = cli(
+        "decide", workdir / "few.jsonl", "--policy", workdir / "p.yaml", "--acceptance", path,
+        "--journal", journal, "--json",
+    )  # fmt: skip
+    assert res.code == 2 and res.out == ""
+    assert len(res.err.strip().splitlines()) == 1 and "Traceback" not in res.err
+    assert str(path) in res.err and repr(field) in res.err
+    listed = cli("runs", "list", "--journal", journal, "--json")
+    assert listed.out.strip() == ""
+
+
+_LEAVES = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-3, 10**6),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.sampled_from([-1.0, 0.0, 0.5, 1.0, 2.0, 1e-320, 1e101, 1e308, -1e308]),
+    st.text(max_size=4),
+    st.just([]),
+    st.just({}),
+)
+
+
+_FOCUS = [
+    *["models"] * 8,
+    *["shift_reference"] * 3,
+    *["family", "threshold", "delta", "target_precision", "fold_of_stratum"] * 2,
+    *["calibration_correct", "calibration_accepted", "strata_field", "families"],
+]
+"""Fields drawn more often than the rest (what scoring and the shift check read)."""
+
+
+def _corrupt(data: dict[str, Any], draw: st.DataObject) -> str:
+    """Replace one value of ``data`` (a random path from the root) and say where."""
+    node: Any = data
+    key: Any = draw.draw(st.sampled_from([*data, *_FOCUS]))
+    path = [str(key)]
+    while True:
+        child = node[key]
+        inner = (
+            list(child)
+            if isinstance(child, dict)
+            else list(range(len(child)))
+            if isinstance(child, list)
+            else []
+        )
+        if inner and draw.draw(st.integers(0, 2)) > 0:
+            node, key = child, draw.draw(st.sampled_from(inner))
+            path.append(str(key))
+            continue
+        how = draw.draw(st.sampled_from(["value", "value", "shorter", "longer", "entry"]))
+        if how == "shorter" and isinstance(child, list) and child:
+            node[key] = child[:-1]
+        elif how == "longer" and isinstance(child, list) and child:
+            node[key] = [*child, copy.deepcopy(child[-1])]
+        elif how == "entry" and isinstance(child, dict):
+            node[key] = {**child, draw.draw(st.text(max_size=3)): draw.draw(_LEAVES)}
+        else:
+            node[key] = draw.draw(_LEAVES)
+        return ".".join(path)
+
+
+@settings(max_examples=60)
+@given(st.data())
+def test_a_corrupted_rehashed_file_is_refused_or_decides_cleanly(
+    workdir: Path, judged: dict[str, Any], tmp_path_factory: pytest.TempPathFactory, draw: Any
+) -> None:
+    """Any single-field corruption of a valid file, re-hashed: refused at load with a
+    ConfigError, or every case is judged with finite figures and the shift check runs."""
+    from dissensus.acceptance.shift import shift_check_vectors
+    from dissensus.pipeline.learned import guarantee_sentence
+    from dissensus.types import AcceptanceFigures
+
+    data = json.loads((workdir / "A.json").read_text())
+    where = _corrupt(data, draw)
+    path = _rehashed(data, tmp_path_factory.mktemp("c") / "C.json")
+    try:
+        learned = _learned(path, judged["backend"])
+    except ConfigError:
+        return
+    vectors = []
+    for panel, reading, guard in list(
+        zip(judged["panels"], judged["readings"], judged["guards"], strict=True)
+    )[:12]:
+        verdict, vector = learned.judge_case(panel, reading=reading, guard=guard, second={})
+        _finite_json([verdict.model_dump(mode="json"), vector])
+        assert 0.0 <= verdict.score <= 1.0, where
+        figures = AcceptanceFigures.model_validate(
+            verdict.model_dump(include=set(AcceptanceFigures.model_fields))
+        )
+        guarantee_sentence(figures)
+        if vector is not None:
+            vectors.append(vector)
+    learned.file.guarantee()
+    if learned.file.shift_reference is not None:
+        check = shift_check_vectors(learned.file.shift_reference, vectors, permutations=3)
+        _finite_json(check.model_dump(mode="json"))
+
+
+# --- D6: each case counts once --------------------------------------------------------
+
+
+def _calibrate(workdir: Path, src: Path, out: Path, *extra: str | Path) -> Any:
+    return cli(
+        "calibrate-acceptance", src, "--policy", workdir / "p.yaml", "--out", out,
+        "--target-precision", "0.8", "--delta", "0.2", "--min-accepted", "10", "--json", *extra,
+    )  # fmt: skip
+
+
+def test_a_repeated_panel_counts_once(workdir: Path, tmp_path: Path) -> None:
+    from dissensus.acceptance import load_acceptance
+
+    lines = (workdir / "few.jsonl").read_text().splitlines(keepends=True)
+    once = _calibrate(workdir, workdir / "few.jsonl", tmp_path / "once.json")
+    assert once.code == 0, once.err
+    tripled = tmp_path / "tripled.jsonl"
+    tripled.write_text("".join(lines * 3))
+    res = _calibrate(workdir, tripled, tmp_path / "three.json")
+    assert res.code == 0, res.err
+    summary = json.loads(res.out)
+    assert summary["fitted_n"] == N and summary["duplicates"] == 2 * N
+    warnings = [x for x in res.err.splitlines() if x.startswith("warning: panel id")]
+    assert len(warnings) == N  # one per repeated id
+    a, b = load_acceptance(tmp_path / "once.json"), load_acceptance(tmp_path / "three.json")
+    assert (a.threshold, a.models, a.calibration_accepted) == (
+        b.threshold,
+        b.models,
+        b.calibration_accepted,
+    )
+    assert f"{2 * N} repeated panel(s) dropped" in b.built_from[0]
+
+
+def test_a_copy_under_another_id_counts_once(workdir: Path, tmp_path: Path) -> None:
+    lines = (workdir / "few.jsonl").read_text().splitlines()
+    copy_ = json.loads(lines[4])
+    first = copy_["id"]
+    copy_["id"] = "copy"
+    src = tmp_path / "copied.jsonl"
+    src.write_text("\n".join([*lines, json.dumps(copy_)]) + "\n")
+    res = _calibrate(workdir, src, tmp_path / "A.json")
+    assert res.code == 0, res.err
+    assert json.loads(res.out)["fitted_n"] == N
+    assert "'copy'" in res.err and repr(first) in res.err
+
+
+def test_the_journal_s_cases_already_in_the_file_count_once(workdir: Path, tmp_path: Path) -> None:
+    from dissensus.pipeline.review import list_items, resolve
+    from dissensus.store.journal import Journal
+
+    journal = tmp_path / "j.sqlite"
+    res = cli(
+        "decide", workdir / "few.jsonl", "--policy", workdir / "p.yaml", "--journal", journal,
+        "--run-id", "r1",
+    )  # fmt: skip
+    assert res.code == 0, res.err
+    golds = {p.id: str(p.meta["gold"]) for p in _panels()}
+    with Journal(str(journal)) as jr:
+        items = [s.item for s in list_items(jr)][:5]
+        for item in items:
+            resolve(jr, item.review_id, decision=golds[item.id], note="gold")
+    out = tmp_path / "A.json"
+    res = _calibrate(workdir, workdir / "few.jsonl", out, "--journal", journal)
+    assert res.code == 0, res.err
+    summary = json.loads(res.out)
+    assert summary["fitted_n"] == N and summary["duplicates"] == len(items) == 5
+    assert sum("appears more than once (review" in x for x in res.err.splitlines()) == 5
+
+
+@given(st.lists(st.integers(0, 7), min_size=2, max_size=40), st.integers(0, 3))
+def test_cases_marked_as_one_share_a_fold(keys: list[int], seed: int) -> None:
+    from dissensus.acceptance import Candidate, crossfit
+
+    cases = [
+        [
+            Candidate(label="a", features={"f": float((i * 7) % 5), "g": float(k)}),
+            Candidate(label="b", features={"f": 1.0, "g": 0.0}),
+        ]
+        for i, k in enumerate(keys)
+    ]
+    golds = ["a" if i % 3 else "b" for i in range(len(keys))]
+    fitted = crossfit(cases, golds, keys=[str(k) for k in keys], seed=seed)
+    if len(set(keys)) >= 2:
+        fold = {}
+        for k, f in zip(keys, fitted.fold_of_case, strict=True):
+            assert fold.setdefault(k, f) == f
+    # With every key distinct, the folds and scores are those without keys.
+    plain = crossfit(cases, golds, seed=seed)
+    distinct = crossfit(cases, golds, keys=[str(i) for i in range(len(keys))], seed=seed)
+    assert distinct.fold_of_case == plain.fold_of_case and distinct.scores == plain.scores
+
+
+# --- D8 -------------------------------------------------------------------------------
+
+
+def test_the_bound_module_states_the_step_the_code_takes() -> None:
+    from dissensus.acceptance import bound
+
+    assert f"n / {bound.CountGrid().steps}" in (bound.__doc__ or "")
+    assert "n / 20" not in (bound.__doc__ or "")
