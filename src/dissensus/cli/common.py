@@ -33,6 +33,9 @@ Choices where the design is silent:
   a claim's expiry must stay a representable date. Batch sizes are at most
   :data:`MAX_BATCH` panels (one batch is held in memory), Ray workers at most
   :data:`MAX_WORKERS`.
+* **A closed standard output is not a failure.** The human-mode console
+  (:data:`out_console`) turns a broken pipe into :class:`BrokenPipeError`, which the
+  CLI's entry point ends with exit 0, as it does for ``--json`` output.
 * A journal path that names an existing file which is not a dissensus journal (another
   application's SQLite database, or not SQLite at all) is refused before it is opened
   (:func:`check_journal_file`), so no tables are ever added to someone else's database.
@@ -111,8 +114,19 @@ MAX_WORKERS = 4096
 
 T = TypeVar("T")
 
+
+class _OutConsole(Console):
+    """Standard output's console: a closed pipe (``| head``) is a :class:`BrokenPipeError`
+    the CLI ends with exit 0, as for any other write to a closed stdout. (Rich's own
+    reaction is ``SystemExit(1)``, which would read as a failure and say nothing.)"""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True  # nothing more is written, not even on the way out
+        raise BrokenPipeError("standard output was closed")
+
+
 err_console = Console(stderr=True, markup=False, emoji=False, highlight=False, soft_wrap=True)
-out_console = Console(markup=False, emoji=False, highlight=False, soft_wrap=True)
+out_console: Console = _OutConsole(markup=False, emoji=False, highlight=False, soft_wrap=True)
 
 # C0 controls but tab and newline, DEL, C1 controls, and the bidirectional embeddings,
 # overrides and isolates (which can reorder what a reader sees).
