@@ -89,6 +89,7 @@ __all__ = [
     "count_lines",
     "err_console",
     "exit_for",
+    "has_control",
     "load_json_file",
     "number_in",
     "out_console",
@@ -136,6 +137,11 @@ _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u20
 def _escape(match: re.Match[str]) -> str:
     code = ord(match.group())
     return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def has_control(text: str) -> bool:
+    """Whether ``text`` holds a character :func:`shown` would escape, or a tab or newline."""
+    return _CONTROL.search(text) is not None or "\t" in text or "\n" in text
 
 
 def shown(text: object) -> str:
