@@ -207,6 +207,34 @@ def test_json_into_a_closed_pipe_exits_zero_silently(tmp_path: Path, shared_data
         assert (code, err) == (0, ""), name
 
 
+def test_human_output_into_a_closed_pipe_exits_zero_silently(tmp_path: Path) -> None:
+    """Tables and text (no ``--json``) cut short by a closed pipe: exit 0, nothing on
+    stderr, as for JSON output (the console's own reaction would be a silent exit 1)."""
+    files = _big_inputs(tmp_path)
+    j = tmp_path / "j.sqlite"
+    pol = write_policy(
+        tmp_path / "p.yaml",
+        {
+            "routing": {"convergent_disagreement_without_values": "escalate"},
+            "seek_context": {"followup": "none"},
+        },
+    )
+    res = cli("decide", files["panels"], "--policy", pol, "--journal", j, "--run-id", "R")
+    assert res.code == 0, res.err
+    commands = {
+        "vote": ["vote", files["votes"]],
+        "route": ["route", files["panels"], "--similarity", "tfidf"],
+        "runs show": ["runs", "show", "R", "--journal", j],
+        "review list": ["review", "list", "--journal", j],
+    }
+    for name, args in commands.items():
+        code, first, err = _into_a_pipe_closed_after_one_line(
+            [str(a) for a in args], tmp_path / "stderr"
+        )
+        assert first, name
+        assert (code, err) == (0, ""), name
+
+
 def _into_a_pipe_closed_after_one_line(
     argv: list[str], err_path: Path
 ) -> tuple[int | None, bytes, str]:

@@ -10,10 +10,13 @@ from __future__ import annotations
 import json
 import os
 import stat
+import tempfile
 import threading
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from cli_helpers import cli
 from dissensus.cli.common import atomic_output, check_output_path
@@ -236,3 +239,52 @@ def test_atomic_output_keeps_the_file_only_for_the_named_stops(tmp_path: Path) -
         raise ValueError
     assert kept.read_text(encoding="utf-8") == "so far\n" and not dropped.exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["kept.txt"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(mask=st.integers(0, 0o777), existing=st.none() | st.integers(0, 0o777))
+def test_an_output_file_gets_the_mode_a_plain_open_would_leave(
+    mask: int, existing: int | None
+) -> None:
+    """A new output file is 0666 less the umask; an existing one keeps its mode."""
+    with tempfile.TemporaryDirectory() as tmp:
+        target = Path(tmp) / "out.jsonl"
+        if existing is not None:
+            target.write_text("old\n")
+            target.chmod(existing)
+        old = os.umask(mask)
+        try:
+            with atomic_output(str(target)) as handle:
+                handle.write("new\n")
+        finally:
+            os.umask(old)
+        want = existing if existing is not None else 0o666 & ~mask
+        assert stat.S_IMODE(target.stat().st_mode) == want
+        assert target.read_text() == "new\n"
+
+
+def test_route_out_keeps_an_existing_files_mode(tmp_path: Path) -> None:
+    panels = tmp_path / "p.jsonl"
+    panels.write_text(
+        json.dumps(
+            {
+                "id": "a",
+                "outputs": [
+                    {"agent": name, "decision": "1", "reasoning": "r"} for name in ("x", "y")
+                ],
+            }
+        )
+        + "\n"
+    )
+    out, new = tmp_path / "out.jsonl", tmp_path / "new.jsonl"
+    out.write_text("")
+    out.chmod(0o644)
+    old = os.umask(0o022)
+    try:
+        for target in (out, new):
+            res = cli("route", panels, "--similarity", "tfidf", "--json", "--out", target)
+            assert res.code == 0, res.err
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(out.stat().st_mode) == 0o644
+    assert stat.S_IMODE(new.stat().st_mode) == 0o644

@@ -594,3 +594,32 @@ def test_negotiate_checks_model_even_when_no_agent_needs_one(repo_root: Path) ->
     res = cli("negotiate", problem, "--model", "bogus")
     assert res.code == 2 and res.err.startswith("error: ") and "'bogus'" in res.err, res.err
     assert len(res.err.strip().splitlines()) == 1
+
+
+def test_standard_input_has_one_name_in_rejects() -> None:
+    """Every JSONL reader names standard input ``-`` in its rejects."""
+    bad = b"{not json\n"
+    for args in (
+        ["route", "-", "--similarity", "tfidf", "--json"],
+        ["vote", "-", "--json"],
+        ["calibrate", "-"],
+    ):
+        res = cli(*args, stdin=bad)
+        assert "rejected -:1: field '<json>'" in res.err, (args, res.err)
+
+
+@pytest.mark.parametrize("name", ["a\x1b[31mb", "a\u202eb", "a\x00b", "a\x7fb", "a\x9bb", "a\nb"])
+def test_serve_token_refuses_control_characters_in_names(name: str) -> None:
+    res = cli("serve-token", name, "review")
+    assert res.code == 2 and res.out == ""
+    assert res.err.startswith("error: ") and len(res.err.strip().splitlines()) == 1
+    assert "\x1b" not in res.err and "\u202e" not in res.err
+
+
+def test_the_per_record_limits_are_documented() -> None:
+    from dissensus.io.limits import MAX_AGENTS, MAX_FIELD_CHARS, MAX_PANEL_CHARS
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "cli.md").read_text()
+    section = text.split("## Input lines", 1)[1].split("\n## ", 1)[0]
+    for limit in (MAX_AGENTS, MAX_FIELD_CHARS, MAX_PANEL_CHARS):
+        assert f"{limit:,}" in section, limit

@@ -42,12 +42,14 @@ def test_registering_the_commands_loads_no_library_part() -> None:
 
 def test_the_constants_the_help_shows_are_the_librarys() -> None:
     from dissensus.cli import concord, dci, route
+    from dissensus.concord.controls import MAX_AGENTS, MAX_ROUNDS
     from dissensus.concord.rules import RULES
     from dissensus.llm import MODEL_ENV
     from dissensus.states.similarity import DEFAULT_BACKEND
 
     assert route.DEFAULT_BACKEND == DEFAULT_BACKEND
     assert tuple(concord.RULES) == tuple(RULES)
+    assert (concord.MAX_AGENTS, concord.MAX_ROUNDS) == (MAX_AGENTS, MAX_ROUNDS)
     assert dci.MODEL_ENV == MODEL_ENV
 
 

@@ -186,3 +186,43 @@ def test_equal_anchors_at_run_time_name_the_problem_file(tmp_path: Path) -> None
     lines = res.stderr.strip().splitlines()
     assert len(lines) == 1
     assert lines[0].startswith(f"error: {problem}: field 'agents.flat.anchors'")
+
+
+@pytest.mark.parametrize(
+    ("agents", "rounds", "option"),
+    [
+        ("9" * 2500, "1", "--agents"),  # its counts would print past 4,300 digits
+        ("9" * 5000, "1", "--agents"),
+        ("257", "1", "--agents"),
+        ("3", "1001", "--rounds"),
+        ("3", "9" * 2500, "--rounds"),
+    ],
+)
+def test_bound_takes_what_a_problem_file_may_hold(agents: str, rounds: str, option: str) -> None:
+    for extra in ((), ("--json",)):
+        res = cli("bound", "--agents", agents, "--rounds", rounds, *extra)
+        assert res.returncode == 2, res.stderr[-300:]
+        assert "Traceback" not in res.stderr and res.stdout == ""
+        assert res.stderr.startswith("error: ") and option in res.stderr
+        assert len(res.stderr.strip().splitlines()) == 1
+    assert cli("bound", "--agents", "256", "--rounds", "1000", "--json").returncode == 0
+
+
+def test_a_problem_file_holds_at_most_256_agents_and_1000_rounds() -> None:
+    from dissensus.concord.problem import parse_problem
+    from dissensus.errors import ConfigError
+
+    def problem(n: int, rounds: int) -> dict[str, object]:
+        scores = {"R0": 0, "I0": 10}
+        return {
+            "floor": 0.5,
+            "rounds": rounds,
+            "anchors": {"rejected": {"id": "R0", "text": "r"}, "ideal": {"id": "I0", "text": "i"}},
+            "agents": [{"id": f"a{i}", "kind": "table", "scores": scores} for i in range(n)],
+        }
+
+    parse_problem(problem(256, 1000))
+    with pytest.raises(ConfigError, match="at most 256 agents"):
+        parse_problem(problem(257, 6))
+    with pytest.raises(ConfigError, match="rounds must be at most 1000"):
+        parse_problem(problem(3, 1001))

@@ -155,3 +155,107 @@ def test_rejects_file_lists_every_skipped_item(tmp_path: Path) -> None:
         ("2", "results.0.swap = False.winner"),
     ]
     assert [json.loads(line)["id"] for line in proc.stdout.splitlines()] == ["Tiny/1"]
+
+
+def _write_zeroeval(root: Path, models: tuple[str, ...] = ("ModelA", "ModelB")) -> Path:
+    root.mkdir(parents=True)
+    for model in models:
+        rows = [
+            {
+                "session_id": f"s{k}",
+                "question": f"q{k}",
+                "output": ['{"answer": "4"}'],
+                "answer": "4",
+            }
+            for k in range(2)
+        ]
+        (root / f"{model}.json").write_text(json.dumps(rows))
+    return root
+
+
+def test_outputs_may_not_be_a_source_file(tmp_path: Path) -> None:
+    """``--out`` / ``--rejects`` naming a file the converter reads: exit 2, every file as it was."""
+    lb = _write_tiny(tmp_path / "lb", ["1", "2"])
+    ze = _write_zeroeval(tmp_path / "ze")
+    sources = [
+        lb / "Tiny" / "dataset.json",
+        lb / "Tiny" / "evaluators" / "GPT-4" / "CoT" / "result.json",
+        lb / "Tiny" / "evaluators" / "LLaMA2" / "CoT" / "result.json",
+        ze / "ModelA.json",
+        ze / "ModelB.json",
+    ]
+    before = {p: p.read_bytes() for p in sources}
+    cases = [
+        ("llmbar", lb, "--out", sources[0]),
+        ("llmbar", lb, "--rejects", sources[1]),
+        ("llmbar", lb, "--as", "votes", "--rejects", sources[2]),
+        ("zeroeval", ze, "--out", sources[3]),
+        ("zeroeval", ze, "--rejects", sources[4]),
+    ]
+    for args in cases:
+        proc = run(*args)
+        assert proc.returncode == 2, (args, proc.stderr)
+        assert proc.stderr.startswith("error: ") and "same file as" in proc.stderr, proc.stderr
+        assert len(proc.stderr.strip().splitlines()) == 1
+        assert proc.stdout == ""
+        assert {p: p.read_bytes() for p in sources} == before, args
+
+
+def test_failed_conversion_leaves_rejects_file_untouched(tmp_path: Path) -> None:
+    """A conversion that fails (exit 2) after starting replaces neither output."""
+    root = _write_tiny(tmp_path / "data", ["bogus", "1"])
+    second = _write_tiny(tmp_path / "data2", ["1"])
+    (root / "Zzz").mkdir()
+    (second / "Tiny").rename(root / "Zzz" / "Tiny")
+    (root / "Zzz" / "Tiny" / "dataset.json").write_text("{not json")
+    rejects, out = tmp_path / "rejects.jsonl", tmp_path / "out.jsonl"
+    rejects.write_text("old rejects\n")
+    out.write_text("old out\n")
+    proc = run("llmbar", root, "--rejects", rejects, "--out", out)
+    assert proc.returncode == 2, proc.stderr
+    assert rejects.read_text() == "old rejects\n"
+    assert out.read_text() == "old out\n"
+
+
+def test_zeroeval_reports_items_it_cannot_join(tmp_path: Path) -> None:
+    root = tmp_path / "ze"
+    root.mkdir()
+    good = {"question": "q", "output": ['{"answer": "4"}'], "answer": "4"}
+    (root / "ModelA.json").write_text(
+        json.dumps(
+            [
+                {**good, "session_id": "s0"},
+                {**good, "session_id": 7},
+                {**good},
+                "not an object",
+                {**good, "session_id": "s0", "output": ['{"answer": "5"}']},
+            ]
+        )
+    )
+    (root / "ModelB.json").write_text(json.dumps([{**good, "session_id": "s0"}]))
+    rejects = tmp_path / "rejects.jsonl"
+    proc = run("zeroeval", root, "--rejects", rejects)
+    assert proc.returncode == 3, proc.stderr
+    rows = [json.loads(line) for line in rejects.read_text().splitlines()]
+    assert [(Path(r["file"]).name, r["item"], r["field"]) for r in rows] == [
+        ("ModelA.json", "1", "session_id"),
+        ("ModelA.json", "2", "session_id"),
+        ("ModelA.json", "3", "<item>"),
+        ("ModelA.json", "4", "session_id"),
+    ]
+    assert "duplicate session_id 's0'" in rows[3]["message"] and "first" in rows[3]["message"]
+    assert len(proc.stderr.strip().splitlines()) == 4
+    panels = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert [p["id"] for p in panels] == ["s0"]
+    assert {o["agent"]: o["decision"] for o in panels[0]["outputs"]} == {
+        "ModelA": "4",  # the first of the two s0 items
+        "ModelB": "4",
+    }
+
+
+def test_zeroeval_model_named_like_an_internal_key(tmp_path: Path) -> None:
+    root = _write_zeroeval(tmp_path / "ze", ("Model", "__seen__"))
+    proc = run("zeroeval", root)
+    assert proc.returncode == 0, proc.stderr
+    panels = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert [sorted(o["agent"] for o in p["outputs"]) for p in panels] == [["Model", "__seen__"]] * 2

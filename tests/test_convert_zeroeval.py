@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+import tempfile
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from dissensus.convert.skips import ConvertError
+from dissensus.convert.skips import ConvertError, Skipped
 from dissensus.convert.zeroeval import (
     extract_answer,
     iter_zeroeval_panels,
@@ -102,3 +105,41 @@ def test_real_gsm8k(shared_data: Path) -> None:
     right = sum(o.decision == p.meta["gold"] for p in panels for o in p.outputs)
     assert right / len(votes) > 0.7
     assert sum(v is None for v in votes) < 0.05 * len(votes)
+
+
+_ITEM = st.one_of(
+    st.builds(lambda k: {"session_id": f"s{k}"}, st.integers(0, 4)),
+    st.builds(lambda k: {"session_id": k}, st.integers(0, 4)),
+    st.just({}),
+    st.sampled_from([None, 3, "text", ["s0"]]),
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.lists(_ITEM, max_size=8), min_size=2, max_size=4))
+def test_no_item_is_dropped_silently(models: list[list[object]]) -> None:
+    """Every item of every model file ends up in a panel, or is reported (its own index,
+    or its problem as a whole); a repeated session_id keeps the first item of it."""
+    files = {f"m{n}": items for n, items in enumerate(models)}
+    for items in files.values():
+        for k, item in enumerate(items):
+            if isinstance(item, dict) and "session_id" in item:
+                item.update(question="q", answer="4", output=[f'{{"answer": "{k}"}}'])
+    skipped: list[Skipped] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, items in files.items():
+            (Path(tmp) / f"{name}.json").write_text(json.dumps(items))
+        panels = list(iter_zeroeval_panels(tmp, on_skip=skipped.append))
+    reported_items = {(Path(s.file).stem, int(s.item)) for s in skipped if s.file != tmp}
+    reported_problems = {s.item for s in skipped if s.file == tmp}
+    answered = {(o.agent, p.id): o.decision for p in panels for o in p.outputs}
+    for name, items in files.items():
+        first: dict[str, int] = {}
+        for k, item in enumerate(items):
+            sid = item.get("session_id") if isinstance(item, dict) else None
+            if isinstance(sid, str) and sid not in first:
+                first[sid] = k
+                assert (name, k) not in reported_items
+                assert answered.get((name, sid)) == str(k) or sid in reported_problems
+            else:
+                assert (name, k) in reported_items, (name, k, item)

@@ -74,13 +74,29 @@ def test_the_tier_accepts_ordinary_panels() -> None:
     assert got.id == "17" and got.outputs[0].decision == "1"
 
 
+def test_a_float_label_becomes_its_string_in_both_tiers() -> None:
+    doc = panel_doc()
+    doc["id"] = 1.5
+    doc["outputs"][0]["decision"] = 2.0
+    doc["outputs"][1]["decision"] = 1e-07
+    line = json.dumps(doc)
+    got = validate_panel_json(line)
+    want = _parse_reference(Panel, line, file="f", line=1)
+    assert got is not None and isinstance(want, Panel)
+    _same_panel(got, want)
+    assert (got.id, got.outputs[0].decision, got.outputs[1].decision) == ("1.5", "2", "1e-07")
+
+
 def test_the_tier_refuses_what_the_models_refuse() -> None:
     base = panel_doc()
     cases: list[tuple[tuple[Any, ...], Any]] = [
         (("outputs", 0, "confidence"), 1.5),
         (("outputs", 0, "values", "safety"), "nan"),
         (("outputs", 0, "decision"), ""),
-        (("outputs", 0, "decision"), 1.5),
+        (("outputs", 0, "confidence"), "0.5"),  # numbers are strict, as in the models
+        (("outputs", 0, "confidence"), True),
+        (("outputs", 0, "values", "safety"), "0.5"),
+        (("outputs", 0, "values", "safety"), True),
         (("outputs", 1, "agent"), "a"),  # duplicate agent id
         (("outputs",), [base["outputs"][0]]),  # one agent
         (("outputs", 0, "evidence", 0, "present"), "yes"),

@@ -161,10 +161,46 @@ def test_the_cli_claims_renews_and_releases_a_case(tmp_path: Path) -> None:
     with Journal(path) as journal:
         renewed = journal.current_claim(review_id)
     assert renewed is not None and renewed.expires > first.expires
-    assert as_("bob", "claim", review_id, "--release")[0] == 0  # not bob's: nothing released
+    code, out = as_("bob", "claim", review_id, "--release")  # not bob's: refused, kept
+    assert code == 1 and "claimed by alice" in out and "only alice can release" in out
     assert as_("bob", "resolve", review_id, "--decision", "2", "--note", "n")[0] == 1
     assert as_("alice", "claim", review_id, "--release")[0] == 0
     code, out = as_("bob", "resolve", review_id, "--decision", "2", "--note", "free now")
     assert code == 0, out
     code, out = as_("alice", "claim", review_id)
     assert code == 1 and "resolved" in out
+
+
+def test_release_says_what_it_released(tmp_path: Path) -> None:
+    """``--release`` of someone else's live claim is exit 1 naming the holder and leaves
+    the claim; with no claim of one's own it says so (exit 0, ``released: false``)."""
+    import json
+
+    path, review_id, _ = _journal_with_cases(tmp_path)
+    env = _env()
+
+    def release(who: str, *extra: str) -> tuple[int, str, str]:
+        res = run_cli(
+            "review", "claim", review_id, "--release", "--reviewer", who, "--journal", str(path),
+            *extra, env=env,
+        )  # fmt: skip
+        return res.returncode, res.stdout, res.stderr
+
+    code, out, err = release("bob")
+    assert (code, out) == (0, f"no claim of bob to release on {review_id}\n"), err
+    with Journal(path) as journal:
+        claim(journal, review_id, "alice", ttl=600)
+    for extra in ((), ("--json",)):
+        code, out, err = release("bob", *extra)
+        assert code == 1 and out == "", out
+        assert err.startswith("error: ") and "claimed by alice" in err
+        assert len(err.strip().splitlines()) == 1
+        with Journal(path) as journal:
+            held = journal.current_claim(review_id)
+        assert held is not None and held.who == "alice"
+    code, out, _ = release("alice", "--json")
+    assert code == 0 and json.loads(out) == {"review_id": review_id, "released": True}
+    code, out, _ = release("alice", "--json")
+    assert code == 0 and json.loads(out) == {"review_id": review_id, "released": False}
+    with Journal(path) as journal:
+        assert journal.current_claim(review_id) is None

@@ -78,3 +78,65 @@ def test_the_library_raises_journal_damaged(journal: Path, tmp_path: Path) -> No
     with pytest.raises(JournalDamaged, match="is damaged") as info, Journal(broken) as store:
         store.verify("U")
     assert isinstance(info.value, JournalError) and info.value.exit_code == 2
+
+
+EDITED_ROW_COMMANDS = [
+    ["runs", "show", "m"],
+    ["runs", "export", "m"],
+    ["review", "show", "m.1"],
+    ["review", "resolve", "m.1", "--decision", "2", "--note", "x", "--reviewer", "r"],
+    ["review", "claim", "m.1", "--reviewer", "r"],
+]
+
+
+@pytest.fixture(scope="module")
+def edited_journal(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A journal whose one event payload (seq 3) was edited to text that is not JSON."""
+    root = tmp_path_factory.mktemp("edited")
+    good = write_jsonl(root / "in.jsonl", [panel(f"c{i}", ["1", "2", "2"]) for i in range(4)])
+    path = root / "j.sqlite"
+    res = cli(
+        "decide",
+        good,
+        "--policy",
+        write_policy(root / "p.yaml"),
+        "--journal",
+        path,
+        "--run-id",
+        "m",
+    )
+    assert res.code == 0, res.err
+    db = sqlite3.connect(path)
+    try:
+        (key,) = db.execute("SELECT key FROM events WHERE run_id = 'm' AND seq = 3").fetchone()
+        db.execute("UPDATE events SET payload = '{not json' WHERE run_id = 'm' AND seq = 3")
+        db.commit()
+    finally:
+        db.close()
+    (root / "key").write_text(key)
+    return path
+
+
+@pytest.mark.parametrize(
+    "args", EDITED_ROW_COMMANDS, ids=[" ".join(a) for a in EDITED_ROW_COMMANDS]
+)
+def test_an_edited_payload_is_one_line_naming_the_event(
+    edited_journal: Path, tmp_path: Path, args: list[str]
+) -> None:
+    copy = tmp_path / "j.sqlite"
+    shutil.copy(edited_journal, copy)
+    key = (edited_journal.parent / "key").read_text()
+    res = cli(*args, "--journal", copy)
+    assert "Traceback" not in res.err
+    assert res.code == 2, (res.code, res.err)
+    assert len(res.err.strip().splitlines()) == 1, res.err
+    assert res.err.startswith("error: journal damaged: run m, event 3"), res.err
+    assert key in res.err and "not valid JSON" in res.err
+
+
+def test_runs_verify_still_names_the_edited_event(edited_journal: Path, tmp_path: Path) -> None:
+    copy = tmp_path / "j.sqlite"
+    shutil.copy(edited_journal, copy)
+    res = cli("runs", "verify", "m", "--journal", copy)
+    assert res.code == 1, res.err
+    assert "event 3" in res.out + res.err

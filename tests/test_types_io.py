@@ -182,3 +182,61 @@ def test_a_value_json_has_no_form_for_is_refused_where_it_is(value: object) -> N
                 ],
             }
         )
+
+
+_WRONG_NUMBERS = ["0.5", "1", True, False]
+
+
+@pytest.mark.parametrize("value", _WRONG_NUMBERS)
+def test_confidence_and_values_are_strict_numbers(value: object) -> None:
+    """``"0.5"`` and ``true`` are values of the wrong type, in every model and from JSON
+    as from Python (``docs/cli.md``, Input lines)."""
+    out = {"agent": "a", "decision": "x", "reasoning": "r"}
+    vote = {"agent": "a", "answer": "x", "evidence_source": "s", "evidence_present": True}
+    for model, doc, field in (
+        (AgentOutput, {**out, "confidence": value}, "confidence"),
+        (AgentOutput, {**out, "values": {"v": value}}, "values.v"),
+        (Vote, {**vote, "confidence": value}, "confidence"),
+    ):
+        for validate in (
+            model.model_validate,
+            lambda d, m=model: m.model_validate_json(json.dumps(d)),
+        ):
+            with pytest.raises(ValidationError) as info:
+                validate(doc)
+            assert ".".join(map(str, info.value.errors()[0]["loc"])) == field
+
+
+@settings(max_examples=200)
+@given(
+    confidence=st.integers(0, 1) | st.floats(0, 1),
+    weight=st.integers(-(2**53), 2**53) | st.floats(allow_nan=False, allow_infinity=False),
+)
+def test_numbers_of_either_json_kind_are_accepted_as_floats(
+    confidence: float, weight: float
+) -> None:
+    doc = {"agent": "a", "decision": "x", "reasoning": "r", "confidence": confidence}
+    doc["values"] = {"v": weight}
+    for out in (AgentOutput.model_validate(doc), AgentOutput.model_validate_json(json.dumps(doc))):
+        assert out.confidence == confidence and type(out.confidence) is float
+        assert out.values == {"v": weight} and type(out.values["v"]) is float
+
+
+@settings(max_examples=300)
+@given(label=st.floats(allow_nan=False, allow_infinity=False) | st.integers())
+def test_a_number_label_becomes_a_string_that_reads_back_as_it(label: float) -> None:
+    """Numbers become strings (``docs/guard.md``): an integral number its integer, any
+    other finite float its shortest round-trip form; the same from JSON and Python."""
+    vote = {"agent": "a", "answer": label, "evidence_source": "s", "evidence_present": True}
+    doc = {"id": label, "votes": [vote, {**vote, "agent": "b"}], "gold": label}
+    for case in (VoteCase.model_validate(doc), VoteCase.model_validate_json(json.dumps(doc))):
+        assert case.id == case.gold == case.votes[0].answer
+        if isinstance(label, float) and not label.is_integer():
+            assert case.id == repr(label) and float(case.id) == label
+        else:
+            assert case.id == str(int(label))
+
+
+def test_a_non_finite_label_is_refused() -> None:
+    with pytest.raises(ValidationError, match="id"):
+        Panel.model_validate(_panel(id=float("nan")))

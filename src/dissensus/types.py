@@ -4,9 +4,13 @@ This module imports nothing from the package; everything may import it.
 
 Choices where the design is silent:
 
-* A decision is any categorical label. JSON numbers and booleans are accepted and
-  turned into their string form (``1`` -> ``"1"``, ``true`` -> ``"true"``) so that a
-  panel written by another program reads the same way whatever its label type.
+* A decision is any categorical label (so are a panel's or a case's ``id``, a vote's
+  ``answer`` and a case's ``gold``). JSON numbers and booleans are accepted and turned
+  into their string form so that a panel written by another program reads the same
+  way whatever its label type: ``1`` -> ``"1"``, ``true`` -> ``"true"``, an integral
+  float ``1.0`` -> ``"1"`` (as the integer it equals), any other finite float its
+  shortest round-trip form ``1.5`` -> ``"1.5"``, ``1e-07`` -> ``"1e-07"`` (Python's
+  ``repr``). A non-finite number is refused.
 * ``decision: null`` is an *abstention*: the agent spoke (its reasoning still counts
   for similarity) but cast no vote. LLMBar judges that gave no usable verdict are
   represented this way.
@@ -21,6 +25,9 @@ Choices where the design is silent:
   refused). Both are checked by the models, so every reader and every Python caller
   gets the same rejects.
 * Booleans are strict: ``"yes"``, ``1`` or ``"true"`` are not booleans.
+* Numbers are strict too: ``confidence`` and the weights of ``values`` are JSON numbers
+  (an integer is taken as the float it equals); a string such as ``"0.5"`` or a
+  boolean is a value of the wrong type, refused.
 * :data:`JsonObject` and :data:`JsonSchema` name the places where a JSON object passes
   through untouched; every structure one module hands another is a model.
 """
@@ -30,9 +37,9 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any, Protocol, TypeAlias, TypeVar
+from typing import Annotated, Any, Protocol, TypeAlias, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, Strict, field_validator, model_validator
 
 __all__ = [
     "AcceptanceFigures",
@@ -60,6 +67,9 @@ file's content on its way to the module whose model validates it."""
 JsonSchema: TypeAlias = dict[str, Any]
 """A JSON Schema document, built here and sent to a model (or checked) as it is."""
 
+_Number: TypeAlias = Annotated[float, Strict()]
+"""A JSON number (an int is taken as the float it equals); never a string or a boolean."""
+
 
 def _label(value: object) -> object:
     """Normalise a categorical label to ``str`` (``None`` stays ``None``)."""
@@ -69,8 +79,8 @@ def _label(value: object) -> object:
         return "true" if value else "false"
     if isinstance(value, int):
         return str(value)
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
+    if isinstance(value, float) and math.isfinite(value):
+        return str(int(value)) if value.is_integer() else repr(value)
     return value
 
 
@@ -203,9 +213,9 @@ class AgentOutput(BaseModel):
     """The agent's categorical decision; ``None`` is an abstention (never ``""``)."""
     reasoning: str
     """The agent's reasoning trace (may be empty: the agent then has no reasoning vector)."""
-    values: dict[str, float] | None = None
+    values: dict[str, _Number] | None = None
     """Value profile: named weights, e.g. ``{"safety": 0.8, "expression": 0.2}``."""
-    confidence: float | None = None
+    confidence: _Number | None = None
     """Self-reported confidence in [0, 1]."""
     evidence: list[Evidence] | None = None
     """Evidence the agent consulted, with whether it was present."""
@@ -295,7 +305,7 @@ class Vote(BaseModel):
     evidence_source: str = Field(min_length=1)
     """Provenance token: index id, corpus id, or ``parametric``."""
     evidence_present: bool = Field(strict=True)
-    confidence: float | None = None
+    confidence: _Number | None = None
     family: str | None = None
     """Model family; voters of one family share a latent cause."""
 

@@ -33,6 +33,9 @@ Choices where the design is silent:
   a claim's expiry must stay a representable date. Batch sizes are at most
   :data:`MAX_BATCH` panels (one batch is held in memory), Ray workers at most
   :data:`MAX_WORKERS`.
+* **A closed standard output is not a failure.** The human-mode console
+  (:data:`out_console`) turns a broken pipe into :class:`BrokenPipeError`, which the
+  CLI's entry point ends with exit 0, as it does for ``--json`` output.
 * A journal path that names an existing file which is not a dissensus journal (another
   application's SQLite database, or not SQLite at all) is refused before it is opened
   (:func:`check_journal_file`), so no tables are ever added to someone else's database.
@@ -86,6 +89,7 @@ __all__ = [
     "count_lines",
     "err_console",
     "exit_for",
+    "has_control",
     "load_json_file",
     "number_in",
     "out_console",
@@ -111,8 +115,19 @@ MAX_WORKERS = 4096
 
 T = TypeVar("T")
 
+
+class _OutConsole(Console):
+    """Standard output's console: a closed pipe (``| head``) is a :class:`BrokenPipeError`
+    the CLI ends with exit 0, as for any other write to a closed stdout. (Rich's own
+    reaction is ``SystemExit(1)``, which would read as a failure and say nothing.)"""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True  # nothing more is written, not even on the way out
+        raise BrokenPipeError("standard output was closed")
+
+
 err_console = Console(stderr=True, markup=False, emoji=False, highlight=False, soft_wrap=True)
-out_console = Console(markup=False, emoji=False, highlight=False, soft_wrap=True)
+out_console: Console = _OutConsole(markup=False, emoji=False, highlight=False, soft_wrap=True)
 
 # C0 controls but tab and newline, DEL, C1 controls, and the bidirectional embeddings,
 # overrides and isolates (which can reorder what a reader sees).
@@ -122,6 +137,11 @@ _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u20
 def _escape(match: re.Match[str]) -> str:
     code = ord(match.group())
     return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def has_control(text: str) -> bool:
+    """Whether ``text`` holds a character :func:`shown` would escape, or a tab or newline."""
+    return _CONTROL.search(text) is not None or "\t" in text or "\n" in text
 
 
 def shown(text: object) -> str:

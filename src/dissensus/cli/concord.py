@@ -57,6 +57,11 @@ RULES = ("maximin", "leximin", "nash", "utilitarian")
 """The names of ``dissensus.concord.rules.RULES``, spelt out so that registering the
 commands loads no CONCORD code (a test keeps the two equal)."""
 
+MAX_AGENTS = 256
+MAX_ROUNDS = 1000
+"""``dissensus.concord.controls``' caps on a problem's agents and round budget, spelt
+out for ``bound``'s options as :data:`RULES` is (a test keeps them equal)."""
+
 
 def _model_spec(flag: str | None, problem: Problem) -> str | None:
     return flag or problem.model or os.environ.get("DISSENSUS_MODEL") or None
@@ -377,8 +382,20 @@ def _verify_packet_signature(name: str, data: JsonObject, key: Any, as_json: boo
 
 @app.command("bound")
 def bound(
-    agents: int = typer.Option(..., "--agents", min=1, help="Number of negotiating agents."),
-    rounds: int = typer.Option(..., "--rounds", min=0, help="Round budget (repair rounds)."),
+    agents: int = typer.Option(
+        ...,
+        "--agents",
+        min=1,
+        max=MAX_AGENTS,
+        help=f"Number of negotiating agents (at most {MAX_AGENTS}, as in a problem file).",
+    ),
+    rounds: int = typer.Option(
+        ...,
+        "--rounds",
+        min=0,
+        max=MAX_ROUNDS,
+        help=f"Round budget in repair rounds (at most {MAX_ROUNDS}, as in a problem file).",
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the bound as one JSON line."),
 ) -> None:
     """The worst-case cost of a CONCORD run, known before it starts."""

@@ -6,12 +6,16 @@ written to ``--rejects`` when given); the rest is converted and the exit code is
 A source without the expected layout, or an ``--out`` / ``--rejects`` file that cannot
 be written (a directory, in a missing directory, the source file, or both the same
 file), is a usage error (exit 2): one line on stderr, never a traceback. Outputs are
-checked before the source is read.
+checked before the source is read: none may be a file the converter reads (for LLMBar
+every ``dataset.json`` and ``result.json`` of the subsets found, for ZeroEval every
+``*.json`` of the directory). ``--out`` and ``--rejects`` are written to temporary
+files renamed over them at the end, so a conversion that fails replaces neither.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 from enum import StrEnum
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Annotated
@@ -21,13 +25,13 @@ from pydantic import BaseModel
 
 from dissensus.cli.app import app
 from dissensus.cli.common import (
+    atomic_output,
     check_input_path,
     check_outputs,
     exit_for,
     output_handle,
     progress,
 )
-from dissensus.errors import InputError
 
 if TYPE_CHECKING:
     from dissensus.convert.skips import Skipped
@@ -57,22 +61,26 @@ class Shape(StrEnum):
 
 
 class _SkipLog:
-    """Reports every skipped item on stderr and, once opened, to a JSONL file."""
+    """Reports every skipped item on stderr and, while :meth:`writing`, to a JSONL file."""
 
     def __init__(self) -> None:
         self.count = 0
         self._handle: IO[str] | None = None
 
-    def open(self, path: str | None) -> None:
-        """Start writing skipped items to ``path`` (a usage error if it cannot be written)."""
+    @contextmanager
+    def writing(self, path: str | None) -> Iterator[None]:
+        """Also write skipped items to ``path`` for the block: through a temporary file
+        renamed over it at the end (:func:`atomic_output`), so nothing is replaced before
+        the conversion succeeds and a failed one leaves the old file as it was."""
         if path is None:
+            yield
             return
-        try:
-            self._handle = open(path, "w", encoding="utf-8")  # noqa: SIM115  (closed in close())
-        except OSError as exc:
-            raise InputError(
-                f"cannot write the rejects file {path}: {exc.strerror or exc}"
-            ) from None
+        with atomic_output(path) as handle:
+            self._handle = handle
+            try:
+                yield
+            finally:
+                self._handle = None
 
     def __call__(self, skipped: Skipped) -> None:
         from dissensus.io.jsonl import write_jsonl_line
@@ -82,10 +90,18 @@ class _SkipLog:
         if self._handle is not None:
             write_jsonl_line(self._handle, skipped)
 
-    def close(self) -> None:
-        if self._handle is not None:
-            self._handle.close()
-            self._handle = None
+
+def _convert(
+    records: Iterator[BaseModel],
+    skips: _SkipLog,
+    out: str | None,
+    rejects: str | None,
+    description: str,
+) -> None:
+    """Write ``records`` and the skipped items; exit 0, or 3 when an item was skipped."""
+    with skips.writing(rejects):
+        _write(records, out, description)
+    raise typer.Exit(code=exit_for(skips.count))
 
 
 def _write(records: Iterator[BaseModel], out: str | None, description: str) -> int:
@@ -131,23 +147,25 @@ def convert_llmbar(
     rejects: RejectsOption = None,
 ) -> None:
     """LLMBar judge panels -> panels (one per item, 6 judges) or vote cases, gold kept."""
-    from dissensus.convert.llmbar import iter_llmbar_panels, iter_llmbar_votes
+    from dissensus.convert.llmbar import (
+        iter_llmbar_panels,
+        iter_llmbar_votes,
+        llmbar_source_files,
+    )
 
-    check_outputs({"--out": out, "--rejects": rejects})
+    outputs = {"--out": out, "--rejects": rejects}
+    check_outputs(outputs)
+    # The layout is checked here, and no output may be a file of it, before anything is
+    # read or written.
+    check_outputs(outputs, reads=[str(f) for f in llmbar_source_files(directory, strategy.value)])
     skips = _SkipLog()
-    # The layout is checked by these calls, before any output is opened.
     if shape is Shape.panels:
         records: Iterator[BaseModel] = iter_llmbar_panels(
             directory, strategy.value, on_skip=skips, per_subset=per_subset
         )
     else:
         records = iter_llmbar_votes(directory, strategy.value, on_skip=skips, per_subset=per_subset)
-    skips.open(rejects)
-    try:
-        _write(records, out, f"llmbar {strategy.value}")
-    finally:
-        skips.close()
-    raise typer.Exit(code=exit_for(skips.count))
+    _convert(records, skips, out, rejects, f"llmbar {strategy.value}")
 
 
 @convert_app.command("varierrnli")
@@ -168,12 +186,7 @@ def convert_varierrnli(
     skips = _SkipLog()
     # The file is read here, before any output is opened, so a bad file leaves no output.
     panels = iter_varierrnli_panels(file, on_skip=skips)
-    skips.open(rejects)
-    try:
-        _write(panels, out, "varierrnli")
-    finally:
-        skips.close()
-    raise typer.Exit(code=exit_for(skips.count))
+    _convert(panels, skips, out, rejects, "varierrnli")
 
 
 @convert_app.command("zeroeval")
@@ -188,15 +201,12 @@ def convert_zeroeval(
     rejects: RejectsOption = None,
 ) -> None:
     """ZeroEval solver outputs -> panels (one agent per model, answer extracted, gold in meta.gold)."""
-    from dissensus.convert.zeroeval import iter_zeroeval_panels
+    from dissensus.convert.zeroeval import iter_zeroeval_panels, zeroeval_source_files
 
-    check_outputs({"--out": out, "--rejects": rejects})
+    outputs = {"--out": out, "--rejects": rejects}
+    check_outputs(outputs)
+    check_outputs(outputs, reads=[str(f) for f in zeroeval_source_files(directory)])
     skips = _SkipLog()
     # The files are read here, before any output is opened, so a bad directory leaves no output.
     panels = iter_zeroeval_panels(directory, on_skip=skips, limit=limit)
-    skips.open(rejects)
-    try:
-        _write(panels, out, "zeroeval")
-    finally:
-        skips.close()
-    raise typer.Exit(code=exit_for(skips.count))
+    _convert(panels, skips, out, rejects, "zeroeval")

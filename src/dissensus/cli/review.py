@@ -10,8 +10,10 @@ Choices where the design is silent:
 * ``review claim`` holds an open case for ``--ttl`` seconds (900 by default, as the
   service's claims), as ``--reviewer``: the page, the API and other CLIs then leave it to
   that reviewer until it expires or is resolved; claiming it again renews the claim, and
-  ``--release`` gives it up. Someone else's live claim is exit 1 naming the holder, a
-  resolved case exit 1 naming who resolved it.
+  ``--release`` gives it up. Someone else's live claim is exit 1 naming the holder (for
+  ``--release`` too: only the holder gives a claim up), a resolved case exit 1 naming
+  who resolved it. ``--release`` with no claim of the reviewer's on the case says so
+  (``no claim of NAME to release on ID``; ``"released": false`` with ``--json``), exit 0.
 * ``review show`` prints the question a reviewer is shown
   (:func:`dissensus.cases.asked_question`: ``meta.question`` and its kin, else a chat
   panel's last ``user`` message) and, when the panel records several messages (a system
@@ -321,22 +323,35 @@ def review_claim(
 ) -> None:
     """Hold an open case while you work on it: the review page, the API and other CLIs
     leave it to you until the claim expires, you resolve it, or you --release it."""
-    from dissensus.pipeline.review import claim, find_item, reviewer_name
+    from dissensus.pipeline.review import ClaimConflict, claim, find_item, reviewer_name
 
     who = reviewer_name(reviewer)
+    released = False
     with opened_journal(journal) as store:
         if release:
             find_item(store, review_id)  # an unknown id is named, as for a claim
-            store.release_claim(review_id, who)
+            live = store.current_claim(review_id)
+            if live is not None and live.who != who:
+                # Only the holder gives a claim up; it stays until it expires.
+                raise ClaimConflict(
+                    f"review item {review_id} is claimed by {live.who} until {live.expires}; "
+                    f"only {live.who} can release it",
+                    holder=live.who,
+                    expires=live.expires,
+                )
+            released = store.release_claim(review_id, who)
             held = None
         else:
             held = claim(store, review_id, who, ttl=ttl)
     if json_out:
         print_json(
-            held.model_dump() if held is not None else {"review_id": review_id, "released": True}
+            held.model_dump()
+            if held is not None
+            else {"review_id": review_id, "released": released}
         )
     elif held is None:
-        out_console.print(f"released {shown(review_id)}", soft_wrap=True)
+        said = "released" if released else f"no claim of {who} to release on"
+        out_console.print(f"{said} {shown(review_id)}", soft_wrap=True)
     else:
         out_console.print(
             f"claimed {shown(review_id)} for {shown(held.who)} until {held.expires}",

@@ -96,7 +96,7 @@ def _panels(path: str, sink: RejectSink) -> Iterator[PanelLike]:
     from dissensus.io.jsonl import Reject, open_text
     from dissensus.io.views import read_panel_views
 
-    name = "<stdin>" if path == "-" else path
+    name = path  # standard input is ``-`` in rejects, as every JSONL reader names it
     try:
         with open_text(path) as handle:
             lines = progress(handle, description="reading panels", total=_progress_total(path))

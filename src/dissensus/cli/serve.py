@@ -4,7 +4,8 @@
   [--tokens FILE] [--max-body-bytes N] [--max-panels N] [--max-agents N]
   [--max-field-chars N] [--timeout S] [--claim-ttl S] [--allow-host NAME ...]``
 * ``dissensus serve-token NAME ROLE`` prints a fresh token (once) and the line to add to
-  the tokens file (its sha256, the name, the role).
+  the tokens file (its sha256, the name, the role). A name holding a control character
+  (an escape sequence, a bidirectional override) is refused (exit 2).
 
 A ``--host`` other than loopback without ``--tokens`` is refused (exit 2), and so is a
 port that cannot be bound (in use): the socket is bound before anything is printed. The
@@ -22,7 +23,15 @@ from typing import Annotated
 import typer
 
 from dissensus.cli.app import app
-from dissensus.cli.common import EXIT_OK, MAX_SECONDS, err_console, number_in, out_console
+from dissensus.cli.common import (
+    EXIT_OK,
+    MAX_SECONDS,
+    err_console,
+    has_control,
+    number_in,
+    out_console,
+    shown,
+)
 from dissensus.errors import ConfigError
 from dissensus.io.limits import MAX_AGENTS, MAX_FIELD_CHARS
 
@@ -184,6 +193,13 @@ def serve_token_command(
     """Make a token: prints the token (keep it secret) and the line for the tokens file."""
     from dissensus.serve.auth import token_line
 
+    if has_control(name):
+        # The name is printed here and shown on review pages and in the journal: an
+        # escape sequence in it would act on every terminal that prints it.
+        raise ConfigError(
+            f"a token name may not hold control characters (got {shown(repr(name))})",
+            field="name",
+        )
     token, line = token_line(name, role)
     out_console.print(f"token (shown once): {token}", highlight=False)
     out_console.print(f"tokens-file line:   {line}", highlight=False)

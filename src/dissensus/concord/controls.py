@@ -1,7 +1,8 @@
 """The run controls of CONCORD, checked once for the problem file and the Python API.
 
-Floor and margin lie in [0, 1] (finite), the round budget is a non-negative integer,
-agent ids are unique and there is at least one agent, and every edge of a workflow
+Floor and margin lie in [0, 1] (finite), the round budget is an integer in
+[0, :data:`MAX_ROUNDS`], agent ids are unique and there are 1 to :data:`MAX_AGENTS`
+agents (the most one panel may hold, :mod:`dissensus.io.limits`), and every edge of a workflow
 graph names two known agents. :class:`~dissensus.concord.protocol.Negotiation` and
 :func:`~dissensus.concord.problem.parse_problem` both call :func:`check_controls`, so a
 bad value gets the same message whichever door it came through; the field names the
@@ -14,8 +15,12 @@ import math
 from collections.abc import Sequence
 
 from dissensus.errors import ConfigError
+from dissensus.io.limits import MAX_AGENTS
 
-__all__ = ["check_controls"]
+__all__ = ["MAX_AGENTS", "MAX_ROUNDS", "check_controls"]
+
+MAX_ROUNDS = 1000
+"""Largest round budget (repair rounds) of one negotiation."""
 
 
 def check_controls(
@@ -40,12 +45,16 @@ def check_controls(
         raise fail(f"margin must lie in [0, 1], got {margin}", "margin")
     if rounds < 0:
         raise fail(f"rounds must be >= 0, got {rounds}", "rounds")
+    if rounds > MAX_ROUNDS:
+        raise fail(f"rounds must be at most {MAX_ROUNDS}, got {rounds}", "rounds")
     if deadline_s is not None and not (math.isfinite(deadline_s) and deadline_s >= 0):
         # checked before any agent is asked: a NaN deadline ran every (paid) call and then
         # failed to record the run
         raise fail(f"deadline_s must be a finite number >= 0, got {deadline_s}", "deadline_s")
     if not agents:
         raise fail("at least one agent is needed", "agents")
+    if len(agents) > MAX_AGENTS:
+        raise fail(f"at most {MAX_AGENTS} agents, got {len(agents)}", "agents")
     if len(set(agents)) != len(agents):
         raise fail("agent ids must be unique", "agents")
     known = set(agents)

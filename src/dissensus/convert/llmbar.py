@@ -78,6 +78,7 @@ __all__ = [
     "iter_llmbar_items",
     "iter_llmbar_panels",
     "iter_llmbar_votes",
+    "llmbar_source_files",
 ]
 
 Strategy = Literal["CoT", "Vanilla", "Swap_CoT"]
@@ -197,6 +198,19 @@ def find_subsets(root: str | Path, strategy: str = "CoT") -> list[LLMBarSubset]:
             f"<subset>/evaluators/<judge>/{strategy}/result.json)"
         )
     return subsets
+
+
+def llmbar_source_files(root: str | Path, strategy: str = "CoT") -> list[Path]:
+    """Every file converting ``root`` with ``strategy`` reads: each subset's
+    ``dataset.json`` and each judge's ``<strategy>/result.json`` (layout checked as by
+    :func:`find_subsets`). An output must be none of them."""
+    files: list[Path] = []
+    for subset in find_subsets(root, strategy):
+        files.append(subset.path / "dataset.json")
+        files.extend(
+            subset.path / "evaluators" / judge / strategy / "result.json" for judge in subset.judges
+        )
+    return files
 
 
 def _load_list(path: Path) -> list[Any]:

@@ -25,7 +25,10 @@ needs a non-empty trace); the family is read from the model name by
 gemma -> google, gpt -> openai, Qwen -> alibaba, Phi -> microsoft, Yi -> 01-ai,
 otherwise the name, lower-cased); the gold is normalised like the answers
 and written to ``meta.gold``; a problem answered by fewer than two models, or whose
-gold is not a number, is skipped and reported through ``on_skip``.
+gold is not a number, is skipped and reported through ``on_skip``. So is an item that
+is not an object or whose ``session_id`` is missing or not a string (file and index
+named), and every repeat of a ``session_id`` within one model file: the first is kept,
+each later one is reported as skipped.
 """
 
 from __future__ import annotations
@@ -47,7 +50,13 @@ from dissensus.families import model_family
 from dissensus.llm.jsonparse import JSONExtractError, extract_json
 from dissensus.types import AgentOutput, JsonObject, Panel
 
-__all__ = ["extract_answer", "iter_zeroeval_panels", "model_family", "normalise_number"]
+__all__ = [
+    "extract_answer",
+    "iter_zeroeval_panels",
+    "model_family",
+    "normalise_number",
+    "zeroeval_source_files",
+]
 
 _NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?|-?\.\d+")
 _FIELD = re.compile(r"[\"']answer[\"']\s*:\s*(\"(?:[^\"\\]|\\.)*\"|[^,}\n]+)", re.IGNORECASE)
@@ -125,40 +134,91 @@ def _text(item: JsonObject) -> str:
     return "" if out is None else str(out)
 
 
-def iter_zeroeval_panels(
-    directory: str | Path, *, on_skip: SkipHandler | None = None, limit: int | None = None
-) -> Iterator[Panel]:
-    """One panel per problem of the ZeroEval result files in ``directory`` (models sorted by name)."""
+def zeroeval_source_files(directory: str | Path) -> list[Path]:
+    """The model files converting ``directory`` reads (every ``*.json`` file in it, sorted).
+
+    Raises :class:`ConvertError` when ``directory`` is not a directory or holds fewer
+    than two model files. An output must be none of them.
+    """
     root = Path(directory)
     if not root.is_dir():
         raise ConvertError(f"{root}: not a directory of ZeroEval result files")
     files = sorted(p for p in root.glob("*.json") if p.is_file())
     if len(files) < 2:
         raise ConvertError(f"{root}: need at least two model files (*.json), found {len(files)}")
+    return files
+
+
+def iter_zeroeval_panels(
+    directory: str | Path, *, on_skip: SkipHandler | None = None, limit: int | None = None
+) -> Iterator[Panel]:
+    """One panel per problem of the ZeroEval result files in ``directory`` (models sorted by name)."""
+    root = Path(directory)
+    files = zeroeval_source_files(root)
     models = {f.stem: _load(f) for f in files}
-    return _panels(models, root, on_skip, limit)
+    return _panels(models, {f.stem: f for f in files}, root, on_skip, limit)
+
+
+def _session_id(item: Any) -> tuple[str | None, str, str]:
+    """``(session_id, field, message)``: the item's id, or ``None`` with why it has none."""
+    if not isinstance(item, dict):
+        return None, "<item>", f"expected an object, got {type(item).__name__}"
+    if "session_id" not in item:
+        return None, "session_id", "missing"
+    sid = item["session_id"]
+    if not isinstance(sid, str):
+        return None, "session_id", f"must be a string, got {type(sid).__name__} {sid!r}"
+    return sid, "", ""
 
 
 def _panels(
-    models: dict[str, list[Any]], root: Path, on_skip: SkipHandler | None, limit: int | None
+    models: dict[str, list[Any]],
+    paths: dict[str, Path],
+    root: Path,
+    on_skip: SkipHandler | None,
+    limit: int | None,
 ) -> Iterator[Panel]:
+    # The first item of each session_id (in model order) gives the problem's gold,
+    # question and task; ``order`` is the order problems were first seen.
     order: list[str] = []
+    first_seen: dict[str, JsonObject] = {}
     by_model: dict[str, dict[str, JsonObject]] = {}
     for name, items in models.items():
+        file = str(paths.get(name, root / f"{name}.json"))
         table: dict[str, JsonObject] = {}
-        for item in items:
-            if isinstance(item, dict) and isinstance(item.get("session_id"), str):
-                table[item["session_id"]] = item
-                if item["session_id"] not in by_model.get("__seen__", {}):
-                    by_model.setdefault("__seen__", {})[item["session_id"]] = item
-                    order.append(item["session_id"])
+        where: dict[str, int] = {}
+        for index, item in enumerate(items):
+            sid, field, message = _session_id(item)
+            if sid is None:
+                report_skip(
+                    on_skip, Skipped(file=file, item=str(index), field=field, message=message)
+                )
+                continue
+            if sid in table:
+                report_skip(
+                    on_skip,
+                    Skipped(
+                        file=file,
+                        item=str(index),
+                        field="session_id",
+                        message=(
+                            f"duplicate session_id {sid!r} (first at item {where[sid]}); "
+                            "the first is kept"
+                        ),
+                    ),
+                )
+                continue
+            table[sid] = item
+            where[sid] = index
+            if sid not in first_seen:
+                first_seen[sid] = item
+                order.append(sid)
         by_model[name] = table
-    seen = by_model.pop("__seen__", {})
     done = 0
     for sid in order:
         if limit is not None and done >= limit:
             return
-        first = seen[sid]
+        first = first_seen[sid]
         gold = normalise_number(str(first.get("answer", "")))
         if gold is None:
             report_skip(

@@ -859,7 +859,7 @@ def route_ray(
 
     opts = options or RayOptions()
     if path == "-":
-        name = "<stdin>"
+        name = "-"  # as the local reader names standard input
         with open_text("-") as stdin:  # surrogateescape, as the local reader
             blocks = plan_text_blocks(list(stdin), opts.lines_per_block)
     else:

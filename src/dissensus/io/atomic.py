@@ -23,6 +23,21 @@ from typing import IO
 __all__ = ["atomic_output", "atomic_write_text"]
 
 
+def _umask() -> int:
+    """The process's umask, read without changing it where the system tells it
+    (``/proc/self/status``), else set and restored at once."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 @contextmanager
 def atomic_output(path: str, *, keep_on: tuple[type[BaseException], ...] = ()) -> Iterator[IO[str]]:
     """``path`` opened for writing through a temporary file renamed over it on success,
@@ -33,6 +48,9 @@ def atomic_output(path: str, *, keep_on: tuple[type[BaseException], ...] = ()) -
     ``/dev/stdout``, a named pipe) is written in place: renaming over it would replace
     the device or pipe with a regular file (as root, ``--out /dev/null`` would destroy
     ``/dev/null``).
+
+    The file written has the mode a plain ``open(path, "w")`` would leave: an existing
+    target keeps its permission bits, a new one gets ``0666`` less the umask.
     """
     target = Path(path)
     try:
@@ -47,6 +65,9 @@ def atomic_output(path: str, *, keep_on: tuple[type[BaseException], ...] = ()) -
         prefix=f".{target.name}.", suffix=".tmp", dir=target.parent if str(target.parent) else "."
     )
     try:
+        # mkstemp makes the file 0600: give it the mode the target has (an existing
+        # file keeps its own) or would get if opened plainly (0666 less the umask).
+        os.fchmod(fd, stat.S_IMODE(mode) if mode is not None else 0o666 & ~_umask())
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             try:
                 yield handle

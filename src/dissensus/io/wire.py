@@ -10,7 +10,8 @@ a five-agent panel is validated without a single Python call:
 * labels (``id``, ``decision``): a JSON string is taken as it is; any other JSON value
   goes through the models' own ``_label`` normalisation (the only Python call, and only
   for non-string labels);
-* confidence: a finite float in [0, 1]; value profiles: finite floats;
+* confidence: a finite JSON number in [0, 1]; value profiles: finite JSON numbers
+  (strict, as the models: an integer becomes a float, a string or a boolean is refused);
 * ``meta`` and extra fields: any JSON value whose numbers are all finite (a recursive
   union of strict types, so integers stay integers, floats stay floats, as with
   ``json.loads``);
@@ -119,8 +120,10 @@ _AGENT = _model(
         "agent": _field(cs.str_schema(min_length=1)),
         "decision": _field(_label_schema(min_length=1, nullable=True)),
         "reasoning": _field(cs.str_schema()),
-        "values": _optional(cs.dict_schema(cs.str_schema(), cs.float_schema(allow_inf_nan=False))),
-        "confidence": _optional(cs.float_schema(ge=0.0, le=1.0, allow_inf_nan=False)),
+        "values": _optional(
+            cs.dict_schema(cs.str_schema(), cs.float_schema(strict=True, allow_inf_nan=False))
+        ),
+        "confidence": _optional(cs.float_schema(strict=True, ge=0.0, le=1.0, allow_inf_nan=False)),
         "evidence": _optional(cs.list_schema(_EVIDENCE)),
         "family": _optional(cs.str_schema()),
         "reask": _optional(_REASK),

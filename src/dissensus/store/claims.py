@@ -138,11 +138,15 @@ class Claims:
                 out[claim.review_id] = claim
         return out
 
-    def release(self, review_id: str, who: str | None = None) -> None:
-        """Drop the claim on ``review_id`` (only ``who``'s, when given)."""
+    def release(self, review_id: str, who: str | None = None) -> bool:
+        """Drop the claim on ``review_id`` (only ``who``'s, when given); whether there was
+        one to drop (live or expired)."""
         backend = self._backend
         with self._tx.transaction(), backend.errors():
             if who is None:
-                backend.exec("DELETE FROM claims WHERE review_id = ?", (review_id,))
+                changed = backend.exec("DELETE FROM claims WHERE review_id = ?", (review_id,))
             else:
-                backend.exec("DELETE FROM claims WHERE review_id = ? AND who = ?", (review_id, who))
+                changed = backend.exec(
+                    "DELETE FROM claims WHERE review_id = ? AND who = ?", (review_id, who)
+                )
+        return bool(changed)

@@ -10,6 +10,8 @@ line with its exit code (1 unless set here). Choices where the design is silent:
   "file is not a database"), wherever it notices: when the journal is opened or in any
   later read or write. It is the same problem as a truncated file, which the CLI's check
   before opening already refuses with exit 2: the file needs restoring, not a retry.
+  A row that no longer reads (an event payload edited to text that is not JSON) is
+  damaged too, named by run, sequence number and key.
 * :class:`JournalBusy`, :class:`JournalReadOnly` and :class:`JournalDamaged` are kinds of
   :class:`JournalError`, so a caller that only cares whether the journal can be used
   catches one type.
@@ -56,7 +58,9 @@ class JournalReadOnly(JournalError):
 
 
 class JournalDamaged(JournalError):
-    """The journal's file is corrupt: SQLite cannot read it as a database."""
+    """The journal is corrupt: SQLite cannot read its file as a database, or a stored
+    row no longer reads (an event payload or run meta that is not JSON, edited outside
+    dissensus)."""
 
     exit_code = 2
 

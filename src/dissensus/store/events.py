@@ -18,7 +18,11 @@ Choices where the design is silent:
   database is validated (:func:`event_from_row`).
 * **Rows are typed at the seam.** :class:`EventRow` is what a back end's ``SELECT * FROM
   events`` returns; :func:`event_from_row` turns it into an :class:`Event` (the payload
-  read back from its canonical text).
+  read back from its canonical text). A row edited outside dissensus so that it no
+  longer reads (a payload that is not JSON, or not an object) is
+  :class:`~dissensus.store.errors.JournalDamaged` naming the run, sequence number and
+  key: every command prints it as one line (exit 2); ``runs verify`` names every such
+  event.
 """
 
 from __future__ import annotations
@@ -26,8 +30,9 @@ from __future__ import annotations
 import json
 from typing import Any, NamedTuple, TypedDict
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, ValidationError
 
+from dissensus.store.errors import JournalDamaged
 from dissensus.store.schema import EVENTS, RUNS
 
 __all__ = [
@@ -196,28 +201,64 @@ def written_event(
     return event
 
 
+_SEE = "; dissensus runs verify names every damaged event"
+
+
+def _stored_json(text: Any, where: str) -> Any:
+    try:
+        return json.loads(text)
+    except (TypeError, ValueError) as exc:  # json.JSONDecodeError is a ValueError
+        raise JournalDamaged(f"{where} is not valid JSON ({exc}){_SEE}") from None
+
+
 def event_from_row(row: EventRow) -> Event:
-    """The :class:`Event` a stored row holds."""
-    return Event(
-        run_id=row["run_id"],
-        seq=int(row["seq"]),
-        key=row["key"],
-        type=row["type"],
-        case=row["case_ref"],
-        at=row["at"],
-        payload=json.loads(row["payload"]),
-        prev_hash=row["prev_hash"],
-        hash=row["hash"],
+    """The :class:`Event` a stored row holds.
+
+    A row whose payload is not JSON, or does not make an event (a payload that is not
+    an object: the row was edited outside dissensus), is :class:`JournalDamaged` naming
+    the run and the event's sequence number and key, never a raw decoding error.
+    """
+    where = (
+        f"journal damaged: run {row['run_id']}, event {row['seq']} ({row['key']}): stored payload"
     )
+    payload = _stored_json(row["payload"], where)
+    try:
+        return Event(
+            run_id=row["run_id"],
+            seq=int(row["seq"]),
+            key=row["key"],
+            type=row["type"],
+            case=row["case_ref"],
+            at=row["at"],
+            payload=payload,
+            prev_hash=row["prev_hash"],
+            hash=row["hash"],
+        )
+    except ValidationError as exc:
+        problem = exc.errors()[0]
+        field = ".".join(str(p) for p in problem["loc"])
+        raise JournalDamaged(
+            f"journal damaged: run {row['run_id']}, event {row['seq']} ({row['key']}): "
+            f"{field}: {problem['msg']}{_SEE}"
+        ) from None
 
 
 def run_from_row(row: RunRow) -> RunInfo:
-    """The :class:`RunInfo` a stored ``runs`` row holds."""
-    return RunInfo(
-        run_id=row["run_id"],
-        created=row["created"],
-        kind=row["kind"],
-        meta=json.loads(row["meta"]),
-        head_hash=row["head_hash"],
-        n_events=int(row["n_events"]),
-    )
+    """The :class:`RunInfo` a stored ``runs`` row holds (a ``meta`` that is not JSON:
+    :class:`JournalDamaged` naming the run)."""
+    meta = _stored_json(row["meta"], f"journal damaged: run {row['run_id']}: stored meta")
+    try:
+        return RunInfo(
+            run_id=row["run_id"],
+            created=row["created"],
+            kind=row["kind"],
+            meta=meta,
+            head_hash=row["head_hash"],
+            n_events=int(row["n_events"]),
+        )
+    except ValidationError as exc:
+        problem = exc.errors()[0]
+        field = ".".join(str(p) for p in problem["loc"])
+        raise JournalDamaged(
+            f"journal damaged: run {row['run_id']}: {field}: {problem['msg']}"
+        ) from None

@@ -460,9 +460,10 @@ class Journal:
         """The unexpired claims on ``review_ids`` (one query per 100 ids)."""
         return self._claims.current_many(review_ids)
 
-    def release_claim(self, review_id: str, who: str | None = None) -> None:
-        """Drop the claim on ``review_id`` (only ``who``'s, when given)."""
-        self._claims.release(review_id, who)
+    def release_claim(self, review_id: str, who: str | None = None) -> bool:
+        """Drop the claim on ``review_id`` (only ``who``'s, when given); whether there was
+        one to drop. Someone else's claim is left as it is (``False``)."""
+        return self._claims.release(review_id, who)
 
     # -- run locks ----------------------------------------------------------------------
 

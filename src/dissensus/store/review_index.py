@@ -134,7 +134,10 @@ class ReviewIndex:
                     _INDEXED,
                 )
             for row in rows:
-                payload = json.loads(row["payload"])
+                try:
+                    payload = json.loads(row["payload"])
+                except ValueError:  # a damaged row; runs verify names it
+                    continue
                 if isinstance(payload, dict):
                     with backend.errors():
                         self._index(str(row["run_id"]), int(row["seq"]), row["type"], payload)

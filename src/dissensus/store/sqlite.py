@@ -328,7 +328,9 @@ class SQLiteBackend:
         """Nothing to do: ``BEGIN IMMEDIATE`` already holds the database's write lock."""
 
     def json_text(self, column: str, key: str) -> str:
-        return f"json_extract({column}, '$.{key}')"
+        # NULL for text that is not JSON (an edited row), which verification then names,
+        # rather than SQLite's "malformed JSON" error for the whole query.
+        return f"CASE WHEN json_valid({column}) THEN json_extract({column}, '$.{key}') END"
 
     def distinct(self, left: str, right: str) -> str:
         return f"{left} IS NOT {right}"
