@@ -202,6 +202,23 @@ def test_string_reducer_name_resolves_to_this_reducer() -> None:
     assert callable(reducer)
 
 
+@pytest.mark.parametrize(
+    ("given", "read"),
+    [(0.75, 0.75), (1, 1.0), ("0.6", 0.6), (True, None), ("high", None), (float("nan"), None)],
+)
+def test_a_graders_confidence_is_read_leniently(given: object, read: float | None) -> None:
+    """Panels take strict numbers; a grader's metadata is foreign, so a numeric string is
+    read as its number and anything else as no confidence, never a failed sample."""
+    from inspect_ai.scorer import Score
+
+    from dissensus.integrations.inspect import scores_panel
+
+    panel = scores_panel(
+        [Score(value=1, metadata={"confidence": given}), Score(value=0)], ["a", "b"]
+    )
+    assert panel.outputs[0].confidence == read
+
+
 def test_scores_panel_names_and_abstentions() -> None:
     from inspect_ai.scorer import Score
 

@@ -126,6 +126,19 @@ def _names(scores: Sequence[Score], graders: Sequence[str] | None) -> tuple[list
     return names, [f"declined-{k + 1}" for k in range(extra)]
 
 
+def _confidence(value: object) -> float | None:
+    """A grader's ``metadata.confidence`` as the panel takes it: a finite number, or a
+    string holding one (scorers that parse a model's reply often keep the text); anything
+    else (a boolean, words, NaN) is no confidence rather than a failed sample."""
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        return None
+    try:
+        number = float(value)
+    except ValueError:
+        return None
+    return number if math.isfinite(number) else None
+
+
 def _output(name: str, score: Score | None) -> AgentOutput:
     if score is None:
         return AgentOutput(agent=name, decision=None, reasoning=DECLINED)
@@ -138,7 +151,7 @@ def _output(name: str, score: Score | None) -> AgentOutput:
         reasoning=(score.explanation or "").strip()
         or (DECLINED if decision is None else f"{name}: {decision}"),
         family=meta.get("family"),
-        confidence=meta.get("confidence"),
+        confidence=_confidence(meta.get("confidence")),
         evidence=[Evidence.model_validate(e) for e in evidence]
         if isinstance(evidence, list)
         else None,
