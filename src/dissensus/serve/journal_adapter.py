@@ -468,10 +468,9 @@ class ReviewDesk:
 
     # -- writing ----------------------------------------------------------------------
 
-    def claim(self, review_id: str, reviewer: str, ttl_s: float | None = None) -> ClaimInfo:
-        """Claim (or renew the claim on) an open case, or the audit of an automatic
-        decision, for ``ttl_s`` seconds (see the module docstring)."""
-        ttl = self.claim_ttl_s if ttl_s is None else ttl_s
+    def _is_case(self, review_id: str) -> bool:
+        """Whether ``review_id`` names a review case (``False``: the audit of an automatic
+        decision); :class:`UnknownItem` when it names neither."""
         try:
             self.status(review_id)
         except UnknownItem:
@@ -479,9 +478,17 @@ class ReviewDesk:
                 self.auto_case(review_id)
             except UnknownItem:
                 raise UnknownItem(f"no review item or automatic decision {review_id!r}") from None
-            held = claim_audit(self.journal, review_id, reviewer, ttl=ttl)
-        else:
+            return False
+        return True
+
+    def claim(self, review_id: str, reviewer: str, ttl_s: float | None = None) -> ClaimInfo:
+        """Claim (or renew the claim on) an open case, or the audit of an automatic
+        decision, for ``ttl_s`` seconds (see the module docstring)."""
+        ttl = self.claim_ttl_s if ttl_s is None else ttl_s
+        if self._is_case(review_id):
             held = queue.claim(self.journal, review_id, reviewer, ttl=ttl)
+        else:
+            held = claim_audit(self.journal, review_id, reviewer, ttl=ttl)
         return ClaimInfo(
             review_id=review_id, reviewer=held.who, at=held.claimed_at, expires=held.expires
         )
@@ -491,13 +498,7 @@ class ReviewDesk:
         ``True`` when a live claim of theirs was dropped, ``False`` when none held it.
         Another reviewer's live claim is :class:`ClaimConflict` naming them (only the
         holder may give a claim up; it expires on its own)."""
-        try:
-            self.status(review_id)
-        except UnknownItem:
-            try:
-                self.auto_case(review_id)
-            except UnknownItem:
-                raise UnknownItem(f"no review item or automatic decision {review_id!r}") from None
+        self._is_case(review_id)
         held = self.journal.current_claim(review_id)
         if held is None:
             return False

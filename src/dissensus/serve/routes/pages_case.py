@@ -33,6 +33,7 @@ Choices where the design is silent:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -240,32 +241,33 @@ async def undo(request: Request) -> Response:
     return _back_to_case(request, review_id)
 
 
-@router.post("/review/case/{review_id}/claim")
-async def claim(request: Request, review_id: str) -> Response:
+async def _on_claim(request: Request, review_id: str, act: Callable[[str], object]) -> Response:
+    """Take or give up (``act(reviewer)``) the claim on a case, then back to its page."""
     form = await checked_form(request)
     if not isinstance(form, Form):
         return form
     try:
-        service_of(request).desk.claim(review_id, form.principal.name)
+        act(form.principal.name)
     except UnknownItem as exc:
         return message(request, form.reviewer, 404, "not found", str(exc))
     except DissensusError as exc:
         status, text = refused_by(request, exc)
         return case_page(request, review_id, form.reviewer, error=text, status=status)
     return _back_to_case(request, review_id)
+
+
+@router.post("/review/case/{review_id}/claim")
+async def claim(request: Request, review_id: str) -> Response:
+    desk = service_of(request).desk
+    return await _on_claim(request, review_id, lambda who: desk.claim(review_id, who))
 
 
 @router.post("/review/case/{review_id}/release")
 async def release(request: Request, review_id: str) -> Response:
-    form = await checked_form(request)
-    if not isinstance(form, Form):
-        return form
-    try:
-        service_of(request).desk.status(review_id)  # a case page's: not an audit's
-        service_of(request).desk.release(review_id, form.principal.name)
-    except UnknownItem as exc:
-        return message(request, form.reviewer, 404, "not found", str(exc))
-    except DissensusError as exc:
-        status, text = refused_by(request, exc)
-        return case_page(request, review_id, form.reviewer, error=text, status=status)
-    return _back_to_case(request, review_id)
+    desk = service_of(request).desk
+
+    def give_up(who: str) -> None:
+        desk.status(review_id)  # a case page's: not an audit's
+        desk.release(review_id, who)
+
+    return await _on_claim(request, review_id, give_up)
