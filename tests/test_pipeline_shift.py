@@ -151,29 +151,3 @@ def test_the_summary_and_the_service_report_the_check(world: Path, tmp_path: Pat
     doc = asyncio.run(ask())
     assert doc["file"]["calibration_n"] == 150 and doc["shift"]["shifted"] is True
     assert doc["hold"] is None  # warn: no hold
-
-
-def test_one_panel_runs_are_checked_together_and_held(world: Path, tmp_path: Path) -> None:
-    """The doors that make one run per panel (``decide()``, MCP, LangGraph, Inspect, the
-    chat door) never judge the ten cases a run's own check needs: every WINDOW_EVERY of
-    their cases, the latest are checked together, and a flag holds the file."""
-    from dissensus.pipeline import decide
-    from dissensus.pipeline.shift import WINDOW_EVERY, WINDOWS
-
-    WINDOWS.clear()
-    rows = [json.loads(line) for line in PANELS.read_text().splitlines()]
-    journal = tmp_path / "j.sqlite"
-    records, flagged_at = [], None
-    for row in rows:
-        records.append(decide(_shifted(row), world / "hold.yaml", journal=journal))
-        if flagged_at is None:
-            with Journal(journal) as jr:
-                checks = [e.payload for e in jr.events_of_type(SHIFT_EVENT)]
-            if checks:
-                (first,) = checks
-                assert first["shifted"] and first["window"] >= WINDOW_EVERY, first
-                flagged_at = len(records)
-    assert flagged_at is not None, "no window was checked"
-    later = records[flagged_at:]
-    assert later and not any(r.basis == "learned" for r in later)
-    assert any("acceptance held" in r.reason for r in later)

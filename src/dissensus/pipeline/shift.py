@@ -15,14 +15,6 @@ Choices where the design is silent:
   (a run of one case says nothing about a distribution).
 * A run's check uses at most :data:`MAX_DEPLOYED` of its vectors (a seeded sample, so
   a resumed run journals the same outcome), which keeps it to seconds.
-* **Runs too small to check** (the doors that make one run per panel: ``decide()``,
-  MCP, LangGraph, Inspect, the chat door, a one-panel ``POST /v1/decide``) are checked
-  together: a process keeps, per journal and acceptance file, the vectors of the latest
-  :data:`WINDOW` cases such runs judged, and every :data:`WINDOW_EVERY` of them the run
-  that completes the count checks that window and journals the outcome (``window``: how
-  many cases it covers) as its own. A flag then holds the file under
-  ``on_shift: escalate`` for every later run, whichever door starts it. The window lives
-  in the process (a restart starts it afresh); several processes each keep their own.
 * ``acceptance.on_shift: escalate`` puts a *hold* on the file: a run started after a
   check that flagged this file (same sha256, in the same journal) carries the hold in its
   run specification, and learned acceptance commits nothing in it ("acceptance held: ...")
@@ -38,8 +30,6 @@ Choices where the design is silent:
 from __future__ import annotations
 
 import random
-import threading
-from collections import deque
 from collections.abc import Mapping
 from typing import Any
 
@@ -52,9 +42,6 @@ from dissensus.store.journal import Journal
 __all__ = [
     "MAX_DEPLOYED",
     "SHIFT_EVENT",
-    "WINDOW",
-    "WINDOWS",
-    "WINDOW_EVERY",
     "ShiftOutcome",
     "check_run",
     "check_vectors",
@@ -80,8 +67,6 @@ class ShiftOutcome(TypedDict, total=False):
     permutations: int
     reason: str
     file_sha256: str | None
-    window: int
-    """Set when the check covered the latest cases of runs too small to check alone (how many)."""
     run_id: str
     """The run that journalled the check (:func:`latest_flag`)."""
     words: str
@@ -92,44 +77,6 @@ _OUTCOME: TypeAdapter[ShiftOutcome] = TypeAdapter(ShiftOutcome)
 
 MAX_DEPLOYED = 2000
 """Most deployed vectors one check uses (a seeded sample beyond that)."""
-
-WINDOW = 500
-"""Most cases of small runs one window check covers (the latest)."""
-
-WINDOW_EVERY = 100
-"""Cases of small runs between two window checks of one journal and acceptance file."""
-
-
-class _Windows:
-    """Per journal and acceptance file: the latest vectors of runs too small to check,
-    and how many arrived since the last window check (see the module docstring)."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._kept: dict[tuple[str, str], tuple[deque[dict[str, float]], list[int]]] = {}
-
-    def add(
-        self, key: tuple[str, str], vectors: list[dict[str, float]]
-    ) -> list[dict[str, float]] | None:
-        """Keep ``vectors``; the window to check when :data:`WINDOW_EVERY` cases arrived
-        since the last check, else ``None``."""
-        with self._lock:
-            kept, since = self._kept.setdefault(key, (deque(maxlen=WINDOW), [0]))
-            kept.extend(vectors)
-            since[0] += len(vectors)
-            if since[0] < WINDOW_EVERY:
-                return None
-            since[0] = 0
-            return list(kept)
-
-    def clear(self) -> None:
-        """Forget every window (tests)."""
-        with self._lock:
-            self._kept.clear()
-
-
-WINDOWS = _Windows()
-"""This process's windows of small runs (:func:`check_run`)."""
 
 
 def check_vectors(
@@ -194,17 +141,11 @@ def check_run(
         for e in journal.events(run_id, type=ev.CASE_ACCEPTANCE)
         if isinstance(e.payload.get("vector"), dict)
     ]
-    window: int | None = None
     if len(vectors) < MIN_CASES:
-        due = WINDOWS.add((str(journal.path), str(acceptance.get("sha256"))), vectors)
-        if due is None:
-            return None
-        vectors, window = due, len(due)
+        return None
     outcome = check_vectors(acceptance, vectors, alpha=alpha, permutations=permutations)
     if outcome is None:
         return None
-    if window is not None:
-        outcome["window"] = window
     journal.append(run_id, SHIFT_EVENT, dict(outcome), key="run/shift")
     return outcome
 
