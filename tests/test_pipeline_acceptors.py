@@ -117,15 +117,16 @@ def tfidf_acceptance(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 
 @settings(
-    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(
     decisions=_VOTES,
     evidence=st.booleans(),
     same_family=st.booleans(),
     guard=st.booleans(),
-    cd=st.sampled_from(["escalate", "seek_context"]),
+    cd=st.sampled_from(["escalate", "seek_context", "deliberate"]),
     followup=st.sampled_from(["reask", "none", "dci"]),
+    rounds=st.sampled_from([0, 1, 2]),
 )
 def test_the_judged_population_is_the_one_decide_judges(
     tfidf_acceptance: str,
@@ -135,6 +136,7 @@ def test_the_judged_population_is_the_one_decide_judges(
     guard: bool,
     cd: str,
     followup: str,
+    rounds: int,
 ) -> None:
     """``judged_by_acceptance`` (what calibrate-acceptance calibrates on) names exactly
     the cases ``decide`` under the same policy has acceptance judge."""
@@ -146,8 +148,12 @@ def test_the_judged_population_is_the_one_decide_judges(
         {
             "reading": {"similarity": "tfidf"},
             "guard": {"enabled": guard},
-            "routing": {"convergent_disagreement_without_values": cd},
-            "seek_context": {"followup": followup},
+            "routing": (
+                {"defaults": {"CD": "deliberate", "DD": "deliberate"}}
+                if cd == "deliberate"
+                else {"convergent_disagreement_without_values": cd}
+            ),
+            "seek_context": {"followup": followup, "max_followups": rounds},
             "acceptance": {"model": tfidf_acceptance},
         }
     )

@@ -175,7 +175,7 @@ def calibrate(
         delta=delta,
         min_accepted=min_accepted,
         calibration_n=len(cases),
-        fitted_n=fitted_n if judged is not None else None,
+        fitted_n=fitted_n if fitted_n > len(cases) else None,
         strata_field=strata_field,
         strata=choice.strata if strata is not None else [],
         calibration_accepted=choice.accepted,

@@ -71,18 +71,26 @@ def guard_backs(
     return independent, independent and decision.answer == reading.decision and not reading.tie
 
 
-def reaches_acceptance(action: str, backed: bool, followup: str = "reask") -> bool:
+def reaches_acceptance(
+    action: str, backed: bool, followup: str = "reask", max_followups: int = 1
+) -> bool:
     """Whether a case routed to ``action``, with the guard backing its agreement or not,
-    is judged by acceptance (:func:`dissensus.pipeline.engine.decide_case`) when the
-    policy's ``seek_context.followup`` is ``followup``: an automatic route the guard does
-    not back and ``seek_context`` are, unless the follow-up is a DCI deliberation (its
-    packet goes to a reviewer); a backed automatic route commits on the guard's word;
-    ``deliberate``, ``escalate`` and ``concord`` never reach acceptance."""
-    if followup == "dci":
-        return False
+    is judged by acceptance (:func:`dissensus.pipeline.engine.decide_case`) under the
+    policy's ``seek_context.followup`` and ``max_followups``, as ``_seek_context`` goes:
+    a backed automatic route commits on the guard's word and ``escalate`` / ``concord``
+    go to a human (or CONCORD); an unbacked automatic route, ``seek_context`` and
+    ``deliberate`` seek context, where acceptance judges the case unless a DCI
+    deliberation runs (``deliberate`` whatever ``followup`` says, or ``followup: dci``;
+    only ``max_followups: 0`` stops it): its packet goes to a reviewer."""
     if action in AUTO_ACTIONS:
-        return not backed
-    return action == "seek_context"
+        if backed:
+            return False
+    elif action not in ("seek_context", "deliberate"):
+        return False
+    effective = "dci" if action == "deliberate" else followup
+    if effective == "none" or max_followups == 0:
+        return True  # no follow-up: acceptance judges the panel as it is
+    return effective != "dci"
 
 
 def judged_by_acceptance(
@@ -109,7 +117,8 @@ def judged_by_acceptance(
                 settings=settings,
             ).backed
         )
-        out.append(reaches_acceptance(action, backed, policy.seek_context.followup))
+        sc = policy.seek_context
+        out.append(reaches_acceptance(action, backed, sc.followup, sc.max_followups))
     return out
 
 
