@@ -21,23 +21,45 @@ __all__ = ["main"]
 EXIT_INTERRUPTED = 130  # dissensus.cli.common.EXIT_INTERRUPTED, not imported: see above
 
 
-def _terminate(signum: int, frame: FrameType | None) -> None:
-    raise KeyboardInterrupt("SIGTERM")
+_interrupted: list[int] = []
+"""The signals that arrived while the command line loaded (see :func:`main`)."""
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    _interrupted.append(signum)
+    raise KeyboardInterrupt("SIGTERM" if signum == signal.SIGTERM else "SIGINT")
+
+
+def _stop() -> None:
+    sys.stderr.write("interrupted\n")
+    raise SystemExit(EXIT_INTERRUPTED)
 
 
 def main() -> None:
-    """Entry point of the ``dissensus`` console script."""
+    """Entry point of the ``dissensus`` console script.
+
+    A signal that arrives while the command line loads ends the command even when the
+    ``KeyboardInterrupt`` it raises is swallowed on the way (a library's import guarded
+    by ``except BaseException``): the handler notes it, and the command does not start.
+    """
     default_term = signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+    default_int = signal.getsignal(signal.SIGINT) is signal.default_int_handler
     if default_term:
-        signal.signal(signal.SIGTERM, _terminate)
+        signal.signal(signal.SIGTERM, _interrupt)
+    if default_int:
+        signal.signal(signal.SIGINT, _interrupt)
     try:
         from dissensus.cli import _entry
     except KeyboardInterrupt:
-        sys.stderr.write("interrupted\n")
-        raise SystemExit(EXIT_INTERRUPTED) from None
+        _stop()
     finally:
-        if default_term:  # the command line installs its own (dissensus.cli)
+        # the command line installs its own (dissensus.cli)
+        if default_term:
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        if default_int:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+    if _interrupted:
+        _stop()
     _entry()
 
 
