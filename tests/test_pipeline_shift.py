@@ -9,64 +9,22 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from cli_helpers import cli
 from dissensus.pipeline.batch import execute_run, start_run
 from dissensus.pipeline.shift import SHIFT_EVENT, latest_flag
 from dissensus.pipeline.spec import RunSpec
-from dissensus.states import get_backend
 from dissensus.store import Journal
-from dissensus.types import Panel
 from serve_helpers import auth, client_for, write_tokens
+from shift_helpers import build_world
 
 REPO = Path(__file__).resolve().parent.parent
 PANELS = REPO / "examples" / "llmbar-swap.jsonl"
 
 
-def _shifted(row: dict[str, Any]) -> dict[str, Any]:
-    """The panel with its agents' answers and reasons made alike: a different population."""
-    out = json.loads(json.dumps(row))
-    for o in out["outputs"]:
-        o["decision"] = "1"
-        o["reasoning"] = "Output (a) is better."
-        if isinstance(o.get("reask"), dict):
-            o["reask"] = {"decision": "1", "reasoning": "Output (a) again."}
-    return out
-
-
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from dissensus.acceptance import FeatureSettings, calibrate, save_acceptance
-    from dissensus.acceptance.prepare import prepare_cases
-
-    root = tmp_path_factory.mktemp("shift")
-    rows = [json.loads(line) for line in PANELS.read_text().splitlines()]
-    panels = [Panel.model_validate(r) for r in rows]
-    settings = FeatureSettings(similarity="tfidf")
-    cases = prepare_cases(panels, settings=settings, backend=get_backend("tfidf"))
-    golds = [str(p.meta["gold"]) for p in panels]
-    acc = calibrate(cases, golds, target=0.8, delta=0.2, min_accepted=20, settings=settings)
-    assert acc.shift_reference is not None
-    save_acceptance(acc, root / "A.json")
-    for name, on_shift in (("warn.yaml", "warn"), ("hold.yaml", "escalate")):
-        (root / name).write_text(
-            yaml.safe_dump(
-                {
-                    "reading": {"similarity": "tfidf"},
-                    "routing": {"convergent_disagreement_without_values": "seek_context"},
-                    "acceptance": {
-                        "model": "A.json",
-                        "on_shift": on_shift,
-                        "shift_permutations": 39,  # p down to 0.025: enough at alpha 0.1, fast
-                    },
-                }
-            ),
-            encoding="utf-8",
-        )
-    (root / "same.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows[:60]))
-    (root / "shifted.jsonl").write_text("".join(json.dumps(_shifted(r)) + "\n" for r in rows[:60]))
-    return root
+    return build_world(tmp_path_factory.mktemp("shift"))
 
 
 def _run(journal: Journal, panels: Path, policy: Path, run_id: str) -> list[Any]:

@@ -119,6 +119,16 @@ def serve_command(
             help="Seconds a reviewer may undo a resolution.",
         ),
     ] = 300.0,
+    shift_every: Annotated[
+        int,
+        typer.Option(
+            "--shift-every",
+            min=0,
+            max=1_000_000_000,
+            help="Judged cases between two checks of the shift watch over recent requests' "
+            "cases (0: no watch).",
+        ),
+    ] = 100,
 ) -> None:
     """Serve decide, review and runs over HTTP, with the web review queue at /review."""
     from dissensus.store.journal import journal_path, mask_url
@@ -150,6 +160,7 @@ def serve_command(
         allow_hosts=tuple(allow_host or ()),
         review_note=review_note,
         undo_window_s=undo_window,
+        shift_every=shift_every,
     )
     check_exposure(settings)
     # Every setting is checked before the port is bound, the journal opened or anything printed.

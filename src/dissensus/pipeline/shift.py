@@ -69,6 +69,11 @@ class ShiftOutcome(TypedDict, total=False):
     file_sha256: str | None
     run_id: str
     """The run that journalled the check (:func:`latest_flag`)."""
+    across_runs: int
+    """A check of the service's shift watch (:mod:`dissensus.serve.shift_watch`): how many
+    runs the checked cases came from (absent from a run's own check)."""
+    newest_run: str
+    """A watch's check: the run of the newest case it checked."""
     words: str
     """The check in plain words (:func:`shift_words`), as the service reports it."""
 

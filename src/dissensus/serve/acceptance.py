@@ -31,7 +31,14 @@ from dissensus.pipeline.spec import RunSpec
 from dissensus.store import event_types as ev
 from dissensus.store.journal import Journal
 
-__all__ = ["WINDOW", "AcceptanceFile", "AcceptanceStatus", "acceptance_status", "monitor_rows"]
+__all__ = [
+    "WINDOW",
+    "AcceptanceFile",
+    "AcceptanceStatus",
+    "acceptance_status",
+    "judged_vectors",
+    "monitor_rows",
+]
 
 WINDOW = 500
 """Latest judged cases the service's shift check looks at."""
@@ -46,6 +53,20 @@ def monitor_rows(
         return monitor_status(journal, acceptance_sha256), None
     except ConfigError as exc:
         return None, str(exc)
+
+
+def judged_vectors(
+    journal: Journal, file_sha256: str | None, window: int = WINDOW
+) -> list[tuple[dict[str, float], str]]:
+    """The feature vectors of the latest ``window`` cases judged with the acceptance file
+    ``file_sha256`` in the journal, across runs (run order, then sequence), each with its
+    run's id."""
+    return [
+        (dict(e.payload["vector"]), e.run_id)
+        for e in journal.events_of_type(ev.CASE_ACCEPTANCE)
+        if isinstance(e.payload.get("vector"), dict)
+        and (e.payload.get("figures") or {}).get("file_sha256") == file_sha256
+    ][-window:]
 
 
 class AcceptanceFile(BaseModel):
@@ -99,12 +120,7 @@ def acceptance_status(journal: Journal, spec: RunSpec) -> AcceptanceStatus:
         if data.get("threshold") is not None
         else "This acceptance file accepts nothing: no threshold met the target."
     )
-    vectors = [
-        dict(e.payload["vector"])
-        for e in journal.events_of_type(ev.CASE_ACCEPTANCE)
-        if isinstance(e.payload.get("vector"), dict)
-        and (e.payload.get("figures") or {}).get("file_sha256") == sha
-    ][-WINDOW:]
+    vectors = [vector for vector, _ in judged_vectors(journal, sha)]
     settings = spec.policy.acceptance
     shift = check_vectors(
         data, vectors, alpha=settings.shift_alpha, permutations=settings.shift_permutations

@@ -111,7 +111,9 @@ def create_app(
             # dissensus serve's server ends without serving and reports it in one line
             # (exit 2), not as the server's start-up traceback.
             setattr(started.state, STARTUP_ERROR, exc)
+        watch = asyncio.create_task(service.shift_watch.run())
         yield
+        await service.shift_watch.stop(watch)
         await service.runner.close()
         await started.state.chat.aclose()
         if owned:

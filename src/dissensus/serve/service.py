@@ -1,5 +1,5 @@
 """What every request of the service shares: settings, journal, run specification,
-tokens, sessions, the runner and the review desk (``app.state.service``)."""
+tokens, sessions, the runner, the review desk and the shift watch (``app.state.service``)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from dissensus.serve.http import ApiError
 from dissensus.serve.journal_adapter import ReviewDesk, open_journal
 from dissensus.serve.runs import Runner
 from dissensus.serve.settings import ServeSettings
+from dissensus.serve.shift_watch import ShiftWatch
 from dissensus.store.journal import Journal
 from dissensus.store.targets import mask_url
 
@@ -36,7 +37,15 @@ class Service:
         self.policy = self.spec.policy
         self.tokens: TokenStore | None = load_tokens(settings.tokens) if settings.tokens else None
         self.sessions = SessionStore(settings.session_ttl_s)
-        self.runner = Runner(journal, self.spec, open_journal=_reopener(journal, settings.journal))
+        reopen = _reopener(journal, settings.journal)
+        self.runner = Runner(journal, self.spec, open_journal=reopen)
+        self.shift_watch = ShiftWatch(
+            journal,
+            self.spec,
+            every=settings.shift_every,
+            interval_s=settings.shift_interval_s,
+            open_journal=reopen,
+        )
         self.desk = ReviewDesk(
             journal, claim_ttl_s=settings.claim_ttl_s, max_field_chars=settings.max_field_chars
         )

@@ -63,6 +63,10 @@ class ServeSettings(BaseModel):
     not the panel's suggestion, ``always``, or ``never``."""
     undo_window_s: float = Field(default=300.0, ge=0)
     """How long after resolving a reviewer may undo the resolution (0: never)."""
+    shift_every: int = Field(default=100, ge=0)
+    """Judged cases between two checks of the shift watch (:mod:`.shift_watch`; 0: none)."""
+    shift_interval_s: float = Field(default=30.0, gt=0)
+    """Seconds between two counts of the judged cases by the shift watch."""
     policy_dir: Path | None = None
     """Directory relative policy paths resolve against (set from ``policy``)."""
 

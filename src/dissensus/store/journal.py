@@ -378,6 +378,10 @@ class Journal:
         """Every event of ``type`` across runs (run order, then sequence)."""
         return self._log.of_type(type)
 
+    def count_of_type(self, type: str) -> int:
+        """How many events of ``type`` the journal holds, across runs."""
+        return self._log.count_of_type(type)
+
     def event_at(self, run_id: str, seq: int) -> Event | None:
         """The run's event with sequence number ``seq``, if any."""
         return self._log.at([(run_id, seq)]).get((run_id, seq))

@@ -333,6 +333,12 @@ class SQLEventLog:
         for row in rows:
             yield event_from_row(row)
 
+    def count_of_type(self, type: str) -> int:
+        """How many events of ``type`` the journal holds, across runs (the type's index)."""
+        with self._backend.errors():
+            rows = self._backend.rows("SELECT COUNT(*) AS n FROM events WHERE type = ?", (type,))
+        return int(rows[0]["n"])
+
     def at(self, refs: Sequence[tuple[str, int]]) -> dict[tuple[str, int], Event]:
         """The events at ``(run_id, seq)`` positions, read in one query per 100."""
         out: dict[tuple[str, int], Event] = {}

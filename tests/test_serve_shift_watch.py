@@ -1,0 +1,148 @@
+"""The service's shift watch: cases of one-panel runs, checked together off the request path,
+hold the acceptance file under ``on_shift: escalate`` for every door afterwards."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cli_helpers import cli
+from dissensus.pipeline.batch import execute_run, start_run
+from dissensus.pipeline.shift import SHIFT_EVENT, latest_flag
+from dissensus.pipeline.spec import RunSpec
+from dissensus.serve.shift_watch import ShiftWatch
+from dissensus.store import Journal
+from dissensus.store import event_types as ev
+from serve_helpers import auth, heap_frozen, write_tokens
+from shift_helpers import build_world
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _frozen() -> Iterator[None]:
+    yield from heap_frozen()
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_world(tmp_path_factory.mktemp("watch"))
+
+
+def _lines(path: Path, n: int) -> list[str]:
+    return path.read_text(encoding="utf-8").splitlines()[:n]
+
+
+def _one_panel_runs(journal: Journal, policy: Path, lines: list[str], prefix: str) -> list[Any]:
+    """One run per panel, as the one-panel doors make them: the records."""
+    records: list[Any] = []
+
+    async def go(run_id: str) -> None:
+        records.extend([r async for r in execute_run(journal, run_id)])
+
+    for i, line in enumerate(lines):
+        run_id = f"{prefix}{i}"
+        start_run(journal, None, policy, text=line + "\n", run_id=run_id)
+        asyncio.run(go(run_id))
+    return records
+
+
+def test_one_panel_runs_never_check_themselves_but_the_watch_flags_and_holds_them(
+    world: Path, tmp_path: Path
+) -> None:
+    with Journal(tmp_path / "j.sqlite") as journal:
+        _one_panel_runs(journal, world / "hold.yaml", _lines(world / "shifted.jsonl", 30), "p")
+        assert not list(journal.events_of_type(SHIFT_EVENT))  # no run judged 10 cases
+        judged = journal.count_of_type(ev.CASE_ACCEPTANCE)
+        assert judged >= 20
+        spec = RunSpec.from_policy(world / "hold.yaml")
+        watch = ShiftWatch(journal, spec, every=10)
+        assert watch.enabled
+        outcome = watch.step()
+        assert outcome is not None and outcome["shifted"], outcome
+        assert watch.flagged_run is not None
+        flag = latest_flag(journal, spec.acceptance["sha256"] if spec.acceptance else None)
+        assert flag is not None and flag["run_id"] == watch.flagged_run
+        assert flag["across_runs"] == judged and flag["newest_run"] == "p29"
+        # The flag's run is a run like any other: finished, verifiable, shown.
+        assert journal.run_status(watch.flagged_run) == "finished"
+        assert journal.verify(watch.flagged_run).ok
+        # Not due again until `every` more cases are judged; then a second flag of the
+        # same file journals no second run.
+        assert watch.step() is None
+        runs_before = len(journal.runs())
+        after = _one_panel_runs(journal, world / "hold.yaml", _lines(world / "same.jsonl", 12), "q")
+        assert journal.count_of_type(ev.CASE_ACCEPTANCE) - judged >= 10
+        # Every run started after the flag carries the hold: nothing commits on learned acceptance.
+        assert after and not any(r.basis == "learned" for r in after)
+        assert any("acceptance held" in r.reason and watch.flagged_run in r.reason for r in after)
+        watch.step()
+        assert len(journal.runs()) == runs_before + 12
+    shown = cli("runs", "show", flag["run_id"], "--journal", tmp_path / "j.sqlite", "--json")
+    assert shown.code == 0 and json.loads(shown.out)["shift"]["shifted"] is True
+    verified = cli("runs", "verify", flag["run_id"], "--journal", tmp_path / "j.sqlite")
+    assert verified.code == 0, verified.err
+
+
+def test_cases_like_the_calibration_journal_nothing(world: Path, tmp_path: Path) -> None:
+    with Journal(tmp_path / "j.sqlite") as journal:
+        _one_panel_runs(journal, world / "hold.yaml", _lines(world / "same.jsonl", 40), "s")
+        watch = ShiftWatch(journal, RunSpec.from_policy(world / "hold.yaml"), every=10)
+        runs = len(journal.runs())
+        outcome = watch.step()
+        assert outcome is not None and not outcome["shifted"], outcome
+        assert watch.flagged_run is None and len(journal.runs()) == runs
+        assert not list(journal.events_of_type(SHIFT_EVENT))
+
+
+def test_no_acceptance_file_or_every_zero_means_no_watch(world: Path, tmp_path: Path) -> None:
+    with Journal(tmp_path / "j.sqlite") as journal:
+        assert not ShiftWatch(journal, RunSpec.from_policy(None)).enabled
+        assert not ShiftWatch(journal, RunSpec.from_policy(world / "hold.yaml"), every=0).enabled
+        # Fewer than 10 judged cases: no check at all.
+        _one_panel_runs(journal, world / "hold.yaml", _lines(world / "shifted.jsonl", 3), "f")
+        assert ShiftWatch(journal, RunSpec.from_policy(world / "hold.yaml"), every=1).step() is None
+
+
+@pytest.mark.anyio
+async def test_the_running_service_watches_its_one_panel_requests(
+    world: Path, tmp_path: Path
+) -> None:
+    """Through the service's own lifespan: one-panel requests of shifted cases, the watch
+    flags them in the background, and the next request is held."""
+    import httpx
+
+    from dissensus.serve import ServeSettings, create_app
+
+    settings = ServeSettings(
+        journal=str(tmp_path / "j.sqlite"),
+        policy=str(world / "hold.yaml"),
+        tokens=str(write_tokens(tmp_path / "tokens.txt")),
+        shift_every=10,
+        shift_interval_s=0.05,
+    )
+    app = create_app(settings)
+    transport = httpx.ASGITransport(app=app)
+    async with (
+        app.router.lifespan_context(app),
+        httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client,
+    ):
+        for line in _lines(world / "shifted.jsonl", 25):
+            answer = await client.post("/v1/decide", json=json.loads(line), headers=auth("sub"))
+            assert answer.status_code == 200, answer.text
+        watch = app.state.service.shift_watch
+        for _ in range(1200):  # the check runs in a worker thread: at most a minute
+            if watch.flagged_run is not None:
+                break
+            await asyncio.sleep(0.05)
+        assert watch.flagged_run is not None
+        line = _lines(world / "same.jsonl", 1)[0]
+        record = (
+            await client.post("/v1/decide", json=json.loads(line), headers=auth("sub"))
+        ).json()
+        assert record["basis"] != "learned" and "acceptance held" in record["reason"], record
+        status = (await client.get("/v1/acceptance", headers=auth("sub"))).json()
+        assert status["hold"]["run_id"] == watch.flagged_run
