@@ -10,6 +10,7 @@ it is rebuilt, after it is dropped behind the journal's back, and after it is ed
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
@@ -288,3 +289,30 @@ def test_the_check_on_open_reads_each_cases_events_by_its_index(
     with sqlite3.connect(target) as db:
         plan = [row[-1] for row in db.execute("EXPLAIN QUERY PLAN " + sql, args)]
     assert any(step.startswith("SEARCH r USING INDEX events_case") for step in plan), plan
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_a_nul_escape_in_an_item_never_stops_the_index_check(
+    backend: str, tmp_path: Path, template: dict[str, Any]
+) -> None:
+    """PostgreSQL's JSON types refuse "\\u0000" anywhere in a text: an item whose panel holds
+    one (an agent's reasoning, a meta field), beside the text "\\u0000" spelled out, is
+    checked, verified and rebuilt like any other."""
+    nul = json.loads(json.dumps(template))
+    panel_of = nul["opened"]["panel"]
+    panel_of["outputs"][0]["reasoning"] = "a\x00b\x00\x00c"
+    panel_of["meta"] = {"question": "q\x00?", "spelled": "\\u0000 and \\\x00"}
+    with _fresh(backend, tmp_path) as target:
+        with Journal(target) as journal:
+            review_id = _open(journal, nul, "run-a", REASONS[0])
+            before = _agree(journal)
+            assert journal.verify("run-a").ok
+        _behind_its_back(target, "DELETE FROM review_index")
+        with Journal(target) as journal:  # rebuilt on opening, from the events
+            assert _agree(journal, before) == before
+            assert [s.item.review_id for s in list_items(journal)] == [review_id]
+            # The chain holds; what verification reports is the rebuild, as for any item.
+            report = journal.verify("run-a")
+            assert report.problems == [
+                f"review index row of {review_id} differed from the events (rebuilt from the events)"
+            ]

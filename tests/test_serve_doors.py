@@ -274,3 +274,66 @@ def test_a_configuration_error_at_start_up_ends_the_server_without_a_traceback(
     with pytest.raises(ConfigError, match="acceptance libraries are missing"):
         serve(app, app.state.service.runner, sock=listen("127.0.0.1", 0), shutdown_s=1)
     assert "Traceback" not in caplog.text and "startup failed" not in caplog.text
+
+
+async def test_a_decide_stopped_by_the_server_before_any_write_is_a_retryable_503(
+    tmp_path: Path,
+) -> None:
+    """Shutting down while a one-request run embeds (nothing journalled yet): 503 with
+    Retry-After, since sending it again is safe; never a 500."""
+    import httpx
+
+    from dissensus.serve import create_app
+
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(
+        yaml.safe_dump({"reading": {"similarity": "slow_embed:gated"}, "allow_code": True}),
+        encoding="utf-8",
+    )
+    slow_embed.GATE.clear()
+    slow_embed.GATE_STARTED.clear()
+    app = create_app(_settings(tmp_path, policy))
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
+        waiting = asyncio.create_task(
+            client.post("/v1/decide", json=_fresh(tmp_path)[0], headers=auth("sub"))
+        )
+        await _embedding_started()
+        closing = asyncio.create_task(app.state.service.runner.close())
+        await asyncio.sleep(0.1)
+        slow_embed.GATE.set()
+        got = await waiting
+        await closing
+    assert got.status_code == 503, got.text
+    assert got.headers.get("retry-after")
+    assert "before anything was journalled; submit it again" in got.json()["error"]
+
+
+@pytest.mark.parametrize("where", ["meta", "extra"])
+async def test_a_single_panel_nested_too_deep_is_a_400_and_journals_nothing(
+    tmp_path: Path, where: str
+) -> None:
+    """One level deeper than a JSONL line may be, as a single panel: refused as the same
+    panel in a list is (it was a 500 after journalling a run of one reject)."""
+    row: dict[str, Any] = panel("deep", ["1", "2", "1"])
+    deep: Any = 1
+    for _ in range(63 if where == "meta" else 62):
+        deep = [deep]
+    if where == "meta":
+        row["meta"] = {"d": deep}
+    else:
+        row["outputs"][0]["x"] = deep
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(yaml.safe_dump({"reading": {"similarity": "tfidf"}}), encoding="utf-8")
+    async with client_for(_settings(tmp_path, policy)) as client:
+        for path in ("/v1/decide", "/v1/route"):
+            for body in (row, [row]):
+                got = await client.post(path, json=body, headers=auth("sub"))
+                assert got.status_code == 400, (path, got.status_code, got.text)
+                assert got.json()["field"] == "<depth>"
+        runs = (await client.get("/v1/runs", headers=auth("sub"))).json()
+    assert runs == []
+    # The same line in a file: rejected for its depth by the CLI too.
+    write_jsonl(tmp_path / "deep.jsonl", [row])
+    done = cli("route", tmp_path / "deep.jsonl", "--json")
+    assert "<depth>" in done.err

@@ -291,6 +291,31 @@ async def test_cross_origin_and_non_json_writes_are_refused(tmp_path: Path) -> N
         assert (await client.post(f"/v1/review/{rid}/claim")).status_code == 200
 
 
+@pytest.mark.parametrize(
+    "twice",
+    [
+        [("Content-Type", "application/json"), ("Content-Type", "text/plain")],
+        [("Origin", "http://127.0.0.1"), ("Origin", "http://evil.example")],
+        [("Sec-Fetch-Site", "same-origin"), ("Sec-Fetch-Site", "cross-site")],
+        [("Authorization", "Bearer a"), ("Authorization", "Bearer b")],
+    ],
+)
+async def test_a_header_the_checks_read_may_come_only_once(
+    tmp_path: Path, twice: list[tuple[str, str]]
+) -> None:
+    """Which copy counts differs between readers (this guard read the first, and let
+    ``application/json`` then ``text/plain`` through): two copies are a 400 naming it."""
+    body = json.dumps(escalating("x"))
+    headers = list(twice)
+    if twice[0][0] != "Content-Type":
+        headers.append(("Content-Type", "application/json"))
+    async with client_for(local(tmp_path)) as client:
+        res = await client.post("/v1/decide", content=body, headers=headers)
+        assert res.status_code == 400, res.text
+        assert res.json()["field"] == twice[0][0]
+        assert (await client.get("/v1/runs")).json() == []  # nothing was journalled
+
+
 async def test_review_page_forms_get_the_host_and_origin_checks(tmp_path: Path) -> None:
     async with client_for(local(tmp_path)) as client:
         decided = await client.post("/v1/decide", json=escalating("x"))

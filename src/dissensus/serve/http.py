@@ -228,8 +228,10 @@ def parse_json(raw: bytes) -> Any:
     except ValueError:  # an integer of more digits than Python converts
         message = f"invalid JSON: an integer of more than {sys.get_int_max_str_digits()} digits"
         raise ApiError(400, message, "<json>") from None
-    if (raw.count(b"[") + raw.count(b"{")) > MAX_DEPTH and json_depth(body) > MAX_DEPTH + 1:
-        # One level more than a JSONL line may have: the list holding the panels.
+    # A list of items may be one level deeper than a JSONL line (the list holding them);
+    # one item on its own (an object) as deep as a line.
+    deepest = MAX_DEPTH + 1 if isinstance(body, list) else MAX_DEPTH
+    if (raw.count(b"[") + raw.count(b"{")) > MAX_DEPTH and json_depth(body) > deepest:
         raise ApiError(400, f"JSON nested deeper than {MAX_DEPTH} levels", "<depth>")
     return body
 

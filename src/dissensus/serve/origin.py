@@ -18,7 +18,11 @@ route) closes the two ways a page can do that:
   names no host of the server's, so it is refused as a foreign one (403). A request with
   more than one ``Host`` header is refused ``400`` (field ``Host``), as RFC 9112
   (section 3.2) requires of a server, whether or not ``Host`` is checked: the routes,
-  the ``Origin`` check and this check must not each read a different one.
+  the ``Origin`` check and this check must not each read a different one. The same
+  holds for the other headers the checks and the service read: more than one
+  ``Origin``, ``Sec-Fetch-Site``, ``Content-Type`` or ``Authorization`` header is a
+  ``400`` naming it (a proxy reading the last copy and this guard the first would
+  otherwise disagree on what was sent).
 * **Cross-site writes**: a page can ``POST`` to another origin without reading the
   answer ("simple" requests: a form, or ``fetch`` with ``text/plain``). Every writing
   request (``POST``, ``PUT``, ``PATCH``, ``DELETE``) whose ``Origin`` is not the
@@ -98,6 +102,17 @@ def _is_json(content_type: str) -> bool:
     )
 
 
+_ONCE: dict[bytes, str] = {
+    b"host": "Host",
+    b"origin": "Origin",
+    b"sec-fetch-site": "Sec-Fetch-Site",
+    b"content-type": "Content-Type",
+    b"authorization": "Authorization",
+}
+"""Headers a request may carry at most once (lower-case, as ASGI gives them): the names
+this guard and the service's authentication read."""
+
+
 class BrowserGuard:
     """Refuse foreign ``Host``, cross-origin writes, and non-JSON writes to ``/v1``."""
 
@@ -110,13 +125,16 @@ class BrowserGuard:
             await self.app(scope, receive, send)
             return
         headers: dict[bytes, bytes] = {}
-        hosts_sent = 0
+        twice: bytes | None = None
         for name, value in scope.get("headers", []):
+            if name in headers and name in _ONCE and twice is None:
+                twice = name
             headers.setdefault(name, value)
-            hosts_sent += name == b"host"
-        if hosts_sent > 1:
-            message = "more than one Host header"
-            await send_error(send, 400, message, "Host", scope=scope)
+        if twice is not None:
+            # Readers differ on which copy counts (this guard read the first, a proxy may
+            # read the last): a header this check or the API reads must come once.
+            field = _ONCE[twice]
+            await send_error(send, 400, f"more than one {field} header", field, scope=scope)
             return
         host = headers.get(b"host", b"").decode("latin-1")
         if self.hosts is not None and host_name(host) not in self.hosts:

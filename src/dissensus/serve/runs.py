@@ -520,6 +520,7 @@ class Runner:
                 state.error = (
                     "cancelled (the server stopped) before anything was journalled; submit it again"
                 )
+                state.retry = True  # answered 503 with Retry-After: safe to send again
             state.push("incomplete", state.summary())
             self._end(state)
             raise

@@ -393,7 +393,16 @@ class PostgresBackend:
         self._queue.append((_sql(sql), tuple(args)))  # travels with the event's insert
 
     def json_text(self, column: str, key: str) -> str:
-        return f"({column}::jsonb ->> '{key}')"
+        # PostgreSQL's JSON types refuse a "\u0000" escape anywhere in the text (its text
+        # type cannot hold NUL), and a panel may carry one: each is read as U+FFFD first
+        # (no review id or reason holds one). Escaped backslashes are set aside meanwhile
+        # (as chr(1): canonical JSON text holds no raw control character), so that the
+        # text "\\u0000", a backslash and then "u0000", is left as it is.
+        text = (
+            rf"CASE WHEN strpos({column}, '\u0000') > 0 THEN replace(replace(replace("
+            rf"{column}, '\\', chr(1)), '\u0000', '\ufffd'), chr(1), '\\') ELSE {column} END"
+        )
+        return f"(({text})::jsonb ->> '{key}')"
 
     def distinct(self, left: str, right: str) -> str:
         return f"{left} IS DISTINCT FROM {right}"

@@ -92,6 +92,14 @@ async def decide(
         )
     headers = {"X-Dissensus-Run": state.run_id}
     if single:
+        if not state.records:  # the run refused the panel the request's checks let through
+            reject = state.rejects[0] if state.rejects else None
+            raise ApiError(
+                422,
+                reject.error if reject else "the panel was not decided",
+                reject.field if reject else None,
+                run_id=state.run_id,
+            )
         return JSONResponse(state.records[0].model_dump(mode="json"), headers=headers)
     answer = DecideAnswer(
         run_id=state.run_id,
