@@ -48,6 +48,7 @@ JOURNAL_METHODS = {
 JOURNAL_ATTRIBUTES = {"path", "busy_timeout", "after_append", "signer"}
 # Methods added since, on top of that interface.
 JOURNAL_ADDED = {
+    "count_of_type",
     "cases_with_events",
     "create_deferred",
     "defer_run",
