@@ -263,3 +263,44 @@ def test_decision_packets_are_signed_and_verify_checks_them(
     assert main(["verify", str(packet), "--public-key", str(pub)]) == 1
     assert "signature unsigned" in capsys.readouterr().out
     assert main(["verify", str(packet)]) == 2
+
+
+@pytest.mark.parametrize("edit", ["payload, seal kept", "seal extra field", "seal key"])
+def test_a_seal_that_no_longer_describes_its_chain_is_invalid_not_signed(
+    journal_target: str, edit: str
+) -> None:
+    """A re-chained journal whose seal was kept as it was (its signature still verifies,
+    over a claim the chain no longer matches), or whose seal event was given another
+    field or key and re-chained: ``invalid``, never ``signed`` beside a failed check."""
+    from dissensus.store import GENESIS, canonical, chain_hash
+
+    with Journal(journal_target, signer=KEY) as j:
+        j.create_run("r", kind="t", meta={})
+        for i in range(3):
+            j.append("r", "e", {"v": i}, key=f"k{i}")
+        j.append("r", "run.finished", {}, key="run/finished")
+        events = list(j.events("r"))
+    assert events[-1].type == SEAL_TYPE
+    prev = GENESIS
+    for e in events:
+        payload, key = e.payload, e.key
+        if edit == "payload, seal kept" and e.key == "k1":
+            payload = {"v": 99}
+        if edit == "seal extra field" and e.type == SEAL_TYPE:
+            payload = {**payload, "note": "forged"}
+        if edit == "seal key" and e.type == SEAL_TYPE:
+            key = "seal/other"
+        digest = chain_hash(prev, {**e.body(), "payload": payload, "key": key})
+        raw(
+            journal_target,
+            "UPDATE events SET payload = ?, key = ?, prev_hash = ?, hash = ? "
+            "WHERE run_id = 'r' AND seq = ?",
+            (canonical(payload), key, prev, digest, e.seq),
+        )
+        prev = digest
+    raw(journal_target, "UPDATE runs SET head_hash = ? WHERE run_id = 'r'", (prev,))
+    with Journal(journal_target) as j:
+        report = j.verify("r", public_key=KEY.public_key)
+    assert not report.ok
+    assert report.signature == "invalid", report
+    assert "seal" in " ".join(report.problems)

@@ -32,7 +32,7 @@ from pydantic import BaseModel
 from dissensus.store import event_types as ev
 from dissensus.store.canonical import GENESIS, canonical, chain_hash
 from dissensus.store.events import EventRow, RunHead
-from dissensus.store.seals import SEAL_TYPE, Seal, SignatureStatus, seal_status
+from dissensus.store.seals import SEAL_FIELDS, SEAL_TYPE, Seal, SignatureStatus, seal_status
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -69,6 +69,10 @@ class ChainCheck:
     head_hash: str = GENESIS
     finished: bool = False
     seals: list[Seal] = field(default_factory=list)
+    mismatched_seals: list[int] = field(default_factory=list)
+    """Sequence numbers of seals whose claim is not the chain before them, or whose event
+    holds more than a seal does (its signature may still verify: the signed content
+    changed)."""
 
 
 def strict_loads(text: str) -> Any:
@@ -131,6 +135,14 @@ def check_chain(run_id: str, rows: Iterable[EventRow], head: RunHead) -> ChainCh
                 or payload.get("run") != run_id
             ):
                 problems.append(f"{where}: seal does not describe the chain before it")
+                out.mismatched_seals.append(seq)
+            elif set(payload) != SEAL_FIELDS or key != f"seal/{seq}" or row["case_ref"]:
+                # Nothing signs a seal's own event: only its claim and signature belong in it.
+                problems.append(
+                    f"{where}: a seal holds only run, n_events, head and signature, "
+                    f"under key seal/{seq} and no case"
+                )
+                out.mismatched_seals.append(seq)
         prev = str(row["hash"])
         count += 1
     if count != head.n_events:
@@ -165,7 +177,9 @@ def verify(
         finished=found.finished,
     )
     if public_key is not None:
-        status, detail = seal_status(found.seals, found.n_events, public_key)
+        status, detail = seal_status(
+            found.seals, found.n_events, public_key, mismatched=found.mismatched_seals
+        )
         report.signature = status
         report.signature_detail = detail
     return report

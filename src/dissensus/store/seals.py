@@ -30,13 +30,16 @@ from dissensus.store.transactions import Transactions
 if TYPE_CHECKING:
     from dissensus.signing import PublicKey, Signer
 
-__all__ = ["SEAL_AFTER", "SEAL_TYPE", "Seals", "SignatureStatus", "seal_status"]
+__all__ = ["SEAL_AFTER", "SEAL_FIELDS", "SEAL_TYPE", "Seals", "SignatureStatus", "seal_status"]
 
 SEAL_TYPE = ev.RUN_SEALED
 """Type of the event that signs the chain before it."""
 
 SEAL_AFTER = frozenset({ev.RUN_FINISHED, ev.CASE_RESOLVED, ev.REVIEW_REOPENED})
 """Event types after which a journal with a signer seals the run's head."""
+
+SEAL_FIELDS = frozenset({"run", "n_events", "head", "signature"})
+"""The fields of a seal's payload: its claim and the signature over it."""
 
 SignatureStatus = Literal["signed", "unsigned", "invalid"]
 
@@ -78,14 +81,28 @@ class Seals:
 
 
 def seal_status(
-    seals: Sequence[Seal], count: int, public_key: PublicKey
+    seals: Sequence[Seal],
+    count: int,
+    public_key: PublicKey,
+    *,
+    mismatched: Sequence[int] = (),
 ) -> tuple[SignatureStatus, str]:
     """Whether a run of ``count`` events whose seals are ``seals`` is signed with
-    ``public_key``: every seal verifies and the last one is the run's last event."""
+    ``public_key``: every seal verifies, describes the chain before it (``mismatched``:
+    the sequence numbers of seals that do not, or that hold more than a seal, from
+    :func:`~dissensus.store.chain.check_chain`) and the last one is the run's last event.
+    A seal whose signature verifies over a claim the chain no longer matches is
+    ``invalid``: the signed content changed."""
     from dissensus.signing import verify_text
 
     if not seals:
         return "unsigned", "the run has no seal"
+    if mismatched:
+        return (
+            "invalid",
+            f"seal at event {mismatched[0]} does not describe the chain before it: "
+            "the signed content changed",
+        )
     for seq, payload in seals:
         claim = {k: payload.get(k) for k in ("run", "n_events", "head")}
         signature = payload.get("signature")
