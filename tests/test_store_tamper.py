@@ -195,3 +195,50 @@ def test_runs_verify_cli_reports_a_reordered_journal(
     assert main(["runs", "verify", "r", "--journal", str(path)]) == 1
     err = capsys.readouterr().err
     assert "FAILED" in err and "event 1 (k2): prev_hash does not match the previous event" in err
+
+
+def _file_journal(tmp_path: Path) -> Path:
+    path = tmp_path / "j.sqlite"
+    j = _build(3)
+    _db(j).execute(f"VACUUM INTO '{path}'")
+    j.close()
+    return path
+
+
+def _edit_file(path: Path, sql: str) -> None:
+    db = sqlite3.connect(path, isolation_level=None)
+    db.execute(sql)
+    db.close()
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        "UPDATE events SET seq = '5x' WHERE seq = 1",
+        "UPDATE runs SET n_events = 'abc'",
+        "UPDATE events SET payload = CAST(X'7B22FFFE223A317D' AS TEXT) WHERE seq = 2",
+    ],
+    ids=["seq text", "count text", "payload not utf-8"],
+)
+def test_a_row_edited_into_another_type_or_bytes_is_one_line_never_a_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], edit: str
+) -> None:
+    """Text where a number is kept, or bytes that are not UTF-8 in a text cell (SQLite
+    keeps what it is given): each command says so in one line, exit 2 (damaged), or
+    ``runs verify`` names the event and fails (exit 1); never a traceback, nor the
+    "retry later" of an unreachable journal with the damaged bytes echoed."""
+    path = _file_journal(tmp_path)
+    _edit_file(path, edit)
+    capsys.readouterr()
+    for argv in (["runs", "verify", "r"], ["runs", "show", "r"], ["runs", "list"]):
+        code = main([*argv, "--journal", str(path)])
+        out = capsys.readouterr()
+        assert "Traceback" not in out.err, (argv, out.err)
+        assert "\ufffd" not in out.err and "\udcff" not in out.err, (argv, out.err)
+        if argv[1] == "verify" and "runs SET" not in edit:
+            assert code == 1 and "FAILED" in out.err, (argv, code, out.err)
+            assert "event 1" in out.err or "event 2" in out.err, out.err
+        else:
+            assert code in (0, 2), (argv, code, out.err)
+            if code == 2:
+                assert "damaged" in out.err and len(out.err.strip().splitlines()) == 1, out.err

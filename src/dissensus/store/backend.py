@@ -33,7 +33,7 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Protocol, cast
 
-from dissensus.store.events import EventRow, EventValues, RunHead
+from dissensus.store.events import EventRow, EventValues, RunHead, stored_int
 from dissensus.store.migrations import SchemaInfo
 from dissensus.store.schema import Dialect
 
@@ -173,4 +173,5 @@ def stored_keys(
 
 def _head(rows: Callable[[str, Sequence[Any]], list[Row]], run_id: str) -> RunHead:
     row = rows("SELECT head_hash, n_events FROM runs WHERE run_id = ?", (run_id,))[0]
-    return RunHead(n_events=int(row["n_events"]), head_hash=str(row["head_hash"]))
+    count = stored_int(row["n_events"], f"journal damaged: run {run_id}: event count")
+    return RunHead(n_events=count, head_hash=str(row["head_hash"]))

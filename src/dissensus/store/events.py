@@ -48,6 +48,7 @@ __all__ = [
     "RunRow",
     "event_from_row",
     "run_from_row",
+    "stored_int",
     "written_event",
 ]
 
@@ -204,6 +205,18 @@ def written_event(
 _SEE = "; dissensus runs verify names every damaged event"
 
 
+def stored_int(value: Any, where: str) -> int:
+    """A stored integer column (a sequence number, a count) read back; text edited into
+    it outside dissensus is :class:`JournalDamaged` naming ``where``, never a
+    ``ValueError``."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    try:
+        return int(str(value).strip(), 10)
+    except ValueError:
+        raise JournalDamaged(f"{where} is not an integer ({str(value)[:40]!r}){_SEE}") from None
+
+
 def _stored_json(text: Any, where: str) -> Any:
     try:
         return json.loads(text)
@@ -218,14 +231,12 @@ def event_from_row(row: EventRow) -> Event:
     an object: the row was edited outside dissensus), is :class:`JournalDamaged` naming
     the run and the event's sequence number and key, never a raw decoding error.
     """
-    where = (
-        f"journal damaged: run {row['run_id']}, event {row['seq']} ({row['key']}): stored payload"
-    )
-    payload = _stored_json(row["payload"], where)
+    event_at = f"journal damaged: run {row['run_id']}, event {row['seq']} ({row['key']})"
+    payload = _stored_json(row["payload"], f"{event_at}: stored payload")
     try:
         return Event(
             run_id=row["run_id"],
-            seq=int(row["seq"]),
+            seq=stored_int(row["seq"], f"{event_at}: sequence number"),
             key=row["key"],
             type=row["type"],
             case=row["case_ref"],
@@ -254,7 +265,9 @@ def run_from_row(row: RunRow) -> RunInfo:
             kind=row["kind"],
             meta=meta,
             head_hash=row["head_hash"],
-            n_events=int(row["n_events"]),
+            n_events=stored_int(
+                row["n_events"], f"journal damaged: run {row['run_id']}: event count"
+            ),
         )
     except ValidationError as exc:
         problem = exc.errors()[0]

@@ -50,6 +50,7 @@ from dissensus.store.events import (
     RunRow,
     event_from_row,
     run_from_row,
+    stored_int,
     written_event,
 )
 from dissensus.store.targets import check_run_id
@@ -286,7 +287,12 @@ class SQLEventLog:
         else:
             # Sorted here: with ORDER BY in the query SQLite walks the run's events in
             # sequence order instead of looking the case up in its index.
-            rows = sorted(self._event_rows(sql, args), key=lambda r: int(r["seq"]))
+            rows = sorted(
+                self._event_rows(sql, args),
+                key=lambda r: stored_int(
+                    r["seq"], f"journal damaged: run {run_id}: sequence number"
+                ),
+            )
         for row in rows:
             yield event_from_row(row)
 

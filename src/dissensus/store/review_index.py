@@ -35,7 +35,7 @@ from pydantic import BaseModel, ConfigDict
 from dissensus.store import event_types as ev
 from dissensus.store.backend import Backend
 from dissensus.store.errors import JournalReadOnly
-from dissensus.store.events import Event
+from dissensus.store.events import Event, stored_int
 from dissensus.store.transactions import Transactions
 
 __all__ = [
@@ -139,8 +139,11 @@ class ReviewIndex:
                 except ValueError:  # a damaged row; runs verify names it
                     continue
                 if isinstance(payload, dict):
+                    seq = stored_int(
+                        row["seq"], f"journal damaged: run {row['run_id']}: sequence number"
+                    )
                     with backend.errors():
-                        self._index(str(row["run_id"]), int(row["seq"]), row["type"], payload)
+                        self._index(str(row["run_id"]), seq, row["type"], payload)
             with backend.errors():
                 count = backend.rows("SELECT COUNT(*) AS n FROM review_index")[0]["n"]
         return int(count)

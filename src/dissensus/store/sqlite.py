@@ -129,6 +129,15 @@ def immutable_uri(path: str) -> str:
     return Path(path).resolve().as_uri() + "?mode=ro&immutable=1"
 
 
+
+_UNDECODABLE = "Could not decode to UTF-8"
+"""The start of sqlite3's error for a text cell whose bytes are not UTF-8."""
+
+
+def _replacing(data: bytes) -> str:
+    """A text cell's bytes as text, undecodable bytes replaced (U+FFFD)."""
+    return data.decode("utf-8", "replace")
+
 class SQLiteBackend:
     """A run journal's database in one SQLite file (``":memory:"`` for a throw-away one).
 
@@ -287,6 +296,10 @@ class SQLiteBackend:
         except sqlite3.DatabaseError as exc:
             if _damaged(exc):
                 raise self._damaged_error(exc) from exc
+            if _UNDECODABLE in str(exc):  # never the cell's text: it is damaged data
+                raise JournalDamaged(
+                    f"journal {self.path} is damaged: a stored text is not UTF-8"
+                ) from exc
             if not isinstance(exc, sqlite3.OperationalError):
                 raise JournalError(f"journal {self.path}: {exc}") from exc
             text = str(exc)
@@ -301,7 +314,19 @@ class SQLiteBackend:
 
     def rows(self, sql: str, args: Sequence[Any] = ()) -> list[Row]:
         with self.lock:
-            return [dict(r) for r in self._db.execute(sql, tuple(args)).fetchall()]
+            try:
+                return [dict(r) for r in self._db.execute(sql, tuple(args)).fetchall()]
+            except sqlite3.OperationalError as exc:
+                if _UNDECODABLE not in str(exc):
+                    raise
+            # A text cell edited outside dissensus into bytes that are not UTF-8: read
+            # again with replacement characters, so that its event reads as damaged (its
+            # hash no longer matches: runs verify names it) rather than the query failing.
+            self._db.text_factory = _replacing
+            try:
+                return [dict(r) for r in self._db.execute(sql, tuple(args)).fetchall()]
+            finally:
+                self._db.text_factory = str
 
     def exec(self, sql: str, args: Sequence[Any] = ()) -> int:
         with self.lock:
