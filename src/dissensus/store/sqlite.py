@@ -129,7 +129,6 @@ def immutable_uri(path: str) -> str:
     return Path(path).resolve().as_uri() + "?mode=ro&immutable=1"
 
 
-
 _UNDECODABLE = "Could not decode to UTF-8"
 """The start of sqlite3's error for a text cell whose bytes are not UTF-8."""
 
@@ -137,6 +136,7 @@ _UNDECODABLE = "Could not decode to UTF-8"
 def _replacing(data: bytes) -> str:
     """A text cell's bytes as text, undecodable bytes replaced (U+FFFD)."""
     return data.decode("utf-8", "replace")
+
 
 class SQLiteBackend:
     """A run journal's database in one SQLite file (``":memory:"`` for a throw-away one).
