@@ -417,6 +417,28 @@ DeadlineOpt = Annotated[
 ]
 
 
+EngineOpt = Annotated[
+    str,
+    typer.Option(
+        "--engine",
+        help="local (this process) or ray (blocks of lines on Ray actors, the journal in this process; the 'ray' extra).",
+    ),
+]
+RayAddressOpt = Annotated[
+    str | None,
+    typer.Option("--ray-address", help="Ray cluster to join (default: start a local one)."),
+]
+WorkersOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--workers",
+        min=1,
+        max=MAX_WORKERS,
+        help="Ray workers (default: the cluster's CPUs).",
+    ),
+]
+
+
 def run_and_report(
     journal: Journal,
     run_id: str,
@@ -576,26 +598,9 @@ def decide_cmd(
             "--model", help="Model spec for live follow-ups (default: policy, $DISSENSUS_MODEL)."
         ),
     ] = None,
-    engine: Annotated[
-        str,
-        typer.Option(
-            "--engine",
-            help="local (this process) or ray (blocks of lines on Ray actors, the journal in this process; the 'ray' extra).",
-        ),
-    ] = "local",
-    ray_address: Annotated[
-        str | None,
-        typer.Option("--ray-address", help="Ray cluster to join (default: start a local one)."),
-    ] = None,
-    workers: Annotated[
-        int | None,
-        typer.Option(
-            "--workers",
-            min=1,
-            max=MAX_WORKERS,
-            help="Ray workers (default: the cluster's CPUs).",
-        ),
-    ] = None,
+    engine: EngineOpt = "local",
+    ray_address: RayAddressOpt = None,
+    workers: WorkersOpt = None,
     deadline: DeadlineOpt = None,
     acceptance: Annotated[
         str | None,

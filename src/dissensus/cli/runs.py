@@ -39,7 +39,15 @@ from dissensus.errors import InputError
 
 if TYPE_CHECKING:
     from dissensus.types import JsonObject
-from dissensus.cli.decide import DeadlineOpt, OutputOpt, RejectsOpt, run_and_report
+from dissensus.cli.decide import (
+    DeadlineOpt,
+    EngineOpt,
+    OutputOpt,
+    RayAddressOpt,
+    RejectsOpt,
+    WorkersOpt,
+    run_and_report,
+)
 from dissensus.cli.journals import JournalOpt, JsonOpt, opened_journal
 
 runs_app = typer.Typer(
@@ -244,11 +252,17 @@ def runs_resume(
     rejects: RejectsOpt = None,
     output: OutputOpt = None,
     deadline: DeadlineOpt = None,
+    engine: EngineOpt = "local",
+    ray_address: RayAddressOpt = None,
+    workers: WorkersOpt = None,
 ) -> None:
-    """Finish a run that was interrupted; completed steps and model calls are replayed, not redone."""
+    """Finish a run that was interrupted; completed steps and model calls are replayed, not
+    redone, on either engine, whichever the run started on."""
+    from dissensus.engines import check_engine
     from dissensus.pipeline.batch import check_resumable
     from dissensus.store.journal import journal_path
 
+    engine = check_engine(engine, workers=workers, address=ray_address)
     target = journal_path(journal)
     with opened_journal(target) as store:
         store.run(run_id)
@@ -269,6 +283,9 @@ def runs_resume(
             output=output,
             rejects=rejects,
             total=total,
+            engine=engine,
+            ray_address=ray_address,
+            workers=workers,
             deadline=deadline,
         )
     raise typer.Exit(code=code)
