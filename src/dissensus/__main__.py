@@ -31,6 +31,10 @@ def _interrupt(signum: int, frame: FrameType | None) -> None:
 
 
 def _stop() -> None:
+    # Stopping: another signal while the interpreter shuts down must not end the process
+    # by that signal instead of exit 130.
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, signal.SIG_IGN)
     sys.stderr.write("interrupted\n")
     raise SystemExit(EXIT_INTERRUPTED)
 

@@ -47,7 +47,7 @@ from typing import Any
 
 from dissensus.cli import commands as _commands  # noqa: F401  (registers every command)
 from dissensus.cli.app import app
-from dissensus.cli.common import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, shown
+from dissensus.cli.common import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, INTERRUPT_SAID, shown
 from dissensus.errors import DissensusError
 
 __all__ = ["app", "main"]
@@ -106,6 +106,16 @@ def _sigterm_interrupts() -> Iterator[None]:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI and return its exit code; user errors print one line, never a traceback."""
+    INTERRUPT_SAID.clear()
+    code = _main(argv)
+    if code == EXIT_INTERRUPTED and not INTERRUPT_SAID:
+        # The CLI framework turns a KeyboardInterrupt it catches (a signal while a command
+        # checks its options, before the command's own handling) into exit 130, silently.
+        sys.stderr.write("interrupted\n")
+    return code
+
+
+def _main(argv: list[str] | None) -> int:
     try:
         with _sigterm_interrupts():
             code = _command().main(args=argv, prog_name="dissensus", standalone_mode=False)
@@ -131,11 +141,13 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_USAGE
     except KeyboardInterrupt:
         sys.stderr.write("interrupted\n")
+        INTERRUPT_SAID.append(True)
         return EXIT_INTERRUPTED
     except Exception as exc:
         # Click's usage errors (the CLI framework's, not ours): one line, exit 2.
         if type(exc).__name__ == "Abort":
             sys.stderr.write("interrupted\n")
+            INTERRUPT_SAID.append(True)
             return EXIT_INTERRUPTED
         exit_code = getattr(exc, "exit_code", None)
         if hasattr(exc, "format_message") and isinstance(exit_code, int):
@@ -162,6 +174,11 @@ def _code(code: object) -> int:
 
 def _entry() -> None:
     code = main()
+    # The command is over: a signal now (while the interpreter shuts down) must not turn
+    # its exit code into death by that signal.
+    if threading.current_thread() is threading.main_thread():
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(signum, signal.SIG_IGN)
     try:
         sys.stdout.flush()
     except BrokenPipeError:

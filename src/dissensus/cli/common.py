@@ -77,6 +77,7 @@ __all__ = [
     "EXIT_OK",
     "EXIT_REJECTED",
     "EXIT_USAGE",
+    "INTERRUPT_SAID",
     "MAX_BATCH",
     "MAX_SECONDS",
     "MAX_WORKERS",
@@ -105,6 +106,10 @@ EXIT_FAILURE = 1
 EXIT_USAGE = 2
 EXIT_REJECTED = 3
 EXIT_INTERRUPTED = 130
+
+INTERRUPT_SAID: list[bool] = []
+"""Holds ``True`` once a command has said in its own words that it was interrupted (its
+resume line), so that :func:`dissensus.cli.main` does not add a bare "interrupted"."""
 
 MAX_SECONDS = 315_576_000.0
 """Longest duration option, in seconds (ten years of 365.25 days)."""

@@ -65,6 +65,7 @@ from dissensus.cli.app import app
 from dissensus.cli.common import (
     EXIT_FAILURE,
     EXIT_INTERRUPTED,
+    INTERRUPT_SAID,
     MAX_SECONDS,
     MAX_WORKERS,
     Bar,
@@ -504,6 +505,7 @@ def run_and_report(
             f"interrupted: resume with dissensus runs resume {run_id} --journal {journal.path}\n"
         )
         sys.stderr.flush()
+        INTERRUPT_SAID.append(True)
         return EXIT_INTERRUPTED
     except JournalError as exc:
         if isinstance(exc, JournalReadOnly | JournalDamaged):
