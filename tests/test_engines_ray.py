@@ -83,8 +83,15 @@ def local_run(panels: Path) -> tuple[list[dict[str, Any]], list[str], dict[str, 
     records = asyncio.run(
         _collect(execute_run(journal, "R", on_reject=lambda r: rejects.append(r.describe())))
     )
-    events = {e.key: e.payload for e in journal.events("R") if e.key != "run/started"}
+    events = _case_events(journal)
     return records, rejects, events
+
+
+def _case_events(journal: Journal) -> dict[str, Any]:
+    """The run's events by key, but ``run.started`` and the Ray driver's reservations
+    (``model.reserved``, ``model.settled``: a local run has none)."""
+    skip = ("run/started", "reserved/", "settled/")
+    return {e.key: e.payload for e in journal.events("R") if not e.key.startswith(skip)}
 
 
 def _ray_run(
@@ -113,8 +120,12 @@ def test_ray_decide_equals_local_run(
     assert got == records  # ids, actions, decisions, reasons, usage: everything
     assert got_rejects == rejects and len(rejects) == 2
     assert journal.verify("R").ok
-    ray_events = {e.key: e.payload for e in journal.events("R") if e.key != "run/started"}
+    ray_events = _case_events(journal)
     assert ray_events == events
+    # The driver reserved each block's allowance before sending it, and settled each.
+    reserved = {e.key for e in journal.events("R", type="model.reserved")}
+    settled = {e.payload["reservation"] for e in journal.events("R", type="model.settled")}
+    assert reserved and reserved == settled
     # Driver appends case after case: each case's events are contiguous, in line order.
     cases = [e.case for e in journal.events("R") if e.case is not None]
     order = [int(c) for i, c in enumerate(cases) if i == 0 or cases[i - 1] != c]
@@ -158,20 +169,20 @@ def test_killed_ray_run_resumes_without_redoing_completed_blocks(
     journal.close()
 
     sent: list[int] = []
-    real = ray_engine._dispatch
+    real = ray_engine._send
 
-    def spy(items: list[str], actors: list[Any]) -> Any:
-        sent.extend(json.loads(i)["block"]["index"] for i in items)
-        return real(items, actors)
+    def spy(actor: Any, text: str) -> Any:
+        sent.append(json.loads(text)["block"]["index"])
+        return real(actor, text)
 
-    monkeypatch.setattr(ray_engine, "_dispatch", spy)
+    monkeypatch.setattr(ray_engine, "_send", spy)
     journal = Journal(path)
     got, got_rejects = _ray_run(journal, panels)
     n_blocks = len(plan_blocks(panels, 25))
     assert 0 < len(sent) < n_blocks and sent[0] > 0  # block 0 was complete: not redone
     assert got == records and got_rejects == rejects
     assert journal.verify("R").ok
-    assert {e.key: e.payload for e in journal.events("R") if e.key != "run/started"} == events
+    assert _case_events(journal) == events
 
 
 def test_ray_run_resumes_on_the_local_engine(
@@ -259,3 +270,97 @@ def test_cli_route_and_decide_with_ray_engine(
     assert outs["ray"] == outs["local"]
     verify = runner.invoke(app, ["runs", "verify", "C", "--journal", str(tmp_path / "ray.sqlite")])
     assert verify.exit_code == 0, verify.output
+
+
+_KILLED_DRIVER = """
+import asyncio, os, signal, sys
+from dissensus.engines.ray import RayOptions, decide_ray
+from dissensus.store import event_types as ev
+from dissensus.store.journal import Journal
+
+def die(event):
+    if event.type == ev.MODEL_SETTLED:  # the first block is back and journalled
+        os.kill(os.getpid(), signal.SIGKILL)
+
+async def main():
+    journal = Journal(sys.argv[1], after_append=die)
+    options = RayOptions(address=sys.argv[2], workers=2, lines_per_block=20)
+    async for _ in decide_ray(journal, "K", options=options):
+        pass
+
+asyncio.run(main())
+"""
+
+
+def _live(tmp_path: Path, max_calls: int) -> tuple[Path, Path]:
+    """240 panels, each making two live calls (480 in all), a policy with ``max_calls``,
+    a run ``K`` started in ``j.sqlite`` whose model writes a line per call sent."""
+    from pipeline_cases import crash_script, panel, write_jsonl, write_policy
+
+    rows = [panel(f"live-{i}", ["1", "1", "1"]) for i in range(240)]
+    path = write_jsonl(tmp_path / "in.jsonl", rows)
+    extra = {"guard": {"enabled": False}, "budget": {"max_calls": max_calls}}
+    policy = write_policy(tmp_path / "policy.yaml", extra)
+    calls = tmp_path / "calls.jsonl"
+    model = f"record:{calls}:scripted:{crash_script(tmp_path / 'model.yaml')}"
+    with Journal(tmp_path / "j.sqlite") as journal:
+        start_run(journal, str(path), load_policy(str(policy))[0], run_id="K", model=model)
+    return tmp_path / "j.sqlite", calls
+
+
+def _sent(calls: Path) -> int:
+    return len(calls.read_text().splitlines()) if calls.exists() else 0
+
+
+@pytest.mark.parametrize("resume_on", ["ray", "local"])
+def test_a_killed_ray_driver_and_its_resume_never_exceed_the_call_budget(
+    ray_instance: Any, tmp_path: Path, resume_on: str
+) -> None:
+    """The driver is killed (SIGKILL) once its first block is journalled, other blocks
+    being decided; the resume, on either engine, is charged the open reservations."""
+    import subprocess
+    import sys
+
+    max_calls = 300
+    journal_path, calls = _live(tmp_path, max_calls)
+    address = ray_instance.get_runtime_context().gcs_address
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "src"), *sys.path])}
+    killed = subprocess.run(
+        [sys.executable, "-c", _KILLED_DRIVER, str(journal_path), address],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+    )
+    assert killed.returncode == -9, killed.stderr[-2000:]
+    first = _sent(calls)
+    assert 0 < first <= max_calls
+    with Journal(journal_path) as journal:
+        kinds = {e.type for e in journal.events("K")}
+        assert "model.reserved" in kinds and "run.finished" not in kinds
+        if resume_on == "ray":
+            options = RayOptions(workers=2, lines_per_block=20)
+            records = asyncio.run(_collect(decide_ray(journal, "K", options=options)))
+        else:
+            records = asyncio.run(_collect(execute_run(journal, "K")))
+        assert len(records) == 240
+        assert journal.verify("K").ok
+    assert _sent(calls) <= max_calls  # the first run's calls and the resume's
+
+
+def test_an_uninterrupted_ray_run_with_an_ample_budget_equals_the_local_run(
+    ray_instance: Any, tmp_path: Path
+) -> None:
+    (tmp_path / "local").mkdir()
+    (tmp_path / "ray").mkdir()
+    local_journal, local_calls = _live(tmp_path / "local", max_calls=10_000)
+    ray_journal, ray_calls = _live(tmp_path / "ray", max_calls=10_000)
+    with Journal(local_journal) as journal:
+        local = asyncio.run(_collect(execute_run(journal, "K")))
+    with Journal(ray_journal) as journal:
+        options = RayOptions(workers=2, lines_per_block=20)
+        got = asyncio.run(_collect(decide_ray(journal, "K", options=options)))
+        assert not [e for e in journal.events("K", type="model.failed")]
+    assert got == local
+    assert _sent(ray_calls) == _sent(local_calls) == 480

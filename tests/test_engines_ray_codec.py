@@ -18,7 +18,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from dissensus.canonical import canonical
-from dissensus.engines.ray import _BlockResult, _CaseResult, _next_block, _payload
+from dissensus.engines.ray import _BlockResult, _CaseResult, _decoded, _payload
 from dissensus.errors import InputError
 from dissensus.io.jsonl import Reject
 from dissensus.pipeline.records import CaseRecord
@@ -88,7 +88,8 @@ def test_a_block_decodes_to_the_records_events_and_rejects_sent(
     was = gc.isenabled()
     (gc.enable if collecting else gc.disable)()
     try:
-        index, outcomes, rss_mb, cpu_s, decode_s = _next_block(iter([pickle.dumps(sent)]))
+        result, outcomes, decode_s = _decoded(pickle.dumps(sent))
+        index, rss_mb, cpu_s = result.block, result.rss_mb, result.cpu_s
         assert gc.isenabled() is collecting
     finally:
         (gc.enable if was else gc.disable)()
@@ -106,7 +107,7 @@ def test_a_record_sent_as_its_events_payload_decodes_to_that_record() -> None:
     text = canonical(record.model_dump(mode="json"))
     events = [("case/4/s0", "case.steps", "4", "{}"), ("case/4/record", "case.record", "4", text)]
     sent = _BlockResult(block=0, cases=[_CaseResult(4, None, None, events)], rss_mb=1.0, cpu_s=0.1)
-    _, outcomes, _, _, _ = _next_block(iter([pickle.dumps(sent)]))
+    _, outcomes, _ = _decoded(pickle.dumps(sent))
     assert outcomes[0].record == record
     assert [e.text for e in outcomes[0].events] == ["{}", text]
 
@@ -115,4 +116,4 @@ def test_a_case_with_neither_record_nor_reject_is_refused() -> None:
     events = [("case/5/s0", "case.steps", "5", "{}")]
     sent = _BlockResult(block=0, cases=[_CaseResult(5, None, None, events)], rss_mb=1.0, cpu_s=0.1)
     with pytest.raises(InputError, match="neither a record nor a reject for line 5"):
-        _next_block(iter([pickle.dumps(sent)]))
+        _decoded(pickle.dumps(sent))

@@ -122,11 +122,16 @@ def test_ray_worker_block_embeds_each_trace_once(tmp_path: Path) -> None:
     start_run(journal, str(path), policy_from_dict(POLICY), run_id="r")
     started = _started(journal, "r")
     journal.close()
-    decider = _Decider("r", started, workers=1, fault=None)
+    decider = _Decider("r", started, fault=None)
     backend = CountingBackend()
     decider._backend = backend
     (block,) = plan_blocks(path, 512)
-    item = {"block": asdict(block), "name": str(path), "seed": []}
+    item = {
+        "block": asdict(block),
+        "name": str(path),
+        "seed": [],
+        "allowance": {"calls": None, "tokens": None},
+    }
     out = decider.decide(json.dumps(item))
     assert len(pickle.loads(out).cases) == len(lines)
     texts = {o["reasoning"] for line in lines for o in json.loads(line)["outputs"]}

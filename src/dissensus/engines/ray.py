@@ -11,8 +11,9 @@ builds the run's specification (:class:`~dissensus.pipeline.spec.RunSpec`, as
 journalled in ``run.started``) once, reads its blocks from the file itself, and
 returns the block's records, rejects and journal events, which the loop appends to the
 one journal of the run *in input order* while the records are emitted in input order:
-the journal is the same shape as a local run's, so ``runs show/export/verify/resume``
-work unchanged, and a run started on one engine can be resumed on the other.
+the journal is the same shape as a local run's (plus the blocks' budget reservations,
+below), so ``runs show/export/verify/resume`` work unchanged, and a run started on one
+engine can be resumed on the other.
 
 Choices where the design is silent:
 
@@ -40,17 +41,39 @@ Choices where the design is silent:
   reject is not sent to a worker again: its records and rejects are replayed from the
   journal by the driver. Other blocks are decided (again), with their journalled
   events as seed, so completed cases inside them are replayed, not redone.
-* **Budget.** Each worker has its own model client whose call and token limits are the
-  policy's divided by the number of workers (rounded down, at least 1), so the run as a
-  whole never exceeds the policy's budget.
-* **Failures.** Worker processes are Ray actors restarted on death, and their blocks
-  are retried (``max_restarts=-1``, ``max_task_retries=-1``, as Ray Data's actor pools
-  have them): a block is a pure function of the input and the journal's seed, so a
-  retry gives the same events. The run's actors are ended when its blocks are back (or
+* **Budget: a reservation per block.** A worker spends before the driver journals
+  anything of its block, so before the driver sends a block it journals, in a commit of
+  its own, what the block may spend (``model.reserved``, key ``reserved/BLOCK/ATTEMPT``,
+  :class:`~dissensus.pipeline.run_events.ModelReserved`), and the worker's clients
+  enforce that allowance for that block (a fresh :class:`~dissensus.llm.budget.Budget`
+  per block). When the block is back, the reservation is settled (``model.settled``,
+  key ``settled/BLOCK/ATTEMPT``) by an event appended with the block's last case (one
+  transaction), and what the block did not spend is free again for the blocks sent
+  after. A resumed run, on either engine, charges each reservation that is not settled
+  in full (:func:`dissensus.pipeline.durable.replay_spend`), so no sequence of kills,
+  deadlines and resumes sends more requests than the budget allows. **Sizing**: a
+  block's allowance of calls (and of tokens) is the budget left (the limit minus what is
+  spent: journalled before this invocation, charged as a resume charges it, plus what
+  the blocks back since reported) divided by the blocks that may be in flight together
+  (workers x 2 block slots, or the blocks in flight and still to send when fewer),
+  rounded up, and at most what the open reservations leave free (:func:`_share`).
+  Consequences: a kill (or a deadline, whose blocks in flight are abandoned) charges at
+  most the open reservations beyond what was really spent, which can be most of the
+  budget left at the time; when the budget binds, a Ray run's records may differ from a
+  local run's (which calls are refused depends on how the blocks shared the budget, as
+  with the per-worker shares before); with an ample budget they are the same. A policy
+  without call and token limits (``max_calls`` and ``max_tokens`` null) reserves
+  nothing, and its journal is a local run's shape.
+* **Failures.** Worker processes are Ray actors restarted on death
+  (``max_restarts=-1``); Ray does not retry their blocks (``max_task_retries=0``): the
+  driver sends a dead worker's block again, to the restarted worker, under a new
+  reservation (the next attempt), the dead attempt's reservation staying open and
+  charged in full (its spend is unknown). A block is a pure function of the input and
+  the journal's seed, so a retry gives the same events. The run's actors are ended when its blocks are back (or
   the run stops), so their CPUs are free for the next run.
 * **Actors, not Ray Data, for decide.** The driver sends each block to a worker itself
-  (:func:`_dispatch`: at most two blocks in flight per worker, results taken in block
-  order): Ray Data's streaming executor and its iterator's threads, with the
+  (:class:`_Flight`: at most two blocks in flight per worker, results taken in block
+  order, reservations journalled on the run loop's thread): Ray Data's streaming executor and its iterator's threads, with the
   collector's passes they set off, cost a quarter to a third of the driver's CPU, for
   a job that needs none of what they offer (the blocks are planned, ordered and sized
   already).
@@ -80,7 +103,7 @@ Choices where the design is silent:
   each payload travelled both as JSON and as text inside one JSON document per block;
   8.0 kB since escalated cases' steps are thin and the record travels as its event's
   payload (8.3 kB with the record sent a second time). The collector is paused while a
-  block is decoded (see :func:`_next_block`). What the driver sends a worker (a block's place and its seed
+  block is decoded (see :func:`_decoded`). What the driver sends a worker (a block's place and its seed
   events) is JSON text whose shapes are the ``TypedDict`` classes below; a Ray row or
   batch itself (:data:`_Row`) is Ray's format.
 * ``$DISSENSUS_FAULT_RAY_KILL`` (``BLOCK:MARKER_PATH``) makes the worker that first
@@ -91,6 +114,7 @@ Choices where the design is silent:
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import gc
 import io
 import json
@@ -159,12 +183,21 @@ class _SeedEvent(TypedDict):
     payload: JsonObject
 
 
+class _Allowance(TypedDict):
+    """What a worker's client may spend on one block (``None``: no limit of that kind)."""
+
+    calls: int | None
+    tokens: int | None
+
+
 class _WorkItem(TypedDict):
-    """One block for a decide worker: where its lines are and the events to resume from."""
+    """One block for a decide worker: where its lines are, the events to resume from and
+    what its model calls may spend."""
 
     block: _BlockFields
     name: str
     seed: list[_SeedEvent]
+    allowance: _Allowance
 
 
 _EventText: TypeAlias = tuple[str, str, str | None, str]
@@ -192,6 +225,10 @@ class _BlockResult(NamedTuple):
     cases: list[_CaseResult]
     rss_mb: float
     cpu_s: float
+    spent_calls: int = 0
+    """Attempts the worker's client sent for the block (its allowance's budget)."""
+    spent_tokens: int = 0
+    """Tokens the worker's client used for the block."""
 
 
 class _RouteSpec(TypedDict):
@@ -288,27 +325,17 @@ def _rows(dataset: Any) -> Iterator[_Row]:
 # -- decide -----------------------------------------------------------------------------
 
 
-def _split(limit: int | None, workers: int) -> int | None:
-    return None if limit is None else max(1, limit // workers)
-
-
 class _Decider:
     """One Ray worker of a decide run: loads the run's specification once, decides blocks."""
 
-    def __init__(
-        self, run_id: str, spec: JsonObject, workers: int, fault: tuple[int, str] | None
-    ) -> None:
+    def __init__(self, run_id: str, spec: JsonObject, fault: tuple[int, str] | None) -> None:
         from dissensus.llm.budget import Budget
         from dissensus.pipeline.spec import RunSpec
 
         self.run_id = run_id
         self.spec = RunSpec.from_started(spec)
         self.policy = self.spec.policy
-        budget = self.policy.budget
-        self.budget = Budget(
-            max_calls=_split(budget.max_calls, workers),
-            max_tokens=_split(budget.max_tokens, workers),
-        )
+        self.budget = Budget(max_calls=0, max_tokens=0)  # each block brings its allowance
         self.fault = fault
         self._backend: Any = None
         self._clients: dict[str | None, Any] = {}
@@ -324,12 +351,21 @@ class _Decider:
         return self._backend
 
     def client(self, spec: str | None = None) -> Any:
-        """The worker's client of model spec ``spec`` (``None``: the run's model); one budget."""
+        """The worker's client of model spec ``spec`` (``None``: the run's model), drawing
+        from the current block's allowance (:meth:`_allow`)."""
         if spec not in self._clients:
             from dissensus.llm.resolve import resolve_model
 
             self._clients[spec] = resolve_model(spec or self.spec.model, budget=self.budget)
         return self._clients[spec]
+
+    def _allow(self, allowance: _Allowance) -> None:
+        """A fresh budget holding the block's allowance, for every client of the worker."""
+        from dissensus.llm.budget import Budget
+
+        self.budget = Budget(max_calls=allowance["calls"], max_tokens=allowance["tokens"])
+        for client in self._clients.values():
+            client.budget = self.budget
 
     def decide(self, raw: str) -> bytes:
         """One block (a :class:`_WorkItem` as JSON text): its pickled :class:`_BlockResult`."""
@@ -348,6 +384,7 @@ class _Decider:
         cpu = time.process_time()
         block = _block_of(item["block"])
         _maybe_die(self.fault, block.index)
+        self._allow(item["allowance"])
         memory = Journal(":memory:")
         memory.create_run(self.run_id, kind="decide", meta={})
         for event in item["seed"]:
@@ -359,7 +396,7 @@ class _Decider:
             memory,
             self.run_id,
             backend_factory=self.backend,
-            client_factory=self.client,  # one model client (and budget share) per worker
+            client_factory=self.client,  # the worker's clients, on the block's allowance
         )
         parsed = (
             (parse_line(Panel, text, file=item["name"], line=number), number)
@@ -401,7 +438,15 @@ class _Decider:
                 task.cancel()
             memory.close()
         cases.sort(key=lambda c: c.line)  # rejects were listed before cases in flight
-        return _BlockResult(block.index, cases, _rss_mb(), time.process_time() - cpu)
+        spent = self.budget.spent
+        return _BlockResult(
+            block.index,
+            cases,
+            _rss_mb(),
+            time.process_time() - cpu,
+            spent.attempts,
+            spent.total_tokens,
+        )
 
 
 def _rss_mb() -> float:
@@ -472,7 +517,7 @@ class RayExecutor:
         opts = self.options
         blocks = _plan(ctx, opts.lines_per_block)
         seeds = _seeds(ctx.journal, ctx.run_id)
-        todo: list[str] = []
+        todo: list[tuple[Block, list[_SeedEvent]]] = []
         complete: dict[int, bool] = {}
         for block in blocks:
             done = _complete(block, seeds)
@@ -483,12 +528,7 @@ class RayExecutor:
                     for line in range(block.first_line, block.last_line + 1)
                     for e in seeds.get(str(line), [])
                 ]
-                todo.append(
-                    json.dumps(
-                        _WorkItem(block=_fields(block), name=ctx.name, seed=seed),
-                        ensure_ascii=False,
-                    )
-                )
+                todo.append((block, seed))
         info = self.stats
         info.update(
             blocks=len(blocks),
@@ -497,17 +537,17 @@ class RayExecutor:
             worker_cpu_s=0.0,
             driver_decode_cpu_s=0.0,
         )
-        results: Iterator[bytes] = iter(())
+        flight: _Flight | None = None
         actors: list[Any] = []
         if todo:
             _warm(ctx.spec.policy.reading.similarity)
             workers = ensure_ray(opts)
             actors = _deciders(
-                min(workers, len(todo)),
-                (ctx.run_id, ctx.spec.started_fields(), workers, _fault()),
+                min(workers, len(todo)), (ctx.run_id, ctx.spec.started_fields(), _fault())
             )
-            results = _dispatch(todo, actors)
-        collected = self._collect(ctx, blocks, complete, results)
+            ledger = _Ledger(ctx, slots=len(actors) * _DEPTH)
+            flight = _Flight(ctx, todo, actors, ledger)
+        collected = self._collect(ctx, blocks, complete, flight)
         thresholds = gc.get_threshold()
         gc.set_threshold(*_RUN_GC_THRESHOLD)
         try:
@@ -523,22 +563,25 @@ class RayExecutor:
         ctx: RunContext,
         blocks: list[Block],
         complete: dict[int, bool],
-        results: Iterator[bytes],
+        flight: _Flight | None,
     ) -> AsyncGenerator[list[Outcome], None]:
         """The outcomes of ``blocks`` in order, a block at a time: replayed, or as the
         workers hand them back."""
         info = self.stats
+        if flight is not None:
+            flight.start()
         for block in blocks:
             if complete[block.index]:
                 yield list(_replayed(ctx.journal, ctx.run_id, block))
                 continue
-            # Waiting for a block's result blocks: wait for it (and decode the block) on a
-            # thread, so the loop's deadline holds and the loop's commits overlap the decoding.
-            index, outcomes, rss_mb, cpu_s, decode_s = await asyncio.to_thread(_next_block, results)
-            if index != block.index:  # _dispatch keeps the order; never mix
-                raise InputError(f"Ray returned block {index} where block {block.index} was due")
-            info["worker_rss_mb"] = max(info["worker_rss_mb"], rss_mb)
-            info["worker_cpu_s"] += cpu_s
+            assert flight is not None  # a block not complete was sent
+            result, outcomes, decode_s = await flight.next()
+            if result.block != block.index:  # _Flight keeps the order; never mix
+                raise InputError(
+                    f"Ray returned block {result.block} where block {block.index} was due"
+                )
+            info["worker_rss_mb"] = max(info["worker_rss_mb"], result.rss_mb)
+            info["worker_cpu_s"] += result.cpu_s
             info["driver_decode_cpu_s"] += decode_s
             yield outcomes
 
@@ -605,33 +648,194 @@ class _DecideWorker:
 
 
 def _deciders(n: int, args: tuple[Any, ...]) -> list[Any]:
-    """``n`` decide workers (Ray actors, one CPU each), restarted on death, their
-    blocks retried."""
+    """``n`` decide workers (Ray actors, one CPU each), restarted on death. Ray does not
+    retry their blocks itself (``max_task_retries=0``): the driver sends a dead worker's
+    blocks again, each under a reservation of its own (:class:`_Flight`)."""
     ray = _ray()
-    remote = ray.remote(num_cpus=1, max_restarts=-1, max_task_retries=-1)(_DecideWorker)
+    remote = ray.remote(num_cpus=1, max_restarts=-1, max_task_retries=0)(_DecideWorker)
     return [remote.remote(*args) for _ in range(n)]
 
 
-def _dispatch(items: list[str], actors: list[Any]) -> Iterator[bytes]:
-    """What the workers hand back for ``items``, in the order of ``items``: each item
-    goes to a worker as soon as one of its :data:`_DEPTH` places is free, the
-    worker whose result was taken last getting the next."""
-    ray = _ray()
-    waiting = deque(items)
-    flight: deque[tuple[Any, Any]] = deque()  # (result's reference, worker), item order
+def _send(actor: Any, text: str) -> Any:
+    """Send one block (a :class:`_WorkItem` as JSON text) to ``actor``: Ray's reference
+    to its result."""
+    return actor.decide.remote(text)
 
-    def send(actor: Any) -> None:
-        if waiting:
-            flight.append((actor.decide.remote(waiting.popleft()), actor))
 
-    for _ in range(_DEPTH):
-        for actor in actors:
-            send(actor)
-    while flight:
-        ref, actor = flight.popleft()
-        raw: bytes = ray.get(ref)
-        send(actor)
-        yield raw
+def _share(left: int, slots: int, free: int) -> int:
+    """A block's allowance of one limit: what is left of it (limit minus spent) divided
+    by ``slots``, rounded up, and no more than ``free`` (left minus open reservations)."""
+    return max(0, min(free, -(-max(0, left) // max(1, slots))))
+
+
+class _Ledger:
+    """The driver's account of the run's budget: what was spent (journalled before this
+    invocation, charged as a resumed run charges it, and what the blocks back since
+    report) and what the blocks in flight hold; it journals each block's reservation
+    (``model.reserved``) before the block is sent and makes its settlement
+    (``model.settled``). A policy without a call or token limit reserves nothing."""
+
+    def __init__(self, ctx: RunContext, slots: int) -> None:
+        from dissensus.llm.budget import Budget
+        from dissensus.pipeline.durable import replay_spend
+        from dissensus.store import event_types as ev
+
+        limits = ctx.spec.policy.budget
+        self.journal = ctx.journal
+        self.run_id = ctx.run_id
+        self.max_calls: int | None = limits.max_calls
+        self.max_tokens: int | None = limits.max_tokens
+        self.slots = slots
+        self.limited = self.max_calls is not None or self.max_tokens is not None
+        self.calls = 0
+        self.tokens = 0
+        self.open: dict[str, _Allowance] = {}
+        self.attempts: Counter[int] = Counter()
+        """The next attempt of each block (reservations journalled by earlier invocations)."""
+        if not self.limited:
+            return
+        spent = replay_spend(ctx.journal, ctx.run_id, Budget())
+        self.calls, self.tokens = spent.attempts, spent.total_tokens
+        for event in ctx.journal.events(ctx.run_id, type=ev.MODEL_RESERVED):
+            block = int(event.payload["block"])
+            after = int(event.payload["attempt"]) + 1
+            self.attempts[block] = max(self.attempts[block], after)
+
+    def reserve(self, block: Block, waiting: int) -> tuple[str | None, _Allowance]:
+        """Journal (one commit) the allowance of ``block``'s next attempt, ``waiting``
+        blocks (this one included) still to be sent; its key and the allowance."""
+        if not self.limited:
+            return None, _Allowance(calls=None, tokens=None)
+        from dissensus.pipeline.run_events import ModelReserved
+        from dissensus.store import event_types as ev
+
+        slots = min(self.slots, len(self.open) + waiting)
+        calls = tokens = None
+        if self.max_calls is not None:
+            left = self.max_calls - self.calls
+            held = sum(a["calls"] or 0 for a in self.open.values())
+            calls = _share(left, slots, left - held)
+        if self.max_tokens is not None:
+            left = self.max_tokens - self.tokens
+            held = sum(a["tokens"] or 0 for a in self.open.values())
+            tokens = _share(left, slots, left - held)
+        attempt = self.attempts[block.index]
+        self.attempts[block.index] = attempt + 1
+        key = f"reserved/{block.index}/{attempt}"
+        payload = ModelReserved(
+            block=block.index,
+            attempt=attempt,
+            first_line=block.first_line,
+            last_line=block.last_line,
+            calls=calls,
+            tokens=tokens,
+        ).payload()
+        self.journal.append(self.run_id, ev.MODEL_RESERVED, payload, key=key)
+        allowance = _Allowance(calls=calls, tokens=tokens)
+        self.open[key] = allowance
+        return key, allowance
+
+    def settle(self, key: str | None, result: _BlockResult) -> NewEvent | None:
+        """The block is back: what it spent is charged, the rest of its allowance is free
+        again; the ``model.settled`` event to append with the block's events."""
+        if key is None:
+            return None
+        from dissensus.pipeline.run_events import ModelSettled
+        from dissensus.store import event_types as ev
+        from dissensus.store.journal import NewEvent
+
+        self.open.pop(key)
+        self.calls += result.spent_calls
+        self.tokens += result.spent_tokens
+        payload = ModelSettled(
+            reservation=key, attempts=result.spent_calls, tokens=result.spent_tokens
+        ).payload()
+        return NewEvent(ev.MODEL_SETTLED, payload, "settled/" + key.removeprefix("reserved/"))
+
+    def lose(self, key: str | None) -> None:
+        """The block's worker died: all of its allowance counts as spent (the reservation
+        stays open in the journal, so a resumed run charges it too)."""
+        if key is None:
+            return
+        allowance = self.open.pop(key)
+        self.calls += allowance["calls"] or 0
+        self.tokens += allowance["tokens"] or 0
+
+
+class _Sent(NamedTuple):
+    """A block sent to a worker."""
+
+    ref: Any
+    """Ray's reference to the result."""
+    actor: Any
+    block: Block
+    seed: list[_SeedEvent]
+    reservation: str | None
+
+
+class _Flight:
+    """The blocks on their way to and from the workers, taken back in block order: each
+    block goes to a worker as soon as one of its :data:`_DEPTH` places is free (the
+    worker whose result was taken last getting the next), after its reservation is
+    journalled (:class:`_Ledger`), all on the run loop's thread; only waiting for a
+    result and decoding it happen on a thread of their own. A block whose worker died
+    goes again, to the restarted worker, under a new reservation."""
+
+    def __init__(
+        self,
+        ctx: RunContext,
+        todo: list[tuple[Block, list[_SeedEvent]]],
+        actors: list[Any],
+        ledger: _Ledger,
+    ) -> None:
+        self.ctx = ctx
+        self.waiting = deque(todo)
+        self.actors = actors
+        self.ledger = ledger
+        self.flight: deque[_Sent] = deque()
+
+    def start(self) -> None:
+        for _ in range(_DEPTH):
+            for actor in self.actors:
+                self._next_to(actor)
+
+    def _next_to(self, actor: Any) -> None:
+        if self.waiting:
+            block, seed = self.waiting.popleft()
+            self.flight.append(self._send(actor, block, seed, len(self.waiting) + 1))
+
+    def _send(self, actor: Any, block: Block, seed: list[_SeedEvent], waiting: int) -> _Sent:
+        key, allowance = self.ledger.reserve(block, waiting)
+        item = _WorkItem(block=_fields(block), name=self.ctx.name, seed=seed, allowance=allowance)
+        ref = _send(actor, json.dumps(item, ensure_ascii=False))
+        return _Sent(ref, actor, block, seed, key)
+
+    async def next(self) -> tuple[_BlockResult, list[Outcome], float]:
+        """The next block's result, its outcomes (the last one carrying the settlement of
+        its reservation) and the CPU s spent decoding it."""
+        ray = _ray()
+        while True:
+            sent = self.flight[0]
+            try:
+                result, outcomes, decode_s = await asyncio.to_thread(_take, sent.ref)
+            except ray.exceptions.RayActorError:
+                self.ledger.lose(sent.reservation)
+                waiting = len(self.waiting) + 1
+                self.flight[0] = self._send(sent.actor, sent.block, sent.seed, waiting)
+                continue
+            break
+        self.flight.popleft()
+        settled = self.ledger.settle(sent.reservation, result)
+        if settled is not None:
+            if outcomes:
+                # In the transaction that appends the block's last case: its events are
+                # durable when the reservation stops counting.
+                last = outcomes[-1]
+                outcomes[-1] = dataclasses.replace(last, events=[*last.events, settled])
+            else:
+                self.ctx.journal.append_batch(self.ctx.run_id, [settled])
+        self._next_to(sent.actor)
+        return result, outcomes, decode_s
 
 
 def _release(actors: list[Any]) -> None:
@@ -643,12 +847,17 @@ def _release(actors: list[Any]) -> None:
         ray.kill(actor, no_restart=True)
 
 
-def _next_block(results: Iterator[bytes]) -> tuple[int, list[Outcome], float, float, float]:
-    """The next block Ray hands back, decoded: ``(index, outcomes, worker's peak RSS MB,
-    worker's CPU s, CPU s this thread spent decoding it)``."""
+def _take(ref: Any) -> tuple[_BlockResult, list[Outcome], float]:
+    """The block Ray hands back for ``ref`` (waiting for it), decoded (:func:`_decoded`)."""
+    raw: bytes = _ray().get(ref)
+    return _decoded(raw)
+
+
+def _decoded(raw: bytes) -> tuple[_BlockResult, list[Outcome], float]:
+    """A block a worker handed back (a pickled :class:`_BlockResult`), decoded:
+    ``(result, outcomes, CPU s this thread spent decoding it)``."""
     import pickle
 
-    raw = next(results)
     start = time.thread_time()
     # The decoded payloads are trees of JSON values, never cycles: the collector's passes
     # over the driver's heap, which so many fresh containers trigger, would cost more
@@ -662,7 +871,7 @@ def _next_block(results: Iterator[bytes]) -> tuple[int, list[Outcome], float, fl
         if collecting:
             gc.enable()
     decode = time.thread_time() - start
-    return result.block, outcomes, result.rss_mb, result.cpu_s, decode
+    return result, outcomes, decode
 
 
 def _outcomes(cases: list[_CaseResult]) -> list[Outcome]:

@@ -254,6 +254,15 @@ class Budget:
             self._reserved = [calls_r + 1, tokens_r + tokens, cost_r + cost]
         return Reservation(calls=1, tokens=tokens, cost=cost)
 
+    def charge(self, *, attempts: int = 0, tokens: int = 0) -> None:
+        """Charge spend made elsewhere, unchecked: ``attempts`` attempts and ``tokens``
+        tokens (counted as prompt tokens), e.g. what another process may have spent for
+        this budget's run (a Ray block's open reservation)."""
+        with self._lock:
+            spent = self._spent
+            spent.attempts += attempts
+            spent.prompt_tokens += tokens
+
     def settle(
         self, reservation: Reservation, *, model: str, prompt_tokens: int, completion_tokens: int
     ) -> float:

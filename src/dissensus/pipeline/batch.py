@@ -675,7 +675,8 @@ def _block_events(block: list[Outcome]) -> list[NewEvent]:
                         str(outcome.line),
                     )
                 )
-            continue
+            if not outcome.events:
+                continue
         events.extend(
             e if isinstance(e, NewEvent) else NewEvent(e.type, e.payload, e.key, e.case)
             for e in outcome.events

@@ -90,7 +90,7 @@ from dissensus.pipeline.compact import (
     case_steps,
     fold,
 )
-from dissensus.pipeline.run_events import ModelFailed, ModelSent, ModelSpend
+from dissensus.pipeline.run_events import ModelFailed, ModelReserved, ModelSent, ModelSpend
 from dissensus.pipeline.steps import CallRecord
 from dissensus.store import event_types as ev
 from dissensus.store.canonical import canonical, sha256_text
@@ -107,6 +107,7 @@ __all__ = [
     "call_digest",
     "case_step",
     "case_steps",
+    "open_reservations",
     "replay_spend",
 ]
 
@@ -331,7 +332,12 @@ def replay_spend(journal: Journal, run_id: str, budget: Budget, *, model: str = 
     Completed calls count their usage, failed ones (model errors, budget refusals) their
     attempts; every attempt journalled as sent (``model.sent``) that neither accounts
     for counts one attempt more: it was sent by a process that was killed or cancelled
-    before it learnt the outcome, and a provider may have billed it.
+    before it learnt the outcome, and a provider may have billed it. Every reservation of
+    the Ray engine (``model.reserved``) that no ``model.settled`` settles counts in full,
+    its calls as attempts and its tokens as prompt tokens: the worker it was made for may
+    have spent all of it, and the driver was killed (or stopped) before it journalled the
+    block's events (:func:`open_reservations`). A journal without reservations (a local
+    run, a journal written before them) is charged as before.
     """
     total = Usage()
     accounted: Counter[str] = Counter()
@@ -353,7 +359,23 @@ def replay_spend(journal: Journal, run_id: str, budget: Budget, *, model: str = 
         cut_off = Usage(calls=0, attempts=unanswered)
         total.add(cut_off)
         _charge(budget, cut_off, model)
+    for reserved in open_reservations(journal, run_id).values():
+        held = Usage(attempts=reserved.calls or 0, prompt_tokens=reserved.tokens or 0)
+        total.add(held)
+        budget.charge(attempts=held.attempts, tokens=held.prompt_tokens)
     return total
+
+
+def open_reservations(journal: Journal, run_id: str) -> dict[str, ModelReserved]:
+    """The run's reservations (``model.reserved``, by key) that no ``model.settled`` settles."""
+    reserved = {
+        e.key: ModelReserved.model_validate(e.payload)
+        for e in journal.events(run_id, type=ev.MODEL_RESERVED)
+    }
+    if reserved:
+        for event in journal.events(run_id, type=ev.MODEL_SETTLED):
+            reserved.pop(str(event.payload.get("reservation")), None)
+    return reserved
 
 
 def _charge(budget: Budget, usage: Usage, model: str) -> None:

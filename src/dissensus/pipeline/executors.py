@@ -67,7 +67,9 @@ class Outcome:
     record: CaseRecord | None = None
     reject: Reject | None = None
     events: Sequence[CaseEvent | NewEvent] = ()
-    """The case's events not yet journalled, for the loop to append with its block."""
+    """The case's events not yet journalled, for the loop to append with its block (a
+    reject's too: the Ray engine settles a block's reservation with its last outcome,
+    whichever it is)."""
     journalled: bool = False
     """The reject is already in the journal (replayed on resume)."""
 

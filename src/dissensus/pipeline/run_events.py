@@ -27,7 +27,9 @@ from dissensus.types import JsonObject, Usage
 
 __all__ = [
     "ModelFailed",
+    "ModelReserved",
     "ModelSent",
+    "ModelSettled",
     "ModelSpend",
     "ReviewResolved",
     "RunFinished",
@@ -143,6 +145,40 @@ class ModelFailed(_Payload):
     call: str
     usage: Usage
     outcome: str
+
+
+class ModelReserved(_Payload):
+    """``model.reserved`` (key ``reserved/<block>/<attempt>``): what the Ray engine's driver
+    lets one attempt of one block spend, journalled before the block is sent to a worker.
+    Until a ``model.settled`` names it, a resumed run charges it in full (on either engine):
+    the worker may have spent all of it before the driver was killed."""
+
+    block: int
+    """The block's index (:mod:`dissensus.engines.blocks`)."""
+    attempt: int
+    """0 for the block's first dispatch; one more for each dispatch after (a worker that
+    died, a resumed run deciding the block again)."""
+    first_line: int
+    last_line: int
+    """The block's input lines (inclusive)."""
+    calls: int | None
+    """Attempts the worker's client may send for the block (``None``: no call limit)."""
+    tokens: int | None
+    """Tokens the worker's client may use for the block (``None``: no token limit)."""
+
+
+class ModelSettled(_Payload):
+    """``model.settled`` (key ``settled/<block>/<attempt>``): the reservation ``reservation``
+    is over; appended in the transaction that appends the block's last case, so the block's
+    own events (``model.spend``, ``model.sent``, ``model.call``, ``model.failed``) are what
+    a resumed run charges for it from then on."""
+
+    reservation: str
+    """The key of the ``model.reserved`` event settled."""
+    attempts: int
+    """Attempts the worker's client sent for the block (what it reported)."""
+    tokens: int
+    """Tokens the worker's client used for the block (what it reported)."""
 
 
 class ReviewResolved(_Payload):

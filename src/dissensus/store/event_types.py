@@ -30,7 +30,9 @@ __all__ = [
     "INPUT_REJECTED",
     "MODEL_CALL",
     "MODEL_FAILED",
+    "MODEL_RESERVED",
     "MODEL_SENT",
+    "MODEL_SETTLED",
     "MODEL_SPEND",
     "REVIEW_AUDIT",
     "REVIEW_CONFIRMED",
@@ -79,8 +81,13 @@ MODEL_CALL: Final = "model.call"
 """A model call's request and answer."""
 MODEL_FAILED: Final = "model.failed"
 """A model call that failed."""
+MODEL_RESERVED: Final = "model.reserved"
+"""The calls and tokens a Ray block may spend, journalled before the block is sent to a
+worker (a resumed run charges it in full until it is settled)."""
 MODEL_SENT: Final = "model.sent"
 """A model request about to be sent (budgets count it)."""
+MODEL_SETTLED: Final = "model.settled"
+"""A Ray block's reservation settled: appended with the block's events (its spend is theirs)."""
 MODEL_SPEND: Final = "model.spend"
 """Spending recorded against the run's budget."""
 REVIEW_AUDIT: Final = "review.audit"
@@ -120,7 +127,9 @@ EventTypeName = Literal[
     "input.rejected",
     "model.call",
     "model.failed",
+    "model.reserved",
     "model.sent",
+    "model.settled",
     "model.spend",
     "review.audit",
     "review.confirmed",
@@ -153,7 +162,9 @@ EVENT_TYPES: Final[frozenset[str]] = frozenset(
         INPUT_REJECTED,
         MODEL_CALL,
         MODEL_FAILED,
+        MODEL_RESERVED,
         MODEL_SENT,
+        MODEL_SETTLED,
         MODEL_SPEND,
         REVIEW_AUDIT,
         REVIEW_CONFIRMED,
