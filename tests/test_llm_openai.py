@@ -399,3 +399,16 @@ def test_no_telemetry_headers_are_sent(transport: Transport) -> None:
     assert [name for name in headers if name.startswith("x-stainless")] == []
     assert headers["authorization"] == "Bearer sk-k"
     assert headers["x-dissensus-agent"] == "a-1"
+
+
+def test_the_loopback_server_stops_an_answer_at_the_requests_max_tokens() -> None:
+    """As a real server does: the answer is cut, the usage is the cap, the finish reason
+    ``length``, so the client's reservation is a real cap against it too."""
+    script = parse_script({"rules": [], "default": "C" * 5000}, file="long")
+    with FakeServer(script, ServerSettings()) as srv:
+        client = client_for(srv)
+        request = ChatRequest(messages=[Message(role="user", content="q")], max_tokens=25)
+        answer = client.chat_sync(request)
+        client.close()
+    assert answer.text == "C" * 100
+    assert answer.usage.completion_tokens == 25

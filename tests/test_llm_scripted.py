@@ -128,3 +128,38 @@ def test_first_matching_rule_wins(agents: list[str | None], probe: str) -> None:
     expected = next((f"rule{i}" for i, a in enumerate(agents) if a is None or a == probe), "none")
     assert client.chat_sync(req(agent=probe)).text == expected
     client.close()
+
+
+@given(
+    chars=st.integers(min_value=1, max_value=40_000),
+    limit=st.integers(min_value=50, max_value=20_000),
+)
+def test_a_token_budget_is_a_real_cap_on_a_scripted_model_that_answers_at_length(
+    chars: int, limit: int
+) -> None:
+    """An answer longer than the request's ``max_tokens`` is cut to it (finish reason
+    ``length``), as a server stops at its cap: calls until the budget refuses never spend
+    more tokens than its limit, however long the scripted answers."""
+    from dissensus.llm import Budget, BudgetExceeded
+
+    backend = ScriptedBackend.from_dict({"rules": [], "default": "A" * chars})
+    client = ModelClient(backend, budget=Budget(max_tokens=limit, completion_reserve=64))
+    for _ in range(50):
+        try:
+            client.chat_sync(req("question"))
+        except BudgetExceeded:
+            break
+    client.close()
+    assert client.budget.spent.total_tokens <= limit
+
+
+def test_the_cut_is_said_as_a_servers_is() -> None:
+    import asyncio
+
+    backend = ScriptedBackend.from_dict({"rules": [], "default": "B" * 1000})
+    request = ChatRequest(messages=[Message(role="user", content="q")], max_tokens=10)
+    answer = asyncio.run(backend.send(request, json_mode="none"))
+    assert answer.text == "B" * 40 and answer.completion_tokens == 10
+    assert answer.finish_reason == "length"
+    whole = asyncio.run(backend.send(req("q"), json_mode="none"))
+    assert whole.text == "B" * 1000 and whole.finish_reason == "stop"

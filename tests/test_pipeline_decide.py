@@ -277,3 +277,29 @@ def test_a_journal_that_is_not_one_is_named() -> None:
 
     with pytest.raises(ConfigError, match="journal"):
         decide(panel("d4", ["x", "y"]), None, journal=42)  # type: ignore[arg-type]
+
+
+def test_decide_exits_1_when_every_dci_follow_up_failed_for_one_cause(tmp_path: Path) -> None:
+    """As for re-asks: a run whose every DCI deliberation stopped because all participants
+    of a stage failed says so in one line and exits 1 (it was exit 0)."""
+    import yaml
+
+    from cli_helpers import cli
+    from pipeline_cases import write_jsonl
+
+    (tmp_path / "none.yaml").write_text("rules: []\n", encoding="utf-8")  # every call fails
+    data: dict[str, Any] = {k: dict(v) for k, v in FAST.items()}
+    data["seek_context"] = {"followup": "dci", "model": f"scripted:{tmp_path / 'none.yaml'}"}
+    (tmp_path / "p.yaml").write_text(yaml.safe_dump(data), encoding="utf-8")
+    rows = [panel(f"d{i}", ["1", "2", "2"]) for i in range(3)]
+    done = cli(
+        "decide",
+        write_jsonl(tmp_path / "in.jsonl", rows),
+        "--policy",
+        tmp_path / "p.yaml",
+        "--journal",
+        tmp_path / "j.sqlite",
+    )
+    assert done.code == 1, (done.code, done.err)
+    said = " ".join(done.err.split())
+    assert "every follow-up of run" in said and "failed: model_failure:" in said, said

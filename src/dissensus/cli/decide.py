@@ -281,7 +281,12 @@ def _emitter(
     return emit
 
 
-_FAILED = re.compile(r"(?:re-ask|deliberation) failed: (.+)$")
+_FAILED = re.compile(
+    r"(?:re-ask|deliberation) failed: (.+)$"
+    r"|DCI deliberation stopped early \((model_failure: .+)\); packet attached for review$"
+)
+"""A follow-up that failed, in a record's reason: a re-ask or a deliberation that raised,
+or a DCI packet that ended because every participant of a stage failed."""
 
 
 def followup_failure(records: Sequence[CaseRecord]) -> str | None:
@@ -290,16 +295,17 @@ def followup_failure(records: Sequence[CaseRecord]) -> str | None:
     A model follow-up is a live re-ask or a DCI deliberation; recorded re-asks call no
     model and do not count.
     """
-    attempted = 0
+    attempted = failed = 0
     causes: set[str] = set()
     for r in records:
-        if any(step == "followup:live" or step.startswith("deliberation:") for step in r.path):
-            attempted += 1
         match = _FAILED.search(r.reason)
-        if match:
+        if match or any(
+            step == "followup:live" or step.startswith("deliberation:") for step in r.path
+        ):
             attempted += 1
-            causes.add(match.group(1))
-    failed = sum(1 for r in records if _FAILED.search(r.reason))
+        if match:
+            failed += 1
+            causes.add(match.group(1) or match.group(2))
     if failed and failed == attempted and len(causes) == 1:
         return next(iter(causes))
     return None

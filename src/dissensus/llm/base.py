@@ -153,6 +153,15 @@ def estimate_tokens(text: str) -> int:
     return max(1, (len(text) + 3) // 4)
 
 
+def capped(text: str, max_tokens: int | None) -> tuple[str, str]:
+    """``(text, finish_reason)`` of an answer an offline model gives under ``max_tokens``:
+    cut to the characters of that many tokens as :func:`estimate_tokens` counts them
+    (``"length"``, as a server stops at its cap), else whole (``"stop"``)."""
+    if max_tokens is None or estimate_tokens(text) <= max_tokens:
+        return text, "stop"
+    return text[: max(1, max_tokens) * 4], "length"
+
+
 class LLMError(DissensusError):
     """Base class of model-call failures."""
 

@@ -24,7 +24,9 @@ from ``kinds``, using ``random.Random(seed)`` in arrival order. Kinds:
 
 ``json_schema_supported: false`` rejects every ``json_schema`` response format with
 that 400, like servers without structured outputs. Latency ``latency_s`` delays every
-answer (faults included). Token usage uses ``estimate_tokens``. Choices: a request no
+answer (faults included). Token usage uses ``estimate_tokens``; an answer longer than the
+request's ``max_completion_tokens`` (else ``max_tokens``) is cut to it, with finish reason
+``length``, as a server stops at its cap. Choices: a request no
 rule answers gets a 400 naming the problem; counters (``requests_received``,
 ``faults``, ``hangs_abandoned``) count chat-completion requests whose body was fully read, which is exactly
 what a client's attempt log should match.
@@ -44,7 +46,7 @@ from urllib.parse import unquote
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from dissensus.llm.base import BackendError, ChatRequest, Message, estimate_tokens
+from dissensus.llm.base import BackendError, ChatRequest, Message, capped, estimate_tokens
 from dissensus.llm.schemas import fill_schema
 from dissensus.llm.scripted import Responder, ScriptedRules
 from dissensus.types import JsonObject, JsonSchema
@@ -462,6 +464,7 @@ class FakeServer:
             except BackendError as exc:
                 await self._error(writer, 400, str(exc))
                 return True
+        text, finish = capped(text, _max_tokens(payload))
         prompt_tokens = estimate_tokens(request.prompt_text())
         completion_tokens = estimate_tokens(text)
         choices = (
@@ -471,7 +474,7 @@ class FakeServer:
                 {
                     "index": 0,
                     "message": {"role": "assistant", "content": text},
-                    "finish_reason": "stop",
+                    "finish_reason": finish,
                 }
             ]
         )
@@ -492,3 +495,13 @@ class FakeServer:
             body = body[: len(body) // 2]
         await self._write(writer, 200, body)
         return True
+
+
+def _max_tokens(payload: JsonObject) -> int | None:
+    """The request's completion cap (``max_completion_tokens``, else ``max_tokens``), if
+    it names a positive integer."""
+    for name in ("max_completion_tokens", "max_tokens"):
+        value = payload.get(name)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return None

@@ -23,7 +23,9 @@ Choices where the brief is silent:
   ``""``.
 * ``default`` may be a string or a JSON value. No match and no default is a
   non-retryable failure of kind ``no_rule`` (surfacing as :class:`ModelCallError`).
-* Token usage is ``estimate_tokens`` of the prompt and of the answer.
+* Token usage is ``estimate_tokens`` of the prompt and of the answer; an answer longer
+  than the request's ``max_tokens`` is cut to it (finish reason ``length``), as a server
+  stops at its cap, so a token budget's reservation is a real cap here too.
 """
 
 from __future__ import annotations
@@ -38,7 +40,14 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from dissensus.errors import ConfigError
 from dissensus.io.yamlfile import load_yaml_file
-from dissensus.llm.base import BackendError, BackendResponse, ChatRequest, JsonMode, estimate_tokens
+from dissensus.llm.base import (
+    BackendError,
+    BackendResponse,
+    ChatRequest,
+    JsonMode,
+    capped,
+    estimate_tokens,
+)
 from dissensus.types import JsonObject
 
 __all__ = ["Match", "Rule", "ScriptedBackend", "ScriptedRules", "load_script"]
@@ -204,13 +213,13 @@ class ScriptedBackend:
         return f"ScriptedBackend(model_id={self.model_id!r})"
 
     async def send(self, request: ChatRequest, *, json_mode: JsonMode) -> BackendResponse:
-        text = self._responder.answer(request)
+        text, finish = capped(self._responder.answer(request), request.max_tokens)
         return BackendResponse(
             text=text,
             model=self.model_id,
             prompt_tokens=estimate_tokens(request.prompt_text()),
             completion_tokens=estimate_tokens(text),
-            finish_reason="stop",
+            finish_reason=finish,
         )
 
     async def aclose(self) -> None:
