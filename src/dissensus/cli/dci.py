@@ -211,7 +211,7 @@ def _show(output: DeliberationOutput) -> None:
     table.add_row("selected", shown(output.selected_option or "-"))
     table.add_row("status", output.status + (f" ({shown(output.detail)})" if output.detail else ""))
     if output.packet is not None:
-        table.add_row("path", output.packet.path)
+        table.add_row("path", shown(output.packet.path))
         table.add_row("rounds", str(output.packet.metrics.rounds))
     table.add_row("calls", str(output.usage.calls))
     table.add_row(
@@ -353,24 +353,27 @@ def judge_cmd(
 
 
 def _show_judges(summary: Means) -> None:
+    # Method keys carry the input lines' ``variant`` and judges are model specs: both are
+    # untrusted text, printed through shown() (control characters escaped).
     judges = list(summary)
     methods = sorted({m for j in judges for m in summary[j]})
     table = Table(title="Mean overall quality (1-10) per judge")
     table.add_column("method")
     for j in judges:
-        table.add_column(j, justify="right")
+        table.add_column(shown(j), justify="right")
     for m in methods:
         table.add_row(
-            m, *(f"{summary[j][m]['overall']:.2f}" if m in summary[j] else "-" for j in judges)
+            shown(m),
+            *(f"{summary[j][m]['overall']:.2f}" if m in summary[j] else "-" for j in judges),
         )
     out_console.print(table)
     for j in judges:
-        detail = Table(title=f"Rubric means, judge {j}")
+        detail = Table(title=f"Rubric means, judge {shown(j)}")
         for col in ("method", "n", "overall", "risk", "depth", "action"):
             detail.add_column(col, justify="right" if col != "method" else "left")
         for m, v in summary[j].items():
             detail.add_row(
-                m,
+                shown(m),
                 str(int(v["n"])),
                 *(
                     f"{v[c]:.2f}"
