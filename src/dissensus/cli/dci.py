@@ -4,7 +4,9 @@
 method on one task and prints the answer (and for DCI the decision packet); ``--json``
 prints one JSON line (a :class:`DeliberationOutput`), so repeated runs appended to a file
 form the JSONL that ``judge`` reads. Exit 0 when the run completed, 1 when it stopped
-early (budget exhausted, model failure; the output is still printed), 2 on bad input.
+early (budget exhausted, model failure; the output is still printed), 2 on bad input,
+130 when interrupted (SIGINT/SIGTERM; the run is abandoned and nothing is printed on
+standard output: bound a run with ``--deadline`` to get its packet).
 
 Model choice: ``--model``, else ``$DISSENSUS_MODEL``, else the bundled scripted model of
 the method (``dissensus/dci/models/<method>.yaml``, shipped as package data), so every method
