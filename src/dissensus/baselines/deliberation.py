@@ -11,7 +11,10 @@
 
 Every agent replies with one :class:`BaselineAnswer` (a choice and a full answer).
 Choices are matched to the task's option ids/labels case-insensitively; free choices
-(tasks without options) are compared after text normalisation. Plurality ties are broken
+(tasks without options) are compared after text normalisation. With options, a choice
+that matches none of them is an **abstention**: that answer casts no vote (its agent is
+listed in ``extras["abstained"]``) and can never be selected; when every answer abstains
+there is no selection and the status is ``model_failure``. Plurality ties are broken
 by first appearance and reported in ``extras`` (never silently). On budget exhaustion or
 model failure the output is built from the answers so far and its ``status`` says so.
 None of these methods produces a decision packet: ``packet`` stays null.
@@ -78,12 +81,21 @@ def _task_prompt(task: Task) -> str:
     return "\n".join(lines)
 
 
-def _canonical_choice(task: Task, choice: str) -> str:
+def _canonical_choice(task: Task, choice: str) -> str | None:
+    """The option ``choice`` names, or ``None`` (an abstention).
+
+    With options, a choice must match an option's id or text (after normalisation); one
+    that matches none (a made-up id, an instruction smuggled into the field) is an
+    abstention, never a candidate for selection. Without options the normalised choice is
+    the vote; an empty one is an abstention.
+    """
     key = normalise_text(choice)
-    for option in task.options:
-        if key in (normalise_text(option.id), normalise_text(option.text)):
-            return option.id
-    return key
+    if task.options:
+        for option in task.options:
+            if key in (normalise_text(option.id), normalise_text(option.text)):
+                return option.id
+        return None
+    return key or None
 
 
 class _Stop(Exception):
@@ -127,13 +139,21 @@ def _plurality(
 ) -> tuple[str | None, BaselineAnswer | None, JsonObject]:
     if not answers:
         return None, None, {"votes": {}}
-    keys = [(agent, _canonical_choice(task, a.choice), a) for agent, a in answers]
+    canonical = [(agent, _canonical_choice(task, a.choice), a) for agent, a in answers]
+    keys = [(agent, k, a) for agent, k, a in canonical if k is not None]
+    abstained = [agent for agent, k, _ in canonical if k is None]
+    extras: JsonObject = {"votes": {agent: k for agent, k, _ in keys}}
+    if abstained:
+        extras["abstained"] = abstained
+    if not keys:
+        extras["counts"] = {}
+        return None, None, extras
     counts = Counter(k for _, k, _ in keys)
+    extras["counts"] = dict(counts)
     top = max(counts.values())
     tied = [k for k in dict.fromkeys(k for _, k, _ in keys) if counts[k] == top]
     winner = tied[0]
     first = next(a for _, k, a in keys if k == winner)
-    extras: JsonObject = {"votes": {agent: k for agent, k, _ in keys}, "counts": dict(counts)}
     if len(tied) > 1:
         extras["tie_break"] = f"tied {tied}; first appearance chosen"
     return winner, first, extras
@@ -215,6 +235,13 @@ async def run_baseline(
     extras.update(plural)
     usage = client.usage - start
     stopped = extras.get("stopped")
+    if stopped is None and answers and winner is None:
+        # Every answer abstained: the agents answered, but none chose an option.
+        stopped = {
+            "status": "model_failure",
+            "detail": f"no answer chose one of the task's options ({len(answers)} abstained)",
+        }
+        extras["stopped"] = stopped
     return DeliberationOutput(
         task_id=task.id,
         task_type=task.type,

@@ -4,7 +4,9 @@
 method on one task and prints the answer (and for DCI the decision packet); ``--json``
 prints one JSON line (a :class:`DeliberationOutput`), so repeated runs appended to a file
 form the JSONL that ``judge`` reads. Exit 0 when the run completed, 1 when it stopped
-early (budget exhausted, model failure; the output is still printed), 2 on bad input.
+early (budget exhausted, model failure; the output is still printed), 2 on bad input,
+130 when interrupted (SIGINT/SIGTERM; the run is abandoned and nothing is printed on
+standard output: bound a run with ``--deadline`` to get its packet).
 
 Model choice: ``--model``, else ``$DISSENSUS_MODEL``, else the bundled scripted model of
 the method (``dissensus/dci/models/<method>.yaml``, shipped as package data), so every method
@@ -211,7 +213,7 @@ def _show(output: DeliberationOutput) -> None:
     table.add_row("selected", shown(output.selected_option or "-"))
     table.add_row("status", output.status + (f" ({shown(output.detail)})" if output.detail else ""))
     if output.packet is not None:
-        table.add_row("path", output.packet.path)
+        table.add_row("path", shown(output.packet.path))
         table.add_row("rounds", str(output.packet.metrics.rounds))
     table.add_row("calls", str(output.usage.calls))
     table.add_row(
@@ -353,24 +355,27 @@ def judge_cmd(
 
 
 def _show_judges(summary: Means) -> None:
+    # Method keys carry the input lines' ``variant`` and judges are model specs: both are
+    # untrusted text, printed through shown() (control characters escaped).
     judges = list(summary)
     methods = sorted({m for j in judges for m in summary[j]})
     table = Table(title="Mean overall quality (1-10) per judge")
     table.add_column("method")
     for j in judges:
-        table.add_column(j, justify="right")
+        table.add_column(shown(j), justify="right")
     for m in methods:
         table.add_row(
-            m, *(f"{summary[j][m]['overall']:.2f}" if m in summary[j] else "-" for j in judges)
+            shown(m),
+            *(f"{summary[j][m]['overall']:.2f}" if m in summary[j] else "-" for j in judges),
         )
     out_console.print(table)
     for j in judges:
-        detail = Table(title=f"Rubric means, judge {j}")
+        detail = Table(title=f"Rubric means, judge {shown(j)}")
         for col in ("method", "n", "overall", "risk", "depth", "action"):
             detail.add_column(col, justify="right" if col != "method" else "left")
         for m, v in summary[j].items():
             detail.add_row(
-                m,
+                shown(m),
                 str(int(v["n"])),
                 *(
                     f"{v[c]:.2f}"

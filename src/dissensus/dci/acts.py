@@ -40,6 +40,7 @@ __all__ = [
     "TargetKind",
     "act_schema",
     "act_spec",
+    "canonical_target",
     "check_act",
     "parse_target",
 ]
@@ -219,6 +220,21 @@ class RawAct(BaseModel):
     """``synthesize`` only: observable conditions under which the decision is reopened."""
     next_actions: list[str] = Field(default_factory=list)
     """``synthesize`` only: concrete next steps."""
+
+
+def canonical_target(raw: RawAct) -> RawAct:
+    """``raw`` with its target written as the id :func:`parse_target` reads in it.
+
+    Validation reads a target after stripping surrounding whitespace, so ``"o1 "`` is
+    checked as ``o1``; every later use of the act (the log, the tension it opens, the
+    option it extends, the tension it answers) must key on that same id, or an act that
+    passed validation as ``o1`` would act on nothing. A target that is not an id is
+    returned unchanged (validation refuses it).
+    """
+    parsed = parse_target(raw.target)
+    if parsed is None or parsed[1] == raw.target:
+        return raw
+    return raw.model_copy(update={"target": parsed[1]})
 
 
 def check_act(

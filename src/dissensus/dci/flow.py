@@ -26,7 +26,8 @@ exists (the cascade over the scores so far, or the tie-break over the live optio
 the packet says ``status: budget_exhausted``. A ``model_failure`` is logged per act; if
 every participant of a stage fails (a failed call, or answers that never validate: a
 model whose answers all break the schema is a failed model, not a complete run) the run
-stops with ``status: model_failure``. With ``deadline_s`` set, the run stops when the
+stops with ``status: model_failure``; in the one-speaker stages (frame, synthesize) that is
+the framer's or the integrator's failure alone. With ``deadline_s`` set, the run stops when the
 wall-clock deadline passes (a request in flight is cancelled), selects over whatever
 exists and says ``status: deadline_exceeded``.
 
@@ -52,7 +53,7 @@ from collections.abc import Callable, Sequence
 
 from pydantic import BaseModel, ConfigDict
 
-from dissensus.dci.acts import RawAct, act_schema, check_act
+from dissensus.dci.acts import RawAct, act_schema, canonical_target, check_act
 from dissensus.dci.archetypes import NEUTRAL, Archetype, archetype
 from dissensus.dci.assemble import assemble_packet
 from dissensus.dci.outranking import CascadeResult, cascade
@@ -251,7 +252,8 @@ class _Run:
         required_target: str | None,
     ) -> ActRecord | list[str]:
         self.usage.add(reply.usage)
-        raw = reply.act
+        # Validated, required-target-checked and applied on one and the same id.
+        raw = canonical_target(reply.act)
         if not self.cfg.typed_grammar:
             act = untyped_act(stage, raw)
             raw = raw.model_copy(
@@ -323,6 +325,22 @@ class _Run:
             )
         return records
 
+    async def speak_duty(
+        self, seat: _Seat, stage: str, round_: int, *, required_target: str | None = None
+    ) -> ActRecord | None:
+        """A one-speaker stage (frame, synthesize): its only participant failing is every
+        participant of the stage failing, so the run stops with ``model_failure`` as
+        :meth:`stage_all` would."""
+        before = len(self.ws.failures)
+        record = await self.speak(seat, stage, round_, required_target=required_target)
+        if record is None and any(f.kind in _MODEL_FAILURES for f in self.ws.failures[before:]):
+            raise _Abort(
+                "model_failure",
+                f"every participant failed in stage {stage} (round {round_}): "
+                f"its only participant, {seat.spec.id}",
+            )
+        return record
+
     def duty(self, name: str, *, last: bool) -> _Seat:
         if self.cfg.archetypes:
             for seat in self.seats:
@@ -335,7 +353,7 @@ class _Run:
         for option in self.task.options:
             self.ws.add_option(option.text, proposer="task", label=option.id)
         try:
-            await self.speak(self.duty("Framer", last=False), "frame", 0)
+            await self.speak_duty(self.duty("Framer", last=False), "frame", 0)
             self.frozen_view = render_view(
                 self.ws,
                 participants=len(self.seats),
@@ -441,7 +459,9 @@ class _Run:
         if self.selected is None:
             return
         seat = self.duty("Integrator", last=True)
-        record = await self.speak(seat, "synthesize", self.rounds, required_target=self.selected)
+        record = await self.speak_duty(
+            seat, "synthesize", self.rounds, required_target=self.selected
+        )
         if record is not None:
             self.synthesis = self.last_raw
 

@@ -32,7 +32,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from dissensus.dci.acts import ACTS, RawAct, TargetKind, parse_target
+from dissensus.dci.acts import ACTS, RawAct, TargetKind, canonical_target, parse_target
 
 __all__ = [
     "ActFailure",
@@ -199,7 +199,12 @@ class Workspace(BaseModel):
     def apply(
         self, speaker: str, raw: RawAct, *, stage: str, round_: int, typed: bool = True
     ) -> ActRecord:
-        """Log a *validated* act and update the sections it touches."""
+        """Log a *validated* act and update the sections it touches.
+
+        The act is logged and applied on the id :func:`parse_target` reads in its target
+        (``" o1\n"`` is ``o1``), so every section keys it the way validation checked it.
+        """
+        raw = canonical_target(raw)
         act_name = raw.act if typed else "untyped"
         family = ACTS[raw.act].family.value if typed and raw.act in ACTS else "untyped"
         record = ActRecord(
