@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -119,17 +120,22 @@ def test_a_finished_run_and_each_resolution_seal_the_head(journal_target: str) -
         )
 
 
+def _sealed_run(target: str) -> list[Any]:
+    """Run ``r`` of three events and its end, sealed with ``KEY``: its events."""
+    with Journal(target, signer=KEY) as j:
+        j.create_run("r", kind="t", meta={})
+        for i in range(3):
+            j.append("r", "e", {"v": i}, key=f"k{i}")
+        j.append("r", "run.finished", {}, key="run/finished")
+        return list(j.events("r"))
+
+
 def test_a_re_chained_journal_verifies_without_a_key_but_not_with_one(journal_target: str) -> None:
     """An editor who rewrites a payload and recomputes every hash and the header defeats
     the unkeyed chain; the sealed head exposes it."""
     from dissensus.store import GENESIS, canonical, chain_hash
 
-    with Journal(journal_target, signer=KEY) as j:
-        j.create_run("r", kind="t", meta={})
-        for i in range(3):
-            j.append("r", "e", {"v": i}, key=f"k{i}")
-        j.append("r", "run.finished", {}, key="run/finished")
-        events = list(j.events("r"))
+    events = _sealed_run(journal_target)
     prev = GENESIS
     for e in events:
         payload = {"v": 99} if e.key == "k1" else e.payload
@@ -274,12 +280,7 @@ def test_a_seal_that_no_longer_describes_its_chain_is_invalid_not_signed(
     field or key and re-chained: ``invalid``, never ``signed`` beside a failed check."""
     from dissensus.store import GENESIS, canonical, chain_hash
 
-    with Journal(journal_target, signer=KEY) as j:
-        j.create_run("r", kind="t", meta={})
-        for i in range(3):
-            j.append("r", "e", {"v": i}, key=f"k{i}")
-        j.append("r", "run.finished", {}, key="run/finished")
-        events = list(j.events("r"))
+    events = _sealed_run(journal_target)
     assert events[-1].type == SEAL_TYPE
     prev = GENESIS
     for e in events:
