@@ -377,9 +377,7 @@ class Negotiation:
                     faults.append(Fault(agent=agent_id, phase="score", message=msg))
                     cand.scores[agent_id] = Evaluation(raw=None, calibrated=0.0, fault=msg)
                     continue
-                cand.scores[agent_id] = Evaluation(
-                    raw=raw, calibrated=round(exact, DIGITS) + 0.0
-                )
+                cand.scores[agent_id] = Evaluation(raw=raw, calibrated=round(exact, DIGITS) + 0.0)
                 cand.exact[agent_id] = exact
         return faults
 
@@ -528,7 +526,9 @@ class Negotiation:
             if exact < self.floor:  # the unrounded value: rounding never lifts it
                 value = ev.calibrated if ev else 0.0
                 shortfall.append(
-                    Shortfall(agent=agent_id, score=value, gap=shortfall_gap(self.floor, value, exact))
+                    Shortfall(
+                        agent=agent_id, score=value, gap=shortfall_gap(self.floor, value, exact)
+                    )
                 )
         attempts = sum(
             max(0, self._agents[a].attempts() - self._attempts_at_start.get(a, 0))

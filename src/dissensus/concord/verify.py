@@ -290,7 +290,7 @@ def _check_replay(cert: Certificate) -> None:
                 "selection", f"trajectory step {k} has round {step.round}, expected {k + 1}"
             )
         lead_vec = vecs.get(leader) if leader else None
-        if lead_vec is None:
+        if lead_vec is None or leader is None:
             raise _fail("stop", f"round {step.round} ran without a leader")
         if ref_clears_floor(_exact(cert, by_id[leader]) or [], floor):
             raise _fail(
