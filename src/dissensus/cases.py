@@ -36,7 +36,8 @@ Choices where the design is silent:
   while the agents' reasoning speaks of "Output (a)"), else the option id itself.
 * **Utilities** (``meta.utilities``, agent -> option -> utility in [0, 1]): parsed with
   the reason they are unusable, if they are (:attr:`CaseSpec.utilities_problem`);
-  booleans and numbers outside [0, 1] are refused, never clipped.
+  a utility is a JSON number: booleans, strings (``"0.9"``) and numbers outside [0, 1]
+  are refused, never converted or clipped.
 
 >>> spec = CaseSpec.from_meta({"input": "Which?", "output_1": "A", "output_2": "B"})
 >>> spec.question, [(o.id, o.label) for o in spec.options]
@@ -261,11 +262,12 @@ def _utilities(meta: Mapping[str, Any]) -> tuple[dict[str, dict[str, float]] | N
             return None, f"meta.utilities.{agent} is not a mapping of option -> utility"
         row: dict[str, float] = {}
         for option, value in table.items():
-            try:
-                number = float(value)
-            except (TypeError, ValueError):
-                number = math.nan
-            if isinstance(value, bool) or not 0.0 <= number <= 1.0:
+            number = (
+                float(value)
+                if isinstance(value, int | float) and not isinstance(value, bool)
+                else math.nan
+            )
+            if not 0.0 <= number <= 1.0:
                 return (
                     None,
                     f"meta.utilities.{agent}.{option} is {value!r}, not a utility in [0, 1]",

@@ -24,6 +24,8 @@ import json
 import os
 import signal
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -80,10 +82,17 @@ async def _run(
     rule: str | None,
     compare: bool,
     client: Any,
-) -> tuple[Certificate, list[Any] | None]:
+    on_record: Callable[[Certificate], None],
+) -> tuple[Certificate, list[Any] | None, str | None]:
+    """The negotiation, then (``compare``) the comparison: ``(certificate, rows, why the
+    comparison stopped)``. ``on_record`` gets the certificate as soon as the negotiation
+    ends, before any comparison, so an interrupt or a hung arbiter cannot lose it; the
+    deadline bounds the whole command (the comparison gets what remains of it), and
+    Ctrl-C during the comparison stops it (``rows`` is then ``None``)."""
     from dissensus.baselines.compare import compare_with
     from dissensus.concord.problem import negotiation_for
 
+    started = time.monotonic()
     negotiation = negotiation_for(problem, agents, deadline_s=deadline, rule=rule)  # type: ignore[arg-type]
     loop = asyncio.get_running_loop()
     with contextlib.suppress(NotImplementedError, RuntimeError):
@@ -93,21 +102,49 @@ async def _run(
     finally:
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.remove_signal_handler(signal.SIGINT)
+    on_record(cert)
     if not compare:
-        return cert, None
+        return cert, None, None
+    if cert.spent.stopped == "cancelled":
+        return cert, None, "interrupted"
+    remaining = None if deadline is None else deadline - (time.monotonic() - started)
+    if remaining is not None and remaining <= 0:
+        return cert, None, "deadline"
     arbiter = None
     if client is not None:
         from dissensus.baselines.decision_rules import LLMArbiter
 
         arbiter = LLMArbiter(client)
-    rows = await compare_with(
-        cert,
-        {a.id: a for a in agents},
-        owner=problem.owner,
-        arbiter=arbiter,
-        problem=problem.problem,
+    task = asyncio.ensure_future(
+        compare_with(
+            cert,
+            {a.id: a for a in agents},
+            owner=problem.owner,
+            arbiter=arbiter,
+            problem=problem.problem,
+        )
     )
-    return cert, rows
+    interrupted = False
+
+    def interrupt() -> None:
+        nonlocal interrupted
+        interrupted = True
+        task.cancel()
+
+    with contextlib.suppress(NotImplementedError, RuntimeError):
+        loop.add_signal_handler(signal.SIGINT, interrupt)
+    try:
+        done, _ = await asyncio.wait({task}, timeout=remaining)
+        if task not in done:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+            return cert, None, "deadline"
+        if task.cancelled():
+            return cert, None, "interrupted" if interrupted else "cancelled"
+        return cert, task.result(), None
+    finally:
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.remove_signal_handler(signal.SIGINT)
 
 
 async def _closing(run: Any, client: Any) -> Any:
@@ -180,9 +217,27 @@ def negotiate(
         file=problem_file,
         threaded=deadline is not None,
     )
+    signer = signer_from_env()
+    record: dict[str, JsonObject] = {}
+
+    def on_record(cert: Certificate) -> None:
+        """The negotiation's record, written and printed before any comparison."""
+        cert_doc: JsonObject = cert.model_dump(mode="json")  # signed as it is
+        if signer is not None:  # $DISSENSUS_SIGNING_KEY: the certificate carries a signature
+            cert_doc = sign_document(cert_doc, signer)
+        record["certificate"] = cert_doc
+        if out:
+            with atomic_output(out) as handle:
+                handle.write(json.dumps(cert_doc, indent=2, ensure_ascii=False) + "\n")
+        if as_json and not compare:
+            sys.stdout.write(json.dumps(cert_doc, indent=2, ensure_ascii=False) + "\n")
+        elif not as_json:
+            _print_certificate(cert)
+        sys.stdout.flush()
+
     try:
-        cert, rows = asyncio.run(
-            _closing(_run(problem, agents, deadline, rule, compare, client), client)
+        cert, rows, stopped = asyncio.run(
+            _closing(_run(problem, agents, deadline, rule, compare, client, on_record), client)
         )
     except ConfigError as exc:
         if exc.file is not None:
@@ -190,22 +245,22 @@ def negotiate(
         # A run-time configuration error (an agent's equal anchors): name the file too.
         message = str(exc).removeprefix(f"field {exc.field!r}: " if exc.field else "")
         raise ConfigError(message, file=problem_file, field=exc.field) from exc
-    signer = signer_from_env()
-    cert_doc: JsonObject = cert.model_dump(mode="json")  # signed as it is
-    if signer is not None:  # $DISSENSUS_SIGNING_KEY: the written certificate carries a signature
-        cert_doc = sign_document(cert_doc, signer)
-    if out:
-        with atomic_output(out) as handle:
-            handle.write(json.dumps(cert_doc, indent=2, ensure_ascii=False) + "\n")
-    if as_json:
-        doc: Any = cert_doc
-        if rows is not None:
-            doc = {"certificate": doc, "comparison": [r.model_dump(mode="json") for r in rows]}
+    if as_json and compare:
+        comparison = None if rows is None else [r.model_dump(mode="json") for r in rows]
+        doc = {"certificate": record["certificate"], "comparison": comparison}
         sys.stdout.write(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
-    else:
-        _print_certificate(cert)
-        if rows is not None:
-            _print_comparison(rows, cert)
+    elif rows is not None:
+        _print_comparison(rows, cert)
+    if stopped is not None:
+        err_console.print(
+            {
+                "interrupted": "interrupted: the comparison was not run to its end; "
+                "the certificate stands",
+                "cancelled": "the comparison was cancelled; the certificate stands",
+                "deadline": "deadline: no time was left for the comparison; the certificate stands",
+            }[stopped],
+            markup=False,
+        )
     failed = connection_failure(cert)
     if failed is not None:
         err_console.print(
@@ -226,6 +281,11 @@ def connection_failure(cert: Certificate) -> str | None:
 
 def _fmt(value: float | None) -> str:
     return "—" if value is None else f"{value:.2f}"
+
+
+def _fmt_gap(gap: float) -> str:
+    """A gap to the floor: two decimals, or enough digits that a gap is never shown as 0."""
+    return f"{gap:.2f}" if gap >= 0.005 else f"{gap:.1e}"
 
 
 def _print_certificate(cert: Certificate) -> None:
@@ -269,13 +329,14 @@ def _print_certificate(cert: Certificate) -> None:
     scores = Table(title="Scores on the selected candidate")
     for col in ("agent", "calibrated", "raw", "anchors (rejected, ideal)", "status"):
         scores.add_column(col)
+    below = {s.agent for s in cert.shortfall}  # judged on the unrounded scores
     for agent, st in cert.scores.items():
-        ok = st.calibrated is not None and st.calibrated >= cert.floor
+        ok = st.calibrated is not None and agent not in below
         status = st.fault or ("≥ floor" if ok else "below floor")
         scores.add_row(
             shown(agent),
             _fmt(st.calibrated),
-            "—" if st.raw is None else f"{st.raw:g}",
+            "—" if st.raw is None else f"{st.raw:.15g}",
             f"{st.anchors.rejected}, {st.anchors.ideal}",
             shown(status),
         )
@@ -283,12 +344,14 @@ def _print_certificate(cert: Certificate) -> None:
     if cert.shortfall:
         con.print(
             "Shortfall: "
-            + ", ".join(f"{s.agent} {s.score:.2f} (gap {s.gap:.2f})" for s in cert.shortfall)
+            + ", ".join(
+                f"{shown(s.agent)} {s.score:.2f} (gap {_fmt_gap(s.gap)})" for s in cert.shortfall
+            )
         )
     if cert.unknown:
         con.print(
-            f"Unknown (not connected by the graph): {', '.join(cert.unknown)}; the certificate covers "
-            f"{', '.join(cert.covered)} only."
+            f"Unknown (not connected by the graph): {', '.join(map(shown, cert.unknown))}; "
+            f"the certificate covers {', '.join(map(shown, cert.covered))} only."
         )
     sp, bd = cert.spent, cert.bound
     con.print(
@@ -357,7 +420,7 @@ def verify(
     elif verdict.valid:
         out_console.print(f"valid: {', '.join(verdict.checked)} hold")
     else:
-        out_console.print(f"invalid: {verdict.violated}: {verdict.message}", markup=False)
+        out_console.print(f"invalid: {verdict.violated}: {shown(verdict.message)}", markup=False)
     if status is not None and not as_json:
         out_console.print(f"signature: {status}", markup=False)
     ok = verdict.valid and status in (None, "signed")
@@ -371,13 +434,87 @@ def _verify_packet_signature(name: str, data: JsonObject, key: Any, as_json: boo
         raise InputError(
             f"{name}: a decision packet has no properties to recompute; give --public-key to check its signature"
         )
-    packet = data.get("packet") if signed_kind(data) == "deliberation" else data
+    line = signed_kind(data) == "deliberation"
+    packet = data.get("packet") if line else data
     status = document_status(packet, key) if isinstance(packet, dict) else "unsigned"
+    differs: str | None = None
+    uncovered: list[str] = []
+    if line and status == "signed":
+        assert isinstance(packet, dict)
+        differs, uncovered = _restated(data, packet)
+        if differs is not None:
+            status = "invalid"
     if as_json:
-        sys.stdout.write(json.dumps({"kind": "packet", "signature": status}, indent=2) + "\n")
+        doc: JsonObject = {"kind": "packet", "signature": status}
+        if differs is not None:
+            doc["differs"] = differs
+        if line and status == "signed":
+            doc["unsigned_fields"] = uncovered
+        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+    elif differs is not None:
+        out_console.print(
+            f"decision packet: signature invalid: the line's {shown(differs)} differs from "
+            "the signed packet",
+            markup=False,
+        )
+    elif line and status == "signed":
+        out_console.print(
+            "decision packet: signature signed (the packet; the line's fields restating it "
+            "agree); not covered by the signature: " + (", ".join(map(shown, uncovered)) or "none"),
+            markup=False,
+        )
     else:
         out_console.print(f"decision packet: signature {status}", markup=False)
     raise typer.Exit(code=EXIT_OK if status == "signed" else EXIT_FAILURE)
+
+
+_MISSING = object()
+
+
+def _restated(data: JsonObject, packet: JsonObject) -> tuple[str | None, list[str]]:
+    """For a ``deliberate --json`` line whose ``packet`` is signed: the first field of the
+    line that restates the packet but differs from it (``None``: they all agree, as
+    canonical JSON), and the fields the signature does not cover."""
+    from pydantic import ValidationError
+
+    from dissensus.canonical import canonical
+    from dissensus.dci.output import packet_text
+    from dissensus.dci.packet import DecisionPacket
+
+    try:
+        model = DecisionPacket.model_validate({k: v for k, v in packet.items() if k != "signature"})
+    except ValidationError:
+        return "packet", []
+    m, sel = model.metrics, model.selected
+    expected: dict[str, object] = {
+        "task_id": model.task_id,
+        "question": model.question,
+        "answer": packet_text(model),
+        "selected_option": (sel.label or sel.id) if sel is not None else None,
+        "status": model.status,
+        "detail": model.status_detail,
+        "usage.calls": m.calls,
+        "usage.attempts": m.attempts,
+        "usage.prompt_tokens": m.prompt_tokens,
+        "usage.completion_tokens": m.completion_tokens,
+        "extras.path": model.path,
+        "extras.rounds": m.rounds,
+    }
+    for field, want in expected.items():
+        got: object = data
+        for part in field.split("."):
+            got = got.get(part, _MISSING) if isinstance(got, dict) else _MISSING
+        if got is _MISSING or canonical(got) != canonical(want):
+            return field, []
+    uncovered: list[str] = []
+    for key, value in data.items():
+        if key == "packet":
+            continue
+        if isinstance(value, dict) and key in ("usage", "extras"):
+            uncovered += [f"{key}.{k}" for k in value if f"{key}.{k}" not in expected]
+        elif key not in expected:
+            uncovered.append(key)
+    return None, uncovered
 
 
 @app.command("bound")

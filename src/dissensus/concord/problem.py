@@ -24,6 +24,8 @@ missing anchors, a floor or margin outside [0, 1], a negative round budget, dupl
 ids, an option reusing an anchor id, a table agent without a score for an anchor or
 whose two anchors score equal, an edge naming an unknown agent, and any number that is
 not finite (YAML's ``.inf`` and ``.nan`` are floats: a score, floor, margin or timeout).
+Numbers are read strictly: a boolean (``floor: true``) or a string (``floor: '0.7'``) is
+not a number, and a round budget is an integer (``6``, not ``6.0``).
 
 Choices where the design is silent:
 
@@ -45,7 +47,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, ValidationError
 
 from dissensus.concord.agent import NegotiationAgent, Outcome
 from dissensus.concord.controls import check_controls
@@ -79,7 +81,7 @@ class AgentSpec(_Spec):
 
     id: str = Field(min_length=1)
     kind: Literal["table", "function", "llm"]
-    scores: dict[str, float] | None = None
+    scores: dict[str, StrictFloat] | None = None
     """Table agents: raw score per outcome id, anchors included."""
     score: str | None = None
     """Function agents: ``module:function`` scoring one outcome."""
@@ -87,7 +89,7 @@ class AgentSpec(_Spec):
     repair: str | None = None
     role: str | None = None
     """LLM agents: the role prompt."""
-    timeout: float | None = Field(default=None, gt=0)
+    timeout: StrictFloat | None = Field(default=None, gt=0)
 
 
 class TopologySpec(_Spec):
@@ -98,9 +100,9 @@ class Problem(_Spec):
     """A validated problem file."""
 
     problem: str = ""
-    floor: float
-    margin: float = 0.01
-    rounds: int = 6
+    floor: StrictFloat
+    margin: StrictFloat = 0.01
+    rounds: StrictInt = 6
     rule: SelectionRule = "maximin"
     owner: str | None = None
     model: str | None = None

@@ -26,7 +26,15 @@ Choices where the design is silent:
   spend past the bound.
 * **Equal anchors** answered at run time by a function or LLM agent raise
   :class:`~dissensus.errors.ConfigError` naming ``agents.<id>.anchors`` before any
-  candidate exists: such an agent has no scale to negotiate on.
+  candidate exists: such an agent has no scale to negotiate on. Finite anchors whose
+  span overflows (``ideal - rejected`` is not finite) are an unusable answer instead: an
+  anchor fault of that agent, which stays uncalibrated; likewise a score whose
+  calibrated value is not finite is a fault of that evaluation.
+* **The floor** is compared with the unrounded calibrated value
+  (:func:`~dissensus.concord.scale.ratio`), never with the 12-decimal rounding the
+  record shows, so rounding cannot lift a score onto the floor. A shortfall's ``gap`` is
+  ``floor - score`` rounded to 12 decimals; when the recorded score rounded onto the
+  floor (or that gap rounds to 0), ``floor`` minus the unrounded value.
 * **Anytime.** Before every agent call the deadline and the cancellation flag are
   checked, and a call in flight is abandoned when either fires. The run then returns
   the current leader with its status (``spent.stopped`` says why). Candidates not
@@ -73,7 +81,7 @@ from dissensus.concord.rules import (
     improvement,
     select,
 )
-from dissensus.concord.scale import check_anchors, in_range, rescale
+from dissensus.concord.scale import DIGITS, check_anchors, in_range, ratio, shortfall_gap
 from dissensus.concord.topology import Regime
 from dissensus.errors import ConfigError
 
@@ -97,6 +105,8 @@ class _Cand:
     author: str
     round: int
     scores: dict[str, Evaluation] = field(default_factory=dict)
+    exact: dict[str, float] = field(default_factory=dict)
+    """The unrounded calibrated values (0 on a fault): what the floor is compared with."""
 
 
 class Negotiation:
@@ -260,6 +270,12 @@ class Negotiation:
             return None
         return [cand.scores[a].calibrated for a in covered]
 
+    def _exact(self, cand: _Cand) -> list[float] | None:
+        covered = self._regime.covered
+        if any(a not in cand.scores for a in covered):
+            return None
+        return [cand.exact.get(a, 0.0) for a in covered]
+
     def _worst(self, cand: _Cand) -> float | None:
         vec = self._vector(cand)
         return min(vec) if vec else None
@@ -311,8 +327,12 @@ class Negotiation:
                 self._anchor_fault[agent_id] = fault or UNCALIBRATED
                 continue
             why = check_anchors(raw[0], raw[1])
-            if why is not None:
+            if why is not None and raw[0] == raw[1]:
                 raise ConfigError(f"agent {agent_id!r}: {why}", field=f"agents.{agent_id}.anchors")
+            if why is not None:  # an unusable answer: a fault of this agent, the run goes on
+                self._anchors[agent_id] = Anchors(rejected=None, ideal=None)
+                self._anchor_fault[agent_id] = f"unusable anchor scores {raw!r}: {why}"
+                continue
             self._anchors[agent_id] = Anchors(rejected=raw[0], ideal=raw[1])
             self._broadcast(agent_id)
 
@@ -345,14 +365,20 @@ class Negotiation:
             anchors = self._anchors[agent_id]
             assert anchors.rejected is not None and anchors.ideal is not None
             for cand, raw in zip(cands, raws, strict=True):
+                msg = None
                 if not in_range(raw, anchors.rejected, anchors.ideal):
                     msg = f"score {raw!r} of {cand.id} is outside the anchors' range [{anchors.rejected:g}, {anchors.ideal:g}]"
+                else:
+                    try:
+                        exact = ratio(raw, anchors.rejected, anchors.ideal)
+                    except ValueError as exc:
+                        msg = f"{exc} (of {cand.id})"
+                if msg is not None:
                     faults.append(Fault(agent=agent_id, phase="score", message=msg))
                     cand.scores[agent_id] = Evaluation(raw=None, calibrated=0.0, fault=msg)
                     continue
-                cand.scores[agent_id] = Evaluation(
-                    raw=raw, calibrated=rescale(raw, anchors.rejected, anchors.ideal)
-                )
+                cand.scores[agent_id] = Evaluation(raw=raw, calibrated=round(exact, DIGITS) + 0.0)
+                cand.exact[agent_id] = exact
         return faults
 
     async def _opening(self, step: Step) -> None:
@@ -428,7 +454,7 @@ class Negotiation:
 
     def _leader_clears(self) -> bool:
         cand = self._cand(self._leader)
-        vec = self._vector(cand) if cand else None
+        vec = self._exact(cand) if cand else None
         return vec is not None and clears_floor(vec, self.floor)
 
     def _close_step(self, step: Step) -> None:
@@ -484,7 +510,8 @@ class Negotiation:
         covered = self._regime.covered
         leader = self._cand(self._leader)
         lead_vec = self._vector(leader) if leader else None
-        certified = lead_vec is not None and clears_floor(lead_vec, self.floor)
+        lead_exact = self._exact(leader) if leader else None
+        certified = lead_exact is not None and clears_floor(lead_exact, self.floor)
         scores: dict[str, AgentScore] = {}
         shortfall: list[Shortfall] = []
         for agent_id in covered:
@@ -495,10 +522,13 @@ class Negotiation:
                 anchors=self._anchors.get(agent_id, Anchors(rejected=None, ideal=None)),
                 fault=self._anchor_fault.get(agent_id),
             )
-            value = ev.calibrated if ev else 0.0
-            if value < self.floor:
+            exact = leader.exact.get(agent_id, 0.0) if leader and ev else 0.0
+            if exact < self.floor:  # the unrounded value: rounding never lifts it
+                value = ev.calibrated if ev else 0.0
                 shortfall.append(
-                    Shortfall(agent=agent_id, score=value, gap=round(self.floor - value, 12))
+                    Shortfall(
+                        agent=agent_id, score=value, gap=shortfall_gap(self.floor, value, exact)
+                    )
                 )
         attempts = sum(
             max(0, self._agents[a].attempts() - self._attempts_at_start.get(a, 0))

@@ -9,7 +9,9 @@ check the two agree on random inputs.
 
 Definitions (higher is better; ties go to the earliest candidate):
 
-* rescaling: ``(raw - rejected) / (ideal - rejected)`` rounded to 12 decimals;
+* rescaling: ``(raw - rejected) / (ideal - rejected)`` rounded to 12 decimals; a value
+  that is not a finite number (anchors whose span overflows) cannot be rescaled
+  (``ValueError``); the floor is compared with the unrounded value (:func:`ref_ratio`);
 * in range: ``raw`` finite and between the two anchors, both included;
 * maximin: the worst-off score; leximin: the sorted scores compared element by
   element; nash: the product of the scores (rounded to 12 decimals), then the
@@ -17,7 +19,8 @@ Definitions (higher is better; ties go to the earliest candidate):
   the sum of scores (rounded), then the others by the worst-off score;
 * acceptance: the worst-off score rises by at least the margin, and by more than 0,
   the rise rounded to 12 decimals;
-* bottleneck: the covered agent with the lowest score, the first listed on a tie.
+* bottleneck: the covered agent with the lowest score, the first listed on a tie (a
+  score that is not a number counts as the lowest).
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ __all__ = [
     "ref_clears_floor",
     "ref_gain",
     "ref_in_range",
+    "ref_ratio",
     "ref_rescale",
     "ref_select",
 ]
@@ -40,9 +44,20 @@ __all__ = [
 _DECIMALS = 12
 
 
+def ref_ratio(raw: float, rejected: float, ideal: float) -> float:
+    """The calibrated score of ``raw``, unrounded; ``ValueError`` when not a finite number."""
+    span = ideal - rejected
+    if span == 0 or math.isnan(span) or math.isinf(span):
+        raise ValueError(f"the anchors {rejected!r} and {ideal!r} span no finite scale")
+    value = (raw - rejected) / span
+    if math.isnan(value) or math.isinf(value):
+        raise ValueError(f"score {raw!r} has no finite calibrated value")
+    return value + 0.0
+
+
 def ref_rescale(raw: float, rejected: float, ideal: float) -> float:
-    """The calibrated score of ``raw``."""
-    return round((raw - rejected) / (ideal - rejected), _DECIMALS) + 0.0
+    """The calibrated score of ``raw``, rounded; ``ValueError`` when not a finite number."""
+    return round(ref_ratio(raw, rejected, ideal), _DECIMALS) + 0.0
 
 
 def ref_in_range(raw: float, rejected: float, ideal: float) -> bool:
@@ -120,9 +135,13 @@ def ref_accepts(leader_worst: float, new_worst: float, margin: float) -> bool:
 
 def ref_bottleneck(scores: Mapping[str, float], order: Sequence[str]) -> str:
     """The least-satisfied agent, the first listed on a tie."""
+
+    def level(value: float) -> float:
+        return -math.inf if math.isnan(value) else value
+
     chosen: str | None = None
     for agent in order:
-        if agent in scores and (chosen is None or scores[agent] < scores[chosen]):
+        if agent in scores and (chosen is None or level(scores[agent]) < level(scores[chosen])):
             chosen = agent
     if chosen is None:
         raise InputError("no scored agent")

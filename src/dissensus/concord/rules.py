@@ -21,7 +21,8 @@ Choices where the design is silent:
   decimals). Among the candidates that qualify the rule picks. The worst-off score of
   the leader therefore strictly increases at every replacement, so the run cannot cycle.
 * **Bottleneck.** The covered agent with the lowest calibrated score on the leader; ties
-  go to the agent listed first in the problem, reported.
+  go to the agent listed first in the problem, reported. A score that is not a number
+  (which calibration never records) ranks lowest, so the choice is always defined.
 """
 
 from __future__ import annotations
@@ -102,8 +103,15 @@ def accepts(leader_worst: float, new_worst: float, margin: float) -> bool:
 def bottleneck(scores: Mapping[str, float], order: Sequence[str]) -> tuple[str, str | None]:
     """The least-satisfied agent (problem order breaks ties) and a note on the tie, if any."""
     ranked = [a for a in order if a in scores]
-    low = min(scores[a] for a in ranked)
-    tied = [a for a in ranked if scores[a] == low]
+    if not ranked:
+        raise InputError("no scored agent to choose a bottleneck from")
+
+    def level(agent: str) -> float:
+        value = scores[agent]
+        return -math.inf if math.isnan(value) else value
+
+    low = min(level(a) for a in ranked)
+    tied = [a for a in ranked if level(a) == low]
     if len(tied) == 1:
         return tied[0], None
     return tied[

@@ -12,14 +12,19 @@ Choices where the design is silent:
   finite number) is *out of range*: nothing can be worse than rejected or better than
   ideal on the shared bar. It is reported as a fault of that agent, never clipped.
 * Calibrated values are rounded to 12 decimals so that every comparison downstream
-  (floor, margin, ties) is exact and a verifier recomputes the very same numbers.
+  (margin, ties) is exact and a verifier recomputes the very same numbers. The floor is
+  compared with the unrounded value (:func:`ratio`): rounding may never lift a score that
+  is below the floor onto it.
+* Two finite anchors whose span overflows (``ideal - rejected`` is infinite) cannot
+  calibrate a scale either; nor can a raw score whose calibrated value is not a finite
+  number (:func:`ratio` raises :class:`ValueError`). Either is a fault of that agent.
 """
 
 from __future__ import annotations
 
 import math
 
-__all__ = ["DIGITS", "check_anchors", "in_range", "rescale"]
+__all__ = ["DIGITS", "check_anchors", "in_range", "ratio", "rescale", "shortfall_gap"]
 
 DIGITS = 12
 """Decimals kept in calibrated scores and score differences."""
@@ -31,6 +36,11 @@ def check_anchors(rejected: float, ideal: float) -> str | None:
         return "anchor scores must be finite numbers"
     if rejected == ideal:
         return f"the two anchors score equal ({rejected:g}); the scale cannot be calibrated"
+    if not math.isfinite(ideal - rejected):
+        return (
+            f"the span of the anchors ({rejected:g} to {ideal:g}) is not a finite number; "
+            "the scale cannot be calibrated"
+        )
     return None
 
 
@@ -42,7 +52,30 @@ def in_range(raw: float, rejected: float, ideal: float) -> bool:
     return low <= raw <= high
 
 
+def ratio(raw: float, rejected: float, ideal: float) -> float:
+    """The unrounded calibrated value of ``raw`` (what the floor is compared with).
+
+    Raises :class:`ValueError` when it is not a finite number (an unusable answer)."""
+    try:
+        value = (raw - rejected) / (ideal - rejected)
+    except ZeroDivisionError:
+        value = math.nan
+    if not math.isfinite(value):
+        raise ValueError(
+            f"score {raw!r} cannot be calibrated between the anchors {rejected!r} and {ideal!r}"
+        )
+    return value + 0.0
+
+
 def rescale(raw: float, rejected: float, ideal: float) -> float:
-    """Rescale ``raw`` so that ``rejected`` maps to 0 and ``ideal`` to 1."""
-    value = (raw - rejected) / (ideal - rejected)
-    return round(value, DIGITS) + 0.0
+    """Rescale ``raw`` so that ``rejected`` maps to 0 and ``ideal`` to 1 (rounded to
+    :data:`DIGITS` decimals; :class:`ValueError` when not a finite number)."""
+    return round(ratio(raw, rejected, ideal), DIGITS) + 0.0
+
+
+def shortfall_gap(floor: float, score: float, exact: float) -> float:
+    """How far below ``floor`` an agent is: ``floor - score`` (the recorded, rounded score)
+    rounded to :data:`DIGITS` decimals; when that is not positive (the score rounded onto
+    the floor), ``floor - exact`` with the unrounded value ``exact < floor``."""
+    gap = round(floor - score, DIGITS)
+    return gap if gap > 0 else floor - exact

@@ -10,7 +10,7 @@ stops at the first violated property, which it names:
    (everyone on a group channel), and every covered agent has a standing;
 4. ``calibration``: every calibrated score equals ``(raw - rejected) / (ideal -
    rejected)`` from the agent's raw anchors (0 on a fault), every raw score lies within
-   the anchors' range, the anchors are distinct;
+   the anchors' range, the anchors are distinct and span a finite scale;
 5. ``worst_off``: every candidate's worst-off score over the covered set;
 6. ``selection``: replaying the run: the opening leader under the recorded rule, the
    bottleneck of every repair round (with its tie-break), the author and round of every
@@ -24,7 +24,12 @@ stops at the first violated property, which it names:
 11. ``shortfall``: every agent below the floor with its score and gap, and no other;
 12. ``bound``: the bound recomputed from the number of covered agents and the round
     budget, the spend recounted from the record, and spend within the bound;
-13. ``digest``: SHA-256 of the canonical record.
+13. ``digest``: SHA-256 of the canonical record, and the record as given is exactly
+    that record (compared as canonical JSON text, so ``1`` for ``true`` or ``2.0`` for
+    ``2`` is an edit, though Python's ``==`` calls them equal).
+
+The floor (``stop``, ``status``, ``shortfall``) is compared with the unrounded
+calibrated values recomputed from the raw numbers, as the protocol does.
 
 The replay uses :mod:`dissensus.concord.reference`, an independent statement of the
 rules, not the functions the protocol ran: a bug in either shows as a failed check.
@@ -34,6 +39,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ValidationError
 
+from dissensus.canonical import canonical
 from dissensus.concord.bounds import compute_bound
 from dissensus.concord.record import CandidateRecord, Certificate, canonical_digest
 from dissensus.concord.reference import (
@@ -42,6 +48,7 @@ from dissensus.concord.reference import (
     ref_clears_floor,
     ref_gain,
     ref_in_range,
+    ref_ratio,
     ref_rescale,
     ref_select,
 )
@@ -105,8 +112,14 @@ def verify(data: JsonObject) -> Verdict:
             checked.append(prop)
             if prop == "selection":
                 checked.append("margin")
-        if canonical_digest(cert.body()) != cert.digest or cert.body() != _strip(data):
+        if canonical_digest(cert.body()) != cert.digest:
             raise _fail("digest", "the digest does not match the canonical record")
+        if not _same_text(cert.body(), _strip(data)):
+            raise _fail(
+                "digest",
+                "the record differs from its canonical form (a value of another JSON type, "
+                "such as 1 for true or 2.0 for 2)",
+            )
         checked.append("digest")
     except _Violation as v:
         return Verdict(valid=False, violated=v.prop, message=v.message, checked=checked)
@@ -115,6 +128,14 @@ def verify(data: JsonObject) -> Verdict:
 
 def _strip(data: JsonObject) -> JsonObject:
     return {k: v for k, v in data.items() if k != "digest"}
+
+
+def _same_text(body: JsonObject, given: JsonObject) -> bool:
+    """Whether ``given`` is ``body`` to the letter: the same canonical JSON text."""
+    try:
+        return canonical(body) == canonical(given)
+    except (TypeError, ValueError):  # a value JSON cannot carry (NaN, infinity)
+        return False
 
 
 def _check_floor(cert: Certificate) -> None:
@@ -182,7 +203,10 @@ def _check_calibration(cert: Certificate) -> None:
             assert rej is not None and ideal is not None
             if not ref_in_range(ev.raw, rej, ideal):
                 raise _fail("calibration", f"{where}: raw {ev.raw} is outside the anchors' range")
-            expected = ref_rescale(ev.raw, rej, ideal)
+            try:
+                expected = ref_rescale(ev.raw, rej, ideal)
+            except ValueError as exc:
+                raise _fail("calibration", f"{where}: {exc}") from None
             if ev.calibrated != expected:
                 raise _fail(
                     "calibration",
@@ -202,6 +226,22 @@ def _vector(cert: Certificate, cand: CandidateRecord) -> list[float] | None:
     if any(a not in cand.scores for a in cert.covered):
         return None
     return [cand.scores[a].calibrated for a in cert.covered]
+
+
+def _exact(cert: Certificate, cand: CandidateRecord | None) -> list[float] | None:
+    """The unrounded calibrated scores of ``cand`` (0 on a fault), what the floor is
+    compared with; ``None`` when not every covered agent scored it."""
+    if cand is None or any(a not in cand.scores for a in cert.covered):
+        return None
+    out: list[float] = []
+    for agent in cert.covered:
+        ev = cand.scores[agent]
+        anchors = cert.scores[agent].anchors
+        if ev.raw is None or anchors.rejected is None or anchors.ideal is None:
+            out.append(0.0)
+        else:  # the calibration check has passed: this is a finite number
+            out.append(ref_ratio(ev.raw, anchors.rejected, anchors.ideal))
+    return out
 
 
 def _check_worst(cert: Certificate) -> None:
@@ -250,9 +290,9 @@ def _check_replay(cert: Certificate) -> None:
                 "selection", f"trajectory step {k} has round {step.round}, expected {k + 1}"
             )
         lead_vec = vecs.get(leader) if leader else None
-        if lead_vec is None:
+        if lead_vec is None or leader is None:
             raise _fail("stop", f"round {step.round} ran without a leader")
-        if ref_clears_floor(lead_vec, floor):
+        if ref_clears_floor(_exact(cert, by_id[leader]) or [], floor):
             raise _fail(
                 "stop", f"round {step.round} ran although leader {leader} cleared the floor"
             )
@@ -358,7 +398,7 @@ def _check_scores(cert: Certificate) -> None:
 def _check_status(cert: Certificate) -> None:
     sel = cert.selected
     cand = next((c for c in cert.candidates if sel and c.id == sel.id), None)
-    vec = _vector(cert, cand) if cand else None
+    vec = _exact(cert, cand)
     certified = vec is not None and ref_clears_floor(vec, cert.floor)
     if (cert.status == "certified") != certified:
         raise _fail(
@@ -367,12 +407,17 @@ def _check_status(cert: Certificate) -> None:
 
 
 def _check_shortfall(cert: Certificate) -> None:
+    sel = cert.selected
+    cand = next((c for c in cert.candidates if sel and c.id == sel.id), None)
+    exact = _exact(cert, cand)
     expected = []
-    for agent in cert.covered:
+    for i, agent in enumerate(cert.covered):
         score = cert.scores[agent].calibrated
         value = score if score is not None else 0.0
-        if value < cert.floor:
-            expected.append((agent, value, round(cert.floor - value, 12)))
+        unrounded = exact[i] if exact is not None and score is not None else 0.0
+        if unrounded < cert.floor:
+            gap = round(cert.floor - value, 12)
+            expected.append((agent, value, gap if gap > 0 else cert.floor - unrounded))
     got = [(s.agent, s.score, s.gap) for s in cert.shortfall]
     if got != expected:
         raise _fail("shortfall", f"shortfall {got} != recomputed {expected}")

@@ -8,13 +8,17 @@ margin and round budget: a ``certified`` outcome commits (every agent at or abov
 floor); a ``best_effort`` one goes to the human with its shortfall.
 
 Choices where the design is silent: the anchors are named ``__rejected__`` and
-``__ideal__`` and scored 0 and 1 by every agent, so the utilities are used as given; an
-agent missing from ``meta.utilities``, a missing option or a utility outside [0, 1]
-makes the panel not qualify (a negotiation that ignores a stakeholder is not one), and
-the escalation's reason says why CONCORD did not run.
+``__ideal__`` (with a numeric suffix when an option already has that id, so an option is
+never taken for an anchor) and scored 0 and 1 by every agent, so the utilities are used
+as given; an agent missing from ``meta.utilities``, a missing option, a utility outside
+[0, 1] or an option id listed twice in ``meta.options`` makes the panel not qualify (a
+negotiation that ignores a stakeholder is not one), and the escalation's reason says why
+CONCORD did not run.
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
 
 from dissensus.agents.negotiator import NegotiationAgent, Outcome
 from dissensus.agents.table import TableAgent
@@ -50,6 +54,9 @@ def concord_refusal(panel: Panel) -> str | None:
     options = case_options(panel)
     if len(options) < 2 or "options" not in panel.meta:
         return "meta.options does not list at least two options"
+    duplicate = _duplicate_option(panel.meta.get("options"))
+    if duplicate is not None:
+        return duplicate
     ids = {oid for oid, _ in options}
     for out in panel.outputs:
         if out.agent not in utilities:
@@ -58,6 +65,31 @@ def concord_refusal(panel: Panel) -> str | None:
         if missing:
             return f"agent {out.agent} gives no utility for option(s) {', '.join(missing)}"
     return None
+
+
+def _duplicate_option(raw: object) -> str | None:
+    """Why a list of options is ambiguous: the first item repeating an earlier id."""
+    if not isinstance(raw, list):
+        return None  # a mapping cannot repeat a key
+    seen: set[str] = set()
+    for i, item in enumerate(raw):
+        # the rule of dissensus.cases: an item's id, else its 1-based position
+        if isinstance(item, Mapping):
+            oid = str(item["id"]) if item.get("id") is not None else str(i + 1)
+        else:
+            oid = str(item)
+        if oid in seen:
+            return f"meta.options[{i}].id {oid!r} repeats an option id"
+        seen.add(oid)
+    return None
+
+
+def _anchor_id(base: str, taken: set[str]) -> str:
+    """``base``, or ``base`` with the first numeric suffix no option uses."""
+    candidate, k = base, 1
+    while candidate in taken:
+        candidate, k = f"{base}{k}", k + 1
+    return candidate
 
 
 def has_utilities(panel: Panel) -> bool:
@@ -70,16 +102,20 @@ async def run_concord(panel: Panel, settings: ConcordSettings) -> ConcordStep:
     """Run CONCORD on the panel's options and utilities; a summary plus the sealed certificate."""
     utilities = _utilities(panel)[0] or {}
     options = [Outcome(id=oid, text=text or oid) for oid, text in case_options(panel)]
+    taken = {str(o.id) for o in options}
+    rejected = _REJECTED.model_copy(update={"id": _anchor_id(str(_REJECTED.id), taken)})
+    taken.add(str(rejected.id))
+    ideal = _IDEAL.model_copy(update={"id": _anchor_id(str(_IDEAL.id), taken)})
     agents: list[NegotiationAgent] = []
     for out in panel.outputs:
         table = dict(utilities[out.agent])
-        table[str(_REJECTED.id)] = 0.0
-        table[str(_IDEAL.id)] = 1.0
+        table[str(rejected.id)] = 0.0
+        table[str(ideal.id)] = 1.0
         agents.append(TableAgent(out.agent, table))
     certificate = await negotiate(
         agents,
-        rejected=_REJECTED,
-        ideal=_IDEAL,
+        rejected=rejected,
+        ideal=ideal,
         floor=settings.floor,
         margin=settings.margin,
         rounds=settings.rounds,
