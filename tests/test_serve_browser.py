@@ -351,12 +351,18 @@ def test_o_types_an_audits_answer_no_agent_gave(desk: Desk, tmp_path: Path) -> N
     page.keyboard.type("42")
     page.locator("#audit-note").fill("none of the agents had it")
     page.locator("#audit-note").press("Enter")
-    page.wait_for_url(f"{desk.base}/review**")
-    page.context.close()
     from dissensus.store import Journal
 
-    with Journal(desk.journal) as journal:
-        audit = journal.get(run, f"confirm/{ref.rsplit('.', 1)[1]}")
+    # The page's own URL already matches "/review**": wait for the journal instead (the
+    # answer is journalled before the page moves on), 20 s at most.
+    audit = None
+    for _ in range(200):
+        with Journal(desk.journal) as journal:
+            audit = journal.get(run, f"confirm/{ref.rsplit('.', 1)[1]}")
+        if audit is not None:
+            break
+        page.wait_for_timeout(100)
+    page.context.close()
     assert audit is not None and audit.payload["decision"] == "42", audit
 
 

@@ -62,6 +62,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Path:
         "panel": {
             "answer": "number",
             "max_request_chars": 300_000,
+            "max_tokens": 20_000,  # member c's long answers are not cut at the cap
             "members": [
                 {"name": "a", "model": plain, "family": "fa"},
                 {"name": "b", "model": plain, "family": "fb"},
