@@ -160,3 +160,19 @@ async def test_api_undo_is_the_token_holders(tmp_path: Path, anyio_backend: str)
         again = (await client.get(f"/v1/review/{rid}", headers=auth("rev"))).json()
         assert again["status"] == "open"
         assert [h["type"] for h in again["history"]][-2:] == ["review.resolved", "review.reopened"]
+
+
+def test_an_undone_resolution_is_no_label_and_the_new_one_is(journal_target: str) -> None:
+    """Calibration from the journal reads the resolutions that stand: an undone one was
+    withdrawn (it used to be a label, and the first of two for one panel: the
+    correction was dropped as a repeat)."""
+    from dissensus.pipeline.labels import labelled_from_journal
+
+    with Journal(journal_target) as journal:
+        rid = _escalated(journal, "r")
+        resolve(journal, rid, decision="2", note="first", reviewer="kim")
+        reopen(journal, rid, reviewer="kim", within_s=300)
+        assert labelled_from_journal(journal).cases == []
+        resolve(journal, rid, decision="1", note="second look", reviewer="kim")
+        found = labelled_from_journal(journal)
+    assert [(c.review_id, c.gold) for c in found.cases] == [(rid, "1")]

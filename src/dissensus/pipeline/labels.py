@@ -1,6 +1,7 @@
 """Labelled cases from a run journal: what human reviewers resolved or audited (edge code).
 
-Every resolved review item is a labelled case: its panel (as the reviewer saw it),
+Every resolved review item is a labelled case (a resolution undone with ``review undo``
+is not: only a later resolution of that item is): its panel (as the reviewer saw it),
 the reading and guard decision the pipeline made, the re-ask answers shown to the
 reviewer, and the reviewer's decision as the gold answer. A resolution flagged
 ``outside_options`` (the reviewer rejected every option on the table) is excluded: no
@@ -105,7 +106,14 @@ def labelled_from_journal(journal: Journal, run_ids: Sequence[str] | None = None
     out = JournalCases()
     runs = list(run_ids) if run_ids else [r.run_id for r in journal.runs()]
     for run_id in runs:
+        # A resolution undone (``review undo``: a ``review.reopened`` naming it) is withdrawn:
+        # the case is open again, and only a later resolution of it is a label.
+        undone = {
+            str(e.payload.get("undoes")) for e in journal.events(run_id, type=ev.REVIEW_REOPENED)
+        }
         for event in journal.events(run_id, type=ev.REVIEW_RESOLVED):
+            if event.key in undone:
+                continue
             payload = event.payload
             if payload.get("outside_options"):
                 out.outside_options += 1
