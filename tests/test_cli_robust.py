@@ -459,6 +459,9 @@ def test_the_progress_bar_moves_while_embedding(tmp_path: Path) -> None:
     assert (
         sum(slow_embed.CALLS) >= 80 and max(slow_embed.CALLS) <= 32 and len(slow_embed.CALLS) >= 3
     )
+    # Standard error is no terminal here: progress is plain lines, the last one at the end.
+    lines = [line for line in res.err.splitlines() if line.startswith("deciding")]
+    assert lines and lines[-1].startswith("deciding: 40/40 (100%) 0:00:"), res.err
 
 
 def test_bundled_models_are_package_data() -> None:

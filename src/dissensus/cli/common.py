@@ -50,6 +50,7 @@ import re
 import sqlite3
 import stat
 import sys
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -382,13 +383,55 @@ def progress_enabled(enabled: bool = True) -> bool:
     return enabled and (err_console.is_terminal or os.environ.get("DISSENSUS_PROGRESS") == "1")
 
 
+LINE_EVERY_S = 5.0
+"""Seconds between two progress lines when standard error is not a terminal."""
+
+
+class _Lines:
+    """Progress as plain lines on a standard error that is not a terminal (a log, a CI
+    job, a pipe: ``$DISSENSUS_PROGRESS=1``), where a bar cannot be redrawn: one line
+    every :data:`LINE_EVERY_S` seconds and one at the end, ``description: done/total
+    (pct) elapsed``."""
+
+    def __init__(self, description: str, total: float | None) -> None:
+        self.description, self.total, self.done = description, total, 0.0
+        self._start = self._last = time.monotonic()
+
+    def advance(self, n: float) -> None:
+        self.done += n
+        if time.monotonic() - self._last >= LINE_EVERY_S:
+            self.say()
+
+    def update(self, description: str | None, completed: float | None, total: float | None) -> None:
+        self.description = description if description is not None else self.description
+        self.done = completed if completed is not None else self.done
+        self.total = total if total is not None else self.total
+        if time.monotonic() - self._last >= LINE_EVERY_S:
+            self.say()
+
+    def say(self) -> None:
+        self._last = time.monotonic()
+        elapsed = int(self._last - self._start)
+        share = f" ({self.done / self.total:.0%})" if self.total else ""
+        of = f"/{self.total:,.0f}" if self.total is not None else ""
+        sys.stderr.write(
+            f"{self.description}: {self.done:,.0f}{of}{share} "
+            f"{elapsed // 3600}:{elapsed // 60 % 60:02d}:{elapsed % 60:02d}\n"
+        )
+        sys.stderr.flush()
+
+
 class Bar:
-    """One progress bar on standard error (a no-op when bars are off)."""
+    """One progress bar on standard error (a no-op when bars are off; plain lines when
+    standard error is not a terminal but ``$DISSENSUS_PROGRESS=1`` asks for progress)."""
 
     def __init__(self, description: str, *, total: int | None = None, enabled: bool = True) -> None:
         self._progress: Progress | None = None
         self._task: TaskID | None = None
-        if progress_enabled(enabled):
+        self._lines: _Lines | None = None
+        if progress_enabled(enabled) and not err_console.is_terminal:
+            self._lines = _Lines(description, total)
+        elif progress_enabled(enabled):
             columns = [
                 TextColumn("{task.description}"),
                 BarColumn(),
@@ -399,7 +442,9 @@ class Bar:
             self._task = self._progress.add_task(description, total=total)
 
     def advance(self, n: float = 1) -> None:
-        if self._progress is not None and self._task is not None:
+        if self._lines is not None:
+            self._lines.advance(n)
+        elif self._progress is not None and self._task is not None:
             self._progress.advance(self._task, n)
 
     def update(
@@ -409,7 +454,9 @@ class Bar:
         completed: float | None = None,
         total: float | None = None,
     ) -> None:
-        if self._progress is not None and self._task is not None:
+        if self._lines is not None:
+            self._lines.update(description, completed, total)
+        elif self._progress is not None and self._task is not None:
             self._progress.update(
                 self._task, description=description, completed=completed, total=total
             )
@@ -422,6 +469,8 @@ class Bar:
     def __exit__(
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
+        if self._lines is not None and kind is None:
+            self._lines.say()
         if self._progress is not None:
             self._progress.stop()
 
