@@ -109,3 +109,15 @@ def test_the_summary_and_the_service_report_the_check(world: Path, tmp_path: Pat
     doc = asyncio.run(ask())
     assert doc["file"]["calibration_n"] == 150 and doc["shift"]["shifted"] is True
     assert doc["hold"] is None  # warn: no hold
+
+
+def test_a_check_of_too_few_cases_is_not_said_to_pass() -> None:
+    from dissensus.pipeline.shift import shift_words
+
+    words = shift_words(
+        {"auc": 0.5, "p_value": 1.0, "shifted": False, "calibration_n": 326, "deployed_n": 7}
+    )
+    assert words == "Not checked yet: 7 judged case(s), and the shift check needs at least 10."
+    assert "resemble" in shift_words(
+        {"auc": 0.5, "p_value": 0.4, "shifted": False, "calibration_n": 326, "deployed_n": 70}
+    )

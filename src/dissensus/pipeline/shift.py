@@ -173,6 +173,14 @@ def latest_flag(journal: Journal, file_sha256: str | None) -> ShiftOutcome | Non
 def shift_words(outcome: Mapping[str, Any]) -> str:
     """The shift check in plain words."""
     p = float(outcome.get("p_value", 1.0))
+    from dissensus.acceptance.shift import MIN_CASES
+
+    deployed = int(outcome.get("deployed_n", 0))
+    if min(deployed, int(outcome.get("calibration_n", 0))) < MIN_CASES:
+        return (
+            f"Not checked yet: {deployed} judged case(s), and the shift check needs at "
+            f"least {MIN_CASES}."
+        )
     if outcome.get("shifted"):
         return (
             f"New cases look different from the {outcome.get('calibration_n')} calibration cases "
