@@ -626,3 +626,19 @@ def test_the_per_record_limits_are_documented() -> None:
     section = text.split("## Input lines", 1)[1].split("\n## ", 1)[0]
     for limit in (MAX_AGENTS, MAX_FIELD_CHARS, MAX_PANEL_CHARS):
         assert f"{limit:,}" in section, limit
+
+
+def test_a_malformed_run_id_is_named_as_such(tmp_path: Path) -> None:
+    with Journal(tmp_path / "j.sqlite") as journal:
+        journal.create_run("x", kind="t", meta={})
+    done = cli("runs", "verify", "a/b", "--journal", tmp_path / "j.sqlite")
+    assert done.code == 2
+    assert "no run 'a/b'" in done.err and "invalid run id 'a/b'" in done.err
+    assert "invalid run id" not in cli("runs", "verify", "y", "--journal", tmp_path / "j.sqlite").err
+
+
+def test_the_code_refusal_names_the_option_of_the_command(tmp_path: Path) -> None:
+    inp = write_jsonl(tmp_path / "in.jsonl", [panel("a", ["1", "2"])])
+    done = cli("route", inp, "--similarity", "os.path:join")
+    assert done.code == 2
+    assert "--allow-code" in done.err and "allow_code: true" in done.err

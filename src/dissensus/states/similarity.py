@@ -236,8 +236,9 @@ def check_code_name(name: str, *, allow_code: bool | None, field: str = "similar
     if is_code_name(name) and not code_allowed(allow_code):
         raise ConfigError(
             f"{name!r} names Python code, which runs with your rights over every panel's text; "
-            f"allow it with 'allow_code: true' in the policy (or {ALLOW_CODE_ENV}=1), "
-            "or use minilm, tfidf or static",
+            f"allow it with 'allow_code: true' in the policy, --allow-code where the command "
+            f"has it (route, calibrate-thresholds), or {ALLOW_CODE_ENV}=1; or use minilm, "
+            "tfidf or static",
             field=field,
         )
 

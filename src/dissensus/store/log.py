@@ -36,6 +36,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Protocol, cast
 
+from dissensus.errors import ConfigError
 from dissensus.store import clock
 from dissensus.store.backend import Backend
 from dissensus.store.canonical import GENESIS, canonical, event_hash
@@ -150,7 +151,12 @@ class SQLEventLog:
         if not rows:
             if missing_ok:
                 return None
-            raise UnknownRun(f"no run {run_id!r} in journal {self._backend.path}")
+            why = ""
+            try:
+                check_run_id(run_id)
+            except ConfigError as exc:  # say why no run can have that id
+                why = f" ({exc})"
+            raise UnknownRun(f"no run {run_id!r} in journal {self._backend.path}{why}")
         return run_from_row(cast(RunRow, rows[0]))  # the query is SELECT * FROM runs
 
     def runs(self) -> list[RunInfo]:
