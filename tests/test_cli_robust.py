@@ -634,7 +634,9 @@ def test_a_malformed_run_id_is_named_as_such(tmp_path: Path) -> None:
     done = cli("runs", "verify", "a/b", "--journal", tmp_path / "j.sqlite")
     assert done.code == 2
     assert "no run 'a/b'" in done.err and "invalid run id 'a/b'" in done.err
-    assert "invalid run id" not in cli("runs", "verify", "y", "--journal", tmp_path / "j.sqlite").err
+    assert (
+        "invalid run id" not in cli("runs", "verify", "y", "--journal", tmp_path / "j.sqlite").err
+    )
 
 
 def test_the_code_refusal_names_the_option_of_the_command(tmp_path: Path) -> None:
