@@ -119,9 +119,9 @@ class Backend(Protocol):
         move its head to the last of them."""
         ...
 
-    def write_index(self, sql: str, args: Sequence[Any]) -> None:
-        """Inside the write transaction: a statement on the review index, after the
-        events' rows (its result is not needed)."""
+    def write_index(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        """Inside the write transaction: a statement on the review index, once per row of
+        arguments in order, after the events' rows (its result is not needed)."""
         ...
 
     def lock_review_index(self) -> None:

@@ -19,7 +19,7 @@ from typing import Any
 
 from dissensus.canonical import canonical, sha256_text
 
-__all__ = ["GENESIS", "canonical", "chain_hash", "event_hash", "sha256_text"]
+__all__ = ["GENESIS", "EventHasher", "canonical", "chain_hash", "event_hash", "sha256_text"]
 
 GENESIS = "0" * 64
 """The ``prev_hash`` of the first event of every run."""
@@ -49,11 +49,28 @@ def event_hash(
     each string quoted by the function :func:`canonical` uses for strings and the
     sequence number written as :func:`canonical` writes an integer.
     """
-    case_text = "null" if case is None else _quote(case)
-    return sha256_text(
-        f'{prev_hash}{{"at":{_quote(at)},"case":{case_text},"key":{_quote(key)},'
-        f'"payload":{payload_text},"run":{_quote(run)},"seq":{int(seq)!r},"type":{_quote(type)}}}'
-    )
+    hasher = EventHasher(run, at)
+    return hasher(prev_hash, seq=seq, key=key, type=type, case=case, payload_text=payload_text)
+
+
+class EventHasher:
+    """:func:`event_hash` for the events of one run appended at one time ``at`` (a
+    batch): the run's and the time's quoted text are made once, not once per event."""
+
+    __slots__ = ("_head", "_run")
+
+    def __init__(self, run: str, at: str) -> None:
+        self._head = f'{{"at":{_quote(at)},"case":'
+        self._run = f',"run":{_quote(run)},"seq":'
+
+    def __call__(
+        self, prev_hash: str, *, seq: int, key: str, type: str, case: str | None, payload_text: str
+    ) -> str:
+        case_text = "null" if case is None else _quote(case)
+        return sha256_text(
+            f'{prev_hash}{self._head}{case_text},"key":{_quote(key)},"payload":{payload_text}'
+            f'{self._run}{int(seq)!r},"type":{_quote(type)}}}'
+        )
 
 
 _quote: Callable[[str], str] = json.encoder.encode_basestring

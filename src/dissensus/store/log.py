@@ -39,7 +39,7 @@ from typing import Any, Protocol, cast
 from dissensus.errors import ConfigError
 from dissensus.store import clock
 from dissensus.store.backend import Backend
-from dissensus.store.canonical import GENESIS, canonical, event_hash
+from dissensus.store.canonical import GENESIS, EventHasher, canonical
 from dissensus.store.errors import JournalConflict, RunExists, UnknownRun
 from dissensus.store.events import (
     Event,
@@ -217,6 +217,7 @@ class SQLEventLog:
         seq = head.n_events if head else 0
         prev = head.head_hash if head else GENESIS
         at = clock.now()
+        event_hash = EventHasher(run_id, at)
         out: list[Event] = []
         rows: list[EventValues] = []
         written: dict[str, tuple[str, Event]] = {}
@@ -240,14 +241,7 @@ class SQLEventLog:
                 out.append(again[1])
                 continue
             digest = event_hash(
-                prev,
-                run=run_id,
-                seq=seq,
-                key=item.key,
-                type=item.type,
-                case=item.case,
-                at=at,
-                payload_text=text,
+                prev, seq=seq, key=item.key, type=item.type, case=item.case, payload_text=text
             )
             rows.append((run_id, seq, item.key, item.type, item.case, at, text, prev, digest))
             event = written_event(

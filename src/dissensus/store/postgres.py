@@ -389,8 +389,9 @@ class PostgresBackend:
                     )
                 )
 
-    def write_index(self, sql: str, args: Sequence[Any]) -> None:
-        self._queue.append((_sql(sql), tuple(args)))  # travels with the event's insert
+    def write_index(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        statement = _sql(sql)
+        self._queue.extend((statement, tuple(args)) for args in rows)  # with the insert
 
     def json_text(self, column: str, key: str) -> str:
         # PostgreSQL's JSON types refuse a "\u0000" escape anywhere in the text (its text

@@ -87,39 +87,24 @@ class ReviewIndex:
     # -- written with the events ------------------------------------------------------
 
     def index_events(self, run_id: str, events: Sequence[Event]) -> None:
-        """Inside the append's transaction: the index rows ``events`` derive."""
+        """Inside the append's transaction: the index rows ``events`` derive, in order
+        (consecutive rows of one statement written together)."""
+        statement: str | None = None
+        batch: list[tuple[Any, ...]] = []
         for event in events:
-            if event.type in _INDEXED:
-                self._index(run_id, event.seq, event.type, event.payload)
-
-    def _index(
-        self,
-        run_id: str,
-        seq: int,
-        type: str,
-        payload: dict[str, Any],  # JSON passing through: the event's payload
-    ) -> None:
-        review_id = payload.get("review_id")
-        if not isinstance(review_id, str):
-            return
-        write = self._backend.write_index
-        if type == REVIEW_OPENED:
-            write(
-                "INSERT INTO review_index (review_id, run_id, opened_seq, reason, resolved_seq) "
-                "VALUES (?, ?, ?, ?, NULL) ON CONFLICT (review_id) DO NOTHING",
-                (review_id, run_id, seq, str(payload.get("reason", ""))),
-            )
-        elif type == REVIEW_REOPENED:
-            write(
-                "UPDATE review_index SET resolved_seq = NULL WHERE review_id = ? AND run_id = ?",
-                (review_id, run_id),
-            )
-        else:
-            write(
-                "UPDATE review_index SET resolved_seq = ? "
-                "WHERE review_id = ? AND run_id = ? AND resolved_seq IS NULL",
-                (seq, review_id, run_id),
-            )
+            if event.type not in _INDEXED:
+                continue
+            found = _index_row(run_id, event.seq, event.type, event.payload)
+            if found is None:
+                continue
+            sql, args = found
+            if sql != statement:
+                if statement is not None:
+                    self._backend.write_index(statement, batch)
+                statement, batch = sql, []
+            batch.append(args)
+        if statement is not None:
+            self._backend.write_index(statement, batch)
 
     def rebuild(self) -> int:
         """Recompute the review index from the ``review.*`` events; the number of items."""
@@ -142,8 +127,10 @@ class ReviewIndex:
                     seq = stored_int(
                         row["seq"], f"journal damaged: run {row['run_id']}: sequence number"
                     )
-                    with backend.errors():
-                        self._index(str(row["run_id"]), seq, row["type"], payload)
+                    found = _index_row(str(row["run_id"]), seq, row["type"], payload)
+                    if found is not None:
+                        with backend.errors():
+                            backend.write_index(found[0], [found[1]])
             with backend.errors():
                 count = backend.rows("SELECT COUNT(*) AS n FROM review_index")[0]["n"]
         return int(count)
@@ -312,3 +299,31 @@ class ReviewIndex:
             )
             for r in rows
         ]
+
+
+_OPEN = (
+    "INSERT INTO review_index (review_id, run_id, opened_seq, reason, resolved_seq) "
+    "VALUES (?, ?, ?, ?, NULL) ON CONFLICT (review_id) DO NOTHING"
+)
+_REOPEN = "UPDATE review_index SET resolved_seq = NULL WHERE review_id = ? AND run_id = ?"
+_RESOLVE = (
+    "UPDATE review_index SET resolved_seq = ? "
+    "WHERE review_id = ? AND run_id = ? AND resolved_seq IS NULL"
+)
+
+
+def _index_row(
+    run_id: str,
+    seq: int,
+    type: str,
+    payload: dict[str, Any],  # JSON passing through: the event's payload
+) -> tuple[str, tuple[Any, ...]] | None:
+    """The statement and row a ``review.*`` event writes on the index (``None``: none)."""
+    review_id = payload.get("review_id")
+    if not isinstance(review_id, str):
+        return None
+    if type == REVIEW_OPENED:
+        return _OPEN, (review_id, run_id, seq, str(payload.get("reason", "")))
+    if type == REVIEW_REOPENED:
+        return _REOPEN, (review_id, run_id)
+    return _RESOLVE, (seq, review_id, run_id)

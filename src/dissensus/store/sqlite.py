@@ -346,8 +346,9 @@ class SQLiteBackend:
                 (last[8], last[1] + 1, last[0]),
             )
 
-    def write_index(self, sql: str, args: Sequence[Any]) -> None:
-        self.exec(sql, args)
+    def write_index(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        with self.lock:
+            self._db.executemany(sql, rows)
 
     def lock_review_index(self) -> None:
         """Nothing to do: ``BEGIN IMMEDIATE`` already holds the database's write lock."""
