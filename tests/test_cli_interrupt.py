@@ -389,3 +389,41 @@ def test_an_interrupt_the_cli_framework_catches_is_still_said(
     done = cli("decide", inp, "--journal", tmp_path / "j.sqlite")
     assert done.code == 130
     assert done.err.strip() == "interrupted"
+
+
+@pytest.mark.parametrize("command", ["decide", "resume"])
+def test_an_interrupt_after_the_run_began_before_its_loop_names_the_resume(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, command: str
+) -> None:
+    """A signal once ``run.started`` is journalled but before the run's loop takes it over
+    (here: while the input's lines are counted for the progress bar) names the resume
+    command, as one during the loop does, and the run resumes to its full records."""
+    import dissensus.cli.decide
+    import dissensus.cli.runs
+
+    inp = write_jsonl(tmp_path / "in.jsonl", mixed_batch())
+    pol = write_policy(tmp_path / "p.yaml")
+    journal = tmp_path / "j.sqlite"
+    base = tmp_path / "base.sqlite"
+    assert cli("decide", inp, "--policy", pol, "--journal", base, "--run-id", "R").code in (0, 3)
+
+    def interrupted(*args: Any, **kwargs: Any) -> int:
+        raise KeyboardInterrupt
+
+    with_progress = {"DISSENSUS_PROGRESS": "1"}
+    monkeypatch.setattr(dissensus.cli.decide, "count_lines", interrupted)
+    done = cli("decide", inp, "--policy", pol, "--journal", journal, "--run-id", "R",
+               env=with_progress)  # fmt: skip
+    if command == "resume":
+        assert done.code == 130, done.err
+        monkeypatch.setattr(dissensus.cli.runs, "count_lines", interrupted)
+        done = cli("runs", "resume", "R", "--journal", journal, env=with_progress)
+    assert done.code == 130, done.err
+    assert done.err.strip().splitlines()[-1] == (
+        f"interrupted: resume with dissensus runs resume R --journal {journal}"
+    )
+    monkeypatch.undo()
+    assert cli("runs", "resume", "R", "--journal", journal).code in (0, 3)
+    with Journal(journal) as j, Journal(base) as b:
+        assert j.verify("R").ok
+        assert final_records(j, "R") == final_records(b, "R")

@@ -29,7 +29,10 @@ Choices where the design is silent:
   embedding) gets it where it is, from a timer, so it stops at once, and so does a
   second signal. Wherever it lands, the run loop leaves no task whose exception goes
   unretrieved and never closes a generator an ``anext`` runs
-  (:mod:`dissensus.pipeline.batch`).
+  (:mod:`dissensus.pipeline.batch`). A signal once the run is journalled but before
+  its loop starts (counting the input's lines, reading its resolutions) names the
+  resume command too; one while ``run.started`` is being committed says only
+  ``interrupted`` (the run may not exist): ``dissensus runs list`` shows it if it does.
 * ``--deadline`` stops a run within the step in progress when it passes: a window of
   panels is embedded in calls of at most 32 texts and none starts after the deadline
   (:mod:`dissensus.pipeline.runtime`).
@@ -446,6 +449,16 @@ WorkersOpt = Annotated[
 ]
 
 
+def said_interrupted(journal: Journal, run_id: str) -> int:
+    """Name the resume command of the interrupted run ``run_id``; the exit code."""
+    sys.stderr.write(
+        f"interrupted: resume with dissensus runs resume {run_id} --journal {journal.path}\n"
+    )
+    sys.stderr.flush()
+    INTERRUPT_SAID.append(True)
+    return EXIT_INTERRUPTED
+
+
 def run_and_report(
     journal: Journal,
     run_id: str,
@@ -507,12 +520,7 @@ def run_and_report(
             )
             records = [resolved.get(r.line, r) for r in records]
     except Interrupted:
-        sys.stderr.write(
-            f"interrupted: resume with dissensus runs resume {run_id} --journal {journal.path}\n"
-        )
-        sys.stderr.flush()
-        INTERRUPT_SAID.append(True)
-        return EXIT_INTERRUPTED
+        return said_interrupted(journal, run_id)
     except JournalError as exc:
         if isinstance(exc, JournalReadOnly | JournalDamaged):
             raise
@@ -635,17 +643,20 @@ def decide_cmd(
     _check_spec(spec, outputs, similarity)
     with opened_journal(target, must_exist=False) as store:
         info = start_run(store, panels, spec, run_id=run_id, lock=True)
-        total = count_lines(panels) if progress_enabled() else None
-        code = run_and_report(
-            store,
-            info.run_id,
-            json_out=json_out,
-            output=output,
-            rejects=rejects,
-            total=total,
-            engine=engine,
-            ray_address=ray_address,
-            workers=workers,
-            deadline=deadline,
-        )
+        try:
+            total = count_lines(panels) if progress_enabled() else None
+            code = run_and_report(
+                store,
+                info.run_id,
+                json_out=json_out,
+                output=output,
+                rejects=rejects,
+                total=total,
+                engine=engine,
+                ray_address=ray_address,
+                workers=workers,
+                deadline=deadline,
+            )
+        except KeyboardInterrupt:  # a signal after the run began, before it is decided
+            code = said_interrupted(store, info.run_id)
     raise typer.Exit(code=code)

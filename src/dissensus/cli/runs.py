@@ -47,6 +47,7 @@ from dissensus.cli.decide import (
     RejectsOpt,
     WorkersOpt,
     run_and_report,
+    said_interrupted,
 )
 from dissensus.cli.journals import JournalOpt, JsonOpt, opened_journal
 
@@ -275,17 +276,21 @@ def runs_resume(
         check_output_path(rejects, option="--rejects", inputs=[*inputs, output])
         if path not in (None, "-") and not os.path.isfile(str(path)):
             raise InputError(f"cannot resume run {run_id}: its input file is gone: {path}")
-        total = count_lines(str(path)) if path not in (None, "-") and progress_enabled() else None
-        code = run_and_report(
-            store,
-            run_id,
-            json_out=json_out,
-            output=output,
-            rejects=rejects,
-            total=total,
-            engine=engine,
-            ray_address=ray_address,
-            workers=workers,
-            deadline=deadline,
-        )
+        try:
+            lines = path not in (None, "-") and progress_enabled()
+            total = count_lines(str(path)) if lines else None
+            code = run_and_report(
+                store,
+                run_id,
+                json_out=json_out,
+                output=output,
+                rejects=rejects,
+                total=total,
+                engine=engine,
+                ray_address=ray_address,
+                workers=workers,
+                deadline=deadline,
+            )
+        except KeyboardInterrupt:  # a signal before the run's loop took it over
+            code = said_interrupted(store, run_id)
     raise typer.Exit(code=code)
