@@ -4,6 +4,7 @@ connection that sends nothing too, and the server keeps answering everyone else.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import time
@@ -79,3 +80,29 @@ def test_a_head_that_ends_in_time_is_served_and_the_connection_kept(server: str)
 def test_the_limit_is_at_least_a_second() -> None:
     assert head_timeout_protocol(0.01).head_timeout_s == HEAD_MIN_S  # type: ignore[attr-defined]
     assert head_timeout_protocol(7).head_timeout_s == 7  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    "sent",
+    [
+        b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nBad Header\r\n\r\n",
+        b"POST /v1/decide HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 3\r\n"
+        b"Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+        b"GET /" + b"a" * 200_000 + b" HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",
+        b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03<script>\r\n\r\n",
+    ],
+    ids=["header", "length-and-chunked", "huge-url", "tls-hello"],
+)
+def test_a_request_the_parser_refuses_gets_a_json_400(server: str, sent: bytes) -> None:
+    host, port = server.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=30) as sock:
+        # Closed while the rest was still being sent: the answer is read all the same.
+        with contextlib.suppress(OSError):
+            sock.sendall(sent)
+        data, closed_after = _read_all(sock, 30)
+    head, _, body = data.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 400"), data[:200]
+    assert b"content-type: application/json" in head.lower()
+    assert json.loads(body) == {"error": "malformed HTTP request", "field": "<request>"}
+    assert closed_after < 20
+    assert httpx.get(server + "/healthz", timeout=10).status_code == 200

@@ -1,4 +1,5 @@
-"""The HTTP/1.1 protocol of ``dissensus serve``: uvicorn's, with a time limit on request heads.
+"""The HTTP/1.1 protocol of ``dissensus serve``: uvicorn's, with a time limit on request heads
+and JSON answers to requests it cannot parse.
 
 uvicorn bounds a request's body (the service's :class:`~dissensus.serve.limits.RequestTimeout`
 does) and an idle keep-alive connection (``timeout_keep_alive``), but not the head: a
@@ -19,6 +20,11 @@ Choices where the design is silent:
   all gets the same.
 * **A response still being produced is never cut off:** if the previous request on the
   connection is still answering when the limit passes, the check is made again later.
+* **A request that is not HTTP/1.1 the parser can read** (a malformed request line or
+  header, ``Content-Length`` together with ``Transfer-Encoding``, a request line past the
+  parser's limits) is answered 400 with a JSON body in the service's error shape naming
+  ``<request>`` (uvicorn's own answer is plain text), then the connection is closed.
+  Nothing of the request is echoed.
 """
 
 from __future__ import annotations
@@ -77,11 +83,19 @@ class _HeadTimeoutProtocol(HttpToolsProtocol):
             self._arm()  # the previous request is still answering: look again later
             return
         seconds = f"{self.head_timeout_s:g}"
-        body = json.dumps(
-            {"error": f"request head not received within {seconds} s", "field": "<head>"}
-        ).encode()
+        self._refuse(
+            "408 Request Timeout", f"request head not received within {seconds} s", "<head>"
+        )
+
+    def send_400_response(self, msg: str) -> None:
+        """uvicorn's answer to a request its parser refused, as JSON (see the module)."""
+        self._refuse("400 Bad Request", "malformed HTTP request", "<request>")
+
+    def _refuse(self, status: str, error: str, field: str) -> None:
+        """Answer ``status`` with the service's JSON error body, then close the connection."""
+        body = json.dumps({"error": error, "field": field}).encode()
         head = (
-            "HTTP/1.1 408 Request Timeout\r\ncontent-type: application/json\r\n"
+            f"HTTP/1.1 {status}\r\ncontent-type: application/json\r\n"
             f"content-length: {len(body)}\r\nconnection: close\r\n\r\n"
         )
         self.transport.write(head.encode() + body)
