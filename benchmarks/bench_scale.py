@@ -42,7 +42,10 @@ Prints, in one run:
     process spent on its blocks, reported with the block), split into the run loop's
     thread (journal appends, records), decoding the workers' blocks, and Ray's own
     threads (task submission, object transfers); and the serial fraction
-    ``driver / (driver + worker)``. Target: driver <= 0.10 of worker.
+    ``driver / (driver + worker)``. Target: driver <= 0.10 of worker. The panels are
+    read with TF-IDF (the least work per panel in a worker, so the driver's largest
+    share); ``--ray-similarity tfidf,minilm`` measures it with the default policy's
+    reader (MiniLM) too, and ``static`` with the static encoder.
 (h) PostgreSQL (``--pg URL`` or ``$DISSENSUS_TEST_PG``): 1, 2 and 4 writer processes,
     each appending its own run in batches of 500 events.
 
@@ -506,7 +509,7 @@ def bench_cpu(n: int) -> Figures:
 
 
 def _ray_cpu(
-    path: Path, journal_path: Path, workers: int
+    path: Path, journal_path: Path, workers: int, similarity: str = "tfidf"
 ) -> tuple[float, float, float, float, int]:
     """A Ray decide run of ``path`` after a warm-up run: (driver CPU s, its run-loop
     thread's CPU s, CPU s it spent decoding the workers' blocks, workers' CPU s, panels)."""
@@ -528,9 +531,9 @@ def _ray_cpu(
     warm.write_text(
         "".join(path.read_text(encoding="utf-8").splitlines(True)[:1024]), encoding="utf-8"
     )
-    start_run(journal, str(warm), Policy(), run_id="warm", similarity="tfidf")
+    start_run(journal, str(warm), Policy(), run_id="warm", similarity=similarity)
     asyncio.run(go("warm"))
-    start_run(journal, str(path), Policy(), run_id="ray", similarity="tfidf")
+    start_run(journal, str(path), Policy(), run_id="ray", similarity=similarity)
     stats.clear()
 
     c0, t0 = time.process_time(), time.thread_time()
@@ -542,18 +545,20 @@ def _ray_cpu(
     return driver, loop_thread, decode, float(stats.get("worker_cpu_s", 0.0)), count
 
 
-def bench_ray_cpu(n: int) -> Figures:
+def bench_ray_cpu(n: int, similarity: str = "tfidf") -> Figures:
     """(g) Ray: the driver's CPU per panel apart from the workers' (process CPU times),
-    and the serial fraction they imply."""
+    and the serial fraction they imply, with panels read by ``similarity``."""
     print(
-        f"(g) Ray x2, {n:,} synthetic panels, tfidf, journal synchronous=full: CPU per panel "
+        f"(g) Ray x2, {n:,} synthetic panels, {similarity}, journal synchronous=full: CPU per panel "
         "(driver: this process, Ray's threads included, start-up and a warm-up run excluded; "
         "workers: the CPU time each worker process spent on its blocks)"
     )
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "panels.jsonl"
         path.write_text("".join(panel_line(i) + "\n" for i in range(n)), encoding="utf-8")
-        driver, loop_thread, decode, worker, count = _ray_cpu(path, Path(tmp) / "ray.sqlite", 2)
+        driver, loop_thread, decode, worker, count = _ray_cpu(
+            path, Path(tmp) / "ray.sqlite", 2, similarity
+        )
         d, w = driver / count * 1e3, worker / count * 1e3
         own, dec = loop_thread / count * 1e3, decode / count * 1e3
         print(
@@ -568,11 +573,12 @@ def bench_ray_cpu(n: int) -> Figures:
             f"driver / worker = {d / w if w else float('inf'):.3f}; implied serial fraction "
             f"s = driver / (driver + worker) = {serial:.3f} (8 workers: {speedup8:.1f}x)"
         )
+    name = "(g)" if similarity == "tfidf" else f"(g, {similarity})"
     return {
-        "(g) driver CPU ms per panel": d,
-        "(g) worker CPU ms per panel": w,
-        "(g) driver / worker": d / w if w else float("inf"),
-        "(g) implied serial fraction": serial,
+        f"{name} driver CPU ms per panel": d,
+        f"{name} worker CPU ms per panel": w,
+        f"{name} driver / worker": d / w if w else float("inf"),
+        f"{name} implied serial fraction": serial,
     }
 
 
@@ -648,6 +654,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--only", default="abdecfgh", help="sections to run (letters)")
     parser.add_argument(
+        "--ray-similarity",
+        default="tfidf",
+        help="readers of (g), comma-separated (tfidf, static, minilm: the default policy's)",
+    )
+    parser.add_argument(
         "--repeat", type=int, default=1, help="runs of (f) and (g), each figure's spread printed"
     )
     args = parser.parse_args(argv)
@@ -668,7 +679,8 @@ def main(argv: list[str] | None = None) -> int:
         if "f" in args.only:
             figures.update(bench_cpu(args.cpu_panels))
         if "g" in args.only and not args.skip_ray:
-            figures.update(bench_ray_cpu(args.cpu_panels))
+            for similarity in args.ray_similarity.split(","):
+                figures.update(bench_ray_cpu(args.cpu_panels, similarity.strip()))
         if figures:
             runs.append(figures)
     if args.repeat > 1 and runs:
