@@ -36,11 +36,12 @@ Choices where the design is silent:
   the reviewer's last resolution (within the server's ``undo_window_s``; the form names
   the case it undoes, so a stale page cannot undo another one), ``a`` opens the audit form of an automatic
   decision, ``?`` shows the keys. On a blind audit the same keys pick an option (or type
-  another answer), write the note and answer (``Enter``), ``c`` claims the audit, and
-  ``j`` / ``k`` move among the open audits nobody else holds; after an answer the page
-  goes to the next such audit. ``c`` claims an automatic decision's audit too. Keys act only
-  when no text field has the focus (``Esc`` leaves it); every page settles with the
-  focus on the page, and keys typed while a page loads are replayed on the next one.
+  another answer), write the note and answer (``Enter``), ``c`` claims the audit, ``r``
+  gives one's claim on it up, and ``j`` / ``k`` move among the open audits nobody else
+  holds; after an answer the page goes to the next such audit. ``c`` and ``r`` claim an
+  automatic decision's audit and give it up too. Keys act only when no text field has
+  the focus (``Esc`` leaves it); every page settles with the focus on the page, and keys
+  typed while a page loads are replayed on the next one.
 * A note is required as the server's ``review_note`` setting says: by default only when
   the decision is not the panel's suggestion; a resolution without one journals
   "(no note: agrees with the panel's suggestion)", since the journal's resolutions always
@@ -66,8 +67,9 @@ Choices where the design is silent:
   page is kept in the browser meanwhile (``review.js``).
 * **Refusals keep the form.** A resolve refused (422, 409, 503) shows the case page again
   with the reviewer's pick, typed answer and note as they sent them
-  (:func:`~dissensus.serve.routes.pages_case.case_page`'s ``kept``), at the case page's
-  address (``HX-Replace-Url``).
+  (:meth:`Form.kept`, :func:`~dissensus.serve.routes.pages_case.case_page`'s ``kept``), at
+  the case page's address (``HX-Replace-Url``); so does a refused audit, on the blind
+  audit's or the automatic decision's page (:mod:`~dissensus.serve.routes.pages_audit`).
 * **Times in refusals.** A refusal naming a time (a claim's expiry, when a case was
   resolved or audited) shows it as the page shows other times, in a ``<time>`` element
   the page's script renders in the reader's local time (:func:`refused_by`); the API's
@@ -162,6 +164,11 @@ class Form:
     def text(self, name: str) -> str:
         """The field ``name`` as stripped text (empty when absent)."""
         return str(self.data.get(name, "")).strip()
+
+    def kept(self) -> dict[str, str]:
+        """The answer fields of a case's form (``decision``, ``other``, ``note``) as sent,
+        unstripped: what a refused form shows again, so nothing typed is lost."""
+        return {name: str(self.data.get(name, "")) for name in ("decision", "other", "note")}
 
 
 def service_of(request: Request) -> Service:

@@ -27,6 +27,20 @@ Choices where the design is silent:
   claims nothing, so looking costs nobody a case. A claim reveals nothing of the
   committed answer, so a blind audit can be claimed while it is open; a refused claim on
   such a case shows the blind page, never the automatic decision's.
+* **Giving a claim up.** ``POST /review/auto/{ref}/release`` and
+  ``/review/audit/{ref}/release`` (``r``, the "give up claim" button shown to the claim's
+  holder) drop the reviewer's own claim on the audit through the same
+  :meth:`~dissensus.serve.journal_adapter.ReviewDesk.release` as a case page's, ``DELETE
+  /v1/review/{ref}/claim`` and ``dissensus review claim --release`` (the journal keeps
+  one claim per ``<run>.<line>``, whether on a case or an audit); another reviewer's
+  claim is refused (409 naming the holder). Claiming and giving up from these pages take
+  only the reference of an automatic decision (of a blind audit on the blind page), so
+  neither touches the claim on an escalated case.
+* **Refusals keep the form.** A refused audit (422 for a missing pick or note or a text
+  over the server's ``--max-field-chars``, 409 for another reviewer's claim, 503 for a
+  busy journal) shows the page again with the form as it was sent (the option picked,
+  the answer typed, the note: ``kept``, as on a case page), the automatic decision's
+  audit form unfolded; nothing typed is lost.
 """
 
 from __future__ import annotations
@@ -59,13 +73,21 @@ __all__ = ["router"]
 router = APIRouter(include_in_schema=False)
 
 Page = Callable[..., Response]
-"""A page renderer: ``(request, ref, reviewer, *, error=None, status=200)``."""
+"""A page renderer: ``(request, ref, reviewer, *, error=None, status=200, kept=None)``."""
 
 
 def auto_page(
-    request: Request, ref: str, who: Reviewer, *, error: str | None = None, status: int = 200
+    request: Request,
+    ref: str,
+    who: Reviewer,
+    *,
+    error: str | None = None,
+    status: int = 200,
+    kept: dict[str, str] | None = None,
 ) -> Response:
-    """An automatic decision and its audit form (:class:`UnknownItem` for any other ref)."""
+    """An automatic decision and its audit form (:class:`UnknownItem` for any other ref),
+    the form filled with ``kept`` (a refused form's ``decision``, ``other``, ``note``;
+    else the committed decision picked)."""
     service = service_of(request)
     view = QueueView.of(request)
     got = service.desk.auto_case(ref)
@@ -88,14 +110,22 @@ def auto_page(
         claim=None if got.audit else service.desk.live_claim(ref),
         qs=view.suffix(),
         error=error,
+        kept=kept or {},
         **option_context(options),
     )
 
 
 def audit_page(
-    request: Request, ref: str, who: Reviewer, *, error: str | None = None, status: int = 200
+    request: Request,
+    ref: str,
+    who: Reviewer,
+    *,
+    error: str | None = None,
+    status: int = 200,
+    kept: dict[str, str] | None = None,
 ) -> Response:
-    """A blind audit and the form answering it (:class:`UnknownItem` when not audited)."""
+    """A blind audit and the form answering it (:class:`UnknownItem` when not audited),
+    the form filled with ``kept`` (a refused form's ``decision``, ``other``, ``note``)."""
     service = service_of(request)
     view = QueueView.of(request)
     got = blind_audit(service.journal, ref)
@@ -130,6 +160,7 @@ def audit_page(
         qs=view.suffix(),
         list_qs=view.audits_suffix(),
         error=error,
+        kept=kept or {},
         **option_context(options),
     )
 
@@ -144,22 +175,23 @@ def _confirm(
 ) -> Response | None:
     """Journal the form's audit of ``ref``: ``None`` once journalled, else the page
     refusing it. ``refusal()`` checks the case (raising :class:`UnknownItem`) and names
-    what the form lacks (422); an unknown case is 404, a refused audit 409."""
-    who = form.reviewer
+    what the form lacks (422); an unknown case is 404, a refused audit 409. A refused
+    form is shown again as it was sent."""
+    who, kept = form.reviewer, form.kept()
     try:
         why = refusal()
         if why is not None:
-            return page(request, ref, who, error=why, status=422)
+            return page(request, ref, who, error=why, status=422, kept=kept)
         service_of(request).desk.confirm(
             ref, decision=decision, note=form.text("note"), reviewer=form.principal.name
         )
     except UnknownItem as exc:
         return message(request, who, 404, "not found", str(exc))
     except TextTooLong as exc:  # the reviewer can shorten it on the form
-        return page(request, ref, who, error=str(exc), status=422)
+        return page(request, ref, who, error=str(exc), status=422, kept=kept)
     except DissensusError as exc:
         status, text = refused_by(request, exc)
-        return page(request, ref, who, error=text, status=status)
+        return page(request, ref, who, error=text, status=status, kept=kept)
     return None
 
 
@@ -241,10 +273,10 @@ async def audit_answer(request: Request, ref: str) -> Response:
     return RedirectResponse(f"/review/audit/{target}{view.suffix()}", status_code=303)
 
 
-async def _claim(request: Request, ref: str, *, blind: bool) -> Response:
-    """Claim the audit of ``ref``, then show its page again: the blind one when ``blind``
-    (a refused claim shows nothing of the committed answer there), else the automatic
-    decision's."""
+async def _claim(request: Request, ref: str, *, blind: bool, give_up: bool = False) -> Response:
+    """Claim the audit of ``ref`` (with ``give_up``, give the reviewer's claim on it up),
+    then show its page again: the blind one when ``blind`` (a refused claim shows nothing
+    of the committed answer there), else the automatic decision's."""
     form = await checked_form(request, role_check=True)
     if not isinstance(form, Form):
         return form
@@ -253,7 +285,12 @@ async def _claim(request: Request, ref: str, *, blind: bool) -> Response:
     try:
         if blind:
             blind_audit(service.journal, ref)
-        service.desk.claim(ref, form.principal.name)
+        else:
+            service.desk.auto_case(ref)  # an audit's: not an escalated case's
+        if give_up:
+            service.desk.release(ref, form.principal.name)
+        else:
+            service.desk.claim(ref, form.principal.name)
     except UnknownItem as exc:
         return message(request, form.reviewer, 404, "not found", str(exc))
     except DissensusError as exc:
@@ -273,3 +310,14 @@ async def auto_claim(request: Request, ref: str) -> Response:
 @router.post("/review/audit/{ref}/claim")
 async def audit_claim(request: Request, ref: str) -> Response:
     return await _claim(request, ref, blind=True)
+
+
+@router.post("/review/auto/{ref}/release")
+async def auto_release(request: Request, ref: str) -> Response:
+    blind = has_open_audit(service_of(request).journal, ref)
+    return await _claim(request, ref, blind=blind, give_up=True)
+
+
+@router.post("/review/audit/{ref}/release")
+async def audit_release(request: Request, ref: str) -> Response:
+    return await _claim(request, ref, blind=True, give_up=True)

@@ -153,15 +153,10 @@ async def case(request: Request, review_id: str) -> Response:
     return or_not_found(request, who, lambda: case_page(request, review_id, who))
 
 
-def _kept(form: Form) -> dict[str, str]:
-    """What the reviewer sent on the resolve form, as sent (shown again on a refusal)."""
-    return {name: str(form.data.get(name, "")) for name in ("decision", "other", "note")}
-
-
 def _resolve(request: Request, review_id: str, form: Form) -> Response | None:
     """Journal the form's resolution: ``None`` once journalled, else the page refusing it
     (:class:`UnknownItem` and the desk's conflicts are raised)."""
-    service, who, kept = service_of(request), form.reviewer, _kept(form)
+    service, who, kept = service_of(request), form.reviewer, form.kept()
     item = service.desk.status(review_id).item
     picked, other = form.text("decision"), form.text("other")
     if not (picked or other):
@@ -206,12 +201,12 @@ async def resolve(request: Request, review_id: str) -> Response:
         return message(request, form.reviewer, 404, "not found", str(exc))
     except TextTooLong as exc:  # the reviewer can shorten it on the form
         return case_page(
-            request, review_id, form.reviewer, error=str(exc), status=422, kept=_kept(form)
+            request, review_id, form.reviewer, error=str(exc), status=422, kept=form.kept()
         )
     except DissensusError as exc:
         status, text = refused_by(request, exc)
         return case_page(
-            request, review_id, form.reviewer, error=text, status=status, kept=_kept(form)
+            request, review_id, form.reviewer, error=text, status=status, kept=form.kept()
         )
     if refused is not None:
         return refused
