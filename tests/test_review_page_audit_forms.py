@@ -137,8 +137,9 @@ async def test_a_refused_audit_of_an_automatic_decision_keeps_what_was_sent(
         csrf = csrf_of(page.text)
         before = _events(s.journal)
 
+        # Every option the panel lists is offered, the one nobody chose included.
+        assert re.findall(r'name="decision" value="([^"]*)"', page.text) == ["1", "2"]
         # A correction without a note: 422, the pick and the typed answer kept, unfolded.
-        # (The form lists the options the panel chose: here the committed one only.)
         typed = {"decision": "1", "other": HOSTILE, "note": "", "csrf": csrf}
         unnoted = await client.post(post, data=typed, headers=HX)
         assert unnoted.status_code == 422 and "write a note" in _error(unnoted.text)

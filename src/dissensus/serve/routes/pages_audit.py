@@ -11,6 +11,9 @@ Choices where the design is silent:
 * Both forms require a note; the automatic-decision form's empty decision confirms the
   committed one, the blind form has no default (an option picked, or another answer
   typed, not both).
+* The automatic-decision form offers every option the panel lists (``meta.options``, in
+  its order), then any other answer an agent gave, so a reviewer can correct a panel
+  that agreed on the wrong option by picking the right one, not only by typing it.
 * After an answer the page goes to the next automatic decision left (from the first), or
   to the next open blind audit after this one in the list's order (else the first one
   left), or to the list when none is left; in both lists, and for ``j`` / ``k`` among
@@ -50,6 +53,7 @@ from collections.abc import Callable
 from fastapi import APIRouter, Request
 from fastapi.responses import RedirectResponse, Response
 
+from dissensus.cases import option_ids
 from dissensus.errors import DissensusError
 from dissensus.serve.blind_audits import blind_audit, has_open_audit, open_audit_refs
 from dissensus.serve.case_view import asked_view, option_views
@@ -95,8 +99,12 @@ def auto_page(
     positions = [
         (str(o.get("agent", "?")), o.get("decision"), str(o.get("reasoning", ""))) for o in outputs
     ]
-    ids = sorted({str(d) for _, d, _ in positions if d is not None} | {got.record.decision or ""})
-    options = option_views([i for i in ids if i], got.panel, positions, got.record.decision)
+    # The panel's options in its order, then any other answer an agent (or the decision) gave.
+    meta = got.panel.get("meta")
+    listed = option_ids(meta if isinstance(meta, dict) else None)
+    chosen = {str(d) for _, d, _ in positions if d is not None} | {got.record.decision or ""}
+    ids = listed + sorted(i for i in chosen - set(listed) if i)
+    options = option_views(ids, got.panel, positions, got.record.decision)
     return case_render(
         request,
         who,
