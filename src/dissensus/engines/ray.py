@@ -57,20 +57,38 @@ Choices where the design is silent:
   the blocks back since reported) divided by the blocks that may be in flight together
   (workers x 2 block slots, or the blocks in flight and still to send when fewer),
   rounded up, and at most what the open reservations leave free (:func:`_share`).
-  Consequences: a kill (or a deadline, whose blocks in flight are abandoned) charges at
-  most the open reservations beyond what was really spent, which can be most of the
-  budget left at the time; when the budget binds, a Ray run's records may differ from a
-  local run's (which calls are refused depends on how the blocks shared the budget, as
-  with the per-worker shares before); with an ample budget they are the same. A policy
-  without call and token limits (``max_calls`` and ``max_tokens`` null) reserves
-  nothing, and its journal is a local run's shape.
+  Consequences: a kill (or a deadline, or a block whose worker died on its last attempt:
+  both abandon the blocks in flight) charges at most the open reservations beyond what
+  was really spent, which can be most of the budget left at the time; when the budget
+  binds, a Ray run's records may differ from a local run's (which calls are refused
+  depends on how the blocks shared the budget, as with the per-worker shares before);
+  with an ample budget they are the same. A policy without call and token limits
+  (``max_calls`` and ``max_tokens`` null) reserves nothing, and its journal is a local
+  run's shape.
 * **Failures.** Worker processes are Ray actors restarted on death
   (``max_restarts=-1``); Ray does not retry their blocks (``max_task_retries=0``): the
-  driver sends a dead worker's block again, to the restarted worker, under a new
-  reservation (the next attempt), the dead attempt's reservation staying open and
-  charged in full (its spend is unknown). A block is a pure function of the input and
-  the journal's seed, so a retry gives the same events. The run's actors are ended when its blocks are back (or
-  the run stops), so their CPUs are free for the next run.
+  driver sends a dead worker's block again, to the restarted worker once it answers
+  (:func:`_restarted`, at most :data:`_RESTART_S` later: a block sent while Ray is still
+  restarting the worker fails without running), under a new reservation (the next
+  attempt), the dead attempt's reservation staying open and charged in full (its spend
+  is unknown). A block is a pure function of the input and the journal's seed, so a
+  retry gives the same events. A death is the worker's process dying (Ray's
+  ``RayActorError``: killed, crashed, or a worker that cannot start) or Ray's memory
+  monitor killing it (``OutOfMemoryError``); it counts against the block the driver
+  was waiting for, also when the worker died on a block queued before it.
+  **A block has** :data:`MAX_ATTEMPTS` **attempts (3) in one invocation**: when its
+  worker dies on the last, the run stops with :class:`WorkerDied` (one line naming the
+  block's input lines and how many times its worker died, exit 1, as a deadline) instead
+  of sending it again, since a block that kills its worker every time (a panel that
+  crashes it or exhausts its memory) would otherwise be sent for ever, each attempt
+  charging a reservation. Everything journalled stays: the blocks back before it are
+  journalled, those in flight are abandoned, as a deadline abandons them (their
+  reservations, and the dead attempts', stay open and are charged in full when the run
+  is resumed), and ``runs resume`` (on either engine, with the attempts counted afresh)
+  finishes the run once the cause is gone (the worker's memory, its start; a panel that
+  kills every worker needs a new run without it, as a resumed run's input file must be
+  the one it started with). The run's actors are ended when its blocks
+  are back (or the run stops), so their CPUs are free for the next run.
 * **Actors, not Ray Data, for decide.** The driver sends each block to a worker itself
   (:class:`_Flight`: at most two blocks in flight per worker, results taken in block
   order, reservations journalled on the run loop's thread): Ray Data's streaming executor and its iterator's threads, with the
@@ -106,9 +124,11 @@ Choices where the design is silent:
   block is decoded (see :func:`_decoded`). What the driver sends a worker (a block's place and its seed
   events) is JSON text whose shapes are the ``TypedDict`` classes below; a Ray row or
   batch itself (:data:`_Row`) is Ray's format.
-* ``$DISSENSUS_FAULT_RAY_KILL`` (``BLOCK:MARKER_PATH``) makes the worker that first
-  receives block ``BLOCK`` kill its own process (once: the marker file records that
-  it happened): the switch the tests use to check that a killed worker is retried.
+* ``$DISSENSUS_FAULT_RAY_KILL`` (``BLOCK:MARKER_PATH`` or ``BLOCK:MARKER_PATH:TIMES``)
+  makes the workers that receive block ``BLOCK`` kill their own process, the first
+  ``TIMES`` times (default 1; the marker file gets a line per kill): a switch for tests
+  only (a killed worker is retried; a block whose worker dies every time stops the run),
+  inert unless the variable is set.
 """
 
 from __future__ import annotations
@@ -131,7 +151,7 @@ import msgspec
 from typing_extensions import TypedDict
 
 from dissensus.engines.blocks import Block, block_lines, plan_blocks, plan_text_blocks
-from dissensus.errors import ConfigError, InputError
+from dissensus.errors import ConfigError, DissensusError, InputError
 from dissensus.io.jsonl import Reject, RejectSink, open_text, parse_line
 from dissensus.types import JsonObject, Panel
 
@@ -143,8 +163,10 @@ if TYPE_CHECKING:
 __all__ = [
     "FAULT_ENV",
     "LINES_PER_BLOCK",
+    "MAX_ATTEMPTS",
     "RayExecutor",
     "RayOptions",
+    "WorkerDied",
     "decide_ray",
     "ensure_ray",
     "route_ray",
@@ -153,8 +175,19 @@ __all__ = [
 LINES_PER_BLOCK = 512
 """Default input lines per block."""
 
+MAX_ATTEMPTS = 3
+"""Attempts at a block in one invocation (the first and two after a worker's death):
+when the block's worker dies on the last one, the run stops (:class:`WorkerDied`)."""
+
 FAULT_ENV = "DISSENSUS_FAULT_RAY_KILL"
-"""``BLOCK:MARKER_PATH``: kill the worker that first gets block ``BLOCK`` (tests)."""
+"""``BLOCK:MARKER_PATH[:TIMES]``: kill the worker that gets block ``BLOCK``, the first
+``TIMES`` times (default 1), a line in the marker file per kill (tests only)."""
+
+
+class WorkerDied(DissensusError):
+    """A block's Ray worker died on each of the block's :data:`MAX_ATTEMPTS` attempts:
+    the run stopped, partial and resumable (exit 1)."""
+
 
 _DECODE = msgspec.json.Decoder().decode
 
@@ -287,21 +320,32 @@ def ensure_ray(options: RayOptions) -> int:
     return max(1, int(ray.cluster_resources().get("CPU", 1)))
 
 
-def _fault() -> tuple[int, str] | None:
+_Fault: TypeAlias = tuple[int, str, int]
+"""``$DISSENSUS_FAULT_RAY_KILL`` read: ``(block, marker path, times)``."""
+
+
+def _fault() -> _Fault | None:
+    """The test switch :data:`FAULT_ENV`, or None (not set: no fault)."""
     raw = os.environ.get(FAULT_ENV)
     if not raw:
         return None
-    block, _, marker = raw.partition(":")
-    return int(block), marker
+    block, _, rest = raw.partition(":")
+    marker, sep, times = rest.rpartition(":")
+    if not sep or not times.isdigit():
+        marker, times = rest, "1"
+    return int(block), marker, int(times)
 
 
-def _maybe_die(fault: tuple[int, str] | None, index: int) -> None:
+def _maybe_die(fault: _Fault | None, index: int) -> None:
+    """Kill this process when ``fault`` says so for block ``index`` (tests only)."""
     if fault is None or fault[0] != index:
         return
     marker = Path(fault[1])
-    if marker.exists():
+    killed = len(marker.read_text(encoding="utf-8").splitlines()) if marker.exists() else 0
+    if killed >= fault[2]:
         return
-    marker.write_text("killed\n", encoding="utf-8")
+    with marker.open("a", encoding="utf-8") as handle:
+        handle.write("killed\n")
     os.kill(os.getpid(), signal.SIGKILL)
 
 
@@ -328,7 +372,7 @@ def _rows(dataset: Any) -> Iterator[_Row]:
 class _Decider:
     """One Ray worker of a decide run: loads the run's specification once, decides blocks."""
 
-    def __init__(self, run_id: str, spec: JsonObject, fault: tuple[int, str] | None) -> None:
+    def __init__(self, run_id: str, spec: JsonObject, fault: _Fault | None) -> None:
         from dissensus.llm.budget import Budget
         from dissensus.pipeline.spec import RunSpec
 
@@ -650,7 +694,8 @@ class _DecideWorker:
 def _deciders(n: int, args: tuple[Any, ...]) -> list[Any]:
     """``n`` decide workers (Ray actors, one CPU each), restarted on death. Ray does not
     retry their blocks itself (``max_task_retries=0``): the driver sends a dead worker's
-    blocks again, each under a reservation of its own (:class:`_Flight`)."""
+    blocks again, each under a reservation of its own, up to :data:`MAX_ATTEMPTS`
+    attempts a block (:class:`_Flight`)."""
     ray = _ray()
     remote = ray.remote(num_cpus=1, max_restarts=-1, max_task_retries=0)(_DecideWorker)
     return [remote.remote(*args) for _ in range(n)]
@@ -773,13 +818,73 @@ class _Sent(NamedTuple):
     reservation: str | None
 
 
+class _Deaths:
+    """How many times each block's worker died in this invocation, against the block's
+    ``attempts`` (:data:`MAX_ATTEMPTS`)."""
+
+    def __init__(self, attempts: int = MAX_ATTEMPTS) -> None:
+        if attempts < 1:
+            raise ValueError(f"a block needs at least one attempt, not {attempts}")
+        self.attempts = attempts
+        self.counts: Counter[int] = Counter()
+
+    def died(self, block: int) -> bool:
+        """Count a death of block ``block``'s worker: whether the block has an attempt
+        left (False: that was its last)."""
+        self.counts[block] += 1
+        return self.counts[block] < self.attempts
+
+
+def _worker_died(
+    run_id: str, name: str, block: Block, times: int, error: BaseException
+) -> WorkerDied:
+    """The one-line error of a run stopped because ``block``'s worker died ``times`` times,
+    the last with ``error``."""
+    first, last = block.first_line, block.last_line
+    lines = f"input line {first}" if first == last else f"input lines {first}-{last}"
+    where = "" if name == "-" else f" of {name}"
+    return WorkerDied(
+        f"run {run_id}: the Ray worker deciding {lines}{where} (block {block.index}) died "
+        f"{times} time{'s' if times != 1 else ''} ({_death_cause(error)}); the run stopped "
+        "and its journalled steps stay: once what kills the worker is fixed (its memory, "
+        f"its start), finish the run with 'dissensus runs resume {run_id}' (a panel of "
+        "those lines that kills every worker needs a new run without it: a run's input "
+        "cannot change)"
+    )
+
+
+_CAUSE_CHARS = 160
+"""Most characters of the cause a :class:`WorkerDied` message quotes."""
+
+
+def _death_cause(error: BaseException) -> str:
+    """Ray's last error in a few words: its class (``ActorUnavailableError``,
+    ``ActorDiedError``, ``OutOfMemoryError``), and the exception a worker that failed to
+    start raised (the last line of Ray's message), at most :data:`_CAUSE_CHARS` characters."""
+    text = f"Ray's last error: {type(error).__name__}"
+    if getattr(error, "actor_init_failed", False):
+        lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+        text += ", the worker failed to start" + (f": {lines[-1]}" if lines else "")
+    if len(text) > _CAUSE_CHARS:
+        text = text[: _CAUSE_CHARS - 3].rstrip() + "..."
+    return text
+
+
+def _deaths() -> tuple[type[BaseException], ...]:
+    """Ray's errors that mean a worker died: its process died or could not start
+    (``RayActorError``), or Ray's memory monitor killed it (``OutOfMemoryError``)."""
+    errors = _ray().exceptions
+    return (errors.RayActorError, errors.OutOfMemoryError)
+
+
 class _Flight:
     """The blocks on their way to and from the workers, taken back in block order: each
     block goes to a worker as soon as one of its :data:`_DEPTH` places is free (the
     worker whose result was taken last getting the next), after its reservation is
     journalled (:class:`_Ledger`), all on the run loop's thread; only waiting for a
     result and decoding it happen on a thread of their own. A block whose worker died
-    goes again, to the restarted worker, under a new reservation."""
+    goes again, to the restarted worker, under a new reservation, up to ``attempts``
+    (:data:`MAX_ATTEMPTS`) in all: a death on the last raises :class:`WorkerDied`."""
 
     def __init__(
         self,
@@ -787,12 +892,14 @@ class _Flight:
         todo: list[tuple[Block, list[_SeedEvent]]],
         actors: list[Any],
         ledger: _Ledger,
+        attempts: int = MAX_ATTEMPTS,
     ) -> None:
         self.ctx = ctx
         self.waiting = deque(todo)
         self.actors = actors
         self.ledger = ledger
         self.flight: deque[_Sent] = deque()
+        self.deaths = _Deaths(attempts)
 
     def start(self) -> None:
         for _ in range(_DEPTH):
@@ -813,13 +920,27 @@ class _Flight:
     async def next(self) -> tuple[_BlockResult, list[Outcome], float]:
         """The next block's result, its outcomes (the last one carrying the settlement of
         its reservation) and the CPU s spent decoding it."""
-        ray = _ray()
+        deaths = _deaths()
         while True:
             sent = self.flight[0]
             try:
                 result, outcomes, decode_s = await asyncio.to_thread(_take, sent.ref)
-            except ray.exceptions.RayActorError:
+            except deaths as exc:
                 self.ledger.lose(sent.reservation)
+                if not self.deaths.died(sent.block.index):
+                    # The blocks in flight are abandoned (their reservations stay open,
+                    # charged in full on resume); the run loop committed the blocks back
+                    # before this one while it waited for it.
+                    raise _worker_died(
+                        self.ctx.run_id,
+                        self.ctx.name,
+                        sent.block,
+                        self.deaths.counts[sent.block.index],
+                        exc,
+                    ) from None
+                # Sent again once the restarted worker answers: a block sent to a worker
+                # Ray is still restarting fails at once, an attempt lost for nothing.
+                await asyncio.to_thread(_restarted, sent.actor)
                 waiting = len(self.waiting) + 1
                 self.flight[0] = self._send(sent.actor, sent.block, sent.seed, waiting)
                 continue
@@ -836,6 +957,25 @@ class _Flight:
                 self.ctx.journal.append_batch(self.ctx.run_id, [settled])
         self._next_to(sent.actor)
         return result, outcomes, decode_s
+
+
+_RESTART_S = 120.0
+"""Seconds the driver waits for a dead worker to answer again (restarted by Ray) before it
+sends the worker's block again (:func:`_restarted`)."""
+
+
+def _restarted(actor: Any) -> None:
+    """Wait until ``actor`` answers (Ray restarts a dead worker), at most
+    :data:`_RESTART_S`. Whatever the outcome, the block is sent next: to a worker that is
+    not back (dead for good, or still restarting) it fails at once, and that attempt
+    counts, so a worker that cannot start ends the run after :data:`MAX_ATTEMPTS`."""
+    ray = _ray()
+    # A call Ray retries until the actor is alive again (the block's own are never retried).
+    ready = actor.__ray_ready__.options(max_task_retries=-1).remote()
+    try:
+        ray.get(ready, timeout=_RESTART_S)
+    except ray.exceptions.RayError:  # dead for good, or not back in time
+        return
 
 
 def _release(actors: list[Any]) -> None:
