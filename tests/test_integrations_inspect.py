@@ -401,3 +401,75 @@ def test_a_policy_file_is_journalled_with_its_digest(tmp_path: Path) -> None:
             files = {f["role"]: f["sha256"] for f in started.payload["files"]}
         assert files["policy"] == file_sha256(policy)
         assert ("guard.calibration" in files) == (guard is not None)
+
+
+# -- one bad score fails one sample, never the eval ------------------------------------------
+
+
+def _three(**first: Any) -> list[Score]:
+    from inspect_ai.scorer import Score
+
+    explanation = first.pop("explanation", "g1 finds the answer correct.")
+    return [
+        Score(value="C", explanation=explanation, metadata={"grader": "g1", **first}),
+        Score(value="C", explanation="g2 finds the answer correct.", metadata={"grader": "g2"}),
+        Score(value="I", explanation="g3 finds the answer wrong.", metadata={"grader": "g3"}),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("first", "note"),
+    [
+        ({"explanation": "long reasoning " * 3000}, "g1: explanation: cut from 44999 to 32768"),
+        ({"explanation": "lone \ud800 surrogate"}, "g1: explanation: a lone surrogate"),
+        ({"family": ["openai"]}, "g1: metadata.family left out"),
+        ({"family": 7}, "g1: metadata.family left out"),
+        ({"evidence": [{"nope": 1}]}, "g1: metadata.evidence left out"),
+        ({"evidence": "kb:manual"}, "g1: metadata.evidence left out"),
+    ],
+)
+def test_a_score_the_panel_cannot_hold_is_made_to_fit_and_noted(
+    tmp_path: Path, first: dict[str, Any], note: str
+) -> None:
+    from dissensus.integrations.inspect import dissensus_reducer
+    from dissensus.store import Journal
+
+    path = tmp_path / "j.sqlite"
+    reduce = dissensus_reducer(policy=POLICY, journal=str(path))
+    score = reduce(_three(**first))
+    assert score.value == "C" and score.answer != "error"
+    assert score.metadata is not None
+    assert any(n.startswith(note) for n in score.metadata["notes"]), score.metadata["notes"]
+    assert score.metadata["n_graders"] == 3
+    with Journal(path) as journal:
+        (run,) = journal.runs()
+        assert journal.verify(run.run_id).ok
+
+
+def test_a_clean_sample_has_no_notes() -> None:
+    from dissensus.integrations.inspect import dissensus_reducer
+
+    score = dissensus_reducer(policy=POLICY)(_three())
+    assert score.metadata is not None and score.metadata["notes"] == []
+
+
+def test_a_sample_still_refused_is_unscored_and_the_next_one_decided(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Nine graders of 32,768 characters each: more text than one record holds. That
+    sample is unscored with the reason; the reducer goes on deciding the next."""
+    from inspect_ai.scorer import Score
+
+    from dissensus.integrations.inspect import dissensus_reducer
+
+    reduce = dissensus_reducer(policy=POLICY)
+    huge = [
+        Score(value="C", explanation=f"{i} " + "x" * 32_760, metadata={"grader": f"g{i}"})
+        for i in range(9)
+    ]
+    refused = reduce(huge)
+    assert refused.answer == "error" and refused.metadata is not None
+    assert "characters" in refused.metadata["error"]
+    assert refused.explanation is not None and refused.explanation.startswith("not decided: ")
+    assert any("sample not decided" in r.getMessage() for r in caplog.records)
+    assert reduce(_three()).value == "C"

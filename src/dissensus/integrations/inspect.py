@@ -20,7 +20,8 @@ the reduced ``Score`` carries:
   ``escalate``, ``reason``, ``confidence`` and ``n_eff`` (the guard's posterior and
   effective number of independent graders), ``guard_mode``, ``tie``, ``agreement``,
   ``support`` (graders on the value / panel size, declined graders included),
-  ``n_graders``, ``abstentions``, ``graders`` (each grader's decision), ``review_id``.
+  ``n_graders``, ``abstentions``, ``graders`` (each grader's decision), ``review_id``,
+  ``notes`` (what of the graders' scores had to be changed or left out, below).
 
 Choices where the frameworks are silent:
 
@@ -36,6 +37,15 @@ Choices where the frameworks are silent:
 * **Values** are labels: ``"C"`` stays ``"C"``, ``1``/``1.0`` -> ``"1"``, ``True`` ->
   ``"true"``, other values their JSON text. A score's ``metadata`` may add ``family``,
   ``confidence`` and ``evidence`` (``[{"source": ..., "present": ...}]``) for the guard.
+* **One bad score fails one sample, never the eval.** What a panel cannot hold is made to
+  fit and noted in ``metadata["notes"]`` naming the grader and the field: a text (the
+  explanation, the value, the grader's name, the family) over
+  :data:`~dissensus.io.limits.MAX_FIELD_CHARS` characters is cut to it, a lone
+  surrogate is read as U+FFFD, and a ``family`` that is not text or ``evidence`` not in
+  the shape above is left out (as an unreadable ``confidence`` is). A sample whose panel
+  is still refused (more text than a record holds, say) is unscored with the reason
+  (``answer`` ``"error"``, ``metadata["error"]``) and a warning in the log; the other
+  samples are decided as usual.
 * **Panel id** is ``inspect-`` + the first 12 hex digits of the sha256 of the canonical
   scores (a reducer does not see the sample id); each reduction is one run in the
   journal (in memory unless ``journal`` is a path).
@@ -61,15 +71,19 @@ import asyncio
 import concurrent.futures
 import hashlib
 import json
+import logging
 import math
+import re
 from collections.abc import Coroutine, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
 from inspect_ai.scorer import Score, ScoreReducer, score_reducer
+from pydantic import ValidationError
 
 from dissensus.errors import ConfigError, InputError
 from dissensus.guard import GuardThresholds, guard_votes
+from dissensus.io.limits import MAX_FIELD_CHARS
 from dissensus.pipeline import (
     CaseRecord,
     Policy,
@@ -88,6 +102,8 @@ from dissensus.types import AgentOutput, Evidence, JsonObject, Panel
 __all__ = ["dissensus_reducer", "scores_panel"]
 
 T = TypeVar("T")
+
+log = logging.getLogger("dissensus.integrations.inspect")
 
 DECLINED = "declined to score"
 
@@ -139,30 +155,69 @@ def _confidence(value: object) -> float | None:
     return number if math.isfinite(number) else None
 
 
-def _output(name: str, score: Score | None) -> AgentOutput:
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _text(name: str, field: str, text: str, notes: list[str]) -> str:
+    """A grader's text as the panel can hold it: a lone surrogate (which no UTF-8 journal
+    holds) as U+FFFD, and at most :data:`~dissensus.io.limits.MAX_FIELD_CHARS` characters;
+    each change noted (``notes``) with the grader and the field."""
+    if _SURROGATE.search(text):
+        text = _SURROGATE.sub("\ufffd", text)
+        notes.append(f"{name}: {field}: a lone surrogate read as U+FFFD")
+    if len(text) > MAX_FIELD_CHARS:
+        notes.append(
+            f"{name}: {field}: cut from {len(text)} to {MAX_FIELD_CHARS} characters "
+            "(the most a field holds)"
+        )
+        text = text[:MAX_FIELD_CHARS]
+    return text
+
+
+def _output(name: str, score: Score | None, notes: list[str]) -> AgentOutput:
+    """A grader's score as a panel's output; what of its metadata the panel cannot take
+    (a family that is not text, evidence not in the documented shape) is left out and
+    noted, never a failed sample."""
+    name = _text(name, "grader", name, notes)
     if score is None:
         return AgentOutput(agent=name, decision=None, reasoning=DECLINED)
     decision = _label(score.value)
+    if decision is not None:
+        decision = _text(name, "value", decision, notes)
     meta = score.metadata or {}
-    evidence = meta.get("evidence")
+    family = meta.get("family")
+    if family is not None and not (isinstance(family, str) and family.strip()):
+        notes.append(f"{name}: metadata.family left out (not a non-empty string)")
+        family = None
+    elif isinstance(family, str):
+        family = _text(name, "metadata.family", family, notes)
+    raw_evidence = meta.get("evidence")
+    evidence: list[Evidence] | None = None
+    if raw_evidence is not None:
+        try:
+            evidence = [Evidence.model_validate(e) for e in raw_evidence]
+        except (TypeError, ValidationError):
+            notes.append(f"{name}: metadata.evidence left out (not a list of {{source, present}})")
+    reasoning = _text(name, "explanation", (score.explanation or "").strip(), notes)
     return AgentOutput(
         agent=name,
         decision=decision,
-        reasoning=(score.explanation or "").strip()
-        or (DECLINED if decision is None else f"{name}: {decision}"),
-        family=meta.get("family"),
+        reasoning=reasoning or (DECLINED if decision is None else f"{name}: {decision}"),
+        family=family,
         confidence=_confidence(meta.get("confidence")),
-        evidence=[Evidence.model_validate(e) for e in evidence]
-        if isinstance(evidence, list)
-        else None,
+        evidence=evidence,
     )
 
 
-def scores_panel(scores: Sequence[Score], graders: Sequence[str] | None = None) -> Panel:
-    """The panel of a list of grader scores (declined graders as abstentions)."""
+def scores_panel(
+    scores: Sequence[Score], graders: Sequence[str] | None = None, notes: list[str] | None = None
+) -> Panel:
+    """The panel of a list of grader scores (declined graders as abstentions); what had to
+    be changed or left out to make it is appended to ``notes``."""
+    kept = notes if notes is not None else []
     names, missing = _names(scores, graders)
-    outputs = [_output(n, s) for n, s in zip(names, scores, strict=True)]
-    outputs += [_output(n, None) for n in missing]
+    outputs = [_output(n, s, kept) for n, s in zip(names, scores, strict=True)]
+    outputs += [_output(n, None, kept) for n in missing]
     body = canonical([[o.agent, o.decision, o.reasoning] for o in outputs])
     pid = "inspect-" + hashlib.sha256(body.encode("utf-8")).hexdigest()[:12]
     return Panel(id=pid, outputs=outputs)
@@ -337,7 +392,9 @@ def dissensus_reducer(
     spec = _spec(policy, acceptance, guard_calibration)
 
     def reduce(scores: list[Score]) -> Score:
-        panel = scores_panel(scores, graders)
+        notes: list[str] = []
+        # A grader scoring twice is the eval's set-up, not this sample's: it is raised.
+        panel = scores_panel(scores, graders, notes)
 
         async def run() -> CaseRecord:
             store = Journal(journal if journal is not None else ":memory:")
@@ -346,8 +403,19 @@ def dissensus_reducer(
             finally:
                 store.close()
 
-        record = _run_sync(run())
+        try:
+            record = _run_sync(run())
+        except InputError as exc:  # this sample's scores, not the eval: it stays unscored
+            text = " ".join(str(exc).split())
+            log.warning("dissensus reducer: sample not decided: %s", text)
+            return Score.unscored(
+                reason=f"not decided: {text}",
+                answer="error",
+                explanation=f"not decided: {text}",
+                metadata={"error": text, "notes": notes},
+            )
         value, meta = _metadata(panel, record, spec)
+        meta["notes"] = notes
         explanation = f"{record.action}: {record.reason}"
         if value is None:
             return Score.unscored(
