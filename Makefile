@@ -57,7 +57,9 @@ lint: setup
 bench: setup
 	$(PY) benchmarks/run_all.py
 
-# Every evaluation of evaluation/README.md on the real data in ../shared/data.
+# The evaluations of evaluation/README.md on the real data in ../shared/data, except the
+# longer acceptance_families.py, acceptance_watch.py, static_backend.py and
+# static_distillation.py (run on their own: README.md, evaluation/README.md).
 eval: setup
 	$(PY) evaluation/states_faithfulness.py
 	$(PY) evaluation/guard_simulation.py

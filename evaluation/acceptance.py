@@ -54,6 +54,10 @@ from pathlib import Path
 import numpy as np
 from threadpoolctl import threadpool_limits
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import parse_names, require_data
+
 from dissensus.acceptance import (
     Candidate,
     FeatureSettings,
@@ -80,6 +84,9 @@ from dissensus.types import Panel
 
 REPO = Path(__file__).resolve().parent.parent
 TARGET, DELTA, MIN_ACCEPTED = 0.9, 0.1, 30
+SETS = ("llmbar", "zeroeval", "varierrnli")
+DATA_DIRS = {"llmbar": "llmbar", "zeroeval": "zeroeval-gsm", "varierrnli": "varierrnli"}
+"""The folder of each data set under ``--data``."""
 # The lexicon today's trust regions shipped with (examples/llmbar-policy.yaml before learned acceptance).
 OLD_LEXICON = MarkerLexicon(
     concession=("however", "both", "also", "more detailed", "more comprehensive"),
@@ -144,7 +151,7 @@ def load(
         golds = [str(p.meta["gold"]) for p in panels]
         strata = ["all"] * len(panels)
         target = 0.95
-    else:
+    elif which == "varierrnli":
         raw = []
         for part in ("train", "dev", "test"):
             raw += list(
@@ -156,6 +163,8 @@ def load(
         panels = [p for p, _ in keep]
         golds = [g for _, g in keep]
         strata = ["all"] * len(panels)
+    else:
+        raise ValueError(f"unknown data set {which!r} (known: {', '.join(SETS)})")
     if limit:
         panels, golds, strata = panels[:limit], golds[:limit], strata[:limit]
     cases = prepare_cases(panels, settings=settings, backend=backend)
@@ -377,7 +386,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data", default=str(REPO.parent / "shared" / "data"))
     parser.add_argument("--splits", type=int, default=200)
     parser.add_argument("--similarity", default="tfidf")
-    parser.add_argument("--sets", default="llmbar,zeroeval,varierrnli")
+    parser.add_argument("--sets", default=",".join(SETS), help=f"of {', '.join(SETS)}")
     parser.add_argument(
         "--limit", type=int, default=None, help="first N cases per data set (development)"
     )
@@ -387,16 +396,14 @@ def main(argv: list[str] | None = None) -> int:
         help="data sets measured without the reasoning-feature variant",
     )
     args = parser.parse_args(argv)
+    names = parse_names(args.sets, SETS, "--sets")
+    skip = set(parse_names(args.no_reasoning, SETS, "--no-reasoning", empty=True))
+    data = require_data(args.data, (DATA_DIRS[name] for name in names))
     # One BLAS thread: many small fits, where thread start-up costs more than it saves.
     threadpool_limits(1)
     backend = get_backend(args.similarity)
-    data = Path(args.data)
     t0 = time.time()
-    skip = set(args.no_reasoning.split(","))
-    sets = [
-        load(data, name, backend, args.limit, reasoning=name not in skip)
-        for name in args.sets.split(",")
-    ]
+    sets = [load(data, name, backend, args.limit, reasoning=name not in skip) for name in names]
     print(
         f"features computed in {time.time() - t0:.0f}s (similarity {backend.name}); target precision "
         + ", ".join(f"{ds.name} {ds.target}" for ds in sets)

@@ -44,7 +44,8 @@ from threadpoolctl import threadpool_limits
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from acceptance import DataSet, load
+from _common import parse_names, require_data
+from acceptance import DATA_DIRS, SETS, DataSet, load
 
 from dissensus.acceptance import apply_acceptance, calibrate, crossfit, save_acceptance
 from dissensus.acceptance.families import FAMILIES
@@ -232,10 +233,21 @@ def cd_both_ways(ds: DataSet, target: float, seed: int = 0) -> None:
             )
 
 
+def _cache_file(cache: str | None, which: str) -> Path | None:
+    """Where ``--cache`` keeps a data set's features (``None``: no cache)."""
+    return Path(cache) / f"{which}.pickle" if cache else None
+
+
+def data_needed(data: str, names: Sequence[str], cache: str | None) -> Path:
+    """The data folder, checked for the folders of the data sets not in ``--cache``."""
+    uncached = [n for n in names if not ((f := _cache_file(cache, n)) and f.is_file())]
+    return require_data(data, (DATA_DIRS[n] for n in uncached))
+
+
 def _load(data: Path, which: str, backend: object, cache: str | None) -> DataSet:
     import pickle
 
-    path = Path(cache) / f"{which}.pickle" if cache else None
+    path = _cache_file(cache, which)
     if path is not None and path.is_file():
         with path.open("rb") as handle:
             got: DataSet = pickle.load(handle)  # our own cache file
@@ -291,7 +303,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", default=str(REPO.parent / "shared" / "data"))
     parser.add_argument("--splits", type=int, default=50)
-    parser.add_argument("--sets", default="llmbar,zeroeval,varierrnli")
+    parser.add_argument("--sets", default=",".join(SETS), help=f"of {', '.join(SETS)}")
     parser.add_argument("--no-cd", action="store_true", help="skip the CD routing comparison")
     parser.add_argument("--only-shift", action="store_true", help="only the LLMBar shift table")
     parser.add_argument(
@@ -301,11 +313,12 @@ def main(argv: list[str] | None = None) -> int:
         "--cache", default=None, help="keep each data set's features here (pickle) between runs"
     )
     args = parser.parse_args(argv)
+    names = parse_names(args.sets, SETS, "--sets")
+    data = data_needed(args.data, names, args.cache)
     threadpool_limits(1)
     backend = get_backend("tfidf")
-    data = Path(args.data)
     t0 = time.time()
-    for which in args.sets.split(","):
+    for which in names:
         ds = _load(data, which, backend, args.cache)
         print(f"\n== {which}: {len(ds.cases)} cases (features in {time.time() - t0:.0f}s)")
         targets = {"llmbar": [0.9, 0.8], "zeroeval": [0.95], "varierrnli": [0.9, 0.8]}[which]

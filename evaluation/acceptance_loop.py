@@ -37,7 +37,8 @@ from dissensus.acceptance.prepare import panel_case_key
 from dissensus.states import get_backend
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from acceptance import DataSet, load, no_reasoning
+from _common import require_data
+from acceptance import DATA_DIRS, DataSet, load, no_reasoning
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -97,12 +98,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--similarity", default="tfidf")
     parser.add_argument("--plot", default=str(REPO / "evaluation" / "acceptance_loop.png"))
     args = parser.parse_args(argv)
+    sets = ("llmbar", "zeroeval")
+    data = require_data(args.data, (DATA_DIRS[name] for name in sets))
     # One BLAS thread: many small fits, where thread start-up costs more than it saves.
     threadpool_limits(1)
     backend = get_backend(args.similarity)
     results = {}
-    for name in ("llmbar", "zeroeval"):
-        ds = load(Path(args.data), name, backend)
+    for name in sets:
+        ds = load(data, name, backend)
         results[name] = simulate(ds, args.round, args.max_reviews)
         print(
             f"{name} ({len(ds.panels)} cases, {results[name][0][3]} held out for testing, target precision {ds.target}): "

@@ -54,8 +54,9 @@ from threadpoolctl import threadpool_limits
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from _common import parse_names
 from acceptance import DataSet
-from acceptance_families import _load
+from acceptance_families import _load, data_needed
 
 from dissensus.acceptance import apply_acceptance, calibrate, shift_check
 from dissensus.acceptance.monitor import suspended_after
@@ -64,6 +65,8 @@ from dissensus.states import get_backend
 
 DELTA, MIN_ACCEPTED = 0.1, 30
 REPO = Path(__file__).resolve().parent.parent
+TABLES = ("zeroeval", "llmbar", "loop")
+"""The three tables (``--sets``), in the order they print."""
 
 
 def deploy(
@@ -273,13 +276,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cache", default=None, help="keep features here between runs")
     parser.add_argument("--streams", type=int, default=100)
     parser.add_argument("--max-audits", type=int, default=400)
-    parser.add_argument("--sets", default="zeroeval,llmbar,loop")
+    parser.add_argument("--sets", default=",".join(TABLES), help=f"of {', '.join(TABLES)}")
     args = parser.parse_args(argv)
+    sets = parse_names(args.sets, TABLES, "--sets")
+    # The loop table decides LLMBar cases too.
+    datasets = [
+        n for n in ("zeroeval", "llmbar") if n in sets or (n == "llmbar" and "loop" in sets)
+    ]
+    data = data_needed(args.data, datasets, args.cache)
     threadpool_limits(1)
     backend = get_backend("tfidf")
-    data = Path(args.data)
     t0 = time.time()
-    sets = args.sets.split(",")
     if "zeroeval" in sets:
         ds = _load(data, "zeroeval", backend, args.cache)
         watch(

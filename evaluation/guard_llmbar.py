@@ -35,6 +35,10 @@ from typing import Any
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import require_data
+
 from dissensus.convert.llmbar import iter_llmbar_votes
 from dissensus.guard import (
     GuardThresholds,
@@ -150,10 +154,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--beta", type=float, default=1.5)
     parser.add_argument("--json", type=Path, default=None, help="also write the figures as JSON")
     args = parser.parse_args(argv)
-    root = args.data / "llmbar"
-    if not root.is_dir():
-        sys.stderr.write(f"LLMBar data not found at {root}\n")
-        return 2
+    root = require_data(args.data, ["llmbar"]) / "llmbar"
     cases = list(iter_llmbar_votes(root, args.strategy))
     if len({c.meta["subset"] for c in cases}) < 2:
         sys.stderr.write("leave-one-subset-out needs at least two subsets\n")

@@ -34,11 +34,16 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import require_data
+
 from dissensus.convert.llmbar import iter_llmbar_panels
 from dissensus.pipeline import (
     CalibrationFile,
     MarkerLexicon,
     Policy,
+    RunSpec,
     Runtime,
     agent_signals,
     build_calibration,
@@ -97,13 +102,11 @@ async def pipeline(
 ) -> list[tuple[bool, str | None]]:
     journal = Journal(":memory:")
     journal.create_run("eval", kind="evaluation", meta={})
-    rt = Runtime(
-        policy=policy,
-        journal=journal,
-        run_id="eval",
-        calibration=cal,
-        backend_factory=lambda: backend,
-    )
+    # The run specification every door builds (the policy checked as a door checks it; no
+    # model from the environment: the recorded swapped-order answers are the re-ask), with
+    # this split's reliability calibration, built in memory rather than read from a file.
+    spec = RunSpec.from_policy(policy, environ={}).model_copy(update={"calibration": cal})
+    rt = Runtime(spec, journal, "eval", backend_factory=lambda: backend)
     rt.prefetch(list(enumerate(panels, start=1)))
     out = []
     for line, panel in enumerate(panels, start=1):
@@ -133,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--write-calibration", default=None, metavar="FILE")
     args = parser.parse_args(argv)
 
-    root = Path(args.data) / "llmbar"
+    root = require_data(args.data, ["llmbar"]) / "llmbar"
     panels = list(iter_llmbar_panels(root, "Swap_CoT"))
     subsets = sorted({str(p.meta["subset"]) for p in panels})
     policy, _ = load_policy(args.policy)

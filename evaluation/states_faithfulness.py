@@ -62,6 +62,10 @@ from typing import Any
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import missing_data, no_data
+
 from dissensus.convert import Skipped, iter_llmbar_panels, iter_varierrnli_panels
 from dissensus.signals import recorded_second_answers
 from dissensus.states.reading import Reading, Thresholds, read_from_matrix, read_panels
@@ -464,6 +468,17 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
 
+    llmbar = args.data / "llmbar"
+    folder = args.data / "varierrnli"
+    files = (
+        sorted(p for p in folder.glob("*.json") if "annotators_meta" not in p.name)
+        if folder.is_dir()
+        else []
+    )
+    if not llmbar.is_dir() and not files:  # every section would be skipped: nothing measured
+        if not folder.is_dir():
+            missing_data([llmbar, folder])
+        no_data(f"{llmbar} is not a directory and {folder} holds no VariErrNLI files")
     backend = get_backend(args.similarity)
     out = print
     out(
@@ -471,7 +486,6 @@ def main(argv: list[str] | None = None) -> int:
     )
     out("")
 
-    llmbar = args.data / "llmbar"
     if llmbar.is_dir():
         skipped: list[Skipped] = []
         panels = list(iter_llmbar_panels(llmbar, "CoT", on_skip=skipped.append))
@@ -499,12 +513,6 @@ def main(argv: list[str] | None = None) -> int:
     else:
         out(f"(no {llmbar}: LLMBar section skipped)")
 
-    folder = args.data / "varierrnli"
-    files = (
-        sorted(p for p in folder.glob("*.json") if "annotators_meta" not in p.name)
-        if folder.is_dir()
-        else []
-    )
     if files:
         skipped = []
         panels = [p for f in files for p in iter_varierrnli_panels(f, on_skip=skipped.append)]

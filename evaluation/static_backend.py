@@ -37,6 +37,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import states_faithfulness as faith
+from _common import parse_names, require_data
 
 from dissensus.convert import Skipped, iter_llmbar_panels, iter_varierrnli_panels
 from dissensus.states.reading import Thresholds, read_from_matrix
@@ -44,6 +45,8 @@ from dissensus.states.similarity import LookupBackend, get_backend
 from dissensus.types import Panel
 
 REPO = Path(__file__).resolve().parent.parent
+BACKENDS = ("tfidf", "static", "minilm")
+"""The backends this comparison knows how to time (``--backends``)."""
 
 
 def _embed_child(name: str, texts: list[str], panels: list[Panel] | None) -> dict[str, Any]:
@@ -112,10 +115,11 @@ def kappa(a: Sequence[str], b: Sequence[str]) -> float:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--data", type=Path, default=REPO.parent / "shared" / "data")
-    parser.add_argument("--backends", default="tfidf,static,minilm")
+    parser.add_argument("--backends", default=",".join(BACKENDS), help=f"of {', '.join(BACKENDS)}")
     parser.add_argument("--no-faithfulness", action="store_true", help="speed and agreement only")
     args = parser.parse_args(argv)
-    names = [n.strip() for n in args.backends.split(",") if n.strip()]
+    names = parse_names(args.backends, BACKENDS, "--backends")
+    data = require_data(args.data, ["llmbar", "varierrnli"])
     if "static" in names:
         from dissensus.states.static import distil_static
 
@@ -123,10 +127,10 @@ def main(argv: list[str] | None = None) -> int:
 
     corpora: list[tuple[str, list[Panel], int]] = []
     skipped: list[Skipped] = []
-    llm = list(iter_llmbar_panels(args.data / "llmbar", "CoT", on_skip=skipped.append))
+    llm = list(iter_llmbar_panels(data / "llmbar", "CoT", on_skip=skipped.append))
     corpora.append(("llmbar", llm, len(skipped)))
     files = sorted(
-        p for p in (args.data / "varierrnli").glob("*.json") if "annotators_meta" not in p.name
+        p for p in (data / "varierrnli").glob("*.json") if "annotators_meta" not in p.name
     )
     skipped = []
     nli = [p for f in files for p in iter_varierrnli_panels(f, on_skip=skipped.append)]

@@ -36,6 +36,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from _common import require_data
 from static_backend import corpus_for, kappa
 
 from dissensus.convert import iter_llmbar_panels, iter_varierrnli_panels
@@ -104,15 +105,16 @@ def main(argv: list[str] | None = None) -> int:
         "--work", type=Path, default=Path(tempfile.gettempdir()) / "dissensus-static-settings"
     )
     args = parser.parse_args(argv)
+    data = require_data(args.data, ["llmbar", "varierrnli"])
     args.work.mkdir(parents=True, exist_ok=True)
     from dissensus.states.static import StaticBackend
 
     corpora: list[tuple[str, list[Panel]]] = []
     corpora.append(
-        ("llmbar", list(iter_llmbar_panels(args.data / "llmbar", "CoT", on_skip=lambda s: None)))
+        ("llmbar", list(iter_llmbar_panels(data / "llmbar", "CoT", on_skip=lambda s: None)))
     )
     files = sorted(
-        p for p in (args.data / "varierrnli").glob("*.json") if "annotators_meta" not in p.name
+        p for p in (data / "varierrnli").glob("*.json") if "annotators_meta" not in p.name
     )
     nli = [p for f in files for p in iter_varierrnli_panels(f, on_skip=lambda s: None)]
     corpora.append(("varierrnli", nli))
