@@ -112,7 +112,7 @@ async def _session(tmp_path: Path) -> None:
         bad = await s.call_tool(
             "decide", {"panels": [{"id": "x", "outputs": [agree["outputs"][0]]}]}
         )
-        assert bad.is_error and "outputs" in _text(bad)
+        assert bad.is_error and "field 'panels.0.outputs'" in _text(bad)
 
         (entry,) = _data(await s.call_tool("review_list", {}))
         assert entry["review_id"] == review_id and entry["status"] == "open"

@@ -9,7 +9,7 @@ tool                         input -> output
 ============================ ==========================================================
 ``route``                    ``list[Panel]`` -> ``list[RouteRecord]`` (``route --json``)
 ``vote``                     ``list[VoteCase]`` -> ``list[GuardDecision]`` (``vote --json``)
-``decide``                   ``list[Panel]`` -> ``list[CaseRecord]`` (``decide --json``)
+``decide``                   ``list[Panel]`` -> ``DecideResult`` (records, rejects)
 ``negotiate``                ``Problem`` -> ``Certificate`` (``negotiate --json``)
 ``verify_certificate``       certificate JSON -> ``Verdict`` (``verify --json``)
 ``bound``                    agents, rounds -> ``Bound`` (``bound --json``)
@@ -31,10 +31,33 @@ Choices where the protocol and the design are silent:
   ``review_show``); a stale hash or an already-resolved item is a tool error
   (:mod:`dissensus.integrations._review`).
 * **decide** decides each panel as a run of its own (the review id is ``<run>.1``), as
-  the Python API does; batches of files stay with ``dissensus decide``.
+  the Python API (:func:`~dissensus.pipeline.adecide`) does, journalled ``via: mcp``;
+  batches of files stay with ``dissensus decide``. The answer (:class:`DecideResult`)
+  holds the records under ``result`` (as ``decide --json`` writes them, in panel order)
+  and, when a panel was not decided, ``rejects``: one :class:`PanelReject` (``index`` in
+  ``panels``, ``id``, ``run_id``, ``field``, ``error``) per such panel, with the field
+  path and message the CLI reports for the same line (a panel over the bounds of
+  :mod:`dissensus.io.limits`, say), as ``dissensus serve`` reports a list's rejected
+  items. A refused panel is not a tool error: the others are decided and journalled
+  all the same, and a call repeated to get past an error would decide them twice. A
+  call with no reject answers ``{"result": [...]}``, the tool's shape before rejects
+  were reported. A panel that does not validate against the schema is an argument
+  error, and then nothing is decided. A run stopped by its policy's ``deadline_s``
+  before its record is a reject with ``field`` ``None`` (resumable with ``dissensus
+  runs resume``); each panel has a run, and a deadline, of its own.
+* **Journal**: ``":memory:"`` is refused (``field 'journal'``), as by the LangGraph
+  node: a review item must outlive the call that made it. A path holding a NUL
+  character is refused naming its field.
+* **Off the event loop**: every tool touching the journal (``decide``, ``review_*``,
+  ``runs_*``) is a plain function, which the SDK runs in a worker thread; ``decide``
+  decides its runs there on an event loop of its own, with its own connection. A
+  journal locked by another process (``$DISSENSUS_JOURNAL_BUSY_TIMEOUT``) holds up the
+  call that waits for it, never the server: the other tools keep answering. A call the
+  client cancels still finishes its runs (journalled as any).
 * **Errors** -- an argument that does not validate, a :class:`DissensusError` -- come
-  back as tool errors (``isError``) whose text names the field; the server keeps
-  serving.
+  back as tool errors (``isError``) on one line naming the field (``field 'agents':
+  Input should be a valid integer``, at most three fields, in the JSONL reader's
+  words); the server keeps serving.
 * **What a caller cannot reach**: tool arguments are untrusted. ``route`` serves the
   built-in similarity backends only (no ``module:function``); ``negotiate`` refuses
   function agents (they import server-side code) unless the server was started with
@@ -45,6 +68,7 @@ Choices where the protocol and the design are silent:
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import inspect
 import os
@@ -52,9 +76,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
-from mcp.server.mcpserver import MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
-from pydantic import Field, ValidationError
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
+from mcp.types import CallToolResult, InputRequiredResult
+from pydantic import BaseModel, Field, ValidationError
 
 from dissensus import __version__
 from dissensus.agents.assembly import build_agents
@@ -67,9 +92,11 @@ from dissensus.errors import ConfigError, DissensusError, InputError
 from dissensus.guard import GuardThresholds, ReliabilityFit, guard_case
 from dissensus.guard.decision import GuardDecision
 from dissensus.integrations._review import resolve_checked
+from dissensus.io.jsonl import Reject
 from dissensus.io.jsontext import load_json_file
 from dissensus.outputs import ResolutionInfo, ReviewEntry, ReviewView, RouteRecord, RunSummary
-from dissensus.pipeline import CaseRecord, RunSpec, adecide
+from dissensus.pipeline import CaseRecord, DeadlineReached, RunSpec, execute_run
+from dissensus.pipeline.batch import new_run_id, start_run
 from dissensus.pipeline.review import find_item, list_items
 from dissensus.states.reading import Thresholds, read_panels
 from dissensus.states.routing import RuleSet
@@ -77,7 +104,16 @@ from dissensus.states.similarity import DEFAULT_BACKEND, get_backend
 from dissensus.store import Journal, VerifyReport, journal_path
 from dissensus.types import JsonObject, Panel, VoteCase
 
-__all__ = ["REVIEWER_ENV", "ReviewEntry", "ReviewView", "RouteRecord", "build_server", "serve"]
+__all__ = [
+    "REVIEWER_ENV",
+    "DecideResult",
+    "PanelReject",
+    "ReviewEntry",
+    "ReviewView",
+    "RouteRecord",
+    "build_server",
+    "serve",
+]
 
 REVIEWER_ENV = "DISSENSUS_REVIEWER"
 """The reviewer identity ``review_resolve`` records when ``--reviewer`` is not given."""
@@ -93,10 +129,61 @@ PolicyArg = Annotated[
 ]
 
 
+class PanelReject(BaseModel):
+    """A panel of a ``decide`` call that was not decided, as ``dissensus serve`` reports a
+    rejected item: its place in ``panels`` (0-based), its id, its run, and the field path
+    and message the CLI reports for the same line (``field`` is ``None`` when the run
+    stopped rather than refused the panel: its policy's ``deadline_s``)."""
+
+    index: int
+    id: str
+    run_id: str
+    field: str | None
+    error: str
+
+
+def _empty(value: list[Any]) -> bool:
+    return not value
+
+
+class DecideResult(BaseModel):
+    """The answer of ``decide``: the records under ``result`` (as ``dissensus decide --json``
+    writes them, in panel order), and ``rejects`` when a panel was not decided (left out
+    when none was, so that a call with no reject answers exactly ``{"result": [...]}``)."""
+
+    result: list[CaseRecord]
+    rejects: list[PanelReject] = Field(default_factory=list, exclude_if=_empty)
+
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 _EXPECTED = (DissensusError, ValidationError, ValueError)
 """Errors a caller can fix: reported as tool errors with their message (field included)."""
+
+_SHOWN_ERRORS = 3
+"""Fields an argument error names (then ``and N more``)."""
+
+
+def _one_line(exc: ValidationError, *, root: str = "<root>") -> str:
+    """A validation error on one line naming the fields, in the JSONL reader's words:
+    ``field 'a.0.b': message`` (at most :data:`_SHOWN_ERRORS` of them), never the input
+    values or the documentation URLs pydantic adds."""
+    errors = exc.errors(include_url=False, include_input=False)
+    parts = []
+    for error in errors[:_SHOWN_ERRORS]:
+        where = ".".join(str(p) for p in error["loc"]) or root
+        message = " ".join(str(error["msg"]).removeprefix("Value error, ").split())
+        parts.append(f"field {where!r}: {message}")
+    if len(errors) > _SHOWN_ERRORS:
+        parts.append(f"and {len(errors) - _SHOWN_ERRORS} more")
+    return "; ".join(parts)
+
+
+def _message(exc: Exception) -> str:
+    """A tool error's text: one line (a message of several lines is joined)."""
+    if isinstance(exc, ValidationError):
+        return _one_line(exc)
+    return " ".join(str(exc).split())
 
 
 def _reported(fn: F) -> F:
@@ -112,7 +199,7 @@ def _reported(fn: F) -> F:
             try:
                 return await fn(*args, **kwargs)
             except _EXPECTED as exc:
-                raise ToolError(str(exc)) from exc
+                raise ToolError(_message(exc)) from exc
 
         return awrapper  # type: ignore[return-value]
 
@@ -121,19 +208,39 @@ def _reported(fn: F) -> F:
         try:
             return fn(*args, **kwargs)
         except _EXPECTED as exc:
-            raise ToolError(str(exc)) from exc
+            raise ToolError(_message(exc)) from exc
 
     return wrapper  # type: ignore[return-value]
 
 
+def _file_arg(value: str | None, field: str) -> str | None:
+    """``value``, a path argument, unless it holds a NUL character (no file can be named
+    so; the OS's own error would not say which argument)."""
+    if value is not None and "\x00" in value:
+        raise ConfigError("a path cannot hold a NUL character", field=field)
+    return value
+
+
+def _check_journal(target: str) -> str:
+    """``target`` when it can be a tool's journal: a file (or database URL) that outlives
+    the call; ``":memory:"`` is refused, as by the LangGraph node."""
+    _file_arg(target, "journal")
+    if target == ":memory:":
+        raise ConfigError(
+            "the journal must be a file: a review item outlives the call that made it",
+            field="journal",
+        )
+    return target
+
+
 class _Settings:
     def __init__(self, journal: str | None, policy: str | None, reviewer: str | None) -> None:
-        self.journal = journal
-        self.policy = policy
+        self.journal = _check_journal(journal) if journal else journal
+        self.policy = _file_arg(policy, "policy")
         self.reviewer = reviewer if reviewer is not None else os.environ.get(REVIEWER_ENV) or None
 
     def open(self, journal: str | None, *, must_exist: bool) -> Journal:
-        target = journal_path(journal or self.journal)
+        target = _check_journal(journal_path(_file_arg(journal, "journal") or self.journal))
         if must_exist and not os.path.exists(target):
             raise InputError(f"journal not found: {target} (field 'journal')")
         return Journal(target)
@@ -141,7 +248,52 @@ class _Settings:
     def spec(self, policy: str | None) -> RunSpec:
         """The run specification of a call: its policy file, else the server's (built per
         call, so a changed file is read again, as each ``dissensus decide`` would)."""
-        return RunSpec.from_policy(policy or self.policy)
+        return RunSpec.from_policy(_file_arg(policy, "policy") or self.policy)
+
+
+class _Server(MCPServer):
+    """The SDK's server, with arguments that do not validate reported on one line naming
+    the fields (:func:`_one_line`) rather than as pydantic's multi-line dump."""
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
+    ) -> CallToolResult | InputRequiredResult:
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            cause = exc.__cause__
+            if isinstance(exc, UnexpectedToolError) or not isinstance(cause, ValidationError):
+                raise
+            # Still caused by the ValidationError: the SDK logs its fields only.
+            raise ToolError(f"Error executing tool {name}: {_one_line(cause)}") from cause
+
+
+async def _decide_panels(store: Journal, spec: RunSpec, panels: list[Panel]) -> DecideResult:
+    """Each panel as a run of its own in ``store``, as :func:`~dissensus.pipeline.adecide`
+    makes it (the run created by its first write, the case decided by the CLI's loop),
+    keeping what ``adecide`` drops: a panel the run refuses is a :class:`PanelReject`
+    with its field path, and the panels after it are decided all the same."""
+    answer = DecideResult(result=[])
+    for index, panel in enumerate(panels):
+        run_id = new_run_id()
+        text = panel.model_dump_json() + "\n"
+        start_run(store, None, spec, text=text, via="mcp", run_id=run_id, lock=True, defer=True)
+        refused: list[Reject] = []
+        decided = False
+        try:
+            async for record in execute_run(store, run_id, on_reject=refused.append):
+                answer.result.append(record)
+                decided = True
+        except DeadlineReached as exc:  # the run stopped: partial, resumable
+            if not decided:
+                answer.rejects.append(
+                    PanelReject(index=index, id=panel.id, run_id=run_id, field=None, error=str(exc))
+                )
+        answer.rejects.extend(
+            PanelReject(index=index, id=panel.id, run_id=run_id, field=r.field, error=r.message)
+            for r in refused
+        )
+    return answer
 
 
 def route(
@@ -157,6 +309,7 @@ def route(
             "module:function backends are not served over MCP; use minilm, tfidf or static",
             field="similarity",
         )
+    _file_arg(rules, "rules")
     ruleset = RuleSet.load(rules) if rules else RuleSet.default()
     backend = get_backend(similarity)
     thresholds = Thresholds.for_model(backend.name, theta_s, theta_a)
@@ -177,13 +330,16 @@ def vote(
 ) -> list[GuardDecision]:
     """Decide every vote case under the guard: mode, answer, confidence, n_eff and why."""
     cal = None
+    _file_arg(calibration, "calibration")
     if calibration:
         data = load_json_file(calibration, what="calibration")  # strict: names file and field
         try:
             cal = ReliabilityFit.model_validate(data)
         except ValidationError as exc:
             raise ConfigError(
-                f"cannot read the calibration: {exc}", file=calibration, field="calibration"
+                f"cannot read the calibration: {_one_line(exc)}",
+                file=calibration,
+                field="calibration",
             ) from exc
     settings = GuardThresholds()
     return [
@@ -261,22 +417,26 @@ def build_server(
 ) -> MCPServer:
     """The MCP server with every dissensus tool registered."""
     settings = _Settings(journal, policy, reviewer)
-    server: MCPServer = MCPServer(
+    server: MCPServer = _Server(
         name="dissensus",
         version=__version__,
         instructions="Decide under disagreement: route, guard, decide, negotiate, and the human review queue.",
     )
 
-    async def decide(
-        panels: list[Panel], policy: PolicyArg = None, journal: JournalArg = None
-    ) -> list[CaseRecord]:
-        """Decide every panel: read -> guard -> route -> protocol -> record, journalled."""
+    def decide(
+        panels: Annotated[list[Panel], Field(min_length=1)],
+        policy: PolicyArg = None,
+        journal: JournalArg = None,
+    ) -> DecideResult:
+        """Decide every panel (read -> guard -> route -> protocol -> record), each a
+        journalled run: the records under ``result``, in panel order; a panel that is
+        refused (over a bound, say) is in ``rejects`` (index, id, run_id, field, error),
+        the others decided all the same."""
+        # A plain function: the SDK runs it in a worker thread, where the runs are decided
+        # on an event loop of its own, so a journal locked elsewhere never stops the server.
         spec = settings.spec(policy)
-        store = settings.open(journal, must_exist=False)
-        try:
-            return [await adecide(panel, spec, journal=store) for panel in panels]
-        finally:
-            store.close()
+        with settings.open(journal, must_exist=False) as store:
+            return asyncio.run(_decide_panels(store, spec, panels))
 
     async def negotiate(
         problem: Problem,

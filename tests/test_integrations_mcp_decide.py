@@ -1,0 +1,269 @@
+"""The MCP ``decide`` tool's rejects, and the journal arguments of every tool.
+
+* a panel the run refuses is a reject (index, id, field path) beside every record made,
+  never an error that hides them;
+* ``journal: ":memory:"`` and a path holding a NUL character are refused naming the field;
+* an argument that does not validate is one line naming the field;
+* a journal locked by another process holds up the call that writes to it, not the server.
+
+The in-process client (:class:`mcp.client.Client`) serves most tests; the lock test runs
+the server as ``dissensus mcp`` over stdio, as a client would, since the loop it must not
+block is the server's own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sqlite3
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from cli_helpers import cli
+from dissensus.store import Journal
+from pipeline_cases import panel, write_jsonl
+
+ROOT = Path(__file__).resolve().parents[1]
+LOCK_SECONDS = 8.0
+
+
+def _policy(tmp: Path) -> Path:
+    policy = tmp / "policy.yaml"
+    policy.write_text(
+        yaml.safe_dump({"reading": {"similarity": "tfidf", "theta_s": 0.3}}), encoding="utf-8"
+    )
+    return policy
+
+
+def _conflict(pid: str = "p-conflict") -> dict[str, Any]:
+    return panel(pid, ["1", "2", "1"], values=[{"a": 1.0}, {"b": 1.0}, {"a": 0.5}],
+                 reasoning=["Option 1 is right."] * 3)  # fmt: skip
+
+
+def _agree(pid: str = "p-agree") -> dict[str, Any]:
+    return panel(pid, ["1", "1", "1"], evidence=[[{"source": f"kb:{i}"}] for i in range(3)],
+                 reasoning=["Option 1 states the refund window of 30 days."] * 3)  # fmt: skip
+
+
+def _big(pid: str = "big") -> dict[str, Any]:
+    return panel(pid, ["1", "1", "1"], reasoning=["x" * 40_000, "ok", "ok"])
+
+
+def _text(result: Any) -> str:
+    return "\n".join(getattr(c, "text", "") for c in result.content)
+
+
+def _data(result: Any) -> Any:
+    assert not result.is_error, _text(result)
+    data = result.structured_content
+    return data["result"] if isinstance(data, dict) and set(data) == {"result"} else data
+
+
+def _calls(tmp: Path, calls: list[tuple[str, dict[str, Any]]], **server: Any) -> list[Any]:
+    """Each call's result, in order, from one in-process server on ``tmp``'s journal."""
+    from mcp.client import Client
+
+    from dissensus.integrations.mcp import build_server
+
+    settings = {"journal": str(tmp / "j.sqlite"), "policy": str(_policy(tmp)), **server}
+    built = build_server(**settings)
+
+    async def go() -> list[Any]:
+        async with Client(built) as client:
+            return [await client.call_tool(name, args) for name, args in calls]
+
+    return asyncio.run(asyncio.wait_for(go(), timeout=120))
+
+
+def test_a_refused_panel_is_a_reject_beside_every_record(tmp_path: Path) -> None:
+    pytest.importorskip("mcp")
+    panels = [_conflict(), _big(), _agree()]
+    decided, listed = _calls(tmp_path, [("decide", {"panels": panels}), ("review_list", {})])
+    assert not decided.is_error, _text(decided)
+    answer = decided.structured_content
+    # The records stay where the tool always put them (``result``); rejects beside them.
+    assert set(answer) == {"result", "rejects"}
+    assert [(r["id"], r["action"]) for r in answer["result"]] == [
+        ("p-conflict", "escalate"),
+        ("p-agree", "auto"),
+    ]
+    (reject,) = answer["rejects"]
+    assert {k: v for k, v in reject.items() if k != "run_id"} == {
+        "index": 1,
+        "id": "big",
+        "field": "outputs.0.reasoning",
+        "error": "40000 characters; at most 32768 per field",
+    }
+    # The good panels' review item, once: nothing to decide again.
+    (entry,) = _data(listed)
+    assert entry["review_id"] == answer["result"][0]["review_id"]
+    with Journal(tmp_path / "j.sqlite") as journal:
+        runs = {r.run_id for r in journal.runs()}
+        assert len(runs) == 3 and reject["run_id"] in runs  # a run each, as adecide makes
+        assert all(journal.verify(run).ok for run in runs)
+        (event,) = journal.events(reject["run_id"], type="input.rejected")
+        assert event.payload["field"] == "outputs.0.reasoning"
+
+    # The CLI, on the same panels as a file: the same records, the same reject.
+    source = write_jsonl(tmp_path / "panels.jsonl", panels)
+    out = cli("decide", str(source), "--policy", str(tmp_path / "policy.yaml"),
+              "--journal", str(tmp_path / "cli.sqlite"), "--json")  # fmt: skip
+    assert out.code == 3
+    rows = [json.loads(line) for line in out.out.splitlines() if line.strip()]
+    keys = ("id", "action", "decision", "auto", "reason", "state", "route", "rule", "path")
+    assert [{k: r[k] for k in keys} for r in rows] == [
+        {k: r[k] for k in keys} for r in answer["result"]
+    ]
+    assert "field 'outputs.0.reasoning': 40000 characters; at most 32768 per field" in out.err
+
+
+def test_a_call_without_a_reject_answers_the_records_alone(tmp_path: Path) -> None:
+    pytest.importorskip("mcp")
+    (decided,) = _calls(tmp_path, [("decide", {"panels": [_agree()]})])
+    assert not decided.is_error and set(decided.structured_content) == {"result"}
+    (record,) = decided.structured_content["result"]
+    assert record["review_id"] is None and record["action"] == "auto"
+
+
+def test_every_panel_refused_is_still_an_answer(tmp_path: Path) -> None:
+    pytest.importorskip("mcp")
+    (decided,) = _calls(tmp_path, [("decide", {"panels": [_big("b1"), _big("b2")]})])
+    assert not decided.is_error, _text(decided)
+    answer = decided.structured_content
+    assert answer["result"] == []
+    assert [(r["index"], r["id"], r["field"]) for r in answer["rejects"]] == [
+        (0, "b1", "outputs.0.reasoning"),
+        (1, "b2", "outputs.0.reasoning"),
+    ]
+
+
+def test_an_in_memory_journal_is_refused_naming_the_field(tmp_path: Path) -> None:
+    pytest.importorskip("mcp")
+    results = _calls(
+        tmp_path,
+        [
+            ("decide", {"panels": [_conflict()], "journal": ":memory:"}),
+            ("review_list", {"journal": ":memory:"}),
+        ],
+    )
+    for bad in results:
+        assert bad.is_error and "field 'journal'" in _text(bad), _text(bad)
+        assert "review item" in _text(bad)
+    assert not (tmp_path / "j.sqlite").exists()  # nor was it decided into the server's
+    from dissensus.errors import ConfigError
+    from dissensus.integrations.mcp import build_server
+
+    with pytest.raises(ConfigError, match="field 'journal'"):
+        build_server(journal=":memory:")
+
+
+@pytest.mark.parametrize(
+    ("tool", "args", "field"),
+    [
+        ("decide", {"panels": [_agree()], "journal": "a\x00b"}, "journal"),
+        ("decide", {"panels": [_agree()], "policy": "a\x00b"}, "policy"),
+        ("review_show", {"review_id": "r.1", "journal": "a\x00b"}, "journal"),
+        ("runs_list", {"journal": "a\x00b"}, "journal"),
+        ("route", {"panels": [_agree()], "similarity": "tfidf", "rules": "a\x00b"}, "rules"),
+        ("vote", {"cases": [], "calibration": "a\x00b"}, "calibration"),
+    ],
+)
+def test_a_path_with_a_nul_character_names_its_field(
+    tmp_path: Path, tool: str, args: dict[str, Any], field: str
+) -> None:
+    pytest.importorskip("mcp")
+    (bad,) = _calls(tmp_path, [(tool, args)])
+    assert bad.is_error and f"field {field!r}" in _text(bad), _text(bad)
+    assert "\x00" not in _text(bad)
+
+
+def test_argument_errors_are_one_line_naming_the_field(tmp_path: Path) -> None:
+    pytest.importorskip("mcp")
+    one_output = {"id": "x", "outputs": [_agree()["outputs"][0]]}
+    cal = tmp_path / "cal.json"
+    cal.write_text(json.dumps({"not": "a calibration"}), encoding="utf-8")
+    results = _calls(
+        tmp_path,
+        [
+            ("bound", {"agents": "five", "rounds": 6}),
+            ("decide", {"panels": [_agree(), one_output]}),
+            ("review_resolve", {"review_id": "r.1", "decision": "1", "note": ""}),
+            ("vote", {"cases": [], "calibration": str(cal)}),
+        ],
+    )
+    expected = ["field 'agents'", "field 'panels.1.outputs'", "field 'content_sha256'",
+                "field 'calibration'"]  # fmt: skip
+    for bad, field in zip(results, expected, strict=True):
+        text = _text(bad)
+        assert bad.is_error and field in text, text
+        assert "\n" not in text and "pydantic.dev" not in text, text
+
+
+async def _locked_session(tmp: Path, journal: Path) -> tuple[float, bool, Any, Any]:
+    from mcp import ClientSession, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")]),
+        "DISSENSUS_JOURNAL_BUSY_TIMEOUT": "60",
+    }
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "dissensus", "mcp", "--journal", str(journal), "--policy", str(_policy(tmp))],
+        env=env,
+        cwd=str(tmp),
+    )
+    locked = threading.Event()
+    release = threading.Event()
+
+    def hold() -> None:
+        db = sqlite3.connect(journal, isolation_level=None, timeout=60)
+        try:
+            db.execute("BEGIN EXCLUSIVE")
+            locked.set()
+            release.wait(LOCK_SECONDS)
+            db.execute("ROLLBACK")
+        finally:
+            db.close()
+
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as s:
+        await s.initialize()
+        _data(await s.call_tool("bound", {"agents": 2, "rounds": 1}))  # the server is up
+        holder = threading.Thread(target=hold)
+        holder.start()
+        try:
+            assert await asyncio.to_thread(locked.wait, 10)
+            decide = asyncio.create_task(s.call_tool("decide", {"panels": [_conflict()]}))
+            await asyncio.sleep(0.5)  # the decide call is in flight, waiting on the lock
+            assert not decide.done()
+            start = time.monotonic()
+            quick = await s.call_tool("bound", {"agents": 5, "rounds": 6})
+            waited = time.monotonic() - start
+            held = not decide.done()  # still waiting for the journal's lock
+        finally:
+            release.set()
+            await asyncio.to_thread(holder.join)
+        return waited, held, quick, await decide
+
+
+def test_a_locked_journal_holds_up_its_call_not_the_server(tmp_path: Path) -> None:
+    pytest.importorskip("mcp")
+    journal = tmp_path / "j.sqlite"
+    with Journal(journal):
+        pass  # the file exists, with its tables, before another process locks it
+    waited, held, quick, decided = asyncio.run(
+        asyncio.wait_for(_locked_session(tmp_path, journal), timeout=120)
+    )
+    assert _data(quick)["evaluations"] == 55
+    assert waited < 3.0, f"bound waited {waited:.1f} s behind a decide on a locked journal"
+    assert held  # the decide call was still waiting for the lock when bound answered
+    (record,) = _data(decided)  # decided once the lock was released
+    assert record["action"] == "escalate"
