@@ -73,7 +73,7 @@ async def main() -> None:
             "resolved:", final["action"], final["decision"], "by", final["resolution"]["reviewer"]
         )
         bad = await mcp.call_tool("bound", {"agents": "five", "rounds": 6})
-        print("bad argument:", bad.is_error, bad.content[0].text.splitlines()[1])
+        print("bad argument:", bad.is_error, bad.content[0].text.split("'")[1])
 
 
 if __name__ == "__main__":
