@@ -192,8 +192,8 @@ def _compiled_rules(document: str) -> RuleSet:
 class Runtime:
     """Everything one run shares across its cases: its :class:`RunSpec` and what is built from it.
 
-    Only the run loop (:mod:`dissensus.pipeline.batch` and its executors) makes one, with
-    :meth:`for_spec`; doors hand in a spec, never a runtime.
+    Only the run loop (:mod:`dissensus.pipeline.batch` and its executors) makes one, from
+    the run's spec; doors hand in a spec, never a runtime.
     """
 
     spec: RunSpec
