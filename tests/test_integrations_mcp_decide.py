@@ -267,3 +267,28 @@ def test_a_locked_journal_holds_up_its_call_not_the_server(tmp_path: Path) -> No
     assert held  # the decide call was still waiting for the lock when bound answered
     (record,) = _data(decided)  # decided once the lock was released
     assert record["action"] == "escalate"
+
+
+def test_the_review_and_runs_tools_open_a_journal_on_either_back_end(
+    tmp_path: Path, journal_target: str
+) -> None:
+    """A PostgreSQL URL is no file: the tools that need an existing journal open it
+    rather than calling it not found."""
+    decided, listed, runs = _calls(
+        tmp_path,
+        [("decide", {"panels": [_conflict()]}), ("review_list", {}), ("runs_list", {})],
+        journal=journal_target,
+    )
+    (record,) = _data(decided)
+    (entry,) = _data(listed)
+    assert entry["review_id"] == record["review_id"]
+    assert len(_data(runs)) == 1
+
+
+def test_the_library_names_the_field_of_a_refused_panel() -> None:
+    from dissensus.errors import InputError
+    from dissensus.pipeline import decide
+
+    with pytest.raises(InputError) as refused:
+        decide(_big(), {"reading": {"similarity": "tfidf"}})
+    assert "field 'outputs.0.reasoning': 40000 characters" in str(refused.value)

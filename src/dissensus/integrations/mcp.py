@@ -101,7 +101,7 @@ from dissensus.pipeline.review import find_item, list_items
 from dissensus.states.reading import Thresholds, read_panels
 from dissensus.states.routing import RuleSet
 from dissensus.states.similarity import DEFAULT_BACKEND, get_backend
-from dissensus.store import Journal, VerifyReport, journal_path
+from dissensus.store import Journal, VerifyReport, is_postgres_url, journal_path
 from dissensus.types import JsonObject, Panel, VoteCase
 
 __all__ = [
@@ -241,7 +241,7 @@ class _Settings:
 
     def open(self, journal: str | None, *, must_exist: bool) -> Journal:
         target = _check_journal(journal_path(_file_arg(journal, "journal") or self.journal))
-        if must_exist and not os.path.exists(target):
+        if must_exist and not is_postgres_url(target) and not os.path.exists(target):
             raise InputError(f"journal not found: {target} (field 'journal')")
         return Journal(target)
 

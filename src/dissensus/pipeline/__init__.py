@@ -27,6 +27,7 @@ from typing import Any, TypeVar
 from dissensus.cases import as_panel
 from dissensus.errors import ConfigError, InputError
 from dissensus.guard import ReliabilityFit, panel_votes
+from dissensus.io.jsonl import Reject
 from dissensus.pipeline.batch import (
     DeadlineReached,
     RunBusy,
@@ -167,7 +168,7 @@ async def adecide(
             )
         records: list[CaseRecord] = []
         rejects: list[str] = []
-        async for record in execute_run(store, rid, on_reject=lambda r: rejects.append(r.message)):
+        async for record in execute_run(store, rid, on_reject=lambda r: rejects.append(_said(r))):
             records.append(record)
         if not records:
             raise InputError(f"panel {panel.id!r} rejected: {'; '.join(rejects)}")
@@ -175,6 +176,11 @@ async def adecide(
     finally:
         if own:
             store.close()
+
+
+def _said(reject: Reject) -> str:
+    """A refused panel's reason as ``adecide`` words it: the field, as the CLI names it."""
+    return f"field {reject.field!r}: {reject.message}" if reject.field else reject.message
 
 
 def _panel(panel: object) -> Panel:
