@@ -385,7 +385,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", default=str(REPO.parent / "shared" / "data"))
     parser.add_argument("--splits", type=int, default=200)
-    parser.add_argument("--similarity", default="tfidf")
+    parser.add_argument("--similarity", default="tfidf", choices=["tfidf", "static", "minilm"])
     parser.add_argument("--sets", default=",".join(SETS), help=f"of {', '.join(SETS)}")
     parser.add_argument(
         "--limit", type=int, default=None, help="first N cases per data set (development)"

@@ -95,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data", default=str(REPO.parent / "shared" / "data"))
     parser.add_argument("--round", type=int, default=100)
     parser.add_argument("--max-reviews", type=int, default=1000)
-    parser.add_argument("--similarity", default="tfidf")
+    parser.add_argument("--similarity", default="tfidf", choices=["tfidf", "static", "minilm"])
     parser.add_argument("--plot", default=str(REPO / "evaluation" / "acceptance_loop.png"))
     args = parser.parse_args(argv)
     sets = ("llmbar", "zeroeval")

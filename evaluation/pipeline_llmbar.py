@@ -131,7 +131,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data", default=str(REPO.parent / "shared" / "data"))
     parser.add_argument("--policy", default=str(POLICY))
     parser.add_argument(
-        "--similarity", default=None, help="override the policy's similarity backend"
+        "--similarity",
+        default=None,
+        choices=["tfidf", "static", "minilm"],
+        help="override the policy's similarity backend",
     )
     parser.add_argument("--write-calibration", default=None, metavar="FILE")
     args = parser.parse_args(argv)

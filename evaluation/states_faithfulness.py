@@ -452,7 +452,10 @@ def main(argv: list[str] | None = None) -> int:
         help="data directory (llmbar/, varierrnli/)",
     )
     parser.add_argument(
-        "--similarity", default="minilm", help="similarity backend: minilm (default) or tfidf"
+        "--similarity",
+        default="minilm",
+        choices=["tfidf", "static", "minilm"],
+        help="similarity backend: minilm (default) or tfidf",
     )
     parser.add_argument(
         "--theta-a", type=float, default=0.8, help="conclusion-agreement threshold (default 0.8)"

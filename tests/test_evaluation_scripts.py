@@ -101,6 +101,16 @@ def test_unknown_names_are_refused(script: str, option: str, known: str, tmp_pat
     assert res.stderr == f"{script}: {option}: unknown name 'foo' (known: {known})\n"
 
 
+@pytest.mark.parametrize(
+    "script",
+    ["acceptance.py", "acceptance_loop.py", "pipeline_llmbar.py", "states_faithfulness.py"],
+)
+def test_an_unknown_similarity_is_refused_before_anything_runs(script: str, tmp_path: Path) -> None:
+    res = run(script, "--similarity", "nope", "--data", str(tmp_path))
+    assert res.returncode == 2 and res.stdout == "" and "Traceback" not in res.stderr
+    assert "--similarity: invalid choice: 'nope'" in res.stderr
+
+
 def test_an_empty_set_list_is_refused(tmp_path: Path) -> None:
     res = run("acceptance.py", "--sets", ",", "--data", str(tmp_path))
     assert res.returncode == 2
