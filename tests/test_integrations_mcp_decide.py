@@ -292,3 +292,30 @@ def test_the_library_names_the_field_of_a_refused_panel() -> None:
     with pytest.raises(InputError) as refused:
         decide(_big(), {"reading": {"similarity": "tfidf"}})
     assert "field 'outputs.0.reasoning': 40000 characters" in str(refused.value)
+
+
+def test_a_journal_failing_mid_list_names_the_panels_already_decided(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The journal goes away at the second panel: the call is an error, and it says the
+    first panel was decided (its run), so a retry sends only the rest."""
+    import dissensus.integrations.mcp as mcp
+    from dissensus.store.errors import JournalBusy
+
+    real = mcp.start_run
+    calls: list[int] = []
+
+    def flaky(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        if len(calls) == 2:
+            raise JournalBusy("the journal is busy (another writer holds its lock)")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(mcp, "start_run", flaky)
+    (failed,) = _calls(tmp_path, [("decide", {"panels": [_conflict(), _agree(), _agree("p3")]})])
+    assert failed.is_error
+    text = _text(failed)
+    with Journal(tmp_path / "j.sqlite") as journal:
+        (run,) = journal.runs()
+    assert "panel 1 ('p-agree') and those after it were not decided" in text
+    assert f"panels 0-0 were (runs {run.run_id}): send only the rest again" in text

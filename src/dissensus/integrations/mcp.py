@@ -101,7 +101,7 @@ from dissensus.pipeline.review import find_item, list_items
 from dissensus.states.reading import Thresholds, read_panels
 from dissensus.states.routing import RuleSet
 from dissensus.states.similarity import DEFAULT_BACKEND, get_backend
-from dissensus.store import Journal, VerifyReport, is_postgres_url, journal_path
+from dissensus.store import Journal, JournalError, VerifyReport, is_postgres_url, journal_path
 from dissensus.types import JsonObject, Panel, VoteCase
 
 __all__ = [
@@ -274,13 +274,15 @@ async def _decide_panels(store: Journal, spec: RunSpec, panels: list[Panel]) -> 
     keeping what ``adecide`` drops: a panel the run refuses is a :class:`PanelReject`
     with its field path, and the panels after it are decided all the same."""
     answer = DecideResult(result=[])
+    runs: list[str] = []
     for index, panel in enumerate(panels):
         run_id = new_run_id()
         text = panel.model_dump_json() + "\n"
-        start_run(store, None, spec, text=text, via="mcp", run_id=run_id, lock=True, defer=True)
         refused: list[Reject] = []
         decided = False
+        runs.append(run_id)
         try:
+            start_run(store, None, spec, text=text, via="mcp", run_id=run_id, lock=True, defer=True)
             async for record in execute_run(store, run_id, on_reject=refused.append):
                 answer.result.append(record)
                 decided = True
@@ -289,6 +291,16 @@ async def _decide_panels(store: Journal, spec: RunSpec, panels: list[Panel]) -> 
                 answer.rejects.append(
                     PanelReject(index=index, id=panel.id, run_id=run_id, field=None, error=str(exc))
                 )
+        except JournalError as exc:
+            if index == 0:
+                raise
+            # The panels before this one are decided and journalled: say so, so that a
+            # retry sends only the rest (else their review items would open twice).
+            raise JournalError(
+                f"{' '.join(str(exc).split())}; panel {index} ({panel.id!r}) and those after "
+                f"it were not decided; panels 0-{index - 1} were (runs {', '.join(runs[:-1])}): "
+                "send only the rest again"
+            ) from None
         answer.rejects.extend(
             PanelReject(index=index, id=panel.id, run_id=run_id, field=r.field, error=r.message)
             for r in refused
