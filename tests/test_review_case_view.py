@@ -11,9 +11,34 @@ from dissensus.serve.case_view import option_views, plain_reasons, word_diff
 WORDS = st.lists(st.sampled_from(["the", "refund", "window", "is", "30", "days", "<b>", "&"]))
 
 
+LONG_WORDS = st.lists(st.sampled_from(["a", "b", "refund", "window"]), min_size=250, max_size=600)
+
+
 @given(a=WORDS, b=WORDS)
 def test_the_word_diff_rebuilds_both_texts(a: list[str], b: list[str]) -> None:
+    _rebuilds(a, b)
+
+
+@given(a=LONG_WORDS, b=LONG_WORDS)
+def test_a_long_word_diff_rebuilds_both_texts_too(a: list[str], b: list[str]) -> None:
+    """Past EXACT_DIFF_WORDS the junk heuristic bounds the work; the segments still
+    rebuild both texts."""
+    _rebuilds(a, b)
+
+
+def test_repetitive_texts_are_diffed_in_bounded_work_or_not_at_all() -> None:
+    """A model stuck on one word: two 1,000-word texts of repeats (minutes of exact
+    diffing) are diffed with the heuristic; a side longer than MOST_DIFF_WORDS gets none."""
+    from dissensus.serve.case_view import MOST_DIFF_WORDS
+
+    _rebuilds(["a"] * MOST_DIFF_WORDS, ["a", "b"] * (MOST_DIFF_WORDS // 2))
+    assert word_diff("a " * (MOST_DIFF_WORDS + 1), "a b " * 10) is None
+    assert word_diff("a b", "a " * (MOST_DIFF_WORDS + 1)) is None
+
+
+def _rebuilds(a: list[str], b: list[str]) -> None:
     segments = word_diff(" ".join(a), " ".join(b))
+    assert segments is not None
     left = " ".join(s.text for s in segments if s.side in ("same", "a")).split()
     right = " ".join(s.text for s in segments if s.side in ("same", "b")).split()
     assert left == a and right == b

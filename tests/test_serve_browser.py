@@ -184,6 +184,36 @@ def test_type_ahead_after_enter_acts_on_the_next_case(desk: Desk, tmp_path: Path
     assert {g["resolution"]["reviewer"] for g in (got[a], got[b], got[c])} == {"reviewer0"}
 
 
+def test_keys_typed_ahead_after_n_are_the_notes_text_not_commands(
+    desk: Desk, tmp_path: Path
+) -> None:
+    """Enter, then at once n and a note holding j, u, c, r, k and digits: once the next
+    case has settled, n opens its note and the rest is typed into it: nothing moves on,
+    undoes, claims or picks; a queued Enter is dropped, not sent."""
+    expect = desk.sync_api.expect
+    run, (a, b, c) = desk.submit([escalating(f"tn-{i}") for i in range(3)])
+    page = desk.page()
+    page.goto(f"{desk.base}/review?run={run}")
+    page.click(f"a.case-link[href^='/review/case/{a}']")
+    _on_case(desk, page, a)
+    page.keyboard.press("1")
+    page.keyboard.press("Enter")
+    page.keyboard.press("n")
+    page.keyboard.type("just unusual: jk ucr 12")
+    page.keyboard.press("Enter")
+    expect(page.locator("#case-title")).to_have_attribute("data-review-id", b)
+    expect(page.locator("html")).not_to_have_attribute("data-busy", "1")
+    expect(page.locator("#note")).to_have_value("just unusual: jk ucr 12")
+    expect(page.locator("input[name=decision]:checked")).to_have_count(0)
+    page.screenshot(path=str(tmp_path / "note-typed-ahead.png"))
+    page.context.close()
+    with desk.api("tok-r1") as api:
+        got = {rid: api.get(f"/v1/review/{rid}").json() for rid in (a, b, c)}
+    assert got[a]["resolution"]["decision"] == "1"  # not undone
+    assert got[b]["status"] == "open" and got[c]["status"] == "open"
+    assert got[b].get("claim") is None
+
+
 def test_queue_case_escaping_and_api_docs(desk: Desk, tmp_path: Path) -> None:
     expect = desk.sync_api.expect
     hostile = panel(
@@ -335,6 +365,36 @@ def test_digits_n_and_enter_work_the_audit_form(desk: Desk, tmp_path: Path) -> N
         audit = journal.get(run, f"confirm/{ref.rsplit('.', 1)[1]}")
     assert audit is not None and audit.payload["agrees"], audit
     assert audit.payload["note"] == "the window is right"
+
+
+def test_an_audit_forms_draft_is_kept_in_the_browser_until_it_is_sent(
+    desk: Desk, tmp_path: Path
+) -> None:
+    """What was typed on an automatic decision's audit form survives a reload (a session
+    that ended, a server restart): the form is unfolded and filled again; once the audit
+    is accepted the draft is gone."""
+    expect = desk.sync_api.expect
+    run, (ref,) = desk.submit([panel("auto-draft", ["1", "1", "1"], swap=["1", "1", "1"])])
+    page = desk.page()
+    where = f"{desk.base}/review/auto/{ref}?status=automatic&run={run}"
+    page.goto(where)
+    expect(page.locator("#case-title")).to_have_attribute("data-review-id", ref)
+    page.wait_for_function("document.activeElement === document.body")
+    page.keyboard.press("o")
+    page.keyboard.type("3")
+    page.keyboard.press("Escape")
+    page.keyboard.press("n")
+    page.keyboard.type("kept across a reload")
+    page.reload()
+    expect(page.locator("#case-title")).to_have_attribute("data-review-id", ref)
+    expect(page.locator("#audit-note")).to_be_visible()
+    expect(page.locator("#audit-note")).to_have_value("kept across a reload")
+    expect(page.locator("#other-decision")).to_have_value("3")
+    page.locator("#audit-note").press("Enter")
+    page.wait_for_url(f"{desk.base}/review?status=automatic&run={run}")
+    kept = page.evaluate(f"sessionStorage.getItem('dissensus-draft:{ref}')")
+    page.context.close()
+    assert kept is None
 
 
 def test_o_types_an_audits_answer_no_agent_gave(desk: Desk, tmp_path: Path) -> None:

@@ -12,9 +12,14 @@ Choices where the design is silent:
   agents' reasoning speaks of "Output (a)"; otherwise the option id itself). The id stays
   visible beside the label, since it is what gets journalled.
 * **Word diff.** When at least two options have texts, the first two are compared word
-  by word (:class:`difflib.SequenceMatcher` over whitespace-split words, no junk
-  heuristic) into segments marked ``same``, ``a`` (only in the first) or ``b`` (only in
-  the second).
+  by word (:class:`difflib.SequenceMatcher` over whitespace-split words) into segments
+  marked ``same``, ``a`` (only in the first) or ``b`` (only in the second). Its cost is
+  bounded, since a page is made on the server's loop and a model stuck repeating a word
+  writes exactly the text that makes an exact diff take minutes: without the junk
+  heuristic only while the two texts' word counts multiply to at most
+  :data:`EXACT_DIFF_WORDS` (about 200 words each), with it (words making up more than
+  1% of a longer text are not matched on) up to :data:`MOST_DIFF_WORDS` words a side,
+  and no diff at all beyond that (the options are shown whole, as always).
 * **The question and the conversation** (:func:`asked_view`): the question is
   :func:`~dissensus.cases.asked_question` (``meta.question`` and its kin, else the last
   ``user`` message of a chat panel's ``meta.messages``). When the panel records more than
@@ -47,6 +52,8 @@ from markupsafe import Markup, escape
 from dissensus.cases import CaseMessage, CaseSpec, asked_question, conversation
 
 __all__ = [
+    "EXACT_DIFF_WORDS",
+    "MOST_DIFF_WORDS",
     "AskedView",
     "DiffSegment",
     "OptionView",
@@ -140,11 +147,22 @@ def option_views(
     ]
 
 
-def word_diff(a: str, b: str) -> list[DiffSegment]:
-    """``a`` and ``b`` compared word by word (see the module docstring)."""
+EXACT_DIFF_WORDS = 40_000
+"""The largest product of two texts' word counts diffed without the junk heuristic."""
+
+MOST_DIFF_WORDS = 1_000
+"""The most words a side of a word diff; longer texts get none."""
+
+
+def word_diff(a: str, b: str) -> list[DiffSegment] | None:
+    """``a`` and ``b`` compared word by word (see the module docstring); ``None`` when
+    either has more than :data:`MOST_DIFF_WORDS` words."""
     wa, wb = a.split(), b.split()
+    if max(len(wa), len(wb)) > MOST_DIFF_WORDS:
+        return None
     out: list[DiffSegment] = []
-    matcher = difflib.SequenceMatcher(None, wa, wb, autojunk=False)
+    exact = len(wa) * len(wb) <= EXACT_DIFF_WORDS
+    matcher = difflib.SequenceMatcher(None, wa, wb, autojunk=not exact)
     for op, i1, i2, j1, j2 in matcher.get_opcodes():
         if op == "equal":
             out.append(DiffSegment("same", " ".join(wa[i1:i2])))

@@ -8,7 +8,9 @@
 // Typing ahead: while a page is loading (a resolve, a j/k move) keys are queued, not
 // lost and not typed into a field; once the next page has settled they are replayed in
 // order against it. A resolve blurs the note first, and every page settles with the
-// focus on the page, so a key pressed right after Enter acts on the next case.
+// focus on the page, so a key pressed right after Enter acts on the next case. Once a
+// replayed key (n, o) has put the focus in a text field, the keys queued after it are
+// typed into that field, not acted on; a queued Enter is then dropped, not sent.
 (function () {
   if (window.__dissensusKeys) { return; }
   window.__dissensusKeys = true;
@@ -55,8 +57,26 @@
     document.documentElement.removeAttribute("data-busy");
     leaveField();
     while (pending.length && !busy) {
+      var field = document.activeElement;
+      if (typing(field)) {
+        // A replayed n or o put the focus in a field: the keys after it are its text,
+        // never commands (a note "just unusual" must not move on, undo, claim...). An
+        // Enter stops the replay there: the reviewer sees the text before sending it.
+        var key = pending.shift();
+        if (key.length !== 1 || field.tagName === "SELECT") { pending = []; break; }
+        typeInto(field, key);
+        continue;
+      }
       act(pending.shift(), document.body);
     }
+  }
+  function typeInto(field, key) {
+    if (typeof field.setRangeText === "function" && field.selectionStart !== null) {
+      field.setRangeText(key, field.selectionStart, field.selectionEnd, "end");
+    } else {
+      field.value += key;
+    }
+    field.dispatchEvent(new Event("input", { bubbles: true }));
   }
   function failed() {
     busy = false;
@@ -178,25 +198,39 @@
     alertText((posted(e.detail) ? "not saved: " : "") + "the server did not answer in time; try again");
   });
 
-  // What the reviewer typed on a case's resolve form is kept in this browser's session
-  // storage (per case) until the case is resolved from this page, so a session that
-  // ended, a server restart or a reload loses nothing: the case page fills its empty
-  // fields from it whenever it is shown.
+  // What the reviewer typed on a case's resolve form (or an audit's form) is kept in this
+  // browser's session storage (per case) until it is sent and accepted from this page, so
+  // a session that ended, a server restart or a reload loses nothing: the page fills its
+  // empty fields from it whenever it is shown (unfolding a folded audit form).
   var DRAFT = "dissensus-draft:";
+  var FORMS = ["resolve-form", "audit-form"];
+  function draftForm() {
+    for (var i = 0; i < FORMS.length; i++) {
+      var form = document.getElementById(FORMS[i]);
+      if (form) { return form; }
+    }
+    return null;
+  }
   function draftCase() {
     var title = document.getElementById("case-title");
-    if (!title || !document.getElementById("resolve-form")) { return null; }
+    if (!title || !draftForm()) { return null; }
     return title.getAttribute("data-review-id");
   }
-  function fieldValue(id) {
-    var el = document.getElementById(id);
-    return el ? el.value : "";
+  function named(form, name) {
+    return form.querySelector('input[name="' + name + '"]:not([type="radio"])');
   }
   function saveDraft() {
     var id = draftCase();
     if (!id) { return; }
-    var picked = document.querySelector('#resolve-form input[name="decision"]:checked');
-    var draft = { decision: picked ? picked.value : "", other: fieldValue("other-decision"), note: fieldValue("note") };
+    var form = draftForm();
+    var picked = form.querySelector('input[name="decision"]:checked');
+    var other = named(form, "other");
+    var note = named(form, "note");
+    var draft = {
+      decision: picked ? picked.value : "",
+      other: other ? other.value : "",
+      note: note ? note.value : ""
+    };
     try {
       if (draft.decision || draft.other || draft.note) {
         sessionStorage.setItem(DRAFT + id, JSON.stringify(draft));
@@ -211,30 +245,33 @@
     var draft = null;
     try { draft = JSON.parse(sessionStorage.getItem(DRAFT + id) || "null"); } catch (e) { return; }
     if (!draft) { return; }
-    ["other-decision", "note"].forEach(function (fid) {
-      var el = document.getElementById(fid);
-      var value = draft[fid === "note" ? "note" : "other"];
-      if (el && !el.value && value) { el.value = value; }
+    var form = draftForm();
+    var filled = false;
+    ["other", "note"].forEach(function (name) {
+      var el = named(form, name);
+      if (el && !el.value && draft[name]) { el.value = draft[name]; filled = true; }
     });
-    if (draft.decision && !document.querySelector('#resolve-form input[name="decision"]:checked')) {
-      var radios = document.querySelectorAll('#resolve-form input[name="decision"]');
+    if (draft.decision && !form.querySelector('input[name="decision"]:checked')) {
+      var radios = form.querySelectorAll('input[name="decision"]');
       for (var i = 0; i < radios.length; i++) {
-        if (radios[i].value === draft.decision) { radios[i].checked = true; }
+        if (radios[i].value === draft.decision) { radios[i].checked = true; filled = true; }
       }
     }
+    if (filled) { unfold(form); }
   }
   function keepTyping(e) {
     var form = e.target && e.target.form;
-    if (form && form.id === "resolve-form") { saveDraft(); }
+    if (form && FORMS.indexOf(form.id) >= 0) { saveDraft(); }
   }
   document.addEventListener("input", keepTyping);
   document.addEventListener("change", keepTyping);
   document.addEventListener("htmx:afterRequest", function (e) {
     var path = (e.detail.pathInfo && e.detail.pathInfo.requestPath) || "";
-    var done = /\/review\/case\/([^\/?#]+)\/resolve(?:[?#]|$)/.exec(path);
+    var done = /\/review\/(?:case\/([^\/?#]+)\/resolve|auto\/([^\/?#]+)\/confirm|audit\/([^\/?#]+)\/answer)(?:[?#]|$)/.exec(path);
     var status = e.detail.xhr ? e.detail.xhr.status : 0;
     if (done && status >= 200 && status < 300) {
-      try { sessionStorage.removeItem(DRAFT + decodeURIComponent(done[1])); } catch (err) { /* none kept */ }
+      var ref = done[1] || done[2] || done[3];
+      try { sessionStorage.removeItem(DRAFT + decodeURIComponent(ref)); } catch (err) { /* none kept */ }
     }
   });
   document.addEventListener("DOMContentLoaded", restoreDraft);
