@@ -424,3 +424,46 @@ async def test_a_note_over_the_field_bound_is_a_422_on_the_page(tmp_path: Path) 
         )
         assert res.status_code == 422 and "at most 100 per field" in res.text
         assert await _events(Path(s.journal)) == before  # nothing journalled
+
+
+async def test_j_k_and_the_progress_line_keep_to_the_queues_status(tmp_path: Path) -> None:
+    """The open queue walks open cases: one resolved meanwhile (by another reviewer) is
+    stepped over by j / k, and the progress line counts open cases; the resolved queue
+    walks resolved cases and counts them; all walks both."""
+    s = settings(tmp_path)
+    async with client_for(s) as client:
+        run = (
+            await client.post(
+                "/v1/decide", json=[escalating(f"st{i}") for i in range(4)], headers=auth("sub")
+            )
+        ).json()
+        a, b, c, d = (r["review_id"] for r in run["records"])
+        for done in (b, c):
+            sha = (await client.get(f"/v1/review/{done}", headers=auth("rev2"))).json()[
+                "content_sha256"
+            ]
+            resolved = await client.post(
+                f"/v1/review/{done}/resolve",
+                json={"decision": "1", "note": "checked", "content_sha256": sha},
+                headers=auth("rev2"),
+            )
+            assert resolved.status_code == 200, resolved.text
+        await _login(client, "rev")
+        q = f"?run={run['run_id']}"
+
+        def links(html: str) -> tuple[str | None, str | None]:
+            prev = re.search(r'id="prev-link" href="/review/case/([^"?]+)', html)
+            nxt = re.search(r'id="next-link" href="/review/case/([^"?]+)', html)
+            return (prev.group(1) if prev else None, nxt.group(1) if nxt else None)
+
+        first = (await client.get(f"/review/case/{a}{q}")).text
+        assert links(first) == (None, d)
+        assert "1 of 2 open in this queue" in first
+        last = (await client.get(f"/review/case/{d}{q}")).text
+        assert links(last) == (a, None) and "2 of 2 open in this queue" in last
+        # A resolved case seen from the open queue: its open neighbours around it.
+        assert links((await client.get(f"/review/case/{b}{q}")).text) == (a, d)
+        done = (await client.get(f"/review/case/{b}{q}&status=resolved")).text
+        assert links(done) == (None, c) and "1 of 2 resolved in this queue" in done
+        every = (await client.get(f"/review/case/{b}{q}&status=all")).text
+        assert links(every) == (a, c) and "2 of 4 cases in this queue" in every

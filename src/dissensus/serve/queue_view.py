@@ -6,8 +6,10 @@ Choices where the design is silent:
 * The filters and order travel in every page's query string, so ``j`` / ``k`` and the
   redirect after a resolve stay in the queue the reviewer came from; defaults are left
   out of the query string, and an unknown status or order is the default one.
-* Moving through the queue skips open cases another reviewer holds a claim on (resolved
-  cases are always shown); a case outside the queue's filters has no neighbours. The
+* Moving through the queue (``j`` / ``k``) walks the cases of its status: the open queue
+  its open cases (a case resolved meanwhile, by anyone, is stepped over), the resolved
+  queue its resolved cases, ``all`` both; it skips open cases another reviewer holds a
+  claim on. A case outside the queue's filters has no neighbours. The
   lists of audits (automatic decisions, open blind audits) are walked the same way
   (:func:`unclaimed`).
 * The queue's order is read once per request (:meth:`QueueView.order`): the case page's
@@ -130,11 +132,13 @@ class Progress:
     """Where a case stands in its queue, and the reviewer's day."""
 
     open: int
-    """Open cases in the queue."""
+    """Cases of the queue's status in the queue (open ones in the open queue)."""
     position: int | None
-    """The case's place among them (1-based; ``None`` when it is not open)."""
+    """The case's place among them (1-based; ``None`` when it is not one of them)."""
     today: int
     """Cases the reviewer resolved today (UTC)."""
+    word: str = "open"
+    """What they are: ``open``, ``resolved`` or ``cases`` (the ``all`` queue)."""
 
 
 def _free(request: Request, entries: list[QueueEntry], me: str) -> list[QueueEntry]:
@@ -157,15 +161,25 @@ def unclaimed(request: Request, refs: list[str], me: str) -> list[str]:
 def neighbours(
     request: Request, review_id: str, view: QueueView, me: str
 ) -> tuple[str | None, str | None]:
-    """Previous and next case of the queue (open or resolved, skipping cases claimed by
-    others), for ``k`` / ``j``. A case outside the queue's filters has no neighbours."""
+    """Previous and next case of the queue, for ``k`` / ``j``: of its status (the open
+    queue walks open cases, the resolved one resolved cases, ``all`` both), skipping open
+    cases claimed by others. A case of the queue's filters but not of its status (one
+    just resolved, seen from the open queue) has the nearest such cases around it; a
+    case outside the filters has no neighbours."""
     order = view.order(request, "all")
     ids = [e.review_id for e in order]
     if review_id not in ids:
         return None, None
     i = ids.index(review_id)
-    before = _free(request, order[:i], me)
-    after = _free(request, order[i + 1 :], me)
+    status = view.status if view.status in ("open", "resolved") else "all"
+
+    def walked(entries: list[QueueEntry]) -> list[QueueEntry]:
+        if status == "all":
+            return entries
+        return [e for e in entries if e.resolved == (status == "resolved")]
+
+    before = _free(request, walked(order[:i]), me)
+    after = _free(request, walked(order[i + 1 :]), me)
     return (
         before[-1].review_id if before else None,
         after[0].review_id if after else None,
@@ -184,11 +198,14 @@ def next_open(request: Request, review_id: str, view: QueueView, me: str) -> str
 
 
 def progress(request: Request, review_id: str, view: QueueView, me: str) -> Progress:
-    open_ids = [e.review_id for e in view.order(request, "open")]
+    """The progress line: the case's place among the queue's cases of its status."""
+    status = view.status if view.status in ("open", "resolved") else "all"
+    ids = [e.review_id for e in view.order(request, status)]
     return Progress(
-        open=len(open_ids),
-        position=open_ids.index(review_id) + 1 if review_id in open_ids else None,
+        open=len(ids),
+        position=ids.index(review_id) + 1 if review_id in ids else None,
         today=service_of(request).desk.resolved_today(me),
+        word="cases" if status == "all" else status,
     )
 
 
