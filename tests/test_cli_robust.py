@@ -644,3 +644,20 @@ def test_the_code_refusal_names_the_option_of_the_command(tmp_path: Path) -> Non
     done = cli("route", inp, "--similarity", "os.path:join")
     assert done.code == 2
     assert "--allow-code" in done.err and "allow_code: true" in done.err
+
+
+def test_serve_session_ttl_reaches_the_sessions(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--session-ttl`` sets how long a review page login lasts (eight hours unless given)."""
+    made: list[Any] = []
+
+    def check_exposure(settings: Any) -> None:
+        made.append(settings)
+        raise SystemExit(0)  # stop before the port is bound
+
+    monkeypatch.setattr("dissensus.serve.check_exposure", check_exposure)
+    journal = str(tmp_path / "j.sqlite")
+    cli("serve", "--journal", journal, "--session-ttl", "90")
+    cli("serve", "--journal", journal)
+    assert [s.session_ttl_s for s in made] == [90.0, 8 * 3600.0]

@@ -80,6 +80,14 @@ def serve_command(
             help="Seconds a review claim holds.",
         ),
     ] = 900.0,
+    session_ttl: Annotated[
+        float,
+        typer.Option(
+            "--session-ttl",
+            callback=number_in(0.001, MAX_SECONDS),
+            help="Seconds a review page login lasts, from the login on.",
+        ),
+    ] = 8 * 3600.0,
     max_agents: Annotated[
         int,
         typer.Option(
@@ -155,6 +163,7 @@ def serve_command(
         max_panels=max_panels,
         request_timeout_s=timeout,
         claim_ttl_s=claim_ttl,
+        session_ttl_s=session_ttl,
         max_agents=max_agents,
         max_field_chars=max_field_chars,
         allow_hosts=tuple(allow_host or ()),
