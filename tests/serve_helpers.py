@@ -85,3 +85,18 @@ async def login(client: httpx.AsyncClient, token: str) -> httpx.Response:
     return await client.post(
         "/review/login", data={"token": f"tok-{token}", "csrf": csrf_of(form.text)}
     )
+
+
+def journal_events(path: str | Path) -> int:
+    """Events in every run of the journal at ``path`` (to check that nothing was written)."""
+    from dissensus.store import Journal
+
+    with Journal(str(path)) as journal:
+        return sum(i.n_events for i in journal.runs())
+
+
+async def decide_automatic(client: httpx.AsyncClient, panels: list[dict[str, Any]]) -> list[str]:
+    """``POST /v1/decide`` of panels that all commit automatically; their ``run.line`` refs."""
+    run = (await client.post("/v1/decide", json=panels, headers=auth("sub"))).json()
+    assert all(r["auto"] for r in run["records"]), run
+    return [f"{run['run_id']}.{r['line']}" for r in run["records"]]

@@ -10,11 +10,12 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pytest
 import yaml
 
+from mcp_helpers import tool_data, tool_text
 from pipeline_cases import panel
 
 if TYPE_CHECKING:
@@ -51,16 +52,6 @@ def _params(tmp_path: Path) -> StdioServerParameters:
     return StdioServerParameters(command=sys.executable, args=args, env=env, cwd=str(tmp_path))
 
 
-def _text(result: Any) -> str:
-    return "\n".join(getattr(c, "text", "") for c in result.content)
-
-
-def _data(result: Any) -> Any:
-    assert not result.is_error, _text(result)
-    data = result.structured_content
-    return data["result"] if isinstance(data, dict) and set(data) == {"result"} else data
-
-
 async def _session(tmp_path: Path) -> None:
     from mcp import ClientSession
     from mcp.client.stdio import stdio_client
@@ -75,17 +66,17 @@ async def _session(tmp_path: Path) -> None:
             and "content_sha256" in schemas["review_resolve"]["required"]
         )
 
-        assert _data(await s.call_tool("bound", {"agents": 5, "rounds": 6})) == {
+        assert tool_data(await s.call_tool("bound", {"agents": 5, "rounds": 6})) == {
             "rounds": 6, "candidates": 11, "evaluations": 55, "model_calls": 51,
         }  # fmt: skip
         bad = await s.call_tool("bound", {"agents": "five", "rounds": 6})
-        assert bad.is_error and "agents" in _text(bad)
+        assert bad.is_error and "agents" in tool_text(bad)
 
         agree = panel("p-agree", ["1", "1", "1"], evidence=[[{"source": f"kb:{i}"}] for i in range(3)],
                       reasoning=["Option 1 states the refund window of 30 days."] * 3)  # fmt: skip
         conflict = panel("p-conflict", ["1", "2", "1"], values=[{"a": 1.0}, {"b": 1.0}, {"a": 0.5}],
                          reasoning=["Option 1 is right."] * 3)  # fmt: skip
-        routed = _data(
+        routed = tool_data(
             await s.call_tool(
                 "route", {"panels": [agree, conflict], "similarity": "tfidf", "theta_s": 0.3}
             )
@@ -100,10 +91,10 @@ async def _session(tmp_path: Path) -> None:
             {"agent": "b", "answer": "yes", "evidence_source": "news", "evidence_present": True},
             {"agent": "c", "answer": "no", "evidence_source": "parametric", "evidence_present": False},
         ]}  # fmt: skip
-        (decision,) = _data(await s.call_tool("vote", {"cases": [case]}))
+        (decision,) = tool_data(await s.call_tool("vote", {"cases": [case]}))
         assert decision["id"] == "q1" and decision["answer"] == "yes" and decision["n_eff"] > 0
 
-        records = _data(await s.call_tool("decide", {"panels": [agree, conflict]}))
+        records = tool_data(await s.call_tool("decide", {"panels": [agree, conflict]}))
         assert [(r["id"], r["action"]) for r in records] == [
             ("p-agree", "auto"),
             ("p-conflict", "escalate"),
@@ -112,24 +103,24 @@ async def _session(tmp_path: Path) -> None:
         bad = await s.call_tool(
             "decide", {"panels": [{"id": "x", "outputs": [agree["outputs"][0]]}]}
         )
-        assert bad.is_error and "field 'panels.0.outputs'" in _text(bad)
+        assert bad.is_error and "field 'panels.0.outputs'" in tool_text(bad)
 
-        (entry,) = _data(await s.call_tool("review_list", {}))
+        (entry,) = tool_data(await s.call_tool("review_list", {}))
         assert entry["review_id"] == review_id and entry["status"] == "open"
-        shown = _data(await s.call_tool("review_show", {"review_id": review_id}))
+        shown = tool_data(await s.call_tool("review_show", {"review_id": review_id}))
         assert shown["content_sha256"] == entry["content_sha256"] and shown["item"]["options"] == [
             "1",
             "2",
         ]
         bad = await s.call_tool("review_show", {"review_id": "no-dot"})
-        assert bad.is_error and "review id" in _text(bad)
+        assert bad.is_error and "review id" in tool_text(bad)
 
         answer = {"review_id": review_id, "decision": "2", "note": "policy says 2"}
         missing = await s.call_tool("review_resolve", answer)
-        assert missing.is_error and "content_sha256" in _text(missing)
+        assert missing.is_error and "content_sha256" in tool_text(missing)
         stale = await s.call_tool("review_resolve", {**answer, "content_sha256": "0" * 64})
-        assert stale.is_error and "changed since it was shown" in _text(stale)
-        record = _data(
+        assert stale.is_error and "changed since it was shown" in tool_text(stale)
+        record = tool_data(
             await s.call_tool(
                 "review_resolve", {**answer, "content_sha256": shown["content_sha256"]}
             )
@@ -139,18 +130,18 @@ async def _session(tmp_path: Path) -> None:
         again = await s.call_tool(
             "review_resolve", {**answer, "content_sha256": shown["content_sha256"]}
         )
-        assert again.is_error and "already resolved by kim@example.org at" in _text(again)
-        assert _data(await s.call_tool("review_list", {})) == []
+        assert again.is_error and "already resolved by kim@example.org at" in tool_text(again)
+        assert tool_data(await s.call_tool("review_list", {})) == []
 
         problem = yaml.safe_load(
             (ROOT / "examples" / "concord" / "region-table.yaml").read_text(encoding="utf-8")
         )
-        cert = _data(await s.call_tool("negotiate", {"problem": problem}))
+        cert = tool_data(await s.call_tool("negotiate", {"problem": problem}))
         assert cert["status"] in ("certified", "best_effort") and cert["selected"]
-        verdict = _data(await s.call_tool("verify_certificate", {"certificate": cert}))
+        verdict = tool_data(await s.call_tool("verify_certificate", {"certificate": cert}))
         assert verdict["valid"] is True
         forged = {**cert, "floor": cert["floor"] + 0.2}
-        verdict = _data(await s.call_tool("verify_certificate", {"certificate": forged}))
+        verdict = tool_data(await s.call_tool("verify_certificate", {"certificate": forged}))
         assert verdict["valid"] is False and verdict["violated"]
         # Tool arguments are untrusted: no server-side code, no caller-chosen model.
         fn_agent = {"id": "finance", "kind": "function", "score": "os:getcwd"}
@@ -159,17 +150,17 @@ async def _session(tmp_path: Path) -> None:
         )
         assert (
             bad.is_error
-            and "problem.agents[3].kind" in _text(bad)
-            and "--allow-functions" in _text(bad)
+            and "problem.agents[3].kind" in tool_text(bad)
+            and "--allow-functions" in tool_text(bad)
         )
         bad = await s.call_tool(
             "negotiate", {"problem": {**problem, "model": "record:/tmp/x.yaml:openai:m"}}
         )
-        assert bad.is_error and "problem.model" in _text(bad)
+        assert bad.is_error and "problem.model" in tool_text(bad)
         bad = await s.call_tool("route", {"panels": [agree], "similarity": "os:getcwd"})
-        assert bad.is_error and "similarity" in _text(bad)
+        assert bad.is_error and "similarity" in tool_text(bad)
         bad = await s.call_tool("negotiate", {"problem": {**problem, "floor": "high"}})
-        assert bad.is_error and "floor" in _text(bad)
+        assert bad.is_error and "floor" in tool_text(bad)
 
 
 def test_every_tool_over_stdio(tmp_path: Path) -> None:

@@ -28,6 +28,7 @@ import yaml
 
 from cli_helpers import cli
 from dissensus.store import Journal
+from mcp_helpers import tool_data, tool_text
 from pipeline_cases import panel, write_jsonl
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -56,16 +57,6 @@ def _big(pid: str = "big") -> dict[str, Any]:
     return panel(pid, ["1", "1", "1"], reasoning=["x" * 40_000, "ok", "ok"])
 
 
-def _text(result: Any) -> str:
-    return "\n".join(getattr(c, "text", "") for c in result.content)
-
-
-def _data(result: Any) -> Any:
-    assert not result.is_error, _text(result)
-    data = result.structured_content
-    return data["result"] if isinstance(data, dict) and set(data) == {"result"} else data
-
-
 def _calls(tmp: Path, calls: list[tuple[str, dict[str, Any]]], **server: Any) -> list[Any]:
     """Each call's result, in order, from one in-process server on ``tmp``'s journal."""
     from mcp.client import Client
@@ -86,7 +77,7 @@ def test_a_refused_panel_is_a_reject_beside_every_record(tmp_path: Path) -> None
     pytest.importorskip("mcp")
     panels = [_conflict(), _big(), _agree()]
     decided, listed = _calls(tmp_path, [("decide", {"panels": panels}), ("review_list", {})])
-    assert not decided.is_error, _text(decided)
+    assert not decided.is_error, tool_text(decided)
     answer = decided.structured_content
     # The records stay where the tool always put them (``result``); rejects beside them.
     assert set(answer) == {"result", "rejects"}
@@ -102,7 +93,7 @@ def test_a_refused_panel_is_a_reject_beside_every_record(tmp_path: Path) -> None
         "error": "40000 characters; at most 32768 per field",
     }
     # The good panels' review item, once: nothing to decide again.
-    (entry,) = _data(listed)
+    (entry,) = tool_data(listed)
     assert entry["review_id"] == answer["result"][0]["review_id"]
     with Journal(tmp_path / "j.sqlite") as journal:
         runs = {r.run_id for r in journal.runs()}
@@ -135,7 +126,7 @@ def test_a_call_without_a_reject_answers_the_records_alone(tmp_path: Path) -> No
 def test_every_panel_refused_is_still_an_answer(tmp_path: Path) -> None:
     pytest.importorskip("mcp")
     (decided,) = _calls(tmp_path, [("decide", {"panels": [_big("b1"), _big("b2")]})])
-    assert not decided.is_error, _text(decided)
+    assert not decided.is_error, tool_text(decided)
     answer = decided.structured_content
     assert answer["result"] == []
     assert [(r["index"], r["id"], r["field"]) for r in answer["rejects"]] == [
@@ -154,8 +145,8 @@ def test_an_in_memory_journal_is_refused_naming_the_field(tmp_path: Path) -> Non
         ],
     )
     for bad in results:
-        assert bad.is_error and "field 'journal'" in _text(bad), _text(bad)
-        assert "review item" in _text(bad)
+        assert bad.is_error and "field 'journal'" in tool_text(bad), tool_text(bad)
+        assert "review item" in tool_text(bad)
     assert not (tmp_path / "j.sqlite").exists()  # nor was it decided into the server's
     from dissensus.errors import ConfigError
     from dissensus.integrations.mcp import build_server
@@ -180,8 +171,8 @@ def test_a_path_with_a_nul_character_names_its_field(
 ) -> None:
     pytest.importorskip("mcp")
     (bad,) = _calls(tmp_path, [(tool, args)])
-    assert bad.is_error and f"field {field!r}" in _text(bad), _text(bad)
-    assert "\x00" not in _text(bad)
+    assert bad.is_error and f"field {field!r}" in tool_text(bad), tool_text(bad)
+    assert "\x00" not in tool_text(bad)
 
 
 def test_argument_errors_are_one_line_naming_the_field(tmp_path: Path) -> None:
@@ -201,7 +192,7 @@ def test_argument_errors_are_one_line_naming_the_field(tmp_path: Path) -> None:
     expected = ["field 'agents'", "field 'panels.1.outputs'", "field 'content_sha256'",
                 "field 'calibration'"]  # fmt: skip
     for bad, field in zip(results, expected, strict=True):
-        text = _text(bad)
+        text = tool_text(bad)
         assert bad.is_error and field in text, text
         assert "\n" not in text and "pydantic.dev" not in text, text
 
@@ -236,7 +227,7 @@ async def _locked_session(tmp: Path, journal: Path) -> tuple[float, bool, Any, A
 
     async with stdio_client(params) as (read, write), ClientSession(read, write) as s:
         await s.initialize()
-        _data(await s.call_tool("bound", {"agents": 2, "rounds": 1}))  # the server is up
+        tool_data(await s.call_tool("bound", {"agents": 2, "rounds": 1}))  # the server is up
         holder = threading.Thread(target=hold)
         holder.start()
         try:
@@ -262,10 +253,10 @@ def test_a_locked_journal_holds_up_its_call_not_the_server(tmp_path: Path) -> No
     waited, held, quick, decided = asyncio.run(
         asyncio.wait_for(_locked_session(tmp_path, journal), timeout=120)
     )
-    assert _data(quick)["evaluations"] == 55
+    assert tool_data(quick)["evaluations"] == 55
     assert waited < 3.0, f"bound waited {waited:.1f} s behind a decide on a locked journal"
     assert held  # the decide call was still waiting for the lock when bound answered
-    (record,) = _data(decided)  # decided once the lock was released
+    (record,) = tool_data(decided)  # decided once the lock was released
     assert record["action"] == "escalate"
 
 
@@ -279,10 +270,10 @@ def test_the_review_and_runs_tools_open_a_journal_on_either_back_end(
         [("decide", {"panels": [_conflict()]}), ("review_list", {}), ("runs_list", {})],
         journal=journal_target,
     )
-    (record,) = _data(decided)
-    (entry,) = _data(listed)
+    (record,) = tool_data(decided)
+    (entry,) = tool_data(listed)
     assert entry["review_id"] == record["review_id"]
-    assert len(_data(runs)) == 1
+    assert len(tool_data(runs)) == 1
 
 
 def test_the_library_names_the_field_of_a_refused_panel() -> None:
@@ -314,7 +305,7 @@ def test_a_journal_failing_mid_list_names_the_panels_already_decided(
     monkeypatch.setattr(mcp, "start_run", flaky)
     (failed,) = _calls(tmp_path, [("decide", {"panels": [_conflict(), _agree(), _agree("p3")]})])
     assert failed.is_error
-    text = _text(failed)
+    text = tool_text(failed)
     with Journal(tmp_path / "j.sqlite") as journal:
         (run,) = journal.runs()
     assert "panel 1 ('p-agree') and those after it were not decided" in text

@@ -15,7 +15,17 @@ from dissensus.errors import InputError
 from dissensus.pipeline.confirm import AlreadyConfirmed, confirm
 from dissensus.store import ClaimConflict, Journal
 from pipeline_cases import panel, write_policy
-from serve_helpers import auth, client_for, csrf_of, escalating, heap_frozen, login, settings
+from serve_helpers import (
+    auth,
+    client_for,
+    csrf_of,
+    decide_automatic,
+    escalating,
+    heap_frozen,
+    journal_events,
+    login,
+    settings,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -41,24 +51,13 @@ def _agreeing(pid: str) -> dict[str, Any]:
     return panel(pid, ["1", "1", "1"], swap=["1", "1", "1"], meta=meta)
 
 
-def _events(path: str) -> int:
-    with Journal(path) as journal:
-        return sum(i.n_events for i in journal.runs())
-
-
-async def _decide(client: httpx.AsyncClient, panels: list[dict[str, Any]]) -> list[str]:
-    run = (await client.post("/v1/decide", json=panels, headers=auth("sub"))).json()
-    assert all(r["auto"] for r in run["records"]), run
-    return [f"{run['run_id']}.{r['line']}" for r in run["records"]]
-
-
 async def test_the_api_claims_an_automatic_decision_and_confirm_respects_it(
     tmp_path: Path,
 ) -> None:
     quiet = write_policy(tmp_path / "no-audits.yaml", {"acceptance": {"audit_rate": 0.0}})
     s = settings(tmp_path, policy=str(quiet))
     async with client_for(s) as client:
-        (ref,) = await _decide(client, [_agreeing("a")])
+        (ref,) = await decide_automatic(client, [_agreeing("a")])
         escalated = (
             await client.post("/v1/decide", json=escalating("e"), headers=auth("sub"))
         ).json()["review_id"]
@@ -71,12 +70,12 @@ async def test_the_api_claims_an_automatic_decision_and_confirm_respects_it(
         taken = await client.post(f"/v1/review/{ref}/claim", headers=auth("rev2"))
         assert taken.status_code == 409 and taken.json()["claimed_by"] == "rev-name"
 
-        before = _events(s.journal)
+        before = journal_events(s.journal)
         blocked = await client.post(
             f"/v1/cases/{ref}/confirm", json={"note": "looks right"}, headers=auth("rev2")
         )
         assert blocked.status_code == 409 and blocked.json()["claimed_by"] == "rev-name"
-        assert _events(s.journal) == before
+        assert journal_events(s.journal) == before
 
         done = await client.post(
             f"/v1/cases/{ref}/confirm", json={"note": "looks right"}, headers=auth("rev")
@@ -106,7 +105,7 @@ def test_claim_audit_checks_the_case_under_the_run_lock(tmp_path: Path) -> None:
 
     async def decide() -> tuple[str, str]:
         async with client_for(s) as client:
-            (ref,) = await _decide(client, [_agreeing("a")])
+            (ref,) = await decide_automatic(client, [_agreeing("a")])
             rid = (
                 await client.post("/v1/decide", json=escalating("e"), headers=auth("sub"))
             ).json()["review_id"]
@@ -132,7 +131,7 @@ async def test_the_audit_pages_claim_and_walk_around_audits_others_hold(tmp_path
     policy = write_policy(tmp_path / "audit.yaml", {"acceptance": {"audit_rate": 1.0}})
     s = settings(tmp_path, policy=str(policy))
     async with client_for(s) as client:
-        a, b, c = await _decide(client, [_agreeing(f"b{i}") for i in range(3)])
+        a, b, c = await decide_automatic(client, [_agreeing(f"b{i}") for i in range(3)])
         run_id = a.rsplit(".", 1)[0]
         qs = f"?run={run_id}"
         assert (await client.post(f"/v1/review/{b}/claim", headers=auth("rev2"))).status_code == 200
@@ -160,7 +159,7 @@ async def test_the_audit_pages_claim_and_walk_around_audits_others_hold(tmp_path
         forged = await client.post(f"/review/audit/{c}/claim", data={"csrf": "forged"})
         assert forged.status_code == 403
 
-        before = _events(s.journal)
+        before = journal_events(s.journal)
         refused = await client.post(
             f"/review/audit/{b}/answer{qs}", data={"decision": "2", "note": "x", "csrf": csrf}
         )
@@ -170,7 +169,7 @@ async def test_the_audit_pages_claim_and_walk_around_audits_others_hold(tmp_path
             assert taken.status_code == 409 and "claimed by rev2-name" in taken.text, url
             # The blind page: nothing of the committed answer.
             assert 'id="committed"' not in taken.text and "hidden until" in taken.text, url
-        assert _events(s.journal) == before
+        assert journal_events(s.journal) == before
 
         # Answered: on to the next open audit nobody else holds (c, not b).
         done = await client.post(
@@ -195,7 +194,7 @@ async def test_the_automatic_decision_page_claims_its_audit(tmp_path: Path) -> N
     quiet = write_policy(tmp_path / "no-audits.yaml", {"acceptance": {"audit_rate": 0.0}})
     s = settings(tmp_path, policy=str(quiet))
     async with client_for(s) as client:
-        first, second = await _decide(client, [_agreeing("x"), _agreeing("y")])
+        first, second = await decide_automatic(client, [_agreeing("x"), _agreeing("y")])
         await _login(client, "rev")
         page = await client.get(f"/review/auto/{first}")
         assert 'id="claim-form"' in page.text

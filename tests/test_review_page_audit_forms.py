@@ -9,12 +9,21 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from dissensus.store import Journal
 from pipeline_cases import panel, write_policy
-from serve_helpers import auth, client_for, csrf_of, escalating, heap_frozen, login, settings
+from serve_helpers import (
+    auth,
+    client_for,
+    csrf_of,
+    decide_automatic,
+    escalating,
+    heap_frozen,
+    journal_events,
+    login,
+    settings,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -57,22 +66,11 @@ def _value(html: str, field: str) -> str:
     return found.group(1)
 
 
-def _events(path: str) -> int:
-    with Journal(path) as journal:
-        return sum(i.n_events for i in journal.runs())
-
-
-async def _decide(client: httpx.AsyncClient, panels: list[dict[str, Any]]) -> list[str]:
-    run = (await client.post("/v1/decide", json=panels, headers=auth("sub"))).json()
-    assert all(r["auto"] for r in run["records"]), run
-    return [f"{run['run_id']}.{r['line']}" for r in run["records"]]
-
-
 async def test_a_refused_blind_audit_keeps_what_was_sent(tmp_path: Path) -> None:
     policy = write_policy(tmp_path / "audit.yaml", {"acceptance": {"audit_rate": 1.0}})
     s = settings(tmp_path, policy=str(policy), max_field_chars=100)
     async with client_for(s) as client:
-        (ref,) = await _decide(client, [_agreeing("a")])
+        (ref,) = await decide_automatic(client, [_agreeing("a")])
         qs = f"?run={ref.rsplit('.', 1)[0]}"
         where = f"/review/audit/{ref}{qs}"
         post = f"/review/audit/{ref}/answer{qs}"
@@ -80,7 +78,7 @@ async def test_a_refused_blind_audit_keeps_what_was_sent(tmp_path: Path) -> None
         page = await client.get(where)
         assert _picked(page.text) == [] and 'name="note"' in page.text
         csrf = csrf_of(page.text)
-        before = _events(s.journal)
+        before = journal_events(s.journal)
 
         # No option picked nor answer typed: 422, the note kept as text, never markup.
         bare = await client.post(post, data={"note": HOSTILE, "csrf": csrf}, headers=HX)
@@ -114,7 +112,7 @@ async def test_a_refused_blind_audit_keeps_what_was_sent(tmp_path: Path) -> None
         assert _value(held.text, "note") == ESCAPED and _picked(held.text) == ["1"]
         assert 'id="committed"' not in held.text and "hidden until" in held.text
         assert held.headers["HX-Replace-Url"] == where
-        assert _events(s.journal) == before
+        assert journal_events(s.journal) == before
 
         # A fresh page shows an empty form again.
         again = await client.get(where)
@@ -127,7 +125,7 @@ async def test_a_refused_audit_of_an_automatic_decision_keeps_what_was_sent(
     quiet = write_policy(tmp_path / "no-audits.yaml", {"acceptance": {"audit_rate": 0.0}})
     s = settings(tmp_path, policy=str(quiet), max_field_chars=100)
     async with client_for(s) as client:
-        (ref,) = await _decide(client, [_agreeing("a")])
+        (ref,) = await decide_automatic(client, [_agreeing("a")])
         where = f"/review/auto/{ref}"
         post = f"/review/auto/{ref}/confirm"
         await login(client, "rev")
@@ -135,7 +133,7 @@ async def test_a_refused_audit_of_an_automatic_decision_keeps_what_was_sent(
         # Folded, the committed decision picked by default.
         assert '<details id="audit">' in page.text and _picked(page.text) == ["1"]
         csrf = csrf_of(page.text)
-        before = _events(s.journal)
+        before = journal_events(s.journal)
 
         # Every option the panel lists is offered, the one nobody chose included.
         assert re.findall(r'name="decision" value="([^"]*)"', page.text) == ["1", "2"]
@@ -162,14 +160,14 @@ async def test_a_refused_audit_of_an_automatic_decision_keeps_what_was_sent(
         assert _value(held.text, "audit-note") == ESCAPED
         assert _value(held.text, "other-decision") == "3" and _picked(held.text) == []
         assert "<script>alert(1)" not in held.text
-        assert _events(s.journal) == before
+        assert journal_events(s.journal) == before
 
 
 async def test_the_holder_gives_a_blind_audit_claim_up_from_the_page(tmp_path: Path) -> None:
     policy = write_policy(tmp_path / "audit.yaml", {"acceptance": {"audit_rate": 1.0}})
     s = settings(tmp_path, policy=str(policy))
     async with client_for(s) as client:
-        (ref,) = await _decide(client, [_agreeing("a")])
+        (ref,) = await decide_automatic(client, [_agreeing("a")])
         escalated = (
             await client.post("/v1/decide", json=escalating("e"), headers=auth("sub"))
         ).json()["review_id"]
@@ -231,7 +229,7 @@ async def test_the_holder_gives_an_automatic_decisions_audit_claim_up(tmp_path: 
     quiet = write_policy(tmp_path / "no-audits.yaml", {"acceptance": {"audit_rate": 0.0}})
     s = settings(tmp_path, policy=str(quiet))
     async with client_for(s) as client:
-        (ref,) = await _decide(client, [_agreeing("a")])
+        (ref,) = await decide_automatic(client, [_agreeing("a")])
         escalated = (
             await client.post("/v1/decide", json=escalating("e"), headers=auth("sub"))
         ).json()["review_id"]
