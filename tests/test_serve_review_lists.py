@@ -5,13 +5,23 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from html import escape, unescape
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 
 from pipeline_cases import panel, write_policy
-from serve_helpers import auth, client_for, heap_frozen, login, settings
+from serve_helpers import (
+    auth,
+    client_for,
+    csrf_of,
+    decide_automatic,
+    heap_frozen,
+    login,
+    settings,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -150,4 +160,73 @@ async def test_pages_reach_every_row_and_keep_the_filters(
         auto1 = await client.get("/review", params={"status": "automatic", "q": "agree"})
         assert 'id="next-page" href="/review?status=automatic&amp;q=agree&amp;page=2"' in (
             auto1.text
+        )
+
+
+def _topical(n: int) -> list[dict[str, Any]]:
+    """``n`` panels committed automatically, asking about tax except the third (law)."""
+    return [
+        panel(
+            f"agree-{i}",
+            ["1", "1", "1"],
+            swap=["1", "1", "1"],
+            meta={"question": f"Which {'law' if i == 2 else 'tax'} rule applies ({i})?"},
+        )
+        for i in range(n)
+    ]
+
+
+def _href(html: str, link: str) -> str | None:
+    found = re.search(rf'id="{link}" href="([^"]+)"', html)
+    return unescape(found.group(1)) if found else None
+
+
+async def test_the_blind_audits_keep_the_lists_search_and_order(tmp_path: Path) -> None:
+    """j / k, the progress line, the list's link and the audit after an answer follow the
+    search and order the list of blind audits was opened with, as the queue's do."""
+    every = write_policy(tmp_path / "audits.yaml", {"acceptance": {"audit_rate": 1.0}})
+    async with client_for(settings(tmp_path, policy=str(every))) as client:
+        refs = await decide_automatic(client, _topical(4))
+        await login(client, "rev")
+        qs = "?status=audits&q=tax&sort=newest"
+        listed = await client.get("/review" + qs)
+        shown = re.findall(r'class="audit-link" href="/review/audit/([^"?]+)', listed.text)
+        assert shown == [refs[3], refs[1], refs[0]]
+
+        first = await client.get(f"/review/audit/{refs[3]}{qs}")
+        assert _href(first.text, "next-link") == f"/review/audit/{refs[1]}{qs}"
+        assert _href(first.text, "prev-link") is None
+        assert ">1 of 3 open audits<" in first.text
+        assert f'href="/review{escape(qs)}">blind audits<' in first.text
+        middle = await client.get(f"/review/audit/{refs[1]}{qs}")
+        assert _href(middle.text, "prev-link") == f"/review/audit/{refs[3]}{qs}"
+        assert _href(middle.text, "next-link") == f"/review/audit/{refs[0]}{qs}"
+        assert ">2 of 3 open audits<" in middle.text
+
+        done = await client.post(
+            f"/review/audit/{refs[3]}/answer{qs}",
+            data={"decision": "1", "note": "checked", "csrf": csrf_of(first.text)},
+        )
+        assert done.status_code == 303 and done.headers["location"] == (
+            f"/review/audit/{refs[1]}{qs}"
+        )
+
+
+async def test_the_next_automatic_decision_keeps_the_lists_search_and_order(
+    tmp_path: Path,
+) -> None:
+    async with _quiet(tmp_path) as client:
+        refs = await decide_automatic(client, _topical(4))
+        await login(client, "rev")
+        qs = "?status=automatic&q=tax&sort=newest"
+        listed = await client.get("/review" + qs)
+        shown = re.findall(r'class="auto-link" href="/review/auto/([^"?]+)', listed.text)
+        assert shown == [refs[3], refs[1], refs[0]]
+        page = await client.get(f"/review/auto/{refs[3]}{qs}")
+        done = await client.post(
+            f"/review/auto/{refs[3]}/confirm{qs}",
+            data={"note": "checked", "csrf": csrf_of(page.text)},
+        )
+        assert done.status_code == 303 and done.headers["location"] == (
+            f"/review/auto/{refs[1]}{qs}"
         )

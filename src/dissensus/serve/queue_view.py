@@ -11,7 +11,10 @@ Choices where the design is silent:
   queue its resolved cases, ``all`` both; it skips open cases another reviewer holds a
   claim on. A case outside the queue's filters has no neighbours. The
   lists of audits (automatic decisions, open blind audits) are walked the same way
-  (:func:`unclaimed`).
+  (:func:`unclaimed`), in the list's search and order (:func:`audit_list`,
+  :func:`next_auto`): the search matches the question and the case id, newest first
+  reverses the journal's order, and "by reason" keeps it, since these lists show no
+  reason (a blind audit's is the same for every one).
 * The queue's order is read once per request (:meth:`QueueView.order`): the case page's
   neighbours and progress and a resolve's next case share it. A write in the same
   request after it was read would not show in it; no route writes after reading it.
@@ -27,17 +30,22 @@ from urllib.parse import urlencode
 
 from fastapi import Request
 
+from dissensus.pipeline.audit import open_audits
 from dissensus.pipeline.review import ReviewStatus
 from dissensus.serve.blind_audits import has_open_audit
-from dissensus.serve.journal_adapter import QueueEntry, QueueSort, UnknownItem
+from dissensus.serve.journal_adapter import QueueEntry, QueueSort, UnknownItem, question_of
 from dissensus.serve.pages import service_of
 
 __all__ = [
     "QUEUE_ROWS",
     "Progress",
     "QueueView",
+    "audit_list",
     "auto_refs",
+    "listed",
+    "matches",
     "neighbours",
+    "next_auto",
     "next_open",
     "progress",
     "statuses",
@@ -90,8 +98,9 @@ class QueueView:
         return f"?{q}" if q else ""
 
     def audits_suffix(self) -> str:
-        """The query string of the list of open blind audits (of this queue's run)."""
-        return "?" + urlencode({"status": "audits", **({"run": self.run} if self.run else {})})
+        """The query string of the list of open blind audits (this queue's run, search and
+        order)."""
+        return QueueView(status="audits", run=self.run, q=self.q, sort=self.sort).suffix()
 
     def order(self, request: Request, status: str) -> list[QueueEntry]:
         """The queue's entries with ``status`` in its order, worked out once per request
@@ -224,3 +233,35 @@ def auto_refs(request: Request, run_id: str | None) -> list[str]:
     committed answer stays hidden until the blind audit is answered)."""
     desk = service_of(request).desk
     return [r for r in desk.auto_cases(run_id=run_id) if not has_open_audit(desk.journal, r)]
+
+
+def listed(refs: list[str], view: QueueView) -> list[str]:
+    """``refs`` of a list of audits (in journal order) in ``view``'s order: newest first
+    reverses it; "by reason" keeps it (these lists show no reason)."""
+    return refs[::-1] if view.sort == "newest" else refs
+
+
+def matches(view: QueueView, question: str | None, case_id: str) -> bool:
+    """Whether a case of a list of audits matches ``view``'s search (its question or its
+    case id, any case; every case without a search)."""
+    return view.q.lower() in f"{question or ''} {case_id}".lower()
+
+
+def audit_list(request: Request, view: QueueView) -> list[str]:
+    """The open blind audits of ``view``'s list: its run, its search, its order."""
+    journal = service_of(request).journal
+    if view.run and journal.run(view.run, missing_ok=True) is None:
+        return []
+    items = open_audits(journal, view.run or None)
+    return listed([i.review_id for i in items if matches(view, question_of(i.panel), i.id)], view)
+
+
+def next_auto(request: Request, view: QueueView, me: str) -> str | None:
+    """The first automatic decision left in ``view``'s list (its run, search and order)
+    that nobody else holds."""
+    desk = service_of(request).desk
+    for ref in unclaimed(request, listed(auto_refs(request, view.run or None), view), me):
+        case = desk.auto_case(ref)
+        if matches(view, question_of(case.panel), case.record.id):
+            return ref
+    return None

@@ -17,7 +17,10 @@ Choices where the design is silent:
 * After an answer the page goes to the next automatic decision left (from the first), or
   to the next open blind audit after this one in the list's order (else the first one
   left), or to the list when none is left; in both lists, and for ``j`` / ``k`` among
-  the open blind audits, skipping those another reviewer holds a claim on.
+  the open blind audits, skipping those another reviewer holds a claim on. The lists
+  are the ones the reviewer came from: their search and order travel in the query
+  string, as the queue's do (:func:`~dissensus.serve.queue_view.audit_list`,
+  :func:`~dissensus.serve.queue_view.next_auto`), and so does the progress line's count.
 * **Claims on audits.** An audit (:func:`dissensus.pipeline.confirm.confirm`) is refused
   while another reviewer holds a live claim on ``<run>.<line>``, so the pages let a
   reviewer take that claim (``c``, ``POST /review/auto/{ref}/claim`` or
@@ -55,7 +58,7 @@ from fastapi.responses import RedirectResponse, Response
 
 from dissensus.cases import option_ids
 from dissensus.errors import DissensusError
-from dissensus.serve.blind_audits import blind_audit, has_open_audit, open_audit_refs
+from dissensus.serve.blind_audits import blind_audit, has_open_audit
 from dissensus.serve.case_view import asked_view, option_views
 from dissensus.serve.journal_adapter import TextTooLong, UnknownItem
 from dissensus.serve.pages import (
@@ -70,7 +73,7 @@ from dissensus.serve.pages import (
     require_login,
     service_of,
 )
-from dissensus.serve.queue_view import QueueView, auto_refs, unclaimed
+from dissensus.serve.queue_view import QueueView, audit_list, next_auto, unclaimed
 
 __all__ = ["router"]
 
@@ -144,7 +147,7 @@ def audit_page(
         [(p.agent, p.decision, p.reasoning) for p in item.positions],
         None,
     )
-    refs = open_audit_refs(service.journal, view.run or None)
+    refs = audit_list(request, view)
     i = refs.index(ref) if ref in refs else None
     me = who.principal.name
     before = unclaimed(request, refs[:i], me) if i else []
@@ -237,8 +240,8 @@ async def auto_confirm(request: Request, ref: str) -> Response:
     if refused is not None:
         return refused
     view = QueueView.of(request)
-    left = unclaimed(request, auto_refs(request, view.run or None), form.principal.name)
-    target = f"/review/auto/{left[0]}" if left else "/review"
+    left = next_auto(request, view, form.principal.name)
+    target = f"/review/auto/{left}" if left else "/review"
     return RedirectResponse(target + view.suffix(), status_code=303)
 
 
@@ -258,7 +261,7 @@ async def audit_answer(request: Request, ref: str) -> Response:
     journal = service_of(request).journal
     picked, other = form.text("decision"), form.text("other")
     view = QueueView.of(request)
-    before = open_audit_refs(journal, view.run or None)
+    before = audit_list(request, view)
 
     def refusal() -> str | None:
         blind_audit(journal, ref)
@@ -271,7 +274,7 @@ async def audit_answer(request: Request, ref: str) -> Response:
     refused = _confirm(request, ref, form, audit_page, refusal, picked or other)
     if refused is not None:
         return refused
-    left = unclaimed(request, open_audit_refs(journal, view.run or None), form.principal.name)
+    left = unclaimed(request, audit_list(request, view), form.principal.name)
     if not left:
         return RedirectResponse(f"/review{view.audits_suffix()}", status_code=303)
     # The next open audit after this one in the list's order nobody else holds, else the

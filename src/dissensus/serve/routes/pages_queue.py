@@ -9,7 +9,8 @@ Choices where the design is silent:
   ``?page=2`` and on show the next ones (the filters kept, links under the list), and
   the count names them all (a text search of the automatic decisions or the blind audits reads each one
   to match it, so it counts one past the rows shown and says "at least"). The text search of the automatic decisions and of the blind audits matches
-  the question and the case id (the reason is not shown there).
+  the question and the case id (the reason is not shown there); their order is the
+  journal's, newest first its reverse (:func:`~dissensus.serve.queue_view.listed`).
 * The monitor's confidence sequences take a moment with many audits: they are computed
   off the event loop.
 """
@@ -29,7 +30,7 @@ from dissensus.serve.acceptance import monitor_rows
 from dissensus.serve.blind_audits import blind_audit, open_audit_refs
 from dissensus.serve.journal_adapter import AutoCase, ClaimInfo, question_of
 from dissensus.serve.pages import Reviewer, render, require_login, service_of
-from dissensus.serve.queue_view import QUEUE_ROWS, QueueView, auto_refs, statuses
+from dissensus.serve.queue_view import QUEUE_ROWS, QueueView, auto_refs, listed, statuses
 
 __all__ = ["router"]
 
@@ -130,7 +131,7 @@ def _auto_rows(request: Request, view: QueueView, start: int) -> Listing[AutoRow
         case = desk.auto_case(ref)
         return AutoRow(case=case, question=question_of(case.panel) or None)
 
-    refs = auto_refs(request, view.run or None)
+    refs = listed(auto_refs(request, view.run or None), view)
     got = _matching(refs, row, lambda r: f"{r.question or ''} {r.case.record.id}", view.q, start)
     claims = desk.live_claims([r.case.ref for r in got.rows])
     return replace(got, rows=[replace(r, claim=claims.get(r.case.ref)) for r in got.rows])
@@ -143,7 +144,7 @@ def _audit_rows(request: Request, view: QueueView, start: int) -> Listing[AuditR
         item = blind_audit(journal, ref).item
         return AuditRow(item=item, question=question_of(item.panel) or None)
 
-    refs = open_audit_refs(journal, view.run or None)
+    refs = listed(open_audit_refs(journal, view.run or None), view)
     got = _matching(refs, row, lambda r: f"{r.question or ''} {r.item.id}", view.q, start)
     claims = service_of(request).desk.live_claims([r.item.review_id for r in got.rows])
     return replace(got, rows=[replace(r, claim=claims.get(r.item.review_id)) for r in got.rows])
