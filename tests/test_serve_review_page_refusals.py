@@ -233,3 +233,23 @@ async def test_a_claim_is_given_up_by_its_holder_only(tmp_path: Path) -> None:
         ] == "rev2-name"
         no_csrf = await client.post(f"/review/case/{rid}/release", data={})
         assert no_csrf.status_code == 403
+
+
+async def test_every_page_has_one_h1(tmp_path: Path) -> None:
+    """The login, queue and case pages, and the message pages (404, 401, 403), each have
+    exactly one ``<h1>`` naming what the page is."""
+    async with client_for(settings(tmp_path)) as client:
+        run, (rid,) = await _cases(client, 1)
+        shown = {"login": await client.get("/review/login")}
+        await login(client, "rev")
+        shown["queue"] = await client.get("/review")
+        shown["case"] = await client.get(f"/review/case/{rid}?run={run}")
+        shown["404"] = await client.get("/review/case/nope.1")
+        shown["403"] = await client.post(f"/review/case/{rid}/claim", data={"csrf": "no"})
+        client.cookies.clear()
+        shown["401"] = await client.post(f"/review/case/{rid}/claim", data={"csrf": "x"})
+    assert [shown[k].status_code for k in ("404", "403", "401")] == [404, 403, 401]
+    for name, page in shown.items():
+        assert len(re.findall(r"<h1[ >]", page.text)) == 1, name
+    heading = {k: re.search(r"<h1[^>]*>(.*?)</h1>", shown[k].text) for k in ("404", "401")}
+    assert [h and h.group(1) for h in heading.values()] == ["Not found", "Log in"]
