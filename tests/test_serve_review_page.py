@@ -467,3 +467,37 @@ async def test_j_k_and_the_progress_line_keep_to_the_queues_status(tmp_path: Pat
         assert links(done) == (None, c) and "1 of 2 resolved in this queue" in done
         every = (await client.get(f"/review/case/{b}{q}&status=all")).text
         assert links(every) == (a, c) and "2 of 4 cases in this queue" in every
+
+
+async def test_the_queue_names_a_resolved_decision_as_the_case_page_does(tmp_path: Path) -> None:
+    """The "resolved" column shows the option's label, escaped, with its id beside it, as
+    the case page's options do; an answer outside the options is shown as it is."""
+    labelled = panel(
+        "labelled",
+        ["1", "2", "1"],
+        values=[{"a": 1.0}, {"b": 1.0}, {"a": 0.5}],
+        meta={"option_labels": {"1": EVIL, "2": "Reject"}},
+    )
+    async with client_for(settings(tmp_path)) as client:
+        run = (
+            await client.post(
+                "/v1/decide", json=[labelled, escalating("plain")], headers=auth("sub")
+            )
+        ).json()
+        first, second = (r["review_id"] for r in run["records"])
+        for rid, decision in ((first, "1"), (second, "not <i>listed</i>")):
+            sha = (await client.get(f"/v1/review/{rid}", headers=auth("rev"))).json()
+            done = await client.post(
+                f"/v1/review/{rid}/resolve",
+                json={"decision": decision, "note": "n", "content_sha256": sha["content_sha256"]},
+                headers=auth("rev"),
+            )
+            assert done.status_code == 200, done.text
+        await _login(client, "rev")
+        queue = (await client.get("/review", params={"status": "resolved"})).text
+        case = (await client.get(f"/review/case/{first}")).text
+    shown = "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt; &amp; &lt;b&gt;bold&lt;/b&gt;"
+    assert f"<b>resolved</b>: <bdi>{shown}</bdi>" in case
+    assert f"resolved: <bdi>{shown}</bdi> <small>(option <bdi>1</bdi>)</small>" in queue
+    assert "resolved: <bdi>not &lt;i&gt;listed&lt;/i&gt;</bdi></td>" in queue
+    assert "<script>alert" not in queue

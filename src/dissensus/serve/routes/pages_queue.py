@@ -4,7 +4,9 @@ the open blind audits; and the acceptance monitor (:mod:`dissensus.serve.accepta
 
 Choices where the design is silent:
 
-* Every list shows who holds a live claim on each open case or audit.
+* Every list shows who holds a live claim on each open case or audit, and a resolved
+  case's decision as its page names it (the option's label, and its id beside a label
+  that differs).
 * At most :data:`~dissensus.serve.queue_view.QUEUE_ROWS` rows are shown on a page;
   ``?page=2`` and on show the next ones (the filters kept, links under the list), and
   the count names them all (a text search of the automatic decisions or the blind audits reads each one
@@ -28,6 +30,7 @@ from fastapi.responses import Response
 from dissensus.pipeline.records import Resolution, ReviewItem
 from dissensus.serve.acceptance import monitor_rows
 from dissensus.serve.blind_audits import blind_audit, open_audit_refs
+from dissensus.serve.case_view import option_views
 from dissensus.serve.journal_adapter import AutoCase, ClaimInfo, question_of
 from dissensus.serve.pages import Reviewer, render, require_login, service_of
 from dissensus.serve.queue_view import QUEUE_ROWS, QueueView, auto_refs, listed, statuses
@@ -47,6 +50,8 @@ class CaseRow:
     resolution: Resolution | None
     claim: ClaimInfo | None
     question: str | None
+    decided: str | None = None
+    """How the case page names the resolution's decision (its option's label)."""
 
 
 @dataclass(frozen=True)
@@ -71,6 +76,13 @@ _CASES = ("open", "resolved", "all")
 """The statuses listing review cases (the others list audits)."""
 
 
+def _label(item: ReviewItem, decision: str) -> str:
+    """The label of option ``decision`` as the case page shows it (the id when it has none)."""
+    positions = [(p.agent, p.decision, p.reasoning) for p in item.positions]
+    views = option_views(item.options, item.panel, positions, item.suggestion)
+    return next((o.label for o in views if o.id == decision), decision)
+
+
 def _case_rows(request: Request, view: QueueView, start: int) -> Listing[CaseRow]:
     order = view.order(request, view.status)
     page = order[start : start + QUEUE_ROWS]
@@ -78,13 +90,14 @@ def _case_rows(request: Request, view: QueueView, start: int) -> Listing[CaseRow
     claims = service_of(request).desk.live_claims([e.review_id for e in page if not e.resolved])
     rows = [
         CaseRow(
-            item=shown[e.review_id].item,
-            resolution=shown[e.review_id].resolution,
+            item=st.item,
+            resolution=st.resolution,
             claim=claims.get(e.review_id),
-            question=question_of(shown[e.review_id].item.panel),
+            question=question_of(st.item.panel),
+            decided=_label(st.item, st.resolution.decision) if st.resolution else None,
         )
         for e in page
-        if e.review_id in shown
+        if (st := shown.get(e.review_id)) is not None
     ]
     return Listing(rows, len(order))
 
