@@ -42,6 +42,12 @@ CHROMIUM_ARGS = [
 WAIT_MS = 30_000
 """How long a step may take to show on a loaded machine (a bound, not a pause)."""
 SUB = {"Authorization": "Bearer tok-sub"}
+SETTLED = (
+    "document.activeElement === document.body"
+    " || document.activeElement === document.querySelector('main h1')"
+)
+"""The focus once a page has settled: on the page (a page load), or on its heading (a
+page swapped in over htmx), never in a field."""
 
 
 def _chromium() -> str:
@@ -119,11 +125,12 @@ def desk(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Desk]:
 
 
 def _on_case(desk: Desk, page: Any, review_id: str) -> None:
-    """Wait until ``review_id`` is shown and settled: no request in flight, focus on the page."""
+    """Wait until ``review_id`` is shown and settled: no request in flight, focus on the
+    page or its heading (:data:`SETTLED`)."""
     expect = desk.sync_api.expect
     expect(page.locator("#case-title")).to_have_attribute("data-review-id", review_id)
     expect(page.locator("html")).not_to_have_attribute("data-busy", "1")
-    page.wait_for_function("document.activeElement === document.body")
+    page.wait_for_function(SETTLED)
 
 
 def test_type_ahead_after_enter_acts_on_the_next_case(desk: Desk, tmp_path: Path) -> None:
@@ -298,12 +305,35 @@ def test_j_k_skip_claimed_cases_c_claims_u_undoes(desk: Desk, tmp_path: Path) ->
     with desk.api("tok-r1") as api:
         assert api.get(f"/v1/review/{a}").json()["claim"]["reviewer"] == "reviewer0"
 
-    # Resolve a (the next open case nobody else holds is c), then undo it with u.
+    # Resolve a (the next open case nobody else holds is c), then undo it with u u: the
+    # first u names the case, any other key (Esc) cancels, a second u undoes.
     page.keyboard.press("1")
     page.keyboard.press("Enter")
     _on_case(desk, page, c)
     expect(page.locator("#undo-form")).to_contain_text(a)
+    asks = page.locator("#undo-confirm")
+    page.keyboard.press("u")
+    expect(asks).to_have_text(f"press u again to undo your resolution of {a}")
+    expect(asks).to_have_attribute("role", "status")
     page.screenshot(path=str(tmp_path / "review-undo.png"))
+    page.keyboard.press("Escape")
+    expect(asks).to_have_text("")
+    page.keyboard.press("u")
+    expect(asks).not_to_have_text("")
+    page.keyboard.press("x")  # not a command: still cancels
+    expect(asks).to_have_text("")
+    page.keyboard.press("u")
+    expect(asks).not_to_have_text("")
+    page.keyboard.press("n")  # into the note: cancels, and u is the note's text there
+    page.keyboard.type("u")
+    expect(page.locator("#note")).to_have_value("u")
+    expect(asks).to_have_text("")
+    page.keyboard.press("Escape")
+    page.wait_for_function(SETTLED)
+    with desk.api("tok-r1") as api:
+        assert api.get(f"/v1/review/{a}").json()["status"] == "resolved"
+    expect(page.locator("#case-title")).to_have_attribute("data-review-id", c)
+    page.keyboard.press("u")
     page.keyboard.press("u")
     _on_case(desk, page, a)
     expect(page.locator("#case-status")).to_contain_text("open")
@@ -315,6 +345,66 @@ def test_j_k_skip_claimed_cases_c_claims_u_undoes(desk: Desk, tmp_path: Path) ->
     assert [h["type"] for h in shown["history"]] == ["review.resolved", "review.reopened"]
 
 
+def test_a_move_puts_the_focus_on_the_cases_heading(desk: Desk, tmp_path: Path) -> None:
+    """After j / k (a page swapped in over htmx) the focus is on the new case's heading,
+    so a screen reader reads the case out; keys still act there, and keys typed into a
+    field still type."""
+    expect = desk.sync_api.expect
+    run, (a, b) = desk.submit([escalating(f"fh-{i}") for i in range(2)])
+    page = desk.page()
+    page.goto(f"{desk.base}/review/case/{a}?run={run}")
+    _on_case(desk, page, a)
+    title = page.locator("#case-title")
+    page.keyboard.press("j")
+    _on_case(desk, page, b)
+    expect(title).to_be_focused()
+    expect(title).to_have_attribute("tabindex", "-1")
+    page.keyboard.press("k")  # not swallowed by the heading
+    _on_case(desk, page, a)
+    expect(title).to_be_focused()
+    page.keyboard.press("2")
+    expect(page.locator("input[name=decision][data-key='2']")).to_be_checked()
+    page.keyboard.press("n")
+    page.keyboard.type("jk 1")
+    expect(page.locator("#note")).to_have_value("jk 1")
+    expect(title).to_have_attribute("data-review-id", a)
+    expect(page.locator("input[name=decision][data-key='2']")).to_be_checked()
+    page.context.close()
+
+
+def test_while_the_keys_help_is_open_only_its_own_keys_act(desk: Desk, tmp_path: Path) -> None:
+    """With the keys dialog open, j, digits, c and n do nothing; ? hides it, Esc closes it,
+    and then the keys act again."""
+    expect = desk.sync_api.expect
+    run, (a, b) = desk.submit([escalating(f"kh-{i}") for i in range(2)])
+    page = desk.page()
+    page.goto(f"{desk.base}/review/case/{a}?run={run}")
+    _on_case(desk, page, a)
+    dialog = page.locator("#keys-help")
+    page.keyboard.press("?")
+    expect(dialog).to_be_visible()
+    for key in ("j", "2", "c", "n"):
+        page.keyboard.press(key)
+    expect(dialog).to_be_visible()
+    page.keyboard.press("?")
+    expect(dialog).to_be_hidden()
+    _on_case(desk, page, a)
+    expect(page.locator("input[name=decision]:checked")).to_have_count(0)
+    expect(page.locator("#note")).not_to_be_focused()
+    expect(page.locator("#case-status")).to_contain_text("open")
+    page.keyboard.press("?")
+    expect(dialog).to_be_visible()
+    page.keyboard.press("k")
+    page.keyboard.press("Escape")
+    expect(dialog).to_be_hidden()
+    page.keyboard.press("j")
+    _on_case(desk, page, b)
+    page.context.close()
+    with desk.api("tok-r1") as api:
+        got = api.get(f"/v1/review/{a}").json()
+    assert got["status"] == "open" and got.get("claim") is None
+
+
 def test_a_opens_the_audit_of_an_automatic_decision(desk: Desk, tmp_path: Path) -> None:
     expect = desk.sync_api.expect
     run, (ref,) = desk.submit([panel("auto-ok", ["1", "1", "1"], swap=["1", "1", "1"])])
@@ -322,7 +412,7 @@ def test_a_opens_the_audit_of_an_automatic_decision(desk: Desk, tmp_path: Path) 
     page.goto(f"{desk.base}/review?status=automatic&run={run}")
     page.click(f"a.auto-link[href^='/review/auto/{ref}']")
     expect(page.locator("#case-title")).to_have_attribute("data-review-id", ref)
-    page.wait_for_function("document.activeElement === document.body")
+    expect(page.locator("#case-title")).to_be_focused()
     expect(page.locator("#audit-note")).to_be_hidden()
     page.keyboard.press("a")
     expect(page.locator("#audit-note")).to_be_focused()

@@ -19,7 +19,7 @@ import pytest
 
 import test_serve_load
 from serve_helpers import escalating
-from test_serve_browser import CHROMIUM_ARGS, SUB, WAIT_MS, _chromium
+from test_serve_browser import CHROMIUM_ARGS, SETTLED, SUB, WAIT_MS, _chromium
 from test_serve_load import PLAIN, spawn_server, stop_server, wait_ready
 
 pytestmark = pytest.mark.slow
@@ -125,7 +125,7 @@ def _page(browser: Any, base: str, token: str = "tok-r0") -> Any:
 def _settled(page: Any, expect: Any, review_id: str) -> None:
     expect(page.locator("#case-title")).to_have_attribute("data-review-id", review_id)
     expect(page.locator("html")).not_to_have_attribute("data-busy", "1")
-    page.wait_for_function("document.activeElement === document.body")
+    page.wait_for_function(SETTLED)
 
 
 def test_busy_gone_and_restarted_servers_are_shown_and_nothing_typed_is_lost(

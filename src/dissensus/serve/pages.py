@@ -32,15 +32,19 @@ Choices where the design is silent:
 * Keys (``review.js``): ``1``-``9`` pick an option, ``o`` focuses the field for another
   answer (the only answer a case without options takes), ``n`` focuses the note, ``Enter``
   submits, ``j`` / ``k`` next / previous case of the queue (open or resolved, skipping
-  open cases claimed by others), ``c`` claims, ``r`` gives one's claim up, ``u`` undoes
-  the reviewer's last resolution (within the server's ``undo_window_s``; the form names
-  the case it undoes, so a stale page cannot undo another one), ``a`` opens the audit form of an automatic
+  open cases claimed by others), ``c`` claims, ``r`` gives one's claim up, ``u`` ``u``
+  undoes the reviewer's last resolution (the first ``u`` names the case and asks, a
+  second within five seconds undoes, any other key cancels; within the server's
+  ``undo_window_s``; the form names the case it undoes, so a stale page cannot undo
+  another one), ``a`` opens the audit form of an automatic
   decision, ``?`` shows the keys. On a blind audit the same keys pick an option (or type
   another answer), write the note and answer (``Enter``), ``c`` claims the audit, ``r``
   gives one's claim on it up, and ``j`` / ``k`` move among the open audits nobody else
   holds; after an answer the page goes to the next such audit. ``c`` and ``r`` claim an
   automatic decision's audit and give it up too. Keys act only when no text field has
-  the focus (``Esc`` leaves it); every page settles with the focus on the page, and keys
+  the focus (``Esc`` leaves it) and the keys help is closed (while it is open only ``?``
+  and ``Esc`` act, closing it); every page swapped in settles with the focus on its
+  heading (``tabindex="-1"``: a screen reader reads out the case moved to), and keys
   typed while a page loads are replayed on the next one.
 * A note is required as the server's ``review_note`` setting says: by default only when
   the decision is not the panel's suggestion; a resolution without one journals

@@ -1,14 +1,17 @@
 // Keyboard of the dissensus review page (no build step, no dependencies).
 //
-// Keys act only when no text field has the focus (Esc leaves a field):
+// Keys act only when no text field has the focus (Esc leaves a field) and the keys help
+// is closed (while it is open only ? and Esc act, closing it):
 //   1-9 pick an option, o type another answer, n note, Enter resolve, j/k next/previous
-//   case, c claim, r give up your claim, u undo your last resolution, a audit an automatic
-//   decision, ? keys help.
+//   case, c claim, r give up your claim, u u undo your last resolution (the first u asks,
+//   naming the case; a second u within UNDO_MS undoes, any other key cancels), a audit an
+//   automatic decision, ? keys help.
 //
 // Typing ahead: while a page is loading (a resolve, a j/k move) keys are queued, not
 // lost and not typed into a field; once the next page has settled they are replayed in
 // order against it. A resolve blurs the note first, and every page settles with the
-// focus on the page, so a key pressed right after Enter acts on the next case. Once a
+// focus on its heading (so a screen reader names the case it moved to), never in a
+// field, so a key pressed right after Enter acts on the next case. Once a
 // replayed key (n, o) has put the focus in a text field, the keys queued after it are
 // typed into that field, not acted on; a queued Enter is then dropped, not sent.
 (function () {
@@ -16,6 +19,8 @@
   window.__dissensusKeys = true;
   var busy = false;
   var pending = [];
+  var UNDO_MS = 5000;
+  var undoAsked = null;  // the timer of a u waiting for its second u
 
   function typing(el) {
     if (!el || el === document.body) { return false; }
@@ -34,6 +39,40 @@
     if (!d) { return; }
     if (d.open) { d.close(); } else { d.showModal(); }
   }
+  function helpOpen() {
+    var d = document.getElementById("keys-help");
+    return !!(d && d.open);
+  }
+  // The page's heading takes the focus once a page has been swapped in: a screen reader
+  // reads out the case moved to, and keys act (a heading is no text field).
+  function toHeading() {
+    var heading = document.querySelector("main h1");
+    if (heading) { heading.focus({ preventScroll: true }); }
+  }
+  // u asks before it undoes: the first names the case, a second within UNDO_MS undoes.
+  function undoSays(text) {
+    var box = document.getElementById("undo-confirm");
+    if (box) { box.textContent = text; }
+  }
+  function cancelUndo() {
+    if (undoAsked === null) { return; }
+    clearTimeout(undoAsked);
+    undoAsked = null;
+    undoSays("");
+  }
+  function undo() {
+    var form = document.getElementById("undo-form");
+    if (!form) { return false; }
+    if (undoAsked !== null) {
+      cancelUndo();
+      form.requestSubmit();
+      return true;
+    }
+    var ref = form.querySelector('input[name="review_id"]');
+    undoSays("press u again to undo your resolution of " + (ref ? ref.value : "your last case"));
+    undoAsked = setTimeout(cancelUndo, UNDO_MS);
+    return true;
+  }
   function clickById(id) {
     var el = document.getElementById(id);
     if (!el) { return false; }
@@ -48,6 +87,7 @@
   }
   function start() {
     busy = true;
+    cancelUndo();
     leaveField();
     document.documentElement.setAttribute("data-busy", "1");
   }
@@ -56,6 +96,7 @@
     busy = false;
     document.documentElement.removeAttribute("data-busy");
     leaveField();
+    toHeading();
     while (pending.length && !busy) {
       var field = document.activeElement;
       if (typing(field)) {
@@ -93,8 +134,11 @@
     return true;
   }
 
-  // One key, outside any text field; true when it was used.
+  // One key, outside any text field; true when it was used. Any key but u cancels a u
+  // waiting for its second; while the keys help is open only ? acts (hiding it).
   function act(key, el) {
+    if (key !== "u") { cancelUndo(); }
+    if (helpOpen() && key !== "?") { return false; }
     if (key >= "1" && key <= "9") {
       var radio = document.querySelector('input[name="decision"][data-key="' + key + '"]');
       if (!radio) { return false; }
@@ -132,7 +176,7 @@
       case "k": return clickById("prev-link");
       case "c": return submitById("claim-form");
       case "r": return submitById("release-form");
-      case "u": return submitById("undo-form");
+      case "u": return undo();
       case "a": {
         var audit = document.getElementById("audit");
         if (!audit) { return false; }
@@ -293,6 +337,13 @@
   });
   document.addEventListener("keydown", function (e) {
     if (e.ctrlKey || e.metaKey || e.altKey || e.isComposing) { return; }
+    if (e.key !== "Shift" && (e.key !== "u" || typing(e.target))) { cancelUndo(); }
+    if (helpOpen()) {
+      // Only the help's own keys: ? hides it; Esc (the dialog's own), Tab and the close
+      // button are the browser's.
+      if (e.key === "?") { help(); e.preventDefault(); }
+      return;
+    }
     var el = e.target;
     if (typing(el)) {
       if (e.key === "Escape") { el.blur(); e.preventDefault(); }
