@@ -64,6 +64,7 @@ eval: setup
 	$(PY) evaluation/states_faithfulness.py
 	$(PY) evaluation/guard_simulation.py
 	$(PY) evaluation/guard_llmbar.py
+	$(PY) evaluation/guard_zeroeval.py
 	$(PY) evaluation/concord_eval.py
 	$(PY) evaluation/dci_efficiency.py
 	$(PY) evaluation/pipeline_llmbar.py

@@ -1,5 +1,5 @@
-"""The evaluation scripts refuse what they cannot run, in one line, and pipeline_llmbar.py
-reproduces the figures the docs cite.
+"""The evaluation scripts refuse what they cannot run, in one line, pipeline_llmbar.py
+reproduces the figures the docs cite, and guard_zeroeval.py runs on a slice of its data.
 
 Each script runs as ``make eval`` runs it: a subprocess of this interpreter, with this
 repository's ``src`` first on ``PYTHONPATH``.
@@ -7,6 +7,7 @@ repository's ``src`` first on ``PYTHONPATH``.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -25,6 +26,7 @@ NEEDS = {
     "acceptance_loop.py": ["llmbar", "zeroeval-gsm"],
     "acceptance_watch.py": ["zeroeval-gsm", "llmbar"],
     "guard_llmbar.py": ["llmbar"],
+    "guard_zeroeval.py": ["zeroeval-gsm"],
     "pipeline_llmbar.py": ["llmbar"],
     "states_faithfulness.py": ["llmbar", "varierrnli"],
     "static_backend.py": ["llmbar", "varierrnli"],
@@ -146,3 +148,39 @@ def test_pipeline_llmbar_rebuilds_the_shipped_reliability_file(
     res = run("pipeline_llmbar.py", "--data", str(shared_data), "--write-calibration", str(out))
     assert res.returncode == 0, res.stderr
     assert out.read_bytes() == (REPO / "examples" / "llmbar-reliability.json").read_bytes()
+
+
+def test_guard_zeroeval_runs_on_a_slice(shared_data: Path, tmp_path: Path) -> None:
+    """The ZeroEval guard check on its first 200 problems, two seeds (a few seconds): every
+    split's table rows, a verdict per criterion, and figures that agree with each other."""
+    if not (shared_data / "zeroeval-gsm").is_dir():
+        pytest.skip(f"ZeroEval data not found at {shared_data / 'zeroeval-gsm'}")
+    out = tmp_path / "guard.json"
+    res = run(
+        "guard_zeroeval.py",
+        *("--data", str(shared_data), "--limit", "200", "--seeds", "2", "--json", str(out)),
+    )
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.startswith("ZeroEval GSM8K, 200 problems, 9 solver models, beta 1.5\n")
+    for split in ("seed 0", "seed 1"):
+        assert f"\n| {split} | " in res.stdout
+    for split in ("short -> long", "long -> short"):
+        assert f"\n| {split} | 100 | guarded | " in res.stdout
+    for what in ("random halves", "length shifts"):
+        assert re.search(rf"^{what}: guarded gap <= 0\.10 .*: (met|NOT met)$", res.stdout, re.M)
+        assert re.search(
+            rf"^{what}: guarded accuracy >= majority .*: (met|NOT met)", res.stdout, re.M
+        )
+    figures = json.loads(out.read_text(encoding="utf-8"))
+    rows = figures["halves"] + figures["shifts"]
+    assert [r["split"] for r in rows] == ["seed 0", "seed 1", "short -> long", "long -> short"]
+    for r in rows:
+        assert r["calibration_cases"] + r["cases"] == 200
+        # The models retrieve nothing: invariant 1 refuses every case, which is decided
+        # by majority (or a measured verifier), never by consensus weighting.
+        assert r["refusals"] == {"invariant 1": r["cases"]}
+        assert set(r["modes"]) <= {"majority", "verifier"}
+        assert r["k"] == max(2, round(1 + 1 / r["q"]))
+        assert sum(r["stratum_cases"].values()) == r["cases"]
+        for m in r["methods"]:
+            assert m["gap"] == pytest.approx(abs(m["confidence"] - m["accuracy"]))
