@@ -17,6 +17,7 @@ from dissensus.pipeline.labels import labelled_from_journal
 from dissensus.pipeline.records import CaseRecord
 from dissensus.pipeline.review import final_records
 from dissensus.states import get_backend
+from dissensus.store.errors import JournalBusy
 from dissensus.store.journal import Journal
 from store_backends import pg_schema, pg_url
 
@@ -120,6 +121,30 @@ def test_audits_are_labelled_cases_with_the_features_of_decision_time(
         assert rec.acceptance is not None
         assert verdict.score == pytest.approx(rec.acceptance.score, abs=1e-6)
         assert golds[line] in {"1", "2"}
+
+
+def test_an_audit_refused_as_busy_is_not_saved(
+    decided: tuple[Path, Path, list[CaseRecord]],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An audit that fails as the auditor's claim is dropped leaves nothing journalled."""
+    journal, _, records = decided
+    work = tmp_path / "j.sqlite"
+    work.write_bytes(journal.read_bytes())
+    ref = f"r1.{_learned(records)[0].line}"
+    with Journal(str(work)) as jr:
+
+        def busy(*args: object, **kwargs: object) -> bool:
+            raise JournalBusy("the journal is busy")
+
+        monkeypatch.setattr(jr, "release_claim", busy)
+        with pytest.raises(JournalBusy):
+            confirm(jr, ref, note="checked", reviewer="kim")
+        monkeypatch.undo()
+        assert jr.get("r1", f"confirm/{_learned(records)[0].line}") is None
+        assert confirm(jr, ref, note="checked", reviewer="kim").agrees
+        assert jr.verify("r1").ok
 
 
 def test_only_automatic_decisions_can_be_confirmed(

@@ -30,6 +30,7 @@ from dissensus.pipeline.review import (
     resolve,
 )
 from dissensus.store import Event, Journal, UnknownRun
+from dissensus.store.errors import JournalBusy
 from pipeline_cases import as_panel, panel, write_jsonl, write_policy
 
 POLICY = policy_from_dict({"reading": {"similarity": "tfidf", "theta_s": 0.3}})
@@ -272,6 +273,31 @@ def test_a_resolution_is_one_atomic_append(
         assert journal.get("R", "review/1/resolved") is None
         assert [s.item.review_id for s in list_items(journal)] == [review_id]  # still open
         assert resolve(journal, review_id, decision="2", note="n", reviewer="kim").decision == "2"
+        assert journal.verify("R").ok
+
+
+def test_a_resolution_refused_as_busy_is_not_saved(
+    journal_target: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A resolve that fails (the journal busy as the reviewer's claim is dropped) leaves
+    nothing: the reviewer told "not saved" finds the case open, and the retry lands."""
+    with Journal(journal_target) as journal:
+        review_id = _escalated(journal, "R")
+        claim(journal, review_id, "kim", ttl=600)
+
+        def busy(*args: object, **kwargs: object) -> bool:
+            raise JournalBusy("the journal is busy")
+
+        monkeypatch.setattr(journal, "release_claim", busy)
+        with pytest.raises(JournalBusy):
+            resolve(journal, review_id, decision="2", note="n", reviewer="kim")
+        monkeypatch.undo()
+        assert journal.get("R", "review/1/resolved") is None
+        assert [s.item.review_id for s in list_items(journal)] == [review_id]  # still open
+        held = journal.current_claim(review_id)
+        assert held is not None and held.who == "kim"  # the claim stays with the resolution
+        assert resolve(journal, review_id, decision="2", note="n", reviewer="kim").decision == "2"
+        assert journal.current_claim(review_id) is None
         assert journal.verify("R").ok
 
 

@@ -43,11 +43,12 @@ WAIT_MS = 30_000
 """How long a step may take to show on a loaded machine (a bound, not a pause)."""
 SUB = {"Authorization": "Bearer tok-sub"}
 SETTLED = (
-    "document.activeElement === document.body"
+    "() => document.activeElement === document.body"
     " || document.activeElement === document.querySelector('main h1')"
 )
 """The focus once a page has settled: on the page (a page load), or on its heading (a
-page swapped in over htmx), never in a field."""
+page swapped in over htmx), never in a field. Predicates are functions, not expressions:
+the page's CSP (no ``unsafe-eval``) refuses an expression as soon as it must be polled."""
 
 
 def _chromium() -> str:
@@ -170,7 +171,7 @@ def test_type_ahead_after_enter_acts_on_the_next_case(desk: Desk, tmp_path: Path
     page.keyboard.press("n")
     page.keyboard.type("2 is right")
     page.keyboard.press("Escape")  # leaves the field: keys act again
-    page.wait_for_function("document.activeElement === document.body")
+    page.wait_for_function("() => document.activeElement === document.body")
     page.keyboard.press("2")
     expect(page.locator("#note")).to_have_value("2 is right")
     page.keyboard.press("Enter")
@@ -434,7 +435,7 @@ def test_digits_n_and_enter_work_the_audit_form(desk: Desk, tmp_path: Path) -> N
     page = desk.page()
     page.goto(f"{desk.base}/review/auto/{ref}?status=automatic&run={run}")
     expect(page.locator("#case-title")).to_have_attribute("data-review-id", ref)
-    page.wait_for_function("document.activeElement === document.body")
+    page.wait_for_function("() => document.activeElement === document.body")
     radio = page.locator("#audit-form input[name=decision][data-key='1']")
     radio.evaluate("r => { r.checked = false; }")  # the committed answer is picked in advance
     expect(page.locator("#audit-note")).to_be_hidden()
@@ -445,7 +446,7 @@ def test_digits_n_and_enter_work_the_audit_form(desk: Desk, tmp_path: Path) -> N
     expect(page.locator("#audit-note")).to_be_focused()
     page.keyboard.type("the window is right")
     page.keyboard.press("Escape")
-    page.wait_for_function("document.activeElement === document.body")
+    page.wait_for_function("() => document.activeElement === document.body")
     page.keyboard.press("Enter")
     page.wait_for_url(f"{desk.base}/review?status=automatic&run={run}")
     page.context.close()
@@ -469,7 +470,7 @@ def test_an_audit_forms_draft_is_kept_in_the_browser_until_it_is_sent(
     where = f"{desk.base}/review/auto/{ref}?status=automatic&run={run}"
     page.goto(where)
     expect(page.locator("#case-title")).to_have_attribute("data-review-id", ref)
-    page.wait_for_function("document.activeElement === document.body")
+    page.wait_for_function("() => document.activeElement === document.body")
     page.keyboard.press("o")
     page.keyboard.type("3")
     page.keyboard.press("Escape")
@@ -494,7 +495,7 @@ def test_o_types_an_audits_answer_no_agent_gave(desk: Desk, tmp_path: Path) -> N
     page = desk.page()
     page.goto(f"{desk.base}/review/auto/{ref}")
     expect(page.locator("#case-title")).to_have_attribute("data-review-id", ref)
-    page.wait_for_function("document.activeElement === document.body")
+    page.wait_for_function("() => document.activeElement === document.body")
     expect(page.locator("#other-decision")).to_be_hidden()
     page.keyboard.press("o")
     expect(page.locator("#other-decision")).to_be_focused()
@@ -683,7 +684,7 @@ def test_o_types_the_answer_when_no_agent_answered(desk: Desk, tmp_path: Path) -
     expect(page.locator("#other-decision")).to_be_focused()
     page.keyboard.type("escalate to legal")
     page.keyboard.press("Escape")
-    page.wait_for_function("document.activeElement === document.body")
+    page.wait_for_function("() => document.activeElement === document.body")
     page.keyboard.press("n")
     page.keyboard.type("neither agent answered; the contract says so")
     page.keyboard.press("Enter")

@@ -131,8 +131,8 @@ def confirm(
                 key=f"case/{line}/resolved",
                 case=str(line),
             )
-    if reviewer is not None:
-        journal.release_claim(ref, reviewer)
+        if reviewer is not None:  # in the audit's own transaction (see review.resolve)
+            journal.release_claim(ref, reviewer)
     return audit
 
 

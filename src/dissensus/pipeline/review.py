@@ -533,8 +533,11 @@ def resolve(
             key=f"case/{line}/resolved{suffix}",
             case=str(line),
         )
-    if reviewer is not None:
-        journal.release_claim(review_id, reviewer)
+        if reviewer is not None:
+            # In the resolution's own transaction: a busy journal cannot refuse the claim's
+            # release after the resolution has committed (the reviewer told "not saved"
+            # while it was).
+            journal.release_claim(review_id, reviewer)
     return record
 
 
