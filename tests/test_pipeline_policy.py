@@ -236,3 +236,23 @@ def test_a_switch_is_true_or_false_only(field: str, value: object) -> None:
         data = {section: data}
     with pytest.raises(ConfigError, match=f"field '{field}'"):
         policy_from_dict(data)
+
+
+def test_shift_permutations_is_deprecated_ignored_and_leaves_the_journalled_spec_as_it_was() -> (
+    None
+):
+    import warnings
+
+    from dissensus.pipeline import RunSpec
+
+    with pytest.warns(DeprecationWarning, match=r"acceptance.shift_permutations \(in p.yaml\)"):
+        old = policy_from_dict({"acceptance": {"shift_permutations": 39}}, file="p.yaml")
+    assert old.acceptance.shift_permutations == 39  # read, and used by nothing
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        plain = policy_from_dict({"acceptance": {"shift_alpha": 0.05}})
+        # A policy without it journals the spec it journalled before (the key, at 200) ...
+        started = RunSpec.from_policy(plain).started_fields()
+        assert started["policy"]["acceptance"]["shift_permutations"] == 200
+        # ... and an earlier run's spec, with it, reads without a warning.
+        assert RunSpec.from_started(started).policy == plain
