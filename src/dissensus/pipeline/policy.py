@@ -198,7 +198,7 @@ class AcceptanceSettings(_Section):
     """Deprecated and ignored: the label permutations of the permutation test the shift
     check used to be (it is a sample-split rank test now, with no permutations). Still
     accepted so that earlier policy files load (a policy file that sets it warns with a
-    :class:`DeprecationWarning`), and kept at its default so that the run specification a
+    :class:`DeprecationWarning`; :func:`load_policy`), and kept at its default so that the run specification a
     policy without it journals stays what it was."""
     audit_rate: float = Field(default=0.05, ge=0.0, le=1.0)
     """Share of automatic commits that also open a blind audit item (the reviewer sees
@@ -379,7 +379,6 @@ def policy_from_dict(data: Any, *, file: str | None = None) -> Policy:
     except ValidationError as exc:
         raise _config_error(exc, file, ()) from exc
     _check_parts(policy, file)
-    _warn_deprecated(data, file)
     return policy
 
 
@@ -389,15 +388,17 @@ DEPRECATED_SETTINGS: dict[tuple[str, str], str] = {
         "acceptance.shift_alpha is its level over the file's life"
     ),
 }
-"""Settings still accepted and ignored: (section, key) -> why, in words."""
+"""Settings still accepted and ignored: (section, key) -> why, in words. A policy *file*
+that sets one warns (:func:`load_policy`); a mapping does not, since every dump of a
+:class:`Policy` holds them."""
 
 
-def _warn_deprecated(data: dict[str, Any], file: str | None) -> None:
-    """A :class:`DeprecationWarning` for each deprecated setting a policy sets."""
+def _warn_deprecated(data: Any, file: str) -> None:
+    """A :class:`DeprecationWarning` for each deprecated setting a policy file sets."""
     for (section, key), why in DEPRECATED_SETTINGS.items():
-        part = data.get(section)
+        part = data.get(section) if isinstance(data, dict) else None
         if isinstance(part, dict) and key in part:
-            where = f" (in {file})" if file else ""
+            where = f" (in {file})"
             warnings.warn(
                 f"policy setting {section}.{key}{where} is deprecated and ignored: {why}",
                 DeprecationWarning,
@@ -537,6 +538,7 @@ def load_policy(path: str | Path | None) -> tuple[Policy, Path | None]:
     p = Path(path)
     data = load_yaml_file(p, what="policy")
     policy = policy_from_dict(data, file=str(path))
+    _warn_deprecated(data, str(path))
     base = p.resolve().parent
     return with_model_files_under(policy, base), base
 
