@@ -17,7 +17,8 @@ once per case as ``decide`` computes them under the default policy, similarity
 * **ZeroEval first half -> second half** at target 0.95, beside the count rule.
 * **Shift check** (LLMBar): calibrate on two subsets, deploy on the third (every
   rotation): deployed precision and coverage beside the shift check's AUC, p-value and
-  flag; and how often it flags exchangeable random halves.
+  flag at the levels of a file's first and tenth run-level checks; and how often it
+  flags exchangeable random halves (at 0.1 and at the first check's level).
 * **Convergent disagreements**: on one LLMBar split and one ZeroEval split, ``decide``
   with the acceptance file under the default routing (CD escalates) and with
   ``routing.convergent_disagreement_without_values: seek_context`` (CD reaches
@@ -263,11 +264,18 @@ def _load(data: Path, which: str, backend: object, cache: str | None) -> DataSet
 def shift_table(ds: DataSet, target: float, splits: int) -> None:
     """Calibrate on two LLMBar subsets, deploy on the third; and exchangeable random splits."""
     from dissensus.acceptance import shift_check
+    from dissensus.acceptance.shift import check_level
 
+    first, tenth = check_level(0.1, 1), check_level(0.1, 10)
     print(
-        f"\nShift check (classifier two-sample test, alpha 0.1, 200 permutations), target {target}"
+        "\nShift check (sample-split classifier two-sample test, Mann-Whitney p; levels of a "
+        f"file's first and tenth run-level checks at shift_alpha 0.1: {first:.2g}, {tenth:.2g}), "
+        f"target {target}"
     )
-    print(f"{'deployed on':<24} | precision | coverage | below target | AUC   | p     | flagged")
+    print(
+        f"{'deployed on':<24} | precision | coverage | below target | AUC   | p       | "
+        "flagged (check 1) | check 10"
+    )
     for held in sorted(set(ds.strata)):
         cal = [i for i, x in enumerate(ds.strata) if x != held]
         test = [i for i, x in enumerate(ds.strata) if x == held]
@@ -282,21 +290,27 @@ def shift_table(ds: DataSet, target: float, splits: int) -> None:
         right = sum(v.decision == ds.golds[i] for v, i in accepted)
         prec = right / len(accepted) if accepted else float("nan")
         assert acc.shift_reference is not None
-        check = shift_check(acc.shift_reference, [ds.cases[i] for i in test])
+        check = shift_check(acc.shift_reference, [ds.cases[i] for i in test], alpha=first)
         below = bool(accepted) and prec < target
         print(
             f"{held:<24} | {prec:9.3f} | {len(accepted) / len(test):8.3f} | {below!s:<12} | "
-            f"{check.auc:.3f} | {check.p_value:.3f} | {check.shifted}"
+            f"{check.auc:.3f} | {check.p_value:<7.2g} | {check.shifted!s:<17} | "
+            f"{check.p_value <= tenth}"
         )
-    flags = []
+    flags, firsts = [], []
     for cal, test in _splits(len(ds.cases), splits, 1):
         acc = calibrate(
             [ds.cases[i] for i in cal], [ds.golds[i] for i in cal], target=target, delta=DELTA,
             min_accepted=MIN_ACCEPTED, family="learned",
         )  # fmt: skip
         assert acc.shift_reference is not None
-        flags.append(shift_check(acc.shift_reference, [ds.cases[i] for i in test]).shifted)
-    print(f"exchangeable random halves: flagged {sum(flags)}/{len(flags)} = {np.mean(flags):.3f}")
+        check = shift_check(acc.shift_reference, [ds.cases[i] for i in test], alpha=0.1)
+        flags.append(check.shifted)
+        firsts.append(check.p_value <= first)
+    print(
+        f"exchangeable random halves: flagged at 0.1 {sum(flags)}/{len(flags)} = "
+        f"{np.mean(flags):.3f}; at {first:.2g} (check 1) {sum(firsts)}/{len(firsts)}"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -6,9 +6,11 @@ delta 0.1, at least 30 accepted, the default family rule. Three tables:
 * **ZeroEval GSM8K split by question length** (characters of ``meta.question``; the
   shorter half against the longer half, ties broken by position): calibrate on the
   short questions and deploy on the long ones, and the reverse, at target 0.95. Printed:
-  deployed precision and coverage, and the label-free shift check (classifier
-  two-sample test, :func:`dissensus.acceptance.shift_check`, 200 permutations, alpha
-  0.1): AUC, p-value, flagged.
+  deployed precision and coverage, and the label-free shift check (sample-split
+  classifier two-sample test, :func:`dissensus.acceptance.shift_check`: AUC and
+  Mann-Whitney p-value of the testing halves), flagged at the level of a file's first
+  run-level check (``check_level(0.1, 1)``, about 0.030, with ``shift_alpha`` 0.1) and
+  of its tenth (about 0.0003).
 * **The monitor's audits to suspension on real data.** For every deployment (each
   LLMBar rotation: calibrate on two subsets, deploy on the third, target 0.9; and both
   ZeroEval length splits), the automatic commits on the deployed cases are the
@@ -61,9 +63,12 @@ from acceptance_families import _load, data_needed
 from dissensus.acceptance import apply_acceptance, calibrate, shift_check
 from dissensus.acceptance.monitor import suspended_after
 from dissensus.acceptance.prepare import panel_case_key
+from dissensus.acceptance.shift import check_level
 from dissensus.states import get_backend
 
 DELTA, MIN_ACCEPTED = 0.1, 30
+FIRST, TENTH = check_level(0.1, 1), check_level(0.1, 10)
+"""The levels of a file's first and tenth run-level shift checks (``shift_alpha`` 0.1)."""
 REPO = Path(__file__).resolve().parent.parent
 TABLES = ("zeroeval", "llmbar", "loop")
 """The three tables (``--sets``), in the order they print."""
@@ -86,7 +91,7 @@ def deploy(
         if v.accepted:
             outcomes.append(v.decision == ds.golds[i])
     assert acc.shift_reference is not None
-    check = shift_check(acc.shift_reference, [ds.cases[i] for i in test])
+    check = shift_check(acc.shift_reference, [ds.cases[i] for i in test], alpha=FIRST)
     return outcomes, len(outcomes) / len(test), check
 
 
@@ -149,8 +154,9 @@ def watch(
 ) -> None:
     print(f"\n{name} at target {target} (delta {DELTA})")
     print(
-        f"{'calibrated -> deployed':<40} | commits | precision | coverage | AUC   | p     | "
-        f"flagged | streams suspended | audits to suspension, median (IQR)"
+        f"{'calibrated -> deployed':<40} | commits | precision | coverage | AUC   | p       | "
+        f"flagged (check 1: {FIRST:.2g}) | check 10: {TENTH:.2g} | streams suspended | "
+        "audits to suspension, median (IQR)"
     )
     for label, cal, test in deployments:
         outcomes, coverage, check = deploy(ds, cal, test, target)
@@ -164,7 +170,8 @@ def watch(
         share = f"{len(at)}/{ran}" if ran else "-"
         print(
             f"{label:<40} | {len(outcomes):7d} | {prec:9.3f} | {coverage:8.3f} | "
-            f"{check.auc:.3f} | {check.p_value:.3f} | {check.shifted!s:<7} | "  # type: ignore[attr-defined]
+            f"{check.auc:.3f} | {check.p_value:<7.2g} | {check.shifted!s:<7} | "  # type: ignore[attr-defined]
+            f"{check.p_value <= TENTH!s:<7} | "  # type: ignore[attr-defined]
             f"{share:>17} | {_q(at)}"
         )
         sys.stdout.flush()

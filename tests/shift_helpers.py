@@ -50,7 +50,6 @@ def build_world(root: Path) -> Path:
                     "acceptance": {
                         "model": "A.json",
                         "on_shift": on_shift,
-                        "shift_permutations": 39,  # p down to 0.025: enough at alpha 0.1, fast
                     },
                 }
             ),

@@ -1,10 +1,20 @@
-"""The label-free shift check: rare false flags on exchangeable cases, flags a shifted set."""
+"""The label-free shift check: a sample-split test whose p-value is uniform on exchangeable
+cases and fine enough to spend over a file's life; a clear shift is flagged at small levels."""
 
 from __future__ import annotations
 
+import math
+from typing import TYPE_CHECKING
+
 import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from dissensus.acceptance import Candidate
+
+if TYPE_CHECKING:
+    from dissensus.acceptance.shift import ShiftReference
 
 
 def _cases(rng: np.random.Generator, n: int, shift: float = 0.0) -> list[list[Candidate]]:
@@ -40,34 +50,135 @@ def test_case_vector_takes_the_plurality_row_without_option_labels() -> None:
     assert not any(k.startswith("option=") for k in vec)
 
 
-def test_exchangeable_splits_are_rarely_flagged() -> None:
-    from dissensus.acceptance.shift import reference, shift_check
+def _reference(rng: np.random.Generator, n: int, d: int = 3) -> ShiftReference:
+    from dissensus.acceptance.shift import ShiftReference
 
-    # 40 seeded exchangeable splits of 30 + 30 cases; the permutation p-value is valid at
-    # any size, so at alpha 0.1 about 4 are expected to be flagged.
-    flags = 0
-    runs = 40
-    for seed in range(100, 100 + runs):
-        rng = np.random.default_rng(seed)
-        cases = _cases(rng, 60)
-        got = shift_check(
-            reference(cases[:30]), cases[30:], alpha=0.1, permutations=19, folds=3, seed=seed
-        )
-        assert 0.0 < got.p_value <= 1.0
-        flags += got.shifted
-    assert flags / runs <= 0.10
+    return ShiftReference(
+        features=[f"f{j}" for j in range(d)], rows=rng.normal(size=(n, d)).tolist()
+    )
 
 
-def test_a_shifted_set_is_flagged_and_too_few_cases_are_not_tested() -> None:
-    from dissensus.acceptance.shift import reference, shift_check
+def _vectors(
+    rng: np.random.Generator, n: int, d: int = 3, shift: float = 0.0
+) -> list[dict[str, float]]:
+    return [
+        {f"f{j}": float(v) for j, v in enumerate(row)} for row in rng.normal(size=(n, d)) + shift
+    ]
+
+
+def test_the_p_value_is_uniform_under_exchangeability() -> None:
+    """300 seeded exchangeable draws (40 calibration cases against 30 deployed): the
+    sample-split p-value is (about) uniform, so a check at level a flags about an a share."""
+    from dissensus.acceptance.shift import shift_check_vectors
+
+    draws = 300
+    ps = []
+    for seed in range(draws):
+        rng = np.random.default_rng(1000 + seed)
+        got = shift_check_vectors(_reference(rng, 40), _vectors(rng, 30), alpha=0.05, seed=seed)
+        assert 0.0 < got.p_value <= 1.0 and got.tested_n == (20, 15)
+        ps.append(got.p_value)
+    p = np.asarray(ps)
+    for level in (0.01, 0.05, 0.1, 0.25, 0.5):
+        slack = 3 * np.sqrt(level * (1 - level) / draws) + 0.01
+        assert np.mean(p <= level) <= level + slack, level
+    # Not too conservative either (uniform: the mean p is 1/2).
+    assert 0.4 < p.mean() < 0.6
+
+
+def test_a_clear_shift_is_flagged_at_the_tenth_and_the_fiftieth_check() -> None:
+    from dissensus.acceptance.shift import check_level, reference, shift_check
 
     rng = np.random.default_rng(7)
+    ref = reference(_cases(rng, 150))
+    deployed = _cases(rng, 60, shift=0.15)
+    for check in (10, 50):
+        level = check_level(0.1, check)
+        got = shift_check(ref, deployed, alpha=level)
+        assert got.shifted and got.p_value <= level and got.auc > 0.75, (check, got)
+        assert "look different" in got.reason
+    assert check_level(0.1, 50) < 2e-5  # far below the 1/201 a permutation test could reach
+
+
+def test_too_few_cases_are_not_tested_and_small_halves_use_the_exact_p_value() -> None:
+    from dissensus.acceptance.shift import MIN_CASES, reference, shift_check
+
+    rng = np.random.default_rng(3)
     ref = reference(_cases(rng, 60))
-    got = shift_check(ref, _cases(rng, 60, shift=0.15), permutations=50, folds=3)
-    assert got.shifted and got.auc > 0.7 and got.p_value <= 0.1
-    assert "look different" in got.reason
-    few = shift_check(ref, _cases(rng, 5, shift=0.15))
+    few = shift_check(ref, _cases(rng, MIN_CASES - 1, shift=0.15))
     assert not few.shifted and few.p_value == 1.0 and "too few" in few.reason
+    assert few.tested_n == (0, 0) and few.method == ""
+    small = shift_check(ref, _cases(rng, MIN_CASES, shift=0.15))
+    assert small.tested_n == (30, 5) and small.method == "exact"
+    assert small.permutations == 0
+    large = shift_check(reference(_cases(rng, 400)), _cases(rng, 400))
+    assert large.method == "asymptotic"
+
+
+def test_the_check_is_seeded() -> None:
+    from dissensus.acceptance.shift import reference, shift_check
+
+    rng = np.random.default_rng(11)
+    ref, deployed = reference(_cases(rng, 80)), _cases(rng, 40, shift=0.05)
+    assert shift_check(ref, deployed, seed=4) == shift_check(ref, deployed, seed=4)
+
+
+def test_the_earlier_settings_are_accepted_ignored_and_warned_about() -> None:
+    from dissensus.acceptance.shift import reference, shift_check
+
+    rng = np.random.default_rng(5)
+    ref, deployed = reference(_cases(rng, 40)), _cases(rng, 30)
+    with pytest.warns(DeprecationWarning, match="permutations and folds"):
+        old = shift_check(ref, deployed, permutations=19, folds=3)
+    assert old == shift_check(ref, deployed)
+
+
+def test_an_outcome_of_the_permutation_test_still_reads() -> None:
+    from dissensus.acceptance.shift import ShiftCheck
+
+    old = {
+        "auc": 0.76,
+        "p_value": 0.005,
+        "shifted": True,
+        "alpha": 0.1,
+        "calibration_n": 326,
+        "deployed_n": 80,
+        "permutations": 200,
+        "reason": "the deployed cases look different (AUC 0.76, p = 0.005)",
+    }
+    check = ShiftCheck.model_validate(old)
+    assert check.permutations == 200 and check.shifted and check.tested_n == (0, 0)
+
+
+_INDICES = st.sets(st.integers(min_value=1, max_value=10**6), max_size=200)
+
+
+@given(runs=_INDICES, watch=_INDICES, alpha=st.floats(min_value=1e-6, max_value=0.99))
+def test_the_levels_of_both_sequences_sum_to_at_most_alpha(
+    runs: set[int], watch: set[int], alpha: float
+) -> None:
+    """Any checks of both kinds (each index at most once per sequence): their levels sum
+    to at most the file's lifetime level, so by the union bound a file whose cases stay
+    exchangeable is ever flagged with probability at most alpha."""
+    from dissensus.acceptance.shift import check_level
+    from dissensus.pipeline.shift import RUN_SHARE, WATCH_SHARE
+
+    assert RUN_SHARE + WATCH_SHARE <= 1.0
+    spent = math.fsum(
+        [check_level(alpha, i, share=RUN_SHARE) for i in runs]
+        + [check_level(alpha, i, share=WATCH_SHARE) for i in watch]
+    )
+    assert spent <= alpha
+    assert math.fsum(check_level(alpha, i, share=RUN_SHARE) for i in runs) <= alpha * RUN_SHARE
+
+
+def test_check_levels_are_numbered_from_one() -> None:
+    from dissensus.acceptance.shift import check_level
+
+    assert check_level(0.1, 1) == pytest.approx(0.05 * 6 / math.pi**2)
+    assert check_level(0.1, 10) == pytest.approx(check_level(0.1, 1) / 100)
+    with pytest.raises(ValueError):
+        check_level(0.1, 0)
 
 
 def test_the_acceptance_file_keeps_the_reference() -> None:

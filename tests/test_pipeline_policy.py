@@ -236,3 +236,26 @@ def test_a_switch_is_true_or_false_only(field: str, value: object) -> None:
         data = {section: data}
     with pytest.raises(ConfigError, match=f"field '{field}'"):
         policy_from_dict(data)
+
+
+def test_shift_permutations_is_deprecated_ignored_and_leaves_the_journalled_spec_as_it_was(
+    tmp_path: Path,
+) -> None:
+    import warnings
+
+    from dissensus.pipeline import RunSpec
+
+    (tmp_path / "p.yaml").write_text("acceptance: {shift_permutations: 39}\n", encoding="utf-8")
+    with pytest.warns(DeprecationWarning, match=r"acceptance.shift_permutations \(in .*p.yaml\)"):
+        old, _ = load_policy(tmp_path / "p.yaml")
+    assert old.acceptance.shift_permutations == 39  # read, and used by nothing
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        plain = policy_from_dict({"acceptance": {"shift_alpha": 0.05}})
+        # A dump of a policy (which holds the key) validates again without a warning.
+        assert policy_from_dict(old.model_dump(mode="json")) == old
+        # A policy without it journals the spec it journalled before (the key, at 200) ...
+        started = RunSpec.from_policy(plain).started_fields()
+        assert started["policy"]["acceptance"]["shift_permutations"] == 200
+        # ... and an earlier run's spec, with it, reads without a warning.
+        assert RunSpec.from_started(started).policy == plain

@@ -121,3 +121,104 @@ def test_a_check_of_too_few_cases_is_not_said_to_pass() -> None:
     assert "resemble" in shift_words(
         {"auc": 0.5, "p_value": 0.4, "shifted": False, "calibration_n": 326, "deployed_n": 70}
     )
+
+
+def _fake_check(journal: Journal, run_id: str, sha: str | None, **extra: Any) -> None:
+    journal.create_run(run_id, kind="decide", meta={})
+    payload = {"auc": 0.5, "p_value": 0.5, "shifted": False, "alpha": 0.1, "file_sha256": sha}
+    journal.append(run_id, SHIFT_EVENT, {**payload, **extra}, key="run/shift")
+
+
+def test_a_journal_with_n_earlier_checks_of_the_file_tests_the_next_at_level_n_plus_1(
+    world: Path, tmp_path: Path
+) -> None:
+    from dissensus.acceptance.shift import check_level
+    from dissensus.pipeline.shift import run_check_index
+
+    sha = RunSpec.from_policy(world / "warn.yaml").acceptance["sha256"]  # type: ignore[index]
+    with Journal(tmp_path / "j.sqlite") as journal:
+        for i in range(6):  # six runs' own checks of this file (one of the permutation test)
+            _fake_check(journal, f"old{i}", sha, **({"permutations": 200} if i == 0 else {}))
+        _fake_check(journal, "watch", sha, across_runs=40)  # the watch's: the other sequence
+        _fake_check(journal, "other", "another file")  # another file's
+        assert run_check_index(journal, sha, "next") == 7
+        _run(journal, world / "shifted.jsonl", world / "warn.yaml", "next")
+        outcome = journal.get("next", "run/shift")
+        assert outcome is not None
+        got = outcome.payload
+        assert got["check"] == 7 and got["file_alpha"] == 0.1
+        assert got["alpha"] == check_level(0.1, 7)
+        assert got["shifted"] and got["p_value"] <= got["alpha"], got
+        # The run's own journalled check does not count for itself.
+        assert run_check_index(journal, sha, "next") == 7
+        assert run_check_index(journal, sha, "later") == 8
+    from dissensus.pipeline.shift import shift_words
+
+    words = shift_words(got)
+    assert f"≤ level {got['alpha']:.2g} of check 7" in words
+    assert "flagged with probability at most 0.1 over its life" in words
+    assert "p = 0.00" not in words and f"p = {got['p_value']:.2g}" in words
+
+
+def test_a_resumed_run_journals_the_check_an_uninterrupted_run_does(
+    world: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from dissensus.pipeline import batch
+
+    def journal_with_one_earlier_check(name: str) -> Journal:
+        journal = Journal(tmp_path / name)
+        _run(journal, world / "same.jsonl", world / "warn.yaml", "first")
+        return journal
+
+    with journal_with_one_earlier_check("base.sqlite") as base:
+        _run(base, world / "shifted.jsonl", world / "warn.yaml", "r")
+        expected = base.get("r", "run/shift")
+    with journal_with_one_earlier_check("cut.sqlite") as journal:
+        start_run(journal, str(world / "shifted.jsonl"), world / "warn.yaml", run_id="r")
+        monkeypatch.setattr(batch, "BLOCK_CASES", 5)  # records come in blocks of 5
+
+        async def interrupted() -> None:
+            async for _ in execute_run(journal, "r"):
+                break  # the run is left unfinished after its first record
+
+        asyncio.run(interrupted())
+        assert journal.get("r", "run/shift") is None
+        assert journal.run_status("r") != "finished"
+        assert 0 < journal.count_of_type("case.acceptance") - 60 < 60  # part of its cases
+        monkeypatch.undo()
+
+        async def resumed() -> None:
+            async for _ in execute_run(journal, "r"):
+                pass
+
+        asyncio.run(resumed())
+        got = journal.get("r", "run/shift")
+    assert expected is not None and got is not None
+    assert got.payload == expected.payload and got.payload["check"] == 2
+
+
+def test_an_outcome_journalled_by_the_permutation_test_still_reads(tmp_path: Path) -> None:
+    from dissensus.pipeline.shift import shift_words
+
+    old = {
+        "auc": 0.71,
+        "p_value": 0.03,
+        "shifted": True,
+        "alpha": 0.1,
+        "calibration_n": 150,
+        "deployed_n": 60,
+        "permutations": 200,
+        "reason": "the deployed cases look different from the calibration cases (AUC 0.71, p = 0.030)",
+        "file_sha256": "abc",
+    }
+    with Journal(tmp_path / "j.sqlite") as journal:
+        journal.create_run("old", kind="decide", meta={})
+        journal.append("old", SHIFT_EVENT, old, key="run/shift")
+        flag = latest_flag(journal, "abc")
+    assert flag is not None and flag["permutations"] == 200 and flag["run_id"] == "old"
+    words = shift_words(flag)
+    assert words.startswith(
+        "New cases look different from the 150 calibration cases (shift check p = 0.03 ≤ "
+        "level 0.1, AUC 0.71)"
+    )
+    assert "over its life" not in words  # it was not tested at a lifetime level

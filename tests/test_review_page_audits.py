@@ -168,7 +168,7 @@ async def test_a_blind_audit_hides_the_answer_and_journals_as_review_confirm(
 def suspended(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, list[CaseRecord]]:
     """A journal whose audits (every automatic commit, all answered wrong) suspend the file."""
     root = tmp_path_factory.mktemp("monitor")
-    fast = {"audit_rate": 1.0, "shift_permutations": 19}  # p down to 0.05: a fast check
+    fast = {"audit_rate": 1.0}
     base: dict[str, Any] = {"reading": {"similarity": "tfidf"}, "acceptance": fast}
     plain = root / "plain.yaml"
     plain.write_text(yaml.safe_dump(base), encoding="utf-8")

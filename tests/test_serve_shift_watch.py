@@ -146,3 +146,35 @@ async def test_the_running_service_watches_its_one_panel_requests(
         assert record["basis"] != "learned" and "acceptance held" in record["reason"], record
         status = (await client.get("/v1/acceptance", headers=auth("sub"))).json()
         assert status["hold"]["run_id"] == watch.flagged_run
+
+
+def test_the_watch_numbers_its_checks_from_the_journal_so_a_restart_goes_on(
+    world: Path, tmp_path: Path
+) -> None:
+    from dissensus.acceptance.shift import check_level
+
+    with Journal(tmp_path / "j.sqlite") as journal:
+        _one_panel_runs(journal, world / "warn.yaml", _lines(world / "same.jsonl", 35), "s")
+        spec = RunSpec.from_policy(world / "warn.yaml")
+        watch = ShiftWatch(journal, spec, every=10)
+        first = watch.step()
+        # 35 judged cases, one check every 10: the third check, of the first 30 cases.
+        assert first is not None and first["check"] == 3 and first["deployed_n"] == 30
+        assert first["alpha"] == check_level(0.1, 3) and first["file_alpha"] == 0.1
+        # A restarted server goes on from the journal: the same index, the same check.
+        again = ShiftWatch(journal, spec, every=10).step()
+        assert again == first
+        _one_panel_runs(journal, world / "warn.yaml", _lines(world / "same.jsonl", 7), "t")
+        assert watch.step() is None  # 42 judged: not due (fewer than 10 more)
+        watch._seen = 0  # due, but the index (4) is new only from 40 on: it is
+        fourth = watch.step()
+        assert fourth is not None and fourth["check"] == 4 and fourth["deployed_n"] == 40
+        watch._seen = 0  # due again, same index: skipped
+        assert watch.step() is None
+
+
+def test_no_check_before_every_cases_are_judged_with_the_file(world: Path, tmp_path: Path) -> None:
+    with Journal(tmp_path / "j.sqlite") as journal:
+        _one_panel_runs(journal, world / "hold.yaml", _lines(world / "shifted.jsonl", 15), "f")
+        watch = ShiftWatch(journal, RunSpec.from_policy(world / "hold.yaml"), every=20)
+        assert watch.step() is None and watch.flagged_run is None

@@ -483,7 +483,6 @@ async def execute_run(
                     run_id,
                     spec.acceptance,
                     alpha=settings.shift_alpha,
-                    permutations=settings.shift_permutations,
                 )
                 journal.append_batch(run_id, [finished_event])
             else:

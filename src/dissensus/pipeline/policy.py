@@ -29,8 +29,7 @@ Every field has a default, so an empty file (or no file) is a valid policy:
       fallback_max_score: 0
       markers: {concession: [], grounding: []}   # margin-score lexicon (LLMBar's: see examples/)
       on_shift: warn                 # or escalate: hold the file after a flagged shift check
-      shift_alpha: 0.1
-      shift_permutations: 200
+      shift_alpha: 0.1               # chance a good file is ever flagged, over its life
     seek_context:
       followup: reask                # reask | dci | none
       use_recorded: true             # recorded re-asks (outputs' reask) count as the re-ask
@@ -67,6 +66,7 @@ from __future__ import annotations
 import json
 import re
 import threading
+import warnings
 from pathlib import Path
 from typing import Any, Literal
 
@@ -191,10 +191,15 @@ class AcceptanceSettings(_Section):
     the flag commit nothing on it until a new file is calibrated
     (:mod:`dissensus.pipeline.shift`)."""
     shift_alpha: float = Field(default=0.1, gt=0.0, lt=1.0)
-    """Level of the shift check: under exchangeability a run is flagged at most this often."""
+    """The shift checks' level over the acceptance file's life: the probability that a file
+    whose cases stay exchangeable with its calibration cases is ever flagged in a journal
+    (each check spends a share of it; :mod:`dissensus.pipeline.shift`)."""
     shift_permutations: int = Field(default=200, ge=19, le=10000)
-    """Label permutations of the shift check's p-value (the smallest p is 1/(n+1); each
-    costs one cross-validated fit, so 200 take seconds)."""
+    """Deprecated and ignored: the label permutations of the permutation test the shift
+    check used to be (it is a sample-split rank test now, with no permutations). Still
+    accepted so that earlier policy files load (a policy file that sets it warns with a
+    :class:`DeprecationWarning`; :func:`load_policy`), and kept at its default so that the run specification a
+    policy without it journals stays what it was."""
     audit_rate: float = Field(default=0.05, ge=0.0, le=1.0)
     """Share of automatic commits that also open a blind audit item (the reviewer sees
     neither the committed answer nor the suggestion); chosen by a hash of
@@ -377,6 +382,30 @@ def policy_from_dict(data: Any, *, file: str | None = None) -> Policy:
     return policy
 
 
+DEPRECATED_SETTINGS: dict[tuple[str, str], str] = {
+    ("acceptance", "shift_permutations"): (
+        "the shift check is a sample-split rank test with no permutations; "
+        "acceptance.shift_alpha is its level over the file's life"
+    ),
+}
+"""Settings still accepted and ignored: (section, key) -> why, in words. A policy *file*
+that sets one warns (:func:`load_policy`); a mapping does not, since every dump of a
+:class:`Policy` holds them."""
+
+
+def _warn_deprecated(data: Any, file: str) -> None:
+    """A :class:`DeprecationWarning` for each deprecated setting a policy file sets."""
+    for (section, key), why in DEPRECATED_SETTINGS.items():
+        part = data.get(section) if isinstance(data, dict) else None
+        if isinstance(part, dict) and key in part:
+            where = f" (in {file})"
+            warnings.warn(
+                f"policy setting {section}.{key}{where} is deprecated and ignored: {why}",
+                DeprecationWarning,
+                stacklevel=3,
+            )
+
+
 def _config_error(exc: ValidationError, file: str | None, prefix: tuple[str, ...]) -> ConfigError:
     first = exc.errors()[0]
     message = first["msg"]
@@ -509,6 +538,7 @@ def load_policy(path: str | Path | None) -> tuple[Policy, Path | None]:
     p = Path(path)
     data = load_yaml_file(p, what="policy")
     policy = policy_from_dict(data, file=str(path))
+    _warn_deprecated(data, str(path))
     base = p.resolve().parent
     return with_model_files_under(policy, base), base
 

@@ -14,17 +14,37 @@ Choices where the design is silent:
   :data:`~dissensus.acceptance.shift.MIN_CASES` cases; otherwise nothing is journalled
   (a run of one case says nothing about a distribution).
 * A run's check uses at most :data:`MAX_DEPLOYED` of its vectors (a seeded sample, so
-  a resumed run journals the same outcome), which keeps it to seconds.
+  a resumed run journals the same outcome), which keeps it to well under a second.
 * ``acceptance.on_shift: escalate`` puts a *hold* on the file: a run started after a
   check that flagged this file (same sha256, in the same journal) carries the hold in its
   run specification, and learned acceptance commits nothing in it ("acceptance held: ...")
   until a new acceptance file is calibrated. ``warn`` (the default) only reports.
-* The level is ``acceptance.shift_alpha`` (default 0.1): under exchangeability a run is
-  flagged with probability at most that.
+* **The level is spent over the file's life.** ``acceptance.shift_alpha`` (default 0.1)
+  is the probability that a file whose cases stay exchangeable with its calibration
+  cases is *ever* flagged in a journal. Runs' own checks spend half of it: the check of
+  a run is the i-th check of the file, ``i = 1 +`` the number of ``acceptance.shift``
+  events of runs' own checks of this file (same sha256; a watch's check, which carries
+  ``across_runs``, does not count) already in the journal, from other runs, and is tested
+  at :func:`~dissensus.acceptance.shift.check_level` ``(alpha, i)``, that is
+  ``(alpha / 2) * 6 / (pi^2 i^2)``: 0.030 for the first check, 0.0003 for the tenth,
+  1.2e-5 for the fiftieth. The service's watch spends the other half over its own
+  sequence (:mod:`dissensus.serve.shift_watch`). The levels sum to at most ``alpha``
+  however many runs, checks and restarts there are, so the union bound gives the
+  lifetime guarantee. Caveats: two runs whose checks are computed at the same moment
+  (each in its own transaction) can count the same earlier checks and take the same
+  index, spending its level twice; checks journalled before this scheme were tested at
+  ``alpha`` each, and only count as indices used. The outcome journals the level used
+  (``alpha``), the lifetime level (``file_alpha``) and the index (``check``).
+* A resumed run journals the same outcome as an uninterrupted one: the check is seeded,
+  its vectors are the run's own (in journal order), and its index counts only other
+  runs' checks, read in the transaction that journals the check and ``run.finished``
+  together (an interrupted run has journalled neither). Only another run's check
+  journalled between the interruption and the resume changes the index, as it must.
 * An outcome is a :class:`ShiftOutcome`: a ``TypedDict`` rather than a model because it
   is the ``acceptance.shift`` payload itself, which callers extend (the run that wrote it,
   the check in words) and hand on as JSON; journalled outcomes are validated against it
-  when read.
+  when read (those of the permutation test this check used to be, with ``permutations``
+  and without ``file_alpha`` and ``check``, too).
 """
 
 from __future__ import annotations
@@ -40,31 +60,56 @@ from dissensus.store import event_types as ev
 from dissensus.store.journal import Journal
 
 __all__ = [
+    "EVERY",
     "MAX_DEPLOYED",
+    "RUN_SHARE",
     "SHIFT_EVENT",
+    "WATCH_SHARE",
     "ShiftOutcome",
     "check_run",
     "check_vectors",
     "latest_flag",
+    "run_check_index",
     "shift_words",
+    "watch_index",
 ]
 
 SHIFT_EVENT = ev.ACCEPTANCE_SHIFT
 """The journal event of a run's shift check."""
 
+RUN_SHARE = 0.5
+"""Share of ``acceptance.shift_alpha`` the runs' own checks spend over their sequence."""
+WATCH_SHARE = 0.5
+"""Share the service's shift watch spends over its sequence (:mod:`dissensus.serve.shift_watch`)."""
+EVERY = 100
+"""Judged cases between two checks of the service's shift watch (``--shift-every``)."""
+
 
 class ShiftOutcome(TypedDict, total=False):
     """A shift check's outcome as journalled (``acceptance.shift``): the fields of
-    :class:`~dissensus.acceptance.shift.ShiftCheck` and the file's sha256; ``run_id``
-    and ``words`` are added by readers (:func:`latest_flag`, the service)."""
+    :class:`~dissensus.acceptance.shift.ShiftCheck`, the file's sha256 and the place of
+    the check in the file's spending; ``run_id`` and ``words`` are added by readers
+    (:func:`latest_flag`, the service)."""
 
     auc: float
     p_value: float
     shifted: bool
     alpha: float
+    """The level this check was tested at (its share of ``file_alpha``)."""
+    file_alpha: float
+    """The file's lifetime level (``acceptance.shift_alpha``); absent from checks made
+    before the level was spent over the file's life."""
+    check: int
+    """The check's index in its sequence (runs' own checks, or the watch's)."""
     calibration_n: int
     deployed_n: int
     permutations: int
+    """Label permutations of a permutation-test p-value: 0 now; checks journalled before
+    the sample-split test hold theirs."""
+    tested_n: list[int]
+    """Calibration and deployed cases in the testing halves."""
+    method: str
+    """``exact`` or ``asymptotic`` (the Mann–Whitney p-value)."""
     reason: str
     file_sha256: str | None
     run_id: str
@@ -89,35 +134,39 @@ def check_vectors(
     vectors: list[dict[str, float]],
     *,
     alpha: float,
-    permutations: int = 200,
+    check: int = 1,
+    share: float = RUN_SHARE,
     seed: int = 0,
 ) -> ShiftOutcome | None:
     """The shift check of ``vectors`` against the file's calibration vectors, as JSON
-    (``None`` when the file keeps none)."""
+    (``None`` when the file keeps none): the ``check``-th check of a sequence that spends
+    ``share`` of the file's lifetime level ``alpha``
+    (:func:`~dissensus.acceptance.shift.check_level`)."""
     raw = acceptance.get("shift_reference")
     if not raw:
         return None
-    from dissensus.acceptance.shift import ShiftReference, shift_check_vectors
+    from dissensus.acceptance.shift import ShiftReference, check_level, shift_check_vectors
 
     if len(vectors) > MAX_DEPLOYED:
         vectors = random.Random(seed).sample(vectors, MAX_DEPLOYED)
-    check = shift_check_vectors(
-        ShiftReference.model_validate(raw),
-        vectors,
-        alpha=alpha,
-        permutations=permutations,
-        seed=seed,
+    level = check_level(alpha, check, share=share)
+    result = shift_check_vectors(
+        ShiftReference.model_validate(raw), vectors, alpha=level, seed=seed
     )
     sha = acceptance.get("sha256")
     return ShiftOutcome(
-        auc=check.auc,
-        p_value=check.p_value,
-        shifted=check.shifted,
-        alpha=check.alpha,
-        calibration_n=check.calibration_n,
-        deployed_n=check.deployed_n,
-        permutations=check.permutations,
-        reason=check.reason,
+        auc=result.auc,
+        p_value=result.p_value,
+        shifted=result.shifted,
+        alpha=result.alpha,
+        file_alpha=alpha,
+        check=check,
+        calibration_n=result.calibration_n,
+        deployed_n=result.deployed_n,
+        permutations=result.permutations,
+        tested_n=list(result.tested_n),
+        method=result.method,
+        reason=result.reason,
         file_sha256=None if sha is None else str(sha),
     )
 
@@ -128,13 +177,33 @@ def checks_shift(acceptance: Mapping[str, Any] | None) -> bool:
     return bool(acceptance and acceptance.get("shift_reference"))
 
 
+def run_check_index(journal: Journal, file_sha256: str | None, run_id: str) -> int:
+    """The index of run ``run_id``'s own check of the file ``file_sha256``: 1 + the runs'
+    own checks of that file other runs journalled (a watch's check, with
+    ``across_runs``, is of the other sequence)."""
+    earlier = sum(
+        1
+        for e in journal.events_of_type(SHIFT_EVENT)
+        if e.run_id != run_id
+        and e.payload.get("file_sha256") == file_sha256
+        and "across_runs" not in e.payload
+    )
+    return 1 + earlier
+
+
+def watch_index(judged: int, every: int) -> int:
+    """The index of the shift watch's check when ``judged`` cases were judged with the
+    file in the journal, one check every ``every``: ``judged // every`` (0: no check yet).
+    It is read from the journal, so a restarted server goes on numbering where it was."""
+    return judged // every if every > 0 else 0
+
+
 def check_run(
     journal: Journal,
     run_id: str,
     acceptance: Mapping[str, Any] | None,
     *,
     alpha: float,
-    permutations: int = 200,
 ) -> ShiftOutcome | None:
     """Check run ``run_id``'s judged cases and journal the outcome (see the module docstring)."""
     from dissensus.acceptance.shift import MIN_CASES
@@ -148,7 +217,9 @@ def check_run(
     ]
     if len(vectors) < MIN_CASES:
         return None
-    outcome = check_vectors(acceptance, vectors, alpha=alpha, permutations=permutations)
+    sha = acceptance.get("sha256")
+    index = run_check_index(journal, None if sha is None else str(sha), run_id)
+    outcome = check_vectors(acceptance, vectors, alpha=alpha, check=index, share=RUN_SHARE)
     if outcome is None:
         return None
     journal.append(run_id, SHIFT_EVENT, dict(outcome), key="run/shift")
@@ -170,6 +241,28 @@ def latest_flag(journal: Journal, file_sha256: str | None) -> ShiftOutcome | Non
     return _OUTCOME.validate_python({**newest.payload, "run_id": newest.run_id})
 
 
+def _level(outcome: Mapping[str, Any]) -> str:
+    """The check's level in words: of which check, and the file's lifetime level (for
+    checks journalled with them)."""
+    alpha = outcome.get("alpha")
+    if alpha is None:
+        return ""
+    check = outcome.get("check")
+    if check is None:
+        return f"level {float(alpha):.2g}"
+    return f"level {float(alpha):.2g} of check {int(check)}"
+
+
+def _lifetime(outcome: Mapping[str, Any]) -> str:
+    file_alpha = outcome.get("file_alpha")
+    if file_alpha is None:
+        return ""
+    return (
+        f" A file whose cases stay like its calibration cases is flagged with probability "
+        f"at most {float(file_alpha):.2g} over its life."
+    )
+
+
 def shift_words(outcome: Mapping[str, Any]) -> str:
     """The shift check in plain words."""
     p = float(outcome.get("p_value", 1.0))
@@ -181,13 +274,18 @@ def shift_words(outcome: Mapping[str, Any]) -> str:
             f"Not checked yet: {deployed} judged case(s), and the shift check needs at "
             f"least {MIN_CASES}."
         )
+    level = _level(outcome)
     if outcome.get("shifted"):
+        against = f" ≤ {level}" if level else ""
         return (
             f"New cases look different from the {outcome.get('calibration_n')} calibration cases "
-            f"(shift check p = {p:.2f}, AUC {float(outcome.get('auc', 0.5)):.2f}): the "
+            f"(shift check p = {p:.2g}{against}, AUC {float(outcome.get('auc', 0.5)):.2f}): the "
             "guarantee may not hold for them; review more, and recalibrate on recent cases."
+            + _lifetime(outcome)
         )
+    against = f" > {level}" if level else ""
     return (
         f"New cases resemble the {outcome.get('calibration_n')} calibration cases as far as "
-        f"the shift check can tell (p = {p:.2f} over {outcome.get('deployed_n')} cases)."
+        f"the shift check can tell (p = {p:.2g}{against}, over {outcome.get('deployed_n')} "
+        "cases)." + _lifetime(outcome)
     )

@@ -13,7 +13,9 @@ newest flagged check of the file when the policy says ``acceptance.on_shift: esc
 
 Choices where the design is silent: the window is read from the journal at each
 request (no state in the server, so several servers agree); the check runs in a worker
-thread; without an acceptance file the answer says so (``file: null``). When the
+thread; it is tested at the level of the shift watch's check of as many judged cases
+(:func:`~dissensus.pipeline.shift.watch_index`; index 1 below ``--shift-every`` cases),
+so it says what the watch would, and it is journalled nowhere and holds nothing; without an acceptance file the answer says so (``file: null``). When the
 monitor's library (``confseq``, extra ``monitor``) is not installed and audits have been
 answered, ``monitor`` is ``null`` and ``monitor_error`` says how to install it.
 """
@@ -26,7 +28,14 @@ from pydantic import BaseModel
 
 from dissensus.errors import ConfigError
 from dissensus.pipeline.audit import MonitorRow, monitor_status
-from dissensus.pipeline.shift import check_vectors, latest_flag, shift_words
+from dissensus.pipeline.shift import (
+    EVERY,
+    WATCH_SHARE,
+    check_vectors,
+    latest_flag,
+    shift_words,
+    watch_index,
+)
 from dissensus.pipeline.spec import RunSpec
 from dissensus.store import event_types as ev
 from dissensus.store.journal import Journal
@@ -56,17 +65,18 @@ def monitor_rows(
 
 
 def judged_vectors(
-    journal: Journal, file_sha256: str | None, window: int = WINDOW
+    journal: Journal, file_sha256: str | None, window: int | None = WINDOW
 ) -> list[tuple[dict[str, float], str]]:
-    """The feature vectors of the latest ``window`` cases judged with the acceptance file
-    ``file_sha256`` in the journal, across runs (run order, then sequence), each with its
-    run's id."""
-    return [
+    """The feature vectors of the latest ``window`` cases (``None``: all of them) judged
+    with the acceptance file ``file_sha256`` in the journal, across runs (run order, then
+    sequence), each with its run's id."""
+    judged = [
         (dict(e.payload["vector"]), e.run_id)
         for e in journal.events_of_type(ev.CASE_ACCEPTANCE)
         if isinstance(e.payload.get("vector"), dict)
         and (e.payload.get("figures") or {}).get("file_sha256") == file_sha256
-    ][-window:]
+    ]
+    return judged if window is None else judged[-window:]
 
 
 class AcceptanceFile(BaseModel):
@@ -96,8 +106,10 @@ class AcceptanceStatus(BaseModel):
     monitor_error: str | None = None
 
 
-def acceptance_status(journal: Journal, spec: RunSpec) -> AcceptanceStatus:
-    """The answer of ``GET /v1/acceptance``."""
+def acceptance_status(journal: Journal, spec: RunSpec, *, every: int = 100) -> AcceptanceStatus:
+    """The answer of ``GET /v1/acceptance`` (``every``: the server's ``--shift-every``,
+    which numbers the shift watch's checks; the window's check is reported at the level
+    of the watch's check of the same number of judged cases)."""
     data = spec.acceptance
     if data is None:
         return AcceptanceStatus()
@@ -120,10 +132,15 @@ def acceptance_status(journal: Journal, spec: RunSpec) -> AcceptanceStatus:
         if data.get("threshold") is not None
         else "This acceptance file accepts nothing: no threshold met the target."
     )
-    vectors = [vector for vector, _ in judged_vectors(journal, sha)]
+    judged = judged_vectors(journal, sha, window=None)
+    vectors = [vector for vector, _ in judged[-WINDOW:]]
     settings = spec.policy.acceptance
     shift = check_vectors(
-        data, vectors, alpha=settings.shift_alpha, permutations=settings.shift_permutations
+        data,
+        vectors,
+        alpha=settings.shift_alpha,
+        check=max(1, watch_index(len(judged), every or EVERY)),
+        share=WATCH_SHARE,
     )
     if shift is not None:
         shift["words"] = shift_words(shift)

@@ -13,11 +13,30 @@ Choices where the design is silent:
 
 * **When.** Every ``interval_s`` (default 30 s) the watch counts the journal's judged
   cases (one indexed count); when ``every`` (``dissensus serve --shift-every``, default
-  100; 0: no watch) more were judged since its last check, or at start when the journal
-  holds any, it checks. A check (seconds of CPU for 200 permutations) runs in a worker
-  thread, one at a time, never inside a request nor the journal's write lock: a request
-  never waits for it. Only a server whose acceptance file keeps calibration vectors
-  watches.
+  100; 0: no watch) more were judged since its last count that led to a check, or at
+  start, it reads the cases judged with its file and checks when their number reached a
+  new multiple of ``every``. A check (one logistic fit and a rank test: well under a
+  second) runs in a worker thread, one at a time, never inside a request nor the
+  journal's write lock: a request never waits for it. Only a server whose acceptance
+  file keeps calibration vectors watches.
+* **Its level, over the file's life.** The watch spends half of
+  ``acceptance.shift_alpha`` (the runs' own checks spend the other half;
+  :mod:`dissensus.pipeline.shift`): its check ``i`` is tested at
+  :func:`~dissensus.acceptance.shift.check_level` ``(alpha, i)``, ``(alpha / 2) * 6 /
+  (pi^2 i^2)``, with ``i`` = the cases judged with the file in the journal ``// every``
+  (:func:`~dissensus.pipeline.shift.watch_index`): read from the journal, so a restart
+  does not start the sequence again, and a check whose index is the one this watch
+  checked last is skipped. Check ``i`` looks at the cases judged up to the ``i *
+  every``-th (the latest :data:`~dissensus.serve.acceptance.WINDOW` of them), seeded: a
+  restarted server (or a second server on the journal) that makes check ``i`` again
+  makes the same check, with the same outcome, so repeating it adds no chance of a
+  false flag. The first check comes once ``every`` cases are judged with the file. The
+  levels of the watch's checks sum to at most ``alpha / 2``, so a file whose cases stay
+  exchangeable is flagged by the watch or by a run with probability at most ``alpha``
+  over its life. Caveat: the journal lists cases in run order, so a run that is still
+  judging when a later run has started can put a case among the first ``i * every``
+  after check ``i`` was made; a later check of the same index then sees slightly
+  different cases.
 * **What is journalled.** A check that flags the file is journalled as a run of its own
   (``via: shift-watch``, no input, no case): its ``run.started``, the ``acceptance.shift``
   event (the check, how many runs the cases came from and the newest of them) and its
@@ -43,15 +62,18 @@ from collections.abc import Callable
 from dissensus.acceptance.shift import MIN_CASES
 from dissensus.pipeline.batch import execute_run, new_run_id, start_run
 from dissensus.pipeline.shift import (
+    EVERY,
     SHIFT_EVENT,
+    WATCH_SHARE,
     ShiftOutcome,
     check_vectors,
     checks_shift,
     latest_flag,
     shift_words,
+    watch_index,
 )
 from dissensus.pipeline.spec import RunSpec
-from dissensus.serve.acceptance import judged_vectors
+from dissensus.serve.acceptance import WINDOW, judged_vectors
 from dissensus.store import event_types as ev
 from dissensus.store.journal import Journal
 
@@ -59,8 +81,6 @@ __all__ = ["EVERY", "INTERVAL_S", "ShiftWatch", "journal_flag"]
 
 log = logging.getLogger("dissensus.serve")
 
-EVERY = 100
-"""New judged cases between two checks of the watch."""
 INTERVAL_S = 30.0
 """Seconds between two counts of the judged cases."""
 
@@ -98,7 +118,9 @@ class ShiftWatch:
         self.interval_s = interval_s
         self._open = open_journal
         self._seen: int | None = None
-        """Judged cases in the journal at the last check (``None``: none yet)."""
+        """Judged cases in the journal at the last count that looked (``None``: none yet)."""
+        self._check = 0
+        """The index of this watch's last check (0: none yet)."""
         self._stopped = threading.Event()
         self.flagged_run: str | None = None
         """The run this watch journalled a flag in, if any."""
@@ -124,15 +146,20 @@ class ShiftWatch:
             return None
         self._seen = self.journal.count_of_type(ev.CASE_ACCEPTANCE)
         sha = acceptance.get("sha256")
-        judged = judged_vectors(self.journal, None if sha is None else str(sha))
+        judged = judged_vectors(self.journal, None if sha is None else str(sha), window=None)
+        index = watch_index(len(judged), self.every)
+        if index < 1 or index == self._check:
+            return None
+        judged = judged[: index * self.every][-WINDOW:]
         if len(judged) < MIN_CASES:
             return None
-        settings = self.spec.policy.acceptance
+        self._check = index
         outcome = check_vectors(
             acceptance,
             [vector for vector, _ in judged],
-            alpha=settings.shift_alpha,
-            permutations=settings.shift_permutations,
+            alpha=self.spec.policy.acceptance.shift_alpha,
+            check=index,
+            share=WATCH_SHARE,
         )
         if outcome is None or not outcome["shifted"] or self._stopped.is_set():
             return outcome

@@ -120,6 +120,7 @@ async def acceptance(request: Request, _: Principal = submit) -> AcceptanceStatu
         acceptance_status,
         service.journal,
         service.spec,
+        every=service.settings.shift_every,
     )
 
 
