@@ -661,3 +661,24 @@ def test_serve_session_ttl_reaches_the_sessions(
     cli("serve", "--journal", journal, "--session-ttl", "90")
     cli("serve", "--journal", journal)
     assert [s.session_ttl_s for s in made] == [90.0, 8 * 3600.0]
+
+
+@pytest.mark.parametrize("similarity", ["static", "minilm"])
+def test_an_unusable_cache_directory_is_a_configuration_error(
+    tmp_path: Path, similarity: str
+) -> None:
+    """DISSENSUS_CACHE naming no usable directory: one line naming it, exit 2 (as any
+    unusable path), not a failure of the run."""
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    env = {"DISSENSUS_CACHE": str(blocker / "cache")}
+    res = cli(
+        "route",
+        Path(__file__).parent.parent / "examples" / "llmbar-swap.jsonl",
+        "--similarity",
+        similarity,
+        env=env,
+    )
+    assert res.code == 2, res.err
+    assert res.err.count("\n") == 1 and "Traceback" not in res.err
+    assert "DISSENSUS_CACHE" in res.err and str(blocker) in res.err

@@ -354,3 +354,15 @@ def test_line_that_is_not_utf8_is_rejected_and_the_rest_routed(tmp_path: Path) -
     assert done.returncode == 3
     assert "not valid UTF-8" in done.stderr
     assert len(done.stdout.splitlines()) == len(GOOD)
+
+
+def test_the_min_column_says_n_a_where_similarity_is_undefined(tmp_path: Path) -> None:
+    """Fewer than two agents gave reasoning: both similarity columns say n/a (``--json``
+    writes null for both), neither 0.000."""
+    path = tmp_path / "in.jsonl"
+    one = panel("one-reason", ("a", "keep", "satire not harmful"), ("b", "remove", ""))
+    path.write_text(json.dumps(one) + "\n")
+    res = run("route", path, "--similarity", "tfidf")
+    assert res.returncode == 0, res.stderr
+    (row,) = [line for line in res.stdout.splitlines() if "one-reason" in line]
+    assert row.count("n/a") == 2 and "0.000" not in row.split("n/a", 1)[1], row

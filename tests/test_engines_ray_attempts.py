@@ -148,7 +148,7 @@ def _flight(
     monkeypatch.setattr(ray_engine, "_send", send)
     monkeypatch.setattr(ray_engine, "_take", take)
     monkeypatch.setattr(ray_engine, "_restarted", restarted)
-    ctx = SimpleNamespace(run_id="R", name="in.jsonl", journal=None)
+    ctx = SimpleNamespace(run_id="R", name="in.jsonl", journal=SimpleNamespace(path="j.sqlite"))
     ledger = _Ledger()
     flight = _Flight(ctx, [(_block(0, 1, 25), [])], ["worker"], ledger)  # type: ignore[arg-type]
     flight.start()

@@ -195,7 +195,8 @@ def test_cli_show_names_the_resolve_command_only_while_open(tmp_path: Path) -> N
         review_id = _escalated(journal, "R")
     opened = _cli("review", "show", review_id, "--journal", path)
     assert opened.returncode == 0, opened.stderr
-    assert f"resolve: dissensus review resolve {review_id}" in opened.stdout
+    # The command names the journal shown, so it can be run as it is.
+    assert f"resolve: dissensus review resolve {review_id} --journal {path} " in opened.stdout
     done = _cli(
         "review", "resolve", review_id, "--decision", "1", "--note", "ok", "--reviewer", "ann",
         "--journal", path,

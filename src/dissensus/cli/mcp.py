@@ -23,7 +23,9 @@ def mcp_command(
     journal: Annotated[
         str | None,
         typer.Option(
-            "--journal", help="Default run journal of the tools. Default: $DISSENSUS_JOURNAL."
+            "--journal",
+            help="Default run journal of the tools. Default: $DISSENSUS_JOURNAL or "
+            "./dissensus-journal.sqlite.",
         ),
     ] = None,
     policy: Annotated[

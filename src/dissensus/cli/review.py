@@ -134,12 +134,14 @@ def review_show(
     from dissensus.cases import CaseSpec, asked_question, conversation
     from dissensus.pipeline.audit import audit_item
     from dissensus.pipeline.review import find_item, split_ref
+    from dissensus.store.targets import journal_option
 
     run_id, line = split_ref(review_id)
     with opened_journal(journal) as store:
         audit = audit_item(store, run_id, line)
         audited = audit is not None and store.get(run_id, f"confirm/{line}") is not None
         st = None if audit is not None else find_item(store, review_id)
+        on = shown(journal_option(store.path))  # the commands below name this journal
     if json_out:
         if audit is not None:
             # A blind audit: neither the committed answer nor any suggestion is shown.
@@ -161,7 +163,7 @@ def review_show(
         say(f"status: blind audit, {'answered' if audited else 'open'}", soft_wrap=True)
         say(
             "audit of an automatic decision: decide it afresh with "
-            f"`dissensus review confirm {shown(item.review_id)} --decision D --note N`",
+            f"`dissensus review confirm {shown(item.review_id)}{on} --decision D --note N`",
             soft_wrap=True,
         )
     else:
@@ -267,11 +269,13 @@ def review_show(
         assert st is not None
         if st.resolution is None:
             say(
-                f"resolve: dissensus review resolve {shown(item.review_id)} --decision X --note TEXT"
+                f"resolve: dissensus review resolve {shown(item.review_id)}{on} --decision X "
+                "--note TEXT",
+                soft_wrap=True,
             )
         elif _within(st.resolved_at, UNDO_WITHIN_S):
             say(
-                f"undo: dissensus review undo {shown(item.review_id)} (by "
+                f"undo: dissensus review undo {shown(item.review_id)}{on} (by "
                 f"{shown(st.resolution.reviewer or '-')}, within {UNDO_WITHIN_S:.0f} s of resolving)",
                 soft_wrap=True,
             )

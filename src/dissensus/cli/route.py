@@ -168,7 +168,8 @@ def _print_human(tally: RouteTally, rejected: int, thresholds: Thresholds, model
             _fmt(reading.agreement),
             _fmt(reading.mean_similarity) if reading.similarity_defined else "n/a",
         ]
-        table.add_row(*cells, *([_fmt(reading.min_similarity)] if wide else []))
+        least = _fmt(reading.min_similarity) if reading.similarity_defined else "n/a"
+        table.add_row(*cells, *([least] if wide else []))
     if total:
         out_console.print(table)
         out_console.print(ROUTE_LEGEND)

@@ -153,6 +153,7 @@ from typing_extensions import TypedDict
 from dissensus.engines.blocks import Block, block_lines, plan_blocks, plan_text_blocks
 from dissensus.errors import ConfigError, DissensusError, InputError
 from dissensus.io.jsonl import Reject, RejectSink, open_text, parse_line
+from dissensus.store.targets import journal_option
 from dissensus.types import JsonObject, Panel
 
 if TYPE_CHECKING:
@@ -836,7 +837,7 @@ class _Deaths:
 
 
 def _worker_died(
-    run_id: str, name: str, block: Block, times: int, error: BaseException
+    run_id: str, name: str, block: Block, times: int, error: BaseException, journal: str = ""
 ) -> WorkerDied:
     """The one-line error of a run stopped because ``block``'s worker died ``times`` times,
     the last with ``error``."""
@@ -847,7 +848,8 @@ def _worker_died(
         f"run {run_id}: the Ray worker deciding {lines}{where} (block {block.index}) died "
         f"{times} time{'s' if times != 1 else ''} ({_death_cause(error)}); the run stopped "
         "and its journalled steps stay: once what kills the worker is fixed (its memory, "
-        f"its start), finish the run with 'dissensus runs resume {run_id}' (a panel of "
+        f"its start), finish the run with 'dissensus runs resume {run_id}"
+        f"{journal_option(journal) if journal else ''}' (a panel of "
         "those lines that kills every worker needs a new run without it: a run's input "
         "cannot change)"
     )
@@ -937,6 +939,7 @@ class _Flight:
                         sent.block,
                         self.deaths.counts[sent.block.index],
                         exc,
+                        self.ctx.journal.path,
                     ) from None
                 # Sent again once the restarted worker answers: a block sent to a worker
                 # Ray is still restarting fails at once, an attempt lost for nothing.

@@ -121,7 +121,9 @@ REVIEWER_ENV = "DISSENSUS_REVIEWER"
 
 JournalArg = Annotated[
     str | None,
-    Field(description="Run journal (SQLite path); default: the server's, else $DISSENSUS_JOURNAL."),
+    Field(
+        description="Run journal (SQLite path); default: the server's, else $DISSENSUS_JOURNAL, else ./dissensus-journal.sqlite."
+    ),
 ]
 PolicyArg = Annotated[
     str | None,

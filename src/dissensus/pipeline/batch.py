@@ -107,6 +107,7 @@ from dissensus.pipeline.spec import (
 from dissensus.states import SimilarityBackend
 from dissensus.store import event_types as ev
 from dissensus.store.journal import Journal, NewEvent, RunInfo
+from dissensus.store.targets import journal_option
 from dissensus.types import JsonObject, Panel
 
 __all__ = [
@@ -278,7 +279,8 @@ def start_run(
     run_id = run_id or new_run_id()
     if not defer and journal.run(run_id, missing_ok=True) is not None:
         raise ConfigError(
-            f"run {run_id!r} already exists in {journal.path}; resume it with 'dissensus runs resume'"
+            f"run {run_id!r} already exists in {journal.path}; resume it with "
+            f"'dissensus runs resume {run_id}{journal_option(journal.path)}'"
         )
     source: RunInput
     if text is not None:
@@ -456,7 +458,8 @@ async def execute_run(
             _stopped(journal, run_id, limit or 0.0, counts["cases"])
             raise DeadlineReached(
                 f"run {run_id}: deadline of {limit:g} s reached after {counts['cases']} case(s); "
-                f"the run is partial, finish it with 'dissensus runs resume {run_id}'"
+                f"the run is partial, finish it with "
+                f"'dissensus runs resume {run_id}{journal_option(journal.path)}'"
             ) from None
         finally:
             if feed is not None:

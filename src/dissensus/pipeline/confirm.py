@@ -40,6 +40,7 @@ from dissensus.pipeline.records import CaseRecord, Resolution
 from dissensus.pipeline.review import human_record, split_ref
 from dissensus.store import event_types as ev
 from dissensus.store.base import CaseClosed, Claim, ClaimConflict, Event, Journal
+from dissensus.store.targets import journal_option
 
 __all__ = ["AlreadyConfirmed", "Confirmation", "claim_audit", "confirm", "confirmation_events"]
 
@@ -166,14 +167,15 @@ def _automatic_record(journal: Journal, ref: str, run_id: str, line: int) -> Cas
     if stored is None:
         raise InputError(
             f"no record for case {ref!r}: no such line, or the run has not finished it "
-            f"(dissensus runs resume {run_id})"
+            f"(dissensus runs resume {run_id}{journal_option(journal.path)})"
         )
     record = CaseRecord.model_validate(stored.payload)
     if not record.auto or record.decision is None:
         raise InputError(
             f"case {ref!r} was not decided automatically ({record.action}): "
             + (
-                f"resolve it with `dissensus review resolve {record.review_id}`"
+                f"resolve it with `dissensus review resolve {record.review_id}"
+                f"{journal_option(journal.path)}`"
                 if record.review_id
                 else "there is no automatic decision to confirm"
             )

@@ -79,6 +79,7 @@ from dissensus.store.base import (
     ReviewFilter,
 )
 from dissensus.store.canonical import canonical, sha256_text
+from dissensus.store.targets import journal_option
 
 __all__ = [
     "AlreadyResolved",
@@ -506,7 +507,8 @@ def resolve(
         stored = journal.get(run_id, f"case/{line}/record")
         if stored is None:
             raise DissensusError(
-                f"run {run_id} has not finished case {line}: resume it first (dissensus runs resume {run_id})"
+                f"run {run_id} has not finished case {line}: resume it first "
+                f"(dissensus runs resume {run_id}{journal_option(journal.path)})"
             )
         original = CaseRecord.model_validate(stored.payload)
         outside = bool(status.item.options) and decision not in status.item.options

@@ -80,6 +80,7 @@ from dissensus.states.similarity import Matrix, Vectors
 from dissensus.store import event_types as ev
 from dissensus.store.errors import JournalError
 from dissensus.store.journal import Journal, is_postgres_url
+from dissensus.store.targets import journal_option
 from dissensus.types import JsonObject
 
 __all__ = [
@@ -512,7 +513,9 @@ class Runner:
                 raise
             state.status = "incomplete"
             state.error = (
-                "cancelled (the server stopped); resume with: dissensus runs resume " + state.run_id
+                "cancelled (the server stopped); resume with: dissensus runs resume "
+                + state.run_id
+                + journal_option(self.journal.path)
             )
             if state.deferred and self.journal.run(state.run_id, missing_ok=True) is None:
                 # A deferred run stopped before its first write: nothing to resume.

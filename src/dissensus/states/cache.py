@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from dissensus.errors import DissensusError
+from dissensus.errors import ConfigError, DissensusError
 from dissensus.states.similarity import EmbeddingBackend, Matrix, Vectors, cosine_matrix
 
 __all__ = ["CachedBackend", "EmbeddingCache", "default_cache_dir", "text_key"]
@@ -78,7 +78,8 @@ class EmbeddingCache:
             )
             conn.commit()
         except (OSError, sqlite3.Error) as exc:
-            raise DissensusError(
+            # A configuration problem (where the cache is): exit 2, as for any unusable path.
+            raise ConfigError(
                 f"cannot open the embedding cache at {self.path}: {exc} "
                 "(set DISSENSUS_CACHE to another directory or switch the cache off)"
             ) from exc

@@ -50,7 +50,7 @@ from typing import Any
 
 import numpy as np
 
-from dissensus.errors import ConfigError, DissensusError
+from dissensus.errors import ConfigError
 from dissensus.states.similarity import Matrix, Vectors, cosine_matrix, normalise_rows
 
 __all__ = ["STATIC_NAME", "StaticBackend", "distil_static", "static_model_dir"]
@@ -132,8 +132,10 @@ def distil_static(
                 return directory
             _distil_into(directory, progress, show_progress_bar)
     except OSError as exc:
-        raise DissensusError(
-            f"cannot write the static embedding table to {directory}: {exc}"
+        # Where the table goes is configuration (exit 2), as for the embedding cache.
+        raise ConfigError(
+            f"cannot write the static embedding table to {directory}: {exc} "
+            "(set DISSENSUS_CACHE to another directory)"
         ) from exc
     return directory
 

@@ -24,6 +24,7 @@ from dissensus.store.journal import (
     mask_url,
     open_journal,
 )
+from dissensus.store.targets import journal_option
 
 __all__ = [
     "DEFAULT_JOURNAL",
@@ -47,6 +48,7 @@ __all__ = [
     "canonical",
     "chain_hash",
     "is_postgres_url",
+    "journal_option",
     "journal_path",
     "mask_url",
     "open_journal",

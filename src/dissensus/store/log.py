@@ -54,7 +54,7 @@ from dissensus.store.events import (
     stored_int,
     written_event,
 )
-from dissensus.store.targets import check_run_id
+from dissensus.store.targets import check_run_id, journal_option
 from dissensus.store.transactions import Transactions
 
 __all__ = ["EventLog", "SQLEventLog"]
@@ -108,7 +108,10 @@ class SQLEventLog:
         ``first`` event in the same transaction."""
         check_run_id(run_id)
         backend = self._backend
-        exists = f"run {run_id!r} already exists in {backend.path}; resume it with 'dissensus runs resume'"
+        exists = (
+            f"run {run_id!r} already exists in {backend.path}; resume it with "
+            f"'dissensus runs resume {run_id}{journal_option(backend.path)}'"
+        )
         with self._tx.transaction():
             # An exclusive creation asks nothing first: the insert says whether it is new.
             existing = None if exclusive else self.run(run_id, missing_ok=True)

@@ -11,6 +11,10 @@ A journal *target* is an SQLite file path (``":memory:"`` for a throw-away one) 
   ``?password=`` form). A driver's own error text may quote the URL or a part of it (a
   malformed one, a bad percent-encoding): :func:`scrub_secrets` takes every form of the
   URL's secrets out of such text before it is shown.
+* **Naming it in a command.** A command a message tells the user to run (resume a run,
+  resolve a case) names the journal with ``--journal`` (:func:`journal_option`) unless
+  it is the one the bare command would open (``$DISSENSUS_JOURNAL``, else
+  :data:`DEFAULT_JOURNAL`): copied as shown, it acts on the journal the message is about.
 * **Run ids** are limited to what is safe in file names, URLs, shells and review ids
   (:data:`RUN_ID_PATTERN`).
 * **Busy timeout.** A writer waits up to ``$DISSENSUS_JOURNAL_BUSY_TIMEOUT`` seconds
@@ -21,6 +25,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 from pathlib import Path
 from urllib.parse import unquote, urlsplit, urlunsplit
 
@@ -33,6 +38,7 @@ __all__ = [
     "busy_timeout",
     "check_run_id",
     "is_postgres_url",
+    "journal_option",
     "journal_path",
     "mask_url",
     "scrub_secrets",
@@ -53,6 +59,15 @@ def journal_path(option: str | None = None) -> str:
     if option:
         return option
     return os.environ.get("DISSENSUS_JOURNAL") or DEFAULT_JOURNAL
+
+
+def journal_option(target: str | Path) -> str:
+    """`` --journal TARGET`` (shell-quoted, a URL masked) for a command shown to the user
+    about journal ``target``; empty when a command without ``--journal`` opens it anyway."""
+    name = mask_url(target)
+    if name == mask_url(journal_path(None)):
+        return ""
+    return " --journal " + shlex.quote(name)
 
 
 def is_postgres_url(target: str | Path) -> bool:

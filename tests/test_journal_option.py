@@ -1,0 +1,56 @@
+"""Commands shown to the user name the journal they are about (``--journal``), unless a
+command without the option opens it anyway, so that copied as shown they act on it."""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from dissensus.errors import ConfigError
+from dissensus.pipeline.batch import start_run
+from dissensus.pipeline.spec import RunSpec
+from dissensus.store import DEFAULT_JOURNAL, Journal, journal_option
+
+
+def test_the_journal_a_bare_command_opens_is_not_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("DISSENSUS_JOURNAL", raising=False)
+    assert journal_option(DEFAULT_JOURNAL) == ""
+    assert journal_option("other.sqlite") == " --journal other.sqlite"
+    monkeypatch.setenv("DISSENSUS_JOURNAL", "/data/j.sqlite")
+    assert journal_option("/data/j.sqlite") == ""
+    assert journal_option(DEFAULT_JOURNAL) == f" --journal {DEFAULT_JOURNAL}"
+
+
+def test_a_url_is_named_without_its_password(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("DISSENSUS_JOURNAL", raising=False)
+    shown = journal_option("postgresql://ann:s3cret@db.example/j")
+    assert "s3cret" not in shown
+    assert shlex.split(shown) == ["--journal", "postgresql://ann:***@db.example/j"]
+    # The same server named by the environment with its password: nothing to add.
+    monkeypatch.setenv("DISSENSUS_JOURNAL", "postgresql://ann:s3cret@db.example/j")
+    assert journal_option("postgresql://ann:***@db.example/j") == ""
+
+
+@given(st.text(alphabet=st.characters(blacklist_categories=("Cs", "Cc")), min_size=1))
+def test_any_path_survives_the_shell(name: str) -> None:
+    shown = journal_option(f"/tmp/{name}")
+    words = shlex.split(shown)
+    assert words == ["--journal", f"/tmp/{name}"]
+
+
+def test_an_existing_runs_message_names_its_resume_command(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("DISSENSUS_JOURNAL", raising=False)
+    path = str(tmp_path / "my journal.sqlite")
+    (tmp_path / "in.jsonl").write_text("")
+    with Journal(path) as journal:
+        spec = RunSpec.from_policy(None)
+        start_run(journal, str(tmp_path / "in.jsonl"), spec, run_id="R")
+        with pytest.raises(ConfigError) as caught:
+            start_run(journal, str(tmp_path / "in.jsonl"), spec, run_id="R")
+    assert f"'dissensus runs resume R --journal {shlex.quote(path)}'" in str(caught.value)
