@@ -207,7 +207,10 @@ def test_cli_show_names_the_resolve_command_only_while_open(tmp_path: Path) -> N
     flat = " ".join(resolved.stdout.split())
     assert "status: resolved: 1" in flat
     assert "dissensus review resolve" not in flat
-    assert f"undo: dissensus review undo {review_id} (by ann, within 300 s of resolving)" in flat
+    assert (
+        f"undo: dissensus review undo {review_id} --journal {path} (by ann, within 300 s of resolving)"
+        in flat
+    )
     # Past the undo window, no command is named at all.
     from dissensus.cli.review import _within
 

@@ -116,6 +116,7 @@ def test_the_package_exports_what_it_did() -> None:
         "canonical",
         "chain_hash",
         "is_postgres_url",
+        "journal_option",
         "journal_path",
         "mask_url",
         "open_journal",
