@@ -10,7 +10,9 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
+
+import numpy as np
 
 
 def missing_data(missing: Sequence[Path]) -> NoReturn:
@@ -55,3 +57,18 @@ def parse_names(text: str, known: Sequence[str], option: str, *, empty: bool = F
 
 def _script() -> str:
     return Path(sys.argv[0]).name if sys.argv and sys.argv[0] else "evaluation"
+
+
+def guard_row(name: str, conf: np.ndarray, hit: np.ndarray) -> dict[str, Any]:
+    """One aggregator's figures (accuracy, mean confidence, gap, ECE) as the guard
+    evaluations print them."""
+    from dissensus.guard.metrics import figures
+
+    f = figures(conf, hit)
+    return {
+        "method": name,
+        "accuracy": f.accuracy,
+        "confidence": f.mean_confidence,
+        "gap": f.gap,
+        "ece": f.ece,
+    }

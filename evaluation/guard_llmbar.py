@@ -37,6 +37,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from _common import guard_row as _row
 from _common import require_data
 
 from dissensus.convert.llmbar import iter_llmbar_votes
@@ -48,21 +49,9 @@ from dissensus.guard import (
     majority_vote,
 )
 from dissensus.guard.encoding import encode_cases
-from dissensus.guard.metrics import figures
 from dissensus.types import VoteCase
 
 REPO = Path(__file__).resolve().parent.parent
-
-
-def _row(name: str, conf: np.ndarray, hit: np.ndarray) -> dict[str, Any]:
-    f = figures(conf, hit)
-    return {
-        "method": name,
-        "accuracy": f.accuracy,
-        "confidence": f.mean_confidence,
-        "gap": f.gap,
-        "ece": f.ece,
-    }
 
 
 def evaluate(cases: list[VoteCase], beta: float) -> list[dict[str, Any]]:

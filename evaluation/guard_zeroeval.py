@@ -78,6 +78,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from _common import guard_row as _row
 from _common import require_data
 
 from dissensus.convert.zeroeval import iter_zeroeval_panels
@@ -91,7 +92,6 @@ from dissensus.guard import (
     panel_votes,
 )
 from dissensus.guard.encoding import encode_cases
-from dissensus.guard.metrics import figures
 from dissensus.types import VoteCase
 
 REPO = Path(__file__).resolve().parent.parent
@@ -161,17 +161,6 @@ def guarded(
             cal = copies[others]
         out.append(guard_votes(c.votes, cal, beta=beta, case_id=c.id))
     return out
-
-
-def _row(name: str, conf: np.ndarray, hit: np.ndarray) -> dict[str, Any]:
-    f = figures(conf, hit)
-    return {
-        "method": name,
-        "accuracy": f.accuracy,
-        "confidence": f.mean_confidence,
-        "gap": f.gap,
-        "ece": f.ece,
-    }
 
 
 def evaluate(
