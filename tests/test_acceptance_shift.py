@@ -123,6 +123,65 @@ def test_the_check_is_seeded() -> None:
     assert shift_check(ref, deployed, seed=4) == shift_check(ref, deployed, seed=4)
 
 
+def test_the_check_does_not_depend_on_the_order_of_the_vectors() -> None:
+    """A resumed run may journal its cases in another order: the same vectors, the same check."""
+    from dissensus.acceptance.shift import ShiftReference, shift_check_vectors
+
+    rng = np.random.default_rng(5)
+    ref = _reference(rng, 60)
+    deployed = _vectors(rng, 40, shift=0.3)
+    first = shift_check_vectors(ref, deployed, seed=2)
+    for order in range(4):
+        shuffled = list(np.random.default_rng(order).permutation(len(deployed)))
+        again = shift_check_vectors(
+            ShiftReference(features=ref.features, rows=list(reversed(ref.rows))),
+            [deployed[i] for i in shuffled],
+            seed=2,
+        )
+        assert again == first
+
+
+def _discrete(rng: np.random.Generator, n: int, rare: float) -> list[dict[str, float]]:
+    """Vectors of discrete features, most of them one vector (a unanimous panel's)."""
+    out = []
+    for _ in range(n):
+        row = {"split": 0.0, "a": 0.0, "b": 0.0}
+        if rng.random() < rare:
+            row["split"] = 1.0
+            row["ab"[int(rng.integers(0, 2))]] = 1.0
+        out.append(row)
+    return out
+
+
+def test_cases_that_all_look_alike_are_never_flagged() -> None:
+    """One vector on both sides: the scores are all tied (AUC 0.5), and however the ties
+    are broken no check flags them."""
+    from dissensus.acceptance.shift import ShiftReference, shift_check_vectors
+
+    ref = ShiftReference(features=["split", "a", "b"], rows=[[0.0, 0.0, 0.0]] * 150)
+    for seed in range(60):
+        got = shift_check_vectors(ref, [{"split": 0.0}] * (20 + seed), alpha=0.5, seed=seed)
+        assert not got.shifted and got.auc == 0.5, (seed, got)
+
+
+def test_mostly_tied_scores_flag_at_most_at_the_level() -> None:
+    """Discrete features, most cases one vector (the reviewer's case of a few deployed
+    cases above many tied ones): a check's false flags stay near its level, where the
+    tie-corrected normal approximation flagged many times more at small levels."""
+    from dissensus.acceptance.shift import ShiftReference, shift_check_vectors
+
+    draws, flags = 300, {0.05: 0, 0.01: 0}
+    for seed in range(draws):
+        rng = np.random.default_rng(50_000 + seed)
+        cal = _discrete(rng, 300, 0.1)
+        ref = ShiftReference(features=["split", "a", "b"], rows=[list(v.values()) for v in cal])
+        got = shift_check_vectors(ref, _discrete(rng, 40, 0.1), seed=seed, alpha=0.05)
+        for level in flags:
+            flags[level] += got.p_value <= level and got.auc > 0.5
+    for level, n in flags.items():
+        assert n / draws <= level + 3 * math.sqrt(level * (1 - level) / draws) + 0.01, flags
+
+
 def test_the_earlier_settings_are_accepted_ignored_and_warned_about() -> None:
     from dissensus.acceptance.shift import reference, shift_check
 

@@ -246,7 +246,7 @@ def test_shift_permutations_is_deprecated_ignored_and_leaves_the_journalled_spec
     from dissensus.pipeline import RunSpec
 
     (tmp_path / "p.yaml").write_text("acceptance: {shift_permutations: 39}\n", encoding="utf-8")
-    with pytest.warns(DeprecationWarning, match=r"acceptance.shift_permutations \(in .*p.yaml\)"):
+    with pytest.warns(FutureWarning, match=r"acceptance.shift_permutations \(in .*p.yaml\)"):
         old, _ = load_policy(tmp_path / "p.yaml")
     assert old.acceptance.shift_permutations == 39  # read, and used by nothing
     with warnings.catch_warnings():
@@ -259,3 +259,23 @@ def test_shift_permutations_is_deprecated_ignored_and_leaves_the_journalled_spec
         assert started["policy"]["acceptance"]["shift_permutations"] == 200
         # ... and an earlier run's spec, with it, reads without a warning.
         assert RunSpec.from_started(started).policy == plain
+
+
+def test_the_cli_says_a_deprecated_setting_in_one_warning_line(tmp_path: Path) -> None:
+    from cli_helpers import cli
+
+    policy = tmp_path / "p.yaml"
+    policy.write_text(
+        "reading: {similarity: tfidf}\nacceptance: {shift_permutations: 39}\n", encoding="utf-8"
+    )
+    panels = tmp_path / "in.jsonl"
+    panels.write_text(
+        '{"id": "a", "outputs": [{"agent": "x", "decision": "1", "reasoning": "r"},'
+        ' {"agent": "y", "decision": "1", "reasoning": "r"}]}\n',
+        encoding="utf-8",
+    )
+    res = cli("decide", panels, "--policy", policy, "--journal", tmp_path / "j.sqlite")
+    assert res.code == 0, res.err
+    said = [line for line in res.err.splitlines() if "shift_permutations" in line]
+    assert len(said) == 1 and said[0].startswith("warning: policy setting "), res.err
+    assert "Warning" not in res.err and ".py:" not in res.err

@@ -18,6 +18,7 @@ from dissensus.pipeline.spec import RunSpec
 from dissensus.serve.shift_watch import ShiftWatch
 from dissensus.store import Journal
 from dissensus.store import event_types as ev
+from dissensus.store.errors import JournalBusy
 from serve_helpers import auth, heap_frozen, write_tokens
 from shift_helpers import build_world
 
@@ -178,3 +179,29 @@ def test_no_check_before_every_cases_are_judged_with_the_file(world: Path, tmp_p
         _one_panel_runs(journal, world / "hold.yaml", _lines(world / "shifted.jsonl", 15), "f")
         watch = ShiftWatch(journal, RunSpec.from_policy(world / "hold.yaml"), every=20)
         assert watch.step() is None and watch.flagged_run is None
+
+
+def test_a_check_whose_flag_could_not_be_journalled_is_made_again_at_the_next_count(
+    world: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The journal refused the flag (busy): the watch neither forgets the check nor waits
+    for `every` more cases; the next count makes the same check and journals the flag."""
+    import dissensus.serve.shift_watch as watch_module
+
+    with Journal(tmp_path / "j.sqlite") as journal:
+        _one_panel_runs(journal, world / "hold.yaml", _lines(world / "shifted.jsonl", 30), "p")
+        spec = RunSpec.from_policy(world / "hold.yaml")
+        watch = ShiftWatch(journal, spec, every=10)
+        real = watch_module.journal_flag
+
+        def busy(*args: Any, **kwargs: Any) -> str:
+            raise JournalBusy("the journal is busy")
+
+        monkeypatch.setattr(watch_module, "journal_flag", busy)
+        watch._step_logged()  # logged, not raised
+        assert watch.flagged_run is None and watch.due()
+        monkeypatch.setattr(watch_module, "journal_flag", real)
+        outcome = watch.step()
+        assert outcome is not None and outcome["shifted"] and watch.flagged_run is not None
+        first = latest_flag(journal, spec.acceptance["sha256"] if spec.acceptance else None)
+        assert first is not None and first["check"] == outcome["check"]

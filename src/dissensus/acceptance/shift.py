@@ -41,12 +41,22 @@ regression (``C = 1``, liblinear; it is there to detect a difference, not to be 
 detector, and it stays fast), its score the log-odds; each side's fitting half is the
 smaller half (``n // 2`` cases, a seeded draw), its testing half the rest; fewer than
 :data:`MIN_CASES` (10) cases on either side is too few to test (``p = 1``, not flagged,
-the result says why), so every half holds at least 5 cases. The p-value is the exact
-Mann–Whitney p-value when the testing halves are small (``n1 * n2`` at most
-:data:`EXACT_MAX`, 2,500) and their scores hold no ties, else the normal approximation
-with the tie and continuity corrections (scipy's exact method ignores ties, and costs
-seconds beyond a few thousand pairs; the approximation is close there). A feature
-absent from a case is 0. ``permutations`` and ``folds``, the settings of the
+the result says why), so every half holds at least 5 cases. Each sample is first put
+in one order fixed by its vectors' values, so the check depends on which vectors the
+samples hold, not on the order they came in (a resumed run whose cases were journalled
+in another order checks the same). Ties among the testing scores (identical vectors
+score alike, common with discrete features) are broken at random (seeded keys drawn by
+position, independent of the scores and of the samples), and the p-value is the exact
+Mann–Whitney p-value of the untied ranks when ``n1 * n2`` is at most
+:data:`EXACT_MAX` (2,500), else its normal approximation with the continuity correction
+(the exact method costs seconds beyond a few thousand pairs; the approximation is close
+there). The tie correction of the approximation is not used: when most scores share one
+value its tail is far too small at the levels of late checks. The AUC reported counts a
+tie as half, and a check flags only where that AUC is above 0.5 too (scores that are all
+one value say nothing, however their ties fell; this only makes flags rarer). Callers
+give each check a seed of its own (:func:`dissensus.pipeline.shift.check_vectors` derives
+it from the check's index), so the tie-breaking of one check is not that of every check. A feature absent from a case is 0; a value that is not a finite number
+leaves the check untested (``p = 1``, the reason says so). ``permutations`` and ``folds``, the settings of the
 permutation test this check used to be, are accepted and ignored; outcomes that
 journalled ``permutations`` still read (:class:`ShiftCheck` keeps the field, 0 now).
 """
@@ -170,10 +180,27 @@ def _ignored(permutations: int | None, folds: int | None) -> None:
         )
 
 
+def _canonical(rows: np.ndarray) -> np.ndarray:
+    """``rows`` in one order fixed by their values (lexicographic), so that what follows
+    depends on which vectors a sample holds, not on the order they came in."""
+    if rows.shape[0] < 2 or rows.shape[1] == 0:
+        return rows
+    return rows[np.lexsort(rows.T[::-1])]
+
+
 def _halves(n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     """Indices of a seeded fitting half (``n // 2``) and testing half (the rest) of ``n``."""
     order = rng.permutation(n)
     return np.sort(order[: n // 2]), np.sort(order[n // 2 :])
+
+
+def _strict_ranks(scores: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Ranks 1..n of ``scores`` with ties broken by seeded uniform keys, drawn by position
+    and so independent of the scores and of which sample a score belongs to."""
+    keys = rng.random(len(scores))
+    ranks = np.empty(len(scores), dtype=float)
+    ranks[np.lexsort((keys, scores))] = np.arange(1, len(scores) + 1)
+    return ranks
 
 
 def shift_check_vectors(
@@ -202,28 +229,46 @@ def shift_check_vectors(
             reason=f"too few cases to test (fewer than {MIN_CASES} on one side)",
             **common,
         )
-    from scipy.stats import mannwhitneyu
+    from scipy.stats import mannwhitneyu, rankdata
     from sklearn.linear_model import LogisticRegression
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import StandardScaler
 
+    if not names or not (np.isfinite(cal).all() and np.isfinite(dep).all()):
+        return ShiftCheck(
+            auc=0.5,
+            p_value=1.0,
+            shifted=False,
+            reason="not tested: "
+            + ("the vectors have no features" if not names else "a value is not a finite number"),
+            **common,
+        )
     rng = np.random.default_rng(seed)
+    cal, dep = _canonical(cal), _canonical(dep)
     cal_fit, cal_test = _halves(len(cal), rng)
     dep_fit, dep_test = _halves(len(dep), rng)
     x = np.vstack([cal[cal_fit], dep[dep_fit]])
     y = np.r_[np.zeros(len(cal_fit), dtype=int), np.ones(len(dep_fit), dtype=int)]
-    model = make_pipeline(StandardScaler(), LogisticRegression(C=1.0, solver="liblinear"))
+    model = make_pipeline(
+        StandardScaler(), LogisticRegression(C=1.0, solver="liblinear", random_state=0)
+    )
     model.fit(x, y)
     dep_scores = model.decision_function(dep[dep_test])
     cal_scores = model.decision_function(cal[cal_test])
     n_dep, n_cal = len(dep_scores), len(cal_scores)
     pooled = np.r_[dep_scores, cal_scores]
-    exact = n_dep * n_cal <= EXACT_MAX and len(np.unique(pooled)) == len(pooled)
-    method = "exact" if exact else "asymptotic"
-    test = mannwhitneyu(dep_scores, cal_scores, alternative="greater", method=method)
-    auc = float(test.statistic) / (n_dep * n_cal)
-    p = min(1.0, max(0.0, float(test.pvalue)))
-    shifted = bool(p <= alpha)
+    # The AUC counts a tie as half; the p-value is that of ranks whose ties are broken at
+    # random (seeded): the normal approximation's tie correction understates the tail
+    # far below the levels late checks use when most scores share one value.
+    auc = float(rankdata(pooled)[:n_dep].sum() - n_dep * (n_dep + 1) / 2) / (n_dep * n_cal)
+    ranks = _strict_ranks(pooled, rng)
+    method = "exact" if n_dep * n_cal <= EXACT_MAX else "asymptotic"
+    test = mannwhitneyu(ranks[:n_dep], ranks[n_dep:], alternative="greater", method=method)
+    p = float(test.pvalue)
+    p = min(1.0, max(0.0, p)) if math.isfinite(p) else 1.0
+    # A flag needs the deployed cases to score higher as well: scores that are all one
+    # value (AUC 0.5) say nothing, whichever way their ties were broken.
+    shifted = bool(p <= alpha and auc > 0.5)
     figures = f"AUC {auc:.2f}, p = {p:.2g}, level {alpha:.2g}"
     reason = (
         f"the deployed cases look different from the calibration cases ({figures})"

@@ -40,6 +40,7 @@ import os
 import signal
 import sys
 import threading
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from types import FrameType
@@ -115,9 +116,35 @@ def main(argv: list[str] | None = None) -> int:
     return code
 
 
+@contextmanager
+def _plain_warnings() -> Iterator[None]:
+    """A :class:`FutureWarning` (a deprecated setting of the user's files) is one
+    ``warning:`` line on stderr, not Python's two lines naming our source."""
+    before = warnings.showwarning
+
+    def show(
+        message: Warning | str,
+        category: type[Warning],
+        filename: str,
+        lineno: int,
+        file: Any = None,
+        line: str | None = None,
+    ) -> None:
+        if issubclass(category, FutureWarning):
+            sys.stderr.write(f"warning: {shown(' '.join(str(message).split()))}\n")
+            return
+        before(message, category, filename, lineno, file, line)
+
+    warnings.showwarning = show
+    try:
+        yield
+    finally:
+        warnings.showwarning = before
+
+
 def _main(argv: list[str] | None) -> int:
     try:
-        with _sigterm_interrupts():
+        with _sigterm_interrupts(), _plain_warnings():
             code = _command().main(args=argv, prog_name="dissensus", standalone_mode=False)
     except SystemExit as exc:
         if type(sys.stdout).__name__ == "PacifyFlushWrapper":

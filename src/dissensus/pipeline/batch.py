@@ -96,7 +96,7 @@ from dissensus.pipeline.executors import Executor, LocalExecutor, Outcome, RunCo
 from dissensus.pipeline.records import CaseRecord
 from dissensus.pipeline.run_events import RunFinished, RunInput, RunStarted, RunStopped
 from dissensus.pipeline.runtime import PastDeadline
-from dissensus.pipeline.shift import check_run, checks_shift, latest_flag
+from dissensus.pipeline.shift import check_run, checks_shift, latest_flag, load_shift_check
 from dissensus.pipeline.spec import (
     PolicyLike,
     RunSpec,
@@ -471,6 +471,9 @@ async def execute_run(
         # batch (one head read, one insert). A deferred run not written yet is created
         # here, without a lock: it is finished in this same commit.
         unlocked = journal.deferred(run_id) is not None
+        if checks_shift(spec.acceptance):
+            # The check's libraries load (a second, the first time) before the write lock.
+            load_shift_check()
         with journal.transaction(), journal.transaction(run_id if not unlocked else None):
             if unlocked:
                 journal.create_deferred(run_id, lock=False)

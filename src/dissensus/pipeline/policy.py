@@ -198,7 +198,7 @@ class AcceptanceSettings(_Section):
     """Deprecated and ignored: the label permutations of the permutation test the shift
     check used to be (it is a sample-split rank test now, with no permutations). Still
     accepted so that earlier policy files load (a policy file that sets it warns with a
-    :class:`DeprecationWarning`; :func:`load_policy`), and kept at its default so that the run specification a
+    :class:`FutureWarning`; :func:`load_policy`), and kept at its default so that the run specification a
     policy without it journals stays what it was."""
     audit_rate: float = Field(default=0.05, ge=0.0, le=1.0)
     """Share of automatic commits that also open a blind audit item (the reviewer sees
@@ -394,14 +394,16 @@ that sets one warns (:func:`load_policy`); a mapping does not, since every dump 
 
 
 def _warn_deprecated(data: Any, file: str) -> None:
-    """A :class:`DeprecationWarning` for each deprecated setting a policy file sets."""
+    """A :class:`FutureWarning` for each deprecated setting a policy file sets: a warning
+    for the file's author, shown by default (the CLI prints it as one ``warning:`` line),
+    where a :class:`DeprecationWarning` from inside the package would be hidden."""
     for (section, key), why in DEPRECATED_SETTINGS.items():
         part = data.get(section) if isinstance(data, dict) else None
         if isinstance(part, dict) and key in part:
             where = f" (in {file})"
             warnings.warn(
                 f"policy setting {section}.{key}{where} is deprecated and ignored: {why}",
-                DeprecationWarning,
+                FutureWarning,
                 stacklevel=3,
             )
 

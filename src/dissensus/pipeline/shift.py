@@ -53,6 +53,7 @@ import random
 from collections.abc import Mapping
 from typing import Any
 
+import numpy as np
 from pydantic import TypeAdapter
 from typing_extensions import TypedDict
 
@@ -68,7 +69,9 @@ __all__ = [
     "ShiftOutcome",
     "check_run",
     "check_vectors",
+    "checks_shift",
     "latest_flag",
+    "load_shift_check",
     "run_check_index",
     "shift_words",
     "watch_index",
@@ -147,12 +150,14 @@ def check_vectors(
         return None
     from dissensus.acceptance.shift import ShiftReference, check_level, shift_check_vectors
 
+    # Each check draws its own seeded randomness (its split and tie-breaking), and what it
+    # checks does not depend on the order the vectors came in.
+    own = int(np.random.SeedSequence([seed, check, round(share * 1000)]).generate_state(1)[0])
     if len(vectors) > MAX_DEPLOYED:
-        vectors = random.Random(seed).sample(vectors, MAX_DEPLOYED)
+        ordered = sorted(vectors, key=lambda v: sorted(v.items()))
+        vectors = random.Random(own).sample(ordered, MAX_DEPLOYED)
     level = check_level(alpha, check, share=share)
-    result = shift_check_vectors(
-        ShiftReference.model_validate(raw), vectors, alpha=level, seed=seed
-    )
+    result = shift_check_vectors(ShiftReference.model_validate(raw), vectors, alpha=level, seed=own)
     sha = acceptance.get("sha256")
     return ShiftOutcome(
         auc=result.auc,
@@ -169,6 +174,17 @@ def check_vectors(
         reason=result.reason,
         file_sha256=None if sha is None else str(sha),
     )
+
+
+def load_shift_check() -> None:
+    """Import what a check needs (scipy, scikit-learn: about a second the first time), so
+    that a caller can pay it before taking the journal's write lock."""
+    import scipy.stats  # noqa: F401
+    import sklearn.linear_model
+    import sklearn.pipeline
+    import sklearn.preprocessing  # noqa: F401
+
+    import dissensus.acceptance.shift  # noqa: F401
 
 
 def checks_shift(acceptance: Mapping[str, Any] | None) -> bool:
@@ -241,7 +257,16 @@ def latest_flag(journal: Journal, file_sha256: str | None) -> ShiftOutcome | Non
     return _OUTCOME.validate_python({**newest.payload, "run_id": newest.run_id})
 
 
-def _level(outcome: Mapping[str, Any]) -> str:
+def _digits(p: float, alpha: float) -> int:
+    """Significant digits that show ``p`` and the level ``alpha`` apart (2 when they differ
+    there: "p = 0.0012 > level 0.0012" would contradict itself)."""
+    for digits in range(2, 8):
+        if f"{p:.{digits}g}" != f"{alpha:.{digits}g}":
+            return digits
+    return 8
+
+
+def _level(outcome: Mapping[str, Any], digits: int = 2) -> str:
     """The check's level in words: of which check, and the file's lifetime level (for
     checks journalled with them)."""
     alpha = outcome.get("alpha")
@@ -249,8 +274,8 @@ def _level(outcome: Mapping[str, Any]) -> str:
         return ""
     check = outcome.get("check")
     if check is None:
-        return f"level {float(alpha):.2g}"
-    return f"level {float(alpha):.2g} of check {int(check)}"
+        return f"level {float(alpha):.{digits}g}"
+    return f"level {float(alpha):.{digits}g} of check {int(check)}"
 
 
 def _lifetime(outcome: Mapping[str, Any]) -> str:
@@ -274,18 +299,25 @@ def shift_words(outcome: Mapping[str, Any]) -> str:
             f"Not checked yet: {deployed} judged case(s), and the shift check needs at "
             f"least {MIN_CASES}."
         )
-    level = _level(outcome)
+    alpha = outcome.get("alpha")
+    digits = 2 if alpha is None else _digits(p, float(alpha))
+    level = _level(outcome, digits)
+    auc = float(outcome.get("auc", 0.5))
     if outcome.get("shifted"):
         against = f" ≤ {level}" if level else ""
         return (
             f"New cases look different from the {outcome.get('calibration_n')} calibration cases "
-            f"(shift check p = {p:.2g}{against}, AUC {float(outcome.get('auc', 0.5)):.2f}): the "
+            f"(shift check p = {p:.{digits}g}{against}, AUC {auc:.2f}): the "
             "guarantee may not hold for them; review more, and recalibrate on recent cases."
             + _lifetime(outcome)
         )
-    against = f" > {level}" if level else ""
+    if level and alpha is not None and p <= float(alpha):
+        # Under the level, but the deployed cases score no higher (ties broken at random).
+        against = f" ≤ {level}, but AUC {auc:.2f}: the deployed cases score no higher"
+    else:
+        against = f" > {level}" if level else ""
     return (
         f"New cases resemble the {outcome.get('calibration_n')} calibration cases as far as "
-        f"the shift check can tell (p = {p:.2g}{against}, over {outcome.get('deployed_n')} "
+        f"the shift check can tell (p = {p:.{digits}g}{against}, over {outcome.get('deployed_n')} "
         "cases)." + _lifetime(outcome)
     )

@@ -15,7 +15,9 @@ Choices where the design is silent: the window is read from the journal at each
 request (no state in the server, so several servers agree); the check runs in a worker
 thread; it is tested at the level of the shift watch's check of as many judged cases
 (:func:`~dissensus.pipeline.shift.watch_index`; index 1 below ``--shift-every`` cases),
-so it says what the watch would, and it is journalled nowhere and holds nothing; without an acceptance file the answer says so (``file: null``). When the
+over the latest cases (the watch's own check looks at those up to the last multiple of
+``--shift-every``, so the two differ by the cases judged since); it is journalled
+nowhere and holds nothing; without an acceptance file the answer says so (``file: null``). When the
 monitor's library (``confseq``, extra ``monitor``) is not installed and audits have been
 answered, ``monitor`` is ``null`` and ``monitor_error`` says how to install it.
 """

@@ -27,16 +27,17 @@ Choices where the design is silent:
   (:func:`~dissensus.pipeline.shift.watch_index`): read from the journal, so a restart
   does not start the sequence again, and a check whose index is the one this watch
   checked last is skipped. Check ``i`` looks at the cases judged up to the ``i *
-  every``-th (the latest :data:`~dissensus.serve.acceptance.WINDOW` of them), seeded: a
-  restarted server (or a second server on the journal) that makes check ``i`` again
-  makes the same check, with the same outcome, so repeating it adds no chance of a
-  false flag. The first check comes once ``every`` cases are judged with the file. The
+  every``-th (the latest :data:`~dissensus.serve.acceptance.WINDOW` of them), seeded by
+  ``i``: a restarted server (or a second server on the journal, with the same
+  ``every``) that makes check ``i`` again on the same cases makes the same check, with
+  the same outcome, so repeating it adds no chance of a false flag. The first check comes once ``every`` cases are judged with the file. The
   levels of the watch's checks sum to at most ``alpha / 2``, so a file whose cases stay
   exchangeable is flagged by the watch or by a run with probability at most ``alpha``
   over its life. Caveat: the journal lists cases in run order, so a run that is still
   judging when a later run has started can put a case among the first ``i * every``
-  after check ``i`` was made; a later check of the same index then sees slightly
-  different cases.
+  after check ``i`` was made; a later check of the same index then sees other cases and
+  deals its halves anew (a new test at the same level). Servers on one journal with
+  different ``every`` number different checks alike: each spends a full ``alpha / 2``.
 * **What is journalled.** A check that flags the file is journalled as a run of its own
   (``via: shift-watch``, no input, no case): its ``run.started``, the ``acceptance.shift``
   event (the check, how many runs the cases came from and the newest of them) and its
@@ -144,16 +145,14 @@ class ShiftWatch:
         acceptance = self.spec.acceptance
         if acceptance is None or not self.due():
             return None
-        self._seen = self.journal.count_of_type(ev.CASE_ACCEPTANCE)
+        seen = self.journal.count_of_type(ev.CASE_ACCEPTANCE)
         sha = acceptance.get("sha256")
         judged = judged_vectors(self.journal, None if sha is None else str(sha), window=None)
         index = watch_index(len(judged), self.every)
-        if index < 1 or index == self._check:
-            return None
         judged = judged[: index * self.every][-WINDOW:]
-        if len(judged) < MIN_CASES:
+        if index < 1 or index == self._check or len(judged) < MIN_CASES:
+            self._seen = seen
             return None
-        self._check = index
         outcome = check_vectors(
             acceptance,
             [vector for vector, _ in judged],
@@ -161,19 +160,26 @@ class ShiftWatch:
             check=index,
             share=WATCH_SHARE,
         )
-        if outcome is None or not outcome["shifted"] or self._stopped.is_set():
-            return outcome
-        if latest_flag(self.journal, outcome.get("file_sha256")) is not None:
-            return outcome  # the file is flagged in this journal already
-        outcome["across_runs"] = len({run for _, run in judged})
-        outcome["newest_run"] = judged[-1][1]
-        journal = self._open() if self._open is not None else self.journal
-        try:
-            self.flagged_run = journal_flag(journal, self.spec, outcome)
-        finally:
-            if journal is not self.journal:
-                journal.close()
-        log.warning("shift watch (run %s): %s", self.flagged_run, shift_words(outcome))
+        if (
+            outcome is not None
+            and outcome["shifted"]
+            and not self._stopped.is_set()
+            # Once the file is flagged in this journal, no second flag.
+            and latest_flag(self.journal, outcome.get("file_sha256")) is None
+        ):
+            outcome["across_runs"] = len({run for _, run in judged})
+            outcome["newest_run"] = judged[-1][1]
+            journal = self._open() if self._open is not None else self.journal
+            try:
+                self.flagged_run = journal_flag(journal, self.spec, outcome)
+            finally:
+                if journal is not self.journal:
+                    journal.close()
+            log.warning("shift watch (run %s): %s", self.flagged_run, shift_words(outcome))
+        # Only a check that ran to its end counts: one that failed (the flag not journalled,
+        # the journal busy) is made again at the next count, the same check of the same
+        # cases, so it spends no more of the level.
+        self._seen, self._check = seen, index
         return outcome
 
     async def run(self) -> None:
