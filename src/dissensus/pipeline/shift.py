@@ -150,7 +150,7 @@ def check_vectors(
         return None
     from dissensus.acceptance.shift import ShiftReference, check_level, shift_check_vectors
 
-    # Each check draws its own seeded randomness (its split and tie-breaking), and what it
+    # Each check draws its own seeded split of the samples, and what it
     # checks does not depend on the order the vectors came in.
     own = int(np.random.SeedSequence([seed, check, round(share * 1000)]).generate_state(1)[0])
     if len(vectors) > MAX_DEPLOYED:
@@ -312,7 +312,7 @@ def shift_words(outcome: Mapping[str, Any]) -> str:
             + _lifetime(outcome)
         )
     if level and alpha is not None and p <= float(alpha):
-        # Under the level, but the deployed cases score no higher (ties broken at random).
+        # Under the level, but the deployed cases score no higher (AUC 0.5 or below).
         against = f" ≤ {level}, but AUC {auc:.2f}: the deployed cases score no higher"
     else:
         against = f" > {level}" if level else ""
