@@ -4,11 +4,11 @@ cases and fine enough to spend over a file's life; a clear shift is flagged at s
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dissensus.acceptance import Candidate
@@ -200,15 +200,74 @@ def test_mostly_tied_scores_flag_at_most_at_the_level() -> None:
 
 def test_one_case_above_many_tied_ones_is_not_strong_evidence() -> None:
     """Testing halves of 20 deployed and 150 calibration scores, all tied but one deployed
-    score above: by chance that happens with probability 20/170 ~ 0.12. The tie-corrected
-    variance called it p = 0.003; the check's p-value is no smaller than the chance."""
+    score above: by chance that happens with probability 20/170 ~ 0.12, the exact p-value
+    (the tie-corrected normal approximation called it 0.003)."""
     from dissensus.acceptance.shift import _p_value
 
     dep = np.r_[np.ones(1), np.zeros(19)]
     cal = np.zeros(150)
     auc, p, method = _p_value(dep, cal)
-    assert method == "asymptotic" and auc > 0.5
-    assert p >= 20 / 170
+    assert method == "exact" and auc > 0.5
+    assert p == pytest.approx(20 / 170)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.integers(0, 3), min_size=1, max_size=6),
+    st.lists(st.integers(0, 3), min_size=1, max_size=6),
+)
+def test_the_exact_p_value_given_ties_is_the_share_of_all_draws(
+    dep_values: list[int], cal_values: list[int]
+) -> None:
+    """Tied scores: the p-value is the share of all ways of drawing as many scores as the
+    deployed side has whose mid-rank sum reaches the deployed one (every draw listed)."""
+    from itertools import combinations
+
+    from scipy.stats import rankdata
+
+    from dissensus.acceptance.shift import _p_value
+
+    dep, cal = np.asarray(dep_values, float), np.asarray(cal_values, float)
+    ranks = rankdata(np.r_[dep, cal])
+    observed = ranks[: len(dep)].sum()
+    draws = [ranks[list(c)].sum() for c in combinations(range(len(ranks)), len(dep))]
+    share = float(np.mean([d >= observed - 1e-9 for d in draws]))
+    _, p, method = _p_value(dep, cal)
+    if len(set(dep_values) | set(cal_values)) > 1:
+        assert method == "exact" and p == pytest.approx(share)
+
+
+def test_signed_zeros_and_order_do_not_change_the_check() -> None:
+    from dissensus.acceptance.shift import ShiftReference, shift_check_vectors
+
+    rng = np.random.default_rng(8)
+    ref = _reference(rng, 40)
+    deployed = [{**v, "z": -0.0 if i % 2 else 0.0} for i, v in enumerate(_vectors(rng, 30))]
+    first = shift_check_vectors(
+        ShiftReference(features=[*ref.features, "z"], rows=[[*r, 0.0] for r in ref.rows]),
+        deployed,
+    )
+    for order in range(5):
+        shuffled = [deployed[i] for i in np.random.default_rng(order).permutation(30)]
+        again = shift_check_vectors(
+            ShiftReference(features=[*ref.features, "z"], rows=[[*r, -0.0] for r in ref.rows]),
+            shuffled,
+        )
+        assert again == first
+
+
+def test_malformed_vectors_are_not_tested_and_say_so() -> None:
+    from dissensus.acceptance.shift import ShiftReference, shift_check_vectors
+    from dissensus.pipeline.shift import check_vectors, shift_words
+
+    ref = ShiftReference(features=["a"], rows=[[0.0]] * 20)
+    broken: list[dict[str, Any]] = [{"a": None}] * 20
+    got = shift_check_vectors(ref, broken)
+    assert not got.shifted and got.p_value == 1.0 and got.reason.startswith("not tested")
+    outcome = check_vectors(
+        {"shift_reference": ref.model_dump()}, [{"a": math.nan}] * 20, alpha=0.1
+    )
+    assert outcome is not None and shift_words(outcome).startswith("Not checked: ")
 
 
 def test_the_earlier_settings_are_accepted_ignored_and_warned_about() -> None:

@@ -222,3 +222,23 @@ def test_an_outcome_journalled_by_the_permutation_test_still_reads(tmp_path: Pat
         "level 0.1, AUC 0.71)"
     )
     assert "over its life" not in words  # it was not tested at a lifetime level
+
+
+def test_a_sampled_check_is_the_same_in_any_order_and_says_how_many_it_tested() -> None:
+    """More judged cases than a check tests: the sample is drawn from the cases' values, so
+    the same cases in another order (a resumed run) give the same check, and the words
+    name both numbers."""
+    import numpy as np
+
+    from dissensus.acceptance.shift import ShiftReference
+    from dissensus.pipeline.shift import MAX_DEPLOYED, check_vectors, shift_words
+
+    rng = np.random.default_rng(4)
+    ref = ShiftReference(features=["a", "b"], rows=rng.normal(size=(60, 2)).tolist())
+    cases = [{"a": float(x), "b": float(y)} for x, y in rng.normal(size=(MAX_DEPLOYED + 500, 2))]
+    acceptance = {"shift_reference": ref.model_dump(), "sha256": "f"}
+    first = check_vectors(acceptance, cases, alpha=0.1)
+    again = check_vectors(acceptance, list(reversed(cases)), alpha=0.1)
+    assert first is not None and first == again
+    assert first["deployed_n"] == MAX_DEPLOYED and first["judged_n"] == MAX_DEPLOYED + 500
+    assert f"over {MAX_DEPLOYED} of {MAX_DEPLOYED + 500} cases" in shift_words(first)

@@ -47,17 +47,19 @@ digest of both samples, so the check depends on which vectors the samples hold, 
 the order they came in (a resumed run whose cases were journalled in another order
 checks the same), and each pair of samples gets a split of its own (one drawn by the
 seed alone would take the same positions of the value order for every pair of samples
-of those sizes: no random half, and a biased test). The p-value is the exact Mann–Whitney p-value when
-the testing scores hold no ties and ``n1 * n2`` is at most :data:`EXACT_MAX` (2,500);
-otherwise its normal approximation on mid-ranks with the continuity correction and the
-variance of *untied* ranks. Ties are common (identical vectors score alike, and discrete
-features make identical vectors common), and the usual tie-corrected variance then makes
-the tail far too small at the levels of late checks (one deployed case above 169 tied
-scores: p = 0.003 where the exact chance is 0.12); the untied variance is the larger one
-there. Over every split of the scores into two tied groups, with testing halves from
-5 × 5 to 1,000 × 150, a false flag at a check's level is at most 1.15 times that level
-(and mostly far below it), where the tie-corrected variance gave up to 179 times. The AUC
-reported counts a tie as half, and a check flags only where that AUC is above 0.5 too.
+of those sizes: no random half, and a biased test). The p-value is exact wherever it can be had
+cheaply: the exact Mann–Whitney p-value when the testing scores hold no ties and
+``n1 * n2`` is at most :data:`EXACT_MAX` (2,500); with ties (identical vectors score
+alike, and discrete features make identical vectors common), the exact tail *given the
+ties* (a dynamic programme over the groups of equal scores) at the same sizes, and at
+any size when the scores take only two values (then a hypergeometric tail). Beyond that,
+with ties, the normal approximation on mid-ranks with the continuity correction and the
+variance of *untied* ranks: the usual tie-corrected variance makes the tail far too
+small at the levels of late checks when one value holds most scores (one deployed case
+above 169 tied scores: p = 0.003 where the exact chance is 20/170 = 0.12); the untied
+variance is larger there, so that approximation is conservative, and weak, with heavy
+ties. The AUC reported counts a tie as half, and a check flags only where that AUC is
+above 0.5 too.
 A feature absent from a case is 0; a value that is not a finite number
 leaves the check untested (``p = 1``, the reason says so). ``permutations`` and ``folds``, the settings of the
 permutation test this check used to be, are accepted and ignored; outcomes that
@@ -198,17 +200,59 @@ def _halves(n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     return np.sort(order[: n // 2]), np.sort(order[n // 2 :])
 
 
+def _tied_tail(small: np.ndarray, other: np.ndarray) -> float:
+    """P(the mid-rank sum of ``len(small)`` scores drawn at random from the pooled scores
+    is at least that of ``small``): the exact tail given the ties, by dynamic programming
+    over the groups of equal scores (doubled mid-ranks, so sums are integers)."""
+    from scipy.special import comb
+    from scipy.stats import rankdata
+
+    n = len(small)
+    pooled = np.r_[small, other]
+    doubled = np.rint(2 * rankdata(pooled)).astype(np.int64)
+    observed = int(doubled[:n].sum())
+    values, counts = np.unique(doubled, return_counts=True)
+    top = int(np.sort(doubled)[-n:].sum()) if n else 0
+    ways = np.zeros((n + 1, top + 1))
+    ways[0, 0] = 1.0
+    for value, count in zip(values.tolist(), counts.tolist(), strict=True):
+        grown = ways.copy()  # j = 0: none of this group drawn
+        for j in range(1, min(count, n) + 1):
+            shift = j * value
+            if shift > top:
+                break
+            grown[j:, shift:] += comb(count, j) * ways[: n + 1 - j, : top + 1 - shift]
+        ways = grown
+    total = float(comb(len(pooled), n))
+    return float(ways[n, observed:].sum() / total)
+
+
 def _p_value(dep: np.ndarray, cal: np.ndarray) -> tuple[float, float, str]:
     """The AUC of ``dep`` over ``cal`` (a tie counts half), its one-sided p-value and how
     it was computed (module docstring)."""
-    from scipy.stats import mannwhitneyu, norm, rankdata
+    from scipy.stats import hypergeom, mannwhitneyu, norm, rankdata
 
     n_dep, n_cal = len(dep), len(cal)
     pooled = np.r_[dep, cal]
     u = float(rankdata(pooled)[:n_dep].sum() - n_dep * (n_dep + 1) / 2)
     auc = u / (n_dep * n_cal)
-    if n_dep * n_cal <= EXACT_MAX and len(np.unique(pooled)) == len(pooled):
-        p = float(mannwhitneyu(dep, cal, alternative="greater", method="exact").pvalue)
+    distinct = np.unique(pooled)
+    if len(distinct) == 1:
+        return auc, 1.0, "exact"  # every score one value: no evidence either way
+    if len(distinct) == len(pooled):
+        if n_dep * n_cal <= EXACT_MAX:
+            p = float(mannwhitneyu(dep, cal, alternative="greater", method="exact").pvalue)
+            return auc, p, "exact"
+    elif len(distinct) == 2:
+        # Two values: the deployed scores' mid-rank sum grows with how many of them hold
+        # the higher value, a hypergeometric count.
+        high = int((pooled == distinct[1]).sum())
+        above = int((dep == distinct[1]).sum())
+        return auc, float(hypergeom(n_dep + n_cal, high, n_dep).sf(above - 1)), "exact"
+    elif n_dep * n_cal <= EXACT_MAX:
+        # The exact tail given the ties, on the smaller side (the mid-rank sums of the two
+        # sides add up to a constant, so "deployed high" is "calibration low").
+        p = _tied_tail(dep, cal) if n_dep <= n_cal else _tied_tail(-cal, -dep)
         return auc, p, "exact"
     # Mid-ranks, the variance of untied ranks (no tie correction) and the continuity
     # correction: with ties that variance is larger than the true one, which keeps the
@@ -232,11 +276,24 @@ def shift_check_vectors(
     journals them)."""
     _ignored(permutations, folds)
     names = ref.features
-    cal = np.asarray(ref.rows, dtype=float).reshape(len(ref.rows), len(names))
-    dep = np.asarray(
-        [[float(v.get(k, 0.0)) for k in names] for v in deployed], dtype=float
-    ).reshape(len(deployed), len(names))
-    common = {"alpha": alpha, "calibration_n": len(cal), "deployed_n": len(dep)}
+    common = {"alpha": alpha, "calibration_n": len(ref.rows), "deployed_n": len(deployed)}
+    try:
+        # + 0.0: -0.0 and 0.0 are one value (they sort alike but their bytes differ).
+        cal = np.asarray(ref.rows, dtype=float).reshape(len(ref.rows), len(names)) + 0.0
+        dep = (
+            np.asarray(
+                [[float(v.get(k, 0.0)) for k in names] for v in deployed], dtype=float
+            ).reshape(len(deployed), len(names))
+            + 0.0
+        )
+    except (TypeError, ValueError) as exc:
+        return ShiftCheck(
+            auc=0.5,
+            p_value=1.0,
+            shifted=False,
+            reason=f"not tested: the vectors are malformed ({exc})",
+            **common,
+        )
     if min(len(cal), len(dep)) < MIN_CASES:
         return ShiftCheck(
             auc=0.5,

@@ -49,6 +49,8 @@ Choices where the design is silent:
 
 from __future__ import annotations
 
+import hashlib
+import math
 import random
 from collections.abc import Mapping
 from typing import Any
@@ -106,6 +108,9 @@ class ShiftOutcome(TypedDict, total=False):
     """The check's index in its sequence (runs' own checks, or the watch's)."""
     calibration_n: int
     deployed_n: int
+    judged_n: int
+    """The judged cases the check was asked about (``deployed_n`` is those it tested: at
+    most :data:`MAX_DEPLOYED`, a sample beyond)."""
     permutations: int
     """Label permutations of a permutation-test p-value: 0 now; checks journalled before
     the sample-split test hold theirs."""
@@ -153,9 +158,17 @@ def check_vectors(
     # Each check draws its own seeded split of the samples, and what it
     # checks does not depend on the order the vectors came in.
     own = int(np.random.SeedSequence([seed, check, round(share * 1000)]).generate_state(1)[0])
-    if len(vectors) > MAX_DEPLOYED:
-        ordered = sorted(vectors, key=lambda v: sorted(v.items()))
-        vectors = random.Random(own).sample(ordered, MAX_DEPLOYED)
+    judged_n = len(vectors)
+    if judged_n > MAX_DEPLOYED and _plain(vectors):
+        # In an order fixed by the values, and sampled with a digest of them too: a sample
+        # drawn by the seed alone would keep the same positions of that order every time,
+        # no random sample of the cases (the split of the check avoids it the same way).
+        ordered = sorted(
+            ({k: float(x) + 0.0 for k, x in v.items()} for v in vectors),
+            key=lambda v: sorted(v.items()),
+        )
+        digest = hashlib.blake2b(repr([sorted(v.items()) for v in ordered]).encode()).digest()
+        vectors = random.Random(f"{own}:{digest.hex()}").sample(ordered, MAX_DEPLOYED)
     level = check_level(alpha, check, share=share)
     result = shift_check_vectors(ShiftReference.model_validate(raw), vectors, alpha=level, seed=own)
     sha = acceptance.get("sha256")
@@ -168,6 +181,7 @@ def check_vectors(
         check=check,
         calibration_n=result.calibration_n,
         deployed_n=result.deployed_n,
+        judged_n=judged_n,
         permutations=result.permutations,
         tested_n=list(result.tested_n),
         method=result.method,
@@ -185,6 +199,12 @@ def load_shift_check() -> None:
     import sklearn.preprocessing  # noqa: F401
 
     import dissensus.acceptance.shift  # noqa: F401
+
+
+def _plain(vectors: list[dict[str, float]]) -> bool:
+    """Whether every value is a finite number (anything else leaves the check untested,
+    and would make the order the sample is drawn in depend on the input's order)."""
+    return all(isinstance(x, int | float) and math.isfinite(x) for v in vectors for x in v.values())
 
 
 def checks_shift(acceptance: Mapping[str, Any] | None) -> bool:
@@ -294,11 +314,22 @@ def shift_words(outcome: Mapping[str, Any]) -> str:
     from dissensus.acceptance.shift import MIN_CASES
 
     deployed = int(outcome.get("deployed_n", 0))
-    if min(deployed, int(outcome.get("calibration_n", 0))) < MIN_CASES:
+    calibration = int(outcome.get("calibration_n", 0))
+    if calibration < MIN_CASES:
+        return (
+            f"Not checked: the acceptance file keeps {calibration} calibration case(s), and "
+            f"the shift check needs at least {MIN_CASES}."
+        )
+    if deployed < MIN_CASES:
         return (
             f"Not checked yet: {deployed} judged case(s), and the shift check needs at "
             f"least {MIN_CASES}."
         )
+    reason = str(outcome.get("reason", ""))
+    if reason.startswith("not tested"):
+        return f"Not checked: {reason.removeprefix('not tested: ')}."
+    judged = int(outcome.get("judged_n", deployed))
+    over = f"{deployed} cases" if judged == deployed else f"{deployed} of {judged} cases"
     alpha = outcome.get("alpha")
     digits = 2 if alpha is None else _digits(p, float(alpha))
     level = _level(outcome, digits)
@@ -306,7 +337,7 @@ def shift_words(outcome: Mapping[str, Any]) -> str:
     if outcome.get("shifted"):
         against = f" ≤ {level}" if level else ""
         return (
-            f"New cases look different from the {outcome.get('calibration_n')} calibration cases "
+            f"New cases look different from the {calibration} calibration cases "
             f"(shift check p = {p:.{digits}g}{against}, AUC {auc:.2f}): the "
             "guarantee may not hold for them; review more, and recalibrate on recent cases."
             + _lifetime(outcome)
@@ -317,7 +348,6 @@ def shift_words(outcome: Mapping[str, Any]) -> str:
     else:
         against = f" > {level}" if level else ""
     return (
-        f"New cases resemble the {outcome.get('calibration_n')} calibration cases as far as "
-        f"the shift check can tell (p = {p:.{digits}g}{against}, over {outcome.get('deployed_n')} "
-        "cases)." + _lifetime(outcome)
+        f"New cases resemble the {calibration} calibration cases as far as "
+        f"the shift check can tell (p = {p:.{digits}g}{against}, over {over})." + _lifetime(outcome)
     )
