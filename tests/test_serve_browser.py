@@ -768,3 +768,31 @@ def test_a_chat_conversation_is_shown_bounded_and_passes_axe(desk: Desk, tmp_pat
     assert _serious_violations(page) == []
     page.screenshot(path=str(tmp_path / "chat-case.png"), full_page=True)
     page.context.close()
+
+
+def test_u_asks_then_times_out_without_undoing(desk: Desk) -> None:
+    """The first ``u`` waits 5 s for its second: after that the question is gone and one
+    more ``u`` asks again instead of undoing (the page's clock is run forward, no wait)."""
+    expect = desk.sync_api.expect
+    run, (a, b) = desk.submit([escalating(f"ut-{i}") for i in range(2)])
+    page = desk.page()
+    page.clock.install()
+    page.goto(f"{desk.base}/review/case/{a}?run={run}")
+    _on_case(desk, page, a)
+    page.keyboard.press("1")
+    page.keyboard.press("Enter")
+    _on_case(desk, page, b)
+    asks = page.locator("#undo-confirm")
+    page.keyboard.press("u")
+    expect(asks).to_have_text(f"press u again to undo your resolution of {a}")
+    page.clock.run_for(4_900)
+    expect(asks).not_to_have_text("")  # still asking just before the 5 s
+    page.clock.run_for(200)
+    expect(asks).to_have_text("")
+    page.keyboard.press("u")  # a new question, not the second u of the old one
+    expect(asks).to_have_text(f"press u again to undo your resolution of {a}")
+    page.wait_for_function(SETTLED)
+    expect(page.locator("#case-title")).to_have_attribute("data-review-id", b)
+    with desk.api("tok-r1") as api:
+        assert api.get(f"/v1/review/{a}").json()["status"] == "resolved"
+    page.context.close()
