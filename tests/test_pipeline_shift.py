@@ -160,6 +160,49 @@ def test_a_journal_with_n_earlier_checks_of_the_file_tests_the_next_at_level_n_p
     assert "p = 0.00" not in words and f"p = {got['p_value']:.2g}" in words
 
 
+def test_two_runs_finishing_at_once_take_consecutive_check_indices(
+    world: Path, journal_target: str
+) -> None:
+    """A run's check counts the file's earlier checks under a lock named after the file:
+    a run finishing while another writer holds that lock (an uncommitted check of the
+    same file) waits for it and takes the next index. Without the lock, PostgreSQL's
+    second run counted the same earlier checks and spent check 1's level again."""
+    import threading
+
+    sha = RunSpec.from_policy(world / "warn.yaml").acceptance["sha256"]  # type: ignore[index]
+    with Journal(journal_target) as first, Journal(journal_target) as second:
+        done = threading.Event()
+        failed: list[BaseException] = []
+
+        def finish_second() -> None:
+            try:
+                _run(second, world / "shifted.jsonl", world / "warn.yaml", "second")
+            except BaseException as exc:  # reported by the assertion below
+                failed.append(exc)
+            finally:
+                done.set()
+
+        with first.transaction():
+            first.lock_name(f"shift-check:{sha}")
+            _fake_check(first, "first", sha)
+            worker = threading.Thread(target=finish_second)
+            worker.start()
+            # The second run reads its cases, then waits for the lock to count checks.
+            assert not done.wait(2.0), failed
+        worker.join(60)
+        assert done.is_set() and not failed, failed
+        got = second.get("second", "run/shift")
+        assert got is not None and got.payload["check"] == 2, got
+
+
+def test_lock_name_needs_a_transaction(tmp_path: Path) -> None:
+    with (
+        Journal(tmp_path / "j.sqlite") as journal,
+        pytest.raises(RuntimeError, match="transaction"),
+    ):
+        journal.lock_name("x")
+
+
 def test_a_resumed_run_journals_the_check_an_uninterrupted_run_does(
     world: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -30,10 +30,11 @@ Choices where the design is silent:
   1.2e-5 for the fiftieth. The service's watch spends the other half over its own
   sequence (:mod:`dissensus.serve.shift_watch`). The levels sum to at most ``alpha``
   however many runs, checks and restarts there are, so the union bound gives the
-  lifetime guarantee. Caveats: two runs whose checks are computed at the same moment
-  (each in its own transaction) can count the same earlier checks and take the same
-  index, spending its level twice; checks journalled before this scheme were tested at
-  ``alpha`` each, and only count as indices used. The outcome journals the level used
+  lifetime guarantee. Two runs finishing at once take consecutive indices: the index is
+  counted under a lock named after the file (:meth:`~dissensus.store.journal.Journal.lock_name`,
+  held until the check is journalled; SQLite's write transaction already excludes other
+  writers, PostgreSQL takes an advisory lock). Caveat: checks journalled before this
+  scheme were tested at ``alpha`` each, and only count as indices used. The outcome journals the level used
   (``alpha``), the lifetime level (``file_alpha``) and the index (``check``).
 * A resumed run journals the same outcome as an uninterrupted one: the check is seeded,
   its vectors are the run's own (in journal order), and its index counts only other
@@ -254,6 +255,8 @@ def check_run(
     if len(vectors) < MIN_CASES:
         return None
     sha = acceptance.get("sha256")
+    # Counted and journalled under one lock (module docstring): no two runs share an index.
+    journal.lock_name(f"shift-check:{sha}")
     index = run_check_index(journal, None if sha is None else str(sha), run_id)
     outcome = check_vectors(acceptance, vectors, alpha=alpha, check=index, share=RUN_SHARE)
     if outcome is None:

@@ -128,6 +128,11 @@ class Backend(Protocol):
         """Inside a write transaction: keep other writers off the review index until commit."""
         ...
 
+    def lock_name(self, name: str) -> None:
+        """Inside a write transaction: hold the lock called ``name`` until the transaction
+        ends (another writer asking for the same name waits for it)."""
+        ...
+
     def json_text(self, column: str, key: str) -> str:
         """SQL for the text of top-level ``key`` of the JSON text in ``column``."""
         ...

@@ -211,6 +211,17 @@ class Journal:
             return self._creating(run_id)
         return self._tx.transaction(run_id)
 
+    def lock_name(self, name: str) -> None:
+        """Inside :meth:`transaction`: hold the lock called ``name`` until the transaction
+        ends, so that writers counting something before they add to it (a run's shift
+        check counting the file's earlier checks) take turns. SQLite's write transaction
+        already excludes every other writer; PostgreSQL takes a transaction-level advisory
+        lock (waiting at most the busy timeout)."""
+        if not self._tx.active:
+            raise RuntimeError("lock_name() needs an open transaction")
+        with self._backend.errors():
+            self._backend.lock_name(name)
+
     @contextmanager
     def _creating(self, run_id: str) -> Iterator[None]:
         """A transaction on a deferred run: the run is created first (with its lock)."""

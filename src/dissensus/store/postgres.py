@@ -31,6 +31,9 @@ Choices where the design is silent:
 * **Run locks** are session advisory locks (released by the server when the holder's
   connection ends, even on ``kill -9``), with the holder's pid and host in
   ``run_locks`` for the message.
+* **Named locks** (:meth:`~dissensus.store.journal.Journal.lock_name`) are
+  transaction-level advisory locks: a run's shift check counts the file's earlier checks
+  under one, so two runs finishing at once take consecutive indices.
 * **Schema creation** runs under a transaction-level advisory lock, so several
   processes opening a fresh database at once do not collide. Opening a journal whose
   tables and indexes all exist costs one catalogue query instead (no DDL, no lock): the
@@ -75,6 +78,7 @@ __all__ = ["AdvisoryLocks", "PostgresBackend", "redact_url"]
 
 _SCHEMA_LOCK = 0x64697373  # advisory lock key held while creating the schema
 _RUN_LOCK_NS = 0x72756E  # first half of a run lock's advisory key
+_NAME_LOCK_NS = 0x6E616D  # first half of a named lock's advisory key (Journal.lock_name)
 
 _TABLES = ("dissensus_meta", "runs", "events", "claims", "review_index", "run_locks")
 """The tables of a complete journal (revision 1); ``dissensus_revisions`` joins at 2."""
@@ -411,6 +415,10 @@ class PostgresBackend:
     def lock_review_index(self) -> None:
         # A rebuild sees every event committed before it and none written during it.
         self.exec("LOCK TABLE review_index IN EXCLUSIVE MODE")
+
+    def lock_name(self, name: str) -> None:
+        # A transaction-level advisory lock: released by the server at commit or rollback.
+        self.exec("SELECT pg_advisory_xact_lock(?, hashtext(?))", (_NAME_LOCK_NS, name))
 
     def lock_run(self, run_id: str) -> bool:
         return bool(self.rows("SELECT 1 FROM runs WHERE run_id = ? FOR UPDATE", (run_id,)))

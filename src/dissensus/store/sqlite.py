@@ -353,6 +353,9 @@ class SQLiteBackend:
     def lock_review_index(self) -> None:
         """Nothing to do: ``BEGIN IMMEDIATE`` already holds the database's write lock."""
 
+    def lock_name(self, name: str) -> None:
+        """Nothing to do: ``BEGIN IMMEDIATE`` already holds the database's write lock."""
+
     def json_text(self, column: str, key: str) -> str:
         # NULL for text that is not JSON (an edited row), which verification then names,
         # rather than SQLite's "malformed JSON" error for the whole query.
