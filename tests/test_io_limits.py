@@ -8,6 +8,7 @@ after the agent count), whatever the record holds.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from hypothesis import given, settings
@@ -38,7 +39,16 @@ _JSON = st.recursive(
 @given(_JSON)
 def test_sizes_are_those_of_the_walk_with_paths(value: Any) -> None:
     lengths = [len(text) for _, text in _strings(value, "")]
-    assert _sizes(value) == (sum(lengths), max(lengths, default=0))
+    assert _sizes(value) == (sum(lengths), max(lengths, default=0), _count(value))
+
+
+def _count(value: Any) -> int:
+    """The JSON values in ``value``, itself included (the definition, by recursion)."""
+    if isinstance(value, dict):
+        return 1 + sum(_count(v) for v in value.values())
+    if isinstance(value, list | tuple):
+        return 1 + sum(_count(v) for v in value)
+    return 1
 
 
 @st.composite
@@ -72,11 +82,17 @@ def _panels(draw: st.DrawFn) -> Panel:
     st.integers(1, 5),
     st.integers(0, 14),
     st.integers(0, 60),
+    st.integers(1, 120),
 )
 def test_check_record_answers_as_the_definition(
-    panel: Panel, max_agents: int, max_field: int, max_total: int
+    panel: Panel, max_agents: int, max_field: int, max_total: int, max_values: int
 ) -> None:
-    limits = Limits(max_agents=max_agents, max_field_chars=max_field, max_panel_chars=max_total)
+    limits = Limits(
+        max_agents=max_agents,
+        max_field_chars=max_field,
+        max_panel_chars=max_total,
+        max_panel_values=max_values,
+    )
     expected: Overrun | None
     if len(panel.outputs) > max_agents:
         expected = check_record(panel, limits=limits)
@@ -116,3 +132,27 @@ def test_plain_takes_a_models_fields_and_extras() -> None:
     assert plain["note"] == "extra text" and plain["outputs"][0]["evidence"] == [
         {"source": "s", "present": True}
     ]
+
+
+def test_a_line_of_millions_of_tiny_values_is_refused_on_its_own_with_its_count() -> None:
+    """Text bounds alone let a few megabytes of ``[]`` in ``meta`` hold millions of
+    values (seconds of work and gigabytes of memory on every read of the panel)."""
+    from dissensus.io.jsonl import Reject, parse_line
+    from dissensus.io.limits import MAX_PANEL_VALUES
+
+    outputs = json.dumps([{"agent": a, "decision": a, "reasoning": "r"} for a in "ab"])
+
+    def line(items: int) -> str:
+        return '{"id":"w","meta":{"x":[' + ",".join(["[]"] * items) + ']},"outputs":' + outputs + "}"
+
+    empty = parse_line(Panel, line(0), file="p.jsonl", line=1)
+    assert isinstance(empty, Panel)
+    base = _record_sizes(empty)[2]  # the values besides x's items (fields' defaults too)
+    fits = parse_line(Panel, line(MAX_PANEL_VALUES - base), file="p.jsonl", line=2)
+    assert isinstance(fits, Panel)
+    over = parse_line(Panel, line(MAX_PANEL_VALUES - base + 1), file="p.jsonl", line=3)
+    assert isinstance(over, Reject), over
+    assert over.field == "<values>" and over.line == 3
+    assert f"{MAX_PANEL_VALUES + 1} JSON values; at most {MAX_PANEL_VALUES} per record" in over.message
+    huge = parse_line(Panel, line(2_000_000), file="p.jsonl", line=4)
+    assert isinstance(huge, Reject) and huge.field == "<values>"

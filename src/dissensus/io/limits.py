@@ -1,4 +1,5 @@
-"""Bounds on the work one record may ask for: agents per panel, characters per text field.
+"""Bounds on the work one record may ask for: agents per panel, characters per text field,
+JSON values per record.
 
 Reading a panel compares every agent's reasoning with every other's, so the work per
 panel grows with the square of its agents and with the length of their texts. A panel
@@ -17,9 +18,16 @@ Choices where the design is silent:
   well as with its agents. With both bounds the worst accepted panel reads and routes in
   about 0.65 s on one core (TF-IDF; measured on 256 agents x 1,000 characters,
   128 x 2,000 and 32 x 8,000, all of random words); panels of real systems are far below.
+* :data:`MAX_PANEL_VALUES` (100,000) JSON values in one record (strings, numbers,
+  booleans, nulls, lists and objects, the record itself included): a record's values are
+  parsed, validated, hashed, journalled and parsed again on every read, and text bounds
+  alone let a few megabytes of ``[[],[],...]`` in ``meta`` hold millions of them (seconds
+  of work and gigabytes of memory per read). A panel of 256 agents uses about 1,300;
+  ``meta`` may carry, say, an embedding or a list of documents many times over.
 * The check is cheap on ordinary lines: the agent count is a length, and a line no longer
   than :data:`MAX_FIELD_CHARS` cannot hold a longer field (nor more text than
-  :data:`MAX_PANEL_CHARS`), so text fields are only walked on longer lines. A record
+  :data:`MAX_PANEL_CHARS`, nor more values than characters), so records are only walked
+  on longer lines. A record
   without its text (one built in memory, as the chat door's panels are) is walked once
   for its sizes alone; the field paths that name an overrun are made only when there is
   one.
@@ -37,10 +45,12 @@ __all__ = [
     "MAX_AGENTS",
     "MAX_FIELD_CHARS",
     "MAX_PANEL_CHARS",
+    "MAX_PANEL_VALUES",
     "Limits",
     "Overrun",
     "check_record",
     "first_overrun",
+    "too_many_values",
 ]
 
 MAX_AGENTS = 256
@@ -51,6 +61,9 @@ MAX_FIELD_CHARS = 32_768
 
 MAX_PANEL_CHARS = 262_144
 """Most characters of text in one record (all its strings together)."""
+
+MAX_PANEL_VALUES = 100_000
+"""Most JSON values in one record (every string, number, boolean, null, list and object)."""
 
 
 @dataclass(frozen=True)
@@ -63,6 +76,8 @@ class Limits:
     """Most characters per text field."""
     max_panel_chars: int = MAX_PANEL_CHARS
     """Most characters of text per record."""
+    max_panel_values: int = MAX_PANEL_VALUES
+    """Most JSON values per record."""
 
 
 DEFAULT = Limits()
@@ -84,14 +99,15 @@ _SCALARS = frozenset({type(None), bool, int, float})
 ``Sequence`` costs an abstract-class check per value)."""
 
 
-def _sizes(value: Any) -> tuple[int, int]:
-    """``(total, longest)`` length of the strings inside ``value`` (what :func:`_strings`
-    yields, without their paths)."""
-    total = longest = 0
+def _sizes(value: Any) -> tuple[int, int, int]:
+    """``(total, longest, values)``: the length of the strings inside ``value`` (what
+    :func:`_strings` yields, without their paths), and how many values it holds."""
+    total = longest = values = 0
     stack: list[Any] = [value]
     pop, push = stack.pop, stack.extend
     while stack:
         item = pop()
+        values += 1
         cls = type(item)
         if cls is str or isinstance(item, str):
             size = len(item)
@@ -106,7 +122,7 @@ def _sizes(value: Any) -> tuple[int, int]:
             isinstance(item, Sequence) and not isinstance(item, bytes | bytearray)
         ):
             push(item)
-    return total, longest
+    return total, longest, values
 
 
 def _strings(value: Any, path: str) -> Iterator[tuple[str, str]]:
@@ -162,16 +178,17 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def _record_sizes(record: Any) -> tuple[int, int]:
+def _record_sizes(record: Any) -> tuple[int, int, int]:
     """``_sizes(_plain(record))``, without building the plain copy: records (and the
     lists and tuples :func:`_plain` converts) are walked here, whatever :func:`_plain`
     keeps as it is (strings, mappings, other sequences) by :func:`_sizes`."""
-    total = longest = 0
+    total = longest = values = 0
     records: list[Any] = [record]
     kept: list[Any] = []
     pop, push, keep = records.pop, records.extend, kept.append
     while records:
         item = pop()
+        values += 1
         if type(item) is str:
             size = len(item)
             total += size
@@ -189,12 +206,14 @@ def _record_sizes(record: Any) -> tuple[int, int]:
         elif isinstance(item, list | tuple):
             push(item)
         else:
+            values -= 1  # counted by _sizes
             keep(item)
     if kept:
-        more, most = _sizes(kept)
+        more, most, inside = _sizes(kept)
         total += more
         longest = max(longest, most)
-    return total, longest
+        values += inside - 1  # not the list of kept values itself
+    return total, longest, values
 
 
 def check_record(
@@ -215,19 +234,33 @@ def check_record(
         return Overrun(
             name, f"{len(members)} {what}; at most {limits.max_agents} per {per}", count=True
         )
-    if raw_chars is not None and raw_chars <= min(limits.max_field_chars, limits.max_panel_chars):
+    if raw_chars is not None and raw_chars <= min(
+        limits.max_field_chars, limits.max_panel_chars, limits.max_panel_values
+    ):
         return None
-    total, longest = _record_sizes(record)
-    if longest <= limits.max_field_chars and total <= limits.max_panel_chars:
-        return None
-    return first_overrun(_plain(record), limits)
+    total, longest, values = _record_sizes(record)
+    if longest > limits.max_field_chars or total > limits.max_panel_chars:
+        return first_overrun(_plain(record), limits)
+    if values > limits.max_panel_values:
+        return too_many_values(values, limits)
+    return None
+
+
+def too_many_values(values: int, limits: Limits = DEFAULT) -> Overrun:
+    """The overrun of a record holding ``values`` JSON values, more than its bound."""
+    return Overrun(
+        "<values>",
+        f"{values} JSON values; at most {limits.max_panel_values} per record",
+        count=True,
+    )
 
 
 def first_overrun(plain: Any, limits: Limits = DEFAULT) -> Overrun | None:
     """The first text bound a plain record (mappings, sequences, strings) goes over, in
     document order: a field longer than ``max_field_chars``, else more text than
-    ``max_panel_chars`` in all; ``None`` within both (the definition
-    :func:`check_record` answers after its agent count)."""
+    ``max_panel_chars`` in all, else more values than ``max_panel_values``; ``None``
+    within all three (the definition :func:`check_record` answers after its agent
+    count)."""
     total = 0
     for where, text in _strings(plain, ""):
         if len(text) > limits.max_field_chars:
@@ -243,4 +276,7 @@ def first_overrun(plain: Any, limits: Limits = DEFAULT) -> Overrun | None:
             f"{total} characters of text; at most {limits.max_panel_chars} per record",
             count=True,
         )
+    values = _sizes(plain)[2]
+    if values > limits.max_panel_values:
+        return too_many_values(values, limits)
     return None
