@@ -9,6 +9,7 @@ after the agent count), whatever the record holds.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 from hypothesis import given, settings
@@ -143,7 +144,9 @@ def test_a_line_of_millions_of_tiny_values_is_refused_on_its_own_with_its_count(
     outputs = json.dumps([{"agent": a, "decision": a, "reasoning": "r"} for a in "ab"])
 
     def line(items: int) -> str:
-        return '{"id":"w","meta":{"x":[' + ",".join(["[]"] * items) + ']},"outputs":' + outputs + "}"
+        return (
+            '{"id":"w","meta":{"x":[' + ",".join(["[]"] * items) + ']},"outputs":' + outputs + "}"
+        )
 
     empty = parse_line(Panel, line(0), file="p.jsonl", line=1)
     assert isinstance(empty, Panel)
@@ -153,6 +156,33 @@ def test_a_line_of_millions_of_tiny_values_is_refused_on_its_own_with_its_count(
     over = parse_line(Panel, line(MAX_PANEL_VALUES - base + 1), file="p.jsonl", line=3)
     assert isinstance(over, Reject), over
     assert over.field == "<values>" and over.line == 3
-    assert f"{MAX_PANEL_VALUES + 1} JSON values; at most {MAX_PANEL_VALUES} per record" in over.message
+    assert (
+        f"{MAX_PANEL_VALUES + 1} JSON values; at most {MAX_PANEL_VALUES} per record" in over.message
+    )
     huge = parse_line(Panel, line(2_000_000), file="p.jsonl", line=4)
     assert isinstance(huge, Reject) and huge.field == "<values>"
+
+
+def test_an_endless_line_is_rejected_unparsed_and_the_lines_after_it_keep_their_numbers(
+    tmp_path: Path,
+) -> None:
+    """A line over MAX_LINE_CHARS is never parsed (tens of megabytes of numbers take
+    gigabytes to parse) and is read no further than the bound: the good lines around it
+    are decided, numbered as in the file."""
+    from dissensus.io.jsonl import Reject
+    from dissensus.io.limits import MAX_LINE_CHARS
+    from dissensus.pipeline.batch import numbered_panels
+
+    good = json.dumps(
+        {"id": "g", "outputs": [{"agent": a, "decision": a, "reasoning": "r"} for a in "ab"]}
+    )
+    endless = '{"id":"x","meta":{"k":[' + "0," * (MAX_LINE_CHARS // 2) + "0]}}"
+    path = tmp_path / "p.jsonl"
+    path.write_text(f"{good}\n{endless}\n{good}\n{'[' * (MAX_LINE_CHARS + 9)}", encoding="utf-8")
+    got = list(numbered_panels(str(path), None))
+    assert [n for _, n in got] == [1, 2, 3, 4]
+    assert isinstance(got[0][0], Panel) and isinstance(got[2][0], Panel)
+    for reject, _ in (got[1], got[3]):
+        assert isinstance(reject, Reject) and reject.field == "<line>", reject
+        assert f"at most {MAX_LINE_CHARS} per line" in reject.message
+        assert len(reject.raw) <= 200

@@ -67,7 +67,7 @@ from dissensus.io.jsontext import (
     json_depth,
     parse_json,
 )
-from dissensus.io.limits import check_record
+from dissensus.io.limits import MAX_LINE_CHARS, check_record
 from dissensus.io.wire import validate_panel_json
 from dissensus.types import Panel, VoteCase
 
@@ -76,8 +76,10 @@ __all__ = [
     "Reject",
     "RejectSink",
     "bounded",
+    "bounded_lines",
     "json_depth",
     "open_text",
+    "overlong",
     "parse_line",
     "read_models",
     "write_jsonl_line",
@@ -164,10 +166,38 @@ def parse_line(model: type[M], text: str, *, file: str, line: int) -> M | Reject
     """Parse one JSONL line into ``model`` or a :class:`Reject`; a panel or vote case over
     the bounds of :mod:`dissensus.io.limits` is a reject naming the field."""
     raw = line_text(text, line)
+    if len(raw) > MAX_LINE_CHARS:
+        return overlong(raw, file=file, line=line)
     parsed = _parse_tiers(model, raw, file=file, line=line)
     if model in _VALIDATE_JSON and not isinstance(parsed, Reject):
         return bounded(parsed, raw, file=file, line=line)
     return parsed
+
+
+def overlong(raw: str, *, file: str, line: int) -> Reject:
+    """The reject of a line longer than :data:`~dissensus.io.limits.MAX_LINE_CHARS`
+    (never parsed: see :mod:`dissensus.io.limits`)."""
+    return Reject(
+        file=file,
+        line=line,
+        field="<line>",
+        message=f"over {MAX_LINE_CHARS} characters; at most {MAX_LINE_CHARS} per line",
+        raw=raw[:200],
+    )
+
+
+def bounded_lines(handle: IO[str]) -> Iterator[str]:
+    """The lines of ``handle``, as iterating it gives them, except that a line longer than
+    :data:`~dissensus.io.limits.MAX_LINE_CHARS` is read no further than one character
+    past the bound (the rest is skipped, the line still counts as one): a file of one
+    endless line never fills the memory. :func:`parse_line` rejects what it yields then."""
+    readline = handle.readline
+    limit = MAX_LINE_CHARS + 1
+    while text := readline(limit):
+        if len(text) == limit and not text.endswith(("\n", "\r")):
+            while (rest := readline(limit)) and not rest.endswith(("\n", "\r")):
+                pass
+        yield text
 
 
 def bounded(record: R, raw: str, *, file: str, line: int) -> R | Reject:

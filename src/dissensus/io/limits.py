@@ -24,6 +24,11 @@ Choices where the design is silent:
   alone let a few megabytes of ``[[],[],...]`` in ``meta`` hold millions of them (seconds
   of work and gigabytes of memory per read). A panel of 256 agents uses about 1,300;
   ``meta`` may carry, say, an embedding or a list of documents many times over.
+* :data:`MAX_LINE_CHARS` (16 MiB of characters) per input line, checked before the line
+  is parsed (:func:`dissensus.io.jsonl.parse_line`): the bounds above are checked on the
+  parsed record, and parsing a line of tens of megabytes of numbers takes gigabytes
+  first. A record within every other bound is far shorter: all its text escaped
+  (``\\uXXXX``) is about 3 MiB.
 * The check is cheap on ordinary lines: the agent count is a length, and a line no longer
   than :data:`MAX_FIELD_CHARS` cannot hold a longer field (nor more text than
   :data:`MAX_PANEL_CHARS`, nor more values than characters), so records are only walked
@@ -44,6 +49,7 @@ from typing import Any
 __all__ = [
     "MAX_AGENTS",
     "MAX_FIELD_CHARS",
+    "MAX_LINE_CHARS",
     "MAX_PANEL_CHARS",
     "MAX_PANEL_VALUES",
     "Limits",
@@ -61,6 +67,9 @@ MAX_FIELD_CHARS = 32_768
 
 MAX_PANEL_CHARS = 262_144
 """Most characters of text in one record (all its strings together)."""
+
+MAX_LINE_CHARS = 16 * 1024 * 1024
+"""Most characters of one input line (a record's JSON text), checked before parsing."""
 
 MAX_PANEL_VALUES = 100_000
 """Most JSON values in one record (every string, number, boolean, null, list and object)."""

@@ -51,6 +51,7 @@ from dissensus.io.jsonl import (
     line_text,
     parse_line,
 )
+from dissensus.io.limits import MAX_LINE_CHARS
 from dissensus.types import JsonObject, Panel, PanelLike
 
 __all__ = [
@@ -138,7 +139,7 @@ def parse_panel_view(text: str, *, file: str, line: int) -> PanelLike | Reject:
     """One JSONL line as a panel (a :class:`PanelView`, or a :class:`Panel` from the
     next tiers) or a :class:`Reject`; as :func:`~dissensus.io.jsonl.parse_line`."""
     raw = line_text(text, line)
-    if fast_tier_safe(raw) and (view := decode_panel_view(raw)) is not None:
+    if len(raw) <= MAX_LINE_CHARS and fast_tier_safe(raw) and (view := decode_panel_view(raw)) is not None:
         return bounded(view, raw, file=file, line=line)
     return parse_line(Panel, text, file=file, line=line)
 

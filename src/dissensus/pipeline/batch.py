@@ -91,7 +91,7 @@ from typing import Any, Literal, overload
 from pydantic import BaseModel, ValidationError
 
 from dissensus.errors import ConfigError, DissensusError, InputError
-from dissensus.io.jsonl import Reject, parse_line
+from dissensus.io.jsonl import Reject, bounded_lines, parse_line
 from dissensus.pipeline.executors import Executor, LocalExecutor, Outcome, RunContext
 from dissensus.pipeline.records import CaseRecord
 from dissensus.pipeline.run_events import RunFinished, RunInput, RunStarted, RunStopped
@@ -738,7 +738,7 @@ def numbered_panels(name: str, lines: list[str] | None) -> Iterator[tuple[Panel 
         return
     # surrogateescape: a line that is not UTF-8 is rejected on its own (see io.jsonl).
     with open(name, encoding="utf-8", errors="surrogateescape", newline=None) as handle:
-        yield from _numbered(name, handle)
+        yield from _numbered(name, bounded_lines(handle))
 
 
 def _numbered(name: str, lines: Iterable[str]) -> Iterator[tuple[Panel | Reject, int]]:
