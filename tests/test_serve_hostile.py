@@ -199,6 +199,30 @@ async def test_too_much_text_in_one_panel_is_413(tmp_path: Path) -> None:
             assert res.status_code == 413 and res.json()["field"] == "<text>", path
 
 
+async def test_millions_of_tiny_values_in_meta_are_413_and_nothing_is_journalled(
+    tmp_path: Path,
+) -> None:
+    """8 MB of ``[[[[1]]]]`` in ``meta`` was inside every text bound: 36 s and 2.3 GB of
+    memory for the request, and a blocked server on every later read of the case."""
+    body = (
+        b'{"id":"w","meta":{"x":['
+        + b",".join([b"[[[[1]]]]"] * 200_000)
+        + b']},"outputs":[{"agent":"a","decision":"1","reasoning":"r"},'
+        + b'{"agent":"b","decision":"2","reasoning":"r"}]}'
+    )
+    async with client_for(settings(tmp_path)) as client:
+        for path in ("/v1/route", "/v1/decide"):
+            res = await client.post(
+                path,
+                content=body,
+                headers={**auth("sub"), "Content-Type": "application/json"},
+            )
+            assert res.status_code == 413, (path, res.text)
+            assert res.json()["field"] == "<values>", res.text
+        runs = await client.get("/v1/runs", headers=auth("sub"))
+        assert runs.status_code == 200 and runs.json() == [], runs.text
+
+
 def test_server_bounds_cannot_exceed_the_readers(tmp_path: Path) -> None:
     with pytest.raises(ValueError):
         ServeSettings(max_agents=MAX_AGENTS + 1)
