@@ -416,3 +416,76 @@ async def test_all_nulls_together(
         got = await svc.post(_ask(**dict.fromkeys(fields)))
         assert got.status_code == 200, got.text
         assert svc.calls == 3
+
+
+async def test_the_services_max_field_chars_holds_for_chat_messages(
+    world: Path, tmp_path: Path, quiet: pytest.LogCaptureFixture
+) -> None:
+    """``--max-field-chars`` bounds every string of a panel sent to ``/v1/decide``; a chat
+    message became ``meta.question`` under the pipeline's own 32,768 instead."""
+    async with service(world, tmp_path, max_field_chars=50) as svc:
+        got = await svc.post(_ask("How many apples? " * 4))  # 68 characters
+        error = _openai_error(got, 413)
+        assert error["code"] == "request_too_large" and "at most 50 per field" in error["message"]
+        assert svc.calls == 0 and svc.runs() == 0
+        fits = await svc.post(_ask("Tom has 3 apples and buys 4 more. How many?"))
+        assert fits.status_code == 200, fits.text
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        {"logprobs": True},
+        {"top_logprobs": 3},
+        {"modalities": ["text", "audio"]},
+        {"audio": {"voice": "alloy", "format": "wav"}},
+    ],
+    ids=["logprobs", "top_logprobs", "audio-modality", "audio"],
+)
+async def test_what_a_panel_cannot_honour_is_refused_not_ignored(
+    world: Path, tmp_path: Path, quiet: pytest.LogCaptureFixture, extra: dict[str, Any]
+) -> None:
+    async with service(world, tmp_path) as svc:
+        error = _openai_error(await svc.post(_ask(**extra)), 400)
+        assert error["param"] == next(iter(extra)), error
+        assert svc.calls == 0 and svc.runs() == 0
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [{"logprobs": False}, {"top_logprobs": 0}, {"modalities": ["text"]}, {"logprobs": None}],
+)
+async def test_settings_a_panel_honours_anyway_are_read(
+    world: Path, tmp_path: Path, quiet: pytest.LogCaptureFixture, extra: dict[str, Any]
+) -> None:
+    async with service(world, tmp_path) as svc:
+        got = await svc.post(_ask(**extra))
+        assert got.status_code == 200, got.text
+        assert got.json()["choices"][0]["logprobs"] is None
+
+
+async def test_a_large_body_is_parsed_off_the_event_loop(
+    world: Path, tmp_path: Path, quiet: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A body over INLINE_BODY_BYTES is parsed in a worker thread, as /v1/decide's are: a
+    body of millions of tiny values held the server's loop for seconds."""
+    import threading
+
+    from dissensus.serve import chat as chat_route
+    from dissensus.serve.http import INLINE_BODY_BYTES
+
+    loop_thread = threading.get_ident()
+    parsed_on: list[int] = []
+    real = chat_route._json
+
+    def spy(raw: bytes) -> Any:
+        parsed_on.append(threading.get_ident())
+        return real(raw)
+
+    monkeypatch.setattr(chat_route, "_json", spy)
+    async with service(world, tmp_path) as svc:
+        small = await svc.post(_ask())
+        padding = "x" * (INLINE_BODY_BYTES + 10)
+        large = await svc.post(_ask(user=padding))
+        assert small.status_code == 200 and large.status_code == 200, large.text
+    assert parsed_on[0] == loop_thread and parsed_on[1] != loop_thread, parsed_on

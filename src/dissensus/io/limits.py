@@ -47,6 +47,7 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = [
+    "DEFAULT",
     "MAX_AGENTS",
     "MAX_FIELD_CHARS",
     "MAX_LINE_CHARS",

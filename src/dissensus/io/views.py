@@ -139,7 +139,11 @@ def parse_panel_view(text: str, *, file: str, line: int) -> PanelLike | Reject:
     """One JSONL line as a panel (a :class:`PanelView`, or a :class:`Panel` from the
     next tiers) or a :class:`Reject`; as :func:`~dissensus.io.jsonl.parse_line`."""
     raw = line_text(text, line)
-    if len(raw) <= MAX_LINE_CHARS and fast_tier_safe(raw) and (view := decode_panel_view(raw)) is not None:
+    if (
+        len(raw) <= MAX_LINE_CHARS
+        and fast_tier_safe(raw)
+        and (view := decode_panel_view(raw)) is not None
+    ):
         return bounded(view, raw, file=file, line=line)
     return parse_line(Panel, text, file=file, line=line)
 

@@ -71,6 +71,7 @@ from typing import Any, TypeVar
 from pydantic import ValidationError
 
 from dissensus.errors import DissensusError
+from dissensus.io.limits import DEFAULT, Limits
 from dissensus.llm.base import Message
 from dissensus.panels.fanout import (
     FanOut,
@@ -275,7 +276,10 @@ class PanelChat:
         journal: Journal,
         policy_dir: Path | None = None,
         members: Members | None = None,
+        limits: Limits = DEFAULT,
     ) -> None:
+        # The bounds on a request's own part of its panel (the service's may be lower).
+        self.limits = limits
         # One run specification for every request, built (and checked) once.
         self.spec = RunSpec.from_policy(policy, base_dir=policy_dir)
         self.policy = self.spec.policy
@@ -387,7 +391,7 @@ class PanelChat:
         messages = [_message(m) for m in request.messages]
         # The pipeline's bounds on what the request puts in the panel, before any member
         # is asked: over them, no answer could make the panel decidable.
-        over = request_overrun(panel_id, messages)
+        over = request_overrun(panel_id, messages, self.limits)
         if over is not None:
             where = over.field.removeprefix("meta.")
             raise ChatError(

@@ -95,7 +95,7 @@ from pathlib import Path
 
 from dissensus.cases import asked_question
 from dissensus.errors import DissensusError
-from dissensus.io.limits import MAX_FIELD_CHARS, MAX_PANEL_CHARS, Overrun, check_record
+from dissensus.io.limits import DEFAULT, MAX_FIELD_CHARS, Limits, Overrun, check_record
 from dissensus.llm.base import ChatBackend, ChatRequest, LLMError, Message, StructuredOutputError
 from dissensus.llm.budget import Budget
 from dissensus.llm.client import ClientSettings, ModelClient, prompt_estimate
@@ -164,9 +164,12 @@ def _case_meta(recorded: list[JsonObject], options: list[str] | None) -> JsonObj
     return out
 
 
-def request_overrun(panel_id: str, messages: list[Message]) -> Overrun | None:
-    """The first bound of :mod:`dissensus.io.limits` that the request's own part of its
-    panel (``id``, ``meta.source``, ``meta.messages``) goes over, or ``None``.
+def request_overrun(
+    panel_id: str, messages: list[Message], limits: Limits = DEFAULT
+) -> Overrun | None:
+    """The first bound of ``limits`` (:mod:`dissensus.io.limits`; the service's may be
+    lower) that the request's own part of its panel (``id``, ``meta.source``,
+    ``meta.messages``) goes over, or ``None``.
 
     The members' answers only add to that part, so a request over a bound cannot be
     decided whatever they answer: the door refuses it before asking any member.
@@ -174,8 +177,8 @@ def request_overrun(panel_id: str, messages: list[Message]) -> Overrun | None:
     longest = max((len(m.content) for m in messages), default=0)
     # Every message, and the last user message again as ``meta.question``.
     total = sum(len(m.role) + len(m.content) for m in messages) + longest
-    if max(longest, len(panel_id)) <= MAX_FIELD_CHARS and (
-        len(panel_id) + len(SOURCE) + total <= MAX_PANEL_CHARS
+    if max(longest, len(panel_id)) <= limits.max_field_chars and (
+        len(panel_id) + len(SOURCE) + total <= limits.max_panel_chars
     ):
         return None  # the usual case, without building and walking the record
     recorded = _request_meta(messages)
@@ -183,7 +186,7 @@ def request_overrun(panel_id: str, messages: list[Message]) -> Overrun | None:
         "id": panel_id,
         "meta": {"source": SOURCE, "messages": recorded, **_case_meta(recorded, None)},
     }
-    return check_record(own)
+    return check_record(own, limits=limits)
 
 
 def _read(text: str, settings: PanelSettings) -> tuple[MemberAnswer | None, str | None]:

@@ -13,8 +13,11 @@ Choices where the design is silent:
   ``400`` naming the field, never ignored into an answer of another shape: ``n`` other
   than 1, tool messages, content parts that are not text, ``tools`` and ``functions``
   (non-empty), a ``tool_choice`` or ``function_call`` other than ``"none"`` / ``"auto"``,
-  and a ``response_format`` other than ``{"type": "text"}`` (the answer is the text of
-  a member that gave the decision, in the shape the policy's panel asks members for).
+  a ``response_format`` other than ``{"type": "text"}`` (the answer is the text of
+  a member that gave the decision, in the shape the policy's panel asks members for),
+  ``logprobs: true`` or a ``top_logprobs`` above 0 (a panel's answer has no token
+  probabilities of its own), and ``modalities`` other than ``["text"]`` or an ``audio``
+  setting (the answer is text).
   ``null`` is "not given" for every optional field (as OpenAI reads it). The fields
   read are strict: ``stream`` is ``true`` or ``false``; ``temperature`` a number,
   ``seed``, ``max_tokens``, ``max_completion_tokens`` and ``n`` integers (``"5"`` is
@@ -158,6 +161,38 @@ class CompletionRequest(BaseModel):
     tool_choice: Any = None
     function_call: Any = None
     response_format: Any = None
+    logprobs: StrictBool | None = None
+    top_logprobs: int | None = Field(default=None, ge=0, strict=True)
+    modalities: list[Any] | None = None
+    audio: Any = None
+
+    @field_validator("logprobs")
+    @classmethod
+    def _no_logprobs(cls, value: bool | None) -> bool | None:
+        if value:
+            raise ValueError("a panel's answer has no token probabilities: only false")
+        return value
+
+    @field_validator("top_logprobs")
+    @classmethod
+    def _no_top_logprobs(cls, value: int | None) -> int | None:
+        if value:
+            raise ValueError("a panel's answer has no token probabilities: only 0")
+        return value
+
+    @field_validator("modalities")
+    @classmethod
+    def _text_modality(cls, value: list[Any] | None) -> list[Any] | None:
+        if value is not None and value != ["text"]:
+            raise ValueError("a panel answers with text: only ['text']")
+        return value
+
+    @field_validator("audio")
+    @classmethod
+    def _no_audio(cls, value: Any) -> Any:
+        if value is not None:
+            raise ValueError("a panel answers with text, not audio")
+        return value
 
     @field_validator("n")
     @classmethod

@@ -65,7 +65,7 @@ from fastapi import FastAPI
 from dissensus.errors import ConfigError
 from dissensus.serve import api_docs, chat, routes
 from dissensus.serve.head import HeadAsGet
-from dissensus.serve.http import ApiError, install_errors
+from dissensus.serve.http import ApiError, install_errors, limits_of
 from dissensus.serve.journal_adapter import open_journal
 from dissensus.serve.limits import BodyLimit, RequestTimeout
 from dissensus.serve.origin import BrowserGuard, allowed_hosts
@@ -130,7 +130,7 @@ def create_app(
     app.state.service = service
     install_errors(app)
     routes.install(app)
-    chat.install(app, spec=service.spec, journal=store)
+    chat.install(app, spec=service.spec, journal=store, limits=limits_of(service))
     routes.install_pages(app)
     api_docs.install(app)
     app.add_middleware(HeadAsGet)

@@ -24,6 +24,12 @@ Choices where the design is silent:
   the middleware, which answers it.
 * Whether to stream is the validated request's ``stream`` (strictly a boolean), never
   the raw body's.
+* A body over :data:`~dissensus.serve.http.INLINE_BODY_BYTES` is parsed and checked in a
+  worker thread, as ``POST /v1/decide``'s bodies are: the event loop keeps serving.
+* **A client that goes away** (closes its connection) while its members are still
+  answering ends its request as a shutdown does: the members are cancelled and nothing
+  is journalled (no case it could never learn the id of, no members billed for nobody).
+  Once the panel is handed to the decision, the case is journalled all the same.
 * A stream starts after the panel is decided (a decision needs every member's answer):
   its three chunks carry the role, the whole content, then ``finish_reason``, ``usage``
   and ``dissensus``. A request refused before deciding is answered with the error body
@@ -53,20 +59,25 @@ Choices where the design is silent:
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import logging
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from typing import Any
 
 from fastapi import APIRouter, FastAPI, Request
+from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from dissensus.io.jsonl import MAX_DEPTH, json_depth
-from dissensus.panels import ChatError, CompletionRequest, PanelChat, as_chunks
+from dissensus.io.limits import DEFAULT, Limits
+from dissensus.panels import ChatCompletion, ChatError, CompletionRequest, PanelChat, as_chunks
 from dissensus.panels.door import SHUTTING_DOWN
 from dissensus.pipeline import RunSpec
 from dissensus.serve.auth import Principal, allows
+from dissensus.serve.http import INLINE_BODY_BYTES
 from dissensus.serve.limits import TIMEOUT_NOTE, TimeoutNote
 from dissensus.store.journal import Journal
 
@@ -82,10 +93,14 @@ router = APIRouter(tags=["chat"])
 _AUTH_TYPES = {401: "authentication_error", 403: "permission_error"}
 
 
-def install(app: FastAPI, *, spec: RunSpec, journal: Journal) -> PanelChat:
+def install(
+    app: FastAPI, *, spec: RunSpec, journal: Journal, limits: Limits = DEFAULT
+) -> PanelChat:
     """Open the panel of the server's run specification on ``journal``, keep it on
-    ``app.state.chat``, add the routes."""
-    chat = PanelChat(spec, journal=journal)
+    ``app.state.chat``, add the routes. ``limits``: the service's bounds on a record
+    (``--max-field-chars``, ``--max-agents``), held to the request's own part of its
+    panel as to a panel sent to ``POST /v1/decide``."""
+    chat = PanelChat(spec, journal=journal, limits=limits)
     app.state.chat = chat
     app.include_router(router)
     return chat
@@ -192,6 +207,33 @@ def _json(raw: bytes) -> Any:
     return body
 
 
+async def _unless_gone(request: Request, answer: Awaitable[ChatCompletion]) -> ChatCompletion:
+    """``answer``, cancelled if the client disconnects first (module docstring): a
+    :class:`ChatError` then, which nobody reads."""
+    answering = asyncio.ensure_future(answer)
+    watching = asyncio.ensure_future(_disconnected(request))
+    try:
+        await asyncio.wait({answering, watching}, return_when=asyncio.FIRST_COMPLETED)
+    except asyncio.CancelledError:
+        answering.cancel()
+        raise
+    finally:
+        watching.cancel()
+    if not answering.done():
+        answering.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await answering
+        raise ChatError(400, "the client closed the connection", code="client_closed")
+    return answering.result()
+
+
+async def _disconnected(request: Request) -> None:
+    """Return when the client has closed the connection (its body was read already:
+    the next message the server sends is ``http.disconnect``)."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
+
+
 def _event(data: str) -> str:
     return f"data: {data}\n\n"
 
@@ -215,8 +257,11 @@ async def chat_completions(request: Request) -> Response:
 
     asked: CompletionRequest | None = None
     try:
-        asked = chat.check(_json(raw))
-        completion = await chat.acomplete(asked, on_decide=handed_off)
+        if len(raw) <= INLINE_BODY_BYTES:
+            asked = chat.check(_json(raw))
+        else:
+            asked = await run_in_threadpool(lambda: chat.check(_json(raw)))
+        completion = await _unless_gone(request, chat.acomplete(asked, on_decide=handed_off))
     except ChatError as exc:
         return _error(exc, stream=asked is not None and bool(asked.stream))
     except Exception:

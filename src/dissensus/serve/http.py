@@ -15,9 +15,10 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from fastapi import FastAPI, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import ClientDisconnect
 
 from dissensus.errors import ConfigError, DissensusError, InputError
 from dissensus.guard import CorrelatedConsensusError
@@ -199,6 +200,13 @@ def install_errors(app: FastAPI) -> None:
         if isinstance(exc, CorrelatedConsensusError):
             return 409, str(exc), None, {}
         return 409, str(exc), None, {}
+
+    @app.exception_handler(ClientDisconnect)
+    async def gone(request: Request, exc: ClientDisconnect) -> Response:
+        # The client closed its connection before its body arrived: nobody reads an
+        # answer, and it is no failure of the server (the catch-all below would log it
+        # as one, with a traceback).
+        return Response(status_code=400)
 
     @app.exception_handler(Exception)
     async def unexpected(request: Request, exc: Exception) -> JSONResponse:
