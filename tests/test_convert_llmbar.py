@@ -263,6 +263,24 @@ def test_shorter_result_file_skips_the_rest(tmp_path: Path) -> None:
     assert [(s.item, s.file) for s in skipped] == [("1", str(path))]
 
 
+def test_a_dataset_shorter_than_its_results_is_reported(tmp_path: Path) -> None:
+    """The files are index-aligned: results beyond the dataset's items mean a dataset cut
+    short, which converted in silence (exit 0) before."""
+    base = write_subset(
+        tmp_path, "S", {"GPT-4": [("1", "a"), ("2", "b")], "ChatGPT": [("1", "a"), ("2", "b")]}
+    )
+    dataset = base / "dataset.json"
+    dataset.write_text(json.dumps(json.loads(dataset.read_text())[:1]))
+    skipped: list[Skipped] = []
+    panels = list(iter_llmbar_panels(tmp_path, on_skip=skipped.append))
+    assert [p.id for p in panels] == ["S/0"]
+    assert sorted(Path(s.file).parts[-3] for s in skipped) == ["ChatGPT", "GPT-4"]
+    assert all(s.item == "1-1" and "1 results beyond the 1 items" in s.message for s in skipped)
+    skipped.clear()
+    list(iter_llmbar_panels(tmp_path, on_skip=skipped.append, per_subset=1))
+    assert skipped == []  # a sample of each subset is no dataset cut short
+
+
 def test_too_few_traces_or_voters_is_skipped(tmp_path: Path) -> None:
     write_subset(
         tmp_path, "S", {"GPT-4": [("1", "a"), (None, "x")], "ChatGPT": [("1", ""), (None, "y")]}

@@ -357,6 +357,34 @@ def _items(
                         file=str(bad.file), item=str(index), field=bad.field, message=bad.message
                     ),
                 )
+        if per_subset is None:
+            _report_extra_results(subset, strategy, len(dataset), results, on_skip)
+
+
+def _report_extra_results(
+    subset: LLMBarSubset,
+    strategy: str,
+    items: int,
+    results: dict[str, list[Any]],
+    on_skip: SkipHandler | None,
+) -> None:
+    """A judge's results beyond the dataset's items are reported, not dropped in silence:
+    the two files are index-aligned, so extra results mean a dataset.json cut short (or
+    results of another dataset)."""
+    for judge, judged in results.items():
+        if len(judged) > items:
+            report_skip(
+                on_skip,
+                Skipped(
+                    file=str(subset.path / "evaluators" / judge / strategy / "result.json"),
+                    item=f"{items}-{len(judged) - 1}",
+                    field="<item>",
+                    message=(
+                        f"{len(judged) - items} results beyond the {items} items of "
+                        "dataset.json (is dataset.json cut short?)"
+                    ),
+                ),
+            )
 
 
 def _meta(item: LLMBarItem) -> JsonObject:

@@ -215,9 +215,10 @@ def _panels(
                 order.append(sid)
         by_model[name] = table
     done = 0
+    missing: dict[str, int] = dict.fromkeys(by_model, 0)
     for sid in order:
         if limit is not None and done >= limit:
-            return
+            break
         first = first_seen[sid]
         gold = normalise_number(str(first.get("answer", "")))
         if gold is None:
@@ -232,9 +233,11 @@ def _panels(
             )
             continue
         outputs = []
+        absent = []
         for name in sorted(by_model):
             item = by_model[name].get(sid)
             if item is None:
+                absent.append(name)
                 continue
             answer, reasoning = extract_answer(_text(item))
             outputs.append(
@@ -260,4 +263,22 @@ def _panels(
             "gold": gold,
         }
         done += 1
+        for name in absent:
+            missing[name] += 1
         yield Panel(id=sid, meta=meta, outputs=outputs)
+    # A model that did not answer problems the others did is reported, not passed over:
+    # its panels were converted with one agent fewer (a model file cut short, most often).
+    for name, count in missing.items():
+        if count:
+            report_skip(
+                on_skip,
+                Skipped(
+                    file=str(paths.get(name, root / f"{name}.json")),
+                    item="<missing>",
+                    field="session_id",
+                    message=(
+                        f"no answer to {count} problem(s) other models answered "
+                        "(is the file cut short?); those panels have one agent fewer"
+                    ),
+                ),
+            )
