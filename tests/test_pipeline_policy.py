@@ -37,6 +37,15 @@ def test_an_empty_policy_is_the_documented_defaults(tmp_path: Path) -> None:
         ({"guard": {"enabeld": True}}, "guard.enabeld"),
         ({"acceptance": {"markers": {"concession": "however"}}}, "acceptance.markers.concession"),
         ({"guard": {"options": {"min_sources": "many"}}}, "guard.options.min_sources"),
+        # Out of range: refused, no longer raised to 2 / read as "never" in silence.
+        ({"guard": {"options": {"min_sources": -5}}}, "guard.options.min_sources"),
+        ({"guard": {"options": {"min_sources": 1}}}, "guard.options.min_sources"),
+        (
+            {"guard": {"options": {"max_fallback_agreement": 7}}},
+            "guard.options.max_fallback_agreement",
+        ),
+        ({"guard": {"options": {"prior_reliability": 1.0}}}, "guard.options.prior_reliability"),
+        ({"guard": {"options": {"prior_rho_other": -0.1}}}, "guard.options.prior_rho_other"),
         ({"reading": {"similarity": "bogus"}}, "reading.similarity"),
         (
             {"routing": {"rules": [{"id": "r", "condition": "meta.x ==", "action": "escalate"}]}},
