@@ -81,6 +81,33 @@ def test_usage_errors(tmp_path: Path) -> None:
     assert main(["calibrate-acceptance", str(tmp_path / "missing.jsonl")]) == 2
 
 
+def test_a_strata_field_no_case_has_is_refused(tmp_path: Path, capsys: object) -> None:
+    """It used to calibrate one stratum, "(none)", with exit 0: a typo in --strata went
+    unseen."""
+    out = tmp_path / "A.json"
+    args = ["calibrate-acceptance", str(REPO / "examples" / "llmbar-swap.jsonl")]
+    args += ["--policy", str(_policy(tmp_path)), "--out", str(out), "--strata", "subest"]
+    assert main(args) == 2
+    err = capsys.readouterr().err  # type: ignore[attr-defined]
+    assert "--strata subest: none of the 150 labelled cases has it" in err, err
+    assert not out.exists()
+
+
+def test_an_unknown_run_is_refused(tmp_path: Path, capsys: object) -> None:
+    """``--run`` naming no run of the journal was ignored in silence."""
+    journal = tmp_path / "j.sqlite"
+    src = str(REPO / "examples" / "llmbar-swap.jsonl")
+    policy = str(_policy(tmp_path))
+    assert (
+        main(["decide", src, "--policy", policy, "--journal", str(journal), "--run-id", "r1"]) == 0
+    )
+    capsys.readouterr()  # type: ignore[attr-defined]
+    args = ["calibrate-acceptance", "--journal", str(journal), "--run", "r1", "--run", "nope"]
+    assert main([*args, "--policy", policy, "--out", str(tmp_path / "A.json")]) == 2
+    err = capsys.readouterr().err  # type: ignore[attr-defined]
+    assert "--run: no run 'nope' in the journal" in err, err
+
+
 def test_calibrate_from_resolved_reviews(tmp_path: Path) -> None:
     """decide -> review resolve -> calibrate-acceptance --journal: resolutions are the labelled cases."""
     from dissensus.acceptance import load_acceptance

@@ -245,6 +245,7 @@ def calibrate_acceptance_cmd(
     reads = {"LABELLED": labelled, "--policy": policy_path, "--journal": journal}
     check_outputs({"--out": out, "--rejects": rejects}, reads=reads)
     from dissensus.acceptance import FeatureSettings, calibrate, save_acceptance, stratum_of
+    from dissensus.acceptance.calibrate import MISSING_STRATUM
     from dissensus.acceptance.prepare import (
         GuardInputs,
         candidates_for,
@@ -308,6 +309,11 @@ def calibrate_acceptance_cmd(
         from dissensus.store.journal import Journal
 
         with Journal(journal) as jr:
+            unknown = sorted(set(run or ()) - {r.run_id for r in jr.runs()})
+            if unknown:
+                raise InputError(
+                    f"--run: no run {', '.join(map(repr, unknown))} in the journal {journal}"
+                )
             found = labelled_from_journal(jr, run or None)
         user = load_user_features(settings.user) if settings.user else None
         before = once.dropped
@@ -340,6 +346,12 @@ def calibrate_acceptance_cmd(
         )
     if not cases:
         raise InputError("no labelled cases to calibrate on")
+    if strata and all(g == MISSING_STRATUM for g in groups):
+        raise InputError(
+            f"--strata {strata}: none of the {len(cases)} labelled cases has it in its meta "
+            f"(a case without it is in stratum {MISSING_STRATUM!r}; with none, one stratum "
+            "is no stratification)"
+        )
     if not any(judged):
         raise InputError(
             f"none of the {len(cases)} labelled cases reaches acceptance under this policy: "
