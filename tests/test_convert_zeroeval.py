@@ -46,6 +46,12 @@ def test_normalise_number() -> None:
     assert normalise_number("18.0") == "18"
     assert normalise_number("0.250") == "0.25"
     assert normalise_number("none") is None
+    # An exponent belongs to its number (the vote of "1e5" was 5, of "1.5e-3" -3).
+    assert normalise_number("The answer is 1e5") == "100000"
+    assert normalise_number("1.5e-3") == "0.0015"
+    assert normalise_number("2.5E+2 apples") == "250"
+    assert normalise_number("1e999999") is None  # not a finite number: no vote
+    assert normalise_number("3 eggs") == "3"
 
 
 def test_family_from_name() -> None:

@@ -58,7 +58,8 @@ __all__ = [
     "zeroeval_source_files",
 ]
 
-_NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?|-?\.\d+")
+# A number may carry an exponent: "1e5" is 100000 (read without it, its vote was 5).
+_NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?(?:[eE][-+]?\d+)?|-?\.\d+(?:[eE][-+]?\d+)?")
 _FIELD = re.compile(r"[\"']answer[\"']\s*:\s*(\"(?:[^\"\\]|\\.)*\"|[^,}\n]+)", re.IGNORECASE)
 _PHRASES = (
     re.compile(r"####\s*([^\n]+)"),
