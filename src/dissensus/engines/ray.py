@@ -51,15 +51,30 @@ Choices where the design is silent:
   transaction), and what the block did not spend is free again for the blocks sent
   after. A resumed run, on either engine, charges each reservation that is not settled
   in full (:func:`dissensus.pipeline.durable.replay_spend`), so no sequence of kills,
-  deadlines and resumes sends more requests than the budget allows. **Sizing**: a
+  deadlines and resumes sends more requests than the budget allows. **A run that stops
+  in the driver** (an interrupt, a deadline, a worker that died for good, an error)
+  **settles what it abandons** (:meth:`_Flight.abandon`): it stops the workers of the
+  blocks in flight (:meth:`_Decider.stop`, answered on a thread of its own, the
+  ``control`` concurrency group, while the block is being decided: from then on the
+  worker's clients refuse every attempt, of that block and of any block after it) and
+  journals each block's settlement marked ``abandoned`` with what the worker had sent
+  or had in flight (those at their reserved worst case; 0 for a block not started),
+  which a resumed run charges instead of the whole reservation; after an interrupt it
+  does the same for blocks back but whose last case the run loop had not journalled
+  (with what their worker reported). Otherwise an interrupted run's reservations, which
+  together hold nearly the whole budget left, were charged in full and its resume had
+  no budget left (its records changed). What is still charged in full: a driver killed
+  (SIGKILL) or a second signal during the stop, a worker that does not answer within
+  :data:`_STOP_S` (dead, restarting), a block not started by a worker Ray restarted (the
+  one that died may have started it), and the dead attempts of a block. **Sizing**: a
   block's allowance of calls (and of tokens) is the budget left (the limit minus what is
   spent: journalled before this invocation, charged as a resume charges it, plus what
   the blocks back since reported) divided by the blocks that may be in flight together
   (workers x 2 block slots, or the blocks in flight and still to send when fewer),
   rounded up, and at most what the open reservations leave free (:func:`_share`).
-  Consequences: a kill (or a deadline, or a block whose worker died on its last attempt:
-  both abandon the blocks in flight) charges at most the open reservations beyond what
-  was really spent, which can be most of the budget left at the time; when the budget
+  Consequences: a kill charges at most the open reservations beyond what was really
+  spent, which can be most of the budget left at the time (a graceful stop only what
+  was spent and in flight, above); when the budget
   binds, a Ray run's records may differ from a local run's (which calls are refused
   depends on how the blocks shared the budget, as with the per-worker shares before);
   with an ample budget they are the same. A policy without call and token limits
@@ -83,8 +98,8 @@ Choices where the design is silent:
   crashes it or exhausts its memory) would otherwise be sent for ever, each attempt
   charging a reservation. Everything journalled stays: the blocks back before it are
   journalled, those in flight are abandoned, as a deadline abandons them (their
-  reservations, and the dead attempts', stay open and are charged in full when the run
-  is resumed), and ``runs resume`` (on either engine, with the attempts counted afresh)
+  reservations settled with what their workers spent; the dead attempts' stay open and
+  are charged in full when the run is resumed), and ``runs resume`` (on either engine, with the attempts counted afresh)
   finishes the run once the cause is gone (the worker's memory, its start; a panel that
   kills every worker needs a new run without it, as a resumed run's input file must be
   the one it started with). The run's actors are ended when its blocks
@@ -140,6 +155,7 @@ import io
 import json
 import os
 import signal
+import threading
 import time
 from collections import Counter, deque
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator
@@ -153,6 +169,7 @@ from typing_extensions import TypedDict
 from dissensus.engines.blocks import Block, block_lines, plan_blocks, plan_text_blocks
 from dissensus.errors import ConfigError, DissensusError, InputError
 from dissensus.io.jsonl import Reject, RejectSink, open_text, parse_line
+from dissensus.llm.budget import Budget
 from dissensus.store.targets import journal_option
 from dissensus.types import JsonObject, Panel
 
@@ -232,6 +249,8 @@ class _WorkItem(TypedDict):
     name: str
     seed: list[_SeedEvent]
     allowance: _Allowance
+    reservation: str | None
+    """The key of the block's reservation (``None``: the policy reserves nothing)."""
 
 
 _EventText: TypeAlias = tuple[str, str, str | None, str]
@@ -249,6 +268,34 @@ class _CaseResult(NamedTuple):
     """The reject as JSON values, or None."""
     events: list[_EventText]
     """The case's events not yet journalled, in the order they happened."""
+
+
+class _Stopped(TypedDict):
+    """A stopped worker's answer (:meth:`_Decider.stop`)."""
+
+    restarted: bool
+    """Whether Ray restarted this worker since it was made: a block it has not started
+    may then have been started by the worker that died (its spend unknown)."""
+    spent: dict[str, tuple[int, int]]
+    """``(attempts, tokens)`` of each block it started, by reservation key: sent or in
+    flight when it stopped (in-flight attempts at their reserved worst case), final
+    since no attempt is sent after a stop."""
+
+
+class _BlockBudget(Budget):
+    """A block's allowance on a worker, which the driver can stop (:meth:`stop`)."""
+
+    def stop(self) -> tuple[int, int]:
+        """Refuse every attempt from now on; ``(attempts, tokens)``: those sent and those
+        in flight, the latter at what they reserved (their worst case)."""
+        with self._lock:
+            calls_r, tokens_r, _ = self._reserved
+            attempts = self._spent.attempts + int(calls_r)
+            tokens = self._spent.total_tokens + int(tokens_r)
+            # At the limit: every further reservation is refused (calls and tokens).
+            self.max_calls = attempts
+            self.max_tokens = tokens
+        return attempts, tokens
 
 
 class _BlockResult(NamedTuple):
@@ -382,6 +429,10 @@ class _Decider:
         self.policy = self.spec.policy
         self.budget = Budget(max_calls=0, max_tokens=0)  # each block brings its allowance
         self.fault = fault
+        self._guard = threading.Lock()  # the block's budget against a stop (:meth:`stop`)
+        self.stopped = False
+        self.budgets: dict[str, _BlockBudget] = {}
+        """The budgets of the last blocks this worker started, by reservation key."""
         self._backend: Any = None
         self._clients: dict[str | None, Any] = {}
         self._loop = asyncio.new_event_loop()
@@ -404,13 +455,31 @@ class _Decider:
             self._clients[spec] = resolve_model(spec or self.spec.model, budget=self.budget)
         return self._clients[spec]
 
-    def _allow(self, allowance: _Allowance) -> None:
-        """A fresh budget holding the block's allowance, for every client of the worker."""
-        from dissensus.llm.budget import Budget
+    def _allow(self, allowance: _Allowance, reservation: str | None) -> None:
+        """A fresh budget holding the block's allowance, for every client of the worker
+        (nothing at all once the worker is stopped: :meth:`stop`)."""
+        with self._guard:
+            if self.stopped:
+                budget = _BlockBudget(max_calls=0, max_tokens=0)
+            else:
+                budget = _BlockBudget(max_calls=allowance["calls"], max_tokens=allowance["tokens"])
+            if reservation is not None:
+                self.budgets[reservation] = budget
+                while len(self.budgets) > _KEPT_BUDGETS:
+                    del self.budgets[next(iter(self.budgets))]
+            self.budget = budget
+            for client in self._clients.values():
+                client.budget = budget
 
-        self.budget = Budget(max_calls=allowance["calls"], max_tokens=allowance["tokens"])
-        for client in self._clients.values():
-            client.budget = self.budget
+    def stop(self) -> _Stopped:
+        """Stop spending for good: no attempt is sent from now on, by the block being
+        decided or any block after it; what each block started here had sent or has in
+        flight (the driver abandons them: :meth:`_Flight.abandon`). Called from a thread
+        of its own (the actor's ``control`` group) while a block may be deciding."""
+        with self._guard:
+            self.stopped = True
+            spent = {key: budget.stop() for key, budget in self.budgets.items()}
+        return _Stopped(restarted=_restarted_here(), spent=spent)
 
     def decide(self, raw: str) -> bytes:
         """One block (a :class:`_WorkItem` as JSON text): its pickled :class:`_BlockResult`."""
@@ -429,7 +498,7 @@ class _Decider:
         cpu = time.process_time()
         block = _block_of(item["block"])
         _maybe_die(self.fault, block.index)
-        self._allow(item["allowance"])
+        self._allow(item["allowance"], item.get("reservation"))
         memory = Journal(":memory:")
         memory.create_run(self.run_id, kind="decide", meta={})
         for event in item["seed"]:
@@ -595,13 +664,25 @@ class RayExecutor:
         collected = self._collect(ctx, blocks, complete, flight)
         thresholds = gc.get_threshold()
         gc.set_threshold(*_RUN_GC_THRESHOLD)
+        finished = cancelled = False
         try:
             async for batch in collected:
                 yield batch
+            finished = True
+        except (asyncio.CancelledError, GeneratorExit):
+            cancelled = True  # the run loop stopped taking outcomes (and journals no more)
+            raise
         finally:
-            gc.set_threshold(*thresholds)
-            await collected.aclose()
-            _release(actors)
+            try:
+                gc.set_threshold(*thresholds)
+                await collected.aclose()
+                if flight is not None and not finished:
+                    # After a deadline the run loop journals what it was handed.
+                    end = ctx.stop_at
+                    late = end is not None and asyncio.get_running_loop().time() >= end
+                    await flight.abandon(handed=cancelled and not late)
+            finally:
+                _release(actors)
 
     async def _collect(
         self,
@@ -691,6 +772,9 @@ class _DecideWorker:
     def decide(self, raw: str) -> bytes:
         return self.decider.decide(raw)
 
+    def stop(self) -> _Stopped:
+        return self.decider.stop()
+
 
 def _deciders(n: int, args: tuple[Any, ...]) -> list[Any]:
     """``n`` decide workers (Ray actors, one CPU each), restarted on death. Ray does not
@@ -698,7 +782,13 @@ def _deciders(n: int, args: tuple[Any, ...]) -> list[Any]:
     blocks again, each under a reservation of its own, up to :data:`MAX_ATTEMPTS`
     attempts a block (:class:`_Flight`)."""
     ray = _ray()
-    remote = ray.remote(num_cpus=1, max_restarts=-1, max_task_retries=0)(_DecideWorker)
+    remote = ray.remote(
+        num_cpus=1,
+        max_restarts=-1,
+        max_task_retries=0,
+        # ``stop`` answers while a block is being decided (one at a time, as before).
+        concurrency_groups={_CONTROL: 1},
+    )(_DecideWorker)
     return [remote.remote(*args) for _ in range(n)]
 
 
@@ -796,7 +886,22 @@ class _Ledger:
         payload = ModelSettled(
             reservation=key, attempts=result.spent_calls, tokens=result.spent_tokens
         ).payload()
-        return NewEvent(ev.MODEL_SETTLED, payload, "settled/" + key.removeprefix("reserved/"))
+        return NewEvent(ev.MODEL_SETTLED, payload, _settled_key(key))
+
+    def abandoned(self, key: str, attempts: int, tokens: int) -> NewEvent:
+        """The ``model.settled`` of a reservation whose block the run abandoned (its events
+        are never journalled): ``attempts`` and ``tokens`` are what its worker sent or had
+        in flight when stopped, which a resumed run charges
+        (:func:`~dissensus.pipeline.durable.replay_spend`)."""
+        from dissensus.pipeline.run_events import ModelSettled
+        from dissensus.store import event_types as ev
+        from dissensus.store.journal import NewEvent
+
+        self.open.pop(key, None)
+        payload = ModelSettled(
+            reservation=key, attempts=attempts, tokens=tokens, abandoned=True
+        ).payload()
+        return NewEvent(ev.MODEL_SETTLED, payload, _settled_key(key))
 
     def lose(self, key: str | None) -> None:
         """The block's worker died: all of its allowance counts as spent (the reservation
@@ -806,6 +911,11 @@ class _Ledger:
         allowance = self.open.pop(key)
         self.calls += allowance["calls"] or 0
         self.tokens += allowance["tokens"] or 0
+
+
+def _settled_key(key: str) -> str:
+    """The key of the settlement of reservation ``key``."""
+    return "settled/" + key.removeprefix("reserved/")
 
 
 class _Sent(NamedTuple):
@@ -902,6 +1012,9 @@ class _Flight:
         self.ledger = ledger
         self.flight: deque[_Sent] = deque()
         self.deaths = _Deaths(attempts)
+        self.handed: dict[str, tuple[int, int]] = {}
+        """``(attempts, tokens)`` of the blocks handed to the run loop, by reservation
+        key, until their settlement is journalled with their last case."""
 
     def start(self) -> None:
         for _ in range(_DEPTH):
@@ -915,7 +1028,13 @@ class _Flight:
 
     def _send(self, actor: Any, block: Block, seed: list[_SeedEvent], waiting: int) -> _Sent:
         key, allowance = self.ledger.reserve(block, waiting)
-        item = _WorkItem(block=_fields(block), name=self.ctx.name, seed=seed, allowance=allowance)
+        item = _WorkItem(
+            block=_fields(block),
+            name=self.ctx.name,
+            seed=seed,
+            allowance=allowance,
+            reservation=key,
+        )
         ref = _send(actor, json.dumps(item, ensure_ascii=False))
         return _Sent(ref, actor, block, seed, key)
 
@@ -930,8 +1049,8 @@ class _Flight:
             except deaths as exc:
                 self.ledger.lose(sent.reservation)
                 if not self.deaths.died(sent.block.index):
-                    # The blocks in flight are abandoned (their reservations stay open,
-                    # charged in full on resume); the run loop committed the blocks back
+                    # The blocks in flight are abandoned (their reservations settled
+                    # with what their workers spent: abandon); the run loop committed the blocks back
                     # before this one while it waited for it.
                     raise _worker_died(
                         self.ctx.run_id,
@@ -950,6 +1069,11 @@ class _Flight:
             break
         self.flight.popleft()
         settled = self.ledger.settle(sent.reservation, result)
+        if sent.reservation is not None:
+            journal, run_id = self.ctx.journal, self.ctx.run_id
+            for key in [k for k in self.handed if journal.get(run_id, _settled_key(k))]:
+                del self.handed[key]
+            self.handed[sent.reservation] = (result.spent_calls, result.spent_tokens)
         if settled is not None:
             if outcomes:
                 # In the transaction that appends the block's last case: its events are
@@ -960,6 +1084,83 @@ class _Flight:
                 self.ctx.journal.append_batch(self.ctx.run_id, [settled])
         self._next_to(sent.actor)
         return result, outcomes, decode_s
+
+    async def abandon(self, *, handed: bool) -> None:
+        """The run stopped before its blocks were all journalled: stop the workers of the
+        blocks in flight (no attempt is sent any more) and settle each block's
+        reservation with what its worker had sent or had in flight (``abandoned``); with
+        ``handed``, also those of the blocks handed to the run loop whose last case is
+        not journalled (the run loop was cancelled: it journals nothing more), with what
+        their worker reported. A worker that does not answer (dead, restarting, too
+        slow), or a restarted one that never started the block (the worker that died
+        may have), leaves the reservation open: charged in full on resume. Best effort:
+        the journal failing here leaves them open too."""
+        sends = [s for s in self.flight if s.reservation is not None]
+        answers = await asyncio.to_thread(_stop_all, [s.actor for s in sends]) if sends else {}
+        events: list[NewEvent] = []
+        for sent in sends:
+            key = sent.reservation
+            answer = answers.get(id(sent.actor))
+            assert key is not None
+            if answer is None:
+                continue
+            if key in answer["spent"]:
+                attempts, tokens = answer["spent"][key]
+            elif answer["restarted"]:
+                continue
+            else:  # not started, and a stopped worker never will
+                attempts = tokens = 0
+            events.append(self.ledger.abandoned(key, attempts, tokens))
+        if handed:
+            for key, (attempts, tokens) in self.handed.items():
+                events.append(self.ledger.abandoned(key, attempts, tokens))
+        journal, run_id = self.ctx.journal, self.ctx.run_id
+        try:
+            fresh = [e for e in events if journal.get(run_id, e.key) is None]
+            if fresh:
+                journal.append_batch(run_id, fresh)
+        except Exception:  # the journal went away: the reservations stay open
+            return
+
+
+def _stop_all(actors: list[Any]) -> dict[int, _Stopped | None]:
+    """Stop each worker (:meth:`_Decider.stop`, on its ``control`` thread): its answer by
+    ``id(actor)``, ``None`` when it did not answer within :data:`_STOP_S`."""
+    ray = _ray()
+    unique = {id(actor): actor for actor in actors}
+    refs = {
+        key: actor.stop.options(concurrency_group=_CONTROL).remote()
+        for key, actor in unique.items()
+    }
+    ray.wait(list(refs.values()), num_returns=len(refs), timeout=_STOP_S)
+    out: dict[int, _Stopped | None] = {}
+    for key, ref in refs.items():
+        try:
+            out[key] = ray.get(ref, timeout=0)
+        except Exception:  # dead, restarting, not back in time
+            out[key] = None
+    return out
+
+
+_CONTROL = "control"
+"""The decide workers' concurrency group of :meth:`_Decider.stop` (a thread of its own, so
+it answers while a block is being decided; blocks stay one at a time)."""
+
+_KEPT_BUDGETS = 4
+"""Budgets of the last blocks a worker started that it keeps for :meth:`_Decider.stop`
+(the driver has at most :data:`_DEPTH` blocks in flight on a worker)."""
+
+_STOP_S = 10.0
+"""Seconds the driver waits for its workers to answer a stop (:meth:`_Flight.abandon`);
+the reservations of a worker that does not answer stay open (charged in full)."""
+
+
+def _restarted_here() -> bool:
+    """Whether Ray restarted the worker this runs in (unknown: True)."""
+    try:
+        return bool(_ray().get_runtime_context().was_current_actor_reconstructed)
+    except Exception:
+        return True
 
 
 _RESTART_S = 120.0

@@ -90,7 +90,13 @@ from dissensus.pipeline.compact import (
     case_steps,
     fold,
 )
-from dissensus.pipeline.run_events import ModelFailed, ModelReserved, ModelSent, ModelSpend
+from dissensus.pipeline.run_events import (
+    ModelFailed,
+    ModelReserved,
+    ModelSent,
+    ModelSettled,
+    ModelSpend,
+)
 from dissensus.pipeline.steps import CallRecord
 from dissensus.store import event_types as ev
 from dissensus.store.canonical import canonical, sha256_text
@@ -336,8 +342,12 @@ def replay_spend(journal: Journal, run_id: str, budget: Budget, *, model: str = 
     the Ray engine (``model.reserved``) that no ``model.settled`` settles counts in full,
     its calls as attempts and its tokens as prompt tokens: the worker it was made for may
     have spent all of it, and the driver was killed (or stopped) before it journalled the
-    block's events (:func:`open_reservations`). A journal without reservations (a local
-    run, a journal written before them) is charged as before.
+    block's events (:func:`open_reservations`). A reservation settled as *abandoned*
+    (:class:`~dissensus.pipeline.run_events.ModelSettled` ``abandoned``: the driver
+    stopped on an interrupt, a deadline or an error with the block in flight, and
+    settled it with what the stopped worker had sent or had in flight) counts what its
+    settlement says, the block's events never having been journalled. A journal without
+    reservations (a local run, a journal written before them) is charged as before.
     """
     total = Usage()
     accounted: Counter[str] = Counter()
@@ -363,6 +373,12 @@ def replay_spend(journal: Journal, run_id: str, budget: Budget, *, model: str = 
         held = Usage(attempts=reserved.calls or 0, prompt_tokens=reserved.tokens or 0)
         total.add(held)
         budget.charge(attempts=held.attempts, tokens=held.prompt_tokens)
+    for event in journal.events(run_id, type=ev.MODEL_SETTLED):
+        if event.payload.get("abandoned") is True:
+            settled = ModelSettled.model_validate(event.payload)
+            spent = Usage(attempts=settled.attempts, prompt_tokens=settled.tokens)
+            total.add(spent)
+            budget.charge(attempts=spent.attempts, tokens=spent.prompt_tokens)
     return total
 
 

@@ -151,7 +151,9 @@ class ModelReserved(_Payload):
     """``model.reserved`` (key ``reserved/<block>/<attempt>``): what the Ray engine's driver
     lets one attempt of one block spend, journalled before the block is sent to a worker.
     Until a ``model.settled`` names it, a resumed run charges it in full (on either engine):
-    the worker may have spent all of it before the driver was killed."""
+    the worker may have spent all of it before the driver was killed (a driver that stops
+    on an interrupt, a deadline or an error settles it first: :class:`ModelSettled`,
+    ``abandoned``)."""
 
     block: int
     """The block's index (:mod:`dissensus.engines.blocks`)."""
@@ -171,7 +173,8 @@ class ModelSettled(_Payload):
     """``model.settled`` (key ``settled/<block>/<attempt>``): the reservation ``reservation``
     is over; appended in the transaction that appends the block's last case, so the block's
     own events (``model.spend``, ``model.sent``, ``model.call``, ``model.failed``) are what
-    a resumed run charges for it from then on."""
+    a resumed run charges for it from then on, or, for a block the run abandoned
+    (``abandoned``), when the run stopped, with the worker's spend in the payload."""
 
     reservation: str
     """The key of the ``model.reserved`` event settled."""
@@ -179,6 +182,14 @@ class ModelSettled(_Payload):
     """Attempts the worker's client sent for the block (what it reported)."""
     tokens: int
     """Tokens the worker's client used for the block (what it reported)."""
+    abandoned: bool = False
+    """True: the run stopped (an interrupt, a deadline, an error) before the block's events
+    were journalled, and the driver settled the reservation with what the worker had
+    spent and could still spend when it was stopped (``attempts``, ``tokens``: its
+    attempts sent or in flight and their tokens, the in-flight ones at their reserved
+    worst case; 0 for a block the worker had not started). A resumed run charges these
+    figures (the block's events, never journalled, cannot be); absent (False) in every
+    other settlement, whose block's own events are what is charged."""
 
 
 class ReviewResolved(_Payload):

@@ -1,0 +1,65 @@
+"""A Ray run stopped with blocks in flight settles their reservations with what the
+stopped workers spent (``model.settled`` ``abandoned``), so its resume has the budget an
+uninterrupted run has, and ends with its records, while the attempts of both stay
+within ``max_calls``.
+
+Starts a local Ray instance: run with ``DISSENSUS_TEST_RAY=1`` (``make test-ray``)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+from dissensus.engines.ray import RayOptions, decide_ray
+from dissensus.pipeline import execute_run
+from dissensus.pipeline.durable import open_reservations
+from dissensus.store import event_types as ev
+from dissensus.store.journal import Journal
+from test_engines_ray import _collect, _live, _sent, pytestmark, ray_instance
+
+__all__ = ["pytestmark", "ray_instance"]  # the fixture and the gate
+
+MAX_CALLS = 2000
+"""Ample for the 480 calls of the run (and of its resume), not for two runs' reservations."""
+
+
+async def _interrupted(journal: Journal, calls: Path) -> None:
+    """Decide run K on Ray and cancel it (as an interrupt does) once its workers sent calls."""
+    options = RayOptions(workers=2, lines_per_block=20)
+    task = asyncio.ensure_future(_collect(decide_ray(journal, "K", options=options)))
+    while not task.done() and _sent(calls) == 0:
+        await asyncio.sleep(0.005)
+    assert not task.done(), "the run ended before it could be interrupted"
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+
+
+def test_an_interrupted_ray_run_resumes_to_the_records_of_an_uninterrupted_one(
+    ray_instance: Any, tmp_path: Path
+) -> None:
+    for name in ("fresh", "cut"):
+        (tmp_path / name).mkdir()
+    fresh_path, _ = _live(tmp_path / "fresh", MAX_CALLS)
+    with Journal(fresh_path) as fresh:
+        expected = asyncio.run(_collect(execute_run(fresh, "K")))
+    path, calls = _live(tmp_path / "cut", MAX_CALLS)
+    with Journal(path) as journal:
+        asyncio.run(_interrupted(journal, calls))
+        sent = _sent(calls)
+        assert open_reservations(journal, "K") == {}  # every block in flight was settled
+        abandoned = [
+            e.payload
+            for e in journal.events("K", type=ev.MODEL_SETTLED)
+            if e.payload.get("abandoned")
+        ]
+        assert abandoned
+        # What the settlements charge covers every call the stopped workers sent.
+        journalled = len(list(journal.events("K", type=ev.MODEL_SENT)))
+        assert sent <= journalled + sum(p["attempts"] for p in abandoned)
+        options = RayOptions(workers=2, lines_per_block=20)
+        got = asyncio.run(_collect(decide_ray(journal, "K", options=options)))
+        assert journal.verify("K").ok
+    assert [r["id"] for r in got] == [r["id"] for r in expected]
+    assert got == expected
+    assert _sent(calls) <= MAX_CALLS
