@@ -25,7 +25,7 @@ from dissensus.pipeline.review import (
 )
 from dissensus.store import Journal
 from pipeline_cases import as_panel, panel
-from serve_helpers import auth, client_for, escalating
+from serve_helpers import auth, client_for, csrf_of, escalating, login
 from serve_helpers import settings as serve_settings
 
 POLICY = policy_from_dict({"reading": {"similarity": "tfidf", "theta_s": 0.3}})
@@ -176,3 +176,60 @@ def test_an_undone_resolution_is_no_label_and_the_new_one_is(journal_target: str
         resolve(journal, rid, decision="1", note="second look", reviewer="kim")
         found = labelled_from_journal(journal)
     assert [(c.review_id, c.gold) for c in found.cases] == [(rid, "1")]
+
+
+def test_a_reopened_case_can_be_claimed_until_it_is_resolved_again(journal_target: str) -> None:
+    """The claim's closed check means "resolved now": the first resolution stays in the
+    chain after an undo, and used to refuse every claim on the reopened case."""
+    from dissensus.pipeline.review import claim, claim_next
+
+    with Journal(journal_target) as journal:
+        rid = _escalated(journal, "r")
+        resolve(journal, rid, decision="2", note="first", reviewer="kim")
+        with pytest.raises(AlreadyResolved, match="by kim"):
+            claim(journal, rid, "lee", ttl=60)
+        reopen(journal, rid, reviewer="kim", within_s=300)
+        assert claim(journal, rid, "lee", ttl=60).who == "lee"
+        journal.release_claim(rid, "lee")
+        got = claim_next(journal, "lee", ttl=60)
+        assert got is not None and got.item.review_id == rid
+        resolve(journal, rid, decision="1", note="second", reviewer="lee")
+        with pytest.raises(AlreadyResolved, match="by lee"):
+            claim(journal, rid, "kim", ttl=60)
+        assert claim_next(journal, "kim", ttl=60) is None
+        reopen(journal, rid, reviewer="lee", within_s=300)
+        assert claim(journal, rid, "kim", ttl=60).who == "kim"
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_api_claims_a_case_reopened_by_undo(
+    tmp_path: Path, journal_target: str, anyio_backend: str
+) -> None:
+    s = serve_settings(tmp_path, journal=journal_target, undo_window_s=120)
+    async with client_for(s) as client:
+        rid = (await client.post("/v1/decide", json=escalating("u"), headers=auth("sub"))).json()[
+            "review_id"
+        ]
+        shown = (await client.get(f"/v1/review/{rid}", headers=auth("rev"))).json()
+        body = {"decision": "2", "note": "n", "content_sha256": shown["content_sha256"]}
+        done = await client.post(f"/v1/review/{rid}/resolve", json=body, headers=auth("rev"))
+        assert done.status_code == 200
+        undone = await client.post(f"/v1/review/{rid}/undo", headers=auth("rev"))
+        assert undone.status_code == 200 and undone.json()["status"] == "open"
+        # The page's claim button (the c key) goes the same way.
+        await login(client, "rev2")
+        page = await client.get(f"/review/case/{rid}")
+        button = await client.post(f"/review/case/{rid}/claim", data={"csrf": csrf_of(page.text)})
+        assert button.status_code == 303, button.text
+        held = (await client.get(f"/v1/review/{rid}", headers=auth("rev"))).json()["claim"]
+        assert held["reviewer"] == "rev2-name"
+        claimed = await client.post(f"/v1/review/{rid}/claim", headers=auth("rev2"))
+        assert claimed.status_code == 200, claimed.text
+        assert claimed.json()["reviewer"] == "rev2-name"
+        taken = await client.post(f"/v1/review/{rid}/claim", headers=auth("rev"))
+        assert taken.status_code == 409 and taken.json()["claimed_by"] == "rev2-name"
+        again = await client.post(f"/v1/review/{rid}/resolve", json=body, headers=auth("rev2"))
+        assert again.status_code == 200
+        late = await client.post(f"/v1/review/{rid}/claim", headers=auth("rev"))
+        assert late.status_code == 409 and late.json()["resolved_by"] == "rev2-name"

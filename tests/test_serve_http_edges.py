@@ -300,7 +300,60 @@ async def test_a_405_carries_allow(tmp_path: Path) -> None:
         assert _service_error(res, 405)["field"] is None
         assert res.headers["allow"] == "POST"
         res = await client.post("/v1/models", headers=auth("sub"), json={})
-        assert res.status_code == 405 and res.headers["allow"] == "GET"
+        assert res.status_code == 405 and res.headers["allow"] == "GET, HEAD"
+
+
+async def test_allow_names_every_method_of_the_path(tmp_path: Path) -> None:
+    """Two routes on one path (``POST`` and ``DELETE`` of a claim, ``GET`` and ``POST`` of
+    the login page): ``Allow`` used to name the first route's methods only. ``HEAD`` is
+    answered wherever ``GET`` is (:mod:`dissensus.serve.head`)."""
+    async with client_for(settings(tmp_path)) as client:
+        res = await client.get("/v1/review/r.1/claim", headers=auth("rev"))
+        assert _service_error(res, 405)["field"] is None
+        assert res.headers["allow"] == "POST, DELETE"
+        res = await client.head("/v1/review/r.1/claim", headers=auth("rev"))
+        assert res.status_code == 405 and res.headers["allow"] == "POST, DELETE"
+        res = await client.put("/review/login", json={})
+        assert res.status_code == 405 and res.headers["allow"] == "GET, HEAD, POST"
+        res = await client.delete("/review/login")
+        assert res.status_code == 405 and res.headers["allow"] == "GET, HEAD, POST"
+        res = await client.get("/v1/decide", headers=auth("sub"))
+        assert res.status_code == 405 and res.headers["allow"] == "POST"
+        # The static files answer for themselves.
+        res = await client.post("/review/static/review.js", json={})
+        assert res.status_code == 405 and res.headers["allow"] == "GET, HEAD"
+
+
+async def test_every_405_names_the_methods_its_path_takes(tmp_path: Path) -> None:
+    """For every route: a method none of the path's routes takes is 405, and ``Allow``
+    names what the routes of that path take (``HEAD`` with ``GET``)."""
+    import re
+
+    from fastapi.routing import APIRoute
+
+    app = create_app(settings(tmp_path))
+    by_path: dict[str, set[str]] = {}
+
+    def leaves(routes: Any) -> Iterator[APIRoute]:
+        for route in routes:
+            if isinstance(route, APIRoute):
+                yield route
+            elif hasattr(route, "original_router"):  # an included router
+                yield from leaves(route.original_router.routes)
+
+    for route in leaves(app.routes):
+        by_path.setdefault(route.path, set()).update(route.methods)
+    assert "/v1/review/{review_id}/claim" in by_path and len(by_path) > 20
+    order = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"]
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
+        for template, methods in by_path.items():
+            path = re.sub(r"\{[^}]+\}", "x.1", template)
+            allowed = methods | ({"HEAD"} if "GET" in methods else set())
+            unused = next(m for m in ("PATCH", "PUT", "DELETE", "POST") if m not in allowed)
+            res = await client.request(unused, path, json={}, headers=auth("adm"))
+            assert res.status_code == 405, (template, unused, res.status_code)
+            assert res.headers["allow"] == ", ".join(m for m in order if m in allowed), template
 
 
 # -- issue: a body must be UTF-8 ---------------------------------------------------------------------

@@ -163,6 +163,26 @@ async def test_pages_reach_every_row_and_keep_the_filters(
         )
 
 
+async def test_a_page_number_that_is_no_plain_number_shows_the_first_page(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Unicode digits (``²``, ``①``, ``٣``) pass ``str.isdigit`` but not ``int``, and
+    ``int`` refuses more than 4,300 digits: each used to be a 500."""
+    monkeypatch.setattr("dissensus.serve.routes.pages_queue.QUEUE_ROWS", 2)
+    async with _quiet(tmp_path) as client:
+        await _automatic(client, 3)
+        params = {"status": "automatic"}
+        for raw in ("\u00b2", "\u2460", "\u0663", "1" * 4301, "9" * 7, "0", "-1", "", " 2"):
+            got = await client.get("/review", params={**params, "page": raw})
+            assert got.status_code == 200, raw[:10]
+            assert _count(got.text).startswith("3 case(s), the first 2 shown"), raw[:10]
+            assert 'id="prev-page"' not in got.text
+        # Leading zeros spell the same number, however many.
+        padded = await client.get("/review", params={**params, "page": "0" * 5000 + "2"})
+        assert padded.status_code == 200
+        assert _count(padded.text).startswith("3 case(s), 3–3 shown (page 2)")
+
+
 def _topical(n: int) -> list[dict[str, Any]]:
     """``n`` panels committed automatically, asking about tax except the third (law)."""
     return [

@@ -41,3 +41,22 @@ def test_the_store_refuses_a_claim_on_a_closed_case(tmp_path: Path) -> None:
         with pytest.raises(CaseClosed):
             journal.claim(review_id, "lee", 60, run_id="run1", closed_by=f"review/{line}/resolved")
         assert journal.current_claim(review_id) is None
+
+
+def test_a_claim_after_a_resolution_anew_it_did_not_see_is_refused(
+    journal_target: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After an undo the closing event is the next resolution (``review/<line>/resolved/1``),
+    read under the run's lock: one committed between the claimant's read and its claim
+    still refuses it."""
+    with Journal(journal_target) as journal:
+        review_id = _escalated(journal, "run1")
+        resolve(journal, review_id, decision="1", note="done", reviewer="kim")
+        queue.reopen(journal, review_id, reviewer="kim", within_s=300)
+        seen_open = find_item(journal, review_id)
+        resolve(journal, review_id, decision="2", note="again", reviewer="kim")
+        monkeypatch.setattr(queue, "find_item", lambda *_: seen_open)
+        with pytest.raises(AlreadyResolved) as refused:
+            queue.claim(journal, review_id, "lee", ttl=60)
+        assert refused.value.decision == "2"
+        assert journal.current_claim(review_id) is None

@@ -37,7 +37,11 @@ Choices where the design is silent:
   refused (:class:`~dissensus.store.base.ClaimConflict`). A library call without a
   reviewer name ignores claims; the CLI and the service always name one
   (:func:`reviewer_name`: ``--reviewer``, else ``$DISSENSUS_REVIEWER``, else the login
-  name, else ``uid-<n>``), so both respect claims the same way.
+  name, else ``uid-<n>``), so both respect claims the same way. A claim on a resolved
+  item is refused, checked again under the run's write lock (which resolve and reopen
+  also take) against the key of the resolution that would stand *now*
+  (``review/<line>/resolved/<k>`` after the *k*-th reopening): a case whose resolution
+  was undone is open and claimable, and closed again once it is resolved anew.
 * **Undo** (:func:`reopen`): the reviewer who resolved a case may reopen it within a
   window (seconds, chosen by the caller). Reopening is a new ``review.reopened`` event,
   never an edit: the resolution stays in the chain, the item is open again, and the
@@ -408,11 +412,15 @@ def claim(journal: Journal, review_id: str, who: str, *, ttl: float = DEFAULT_CL
             at=status.resolved_at or "?",
             decision=status.resolution.decision,
         )
-    line = split_ref(review_id)[1]
-    try:  # checked again under the run's lock, so no resolution slips in between
-        return journal.claim(
-            review_id, who, ttl, run_id=status.item.run_id, closed_by=f"review/{line}/resolved"
-        )
+    run_id, line = split_ref(review_id)
+    try:
+        # Checked again under the run's write lock, which resolve and reopen take too: the
+        # key of the resolution that would stand now (``resolved/<k>`` after the k-th
+        # reopening) is read under it, so no resolution slips in between, and a resolution
+        # that was undone no longer closes the case.
+        with journal.transaction(run_id):
+            closing = f"review/{line}/resolved{_suffix(_generation(journal, run_id, line))}"
+            return journal.claim(review_id, who, ttl, run_id=run_id, closed_by=closing)
     except CaseClosed as closed:
         p = closed.event.payload
         raise AlreadyResolved(

@@ -31,6 +31,9 @@ Choices where the design is silent:
   (:mod:`.head`).
 * An error response keeps the headers of the exception it answers: a 405 names the
   allowed methods (``Allow``), a 401 asks for a bearer token (``WWW-Authenticate``).
+  ``Allow`` names every method the path takes, from all the routes on it (the router
+  named only the first route's: ``POST`` of a claim, without its ``DELETE``), and
+  ``HEAD`` wherever ``GET`` is (:func:`~dissensus.serve.http.allowed_methods`).
 * A single panel answers with its record; a list answers ``{run_id, status, records,
   rejects}`` (status 200 also when some items were rejected, as the CLI still decides
   the rest; ``rejected`` counts them).

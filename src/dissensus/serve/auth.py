@@ -20,6 +20,16 @@ Choices where the design is silent:
   (HttpOnly, SameSite=Strict, Path=/review), never the token. Sessions live in memory
   and end with the process. A form's CSRF token is an HMAC of the session id under a
   per-process secret; the login form uses a double-submit pre-session cookie.
+* The session store is bounded: at most :data:`MAX_SESSIONS` (10,000) sessions, kept
+  in the order they were opened (the order they expire in); opening one drops the
+  expired ones from the front and, when the store is full, ends the oldest. Opening
+  costs O(1) amortised however many sessions there are (it used to filter them all).
+* Without a tokens file every browser is ``local``, so they share **one** session
+  (:meth:`SessionStore.local`): a page asked for without its cookie gets that session's
+  id, and nothing new is opened. Any web page can make a browser send cookie-less GETs
+  to a loopback server; each used to open a session living ``--session-ttl``. The
+  shared session ends like any other (after ``--session-ttl``, or "log out"); the next
+  page then opens the next one.
 """
 
 from __future__ import annotations
@@ -30,6 +40,7 @@ import os
 import secrets
 import stat
 import time
+from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -37,6 +48,7 @@ from typing import Literal
 from dissensus.errors import ConfigError
 
 __all__ = [
+    "MAX_SESSIONS",
     "ROLES",
     "Principal",
     "SessionStore",
@@ -162,21 +174,59 @@ class _Session:
     expires: float
 
 
-class SessionStore:
-    """Review-page sessions (in memory) and their CSRF tokens."""
+MAX_SESSIONS = 10_000
+"""Sessions a server keeps at most; opening one more ends the oldest."""
 
-    def __init__(self, ttl_s: float) -> None:
+
+class SessionStore:
+    """Review-page sessions (in memory) and their CSRF tokens.
+
+    Sessions are kept in the order they were opened, which is the order they expire in
+    (each lasts ``ttl_s`` from its opening): opening one drops the expired ones from the
+    front and, past ``max_sessions``, the oldest, so it costs O(1) amortised and the
+    store never holds more than ``max_sessions``.
+    """
+
+    def __init__(self, ttl_s: float, max_sessions: int = MAX_SESSIONS) -> None:
+        if max_sessions < 1:
+            raise ValueError(f"max_sessions must be at least 1, got {max_sessions!r}")
         self.ttl_s = ttl_s
+        self.max_sessions = max_sessions
         self._secret = secrets.token_bytes(32)
-        self._sessions: dict[str, _Session] = {}
+        # An OrderedDict: taking its first key stays O(1) however many were popped
+        # (a plain dict scans the holes left at its front).
+        self._sessions: OrderedDict[str, _Session] = OrderedDict()
+        self._local: str | None = None
+
+    def __len__(self) -> int:
+        """Sessions held (expired ones not yet dropped included)."""
+        return len(self._sessions)
+
+    def _drop_stale(self, now: float) -> None:
+        sessions = self._sessions
+        while sessions:
+            oldest = next(iter(sessions.values()))
+            if oldest.expires > now and len(sessions) < self.max_sessions:
+                return
+            sessions.popitem(last=False)
 
     def open(self, principal: Principal) -> str:
-        """A new session id for ``principal``."""
+        """A new session id for ``principal`` (ending the oldest session when
+        ``max_sessions`` are open)."""
         now = time.monotonic()
-        self._sessions = {k: s for k, s in self._sessions.items() if s.expires > now}
+        self._drop_stale(now)
         sid = secrets.token_urlsafe(32)
         self._sessions[sid] = _Session(principal, now + self.ttl_s)
         return sid
+
+    def local(self, principal: Principal) -> str:
+        """The one shared session of ``principal`` (a server without tokens: every
+        browser is ``local``): its id while it lives, else a new one's. Asking again
+        opens nothing, so cookie-less requests cannot pile sessions up."""
+        if self._local is not None and self.get(self._local) == principal:
+            return self._local
+        self._local = self.open(principal)
+        return self._local
 
     def get(self, sid: str | None) -> Principal | None:
         if not sid:

@@ -19,6 +19,7 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
+from starlette.routing import Match, Mount
 
 from dissensus.errors import ConfigError, DissensusError, InputError
 from dissensus.guard import CorrelatedConsensusError
@@ -49,6 +50,7 @@ __all__ = [
     "ApiError",
     "ItemReject",
     "Overruns",
+    "allowed_methods",
     "by_size",
     "checked",
     "error_response",
@@ -139,6 +141,40 @@ def _path(request: Request) -> str:
     return str(request.scope.get("path", ""))
 
 
+_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
+"""The methods an ``Allow`` header may name, in the order it names them."""
+
+
+def allowed_methods(request: Request) -> list[str]:
+    """Every method some route of the app takes on the request's path, with ``HEAD``
+    wherever ``GET`` is (:mod:`dissensus.serve.head`), in :data:`_METHODS` order.
+
+    The router answers a wrong method with the ``Allow`` of the first route whose path
+    matched, so a path served by two routes (``POST`` and ``DELETE`` of a claim) named
+    one of them only. Each method is matched against the app's routes as the router
+    matches a request (``matches`` of a fresh scope: nothing of the request's changes).
+    A mount (the static files) takes any method and answers for itself: it is not asked
+    here, and the ``Allow`` of its own 405 is kept.
+    """
+    scope = request.scope
+    routes = [r for r in getattr(request.app, "routes", []) if not isinstance(r, Mount)]
+    taken: set[str] = set()
+    for method in _METHODS:
+        probe = {
+            "type": "http",
+            "method": method,
+            "path": scope.get("path", ""),
+            "root_path": scope.get("root_path", ""),
+            "headers": [],
+            "query_string": b"",
+        }
+        if any(route.matches(probe)[0] == Match.FULL for route in routes):
+            taken.add(method)
+    if "GET" in taken:
+        taken.add("HEAD")
+    return [m for m in _METHODS if m in taken]
+
+
 def install_errors(app: FastAPI) -> None:
     @app.exception_handler(ApiError)
     async def api_error(request: Request, exc: ApiError) -> JSONResponse:
@@ -154,9 +190,15 @@ def install_errors(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        # The exception's headers are kept: a 405 names the allowed methods (``Allow``).
+        # The exception's headers are kept: a 405 names the allowed methods (``Allow``),
+        # all of them (:func:`allowed_methods`), not only the first matching route's.
+        headers = dict(exc.headers or {})
+        if exc.status_code == 405 and (allowed := allowed_methods(request)):
+            named = [h for h in headers if h.lower() == "allow"]
+            own = {m.strip().upper() for h in named for m in headers.pop(h).split(",")}
+            headers["Allow"] = ", ".join([*allowed, *sorted(own - set(allowed) - {""})])
         return error_response(
-            exc.status_code, str(exc.detail), path=_path(request), headers=exc.headers
+            exc.status_code, str(exc.detail), path=_path(request), headers=headers or None
         )
 
     @app.exception_handler(DissensusError)

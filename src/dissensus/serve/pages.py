@@ -55,7 +55,10 @@ Choices where the design is silent:
 * Login: a form posting the token (never in a URL) with a double-submit CSRF token bound
   to a pre-session cookie; success sets the session cookie (HttpOnly, SameSite=Strict,
   Path=/review; Secure when served over https). Without a tokens file (loopback only)
-  there is no login and the reviewer is ``local``, but forms still carry CSRF tokens.
+  there is no login and the reviewer is ``local``, but forms still carry CSRF tokens:
+  a page asked for without the cookie sets the one ``local`` session's
+  (:meth:`~dissensus.serve.auth.SessionStore.local`), so cookie-less requests, which
+  any web page can make a browser send, open no sessions.
 * Only ``review`` and ``admin`` tokens may log in.
 * A page whose case is unknown answers the message page with 404; a form post without a
   login answers 401, without the session's CSRF token 403.
@@ -344,13 +347,13 @@ def set_session(response: Response, sid: str, request: Request) -> None:
 
 def require_login(request: Request) -> Reviewer | Response:
     """The logged-in reviewer, or the response that sends them to log in (without a
-    tokens file: a fresh ``local`` session, then the same page again)."""
+    tokens file: the shared ``local`` session, then the same page again)."""
     service = service_of(request)
     principal, sid = session_of(request)
     if principal is not None and sid is not None and allows(principal, "review"):
         return Reviewer(principal, sid)
     if service.tokens is None:
-        sid = service.sessions.open(LOCAL)
+        sid = service.sessions.local(LOCAL)
         response = RedirectResponse(
             str(request.url.path) + (f"?{request.url.query}" if request.url.query else ""),
             status_code=303,

@@ -8,7 +8,8 @@ reviewer in the chain; a claim is not evidence). Choices where the design is sil
 * **A claim and a resolution never interleave.** Given the key of the case's closing
   event (``closed_by``), a claim holds the run's write lock, as a resolution does, and
   is refused (:class:`~dissensus.store.errors.CaseClosed`) when that event is already
-  journalled.
+  journalled. The key names the resolution that would stand now (after an undo, the next
+  one's key); a caller reads it under the same lock, in a transaction the claim joins.
 * **Racing claimants** are told who won: the insert only replaces one's own or an
   expired claim, and a loser reads the winner's row (PostgreSQL also locks an existing
   claim row, so a loser waits for the winner's short transaction).

@@ -461,9 +461,11 @@ class Journal:
 
         :class:`ClaimConflict` when someone else holds an unexpired claim (naming who);
         :class:`CaseClosed` when the run holds the event keyed ``closed_by`` (the case's
-        resolution). With ``closed_by`` the claim holds the run's write lock, as a
+        standing resolution). With ``closed_by`` the claim holds the run's write lock, as a
         resolution does, so a claim and a resolution of one case never interleave: a
-        claim is never granted on a case resolved before it.
+        claim is never granted on a case resolved before it. A caller whose closing key
+        can change (a resolution undone, the next one keyed anew) reads it inside its own
+        :meth:`transaction` on the run, which the claim joins.
         """
         return self._claims.claim(review_id, who, ttl, run_id=run_id, closed_by=closed_by)
 

@@ -8,7 +8,9 @@ Choices where the design is silent:
   case's decision as its page names it (the option's label, and its id beside a label
   that differs).
 * At most :data:`~dissensus.serve.queue_view.QUEUE_ROWS` rows are shown on a page;
-  ``?page=2`` and on show the next ones (the filters kept, links under the list), and
+  ``?page=2`` and on show the next ones (the filters kept, links under the list; a
+  ``page`` that is not a number from 1 to 999,999 written in ASCII digits, e.g. ``²``
+  or ``①``, which ``str.isdigit`` accepts and ``int`` does not, shows the first), and
   the count names them all (a text search of the automatic decisions or the blind audits reads each one
   to match it, so it counts one past the rows shown and says "at least"). The text search of the automatic decisions and of the blind audits matches
   the question and the case id (the reason is not shown there); their order is the
@@ -19,6 +21,7 @@ Choices where the design is silent:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Generic, TypeVar
@@ -163,10 +166,15 @@ def _audit_rows(request: Request, view: QueueView, start: int) -> Listing[AuditR
     return replace(got, rows=[replace(r, claim=claims.get(r.item.review_id)) for r in got.rows])
 
 
+_PAGE = re.compile(r"0*([1-9][0-9]{0,5})")
+"""A page number: ASCII digits, below a million once leading zeros are dropped."""
+
+
 def _page(request: Request) -> int:
-    """The page of the list asked for (``?page=``, from 1; anything else is the first)."""
-    raw = request.query_params.get("page", "1")
-    return int(raw) if raw.isdigit() and 0 < int(raw) < 10**6 else 1
+    """The page of the list asked for (``?page=``, from 1 up to 999,999); anything else
+    (Unicode digits such as ``²``, longer numbers, signs, spaces) is the first."""
+    found = _PAGE.fullmatch(request.query_params.get("page", "1"))
+    return int(found.group(1)) if found else 1
 
 
 def _page_url(view: QueueView, page: int) -> str:
