@@ -32,6 +32,15 @@ buffered and handed to the run loop with its record (:func:`decide_case_events`)
 appends a block of cases in one transaction; a case that calls a model writes its steps
 before the call.
 
+A failed follow-up (a model call that failed, a budget refusal, a case without the
+question a re-ask needs) is the case's outcome: the reason says ``re-ask failed: ...``
+or ``deliberation failed: ...`` and the case escalates. A fault of the journal is not:
+:data:`~dissensus.pipeline.durable.JOURNAL_FAULTS` (a lock held past the busy timeout,
+an unreachable database, an unreadable step) raised while a follow-up journals its
+calls propagates out of the case, so the run stops unfinished and resumable and the
+caller reports the journal's error (exit 1 for a busy or unreachable journal), never
+records it as a decision that cannot be retried.
+
 Choices where the design is silent: a route action other than the four standard ones
 maps as ``concord`` -> escalate with CONCORD, ``deliberate`` -> seek_context with DCI,
 anything else -> escalate, with the reason naming the action; a DCI follow-up's packet
@@ -60,7 +69,7 @@ from dissensus.cases import option_ids
 from dissensus.errors import ConfigError, DissensusError
 from dissensus.pipeline.acceptors import AcceptInput
 from dissensus.pipeline.audit import AUDIT_OPENED, is_audited
-from dissensus.pipeline.durable import CaseClient, CaseLog
+from dissensus.pipeline.durable import JOURNAL_FAULTS, CaseClient, CaseLog
 from dissensus.pipeline.followup import case_options, live_reask, run_dci
 from dissensus.pipeline.gates import AUTO_ACTIONS, guard_step, route_step
 from dissensus.pipeline.learned import AcceptanceFigures
@@ -339,6 +348,8 @@ async def _followup_answers(case: _Case, round_: int) -> FollowupStep:
             models=sc.models,
             shared=bool(rt.model),
         )
+    except JOURNAL_FAULTS:
+        raise  # the journal's, not the follow-up's: the run stops, resumable
     except DissensusError as exc:
         return FollowupStep(source="none", usage=_spent(case, before), why=f"re-ask failed: {exc}")
     return FollowupStep(
@@ -515,6 +526,8 @@ async def _deliberate(case: _Case, why: str) -> CaseRecord:
         before = case.client.usage.model_copy()
         try:
             packet = await run_dci(case.panel, case.client)
+        except JOURNAL_FAULTS:
+            raise  # the journal's, not the deliberation's: the run stops, resumable
         except DissensusError as exc:
             return DeliberationStep(usage=_spent(case, before), why=f"deliberation failed: {exc}")
         return DeliberationStep(packet=packet, usage=_spent(case, before))
