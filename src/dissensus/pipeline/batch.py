@@ -39,7 +39,9 @@ Choices where the design is silent:
   (a finished case waits for the earlier ones, so memory stays bounded by the window).
 * A resumed run refuses an input file whose sha256 changed since the run started.
 * Rejected lines are journalled (``input.rejected``) and reported, never decided.
-* ``run.finished`` is journalled once, with the counts, when every line was handled.
+* ``run.finished`` is journalled once, with the counts, when every line was handled
+  (the model follow-ups attempted and failed among them, :func:`~dissensus.pipeline.engine.followup_tally`,
+  when not zero).
 * **A finished run stays finished.** :func:`execute_run` replays a finished run from the
   journal (each line's ``case.record`` or ``input.rejected``): no lease, no executor, no
   deadline, nothing appended. Nothing of a run's execution ever follows its
@@ -92,6 +94,7 @@ from pydantic import BaseModel, ValidationError
 
 from dissensus.errors import ConfigError, DissensusError, InputError
 from dissensus.io.jsonl import Reject, bounded_lines, parse_line
+from dissensus.pipeline.engine import followup_outcome
 from dissensus.pipeline.executors import Executor, LocalExecutor, Outcome, RunContext
 from dissensus.pipeline.records import CaseRecord
 from dissensus.pipeline.run_events import RunFinished, RunInput, RunStarted, RunStopped
@@ -703,6 +706,11 @@ def _tally(block: list[Outcome], counts: Counter[str]) -> tuple[list[CaseRecord]
         counts["cases"] += 1
         counts["auto"] += int(record.auto)
         counts["escalated"] += int(record.action == "escalate")
+        attempted, cause = followup_outcome(record)
+        if attempted:  # counted only when not zero: earlier runs' payloads stay as they were
+            counts["followups"] += 1
+            if cause is not None:
+                counts["followups_failed"] += 1
         records.append(record)
     return records, rejects
 

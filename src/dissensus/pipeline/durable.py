@@ -56,6 +56,16 @@ Choices where the design is silent:
   journalled, since a resumed run must try it again; it counts in the case's usage as
   one call with its attempts (its tokens are unknown here and count 0), so a failed
   deliberation does not report zero calls.
+* **A journal fault is never a model failure** (:data:`JOURNAL_FAULTS`: the journal's
+  own errors, busy or unreachable, a key appended again with another payload, a
+  journalled step that no longer reads). The appends around a call (``model.spend``,
+  ``model.sent``, ``model.call``, ``model.failed``) raise it to the caller as it is, and
+  the follow-ups that catch a failed call (a re-ask, a DCI deliberation) let it through:
+  the run stops unfinished, resumable, and the command line exits with the journal's
+  code (a lock held past the busy timeout: 1, retry later). The model client turns
+  whatever an attempt's hook raises into a failed attempt (``model.sent`` is journalled
+  from inside it), so the hook keeps the journal's error and :meth:`CaseClient.chat`
+  raises that instead of the model error it was wrapped in; the attempt was never sent.
 """
 
 from __future__ import annotations
@@ -100,11 +110,13 @@ from dissensus.pipeline.run_events import (
 from dissensus.pipeline.steps import CallRecord
 from dissensus.store import event_types as ev
 from dissensus.store.canonical import canonical, sha256_text
+from dissensus.store.errors import JournalConflict, JournalError
 from dissensus.store.journal import Journal, NewEvent
 from dissensus.types import JsonObject, Usage
 
 __all__ = [
     "COMPACT_STEPS",
+    "JOURNAL_FAULTS",
     "STEPS_TYPE",
     "CaseClient",
     "CaseLog",
@@ -137,6 +149,11 @@ __getattr__ = deprecated_names(
         "dissensus.store.JournalError is the journal's own error",
     ),
 )
+
+
+JOURNAL_FAULTS: tuple[type[DissensusError], ...] = (JournalError, JournalConflict, UnreadableStep)
+"""Errors of the journal, not of a model: a follow-up that catches a failed model call
+lets these through (the run stops, resumable), never records them as the case's outcome."""
 
 
 def call_digest(request: ChatRequest, schema: str | None, model: str | None) -> str:
@@ -461,6 +478,8 @@ class CaseClient:
         self.calls: list[str] = []
         """Keys of the calls made (live or replayed), in call order."""
         self._sends: dict[str, int] = {}
+        self._faults: dict[str, Exception] = {}
+        """The journal's error of a call whose attempt could not be journalled as sent."""
 
     def _key(self, request: ChatRequest, schema: type[BaseModel] | None, model: str | None) -> str:
         digest = call_digest(request, schema.__name__ if schema else None, model)
@@ -507,11 +526,18 @@ class CaseClient:
                 with attempt_hook(lambda: self._sent(key)):
                     response = await self._owner.live(model).chat(request, schema=schema)
             except (ModelCallError, StructuredOutputError) as exc:
+                fault = self._faults.pop(key, None)
+                if fault is not None:
+                    # The journal failed, not the model: the attempt was never sent.
+                    raise fault from exc
                 spent = Usage(calls=1, attempts=max(1, len(exc.attempts)))
                 self._failed(key, spent, "failed")
                 self._count(request, spent)
                 raise
             except BudgetExceeded as exc:
+                fault = self._faults.pop(key, None)
+                if fault is not None:
+                    raise fault from exc
                 # Refused, maybe after attempts that failed (timeouts): those were sent and
                 # count, in the journal and in the case's usage.
                 spent = Usage(calls=1 if exc.attempts else 0, attempts=len(exc.attempts))
@@ -551,14 +577,20 @@ class CaseClient:
         n = self._sends.get(key)
         if n is None:
             n = _next_index(journal, run_id, f"sent/{key}")
+        try:
+            journal.append(
+                run_id,
+                ev.MODEL_SENT,
+                ModelSent(call=key, n=n).payload(),
+                key=f"sent/{key}/{n}",
+                case=self._log.ref,
+            )
+        except Exception as exc:
+            # The model client makes a failed attempt of whatever this raises: keep the
+            # journal's error for _call to raise instead (nothing was sent).
+            self._faults[key] = exc
+            raise
         self._sends[key] = n + 1
-        journal.append(
-            run_id,
-            ev.MODEL_SENT,
-            ModelSent(call=key, n=n).payload(),
-            key=f"sent/{key}/{n}",
-            case=self._log.ref,
-        )
 
     def _replay(self, payload: JsonObject, schema: type[BaseModel] | None) -> ChatResponse:
         try:

@@ -32,6 +32,25 @@ buffered and handed to the run loop with its record (:func:`decide_case_events`)
 appends a block of cases in one transaction; a case that calls a model writes its steps
 before the call.
 
+A failed follow-up (a model call that failed, a budget refusal, a case without the
+question a re-ask needs) is the case's outcome: the reason says ``re-ask failed: ...``
+or ``deliberation failed: ...`` and the case escalates. A fault of the journal is not:
+:data:`~dissensus.pipeline.durable.JOURNAL_FAULTS` (a lock held past the busy timeout,
+an unreachable database, an unreadable step) raised while a follow-up journals its
+calls propagates out of the case, so the run stops unfinished and resumable and the
+caller reports the journal's error (exit 1 for a busy or unreachable journal), never
+records it as a decision that cannot be retried.
+
+**Failed follow-ups are counted.** A run goes on when some of its model follow-ups
+fail (a server that went away mid-run): their cases are decided without them (most
+escalate). :func:`followup_tally` counts, from the records, the model follow-ups a run
+attempted (live re-asks and DCI deliberations; a recorded re-ask calls no model), those
+that failed, how many of those cases went to review and the first failure's cause in
+input order; ``run.finished`` journals the counts (``followups``, ``followups_failed``,
+present only when not zero), and :meth:`FollowupTally.warning` is the one line a
+summary prints (``3 of 10 model follow-ups failed (first: ...); their cases went to
+review``).
+
 Choices where the design is silent: a route action other than the four standard ones
 maps as ``concord`` -> escalate with CONCORD, ``deliberate`` -> seek_context with DCI,
 anything else -> escalate, with the reason naming the action; a DCI follow-up's packet
@@ -48,7 +67,8 @@ the set of given fields that validation would give them.
 from __future__ import annotations
 
 import functools
-from collections.abc import Awaitable, Callable
+import re
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, TypeVar
@@ -60,7 +80,7 @@ from dissensus.cases import option_ids
 from dissensus.errors import ConfigError, DissensusError
 from dissensus.pipeline.acceptors import AcceptInput
 from dissensus.pipeline.audit import AUDIT_OPENED, is_audited
-from dissensus.pipeline.durable import CaseClient, CaseLog
+from dissensus.pipeline.durable import JOURNAL_FAULTS, CaseClient, CaseLog
 from dissensus.pipeline.followup import case_options, live_reask, run_dci
 from dissensus.pipeline.gates import AUTO_ACTIONS, guard_step, route_step
 from dissensus.pipeline.learned import AcceptanceFigures
@@ -87,7 +107,13 @@ from dissensus.store import event_types as ev
 from dissensus.store.journal import NewEvent
 from dissensus.types import AgentOutput, Panel, Usage, trusted
 
-__all__ = ["decide_case", "decide_case_events"]
+__all__ = [
+    "FollowupTally",
+    "decide_case",
+    "decide_case_events",
+    "followup_outcome",
+    "followup_tally",
+]
 
 _AUTO = AUTO_ACTIONS
 
@@ -339,6 +365,8 @@ async def _followup_answers(case: _Case, round_: int) -> FollowupStep:
             models=sc.models,
             shared=bool(rt.model),
         )
+    except JOURNAL_FAULTS:
+        raise  # the journal's, not the follow-up's: the run stops, resumable
     except DissensusError as exc:
         return FollowupStep(source="none", usage=_spent(case, before), why=f"re-ask failed: {exc}")
     return FollowupStep(
@@ -515,6 +543,8 @@ async def _deliberate(case: _Case, why: str) -> CaseRecord:
         before = case.client.usage.model_copy()
         try:
             packet = await run_dci(case.panel, case.client)
+        except JOURNAL_FAULTS:
+            raise  # the journal's, not the deliberation's: the run stops, resumable
         except DissensusError as exc:
             return DeliberationStep(usage=_spent(case, before), why=f"deliberation failed: {exc}")
         return DeliberationStep(packet=packet, usage=_spent(case, before))
@@ -674,3 +704,74 @@ def _public_panel(case: _Case) -> dict[str, Any]:
         data = panel.model_dump(mode="json")  # the JSON the review item keeps
     data["meta"] = {k: v for k, v in data.get("meta", {}).items() if k != "gold"}
     return data
+
+
+_FAILED = re.compile(
+    r"(?:re-ask|deliberation) failed: (.+)$"
+    r"|DCI deliberation stopped early \((model_failure: .+)\); packet attached for review$"
+)
+"""A model follow-up that failed, in a record's reason: a re-ask or a deliberation that
+raised, or a DCI packet that ended because every participant of a stage failed."""
+
+
+def followup_outcome(record: CaseRecord) -> tuple[bool, str | None]:
+    """Whether the case attempted a model follow-up (a live re-ask or a DCI
+    deliberation), and the cause when it failed."""
+    match = _FAILED.search(record.reason)
+    if match:
+        return True, match.group(1) or match.group(2)
+    attempted = any(
+        step == "followup:live" or step.startswith("deliberation:") for step in record.path
+    )
+    return attempted, None
+
+
+@dataclass(frozen=True)
+class FollowupTally:
+    """A run's model follow-ups: attempted, failed, the failed cases sent to review,
+    each failure's cause (the first in input order first)."""
+
+    attempted: int = 0
+    failed: int = 0
+    to_review: int = 0
+    causes: tuple[str, ...] = ()
+    """Distinct causes, in the order their first case comes in the input."""
+
+    @property
+    def first(self) -> str | None:
+        """The first failure's cause (``None``: none failed)."""
+        return self.causes[0] if self.causes else None
+
+    def every_one_failed(self) -> str | None:
+        """The one cause when every attempted follow-up failed for it, else ``None``."""
+        if self.failed and self.failed == self.attempted and len(self.causes) == 1:
+            return self.causes[0]
+        return None
+
+    def warning(self) -> str | None:
+        """The one line saying that some follow-ups failed (``None``: none did)."""
+        if not self.failed:
+            return None
+        went = (
+            "their cases went to review"
+            if self.to_review == self.failed
+            else f"{self.to_review} of their cases went to review"
+        )
+        return (
+            f"{self.failed} of {self.attempted} model follow-up(s) failed "
+            f"(first: {self.first}); {went}"
+        )
+
+
+def followup_tally(records: Iterable[CaseRecord]) -> FollowupTally:
+    """Count the model follow-ups of ``records`` (in input order)."""
+    attempted = failed = to_review = 0
+    causes: dict[str, None] = {}
+    for record in sorted(records, key=lambda r: r.line):
+        tried, cause = followup_outcome(record)
+        attempted += tried
+        if cause is not None:
+            failed += 1
+            to_review += record.action == "escalate"
+            causes.setdefault(cause)
+    return FollowupTally(attempted, failed, to_review, tuple(causes))

@@ -32,6 +32,9 @@ Choices where the design is silent:
 * An answer that does not parse, or names no option, is an abstention with its
   ``fault`` recorded on the answer (journalled with the follow-up), never silently empty.
 * The question, options and context are untrusted data, delimited, never instructions.
+* When calls of one re-ask fail, a journal fault
+  (:data:`~dissensus.pipeline.durable.JOURNAL_FAULTS`) is raised before any model
+  failure: it must stop the run rather than fail the case's follow-up.
 * A re-ask is one call per asked agent (the client's own re-asks for invalid JSON are
   counted in its usage); calls run concurrently, bounded by the client.
 """
@@ -47,7 +50,7 @@ from dissensus.cases import CaseSpec
 from dissensus.dci.packet import DecisionPacket
 from dissensus.errors import InputError
 from dissensus.llm.base import ChatRequest, Message
-from dissensus.pipeline.durable import CaseClient
+from dissensus.pipeline.durable import JOURNAL_FAULTS, CaseClient
 from dissensus.quoting import DATA_RULE, quote_block
 from dissensus.signals import SecondAnswer, Voice, model_family
 from dissensus.types import JsonSchema, Panel
@@ -195,9 +198,10 @@ async def live_reask(
     # Every call runs to its end before a failure is raised, so what the journal holds
     # does not depend on which call failed first.
     results = await asyncio.gather(*jobs, return_exceptions=True)
-    for result in results:
-        if isinstance(result, BaseException):
-            raise result
+    failures = [r for r in results if isinstance(r, BaseException)]
+    # A journal fault first: it stops the run, where a model's failure only fails the re-ask.
+    for failure in sorted(failures, key=lambda f: not isinstance(f, JOURNAL_FAULTS)):
+        raise failure
     got = [r for r in results if isinstance(r, SecondAnswer)]
     answers = dict(zip(agents, got[: len(agents)], strict=True))
     voices: list[Voice] = []

@@ -114,6 +114,10 @@ class RunFinished(_Payload):
     auto: int = 0
     escalated: int = 0
     rejected: int = 0
+    followups: int = 0
+    """Cases that attempted a model follow-up (a live re-ask, a DCI deliberation)."""
+    followups_failed: int = 0
+    """Of those, the follow-ups that failed (the case was decided without them)."""
 
 
 class RunStopped(_Payload):

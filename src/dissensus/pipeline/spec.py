@@ -22,7 +22,13 @@ Choices where the design is silent:
   ``acceptance.model``.
 * **The model.** ``model=`` overrides the policy's ``seek_context.model``, which overrides
   ``$DISSENSUS_MODEL`` (read from ``environ``, default the process environment). The
-  resolved spec is checked (its files read, nothing contacted) before any run exists.
+  resolved spec is checked (its files read, nothing contacted) before any run exists, and
+  so is every agent's own model spec (``seek_context.models``), whether or not the run
+  will need it (a recorded re-ask calls no model): a bad spec is a configuration error
+  naming the agent's field (``seek_context.models.<agent>``), never a run whose every
+  follow-up fails. DCI asks the run's model and CONCORD's table agents call no model,
+  so these are all the model specs a run can use; ``panel.members`` are the chat
+  endpoint's, checked when ``dissensus serve`` builds its panel, not by a run.
 * **Code.** A ``module:function`` similarity backend is checked for ``allow_code`` and
   imported when the spec is built, so no door accepts one it cannot load.
 * **Overrides** (``similarity``, ``deadline_s``, ``concurrency``) are written into the
@@ -181,6 +187,7 @@ class RunSpec(BaseModel):
             from dissensus.llm.resolve import check_model_spec
 
             check_model_spec(spec_model)
+        _check_agent_models(pol, policy_file)
         return cls(
             policy=pol,
             policy_file=policy_file,
@@ -475,3 +482,20 @@ def _read_as_calibrated(
 PolicyLike = RunSpec | Policy | Mapping[str, Any] | str | os.PathLike[str] | None
 """What every door takes as its policy: a spec, a policy, its data, a policy file, or the
 defaults."""
+
+
+def _check_agent_models(policy: Policy, policy_file: str | None) -> None:
+    """Check each agent's model spec (``seek_context.models``) as the run's is checked: a
+    :class:`ConfigError` naming the agent's field and the spec (nothing is contacted)."""
+    models = policy.seek_context.models
+    if not models:
+        return
+    from dissensus.llm.resolve import check_model_spec
+
+    for agent, spec in models.items():
+        try:
+            check_model_spec(spec)
+        except ConfigError as exc:
+            raise ConfigError(
+                str(exc), file=policy_file, field=f"seek_context.models.{agent}"
+            ) from None
