@@ -100,3 +100,27 @@ def test_every_follow_up_failing_for_one_cause_is_told_apart() -> None:
         "2 of 2 model follow-up(s) failed (first: connection error); "
         "1 of their cases went to review"
     )
+
+
+def test_decide_says_so_in_one_warning_line_and_its_summary(
+    tmp_path: Path, capsys: Any
+) -> None:
+    """Exit 0 (not every follow-up failed), but a ``warning:`` line on stderr and the count
+    in the summary: a model server going away mid-run was silent."""
+    from dissensus.cli import main
+
+    rows = [
+        _case("ok-1", "Which reply is answered well?", ["2", "1", "2"]),
+        _case("gone-1", "Which reply is better?", ["2", "1", "2"]),
+    ]
+    inp = write_jsonl(tmp_path / "in.jsonl", list(rows))
+    pol = write_policy(tmp_path / "p.yaml")
+    model = f"scripted:{_script(tmp_path / 's.yaml')}"
+    args = ["decide", str(inp), "--policy", str(pol), "--journal", str(tmp_path / "j.sqlite")]
+    assert main([*args, "--model", model]) == 0
+    got = capsys.readouterr()
+    warnings = [line for line in got.err.splitlines() if line.startswith("warning:")]
+    assert len(warnings) == 1, got.err
+    assert warnings[0].startswith("warning: 1 of 2 model follow-up(s) failed (first: ")
+    assert warnings[0].endswith("their cases went to review"), warnings
+    assert ", 1 model follow-up(s) failed" in got.out, got.out

@@ -52,7 +52,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import re
 import shutil
 import signal
 import sys
@@ -284,36 +283,6 @@ def _emitter(
     return emit
 
 
-_FAILED = re.compile(
-    r"(?:re-ask|deliberation) failed: (.+)$"
-    r"|DCI deliberation stopped early \((model_failure: .+)\); packet attached for review$"
-)
-"""A follow-up that failed, in a record's reason: a re-ask or a deliberation that raised,
-or a DCI packet that ended because every participant of a stage failed."""
-
-
-def followup_failure(records: Sequence[CaseRecord]) -> str | None:
-    """The one cause every model follow-up of the run failed for, or None.
-
-    A model follow-up is a live re-ask or a DCI deliberation; recorded re-asks call no
-    model and do not count.
-    """
-    attempted = failed = 0
-    causes: set[str] = set()
-    for r in records:
-        match = _FAILED.search(r.reason)
-        if match or any(
-            step == "followup:live" or step.startswith("deliberation:") for step in r.path
-        ):
-            attempted += 1
-        if match:
-            failed += 1
-            causes.add(match.group(1) or match.group(2))
-    if failed and failed == attempted and len(causes) == 1:
-        return next(iter(causes))
-    return None
-
-
 def _summary(
     records: list[CaseRecord],
     rejected: int,
@@ -323,6 +292,7 @@ def _summary(
     shift: JsonObject | None = None,  # the journalled run/shift payload
     audits: tuple[float, int] | None = None,
 ) -> None:
+    from dissensus.pipeline.engine import followup_tally
     from dissensus.pipeline.learned import guarantee_sentence
     from dissensus.pipeline.shift import shift_words
 
@@ -354,6 +324,11 @@ def _summary(
         f"{n} case(s): {auto} decided automatically{share}, {len(escalated)} waiting for review"
         + (f", {rejected} rejected line(s)" if rejected else "")
         + (f", {duplicates} duplicate panel id(s)" if duplicates else "")
+        + (
+            f", {failed} model follow-up(s) failed"
+            if (failed := followup_tally(records).failed)
+            else ""
+        )
     )
     out_console.print("by action: " + ", ".join(f"{k} {v}" for k, v in sorted(actions.items())))
     figures = next((r.acceptance for r in records if r.acceptance is not None), None)
@@ -474,6 +449,7 @@ def run_and_report(
 ) -> int:
     from dissensus.io.jsonl import RejectSink
     from dissensus.pipeline.batch import DeadlineReached
+    from dissensus.pipeline.engine import followup_tally
     from dissensus.pipeline.review import final_records
     from dissensus.store.errors import JournalDamaged, JournalError, JournalReadOnly
 
@@ -548,7 +524,12 @@ def run_and_report(
         from dissensus.pipeline.shift import shift_words
 
         err_console.print(f"warning: {shift_words(shift)}", soft_wrap=True)
-    cause = followup_failure(records)
+    tally = followup_tally(records)
+    cause = tally.every_one_failed()
+    if cause is None and (some := tally.warning()) is not None:
+        # Some follow-ups failed (a model server that went away mid-run): exit 0 as
+        # documented, but not in silence.
+        err_console.print(f"warning: {shown(some)}", soft_wrap=True)
     if cause is not None:
         err_console.print(
             f"error: every follow-up of run {run_id} failed: {shown(cause)}", soft_wrap=True
