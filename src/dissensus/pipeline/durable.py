@@ -108,9 +108,9 @@ from dissensus.pipeline.run_events import (
     ModelSpend,
 )
 from dissensus.pipeline.steps import CallRecord
+from dissensus.store import errors as store_errors
 from dissensus.store import event_types as ev
 from dissensus.store.canonical import canonical, sha256_text
-from dissensus.store.errors import JournalConflict, JournalError
 from dissensus.store.journal import Journal, NewEvent
 from dissensus.types import JsonObject, Usage
 
@@ -151,7 +151,13 @@ __getattr__ = deprecated_names(
 )
 
 
-JOURNAL_FAULTS: tuple[type[DissensusError], ...] = (JournalError, JournalConflict, UnreadableStep)
+# The store's JournalError by its module: this module's own name ``JournalError`` is a
+# deprecated alias of UnreadableStep (above).
+JOURNAL_FAULTS: tuple[type[DissensusError], ...] = (
+    store_errors.JournalError,
+    store_errors.JournalConflict,
+    UnreadableStep,
+)
 """Errors of the journal, not of a model: a follow-up that catches a failed model call
 lets these through (the run stops, resumable), never records them as the case's outcome."""
 
