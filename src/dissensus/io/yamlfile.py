@@ -14,10 +14,13 @@ Problem, task, policy, rules, scripted-model and calibration files are all read 
   ("must be a finite number"), as is text that is not valid Unicode.
 * Files must be UTF-8 (a UTF-8 byte order mark is skipped). UTF-16 or any other
   encoding is one error line naming the file, never a traceback.
+* An integer of more digits than Python converts (``sys.get_int_max_str_digits()``,
+  4,300 by default) is an error naming its line, as the JSON loader refuses one.
 """
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +61,19 @@ class _Loader(_BASE):  # type: ignore[misc]
                 raise _Duplicate(f"duplicate key {key!r} at line {line}")
         mapping: dict[Any, Any] = super().construct_mapping(node, deep=deep)
         return mapping
+
+    def construct_yaml_int(self, node: yaml.ScalarNode) -> int:
+        try:
+            value: int = super().construct_yaml_int(node)
+        except ValueError:  # more digits than Python converts (4,300 by default)
+            line = node.start_mark.line + 1
+            raise _TooLarge(
+                f"an integer of more than {sys.get_int_max_str_digits()} digits at line {line}"
+            ) from None
+        return value
+
+
+_Loader.add_constructor("tag:yaml.org,2002:int", _Loader.construct_yaml_int)
 
 
 class _Duplicate(Exception):
@@ -136,6 +152,8 @@ def load_yaml_text(text: str, *, file: str | None = None) -> Any:
         raise ConfigError(str(exc), file=file) from None
     except RecursionError:
         raise ConfigError("the document is nested too deeply", file=file) from None
+    except ValueError as exc:  # a value the constructors cannot convert (a safeguard)
+        raise ConfigError(f"invalid YAML: {' '.join(str(exc).split())}", file=file) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         at = f" at line {mark.line + 1}" if mark is not None else ""
