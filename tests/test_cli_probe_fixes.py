@@ -4,12 +4,15 @@ deeply nested journal payloads. Every failure is one line with its documented co
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
 from cli_helpers import cli
-from pipeline_cases import panel, write_jsonl
+from dissensus import files
+from dissensus.signing import MAX_KEY_BYTES
+from pipeline_cases import panel, write_jsonl, write_policy
 
 HUGE = "1" + "0" * 5000
 
@@ -43,3 +46,74 @@ def test_a_yaml_integer_too_long_to_convert_is_one_line(tmp_path: Path, where: s
     assert "4300 digits" in res.err and "bad.yaml" in res.err
     if where in ("policy", "script", "rules"):
         assert "line 3" in res.err
+
+
+def _fifo(tmp_path: Path) -> Path:
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    return fifo
+
+
+@pytest.mark.parametrize("kind", ["device", "fifo", "directory"])
+def test_configuration_files_must_be_regular_files(tmp_path: Path, kind: str) -> None:
+    special = {"device": "/dev/zero", "fifo": str(_fifo(tmp_path)), "directory": str(tmp_path)}
+    path = special[kind]
+    named = {"device": "a character device", "fifo": "a named pipe", "directory": "a directory"}
+    inp = write_jsonl(tmp_path / "in.jsonl", [panel("a", ["1", "1"])])
+    pol = tmp_path / "p.yaml"
+    pol.write_text(f"reading:\n  similarity: tfidf\nguard:\n  calibration: {path}\n")
+    j = tmp_path / "j.sqlite"
+    for args in (
+        ["decide", inp, "--policy", pol, "--journal", j],
+        ["decide", inp, "--policy", path, "--journal", j],
+        ["route", inp, "--rules", path],
+        ["vote", inp, "--calibration", path],
+        ["negotiate", path],
+        ["decide", inp, "--model", f"scripted:{path}", "--journal", j],
+        ["decide", inp, "--model", f"replay:{path}", "--journal", j],
+    ):
+        res = cli(*args)
+        assert res.code == 2, (args, res.err)
+        _one_line(res.err)
+        # (a directory is refused earlier by some commands, in their own words)
+        assert named[kind].split()[-1] in res.err, (args, res.err)
+        assert kind == "directory" or "not a regular file" in res.err, (args, res.err)
+    assert not j.exists() or j.stat().st_size == 0 or _no_runs(j)
+
+
+def _no_runs(journal: Path) -> bool:
+    res = cli("runs", "list", "--journal", journal, "--json")
+    return res.code == 0 and res.out.strip() == ""
+
+
+def test_a_public_key_must_be_a_small_regular_file(tmp_path: Path) -> None:
+    inp = write_jsonl(tmp_path / "in.jsonl", [panel("a", ["1", "1"])])
+    j = tmp_path / "j.sqlite"
+    assert cli("decide", inp, "--policy", write_policy(tmp_path / "p.yaml"), "--journal", j,
+               "--run-id", "R").code == 0  # fmt: skip
+    res = cli("runs", "verify", "R", "--journal", j, "--public-key", "/dev/zero")
+    assert res.code == 2 and "not a regular file (a character device)" in res.err
+    _one_line(res.err)
+    big = tmp_path / "big.pem"
+    with big.open("wb") as handle:
+        handle.truncate(MAX_KEY_BYTES + 1)
+    res = cli("runs", "verify", "R", "--journal", j, "--public-key", big)
+    assert res.code == 2 and f"{MAX_KEY_BYTES + 1:,} bytes; at most {MAX_KEY_BYTES:,}" in res.err
+    _one_line(res.err)
+
+
+def test_a_configuration_file_over_the_bound_is_refused_by_its_size(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(files, "MAX_FILE_BYTES", 1000)
+    inp = write_jsonl(tmp_path / "in.jsonl", [panel("a", ["1", "1"])])
+    pol = write_policy(tmp_path / "p.yaml")
+    pol.write_text(pol.read_text() + "#" * 2000 + "\n")
+    res = cli("decide", inp, "--policy", pol, "--journal", tmp_path / "j.sqlite")
+    assert res.code == 2 and "bytes; at most 1,000" in res.err, res.err
+    _one_line(res.err)
+    cal = tmp_path / "cal.json"
+    cal.write_text("[" + " " * 2000 + "]")
+    res = cli("vote", inp, "--calibration", cal)
+    assert res.code == 2 and "2,002 bytes; at most 1,000" in res.err, res.err
+    _one_line(res.err)

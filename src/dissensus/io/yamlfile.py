@@ -14,6 +14,12 @@ Problem, task, policy, rules, scripted-model and calibration files are all read 
   ("must be a finite number"), as is text that is not valid Unicode.
 * Files must be UTF-8 (a UTF-8 byte order mark is skipped). UTF-16 or any other
   encoding is one error line naming the file, never a traceback.
+* **Files are bounded.** A configuration file must be a regular file of at most
+  :data:`~dissensus.files.MAX_FILE_BYTES` (64 MiB: generous for policies, rules and
+  scripts, and for the data-like calibration and acceptance files the JSON loader reads
+  through :func:`read_text_file` too); :func:`dissensus.files.read_file_bytes` reads it
+  (a device, a named pipe, a directory or a larger file is one error line naming the
+  file, exit 2).
 * An integer of more digits than Python converts (``sys.get_int_max_str_digits()``,
   4,300 by default) is an error naming its line, as the JSON loader refuses one.
 """
@@ -27,9 +33,18 @@ from typing import Any
 import yaml
 
 from dissensus.errors import ConfigError
+from dissensus.files import MAX_FILE_BYTES, read_file_bytes
 from dissensus.types import find_unrepresentable
 
-__all__ = ["MAX_NODES", "load_yaml_file", "load_yaml_text", "read_text_file"]
+__all__ = [
+    "MAX_FILE_BYTES",
+    "MAX_NODES",
+    "load_yaml_file",
+    "load_yaml_text",
+    "read_file_bytes",
+    "read_text_file",
+]
+
 
 MAX_NODES = 1_000_000
 """Most nodes a YAML document may expand to once aliases are followed."""
@@ -128,10 +143,7 @@ def _children(node: yaml.Node) -> list[yaml.Node]:
 def read_text_file(path: str | Path, *, what: str = "file") -> str:
     """The text of a UTF-8 file; any failure is one :class:`ConfigError` naming the file."""
     name = str(path)
-    try:
-        data = Path(path).read_bytes()
-    except OSError as exc:
-        raise ConfigError(f"cannot read {what}: {exc.strerror or exc}", file=name) from None
+    data = read_file_bytes(path, what=what)
     if data.startswith((b"\xff\xfe", b"\xfe\xff")):
         raise ConfigError(f"{what} is not UTF-8 text (it is UTF-16); save it as UTF-8", file=name)
     try:
