@@ -4,7 +4,10 @@ deeply nested journal payloads. Every failure is one line with its documented co
 
 from __future__ import annotations
 
+import json
 import os
+import sqlite3
+import sys
 from pathlib import Path
 
 import pytest
@@ -12,6 +15,7 @@ import pytest
 from cli_helpers import cli
 from dissensus import files
 from dissensus.signing import MAX_KEY_BYTES
+from dissensus.store.canonical import GENESIS, canonical, chain_hash
 from pipeline_cases import panel, write_jsonl, write_policy
 
 HUGE = "1" + "0" * 5000
@@ -117,3 +121,55 @@ def test_a_configuration_file_over_the_bound_is_refused_by_its_size(
     res = cli("vote", inp, "--calibration", cal)
     assert res.code == 2 and "2,002 bytes; at most 1,000" in res.err, res.err
     _one_line(res.err)
+
+
+def _nest_one_payload(journal: Path, run_id: str, seq: int, depth: int) -> str:
+    """Edit event ``seq`` of ``run_id`` to hold a list nested ``depth`` deep and re-hash
+    the chain after it (as someone with write access to the file could); its key."""
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(limit, 4 * depth))
+    try:
+        db = sqlite3.connect(journal)
+        rows = db.execute(
+            "SELECT rowid, run_id, seq, key, type, case_ref, at, payload FROM events "
+            "WHERE run_id = ? ORDER BY seq",
+            (run_id,),
+        ).fetchall()
+        prev, key = GENESIS, ""
+        for rowid, run, n, k, typ, case, at, text in rows:
+            payload = json.loads(text)
+            if n == seq:
+                deep: list[object] = []
+                for _ in range(depth):
+                    deep = [deep]
+                payload["deep"] = deep
+                text, key = canonical(payload), k
+            body = {"run": run, "seq": n, "key": k, "type": typ, "case": case, "at": at,
+                    "payload": payload}  # fmt: skip
+            digest = chain_hash(prev, body)
+            db.execute("UPDATE events SET payload = ?, prev_hash = ?, hash = ? WHERE rowid = ?",
+                       (text, prev, digest, rowid))  # fmt: skip
+            prev = digest
+        db.execute("UPDATE runs SET head_hash = ? WHERE run_id = ?", (prev, run_id))
+        db.commit()
+        db.close()
+    finally:
+        sys.setrecursionlimit(limit)
+    return key
+
+
+def test_a_journal_payload_nested_too_deeply_is_damage_named_by_its_event(tmp_path: Path) -> None:
+    inp = write_jsonl(tmp_path / "in.jsonl", [panel(f"p{i}", ["1", "1", "2"]) for i in range(2)])
+    j = tmp_path / "j.sqlite"
+    pol = write_policy(tmp_path / "p.yaml")
+    assert cli("decide", inp, "--policy", pol, "--journal", j, "--run-id", "R").code == 0
+    key = _nest_one_payload(j, "R", 1, 5000)
+    res = cli("runs", "verify", "R", "--journal", j)
+    assert res.code == 1 and "Traceback" not in res.err, res.err
+    assert f"event 1 ({key})" in res.out + res.err and "nested too deeply" in res.out + res.err
+    for args in (["resume"], ["show", "--json"], ["show"], ["export"]):
+        res = cli("runs", args[0], "R", *args[1:], "--journal", j)
+        assert res.code == 2, (args, res.err)
+        _one_line(res.err)
+        assert f"event 1 ({key})" in res.err, (args, res.err)
+    assert cli("review", "list", "--journal", j).code == 0
