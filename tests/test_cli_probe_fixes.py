@@ -173,3 +173,53 @@ def test_a_journal_payload_nested_too_deeply_is_damage_named_by_its_event(tmp_pa
         _one_line(res.err)
         assert f"event 1 ({key})" in res.err, (args, res.err)
     assert cli("review", "list", "--journal", j).code == 0
+
+
+@pytest.mark.parametrize("suffix", ["-wal", "-shm", "-journal"])
+def test_an_output_may_not_be_a_sidecar_file_of_the_journal(tmp_path: Path, suffix: str) -> None:
+    inp = write_jsonl(tmp_path / "in.jsonl", [panel("a", ["1", "1"])])
+    pol = write_policy(tmp_path / "p.yaml")
+    j = tmp_path / "j.sqlite"
+    side = tmp_path / f"j.sqlite{suffix}"
+    res = cli("decide", inp, "--policy", pol, "--journal", j, "--output", side)  # a new journal
+    assert res.code == 2 and "beside the journal" in res.err, res.err
+    _one_line(res.err)
+    assert not side.exists()
+    assert cli("decide", inp, "--policy", pol, "--journal", j, "--run-id", "R").code == 0
+    for args in (
+        ["decide", inp, "--policy", pol, "--journal", j, "--output", side],
+        ["decide", inp, "--policy", pol, "--journal", j, "--rejects", side],
+        ["runs", "export", "R", "--journal", j, "--output", side],
+        ["runs", "resume", "R", "--journal", j, "--output", side],
+    ):
+        res = cli(*args)
+        assert res.code == 2 and f"beside the journal {j}" in res.err, (args, res.err)
+        _one_line(res.err)
+    assert cli("runs", "verify", "R", "--journal", j).code == 0
+    other = tmp_path / f"in.jsonl{suffix}"  # beside a file that is not a journal: fine
+    assert cli("route", inp, "--similarity", "tfidf", "--out", other).code == 0
+
+
+@pytest.mark.parametrize("device", ["/dev/null", "/dev/full", "fifo"])
+def test_a_journal_that_is_not_a_regular_file_is_refused_untouched(
+    tmp_path: Path, device: str
+) -> None:
+    path = str(_fifo(tmp_path)) if device == "fifo" else device
+    inp = write_jsonl(tmp_path / "in.jsonl", [panel("a", ["1", "1"])])
+    pol = write_policy(tmp_path / "p.yaml")
+    existed = Path(f"{path}-journal").exists()
+    for args in (
+        ["runs", "list", "--journal", path],
+        ["decide", inp, "--policy", pol, "--journal", path],
+        ["review", "list", "--journal", path],
+    ):
+        res = cli(*args)
+        assert res.code == 2, (args, res.err)
+        _one_line(res.err)
+        assert f"journal {path}: not a regular file" in res.err, res.err
+    assert Path(f"{path}-journal").exists() == existed
+    from dissensus.errors import InputError
+    from dissensus.store import Journal
+
+    with pytest.raises(InputError, match="not a regular file"):
+        Journal(path)
