@@ -4,14 +4,18 @@ deeply nested journal payloads. Every failure is one line with its documented co
 
 from __future__ import annotations
 
+import errno
+import io
 import json
 import os
 import sqlite3
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+import dissensus
 from cli_helpers import cli
 from dissensus import files
 from dissensus.signing import MAX_KEY_BYTES
@@ -223,3 +227,80 @@ def test_a_journal_that_is_not_a_regular_file_is_refused_untouched(
 
     with pytest.raises(InputError, match="not a regular file"):
         Journal(path)
+
+
+class _FullDisk(io.RawIOBase):
+    """A raw file whose every write fails as on a full disk."""
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: object) -> int:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    def close(self) -> None:
+        if not self.closed:
+            os.close(self._fd)
+        super().close()
+
+
+def test_a_full_disk_under_an_output_file_is_one_line_and_keeps_the_old_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    inp = write_jsonl(tmp_path / "in.jsonl", [panel(f"p{i}", ["1", "1"]) for i in range(3)])
+    pol = write_policy(tmp_path / "p.yaml")
+    j = tmp_path / "j.sqlite"
+    out = tmp_path / "out.jsonl"
+    out.write_text("previous\n")
+    monkeypatch.setattr(os, "fdopen", lambda fd, mode: io.BufferedWriter(_FullDisk(fd)))
+    res = cli("decide", inp, "--policy", pol, "--journal", j, "--output", out, "--run-id", "R")
+    monkeypatch.undo()
+    assert res.code == 1, res.err
+    _one_line(res.err)
+    assert f"cannot write the output file {out}: No space left on device (ENOSPC)" in res.err
+    assert out.read_text() == "previous\n"
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")) == []
+    assert cli("runs", "verify", "R", "--journal", j).code == 0
+
+
+def test_a_device_that_is_full_as_an_output_or_rejects_file_is_one_line(tmp_path: Path) -> None:
+    inp = write_jsonl(tmp_path / "in.jsonl", ['{"id": 1}', panel("a", ["1", "1"])])
+    pol = write_policy(tmp_path / "p.yaml")
+    for option, what in (("--output", "output file"), ("--rejects", "rejects file")):
+        j = tmp_path / f"j{option}.sqlite"
+        res = cli("decide", inp, "--policy", pol, "--journal", j, option, "/dev/full")
+        assert res.code == 1, res.err
+        errors = [x for x in res.err.splitlines() if not x.startswith("rejected ")]
+        assert errors == [
+            f"error: cannot write the {what} /dev/full: No space left on device (ENOSPC)"
+        ]
+
+
+@pytest.mark.parametrize("json_out", [True, False])
+def test_a_full_standard_output_is_one_line_and_a_closed_pipe_still_exit_0(
+    tmp_path: Path, json_out: bool
+) -> None:
+    inp = write_jsonl(tmp_path / "in.jsonl", [panel(f"p{i}", ["1", "1"]) for i in range(3)])
+    pol = write_policy(tmp_path / "p.yaml")
+    args = [sys.executable, "-m", "dissensus", "decide", str(inp), "--policy", str(pol),
+            "--journal", str(tmp_path / "j.sqlite"), *(["--json"] if json_out else [])]  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": str(Path(dissensus.__file__).parent.parent)}
+    with open("/dev/full", "w") as full:
+        res = subprocess.run(args, stdout=full, stderr=subprocess.PIPE, text=True, env=env)
+    assert res.returncode == 1, res.stderr
+    _one_line(res.stderr)
+    assert "No space left on device (ENOSPC)" in res.stderr
+    if json_out:
+        assert "cannot write standard output" in res.stderr
+    for runs in (["runs", "list", "--json"], ["runs", "list"]):
+        shown = subprocess.run([*args[:3], *runs, "--journal", str(tmp_path / "j.sqlite")],
+                               capture_output=True, env=env)  # fmt: skip
+        assert shown.returncode == 0 and shown.stdout
+    piped = subprocess.run(
+        f"{' '.join(args)} --run-id P | head -c 1", shell=True, capture_output=True, text=True,
+        env=env,
+    )  # fmt: skip
+    assert piped.stderr == "", piped.stderr

@@ -77,7 +77,7 @@ from rich.progress import (
 
 from dissensus.errors import InputError
 from dissensus.files import file_kind
-from dissensus.io.atomic import atomic_output
+from dissensus.io.atomic import atomic_output, stdout_failed
 
 __all__ = [
     "EXIT_FAILURE",
@@ -405,11 +405,19 @@ def output_handle(
 
 
 def print_json(obj: BaseModel | dict[str, object] | list[object]) -> None:
-    """Print one JSON document to standard output."""
+    """Print one JSON document to standard output (a failed write: one error line naming
+    standard output, :class:`~dissensus.io.atomic.OutputWriteError`)."""
     if isinstance(obj, BaseModel):
-        sys.stdout.write(obj.model_dump_json(indent=2) + "\n")
+        text = obj.model_dump_json(indent=2)
     else:
-        sys.stdout.write(json.dumps(obj, indent=2, ensure_ascii=False, default=str) + "\n")
+        text = json.dumps(obj, indent=2, ensure_ascii=False, default=str)
+    try:
+        sys.stdout.write(text + "\n")
+        sys.stdout.flush()
+    except BrokenPipeError:
+        raise
+    except OSError as exc:
+        raise stdout_failed(exc) from None
 
 
 def load_json_file(path: str | Path, *, what: str = "file") -> object:
