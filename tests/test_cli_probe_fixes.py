@@ -5,6 +5,7 @@ deeply nested journal payloads. Every failure is one line with its documented co
 from __future__ import annotations
 
 import errno
+import importlib
 import io
 import json
 import os
@@ -304,3 +305,23 @@ def test_a_full_standard_output_is_one_line_and_a_closed_pipe_still_exit_0(
         env=env,
     )  # fmt: skip
     assert piped.stderr == "", piped.stderr
+
+
+@pytest.mark.parametrize("where", ["dissensus.engines.check_engine",
+                                   "dissensus.pipeline.batch.check_resumable"])  # fmt: skip
+def test_runs_resume_interrupted_as_it_starts_names_the_resume_command(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    inp = write_jsonl(tmp_path / "in.jsonl", [panel("a", ["1", "1"])])
+    j = tmp_path / "j.sqlite"
+    assert cli("decide", inp, "--policy", write_policy(tmp_path / "p.yaml"), "--journal", j,
+               "--run-id", "R").code == 0  # fmt: skip
+
+    def interrupt(*args: object, **kwargs: object) -> None:
+        raise KeyboardInterrupt
+
+    module, name = where.rsplit(".", 1)
+    monkeypatch.setattr(importlib.import_module(module), name, interrupt)
+    res = cli("runs", "resume", "R", "--journal", j)
+    assert res.code == 130
+    assert res.err == f"interrupted: resume with dissensus runs resume R --journal {j}\n"
