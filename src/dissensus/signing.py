@@ -3,7 +3,9 @@
 The private key is read from ``$DISSENSUS_SIGNING_KEY`` only (an Ed25519 private key in
 PEM, the text itself, never a path and never a command-line flag), so it is never in
 shell history, a policy file or the journal. Verifiers take the public key as a PEM
-file (``--public-key FILE``).
+file (``--public-key FILE``): a regular file of at most :data:`MAX_KEY_BYTES` (a PEM
+Ed25519 key is a few hundred bytes); a device, a named pipe or a larger file is one
+error line naming it (exit 2), read no further.
 
 A signature is a small JSON object::
 
@@ -43,6 +45,7 @@ from dissensus.errors import ConfigError, InputError
 from dissensus.types import JsonObject
 
 __all__ = [
+    "MAX_KEY_BYTES",
     "SIGNING_KEY_ENV",
     "PublicKey",
     "Signer",
@@ -133,12 +136,18 @@ def signer_from_env(environ: dict[str, str] | None = None) -> Signer | None:
     return Signer.from_pem(pem)
 
 
+MAX_KEY_BYTES = 1024 * 1024
+"""Largest public key file read (``--public-key``)."""
+
+
 def load_public_key(path: str | Path) -> PublicKey:
     """An Ed25519 public key from a PEM file (a private key's PEM is accepted too)."""
+    from dissensus.files import read_file_bytes
+
     try:
-        data = Path(path).read_bytes()
-    except OSError as exc:
-        raise InputError(f"cannot read public key {path}: {exc.strerror}") from exc
+        data = read_file_bytes(path, what="public key", max_bytes=MAX_KEY_BYTES)
+    except ConfigError as exc:
+        raise InputError(str(exc)) from None
     try:
         key: Any = serialization.load_pem_public_key(data)
     except ValueError:

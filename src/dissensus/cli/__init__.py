@@ -19,6 +19,12 @@ Choices where the design is silent:
   command module, and a test keeps each equal to the library's.
 * The command tree is built once per process (:func:`main` may run many times in one
   process, as the test suite and embedding programs do).
+* **A system error is one line.** An :class:`OSError` no command put in its own words
+  (a full disk under standard output, an I/O error) ends the command with one line
+  naming the file and the error (``error: cannot write standard output: No space left
+  on device (ENOSPC)``), exit 1, never a traceback; an output file that cannot be
+  written says so itself (:class:`~dissensus.io.atomic.OutputWriteError`, exit 1). A
+  closed pipe stays a quiet exit 0.
 * **Arguments that are not UTF-8** (bytes a shell passes through as lone surrogates) are
   fine as file names; where one is used as text (a run id, a note, a reviewer) the
   command stops with one line naming it (exit 2) before anything is written.
@@ -35,6 +41,7 @@ Choices where the design is silent:
 
 from __future__ import annotations
 
+import errno
 import functools
 import os
 import signal
@@ -48,7 +55,14 @@ from typing import Any
 
 from dissensus.cli import commands as _commands  # noqa: F401  (registers every command)
 from dissensus.cli.app import app
-from dissensus.cli.common import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, INTERRUPT_SAID, shown
+from dissensus.cli.common import (
+    EXIT_FAILURE,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_USAGE,
+    INTERRUPT_SAID,
+    shown,
+)
 from dissensus.errors import DissensusError
 
 __all__ = ["app", "main"]
@@ -159,6 +173,11 @@ def _main(argv: list[str] | None) -> int:
     except BrokenPipeError:
         _silence_stdout()
         return EXIT_OK
+    except OSError as exc:
+        # The last resort for a system error no command turned into its own words (a
+        # full disk under standard output, an I/O error): one line, exit 1.
+        sys.stderr.write(f"error: {_os_error(exc)}\n")
+        return EXIT_FAILURE
     except UnicodeEncodeError as exc:
         if "surrogates" not in exc.reason:
             raise
@@ -183,6 +202,30 @@ def _main(argv: list[str] | None) -> int:
             return exit_code
         raise
     return _code(code)
+
+
+def _stdout_broken() -> bool:
+    """Whether standard output cannot take what it holds (a full disk, an I/O error);
+    if so, it is pointed at /dev/null so the interpreter's own flush is quiet."""
+    try:
+        sys.stdout.flush()
+    except (OSError, ValueError):
+        _silence_stdout()
+        return True
+    return False
+
+
+def _os_error(exc: OSError) -> str:
+    """One line for an :class:`OSError`: the file (standard output when it is the one
+    that failed), the reason and its errno name (``ENOSPC``)."""
+    code = errno.errorcode.get(exc.errno or 0)
+    reason = shown(exc.strerror or " ".join(str(exc).split()))
+    reason += f" ({code})" if code else ""
+    if exc.filename is not None:
+        return f"{shown(exc.filename)}: {reason}"
+    if _stdout_broken():
+        return f"cannot write standard output: {reason}"
+    return reason
 
 
 def _not_utf8(argv: list[str]) -> str:
@@ -211,4 +254,8 @@ def _entry() -> None:
     except BrokenPipeError:
         _silence_stdout()
         code = EXIT_OK if code in (EXIT_OK, None) else code
+    except OSError as exc:  # what stdout still held does not fit (a full disk)
+        _silence_stdout()
+        sys.stderr.write(f"error: {_os_error(exc)}\n")
+        code = EXIT_FAILURE
     raise SystemExit(code)

@@ -17,7 +17,11 @@ Choices where the design is silent:
   reads (its input, policy, acceptance, calibration or rules file, the journal, standard
   input redirected from a file) or as another of its outputs, is a usage error (exit 2),
   one line naming both options. The same file is the same resolved path (symbolic links
-  followed) or, where both exist, the same file on disk (a hard link). An output that
+  followed) or, where both exist, the same file on disk (a hard link). The files SQLite
+  keeps beside a journal ``J`` (``J-wal``, ``J-shm``, ``J-journal``) count as the
+  journal: writing one would lose the output (SQLite deletes or truncates it) or break
+  the journal (a foreign ``J-journal`` is a hot rollback journal, and every later
+  command fails "attempt to write a readonly database"). An output that
   exists and is not a regular file (``/dev/stdout``, a named pipe) is written in place,
   so it replaces nothing and is never refused as the same file as an input. Outputs are
   written to a temporary file beside the target and renamed over it at the end
@@ -38,7 +42,9 @@ Choices where the design is silent:
   CLI's entry point ends with exit 0, as it does for ``--json`` output.
 * A journal path that names an existing file which is not a dissensus journal (another
   application's SQLite database, or not SQLite at all) is refused before it is opened
-  (:func:`check_journal_file`), so no tables are ever added to someone else's database.
+  (:func:`check_journal_file`), so no tables are ever added to someone else's database;
+  so is one that exists and is not a regular file (``/dev/null``, ``/dev/full``, a
+  named pipe), before SQLite opens it and makes its ``-journal`` file beside it.
 """
 
 from __future__ import annotations
@@ -70,7 +76,8 @@ from rich.progress import (
 )
 
 from dissensus.errors import InputError
-from dissensus.io.atomic import atomic_output
+from dissensus.files import file_kind
+from dissensus.io.atomic import atomic_output, stdout_failed
 
 __all__ = [
     "EXIT_FAILURE",
@@ -272,6 +279,39 @@ def _check_output(
             if label is not None and label != other:
                 named = f"{named} ({label})"
             raise InputError(f"{where}: it is the same file as {named}; refusing to overwrite it")
+    sidecar = _sidecar_of(p, inputs)
+    if sidecar is not None:
+        raise InputError(
+            f"{where}: it is a file SQLite keeps beside the journal {sidecar}; refusing to write it"
+        )
+
+
+SQLITE_SIDECARS = ("-wal", "-shm", "-journal")
+"""The files SQLite keeps beside a database ``X``: ``X-wal``, ``X-shm``, ``X-journal``."""
+
+
+def _sidecar_of(out: Path, inputs: list[tuple[str | None, str]]) -> str | None:
+    """The journal among ``inputs`` whose SQLite sidecar file ``out`` is, if any.
+
+    A journal is the input labelled ``--journal``, or any input that is an SQLite file."""
+    for suffix in SQLITE_SIDECARS:
+        if not out.name.endswith(suffix) or out.name == suffix:
+            continue
+        base = out.with_name(out.name[: -len(suffix)])
+        for label, other in inputs:
+            if other == "-" or "://" in other:
+                continue
+            if (label == "--journal" or _is_sqlite(other)) and _same_file(base, other):
+                return other
+    return None
+
+
+def _is_sqlite(path: str) -> bool:
+    try:
+        with open(path, "rb") as handle:
+            return handle.read(len(_SQLITE_MAGIC)) == _SQLITE_MAGIC
+    except OSError:
+        return False
 
 
 _SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -300,6 +340,9 @@ def check_journal_file(path: str, *, must_exist: bool = False) -> None:
         return
     if p.is_dir():
         raise InputError(f"journal {path}: is a directory")
+    mode = p.stat().st_mode
+    if not stat.S_ISREG(mode):  # SQLite would make X-journal beside a device, and fail
+        raise InputError(f"journal {path}: not a regular file ({file_kind(mode)})")
     if not os.access(p, os.R_OK):
         raise InputError(f"journal {path}: permission denied")
     if not must_exist and not os.access(p, os.W_OK):
@@ -362,11 +405,19 @@ def output_handle(
 
 
 def print_json(obj: BaseModel | dict[str, object] | list[object]) -> None:
-    """Print one JSON document to standard output."""
+    """Print one JSON document to standard output (a failed write: one error line naming
+    standard output, :class:`~dissensus.io.atomic.OutputWriteError`)."""
     if isinstance(obj, BaseModel):
-        sys.stdout.write(obj.model_dump_json(indent=2) + "\n")
+        text = obj.model_dump_json(indent=2)
     else:
-        sys.stdout.write(json.dumps(obj, indent=2, ensure_ascii=False, default=str) + "\n")
+        text = json.dumps(obj, indent=2, ensure_ascii=False, default=str)
+    try:
+        sys.stdout.write(text + "\n")
+        sys.stdout.flush()
+    except BrokenPipeError:
+        raise
+    except OSError as exc:
+        raise stdout_failed(exc) from None
 
 
 def load_json_file(path: str | Path, *, what: str = "file") -> object:

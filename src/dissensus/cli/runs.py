@@ -25,7 +25,9 @@ from rich.table import Table
 from dissensus.cli.app import app
 from dissensus.cli.common import (
     EXIT_FAILURE,
+    EXIT_INTERRUPTED,
     EXIT_OK,
+    INTERRUPT_SAID,
     check_output_path,
     count_lines,
     err_console,
@@ -259,6 +261,52 @@ def runs_resume(
 ) -> None:
     """Finish a run that was interrupted; completed steps and model calls are replayed, not
     redone, on either engine, whichever the run started on."""
+    try:
+        code = _resume(
+            run_id,
+            journal,
+            json_out=json_out,
+            rejects=rejects,
+            output=output,
+            deadline=deadline,
+            engine=engine,
+            ray_address=ray_address,
+            workers=workers,
+        )
+    except KeyboardInterrupt:
+        # A signal while the resume starts (imports, opening the journal, checking its
+        # chain): the run is as resumable as before, so the line names the command again.
+        code = _said_resume_interrupted(run_id, journal)
+    raise typer.Exit(code=code)
+
+
+def _said_resume_interrupted(run_id: str, journal: str | None) -> int:
+    """The resume line of a ``runs resume`` interrupted before its run took the signal
+    over (as :func:`~dissensus.cli.decide.said_interrupted` words it); the exit code."""
+    from dissensus.store.journal import journal_path
+    from dissensus.store.targets import mask_url
+
+    target = shown(mask_url(journal_path(journal)))
+    sys.stderr.write(
+        f"interrupted: resume with dissensus runs resume {shown(run_id)} --journal {target}\n"
+    )
+    sys.stderr.flush()
+    INTERRUPT_SAID.append(True)
+    return EXIT_INTERRUPTED
+
+
+def _resume(
+    run_id: str,
+    journal: str | None,
+    *,
+    json_out: bool,
+    rejects: str | None,
+    output: str | None,
+    deadline: float | None,
+    engine: str,
+    ray_address: str | None,
+    workers: int | None,
+) -> int:
     from dissensus.engines import check_engine
     from dissensus.pipeline.batch import check_resumable
     from dissensus.store.journal import journal_path
@@ -293,4 +341,4 @@ def runs_resume(
             )
         except KeyboardInterrupt:  # a signal before the run's loop took it over
             code = said_interrupted(store, run_id)
-    raise typer.Exit(code=code)
+    return code

@@ -8,19 +8,111 @@ half-written one.
 Choices where the design is silent: a path that exists and is neither a regular file
 nor a directory (``/dev/null``, ``/dev/stdout``, a named pipe) is written in place; the
 temporary file (``.NAME.XXXX.tmp``) is removed when the write fails.
+
+**A write that fails** (a full disk, ``ENOSPC``; a quota, ``EDQUOT``; a file size limit,
+``EFBIG``; an I/O error) is an :class:`OutputWriteError` naming the file and the error
+(``cannot write the output file o.jsonl: No space left on device (ENOSPC)``): a
+failure, exit 1, since the command ran and its path was usable when it was checked.
+The handles :func:`atomic_output` and :func:`open_output` give raise it from ``write``,
+``flush`` and ``close``, so the error names the file whichever of them meets it; a
+closed pipe (:class:`BrokenPipeError`, ``| head``) is left as it is, for the CLI to end
+quietly. Standard output that cannot be written is the same error naming "standard
+output" (:func:`stdout_failed`), raised where JSON lines and documents are written to it. A temporary file left behind by a process killed outright (``SIGKILL``, a
+power cut) is not removed later: it is named ``.NAME.XXXX.tmp`` beside the target and
+can be deleted by hand once no command writes that output.
 """
 
 from __future__ import annotations
 
+import errno
+import io
 import os
 import stat
+import sys
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO
 
-__all__ = ["atomic_output", "atomic_write_text"]
+from dissensus.errors import DissensusError
+
+__all__ = [
+    "OutputWriteError",
+    "atomic_output",
+    "atomic_write_text",
+    "is_stdout",
+    "open_output",
+    "stdout_failed",
+]
+
+
+class OutputWriteError(DissensusError):
+    """An output file could not be written (a full disk, an I/O error): exit 1."""
+
+    def __init__(self, path: str, exc: OSError, *, what: str = "output file") -> None:
+        code = errno.errorcode.get(exc.errno or 0)
+        reason = exc.strerror or str(exc)
+        named = f"the {what} {path}" if what else path
+        super().__init__(f"cannot write {named}: {reason}" + (f" ({code})" if code else ""))
+        self.path = path
+        self.errno = exc.errno
+
+
+def is_stdout(handle: object) -> bool:
+    """Whether ``handle`` is the process's standard output."""
+    return handle is sys.stdout or handle is sys.__stdout__
+
+
+def stdout_failed(exc: OSError) -> OutputWriteError:
+    """The :class:`OutputWriteError` of a failed write to standard output."""
+    return OutputWriteError("standard output", exc, what="")
+
+
+class _Writer(io.TextIOWrapper):
+    """A UTF-8 text handle whose write errors (but a closed pipe) name its file."""
+
+    def __init__(self, buffer: IO[bytes], shown: str, what: str) -> None:
+        super().__init__(buffer, encoding="utf-8")
+        self._shown = shown
+        self._what = what
+
+    def _failed(self, exc: OSError) -> OutputWriteError:
+        return OutputWriteError(self._shown, exc, what=self._what)
+
+    def write(self, text: str) -> int:
+        try:
+            return super().write(text)
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            raise self._failed(exc) from None
+
+    def flush(self) -> None:
+        try:
+            super().flush()
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            raise self._failed(exc) from None
+
+    def close(self) -> None:
+        try:
+            super().close()
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            raise self._failed(exc) from None
+
+
+def open_output(path: str, *, what: str = "output file") -> IO[str]:
+    """``path`` opened for writing in place (UTF-8 text); a failed write or close is an
+    :class:`OutputWriteError` naming it (see the module's choices)."""
+    try:
+        raw = open(path, "wb")  # noqa: SIM115  (the caller closes the handle)
+    except OSError as exc:
+        raise OutputWriteError(path, exc, what=what) from None
+    return _Writer(raw, path, what)
 
 
 def _umask() -> int:
@@ -58,27 +150,39 @@ def atomic_output(path: str, *, keep_on: tuple[type[BaseException], ...] = ()) -
     except OSError:
         mode = None
     if mode is not None and not stat.S_ISREG(mode) and not stat.S_ISDIR(mode):
-        with open(target, "w", encoding="utf-8") as handle:
+        with open_output(path) as handle:
             yield handle
         return
-    fd, tmp = tempfile.mkstemp(
-        prefix=f".{target.name}.", suffix=".tmp", dir=target.parent if str(target.parent) else "."
-    )
+    try:
+        fd, tmp = tempfile.mkstemp(
+            prefix=f".{target.name}.",
+            suffix=".tmp",
+            dir=target.parent if str(target.parent) else ".",
+        )
+    except OSError as exc:
+        raise OutputWriteError(path, exc) from None
     try:
         # mkstemp makes the file 0600: give it the mode the target has (an existing
         # file keeps its own) or would get if opened plainly (0666 less the umask).
         os.fchmod(fd, stat.S_IMODE(mode) if mode is not None else 0o666 & ~_umask())
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        with _Writer(os.fdopen(fd, "wb"), path, "output file") as handle:
             try:
                 yield handle
             except keep_on:
                 handle.close()
-                os.replace(tmp, target)
+                _replace(tmp, path)
                 raise
-        os.replace(tmp, target)
+        _replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def _replace(tmp: str, path: str) -> None:
+    try:
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise OutputWriteError(path, exc) from None
 
 
 def atomic_write_text(path: str | Path, text: str) -> None:

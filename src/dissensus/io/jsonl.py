@@ -280,12 +280,24 @@ def read_models(model: type[M], lines: Iterable[str], *, file: str = "-") -> Ite
 
 
 def write_jsonl_line(handle: IO[str], record: BaseModel | dict[str, object]) -> None:
-    """Write one JSON record followed by a newline."""
-    if isinstance(record, BaseModel):
-        handle.write(record.model_dump_json())
-    else:
-        handle.write(json.dumps(record, ensure_ascii=False, default=str))
-    handle.write("\n")
+    """Write one JSON record followed by a newline. A failed write to standard output
+    (a full disk) is an :class:`~dissensus.io.atomic.OutputWriteError` naming it; a file's
+    handle from :func:`~dissensus.io.atomic.atomic_output` names its file itself."""
+    text = (
+        record.model_dump_json()
+        if isinstance(record, BaseModel)
+        else json.dumps(record, ensure_ascii=False, default=str)
+    )
+    try:
+        handle.write(text + "\n")
+    except BrokenPipeError:
+        raise
+    except OSError as exc:
+        from dissensus.io.atomic import is_stdout, stdout_failed
+
+        if is_stdout(handle):
+            raise stdout_failed(exc) from None
+        raise
 
 
 class RejectSink:
@@ -294,7 +306,10 @@ class RejectSink:
     def __init__(self, path: str | Path | None = None, *, stderr: IO[str] | None = None) -> None:
         self.count = 0
         self._stderr = stderr if stderr is not None else sys.stderr
-        self._handle: IO[str] | None = open(path, "w", encoding="utf-8") if path else None  # noqa: SIM115
+        from dissensus.io.atomic import open_output
+
+        # A failed write names the file (OutputWriteError, exit 1), never an OSError.
+        self._handle: IO[str] | None = open_output(str(path), what="rejects file") if path else None
 
     def add(self, reject: Reject) -> None:
         self.count += 1

@@ -14,19 +14,37 @@ Problem, task, policy, rules, scripted-model and calibration files are all read 
   ("must be a finite number"), as is text that is not valid Unicode.
 * Files must be UTF-8 (a UTF-8 byte order mark is skipped). UTF-16 or any other
   encoding is one error line naming the file, never a traceback.
+* **Files are bounded.** A configuration file must be a regular file of at most
+  :data:`~dissensus.files.MAX_FILE_BYTES` (64 MiB: generous for policies, rules and
+  scripts, and for the data-like calibration and acceptance files the JSON loader reads
+  through :func:`read_text_file` too); :func:`dissensus.files.read_file_bytes` reads it
+  (a device, a named pipe, a directory or a larger file is one error line naming the
+  file, exit 2).
+* An integer of more digits than Python converts (``sys.get_int_max_str_digits()``,
+  4,300 by default) is an error naming its line, as the JSON loader refuses one.
 """
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from dissensus.errors import ConfigError
+from dissensus.files import MAX_FILE_BYTES, read_file_bytes
 from dissensus.types import find_unrepresentable
 
-__all__ = ["MAX_NODES", "load_yaml_file", "load_yaml_text", "read_text_file"]
+__all__ = [
+    "MAX_FILE_BYTES",
+    "MAX_NODES",
+    "load_yaml_file",
+    "load_yaml_text",
+    "read_file_bytes",
+    "read_text_file",
+]
+
 
 MAX_NODES = 1_000_000
 """Most nodes a YAML document may expand to once aliases are followed."""
@@ -58,6 +76,19 @@ class _Loader(_BASE):  # type: ignore[misc]
                 raise _Duplicate(f"duplicate key {key!r} at line {line}")
         mapping: dict[Any, Any] = super().construct_mapping(node, deep=deep)
         return mapping
+
+    def construct_yaml_int(self, node: yaml.ScalarNode) -> int:
+        try:
+            value: int = super().construct_yaml_int(node)
+        except ValueError:  # more digits than Python converts (4,300 by default)
+            line = node.start_mark.line + 1
+            raise _TooLarge(
+                f"an integer of more than {sys.get_int_max_str_digits()} digits at line {line}"
+            ) from None
+        return value
+
+
+_Loader.add_constructor("tag:yaml.org,2002:int", _Loader.construct_yaml_int)
 
 
 class _Duplicate(Exception):
@@ -112,10 +143,7 @@ def _children(node: yaml.Node) -> list[yaml.Node]:
 def read_text_file(path: str | Path, *, what: str = "file") -> str:
     """The text of a UTF-8 file; any failure is one :class:`ConfigError` naming the file."""
     name = str(path)
-    try:
-        data = Path(path).read_bytes()
-    except OSError as exc:
-        raise ConfigError(f"cannot read {what}: {exc.strerror or exc}", file=name) from None
+    data = read_file_bytes(path, what=what)
     if data.startswith((b"\xff\xfe", b"\xfe\xff")):
         raise ConfigError(f"{what} is not UTF-8 text (it is UTF-16); save it as UTF-8", file=name)
     try:
@@ -136,6 +164,8 @@ def load_yaml_text(text: str, *, file: str | None = None) -> Any:
         raise ConfigError(str(exc), file=file) from None
     except RecursionError:
         raise ConfigError("the document is nested too deeply", file=file) from None
+    except ValueError as exc:  # a value the constructors cannot convert (a safeguard)
+        raise ConfigError(f"invalid YAML: {' '.join(str(exc).split())}", file=file) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         at = f" at line {mark.line + 1}" if mark is not None else ""

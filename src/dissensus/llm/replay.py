@@ -28,6 +28,9 @@ never share answers. Choices where the brief is silent:
   file), flushes every line, and records nothing but the canonical request and the
   answer: no headers, no settings, no credentials.
 * Lines that are not valid recordings are a :class:`ConfigError` naming file and line.
+* A recording is read whole, so it must be a regular file of at most
+  :data:`MAX_RECORDING_BYTES` (1 GiB; a device, a named pipe or a larger file is one
+  :class:`ConfigError` naming it, before any memory is spent on it).
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ from dissensus.types import JsonObject
 
 __all__ = [
     "CLOSEST_CHARS",
+    "MAX_RECORDING_BYTES",
     "RecordBackend",
     "Recording",
     "ReplayBackend",
@@ -56,6 +60,9 @@ __all__ = [
 
 CLOSEST_CHARS = 20_000
 """How much of each canonical request the closest-request hint of a miss reads."""
+
+MAX_RECORDING_BYTES = 1024 * 1024 * 1024
+"""Largest recording ``replay:FILE`` reads (it is read whole)."""
 
 _WORD = re.compile(r"\w+")
 
@@ -118,10 +125,11 @@ class ReplayBackend:
     def from_file(cls, path: str | Path) -> ReplayBackend:
         """Backend for the recording at ``path``."""
         name = str(path)
+        from dissensus.files import read_file_bytes
+
+        data = read_file_bytes(path, what="recording", max_bytes=MAX_RECORDING_BYTES)
         try:
-            lines = Path(path).read_text(encoding="utf-8").splitlines()
-        except OSError as exc:
-            raise ConfigError(f"cannot read recording: {exc.strerror or exc}", file=name) from exc
+            lines = data.decode("utf-8").splitlines()
         except UnicodeDecodeError as exc:
             raise ConfigError(
                 f"recording is not UTF-8 text (byte {exc.start}: {exc.reason})", file=name

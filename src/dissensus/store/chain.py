@@ -13,6 +13,10 @@ Choices where the design is silent:
   (which different JSON readers resolve differently) fails.
 * **The head anchor** (``runs.head_hash``, ``runs.n_events``) is compared with the chain,
   so a removed tail is found even when every remaining hash is right.
+* **Too deep to read.** A payload nested deeper than the parser's recursion allows (an
+  edit outside dissensus: dissensus never writes one) is a problem naming its event,
+  like any payload that is not JSON; every other reader of the journal refuses it as
+  :class:`~dissensus.store.errors.JournalDamaged` naming the event.
 * **Keep going.** Every problem is listed (not only the first), each naming the event's
   sequence number and key.
 * **Seals** are checked for what they describe (the run, the count and head before
@@ -76,7 +80,8 @@ class ChainCheck:
 
 
 def strict_loads(text: str) -> Any:
-    """JSON text read back, refusing an object with a duplicate key (ValueError)."""
+    """JSON text read back, refusing an object with a duplicate key or nesting deeper
+    than the parser's recursion allows (ValueError)."""
 
     def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
         # JSON passing through: an object of the payload, whatever its keys.
@@ -87,7 +92,10 @@ def strict_loads(text: str) -> Any:
             out[k] = v
         return out
 
-    return json.loads(text, object_pairs_hook=pairs)
+    try:
+        return json.loads(text, object_pairs_hook=pairs)
+    except RecursionError:
+        raise ValueError("nested too deeply to read") from None
 
 
 def check_chain(run_id: str, rows: Iterable[EventRow], head: RunHead) -> ChainCheck:
@@ -112,6 +120,12 @@ def check_chain(run_id: str, rows: Iterable[EventRow], head: RunHead) -> ChainCh
         try:
             payload = strict_loads(str(row["payload"]))
             text = canonical(payload)
+        except RecursionError:  # read, but too deep to write back
+            exc = ValueError("nested too deeply to read")
+            problems.append(f"{where}: stored payload is not valid canonical JSON ({exc})")
+            prev = str(row["hash"])
+            count += 1
+            continue
         except ValueError as exc:
             problems.append(f"{where}: stored payload is not valid canonical JSON ({exc})")
             prev = str(row["hash"])

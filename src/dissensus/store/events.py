@@ -19,7 +19,7 @@ Choices where the design is silent:
 * **Rows are typed at the seam.** :class:`EventRow` is what a back end's ``SELECT * FROM
   events`` returns; :func:`event_from_row` turns it into an :class:`Event` (the payload
   read back from its canonical text). A row edited outside dissensus so that it no
-  longer reads (a payload that is not JSON, or not an object) is
+  longer reads (a payload that is not JSON, nested too deeply to read, or not an object) is
   :class:`~dissensus.store.errors.JournalDamaged` naming the run, sequence number and
   key: every command prints it as one line (exit 2); ``runs verify`` names every such
   event.
@@ -222,6 +222,8 @@ def _stored_json(text: Any, where: str) -> Any:
         return json.loads(text)
     except (TypeError, ValueError) as exc:  # json.JSONDecodeError is a ValueError
         raise JournalDamaged(f"{where} is not valid JSON ({exc}){_SEE}") from None
+    except RecursionError:  # nested deeper than the parser goes: no run writes that
+        raise JournalDamaged(f"{where} is nested too deeply to read{_SEE}") from None
 
 
 def event_from_row(row: EventRow) -> Event:

@@ -121,7 +121,7 @@ class ReviewIndex:
             for row in rows:
                 try:
                     payload = json.loads(row["payload"])
-                except ValueError:  # a damaged row; runs verify names it
+                except (ValueError, RecursionError):  # a damaged row; runs verify names it
                     continue
                 if isinstance(payload, dict):
                     seq = stored_int(

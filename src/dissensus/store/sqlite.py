@@ -24,6 +24,10 @@ Choices where the design is silent:
   :class:`~dissensus.store.errors.JournalDamaged` naming the journal (exit 2, as a
   truncated file is), never a failure of the command. A file that is not a database
   when it is opened stays "not a dissensus journal" (exit 2).
+* **Regular files only.** A journal path that exists and is not a regular file
+  (``/dev/null``, ``/dev/full``, a named pipe, a directory) is refused
+  (:class:`~dissensus.errors.InputError`, exit 2) before SQLite opens it: SQLite would
+  make its ``-journal`` file beside it (``/dev/null-journal``) and then fail.
 * **Run locks** live in a ``run_locks`` table; a holder whose process is gone (same
   host; a zombie counts as gone) is replaced.
 * **File mode.** A new journal file is created ``0600`` (owner only), whatever the
@@ -42,6 +46,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import stat
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -49,6 +54,7 @@ from pathlib import Path
 from typing import Any
 
 from dissensus.errors import InputError
+from dissensus.files import file_kind
 from dissensus.store import clock, migrations
 from dissensus.store.backend import Row, SessionLocks, stored_keys
 from dissensus.store.errors import JournalBusy, JournalDamaged, JournalError, JournalReadOnly
@@ -104,6 +110,20 @@ def _create_private(path: str) -> None:
     except OSError:
         return  # sqlite3.connect reports why the file cannot be made
     os.close(fd)
+
+
+def _check_regular(path: str) -> None:
+    """Refuse a journal path that exists and is not a regular file (a device, a named
+    pipe, a directory): SQLite would make its ``-journal`` file beside it (``/dev/null-journal``)
+    and then fail with "disk I/O error"."""
+    if path.startswith("file:"):
+        return  # a URI: SQLite resolves it
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return  # absent (created next) or unreadable (sqlite3.connect says why)
+    if not stat.S_ISREG(mode):
+        raise InputError(f"journal {path}: not a regular file ({file_kind(mode)})")
 
 
 def on_read_only_file_system(path: str) -> bool:
@@ -162,6 +182,7 @@ class SQLiteBackend:
             parent = Path(self.path).parent
             if not parent.is_dir():
                 raise InputError(f"journal directory does not exist: {parent}")
+            _check_regular(self.path)
             _create_private(self.path)
         self._db = self._connect(self.path)
         try:
