@@ -164,10 +164,15 @@ async def test_route_matching_refusals_on_chat_paths_are_openai_shaped(tmp_path:
         _openai_error(res, 405, "invalid_request_error", "method_not_allowed")
         res = await client.delete("/v1/models", headers=auth("sub"))
         _openai_error(res, 405, "invalid_request_error", "method_not_allowed")
-        for path in ("/v1/models/gpt-4o", "/v1/chat/complete"):
-            res = await client.get(path, headers=auth("sub"))
-            error = _openai_error(res, 404, "invalid_request_error", "not_found")
-            assert error["param"] is None
+        res = await client.get("/v1/chat/complete", headers=auth("sub"))
+        error = _openai_error(res, 404, "invalid_request_error", "not_found")
+        assert error["param"] is None
+        # A model not listed: OpenAI's answer to an unknown model.
+        res = await client.get("/v1/models/gpt-4o", headers=auth("sub"))
+        error = _openai_error(res, 404, "invalid_request_error", "model_not_found")
+        assert error["param"] == "model"
+        res = await client.delete("/v1/models/dissensus-panel", headers=auth("sub"))
+        _openai_error(res, 405, "invalid_request_error", "method_not_allowed")
         res = await client.get("/v1/nothing-here", headers=auth("adm"))
         assert set(_service_error(res, 404)) == {"error", "field"}
 

@@ -3,8 +3,9 @@
 :func:`create_app` builds the app: the shared :class:`~dissensus.serve.service.Service`,
 the error handlers (:mod:`.http`), one router per area (:mod:`.routes`: health, decide
 and runs, library calls, review; and the review pages: login, queue, case, audits, with
-their shared helpers in :mod:`.pages`), the chat door, the API docs, and the middleware
-(timeouts, body size, browser guard). Every endpoint is an adapter over the library call
+their shared helpers in :mod:`.pages`), the chat door (its model by name:
+:mod:`.chat_models`), the API docs, and the middleware (timeouts, body size, browser
+guard). Every endpoint is an adapter over the library call
 the CLI makes: ``POST /v1/decide`` runs :func:`dissensus.pipeline.execute_run`
 (:mod:`.runs`), the review endpoints and pages go through
 :class:`~dissensus.serve.journal_adapter.ReviewDesk`, and route / vote / negotiate /
@@ -63,7 +64,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from dissensus.errors import ConfigError
-from dissensus.serve import api_docs, chat, routes
+from dissensus.serve import api_docs, chat, chat_models, routes
 from dissensus.serve.head import HeadAsGet
 from dissensus.serve.http import ApiError, install_errors
 from dissensus.serve.journal_adapter import open_journal
@@ -131,6 +132,7 @@ def create_app(
     install_errors(app)
     routes.install(app)
     chat.install(app, spec=service.spec, journal=store)
+    chat_models.install(app)
     routes.install_pages(app)
     api_docs.install(app)
     app.add_middleware(HeadAsGet)
