@@ -30,6 +30,8 @@ Choices where the design is silent:
   "param", "code"}}`` with the same status.
 * ``HEAD`` is answered on every ``GET`` path, as that ``GET`` without its body
   (:mod:`.head`).
+* A path that names a route but for a trailing slash is a ``307`` to the route with a
+  relative ``Location`` (:mod:`.slashes`), never one built from the ``Host`` header.
 * An error response keeps the headers of the exception it answers: a 405 names the
   allowed methods (``Allow``), a 401 asks for a bearer token (``WWW-Authenticate``).
 * A single panel answers with its record; a list answers ``{run_id, status, records,
@@ -72,6 +74,7 @@ from dissensus.serve.limits import BodyLimit, RequestTimeout
 from dissensus.serve.origin import BrowserGuard, allowed_hosts
 from dissensus.serve.service import Service
 from dissensus.serve.settings import ServeSettings, is_loopback
+from dissensus.serve.slashes import SlashRedirect
 from dissensus.signing import signer_from_env
 from dissensus.store.journal import Journal
 
@@ -127,6 +130,7 @@ def create_app(
         lifespan=lifespan,
         docs_url=None,
         redoc_url=None,
+        redirect_slashes=False,  # SlashRedirect: relative, never from Host
     )
     app.state.service = service
     install_errors(app)
@@ -135,6 +139,7 @@ def create_app(
     chat_models.install(app)
     routes.install_pages(app)
     api_docs.install(app)
+    app.router.default = SlashRedirect(app.router, app.router.default)
     app.add_middleware(HeadAsGet)
     app.add_middleware(RequestTimeout, seconds=settings.request_timeout_s)
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)

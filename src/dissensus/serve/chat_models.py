@@ -12,15 +12,18 @@ Choices where the design is silent:
   ``invalid_request_error``, ``code`` ``model_not_found``, ``param`` ``model`` (what
   OpenAI itself answers; an SDK raises ``NotFoundError``). A name with a ``/`` in it
   (``org/model``, as other gateways name models) is one name, unknown like any other.
+* ``/v1/models/`` (no name) is the list with a trailing slash: the same relative ``307``
+  to ``/v1/models`` as any such path (:mod:`.slashes`).
 """
 
 from __future__ import annotations
 
 from fastapi import APIRouter, FastAPI, Request
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import JSONResponse, RedirectResponse, Response
 
 from dissensus.panels import ChatError
 from dissensus.serve.chat import MODEL_ID, _authorise, _error
+from dissensus.serve.slashes import other_spelling
 from dissensus.types import JsonObject
 
 __all__ = ["MODEL", "install", "router"]
@@ -40,6 +43,8 @@ def install(app: FastAPI) -> None:
 @router.get("/v1/models/{model:path}")
 async def model(model: str, request: Request) -> Response:
     """The model ``GET /v1/models`` lists, by name (OpenAI's ``models.retrieve``)."""
+    if not model and (target := other_spelling(request.app.router, request.scope)):
+        return RedirectResponse(target, status_code=307)
     try:
         _authorise(request)
         if model != MODEL_ID:
