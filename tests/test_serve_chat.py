@@ -444,3 +444,19 @@ def test_the_policys_budget_bounds_the_members_and_the_follow_up(tmp_path: Path)
     assert done.usage is not None
     assert started is not None  # the decision's follow-ups get what the members left
     assert started.payload["policy"]["budget"]["max_calls"] == 0
+
+
+def test_the_sdk_retrieves_the_model_it_lists(server: str) -> None:
+    sdk = _sdk(server)
+    listed = sdk.models.list().data
+    assert [m.id for m in listed] == ["dissensus-panel"]
+    assert sdk.models.retrieve("dissensus-panel") == listed[0]
+    for unknown in ("gpt-4o", "org/dissensus-panel", "dissensus-panel/x"):
+        with pytest.raises(openai.NotFoundError) as caught:
+            sdk.models.retrieve(unknown)
+        assert caught.value.code == "model_not_found" and caught.value.param == "model"
+        assert caught.value.type == "invalid_request_error"
+    with pytest.raises(openai.AuthenticationError):
+        _sdk(server, "nobody").models.retrieve("dissensus-panel")
+    with pytest.raises(openai.PermissionDeniedError):
+        _sdk(server, "rev").models.retrieve("dissensus-panel")

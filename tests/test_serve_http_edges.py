@@ -1,7 +1,8 @@
 """HTTP edges of the service, through the real app: the error shape of the refusals made
 outside the routes (middleware, route matching) on the OpenAI-compatible paths, a body
-still arriving at the request timeout, a 405's ``Allow`` header, and bodies that are
-not UTF-8."""
+still arriving at the request timeout, a 405's ``Allow`` header, bodies that are not
+UTF-8, and the trailing-slash redirect (its ``Location`` relative: it was built from
+the ``Host`` header, port included)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import pytest
 
 from dissensus.serve import create_app
 from dissensus.serve.http import ApiError, parse_json
+from dissensus.serve.slashes import other_spelling
 from pipeline_cases import panel
 from serve_helpers import auth, client_for, heap_frozen, settings
 
@@ -164,10 +166,15 @@ async def test_route_matching_refusals_on_chat_paths_are_openai_shaped(tmp_path:
         _openai_error(res, 405, "invalid_request_error", "method_not_allowed")
         res = await client.delete("/v1/models", headers=auth("sub"))
         _openai_error(res, 405, "invalid_request_error", "method_not_allowed")
-        for path in ("/v1/models/gpt-4o", "/v1/chat/complete"):
-            res = await client.get(path, headers=auth("sub"))
-            error = _openai_error(res, 404, "invalid_request_error", "not_found")
-            assert error["param"] is None
+        res = await client.get("/v1/chat/complete", headers=auth("sub"))
+        error = _openai_error(res, 404, "invalid_request_error", "not_found")
+        assert error["param"] is None
+        # A model not listed: OpenAI's answer to an unknown model.
+        res = await client.get("/v1/models/gpt-4o", headers=auth("sub"))
+        error = _openai_error(res, 404, "invalid_request_error", "model_not_found")
+        assert error["param"] == "model"
+        res = await client.delete("/v1/models/dissensus-panel", headers=auth("sub"))
+        _openai_error(res, 405, "invalid_request_error", "method_not_allowed")
         res = await client.get("/v1/nothing-here", headers=auth("adm"))
         assert set(_service_error(res, 404)) == {"error", "field"}
 
@@ -400,3 +407,59 @@ def test_parse_json_keeps_its_guards() -> None:
         with pytest.raises(ApiError) as caught:
             parse_json(raw)
         assert (caught.value.status, caught.value.field) == (400, field), raw[:20]
+
+
+# -- trailing slashes -----------------------------------------------------------------------
+
+
+async def test_a_trailing_slash_redirects_to_a_relative_location(tmp_path: Path) -> None:
+    async with client_for(settings(tmp_path)) as client:
+        for host in ("localhost:1", "127.0.0.1:9", "[::1]:65535"):
+            res = await client.get("/v1/runs/", headers={**auth("sub"), "Host": host})
+            assert res.status_code == 307 and res.headers["location"] == "/v1/runs", host
+        cases = {
+            "/v1/review/?status=open&limit=2": "/v1/review?status=open&limit=2",
+            "/review/": "/review",
+            "/healthz/": "/healthz",
+            "/v1/models/": "/v1/models",  # the list, not an unknown model named ""
+        }
+        for path, location in cases.items():
+            res = await client.get(path, headers=auth("adm"))
+            assert (res.status_code, res.headers["location"]) == (307, location), path
+        # A write keeps its method and body (307); it is redirected before the route runs.
+        res = await client.post("/v1/decide/", headers=auth("sub"), json=[])
+        assert (res.status_code, res.headers["location"]) == (307, "/v1/decide")
+        # Followed, it lands on the resource, on the host the client asked.
+        res = await client.get("/v1/runs/", headers=auth("sub"), follow_redirects=True)
+        assert res.status_code == 200 and str(res.url) == "http://127.0.0.1/v1/runs"
+        # Unknown paths stay 404s, in the shape of their path.
+        res = await client.get("//v1/runs/", headers=auth("sub"))
+        assert set(_service_error(res, 404)) == {"error", "field"}
+        res = await client.get("/v1/chat/complete/", headers=auth("sub"))
+        _openai_error(res, 404, "invalid_request_error", "not_found")
+
+
+def test_a_slash_redirect_never_leaves_the_host() -> None:
+    from starlette.responses import PlainTextResponse
+    from starlette.routing import Route, Router
+
+    async def ok(request: Any) -> PlainTextResponse:
+        return PlainTextResponse("ok")
+
+    router = Router([Route("/{anything:path}", ok), Route("/a\\b", ok)])
+
+    def scope(path: str, query: bytes = b"") -> dict[str, Any]:
+        return {
+            "type": "http",
+            "method": "GET",
+            "path": path,
+            "root_path": "",
+            "query_string": query,
+        }
+
+    # "//evil.example" is another host to a browser: no redirect there.
+    assert other_spelling(router, scope("//evil.example/")) is None
+    assert other_spelling(router, scope("///")) is None
+    # A backslash (read as "/" by browsers) is encoded; so is what a path cannot hold.
+    assert other_spelling(router, scope("/a\\b/")) == "/a%5Cb"
+    assert other_spelling(router, scope("/a b/", b"q=1")) == "/a%20b?q=1"

@@ -1,6 +1,8 @@
 """A request head that never ends (the "slowloris" client), against a real ``dissensus
 serve``: the connection gets a 408 and is closed once ``--timeout`` has passed, a
-connection that sends nothing too, and the server keeps answering everyone else."""
+connection that sends nothing too, and the server keeps answering everyone else. On
+the OpenAI-compatible paths that 408, and the 400 of a request the parser refuses, are
+OpenAI's error body (they were the service's own before)."""
 
 from __future__ import annotations
 
@@ -8,7 +10,9 @@ import contextlib
 import json
 import socket
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -106,3 +110,75 @@ def test_a_request_the_parser_refuses_gets_a_json_400(server: str, sent: bytes) 
     assert json.loads(body) == {"error": "malformed HTTP request", "field": "<request>"}
     assert closed_after < 20
     assert httpx.get(server + "/healthz", timeout=10).status_code == 200
+
+
+def _openai(message: str, param: str, code: str) -> dict[str, Any]:
+    return {
+        "error": {
+            "message": message,
+            "type": "invalid_request_error",
+            "param": param,
+            "code": code,
+        }
+    }
+
+
+def _slow_head(server: str, parts: list[bytes]) -> bytes:
+    """Send ``parts`` (a pause between them, each its own packet), never end the head;
+    what the server answers before it closes the connection."""
+    host, port = server.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=30) as sock:
+        for part in parts:
+            sock.sendall(part)
+            time.sleep(0.2)
+        data, closed_after = _read_all(sock, 30)
+    assert closed_after < 20
+    return data
+
+
+def test_a_late_head_on_an_openai_path_gets_openai_s_408(server: str) -> None:
+    late = f"request head not received within {TIMEOUT_S} s"
+    service = {"error": late, "field": "<head>"}
+    openai = _openai(late, "<head>", "request_timeout")
+    cases = [
+        ([b"GET /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nX-A: b"], openai),
+        # The target ends in the second packet (at its space): it arrived whole.
+        ([b"GET /v1/models", b"/dissensus-panel", b" HTTP/1.1\r\nHost: 1"], openai),
+        ([b"GET /v1/cases/R.1 HTTP/1.1\r\n"], openai),
+        # Not OpenAI paths: the review endpoint under /v1/cases/, and the service's own.
+        ([b"POST /v1/cases/R.1/confirm HTTP/1.1\r\nHost: 127.0.0.1\r\n"], service),
+        ([b"GET /v1/runs HTTP/1.1\r\nHost: 127.0.0.1\r\n"], service),
+        # A target still arriving names no path yet.
+        ([b"GET /v1/chat/compl"], service),
+    ]
+    with ThreadPoolExecutor(len(cases)) as pool:
+        answers = list(pool.map(lambda case: _slow_head(server, case[0]), cases))
+    for (parts, expected), data in zip(cases, answers, strict=True):
+        head, _, body = data.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 408"), (parts, data[:200])
+        assert b"content-type: application/json" in head.lower()
+        assert json.loads(body) == expected, parts
+
+
+def test_a_request_the_parser_refuses_on_an_openai_path_gets_openai_s_400(server: str) -> None:
+    host, port = server.removeprefix("http://").split(":")
+    refused = [
+        b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 3\r\n"
+        b"Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+        b"GET /v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\nBad Header\r\n\r\n",
+        b"GET /v1/cases/R.1?x=1 HTTP/1.1\r\nHost: 127.0.0.1\r\nBad Header\r\n\r\n",
+        # The second request of a connection, after one that was answered.
+        b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+        b"GET /v1/models/dissensus-panel HTTP/1.1\r\nHost: 127.0.0.1\r\nBad Header\r\n\r\n",
+    ]
+    for sent in refused:
+        with socket.create_connection((host, int(port)), timeout=30) as sock:
+            with contextlib.suppress(OSError):
+                sock.sendall(sent)
+            data, _ = _read_all(sock, 30)
+        if data.startswith(b"HTTP/1.1 200"):  # the first request's answer
+            data = data[data.index(b"HTTP/1.1 400") :]
+        head, _, body = data.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 400"), (sent, data[:200])
+        expected = _openai("malformed HTTP request", "<request>", "invalid_request")
+        assert json.loads(body) == expected, sent

@@ -3,8 +3,9 @@
 :func:`create_app` builds the app: the shared :class:`~dissensus.serve.service.Service`,
 the error handlers (:mod:`.http`), one router per area (:mod:`.routes`: health, decide
 and runs, library calls, review; and the review pages: login, queue, case, audits, with
-their shared helpers in :mod:`.pages`), the chat door, the API docs, and the middleware
-(timeouts, body size, browser guard). Every endpoint is an adapter over the library call
+their shared helpers in :mod:`.pages`), the chat door (its model by name:
+:mod:`.chat_models`), the API docs, and the middleware (timeouts, body size, browser
+guard). Every endpoint is an adapter over the library call
 the CLI makes: ``POST /v1/decide`` runs :func:`dissensus.pipeline.execute_run`
 (:mod:`.runs`), the review endpoints and pages go through
 :class:`~dissensus.serve.journal_adapter.ReviewDesk`, and route / vote / negotiate /
@@ -29,6 +30,8 @@ Choices where the design is silent:
   "param", "code"}}`` with the same status.
 * ``HEAD`` is answered on every ``GET`` path, as that ``GET`` without its body
   (:mod:`.head`).
+* A path that names a route but for a trailing slash is a ``307`` to the route with a
+  relative ``Location`` (:mod:`.slashes`), never one built from the ``Host`` header.
 * An error response keeps the headers of the exception it answers: a 405 names the
   allowed methods (``Allow``), a 401 asks for a bearer token (``WWW-Authenticate``).
   ``Allow`` names every method the path takes, from all the routes on it (the router
@@ -66,7 +69,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from dissensus.errors import ConfigError
-from dissensus.serve import api_docs, chat, routes
+from dissensus.serve import api_docs, chat, chat_models, routes
 from dissensus.serve.head import HeadAsGet
 from dissensus.serve.http import ApiError, install_errors, limits_of
 from dissensus.serve.journal_adapter import open_journal
@@ -74,6 +77,7 @@ from dissensus.serve.limits import BodyLimit, RequestTimeout
 from dissensus.serve.origin import BrowserGuard, allowed_hosts
 from dissensus.serve.service import Service
 from dissensus.serve.settings import ServeSettings, is_loopback
+from dissensus.serve.slashes import SlashRedirect
 from dissensus.signing import signer_from_env
 from dissensus.store.journal import Journal
 
@@ -129,13 +133,16 @@ def create_app(
         lifespan=lifespan,
         docs_url=None,
         redoc_url=None,
+        redirect_slashes=False,  # SlashRedirect: relative, never from Host
     )
     app.state.service = service
     install_errors(app)
     routes.install(app)
     chat.install(app, spec=service.spec, journal=store, limits=limits_of(service))
+    chat_models.install(app)
     routes.install_pages(app)
     api_docs.install(app)
+    app.router.default = SlashRedirect(app.router, app.router.default)
     app.add_middleware(HeadAsGet)
     app.add_middleware(RequestTimeout, seconds=settings.request_timeout_s)
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)

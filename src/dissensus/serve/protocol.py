@@ -25,15 +25,28 @@ Choices where the design is silent:
   parser's limits) is answered 400 with a JSON body in the service's error shape naming
   ``<request>`` (uvicorn's own answer is plain text), then the connection is closed.
   Nothing of the request is echoed.
+* **Both refusals are OpenAI's error body on the OpenAI-compatible paths**
+  (:func:`~dissensus.serve.limits.openai_path`), as every other refusal there is:
+  ``{"error": {"message", "type", "param", "code"}}`` with ``param`` ``<head>`` /
+  ``<request>`` and ``code`` ``request_timeout`` / ``invalid_request``
+  (:func:`~dissensus.serve.limits.error_document`), once the request's target has
+  arrived whole: a target still arriving (``GET /v1/chat/compl``), or none, names no
+  path yet, so the refusal is the service's. The parser hands the target over when the
+  space after it is read, and, when a packet ends inside the target, the part that
+  arrived at the end of the packet: a part that ends its packet is taken as unfinished.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import urllib.parse
 from typing import Any
 
+import httptools
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+from dissensus.serve.limits import error_document
 
 __all__ = ["HEAD_MIN_S", "head_timeout_protocol"]
 
@@ -49,6 +62,10 @@ class _HeadTimeoutProtocol(HttpToolsProtocol):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._head_timer: asyncio.TimerHandle | None = None
+        self._packet = b""
+        """The bytes the parser is reading (of the last ``data_received``)."""
+        self._target_whole = False
+        """Whether the current request's target (uvicorn's ``url``) arrived whole."""
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -58,9 +75,20 @@ class _HeadTimeoutProtocol(HttpToolsProtocol):
         self._disarm()
         super().connection_lost(exc)
 
+    def data_received(self, data: bytes) -> None:
+        self._packet = data
+        super().data_received(data)
+
     def on_message_begin(self) -> None:
         super().on_message_begin()
+        self._target_whole = False
         self._arm()
+
+    def on_url(self, url: bytes) -> None:
+        super().on_url(url)
+        # The parser calls this when the target ends (at the space after it), and with
+        # what arrived so far when a packet ends inside it: such a part ends the packet.
+        self._target_whole = not (url and self._packet.endswith(url))
 
     def on_headers_complete(self) -> None:
         self._disarm()
@@ -91,9 +119,24 @@ class _HeadTimeoutProtocol(HttpToolsProtocol):
         """uvicorn's answer to a request its parser refused, as JSON (see the module)."""
         self._refuse("400 Bad Request", "malformed HTTP request", "<request>")
 
+    def _path(self) -> str:
+        """The decoded path of the current request's target (as the router sees it), or
+        ``""`` when the target did not arrive whole or is not one."""
+        url = getattr(self, "url", b"")
+        if not self._target_whole or not url:
+            return ""
+        try:
+            raw = httptools.parse_url(url).path
+            path = raw.decode("ascii") if raw else ""
+        except (httptools.HttpParserInvalidURLError, UnicodeDecodeError):
+            return ""
+        return urllib.parse.unquote(path) if "%" in path else path
+
     def _refuse(self, status: str, error: str, field: str) -> None:
-        """Answer ``status`` with the service's JSON error body, then close the connection."""
-        body = json.dumps({"error": error, "field": field}).encode()
+        """Answer ``status`` with the JSON error body of the request's path (OpenAI's on
+        an OpenAI-compatible one), then close the connection."""
+        document = error_document(int(status.split()[0]), error, field, path=self._path())
+        body = json.dumps(document).encode()
         head = (
             f"HTTP/1.1 {status}\r\ncontent-type: application/json\r\n"
             f"content-length: {len(body)}\r\nconnection: close\r\n\r\n"

@@ -51,6 +51,12 @@ Choices where the design is silent:
   other processes) are read back from the journal. A run of another process that has
   not finished is ``running`` while a live process holds its execution lock (the CLI,
   another replica), else ``incomplete``.
+* **Followers get their events in parts** (:meth:`Runner.follow`): at most
+  :data:`FOLLOW_BATCH` events at a time, everything already there. A follower that
+  joins a run of a thousand cases gets its backlog as a few parts, each one write to
+  its connection, and the server's loop turns between parts, so other requests are
+  answered meanwhile and a follower that has gone is noticed after one part, not after
+  the whole backlog (``GET /v1/runs/{id}/events``: :mod:`.routes.decide`).
 """
 
 from __future__ import annotations
@@ -84,6 +90,7 @@ from dissensus.store.targets import journal_option
 from dissensus.types import JsonObject
 
 __all__ = [
+    "FOLLOW_BATCH",
     "KEEP_FINISHED",
     "DecideAnswer",
     "RunDocument",
@@ -103,6 +110,9 @@ RUNS_PER_LOOP = 32
 
 RUN_LOOPS_POSTGRES = 4
 """Run loops (threads, journal connections) of a server on PostgreSQL; one on SQLite."""
+
+FOLLOW_BATCH = 64
+"""Most events :meth:`Runner.follow` hands over at once (one part of an event stream)."""
 
 
 Status = Literal["running", "finished", "failed", "incomplete"]
@@ -743,25 +753,33 @@ class Runner:
             rejects=rejects,
         )
 
-    async def follow(self, run_id: str) -> AsyncIterator[tuple[str, JsonObject]]:
+    async def follow(
+        self, run_id: str, batch: int = FOLLOW_BATCH
+    ) -> AsyncIterator[list[tuple[str, JsonObject]]]:
         """Progress events of a run: every record and reject, then its final status (each
-        event's data is the JSON streamed to the client)."""
+        event's data is the JSON streamed to the client), handed over in lists of at most
+        ``batch`` events: what is there already, so a follower that joins late gets its
+        backlog in a few large parts rather than one at a time (see the module)."""
         state = self._states.get(run_id)
         if state is None or not (state.active or state.events):
             doc = self.describe(run_id)
-            for reject in doc.rejects:
-                yield "reject", reject.model_dump(mode="json")
-            for record in doc.records:
-                yield "record", record.model_dump(mode="json")
-            yield doc.status, RunStatusView.model_validate(dict(doc)).model_dump(mode="json")
+            ended: list[tuple[str, BaseModel]] = [
+                *(("reject", reject) for reject in doc.rejects),
+                *(("record", record) for record in doc.records),
+                (doc.status, RunStatusView.model_validate(dict(doc))),
+            ]
+            for start in range(0, len(ended), batch):
+                yield [
+                    (k, data.model_dump(mode="json")) for k, data in ended[start : start + batch]
+                ]
             return
         sent = 0
         while True:
             waiter = state.changed
             while sent < len(state.events):
-                kind, data = state.events[sent]
-                yield kind, data.model_dump(mode="json")
-                sent += 1
+                part = state.events[sent : sent + batch]
+                sent += len(part)
+                yield [(kind, data.model_dump(mode="json")) for kind, data in part]
             if state.status != "running" and sent >= len(state.events):
                 return
             await waiter.wait()

@@ -1,5 +1,18 @@
 """``POST /v1/decide`` (one run per request, through :class:`~dissensus.serve.runs.Runner`),
-``GET /v1/acceptance`` and the runs: list, show, events (Server-Sent Events), verify, export."""
+``GET /v1/acceptance`` and the runs: list, show, events (Server-Sent Events), verify, export.
+
+Choices where the design is silent:
+
+* **An event stream stops when its client has gone.** The events are written in parts
+  (:meth:`~dissensus.serve.runs.Runner.follow`: at most
+  :data:`~dissensus.serve.runs.FOLLOW_BATCH` events, one write each); after each part
+  the stream lets the server's loop turn once, so a connection the client closed is
+  seen as closed, and ends when the request says its client has disconnected
+  (``Request.is_disconnected``). Written in one go, a backlog of a thousand records went
+  on being written to a connection that was already gone, and every write after the
+  first few logged ``socket.send() raised exception.`` (asyncio's warning), thousands of
+  lines per client that left early.
+"""
 
 from __future__ import annotations
 
@@ -144,8 +157,19 @@ async def runs_events(run_id: str, request: Request, _: Principal = submit) -> S
     runner.require(run_id)
 
     async def stream() -> AsyncIterator[str]:
-        async for kind, data in runner.follow(run_id):
-            yield f"event: {kind}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n"
+        first = True
+        async for part in runner.follow(run_id):
+            # Between parts (a HEAD request's stream ends with the first): let the loop
+            # see a connection closed meanwhile, and stop writing to a client that left.
+            if not first:
+                await asyncio.sleep(0)
+                if await request.is_disconnected():
+                    return
+            first = False
+            yield "".join(
+                f"event: {kind}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n"
+                for kind, data in part
+            )
 
     return StreamingResponse(
         stream(), media_type="text/event-stream", headers={"Cache-Control": "no-store"}
