@@ -137,9 +137,7 @@ def test_no_item_is_dropped_silently(models: list[list[object]]) -> None:
             (Path(tmp) / f"{name}.json").write_text(json.dumps(items))
         panels = list(iter_zeroeval_panels(tmp, on_skip=skipped.append))
     reported_items = {
-        (Path(s.file).stem, int(s.item))
-        for s in skipped
-        if s.file != tmp and s.item != "<missing>"
+        (Path(s.file).stem, int(s.item)) for s in skipped if s.file != tmp and s.item != "<missing>"
     }
     reported_problems = {s.item for s in skipped if s.file == tmp}
     answered = {(o.agent, p.id): o.decision for p in panels for o in p.outputs}

@@ -102,9 +102,7 @@ def test_every_follow_up_failing_for_one_cause_is_told_apart() -> None:
     )
 
 
-def test_decide_says_so_in_one_warning_line_and_its_summary(
-    tmp_path: Path, capsys: Any
-) -> None:
+def test_decide_says_so_in_one_warning_line_and_its_summary(tmp_path: Path, capsys: Any) -> None:
     """Exit 0 (not every follow-up failed), but a ``warning:`` line on stderr and the count
     in the summary: a model server going away mid-run was silent."""
     from dissensus.cli import main

@@ -336,7 +336,7 @@ async def test_case_ids_take_only_ascii_line_numbers(
         for line in ["9" * 4_301, "\u00b9", "\u0661", "01", "+1", " 1", "1_0", "", "-1"]:
             got = await svc.http.get(f"/v1/cases/{run_id}.{line}", headers=auth("sub"))
             error = _openai_error(got, 404)
-            assert (error["type"], error["code"]) == ("not_found_error", "unknown_case")
+            assert (error["type"], error["code"]) == ("invalid_request_error", "unknown_case")
         for path in ["%ED%A0%80.1", "%00.1", "x" * 4_000 + ".1", f"{run_id}.1.1"]:
             got = await svc.http.get(f"/v1/cases/{path}", headers=auth("sub"))
             error = _openai_error(got, 404)

@@ -23,11 +23,11 @@ import pytest
 
 pytest.importorskip("openai")
 
-from chat_helpers import live_server  # noqa: E402
-from dissensus.serve import ServeSettings, create_app  # noqa: E402
-from dissensus.store import open_journal  # noqa: E402
-from serve_helpers import write_tokens  # noqa: E402
-from test_serve_chat_shutdown import ASK, SUB, _fake, _panel  # noqa: E402
+from chat_helpers import live_server
+from dissensus.serve import ServeSettings, create_app
+from dissensus.store import open_journal
+from serve_helpers import write_tokens
+from test_serve_chat_shutdown import ASK, SUB, _fake, _panel
 
 
 class _Records(logging.Handler):

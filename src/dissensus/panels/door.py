@@ -361,7 +361,7 @@ class PanelChat:
             raise ChatError(
                 404,
                 "no panel is configured: the policy's panel.members is empty",
-                type="not_found_error",
+                type="invalid_request_error",
                 code="panel_not_configured",
             )
         request = parse_request(body)
@@ -490,7 +490,10 @@ class PanelChat:
         """A case as the journal holds it now (``404`` :class:`ChatError` when unknown)."""
         run_id, sep, line_text = case_id.rpartition(".")
         unknown = ChatError(
-            404, f"no case {case_id!r} in the journal", type="not_found_error", code="unknown_case"
+            404,
+            f"no case {case_id!r} in the journal",
+            type="invalid_request_error",
+            code="unknown_case",
         )
         # ASCII digits only, no leading zero, a sane length: ``str.isdigit`` takes "¹" and
         # "١" (the second would be another id of the same case), ``int`` 4,301 digits not.

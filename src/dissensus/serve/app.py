@@ -3,8 +3,7 @@
 :func:`create_app` builds the app: the shared :class:`~dissensus.serve.service.Service`,
 the error handlers (:mod:`.http`), one router per area (:mod:`.routes`: health, decide
 and runs, library calls, review; and the review pages: login, queue, case, audits, with
-their shared helpers in :mod:`.pages`), the chat door (its model by name:
-:mod:`.chat_models`), the API docs, and the middleware (timeouts, body size, browser
+their shared helpers in :mod:`.pages`), the chat door, the API docs, and the middleware (timeouts, body size, browser
 guard). Every endpoint is an adapter over the library call
 the CLI makes: ``POST /v1/decide`` runs :func:`dissensus.pipeline.execute_run`
 (:mod:`.runs`), the review endpoints and pages go through
@@ -69,7 +68,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from dissensus.errors import ConfigError
-from dissensus.serve import api_docs, chat, chat_models, routes
+from dissensus.serve import api_docs, chat, routes
 from dissensus.serve.head import HeadAsGet
 from dissensus.serve.http import ApiError, install_errors, limits_of
 from dissensus.serve.journal_adapter import open_journal
@@ -139,7 +138,6 @@ def create_app(
     install_errors(app)
     routes.install(app)
     chat.install(app, spec=service.spec, journal=store, limits=limits_of(service))
-    chat_models.install(app)
     routes.install_pages(app)
     api_docs.install(app)
     app.router.default = SlashRedirect(app.router, app.router.default)

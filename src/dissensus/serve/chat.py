@@ -35,7 +35,12 @@ Choices where the design is silent:
   and ``dissensus``. A request refused before deciding is answered with the error body
   and its status, not as a stream (the shutdown ``503`` excepted, below).
 * ``GET /v1/models`` lists one model, ``dissensus-panel``, so SDK helpers that list
-  models work; the request's ``model`` is echoed and not otherwise used.
+  models work, and ``GET /v1/models/{model}`` answers it by name (``models.retrieve``);
+  any other name is OpenAI's 404 for an unknown model (``invalid_request_error``,
+  ``model_not_found``, ``param`` ``model``; a name with a ``/`` in it is one name,
+  unknown like any other). ``/v1/models/`` (no name) is the list with a trailing slash:
+  the same relative ``307`` as any such path (:mod:`.slashes`). The request's
+  ``model`` is echoed and not otherwise used.
 * **Retries.** The door retries its members itself, so a failure an identical request
   sent at once cannot mend, or that would bill every member again, says
   ``x-should-retry: false`` (the header OpenAI's SDKs obey before their own rules,
@@ -69,7 +74,7 @@ from typing import Any
 
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.concurrency import run_in_threadpool
-from fastapi.responses import JSONResponse, Response, StreamingResponse
+from fastapi.responses import JSONResponse, RedirectResponse, Response, StreamingResponse
 
 from dissensus.io.jsonl import MAX_DEPTH, json_depth
 from dissensus.io.limits import DEFAULT, Limits
@@ -79,14 +84,19 @@ from dissensus.pipeline import RunSpec
 from dissensus.serve.auth import Principal, allows
 from dissensus.serve.http import INLINE_BODY_BYTES
 from dissensus.serve.limits import TIMEOUT_NOTE, TimeoutNote
+from dissensus.serve.slashes import other_spelling
 from dissensus.store.journal import Journal
+from dissensus.types import JsonObject
 
-__all__ = ["MODEL_ID", "install", "router"]
+__all__ = ["MODEL", "MODEL_ID", "install", "router"]
 
 log = logging.getLogger("dissensus.serve")
 
 MODEL_ID = "dissensus-panel"
 """The model ``GET /v1/models`` lists."""
+
+MODEL: JsonObject = {"id": MODEL_ID, "object": "model", "created": 0, "owned_by": "dissensus"}
+"""OpenAI's model object of :data:`MODEL_ID`, as ``GET /v1/models`` lists it."""
 
 router = APIRouter(tags=["chat"])
 
@@ -304,9 +314,23 @@ async def models(request: Request) -> Response:
         _authorise(request)
     except ChatError as exc:
         return _error(exc)
-    return JSONResponse(
-        {
-            "object": "list",
-            "data": [{"id": MODEL_ID, "object": "model", "created": 0, "owned_by": "dissensus"}],
-        }
-    )
+    return JSONResponse({"object": "list", "data": [MODEL]})
+
+
+@router.get("/v1/models/{model:path}")
+async def model(model: str, request: Request) -> Response:
+    """The model ``GET /v1/models`` lists, by name (OpenAI's ``models.retrieve``)."""
+    if not model and (target := other_spelling(request.app.router, request.scope)):
+        return RedirectResponse(target, status_code=307)
+    try:
+        _authorise(request)
+        if model != MODEL_ID:
+            raise ChatError(
+                404,
+                f"the model {model!r} does not exist: this server has one, {MODEL_ID!r}",
+                param="model",
+                code="model_not_found",
+            )
+    except ChatError as exc:
+        return _error(exc)
+    return JSONResponse(MODEL)
