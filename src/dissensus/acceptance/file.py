@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -52,7 +53,7 @@ from dissensus.acceptance.features import bad_value
 from dissensus.acceptance.fit import LogisticModel
 from dissensus.acceptance.shift import ShiftReference
 from dissensus.errors import ConfigError
-from dissensus.io.atomic import atomic_write_text
+from dissensus.io.atomic import OutputWriteError, atomic_write_text
 from dissensus.io.jsontext import load_json_file
 from dissensus.types import JsonObject
 
@@ -244,6 +245,9 @@ def save_acceptance(acc: AcceptanceFile, path: str | Path) -> AcceptanceFile:
         raise ConfigError(
             f"cannot write acceptance file: {exc.strerror or exc}", file=str(path)
         ) from None
+    except OutputWriteError as exc:  # the write itself failed (a full disk, a size limit)
+        reason = os.strerror(exc.errno) if exc.errno else str(exc)
+        raise ConfigError(f"cannot write acceptance file: {reason}", file=str(path)) from None
     return AcceptanceFile.model_validate(data)
 
 
