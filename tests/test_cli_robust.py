@@ -119,6 +119,36 @@ def test_checks_fail_before_a_run_is_created(tmp_path: Path) -> None:
     assert cli("decide", inp, "--journal", tmp_path / "text.sqlite").code == 2
 
 
+def test_a_device_or_pipe_as_a_runs_input_is_named_for_what_it_is(tmp_path: Path) -> None:
+    """A run reads its input again on resume: ``decide /dev/zero`` said "file not found"."""
+    import os
+
+    j = tmp_path / "j.sqlite"
+    res = cli("decide", "/dev/zero", "--journal", j)
+    assert res.code == 2, res.err
+    assert "/dev/zero: not a regular file (a character device)" in res.err, res.err
+    assert "- to read standard input" in res.err
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    res = cli("decide", fifo, "--journal", j)
+    assert res.code == 2 and "not a regular file (a named pipe)" in res.err, res.err
+    assert not j.exists() or _runs(j) == []
+
+
+def test_route_reads_an_endless_line_no_further_than_the_bound(tmp_path: Path) -> None:
+    """The line is rejected unparsed and the lines after it are routed, numbered as in
+    the file (route read a line whole, and then parsed it)."""
+    from dissensus.io.limits import MAX_LINE_CHARS
+
+    good = json.dumps(panel("g", ["1", "1"]))
+    src = tmp_path / "in.jsonl"
+    src.write_text(f"{good}\n{'7' * (MAX_LINE_CHARS + 5)}\n{good}\n", encoding="utf-8")
+    res = cli("route", src, "--similarity", "tfidf", "--json")
+    assert res.code == 3, res.err
+    assert f"{src}:2: field '<line>'" in res.err, res.err[:300]
+    assert len([line for line in res.out.splitlines() if line.strip()]) == 2
+
+
 def test_resume_with_a_deleted_input_names_the_file(tmp_path: Path) -> None:
     inp = write_jsonl(tmp_path / "in.jsonl", [panel("a", ["1", "1"], swap=["1", "1"])])
     pol = write_policy(tmp_path / "p.yaml")

@@ -93,13 +93,15 @@ def _progress_total(path: str) -> int | None:
 def _panels(path: str, sink: RejectSink) -> Iterator[PanelLike]:
     """Valid panels of ``path`` (read-only views where they parse as one), lazily;
     rejects go to ``sink``."""
-    from dissensus.io.jsonl import Reject, open_text
+    from dissensus.io.jsonl import Reject, bounded_lines, open_text
     from dissensus.io.views import read_panel_views
 
     name = path  # standard input is ``-`` in rejects, as every JSONL reader names it
     try:
         with open_text(path) as handle:
-            lines = progress(handle, description="reading panels", total=_progress_total(path))
+            lines = progress(
+                bounded_lines(handle), description="reading panels", total=_progress_total(path)
+            )
             for item in read_panel_views(lines, file=name):
                 if isinstance(item, Reject):
                     sink.add(item)

@@ -272,7 +272,11 @@ def _parse_reference(model: type[M], raw: str, *, file: str, line: int) -> M | R
 
 
 def read_models(model: type[M], lines: Iterable[str], *, file: str = "-") -> Iterator[M | Reject]:
-    """Yield a model or a :class:`Reject` for every non-blank line, lazily."""
+    """Yield a model or a :class:`Reject` for every non-blank line, lazily (a file's lines
+    read no further than :data:`~dissensus.io.limits.MAX_LINE_CHARS` each:
+    :func:`bounded_lines`)."""
+    if hasattr(lines, "readline"):
+        lines = bounded_lines(lines)  # type: ignore[arg-type]
     for number, text in enumerate(lines, start=1):
         if not text or text.isspace():  # as ``not text.strip()``, without copying the line
             continue

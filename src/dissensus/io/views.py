@@ -47,6 +47,7 @@ from dissensus.io.jsonl import (
     Reject,
     _brackets,
     bounded,
+    bounded_lines,
     fast_tier_safe,
     line_text,
     parse_line,
@@ -150,7 +151,10 @@ def parse_panel_view(text: str, *, file: str, line: int) -> PanelLike | Reject:
 
 def read_panel_views(lines: Iterable[str], *, file: str = "-") -> Iterator[PanelLike | Reject]:
     """:func:`parse_panel_view` of every non-blank line, lazily; as
-    :func:`~dissensus.io.jsonl.read_models` for :class:`Panel`."""
+    :func:`~dissensus.io.jsonl.read_models` for :class:`Panel` (a file's lines bounded
+    as there)."""
+    if hasattr(lines, "readline"):
+        lines = bounded_lines(lines)  # type: ignore[arg-type]
     for number, text in enumerate(lines, start=1):
         if not text or text.isspace():
             continue

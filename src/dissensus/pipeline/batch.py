@@ -93,6 +93,7 @@ from typing import Any, Literal, overload
 from pydantic import BaseModel, ValidationError
 
 from dissensus.errors import ConfigError, DissensusError, InputError
+from dissensus.files import file_kind
 from dissensus.io.jsonl import Reject, bounded_lines, parse_line
 from dissensus.pipeline.engine import followup_outcome
 from dissensus.pipeline.executors import Executor, LocalExecutor, Outcome, RunContext
@@ -295,7 +296,14 @@ def start_run(
     elif input_path is not None:
         path = Path(input_path).resolve()
         if not path.is_file():
-            raise InputError(f"file not found: {input_path}")
+            if not path.exists():
+                raise InputError(f"file not found: {input_path}")
+            # A run reads its input again on resume (and checks it unchanged): a device or
+            # a pipe cannot be read twice. Standard input is journalled instead.
+            raise InputError(
+                f"{input_path}: not a regular file ({file_kind(path.stat().st_mode)}); "
+                "a run's input is a file, or - to read standard input"
+            )
         source = {"path": str(path), "sha256": file_sha256(path)}
     else:
         raise ConfigError("a run needs an input file or text", field="input")
