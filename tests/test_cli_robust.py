@@ -712,3 +712,20 @@ def test_an_unusable_cache_directory_is_a_configuration_error(
     assert res.code == 2, res.err
     assert res.err.count("\n") == 1 and "Traceback" not in res.err
     assert "DISSENSUS_CACHE" in res.err and str(blocker) in res.err
+
+
+def test_an_output_that_cannot_be_written_names_the_resume_command(tmp_path: Path) -> None:
+    """``--output /dev/full``: one line naming the file, the error and how to get the
+    records, exit 1 (two chained tracebacks before)."""
+    inp = write_jsonl(tmp_path / "in.jsonl", [panel(f"p{i}", ["1", "2"]) for i in range(3)])
+    j = tmp_path / "j.sqlite"
+    res = cli("decide", inp, "--journal", j, "--output", "/dev/full")
+    assert res.code == 1, res.err
+    lines = res.err.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in res.err, res.err
+    assert "cannot write the output file /dev/full: No space left on device" in lines[0]
+    run_id = _runs(j)[0]["run_id"]
+    assert f"dissensus runs resume {run_id} --journal {j} --output FILE" in lines[0]
+    out = tmp_path / "out.jsonl"
+    assert cli("runs", "resume", run_id, "--journal", j, "--output", out).code == 0
+    assert len(out.read_text(encoding="utf-8").splitlines()) == 3

@@ -447,6 +447,7 @@ def run_and_report(
     workers: int | None = None,
     deadline: float | None = None,
 ) -> int:
+    from dissensus.io.atomic import OutputWriteError
     from dissensus.io.jsonl import RejectSink
     from dissensus.pipeline.batch import DeadlineReached
     from dissensus.pipeline.engine import followup_tally
@@ -497,6 +498,16 @@ def run_and_report(
             records = [resolved.get(r.line, r) for r in records]
     except Interrupted:
         return said_interrupted(journal, run_id)
+    except OutputWriteError as exc:
+        # An output could not be written (a full disk): every journalled step stays, and
+        # the resumed run writes the whole output again.
+        sys.stderr.write(
+            f"error: {shown(str(exc))}; every journalled step of run {run_id} stays: "
+            f"dissensus runs resume {run_id} --journal {journal.path} --output FILE "
+            "goes on and writes all its records once there is room\n"
+        )
+        sys.stderr.flush()
+        return exc.exit_code
     except JournalError as exc:
         if isinstance(exc, JournalReadOnly | JournalDamaged):
             raise
