@@ -275,9 +275,11 @@ def test_a_device_that_is_full_as_an_output_or_rejects_file_is_one_line(tmp_path
         res = cli("decide", inp, "--policy", pol, "--journal", j, option, "/dev/full")
         assert res.code == 1, res.err
         errors = [x for x in res.err.splitlines() if not x.startswith("rejected ")]
-        assert errors == [
-            f"error: cannot write the {what} /dev/full: No space left on device (ENOSPC)"
-        ]
+        assert len(errors) == 1, errors
+        assert errors[0].startswith(
+            f"error: cannot write the {what} /dev/full: No space left on device (ENOSPC); "
+        )
+        assert "dissensus runs resume " in errors[0] and f"--journal {j}" in errors[0]
 
 
 @pytest.mark.parametrize("json_out", [True, False])
