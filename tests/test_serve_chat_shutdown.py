@@ -200,21 +200,7 @@ def test_a_request_timed_out_after_its_hand_off_names_its_journalled_case(
     while their decision is being journalled. No case is journalled that its client does
     not learn about, and no client of a journalled case is told to ask again."""
     with ExitStack() as stack:
-        servers = [_fake() for _ in range(2)]
-        for server in servers:
-            stack.callback(server.stop)
-        policy = tmp_path / "policy.yaml"
-        policy.write_text(
-            json.dumps({"reading": {"similarity": "tfidf"}, "panel": _panel(servers)}),
-            encoding="utf-8",
-        )
-        settings = ServeSettings(
-            journal=str(tmp_path / "journal.sqlite"),
-            policy=str(policy),
-            tokens=str(write_tokens(tmp_path / "tokens.txt")),
-            request_timeout_s=0.15,
-        )
-        base = stack.enter_context(live_server(lambda: create_app(settings)))
+        base, settings = serve_panel(stack, tmp_path, request_timeout_s=0.15)
 
         async def ask_all() -> list[httpx.Response]:
             async with httpx.AsyncClient(base_url=base, headers=SUB, timeout=60) as client:
@@ -254,6 +240,28 @@ def test_a_request_timed_out_after_its_hand_off_names_its_journalled_case(
         for run_id in journalled:
             assert store.get(run_id, "run/finished") is not None and store.verify(run_id).ok
     print(f"\n60 requests: {len(known)} journalled, {named} of them named by a 504")
+
+
+def serve_panel(
+    stack: ExitStack, tmp_path: Path, latency_s: float = 0.0, **extra: Any
+) -> tuple[str, ServeSettings]:
+    """A live service whose panel is two loopback members answering after ``latency_s``
+    (stopped with ``stack``): its base URL and settings (``extra``: more settings)."""
+    servers = [_fake(latency_s) for _ in range(2)]
+    for server in servers:
+        stack.callback(server.stop)
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(
+        json.dumps({"reading": {"similarity": "tfidf"}, "panel": _panel(servers)}),
+        encoding="utf-8",
+    )
+    settings = ServeSettings(
+        journal=str(tmp_path / "journal.sqlite"),
+        policy=str(policy),
+        tokens=str(write_tokens(tmp_path / "tokens.txt")),
+        **extra,
+    )
+    return stack.enter_context(live_server(lambda: create_app(settings))), settings
 
 
 def _library_chat(servers: list[FakeServer], journal: Journal) -> PanelChat:

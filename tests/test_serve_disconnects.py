@@ -10,7 +10,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import socket
 import time
@@ -23,11 +22,8 @@ import pytest
 
 pytest.importorskip("openai")
 
-from chat_helpers import live_server
-from dissensus.serve import ServeSettings, create_app
 from dissensus.store import open_journal
-from serve_helpers import write_tokens
-from test_serve_chat_shutdown import ASK, SUB, _fake, _panel
+from test_serve_chat_shutdown import ASK, SUB, serve_panel
 
 
 class _Records(logging.Handler):
@@ -55,20 +51,7 @@ def server_log() -> Iterator[_Records]:
 
 
 def _serve(stack: ExitStack, tmp_path: Path, latency_s: float) -> str:
-    servers = [_fake(latency_s) for _ in range(2)]
-    for server in servers:
-        stack.callback(server.stop)
-    policy = tmp_path / "policy.yaml"
-    policy.write_text(
-        json.dumps({"reading": {"similarity": "tfidf"}, "panel": _panel(servers)}),
-        encoding="utf-8",
-    )
-    settings = ServeSettings(
-        journal=str(tmp_path / "journal.sqlite"),
-        policy=str(policy),
-        tokens=str(write_tokens(tmp_path / "tokens.txt")),
-    )
-    return stack.enter_context(live_server(lambda: create_app(settings)))
+    return serve_panel(stack, tmp_path, latency_s)[0]
 
 
 def test_a_client_gone_mid_body_leaves_no_traceback(tmp_path: Path) -> None:
