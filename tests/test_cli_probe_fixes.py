@@ -327,3 +327,25 @@ def test_runs_resume_interrupted_as_it_starts_names_the_resume_command(
     res = cli("runs", "resume", "R", "--journal", j)
     assert res.code == 130
     assert res.err == f"interrupted: resume with dissensus runs resume R --journal {j}\n"
+
+
+def test_an_output_named_like_a_sidecar_never_reads_a_piped_input(tmp_path: Path) -> None:
+    """Whether ``--out r-journal`` is an SQLite input's sidecar was asked by reading every
+    input's first bytes: from a pipe that lost them (its first panel), from a named pipe
+    it waited for a writer that had gone."""
+    src = write_jsonl(tmp_path / "in.jsonl", [panel(f"p{i}", ["1", "2"]) for i in range(5)])
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    writer = subprocess.Popen(["sh", "-c", f"cat '{src}' > '{fifo}'"])
+    args = [sys.executable, "-m", "dissensus", "route", str(fifo), "--similarity", "tfidf"]
+    env = {**os.environ, "PYTHONPATH": str(Path(dissensus.__file__).parent.parent)}
+    try:
+        res = subprocess.run(
+            [*args, "--json", "--out", str(tmp_path / "r-journal")],
+            capture_output=True, text=True, env=env, timeout=60, check=False,
+        )  # fmt: skip
+    finally:
+        writer.wait(timeout=30)
+    assert res.returncode == 0, res.stderr
+    routed = (tmp_path / "r-journal").read_text(encoding="utf-8").splitlines()
+    assert [json.loads(line)["id"] for line in routed] == [f"p{i}" for i in range(5)]

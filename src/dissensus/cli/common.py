@@ -301,13 +301,19 @@ def _sidecar_of(out: Path, inputs: list[tuple[str | None, str]]) -> str | None:
         for label, other in inputs:
             if other == "-" or "://" in other:
                 continue
-            if (label == "--journal" or _is_sqlite(other)) and _same_file(base, other):
+            # The same file first: only then is the input looked into (a pipe read to
+            # see whether it is SQLite would lose what was read, or wait for a writer).
+            if _same_file(base, other) and (label == "--journal" or _is_sqlite(other)):
                 return other
     return None
 
 
 def _is_sqlite(path: str) -> bool:
+    """Whether ``path`` is a regular file that starts as an SQLite database does (a pipe
+    or a device is never read here)."""
     try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return False
         with open(path, "rb") as handle:
             return handle.read(len(_SQLITE_MAGIC)) == _SQLITE_MAGIC
     except OSError:
