@@ -288,3 +288,34 @@ def test_the_cli_says_a_deprecated_setting_in_one_warning_line(tmp_path: Path) -
     said = [line for line in res.err.splitlines() if "shift_permutations" in line]
     assert len(said) == 1 and said[0].startswith("warning: policy setting "), res.err
     assert "Warning" not in res.err and ".py:" not in res.err
+
+
+def test_a_run_journalled_with_a_guard_setting_now_refused_still_resumes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``min_sources: 1`` was read as 2 before new policies were range-checked: a run
+    journalled with it must still resume (it raised a validation traceback at its first
+    guarded case, on every resume)."""
+    import asyncio
+
+    from dissensus.guard import decision
+    from dissensus.pipeline import execute_run, start_run
+    from dissensus.store import Journal
+    from pipeline_cases import panel, write_jsonl
+
+    inp = write_jsonl(tmp_path / "in.jsonl", [panel(f"p{i}", ["1", "1", "1"]) for i in range(3)])
+    policy = tmp_path / "p.yaml"
+    policy.write_text("reading: {similarity: tfidf}\nguard: {options: {min_sources: 1}}\n")
+    with pytest.raises(ConfigError, match="min_sources"):
+        policy_from_dict({"guard": {"options": {"min_sources": 1}}})
+    with monkeypatch.context() as old:  # the checks of before
+        old.setattr(decision, "CheckedGuardThresholds", decision.GuardThresholds)
+        with Journal(tmp_path / "j.sqlite") as journal:
+            run_id = start_run(journal, str(inp), policy).run_id
+
+    async def drain(journal: Journal) -> list[object]:
+        return [r async for r in execute_run(journal, run_id)]
+
+    with Journal(tmp_path / "j.sqlite") as journal:
+        records = asyncio.run(drain(journal))
+    assert len(records) == 3

@@ -485,7 +485,7 @@ def _check_parts(policy: Policy, file: str | None) -> None:
     """Validate the sections other parts interpret (route actions, routing rules, guard
     thresholds, the similarity backend's name) now, not at the first case."""
     _check_actions(policy, file)
-    from dissensus.guard import GuardThresholds
+    from dissensus.guard.decision import CheckedGuardThresholds
     from dissensus.states import RuleSet
 
     check_similarity(policy.reading.similarity, file=file)
@@ -497,7 +497,7 @@ def _check_parts(policy: Policy, file: str | None) -> None:
         raise ConfigError(str(exc), file=file, field="reading.similarity") from None
 
     try:
-        GuardThresholds.model_validate(policy.guard.options)
+        CheckedGuardThresholds.model_validate(policy.guard.options)
     except ValidationError as exc:
         raise _config_error(exc, file, ("guard", "options")) from exc
     document = policy.routing.rules_document()
