@@ -37,7 +37,7 @@ test: setup
 
 # The Ray engine's tests start a local Ray instance (minutes): run them on their own.
 test-ray: setup
-	PYTHONDONTWRITEBYTECODE= DISSENSUS_TEST_RAY=1 $(PY) -m pytest -q -p no:cacheprovider tests/test_engines_ray.py tests/test_engines_ray_resume_cli.py tests/test_engines_ray_deaths.py tests/test_conformance.py -k "ray or Ray"
+	PYTHONDONTWRITEBYTECODE= DISSENSUS_TEST_RAY=1 $(PY) -m pytest -q -p no:cacheprovider $(wildcard tests/test_engines_ray*.py) tests/test_conformance.py -k "ray or Ray"
 
 # Full sizes of the suite's soaks (minutes, so on their own): the service's load test with
 # 2,000 panels from 50 clients and 5 reviewers on SQLite and (with $DISSENSUS_TEST_PG)
