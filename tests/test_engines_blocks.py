@@ -95,3 +95,37 @@ def test_cli_refuses_unknown_engine_and_ray_options_without_ray(
     assert "field 'engine': unknown engine 'spark'" in capsys.readouterr().err
     assert main(["decide", panels, "--journal", str(tmp_path / "j.sqlite"), "--workers", "2"]) == 2
     assert "need '--engine ray'" in capsys.readouterr().err
+
+
+@given(_PIECES, st.integers(min_value=1, max_value=5), st.integers(min_value=1, max_value=9))
+def test_any_chunk_size_plans_the_same_blocks(pieces: list[str], size: int, chunk: int) -> None:
+    from dissensus.engines import blocks as mod
+
+    data = "".join(pieces).encode("utf-8")
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "in.jsonl"
+        path.write_bytes(data)
+        whole = plan_blocks(path, size)
+        saved = mod._CHUNK
+        mod._CHUNK = chunk
+        try:
+            assert plan_blocks(path, size) == whole
+        finally:
+            mod._CHUNK = saved
+        assert sum(b.n_lines for b in whole) == count_lines(data)
+
+
+def test_an_endless_line_is_planned_and_read_within_the_line_bound(tmp_path: Path) -> None:
+    from dissensus.io.limits import MAX_LINE_CHARS
+
+    path = tmp_path / "in.jsonl"
+    with path.open("wb") as handle:
+        handle.write(b'{"id": "a"}\n')
+        handle.write(b"[" * (MAX_LINE_CHARS + 5_000_000) + b"\n")
+        handle.write(b'{"id": "b"}')
+    blocks = plan_blocks(path, 1)
+    assert [(b.first_line, b.n_lines) for b in blocks] == [(1, 1), (2, 1), (3, 1)]
+    lines = [pair for block in blocks for pair in block_lines(block)]
+    assert [number for number, _ in lines] == [1, 2, 3]
+    assert len(lines[1][1]) == MAX_LINE_CHARS + 1  # the parser rejects it as <line>
+    assert lines[2][1] == '{"id": "b"}'

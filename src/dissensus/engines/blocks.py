@@ -14,6 +14,10 @@ Choices:
   an undecodable line is rejected on its own by the parser.
 * Standard input (``-``) has no byte ranges to hand out: its lines (split by the
   caller, as the local path splits them) travel inside the block itself.
+* Planning only counts (no bytes are kept from one read to the next) and a worker
+  streams its block, reading a line over the line bound no further than
+  :func:`~dissensus.io.jsonl.bounded_lines` reads it, as a local run does: a line of
+  any length costs the memory of one chunk.
 * ``lines_per_block`` is approximate in bytes: a block closes at the first ``\\n``
   after ``lines_per_block`` newlines.
 """
@@ -24,6 +28,9 @@ import io
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, BinaryIO
+
+from dissensus.io.jsonl import bounded_lines
 
 __all__ = ["Block", "block_lines", "count_lines", "plan_blocks", "plan_text_blocks"]
 
@@ -77,41 +84,52 @@ _ENDS = b"\n\r"
 
 
 def plan_blocks(path: str | Path, lines_per_block: int) -> list[Block]:
-    """Blocks of about ``lines_per_block`` lines covering the file at ``path``."""
+    """Blocks of about ``lines_per_block`` lines covering the file at ``path``.
+
+    The file is read in chunks and only counted: no bytes are kept from one chunk to
+    the next, so a line of any length (a file of one endless line) costs one chunk of
+    memory and one pass, never a copy of what came before."""
     blocks: list[Block] = []
-    offset = 0
+    start = 0  # absolute offset of the open block
     first = 1
-    pending = b""
+    newlines = returns = pairs = 0  # b"\n", b"\r" and b"\r\n" in the open block
+    at = 0  # absolute offset of the chunk read
+    last = 0  # the last byte read (0: none yet)
     with open(path, "rb") as handle:
-        while True:
-            chunk = handle.read(_CHUNK)
-            data = pending + chunk if pending else chunk
-            # Blocks are cut at offsets into the chunk read: no copy of what follows a cut.
-            start = 0
-            cut, newlines = _cut(data, start, lines_per_block, final=not chunk)
-            while cut:
-                n = _count(data, start, cut, newlines)
-                blocks.append(Block(len(blocks), first, n, str(path), offset, cut - start))
-                offset += cut - start
-                first += n
-                start = cut
-                cut, newlines = _cut(data, start, lines_per_block, final=not chunk)
-            pending = data[start:]
-            if not chunk:
-                break
+        while chunk := handle.read(_CHUNK):
+            if last == 0x0D and chunk[0] == 0x0A:
+                pairs += 1  # a "\r\n" across two chunks (never across two blocks)
+            pos = 0
+            while True:
+                cut, found = _cut(chunk, pos, lines_per_block - newlines)
+                end = cut or len(chunk)
+                newlines += found
+                if chunk.find(b"\r", pos, end) >= 0:
+                    returns += chunk.count(b"\r", pos, end)
+                    pairs += chunk.count(b"\r\n", pos, end)
+                if not cut:
+                    break
+                n = newlines + returns - pairs
+                blocks.append(Block(len(blocks), first, n, str(path), start, at + cut - start))
+                start, first = at + cut, first + n
+                newlines = returns = pairs = 0
+                pos = cut
+            at += len(chunk)
+            last = chunk[-1]
+    if at > start:
+        n = newlines + returns - pairs + (last not in _ENDS)
+        blocks.append(Block(len(blocks), first, n, str(path), start, at - start))
     return blocks
 
 
-def _cut(data: bytes, start: int, lines: int, *, final: bool) -> tuple[int, int]:
-    """End (exclusive, an offset into ``data``) of the first block in ``data[start:]``,
-    or 0 when more bytes are needed; and the ``\\n`` bytes in the block."""
-    if start >= len(data):
-        return 0, 0
+def _cut(data: bytes, start: int, lines: int) -> tuple[int, int]:
+    """End (exclusive, an offset into ``data``) of the ``lines``-th ``\\n`` of
+    ``data[start:]`` and ``lines``; or 0 and the ``\\n`` bytes there are, when fewer."""
     pos = start - 1
     for found in range(lines):
         pos = data.find(b"\n", pos + 1)
         if pos < 0:
-            return (len(data), found) if final else (0, 0)
+            return 0, found
     return pos + 1, lines
 
 
@@ -125,12 +143,34 @@ def plan_text_blocks(lines: list[str], lines_per_block: int) -> list[Block]:
 
 
 def block_lines(block: Block) -> Iterator[tuple[int, str]]:
-    """``(line number, text)`` for every line of ``block``, blank lines included."""
+    """``(line number, text)`` for every line of ``block``, blank lines included; a line
+    over the line bound is read no further than :func:`~dissensus.io.jsonl.bounded_lines`
+    reads it (the parser then rejects it), so a block of one endless line is streamed."""
     if block.lines is not None:
         yield from enumerate(block.lines, start=block.first_line)
         return
     with open(block.path, "rb") as handle:
         handle.seek(block.offset)
-        data = handle.read(block.length)
-    source = io.TextIOWrapper(io.BytesIO(data), encoding="utf-8", errors="surrogateescape")
-    yield from enumerate(source, start=block.first_line)
+        window = io.BufferedReader(_Window(handle, block.length), buffer_size=_CHUNK)
+        with io.TextIOWrapper(window, encoding="utf-8", errors="surrogateescape") as source:
+            yield from enumerate(bounded_lines(source), start=block.first_line)
+
+
+class _Window(io.RawIOBase):
+    """The next ``length`` bytes of ``handle``, as a raw stream (the block's bytes)."""
+
+    def __init__(self, handle: BinaryIO, length: int) -> None:
+        self._handle = handle
+        self._left = length
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        view = memoryview(buffer).cast("B")
+        size = min(len(view), self._left)
+        if size <= 0:
+            return 0
+        got: int = self._handle.readinto(view[:size])  # type: ignore[attr-defined]
+        self._left -= got
+        return got

@@ -168,7 +168,7 @@ from typing_extensions import TypedDict
 
 from dissensus.engines.blocks import Block, block_lines, plan_blocks, plan_text_blocks
 from dissensus.errors import ConfigError, DissensusError, InputError
-from dissensus.io.jsonl import Reject, RejectSink, open_text, parse_line
+from dissensus.io.jsonl import Reject, RejectSink, bounded_lines, open_text, parse_line
 from dissensus.llm.budget import Budget
 from dissensus.store.targets import journal_option
 from dissensus.types import JsonObject, Panel
@@ -1414,7 +1414,7 @@ def route_ray(
     if path == "-":
         name = "-"  # as the local reader names standard input
         with open_text("-") as stdin:  # surrogateescape, as the local reader
-            blocks = plan_text_blocks(list(stdin), opts.lines_per_block)
+            blocks = plan_text_blocks(list(bounded_lines(stdin)), opts.lines_per_block)
     else:
         name = path
         if not Path(path).is_file():
