@@ -319,3 +319,63 @@ def test_a_run_journalled_with_a_guard_setting_now_refused_still_resumes(
     with Journal(tmp_path / "j.sqlite") as journal:
         records = asyncio.run(drain(journal))
     assert len(records) == 3
+
+
+@pytest.mark.parametrize("value", ["0.9", True, "yes", "7"])
+@pytest.mark.parametrize(
+    "field",
+    [
+        "concord.floor",
+        "acceptance.target_precision",
+        "concurrency",
+        "deadline_s",
+        "budget.max_calls",
+        "seek_context.max_followups",
+    ],
+)
+def test_a_number_is_a_number(field: str, value: object) -> None:
+    """A quoted number or a YAML ``yes`` where a number belongs is an error naming the
+    field, never read as its conversion (``true`` was read as 1, ``"0.9"`` as 0.9)."""
+    *sections, name = field.split(".")
+    data: dict[str, Any] = {name: value}
+    for section in reversed(sections):
+        data = {section: data}
+    with pytest.raises(ConfigError, match=f"field '{field}'"):
+        policy_from_dict(data)
+
+
+def test_an_integral_float_is_an_integer_and_a_file_says_the_field(tmp_path: Path) -> None:
+    assert policy_from_dict({"concurrency": 4.0, "budget": {"max_calls": 10}}).concurrency == 4
+    path = tmp_path / "p.yaml"
+    path.write_text("concord:\n  floor: on\n")
+    with pytest.raises(ConfigError, match=r"p\.yaml.*field 'concord\.floor'.*not a switch"):
+        load_policy(path)
+
+
+def test_a_run_journalled_with_a_quoted_number_still_resumes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A journalled policy is read as it was written: a run started before numbers were
+    strict (``concurrency: "2"``) resumes."""
+    import asyncio
+
+    from dissensus.pipeline import execute_run, policy, start_run
+    from dissensus.store import Journal
+    from pipeline_cases import panel, write_jsonl
+
+    inp = write_jsonl(tmp_path / "in.jsonl", [panel(f"p{i}", ["1", "1", "1"]) for i in range(3)])
+    path = tmp_path / "p.yaml"
+    path.write_text('reading: {similarity: tfidf}\nconcurrency: "2"\n')
+    with pytest.raises(ConfigError, match="concurrency"):
+        load_policy(path)
+    with monkeypatch.context() as old:  # the checks of before
+        old.setattr(policy, "_check_strict", lambda data, file: None)
+        with Journal(tmp_path / "j.sqlite") as journal:
+            run_id = start_run(journal, str(inp), path).run_id
+
+    async def drain(journal: Journal) -> list[object]:
+        return [r async for r in execute_run(journal, run_id)]
+
+    with Journal(tmp_path / "j.sqlite") as journal:
+        records = asyncio.run(drain(journal))
+    assert len(records) == 3

@@ -54,7 +54,11 @@ Every field has a default, so an empty file (or no file) is a valid policy:
 Choices where the design is silent: unknown keys are errors (a typo must not silently
 fall back to a default); switches (``enabled``, ``use_recorded``, ``allow_code``) are
 ``true`` / ``false`` only, so a quoted ``"false"`` or a ``0`` is an error rather than
-read as a switch either way; a bad policy raises :class:`ConfigError` naming the file and
+read as a switch either way; a number is a number: a quoted ``"0.9"`` or a YAML
+``yes`` / ``on`` where a number belongs is an error naming the field (an integer may be
+written ``4.0``), as is a number where a switch or text belongs. This holds for a new
+policy (a file, a request's mapping); a policy read back from a journal is read as it
+was written; a bad policy raises :class:`ConfigError` naming the file and
 the dotted field; relative paths inside the policy are relative to the policy file,
 including the file of a ``scripted:`` / ``replay:`` / ``record:FILE:...`` model spec.
 A routing rules document found valid once (the same JSON text) is not compiled again
@@ -378,8 +382,40 @@ def policy_from_dict(data: Any, *, file: str | None = None) -> Policy:
         policy = Policy.model_validate(data)
     except ValidationError as exc:
         raise _config_error(exc, file, ()) from exc
+    _check_strict(data, file)
     _check_parts(policy, file)
     return policy
+
+
+def _check_strict(data: dict[str, Any], file: str | None) -> None:
+    """Refuse a value that validation only accepted by converting its type (``"0.9"`` or
+    ``true`` for a number, ``1`` or ``"yes"`` for a switch): the policy validated as
+    JSON in strict mode, where an integral float still counts as an integer."""
+    try:
+        text = json.dumps(_integral(data), default=str, allow_nan=True)
+    except (TypeError, ValueError, RecursionError):
+        return  # not JSON (a Python caller's objects): the lax validation stands
+    try:
+        Policy.model_validate_json(text, strict=True)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        got = first.get("input")
+        kind = {bool: "a switch", str: "text", int: "a number", float: "a number"}.get(
+            type(got), type(got).__name__
+        )
+        message = f"{first['msg']}, not {kind} ({json.dumps(got, default=str)[:60]})"
+        raise ConfigError(message, file=file, field=_field(tuple(first["loc"]))) from None
+
+
+def _integral(value: Any) -> Any:
+    """``value`` with each integral float made an int (``4.0`` is a valid integer)."""
+    if value.__class__ is float and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {k: _integral(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_integral(v) for v in value]
+    return value
 
 
 DEPRECATED_SETTINGS: dict[tuple[str, str], str] = {
