@@ -318,7 +318,7 @@ def judge_cmd(
     """Score outputs 1-10 (overall, risk identification, reasoning depth, actionability) per judge."""
     from dissensus.dci.output import DeliberationOutput
     from dissensus.io.jsonl import Reject, RejectSink, open_text, read_models
-    from dissensus.llm.resolve import check_model_spec
+    from dissensus.llm.resolve import ModelFileKey, check_model_spec
 
     check_input_path(outputs_file)
     check_outputs({"--rejects": rejects}, reads={"OUTPUTS.jsonl": outputs_file})
@@ -326,8 +326,9 @@ def judge_cmd(
     specs = list(dict.fromkeys(models or [])) or [
         os.environ.get(MODEL_ENV) or bundled_model("judge")
     ]
+    checked: set[ModelFileKey] = set()  # a file several specs name is read once
     for spec in specs:
-        check_model_spec(spec)
+        check_model_spec(spec, checked=checked)
     outputs: list[DeliberationOutput] = []
     rejected = 0
     with RejectSink(rejects) as sink, open_text(outputs_file) as handle:
