@@ -10,7 +10,8 @@ in-process (which loads what the command needs) pays no import in its children. 
 file descriptors for its standard output and error, the child runs as ``python -m
 dissensus`` would: fresh standard streams on them, the real entry point, and the
 interpreter's last flush of both streams at exit (a failed one is reported and exits 120,
-as CPython does).
+as CPython does). ``unbuffered=True`` gives the standard output ``python -u`` (or
+``$PYTHONUNBUFFERED``) opens: every write goes straight to the descriptor.
 """
 
 from __future__ import annotations
@@ -60,21 +61,24 @@ def install_in_batch(nth: int, note: str) -> None:
     SQLiteBackend.write_events = write  # type: ignore[method-assign]
 
 
-Streams = tuple[int, int, tuple[int, ...]]
+Streams = tuple[int, int, tuple[int, ...], bool]
 
 
 def _raw(fd: int) -> io.BufferedWriter:
     return io.BufferedWriter(io.FileIO(fd, "w", closefd=False))
 
 
-def _as_a_process(argv: list[str], stdout: int, stderr: int, close: tuple[int, ...]) -> int:
+def _as_a_process(
+    argv: list[str], stdout: int, stderr: int, close: tuple[int, ...], unbuffered: bool
+) -> int:
     """``python -m dissensus ARGV`` with standard output and error on the given descriptors."""
     for fd in close:
         os.close(fd)
     os.dup2(stdout, 1)
     os.dup2(stderr, 2)
-    # What the interpreter opens when neither is a terminal.
-    out = io.TextIOWrapper(_raw(1), encoding="utf-8")
+    # What the interpreter opens when neither is a terminal (with -u: no buffer at all).
+    buffer: Any = io.FileIO(1, "w", closefd=False) if unbuffered else _raw(1)
+    out = io.TextIOWrapper(buffer, encoding="utf-8", write_through=unbuffered)
     err = io.TextIOWrapper(
         _raw(2), encoding="utf-8", errors="backslashreplace", line_buffering=True
     )
@@ -118,6 +122,7 @@ def forked(
     stderr: int | None = None,
     close: tuple[int, ...] = (),
     in_batch: tuple[int, str] | None = None,
+    unbuffered: bool = False,
 ) -> int | None:
     """``main(argv)`` in a forked child, sent ``sig`` after event ``kill_after``; its exit code.
 
@@ -125,9 +130,10 @@ def forked(
     process writing to them (see the module docstring); it first closes the descriptors
     in ``close`` (say, the read end of its output pipe, so that only the reader holds it).
     ``in_batch`` = ``(n, note)`` kills the child inside its ``n``-th batch instead
-    (:func:`install_in_batch`).
+    (:func:`install_in_batch`). ``unbuffered`` gives the child an unbuffered standard
+    output, as ``python -u`` does.
     """
-    streams = None if stdout is None or stderr is None else (stdout, stderr, close)
+    streams = None if stdout is None or stderr is None else (stdout, stderr, close, unbuffered)
     proc = multiprocessing.get_context("fork").Process(
         target=_child, args=(argv, kill_after, sig, streams, in_batch)
     )

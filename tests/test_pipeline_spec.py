@@ -5,7 +5,9 @@ from __future__ import annotations
 import asyncio
 import json
 import shutil
+from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -193,3 +195,65 @@ def test_a_similarity_alias_reads_with_the_backend_learned_acceptance_was_calibr
     assert again.policy.reading.similarity == "minilm"
     with pytest.raises(ConfigError, match="calibrated with similarity 'minilm'"):
         RunSpec.from_policy(spec, similarity="static")
+
+
+def _counting_reads(monkeypatch: pytest.MonkeyPatch) -> Counter[Path]:
+    """Count the reads of each file (resolved path) through the one file reader (which
+    recordings and YAML files are read with)."""
+    from dissensus import files
+    from dissensus.io import yamlfile
+
+    reads: Counter[Path] = Counter()
+    read = files.read_file_bytes
+
+    def counting(path: str | Path, **kwargs: Any) -> bytes:
+        reads[Path(path).resolve()] += 1
+        return read(path, **kwargs)
+
+    monkeypatch.setattr(files, "read_file_bytes", counting)
+    monkeypatch.setattr(yamlfile, "read_file_bytes", counting)
+    return reads
+
+
+def test_a_spec_build_reads_each_model_file_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The run's model and every agent's name one recording (and one script): the build
+    reads each once, however many specs name it (it read the recording once per spec)."""
+    rec = tmp_path / "rec.jsonl"
+    rec.write_text("")  # an empty recording: valid, every call a miss
+    script = write_script(tmp_path / "s.yaml", {"a1": "1"})
+    models = {f"a{i}": "replay:rec.jsonl" for i in range(1, 6)}
+    models |= {"a6": f"replay:{rec}", "a7": "record:out.jsonl:replay:rec.jsonl"}
+    models |= {"a8": "scripted:s.yaml", "a9": f"scripted:{script}"}
+    policy = write_policy(
+        tmp_path / "p.yaml", {"seek_context": {"model": "replay:rec.jsonl", "models": models}}
+    )
+    reads = _counting_reads(monkeypatch)
+    spec = RunSpec.from_policy(str(policy))
+    assert spec.model == f"replay:{rec}"
+    assert (reads[rec.resolve()], reads[script.resolve()]) == (1, 1), reads
+    # The cache is the build's: another build reads the files again (they may have changed).
+    RunSpec.from_policy(str(policy))
+    assert (reads[rec.resolve()], reads[script.resolve()]) == (2, 2), reads
+
+
+def test_a_model_file_that_changed_is_read_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A file is known by its resolved path, size and modification time: one that changed
+    since it was checked is read (and checked) again, through another path too."""
+    from dissensus.llm.resolve import check_model_spec
+
+    rec = tmp_path / "rec.jsonl"
+    rec.write_text("")
+    (tmp_path / "link.jsonl").symlink_to(rec)
+    reads = _counting_reads(monkeypatch)
+    checked: set[tuple[str, int, int]] = set()
+    check_model_spec(f"replay:{rec}", checked=checked)
+    check_model_spec(f"replay:{tmp_path / 'link.jsonl'}", checked=checked)
+    assert reads[rec] == 1
+    rec.write_text("not a recording\n")
+    with pytest.raises(ConfigError, match="line 1"):
+        check_model_spec(f"replay:{rec}", checked=checked)
+    assert reads[rec] == 2

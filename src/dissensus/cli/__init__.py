@@ -43,7 +43,6 @@ from __future__ import annotations
 
 import errno
 import functools
-import os
 import signal
 import sys
 import threading
@@ -62,6 +61,7 @@ from dissensus.cli.common import (
     EXIT_USAGE,
     INTERRUPT_SAID,
     shown,
+    silence_stdout,
 )
 from dissensus.errors import DissensusError
 
@@ -74,16 +74,6 @@ def _usage_line(exc: Exception) -> str:
     ctx = getattr(exc, "ctx", None)
     where = f" (see: {ctx.command_path} --help)" if ctx is not None else ""
     return f"error: {shown(message)}{where}\n"
-
-
-def _silence_stdout() -> None:
-    """After a broken pipe: point stdout at /dev/null so the interpreter's flush is quiet."""
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
-    except (OSError, ValueError, AttributeError):
-        pass
 
 
 @functools.cache
@@ -164,14 +154,16 @@ def _main(argv: list[str] | None) -> int:
         if type(sys.stdout).__name__ == "PacifyFlushWrapper":
             # The CLI framework saw a closed pipe on stdout (``| head -1``): not a failure.
             sys.stdout = getattr(sys.stdout, "wrapped", sys.__stdout__)
-            _silence_stdout()
+            silence_stdout()
             return EXIT_OK
         return _code(exc.code)
     except DissensusError as exc:
+        if getattr(exc, "stdout", False):  # standard output failed: drop what it holds
+            silence_stdout()
         sys.stderr.write(f"error: {shown(' '.join(str(exc).split()))}\n")
         return exc.exit_code
     except BrokenPipeError:
-        _silence_stdout()
+        silence_stdout()
         return EXIT_OK
     except OSError as exc:
         # The last resort for a system error no command turned into its own words (a
@@ -210,7 +202,7 @@ def _stdout_broken() -> bool:
     try:
         sys.stdout.flush()
     except (OSError, ValueError):
-        _silence_stdout()
+        silence_stdout()
         return True
     return False
 
@@ -218,14 +210,19 @@ def _stdout_broken() -> bool:
 def _os_error(exc: OSError) -> str:
     """One line for an :class:`OSError`: the file (standard output when it is the one
     that failed), the reason and its errno name (``ENOSPC``)."""
-    code = errno.errorcode.get(exc.errno or 0)
-    reason = shown(exc.strerror or " ".join(str(exc).split()))
-    reason += f" ({code})" if code else ""
+    reason = _reason(exc)
     if exc.filename is not None:
         return f"{shown(exc.filename)}: {reason}"
     if _stdout_broken():
         return f"cannot write standard output: {reason}"
     return reason
+
+
+def _reason(exc: OSError) -> str:
+    """An :class:`OSError`'s reason and its errno name: ``No space left on device (ENOSPC)``."""
+    code = errno.errorcode.get(exc.errno or 0)
+    reason = shown(exc.strerror or " ".join(str(exc).split()))
+    return reason + (f" ({code})" if code else "")
 
 
 def _not_utf8(argv: list[str]) -> str:
@@ -252,10 +249,10 @@ def _entry() -> None:
     try:
         sys.stdout.flush()
     except BrokenPipeError:
-        _silence_stdout()
+        silence_stdout()
         code = EXIT_OK if code in (EXIT_OK, None) else code
     except OSError as exc:  # what stdout still held does not fit (a full disk)
-        _silence_stdout()
-        sys.stderr.write(f"error: {_os_error(exc)}\n")
+        silence_stdout()
+        sys.stderr.write(f"error: cannot write standard output: {_reason(exc)}\n")
         code = EXIT_FAILURE
     raise SystemExit(code)

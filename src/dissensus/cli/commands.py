@@ -5,9 +5,8 @@ The import order is the order of ``dissensus --help``: the data flow, reading fi
 
 from importlib import import_module
 
-import typer
-
 from dissensus.cli.app import app
+from dissensus.cli.common import write_stdout
 
 for _module in (
     "route",
@@ -32,4 +31,4 @@ def version() -> None:
     """Print the installed version."""
     from dissensus import __version__
 
-    typer.echo(__version__)
+    write_stdout(f"{__version__}\n", flush=True)

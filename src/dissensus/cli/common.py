@@ -40,6 +40,13 @@ Choices where the design is silent:
 * **A closed standard output is not a failure.** The human-mode console
   (:data:`out_console`) turns a broken pipe into :class:`BrokenPipeError`, which the
   CLI's entry point ends with exit 0, as it does for ``--json`` output.
+* **A standard output that cannot be written is named.** Every write to standard output
+  (the console, :func:`print_json`, JSON lines through
+  :func:`~dissensus.io.atomic.stdout_handle`) turns a failure but a closed pipe (a full
+  disk: ``> /dev/full``) into :class:`~dissensus.io.atomic.OutputWriteError` naming
+  standard output, buffered or not (``python -u``), so the one error line says which
+  output failed; once it is said, :func:`silence_stdout` drops what standard output
+  still holds, so the interpreter's last flush adds no second line.
 * A journal path that names an existing file which is not a dissensus journal (another
   application's SQLite database, or not SQLite at all) is refused before it is opened
   (:func:`check_journal_file`), so no tables are ever added to someone else's database;
@@ -77,7 +84,7 @@ from rich.progress import (
 
 from dissensus.errors import InputError
 from dissensus.files import file_kind
-from dissensus.io.atomic import atomic_output, stdout_failed
+from dissensus.io.atomic import atomic_output, stdout_failed, stdout_handle, write_stdout
 
 __all__ = [
     "EXIT_FAILURE",
@@ -107,6 +114,9 @@ __all__ = [
     "progress",
     "progress_enabled",
     "shown",
+    "silence_stdout",
+    "stdout_handle",
+    "write_stdout",
 ]
 
 EXIT_OK = 0
@@ -132,11 +142,22 @@ T = TypeVar("T")
 class _OutConsole(Console):
     """Standard output's console: a closed pipe (``| head``) is a :class:`BrokenPipeError`
     the CLI ends with exit 0, as for any other write to a closed stdout. (Rich's own
-    reaction is ``SystemExit(1)``, which would read as a failure and say nothing.)"""
+    reaction is ``SystemExit(1)``, which would read as a failure and say nothing.) Any
+    other failed write (a full disk) is an :class:`~dissensus.io.atomic.OutputWriteError`
+    naming standard output, and what the console held is dropped."""
 
     def on_broken_pipe(self) -> None:
         self.quiet = True  # nothing more is written, not even on the way out
         raise BrokenPipeError("standard output was closed")
+
+    def _check_buffer(self) -> None:
+        try:
+            super()._check_buffer()
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            del self._buffer[:]
+            raise stdout_failed(exc) from None
 
 
 err_console = Console(stderr=True, markup=False, emoji=False, highlight=False, soft_wrap=True)
@@ -417,13 +438,19 @@ def print_json(obj: BaseModel | dict[str, object] | list[object]) -> None:
         text = obj.model_dump_json(indent=2)
     else:
         text = json.dumps(obj, indent=2, ensure_ascii=False, default=str)
+    write_stdout(text + "\n", flush=True)
+
+
+def silence_stdout() -> None:
+    """Point standard output at /dev/null, so what it still holds (after a closed pipe or
+    a write that failed and was reported) goes nowhere and the interpreter's last flush
+    is quiet."""
     try:
-        sys.stdout.write(text + "\n")
-        sys.stdout.flush()
-    except BrokenPipeError:
-        raise
-    except OSError as exc:
-        raise stdout_failed(exc) from None
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):
+        pass
 
 
 def load_json_file(path: str | Path, *, what: str = "file") -> object:

@@ -23,7 +23,6 @@ import contextlib
 import json
 import os
 import signal
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -45,6 +44,8 @@ from dissensus.cli.common import (
     number_in,
     out_console,
     shown,
+    stdout_handle,
+    write_stdout,
 )
 from dissensus.errors import ConfigError, InputError
 
@@ -230,10 +231,10 @@ def negotiate(
             with atomic_output(out) as handle:
                 handle.write(json.dumps(cert_doc, indent=2, ensure_ascii=False) + "\n")
         if as_json and not compare:
-            sys.stdout.write(json.dumps(cert_doc, indent=2, ensure_ascii=False) + "\n")
+            write_stdout(json.dumps(cert_doc, indent=2, ensure_ascii=False) + "\n")
         elif not as_json:
             _print_certificate(cert)
-        sys.stdout.flush()
+        stdout_handle().flush()
 
     try:
         cert, rows, stopped = asyncio.run(
@@ -248,7 +249,7 @@ def negotiate(
     if as_json and compare:
         comparison = None if rows is None else [r.model_dump(mode="json") for r in rows]
         doc = {"certificate": record["certificate"], "comparison": comparison}
-        sys.stdout.write(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
+        write_stdout(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
     elif rows is not None:
         _print_comparison(rows, cert)
     if stopped is not None:
@@ -416,7 +417,7 @@ def verify(
         doc = verdict.model_dump(mode="json")
         if status is not None:
             doc["signature"] = status
-        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+        write_stdout(json.dumps(doc, indent=2) + "\n")
     elif verdict.valid:
         out_console.print(f"valid: {', '.join(verdict.checked)} hold")
     else:
@@ -450,7 +451,7 @@ def _verify_packet_signature(name: str, data: JsonObject, key: Any, as_json: boo
             doc["differs"] = differs
         if line and status == "signed":
             doc["unsigned_fields"] = uncovered
-        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+        write_stdout(json.dumps(doc, indent=2) + "\n")
     elif differs is not None:
         out_console.print(
             f"decision packet: signature invalid: the line's {shown(differs)} differs from "
@@ -540,7 +541,7 @@ def bound(
 
     b = compute_bound(agents, rounds)
     if as_json:
-        sys.stdout.write(json.dumps(b.model_dump()) + "\n")
+        write_stdout(json.dumps(b.model_dump()) + "\n")
     else:
         out_console.print(
             f"{agents} agents, {rounds} repair rounds: at most {b.rounds} rounds, "

@@ -26,7 +26,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict
 
@@ -45,6 +44,7 @@ from dissensus.cli.common import (
     number_in,
     out_console,
     shown,
+    write_stdout,
 )
 from dissensus.errors import ConfigError
 
@@ -182,12 +182,12 @@ def deliberate_cmd(
     if as_json:
         signer = signer_from_env()
         if signer is None:
-            sys.stdout.write(output.model_dump_json() + "\n")
+            write_stdout(output.model_dump_json() + "\n")
         else:  # $DISSENSUS_SIGNING_KEY: the decision packet carries a signature
             data = output.model_dump(mode="json")
             if data.get("packet") is not None:
                 data["packet"] = sign_document(data["packet"], signer)
-            sys.stdout.write(json.dumps(data, ensure_ascii=False) + "\n")
+            write_stdout(json.dumps(data, ensure_ascii=False) + "\n")
     else:
         _show(output)
     if output.status != "complete":
@@ -318,7 +318,7 @@ def judge_cmd(
     """Score outputs 1-10 (overall, risk identification, reasoning depth, actionability) per judge."""
     from dissensus.dci.output import DeliberationOutput
     from dissensus.io.jsonl import Reject, RejectSink, open_text, read_models
-    from dissensus.llm.resolve import check_model_spec
+    from dissensus.llm.resolve import ModelFileKey, check_model_spec
 
     check_input_path(outputs_file)
     check_outputs({"--rejects": rejects}, reads={"OUTPUTS.jsonl": outputs_file})
@@ -326,8 +326,9 @@ def judge_cmd(
     specs = list(dict.fromkeys(models or [])) or [
         os.environ.get(MODEL_ENV) or bundled_model("judge")
     ]
+    checked: set[ModelFileKey] = set()  # a file several specs name is read once
     for spec in specs:
-        check_model_spec(spec)
+        check_model_spec(spec, checked=checked)
     outputs: list[DeliberationOutput] = []
     rejected = 0
     with RejectSink(rejects) as sink, open_text(outputs_file) as handle:
@@ -340,7 +341,7 @@ def judge_cmd(
     scores, errors = asyncio.run(_judge_all(outputs, specs, (max_calls, max_tokens)))
     summary = aggregate(scores)
     if as_json:
-        sys.stdout.write(
+        write_stdout(
             json.dumps({"means": summary, "scores": scores, "errors": errors}, ensure_ascii=False)
             + "\n"
         )

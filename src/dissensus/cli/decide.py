@@ -36,6 +36,12 @@ Choices where the design is silent:
 * ``--deadline`` stops a run within the step in progress when it passes: a window of
   panels is embedded in calls of at most 32 texts and none starts after the deadline
   (:mod:`dissensus.pipeline.runtime`).
+* An output that cannot be written once the run has started (``--output``, ``--rejects``
+  or standard output, a full disk: ``> /dev/full``), with ``--json`` or the human
+  summary, stops the command with one line naming that output, the error and the resume
+  command (``dissensus runs resume R --journal J --output FILE``), exit 1: the run is
+  journalled, and the resumed run writes all its records. A closed pipe is not a failure
+  (below).
 * A journal that goes away mid-run (a database restart, a lock held past the busy
   timeout) stops the run with one line naming the error and the resume command (exit
   1): every step written so far stays. A read-only or damaged journal is its own error.
@@ -82,9 +88,11 @@ from dissensus.cli.common import (
     output_handle,
     progress_enabled,
     shown,
+    silence_stdout,
 )
 
 if TYPE_CHECKING:
+    from dissensus.io.atomic import OutputWriteError
     from dissensus.io.jsonl import RejectSink
     from dissensus.pipeline.records import CaseRecord
     from dissensus.pipeline.spec import RunSpec
@@ -271,13 +279,15 @@ def _emitter(
     json_out: bool, handle: IO[str], resolved: dict[int, CaseRecord]
 ) -> Callable[[CaseRecord], CaseRecord]:
     def emit(record: CaseRecord) -> CaseRecord:
+        from dissensus.io.atomic import stdout_handle
         from dissensus.io.jsonl import write_jsonl_line
 
         record = resolved.get(record.line, record)
         # Records go out as JSONL with --json, and always into an --output file.
         if json_out or handle is not sys.stdout:
-            write_jsonl_line(handle, record)
-            handle.flush()
+            out = stdout_handle() if handle is sys.stdout else handle  # failures name it
+            write_jsonl_line(out, record)
+            out.flush()
         return record
 
     return emit
@@ -434,6 +444,21 @@ def said_interrupted(journal: Journal, run_id: str) -> int:
     return EXIT_INTERRUPTED
 
 
+def _said_unwritten(exc: OutputWriteError, journal: Journal, run_id: str) -> int:
+    """An output (a file or standard output) could not be written (a full disk): every
+    journalled step stays, and the resumed run writes the whole output again. Names the
+    resume command; the exit code."""
+    if exc.stdout:
+        silence_stdout()  # what it still holds would only fail again on the way out
+    sys.stderr.write(
+        f"error: {shown(str(exc))}; every journalled step of run {run_id} stays: "
+        f"dissensus runs resume {run_id} --journal {journal.path} --output FILE "
+        "goes on and writes all its records once there is room\n"
+    )
+    sys.stderr.flush()
+    return exc.exit_code
+
+
 def run_and_report(
     journal: Journal,
     run_id: str,
@@ -499,15 +524,7 @@ def run_and_report(
     except Interrupted:
         return said_interrupted(journal, run_id)
     except OutputWriteError as exc:
-        # An output could not be written (a full disk): every journalled step stays, and
-        # the resumed run writes the whole output again.
-        sys.stderr.write(
-            f"error: {shown(str(exc))}; every journalled step of run {run_id} stays: "
-            f"dissensus runs resume {run_id} --journal {journal.path} --output FILE "
-            "goes on and writes all its records once there is room\n"
-        )
-        sys.stderr.flush()
-        return exc.exit_code
+        return _said_unwritten(exc, journal, run_id)
     except JournalError as exc:
         if isinstance(exc, JournalReadOnly | JournalDamaged):
             raise
@@ -522,15 +539,18 @@ def run_and_report(
     checked = journal.get(run_id, "run/shift")
     shift = checked.payload if checked is not None else None
     if not json_out:
-        _summary(
-            records,
-            sink.count,
-            run_id,
-            journal.path,
-            len(duplicates),
-            shift,
-            audits=_audits_of(journal, run_id),
-        )
+        try:
+            _summary(
+                records,
+                sink.count,
+                run_id,
+                journal.path,
+                len(duplicates),
+                shift,
+                audits=_audits_of(journal, run_id),
+            )
+        except OutputWriteError as exc:  # standard output is full: the run is journalled
+            return _said_unwritten(exc, journal, run_id)
     elif shift is not None and shift.get("shifted"):
         from dissensus.pipeline.shift import shift_words
 

@@ -17,7 +17,6 @@ invariant.
 
 from __future__ import annotations
 
-import sys
 from collections import Counter
 from typing import TYPE_CHECKING, Annotated
 
@@ -38,6 +37,7 @@ from dissensus.cli.common import (
     print_json,
     progress,
     shown,
+    write_stdout,
 )
 from dissensus.errors import ConfigError, InputError
 from dissensus.types import VoteCase
@@ -291,7 +291,7 @@ def vote_command(
                 raise CorrelatedConsensusError(f"case {item.id!r}: {exc}", exc.decision) from exc
             modes[d.mode] += 1
             if json_out:
-                sys.stdout.write(d.model_dump_json() + "\n")
+                write_stdout(d.model_dump_json() + "\n")
             else:
                 decisions.append(d)
     if not json_out:

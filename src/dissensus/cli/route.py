@@ -18,7 +18,6 @@ when any line was rejected.
 from __future__ import annotations
 
 import gc
-import sys
 from collections.abc import Iterator
 from contextlib import ExitStack
 from itertools import islice
@@ -42,6 +41,7 @@ from dissensus.cli.common import (
     progress,
     progress_enabled,
     shown,
+    stdout_handle,
 )
 from dissensus.errors import InputError
 from dissensus.types import PanelLike
@@ -279,7 +279,7 @@ def route_command(
         if out is not None and out != "-":
             handle = stack.enter_context(atomic_output(out))
         elif json_out or out == "-":
-            handle = sys.stdout
+            handle = stdout_handle()  # a failed write names standard output
         if engine == "ray":
             from dissensus.engines.ray import RayOptions, route_ray
 

@@ -17,7 +17,11 @@ The handles :func:`atomic_output` and :func:`open_output` give raise it from ``w
 ``flush`` and ``close``, so the error names the file whichever of them meets it; a
 closed pipe (:class:`BrokenPipeError`, ``| head``) is left as it is, for the CLI to end
 quietly. Standard output that cannot be written is the same error naming "standard
-output" (:func:`stdout_failed`), raised where JSON lines and documents are written to it. A temporary file left behind by a process killed outright (``SIGKILL``, a
+output" (:func:`stdout_failed`, ``cannot write standard output: No space left on device
+(ENOSPC)``), raised wherever a command writes to it: :func:`stdout_handle` is standard
+output as a handle whose ``write`` and ``flush`` raise it, for writes with or without a
+buffer in between (``python -u`` writes at once, so the error comes from ``write``; a
+buffered stream fails at a later ``write`` or at ``flush``). A temporary file left behind by a process killed outright (``SIGKILL``, a
 power cut) is not removed later: it is named ``.NAME.XXXX.tmp`` beside the target and
 can be deleted by hand once no command writes that output.
 """
@@ -33,7 +37,7 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO
+from typing import IO, cast
 
 from dissensus.errors import DissensusError
 
@@ -44,11 +48,19 @@ __all__ = [
     "is_stdout",
     "open_output",
     "stdout_failed",
+    "stdout_handle",
+    "write_stdout",
 ]
+
+STDOUT = "standard output"
+"""How an :class:`OutputWriteError` names standard output."""
 
 
 class OutputWriteError(DissensusError):
     """An output file could not be written (a full disk, an I/O error): exit 1."""
+
+    stdout: bool = False
+    """Whether the output that failed is standard output (:func:`stdout_failed`)."""
 
     def __init__(self, path: str, exc: OSError, *, what: str = "output file") -> None:
         code = errno.errorcode.get(exc.errno or 0)
@@ -66,7 +78,45 @@ def is_stdout(handle: object) -> bool:
 
 def stdout_failed(exc: OSError) -> OutputWriteError:
     """The :class:`OutputWriteError` of a failed write to standard output."""
-    return OutputWriteError("standard output", exc, what="")
+    error = OutputWriteError(STDOUT, exc, what="")
+    error.stdout = True
+    return error
+
+
+class _Stdout:
+    """Standard output (whatever ``sys.stdout`` is at each call) whose failed ``write`` or
+    ``flush`` is :func:`stdout_failed`; a closed pipe stays a :class:`BrokenPipeError`."""
+
+    def write(self, text: str) -> int:
+        try:
+            return sys.stdout.write(text)
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            raise stdout_failed(exc) from None
+
+    def flush(self) -> None:
+        try:
+            sys.stdout.flush()
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            raise stdout_failed(exc) from None
+
+
+def stdout_handle() -> IO[str]:
+    """Standard output as a handle (``write`` and ``flush``) whose failures name it."""
+    return cast("IO[str]", _Stdout())
+
+
+def write_stdout(text: str, *, flush: bool = False) -> None:
+    """Write ``text`` to standard output (and flush it); a failed write is an
+    :class:`OutputWriteError` naming standard output, a closed pipe a
+    :class:`BrokenPipeError`."""
+    handle = stdout_handle()
+    handle.write(text)
+    if flush:
+        handle.flush()
 
 
 class _Writer(io.TextIOWrapper):

@@ -32,7 +32,12 @@ Choices where the brief is silent:
   to network backends, which cancel the request when it passes (a server that drips
   one byte at a time cannot stretch it: see :class:`~dissensus.llm.OpenAIBackend`). The
   timed-out attempt counts (kind ``timeout``, retryable). Waiting for a concurrency slot
-  or the request rate is not part of the attempt.
+  or the request rate is not part of the attempt. A caller's deadline over the whole
+  call (a run's ``--deadline``) is the caller's to keep: cancelling :meth:`chat` stops
+  the attempt in flight at once and retries nothing; an exception raised by the
+  attempt hook (:func:`~dissensus.llm.budget.attempt_hook`, which the pipeline uses to
+  refuse an attempt past the run's deadline) fails the attempt before it is sent,
+  without a retry.
 * **Per-request schemas.** A request that already carries ``json_schema`` (built for
   this request, e.g. with the enum of ids that exist now) is sent with that schema;
   the ``schema`` class only validates the answer. Otherwise the class's schema is sent.

@@ -14,7 +14,13 @@ Choices where the brief is silent: with ``OPENAI_BASE_URL`` set and no key, the 
 naming ``OPENAI_API_KEY``. Unknown prefixes and empty parts are configuration errors.
 :func:`check_model_spec` checks a spec without side effects (no file created, no
 connection made), so a command can refuse a bad spec before it starts any work; its
-errors name the spec.
+errors name the spec. A build that checks several specs (a run specification: the run's
+model and every agent's) passes one ``checked`` set to each check, so a file several
+specs name (one recording for every agent) is read and validated once. A file is known
+by its resolved path, size and modification time (:data:`ModelFileKey`): another path to
+the same file is not read again, a file that changed since it was checked is. The set
+lives as long as the build (nothing is cached across builds: a file may change between
+two runs).
 """
 
 from __future__ import annotations
@@ -31,7 +37,7 @@ from dissensus.llm.openai_backend import OpenAIBackend
 from dissensus.llm.replay import RecordBackend, ReplayBackend
 from dissensus.llm.scripted import ScriptedBackend
 
-__all__ = ["MODEL_ENV", "check_model_spec", "make_backend", "resolve_model"]
+__all__ = ["MODEL_ENV", "ModelFileKey", "check_model_spec", "make_backend", "resolve_model"]
 
 MODEL_ENV = "DISSENSUS_MODEL"
 """Environment variable holding the default model spec."""
@@ -39,15 +45,33 @@ MODEL_ENV = "DISSENSUS_MODEL"
 _FORMS = "openai:MODEL, scripted:FILE, replay:FILE, record:FILE:<spec>"
 
 
-def check_model_spec(spec: str) -> None:
+ModelFileKey = tuple[str, int, int]
+"""A model spec's file as :func:`check_model_spec` knows it: resolved path, size in bytes
+and modification time in nanoseconds."""
+
+
+def _file_key(path: str) -> ModelFileKey | None:
+    """``path``'s :data:`ModelFileKey`; ``None`` when it cannot be looked at (the read
+    that follows names the problem)."""
+    try:
+        info = os.stat(path)
+        resolved = str(Path(path).resolve())
+    except (OSError, RuntimeError, ValueError):
+        return None
+    return (resolved, info.st_size, info.st_mtime_ns)
+
+
+def check_model_spec(spec: str, *, checked: set[ModelFileKey] | None = None) -> None:
     """Raise :class:`ConfigError` naming ``spec`` unless it can make a backend.
 
     Files of ``scripted:`` and ``replay:`` specs are read and validated; the directory of
     a ``record:`` file must exist; ``openai:`` needs a key or a base URL. Nothing is
-    written and no server is contacted.
+    written and no server is contacted. ``checked`` holds the files found valid by
+    earlier checks of the same build: a file in it (same resolved path, size and
+    modification time) is not read again, and a file found valid is added.
     """
     try:
-        _check(spec)
+        _check(spec, checked)
     except ConfigError as exc:
         text = str(exc)
         if f"{spec!r}" in text:
@@ -57,10 +81,18 @@ def check_model_spec(spec: str) -> None:
         raise ConfigError(f"model spec {spec!r}: {text}") from None
 
 
-def _check(spec: str) -> None:
+def _check(spec: str, checked: set[ModelFileKey] | None) -> None:
     kind, sep, rest = spec.partition(":")
     if not sep or not rest:
         raise ConfigError(f"invalid model spec {spec!r}; expected one of {_FORMS}", field="model")
+    if kind in ("scripted", "replay") and checked is not None:
+        key = _file_key(rest)  # looked at before the read: a change during it reads again
+        if key is not None and key in checked:
+            return
+        make_backend(spec)
+        if key is not None:
+            checked.add(key)
+        return
     if kind in ("openai", "scripted", "replay"):
         make_backend(spec)
         return
@@ -73,7 +105,7 @@ def _check(spec: str) -> None:
         parent = Path(path).parent
         if not parent.is_dir():
             raise ConfigError(f"recording directory does not exist: {parent}", field="model")
-        _check(inner)
+        _check(inner, checked)
         return
     raise ConfigError(
         f"unknown model kind {kind!r} in {spec!r}; expected one of {_FORMS}", field="model"

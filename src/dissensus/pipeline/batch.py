@@ -66,7 +66,9 @@ Choices where the design is silent:
   executor is told it
   (:attr:`~dissensus.pipeline.executors.RunContext.stop_at`) so that it starts no long step after
   it: the local one embeds a window in calls of a few texts and none after the
-  deadline, so a run stops within the step in progress (one embedding call at most).
+  deadline, so a run stops within the step in progress (one embedding call at most),
+  and starts no model attempt after it (:class:`~dissensus.pipeline.durable.PastDeadline`:
+  not sent, so no resume charges it); a call in flight is cancelled with its one attempt.
 * **The executor's outcome stream is driven by one task** (:class:`_Feed`), which also
   closes it: an interrupt or a cancellation landing anywhere in the loop never closes
   the stream while an ``anext`` runs it, nor leaves a task whose exception nobody

@@ -43,6 +43,17 @@ Choices where the design is silent:
   equal the uninterrupted run's unless the budget binds (the cut-off attempt used part
   of it). A kill between ``model.spend`` and the attempt's ``model.sent`` sent nothing
   and charges nothing.
+* **No attempt after the run's deadline.** The attempt hook
+  (:meth:`CaseClient._sent`) starts no attempt once the run's deadline
+  (:attr:`JournalledClient.stop_at`) has passed: it raises :class:`PastDeadline`
+  before ``model.sent``, which the model client takes as a failed attempt it does not
+  retry and :meth:`CaseClient.chat` raises instead, so nothing is sent or journalled
+  and no resume charges it, and the run stops as its deadline says (partial, resumable). An attempt in
+  flight at the deadline is cancelled by the run loop: one attempt, charged (it was
+  sent); the resumed run makes the call again. So N invocations cut off by their
+  deadline cost a call at most N attempts, never retries within one, and a first
+  attempt delayed past the deadline (the event loop held by a fresh process's import
+  of the model SDK) no longer charges an attempt that never left.
 * Each model spec has its own client (``seek_context.models`` maps agents to specs);
   all of them draw from the one run budget.
 * A replayed call returns the stored text, the stored usage and the parsed object
@@ -70,6 +81,7 @@ Choices where the design is silent:
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import types
 import typing
@@ -121,6 +133,7 @@ __all__ = [
     "CaseClient",
     "CaseLog",
     "JournalledClient",
+    "PastDeadline",
     "UnreadableStep",
     "call_digest",
     "case_step",
@@ -149,6 +162,12 @@ __getattr__ = deprecated_names(
         "dissensus.store.JournalError is the journal's own error",
     ),
 )
+
+
+class PastDeadline(Exception):
+    """The run's deadline passed before the next long step started (a prefetch's next
+    embedding call, a model call's next attempt): nothing more is started, and the run
+    loop stops the run as its deadline says (partial, resumable)."""
 
 
 # The store's JournalError by its module: this module's own name ``JournalError`` is a
@@ -433,15 +452,29 @@ def _charge(budget: Budget, usage: Usage, model: str) -> None:
 
 
 class JournalledClient:
-    """Creates the run's model clients lazily (one per spec) and hands out per-case views."""
+    """Creates the run's model clients lazily (one per spec) and hands out per-case views.
+
+    ``stop_at`` is the run's deadline on the event loop's clock (``loop.time()``), if
+    any: no attempt starts once it has passed (:class:`PastDeadline`)."""
 
     def __init__(
-        self, journal: Journal, run_id: str, factory: Callable[[str | None], ModelClient]
+        self,
+        journal: Journal,
+        run_id: str,
+        factory: Callable[[str | None], ModelClient],
+        *,
+        stop_at: float | None = None,
     ) -> None:
         self.journal = journal
         self.run_id = run_id
+        self.stop_at = stop_at
         self._factory = factory
         self._clients: dict[str | None, ModelClient] = {}
+
+    def past_deadline(self) -> bool:
+        """Whether the run's deadline has passed (on the running event loop's clock)."""
+        stop_at = self.stop_at
+        return stop_at is not None and asyncio.get_running_loop().time() >= stop_at
 
     def live(self, model: str | None = None) -> ModelClient:
         """The client of model spec ``model`` (``None``: the run's model)."""
@@ -485,7 +518,8 @@ class CaseClient:
         """Keys of the calls made (live or replayed), in call order."""
         self._sends: dict[str, int] = {}
         self._faults: dict[str, Exception] = {}
-        """The journal's error of a call whose attempt could not be journalled as sent."""
+        """The journal's error of a call whose attempt could not be journalled as sent, or
+        the :class:`PastDeadline` of one whose attempt the deadline stopped."""
 
     def _key(self, request: ChatRequest, schema: type[BaseModel] | None, model: str | None) -> str:
         digest = call_digest(request, schema.__name__ if schema else None, model)
@@ -578,7 +612,13 @@ class CaseClient:
         )
 
     def _sent(self, key: str) -> None:
-        """Journal one attempt of call ``key`` as it is sent (``sent/<call key>/<n>``)."""
+        """Journal one attempt of call ``key`` as it is sent (``sent/<call key>/<n>``); an
+        attempt the run's deadline has passed is not sent (:class:`PastDeadline`)."""
+        if self._owner.past_deadline():
+            # The model client makes a failed attempt of this, never retried: _call raises
+            # it instead; nothing was sent or journalled, so no resume charges it.
+            self._faults[key] = stop = PastDeadline()
+            raise stop
         journal, run_id = self._owner.journal, self._owner.run_id
         n = self._sends.get(key)
         if n is None:

@@ -114,7 +114,9 @@ class LocalExecutor:
         self.backend = backend
 
     async def outcomes(self, ctx: RunContext) -> AsyncGenerator[Outcome, None]:
-        rt = Runtime(ctx.spec, ctx.journal, ctx.run_id, backend_factory=self.backend)
+        rt = Runtime(
+            ctx.spec, ctx.journal, ctx.run_id, backend_factory=self.backend, stop_at=ctx.stop_at
+        )
         window: list[tuple[int, asyncio.Task[tuple[CaseRecord, list[NewEvent]]]]] = []
         limit = ctx.spec.policy.concurrency
         try:

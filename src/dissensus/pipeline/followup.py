@@ -33,8 +33,10 @@ Choices where the design is silent:
   ``fault`` recorded on the answer (journalled with the follow-up), never silently empty.
 * The question, options and context are untrusted data, delimited, never instructions.
 * When calls of one re-ask fail, a journal fault
-  (:data:`~dissensus.pipeline.durable.JOURNAL_FAULTS`) is raised before any model
-  failure: it must stop the run rather than fail the case's follow-up.
+  (:data:`~dissensus.pipeline.durable.JOURNAL_FAULTS`) or the run's deadline
+  (:class:`~dissensus.pipeline.durable.PastDeadline`: an attempt it stopped before it was
+  sent) is raised before any model failure: it must stop the run rather than fail the
+  case's follow-up.
 * A re-ask is one call per asked agent (the client's own re-asks for invalid JSON are
   counted in its usage); calls run concurrently, bounded by the client.
 """
@@ -50,7 +52,7 @@ from dissensus.cases import CaseSpec
 from dissensus.dci.packet import DecisionPacket
 from dissensus.errors import InputError
 from dissensus.llm.base import ChatRequest, Message
-from dissensus.pipeline.durable import JOURNAL_FAULTS, CaseClient
+from dissensus.pipeline.durable import JOURNAL_FAULTS, CaseClient, PastDeadline
 from dissensus.quoting import DATA_RULE, quote_block
 from dissensus.signals import SecondAnswer, Voice, model_family
 from dissensus.types import JsonSchema, Panel
@@ -63,6 +65,9 @@ __all__ = [
     "reask_schema",
     "run_dci",
 ]
+
+_STOPS = (*JOURNAL_FAULTS, PastDeadline)
+"""Failures of a re-ask's calls that stop the run instead of failing the follow-up."""
 
 
 class ReaskAnswer(BaseModel):
@@ -199,8 +204,9 @@ async def live_reask(
     # does not depend on which call failed first.
     results = await asyncio.gather(*jobs, return_exceptions=True)
     failures = [r for r in results if isinstance(r, BaseException)]
-    # A journal fault first: it stops the run, where a model's failure only fails the re-ask.
-    for failure in sorted(failures, key=lambda f: not isinstance(f, JOURNAL_FAULTS)):
+    # A journal fault or the deadline first: it stops the run, where a model's failure
+    # only fails the re-ask.
+    for failure in sorted(failures, key=lambda f: not isinstance(f, _STOPS)):
         raise failure
     got = [r for r in results if isinstance(r, SecondAnswer)]
     answers = dict(zip(agents, got[: len(agents)], strict=True))

@@ -24,7 +24,9 @@ In the run loop: :meth:`Runtime.aprefetch` embeds a window in calls of at most
 flight go on while a window is embedded, and it makes no call once the run's deadline
 (``stop_at``, the loop's clock) has passed: :class:`PastDeadline`, and the run loop stops
 the run. So a run stops within the call in progress at its deadline (the first call of
-a run also loads the embedding model). The calls stay on the loop's thread: an interrupt
+a run also loads the embedding model). Model attempts obey the same deadline: none
+starts once it has passed (:attr:`Runtime.stop_at`, checked by the durable layer before
+an attempt is journalled as sent). The calls stay on the loop's thread: an interrupt
 (SIGINT, SIGTERM) lands in the embedding and stops it at once, and nothing is left
 embedding once the run has stopped (a process exiting while a torch model computes on a
 thread of its own aborts).
@@ -46,7 +48,7 @@ from dissensus.guard import GuardThresholds, ReliabilityFit
 from dissensus.llm.budget import Budget
 from dissensus.llm.client import ModelClient
 from dissensus.pipeline.acceptors import Acceptor, acceptor_for
-from dissensus.pipeline.durable import JournalledClient, replay_spend
+from dissensus.pipeline.durable import JournalledClient, PastDeadline, replay_spend
 from dissensus.pipeline.learned import make_learned
 from dissensus.pipeline.policy import PIPELINE_ACTIONS, Policy
 from dissensus.pipeline.spec import MODEL_ENV, RunSpec
@@ -78,11 +80,6 @@ __all__ = [
 EMBED_CHUNK = 32
 """Most texts one call of :meth:`PrefetchedBackend.aprefetch` embeds (MiniLM on a shared
 CPU: about 1.7 s; a deadline is enforced between two calls)."""
-
-
-class PastDeadline(Exception):
-    """The run's deadline passed before a prefetch's next call: nothing more is embedded
-    (the run loop stops the run)."""
 
 
 class PrefetchedBackend:
@@ -204,6 +201,10 @@ class Runtime:
     """Makes the model client of a spec (``None``: the run's model); default: one client per
     spec drawing from the run's budget. The Ray engine's workers pass their own (one budget
     share per worker)."""
+    stop_at: float | None = None
+    """The run's deadline on the event loop's clock (the run loop's
+    :attr:`~dissensus.pipeline.executors.RunContext.stop_at`): no model attempt starts
+    once it has passed (:class:`PastDeadline`)."""
     _backend: SimilarityBackend | None = field(default=None, init=False)
     _rules: RuleSet | None = field(default=None, init=False)
     _regions: dict[str, TrustRegion] | None = field(default=None, init=False)
@@ -218,7 +219,10 @@ class Runtime:
 
     def __post_init__(self) -> None:
         self.client = JournalledClient(
-            self.journal, self.run_id, self.client_factory or self._make_client
+            self.journal,
+            self.run_id,
+            self.client_factory or self._make_client,
+            stop_at=self.stop_at,
         )
 
     @property

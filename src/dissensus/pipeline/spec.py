@@ -26,7 +26,9 @@ Choices where the design is silent:
   so is every agent's own model spec (``seek_context.models``), whether or not the run
   will need it (a recorded re-ask calls no model): a bad spec is a configuration error
   naming the agent's field (``seek_context.models.<agent>``), never a run whose every
-  follow-up fails. DCI asks the run's model and CONCORD's table agents call no model,
+  follow-up fails. A file several of these specs name (one ``replay:`` recording for
+  every agent) is read and validated once per build, known by its resolved path, size
+  and modification time (:func:`~dissensus.llm.resolve.check_model_spec`'s ``checked``). DCI asks the run's model and CONCORD's table agents call no model,
   so these are all the model specs a run can use; ``panel.members`` are the chat
   endpoint's, checked when ``dissensus serve`` builds its panel, not by a run.
 * **Code.** A ``module:function`` similarity backend is checked for ``allow_code`` and
@@ -47,7 +49,7 @@ import hashlib
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -67,6 +69,9 @@ from dissensus.pipeline.run_events import SpecFile, StartedSpec
 from dissensus.pipeline.trust_regions import CalibrationFile, load_calibration
 from dissensus.store import event_types as ev
 from dissensus.types import JsonObject
+
+if TYPE_CHECKING:
+    from dissensus.llm.resolve import ModelFileKey
 
 __all__ = [
     "MODEL_ENV",
@@ -183,11 +188,13 @@ class RunSpec(BaseModel):
             pol = _read_as_calibrated(learned, pol, policy_file)
         env = environ if environ is not None else os.environ
         spec_model = model or pol.seek_context.model or env.get(MODEL_ENV) or None
+        # The model files this build found valid: each is read once, however many specs name it.
+        checked: set[ModelFileKey] = set()
         if spec_model:
             from dissensus.llm.resolve import check_model_spec
 
-            check_model_spec(spec_model)
-        _check_agent_models(pol, policy_file)
+            check_model_spec(spec_model, checked=checked)
+        _check_agent_models(pol, policy_file, checked)
         return cls(
             policy=pol,
             policy_file=policy_file,
@@ -484,9 +491,12 @@ PolicyLike = RunSpec | Policy | Mapping[str, Any] | str | os.PathLike[str] | Non
 defaults."""
 
 
-def _check_agent_models(policy: Policy, policy_file: str | None) -> None:
+def _check_agent_models(
+    policy: Policy, policy_file: str | None, checked: set[ModelFileKey]
+) -> None:
     """Check each agent's model spec (``seek_context.models``) as the run's is checked: a
-    :class:`ConfigError` naming the agent's field and the spec (nothing is contacted)."""
+    :class:`ConfigError` naming the agent's field and the spec (nothing is contacted).
+    A file found valid by this build (``checked``) is not read again."""
     models = policy.seek_context.models
     if not models:
         return
@@ -494,7 +504,7 @@ def _check_agent_models(policy: Policy, policy_file: str | None) -> None:
 
     for agent, spec in models.items():
         try:
-            check_model_spec(spec)
+            check_model_spec(spec, checked=checked)
         except ConfigError as exc:
             raise ConfigError(
                 str(exc), file=policy_file, field=f"seek_context.models.{agent}"
