@@ -123,6 +123,10 @@ Choices where the design is silent:
   ``--workers`` CPUs (default: all), no dashboard; with an address the driver joins that
   cluster, whose workers must see the input file at the same path and have
   ``dissensus`` installed. Standard input is sent to the workers inside the blocks.
+  ``ray.init`` makes SIGTERM end the driver at once (``sys.exit(15)`` wherever it lands:
+  exit 15 and Ray's crash report on stderr); a handler the program had (the command
+  line's, which makes SIGTERM an interrupt: exit 130 naming the resume command) is put
+  back after it (:func:`ensure_ray`); where SIGTERM had its default action, Ray's stays.
 * ``lines_per_block`` defaults to 512: big enough that Ray's per-task cost (a few
   milliseconds) is small against the block's work, small enough that two workers stay
   busy on a few thousand panels.
@@ -366,7 +370,8 @@ def _ray() -> Any:
 
 
 def ensure_ray(options: RayOptions) -> int:
-    """Connect to (or start) Ray; the number of workers to use."""
+    """Connect to (or start) Ray, the program's SIGTERM handler kept; the number of
+    workers to use."""
     ray = _ray()
     if not ray.is_initialized():
         # Keyword arguments of ray.init, passed through as they are.
@@ -376,7 +381,12 @@ def ensure_ray(options: RayOptions) -> int:
         else:
             if options.workers:
                 kwargs["num_cpus"] = options.workers
-        ray.init(**kwargs)
+        own = _own_sigterm()
+        try:
+            ray.init(**kwargs)
+        finally:
+            if own is not None:  # ray.init installs a SIGTERM handler of its own
+                signal.signal(signal.SIGTERM, own)
         # Ray's modules and state are hundreds of thousands of long-lived objects: moved
         # out of the collector's generations, so its full passes (which the journal's
         # appends trigger) walk only what the run itself keeps.
@@ -384,6 +394,16 @@ def ensure_ray(options: RayOptions) -> int:
     if options.workers:
         return options.workers
     return max(1, int(ray.cluster_resources().get("CPU", 1)))
+
+
+def _own_sigterm() -> Any:
+    """The program's own SIGTERM handler (the command line's: SIGTERM is an interrupt),
+    or ``SIG_IGN``; ``None`` where SIGTERM has its default action, or off the main thread
+    (where no handler can be set)."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    handler = signal.getsignal(signal.SIGTERM)
+    return None if handler in (signal.SIG_DFL, None) else handler
 
 
 _Fault: TypeAlias = tuple[int, str, int]
