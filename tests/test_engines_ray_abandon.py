@@ -11,11 +11,13 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from dissensus.engines.ray import RayOptions, decide_ray
-from dissensus.pipeline import execute_run
+from dissensus.pipeline import batch, execute_run
 from dissensus.pipeline.durable import open_reservations
 from dissensus.store import event_types as ev
-from dissensus.store.journal import Journal
+from dissensus.store.journal import Event, Journal
 from test_engines_ray import _collect, _live, _sent, pytestmark, ray_instance
 
 __all__ = ["pytestmark", "ray_instance"]  # the fixture and the gate
@@ -62,4 +64,53 @@ def test_an_interrupted_ray_run_resumes_to_the_records_of_an_uninterrupted_one(
         assert journal.verify("K").ok
     assert [r["id"] for r in got] == [r["id"] for r in expected]
     assert got == expected
+    assert _sent(calls) <= MAX_CALLS
+
+
+HANDED_LINE = 27
+"""The interrupt lands once the case of this line (in block 1, lines 21-40) is journalled."""
+
+
+def test_an_interrupted_block_partly_journalled_is_charged_once_for_each_call(
+    ray_instance: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The run loop journals a block handed to it in several commits; interrupted between
+    them, the block's reservation is settled as abandoned with what its unjournalled
+    cases spent only: its journalled cases' calls are charged by their own events, so a
+    resume charges each of the block's calls once (each case makes two)."""
+    monkeypatch.setattr(batch, "BLOCK_CASES", 7)  # a block of 20 cases takes 3 commits
+    path, calls = _live(tmp_path, MAX_CALLS)
+    options = RayOptions(workers=2, lines_per_block=20)
+    first, last = 21, 40  # block 1
+
+    async def interrupted() -> None:
+        task: asyncio.Future[Any] | None = None
+
+        def cut(event: Event) -> None:
+            if event.key == f"case/{HANDED_LINE}/record" and task is not None:
+                task.cancel()  # lands when the loop next waits: part of the block is left
+
+        with Journal(path, after_append=cut) as journal:
+            task = asyncio.ensure_future(_collect(decide_ray(journal, "K", options=options)))
+            await asyncio.gather(task, return_exceptions=True)
+            assert task.cancelled()
+
+    asyncio.run(interrupted())
+    with Journal(path) as journal:
+        recorded = [
+            n for n in range(first, last + 1) if journal.get("K", f"case/{n}/record") is not None
+        ]
+        assert HANDED_LINE in recorded and len(recorded) < last - first + 1  # partly journalled
+        settled = journal.get("K", "settled/1/0")
+        assert settled is not None and settled.payload["abandoned"] is True
+        own = sum(
+            int(e.payload["usage"]["attempts"])
+            for e in journal.events("K", type=ev.MODEL_CALL)
+            if first <= int(e.case or 0) <= last
+        )
+        assert own == 2 * len(recorded)
+        # The block's 40 calls: the journalled cases' own and the settlement's, once each.
+        assert own + settled.payload["attempts"] == 2 * (last - first + 1)
+        got = asyncio.run(_collect(decide_ray(journal, "K", options=options)))
+        assert len(got) == 240 and journal.verify("K").ok
     assert _sent(calls) <= MAX_CALLS

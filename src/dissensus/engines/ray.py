@@ -60,8 +60,11 @@ Choices where the design is silent:
   journals each block's settlement marked ``abandoned`` with what the worker had sent
   or had in flight (those at their reserved worst case; 0 for a block not started),
   which a resumed run charges instead of the whole reservation; after an interrupt it
-  does the same for blocks back but whose last case the run loop had not journalled
-  (with what their worker reported). Otherwise an interrupted run's reservations, which
+  does the same for blocks back but whose last case the run loop had not journalled,
+  with what their worker reported less what the block's cases already journalled charge
+  by their own events (the loop may journal a block in several commits; each case's
+  charge is reported by the worker, :class:`_Charge`), so a resume charges each attempt
+  once (:meth:`_Flight._unjournalled`). Otherwise an interrupted run's reservations, which
   together hold nearly the whole budget left, were charged in full and its resume had
   no budget left (its records changed). What is still charged in full: a driver killed
   (SIGKILL) or a second signal during the stop, a worker that does not answer within
@@ -120,6 +123,10 @@ Choices where the design is silent:
   ``--workers`` CPUs (default: all), no dashboard; with an address the driver joins that
   cluster, whose workers must see the input file at the same path and have
   ``dissensus`` installed. Standard input is sent to the workers inside the blocks.
+  ``ray.init`` makes SIGTERM end the driver at once (``sys.exit(15)`` wherever it lands:
+  exit 15 and Ray's crash report on stderr); a handler the program had (the command
+  line's, which makes SIGTERM an interrupt: exit 130 naming the resume command) is put
+  back after it (:func:`ensure_ray`); where SIGTERM had its default action, Ray's stays.
 * ``lines_per_block`` defaults to 512: big enough that Ray's per-task cost (a few
   milliseconds) is small against the block's work, small enough that two workers stay
   busy on a few thousand panels.
@@ -127,11 +134,13 @@ Choices where the design is silent:
   :class:`_BlockResult` (Ray pickles whatever it moves; the route run's tallies travel
   the same way), each reject as JSON values, each event as ``(key, type, case, canonical
   text of the payload)`` and each record as the payload of its ``case.record`` event
-  (JSON values of its own only when it differs from that payload); the driver validates
-  records and rejects again. The payload travels once, as the text the journal stores
-  and hashes, so Ray moves and the driver unpickles one bytes object per block, and the
-  driver parses each payload once (msgspec: integers stay exact; ``json`` for what
-  msgspec cannot take, such as a lone surrogate) for the journal's in-memory events.
+  (JSON values of its own only when it differs from that payload), and what each case's
+  new model events charge a resumed run (:class:`_Charge`, for an abandoned block's
+  settlement); the driver validates records and rejects again. The payload travels
+  once, as the text the journal stores and hashes, so Ray moves and the driver
+  unpickles one bytes object per block, and the driver parses each payload once
+  (msgspec: integers stay exact; ``json`` for what msgspec cannot take, such as a lone
+  surrogate) for the journal's in-memory events.
   Measured on the synthetic 5-agent panels: about 13 kB per panel, against 27 kB when
   each payload travelled both as JSON and as text inside one JSON document per block;
   8.0 kB since escalated cases' steps are thin and the record travels as its event's
@@ -158,7 +167,7 @@ import signal
 import threading
 import time
 from collections import Counter, deque
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, NamedTuple, TypeAlias, cast
@@ -170,6 +179,7 @@ from dissensus.engines.blocks import Block, block_lines, plan_blocks, plan_text_
 from dissensus.errors import ConfigError, DissensusError, InputError
 from dissensus.io.jsonl import Reject, RejectSink, bounded_lines, open_text, parse_line
 from dissensus.llm.budget import Budget
+from dissensus.store import event_types as ev
 from dissensus.store.targets import journal_option
 from dissensus.types import JsonObject, Panel
 
@@ -298,6 +308,15 @@ class _BlockBudget(Budget):
         return attempts, tokens
 
 
+class _Charge(NamedTuple):
+    """What a resumed run's budget is charged (:func:`~dissensus.pipeline.durable.replay_spend`)
+    for the model events of one case that a block added to the journal."""
+
+    line: int
+    attempts: int
+    tokens: int
+
+
 class _BlockResult(NamedTuple):
     """What a decide worker hands back for one block (pickled: one object per block)."""
 
@@ -310,6 +329,9 @@ class _BlockResult(NamedTuple):
     """Attempts the worker's client sent for the block (its allowance's budget)."""
     spent_tokens: int = 0
     """Tokens the worker's client used for the block."""
+    charges: tuple[_Charge, ...] = ()
+    """What a resumed run charges for each case's new events, once journalled (the cases
+    that charge anything, in line order: :func:`_case_charge`)."""
 
 
 class _RouteSpec(TypedDict):
@@ -348,7 +370,8 @@ def _ray() -> Any:
 
 
 def ensure_ray(options: RayOptions) -> int:
-    """Connect to (or start) Ray; the number of workers to use."""
+    """Connect to (or start) Ray, the program's SIGTERM handler kept; the number of
+    workers to use."""
     ray = _ray()
     if not ray.is_initialized():
         # Keyword arguments of ray.init, passed through as they are.
@@ -358,7 +381,12 @@ def ensure_ray(options: RayOptions) -> int:
         else:
             if options.workers:
                 kwargs["num_cpus"] = options.workers
-        ray.init(**kwargs)
+        own = _own_sigterm()
+        try:
+            ray.init(**kwargs)
+        finally:
+            if own is not None:  # ray.init installs a SIGTERM handler of its own
+                signal.signal(signal.SIGTERM, own)
         # Ray's modules and state are hundreds of thousands of long-lived objects: moved
         # out of the collector's generations, so its full passes (which the journal's
         # appends trigger) walk only what the run itself keeps.
@@ -366,6 +394,16 @@ def ensure_ray(options: RayOptions) -> int:
     if options.workers:
         return options.workers
     return max(1, int(ray.cluster_resources().get("CPU", 1)))
+
+
+def _own_sigterm() -> Any:
+    """The program's own SIGTERM handler (the command line's: SIGTERM is an interrupt),
+    or ``SIG_IGN``; ``None`` where SIGTERM has its default action, or off the main thread
+    (where no handler can be set)."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    handler = signal.getsignal(signal.SIGTERM)
+    return None if handler in (signal.SIG_DFL, None) else handler
 
 
 _Fault: TypeAlias = tuple[int, str, int]
@@ -518,6 +556,10 @@ class _Decider:
             if text.strip()
         )
         cases: list[_CaseResult] = []
+        charges: list[_Charge] = []
+        # What each case charges matters to a block with a reservation only (abandon).
+        charging = item.get("reservation") is not None
+        seeded = {e["key"] for e in item["seed"] if e["type"] in _SPEND_EVENTS}
         window: list[tuple[int, asyncio.Task[Any]]] = []
 
         async def settle(number: int, task: asyncio.Task[Any]) -> None:
@@ -536,6 +578,10 @@ class _Decider:
             key = f"case/{number}/record"
             same = any(e.key == key and e.payload == dump for e in written)
             cases.append(_CaseResult(number, None if same else dump, None, events))
+            if charging:
+                attempts, tokens = _case_charge(written, seeded)
+                if attempts or tokens:
+                    charges.append(_Charge(number, attempts, tokens))
 
         try:
             for panel, number in prefetched(rt, parsed):
@@ -560,7 +606,49 @@ class _Decider:
             time.process_time() - cpu,
             spent.attempts,
             spent.total_tokens,
+            tuple(sorted(charges)),
         )
+
+
+_SPEND_EVENTS = frozenset({ev.MODEL_CALL, ev.MODEL_FAILED, ev.MODEL_SENT})
+"""The event types a resumed run charges its budget with (besides reservations)."""
+
+
+def _case_charge(events: Iterable[Any], seeded: Collection[str]) -> tuple[int, int]:
+    """``(attempts, tokens)``: what journalling a case's ``events`` adds to what a resumed
+    run charges (:func:`~dissensus.pipeline.durable.replay_spend`, whose rules this
+    follows), the events whose keys are in ``seeded`` being journalled already. A
+    journalled call charges its attempts and tokens, a failed one its attempts, and the
+    attempts journalled as sent that neither accounts for count one each, per call key
+    (a case's call keys are its own: ``call/LINE/...``)."""
+    from dissensus.types import Usage
+
+    attempts = tokens = 0
+    old_sent: Counter[str] = Counter()
+    new_sent: Counter[str] = Counter()
+    old_done: Counter[str] = Counter()
+    new_done: Counter[str] = Counter()
+    for event in events:
+        kind = event.type
+        if kind not in _SPEND_EVENTS:
+            continue
+        payload = event.payload
+        old = event.key in seeded
+        if kind == ev.MODEL_SENT:
+            (old_sent if old else new_sent)[str(payload.get("call"))] += 1
+            continue
+        call = event.key if kind == ev.MODEL_CALL else str(payload.get("call"))
+        usage = Usage.model_validate(payload["usage"])
+        (old_done if old else new_done)[call] += usage.attempts
+        if not old:
+            attempts += usage.attempts
+            if usage.attempts > 0:
+                tokens += usage.total_tokens
+    for call in {*old_sent, *new_sent}:
+        before = max(0, old_sent[call] - old_done[call])
+        after = max(0, old_sent[call] + new_sent[call] - old_done[call] - new_done[call])
+        attempts += after - before
+    return max(0, attempts), tokens
 
 
 def _rss_mb() -> float:
@@ -814,7 +902,6 @@ class _Ledger:
     def __init__(self, ctx: RunContext, slots: int) -> None:
         from dissensus.llm.budget import Budget
         from dissensus.pipeline.durable import replay_spend
-        from dissensus.store import event_types as ev
 
         limits = ctx.spec.policy.budget
         self.journal = ctx.journal
@@ -843,7 +930,6 @@ class _Ledger:
         if not self.limited:
             return None, _Allowance(calls=None, tokens=None)
         from dissensus.pipeline.run_events import ModelReserved
-        from dissensus.store import event_types as ev
 
         slots = min(self.slots, len(self.open) + waiting)
         calls = tokens = None
@@ -877,7 +963,6 @@ class _Ledger:
         if key is None:
             return None
         from dissensus.pipeline.run_events import ModelSettled
-        from dissensus.store import event_types as ev
         from dissensus.store.journal import NewEvent
 
         self.open.pop(key)
@@ -894,7 +979,6 @@ class _Ledger:
         in flight when stopped, which a resumed run charges
         (:func:`~dissensus.pipeline.durable.replay_spend`)."""
         from dissensus.pipeline.run_events import ModelSettled
-        from dissensus.store import event_types as ev
         from dissensus.store.journal import NewEvent
 
         self.open.pop(key, None)
@@ -1012,9 +1096,10 @@ class _Flight:
         self.ledger = ledger
         self.flight: deque[_Sent] = deque()
         self.deaths = _Deaths(attempts)
-        self.handed: dict[str, tuple[int, int]] = {}
-        """``(attempts, tokens)`` of the blocks handed to the run loop, by reservation
-        key, until their settlement is journalled with their last case."""
+        self.handed: dict[str, _BlockResult] = {}
+        """The results of the blocks handed to the run loop (their cases decoded, and
+        dropped: what the worker spent, in all and by case), by reservation key, until
+        their settlement is journalled with their last case."""
 
     def start(self) -> None:
         for _ in range(_DEPTH):
@@ -1073,7 +1158,7 @@ class _Flight:
             journal, run_id = self.ctx.journal, self.ctx.run_id
             for key in [k for k in self.handed if journal.get(run_id, _settled_key(k))]:
                 del self.handed[key]
-            self.handed[sent.reservation] = (result.spent_calls, result.spent_tokens)
+            self.handed[sent.reservation] = result._replace(cases=[])
         if settled is not None:
             if outcomes:
                 # In the transaction that appends the block's last case: its events are
@@ -1091,7 +1176,8 @@ class _Flight:
         reservation with what its worker had sent or had in flight (``abandoned``); with
         ``handed``, also those of the blocks handed to the run loop whose last case is
         not journalled (the run loop was cancelled: it journals nothing more), with what
-        their worker reported. A worker that does not answer (dead, restarting, too
+        their worker reported less what their journalled cases' own events charge
+        (:meth:`_unjournalled`). A worker that does not answer (dead, restarting, too
         slow), or a restarted one that never started the block (the worker that died
         may have), leaves the reservation open: charged in full on resume. Best effort:
         the journal failing here leaves them open too."""
@@ -1111,16 +1197,42 @@ class _Flight:
             else:  # not started, and a stopped worker never will
                 attempts = tokens = 0
             events.append(self.ledger.abandoned(key, attempts, tokens))
-        if handed:
-            for key, (attempts, tokens) in self.handed.items():
-                events.append(self.ledger.abandoned(key, attempts, tokens))
         journal, run_id = self.ctx.journal, self.ctx.run_id
         try:
+            if handed:
+                for key, result in self.handed.items():
+                    if journal.get(run_id, _settled_key(key)) is None:
+                        events.append(self.ledger.abandoned(key, *self._unjournalled(result)))
             fresh = [e for e in events if journal.get(run_id, e.key) is None]
             if fresh:
                 journal.append_batch(run_id, fresh)
         except Exception:  # the journal went away: the reservations stay open
             return
+
+    def _unjournalled(self, result: _BlockResult) -> tuple[int, int]:
+        """``(attempts, tokens)`` that the cases not journalled of a block handed to the
+        run loop spent: what its worker spent less what its journalled cases' own events
+        charge a resumed run (``model.call``, ``model.failed``, ``model.sent``:
+        :class:`_Charge`), so that a resume charges each of the block's attempts once.
+
+        Exact because a case's events and its record are appended in one commit, the
+        loop appends a block's cases in line order (in one commit or several: it commits
+        every :data:`~dissensus.pipeline.batch.BLOCK_CASES` cases), so those journalled
+        come first, and it appends nothing once cancelled, which is when this is called.
+        Wherever that would not hold, the error is an over-charge: the count stops at the
+        first case with a charge whose record is not journalled (one journalled after it
+        is charged twice), a case journalled after this count is charged twice, and a
+        settlement is never below 0. A case is never charged by neither: its record is
+        journalled only with its events. A kill before the settlement is journalled
+        leaves the reservation open, charged in full besides the journalled cases."""
+        journal, run_id = self.ctx.journal, self.ctx.run_id
+        attempts, tokens = result.spent_calls, result.spent_tokens
+        for charge in result.charges:
+            if journal.get(run_id, f"case/{charge.line}/record") is None:
+                break
+            attempts -= charge.attempts
+            tokens -= charge.tokens
+        return max(0, attempts), max(0, tokens)
 
 
 def _stop_all(actors: list[Any]) -> dict[int, _Stopped | None]:
