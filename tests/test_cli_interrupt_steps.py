@@ -9,9 +9,10 @@ only a step that keeps the loop longer than ``GRACE_S`` (an embedding) gets it i
 Here the signal is sent (``signal.raise_signal``) at the N-th line the pipeline executes,
 through ``run_and_report`` as ``decide`` calls it: at every line of the live re-ask
 (where coroutines are made, then gathered) and at lines spread over a whole run. Each
-time the command must exit 130 with the one line naming the resume command, the event
-loop must report nothing, no coroutine may be left unawaited, and the resumed run must
-end with the records of an uninterrupted one.
+time the command must exit 130 with the one line naming the resume command (or, once
+the run is complete, in its last step, end as the completed run: its own exit code), the
+event loop must report nothing, no coroutine may be left unawaited, and the resumed run
+must end with the records of an uninterrupted one.
 """
 
 from __future__ import annotations
@@ -112,6 +113,11 @@ def test_sigterm_anywhere_in_a_run_stops_it_with_one_line(
             if lines < n * stride:  # past the last line: every point was tried
                 assert code == 3
                 break
+            if code == 3:  # the signal came in the run's last step: it ends as completed
+                assert journal.get(run_id, "run/finished") is not None, n
+                assert all(line.startswith("rejected") for line in err.strip().splitlines())
+                n += 1
+                continue
             assert code == 130, (n, err)
             resume = (
                 f"interrupted: resume with dissensus runs resume {run_id} --journal {journal.path}"
@@ -126,3 +132,38 @@ def test_sigterm_anywhere_in_a_run_stops_it_with_one_line(
                 assert final_records(journal, run_id) == final_records(base, run_id), n
             n += 1
     assert n > 10
+
+
+def test_a_signal_as_the_run_finishes_ends_it_as_completed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """SIGINT sent as ``run.finished`` is committed lands in the run's last step (its
+    records being handed out): the command ends as the completed run, its records
+    written and its own exit code (it said 'interrupted' and kept no output; on the Ray
+    engine the loop's shutdown failed with a traceback: tests/test_engines_ray_finished.py)."""
+    import os
+
+    from dissensus.store import event_types as ev
+    from dissensus.store.journal import Event
+
+    rows = mixed_batch()
+    inp = write_jsonl(tmp_path / "in.jsonl", rows)
+    model = f"scripted:{crash_script(tmp_path / 's.yaml')}"
+    pol = write_policy(tmp_path / "p.yaml", {"seek_context": {"model": model}})
+    out = tmp_path / "out.jsonl"
+
+    def interrupt(event: Event) -> None:
+        if event.type == ev.RUN_FINISHED:
+            os.kill(os.getpid(), signal.SIGINT)
+
+    with Journal(tmp_path / "j.sqlite", after_append=interrupt) as journal:
+        start_run(journal, str(inp), str(pol), run_id="R", lock=True)
+        capsys.readouterr()
+        code = run_and_report(
+            journal, "R", json_out=True, output=str(out), rejects=None, total=None
+        )
+        records = final_records(journal, "R")
+    err = capsys.readouterr().err
+    assert code == 3, err
+    assert all(line.startswith("rejected") for line in err.strip().splitlines()), err
+    assert len(out.read_text(encoding="utf-8").splitlines()) == len(records) > 0

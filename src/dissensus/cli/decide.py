@@ -122,17 +122,25 @@ steps before it is raised where the main thread is (inside a long step: an embed
 
 
 @contextmanager
-def _interruptible() -> Iterator[None]:
-    """SIGINT and SIGTERM raise :class:`Interrupted` while inside.
+def _interruptible() -> Iterator[Callable[[], None]]:
+    """SIGINT and SIGTERM raise :class:`Interrupted` while inside, until the run is
+    complete (the function this yields is called once it is).
 
     While an event loop runs, the loop raises it between two steps (a callback of its
     own, scheduled by the handler): no task is stopped halfway through creating or
     awaiting another, so the loop's shutdown cancels every task cleanly and has nothing
     to report. A step that keeps the loop longer than :data:`GRACE_S` (an embedding)
     gets it where it is, from a timer (SIGALRM), so it stops at once; so does a second
-    signal, and a signal outside the loop.
+    signal, and a signal outside the loop. Once the run is complete (its records all
+    handed out), a signal is not raised: what is left is closing the event loop (and its
+    threads), and the command ends as the completed run it is; a second signal still
+    stops it at once. (A signal that arrived in the run's last step used to be raised
+    by the loop's callback after the run's task had ended, which left the loop's own
+    callback that stops it behind: the loop's shutdown then failed with a traceback
+    when it had threads to wait for, as the Ray engine's.)
     """
     pending: list[str] = []
+    over: list[bool] = []
     timer = hasattr(signal, "setitimer")
 
     def disarm() -> None:
@@ -145,11 +153,16 @@ def _interruptible() -> Iterator[None]:
         raise Interrupted(name)
 
     def between_steps() -> None:
-        if pending:
+        if pending and not over:
             now(pending[0])
 
     def handler(signum: int, frame: FrameType | None) -> None:
         name = signal.Signals(signum).name
+        if over:  # the run is complete: only a second signal stops what is left
+            if pending:
+                now(name)
+            pending.append(name)
+            return
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
@@ -161,7 +174,7 @@ def _interruptible() -> Iterator[None]:
         signal.setitimer(signal.ITIMER_REAL, GRACE_S)
 
     def late(signum: int, frame: FrameType | None) -> None:
-        if pending:
+        if pending and not over:
             now(pending[0])
 
     signals = (signal.SIGINT, signal.SIGTERM)
@@ -169,7 +182,7 @@ def _interruptible() -> Iterator[None]:
     if timer:
         previous[signal.SIGALRM] = signal.signal(signal.SIGALRM, late)
     try:
-        yield
+        yield lambda: over.append(True)
     finally:
         disarm()
         pending.clear()
@@ -484,7 +497,7 @@ def run_and_report(
     duplicates: list[str] = []
     try:
         with (
-            _interruptible(),
+            _interruptible() as complete,
             RejectSink(rejects) as sink,
             # A deadline keeps the records finished so far, in input order (as --json).
             output_handle(output, keep_on=(DeadlineReached,)) as handle,
@@ -504,8 +517,8 @@ def run_and_report(
                     seen[record.id] = 1
                 emit_one(record)
 
-            records = asyncio.run(
-                _drain(
+            async def decided() -> list[CaseRecord]:
+                out = await _drain(
                     _records(
                         journal,
                         run_id,
@@ -519,7 +532,10 @@ def run_and_report(
                     emit=emit,
                     bar=bar,
                 )
-            )
+                complete()  # every record is out: a signal no longer stops the run
+                return out
+
+            records = asyncio.run(decided())
             records = [resolved.get(r.line, r) for r in records]
     except Interrupted:
         return said_interrupted(journal, run_id)
