@@ -75,7 +75,9 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
         root / "A.json",
     )
     (root / "few.jsonl").write_text("".join(PANELS.read_text().splitlines(keepends=True)[:N]))
-    (root / "p.yaml").write_text("reading:\n  similarity: tfidf\nseek_context:\n  followup: none\n")
+    (root / "p.yaml").write_text(
+        "reading:\n  similarity: tfidf\nseek_context:\n  followup: none\nallow_code: true\n"
+    )
     return root
 
 
@@ -95,7 +97,7 @@ def judged(workdir: Path) -> dict[str, Any]:
 def _learned(path: Path, backend: Any) -> Any:
     from dissensus.acceptance.prepare import LearnedAcceptance
 
-    return LearnedAcceptance.load(path, similarity="tfidf", sim_backend=backend)
+    return LearnedAcceptance.load(path, similarity="tfidf", sim_backend=backend, allow_code=True)
 
 
 def _finite_json(obj: Any) -> None:

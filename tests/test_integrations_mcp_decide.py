@@ -310,3 +310,77 @@ def test_a_journal_failing_mid_list_names_the_panels_already_decided(
         (run,) = journal.runs()
     assert "panel 1 ('p-agree') and those after it were not decided" in text
     assert f"panels 0-0 were (runs {run.run_id}): send only the rest again" in text
+
+
+def _failing_at_second_run(monkeypatch: pytest.MonkeyPatch, error: Exception) -> None:
+    """``execute_run`` raises ``error`` for the second panel's run."""
+    import dissensus.integrations.mcp as mcp
+
+    real = mcp.execute_run
+    calls: list[int] = []
+
+    def failing(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        if len(calls) != 2:
+            return real(*args, **kwargs)
+
+        async def stopped() -> Any:
+            raise error
+            yield  # an async generator, as execute_run
+
+        return stopped()
+
+    monkeypatch.setattr(mcp, "execute_run", failing)
+
+
+def test_a_run_stopped_by_a_library_error_is_a_reject_beside_the_others(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An error of the library's own stops one panel's run (a configuration its case met,
+    say): that panel is a reject naming the field, and the panels after it are decided."""
+    pytest.importorskip("mcp")
+    from dissensus.errors import ConfigError
+
+    _failing_at_second_run(monkeypatch, ConfigError("cannot go on", field="acceptance.features"))
+    (decided,) = _calls(tmp_path, [("decide", {"panels": [_conflict(), _agree(), _agree("p3")]})])
+    assert not decided.is_error, tool_text(decided)
+    answer = decided.structured_content
+    assert [r["id"] for r in answer["result"]] == ["p-conflict", "p3"]
+    (reject,) = answer["rejects"]
+    assert (reject["index"], reject["id"], reject["field"]) == (1, "p-agree", "acceptance.features")
+    assert "cannot go on" in reject["error"] and reject["run_id"]
+
+
+def test_an_unexpected_error_mid_list_names_the_panels_already_decided(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("mcp")
+    _failing_at_second_run(monkeypatch, RuntimeError("the program's own fault"))
+    (failed,) = _calls(tmp_path, [("decide", {"panels": [_conflict(), _agree(), _agree("p3")]})])
+    assert failed.is_error
+    text = tool_text(failed)
+    with Journal(tmp_path / "j.sqlite") as journal:
+        first = journal.runs()[0].run_id
+    assert "RuntimeError: the program's own fault" in text
+    assert "panel 1 ('p-agree') and those after it were not decided" in text
+    assert f"panels 0-0 were (runs {first}): send only the rest again" in text
+
+
+def test_a_long_id_is_quoted_back_by_its_first_characters(tmp_path: Path) -> None:
+    pytest.importorskip("mcp")
+    long = "a" * 10_000
+    results = _calls(
+        tmp_path,
+        [
+            ("decide", {"panels": [_conflict()]}),
+            ("runs_verify", {"run_id": long}),
+            ("review_list", {"run": long}),
+            ("review_show", {"review_id": long + ".1"}),
+            ("review_resolve", {"review_id": long, "decision": "1", "note": "n",
+                                "content_sha256": "0" * 64}),
+        ],
+    )  # fmt: skip
+    for result in results[1:]:
+        text = tool_text(result)
+        assert result.is_error and len(text) < 600, text[:300]
+        assert "'" + "a" * 80 + "'…" in text and "a" * 81 not in text

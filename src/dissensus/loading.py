@@ -15,7 +15,10 @@ Choices where nothing else decides:
   process (the loaded module is cached by its resolved path).
 * Otherwise ``module`` is imported normally (an installed or already importable module).
 * Dots after the colon reach nested attributes (``mod:Class.method``).
-* Every failure is a :class:`~dissensus.errors.ConfigError` naming the file and field.
+* Every failure is a :class:`~dissensus.errors.ConfigError` naming the file and field,
+  a module that raises ``SystemExit`` (or any other exception but
+  ``KeyboardInterrupt``) while it is imported included: importing names no way out of
+  the program.
 """
 
 from __future__ import annotations
@@ -95,9 +98,9 @@ def load_callable(
             if path is not None
             else importlib.import_module(module_name)
         )
-    except ConfigError:
+    except (ConfigError, KeyboardInterrupt):
         raise
-    except Exception as exc:  # user code: an import failure is a configuration error
+    except BaseException as exc:  # user code: failing to import (sys.exit too) is a config error
         raise ConfigError(
             f"cannot import module {module_name!r}: {type(exc).__name__}: {exc}",
             file=file,

@@ -11,24 +11,37 @@ calibration (:func:`prepare_cases`) and ``decide`` (:mod:`dissensus.pipeline.eng
 compute the guard features with, so a case scores the same in both.
 
 Choices where the design is silent: a panel with fewer than two votes, or a run whose
-policy disables the guard, has no guard features (as the pipeline's guard step); user features are imported once per call of :func:`load_user_features` and
-a failing import is a :class:`~dissensus.errors.ConfigError` naming the spec; a user
-feature that raises or returns a non-number is a :class:`ConfigError` naming the panel;
-a feature value that is not finite or exceeds
+policy disables the guard, has no guard features (as the pipeline's guard step).
+
+User features (``module:function``) are code. Named on ``calibrate-acceptance``'s
+command line (``--feature``), they are the user's own opt-in; named by an acceptance
+file (``settings.user``), they run only when the deciding run allows code
+(:func:`check_user_features`: the policy's ``allow_code: true``, else
+``$DISSENSUS_ALLOW_CODE``, as for a ``module:function`` similarity backend), otherwise
+the file is refused naming the file, the feature and the setting. Either way they are
+loaded by :func:`dissensus.loading.load_callable` (the one loader) once per
+:func:`load_user_features` call, and one that cannot be loaded is a
+:class:`~dissensus.errors.ConfigError` naming it; ``decide`` loads them when it builds
+its run specification, before any run exists.
+
+A user feature that raises (any exception, ``SystemExit`` included; only
+``KeyboardInterrupt`` goes through) or returns something other than named numbers on a
+panel, and a feature value that is not finite or exceeds
 :data:`~dissensus.acceptance.features.FEATURE_BOUND` (a user feature's ``NaN``,
-``inf`` or ``1e308``) is a :class:`FeatureValueError` (a :class:`ConfigError`) naming
-the panel and the feature (the user feature's spec and name): calibration stops on it
+``inf`` or ``1e308``), is a :class:`FeatureValueError` (a :class:`ConfigError`) naming
+the panel and the feature (the user feature's spec, and the exception's type and
+message on one line, at most :data:`ERROR_LIMIT` characters): calibration stops on it
 (``calibrate-acceptance`` exits 2, nothing written), while
 :meth:`LearnedAcceptance.judge_case` turns it into a verdict that accepts nothing and
 says why, with no shift-check vector, so that one case escalates and the run's other
-cases are decided (nothing non-finite reaches the journal);
+cases are decided (the verdict is journalled, so a resumed run keeps it; nothing
+non-finite reaches the journal);
 :class:`LearnedAcceptance` scores a case with the fold model its panel draws
 (:func:`panel_case_key`), so one panel meets one fold model through every door.
 """
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -49,7 +62,9 @@ from dissensus.acceptance.features import (
 from dissensus.acceptance.file import AcceptanceFile, FeatureSettings, load_acceptance
 from dissensus.acceptance.fit import case_key
 from dissensus.errors import ConfigError
-from dissensus.states.similarity import backend_key
+from dissensus.loading import load_callable
+from dissensus.quoting import quote_short
+from dissensus.states.similarity import ALLOW_CODE_ENV, backend_key, code_allowed
 from dissensus.types import Panel
 
 __all__ = [
@@ -58,6 +73,7 @@ __all__ = [
     "LearnedAcceptance",
     "acceptance_guard",
     "candidates_for",
+    "check_user_features",
     "load_user_features",
     "panel_case_key",
     "prepare_cases",
@@ -82,32 +98,78 @@ class GuardInputs:
         return cls(calibration=calibration, options=dict(guard.options), enabled=guard.enabled)
 
 
-def load_user_features(specs: Sequence[str]) -> dict[str, PanelFeature]:
-    """Import each ``module:function`` user feature."""
+USER_FIELD = "settings.user"
+"""Where an acceptance file names its user features."""
+
+ERROR_LIMIT = 200
+"""How many characters of a user feature's exception a reason quotes."""
+
+
+def load_user_features(
+    specs: Sequence[str], *, file: str | None = None, field: str = "acceptance.features"
+) -> dict[str, PanelFeature]:
+    """Load each ``module:function`` user feature (:func:`~dissensus.loading.load_callable`).
+
+    A spec that cannot be loaded is a :class:`ConfigError` naming it (and ``file`` /
+    ``field``, where the specs were read). Importing runs the module's code: the caller
+    decides whether that is allowed (:func:`check_user_features`).
+    """
     found: dict[str, PanelFeature] = {}
     for spec in specs:
-        module_name, _, attr = spec.partition(":")
-        if not module_name or not attr:
-            raise ConfigError(
-                f"a user feature is 'module:function', got {spec!r}", field="acceptance.features"
-            )
         try:
-            target: Any = importlib.import_module(module_name)
-        except ImportError as exc:
+            found[spec] = load_callable(spec, field=field, file=file)
+        except ConfigError as exc:
             raise ConfigError(
-                f"cannot import {module_name!r}: {exc}", field="acceptance.features"
+                f"user feature {quote_short(spec)}: {_without_place(exc)}", file=file, field=field
             ) from None
-        for part in attr.split("."):
-            target = getattr(target, part, None)
-        if not callable(target):
-            raise ConfigError(f"{spec!r} is not a callable", field="acceptance.features")
-        found[spec] = target
     return found
 
 
+def check_user_features(
+    specs: Sequence[str], *, allow_code: bool | None, file: str | None = None
+) -> None:
+    """Refuse the user features an acceptance file names unless running code is allowed
+    (``allow_code``, else ``$DISSENSUS_ALLOW_CODE``): a :class:`ConfigError` naming the
+    file (``file``), the feature and the setting."""
+    if not specs or code_allowed(allow_code):
+        return
+    named = ", ".join(quote_short(s) for s in specs[:3])
+    if len(specs) > 3:
+        named += f" and {len(specs) - 3} more"
+    raise ConfigError(
+        f"the acceptance file names user feature {named}: Python code that runs with your "
+        "rights over every panel; allow it with 'allow_code: true' in the policy (or "
+        f"{ALLOW_CODE_ENV}=1), or calibrate without --feature",
+        file=file,
+        field=USER_FIELD,
+    )
+
+
+def _without_place(exc: ConfigError) -> str:
+    """``exc``'s message without the ``file: field '...': `` prefix its constructor added."""
+    text = str(exc)
+    if exc.file:
+        text = text.removeprefix(f"{exc.file}: ")
+    if exc.field:
+        text = text.removeprefix(f"field {exc.field!r}: ")
+    return text
+
+
+def _error_text(exc: BaseException) -> str:
+    """``Type: message`` of an exception raised by user code: one line, at most
+    :data:`ERROR_LIMIT` characters (then ``…``), whatever its ``str`` does."""
+    try:
+        message = " ".join(str(exc).split())
+    except Exception:  # a user exception whose __str__ fails
+        message = "(message not printable)"
+    text = f"{type(exc).__name__}: {message}" if message else type(exc).__name__
+    return text if len(text) <= ERROR_LIMIT else text[: ERROR_LIMIT - 1] + "…"
+
+
 class FeatureValueError(ConfigError):
-    """A feature value acceptance cannot use (not finite, or beyond
-    :data:`~dissensus.acceptance.features.FEATURE_BOUND`), naming the panel and the feature."""
+    """A feature acceptance cannot use on one panel, naming the panel and the feature: a
+    value that is not finite or beyond :data:`~dissensus.acceptance.features.FEATURE_BOUND`,
+    or a user feature that raised or returned something other than named numbers."""
 
     def __init__(self, panel: str, feature: str, why: str) -> None:
         self.panel = panel
@@ -119,18 +181,29 @@ class FeatureValueError(ConfigError):
 def _user_values(panel: Panel, funcs: Mapping[str, PanelFeature]) -> dict[str, float]:
     out: dict[str, float] = {}
     for spec, func in funcs.items():
+        feature = f"user feature {spec}"
+        # User code: any failure is this panel's, named (KeyboardInterrupt goes through).
         try:
             values = func(panel)
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:
+            raise FeatureValueError(panel.id, feature, f"raised {_error_text(exc)}") from None
+        try:
             got = {str(key): float(value) for key, value in values.items()}
-        except Exception as exc:  # user code: any failure is reported, with where
-            raise ConfigError(
-                f"user feature {spec} failed on panel {panel.id!r}: {exc}",
-                field="acceptance.features",
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:
+            raise FeatureValueError(
+                panel.id,
+                feature,
+                f"returned {type(values).__name__}, not a mapping of names to numbers "
+                f"({_error_text(exc)})",
             ) from None
         for key, value in got.items():
             why = bad_value(value)
             if why is not None:
-                raise FeatureValueError(panel.id, f"user feature {spec} ({key!r})", why)
+                raise FeatureValueError(panel.id, f"{feature} ({key!r})", why)
         out.update(got)
     return out
 
@@ -260,11 +333,20 @@ class LearnedAcceptance:
 
     ``similarity`` is the reader's backend name in the deciding policy: a file
     calibrated with another backend is refused (its similarity features would not mean
-    the same). ``sim_backend`` computes the optional reasoning features.
+    the same). ``sim_backend`` computes the optional reasoning features. ``allow_code``
+    (the deciding policy's ``allow_code``; ``None``: ``$DISSENSUS_ALLOW_CODE``) must
+    allow the user features the file names (:func:`check_user_features`); ``file``
+    names the file in errors.
     """
 
     def __init__(
-        self, acc: AcceptanceFile, *, similarity: str | None = None, sim_backend: Any = None
+        self,
+        acc: AcceptanceFile,
+        *,
+        similarity: str | None = None,
+        sim_backend: Any = None,
+        allow_code: bool | None = None,
+        file: str | None = None,
     ) -> None:
         wanted = acc.settings.similarity
         if (
@@ -278,14 +360,28 @@ class LearnedAcceptance:
             )
         self.file = acc
         self.sim_backend = sim_backend
-        self.user = load_user_features(acc.settings.user) if acc.settings.user else None
+        self.user: dict[str, PanelFeature] | None = None
+        if acc.settings.user:
+            check_user_features(acc.settings.user, allow_code=allow_code, file=file)
+            self.user = load_user_features(acc.settings.user, file=file, field=USER_FIELD)
 
     @classmethod
     def load(
-        cls, path: str | Path, *, similarity: str | None = None, sim_backend: Any = None
+        cls,
+        path: str | Path,
+        *,
+        similarity: str | None = None,
+        sim_backend: Any = None,
+        allow_code: bool | None = None,
     ) -> LearnedAcceptance:
         """Read, verify and prepare the file at ``path``."""
-        return cls(load_acceptance(path), similarity=similarity, sim_backend=sim_backend)
+        return cls(
+            load_acceptance(path),
+            similarity=similarity,
+            sim_backend=sim_backend,
+            allow_code=allow_code,
+            file=str(path),
+        )
 
     def judge(
         self, panel: Panel, *, reading: Any, guard: Any, second: Mapping[str, SecondLike] | None

@@ -44,7 +44,11 @@ Choices where the protocol and the design are silent:
   were reported. A panel that does not validate against the schema is an argument
   error, and then nothing is decided. A run stopped by its policy's ``deadline_s``
   before its record is a reject with ``field`` ``None`` (resumable with ``dissensus
-  runs resume``); each panel has a run, and a deadline, of its own.
+  runs resume``); each panel has a run, and a deadline, of its own. So is a run stopped
+  by an error of the library's own (a :class:`DissensusError`), its ``field`` the one
+  the error names, if any. A journal that fails, or an unexpected error, at a panel
+  after the first ends the call with a tool error naming the panels done and their runs,
+  so that a retry sends only the rest.
 * **Journal**: ``":memory:"`` is refused (``field 'journal'``), as by the LangGraph
   node: a review item must outlive the call that made it. A path holding a NUL
   character is refused naming its field.
@@ -57,7 +61,8 @@ Choices where the protocol and the design are silent:
 * **Errors** -- an argument that does not validate, a :class:`DissensusError` -- come
   back as tool errors (``isError``) on one line naming the field (``field 'agents':
   Input should be a valid integer``, at most three fields, in the JSONL reader's
-  words); the server keeps serving.
+  words); the server keeps serving. A run or review id the caller sent is quoted back
+  by its first 80 characters then ``…`` (:func:`dissensus.quoting.quote_short`).
 * **What a caller cannot reach**: tool arguments are untrusted. ``route`` serves the
   built-in similarity backends only (no ``module:function``); ``negotiate`` refuses
   function agents (they import server-side code) unless the server was started with
@@ -72,7 +77,7 @@ import asyncio
 import functools
 import inspect
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
@@ -98,6 +103,7 @@ from dissensus.outputs import ResolutionInfo, ReviewEntry, ReviewView, RouteReco
 from dissensus.pipeline import CaseRecord, DeadlineReached, RunSpec, execute_run
 from dissensus.pipeline.batch import new_run_id, start_run
 from dissensus.pipeline.review import find_item, list_items
+from dissensus.quoting import SHORT_LIMIT, quote_short
 from dissensus.states.reading import Thresholds, read_panels
 from dissensus.states.routing import RuleSet
 from dissensus.states.similarity import DEFAULT_BACKEND, get_backend
@@ -135,7 +141,8 @@ class PanelReject(BaseModel):
     """A panel of a ``decide`` call that was not decided, as ``dissensus serve`` reports a
     rejected item: its place in ``panels`` (0-based), its id, its run, and the field path
     and message the CLI reports for the same line (``field`` is ``None`` when the run
-    stopped rather than refused the panel: its policy's ``deadline_s``)."""
+    stopped rather than refused the panel: its policy's ``deadline_s``, or an error that
+    names no field; the run can be resumed)."""
 
     index: int
     id: str
@@ -181,18 +188,40 @@ def _one_line(exc: ValidationError, *, root: str = "<root>") -> str:
     return "; ".join(parts)
 
 
-def _message(exc: Exception) -> str:
-    """A tool error's text: one line (a message of several lines is joined)."""
+_ID_ARGS = ("run_id", "review_id", "run")
+"""Arguments naming a run or a review item, which error messages quote (bounded)."""
+
+
+def _message(exc: Exception, echoed: Iterable[str] = ()) -> str:
+    """A tool error's text: one line (a message of several lines is joined), each of the
+    ``echoed`` arguments it quotes shown by its first characters only (:func:`quote_short`)."""
     if isinstance(exc, ValidationError):
         return _one_line(exc)
-    return " ".join(str(exc).split())
+    text = str(exc)
+    for value in sorted(set(echoed), key=len, reverse=True):
+        if len(value) > SHORT_LIMIT:
+            text = text.replace(repr(value), quote_short(value))
+            text = text.replace(value, value[:SHORT_LIMIT] + "…")
+    return " ".join(text.split())
+
+
+def _echoed(kwargs: dict[str, Any]) -> list[str]:
+    """The id arguments of a call (and the run of a review id), as a message may quote them."""
+    out = []
+    for name in _ID_ARGS:
+        value = kwargs.get(name)
+        if isinstance(value, str):
+            out += [value, value.rpartition(".")[0]]
+    return out
 
 
 def _reported(fn: F) -> F:
     """``fn`` with the library's own errors turned into MCP tool errors carrying the message.
 
     The SDK reports only :class:`ToolError` text to the client and hides anything else as
-    a crash; a :class:`DissensusError` names its file and field, so it is passed on.
+    a crash; a :class:`DissensusError` names its file and field, so it is passed on. A run
+    or review id the caller sent is quoted back by its first :data:`SHORT_LIMIT`
+    characters only.
     """
     if inspect.iscoroutinefunction(fn):
 
@@ -201,7 +230,7 @@ def _reported(fn: F) -> F:
             try:
                 return await fn(*args, **kwargs)
             except _EXPECTED as exc:
-                raise ToolError(_message(exc)) from exc
+                raise ToolError(_message(exc, _echoed(kwargs))) from exc
 
         return awrapper  # type: ignore[return-value]
 
@@ -210,7 +239,7 @@ def _reported(fn: F) -> F:
         try:
             return fn(*args, **kwargs)
         except _EXPECTED as exc:
-            raise ToolError(_message(exc)) from exc
+            raise ToolError(_message(exc, _echoed(kwargs))) from exc
 
     return wrapper  # type: ignore[return-value]
 
@@ -273,8 +302,10 @@ class _Server(MCPServer):
 async def _decide_panels(store: Journal, spec: RunSpec, panels: list[Panel]) -> DecideResult:
     """Each panel as a run of its own in ``store``, as :func:`~dissensus.pipeline.adecide`
     makes it (the run created by its first write, the case decided by the CLI's loop),
-    keeping what ``adecide`` drops: a panel the run refuses is a :class:`PanelReject`
-    with its field path, and the panels after it are decided all the same."""
+    keeping what ``adecide`` drops: a panel the run refuses, or whose run stops on an
+    error of the library's own, is a :class:`PanelReject` with its field path, and the
+    panels after it are decided all the same. A journal that fails, or an unexpected
+    error, after the first panel ends the call with an error naming the panels done."""
     answer = DecideResult(result=[])
     runs: list[str] = []
     for index, panel in enumerate(panels):
@@ -298,16 +329,34 @@ async def _decide_panels(store: Journal, spec: RunSpec, panels: list[Panel]) -> 
                 raise
             # The panels before this one are decided and journalled: say so, so that a
             # retry sends only the rest (else their review items would open twice).
-            raise JournalError(
-                f"{' '.join(str(exc).split())}; panel {index} ({panel.id!r}) and those after "
-                f"it were not decided; panels 0-{index - 1} were (runs {', '.join(runs[:-1])}): "
-                "send only the rest again"
-            ) from None
+            raise JournalError(_not_all(exc, index, panel, runs)) from None
+        except DissensusError as exc:  # this panel's run stopped (resumable): the others go on
+            if not decided:
+                field = exc.field if isinstance(exc, ConfigError) else None
+                answer.rejects.append(
+                    PanelReject(
+                        index=index, id=panel.id, run_id=run_id, field=field, error=_message(exc)
+                    )
+                )
+        except Exception as exc:
+            if index == 0:
+                raise
+            raise DissensusError(_not_all(exc, index, panel, runs)) from exc
         answer.rejects.extend(
             PanelReject(index=index, id=panel.id, run_id=run_id, field=r.field, error=r.message)
             for r in refused
         )
     return answer
+
+
+def _not_all(exc: Exception, index: int, panel: Panel, runs: list[str]) -> str:
+    """Why a ``decide`` call stopped at panel ``index`` (> 0), and which panels it did."""
+    why = _message(exc) if isinstance(exc, DissensusError) else f"{type(exc).__name__}: {exc}"
+    return (
+        f"{' '.join(why.split())}; panel {index} ({panel.id!r}) and those after it were not "
+        f"decided; panels 0-{index - 1} were (runs {', '.join(runs[:index])}): send only the "
+        "rest again"
+    )
 
 
 def route(

@@ -66,8 +66,11 @@ def load_learned_data(
     return dict(data)
 
 
-def make_learned(data: JsonObject, *, similarity: str | None, backend: Any) -> Any:
-    """A :class:`~dissensus.acceptance.prepare.LearnedAcceptance` from the run's stored file."""
+def make_learned(
+    data: JsonObject, *, similarity: str | None, backend: Any, allow_code: bool | None = None
+) -> Any:
+    """A :class:`~dissensus.acceptance.prepare.LearnedAcceptance` from the run's stored file
+    (``allow_code``: the run's policy's, which the user features the file names need)."""
     acceptance = _import()
     from dissensus.acceptance.prepare import LearnedAcceptance
 
@@ -79,6 +82,7 @@ def make_learned(data: JsonObject, *, similarity: str | None, backend: Any) -> A
         acceptance.validate_acceptance(data, "the run's acceptance file"),
         similarity=similarity,
         sim_backend=backend,
+        allow_code=allow_code,
     )
 
 

@@ -319,7 +319,10 @@ class Runtime:
             return None
         if self._learned is None:
             self._learned = make_learned(
-                self.acceptance, similarity=self.policy.reading.similarity, backend=self.backend
+                self.acceptance,
+                similarity=self.policy.reading.similarity,
+                backend=self.backend,
+                allow_code=self.policy.allow_code or None,
             )
         return self._learned
 

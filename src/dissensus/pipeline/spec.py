@@ -32,7 +32,9 @@ Choices where the design is silent:
   so these are all the model specs a run can use; ``panel.members`` are the chat
   endpoint's, checked when ``dissensus serve`` builds its panel, not by a run.
 * **Code.** A ``module:function`` similarity backend is checked for ``allow_code`` and
-  imported when the spec is built, so no door accepts one it cannot load.
+  imported when the spec is built, so no door accepts one it cannot load; so are the
+  user features a learned acceptance file names (``settings.user``,
+  :func:`dissensus.acceptance.prepare.check_user_features`).
 * **Overrides** (``similarity``, ``deadline_s``, ``concurrency``) are written into the
   spec's policy, so the journal shows the settings the run really used.
 * **Resume.** :meth:`RunSpec.check_files` refuses a file whose bytes changed since the
@@ -186,6 +188,7 @@ class RunSpec(BaseModel):
         if learned_path is not None:
             files.append(_spec_file("acceptance.model", learned_path))
             pol = _read_as_calibrated(learned, pol, policy_file)
+            _check_user_features(learned, pol, learned_path)
         env = environ if environ is not None else os.environ
         spec_model = model or pol.seek_context.model or env.get(MODEL_ENV) or None
         # The model files this build found valid: each is read once, however many specs name it.
@@ -453,6 +456,18 @@ def _check_similarity_code(policy: Policy, policy_file: str | None, overridden: 
     except ConfigError as exc:
         raise ConfigError(str(exc), file=policy_file, field=field) from None
     load_callable(name, field=field, file=policy_file)
+
+
+def _check_user_features(learned: Mapping[str, Any] | None, policy: Policy, path: Path) -> None:
+    """The user features the acceptance file names run only with ``allow_code`` and must be
+    importable: checked and loaded when the spec is built, before any run exists."""
+    user = ((learned or {}).get("settings") or {}).get("user") or []
+    if not user:
+        return
+    from dissensus.acceptance.prepare import USER_FIELD, check_user_features, load_user_features
+
+    check_user_features(user, allow_code=policy.allow_code or None, file=str(path))
+    load_user_features(user, file=str(path), field=USER_FIELD)
 
 
 def _check_calibrated_similarity(

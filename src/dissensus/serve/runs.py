@@ -450,7 +450,10 @@ class Runner:
             from dissensus.pipeline.learned import make_learned
 
             make_learned(
-                self.spec.acceptance, similarity=self.policy.reading.similarity, backend=backend
+                self.spec.acceptance,
+                similarity=self.policy.reading.similarity,
+                backend=backend,
+                allow_code=self.policy.allow_code or None,
             )
 
     async def start(self, lines: list[str], *, submitted_by: str, defer: bool = False) -> RunState:
