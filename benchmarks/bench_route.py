@@ -376,6 +376,7 @@ def bench_backend_quality(data: Path) -> None:
     from dissensus.convert.llmbar import iter_llmbar_panels
     from dissensus.convert.varierrnli import iter_varierrnli_panels
     from dissensus.states import Thresholds, get_backend, read_panels
+    from dissensus.types import gold_label
 
     llmbar = list(iter_llmbar_panels(data / "llmbar", "CoT", on_skip=lambda skipped: None))
     varierr = [
@@ -383,7 +384,7 @@ def bench_backend_quality(data: Path) -> None:
         for name in ("VariErrNLI_train.json", "VariErrNLI_dev.json")
         for p in iter_varierrnli_panels(data / "varierrnli" / name, on_skip=lambda skipped: None)
     ]
-    gold = np.array([str(p.meta["gold"]) for p in llmbar])
+    gold = np.array([gold_label(p.meta) for p in llmbar])
     subsets = np.array([str(p.meta["subset"]) for p in llmbar])
     entropy = []
     for p in varierr:

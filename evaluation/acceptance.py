@@ -80,7 +80,7 @@ from dissensus.signals import (
     recorded_second_answers,
 )
 from dissensus.states import get_backend
-from dissensus.types import Panel
+from dissensus.types import Panel, gold_label
 
 REPO = Path(__file__).resolve().parent.parent
 TARGET, DELTA, MIN_ACCEPTED = 0.9, 0.1, 30
@@ -142,13 +142,13 @@ def load(
     target = TARGET
     if which == "llmbar":
         panels = list(iter_llmbar_panels(data / "llmbar", "Swap_CoT", on_skip=lambda s: None))
-        golds = [str(p.meta["gold"]) for p in panels]
+        golds = [gold_label(p.meta) for p in panels]
         strata = [str(p.meta["subset"]) for p in panels]
     elif which == "zeroeval":
         panels = list(
             iter_zeroeval_panels(data / "zeroeval-gsm", on_skip=lambda s: None, limit=limit)
         )
-        golds = [str(p.meta["gold"]) for p in panels]
+        golds = [gold_label(p.meta) for p in panels]
         strata = ["all"] * len(panels)
         target = 0.95
     elif which == "varierrnli":

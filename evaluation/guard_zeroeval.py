@@ -92,7 +92,7 @@ from dissensus.guard import (
     panel_votes,
 )
 from dissensus.guard.encoding import encode_cases
-from dissensus.types import VoteCase
+from dissensus.types import VoteCase, gold_label
 
 REPO = Path(__file__).resolve().parent.parent
 GUARDED = "guarded"
@@ -114,7 +114,7 @@ def load_cases(root: Path, limit: int | None = None) -> list[VoteCase]:
             VoteCase(
                 id=panel.id,
                 votes=votes,
-                gold=str(panel.meta["gold"]),
+                gold=gold_label(panel.meta),
                 meta={"length": len(str(panel.meta.get("question", "")))},
             )
         )

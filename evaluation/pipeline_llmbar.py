@@ -54,7 +54,7 @@ from dissensus.pipeline import (
 from dissensus.states import RuleSet, SimilarityBackend, get_backend, read_panels
 from dissensus.states.reading import Thresholds
 from dissensus.store import Journal
-from dissensus.types import Panel
+from dissensus.types import Panel, gold_label
 
 REPO = Path(__file__).resolve().parent.parent
 TRUST_REGION_LEXICON = MarkerLexicon(
@@ -71,7 +71,7 @@ def calibration_for(panels: list[Panel], policy: Policy, sources: list[str]) -> 
         (
             agent_signals(p, recorded_second_answers(p), lexicon),
             str(p.meta.get("subset", "all")),
-            str(p.meta["gold"]),
+            gold_label(p.meta),
         )
         for p in panels
     ]
@@ -175,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
         test = [p for p in panels if p.meta["subset"] == held]
         train = [p for p in panels if p.meta["subset"] != held]
         cal = calibration_for(train, policy, [f"llmbar/{s}" for s in subsets if s != held])
-        golds = [str(p.meta["gold"]) for p in test]
+        golds = [gold_label(p.meta) for p in test]
         plain = score(plain_routing(test, backend, policy), golds)
         piped = score(asyncio.run(pipeline(test, policy, cal, backend)), golds)
         for name, s in (("plain", plain), ("pipeline", piped)):
@@ -186,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'pooled (leave-one-out)':<26} | {fmt(p[0], p[1], p[2])} | {fmt(q[0], q[1], q[2])}")
 
     cal_all = calibration_for(panels, policy, subsets)
-    golds = [str(p.meta["gold"]) for p in panels]
+    golds = [gold_label(p.meta) for p in panels]
     ins = score(asyncio.run(pipeline(panels, policy, cal_all, backend)), golds)
     print(
         f"{'in-sample (all subsets)':<26} | {'':>24} | {fmt(*ins)}   (calibration = test: optimistic)"
@@ -212,7 +212,7 @@ def main(argv: list[str] | None = None) -> int:
             cal = calibration_for(train, variant, [held]) if calibrated else None
             s = score(
                 asyncio.run(pipeline(test, variant, cal, backend)),
-                [str(p.meta["gold"]) for p in test],
+                [gold_label(p.meta) for p in test],
             )
             tot = [a + b for a, b in zip(tot, s, strict=True)]
         print(f"  {name:<44} {fmt(tot[0], tot[1], tot[2])}")

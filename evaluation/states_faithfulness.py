@@ -70,7 +70,7 @@ from dissensus.convert import Skipped, iter_llmbar_panels, iter_varierrnli_panel
 from dissensus.signals import recorded_second_answers
 from dissensus.states.reading import Reading, Thresholds, read_from_matrix, read_panels
 from dissensus.states.similarity import SimilarityBackend, get_backend
-from dissensus.types import Panel
+from dissensus.types import Panel, gold_label
 
 REPO = Path(__file__).resolve().parent.parent
 ORDER = ("CA", "DA", "CD", "DD")
@@ -216,7 +216,7 @@ def report_llmbar(corpus: Corpus, out: Callable[[str], None]) -> None:
     states = np.array([r.state.value for r in corpus.readings])
     wrong = np.array(
         [
-            wrongness(r, str(p.meta["gold"]))
+            wrongness(r, gold_label(p.meta))
             for r, p in zip(corpus.readings, corpus.panels, strict=True)
         ]
     )

@@ -332,6 +332,25 @@ TAMPERED = [
         id="more-correct-than-cases",
     ),
     pytest.param("threshold", lambda d: d.update(threshold=1.5), id="threshold-above-1"),
+    # Numbers are numbers: a quoted number or a boolean was read as its conversion.
+    pytest.param("threshold", lambda d: d.update(threshold="0.5"), id="quoted-threshold"),
+    pytest.param("delta", lambda d: d.update(delta=True), id="boolean-delta"),
+    pytest.param("calibration_n", lambda d: d.update(calibration_n="60"), id="quoted-count"),
+    pytest.param(
+        "models.0.intercept", lambda d: d["models"][0].update(intercept="1"), id="quoted-coef"
+    ),
+    # The shift reference holds one row per calibration case: with none, the check said
+    # it kept 0 cases while the guarantee cited 60; with 300 copies of one row, every
+    # run of the calibration distribution looked shifted.
+    pytest.param(
+        "shift_reference.rows", lambda d: d["shift_reference"].update(rows=[]), id="no-rows"
+    ),
+    pytest.param(
+        "shift_reference.rows",
+        lambda d: d["shift_reference"].update(rows=[d["shift_reference"]["rows"][0]] * 300),
+        id="copied-rows",
+    ),
+    pytest.param("selection_n", lambda d: d.update(selection_n=3), id="selection-without-split"),
 ]
 
 
@@ -357,6 +376,42 @@ def test_an_inconsistent_rehashed_file_is_refused_before_any_case(
     assert str(path) in res.err and repr(field) in res.err
     listed = cli("runs", "list", "--journal", journal, "--json")
     assert listed.out.strip() == ""
+
+
+def test_a_boolean_delta_is_refused_as_not_a_number(workdir: Path, tmp_path: Path) -> None:
+    """It was read as 1.0 and refused as "should be less than 1"."""
+    from dissensus.acceptance import load_acceptance
+
+    data = json.loads((workdir / "A.json").read_text())
+    data["delta"] = True
+    with pytest.raises(ConfigError) as info:
+        load_acceptance(_rehashed(data, tmp_path / "T.json"))
+    assert info.value.field == "delta" and "valid number" in str(info.value), str(info.value)
+
+
+def test_files_written_before_still_load() -> None:
+    from dissensus.acceptance import load_acceptance
+
+    acc = load_acceptance(REPO / "examples" / "llmbar-accept.json")
+    assert acc.shift_reference is not None
+    assert len(acc.shift_reference.rows) == acc.calibration_n and acc.selection_n is None
+
+
+def test_a_run_s_copy_of_the_file_is_read_as_it_was_written(workdir: Path) -> None:
+    """A run started by an earlier version, whose checks were looser, still resumes: the
+    copy it journalled is read by conversion, its shift reference's size unchecked."""
+    from dissensus.acceptance import canonical_hash, validate_acceptance
+    from dissensus.pipeline.learned import make_learned
+
+    data = json.loads((workdir / "A.json").read_text())
+    data["min_accepted"] = "10"
+    data["shift_reference"]["rows"] = data["shift_reference"]["rows"][:20]
+    data["sha256"] = canonical_hash(data)
+    with pytest.raises(ConfigError):
+        validate_acceptance(data)
+    acc = validate_acceptance(data, journalled=True)
+    assert acc.min_accepted == 10
+    assert make_learned(data, similarity="tfidf", backend=None).file.min_accepted == 10
 
 
 _LEAVES = st.one_of(

@@ -5,8 +5,9 @@ This module imports nothing from the package; everything may import it.
 Choices where the design is silent:
 
 * A decision is any categorical label (so are a panel's or a case's ``id``, a vote's
-  ``answer`` and a case's ``gold``). JSON numbers and booleans are accepted and turned
-  into their string form so that a panel written by another program reads the same
+  ``answer``, a case's ``gold`` and a panel's ``meta.gold``, read by :func:`gold_label`).
+  JSON numbers and booleans are accepted and turned into their string form
+  (:func:`normalise_label`) so that a panel written by another program reads the same
   way whatever its label type: ``1`` -> ``"1"``, ``true`` -> ``"true"``, an integral
   float ``1.0`` -> ``"1"`` (as the integer it equals), any other finite float its
   shortest round-trip form ``1.5`` -> ``"1.5"``, ``1e-07`` -> ``"1e-07"`` (Python's
@@ -55,6 +56,8 @@ __all__ = [
     "Vote",
     "VoteCase",
     "find_unrepresentable",
+    "gold_label",
+    "normalise_label",
     "trusted",
 ]
 
@@ -71,8 +74,9 @@ _Number: TypeAlias = Annotated[float, Strict()]
 """A JSON number (an int is taken as the float it equals); never a string or a boolean."""
 
 
-def _label(value: object) -> object:
-    """Normalise a categorical label to ``str`` (``None`` stays ``None``)."""
+def normalise_label(value: object) -> object:
+    """Normalise a categorical label to ``str`` (``None`` stays ``None``; a value that is
+    not a label, such as a list, is returned as it is for the caller to refuse)."""
     if value is None or isinstance(value, str):
         return value
     if isinstance(value, bool):
@@ -82,6 +86,35 @@ def _label(value: object) -> object:
     if isinstance(value, float) and math.isfinite(value):
         return str(int(value)) if value.is_integer() else repr(value)
     return value
+
+
+_label = normalise_label
+
+
+def gold_label(meta: Mapping[str, Any]) -> str | None:
+    """A panel's gold decision, ``meta.gold``, read as a decision is (the label rule
+    above: ``2.0`` -> ``"2"``, ``true`` -> ``"true"``); ``None`` when it is absent or null.
+
+    Every reader of ``meta.gold`` goes through here, so that a gold matches the decision
+    it names whatever JSON type the two were written with. A :class:`ValueError` saying
+    why when the value is not a label: a list, an object, an empty string, a non-finite
+    number.
+    """
+    value = _label(meta.get("gold"))
+    if value is None or (isinstance(value, str) and value):
+        return value
+    if value == "":
+        raise ValueError("the gold decision is an empty string")
+    if isinstance(value, float):
+        raise ValueError(f"the gold decision must be a finite number (got {value!r})")
+    kind = (
+        "an object"
+        if isinstance(value, dict)
+        else "a list"
+        if isinstance(value, list)
+        else f"a {type(value).__name__}"
+    )
+    raise ValueError(f"the gold decision is {kind}, not a label (a string, number or boolean)")
 
 
 def _confidence(value: float | None) -> float | None:

@@ -41,6 +41,13 @@ Choices where the paper is silent:
   for each stratum); the first tested threshold failing in any stratum ends the
   sequence. A stratum that did not test a threshold therefore never lets it pass.
   Each stratum's own sequence (``StratumFigures.threshold``) is reported beside it.
+  When no threshold passes, the reason names the strata whose own sequence passed
+  nothing, the first :data:`NAMED_AT_MOST` of them and how many more (a calibration
+  with hundreds of strata must not print a line of hundreds of names). A stratum with
+  fewer cases than a tested threshold must accept (``max(min_accepted,
+  fewest_tested(target, delta))``) can never test one, so the stratified sequence
+  would pass nothing whatever the scores: :func:`dissensus.acceptance.calibrate.calibrate`
+  refuses such strata before it fits anything.
 """
 
 from __future__ import annotations
@@ -63,6 +70,7 @@ __all__ = [
     "ThresholdChoice",
     "clopper_pearson_upper",
     "fewest_tested",
+    "named",
     "select_threshold",
 ]
 
@@ -96,7 +104,7 @@ def clopper_pearson_upper(errors: int, n: int, delta: float) -> float:
 class StratumFigures(BaseModel):
     """Calibration figures of one stratum at the selected threshold."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, strict=True)
 
     stratum: str
     n: int
@@ -123,6 +131,11 @@ class ThresholdChoice(BaseModel):
     correct: int
     error_upper: float
     strata: list[StratumFigures]
+
+    @property
+    def cases(self) -> int:
+        """Calibration cases the sequence ran on (every stratum's together)."""
+        return sum(s.n for s in self.strata)
 
 
 class CountGrid(BaseModel):
@@ -220,6 +233,17 @@ def _figures(
     return acc, right, clopper_pearson_upper(acc - right, acc, delta)
 
 
+NAMED_AT_MOST = 5
+"""A reason names at most this many strata, then how many more there are."""
+
+
+def named(strata: Sequence[str], at_most: int = NAMED_AT_MOST) -> str:
+    """``a, b, c`` — the first ``at_most`` of ``strata``, then ``and N more``."""
+    shown = ", ".join(strata[:at_most])
+    rest = len(strata) - at_most
+    return f"{shown} and {rest} more" if rest > 0 else shown
+
+
 def select_threshold(
     scores: Sequence[float],
     correct: Sequence[bool],
@@ -276,7 +300,7 @@ def select_threshold(
             reason = "no calibration cases"
         else:
             where = (
-                (", ".join(failed) if failed else "every stratum at once")
+                (named(failed) if failed else "every stratum at once")
                 if strata is not None
                 else "the calibration set"
             )

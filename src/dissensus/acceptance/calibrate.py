@@ -12,7 +12,11 @@ that keeps the guarantee (``rule``; a ``family`` given by the caller is the only
 tried, at the full ``delta``); the file names it and every record quotes it.
 
 Choices where the design is silent: a case whose gold answer is none of its candidates
-still counts (its best candidate is wrong). The cases are taken to be distinct: the
+still counts (its best candidate is wrong). With ``strata``, a stratum too small to
+be calibrated is refused before anything is fitted (:func:`check_strata`). Under the
+``split`` family rule the file's ``calibration_n`` and figures are those of the half
+that tested the threshold (what the bound counted), ``selection_n`` the half that
+chose the family; the shift reference keeps both. The cases are taken to be distinct: the
 bound counts each as an independent draw, so a copy of a case would inflate it
 (``calibrate-acceptance`` drops a repeated panel id and a panel repeated under another
 id before it calibrates, warning about each, and passes a hash of each panel as
@@ -35,11 +39,12 @@ would both misstate the guarantee and make every run look shifted).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections import Counter
+from collections.abc import Collection, Mapping, Sequence
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
-from dissensus.acceptance.bound import DEFAULT_SEQUENCE, Grid
+from dissensus.acceptance.bound import DEFAULT_SEQUENCE, Grid, fewest_tested, named
 from dissensus.acceptance.families import (
     DEFAULT_FAMILIES,
     FAMILIES,
@@ -59,16 +64,20 @@ from dissensus.acceptance.fit import (
     score_case,
 )
 from dissensus.acceptance.shift import reference
-from dissensus.errors import ConfigError
-from dissensus.types import AcceptanceFigures
+from dissensus.errors import ConfigError, InputError
+from dissensus.types import AcceptanceFigures, normalise_label
 
 __all__ = [
+    "MISSING_STRATUM",
     "AcceptanceVerdict",
     "apply_acceptance",
     "calibrate",
+    "check_strata",
+    "file_stratum",
     "library_versions",
     "model_for",
     "stratum_of",
+    "stratum_refusal",
 ]
 
 
@@ -130,6 +139,17 @@ def calibrate(
         bad = first_bad([c.features for c in rows])
         if bad is not None:
             raise ConfigError(f"case {k}: feature {bad[0]}: {bad[1]}", field="cases")
+    if judged is not None and len(judged) != len(cases):
+        raise ConfigError(f"judged marks {len(judged)} cases, not {len(cases)}")
+    if strata is not None:
+        check_strata(
+            strata,
+            judged,
+            target=target,
+            delta=delta,
+            min_accepted=min_accepted,
+            field=strata_field,
+        )
     feats = feature_list(cases)
     if fitted is None:
         fitted = crossfit(cases, golds, groups=strata, seed=seed, features=feats, keys=keys)
@@ -138,8 +158,6 @@ def calibrate(
         scores[name] = family_scores(name, cases)
     fitted_n = len(cases)
     if judged is not None:
-        if len(judged) != len(cases):
-            raise ConfigError(f"judged marks {len(judged)} cases, not {len(cases)}")
         keep = [i for i, j in enumerate(judged) if j]
         scores = {name: [values[i] for i in keep] for name, values in scores.items()}
         cases = [cases[i] for i in keep]
@@ -157,6 +175,9 @@ def calibrate(
         seed=seed,
         compete=compete,
     )
+    # Under the split rule the threshold and its figures come from the testing half:
+    # that half is the calibration the bound counted; the other chose the family.
+    tested = choice.cases
     return AcceptanceFile(
         shift_reference=reference(cases),
         family=chosen,
@@ -174,8 +195,9 @@ def calibrate(
         target_precision=target,
         delta=delta,
         min_accepted=min_accepted,
-        calibration_n=len(cases),
-        fitted_n=fitted_n if fitted_n > len(cases) else None,
+        calibration_n=tested,
+        selection_n=len(cases) - tested if tested < len(cases) else None,
+        fitted_n=fitted_n if fitted_n > tested else None,
         strata_field=strata_field,
         strata=choice.strata if strata is not None else [],
         calibration_accepted=choice.accepted,
@@ -195,14 +217,119 @@ class AcceptanceVerdict(AcceptanceFigures):
 
 
 MISSING_STRATUM = "(none)"
-"""The stratum of a panel without the strata field."""
+"""The stratum of a panel without the strata field, or with ``null`` in it."""
 
 
 def stratum_of(meta: Mapping[str, Any], field: str | None) -> str | None:
-    """A panel's stratum under ``field`` (``None`` without a strata field)."""
+    """A panel's stratum under ``field`` (``None`` without a strata field).
+
+    The value is read as a label, as a decision is
+    (:func:`~dissensus.types.normalise_label`: ``"Natural"`` and ``7`` as written, ``7``
+    and ``"7"`` one stratum, ``7.0`` -> ``"7"``, ``true`` -> ``"true"``); a missing field
+    and ``null`` are :data:`MISSING_STRATUM`. A list or an object is no stratum:
+    calibration refuses it (:func:`stratum_refusal`); when deciding, where a case must
+    not fail on its metadata, it is named as before (Python's ``str``), which no file
+    written now knows. Files written before named strata with ``str``:
+    :func:`file_stratum` finds a stratum under the name such a file gave it.
+    """
     if not field:
         return None
-    return str(meta.get(field, MISSING_STRATUM))
+    value = meta.get(field)
+    if value is None:
+        return MISSING_STRATUM
+    label = normalise_label(value)
+    return label if isinstance(label, str) else str(value)
+
+
+def stratum_refusal(meta: Mapping[str, Any], field: str) -> str | None:
+    """Why the value of ``meta[field]`` cannot name a calibration stratum (a list or an
+    object), or ``None`` when it can."""
+    value = meta.get(field)
+    if value is None or isinstance(normalise_label(value), str):
+        return None
+    kind = (
+        "an object"
+        if isinstance(value, dict)
+        else "a list"
+        if isinstance(value, list)
+        else "not a label"
+    )
+    return f"a stratum is a string, number or boolean, not {kind}"
+
+
+def _older_names(name: str) -> list[str]:
+    """The names ``str()`` gave, in files written before, to the values now named ``name``."""
+    if name == MISSING_STRATUM:
+        return ["None"]
+    if name in ("true", "false"):
+        return [name.capitalize()]
+    try:
+        number = int(name)
+    except ValueError:
+        return []
+    if str(number) != name:
+        return []
+    try:
+        return [str(float(number))]  # an integral float: 7.0 was "7.0"
+    except OverflowError:
+        return []
+
+
+def file_stratum(name: str, known: Collection[str]) -> str:
+    """Stratum ``name`` as a file knowing the strata ``known`` spells it: ``name``, or the
+    name a file written before the label rule gave the same value (``True``, ``7.0``,
+    ``None``) when the file knows that one and not ``name``."""
+    if name in known:
+        return name
+    return next((old for old in _older_names(name) if old in known), name)
+
+
+def check_strata(
+    strata: Sequence[str],
+    judged: Sequence[bool] | None = None,
+    *,
+    target: float,
+    delta: float,
+    min_accepted: int,
+    field: str | None = None,
+) -> None:
+    """Refuse strata too small to be calibrated (an :class:`~dissensus.errors.InputError`
+    naming them, with their sizes); ``strata``: each labelled case's stratum, ``judged``:
+    which cases acceptance judges (default: all).
+
+    The minimum is what a stratum's fold needs to be tested: a threshold is tested only
+    when it accepts at least ``max(min_accepted, fewest_tested(target, delta))`` cases in
+    *every* stratum (:mod:`dissensus.acceptance.bound`), so a stratum with fewer judged
+    cases than that never tests one and the calibration would accept nothing, whatever
+    the scores. The folds are the strata (each scored by a model fitted on the others),
+    so a stratum holding fewer labelled cases than that minimum is refused too, judged
+    or not: with two strata, the model scoring the large one would be fitted on the
+    small one alone. One stratum is no stratification and is not checked.
+    """
+    labelled = Counter(strata)
+    if len(labelled) < 2:
+        return
+    tested = Counter(s for k, s in enumerate(strata) if judged is None or judged[k])
+    fewest = max(min_accepted, fewest_tested(target, delta))
+    small: list[tuple[int, str, str]] = []
+    for name, n in labelled.items():
+        j = tested.get(name, 0)
+        if n < fewest:
+            small.append((n, name, f"{name!r} ({n} case{'s' if n != 1 else ''})"))
+        elif 0 < j < fewest:
+            small.append((j, name, f"{name!r} ({n} cases, {j} reaching acceptance)"))
+    if not small:
+        return
+    small.sort()
+    which = f"--strata {field}" if field else "strata"
+    raise InputError(
+        f"{which}: {len(small)} of the {len(labelled)} strata "
+        f"{'holds' if len(small) == 1 else 'hold'} fewer than the {fewest} cases a threshold "
+        f"must accept in every stratum to be tested (target {target:g}, delta {delta:g}, "
+        f"min accepted {min_accepted}), so nothing could be accepted: "
+        f"{named([x for _, _, x in small])}; merge small strata into larger ones, or drop "
+        "--strata"
+    )
 
 
 def model_for(
@@ -215,8 +342,10 @@ def model_for(
     """Index of the fold model that scores this case (see :mod:`dissensus.acceptance.fit`):
     its stratum's, else the one :func:`~dissensus.acceptance.fit.case_key` ``key`` draws,
     else a hash of the candidate rows."""
-    if stratum is not None and stratum in acc.fold_of_stratum:
-        return acc.fold_of_stratum[stratum]
+    if stratum is not None:
+        stratum = file_stratum(stratum, acc.fold_of_stratum)
+        if stratum in acc.fold_of_stratum:
+            return acc.fold_of_stratum[stratum]
     if key is not None:
         return fold_of_key(key, len(acc.models))
     return fold_index(candidates, len(acc.models))

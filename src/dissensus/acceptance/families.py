@@ -92,7 +92,7 @@ SelectionRule = Literal["bonferroni", "split"]
 class FamilyFigures(BaseModel):
     """One family's outcome on the calibration cases (``calibrate-acceptance --explain``)."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, strict=True)
 
     family: str
     competing: bool = True

@@ -29,8 +29,17 @@ cases``; a known score family and family rule; each fold model with one mean, sc
 and coefficient per feature of the file (positive scales; :class:`LogisticModel`);
 ``fold_of_stratum`` naming an existing model; the shift reference with one value per
 feature in every row, each within
-:data:`~dissensus.acceptance.features.FEATURE_BOUND`. A failure is one
-:class:`ConfigError` naming the file and the field.
+:data:`~dissensus.acceptance.features.FEATURE_BOUND`, and one row per judged
+calibration case (``calibration_n``, plus ``selection_n`` under the split rule: the
+reference is never a subsample, so an emptied reference or one of copied rows is
+refused rather than misreport what it keeps or flag every run as shifted);
+``selection_n`` only under the split rule. Numbers are strict (pydantic strict mode
+for the file and its parts): a quoted ``"0.5"`` or a boolean where a number belongs is
+refused, not read as its conversion (``delta: true`` was 1.0); an integer stands for
+the float it equals. A failure is one :class:`ConfigError` naming the file and the
+field. A run's journalled copy (``validate_acceptance(..., journalled=True)``) is read
+as it was when the run started (lax numbers, the reference's size unchecked), so a run
+started by an earlier version still resumes.
 
 :func:`save_acceptance` writes through a temporary file renamed over the target
 (:func:`dissensus.io.atomic.atomic_output`): a failed write (a full disk, a file size
@@ -45,7 +54,14 @@ import os
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    model_validator,
+)
 
 from dissensus.acceptance.bound import StratumFigures
 from dissensus.acceptance.families import FAMILIES, FamilyFigures
@@ -86,6 +102,15 @@ class Inconsistent(ValueError):
         self.field = field
 
 
+JOURNALLED = "journalled"
+"""Validation context key: the file is a run's journalled copy (read as it was written)."""
+
+
+def _is_journalled(info: ValidationInfo) -> bool:
+    """Whether the file being validated is a run's journalled copy."""
+    return bool(isinstance(info.context, dict) and info.context.get(JOURNALLED))
+
+
 def _in_unit(value: float | None) -> bool:
     return value is None or 0.0 <= value <= 1.0
 
@@ -102,7 +127,7 @@ def _counts(where: str, n: int, accepted: int, correct: int) -> None:
 class FeatureSettings(BaseModel):
     """How the features were computed (the pipeline computes them the same way)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
     similarity: str | None = None
     """The reader's similarity backend used for the reading features."""
@@ -117,7 +142,7 @@ class FeatureSettings(BaseModel):
 class AcceptanceFile(BaseModel):
     """A fitted acceptance model with its guarantee."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     format: str = ACCEPTANCE_FORMAT
     description: str = ""
@@ -142,10 +167,15 @@ class AcceptanceFile(BaseModel):
     delta: Open
     min_accepted: Count
     calibration_n: Count
-    """Calibration cases: those acceptance judges under the deciding policy (the threshold,
-    figures and shift reference come from them)."""
+    """Calibration cases: those acceptance judges under the deciding policy, on which the
+    threshold was tested (its figures and the guarantee count them); under
+    ``family_rule: split``, the half of them that tested it."""
+    selection_n: Count | None = None
+    """Under ``family_rule: split``, the judged cases of the other half, which chose the
+    score family (``None``: no split). The shift reference holds every judged case:
+    ``calibration_n + selection_n``."""
     fitted_n: Count | None = None
-    """Labelled cases the model was fitted on, when more than ``calibration_n`` were
+    """Labelled cases the model was fitted on, when more than the judged cases were
     given (``None``: the same cases)."""
     strata_field: str | None = None
     strata: list[StratumFigures] = Field(default_factory=list)
@@ -158,7 +188,7 @@ class AcceptanceFile(BaseModel):
     sha256: str = ""
 
     @model_validator(mode="after")
-    def _consistent(self) -> AcceptanceFile:
+    def _consistent(self, info: ValidationInfo) -> AcceptanceFile:
         """The checks of the module docstring (:class:`Inconsistent` naming the field)."""
         if self.family not in FAMILIES:
             raise Inconsistent(
@@ -175,10 +205,15 @@ class AcceptanceFile(BaseModel):
                     f"fold_of_stratum.{stratum}",
                     f"model {fold} does not exist (the file has {len(self.models)})",
                 )
-        if self.fitted_n is not None and self.fitted_n < self.calibration_n:
+        judged = self.calibration_n + (self.selection_n or 0)
+        if self.fitted_n is not None and self.fitted_n < judged:
             raise Inconsistent(
                 "fitted_n",
-                f"{self.fitted_n} fitted cases, fewer than the {self.calibration_n} calibrated",
+                f"{self.fitted_n} fitted cases, fewer than the {judged} calibrated",
+            )
+        if self.selection_n is not None and self.family_rule != "split":
+            raise Inconsistent(
+                "selection_n", f"only family_rule split sets it (the rule is {self.family_rule})"
             )
         _counts(
             "calibration_accepted",
@@ -202,6 +237,13 @@ class AcceptanceFile(BaseModel):
                 )
         ref = self.shift_reference
         if ref is not None:
+            if len(ref.rows) != judged and not _is_journalled(info):
+                split = f" + {self.selection_n} (selection_n)" if self.selection_n else ""
+                raise Inconsistent(
+                    "shift_reference.rows",
+                    f"{len(ref.rows)} rows, one per calibration case expected: "
+                    f"{self.calibration_n} (calibration_n){split}",
+                )
             width = len(ref.features)
             if len(set(ref.features)) != width:
                 raise Inconsistent("shift_reference.features", "a feature is named twice")
@@ -265,10 +307,17 @@ def _refused(exc: ValidationError, name: str) -> ConfigError:
     return ConfigError(message, file=name, field=".".join(loc) or None)
 
 
-def validate_acceptance(data: Any, name: str | None = None) -> AcceptanceFile:
+def validate_acceptance(
+    data: Any, name: str | None = None, *, journalled: bool = False
+) -> AcceptanceFile:
     """``data`` (an acceptance file's JSON) as an :class:`AcceptanceFile`, its format and
     content checked (not its sha256); a :class:`ConfigError` naming ``name`` and the field
-    otherwise."""
+    otherwise.
+
+    ``journalled``: ``data`` is the copy a run keeps, checked when the run started; it is
+    read as it was then (numbers by their conversion, the shift reference's size
+    unchecked), so that a run started by an earlier version still resumes.
+    """
     label = name or "acceptance file"
     if isinstance(data, dict) and data.get("format") in OLD_FORMATS:
         raise ConfigError(
@@ -285,6 +334,8 @@ def validate_acceptance(data: Any, name: str | None = None) -> AcceptanceFile:
             field="format",
         )
     try:
+        if journalled:
+            return AcceptanceFile.model_validate(data, strict=False, context={JOURNALLED: True})
         return AcceptanceFile.model_validate(data)
     except ValidationError as exc:
         raise _refused(exc, label) from None

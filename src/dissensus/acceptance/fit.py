@@ -99,7 +99,7 @@ never given to the model."""
 class LogisticModel(BaseModel):
     """A fitted logistic regression in plain JSON."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, strict=True)
 
     kind: str = "logistic_regression"
     features: list[str]

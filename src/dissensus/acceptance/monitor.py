@@ -21,8 +21,9 @@ Choices where the design is silent:
 * The grid has 1000 points (``confseq``'s default; its bounds are widened by one grid
   step, which keeps them valid).
 * A case's stratum is ``stratum_of(meta, strata_field)`` of the acceptance file (``(none)``
-  for a case without a value for it, as at calibration), or ``all`` when the file has no
-  strata field.
+  for a case without a value for it, as at calibration), spelt as the file spells it
+  (``file_stratum``: a file written before stratum values were read as labels named a
+  boolean stratum ``True``), or ``all`` when the file has no strata field.
 * The outcomes are taken in the order the audits were answered
   (:func:`dissensus.pipeline.audit.audit_outcomes`), so a new answer only extends the
   sequence; and a stratum a run journalled as suspended (``acceptance.suspended``) stays
@@ -83,11 +84,32 @@ class MonitorStep(BaseModel):
 
 def case_stratum(acceptance: Mapping[str, Any] | None, meta: Mapping[str, Any]) -> str:
     """The case's monitoring stratum under the acceptance file ``acceptance`` (its JSON)."""
-    from dissensus.acceptance.calibrate import stratum_of
+    from dissensus.acceptance.calibrate import file_stratum, stratum_of
 
     field = (acceptance or {}).get("strata_field")
     value = stratum_of(meta, field) if field else None
-    return ONE_STRATUM if value is None else str(value)
+    if value is None:
+        return ONE_STRATUM
+    # The file's own spelling of the stratum (a file written before the label rule
+    # named a boolean stratum "True"): its audits and suspensions are journalled under it.
+    known = _file_strata(acceptance or {})
+    return file_stratum(value, known)
+
+
+def _file_strata(acceptance: Mapping[str, Any]) -> set[str]:
+    """The strata an acceptance file's JSON names (its folds and its figures)."""
+    names: set[str] = set()
+    folds = acceptance.get("fold_of_stratum")
+    if isinstance(folds, Mapping):
+        names.update(k for k in folds if isinstance(k, str))
+    figures = acceptance.get("strata")
+    if isinstance(figures, list):
+        names.update(
+            f["stratum"]
+            for f in figures
+            if isinstance(f, Mapping) and isinstance(f.get("stratum"), str)
+        )
+    return names
 
 
 def _lower_cs(x: Sequence[float], delta: float, breaks: int = BREAKS) -> list[float]:

@@ -108,7 +108,7 @@ def check_level(file_alpha: float, check: int, *, share: float = 0.5) -> float:
 class ShiftReference(BaseModel):
     """The calibration cases' feature vectors, stored in the acceptance file."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, strict=True)
 
     features: list[str]
     rows: list[list[float]]

@@ -5,14 +5,24 @@
 * ``dissensus calibrate-acceptance --journal J [--run ID ...] --out ACCEPT.json``: the
   review items humans resolved in a run journal (the reviewer's decision is the gold).
 
-Both sources may be given together; their cases are pooled. A panel without
-``meta.gold`` is rejected (reported with its line, exit code 3 after writing the file).
+Both sources may be given together; their cases are pooled. ``LABELLED`` may be ``-``
+(standard input, read once: the cases are kept for the fit). A panel without
+``meta.gold``, or whose gold is not a label (:func:`dissensus.types.gold_label`: a list,
+an object, an empty string), is rejected naming ``meta.gold`` (reported with its line,
+exit code 3 after writing the file); a gold is read as a decision is (``2.0`` ->
+``"2"``), so it matches the decisions whatever JSON type either was written with. With
+``--strata FIELD``, a case whose ``meta.FIELD`` is a list or an object is rejected naming
+that field (a journal's case by the journal and its line;
+:func:`dissensus.acceptance.calibrate.stratum_of` reads the other values).
 The reading settings (similarity backend, thresholds), the guard's calibration and
 options, and the acceptance feature settings come from ``--policy`` when given, so that
 ``decide`` under the same policy computes the same features.
 
 Choices where the design is silent:
 
+* ``--run`` without ``--journal`` and an empty ``--strata`` are usage errors (exit 2),
+  and so are strata too small to be calibrated
+  (:func:`dissensus.acceptance.calibrate.check_strata`, before anything is fitted).
 * ``--out`` and ``--rejects`` are checked before anything is read: neither may be a
   file the command reads (the labelled panels, the policy and its guard calibration,
   the journal), nor both the same file. ``--out`` is written atomically (a temporary
@@ -45,6 +55,7 @@ from rich.table import Table
 
 from dissensus.cli.app import app
 from dissensus.cli.common import (
+    check_input_path,
     check_journal_file,
     check_outputs,
     err_console,
@@ -55,19 +66,26 @@ from dissensus.cli.common import (
     shown,
 )
 from dissensus.errors import InputError
-from dissensus.types import Panel
+from dissensus.types import Panel, gold_label
 
 if TYPE_CHECKING:
     from dissensus.io.jsonl import RejectSink
+    from dissensus.pipeline.labels import JournalCase, JournalCases
 
 __all__ = ["calibrate_acceptance_cmd"]
 
 
 def _digest(panel: Panel, *, gold: bool) -> str:
-    """sha256 of the panel's content without its id (and, ``gold=False``, its gold)."""
+    """sha256 of the panel's content without its id (and, ``gold=False``, its gold; with
+    it, the gold as it is read, so that ``2`` and ``"2"`` are one gold)."""
     data = panel.model_dump(mode="json", exclude={"id"})
-    if not gold:
-        data["meta"] = {k: v for k, v in data.get("meta", {}).items() if k != "gold"}
+    meta = {k: v for k, v in data.get("meta", {}).items() if k != "gold"}
+    if gold and "gold" in panel.meta:
+        try:
+            meta["gold"] = gold_label(panel.meta)
+        except ValueError:
+            meta["gold"] = panel.meta["gold"]
+    data["meta"] = meta
     body = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(body.encode("utf-8")).hexdigest()
 
@@ -110,31 +128,83 @@ class _Once:
         return True
 
 
-def _labelled_panels(path: str, sink: RejectSink, once: _Once) -> list[Panel]:
+def _refusal(panel: Panel, strata: str | None) -> tuple[str, str] | None:
+    """``(field, message)`` when ``panel`` is no labelled case: its gold is missing or not
+    a label, or its stratum value is not one (``strata``: the strata field)."""
+    from dissensus.acceptance.calibrate import stratum_refusal
+
+    try:
+        gold = gold_label(panel.meta)
+    except ValueError as exc:
+        return "meta.gold", str(exc)
+    if gold is None:
+        return "meta.gold", "no gold decision: not a labelled case"
+    if strata:
+        why = stratum_refusal(panel.meta, strata)
+        if why is not None:
+            return f"meta.{strata}", why
+    return None
+
+
+def _labelled_panels(
+    path: str, sink: RejectSink, once: _Once, strata: str | None
+) -> list[tuple[Panel, str]]:
+    """The labelled panels of ``path`` (``-``: standard input) with their gold decisions;
+    every other line is rejected into ``sink``."""
     from dissensus.io.jsonl import Reject, open_text, read_models
 
-    panels: list[Panel] = []
+    panels: list[tuple[Panel, str]] = []
     try:
         with open_text(path) as handle:
             for line, item in enumerate(read_models(Panel, handle, file=path), start=1):
                 if isinstance(item, Reject):
                     sink.add(item)
                     continue
-                if item.meta.get("gold") is None:
-                    sink.add(
-                        Reject(
-                            file=path,
-                            line=line,
-                            field="meta.gold",
-                            message="no gold decision: not a labelled case",
-                        )
-                    )
+                refused = _refusal(item, strata)
+                if refused is not None:
+                    sink.add(Reject(file=path, line=line, field=refused[0], message=refused[1]))
                     continue
                 if once.keep(item, f"line {line}"):
-                    panels.append(item)
+                    panels.append((item, gold_label(item.meta) or ""))
     except OSError as exc:
         raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
     return panels
+
+
+def _journal_cases(
+    journal: str, run: list[str] | None, sink: RejectSink, strata: str | None
+) -> tuple[JournalCases, list[JournalCase]]:
+    """The journal's labelled cases (of ``run`` when given) and those kept: a case whose
+    stratum value is not a label is rejected into ``sink`` (named by the journal and the
+    case's line)."""
+    from dissensus.acceptance.calibrate import stratum_refusal
+    from dissensus.io.jsonl import Reject
+    from dissensus.pipeline.labels import labelled_from_journal
+    from dissensus.store.journal import Journal
+
+    with Journal(journal) as jr:
+        unknown = sorted(set(run or ()) - {r.run_id for r in jr.runs()})
+        if unknown:
+            raise InputError(
+                f"--run: no run {', '.join(map(repr, unknown))} in the journal {journal}"
+            )
+        found = labelled_from_journal(jr, run or None)
+    kept = []
+    for case in found.cases:
+        why = stratum_refusal(case.panel.meta, strata) if strata else None
+        if why is None:
+            kept.append(case)
+            continue
+        line = case.review_id.rpartition(".")[2]
+        sink.add(
+            Reject(
+                file=journal,
+                line=int(line) if line.isdigit() else 0,
+                field=f"meta.{strata}",
+                message=f"review {case.review_id}: {why}",
+            )
+        )
+    return found, kept
 
 
 @app.command("calibrate-acceptance")
@@ -231,6 +301,10 @@ def calibrate_acceptance_cmd(
     """Fit learned acceptance with a finite-sample precision guarantee and write ACCEPT.json."""
     if labelled is None and journal is None:
         raise typer.BadParameter("give LABELLED.jsonl, --journal J, or both")
+    if run and journal is None:
+        raise typer.BadParameter("--run chooses runs of a journal: give --journal J too")
+    if strata is not None and not strata:
+        raise typer.BadParameter("--strata names a meta field; got an empty name")
     if family_rule not in ("bonferroni", "split"):
         raise typer.BadParameter(f"--family-rule is bonferroni or split, got {family_rule!r}")
     from dissensus.acceptance.families import FAMILIES
@@ -238,8 +312,8 @@ def calibrate_acceptance_cmd(
     for name in family or []:
         if name not in FAMILIES:
             raise typer.BadParameter(f"--family is one of {', '.join(FAMILIES)}, got {name!r}")
-    if labelled is not None and not Path(labelled).is_file():
-        raise typer.BadParameter(f"file not found: {labelled}")
+    if labelled is not None:
+        check_input_path(labelled)
     if journal is not None:
         check_journal_file(journal, must_exist=True)
     reads = {"LABELLED": labelled, "--policy": policy_path, "--journal": journal}
@@ -288,36 +362,28 @@ def calibrate_acceptance_cmd(
     once = _Once()
     with RejectSink(rejects) as sink:
         if labelled is not None:
-            panels = _labelled_panels(labelled, sink, once)
+            pairs = _labelled_panels(labelled, sink, once, strata)
+            panels = [p for p, _ in pairs]
             dropped = once.dropped
             readings = read_panels(panels, backend, thresholds)
             judged += judged_by_acceptance(policy, panels, readings, guard.calibration)
             cases += prepare_cases(
                 panels, settings=settings, backend=backend, guard=guard, readings=readings
             )
-            golds += [str(p.meta["gold"]) for p in panels]
+            golds += [g for _, g in pairs]
             keys += [panel_key(p) for p in panels]
             groups += [str(stratum_of(p.meta, strata)) for p in panels] if strata else []
             sources.append(
-                f"{labelled} ({len(panels)} labelled panels"
+                f"{'standard input' if labelled == '-' else labelled} ({len(panels)} labelled panels"
                 + (f"; {dropped} repeated panel(s) dropped" if dropped else "")
                 + ")"
             )
+        found = _journal_cases(journal, run, sink, strata) if journal is not None else None
         rejected = sink.count
-    if journal is not None:
-        from dissensus.pipeline.labels import labelled_from_journal
-        from dissensus.store.journal import Journal
-
-        with Journal(journal) as jr:
-            unknown = sorted(set(run or ()) - {r.run_id for r in jr.runs()})
-            if unknown:
-                raise InputError(
-                    f"--run: no run {', '.join(map(repr, unknown))} in the journal {journal}"
-                )
-            found = labelled_from_journal(jr, run or None)
+    if journal is not None and found is not None:
         user = load_user_features(settings.user) if settings.user else None
         before = once.dropped
-        kept = [c for c in found.cases if once.keep(c.panel, f"review {c.review_id}")]
+        kept = [c for c in found[1] if once.keep(c.panel, f"review {c.review_id}")]
         judged += judged_by_acceptance(
             policy, [c.panel for c in kept], [c.reading for c in kept], guard.calibration
         )
@@ -339,8 +405,9 @@ def calibrate_acceptance_cmd(
                 groups.append(str(stratum_of(case.panel.meta, strata)))
         repeated = once.dropped - before
         sources.append(
-            f"{journal} ({len(found.cases) - found.confirmed} resolved reviews, {found.confirmed} audited "
-            f"automatic decisions; {found.outside_options} outside the options excluded"
+            f"{journal} ({len(found[0].cases) - found[0].confirmed} resolved reviews, "
+            f"{found[0].confirmed} audited automatic decisions; "
+            f"{found[0].outside_options} outside the options excluded"
             + (f"; {repeated} repeated panel(s) dropped" if repeated else "")
             + ")"
         )
@@ -377,6 +444,7 @@ def calibrate_acceptance_cmd(
     summary = {
         "out": out,
         "calibration_n": saved.calibration_n,
+        "selection_n": saved.selection_n,
         "fitted_n": saved.fitted_n if saved.fitted_n is not None else saved.calibration_n,
         "family": saved.family,
         "family_rule": saved.family_rule,
@@ -449,10 +517,17 @@ def _print(acc: Any, out: str, rejected: int) -> None:
         f"{acc.error_upper:.3f}",
     )
     out_console.print(table)
-    if acc.fitted_n is not None and acc.fitted_n > acc.calibration_n:
+    judged = acc.calibration_n + (acc.selection_n or 0)
+    if acc.fitted_n is not None and acc.fitted_n > judged:
         out_console.print(
-            f"{acc.calibration_n} of the {acc.fitted_n} labelled cases reach acceptance under "
+            f"{judged} of the {acc.fitted_n} labelled cases reach acceptance under "
             "this policy and calibrate it; the model is fitted on all of them"
+        )
+    if acc.selection_n is not None:
+        out_console.print(
+            f"family rule split: {acc.selection_n} of the {judged} calibration cases chose "
+            f"the score family; the other {acc.calibration_n} tested its threshold (the "
+            "figures above, and the guarantee)"
         )
     out_console.print(acc.threshold_reason)
     out_console.print(acc.guarantee())

@@ -21,7 +21,7 @@ from collections import Counter
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from pydantic import ValidationError
+from pydantic import Field, ValidationError
 from rich.table import Table
 
 from dissensus.cli.app import app
@@ -51,9 +51,10 @@ __all__ = ["calibrate_command", "vote_command"]
 
 
 class _LabelledInput(VoteCase):
-    """A case as ``calibrate`` reads it: ``gold`` is required."""
+    """A case as ``calibrate`` reads it: ``gold`` is required, and is a label (an empty
+    string names no answer: a reject naming ``gold``, as a list or an object is)."""
 
-    gold: str
+    gold: str = Field(min_length=1)
 
 
 RejectsOption = Annotated[

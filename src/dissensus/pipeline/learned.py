@@ -12,7 +12,9 @@ Choices where the design is silent: scikit-learn and scipy are imported only whe
 file is configured (a missing library is a :class:`ConfigError` saying how to install
 it); a file whose content no longer matches its sha256 is refused at start and on
 resume, and so is one whose content is inconsistent
-(:func:`dissensus.acceptance.file.read_acceptance`: read once, by the strict loader);
+(:func:`dissensus.acceptance.file.read_acceptance`: read once, by the strict loader;
+the copy a run keeps is read on resume as it was checked when the run started, so a
+run started by an earlier version, whose checks were looser, still resumes);
 the guard's decision used as features is computed by
 :func:`dissensus.acceptance.prepare.acceptance_guard` with the run's guard calibration
 and options — the function calibration uses, and the same audit the guard step
@@ -79,7 +81,7 @@ def make_learned(
             "the run's acceptance file does not match its sha256", field="acceptance.model"
         )
     return LearnedAcceptance(
-        acceptance.validate_acceptance(data, "the run's acceptance file"),
+        acceptance.validate_acceptance(data, "the run's acceptance file", journalled=True),
         similarity=similarity,
         sim_backend=backend,
         allow_code=allow_code,
