@@ -135,6 +135,10 @@ def test_no_item_is_dropped_silently(models: list[list[object]]) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for name, items in files.items():
             (Path(tmp) / f"{name}.json").write_text(json.dumps(items))
+        if not any(files.values()):  # nothing to convert at all: an error, not 0 panels
+            with pytest.raises(ConvertError, match="no problem in any model file"):
+                iter_zeroeval_panels(tmp, on_skip=skipped.append)
+            return
         panels = list(iter_zeroeval_panels(tmp, on_skip=skipped.append))
     reported_items = {
         (Path(s.file).stem, int(s.item)) for s in skipped if s.file != tmp and s.item != "<missing>"
@@ -157,3 +161,48 @@ def test_no_item_is_dropped_silently(models: list[list[object]]) -> None:
                 assert answered.get((name, sid)) == str(k) or sid in reported_problems
             else:
                 assert (name, k) in reported_items, (name, k, item)
+
+
+def _rows(golds: list[str], outputs: list[str] | None = None) -> list[dict[str, object]]:
+    return [
+        {
+            "session_id": f"s{k}",
+            "question": f"q{k}",
+            "output": [json.dumps({"answer": (outputs or ["4"] * len(golds))[k]})],
+            "answer": gold,
+        }
+        for k, gold in enumerate(golds)
+    ]
+
+
+def test_a_panel_no_reader_takes_is_skipped_naming_the_model_file(tmp_path: Path) -> None:
+    from dissensus.io.jsonl import parse_line
+    from dissensus.types import Panel
+
+    long_id = "s" * 50_000
+    a = _rows(["4", "4", "4"])
+    a[1]["output"] = ["x" * 40_000]  # no answer in it: the raw output is the reasoning
+    a[2]["output"] = ["y" * 32_768]
+    a[0]["session_id"] = long_id
+    b = _rows(["4", "4", "4"])
+    b[0]["session_id"] = long_id
+    (tmp_path / "a.json").write_text(json.dumps(a))
+    (tmp_path / "b.json").write_text(json.dumps(b))
+    skipped: list[Skipped] = []
+    panels = list(iter_zeroeval_panels(tmp_path, on_skip=skipped.append))
+    assert [p.id for p in panels] == ["s2"]
+    line = panels[0].model_dump_json(exclude_defaults=True)
+    assert parse_line(Panel, line, file="out", line=1) == panels[0]
+    assert [(Path(s.file).name, s.field) for s in skipped] == [
+        ("a.json", "session_id"),
+        ("a.json", "output"),
+    ]
+    assert skipped[0].item.endswith("(50000 characters)") and len(skipped[0].item) < 250
+    assert "'a'" in skipped[1].message and "40000 characters" in skipped[1].message
+
+
+def test_a_directory_of_empty_files_is_an_error(tmp_path: Path) -> None:
+    (tmp_path / "a.json").write_text("[]")
+    (tmp_path / "b.json").write_text("[]")
+    with pytest.raises(ConvertError, match="no problem in any model file"):
+        iter_zeroeval_panels(tmp_path)

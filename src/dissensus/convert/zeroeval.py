@@ -28,7 +28,11 @@ and written to ``meta.gold``; a problem answered by fewer than two models, or wh
 gold is not a number, is skipped and reported through ``on_skip``. So is an item that
 is not an object or whose ``session_id`` is missing or not a string (file and index
 named), and every repeat of a ``session_id`` within one model file: the first is kept,
-each later one is reported as skipped.
+each later one is reported as skipped. A problem whose panel a reader would refuse
+(an output or question over :data:`~dissensus.io.limits.MAX_FIELD_CHARS` characters:
+:func:`~dissensus.convert.skips.over_limits`) is skipped naming the model file and
+field its text came from. Model files that are all empty lists are a
+:class:`ConvertError`.
 """
 
 from __future__ import annotations
@@ -44,9 +48,13 @@ from dissensus.convert.skips import (
     SkipHandler,
     Skipped,
     load_json_source,
+    over_limits,
+    overrun_message,
     report_skip,
+    shown_value,
 )
 from dissensus.families import model_family
+from dissensus.io.limits import Overrun
 from dissensus.llm.jsonparse import JSONExtractError, extract_json
 from dissensus.types import AgentOutput, JsonObject, Panel
 
@@ -157,6 +165,8 @@ def iter_zeroeval_panels(
     root = Path(directory)
     files = zeroeval_source_files(root)
     models = {f.stem: _load(f) for f in files}
+    if not any(models.values()):
+        raise ConvertError(f"{root}: no problem in any model file (every file is an empty list)")
     return _panels(models, {f.stem: f for f in files}, root, on_skip, limit)
 
 
@@ -168,7 +178,7 @@ def _session_id(item: Any) -> tuple[str | None, str, str]:
         return None, "session_id", "missing"
     sid = item["session_id"]
     if not isinstance(sid, str):
-        return None, "session_id", f"must be a string, got {type(sid).__name__} {sid!r}"
+        return None, "session_id", f"must be a string, got {type(sid).__name__} {shown_value(sid)}"
     return sid, "", ""
 
 
@@ -183,9 +193,11 @@ def _panels(
     # question and task; ``order`` is the order problems were first seen.
     order: list[str] = []
     first_seen: dict[str, JsonObject] = {}
+    first_file: dict[str, str] = {}
     by_model: dict[str, dict[str, JsonObject]] = {}
+    files = {name: str(paths.get(name, root / f"{name}.json")) for name in models}
     for name, items in models.items():
-        file = str(paths.get(name, root / f"{name}.json"))
+        file = files[name]
         table: dict[str, JsonObject] = {}
         where: dict[str, int] = {}
         for index, item in enumerate(items):
@@ -203,8 +215,8 @@ def _panels(
                         item=str(index),
                         field="session_id",
                         message=(
-                            f"duplicate session_id {sid!r} (first at item {where[sid]}); "
-                            "the first is kept"
+                            f"duplicate session_id {shown_value(sid)} (first at item "
+                            f"{where[sid]}); the first is kept"
                         ),
                     ),
                 )
@@ -213,6 +225,7 @@ def _panels(
             where[sid] = index
             if sid not in first_seen:
                 first_seen[sid] = item
+                first_file[sid] = file
                 order.append(sid)
         by_model[name] = table
     done = 0
@@ -229,7 +242,7 @@ def _panels(
                     file=str(root),
                     item=sid,
                     field="answer",
-                    message=f"gold is not a number: {first.get('answer')!r}",
+                    message=f"gold is not a number: {shown_value(first.get('answer'))}",
                 ),
             )
             continue
@@ -263,10 +276,15 @@ def _panels(
             "question": str(first.get("question", "")),
             "gold": gold,
         }
+        panel = Panel(id=sid, meta=meta, outputs=outputs)
+        over = over_limits(panel)
+        if over is not None:
+            report_skip(on_skip, _overrun(panel, over, first_file[sid], files))
+            continue
         done += 1
         for name in absent:
             missing[name] += 1
-        yield Panel(id=sid, meta=meta, outputs=outputs)
+        yield panel
     # A model that did not answer problems the others did is reported, not passed over:
     # its panels were converted with one agent fewer (a model file cut short, most often).
     for name, count in missing.items():
@@ -283,3 +301,28 @@ def _panels(
                     ),
                 ),
             )
+
+
+# Where a panel's field comes from in the first item of the problem.
+_META_SOURCES = {"meta.question": "question", "meta.task": "source", "meta.gold": "answer"}
+
+
+def _overrun(panel: Panel, over: Overrun, first: str, files: dict[str, str]) -> Skipped:
+    """The skip of a problem whose panel is over a bound, naming the model file and field
+    its text came from (an agent's output, else the first item of the problem)."""
+    parts = over.field.split(".")
+    if parts[0] == "outputs" and len(parts) > 1 and parts[1].isdigit():
+        name = panel.outputs[int(parts[1])].agent
+        return Skipped(
+            file=files[name],
+            item=panel.id,
+            field="output",
+            message=overrun_message(over, f"model {shown_value(name)}: "),
+        )
+    if over.field == "id":
+        field = "session_id"
+    elif over.count:
+        field = "<item>"
+    else:
+        field = _META_SOURCES.get(".".join(parts[:2]), over.field)
+    return Skipped(file=first, item=panel.id, field=field, message=overrun_message(over))
