@@ -259,3 +259,42 @@ def test_zeroeval_model_named_like_an_internal_key(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     panels = [json.loads(line) for line in proc.stdout.splitlines()]
     assert [sorted(o["agent"] for o in p["outputs"]) for p in panels] == [["Model", "__seen__"]] * 2
+
+
+def test_a_source_without_items_is_an_error_not_an_empty_success(tmp_path: Path) -> None:
+    """A ``{}`` VariErrNLI file exited 0 with no line and no word; so did a directory of
+    empty ZeroEval files."""
+    (tmp_path / "empty.json").write_text("{}")
+    ze = tmp_path / "ze"
+    ze.mkdir()
+    for model in ("a", "b"):
+        (ze / f"{model}.json").write_text("[]")
+    for args, message in [
+        (("varierrnli", tmp_path / "empty.json"), "no item (an empty object"),
+        (("zeroeval", ze), "no problem in any model file"),
+    ]:
+        proc = run(*args)
+        assert proc.returncode == 2, (args, proc.stderr)
+        assert proc.stderr.startswith("error: ") and message in proc.stderr, proc.stderr
+        assert len(proc.stderr.strip().splitlines()) == 1 and proc.stdout == ""
+
+
+def test_skip_lines_are_bounded_and_escape_control_characters(tmp_path: Path) -> None:
+    item = {
+        "text": {"context": "c", "statement": "s"},
+        "annotators": "A,B",
+        "annotations": {"A": "neutral", "B": "\x1b[2Jbogus" + "z" * 40_000},
+        "soft_label": {"neutral": {"0": 0.5, "1": 0.5}},
+        "split": "dev",
+        "other_info": {"explanations": ["x", "y"]},
+    }
+    path = tmp_path / "v.json"
+    path.write_text(json.dumps({"k\x07" + "K" * 50_000: item}))
+    rejects = tmp_path / "rejects.jsonl"
+    proc = run("varierrnli", path, "--rejects", rejects)
+    assert proc.returncode == 3, proc.stderr
+    (line,) = proc.stderr.splitlines()
+    assert "\x1b" not in line and "\x07" not in line and len(line) < 800, line[:300]
+    assert "(50002 characters)" in line and "(40009 characters)" in line
+    (row,) = [json.loads(r) for r in rejects.read_text().splitlines()]
+    assert row["field"] == "annotations.B" and len(row["item"]) < 250

@@ -379,3 +379,70 @@ def test_bundled_examples_are_reproducible(
     assert path.stat().st_size < 2_000_000
     notice = (repo_root / "examples" / "LICENSE-llmbar").read_text(encoding="utf-8")
     assert "MIT License" in notice and "Zeng et al., ICLR 2024" in notice
+
+
+# --------------------------------------------------------------------------- reader bounds
+
+
+def _read_back(record: Panel | VoteCase) -> Panel | VoteCase | str:
+    """What a reader makes of the line the converter writes: the record, or the reject."""
+    from dissensus.io.jsonl import Reject, parse_line
+
+    line = record.model_dump_json(exclude_defaults=True)
+    parsed = parse_line(type(record), line, file="out.jsonl", line=1)
+    return parsed.describe() if isinstance(parsed, Reject) else parsed
+
+
+def test_a_panel_no_reader_takes_is_skipped_naming_its_source_field(tmp_path: Path) -> None:
+    """A completion of 5,000,000 characters (over the 32,768 a field holds): the item is
+    skipped naming the judge's result.json and its field, never written for every reader
+    to refuse; a completion of exactly 32,768 characters is converted and read back."""
+    write_subset(
+        tmp_path,
+        "S",
+        {
+            "GPT-4": [("1", "x" * 5_000_000), ("1", "y" * 32_768), ("2", "fine")],
+            "PaLM2": [("1", "ok"), ("2", "ok"), ("2", "ok")],
+        },
+    )
+    skipped: list[Skipped] = []
+    panels = list(iter_llmbar_panels(tmp_path, on_skip=skipped.append))
+    assert [p.id for p in panels] == ["S/1", "S/2"]
+    assert all(_read_back(p) == p for p in panels)
+    (skip,) = skipped
+    assert skip.file == str(tmp_path / "S" / "evaluators" / "GPT-4" / "CoT" / "result.json")
+    assert (skip.item, skip.field) == ("0", "results.0.swap = False.completion")
+    assert "5000000 characters; at most 32768 per field" in skip.message
+    assert "'GPT-4'" in skip.message and "outputs.0.reasoning" in skip.message
+    # Vote cases carry no completion: the same item is a vote case every reader takes.
+    cases = list(iter_llmbar_votes(tmp_path))
+    assert [c.id for c in cases] == ["S/0", "S/1", "S/2"]
+    assert all(_read_back(c) == c for c in cases)
+
+
+def test_an_instruction_over_the_field_bound_names_the_dataset_field(tmp_path: Path) -> None:
+    base = write_subset(tmp_path, "S", {"GPT-4": [("1", "a")] * 2, "PaLM2": [("2", "b")] * 2})
+    items = json.loads((base / "dataset.json").read_text())
+    items[1]["output_2"] = "z" * 40_000
+    (base / "dataset.json").write_text(json.dumps(items))
+    skipped: list[Skipped] = []
+    assert [p.id for p in iter_llmbar_panels(tmp_path, on_skip=skipped.append)] == ["S/0"]
+    assert [(s.file, s.item, s.field) for s in skipped] == [
+        (str(base / "dataset.json"), "1", "output_2")
+    ]
+
+
+def test_an_empty_dataset_is_an_error(tmp_path: Path) -> None:
+    base = write_subset(tmp_path, "S", {"GPT-4": [("1", "a")], "PaLM2": [("2", "b")]})
+    (base / "dataset.json").write_text("[]")
+    with pytest.raises(ConvertError, match=r"dataset.json: no item \(an empty list\)"):
+        list(iter_llmbar_panels(tmp_path, on_skip=lambda s: None))
+
+
+def test_a_long_winner_is_quoted_bounded(tmp_path: Path) -> None:
+    write_subset(tmp_path, "S", {"GPT-4": [("w" * 40_000, "a")], "PaLM2": [("2", "b")]})
+    skipped: list[Skipped] = []
+    assert list(iter_llmbar_panels(tmp_path, on_skip=skipped.append)) == []
+    (skip,) = skipped
+    assert skip.field == "results.0.swap = False.winner"
+    assert "(40000 characters)" in skip.message and len(skip.message) < 300

@@ -152,3 +152,94 @@ def test_explanations_follow_annotator_occurrence(
         ]
         assert out.reasoning == "\n\n".join(out.model_extra["explanations"])
     assert sum(panel.meta["label_counts"].values()) == len(order)
+
+
+def _convert(tmp_path: Path, data: dict[str, Any]) -> tuple[list[Panel], list[Skipped]]:
+    path = tmp_path / "v.json"
+    path.write_text(json.dumps(data))
+    skipped: list[Skipped] = []
+    return list(iter_varierrnli_panels(path, on_skip=skipped.append)), skipped
+
+
+def _ok() -> dict[str, Any]:
+    return _item({"A": "neutral", "B": "entailment"}, "A,B", ["x", "y"])
+
+
+@pytest.mark.parametrize(
+    ("change", "field", "message"),
+    [
+        ({"annotations": {"A": "neutral", "B": "bogus_label"}}, "annotations.B", "'bogus_label'"),
+        ({"annotations": {"A": "neutral", "B": "Neutral"}}, "annotations.B", "not one of"),
+        ({"soft_label": 1e308}, "soft_label", "expected an object"),
+        ({"soft_label": {"maybe": {"0": 1.0}}}, "soft_label", "'maybe' is not one of"),
+        ({"soft_label": {"neutral": [0.5, 0.5]}}, "soft_label.neutral", "expected an object"),
+        ({"soft_label": {"neutral": {"0": 2}}}, "soft_label.neutral.0", "in [0, 1], got 2"),
+        ({"soft_label": {"neutral": {"0": True}}}, "soft_label.neutral.0", "got True"),
+        ({"soft_label": {"neutral": {"2": 0.5}}}, "soft_label.neutral", "'2' is not"),
+        ({"split": 5}, "split", "expected a string"),
+    ],
+)
+def test_a_label_or_field_of_the_wrong_kind_is_skipped(
+    tmp_path: Path, change: dict[str, Any], field: str, message: str
+) -> None:
+    """Labels outside the three NLI labels and mistyped fields were copied into the
+    panels; now the item is skipped, naming its field, and the others are converted."""
+    panels, skipped = _convert(tmp_path, {"ok": _ok(), "bad": {**_ok(), **change}})
+    assert [p.id for p in panels] == ["ok"]
+    assert [(s.item, s.field) for s in skipped] == [("bad", field)]
+    assert message in skipped[0].message
+
+
+def test_an_item_without_soft_label_is_still_converted(tmp_path: Path) -> None:
+    item = _ok()
+    del item["soft_label"]
+    panels, skipped = _convert(tmp_path, {"k": item})
+    assert not skipped and panels[0].meta["soft_label"] is None
+
+
+def test_an_empty_file_is_an_error(tmp_path: Path) -> None:
+    (tmp_path / "empty.json").write_text("{}")
+    with pytest.raises(ConvertError, match=r"empty.json: no item \(an empty object"):
+        iter_varierrnli_panels(tmp_path / "empty.json")
+
+
+def test_a_panel_no_reader_takes_is_skipped_naming_its_source_field(tmp_path: Path) -> None:
+    """An item id, an annotator's name, an explanation or a context over the 32,768
+    characters a field holds: skipped, naming the item's field, and the echo bounded.
+    At exactly 32,768 characters the panel is converted and a reader takes it."""
+    from dissensus.io.jsonl import parse_line
+
+    long_name = "N" * 40_000
+    data = {
+        "K" * 50_000: _ok(),
+        "name": _item({long_name: "neutral", "B": "entailment"}, f"{long_name},B", ["x", "y"]),
+        "explanation": _item({"A": "neutral", "B": "neutral"}, "A,B", ["x", "e" * 32_769]),
+        "context": {**_ok(), "text": {"context": "c" * 40_000, "statement": "s"}},
+        "edge": _item({"A": "neutral", "B": "neutral"}, "A,B", ["x", "e" * 32_768]),
+    }
+    panels, skipped = _convert(tmp_path, data)
+    assert [p.id for p in panels] == ["edge"]
+    line = panels[0].model_dump_json(exclude_defaults=True)
+    assert parse_line(Panel, line, file="out", line=1) == panels[0]
+    assert [s.field for s in skipped] == [
+        "<key>",
+        "annotations",
+        "other_info.explanations",
+        "text.context",
+    ]
+    assert skipped[0].item.endswith("... (50000 characters)") and len(skipped[0].item) < 250
+    assert "40000 characters; at most 32768 per field" in skipped[1].message
+    assert "'B'" in skipped[2].message  # the annotator whose explanation it is
+    for skip in skipped:
+        assert len(skip.describe()) < 600, skip.describe()[:300]
+
+
+def test_a_long_annotator_name_is_quoted_bounded(tmp_path: Path) -> None:
+    long_name = "A" * 40_000
+    item = _item({long_name: "neutral", "B": "entailment"}, "A,B", ["x", "y"])
+    panels, skipped = _convert(tmp_path, {"k": item})
+    assert not panels
+    (skip,) = skipped
+    assert skip.field == "annotators"
+    assert "'AAAA" in skip.message and "(40000 characters)" in skip.message
+    assert len(skip.describe()) < 300

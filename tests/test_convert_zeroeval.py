@@ -135,6 +135,10 @@ def test_no_item_is_dropped_silently(models: list[list[object]]) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for name, items in files.items():
             (Path(tmp) / f"{name}.json").write_text(json.dumps(items))
+        if not any(files.values()):  # nothing to convert at all: an error, not 0 panels
+            with pytest.raises(ConvertError, match="no problem in any model file"):
+                iter_zeroeval_panels(tmp, on_skip=skipped.append)
+            return
         panels = list(iter_zeroeval_panels(tmp, on_skip=skipped.append))
     reported_items = {
         (Path(s.file).stem, int(s.item)) for s in skipped if s.file != tmp and s.item != "<missing>"
@@ -157,3 +161,95 @@ def test_no_item_is_dropped_silently(models: list[list[object]]) -> None:
                 assert answered.get((name, sid)) == str(k) or sid in reported_problems
             else:
                 assert (name, k) in reported_items, (name, k, item)
+
+
+@pytest.mark.parametrize(
+    ("text", "number"),
+    [
+        ("12345678901234567890123", "12345678901234567890123"),
+        ("1e30", "1" + "0" * 30),
+        ("-1E+25", "-1" + "0" * 25),
+        ("2.0", "2"),
+        ("-0.0", "0"),
+        ("9007199254740993", "9007199254740993"),  # 2**53 + 1: a float reads 2**53
+        ("12345678901234567890.5", "12345678901234567890.5"),
+        # A fraction keeps 6 places (a float's print artifact reads as the number meant).
+        ("106.09000000000001", "106.09"),
+        ("2.6666666666666665", "2.666667"),
+        ("0.3333333", "0.333333"),
+        ("2.0000001", "2"),
+        ("1e-999999", "0"),
+    ],
+)
+def test_integers_are_exact_and_fractions_keep_six_places(text: str, number: str) -> None:
+    """Integers were read through a float (12345678901234567890123 became
+    12345678901234567741440, 1e30 1000000000000000019884624838656)."""
+    assert normalise_number(text) == number
+    assert extract_answer(json.dumps({"reasoning": "r", "answer": text}))[0] == number
+    # As a JSON number too: read as written, not through the float JSON parsing makes.
+    assert extract_answer(f'{{"reasoning": "r", "answer": {text}}}')[0] == number
+
+
+def _rows(golds: list[str], outputs: list[str] | None = None) -> list[dict[str, object]]:
+    return [
+        {
+            "session_id": f"s{k}",
+            "question": f"q{k}",
+            "output": [json.dumps({"answer": (outputs or ["4"] * len(golds))[k]})],
+            "answer": gold,
+        }
+        for k, gold in enumerate(golds)
+    ]
+
+
+def test_a_gold_other_files_disagree_on_is_reported_and_the_problem_skipped(
+    tmp_path: Path,
+) -> None:
+    """Model files giving one question different golds: which is right cannot be told
+    (the first file's was taken with no word); the same gold written differently agrees."""
+    (tmp_path / "a.json").write_text(json.dumps(_rows(["# 19", "# 4", "# 1,800", "# 7"])))
+    b = _rows(["# 18", "4", "1800.0", "7"])
+    del b[3]["answer"]  # no gold given: it contradicts none
+    (tmp_path / "b.json").write_text(json.dumps(b))
+    skipped: list[Skipped] = []
+    panels = list(iter_zeroeval_panels(tmp_path, on_skip=skipped.append))
+    golds = [(p.id, p.meta["gold"]) for p in panels]
+    assert golds == [("s1", "4"), ("s2", "1800"), ("s3", "7")]
+    (skip,) = skipped
+    assert (skip.file, skip.item, skip.field) == (str(tmp_path / "b.json"), "s0", "answer")
+    assert "'# 18' differs from '# 19' in a.json" in skip.message
+    with pytest.raises(ConvertError, match="item s0: field 'answer'"):
+        list(iter_zeroeval_panels(tmp_path))
+
+
+def test_a_panel_no_reader_takes_is_skipped_naming_the_model_file(tmp_path: Path) -> None:
+    from dissensus.io.jsonl import parse_line
+    from dissensus.types import Panel
+
+    long_id = "s" * 50_000
+    a = _rows(["4", "4", "4"])
+    a[1]["output"] = ["x" * 40_000]  # no answer in it: the raw output is the reasoning
+    a[2]["output"] = ["y" * 32_768]
+    a[0]["session_id"] = long_id
+    b = _rows(["4", "4", "4"])
+    b[0]["session_id"] = long_id
+    (tmp_path / "a.json").write_text(json.dumps(a))
+    (tmp_path / "b.json").write_text(json.dumps(b))
+    skipped: list[Skipped] = []
+    panels = list(iter_zeroeval_panels(tmp_path, on_skip=skipped.append))
+    assert [p.id for p in panels] == ["s2"]
+    line = panels[0].model_dump_json(exclude_defaults=True)
+    assert parse_line(Panel, line, file="out", line=1) == panels[0]
+    assert [(Path(s.file).name, s.field) for s in skipped] == [
+        ("a.json", "session_id"),
+        ("a.json", "output"),
+    ]
+    assert skipped[0].item.endswith("(50000 characters)") and len(skipped[0].item) < 250
+    assert "'a'" in skipped[1].message and "40000 characters" in skipped[1].message
+
+
+def test_a_directory_of_empty_files_is_an_error(tmp_path: Path) -> None:
+    (tmp_path / "a.json").write_text("[]")
+    (tmp_path / "b.json").write_text("[]")
+    with pytest.raises(ConvertError, match="no problem in any model file"):
+        iter_zeroeval_panels(tmp_path)

@@ -473,3 +473,67 @@ def test_a_sample_still_refused_is_unscored_and_the_next_one_decided(
     assert refused.explanation is not None and refused.explanation.startswith("not decided: ")
     assert any("sample not decided" in r.getMessage() for r in caplog.records)
     assert reduce(_three()).value == "C"
+
+
+def _scores(first: Any = "C", **meta: Any) -> list[Score]:
+    from inspect_ai.scorer import Score
+
+    return [
+        Score(value=first, explanation="g1 says so.", metadata={"grader": "g1", **meta}),
+        Score(value="C", explanation="g2 says so.", metadata={"grader": "g2"}),
+        Score(value="I", explanation="g3 says not.", metadata={"grader": "g3"}),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("scores", "error"),
+    [
+        (lambda: _scores(10**5000), "g1: value: no label can hold it (holds an integer of more"),
+        (lambda: _scores([1, 10**5000]), "g1: value: no label can hold it (holds an integer"),
+        (lambda: _scores()[:1], "1 grader(s) scored this sample: a panel needs at least two"),
+        (lambda: [], "0 grader(s) scored this sample: a panel needs at least two"),
+    ],
+    ids=["huge-int", "huge-int-in-list", "one-score", "no-score"],
+)
+def test_scores_that_make_no_panel_fail_their_sample_with_one_line(
+    scores: Any, error: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A value no label holds, or fewer than two scores, is this sample's fault: it is
+    unscored with a one-line reason (never a raw ValueError or a pydantic dump), and the
+    next sample is decided."""
+    from dissensus.integrations.inspect import dissensus_reducer
+
+    reduce = dissensus_reducer(policy=POLICY)
+    refused = reduce(scores())
+    assert refused.answer == "error" and refused.metadata is not None
+    assert refused.metadata["error"].startswith(error), refused.metadata["error"]
+    assert "\n" not in refused.metadata["error"] and "pydantic" not in refused.metadata["error"]
+    assert refused.explanation == f"not decided: {refused.metadata['error']}"
+    assert any("sample not decided" in r.getMessage() for r in caplog.records)
+    assert reduce(_scores()).value == "C"
+
+
+@pytest.mark.parametrize(
+    "confidence", [10**5000, 5, -0.5, "1e999"], ids=["huge-int", "5", "-0.5", "1e999"]
+)
+def test_a_confidence_out_of_range_or_too_large_is_left_out_and_noted(confidence: Any) -> None:
+    from dissensus.integrations.inspect import dissensus_reducer
+
+    score = dissensus_reducer(policy=POLICY)(_scores(confidence=confidence))
+    assert score.value == "C" and score.answer != "error" and score.metadata is not None
+    assert score.metadata["notes"] == ["g1: metadata.confidence left out (not a number in [0, 1])"]
+
+
+@pytest.mark.parametrize(
+    ("graders", "message"),
+    [(["g1"], r"1 grader\(s\) named"), (["g1", "g1"], "'g1' is named twice"), ("g1g2", "a list")],
+)
+def test_a_grader_list_no_panel_can_come_from_is_refused_when_the_reducer_is_made(
+    graders: Any, message: str
+) -> None:
+    from dissensus.errors import ConfigError
+    from dissensus.integrations.inspect import dissensus_reducer
+
+    with pytest.raises(ConfigError, match=message) as err:
+        dissensus_reducer(graders=graders, policy=POLICY)
+    assert err.value.field == "graders"

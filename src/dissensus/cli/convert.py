@@ -1,8 +1,10 @@
 """CLI commands: ``dissensus convert llmbar|varierrnli|zeroeval`` (registered on import).
 
 Both write JSONL, one record per line, to standard output or ``--out``. A source item
-that cannot be converted is reported on stderr with its file, item and field (and
-written to ``--rejects`` when given); the rest is converted and the exit code is 3.
+that cannot be converted, or whose record no reader would take (a field over the
+readers' bounds), is reported on stderr with its file, item and field, control
+characters escaped (and written to ``--rejects`` when given); the rest is converted and
+the exit code is 3.
 A source without the expected layout, or an ``--out`` / ``--rejects`` file that cannot
 be written (a directory, in a missing directory, the source file, or both the same
 file), is a usage error (exit 2): one line on stderr, never a traceback. Outputs are
@@ -31,6 +33,7 @@ from dissensus.cli.common import (
     exit_for,
     output_handle,
     progress,
+    shown,
 )
 
 if TYPE_CHECKING:
@@ -86,7 +89,8 @@ class _SkipLog:
         from dissensus.io.jsonl import write_jsonl_line
 
         self.count += 1
-        typer.echo(f"skipped {skipped.describe()}", err=True)
+        # Control characters of a source's names and values are escaped, never interpreted.
+        typer.echo(f"skipped {shown(skipped.describe())}", err=True)
         if self._handle is not None:
             write_jsonl_line(self._handle, skipped)
 

@@ -41,8 +41,13 @@ Choices where the source and the design are silent:
 * An item whose panel would have fewer than two agents (or case fewer than two voters),
   whose gold label is not 1/2, or whose result entry is missing or mistyped is skipped and
   reported through ``on_skip`` (see :mod:`dissensus.convert.skips`); the rest is converted.
+  So is an item whose panel or vote case a reader would refuse (a completion, an
+  instruction or an output over :data:`~dissensus.io.limits.MAX_FIELD_CHARS` characters,
+  too much text or too many judges: :func:`~dissensus.convert.skips.over_limits`),
+  named by the source file and field the text came from.
 * A missing directory, a directory without any subset, a subset without any judge for the
-  strategy, or a file that is not a JSON list is a :class:`ConvertError` (exit code 2).
+  strategy, a file that is not a JSON list, or a ``dataset.json`` without any item is a
+  :class:`ConvertError` (exit code 2).
 """
 
 from __future__ import annotations
@@ -60,9 +65,13 @@ from dissensus.convert.skips import (
     SkipHandler,
     Skipped,
     load_json_source,
+    over_limits,
+    overrun_message,
     report_skip,
+    shown_value,
 )
 from dissensus.errors import InputError
+from dissensus.io.limits import Overrun
 from dissensus.types import AgentOutput, JsonObject, Panel, Vote, VoteCase
 
 __all__ = [
@@ -236,7 +245,7 @@ def _answer(entry: Any, *, file: Path, field: str) -> JudgeAnswer:
         winner = str(winner)
     if winner is not None and winner not in _WINNERS:
         raise _Malformed(
-            file, f"{field}.winner", f"winner must be '1', '2' or null, got {winner!r}"
+            file, f"{field}.winner", f"winner must be '1', '2' or null, got {shown_value(winner)}"
         )
     completion = entry.get("completion")
     if isinstance(completion, list):
@@ -271,7 +280,7 @@ def _gold(raw: Any, dataset: Path) -> str:
     if isinstance(label, int) and not isinstance(label, bool):
         label = str(label)
     if label not in _WINNERS:
-        raise _Malformed(dataset, "label", f"gold label must be 1 or 2, got {label!r}")
+        raise _Malformed(dataset, "label", f"gold label must be 1 or 2, got {shown_value(label)}")
     return str(label)
 
 
@@ -343,6 +352,8 @@ def _items(
 ) -> Iterator[LLMBarItem]:
     for subset in subsets:
         dataset = _load_list(subset.path / "dataset.json")
+        if not dataset:
+            raise ConvertError(f"{subset.path / 'dataset.json'}: no item (an empty list)")
         results = {
             judge: _load_list(subset.path / "evaluators" / judge / strategy / "result.json")
             for judge in subset.judges
@@ -426,7 +437,9 @@ def item_to_panel(item: LLMBarItem) -> Panel:
         try:
             outputs.append(_output(judge, answer, item.swapped.get(judge)))
         except ValidationError as exc:  # e.g. text that is not valid Unicode
-            raise InputError(str(exc)) from exc
+            first = exc.errors(include_url=False)[0]
+            where = ".".join(str(part) for part in first["loc"])
+            raise InputError(f"judge {shown_value(judge)}: {where}: {first['msg']}") from exc
     meta = _meta(item)
     if without_trace:
         meta["judges_without_trace"] = without_trace
@@ -493,7 +506,7 @@ def iter_llmbar_panels(
 def _panels(items: Iterator[LLMBarItem], on_skip: SkipHandler | None) -> Iterator[Panel]:
     for item in items:
         try:
-            yield item_to_panel(item)
+            panel = item_to_panel(item)
         except InputError as exc:
             report_skip(
                 on_skip,
@@ -501,6 +514,45 @@ def _panels(items: Iterator[LLMBarItem], on_skip: SkipHandler | None) -> Iterato
                     file=item.dataset_file, item=str(item.index), field="outputs", message=str(exc)
                 ),
             )
+            continue
+        over = over_limits(panel)
+        if over is None:
+            yield panel
+        else:
+            report_skip(on_skip, _overrun(item, over, [o.agent for o in panel.outputs]))
+
+
+# Where a panel's field comes from: the dataset's fields, and a judge's result entry.
+_DATASET_SOURCES = {
+    "meta.input": "input",
+    "meta.options.1": "output_1",
+    "meta.options.2": "output_2",
+}
+_RESULT_SOURCES = {
+    "reasoning": f"results.0.{_ORIGINAL}.completion",
+    "reask.reasoning": f"results.0.{_SWAPPED}.completion",
+}
+
+
+def _overrun(item: LLMBarItem, over: Overrun, agents: list[str]) -> Skipped:
+    """The skip of an item whose record is over a bound, naming the source file and field
+    its text came from: a judge's ``result.json`` for an output's text, else the
+    ``dataset.json``."""
+    parts = over.field.split(".")
+    if parts[0] in ("outputs", "votes") and len(parts) > 2 and parts[1].isdigit():
+        judge = agents[int(parts[1])]
+        file = Path(item.dataset_file).parent / "evaluators" / judge / item.strategy / "result.json"
+        field = _RESULT_SOURCES.get(".".join(parts[2:]), f"results.0.{_ORIGINAL}")
+        return Skipped(
+            file=str(file),
+            item=str(item.index),
+            field=field,
+            message=overrun_message(over, f"judge {shown_value(judge)}: "),
+        )
+    field = _DATASET_SOURCES.get(over.field, "<item>")
+    return Skipped(
+        file=item.dataset_file, item=str(item.index), field=field, message=overrun_message(over)
+    )
 
 
 def iter_llmbar_votes(
@@ -519,7 +571,7 @@ def iter_llmbar_votes(
 def _votes(items: Iterator[LLMBarItem], on_skip: SkipHandler | None) -> Iterator[VoteCase]:
     for item in items:
         try:
-            yield item_to_votes(item)
+            case = item_to_votes(item)
         except InputError as exc:
             report_skip(
                 on_skip,
@@ -527,3 +579,9 @@ def _votes(items: Iterator[LLMBarItem], on_skip: SkipHandler | None) -> Iterator
                     file=item.dataset_file, item=str(item.index), field="votes", message=str(exc)
                 ),
             )
+            continue
+        over = over_limits(case)
+        if over is None:
+            yield case
+        else:
+            report_skip(on_skip, _overrun(item, over, [v.agent for v in case.votes]))

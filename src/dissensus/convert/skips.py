@@ -13,21 +13,86 @@ Source files are read as strictly as configuration files (one shared reader,
 :mod:`dissensus.io.jsontext`): a file holding a key twice in one object, ``NaN`` or an
 integer too long to convert is refused whole, naming the field, instead of one reader's
 guess at what it means reaching the panels.
+
+A record every reader would refuse is never written: each converted record goes through
+the readers' own bound check (:func:`over_limits`, which is
+:func:`dissensus.io.limits.check_record`, the check :func:`dissensus.io.jsonl.bounded`
+applies to every line read), and a record over a bound -- a field of more than
+:data:`~dissensus.io.limits.MAX_FIELD_CHARS` characters, too much text, too many agents
+or values -- is skipped like a malformed item, naming the source file and field it came
+from (:func:`overrun_message`).
+
+Choice: a skip quotes what it found bounded (:func:`shown_value`, :func:`cut`): a
+source's name or value of 40,000 characters is shown by its first
+:data:`ECHO_CHARS` and its length, so one report stays one readable line; the
+``item`` and ``field`` of a :class:`Skipped` are cut to :data:`NAME_CHARS` and its
+message to :data:`MESSAGE_CHARS` whatever the converter put there.
 """
 
 from __future__ import annotations
 
+import reprlib
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, field_validator
 
 from dissensus.errors import ConfigError, InputError
 from dissensus.io.jsontext import load_json_file
+from dissensus.io.limits import Overrun, check_record
 from dissensus.types import JsonObject
 
-__all__ = ["ConvertError", "SkipHandler", "Skipped", "load_json_source", "report_skip"]
+__all__ = [
+    "ECHO_CHARS",
+    "MESSAGE_CHARS",
+    "NAME_CHARS",
+    "ConvertError",
+    "SkipHandler",
+    "Skipped",
+    "cut",
+    "load_json_source",
+    "over_limits",
+    "overrun_message",
+    "report_skip",
+    "shown_value",
+]
+
+ECHO_CHARS = 80
+"""Most characters of a source's value (a name, a label, an id) a skip message quotes."""
+
+NAME_CHARS = 200
+"""Most characters of a :class:`Skipped`'s ``item`` and ``field`` (the rest is cut)."""
+
+MESSAGE_CHARS = 1000
+"""Most characters of a :class:`Skipped`'s ``message`` (the rest is cut)."""
+
+
+def cut(text: str, limit: int = ECHO_CHARS) -> str:
+    """``text``, or its first ``limit`` characters and its length when it is longer."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}... ({len(text)} characters)"
+
+
+_REPR = reprlib.Repr()
+_REPR.maxstring = _REPR.maxother = ECHO_CHARS
+_REPR.maxlevel = 3
+
+
+def shown_value(value: object) -> str:
+    """``value`` as a skip message quotes it: its ``repr``, bounded (a text longer than
+    :data:`ECHO_CHARS` as its first characters and its length; a list or object by its
+    first members)."""
+    if isinstance(value, str):
+        if len(value) <= ECHO_CHARS:
+            return repr(value)
+        return f"{value[:ECHO_CHARS]!r}... ({len(value)} characters)"
+    try:
+        return _REPR.repr(value)
+    except ValueError:  # an integer too long to print (more digits than Python converts)
+        return f"an integer of more than {sys.get_int_max_str_digits()} digits"
 
 
 class Skipped(BaseModel):
@@ -43,6 +108,16 @@ class Skipped(BaseModel):
     """The field that failed, dotted (``results.0.swap = False.winner``), or ``<item>``."""
     message: str
     """What is wrong with it."""
+
+    @field_validator("item", "field")
+    @classmethod
+    def _short_name(cls, value: str) -> str:
+        return cut(value, NAME_CHARS)
+
+    @field_validator("message")
+    @classmethod
+    def _short_message(cls, value: str) -> str:
+        return cut(value, MESSAGE_CHARS)
 
     def describe(self) -> str:
         return f"{self.file}: item {self.item}: field {self.field!r}: {self.message}"
@@ -83,3 +158,16 @@ def load_json_source(
             what = "a JSON list of items" if expect is list else "a JSON object keyed by item id"
         raise ConvertError(f"{path}: expected {what}")
     return data
+
+
+def over_limits(record: Any) -> Overrun | None:
+    """The first bound of :mod:`dissensus.io.limits` that ``record`` (a converted panel or
+    vote case) goes over, or None: the readers' own check, so that a converter never
+    writes a record a reader refuses (and never skips one a reader takes)."""
+    return check_record(record)
+
+
+def overrun_message(over: Overrun, whose: str = "") -> str:
+    """The skip message of a record over a bound: what went over (``whose``: the agent,
+    say), and which field of the record it was."""
+    return f"{whose}{over.message} (the record's {over.field}); no reader takes such a record"

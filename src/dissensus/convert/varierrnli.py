@@ -22,9 +22,14 @@ Choices where the source and the design are silent:
   counted) and the generic ``options`` (label -> what it asserts, :data:`NLI_OPTIONS`,
   the three NLI labels in their standard reading).
 * An item with fewer than two annotators is not a panel; it is skipped and reported
-  through ``on_skip`` like a malformed item (see :mod:`dissensus.convert.skips`).
-* A file that cannot be read or is not a JSON object is a :class:`ConvertError`
-  (exit code 2).
+  through ``on_skip`` like a malformed item (see :mod:`dissensus.convert.skips`). So is
+  an item with a label other than the three NLI labels, a ``soft_label`` that is not
+  label -> ``{"0": p, "1": p}`` with probabilities in [0, 1] (it may be absent), a
+  ``split`` that is not a string, and an item whose panel a reader would refuse (a field
+  over :data:`~dissensus.io.limits.MAX_FIELD_CHARS` characters, a key among them:
+  :func:`~dissensus.convert.skips.over_limits`), named by its source field.
+* A file that cannot be read, is not a JSON object or holds no item is a
+  :class:`ConvertError` (exit code 2).
 """
 
 from __future__ import annotations
@@ -37,12 +42,18 @@ from typing import Any
 from pydantic import ValidationError
 
 from dissensus.convert.skips import (
+    ConvertError,
     SkipHandler,
     Skipped,
+    cut,
     load_json_source,
+    over_limits,
+    overrun_message,
     report_skip,
+    shown_value,
 )
 from dissensus.errors import InputError
+from dissensus.io.limits import Overrun
 from dissensus.types import AgentOutput, JsonObject, Panel
 
 __all__ = ["NLI_OPTIONS", "item_to_panel", "iter_varierrnli_panels", "load_varierrnli"]
@@ -65,8 +76,11 @@ class _Malformed(InputError):
 
 
 def load_varierrnli(path: str | Path) -> JsonObject:
-    """The file's items, keyed by item id (raises :class:`ConvertError` if unreadable)."""
+    """The file's items, keyed by item id (raises :class:`ConvertError` if unreadable or
+    empty)."""
     data: JsonObject = load_json_source(path, dict)
+    if not data:
+        raise ConvertError(f"{path}: no item (an empty object; expected items keyed by id)")
     return data
 
 
@@ -81,13 +95,49 @@ def _split_labels(annotations: Any) -> dict[str, list[str]]:
         raise _Malformed("annotations", "expected a non-empty object annotator -> labels")
     labels: dict[str, list[str]] = {}
     for annotator, raw in annotations.items():
+        field = f"annotations.{cut(annotator)}"
         if not isinstance(raw, str):
-            raise _Malformed(f"annotations.{annotator}", "expected comma-separated labels")
+            raise _Malformed(field, "expected comma-separated labels")
         parts = [p.strip() for p in raw.split(",") if p.strip()]
         if not parts:
-            raise _Malformed(f"annotations.{annotator}", "no label")
+            raise _Malformed(field, "no label")
+        for part in parts:
+            if part not in NLI_OPTIONS:
+                raise _Malformed(
+                    field, f"label {shown_value(part)} is not one of {', '.join(NLI_OPTIONS)}"
+                )
         labels[annotator] = parts
     return labels
+
+
+def _soft_label(item: JsonObject) -> Any:
+    """The item's ``soft_label`` (``None`` when absent), checked to be label ->
+    ``{"0": p, "1": p}`` with every ``p`` a number in [0, 1]."""
+    soft = item.get("soft_label")
+    if soft is None:
+        return None
+    shape = 'label -> {"0": p, "1": p}'
+    if not isinstance(soft, dict):
+        raise _Malformed("soft_label", f"expected an object {shape}, got {shown_value(soft)}")
+    for label, dist in soft.items():
+        if label not in NLI_OPTIONS:
+            raise _Malformed(
+                "soft_label", f"{shown_value(label)} is not one of {', '.join(NLI_OPTIONS)}"
+            )
+        if not isinstance(dist, dict):
+            raise _Malformed(
+                f"soft_label.{label}",
+                f'expected an object {{"0": p, "1": p}}, got {shown_value(dist)}',
+            )
+        for key, p in dist.items():
+            if key not in ("0", "1"):
+                raise _Malformed(f"soft_label.{label}", f'{shown_value(key)} is not "0" or "1"')
+            if isinstance(p, bool) or not isinstance(p, int | float) or not 0 <= p <= 1:
+                raise _Malformed(
+                    f"soft_label.{label}.{key}",
+                    f"expected a probability in [0, 1], got {shown_value(p)}",
+                )
+    return soft
 
 
 def _explanations_by_annotator(
@@ -111,11 +161,14 @@ def _explanations_by_annotator(
         if counts.get(annotator, 0) != len(given):
             raise _Malformed(
                 "annotators",
-                f"{annotator} appears {counts.get(annotator, 0)} time(s) but gave {len(given)} label(s)",
+                f"{shown_value(annotator)} appears {counts.get(annotator, 0)} time(s) but "
+                f"gave {len(given)} label(s)",
             )
     unknown = sorted(set(sequence) - set(labels))
     if unknown:
-        raise _Malformed("annotators", f"annotator(s) without annotations: {', '.join(unknown)}")
+        named = ", ".join(shown_value(u) for u in unknown[:5])
+        more = f" and {len(unknown) - 5} more" if len(unknown) > 5 else ""
+        raise _Malformed("annotators", f"annotator(s) without annotations: {named}{more}")
     grouped: dict[str, list[str]] = {a: [] for a in labels}
     for annotator, text in zip(sequence, explanations, strict=True):
         grouped[annotator].append(text)
@@ -139,7 +192,7 @@ def item_to_panel(key: str, item: Any) -> Panel:
     for annotator, given in labels.items():
         texts = explained[annotator]
         if not any(t.strip() for t in texts):
-            raise _Malformed(f"annotations.{annotator}", "no explanation text")
+            raise _Malformed(f"annotations.{cut(annotator)}", "no explanation text")
         outputs.append(
             AgentOutput.model_validate(
                 {
@@ -154,20 +207,52 @@ def item_to_panel(key: str, item: Any) -> Panel:
     if len(outputs) < 2:
         raise _Malformed("annotations", f"{len(outputs)} annotator(s): a panel needs at least two")
     counts: Counter[str] = Counter(label for given in labels.values() for label in given)
+    split = item.get("split")
+    if split is not None and not isinstance(split, str):
+        raise _Malformed("split", f"expected a string, got {shown_value(split)}")
     meta = {
         "source": "VariErrNLI",
-        "split": item.get("split"),
+        "split": split,
         "context": _text(item, "context"),
         "statement": _text(item, "statement"),
-        "soft_label": item.get("soft_label"),
+        "soft_label": _soft_label(item),
         "label_counts": dict(sorted(counts.items())),
         "options": dict(NLI_OPTIONS),
     }
     try:
-        return Panel(id=key, meta=meta, outputs=outputs)
+        panel = Panel(id=key, meta=meta, outputs=outputs)
     except ValidationError as exc:
         first = exc.errors()[0]
         raise _Malformed(".".join(str(p) for p in first["loc"]) or "<item>", first["msg"]) from exc
+    over = over_limits(panel)
+    if over is not None:
+        raise _Malformed(_source_field(panel, over), _overrun_message(panel, over))
+    return panel
+
+
+# Where a panel field's text comes from in the item.
+_META_SOURCES = {"meta.context": "text.context", "meta.statement": "text.statement"}
+
+
+def _source_field(panel: Panel, over: Overrun) -> str:
+    """The item's field a panel's field over a bound was made from."""
+    parts = over.field.split(".")
+    if over.field == "id":
+        return "<key>"
+    if parts[0] == "outputs" and len(parts) > 2:
+        if parts[2] in ("reasoning", "explanations"):
+            return "other_info.explanations"
+        return "annotations"
+    return _META_SOURCES.get(".".join(parts[:2]), "<item>" if over.count else over.field)
+
+
+def _overrun_message(panel: Panel, over: Overrun) -> str:
+    """The skip message of a panel over a bound: the annotator named when it is theirs."""
+    parts = over.field.split(".")
+    whose = "the item's key: " if over.field == "id" else ""
+    if parts[0] == "outputs" and len(parts) > 1 and parts[1].isdigit():
+        whose = f"annotator {shown_value(panel.outputs[int(parts[1])].agent)}: "
+    return overrun_message(over, whose)
 
 
 def iter_varierrnli_panels(

@@ -13,8 +13,10 @@ Answer extraction, in order (the first that yields a number wins):
 2. an ``"answer": ...`` field in text that does not parse as JSON (truncated output);
 3. an explicit final-answer phrase: ``#### X``, ``\\boxed{X}``, ``the (final) answer is X``.
 
-The answer text is then normalised to a number: commas, ``$``, ``%`` and units go, the
-last number in it is kept (``"9 * 2 = 18"`` -> ``18``), ``18.0`` -> ``18``. An output
+The answer text is then normalised to a number (:func:`normalise_number`): commas,
+``$``, ``%`` and units go, the last number in it is kept (``"9 * 2 = 18"`` -> ``18``),
+``18.0`` -> ``18``; it is read as the decimal written, so an integer keeps every digit,
+and a fraction is rounded to :data:`PLACES` decimal places. An output
 with no parseable answer is an **abstention** (``decision: null``), not an error and
 not a vote; its text is still the agent's reasoning.
 
@@ -28,14 +30,22 @@ and written to ``meta.gold``; a problem answered by fewer than two models, or wh
 gold is not a number, is skipped and reported through ``on_skip``. So is an item that
 is not an object or whose ``session_id`` is missing or not a string (file and index
 named), and every repeat of a ``session_id`` within one model file: the first is kept,
-each later one is reported as skipped.
+each later one is reported as skipped. A problem whose gold one model file gives
+differently from the first (compared normalised) is skipped and reported naming that
+file: which gold is right cannot be told. A problem whose panel a reader would refuse
+(an output or question over :data:`~dissensus.io.limits.MAX_FIELD_CHARS` characters:
+:func:`~dissensus.convert.skips.over_limits`) is skipped naming the model file and
+field its text came from. Model files that are all empty lists are a
+:class:`ConvertError`.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Iterator
+from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation, localcontext
 from pathlib import Path
 from typing import Any
 
@@ -44,13 +54,18 @@ from dissensus.convert.skips import (
     SkipHandler,
     Skipped,
     load_json_source,
+    over_limits,
+    overrun_message,
     report_skip,
+    shown_value,
 )
 from dissensus.families import model_family
+from dissensus.io.limits import Overrun
 from dissensus.llm.jsonparse import JSONExtractError, extract_json
 from dissensus.types import AgentOutput, JsonObject, Panel
 
 __all__ = [
+    "PLACES",
     "extract_answer",
     "iter_zeroeval_panels",
     "model_family",
@@ -68,22 +83,48 @@ _PHRASES = (
 )
 
 
+PLACES = 6
+"""Decimal places a fraction keeps (rounded half to even): a float's print artifact in a
+model's answer (``106.09000000000001``, ``2.6666666666666665``) reads as the number
+meant (``106.09``, ``2.666667``), as a model rounding to 6 places would write it."""
+
+_QUANTUM = Decimal(1).scaleb(-PLACES)
+
+
 def normalise_number(text: str) -> str | None:
-    """The last number in ``text`` in canonical form (``"$1,800.00"`` -> ``"1800"``), or ``None``."""
+    """The last number in ``text`` in canonical form (``"$1,800.00"`` -> ``"1800"``), or ``None``.
+
+    The number is read as the decimal it is written as, never through a binary float, so
+    an integer keeps every digit (``"12345678901234567890123"``; ``"1e30"`` -> ``"1"``
+    and 30 zeros; ``"2.0"`` -> ``"2"``; ``"-0"`` -> ``"0"``). A fraction is rounded to
+    :data:`PLACES` decimal places, half to even, and written without trailing zeros or
+    an exponent (``"0.1250"`` -> ``"0.125"``, ``"1.5e-3"`` -> ``"0.0015"``; one that
+    rounds to a whole number is that integer: ``"1e-7"`` -> ``"0"``). A number too large
+    to be a finite float is no number, so an exponent cannot ask for millions of digits.
+    """
     cleaned = text.replace("$", " ").replace("%", " ")
     found = _NUMBER.findall(cleaned)
     if not found:
         return None
     raw = found[-1].replace(",", "")
     try:
-        value = float(raw)
-    except ValueError:
+        value = Decimal(raw)
+        magnitude = float(raw)
+    except (InvalidOperation, ValueError):
         return None
-    if value != value or value in (float("inf"), float("-inf")):
+    if not math.isfinite(magnitude):
         return None
-    if value.is_integer():
-        return str(int(value))
-    return f"{value:.6f}".rstrip("0").rstrip(".")
+    exponent = value.as_tuple().exponent
+    if isinstance(exponent, int) and exponent < -PLACES:
+        with localcontext() as exact:  # enough digits that only the rounding rounds
+            exact.prec = max(exact.prec, value.adjusted() + PLACES + 2)
+            value = value.quantize(_QUANTUM, rounding=ROUND_HALF_EVEN)
+    digits = format(value, "f")  # every digit, never in exponent notation
+    if "." in digits:
+        digits = digits.rstrip("0").rstrip(".")
+    if digits.lstrip("-").strip("0") == "":
+        return "0"
+    return digits
 
 
 def _from_json(text: str) -> tuple[str | None, str | None]:
@@ -95,8 +136,26 @@ def _from_json(text: str) -> tuple[str | None, str | None]:
         return None, None
     reasoning = data.get("reasoning")
     answer = data.get("answer")
+    if isinstance(answer, float):
+        answer = _written(text, answer)
     number = normalise_number(str(answer)) if answer is not None else None
     return number, reasoning if isinstance(reasoning, str) and reasoning.strip() else None
+
+
+def _written(text: str, answer: float) -> str | float:
+    """A JSON number answer as the model wrote it (``12345678901234567890123.0``), not as
+    the float JSON parsing made of it (``1.2345678901234568e+22``): the text of the
+    first ``"answer":`` field when it holds a bare number equal to ``answer``."""
+    found = _FIELD.search(text)
+    if found is None:
+        return answer
+    raw = found.group(1).strip()
+    if not re.fullmatch(r"-?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?", raw):
+        return answer
+    try:
+        return raw if float(raw) == answer else answer
+    except (ValueError, OverflowError):
+        return answer
 
 
 def extract_answer(text: str) -> tuple[str | None, str]:
@@ -157,6 +216,8 @@ def iter_zeroeval_panels(
     root = Path(directory)
     files = zeroeval_source_files(root)
     models = {f.stem: _load(f) for f in files}
+    if not any(models.values()):
+        raise ConvertError(f"{root}: no problem in any model file (every file is an empty list)")
     return _panels(models, {f.stem: f for f in files}, root, on_skip, limit)
 
 
@@ -168,7 +229,7 @@ def _session_id(item: Any) -> tuple[str | None, str, str]:
         return None, "session_id", "missing"
     sid = item["session_id"]
     if not isinstance(sid, str):
-        return None, "session_id", f"must be a string, got {type(sid).__name__} {sid!r}"
+        return None, "session_id", f"must be a string, got {type(sid).__name__} {shown_value(sid)}"
     return sid, "", ""
 
 
@@ -183,9 +244,11 @@ def _panels(
     # question and task; ``order`` is the order problems were first seen.
     order: list[str] = []
     first_seen: dict[str, JsonObject] = {}
+    first_file: dict[str, str] = {}
     by_model: dict[str, dict[str, JsonObject]] = {}
+    files = {name: str(paths.get(name, root / f"{name}.json")) for name in models}
     for name, items in models.items():
-        file = str(paths.get(name, root / f"{name}.json"))
+        file = files[name]
         table: dict[str, JsonObject] = {}
         where: dict[str, int] = {}
         for index, item in enumerate(items):
@@ -203,8 +266,8 @@ def _panels(
                         item=str(index),
                         field="session_id",
                         message=(
-                            f"duplicate session_id {sid!r} (first at item {where[sid]}); "
-                            "the first is kept"
+                            f"duplicate session_id {shown_value(sid)} (first at item "
+                            f"{where[sid]}); the first is kept"
                         ),
                     ),
                 )
@@ -213,6 +276,7 @@ def _panels(
             where[sid] = index
             if sid not in first_seen:
                 first_seen[sid] = item
+                first_file[sid] = file
                 order.append(sid)
         by_model[name] = table
     done = 0
@@ -229,9 +293,13 @@ def _panels(
                     file=str(root),
                     item=sid,
                     field="answer",
-                    message=f"gold is not a number: {first.get('answer')!r}",
+                    message=f"gold is not a number: {shown_value(first.get('answer'))}",
                 ),
             )
+            continue
+        other = _other_gold(sid, gold, by_model, files)
+        if other is not None:
+            report_skip(on_skip, other)
             continue
         outputs = []
         absent = []
@@ -263,10 +331,15 @@ def _panels(
             "question": str(first.get("question", "")),
             "gold": gold,
         }
+        panel = Panel(id=sid, meta=meta, outputs=outputs)
+        over = over_limits(panel)
+        if over is not None:
+            report_skip(on_skip, _overrun(panel, over, first_file[sid], files))
+            continue
         done += 1
         for name in absent:
             missing[name] += 1
-        yield Panel(id=sid, meta=meta, outputs=outputs)
+        yield panel
     # A model that did not answer problems the others did is reported, not passed over:
     # its panels were converted with one agent fewer (a model file cut short, most often).
     for name, count in missing.items():
@@ -283,3 +356,59 @@ def _panels(
                     ),
                 ),
             )
+
+
+def _other_gold(
+    sid: str, gold: str, by_model: dict[str, dict[str, JsonObject]], files: dict[str, str]
+) -> Skipped | None:
+    """The skip of a problem whose gold one model file gives differently from the first
+    (compared normalised: ``"# 18"`` and ``"18"`` agree), or None when every file agrees.
+    Which of the two is right cannot be told, so the problem is not converted. A file
+    that gives no gold for it (no ``answer``, or null) contradicts none."""
+    first_name: str | None = None
+    for name, table in by_model.items():
+        item = table.get(sid)
+        if item is None:
+            continue
+        if first_name is None:
+            first_name = name
+            continue
+        raw = item.get("answer")
+        if raw is not None and normalise_number(str(raw)) != gold:
+            first_raw = by_model[first_name][sid].get("answer")
+            return Skipped(
+                file=files[name],
+                item=sid,
+                field="answer",
+                message=(
+                    f"gold {shown_value(raw)} differs from {shown_value(first_raw)} in "
+                    f"{Path(files[first_name]).name}; which is right cannot be told, so the "
+                    "problem is skipped"
+                ),
+            )
+    return None
+
+
+# Where a panel's field comes from in the first item of the problem.
+_META_SOURCES = {"meta.question": "question", "meta.task": "source", "meta.gold": "answer"}
+
+
+def _overrun(panel: Panel, over: Overrun, first: str, files: dict[str, str]) -> Skipped:
+    """The skip of a problem whose panel is over a bound, naming the model file and field
+    its text came from (an agent's output, else the first item of the problem)."""
+    parts = over.field.split(".")
+    if parts[0] == "outputs" and len(parts) > 1 and parts[1].isdigit():
+        name = panel.outputs[int(parts[1])].agent
+        return Skipped(
+            file=files[name],
+            item=panel.id,
+            field="output",
+            message=overrun_message(over, f"model {shown_value(name)}: "),
+        )
+    if over.field == "id":
+        field = "session_id"
+    elif over.count:
+        field = "<item>"
+    else:
+        field = _META_SOURCES.get(".".join(parts[:2]), over.field)
+    return Skipped(file=first, item=panel.id, field=field, message=overrun_message(over))

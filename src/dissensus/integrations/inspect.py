@@ -29,7 +29,9 @@ Choices where the frameworks are silent:
   reducer's ``graders`` argument names the scores in order when every grader scored;
   otherwise scores are ``grader-1``, ``grader-2``, ...
   Two scores naming one grader are an :class:`~dissensus.errors.InputError` naming it
-  (one grader, one vote), not a raw validation error.
+  (one grader, one vote), not a raw validation error. A ``graders`` list of fewer than
+  two names, or naming one twice, is a :class:`~dissensus.errors.ConfigError` (field
+  ``graders``) when the reducer is made: no sample could be decided with it.
 * **Declined graders are abstentions**, never dropped: a score whose value is ``None``
   or NaN (``Score.unscored``), and -- when ``graders`` is given -- each listed grader
   with no score (``multi_scorer`` drops scorers that returned ``None``) stays in the
@@ -42,10 +44,13 @@ Choices where the frameworks are silent:
   explanation, the value, the grader's name, the family) over
   :data:`~dissensus.io.limits.MAX_FIELD_CHARS` characters is cut to it, a lone
   surrogate is read as U+FFFD, and a ``family`` that is not text or ``evidence`` not in
-  the shape above is left out (as an unreadable ``confidence`` is). A sample whose panel
-  is still refused (more text than a record holds, say) is unscored with the reason
-  (``answer`` ``"error"``, ``metadata["error"]``) and a warning in the log; the other
-  samples are decided as usual.
+  the shape above is left out, as is a ``confidence`` that is not a number in [0, 1]
+  (words, a boolean, NaN, 5, an integer too large for a float). A sample whose panel
+  is still refused -- more text than a record holds, a value no label holds (an integer
+  of more than 4,300 digits, alone or in a list), fewer than two graders (one scored,
+  the others returned ``None`` and ``graders`` does not name them) -- is unscored with
+  the reason on one line (``answer`` ``"error"``, ``metadata["error"]``) and a warning
+  in the log; the other samples are decided as usual.
 * **Panel id** is ``inspect-`` + the first 12 hex digits of the sha256 of the canonical
   scores (a reducer does not see the sample id); each reduction is one run in the
   journal (in memory unless ``journal`` is a path).
@@ -74,6 +79,7 @@ import json
 import logging
 import math
 import re
+import sys
 from collections.abc import Coroutine, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -108,18 +114,33 @@ log = logging.getLogger("dissensus.integrations.inspect")
 DECLINED = "declined to score"
 
 
-def _label(value: Any) -> str | None:
+class _Unfit(InputError):
+    """Internal: this sample's scores make no panel (a value that is no label, fewer than
+    two graders): the sample is unscored with the reason, the eval goes on."""
+
+
+def _label(value: Any, name: str) -> str | None:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return None
     if isinstance(value, str):
         return value or None
     if isinstance(value, bool):
         return "true" if value else "false"
-    if isinstance(value, int) or (isinstance(value, float) and value.is_integer()):
-        return str(int(value))
-    if isinstance(value, float):
-        return repr(value)
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+    try:
+        if isinstance(value, int) or (isinstance(value, float) and value.is_integer()):
+            return str(int(value))
+        if isinstance(value, float):
+            return repr(value)
+        return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+    except ValueError as exc:
+        if "integer string conversion" in str(exc):
+            why = f"holds an integer of more than {sys.get_int_max_str_digits()} digits"
+        else:
+            why = " ".join(str(exc).split())
+        raise _Unfit(f"{name}: value: no label can hold it ({why})") from None
+    except (TypeError, RecursionError) as exc:
+        why = " ".join(str(exc).split()) or type(exc).__name__
+        raise _Unfit(f"{name}: value: no label can hold it ({why})") from None
 
 
 def _names(scores: Sequence[Score], graders: Sequence[str] | None) -> tuple[list[str], list[str]]:
@@ -142,17 +163,23 @@ def _names(scores: Sequence[Score], graders: Sequence[str] | None) -> tuple[list
     return names, [f"declined-{k + 1}" for k in range(extra)]
 
 
-def _confidence(value: object) -> float | None:
-    """A grader's ``metadata.confidence`` as the panel takes it: a finite number, or a
+def _confidence(value: object, name: str, notes: list[str]) -> float | None:
+    """A grader's ``metadata.confidence`` as the panel takes it: a number in [0, 1], or a
     string holding one (scorers that parse a model's reply often keep the text); anything
-    else (a boolean, words, NaN) is no confidence rather than a failed sample."""
-    if isinstance(value, bool) or not isinstance(value, int | float | str):
+    else (a boolean, words, NaN, a number out of range or too large for a float) is no
+    confidence rather than a failed sample, and noted."""
+    if value is None:
         return None
-    try:
-        number = float(value)
-    except ValueError:
+    number: float | None = None
+    if isinstance(value, int | float | str) and not isinstance(value, bool):
+        try:
+            number = float(value)
+        except (ValueError, OverflowError):
+            number = None
+    if number is None or not 0.0 <= number <= 1.0:  # NaN is not in range either
+        notes.append(f"{name}: metadata.confidence left out (not a number in [0, 1])")
         return None
-    return number if math.isfinite(number) else None
+    return number
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -181,7 +208,7 @@ def _output(name: str, score: Score | None, notes: list[str]) -> AgentOutput:
     name = _text(name, "grader", name, notes)
     if score is None:
         return AgentOutput(agent=name, decision=None, reasoning=DECLINED)
-    decision = _label(score.value)
+    decision = _label(score.value, name)
     if decision is not None:
         decision = _text(name, "value", decision, notes)
     meta = score.metadata or {}
@@ -199,14 +226,18 @@ def _output(name: str, score: Score | None, notes: list[str]) -> AgentOutput:
         except (TypeError, ValidationError):
             notes.append(f"{name}: metadata.evidence left out (not a list of {{source, present}})")
     reasoning = _text(name, "explanation", (score.explanation or "").strip(), notes)
-    return AgentOutput(
-        agent=name,
-        decision=decision,
-        reasoning=reasoning or (DECLINED if decision is None else f"{name}: {decision}"),
-        family=family,
-        confidence=_confidence(meta.get("confidence")),
-        evidence=evidence,
-    )
+    confidence = _confidence(meta.get("confidence"), name, notes)
+    try:
+        return AgentOutput(
+            agent=name,
+            decision=decision,
+            reasoning=reasoning or (DECLINED if decision is None else f"{name}: {decision}"),
+            family=family,
+            confidence=confidence,
+            evidence=evidence,
+        )
+    except ValidationError as exc:
+        raise _Unfit(f"{name}: {_one_line(exc)}") from None
 
 
 def scores_panel(
@@ -218,9 +249,31 @@ def scores_panel(
     names, missing = _names(scores, graders)
     outputs = [_output(n, s, kept) for n, s in zip(names, scores, strict=True)]
     outputs += [_output(n, None, kept) for n in missing]
+    if len(outputs) < 2:
+        hint = (
+            ""
+            if graders
+            else (
+                "; pass graders=[...] so that a scorer that returned None counts as an abstention"
+            )
+        )
+        raise _Unfit(
+            f"{len(outputs)} grader(s) scored this sample: a panel needs at least two{hint}"
+        )
     body = canonical([[o.agent, o.decision, o.reasoning] for o in outputs])
     pid = "inspect-" + hashlib.sha256(body.encode("utf-8")).hexdigest()[:12]
-    return Panel(id=pid, outputs=outputs)
+    try:
+        return Panel(id=pid, outputs=outputs)
+    except ValidationError as exc:
+        raise _Unfit(_one_line(exc)) from None
+
+
+def _one_line(exc: ValidationError) -> str:
+    """A validation error's first failure on one line: the field and the message."""
+    first = exc.errors(include_url=False)[0]
+    where = ".".join(str(part) for part in first["loc"]) or "panel"
+    message = str(first["msg"]).removeprefix("Value error, ")
+    return " ".join(f"{where}: {message}".split())
 
 
 def _run_sync(coro: Coroutine[Any, Any, T]) -> T:
@@ -373,6 +426,37 @@ def _metadata(panel: Panel, record: CaseRecord, spec: RunSpec) -> tuple[str | No
     return value, meta
 
 
+def _not_decided(exc: BaseException, notes: list[str]) -> Score:
+    """The unscored score of a sample whose panel was refused, with the reason on one line
+    (also logged as a warning)."""
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    log.warning("dissensus reducer: sample not decided: %s", text)
+    return Score.unscored(
+        reason=f"not decided: {text}",
+        answer="error",
+        explanation=f"not decided: {text}",
+        metadata={"error": text, "notes": notes},
+    )
+
+
+def _check_graders(graders: list[str] | None) -> None:
+    """The ``graders`` argument: at least two names, each once (the eval's set-up, so a
+    :class:`ConfigError` when the reducer is made, not a failure of every sample)."""
+    if graders is None:
+        return
+    if isinstance(graders, str) or not all(isinstance(g, str) and g for g in graders):
+        raise ConfigError("expected a list of non-empty grader names", field="graders")
+    if len(graders) < 2:
+        raise ConfigError(
+            f"{len(graders)} grader(s) named: a panel needs at least two", field="graders"
+        )
+    twice = sorted({g for g in graders if graders.count(g) > 1})
+    if twice:
+        raise ConfigError(
+            f"grader {twice[0]!r} is named twice: one grader, one vote", field="graders"
+        )
+
+
 @score_reducer(name="dissensus")
 def dissensus_reducer(
     graders: list[str] | None = None,
@@ -389,12 +473,19 @@ def dissensus_reducer(
     ``acceptance`` a ``calibrate-acceptance`` file (or a reliability file); ``guard_calibration`` a guard
     calibration file; ``journal`` a journal path (default: in memory).
     """
+    _check_graders(graders)
     spec = _spec(policy, acceptance, guard_calibration)
 
     def reduce(scores: list[Score]) -> Score:
         notes: list[str] = []
-        # A grader scoring twice is the eval's set-up, not this sample's: it is raised.
-        panel = scores_panel(scores, graders, notes)
+        try:
+            panel = scores_panel(scores, graders, notes)
+        except _Unfit as exc:  # this sample's scores, not the eval: it stays unscored
+            return _not_decided(exc, notes)
+        except (ValueError, TypeError, OverflowError, RecursionError) as exc:
+            return _not_decided(exc, notes)
+        # A grader scoring twice (an InputError, not _Unfit) is the eval's set-up, not
+        # this sample's: it is raised.
 
         async def run() -> CaseRecord:
             store = Journal(journal if journal is not None else ":memory:")
@@ -406,14 +497,7 @@ def dissensus_reducer(
         try:
             record = _run_sync(run())
         except InputError as exc:  # this sample's scores, not the eval: it stays unscored
-            text = " ".join(str(exc).split())
-            log.warning("dissensus reducer: sample not decided: %s", text)
-            return Score.unscored(
-                reason=f"not decided: {text}",
-                answer="error",
-                explanation=f"not decided: {text}",
-                metadata={"error": text, "notes": notes},
-            )
+            return _not_decided(exc, notes)
         value, meta = _metadata(panel, record, spec)
         meta["notes"] = notes
         explanation = f"{record.action}: {record.reason}"
