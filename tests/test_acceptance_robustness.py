@@ -411,7 +411,10 @@ def test_a_run_s_copy_of_the_file_is_read_as_it_was_written(workdir: Path) -> No
         validate_acceptance(data)
     acc = validate_acceptance(data, journalled=True)
     assert acc.min_accepted == 10
-    assert make_learned(data, similarity="tfidf", backend=None).file.min_accepted == 10
+    assert (
+        make_learned(data, similarity="tfidf", backend=None, allow_code=True).file.min_accepted
+        == 10
+    )
 
 
 _LEAVES = st.one_of(

@@ -135,10 +135,16 @@ def _killed_in_a_fork(argv: list[str | Path], after: int) -> int | None:
 
 
 def _decide_130(w: World) -> int:
+    # Enough panels (cases are committed up to 512 at a time) that the signal lands
+    # mid-run: one that lands as the run completes
+    # ends the command as the completed run (exit 0).
+    many = write_jsonl(
+        w.root / "many.jsonl", [panel(f"p{i}", ["1", "2", "2"]) for i in range(1500)]
+    )
     return _signalled(
         [
             "decide",
-            w.good,
+            many,
             "--policy",
             w.policy,
             "--journal",

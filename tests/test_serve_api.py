@@ -876,3 +876,19 @@ async def test_a_run_another_process_executes_is_running(tmp_path: Path) -> None
     finally:
         go.set()
         child.join(timeout=300)
+
+
+def test_the_port_listens_before_the_application_starts() -> None:
+    """A client that connects as soon as ``dissensus serve`` prints its start-up line (the
+    application may still be loading an embedding model) waits in the backlog; it was
+    refused (connection refused for seconds with a MiniLM policy)."""
+    import socket as sockets
+
+    from dissensus.serve.server import listen
+
+    server = listen("127.0.0.1", 0)
+    try:
+        client = sockets.create_connection(server.getsockname(), timeout=2)
+        client.close()
+    finally:
+        server.close()

@@ -139,8 +139,12 @@ class Server(uvicorn.Server):
 
 
 def listen(host: str, port: int) -> socket.socket:
-    """A socket bound to ``host:port`` (``ConfigError`` naming the address when it cannot
-    be: in use, not an address of this machine, no permission)."""
+    """A socket bound to ``host:port`` and listening (``ConfigError`` naming the address
+    when it cannot be: in use, not an address of this machine, no permission).
+
+    It listens at once, before the application starts (a policy's embedding model can
+    take seconds to load): a client that connects as soon as the start-up line is
+    printed waits in the backlog until the server answers, instead of being refused."""
     family = socket.AF_INET6 if ":" in host.strip("[]") else socket.AF_INET
     # Named TCP (not protocol 0): asyncio turns Nagle's algorithm off (TCP_NODELAY) only
     # on connections whose socket says IPPROTO_TCP, and accepted sockets inherit it.
@@ -150,6 +154,7 @@ def listen(host: str, port: int) -> socket.socket:
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((host.strip("[]"), port))
+        sock.listen(_BACKLOG)
     except OSError as exc:
         sock.close()
         raise ConfigError(
@@ -157,6 +162,10 @@ def listen(host: str, port: int) -> socket.socket:
         ) from None
     sock.set_inheritable(True)
     return sock
+
+
+_BACKLOG = 2048
+"""Connections the kernel queues before the server accepts them (uvicorn's default)."""
 
 
 def serve(
