@@ -729,3 +729,18 @@ def test_an_output_that_cannot_be_written_names_the_resume_command(tmp_path: Pat
     out = tmp_path / "out.jsonl"
     assert cli("runs", "resume", run_id, "--journal", j, "--output", out).code == 0
     assert len(out.read_text(encoding="utf-8").splitlines()) == 3
+
+
+def test_a_long_run_or_review_id_is_quoted_back_bounded(tmp_path: Path) -> None:
+    """An unknown id of 10,000 characters is named by its first characters, not echoed."""
+    journal = tmp_path / "j.sqlite"
+    Journal(journal).close()
+    long_id = "r" * 10_000
+    for argv in (
+        ("runs", "show", long_id, "--journal", journal),
+        ("review", "show", f"{long_id}.1", "--journal", journal),
+    ):
+        res = cli(*argv)
+        assert res.code == 2, res.err
+        assert "no run 'rrrr" in res.err or "no review item 'rrrr" in res.err
+        assert len(res.err) < 1_000

@@ -70,6 +70,7 @@ from pydantic import BaseModel
 from dissensus.errors import DissensusError, InputError
 from dissensus.pipeline.records import CaseRecord, Resolution, ReviewItem
 from dissensus.pipeline.run_events import ReviewResolved
+from dissensus.quoting import quote_short
 from dissensus.store import event_types as ev
 from dissensus.store.base import (
     REVIEW_REOPENED,
@@ -391,10 +392,12 @@ def find_item(journal: Journal, review_id: str) -> ReviewStatus:
     """The queue entry ``review_id`` (:class:`InputError` when there is none)."""
     run_id, line = split_ref(review_id)
     if journal.run(run_id, missing_ok=True) is None:
-        raise InputError(f"no review item {review_id!r}: no run {run_id!r} in {journal.path}")
+        raise InputError(
+            f"no review item {quote_short(review_id)}: no run {quote_short(run_id)} in {journal.path}"
+        )
     event = journal.get(run_id, f"case/{line}/review")
     if event is None:
-        raise InputError(f"no review item {review_id!r} in {journal.path}")
+        raise InputError(f"no review item {quote_short(review_id)} in {journal.path}")
     return _status(journal, event)
 
 

@@ -37,6 +37,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Protocol, cast
 
 from dissensus.errors import ConfigError
+from dissensus.quoting import quote_short
 from dissensus.store import clock
 from dissensus.store.backend import Backend
 from dissensus.store.canonical import GENESIS, EventHasher, canonical
@@ -159,7 +160,7 @@ class SQLEventLog:
                 check_run_id(run_id)
             except ConfigError as exc:  # say why no run can have that id
                 why = f" ({exc})"
-            raise UnknownRun(f"no run {run_id!r} in journal {self._backend.path}{why}")
+            raise UnknownRun(f"no run {quote_short(run_id)} in journal {self._backend.path}{why}")
         return run_from_row(cast(RunRow, rows[0]))  # the query is SELECT * FROM runs
 
     def runs(self) -> list[RunInfo]:

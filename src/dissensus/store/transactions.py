@@ -26,6 +26,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 
+from dissensus.quoting import quote_short
 from dissensus.store.backend import Backend
 from dissensus.store.canonical import GENESIS
 from dissensus.store.errors import UnknownRun
@@ -104,7 +105,7 @@ class Transactions:
         with backend.errors():
             found = backend.lock_run(run_id)
         if not found:
-            raise UnknownRun(f"no run {run_id!r} in journal {backend.path}")
+            raise UnknownRun(f"no run {quote_short(run_id)} in journal {backend.path}")
         self._locked_runs.add(run_id)
 
     @contextmanager
