@@ -148,7 +148,9 @@ def _flight(
     monkeypatch.setattr(ray_engine, "_send", send)
     monkeypatch.setattr(ray_engine, "_take", take)
     monkeypatch.setattr(ray_engine, "_restarted", restarted)
-    ctx = SimpleNamespace(run_id="R", name="in.jsonl", journal=SimpleNamespace(path="j.sqlite"))
+    ctx = SimpleNamespace(
+        run_id="R", name="in.jsonl", journal=SimpleNamespace(path="j.sqlite"), stop_at=None
+    )
     ledger = _Ledger()
     flight = _Flight(ctx, [(_block(0, 1, 25), [])], ["worker"], ledger)  # type: ignore[arg-type]
     flight.start()

@@ -56,7 +56,11 @@ Choices where the design is silent:
   **settles what it abandons** (:meth:`_Flight.abandon`): it stops the workers of the
   blocks in flight (:meth:`_Decider.stop`, answered on a thread of its own, the
   ``control`` concurrency group, while the block is being decided: from then on the
-  worker's clients refuse every attempt, of that block and of any block after it) and
+  worker's clients refuse every attempt, of that block and of any block after it; a
+  worker keeps the run's deadline itself too, sent with each block on the wall clock
+  (:func:`_wall_deadline`): past it, it starts no attempt, not sending nor charging one,
+  and hands the block back unfinished, :attr:`_BlockResult.late`, which stops the run
+  as at its deadline) and
   journals each block's settlement marked ``abandoned`` with what the worker had sent
   or had in flight (those at their reserved worst case; 0 for a block not started),
   which a resumed run charges instead of the whole reservation; after an interrupt it
@@ -261,6 +265,9 @@ class _WorkItem(TypedDict):
     allowance: _Allowance
     reservation: str | None
     """The key of the block's reservation (``None``: the policy reserves nothing)."""
+    deadline: float | None
+    """The run's deadline on the wall clock (``time.time()``; ``None``: no deadline): the
+    worker starts no model attempt once it has passed (:class:`_BlockResult.late`)."""
 
 
 _EventText: TypeAlias = tuple[str, str, str | None, str]
@@ -332,6 +339,9 @@ class _BlockResult(NamedTuple):
     charges: tuple[_Charge, ...] = ()
     """What a resumed run charges for each case's new events, once journalled (the cases
     that charge anything, in line order: :func:`_case_charge`)."""
+    late: bool = False
+    """The run's deadline stopped the block (a model attempt would have started after
+    it): its cases are not taken, and the driver stops the run as its deadline says."""
 
 
 class _RouteSpec(TypedDict):
@@ -527,6 +537,7 @@ class _Decider:
         return pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL)
 
     async def _block(self, item: _WorkItem) -> _BlockResult:
+        from dissensus.pipeline.durable import PastDeadline
         from dissensus.pipeline.engine import decide_case_events
         from dissensus.pipeline.executors import prefetched
         from dissensus.pipeline.runtime import Runtime
@@ -549,6 +560,7 @@ class _Decider:
             self.run_id,
             backend_factory=self.backend,
             client_factory=self.client,  # the worker's clients, on the block's allowance
+            stop_at=_loop_deadline(item.get("deadline")),
         )
         parsed = (
             (parse_line(Panel, text, file=item["name"], line=number), number)
@@ -583,6 +595,7 @@ class _Decider:
                 if attempts or tokens:
                     charges.append(_Charge(number, attempts, tokens))
 
+        late = False
         try:
             for panel, number in prefetched(rt, parsed):
                 if isinstance(panel, Reject):
@@ -593,6 +606,9 @@ class _Decider:
                     await settle(*window.pop(0))
             while window:
                 await settle(*window.pop(0))
+        except PastDeadline:  # an attempt would have started after the run's deadline
+            late = True
+            cases, charges = [], []
         finally:
             for _, task in window:
                 task.cancel()
@@ -607,6 +623,7 @@ class _Decider:
             spent.attempts,
             spent.total_tokens,
             tuple(sorted(charges)),
+            late,
         )
 
 
@@ -1119,6 +1136,7 @@ class _Flight:
             seed=seed,
             allowance=allowance,
             reservation=key,
+            deadline=_wall_deadline(self.ctx.stop_at),
         )
         ref = _send(actor, json.dumps(item, ensure_ascii=False))
         return _Sent(ref, actor, block, seed, key)
@@ -1152,6 +1170,12 @@ class _Flight:
                 self.flight[0] = self._send(sent.actor, sent.block, sent.seed, waiting)
                 continue
             break
+        if result.late:
+            from dissensus.pipeline.durable import PastDeadline
+
+            # The block stays in flight: the stop settles its reservation with what its
+            # worker sent (abandon), and the run loop stops as at its deadline.
+            raise PastDeadline()
         self.flight.popleft()
         settled = self.ledger.settle(sent.reservation, result)
         if sent.reservation is not None:
@@ -1233,6 +1257,21 @@ class _Flight:
             attempts -= charge.attempts
             tokens -= charge.tokens
         return max(0, attempts), max(0, tokens)
+
+
+def _wall_deadline(stop_at: float | None) -> float | None:
+    """The run's deadline ``stop_at`` (the running event loop's clock) on the wall clock,
+    which a worker's process shares (a cluster's machines keep it in step)."""
+    if stop_at is None:
+        return None
+    return time.time() + (stop_at - asyncio.get_running_loop().time())
+
+
+def _loop_deadline(deadline: float | None) -> float | None:
+    """A wall-clock ``deadline`` (:func:`_wall_deadline`) on the running event loop's clock."""
+    if deadline is None:
+        return None
+    return asyncio.get_running_loop().time() + (deadline - time.time())
 
 
 def _stop_all(actors: list[Any]) -> dict[int, _Stopped | None]:

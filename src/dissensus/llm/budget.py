@@ -263,6 +263,17 @@ class Budget:
             spent.attempts += attempts
             spent.prompt_tokens += tokens
 
+    def release(self, reservation: Reservation) -> None:
+        """Release ``reservation`` without charging anything: its attempt was never sent
+        (the attempt hook refused it, e.g. past the run's deadline)."""
+        with self._lock:
+            calls_r, tokens_r, cost_r = self._reserved
+            self._reserved = [
+                calls_r - reservation.calls,
+                tokens_r - reservation.tokens,
+                max(0.0, cost_r - reservation.cost),
+            ]
+
     def settle(
         self, reservation: Reservation, *, model: str, prompt_tokens: int, completion_tokens: int
     ) -> float:

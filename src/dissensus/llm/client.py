@@ -74,7 +74,7 @@ from dissensus.llm.base import (
     StructuredOutputError,
     estimate_tokens,
 )
-from dissensus.llm.budget import Budget, Tally, notify_attempt
+from dissensus.llm.budget import Budget, Reservation, Tally, notify_attempt
 from dissensus.llm.jsonparse import JSONExtractError, extract_json
 from dissensus.llm.retry import Backoff, RateLimiter
 from dissensus.llm.tracing import SpanAttributes, call_span
@@ -345,6 +345,28 @@ class ModelClient:
             self._semaphores[loop] = sem
         return sem
 
+    def _settle(
+        self,
+        request: ChatRequest,
+        call: _Call,
+        reservation: Reservation,
+        result: BackendResponse | None,
+        *,
+        first: bool,
+    ) -> None:
+        """Settle an attempt's budget ``reservation`` with what it used and count it."""
+        prompt = result.prompt_tokens if result is not None else 0
+        completion = result.completion_tokens if result is not None else 0
+        cost = self.budget.settle(
+            reservation,
+            model=self.model_id,
+            prompt_tokens=prompt,
+            completion_tokens=completion,
+        )
+        self._record(
+            request.agent, call, first=first, prompt=prompt, completion=completion, cost=cost
+        )
+
     def _record(
         self,
         agent: str | None,
@@ -452,11 +474,14 @@ class ModelClient:
             first = call.usage.attempts == 0
             result: BackendResponse | None = None
             failure: BackendError | None = None
+            refused = False
             try:
                 async with self._semaphore():
                     if self._limiter is not None:
                         await self._limiter.wait()
+                    refused = True
                     notify_attempt()  # journalled by the durable layer: charged when sent
+                    refused = False
                     result = await self.backend.send(request, json_mode=mode)
             except BackendError as exc:
                 failure = exc
@@ -469,22 +494,10 @@ class ModelClient:
                 )
                 failure.__cause__ = exc
             finally:
-                prompt = result.prompt_tokens if result is not None else 0
-                completion = result.completion_tokens if result is not None else 0
-                cost = self.budget.settle(
-                    reservation,
-                    model=self.model_id,
-                    prompt_tokens=prompt,
-                    completion_tokens=completion,
-                )
-                self._record(
-                    request.agent,
-                    call,
-                    first=first,
-                    prompt=prompt,
-                    completion=completion,
-                    cost=cost,
-                )
+                if refused:  # the hook refused the attempt: nothing was sent or spent
+                    self.budget.release(reservation)
+                else:
+                    self._settle(request, call, reservation, result, first=first)
             if result is not None:
                 return result
             assert failure is not None
