@@ -309,3 +309,28 @@ def test_labelled_panels_are_read_from_standard_input(root: Path, plain: dict[st
     assert "rejected -:4: field 'meta.gold'" in res.err, res.err
     got = json.loads(res.out)
     assert got["fitted_n"] == 149 and got["threshold"] is not None
+
+
+def test_a_code_similarity_backend_follows_the_policys_allow_code(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A ``module:function`` similarity backend runs the user's code: the policy's
+    ``allow_code: true`` allows it (as for decide), its absence refuses it (exit 2, naming
+    the setting); calibration used to ignore the policy and need the environment."""
+    monkeypatch.delenv("DISSENSUS_ALLOW_CODE", raising=False)
+    for allowed, code in ((True, 0), (False, 2)):
+        policy = tmp_path / f"p-{allowed}.yaml"
+        policy.write_text(
+            "reading:\n  similarity: 'slow_embed:counting'\n  theta_s: 0.5\n"
+            + ("allow_code: true\n" if allowed else "")
+        )
+        res = cli(
+            "calibrate-acceptance", PANELS, "--policy", policy, "--out", tmp_path / "a.json",
+            "--target-precision", "0.8", "--json",
+        )  # fmt: skip
+        assert res.code == code, res.err
+        if allowed:
+            written = json.loads((tmp_path / "a.json").read_text())
+            assert written["settings"]["similarity"] == "slow_embed:counting"
+        else:
+            assert "allow_code" in res.err and "Traceback" not in res.err, res.err

@@ -351,7 +351,8 @@ def calibrate_acceptance_cmd(
         else None,
         user=list(feature or []),
     )
-    backend = get_backend(policy.reading.similarity)
+    # A module:function backend runs the user's code: the policy's allow_code, as decide.
+    backend = get_backend(policy.reading.similarity, allow_code=policy.allow_code or None)
     thresholds = Thresholds.for_model(backend.name, policy.reading.theta_s, policy.reading.theta_a)
     cases: list[Any] = []
     golds: list[str] = []
