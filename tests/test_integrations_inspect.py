@@ -537,3 +537,19 @@ def test_a_grader_list_no_panel_can_come_from_is_refused_when_the_reducer_is_mad
     with pytest.raises(ConfigError, match=message) as err:
         dissensus_reducer(graders=graders, policy=POLICY)
     assert err.value.field == "graders"
+
+
+def test_a_long_grader_name_is_named_by_its_first_80_characters_in_notes() -> None:
+    from inspect_ai.scorer import Score
+
+    from dissensus.integrations.inspect import dissensus_reducer
+
+    long = "g" * 40_000
+    scores = _three(family=7)
+    scores[0] = Score(value="C", explanation="fine", metadata={"grader": long, "family": 7})
+    score = dissensus_reducer(policy=POLICY)(scores)
+    assert score.metadata is not None
+    notes = score.metadata["notes"]
+    assert notes and all(len(n) < 200 for n in notes), [len(n) for n in notes]
+    assert notes[0].startswith("g" * 80 + "…: grader: cut from 40000 to 32768")
+    assert "g" * 80 + "…: metadata.family left out (not a non-empty string)" in notes

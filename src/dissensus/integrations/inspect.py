@@ -40,7 +40,8 @@ Choices where the frameworks are silent:
   ``"true"``, other values their JSON text. A score's ``metadata`` may add ``family``,
   ``confidence`` and ``evidence`` (``[{"source": ..., "present": ...}]``) for the guard.
 * **One bad score fails one sample, never the eval.** What a panel cannot hold is made to
-  fit and noted in ``metadata["notes"]`` naming the grader and the field: a text (the
+  fit and noted in ``metadata["notes"]`` naming the grader (its first 80 characters) and
+  the field: a text (the
   explanation, the value, the grader's name, the family) over
   :data:`~dissensus.io.limits.MAX_FIELD_CHARS` characters is cut to it, a lone
   surrogate is read as U+FFFD, and a ``family`` that is not text or ``evidence`` not in
@@ -101,6 +102,7 @@ from dissensus.pipeline import (
     policy_from_dict,
 )
 from dissensus.pipeline.spec import file_sha256
+from dissensus.quoting import quote_short
 from dissensus.store import Journal
 from dissensus.store.canonical import canonical
 from dissensus.types import AgentOutput, Evidence, JsonObject, Panel
@@ -137,10 +139,10 @@ def _label(value: Any, name: str) -> str | None:
             why = f"holds an integer of more than {sys.get_int_max_str_digits()} digits"
         else:
             why = " ".join(str(exc).split())
-        raise _Unfit(f"{name}: value: no label can hold it ({why})") from None
+        raise _Unfit(f"{_who(name)}: value: no label can hold it ({why})") from None
     except (TypeError, RecursionError) as exc:
         why = " ".join(str(exc).split()) or type(exc).__name__
-        raise _Unfit(f"{name}: value: no label can hold it ({why})") from None
+        raise _Unfit(f"{_who(name)}: value: no label can hold it ({why})") from None
 
 
 def _names(scores: Sequence[Score], graders: Sequence[str] | None) -> tuple[list[str], list[str]]:
@@ -151,7 +153,7 @@ def _names(scores: Sequence[Score], graders: Sequence[str] | None) -> tuple[list
         twice = sorted({n for n in names if names.count(n) > 1})
         if twice:
             raise InputError(
-                f"grader {twice[0]!r} gave more than one score for this sample: one grader, "
+                f"grader {quote_short(twice[0])} gave more than one score for this sample: one grader, "
                 "one vote (give each scorer its own metadata['grader'])"
             )
         missing = [g for g in graders or [] if g not in names]
@@ -177,12 +179,20 @@ def _confidence(value: object, name: str, notes: list[str]) -> float | None:
         except (ValueError, OverflowError):
             number = None
     if number is None or not 0.0 <= number <= 1.0:  # NaN is not in range either
-        notes.append(f"{name}: metadata.confidence left out (not a number in [0, 1])")
+        notes.append(f"{_who(name)}: metadata.confidence left out (not a number in [0, 1])")
         return None
     return number
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
+
+_WHO_CHARS = 80
+"""How many characters of a grader's name a note shows (a name may be 32,768 long)."""
+
+
+def _who(name: str) -> str:
+    """A grader's name as a note names it: at most :data:`_WHO_CHARS` characters, then ``…``."""
+    return name if len(name) <= _WHO_CHARS else name[:_WHO_CHARS] + "…"
 
 
 def _text(name: str, field: str, text: str, notes: list[str]) -> str:
@@ -191,10 +201,10 @@ def _text(name: str, field: str, text: str, notes: list[str]) -> str:
     each change noted (``notes``) with the grader and the field."""
     if _SURROGATE.search(text):
         text = _SURROGATE.sub("\ufffd", text)
-        notes.append(f"{name}: {field}: a lone surrogate read as U+FFFD")
+        notes.append(f"{_who(name)}: {field}: a lone surrogate read as U+FFFD")
     if len(text) > MAX_FIELD_CHARS:
         notes.append(
-            f"{name}: {field}: cut from {len(text)} to {MAX_FIELD_CHARS} characters "
+            f"{_who(name)}: {field}: cut from {len(text)} to {MAX_FIELD_CHARS} characters "
             "(the most a field holds)"
         )
         text = text[:MAX_FIELD_CHARS]
@@ -214,7 +224,7 @@ def _output(name: str, score: Score | None, notes: list[str]) -> AgentOutput:
     meta = score.metadata or {}
     family = meta.get("family")
     if family is not None and not (isinstance(family, str) and family.strip()):
-        notes.append(f"{name}: metadata.family left out (not a non-empty string)")
+        notes.append(f"{_who(name)}: metadata.family left out (not a non-empty string)")
         family = None
     elif isinstance(family, str):
         family = _text(name, "metadata.family", family, notes)
@@ -224,7 +234,9 @@ def _output(name: str, score: Score | None, notes: list[str]) -> AgentOutput:
         try:
             evidence = [Evidence.model_validate(e) for e in raw_evidence]
         except (TypeError, ValidationError):
-            notes.append(f"{name}: metadata.evidence left out (not a list of {{source, present}})")
+            notes.append(
+                f"{_who(name)}: metadata.evidence left out (not a list of {{source, present}})"
+            )
     reasoning = _text(name, "explanation", (score.explanation or "").strip(), notes)
     confidence = _confidence(meta.get("confidence"), name, notes)
     try:
@@ -237,7 +249,7 @@ def _output(name: str, score: Score | None, notes: list[str]) -> AgentOutput:
             evidence=evidence,
         )
     except ValidationError as exc:
-        raise _Unfit(f"{name}: {_one_line(exc)}") from None
+        raise _Unfit(f"{_who(name)}: {_one_line(exc)}") from None
 
 
 def scores_panel(
@@ -453,7 +465,7 @@ def _check_graders(graders: list[str] | None) -> None:
     twice = sorted({g for g in graders if graders.count(g) > 1})
     if twice:
         raise ConfigError(
-            f"grader {twice[0]!r} is named twice: one grader, one vote", field="graders"
+            f"grader {quote_short(twice[0])} is named twice: one grader, one vote", field="graders"
         )
 
 
