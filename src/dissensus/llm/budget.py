@@ -267,12 +267,16 @@ class Budget:
         """Release ``reservation`` without charging anything: its attempt was never sent
         (the attempt hook refused it, e.g. past the run's deadline)."""
         with self._lock:
-            calls_r, tokens_r, cost_r = self._reserved
-            self._reserved = [
-                calls_r - reservation.calls,
-                tokens_r - reservation.tokens,
-                max(0.0, cost_r - reservation.cost),
-            ]
+            self._unreserve(reservation)
+
+    def _unreserve(self, reservation: Reservation) -> None:
+        """Take ``reservation`` off what is in flight (the lock held)."""
+        calls_r, tokens_r, cost_r = self._reserved
+        self._reserved = [
+            calls_r - reservation.calls,
+            tokens_r - reservation.tokens,
+            max(0.0, cost_r - reservation.cost),
+        ]
 
     def settle(
         self, reservation: Reservation, *, model: str, prompt_tokens: int, completion_tokens: int
@@ -280,12 +284,7 @@ class Budget:
         """Release ``reservation`` and charge what the attempt used; return its cost."""
         cost = self._cost(model, prompt_tokens, completion_tokens)
         with self._lock:
-            calls_r, tokens_r, cost_r = self._reserved
-            self._reserved = [
-                calls_r - reservation.calls,
-                tokens_r - reservation.tokens,
-                max(0.0, cost_r - reservation.cost),
-            ]
+            self._unreserve(reservation)
             self._spent.bump(
                 calls=0, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens, cost=cost
             )
