@@ -329,6 +329,39 @@ def test_budget_is_never_overrun(
         assert budget.spent.total_tokens <= max_tokens
 
 
+@given(refused=st.lists(st.booleans(), min_size=1, max_size=12))
+def test_an_attempt_the_hook_refuses_is_neither_sent_nor_spent(refused: list[bool]) -> None:
+    """An attempt hook that raises (the pipeline's, past the run's deadline) fails the
+    call before anything is sent: its budget reservation is released, never spent, and
+    the attempts the hook let through are counted exactly."""
+    from dissensus.llm.budget import attempt_hook
+
+    budget = Budget(max_calls=len(refused))
+    backend = FuncBackend(lambda *_: "ok")
+    client = ModelClient(backend, budget=budget, settings=FAST)
+
+    async def main() -> None:
+        for refuse in refused:
+
+            def hook(refuse: bool = refuse) -> None:
+                if refuse:
+                    raise RuntimeError("past the deadline")
+
+            with attempt_hook(hook), contextlib.suppress(LLMError):
+                await client.chat(req())
+
+    asyncio.run(main())
+    sent = refused.count(False)
+    assert len(backend.sent) == sent
+    assert budget.spent.attempts == client.usage.attempts == sent
+    # Nothing stays reserved: the whole budget less what was sent is still free.
+    assert budget.max_calls is not None
+    for _ in range(budget.max_calls - sent):
+        budget.reserve(model="func", prompt_tokens=0, completion_tokens=0)
+    with pytest.raises(BudgetExceeded):
+        budget.reserve(model="func", prompt_tokens=0, completion_tokens=0)
+
+
 def test_rate_limiter_spaces_request_starts() -> None:
     limiter = RateLimiter(rpm=600)  # one per 0.1 s
     delays = [limiter._claim() for _ in range(4)]
