@@ -181,6 +181,29 @@ def test_an_item_resolved_elsewhere_stands(tmp_path: Path) -> None:
     }
 
 
+def test_a_resume_naming_no_reviewer_is_refused_while_someone_holds_a_claim(
+    tmp_path: Path,
+) -> None:
+    """A resume whose config names no reviewer holds no claim: another reviewer's live
+    claim refuses it (the node interrupts again, naming the holder); once the claim is
+    released, the unnamed resolution is journalled."""
+    from dissensus.pipeline.review import claim
+
+    path = tmp_path / "j.sqlite"
+    app = build(_memory(), str(path))
+    config = {"configurable": {"thread_id": "t-claim"}}  # no reviewer
+    value = app.invoke({"case": "c6", "kind": "conflict"}, config)["__interrupt__"][0].value
+    with Journal(path) as journal:
+        claim(journal, value["review_id"], "bob", ttl=60)
+    again = app.invoke(_resume(_answer(value)), config)["__interrupt__"][0]
+    assert "claimed by bob" in again.value["error"]
+    with Journal(path) as journal:
+        assert find_item(journal, value["review_id"]).resolution is None
+        assert journal.release_claim(value["review_id"], "bob")
+    out = app.invoke(_resume(_answer(again.value)), config)
+    assert out["dissensus"]["resolution"]["reviewer"] is None
+
+
 def _run(*args: str) -> dict[str, Any]:
     done = subprocess.run(
         [sys.executable, str(GRAPH), *args],

@@ -17,6 +17,7 @@ from dissensus.pipeline.labels import labelled_from_journal
 from dissensus.pipeline.records import CaseRecord
 from dissensus.pipeline.review import final_records
 from dissensus.states import get_backend
+from dissensus.store.base import ClaimConflict
 from dissensus.store.errors import JournalBusy
 from dissensus.store.journal import Journal
 from store_backends import pg_schema, pg_url
@@ -245,3 +246,18 @@ def test_confirm_and_calibrate_on_postgresql(
     code = main(["calibrate-acceptance", *argv, "--out", str(out), "--min-accepted", "1"])
     assert code == 0
     assert load_acceptance(out).calibration_n == len(learned)
+
+
+def test_an_unnamed_audit_is_refused_while_anyone_holds_a_claim(
+    decided: tuple[Path, Path, list[CaseRecord]], tmp_path: Path
+) -> None:
+    journal, _, records = decided
+    work = tmp_path / "j.sqlite"
+    work.write_bytes(journal.read_bytes())
+    ref = f"r1.{_learned(records)[0].line}"
+    with Journal(str(work)) as jr:
+        jr.claim(ref, "bob", 60, run_id="r1")
+        with pytest.raises(ClaimConflict, match="claimed by bob"):
+            confirm(jr, ref, note="looks right")
+        assert jr.release_claim(ref, "bob")
+        assert confirm(jr, ref, note="looks right").agrees

@@ -415,6 +415,22 @@ def test_claims_exclude_other_reviewers_until_they_expire(
             claim(journal, review_id, "kim", ttl=60)
 
 
+def test_an_unnamed_resolution_is_refused_while_anyone_holds_a_claim(
+    journal_target: str,
+) -> None:
+    """``reviewer=None`` (a library caller or a LangGraph resume that names nobody) holds
+    no claim: a live claim of anyone refuses it, as another reviewer's would."""
+    with Journal(journal_target) as journal:
+        review_id = _escalated(journal, "R")
+        claim(journal, review_id, "bob", ttl=60)
+        with pytest.raises(ClaimConflict, match="claimed by bob"):
+            resolve(journal, review_id, decision="1", note="n")
+        assert journal.current_claim(review_id) is not None  # bob's claim stands
+        assert journal.release_claim(review_id, "bob")
+        record = resolve(journal, review_id, decision="1", note="n")
+        assert record.resolution is not None and record.resolution.reviewer is None
+
+
 def test_concurrent_claims_have_exactly_one_holder(journal_target: str) -> None:
     with Journal(journal_target) as journal:
         review_id = _escalated(journal, "R")

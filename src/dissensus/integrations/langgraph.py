@@ -40,7 +40,8 @@ Choices where the framework and the design are silent:
   its record without interrupting.
 * **Reviewer**: the default resolver reads ``config["configurable"]["reviewer"]``, set
   by the application that resumes the graph (not by the reviewer's payload); ``None``
-  leaves the resolution unnamed, as the CLI without ``--reviewer`` does.
+  leaves the resolution unnamed, and an unnamed resolution is refused while any
+  reviewer holds a live claim on the case (the node interrupts again with the reason).
 * The journal is a path, opened per call: LangGraph runs nodes on worker threads and an
   SQLite connection belongs to the thread that opened it. ``":memory:"`` is refused, as
   the review item must outlive the call that opened it.

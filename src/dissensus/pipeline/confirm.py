@@ -100,14 +100,15 @@ def confirm(
         done = journal.get(run_id, f"confirm/{line}")
         if done is not None:
             raise _already(ref, done)
-        if reviewer is not None:
-            held = journal.current_claim(ref)
-            if held is not None and held.who != reviewer:
-                raise ClaimConflict(
-                    f"case {ref} is claimed by {held.who} until {held.expires}",
-                    holder=held.who,
-                    expires=held.expires,
-                )
+        # A live claim is the holder's: only its holder audits, never an unnamed
+        # caller (``reviewer=None``), who holds no claim.
+        held = journal.current_claim(ref)
+        if held is not None and held.who != reviewer:
+            raise ClaimConflict(
+                f"case {ref} is claimed by {held.who} until {held.expires}",
+                holder=held.who,
+                expires=held.expires,
+            )
         chosen = decision if decision is not None else record.decision
         audit = Confirmation(
             case_ref=ref,

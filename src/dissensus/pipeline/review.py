@@ -478,7 +478,9 @@ def resolve(
     """Record a human decision on an escalated case and return the case's new record.
 
     Both events are appended in one transaction. ``content_sha256``, when given, must be
-    the item's current :func:`content_sha256` (:class:`StaleContent` otherwise).
+    the item's current :func:`content_sha256` (:class:`StaleContent` otherwise). A live
+    claim of anyone but ``reviewer`` refuses it (:class:`ClaimConflict`), also when
+    ``reviewer`` is ``None``: an unnamed caller holds no claim.
     """
     if not decision.strip():
         raise InputError("the decision must not be empty")
@@ -507,14 +509,15 @@ def resolve(
             )
         if content_sha256 is not None and content_sha256 != status.content_sha256:
             raise StaleContent(review_id, quoted=content_sha256, current=status.content_sha256)
-        if reviewer is not None:
-            held = journal.current_claim(review_id)
-            if held is not None and held.who != reviewer:
-                raise ClaimConflict(
-                    f"review item {review_id} is claimed by {held.who} until {held.expires}",
-                    holder=held.who,
-                    expires=held.expires,
-                )
+        # A live claim is the holder's: only its holder resolves, never an unnamed
+        # caller (``reviewer=None``), who holds no claim.
+        held = journal.current_claim(review_id)
+        if held is not None and held.who != reviewer:
+            raise ClaimConflict(
+                f"review item {review_id} is claimed by {held.who} until {held.expires}",
+                holder=held.who,
+                expires=held.expires,
+            )
         stored = journal.get(run_id, f"case/{line}/record")
         if stored is None:
             raise DissensusError(
