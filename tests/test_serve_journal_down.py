@@ -74,12 +74,27 @@ def _no_location(text: str, *places: str) -> None:
         ("run r1 not found in journal /srv/j.sqlite", "run r1 not found"),
         ("no item r.1 in /srv/j.sqlite", "no item r.1"),
         ("JournalError: journal postgres://u@h/d: gone", "JournalError: the journal: gone"),
+        (
+            "resolve it with `dissensus review resolve r.1 --journal /srv/j.sqlite`",
+            "resolve it with `dissensus review resolve r.1 --journal JOURNAL`",
+        ),
+        (
+            "resume it first (dissensus runs resume r --journal postgres://u@h/d)",
+            "resume it first (dissensus runs resume r --journal JOURNAL)",
+        ),
     ],
 )
 def test_scrub_drops_the_location_without_garbling(message: str, said: str) -> None:
     from dissensus.serve.journal_errors import scrub
 
     assert scrub(message, ["/srv/j.sqlite"]) == said
+
+
+def test_scrub_keeps_a_shell_quoted_journal_option_whole() -> None:
+    from dissensus.serve.journal_errors import scrub
+
+    said = scrub("run: dissensus runs resume r --journal '/srv/my j.sqlite'.", ["/srv/my j.sqlite"])
+    assert said == "run: dissensus runs resume r --journal JOURNAL."
 
 
 # -- SQLite ---------------------------------------------------------------------------

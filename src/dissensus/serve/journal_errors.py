@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import shlex
 from collections.abc import Iterable
 
 from dissensus.store.errors import JournalBusy, JournalDamaged, JournalError, JournalReadOnly
@@ -86,10 +87,13 @@ def scrub(message: str, where: Iterable[str] = ()) -> str:
     """``message`` without the journal's location: each of ``where`` (its path or masked
     URL) and any ``postgresql://`` URL. "run r not found in journal X" loses " in journal
     X"; "journal X: ..." and "cannot open journal X" say "the journal"; "not a dissensus
-    journal: X: ..." loses ": X"."""
+    journal: X: ..." loses ": X"; a command's ``--journal X`` (X shell-quoted or not)
+    says ``--journal JOURNAL``, for the operator to fill in."""
     for place in _places(where, message):
         if place not in message:
             continue
+        for form in dict.fromkeys((shlex.quote(place), place)):
+            message = re.sub(rf"--journal[\s=]+{re.escape(form)}", "--journal JOURNAL", message)
         p = re.escape(place)
         message = re.sub(rf"\s+in\s+(?:the\s+)?journal\s+{p}", "", message)
         message = re.sub(rf"\s+in\s+{p}", "", message)
