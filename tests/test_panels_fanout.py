@@ -253,3 +253,33 @@ def test_a_request_token_budget_is_shared_so_every_member_is_asked(
         assert [r.status for r in reports] == ["answered"] * n
         assert all(c is not None and c <= share for c in sent)
         assert sum(prompt + c for c in sent if c is not None) <= budget
+
+
+def test_a_member_key_comes_from_the_variable_its_api_key_env_names(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from dissensus.errors import ConfigError
+    from dissensus.llm.openai_backend import OpenAIBackend
+
+    monkeypatch.setenv("OPENAI_API_KEY", "shared-key")
+    monkeypatch.setenv("MEMBER_B_KEY", "b-own-key")
+    url = "http://127.0.0.1:9/v1"
+    settings = PanelSettings.model_validate(
+        {
+            "members": [
+                {"name": "a", "model": "openai:m", "base_url": url},
+                {"name": "b", "model": "openai:m", "base_url": url, "api_key_env": "MEMBER_B_KEY"},
+            ]
+        }
+    )
+    backends = Members.open(settings).backends
+    assert isinstance(backends["a"], OpenAIBackend) and isinstance(backends["b"], OpenAIBackend)
+    assert (backends["a"]._api_key, backends["b"]._api_key) == ("shared-key", "b-own-key")
+    assert "b-own-key" not in repr(backends["b"])
+    monkeypatch.delenv("MEMBER_B_KEY")
+    with pytest.raises(ConfigError, match=r"member b: \$MEMBER_B_KEY is not set"):
+        Members.open(settings)
+    with pytest.raises(ValueError, match="api_key_env is only read for openai: members"):
+        PanelSettings.model_validate(
+            {"members": [{"name": "a", "model": "scripted:x", "api_key_env": "K"}]}
+        )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -379,3 +380,37 @@ def test_a_run_journalled_with_a_quoted_number_still_resumes(
     with Journal(tmp_path / "j.sqlite") as journal:
         records = asyncio.run(drain(journal))
     assert len(records) == 3
+
+
+@pytest.mark.parametrize(
+    ("url", "says"),
+    [
+        ("http://user:pw@127.0.0.1:8000/v1", "user-info"),
+        ("http://user@127.0.0.1:8000/v1", "user-info"),
+        ("https://h.example/v1?api-key=QSECRET", "'api-key'"),
+        ("https://h.example/v1?x=1&access_token=t", "'access_token'"),
+        ("https://h.example/v1?sig=abc", "'sig'"),
+        ("ftp://h.example/v1", "not an http(s) URL"),
+        ("http:///v1", "not an http(s) URL"),
+        ("http://h.example:port/v1", "not a URL"),
+    ],
+)
+def test_a_member_base_url_with_credentials_is_refused_naming_the_field(
+    url: str, says: str
+) -> None:
+    """The policy is journalled with every run (and exported to any caller who may read
+    a run): a member's URL must not carry a key; api_key_env names where the key is."""
+    member = {"name": "a", "model": "openai:m", "base_url": url}
+    data = {"panel": {"members": [member, {"name": "b", "model": "openai:m"}]}}
+    with pytest.raises(ConfigError, match=re.escape(says)) as caught:
+        policy_from_dict(data, file="p.yaml")
+    assert caught.value.field == "panel.members.0.base_url"
+    assert "QSECRET" not in str(caught.value) and "pw@" not in str(caught.value)
+
+
+def test_a_member_base_url_without_credentials_is_kept() -> None:
+    url = "https://h.example:8443/openai/v1?api-version=2024-10-21"
+    member = {"name": "a", "model": "openai:m", "base_url": url, "api_key_env": "A_KEY"}
+    policy = policy_from_dict({"panel": {"members": [member, {"name": "b", "model": "openai:m"}]}})
+    assert policy.panel.members[0].base_url == url
+    assert policy.panel.members[0].api_key_env == "A_KEY"

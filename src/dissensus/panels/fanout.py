@@ -77,7 +77,9 @@ Choices where the design is silent:
   event loop (the server calls it at start-up), so the first request does not pay for
   importing the SDK and building its HTTP client.
 * ``openai:`` members with a ``base_url`` talk to that server; the key is
-  ``$OPENAI_API_KEY`` (``unused`` when absent), never written anywhere. They are called
+  ``$OPENAI_API_KEY`` (``unused`` when absent), or the variable the member's
+  ``api_key_env`` names (which must be set: a :class:`~dissensus.errors.ConfigError`
+  when the panel is opened), never written anywhere. They are called
   through the official ``openai`` SDK (one pooled client per event loop), as every
   other model call is, on the SDK's aiohttp client where ``aiohttp`` is installed
   (the ``serve`` extra installs it): a request pays every member's client CPU before
@@ -94,7 +96,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dissensus.cases import asked_question
-from dissensus.errors import DissensusError
+from dissensus.errors import ConfigError, DissensusError
 from dissensus.io.limits import DEFAULT, MAX_FIELD_CHARS, Limits, Overrun, check_record
 from dissensus.llm.base import ChatBackend, ChatRequest, LLMError, Message, StructuredOutputError
 from dissensus.llm.budget import Budget
@@ -300,15 +302,29 @@ class _Requests:
 def _backend(member: PanelMember, settings: PanelSettings, policy_dir: Path | None) -> ChatBackend:
     spec = relative_model_spec(member.model, policy_dir) if policy_dir else member.model
     kind, _, rest = spec.partition(":")
+    if kind == "openai" and member.api_key_env:
+        key = os.environ.get(member.api_key_env)
+        if not key:
+            raise ConfigError(
+                f"member {member.name}: ${member.api_key_env} is not set (its API key)",
+                field="panel.members.api_key_env",
+            )
+        base_url = member.base_url or os.environ.get("OPENAI_BASE_URL") or None
+        return _openai(rest, base_url, key, settings)
     if kind == "openai" and member.base_url:
-        return OpenAIBackend(
-            rest,
-            base_url=member.base_url,
-            api_key=os.environ.get("OPENAI_API_KEY") or "unused",
-            timeout_s=settings.attempt_timeout_s,
-            transport="aiohttp" if aiohttp_available() else "httpx",
-        )
+        key = os.environ.get("OPENAI_API_KEY") or "unused"
+        return _openai(rest, member.base_url, key, settings)
     return make_backend(spec, settings=ClientSettings(timeout_s=settings.attempt_timeout_s))
+
+
+def _openai(model: str, base_url: str | None, key: str, settings: PanelSettings) -> OpenAIBackend:
+    return OpenAIBackend(
+        model,
+        base_url=base_url,
+        api_key=key,
+        timeout_s=settings.attempt_timeout_s,
+        transport="aiohttp" if aiohttp_available() else "httpx",
+    )
 
 
 @dataclass

@@ -73,6 +73,7 @@ import threading
 import warnings
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import parse_qsl, urlsplit
 
 from pydantic import (
     BaseModel,
@@ -262,13 +263,48 @@ class PanelMember(_Section):
     family: str | None = None
     """Model family (e.g. ``meta``), which the guard and acceptance count as shared causes."""
     base_url: str | None = None
-    """``openai:`` members only: the member's OpenAI-compatible server (``None``: ``$OPENAI_BASE_URL``)."""
+    """``openai:`` members only: the member's OpenAI-compatible server (``None``: ``$OPENAI_BASE_URL``).
+    No credentials in it (user-info, a key in the query): the policy is journalled with
+    every run (:func:`member_url_problem`); a key comes from ``api_key_env``."""
+    api_key_env: str | None = Field(
+        default=None, min_length=1, max_length=128, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$"
+    )
+    """``openai:`` members only: the environment variable holding the member's API key
+    (``None``: ``$OPENAI_API_KEY``). Only the variable's name is in the policy."""
 
     @model_validator(mode="after")
     def _base_url_for_openai(self) -> PanelMember:
         if self.base_url is not None and not self.model.startswith("openai:"):
             raise ValueError("base_url is only read for openai: members")
+        if self.api_key_env is not None and not self.model.startswith("openai:"):
+            raise ValueError("api_key_env is only read for openai: members")
         return self
+
+
+_CREDENTIAL_PARAM = re.compile(
+    r"key|token|secret|passw|pwd|sig|auth|credential|session", re.IGNORECASE
+)
+"""Query parameter names that carry credentials (``api-key``, ``access_token``, ``sig``)."""
+
+
+def member_url_problem(url: str) -> str | None:
+    """What is wrong with a panel member's ``base_url`` for a policy, or ``None``: not an
+    ``http(s)`` URL with a host, or credentials in it (user-info, a query parameter whose
+    name says key, token, secret, password, signature or auth), which the journalled policy
+    would keep and show to every caller who may read a run."""
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises on a port that is not a number
+    except ValueError as exc:
+        return f"is not a URL ({exc})"
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return "is not an http(s) URL with a host"
+    if parts.username is not None or parts.password is not None:
+        return "carries credentials (user-info before the host)"
+    for name, _ in parse_qsl(parts.query, keep_blank_values=True):
+        if _CREDENTIAL_PARAM.search(name):
+            return f"carries a credential in its query ({name[:40]!r})"
+    return None
 
 
 class PanelSettings(_Section):
@@ -525,6 +561,15 @@ def _check_parts(policy: Policy, file: str | None) -> None:
     from dissensus.states import RuleSet
 
     check_similarity(policy.reading.similarity, file=file)
+    for i, member in enumerate(policy.panel.members):
+        problem = member.base_url and member_url_problem(member.base_url)
+        if problem:
+            raise ConfigError(
+                f"base_url {problem}: the policy is journalled with every run; give the "
+                "member's key by the environment (api_key_env)",
+                file=file,
+                field=f"panel.members.{i}.base_url",
+            )
     from dissensus.states.similarity import check_code_name
 
     try:  # a module:function backend runs code: only with allow_code (or the environment)
