@@ -412,3 +412,23 @@ def test_the_loopback_server_stops_an_answer_at_the_requests_max_tokens() -> Non
         client.close()
     assert answer.text == "C" * 100
     assert answer.usage.completion_tokens == 25
+
+
+@pytest.mark.skipif(not aiohttp_available(), reason="openai[aiohttp] not installed")
+def test_a_request_the_http_client_refuses_is_a_client_error_not_retried() -> None:
+    """aiohttp refuses credentials in the URL beside the SDK's Authorization header
+    before anything is sent: one attempt, a client error, never a 'body is not JSON'
+    that is retried."""
+    from dissensus.llm import ModelCallError, ModelClient
+    from dissensus.llm.openai_backend import OpenAIBackend
+
+    backend = OpenAIBackend(
+        "m", base_url="http://user:pw@127.0.0.1:9/v1", api_key="k", transport="aiohttp"
+    )
+    client = ModelClient(backend, settings=FAST)
+    with pytest.raises(ModelCallError) as caught:
+        client.chat_sync(judge_request())
+    assert caught.value.kind == "client_error"
+    assert client.usage.attempts == 1
+    assert "not JSON" not in str(caught.value)
+    client.close()

@@ -366,7 +366,6 @@ class OpenAIBackend:
                     cast_to=bytes,
                     options={"headers": headers},
                 )
-            completion = orjson.loads(raw)
         except (openai.APITimeoutError, TimeoutError) as exc:
             if _dropped(exc):
                 raise BackendError(
@@ -389,15 +388,19 @@ class OpenAIBackend:
                 kind="malformed_response",
                 retryable=True,
             ) from None
-        except ValueError as exc:  # the body was not JSON (orjson.JSONDecodeError)
+        except (openai.OpenAIError, ValueError) as exc:
+            # A ValueError here is the HTTP client refusing the request before it is sent
+            # (aiohttp: credentials in the URL and an Authorization header): not retried.
+            raise BackendError(
+                self._redact(f"{type(exc).__name__}: {exc}"), kind="client_error", retryable=False
+            ) from None
+        try:
+            completion = orjson.loads(raw)
+        except orjson.JSONDecodeError as exc:
             raise BackendError(
                 self._redact(f"response body is not JSON: {exc}"),
                 kind="malformed_response",
                 retryable=True,
-            ) from None
-        except openai.OpenAIError as exc:
-            raise BackendError(
-                self._redact(f"{type(exc).__name__}: {exc}"), kind="client_error", retryable=False
             ) from None
         return self._read(completion, args)
 
