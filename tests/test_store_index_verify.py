@@ -100,3 +100,20 @@ def test_an_honest_journal_agrees(tmp_path: Path) -> None:
     with Journal(target) as journal:
         assert journal.review_index_differences() == []
         assert journal.verify("run1").ok and journal.verify("run2").ok
+
+
+def test_the_command_that_rebuilds_an_edited_index_says_so(tmp_path: Path) -> None:
+    """After the rebuild nothing of the edit is left for a later ``runs verify``: the
+    command that opened the journal first (any of them) names the items on one line."""
+    target = str(tmp_path / "j.sqlite")
+    first, second = _journal_with_two_cases(target)
+    raw(target, "INSERT INTO review_index VALUES ('run1.999', 'run1', 3, 'forged', NULL)")
+    res = run_cli("review", "list", "--journal", target)
+    assert res.returncode == 0, res.stderr
+    (line,) = [x for x in res.stderr.splitlines() if x.startswith("warning:")]
+    assert "review index differed" in line and "'run1.999'" in line, res.stderr
+    again = run_cli("review", "list", "--journal", target)
+    assert again.returncode == 0 and "warning" not in again.stderr
+    with pytest.warns(UserWarning, match="review index differed"):
+        raw(target, "DELETE FROM review_index WHERE run_id = 'run2'")
+        Journal(target).close()

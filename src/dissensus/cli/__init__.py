@@ -122,8 +122,9 @@ def main(argv: list[str] | None = None) -> int:
 
 @contextmanager
 def _plain_warnings() -> Iterator[None]:
-    """A :class:`FutureWarning` (a deprecated setting of the user's files) is one
-    ``warning:`` line on stderr, not Python's two lines naming our source."""
+    """A :class:`FutureWarning` (a deprecated setting of the user's files) or an
+    :class:`~dissensus.store.review_index.IndexRebuilt` is one ``warning:`` line on
+    stderr, not Python's two lines naming our source."""
     before = warnings.showwarning
 
     def show(
@@ -134,7 +135,9 @@ def _plain_warnings() -> Iterator[None]:
         file: Any = None,
         line: str | None = None,
     ) -> None:
-        if issubclass(category, FutureWarning):
+        from dissensus.store.review_index import IndexRebuilt
+
+        if issubclass(category, FutureWarning | IndexRebuilt):
             sys.stderr.write(f"warning: {shown(' '.join(str(message).split()))}\n")
             return
         before(message, category, filename, lineno, file, line)

@@ -10,7 +10,10 @@ Choices where the design is silent:
 
 * **The chain stays the evidence.** The index is outside the hash chain; opening a
   journal whose index does not agree with its events (a journal of an older version, or
-  written by one) rebuilds it from the events (:meth:`ReviewIndex.rebuild`); a journal
+  written by one, or an index edited outside dissensus) rebuilds it from the events
+  (:meth:`ReviewIndex.rebuild`) and warns (:class:`IndexRebuilt`, naming the items: the
+  command that opened it prints one ``warning:`` line), since after the rebuild nothing
+  of the difference is left for ``runs verify`` to report; a journal
   that cannot be written then lists its queue from the events (:meth:`ReviewIndex.entries`
   returns ``None``).
 * **Two checks.** The check made on every open is cheap (no payload parsed: the item id
@@ -26,12 +29,14 @@ Choices where the design is silent:
 from __future__ import annotations
 
 import json
+import warnings
 from collections.abc import Sequence
 from contextlib import suppress
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from dissensus.quoting import quote_short
 from dissensus.store import event_types as ev
 from dissensus.store.backend import Backend
 from dissensus.store.errors import JournalReadOnly
@@ -42,6 +47,7 @@ __all__ = [
     "REVIEW_OPENED",
     "REVIEW_REOPENED",
     "REVIEW_RESOLVED",
+    "IndexRebuilt",
     "ReviewEntry",
     "ReviewFilter",
     "ReviewIndex",
@@ -55,6 +61,12 @@ REVIEW_REOPENED = ev.REVIEW_REOPENED
 _INDEXED = (REVIEW_OPENED, REVIEW_RESOLVED, REVIEW_REOPENED)
 
 ReviewFilter = Literal["open", "resolved", "all"]
+
+
+class IndexRebuilt(UserWarning):
+    """Opening the journal found review index rows that differ from the events, and
+    rebuilt them: the command says so (one ``warning:`` line), since nothing of the
+    difference remains for a later ``runs verify`` to report."""
 
 
 class ReviewEntry(BaseModel):
@@ -238,6 +250,18 @@ class ReviewIndex:
             self.rebuild()
         except JournalReadOnly:
             self.trusted = False
+            return
+        shown = ", ".join(quote_short(rid) for rid in differing[:5])
+        if len(differing) > 5:
+            shown += f" and {len(differing) - 5} more"
+        warnings.warn(
+            IndexRebuilt(
+                f"the review index differed from the journal's events for {len(differing)} "
+                f"item(s) ({shown}): rebuilt from the events (an edit outside dissensus, "
+                "or a journal written by an older version)"
+            ),
+            stacklevel=2,
+        )
 
     def problems(self, run_id: str) -> list[str]:
         """What verification reports about the run's rows of the index (checked
