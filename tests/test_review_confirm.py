@@ -261,3 +261,26 @@ def test_an_unnamed_audit_is_refused_while_anyone_holds_a_claim(
             confirm(jr, ref, note="looks right")
         assert jr.release_claim(ref, "bob")
         assert confirm(jr, ref, note="looks right").agrees
+
+
+def test_an_answered_audit_seals_the_run_of_a_signing_journal(
+    decided: tuple[Path, Path, list[CaseRecord]], tmp_path: Path
+) -> None:
+    """An audit that agrees appends no resolution: its ``review.confirmed`` seals the
+    head itself, so the signed run stays signed."""
+    from dissensus.signing import Signer
+    from dissensus.store import SEAL_TYPE
+
+    journal, _, records = decided
+    work = tmp_path / "j.sqlite"
+    work.write_bytes(journal.read_bytes())
+    key = Signer.generate()
+    first, second = _learned(records)[:2]
+    with Journal(str(work), signer=key) as jr:
+        confirm(jr, f"r1.{first.line}", note="looks right")
+        assert [e.type for e in jr.events("r1")][-2:] == ["review.confirmed", SEAL_TYPE]
+        other = "1" if second.decision == "2" else "2"
+        confirm(jr, f"r1.{second.line}", note="the other one", decision=other)
+        assert [e.type for e in jr.events("r1")][-1] == SEAL_TYPE
+        report = jr.verify("r1", public_key=key.public_key)
+    assert report.ok and report.signature == "signed", report.signature_detail
