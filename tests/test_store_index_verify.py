@@ -106,7 +106,7 @@ def test_the_command_that_rebuilds_an_edited_index_says_so(tmp_path: Path) -> No
     """After the rebuild nothing of the edit is left for a later ``runs verify``: the
     command that opened the journal first (any of them) names the items on one line."""
     target = str(tmp_path / "j.sqlite")
-    first, second = _journal_with_two_cases(target)
+    _journal_with_two_cases(target)
     raw(target, "INSERT INTO review_index VALUES ('run1.999', 'run1', 3, 'forged', NULL)")
     res = run_cli("review", "list", "--journal", target)
     assert res.returncode == 0, res.stderr

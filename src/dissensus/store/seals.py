@@ -35,9 +35,7 @@ __all__ = ["SEAL_AFTER", "SEAL_FIELDS", "SEAL_TYPE", "Seals", "SignatureStatus",
 SEAL_TYPE = ev.RUN_SEALED
 """Type of the event that signs the chain before it."""
 
-SEAL_AFTER = frozenset(
-    {ev.RUN_FINISHED, ev.CASE_RESOLVED, ev.REVIEW_REOPENED, ev.REVIEW_CONFIRMED}
-)
+SEAL_AFTER = frozenset({ev.RUN_FINISHED, ev.CASE_RESOLVED, ev.REVIEW_REOPENED, ev.REVIEW_CONFIRMED})
 """Event types after which a journal with a signer seals the run's head."""
 
 SEAL_FIELDS = frozenset({"run", "n_events", "head", "signature"})
