@@ -185,8 +185,14 @@ async def test_the_service_shows_a_blind_audit_and_confirms_it(tmp_path: Path) -
         body = shown.json()
         assert body["status"] == "open" and body["item"]["audit"] is True
         assert body["item"]["suggestion"] is None and body["item"]["reading"]["decision"] is None
-        confirmed = await client.post(
+        unseen = await client.post(
             f"/v1/cases/{ref}/confirm", json={"note": "checked blind"}, headers=auth("rev")
+        )
+        assert unseen.status_code == 400 and "blind audit" in unseen.text
+        confirmed = await client.post(
+            f"/v1/cases/{ref}/confirm",
+            json={"note": "checked blind", "decision": "1"},
+            headers=auth("rev"),
         )
         assert confirmed.status_code == 200
         again = (await client.get(f"/v1/audits/{ref}", headers=auth("rev"))).json()

@@ -184,6 +184,8 @@ def test_cli_confirm_then_calibrate_reads_the_audits(
                 f"r1.{rec.line}",
                 "--note",
                 "ok",
+                "--decision",
+                rec.decision or "",
                 "--journal",
                 str(work),
                 "--json",
@@ -284,3 +286,30 @@ def test_an_answered_audit_seals_the_run_of_a_signing_journal(
         assert [e.type for e in jr.events("r1")][-1] == SEAL_TYPE
         report = jr.verify("r1", public_key=key.public_key)
     assert report.ok and report.signature == "signed", report.signature_detail
+
+
+def test_a_blind_audit_is_not_confirmed_unseen(
+    decided: tuple[Path, Path, list[CaseRecord]], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A blind audit's label is the reviewer's own decision: ``review confirm`` without
+    ``--decision`` is refused (exit 2, nothing journalled); with it, it is an audit."""
+    from dissensus.pipeline.audit import open_audits
+
+    journal, _, _ = decided
+    work = tmp_path / "j.sqlite"
+    work.write_bytes(journal.read_bytes())
+    with Journal(str(work)) as jr:
+        audits = list(open_audits(jr, "r1"))
+    assert audits, "the fixture's run must open blind audits"
+    ref = audits[0].review_id
+    capsys.readouterr()
+    code = main(["review", "confirm", ref, "--note", "ok", "--journal", str(work)])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "blind audit" in err and "--decision" in err and "Traceback" not in err
+    with Journal(str(work)) as jr:
+        assert [e for e in jr.events("r1") if e.type == "review.confirmed"] == []
+    code = main(
+        ["review", "confirm", ref, "--note", "ok", "--decision", "1", "--journal", str(work)]
+    )
+    assert code == 0, capsys.readouterr().err

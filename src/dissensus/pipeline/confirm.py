@@ -22,9 +22,15 @@ Choices where the design is silent:
   exports never show a decision a person has said is wrong. A confirmation leaves the
   record as it is.
 * The note is required, as for resolutions: an audit says why.
+* **A blind audit needs the reviewer's own decision.** A case the pipeline opened a blind
+  audit for (:mod:`dissensus.pipeline.audit`) is audited with an explicit ``decision``,
+  made without seeing the committed one: without it the audit would be the committed
+  decision confirmed unseen, a label that agrees by construction
+  (:class:`~dissensus.errors.InputError`; the review page refuses "no pick" alike).
 * Claims hold for audits as for resolutions: a reviewer other than the holder of a live
-  claim on ``<run>.<line>`` is refused (:class:`~dissensus.store.base.ClaimConflict`);
-  an audit without a reviewer name (a library call) ignores claims. The claim is taken
+  claim on ``<run>.<line>`` is refused (:class:`~dissensus.store.base.ClaimConflict`),
+  and so is an audit without a reviewer name (a library call), who holds no claim. The
+  claim is taken
   with :func:`claim_audit` (the service's claim endpoint and pages), on an automatic
   decision not audited yet, under the run's write lock: a claim on a case audited a
   moment before is :class:`AlreadyConfirmed`, never granted. An audit releases its
@@ -108,6 +114,13 @@ def confirm(
                 f"case {ref} is claimed by {held.who} until {held.expires}",
                 holder=held.who,
                 expires=held.expires,
+            )
+        # The blind audit item of the case (pipeline.audit's key; that module imports this).
+        if decision is None and journal.get(run_id, f"case/{line}/audit") is not None:
+            raise InputError(
+                f"case {ref} is a blind audit: give your own decision (--decision), made "
+                "without looking at the committed one; confirming it unseen would record a "
+                "label that agrees by construction"
             )
         chosen = decision if decision is not None else record.decision
         audit = Confirmation(
