@@ -100,6 +100,7 @@ if TYPE_CHECKING:
     from dissensus.store.journal import Journal
     from dissensus.types import JsonObject
 from dissensus.cli.journals import JournalOpt, JsonOpt, opened_journal
+from dissensus.store.targets import journal_option
 
 STATE_LEGEND = (
     "states: CA convergent agreement, DA divergent agreement, CD convergent disagreement, "
@@ -364,9 +365,10 @@ def _summary(
     if escalated:
         program = _program()
         out_console.print("review them:")
-        out_console.print(f"  {program} review list --journal {journal}", soft_wrap=True)
+        where = shown(journal_option(journal))
+        out_console.print(f"  {program} review list{where}", soft_wrap=True)
         out_console.print(
-            f"  {program} review show {escalated[0].review_id} --journal {journal}", soft_wrap=True
+            f"  {program} review show {shown(escalated[0].review_id)}{where}", soft_wrap=True
         )
 
 
@@ -450,7 +452,7 @@ WorkersOpt = Annotated[
 def said_interrupted(journal: Journal, run_id: str) -> int:
     """Name the resume command of the interrupted run ``run_id``; the exit code."""
     sys.stderr.write(
-        f"interrupted: resume with dissensus runs resume {run_id} --journal {journal.path}\n"
+        f"interrupted: resume with dissensus runs resume {run_id}{journal_option(journal.path)}\n"
     )
     sys.stderr.flush()
     INTERRUPT_SAID.append(True)
@@ -465,7 +467,7 @@ def _said_unwritten(exc: OutputWriteError, journal: Journal, run_id: str) -> int
         silence_stdout()  # what it still holds would only fail again on the way out
     sys.stderr.write(
         f"error: {shown(str(exc))}; every journalled step of run {run_id} stays: "
-        f"dissensus runs resume {run_id} --journal {journal.path} --output FILE "
+        f"dissensus runs resume {run_id}{journal_option(journal.path)} --output FILE "
         "goes on and writes all its records once there is room\n"
     )
     sys.stderr.flush()
@@ -548,7 +550,7 @@ def run_and_report(
         # step written so far stays, so the run is resumable once the journal is back.
         sys.stderr.write(
             f"error: {shown(' '.join(str(exc).split()))}; the run stopped: resume it with "
-            f"dissensus runs resume {run_id} --journal {journal.path}\n"
+            f"dissensus runs resume {run_id}{journal_option(journal.path)}\n"
         )
         sys.stderr.flush()
         return exc.exit_code

@@ -284,12 +284,10 @@ def _said_resume_interrupted(run_id: str, journal: str | None) -> int:
     """The resume line of a ``runs resume`` interrupted before its run took the signal
     over (as :func:`~dissensus.cli.decide.said_interrupted` words it); the exit code."""
     from dissensus.store.journal import journal_path
-    from dissensus.store.targets import mask_url
+    from dissensus.store.targets import journal_option
 
-    target = shown(mask_url(journal_path(journal)))
-    sys.stderr.write(
-        f"interrupted: resume with dissensus runs resume {shown(run_id)} --journal {target}\n"
-    )
+    where = shown(journal_option(journal_path(journal)))
+    sys.stderr.write(f"interrupted: resume with dissensus runs resume {shown(run_id)}{where}\n")
     sys.stderr.flush()
     INTERRUPT_SAID.append(True)
     return EXIT_INTERRUPTED
