@@ -78,7 +78,9 @@ async def test_the_api_claims_an_automatic_decision_and_confirm_respects_it(
         assert journal_events(s.journal) == before
 
         done = await client.post(
-            f"/v1/cases/{ref}/confirm", json={"note": "looks right"}, headers=auth("rev")
+            f"/v1/cases/{ref}/confirm",
+            json={"note": "looks right", "decision": "1"},  # a blind audit needs one
+            headers=auth("rev"),
         )
         assert done.status_code == 200
         with Journal(s.journal) as journal:

@@ -18,7 +18,8 @@ from dissensus.store import Journal
 from pipeline_cases import as_panel, panel
 
 POLICY = policy_from_dict({"reading": {"similarity": "tfidf", "theta_s": 0.3}})
-NAMES = st.text(st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=12)
+NAMES = st.text(st.characters(codec="utf-8", exclude_categories=["Cs", "Cc", "Cf"]), max_size=12)
+"""Names a reviewer may have (no control or format characters)."""
 
 
 @given(given_name=st.none() | NAMES, env=st.none() | NAMES, login=NAMES)
@@ -38,6 +39,25 @@ def test_the_reviewer_is_never_empty(given_name: str | None, env: str | None, lo
         assert name == login.strip()
     else:
         assert name.startswith("uid-") or name == "unnamed-reviewer"
+
+
+@given(
+    name=st.text(st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=6).map(
+        lambda s: "al" + s + "\u200bice"
+    ),
+    where=st.sampled_from(["given", "env"]),
+)
+def test_a_reviewer_name_with_control_or_invisible_characters_is_refused(
+    name: str, where: str
+) -> None:
+    """The name is journalled and printed: an escape sequence or a zero-width space
+    (``al\u200bice`` looks like ``alice``) is refused, naming where it came from."""
+    given_name, environ = (name, {}) if where == "given" else (None, {REVIEWER_ENV: name})
+    said = "--reviewer" if where == "given" else REVIEWER_ENV
+    with pytest.raises(InputError, match=f"{said}.*may not hold control or invisible"):
+        reviewer_name(given_name, environ, lambda: "login")
+    with pytest.raises(InputError, match="at most 128"):
+        reviewer_name("r" * 129, {}, lambda: "login")
 
 
 def test_a_failing_login_lookup_falls_back(monkeypatch: pytest.MonkeyPatch) -> None:

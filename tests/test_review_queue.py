@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
+import re
 import signal
 import subprocess
 import threading
@@ -536,3 +537,25 @@ def test_a_kill_during_review_resolve_never_leaves_half_a_resolution(tmp_path: P
         assert types[-2:] == ["review.resolved", "case.resolved"]
         assert [r.action for r in final_records(j, "R")] == ["human"]
         assert j.verify("R").ok
+
+
+@pytest.mark.parametrize(
+    ("fields", "says"),
+    [
+        ({"note": "n" * 32_769}, "the note is 32769 characters long; at most 32768"),
+        ({"decision": "d" * 32_769}, "the decision is 32769 characters long"),
+        ({"reviewer": "ev\x1bil"}, "the reviewer may not hold control or invisible"),
+        ({"reviewer": "r" * 129}, "at most 128"),
+        ({"note": "  "}, "the note must not be empty"),
+    ],
+)
+def test_a_resolution_out_of_bounds_is_refused_before_anything_is_journalled(
+    tmp_path: Path, fields: dict[str, str], says: str
+) -> None:
+    with Journal(tmp_path / "j.sqlite") as journal:
+        review_id = _escalated(journal, "R")
+        before = len(list(journal.events("R")))
+        args = {"decision": "1", "note": "n", "reviewer": "kim", **fields}
+        with pytest.raises(InputError, match=re.escape(says)):
+            resolve(journal, review_id, **args)
+        assert len(list(journal.events("R"))) == before

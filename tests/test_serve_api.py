@@ -509,7 +509,9 @@ async def test_confirm_audits_automatic_decisions(tmp_path: Path) -> None:
             await client.post(f"/v1/cases/{ref}/confirm", json={"note": "x"}, headers=auth("sub"))
         ).status_code == 403
         ok = await client.post(
-            f"/v1/cases/{ref}/confirm", json={"note": "checked"}, headers=auth("rev")
+            f"/v1/cases/{ref}/confirm",
+            json={"note": "checked", "decision": "1"},  # a blind audit needs one
+            headers=auth("rev"),
         )
         assert ok.status_code == 200
         assert ok.json()["agrees"] is True and ok.json()["reviewer"] == "rev-name"

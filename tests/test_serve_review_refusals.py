@@ -119,7 +119,9 @@ async def test_case_references_unknown_or_misspelt_are_404(tmp_path: Path) -> No
             res = await client.get(f"/v1/audits/{bad}", headers=auth("rev"))
             assert res.status_code == 404, (bad, res.text)
         assert _events(Path(s.journal)) == before
-        ok = await client.post(f"/v1/cases/{ref}/confirm", json={"note": "ok"}, headers=auth("rev"))
+        ok = await client.post(
+            f"/v1/cases/{ref}/confirm", json={"note": "ok", "decision": "1"}, headers=auth("rev")
+        )
         assert ok.status_code == 200, ok.text
 
 

@@ -43,7 +43,7 @@ from pydantic import BaseModel, ConfigDict
 
 from dissensus.errors import DissensusError, InputError
 from dissensus.pipeline.records import CaseRecord, Resolution
-from dissensus.pipeline.review import human_record, split_ref
+from dissensus.pipeline.review import check_resolution_fields, human_record, split_ref
 from dissensus.store import event_types as ev
 from dissensus.store.base import CaseClosed, Claim, ClaimConflict, Event, Journal
 from dissensus.store.targets import journal_option
@@ -96,10 +96,7 @@ def confirm(
 
     ``decision`` defaults to the committed decision (a confirmation).
     """
-    if not note.strip():
-        raise InputError("the note must not be empty")
-    if decision is not None and not decision.strip():
-        raise InputError("the decision must not be empty")
+    check_resolution_fields(decision=decision, note=note, reviewer=reviewer)
     run_id, line = _checked_ref(journal, ref)
     with journal.transaction(run_id):
         record = _automatic_record(journal, ref, run_id, line)

@@ -61,6 +61,7 @@ from __future__ import annotations
 import getpass
 import os
 import re
+import unicodedata
 from collections.abc import Callable, Iterator, Mapping
 from datetime import UTC, datetime
 from itertools import islice
@@ -68,6 +69,7 @@ from itertools import islice
 from pydantic import BaseModel
 
 from dissensus.errors import DissensusError, InputError
+from dissensus.io.limits import MAX_FIELD_CHARS
 from dissensus.pipeline.records import CaseRecord, Resolution, ReviewItem
 from dissensus.pipeline.run_events import ReviewResolved
 from dissensus.quoting import quote_short
@@ -173,17 +175,63 @@ def reviewer_name(
     login: Callable[[], str] = _login,
 ) -> str:
     """Who is reviewing: ``given``, else ``$DISSENSUS_REVIEWER``, else the login name,
-    else ``uid-<n>``; never empty (a blank ``given`` is an :class:`InputError`)."""
+    else ``uid-<n>``; never empty (a blank ``given`` is an :class:`InputError`).
+
+    A name is journalled with every resolution and printed on every screen that shows
+    it, so ``given`` or ``$DISSENSUS_REVIEWER`` holding a control or format character
+    (an escape sequence, a zero-width space that makes ``al\u200bice`` look like
+    ``alice``) or more than :data:`MAX_REVIEWER_CHARS` characters is an
+    :class:`InputError` naming where it came from, as ``serve-token`` refuses such a
+    token name."""
     if given is not None:
         if not given.strip():
             raise InputError("--reviewer must not be empty")
-        return given.strip()
+        return _checked_reviewer(given.strip(), "--reviewer")
     env = os.environ if environ is None else environ
-    for candidate in (env.get(REVIEWER_ENV, ""), login()):
-        if candidate.strip():
-            return candidate.strip()
+    named = env.get(REVIEWER_ENV, "")
+    if named.strip():
+        return _checked_reviewer(named.strip(), f"${REVIEWER_ENV}")
+    name = login()
+    if name.strip():
+        return name.strip()
     uid = getattr(os, "getuid", None)
     return f"uid-{uid()}" if uid is not None else "unnamed-reviewer"
+
+
+MAX_REVIEWER_CHARS = 128
+"""The longest reviewer name (``--reviewer``, ``$DISSENSUS_REVIEWER``)."""
+
+
+def _checked_reviewer(name: str, where: str) -> str:
+    if len(name) > MAX_REVIEWER_CHARS:
+        raise InputError(
+            f"{where} is {len(name)} characters long; a reviewer name holds at most "
+            f"{MAX_REVIEWER_CHARS}"
+        )
+    if any(unicodedata.category(ch) in ("Cc", "Cf") for ch in name):
+        raise InputError(
+            f"{where} may not hold control or invisible characters (got {quote_short(name)})"
+        )
+    return name
+
+
+def check_resolution_fields(*, decision: str | None, note: str, reviewer: str | None) -> None:
+    """What every resolution and audit checks before it is journalled: a decision (when
+    given) and a note that are not blank and hold at most
+    :data:`~dissensus.io.limits.MAX_FIELD_CHARS` characters (the bound of a panel's text
+    fields, and the service's ``--max-field-chars`` default), and a reviewer name as
+    :func:`reviewer_name` allows; an :class:`InputError` naming the field."""
+    for field, value in (("decision", decision), ("note", note)):
+        if value is None:
+            continue
+        if not value.strip():
+            raise InputError(f"the {field} must not be empty")
+        if len(value) > MAX_FIELD_CHARS:
+            raise InputError(
+                f"the {field} is {len(value)} characters long; at most {MAX_FIELD_CHARS}"
+            )
+    if reviewer is not None:
+        _checked_reviewer(reviewer, "the reviewer")
 
 
 _LINE = re.compile(r"[1-9][0-9]{0,17}")
@@ -482,10 +530,7 @@ def resolve(
     claim of anyone but ``reviewer`` refuses it (:class:`ClaimConflict`), also when
     ``reviewer`` is ``None``: an unnamed caller holds no claim.
     """
-    if not decision.strip():
-        raise InputError("the decision must not be empty")
-    if not note.strip():
-        raise InputError("the note must not be empty")
+    check_resolution_fields(decision=decision, note=note, reviewer=reviewer)
     run_id, line = split_ref(review_id)
     find_item(journal, review_id)  # unknown ids fail before any lock is taken
     with journal.transaction(run_id):
