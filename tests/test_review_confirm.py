@@ -313,3 +313,23 @@ def test_a_blind_audit_is_not_confirmed_unseen(
         ["review", "confirm", ref, "--note", "ok", "--decision", "1", "--journal", str(work)]
     )
     assert code == 0, capsys.readouterr().err
+
+
+def test_a_blind_audit_id_given_to_the_escalation_commands_says_how_to_answer_it(
+    decided: tuple[Path, Path, list[CaseRecord]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    from dissensus.pipeline.audit import open_audits
+
+    journal, _, _ = decided
+    with Journal(str(journal)) as jr:
+        ref = next(iter(open_audits(jr, "r1"))).review_id
+    for argv in (
+        ["review", "resolve", ref, "--decision", "1", "--note", "n"],
+        ["review", "claim", ref],
+        ["review", "undo", ref],
+    ):
+        capsys.readouterr()
+        assert main([*argv, "--journal", str(journal)]) == 2
+        err = capsys.readouterr().err
+        assert "is a blind audit of an automatic decision" in err, (argv, err)
+        assert f"review confirm {ref} --journal {journal} --decision D --note TEXT" in err

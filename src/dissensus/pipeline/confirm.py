@@ -186,7 +186,7 @@ def _automatic_record(journal: Journal, ref: str, run_id: str, line: int) -> Cas
             f"case {ref!r} was not decided automatically ({record.action}): "
             + (
                 f"resolve it with `dissensus review resolve {record.review_id}"
-                f"{journal_option(journal.path)}`"
+                f"{journal_option(journal.path)} --decision D --note TEXT`"
                 if record.review_id
                 else "there is no automatic decision to confirm"
             )

@@ -445,6 +445,13 @@ def find_item(journal: Journal, review_id: str) -> ReviewStatus:
         )
     event = journal.get(run_id, f"case/{line}/review")
     if event is None:
+        if journal.get(run_id, f"case/{line}/audit") is not None:
+            # pipeline.audit's key: a blind audit of an automatic decision, not an escalation.
+            raise InputError(
+                f"{quote_short(review_id)} is a blind audit of an automatic decision, not a "
+                "review item: answer it with dissensus review confirm "
+                f"{review_id}{journal_option(journal.path)} --decision D --note TEXT"
+            )
         raise InputError(f"no review item {quote_short(review_id)} in {journal.path}")
     return _status(journal, event)
 
