@@ -6,6 +6,7 @@ langgraph is imported by the tests, not at collection (every test worker would p
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -328,3 +329,21 @@ def test_a_bad_panel_is_an_input_error_as_in_decide(tmp_path: Path) -> None:
     assert str(door.value) == str(lib.value)
     with pytest.raises(InputError, match="not int"):
         node(7, {"configurable": {"thread_id": "t"}})
+
+
+@pytest.mark.parametrize(
+    ("goto", "says"),
+    [
+        ({"escalated": "triage"}, "goto names no action a record can have: 'escalated'"),
+        ({"auto": ""}, "goto['auto'] must be a node name"),
+    ],
+)
+def test_a_goto_that_could_never_route_is_refused_when_the_node_is_made(
+    tmp_path: Path, goto: dict[str, str], says: str
+) -> None:
+    from dissensus.errors import ConfigError
+    from dissensus.integrations.langgraph import decision_node
+    from integrations_graph import POLICY, _panel
+
+    with pytest.raises(ConfigError, match=re.escape(says)):
+        decision_node(policy=POLICY, journal=str(tmp_path / "j.sqlite"), panel=_panel, goto=goto)

@@ -26,7 +26,9 @@ Choices where the framework and the design are silent:
 * **Default routing**: ``goto`` is empty by default, and an action with no entry adds no
   ``goto``, so the node's static edges apply (none: the graph ends after the node).
   Actions are ``auto``, ``auto_explain``, ``concord``, ``escalate`` (only with
-  ``on_escalate="route"``) and ``human``.
+  ``on_escalate="route"``) and ``human``; a ``goto`` key that is none of them (a typo
+  would never route) or a target that is not a node name is a
+  :class:`~dissensus.errors.ConfigError` when the node is made.
 * **Replays**: LangGraph runs an interrupted node again from its start on resume, so
   the node's run id is derived from the thread id and the task's checkpoint namespace
   (stable across resumes and processes): the second ``decide`` replays the journalled
@@ -52,7 +54,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.types import Command, interrupt
@@ -67,6 +69,7 @@ from dissensus.integrations._review import (
     review_request,
 )
 from dissensus.pipeline import CaseRecord, RunSpec, decide
+from dissensus.pipeline.records import FinalAction
 from dissensus.pipeline.review import find_item
 from dissensus.pipeline.spec import PolicyLike
 from dissensus.store import Journal
@@ -124,6 +127,18 @@ class DecisionNode:
             raise ConfigError(
                 "the journal must be a file: a review item outlives the node's call",
                 field="journal",
+            )
+        unknown = sorted(set(goto) - set(get_args(FinalAction)))
+        if unknown:
+            raise ConfigError(
+                f"goto names no action a record can have: {', '.join(map(repr, unknown))} "
+                f"(the actions: {', '.join(get_args(FinalAction))})",
+                field="goto",
+            )
+        bad = [k for k, v in goto.items() if not (isinstance(v, str) and v)]
+        if bad:
+            raise ConfigError(
+                f"goto[{bad[0]!r}] must be a node name (a non-empty string)", field="goto"
             )
         # Built once, every file the policy names loaded and checked: a bad policy fails
         # when the graph is built, not at its first case.
