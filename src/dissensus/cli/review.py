@@ -392,7 +392,7 @@ def review_resolve(
         record = resolve(store, review_id, decision=decision, note=note, reviewer=who)
     if options and decision not in options:
         err_console.print(
-            f"note: {shown(decision)!r} is none of the case's options ({', '.join(shown(o) for o in options)}); "
+            f"note: {shown(repr(decision))} is none of the case's options ({', '.join(shown(o) for o in options)}); "
             "journalled as outside_options",
             soft_wrap=True,
         )
