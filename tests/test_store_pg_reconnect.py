@@ -251,7 +251,7 @@ def test_decide_cut_off_by_the_database_names_the_run_to_resume(
     assert proc.returncode == 1, err
     lines = err.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in err, err
-    assert "resume it with dissensus runs resume cut --journal postgresql://postgres:***@" in err
+    assert "resume it with dissensus runs resume cut --journal 'postgresql://postgres:***@" in err
     assert "pw-never-shown" not in err
     from cli_helpers import run_cli
 

@@ -100,7 +100,6 @@ if TYPE_CHECKING:
     from dissensus.store.journal import Journal
     from dissensus.types import JsonObject
 from dissensus.cli.journals import JournalOpt, JsonOpt, opened_journal
-from dissensus.store.targets import journal_option
 
 STATE_LEGEND = (
     "states: CA convergent agreement, DA divergent agreement, CD convergent disagreement, "
@@ -447,6 +446,14 @@ WorkersOpt = Annotated[
         help="Ray workers (default: the cluster's CPUs).",
     ),
 ]
+
+
+def journal_option(target: str) -> str:
+    """:func:`dissensus.store.targets.journal_option`, imported when a command is shown
+    (registering the commands loads no library part)."""
+    from dissensus.store.targets import journal_option as option
+
+    return option(target)
 
 
 def said_interrupted(journal: Journal, run_id: str) -> int:
