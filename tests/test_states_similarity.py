@@ -212,6 +212,59 @@ def test_calibration_quantiles() -> None:
         fit_theta_s([], backend, 0.5)
 
 
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(
+    defined=st.lists(st.sampled_from(["pp", "pq", "pr", "qr"]), min_size=1, max_size=6),
+    undefined=st.lists(st.sampled_from([["", ""], ["p", ""], ["", "q", ""]]), max_size=5),
+    quantile=st.sampled_from([0.0, 0.25, 0.5, 1.0]),
+    seed=st.integers(0, 2**16),
+)
+def test_calibration_leaves_out_panels_without_similarity(
+    defined: list[str], undefined: list[list[str]], quantile: float, seed: int
+) -> None:
+    vec = {"p": [1.0, 0.0], "q": [0.0, 1.0], "r": [1.0, 1.0]}
+    backend = LookupBackend(vec, name="pre")
+    good = [_panel(i, list(pair)) for i, pair in enumerate(defined)]
+    bad = [_panel(100 + i, texts) for i, texts in enumerate(undefined)]
+    mixed = good + bad
+    np.random.default_rng(seed).shuffle(mixed)  # type: ignore[arg-type]
+    alone = fit_theta_s(good, backend, quantile)
+    fit = fit_theta_s(mixed, backend, quantile, batch_size=3)
+    assert fit.theta_s == pytest.approx(alone.theta_s)
+    assert (fit.panels, fit.undefined_similarity) == (len(good), len(bad))
+    assert fit.min_similarity == pytest.approx(alone.min_similarity)
+
+
+def test_calibration_with_no_defined_similarity_is_an_input_error() -> None:
+    backend = LookupBackend({"p": [1.0, 0.0]}, name="pre")
+    panels = [_panel(0, ["", ""]), _panel(1, ["p", ""])]
+    with pytest.raises(InputError, match="none of the 2 panels has a defined"):
+        fit_theta_s(panels, backend, 0.5)
+
+
+def test_calibrate_thresholds_cli_leaves_out_undefined_panels(tmp_path: Path) -> None:
+    import json
+
+    from cli_helpers import cli
+
+    none = '{"id":"n","outputs":[{"agent":"a","decision":"x","reasoning":""},'
+    none += '{"agent":"b","decision":"x","reasoning":""}]}\n'
+    only = tmp_path / "nr.jsonl"
+    only.write_text(none)
+    r = cli("calibrate-thresholds", only, "--quantile", "0.5", "--similarity", "tfidf", "--json")
+    assert r.code == 2 and r.out == ""
+    assert r.err.count("\n") == 1 and "nr.jsonl" in r.err and "defined" in r.err
+    both = '{"id":"y","outputs":[{"agent":"a","decision":"x","reasoning":"red apples"},'
+    both += '{"agent":"b","decision":"x","reasoning":"red apples here"}]}\n'
+    mixed = tmp_path / "mix.jsonl"
+    mixed.write_text(none + both)
+    r = cli("calibrate-thresholds", mixed, "--quantile", "0.0", "--similarity", "tfidf", "--json")
+    assert r.code == 0, r.err
+    fit = json.loads(r.out)
+    assert (fit["panels"], fit["undefined_similarity"]) == (1, 1)
+    assert fit["theta_s"] > 0.5
+
+
 def test_missing_embed_extra_is_a_friendly_error(monkeypatch: pytest.MonkeyPatch) -> None:
     from dissensus.states.encoder import MiniLMBackend
 
