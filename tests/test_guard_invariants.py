@@ -287,3 +287,28 @@ def test_an_agent_voting_twice_is_refused_never_a_second_voice(
 def test_what_is_not_a_list_of_votes_is_an_input_error(votes: object) -> None:
     with pytest.raises(InputError):
         guard_votes(votes)  # type: ignore[arg-type]
+
+
+def _agreeing(label: str) -> list[Vote]:
+    return [
+        Vote(agent="a", answer=label, evidence_source="w", evidence_present=True),
+        Vote(agent="b", answer=label, evidence_source="x", evidence_present=True),
+    ]
+
+
+@given(
+    label=st.one_of(
+        st.sampled_from(["*", "**", "***", "* ", "x*"]),
+        st.text(alphabet="*ab-_ ", min_size=1, max_size=6).filter(lambda s: s.strip() != ""),
+    )
+)
+def test_the_answer_star_is_not_the_any_other_answer_key(label: str) -> None:
+    baseline = guard_votes(_agreeing("plain"))
+    got = guard_votes(_agreeing(label))
+    assert got.answer == label
+    assert got.confidence == pytest.approx(baseline.confidence)
+    assert got.confidence < 1.0
+    assert (got.n_eff, got.mode, got.share) == (baseline.n_eff, baseline.mode, baseline.share)
+    assert len(got.probabilities) == 2
+    assert got.probabilities[label] == pytest.approx(baseline.probabilities["plain"])
+    assert math.fsum(got.probabilities.values()) == pytest.approx(1.0)
