@@ -113,12 +113,52 @@ def test_module_function_backend(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 
 
 def test_callable_backend_checks_rows() -> None:
+    # A backend's bad output is a run-time failure of that backend (exit 1) naming it,
+    # not a configuration error (exit 2).
     bad = callable_backend(lambda texts: [[1.0, 0.0]], name="bad")
-    with pytest.raises(ConfigError, match="rows"):
+    with pytest.raises(DissensusError, match=r"'bad' failed: .*rows") as info:
         bad.embed(["a", "b"])
+    assert not isinstance(info.value, ConfigError) and info.value.exit_code == 1
     nan = callable_backend(lambda texts: [[float("nan")] for _ in texts], name="nan")
-    with pytest.raises(ConfigError, match="non-finite"):
+    with pytest.raises(DissensusError, match=r"'nan' failed: .*non-finite") as info:
         nan.embed(["a"])
+    assert not isinstance(info.value, ConfigError)
+
+
+def _raise(exc: BaseException) -> object:
+    raise exc
+
+
+def test_callable_backend_turns_any_exit_into_a_failure_but_not_an_interrupt() -> None:
+    for exc in (SystemExit(0), SystemExit(None), GeneratorExit(), ValueError("x")):
+        backend = callable_backend(lambda texts, e=exc: _raise(e), name="exits")
+        with pytest.raises(DissensusError, match="'exits' failed: " + type(exc).__name__):
+            backend.embed(["a", "b"])
+    stop = callable_backend(lambda texts: _raise(KeyboardInterrupt()), name="stop")
+    with pytest.raises(KeyboardInterrupt):
+        stop.embed(["a"])
+
+
+@settings(max_examples=40, deadline=None, derandomize=True)
+@given(
+    exponent=st.integers(-300, 307),
+    rows=st.lists(st.tuples(st.floats(0.1, 9.0), st.floats(-9.0, 9.0)), min_size=1, max_size=5),
+)
+def test_callable_backend_rows_are_scale_free(
+    exponent: int, rows: list[tuple[float, float]]
+) -> None:
+    """Rows are normalised: a row scaled by 10**exponent (past float32's range too)
+    embeds as the row itself, with no warning."""
+    import warnings
+
+    scale = 10.0**exponent
+    plain = callable_backend(lambda texts: [list(r) for r in rows], name="plain")
+    scaled = callable_backend(lambda texts: [[x * scale for x in r] for r in rows], name="big")
+    texts = [str(i) for i in range(len(rows))]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = scaled.embed(texts)
+    assert np.allclose(got, plain.embed(texts), atol=1e-6)
 
 
 def test_lookup_backend() -> None:
