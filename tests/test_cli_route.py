@@ -329,6 +329,87 @@ def test_failing_callable_backend_is_one_line(
     assert needle in lines[0]
 
 
+BAD_EMBED_ARGS = [
+    "--similarity",
+    "bad_embed:embed",
+    "--allow-code",
+    "--theta-s",
+    "0.5",
+    "--no-cache",
+]
+HUGE_ARGS = ["--allow-code", "--theta-s", "0.9", "--no-cache", "--json", "--similarity"]
+
+
+@pytest.mark.parametrize(
+    ("body", "needle"),
+    [
+        ("return None", "returned None"),
+        ("return [[float('nan'), 1.0] for t in texts]", "non-finite"),
+        ("return [[1 + 2j, 1.0] for t in texts]", "complex"),
+        ("return __import__('numpy').ones((len(texts), 2)) * (1 + 1j)", "complex values"),
+        ("return __import__('numpy').full((len(texts), 2), float('inf'))", "non-finite"),
+        ("raise SystemExit(0)", "SystemExit: 0"),
+        ("raise SystemExit('bye')", "SystemExit: bye"),
+        ("raise GeneratorExit()", "GeneratorExit"),
+        ("raise RuntimeError('down\\nand out')", "RuntimeError: down and out"),
+        ("return [[1.0, 2.0]]", "1 rows for"),
+        ("return [1.0 for t in texts]", "not a 2-D array"),
+    ],
+)
+def test_a_failing_callable_backend_is_exit_1_naming_it(
+    body: str, needle: str, panels_file: Path, tmp_path: Path
+) -> None:
+    """docs/states.md: a module:function backend that fails is exit 1, one line naming
+    it. ``SystemExit(0)`` ended the run with exit 0 and no record; ``None``/NaN were
+    exit 2 without naming it; complex values ran on with a ComplexWarning."""
+    import sys
+
+    (tmp_path / "bad_embed.py").write_text(f"def embed(texts):\n    {body}\n")
+    src = str(Path(__file__).resolve().parent.parent / "src")
+    res = subprocess.run(
+        [sys.executable, "-m", "dissensus", "route", panels_file, *BAD_EMBED_ARGS],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": f"{src}{os.pathsep}{tmp_path}"},
+        check=False,
+    )
+    assert res.returncode == 1, (res.returncode, res.stderr)
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1, res.stderr
+    assert lines[0].startswith("error: embedding function 'bad_embed:embed' failed")
+    assert needle in lines[0]
+    assert "Warning" not in res.stderr and "Traceback" not in res.stderr
+
+
+def test_a_callable_backend_with_huge_finite_values_is_normalised(
+    panels_file: Path, tmp_path: Path
+) -> None:
+    """``1e308`` (any value past float32) overflowed the float32 cast (RuntimeWarnings, then a false non-finite
+    error); rows are normalised, so a huge row means the same as a small one."""
+    import sys
+
+    src = str(Path(__file__).resolve().parent.parent / "src")
+    outs = []
+    for name, scale in (("huge_embed", "1e307"), ("small_embed", "1.0")):
+        (tmp_path / f"{name}.py").write_text(
+            "def embed(texts):\n"
+            f"    return [[{scale} * (len(t) % 3 + 1), {scale}] for t in texts]\n"
+        )
+        res = subprocess.run(
+            [sys.executable, "-m", "dissensus", "route", panels_file, *HUGE_ARGS, f"{name}:embed"],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "PYTHONPATH": f"{src}{os.pathsep}{tmp_path}"},
+            check=False,
+        )
+        assert res.returncode == 0, res.stderr
+        assert res.stderr == ""
+        outs.append([(r["state"], r["reasoning_similarity"]) for r in records(res.stdout)])
+    assert len(outs[0]) == len(outs[1]) > 0
+    for (s1, v1), (s2, v2) in zip(outs[0], outs[1], strict=True):
+        assert s1 == s2 and v1 == pytest.approx(v2, abs=1e-6)
+
+
 @pytest.mark.slow
 @pytest.mark.embed
 def test_route_with_default_model(panels_file: Path, tmp_path: Path) -> None:

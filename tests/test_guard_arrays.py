@@ -87,6 +87,48 @@ def test_shares_are_distributions_and_weighting_keeps_plurality(
         assert counts[i, cw[i]] == counts[i].max()
 
 
+@given(
+    label_matrices,
+    st.one_of(st.floats(0.0, 1e308), st.sampled_from([710.0, 1e3, 1e6, 1e308])),
+    st.booleans(),
+)
+def test_large_beta_is_finite_and_the_limit_of_consensus_weighting(
+    labels: np.ndarray, beta: float, masked: bool
+) -> None:
+    """``exp(beta * agreement)`` overflowed past beta ~710 (NaN shares, RuntimeWarnings);
+    the weights are now taken relative to each case's most agreeing voter."""
+    import warnings
+
+    mask = (np.arange(labels.shape[1]) % 2 == 0)[None, :].repeat(labels.shape[0], 0)
+    use_mask = mask if masked else None
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        answers, shares = consensus_weighted_vote(labels, 4, beta, use_mask)
+    voted = (labels >= 0).any(axis=1)
+    assert np.isfinite(shares).all()
+    assert np.allclose(shares[voted].sum(axis=1), 1.0)
+    assert ((answers >= 0) == voted).all()
+    frac = agreement_fraction(labels, 4, use_mask)
+    for i in np.flatnonzero(voted):
+        present = labels[i] >= 0
+        top = frac[i][present].max()
+        rel = np.array([math.exp(beta * (f - top)) for f in frac[i]])  # the exact weights
+        expect = np.array([rel[present & (labels[i] == k)].sum() for k in range(4)])
+        assert shares[i] == pytest.approx(expect / expect.sum(), abs=1e-12)
+        if beta <= 50:  # where the direct form does not overflow, it is the same
+            direct = np.array([math.exp(beta * f) for f in frac[i]])
+            naive = np.array([direct[present & (labels[i] == k)].sum() for k in range(4)])
+            assert shares[i] == pytest.approx(naive / naive.sum(), rel=1e-9, abs=1e-12)
+
+
+def test_consensus_weighted_vote_at_beta_1000_hand_checked() -> None:
+    # agreement 1/3, 1/3, 0, 0: the two agreeing voters weigh 1, the others e^-333.
+    answers, shares = consensus_weighted_vote(np.array([[0, 0, 1, 2]]), 3, 1000.0)
+    assert answers.tolist() == [0]
+    tail = math.exp(-1000.0 / 3)
+    assert shares[0].tolist() == pytest.approx([1.0, tail / 2, tail / 2], rel=1e-9, abs=0)
+
+
 def _frame(labels: np.ndarray) -> Any:
     pd = pytest.importorskip("pandas")
     rows = [

@@ -194,3 +194,40 @@ def test_vote_reads_stdin() -> None:
     row = json.loads(res.stdout)
     assert row["id"] == "7" and row["answer"] == "x" and row["mode"] == "majority"
     assert row["refusal"]["invariant"] == 1
+
+
+def test_calibrate_with_a_large_beta_reference_is_finite_and_quiet(
+    labelled: Path, tmp_path: Path
+) -> None:
+    """``--beta-ref 1000`` overflowed exp: RuntimeWarnings on stderr, NaN figures."""
+    import os
+    import sys
+
+    src = str(Path(__file__).resolve().parent.parent / "src")
+    env = {**os.environ, "PYTHONPATH": src, "PYTHONWARNINGS": "default"}
+    for beta in ("1000", "1e300"):
+        res = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "dissensus",
+                "calibrate",
+                labelled,
+                "--beta-ref",
+                beta,
+                "--json",
+            ],
+            capture_output=True,
+            text=True,
+            env=env,
+            check=False,
+        )
+        assert res.returncode == 0, res.stderr
+        assert "Warning" not in res.stderr, res.stderr
+        assert "NaN" not in res.stdout and "Infinity" not in res.stdout
+        fit = json.loads(res.stdout)
+        for stratum in fit["strata"]:
+            figures = stratum["consensus"]
+            if figures["cases"]:
+                assert 0.0 <= figures["mean_confidence"] <= 1.0
+                assert 0.0 <= figures["ece"] <= 1.0

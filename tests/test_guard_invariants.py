@@ -287,3 +287,88 @@ def test_an_agent_voting_twice_is_refused_never_a_second_voice(
 def test_what_is_not_a_list_of_votes_is_an_input_error(votes: object) -> None:
     with pytest.raises(InputError):
         guard_votes(votes)  # type: ignore[arg-type]
+
+
+def _agreeing(label: str) -> list[Vote]:
+    return [
+        Vote(agent="a", answer=label, evidence_source="w", evidence_present=True),
+        Vote(agent="b", answer=label, evidence_source="x", evidence_present=True),
+    ]
+
+
+@given(
+    label=st.one_of(
+        st.sampled_from(["*", "**", "***", "* ", "x*"]),
+        st.text(alphabet="*ab-_ ", min_size=1, max_size=6).filter(lambda s: s.strip() != ""),
+    )
+)
+def test_the_answer_star_is_not_the_any_other_answer_key(label: str) -> None:
+    baseline = guard_votes(_agreeing("plain"))
+    got = guard_votes(_agreeing(label))
+    assert got.answer == label
+    assert got.confidence == pytest.approx(baseline.confidence)
+    assert got.confidence < 1.0
+    assert (got.n_eff, got.mode, got.share) == (baseline.n_eff, baseline.mode, baseline.share)
+    assert len(got.probabilities) == 2
+    assert got.probabilities[label] == pytest.approx(baseline.probabilities["plain"])
+    assert math.fsum(got.probabilities.values()) == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("prior_reliability", math.nan),
+        ("prior_reliability", 0.0),
+        ("prior_reliability", 1.0),
+        ("prior_reliability", -0.2),
+        ("prior_rho_other", math.nan),
+        ("prior_rho_other", 1.5),
+        ("prior_rho_shared", -0.1),
+        ("prior_rho_shared", math.inf),
+        ("max_fallback_agreement", math.nan),
+        ("max_fallback_agreement", 1.01),
+        ("max_fallback_agreement", -math.inf),
+    ],
+)
+def test_public_guard_thresholds_are_range_checked(field: str, value: float) -> None:
+    """guard.md: each setting is checked; a NaN prior gave NaN confidences and a NaN
+    ``max_fallback_agreement`` silently never failed invariant 2."""
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match=field):
+        GuardThresholds(**{field: value})
+    with pytest.raises(ValidationError, match=field):
+        GuardThresholds.model_validate({field: value})
+
+
+@given(
+    votes=vote_lists(),
+    reliability=st.floats(0.01, 0.99),
+    shared=st.floats(0.0, 1.0),
+    other=st.floats(0.0, 1.0),
+    fallback=st.floats(0.0, 1.0),
+)
+def test_every_accepted_setting_gives_finite_figures(
+    votes: list[Vote], reliability: float, shared: float, other: float, fallback: float
+) -> None:
+    settings = GuardThresholds(
+        prior_reliability=reliability,
+        prior_rho_shared=shared,
+        prior_rho_other=other,
+        max_fallback_agreement=fallback,
+    )
+    d = guard_votes(votes, settings=settings)
+    assert math.isfinite(d.confidence) and 0.0 <= d.confidence <= 1.0
+    assert math.isfinite(d.n_eff) and 1.0 - 1e-9 <= d.n_eff <= len(votes) + 1e-9
+    assert all(math.isfinite(p) for p in d.probabilities.values())
+
+
+def test_a_journalled_min_sources_of_one_still_reads_and_out_of_range_is_one_line() -> None:
+    from dissensus.pipeline.policy import Policy, guard_thresholds
+
+    old = Policy.model_validate({"guard": {"options": {"min_sources": 1}}})
+    assert guard_thresholds(old).min_sources == 1  # counted as 2 by invariant 1
+    bad = Policy.model_validate({"guard": {"options": {"prior_rho_other": 2.0}}})
+    with pytest.raises(ConfigError, match="prior_rho_other") as info:
+        guard_thresholds(bad)
+    assert info.value.field == "guard.options.prior_rho_other"

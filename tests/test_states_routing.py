@@ -452,3 +452,47 @@ def test_unknown_builtin_is_a_config_error() -> None:
     with pytest.raises(ConfigError, match="unknown built-in rule 'nope'") as info:
         RuleSet.from_dict({"builtins": ["nope"]})
     assert info.value.field == "builtins[0]"
+
+
+# --- deep nesting is refused, never a RecursionError ------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "not " * 990 + "true",
+        "agreement < " + "-" * 1500 + "1",
+        "-" * 3990 + "1",
+        "not " * 101 + "true",
+        " or ".join(["(agreement < 0.5"] * 101) + ")" * 101,
+    ],
+)
+def test_deep_unary_chains_are_a_config_error(tmp_path: Path, text: str) -> None:
+    path = tmp_path / "rules.yaml"
+    path.write_text(f"rules:\n  - id: x\n    condition: {text}\n    action: auto\n")
+    with pytest.raises(ConfigError, match="nested more than 100 levels") as info:
+        RuleSet.load(path)
+    assert info.value.field == "rules[0].condition"
+    assert str(path) in str(info.value) or path.name in str(info.value)
+
+
+def test_moderate_nesting_still_parses() -> None:
+    assert parse_condition("not " * 90 + "true").holds(ENV) is True
+    assert parse_condition("agreement > " + "- " * 91 + "1").holds(ENV) is True
+
+
+def test_route_with_a_deep_condition_is_one_line_exit_2(tmp_path: Path) -> None:
+    from cli_helpers import cli
+
+    panel = Path(__file__).parent.parent / "examples" / "llmbar-cot.jsonl"
+    cases = tmp_path / "t.jsonl"
+    cases.write_text(panel.read_text().splitlines()[0] + "\n")
+    rules = tmp_path / "nd.yaml"
+    rules.write_text(
+        "rules:\n  - id: x\n    condition: " + "not " * 990 + "true\n    action: auto\n"
+    )
+    r = cli("route", cases, "--similarity", "tfidf", "--rules", rules)
+    assert r.code == 2, r.err
+    assert "Traceback" not in r.err and "RecursionError" not in r.err
+    assert len(r.err.strip().splitlines()) == 1
+    assert "rules[0].condition" in r.err and "nd.yaml" in r.err

@@ -113,12 +113,52 @@ def test_module_function_backend(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 
 
 def test_callable_backend_checks_rows() -> None:
+    # A backend's bad output is a run-time failure of that backend (exit 1) naming it,
+    # not a configuration error (exit 2).
     bad = callable_backend(lambda texts: [[1.0, 0.0]], name="bad")
-    with pytest.raises(ConfigError, match="rows"):
+    with pytest.raises(DissensusError, match=r"'bad' failed: .*rows") as info:
         bad.embed(["a", "b"])
+    assert not isinstance(info.value, ConfigError) and info.value.exit_code == 1
     nan = callable_backend(lambda texts: [[float("nan")] for _ in texts], name="nan")
-    with pytest.raises(ConfigError, match="non-finite"):
+    with pytest.raises(DissensusError, match=r"'nan' failed: .*non-finite") as info:
         nan.embed(["a"])
+    assert not isinstance(info.value, ConfigError)
+
+
+def _raise(exc: BaseException) -> object:
+    raise exc
+
+
+def test_callable_backend_turns_any_exit_into_a_failure_but_not_an_interrupt() -> None:
+    for exc in (SystemExit(0), SystemExit(None), GeneratorExit(), ValueError("x")):
+        backend = callable_backend(lambda texts, e=exc: _raise(e), name="exits")
+        with pytest.raises(DissensusError, match="'exits' failed: " + type(exc).__name__):
+            backend.embed(["a", "b"])
+    stop = callable_backend(lambda texts: _raise(KeyboardInterrupt()), name="stop")
+    with pytest.raises(KeyboardInterrupt):
+        stop.embed(["a"])
+
+
+@settings(max_examples=40, deadline=None, derandomize=True)
+@given(
+    exponent=st.integers(-300, 307),
+    rows=st.lists(st.tuples(st.floats(0.1, 9.0), st.floats(-9.0, 9.0)), min_size=1, max_size=5),
+)
+def test_callable_backend_rows_are_scale_free(
+    exponent: int, rows: list[tuple[float, float]]
+) -> None:
+    """Rows are normalised: a row scaled by 10**exponent (past float32's range too)
+    embeds as the row itself, with no warning."""
+    import warnings
+
+    scale = 10.0**exponent
+    plain = callable_backend(lambda texts: [list(r) for r in rows], name="plain")
+    scaled = callable_backend(lambda texts: [[x * scale for x in r] for r in rows], name="big")
+    texts = [str(i) for i in range(len(rows))]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = scaled.embed(texts)
+    assert np.allclose(got, plain.embed(texts), atol=1e-6)
 
 
 def test_lookup_backend() -> None:
@@ -210,6 +250,59 @@ def test_calibration_quantiles() -> None:
         fit_theta_s(panels, backend, 1.5)
     with pytest.raises(InputError, match="empty"):
         fit_theta_s([], backend, 0.5)
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(
+    defined=st.lists(st.sampled_from(["pp", "pq", "pr", "qr"]), min_size=1, max_size=6),
+    undefined=st.lists(st.sampled_from([["", ""], ["p", ""], ["", "q", ""]]), max_size=5),
+    quantile=st.sampled_from([0.0, 0.25, 0.5, 1.0]),
+    seed=st.integers(0, 2**16),
+)
+def test_calibration_leaves_out_panels_without_similarity(
+    defined: list[str], undefined: list[list[str]], quantile: float, seed: int
+) -> None:
+    vec = {"p": [1.0, 0.0], "q": [0.0, 1.0], "r": [1.0, 1.0]}
+    backend = LookupBackend(vec, name="pre")
+    good = [_panel(i, list(pair)) for i, pair in enumerate(defined)]
+    bad = [_panel(100 + i, texts) for i, texts in enumerate(undefined)]
+    mixed = good + bad
+    np.random.default_rng(seed).shuffle(mixed)  # type: ignore[arg-type]
+    alone = fit_theta_s(good, backend, quantile)
+    fit = fit_theta_s(mixed, backend, quantile, batch_size=3)
+    assert fit.theta_s == pytest.approx(alone.theta_s)
+    assert (fit.panels, fit.undefined_similarity) == (len(good), len(bad))
+    assert fit.min_similarity == pytest.approx(alone.min_similarity)
+
+
+def test_calibration_with_no_defined_similarity_is_an_input_error() -> None:
+    backend = LookupBackend({"p": [1.0, 0.0]}, name="pre")
+    panels = [_panel(0, ["", ""]), _panel(1, ["p", ""])]
+    with pytest.raises(InputError, match="none of the 2 panels has a defined"):
+        fit_theta_s(panels, backend, 0.5)
+
+
+def test_calibrate_thresholds_cli_leaves_out_undefined_panels(tmp_path: Path) -> None:
+    import json
+
+    from cli_helpers import cli
+
+    none = '{"id":"n","outputs":[{"agent":"a","decision":"x","reasoning":""},'
+    none += '{"agent":"b","decision":"x","reasoning":""}]}\n'
+    only = tmp_path / "nr.jsonl"
+    only.write_text(none)
+    r = cli("calibrate-thresholds", only, "--quantile", "0.5", "--similarity", "tfidf", "--json")
+    assert r.code == 2 and r.out == ""
+    assert r.err.count("\n") == 1 and "nr.jsonl" in r.err and "defined" in r.err
+    both = '{"id":"y","outputs":[{"agent":"a","decision":"x","reasoning":"red apples"},'
+    both += '{"agent":"b","decision":"x","reasoning":"red apples here"}]}\n'
+    mixed = tmp_path / "mix.jsonl"
+    mixed.write_text(none + both)
+    r = cli("calibrate-thresholds", mixed, "--quantile", "0.0", "--similarity", "tfidf", "--json")
+    assert r.code == 0, r.err
+    fit = json.loads(r.out)
+    assert (fit["panels"], fit["undefined_similarity"]) == (1, 1)
+    assert fit["theta_s"] > 0.5
 
 
 def test_missing_embed_extra_is_a_friendly_error(monkeypatch: pytest.MonkeyPatch) -> None:

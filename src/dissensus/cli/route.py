@@ -357,7 +357,9 @@ def calibrate_command(
         first = list(islice(panels_iter, 1))
         if not first:
             raise InputError(f"{corpus}: no valid panels to calibrate on")
-        result = fit_theta_s(_chain(first, panels_iter), backend, quantile, batch_size)
+        result = fit_theta_s(
+            _chain(first, panels_iter), backend, quantile, batch_size, source=corpus
+        )
         rejected = sink.count
     if json_out:
         print_json({**result.model_dump(), "rejected": rejected})

@@ -164,10 +164,19 @@ def consensus_weighted_vote(
     beta: float,
     mask: NDArray[np.bool_] | None = None,
 ) -> tuple[IntArray, FloatArray]:
-    """Consensus weighting ``w_i = exp(beta * agreement_i)``: answers and weight shares."""
+    """Consensus weighting ``w_i = exp(beta * agreement_i)``: answers and weight shares.
+
+    The weights of a case are computed as ``exp(beta * (agreement_i - max_j agreement_j))``,
+    the same weights divided by one positive number per case (the shares and the answer
+    are unchanged), so no finite ``beta`` overflows: the most agreeing voter weighs 1 and
+    a weight too small to represent is 0, its limit.
+    """
     if not np.isfinite(beta) or beta < 0:
         raise ConfigError("beta must be a finite number >= 0", field="beta")
-    weights = np.exp(beta * agreement_fraction(labels, n_classes, mask))
+    frac = agreement_fraction(labels, n_classes, mask)
+    if frac.shape[1]:
+        frac = frac - frac.max(axis=1, keepdims=True)
+    weights = np.exp(float(beta) * frac)
     return majority_vote(labels, n_classes, weights)
 
 

@@ -28,7 +28,9 @@ Choices where the design is silent:
   the calibration's pooled reliability with it.
 * The answers are the calibration's labels plus every answer voted; when that leaves
   a single answer, the key ``"*"`` (any other answer) is added so that agreement never
-  yields a probability of exactly 1.
+  yields a probability of exactly 1. When that single answer is itself ``"*"``, the
+  key is ``"**"`` (the shortest run of ``*`` that is not an answer, :func:`other_key`),
+  so a real answer ``"*"`` gets the same confidence as any other label.
 * Without calibration the posterior is a function of the priors and the votes' family,
   source and answer, in order: it is computed once per such structure and reused (at
   most 256 kept), the same figures as computing it again.
@@ -46,10 +48,19 @@ from dissensus.guard.provenance import share_cause
 from dissensus.guard.reliability import ReliabilityFit
 from dissensus.types import Vote
 
-__all__ = ["OTHER", "Posterior", "PriorSettings", "answer_space", "posterior"]
+__all__ = ["OTHER", "Posterior", "PriorSettings", "answer_space", "other_key", "posterior"]
 
 OTHER = "*"
-"""Key of the probability of any answer nobody voted for, when it is the only alternative."""
+"""Key of the probability of any answer nobody voted for, when it is the only alternative
+(``"**"`` instead when ``"*"`` is the answer voted: see :func:`other_key`)."""
+
+
+def other_key(answers: set[str] | frozenset[str]) -> str:
+    """The key of "any other answer": :data:`OTHER`, lengthened until no answer is it."""
+    key = OTHER
+    while key in answers:
+        key += OTHER
+    return key
 
 
 @dataclass(frozen=True)
@@ -83,7 +94,7 @@ def answer_space(votes: Sequence[Vote], calibration: ReliabilityFit | None) -> l
     if calibration is not None:
         answers.update(calibration.labels)
     if len(answers) < 2:
-        answers.add(OTHER)
+        answers.add(other_key(answers))
     return sorted(answers)
 
 

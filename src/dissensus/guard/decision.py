@@ -87,40 +87,41 @@ Figure = float | int | str | bool | None
 
 
 class GuardThresholds(BaseModel):
-    """Thresholds of the guard (defaults are the design's where it gives one)."""
+    """Thresholds of the guard (defaults are the design's where it gives one).
+
+    Every number is checked when the thresholds are made (a pydantic ``ValidationError``
+    naming the field): ``max_fallback_agreement`` and the two correlations finite, from 0
+    to 1; ``prior_reliability`` finite, strictly between 0 and 1. ``min_sources`` below 2
+    counts as 2 here (a run journalled with ``min_sources: 1`` resumes as it always
+    did); a new policy setting below 2 is refused (:class:`CheckedGuardThresholds`)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     min_sources: int = 2
-    """Independent evidence sources needed for invariant 1 (never below 2: a new policy
-    setting below is refused, :class:`CheckedGuardThresholds`)."""
-    max_fallback_agreement: float = 0.85
+    """Independent evidence sources needed for invariant 1 (never below 2: a value below
+    counts as 2, and a new policy setting below is refused, :class:`CheckedGuardThresholds`)."""
+    max_fallback_agreement: float = Field(default=0.85, ge=0.0, le=1.0, allow_inf_nan=False)
     """Fallback agreement at or above this fails invariant 2 (a share: 0 to 1)."""
     decompose: bool = True
     """Give consensus weight only to agreement among voters with evidence."""
     use_recommended_verifier: bool = True
     """Fall back to the calibration's recommended verifier instead of majority."""
-    prior_reliability: float = 0.7
-    prior_rho_shared: float = 0.8
-    prior_rho_other: float = 0.3
+    prior_reliability: float = Field(default=0.7, gt=0.0, lt=1.0, allow_inf_nan=False)
+    prior_rho_shared: float = Field(default=0.8, ge=0.0, le=1.0, allow_inf_nan=False)
+    prior_rho_other: float = Field(default=0.3, ge=0.0, le=1.0, allow_inf_nan=False)
 
     def priors(self) -> PriorSettings:
         return PriorSettings(self.prior_reliability, self.prior_rho_shared, self.prior_rho_other)
 
 
 class CheckedGuardThresholds(GuardThresholds):
-    """:class:`GuardThresholds` with every setting in its range, as a policy loaded now is
-    checked (:func:`dissensus.pipeline.policy.policy_from_dict`): ``min_sources`` at least
-    2, the shares and correlations from 0 to 1, ``prior_reliability`` strictly between 0
-    and 1. The runtime reads a journalled policy with :class:`GuardThresholds` as it was
-    written (a ``min_sources`` of 1 counting as 2, as it always did), so a run started
-    before these checks still resumes."""
+    """:class:`GuardThresholds` as a policy loaded now is checked
+    (:func:`dissensus.pipeline.policy.policy_from_dict`): ``min_sources`` at least 2 too.
+    The runtime reads a journalled policy with :class:`GuardThresholds` (a ``min_sources``
+    of 1 counting as 2, as it always did), so a run started before this check still
+    resumes."""
 
     min_sources: int = Field(default=2, ge=2)
-    max_fallback_agreement: float = Field(default=0.85, ge=0.0, le=1.0, allow_inf_nan=False)
-    prior_reliability: float = Field(default=0.7, gt=0.0, lt=1.0, allow_inf_nan=False)
-    prior_rho_shared: float = Field(default=0.8, ge=0.0, le=1.0, allow_inf_nan=False)
-    prior_rho_other: float = Field(default=0.3, ge=0.0, le=1.0, allow_inf_nan=False)
 
 
 class InvariantCheck(BaseModel):

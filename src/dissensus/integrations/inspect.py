@@ -89,7 +89,7 @@ from inspect_ai.scorer import Score, ScoreReducer, score_reducer
 from pydantic import ValidationError
 
 from dissensus.errors import ConfigError, InputError
-from dissensus.guard import GuardThresholds, guard_votes
+from dissensus.guard import guard_votes
 from dissensus.io.limits import MAX_FIELD_CHARS
 from dissensus.pipeline import (
     CaseRecord,
@@ -101,6 +101,7 @@ from dissensus.pipeline import (
     panel_votes,
     policy_from_dict,
 )
+from dissensus.pipeline.policy import guard_thresholds
 from dissensus.pipeline.spec import file_sha256
 from dissensus.quoting import quote_short
 from dissensus.store import Journal
@@ -405,7 +406,7 @@ def _is_learned_acceptance(path: str) -> bool:
 
 def _metadata(panel: Panel, record: CaseRecord, spec: RunSpec) -> tuple[str | None, JsonObject]:
     votes = panel_votes(panel)
-    settings = GuardThresholds.model_validate(spec.policy.guard.options)
+    settings = guard_thresholds(spec.policy)
     guard = (
         guard_votes(votes, spec.guard_calibration, settings=settings, case_id=panel.id)
         if len(votes) >= 2

@@ -31,7 +31,7 @@ from dissensus.guard import (
     guard_votes,
     panel_votes,
 )
-from dissensus.pipeline.policy import Policy
+from dissensus.pipeline.policy import Policy, guard_thresholds
 from dissensus.pipeline.runtime import Runtime, policy_rules
 from dissensus.pipeline.steps import GuardStep
 from dissensus.states import Reading, Route
@@ -103,7 +103,7 @@ def judged_by_acceptance(
     have acceptance judge it (:func:`reaches_acceptance` of its route and guard check):
     the population an acceptance file for this policy is calibrated on."""
     rules = policy_rules(policy)
-    settings = GuardThresholds.model_validate(policy.guard.options)
+    settings = guard_thresholds(policy)
     out: list[bool] = []
     for panel, reading in zip(panels, readings, strict=True):
         value_profiles = sum(1 for o in panel.outputs if o.values)

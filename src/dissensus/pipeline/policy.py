@@ -72,7 +72,7 @@ import re
 import threading
 import warnings
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import parse_qsl, urlsplit
 
 from pydantic import (
@@ -89,6 +89,9 @@ from dissensus.errors import ConfigError
 from dissensus.io.yamlfile import load_yaml_file
 from dissensus.signals import MarkerLexicon
 from dissensus.types import JsonObject
+
+if TYPE_CHECKING:
+    from dissensus.guard import GuardThresholds
 
 __all__ = [
     "PIPELINE_ACTIONS",
@@ -545,6 +548,21 @@ def _check_actions(policy: Policy, file: str | None) -> None:
                 file=file,
                 field=where,
             )
+
+
+def guard_thresholds(policy: Policy) -> GuardThresholds:
+    """The guard's thresholds of a policy, new or journalled (``guard.options``).
+
+    Read with :class:`~dissensus.guard.GuardThresholds`, so a run journalled with
+    ``min_sources: 1`` still resumes (counted as 2); a number out of its range or not
+    finite (it gave NaN or meaningless confidences) is a :class:`ConfigError` naming
+    ``guard.options.FIELD``, never a validation traceback."""
+    from dissensus.guard import GuardThresholds
+
+    try:
+        return GuardThresholds.model_validate(policy.guard.options)
+    except ValidationError as exc:
+        raise _config_error(exc, None, ("guard", "options")) from None
 
 
 def check_policy(policy: Policy, *, file: str | None = None) -> None:

@@ -50,7 +50,7 @@ from dissensus.llm.client import ModelClient
 from dissensus.pipeline.acceptors import Acceptor, acceptor_for
 from dissensus.pipeline.durable import JournalledClient, PastDeadline, replay_spend
 from dissensus.pipeline.learned import make_learned
-from dissensus.pipeline.policy import PIPELINE_ACTIONS, Policy
+from dissensus.pipeline.policy import PIPELINE_ACTIONS, Policy, guard_thresholds
 from dissensus.pipeline.spec import MODEL_ENV, RunSpec
 from dissensus.pipeline.trust_regions import CalibrationFile, TrustRegion, trust_regions
 from dissensus.signals import recorded_second_answers
@@ -242,9 +242,7 @@ class Runtime:
         """The guard's thresholds of the policy (``guard.options``), validated once per run."""
         settings = self._guard_settings
         if settings is None:
-            settings = self._guard_settings = GuardThresholds.model_validate(
-                self.policy.guard.options
-            )
+            settings = self._guard_settings = guard_thresholds(self.policy)
         return settings
 
     @property

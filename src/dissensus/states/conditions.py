@@ -24,6 +24,10 @@ Choices where the design is silent:
 * ``x in y`` is false when ``y`` is not a list, string or mapping.
 * Whether two conditions can hold together is decided in
   :mod:`dissensus.states.exclusive`.
+* Nesting is capped at 100 levels (``_MAX_DEPTH``), counted over the parsed
+  expression: each ``not``, sign, ``and``/``or``, comparison, list and ``meta`` key is
+  a level. A longer chain (``not not ... true``, ``- - ... 1``) is refused like too
+  many nested parentheses, with one error naming the field, never a ``RecursionError``.
 """
 
 from __future__ import annotations
@@ -55,6 +59,7 @@ NAMES = frozenset(
 
 _LITERAL_NAMES: dict[str, object] = {"true": True, "false": False, "null": None, "none": None}
 _MAX_LENGTH = 4000
+_MAX_DEPTH = 100
 
 Env = Mapping[str, Any]
 Eval = Callable[[Env], Any]
@@ -129,6 +134,19 @@ _CMP_OPS: dict[type[ast.cmpop], str] = {
 _FLIP = {"==": "==", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
 
 
+def _depth(tree: ast.AST) -> int:
+    """How deeply ``tree`` nests (iteratively, so a deep tree cannot exhaust the stack)."""
+    deepest = 0
+    stack: list[tuple[ast.AST, int]] = [(tree, 1)]
+    while stack:
+        n, level = stack.pop()
+        deepest = max(deepest, level)
+        if level > _MAX_DEPTH:
+            break
+        stack.extend((child, level + 1) for child in ast.iter_child_nodes(n))
+    return deepest
+
+
 class _Parser:
     def __init__(self, text: str, where: str, file: str | None) -> None:
         self.text = text
@@ -147,6 +165,10 @@ class _Parser:
             tree = ast.parse(self.text.strip(), mode="eval")
         except SyntaxError as exc:
             raise self.fail(f"syntax error ({exc.msg})") from None
+        except (RecursionError, MemoryError):
+            raise self.fail(f"nested more than {_MAX_DEPTH} levels deep") from None
+        if _depth(tree.body) > _MAX_DEPTH:
+            raise self.fail(f"nested more than {_MAX_DEPTH} levels deep")
         return self.node(tree.body)
 
     def node(self, n: ast.expr) -> Node:

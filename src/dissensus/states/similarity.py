@@ -19,11 +19,16 @@ Backends (``get_backend(name)``):
   the ``static`` extra). Not wrapped in the embedding cache: a table lookup is cheaper
   than a cache lookup.
 * ``module:function``: any importable callable ``texts -> vectors`` (checked: a 2-D
-  finite numeric array, one row per text); or pass a Python callable to
+  finite real numeric array, one row per text; a row too large for float32 is scaled
+  first, since rows are normalised anyway); or pass a Python callable to
   :func:`callable_backend`. A code name runs that code with the user's rights over
   every panel's text, so it is refused unless the user opted in: ``allow_code: true``
   in the policy, ``allow_code=True`` in Python, or ``DISSENSUS_ALLOW_CODE=1`` for the
-  command line. Policies that name code are trusted code.
+  command line. Policies that name code are trusted code. When the function fails at
+  run time (it raises anything, ``SystemExit`` included, or returns ``None``, strings,
+  complex or non-finite values, a wrong shape or number of rows) the run fails with
+  one :class:`~dissensus.errors.DissensusError` line naming it (exit 1); only an
+  interrupt (``KeyboardInterrupt``) goes through as itself.
 
 Why MiniLM is the default (measured on the real data with
 ``benchmarks/bench_route.py --only d``; ``docs/states.md`` has the figures): the two
@@ -168,21 +173,52 @@ class CallableBackend(_EmbeddingMixin):
         self.name = name
 
     def embed(self, texts: Sequence[str]) -> Vectors:
-        # The function is user code: any failure of it (or an output that is not numeric)
-        # is reported as one line naming the backend, never as a traceback.
+        # The function is user code: any failure of it (an exception, a SystemExit, or an
+        # output that is no finite real 2-D array with one row per text) is a run-time
+        # failure (exit 1) reported as one line naming the backend, never a traceback, a
+        # Python warning or a silent exit. Only an interrupt goes through as it is.
         try:
             result = self.function(list(texts))
-            array = np.asarray(result, dtype=np.float32)
-        except Exception as exc:
-            raise DissensusError(
-                f"embedding function {self.name!r} failed: {type(exc).__name__}: {exc}"
-            ) from exc
-        rows = normalise_rows(array)
-        if rows.shape[0] != len(texts):
-            raise ConfigError(
-                f"embedding function {self.name!r} returned {rows.shape[0]} rows for {len(texts)} texts"
-            )
-        return rows
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:  # SystemExit and the like from user code too
+            raise self._failed(_one_line(f"{type(exc).__name__}: {exc}")) from exc
+        if result is None:
+            raise self._failed("it returned None, not a 2-D numeric array")
+        try:
+            array = np.asarray(result)
+            if array.dtype.kind not in "biufc":  # strings, objects: numbers or a failure
+                array = array.astype(np.float64)
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:
+            why = _one_line(f"{type(exc).__name__}: {exc}")
+            raise self._failed(f"it returned no numeric array ({why})") from exc
+        if array.dtype.kind == "c":
+            raise self._failed("it returned complex values, not real vectors")
+        if array.ndim != 2:
+            raise self._failed(f"it returned shape {array.shape}, not a 2-D array")
+        if array.shape[0] != len(texts):
+            raise self._failed(f"it returned {array.shape[0]} rows for {len(texts)} texts")
+        wide = array.astype(np.float64)
+        if not np.isfinite(wide).all():
+            raise self._failed("it returned non-finite values (NaN or infinity)")
+        # Rows are L2-normalised, so a row's scale is free: a row too large (or too small)
+        # for float32 is first scaled by its largest magnitude, never overflowed to inf.
+        if wide.size:
+            peak = np.max(np.abs(wide), axis=1, keepdims=True)
+            odd = (peak > 1e15) | ((peak > 0) & (peak < 1e-15))
+            if odd.any():
+                wide = np.where(odd, wide / np.where(odd, peak, 1.0), wide)
+        return normalise_rows(wide.astype(np.float32))
+
+    def _failed(self, why: str) -> DissensusError:
+        return DissensusError(f"embedding function {self.name!r} failed: {why}")
+
+
+def _one_line(text: str) -> str:
+    """``text`` with its line breaks (and runs of blanks) as single spaces."""
+    return " ".join(text.split())
 
 
 def callable_backend(
