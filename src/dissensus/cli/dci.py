@@ -163,6 +163,11 @@ def deliberate_cmd(
     from dissensus.signing import sign_document, signer_from_env
 
     check_input_path(task_file)
+    chosen = model or os.environ.get(MODEL_ENV) or None
+    if chosen is not None:
+        from dissensus.llm.resolve import check_model_spec
+
+        check_model_spec(chosen, files={"TASK.yaml": task_file})
     if method not in METHODS:
         raise ConfigError(
             f"unknown method {method!r}; use one of {', '.join(METHODS)}", field="method"
@@ -328,7 +333,9 @@ def judge_cmd(
     ]
     checked: set[ModelFileKey] = set()  # a file several specs name is read once
     for spec in specs:
-        check_model_spec(spec, checked=checked)
+        check_model_spec(
+            spec, checked=checked, files={"OUTPUTS.jsonl": outputs_file, "--rejects": rejects}
+        )
     outputs: list[DeliberationOutput] = []
     rejected = 0
     with RejectSink(rejects) as sink, open_text(outputs_file) as handle:
