@@ -44,6 +44,7 @@ from dissensus.cli.common import (
     number_in,
     out_console,
     shown,
+    shown_block,
     write_stdout,
 )
 from dissensus.errors import ConfigError
@@ -226,7 +227,7 @@ def _show(output: DeliberationOutput) -> None:
         f"{output.usage.prompt_tokens} prompt + {output.usage.completion_tokens} completion",
     )
     out_console.print(table)
-    out_console.print(shown(output.answer))
+    out_console.print(shown_block(output.answer))
 
 
 # ---------------------------------------------------------------------------- judge
