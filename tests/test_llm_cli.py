@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from cli_helpers import cli
 
 
@@ -104,3 +106,30 @@ def test_fake_llm_bad_server_section_is_one_line(tmp_path: Path) -> None:
     lines = result.err.strip().splitlines()
     assert len(lines) == 1, result.err
     assert lines[0].startswith("error: ") and "field 'server.faults.kinds.0'" in lines[0]
+
+
+NON_FINITE = ["1e400", '"inf"', '"-inf"', '"nan"', '"1e400"', ".inf", ".nan"]
+"""Non-finite numbers as YAML spells them: PyYAML reads ``1e400`` (no dot) as a string,
+which pydantic turned into ``inf``."""
+
+
+@pytest.mark.parametrize("value", NON_FINITE)
+@pytest.mark.parametrize(
+    ("section", "field"),
+    [
+        ("server: {latency_s: %s}", "server.latency_s"),
+        ("server: {drip_s: %s}", "server.drip_s"),
+        ("server: {faults: {hang_s: %s}}", "server.faults.hang_s"),
+        ("server: {faults: {rate: %s}}", "server.faults.rate"),
+    ],
+)
+def test_fake_llm_refuses_non_finite_server_numbers(
+    tmp_path: Path, value: str, section: str, field: str
+) -> None:
+    script = tmp_path / "rules.yaml"
+    script.write_text('default: "x"\n' + section % value + "\n")
+    res = cli("fake-llm", "--port", "0", "--script", script)
+    assert res.code == 2, (res.out, res.err)
+    lines = res.err.strip().splitlines()
+    assert len(lines) == 1 and f"field '{field}'" in lines[0] and str(script) in lines[0]
+    assert "finite" in lines[0] and "Traceback" not in res.err

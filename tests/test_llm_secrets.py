@@ -71,3 +71,86 @@ def test_base_url_credentials_are_hidden() -> None:
     backend = OpenAIBackend("m", base_url="https://user:pw@host/v1?api_key=zzz", api_key=SECRET)
     shown = repr(backend)
     assert "pw" not in shown and "zzz" not in shown and "SECRET" not in shown and "<set>" in shown
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    """``exc`` and every exception reachable from it through ``__cause__``/``__context__``."""
+    seen: list[BaseException] = []
+    todo: list[BaseException | None] = [exc]
+    while todo:
+        item = todo.pop()
+        if item is None or any(item is s for s in seen):
+            continue
+        seen.append(item)
+        todo.extend([item.__cause__, item.__context__])
+    return seen
+
+
+def _holds(exc: BaseException, secret: str) -> bool:
+    parts = [str(exc), repr(exc), repr(exc.args), repr(vars(exc))]
+    parts += [repr(getattr(exc, name, None)) for name in ("message", "body", "response")]
+    return any(secret in p for p in parts)
+
+
+def test_no_exception_chained_to_a_backend_error_holds_the_key(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Every failure ``send`` raises (the server echoing the key in a 401 body included)
+    has no ``__cause__`` or ``__context__`` leading to the SDK exception."""
+    import asyncio
+
+    import openai
+
+    from dissensus.llm.base import BackendError
+
+    faults: list[FaultKind | None] = [
+        "auth_error", "rate_limit", "server_error", "hang", "disconnect", "truncated",
+        "empty_choices", "schema_unsupported",
+    ]  # fmt: skip
+    script = parse_script({"default": '{"verdict": "ok"}'})
+    plan = FaultPlan(sequence=faults, retry_after="0", hang_s=5.0)
+    errors: list[BackendError] = []
+    with FakeServer(script, ServerSettings(faults=plan)) as server:
+        backend = OpenAIBackend(
+            "fake-model", base_url=server.base_url, api_key=SECRET, timeout_s=0.3
+        )
+
+        async def run() -> None:
+            request = ChatRequest(messages=[Message(role="user", content="hi")], agent="a")
+            for _ in faults:
+                try:
+                    await backend.send(request, json_mode="schema")
+                except BackendError as exc:
+                    errors.append(exc)
+            await backend.aclose()
+
+        asyncio.run(run())
+        assert server.faults["auth_error"] == 1  # the server did echo the key back
+    assert len(errors) == len(faults)  # every fault is a failure of its attempt
+    for error in errors:
+        chain = _chain(error)
+        assert error.__cause__ is None and error.__context__ is None, chain
+        assert not any(isinstance(e, openai.OpenAIError) for e in chain), chain
+        assert not any(_holds(e, SECRET) or _holds(e, "SECRET") for e in chain), chain
+
+
+def test_a_401_echoing_the_key_leaves_no_sdk_exception_behind_the_client_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Through the client too: the whole chain of the ModelCallError is free of the key."""
+    import openai
+
+    script = parse_script({"default": '{"verdict": "ok"}'})
+    plan = FaultPlan(sequence=["auth_error"])
+    with FakeServer(script, ServerSettings(faults=plan)) as server:
+        monkeypatch.setenv("OPENAI_API_KEY", SECRET)
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+        client = resolve_model(
+            "openai:fake-model", settings=ClientSettings(max_retries=0, backoff_base_s=0)
+        )
+        with pytest.raises(LLMError) as info:
+            client.chat_sync(ChatRequest(messages=[Message(role="user", content="hi")]))
+        client.close()
+    chain = _chain(info.value)
+    assert not any(isinstance(e, openai.OpenAIError) for e in chain), chain
+    assert not any(_holds(e, SECRET) or _holds(e, "SECRET") for e in chain), chain

@@ -509,7 +509,9 @@ def _print(acc: Any, out: str, rejected: int) -> None:
     table.add_column("right", justify="right")
     table.add_column("error bound", justify="right")
     for s in acc.strata:
-        table.add_row(s.stratum, str(s.n), str(s.accepted), str(s.correct), f"{s.error_upper:.3f}")
+        table.add_row(
+            shown(s.stratum), str(s.n), str(s.accepted), str(s.correct), f"{s.error_upper:.3f}"
+        )
     table.add_row(
         "all",
         str(acc.calibration_n),

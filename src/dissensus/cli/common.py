@@ -8,6 +8,15 @@ Choices where the design is silent:
   sequences, carriage returns, bidirectional overrides) as ``\\x1b``-style escapes, so
   a trace can neither recolour the terminal nor hide or reorder text; right-to-left
   letters print unchanged.
+* **A value is one line; a text shown as a block keeps its lines.** :func:`shown`, used
+  for every table cell and every field of a one-line message (ids, answers, agents,
+  reasons, paths), escapes newlines and tabs too (``\\n``, ``\\t``; a carriage
+  return is ``\\x0d``, as every control character), so a value holding a newline can
+  neither fake a table row nor add a line to a message. :func:`shown_block` keeps
+  newlines and tabs (and escapes every other control character): it is used only for a
+  whole text printed on its own lines, after everything else (``deliberate``'s answer).
+  A text that follows a label on one line (CONCORD's ``Selected ID (...): TEXT``, a
+  review's excerpts) is a field: one line.
 * **One progress switch.** A bar is drawn on standard error when it is a terminal or
   ``$DISSENSUS_PROGRESS=1`` (:func:`progress_enabled`); :class:`Bar` is the one bar
   every command uses.
@@ -114,6 +123,7 @@ __all__ = [
     "progress",
     "progress_enabled",
     "shown",
+    "shown_block",
     "silence_stdout",
     "stdout_handle",
     "write_stdout",
@@ -179,9 +189,18 @@ def has_control(text: str) -> bool:
 
 
 def shown(text: object) -> str:
-    """``text`` as a reader must see it: control characters escaped, nothing interpreted."""
-    value = str(text)
-    return _CONTROL.sub(_escape, value)
+    """``text`` as one line a reader must see: control characters escaped (newline and
+    tab as ``\\n`` and ``\\t``), nothing interpreted. For table cells and message fields."""
+    value = _CONTROL.sub(_escape, str(text))
+    if "\n" in value or "\t" in value:
+        value = value.replace("\n", "\\n").replace("\t", "\\t")
+    return value
+
+
+def shown_block(text: object) -> str:
+    """``text`` as a block: control characters escaped but newlines and tabs, which it
+    keeps. Only for a whole text printed on its own lines, never a cell or a field."""
+    return _CONTROL.sub(_escape, str(text))
 
 
 def number_in(

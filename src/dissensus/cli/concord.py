@@ -200,9 +200,12 @@ def negotiate(
     if model is not None:  # checked whether or not the problem needs a model
         from dissensus.llm.resolve import check_model_spec
 
-        check_model_spec(model)
+        check_model_spec(model, files={"PROBLEM.yaml": problem_file, "--out": out})
     problem = load_problem(problem_file)
     spec = _model_spec(model, problem)
+    from dissensus.llm.resolve import check_recordings
+
+    check_recordings(spec, {"PROBLEM.yaml": problem_file, "--out": out})
     needs_model = any(a.kind == "llm" for a in problem.agents)
     client = _client(spec) if spec and (needs_model or compare) else None
     if needs_model and client is None:

@@ -44,6 +44,7 @@ from dissensus.cli.common import (
     number_in,
     out_console,
     shown,
+    shown_block,
     write_stdout,
 )
 from dissensus.errors import ConfigError
@@ -163,6 +164,11 @@ def deliberate_cmd(
     from dissensus.signing import sign_document, signer_from_env
 
     check_input_path(task_file)
+    chosen = model or os.environ.get(MODEL_ENV) or None
+    if chosen is not None:
+        from dissensus.llm.resolve import check_model_spec
+
+        check_model_spec(chosen, files={"TASK.yaml": task_file})
     if method not in METHODS:
         raise ConfigError(
             f"unknown method {method!r}; use one of {', '.join(METHODS)}", field="method"
@@ -221,7 +227,7 @@ def _show(output: DeliberationOutput) -> None:
         f"{output.usage.prompt_tokens} prompt + {output.usage.completion_tokens} completion",
     )
     out_console.print(table)
-    out_console.print(shown(output.answer))
+    out_console.print(shown_block(output.answer))
 
 
 # ---------------------------------------------------------------------------- judge
@@ -328,7 +334,9 @@ def judge_cmd(
     ]
     checked: set[ModelFileKey] = set()  # a file several specs name is read once
     for spec in specs:
-        check_model_spec(spec, checked=checked)
+        check_model_spec(
+            spec, checked=checked, files={"OUTPUTS.jsonl": outputs_file, "--rejects": rejects}
+        )
     outputs: list[DeliberationOutput] = []
     rejected = 0
     with RejectSink(rejects) as sink, open_text(outputs_file) as handle:

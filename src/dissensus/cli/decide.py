@@ -609,7 +609,12 @@ def _check_decide_paths(
     check_outputs(outputs, reads=named)
 
 
-def _check_spec(spec: RunSpec, outputs: dict[str, str | None], similarity: str | None) -> None:
+def _check_spec(
+    spec: RunSpec,
+    outputs: dict[str, str | None],
+    similarity: str | None,
+    reads: dict[str, str | None],
+) -> None:
     """What the run specification adds: the files its policy names are no output, and
     its similarity backend can be made (a ``module:function`` only with ``allow_code``,
     and importable)."""
@@ -617,6 +622,12 @@ def _check_spec(spec: RunSpec, outputs: dict[str, str | None], similarity: str |
     from dissensus.states.similarity import check_code_name, get_backend
 
     check_outputs(outputs, reads={f.role: f.path for f in spec.files if f.role != "policy"})
+    from dissensus.llm.resolve import check_recordings
+
+    # A recording (record:FILE:...) is an output too: never one of the run's files.
+    files = {**reads, **{f.role: f.path for f in spec.files}, **outputs}
+    for model in (spec.model, *spec.policy.seek_context.models.values()):
+        check_recordings(model, files)
     name = spec.policy.reading.similarity
     allow_code = spec.policy.allow_code or None
     field = "--similarity" if similarity is not None else "reading.similarity"
@@ -672,12 +683,11 @@ def decide_cmd(
     engine = check_engine(engine, workers=workers, address=ray_address)
     target = journal_path(journal)
     outputs = {"--output": output, "--rejects": rejects}
-    _check_decide_paths(
-        panels, target, outputs, reads={"--policy": policy, "--acceptance": acceptance}
-    )
+    reads = {"--policy": policy, "--acceptance": acceptance}
+    _check_decide_paths(panels, target, outputs, reads=reads)
     # One specification, checked before the journal is touched: every file it names is read.
     spec = RunSpec.from_policy(policy, model=model, similarity=similarity, acceptance=acceptance)
-    _check_spec(spec, outputs, similarity)
+    _check_spec(spec, outputs, similarity, {"PANELS": panels, **reads, "--journal": target})
     with opened_journal(target, must_exist=False) as store:
         info = start_run(store, panels, spec, run_id=run_id, lock=True)
         try:

@@ -119,7 +119,7 @@ def _calibration_tables(cal: ReliabilityFit) -> None:
         strata.add_column(col, justify="left" if col in ("stratum", "aggregator") else "right")
     for s in cal.strata:
         if s.cases == 0:
-            strata.add_row(s.stratum, "0", "-", "-", "-", "-", "-")
+            strata.add_row(shown(s.stratum), "0", "-", "-", "-", "-", "-")
             continue
         rows = [
             ("majority (vote share)", s.majority),
@@ -129,7 +129,7 @@ def _calibration_tables(cal: ReliabilityFit) -> None:
             rows.append(("guarded", s.guarded))
         for name, f in rows:
             strata.add_row(
-                s.stratum,
+                shown(s.stratum),
                 str(s.cases),
                 name,
                 _fmt(f.accuracy),

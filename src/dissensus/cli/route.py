@@ -164,8 +164,8 @@ def _print_human(tally: RouteTally, rejected: int, thresholds: Thresholds, model
         cells = [
             shown(reading.id),
             reading.state.value,
-            routed.action,
-            routed.rule,
+            shown(routed.action),
+            shown(routed.rule),
             _decision_cell(reading),
             _fmt(reading.agreement),
             _fmt(reading.mean_similarity) if reading.similarity_defined else "n/a",
@@ -189,7 +189,7 @@ def _print_human(tally: RouteTally, rejected: int, thresholds: Thresholds, model
     actions_table.add_column("action")
     actions_table.add_column("panels", justify="right")
     for action, n in sorted(actions.items(), key=lambda kv: (-kv[1], kv[0])):
-        actions_table.add_row(action, str(n))
+        actions_table.add_row(shown(action), str(n))
     out_console.print(summary)
     out_console.print(actions_table)
     out_console.print(f"routed {total} panels, rejected {rejected} lines")

@@ -28,17 +28,25 @@ counted (``docs/llm.md``). Choices where the design is silent:
   is priced by exact id, else by the longest table key it starts with (so
   ``gpt-4o-mini-2024-07-18`` is priced as ``gpt-4o-mini``). Setting ``max_cost`` for a
   model without a price is a configuration error, raised when the client is made.
+* Limits and prices are finite and non-negative. ``max_calls``, ``max_tokens``,
+  ``max_cost`` and ``completion_reserve`` that are NaN, infinite or negative (and a
+  :class:`Price` whose ``input_per_mtok`` or ``output_per_mtok`` is) are a
+  :class:`ConfigError` naming the field, raised when the object is made: every
+  comparison with NaN is false, so a NaN limit or price let every attempt through, an
+  infinite one turned the limit off, and a negative price made spending earn budget.
+  ``None`` is the one way to say "no limit".
 """
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, ValidationInfo, field_validator
 
 from dissensus.errors import ConfigError
 from dissensus.llm.base import BudgetExceeded
@@ -115,6 +123,16 @@ class Tally:
         return trusted(Usage, fields)
 
 
+def _check_limit(name: str, value: object) -> None:
+    """:class:`ConfigError` naming ``name`` unless ``value`` is a finite number >= 0."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ConfigError(f"{name} must be a number, got {value!r}", field=name)
+    if not math.isfinite(value):
+        raise ConfigError(f"{name} must be a finite number, got {value}", field=name)
+    if value < 0:
+        raise ConfigError(f"{name} must be >= 0, got {value}", field=name)
+
+
 class Price(BaseModel):
     """Price of one model in US dollars per million tokens."""
 
@@ -124,6 +142,12 @@ class Price(BaseModel):
     """Dollars per million prompt tokens."""
     output_per_mtok: float
     """Dollars per million completion tokens."""
+
+    @field_validator("input_per_mtok", "output_per_mtok")
+    @classmethod
+    def _finite(cls, value: float, info: ValidationInfo) -> float:
+        _check_limit(info.field_name or "price", value)
+        return value
 
     def cost(self, prompt_tokens: int, completion_tokens: int) -> float:
         """Dollars for the given token counts."""
@@ -180,12 +204,16 @@ class Budget:
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        for name in ("max_calls", "max_tokens"):
+        for name in ("max_calls", "max_tokens", "max_cost", "completion_reserve"):
             value = getattr(self, name)
-            if value is not None and value < 0:
-                raise ConfigError(f"{name} must be >= 0, got {value}", field=name)
-        if self.max_cost is not None and self.max_cost < 0:
-            raise ConfigError(f"max_cost must be >= 0, got {self.max_cost}", field="max_cost")
+            if value is not None:
+                _check_limit(name, value)
+        for model, price in self.prices.items():
+            if not isinstance(price, Price):
+                raise ConfigError(
+                    f"the price of {model!r} must be a Price, got {type(price).__name__}",
+                    field=f"prices.{model}",
+                )
         if self.completion_reserve < 1:
             raise ConfigError("completion_reserve must be >= 1", field="completion_reserve")
 

@@ -29,7 +29,10 @@ request's ``max_completion_tokens`` (else ``max_tokens``) is cut to it, with fin
 ``length``, as a server stops at its cap. Choices: a request no
 rule answers gets a 400 naming the problem; counters (``requests_received``,
 ``faults``, ``hangs_abandoned``) count chat-completion requests whose body was fully read, which is exactly
-what a client's attempt log should match.
+what a client's attempt log should match. The settings' numbers are finite
+(``allow_inf_nan=False``): a ``1e400`` or ``"inf"`` in the ``server:`` section (a string
+to PyYAML, which pydantic read as infinity) is a validation error naming the field,
+so ``fake-llm`` refuses it (exit 2) instead of starting with an infinite latency.
 """
 
 from __future__ import annotations
@@ -90,7 +93,7 @@ _REASONS = {
 class FaultPlan(BaseModel):
     """Which requests fail, and how."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     rate: float = Field(default=0.0, ge=0.0, le=1.0)
     """Probability that a request (after ``sequence``) gets a fault."""
@@ -109,7 +112,7 @@ class FaultPlan(BaseModel):
 class ServerSettings(BaseModel):
     """Settings of the loopback server (the ``server:`` section of a rule file)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     latency_s: float = Field(default=0.0, ge=0.0)
     """Delay before every answer."""

@@ -27,7 +27,10 @@ Choices where the brief is silent:
 * **Secrets.** The API key lives only inside the SDK client. ``repr`` shows whether a
   key is set, never the key; error messages are scrubbed of the key, of
   ``Bearer ...`` tokens and of ``sk-...`` strings; SDK exceptions are not chained (their
-  text may quote a server that echoes headers). A base URL's user-info is hidden too.
+  text may quote a server that echoes headers): the :class:`BackendError` is built in
+  the ``except`` block and raised after it, so neither its ``__cause__`` nor its
+  ``__context__`` holds the SDK exception (``raise ... from None`` only hid it from
+  display). A base URL's user-info is hidden too.
 * **Request path.** The request goes through the SDK's client (``client.post`` on
   ``/chat/completions``: its authentication, headers, timeouts, connection pool and
   status errors) with the body built here as plain JSON, and the answer comes back as
@@ -173,6 +176,15 @@ def schema_instruction(schema: JsonSchema) -> str:
         "Answer with only one JSON object (no prose, no code fences) that matches this JSON schema:\n"
         + json.dumps(schema, ensure_ascii=False, sort_keys=True)
     )
+
+
+def _unchained(error: BackendError) -> BackendError:
+    """``error`` with no exception chained to it: raised outside any ``except`` block, so
+    Python sets no ``__context__`` either (unless the caller itself is handling one)."""
+    error.__cause__ = None
+    error.__context__ = None
+    error.__suppress_context__ = True
+    return error
 
 
 class OpenAIBackend:
@@ -354,6 +366,12 @@ class OpenAIBackend:
         headers.update(args.pop("extra_headers", None) or {})
         structured = request.json_schema is not None
         client = self._client()
+        # Every failure is built inside its ``except`` and raised after it: raised there,
+        # even ``from None`` keeps the SDK exception as ``__context__`` (only its display
+        # is suppressed), and that exception may hold the key (a server echoing it in a
+        # 401 body, ``.message`` / ``.body``).
+        failure: BackendError | None = None
+        raw: bytes = b""
         try:
             # A total deadline: httpx's timeout bounds each read, so a server dripping
             # one byte at a time would otherwise keep the attempt alive indefinitely.
@@ -368,40 +386,45 @@ class OpenAIBackend:
                 )
         except (openai.APITimeoutError, TimeoutError) as exc:
             if _dropped(exc):
-                raise BackendError(
+                failure = BackendError(
                     "connection error: the server closed the connection",
                     kind="connection",
                     retryable=True,
-                ) from None
-            raise BackendError(
-                f"timed out after {self.timeout_s}s", kind="timeout", retryable=True
-            ) from None
+                )
+            else:
+                failure = BackendError(
+                    f"timed out after {self.timeout_s}s", kind="timeout", retryable=True
+                )
         except openai.APIConnectionError as exc:
-            raise BackendError(
+            failure = BackendError(
                 self._redact(f"connection error: {exc}"), kind="connection", retryable=True
-            ) from None
+            )
         except openai.APIStatusError as exc:
-            raise self._status_error(exc, json_mode, structured) from None
+            failure = self._status_error(exc, json_mode, structured)
         except openai.APIResponseValidationError as exc:
-            raise BackendError(
+            failure = BackendError(
                 self._redact(f"invalid response: {exc.message}"),
                 kind="malformed_response",
                 retryable=True,
-            ) from None
+            )
         except (openai.OpenAIError, ValueError) as exc:
             # A ValueError here is the HTTP client refusing the request before it is sent
             # (aiohttp: credentials in the URL and an Authorization header): not retried.
-            raise BackendError(
+            failure = BackendError(
                 self._redact(f"{type(exc).__name__}: {exc}"), kind="client_error", retryable=False
-            ) from None
+            )
+        if failure is not None:
+            raise _unchained(failure)
         try:
             completion = orjson.loads(raw)
         except orjson.JSONDecodeError as exc:
-            raise BackendError(
+            failure = BackendError(
                 self._redact(f"response body is not JSON: {exc}"),
                 kind="malformed_response",
                 retryable=True,
-            ) from None
+            )
+        if failure is not None:
+            raise _unchained(failure)
         return self._read(completion, args)
 
     def _read(self, completion: Any, args: JsonObject) -> BackendResponse:

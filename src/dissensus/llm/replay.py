@@ -25,8 +25,13 @@ never share answers. Choices where the brief is silent:
   and no deadline could interrupt it. The hint is for a person reading the error, not
   a guarantee of the nearest request by any edit distance.
 * The recorder writes only successful attempts, appends (so several runs may add to one
-  file), flushes every line, and records nothing but the canonical request and the
-  answer: no headers, no settings, no credentials.
+  file), writes every line whole as it is recorded (unbuffered), and records nothing but the canonical request and the
+  answer: no headers, no settings, no credentials. A line that cannot be written (a
+  full disk: ``record:/dev/full:...``) fails the attempt, not retried, with a
+  :class:`~dissensus.llm.base.BackendError` of kind ``recording`` naming the recording
+  file (``cannot write the recording FILE: No space left on device (ENOSPC)``): the
+  answer is not used, since the recording would not hold it. The recording's directory
+  is never created.
 * Lines that are not valid recordings are a :class:`ConfigError` naming file and line.
 * A recording is read whole, so it must be a regular file of at most
   :data:`MAX_RECORDING_BYTES` (1 GiB; a device, a named pipe or a larger file is one
@@ -35,6 +40,7 @@ never share answers. Choices where the brief is silent:
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import re
 import threading
@@ -45,7 +51,14 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from dissensus.canonical import canonical as _canonical_json
 from dissensus.errors import ConfigError
-from dissensus.llm.base import BackendResponse, ChatBackend, ChatRequest, JsonMode, ReplayMiss
+from dissensus.llm.base import (
+    BackendError,
+    BackendResponse,
+    ChatBackend,
+    ChatRequest,
+    JsonMode,
+    ReplayMiss,
+)
 from dissensus.types import JsonObject
 
 __all__ = [
@@ -186,6 +199,15 @@ class ReplayBackend:
         return None
 
 
+def _recording_failed(path: Path, exc: OSError) -> BackendError:
+    """The (not retried) attempt failure of a recording that cannot be written."""
+    code = errno.errorcode.get(exc.errno or 0)
+    reason = (exc.strerror or str(exc)) + (f" ({code})" if code else "")
+    return BackendError(
+        f"cannot write the recording {path}: {reason}", kind="recording", retryable=False
+    )
+
+
 class RecordBackend:
     """Wraps a backend and appends every successful attempt to a recording."""
 
@@ -197,12 +219,13 @@ class RecordBackend:
         self.initial_json_mode: JsonMode = getattr(inner, "initial_json_mode", "schema")
         self._lock = threading.Lock()
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._handle = self.path.open("a", encoding="utf-8")
+            # Unbuffered: each line is written whole when it is recorded, and closing
+            # has nothing left to flush (so a failed write cannot fail again on close).
+            self._handle = self.path.open("ab", buffering=0)
         except OSError as exc:
             raise ConfigError(
                 f"cannot write recording: {exc.strerror or exc}", file=str(path)
-            ) from exc
+            ) from None
 
     def __repr__(self) -> str:
         return f"RecordBackend(path={str(self.path)!r}, inner={self.inner!r})"
@@ -214,9 +237,17 @@ class RecordBackend:
             "request": canonical_request(request),
             "response": response.model_dump(mode="json"),
         }
+        data = memoryview((_canonical_json(line) + "\n").encode("utf-8"))
+        failed: OSError | None = None
         with self._lock:
-            self._handle.write(_canonical_json(line) + "\n")
-            self._handle.flush()
+            try:
+                while data:
+                    written = self._handle.write(data)
+                    data = data[written or 0 :]
+            except OSError as exc:
+                failed = exc
+        if failed is not None:  # raised outside the except block: nothing chained
+            raise _recording_failed(self.path, failed)
         return response
 
     async def aclose(self) -> None:

@@ -21,11 +21,22 @@ by its resolved path, size and modification time (:data:`ModelFileKey`): another
 the same file is not read again, a file that changed since it was checked is. The set
 lives as long as the build (nothing is cached across builds: a file may change between
 two runs).
+
+A recording is an output, and a command never writes over a file it reads: a
+``record:FILE:<spec>`` whose FILE is the same file (the same resolved path, symbolic
+links followed, or the same file on disk: a hard link) as a file its inner spec reads
+or writes (a ``scripted:`` rule file, a ``replay:`` recording, a nested ``record:``
+file) is a :class:`ConfigError` naming the spec, refused when the spec is resolved and
+when it is checked, before anything is appended. :func:`check_model_spec` also takes
+the command's own files (``files``: label -> path, its inputs and outputs) and refuses a
+recording that is one of them. The recording's directory must exist: it is never
+created (as no other output's is). A device (``/dev/null``) is appended to in place.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +48,14 @@ from dissensus.llm.openai_backend import OpenAIBackend
 from dissensus.llm.replay import RecordBackend, ReplayBackend
 from dissensus.llm.scripted import ScriptedBackend
 
-__all__ = ["MODEL_ENV", "ModelFileKey", "check_model_spec", "make_backend", "resolve_model"]
+__all__ = [
+    "MODEL_ENV",
+    "ModelFileKey",
+    "check_model_spec",
+    "check_recordings",
+    "make_backend",
+    "resolve_model",
+]
 
 MODEL_ENV = "DISSENSUS_MODEL"
 """Environment variable holding the default model spec."""
@@ -61,17 +79,24 @@ def _file_key(path: str) -> ModelFileKey | None:
     return (resolved, info.st_size, info.st_mtime_ns)
 
 
-def check_model_spec(spec: str, *, checked: set[ModelFileKey] | None = None) -> None:
+def check_model_spec(
+    spec: str,
+    *,
+    checked: set[ModelFileKey] | None = None,
+    files: Mapping[str, str | None] | None = None,
+) -> None:
     """Raise :class:`ConfigError` naming ``spec`` unless it can make a backend.
 
     Files of ``scripted:`` and ``replay:`` specs are read and validated; the directory of
     a ``record:`` file must exist; ``openai:`` needs a key or a base URL. Nothing is
     written and no server is contacted. ``checked`` holds the files found valid by
     earlier checks of the same build: a file in it (same resolved path, size and
-    modification time) is not read again, and a file found valid is added.
+    modification time) is not read again, and a file found valid is added. ``files``
+    (label -> path) are the command's own inputs and outputs: a ``record:`` file that is
+    one of them is refused.
     """
     try:
-        _check(spec, checked)
+        _check(spec, checked, files or {})
     except ConfigError as exc:
         text = str(exc)
         if f"{spec!r}" in text:
@@ -81,7 +106,75 @@ def check_model_spec(spec: str, *, checked: set[ModelFileKey] | None = None) -> 
         raise ConfigError(f"model spec {spec!r}: {text}") from None
 
 
-def _check(spec: str, checked: set[ModelFileKey] | None) -> None:
+def _same_file(a: str, b: str) -> bool:
+    """Whether paths ``a`` and ``b`` name one file (resolved path, or samefile)."""
+    try:
+        if Path(a).resolve() == Path(b).resolve():
+            return True
+        return os.path.exists(a) and os.path.exists(b) and os.path.samefile(a, b)
+    except (OSError, RuntimeError, ValueError):
+        return False
+
+
+def _spec_files(spec: str) -> list[str]:
+    """The files ``spec`` reads or writes: its ``scripted:``/``replay:`` file, and for a
+    ``record:`` spec its recording and its inner spec's files."""
+    kind, sep, rest = spec.partition(":")
+    if not sep or not rest:
+        return []
+    if kind in ("scripted", "replay"):
+        return [rest]
+    if kind == "record":
+        path, sep, inner = rest.partition(":")
+        return ([path] if path else []) + (_spec_files(inner) if sep else [])
+    return []
+
+
+def _check_recording(
+    spec: str, path: str, inner: str, files: Mapping[str, str | None] | None = None
+) -> None:
+    """Refuse a recording ``path`` in a missing directory, or that is the same file as
+    one its inner spec reads or writes, or as one of the command's ``files``."""
+    parent = Path(path).parent
+    if not parent.is_dir():
+        raise ConfigError(
+            f"model spec {spec!r}: recording directory does not exist: {parent}", field="model"
+        )
+    for other in _spec_files(inner):
+        if _same_file(path, other):
+            raise ConfigError(
+                f"model spec {spec!r}: the recording {path} is the same file as {other} "
+                f"of {inner!r}; refusing to append to it",
+                field="model",
+            )
+    for label, given in (files or {}).items():
+        if given is None or given == "-" or "://" in given:
+            continue
+        if _same_file(path, given):
+            named = given if label == given else f"{given} ({label})"
+            raise ConfigError(
+                f"model spec {spec!r}: the recording {path} is the same file as {named}; "
+                "refusing to append to it",
+                field="model",
+            )
+
+
+def check_recordings(spec: str | None, files: Mapping[str, str | None]) -> None:
+    """Refuse (:class:`ConfigError` naming ``spec``) a ``record:`` file of ``spec`` that is
+    the same file as one of ``files`` (label -> path: a command's inputs and outputs).
+    Nothing is read: the spec itself is checked by :func:`check_model_spec`."""
+    while spec:
+        kind, _, rest = spec.partition(":")
+        if kind != "record":
+            return
+        path, sep, inner = rest.partition(":")
+        if not sep or not path:
+            return
+        _check_recording(spec, path, inner, files)
+        spec = inner
+
+
+def _check(spec: str, checked: set[ModelFileKey] | None, files: Mapping[str, str | None]) -> None:
     kind, sep, rest = spec.partition(":")
     if not sep or not rest:
         raise ConfigError(f"invalid model spec {spec!r}; expected one of {_FORMS}", field="model")
@@ -102,10 +195,8 @@ def _check(spec: str, checked: set[ModelFileKey] | None) -> None:
             raise ConfigError(
                 f"invalid model spec {spec!r}; expected record:FILE:<spec>", field="model"
             )
-        parent = Path(path).parent
-        if not parent.is_dir():
-            raise ConfigError(f"recording directory does not exist: {parent}", field="model")
-        _check(inner, checked)
+        _check_recording(spec, path, inner, files)
+        _check(inner, checked, files)
         return
     raise ConfigError(
         f"unknown model kind {kind!r} in {spec!r}; expected one of {_FORMS}", field="model"
@@ -139,6 +230,7 @@ def make_backend(spec: str, *, settings: ClientSettings | None = None) -> ChatBa
             raise ConfigError(
                 f"invalid model spec {spec!r}; expected record:FILE:<spec>", field="model"
             )
+        _check_recording(spec, path, inner)
         return RecordBackend(make_backend(inner, settings=settings), path)
     raise ConfigError(
         f"unknown model kind {kind!r} in {spec!r}; expected one of {_FORMS}", field="model"

@@ -193,11 +193,12 @@ class RunSpec(BaseModel):
         spec_model = model or pol.seek_context.model or env.get(MODEL_ENV) or None
         # The model files this build found valid: each is read once, however many specs name it.
         checked: set[ModelFileKey] = set()
+        read: dict[str, str | None] = {f.role: f.path for f in files}  # no recording's file
         if spec_model:
             from dissensus.llm.resolve import check_model_spec
 
-            check_model_spec(spec_model, checked=checked)
-        _check_agent_models(pol, policy_file, checked)
+            check_model_spec(spec_model, checked=checked, files=read)
+        _check_agent_models(pol, policy_file, checked, read)
         return cls(
             policy=pol,
             policy_file=policy_file,
@@ -507,7 +508,10 @@ defaults."""
 
 
 def _check_agent_models(
-    policy: Policy, policy_file: str | None, checked: set[ModelFileKey]
+    policy: Policy,
+    policy_file: str | None,
+    checked: set[ModelFileKey],
+    files: dict[str, str | None] | None = None,
 ) -> None:
     """Check each agent's model spec (``seek_context.models``) as the run's is checked: a
     :class:`ConfigError` naming the agent's field and the spec (nothing is contacted).
@@ -519,7 +523,7 @@ def _check_agent_models(
 
     for agent, spec in models.items():
         try:
-            check_model_spec(spec, checked=checked)
+            check_model_spec(spec, checked=checked, files=files)
         except ConfigError as exc:
             raise ConfigError(
                 str(exc), file=policy_file, field=f"seek_context.models.{agent}"

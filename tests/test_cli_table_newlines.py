@@ -1,0 +1,77 @@
+"""A value in a table cell is one line: a newline, carriage return or tab in an id, an
+answer or an agent is shown escaped, so it can never fake a table row."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from cli_helpers import cli
+from dissensus.cli.common import shown, shown_block
+from pipeline_cases import panel, write_jsonl
+from test_guard_cli import _labelled_lines
+
+
+def _vote(agent: str, answer: str, source: str) -> dict[str, object]:
+    return {"agent": agent, "answer": answer, "evidence_source": source, "evidence_present": True}
+
+
+def _no_fake_rows(out: str, fake: str) -> None:
+    """``fake`` (the text after the newline) never starts a line of its own or a cell."""
+    for line in out.splitlines():
+        cells = [c.strip() for c in line.replace("┃", "│").split("│")]
+        assert fake not in cells, line
+
+
+def test_vote_table_escapes_newlines_in_id_and_answer() -> None:
+    case = {
+        "id": "c1\nc2",
+        "votes": [_vote("a", "yes\nNOPE", "w"), _vote("b", "yes\nNOPE", "x")],
+    }
+    res = cli("vote", "-", stdin=(json.dumps(case) + "\n").encode())
+    assert res.code == 0, res.err
+    assert "c1\\nc2" in res.out and "yes\\nNOPE" in res.out
+    _no_fake_rows(res.out, "c2")
+    _no_fake_rows(res.out, "NOPE")
+
+
+def test_route_table_escapes_newlines_tabs_and_returns_in_the_id(tmp_path: Path) -> None:
+    panels = write_jsonl(
+        tmp_path / "p.jsonl",
+        [panel("p1\nFAKE", ["1", "1"]), panel("p2\r\tx", ["1", "2"])],
+    )
+    res = cli("route", panels, "--similarity", "tfidf")
+    assert res.code == 0, res.err
+    assert "p1\\nFAKE" in res.out and "p2\\x0d\\tx" in res.out
+    _no_fake_rows(res.out, "FAKE")
+    assert "\r" not in res.out and "\t" not in res.out
+
+
+def test_calibrate_agents_table_escapes_newlines_in_agents(tmp_path: Path) -> None:
+    lines = []
+    for line in _labelled_lines():
+        case = json.loads(line)
+        for vote in case["votes"]:
+            if vote["agent"] == "a":
+                vote["agent"] = "a\nFAKE"
+        lines.append(json.dumps(case))
+    labelled = tmp_path / "labelled.jsonl"
+    labelled.write_text("\n".join(lines) + "\n")
+    res = cli("calibrate", labelled)
+    assert res.code == 0, res.err
+    assert "a\\nFAKE" in res.out
+    _no_fake_rows(res.out, "FAKE")
+
+
+@settings(max_examples=200, derandomize=True)
+@given(st.text())
+def test_shown_is_always_one_line_and_shown_block_keeps_the_lines(text: str) -> None:
+    one = shown(text)
+    assert "\n" not in one and "\r" not in one and "\t" not in one
+    assert not any(ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F for c in one)
+    block = shown_block(text)
+    assert block.count("\n") == text.count("\n") and block.count("\t") == text.count("\t")
+    assert "\r" not in block
