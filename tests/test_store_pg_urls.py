@@ -132,3 +132,14 @@ def test_a_cancelled_statement_from_the_backend_names_the_cancel() -> None:
     assert not isinstance(caught.value, JournalBusy)
     assert "cancelled the statement" in str(caught.value)
     assert "waited" not in str(caught.value)
+
+
+def test_a_password_with_an_unencoded_question_mark_is_scrubbed_as_libpq_reads_it() -> None:
+    """libpq's user-info runs to the first ``@`` before any ``/`` (a ``?`` or ``#`` in it
+    belongs to the password); urlsplit's ends at the ``?``."""
+    from dissensus.store.targets import scrub_secrets
+
+    for sep in "?#":
+        url = f"postgresql://postgres:pa{sep}ssSECRET%zz@127.0.0.1:5432/db"
+        said = f'invalid percent-encoded token: "pa{sep}ssSECRET%zz"'
+        assert "SECRET" not in scrub_secrets(said, url)

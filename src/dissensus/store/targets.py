@@ -13,7 +13,8 @@ A journal *target* is an SQLite file path (``":memory:"`` for a throw-away one) 
   URL's secrets out of such text before it is shown: the password as written and
   percent-decoded, each ``@``-separated part of it of 3 characters or more, and the raw
   user-info (libpq ends the user-info at the *first* ``@``, Python's ``urlsplit`` at the
-  last, so a driver may quote what follows an unencoded ``@`` as a host name).
+  last, so a driver may quote what follows an unencoded ``@`` as a host name), under
+  both readings (libpq's user-info also keeps an unencoded ``?`` or ``#``).
 * **An unencoded ``@`` in the user-info** (``postgresql://u:pa@ss@host/db``) is refused
   before connecting (:func:`check_postgres_url`, exit 2): the URL is ambiguous (libpq
   and ``urlsplit`` read different hosts and passwords), and connecting would send part
@@ -160,11 +161,17 @@ def _secrets(target: str) -> list[str]:
     raw user-info (when it holds a password), and the secret query values, as written
     and percent-decoded."""
     found: list[str] = []
-    userinfo = _userinfo(target)
-    if userinfo is not None and ":" in userinfo:
-        password = userinfo.partition(":")[2]
-        found += [password, userinfo]
-        found += [part for part in password.split("@") if len(part) >= 3]
+    # Two readings of the user-info: urlsplit's (the authority ends at / ? #, the
+    # user-info at its last @) and libpq's (the user-info ends at the first @ before
+    # any /, so an unencoded ? or # belongs to the password).
+    _, _, rest = target.partition("://")
+    head = rest.split("/", 1)[0]
+    readings = {_userinfo(target), head.partition("@")[0] if "@" in head else None}
+    for userinfo in readings:
+        if userinfo is not None and ":" in userinfo:
+            password = userinfo.partition(":")[2]
+            found += [password, userinfo]
+            found += [part for part in password.split("@") if len(part) >= 3]
     found += [m.group(3) for m in _SECRET_PARAMS.finditer(target)]
     forms = {form for raw in found for form in (raw, unquote(raw)) if form}
     return sorted(forms, key=len, reverse=True)
