@@ -305,3 +305,25 @@ def test_a_seal_that_no_longer_describes_its_chain_is_invalid_not_signed(
     assert not report.ok
     assert report.signature == "invalid", report
     assert "seal" in " ".join(report.problems)
+
+
+@pytest.mark.parametrize("value", ["", "   ", "\n\t\n"])
+def test_a_set_but_blank_signing_key_is_a_configuration_error(
+    value: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``export DISSENSUS_SIGNING_KEY="$(cat missing.pem)"`` asked for signing: it is exit 2
+    naming the variable, as a garbage key is, never a silent unsigned run."""
+    from cli_helpers import cli
+
+    with pytest.raises(ConfigError, match=SIGNING_KEY_ENV):
+        signer_from_env({SIGNING_KEY_ENV: value})
+    assert signer_from_env({}) is None  # unset: unsigned
+    out = tmp_path / "cert.json"
+    problem = str(REPO / "examples" / "concord" / "incident.yaml")
+    for env_value in (value, "garbage-key-text"):
+        res = cli("negotiate", problem, "--out", out, env={SIGNING_KEY_ENV: env_value})
+        assert res.code == 2, res.err
+        lines = res.err.strip().splitlines()
+        assert len(lines) == 1 and SIGNING_KEY_ENV in lines[0], res.err
+        assert "garbage-key-text" not in res.err
+        assert not out.exists()

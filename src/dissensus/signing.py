@@ -2,7 +2,9 @@
 
 The private key is read from ``$DISSENSUS_SIGNING_KEY`` only (an Ed25519 private key in
 PEM, the text itself, never a path and never a command-line flag), so it is never in
-shell history, a policy file or the journal. Verifiers take the public key as a PEM
+shell history, a policy file or the journal. Unset means unsigned; set but empty or
+blank (``"$(cat missing.pem)"``) is a configuration error (exit 2, naming the variable),
+like a key that does not parse: never a silent fall-back to unsigned. Verifiers take the public key as a PEM
 file (``--public-key FILE``): a regular file of at most :data:`MAX_KEY_BYTES` (a PEM
 Ed25519 key is a few hundred bytes); a device, a named pipe or a larger file is one
 error line naming it (exit 2), read no further.
@@ -128,11 +130,21 @@ class Signer:
 
 
 def signer_from_env(environ: dict[str, str] | None = None) -> Signer | None:
-    """The signer of ``$DISSENSUS_SIGNING_KEY``, or ``None`` when it is unset or empty."""
+    """The signer of ``$DISSENSUS_SIGNING_KEY``, or ``None`` when it is unset.
+
+    Set but empty or blank (``export DISSENSUS_SIGNING_KEY="$(cat missing.pem)"``) is a
+    :class:`~dissensus.errors.ConfigError` (exit 2), like a key that does not parse: the
+    user asked for signing, and running unsigned would be silent."""
     env = os.environ if environ is None else environ
-    pem = env.get(SIGNING_KEY_ENV, "").strip()
-    if not pem:
+    raw = env.get(SIGNING_KEY_ENV)
+    if raw is None:
         return None
+    pem = raw.strip()
+    if not pem:
+        raise ConfigError(
+            f"{SIGNING_KEY_ENV} is set but empty: give it the PEM text of an Ed25519 "
+            "private key, or unset it to run unsigned"
+        )
     return Signer.from_pem(pem)
 
 

@@ -168,6 +168,14 @@ def runs_show(
     raise typer.Exit(code=EXIT_OK)
 
 
+def _limit(value: object, unit: str) -> str:
+    """A budget limit as ``runs show`` prints it: ``200 calls``; ``no token limit`` for
+    ``None`` (the policy sets no such limit)."""
+    if value is None:
+        return f"no {unit[:-1]} limit"
+    return f"{value} {unit}"
+
+
 def _print_spec(spec: JsonObject) -> None:
     # RunSpec.summary()'s JSON, printed as it is.
     """The run specification's lines of ``runs show``."""
@@ -177,7 +185,7 @@ def _print_spec(spec: JsonObject) -> None:
         f"{shown(str(spec['similarity']))}, model {shown(str(spec['model'] or '(none)'))}, "
         f"concurrency {spec['concurrency']}, deadline "
         f"{spec['deadline_s'] if spec['deadline_s'] is not None else 'none'}, budget "
-        f"{budget['max_calls']} calls / {budget['max_tokens']} tokens"
+        f"{_limit(budget['max_calls'], 'calls')} / {_limit(budget['max_tokens'], 'tokens')}"
     )
     for agent, model in sorted(spec["models"].items()):
         out_console.print(f"  model of {shown(agent)}: {shown(model)}")

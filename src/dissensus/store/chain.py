@@ -17,8 +17,18 @@ Choices where the design is silent:
   edit outside dissensus: dissensus never writes one) is a problem naming its event,
   like any payload that is not JSON; every other reader of the journal refuses it as
   :class:`~dissensus.store.errors.JournalDamaged` naming the event.
-* **Keep going.** Every problem is listed (not only the first), each naming the event's
-  sequence number and key.
+* **Keep going, within bounds.** Problems are listed (not only the first), each naming
+  the event's sequence number and key, up to :data:`MAX_PROBLEMS`; the rest are counted
+  in one last line, ``and K more problems`` (a run of a million edited events is not a
+  million lines, nor a million strings in memory).
+* **Each event is checked against itself.** An event's hash is recomputed from its own
+  stored ``prev_hash`` and content, so ``content does not match its hash`` names only an
+  event whose own row was altered; whether it links to the event before it (its
+  ``prev_hash`` is that event's hash) is a separate problem.
+* **A gap is one problem.** Missing sequence numbers are reported once per gap
+  (``event 500 missing (1 event)``, ``events 500-519 missing (20 events)``), not once
+  per later event; the broken link of the event after a gap is part of the gap and not
+  reported again (an edit of that event still shows: its own hash no longer matches).
 * **Seals** are checked for what they describe (the run, the count and head before
   them) always, and for their signature only with a public key
   (:func:`~dissensus.store.seals.seal_status`).
@@ -44,7 +54,10 @@ if TYPE_CHECKING:
     from dissensus.signing import PublicKey
     from dissensus.store.log import SQLEventLog
 
-__all__ = ["ChainCheck", "VerifyReport", "check_chain", "strict_loads", "verify"]
+__all__ = ["MAX_PROBLEMS", "ChainCheck", "VerifyReport", "check_chain", "strict_loads", "verify"]
+
+MAX_PROBLEMS = 20
+"""Problems a verification lists one by one; any more are one line, ``and K more problems``."""
 
 
 class VerifyReport(BaseModel):
@@ -77,6 +90,32 @@ class ChainCheck:
     """Sequence numbers of seals whose claim is not the chain before them, or whose event
     holds more than a seal does (its signature may still verify: the signed content
     changed)."""
+    more: int = 0
+    """Problems found beyond :data:`MAX_PROBLEMS` (counted, not listed)."""
+
+    def add(self, problem: str) -> None:
+        """Record ``problem`` (listed while fewer than :data:`MAX_PROBLEMS` are, else counted)."""
+        if len(self.problems) < MAX_PROBLEMS:
+            self.problems.append(problem)
+        else:
+            self.more += 1
+
+
+def _bounded(problems: list[str], more: int = 0) -> list[str]:
+    """``problems`` cut to :data:`MAX_PROBLEMS` lines, the rest (and ``more``) counted in one."""
+    more += max(0, len(problems) - MAX_PROBLEMS)
+    listed = problems[:MAX_PROBLEMS]
+    if more:
+        listed.append(f"and {more} more problem{'s' if more != 1 else ''}")
+    return listed
+
+
+def _missing(first: int, last: int) -> str:
+    """The problem for the missing sequence numbers ``first`` to ``last``."""
+    n = last - first + 1
+    if n == 1:
+        return f"event {first} missing (1 event)"
+    return f"events {first}-{last} missing ({n} events)"
 
 
 def strict_loads(text: str) -> Any:
@@ -102,37 +141,43 @@ def check_chain(run_id: str, rows: Iterable[EventRow], head: RunHead) -> ChainCh
     """Recompute the chain of ``rows`` (the run's stored events in sequence order) and
     compare it with the stored text, hashes and the run's header ``head``."""
     out = ChainCheck()
-    problems = out.problems
+    add = out.add
     prev = GENESIS
     count = 0
+    expected = 0  # the sequence number the next event should carry
     for row in rows:
         key = str(row["key"])
         try:
             seq = int(str(row["seq"]).strip(), 10)
         except ValueError:  # text edited into the column: named, and read as in place
-            problems.append(f"event {count} ({key}): sequence number {str(row['seq'])[:40]!r}")
-            seq = count
+            add(f"event {expected} ({key}): sequence number {str(row['seq'])[:40]!r}")
+            seq = expected
         where = f"event {seq} ({key})"
-        if seq != count:
-            problems.append(f"event {count}: sequence gap (found seq {seq})")
-        if row["prev_hash"] != prev:
-            problems.append(f"{where}: prev_hash does not match the previous event")
+        gap = seq > expected
+        if gap:
+            add(_missing(expected, seq - 1))
+        elif seq < expected:
+            add(f"{where}: out of order (after event {expected - 1})")
+        own_prev = str(row["prev_hash"])
+        if own_prev != prev and not gap:
+            add(f"{where}: prev_hash does not match the previous event")
+        expected = max(expected, seq + 1)
         try:
             payload = strict_loads(str(row["payload"]))
             text = canonical(payload)
         except RecursionError:  # read, but too deep to write back
             exc = ValueError("nested too deeply to read")
-            problems.append(f"{where}: stored payload is not valid canonical JSON ({exc})")
+            add(f"{where}: stored payload is not valid canonical JSON ({exc})")
             prev = str(row["hash"])
             count += 1
             continue
         except ValueError as exc:
-            problems.append(f"{where}: stored payload is not valid canonical JSON ({exc})")
+            add(f"{where}: stored payload is not valid canonical JSON ({exc})")
             prev = str(row["hash"])
             count += 1
             continue
         if text != row["payload"]:
-            problems.append(f"{where}: stored payload text is not its canonical JSON")
+            add(f"{where}: stored payload text is not its canonical JSON")
         body = {
             "run": row["run_id"],
             "seq": seq,
@@ -142,8 +187,8 @@ def check_chain(run_id: str, rows: Iterable[EventRow], head: RunHead) -> ChainCh
             "at": row["at"],
             "payload": payload,
         }
-        if chain_hash(prev, body) != row["hash"]:
-            problems.append(f"{where}: content does not match its hash")
+        if chain_hash(own_prev, body) != row["hash"]:
+            add(f"{where}: content does not match its hash")
         if row["type"] == ev.RUN_FINISHED:
             out.finished = True
         if row["type"] == SEAL_TYPE and isinstance(payload, dict):
@@ -153,11 +198,11 @@ def check_chain(run_id: str, rows: Iterable[EventRow], head: RunHead) -> ChainCh
                 or payload.get("head") != prev
                 or payload.get("run") != run_id
             ):
-                problems.append(f"{where}: seal does not describe the chain before it")
+                add(f"{where}: seal does not describe the chain before it")
                 out.mismatched_seals.append(seq)
             elif set(payload) != SEAL_FIELDS or key != f"seal/{seq}" or row["case_ref"]:
                 # Nothing signs a seal's own event: only its claim and signature belong in it.
-                problems.append(
+                add(
                     f"{where}: a seal holds only run, n_events, head and signature, "
                     f"under key seal/{seq} and no case"
                 )
@@ -165,9 +210,9 @@ def check_chain(run_id: str, rows: Iterable[EventRow], head: RunHead) -> ChainCh
         prev = str(row["hash"])
         count += 1
     if count != head.n_events:
-        problems.append(f"run header counts {head.n_events} events, journal holds {count}")
+        add(f"run header counts {head.n_events} events, journal holds {count}")
     if prev != head.head_hash:
-        problems.append("run head hash does not match the last event")
+        add("run head hash does not match the last event")
     out.n_events = count
     out.head_hash = prev
     return out
@@ -184,9 +229,10 @@ def verify(
     else the journal checks (its review index); with ``public_key``, check the seals."""
     head = log.head(run_id)
     found = check_chain(run_id, log.rows(run_id), head)
-    problems = found.problems
+    problems = list(found.problems)
     if more_problems is not None:
         problems.extend(more_problems(run_id))
+    problems = _bounded(problems, found.more)
     report = VerifyReport(
         run_id=run_id,
         ok=not problems,

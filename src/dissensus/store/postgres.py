@@ -27,7 +27,16 @@ Choices where the design is silent:
   extra round trip); a rebuild takes ``LOCK TABLE review_index IN EXCLUSIVE MODE``, so
   it sees every event committed before it and none written while it runs.
 * **Busy writers.** ``lock_timeout`` is the busy timeout; a lock held longer than that
-  is a one-line :class:`~dissensus.store.errors.JournalBusy` error.
+  (SQLSTATE 55P03) is a one-line :class:`~dissensus.store.errors.JournalBusy` error. A
+  statement the server cancels (57014: its ``statement_timeout``, or an administrator's
+  ``pg_cancel_backend``) is not lock contention: a one-line
+  :class:`~dissensus.store.errors.JournalError` (exit 1) saying the server cancelled it,
+  naming ``statement_timeout`` when that was the cause.
+* **Malformed URLs.** A URL that can never connect (libpq cannot parse it, a port
+  outside 1-65535, an invalid option value such as ``sslmode=bogus``, an unencoded
+  ``@`` in the user-info) is refused before connecting, exit 2 (a configuration
+  error), one line naming the journal with its password masked; only a server that
+  does not answer is exit 1.
 * **Run locks** are session advisory locks (released by the server when the holder's
   connection ends, even on ``kill -9``), with the holder's pid and host in
   ``run_locks`` for the message.
@@ -69,7 +78,13 @@ from dissensus.store.errors import JournalBusy, JournalError, JournalReadOnly
 from dissensus.store.events import EVENTS_COLUMNS, RUNS_COLUMNS, EventRow, EventValues, RunHead
 from dissensus.store.migrations import SchemaInfo
 from dissensus.store.schema import Dialect
-from dissensus.store.targets import BUSY_TIMEOUT_ENV, busy_timeout, mask_url, scrub_secrets
+from dissensus.store.targets import (
+    BUSY_TIMEOUT_ENV,
+    busy_timeout,
+    check_postgres_url,
+    mask_url,
+    scrub_secrets,
+)
 
 if TYPE_CHECKING:
     import psycopg
@@ -102,6 +117,31 @@ _ROWS_PER_INSERT = 1000
 def redact_url(url: str) -> str:
     """``url`` with any password replaced by ``***`` (:func:`~dissensus.store.targets.mask_url`)."""
     return mask_url(url)
+
+
+def _malformed(exc: BaseException) -> bool:
+    """Whether a connection error says the URL itself is wrong (it can never work: a
+    configuration error, exit 2) rather than that no server answered: psycopg's
+    ``ProgrammingError`` (libpq could not parse the URL), or libpq refusing an option's
+    value before reaching the network (``connection is bad: invalid sslmode value``;
+    a network failure at that point names the server: ``connection to server ...``)."""
+    import psycopg
+
+    if isinstance(exc, psycopg.ProgrammingError):
+        return True
+    first = _first_line(exc)
+    return first.startswith("connection is bad:") and "connection to server" not in first
+
+
+def _cancelled(path: str, said: str) -> str:
+    """The one line for a statement the server cancelled (SQLSTATE 57014)."""
+    if "statement timeout" in said:
+        return (
+            f"journal {path}: the server cancelled a statement that ran past its "
+            "statement_timeout (set on the server, the database, the user or in the URL's "
+            "options); raise statement_timeout for this user or retry later"
+        )
+    return f"journal {path}: the server cancelled the statement: {said}"
 
 
 def _sql(sql: str) -> str:
@@ -144,10 +184,14 @@ class PostgresBackend:
         self.busy_timeout = _busy(busy_timeout)
         self._url = url
         self._row_factory = dict_row
+        check_postgres_url(url)
+        self._check_conninfo()
         try:
             # Rows as dicts keyed by column (the Backend seam's Row).
             self._db: psycopg.Connection[Row] = self._connect()
         except psycopg.Error as exc:
+            if _malformed(exc):
+                raise InputError(f"invalid journal URL {self.path}: {self._said(exc)}") from exc
             if getattr(exc, "sqlstate", None) is None and "FATAL:" not in str(exc):
                 # No server answered (refused, unreachable, timed out): an outage, exit 1,
                 # as the same outage in the middle of a run is; a server that answered
@@ -162,6 +206,25 @@ class PostgresBackend:
         except BaseException:
             self._db.close()
             raise
+
+    def _check_conninfo(self) -> None:
+        """Refuse (exit 2) a URL that can never connect, before trying: one libpq cannot
+        parse (an unknown parameter, a bad percent-encoding, an unclosed ``[``) or with
+        a port outside 1-65535. Other invalid values (``sslmode=bogus``) are refused by
+        libpq before it reaches the network (:func:`_malformed`)."""
+        from psycopg.conninfo import conninfo_to_dict
+
+        try:
+            params = conninfo_to_dict(self._url)
+        except self._psycopg.Error as exc:
+            raise InputError(f"invalid journal URL {self.path}: {self._said(exc)}") from exc
+        for port in str(params.get("port") or "").split(","):
+            port = port.strip()
+            if port and not (port.isdigit() and 1 <= int(port) <= 65535):
+                raise InputError(
+                    f"invalid journal URL {self.path}: port {port[:20]!r} is not a number "
+                    "from 1 to 65535"
+                )
 
     def _connect(self) -> psycopg.Connection[Row]:
         return self._psycopg.connect(
@@ -264,7 +327,11 @@ class PostgresBackend:
         errors = self._psycopg.errors
         try:
             yield
-        except (errors.LockNotAvailable, errors.DeadlockDetected, errors.QueryCanceled) as exc:
+        except errors.QueryCanceled as exc:
+            # 57014: the server cancelled the statement (its statement_timeout, or an
+            # administrator's pg_cancel_backend), not a lock this store waited for.
+            raise JournalError(_cancelled(self.path, self._said(exc))) from exc
+        except (errors.LockNotAvailable, errors.DeadlockDetected) as exc:
             raise JournalBusy(
                 f"journal {self.path} is locked by another writer (waited {self.busy_timeout:g} s; see {BUSY_TIMEOUT_ENV})"
             ) from exc

@@ -10,7 +10,16 @@ A journal *target* is an SQLite file path (``":memory:"`` for a throw-away one) 
   (``user:pw@``) nor a ``password`` / ``sslpassword`` query parameter (libpq's
   ``?password=`` form). A driver's own error text may quote the URL or a part of it (a
   malformed one, a bad percent-encoding): :func:`scrub_secrets` takes every form of the
-  URL's secrets out of such text before it is shown.
+  URL's secrets out of such text before it is shown: the password as written and
+  percent-decoded, each ``@``-separated part of it of 3 characters or more, and the raw
+  user-info (libpq ends the user-info at the *first* ``@``, Python's ``urlsplit`` at the
+  last, so a driver may quote what follows an unencoded ``@`` as a host name), under
+  both readings (libpq's user-info also keeps an unencoded ``?`` or ``#``).
+* **An unencoded ``@`` in the user-info** (``postgresql://u:pa@ss@host/db``) is refused
+  before connecting (:func:`check_postgres_url`, exit 2): the URL is ambiguous (libpq
+  and ``urlsplit`` read different hosts and passwords), and connecting would send part
+  of the password to a name server as a host name. The message says to percent-encode
+  ``@`` as ``%40``.
 * **Naming it in a command.** A command a message tells the user to run (resume a run,
   resolve a case) names the journal with ``--journal`` (:func:`journal_option`) unless
   it is the one the bare command would open (``$DISSENSUS_JOURNAL``, else
@@ -29,13 +38,14 @@ import shlex
 from pathlib import Path
 from urllib.parse import unquote, urlsplit, urlunsplit
 
-from dissensus.errors import ConfigError
+from dissensus.errors import ConfigError, InputError
 
 __all__ = [
     "BUSY_TIMEOUT_ENV",
     "DEFAULT_JOURNAL",
     "RUN_ID_PATTERN",
     "busy_timeout",
+    "check_postgres_url",
     "check_run_id",
     "is_postgres_url",
     "journal_option",
@@ -109,6 +119,9 @@ def mask_url(target: str | Path) -> str:
         host = parts.hostname or ""
         port = parts.port
     except ValueError:
+        userinfo = _userinfo(text)
+        if userinfo is not None and ":" not in userinfo:
+            return text  # a user name without a password (a bad port, say): nothing to hide
         scheme, _, rest = text.partition("://")
         return f"{scheme}://***@{rest.rpartition('@')[2]}" if "@" in rest else text
     if password is None:
@@ -120,16 +133,45 @@ def mask_url(target: str | Path) -> str:
     return urlunsplit(parts._replace(netloc=f"{parts.username or ''}:***@{host}"))
 
 
-def _secrets(target: str) -> list[str]:
-    """Every form in which ``target``'s secrets may be quoted: the user-info's password
-    and the secret query values, as written and percent-decoded, longest first."""
-    found: list[str] = []
+def _userinfo(target: str) -> str | None:
+    """The user-info of URL ``target`` as written (up to the *last* ``@`` of its
+    authority, as ``urlsplit`` reads it); ``None`` when it has none."""
     _, _, rest = target.partition("://")
-    netloc = rest.split("/", 1)[0].split("?", 1)[0]
-    if "@" in netloc:
-        userinfo = netloc.rpartition("@")[0]
-        if ":" in userinfo:
-            found.append(userinfo.partition(":")[2])
+    netloc = re.split(r"[/?#]", rest, maxsplit=1)[0]
+    if "@" not in netloc:
+        return None
+    return netloc.rpartition("@")[0]
+
+
+def check_postgres_url(target: str | Path) -> None:
+    """Refuse (:class:`~dissensus.errors.InputError`, exit 2) a PostgreSQL URL whose
+    user-info holds an unencoded ``@``: libpq and ``urlsplit`` read it differently, and
+    libpq would take the part of the password after the first ``@`` for a host name."""
+    userinfo = _userinfo(str(target))
+    if userinfo is not None and "@" in userinfo:
+        raise InputError(
+            f"invalid journal URL {mask_url(target)}: its user name or password holds an "
+            "unencoded '@', which makes the URL ambiguous; percent-encode '@' as %40"
+        )
+
+
+def _secrets(target: str) -> list[str]:
+    """Every form in which ``target``'s secrets may be quoted, longest first: the
+    user-info's password, each ``@``-separated part of it of 3 characters or more, the
+    raw user-info (when it holds a password), and the secret query values, as written
+    and percent-decoded."""
+    found: list[str] = []
+    # Two readings of the user-info: urlsplit's (the authority ends at / ? #, the
+    # user-info at its last @) and libpq's (the user-info ends at the first @ before
+    # any /, so an unencoded ? or # belongs to the password).
+    _, _, rest = target.partition("://")
+    head = rest.split("/", 1)[0]
+    readings = {_userinfo(target), head.partition("@")[0] if "@" in head else None}
+    for userinfo in readings:
+        if userinfo is not None and ":" in userinfo:
+            password = userinfo.partition(":")[2]
+            found += [password, userinfo]
+            found += [part for part in password.split("@") if len(part) >= 3]
     found += [m.group(3) for m in _SECRET_PARAMS.finditer(target)]
     forms = {form for raw in found for form in (raw, unquote(raw)) if form}
     return sorted(forms, key=len, reverse=True)
