@@ -43,9 +43,14 @@ from pydantic import BaseModel, ConfigDict
 
 from dissensus.errors import DissensusError, InputError
 from dissensus.pipeline.records import CaseRecord, Resolution
-from dissensus.pipeline.review import check_resolution_fields, human_record, split_ref
+from dissensus.pipeline.review import (
+    check_resolution_fields,
+    human_record,
+    refuse_others_claim,
+    split_ref,
+)
 from dissensus.store import event_types as ev
-from dissensus.store.base import CaseClosed, Claim, ClaimConflict, Event, Journal
+from dissensus.store.base import CaseClosed, Claim, Event, Journal
 from dissensus.store.targets import journal_option
 
 __all__ = ["AlreadyConfirmed", "Confirmation", "claim_audit", "confirm", "confirmation_events"]
@@ -103,15 +108,7 @@ def confirm(
         done = journal.get(run_id, f"confirm/{line}")
         if done is not None:
             raise _already(ref, done)
-        # A live claim is the holder's: only its holder audits, never an unnamed
-        # caller (``reviewer=None``), who holds no claim.
-        held = journal.current_claim(ref)
-        if held is not None and held.who != reviewer:
-            raise ClaimConflict(
-                f"case {ref} is claimed by {held.who} until {held.expires}",
-                holder=held.who,
-                expires=held.expires,
-            )
+        refuse_others_claim(journal, ref, reviewer, f"case {ref}")
         # The blind audit item of the case (pipeline.audit's key; that module imports this).
         if decision is None and journal.get(run_id, f"case/{line}/audit") is not None:
             raise InputError(

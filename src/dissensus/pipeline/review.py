@@ -215,6 +215,19 @@ def _checked_reviewer(name: str, where: str) -> str:
     return name
 
 
+def refuse_others_claim(journal: Journal, ref: str, reviewer: str | None, what: str) -> None:
+    """:class:`ClaimConflict` when a live claim on ``ref`` is not ``reviewer``'s: only its
+    holder resolves or audits, never an unnamed caller (``reviewer=None``), who holds no
+    claim. ``what`` names the case in the message."""
+    held = journal.current_claim(ref)
+    if held is not None and held.who != reviewer:
+        raise ClaimConflict(
+            f"{what} is claimed by {held.who} until {held.expires}",
+            holder=held.who,
+            expires=held.expires,
+        )
+
+
 def check_resolution_fields(*, decision: str | None, note: str, reviewer: str | None) -> None:
     """What every resolution and audit checks before it is journalled: a decision (when
     given) and a note that are not blank and hold at most
@@ -561,15 +574,7 @@ def resolve(
             )
         if content_sha256 is not None and content_sha256 != status.content_sha256:
             raise StaleContent(review_id, quoted=content_sha256, current=status.content_sha256)
-        # A live claim is the holder's: only its holder resolves, never an unnamed
-        # caller (``reviewer=None``), who holds no claim.
-        held = journal.current_claim(review_id)
-        if held is not None and held.who != reviewer:
-            raise ClaimConflict(
-                f"review item {review_id} is claimed by {held.who} until {held.expires}",
-                holder=held.who,
-                expires=held.expires,
-            )
+        refuse_others_claim(journal, review_id, reviewer, f"review item {review_id}")
         stored = journal.get(run_id, f"case/{line}/record")
         if stored is None:
             raise DissensusError(
