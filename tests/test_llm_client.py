@@ -449,3 +449,14 @@ def test_retry_after_drives_the_wait(monkeypatch: pytest.MonkeyPatch) -> None:
     # Retry-After (2.5 s) honoured, capped at retry_after_cap_s (2.0 s)
     assert [w for w in waits if w > 0] == [2.0, 2.0]
     client.close()
+
+
+@pytest.mark.parametrize("field", ["timeout_s", "backoff_base_s", "rpm", "temperature"])
+@pytest.mark.parametrize("value", [float("inf"), float("nan")])
+def test_client_settings_refuse_non_finite_numbers(field: str, value: float) -> None:
+    """An infinite attempt timeout would let one attempt hang for ever; NaN compares false
+    with every bound."""
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match=field):
+        ClientSettings(**{field: value})

@@ -95,7 +95,7 @@ _DOWNGRADE: dict[JsonMode, JsonMode | None] = {"schema": "object", "object": "no
 class ClientSettings(BaseModel):
     """Settings of a model client; request fields override the generation defaults."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     temperature: float | None = None
     """Default sampling temperature (None = the server's default)."""
