@@ -137,6 +137,11 @@ async def test_login_queue_case_resolve_next(tmp_path: Path) -> None:
         assert end.headers["location"] == "/review"
         assert (await client.get("/review/case/nope.1")).status_code == 404
 
+        # Without its token the logout is refused (403) and the session stays, cookie too:
+        # it used to delete the cookie only, leaving the session open on the server.
+        forged = await client.post("/review/logout", data={})
+        assert forged.status_code == 403
+        assert (await client.get("/review")).status_code == 200
         logout = await client.post("/review/logout", data={"csrf": csrf_of(last.text)})
         assert logout.status_code == 303
         assert (await client.get("/review")).status_code == 303

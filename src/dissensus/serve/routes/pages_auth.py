@@ -12,7 +12,7 @@ from __future__ import annotations
 import secrets
 
 from fastapi import APIRouter, Request
-from fastapi.responses import RedirectResponse, Response
+from fastapi.responses import PlainTextResponse, RedirectResponse, Response
 
 from dissensus.serve.auth import allows
 from dissensus.serve.pages import (
@@ -102,7 +102,14 @@ async def logout(request: Request) -> Response:
     service = service_of(request)
     principal, sid = session_of(request)
     form = await request.form()
-    if principal is not None and service.sessions.check_csrf(sid, str(form.get("csrf", ""))):
+    if principal is not None:
+        if not service.sessions.check_csrf(sid, str(form.get("csrf", ""))):
+            # Refused as every page post without its token is (403), the session and its
+            # cookie kept: deleting only the cookie would look like a logout while the
+            # session stayed open on the server.
+            return PlainTextResponse(
+                "the form expired: reload the page and log out from it", status_code=403
+            )
         service.sessions.close(sid)
     response = RedirectResponse("/review/login", status_code=303)
     response.delete_cookie(SESSION_COOKIE, path="/review")
