@@ -120,9 +120,12 @@ async def test_login_queue_case_resolve_next(tmp_path: Path) -> None:
         assert "review.resolved" in resolved.text
         twice = await client.post(
             f"/review/case/{first}/resolve",
-            data={"decision": "1", "note": "checked", "content_sha256": sha, "csrf": csrf},
+            data={"decision": "1", "note": "late <b>note</b>", "content_sha256": sha, "csrf": csrf},
         )
         assert twice.status_code == 409 and "already resolved by rev-name" in twice.text
+        # Nothing typed is lost: the refused pick and note are shown, escaped.
+        assert 'id="not-saved"' in twice.text and "late &lt;b&gt;note&lt;/b&gt;" in twice.text
+        assert "<b>note</b>" not in twice.text
 
         last = await client.get(f"/review/case/{second}")
         end = await client.post(
