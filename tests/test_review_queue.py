@@ -559,3 +559,14 @@ def test_a_resolution_out_of_bounds_is_refused_before_anything_is_journalled(
         with pytest.raises(InputError, match=re.escape(says)):
             resolve(journal, review_id, **args)
         assert len(list(journal.events("R"))) == before
+
+
+def test_a_decision_is_read_without_its_surrounding_spaces(tmp_path: Path) -> None:
+    """The API and the CLI read ``' 1 '`` as the review page does: option 1, not an answer
+    outside the options."""
+    with Journal(tmp_path / "j.sqlite") as journal:
+        review_id = _escalated(journal, "R")
+        record = resolve(journal, review_id, decision=" 1 ", note="n", reviewer="kim")
+        assert record.decision == "1"
+        (event,) = journal.events("R", type="review.resolved")
+        assert event.payload["decision"] == "1" and event.payload["outside_options"] is False

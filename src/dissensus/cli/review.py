@@ -390,7 +390,7 @@ def review_resolve(
     with opened_journal(journal) as store:
         options = find_item(store, review_id).item.options
         record = resolve(store, review_id, decision=decision, note=note, reviewer=who)
-    if options and decision not in options:
+    if options and decision.strip() not in options:
         err_console.print(
             f"note: {shown(repr(decision))} is none of the case's options ({', '.join(shown(o) for o in options)}); "
             "journalled as outside_options",

@@ -102,6 +102,7 @@ def confirm(
     ``decision`` defaults to the committed decision (a confirmation).
     """
     check_resolution_fields(decision=decision, note=note, reviewer=reviewer)
+    decision = decision.strip() if decision is not None else None  # as the page reads it
     run_id, line = _checked_ref(journal, ref)
     with journal.transaction(run_id):
         record = _automatic_record(journal, ref, run_id, line)

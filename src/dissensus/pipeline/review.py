@@ -551,6 +551,7 @@ def resolve(
     ``reviewer`` is ``None``: an unnamed caller holds no claim.
     """
     check_resolution_fields(decision=decision, note=note, reviewer=reviewer)
+    decision = decision.strip()  # as the review page reads it: ' 1 ' is option 1
     run_id, line = split_ref(review_id)
     find_item(journal, review_id)  # unknown ids fail before any lock is taken
     with journal.transaction(run_id):
