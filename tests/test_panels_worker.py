@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 import dissensus.panels.door as door
 from dissensus.llm.base import BackendResponse
 from dissensus.panels import Members, PanelChat
+from dissensus.panels.shapes import ChatError
 from dissensus.panels.worker import DecisionThread
 from dissensus.pipeline.policy import policy_from_dict
 from dissensus.store.journal import Journal
@@ -115,6 +116,12 @@ def test_the_door_decides_off_the_callers_thread_into_the_journal(
         finally:
             chat.close()
         assert journal.run(done.dissensus.run_id) is not None
+        # A call after close() says so (not that a server is shutting down), and
+        # journals nothing.
+        with pytest.raises(ChatError, match="PanelChat is closed") as closed:
+            chat.complete({"model": "p", "messages": [{"role": "user", "content": "3+4?"}]})
+        assert closed.value.code == door.CLOSED and len(journal.runs()) == 1
+        chat.close()  # again: a no-op
     assert seen == ["dissensus-chat-decide"]
     # What the caller got is what the journal holds (unanimous, unguarded: escalated).
     assert status.record.line == 1

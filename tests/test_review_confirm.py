@@ -333,3 +333,40 @@ def test_a_blind_audit_id_given_to_the_escalation_commands_says_how_to_answer_it
         err = capsys.readouterr().err
         assert "is a blind audit of an automatic decision" in err, (argv, err)
         assert f"review confirm {ref} --journal {journal} --decision D --note TEXT" in err
+
+
+def test_an_audit_outside_the_options_is_flagged_and_left_out_of_calibration(
+    decided: tuple[Path, Path, list[CaseRecord]],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """As a resolution is: the reviewer rejected every option, so no candidate was right."""
+    journal, _, records = decided
+    work = tmp_path / "j.sqlite"
+    work.write_bytes(journal.read_bytes())
+    first, second = _learned(records)[:2]
+    code = main(
+        [
+            "review",
+            "confirm",
+            f"r1.{first.line}",
+            "--journal",
+            str(work),
+            "--decision",
+            "neither",
+            "--note",
+            "both outputs miss the ask",
+            "--reviewer",
+            "kim",
+        ]
+    )
+    assert code == 0
+    assert "none of the case's options" in capsys.readouterr().err
+    with Journal(str(work)) as jr:
+        event = jr.get("r1", f"confirm/{first.line}")
+        assert event is not None and event.payload["outside_options"] is True
+        ok = confirm(jr, f"r1.{second.line}", note="checked", reviewer="kim")
+        assert ok.outside_options is False
+        found = labelled_from_journal(jr, ["r1"])
+    assert found.outside_options == 1 and found.confirmed == 1
+    assert [c.review_id for c in found.cases] == [f"r1.{second.line}"]

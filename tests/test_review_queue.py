@@ -209,9 +209,12 @@ def test_cli_show_names_the_resolve_command_only_while_open(tmp_path: Path) -> N
     assert "status: resolved: 1" in flat
     assert "dissensus review resolve" not in flat
     assert (
-        f"undo: dissensus review undo {review_id} --journal {path} (by ann, within 300 s of resolving)"
-        in flat
+        f"undo: dissensus review undo {review_id} --journal {path} --reviewer ann "
+        "(by ann, within 300 s of resolving)" in flat
     )
+    # The command shown undoes it as it is (as its reviewer, whoever runs it).
+    undone = _cli("review", "undo", review_id, "--journal", path, "--reviewer", "ann")
+    assert undone.returncode == 0, undone.stderr
     # Past the undo window, no command is named at all.
     from dissensus.cli.review import _within
 

@@ -19,6 +19,7 @@ import pytest
 from cli_helpers import cli
 from dissensus.store import Journal, JournalBusy, JournalReadOnly, RunExists
 from pipeline_cases import panel, write_jsonl, write_policy
+from store_backends import pg_schema, pg_url
 
 FORK = multiprocessing.get_context("fork")
 """Writer processes are forked from the test's process: separate processes with their own
@@ -288,6 +289,24 @@ def test_a_read_only_journal_is_a_usage_error(tmp_path: Path) -> None:
         with pytest.raises(JournalReadOnly, match="is read-only") as caught:
             j.append("r", "e", {}, key="k")
     assert caught.value.exit_code == 2
+
+
+def test_a_read_only_postgresql_session_is_a_usage_error(tmp_path: Path) -> None:
+    """A session that may not write (a hot standby, ``default_transaction_read_only``)
+    reads the journal and refuses a write with exit 2, as a read-only file does."""
+    with pg_schema(pg_url()) as url:
+        with Journal(url) as j:
+            j.create_run("r", kind="t", meta={})
+        ro = url.replace("options=", "options=-cdefault_transaction_read_only%3Don%20", 1)
+        with Journal(ro) as j:
+            assert [r.run_id for r in j.runs()] == ["r"]
+            with pytest.raises(JournalReadOnly, match="read-only") as caught:
+                j.append("r", "e", {}, key="k")
+        assert caught.value.exit_code == 2
+        inputs = write_jsonl(tmp_path / "in.jsonl", [panel("p1", ["A", "A", "A"])])
+        done = cli("decide", str(inputs), "--journal", ro, "--run-id", "x")
+        assert done.code == 2 and "read-only" in done.err
+        assert len(done.err.strip().splitlines()) == 1
 
 
 @contextlib.contextmanager

@@ -23,6 +23,7 @@ Choices where the design is silent:
 
 from __future__ import annotations
 
+import shlex
 import sys
 from typing import TYPE_CHECKING, Annotated
 
@@ -274,9 +275,11 @@ def review_show(
                 soft_wrap=True,
             )
         elif _within(st.resolved_at, UNDO_WITHIN_S):
+            by = st.resolution.reviewer
+            as_who = f" --reviewer {shown(shlex.quote(by))}" if by else ""
             say(
-                f"undo: dissensus review undo {shown(item.review_id)}{on} (by "
-                f"{shown(st.resolution.reviewer or '-')}, within {UNDO_WITHIN_S:.0f} s of resolving)",
+                f"undo: dissensus review undo {shown(item.review_id)}{on}{as_who} (by "
+                f"{shown(by or '-')}, within {UNDO_WITHIN_S:.0f} s of resolving)",
                 soft_wrap=True,
             )
     raise typer.Exit(code=EXIT_OK)
@@ -472,6 +475,12 @@ def review_confirm(
     who = reviewer_name(reviewer)
     with opened_journal(journal) as store:
         audit = confirm(store, case_ref, note=note, decision=decision, reviewer=who)
+    if audit.outside_options:
+        err_console.print(
+            f"note: {shown(repr(audit.decision))} is none of the case's options; "
+            "journalled as outside_options (calibration leaves it out)",
+            soft_wrap=True,
+        )
     if json_out:
         print_json(audit)
     elif audit.agrees:

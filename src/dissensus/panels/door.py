@@ -105,12 +105,15 @@ from dissensus.pipeline.steps import CaseInput
 from dissensus.store.journal import Journal
 from dissensus.types import Panel, find_unrepresentable
 
-__all__ = ["SHUTTING_DOWN", "PanelChat", "answer_of", "as_chunks", "parse_request"]
+__all__ = ["CLOSED", "SHUTTING_DOWN", "PanelChat", "answer_of", "as_chunks", "parse_request"]
 
 T = TypeVar("T")
 
 _LINE = re.compile(r"[1-9][0-9]{0,8}")
 """The line part of a case id (``<run>.<line>``)."""
+
+CLOSED = "closed"
+"""``code`` of a request made of a :class:`PanelChat` after its ``close()``."""
 
 SHUTTING_DOWN = "shutting_down"
 """``code`` of the ``503`` of a request ended (or refused) because the door is draining."""
@@ -296,6 +299,7 @@ class PanelChat:
         self._fanning: set[asyncio.Task[FanOut]] = set()
         self._deciding: dict[str, Future[CaseRecord]] = {}
         self._closing = False
+        self._closed = False
 
     def _run(self, coro: Coroutine[Any, Any, T]) -> T:
         """Run ``coro`` on this object's private loop and wait for it (the sync twins
@@ -343,7 +347,7 @@ class PanelChat:
     async def aclose(self) -> None:
         """Release the members' backends and end the decisions' thread, once every
         decision handed to it is done (a case is journalled whole or not at all)."""
-        self._closing = True
+        self._closing = self._closed = True
         await self._decided()
         await self.members.aclose()
         self._decider.stop()
@@ -400,6 +404,13 @@ class PanelChat:
                 "(the pipeline's bound on a panel)",
                 param="messages",
                 code="request_too_large",
+            )
+        if self._closed:
+            raise ChatError(
+                503,
+                "this PanelChat is closed (close() or aclose() was called): make a new one",
+                type="server_error",
+                code=CLOSED,
             )
         if self._closing:
             raise _shutting_down(ended=False)

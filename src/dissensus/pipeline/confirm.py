@@ -35,13 +35,19 @@ Choices where the design is silent:
   decision not audited yet, under the run's write lock: a claim on a case audited a
   moment before is :class:`AlreadyConfirmed`, never granted. An audit releases its
   reviewer's claim, as a resolution does.
+* A decision that is none of the case's options (every label an agent gave, plus the
+  task's options, as a review item lists them) is journalled with ``outside_options``,
+  as a resolution is, and calibration leaves it out alike
+  (:mod:`dissensus.pipeline.labels`).
 """
 
 from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
+from dissensus.cases import option_ids
 from dissensus.errors import DissensusError, InputError
+from dissensus.pipeline.compact import case_step
 from dissensus.pipeline.records import CaseRecord, Resolution
 from dissensus.pipeline.review import (
     check_resolution_fields,
@@ -49,11 +55,20 @@ from dissensus.pipeline.review import (
     refuse_others_claim,
     split_ref,
 )
+from dissensus.pipeline.steps import CaseInput
 from dissensus.store import event_types as ev
 from dissensus.store.base import CaseClosed, Claim, Event, Journal
 from dissensus.store.targets import journal_option
+from dissensus.types import Panel
 
-__all__ = ["AlreadyConfirmed", "Confirmation", "claim_audit", "confirm", "confirmation_events"]
+__all__ = [
+    "AlreadyConfirmed",
+    "Confirmation",
+    "case_options",
+    "claim_audit",
+    "confirm",
+    "confirmation_events",
+]
 
 EVENT = ev.REVIEW_CONFIRMED
 
@@ -87,6 +102,15 @@ class Confirmation(BaseModel):
     """True for a confirmation, False for a correction."""
     note: str
     reviewer: str | None = None
+    outside_options: bool = False
+    """The decision is none of the case's options (:func:`case_options`)."""
+
+
+def case_options(panel: Panel) -> list[str]:
+    """The decisions on the table for an audit: every label an agent gave, plus the
+    task's options, as a review item lists them."""
+    labels = {o.decision for o in panel.outputs if o.decision is not None}
+    return sorted(labels | set(option_ids(panel.meta)))
 
 
 def confirm(
@@ -118,6 +142,8 @@ def confirm(
                 "label that agrees by construction"
             )
         chosen = decision if decision is not None else record.decision
+        given = case_step(journal, run_id, line, "input")
+        options = case_options(CaseInput.model_validate(given).panel) if given else []
         audit = Confirmation(
             case_ref=ref,
             id=record.id,
@@ -126,6 +152,7 @@ def confirm(
             agrees=chosen == record.decision,
             note=note,
             reviewer=reviewer,
+            outside_options=bool(options) and chosen not in options,
         )
         journal.append(
             run_id, EVENT, audit.model_dump(mode="json"), key=f"confirm/{line}", case=str(line)

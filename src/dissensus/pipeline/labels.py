@@ -5,7 +5,8 @@ is not: only a later resolution of that item is): its panel (as the reviewer saw
 the reading and guard decision the pipeline made, the re-ask answers shown to the
 reviewer, and the reviewer's decision as the gold answer. A resolution flagged
 ``outside_options`` (the reviewer rejected every option on the table) is excluded: no
-candidate could have been right, so it says nothing about which candidate to trust.
+candidate could have been right, so it says nothing about which candidate to trust. An
+audit flagged alike is excluded alike.
 
 Every audited automatic decision (``review confirm``, :mod:`dissensus.pipeline.confirm`)
 is a labelled case too, confirmation or correction alike: the panel the pipeline
@@ -142,6 +143,9 @@ def labelled_from_journal(journal: Journal, run_ids: Sequence[str] | None = None
                 )
             )
         for event in journal.events(run_id, type=CONFIRMED):
+            if event.payload.get("outside_options"):
+                out.outside_options += 1
+                continue
             case = _audited(journal, run_id, event)
             if case is None:
                 out.unreadable += 1

@@ -301,7 +301,10 @@ class PostgresBackend:
                     lambda sql, args: self._db.execute(_sql(sql), args),
                     at=clock.now(),
                 )
-        except self._psycopg.errors.InsufficientPrivilege:
+        except (
+            self._psycopg.errors.InsufficientPrivilege,
+            self._psycopg.errors.ReadOnlySqlTransaction,
+        ):
             if not ready or any(r.needed_to_read for r in migrations.plan(found)):
                 raise
 
@@ -338,6 +341,11 @@ class PostgresBackend:
         except errors.InsufficientPrivilege as exc:
             raise JournalReadOnly(
                 f"journal {self.path}: the database user is not permitted this: {self._said(exc)}"
+            ) from exc
+        except errors.ReadOnlySqlTransaction as exc:
+            # 25006: a read-only session (default_transaction_read_only, a hot standby).
+            raise JournalReadOnly(
+                f"journal {self.path}: the session is read-only: {self._said(exc)}"
             ) from exc
         except self._psycopg.OperationalError as exc:
             raise JournalError(f"journal {self.path}: {self._said(exc)}") from exc
