@@ -175,6 +175,9 @@ class FakeServer:
         """``hang`` faults the client gave up on (it closed the connection before ``hang_s``)."""
         self.bodies: deque[JsonObject] = deque(maxlen=keep_bodies)
         """Parsed bodies of the last ``keep_bodies`` chat-completion requests, oldest first."""
+        self.arrivals: deque[float] = deque(maxlen=keep_bodies)
+        """Wall-clock times (``time.time()``) the last ``keep_bodies`` chat-completion
+        requests were fully read at, oldest first."""
         self._responder = Responder(self.script, name="fake-llm")
         self._rng = random.Random(settings.faults.seed)
         self._server: asyncio.Server | None = None
@@ -374,6 +377,7 @@ class FakeServer:
             await self._error(writer, 405, "use POST")
             return True
         self.requests_received += 1
+        self.arrivals.append(time.time())
         fault = self._draw_fault()
         if fault is not None:
             self.faults[fault] += 1
