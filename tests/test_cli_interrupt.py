@@ -4,6 +4,7 @@
   embedding to return): exit 130 with a resume command that works, and the resumed run ends with the records of an
   uninterrupted one.
 * ``... --json | head -1``: exit 0, nothing on stderr, for every command that streams
+  (``decide`` names the resume command when its run stopped with the output)
   (``route`` in a real shell pipeline; the others as forked children of the test process
   writing into a pipe whose reader goes away after the first line, which is the same
   for the command and needs no interpreter start).
@@ -176,15 +177,6 @@ def test_json_into_a_closed_pipe_exits_zero_silently(tmp_path: Path, shared_data
         "convert": ["convert", "llmbar", shared_data / "llmbar", "--per-subset", "200"],
         "runs export": ["runs", "export", "R", "--journal", j],
         "review list": ["review", "list", "--journal", j, "--json"],
-        "decide": [
-            "decide",
-            files["panels"],
-            "--policy",
-            pol,
-            "--journal",
-            tmp_path / "j2.sqlite",
-            "--json",
-        ],
     }
     # One real pipeline through the real entry point, in a fresh interpreter ...
     route = ["route", files["panels"], "--similarity", "tfidf", "--json"]
@@ -205,6 +197,20 @@ def test_json_into_a_closed_pipe_exits_zero_silently(tmp_path: Path, shared_data
         )
         assert first, name  # the output had started when the reader went away
         assert (code, err) == (0, ""), name
+    # decide stops with its output: exit 0 too, and the line that finishes the run.
+    j2 = tmp_path / "j2.sqlite"
+    many = write_jsonl(tmp_path / "many.jsonl", [panel(f"p{i}", ["1", "2"]) for i in range(3000)])
+    argv = ["decide", many, "--policy", pol, "--journal", j2, "--run-id", "P", "--json"]
+    code, first, err = _into_a_pipe_closed_after_one_line(
+        [str(a) for a in argv], tmp_path / "stderr"
+    )
+    assert first and code == 0
+    with Journal(j2) as journal:
+        finished = journal.get("P", "run/finished") is not None
+    resume = f"standard output was closed: run P stopped; finish it with dissensus runs resume P --journal {j2}"
+    assert err.strip() == ("" if finished else resume)
+    if not finished:
+        assert cli("runs", "resume", "P", "--journal", j2, "-o", tmp_path / "p.jsonl").code == 0
 
 
 def test_human_output_into_a_closed_pipe_exits_zero_silently(tmp_path: Path) -> None:

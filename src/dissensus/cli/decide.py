@@ -73,6 +73,7 @@ from dissensus.cli.app import app
 from dissensus.cli.common import (
     EXIT_FAILURE,
     EXIT_INTERRUPTED,
+    EXIT_OK,
     INTERRUPT_SAID,
     MAX_SECONDS,
     MAX_WORKERS,
@@ -550,6 +551,17 @@ def run_and_report(
         return said_interrupted(journal, run_id)
     except OutputWriteError as exc:
         return _said_unwritten(exc, journal, run_id)
+    except BrokenPipeError:
+        # Standard output was closed (``| head -1``): exit 0 as for every command, but the
+        # run stopped with it, so the line that finishes it is not left unsaid.
+        silence_stdout()
+        if journal.get(run_id, "run/finished") is None:
+            sys.stderr.write(
+                f"standard output was closed: run {run_id} stopped; finish it with "
+                f"dissensus runs resume {run_id}{journal_option(journal.path)}\n"
+            )
+            sys.stderr.flush()
+        return EXIT_OK
     except JournalError as exc:
         if isinstance(exc, JournalReadOnly | JournalDamaged):
             raise
