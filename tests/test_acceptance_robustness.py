@@ -551,6 +551,27 @@ def test_a_copy_under_another_id_counts_once(workdir: Path, tmp_path: Path) -> N
     assert "'copy'" in res.err and repr(first) in res.err
 
 
+def test_a_copy_differing_only_in_a_meta_key_nothing_reads_counts_once(
+    workdir: Path, tmp_path: Path
+) -> None:
+    """Eight near-copies of each case (a new id, one more meta key) would count eight
+    times in the guarantee's bound; a copy with another question is another case."""
+    lines = (workdir / "few.jsonl").read_text().splitlines()
+    near = []
+    for k, line in enumerate(lines[:3]):
+        data = json.loads(line)
+        near.append(json.dumps({**data, "id": f"near-{k}", "meta": {**data["meta"], "batch": k}}))
+    asked = json.loads(lines[4])
+    asked = {**asked, "id": "asked", "meta": {**asked["meta"], "question": "Another ask?"}}
+    src = tmp_path / "near.jsonl"
+    src.write_text("\n".join([*lines, *near, json.dumps(asked)]) + "\n")
+    res = _calibrate(workdir, src, tmp_path / "A.json")
+    assert res.code == 0, res.err
+    summary = json.loads(res.out)
+    assert summary["duplicates"] == 3 and summary["fitted_n"] == N + 1
+    assert all(f"'near-{k}'" in res.err for k in range(3)) and "'asked'" not in res.err
+
+
 def test_the_journal_s_cases_already_in_the_file_count_once(workdir: Path, tmp_path: Path) -> None:
     from dissensus.pipeline.review import list_items, resolve
     from dissensus.store.journal import Journal

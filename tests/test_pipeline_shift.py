@@ -68,6 +68,22 @@ def test_on_shift_escalate_holds_the_file_for_later_runs(world: Path, tmp_path: 
     assert not any(r.basis == "learned" for r in after)
     held = [r for r in after if "acceptance held" in r.reason]
     assert held and "run moved" in held[0].reason
+    # acceptance status says held (it said active: the audits alone suspend nothing).
+    status = cli("acceptance", "status", "--journal", tmp_path / "j.sqlite", env={"COLUMNS": "200"})
+    assert status.code == 0 and "held: shift flagged by run moved" in status.out
+    assert "active" not in status.out
+    data = json.loads(cli("acceptance", "status", "--journal", tmp_path / "j.sqlite", "--json").out)
+    (sha,) = {row["acceptance_sha256"] for row in data["strata"]}
+    assert data["holds"][sha]["run_id"] == "moved"
+
+
+def test_under_on_shift_warn_a_flagged_file_is_not_held(world: Path, tmp_path: Path) -> None:
+    with Journal(tmp_path / "j.sqlite") as journal:
+        _run(journal, world / "shifted.jsonl", world / "warn.yaml", "moved")
+    data = json.loads(cli("acceptance", "status", "--journal", tmp_path / "j.sqlite", "--json").out)
+    assert data["holds"] == {} and data["strata"]
+    status = cli("acceptance", "status", "--journal", tmp_path / "j.sqlite")
+    assert "active" in status.out and "held" not in status.out
 
 
 def test_the_summary_and_the_service_report_the_check(world: Path, tmp_path: Path) -> None:

@@ -31,8 +31,10 @@ Choices where the design is silent:
   independent draw, so a copy would inflate it. In the pooled input (the labelled
   panels in file order, then the journal's cases) a panel id seen before is dropped
   (the first is kept), with one warning per repeated id on stderr, and so is a panel
-  identical to an earlier one under another id (everything but the id equal, gold
-  included); the summary and the file's ``built_from`` say how many were dropped
+  equal to an earlier one under another id in everything the calibration reads: its
+  outputs, its case (question and options), its stratum and its gold (a ``meta`` key
+  nothing reads does not make a copy another case; with user features, which may read
+  any of ``meta``, all of it counts); the summary and the file's ``built_from`` say how many were dropped
   (``duplicates`` with ``--json``). Dropped copies are not rejected lines: the exit code
   is unchanged. The cross-fit folds also keep panels equal but for their id and gold
   (the same case labelled twice, differently) in one fold.
@@ -95,10 +97,34 @@ def panel_key(panel: Panel) -> str:
     return _digest(panel, gold=False)
 
 
+def _read_digest(panel: Panel, strata: str | None, whole_meta: bool) -> str:
+    """sha256 of what calibration reads of ``panel`` with its gold: its outputs, its case
+    (question and options), its stratum; all of ``meta`` when ``whole_meta`` (user
+    features may read any of it)."""
+    from dissensus.cases import CaseSpec
+
+    if whole_meta:
+        return _digest(panel, gold=True)
+    try:
+        gold: Any = gold_label(panel.meta)
+    except ValueError:
+        gold = panel.meta.get("gold")
+    data = {
+        "outputs": [o.model_dump(mode="json") for o in panel.outputs],
+        "case": CaseSpec.from_panel(panel).model_dump(mode="json"),
+        "stratum": panel.meta.get(strata) if strata else None,
+        "gold": gold,
+    }
+    body = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(body.encode("utf-8")).hexdigest()
+
+
 class _Once:
     """Keeps the first of every panel id and of every panel content (module docstring)."""
 
-    def __init__(self) -> None:
+    def __init__(self, strata: str | None = None, *, whole_meta: bool = True) -> None:
+        self.strata = strata
+        self.whole_meta = whole_meta
         self.ids: set[str] = set()
         self.contents: dict[str, str] = {}
         self.warned: set[str] = set()
@@ -114,7 +140,7 @@ class _Once:
                     "only its first labelled case is calibrated on"
                 )
             return False
-        content = _digest(panel, gold=True)
+        content = _read_digest(panel, self.strata, self.whole_meta)
         first = self.contents.get(content)
         if first is not None:
             self.dropped += 1
@@ -360,7 +386,7 @@ def calibrate_acceptance_cmd(
     groups: list[str] = []
     keys: list[str] = []
     sources: list[str] = []
-    once = _Once()
+    once = _Once(strata, whole_meta=bool(settings.user))
     with RejectSink(rejects) as sink:
         if labelled is not None:
             pairs = _labelled_panels(labelled, sink, once, strata)

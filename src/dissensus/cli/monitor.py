@@ -6,9 +6,17 @@ lower and upper bounds on precision (level delta of the file) and whether automa
 commits in the stratum are suspended, after how many audits and since when
 (:func:`dissensus.pipeline.audit.monitor_status`, which the review page and
 ``GET /v1/acceptance`` show too).
+
+A file a shift check has flagged, whose newest run's policy says ``acceptance.on_shift:
+escalate``, is *held*: the next run started with it commits nothing by learned
+acceptance (:func:`dissensus.pipeline.shift.holds`). Its rows say ``held`` with the run
+whose check flagged it (an ``active`` stratum would mislead), and ``--json`` lists the
+holds under ``holds`` (file sha256 -> the flagged check).
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import typer
 from rich.table import Table
@@ -32,11 +40,13 @@ def acceptance_status(
 ) -> None:
     """Per acceptance file and stratum: audits, correct, precision bounds, suspended or not."""
     from dissensus.pipeline.audit import monitor_status
+    from dissensus.pipeline.shift import holds
 
     with opened_journal(journal) as store:
         rows = monitor_status(store)
+        held = holds(store)
     if json_out:
-        print_json({"strata": [r.model_dump(mode="json") for r in rows]})
+        print_json({"strata": [r.model_dump(mode="json") for r in rows], "holds": held})
         raise typer.Exit(code=EXIT_OK)
     if not rows:
         out_console.print("no run in this journal decided with an acceptance file")
@@ -53,9 +63,17 @@ def acceptance_status(
             f"{r.lower:.3f}",
             f"{r.upper:.3f}",
             f"{r.target:.2f}",
-            f"suspended after {r.suspended_after} audits (since {r.suspended_at})"
-            if r.suspended
-            else "active",
+            _status(r.suspended, r.suspended_after, r.suspended_at, held.get(r.acceptance_sha256)),
         )
     out_console.print(table)
     raise typer.Exit(code=EXIT_OK)
+
+
+def _status(suspended: bool, after: int | None, at: str | None, hold: Any) -> str:
+    """A stratum's status in words: suspended by its audits, held by a shift check, or
+    active."""
+    said = f"suspended after {after} audits (since {at})" if suspended else ""
+    if hold is not None:
+        flagged = f"held: shift flagged by run {shown(str(hold.get('run_id')))}"
+        return f"{said}; {flagged}" if said else flagged
+    return said or "active"

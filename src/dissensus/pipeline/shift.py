@@ -280,6 +280,26 @@ def latest_flag(journal: Journal, file_sha256: str | None) -> ShiftOutcome | Non
     return _OUTCOME.validate_python({**newest.payload, "run_id": newest.run_id})
 
 
+def holds(journal: Journal) -> dict[str, ShiftOutcome]:
+    """Acceptance file (sha256) -> the flagged check that holds it: the files whose
+    newest run's policy says ``on_shift: escalate`` and that a check has flagged, so that
+    the next run started with them would commit nothing by learned acceptance."""
+    newest: dict[str, Mapping[str, Any]] = {}
+    for event in journal.events_of_type(ev.RUN_STARTED):
+        acc = event.payload.get("acceptance")
+        if isinstance(acc, dict) and acc.get("sha256"):
+            newest[str(acc["sha256"])] = event.payload  # journal order: the last is newest
+    out: dict[str, ShiftOutcome] = {}
+    for sha, started in newest.items():
+        policy = started.get("policy")
+        settings = policy.get("acceptance") if isinstance(policy, dict) else None
+        if isinstance(settings, dict) and settings.get("on_shift") == "escalate":
+            flag = latest_flag(journal, sha)
+            if flag is not None:
+                out[sha] = flag
+    return out
+
+
 def _digits(p: float, alpha: float) -> int:
     """Significant digits that show ``p`` and the level ``alpha`` apart (2 when they differ
     there: "p = 0.0012 > level 0.0012" would contradict itself)."""
