@@ -314,6 +314,11 @@ def _zero_scale(d: dict[str, Any]) -> None:
         m["scale"] = [0.0] * len(m["scale"])
 
 
+def _too_few_accepted(d: dict[str, Any]) -> None:
+    few = d["min_accepted"] - 1
+    d.update(threshold=0.5, error_upper=0.0, calibration_accepted=few, calibration_correct=few)
+
+
 def _missing_fold(d: dict[str, Any]) -> None:
     d.update(strata_field="subset", fold_of_stratum={"x": 9})
 
@@ -351,6 +356,11 @@ TAMPERED = [
         id="copied-rows",
     ),
     pytest.param("selection_n", lambda d: d.update(selection_n=3), id="selection-without-split"),
+    # A threshold whose own figures fail the test that would have chosen it.
+    pytest.param(
+        "error_upper", lambda d: d.update(threshold=0.5, error_upper=0.9), id="bound-fails"
+    ),
+    pytest.param("calibration_accepted", _too_few_accepted, id="fewer-than-min-accepted"),
 ]
 
 

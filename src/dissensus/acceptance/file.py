@@ -33,7 +33,10 @@ feature in every row, each within
 calibration case (``calibration_n``, plus ``selection_n`` under the split rule: the
 reference is never a subsample, so an emptied reference or one of copied rows is
 refused rather than misreport what it keeps or flag every run as shifted);
-``selection_n`` only under the split rule. Numbers are strict (pydantic strict mode
+``selection_n`` only under the split rule; a threshold only where the file's own figures
+pass its test: ``error_upper <= 1 - target_precision`` (each stratum's, in a stratified
+file) and ``calibration_accepted >= min_accepted`` (a file claiming a guarantee its
+figures refute is refused, not used). Numbers are strict (pydantic strict mode
 for the file and its parts): a quoted ``"0.5"`` or a boolean where a number belongs is
 refused, not read as its conversion (``delta: true`` was 1.0); an integer stands for
 the float it equals. A failure is one :class:`ConfigError` naming the file and the
@@ -235,6 +238,8 @@ class AcceptanceFile(BaseModel):
                 raise Inconsistent(
                     where, "threshold must be in [0, 1] and delta strictly between 0 and 1"
                 )
+        if self.threshold is not None and not _is_journalled(info):
+            self._passes()
         ref = self.shift_reference
         if ref is not None:
             if len(ref.rows) != judged and not _is_journalled(info):
@@ -257,6 +262,30 @@ class AcceptanceFile(BaseModel):
                     if why is not None:
                         raise Inconsistent(f"shift_reference.rows.{k}", why)
         return self
+
+    def _passes(self) -> None:
+        """A threshold's figures pass the test that chose it (:class:`Inconsistent`)."""
+        allowed = 1.0 - self.target_precision + 1e-9  # the test's own float comparison
+        if self.calibration_accepted < self.min_accepted:
+            raise Inconsistent(
+                "calibration_accepted",
+                f"{self.calibration_accepted} accepted calibration cases, fewer than "
+                f"min_accepted ({self.min_accepted}), yet a threshold is set",
+            )
+        if self.strata:
+            for k, st in enumerate(self.strata):
+                if st.threshold is not None and st.error_upper > allowed:
+                    raise Inconsistent(
+                        f"strata.{k}.error_upper",
+                        f"{st.error_upper:g} is above 1 - target_precision "
+                        f"({1.0 - self.target_precision:g}), yet a threshold is set",
+                    )
+        elif self.error_upper > allowed:
+            raise Inconsistent(
+                "error_upper",
+                f"{self.error_upper:g} is above 1 - target_precision "
+                f"({1.0 - self.target_precision:g}), yet a threshold is set",
+            )
 
     def guarantee(self) -> str:
         """The guarantee in one sentence."""
