@@ -9,14 +9,17 @@ keep their per-line rejects, from the same checks.
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from cli_helpers import Result, cli
 from dissensus.errors import ConfigError
 from dissensus.io.jsonl import parse_line
-from dissensus.io.jsontext import MAX_DEPTH, load_json_file
+from dissensus.io.jsontext import MAX_DEPTH, JsonTextError, check_json_value, load_json_file
 from dissensus.types import VoteCase
 from pipeline_cases import panel, write_jsonl, write_policy
 from test_convert_cli import _write_tiny
@@ -56,6 +59,24 @@ def _refused(path: Path, text: str) -> str:
 )
 def test_a_json_file_is_read_strictly(tmp_path: Path, text: str, needle: str) -> None:
     assert needle in _refused(tmp_path / "f.json", text)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 400), st.integers(-5, 400), st.booleans())
+def test_every_literal_python_reads_as_infinity_is_refused(
+    digits: int, exponent: int, fraction: bool
+) -> None:
+    """Whatever its spelling (many digits, a small exponent, both): a literal that
+    overflows is refused naming its path, one that does not is read."""
+    literal = "9" * digits + (".5" if fraction else "") + (f"e{exponent}" if exponent else "")
+    text = '{"v": [1, ' + literal + "]}"
+    data = json.loads(text)
+    if isinstance(data["v"][1], int) or math.isfinite(data["v"][1]):  # an integer is exact
+        check_json_value(data, text)
+    else:
+        with pytest.raises(JsonTextError, match="must be a finite number") as info:
+            check_json_value(data, text)
+        assert info.value.field == "v.1"
 
 
 def test_a_valid_json_file_is_read_as_json_loads_reads_it(tmp_path: Path) -> None:

@@ -13,8 +13,9 @@ Choices where the design is silent:
   the fast tiers of the line reader are tested against).
 * **Nesting** deeper than :data:`MAX_DEPTH` arrays and objects is refused (field
   ``<depth>``), whether the parser's own recursion limit or the count finds it.
-* **Numbers** must be finite: ``NaN``, ``Infinity``, ``1e999`` and a decimal of 309 or
-  more digits before its point (which Python reads as infinity) anywhere are refused
+* **Numbers** must be finite: ``NaN``, ``Infinity``, ``1e999``, a decimal of 309 or
+  more digits before its point, or one of fewer digits and an exponent that together
+  pass 1.8e308 (Python reads each as infinity) anywhere are refused
   naming the path of the value ("must be a finite number"), as is a string holding a
   lone surrogate escape (``"\\ud800"``): JSON cannot carry the first, UTF-8 cannot
   encode the second.
@@ -55,9 +56,11 @@ __all__ = [
 MAX_DEPTH = 64
 """Deepest nesting of arrays and objects a JSONL line or JSON file may have."""
 
-_SUSPECT = re.compile(r"NaN|Infinity|\\u[dD][89a-fA-F]|[0-9][eE]\+?[0-9]{3}|[0-9]{309}")
-"""Text that may hold a non-finite number (a float of 309 digits before its point is one
-too) or a lone surrogate escape (checked exactly then)."""
+_SUSPECT = re.compile(r"NaN|Infinity|\\u[dD][89a-fA-F]|[0-9][eE]\+?[0-9]{3}|[0-9]{200}")
+"""Text that may hold a non-finite number or a lone surrogate escape (checked exactly
+then). A finite-looking literal overflows only with an exponent of 3 digits or more, or
+with at least 210 digits before its point (``D - 1 + E >= 309`` with ``E <= 99``): a run
+of 200 digits is suspect whatever follows it."""
 
 JSON_FIELD = "<json>"
 """The field of text the parser refuses (and of a too long integer in a line)."""
