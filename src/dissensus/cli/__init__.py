@@ -43,6 +43,8 @@ from __future__ import annotations
 
 import errno
 import functools
+import io
+import os
 import signal
 import sys
 import threading
@@ -63,7 +65,7 @@ from dissensus.cli.common import (
     shown,
     silence_stdout,
 )
-from dissensus.errors import DissensusError
+from dissensus.errors import DissensusError, InputError
 
 __all__ = ["app", "main"]
 
@@ -109,9 +111,68 @@ def _sigterm_interrupts() -> Iterator[None]:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
+class _InputClosed(OSError, InputError):
+    """Standard input read while closed: an input that cannot be read (exit 2), and an
+    ``OSError`` where a reader words its own "cannot read" line."""
+
+    def __str__(self) -> str:
+        return str(self.strerror)
+
+
+class _ClosedStream(io.TextIOBase):
+    """Standard input or output the process was started without (``<&-``, ``>&-``):
+    Python leaves ``sys.stdin`` / ``sys.stdout`` ``None``, and every use was an
+    AttributeError traceback. Reading it is an input that cannot be read (one line, exit
+    2); writing it is one ``OSError`` (EBADF) naming it (one line, exit 1, as a full
+    disk); flushing nothing is no error."""
+
+    def __init__(self, what: str, error: type[OSError] = OSError) -> None:
+        super().__init__()
+        self.what = what
+        self.error = error
+
+    def _closed(self) -> OSError:
+        return self.error(errno.EBADF, f"{self.what} is closed")
+
+    def readable(self) -> bool:
+        return True
+
+    def writable(self) -> bool:
+        return True
+
+    def read(self, size: int | None = -1) -> str:
+        raise self._closed()
+
+    def readline(self, size: int | None = -1) -> str:  # type: ignore[override]
+        raise self._closed()
+
+    def write(self, text: str) -> int:
+        raise self._closed()
+
+    def fileno(self) -> int:
+        raise self._closed()
+
+    def isatty(self) -> bool:
+        return False
+
+    def flush(self) -> None:
+        return None
+
+
+def _closed_streams() -> None:
+    """Stand-ins for the standard streams the process was started without."""
+    if sys.stdin is None:
+        sys.stdin = _ClosedStream("standard input", _InputClosed)
+    if sys.stdout is None:
+        sys.stdout = _ClosedStream("standard output")
+    if sys.stderr is None:  # nowhere to say anything: said into nothing
+        sys.stderr = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI and return its exit code; user errors print one line, never a traceback."""
     INTERRUPT_SAID.clear()
+    _closed_streams()
     code = _main(argv)
     if code == EXIT_INTERRUPTED and not INTERRUPT_SAID:
         # The CLI framework turns a KeyboardInterrupt it catches (a signal while a command

@@ -110,11 +110,13 @@ class Reject(BaseModel):
 
 @contextmanager
 def open_text(path: str | Path) -> Iterator[IO[str]]:
-    """Open ``path`` for reading, ``-`` meaning standard input."""
+    """Open ``path`` for reading, ``-`` meaning standard input, both with universal
+    newlines (``\\n``, ``\\r\\n`` and a lone ``\\r`` end a line: a file's lines and
+    the same bytes piped in are the same lines)."""
     if str(path) == "-":
         stdin = sys.stdin
         if hasattr(stdin, "reconfigure"):
-            stdin.reconfigure(encoding="utf-8", errors="surrogateescape")
+            stdin.reconfigure(encoding="utf-8", errors="surrogateescape", newline=None)
         yield stdin
         return
     with open(path, encoding="utf-8", errors="surrogateescape") as handle:
