@@ -636,3 +636,25 @@ def test_the_bound_module_states_the_step_the_code_takes() -> None:
 
     assert f"n / {bound.CountGrid().steps}" in (bound.__doc__ or "")
     assert "n / 20" not in (bound.__doc__ or "")
+
+
+def test_a_calibration_too_small_to_test_any_threshold_says_so(tmp_path: Path) -> None:
+    """Five labelled panels can never pass the test (38 accepted cases at 0.9 / 0.1): the
+    file is written (it accepts nothing) and a warning says why, not just "no threshold"."""
+    from dissensus.acceptance import load_acceptance
+
+    src = REPO / "examples" / "llmbar-swap.jsonl"
+    policy = tmp_path / "p.yaml"
+    policy.write_text("reading:\n  similarity: tfidf\n")
+    few = tmp_path / "few.jsonl"
+    few.write_text("".join(src.read_text().splitlines(keepends=True)[:5]))
+    res = cli("calibrate-acceptance", few, "--policy", policy, "--out", tmp_path / "A.json")
+    assert res.code == 0 and (tmp_path / "A.json").exists()
+    warning = " ".join(res.err.split())
+    assert "fewer than the 38 a threshold must accept to be tested" in warning
+    assert load_acceptance(tmp_path / "A.json").threshold is None
+    enough = cli(
+        "calibrate-acceptance", src, "--policy", policy, "--out", tmp_path / "B.json",
+        "--target-precision", "0.8",
+    )  # fmt: skip
+    assert enough.code == 0 and "must accept to be tested" not in enough.err

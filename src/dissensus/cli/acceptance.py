@@ -154,6 +154,23 @@ class _Once:
         return True
 
 
+def _say_too_few(n: int, *, target: float, delta: float, min_accepted: int) -> None:
+    """Warn when ``n`` calibration cases are fewer than any threshold must accept to be
+    tested: the file accepts nothing whatever the scores (a stratified calibration is
+    refused for this before fitting: :func:`~dissensus.acceptance.calibrate.check_strata`)."""
+    from dissensus.acceptance.bound import fewest_tested
+
+    needed = max(min_accepted, fewest_tested(target, delta))
+    if n < needed:
+        err_console.print(
+            f"warning: {n} calibration case(s) reach acceptance, fewer than the {needed} a "
+            f"threshold must accept to be tested (target {target:g}, delta {delta:g}, min "
+            f"accepted {min_accepted}): the file accepts nothing whatever the scores; label "
+            "more cases",
+            soft_wrap=True,
+        )
+
+
 def _refusal(panel: Panel, strata: str | None) -> tuple[str, str] | None:
     """``(field, message)`` when ``panel`` is no labelled case: its gold is missing or not
     a label, or its stratum value is not one (``strata``: the strata field)."""
@@ -468,6 +485,8 @@ def calibrate_acceptance_cmd(
         keys=keys,
     )
     saved = save_acceptance(acc, out)
+    if saved.threshold is None and not strata:
+        _say_too_few(saved.calibration_n, target=target, delta=delta, min_accepted=min_accepted)
     summary = {
         "out": out,
         "calibration_n": saved.calibration_n,
