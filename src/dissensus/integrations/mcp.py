@@ -62,7 +62,9 @@ Choices where the protocol and the design are silent:
   back as tool errors (``isError``) on one line naming the field (``field 'agents':
   Input should be a valid integer``, at most three fields, in the JSONL reader's
   words); the server keeps serving. A run or review id the caller sent is quoted back
-  by its first 80 characters then ``…`` (:func:`dissensus.quoting.quote_short`).
+  by its first 80 characters then ``…`` (:func:`dissensus.quoting.quote_short`); so
+  is a panel's id in an error, and in ``rejects`` a panel id longer than that is its
+  first 80 characters then ``…`` (the ``index`` identifies the panel).
 * **What a caller cannot reach**: tool arguments are untrusted. ``route`` serves the
   built-in similarity backends only (no ``module:function``); ``negotiate`` refuses
   function agents (they import server-side code) unless the server was started with
@@ -139,10 +141,11 @@ PolicyArg = Annotated[
 
 class PanelReject(BaseModel):
     """A panel of a ``decide`` call that was not decided, as ``dissensus serve`` reports a
-    rejected item: its place in ``panels`` (0-based), its id, its run, and the field path
-    and message the CLI reports for the same line (``field`` is ``None`` when the run
-    stopped rather than refused the panel: its policy's ``deadline_s``, or an error that
-    names no field; the run can be resumed)."""
+    rejected item: its place in ``panels`` (0-based), its id (its first
+    :data:`~dissensus.quoting.SHORT_LIMIT` characters then ``…`` when longer), its run,
+    and the field path and message the CLI reports for the same line (``field`` is
+    ``None`` when the run stopped rather than refused the panel: its policy's
+    ``deadline_s``, or an error that names no field; the run can be resumed)."""
 
     index: int
     id: str
@@ -309,6 +312,7 @@ async def _decide_panels(store: Journal, spec: RunSpec, panels: list[Panel]) -> 
     answer = DecideResult(result=[])
     runs: list[str] = []
     for index, panel in enumerate(panels):
+        shown = _short_id(panel.id)
         run_id = new_run_id()
         text = panel.model_dump_json() + "\n"
         refused: list[Reject] = []
@@ -322,7 +326,7 @@ async def _decide_panels(store: Journal, spec: RunSpec, panels: list[Panel]) -> 
         except DeadlineReached as exc:  # the run stopped: partial, resumable
             if not decided:
                 answer.rejects.append(
-                    PanelReject(index=index, id=panel.id, run_id=run_id, field=None, error=str(exc))
+                    PanelReject(index=index, id=shown, run_id=run_id, field=None, error=str(exc))
                 )
         except JournalError as exc:
             if index == 0:
@@ -335,7 +339,7 @@ async def _decide_panels(store: Journal, spec: RunSpec, panels: list[Panel]) -> 
                 field = exc.field if isinstance(exc, ConfigError) else None
                 answer.rejects.append(
                     PanelReject(
-                        index=index, id=panel.id, run_id=run_id, field=field, error=_message(exc)
+                        index=index, id=shown, run_id=run_id, field=field, error=_message(exc)
                     )
                 )
         except Exception as exc:
@@ -343,19 +347,25 @@ async def _decide_panels(store: Journal, spec: RunSpec, panels: list[Panel]) -> 
                 raise
             raise DissensusError(_not_all(exc, index, panel, runs)) from exc
         answer.rejects.extend(
-            PanelReject(index=index, id=panel.id, run_id=run_id, field=r.field, error=r.message)
+            PanelReject(index=index, id=shown, run_id=run_id, field=r.field, error=r.message)
             for r in refused
         )
     return answer
+
+
+def _short_id(text: str) -> str:
+    """A panel id as an answer shows it: whole up to :data:`SHORT_LIMIT` characters, else
+    its first ones then ``…`` (a 100,000-character id is not echoed back whole)."""
+    return text if len(text) <= SHORT_LIMIT else text[:SHORT_LIMIT] + "…"
 
 
 def _not_all(exc: Exception, index: int, panel: Panel, runs: list[str]) -> str:
     """Why a ``decide`` call stopped at panel ``index`` (> 0), and which panels it did."""
     why = _message(exc) if isinstance(exc, DissensusError) else f"{type(exc).__name__}: {exc}"
     return (
-        f"{' '.join(why.split())}; panel {index} ({panel.id!r}) and those after it were not "
-        f"decided; panels 0-{index - 1} were (runs {', '.join(runs[:index])}): send only the "
-        "rest again"
+        f"{' '.join(why.split())}; panel {index} ({quote_short(panel.id)}) and those after it "
+        f"were not decided; panels 0-{index - 1} were (runs {', '.join(runs[:index])}): "
+        "send only the rest again"
     )
 
 
@@ -466,7 +476,10 @@ def verify_certificate(certificate: JsonObject) -> Verdict:
     return verify_record(certificate)
 
 
-def bound(agents: Annotated[int, Field(ge=1)], rounds: Annotated[int, Field(ge=0)]) -> Bound:
+def bound(
+    agents: Annotated[int, Field(ge=1, strict=True)],
+    rounds: Annotated[int, Field(ge=0, strict=True)],
+) -> Bound:
     """The worst-case cost of a CONCORD run, known before it starts."""
     return compute_bound(agents, rounds)
 
