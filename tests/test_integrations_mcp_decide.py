@@ -63,7 +63,8 @@ def _calls(tmp: Path, calls: list[tuple[str, dict[str, Any]]], **server: Any) ->
 
     from dissensus.integrations.mcp import build_server
 
-    settings = {"journal": str(tmp / "j.sqlite"), "policy": str(_policy(tmp)), **server}
+    policy = str(_policy(tmp))
+    settings = {"journal": str(tmp / "j.sqlite"), "policy": policy, "root": tmp, **server}
     built = build_server(**settings)
 
     async def go() -> list[Any]:
