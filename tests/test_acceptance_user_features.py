@@ -355,6 +355,8 @@ def test_a_module_that_exits_while_imported_is_a_config_error(
 
 
 def test_mcp_decide_refuses_user_features_without_allow_code(workdir: Path, tmp_path: Path) -> None:
+    """User features import code: over MCP only from a server started with
+    --allow-functions, and then only with the policy's allow_code."""
     pytest.importorskip("mcp")
     from mcp.client import Client
 
@@ -365,19 +367,29 @@ def test_mcp_decide_refuses_user_features_without_allow_code(workdir: Path, tmp_
     for name, allow in (("nocode.yaml", ""), ("code.yaml", "allow_code: true\n")):
         (tmp_path / name).write_text(POLICY + allow + f"acceptance:\n  model: {acc}\n")
     panels = [p.model_dump(mode="json") for p in _panels()[:3]]
-    built = build_server(journal=str(tmp_path / "j.sqlite"))
 
-    async def go() -> list[Any]:
-        async with Client(built) as client:
-            return [
-                await client.call_tool("decide", {"panels": panels, "policy": str(tmp_path / p)})
-                for p in ("nocode.yaml", "code.yaml")
-            ]
+    def calls(allow_functions: bool) -> list[Any]:
+        built = build_server(
+            journal=str(tmp_path / "j.sqlite"), root=tmp_path, allow_functions=allow_functions
+        )
 
-    refused, decided = asyncio.run(asyncio.wait_for(go(), timeout=120))
-    assert refused.is_error and "field 'settings.user'" in tool_text(refused)
-    assert "'sys:exit'" in tool_text(refused) and "allow_code" in tool_text(refused)
+        async def go() -> list[Any]:
+            async with Client(built) as client:
+                return [
+                    await client.call_tool("decide", {"panels": panels, "policy": p})
+                    for p in ("nocode.yaml", "code.yaml")
+                ]
+
+        return asyncio.run(asyncio.wait_for(go(), timeout=120))
+
+    for gated in calls(allow_functions=False):
+        text = tool_text(gated)
+        assert gated.is_error and "field 'policy'" in text and "--allow-functions" in text, text
+    refused, decided = calls(allow_functions=True)
+    # The library refuses them without allow_code; the caller is told which file, not its content.
+    assert refused.is_error and "field 'policy'" in tool_text(refused), tool_text(refused)
+    assert "a file it names" in tool_text(refused) and "sys:exit" not in tool_text(refused)
     assert not decided.is_error, tool_text(decided)
     assert len(decided.structured_content["result"]) == 3
     with Journal(str(tmp_path / "j.sqlite")) as jr:
-        assert len(jr.runs()) == 3  # the refused call made none
+        assert len(jr.runs()) == 3  # the refused calls made none

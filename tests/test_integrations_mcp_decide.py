@@ -63,7 +63,8 @@ def _calls(tmp: Path, calls: list[tuple[str, dict[str, Any]]], **server: Any) ->
 
     from dissensus.integrations.mcp import build_server
 
-    settings = {"journal": str(tmp / "j.sqlite"), "policy": str(_policy(tmp)), **server}
+    policy = str(_policy(tmp))
+    settings = {"journal": str(tmp / "j.sqlite"), "policy": policy, "root": tmp, **server}
     built = build_server(**settings)
 
     async def go() -> list[Any]:
@@ -384,3 +385,34 @@ def test_a_long_id_is_quoted_back_by_its_first_characters(tmp_path: Path) -> Non
         text = tool_text(result)
         assert result.is_error and len(text) < 600, text[:300]
         assert "'" + "a" * 80 + "'…" in text and "a" * 81 not in text
+
+
+def test_a_rejected_panels_long_id_is_quoted_by_its_first_characters(tmp_path: Path) -> None:
+    """The answer names a rejected panel by its index; its id is not echoed back whole."""
+    pytest.importorskip("mcp")
+    long = _conflict("x" * 100_000)
+    big = _big("y" * 100_000)
+    (decided,) = _calls(tmp_path, [("decide", {"panels": [long, big, _agree()]})])
+    assert not decided.is_error, tool_text(decided)[:300]
+    answer = decided.structured_content
+    assert [r["id"] for r in answer["result"]] == ["p-agree"]
+    assert [(r["index"], r["id"], r["field"]) for r in answer["rejects"]] == [
+        (0, "x" * 80 + "…", "id"),
+        (1, "y" * 80 + "…", "id"),
+    ]
+    assert len(tool_text(decided)) < 4_000
+
+
+def test_bound_takes_integers_only(tmp_path: Path) -> None:
+    pytest.importorskip("mcp")
+    bad = [{"agents": True, "rounds": 1}, {"agents": 2.0, "rounds": 1},
+           {"agents": 2, "rounds": False}, {"agents": "2", "rounds": 1}]  # fmt: skip
+    results = _calls(tmp_path, [("bound", args) for args in [*bad, {"agents": 2, "rounds": 1}]])
+    for args, result in zip(bad, results[:-1], strict=True):
+        field = "agents" if type(args["agents"]) is not int else "rounds"
+        text = tool_text(result)
+        assert result.is_error and f"field {field!r}: Input should be a valid integer" in text, (
+            args,
+            text,
+        )
+    assert tool_data(results[-1])["candidates"] == 3

@@ -1,7 +1,10 @@
 """CLI command ``dissensus mcp``: serve the library's tools over the Model Context Protocol.
 
-``dissensus mcp [--journal PATH] [--policy FILE] [--reviewer NAME] [--allow-functions]`` speaks MCP on
-standard input/output (the stdio transport) until the client disconnects. The MCP SDK is
+``dissensus mcp [--journal PATH] [--policy FILE] [--reviewer NAME] [--allow-functions]
+[--root DIR]`` speaks MCP on standard input/output (the stdio transport) until the client
+disconnects. The tools' file arguments (``journal``, ``policy``, ``rules``,
+``calibration``) must lie under ``--root`` (default: the working directory); the
+server's own ``--journal`` and ``--policy`` are not confined. The MCP SDK is
 the optional extra ``mcp``; it is imported only when the command runs, and its absence is
 a usage error (exit 2) naming the extra. See :mod:`dissensus.integrations.mcp`.
 """
@@ -40,9 +43,19 @@ def mcp_command(
     allow_functions: Annotated[
         bool,
         typer.Option(
-            "--allow-functions", help="Let negotiate run function agents (server-side code)."
+            "--allow-functions",
+            help="Let negotiate run function agents, and decide a policy that imports code "
+            "(server-side code).",
         ),
     ] = False,
+    root: Annotated[
+        str | None,
+        typer.Option(
+            "--root",
+            help="Directory the tools' file arguments (journal, policy, rules, calibration) "
+            "must lie under. Default: the working directory.",
+        ),
+    ] = None,
 ) -> None:
     """Serve route, vote, decide, negotiate, verify, bound and the review queue as MCP tools (stdio)."""
     try:
@@ -51,4 +64,10 @@ def mcp_command(
         raise ConfigError(
             f"the MCP server needs the 'mcp' extra (pip install 'dissensus[mcp]'): {exc}"
         ) from exc
-    serve(journal=journal, policy=policy, reviewer=reviewer, allow_functions=allow_functions)
+    serve(
+        journal=journal,
+        policy=policy,
+        reviewer=reviewer,
+        allow_functions=allow_functions,
+        root=root,
+    )

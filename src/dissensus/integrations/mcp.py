@@ -62,13 +62,30 @@ Choices where the protocol and the design are silent:
   back as tool errors (``isError``) on one line naming the field (``field 'agents':
   Input should be a valid integer``, at most three fields, in the JSONL reader's
   words); the server keeps serving. A run or review id the caller sent is quoted back
-  by its first 80 characters then ``…`` (:func:`dissensus.quoting.quote_short`).
+  by its first 80 characters then ``…`` (:func:`dissensus.quoting.quote_short`); so
+  is a panel's id in an error, and in ``rejects`` a panel id longer than that is its
+  first 80 characters then ``…`` (the ``index`` identifies the panel).
 * **What a caller cannot reach**: tool arguments are untrusted. ``route`` serves the
   built-in similarity backends only (no ``module:function``); ``negotiate`` refuses
   function agents (they import server-side code) unless the server was started with
   ``--allow-functions`` (then resolved from its working directory), and refuses a
-  problem's own ``model``: LLM agents use the server's ``$DISSENSUS_MODEL``. ``journal``
-  and ``policy`` arguments name files on the server, as the CLI options do.
+  problem's own ``model``: LLM agents use the server's ``$DISSENSUS_MODEL``.
+* **Code**: ``decide`` refuses a policy that would import server-side code
+  (``allow_code: true``, a ``module:function`` similarity backend, an acceptance file
+  with user features) unless the server was started with ``--allow-functions``: the
+  policy a caller names, and the server's own (``field 'policy'``, naming the setting).
+  It is checked before the run specification is built, which imports the code.
+* **Files**: the ``journal``, ``policy``, ``rules`` and ``calibration`` arguments name
+  files under the directory the server serves (``dissensus mcp --root``, default its
+  working directory); a relative path is taken from there, symbolic links are resolved,
+  and a path outside it (or a journal URL) is refused on one line naming the argument
+  only. The server's own ``--journal`` and ``--policy`` are the operator's, and not
+  confined. A file the caller named that is not a valid policy, rules file or
+  calibration is refused without its content: the error names the argument and the
+  field path when it is a field of the file's schema (``field 'policy': not a valid
+  policy (field 'reading.theta_s')``), else ``an unknown field`` -- never a key or a
+  value of the file, which may be anything the server can read (a ``.env``). The
+  CLI, whose user owns the files, names them in full.
 """
 
 from __future__ import annotations
@@ -77,6 +94,9 @@ import asyncio
 import functools
 import inspect
 import os
+import re
+import types
+import typing
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
@@ -99,13 +119,16 @@ from dissensus.guard.decision import GuardDecision
 from dissensus.integrations._review import resolve_checked
 from dissensus.io.jsonl import Reject
 from dissensus.io.jsontext import load_json_file
+from dissensus.loading import is_code_name
 from dissensus.outputs import ResolutionInfo, ReviewEntry, ReviewView, RouteRecord, RunSummary
 from dissensus.pipeline import CaseRecord, DeadlineReached, RunSpec, execute_run
 from dissensus.pipeline.batch import new_run_id, start_run
+from dissensus.pipeline.learned import load_learned_data
+from dissensus.pipeline.policy import Policy, load_policy
 from dissensus.pipeline.review import find_item, list_items
 from dissensus.quoting import SHORT_LIMIT, quote_short
 from dissensus.states.reading import Thresholds, read_panels
-from dissensus.states.routing import RuleSet
+from dissensus.states.routing import RuleSet, RulesFile
 from dissensus.states.similarity import DEFAULT_BACKEND, get_backend
 from dissensus.store import Journal, JournalError, VerifyReport, is_postgres_url, journal_path
 from dissensus.types import JsonObject, Panel, VoteCase
@@ -128,21 +151,26 @@ REVIEWER_ENV = "DISSENSUS_REVIEWER"
 JournalArg = Annotated[
     str | None,
     Field(
-        description="Run journal (SQLite path); default: the server's, else $DISSENSUS_JOURNAL, else ./dissensus-journal.sqlite."
+        description="Run journal (SQLite path under the directory the server serves); default: "
+        "the server's, else $DISSENSUS_JOURNAL, else ./dissensus-journal.sqlite."
     ),
 ]
 PolicyArg = Annotated[
     str | None,
-    Field(description="Pipeline policy (YAML path); default: the server's, else built-in."),
+    Field(
+        description="Pipeline policy (YAML path under the directory the server serves); "
+        "default: the server's, else built-in."
+    ),
 ]
 
 
 class PanelReject(BaseModel):
     """A panel of a ``decide`` call that was not decided, as ``dissensus serve`` reports a
-    rejected item: its place in ``panels`` (0-based), its id, its run, and the field path
-    and message the CLI reports for the same line (``field`` is ``None`` when the run
-    stopped rather than refused the panel: its policy's ``deadline_s``, or an error that
-    names no field; the run can be resumed)."""
+    rejected item: its place in ``panels`` (0-based), its id (its first
+    :data:`~dissensus.quoting.SHORT_LIMIT` characters then ``…`` when longer), its run,
+    and the field path and message the CLI reports for the same line (``field`` is
+    ``None`` when the run stopped rather than refused the panel: its policy's
+    ``deadline_s``, or an error that names no field; the run can be resumed)."""
 
     index: int
     id: str
@@ -264,22 +292,224 @@ def _check_journal(target: str) -> str:
     return target
 
 
+_OUTSIDE = "not a path under the directory the server serves (dissensus mcp --root)"
+"""Why a path argument is refused: the message names the argument, never the path."""
+
+
+def _served_root(root: str | os.PathLike[str] | None) -> Path:
+    """The directory the server serves: ``root`` (else the working directory), resolved."""
+    where = Path(root) if root is not None else Path.cwd()
+    try:
+        resolved = where.resolve(strict=True)
+    except (OSError, RuntimeError):
+        resolved = None
+    if resolved is None or not resolved.is_dir():
+        raise ConfigError(f"{os.fspath(where)}: not a directory", field="--root")
+    return resolved
+
+
+def _confined(root: Path, value: str, field: str) -> Path:
+    """The file the argument ``field`` names, resolved (symbolic links followed) under
+    ``root``; a :class:`ConfigError` naming the argument only when it leads elsewhere."""
+    _file_arg(value, field)
+    path = Path(value)
+    try:
+        resolved = (path if path.is_absolute() else root / path).resolve()
+    except (OSError, RuntimeError, ValueError):  # a loop of links, say
+        raise ConfigError(_OUTSIDE, field=field) from None
+    if not resolved.is_relative_to(root):
+        raise ConfigError(_OUTSIDE, field=field)
+    return resolved
+
+
+_LOAD_ERRORS = (DissensusError, ValidationError, ValueError, OSError)
+"""What reading a caller's file can raise about its content."""
+
+
+def _model_in(node: Any) -> type[BaseModel] | None:
+    """The pydantic model ``node`` (a field's annotation) is, or may be (``X | None``)."""
+    if isinstance(node, type) and issubclass(node, BaseModel):
+        return node
+    if typing.get_origin(node) in (typing.Union, types.UnionType, Annotated):
+        for arg in typing.get_args(node):
+            found = _model_in(arg)
+            if found is not None:
+                return found
+    return None
+
+
+def _item_in(node: Any) -> Any:
+    """The item type of a list or tuple annotation (``None`` for anything else)."""
+    origin = typing.get_origin(node)
+    if origin in (typing.Union, types.UnionType, Annotated):
+        for arg in typing.get_args(node):
+            item = _item_in(arg)
+            if item is not None:
+                return item
+        return None
+    args = typing.get_args(node)
+    return args[0] if origin in (list, tuple) and args else None
+
+
+def _schema_field(schema: type[BaseModel], where: str) -> str | None:
+    """``where`` (a dotted field path, ``a.0.b`` or ``a[0].b``) as far as it runs through
+    ``schema``'s own fields and list positions, or ``None`` when it names a key the schema
+    does not have: the file's own text. A path into a free-form value (a mapping, whose
+    keys are the file's) stops at the field holding it."""
+    shown: list[str] = []
+    node: Any = schema
+    for part in (p for p in re.split(r"[.\[\]]", where) if p):
+        model = _model_in(node)
+        if model is not None:
+            named = {f.alias or n: f for n, f in model.model_fields.items()}
+            info = model.model_fields.get(part) or named.get(part)
+            if info is None:
+                return None
+            node = info.annotation
+        elif part.isdigit() and _item_in(node) is not None:
+            node = _item_in(node)
+        else:
+            break
+        shown.append(part)
+    return ".".join(shown) or None
+
+
+def _not_valid(exc: Exception, what: str, schema: type[BaseModel], file: str) -> str:
+    """Why the caller's ``file`` is not a valid ``what``, without a key or a value of it:
+    the field paths the error names that are fields of ``schema`` (at most
+    :data:`_SHOWN_ERRORS`), any other as ``an unknown field``; an error about another file
+    (one a policy names: its acceptance file, say) as ``a file it names``."""
+    other = isinstance(exc, ConfigError) and exc.file and _same_file(exc.file, file) is False
+    if other:
+        return f"not a valid {what} (a file it names)"
+    if isinstance(exc, ValidationError):
+        paths = [".".join(str(p) for p in e["loc"]) for e in exc.errors(include_url=False)]
+    elif isinstance(exc, ConfigError) and exc.field:
+        paths = [exc.field]
+    else:
+        paths = []
+    named: list[str] = []
+    for path in paths:
+        known = _schema_field(schema, path)
+        name = f"field {known!r}" if known else "an unknown field"
+        if name not in named:
+            named.append(name)
+    if len(named) > _SHOWN_ERRORS:
+        named[_SHOWN_ERRORS:] = [f"and {len(named) - _SHOWN_ERRORS} more"]
+    return f"not a valid {what}" + (f" ({'; '.join(named)})" if named else "")
+
+
+def _same_file(a: str, b: str) -> bool | None:
+    """Whether ``a`` and ``b`` name one file (``None`` when that cannot be told)."""
+    try:
+        return os.path.samefile(a, b)
+    except (OSError, ValueError):
+        return None
+
+
+T = TypeVar("T")
+
+
+class _CodeRefused(ConfigError):
+    """A policy that would import code, served without ``--allow-functions``."""
+
+
+def _caller_file(
+    load: Callable[[], T], file: str, *, field: str, what: str, schema: type[BaseModel]
+) -> T:
+    """``load()``, which reads ``file``, named by the caller (argument ``field``): any error
+    about the file is one naming the argument and the schema's fields only, since the
+    library's message quotes the file (a key, a value, a line), which may be any file
+    under the served directory. A refusal of code (:class:`_CodeRefused`) is passed on."""
+    try:
+        return load()
+    except _CodeRefused:
+        raise
+    except _LOAD_ERRORS as exc:
+        raise ConfigError(_not_valid(exc, what, schema, file), field=field) from exc
+
+
+def _code_setting(policy: Policy, base: Path | None, file: str | None) -> str | None:
+    """The setting of ``policy`` that would have the run import code, if any: checked
+    before :meth:`RunSpec.from_policy`, which imports it."""
+    if policy.allow_code:
+        return "allow_code"
+    if is_code_name(policy.reading.similarity.strip()):
+        return "reading.similarity"
+    if policy.acceptance.model:
+        learned = load_learned_data(
+            policy.acceptance.model, base, policy_file=file, field="acceptance.model"
+        )
+        if ((learned or {}).get("settings") or {}).get("user"):
+            return "acceptance.model"  # user features, loaded with the spec
+    return None
+
+
 class _Settings:
-    def __init__(self, journal: str | None, policy: str | None, reviewer: str | None) -> None:
+    def __init__(
+        self,
+        journal: str | None,
+        policy: str | None,
+        reviewer: str | None,
+        *,
+        root: str | os.PathLike[str] | None = None,
+        allow_functions: bool = False,
+    ) -> None:
         self.journal = _check_journal(journal) if journal else journal
         self.policy = _file_arg(policy, "policy")
         self.reviewer = reviewer if reviewer is not None else os.environ.get(REVIEWER_ENV) or None
+        self.root = _served_root(root)
+        self.allow_functions = allow_functions
+
+    def file(self, value: str, field: str) -> str:
+        """The file a path argument names, under the served directory and existing."""
+        path = _confined(self.root, value, field)
+        if not path.is_file():
+            raise ConfigError("no such file under the directory the server serves", field=field)
+        return str(path)
 
     def open(self, journal: str | None, *, must_exist: bool) -> Journal:
-        target = _check_journal(journal_path(_file_arg(journal, "journal") or self.journal))
-        if must_exist and not is_postgres_url(target) and not os.path.exists(target):
-            raise InputError(f"journal not found: {target} (field 'journal')")
-        return Journal(target)
+        if not journal:  # the server's: the operator's, as the CLI resolves it
+            target = _check_journal(journal_path(self.journal))
+            if must_exist and not is_postgres_url(target) and not os.path.exists(target):
+                raise InputError(f"journal not found: {target} (field 'journal')")
+            return Journal(target)
+        _check_journal(journal)
+        if is_postgres_url(journal):
+            raise ConfigError(
+                "a journal argument is a file under the directory the server serves, not a "
+                "URL (the server's own --journal may be one)",
+                field="journal",
+            )
+        path = _confined(self.root, journal, "journal")
+        if must_exist and not path.exists():
+            raise InputError(
+                "journal not found under the directory the server serves (field 'journal')"
+            )
+        return Journal(str(path))
 
     def spec(self, policy: str | None) -> RunSpec:
         """The run specification of a call: its policy file, else the server's (built per
-        call, so a changed file is read again, as each ``dissensus decide`` would)."""
-        return RunSpec.from_policy(_file_arg(policy, "policy") or self.policy)
+        call, so a changed file is read again, as each ``dissensus decide`` would). A
+        policy that would import code is refused unless the server allows functions."""
+        if not policy:
+            return self._spec(self.policy)
+        name = self.file(policy, "policy")
+        return _caller_file(
+            lambda: self._spec(name), name, field="policy", what="policy", schema=Policy
+        )
+
+    def _spec(self, name: str | None) -> RunSpec:
+        if not self.allow_functions:
+            loaded, base = load_policy(name)
+            setting = _code_setting(loaded, base, name)
+            if setting is not None:
+                raise _CodeRefused(
+                    f"the policy's {setting!r} imports server-side code: start the server "
+                    "with --allow-functions",
+                    field="policy",
+                )
+        return RunSpec.from_policy(name)
 
 
 class _Server(MCPServer):
@@ -309,6 +539,7 @@ async def _decide_panels(store: Journal, spec: RunSpec, panels: list[Panel]) -> 
     answer = DecideResult(result=[])
     runs: list[str] = []
     for index, panel in enumerate(panels):
+        shown = _short_id(panel.id)
         run_id = new_run_id()
         text = panel.model_dump_json() + "\n"
         refused: list[Reject] = []
@@ -322,7 +553,7 @@ async def _decide_panels(store: Journal, spec: RunSpec, panels: list[Panel]) -> 
         except DeadlineReached as exc:  # the run stopped: partial, resumable
             if not decided:
                 answer.rejects.append(
-                    PanelReject(index=index, id=panel.id, run_id=run_id, field=None, error=str(exc))
+                    PanelReject(index=index, id=shown, run_id=run_id, field=None, error=str(exc))
                 )
         except JournalError as exc:
             if index == 0:
@@ -335,7 +566,7 @@ async def _decide_panels(store: Journal, spec: RunSpec, panels: list[Panel]) -> 
                 field = exc.field if isinstance(exc, ConfigError) else None
                 answer.rejects.append(
                     PanelReject(
-                        index=index, id=panel.id, run_id=run_id, field=field, error=_message(exc)
+                        index=index, id=shown, run_id=run_id, field=field, error=_message(exc)
                     )
                 )
         except Exception as exc:
@@ -343,37 +574,60 @@ async def _decide_panels(store: Journal, spec: RunSpec, panels: list[Panel]) -> 
                 raise
             raise DissensusError(_not_all(exc, index, panel, runs)) from exc
         answer.rejects.extend(
-            PanelReject(index=index, id=panel.id, run_id=run_id, field=r.field, error=r.message)
+            PanelReject(index=index, id=shown, run_id=run_id, field=r.field, error=r.message)
             for r in refused
         )
     return answer
+
+
+def _short_id(text: str) -> str:
+    """A panel id as an answer shows it: whole up to :data:`SHORT_LIMIT` characters, else
+    its first ones then ``…`` (a 100,000-character id is not echoed back whole)."""
+    return text if len(text) <= SHORT_LIMIT else text[:SHORT_LIMIT] + "…"
 
 
 def _not_all(exc: Exception, index: int, panel: Panel, runs: list[str]) -> str:
     """Why a ``decide`` call stopped at panel ``index`` (> 0), and which panels it did."""
     why = _message(exc) if isinstance(exc, DissensusError) else f"{type(exc).__name__}: {exc}"
     return (
-        f"{' '.join(why.split())}; panel {index} ({panel.id!r}) and those after it were not "
-        f"decided; panels 0-{index - 1} were (runs {', '.join(runs[:index])}): send only the "
-        "rest again"
+        f"{' '.join(why.split())}; panel {index} ({quote_short(panel.id)}) and those after it "
+        f"were not decided; panels 0-{index - 1} were (runs {', '.join(runs[:index])}): "
+        "send only the rest again"
     )
 
 
-def route(
+RulesArg = Annotated[
+    str | None,
+    Field(description="YAML rules file (path under the directory the server serves)."),
+]
+CalibrationArg = Annotated[
+    str | None,
+    Field(
+        description="Guard calibration JSON from `dissensus calibrate` (path under the "
+        "directory the server serves)."
+    ),
+]
+
+
+def _route(
+    settings: _Settings,
     panels: list[Panel],
-    similarity: str = DEFAULT_BACKEND,
-    theta_s: Annotated[float | None, Field(ge=-1.0, le=1.0)] = None,
-    theta_a: Annotated[float | None, Field(ge=0.0, le=1.0)] = None,
-    rules: Annotated[str | None, Field(description="YAML rules file (path).")] = None,
+    similarity: str,
+    theta_s: float | None,
+    theta_a: float | None,
+    rules: str | None,
 ) -> list[RouteRecord]:
-    """Read each panel's disagreement state (CA/DA/CD/DD) and route it to an action."""
     if ":" in similarity:
         raise ConfigError(
             "module:function backends are not served over MCP; use minilm, tfidf or static",
             field="similarity",
         )
-    _file_arg(rules, "rules")
-    ruleset = RuleSet.load(rules) if rules else RuleSet.default()
+    ruleset = RuleSet.default()
+    if rules:
+        name = settings.file(rules, "rules")
+        ruleset = _caller_file(
+            lambda: RuleSet.load(name), name, field="rules", what="rules file", schema=RulesFile
+        )
     backend = get_backend(similarity)
     thresholds = Thresholds.for_model(backend.name, theta_s, theta_a)
     out = []
@@ -382,31 +636,27 @@ def route(
     return out
 
 
-def vote(
+def _vote(
+    settings: _Settings,
     cases: list[VoteCase],
-    beta: Annotated[float, Field(ge=0.0, allow_inf_nan=False)] = 1.5,
-    calibration: Annotated[
-        str | None, Field(description="Guard calibration JSON (path) from `dissensus calibrate`.")
-    ] = None,
-    strict: bool = False,
-    verifier: str | None = None,
+    beta: float,
+    calibration: str | None,
+    strict: bool,
+    verifier: str | None,
 ) -> list[GuardDecision]:
-    """Decide every vote case under the guard: mode, answer, confidence, n_eff and why."""
     cal = None
-    _file_arg(calibration, "calibration")
     if calibration:
-        data = load_json_file(calibration, what="calibration")  # strict: names file and field
-        try:
-            cal = ReliabilityFit.model_validate(data)
-        except ValidationError as exc:
-            raise ConfigError(
-                f"cannot read the calibration: {_one_line(exc)}",
-                file=calibration,
-                field="calibration",
-            ) from exc
-    settings = GuardThresholds()
+        name = settings.file(calibration, "calibration")
+        cal = _caller_file(
+            lambda: ReliabilityFit.model_validate(load_json_file(name, what="calibration")),
+            name,
+            field="calibration",
+            what="calibration",
+            schema=ReliabilityFit,
+        )
+    thresholds = GuardThresholds()
     return [
-        guard_case(case, cal, beta=beta, strict=strict, verifier=verifier, settings=settings)
+        guard_case(case, cal, beta=beta, strict=strict, verifier=verifier, settings=thresholds)
         for case in cases
     ]
 
@@ -466,7 +716,10 @@ def verify_certificate(certificate: JsonObject) -> Verdict:
     return verify_record(certificate)
 
 
-def bound(agents: Annotated[int, Field(ge=1)], rounds: Annotated[int, Field(ge=0)]) -> Bound:
+def bound(
+    agents: Annotated[int, Field(ge=1, strict=True)],
+    rounds: Annotated[int, Field(ge=0, strict=True)],
+) -> Bound:
     """The worst-case cost of a CONCORD run, known before it starts."""
     return compute_bound(agents, rounds)
 
@@ -477,14 +730,36 @@ def build_server(
     policy: str | None = None,
     reviewer: str | None = None,
     allow_functions: bool = False,
+    root: str | os.PathLike[str] | None = None,
 ) -> MCPServer:
-    """The MCP server with every dissensus tool registered."""
-    settings = _Settings(journal, policy, reviewer)
+    """The MCP server with every dissensus tool registered; the tools' file arguments
+    lie under ``root`` (default: the working directory)."""
+    settings = _Settings(journal, policy, reviewer, root=root, allow_functions=allow_functions)
     server: MCPServer = _Server(
         name="dissensus",
         version=__version__,
         instructions="Decide under disagreement: route, guard, decide, negotiate, and the human review queue.",
     )
+
+    def route(
+        panels: list[Panel],
+        similarity: str = DEFAULT_BACKEND,
+        theta_s: Annotated[float | None, Field(ge=-1.0, le=1.0)] = None,
+        theta_a: Annotated[float | None, Field(ge=0.0, le=1.0)] = None,
+        rules: RulesArg = None,
+    ) -> list[RouteRecord]:
+        """Read each panel's disagreement state (CA/DA/CD/DD) and route it to an action."""
+        return _route(settings, panels, similarity, theta_s, theta_a, rules)
+
+    def vote(
+        cases: list[VoteCase],
+        beta: Annotated[float, Field(ge=0.0, allow_inf_nan=False)] = 1.5,
+        calibration: CalibrationArg = None,
+        strict: bool = False,
+        verifier: str | None = None,
+    ) -> list[GuardDecision]:
+        """Decide every vote case under the guard: mode, answer, confidence, n_eff and why."""
+        return _vote(settings, cases, beta, calibration, strict, verifier)
 
     def decide(
         panels: Annotated[list[Panel], Field(min_length=1)],
@@ -576,9 +851,14 @@ def serve(
     policy: str | None = None,
     reviewer: str | None = None,
     allow_functions: bool = False,
+    root: str | None = None,
 ) -> None:
     """Run the server on standard input/output until the client disconnects."""
     server = build_server(
-        journal=journal, policy=policy, reviewer=reviewer, allow_functions=allow_functions
+        journal=journal,
+        policy=policy,
+        reviewer=reviewer,
+        allow_functions=allow_functions,
+        root=root,
     )
     server.run("stdio")
