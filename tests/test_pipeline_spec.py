@@ -76,6 +76,28 @@ def test_the_spec_loads_every_file_relative_to_the_policy_with_its_digest(tmp_pa
     assert RunSpec.from_started(spec.started_fields()) == spec  # the journal round-trips it
 
 
+def test_a_policy_file_with_an_explicit_folder_reads_every_relative_path_there(
+    tmp_path: Path,
+) -> None:
+    """``policy_dir`` / ``base_dir`` beside a policy file holds all its relative paths: the
+    acceptance file and the model files alike (the model files were read from the policy
+    file's folder, the rest from the one given)."""
+    here, there = tmp_path / "here", tmp_path / "there"
+    here.mkdir()
+    there.mkdir()
+    policy = _llmbar_copy(there)
+    data = yaml.safe_load(policy.read_text())
+    data["seek_context"] = {**(data.get("seek_context") or {}), "model": "scripted:rules.yaml"}
+    moved = here / "policy.yaml"
+    moved.write_text(yaml.safe_dump(data))
+    write_script(there / "rules.yaml", {"a1": "1"})
+    spec = RunSpec.from_policy(moved, base_dir=there)
+    assert spec.base_dir == str(there.resolve()) and spec.acceptance is not None
+    assert spec.policy.seek_context.model == f"scripted:{there.resolve() / 'rules.yaml'}"
+    with pytest.raises(ConfigError):  # its own folder holds neither file
+        RunSpec.from_policy(moved)
+
+
 def test_overrides_are_checked_and_written_into_the_policy(tmp_path: Path) -> None:
     spec = RunSpec.from_policy(
         write_policy(tmp_path / "p.yaml"), deadline_s=3.0, concurrency=7, similarity="tfidf"

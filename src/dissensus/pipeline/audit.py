@@ -12,8 +12,10 @@ monitor (:mod:`dissensus.acceptance.monitor`).
 Choices where the design is silent:
 
 * A case is audited when ``sha256("<seed>:<run id>:<line>")``, read as a number in
-  [0, 1), is below the rate: deterministic, so a resumed run and every door (CLI,
-  service, batch) pick the same cases, and independent of the case's content.
+  [0, 1), is below the rate: deterministic, so a resumed run picks the same cases, and
+  independent of the case's content (no panel can be written to avoid its audit). A
+  door that makes a run of each panel draws with that run's id: every door audits the
+  same share, not the same cases.
 * Audit items are not in the review queue (``review list`` shows escalations); they are
   listed by :func:`open_audits` (``dissensus review audits``). An audit is open until
   the case is confirmed or corrected.

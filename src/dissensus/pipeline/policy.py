@@ -632,15 +632,19 @@ _VALID_RULES_KEPT = 64
 _VALID_RULES_LOCK = threading.Lock()
 
 
-def load_policy(path: str | Path | None) -> tuple[Policy, Path | None]:
-    """Read a policy file (``None``: the defaults); also returns the file's directory."""
+def load_policy(
+    path: str | Path | None, *, base_dir: str | Path | None = None
+) -> tuple[Policy, Path | None]:
+    """Read a policy file (``None``: the defaults); also returns the directory its
+    relative paths are under: the file's own, or ``base_dir`` when given (model files
+    included, as every other relative path of the policy)."""
     if path is None:
         return Policy(), None
     p = Path(path)
     data = load_yaml_file(p, what="policy")
     policy = policy_from_dict(data, file=str(path))
     _warn_deprecated(data, str(path))
-    base = p.resolve().parent
+    base = Path(base_dir).resolve() if base_dir is not None else p.resolve().parent
     return with_model_files_under(policy, base), base
 
 

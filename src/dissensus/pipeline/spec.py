@@ -170,8 +170,8 @@ class RunSpec(BaseModel):
             pol = with_model_files_under(policy, base) if base is not None else policy
         else:
             policy_file = os.fspath(policy)
-            pol, loaded_base = load_policy(policy_file)
-            base = Path(base_dir).resolve() if base_dir is not None else loaded_base
+            # An explicit base_dir holds every relative path of the file, model files too.
+            pol, base = load_policy(policy_file, base_dir=base_dir)
             files.append(_spec_file("policy", policy_file))
         pol = _with_overrides(
             pol, similarity=similarity, deadline_s=deadline_s, concurrency=concurrency
