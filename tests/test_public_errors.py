@@ -142,6 +142,10 @@ def test_read_panel_and_route_take_the_data_a_record_holds() -> None:
         ("p1", "a panel is a Panel or a mapping, not str"),
         ({"id": "p1"}, "invalid panel: outputs: Field required"),
         ({**_DATA_PANEL, "outputs": [{"agent": "a"}]}, "invalid panel: outputs.0.decision"),
+        (
+            {**_DATA_PANEL, "outputs": [_DATA_PANEL["outputs"][0]] * 2},
+            "invalid panel: outputs: duplicate agent id",
+        ),
     ],
 )
 def test_read_panel_of_a_wrong_value_is_an_input_error(value: object, message: str) -> None:

@@ -42,11 +42,17 @@ class InputError(DissensusError):
     library call is not what it takes."""
 
     exit_code = 2
+    field: str | None = None
+    """The dotted path of the value at fault, when one is (:meth:`invalid`)."""
 
     @classmethod
     def invalid(cls, what: str, exc: Any) -> InputError:
         """``invalid WHAT: FIELD: MESSAGE`` from a pydantic ``ValidationError``'s first
-        error (the field path dotted; ``what`` itself when the data as a whole is wrong)."""
+        error (the field path dotted, also as :attr:`field`; ``what`` itself when the data
+        as a whole is wrong), worded as the line readers word it (no ``Value error, ``)."""
         first = exc.errors(include_url=False)[0]
-        where = ".".join(str(part) for part in first["loc"]) or what
-        return cls(f"invalid {what}: {where}: {first['msg']}")
+        path = ".".join(str(part) for part in first["loc"])
+        message = str(first["msg"]).removeprefix("Value error, ")
+        error = cls(f"invalid {what}: {path or what}: {message}")
+        error.field = path or None
+        return error
