@@ -35,6 +35,14 @@ class ConfigError(DissensusError):
         super().__init__(f"{where}{message}")
         self.file = file
         self.field = field
+        self.message = message
+        """The message without the file and field (what a caller re-wrapping it under
+        its own field keeps)."""
+
+    def inner(self) -> str:
+        """The message with the file it names but not its field: what an error naming
+        a field of its own says of this one."""
+        return f"{self.file}: {self.message}" if self.file else self.message
 
 
 class InputError(DissensusError):

@@ -593,7 +593,7 @@ def _check_parts(policy: Policy, file: str | None) -> None:
     try:  # a module:function backend runs code: only with allow_code (or the environment)
         check_code_name(policy.reading.similarity, allow_code=policy.allow_code or None)
     except ConfigError as exc:
-        raise ConfigError(str(exc), file=file, field="reading.similarity") from None
+        raise ConfigError(exc.inner(), file=file, field="reading.similarity") from None
 
     try:
         CheckedGuardThresholds.model_validate(policy.guard.options)

@@ -197,7 +197,14 @@ class RunSpec(BaseModel):
         if spec_model:
             from dissensus.llm.resolve import check_model_spec
 
-            check_model_spec(spec_model, checked=checked, files=read)
+            try:
+                check_model_spec(spec_model, checked=checked, files=read)
+            except ConfigError as exc:
+                if model or spec_model != pol.seek_context.model:
+                    raise  # the caller's model (--model, the environment): no policy field
+                raise ConfigError(
+                    exc.inner(), file=policy_file, field="seek_context.model"
+                ) from None
         _check_agent_models(pol, policy_file, checked, read)
         return cls(
             policy=pol,
@@ -455,7 +462,7 @@ def _check_similarity_code(policy: Policy, policy_file: str | None, overridden: 
     try:
         check_code_name(name, allow_code=policy.allow_code or None, field=field)
     except ConfigError as exc:
-        raise ConfigError(str(exc), file=policy_file, field=field) from None
+        raise ConfigError(exc.inner(), file=policy_file, field=field) from None
     load_callable(name, field=field, file=policy_file)
 
 
@@ -526,5 +533,5 @@ def _check_agent_models(
             check_model_spec(spec, checked=checked, files=files)
         except ConfigError as exc:
             raise ConfigError(
-                str(exc), file=policy_file, field=f"seek_context.models.{agent}"
+                exc.inner(), file=policy_file, field=f"seek_context.models.{agent}"
             ) from None
