@@ -14,14 +14,39 @@ test failed before its fix).
 
 from __future__ import annotations
 
+import asyncio
+import json
+import time
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from cli_helpers import cli
+from concord_helpers import IDEAL, REJECTED, HashAgent
+from dissensus.agents.assembly import build_agents
 from dissensus.cli.common import shown_number
+from dissensus.cli.concord import connection_failure
+from dissensus.concord import (
+    Certificate,
+    FunctionAgent,
+    Negotiation,
+    NegotiationView,
+    Outcome,
+    ScoreFault,
+    TableAgent,
+    negotiate_sync,
+    negotiation_for,
+    parse_problem,
+    verify,
+)
 from dissensus.dci.task import parse_task
 from dissensus.errors import ConfigError
+from dissensus.llm.base import ModelCallError
+from test_concord_protocol import agents_strategy, controls
 
 # ---------------------------------------------------------------------- 9. range errors
 
@@ -100,3 +125,407 @@ def test_a_task_file_with_a_repeated_option_id_is_exit_2(tmp_path: Path) -> None
     result = cli("deliberate", task)
     assert result.code == 2
     assert "options[1].id" in result.err and "duplicate option id" in result.err
+
+
+# ---------------------------------------------------------------------- shared helpers
+
+ANCHORS = 'anchors: {rejected: {id: R0, text: "bad"}, ideal: {id: I0, text: "good"}}\n'
+
+
+def _problem(tmp_path: Path, body: str, module: str = "") -> Path:
+    if module:
+        (tmp_path / "probe_agents.py").write_text(module, encoding="utf-8")
+    path = tmp_path / "p.yaml"
+    path.write_text("floor: 0.7\n" + ANCHORS + body, encoding="utf-8")
+    return path
+
+
+def _valid(cert: Certificate) -> None:
+    verdict = verify(cert.model_dump(mode="json"))
+    assert verdict.valid, verdict
+
+
+class StopAt:
+    """Wraps an agent: its call number ``at`` (counted over every wrapped agent) cancels
+    the run and hangs, as Ctrl-C or ``cancel()`` arriving while that call is in flight."""
+
+    def __init__(self, inner: HashAgent, shared: dict[str, Any], at: int) -> None:
+        self.inner, self.shared, self.at = inner, shared, at
+        self.id, self.kind, self.uses_model, self.timeout = inner.id, "function", True, None
+
+    def attempts(self) -> int:
+        return self.inner.attempts()
+
+    async def _tick(self) -> None:
+        self.shared["calls"] += 1
+        if self.shared["calls"] == self.at:
+            self.shared["negotiation"].cancel()
+            await asyncio.sleep(30)
+
+    async def score(self, outcomes: Sequence[Outcome], view: NegotiationView) -> Sequence[float]:
+        await self._tick()
+        return await self.inner.score(outcomes, view)
+
+    async def propose(self, view: NegotiationView) -> Outcome | None:
+        await self._tick()
+        return await self.inner.propose(view)
+
+    async def repair(self, view: NegotiationView) -> Outcome | None:
+        await self._tick()
+        return await self.inner.repair(view)
+
+
+class SteppingClock:
+    """A clock that moves one second every time it is read: a deadline of ``d`` seconds
+    fires after about ``d`` reads, at any point of the run."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        self.now += 1.0
+        return self.now
+
+
+# ---------------------------------------------------------------------- 1. stopped runs
+
+
+def test_a_deadline_while_anchors_are_scored_keeps_the_answers_and_verifies(
+    tmp_path: Path,
+) -> None:
+    fast = FunctionAgent("a", lambda o, v: {"R0": 0.0, "I0": 10.0}.get(o.id or "", 8.0))
+    slow = FunctionAgent("b", lambda o, v: time.sleep(5) or 5.0, threaded=True)
+    neg = Negotiation(
+        [fast, slow], rejected=REJECTED, ideal=IDEAL, floor=0.7, options=[], deadline_s=0.3
+    )
+    cert = neg.run_sync()
+    assert cert.spent.stopped == "deadline"
+    assert cert.scores["a"].anchors.model_dump() == {"rejected": 0.0, "ideal": 10.0}
+    assert cert.scores["a"].fault is None
+    assert cert.scores["b"].anchors.rejected is None
+    assert cert.scores["b"].fault == (
+        "not calibrated: the run stopped (deadline) before its anchor scores arrived"
+    )
+    _valid(cert)
+
+
+def test_a_cancel_before_the_run_writes_a_certificate_that_verifies() -> None:
+    neg = Negotiation(
+        [TableAgent("t", {"R0": 0, "I0": 10})], rejected=REJECTED, ideal=IDEAL, floor=0.5
+    )
+    neg.cancel()
+    cert = neg.run_sync()
+    assert cert.spent.stopped == "cancelled"
+    assert cert.scores["t"].fault is not None and "stopped (cancelled)" in cert.scores["t"].fault
+    _valid(cert)
+
+
+def test_negotiate_deadline_zero_writes_a_certificate_verify_accepts(tmp_path: Path) -> None:
+    problem = _problem(tmp_path, "agents: [{id: t, kind: table, scores: {R0: 0, I0: 10}}]\n")
+    out = tmp_path / "cert.json"
+    assert cli("negotiate", problem, "--deadline", "0", "--out", out).code == 0
+    result = cli("verify", out)
+    assert result.code == 0, result.out
+
+
+@given(agents_strategy(), controls, st.integers(1, 60))
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_a_run_cancelled_at_any_call_writes_a_certificate_that_verifies(  # type: ignore[no-untyped-def]
+    agents, ctl, at
+) -> None:
+    shared: dict[str, Any] = {"calls": 0}
+    wrapped = [StopAt(a, shared, at) for a in agents]
+    neg = Negotiation(wrapped, rejected=REJECTED, ideal=IDEAL, **ctl)
+    shared["negotiation"] = neg
+    cert = neg.run_sync()
+    if shared["calls"] >= at:
+        assert cert.spent.stopped == "cancelled"
+    _valid(cert)
+
+
+@given(agents_strategy(), controls, st.integers(0, 80))
+@settings(max_examples=60, deadline=None)
+def test_a_run_stopped_by_its_deadline_at_any_point_writes_a_certificate_that_verifies(  # type: ignore[no-untyped-def]
+    agents, ctl, deadline
+) -> None:
+    neg = Negotiation(
+        agents,
+        rejected=REJECTED,
+        ideal=IDEAL,
+        deadline_s=float(deadline),
+        clock=SteppingClock(),
+        **ctl,
+    )
+    cert = neg.run_sync()
+    _valid(cert)
+    for agent in cert.covered:  # every agent is calibrated or says why not
+        standing = cert.scores[agent]
+        assert (standing.anchors.rejected is not None) != (standing.fault is not None)
+
+
+# ---------------------------------------------------------------------- 2. unreachable models
+
+
+class Unreachable:
+    """A model-backed agent whose every call fails to reach the server (optionally only
+    the calls made after ``good`` successful ones)."""
+
+    kind, uses_model, timeout = "llm", True, None
+
+    def __init__(self, agent_id: str, good: int = 0) -> None:
+        self.id, self.good = agent_id, good
+
+    def attempts(self) -> int:
+        return 0
+
+    def _fail(self) -> None:
+        if self.good > 0:
+            self.good -= 1
+            return
+        raise ModelCallError("m: call failed after 1 attempt(s): refused", kind="connection")
+
+    async def score(self, outcomes: Sequence[Outcome], view: NegotiationView) -> Sequence[float]:
+        self._fail()
+        return [0.0, 10.0] if view.phase == "anchors" else [8.0] * len(outcomes)
+
+    async def propose(self, view: NegotiationView) -> Outcome | None:
+        self._fail()
+        return Outcome(text="plan of " + self.id)
+
+    async def repair(self, view: NegotiationView) -> Outcome | None:
+        self._fail()
+        return None
+
+
+def test_unreachable_model_calls_are_counted_from_the_failure_kind() -> None:
+    table = TableAgent("t", {"R0": 0, "I0": 10, "A": 9})
+    neg = Negotiation(
+        [table, Unreachable("m")],
+        rejected=REJECTED,
+        ideal=IDEAL,
+        floor=0.7,
+        options=[Outcome(id="A", text="a")],
+    )
+    cert = neg.run_sync()
+    assert neg.model_calls == len(neg.unreachable) > 0
+    assert connection_failure(cert, neg.model_calls, neg.unreachable) is not None
+
+
+def test_one_unreachable_call_among_answered_ones_is_no_connection_failure() -> None:
+    neg = Negotiation(
+        [Unreachable("m", good=1), Unreachable("n", good=99)],
+        rejected=REJECTED,
+        ideal=IDEAL,
+        floor=0.7,
+    )
+    cert = neg.run_sync()
+    assert 0 < len(neg.unreachable) < neg.model_calls
+    assert connection_failure(cert, neg.model_calls, neg.unreachable) is None
+
+
+def test_a_function_agents_connection_error_is_no_model_call() -> None:
+    def propose(view: NegotiationView) -> str:
+        raise ConnectionError("inventory lookup: connection refused")
+
+    agents = [
+        FunctionAgent(
+            "f", lambda o, v: {"R0": 0.0, "I0": 10.0}.get(o.id or "", 5.0), propose=propose
+        )
+    ]
+    neg = Negotiation(agents, rejected=REJECTED, ideal=IDEAL, floor=0.7)
+    cert = neg.run_sync()
+    assert cert.trajectory[0].faults and neg.model_calls == 0 and neg.unreachable == []
+    assert connection_failure(cert, neg.model_calls, neg.unreachable) is None
+
+
+@pytest.mark.parametrize(
+    ("agents", "module"),
+    [
+        # a certified run whose function agent says "connection refused": 0 model calls
+        (
+            '  - {id: f1, kind: function, score: "probe_agents:score1", repair: "probe_agents:repair1"}\n'
+            '  - {id: f2, kind: function, score: "probe_agents:score2", propose: "probe_agents:propose2"}\n',
+            "def score1(outcome, view):\n"
+            '    return {"R0": 0, "I0": 10, "A": 5}.get(outcome.id, 9)\n'
+            "def repair1(view):\n    return 'plan c'\n"
+            "def score2(outcome, view):\n"
+            '    return {"R0": 0, "I0": 10}.get(outcome.id, 9)\n'
+            "def propose2(view):\n"
+            '    raise ConnectionError("inventory lookup: connection refused")\n',
+        ),
+        # a table agent's missing entry for an outcome named connection-pool
+        (
+            "  - {id: t, kind: table, scores: {R0: 0, I0: 10, A: 9}}\n"
+            '  - {id: f, kind: function, score: "probe_agents:score", propose: "probe_agents:propose"}\n',
+            "def score(outcome, view):\n"
+            '    return {"R0": 0, "I0": 10}.get(outcome.id, 9)\n'
+            "def propose(view):\n"
+            '    return {"id": "connection-pool", "text": "grow the connection pool"}\n',
+        ),
+        # a function agent raising ValueError("invalid connection string")
+        (
+            '  - {id: f, kind: function, score: "probe_agents:score"}\n',
+            "def score(outcome, view):\n"
+            '    if outcome.id in ("R0", "I0"):\n'
+            '        return {"R0": 0, "I0": 10}[outcome.id]\n'
+            '    raise ValueError("invalid connection string")\n',
+        ),
+    ],
+)
+def test_negotiate_exits_0_when_no_model_call_failed_to_connect(
+    tmp_path: Path, agents: str, module: str
+) -> None:
+    problem = _problem(tmp_path, 'options: [{id: A, text: "plan a"}]\nagents:\n' + agents, module)
+    result = cli("negotiate", problem)
+    assert result.code == 0, result.err
+    assert "connection failed" not in result.err
+
+
+# ---------------------------------------------------------------------- 3. per-evaluation faults
+
+
+def test_a_missing_table_entry_faults_that_evaluation_only(tmp_path: Path) -> None:
+    problem = parse_problem(
+        {
+            "floor": 0.7,
+            "anchors": {
+                "rejected": {"id": "R0", "text": "bad"},
+                "ideal": {"id": "I0", "text": "good"},
+            },
+            "options": [{"id": "A", "text": "a"}],
+            "agents": [
+                {"id": "t1", "kind": "table", "scores": {"R0": 0, "I0": 10, "A": 9}},
+                {"id": "t2", "kind": "table", "scores": {"R0": 0, "I0": 10, "A": 9}},
+                {
+                    "id": "f",
+                    "kind": "function",
+                    "score": "probe_agents:score",
+                    "propose": "probe_agents:propose",
+                },
+            ],
+        }
+    )
+    (tmp_path / "probe_agents.py").write_text(
+        "def score(o, v):\n    return {'R0': 0.0, 'I0': 10.0}.get(o.id, 9.0)\n"
+        "def propose(v):\n    return 'a brand new plan'\n"
+    )
+    cert = negotiation_for(problem, build_agents(problem, base_dir=tmp_path)).run_sync()
+    assert cert.status == "certified" and cert.selected is not None and cert.selected.id == "A"
+    a = next(c for c in cert.candidates if c.id == "A")
+    new = next(c for c in cert.candidates if c.id != "A")
+    assert all(a.scores[t].fault is None and a.scores[t].calibrated == 0.9 for t in ("t1", "t2"))
+    assert all(
+        new.scores[t].fault == f"no score in the table for outcome {new.id!r}" for t in ("t1", "t2")
+    )
+    assert [f.agent for f in cert.trajectory[0].faults] == ["t1", "t2"]
+    _valid(cert)
+
+
+def test_a_function_score_raising_on_one_outcome_faults_that_evaluation_only() -> None:
+    def score(outcome: Outcome, view: NegotiationView) -> float:
+        if outcome.id == "B":
+            raise RuntimeError("no data for B")
+        return {"R0": 0.0, "I0": 10.0}.get(outcome.id or "", 9.0)
+
+    cert = negotiate_sync(
+        [
+            FunctionAgent("f", score, propose=lambda v: {"id": "B", "text": "b"}),
+            TableAgent("t", {"R0": 0, "I0": 10, "A": 9, "B": 9}),
+        ],
+        rejected=REJECTED,
+        ideal=IDEAL,
+        floor=0.7,
+        options=[Outcome(id="A", text="a")],
+    )
+    by_id = {c.id: c for c in cert.candidates}
+    assert by_id["A"].scores["f"].calibrated == 0.9 and by_id["A"].scores["f"].fault is None
+    assert by_id["B"].scores["f"].fault == "RuntimeError: no data for B"
+    assert cert.status == "certified"
+    _valid(cert)
+
+
+@given(st.lists(st.booleans(), min_size=1, max_size=6))
+def test_table_faults_exactly_the_outcomes_it_has_no_entry_for(known: list[bool]) -> None:
+    table = TableAgent("t", {"R0": 0, "I0": 10} | {f"o{i}": 5 for i, k in enumerate(known) if k})
+    outcomes = [Outcome(id=f"o{i}", text="x") for i in range(len(known))]
+    view = NegotiationView(agent="t", phase="score", round=1, floor=0.5, margin=0.0, agents=["t"])
+    got = asyncio.run(table.score(outcomes, view))
+    assert [not isinstance(g, ScoreFault) for g in got] == known
+
+
+# ---------------------------------------------------------------------- 6. exits from agent code
+
+EXIT_MODULE = (
+    "def ok(o, v):\n    return {'R0': 0.0, 'I0': 10.0}.get(o.id, 8.0)\n"
+    "def sysexit(o, v):\n"
+    "    if o.id in ('R0', 'I0'):\n        return {'R0': 0.0, 'I0': 10.0}[o.id]\n"
+    "    raise SystemExit(3)\n"
+    "def kbint(o, v):\n"
+    "    if o.id in ('R0', 'I0'):\n        return {'R0': 0.0, 'I0': 10.0}[o.id]\n"
+    "    raise KeyboardInterrupt()\n"
+)
+
+
+@pytest.mark.parametrize("threaded", [False, True])
+def test_systemexit_from_agent_code_is_that_agents_fault(threaded: bool) -> None:
+    def sysexit(outcome: Outcome, view: NegotiationView) -> float:
+        if outcome.id in ("R0", "I0"):
+            return {"R0": 0.0, "I0": 10.0}[outcome.id]
+        raise SystemExit(3)
+
+    agents = [
+        FunctionAgent("a", lambda o, v: {"R0": 0.0, "I0": 10.0}.get(o.id or "", 8.0)),
+        FunctionAgent("b", sysexit, threaded=threaded),
+    ]
+    cert = negotiate_sync(
+        agents,
+        rejected=REJECTED,
+        ideal=IDEAL,
+        floor=0.7,
+        rounds=1,
+        options=[Outcome(id="A", text="a")],
+    )
+    faults = [f.message for s in cert.trajectory for f in s.faults]
+    assert "SystemExit: 3" in faults
+    _valid(cert)
+
+
+@pytest.mark.parametrize("threaded", [False, True])
+def test_keyboardinterrupt_from_agent_code_cancels_the_run(threaded: bool) -> None:
+    def kbint(outcome: Outcome, view: NegotiationView) -> float:
+        if outcome.id in ("R0", "I0"):
+            return {"R0": 0.0, "I0": 10.0}[outcome.id]
+        raise KeyboardInterrupt
+
+    agents = [
+        FunctionAgent("a", lambda o, v: {"R0": 0.0, "I0": 10.0}.get(o.id or "", 8.0)),
+        FunctionAgent("b", kbint, threaded=threaded),
+    ]
+    cert = negotiate_sync(
+        agents, rejected=REJECTED, ideal=IDEAL, floor=0.7, options=[Outcome(id="A", text="a")]
+    )
+    assert cert.spent.stopped == "cancelled"
+    _valid(cert)
+
+
+@pytest.mark.parametrize("deadline", [[], ["--deadline", "20"]])
+@pytest.mark.parametrize(
+    ("scorer", "stopped"), [("sysexit", "budget_exhausted"), ("kbint", "cancelled")]
+)
+def test_negotiate_writes_the_record_when_agent_code_exits(
+    tmp_path: Path, scorer: str, stopped: str, deadline: list[str]
+) -> None:
+    problem = _problem(
+        tmp_path,
+        "rounds: 1\noptions: [{id: A, text: a}]\nagents:\n"
+        '  - {id: a, kind: function, score: "probe_agents:ok"}\n'
+        f'  - {{id: b, kind: function, score: "probe_agents:{scorer}"}}\n',
+        EXIT_MODULE,
+    )
+    out = tmp_path / "cert.json"
+    result = cli("negotiate", problem, "--out", out, *deadline)
+    assert result.code == 0, result.err
+    assert "Traceback" not in result.err + result.out
+    data = json.loads(out.read_text())
+    assert data["spent"]["stopped"] == stopped
+    assert cli("verify", out).code == 0

@@ -4,7 +4,11 @@
   certificate, ``--out`` writes it, ``--compare`` adds the comparison with other decision
   rules (with ``--json``: ``{"certificate": ..., "comparison": [...]}``), ``--deadline``
   stops the run and returns the current leader; Ctrl-C does the same (cancellation).
-  Exit 0 whatever the status (``certified`` or ``best_effort``), 2 on a bad problem file.
+  Exit 0 whatever the status (``certified`` or ``best_effort``), 2 on a bad problem file,
+  1 (after the record) when the run is not certified, model calls were made and every
+  one of them failed to reach the server: counted by the protocol from the failures'
+  ``kind`` (``connection``, as the model client reports it), never read from the words
+  of fault messages, so function and table agents' faults never count.
 * ``dissensus verify CERT.json`` recomputes every property; exit 0 valid, 1 invalid
   (naming the first violated property), 2 unreadable.
 * ``dissensus bound --agents N --rounds R`` prints the cost bound.
@@ -84,9 +88,10 @@ async def _run(
     compare: bool,
     client: Any,
     on_record: Callable[[Certificate], None],
-) -> tuple[Certificate, list[Any] | None, str | None]:
+) -> tuple[Certificate, list[Any] | None, str | None, str | None]:
     """The negotiation, then (``compare``) the comparison: ``(certificate, rows, why the
-    comparison stopped)``. ``on_record`` gets the certificate as soon as the negotiation
+    comparison stopped, the first unreachable fault when every model call of the run
+    failed to reach the server)``. ``on_record`` gets the certificate as soon as the negotiation
     ends, before any comparison, so an interrupt or a hung arbiter cannot lose it; the
     deadline bounds the whole command (the comparison gets what remains of it), and
     Ctrl-C during the comparison stops it (``rows`` is then ``None``)."""
@@ -104,13 +109,14 @@ async def _run(
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.remove_signal_handler(signal.SIGINT)
     on_record(cert)
+    failed = connection_failure(cert, negotiation.model_calls, negotiation.unreachable)
     if not compare:
-        return cert, None, None
+        return cert, None, None, failed
     if cert.spent.stopped == "cancelled":
-        return cert, None, "interrupted"
+        return cert, None, "interrupted", failed
     remaining = None if deadline is None else deadline - (time.monotonic() - started)
     if remaining is not None and remaining <= 0:
-        return cert, None, "deadline"
+        return cert, None, "deadline", failed
     arbiter = None
     if client is not None:
         from dissensus.baselines.decision_rules import LLMArbiter
@@ -139,10 +145,10 @@ async def _run(
         if task not in done:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
-            return cert, None, "deadline"
+            return cert, None, "deadline", failed
         if task.cancelled():
-            return cert, None, "interrupted" if interrupted else "cancelled"
-        return cert, task.result(), None
+            return cert, None, "interrupted" if interrupted else "cancelled", failed
+        return cert, task.result(), None, failed
     finally:
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.remove_signal_handler(signal.SIGINT)
@@ -240,7 +246,7 @@ def negotiate(
         stdout_handle().flush()
 
     try:
-        cert, rows, stopped = asyncio.run(
+        cert, rows, stopped, failed = asyncio.run(
             _closing(_run(problem, agents, deadline, rule, compare, client, on_record), client)
         )
     except ConfigError as exc:
@@ -265,7 +271,6 @@ def negotiate(
             }[stopped],
             markup=False,
         )
-    failed = connection_failure(cert)
     if failed is not None:
         err_console.print(
             f"error: connection failed: every model call failed to reach the server ({shown(failed)})"
@@ -274,13 +279,18 @@ def negotiate(
     raise typer.Exit(code=EXIT_OK)
 
 
-def connection_failure(cert: Certificate) -> str | None:
-    """The first fault when every fault of the run is a failed connection (and there are some)."""
-    faults = [f.message for step in cert.trajectory for f in step.faults]
-    faults += [st.fault for st in cert.scores.values() if st.fault]
-    if faults and all("connection" in f.lower() for f in faults):
-        return " ".join(faults[0].split())
-    return None
+def connection_failure(cert: Certificate, model_calls: int, unreachable: list[str]) -> str | None:
+    """The first of the ``unreachable`` faults when the run is not certified, made model
+    calls and every one of them failed to reach the server; else ``None``.
+
+    ``model_calls`` and ``unreachable`` are the protocol's counts
+    (:attr:`~dissensus.concord.protocol.Negotiation.unreachable`: failures of ``kind``
+    ``connection``), never the words of fault messages: a table agent's missing entry for
+    ``connection-pool`` or a function agent's ``invalid connection string`` is no model
+    call, and a certified run did reach a decision."""
+    if cert.status == "certified" or model_calls == 0 or len(unreachable) < model_calls:
+        return None
+    return " ".join(unreachable[0].split())
 
 
 def _fmt(value: float | None) -> str:
