@@ -15,6 +15,7 @@ test failed before its fix).
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 import time
 from collections.abc import Sequence
@@ -26,7 +27,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cli_helpers import cli
-from concord_helpers import IDEAL, REJECTED, HashAgent
+from concord_helpers import IDEAL, REJECTED, HashAgent, SlowAgent
 from dissensus.agents.assembly import build_agents
 from dissensus.cli.common import shown_number
 from dissensus.cli.concord import connection_failure
@@ -38,11 +39,14 @@ from dissensus.concord import (
     Outcome,
     ScoreFault,
     TableAgent,
+    compute_bound,
+    load_problem,
     negotiate_sync,
     negotiation_for,
     parse_problem,
     verify,
 )
+from dissensus.concord.record import canonical_digest
 from dissensus.dci.task import parse_task
 from dissensus.errors import ConfigError
 from dissensus.llm.base import ModelCallError
@@ -529,3 +533,125 @@ def test_negotiate_writes_the_record_when_agent_code_exits(
     data = json.loads(out.read_text())
     assert data["spent"]["stopped"] == stopped
     assert cli("verify", out).code == 0
+
+
+# ---------------------------------------------------------------------- 4, 5. verify
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "concord"
+
+
+def _incident() -> dict[str, Any]:
+    problem = load_problem(EXAMPLES / "incident.yaml")
+    cert = negotiation_for(problem, build_agents(problem, base_dir=EXAMPLES)).run_sync()
+    return cert.model_dump(mode="json")
+
+
+def _resealed(doc: dict[str, Any], edit: Any) -> dict[str, Any]:
+    doc = copy.deepcopy(doc)
+    edit(doc)
+    doc["digest"] = canonical_digest({k: v for k, v in doc.items() if k != "digest"})
+    return doc
+
+
+def _set(path: str, value: Any) -> Any:
+    def edit(doc: dict[str, Any]) -> None:
+        *parents, last = path.split(".")
+        for part in parents:
+            doc = doc[part]
+        doc[last] = value
+
+    return edit
+
+
+def test_a_repeated_covered_agent_is_refused_even_with_the_bound_it_inflates() -> None:
+    def edit(doc: dict[str, Any]) -> None:
+        doc["covered"].append("traffic")
+        doc["bound"] = {"rounds": 6, "candidates": 11, "evaluations": 55, "model_calls": 51}
+        doc["spent"]["model_calls"] = doc["spent"]["agent_calls"] = 50
+
+    verdict = verify(_resealed(_incident(), edit))
+    assert (verdict.valid, verdict.violated) == (False, "covered")
+
+
+@pytest.mark.parametrize(
+    ("edit", "prop"),
+    [
+        (_set("spent.stopped", "no_candidate"), "stop"),
+        (_set("spent.stopped", "deadline"), "stop"),
+        (_set("spent.stopped", "cancelled"), "stop"),
+        (_set("budget.deadline_s", -1.0), "stop"),
+        (_set("spent.agent_calls", 1), "bound"),
+        (_set("spent.agent_calls", 21), "bound"),
+    ],
+)
+def test_verify_checks_the_stop_reason_deadline_and_calls_against_the_record(
+    edit: Any, prop: str
+) -> None:
+    doc = _incident()
+    assert doc["spent"]["agent_calls"] == 22  # 4 anchors + 4 proposals + 4 + 2 x (1 + 4)
+    verdict = verify(_resealed(doc, edit))
+    assert (verdict.valid, verdict.violated) == (False, prop), verdict
+
+
+def test_a_certified_run_stopped_for_its_budget_is_refused() -> None:
+    def edit(doc: dict[str, Any]) -> None:
+        doc["budget"]["rounds"] = 2
+        doc["bound"] = compute_bound(4, 2).model_dump()
+        doc["spent"]["stopped"] = "budget_exhausted"
+
+    verdict = verify(_resealed(_incident(), edit))
+    assert (verdict.valid, verdict.violated) == (False, "stop")
+
+
+def test_a_deadline_stop_without_a_deadline_is_refused() -> None:
+    agents = [SlowAgent("a0", 1), SlowAgent("a1", 1)]
+    cert = Negotiation(agents, rejected=REJECTED, ideal=IDEAL, floor=1.0, deadline_s=0.1).run_sync()
+    doc = cert.model_dump(mode="json")
+    assert doc["spent"]["stopped"] == "deadline" and verify(doc).valid
+    verdict = verify(_resealed(doc, _set("budget.deadline_s", None)))
+    assert (verdict.valid, verdict.violated) == (False, "stop")
+
+
+def test_a_fault_naming_an_agent_that_is_not_covered_is_refused() -> None:
+    def edit(doc: dict[str, Any]) -> None:
+        doc["trajectory"][0]["faults"] = [{"agent": "ghost", "phase": "score", "message": "x"}]
+
+    verdict = verify(_resealed(_incident(), edit))
+    assert (verdict.valid, verdict.violated) == (False, "covered")
+
+
+@pytest.mark.parametrize("name", ["incident.yaml", "region-table.yaml"])
+def test_the_examples_certificates_still_verify(name: str) -> None:
+    problem = load_problem(EXAMPLES / name)
+    cert = negotiation_for(problem, build_agents(problem, base_dir=EXAMPLES)).run_sync()
+    _valid(cert)
+
+
+@given(agents_strategy(), controls, st.sampled_from([None, 0.0, 3.0, 12.0, 40.0]))
+@settings(max_examples=80, deadline=None)
+def test_every_certificate_a_run_writes_passes_the_new_checks(agents, ctl, deadline) -> None:  # type: ignore[no-untyped-def]
+    neg = Negotiation(
+        agents, rejected=REJECTED, ideal=IDEAL, deadline_s=deadline, clock=SteppingClock(), **ctl
+    )
+    cert = neg.run_sync()
+    _valid(cert)
+    assert (cert.spent.stopped == "floor_cleared") == (cert.status == "certified")
+
+
+# ---------------------------------------------------------------------- 8. packets
+
+
+@pytest.mark.parametrize("as_json", [False, True])
+def test_verify_calls_a_packet_without_a_key_invalid_schema(tmp_path: Path, as_json: bool) -> None:
+    packet = tmp_path / "packet.json"
+    packet.write_text(
+        json.dumps({"task_id": "t", "residual_objections": [], "minority_report": []})
+    )
+    result = cli("verify", packet, *(["--json"] if as_json else []))
+    assert result.code == 1, result.err
+    if as_json:
+        verdict = json.loads(result.out)
+        assert (verdict["valid"], verdict["violated"]) == (False, "schema")
+    else:
+        assert result.out.startswith("invalid: schema: a decision packet, not a certificate")
+        assert "--public-key" in result.out

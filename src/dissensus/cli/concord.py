@@ -10,7 +10,10 @@
   ``kind`` (``connection``, as the model client reports it), never read from the words
   of fault messages, so function and table agents' faults never count.
 * ``dissensus verify CERT.json`` recomputes every property; exit 0 valid, 1 invalid
-  (naming the first violated property), 2 unreadable.
+  (naming the first violated property), 2 unreadable (not JSON, not a JSON object). A
+  JSON object that is not a certificate is ``invalid: schema``, exit 1; a DCI decision
+  packet (or a ``deliberate --json`` line) too, unless ``--public-key`` is given, which
+  checks its signature.
 * ``dissensus bound --agents N --rounds R`` prints the cost bound.
 
 The model for LLM agents (and the "LLM picks" / "LLM writes" rows) is ``--model``, else
@@ -420,8 +423,10 @@ def verify(
         # The output of `negotiate --compare --json`: verify the certificate it holds.
         data = data["certificate"]
     kind = signed_kind(data)
-    if kind != "certificate":
-        _verify_packet_signature(cert_file, data, key, as_json)
+    if kind != "certificate" and key is not None:
+        _verify_packet_signature(data, key, as_json)
+    if kind != "certificate":  # as any JSON object that is not a certificate: exit 1
+        _not_a_certificate(as_json)
     signed = dict(data)
     data = {k: v for k, v in data.items() if k != "signature"}
     verdict = verify_record(data)
@@ -441,13 +446,25 @@ def verify(
     raise typer.Exit(code=EXIT_OK if ok else EXIT_FAILURE)
 
 
-def _verify_packet_signature(name: str, data: JsonObject, key: Any, as_json: bool) -> None:
+def _not_a_certificate(as_json: bool) -> None:
+    """``invalid: schema`` for a decision packet verified without ``--public-key``."""
+    from dissensus.concord.verify import Verdict
+
+    message = (
+        "a decision packet, not a certificate: it has no properties to recompute "
+        "(give --public-key to check its signature)"
+    )
+    verdict = Verdict(valid=False, violated="schema", message=message, checked=[])
+    if as_json:
+        write_stdout(json.dumps(verdict.model_dump(mode="json"), indent=2) + "\n")
+    else:
+        out_console.print(f"invalid: schema: {message}", markup=False)
+    raise typer.Exit(code=EXIT_FAILURE)
+
+
+def _verify_packet_signature(data: JsonObject, key: Any, as_json: bool) -> None:
     from dissensus.signing import document_status, signed_kind
 
-    if key is None:
-        raise InputError(
-            f"{name}: a decision packet has no properties to recompute; give --public-key to check its signature"
-        )
     line = signed_kind(data) == "deliberation"
     packet = data.get("packet") if line else data
     status = document_status(packet, key) if isinstance(packet, dict) else "unsigned"
