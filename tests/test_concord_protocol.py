@@ -306,6 +306,7 @@ def test_public_surface_is_pinned() -> None:
             "NegotiationView",
             "Outcome",
             "Problem",
+            "ScoreFault",
             "SelectionRule",
             "TableAgent",
             "Verdict",

@@ -34,7 +34,7 @@ from dissensus.baselines.decision_rules import (
     owner_decides,
     unanimity,
 )
-from dissensus.concord.agent import NegotiationAgent, NegotiationView, Outcome
+from dissensus.concord.agent import NegotiationAgent, NegotiationView, Outcome, ScoreFault
 from dissensus.concord.record import Certificate, Fault
 from dissensus.concord.scale import in_range, rescale
 
@@ -177,8 +177,11 @@ async def score_outcome(
         )
         try:
             (raw,) = await agent.score([outcome], view)
-        except Exception as exc:  # an agent's failure scores 0, as in the protocol
+        except (Exception, SystemExit) as exc:  # an agent's failure scores 0, as in the protocol
             fault(agent_id, f"{type(exc).__name__}: {exc}")
+            continue
+        if isinstance(raw, ScoreFault):  # the agent could not score the written plan
+            fault(agent_id, raw.message)
             continue
         ok = (
             isinstance(raw, int | float)

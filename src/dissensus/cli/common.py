@@ -124,6 +124,7 @@ __all__ = [
     "progress_enabled",
     "shown",
     "shown_block",
+    "shown_number",
     "silence_stdout",
     "stdout_handle",
     "write_stdout",
@@ -214,12 +215,26 @@ def number_in(
         if not math.isfinite(value):
             raise typer.BadParameter(f"must be a finite number (got {value})")
         if low is not None and value < low:
-            raise typer.BadParameter(f"must be at least {low:g} (got {value:g})")
+            raise typer.BadParameter(
+                f"must be at least {shown_number(low)} (got {shown_number(value)})"
+            )
         if high is not None and value > high:
-            raise typer.BadParameter(f"must be at most {high:g} (got {value:g})")
+            raise typer.BadParameter(
+                f"must be at most {shown_number(high)} (got {shown_number(value)})"
+            )
         return value
 
     return check
+
+
+def shown_number(value: float) -> str:
+    """``value`` with every digit that tells it apart from its neighbours: an integral
+    value whole, with thousands separators (``315,576,001``), any other its shortest
+    round-tripping form (``0.0005``, ``1e+300``), never ``:g``'s six digits, which
+    showed a limit and the value beyond it as the same ``3.15576e+08``."""
+    if math.isfinite(value) and value == int(value) and abs(value) < 1e15:
+        return f"{value:,.0f}"
+    return repr(float(value))
 
 
 def check_input_path(path: str) -> str:

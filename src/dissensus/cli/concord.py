@@ -4,9 +4,16 @@
   certificate, ``--out`` writes it, ``--compare`` adds the comparison with other decision
   rules (with ``--json``: ``{"certificate": ..., "comparison": [...]}``), ``--deadline``
   stops the run and returns the current leader; Ctrl-C does the same (cancellation).
-  Exit 0 whatever the status (``certified`` or ``best_effort``), 2 on a bad problem file.
+  Exit 0 whatever the status (``certified`` or ``best_effort``), 2 on a bad problem file,
+  1 (after the record) when the run is not certified, model calls were made and every
+  one of them failed to reach the server: counted by the protocol from the failures'
+  ``kind`` (``connection``, as the model client reports it), never read from the words
+  of fault messages, so function and table agents' faults never count.
 * ``dissensus verify CERT.json`` recomputes every property; exit 0 valid, 1 invalid
-  (naming the first violated property), 2 unreadable.
+  (naming the first violated property), 2 unreadable (not JSON, not a JSON object). A
+  JSON object that is not a certificate is ``invalid: schema``, exit 1; a DCI decision
+  packet (or a ``deliberate --json`` line) too, unless ``--public-key`` is given, which
+  checks its signature.
 * ``dissensus bound --agents N --rounds R`` prints the cost bound.
 
 The model for LLM agents (and the "LLM picks" / "LLM writes" rows) is ``--model``, else
@@ -84,9 +91,10 @@ async def _run(
     compare: bool,
     client: Any,
     on_record: Callable[[Certificate], None],
-) -> tuple[Certificate, list[Any] | None, str | None]:
+) -> tuple[Certificate, list[Any] | None, str | None, str | None]:
     """The negotiation, then (``compare``) the comparison: ``(certificate, rows, why the
-    comparison stopped)``. ``on_record`` gets the certificate as soon as the negotiation
+    comparison stopped, the first unreachable fault when every model call of the run
+    failed to reach the server)``. ``on_record`` gets the certificate as soon as the negotiation
     ends, before any comparison, so an interrupt or a hung arbiter cannot lose it; the
     deadline bounds the whole command (the comparison gets what remains of it), and
     Ctrl-C during the comparison stops it (``rows`` is then ``None``)."""
@@ -104,13 +112,14 @@ async def _run(
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.remove_signal_handler(signal.SIGINT)
     on_record(cert)
+    failed = connection_failure(cert, negotiation.model_calls, negotiation.unreachable)
     if not compare:
-        return cert, None, None
+        return cert, None, None, failed
     if cert.spent.stopped == "cancelled":
-        return cert, None, "interrupted"
+        return cert, None, "interrupted", failed
     remaining = None if deadline is None else deadline - (time.monotonic() - started)
     if remaining is not None and remaining <= 0:
-        return cert, None, "deadline"
+        return cert, None, "deadline", failed
     arbiter = None
     if client is not None:
         from dissensus.baselines.decision_rules import LLMArbiter
@@ -139,10 +148,10 @@ async def _run(
         if task not in done:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
-            return cert, None, "deadline"
+            return cert, None, "deadline", failed
         if task.cancelled():
-            return cert, None, "interrupted" if interrupted else "cancelled"
-        return cert, task.result(), None
+            return cert, None, "interrupted" if interrupted else "cancelled", failed
+        return cert, task.result(), None, failed
     finally:
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.remove_signal_handler(signal.SIGINT)
@@ -240,7 +249,7 @@ def negotiate(
         stdout_handle().flush()
 
     try:
-        cert, rows, stopped = asyncio.run(
+        cert, rows, stopped, failed = asyncio.run(
             _closing(_run(problem, agents, deadline, rule, compare, client, on_record), client)
         )
     except ConfigError as exc:
@@ -265,7 +274,6 @@ def negotiate(
             }[stopped],
             markup=False,
         )
-    failed = connection_failure(cert)
     if failed is not None:
         err_console.print(
             f"error: connection failed: every model call failed to reach the server ({shown(failed)})"
@@ -274,13 +282,18 @@ def negotiate(
     raise typer.Exit(code=EXIT_OK)
 
 
-def connection_failure(cert: Certificate) -> str | None:
-    """The first fault when every fault of the run is a failed connection (and there are some)."""
-    faults = [f.message for step in cert.trajectory for f in step.faults]
-    faults += [st.fault for st in cert.scores.values() if st.fault]
-    if faults and all("connection" in f.lower() for f in faults):
-        return " ".join(faults[0].split())
-    return None
+def connection_failure(cert: Certificate, model_calls: int, unreachable: list[str]) -> str | None:
+    """The first of the ``unreachable`` faults when the run is not certified, made model
+    calls and every one of them failed to reach the server; else ``None``.
+
+    ``model_calls`` and ``unreachable`` are the protocol's counts
+    (:attr:`~dissensus.concord.protocol.Negotiation.unreachable`: failures of ``kind``
+    ``connection``), never the words of fault messages: a table agent's missing entry for
+    ``connection-pool`` or a function agent's ``invalid connection string`` is no model
+    call, and a certified run did reach a decision."""
+    if cert.status == "certified" or model_calls == 0 or len(unreachable) < model_calls:
+        return None
+    return " ".join(unreachable[0].split())
 
 
 def _fmt(value: float | None) -> str:
@@ -410,8 +423,10 @@ def verify(
         # The output of `negotiate --compare --json`: verify the certificate it holds.
         data = data["certificate"]
     kind = signed_kind(data)
-    if kind != "certificate":
-        _verify_packet_signature(cert_file, data, key, as_json)
+    if kind != "certificate" and key is not None:
+        _verify_packet_signature(data, key, as_json)
+    if kind != "certificate":  # as any JSON object that is not a certificate: exit 1
+        _not_a_certificate(as_json)
     signed = dict(data)
     data = {k: v for k, v in data.items() if k != "signature"}
     verdict = verify_record(data)
@@ -431,13 +446,25 @@ def verify(
     raise typer.Exit(code=EXIT_OK if ok else EXIT_FAILURE)
 
 
-def _verify_packet_signature(name: str, data: JsonObject, key: Any, as_json: bool) -> None:
+def _not_a_certificate(as_json: bool) -> None:
+    """``invalid: schema`` for a decision packet verified without ``--public-key``."""
+    from dissensus.concord.verify import Verdict
+
+    message = (
+        "a decision packet, not a certificate: it has no properties to recompute "
+        "(give --public-key to check its signature)"
+    )
+    verdict = Verdict(valid=False, violated="schema", message=message, checked=[])
+    if as_json:
+        write_stdout(json.dumps(verdict.model_dump(mode="json"), indent=2) + "\n")
+    else:
+        out_console.print(f"invalid: schema: {message}", markup=False)
+    raise typer.Exit(code=EXIT_FAILURE)
+
+
+def _verify_packet_signature(data: JsonObject, key: Any, as_json: bool) -> None:
     from dissensus.signing import document_status, signed_kind
 
-    if key is None:
-        raise InputError(
-            f"{name}: a decision packet has no properties to recompute; give --public-key to check its signature"
-        )
     line = signed_kind(data) == "deliberation"
     packet = data.get("packet") if line else data
     status = document_status(packet, key) if isinstance(packet, dict) else "unsigned"

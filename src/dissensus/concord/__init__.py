@@ -11,7 +11,7 @@ cost bound is known before the run and reconciled at its close.
 {'rounds': 6, 'candidates': 11, 'evaluations': 55, 'model_calls': 51}
 """
 
-from dissensus.concord.agent import NegotiationAgent, NegotiationView, Outcome
+from dissensus.concord.agent import NegotiationAgent, NegotiationView, Outcome, ScoreFault
 from dissensus.concord.bounds import Bound, compute_bound
 from dissensus.concord.function import FunctionAgent
 from dissensus.concord.problem import (
@@ -36,6 +36,7 @@ __all__ = [
     "NegotiationView",
     "Outcome",
     "Problem",
+    "ScoreFault",
     "SelectionRule",
     "TableAgent",
     "Verdict",

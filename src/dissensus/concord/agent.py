@@ -16,8 +16,12 @@ Choices where the design is silent:
 * Every method is ``async``; synchronous callables are adapted by the function agent.
 * ``propose`` / ``repair`` may return ``None``: the agent *passes* (writes nothing).
 * ``score`` returns one raw number per outcome, in order, on the agent's own scale; the
-  protocol calibrates it against the agent's anchor scores. Anything else (wrong length,
-  non-numbers) is a fault the protocol reports for that agent.
+  protocol calibrates it against the agent's anchor scores. An outcome the agent cannot
+  score (a table agent's missing entry, a function agent's callable raising on that
+  outcome) is a :class:`ScoreFault` in its place: that evaluation alone is a fault, the
+  other outcomes of the call keep their scores. Anything else (wrong length,
+  non-numbers) is a fault the protocol reports for that agent, on every outcome of the
+  call.
 * The view an agent receives is plain data (:class:`NegotiationView`): the problem
   statement, the controls, every tabled candidate with the calibrated scores the
   agent can see, the current leader and the option pool. Agent text in it is untrusted
@@ -39,6 +43,7 @@ __all__ = [
     "NegotiationAgent",
     "NegotiationView",
     "Outcome",
+    "ScoreFault",
     "ScoredCandidate",
 ]
 
@@ -54,6 +59,16 @@ class Outcome(BaseModel):
     """Identifier; ``None`` on a freshly written outcome (the protocol assigns one)."""
     text: str = Field(min_length=1)
     """What the outcome says, in words."""
+
+
+class ScoreFault(BaseModel):
+    """In a ``score`` answer, the place of an outcome the agent could not score: that
+    evaluation alone is a fault of the agent (counted as the rejected anchor, 0)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    message: str
+    """Why the outcome has no score, in one line."""
 
 
 class ScoredCandidate(BaseModel):
@@ -136,8 +151,11 @@ class NegotiationAgent(Protocol):
         """Model attempts made so far, retries included (0 for agents without a model)."""
         ...
 
-    async def score(self, outcomes: Sequence[Outcome], view: NegotiationView) -> Sequence[float]:
-        """Raw scores on the agent's private scale, one per outcome, in order."""
+    async def score(
+        self, outcomes: Sequence[Outcome], view: NegotiationView
+    ) -> Sequence[float | ScoreFault]:
+        """Raw scores on the agent's private scale, one per outcome, in order (a
+        :class:`ScoreFault` for an outcome it cannot score)."""
         ...
 
     async def propose(self, view: NegotiationView) -> Outcome | None:

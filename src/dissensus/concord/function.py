@@ -18,6 +18,14 @@ Choices where the design is silent:
   better is read from its own scores of the two anchors.
 * **Resolution of ``module:function``** is :func:`dissensus.loading.load_callable`:
   a module beside the problem file is imported by file path, never through ``sys.path``.
+* **Score per outcome.** ``score`` is called once per outcome; an outcome whose call
+  raises or returns something other than a number is a
+  :class:`~dissensus.concord.agent.ScoreFault` in its place, so only that evaluation is
+  a fault (the other outcomes of the protocol's call keep their scores).
+* **Exits.** A callable that raises ``SystemExit`` or ``KeyboardInterrupt`` in a worker
+  thread hands it to the awaiting coroutine like any other exception (a thread would
+  otherwise die silently and the call never settle); the protocol records
+  ``SystemExit`` as the agent's fault and treats ``KeyboardInterrupt`` as Ctrl-C.
 * **Timeouts.** With ``timeout`` set (or ``threaded=True``, which the CLI sets when a
   deadline is given), a synchronous callable runs in a worker thread so the protocol can
   stop waiting for it; a thread cannot be killed, so an abandoned call finishes in the
@@ -34,7 +42,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from dissensus.concord.agent import AgentIdentity, NegotiationView, Outcome
+from dissensus.concord.agent import AgentIdentity, NegotiationView, Outcome, ScoreFault
 
 __all__ = ["FunctionAgent", "as_outcome"]
 
@@ -44,7 +52,7 @@ async def _in_daemon_thread(fn: Callable[..., Any], *args: Any) -> Any:
     loop = asyncio.get_running_loop()
     future: asyncio.Future[Any] = loop.create_future()
 
-    def settle(value: Any, error: Exception | None) -> None:
+    def settle(value: Any, error: BaseException | None) -> None:
         if future.done():
             return
         if error is not None:
@@ -53,9 +61,10 @@ async def _in_daemon_thread(fn: Callable[..., Any], *args: Any) -> Any:
             future.set_result(value)
 
     def work() -> None:
+        error: BaseException | None = None
         try:
-            value, error = fn(*args), None
-        except Exception as exc:  # handed to the awaiting coroutine, reported as a fault
+            value = fn(*args)
+        except BaseException as exc:  # handed on: a fault, an exit (SystemExit) or Ctrl-C
             value, error = None, exc
         with contextlib.suppress(RuntimeError):  # the loop may be gone after a timeout
             loop.call_soon_threadsafe(settle, value, error)
@@ -110,19 +119,29 @@ class FunctionAgent(AgentIdentity):
             return await result
         return result
 
-    async def score(self, outcomes: Sequence[Outcome], view: NegotiationView) -> Sequence[float]:
-        values: list[float] = []
+    async def _raw(self, outcome: Outcome, view: NegotiationView) -> float:
+        """The score callable's number for ``outcome`` (raises when it gives none)."""
+        value = await self._call(self._score, outcome, view)
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise TypeError(f"score must be a number, got {type(value).__name__}")
+        return float(value)
+
+    async def score(
+        self, outcomes: Sequence[Outcome], view: NegotiationView
+    ) -> Sequence[float | ScoreFault]:
+        values: list[float | ScoreFault] = []
         for outcome in outcomes:
-            value = await self._call(self._score, outcome, view)
-            if isinstance(value, bool) or not isinstance(value, int | float):
-                raise TypeError(f"score must be a number, got {type(value).__name__}")
-            values.append(float(value))
+            try:
+                values.append(await self._raw(outcome, view))
+            except Exception as exc:  # that evaluation alone is a fault
+                values.append(ScoreFault(message=f"{type(exc).__name__}: {exc}"))
         return values
 
     async def _sign(self, view: NegotiationView) -> float:
         if view.rejected is None or view.ideal is None:
             return 1.0
-        rej, ideal = await self.score([view.rejected, view.ideal], view)
+        rej = await self._raw(view.rejected, view)
+        ideal = await self._raw(view.ideal, view)
         return 1.0 if ideal >= rej else -1.0
 
     async def _best_option(
@@ -132,8 +151,7 @@ class FunctionAgent(AgentIdentity):
         best: Outcome | None = None
         best_score = None if above is None else sign * above
         for option in pool:
-            (value,) = await self.score([option], view)
-            value *= sign
+            value = sign * await self._raw(option, view)
             if best_score is None or value > best_score:
                 best, best_score = option, value
         return best
@@ -149,7 +167,7 @@ class FunctionAgent(AgentIdentity):
         leader = view.leader_candidate()
         current = None
         if leader is not None:
-            (current,) = await self.score([Outcome(id=leader.id, text=leader.text)], view)
+            current = await self._raw(Outcome(id=leader.id, text=leader.text), view)
         tabled = set(view.tabled)
         return await self._best_option(
             view, [o for o in view.options if o.id not in tabled], current

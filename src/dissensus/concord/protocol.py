@@ -37,8 +37,24 @@ Choices where the design is silent:
   floor (or that gap rounds to 0), ``floor`` minus the unrounded value.
 * **Anytime.** Before every agent call the deadline and the cancellation flag are
   checked, and a call in flight is abandoned when either fires. The run then returns
-  the current leader with its status (``spent.stopped`` says why). Candidates not
-  scored by every covered agent when the run stopped are recorded but never lead.
+  the current leader with its status (``spent.stopped`` says why). Every answer that
+  arrived before the stop is recorded (anchor scores, proposals, scores of a sweep);
+  an agent whose anchor scores had not arrived is recorded uncalibrated with the fault
+  ``not calibrated: the run stopped (<reason>) before its anchor scores arrived``, so a
+  stopped run's certificate verifies like any other. Candidates not scored by every
+  covered agent when the run stopped are recorded but never lead.
+* **Per-evaluation faults.** A ``score`` answer may hold a
+  :class:`~dissensus.concord.agent.ScoreFault` in the place of one outcome: that
+  evaluation alone is a fault; a call that raises or answers the wrong shape faults
+  every outcome it was asked about.
+* **Exits from agent code.** ``SystemExit`` raised by an agent's code (a library
+  calling ``sys.exit``) is a fault of that agent, as any exception is;
+  ``KeyboardInterrupt`` raised there is Ctrl-C: it cancels the run
+  (``spent.stopped: cancelled``). Neither escapes the run.
+* **Unreachable models.** :attr:`Negotiation.unreachable` lists the faults of model
+  calls that failed to reach the server (a :class:`~dissensus.llm.ModelCallError` of
+  kind ``connection``, read from the exception's ``kind``, never from its text), beside
+  :attr:`Negotiation.model_calls`; the CLI exits 1 only when they are equal and not 0.
 * **Proposals** naming an option already tabled (same id and text) are merged into
   that candidate; an id that collides with another outcome is replaced by ``C<k>``.
   Both are reported in the round's notes. Evaluations count agent x candidate scores
@@ -56,7 +72,13 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
-from dissensus.concord.agent import NegotiationAgent, NegotiationView, Outcome, ScoredCandidate
+from dissensus.concord.agent import (
+    NegotiationAgent,
+    NegotiationView,
+    Outcome,
+    ScoredCandidate,
+    ScoreFault,
+)
 from dissensus.concord.bounds import compute_bound
 from dissensus.concord.controls import check_controls
 from dissensus.concord.record import (
@@ -96,6 +118,27 @@ class _Halt(Exception):
     def __init__(self, reason: Stop) -> None:
         super().__init__(reason)
         self.reason: Stop = reason
+
+
+class _AgentExit(Exception):
+    """``SystemExit`` raised by agent code, held as an ordinary exception (a fault)."""
+
+    def __init__(self, code: object) -> None:
+        super().__init__(f"SystemExit: {code}")
+
+
+class _AgentInterrupt(Exception):
+    """``KeyboardInterrupt`` raised by agent code: the run is cancelled, as by Ctrl-C."""
+
+
+def _fault_text(exc: BaseException) -> str:
+    if isinstance(exc, _AgentExit):
+        return str(exc)
+    return f"{type(exc).__name__}: {exc}"
+
+
+def _stopped_fault(reason: Stop) -> str:
+    return f"not calibrated: the run stopped ({reason}) before its anchor scores arrived"
 
 
 @dataclass
@@ -167,6 +210,18 @@ class Negotiation:
         self._hops = 0
         self._repair_rounds = 0
         self._attempts_at_start: dict[str, int] = {}
+        self._unreachable: list[str] = []
+
+    @property
+    def model_calls(self) -> int:
+        """Calls made so far to agents whose ``uses_model`` is true."""
+        return self._model_calls
+
+    @property
+    def unreachable(self) -> list[str]:
+        """Faults of the model calls that failed to reach the server (an exception of
+        ``kind`` ``connection``, as :class:`~dissensus.llm.ModelCallError` carries)."""
+        return list(self._unreachable)
 
     # ------------------------------------------------------------------ control
     def cancel(self) -> None:
@@ -202,7 +257,17 @@ class Negotiation:
             agent.timeout is None or remaining <= agent.timeout
         )
         assert self._cancel_event is not None
-        task: asyncio.Future[T] = asyncio.ensure_future(make())
+
+        async def guarded() -> T:
+            # SystemExit and KeyboardInterrupt would escape the event loop from a task.
+            try:
+                return await make()
+            except SystemExit as exc:
+                raise _AgentExit(exc.code) from None
+            except KeyboardInterrupt:
+                raise _AgentInterrupt() from None
+
+        task: asyncio.Future[T] = asyncio.ensure_future(guarded())
         stopper: asyncio.Future[Any] = asyncio.ensure_future(self._cancel_event.wait())
         waiting: set[asyncio.Future[Any]] = {task, stopper}
         done, _ = await asyncio.wait(waiting, timeout=wait, return_when=asyncio.FIRST_COMPLETED)
@@ -211,8 +276,14 @@ class Negotiation:
             if task.cancelled():
                 return None, "call cancelled"
             exc = task.exception()
+            if isinstance(exc, _AgentInterrupt):
+                self.cancel()
+                raise _Halt("cancelled")
             if exc is not None:
-                return None, f"{type(exc).__name__}: {exc}"
+                fault = _fault_text(exc)
+                if agent.uses_model and getattr(exc, "kind", None) == "connection":
+                    self._unreachable.append(fault)
+                return None, fault
             return task.result(), None
         task.cancel()
         self._check_halt()
@@ -221,13 +292,20 @@ class Negotiation:
             raise _Halt("deadline")
         return None, f"timed out after {agent.timeout:g}s"
 
-    async def _each(self, ids: Sequence[str], make: Callable[[str], Awaitable[Any]]) -> list[Any]:
-        """Run ``make`` for every id concurrently; re-raise a halt after all settled."""
+    async def _each(
+        self, ids: Sequence[str], make: Callable[[str], Awaitable[Any]]
+    ) -> tuple[list[Any], _Halt | None]:
+        """Run ``make`` for every id concurrently: the results (a :class:`_Halt` in the
+        place of a call the stop abandoned or never made) and the halt, if any. The
+        caller records what arrived, then raises the halt."""
         results = await asyncio.gather(*(make(i) for i in ids), return_exceptions=True)
+        halt: _Halt | None = None
         for res in results:
-            if isinstance(res, BaseException):  # a halt, or a protocol bug: after all settled
+            if isinstance(res, _Halt):
+                halt = halt or res
+            elif isinstance(res, BaseException):  # a protocol bug: after all settled
                 raise res
-        return list(results)
+        return list(results), halt
 
     # ------------------------------------------------------------------ views
     def _view(self, agent: str, phase: Phase, round_no: int) -> NegotiationView:
@@ -317,11 +395,16 @@ class Negotiation:
                 agent, lambda: agent.score(anchors, self._view(agent_id, "anchors", 0))
             )
 
-        results = await self._each(self._regime.covered, one)
-        for agent_id, (value, fault) in zip(self._regime.covered, results, strict=True):
+        results, halt = await self._each(self._regime.covered, one)
+        for agent_id, result in zip(self._regime.covered, results, strict=True):
+            if isinstance(result, _Halt):  # no answer before the stop: see _certificate
+                continue
+            value, fault = result
             raw = _numbers(value, 2) if fault is None else None
             if fault is None and raw is None:
-                fault = f"expected two finite numbers for the anchors, got {value!r}"
+                fault = _score_fault(value) or (
+                    f"expected two finite numbers for the anchors, got {value!r}"
+                )
             if raw is None:
                 self._anchors[agent_id] = Anchors(rejected=None, ideal=None)
                 self._anchor_fault[agent_id] = fault or UNCALIBRATED
@@ -335,10 +418,12 @@ class Negotiation:
                 continue
             self._anchors[agent_id] = Anchors(rejected=raw[0], ideal=raw[1])
             self._broadcast(agent_id)
+        if halt is not None:
+            raise halt
 
-    async def _sweep(self, cands: Sequence[_Cand], round_no: int) -> list[Fault]:
-        """Every covered agent scores ``cands`` (one call each)."""
-        faults: list[Fault] = []
+    async def _sweep(self, cands: Sequence[_Cand], round_no: int, faults: list[Fault]) -> None:
+        """Every covered agent scores ``cands`` (one call each); faults go to ``faults``.
+        On a stop, the answers that arrived are recorded before the halt is raised."""
         outcomes = [Outcome(id=c.id, text=c.text) for c in cands]
 
         async def one(agent_id: str) -> tuple[Any, str | None]:
@@ -349,9 +434,12 @@ class Negotiation:
                 agent, lambda: agent.score(outcomes, self._view(agent_id, "score", round_no))
             )
 
-        results = await self._each(self._regime.covered, one)
-        for agent_id, (value, fault) in zip(self._regime.covered, results, strict=True):
-            raws = _numbers(value, len(cands), finite=False) if fault is None else None
+        results, halt = await self._each(self._regime.covered, one)
+        for agent_id, result in zip(self._regime.covered, results, strict=True):
+            if isinstance(result, _Halt):  # no answer before the stop: no evaluation
+                continue
+            value, fault = result
+            raws = _scores(value, len(cands)) if fault is None else None
             if fault is None and raws is None:
                 fault = f"expected {len(cands)} numbers, got {value!r}"
             if fault is not None:
@@ -366,7 +454,9 @@ class Negotiation:
             assert anchors.rejected is not None and anchors.ideal is not None
             for cand, raw in zip(cands, raws, strict=True):
                 msg = None
-                if not in_range(raw, anchors.rejected, anchors.ideal):
+                if isinstance(raw, ScoreFault):
+                    msg = " ".join(raw.message.split()) or f"no score for {cand.id}"
+                elif not in_range(raw, anchors.rejected, anchors.ideal):
                     msg = f"score {raw!r} of {cand.id} is outside the anchors' range [{anchors.rejected:g}, {anchors.ideal:g}]"
                 else:
                     try:
@@ -379,7 +469,8 @@ class Negotiation:
                     continue
                 cand.scores[agent_id] = Evaluation(raw=raw, calibrated=round(exact, DIGITS) + 0.0)
                 cand.exact[agent_id] = exact
-        return faults
+        if halt is not None:
+            raise halt
 
     async def _opening(self, step: Step) -> None:
         async def one(agent_id: str) -> tuple[Any, str | None]:
@@ -388,10 +479,12 @@ class Negotiation:
                 agent, lambda: agent.propose(self._view(agent_id, "propose", 1))
             )
 
-        results = await self._each(self._regime.covered, one)
+        results, halt = await self._each(self._regime.covered, one)
         fresh: list[_Cand] = []
-        for agent_id, (value, fault) in zip(self._regime.covered, results, strict=True):
-            outcome, fault = _outcome(value, fault)
+        for agent_id, result in zip(self._regime.covered, results, strict=True):
+            if isinstance(result, _Halt):  # no proposal before the stop
+                continue
+            outcome, fault = _outcome(*result)
             if fault is not None:
                 step.faults.append(Fault(agent=agent_id, phase="propose", message=fault))
             if outcome is None:
@@ -401,8 +494,10 @@ class Negotiation:
             cand = self._table(outcome, agent_id, 1, step.notes)
             if cand is not None:
                 fresh.append(cand)
+        if halt is not None:  # the proposals that arrived stay tabled, unscored
+            raise halt
         if fresh:
-            step.faults.extend(await self._sweep(fresh, 1))
+            await self._sweep(fresh, 1, step.faults)
         eligible = [(c.id, v) for c in self._cands if (v := self._vector(c)) is not None]
         if eligible:
             self._leader, tie = select(eligible, self._rule, self.floor)
@@ -435,7 +530,7 @@ class Negotiation:
         if cand is None:
             return
         step.candidate = cand.id
-        step.faults.extend(await self._sweep([cand], round_no))
+        await self._sweep([cand], round_no, step.faults)
         new_worst = self._worst(cand)
         if new_worst is None:
             return
@@ -520,7 +615,9 @@ class Negotiation:
                 calibrated=ev.calibrated if ev else None,
                 raw=ev.raw if ev else None,
                 anchors=self._anchors.get(agent_id, Anchors(rejected=None, ideal=None)),
-                fault=self._anchor_fault.get(agent_id),
+                # an agent whose anchor scores never arrived (the run stopped first)
+                fault=self._anchor_fault.get(agent_id)
+                or (None if agent_id in self._anchors else _stopped_fault(stopped)),
             )
             exact = leader.exact.get(agent_id, 0.0) if leader and ev else 0.0
             if exact < self.floor:  # the unrounded value: rounding never lifts it
@@ -605,6 +702,31 @@ def _numbers(value: object, count: int, *, finite: bool = True) -> list[float] |
             return None
         out.append(float(item))
     return out
+
+
+def _scores(value: object, count: int) -> list[float | ScoreFault] | None:
+    """``value`` as ``count`` scores (numbers, finite or not, or :class:`ScoreFault`),
+    or ``None`` when it is not that."""
+    if isinstance(value, str | bytes) or not isinstance(value, Sequence) or len(value) != count:
+        return None
+    out: list[float | ScoreFault] = []
+    for item in value:
+        if isinstance(item, ScoreFault):
+            out.append(item)
+        elif isinstance(item, bool) or not isinstance(item, int | float):
+            return None
+        else:
+            out.append(float(item))
+    return out
+
+
+def _score_fault(value: object) -> str | None:
+    """The message of the first :class:`ScoreFault` in an anchor answer, if any."""
+    if isinstance(value, Sequence) and not isinstance(value, str | bytes):
+        for item in value:
+            if isinstance(item, ScoreFault):
+                return " ".join(item.message.split()) or "no anchor score"
+    return None
 
 
 def _outcome(value: object, fault: str | None) -> tuple[Outcome | None, str | None]:

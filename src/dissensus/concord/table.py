@@ -6,9 +6,11 @@ gives (``scores: {R0: 0, I0: 10, A: 6}``), anchors included.
 Choices where the design is silent:
 
 * **Score.** An outcome is looked up by id. An outcome the table has no score for (for
-  instance a plan another agent wrote) raises :class:`KeyError`; the protocol reports it
-  as a fault of this agent and counts the evaluation as the rejected anchor (0), so the
-  table agent can never be certified on an outcome it did not score.
+  instance a plan another agent wrote) is a :class:`~dissensus.concord.agent.ScoreFault`
+  in its place; the protocol reports that evaluation (and only it: the other outcomes of
+  the same call keep their scores) as a fault of this agent and counts it as the
+  rejected anchor (0), so the table agent can never be certified on an outcome it did
+  not score.
 * **Direction.** Which way is better is read from the table's anchor scores (a scale
   may run downwards, e.g. latency in milliseconds with ideal < rejected).
 * **Propose.** The option of the pool with the best own score; ties go to the earlier
@@ -24,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from dissensus.concord.agent import AgentIdentity, NegotiationView, Outcome
+from dissensus.concord.agent import AgentIdentity, NegotiationView, Outcome, ScoreFault
 
 __all__ = ["TableAgent"]
 
@@ -42,12 +44,17 @@ class TableAgent(AgentIdentity):
         self.table = dict(scores)
         """Raw score per outcome id, on the agent's private scale."""
 
-    async def score(self, outcomes: Sequence[Outcome], view: NegotiationView) -> Sequence[float]:
-        result: list[float] = []
+    async def score(
+        self, outcomes: Sequence[Outcome], view: NegotiationView
+    ) -> Sequence[float | ScoreFault]:
+        result: list[float | ScoreFault] = []
         for outcome in outcomes:
             if outcome.id is None or outcome.id not in self.table:
-                raise KeyError(f"no score in the table for outcome {outcome.id!r}")
-            result.append(float(self.table[outcome.id]))
+                result.append(
+                    ScoreFault(message=f"no score in the table for outcome {outcome.id!r}")
+                )
+            else:
+                result.append(float(self.table[outcome.id]))
         return result
 
     def _sign(self, view: NegotiationView) -> float:

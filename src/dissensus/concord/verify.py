@@ -7,7 +7,10 @@ stops at the first violated property, which it names:
 1. ``schema``: the record parses, with exactly the certificate's fields;
 2. ``floor``: floor and margin lie in [0, 1];
 3. ``covered``: the negotiating set is a largest component of the recorded graph
-   (everyone on a group channel), and every covered agent has a standing;
+   (everyone on a group channel), no agent is listed twice (the bound is computed from
+   the set's size), there are at most 256 agents, every covered agent has a standing,
+   and every recorded fault names a covered agent in a phase of its round (``propose``
+   or ``score`` in round 1, ``repair`` or ``score`` after);
 4. ``calibration``: every calibrated score equals ``(raw - rejected) / (ideal -
    rejected)`` from the agent's raw anchors (0 on a fault), every raw score lies within
    the anchors' range, the anchors are distinct and span a finite scale;
@@ -18,12 +21,21 @@ stops at the first violated property, which it names:
 7. ``margin``: every replacement of the leader is a strict improvement of the worst-off
    score of at least the margin (and every rejected candidate is not);
 8. ``stop``: no repair round ran while the leader already cleared the floor, and the
-   recorded stop reason is consistent;
+   recorded stop reason is consistent with the record, as the protocol decides it:
+   ``floor_cleared`` exactly when the selected candidate clears the floor (a run stopped
+   by its deadline, a cancellation or its budget never does: the leader after the last
+   completed round did not); ``budget_exhausted`` only with a selection, after the whole
+   round budget; ``no_candidate`` only without a selection, after the opening round
+   alone; ``deadline`` only with a deadline, which is a finite number >= 0;
 9. ``scores``: the selected candidate's standing per agent and the top-level worst-off;
 10. ``status``: ``certified`` exactly when every covered agent is at or above the floor;
 11. ``shortfall``: every agent below the floor with its score and gap, and no other;
 12. ``bound``: the bound recomputed from the number of covered agents and the round
-    budget, the spend recounted from the record, and spend within the bound;
+    budget (at most 1000), the spend recounted from the record, spend within the
+    bound, and ``agent_calls`` at least the calls the record shows were made: one
+    anchor call per calibrated agent, one proposal per opening author or proposal
+    fault, one scoring call per calibrated agent per sweep it scored in, one repair
+    call per repair round that tabled a candidate or recorded a repair fault;
 13. ``digest``: SHA-256 of the canonical record, and the record as given is exactly
     that record (compared as canonical JSON text, so ``1`` for ``true`` or ``2.0`` for
     ``2`` is an edit, though Python's ``==`` calls them equal).
@@ -37,10 +49,13 @@ rules, not the functions the protocol ran: a bug in either shows as a failed che
 
 from __future__ import annotations
 
+import math
+
 from pydantic import BaseModel, ValidationError
 
 from dissensus.canonical import canonical
 from dissensus.concord.bounds import compute_bound
+from dissensus.concord.controls import MAX_AGENTS, MAX_ROUNDS
 from dissensus.concord.record import CandidateRecord, Certificate, canonical_digest
 from dissensus.concord.reference import (
     ref_accepts,
@@ -146,6 +161,12 @@ def _check_floor(cert: Certificate) -> None:
 
 
 def _check_covered(cert: Certificate) -> None:
+    for name, listed in (("covered", cert.covered), ("unknown", cert.unknown)):
+        if len(set(listed)) != len(listed):
+            raise _fail("covered", f"{name} lists an agent more than once")
+    if len(cert.covered) + len(cert.unknown) > MAX_AGENTS:
+        raise _fail("covered", f"more than {MAX_AGENTS} agents")
+    _check_fault_names(cert)
     if set(cert.scores) != set(cert.covered):
         raise _fail("covered", "the agents with a standing are not the covered set")
     if set(cert.covered) & set(cert.unknown):
@@ -171,6 +192,20 @@ def _check_covered(cert: Certificate) -> None:
     largest = max(len(c) for c in components)
     if set(cert.covered) not in [c for c in components if len(c) == largest]:
         raise _fail("covered", "the covered set is not a largest connected component of the graph")
+
+
+def _check_fault_names(cert: Certificate) -> None:
+    """Only covered agents are ever asked anything, each in a phase of its round."""
+    covered = set(cert.covered)
+    for step in cert.trajectory:
+        phases = {"propose", "score"} if step.round == 1 else {"repair", "score"}
+        for fault in step.faults:
+            if fault.agent not in covered:
+                raise _fail(
+                    "covered", f"round {step.round}: a fault names {fault.agent}, not covered"
+                )
+            if fault.phase not in phases:
+                raise _fail("covered", f"round {step.round}: a fault in phase {fault.phase!r}")
 
 
 def _check_calibration(cert: Certificate) -> None:
@@ -367,14 +402,32 @@ def _expect_step(
 
 def _check_stop(cert: Certificate) -> None:
     stopped = cert.spent.stopped
-    cleared = cert.status == "certified"
+    deadline = cert.budget.deadline_s
+    if deadline is not None and not (math.isfinite(deadline) and deadline >= 0):
+        raise _fail("stop", f"deadline_s {deadline} is not a finite number >= 0")
+    sel = cert.selected
+    cand = next((c for c in cert.candidates if sel and c.id == sel.id), None)
+    exact = _exact(cert, cand)
+    cleared = exact is not None and ref_clears_floor(exact, cert.floor)
     repairs = len(cert.trajectory) - 1 if cert.trajectory else 0
     if stopped == "floor_cleared" and not cleared:
         raise _fail("stop", "stopped for a cleared floor, yet not certified")
+    if cleared and stopped != "floor_cleared":
+        # the protocol stops as soon as the leader clears the floor, before any other
+        # call: a deadline, a cancellation or the budget never ends a run it cleared
+        raise _fail(
+            "stop", f"the selected candidate clears the floor, yet the run stopped: {stopped}"
+        )
+    if stopped == "budget_exhausted" and sel is None:
+        raise _fail("stop", "budget exhausted without a selected candidate")
     if stopped == "budget_exhausted" and repairs != cert.budget.rounds:
         raise _fail(
             "stop", f"budget exhausted after {repairs} of {cert.budget.rounds} repair rounds"
         )
+    if stopped == "no_candidate" and (sel is not None or len(cert.trajectory) != 1):
+        raise _fail("stop", "no_candidate needs no selection and the opening round alone")
+    if stopped == "deadline" and deadline is None:
+        raise _fail("stop", "stopped at the deadline, yet no deadline was set")
     if repairs > cert.budget.rounds:
         raise _fail("stop", f"{repairs} repair rounds exceed the budget of {cert.budget.rounds}")
 
@@ -426,6 +479,8 @@ def _check_shortfall(cert: Certificate) -> None:
 def _check_bound(cert: Certificate) -> None:
     if cert.budget.rounds < 0:
         raise _fail("bound", f"round budget {cert.budget.rounds} is negative")
+    if cert.budget.rounds > MAX_ROUNDS:
+        raise _fail("bound", f"round budget {cert.budget.rounds} exceeds {MAX_ROUNDS}")
     negative = [
         n
         for n, v in cert.spent.model_dump().items()
@@ -455,6 +510,37 @@ def _check_bound(cert: Certificate) -> None:
         raise _fail("bound", "within_bound does not match the reconciliation")
     if spent.model_calls > spent.agent_calls:
         raise _fail("bound", "more model calls than agent calls")
+    needed = _calls_made(cert)
+    if spent.agent_calls < needed:
+        raise _fail(
+            "bound", f"agent_calls {spent.agent_calls} < {needed} calls the record shows were made"
+        )
+
+
+def _calls_made(cert: Certificate) -> int:
+    """The fewest agent calls that produce the record: every answer in it came from a
+    call (a calibrated agent is asked in every sweep; an uncalibrated one never is)."""
+    calibrated = {
+        a
+        for a, st in cert.scores.items()
+        if st.anchors.rejected is not None and st.anchors.ideal is not None
+    }
+    calls = len(calibrated)
+    if not cert.trajectory:
+        return calls
+    opening = [c for c in cert.candidates if c.round == 1]
+    proposers = {c.author for c in opening}
+    proposers |= {f.agent for f in cert.trajectory[0].faults if f.phase == "propose"}
+    calls += len(proposers)
+    calls += len({a for c in opening for a in c.scores if a in calibrated})
+    by_id = {c.id: c for c in cert.candidates}
+    for step in cert.trajectory[1:]:
+        if step.candidate is not None or any(f.phase == "repair" for f in step.faults):
+            calls += 1
+        cand = by_id.get(step.candidate) if step.candidate is not None else None
+        if cand is not None:
+            calls += len({a for a in cand.scores if a in calibrated})
+    return calls
 
 
 _CHECKS = (

@@ -13,6 +13,12 @@ Choices where the design is silent:
   one grammar.
 * Unknown keys in a task file are an error naming the key, so a typo never silently
   drops a setting.
+* Numbers and switches are read strictly, as problem files are (``docs/cli.md``): a
+  boolean is not a number (``deadline_s: true`` is not one second), a string is not a
+  number (``max_rounds: '2'``), a count is an integer (``2``, not ``2.0``), a non-finite
+  number (``.inf``, ``.nan``) is refused, and a switch is ``true`` or ``false``.
+* Option ids are unique (compared after an integer id is read as its string, so
+  ``1`` and ``'1'`` collide): a repeated id would make ``selected_option`` ambiguous.
 """
 
 from __future__ import annotations
@@ -20,7 +26,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictFloat,
+    StrictInt,
+    ValidationError,
+    field_validator,
+)
 
 from dissensus.dci.acts import act_spec
 from dissensus.dci.archetypes import archetype
@@ -41,33 +56,33 @@ __all__ = [
 class DCIConfig(BaseModel):
     """DCI-CF settings; defaults are the paper's (Table 9)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
-    max_rounds: int = 2
+    max_rounds: StrictInt = 2
     """Maximum loops of stages 3-6 (at least 1)."""
-    max_options: int = Field(default=5, ge=1)
+    max_options: StrictInt = Field(default=5, ge=1)
     """Options kept after canonicalisation in stage 2."""
-    finalist_count: int = Field(default=3, ge=1)
+    finalist_count: StrictInt = Field(default=3, ge=1)
     """Options kept after scoring in stage 5."""
-    convergence_margin: float = Field(default=0.15, ge=0.0, le=1.0)
+    convergence_margin: StrictFloat = Field(default=0.15, ge=0.0, le=1.0)
     """Lead the top finalist needs over the second (mean score) to converge."""
-    reasks: int = Field(default=1, ge=0)
+    reasks: StrictInt = Field(default=1, ge=0)
     """Times an invalid act is re-asked before it is recorded as a failure."""
-    concordance_threshold: float = Field(default=0.6, ge=0.0, le=1.0)
+    concordance_threshold: StrictFloat = Field(default=0.6, ge=0.0, le=1.0)
     """Outranking: share of participants (weights) that must score a >= b."""
-    discordance_threshold: float = Field(default=0.4, ge=0.0, le=1.0)
+    discordance_threshold: StrictFloat = Field(default=0.4, ge=0.0, le=1.0)
     """Outranking: largest score deficit of a against b that still allows a to outrank b."""
-    satisficing_level: float = Field(default=0.5, ge=0.0, le=1.0)
+    satisficing_level: StrictFloat = Field(default=0.5, ge=0.0, le=1.0)
     """Satisficing: every participant's score must reach this level."""
-    archetypes: bool = True
+    archetypes: StrictBool = True
     """Ablation A1 when false: every participant is a neutral ``Participant``."""
-    typed_grammar: bool = True
+    typed_grammar: StrictBool = True
     """Ablation A2 when false: utterances are untyped contributions (no act names)."""
-    convergent_flow: bool = True
+    convergent_flow: StrictBool = True
     """Ablation A3 when false: open rounds then selection by mean score, no DCI-CF."""
-    full_transcript: bool = False
+    full_transcript: StrictBool = False
     """Show every earlier act verbatim instead of the compacted workspace (measurement only)."""
-    deadline_s: float | None = Field(default=None, gt=0, exclude=True)
+    deadline_s: StrictFloat | None = Field(default=None, gt=0, exclude=True)
     """Wall-clock seconds the run may take; then it stops with ``status: deadline_exceeded``
     (a request in flight is cancelled) and selects over whatever exists. None = no limit. A run control, not a method setting: packets do not repeat it."""
 
@@ -154,7 +169,18 @@ def parse_task(data: Any, *, file: str | None = None, default_id: str = "task") 
         first = exc.errors()[0]
         raise ConfigError(first["msg"], file=file, field=_field_path(tuple(first["loc"]))) from None
     _check_participants(task, file)
+    _check_options(task, file)
     return task
+
+
+def _check_options(task: Task, file: str | None) -> None:
+    seen: set[str] = set()
+    for i, option in enumerate(task.options):
+        if option.id in seen:
+            raise ConfigError(
+                f"duplicate option id {option.id!r}", file=file, field=f"options[{i}].id"
+            )
+        seen.add(option.id)
 
 
 def _check_participants(task: Task, file: str | None) -> None:
