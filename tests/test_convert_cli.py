@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
+import sys
 from pathlib import Path
 
+import pytest
+
+import dissensus
 from cli_helpers import run_cli
 from dissensus.types import Panel, VoteCase
 
@@ -298,3 +303,60 @@ def test_skip_lines_are_bounded_and_escape_control_characters(tmp_path: Path) ->
     assert "(50002 characters)" in line and "(40009 characters)" in line
     (row,) = [json.loads(r) for r in rejects.read_text().splitlines()]
     assert row["field"] == "annotations.B" and len(row["item"]) < 250
+
+
+def _big_llmbar(root: Path) -> Path:
+    """A subset whose panels are well over a standard output buffer (8 KiB)."""
+    root = _write_tiny(root, ["1", "2"] * 20)
+    for result in root.glob("Tiny/evaluators/*/CoT/result.json"):
+        rows = json.loads(result.read_text())
+        for row in rows:
+            row["results"][0]["swap = False"]["completion"][0] += " reasoning" * 100
+        result.write_text(json.dumps(rows))
+    return root
+
+
+@pytest.mark.parametrize("unbuffered", [False, True], ids=["buffered", "unbuffered"])
+@pytest.mark.parametrize("source", ["llmbar", "zeroeval"])
+def test_a_full_standard_output_is_one_line_naming_it(
+    tmp_path: Path, source: str, unbuffered: bool
+) -> None:
+    """``convert ... > /dev/full`` said ``error: No space left on device (ENOSPC)``, not
+    which file; every command names standard output (docs/cli.md)."""
+    if source == "llmbar":
+        argv = ["convert", "llmbar", str(_big_llmbar(tmp_path / "lb"))]
+    else:
+        argv = ["convert", "zeroeval", str(_write_zeroeval(tmp_path / "ze"))]
+    # A real interpreter: its standard output is the one the failure went unnamed on.
+    python = [sys.executable, *(["-u"] if unbuffered else []), "-m", "dissensus"]
+    env = {**os.environ, "PYTHONPATH": str(Path(dissensus.__file__).parent.parent)}
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run(
+            [*python, *argv], stdout=full, stderr=subprocess.PIPE, text=True, env=env
+        )
+    code, text = proc.returncode, proc.stderr
+    assert code == 1, text
+    assert text.splitlines() == [
+        "error: cannot write standard output: No space left on device (ENOSPC)"
+    ], text
+
+
+@pytest.mark.parametrize("source", ["llmbar", "zeroeval"])
+def test_a_source_file_that_is_a_broken_link_exits_2_naming_it(tmp_path: Path, source: str) -> None:
+    """A judge's result.json or a model file that is a broken symbolic link was passed
+    over with exit 0; it is refused, one line naming the file, nothing written."""
+    if source == "llmbar":
+        root = _write_tiny(tmp_path / "lb", ["1", "2"])
+        odd = root / "Tiny" / "evaluators" / "LLaMA2" / "CoT" / "result.json"
+        what = "an LLMBar result file"
+    else:
+        root = _write_zeroeval(tmp_path / "ze", ("ModelA", "ModelB", "ModelC"))
+        odd = root / "ModelC.json"
+        what = "a ZeroEval model file"
+    odd.unlink()
+    odd.symlink_to(tmp_path / "gone.json")
+    out = tmp_path / "out.jsonl"
+    proc = run(source, root, "--out", out)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.splitlines() == [f"error: {odd}: cannot read {what}: a broken symbolic link"]
+    assert proc.stdout == "" and not out.exists()

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import re
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -224,6 +226,41 @@ def test_layout_errors(tmp_path: Path) -> None:
     (bad / "evaluators" / "GPT-4" / "CoT" / "result.json").write_text("{not json")
     with pytest.raises(ConvertError, match="invalid JSON"):
         list(iter_llmbar_panels(tmp_path / "badjson"))
+
+
+def _make_odd(path: Path, kind: str) -> None:
+    """Put a ``kind`` (not a regular file) at ``path`` in place of what is there."""
+    if path.is_dir():
+        path.rmdir()
+    else:
+        path.unlink()
+    if kind == "broken symbolic link":
+        path.symlink_to(path.parent / "nowhere.json")
+    elif kind == "named pipe":
+        os.mkfifo(path)
+    else:
+        path.mkdir()
+
+
+@pytest.mark.parametrize("kind", ["broken symbolic link", "named pipe", "directory"])
+@pytest.mark.parametrize("file", ["result.json", "dataset.json"])
+def test_a_source_file_that_is_not_a_regular_file_is_refused(
+    tmp_path: Path, kind: str, file: str
+) -> None:
+    """A judge whose result.json was a broken symbolic link, a named pipe or a directory
+    was passed over (the panels had a judge fewer, exit 0, no word); a dataset.json that
+    was a directory hid its subset. Both are refused when the layout is checked, before
+    any subset is converted."""
+    answers = {"GPT-4": [("1", "a")], "ChatGPT": [("1", "b")], "PaLM2": [("2", "c")]}
+    write_subset(tmp_path, "A", answers)
+    base = write_subset(tmp_path, "B", answers)
+    odd = base / "dataset.json" if file == "dataset.json" else base / "evaluators/PaLM2/CoT" / file
+    _make_odd(odd, kind)
+    pattern = rf"^{re.escape(str(odd))}: cannot read an LLMBar .*{kind}"
+    with pytest.raises(ConvertError, match=pattern):
+        find_subsets(tmp_path)
+    with pytest.raises(ConvertError, match=pattern):
+        iter_llmbar_panels(tmp_path, on_skip=lambda s: None)
 
 
 def test_malformed_items_are_skipped_with_file_and_index(tmp_path: Path) -> None:

@@ -23,7 +23,7 @@ def _item(annotations: dict[str, str], annotators: str, explanations: list[str])
         "text": {"context": "ctx", "statement": "stmt"},
         "annotators": annotators,
         "annotations": annotations,
-        "soft_label": {"neutral": {"0": 0.5, "1": 0.5}},
+        "soft_label": {label: {"0": 0.5, "1": 0.5} for label in LABELS},
         "split": "dev",
         "other_info": {"explanations": explanations},
     }
@@ -177,6 +177,19 @@ def _ok() -> dict[str, Any]:
         ({"soft_label": {"neutral": {"0": True}}}, "soft_label.neutral.0", "got True"),
         ({"soft_label": {"neutral": {"2": 0.5}}}, "soft_label.neutral", "'2' is not"),
         ({"split": 5}, "split", "expected a string"),
+        # An empty or partial soft label was accepted as if the labels it leaves out had
+        # no weight; every label needs its {"0": p, "1": p}.
+        ({"soft_label": {}}, "soft_label", "no entailment, neutral, contradiction"),
+        (
+            {"soft_label": {"neutral": {"0": 0.5, "1": 0.5}}},
+            "soft_label",
+            "no entailment, contradiction: expected every one of",
+        ),
+        (
+            {"soft_label": {label: {"0": 1.0} for label in LABELS}},
+            "soft_label.contradiction",
+            'no "1"',
+        ),
     ],
 )
 def test_a_label_or_field_of_the_wrong_kind_is_skipped(
@@ -243,3 +256,28 @@ def test_a_long_annotator_name_is_quoted_bounded(tmp_path: Path) -> None:
     assert skip.field == "annotators"
     assert "'AAAA" in skip.message and "(40000 characters)" in skip.message
     assert len(skip.describe()) < 300
+
+
+def test_a_label_an_annotator_repeats_counts_once(tmp_path: Path) -> None:
+    """``neutral,neutral`` from one annotator counted that annotator twice in
+    ``label_counts``; it counts annotators, so once. The labels stay as given."""
+    item = _item({"A": "neutral,neutral", "B": "neutral"}, "A,A,B", ["x", "y", "z"])
+    panels, skipped = _convert(tmp_path, {"k": item})
+    assert not skipped
+    assert panels[0].meta["label_counts"] == {"neutral": 2}
+    extra = panels[0].outputs[0].model_extra
+    assert extra is not None and extra["labels"] == ["neutral", "neutral"]
+
+
+def test_an_annotator_without_explanation_text_keeps_the_item(tmp_path: Path) -> None:
+    """An empty explanation skipped the whole item (a reason the docs did not list); the
+    annotator's label is kept, with an empty reasoning the reading names as missing."""
+    item = _item({"A": "neutral", "B": "entailment", "C": "neutral"}, "A,B,C", ["x", " ", "z"])
+    panels, skipped = _convert(tmp_path, {"k": item})
+    assert not skipped
+    (panel,) = panels
+    outputs = {o.agent: o for o in panel.outputs}
+    assert outputs["B"].decision == "entailment" and outputs["B"].reasoning == ""
+    assert outputs["B"].model_extra is not None
+    assert outputs["B"].model_extra["explanations"] == [" "]
+    assert panel.meta["label_counts"] == {"entailment": 1, "neutral": 2}

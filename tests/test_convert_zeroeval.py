@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import re
 import tempfile
 from pathlib import Path
 
@@ -33,6 +35,35 @@ from dissensus.convert.zeroeval import (
         ('{"reasoning": "no", "answer": "None"}', None),
         ("I cannot solve this.", None),
         ("", None),
+        # "-$X" keeps its sign ("$" was replaced by a space before the number was read).
+        ('{"reasoning": "r", "answer": "-$10,000"}', "-10000"),
+        ('{"reasoning": "r", "answer": "-$2.50"}', "-2.5"),
+        ('{"reasoning": "r", "answer": "$20-$5"}', "5"),  # a subtraction, not a sign
+        # A fraction is its value when 6 places hold it exactly, else no vote (2/3 was 3).
+        ('{"reasoning": "r", "answer": "2/3"}', None),
+        ('{"reasoning": "r", "answer": "7/9"}', None),
+        ('{"reasoning": "r", "answer": "S - 16/3"}', None),
+        ('{"reasoning": "r", "answer": "3/4"}', "0.75"),
+        ('{"reasoning": "r", "answer": "3 1/2 cups"}', "3.5"),
+        ('{"reasoning": "r", "answer": "35/7 = 5"}', "5"),
+        ("The answer is \\boxed{\\frac{1}{8}}", "0.125"),  # was 1
+        ("The answer is \\boxed{\\frac{2}{3}}", None),
+        ("#### 7/9", None),
+        # A clock time is no number (12:30 was 30).
+        ('{"reasoning": "r", "answer": "12:30 pm"}', None),
+        # A refusal is no vote, whatever number it mentions.
+        ('{"reasoning": "r", "answer": "I cannot solve this, step 3 failed"}', None),
+        ('{"reasoning": "r", "answer": "Cannot be determined without the 10-year figure"}', None),
+        ("I cannot solve this, step 3 failed. The answer is: not determinable", None),
+        # A stated answer without a number is an abstention: no number is looked for in
+        # the reasoning ("None" fell through to "the answer is 18").
+        ('{"reasoning": "so the answer is 18", "answer": "None"}', None),
+        ('{"reasoning": "so the answer is 18", "answer": null}', None),
+        ('{"reasoning": "so the answer is 18", "answer": ""}', None),
+        ('{"reasoning": "so the answer is 13", "answer": "___"}', None),
+        ('{"reasoning": "r", "answer": {"blue": 4, "red": 6}}', None),
+        ('{"reasoning": "the answer is 18"}', "18"),  # no answer field: the phrase
+        ('{"reasoning": "the answer is 18", "answer": "', "18"),  # cut off in it
     ],
 )
 def test_extract_answer(text: str, answer: str | None) -> None:
@@ -140,10 +171,11 @@ def test_no_item_is_dropped_silently(models: list[list[object]]) -> None:
                 iter_zeroeval_panels(tmp, on_skip=skipped.append)
             return
         panels = list(iter_zeroeval_panels(tmp, on_skip=skipped.append))
-    reported_items = {
-        (Path(s.file).stem, int(s.item)) for s in skipped if s.file != tmp and s.item != "<missing>"
-    }
-    reported_problems = {s.item for s in skipped if s.file == tmp}
+    # An item is reported by its index, a problem as a whole by its session_id (s0-s4),
+    # naming a model file either way (never the directory).
+    assert all(Path(s.file).parent == Path(tmp) and s.file.endswith(".json") for s in skipped)
+    reported_items = {(Path(s.file).stem, int(s.item)) for s in skipped if s.item.isdigit()}
+    reported_problems = {s.item for s in skipped if s.item.startswith("s")}
     answered = {(o.agent, p.id): o.decision for p in panels for o in p.outputs}
     # A model without an answer to a problem another model answered is reported once.
     missing = {Path(s.file).stem for s in skipped if s.item == "<missing>"}
@@ -253,3 +285,99 @@ def test_a_directory_of_empty_files_is_an_error(tmp_path: Path) -> None:
     (tmp_path / "b.json").write_text("[]")
     with pytest.raises(ConvertError, match="no problem in any model file"):
         iter_zeroeval_panels(tmp_path)
+
+
+def test_the_gold_comes_from_the_files_that_give_one(tmp_path: Path) -> None:
+    """The gold was read from the first model file only: a first file without a gold for
+    a problem skipped it ("gold is not a number: None") though the others agreed."""
+    a = _rows(["# 18", "# 7", "# 5", "# 9"])
+    a[0]["answer"] = None
+    del a[1]["answer"]
+    a[2]["answer"] = "  "
+    b = _rows(["# 18", "7", "# 5", "# 9"])
+    b[3]["answer"] = None
+    (tmp_path / "a.json").write_text(json.dumps(a))
+    (tmp_path / "b.json").write_text(json.dumps(b))
+    skipped: list[Skipped] = []
+    panels = list(iter_zeroeval_panels(tmp_path, on_skip=skipped.append))
+    assert not skipped
+    assert [(p.id, p.meta["gold"]) for p in panels] == [
+        ("s0", "18"),
+        ("s1", "7"),
+        ("s2", "5"),
+        ("s3", "9"),
+    ]
+
+
+def test_a_problem_without_a_usable_gold_is_skipped_naming_the_file(tmp_path: Path) -> None:
+    """The skip named the directory; it names the model file at fault."""
+    a = _rows(["# 18", "# 4", "# 4", "# 4"])
+    a[0]["answer"] = None
+    a[2]["answer"] = "none"
+    b = _rows(["# 18", "# 4", "# 4", "# 4"])
+    b[0]["answer"] = None
+    b[1]["answer"] = "# five"
+    del b[3]  # only a.json answers s3
+    (tmp_path / "a.json").write_text(json.dumps(a))
+    (tmp_path / "b.json").write_text(json.dumps(b))
+    skipped: list[Skipped] = []
+    panels = list(iter_zeroeval_panels(tmp_path, on_skip=skipped.append))
+    assert panels == []
+    assert [(Path(s.file).name, s.item, s.field) for s in skipped] == [
+        ("a.json", "s0", "answer"),
+        ("b.json", "s1", "answer"),
+        ("a.json", "s2", "answer"),
+        ("a.json", "s3", "<item>"),
+    ]
+    assert "no model file gives a gold" in skipped[0].message
+    assert "gold is not a number: '# five'" in skipped[1].message
+    assert "only 1 model(s) answered" in skipped[3].message
+
+
+@pytest.mark.parametrize("kind", ["broken symbolic link", "named pipe", "directory"])
+def test_a_model_file_that_is_not_a_regular_file_is_refused(tmp_path: Path, kind: str) -> None:
+    """A broken symbolic link, a named pipe or a directory named <model>.json was passed
+    over: the panels had a model fewer, with no word and exit 0."""
+    (tmp_path / "a.json").write_text(json.dumps(_rows(["4"])))
+    (tmp_path / "b.json").write_text(json.dumps(_rows(["4"])))
+    odd = tmp_path / "c.json"
+    if kind == "broken symbolic link":
+        odd.symlink_to(tmp_path / "nowhere.json")
+    elif kind == "named pipe":
+        os.mkfifo(odd)
+    else:
+        odd.mkdir()
+    with pytest.raises(ConvertError, match=rf"^{re.escape(str(odd))}: cannot read .*{kind}"):
+        iter_zeroeval_panels(tmp_path, on_skip=lambda s: None)
+
+
+# Model, problem, what the model wrote, what was read before, what is read now.
+REAL_CHANGES = [
+    ("Meta-Llama-3-8B-Instruct", 2, "-$10,000", "10000", "-10000"),
+    ("Phi-3.5-mini-instruct", 15, "-$4,875", "4875", "-4875"),
+    ("Phi-3.5-mini-instruct", 608, "-$2.50", "2.5", "-2.5"),
+    ("Phi-3.5-mini-instruct", 827, "-$21.00", "21", "-21"),
+    ("gpt-3.5-turbo-0125", 943, "-$110", "110", "-110"),
+    ("gpt-3.5-turbo-0125", 1114, "-$14", "14", "-14"),
+    ("Meta-Llama-3-8B-Instruct", 504, "2/3", "3", None),
+    ("Mixtral-8x7B-Instruct-v0.1", 806, "7/9", "9", None),
+    ("Mixtral-8x7B-Instruct-v0.1", 214, "S - 16/3", "3", None),
+    ("gemma-2-9b-it", 815, "3 1/3", "3", None),
+    ("Qwen2-7B-Instruct", 1001, "2:00 pm", "0", None),
+    ("gemma-2-9b-it", 1166, "Cannot be determined", "10", None),
+    ("Phi-3.5-mini-instruct", 855, "___", "13", None),
+]
+
+
+def test_real_answers_the_extraction_reads_differently(shared_data: Path) -> None:
+    root = shared_data / "zeroeval-gsm"
+    if not root.is_dir():
+        pytest.skip(f"no ZeroEval data at {root}")
+    outputs: dict[tuple[str, int], str] = {}
+    for model in {m for m, *_ in REAL_CHANGES}:
+        for item in json.loads((root / f"{model}.json").read_text()):
+            outputs[(model, int(item["session_id"].split("#")[1]))] = item["output"][0]
+    for model, problem, written, _before, now in REAL_CHANGES:
+        text = outputs[(model, problem)]
+        assert written in text, (model, problem)
+        assert extract_answer(text)[0] == now, (model, problem, written)

@@ -5,6 +5,8 @@ that cannot be converted, or whose record no reader would take (a field over the
 readers' bounds), is reported on stderr with its file, item and field, control
 characters escaped (and written to ``--rejects`` when given); the rest is converted and
 the exit code is 3.
+A failed write to standard output (a full disk) is one line naming it (``error: cannot
+write standard output: ...``, exit 1), as for every command.
 A source without the expected layout, or an ``--out`` / ``--rejects`` file that cannot
 be written (a directory, in a missing directory, the source file, or both the same
 file), is a usage error (exit 2): one line on stderr, never a traceback. Outputs are
@@ -16,6 +18,7 @@ files renamed over them at the end, so a conversion that fails replaces neither.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from enum import StrEnum
@@ -34,6 +37,7 @@ from dissensus.cli.common import (
     output_handle,
     progress,
     shown,
+    stdout_handle,
 )
 
 if TYPE_CHECKING:
@@ -110,12 +114,17 @@ def _convert(
 
 def _write(records: Iterator[BaseModel], out: str | None, description: str) -> int:
     written = 0
-    with output_handle(out) as handle:
+    with output_handle(out) as opened:
+        # A failed write to standard output (a full disk) names it, as every command's does.
+        to_stdout = opened is sys.stdout
+        handle = stdout_handle() if to_stdout else opened
         for record in progress(records, description=description):
             # exclude_defaults drops unset optional fields; required ones (decision) stay.
             handle.write(record.model_dump_json(exclude_defaults=True))
             handle.write("\n")
             written += 1
+        if to_stdout:
+            handle.flush()  # what is still buffered fails here, before --rejects is kept
     return written
 
 

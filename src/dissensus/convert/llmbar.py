@@ -47,7 +47,10 @@ Choices where the source and the design are silent:
   named by the source file and field the text came from.
 * A missing directory, a directory without any subset, a subset without any judge for the
   strategy, a file that is not a JSON list, or a ``dataset.json`` without any item is a
-  :class:`ConvertError` (exit code 2).
+  :class:`ConvertError` (exit code 2). So is a ``dataset.json`` or a judge's
+  ``<strategy>/result.json`` that is there but is not a regular file (a broken symbolic
+  link, a named pipe, a directory of that name): found when the layout is checked,
+  before anything is written, and never passed over as a judge absent.
 """
 
 from __future__ import annotations
@@ -64,6 +67,7 @@ from dissensus.convert.skips import (
     ConvertError,
     SkipHandler,
     Skipped,
+    check_source_file,
     load_json_source,
     over_limits,
     overrun_message,
@@ -170,8 +174,10 @@ def _check_strategy(strategy: str) -> None:
 def find_subsets(root: str | Path, strategy: str = "CoT") -> list[LLMBarSubset]:
     """Every subset below ``root`` (``root`` included), with its judges for ``strategy``.
 
-    Raises :class:`ConvertError` when ``root`` is not a directory, holds no subset, or a
-    subset has no judge with a ``<strategy>/result.json``.
+    Raises :class:`ConvertError` when ``root`` is not a directory, holds no subset, a
+    subset has no judge with a ``<strategy>/result.json``, or a ``dataset.json`` or
+    ``result.json`` found is not a regular file (a broken symbolic link, a named pipe,
+    a directory under that name).
     """
     _check_strategy(strategy)
     base = Path(root)
@@ -180,15 +186,16 @@ def find_subsets(root: str | Path, strategy: str = "CoT") -> list[LLMBarSubset]:
     subsets: list[LLMBarSubset] = []
     for current, dirs, files in os.walk(base):
         dirs.sort()
-        if "dataset.json" not in files:
+        if "dataset.json" not in files and "dataset.json" not in dirs:
             continue
         here = Path(current)
         # Below a subset only evaluators/ lives; do not look for subsets inside it.
-        dirs[:] = [d for d in dirs if d != "evaluators"]
+        dirs[:] = [d for d in dirs if d not in ("evaluators", "dataset.json")]
+        check_source_file(here / "dataset.json", "an LLMBar dataset")
         evaluators = here / "evaluators"
         judges = (
             sorted(
-                (d.name for d in evaluators.iterdir() if (d / strategy / "result.json").is_file()),
+                (d.name for d in evaluators.iterdir() if _has_result(d / strategy / "result.json")),
                 key=_judge_key,
             )
             if evaluators.is_dir()
@@ -207,6 +214,16 @@ def find_subsets(root: str | Path, strategy: str = "CoT") -> list[LLMBarSubset]:
             f"<subset>/evaluators/<judge>/{strategy}/result.json)"
         )
     return subsets
+
+
+def _has_result(path: Path) -> bool:
+    """Whether a judge has a result file at ``path``: anything under that name counts,
+    and one that cannot be read as a file (a broken symbolic link, a named pipe, a
+    directory) is a :class:`ConvertError` naming it, not a judge passed over."""
+    if not os.path.lexists(path):
+        return False
+    check_source_file(path, "an LLMBar result file")
+    return True
 
 
 def llmbar_source_files(root: str | Path, strategy: str = "CoT") -> list[Path]:

@@ -31,7 +31,9 @@ message to :data:`MESSAGE_CHARS` whatever the converter put there.
 
 from __future__ import annotations
 
+import os
 import reprlib
+import stat
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -40,6 +42,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, field_validator
 
 from dissensus.errors import ConfigError, InputError
+from dissensus.files import file_kind
 from dissensus.io.jsontext import load_json_file
 from dissensus.io.limits import Overrun, check_record
 from dissensus.types import JsonObject
@@ -51,6 +54,7 @@ __all__ = [
     "ConvertError",
     "SkipHandler",
     "Skipped",
+    "check_source_file",
     "cut",
     "load_json_source",
     "over_limits",
@@ -158,6 +162,23 @@ def load_json_source(
             what = "a JSON list of items" if expect is list else "a JSON object keyed by item id"
         raise ConvertError(f"{path}: expected {what}")
     return data
+
+
+def check_source_file(path: Path, what: str) -> None:
+    """Raise :class:`ConvertError` unless ``path``, found in a source's layout (an LLMBar
+    ``result.json``, a ZeroEval ``<model>.json``), is a regular file or a symbolic link
+    to one: a broken link, a named pipe or a directory under that name is refused naming
+    it, never passed over (a converter that skipped it would write panels with an agent
+    fewer and say nothing)."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        kind = "a broken symbolic link" if os.path.islink(path) else "gone"
+        raise ConvertError(f"{path}: cannot read {what}: {kind}") from None
+    except OSError as exc:
+        raise ConvertError(f"{path}: cannot read {what}: {exc.strerror or exc}") from None
+    if not stat.S_ISREG(mode):
+        raise ConvertError(f"{path}: cannot read {what}: not a regular file ({file_kind(mode)})")
 
 
 def over_limits(record: Any) -> Overrun | None:

@@ -16,15 +16,21 @@ Choices where the source and the design are silent:
   the explanations, one per label in label order, are joined with a blank line into
   ``reasoning`` (each is also kept in the extra field ``explanations``).
 * Agents are ordered by annotator id as they first appear in ``annotations``.
+* An annotator whose explanations are all empty (or blank) is kept, label and all, with
+  an empty ``reasoning`` (blank explanations are left out of the joined reasoning, and
+  kept as given in ``explanations``): their label is the data, and a panel accepts an
+  agent without reasoning (the reading names it in ``missing_reasoning``). The item is
+  not skipped for it.
 * Panel id = the item key; ``meta`` = ``{source, split, context, statement, soft_label}``
   (``soft_label`` as in the source: label -> {"0": p, "1": p}), plus ``label_counts``
   (label -> number of annotators who gave it, every label of a multi-label annotator
-  counted) and the generic ``options`` (label -> what it asserts, :data:`NLI_OPTIONS`,
+  counted, a label one annotator repeats counted once) and the generic ``options`` (label -> what it asserts, :data:`NLI_OPTIONS`,
   the three NLI labels in their standard reading).
 * An item with fewer than two annotators is not a panel; it is skipped and reported
   through ``on_skip`` like a malformed item (see :mod:`dissensus.convert.skips`). So is
   an item with a label other than the three NLI labels, a ``soft_label`` that is not
-  label -> ``{"0": p, "1": p}`` with probabilities in [0, 1] (it may be absent), a
+  label -> ``{"0": p, "1": p}`` for each of the three labels, with probabilities in
+  [0, 1] (it may be absent; an empty one or one without a label is malformed), a
   ``split`` that is not a string, and an item whose panel a reader would refuse (a field
   over :data:`~dissensus.io.limits.MAX_FIELD_CHARS` characters, a key among them:
   :func:`~dissensus.convert.skips.over_limits`), named by its source field.
@@ -112,7 +118,8 @@ def _split_labels(annotations: Any) -> dict[str, list[str]]:
 
 def _soft_label(item: JsonObject) -> Any:
     """The item's ``soft_label`` (``None`` when absent), checked to be label ->
-    ``{"0": p, "1": p}`` with every ``p`` a number in [0, 1]."""
+    ``{"0": p, "1": p}`` for each of the three NLI labels, with every ``p`` a number in
+    [0, 1]."""
     soft = item.get("soft_label")
     if soft is None:
         return None
@@ -137,6 +144,17 @@ def _soft_label(item: JsonObject) -> Any:
                     f"soft_label.{label}.{key}",
                     f"expected a probability in [0, 1], got {shown_value(p)}",
                 )
+        absent = [key for key in ("0", "1") if key not in dist]
+        if absent:
+            named = " and ".join(f'"{key}"' for key in absent)
+            raise _Malformed(f"soft_label.{label}", f'no {named}: expected {{"0": p, "1": p}}')
+    # A soft label is a distribution for every label: one that leaves a label out (or is
+    # empty) says nothing about it, and would read as if that label had no weight.
+    missing = [label for label in NLI_OPTIONS if label not in soft]
+    if missing:
+        raise _Malformed(
+            "soft_label", f"no {', '.join(missing)}: expected every one of {', '.join(NLI_OPTIONS)}"
+        )
     return soft
 
 
@@ -190,9 +208,9 @@ def item_to_panel(key: str, item: Any) -> Panel:
     explained = _explanations_by_annotator(item, labels)
     outputs: list[AgentOutput] = []
     for annotator, given in labels.items():
+        # An annotator whose explanations are all blank keeps their label (the vote is the
+        # data) with an empty reasoning: the reading names them in missing_reasoning.
         texts = explained[annotator]
-        if not any(t.strip() for t in texts):
-            raise _Malformed(f"annotations.{cut(annotator)}", "no explanation text")
         outputs.append(
             AgentOutput.model_validate(
                 {
@@ -206,7 +224,10 @@ def item_to_panel(key: str, item: Any) -> Panel:
         )
     if len(outputs) < 2:
         raise _Malformed("annotations", f"{len(outputs)} annotator(s): a panel needs at least two")
-    counts: Counter[str] = Counter(label for given in labels.values() for label in given)
+    # Annotators per label: one who wrote a label twice ("neutral,neutral") counts once.
+    counts: Counter[str] = Counter(
+        label for given in labels.values() for label in dict.fromkeys(given)
+    )
     split = item.get("split")
     if split is not None and not isinstance(split, str):
         raise _Malformed("split", f"expected a string, got {shown_value(split)}")

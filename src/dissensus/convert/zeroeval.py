@@ -6,7 +6,7 @@ ZeroEval (Lin et al., ``yuchenlin/ZeroEval``) stores one JSON file per model: a 
 ``{"reasoning": ..., "answer": ...}``) and ``answer`` is the gold (GSM8K writes it
 ``"# 18"``). Every model is an agent; ``session_id`` joins the files.
 
-Answer extraction, in order (the first that yields a number wins):
+Answer extraction, in order (the first that states an answer wins):
 
 1. the ``answer`` field of the JSON block (:func:`dissensus.llm.jsonparse.extract_json`,
    tolerant of fences, prose and trailing commas);
@@ -16,27 +16,49 @@ Answer extraction, in order (the first that yields a number wins):
 The answer text is then normalised to a number (:func:`normalise_number`): commas,
 ``$``, ``%`` and units go, the last number in it is kept (``"9 * 2 = 18"`` -> ``18``),
 ``18.0`` -> ``18``; it is read as the decimal written, so an integer keeps every digit,
-and a fraction is rounded to :data:`PLACES` decimal places. An output
+and a decimal is rounded to :data:`PLACES` decimal places. An output
 with no parseable answer is an **abstention** (``decision: null``), not an error and
 not a vote; its text is still the agent's reasoning.
 
-Choices where the source is silent: the reasoning is the JSON ``reasoning`` field when
+Choices where the source is silent, made so that no vote is invented (an answer the
+extractor is not sure of is an abstention):
+
+* An answer field the output states is its answer: one without a number (``null``,
+  ``"None"``, ``""``, ``"___"``, a list or an object of several values) is an
+  abstention, and no number is looked for in the reasoning (it was: ``"None"`` became
+  the reasoning's "the answer is 18"). Only a field cut off inside its string (a
+  truncated output) lets the phrases of step 3 speak.
+* An answer that says it has none (:data:`_REFUSAL`: "cannot be determined", "not
+  possible", "step 3 failed") is an abstention, whatever number it mentions.
+* A sign before a currency sign is the number's: ``-$10,000`` is ``-10000``.
+* A fraction (``3/4``, ``16 / 3``, ``3 1/2``, ``\\frac{3}{4}``) is its value when
+  :data:`PLACES` decimal places hold it exactly (``0.75``, ``3.5``), else no number:
+  ``2/3`` would need a rounded value the model did not state, and GSM8K's golds are
+  whole numbers, so it is an abstention (it was read as ``3``). A clock time or a ratio
+  (``2:00 pm``, ``3:2``) is no number either (it was read as its last digits).
+
+The reasoning is the JSON ``reasoning`` field when
 present, else the raw output (an empty output becomes ``"(no output)"``, since a panel
 needs a non-empty trace); the family is read from the model name by
 :func:`dissensus.families.model_family` (Llama -> meta, Mistral/Mixtral -> mistral,
 gemma -> google, gpt -> openai, Qwen -> alibaba, Phi -> microsoft, Yi -> 01-ai,
 otherwise the name, lower-cased); the gold is normalised like the answers
-and written to ``meta.gold``; a problem answered by fewer than two models, or whose
-gold is not a number, is skipped and reported through ``on_skip``. So is an item that
+and written to ``meta.gold``, taken from the model files that give one (a file without
+a gold for the problem -- no ``answer``, null or blank -- contradicts none, whichever
+file sorts first); a problem answered by fewer than two models, no file gives a gold
+for, or whose gold is not a number, is skipped and reported through ``on_skip`` naming
+a model file (the one at fault). So is an item that
 is not an object or whose ``session_id`` is missing or not a string (file and index
 named), and every repeat of a ``session_id`` within one model file: the first is kept,
-each later one is reported as skipped. A problem whose gold one model file gives
-differently from the first (compared normalised) is skipped and reported naming that
-file: which gold is right cannot be told. A problem whose panel a reader would refuse
+each later one is reported as skipped. A problem two model files give different golds
+for (compared normalised) is skipped and reported naming the second file and the
+first: which gold is right cannot be told. A problem whose panel a reader would refuse
 (an output or question over :data:`~dissensus.io.limits.MAX_FIELD_CHARS` characters:
 :func:`~dissensus.convert.skips.over_limits`) is skipped naming the model file and
 field its text came from. Model files that are all empty lists are a
-:class:`ConvertError`.
+:class:`ConvertError`, and so is a ``*.json`` in the directory that is not a regular
+file (a broken symbolic link, a named pipe, a directory): it is refused, never passed
+over as a model absent.
 """
 
 from __future__ import annotations
@@ -46,13 +68,15 @@ import math
 import re
 from collections.abc import Iterator
 from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation, localcontext
+from fractions import Fraction
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from dissensus.convert.skips import (
     ConvertError,
     SkipHandler,
     Skipped,
+    check_source_file,
     load_json_source,
     over_limits,
     overrun_message,
@@ -74,11 +98,35 @@ __all__ = [
 ]
 
 # A number may carry an exponent: "1e5" is 100000 (read without it, its vote was 5).
-_NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?(?:[eE][-+]?\d+)?|-?\.\d+(?:[eE][-+]?\d+)?")
+_NUMBER_TEXT = r"-?\d[\d,]*(?:\.\d+)?(?:[eE][-+]?\d+)?|-?\.\d+(?:[eE][-+]?\d+)?"
+_UNSIGNED_TEXT = r"\d[\d,]*(?:\.\d+)?(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?"
+# The numbers of an answer, each one of: a clock time or ratio ("12:30", "3:2": no
+# number, so no vote), a mixed number ("3 1/2"), a fraction ("2/3", "16 / 3") or a
+# plain number. Alternatives are tried left to right at each position.
+_TOKEN = re.compile(
+    r"(?P<clock>\d+(?::\d+)+)"
+    r"|(?P<whole>-?\d+) +(?P<part>\d+)/(?P<parts>\d+)(?![\d.,/])"
+    rf"|(?P<num>{_NUMBER_TEXT})\s*/\s*(?P<den>{_UNSIGNED_TEXT})"
+    rf"|(?P<plain>{_NUMBER_TEXT})"
+)
+# A LaTeX fraction is the fraction it typesets: "\frac{2}{3}" is 2/3 (not 3).
+_LATEX_FRACTION = re.compile(r"\\[dt]?frac\s*\{\s*([^{}]*?)\s*\}\s*\{\s*([^{}]*?)\s*\}")
+# "-$5" is minus five dollars: the sign before a currency sign is the number's. Not after
+# a word, a number or a bracket, where "-" is a subtraction ("$20-$5").
+_SIGNED_CURRENCY = re.compile(r"(?<![\w.)\]])-[$€£¥]")
+# An answer that says it has none is no vote, whatever number it mentions: "I cannot
+# solve this, step 3 failed" is not an answer of 3.
+_REFUSAL = re.compile(
+    r"\b(?:cannot|can ?not|can't|could ?not|couldn't|unable|impossible|not possible"
+    r"|not solvable|unsolvable|no (?:valid |possible |single )?(?:solution|answer)"
+    r"|not enough|insufficient|undetermined|indeterminate|not (?:be )?determin\w*"
+    r"|unknown|n/a|failed|error|inconsistent)(?!\w)",
+    re.IGNORECASE,
+)
 _FIELD = re.compile(r"[\"']answer[\"']\s*:\s*(\"(?:[^\"\\]|\\.)*\"|[^,}\n]+)", re.IGNORECASE)
 _PHRASES = (
     re.compile(r"####\s*([^\n]+)"),
-    re.compile(r"\\boxed\{([^}]*)\}"),
+    re.compile(r"\\boxed\{((?:[^{}]|\{[^{}]*\})*)\}"),  # one level of braces: \frac{a}{b}
     re.compile(r"(?:final answer|the answer)\s*(?:is|:)\s*([^\n]+)", re.IGNORECASE),
 )
 
@@ -86,9 +134,12 @@ _PHRASES = (
 PLACES = 6
 """Decimal places a fraction keeps (rounded half to even): a float's print artifact in a
 model's answer (``106.09000000000001``, ``2.6666666666666665``) reads as the number
-meant (``106.09``, ``2.666667``), as a model rounding to 6 places would write it."""
+meant (``106.09``, ``2.666667``), as a model rounding to 6 places would write it. A
+fraction written with a slash is read only when this many places hold its value
+exactly (``3/4`` -> ``0.75``; ``2/3`` is no number)."""
 
 _QUANTUM = Decimal(1).scaleb(-PLACES)
+_SCALE = 10**PLACES
 
 
 def normalise_number(text: str) -> str | None:
@@ -96,24 +147,69 @@ def normalise_number(text: str) -> str | None:
 
     The number is read as the decimal it is written as, never through a binary float, so
     an integer keeps every digit (``"12345678901234567890123"``; ``"1e30"`` -> ``"1"``
-    and 30 zeros; ``"2.0"`` -> ``"2"``; ``"-0"`` -> ``"0"``). A fraction is rounded to
+    and 30 zeros; ``"2.0"`` -> ``"2"``; ``"-0"`` -> ``"0"``). A decimal is rounded to
     :data:`PLACES` decimal places, half to even, and written without trailing zeros or
     an exponent (``"0.1250"`` -> ``"0.125"``, ``"1.5e-3"`` -> ``"0.0015"``; one that
     rounds to a whole number is that integer: ``"1e-7"`` -> ``"0"``). A number too large
     to be a finite float is no number, so an exponent cannot ask for millions of digits.
+
+    A sign before a currency sign is the number's (``"-$10,000"`` -> ``"-10000"``). When
+    the last number is a fraction (``"3/4"``, ``"16 / 3"``, ``"3 1/2"``,
+    ``"\\frac{3}{4}"``) it is read as its value if :data:`PLACES` decimal places hold it
+    exactly (``"0.75"``, ``"3.5"``), else there is no number (``"2/3"``: a rounded
+    value would be a number the text does not state); a clock time or ratio (``"12:30"``)
+    is no number either. Neither reads as its last digits (``"2/3"`` was ``"3"``).
     """
-    cleaned = text.replace("$", " ").replace("%", " ")
-    found = _NUMBER.findall(cleaned)
-    if not found:
+    cleaned = _LATEX_FRACTION.sub(r"\1/\2", text)
+    cleaned = _SIGNED_CURRENCY.sub("-", cleaned).replace("$", " ").replace("%", " ")
+    found = list(_TOKEN.finditer(cleaned))
+    last = found[-1] if found else None
+    if last is None or last["clock"] is not None:
         return None
-    raw = found[-1].replace(",", "")
+    if last["plain"] is not None:
+        value = _decimal(last["plain"])
+        return None if value is None else _canonical(value)
+    if last["whole"] is not None:
+        whole, part, parts = int(last["whole"]), int(last["part"]), int(last["parts"])
+        if parts == 0:
+            return None
+        sign = -1 if last["whole"].startswith("-") else 1
+        return _exact(whole + sign * Fraction(part, parts))
+    num, den = _decimal(last["num"]), _decimal(last["den"])
+    if num is None or den is None or den == 0:
+        return None
+    if (num != 0 and float(num) == 0) or float(den) == 0:
+        return None  # a part too small for a float: its exact value has too many digits
+    return _exact(Fraction(num) / Fraction(den))
+
+
+def _decimal(raw: str) -> Decimal | None:
+    """``raw`` (a number as written, commas allowed) as a finite decimal, or None."""
+    digits = raw.replace(",", "")
     try:
-        value = Decimal(raw)
-        magnitude = float(raw)
+        value = Decimal(digits)
+        magnitude = float(digits)
     except (InvalidOperation, ValueError):
         return None
-    if not math.isfinite(magnitude):
+    return value if math.isfinite(magnitude) else None
+
+
+def _exact(value: Fraction) -> str | None:
+    """A fraction's value in canonical form when :data:`PLACES` decimal places hold it
+    exactly (and it is a finite float's size), else None."""
+    scaled = value * _SCALE
+    if scaled.denominator != 1:
         return None
+    try:
+        float(value)
+    except OverflowError:
+        return None
+    return _canonical(Decimal(f"{scaled.numerator}e-{PLACES}"))
+
+
+def _canonical(value: Decimal) -> str:
+    """``value`` rounded to :data:`PLACES` places, written without an exponent or
+    trailing zeros (``"-0"`` is ``"0"``)."""
     exponent = value.as_tuple().exponent
     if isinstance(exponent, int) and exponent < -PLACES:
         with localcontext() as exact:  # enough digits that only the rounding rounds
@@ -127,19 +223,43 @@ def normalise_number(text: str) -> str | None:
     return digits
 
 
-def _from_json(text: str) -> tuple[str | None, str | None]:
+def _answer_number(text: str) -> str | None:
+    """The number an answer text states, or None: no number, or an answer that says it
+    has none (:data:`_REFUSAL`: "cannot be determined", "step 3 failed")."""
+    if _REFUSAL.search(text):
+        return None
+    return normalise_number(text)
+
+
+class _Stated(NamedTuple):
+    """Whether an output states an answer field, and the number it holds (None: none)."""
+
+    stated: bool
+    number: str | None
+
+
+_UNSTATED = _Stated(stated=False, number=None)
+
+
+def _from_json(text: str) -> tuple[_Stated, str | None]:
+    """The JSON block's ``answer`` (unstated when there is no block or it holds no
+    ``answer`` key) and its ``reasoning`` (None when not a non-empty string)."""
     try:
         data = extract_json(text, want_object=True)
     except JSONExtractError:
-        return None, None
+        return _UNSTATED, None
     if not isinstance(data, dict):
-        return None, None
+        return _UNSTATED, None
     reasoning = data.get("reasoning")
-    answer = data.get("answer")
+    trace = reasoning if isinstance(reasoning, str) and reasoning.strip() else None
+    if "answer" not in data:
+        return _UNSTATED, trace
+    answer = data["answer"]
     if isinstance(answer, float):
         answer = _written(text, answer)
-    number = normalise_number(str(answer)) if answer is not None else None
-    return number, reasoning if isinstance(reasoning, str) and reasoning.strip() else None
+    if isinstance(answer, bool) or not isinstance(answer, str | int | float):
+        return _Stated(stated=True, number=None), trace  # null, a list, an object: no number
+    return _Stated(stated=True, number=_answer_number(str(answer))), trace
 
 
 def _written(text: str, answer: float) -> str | float:
@@ -158,26 +278,51 @@ def _written(text: str, answer: float) -> str | float:
         return answer
 
 
+def _from_field(text: str) -> _Stated:
+    """The ``"answer": ...`` field of text that is not JSON: unstated when there is none
+    or its string is cut off (never closed: the output was truncated in it) and holds no
+    number."""
+    m = _FIELD.search(text)
+    if m is None:
+        return _UNSTATED
+    value = m.group(1).strip()
+    if value.startswith('"'):
+        try:
+            value = str(json.loads(value))
+        except json.JSONDecodeError:  # cut off: what it holds so far, if it is a number
+            number = _answer_number(value.strip('"'))
+            return _UNSTATED if number is None else _Stated(stated=True, number=number)
+    return _Stated(stated=True, number=_answer_number(value))
+
+
+def _from_phrases(text: str) -> str | None:
+    """The number of the last final-answer phrase of the first kind that states one (a
+    phrase that refuses ends the search: no number)."""
+    for pattern in _PHRASES:
+        hits = pattern.findall(text)
+        if not hits:
+            continue
+        if _REFUSAL.search(hits[-1]):
+            return None
+        number = normalise_number(hits[-1])
+        if number is not None:
+            return number
+    return None
+
+
 def extract_answer(text: str) -> tuple[str | None, str]:
-    """``(answer or None, reasoning)`` from one raw output (see the module docstring)."""
-    number, reasoning = _from_json(text)
-    if number is None:
-        m = _FIELD.search(text)
-        if m:
-            value = m.group(1).strip()
-            if value.startswith('"'):
-                try:
-                    value = str(json.loads(value))
-                except json.JSONDecodeError:
-                    value = value.strip('"')
-            number = normalise_number(value)
-    if number is None:
-        for pattern in _PHRASES:
-            hits = pattern.findall(text)
-            if hits:
-                number = normalise_number(hits[-1])
-                if number is not None:
-                    break
+    """``(answer or None, reasoning)`` from one raw output (see the module docstring).
+
+    An answer the output states -- the JSON block's ``answer`` field, or an ``"answer":
+    ...`` field in text that does not parse -- is the answer: when it holds no number
+    (``null``, ``"None"``, ``""``, ``"___"``, a refusal, a fraction no decimal of
+    :data:`PLACES` places holds) the output is an abstention, and no number is looked
+    for elsewhere in the text.
+    """
+    found, reasoning = _from_json(text)
+    if not found.stated:
+        found = _from_field(text)
+    number = found.number if found.stated else _from_phrases(text)
     trace = reasoning or text.strip() or "(no output)"
     return number, trace
 
@@ -203,7 +348,11 @@ def zeroeval_source_files(directory: str | Path) -> list[Path]:
     root = Path(directory)
     if not root.is_dir():
         raise ConvertError(f"{root}: not a directory of ZeroEval result files")
-    files = sorted(p for p in root.glob("*.json") if p.is_file())
+    # Every *.json is a model file: one that cannot be read as a file (a broken symbolic
+    # link, a named pipe, a directory) is refused, never passed over (a model fewer).
+    files = sorted(root.glob("*.json"))
+    for file in files:
+        check_source_file(file, "a ZeroEval model file")
     if len(files) < 2:
         raise ConvertError(f"{root}: need at least two model files (*.json), found {len(files)}")
     return files
@@ -285,21 +434,9 @@ def _panels(
         if limit is not None and done >= limit:
             break
         first = first_seen[sid]
-        gold = normalise_number(str(first.get("answer", "")))
-        if gold is None:
-            report_skip(
-                on_skip,
-                Skipped(
-                    file=str(root),
-                    item=sid,
-                    field="answer",
-                    message=f"gold is not a number: {shown_value(first.get('answer'))}",
-                ),
-            )
-            continue
-        other = _other_gold(sid, gold, by_model, files)
-        if other is not None:
-            report_skip(on_skip, other)
+        gold = _gold(sid, by_model, files)
+        if isinstance(gold, Skipped):
+            report_skip(on_skip, gold)
             continue
         outputs = []
         absent = []
@@ -318,7 +455,7 @@ def _panels(
             report_skip(
                 on_skip,
                 Skipped(
-                    file=str(root),
+                    file=first_file[sid],
                     item=sid,
                     field="<item>",
                     message=f"only {len(outputs)} model(s) answered",
@@ -358,35 +495,49 @@ def _panels(
             )
 
 
-def _other_gold(
-    sid: str, gold: str, by_model: dict[str, dict[str, JsonObject]], files: dict[str, str]
-) -> Skipped | None:
-    """The skip of a problem whose gold one model file gives differently from the first
-    (compared normalised: ``"# 18"`` and ``"18"`` agree), or None when every file agrees.
-    Which of the two is right cannot be told, so the problem is not converted. A file
-    that gives no gold for it (no ``answer``, or null) contradicts none."""
-    first_name: str | None = None
+def _given_gold(item: JsonObject) -> object | None:
+    """The gold an item gives (its ``answer``), or None when it gives none (no
+    ``answer``, null, or a blank string)."""
+    raw: object = item.get("answer")
+    if raw is None or (isinstance(raw, str) and not raw.strip()):
+        return None
+    return raw
+
+
+def _gold(
+    sid: str, by_model: dict[str, dict[str, JsonObject]], files: dict[str, str]
+) -> str | Skipped:
+    """The problem's gold, normalised, from the model files that give one (a file without
+    a gold for it contradicts none), or the skip of a problem none gives a gold for, one
+    gives a gold that is not a number, or two give different golds (compared normalised:
+    ``"# 18"`` and ``"18"`` agree): which is right cannot be told, so the problem is not
+    converted. Each skip names the model file at fault."""
+    gold: str | None = None
+    first_name = ""
+    first_raw: object = None
     for name, table in by_model.items():
         item = table.get(sid)
-        if item is None:
+        raw = None if item is None else _given_gold(item)
+        if raw is None:
             continue
-        if first_name is None:
-            first_name = name
-            continue
-        raw = item.get("answer")
-        if raw is not None and normalise_number(str(raw)) != gold:
-            first_raw = by_model[first_name][sid].get("answer")
-            return Skipped(
-                file=files[name],
-                item=sid,
-                field="answer",
-                message=(
-                    f"gold {shown_value(raw)} differs from {shown_value(first_raw)} in "
-                    f"{Path(files[first_name]).name}; which is right cannot be told, so the "
-                    "problem is skipped"
-                ),
+        number = normalise_number(str(raw))
+        if number is None:
+            message = f"gold is not a number: {shown_value(raw)}"
+            return Skipped(file=files[name], item=sid, field="answer", message=message)
+        if gold is None:
+            gold, first_name, first_raw = number, name, raw
+        elif number != gold:
+            message = (
+                f"gold {shown_value(raw)} differs from {shown_value(first_raw)} in "
+                f"{Path(files[first_name]).name}; which is right cannot be told, so the "
+                "problem is skipped"
             )
-    return None
+            return Skipped(file=files[name], item=sid, field="answer", message=message)
+    if gold is None:
+        holder = next(name for name, table in by_model.items() if sid in table)
+        message = "no model file gives a gold for it (answer missing, null or blank in each)"
+        return Skipped(file=files[holder], item=sid, field="answer", message=message)
+    return gold
 
 
 # Where a panel's field comes from in the first item of the problem.
