@@ -70,7 +70,7 @@ def test_voting_takes_the_plurality_and_reports_ties() -> None:
     }
     out = run_baseline_sync("voting", ModelClient(ScriptedBackend.from_dict(rules)), TASK)
     assert out.selected_option == "blue" and "tie_break" in out.extras
-    # "green" is none of the options: an abstention, never a vote (test_dci_probe_fixes.py)
+    # "green" is none of the options: an abstention, never a vote (test_dci_defects.py)
     assert out.extras["counts"] == {"blue": 2, "red": 2}
     assert out.extras["abstained"] == ["voter5"]
     assert out.usage.calls == 5 and out.packet is None

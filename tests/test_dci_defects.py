@@ -1,4 +1,4 @@
-"""Regressions from a probe of DCI deliberation (padded target ids, a failed one-speaker
+"""DCI deliberation defects (padded target ids, a failed one-speaker
 stage, baseline choices outside the options, raw text in the judge table)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Fixes for defects a probe of CONCORD found (each test failed before its fix).
+"""CONCORD defects, each pinned by a test that failed before its fix.
 
 1. finite anchors whose span overflows: an agent's fault, never a crash or a NaN;
 2. ``verify --public-key`` on a ``deliberate --json`` line: the outer fields restating the

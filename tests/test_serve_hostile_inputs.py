@@ -1,4 +1,4 @@
-"""The hostile probe's inputs against a real ``dissensus serve`` (uvicorn on loopback).
+"""Hostile inputs against a real ``dissensus serve`` (uvicorn on loopback).
 
 Each input must be answered with a 4xx (JSON), the server must keep answering
 ``/healthz`` while and after it works on them, and its memory must stay bounded. Before

@@ -1,4 +1,4 @@
-"""Regression tests of a robustness probe of the command line: huge YAML integers,
+"""Robustness of the command line: huge YAML integers,
 oversized or special configuration files, full disks, journal sidecars and devices,
 deeply nested journal payloads. Every failure is one line with its documented code."""
 

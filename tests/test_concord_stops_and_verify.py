@@ -1,5 +1,5 @@
-"""Fixes for defects a probe of ``negotiate`` / ``verify`` / ``deliberate`` found (each
-test failed before its fix).
+"""``negotiate`` / ``verify`` / ``deliberate`` defects, each pinned by a test that failed
+before its fix.
 
 1. a run stopped while the anchors are scored writes a certificate ``verify`` accepts;
 2. ``negotiate`` exits 1 for unreachable models only from real counts, never from words;
@@ -138,7 +138,7 @@ ANCHORS = 'anchors: {rejected: {id: R0, text: "bad"}, ideal: {id: I0, text: "goo
 
 def _problem(tmp_path: Path, body: str, module: str = "") -> Path:
     if module:
-        (tmp_path / "probe_agents.py").write_text(module, encoding="utf-8")
+        (tmp_path / "agent_funcs.py").write_text(module, encoding="utf-8")
     path = tmp_path / "p.yaml"
     path.write_text("floor: 0.7\n" + ANCHORS + body, encoding="utf-8")
     return path
@@ -347,8 +347,8 @@ def test_a_function_agents_connection_error_is_no_model_call() -> None:
     [
         # a certified run whose function agent says "connection refused": 0 model calls
         (
-            '  - {id: f1, kind: function, score: "probe_agents:score1", repair: "probe_agents:repair1"}\n'
-            '  - {id: f2, kind: function, score: "probe_agents:score2", propose: "probe_agents:propose2"}\n',
+            '  - {id: f1, kind: function, score: "agent_funcs:score1", repair: "agent_funcs:repair1"}\n'
+            '  - {id: f2, kind: function, score: "agent_funcs:score2", propose: "agent_funcs:propose2"}\n',
             "def score1(outcome, view):\n"
             '    return {"R0": 0, "I0": 10, "A": 5}.get(outcome.id, 9)\n'
             "def repair1(view):\n    return 'plan c'\n"
@@ -360,7 +360,7 @@ def test_a_function_agents_connection_error_is_no_model_call() -> None:
         # a table agent's missing entry for an outcome named connection-pool
         (
             "  - {id: t, kind: table, scores: {R0: 0, I0: 10, A: 9}}\n"
-            '  - {id: f, kind: function, score: "probe_agents:score", propose: "probe_agents:propose"}\n',
+            '  - {id: f, kind: function, score: "agent_funcs:score", propose: "agent_funcs:propose"}\n',
             "def score(outcome, view):\n"
             '    return {"R0": 0, "I0": 10}.get(outcome.id, 9)\n'
             "def propose(view):\n"
@@ -368,7 +368,7 @@ def test_a_function_agents_connection_error_is_no_model_call() -> None:
         ),
         # a function agent raising ValueError("invalid connection string")
         (
-            '  - {id: f, kind: function, score: "probe_agents:score"}\n',
+            '  - {id: f, kind: function, score: "agent_funcs:score"}\n',
             "def score(outcome, view):\n"
             '    if outcome.id in ("R0", "I0"):\n'
             '        return {"R0": 0, "I0": 10}[outcome.id]\n'
@@ -403,13 +403,13 @@ def test_a_missing_table_entry_faults_that_evaluation_only(tmp_path: Path) -> No
                 {
                     "id": "f",
                     "kind": "function",
-                    "score": "probe_agents:score",
-                    "propose": "probe_agents:propose",
+                    "score": "agent_funcs:score",
+                    "propose": "agent_funcs:propose",
                 },
             ],
         }
     )
-    (tmp_path / "probe_agents.py").write_text(
+    (tmp_path / "agent_funcs.py").write_text(
         "def score(o, v):\n    return {'R0': 0.0, 'I0': 10.0}.get(o.id, 9.0)\n"
         "def propose(v):\n    return 'a brand new plan'\n"
     )
@@ -522,8 +522,8 @@ def test_negotiate_writes_the_record_when_agent_code_exits(
     problem = _problem(
         tmp_path,
         "rounds: 1\noptions: [{id: A, text: a}]\nagents:\n"
-        '  - {id: a, kind: function, score: "probe_agents:ok"}\n'
-        f'  - {{id: b, kind: function, score: "probe_agents:{scorer}"}}\n',
+        '  - {id: a, kind: function, score: "agent_funcs:ok"}\n'
+        f'  - {{id: b, kind: function, score: "agent_funcs:{scorer}"}}\n',
         EXIT_MODULE,
     )
     out = tmp_path / "cert.json"
