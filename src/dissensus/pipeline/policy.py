@@ -68,6 +68,7 @@ to be checked.
 from __future__ import annotations
 
 import json
+import os
 import re
 import threading
 import warnings
@@ -633,7 +634,7 @@ _VALID_RULES_LOCK = threading.Lock()
 
 
 def load_policy(
-    path: str | Path | None, *, base_dir: str | Path | None = None
+    path: str | Path | None, *, base_dir: str | os.PathLike[str] | None = None
 ) -> tuple[Policy, Path | None]:
     """Read a policy file (``None``: the defaults); also returns the directory its
     relative paths are under: the file's own, or ``base_dir`` when given (model files
