@@ -564,22 +564,54 @@ def test_a_copy_under_another_id_counts_once(workdir: Path, tmp_path: Path) -> N
 def test_a_copy_differing_only_in_a_meta_key_nothing_reads_counts_once(
     workdir: Path, tmp_path: Path
 ) -> None:
-    """Eight near-copies of each case (a new id, one more meta key) would count eight
-    times in the guarantee's bound; a copy with another question is another case."""
+    """Every panel again under a new id with one more meta key: each judged near copy is
+    fitted on but counted once among the calibration cases (eight near copies of each
+    case counted eight times in the guarantee's bound)."""
     lines = (workdir / "few.jsonl").read_text().splitlines()
+    base = json.loads(_calibrate(workdir, workdir / "few.jsonl", tmp_path / "A.json").out)
     near = []
-    for k, line in enumerate(lines[:3]):
+    for k, line in enumerate(lines):
         data = json.loads(line)
         near.append(json.dumps({**data, "id": f"near-{k}", "meta": {**data["meta"], "batch": k}}))
-    asked = json.loads(lines[4])
-    asked = {**asked, "id": "asked", "meta": {**asked["meta"], "question": "Another ask?"}}
     src = tmp_path / "near.jsonl"
-    src.write_text("\n".join([*lines, *near, json.dumps(asked)]) + "\n")
-    res = _calibrate(workdir, src, tmp_path / "A.json")
+    src.write_text("\n".join([*lines, *near]) + "\n")
+    res = _calibrate(workdir, src, tmp_path / "B.json")
     assert res.code == 0, res.err
     summary = json.loads(res.out)
-    assert summary["duplicates"] == 3 and summary["fitted_n"] == N + 1
-    assert all(f"'near-{k}'" in res.err for k in range(3)) and "'asked'" not in res.err
+    assert summary["duplicates"] == 0 and summary["fitted_n"] == 2 * N
+    assert summary["calibration_n"] == base["calibration_n"] == summary["near_copies"]
+    assert res.err.count("in everything acceptance reads") == summary["near_copies"]
+
+
+def test_a_twin_the_routing_rules_escalate_by_a_meta_key_is_no_copy(
+    workdir: Path, tmp_path: Path
+) -> None:
+    """A rule reading meta.risk escalates the high-risk twin of each case: only the
+    low-risk one is judged, so it is calibrated on, not dropped as a copy of its twin."""
+    lines = (workdir / "few.jsonl").read_text().splitlines()
+    base = json.loads(_calibrate(workdir, workdir / "few.jsonl", tmp_path / "A.json").out)
+    twins = []
+    for k, line in enumerate(lines):
+        data = json.loads(line)
+        for risk in ("high", "low"):
+            meta = {**data["meta"], "risk": risk}
+            twins.append(json.dumps({**data, "id": f"{risk}-{k}", "meta": meta}))
+    src = tmp_path / "twins.jsonl"
+    src.write_text("\n".join(twins) + "\n")
+    policy = tmp_path / "risk.yaml"
+    policy.write_text(
+        (workdir / "p.yaml").read_text()
+        + "routing:\n  rules:\n    - id: risky\n      priority: 10\n"
+        + '      condition: meta.risk == "high"\n      action: escalate\n'
+    )
+    res = cli(
+        "calibrate-acceptance", src, "--policy", policy, "--out", tmp_path / "B.json",
+        "--target-precision", "0.8", "--delta", "0.2", "--min-accepted", "10", "--json",
+    )  # fmt: skip
+    assert res.code == 0, res.err
+    summary = json.loads(res.out)
+    assert summary["near_copies"] == 0 and summary["duplicates"] == 0
+    assert summary["calibration_n"] == base["calibration_n"] and summary["fitted_n"] == 2 * N
 
 
 def test_the_journal_s_cases_already_in_the_file_count_once(workdir: Path, tmp_path: Path) -> None:

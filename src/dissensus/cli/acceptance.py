@@ -31,10 +31,15 @@ Choices where the design is silent:
   independent draw, so a copy would inflate it. In the pooled input (the labelled
   panels in file order, then the journal's cases) a panel id seen before is dropped
   (the first is kept), with one warning per repeated id on stderr, and so is a panel
-  equal to an earlier one under another id in everything the calibration reads: its
-  outputs, its case (question and options), its stratum and its gold (a ``meta`` key
-  nothing reads does not make a copy another case; with user features, which may read
-  any of ``meta``, all of it counts); the summary and the file's ``built_from`` say how many were dropped
+  identical to an earlier one under another id (everything but the id equal, gold
+  included). A *near copy* is counted once too: a case acceptance judges that equals
+  an earlier judged case in everything its features read (its outputs, its case's
+  question and options, its stratum and its gold; with user features, which may read
+  any of ``meta``, all of it). It is still fitted on, but not counted among the
+  calibration cases the guarantee's bound counts (a ``meta`` key nothing reads does not
+  make a copy another draw), with one warning each; ``near_copies`` with ``--json``.
+  Only judged cases are compared: a panel the policy's routing rules escalate by a
+  ``meta`` key is no copy of its judged twin. The summary and the file's ``built_from`` say how many were dropped
   (``duplicates`` with ``--json``). Dropped copies are not rejected lines: the exit code
   is unchanged. The cross-fit folds also keep panels equal but for their id and gold
   (the same case labelled twice, differently) in one fold.
@@ -119,12 +124,36 @@ def _read_digest(panel: Panel, strata: str | None, whole_meta: bool) -> str:
     return hashlib.sha256(body.encode("utf-8")).hexdigest()
 
 
+def _judged_once(
+    panels: list[Panel], judged: list[bool], strata: str | None, whole_meta: bool
+) -> tuple[list[bool], int]:
+    """``judged`` with every near copy of an earlier judged case unjudged (module
+    docstring), and how many were."""
+    seen: dict[str, str] = {}
+    out = list(judged)
+    near = 0
+    for k, panel in enumerate(panels):
+        if not out[k]:
+            continue
+        key = _read_digest(panel, strata, whole_meta)
+        first = seen.get(key)
+        if first is None:
+            seen[key] = panel.id
+            continue
+        out[k] = False
+        near += 1
+        err_console.print(
+            f"warning: panel {shown(panel.id)!r} equals panel {shown(first)!r} in everything "
+            "acceptance reads: fitted on, counted once among the calibration cases",
+            soft_wrap=True,
+        )
+    return out, near
+
+
 class _Once:
     """Keeps the first of every panel id and of every panel content (module docstring)."""
 
-    def __init__(self, strata: str | None = None, *, whole_meta: bool = True) -> None:
-        self.strata = strata
-        self.whole_meta = whole_meta
+    def __init__(self) -> None:
         self.ids: set[str] = set()
         self.contents: dict[str, str] = {}
         self.warned: set[str] = set()
@@ -140,7 +169,7 @@ class _Once:
                     "only its first labelled case is calibrated on"
                 )
             return False
-        content = _read_digest(panel, self.strata, self.whole_meta)
+        content = _digest(panel, gold=True)
         first = self.contents.get(content)
         if first is not None:
             self.dropped += 1
@@ -403,11 +432,13 @@ def calibrate_acceptance_cmd(
     groups: list[str] = []
     keys: list[str] = []
     sources: list[str] = []
-    once = _Once(strata, whole_meta=bool(settings.user))
+    once = _Once()
+    read: list[Panel] = []  # the panels of the cases, in order
     with RejectSink(rejects) as sink:
         if labelled is not None:
             pairs = _labelled_panels(labelled, sink, once, strata)
             panels = [p for p, _ in pairs]
+            read += panels
             dropped = once.dropped
             readings = read_panels(panels, backend, thresholds)
             judged += judged_by_acceptance(policy, panels, readings, guard.calibration)
@@ -428,6 +459,7 @@ def calibrate_acceptance_cmd(
         user = load_user_features(settings.user) if settings.user else None
         before = once.dropped
         kept = [c for c in found[1] if once.keep(c.panel, f"review {c.review_id}")]
+        read += [c.panel for c in kept]
         judged += judged_by_acceptance(
             policy, [c.panel for c in kept], [c.reading for c in kept], guard.calibration
         )
@@ -463,6 +495,7 @@ def calibrate_acceptance_cmd(
             f"(a case without it is in stratum {MISSING_STRATUM!r}; with none, one stratum "
             "is no stratification)"
         )
+    judged, near = _judged_once(read, judged, strata, whole_meta=bool(settings.user))
     if not any(judged):
         raise InputError(
             f"none of the {len(cases)} labelled cases reaches acceptance under this policy: "
@@ -505,6 +538,7 @@ def calibrate_acceptance_cmd(
         "sha256": saved.sha256,
         "rejected": rejected,
         "duplicates": once.dropped,
+        "near_copies": near,
     }
     if json_out:
         print_json(summary)
@@ -515,6 +549,10 @@ def calibrate_acceptance_cmd(
         if once.dropped:
             out_console.print(
                 f"{once.dropped} repeated panel(s) dropped: each case is calibrated on once"
+            )
+        if near:
+            out_console.print(
+                f"{near} near copies counted once among the calibration cases (fitted on)"
             )
     raise typer.Exit(code=exit_for(rejected))
 
