@@ -101,6 +101,32 @@ def test_a_journal_argument_is_a_file_not_a_url(tmp_path: Path) -> None:
     assert "elsewhere" not in tool_text(bad)
 
 
+def test_a_journal_argument_is_never_an_empty_file_and_errors_name_it_as_given(
+    tmp_path: Path,
+) -> None:
+    """An empty file (a package's ``__init__.py``) is not made a journal, and a file that
+    is no journal is named as the caller named it, not by the server's own root."""
+    pytest.importorskip("mcp")
+    (tmp_path / "pkg").mkdir()
+    init = tmp_path / "pkg" / "__init__.py"
+    init.write_text("")
+    (tmp_path / ".env").write_text("KEY=not-a-database\n" * 50)
+    empty, other, missing = _calls(
+        tmp_path,
+        [
+            ("decide", {"panels": [_panel()], "journal": "pkg/__init__.py"}),
+            ("runs_list", {"journal": ".env"}),
+            ("decide", {"panels": [_panel()], "journal": "nodir/j.sqlite"}),
+        ],
+    )
+    assert empty.is_error and "empty file is not a journal" in tool_text(empty)
+    assert init.read_bytes() == b""
+    for result in (other, missing):
+        text = tool_text(result)
+        assert result.is_error and "field 'journal'" in text, text
+        assert str(tmp_path) not in text and "not-a-database" not in text, text
+
+
 def test_paths_inside_the_served_directory_are_served(tmp_path: Path) -> None:
     """Relative paths are taken from the served directory, absolute ones inside it too."""
     pytest.importorskip("mcp")

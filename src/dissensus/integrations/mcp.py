@@ -486,7 +486,15 @@ class _Settings:
             raise InputError(
                 "journal not found under the directory the server serves (field 'journal')"
             )
-        return Journal(str(path))
+        if path.is_file() and path.stat().st_size == 0:
+            # SQLite would make any empty file (a package's __init__.py) a journal.
+            raise InputError("an existing empty file is not a journal (field 'journal')")
+        try:
+            return Journal(str(path))
+        except DissensusError as exc:
+            # Named as the caller named it: the server's own root is not the caller's.
+            text = str(exc).replace(str(path), journal).replace(str(self.root), ".")
+            raise InputError(f"{text} (field 'journal')") from None
 
     def spec(self, policy: str | None) -> RunSpec:
         """The run specification of a call: its policy file, else the server's (built per
