@@ -684,7 +684,10 @@ def test_a_calibration_too_small_to_test_any_threshold_says_so(tmp_path: Path) -
     assert res.code == 0 and (tmp_path / "A.json").exists()
     warning = " ".join(res.err.split())
     assert "fewer than the 38 a threshold must accept to be tested" in warning
-    assert load_acceptance(tmp_path / "A.json").threshold is None
+    refused = load_acceptance(tmp_path / "A.json")
+    assert refused.threshold is None
+    # The level is the learned family's share of delta (0.9 of 0.1), said as a share.
+    assert "at level 0.09 (the share of delta this test spends)" in refused.threshold_reason
     enough = cli(
         "calibrate-acceptance", src, "--policy", policy, "--out", tmp_path / "B.json",
         "--target-precision", "0.8",

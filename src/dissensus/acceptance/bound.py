@@ -305,7 +305,8 @@ def select_threshold(
                 else "the calibration set"
             )
             reason = (
-                f"no threshold reaches precision >= {target:g} at level delta={delta:g} "
+                f"no threshold reaches precision >= {target:g} at level {delta:g} (the share "
+                "of delta this test spends) "
                 f"with >= {min_accepted} accepted cases in {where}"
             )
     else:
