@@ -56,7 +56,11 @@ async def _session(tmp_path: Path) -> None:
     from mcp import ClientSession
     from mcp.client.stdio import stdio_client
 
-    async with stdio_client(_params(tmp_path)) as (read, write), ClientSession(read, write) as s:
+    errlog = (tmp_path / "server-stderr.txt").open("w", encoding="utf-8")
+    async with (
+        stdio_client(_params(tmp_path), errlog=errlog) as (read, write),
+        ClientSession(read, write) as s,
+    ):
         await s.initialize()
         listed = (await s.list_tools()).tools
         assert {t.name for t in listed} == TOOLS
@@ -166,3 +170,7 @@ async def _session(tmp_path: Path) -> None:
 def test_every_tool_over_stdio(tmp_path: Path) -> None:
     pytest.importorskip("mcp")
     asyncio.run(asyncio.wait_for(_session(tmp_path), timeout=120))
+    # Refused calls (the bad ``bound``, ``decide`` and ``review_show`` above) are the
+    # caller's errors: the server's stderr, the client's log of it, has no line for them.
+    logged = (tmp_path / "server-stderr.txt").read_text(encoding="utf-8")
+    assert "rejected arguments" not in logged and "INFO" not in logged, logged

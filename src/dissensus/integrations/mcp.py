@@ -747,6 +747,9 @@ def build_server(
         name="dissensus",
         version=__version__,
         instructions="Decide under disagreement: route, guard, decide, negotiate, and the human review queue.",
+        # stderr is the client's log of the server: warnings and errors only, not an INFO
+        # line for every call whose arguments did not validate (the caller has that error).
+        log_level="WARNING",
     )
 
     def route(
