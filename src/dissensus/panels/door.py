@@ -102,6 +102,7 @@ from dissensus.pipeline.durable import case_step
 from dissensus.pipeline.records import review_id_for
 from dissensus.pipeline.review import final_records
 from dissensus.pipeline.steps import CaseInput
+from dissensus.quoting import quote_short
 from dissensus.store.journal import Journal
 from dissensus.types import Panel, find_unrepresentable
 
@@ -502,7 +503,7 @@ class PanelChat:
         run_id, sep, line_text = case_id.rpartition(".")
         unknown = ChatError(
             404,
-            f"no case {case_id!r} in the journal",
+            f"no case {quote_short(case_id)} in the journal",
             type="invalid_request_error",
             code="unknown_case",
         )

@@ -109,6 +109,7 @@ __all__ = [
     "resolve",
     "review_entries",
     "reviewer_name",
+    "reviewer_name_problem",
 ]
 
 REVIEWER_ENV = "DISSENSUS_REVIEWER"
@@ -202,16 +203,26 @@ MAX_REVIEWER_CHARS = 128
 """The longest reviewer name (``--reviewer``, ``$DISSENSUS_REVIEWER``)."""
 
 
-def _checked_reviewer(name: str, where: str) -> str:
+def reviewer_name_problem(name: str, where: str) -> str | None:
+    """Why ``name`` (named ``where`` in the text) cannot be a reviewer's, or None: more
+    than :data:`MAX_REVIEWER_CHARS` characters, or a control or format character (an
+    escape sequence; a zero-width space that makes ``al\u200bice`` look like ``alice``).
+    The one test of every place a reviewer is named: ``--reviewer``,
+    ``$DISSENSUS_REVIEWER``, a resolution, and the service's token names."""
     if len(name) > MAX_REVIEWER_CHARS:
-        raise InputError(
+        return (
             f"{where} is {len(name)} characters long; a reviewer name holds at most "
             f"{MAX_REVIEWER_CHARS}"
         )
     if any(unicodedata.category(ch) in ("Cc", "Cf") for ch in name):
-        raise InputError(
-            f"{where} may not hold control or invisible characters (got {quote_short(name)})"
-        )
+        return f"{where} may not hold control or invisible characters (got {quote_short(name)})"
+    return None
+
+
+def _checked_reviewer(name: str, where: str) -> str:
+    problem = reviewer_name_problem(name, where)
+    if problem is not None:
+        raise InputError(problem)
     return name
 
 
@@ -264,7 +275,7 @@ def split_ref(ref: str, what: str = "review id") -> tuple[str, int]:
     run_id, sep, line = ref.rpartition(".")
     if not sep or not run_id or _LINE.fullmatch(line) is None:
         raise InputError(
-            f"no {_UNKNOWN.get(what, what)} {ref!r}: a {what} is <run>.<line>, the line a "
+            f"no {_UNKNOWN.get(what, what)} {quote_short(ref)}: a {what} is <run>.<line>, the line a "
             f"number from 1 without leading zeros"
         )
     return run_id, int(line)

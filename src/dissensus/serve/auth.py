@@ -15,7 +15,11 @@ Choices where the design is silent:
 * A tokens file any user may write is refused (on POSIX): whoever can write it can
   add a token. Group-writable files are accepted (a team may share one).
 * The reviewer recorded with a resolution is always the token's name; a ``reviewer``
-  field in a request body is ignored.
+  field in a request body is ignored. A token name is a reviewer name, so
+  :func:`token_line` and the tokens file refuse one a resolution would
+  (:func:`dissensus.pipeline.review.reviewer_name_problem`: over 128 characters, or a
+  control or invisible character that makes ``al\u200bice`` look like ``alice``); such a
+  token could otherwise claim cases under a look-alike name and resolve none.
 * Review-page logins are server-side sessions: the cookie holds a random session id
   (HttpOnly, SameSite=Strict, Path=/review), never the token. Sessions live in memory
   and end with the process. A form's CSRF token is an HMAC of the session id under a
@@ -46,6 +50,7 @@ from pathlib import Path
 from typing import Literal
 
 from dissensus.errors import ConfigError
+from dissensus.pipeline.review import reviewer_name_problem
 
 __all__ = [
     "MAX_SESSIONS",
@@ -93,6 +98,9 @@ def token_line(name: str, role: str) -> tuple[str, str]:
         )
     if not name or any(c.isspace() for c in name):
         raise ConfigError("a token name is one word", field="name")
+    problem = reviewer_name_problem(name, "a token name")
+    if problem is not None:
+        raise ConfigError(problem, field="name")
     token = secrets.token_urlsafe(32)
     return token, f"{hash_token(token)} {name} {role}"
 
@@ -159,6 +167,9 @@ def load_tokens(path: str | Path) -> TokenStore:
                 file=where,
                 field="role",
             )
+        problem = reviewer_name_problem(name, "the name")
+        if problem is not None:
+            raise ConfigError(problem, file=where, field="name")
         if name in names:
             raise ConfigError(f"duplicate name {name!r}", file=where, field="name")
         names.add(name)

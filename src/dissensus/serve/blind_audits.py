@@ -33,6 +33,7 @@ from dissensus.pipeline.audit import audit_item, open_audits
 from dissensus.pipeline.confirm import EVENT as CONFIRMED
 from dissensus.pipeline.records import ReviewItem
 from dissensus.pipeline.review import split_ref
+from dissensus.quoting import quote_short
 from dissensus.serve.journal_adapter import HistoryEntry, UnknownItem
 from dissensus.store.base import Journal
 
@@ -62,10 +63,10 @@ def blind_audit(journal: Journal, ref: str) -> BlindAudit:
     """The blind audit of case ``ref`` (:class:`UnknownItem` when the case was not audited)."""
     run_id, line = _split(ref)
     if journal.run(run_id, missing_ok=True) is None:
-        raise UnknownItem(f"no case {ref!r}: no run {run_id!r}")
+        raise UnknownItem(f"no case {quote_short(ref)}: no run {quote_short(run_id)}")
     item = audit_item(journal, run_id, line)
     if item is None:
-        raise UnknownItem(f"no blind audit for case {ref!r}")
+        raise UnknownItem(f"no blind audit for case {quote_short(ref)}")
     done = journal.get(run_id, f"confirm/{line}")
     answer = (
         None

@@ -82,7 +82,7 @@ from dissensus.panels import ChatCompletion, ChatError, CompletionRequest, Panel
 from dissensus.panels.door import SHUTTING_DOWN
 from dissensus.pipeline import RunSpec
 from dissensus.serve.auth import Principal, allows
-from dissensus.serve.http import INLINE_BODY_BYTES
+from dissensus.serve.http import INLINE_BODY_BYTES, NonFinite, non_finite
 from dissensus.serve.limits import TIMEOUT_NOTE, TimeoutNote
 from dissensus.serve.slashes import other_spelling
 from dissensus.store.journal import Journal
@@ -192,7 +192,8 @@ def _json(raw: bytes) -> Any:
 
     The same guards as ``POST /v1/decide`` (:func:`dissensus.serve.http.parse_json`):
     UTF-8 only, no nesting deeper than :data:`~dissensus.io.jsonl.MAX_DEPTH` (anywhere, ignored extra
-    fields included) and no integer of more digits than Python converts.
+    fields included), no integer of more digits than Python converts, and no ``NaN`` or
+    ``Infinity`` (Python's extensions, not JSON).
     """
     if not raw.strip():
         raise ChatError(400, "empty request body")
@@ -204,9 +205,11 @@ def _json(raw: bytes) -> Any:
     except UnicodeDecodeError:
         raise ChatError(400, "request body is not UTF-8") from None
     try:
-        body = json.loads(text)
+        body = json.loads(text, parse_constant=non_finite)
     except json.JSONDecodeError as exc:
         raise ChatError(400, f"invalid JSON: {exc.msg} (line {exc.lineno})") from None
+    except NonFinite as exc:
+        raise ChatError(400, f"invalid JSON: {exc} is not a JSON number") from None
     except RecursionError:
         raise deep from None
     except ValueError:  # an integer of more digits than Python converts

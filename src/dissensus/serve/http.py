@@ -49,6 +49,7 @@ __all__ = [
     "PANELS_BODY",
     "ApiError",
     "ItemReject",
+    "NonFinite",
     "Overruns",
     "allowed_methods",
     "by_size",
@@ -58,6 +59,7 @@ __all__ = [
     "items_of",
     "json_body",
     "limits_of",
+    "non_finite",
     "object_body",
     "parse_json",
     "refuse_overrun",
@@ -256,6 +258,15 @@ def install_errors(app: FastAPI) -> None:
         return error_response(500, "internal error", None, path=_path(request))
 
 
+class NonFinite(ValueError):
+    """``NaN``, ``Infinity`` or ``-Infinity`` in a body: Python's JSON extensions, not JSON."""
+
+
+def non_finite(name: str) -> Any:
+    """A ``parse_constant`` for :func:`json.loads` that refuses every constant."""
+    raise NonFinite(name)
+
+
 def parse_json(raw: bytes) -> Any:
     """The JSON document of a body (:class:`ApiError` 400 naming why it is not one).
 
@@ -264,15 +275,19 @@ def parse_json(raw: bytes) -> Any:
     or ``<json>`` for a UTF-16 / UTF-32 body without a byte order mark, whose bytes happen
     to be valid UTF-8 but not JSON). A UTF-8 byte order mark at the start is accepted
     and dropped, as RFC 8259 allows a parser to, and as the JSONL reader does on a file's
-    first line (:func:`dissensus.io.jsonl.parse_line`)."""
+    first line (:func:`dissensus.io.jsonl.parse_line`). ``NaN`` and ``Infinity``, which
+    Python's parser accepts and RFC 8259 does not, are refused as not JSON (``<json>``),
+    as the JSONL reader refuses them."""
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
         raise ApiError(400, "request body is not UTF-8", "<encoding>") from None
     try:
-        body = json.loads(text.removeprefix("\ufeff"))
+        body = json.loads(text.removeprefix("\ufeff"), parse_constant=non_finite)
     except json.JSONDecodeError as exc:
         raise ApiError(400, f"invalid JSON: {exc.msg}", "<json>") from None
+    except NonFinite as exc:
+        raise ApiError(400, f"invalid JSON: {exc} is not a JSON number", "<json>") from None
     except RecursionError:
         raise ApiError(400, f"JSON nested deeper than {MAX_DEPTH} levels", "<depth>") from None
     except ValueError:  # an integer of more digits than Python converts

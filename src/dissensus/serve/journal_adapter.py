@@ -82,6 +82,7 @@ from dissensus.pipeline.review import (
     StaleContent,
     content_sha256,
 )
+from dissensus.quoting import quote_short
 from dissensus.store import ClaimConflict, Journal, ReviewEntry, open_journal
 from dissensus.store import event_types as ev
 from dissensus.store.base import REVIEW_RESOLVED
@@ -385,10 +386,10 @@ class ReviewDesk:
         """One automatically committed case (:class:`UnknownItem` for any other ref)."""
         run_id, line = _split(ref, "case reference")
         if self.journal.run(run_id, missing_ok=True) is None:
-            raise UnknownItem(f"no case {ref!r}: no run {run_id!r}")
+            raise UnknownItem(f"no case {quote_short(ref)}: no run {quote_short(run_id)}")
         stored = self.journal.get(run_id, f"case/{line}/record")
         if stored is None or not stored.payload.get("auto"):
-            raise UnknownItem(f"no automatic decision {ref!r}")
+            raise UnknownItem(f"no automatic decision {quote_short(ref)}")
         record = CaseRecord.model_validate(stored.payload)
         entered = case_step(self.journal, run_id, line, "input")
         panel: dict[str, Any] = {}  # the journalled panel's JSON, passed through
@@ -424,7 +425,7 @@ class ReviewDesk:
         try:
             return queue.find_item(self.journal, review_id)
         except InputError:  # its message names the journal file: not for a remote caller
-            raise UnknownItem(f"no review item {review_id!r}") from None
+            raise UnknownItem(f"no review item {quote_short(review_id)}") from None
 
     def resolution(self, review_id: str) -> ResolutionInfo | None:
         _split(review_id)
@@ -477,7 +478,9 @@ class ReviewDesk:
             try:
                 self.auto_case(review_id)
             except UnknownItem:
-                raise UnknownItem(f"no review item or automatic decision {review_id!r}") from None
+                raise UnknownItem(
+                    f"no review item or automatic decision {quote_short(review_id)}"
+                ) from None
             return False
         return True
 
@@ -521,7 +524,7 @@ class ReviewDesk:
         self._bounded(decision=decision, note=note)
         run_id, _ = _split(case_ref, "case reference")
         if self.journal.run(run_id, missing_ok=True) is None:
-            raise UnknownItem(f"no case {case_ref!r}: no run {run_id!r}")
+            raise UnknownItem(f"no case {quote_short(case_ref)}: no run {quote_short(run_id)}")
         return confirm(self.journal, case_ref, note=note, decision=decision, reviewer=reviewer)
 
     def resolve(

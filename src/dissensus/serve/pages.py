@@ -48,8 +48,8 @@ Choices where the design is silent:
   typed while a page loads are replayed on the next one.
 * A note is required as the server's ``review_note`` setting says: by default only when
   the decision is not the panel's suggestion; a resolution without one journals
-  "(no note: agrees with the panel's suggestion)", since the journal's resolutions always
-  carry a note. Audits always need one (``confirm`` requires it).
+  "(no note: agrees with the panel's suggestion)", or "(no note)" for another decision
+  (``--review-note never``), since the journal's resolutions always carry a note. Audits always need one (``confirm`` requires it).
 * Progress: the case's place among the open cases of its queue, and how many cases the
   reviewer resolved today (UTC).
 * Login: a form posting the token (never in a URL) with a double-submit CSRF token bound
@@ -90,7 +90,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote, urlsplit
+from urllib.parse import parse_qsl, quote, urlsplit
 
 from fastapi import Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
@@ -184,14 +184,18 @@ def service_of(request: Request) -> Service:
 
 
 def render(template: str, status: int = 200, **context: Any) -> HTMLResponse:
-    """A page from ``templates/``, with the site's Content-Security-Policy, never cached.
-    Every value in ``context`` is escaped by the template (autoescaping)."""
+    """A page from ``templates/``, with the site's Content-Security-Policy, never cached
+    nor sniffed as another type. Every value in ``context`` is escaped by the template
+    (autoescaping)."""
     page = _env.get_template(template).render(**context)
-    return HTMLResponse(
-        page,
-        status_code=status,
-        headers={"Content-Security-Policy": CSP, "Cache-Control": "no-store"},
-    )
+    return HTMLResponse(page, status_code=status, headers=_PAGE_HEADERS)
+
+
+_PAGE_HEADERS = {
+    "Content-Security-Policy": CSP,
+    "Cache-Control": "no-store",
+    "X-Content-Type-Options": "nosniff",
+}
 
 
 def case_render(
@@ -364,6 +368,18 @@ def require_login(request: Request) -> Reviewer | Response:
     return RedirectResponse(login_url(here), status_code=303)
 
 
+def _utf8_form(body: bytes, content_type: str) -> bool:
+    """Whether an URL-encoded form's fields are UTF-8 once percent-decoded (a body of
+    another type is left to its parser)."""
+    if not content_type.lower().startswith("application/x-www-form-urlencoded"):
+        return True
+    try:
+        parse_qsl(body.decode("utf-8"), keep_blank_values=True, errors="strict")
+    except (UnicodeDecodeError, ValueError):
+        return False
+    return True
+
+
 async def checked_form(request: Request, *, role_check: bool = False) -> Form | Response:
     """A form post's reviewer, session and fields, or the page refusing it (401 without a
     login, 403 without the session's CSRF token, or, with ``role_check``, without the
@@ -383,8 +399,14 @@ async def checked_form(request: Request, *, role_check: bool = False) -> Form | 
             link=(login_url(back), "log in again"),
         )
         return push_url(request, response, back, replace=True)
-    data = await request.form()
     who = Reviewer(principal, sid)
+    if not _utf8_form(await request.body(), request.headers.get("content-type", "")):
+        # Starlette decodes a field's bytes with replacement: "%FF" would be journalled
+        # as U+FFFD, a decision nobody typed. The API refuses such a body too (400).
+        return message(
+            request, who, 400, "bad request", "the form is not valid UTF-8; nothing was saved"
+        )
+    data = await request.form()
     if not service.sessions.check_csrf(sid, str(data.get("csrf", ""))):
         return message(
             request, who, 403, "forbidden", "missing or wrong CSRF token; reload the page"

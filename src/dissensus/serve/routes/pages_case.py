@@ -66,7 +66,11 @@ __all__ = ["router"]
 router = APIRouter(include_in_schema=False)
 
 NO_NOTE = "(no note: agrees with the panel's suggestion)"
-"""The note journalled with a resolution the reviewer gave none for."""
+"""The note journalled with a resolution the reviewer gave none for, of the suggestion."""
+
+NO_NOTE_GIVEN = "(no note)"
+"""The note journalled with a resolution the reviewer gave none for that is not the
+panel's suggestion (``--review-note never`` asks for none)."""
 
 
 def _plain(value: BaseModel | None) -> dict[str, Any] | None:
@@ -183,7 +187,7 @@ def _resolve(request: Request, review_id: str, form: Form) -> Response | None:
     service.desk.resolve(
         review_id,
         decision=decision,
-        note=note or NO_NOTE,
+        note=note or (NO_NOTE if decision == item.suggestion else NO_NOTE_GIVEN),
         reviewer=form.principal.name,
         sha256=str(form.data.get("content_sha256", "")),
     )
@@ -254,7 +258,12 @@ async def _on_claim(request: Request, review_id: str, act: Callable[[str], objec
 @router.post("/review/case/{review_id}/claim")
 async def claim(request: Request, review_id: str) -> Response:
     desk = service_of(request).desk
-    return await _on_claim(request, review_id, lambda who: desk.claim(review_id, who))
+
+    def take(who: str) -> None:
+        desk.status(review_id)  # a case page's: an audit is claimed from its own page
+        desk.claim(review_id, who)
+
+    return await _on_claim(request, review_id, take)
 
 
 @router.post("/review/case/{review_id}/release")
