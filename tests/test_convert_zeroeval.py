@@ -64,6 +64,14 @@ from dissensus.convert.zeroeval import (
         ('{"reasoning": "r", "answer": {"blue": 4, "red": 6}}', None),
         ('{"reasoning": "the answer is 18"}', "18"),  # no answer field: the phrase
         ('{"reasoning": "the answer is 18", "answer": "', "18"),  # cut off in it
+        # After "the answer is", its sentence only: what comes after counts nothing else
+        # (a unanimous 7 read as 3, 2 and 7).
+        ("The answer is 7. I double-checked it 3 times.", "7"),
+        ("The answer is 7 (verified in 2 ways).", "7"),
+        ("The answer is 18, since 3 more came.", "18"),
+        ("The answer is 9 * 2 = 18. Done in 2 steps", "18"),
+        ("The final answer is $1,800.00 in total; 3 payments", "1800"),
+        ("The answer is 3.5 cups! 2 more", "3.5"),
     ],
 )
 def test_extract_answer(text: str, answer: str | None) -> None:

@@ -11,7 +11,8 @@ Answer extraction, in order (the first that states an answer wins):
 1. the ``answer`` field of the JSON block (:func:`dissensus.llm.jsonparse.extract_json`,
    tolerant of fences, prose and trailing commas);
 2. an ``"answer": ...`` field in text that does not parse as JSON (truncated output);
-3. an explicit final-answer phrase: ``#### X``, ``\\boxed{X}``, ``the (final) answer is X``.
+3. an explicit final-answer phrase: ``#### X``, ``\\boxed{X}``, ``the (final) answer is X``
+   (its sentence only: ``the answer is 7. I checked it 3 times`` is 7, not 3).
 
 The answer text is then normalised to a number (:func:`normalise_number`): commas,
 ``$``, ``%`` and units go, the last number in it is kept (``"9 * 2 = 18"`` -> ``18``),
@@ -295,13 +296,33 @@ def _from_field(text: str) -> _Stated:
     return _Stated(stated=True, number=_answer_number(value))
 
 
+# Where the sentence that states an answer ends, once its first number is read: a full
+# stop before a space or the end ("7. I checked it 3 times"), ";", "!", "?", a comma
+# before a space ("18, since 3 ..."; not "1,800"), or an opening bracket ("7 (in 2 ways)").
+_CLAUSE_END = re.compile(r"\.(?=\s|$)|[;!?]|,\s|\s\(")
+_DIGIT = re.compile(r"\d")
+
+
+def _clause(text: str) -> str:
+    """``text`` (what follows "the answer is") up to the end of its sentence after its
+    first number: the answer, not what the sentences after it count."""
+    first = _DIGIT.search(text)
+    if first is None:
+        return text
+    end = _CLAUSE_END.search(text, first.end())
+    return text if end is None else text[: end.start()]
+
+
 def _from_phrases(text: str) -> str | None:
     """The number of the last final-answer phrase of the first kind that states one (a
-    phrase that refuses ends the search: no number)."""
+    phrase that refuses ends the search: no number). After "the answer is" only its
+    sentence counts (:func:`_clause`)."""
     for pattern in _PHRASES:
         hits = pattern.findall(text)
         if not hits:
             continue
+        if pattern is _PHRASES[-1]:
+            hits = [_clause(hit) for hit in hits]
         if _REFUSAL.search(hits[-1]):
             return None
         number = normalise_number(hits[-1])
