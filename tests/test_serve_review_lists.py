@@ -149,6 +149,8 @@ async def test_pages_reach_every_row_and_keep_the_filters(
         assert 'id="next-page"' not in second.text
         beyond = await client.get("/review", params={"run": run["run_id"], "page": "9"})
         assert "none on page 9" in _count(beyond.text) and 'class="case-link"' not in beyond.text
+        # Past the end, "previous" goes to the last page (it went to page 8, empty too).
+        assert f'id="prev-page" href="/review?run={run["run_id"]}&amp;page=2"' in beyond.text
         assert (await client.get("/review", params={"page": "x"})).status_code == 200
 
         for q in ("", "agree"):

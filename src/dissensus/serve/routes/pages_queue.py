@@ -199,6 +199,9 @@ async def queue(request: Request) -> Response:
     audits = _audit_rows(request, view, start) if known and view.status == "audits" else empty
     shown = auto if view.status == "automatic" else audits if view.status == "audits" else cases
     more = not shown.exact or start + len(shown.rows) < shown.total
+    back = page - 1
+    if not shown.rows and shown.exact and page > 1:  # past the end: back to the last page
+        back = min(back, max(1, -(-shown.total // QUEUE_ROWS)))
     monitor, monitor_error = await run_in_threadpool(monitor_rows, service.journal)
     infos = [info for info in service.journal.runs() if info.kind == "decide"]
     return render(
@@ -213,7 +216,7 @@ async def queue(request: Request) -> Response:
         shown=len(shown.rows),
         page=page,
         first_row=start + 1,
-        prev_page=_page_url(view, page - 1) if page > 1 else None,
+        prev_page=_page_url(view, back) if page > 1 else None,
         next_page=_page_url(view, page + 1) if more else None,
         auto_rows=auto.rows,
         audit_rows=audits.rows,
