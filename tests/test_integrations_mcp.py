@@ -174,3 +174,27 @@ def test_every_tool_over_stdio(tmp_path: Path) -> None:
     # caller's errors: the server's stderr, the client's log of it, has no line for them.
     logged = (tmp_path / "server-stderr.txt").read_text(encoding="utf-8")
     assert "rejected arguments" not in logged and "INFO" not in logged, logged
+
+
+def test_a_stdin_line_over_the_bound_is_dropped_and_the_next_one_read(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The SDK's stdio transport read a line without bound (``dissensus mcp < /dev/zero``
+    grew one string until the host ran out of memory); the server's reads a line of at
+    most the bound, drops a longer one a piece at a time, and reads on."""
+    import io
+
+    from mcp.server import stdio
+
+    from dissensus.integrations import mcp as server
+
+    monkeypatch.setattr(stdio, "_UnownedTextWrapper", stdio._UnownedTextWrapper)
+    monkeypatch.setattr(server, "_SKIP_CHARS", 7)
+    server._bound_stdin_lines(limit=30)
+    server._bound_stdin_lines(limit=30)  # once only: a second call wraps nothing again
+    good = '{"jsonrpc": "2.0"}\n'
+    raw = ("x" * 95 + "\n" + "short\n" + "y" * 30 + "\n" + good + "z" * 50).encode()
+    wrapper = stdio._UnownedTextWrapper(io.BytesIO(raw), encoding="utf-8")
+    lines = list(iter(wrapper.readline, ""))
+    dropped = '{"over_long_line": 30}\n'
+    assert lines == [dropped, "short\n", "y" * 30 + "\n", good, dropped]

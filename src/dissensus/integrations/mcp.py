@@ -119,6 +119,7 @@ from dissensus.guard.decision import GuardDecision
 from dissensus.integrations._review import resolve_checked
 from dissensus.io.jsonl import Reject
 from dissensus.io.jsontext import load_json_file
+from dissensus.io.limits import MAX_LINE_CHARS
 from dissensus.loading import is_code_name
 from dissensus.outputs import ResolutionInfo, ReviewEntry, ReviewView, RouteRecord, RunSummary
 from dissensus.pipeline import CaseRecord, DeadlineReached, RunSpec, execute_run
@@ -872,4 +873,41 @@ def serve(
         allow_functions=allow_functions,
         root=root,
     )
+    _bound_stdin_lines()
     server.run("stdio")
+
+
+_SKIP_CHARS = 1 << 20
+"""How much of an over-long line is read (and dropped) at a time."""
+
+
+def _bound_stdin_lines(limit: int = MAX_LINE_CHARS) -> None:
+    """Make the SDK's stdio transport read a message line of at most ``limit`` characters.
+
+    The transport reads standard input line by line with no bound, so a client that
+    sends bytes without a newline (``< /dev/zero``) grows one string until the host runs
+    out of memory. Its text wrapper (``mcp.server.stdio._UnownedTextWrapper``) is swapped
+    for one whose ``readline`` drops a longer line, reading it ``_SKIP_CHARS`` at a time,
+    and hands on a line that is no JSON-RPC message (the transport reports it as one
+    that does not validate, and the server reads on). An SDK without that wrapper is
+    left as it is."""
+    from mcp.server import stdio
+
+    base = getattr(stdio, "_UnownedTextWrapper", None)
+    if not isinstance(base, type) or getattr(base, "bounded", False):
+        return
+
+    class _BoundedLines(base):  # type: ignore[misc, valid-type]
+        bounded = True
+
+        def readline(self, size: int | None = -1, /) -> str:
+            cap = limit + 1 if size is None or size < 0 or size > limit else size
+            line: str = super().readline(cap)
+            if len(line) <= limit or line.endswith("\n"):
+                return line
+            while True:  # the rest of the line, dropped a piece at a time
+                rest: str = super().readline(_SKIP_CHARS)
+                if not rest or rest.endswith("\n"):
+                    return f'{{"over_long_line": {limit}}}\n'
+
+    stdio._UnownedTextWrapper = _BoundedLines  # type: ignore[misc]
