@@ -202,7 +202,20 @@ MAX_REVIEWER_CHARS = 128
 """The longest reviewer name (``--reviewer``, ``$DISSENSUS_REVIEWER``)."""
 
 
+def _refuse_lone_surrogate(text: str, where: str) -> None:
+    """An :class:`InputError` naming ``where`` when ``text`` is not Unicode text: a lone
+    surrogate (``"\\ud83d"`` from a JSON escape, an undecodable byte of an argument) has
+    no UTF-8 form, so no journal could hold it."""
+    at = next((i for i, ch in enumerate(text) if "\ud800" <= ch <= "\udfff"), None)
+    if at is not None:
+        raise InputError(
+            f"{where} is not valid Unicode text: a lone surrogate "
+            f"(U+{ord(text[at]):04X}) at character {at + 1}"
+        )
+
+
 def _checked_reviewer(name: str, where: str) -> str:
+    _refuse_lone_surrogate(name, where)
     if len(name) > MAX_REVIEWER_CHARS:
         raise InputError(
             f"{where} is {len(name)} characters long; a reviewer name holds at most "
@@ -233,12 +246,15 @@ def check_resolution_fields(*, decision: str | None, note: str, reviewer: str | 
     given) and a note that are not blank and hold at most
     :data:`~dissensus.io.limits.MAX_FIELD_CHARS` characters (the bound of a panel's text
     fields, and the service's ``--max-field-chars`` default), and a reviewer name as
-    :func:`reviewer_name` allows; an :class:`InputError` naming the field."""
+    :func:`reviewer_name` allows; none of them holding a lone surrogate (a ``"\\ud83d"``
+    JSON escape, which no UTF-8 journal can hold); an :class:`InputError` naming the
+    field."""
     for field, value in (("decision", decision), ("note", note)):
         if value is None:
             continue
         if not value.strip():
             raise InputError(f"the {field} must not be empty")
+        _refuse_lone_surrogate(value, f"the {field}")
         if len(value) > MAX_FIELD_CHARS:
             raise InputError(
                 f"the {field} is {len(value)} characters long; at most {MAX_FIELD_CHARS}"
