@@ -43,8 +43,8 @@ Choices where the framework and the design are silent:
   each of its ``interrupt`` calls returns, in order, the answers given so far; the call
   after the last of them raises ``GraphInterrupt``. The node therefore holds each answer
   until the next ``interrupt`` call: if that call returns another answer, the held one
-  was tried (and refused) in an earlier run and is dropped untried, with no journal
-  read or write; only when it raises is the held answer the newest, and only then is it
+  was tried (and refused) in an earlier run and is dropped untried, nothing written to
+  the journal; only when it raises is the held answer the newest, and only then is it
   tried. An answer refused once never resolves the case later, even when what refused
   it has gone (a claim released or expired, another reviewer named in the config).
 * **Resolved elsewhere**: when the item was resolved meanwhile (``dissensus review
