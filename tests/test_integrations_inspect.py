@@ -191,15 +191,71 @@ def test_without_the_grader_list_a_scorer_that_returned_none_is_unseen(tmp_path:
     assert scores["unscored"].metadata is not None and scores["unscored"].metadata["n_graders"] == 3
 
 
-def test_string_reducer_name_resolves_to_this_reducer() -> None:
-    """Through the package's ``inspect_ai`` entry point, which Inspect loads at start-up,
-    not because another test imported the module."""
-    from inspect_ai._util.entrypoints import ensure_entry_points
+_RESOLVE = """
+import sys
+from inspect_ai.scorer._reducer.registry import create_reducers
+from inspect_ai._util.registry import registry_info
+if sys.argv[1] == "get_model":
+    from inspect_ai.model import get_model
+    get_model("mockllm/model")
+try:
+    (reducer,) = create_reducers(sys.argv[2])
+    print(registry_info(reducer).name)
+except LookupError as exc:
+    print("LookupError:", exc)
+"""
+
+
+def _resolve_fresh(name: str, before: str = "nothing") -> str:
+    """How ``name`` resolves in a fresh process, where nothing imported this module."""
+    import os
+    import subprocess
+    import sys
+    from importlib.metadata import entry_points
+
+    if not entry_points(group="inspect_ai", name="dissensus"):
+        pytest.skip("dissensus is not installed with its inspect_ai entry point")
+    done = subprocess.run(
+        [sys.executable, "-c", _RESOLVE, before, name],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def test_the_namespaced_reducer_name_resolves_with_nothing_imported() -> None:
+    """``"dissensus/dissensus"``: Inspect loads the package's entry point for it."""
+    assert _resolve_fresh("dissensus/dissensus") == "dissensus/dissensus"
+
+
+def test_the_plain_reducer_name_resolves_once_inspect_has_loaded_entry_points() -> None:
+    """A plain name loads no entry point: ``"dissensus"`` is unknown until the module is
+    imported or Inspect loads every entry point (``get_model``, ``eval``)."""
+    assert _resolve_fresh("dissensus") == "LookupError: dissensus was not found in the registry"
+    assert _resolve_fresh("dissensus", before="get_model") == "dissensus"
+
+
+def test_both_names_make_the_same_reducer() -> None:
+    from inspect_ai._util.registry import registry_info
+    from inspect_ai.scorer import Score
     from inspect_ai.scorer._reducer.registry import create_reducers
 
-    ensure_entry_points()
-    (reducer,) = create_reducers("dissensus")
-    assert callable(reducer)
+    from dissensus.integrations.inspect import _namespaced_reducer  # registers both names
+
+    (plain,) = create_reducers("dissensus")
+    (namespaced,) = create_reducers("dissensus/dissensus")
+    assert (registry_info(plain).name, registry_info(namespaced).name) == (
+        "dissensus",
+        "dissensus/dissensus",
+    )
+
+    reduce = _namespaced_reducer(policy=POLICY)
+    out = reduce([Score(value="C", metadata={"grader": g}) for g in ("g1", "g2", "g3")])
+    assert out.value == "C" and out.metadata is not None and out.metadata["n_graders"] == 3
 
 
 @pytest.mark.parametrize(
@@ -253,6 +309,52 @@ def test_a_grader_scoring_twice_is_named_not_a_validation_error() -> None:
     twice = [Score(value=1, metadata={"grader": "g"}), Score(value=0, metadata={"grader": "g"})]
     with pytest.raises(InputError, match="grader 'g' gave more than one score"):
         scores_panel(twice, ["g", "h"])
+
+
+def test_a_grader_scoring_twice_fails_its_sample_not_the_eval(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Sample ``dup``: the second scorer tags itself as the first. That sample is unscored
+    naming the grader, with a warning; the eval succeeds and the other sample is decided."""
+    from inspect_ai import Task, eval
+    from inspect_ai.dataset import Sample
+    from inspect_ai.model import get_model
+    from inspect_ai.scorer import Score, accuracy, multi_scorer, scorer
+
+    from dissensus.integrations.inspect import dissensus_reducer
+
+    def grader(name: str) -> Scorer:
+        @scorer(metrics=[accuracy()], name=name)
+        def make() -> Scorer:
+            async def score(state: TaskState, target: Target) -> Score:
+                tag = "g1" if state.sample_id == "dup" else name
+                return Score(value="C", explanation=f"{name} agrees.", metadata={"grader": tag})
+
+            return score
+
+        return make()
+
+    task = Task(
+        dataset=[Sample(id=sid, input="What is 2 + 2?", target="4") for sid in ("dup", "ok")],
+        solver=[],
+        scorer=multi_scorer(
+            [grader("g1"), grader("g2"), grader("g3")], reducer=dissensus_reducer(policy=POLICY)
+        ),
+    )
+    (log,) = eval(
+        task,
+        model=get_model("mockllm/model", custom_outputs=_answer),
+        log_dir=str(tmp_path),
+        display="none",
+    )
+    assert log.status == "success", log.error
+    assert log.samples is not None
+    scores = {str(s.id): next(iter((s.scores or {}).values())) for s in log.samples}
+    dup = scores["dup"]
+    assert dup.answer == "error" and dup.metadata is not None
+    assert dup.metadata["error"].startswith("grader 'g1' gave more than one score")
+    assert (scores["ok"].value, scores["ok"].metadata["n_graders"]) == ("C", 3)  # type: ignore[index]
+    assert any("sample not decided: grader 'g1'" in r.getMessage() for r in caplog.records)
 
 
 def _guard_calibration(path: Path) -> Path:

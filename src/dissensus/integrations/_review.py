@@ -14,7 +14,11 @@ Choices where the design is silent:
 * ``content_sha256`` is :func:`dissensus.pipeline.review.content_sha256`: the hex sha256
   of the canonical JSON (sorted keys, compact, UTF-8) of the review item as journalled --
   the case, the readings, the positions and reasons side by side, any packet or
-  certificate: everything a reviewer is shown.
+  certificate: everything a reviewer is shown. A quoted hash is compared in lower case:
+  the same digits copied in upper case are the same hash, not changed content.
+* A reviewer's answer (:class:`ReviewAnswer`) holding a lone surrogate (a ``"\\ud83d"``
+  JSON escape) is refused naming its field, as
+  :func:`~dissensus.pipeline.review.resolve` refuses one: no UTF-8 journal can hold it.
 * The request shown to a reviewer (:class:`ReviewRequest`) is a digest of the item (the
   question, options, each agent's decision and reasoning) with the hash of the whole
   item; agent text in it is untrusted data.
@@ -22,7 +26,9 @@ Choices where the design is silent:
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+import re
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from dissensus.cases import asked_question
 from dissensus.pipeline.records import CaseRecord
@@ -48,6 +54,9 @@ __all__ = [
     "review_request",
 ]
 
+
+_HEX64 = re.compile(r"[0-9A-Fa-f]{64}")
+"""A sha256 in hex digits of either case (the journal writes lower-case ones)."""
 
 StaleReview = StaleContent
 """The content hash quoted by a resolution is not the hash of the item's content."""
@@ -95,6 +104,20 @@ class ReviewAnswer(BaseModel):
     note: str
     content_sha256: str = Field(min_length=64, max_length=64)
 
+    @field_validator("decision", "note", "content_sha256", mode="before")
+    @classmethod
+    def _unicode_text(cls, value: object) -> object:
+        # Before pydantic's own check, which words it differently for constrained fields.
+        if not isinstance(value, str):
+            return value
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise ValueError(
+                f"not valid Unicode text: a lone surrogate at character {exc.start + 1}"
+            ) from None
+        return value
+
 
 def review_request(status: ReviewStatus, *, error: str | None = None) -> ReviewRequest:
     """The reviewer's view of a queue entry, with the hash of the item as journalled."""
@@ -136,9 +159,12 @@ def resolve_checked(
 ) -> CaseRecord:
     """Resolve ``review_id`` through the journal's review path, quoting the content hash.
 
-    Raises :class:`StaleReview` when ``content_sha256`` is not the item's hash and
-    :class:`AlreadyResolved` (naming who and when) when it was resolved before.
+    Raises :class:`StaleReview` when ``content_sha256`` is not the item's hash (in either
+    case of hex digits) and :class:`AlreadyResolved` (naming who and when) when it was
+    resolved before.
     """
+    if _HEX64.fullmatch(content_sha256):
+        content_sha256 = content_sha256.lower()
     return resolve(
         journal,
         review_id,

@@ -1,8 +1,7 @@
 """An Inspect AI score reducer that decides a grader panel with the dissensus pipeline.
 
 >>> from inspect_ai.scorer import multi_scorer
->>> import dissensus.integrations.inspect  # registers the reducer "dissensus"
->>> scorer = multi_scorer(scorers=[g1(), g2(), g3()], reducer="dissensus")  # doctest: +SKIP
+>>> scorer = multi_scorer(scorers=[g1(), g2(), g3()], reducer="dissensus/dissensus")  # doctest: +SKIP
 >>> scorer = multi_scorer([g1(), g2(), g3()], reducer=dissensus_reducer(
 ...     graders=["g1", "g2", "g3"], policy="policy.yaml"))               # doctest: +SKIP
 
@@ -28,8 +27,10 @@ Choices where the frameworks are silent:
 * **Grader names.** A score's ``metadata["grader"]`` names its grader; otherwise the
   reducer's ``graders`` argument names the scores in order when every grader scored;
   otherwise scores are ``grader-1``, ``grader-2``, ...
-  Two scores naming one grader are an :class:`~dissensus.errors.InputError` naming it
-  (one grader, one vote), not a raw validation error. A ``graders`` list of fewer than
+  Two scores of one sample naming one grader leave that sample unscored, naming the
+  grader (one grader, one vote; :func:`scores_panel` raises an
+  :class:`~dissensus.errors.InputError`), not a raw validation error: the tags are the
+  scorers' output, which may go wrong for one sample only. A ``graders`` list of fewer than
   two names, or naming one twice, is a :class:`~dissensus.errors.ConfigError` (field
   ``graders``) when the reducer is made: no sample could be decided with it.
 * **Declined graders are abstentions**, never dropped: a score whose value is ``None``
@@ -49,7 +50,8 @@ Choices where the frameworks are silent:
   (words, a boolean, NaN, 5, an integer too large for a float). A sample whose panel
   is still refused -- more text than a record holds, a value no label holds (an integer
   of more than 4,300 digits, alone or in a list), fewer than two graders (one scored,
-  the others returned ``None`` and ``graders`` does not name them) -- is unscored with
+  the others returned ``None`` and ``graders`` does not name them), two scores naming
+  one grader -- is unscored with
   the reason on one line (``answer`` ``"error"``, ``metadata["error"]``) and a warning
   in the log; the other samples are decided as usual.
 * **Panel id** is ``inspect-`` + the first 12 hex digits of the sha256 of the canonical
@@ -67,6 +69,14 @@ Choices where the frameworks are silent:
   the spec already has (``acceptance=`` on a spec with learned acceptance,
   ``guard_calibration=`` on one with a guard calibration) is a
   :class:`~dissensus.errors.ConfigError`, not a silent replacement.
+* **Registered names.** The reducer is registered twice: as ``"dissensus"`` and, in the
+  ``package/name`` form Inspect gives extension packages, as ``"dissensus/dissensus"``.
+  Inspect looks a namespaced name up by loading that package's ``inspect_ai`` entry
+  point, so ``reducer="dissensus/dissensus"`` resolves wherever dissensus is installed,
+  with nothing imported first. A plain name loads no entry point: ``"dissensus"``
+  resolves once this module is imported, or once Inspect has loaded every entry point
+  (``eval()`` and ``get_model()`` do, so a task file run by ``inspect eval`` may use it);
+  a scorer built with it before either is Inspect's ``LookupError``.
 * Inspect calls reducers synchronously inside its event loop, so the pipeline runs on a
   worker thread for the duration of the call.
 """
@@ -153,7 +163,7 @@ def _names(scores: Sequence[Score], graders: Sequence[str] | None) -> tuple[list
         names = [str(t) for t in tagged]
         twice = sorted({n for n in names if names.count(n) > 1})
         if twice:
-            raise InputError(
+            raise _Unfit(
                 f"grader {quote_short(twice[0])} gave more than one score for this sample: one grader, "
                 "one vote (give each scorer its own metadata['grader'])"
             )
@@ -497,8 +507,6 @@ def dissensus_reducer(
             return _not_decided(exc, notes)
         except (ValueError, TypeError, OverflowError, RecursionError) as exc:
             return _not_decided(exc, notes)
-        # A grader scoring twice (an InputError, not _Unfit) is the eval's set-up, not
-        # this sample's: it is raised.
 
         async def run() -> CaseRecord:
             store = Journal(journal if journal is not None else ":memory:")
@@ -524,3 +532,22 @@ def dissensus_reducer(
         return Score(value=value, answer=record.action, explanation=explanation, metadata=meta)
 
     return reduce
+
+
+@score_reducer(name="dissensus/dissensus")
+def _namespaced_reducer(
+    graders: list[str] | None = None,
+    policy: str | JsonObject | Policy | RunSpec | None = None,
+    acceptance: str | None = None,
+    guard_calibration: str | None = None,
+    journal: str | None = None,
+) -> ScoreReducer:
+    """:func:`dissensus_reducer` under its namespaced name, ``"dissensus/dissensus"``, which
+    Inspect resolves through the package's entry point with nothing imported first."""
+    return dissensus_reducer(
+        graders=graders,
+        policy=policy,
+        acceptance=acceptance,
+        guard_calibration=guard_calibration,
+        journal=journal,
+    )

@@ -27,16 +27,26 @@ Choices where the framework and the design are silent:
   ``goto``, so the node's static edges apply (none: the graph ends after the node).
   Actions are ``auto``, ``auto_explain``, ``concord``, ``escalate`` (only with
   ``on_escalate="route"``) and ``human``; a ``goto`` key that is none of them (a typo
-  would never route) or a target that is not a node name is a
-  :class:`~dissensus.errors.ConfigError` when the node is made.
+  would never route) or a target that is not a non-empty string is a
+  :class:`~dissensus.errors.ConfigError` when the node is made. A node is made before
+  it is added to a graph, so it cannot know the graph's node names: a target naming no
+  node is LangGraph's error when the node routes to it.
 * **Replays**: LangGraph runs an interrupted node again from its start on resume, so
   the node's run id is derived from the thread id and the task's checkpoint namespace
   (stable across resumes and processes): the second ``decide`` replays the journalled
   steps and finds the same review item.
-* **A refused answer** (invalid payload, stale hash, a decision the review path rejects)
-  does not fail the graph: the node interrupts again with the same request and an
-  ``error`` field saying why, since LangGraph keeps the first answer given to an
-  interrupt for good.
+* **A refused answer** (invalid payload, stale hash, a decision the review path rejects,
+  text that is not valid Unicode) does not fail the graph: the node interrupts again with
+  the same request and an ``error`` field saying why, since LangGraph keeps the first
+  answer given to an interrupt for good.
+* **Only the newest answer is tried.** A resumed node runs again from its start, and
+  each of its ``interrupt`` calls returns, in order, the answers given so far; the call
+  after the last of them raises ``GraphInterrupt``. The node therefore holds each answer
+  until the next ``interrupt`` call: if that call returns another answer, the held one
+  was tried (and refused) in an earlier run and is dropped untried, nothing written to
+  the journal; only when it raises is the held answer the newest, and only then is it
+  tried. An answer refused once never resolves the case later, even when what refused
+  it has gone (a claim released or expired, another reviewer named in the config).
 * **Resolved elsewhere**: when the item was resolved meanwhile (``dissensus review
   resolve``, another service), the journalled resolution stands and the node returns
   its record without interrupting.
@@ -44,9 +54,14 @@ Choices where the framework and the design are silent:
   by the application that resumes the graph (not by the reviewer's payload); ``None``
   leaves the resolution unnamed, and an unnamed resolution is refused while any
   reviewer holds a live claim on the case (the node interrupts again with the reason).
+  A resolver that raises or returns anything but a string or ``None`` fails the run
+  with a :class:`~dissensus.errors.ConfigError` naming the resolver: the application's
+  error, not the reviewer's (resumed again once fixed, the held answer is tried).
 * The journal is a path, opened per call: LangGraph runs nodes on worker threads and an
-  SQLite connection belongs to the thread that opened it. ``":memory:"`` is refused, as
-  the review item must outlive the call that opened it.
+  SQLite connection belongs to the thread that opened it. ``":memory:"`` and an empty
+  (or blank) path are refused when the node is made, as the review item must outlive
+  the call that opened it and SQLite makes both a throw-away database (the journal opens
+  paths, never ``file:`` URIs, so ``file::memory:`` names an ordinary file).
 """
 
 from __future__ import annotations
@@ -57,6 +72,7 @@ from pathlib import Path
 from typing import Any, Literal, get_args
 
 from langchain_core.runnables import RunnableConfig
+from langgraph.errors import GraphInterrupt
 from langgraph.types import Command, interrupt
 from pydantic import ValidationError
 
@@ -123,9 +139,11 @@ class DecisionNode:
                 f"on_escalate must be 'interrupt' or 'route', got {on_escalate!r}",
                 field="on_escalate",
             )
-        if str(journal) == ":memory:":
+        if str(journal).strip() in ("", ":memory:"):
             raise ConfigError(
-                "the journal must be a file: a review item outlives the node's call",
+                "the journal must be a file (not ':memory:' or empty, which SQLite makes a "
+                f"throw-away database, got {str(journal)!r}): a review item outlives the "
+                "node's call",
                 field="journal",
             )
         unknown = sorted(set(goto) - set(get_args(FinalAction)))
@@ -165,29 +183,72 @@ class DecisionNode:
 
     def _ask(self, journal: Journal, review_id: str, config: RunnableConfig) -> CaseRecord:
         error: str | None = None
+        # The answer returned by the latest interrupt() and not tried yet. LangGraph hands
+        # a re-run node every answer given to it so far, oldest first: an answer is the
+        # newest only when the next interrupt() raises, and each one before it was tried
+        # (and refused) in an earlier run, so it is passed over untried.
+        pending: tuple[object] | None = None
         while True:
             status = find_item(journal, review_id)
             done = resolved_record(journal, status)
             if done is not None:
                 return done
-            request = review_request(status, error=error)
-            raw = interrupt(request.model_dump(mode="json"))
+            request = review_request(status, error=error).model_dump(mode="json")
             try:
-                answer = ReviewAnswer.model_validate(raw)
-                return resolve_checked(
+                pending = (interrupt(request),)
+                continue
+            except GraphInterrupt:
+                if pending is None:
+                    raise
+            (raw,), pending = pending, None
+            record, error = self._try(journal, review_id, raw, config)
+            if record is not None:
+                return record
+
+    def _try(
+        self, journal: Journal, review_id: str, raw: object, config: RunnableConfig
+    ) -> tuple[CaseRecord | None, str | None]:
+        """The record ``raw`` resolved the item to, or why it was refused."""
+        reviewer = self._reviewer(config)
+        try:
+            answer = ReviewAnswer.model_validate(raw)
+            return (
+                resolve_checked(
                     journal,
                     review_id,
                     decision=answer.decision,
                     note=answer.note,
                     content_sha256=answer.content_sha256,
-                    reviewer=self.reviewer(config),
-                )
-            except ValidationError as exc:
-                first = exc.errors()[0]
-                where = ".".join(str(p) for p in first["loc"]) or "resume"
-                error = f"field {where!r}: {first['msg']}"
-            except DissensusError as exc:
-                error = str(exc)
+                    reviewer=reviewer,
+                ),
+                None,
+            )
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first["loc"]) or "resume"
+            return None, f"field {where!r}: {first['msg']}"
+        except DissensusError as exc:
+            return None, str(exc)
+
+    def _reviewer(self, config: RunnableConfig) -> str | None:
+        """Who resumed, as the node's resolver names them: a resolver that raises or names
+        no string is the application's error (a :class:`ConfigError` naming it), not the
+        reviewer's."""
+        name = getattr(self.reviewer, "__qualname__", None) or repr(self.reviewer)
+        try:
+            who = self.reviewer(config)
+        except Exception as exc:
+            raise ConfigError(
+                f"the reviewer resolver {name} failed: {type(exc).__name__}: {exc}",
+                field="reviewer",
+            ) from exc
+        if who is not None and not isinstance(who, str):
+            raise ConfigError(
+                f"the reviewer resolver {name} returned {type(who).__name__}, "
+                "not a name (a string) or None",
+                field="reviewer",
+            )
+        return who
 
     def _command(self, record: CaseRecord) -> Command[Any]:
         update = {self.key: record.model_dump(mode="json")}

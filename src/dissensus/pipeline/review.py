@@ -203,12 +203,35 @@ MAX_REVIEWER_CHARS = 128
 """The longest reviewer name (``--reviewer``, ``$DISSENSUS_REVIEWER``)."""
 
 
+def _lone_surrogate(text: str, where: str) -> str | None:
+    """Why ``text`` is not Unicode text, naming ``where``, or None: a lone surrogate
+    (``"\\ud83d"`` from a JSON escape, an undecodable byte of an argument) has no UTF-8
+    form, so no journal could hold it."""
+    at = next((i for i, ch in enumerate(text) if "\ud800" <= ch <= "\udfff"), None)
+    if at is None:
+        return None
+    return (
+        f"{where} is not valid Unicode text: a lone surrogate "
+        f"(U+{ord(text[at]):04X}) at character {at + 1}"
+    )
+
+
+def _refuse_lone_surrogate(text: str, where: str) -> None:
+    """An :class:`InputError` naming ``where`` when ``text`` is not Unicode text."""
+    problem = _lone_surrogate(text, where)
+    if problem is not None:
+        raise InputError(problem)
+
+
 def reviewer_name_problem(name: str, where: str) -> str | None:
-    """Why ``name`` (named ``where`` in the text) cannot be a reviewer's, or None: more
-    than :data:`MAX_REVIEWER_CHARS` characters, or a control or format character (an
-    escape sequence; a zero-width space that makes ``al\u200bice`` look like ``alice``).
-    The one test of every place a reviewer is named: ``--reviewer``,
+    """Why ``name`` (named ``where`` in the text) cannot be a reviewer's, or None: a lone
+    surrogate, more than :data:`MAX_REVIEWER_CHARS` characters, or a control or format
+    character (an escape sequence; a zero-width space that makes ``al\u200bice`` look
+    like ``alice``). The one test of every place a reviewer is named: ``--reviewer``,
     ``$DISSENSUS_REVIEWER``, a resolution, and the service's token names."""
+    surrogate = _lone_surrogate(name, where)
+    if surrogate is not None:
+        return surrogate
     if len(name) > MAX_REVIEWER_CHARS:
         return (
             f"{where} is {len(name)} characters long; a reviewer name holds at most "
@@ -241,21 +264,30 @@ def refuse_others_claim(journal: Journal, ref: str, reviewer: str | None, what: 
 
 def check_resolution_fields(*, decision: str | None, note: str, reviewer: str | None) -> None:
     """What every resolution and audit checks before it is journalled: a decision (when
-    given) and a note that are not blank and hold at most
+    given) and a note that are not blank (nothing but spaces and invisible characters,
+    such as a zero-width space) and hold at most
     :data:`~dissensus.io.limits.MAX_FIELD_CHARS` characters (the bound of a panel's text
     fields, and the service's ``--max-field-chars`` default), and a reviewer name as
-    :func:`reviewer_name` allows; an :class:`InputError` naming the field."""
+    :func:`reviewer_name` allows; none of them holding a lone surrogate (a ``"\\ud83d"``
+    JSON escape, which no UTF-8 journal can hold); an :class:`InputError` naming the
+    field."""
     for field, value in (("decision", decision), ("note", note)):
         if value is None:
             continue
-        if not value.strip():
+        if _blank(value):
             raise InputError(f"the {field} must not be empty")
+        _refuse_lone_surrogate(value, f"the {field}")
         if len(value) > MAX_FIELD_CHARS:
             raise InputError(
                 f"the {field} is {len(value)} characters long; at most {MAX_FIELD_CHARS}"
             )
     if reviewer is not None:
         _checked_reviewer(reviewer, "the reviewer")
+
+
+def _blank(text: str) -> bool:
+    """Whether ``text`` shows nothing: only white space and format characters (Cf)."""
+    return all(ch.isspace() or unicodedata.category(ch) == "Cf" for ch in text)
 
 
 _LINE = re.compile(r"[1-9][0-9]{0,17}")

@@ -1,0 +1,231 @@
+"""The LangGraph node's answers: only the newest resolves, bad text is refused, bad config named.
+
+A resumed node is handed every answer given to it so far, oldest first; these tests hold
+that an answer refused once (for a reason that has gone since: a claim released, another
+reviewer named in the config) never resolves the case later.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dissensus.pipeline.review import claim, find_item
+from dissensus.store import Journal
+from integrations_graph import POLICY, _panel, build
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _langgraph() -> Iterator[None]:
+    pytest.importorskip("langgraph")
+    yield
+
+
+def _memory() -> Any:
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    return InMemorySaver()
+
+
+def _resume(answer: Any) -> Any:
+    from langgraph.types import Command
+
+    return Command(resume=answer)
+
+
+def _config(thread: str, reviewer: str | None = "kim") -> dict[str, Any]:
+    conf: dict[str, Any] = {"thread_id": thread}
+    if reviewer is not None:
+        conf["reviewer"] = reviewer
+    return {"configurable": conf}
+
+
+def _answer(value: dict[str, Any], decision: str, note: str) -> dict[str, str]:
+    return {"decision": decision, "note": note, "content_sha256": value["content_sha256"]}
+
+
+def _resolutions(path: Path, review_id: str) -> list[dict[str, Any]]:
+    with Journal(path) as journal:
+        run = find_item(journal, review_id).item.run_id
+        return [e.payload for e in journal.events(run) if e.type == "review.resolved"]
+
+
+def test_an_answer_refused_for_a_claim_never_resolves_for_the_claim_holder(
+    tmp_path: Path,
+) -> None:
+    """kim's answer is refused (lee holds the claim); lee's resume resolves with lee's
+    answer, not with kim's replayed one recorded under lee's name."""
+    path = tmp_path / "j.sqlite"
+    app = build(_memory(), str(path))
+    kim, lee = _config("t-claim", "kim"), _config("t-claim", "lee")
+    value = app.invoke({"case": "c1", "kind": "conflict"}, kim)["__interrupt__"][0].value
+    with Journal(path) as journal:
+        claim(journal, value["review_id"], "lee", ttl=600)
+    refused = app.invoke(_resume(_answer(value, "1", "kim's answer")), kim)
+    assert "claimed by lee" in refused["__interrupt__"][0].value["error"]
+    out = app.invoke(_resume(_answer(value, "2", "lee's answer")), lee)
+    assert "__interrupt__" not in out
+    assert out["dissensus"]["resolution"] == {
+        "decision": "2",
+        "note": "lee's answer",
+        "reviewer": "lee",
+    }
+    assert [(r["decision"], r["note"]) for r in _resolutions(path, value["review_id"])] == [
+        ("2", "lee's answer")
+    ]
+
+
+def test_an_answer_refused_for_a_claim_stays_refused_once_the_claim_is_released(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "j.sqlite"
+    app = build(_memory(), str(path))
+    config = _config("t-release")
+    value = app.invoke({"case": "c2", "kind": "conflict"}, config)["__interrupt__"][0].value
+    with Journal(path) as journal:
+        claim(journal, value["review_id"], "lee", ttl=600)
+    app.invoke(_resume(_answer(value, "1", "first answer, refused")), config)
+    with Journal(path) as journal:
+        assert journal.release_claim(value["review_id"], "lee")
+    out = app.invoke(_resume(_answer(value, "2", "second answer")), config)
+    assert (out["dissensus"]["decision"], out["dissensus"]["resolution"]["note"]) == (
+        "2",
+        "second answer",
+    )
+
+
+# Refusals whose reason is gone by the time the accepted answer comes: a claim by lee
+# (released before the last answer) or, for the unnamed resume, any claim at all. Each
+# refused answer is otherwise valid, so a replayed one would resolve if it were tried.
+_REFUSALS = st.lists(
+    st.tuples(
+        st.sampled_from(["claimed", "stale", "payload", "surrogate"]),
+        st.sampled_from(["1", "2", "3"]),
+    ),
+    min_size=1,
+    max_size=4,
+)
+_threads = itertools.count()
+
+
+@settings(max_examples=12, deadline=None)
+@given(refusals=_REFUSALS, final=st.sampled_from(["1", "2", "3"]))
+def test_a_refused_answer_never_resolves_later(
+    tmp_path_factory: pytest.TempPathFactory, refusals: list[tuple[str, str]], final: str
+) -> None:
+    path = tmp_path_factory.mktemp("answers") / "j.sqlite"
+    app = build(_memory(), str(path))
+    config = _config(f"t-prop-{next(_threads)}")
+    value = app.invoke({"case": "c3", "kind": "conflict"}, config)["__interrupt__"][0].value
+    with Journal(path) as journal:
+        claim(journal, value["review_id"], "lee", ttl=600)
+    for k, (kind, decision) in enumerate(refusals):
+        answer: Any = _answer(value, decision, f"refused answer {k}")
+        if kind == "stale":
+            answer["content_sha256"] = "0" * 64
+        elif kind == "payload":
+            answer = {"decision": decision}
+        elif kind == "surrogate":
+            answer["note"] = json.loads(f'"refused answer {k} \\ud83d"')
+        out = app.invoke(_resume(answer), config)
+        assert out["__interrupt__"][0].value["error"]
+    with Journal(path) as journal:
+        assert find_item(journal, value["review_id"]).resolution is None
+        assert journal.release_claim(value["review_id"], "lee")
+    out = app.invoke(_resume(_answer(value, final, "the accepted answer")), config)
+    assert out["dissensus"]["resolution"] == {
+        "decision": final,
+        "note": "the accepted answer",
+        "reviewer": "kim",
+    }
+    assert len(_resolutions(path, value["review_id"])) == 1
+
+
+def test_a_note_that_is_not_unicode_text_is_refused_naming_the_field(tmp_path: Path) -> None:
+    """A lone surrogate (a ``\\ud83d`` JSON escape) is refused like any bad answer; the
+    next answer resolves with its own text, not a mangled copy of the refused one."""
+    path = tmp_path / "j.sqlite"
+    app = build(_memory(), str(path))
+    config = _config("t-surrogate")
+    value = app.invoke({"case": "c4", "kind": "conflict"}, config)["__interrupt__"][0].value
+    bad = {**_answer(value, "2", ""), "note": json.loads('"copied text \\ud83d"')}
+    again = app.invoke(_resume(bad), config)["__interrupt__"][0].value
+    assert again["error"].startswith("field 'note': ") and "lone surrogate" in again["error"]
+    assert _resolutions(path, value["review_id"]) == []
+    out = app.invoke(_resume(_answer(value, "2", "fine")), config)
+    assert out["dissensus"]["resolution"] == {"decision": "2", "note": "fine", "reviewer": "kim"}
+
+
+def test_an_upper_case_copy_of_the_hash_is_the_same_hash(tmp_path: Path) -> None:
+    app = build(_memory(), str(tmp_path / "j.sqlite"))
+    config = _config("t-upper")
+    value = app.invoke({"case": "c5", "kind": "conflict"}, config)["__interrupt__"][0].value
+    answer = {**_answer(value, "1", "ok"), "content_sha256": value["content_sha256"].upper()}
+    out = app.invoke(_resume(answer), config)
+    assert (out["dissensus"]["action"], out["dissensus"]["decision"]) == ("human", "1")
+
+
+@pytest.mark.parametrize("journal", ["", "   ", ":memory:", " :memory: "])
+def test_a_throw_away_journal_is_refused_when_the_node_is_made(journal: str) -> None:
+    from dissensus.errors import ConfigError
+    from dissensus.integrations.langgraph import decision_node
+
+    with pytest.raises(ConfigError, match="field 'journal': the journal must be a file"):
+        decision_node(journal=journal, panel=_panel)
+
+
+def _broken(config: Any) -> str:
+    raise KeyError("who")
+
+
+def _numbered(config: Any) -> Any:
+    return 42
+
+
+@pytest.mark.parametrize(
+    ("resolver", "says"),
+    [
+        (_broken, "the reviewer resolver _broken failed: KeyError: 'who'"),
+        (_numbered, "the reviewer resolver _numbered returned int, not a name"),
+    ],
+)
+def test_a_reviewer_resolver_that_fails_is_a_config_error_naming_it(
+    tmp_path: Path, resolver: Any, says: str
+) -> None:
+    """The run fails naming the resolver; fixed and resumed, the held answer is tried."""
+    from langgraph.graph import END, START, StateGraph
+
+    from dissensus.errors import ConfigError
+    from dissensus.integrations.langgraph import config_reviewer, decision_node
+    from integrations_graph import State, _agent
+
+    path = tmp_path / "j.sqlite"
+    checkpoints = _memory()
+
+    def graph(reviewer: Any) -> Any:
+        g = StateGraph(State)
+        g.add_node("a", _agent("a", "kb:1"))
+        g.add_node("b", _agent("b", "kb:2"))
+        node = decision_node(policy=POLICY, journal=str(path), panel=_panel, reviewer=reviewer)
+        g.add_node("decide", node)
+        g.add_edge(START, "a")
+        g.add_edge(START, "b")
+        g.add_edge(["a", "b"], "decide")
+        g.add_edge("decide", END)
+        return g.compile(checkpointer=checkpoints)
+
+    config = _config("t-resolver")
+    app = graph(resolver)
+    value = app.invoke({"case": "c6", "kind": "conflict"}, config)["__interrupt__"][0].value
+    with pytest.raises(ConfigError, match="field 'reviewer': " + says):
+        app.invoke(_resume(_answer(value, "2", "held")), config)
+    assert _resolutions(path, value["review_id"]) == []
+    out = graph(config_reviewer).invoke(None, config)
+    assert out["dissensus"]["resolution"] == {"decision": "2", "note": "held", "reviewer": "kim"}
