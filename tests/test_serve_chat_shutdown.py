@@ -293,8 +293,8 @@ def test_a_call_cancelled_after_the_hand_off_still_journals_its_whole_case(
     tmp_path: Path, members: list[FakeServer], then: str
 ) -> None:
     """Cancelled the moment its decision is handed over, then read back at once
-    (``acase`` waits for the decision) or closed at once (``aclose`` waits for it rather
-    than cancelling it): the case is journalled whole either way."""
+    (``acase(wait=True)`` waits for the decision) or closed at once (``aclose`` waits for
+    it rather than cancelling it): the case is journalled whole either way."""
     handed: list[tuple[str, str]] = []
 
     async def main(chat: PanelChat) -> None:
@@ -309,7 +309,7 @@ def test_a_call_cancelled_after_the_hand_off_still_journals_its_whole_case(
         with pytest.raises(asyncio.CancelledError):
             await task
         if then == "acase":
-            status = await chat.acase(handed[0][0])
+            status = await chat.acase(handed[0][0], wait=True)
             assert (status.case_id, status.run_id) == handed[0]
             assert status.status in ("committed", "escalated")
         await chat.aclose()

@@ -8,10 +8,23 @@ in :class:`dissensus.llm.client.ModelClient`, which wraps any :class:`ChatBacken
 Requests carry who is asking (``agent``, ``role``) and at which protocol ``stage``,
 so offline models can answer per agent and recorded requests of different agents
 never share a cache key.
+
+A caller may end the calls made in its context early, as failures rather than as a
+cancellation: :class:`Cutoff`, set for a context with :func:`cut_off_by`. A backend that
+waits on the network honours it (:class:`~dissensus.llm.openai_backend.OpenAIBackend`):
+once cut, an attempt in flight ends at once and no further attempt is sent, each a
+:class:`BackendError` of kind ``cut_off`` that is not retried, so the code that made the
+call sees a failed call (a pipeline follow-up that failed, which the pipeline journals
+and escalates) where a cancellation would have stopped it. Offline backends answer at
+once and need not look.
 """
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -27,6 +40,7 @@ __all__ = [
     "ChatClient",
     "ChatRequest",
     "ChatResponse",
+    "Cutoff",
     "JsonMode",
     "LLMError",
     "Message",
@@ -34,6 +48,8 @@ __all__ = [
     "ReplayMiss",
     "SchemaModeUnsupported",
     "StructuredOutputError",
+    "current_cutoff",
+    "cut_off_by",
     "estimate_tokens",
 ]
 
@@ -235,7 +251,8 @@ class BackendError(LLMError):
     """One attempt failed. Raised by backends, handled (retried or wrapped) by the client.
 
     ``kind`` is one of ``rate_limit``, ``server_error``, ``timeout``, ``connection``,
-    ``malformed_response``, ``empty_choices``, ``client_error``, ``schema_unsupported``.
+    ``malformed_response``, ``empty_choices``, ``client_error``, ``schema_unsupported``,
+    ``cut_off`` (:class:`Cutoff`).
     ``retry_after`` is the server's ``Retry-After`` in seconds, when it sent one.
     """
 
@@ -268,3 +285,62 @@ class SchemaModeUnsupported(BackendError):
 
     def __init__(self, message: str, *, status: int | None = 400) -> None:
         super().__init__(message, kind="schema_unsupported", retryable=False, status=status)
+
+
+class Cutoff:
+    """The word that the model calls of a context are to end now, as failures.
+
+    Used on the one event loop the calls run on: :meth:`cut` is called there (from
+    another thread, through ``loop.call_soon_threadsafe``). A backend :meth:`watch` es
+    the deadline scope (``asyncio.timeout``) of each attempt it has in flight; :meth:`cut`
+    expires them at once, and the backend reports the attempt as :meth:`failure`.
+    """
+
+    __slots__ = ("_scopes", "reason")
+
+    def __init__(self) -> None:
+        self.reason: str | None = None
+        """Why the calls were cut off (``None``: not cut)."""
+        self._scopes: set[asyncio.Timeout] = set()
+
+    def cut(self, reason: str) -> None:
+        """End every attempt in flight under this cutoff now; refuse later ones."""
+        self.reason = reason
+        for scope in list(self._scopes):
+            if not scope.expired():
+                scope.reschedule(0.0)  # past: the scope expires on the loop's next turn
+
+    def watch(self, scope: asyncio.Timeout) -> None:
+        """An attempt under ``scope`` is in flight (it expires at once if already cut)."""
+        self._scopes.add(scope)
+        if self.reason is not None:
+            scope.reschedule(0.0)
+
+    def unwatch(self, scope: asyncio.Timeout) -> None:
+        self._scopes.discard(scope)
+
+    def failure(self) -> BackendError:
+        """The failed attempt of a call cut off (not retried)."""
+        return BackendError(str(self.reason), kind="cut_off", retryable=False)
+
+
+_CUTOFF: ContextVar[Cutoff | None] = ContextVar("dissensus_cutoff", default=None)
+
+
+def current_cutoff() -> Cutoff | None:
+    """The :class:`Cutoff` of the current context, if any."""
+    return _CUTOFF.get()
+
+
+@contextmanager
+def cut_off_by(cutoff: Cutoff | None) -> Iterator[None]:
+    """Make ``cutoff`` the :class:`Cutoff` of the calls made in this context (and the
+    tasks it starts); ``None``: no change."""
+    if cutoff is None:
+        yield
+        return
+    token = _CUTOFF.set(cutoff)
+    try:
+        yield
+    finally:
+        _CUTOFF.reset(token)

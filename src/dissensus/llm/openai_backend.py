@@ -52,6 +52,9 @@ Choices where the brief is silent:
   provider, the retry count is always 0 (retries are dissensus's, one SDK attempt each),
   and building and merging them was about a seventh of a call's instructions on
   loopback (2.59 M against 2.22 M per call through this backend, callgrind).
+* **Cutoff.** Under a :class:`~dissensus.llm.base.Cutoff` (the chat door's decisions at
+  shutdown), a cut expires the attempt's deadline at once and the attempt fails as
+  ``cut_off`` (not retried); an attempt after the cut is not sent.
 * **Usage.** Tokens reported by the server; when it reports none, ``estimate_tokens``.
 * **Event loops.** One ``AsyncOpenAI`` per event loop (httpx connections are loop-bound).
 * **Import cost.** ``openai`` is imported on first use, not with :mod:`dissensus.llm`
@@ -78,6 +81,7 @@ from dissensus.llm.base import (
     ChatRequest,
     JsonMode,
     SchemaModeUnsupported,
+    current_cutoff,
     estimate_tokens,
 )
 from dissensus.llm.retry import parse_retry_after
@@ -372,20 +376,31 @@ class OpenAIBackend:
         # 401 body, ``.message`` / ``.body``).
         failure: BackendError | None = None
         raw: bytes = b""
+        cutoff = current_cutoff()
+        if cutoff is not None and cutoff.reason is not None:
+            raise cutoff.failure()
         try:
             # A total deadline: httpx's timeout bounds each read, so a server dripping
             # one byte at a time would otherwise keep the attempt alive indefinitely.
-            async with asyncio.timeout(self.timeout_s):
-                # The SDK's own request path (auth, headers, timeouts, status errors) with
-                # the body as built here and the answer as bytes: see "Request path".
-                raw = await client.post(
-                    self._endpoint(client),
-                    body=args,
-                    cast_to=bytes,
-                    options={"headers": headers},
-                )
+            async with asyncio.timeout(self.timeout_s) as scope:
+                if cutoff is not None:
+                    cutoff.watch(scope)  # a cut expires the deadline now ("Cutoff")
+                try:
+                    # The SDK's own request path (auth, headers, timeouts, status errors)
+                    # with the body as built here and the answer as bytes: "Request path".
+                    raw = await client.post(
+                        self._endpoint(client),
+                        body=args,
+                        cast_to=bytes,
+                        options={"headers": headers},
+                    )
+                finally:
+                    if cutoff is not None:
+                        cutoff.unwatch(scope)
         except (openai.APITimeoutError, TimeoutError) as exc:
-            if _dropped(exc):
+            if cutoff is not None and cutoff.reason is not None:
+                failure = cutoff.failure()
+            elif _dropped(exc):
                 failure = BackendError(
                     "connection error: the server closed the connection",
                     kind="connection",

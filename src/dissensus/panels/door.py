@@ -46,16 +46,26 @@ never holds half a case): ``on_decide`` (:meth:`PanelChat.acomplete`) is told th
 id and run id at the hand-off, before anything is journalled, so that a caller
 cancelled later can still name the case (the HTTP door answers its ``504`` with the
 case id and its ``GET /v1/cases/{id}`` link, and tells SDKs not to retry it), and
-:meth:`PanelChat.acase` of a case still being decided waits for its decision, so the
-case is readable as soon as its id is known.
+:meth:`PanelChat.acase` of a case still being decided answers ``deciding`` at once
+(``wait=True``: waits for its record), so the case is known as soon as its id is.
 
 **Shutdown.** :meth:`PanelChat.adrain` (the server calls it when it stops): new requests
 are refused at once with ``503`` ``shutting_down``; requests still waiting on their
 members get the grace it is given to be answered, and are then ended with ``503``
 ``shutting_down`` (their members cancelled, nothing journalled, safe to retry);
-decisions already handed over are never cut short: their requests are answered
-normally, and :meth:`PanelChat.aclose` waits for any still running before it ends the
-decision thread.
+decisions already handed over get the same grace, and their requests are answered
+normally. A decision still running then waits on a model (a live follow-up): its model
+calls are cut off (:class:`~dissensus.llm.base.Cutoff`, set on every decision's
+context: the call in flight fails at once, none is sent after), so its follow-up fails
+and the pipeline ends the case as it ends any failed follow-up, journalled (a
+cancellation would stop the run instead, and leave the client without an answer). One
+that has not ended either after a further bound (a follow-up asleep in a retry's
+back-off) is given up on: its request ends with ``503`` :data:`UNFINISHED` naming the
+case, and :meth:`PanelChat.aclose` stops it (the run partial and resumable) instead of
+waiting; without a drain, :meth:`PanelChat.aclose` waits for every decision.
+
+The content of an escalation says why from what the members gave: a split, one
+decision the policy did not let commit on its own, or no usable answer at all.
 """
 
 from __future__ import annotations
@@ -72,7 +82,7 @@ from pydantic import ValidationError
 
 from dissensus.errors import DissensusError
 from dissensus.io.limits import DEFAULT, Limits
-from dissensus.llm.base import Message
+from dissensus.llm.base import Cutoff, Message, cut_off_by
 from dissensus.panels.fanout import (
     FanOut,
     Members,
@@ -93,6 +103,7 @@ from dissensus.panels.shapes import (
     ChunkDelta,
     CompletionRequest,
     CompletionUsage,
+    MemberReport,
     PanelResult,
     RequestMessage,
 )
@@ -106,7 +117,15 @@ from dissensus.quoting import quote_short
 from dissensus.store.journal import Journal
 from dissensus.types import Panel, find_unrepresentable
 
-__all__ = ["CLOSED", "SHUTTING_DOWN", "PanelChat", "answer_of", "as_chunks", "parse_request"]
+__all__ = [
+    "CLOSED",
+    "SHUTTING_DOWN",
+    "UNFINISHED",
+    "PanelChat",
+    "answer_of",
+    "as_chunks",
+    "parse_request",
+]
 
 T = TypeVar("T")
 
@@ -118,6 +137,13 @@ CLOSED = "closed"
 
 SHUTTING_DOWN = "shutting_down"
 """``code`` of the ``503`` of a request ended (or refused) because the door is draining."""
+
+UNFINISHED = "shutting_down_case_unfinished"
+"""``code`` of the ``503`` of a request whose decision did not end within the shutdown's
+bound (:meth:`PanelChat.adrain`): its case is named, and it must not be sent again."""
+
+CUT_REASON = "the panel door is shutting down"
+"""Why the model calls of decisions still running at the end of a drain are cut off."""
 
 
 def _shutting_down(ended: bool) -> ChatError:
@@ -132,6 +158,24 @@ def _shutting_down(ended: bool) -> ChatError:
         "sent again",
         type="server_error",
         code=SHUTTING_DOWN,
+    )
+
+
+def _unfinished(case_id: str, run_id: str) -> ChatError:
+    return ChatError(
+        503,
+        f"the server is shutting down and the decision of case {case_id} did not end in "
+        f"time: run {run_id} stays in the journal as far as it got, resumable with "
+        f"`dissensus runs resume {run_id}`; do not send the request again",
+        type="server_error",
+        code=UNFINISHED,
+        fields={
+            "dissensus": {
+                "case_id": case_id,
+                "run_id": run_id,
+                "links": _links(run_id, case_id, None),
+            }
+        },
     )
 
 
@@ -167,10 +211,12 @@ def _message(message: RequestMessage) -> Message:
 
 
 async def _decide_panel(
-    panel: Panel, spec: RunSpec, *, journal: Journal, run_id: str
+    panel: Panel, spec: RunSpec, *, journal: Journal, run_id: str, cutoff: Cutoff | None = None
 ) -> CaseRecord:
-    """The one call into the pipeline: decide ``panel`` as run ``run_id`` of ``journal``."""
-    return await adecide(panel, spec, journal=journal, run_id=run_id)
+    """The one call into the pipeline: decide ``panel`` as run ``run_id`` of ``journal``,
+    its model calls under ``cutoff`` (:meth:`PanelChat.adrain`)."""
+    with cut_off_by(cutoff):
+        return await adecide(panel, spec, journal=journal, run_id=run_id)
 
 
 def parse_request(body: Any) -> CompletionRequest:
@@ -218,18 +264,34 @@ def _links(run_id: str, case_id: str, review_id: str | None) -> dict[str, str]:
     return links
 
 
-def _escalation_text(case_id: str, reason: str) -> str:
+def _escalation_text(case_id: str, reason: str, reports: list[MemberReport]) -> str:
+    """What an escalation's content says, worded from what the members gave: a split, one
+    decision the policy did not let commit on its own, or no decision at all."""
+    given = {r.decision for r in reports if r.decision is not None}
+    if len(given) > 1:
+        what = "the panel's disagreement went to human review"
+    elif given:
+        what = (
+            f"the members that answered agreed on {quote_short(next(iter(given)))}, but the "
+            "policy did not let that commit on its own, so the case went to human review"
+        )
+    else:
+        what = "no member gave a usable answer, so the case went to human review"
     return (
-        "No answer was committed: the panel's disagreement went to human review "
-        f"(case {case_id}). Poll GET /v1/cases/{case_id} for the decision. Why: {reason}"
+        f"No answer was committed: {what} (case {case_id}). "
+        f"Poll GET /v1/cases/{case_id} for the decision. Why: {reason}"
     )
 
 
-def as_chunks(completion: ChatCompletion) -> list[ChatCompletionChunk]:
-    """The completion in OpenAI's streaming shape: role, content, then the end with ``dissensus``."""
+def as_chunks(
+    completion: ChatCompletion, *, include_usage: bool = False
+) -> list[ChatCompletionChunk]:
+    """The completion in OpenAI's streaming shape: role, content, then the end with
+    ``dissensus`` and the usage; with ``include_usage`` (``stream_options``), the usage on
+    a last chunk of its own with ``choices: []``, as OpenAI sends it."""
     base = {"id": completion.id, "created": completion.created, "model": completion.model}
     choice = completion.choices[0]
-    return [
+    chunks = [
         ChatCompletionChunk(
             **base, choices=[ChunkChoice(delta=ChunkDelta(role="assistant", content=""))]
         ),
@@ -239,10 +301,13 @@ def as_chunks(completion: ChatCompletion) -> list[ChatCompletionChunk]:
         ChatCompletionChunk(
             **base,
             choices=[ChunkChoice(delta=ChunkDelta(), finish_reason=choice.finish_reason)],
-            usage=completion.usage,
+            usage=None if include_usage else completion.usage,
             dissensus=completion.dissensus,
         ),
     ]
+    if include_usage:
+        chunks.append(ChatCompletionChunk(**base, choices=[], usage=completion.usage))
+    return chunks
 
 
 def _after(spec: RunSpec, fan: FanOut) -> RunSpec:
@@ -299,6 +364,12 @@ class PanelChat:
         # decisions handed over (case id -> its future on the decision thread).
         self._fanning: set[asyncio.Task[FanOut]] = set()
         self._deciding: dict[str, Future[CaseRecord]] = {}
+        # Requests waiting on their decisions (the shields they await), and the cutoff
+        # of every decision's model calls (adrain).
+        self._waiting: set[asyncio.Future[CaseRecord]] = set()
+        self._cutoff = Cutoff()
+        self._abandoned = False
+        self._drained: asyncio.Event | None = None
         self._closing = False
         self._closed = False
 
@@ -329,27 +400,76 @@ class PanelChat:
         if self.enabled:
             await self.members.awarm()
 
-    async def adrain(self, seconds: float) -> None:
+    async def adrain(self, seconds: float, cut_s: float | None = None) -> None:
         """Stop taking requests (``503`` ``shutting_down``); give requests still waiting on
         their members up to ``seconds`` to get their answers, then end them (``503``
-        ``shutting_down``: members cancelled, nothing journalled). Decisions already
-        handed over are left to finish (see the module docstring)."""
+        ``shutting_down``: members cancelled, nothing journalled). Decisions handed over
+        get the same ``seconds``; the model calls of those still running then are cut
+        off (failed calls, so their follow-ups fail and the pipeline ends their cases as
+        it ends any failed follow-up) and they get ``cut_s`` more seconds (default: half
+        of ``seconds``); the requests of any still running then end with ``503``
+        :data:`UNFINISHED`, and :meth:`aclose` stops their decisions (the runs stay
+        resumable). See the module docstring."""
         self._closing = True
+        self._drained = drained = asyncio.Event()
+        try:
+            await self._drain(seconds, cut_s)
+        finally:
+            drained.set()
+
+    async def _drain(self, seconds: float, cut_s: float | None) -> None:
+        loop = asyncio.get_running_loop()
+        until = loop.time() + max(seconds, 0.0)
         fanning = list(self._fanning)
         if fanning and seconds > 0:
             await asyncio.wait(fanning, timeout=seconds)
         for task in list(self._fanning):
             task.cancel()
+        await self._decided_within(until - loop.time())
+        self._decider.call_soon(self._cutoff.cut, CUT_REASON)
+        await self._decided_within(seconds / 2 if cut_s is None else cut_s)
+        if self._deciding:
+            self._abandoned = True
+            for waiting in list(self._waiting):
+                waiting.cancel()
+
+    async def _decided_within(self, seconds: float) -> None:
+        """Until every decision handed over so far is done, or ``seconds`` have passed."""
+        deciding = list(self._deciding.values())
+        if not deciding or seconds <= 0:
+            return
+        wrapped = [asyncio.wrap_future(f) for f in deciding]
+        for future in wrapped:
+            future.add_done_callback(_retrieved)
+        await asyncio.wait(wrapped, timeout=seconds)
 
     async def _decided(self) -> None:
         """Until every decision handed over so far is journalled (or failed)."""
         await _settle(list(self._deciding.values()))
 
+    async def _decided_or_drained(self) -> None:
+        """Until every decision is done, or until a drain (:meth:`adrain`, on this loop)
+        has given up on those still running."""
+        drained = self._drained
+        if drained is None:
+            await self._decided()
+            return
+        settling = asyncio.ensure_future(self._decided())
+        draining = asyncio.ensure_future(drained.wait())
+        try:
+            await asyncio.wait({settling, draining}, return_when=asyncio.FIRST_COMPLETED)
+            if not settling.done() and not self._abandoned:
+                await settling  # the drain ended without giving up on any
+        finally:
+            settling.cancel()
+            draining.cancel()
+
     async def aclose(self) -> None:
         """Release the members' backends and end the decisions' thread, once every
-        decision handed to it is done (a case is journalled whole or not at all)."""
+        decision handed to it is done (a case is journalled whole or not at all); after
+        a drain that gave up on some (:meth:`adrain`), those are stopped instead."""
         self._closing = self._closed = True
-        await self._decided()
+        await self._decided_or_drained()
         await self.members.aclose()
         self._decider.stop()
 
@@ -443,18 +563,32 @@ class PanelChat:
         # The hand-off (no await since the fan-out returned): from here the case is
         # journalled whatever becomes of this call (module docstring).
         decision = self._decider.submit(
-            _decide_panel(fan.panel, _after(self.spec, fan), journal=self.journal, run_id=run_id)
+            _decide_panel(
+                fan.panel,
+                _after(self.spec, fan),
+                journal=self.journal,
+                run_id=run_id,
+                cutoff=self._cutoff,
+            )
         )
         self._deciding[case_id] = decision
         decision.add_done_callback(lambda _: self._deciding.pop(case_id, None))
         if on_decide is not None:
             on_decide(case_id, run_id)
+        waiting = asyncio.shield(asyncio.wrap_future(decision))
+        self._waiting.add(waiting)
         try:
-            record = await asyncio.shield(asyncio.wrap_future(decision))
+            record = await waiting
+        except asyncio.CancelledError:
+            if self._abandoned and waiting.cancelled() and not _cancelling():
+                raise _unfinished(case_id, run_id) from None
+            raise
         except DissensusError as exc:
             raise ChatError(
                 500, f"the pipeline failed: {exc}", type="server_error", code="decide_failed"
             ) from None
+        finally:
+            self._waiting.discard(waiting)
         return self._completion(request, run_id, case_id, fan, record)
 
     def complete(self, body: Any) -> ChatCompletion:
@@ -483,7 +617,7 @@ class PanelChat:
             members=fan.reports,
             links=_links(run_id, case_id, record.review_id),
         )
-        content = text if committed else _escalation_text(case_id, record.reason)
+        content = text if committed else _escalation_text(case_id, record.reason, fan.reports)
         return ChatCompletion(
             id=fan.panel.id,
             created=int(time.time()),
@@ -498,8 +632,10 @@ class PanelChat:
             dissensus=result,
         )
 
-    async def acase(self, case_id: str) -> CaseStatus:
-        """A case as the journal holds it now (``404`` :class:`ChatError` when unknown)."""
+    async def acase(self, case_id: str, *, wait: bool = False) -> CaseStatus:
+        """A case as the journal holds it now (``404`` :class:`ChatError` when unknown):
+        ``deciding`` at once while its decision runs here, unless ``wait`` (then its
+        record once journalled)."""
         run_id, sep, line_text = case_id.rpartition(".")
         unknown = ChatError(
             404,
@@ -514,7 +650,17 @@ class PanelChat:
         if find_unrepresentable(run_id) is not None:  # a lone surrogate: no run has it
             raise unknown
         deciding = self._deciding.get(case_id)
-        if deciding is not None:  # handed over, maybe not journalled yet: wait for it
+        if deciding is not None and not wait:  # handed over, not journalled yet
+            return CaseStatus(
+                case_id=case_id,
+                run_id=run_id,
+                status="deciding",
+                decision=None,
+                answer=None,
+                record=None,
+                links=_links(run_id, case_id, None),
+            )
+        if deciding is not None:
             await _settle([deciding])
         if self.journal.run(run_id, missing_ok=True) is None:
             raise unknown
@@ -542,6 +688,6 @@ class PanelChat:
             links=_links(run_id, case_id, record.review_id),
         )
 
-    def case(self, case_id: str) -> CaseStatus:
+    def case(self, case_id: str, *, wait: bool = False) -> CaseStatus:
         """Sync twin of :meth:`acase`."""
-        return self._run(self.acase(case_id))
+        return self._run(self.acase(case_id, wait=wait))

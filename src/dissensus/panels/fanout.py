@@ -17,6 +17,16 @@ Choices where the design is silent:
 * **No re-ask.** A member's answer is what it said once (``max_reasks=0``); an answer
   without a usable decision is an abstention (:mod:`dissensus.panels.answers`), as
   ZeroEval scores its solvers.
+* **A cut-off answer is no vote.** An answer the server ended early, at the completion
+  cap (``finish_reason`` ``"length"``) or by its content filter (``"content_filter"``), is
+  an abstention whatever it reads as (a "125" cut to "12" is not a vote for 12): its text
+  stays its reasoning, and ``why`` names the finish reason. A request's
+  ``max_tokens`` lowers the members' cap, so a client asking for a small one gets
+  abstentions, not votes read from truncated answers.
+* **A** ``Retry-After`` **past the deadline fails the member at once.** A member whose
+  server asks to be retried later than the fan-out's deadline leaves (a 429 with
+  ``Retry-After: 100000``) fails then, its ``why`` naming the wait, rather than
+  sleeping the rest of the deadline out.
 * **Failures are abstentions without reasoning.** A member that gives no answer (every
   attempt failed, the budget refused it, the deadline passed) stays in the panel as an
   abstention with an empty reasoning trace, so the panel always has its configured
@@ -98,7 +108,16 @@ from pathlib import Path
 from dissensus.cases import asked_question
 from dissensus.errors import ConfigError, DissensusError
 from dissensus.io.limits import DEFAULT, MAX_FIELD_CHARS, Limits, Overrun, check_record
-from dissensus.llm.base import ChatBackend, ChatRequest, LLMError, Message, StructuredOutputError
+from dissensus.llm.base import (
+    BackendError,
+    BackendResponse,
+    ChatBackend,
+    ChatRequest,
+    JsonMode,
+    LLMError,
+    Message,
+    StructuredOutputError,
+)
 from dissensus.llm.budget import Budget
 from dissensus.llm.client import ClientSettings, ModelClient, prompt_estimate
 from dissensus.llm.openai_backend import OpenAIBackend, aiohttp_available
@@ -327,9 +346,58 @@ def _openai(model: str, base_url: str | None, key: str, settings: PanelSettings)
     )
 
 
+CUT_SHORT = {
+    "length": "the answer was cut off at the completion cap (finish_reason 'length')",
+    "content_filter": "the answer was stopped by the server's content filter "
+    "(finish_reason 'content_filter')",
+}
+"""Finish reasons of an answer the server ended early, and why such an answer abstains."""
+
+
+class _Watched:
+    """A member's backend as one request sees it: the finish reason of its last answer is
+    kept, and a failure whose ``Retry-After`` is past the request's deadline is final
+    (see the module docstring). One per member per request, over the shared backend."""
+
+    __slots__ = ("finish_reason", "initial_json_mode", "inner", "model_id", "provider", "stop_at")
+
+    def __init__(self, inner: ChatBackend, stop_at: float) -> None:
+        self.inner = inner
+        self.model_id = inner.model_id
+        self.provider = getattr(inner, "provider", "dissensus")
+        self.initial_json_mode = getattr(inner, "initial_json_mode", "schema")
+        self.stop_at = stop_at
+        """The fan-out's deadline on the event loop's clock."""
+        self.finish_reason: str | None = None
+
+    async def send(self, request: ChatRequest, *, json_mode: JsonMode) -> BackendResponse:
+        try:
+            response = await self.inner.send(request, json_mode=json_mode)
+        except BackendError as exc:
+            wait = exc.retry_after
+            if wait is None or not exc.retryable:
+                raise
+            left = self.stop_at - asyncio.get_running_loop().time()
+            if wait <= left:
+                raise
+            raise BackendError(
+                f"{exc} (Retry-After {wait:g} s, past the deadline {max(left, 0.0):.3g} s away)",
+                kind=exc.kind,
+                retryable=False,
+                status=exc.status,
+                retry_after=wait,
+            ) from None
+        self.finish_reason = response.finish_reason
+        return response
+
+    async def aclose(self) -> None:
+        return None  # the shared backend is the Members' to close
+
+
 @dataclass
 class _Asked:
     client: ModelClient
+    watched: _Watched
     text: str | None = None
     failure: str | None = None
 
@@ -437,11 +505,11 @@ class Members:
             cap = self._fair_cap(st.members[0].name, messages, cap, temperature, seed, tokens)
         asked: dict[str, _Asked] = {}
         tasks: dict[str, asyncio.Task[None]] = {}
+        stop_at = asyncio.get_running_loop().time() + st.deadline_s
         for member in st.members:
-            client = ModelClient(
-                self.backends[member.name], budget=budget, settings=self.client_settings
-            )
-            asked[member.name] = got = _Asked(client)
+            watched = _Watched(self.backends[member.name], stop_at)
+            client = ModelClient(watched, budget=budget, settings=self.client_settings)
+            asked[member.name] = got = _Asked(client, watched)
             request = self._requests.of(
                 member.name, messages, temperature=temperature, seed=seed, max_tokens=cap
             )
@@ -481,6 +549,9 @@ class Members:
             why: str | None = got.failure
             if got.text is not None:
                 answer, why = _read(got.text, st)
+                cut = CUT_SHORT.get(got.watched.finish_reason or "")
+                if answer is not None and cut is not None:
+                    answer = MemberAnswer(decision=None, reasoning=answer.reasoning, why=cut)
             if answer is None:
                 why = why or "no answer"
                 if len(why) > MAX_WHY_CHARS:

@@ -6,10 +6,13 @@ client works unchanged; what dissensus adds travels in one extension field,
 
 Choices where the design is silent:
 
-* **Request fields.** ``model``, ``messages``, ``stream``, ``temperature``, ``seed``,
-  ``max_tokens`` / ``max_completion_tokens`` and ``n`` are read; other OpenAI
-  parameters (``top_p``, ``user``, ``stream_options``, ...) are accepted and ignored,
-  so SDKs that send them still work. What a panel cannot honour is refused with a
+* **Request fields.** ``model``, ``messages``, ``stream``, ``stream_options``
+  (``include_usage``), ``temperature``, ``seed``, ``max_tokens`` /
+  ``max_completion_tokens`` and ``n`` are read; other OpenAI parameters (``top_p``,
+  ``user``, ...) are accepted and ignored, so SDKs that send them still work. An
+  assistant message is read as OpenAI accepts it: ``content`` ``null`` or absent (beside
+  ``tool_calls``, or a ``refusal``) is its ``refusal`` text, else empty, and a
+  ``refusal`` content part is its refusal's text. What a panel cannot honour is refused with a
   ``400`` naming the field, never ignored into an answer of another shape: ``n`` other
   than 1, tool messages, content parts that are not text, ``tools`` and ``functions``
   (non-empty), a ``tool_choice`` or ``function_call`` other than ``"none"`` / ``"auto"``,
@@ -35,7 +38,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator, model_validator
 
 from dissensus.pipeline.learned import AcceptanceFigures
 from dissensus.pipeline.records import CaseRecord
@@ -59,6 +62,7 @@ __all__ = [
     "MemberReport",
     "PanelResult",
     "RequestMessage",
+    "StreamOptions",
 ]
 
 MAX_MESSAGES = 2048
@@ -83,6 +87,7 @@ class ChatError(Exception):
         type: str = "invalid_request_error",
         param: str | None = None,
         code: str | None = None,
+        fields: JsonObject | None = None,
     ) -> None:
         super().__init__(message)
         self.status = status
@@ -90,16 +95,19 @@ class ChatError(Exception):
         self.type = type
         self.param = param
         self.code = code
+        self.fields = fields
+        """Top-level fields the body carries beside ``error`` (a case it names)."""
 
     def body(self) -> JsonObject:
-        """``{"error": {"message", "type", "param", "code"}}``."""
+        """``{"error": {"message", "type", "param", "code"}}`` (and :attr:`fields`)."""
         return {
             "error": {
                 "message": self.message,
                 "type": self.type,
                 "param": self.param,
                 "code": self.code,
-            }
+            },
+            **(self.fields or {}),
         }
 
 
@@ -112,6 +120,14 @@ class ContentPart(BaseModel):
     text: str
 
 
+def _refusal_as_text(part: Any) -> Any:
+    if isinstance(part, dict) and part.get("type") == "refusal":
+        refusal = part.get("refusal")
+        if isinstance(refusal, str):
+            return {"type": "text", "text": refusal}
+    return part
+
+
 class RequestMessage(BaseModel):
     """One message of the request (``developer`` is read as ``system``)."""
 
@@ -119,6 +135,23 @@ class RequestMessage(BaseModel):
 
     role: Literal["system", "developer", "user", "assistant"]
     content: str | list[ContentPart]
+
+    @model_validator(mode="before")
+    @classmethod
+    def _assistant_forms(cls, data: Any) -> Any:
+        # What OpenAI accepts of an assistant message and a panel can read as text: no
+        # content (null or absent, beside tool calls or a refusal) is its ``refusal``
+        # text, else empty; a ``refusal`` part is its refusal's text.
+        if not isinstance(data, dict) or data.get("role") != "assistant":
+            return data
+        content = data.get("content")
+        if content is None:
+            refusal = data.get("refusal")
+            return {**data, "content": refusal if isinstance(refusal, str) else ""}
+        if isinstance(content, list):
+            parts = [_refusal_as_text(part) for part in content]
+            return {**data, "content": parts}
+        return data
 
     @field_validator("content", mode="before")
     @classmethod
@@ -138,6 +171,14 @@ class RequestMessage(BaseModel):
         if isinstance(self.content, str):
             return self.content
         return "\n".join(part.text for part in self.content)
+
+
+class StreamOptions(BaseModel):
+    """``stream_options``: ``include_usage`` is read, other keys are accepted and ignored."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    include_usage: StrictBool | None = None
 
 
 class CompletionRequest(BaseModel):
@@ -165,6 +206,8 @@ class CompletionRequest(BaseModel):
     top_logprobs: int | None = Field(default=None, ge=0, strict=True)
     modalities: list[Any] | None = None
     audio: Any = None
+    stream_options: StreamOptions | None = None
+    """Read when streaming: ``include_usage`` asks for the usage on a chunk of its own."""
 
     @field_validator("logprobs")
     @classmethod
@@ -354,12 +397,14 @@ class CaseStatus(BaseModel):
 
     case_id: str
     run_id: str
-    status: Literal["committed", "escalated", "resolved"]
+    status: Literal["deciding", "committed", "escalated", "resolved"]
+    """``deciding``: handed to the decision and not journalled yet (poll again)."""
     decision: str | None
     """The committed or human decision; ``None`` while a human has not decided."""
     answer: str | None
     """The text of a member that gave the decision (else the decision itself); ``None`` while open."""
     answered_by: str | None = None
-    record: CaseRecord
-    """The case's final record (``dissensus decide --json``'s shape; human resolution included)."""
+    record: CaseRecord | None
+    """The case's final record (``dissensus decide --json``'s shape; human resolution
+    included); ``None`` while ``deciding``."""
     links: dict[str, str] = Field(default_factory=dict)

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from concurrent.futures import Future
 from typing import Any, TypeVar
 
@@ -73,6 +73,13 @@ class DecisionThread:
         """Start ``coro`` on the thread's loop now; its future (cancelling the future
         cancels ``coro``, as :meth:`stop` does; nothing else does)."""
         return asyncio.run_coroutine_threadsafe(coro, self._started())
+
+    def call_soon(self, callback: Callable[..., object], *args: object) -> None:
+        """Call ``callback(*args)`` on the thread's loop soon (a no-op when not started)."""
+        with self._lock:
+            loop = self._loop
+        if loop is not None:
+            loop.call_soon_threadsafe(callback, *args)
 
     def stop(self) -> None:
         """Cancel what still runs on the thread and end it (a no-op when not started)."""

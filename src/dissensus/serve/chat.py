@@ -32,10 +32,11 @@ Choices where the design is silent:
   Once the panel is handed to the decision, the case is journalled all the same.
 * A stream starts after the panel is decided (a decision needs every member's answer):
   its three chunks carry the role, the whole content, then ``finish_reason``, ``usage``
-  and ``dissensus``. A request refused before deciding is answered with the error body
+  and ``dissensus``; with ``stream_options.include_usage`` the usage is a fourth chunk
+  of its own with ``choices: []``, as OpenAI sends it. A request refused before deciding is answered with the error body
   and its status, not as a stream (the shutdown ``503`` excepted, below).
-* ``GET /v1/models`` lists one model, ``dissensus-panel``, so SDK helpers that list
-  models work, and ``GET /v1/models/{model}`` answers it by name (``models.retrieve``);
+* ``GET /v1/models`` lists one model, ``dissensus-panel`` (none when no panel is
+  configured: every name is then unknown), so SDK helpers that list models work, and ``GET /v1/models/{model}`` answers it by name (``models.retrieve``);
   any other name is OpenAI's 404 for an unknown model (``invalid_request_error``,
   ``model_not_found``, ``param`` ``model``; a name with a ``/`` in it is one name,
   unknown like any other). ``/v1/models/`` (no name) is the list with a trailing slash:
@@ -50,7 +51,7 @@ Choices where the design is silent:
   ``--timeout``: :class:`~dissensus.serve.limits.RequestTimeout`) names the case: its
   message, ``code`` ``timeout_case_journalled`` and a ``dissensus`` field ``{case_id,
   run_id, links}`` like an escalation's, so the client polls ``GET /v1/cases/{id}``
-  (which waits for a decision still being journalled) instead of asking again.
+  (which answers ``deciding`` at once while the decision runs) instead of asking again.
 * **Shutdown** (:meth:`~dissensus.panels.PanelChat.adrain`, started by
   :class:`~dissensus.serve.server.Server` with the runs' drain): a request still
   waiting on its members when the grace is over, or arriving during it, is answered
@@ -58,8 +59,11 @@ Choices where the design is silent:
   was journalled: asking again, of another replica or of this server restarted, is
   safe). A streaming request gets that ``503`` in the stream's own format: one
   ``data: {"error": ...}`` event, then ``data: [DONE]`` (the stream was asked for; the
-  status still tells an SDK what happened). A request whose decision is already being
-  journalled is answered normally: a case is never cut in half.
+  status still tells an SDK what happened). A request whose decision is running is
+  answered normally: a case is never cut in half; a decision whose follow-up model
+  calls had to be cut off ends as a failed follow-up does, and one that does not end
+  even then is answered ``503`` ``shutting_down_case_unfinished`` naming its case, with
+  ``x-should-retry: false``.
 """
 
 from __future__ import annotations
@@ -79,7 +83,7 @@ from fastapi.responses import JSONResponse, RedirectResponse, Response, Streamin
 from dissensus.io.jsonl import MAX_DEPTH, json_depth
 from dissensus.io.limits import DEFAULT, Limits
 from dissensus.panels import ChatCompletion, ChatError, CompletionRequest, PanelChat, as_chunks
-from dissensus.panels.door import SHUTTING_DOWN
+from dissensus.panels.door import SHUTTING_DOWN, UNFINISHED
 from dissensus.pipeline import RunSpec
 from dissensus.serve.auth import Principal, allows
 from dissensus.serve.http import INLINE_BODY_BYTES, NonFinite, non_finite
@@ -88,7 +92,7 @@ from dissensus.serve.slashes import other_spelling
 from dissensus.store.journal import Journal
 from dissensus.types import JsonObject
 
-__all__ = ["MODEL", "MODEL_ID", "install", "router"]
+__all__ = ["MODEL", "MODEL_ID", "install", "router", "start_warnings"]
 
 log = logging.getLogger("dissensus.serve")
 
@@ -116,12 +120,36 @@ def install(
     return chat
 
 
+def start_warnings(chat: PanelChat, request_timeout_s: float | None) -> list[str]:
+    """What in the panel's settings cannot work as the policy means it under the service's
+    ``--timeout`` (``request_timeout_s``), one line each: a fan-out deadline the request
+    time ends first, a call budget that cannot pay for every member's first attempt."""
+    if not chat.enabled:
+        return []
+    panel, out = chat.policy.panel, []
+    if request_timeout_s is not None and request_timeout_s < panel.deadline_s:
+        out.append(
+            f"--timeout {request_timeout_s:g} s is shorter than panel.deadline_s "
+            f"{panel.deadline_s:g} s: a chat request whose members take their deadline "
+            "ends with 504 before they have answered"
+        )
+    calls = chat.policy.budget.max_calls
+    if calls is not None and calls < len(panel.members):
+        out.append(
+            f"budget.max_calls {calls} is below the panel's {len(panel.members)} members: "
+            "on every chat request the members the budget cannot pay for fail unasked"
+        )
+    return out
+
+
 def _chat(request: Request) -> PanelChat:
     chat: PanelChat = request.app.state.chat
     return chat
 
 
-NO_RETRY = frozenset({"panel_unavailable", "panel_too_large", "decide_failed", "internal"})
+NO_RETRY = frozenset(
+    {"panel_unavailable", "panel_too_large", "decide_failed", "internal", UNFINISHED}
+)
 """Codes of the door's errors an SDK must not retry (module docstring)."""
 
 RETRY_AFTER_S = 1
@@ -287,8 +315,11 @@ async def chat_completions(request: Request) -> Response:
             completion.model_dump_json(), media_type="application/json", headers=headers
         )
 
+    options = asked.stream_options
+    include_usage = bool(options is not None and options.include_usage)
+
     async def stream() -> AsyncIterator[str]:
-        for chunk in as_chunks(completion):
+        for chunk in as_chunks(completion, include_usage=include_usage):
             yield _event(chunk.model_dump_json())
         yield _event("[DONE]")
 
@@ -312,12 +343,12 @@ async def case_status(case_id: str, request: Request) -> Response:
 
 @router.get("/v1/models")
 async def models(request: Request) -> Response:
-    """The one model a chat client can name."""
+    """The one model a chat client can name (none when no panel is configured)."""
     try:
         _authorise(request)
     except ChatError as exc:
         return _error(exc)
-    return JSONResponse({"object": "list", "data": [MODEL]})
+    return JSONResponse({"object": "list", "data": [MODEL] if _chat(request).enabled else []})
 
 
 @router.get("/v1/models/{model:path}")
@@ -327,6 +358,14 @@ async def model(model: str, request: Request) -> Response:
         return RedirectResponse(target, status_code=307)
     try:
         _authorise(request)
+        if not _chat(request).enabled:
+            raise ChatError(
+                404,
+                f"the model {model!r} does not exist: no panel is configured "
+                "(the policy's panel.members is empty)",
+                param="model",
+                code="model_not_found",
+            )
         if model != MODEL_ID:
             raise ChatError(
                 404,

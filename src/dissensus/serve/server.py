@@ -16,10 +16,18 @@ answer within it is answered as usual; one still waiting on its members then is 
 (its members cancelled, nothing journalled) with OpenAI's error body, ``503``
 ``shutting_down``, ``Retry-After`` and ``x-should-retry: true`` (a streaming request gets
 it as an error event before ``data: [DONE]``), rather than being cancelled by uvicorn's
-timeout into a bare ``500`` with a traceback; a request whose decision is already being
-journalled is left to finish and answered normally (a decision takes milliseconds; a
-case is never left half journalled), and the application's shutdown waits for any
-such decision before it ends the decision thread.
+timeout into a bare ``500`` with a traceback. A request whose decision is already
+running gets the same grace and is answered normally (a decision takes milliseconds; a
+case is never left half journalled). A decision still running when the grace is over
+waits on a model follow-up (a live re-ask, a deliberation): its model calls are then cut
+off, each a failed call, so its follow-up fails and the pipeline ends the case as it
+ends any failed follow-up (journalled, most often escalated to a human), and its request
+is answered normally within :data:`CUT_GRACE_FRACTION` more of the graceful time. One
+that still has not ended then (a follow-up asleep in a retry's back-off) has its request
+answered ``503`` ``shutting_down_case_unfinished`` naming its case, with
+``x-should-retry: false``, and is stopped when the application shuts down (its run
+partial and resumable, as a run cancelled by the shutdown is). So the server exits
+within uvicorn's graceful time whatever a follow-up model does.
 
 The socket is bound before anything is printed (:func:`listen`): a port in use is a
 one-line configuration error (exit 2), never a review URL followed by a failure. A
@@ -36,6 +44,12 @@ framework, the model SDK's types), for garbage that only requests make.
 The connections speak uvicorn's HTTP/1.1 with a time limit on request heads (the request
 timeout: :mod:`.protocol`), so a client cannot hold a connection by never ending one.
 
+Before it serves, a panel whose settings cannot work as meant under the service's
+``--timeout`` is one ``warning:`` line each on stderr (the ``dissensus.serve`` logger:
+:func:`~dissensus.serve.chat.start_warnings`): a request time shorter than
+``panel.deadline_s``, a ``budget.max_calls`` below the number of members. The server
+starts all the same, as a policy that can still answer some requests.
+
 The graceful time is :data:`GRACEFUL_SHUTDOWN_S` unless ``$DISSENSUS_SERVE_SHUTDOWN_S``
 gives another whole number of seconds (at least 1), e.g. to fit a container platform's
 termination grace period; an unreadable value is a one-line configuration error.
@@ -45,6 +59,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import logging
 import os
 import socket
 from typing import Any
@@ -54,10 +69,12 @@ import uvicorn
 from dissensus.errors import ConfigError
 from dissensus.panels import PanelChat
 from dissensus.serve.app import STARTUP_ERROR, STARTUP_ERROR_DEFERRED
+from dissensus.serve.chat import start_warnings
 from dissensus.serve.protocol import head_timeout_protocol
 from dissensus.serve.runs import Runner
 
 __all__ = [
+    "CUT_GRACE_FRACTION",
     "GRACEFUL_SHUTDOWN_S",
     "RUN_GRACE_FRACTION",
     "SHUTDOWN_ENV",
@@ -72,6 +89,11 @@ GRACEFUL_SHUTDOWN_S = 5.0
 
 RUN_GRACE_FRACTION = 0.6
 """Share of that time runs in progress get to finish before they are cancelled."""
+
+CUT_GRACE_FRACTION = 0.2
+"""Share of that time a chat decision whose model calls were cut off at the end of the
+grace gets to end (:meth:`~dissensus.panels.PanelChat.adrain`); the rest is left for the
+answers to be written before uvicorn's own timeout."""
 
 SHUTDOWN_ENV = "DISSENSUS_SERVE_SHUTDOWN_S"
 """Environment variable overriding :data:`GRACEFUL_SHUTDOWN_S` (whole seconds, at least 1)."""
@@ -128,10 +150,12 @@ class Server(uvicorn.Server):
         gc.freeze()
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
-        grace = (self.config.timeout_graceful_shutdown or GRACEFUL_SHUTDOWN_S) * RUN_GRACE_FRACTION
+        graceful = self.config.timeout_graceful_shutdown or GRACEFUL_SHUTDOWN_S
+        grace = graceful * RUN_GRACE_FRACTION
         drains = [asyncio.create_task(self.runner.drain(grace))]
         if self.chat is not None:
-            drains.append(asyncio.create_task(self.chat.adrain(grace)))
+            cut = graceful * CUT_GRACE_FRACTION
+            drains.append(asyncio.create_task(self.chat.adrain(grace, cut)))
         try:
             await super().shutdown(sockets)
         finally:
@@ -164,6 +188,8 @@ def listen(host: str, port: int) -> socket.socket:
     return sock
 
 
+log = logging.getLogger("dissensus.serve")
+
 _BACKLOG = 2048
 """Connections the kernel queues before the server accepts them (uvicorn's default)."""
 
@@ -191,6 +217,11 @@ def serve(
     )
     state = getattr(app, "state", None)
     chat = getattr(state, "chat", None)
+    if isinstance(chat, PanelChat):
+        service = getattr(state, "service", None)
+        timeout = getattr(getattr(service, "settings", None), "request_timeout_s", None)
+        for line in start_warnings(chat, timeout if isinstance(timeout, int | float) else None):
+            log.warning("warning: %s", line)
     server = Server(config, runner, chat if isinstance(chat, PanelChat) else None, state)
     server.run(sockets=[sock])
     failed = server.startup_error()
