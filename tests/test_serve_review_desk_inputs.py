@@ -162,3 +162,16 @@ async def test_nan_and_infinity_in_a_body_are_not_json(tmp_path: Path, constant:
             headers={**auth("sub"), "content-type": "application/json"},
         )
         assert chat.status_code == 400 and "not a JSON number" in chat.text
+
+
+@pytest.mark.parametrize("text", ["\u200b", " \u200b\u2060 ", "\ufeff\t"])
+def test_a_decision_or_note_of_invisible_characters_only_is_empty(text: str) -> None:
+    """A zero-width space passed the not-blank check and was journalled as a decision."""
+    from dissensus.errors import InputError
+    from dissensus.pipeline.review import check_resolution_fields
+
+    with pytest.raises(InputError, match="the decision must not be empty"):
+        check_resolution_fields(decision=text, note="n", reviewer="kim")
+    with pytest.raises(InputError, match="the note must not be empty"):
+        check_resolution_fields(decision="1", note=text, reviewer="kim")
+    check_resolution_fields(decision="1\u200b2", note="n", reviewer="kim")  # shows "12"
