@@ -744,3 +744,40 @@ def test_a_long_run_or_review_id_is_quoted_back_bounded(tmp_path: Path) -> None:
         assert res.code == 2, res.err
         assert "no run 'rrrr" in res.err or "no review item 'rrrr" in res.err
         assert len(res.err) < 1_000
+
+
+def test_a_journal_a_killed_writer_left_mid_transaction_is_rolled_back_and_read(
+    tmp_path: Path,
+) -> None:
+    """A writer killed while it made a file a journal leaves a hot rollback journal;
+    the journal check read the file read-only, which cannot roll it back, so every
+    command on the file failed "attempt to write a readonly database"."""
+    import subprocess
+    import sys
+
+    journal = tmp_path / "j.sqlite"
+    killed = (
+        "import os, sqlite3\n"
+        f"db = sqlite3.connect({str(journal)!r}, isolation_level=None)\n"
+        "db.execute('PRAGMA journal_mode=DELETE'); db.execute('PRAGMA cache_size=1')\n"
+        "db.execute('PRAGMA user_version = 1')\n"
+        "db.execute('BEGIN IMMEDIATE'); db.execute('CREATE TABLE t(x)')\n"
+        "for i in range(2000): db.execute('INSERT INTO t VALUES (?)', ('x' * 200,))\n"
+        "os._exit(0)\n"
+    )
+    subprocess.run([sys.executable, "-c", killed], check=True, timeout=60)
+    assert Path(f"{journal}-journal").stat().st_size > 0
+    listed = cli("runs", "list", "--journal", journal, "--json")
+    assert listed.code == 0, listed.err
+    assert not Path(f"{journal}-journal").exists()
+
+
+def test_a_command_that_reads_a_journal_refuses_an_empty_file(tmp_path: Path) -> None:
+    """SQLite makes any empty file a database: ``review list --journal e`` turned an empty
+    file (a mistyped path) into a journal."""
+    empty = tmp_path / "notes.txt"
+    empty.touch()
+    for args in (("runs", "list"), ("review", "list"), ("acceptance", "status")):
+        got = cli(*args, "--journal", empty)
+        assert got.code == 2 and "an empty file, not a journal" in got.err, (args, got.err)
+    assert empty.stat().st_size == 0

@@ -383,11 +383,21 @@ def check_journal_file(path: str, *, must_exist: bool = False) -> None:
     """Usage error (exit 2) when ``path`` cannot serve as a journal.
 
     A missing file is fine unless ``must_exist`` (a new journal is created); an existing
-    one must be empty or an SQLite database holding the journal's tables (or no table).
+    one must be an SQLite database holding the journal's tables (or no table), or empty
+    when it is to be created (not when ``must_exist``: reading it would make it one). A
+    journal that would end with the command (``:memory:``, an empty path) is refused.
+    A hot rollback journal beside the file (a writer killed mid-transaction) is rolled
+    back, as opening the store would, when the file and its folder are writable.
     """
     from dissensus.store.base import is_postgres_url
 
-    if path == ":memory:" or is_postgres_url(path):
+    if path.strip() in ("", ":memory:"):
+        # SQLite's throw-away databases end with the command: a run nobody can resume
+        # and review items nobody can resolve.
+        raise InputError(
+            f"journal {path!r} would end with this command: give a file or a postgresql:// URL"
+        )
+    if is_postgres_url(path):
         return
     p = Path(path)
     if not p.exists():
@@ -409,6 +419,8 @@ def check_journal_file(path: str, *, must_exist: bool = False) -> None:
     if not must_exist and not os.access(p, os.W_OK):
         raise InputError(f"journal {path}: read-only")
     if p.stat().st_size == 0:
+        if must_exist:  # SQLite would make the empty file a journal, even to read it
+            raise InputError(f"journal {path}: an empty file, not a journal (no run was written to it)")
         return
     with open(p, "rb") as handle:
         if handle.read(len(_SQLITE_MAGIC)) != _SQLITE_MAGIC:
@@ -416,8 +428,14 @@ def check_journal_file(path: str, *, must_exist: bool = False) -> None:
     from dissensus.store.sqlite import immutable_uri, on_read_only_file_system
 
     uri = f"{p.resolve().as_uri()}?mode=ro"
+    hot = _hot_journal(p)
     if on_read_only_file_system(str(p)):  # read as it is (dissensus.store.sqlite)
         uri = immutable_uri(str(p))
+    elif hot and os.access(p, os.W_OK) and os.access(p.parent, os.W_OK):
+        # A writer stopped mid-transaction (killed while it made the file a journal):
+        # its rollback journal must be played back, which a read-only connection cannot
+        # do; the store would do it on opening, and so does this check.
+        uri = f"{p.resolve().as_uri()}?mode=rw"
     try:
         db = sqlite3.connect(uri, uri=True)
         try:
@@ -427,12 +445,26 @@ def check_journal_file(path: str, *, must_exist: bool = False) -> None:
         finally:
             db.close()
     except sqlite3.Error as exc:
+        if hot:
+            raise InputError(
+                f"journal {path}: cannot read it: {exc}; {path}-journal holds a write a "
+                "stopped process left unfinished, which only a connection with write access "
+                "to the file and its folder can roll back"
+            ) from None
         raise InputError(f"journal {path}: cannot read it: {exc}") from None
     if names and not names >= _JOURNAL_TABLES:
         raise InputError(
             f"journal {path}: an SQLite database of another application "
             f"(tables {', '.join(sorted(names)[:5])}); refusing to write into it"
         )
+
+
+def _hot_journal(path: Path) -> bool:
+    """Whether an unfinished rollback journal (``X-journal``, not empty) lies beside ``path``."""
+    try:
+        return path.with_name(path.name + "-journal").stat().st_size > 0
+    except OSError:
+        return False
 
 
 def count_lines(path: str) -> int | None:
