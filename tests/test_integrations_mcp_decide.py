@@ -416,3 +416,17 @@ def test_bound_takes_integers_only(tmp_path: Path) -> None:
             text,
         )
     assert tool_data(results[-1])["candidates"] == 3
+
+
+def test_the_servers_own_policy_and_journal_are_checked_before_it_serves(tmp_path: Path) -> None:
+    """``dissensus mcp --policy missing.yaml`` and ``--journal notes.jsonl`` started and
+    served; each call then failed. Both are usage errors before anything is served."""
+    from cli_helpers import cli
+
+    pytest.importorskip("mcp")
+    notes = tmp_path / "notes.jsonl"
+    notes.write_text("not a journal\n", encoding="utf-8")
+    missing = cli("mcp", "--policy", tmp_path / "missing.yaml", stdin=b"")
+    assert missing.code == 2 and "cannot read policy" in missing.err, missing.err
+    foreign = cli("mcp", "--journal", notes, stdin=b"")
+    assert foreign.code == 2 and "not a dissensus journal" in foreign.err, foreign.err

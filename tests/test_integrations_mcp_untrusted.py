@@ -269,11 +269,13 @@ def test_decide_imports_no_policy_code_unless_the_server_allows_functions(
         text = tool_text(result)
         assert result.is_error and "field 'policy'" in text and f"{setting!r}" in text, text
         assert "--allow-functions" in text, text
-    # The server's own policy alike: one code gate at the MCP door.
-    (own,) = _calls(
-        tmp_path, [("decide", {"panels": [_panel()]})], policy=str(tmp_path / "code.yaml")
-    )
-    assert own.is_error and "--allow-functions" in tool_text(own), tool_text(own)
+    # The server's own policy alike: one code gate at the MCP door, met when the server
+    # is built, before any client connects.
+    from dissensus.errors import ConfigError
+    from dissensus.integrations.mcp import build_server
+
+    with pytest.raises(ConfigError, match="--allow-functions"):
+        build_server(journal=str(tmp_path / "j.sqlite"), policy=str(tmp_path / "code.yaml"))
     assert not marker.exists(), "the policy's code ran"
     with Journal(tmp_path / "j.sqlite") as journal:
         assert journal.runs() == []

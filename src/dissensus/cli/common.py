@@ -420,7 +420,9 @@ def check_journal_file(path: str, *, must_exist: bool = False) -> None:
         raise InputError(f"journal {path}: read-only")
     if p.stat().st_size == 0:
         if must_exist:  # SQLite would make the empty file a journal, even to read it
-            raise InputError(f"journal {path}: an empty file, not a journal (no run was written to it)")
+            raise InputError(
+                f"journal {path}: an empty file, not a journal (no run was written to it)"
+            )
         return
     with open(p, "rb") as handle:
         if handle.read(len(_SQLITE_MAGIC)) != _SQLITE_MAGIC:

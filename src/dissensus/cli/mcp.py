@@ -64,6 +64,10 @@ def mcp_command(
         raise ConfigError(
             f"the MCP server needs the 'mcp' extra (pip install 'dissensus[mcp]'): {exc}"
         ) from exc
+    from dissensus.cli.common import check_journal_file
+    from dissensus.store.targets import journal_path
+
+    check_journal_file(journal_path(journal))  # as every command that writes one
     serve(
         journal=journal,
         policy=policy,

@@ -744,6 +744,10 @@ def build_server(
     """The MCP server with every dissensus tool registered; the tools' file arguments
     lie under ``root`` (default: the working directory)."""
     settings = _Settings(journal, policy, reviewer, root=root, allow_functions=allow_functions)
+    if policy is not None:
+        # The server's own policy is read again by each call (a changed file counts), but
+        # a policy that cannot work fails here, before a client connects.
+        settings.spec(None)
     server: MCPServer = _Server(
         name="dissensus",
         version=__version__,
