@@ -125,6 +125,17 @@ def test_callable_backend_checks_rows() -> None:
     assert not isinstance(info.value, ConfigError)
 
 
+def test_a_failing_backends_message_is_quoted_short() -> None:
+    """A backend's exception may quote its whole batch (``json:dumps`` returned a string,
+    whose error held every panel's text: an error line of 834 kB)."""
+    secret = "panel text " * 10_000
+    backend = callable_backend(lambda texts: _raise(ValueError(secret)), name="dumps")
+    with pytest.raises(DissensusError) as info:
+        backend.embed(["a"])
+    text = str(info.value)
+    assert len(text) < 500 and "more characters" in text and "\n" not in text, text
+
+
 def _raise(exc: BaseException) -> object:
     raise exc
 

@@ -216,9 +216,18 @@ class CallableBackend(_EmbeddingMixin):
         return DissensusError(f"embedding function {self.name!r} failed: {why}")
 
 
+_WHY_CHARS = 300
+"""The most of a failing backend's own message an error quotes: its exception may hold
+the panels' text (``json.dumps`` of a batch is the whole batch)."""
+
+
 def _one_line(text: str) -> str:
-    """``text`` with its line breaks (and runs of blanks) as single spaces."""
-    return " ".join(text.split())
+    """``text`` with its line breaks (and runs of blanks) as single spaces, at most
+    :data:`_WHY_CHARS` characters of it (then how many more there were)."""
+    line = " ".join(text.split())
+    if len(line) <= _WHY_CHARS:
+        return line
+    return f"{line[:_WHY_CHARS]}... ({len(line) - _WHY_CHARS:,} more characters)"
 
 
 def callable_backend(
