@@ -176,12 +176,12 @@ def test_every_tool_over_stdio(tmp_path: Path) -> None:
     assert "rejected arguments" not in logged and "INFO" not in logged, logged
 
 
-def test_a_stdin_line_over_the_bound_is_dropped_and_the_next_one_read(
-    monkeypatch: pytest.MonkeyPatch,
+def test_a_stdin_line_over_the_bound_ends_the_session(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """The SDK's stdio transport read a line without bound (``dissensus mcp < /dev/zero``
-    grew one string until the host ran out of memory); the server's reads a line of at
-    most the bound, drops a longer one a piece at a time, and reads on."""
+    grew one string until the host ran out of memory); the server's reads at most the
+    bound and ends the session at a longer line, as at the end of its input."""
     import io
 
     from mcp.server import stdio
@@ -189,12 +189,25 @@ def test_a_stdin_line_over_the_bound_is_dropped_and_the_next_one_read(
     from dissensus.integrations import mcp as server
 
     monkeypatch.setattr(stdio, "_UnownedTextWrapper", stdio._UnownedTextWrapper)
-    monkeypatch.setattr(server, "_SKIP_CHARS", 7)
     server._bound_stdin_lines(limit=30)
     server._bound_stdin_lines(limit=30)  # once only: a second call wraps nothing again
     good = '{"jsonrpc": "2.0"}\n'
-    raw = ("x" * 95 + "\n" + "short\n" + "y" * 30 + "\n" + good + "z" * 50).encode()
+    raw = ("short\n" + "y" * 30 + "\n" + good + "x" * 95 + "\n" + good).encode()
     wrapper = stdio._UnownedTextWrapper(io.BytesIO(raw), encoding="utf-8")
-    lines = list(iter(wrapper.readline, ""))
-    dropped = '{"over_long_line": 30}\n'
-    assert lines == [dropped, "short\n", "y" * 30 + "\n", good, dropped]
+    assert list(iter(wrapper.readline, "")) == ["short\n", "y" * 30 + "\n", good]
+    assert wrapper.readline() == ""  # ended: the line after it is not read
+    assert "over 30 characters: the session ends" in capsys.readouterr().err
+
+
+def test_dissensus_mcp_on_an_endless_line_stops_at_the_bound(tmp_path: Path) -> None:
+    """A client that sends bytes without a newline: the server stops, in bounded memory."""
+    import subprocess
+
+    pytest.importorskip("mcp")
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    with open("/dev/zero", "rb") as zero:
+        done = subprocess.run(
+            [sys.executable, "-m", "dissensus", "mcp", "--journal", str(tmp_path / "j.sqlite")],
+            stdin=zero, capture_output=True, env=env, cwd=tmp_path, timeout=120, check=False,
+        )  # fmt: skip
+    assert "the session ends" in done.stderr.decode(), done.stderr[-2000:]

@@ -95,6 +95,7 @@ import functools
 import inspect
 import os
 import re
+import sys
 import types
 import typing
 from collections.abc import Callable, Iterable
@@ -881,20 +882,16 @@ def serve(
     server.run("stdio")
 
 
-_SKIP_CHARS = 1 << 20
-"""How much of an over-long line is read (and dropped) at a time."""
-
-
 def _bound_stdin_lines(limit: int = MAX_LINE_CHARS) -> None:
     """Make the SDK's stdio transport read a message line of at most ``limit`` characters.
 
     The transport reads standard input line by line with no bound, so a client that
     sends bytes without a newline (``< /dev/zero``) grows one string until the host runs
     out of memory. Its text wrapper (``mcp.server.stdio._UnownedTextWrapper``) is swapped
-    for one whose ``readline`` drops a longer line, reading it ``_SKIP_CHARS`` at a time,
-    and hands on a line that is no JSON-RPC message (the transport reports it as one
-    that does not validate, and the server reads on). An SDK without that wrapper is
-    left as it is."""
+    for one whose ``readline`` reads at most ``limit + 1`` characters: a longer line ends
+    the session as the end of its input would (one line on stderr says why), since
+    framing the client broke cannot be trusted again, and a line that never ends could
+    not even be skipped. An SDK without that wrapper is left as it is."""
     from mcp.server import stdio
 
     base = getattr(stdio, "_UnownedTextWrapper", None)
@@ -903,15 +900,18 @@ def _bound_stdin_lines(limit: int = MAX_LINE_CHARS) -> None:
 
     class _BoundedLines(base):  # type: ignore[misc, valid-type]
         bounded = True
+        over = False
 
         def readline(self, size: int | None = -1, /) -> str:
+            if self.over:
+                return ""
             cap = limit + 1 if size is None or size < 0 or size > limit else size
             line: str = super().readline(cap)
             if len(line) <= limit or line.endswith("\n"):
                 return line
-            while True:  # the rest of the line, dropped a piece at a time
-                rest: str = super().readline(_SKIP_CHARS)
-                if not rest or rest.endswith("\n"):
-                    return f'{{"over_long_line": {limit}}}\n'
+            self.over = True
+            sys.stderr.write(f"error: a message line over {limit:,} characters: the session ends\n")
+            sys.stderr.flush()
+            return ""
 
     stdio._UnownedTextWrapper = _BoundedLines  # type: ignore[misc]
