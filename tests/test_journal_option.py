@@ -10,10 +10,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from cli_helpers import cli
 from dissensus.errors import ConfigError
 from dissensus.pipeline.batch import start_run
 from dissensus.pipeline.spec import RunSpec
 from dissensus.store import DEFAULT_JOURNAL, Journal, journal_option
+from dissensus.store.targets import journal_path
 
 
 def test_the_journal_a_bare_command_opens_is_not_named(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -54,3 +56,26 @@ def test_an_existing_runs_message_names_its_resume_command(
         with pytest.raises(ConfigError) as caught:
             start_run(journal, str(tmp_path / "in.jsonl"), spec, run_id="R")
     assert f"'dissensus runs resume R --journal {shlex.quote(path)}'" in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["runs", "list"], ["review", "list"], ["decide", "-"], ["runs", "resume", "r1"], ["mcp"]],
+)
+@pytest.mark.parametrize("empty", ["", "  "])
+def test_an_empty_journal_option_is_refused_not_the_default(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, command: list[str], empty: str
+) -> None:
+    """``--journal "$UNSET"`` is exit 2 naming the journal; it never writes the default file."""
+    monkeypatch.delenv("DISSENSUS_JOURNAL", raising=False)
+    res = cli(*command, "--journal", empty, stdin=b"", cwd=tmp_path)
+    assert res.code == 2, res.err
+    assert "journal is an empty path" in res.err
+    assert not (tmp_path / DEFAULT_JOURNAL).exists()
+
+
+def test_an_empty_environment_journal_counts_as_unset(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DISSENSUS_JOURNAL", "")
+    assert journal_path(None) == DEFAULT_JOURNAL
+    with pytest.raises(ConfigError, match="empty path"):
+        journal_path("")

@@ -4,7 +4,9 @@ A journal *target* is an SQLite file path (``":memory:"`` for a throw-away one) 
 ``postgresql://`` URL. Choices where the design is silent:
 
 * **Which journal.** The ``--journal`` option, else ``$DISSENSUS_JOURNAL``, else
-  :data:`DEFAULT_JOURNAL` in the working directory.
+  :data:`DEFAULT_JOURNAL` in the working directory. An empty or blank ``--journal`` is
+  refused (an unset shell variable must not pick the default unseen); an empty
+  ``$DISSENSUS_JOURNAL`` counts as unset.
 * **Naming it.** Every message, log line and page names a journal through
   :func:`mask_url`, so a password in a URL is never shown: neither the user-info's
   (``user:pw@``) nor a ``password`` / ``sslpassword`` query parameter (libpq's
@@ -65,8 +67,18 @@ BUSY_TIMEOUT_ENV = "DISSENSUS_JOURNAL_BUSY_TIMEOUT"
 
 
 def journal_path(option: str | None = None) -> str:
-    """The journal to use: the option, else ``$DISSENSUS_JOURNAL``, else :data:`DEFAULT_JOURNAL`."""
-    if option:
+    """The journal to use: the option, else ``$DISSENSUS_JOURNAL``, else :data:`DEFAULT_JOURNAL`.
+
+    An empty option is a ConfigError, not the default: ``--journal "$UNSET_VAR"`` must not
+    write to ``./dissensus-journal.sqlite`` unseen. An empty ``$DISSENSUS_JOURNAL`` counts
+    as unset, as empty environment variables usually do."""
+    if option is not None:
+        if not option.strip():
+            raise ConfigError(
+                "the journal is an empty path: name an SQLite file or a postgresql:// URL, "
+                "or leave the option out for $DISSENSUS_JOURNAL or ./" + DEFAULT_JOURNAL,
+                field="journal",
+            )
         return option
     return os.environ.get("DISSENSUS_JOURNAL") or DEFAULT_JOURNAL
 
