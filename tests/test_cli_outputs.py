@@ -226,6 +226,25 @@ def test_a_deadline_keeps_the_records_finished_in_the_output_file(tmp_path: Path
     assert whole.read_text(encoding="utf-8").splitlines()[:done] == lines
 
 
+def test_a_deadline_shows_the_cases_finished_in_human_mode(tmp_path: Path) -> None:
+    """Without --json, a run the deadline stops shows the cases it finished as a finished
+    run's summary does (it printed nothing, only the error line), then the resume line."""
+    from pipeline_cases import panel, write_jsonl
+
+    inp = write_jsonl(tmp_path / "in.jsonl", [panel(f"p{i}", ["1", "2"]) for i in range(3000)])
+    res = cli("decide", inp, "--similarity", "tfidf", "--deadline", "0.4",
+              "--journal", tmp_path / "j.sqlite", "--run-id", "D")  # fmt: skip
+    assert res.code == 1 and "deadline of 0.4 s reached after" in res.err, res.err
+    assert "runs resume D" in res.err
+    done = int(res.err.split("reached after ")[1].split(" ")[0])
+    assert done < 3000
+    if done:  # a machine too loaded to finish one case in 0.4 s shows nothing
+        assert res.out.startswith("run D  journal ")
+        assert f"{done} case(s): " in res.out and "p0 " in res.out
+    else:
+        assert res.out == ""
+
+
 def test_atomic_output_keeps_the_file_only_for_the_named_stops(tmp_path: Path) -> None:
     class Stop(Exception):
         pass

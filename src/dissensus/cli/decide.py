@@ -63,7 +63,7 @@ import signal
 import sys
 from collections import Counter
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from types import FrameType
 from typing import IO, TYPE_CHECKING, Annotated, Any, NoReturn
 
@@ -505,6 +505,7 @@ def run_and_report(
     resolved = {r.line: r for r in final_records(journal, run_id) if r.resolution is not None}
     seen: dict[str, int] = {}
     duplicates: list[str] = []
+    finished: list[CaseRecord] = []  # what a deadline leaves to show in human mode
     try:
         with (
             _interruptible() as complete,
@@ -525,7 +526,7 @@ def run_and_report(
                     seen[record.id] += 1
                 else:
                     seen[record.id] = 1
-                emit_one(record)
+                finished.append(emit_one(record))
 
             async def decided() -> list[CaseRecord]:
                 out = await _drain(
@@ -551,6 +552,13 @@ def run_and_report(
         return said_interrupted(journal, run_id)
     except OutputWriteError as exc:
         return _said_unwritten(exc, journal, run_id)
+    except DeadlineReached:
+        # The cases finished before the deadline are shown as a finished run's are (the
+        # JSONL has them already); the error line that follows names the resume command.
+        if not json_out and finished:
+            with suppress(OutputWriteError):
+                _summary(finished, sink.count, run_id, journal.path, len(duplicates))
+        raise
     except BrokenPipeError:
         # Standard output was closed (``| head -1``): exit 0 as for every command, but the
         # run stopped with it, so the line that finishes it is not left unsaid.
