@@ -318,3 +318,20 @@ def test_cases_with_events_names_the_cases_that_have_one(journal_target: str) ->
         assert j.cases_with_events("r", ["1", "2", "3", "1"]) == {"1", "3"}
         assert j.cases_with_events("r", [str(i) for i in range(1200)]) == {"1", "3"}
         assert j.cases_with_events("r", []) == set()
+
+
+def test_an_sqlite_uri_is_refused_and_dot_slash_names_the_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``file:j.sqlite?mode=rwc`` made a stray empty file of that name and a journal
+    ``j.sqlite`` that was not 0600; a URI is refused, ``./file:...`` is a plain path."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(InputError, match=r"SQLite URIs .*\./file:j\.sqlite\?mode=rwc"):
+        Journal("file:j.sqlite?mode=rwc")
+    assert list(tmp_path.iterdir()) == []
+    with _journal("./file:j.sqlite") as j:
+        j.append("r", "e", {"v": 1}, key="k1")
+    assert [p.name for p in tmp_path.iterdir() if not p.name.endswith(("-wal", "-shm"))] == [
+        "file:j.sqlite"
+    ]
+    assert (tmp_path / "file:j.sqlite").stat().st_mode & 0o777 == 0o600

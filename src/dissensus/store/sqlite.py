@@ -28,6 +28,10 @@ Choices where the design is silent:
   (``/dev/null``, ``/dev/full``, a named pipe, a directory) is refused
   (:class:`~dissensus.errors.InputError`, exit 2) before SQLite opens it: SQLite would
   make its ``-journal`` file beside it (``/dev/null-journal``) and then fail.
+* **Paths, not URIs.** A target starting ``file:`` is refused (InputError, exit 2):
+  SQLite would read it as a URI whose parameters (``mode=ro``, ``vfs=``) override the
+  journal's own settings, and the file it names would not be made ``0600``.
+  ``./file:x`` names a file called ``file:x``.
 * **Run locks** live in a ``run_locks`` table; a holder whose process is gone (same
   host; a zombie counts as gone) is replaced.
 * **File mode.** A new journal file is created ``0600`` (owner only), whatever the
@@ -116,8 +120,6 @@ def _check_regular(path: str) -> None:
     """Refuse a journal path that exists and is not a regular file (a device, a named
     pipe, a directory): SQLite would make its ``-journal`` file beside it (``/dev/null-journal``)
     and then fail with "disk I/O error"."""
-    if path.startswith("file:"):
-        return  # a URI: SQLite resolves it
     try:
         mode = os.stat(path).st_mode
     except OSError:
@@ -178,6 +180,14 @@ class SQLiteBackend:
         self.path = str(target)
         self.lock = threading.RLock()
         self.busy_timeout = _busy(busy_timeout)
+        if self.path.startswith("file:"):
+            # SQLite would read it as a URI (a stray empty file of that name was made
+            # beside the file the URI named, which was not private); the journal's own
+            # settings (WAL, synchronous, 0600) need a plain path.
+            raise InputError(
+                f"journal {self.path}: SQLite URIs ('file:...') are not taken; name the file "
+                f"by its path (./{self.path} for a file whose name starts with 'file:')"
+            )
         if self.path != ":memory:":
             parent = Path(self.path).parent
             if not parent.is_dir():
