@@ -307,3 +307,22 @@ def test_route_out_keeps_an_existing_files_mode(tmp_path: Path) -> None:
         os.umask(old)
     assert stat.S_IMODE(out.stat().st_mode) == 0o644
     assert stat.S_IMODE(new.stat().st_mode) == 0o644
+
+
+def test_a_finished_run_resumes_from_the_journal_alone(tmp_path: Path) -> None:
+    """Resuming a finished run replays it from the journal: its input file may be gone
+    (the CLI refused, though nothing is read from it); an unfinished run still needs it."""
+    from pipeline_cases import panel, write_jsonl
+
+    journal = tmp_path / "j.sqlite"
+    for run, n, code in (("F", 5, 0), ("U", 2000, 1)):  # 2,000 panels outlast 1 ms
+        inp = write_jsonl(tmp_path / f"{run}.jsonl", [panel(f"p{i}", ["1", "2"]) for i in range(n)])
+        res = cli("decide", inp, "--similarity", "tfidf", "--journal", journal, "--run-id", run,
+                  "--json", "--deadline", "0.001" if code else "60")  # fmt: skip
+        assert res.code == code, res.err
+        inp.unlink()
+    res = cli("runs", "resume", "F", "--journal", journal, "--json")
+    assert res.code == 0, res.err
+    assert [json.loads(line)["id"] for line in res.out.splitlines()] == [f"p{i}" for i in range(5)]
+    res = cli("runs", "resume", "U", "--journal", journal)
+    assert res.code == 2 and "its input file is gone" in res.err, res.err

@@ -314,7 +314,7 @@ def _resume(
     workers: int | None,
 ) -> int:
     from dissensus.engines import check_engine
-    from dissensus.pipeline.batch import check_resumable
+    from dissensus.pipeline.batch import check_resumable, is_finished
     from dissensus.store.journal import journal_path
 
     engine = check_engine(engine, workers=workers, address=ray_address)
@@ -328,10 +328,12 @@ def _resume(
         inputs = [target, path]
         check_output_path(output, option="--output", inputs=inputs)
         check_output_path(rejects, option="--rejects", inputs=[*inputs, output])
-        if path not in (None, "-") and not os.path.isfile(str(path)):
+        # A finished run is replayed from the journal alone: its input may be gone.
+        present = path not in (None, "-") and os.path.isfile(str(path))
+        if path not in (None, "-") and not present and not is_finished(store, run_id):
             raise InputError(f"cannot resume run {run_id}: its input file is gone: {path}")
         try:
-            lines = path not in (None, "-") and progress_enabled()
+            lines = present and progress_enabled()
             total = count_lines(str(path)) if lines else None
             code = run_and_report(
                 store,
