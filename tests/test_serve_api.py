@@ -447,9 +447,9 @@ async def test_review_claim_resolve_conflicts(
             headers=auth("rev2"),
         )
         assert stale.status_code == 409 and stale.json()["field"] == "content_sha256"
-        ok = await client.post(
+        ok = await client.post(  # upper-case hex is the same hash, as in the integrations
             f"/v1/review/{rid}/resolve",
-            json={"decision": "2", "note": "policy says 2", "content_sha256": sha},
+            json={"decision": "2", "note": "policy says 2", "content_sha256": sha.upper()},
             headers=auth("rev2"),
         )
         assert ok.status_code == 200, ok.text

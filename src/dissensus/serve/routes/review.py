@@ -65,13 +65,19 @@ class ResolveBody(BaseModel):
     """The decision taken (normally one of the item's options)."""
     note: str = Field(min_length=1)
     """Why (required, as ``review resolve --note``); journalled with the resolution."""
-    content_sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
-    """sha256 of the case content the reviewer saw (``content_sha256`` of ``GET /v1/review/{id}``)."""
+    content_sha256: str = Field(pattern=r"^[0-9a-fA-F]{64}$")
+    """sha256 of the case content the reviewer saw (``content_sha256`` of ``GET /v1/review/{id}``);
+    upper-case hex is read as the same hash, as the integrations read it."""
 
     @field_validator("decision", "note")
     @classmethod
     def bounded_text(cls, value: str | None, info: ValidationInfo) -> str | None:
         return _text(value, info)
+
+    @field_validator("content_sha256")
+    @classmethod
+    def lower_hex(cls, value: str) -> str:
+        return value.lower()
 
 
 class ConfirmBody(BaseModel):
