@@ -65,7 +65,7 @@ def test_the_error_is_one_line_naming_the_lines_the_deaths_and_the_resume() -> N
         "run R1: the Ray worker deciding input lines 51-75 of /data/in.jsonl (block 2) "
         "died 3 times (Ray's last error: ActorDiedError); the run stopped"
     )
-    assert "finish the run with 'dissensus runs resume R1' (" in text
+    assert text.endswith("cannot change) with: dissensus runs resume R1")
     one = str(_worker_died("R1", "-", _block(0, 7, 1), 1, error))
     assert "deciding input line 7 (block 0) died 1 time (" in one  # standard input: no name
 

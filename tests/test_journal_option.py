@@ -47,15 +47,33 @@ def test_any_path_survives_the_shell(name: str) -> None:
 def test_an_existing_runs_message_names_its_resume_command(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """The command is the message's end, unquoted, so a path holding a quote survives a
+    copy (it was wrapped in quotes of its own, which the path's quoting broke)."""
     monkeypatch.delenv("DISSENSUS_JOURNAL", raising=False)
-    path = str(tmp_path / "my journal.sqlite")
+    path = str(tmp_path / "it's my journal.sqlite")
     (tmp_path / "in.jsonl").write_text("")
     with Journal(path) as journal:
         spec = RunSpec.from_policy(None)
         start_run(journal, str(tmp_path / "in.jsonl"), spec, run_id="R")
         with pytest.raises(ConfigError) as caught:
             start_run(journal, str(tmp_path / "in.jsonl"), spec, run_id="R")
-    assert f"'dissensus runs resume R --journal {shlex.quote(path)}'" in str(caught.value)
+    command = str(caught.value).split("resume it with: ", 1)[1]
+    assert shlex.split(command) == ["dissensus", "runs", "resume", "R", "--journal", path]
+
+
+def test_a_deadlines_message_ends_with_its_resume_command(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pipeline_cases import panel, write_jsonl
+
+    monkeypatch.delenv("DISSENSUS_JOURNAL", raising=False)
+    path = tmp_path / "it's j.sqlite"
+    inp = write_jsonl(tmp_path / "in.jsonl", [panel(f"p{i}", ["1", "2"]) for i in range(2000)])
+    res = cli("decide", inp, "--similarity", "tfidf", "--deadline", "0.001", "--json",
+              "--journal", path, "--run-id", "D")  # fmt: skip
+    assert res.code == 1, res.err
+    command = res.err.strip().split("finish it with: ", 1)[1]
+    assert shlex.split(command) == ["dissensus", "runs", "resume", "D", "--journal", str(path)]
 
 
 @pytest.mark.parametrize(

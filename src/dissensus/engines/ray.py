@@ -1059,10 +1059,9 @@ def _worker_died(
         f"run {run_id}: the Ray worker deciding {lines}{where} (block {block.index}) died "
         f"{times} time{'s' if times != 1 else ''} ({_death_cause(error)}); the run stopped "
         "and its journalled steps stay: once what kills the worker is fixed (its memory, "
-        f"its start), finish the run with 'dissensus runs resume {run_id}"
-        f"{journal_option(journal) if journal else ''}' (a panel of "
-        "those lines that kills every worker needs a new run without it: a run's input "
-        "cannot change)"
+        "its start), finish the run (a panel of those lines that kills every worker "
+        "needs a new run without it: a run's input cannot change) with: "
+        f"dissensus runs resume {run_id}{journal_option(journal) if journal else ''}"
     )
 
 

@@ -285,8 +285,8 @@ def start_run(
     run_id = run_id or new_run_id()
     if not defer and journal.run(run_id, missing_ok=True) is not None:
         raise ConfigError(
-            f"run {run_id!r} already exists in {journal.path}; resume it with "
-            f"'dissensus runs resume {run_id}{journal_option(journal.path)}'"
+            f"run {run_id!r} already exists in {journal.path}; resume it with: "
+            f"dissensus runs resume {run_id}{journal_option(journal.path)}"
         )
     source: RunInput
     if text is not None:
@@ -471,8 +471,9 @@ async def execute_run(
             _stopped(journal, run_id, limit or 0.0, counts["cases"])
             raise DeadlineReached(
                 f"run {run_id}: deadline of {limit:g} s reached after {counts['cases']} case(s); "
-                f"the run is partial, finish it with "
-                f"'dissensus runs resume {run_id}{journal_option(journal.path)}'"
+                # No quotes around the command: journal_option shell-quotes the path.
+                f"the run is partial, finish it with: "
+                f"dissensus runs resume {run_id}{journal_option(journal.path)}"
             ) from None
         finally:
             if feed is not None:

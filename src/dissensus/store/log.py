@@ -110,8 +110,8 @@ class SQLEventLog:
         check_run_id(run_id)
         backend = self._backend
         exists = (
-            f"run {run_id!r} already exists in {backend.path}; resume it with "
-            f"'dissensus runs resume {run_id}{journal_option(backend.path)}'"
+            f"run {run_id!r} already exists in {backend.path}; resume it with: "
+            f"dissensus runs resume {run_id}{journal_option(backend.path)}"
         )
         with self._tx.transaction():
             # An exclusive creation asks nothing first: the insert says whether it is new.
