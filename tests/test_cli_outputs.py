@@ -326,3 +326,4 @@ def test_a_finished_run_resumes_from_the_journal_alone(tmp_path: Path) -> None:
     assert [json.loads(line)["id"] for line in res.out.splitlines()] == [f"p{i}" for i in range(5)]
     res = cli("runs", "resume", "U", "--journal", journal)
     assert res.code == 2 and "its input file is gone" in res.err, res.err
+    assert str(tmp_path / "U.jsonl") in res.err and len(res.err.strip().splitlines()) == 1

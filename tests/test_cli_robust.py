@@ -149,17 +149,6 @@ def test_route_reads_an_endless_line_no_further_than_the_bound(tmp_path: Path) -
     assert len([line for line in res.out.splitlines() if line.strip()]) == 2
 
 
-def test_resume_with_a_deleted_input_names_the_file(tmp_path: Path) -> None:
-    inp = write_jsonl(tmp_path / "in.jsonl", [panel("a", ["1", "1"], swap=["1", "1"])])
-    pol = write_policy(tmp_path / "p.yaml")
-    j = tmp_path / "j.sqlite"
-    assert cli("decide", inp, "--policy", pol, "--journal", j, "--run-id", "R", "--json").code == 0
-    inp.unlink()
-    res = cli("runs", "resume", "R", "--journal", j)
-    assert res.code == 2
-    assert str(inp) in res.err and len(res.err.strip().splitlines()) == 1
-
-
 # -- configuration errors stop the run before it starts ------------------------------
 
 
