@@ -223,6 +223,34 @@ async def test_millions_of_tiny_values_in_meta_are_413_and_nothing_is_journalled
         assert runs.status_code == 200 and runs.json() == [], runs.text
 
 
+@pytest.mark.parametrize("body_bytes", [None, 8_000_000])
+def test_an_item_over_the_value_bound_is_refused_before_its_model_is_built(
+    body_bytes: int | None,
+) -> None:
+    """Validating 740,000 keys of ``meta`` and writing its line took ~100 times the body's
+    size in memory for a record refused anyway; it is counted on the parsed JSON first."""
+    from dissensus.io.limits import MAX_PANEL_VALUES, Limits
+    from dissensus.serve.http import checked
+
+    built: list[str] = []
+
+    class Spy(Panel):
+        @classmethod
+        def model_validate(cls, obj: Any, **kwargs: Any) -> Panel:  # type: ignore[override]
+            built.append(str(obj.get("id")))
+            return Panel.model_validate(obj, **kwargs)
+
+    crowded = panel("big", ["1", "2"])
+    crowded["meta"] = {str(i): 0 for i in range(MAX_PANEL_VALUES + 1)}
+    items = [panel("a", ["1", "1"]), crowded, {"id": 3}]
+    lines: dict[int, str] = {}
+    kept, rejects, overruns = checked(Spy, items, Limits(), lines, body_bytes)
+    assert "big" not in built and sorted(lines) == [0]
+    assert [i for i, _ in kept] == [0] and [r.index for r in rejects] == [2]
+    assert [(i, o.field, o.count) for i, o in overruns] == [(1, "<values>", True)]
+    assert "JSON values; at most" in overruns[0][1].message
+
+
 def test_server_bounds_cannot_exceed_the_readers(tmp_path: Path) -> None:
     with pytest.raises(ValueError):
         ServeSettings(max_agents=MAX_AGENTS + 1)

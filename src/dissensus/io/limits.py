@@ -56,6 +56,7 @@ __all__ = [
     "Limits",
     "Overrun",
     "check_record",
+    "count_values",
     "first_overrun",
     "too_many_values",
 ]
@@ -186,6 +187,12 @@ def _plain(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [_plain(v) for v in value]
     return value
+
+
+def count_values(plain: Any) -> int:
+    """How many JSON values a plain value (parsed JSON) holds, itself included: what
+    :func:`check_record` bounds by ``max_panel_values``, counted before any model is built."""
+    return _sizes(plain)[2]
 
 
 def _record_sizes(record: Any) -> tuple[int, int, int]:

@@ -64,7 +64,10 @@ async def decide(
     service = service_of(request)
     items, single = items_of(await json_body(request), service.settings.max_panels, "panel")
     lines: dict[int, str] = {}  # each valid item's JSONL line, made once by the check
-    _, rejects, overruns = await by_size(request, checked, Panel, items, limits_of(service), lines)
+    size = len(await request.body())  # read already: a small body needs no value count
+    _, rejects, overruns = await by_size(
+        request, checked, Panel, items, limits_of(service), lines, size
+    )
     # A panel over the bounds refuses the whole request: nothing is journalled.
     refuse_overrun(overruns, single=single)
     if single:
