@@ -182,3 +182,34 @@ def test_a_request_the_parser_refuses_on_an_openai_path_gets_openai_s_400(server
         assert head.startswith(b"HTTP/1.1 400"), (sent, data[:200])
         expected = _openai("malformed HTTP request", "<request>", "invalid_request")
         assert json.loads(body) == expected, sent
+
+
+def test_a_trickled_body_gets_a_408_and_the_connection_closes(server: str) -> None:
+    """A body still arriving at ``--timeout`` is 408, and the connection closes with it:
+    a client that went on trickling kept the connection open after its 408."""
+    host, port = server.removeprefix("http://").split(":")
+    head = (
+        b"POST /v1/decide HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        b"Authorization: Bearer tok-sub\r\nContent-Length: 1000000\r\n\r\n{"
+    )
+    with socket.create_connection((host, int(port)), timeout=30) as sock:
+        sock.sendall(head)
+        sock.settimeout(0.25)
+        data, started, closed = b"", time.monotonic(), False
+        while time.monotonic() - started < 15:
+            with contextlib.suppress(OSError):
+                sock.sendall(b" ")  # one byte at a time, as long as the server listens
+            try:
+                chunk = sock.recv(65536)
+            except TimeoutError:
+                continue
+            except OSError:  # reset after the close
+                closed = True
+                break
+            if not chunk:
+                closed = True
+                break
+            data += chunk
+    assert data.startswith(b"HTTP/1.1 408"), data[:200]
+    assert b"connection: close" in data.lower()
+    assert closed and time.monotonic() - started < 15

@@ -10,8 +10,9 @@
   that its 504 can name the run, which goes on and can be polled. Reading the request
   body is bounded on every path, the exempt ones included: a body still arriving when
   the limit (at least :data:`BODY_MIN_S`) is over is answered ``408`` (field
-  ``<body>``), not ``504``, so a slow client cannot hold a request open by trickling its
-  body, and is told that its body, not the server, was slow. A request whose body had
+  ``<body>``), not ``504``, and the connection is closed with it, so a slow client
+  cannot hold a request or its connection open by trickling its body, and is told that
+  its body, not the server, was slow. A request whose body had
   all arrived and whose answer did not start in time is the ``504``. A route whose work
   goes on after the time is over (the chat door's decision, once handed over, is
   journalled whole) says so by setting a :class:`TimeoutNote` on the scope under
@@ -337,7 +338,9 @@ class RequestTimeout:
 
     async def _slow_body(self, send: Send, scope: Scope) -> None:
         message = f"request body not received within {max(self.seconds, BODY_MIN_S):g} s"
-        await send_error(send, 408, message, "<body>", scope=scope)
+        # The connection closes with the answer: the rest of the body may still be on its
+        # way, and a client trickling it must not keep the connection it came on.
+        await send_error(send, 408, message, "<body>", scope=scope, headers={"Connection": "close"})
 
     async def _body_bounded(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Run the app with no limit on its own time but ``seconds`` to receive the body."""
