@@ -175,3 +175,37 @@ def test_a_decision_or_note_of_invisible_characters_only_is_empty(text: str) -> 
     with pytest.raises(InputError, match="the note must not be empty"):
         check_resolution_fields(decision="1", note=text, reviewer="kim")
     check_resolution_fields(decision="1\u200b2", note="n", reviewer="kim")  # shows "12"
+
+
+@pytest.mark.parametrize("text", ["\u200b", "\u00ad", "\u200b\u200b "])
+async def test_an_invisible_note_or_decision_is_422_naming_the_field(
+    tmp_path: Path, text: str
+) -> None:
+    """The API's own check took only white space as empty: a zero-width note reached the
+    journal's check and came back 400 with no field, where serve.md promises 422."""
+    async with client_for(settings(tmp_path)) as client:
+        run = (
+            await client.post(
+                "/v1/decide",
+                json=[panel("a", ["1", "1"], swap=["1", "1"]), escalating("b")],
+                headers=auth("sub"),
+            )
+        ).json()
+        auto, escalated = run["records"]
+        review_id = escalated["review_id"]
+        sha = (await client.get(f"/v1/review/{review_id}", headers=auth("rev"))).json()[
+            "content_sha256"
+        ]
+        for field, body in (
+            ("note", {"decision": "1", "note": text, "content_sha256": sha}),
+            ("decision", {"decision": text, "note": "n", "content_sha256": sha}),
+        ):
+            res = await client.post(
+                f"/v1/review/{review_id}/resolve", json=body, headers=auth("rev")
+            )
+            assert res.status_code == 422 and res.json()["field"] == field, res.text
+        ref = f"{run['run_id']}.{auto['line']}"
+        res = await client.post(
+            f"/v1/cases/{ref}/confirm", json={"note": text}, headers=auth("rev")
+        )
+        assert res.status_code == 422 and res.json()["field"] == "note", res.text

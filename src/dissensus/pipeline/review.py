@@ -110,6 +110,7 @@ __all__ = [
     "review_entries",
     "reviewer_name",
     "reviewer_name_problem",
+    "shows_nothing",
 ]
 
 REVIEWER_ENV = "DISSENSUS_REVIEWER"
@@ -274,7 +275,7 @@ def check_resolution_fields(*, decision: str | None, note: str, reviewer: str | 
     for field, value in (("decision", decision), ("note", note)):
         if value is None:
             continue
-        if _blank(value):
+        if shows_nothing(value):
             raise InputError(f"the {field} must not be empty")
         _refuse_lone_surrogate(value, f"the {field}")
         if len(value) > MAX_FIELD_CHARS:
@@ -285,7 +286,7 @@ def check_resolution_fields(*, decision: str | None, note: str, reviewer: str | 
         _checked_reviewer(reviewer, "the reviewer")
 
 
-def _blank(text: str) -> bool:
+def shows_nothing(text: str) -> bool:
     """Whether ``text`` shows nothing: only white space and format characters (Cf)."""
     return all(ch.isspace() or unicodedata.category(ch) == "Cf" for ch in text)
 

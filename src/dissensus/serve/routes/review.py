@@ -27,6 +27,7 @@ from dissensus.io.limits import MAX_FIELD_CHARS
 from dissensus.outputs import ReviewEntry, ReviewView, status_of
 from dissensus.pipeline.confirm import Confirmation
 from dissensus.pipeline.records import CaseRecord, ReviewItem
+from dissensus.pipeline.review import shows_nothing
 from dissensus.serve.auth import Principal
 from dissensus.serve.blind_audits import blind_audit
 from dissensus.serve.http import (
@@ -44,14 +45,16 @@ review = Depends(require("review"))
 
 
 def _text(value: str | None, info: ValidationInfo) -> str | None:
-    """A reviewer's text: more than whitespace, at most the context's ``max_field_chars``
-    characters (:data:`~dissensus.io.limits.MAX_FIELD_CHARS` without one)."""
+    """A reviewer's text: something that shows (not only white space or invisible format
+    characters, as the journal refuses: 422 naming the field, not the journal's 400), at
+    most the context's ``max_field_chars`` characters
+    (:data:`~dissensus.io.limits.MAX_FIELD_CHARS` without one)."""
     if value is None:
         return None
     limit = (info.context or {}).get("max_field_chars", MAX_FIELD_CHARS)
     if len(value) > limit:
         raise ValueError(f"{len(value)} characters; at most {limit} per field")
-    if not value.strip():
+    if shows_nothing(value):
         raise ValueError(f"the {info.field_name} must not be empty")
     return value
 
