@@ -26,7 +26,8 @@ route) closes the two ways a page can do that:
 * **Cross-site writes**: a page can ``POST`` to another origin without reading the
   answer ("simple" requests: a form, or ``fetch`` with ``text/plain``). Every writing
   request (``POST``, ``PUT``, ``PATCH``, ``DELETE``) whose ``Origin`` is not the
-  server's own (``http://`` + the ``Host`` it was sent to; ``null`` included) or whose
+  server's own (``http://`` or ``https://`` + the ``Host`` it was sent to, so that a
+  page served through a TLS-terminating proxy passes; ``null`` included) or whose
   ``Sec-Fetch-Site`` is ``cross-site`` is refused ``403`` (field ``Origin``). Requests
   without those headers (curl, SDKs, the CLI) are not browsers' and pass.
 * Every writing ``/v1`` request must declare a JSON body (``Content-Type:
