@@ -209,3 +209,31 @@ async def test_an_invisible_note_or_decision_is_422_naming_the_field(
             f"/v1/cases/{ref}/confirm", json={"note": text}, headers=auth("rev")
         )
         assert res.status_code == 422 and res.json()["field"] == "note", res.text
+
+
+async def test_a_form_sending_a_field_twice_is_refused_and_nothing_is_saved(
+    tmp_path: Path,
+) -> None:
+    """``decision=1&decision=2`` was saved as 2: the last copy won in silence."""
+    s = settings(tmp_path)
+    async with client_for(s) as client:
+        run_id, (review_id,) = await _escalate(client, "twice")
+        await login(client, "rev")
+        page = await client.get(f"/review/case/{review_id}")
+        body = f"csrf={csrf_of(page.text)}&content_sha256={_sha(page.text)}&note=n"
+        refused = await client.post(
+            f"/review/case/{review_id}/resolve",
+            content=body + "&decision=1&decision=2",
+            headers={"content-type": "application/x-www-form-urlencoded"},
+        )
+        assert refused.status_code == 422, refused.text
+        assert "&#39;decision&#39; more than once" in refused.text
+        done = await client.post(
+            f"/review/case/{review_id}/resolve",
+            content=body + "&decision=2",
+            headers={"content-type": "application/x-www-form-urlencoded"},
+        )
+        assert done.status_code == 303, done.text
+    with Journal(s.journal) as journal:
+        resolved = journal.get(run_id, "review/1/resolved")
+        assert resolved is not None and resolved.payload["decision"] == "2"

@@ -413,6 +413,18 @@ async def checked_form(request: Request, *, role_check: bool = False) -> Form | 
         )
     if role_check and not allows(principal, "review"):
         return message(request, who, 403, "forbidden", "this needs the review role")
+    names = [name for name, _ in data.multi_items()]
+    if twice := sorted({name for name in names if names.count(name) > 1}):
+        # No form of these pages sends a field twice (radio buttons send the one picked);
+        # taking the last copy would save a decision the reviewer may not have meant.
+        return message(
+            request,
+            who,
+            422,
+            "not saved",
+            f"the form sends {', '.join(repr(n[:40]) for n in twice[:3])} more than once; "
+            "nothing was saved",
+        )
     return Form(principal, sid, data)
 
 
