@@ -219,10 +219,20 @@ def test_bad_requests_get_openai_error_bodies(
 
 
 def test_sdk_raises_its_own_errors(server: str) -> None:
-    with pytest.raises(openai.AuthenticationError):
+    with pytest.raises(openai.AuthenticationError) as unknown:
         _ask(_sdk(server, "nobody"), "x")
-    with pytest.raises(openai.PermissionDeniedError):
+    with pytest.raises(openai.PermissionDeniedError) as denied:
         _ask(_sdk(server, "rev"), "x")
+    # ``param`` names the header, as the service's own body names the field (it was null).
+    assert (unknown.value.param, unknown.value.code) == ("Authorization", "invalid_api_key")
+    assert (denied.value.param, denied.value.code) == ("Authorization", "forbidden")
+    with httpx.Client(base_url=server) as http:
+        case = http.get("/v1/cases/nothing.1", headers=auth("rev")).json()["error"]
+    assert (case["type"], case["param"], case["code"]) == (
+        "permission_error",
+        "Authorization",
+        "forbidden",
+    )
     with pytest.raises(openai.BadRequestError):
         _sdk(server).chat.completions.create(
             model="m", messages=[{"role": "user", "content": "x"}], n=3

@@ -203,14 +203,16 @@ def _authorise(request: Request) -> Principal:
             status,
             str(getattr(exc, "error", exc)),
             type=_AUTH_TYPES.get(status, "invalid_request_error"),
-            param=None,
-            code="invalid_api_key" if status == 401 else None,
+            param="Authorization",  # as the service's own body names the field
+            code="invalid_api_key" if status == 401 else "forbidden",
         ) from None
     if not allows(principal, "submit"):
         raise ChatError(
             403,
             f"the token of {principal.name} has role {principal.role}; this needs submit",
             type="permission_error",
+            param="Authorization",
+            code="forbidden",
         )
     return principal
 
