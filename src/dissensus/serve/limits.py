@@ -64,6 +64,7 @@ _OPENAI_CODES = {
     409: "conflict",
     413: "request_too_large",
     415: "unsupported_media_type",
+    431: "request_header_too_large",
     422: "invalid_request",
     500: "internal",
     503: "unavailable",

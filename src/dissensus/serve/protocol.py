@@ -20,6 +20,11 @@ Choices where the design is silent:
   all gets the same.
 * **A response still being produced is never cut off:** if the previous request on the
   connection is still answering when the limit passes, the check is made again later.
+* **A head over** :data:`MAX_HEAD_BYTES` **(64 KiB)** is answered 431 naming ``<head>``,
+  then the connection is closed: the bytes are counted before the parser reads them,
+  whose cost grows with the square of a header's length (a 100 MB header value took
+  11 s of CPU and answered 200). On a kept-alive connection a further request's head is
+  counted from the read after the one it began in (that read, at most 256 KiB, is not).
 * **A request that is not HTTP/1.1 the parser can read** (a malformed request line or
   header, ``Content-Length`` together with ``Transfer-Encoding``, a request line past the
   parser's limits) is answered 400 with a JSON body in the service's error shape naming
@@ -48,10 +53,16 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from dissensus.serve.limits import error_document
 
-__all__ = ["HEAD_MIN_S", "head_timeout_protocol"]
+__all__ = ["HEAD_MIN_S", "MAX_HEAD_BYTES", "head_timeout_protocol"]
 
 HEAD_MIN_S = 1.0
 """The shortest time a client gets to send a request head."""
+
+MAX_HEAD_BYTES = 64 * 1024
+"""The most bytes a request head (request line and headers) may take; more is 431."""
+
+LINGER_S = 2.0
+"""How long a connection refused 431 drops what its client still sends before closing."""
 
 
 class _HeadTimeoutProtocol(HttpToolsProtocol):
@@ -66,6 +77,12 @@ class _HeadTimeoutProtocol(HttpToolsProtocol):
         """The bytes the parser is reading (of the last ``data_received``)."""
         self._target_whole = False
         """Whether the current request's target (uvicorn's ``url``) arrived whole."""
+        self._head_seen = 0
+        """Bytes of the head now arriving, counted before the parser reads them."""
+        self._tail = b""
+        """The last bytes of the head so far (a packet may end inside its blank line)."""
+        self._discarding = False
+        """Whether what the client still sends is dropped (after a 431, until closing)."""
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -77,7 +94,37 @@ class _HeadTimeoutProtocol(HttpToolsProtocol):
 
     def data_received(self, data: bytes) -> None:
         self._packet = data
+        if self._discarding:
+            return
+        if self._head_timer is not None and not self._head_fits(data):
+            # The parser reads the head up to the bound (so a refusal on an OpenAI path
+            # is OpenAI's, once the target is in), no further.
+            if (room := MAX_HEAD_BYTES - self._head_seen) > 0:
+                super().data_received(data[:room])
+            if self.transport.is_closing():  # refused by the parser meanwhile
+                return
+            self._disarm()
+            self._refuse(
+                "431 Request Header Fields Too Large",
+                f"request head over {MAX_HEAD_BYTES} bytes",
+                "<head>",
+                linger=True,
+            )
+            return
         super().data_received(data)
+
+    def _head_fits(self, data: bytes) -> bool:
+        """Count ``data`` into the head arriving (up to its blank line, when it holds
+        it); whether the head is still within :data:`MAX_HEAD_BYTES`. Counted before the
+        parser reads it: the parser builds a header's value by concatenation, so its
+        cost grows with the square of the value's length (100 MB took 11 s of CPU)."""
+        end = (self._tail + data).find(b"\r\n\r\n")
+        seen = self._head_seen + (len(data) if end < 0 else max(end - len(self._tail), 0))
+        if seen > MAX_HEAD_BYTES:
+            return False
+        self._head_seen = seen
+        self._tail = (self._tail + data)[-3:]
+        return True
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
@@ -92,6 +139,7 @@ class _HeadTimeoutProtocol(HttpToolsProtocol):
 
     def on_headers_complete(self) -> None:
         self._disarm()
+        self._head_seen, self._tail = 0, b""
         super().on_headers_complete()
 
     def _arm(self) -> None:
@@ -132,9 +180,12 @@ class _HeadTimeoutProtocol(HttpToolsProtocol):
             return ""
         return urllib.parse.unquote(path) if "%" in path else path
 
-    def _refuse(self, status: str, error: str, field: str) -> None:
+    def _refuse(self, status: str, error: str, field: str, *, linger: bool = False) -> None:
         """Answer ``status`` with the JSON error body of the request's path (OpenAI's on
-        an OpenAI-compatible one), then close the connection."""
+        an OpenAI-compatible one), then close the connection. With ``linger`` (a client
+        still sending), the answer is followed by the end of the server's side and what
+        the client sends is dropped for :data:`LINGER_S` before closing: closing with
+        unread bytes would reset the connection, and the client could lose the answer."""
         document = error_document(int(status.split()[0]), error, field, path=self._path())
         body = json.dumps(document).encode()
         head = (
@@ -142,6 +193,11 @@ class _HeadTimeoutProtocol(HttpToolsProtocol):
             f"content-length: {len(body)}\r\nconnection: close\r\n\r\n"
         )
         self.transport.write(head.encode() + body)
+        if linger and self.transport.can_write_eof():
+            self._discarding = True
+            self.transport.write_eof()
+            self.loop.call_later(LINGER_S, self.transport.close)
+            return
         self.transport.close()
 
 
