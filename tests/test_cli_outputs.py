@@ -327,3 +327,38 @@ def test_a_finished_run_resumes_from_the_journal_alone(tmp_path: Path) -> None:
     res = cli("runs", "resume", "U", "--journal", journal)
     assert res.code == 2 and "its input file is gone" in res.err, res.err
     assert str(tmp_path / "U.jsonl") in res.err and len(res.err.strip().splitlines()) == 1
+
+
+def test_a_symbolic_link_is_written_through_and_kept(tmp_path: Path) -> None:
+    """Renaming over the link replaced the link with a regular file and left the file it
+    led to unchanged; with two hops and a relative link too."""
+    (tmp_path / "sub").mkdir()
+    target = tmp_path / "sub" / "target.json"
+    target.write_text("old\n", encoding="utf-8")
+    (tmp_path / "hop").symlink_to("sub/target.json")
+    link = tmp_path / "link.json"
+    link.symlink_to(tmp_path / "hop")
+    with atomic_output(str(link)) as handle:
+        handle.write("new\n")
+    assert link.is_symlink() and (tmp_path / "hop").is_symlink()
+    assert target.read_text(encoding="utf-8") == "new\n"
+    assert sorted(p.name for p in (tmp_path / "sub").iterdir()) == ["target.json"]  # no temp
+
+
+def test_a_path_through_a_file_descriptor_is_written_in_place(tmp_path: Path) -> None:
+    """``--out /dev/stdout > file``: the file the shell holds open is written, not replaced
+    by a new one (as root, the system's /dev/stdout was replaced by a regular file)."""
+    held = tmp_path / "redirected.txt"
+    fd = os.open(held, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        fake_dev = tmp_path / "dev"
+        fake_dev.mkdir()
+        (fake_dev / "stdout").symlink_to(f"/proc/self/fd/{fd}")
+        inode = held.stat().st_ino
+        with atomic_output(str(fake_dev / "stdout")) as handle:
+            handle.write("through the descriptor\n")
+        assert (fake_dev / "stdout").is_symlink()
+        assert held.stat().st_ino == inode
+        assert held.read_text(encoding="utf-8") == "through the descriptor\n"
+    finally:
+        os.close(fd)

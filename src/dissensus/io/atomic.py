@@ -191,15 +191,23 @@ def atomic_output(path: str, *, keep_on: tuple[type[BaseException], ...] = ()) -
     the device or pipe with a regular file (as root, ``--out /dev/null`` would destroy
     ``/dev/null``).
 
+    A symbolic link is written through, as a plain ``open`` writes: the file it leads to
+    is replaced and the link kept (renaming over the link replaced the link itself with a
+    regular file). A path leading through a process's file descriptor (``/dev/stdout``
+    -> ``/proc/self/fd/1``, ``/dev/fd/N``) is written in place whatever it is: behind a
+    redirect it is a regular file that the shell holds open, and replacing it would
+    split the command's output between two files (as root it replaced ``/dev/stdout``).
+
     The file written has the mode a plain ``open(path, "w")`` would leave: an existing
     target keeps its permission bits, a new one gets ``0666`` less the umask.
     """
-    target = Path(path)
+    final, descriptor = _through_links(path)
+    target = Path(final)
     try:
         mode = os.stat(target).st_mode
     except OSError:
         mode = None
-    if mode is not None and not stat.S_ISREG(mode) and not stat.S_ISDIR(mode):
+    if descriptor or (mode is not None and not stat.S_ISREG(mode) and not stat.S_ISDIR(mode)):
         with open_output(path) as handle:
             yield handle
         return
@@ -220,19 +228,41 @@ def atomic_output(path: str, *, keep_on: tuple[type[BaseException], ...] = ()) -
                 yield handle
             except keep_on:
                 handle.close()
-                _replace(tmp, path)
+                _replace(tmp, final, path)
                 raise
-        _replace(tmp, path)
+        _replace(tmp, final, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
 
 
-def _replace(tmp: str, path: str) -> None:
+def _replace(tmp: str, final: str, path: str) -> None:
+    """Rename ``tmp`` over ``final`` (where ``path`` leads); a failure names ``path``."""
     try:
-        os.replace(tmp, path)
+        os.replace(tmp, final)
     except OSError as exc:
         raise OutputWriteError(path, exc) from None
+
+
+_DESCRIPTORS = ("/proc/", "/dev/fd/")
+"""Where a path names a process's open file rather than a file of its own."""
+
+
+def _through_links(path: str) -> tuple[str, bool]:
+    """Where ``path`` leads through its symbolic links (each resolved against the folder
+    of the link), and whether it passes through a process's file descriptor."""
+    current = path
+    for _ in range(40):  # the kernel's own limit on a chain of links
+        if os.path.abspath(current).startswith(_DESCRIPTORS):
+            return current, True
+        if not os.path.islink(current):
+            return current, False
+        try:
+            link = os.readlink(current)
+        except OSError:
+            return current, False
+        current = os.path.join(os.path.dirname(current), link)
+    return current, False  # a loop: opening it reports it
 
 
 def atomic_write_text(path: str | Path, text: str) -> None:
