@@ -218,6 +218,30 @@ def test_bad_requests_get_openai_error_bodies(
     assert error["param"] == param
 
 
+@pytest.mark.parametrize(
+    ("raw", "param"),
+    [
+        (b"{", "<json>"),
+        (b"", "<body>"),
+        (b"\xff\xfe{}", "<encoding>"),
+        (b"[" * 70 + b"]" * 70, "<depth>"),
+        (b'{"n": NaN}', "<json>"),
+    ],
+)
+def test_a_body_that_is_no_json_names_why_in_param(server: str, raw: bytes, param: str) -> None:
+    """``param`` and ``code`` were null for these, where serve.md says ``param`` is the
+    service's ``field`` and a 400's ``code`` is ``invalid_request``."""
+    with httpx.Client(base_url=server) as http:
+        got = http.post(
+            "/v1/chat/completions",
+            headers={**auth("sub"), "content-type": "application/json"},
+            content=raw,
+        )
+    assert got.status_code == 400, got.text
+    error = got.json()["error"]
+    assert (error["param"], error["code"]) == (param, "invalid_request"), error
+
+
 def test_sdk_raises_its_own_errors(server: str) -> None:
     with pytest.raises(openai.AuthenticationError) as unknown:
         _ask(_sdk(server, "nobody"), "x")

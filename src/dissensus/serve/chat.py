@@ -226,28 +226,36 @@ def _json(raw: bytes) -> Any:
     ``Infinity`` (Python's extensions, not JSON).
     """
     if not raw.strip():
-        raise ChatError(400, "empty request body")
-    deep = ChatError(400, f"JSON nested deeper than {MAX_DEPTH} levels")
+        raise _unreadable("empty request body", "<body>")
+    deep = _unreadable(f"JSON nested deeper than {MAX_DEPTH} levels", "<depth>")
     try:
         # Strictly UTF-8 (a leading byte order mark dropped), as parse_json reads bodies:
         # json.loads of bytes would detect and accept UTF-16 and UTF-32 too.
         text = raw.decode("utf-8").removeprefix("\ufeff")
     except UnicodeDecodeError:
-        raise ChatError(400, "request body is not UTF-8") from None
+        raise _unreadable("request body is not UTF-8", "<encoding>") from None
     try:
         body = json.loads(text, parse_constant=non_finite)
     except json.JSONDecodeError as exc:
-        raise ChatError(400, f"invalid JSON: {exc.msg} (line {exc.lineno})") from None
+        raise _unreadable(f"invalid JSON: {exc.msg} (line {exc.lineno})", "<json>") from None
     except NonFinite as exc:
-        raise ChatError(400, f"invalid JSON: {exc} is not a JSON number") from None
+        raise _unreadable(f"invalid JSON: {exc} is not a JSON number", "<json>") from None
     except RecursionError:
         raise deep from None
     except ValueError:  # an integer of more digits than Python converts
         digits = sys.get_int_max_str_digits()
-        raise ChatError(400, f"invalid JSON: an integer of more than {digits} digits") from None
+        raise _unreadable(
+            f"invalid JSON: an integer of more than {digits} digits", "<json>"
+        ) from None
     if raw.count(b"[") + raw.count(b"{") > MAX_DEPTH and json_depth(body) > MAX_DEPTH:
         raise deep
     return body
+
+
+def _unreadable(message: str, field: str) -> ChatError:
+    """The 400 of a body that is no JSON document: ``param`` names what was wrong, as the
+    service's own body's ``field`` does (``<body>``, ``<encoding>``, ``<json>``, ``<depth>``)."""
+    return ChatError(400, message, param=field, code="invalid_request")
 
 
 async def _unless_gone(request: Request, answer: Awaitable[ChatCompletion]) -> ChatCompletion:
