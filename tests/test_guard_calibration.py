@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import json
+import re
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
 from dissensus.errors import InputError
 from dissensus.guard import ReliabilitySettings, fit_reliability, guard_cases
 from dissensus.guard.metrics import ece, figures
+from dissensus.guard.reliability import ReliabilityFit
 from dissensus.types import Vote, VoteCase
 
 
@@ -107,3 +113,31 @@ def test_llmbar_guard_meets_target(shared_data: Path) -> None:
             assert m["guarded"]["gap"] < m["majority"]["gap"] < m["consensus(beta=1.5)"]["gap"]
         else:
             assert m["guarded"]["accuracy"] >= m["majority"]["accuracy"]
+
+
+@pytest.mark.parametrize(
+    ("edit", "field"),
+    [
+        (lambda d: d.update(error_correlation=d["error_correlation"][:2]), "error_correlation"),
+        (lambda d: d.update(error_correlation=[]), "error_correlation"),
+        (lambda d: d["error_correlation"][0].__setitem__(1, 5.0), "error_correlation"),
+        (lambda d: d["agents"].append(d["agents"][0]), "appears more than once"),
+        (lambda d: d["agents"][0].update(reliability=2.0), "agents.0.reliability"),
+        (lambda d: d["agents"][0].update(votes=-1), "agents.0.votes"),
+        (lambda d: d.update(n_eff=-5), "n_eff"),
+        (lambda d: d.update(pooled_reliability=2), "pooled_reliability"),
+        (lambda d: d.update(version=9), "version"),
+    ],
+)
+def test_a_calibration_file_edited_out_of_shape_is_refused_naming_it(
+    edit: Callable[[dict[str, Any]], None], field: str
+) -> None:
+    """A correlation matrix short of the agents crashed vote, decide and
+    calibrate-acceptance with an IndexError; impossible figures were used as given."""
+    cases = [_case(i, ["x", "x", "y"], "x", present=i % 2 == 0) for i in range(20)]
+    data = json.loads(
+        fit_reliability(cases, ReliabilitySettings(min_stratum_cases=5)).model_dump_json()
+    )
+    edit(data)
+    with pytest.raises(ValidationError, match=re.escape(field)):
+        ReliabilityFit.model_validate(data)

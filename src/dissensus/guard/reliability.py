@@ -40,10 +40,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Literal
 
 import numpy as np
 from numpy.typing import NDArray
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from dissensus.errors import InputError
 from dissensus.guard.arrays import (
@@ -96,6 +97,10 @@ class ReliabilitySettings(BaseModel):
     """Fewest labelled votes of a recommended verifier."""
 
 
+_CORRELATION_BOUND = 1.0 + 1e-9
+"""A correlation's bound, with room for rounding (numpy's corrcoef may give 1.0000000000000002)."""
+
+
 class AgentReliability(BaseModel):
     """One agent's measured accuracy and the smoothed reliabilities the guard uses."""
 
@@ -103,13 +108,13 @@ class AgentReliability(BaseModel):
 
     agent: str
     family: str | None
-    votes: int
-    accuracy: float | None
-    reliability: float
-    votes_present: int
-    reliability_present: float
-    votes_absent: int
-    reliability_absent: float
+    votes: int = Field(ge=0)
+    accuracy: float | None = Field(ge=0.0, le=1.0)
+    reliability: float = Field(ge=0.0, le=1.0)
+    votes_present: int = Field(ge=0)
+    reliability_present: float = Field(ge=0.0, le=1.0)
+    votes_absent: int = Field(ge=0)
+    reliability_absent: float = Field(ge=0.0, le=1.0)
 
 
 class StratumReport(BaseModel):
@@ -158,16 +163,16 @@ class ReliabilityFit(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    version: int = 1
-    cases: int
+    version: Literal[1] = 1
+    cases: int = Field(ge=0)
     labels: list[str]
-    pooled_reliability: float
+    pooled_reliability: float = Field(ge=0.0, le=1.0)
     """Accuracy of all labelled votes together."""
     agents: list[AgentReliability]
     error_correlation: list[list[float | None]]
     """Pairwise error correlation, agents in the order of ``agents`` (``None`` = unmeasured)."""
-    mean_error_correlation: float | None
-    n_eff: float
+    mean_error_correlation: float | None = Field(ge=-_CORRELATION_BOUND, le=_CORRELATION_BOUND)
+    n_eff: float = Field(ge=0.0)
     """Effective number of independent voters of the whole panel."""
     strata: list[StratumReport]
     beta_search: list[BetaPoint]
@@ -178,6 +183,26 @@ class ReliabilityFit(BaseModel):
     """The design's definition alone: largest beta whose accuracy delta (and every smaller one's) is >= 0."""
     verifier: VerifierChoice | None
     settings: ReliabilitySettings
+
+    @model_validator(mode="after")
+    def _one_row_per_agent(self) -> ReliabilityFit:
+        """A file edited by hand is refused naming the field, not used: an agent named
+        twice, or a correlation matrix that is not one row and column per agent with
+        values in [-1, 1], crashed the guard with an IndexError."""
+        names = [a.agent for a in self.agents]
+        if len(set(names)) != len(names):
+            twice = next(n for n in names if names.count(n) > 1)
+            raise ValueError(f"agents: agent {twice!r} appears more than once")
+        n = len(names)
+        if len(self.error_correlation) != n or any(len(row) != n for row in self.error_correlation):
+            raise ValueError(
+                f"error_correlation: must be {n} rows of {n} values, one per agent of 'agents'"
+            )
+        for row in self.error_correlation:
+            for value in row:
+                if value is not None and not abs(value) <= _CORRELATION_BOUND:
+                    raise ValueError(f"error_correlation: {value!r} is not within [-1, 1]")
+        return self
 
     def _position(self, name: str) -> int | None:
         return next((i for i, a in enumerate(self.agents) if a.agent == name), None)
