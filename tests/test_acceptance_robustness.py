@@ -693,3 +693,23 @@ def test_a_calibration_too_small_to_test_any_threshold_says_so(tmp_path: Path) -
         "--target-precision", "0.8",
     )  # fmt: skip
     assert enough.code == 0 and "must accept to be tested" not in enough.err
+
+
+def test_calibration_rejects_and_warnings_name_the_line_after_blank_lines(
+    tmp_path: Path, repo_root: Path
+) -> None:
+    """Blank lines are skipped: counting the records put an unlabelled case two lines
+    early, and its reject in the rejects file had no raw line."""
+    lines = (repo_root / "examples" / "llmbar-cot.jsonl").read_text(encoding="utf-8").splitlines()
+    unlabelled = json.loads(lines[40])
+    unlabelled["id"] = "X"
+    del unlabelled["meta"]["gold"]
+    body = [*lines[:40], "", "", json.dumps(unlabelled), lines[5], *lines[41:60]]
+    src = tmp_path / "blank.jsonl"
+    src.write_text("\n".join(body) + "\n", encoding="utf-8")
+    res = cli("calibrate-acceptance", src, "--out", tmp_path / "a.json",
+              "--rejects", tmp_path / "r.jsonl")  # fmt: skip
+    assert f"rejected {src}:43: field 'meta.gold'" in res.err, res.err
+    assert "appears more than once (line 44)" in res.err, res.err
+    (reject,) = [json.loads(x) for x in (tmp_path / "r.jsonl").read_text().splitlines()]
+    assert reject["line"] == 43 and json.loads(reject["raw"])["id"] == "X"

@@ -223,18 +223,21 @@ def _labelled_panels(
 ) -> list[tuple[Panel, str]]:
     """The labelled panels of ``path`` (``-``: standard input) with their gold decisions;
     every other line is rejected into ``sink``."""
-    from dissensus.io.jsonl import Reject, open_text, read_models
+    from dissensus.io.jsonl import Reject, open_text, read_numbered_models
 
     panels: list[tuple[Panel, str]] = []
     try:
         with open_text(path) as handle:
-            for line, item in enumerate(read_models(Panel, handle, file=path), start=1):
+            for line, text, item in read_numbered_models(Panel, handle, file=path):
                 if isinstance(item, Reject):
                     sink.add(item)
                     continue
                 refused = _refusal(item, strata)
                 if refused is not None:
-                    sink.add(Reject(file=path, line=line, field=refused[0], message=refused[1]))
+                    raw = text.rstrip("\r\n").removeprefix("\ufeff")
+                    sink.add(
+                        Reject(file=path, line=line, field=refused[0], message=refused[1], raw=raw)
+                    )
                     continue
                 if once.keep(item, f"line {line}"):
                     panels.append((item, gold_label(item.meta) or ""))

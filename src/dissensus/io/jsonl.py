@@ -82,6 +82,7 @@ __all__ = [
     "overlong",
     "parse_line",
     "read_models",
+    "read_numbered_models",
     "write_jsonl_line",
 ]
 
@@ -277,12 +278,22 @@ def read_models(model: type[M], lines: Iterable[str], *, file: str = "-") -> Ite
     """Yield a model or a :class:`Reject` for every non-blank line, lazily (a file's lines
     read no further than :data:`~dissensus.io.limits.MAX_LINE_CHARS` each:
     :func:`bounded_lines`)."""
+    for _, _, item in read_numbered_models(model, lines, file=file):
+        yield item
+
+
+def read_numbered_models(
+    model: type[M], lines: Iterable[str], *, file: str = "-"
+) -> Iterator[tuple[int, str, M | Reject]]:
+    """:func:`read_models` with each item's line number and text (line end removed): what
+    a caller rejecting a valid record for a reason of its own names (blank lines are
+    skipped, so counting the items would fall behind the lines)."""
     if hasattr(lines, "readline"):
         lines = bounded_lines(lines)  # type: ignore[arg-type]
     for number, text in enumerate(lines, start=1):
         if not text or text.isspace():  # as ``not text.strip()``, without copying the line
             continue
-        yield parse_line(model, text, file=file, line=number)
+        yield number, text, parse_line(model, text, file=file, line=number)
 
 
 def write_jsonl_line(handle: IO[str], record: BaseModel | dict[str, object]) -> None:
