@@ -231,13 +231,13 @@ def test_decide_escalates_the_one_case_and_decides_the_others(workdir: Path) -> 
 _FAILING_WRITE = """
 import resource, sys
 from dissensus.acceptance import load_acceptance, save_acceptance
-from dissensus.errors import ConfigError
+from dissensus.io.atomic import OutputWriteError
 acc = load_acceptance(sys.argv[1])
 resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
 try:
     save_acceptance(acc.model_copy(update={"description": "refitted"}), sys.argv[1])
-except ConfigError as exc:
-    print(exc)
+except OutputWriteError as exc:
+    print(exc, exc.exit_code)
     sys.exit(3)
 """
 
@@ -260,7 +260,7 @@ def test_a_failed_write_keeps_the_previous_file(workdir: Path, tmp_path: Path) -
         check=False,
     )
     assert res.returncode == 3, res.stderr
-    assert "cannot write acceptance file" in res.stdout
+    assert f"cannot write the output file {path}: File too large (EFBIG) 1" in res.stdout
     assert path.read_bytes() == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ACCEPT.json"]
 

@@ -53,7 +53,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -72,7 +71,7 @@ from dissensus.acceptance.features import bad_value
 from dissensus.acceptance.fit import LogisticModel
 from dissensus.acceptance.shift import ShiftReference
 from dissensus.errors import ConfigError
-from dissensus.io.atomic import OutputWriteError, atomic_write_text
+from dissensus.io.atomic import atomic_write_text
 from dissensus.io.jsontext import load_json_file
 from dissensus.types import JsonObject
 
@@ -307,7 +306,8 @@ def canonical_hash(data: JsonObject) -> str:
 
 def save_acceptance(acc: AcceptanceFile, path: str | Path) -> AcceptanceFile:
     """Write ``acc`` with its hash filled in (atomically: a temporary file renamed over
-    ``path``); returns the hashed model."""
+    ``path``); returns the hashed model. A failed write is an
+    :class:`~dissensus.io.atomic.OutputWriteError` (exit 1), the previous file whole."""
     data = acc.model_dump(mode="json")
     data["sha256"] = canonical_hash(data)
     try:
@@ -316,9 +316,8 @@ def save_acceptance(acc: AcceptanceFile, path: str | Path) -> AcceptanceFile:
         raise ConfigError(
             f"cannot write acceptance file: {exc.strerror or exc}", file=str(path)
         ) from None
-    except OutputWriteError as exc:  # the write itself failed (a full disk, a size limit)
-        reason = os.strerror(exc.errno) if exc.errno else str(exc)
-        raise ConfigError(f"cannot write acceptance file: {reason}", file=str(path)) from None
+    # An OutputWriteError (a full disk, a size limit: the write itself failed) goes out as
+    # it is: exit 1 and "cannot write the output file ...", as every command's output.
     return AcceptanceFile.model_validate(data)
 
 
