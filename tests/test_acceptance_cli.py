@@ -249,3 +249,26 @@ def test_new_cases_of_the_calibration_distribution_are_not_flagged(tmp_path: Pat
         with Journal(str(journal)) as jr:
             (shift,) = [e.payload for e in jr.events_of_type("acceptance.shift")]
         assert shift["deployed_n"] >= 100 and not shift["shifted"], shift
+
+
+def test_stratum_names_are_printed_escaped_in_the_reason_and_the_guarantee(
+    tmp_path: Path, capsys: object
+) -> None:
+    """The table escaped a stratum name; the threshold reason and the guarantee line
+    printed its newline, ESC and U+202E raw (the terminal ran them)."""
+    odd = "Nat\x1b[31m\u202eural\nX"
+    lines = []
+    for line in (REPO / "examples" / "llmbar-swap.jsonl").read_text().splitlines():
+        panel = json.loads(line)
+        if panel["meta"].get("subset") == "Natural":
+            panel["meta"]["subset"] = odd
+        lines.append(json.dumps(panel))
+    src = tmp_path / "in.jsonl"
+    src.write_text("\n".join(lines) + "\n")
+    argv = ["calibrate-acceptance", str(src), "--policy", str(_policy(tmp_path)),
+            "--out", str(tmp_path / "A.json"), "--strata", "subset", "--target-precision", "0.8"]  # fmt: skip
+    assert main(argv) == 0
+    out = capsys.readouterr().out  # type: ignore[attr-defined]
+    assert "\x1b" not in out and "\u202e" not in out
+    reason = [x for x in out.splitlines() if x.startswith("no threshold reaches")]
+    assert reason and "Nat\\x1b[31m\\u202eural\\nX" in reason[0]

@@ -618,8 +618,8 @@ def _print(acc: Any, out: str, rejected: int) -> None:
             f"the score family; the other {acc.calibration_n} tested its threshold (the "
             "figures above, and the guarantee)"
         )
-    out_console.print(acc.threshold_reason)
-    out_console.print(acc.guarantee())
+    out_console.print(shown(acc.threshold_reason or ""))
+    out_console.print(shown(acc.guarantee()))
     out_console.print(
         f"sha256 {acc.sha256}" + (f"; {rejected} line(s) rejected" if rejected else "")
     )

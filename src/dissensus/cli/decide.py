@@ -357,7 +357,7 @@ def _summary(
     out_console.print("by action: " + ", ".join(f"{k} {v}" for k, v in sorted(actions.items())))
     figures = next((r.acceptance for r in records if r.acceptance is not None), None)
     if figures is not None:
-        out_console.print(guarantee_sentence(figures), soft_wrap=True)
+        out_console.print(shown(guarantee_sentence(figures)), soft_wrap=True)
         if audits is not None and audits[0] > 0:
             out_console.print(_audit_words(audits, figures.target_precision), soft_wrap=True)
     if shift is not None:
