@@ -237,3 +237,37 @@ async def test_a_form_sending_a_field_twice_is_refused_and_nothing_is_saved(
     with Journal(s.journal) as journal:
         resolved = journal.get(run_id, "review/1/resolved")
         assert resolved is not None and resolved.payload["decision"] == "2"
+
+
+@pytest.mark.parametrize("bad", ["1\x00", "\x1b[31m1", "1\x7f", "1\x85"])
+def test_a_decision_with_a_control_character_is_refused(bad: str) -> None:
+    """``"1\\u0000"`` looked like ``1`` everywhere and was journalled as an answer outside
+    the options; a note keeps its line breaks and tabs."""
+    from dissensus.errors import InputError
+    from dissensus.pipeline.review import check_resolution_fields
+
+    with pytest.raises(InputError, match="the decision holds the control character U\\+"):
+        check_resolution_fields(decision=bad, note="n", reviewer="kim")
+    with pytest.raises(InputError, match="the note holds the control character U\\+"):
+        check_resolution_fields(decision="1", note=bad, reviewer="kim")
+    check_resolution_fields(decision="1", note="line one\n\tline two\r\n", reviewer="kim")
+
+
+async def test_a_control_character_is_422_naming_the_field_over_http(tmp_path: Path) -> None:
+    async with client_for(settings(tmp_path)) as client:
+        _, (review_id,) = await _escalate(client, "nul")
+        sha = (await client.get(f"/v1/review/{review_id}", headers=auth("rev"))).json()[
+            "content_sha256"
+        ]
+        res = await client.post(
+            f"/v1/review/{review_id}/resolve",
+            json={"decision": "1\u0000", "note": "n", "content_sha256": sha},
+            headers=auth("rev"),
+        )
+        assert res.status_code == 422 and res.json()["field"] == "decision", res.text
+        res = await client.post(
+            f"/v1/review/{review_id}/resolve",
+            json={"decision": "1", "note": "seen\nand checked", "content_sha256": sha},
+            headers=auth("rev"),
+        )
+        assert res.status_code == 200, res.text

@@ -98,6 +98,7 @@ __all__ = [
     "claim_next",
     "complete_resolutions",
     "content_sha256",
+    "control_problem",
     "final_records",
     "find_item",
     "human_record",
@@ -266,7 +267,8 @@ def refuse_others_claim(journal: Journal, ref: str, reviewer: str | None, what: 
 def check_resolution_fields(*, decision: str | None, note: str, reviewer: str | None) -> None:
     """What every resolution and audit checks before it is journalled: a decision (when
     given) and a note that are not blank (nothing but spaces and invisible characters,
-    such as a zero-width space) and hold at most
+    such as a zero-width space), without a control character (:func:`control_problem`;
+    a note may hold tabs and line breaks), and hold at most
     :data:`~dissensus.io.limits.MAX_FIELD_CHARS` characters (the bound of a panel's text
     fields, and the service's ``--max-field-chars`` default), and a reviewer name as
     :func:`reviewer_name` allows; none of them holding a lone surrogate (a ``"\\ud83d"``
@@ -277,6 +279,8 @@ def check_resolution_fields(*, decision: str | None, note: str, reviewer: str | 
             continue
         if shows_nothing(value):
             raise InputError(f"the {field} must not be empty")
+        if (problem := control_problem(value, lines=field == "note")) is not None:
+            raise InputError(f"the {field} {problem}")
         _refuse_lone_surrogate(value, f"the {field}")
         if len(value) > MAX_FIELD_CHARS:
             raise InputError(
@@ -284,6 +288,18 @@ def check_resolution_fields(*, decision: str | None, note: str, reviewer: str | 
             )
     if reviewer is not None:
         _checked_reviewer(reviewer, "the reviewer")
+
+
+def control_problem(text: str, *, lines: bool) -> str | None:
+    """Why ``text`` cannot be a decision (``lines=False``) or a note (``lines=True``: tab,
+    newline and carriage return allowed), or ``None``: a control character (``U+0000``
+    to ``U+001F``, ``U+007F`` to ``U+009F``). ``"1\u0000"`` looked like ``1`` on every
+    screen and was journalled as an answer outside the options."""
+    allowed = "\t\n\r" if lines else ""
+    for ch in text:
+        if unicodedata.category(ch) == "Cc" and ch not in allowed:
+            return f"holds the control character U+{ord(ch):04X}"
+    return None
 
 
 def shows_nothing(text: str) -> bool:

@@ -27,7 +27,7 @@ from dissensus.io.limits import MAX_FIELD_CHARS
 from dissensus.outputs import ReviewEntry, ReviewView, status_of
 from dissensus.pipeline.confirm import Confirmation
 from dissensus.pipeline.records import CaseRecord, ReviewItem
-from dissensus.pipeline.review import shows_nothing
+from dissensus.pipeline.review import control_problem, shows_nothing
 from dissensus.serve.auth import Principal
 from dissensus.serve.blind_audits import blind_audit
 from dissensus.serve.http import (
@@ -56,6 +56,8 @@ def _text(value: str | None, info: ValidationInfo) -> str | None:
         raise ValueError(f"{len(value)} characters; at most {limit} per field")
     if shows_nothing(value):
         raise ValueError(f"the {info.field_name} must not be empty")
+    if (problem := control_problem(value, lines=info.field_name == "note")) is not None:
+        raise ValueError(f"the {info.field_name} {problem}")
     return value
 
 
