@@ -279,9 +279,9 @@ def check_resolution_fields(*, decision: str | None, note: str, reviewer: str | 
             continue
         if shows_nothing(value):
             raise InputError(f"the {field} must not be empty")
+        _refuse_lone_surrogate(value, f"the {field}")
         if (problem := control_problem(value, lines=field == "note")) is not None:
             raise InputError(f"the {field} {problem}")
-        _refuse_lone_surrogate(value, f"the {field}")
         if len(value) > MAX_FIELD_CHARS:
             raise InputError(
                 f"the {field} is {len(value)} characters long; at most {MAX_FIELD_CHARS}"
