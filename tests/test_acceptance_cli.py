@@ -272,3 +272,16 @@ def test_stratum_names_are_printed_escaped_in_the_reason_and_the_guarantee(
     assert "\x1b" not in out and "\u202e" not in out
     reason = [x for x in out.splitlines() if x.startswith("no threshold reaches")]
     assert reason and "Nat\\x1b[31m\\u202eural\\nX" in reason[0]
+
+
+def test_one_stratum_too_small_warns_as_no_strata_do(tmp_path: Path, capsys: object) -> None:
+    """``--strata`` naming a field with one value is no stratification: the check of the
+    strata skipped it and the warning was given only without ``--strata``."""
+    src = tmp_path / "three.jsonl"
+    lines = (REPO / "examples" / "llmbar-cot.jsonl").read_text().splitlines()[:3]
+    src.write_text("\n".join(lines) + "\n")
+    argv = ["calibrate-acceptance", str(src), "--policy", str(_policy(tmp_path)),
+            "--out", str(tmp_path / "A.json"), "--strata", "subset"]  # fmt: skip
+    assert main(argv) == 0
+    err = capsys.readouterr().err  # type: ignore[attr-defined]
+    assert "calibration case(s) reach acceptance, fewer than the" in err

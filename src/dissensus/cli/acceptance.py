@@ -521,7 +521,8 @@ def calibrate_acceptance_cmd(
         keys=keys,
     )
     saved = save_acceptance(acc, out)
-    if saved.threshold is None and not strata:
+    if saved.threshold is None and len({s.stratum for s in saved.strata}) < 2:
+        # One stratum is no stratification: check_strata leaves it to this warning.
         _say_too_few(saved.calibration_n, target=target, delta=delta, min_accepted=min_accepted)
     summary = {
         "out": out,
