@@ -46,11 +46,13 @@ from dissensus.store import Journal, RunInfo
 from dissensus.store.locks import RunStatus
 
 __all__ = [
+    "RUNS_PAGE",
     "ResolutionInfo",
     "ReviewEntry",
     "ReviewView",
     "RouteRecord",
     "RunSummary",
+    "run_summaries",
     "status_of",
 ]
 
@@ -156,6 +158,21 @@ class RunSummary(RunInfo):
     @classmethod
     def of(cls, info: RunInfo, *, status: RunStatus) -> RunSummary:
         return cls(**info.model_dump(), finished=status == "finished", status=status)
+
+
+RUNS_PAGE = 1000
+"""How many runs ``GET /v1/runs`` and the MCP tool ``runs_list`` give at once by default."""
+
+
+def run_summaries(
+    journal: Journal, *, after: str | None = None, limit: int | None = None
+) -> list[RunSummary]:
+    """The journal's runs, oldest first, each with its status: every run, or a page of
+    them (``after`` a run id, at most ``limit``), in two queries and one more per run that
+    has not finished (its lock is looked at)."""
+    infos = journal.runs(after=after, limit=limit)
+    statuses = journal.run_statuses([info.run_id for info in infos])
+    return [RunSummary.of(info, status=statuses[info.run_id]) for info in infos]
 
 
 class RouteRecord(BaseModel):

@@ -60,30 +60,39 @@ app.add_typer(runs_app, name="runs")
 
 
 @runs_app.command("list")
-def runs_list(journal: JournalOpt = None, json_out: JsonOpt = False) -> None:
-    """List the journal's runs."""
+def runs_list(
+    journal: JournalOpt = None,
+    json_out: JsonOpt = False,
+    limit: Annotated[
+        int | None,
+        typer.Option("--limit", min=1, help="At most this many runs (default: all of them)."),
+    ] = None,
+    after: Annotated[
+        str | None,
+        typer.Option("--after", help="Only the runs after this one (the last of a page)."),
+    ] = None,
+) -> None:
+    """List the journal's runs, oldest first."""
     from dissensus.io.jsonl import write_jsonl_line
+    from dissensus.outputs import run_summaries
 
     with opened_journal(journal) as store:
-        infos = store.runs()
-        statuses = {i.run_id: store.run_status(i.run_id) for i in infos}
+        summaries = run_summaries(store, after=after, limit=limit)
     if json_out:
-        from dissensus.outputs import RunSummary
-
-        for info in infos:
-            write_jsonl_line(sys.stdout, RunSummary.of(info, status=statuses[info.run_id]))
+        for summary in summaries:
+            write_jsonl_line(sys.stdout, summary)
         raise typer.Exit(code=EXIT_OK)
     table = Table(show_edge=False)
     for col in ("run", "kind", "created", "events", "status", "input"):
         table.add_column(col, overflow="fold")
-    for info in infos:
+    for summary in summaries:
         table.add_row(
-            shown(info.run_id),
-            info.kind,
-            info.created,
-            str(info.n_events),
-            statuses[info.run_id],
-            shown(info.meta.get("input", "-")),
+            shown(summary.run_id),
+            summary.kind,
+            summary.created,
+            str(summary.n_events),
+            summary.status,
+            shown(summary.meta.get("input", "-")),
         )
     out_console.print(table)
     raise typer.Exit(code=EXIT_OK)

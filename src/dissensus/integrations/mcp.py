@@ -16,7 +16,7 @@ tool                         input -> output
 ``review_list``              -> ``list[ReviewEntry]`` (``review list --json``, with hashes)
 ``review_show``              review id -> ``ReviewView`` (item, status, resolution, hash)
 ``review_resolve``           id, decision, note, ``content_sha256`` -> ``CaseRecord``
-``runs_list``                -> ``list[RunSummary]`` (``runs list --json``)
+``runs_list``                ``limit``, ``after`` -> ``list[RunSummary]`` (``runs list --json``)
 ``runs_verify``              run id -> ``VerifyReport`` (``runs verify --json``)
 ============================ ==========================================================
 
@@ -122,7 +122,15 @@ from dissensus.io.jsonl import Reject
 from dissensus.io.jsontext import load_json_file
 from dissensus.io.limits import MAX_LINE_CHARS
 from dissensus.loading import is_code_name
-from dissensus.outputs import ResolutionInfo, ReviewEntry, ReviewView, RouteRecord, RunSummary
+from dissensus.outputs import (
+    RUNS_PAGE,
+    ResolutionInfo,
+    ReviewEntry,
+    ReviewView,
+    RouteRecord,
+    RunSummary,
+    run_summaries,
+)
 from dissensus.pipeline import CaseRecord, DeadlineReached, RunSpec, execute_run
 from dissensus.pipeline.batch import new_run_id, start_run
 from dissensus.pipeline.learned import load_learned_data
@@ -816,12 +824,15 @@ def build_server(
         with settings.open(journal, must_exist=True) as store:
             return ReviewView.of(find_item(store, review_id), ResolutionInfo.read(store, review_id))
 
-    def runs_list(journal: JournalArg = None) -> list[RunSummary]:
-        """Every run of the journal, and whether it finished."""
+    def runs_list(
+        journal: JournalArg = None, limit: int = RUNS_PAGE, after: str | None = None
+    ) -> list[RunSummary]:
+        """The journal's runs, oldest first, and whether each finished: at most ``limit``
+        (1 to 10,000), after the run ``after`` when given (the next page)."""
+        if not 1 <= limit <= 10_000:
+            raise InputError(f"field 'limit': {limit} is not between 1 and 10000")
         with settings.open(journal, must_exist=True) as store:
-            return [
-                RunSummary.of(info, status=store.run_status(info.run_id)) for info in store.runs()
-            ]
+            return run_summaries(store, after=after, limit=limit)
 
     def runs_verify(run_id: str, journal: JournalArg = None) -> VerifyReport:
         """Recompute a run's hash chain (``ok`` false names every problem)."""

@@ -321,9 +321,11 @@ class Journal:
             return None
         return self._log.run(run_id, missing_ok=missing_ok)
 
-    def runs(self) -> list[RunInfo]:
-        """Every run, oldest first."""
-        return self._log.runs()
+    def runs(self, *, after: str | None = None, limit: int | None = None) -> list[RunInfo]:
+        """Every run, oldest first; with ``after`` (a run id) only the runs after it, and
+        with ``limit`` at most that many: a page (:class:`UnknownRun` for an ``after``
+        the journal does not hold)."""
+        return self._log.runs(after=after, limit=limit)
 
     # -- events -----------------------------------------------------------------------
 
@@ -510,6 +512,17 @@ class Journal:
         holds its execution lock) or ``incomplete`` (stopped: resumable)."""
         if self.get(run_id, "run/finished") is not None:
             return "finished"
+        return self._unfinished(run_id)
+
+    def run_statuses(self, run_ids: Sequence[str]) -> dict[str, RunStatus]:
+        """:meth:`run_status` of each run, their ``run.finished`` events read in one query
+        (only the runs not finished are asked for their lock)."""
+        done = self._log.finished(run_ids)
+        return {
+            run_id: "finished" if run_id in done else self._unfinished(run_id) for run_id in run_ids
+        }
+
+    def _unfinished(self, run_id: str) -> RunStatus:
         return "running" if self.run_lock_holder(run_id) is not None else "incomplete"
 
     def release_run_lock(self, run_id: str, pid: int | None = None) -> None:

@@ -163,18 +163,35 @@ class SQLEventLog:
             raise UnknownRun(f"no run {quote_short(run_id)} in journal {self._backend.path}{why}")
         return run_from_row(cast(RunRow, rows[0]))  # the query is SELECT * FROM runs
 
-    def runs(self) -> list[RunInfo]:
-        """Every run, oldest first."""
+    def runs(self, *, after: str | None = None, limit: int | None = None) -> list[RunInfo]:
+        """The runs, oldest first (creation time, then id), in one query: all of them, or
+        with ``after`` those that come after that run (:class:`UnknownRun` when there is
+        none) and with ``limit`` at most that many (a page; the runs' index keeps a page's
+        cost independent of the journal's size)."""
+        where = ""
+        args: tuple[str, ...] = ()
+        if after is not None:
+            anchor = self.run(after)
+            assert anchor is not None
+            where = " WHERE created > ? OR (created = ? AND run_id > ?)"
+            args = (anchor.created, anchor.created, anchor.run_id)
+        page = "" if limit is None else f" LIMIT {int(limit)}"
         with self._backend.errors():
-            ids = [
-                r["run_id"]
-                for r in self._backend.rows("SELECT run_id FROM runs ORDER BY created, run_id")
-            ]
-        out = []
-        for run_id in ids:
-            info = self.run(run_id)
-            assert info is not None
-            out.append(info)
+            rows = self._backend.rows(
+                f"SELECT * FROM runs{where} ORDER BY created, run_id{page}", args
+            )
+        return [run_from_row(cast(RunRow, row)) for row in rows]  # whole rows of runs
+
+    def finished(self, run_ids: Sequence[str]) -> set[str]:
+        """Which of ``run_ids`` have their ``run.finished`` event journalled (one query per
+        500 ids, below both back ends' bound on a statement's parameters)."""
+        out: set[str] = set()
+        for start in range(0, len(run_ids), 500):
+            chunk = tuple(run_ids[start : start + 500])
+            marks = ", ".join("?" for _ in chunk)
+            sql = f"SELECT run_id FROM events WHERE key = 'run/finished' AND run_id IN ({marks})"
+            with self._backend.errors():
+                out.update(str(row["run_id"]) for row in self._backend.rows(sql, chunk))
         return out
 
     # -- appending --------------------------------------------------------------------

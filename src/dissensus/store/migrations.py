@@ -15,6 +15,9 @@ Revisions:
 2. **Revision history**: ``dissensus_revisions`` gains one row per revision applied from
    then on (when, by which version); revisions the journal already had are listed with no
    date.
+3. **Runs in listing order**: an index of ``runs`` on ``(created, run_id)``, so that a
+   page of the runs (``runs list --limit``, ``GET /v1/runs``) costs the page, not the
+   journal. Not needed to read.
 
 Choices where the design is silent:
 
@@ -48,6 +51,7 @@ from dissensus.store.schema import (
     REVISIONS_TABLE,
     RUN_LOCKS,
     RUNS,
+    RUNS_CREATED,
     Dialect,
     create_index,
     create_table,
@@ -121,9 +125,14 @@ def _revision_2(dialect: Dialect) -> list[Statement]:
     return [(create_table(REVISIONS_TABLE, dialect), ())]
 
 
+def _revision_3(dialect: Dialect) -> list[Statement]:
+    return [(create_index(RUNS_CREATED, dialect), ())]
+
+
 REVISIONS: tuple[Revision, ...] = (
     Revision(1, "the 0.2 journal: runs, events, claims, review index, run locks", _revision_1),
     Revision(2, "revision history", _revision_2, needed_to_read=False),
+    Revision(3, "runs in listing order", _revision_3, needed_to_read=False),
 )
 
 CURRENT = REVISIONS[-1].number

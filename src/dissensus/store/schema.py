@@ -27,6 +27,7 @@ __all__ = [
     "REVIEW_INDEX",
     "REVISIONS_TABLE",
     "RUNS",
+    "RUNS_CREATED",
     "RUN_LOCKS",
     "Column",
     "Dialect",
@@ -177,3 +178,7 @@ INDEXES = (
     Index("events_case", "events", ("run_id", "case_ref")),
     Index("review_index_open", "review_index", ("run_id", "opened_seq"), "resolved_seq IS NULL"),
 )
+
+RUNS_CREATED = Index("runs_created", "runs", ("created", "run_id"))
+"""The runs in listing order (revision 3): a page of ``runs list`` or ``GET /v1/runs``
+reads that page, not the whole table."""

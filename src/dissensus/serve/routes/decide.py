@@ -19,12 +19,13 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator
+from urllib.parse import urlencode
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
-from dissensus.outputs import RunSummary
+from dissensus.outputs import RUNS_PAGE, RunSummary, run_summaries
 from dissensus.serve import journal_errors
 from dissensus.serve.acceptance import AcceptanceStatus, acceptance_status
 from dissensus.serve.auth import Principal
@@ -43,6 +44,7 @@ from dissensus.serve.http import (
 )
 from dissensus.serve.runs import DecideAnswer, RunDocument, item_line
 from dissensus.store import VerifyReport
+from dissensus.store.errors import UnknownRun
 from dissensus.types import Panel
 
 __all__ = ["router"]
@@ -141,10 +143,26 @@ async def acceptance(request: Request, _: Principal = submit) -> AcceptanceStatu
 
 
 @router.get("/v1/runs", tags=["runs"], response_model=list[RunSummary])
-async def runs_list(request: Request, _: Principal = submit) -> list[RunSummary]:
-    """Every run of the journal (as ``dissensus runs list --json``)."""
+async def runs_list(
+    request: Request,
+    response: Response,
+    _: Principal = submit,
+    limit: int = Query(RUNS_PAGE, ge=1, le=10_000, description="At most this many runs."),
+    after: str | None = Query(None, description="Only the runs after this one (a run id)."),
+) -> list[RunSummary]:
+    """The journal's runs, oldest first, a page at a time (as ``dissensus runs list
+    --json --limit --after``); a ``Link`` header (``rel="next"``) names the next page
+    when there is one."""
     journal = service_of(request).journal
-    return [RunSummary.of(info, status=journal.run_status(info.run_id)) for info in journal.runs()]
+    try:
+        page = await run_in_threadpool(run_summaries, journal, after=after, limit=limit + 1)
+    except UnknownRun as exc:  # only ``after`` names a run here
+        raise ApiError(404, str(exc), "after") from None
+    if len(page) > limit:
+        page = page[:limit]
+        query = urlencode({"limit": limit, "after": page[-1].run_id})
+        response.headers["Link"] = f'</v1/runs?{query}>; rel="next"'
+    return page
 
 
 @router.get("/v1/runs/{run_id}", tags=["runs"], response_model=RunDocument)
