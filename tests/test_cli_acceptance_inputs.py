@@ -9,8 +9,8 @@ figures, its options and standard input.
 * Stratum values are read as labels too: a null is the missing stratum, a list or an
   object is a reject naming the field; files written before keep their strata.
 * ``--family-rule split`` reports the half its threshold was tested on.
-* ``--run`` without ``--journal`` and an empty ``--strata`` are usage errors; ``-`` reads
-  the labelled panels from standard input.
+* ``--run`` without ``--journal``, an empty ``--strata`` and ``--out -`` are usage
+  errors; ``-`` reads the labelled panels from standard input.
 """
 
 from __future__ import annotations
@@ -298,6 +298,18 @@ def test_an_empty_strata_field_is_a_usage_error(root: Path) -> None:
     (line,) = res.err.strip().splitlines()
     assert "--strata" in line, line
     assert not (root / "empty.json").exists()
+
+
+def test_out_dash_is_a_usage_error_not_a_file_named_dash(tmp_path: Path) -> None:
+    """``--out -`` reads as standard output elsewhere; here standard output carries the
+    report, so it is refused rather than written as a file called ``-``."""
+    (tmp_path / "p.yaml").write_text("reading:\n  similarity: tfidf\n")
+    res = cli(
+        "calibrate-acceptance", PANELS, "--policy", "p.yaml", "--out", "-", cwd=tmp_path
+    )  # fmt: skip
+    assert res.code == 2 and res.out == "", res.out
+    assert "--out" in res.err and "./-" in res.err, res.err
+    assert not (tmp_path / "-").exists()
 
 
 def test_labelled_panels_are_read_from_standard_input(root: Path, plain: dict[str, Any]) -> None:

@@ -26,7 +26,9 @@ Choices where the design is silent:
 * ``--out`` and ``--rejects`` are checked before anything is read: neither may be a
   file the command reads (the labelled panels, the policy and its guard calibration,
   the journal), nor both the same file. ``--out`` is written atomically (a temporary
-  file renamed over it): a failed write leaves the previous file whole.
+  file renamed over it): a failed write leaves the previous file whole. ``--out -`` is a
+  usage error (exit 2), not standard output, which carries the report (``./-`` names a
+  file called ``-``).
 * **A case counts once.** The guarantee's bound counts every calibration case as an
   independent draw, so a copy would inflate it. In the pooled input (the labelled
   panels in file order, then the journal's cases) a panel id seen before is dropped
@@ -380,6 +382,10 @@ def calibrate_acceptance_cmd(
         raise typer.BadParameter("--run chooses runs of a journal: give --journal J too")
     if strata is not None and not strata:
         raise typer.BadParameter("--strata names a meta field; got an empty name")
+    if out == "-":  # the report is standard output's; the file is read back by decide
+        raise typer.BadParameter(
+            "--out names the acceptance file to write; '-' is no file here (./- names a file called -)"
+        )
     if family_rule not in ("bonferroni", "split"):
         raise typer.BadParameter(f"--family-rule is bonferroni or split, got {family_rule!r}")
     from dissensus.acceptance.families import FAMILIES
