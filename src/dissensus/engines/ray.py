@@ -1465,12 +1465,10 @@ def _replayed(journal: Any, run_id: str, block: Block) -> Iterator[Outcome]:
             continue
         reject = journal.get(run_id, f"reject/{number}")
         if reject is not None:
-            yield Outcome(
-                line=number, reject=Reject.model_validate(reject.payload), journalled=True
-            )
+            yield Outcome(line=number, reject=reject.read_as(Reject), journalled=True)
             continue
         record = journal.get(run_id, f"case/{number}/record")
-        yield Outcome(line=number, record=CaseRecord.model_validate(record.payload))
+        yield Outcome(line=number, record=record.read_as(CaseRecord))
 
 
 # -- route ------------------------------------------------------------------------------

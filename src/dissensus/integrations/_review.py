@@ -145,7 +145,7 @@ def resolved_record(journal: Journal, status: ReviewStatus) -> CaseRecord | None
         return None
     key = record_key(journal, status.item.run_id, status.item.line)  # after undos too
     event = journal.get(status.item.run_id, key)
-    return None if event is None else CaseRecord.model_validate(event.payload)
+    return None if event is None else event.read_as(CaseRecord)
 
 
 def resolve_checked(

@@ -76,7 +76,7 @@ def is_audited(seed: int, run_id: str, line: int, rate: float) -> bool:
 def audit_item(journal: Journal, run_id: str, line: int) -> ReviewItem | None:
     """The blind audit item of case ``line`` of ``run_id``, if it was audited."""
     event = journal.get(run_id, f"case/{line}/audit")
-    return ReviewItem.model_validate(event.payload) if event is not None else None
+    return event.read_as(ReviewItem) if event is not None else None
 
 
 def open_audits(journal: Journal, run_id: str | None = None) -> Iterator[ReviewItem]:
@@ -88,7 +88,7 @@ def open_audits(journal: Journal, run_id: str | None = None) -> Iterator[ReviewI
     )
     for event in events:
         if journal.get(event.run_id, f"confirm/{event.case}") is None:
-            yield ReviewItem.model_validate(event.payload)
+            yield event.read_as(ReviewItem)
 
 
 def _answered(journal: Journal, acceptance_sha256: str) -> dict[str, list[tuple[bool, str]]]:

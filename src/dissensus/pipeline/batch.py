@@ -545,13 +545,9 @@ def _replay(
 ) -> list[CaseRecord]:
     """A finished run's records in input order (its rejects reported first), from the
     journal alone: each case's ``case.record`` and each line's ``input.rejected``."""
-    rejects = [
-        Reject.model_validate(e.payload) for e in journal.events(run_id, type=ev.INPUT_REJECTED)
-    ]
+    rejects = [e.read_as(Reject) for e in journal.events(run_id, type=ev.INPUT_REJECTED)]
     _report(sorted(rejects, key=lambda r: r.line), on_reject)
-    records = [
-        CaseRecord.model_validate(e.payload) for e in journal.events(run_id, type=ev.CASE_RECORD)
-    ]
+    records = [e.read_as(CaseRecord) for e in journal.events(run_id, type=ev.CASE_RECORD)]
     return sorted(records, key=lambda r: r.line)
 
 

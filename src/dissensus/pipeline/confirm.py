@@ -205,7 +205,7 @@ def _automatic_record(journal: Journal, ref: str, run_id: str, line: int) -> Cas
             f"no record for case {ref!r}: no such line, or the run has not finished it "
             f"(dissensus runs resume {run_id}{journal_option(journal.path)})"
         )
-    record = CaseRecord.model_validate(stored.payload)
+    record = stored.read_as(CaseRecord)
     if not record.auto or record.decision is None:
         raise InputError(
             f"case {ref!r} was not decided automatically ({record.action}): "

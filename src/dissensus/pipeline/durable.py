@@ -394,7 +394,7 @@ def replay_spend(journal: Journal, run_id: str, budget: Budget, *, model: str = 
     total = Usage()
     accounted: Counter[str] = Counter()
     for event in journal.events(run_id, type=ev.MODEL_CALL):
-        call = CallRecord.model_validate(event.payload)
+        call = event.read_as(CallRecord)
         total.add(call.usage)
         accounted[event.key] += call.usage.attempts
         _charge(budget, call.usage, call.model or model)
@@ -417,7 +417,7 @@ def replay_spend(journal: Journal, run_id: str, budget: Budget, *, model: str = 
         budget.charge(attempts=held.attempts, tokens=held.prompt_tokens)
     for event in journal.events(run_id, type=ev.MODEL_SETTLED):
         if event.payload.get("abandoned") is True:
-            settled = ModelSettled.model_validate(event.payload)
+            settled = event.read_as(ModelSettled)
             spent = Usage(attempts=settled.attempts, prompt_tokens=settled.tokens)
             total.add(spent)
             budget.charge(attempts=spent.attempts, tokens=spent.prompt_tokens)
@@ -427,8 +427,7 @@ def replay_spend(journal: Journal, run_id: str, budget: Budget, *, model: str = 
 def open_reservations(journal: Journal, run_id: str) -> dict[str, ModelReserved]:
     """The run's reservations (``model.reserved``, by key) that no ``model.settled`` settles."""
     reserved = {
-        e.key: ModelReserved.model_validate(e.payload)
-        for e in journal.events(run_id, type=ev.MODEL_RESERVED)
+        e.key: e.read_as(ModelReserved) for e in journal.events(run_id, type=ev.MODEL_RESERVED)
     }
     if reserved:
         for event in journal.events(run_id, type=ev.MODEL_SETTLED):

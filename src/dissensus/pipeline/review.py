@@ -369,15 +369,13 @@ def record_key(journal: Journal, run_id: str, line: int) -> str:
 def _resolution(event: Event | None) -> Resolution | None:
     if event is None:
         return None
-    return Resolution.model_validate(
-        {k: event.payload[k] for k in ("decision", "note", "reviewer")}
-    )
+    return event.read_as(Resolution)
 
 
 def _status(journal: Journal, event: Event, resolved: Event | bool | None = True) -> ReviewStatus:
     """The queue entry of a ``review.opened`` event; ``resolved`` is its resolution event
     (or ``None``) when already read, ``True`` to read it."""
-    item = ReviewItem.model_validate(event.payload)
+    item = event.read_as(ReviewItem)
     if resolved is True:
         resolved = _resolution_event(journal, item.run_id, item.line)
     assert resolved is not False
@@ -642,7 +640,7 @@ def resolve(
                 f"run {run_id} has not finished case {line}: resume it first "
                 f"(dissensus runs resume {run_id}{journal_option(journal.path)})"
             )
-        original = CaseRecord.model_validate(stored.payload)
+        original = stored.read_as(CaseRecord)
         outside = bool(status.item.options) and decision not in status.item.options
         suffix = _suffix(_generation(journal, run_id, line))
         journal.append(
@@ -730,7 +728,7 @@ def _derived(journal: Journal, run_id: str, line: int) -> CaseRecord | None:
         return None
     resolution = _resolution(done)
     assert resolution is not None
-    return human_record(CaseRecord.model_validate(stored.payload), resolution)
+    return human_record(stored.read_as(CaseRecord), resolution)
 
 
 def _complete(journal: Journal, run_id: str, line: int) -> None:
@@ -767,9 +765,7 @@ def final_records(journal: Journal, run_id: str) -> list[CaseRecord]:
     records: dict[str, CaseRecord] = {}
     original: dict[str, CaseRecord] = {}
     for event in journal.events(run_id, type=ev.CASE_RECORD):
-        records[str(event.case)] = original[str(event.case)] = CaseRecord.model_validate(
-            event.payload
-        )
+        records[str(event.case)] = original[str(event.case)] = event.read_as(CaseRecord)
     # Resolutions and reopenings in chain order: a reopening restores the pipeline's record.
     changes = [
         *journal.events(run_id, type=ev.CASE_RESOLVED),
@@ -783,7 +779,7 @@ def final_records(journal: Journal, run_id: str) -> list[CaseRecord]:
                 records[case] = original[case]
             resolved.discard(case)
         else:
-            records[case] = CaseRecord.model_validate(event.payload)
+            records[case] = event.read_as(CaseRecord)
             resolved.add(case)
     for event in journal.events(run_id, type=ev.REVIEW_RESOLVED):
         case = str(event.case)

@@ -390,7 +390,7 @@ class ReviewDesk:
         stored = self.journal.get(run_id, f"case/{line}/record")
         if stored is None or not stored.payload.get("auto"):
             raise UnknownItem(f"no automatic decision {quote_short(ref)}")
-        record = CaseRecord.model_validate(stored.payload)
+        record = stored.read_as(CaseRecord)
         entered = case_step(self.journal, run_id, line, "input")
         panel: dict[str, Any] = {}  # the journalled panel's JSON, passed through
         if entered is not None and isinstance(entered.get("panel"), dict):

@@ -27,8 +27,9 @@ Choices where the design is silent:
 
 from __future__ import annotations
 
+import builtins
 import json
-from typing import Any, NamedTuple, TypedDict
+from typing import Any, NamedTuple, TypedDict, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -51,6 +52,8 @@ __all__ = [
     "stored_int",
     "written_event",
 ]
+
+ModelT = TypeVar("ModelT", bound=BaseModel)
 
 RUNS_COLUMNS = RUNS.column_names
 """The ``runs`` table's columns in order (a table with others is not a journal's)."""
@@ -87,6 +90,20 @@ class Event(BaseModel):
     payload: dict[str, Any]  # JSON passing through: typed by the code that wrote it
     prev_hash: str
     hash: str
+
+    def read_as(self, model: builtins.type[ModelT]) -> ModelT:
+        """The payload as ``model`` (the type its writer used). A payload edited outside
+        dissensus into JSON of another shape is :class:`JournalDamaged` naming the run,
+        the event and the field, as a payload that is not JSON is: never a traceback."""
+        try:
+            return model.model_validate(self.payload)
+        except ValidationError as exc:
+            problem = exc.errors()[0]
+            field = ".".join(str(p) for p in problem["loc"]) or "payload"
+            raise JournalDamaged(
+                f"journal damaged: run {self.run_id}, event {self.seq} ({self.key}): "
+                f"{field}: {problem['msg']}{_SEE}"
+            ) from None
 
     def body(self) -> EventBody:
         """The hashed part of the event."""
