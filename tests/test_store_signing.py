@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from dissensus.cli import main
-from dissensus.errors import ConfigError
+from dissensus.errors import ConfigError, InputError
 from dissensus.pipeline import decide, policy_from_dict
 from dissensus.pipeline.review import resolve
 from dissensus.signing import (
@@ -328,3 +328,74 @@ def test_a_set_but_blank_signing_key_is_a_configuration_error(
         assert len(lines) == 1 and SIGNING_KEY_ENV in lines[0], res.err
         assert "garbage-key-text" not in res.err
         assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        "UPDATE events SET payload = '{\"v\":7}' WHERE run_id = 'r' AND key = 'k1'",
+        "UPDATE events SET at = 'x' WHERE run_id = 'r' AND key = 'k0'",
+        "UPDATE events SET type = 'forged' WHERE run_id = 'r' AND key = 'k2'",
+        "DELETE FROM events WHERE run_id = 'r' AND key = 'k1'",
+    ],
+    ids=["payload", "at", "type", "deleted"],
+)
+def test_an_event_edited_under_a_seal_is_invalid_not_signed(journal_target: str, edit: str) -> None:
+    """An event edited in place (its stored hash kept, so the seal's claim still names
+    the stored head and its signature verifies): the chain check fails and the signed
+    content changed, so the signature is ``invalid``, never ``signed`` beside a failed
+    check. An edit after the last seal leaves the signature ``unsigned``."""
+    events = _sealed_run(journal_target)
+    assert events[-1].type == SEAL_TYPE
+    raw(journal_target, edit)
+    with Journal(journal_target) as j:
+        report = j.verify("r", public_key=KEY.public_key)
+    assert not report.ok
+    assert report.signature == "invalid", report
+    assert "the signed content changed" in str(report.signature_detail)
+
+
+def test_an_edit_after_the_last_seal_is_unsigned(journal_target: str) -> None:
+    _sealed_run(journal_target)
+    with Journal(journal_target) as j:
+        j.append("r", "note", {"n": 1}, key="late")
+    raw(
+        journal_target,
+        "UPDATE events SET payload = '{\"n\":2}' WHERE run_id = 'r' AND key = 'late'",
+    )
+    with Journal(journal_target) as j:
+        report = j.verify("r", public_key=KEY.public_key)
+    assert not report.ok and report.signature == "unsigned", report
+
+
+@pytest.mark.parametrize("value", ["", " "])
+def test_an_empty_public_key_path_is_refused_not_skipped(
+    tmp_path: Path, keys: tuple[str, Path, Path], value: str
+) -> None:
+    """``--public-key "$UNSET"`` must not verify without the key unseen (exit 0 for an
+    unsigned or forged run): exit 2 naming the empty path, for runs and certificates."""
+    from cli_helpers import cli
+
+    with pytest.raises(InputError, match="empty path"):
+        load_public_key(value)
+    inp = write_jsonl(tmp_path / "in.jsonl", [panel("a", ["1", "1", "1"], swap=["1", "1", "1"])])
+    journal = tmp_path / "plain.sqlite"
+    decided = cli(
+        "decide",
+        inp,
+        "--policy",
+        write_policy(tmp_path / "p.yaml"),
+        "--journal",
+        journal,
+        "--run-id",
+        "P",
+    )
+    assert decided.code == 0, decided.err
+    got = cli("runs", "verify", "P", "--journal", journal, "--public-key", value)
+    assert got.code == 2 and "empty path" in got.err and "OK" not in got.out, (got.out, got.err)
+    cert = tmp_path / "cert.json"
+    assert (
+        cli("negotiate", REPO / "examples" / "concord" / "incident.yaml", "--out", cert).code == 0
+    )
+    got = cli("verify", cert, "--public-key", value)
+    assert got.code == 2 and "empty path" in got.err, (got.out, got.err)

@@ -156,6 +156,8 @@ def load_public_key(path: str | Path) -> PublicKey:
     """An Ed25519 public key from a PEM file (a private key's PEM is accepted too)."""
     from dissensus.files import read_file_bytes
 
+    if not str(path).strip():  # ``--public-key "$UNSET"`` must not skip the check unseen
+        raise InputError("the public key is an empty path: name the PEM file to check against")
     try:
         data = read_file_bytes(path, what="public key", max_bytes=MAX_KEY_BYTES)
     except ConfigError as exc:

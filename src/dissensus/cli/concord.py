@@ -415,7 +415,7 @@ def verify(
     from dissensus.signing import document_status, load_public_key, signed_kind
 
     check_input_path(cert_file)
-    key = load_public_key(public_key) if public_key else None
+    key = load_public_key(public_key) if public_key is not None else None
     data = load_json_file(cert_file, what="certificate")
     if not isinstance(data, dict):
         raise InputError(f"{cert_file}: a certificate is a JSON object")

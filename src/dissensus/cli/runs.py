@@ -243,7 +243,7 @@ def runs_verify(
     """
     from dissensus.signing import load_public_key
 
-    key = load_public_key(public_key) if public_key else None
+    key = load_public_key(public_key) if public_key is not None else None
     with opened_journal(journal) as store:
         report = store.verify(run_id, public_key=key)
     ok = report.ok and (key is None or report.signature == "signed")

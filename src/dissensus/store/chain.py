@@ -92,6 +92,13 @@ class ChainCheck:
     changed)."""
     more: int = 0
     """Problems found beyond :data:`MAX_PROBLEMS` (counted, not listed)."""
+    first_broken: int | None = None
+    """The sequence number of the first event whose own check failed (its text, hash,
+    link or place): a seal after it signs content that changed."""
+
+    def found(self) -> int:
+        """How many problems were found so far (listed or counted)."""
+        return len(self.problems) + self.more
 
     def add(self, problem: str) -> None:
         """Record ``problem`` (listed while fewer than :data:`MAX_PROBLEMS` are, else counted)."""
@@ -145,7 +152,14 @@ def check_chain(run_id: str, rows: Iterable[EventRow], head: RunHead) -> ChainCh
     prev = GENESIS
     count = 0
     expected = 0  # the sequence number the next event should carry
+    last: tuple[int, int] | None = None  # the previous event's seq, problems before it
+
+    def settle() -> None:
+        if last is not None and out.first_broken is None and out.found() > last[1]:
+            out.first_broken = last[0]
+
     for row in rows:
+        settle()
         key = str(row["key"])
         try:
             seq = int(str(row["seq"]).strip(), 10)
@@ -153,6 +167,7 @@ def check_chain(run_id: str, rows: Iterable[EventRow], head: RunHead) -> ChainCh
             add(f"event {expected} ({key}): sequence number {str(row['seq'])[:40]!r}")
             seq = expected
         where = f"event {seq} ({key})"
+        last = (seq, out.found())
         gap = seq > expected
         if gap:
             add(_missing(expected, seq - 1))
@@ -209,6 +224,7 @@ def check_chain(run_id: str, rows: Iterable[EventRow], head: RunHead) -> ChainCh
                 out.mismatched_seals.append(seq)
         prev = str(row["hash"])
         count += 1
+    settle()
     if count != head.n_events:
         add(f"run header counts {head.n_events} events, journal holds {count}")
     if prev != head.head_hash:
@@ -243,7 +259,11 @@ def verify(
     )
     if public_key is not None:
         status, detail = seal_status(
-            found.seals, found.n_events, public_key, mismatched=found.mismatched_seals
+            found.seals,
+            found.n_events,
+            public_key,
+            mismatched=found.mismatched_seals,
+            broken=found.first_broken,
         )
         report.signature = status
         report.signature_detail = detail

@@ -86,13 +86,15 @@ def seal_status(
     public_key: PublicKey,
     *,
     mismatched: Sequence[int] = (),
+    broken: int | None = None,
 ) -> tuple[SignatureStatus, str]:
     """Whether a run of ``count`` events whose seals are ``seals`` is signed with
     ``public_key``: every seal verifies, describes the chain before it (``mismatched``:
     the sequence numbers of seals that do not, or that hold more than a seal, from
     :func:`~dissensus.store.chain.check_chain`) and the last one is the run's last event.
     A seal whose signature verifies over a claim the chain no longer matches is
-    ``invalid``: the signed content changed."""
+    ``invalid``: the signed content changed; so is a run whose event ``broken`` (the
+    first whose own check failed: edited, moved, removed) comes before a seal."""
     from dissensus.signing import verify_text
 
     if not seals:
@@ -101,6 +103,13 @@ def seal_status(
         return (
             "invalid",
             f"seal at event {mismatched[0]} does not describe the chain before it: "
+            "the signed content changed",
+        )
+    if broken is not None and broken <= seals[-1][0]:
+        covering = next(seq for seq, _ in seals if seq >= broken)
+        return (
+            "invalid",
+            f"event {broken} (sealed at event {covering}) fails its check: "
             "the signed content changed",
         )
     for seq, payload in seals:
