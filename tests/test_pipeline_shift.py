@@ -107,6 +107,10 @@ def test_the_summary_and_the_service_report_the_check(world: Path, tmp_path: Pat
             f"{rate:.0%} of automatic decisions are audited blind ({opened} opened in this run"
             in words
         )
+        # The command it names runs as shown: it names the run and the journal.
+        named = f"dissensus review audits --run {run_id} --journal {journal})"
+        assert named in words, words
+        assert cli("review", "audits", "--run", run_id, "--journal", journal).code == 0
     else:
         assert "audited blind" not in words
 

@@ -359,7 +359,10 @@ def _summary(
     if figures is not None:
         out_console.print(shown(guarantee_sentence(figures)), soft_wrap=True)
         if audits is not None and audits[0] > 0:
-            out_console.print(_audit_words(audits, figures.target_precision), soft_wrap=True)
+            listed = f"{_program()} review audits --run {run_id}{shown(journal_option(journal))}"
+            out_console.print(
+                _audit_words(audits, figures.target_precision, listed), soft_wrap=True
+            )
     if shift is not None:
         out_console.print(shift_words(shift), soft_wrap=True)
     if escalated:
@@ -384,14 +387,15 @@ def _audits_of(journal: Journal, run_id: str) -> tuple[float, int] | None:
     return rate, sum(1 for _ in journal.events(run_id, type=ev.REVIEW_AUDIT))
 
 
-def _audit_words(audits: tuple[float, int], target: float) -> str:
-    """The audits and the monitor, in words (the summary's last promise)."""
+def _audit_words(audits: tuple[float, int], target: float, command: str) -> str:
+    """The audits and the monitor, in words (the summary's last promise); ``command``
+    lists them (this program, ``--run``, ``--journal`` when one is named)."""
     from dissensus.acceptance.monitor import confseq_available
 
     rate, opened = audits
     said = (
         f"{rate:.0%} of automatic decisions are audited blind ({opened} opened in this run: "
-        "dissensus review audits)"
+        f"{command})"
     )
     if confseq_available():
         return (
