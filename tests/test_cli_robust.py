@@ -630,6 +630,24 @@ def test_standard_input_has_one_name_in_rejects() -> None:
         assert "rejected -:1: field '<json>'" in res.err, (args, res.err)
 
 
+def test_a_reject_line_escapes_the_file_name(tmp_path: Path) -> None:
+    """A file named with an escape sequence or a newline: its reject lines are one line
+    each, the name escaped, as every other message shows a name."""
+    bad = tmp_path / "r\x1b[31mRED\x1b]0;title\x07\nx.jsonl"
+    bad.write_bytes(b"{not json\n")
+    for args in (
+        ["route", bad, "--similarity", "tfidf", "--json"],
+        ["vote", bad, "--json"],
+        ["calibrate", bad],
+        ["calibrate-thresholds", bad, "--similarity", "tfidf", "--quantile", "0.5"],
+    ):
+        res = cli(*args)
+        assert "\x1b" not in res.err and "\x07" not in res.err, (args, res.err)
+        rejects = [line for line in res.err.splitlines() if line.startswith("rejected ")]
+        assert len(rejects) == 1, (args, res.err)
+        assert "r\\x1b[31mRED\\x1b]0;title\\x07\\nx.jsonl:1: field '<json>'" in rejects[0], rejects
+
+
 @pytest.mark.parametrize("name", ["a\x1b[31mb", "a\u202eb", "a\x00b", "a\x7fb", "a\x9bb", "a\nb"])
 def test_serve_token_refuses_control_characters_in_names(name: str) -> None:
     res = cli("serve-token", name, "review")

@@ -68,7 +68,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import re
 import sqlite3
 import stat
 import sys
@@ -94,6 +93,7 @@ from rich.progress import (
 from dissensus.errors import InputError
 from dissensus.files import file_kind
 from dissensus.io.atomic import atomic_output, stdout_failed, stdout_handle, write_stdout
+from dissensus.quoting import CONTROL, one_line, with_lines
 
 __all__ = [
     "EXIT_FAILURE",
@@ -174,34 +174,22 @@ class _OutConsole(Console):
 err_console = Console(stderr=True, markup=False, emoji=False, highlight=False, soft_wrap=True)
 out_console: Console = _OutConsole(markup=False, emoji=False, highlight=False, soft_wrap=True)
 
-# C0 controls but tab and newline, DEL, C1 controls, and the bidirectional embeddings,
-# overrides and isolates (which can reorder what a reader sees).
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
-
-
-def _escape(match: re.Match[str]) -> str:
-    code = ord(match.group())
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
-
 
 def has_control(text: str) -> bool:
     """Whether ``text`` holds a character :func:`shown` would escape, or a tab or newline."""
-    return _CONTROL.search(text) is not None or "\t" in text or "\n" in text
+    return CONTROL.search(text) is not None or "\t" in text or "\n" in text
 
 
 def shown(text: object) -> str:
     """``text`` as one line a reader must see: control characters escaped (newline and
     tab as ``\\n`` and ``\\t``), nothing interpreted. For table cells and message fields."""
-    value = _CONTROL.sub(_escape, str(text))
-    if "\n" in value or "\t" in value:
-        value = value.replace("\n", "\\n").replace("\t", "\\t")
-    return value
+    return one_line(text)
 
 
 def shown_block(text: object) -> str:
     """``text`` as a block: control characters escaped but newlines and tabs, which it
     keeps. Only for a whole text printed on its own lines, never a cell or a field."""
-    return _CONTROL.sub(_escape, str(text))
+    return with_lines(text)
 
 
 def number_in(

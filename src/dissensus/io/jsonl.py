@@ -69,6 +69,7 @@ from dissensus.io.jsontext import (
 )
 from dissensus.io.limits import MAX_LINE_CHARS, check_record
 from dissensus.io.wire import validate_panel_json
+from dissensus.quoting import one_line
 from dissensus.types import Panel, VoteCase
 
 __all__ = [
@@ -330,7 +331,9 @@ class RejectSink:
 
     def add(self, reject: Reject) -> None:
         self.count += 1
-        self._stderr.write(f"rejected {reject.describe()}\n")
+        # The file's name and the message are shown as one line, escaped: a name with a
+        # newline or an escape sequence must neither split the line nor reach the terminal.
+        self._stderr.write(f"rejected {one_line(reject.describe())}\n")
         if self._handle is not None:
             write_jsonl_line(self._handle, reject)
 
