@@ -630,6 +630,47 @@ def test_standard_input_has_one_name_in_rejects() -> None:
         assert "rejected -:1: field '<json>'" in res.err, (args, res.err)
 
 
+SWAP = Path(__file__).resolve().parent.parent / "examples" / "llmbar-swap.jsonl"
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["calibrate", SWAP, "--out", "-"],
+        ["calibrate-acceptance", SWAP, "--out", "-"],
+        ["vote", SWAP, "--rejects", "-"],
+        ["route", SWAP, "--similarity", "tfidf", "--rejects", "-"],
+        ["calibrate", SWAP, "--rejects", "-"],
+        ["decide", SWAP, "--rejects", "-", "--journal", "j.sqlite"],
+        ["convert", "zeroeval", ".", "--rejects", "-"],
+    ],
+    ids=lambda a: " ".join(str(x) for x in a if x != SWAP),
+)
+def test_dash_where_standard_output_cannot_carry_it_is_a_usage_error(
+    tmp_path: Path, args: list[Any]
+) -> None:
+    """``-`` is standard output only for an output of records (``route --out``, ``convert
+    --out``, ``decide --output``, ``runs export --output``); a calibration file printed
+    beside a report, or rejects (on standard error already), are refused, not written
+    to a file called ``-``."""
+    (tmp_path / "p.yaml").write_text("reading: {similarity: tfidf}\n")
+    if args[0] == "calibrate-acceptance":
+        args = [*args, "--policy", "p.yaml"]
+    res = cli(*args, cwd=tmp_path)
+    assert res.code == 2 and res.out == "", (res.out, res.err)
+    assert f"{args[args.index('-') - 1]} -:" in res.err, res.err
+    assert not (tmp_path / "-").exists() and not (tmp_path / "j.sqlite").exists()
+
+
+def test_route_out_dash_writes_the_records_alone(tmp_path: Path) -> None:
+    """``route --out -`` is ``--json``: the records on standard output, no table after them."""
+    res = cli("route", SWAP, "--similarity", "tfidf", "--out", "-", cwd=tmp_path)
+    assert res.code == 0, res.err
+    lines = res.out.splitlines()
+    assert len(lines) == 150 and all(json.loads(line)["id"] for line in lines)
+    assert not (tmp_path / "-").exists()
+
+
 def test_a_reject_line_escapes_the_file_name(tmp_path: Path) -> None:
     """A file named with an escape sequence or a newline: its reject lines are one line
     each, the name escaped, as every other message shows a name."""

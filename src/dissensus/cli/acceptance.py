@@ -69,6 +69,7 @@ from dissensus.cli.common import (
     check_outputs,
     err_console,
     exit_for,
+    no_dash,
     number_in,
     out_console,
     print_json,
@@ -382,10 +383,7 @@ def calibrate_acceptance_cmd(
         raise typer.BadParameter("--run chooses runs of a journal: give --journal J too")
     if strata is not None and not strata:
         raise typer.BadParameter("--strata names a meta field; got an empty name")
-    if out == "-":  # the report is standard output's; the file is read back by decide
-        raise typer.BadParameter(
-            "--out names the acceptance file to write; '-' is no file here (./- names a file called -)"
-        )
+    no_dash(out, "--out", "standard output carries the report; name the acceptance file")
     if family_rule not in ("bonferroni", "split"):
         raise typer.BadParameter(f"--family-rule is bonferroni or split, got {family_rule!r}")
     from dissensus.acceptance.families import FAMILIES

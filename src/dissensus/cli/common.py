@@ -297,9 +297,19 @@ def check_outputs(outputs: Mapping[str, str | None], *, reads: Reads = ()) -> No
             pairs.append((option, path))
 
 
+def no_dash(path: str | None, option: str, instead: str) -> None:
+    """Refuse ``-`` for an output that standard output cannot carry (it carries the
+    command's report, or the rejects are on standard error already): a usage error
+    naming ``instead``, never a file called ``-`` written unseen."""
+    if path == "-":
+        raise typer.BadParameter(f"{option} -: {instead} (./- names a file called -)")
+
+
 def _check_output(
     path: str | None, option: str, what: str | None, inputs: list[tuple[str | None, str]]
 ) -> None:
+    if option == "--rejects":
+        no_dash(path, option, "each reject is reported on standard error already; name a file")
     if path is None or path == "-":
         return
     what = what or ("rejects file" if option == "--rejects" else "output file")

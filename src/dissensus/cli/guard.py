@@ -32,6 +32,7 @@ from dissensus.cli.common import (
     check_outputs,
     exit_for,
     load_json_file,
+    no_dash,
     number_in,
     out_console,
     print_json,
@@ -193,6 +194,7 @@ def calibrate_command(
     """Measure strata, beta*, reliabilities, error correlations and n_eff on a labelled set."""
     from dissensus.guard import ReliabilitySettings, fit_reliability
 
+    no_dash(out, "--out", "standard output carries the report; --json prints the calibration there")
     check_input_path(labelled)
     check_output_path(out, option="--out", inputs={"LABELLED": labelled}, what="calibration file")
     check_outputs({"--rejects": rejects}, reads={"LABELLED": labelled, "--out": out})

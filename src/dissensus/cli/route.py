@@ -268,6 +268,7 @@ def route_command(
 
     engine = check_engine(engine, workers=workers, address=ray_address)
     check_outputs({"--out": out, "--rejects": rejects}, reads={"PANELS": panels, "--rules": rules})
+    json_out = json_out or out == "-"  # the records on standard output: no table after them
     ruleset = RuleSet.load(rules) if rules else RuleSet.default()
     backend = _backend(similarity, no_cache, allow_code)
     thresholds = Thresholds.for_model(backend.name, theta_s, theta_a)
