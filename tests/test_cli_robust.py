@@ -662,6 +662,53 @@ def test_dash_where_standard_output_cannot_carry_it_is_a_usage_error(
     assert not (tmp_path / "-").exists() and not (tmp_path / "j.sqlite").exists()
 
 
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["route", "/dev/zero", "--similarity", "tfidf"],
+        ["vote", "/dev/zero"],
+        ["calibrate", "/dev/zero"],
+        ["calibrate-thresholds", "/dev/zero", "--quantile", "0.5", "--similarity", "tfidf"],
+        ["calibrate-acceptance", "/dev/zero", "--out", "a.json"],
+    ],
+    ids=lambda a: a[0],
+)
+def test_a_device_as_input_is_refused_before_reading(args: list[str], tmp_path: Path) -> None:
+    """``/dev/zero`` is one endless line: every JSONL reader read it until interrupted.
+    A device is refused up front (exit 2); a named pipe is still read."""
+    res = cli(*args, cwd=tmp_path)
+    assert res.code == 2 and "not a regular file (a character device)" in res.err, res.err
+
+
+def test_a_named_pipe_is_still_an_input(tmp_path: Path) -> None:
+    import os
+    import threading
+
+    fifo = tmp_path / "panels.fifo"
+    os.mkfifo(fifo)
+    writer = threading.Thread(target=lambda: fifo.write_bytes(SWAP.read_bytes()))
+    writer.start()
+    res = cli("route", fifo, "--similarity", "tfidf", "--json")
+    writer.join(timeout=30)
+    assert res.code == 0 and len(res.out.splitlines()) == 150, res.err
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["vote", ""], "the input is an empty path"),
+        (["route", " ", "--similarity", "tfidf"], "the input is an empty path"),
+        (["route", SWAP, "--similarity", "tfidf", "--out", ""], "(--out): it is an empty path"),
+        (["vote", SWAP, "--rejects", ""], "(--rejects): it is an empty path"),
+    ],
+)
+def test_an_empty_path_is_named_as_such(args: list[Any], said: str) -> None:
+    """``"$UNSET"`` as an input or an output: one line saying the path is empty (it said
+    "expected a file, got a directory:" and "is a directory")."""
+    res = cli(*args)
+    assert res.code == 2 and said in res.err, res.err
+
+
 def test_route_out_dash_writes_the_records_alone(tmp_path: Path) -> None:
     """``route --out -`` is ``--json``: the records on standard output, no table after them."""
     res = cli("route", SWAP, "--similarity", "tfidf", "--out", "-", cwd=tmp_path)

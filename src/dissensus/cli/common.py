@@ -111,6 +111,7 @@ __all__ = [
     "check_journal_file",
     "check_output_path",
     "check_outputs",
+    "check_run_input",
     "count_lines",
     "err_console",
     "exit_for",
@@ -226,14 +227,40 @@ def shown_number(value: float) -> str:
 
 
 def check_input_path(path: str) -> str:
-    """Fail with a usage error (exit 2) when ``path`` is neither ``-`` nor a readable file."""
+    """Fail with a usage error (exit 2) when ``path`` is neither ``-`` nor a readable file
+    or named pipe: an empty path (an unset shell variable), a directory, and a device or a
+    socket (``/dev/zero`` is an endless line: a reader would read it until interrupted)
+    are refused before anything is read. (One parameter: it is a typer callback too.)"""
+    return _check_input(path, file_only=False)
+
+
+def check_run_input(path: str) -> str:
+    """:func:`check_input_path` for a run's input, which must be a regular file: a run
+    reads its input again on resume (a named pipe cannot be read twice)."""
+    return _check_input(path, file_only=True)
+
+
+def _check_input(path: str, *, file_only: bool) -> str:
     if path == "-":
         return path
+    if not path.strip():
+        raise InputError("the input is an empty path: name a file, or - for standard input")
     p = Path(path)
     if not p.exists():
         raise InputError(f"file not found: {path}")
     if p.is_dir():
         raise InputError(f"expected a file, got a directory: {path}")
+    mode = p.stat().st_mode
+    if file_only and not stat.S_ISREG(mode):
+        raise InputError(
+            f"{path}: not a regular file ({file_kind(mode)}); "
+            "a run's input is a file, or - to read standard input"
+        )
+    if not (stat.S_ISREG(mode) or stat.S_ISFIFO(mode)):
+        raise InputError(
+            f"{path}: not a regular file ({file_kind(mode)}); an input is a file, a named "
+            "pipe, or - for standard input"
+        )
     if not os.access(p, os.R_OK):
         raise InputError(f"cannot read {path}: permission denied")
     return path
@@ -313,6 +340,8 @@ def _check_output(
     if path is None or path == "-":
         return
     what = what or ("rejects file" if option == "--rejects" else "output file")
+    if not path.strip():  # ``--out "$UNSET"``: not the current directory
+        raise InputError(f"cannot write the {what} ({option}): it is an empty path")
     p = Path(path)
     where = f"cannot write the {what} {path} ({option})"
     if p.is_dir():

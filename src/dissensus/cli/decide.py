@@ -78,9 +78,9 @@ from dissensus.cli.common import (
     MAX_SECONDS,
     MAX_WORKERS,
     Bar,
-    check_input_path,
     check_journal_file,
     check_outputs,
+    check_run_input,
     count_lines,
     err_console,
     exit_for,
@@ -626,7 +626,7 @@ def _check_decide_paths(
 ) -> None:
     from dissensus.store.journal import is_postgres_url
 
-    check_input_path(panels)
+    check_run_input(panels)
     if not is_postgres_url(journal):
         check_journal_file(journal)
     named: dict[str, str | None] = {"PANELS": panels, **reads, "--journal": journal}
