@@ -712,6 +712,10 @@ def decide_cmd(
     # One specification, checked before the journal is touched: every file it names is read.
     spec = RunSpec.from_policy(policy, model=model, similarity=similarity, acceptance=acceptance)
     _check_spec(spec, outputs, similarity, {"PANELS": panels, **reads, "--journal": target})
+    if engine == "ray":  # joined before the run exists: a cluster that is not there is exit 2
+        from dissensus.engines.ray import RayOptions, ensure_ray
+
+        ensure_ray(RayOptions(address=ray_address, workers=workers))
     with opened_journal(target, must_exist=False) as store:
         info = start_run(store, panels, spec, run_id=run_id, lock=True)
         try:

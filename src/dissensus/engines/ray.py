@@ -394,6 +394,15 @@ def ensure_ray(options: RayOptions) -> int:
         own = _own_sigterm()
         try:
             ray.init(**kwargs)
+        except (ConnectionError, ValueError) as exc:
+            # No cluster at that address, or an address this installation cannot use
+            # (``ray://`` without Ray's client): a setting to fix, named as such.
+            if not options.address:
+                raise
+            raise ConfigError(
+                f"cannot join the Ray cluster at {options.address!r}: {exc}",
+                field="ray_address",
+            ) from None
         finally:
             if own is not None:  # ray.init installs a SIGTERM handler of its own
                 signal.signal(signal.SIGTERM, own)
