@@ -266,6 +266,45 @@ def test_zeroeval_model_named_like_an_internal_key(tmp_path: Path) -> None:
     assert [sorted(o["agent"] for o in p["outputs"]) for p in panels] == [["Model", "__seen__"]] * 2
 
 
+def test_zeroeval_silent_models_are_not_read_as_identical(tmp_path: Path) -> None:
+    """Models with no output were each given the reasoning "(no output)", exit 0: route
+    read them as identical (similarity 1.0), CD, escalate. They are abstentions without
+    reasoning; an output that is not text is reported (exit 3), the rest converted."""
+    root = tmp_path / "ze"
+    root.mkdir()
+    second = {"session_id": "s1", "question": "q", "output": ['{"answer": "4"}'], "answer": "4"}
+    for model, output in [("A", []), ("B", [""]), ("C", [None])]:
+        first = {"session_id": "s0", "question": "q", "output": output, "answer": "# 18"}
+        (root / f"{model}.json").write_text(json.dumps([first, second]))
+    proc = run("zeroeval", root)
+    assert (proc.returncode, proc.stderr) == (0, "")
+    silent = json.loads(proc.stdout.splitlines()[0])
+    assert [(o["decision"], o["reasoning"]) for o in silent["outputs"]] == [(None, "")] * 3
+    routed = run_cli("route", "-", "--similarity", "tfidf", "--json", stdin=proc.stdout)
+    assert routed.returncode == 0, routed.stderr
+    first_line = json.loads(routed.stdout.splitlines()[0])
+    assert (first_line["state"], first_line["reasoning_similarity"]) == ("DD", None)
+    assert first_line["missing_reasoning"] == ["A", "B", "C"]
+
+    rows = json.loads((root / "B.json").read_text())
+    rows[0]["output"] = [{"reasoning": "r", "answer": "18"}]
+    (root / "B.json").write_text(json.dumps(rows))
+    rejects = tmp_path / "rejects.jsonl"
+    proc = run("zeroeval", root, "--rejects", rejects)
+    assert proc.returncode == 3, proc.stderr
+    assert proc.stderr == (
+        f"skipped {root / 'B.json'}: item s0: field 'output': element 0 must be a string or "
+        "null, got dict {'answer': '18', 'reasoning': 'r'}\n"
+    )
+    (reject,) = [json.loads(line) for line in rejects.read_text().splitlines()]
+    assert (reject["file"], reject["item"], reject["field"]) == (
+        str(root / "B.json"),
+        "s0",
+        "output",
+    )
+    assert [json.loads(line)["id"] for line in proc.stdout.splitlines()] == ["s1"]
+
+
 def test_a_source_without_items_is_an_error_not_an_empty_success(tmp_path: Path) -> None:
     """A ``{}`` VariErrNLI file exited 0 with no line and no word; so did a directory of
     empty ZeroEval files."""

@@ -389,3 +389,160 @@ def test_real_answers_the_extraction_reads_differently(shared_data: Path) -> Non
         text = outputs[(model, problem)]
         assert written in text, (model, problem)
         assert extract_answer(text)[0] == now, (model, problem, written)
+
+
+def _problem(output: object, **extra: object) -> list[dict[str, object]]:
+    """Problem s0 with ``output`` as given (``...``: no ``output`` key), then s1 answered."""
+    first: dict[str, object] = {"session_id": "s0", "question": "q0", "answer": "# 18"}
+    if output is not ...:
+        first["output"] = output
+    first.update(extra)
+    second = {"session_id": "s1", "question": "q1", "output": ['{"answer": "4"}'], "answer": "4"}
+    return [first, second]
+
+
+@pytest.mark.parametrize(
+    "output", [..., None, [], [""], [None], ["  \n"], [None, "", " "]], ids=repr
+)
+def test_an_empty_output_is_an_abstention_with_no_reasoning(tmp_path: Path, output: object) -> None:
+    """Every empty output was given the reasoning "(no output)": silent models read as
+    identical reasoning (similarity 1.0), and a panel of them was CD, escalated."""
+    from dissensus.states.reading import State, read_panel
+    from dissensus.states.similarity import get_backend
+
+    for model in ("A", "B", "C"):
+        (tmp_path / f"{model}.json").write_text(json.dumps(_problem(output)))
+    skipped: list[Skipped] = []
+    panels = list(iter_zeroeval_panels(tmp_path, on_skip=skipped.append))
+    assert not skipped
+    assert [p.id for p in panels] == ["s0", "s1"]
+    assert [(o.agent, o.decision, o.reasoning) for o in panels[0].outputs] == [
+        ("A", None, ""),
+        ("B", None, ""),
+        ("C", None, ""),
+    ]
+    reading = read_panel(panels[0], get_backend("tfidf"))
+    assert reading.missing_reasoning == ["A", "B", "C"]
+    assert not reading.similarity_defined
+    assert reading.state is State.DIVERGENT_DISAGREEMENT
+
+
+def test_an_empty_output_beside_models_that_wrote_leaves_their_similarity_alone(
+    tmp_path: Path,
+) -> None:
+    """The silent model is named, its vote absent; the others are read on their texts."""
+    (tmp_path / "a.json").write_text(json.dumps(_problem([])))
+    for model in ("b", "c"):
+        (tmp_path / f"{model}.json").write_text(
+            json.dumps(_problem(['{"reasoning": "9 * 2 = 18", "answer": "18"}']))
+        )
+    (panel, _) = iter_zeroeval_panels(tmp_path)
+    assert [(o.agent, o.decision, o.reasoning) for o in panel.outputs] == [
+        ("a", None, ""),
+        ("b", "18", "9 * 2 = 18"),
+        ("c", "18", "9 * 2 = 18"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("output", "message"),
+    [
+        (
+            [{"reasoning": "r", "answer": "18"}],
+            "element 0 must be a string or null, got dict {'answer': '18', 'reasoning': 'r'}",
+        ),
+        ([["a"]], "element 0 must be a string or null, got list ['a']"),
+        ([True], "element 0 must be a string or null, got bool True"),
+        (["text", 18], "element 1 must be a string or null, got int 18"),
+        ("the answer is 18", "must be a list of strings (or null), got str 'the answer is 18'"),
+        ({"answer": "18"}, "must be a list of strings (or null), got dict {'answer': '18'}"),
+        (18, "must be a list of strings (or null), got int 18"),
+    ],
+    ids=repr,
+)
+def test_an_output_that_is_not_text_skips_its_problem(
+    tmp_path: Path, output: object, message: str
+) -> None:
+    """An output that was not text was made text with str(): [{"reasoning": "r", "answer":
+    "18"}] became the reasoning "{'reasoning': 'r', 'answer': '18'}" and a vote for 18."""
+    (tmp_path / "a.json").write_text(json.dumps(_problem(['{"answer": "18"}'])))
+    (tmp_path / "b.json").write_text(json.dumps(_problem(output)))
+    skipped: list[Skipped] = []
+    panels = list(iter_zeroeval_panels(tmp_path, on_skip=skipped.append))
+    assert [p.id for p in panels] == ["s1"]  # the rest is converted
+    assert skipped == [
+        Skipped(file=str(tmp_path / "b.json"), item="s0", field="output", message=message)
+    ]
+    with pytest.raises(ConvertError, match=r"b\.json: item s0: field 'output': "):
+        list(iter_zeroeval_panels(tmp_path))
+
+
+@pytest.mark.parametrize("field", ["question", "source"])
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [(7, "int 7"), (["q"], "list ['q']"), ({"q": 1}, "dict {'q': 1}"), (True, "bool True")],
+    ids=repr,
+)
+def test_a_question_or_task_that_is_not_text_skips_its_problem(
+    tmp_path: Path, field: str, value: object, shown: str
+) -> None:
+    """The question and task were str()-ed into meta (7 became "7", ["q"] "['q']")."""
+    (tmp_path / "a.json").write_text(json.dumps(_problem(['{"answer": "18"}'], **{field: value})))
+    (tmp_path / "b.json").write_text(json.dumps(_problem(['{"answer": "18"}'])))
+    skipped: list[Skipped] = []
+    panels = list(iter_zeroeval_panels(tmp_path, on_skip=skipped.append))
+    assert [p.id for p in panels] == ["s1"]
+    assert skipped == [
+        Skipped(
+            file=str(tmp_path / "a.json"),
+            item="s0",
+            field=field,
+            message=f"must be a string, got {shown}",
+        )
+    ]
+
+
+def test_a_question_or_task_absent_or_null_is_empty(tmp_path: Path) -> None:
+    """A null question was the text "None"."""
+    a = _problem(['{"answer": "18"}'], question=None, source=None)
+    del a[1]["question"]
+    (tmp_path / "a.json").write_text(json.dumps(a))
+    (tmp_path / "b.json").write_text(json.dumps(_problem(['{"answer": "18"}'], source="gsm")))
+    panels = list(iter_zeroeval_panels(tmp_path))
+    assert [(p.meta["question"], p.meta["task"]) for p in panels] == [("", ""), ("", "")]
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner),
+    max_leaves=6,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(outputs=st.lists(_JSON, min_size=2, max_size=3))
+def test_no_output_is_given_text_it_does_not_hold(outputs: list[object]) -> None:
+    """A model's reasoning is empty exactly when its output holds no text, never made up;
+    an output that is not a list of strings and nulls is reported, never str()-ed."""
+    skipped: list[Skipped] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for n, output in enumerate(outputs):
+            (Path(tmp) / f"m{n}.json").write_text(json.dumps(_problem(output)))
+        panels = list(iter_zeroeval_panels(tmp, on_skip=skipped.append))
+    readable = [
+        o is None or (isinstance(o, list) and all(x is None or isinstance(x, str) for x in o))
+        for o in outputs
+    ]
+    assert [p.id for p in panels] == (["s0", "s1"] if all(readable) else ["s1"])
+    if not all(readable):
+        (skip,) = skipped
+        assert (skip.item, skip.field) == ("s0", "output")
+        assert skip.file.endswith(f"m{readable.index(False)}.json")
+        return
+    assert not skipped
+    for output, agent in zip(outputs, panels[0].outputs, strict=True):
+        text = "\n".join(x for x in output or [] if isinstance(x, str))
+        assert (agent.reasoning == "") == (not text.strip())
+        assert agent.reasoning != "(no output)" or "(no output)" in text
+        if not text.strip():
+            assert agent.decision is None

@@ -127,6 +127,10 @@ def test_llmbar_guard_meets_target(shared_data: Path) -> None:
         (lambda d: d.update(n_eff=-5), "n_eff"),
         (lambda d: d.update(pooled_reliability=2), "pooled_reliability"),
         (lambda d: d.update(version=9), "version"),
+        (lambda d: d.update(beta_star=-3), "beta_star\n  Input should be greater than or equal"),
+        (lambda d: d.update(beta_star=float("inf")), "beta_star\n  Input should be a finite"),
+        (lambda d: d.update(beta_star_accuracy=-0.25), "beta_star_accuracy\n"),
+        (lambda d: d["settings"]["beta_grid"].append(-1), "settings.beta_grid.33\n"),
     ],
 )
 def test_a_calibration_file_edited_out_of_shape_is_refused_naming_it(
@@ -141,3 +145,9 @@ def test_a_calibration_file_edited_out_of_shape_is_refused_naming_it(
     edit(data)
     with pytest.raises(ValidationError, match=re.escape(field)):
         ReliabilityFit.model_validate(data)
+
+
+def test_a_beta_grid_with_a_negative_beta_is_refused_before_fitting() -> None:
+    """A grid of negative betas made a beta* below 0, which invariant 3 reads as 0."""
+    with pytest.raises(ValidationError, match=r"beta_grid\.0\n  Input should be greater"):
+        ReliabilitySettings(beta_grid=[-1.0, 0.0])

@@ -153,6 +153,23 @@ def test_usage_errors(tmp_path: Path, labelled: Path) -> None:
     assert res.returncode == 2 and "bad.json" in res.stderr and "field" in res.stderr
 
 
+@pytest.mark.parametrize("field", ["beta_star", "beta_star_accuracy"])
+def test_a_negative_beta_star_in_a_calibration_file_is_refused(
+    labelled: Path, tmp_path: Path, field: str
+) -> None:
+    """``beta_star: -3`` was used: invariant 3 said "beta* = 0" beside the figure -3.0."""
+    cal = tmp_path / "cal.json"
+    assert run("calibrate", str(labelled), "--out", str(cal)).returncode == 0
+    doc = json.loads(cal.read_text())
+    doc[field] = -3
+    cal.write_text(json.dumps(doc))
+    res = run("vote", str(labelled), "--calibration", str(cal), "--json")
+    assert (res.returncode, res.stdout) == (2, "")
+    (line,) = res.stderr.splitlines()
+    assert str(cal) in line and f"'{field}'" in line
+    assert "greater than or equal to 0" in line
+
+
 def test_unwritable_files_and_bad_numbers_are_usage_errors(tmp_path: Path, labelled: Path) -> None:
     nowhere = str(tmp_path / "no" / "such" / "dir" / "x.json")
     binary = tmp_path / "binary.json"

@@ -38,9 +38,20 @@ extractor is not sure of is an abstention):
   whole numbers, so it is an abstention (it was read as ``3``). A clock time or a ratio
   (``2:00 pm``, ``3:2``) is no number either (it was read as its last digits).
 
-The reasoning is the JSON ``reasoning`` field when
-present, else the raw output (an empty output becomes ``"(no output)"``, since a panel
-needs a non-empty trace); the family is read from the model name by
+The reasoning is the JSON ``reasoning`` field when present, else the raw output (the
+strings of ``output`` joined by newlines, nulls left out). An empty output (``output``
+absent, null, ``[]``, or only nulls and blank strings) is an abstention with an
+**empty reasoning**: no text is invented for it, since invented text would enter the
+similarity reading (the ``"(no output)"`` once written for every empty output read as
+identical reasoning, similarity 1.0, so a panel of silent models was a convergent
+disagreement, escalated), and the reading names the agent in ``missing_reasoning``.
+The model stays in the panel, as a VariErrNLI annotator without an explanation does.
+An ``output`` that is not a list of strings and nulls (an object, a bare string,
+``[{"reasoning": ...}]``, ``[["a"]]``, ``[true]``), or a ``question`` or ``source``
+that is not a string (absent or null is ``""``), skips the problem, reported through
+``on_skip`` naming the model file and the field: its ``str()`` would be text the model
+did not write (``[{"answer": "18"}]`` was the reasoning ``"{'answer': '18'}"`` and a
+vote for 18). The family is read from the model name by
 :func:`dissensus.families.model_family` (Llama -> meta, Mistral/Mixtral -> mistral,
 gemma -> google, gpt -> openai, Qwen -> alibaba, Phi -> microsoft, Yi -> 01-ai,
 otherwise the name, lower-cased); the gold is normalised like the answers
@@ -339,6 +350,10 @@ def extract_answer(text: str) -> tuple[str | None, str]:
     (``null``, ``"None"``, ``""``, ``"___"``, a refusal, a fraction no decimal of
     :data:`PLACES` places holds) the output is an abstention, and no number is looked
     for elsewhere in the text.
+
+    A blank ``text`` reads as ``(None, "(no output)")`` (the door's reading of a member's
+    empty answer, :mod:`dissensus.panels.answers`); the converter never asks it about an
+    empty output, which it writes with an empty reasoning.
     """
     found, reasoning = _from_json(text)
     if not found.stated:
@@ -353,11 +368,46 @@ def _load(path: Path) -> list[Any]:
     return data
 
 
-def _text(item: JsonObject) -> str:
+def _output_text(item: JsonObject) -> tuple[str | None, str]:
+    """``(text, "")``: the item's raw output, its strings joined by newlines (``""`` for
+    an output absent, null, ``[]`` or of nulls and empty strings only), or ``(None,
+    why)`` for an output that is not a list of strings and nulls: no text of it is made
+    up (``str()`` of an object or a boolean is not what the model wrote)."""
     out = item.get("output")
-    if isinstance(out, list):
-        return "\n".join(str(x) for x in out if x is not None)
-    return "" if out is None else str(out)
+    if out is None:
+        return "", ""
+    if not isinstance(out, list):
+        return None, (
+            f"must be a list of strings (or null), got {type(out).__name__} {shown_value(out)}"
+        )
+    for index, element in enumerate(out):
+        if element is not None and not isinstance(element, str):
+            return None, (
+                f"element {index} must be a string or null, got "
+                f"{type(element).__name__} {shown_value(element)}"
+            )
+    return "\n".join(x for x in out if x is not None), ""
+
+
+def _agent(name: str, text: str) -> AgentOutput:
+    """One model's agent from its raw output ``text``: an empty (or blank) output is an
+    abstention with empty reasoning (the reading names it in ``missing_reasoning``), not
+    an invented trace that every empty output would share."""
+    if not text.strip():
+        return AgentOutput(agent=name, decision=None, reasoning="", family=model_family(name))
+    answer, reasoning = extract_answer(text)
+    return AgentOutput(agent=name, decision=answer, reasoning=reasoning, family=model_family(name))
+
+
+def _meta_text(item: JsonObject, field: str) -> tuple[str | None, str]:
+    """``(text, "")``: the item's ``field`` (``""`` when absent or null), or ``(None,
+    why)`` when it is not a string (never its ``str()``)."""
+    value = item.get(field)
+    if value is None:
+        return "", ""
+    if not isinstance(value, str):
+        return None, f"must be a string, got {type(value).__name__} {shown_value(value)}"
+    return value, ""
 
 
 def zeroeval_source_files(directory: str | Path) -> list[Path]:
@@ -459,19 +509,11 @@ def _panels(
         if isinstance(gold, Skipped):
             report_skip(on_skip, gold)
             continue
-        outputs = []
-        absent = []
-        for name in sorted(by_model):
-            item = by_model[name].get(sid)
-            if item is None:
-                absent.append(name)
-                continue
-            answer, reasoning = extract_answer(_text(item))
-            outputs.append(
-                AgentOutput(
-                    agent=name, decision=answer, reasoning=reasoning, family=model_family(name)
-                )
-            )
+        agents = _agents(sid, by_model, files)
+        if isinstance(agents, Skipped):
+            report_skip(on_skip, agents)
+            continue
+        outputs, absent = agents
         if len(outputs) < 2:
             report_skip(
                 on_skip,
@@ -483,12 +525,10 @@ def _panels(
                 ),
             )
             continue
-        meta = {
-            "source": "ZeroEval",
-            "task": str(first.get("source", "")),
-            "question": str(first.get("question", "")),
-            "gold": gold,
-        }
+        meta = _meta(sid, first, first_file[sid], gold)
+        if isinstance(meta, Skipped):
+            report_skip(on_skip, meta)
+            continue
         panel = Panel(id=sid, meta=meta, outputs=outputs)
         over = over_limits(panel)
         if over is not None:
@@ -514,6 +554,38 @@ def _panels(
                     ),
                 ),
             )
+
+
+def _agents(
+    sid: str, by_model: dict[str, dict[str, JsonObject]], files: dict[str, str]
+) -> tuple[list[AgentOutput], list[str]] | Skipped:
+    """``(agents, absent)``: one agent per model that answered problem ``sid`` (models
+    sorted by name) and the models that did not, or the skip of the problem when a
+    model's ``output`` is not a list of strings and nulls (its file named)."""
+    outputs: list[AgentOutput] = []
+    absent: list[str] = []
+    for name in sorted(by_model):
+        item = by_model[name].get(sid)
+        if item is None:
+            absent.append(name)
+            continue
+        text, why = _output_text(item)
+        if text is None:
+            return Skipped(file=files[name], item=sid, field="output", message=why)
+        outputs.append(_agent(name, text))
+    return outputs, absent
+
+
+def _meta(sid: str, first: JsonObject, file: str, gold: str) -> JsonObject | Skipped:
+    """The panel's ``meta``, its task and question from the problem's first item (in
+    ``file``), or the skip of the problem when either is not a string."""
+    task, why_task = _meta_text(first, "source")
+    question, why_question = _meta_text(first, "question")
+    if task is None:
+        return Skipped(file=file, item=sid, field="source", message=why_task)
+    if question is None:
+        return Skipped(file=file, item=sid, field="question", message=why_question)
+    return {"source": "ZeroEval", "task": task, "question": question, "gold": gold}
 
 
 def _given_gold(item: JsonObject) -> object | None:

@@ -34,13 +34,18 @@ Choices where the design is silent:
   both voted on (at least 5 shared cases and errors not constant, else unmeasured).
 * Confidence of a decided answer is never the vote share: see
   :mod:`dissensus.guard.confidence`.
+* A calibration file is checked as it is read, a figure out of its range refused
+  naming its field (the constraints of :class:`ReliabilityFit`): among them
+  ``beta_star`` and ``beta_star_accuracy`` are finite and not negative (or null), as
+  every beta of the grid is. A ``beta_star`` of -3 was taken as 0 by invariant 3,
+  whose message then said "beta* = 0" beside the figure -3.0.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Literal
+from typing import Annotated, Literal
 
 import numpy as np
 from numpy.typing import NDArray
@@ -83,8 +88,11 @@ class ReliabilitySettings(BaseModel):
 
     beta_reference: float = 1.5
     """Beta of the consensus-weighting figures in the strata (the design's default)."""
-    beta_grid: list[float] = Field(default_factory=default_beta_grid)
-    """Betas tried by the beta* search, ascending."""
+    beta_grid: list[Annotated[float, Field(ge=0.0, allow_inf_nan=False)]] = Field(
+        default_factory=default_beta_grid
+    )
+    """Betas tried by the beta* search, ascending (each finite and not negative, so that
+    beta* is one a calibration file may hold)."""
     min_stratum_cases: int = 10
     """Fewest evidence-absent cases for beta* to count as measured."""
     overconfidence_tolerance: float = 0.05
@@ -177,9 +185,10 @@ class ReliabilityFit(BaseModel):
     strata: list[StratumReport]
     beta_search: list[BetaPoint]
     beta_stratum_cases: int
-    beta_star: float | None
-    """Largest safe beta, ``None`` when the absent stratum is not measured."""
-    beta_star_accuracy: float | None
+    beta_star: float | None = Field(ge=0.0, allow_inf_nan=False)
+    """Largest safe beta, ``None`` when the absent stratum is not measured (a beta of the
+    grid: finite and not negative)."""
+    beta_star_accuracy: float | None = Field(ge=0.0, allow_inf_nan=False)
     """The design's definition alone: largest beta whose accuracy delta (and every smaller one's) is >= 0."""
     verifier: VerifierChoice | None
     settings: ReliabilitySettings
