@@ -20,7 +20,10 @@ The model for LLM agents (and the "LLM picks" / "LLM writes" rows) is ``--model`
 the problem file's ``model:``, else ``$DISSENSUS_MODEL``; function and table agents need
 none. A problem file is trusted code: function agents' modules beside it are imported
 by file path (``sys.path`` is never changed). ``--model`` is checked even when the
-problem has no LLM agent: an invalid spec is exit 2, never silently unused.
+problem has no LLM agent: an invalid spec is exit 2, never silently unused. A
+recording (``record:FILE:...``) is an output: one that is the problem file, ``--out`` or
+a module file a function agent names beside the problem file is refused (exit 2,
+naming ``model`` and the file's role, ``agents[i].score``), before anything is appended.
 """
 
 from __future__ import annotations
@@ -75,6 +78,22 @@ out for ``bound``'s options as :data:`RULES` is (a test keeps them equal)."""
 
 def _model_spec(flag: str | None, problem: Problem) -> str | None:
     return flag or problem.model or os.environ.get("DISSENSUS_MODEL") or None
+
+
+def _code_files(problem: Problem, base_dir: Path) -> dict[str, str | None]:
+    """The files of Python code the problem's function agents name, beside the problem
+    file (label ``agents[i].score``, ``.propose``, ``.repair``): inputs a recording must
+    never be appended to."""
+    from dissensus.loading import code_file
+
+    files: dict[str, str | None] = {}
+    for i, agent in enumerate(problem.agents):
+        for name in ("score", "propose", "repair"):
+            spec = getattr(agent, name)
+            path = code_file(spec, base_dir) if spec else None
+            if path is not None:
+                files[f"agents[{i}].{name}"] = str(path)
+    return files
 
 
 def _client(spec: str) -> Any:
@@ -214,7 +233,11 @@ def negotiate(
     spec = _model_spec(model, problem)
     from dissensus.llm.resolve import check_recordings
 
-    check_recordings(spec, {"PROBLEM.yaml": problem_file, "--out": out})
+    check_recordings(
+        spec,
+        {"PROBLEM.yaml": problem_file, "--out": out}
+        | _code_files(problem, Path(problem_file).parent),
+    )
     needs_model = any(a.kind == "llm" for a in problem.agents)
     client = _client(spec) if spec and (needs_model or compare) else None
     if needs_model and client is None:
