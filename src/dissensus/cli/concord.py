@@ -3,7 +3,9 @@
 * ``dissensus negotiate PROBLEM.yaml`` runs the protocol; ``--json`` prints the
   certificate, ``--out`` writes it, ``--compare`` adds the comparison with other decision
   rules (with ``--json``: ``{"certificate": ..., "comparison": [...]}``), ``--deadline``
-  stops the run and returns the current leader; Ctrl-C does the same (cancellation).
+  stops the run and returns the current leader; Ctrl-C does the same (cancellation). A
+  comparison that does not finish (deadline, Ctrl-C, an arbiter whose model fails) leaves
+  the certificate: one stderr line says why, ``"comparison": null`` under ``--json``.
   Exit 0 whatever the status (``certified`` or ``best_effort``), 2 on a bad problem file,
   1 (after the record) when the run is not certified, model calls were made and every
   one of them failed to reach the server: counted by the protocol from the failures'
@@ -57,7 +59,7 @@ from dissensus.cli.common import (
     stdout_handle,
     write_stdout,
 )
-from dissensus.errors import ConfigError, InputError
+from dissensus.errors import ConfigError, DissensusError, InputError
 
 if TYPE_CHECKING:
     from dissensus.concord.problem import Problem
@@ -112,7 +114,8 @@ async def _run(
     on_record: Callable[[Certificate], None],
 ) -> tuple[Certificate, list[Any] | None, str | None, str | None]:
     """The negotiation, then (``compare``) the comparison: ``(certificate, rows, why the
-    comparison stopped, the first unreachable fault when every model call of the run
+    comparison stopped (``failed: MESSAGE`` when the arbiter's model failed), the first
+    unreachable fault when every model call of the run
     failed to reach the server)``. ``on_record`` gets the certificate as soon as the negotiation
     ends, before any comparison, so an interrupt or a hung arbiter cannot lose it; the
     deadline bounds the whole command (the comparison gets what remains of it), and
@@ -170,6 +173,9 @@ async def _run(
             return cert, None, "deadline", failed
         if task.cancelled():
             return cert, None, "interrupted" if interrupted else "cancelled", failed
+        error = task.exception()
+        if isinstance(error, DissensusError | ValueError):  # the arbiter's model failed
+            return cert, None, f"failed: {' '.join(str(error).split())}", failed
         return cert, task.result(), None, failed
     finally:
         with contextlib.suppress(NotImplementedError, RuntimeError):
@@ -288,21 +294,27 @@ def negotiate(
     elif rows is not None:
         _print_comparison(rows, cert)
     if stopped is not None:
-        err_console.print(
-            {
-                "interrupted": "interrupted: the comparison was not run to its end; "
-                "the certificate stands",
-                "cancelled": "the comparison was cancelled; the certificate stands",
-                "deadline": "deadline: no time was left for the comparison; the certificate stands",
-            }[stopped],
-            markup=False,
-        )
+        err_console.print(_stopped_line(stopped), markup=False)
     if failed is not None:
         err_console.print(
             f"error: connection failed: every model call failed to reach the server ({shown(failed)})"
         )
         raise typer.Exit(code=EXIT_FAILURE)
     raise typer.Exit(code=EXIT_OK)
+
+
+def _stopped_line(stopped: str) -> str:
+    """The stderr line saying why the comparison did not finish (the certificate stands)."""
+    if stopped.startswith("failed: "):
+        return (
+            f"the comparison failed: {shown(stopped.removeprefix('failed: '))}; "
+            "the certificate stands"
+        )
+    return {
+        "interrupted": "interrupted: the comparison was not run to its end; the certificate stands",
+        "cancelled": "the comparison was cancelled; the certificate stands",
+        "deadline": "deadline: no time was left for the comparison; the certificate stands",
+    }[stopped]
 
 
 def connection_failure(cert: Certificate, model_calls: int, unreachable: list[str]) -> str | None:
