@@ -5,12 +5,20 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from cli_helpers import cli
+from concord_helpers import IDEAL, REJECTED, unit
 from dissensus.concord import verify
+from dissensus.concord.agent import NegotiationView, Outcome, ScoreFault
+from dissensus.concord.protocol import negotiate_sync
+from dissensus.concord.record import canonical_digest
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples" / "concord"
@@ -71,3 +79,89 @@ def test_an_arbiter_that_fails_leaves_the_certificate(
     assert human.code == 0 and "CONCORD certified" in human.out
     assert "Comparison on identical scores" not in human.out
     assert human.err.startswith("the comparison failed: ")
+
+
+def _resealed(doc: dict[str, Any], **spent: int) -> dict[str, Any]:
+    edited = json.loads(json.dumps(doc))
+    edited["spent"].update(spent)
+    edited.pop("digest")
+    edited["digest"] = canonical_digest(edited)
+    return edited
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("messages", 10**30),
+        ("messages", -1),
+        ("messages", 34),
+        ("messages", 36),
+        ("hops", 10**30),
+        ("hops", -1),
+        ("hops", 1),
+        ("hops", 3),
+        ("agent_calls", 10**6),
+    ],
+)
+def test_verify_recounts_the_relayed_spend(field: str, value: int) -> None:
+    res = cli("negotiate", EXAMPLES / "llm-checkout.yaml", "--json")
+    doc = json.loads(res.out)
+    assert (doc["spent"]["messages"], doc["spent"]["hops"]) == (35, 2)  # the graph's costs
+    assert verify(doc).valid
+    verdict = verify(_resealed(doc, **{field: value}))
+    assert not verdict.valid and verdict.violated == "bound"
+    assert field in (verdict.message or ""), verdict.message
+
+
+class _Flaky:
+    """A function-like agent: a hashed score, failing a whole scoring call (``raise``) or
+    one outcome (a ``ScoreFault``) on chosen texts."""
+
+    kind = "function"
+    uses_model = False
+    timeout: float | None = None
+
+    def __init__(self, agent_id: str, seed: int, whole: int, one: int) -> None:
+        self.id, self.seed, self.whole, self.one = agent_id, seed, whole, one
+
+    def attempts(self) -> int:
+        return 0
+
+    async def score(self, outcomes: Sequence[Outcome], view: NegotiationView) -> list[Any]:
+        if view.phase != "anchors" and unit(self.seed, "whole", outcomes[0].text) < self.whole / 4:
+            raise RuntimeError("scoring failed")
+        out: list[Any] = []
+        for o in outcomes:
+            if o.id in ("R0", "I0"):
+                out.append(0.0 if o.id == "R0" else 10.0)
+            elif unit(self.seed, "one", o.text) < self.one / 4:
+                out.append(ScoreFault(message="cannot score this one"))
+            else:
+                out.append(10 * unit(self.seed, self.id, o.text))
+        return out
+
+    async def propose(self, view: NegotiationView) -> Outcome | None:
+        return Outcome(text=f"plan of {self.id}")
+
+    async def repair(self, view: NegotiationView) -> Outcome | None:
+        return Outcome(text=f"repair of {self.id} in round {view.round}")
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    n=st.integers(1, 5),
+    seed=st.integers(0, 10**6),
+    whole=st.integers(0, 2),
+    one=st.integers(0, 2),
+    graph=st.booleans(),
+)
+def test_the_relayed_spend_of_any_run_verifies(
+    n: int, seed: int, whole: int, one: int, graph: bool
+) -> None:
+    agents = [_Flaky(f"a{i}", seed + i, whole, one) for i in range(n)]
+    edges = [(f"a{i}", f"a{i + 1}") for i in range(n - 1)] if graph and n > 1 else None
+    cert = negotiate_sync(agents, rejected=REJECTED, ideal=IDEAL, floor=0.6, rounds=3, edges=edges)
+    doc = cert.model_dump(mode="json")
+    assert verify(doc).valid, verify(doc).message
+    verdict = verify(_resealed(doc, messages=cert.spent.messages + 10**6))
+    assert verdict.violated == "bound" and "messages" in (verdict.message or "")
