@@ -165,3 +165,23 @@ def test_the_relayed_spend_of_any_run_verifies(
     assert verify(doc).valid, verify(doc).message
     verdict = verify(_resealed(doc, messages=cert.spent.messages + 10**6))
     assert verdict.violated == "bound" and "messages" in (verdict.message or "")
+
+
+def _reseal_doc(doc: dict[str, Any], **fields: Any) -> dict[str, Any]:
+    edited = json.loads(json.dumps(doc))
+    edited.update(fields)
+    edited.pop("digest")
+    edited["digest"] = canonical_digest(edited)
+    return edited
+
+
+def test_a_cleared_floor_the_selection_does_not_clear_is_named(tmp_path: Path) -> None:
+    doc = json.loads(cli("negotiate", EXAMPLES / "llm-checkout.yaml", "--json").out)
+    assert doc["status"] == "certified" and doc["spent"]["stopped"] == "floor_cleared"
+    path = tmp_path / "cert.json"
+    path.write_text(json.dumps(_reseal_doc(doc, floor=0.99)), encoding="utf-8")
+    res = cli("verify", path)
+    assert res.code == 1
+    assert res.out.strip() == (
+        "invalid: stop: stopped for a cleared floor, yet the selected candidate does not clear it"
+    )

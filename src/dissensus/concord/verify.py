@@ -417,7 +417,9 @@ def _check_stop(cert: Certificate) -> None:
     cleared = exact is not None and ref_clears_floor(exact, cert.floor)
     repairs = len(cert.trajectory) - 1 if cert.trajectory else 0
     if stopped == "floor_cleared" and not cleared:
-        raise _fail("stop", "stopped for a cleared floor, yet not certified")
+        raise _fail(
+            "stop", "stopped for a cleared floor, yet the selected candidate does not clear it"
+        )
     if cleared and stopped != "floor_cleared":
         # the protocol stops as soon as the leader clears the floor, before any other
         # call: a deadline, a cancellation or the budget never ends a run it cleared
