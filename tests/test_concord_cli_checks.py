@@ -19,6 +19,7 @@ from dissensus.concord import verify
 from dissensus.concord.agent import NegotiationView, Outcome, ScoreFault
 from dissensus.concord.protocol import negotiate_sync
 from dissensus.concord.record import canonical_digest
+from dissensus.signing import Signer
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples" / "concord"
@@ -185,3 +186,21 @@ def test_a_cleared_floor_the_selection_does_not_clear_is_named(tmp_path: Path) -
     assert res.out.strip() == (
         "invalid: stop: stopped for a cleared floor, yet the selected candidate does not clear it"
     )
+
+
+@pytest.mark.parametrize("command", ["verify", "runs verify"])
+def test_a_private_key_is_refused_as_the_public_key(tmp_path: Path, command: str) -> None:
+    key = Signer.generate()
+    private = tmp_path / "key.pem"
+    private.write_text(key.private_pem(), encoding="utf-8")
+    cert = tmp_path / "cert.json"
+    res = cli(
+        "negotiate", EXAMPLES / "region-table.yaml", "--out", cert,
+        env={"DISSENSUS_SIGNING_KEY": key.private_pem()},
+    )  # fmt: skip
+    assert res.code == 0, res.err
+    target = str(cert) if command == "verify" else "some-run"
+    res = cli(*command.split(), target, "--public-key", private)
+    assert res.code == 2 and res.out == "", res.out
+    assert "a private key; a public key is needed" in res.err and str(private) in res.err
+    assert "signed" not in res.err
