@@ -17,6 +17,7 @@ from cli_helpers import cli
 from concord_helpers import IDEAL, REJECTED, unit
 from dissensus.concord import verify
 from dissensus.concord.agent import NegotiationView, Outcome, ScoreFault
+from dissensus.concord.function import as_outcome
 from dissensus.concord.protocol import negotiate_sync
 from dissensus.concord.record import canonical_digest
 from dissensus.signing import Signer
@@ -204,3 +205,40 @@ def test_a_private_key_is_refused_as_the_public_key(tmp_path: Path, command: str
     assert res.code == 2 and res.out == "", res.out
     assert "a private key; a public key is needed" in res.err and str(private) in res.err
     assert "signed" not in res.err
+
+
+@pytest.mark.parametrize("value", ["", "   ", "\n\t", {"text": " "}, Outcome(text="  ")])
+def test_a_function_agents_empty_text_passes(value: object) -> None:
+    assert as_outcome(value) is None
+
+
+def test_a_function_agents_unusable_outcome_is_a_one_line_fault(tmp_path: Path) -> None:
+    (tmp_path / "p.py").write_text(
+        "def score(o, v):\n    return {'r': 0.0, 'i': 10.0}.get(o.text, 5.0)\n"
+        "def empty(v):\n    return ''\n"
+        "def blank(v):\n    return '   '\n"
+        "def bad_id(v):\n    return {'id': 5, 'text': 'x'}\n",
+        encoding="utf-8",
+    )
+    (tmp_path / "p.yaml").write_text(
+        "floor: 0.4\nrounds: 0\n"
+        "anchors: {rejected: {id: R0, text: r}, ideal: {id: I0, text: i}}\n"
+        "agents:\n"
+        "  - {id: a, kind: function, score: 'p:score', propose: 'p:empty'}\n"
+        "  - {id: b, kind: function, score: 'p:score', propose: 'p:blank'}\n"
+        "  - {id: d, kind: function, score: 'p:score', propose: 'p:bad_id'}\n",
+        encoding="utf-8",
+    )
+    res = cli("negotiate", tmp_path / "p.yaml", "--json")
+    assert res.code == 0, res.err
+    doc = json.loads(res.out)
+    assert doc["candidates"] == []
+    opening = doc["trajectory"][0]
+    assert {"a passed", "b passed"} <= set(opening["notes"])
+    assert opening["faults"] == [
+        {
+            "agent": "d",
+            "phase": "propose",
+            "message": "ValueError: not an outcome: id: Input should be a valid string",
+        }
+    ]
