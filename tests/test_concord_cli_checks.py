@@ -242,3 +242,28 @@ def test_a_function_agents_unusable_outcome_is_a_one_line_fault(tmp_path: Path) 
             "message": "ValueError: not an outcome: id: Input should be a valid string",
         }
     ]
+
+
+@pytest.mark.parametrize(
+    ("problem", "extra"), [("llm-checkout.yaml", []), ("incident.yaml", ["--compare"])]
+)
+def test_a_bad_model_in_the_problem_file_names_the_field(
+    examples: Path, problem: str, extra: list[str]
+) -> None:
+    path = examples / problem
+    text = "\n".join(
+        line
+        for line in path.read_text(encoding="utf-8").splitlines()
+        if not line.startswith("model:")
+    )
+    path.write_text(text + "\nmodel: scripted:nope.yaml\n", encoding="utf-8")
+    out = examples / "cert.json"
+    res = cli("negotiate", path, "--out", out, *extra)
+    assert res.code == 2 and res.out == "" and not out.exists()
+    assert res.err.startswith(f"error: {path}: field 'model': model spec "), res.err
+    assert "nope.yaml" in res.err
+    # Not used (no LLM agent, no --compare) or overridden by --model: the run goes on.
+    if extra:
+        assert cli("negotiate", path, "--json").code == 0
+    model = f"scripted:{examples / 'llm-checkout.script.yaml'}"
+    assert cli("negotiate", path, "--json", "--model", model, *extra).code == 0

@@ -22,7 +22,10 @@ The model for LLM agents (and the "LLM picks" / "LLM writes" rows) is ``--model`
 the problem file's ``model:``, else ``$DISSENSUS_MODEL``; function and table agents need
 none. A problem file is trusted code: function agents' modules beside it are imported
 by file path (``sys.path`` is never changed). ``--model`` is checked even when the
-problem has no LLM agent: an invalid spec is exit 2, never silently unused. A
+problem has no LLM agent: an invalid spec is exit 2, never silently unused. The
+problem file's ``model:``, when it is the one used (LLM agents, or ``--compare``), is
+checked the same way before any work, its errors naming the file and the field
+``model``. A
 recording (``record:FILE:...``) is an output: one that is the problem file, ``--out`` or
 a module file a function agent names beside the problem file is refused (exit 2,
 naming ``model`` and the file's role, ``agents[i].score``), before anything is appended.
@@ -237,14 +240,18 @@ def negotiate(
         check_model_spec(model, files={"PROBLEM.yaml": problem_file, "--out": out})
     problem = load_problem(problem_file)
     spec = _model_spec(model, problem)
-    from dissensus.llm.resolve import check_recordings
+    from dissensus.llm.resolve import check_model_spec, check_recordings
 
-    check_recordings(
-        spec,
-        {"PROBLEM.yaml": problem_file, "--out": out}
-        | _code_files(problem, Path(problem_file).parent),
+    files = {"PROBLEM.yaml": problem_file, "--out": out} | _code_files(
+        problem, Path(problem_file).parent
     )
+    check_recordings(spec, files)
     needs_model = any(a.kind == "llm" for a in problem.agents)
+    if model is None and spec and spec == problem.model and (needs_model or compare):
+        try:  # the file's model:, checked before any work and named as its field
+            check_model_spec(spec, files=files)
+        except ConfigError as exc:
+            raise ConfigError(exc.message, file=problem_file, field="model") from None
     client = _client(spec) if spec and (needs_model or compare) else None
     if needs_model and client is None:
         raise ConfigError(
