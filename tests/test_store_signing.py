@@ -80,12 +80,13 @@ def test_documents_are_signed_unsigned_or_invalid() -> None:
     assert sign_document(signed, KEY) == signed  # re-signing replaces, never nests
 
 
-def test_a_public_key_file_can_be_the_private_pem_and_bad_files_are_input_errors(
+def test_a_public_key_file_cannot_be_the_private_pem_and_bad_files_are_input_errors(
     tmp_path: Path,
 ) -> None:
     priv = tmp_path / "priv.pem"
     priv.write_text(KEY.private_pem(), encoding="utf-8")
-    assert load_public_key(priv).key_id == KEY.public_key.key_id
+    with pytest.raises(InputError, match="a private key; a public key is needed"):
+        load_public_key(priv)
     (tmp_path / "junk.pem").write_text("hello", encoding="utf-8")
     with pytest.raises(Exception, match="not a PEM public key"):
         load_public_key(tmp_path / "junk.pem")

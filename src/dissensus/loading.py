@@ -35,7 +35,7 @@ from typing import Any
 
 from dissensus.errors import ConfigError
 
-__all__ = ["is_code_name", "load_callable"]
+__all__ = ["code_file", "is_code_name", "load_callable"]
 
 _LOCK = threading.Lock()
 _BY_PATH: dict[Path, ModuleType] = {}
@@ -54,6 +54,19 @@ def _module_file(base_dir: Path, module_name: str) -> Path | None:
         return candidate
     package = base_dir.joinpath(*parts, "__init__.py")
     return package if package.is_file() else None
+
+
+def code_file(spec: str, base_dir: str | Path) -> Path | None:
+    """The file beside ``base_dir`` that :func:`load_callable` imports for ``spec``
+    (``module:function``); ``None`` when the module is not such a file (it is then an
+    importable module, or the load fails)."""
+    module_name, sep, attr_path = spec.partition(":")
+    if not sep or not module_name or not attr_path:
+        return None
+    try:
+        return _module_file(Path(base_dir), module_name)
+    except (OSError, ValueError):
+        return None
 
 
 def _import_file(path: Path, module_name: str) -> ModuleType:

@@ -7,7 +7,9 @@ blank (``"$(cat missing.pem)"``) is a configuration error (exit 2, naming the va
 like a key that does not parse: never a silent fall-back to unsigned. Verifiers take the public key as a PEM
 file (``--public-key FILE``): a regular file of at most :data:`MAX_KEY_BYTES` (a PEM
 Ed25519 key is a few hundred bytes); a device, a named pipe or a larger file is one
-error line naming it (exit 2), read no further.
+error line naming it (exit 2), read no further. A private key's PEM given there is
+refused the same way (``a public key is needed``): it would verify, but a verifier
+should never hold the private key.
 
 A signature is a small JSON object::
 
@@ -153,7 +155,8 @@ MAX_KEY_BYTES = 1024 * 1024
 
 
 def load_public_key(path: str | Path) -> PublicKey:
-    """An Ed25519 public key from a PEM file (a private key's PEM is accepted too)."""
+    """An Ed25519 public key from a PEM file; a private key's PEM is refused (a verifier
+    needs only the public key, and a private key handed to one has leaked)."""
     from dissensus.files import read_file_bytes
 
     if not str(path).strip():  # ``--public-key "$UNSET"`` must not skip the check unseen
@@ -164,11 +167,13 @@ def load_public_key(path: str | Path) -> PublicKey:
         raise InputError(str(exc)) from None
     try:
         key: Any = serialization.load_pem_public_key(data)
-    except ValueError:
-        try:
-            key = serialization.load_pem_private_key(data, password=None).public_key()
-        except (ValueError, TypeError) as exc:
-            raise InputError(f"{path}: not a PEM public key") from exc
+    except ValueError as exc:
+        if b"PRIVATE KEY-----" in data:
+            raise InputError(
+                f"{path}: a private key; a public key is needed "
+                "(openssl pkey -in KEY.pem -pubout -out KEY.pub.pem)"
+            ) from None
+        raise InputError(f"{path}: not a PEM public key") from exc
     if not isinstance(key, Ed25519PublicKey):
         raise InputError(f"{path}: not an Ed25519 public key ({type(key).__name__})")
     return PublicKey(key)

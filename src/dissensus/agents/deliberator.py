@@ -11,14 +11,16 @@ The act is returned as the model said it; validation is the flow's job.
 
 :class:`LLMJudge` scores one output on the design's rubric (overall quality, risk
 identification, reasoning depth, actionability, each 1-10). The judge never sees
-which method produced the output.
+which method produced the output. A score is a JSON number (``true`` or ``"7"`` fails
+validation and is re-asked, never read as 1 or 7).
 """
 
 from __future__ import annotations
 
 import asyncio
+from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from dissensus.dci.acts import RawAct
 from dissensus.dci.flow import DeliberationResult, deliberate
@@ -159,15 +161,26 @@ JUDGE_RUBRIC = (
 )
 
 
+def _a_number(value: object) -> object:
+    """Refuse what lax integer parsing would read as a number: ``true``, ``"7"``."""
+    if isinstance(value, bool | str):
+        raise ValueError(f"a score is a JSON number, not {type(value).__name__} {value!r}")
+    return value
+
+
+RubricScore = Annotated[int, BeforeValidator(_a_number), Field(ge=1, le=10)]
+"""A rubric score: an integer 1-10 given as a JSON number (``7`` or ``7.0``)."""
+
+
 class JudgeScore(BaseModel):
     """One judge's scores of one output (the design's rubric, 1-10)."""
 
     model_config = ConfigDict(extra="forbid")
 
-    overall: int = Field(ge=1, le=10)
-    risk_identification: int = Field(ge=1, le=10)
-    reasoning_depth: int = Field(ge=1, le=10)
-    actionability: int = Field(ge=1, le=10)
+    overall: RubricScore
+    risk_identification: RubricScore
+    reasoning_depth: RubricScore
+    actionability: RubricScore
     rationale: str = ""
 
 

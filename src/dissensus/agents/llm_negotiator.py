@@ -27,9 +27,11 @@ so scripted models can answer per stage.
 
 Choices where the design is silent:
 
-* A score answer that omits an outcome raises
-  :class:`~dissensus.llm.StructuredOutputError`; the protocol reports it as this
-  agent's fault for that phase. A propose or repair answer that does not follow the
+* A score answer that omits an outcome, scores one it was not asked about or scores
+  one twice (the list form) raises :class:`~dissensus.llm.StructuredOutputError`: the
+  wrong number of scores, which the protocol reports as this agent's fault for that
+  phase. A score is a JSON number: ``true`` or ``"5"`` fails validation (the client
+  re-asks, then the call is a fault), never read as 1.0 or 5.0. A propose or repair answer that does not follow the
   schema (no ``text``) is a fault too, never a pass.
 * The model stack's heavy parts (the OpenAI SDK) load only when a model is called.
 * The agent is told the floor and the current scores when repairing, so it can try to
@@ -38,10 +40,11 @@ Choices where the design is silent:
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic import BaseModel, ConfigDict, StrictFloat, model_validator
 
 from dissensus.concord.agent import AgentIdentity, NegotiationView, Outcome
 from dissensus.llm.base import ChatClient, ChatRequest, Message, StructuredOutputError
@@ -67,7 +70,8 @@ class ScoreItem(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     id: str
-    score: float
+    score: StrictFloat
+    """A JSON number: ``true`` or ``"5"`` is not one (the client re-asks, then faults)."""
 
 
 class ScoreReply(BaseModel):
@@ -204,6 +208,20 @@ class LLMNegotiator(AgentIdentity):
         if missing:
             raise StructuredOutputError(
                 f"the answer scores no outcome {', '.join(str(m) for m in missing)}",
+                attempts=[resp.text],
+            )
+        asked = {str(o.id) for o in outcomes}
+        extra = list(dict.fromkeys(i for i in by_id if i not in asked))
+        if extra:
+            raise StructuredOutputError(
+                f"the answer scores outcomes it was not asked about: {', '.join(extra)}",
+                attempts=[resp.text],
+            )
+        counts = Counter(item.id for item in reply.scores)
+        twice = [i for i, n in counts.items() if n > 1]
+        if twice:
+            raise StructuredOutputError(
+                f"the answer scores an outcome more than once: {', '.join(twice)}",
                 attempts=[resp.text],
             )
         values = [by_id[str(o.id)] for o in outcomes]

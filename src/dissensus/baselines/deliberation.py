@@ -15,8 +15,10 @@ Choices are matched to the task's option ids/labels case-insensitively; free cho
 that matches none of them is an **abstention**: that answer casts no vote (its agent is
 listed in ``extras["abstained"]``) and can never be selected; when every answer abstains
 there is no selection and the status is ``model_failure``. Plurality ties are broken
-by first appearance and reported in ``extras`` (never silently). On budget exhaustion or
-model failure the output is built from the answers so far and its ``status`` says so.
+by first appearance and reported in ``extras`` (never silently). On budget exhaustion,
+model failure or a passed deadline (``deadline_s``: the request in flight is cancelled,
+``status: deadline_exceeded``, as DCI says it) the output is built from the answers so
+far and its ``status`` says so.
 None of these methods produces a decision packet: ``packet`` stays null.
 """
 
@@ -160,10 +162,15 @@ def _plurality(
 
 
 async def _run(
-    method: Method, client: ChatClient, task: Task, s: BaselineSettings
-) -> tuple[list[tuple[str, BaselineAnswer]], JsonObject]:
-    answers: list[tuple[str, BaselineAnswer]] = []
-    extras: JsonObject = {}
+    method: Method,
+    client: ChatClient,
+    task: Task,
+    s: BaselineSettings,
+    answers: list[tuple[str, BaselineAnswer]],
+    extras: JsonObject,
+) -> None:
+    """Ask the method's agents in turn, adding each answer to ``answers`` as it arrives
+    (so a run stopped at its deadline keeps every answer so far)."""
     try:
         if method == "single":
             answers.append(("single", await _ask(client, task, "single", "single")))
@@ -193,7 +200,6 @@ async def _run(
             raise ConfigError(f"not a baseline: {method}", field="method")
     except _Stop as stop:
         extras["stopped"] = {"status": stop.status, "detail": str(stop)}
-    return answers, extras
 
 
 async def _debate(
@@ -225,12 +231,28 @@ async def _debate(
 
 
 async def run_baseline(
-    method: Method, client: ModelClient, task: Task, *, settings: BaselineSettings | None = None
+    method: Method,
+    client: ModelClient,
+    task: Task,
+    *,
+    settings: BaselineSettings | None = None,
+    deadline_s: float | None = None,
 ) -> DeliberationOutput:
-    """Run one baseline on ``task``; always returns an output (its status says how it ended)."""
+    """Run one baseline on ``task``; always returns an output (its status says how it ended).
+
+    With ``deadline_s`` the run stops when that many seconds have passed (the request in
+    flight is cancelled), with the answers so far and ``status: deadline_exceeded``.
+    """
     s = settings or BaselineSettings()
     start = client.usage.model_copy()  # a snapshot, whatever the client returns
-    answers, extras = await _run(method, client, task, s)
+    answers: list[tuple[str, BaselineAnswer]] = []
+    extras: JsonObject = {}
+    try:
+        await asyncio.wait_for(_run(method, client, task, s, answers, extras), deadline_s)
+    except TimeoutError:
+        assert deadline_s is not None
+        detail = f"the deadline of {deadline_s:g}s passed"
+        extras["stopped"] = {"status": "deadline_exceeded", "detail": detail}
     winner, chosen, plural = _plurality(task, answers)
     extras.update(plural)
     usage = client.usage - start
@@ -259,7 +281,12 @@ async def run_baseline(
 
 
 def run_baseline_sync(
-    method: Method, client: ModelClient, task: Task, *, settings: BaselineSettings | None = None
+    method: Method,
+    client: ModelClient,
+    task: Task,
+    *,
+    settings: BaselineSettings | None = None,
+    deadline_s: float | None = None,
 ) -> DeliberationOutput:
     """Synchronous twin of :func:`run_baseline`."""
-    return asyncio.run(run_baseline(method, client, task, settings=settings))
+    return asyncio.run(run_baseline(method, client, task, settings=settings, deadline_s=deadline_s))

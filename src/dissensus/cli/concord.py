@@ -3,7 +3,9 @@
 * ``dissensus negotiate PROBLEM.yaml`` runs the protocol; ``--json`` prints the
   certificate, ``--out`` writes it, ``--compare`` adds the comparison with other decision
   rules (with ``--json``: ``{"certificate": ..., "comparison": [...]}``), ``--deadline``
-  stops the run and returns the current leader; Ctrl-C does the same (cancellation).
+  stops the run and returns the current leader; Ctrl-C does the same (cancellation). A
+  comparison that does not finish (deadline, Ctrl-C, an arbiter whose model fails) leaves
+  the certificate: one stderr line says why, ``"comparison": null`` under ``--json``.
   Exit 0 whatever the status (``certified`` or ``best_effort``), 2 on a bad problem file,
   1 (after the record) when the run is not certified, model calls were made and every
   one of them failed to reach the server: counted by the protocol from the failures'
@@ -20,7 +22,13 @@ The model for LLM agents (and the "LLM picks" / "LLM writes" rows) is ``--model`
 the problem file's ``model:``, else ``$DISSENSUS_MODEL``; function and table agents need
 none. A problem file is trusted code: function agents' modules beside it are imported
 by file path (``sys.path`` is never changed). ``--model`` is checked even when the
-problem has no LLM agent: an invalid spec is exit 2, never silently unused.
+problem has no LLM agent: an invalid spec is exit 2, never silently unused. The
+problem file's ``model:``, when it is the one used (LLM agents, or ``--compare``), is
+checked the same way before any work, its errors naming the file and the field
+``model``. A
+recording (``record:FILE:...``) is an output: one that is the problem file, ``--out`` or
+a module file a function agent names beside the problem file is refused (exit 2,
+naming ``model`` and the file's role, ``agents[i].score``), before anything is appended.
 """
 
 from __future__ import annotations
@@ -54,7 +62,7 @@ from dissensus.cli.common import (
     stdout_handle,
     write_stdout,
 )
-from dissensus.errors import ConfigError, InputError
+from dissensus.errors import ConfigError, DissensusError, InputError
 
 if TYPE_CHECKING:
     from dissensus.concord.problem import Problem
@@ -77,6 +85,22 @@ def _model_spec(flag: str | None, problem: Problem) -> str | None:
     return flag or problem.model or os.environ.get("DISSENSUS_MODEL") or None
 
 
+def _code_files(problem: Problem, base_dir: Path) -> dict[str, str | None]:
+    """The files of Python code the problem's function agents name, beside the problem
+    file (label ``agents[i].score``, ``.propose``, ``.repair``): inputs a recording must
+    never be appended to."""
+    from dissensus.loading import code_file
+
+    files: dict[str, str | None] = {}
+    for i, agent in enumerate(problem.agents):
+        for name in ("score", "propose", "repair"):
+            spec = getattr(agent, name)
+            path = code_file(spec, base_dir) if spec else None
+            if path is not None:
+                files[f"agents[{i}].{name}"] = str(path)
+    return files
+
+
 def _client(spec: str) -> Any:
     from dissensus.llm import resolve_model
 
@@ -93,7 +117,8 @@ async def _run(
     on_record: Callable[[Certificate], None],
 ) -> tuple[Certificate, list[Any] | None, str | None, str | None]:
     """The negotiation, then (``compare``) the comparison: ``(certificate, rows, why the
-    comparison stopped, the first unreachable fault when every model call of the run
+    comparison stopped (``failed: MESSAGE`` when the arbiter's model failed), the first
+    unreachable fault when every model call of the run
     failed to reach the server)``. ``on_record`` gets the certificate as soon as the negotiation
     ends, before any comparison, so an interrupt or a hung arbiter cannot lose it; the
     deadline bounds the whole command (the comparison gets what remains of it), and
@@ -151,6 +176,9 @@ async def _run(
             return cert, None, "deadline", failed
         if task.cancelled():
             return cert, None, "interrupted" if interrupted else "cancelled", failed
+        error = task.exception()
+        if isinstance(error, DissensusError | ValueError):  # the arbiter's model failed
+            return cert, None, f"failed: {' '.join(str(error).split())}", failed
         return cert, task.result(), None, failed
     finally:
         with contextlib.suppress(NotImplementedError, RuntimeError):
@@ -212,10 +240,18 @@ def negotiate(
         check_model_spec(model, files={"PROBLEM.yaml": problem_file, "--out": out})
     problem = load_problem(problem_file)
     spec = _model_spec(model, problem)
-    from dissensus.llm.resolve import check_recordings
+    from dissensus.llm.resolve import check_model_spec, check_recordings
 
-    check_recordings(spec, {"PROBLEM.yaml": problem_file, "--out": out})
+    files = {"PROBLEM.yaml": problem_file, "--out": out} | _code_files(
+        problem, Path(problem_file).parent
+    )
+    check_recordings(spec, files)
     needs_model = any(a.kind == "llm" for a in problem.agents)
+    if model is None and spec and spec == problem.model and (needs_model or compare):
+        try:  # the file's model:, checked before any work and named as its field
+            check_model_spec(spec, files=files)
+        except ConfigError as exc:
+            raise ConfigError(exc.message, file=problem_file, field="model") from None
     client = _client(spec) if spec and (needs_model or compare) else None
     if needs_model and client is None:
         raise ConfigError(
@@ -265,21 +301,27 @@ def negotiate(
     elif rows is not None:
         _print_comparison(rows, cert)
     if stopped is not None:
-        err_console.print(
-            {
-                "interrupted": "interrupted: the comparison was not run to its end; "
-                "the certificate stands",
-                "cancelled": "the comparison was cancelled; the certificate stands",
-                "deadline": "deadline: no time was left for the comparison; the certificate stands",
-            }[stopped],
-            markup=False,
-        )
+        err_console.print(_stopped_line(stopped), markup=False)
     if failed is not None:
         err_console.print(
             f"error: connection failed: every model call failed to reach the server ({shown(failed)})"
         )
         raise typer.Exit(code=EXIT_FAILURE)
     raise typer.Exit(code=EXIT_OK)
+
+
+def _stopped_line(stopped: str) -> str:
+    """The stderr line saying why the comparison did not finish (the certificate stands)."""
+    if stopped.startswith("failed: "):
+        return (
+            f"the comparison failed: {shown(stopped.removeprefix('failed: '))}; "
+            "the certificate stands"
+        )
+    return {
+        "interrupted": "interrupted: the comparison was not run to its end; the certificate stands",
+        "cancelled": "the comparison was cancelled; the certificate stands",
+        "deadline": "deadline: no time was left for the comparison; the certificate stands",
+    }[stopped]
 
 
 def connection_failure(cert: Certificate, model_calls: int, unreachable: list[str]) -> str | None:

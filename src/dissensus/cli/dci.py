@@ -15,6 +15,11 @@ judge returns constant scores and exercises the plumbing only.
 
 Choices where the design is silent:
 
+* ``--deadline`` bounds a baseline's run as it bounds DCI's (the answers so far, status
+  ``deadline_exceeded``); the task's ``dci.deadline_s`` is DCI's setting only. The DCI
+  ablations and ``--max-rounds`` given with a baseline method are a usage error (exit
+  2, naming the flag and the method), never silently unused.
+
 * ``judge`` checks ``--rejects`` (writable, not the input) and every judge's model spec
   before it reads a line.
 * Failed judge calls are one ``error:`` line on stderr (the first failure, and how many
@@ -105,7 +110,7 @@ def _config(
 
 
 async def _deliberate(
-    method: Method, task: Task, client: ModelClient, config: DCIConfig
+    method: Method, task: Task, client: ModelClient, config: DCIConfig, deadline: float | None
 ) -> DeliberationOutput:
     from dissensus.agents.deliberator import deliberate_with_model
     from dissensus.baselines.deliberation import run_baseline
@@ -114,7 +119,7 @@ async def _deliberate(
         if method == "dci":
             output, _ = await deliberate_with_model(task, client, config=config)
             return output
-        return await run_baseline(method, client, task)
+        return await run_baseline(method, client, task, deadline_s=deadline)
     finally:
         await client.aclose()
 
@@ -155,7 +160,7 @@ def deliberate_cmd(
         None,
         "--deadline",
         callback=number_in(0.0, MAX_SECONDS),
-        help="DCI: stop after SECONDS (status deadline_exceeded); default: the task's dci.deadline_s.",
+        help="Stop after SECONDS (status deadline_exceeded); DCI's default: the task's dci.deadline_s.",
     ),
 ) -> None:
     """Deliberate on a task with DCI or a baseline; print the answer (and decision packet)."""
@@ -173,6 +178,19 @@ def deliberate_cmd(
         raise ConfigError(
             f"unknown method {method!r}; use one of {', '.join(METHODS)}", field="method"
         )
+    if method != "dci":
+        given = {
+            "--no-archetypes": no_archetypes,
+            "--no-typed-grammar": no_typed_grammar,
+            "--no-dci-cf": no_dci_cf,
+            "--max-rounds": max_rounds is not None,
+        }
+        for flag, used in given.items():
+            if used:
+                raise ConfigError(
+                    f"{flag} applies to --method dci only; --method {method} does not use it",
+                    field="method",
+                )
     task = load_task(task_file)
     config = _config(
         task,
@@ -184,7 +202,7 @@ def deliberate_cmd(
     if deadline is not None:
         config = config.model_copy(update={"deadline_s": deadline})
     client = _client(model, method, max_calls, max_tokens)
-    output = asyncio.run(_deliberate(method, task, client, config))
+    output = asyncio.run(_deliberate(method, task, client, config, deadline))
     if as_json:
         signer = signer_from_env()
         if signer is None:

@@ -18,6 +18,10 @@ Choices where the design is silent:
   better is read from its own scores of the two anchors.
 * **Resolution of ``module:function``** is :func:`dissensus.loading.load_callable`:
   a module beside the problem file is imported by file path, never through ``sys.path``.
+* **Empty text passes.** A ``propose`` or ``repair`` returning an empty or
+  whitespace-only text (``""``, ``"   "``, ``{"text": " "}``, an ``Outcome`` whose text
+  is whitespace) passes, as an LLM agent's empty text does. Any other unusable return
+  (``{"id": 5, ...}``) is a one-line fault of that call.
 * **Score per outcome.** ``score`` is called once per outcome; an outcome whose call
   raises or returns something other than a number is a
   :class:`~dissensus.concord.agent.ScoreFault` in its place, so only that evaluation is
@@ -41,6 +45,8 @@ import inspect
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any
+
+from pydantic import ValidationError
 
 from dissensus.concord.agent import AgentIdentity, NegotiationView, Outcome, ScoreFault
 
@@ -74,16 +80,26 @@ async def _in_daemon_thread(fn: Callable[..., Any], *args: Any) -> Any:
 
 
 def as_outcome(value: object) -> Outcome | None:
-    """Normalise what a callable returned into an :class:`Outcome` (``None`` passes)."""
+    """Normalise what a callable returned into an :class:`Outcome` (``None`` passes, and
+    so does an empty or whitespace-only text, as an LLM agent's empty text does)."""
     if value is None:
         return None
     if isinstance(value, Outcome):
-        return value
+        return value if value.text.strip() else None
     if isinstance(value, str):
-        return Outcome(text=value)
-    if isinstance(value, dict):
-        return Outcome(id=value.get("id"), text=str(value["text"]))
-    raise TypeError(f"expected an outcome, text, dict or None, got {type(value).__name__}")
+        text, given_id = value, None
+    elif isinstance(value, dict):
+        text, given_id = str(value["text"]), value.get("id")
+    else:
+        raise TypeError(f"expected an outcome, text, dict or None, got {type(value).__name__}")
+    if not text.strip():
+        return None
+    try:
+        return Outcome(id=given_id, text=text)
+    except ValidationError as exc:  # one line, as every fault message
+        first = exc.errors(include_url=False)[0]
+        where = ".".join(str(part) for part in first["loc"])
+        raise ValueError(f"not an outcome: {where}: {first['msg']}") from None
 
 
 class FunctionAgent(AgentIdentity):

@@ -35,7 +35,13 @@ stops at the first violated property, which it names:
     bound, and ``agent_calls`` at least the calls the record shows were made: one
     anchor call per calibrated agent, one proposal per opening author or proposal
     fault, one scoring call per calibrated agent per sweep it scored in, one repair
-    call per repair round that tabled a candidate or recorded a repair fault;
+    call per repair round that tabled a candidate or recorded a repair fault, and at
+    most the bound's model calls (the protocol's calls of any agent); ``messages`` and
+    ``hops`` within what the record's exchanges cost along the recorded graph (a sweep
+    answer whose every score is a fault may have been a failed call, never delivered,
+    so it counts only towards the upper limit). ``attempts`` is checked only to be
+    ``>= 0``: a call abandoned at a deadline may have made none, and the client's
+    retries have no bound in the record;
 13. ``digest``: SHA-256 of the canonical record, and the record as given is exactly
     that record (compared as canonical JSON text, so ``1`` for ``true`` or ``2.0`` for
     ``2`` is an edit, though Python's ``==`` calls them equal).
@@ -411,7 +417,9 @@ def _check_stop(cert: Certificate) -> None:
     cleared = exact is not None and ref_clears_floor(exact, cert.floor)
     repairs = len(cert.trajectory) - 1 if cert.trajectory else 0
     if stopped == "floor_cleared" and not cleared:
-        raise _fail("stop", "stopped for a cleared floor, yet not certified")
+        raise _fail(
+            "stop", "stopped for a cleared floor, yet the selected candidate does not clear it"
+        )
     if cleared and stopped != "floor_cleared":
         # the protocol stops as soon as the leader clears the floor, before any other
         # call: a deadline, a cancellation or the budget never ends a run it cleared
@@ -514,6 +522,77 @@ def _check_bound(cert: Certificate) -> None:
     if spent.agent_calls < needed:
         raise _fail(
             "bound", f"agent_calls {spent.agent_calls} < {needed} calls the record shows were made"
+        )
+    if spent.agent_calls > bound.model_calls:
+        raise _fail(
+            "bound",
+            f"agent_calls {spent.agent_calls} > {bound.model_calls}, the most calls a run "
+            "of this size makes",
+        )
+    _check_relays(cert)
+
+
+def _relay_costs(cert: Certificate) -> dict[str, tuple[int, int]]:
+    """Per covered agent: (messages, hops) of delivering one exchange from it to every
+    other covered agent, along shortest paths of the recorded graph (one hop each on a
+    group channel)."""
+    covered = cert.covered
+    if cert.budget.edges is None:
+        others = len(covered) - 1
+        return {a: (others, 1 if others else 0) for a in covered}
+    import networkx as nx  # imported on first use: it costs ~0.3 s at start-up
+
+    inside = set(covered)
+    graph: nx.Graph = nx.Graph()
+    graph.add_nodes_from(covered)
+    graph.add_edges_from(tuple(e) for e in cert.budget.edges if set(e) <= inside)
+    distance = dict(nx.all_pairs_shortest_path_length(graph))
+    costs: dict[str, tuple[int, int]] = {}
+    for a in covered:
+        paths = [distance[a][b] for b in covered if b != a]
+        costs[a] = (sum(paths), max(paths)) if paths else (0, 0)
+    return costs
+
+
+def _check_relays(cert: Certificate) -> None:
+    """``messages`` and ``hops`` within what the record's exchanges cost: an anchor answer
+    per calibrated agent, a candidate per author, and a scoring answer per agent and
+    sweep. A sweep answer whose every score is a fault may have been a whole failed call
+    (never delivered) or per-outcome faults (delivered), so it counts only towards the
+    upper limit."""
+    calibrated = [
+        a
+        for a in cert.covered
+        if cert.scores[a].anchors.rejected is not None and cert.scores[a].anchors.ideal is not None
+    ]
+    sure = calibrated + [c.author for c in cert.candidates]
+    maybe: list[str] = []
+    opening = [c for c in cert.candidates if c.round == 1]
+    sweeps = [opening] + [[c] for c in cert.candidates if c.round != 1]
+    for sweep in sweeps:
+        for a in calibrated:
+            answered = [c.scores[a] for c in sweep if a in c.scores]
+            if any(ev.raw is not None for ev in answered):
+                sure.append(a)
+            elif answered:
+                maybe.append(a)
+    costs = _relay_costs(cert)
+    low = sum(costs[a][0] for a in sure if a in costs)
+    high = low + sum(costs[a][0] for a in maybe if a in costs)
+    spent = cert.spent
+    if not low <= spent.messages <= high:
+        raise _fail(
+            "bound",
+            f"spent messages {spent.messages} is not what the record's exchanges cost "
+            f"({low} to {high})",
+        )
+    hops_low = max((costs[a][1] for a in sure if a in costs), default=0)
+    hops_high = max((costs[a][1] for a in sure + maybe if a in costs), default=0)
+    if not hops_low <= spent.hops <= hops_high:
+        raise _fail(
+            "bound",
+            f"spent hops {spent.hops} is not the longest relay of the record's exchanges "
+            f"({hops_low} to {hops_high})",
         )
 
 

@@ -11,6 +11,9 @@ Choices where the design is silent:
   ``extend`` target the option they build on; ``challenge``/``ask`` open a tension on
   their target; ``bridge`` targets a tension; ``recommend`` targets an option.
 * ``propose`` and ``spawn`` must carry the text of the new option.
+* Numbers are read strictly: a ``recommend``'s scores and an act's confidence are JSON
+  numbers, so ``true`` or ``"0.1"`` fails validation (the answer is re-asked, as any
+  answer that does not follow the schema) rather than reading as 1.0 or 0.1.
 * Validation never repairs an act. :func:`check_act` returns the list of problems; the
   flow re-asks the participant with them and records a failure when the re-asks run out.
 
@@ -27,7 +30,7 @@ from collections.abc import Iterable
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictFloat, model_validator
 
 from dissensus.errors import ConfigError
 from dissensus.types import JsonSchema
@@ -210,10 +213,11 @@ class RawAct(BaseModel):
     """``challenge`` only: the objection blocks convergence on its target while open."""
     resolves: bool = False
     """``update``/``bridge`` on a tension: the speaker considers the tension settled."""
-    scores: dict[str, float] | None = None
-    """``recommend`` only: a score in [0, 1] for every live option."""
-    confidence: float | None = Field(default=None, ge=0.0, le=1.0)
-    """Self-reported confidence in [0, 1]."""
+    scores: dict[str, StrictFloat] | None = None
+    """``recommend`` only: a score in [0, 1] for every live option (a JSON number:
+    ``true`` or ``"0.1"`` is not one)."""
+    confidence: StrictFloat | None = Field(default=None, ge=0.0, le=1.0)
+    """Self-reported confidence in [0, 1] (a JSON number)."""
     evidence: list[str] = Field(default_factory=list)
     """Evidence items cited (``ground``, ``recommend``, ``synthesize``)."""
     reopen_conditions: list[str] = Field(default_factory=list)

@@ -24,7 +24,11 @@ STAGE_ACTS: dict[str, frozenset[str]] = {
 
 
 def request_bound(participants: int, config: DCIConfig) -> int:
-    """Most requests a run can make: ``(1 + reasks) * (2 + n + 3 n R)``."""
+    """Most requests a run can make: ``(1 + reasks) * (2 + n + 3 n R)``.
+
+    Requests are logical model calls (``usage.calls``); a budget of attempts
+    (``--max-calls``) must allow for the model client's re-asks and retries of each
+    (``docs/dci.md``)."""
     return (1 + config.reasks) * (2 + participants + 3 * participants * config.max_rounds)
 
 
