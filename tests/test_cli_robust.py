@@ -638,6 +638,7 @@ SWAP = Path(__file__).resolve().parent.parent / "examples" / "llmbar-swap.jsonl"
     [
         ["calibrate", SWAP, "--out", "-"],
         ["calibrate-acceptance", SWAP, "--out", "-"],
+        ["negotiate", SWAP.parent / "concord" / "incident.yaml", "--out", "-"],
         ["vote", SWAP, "--rejects", "-"],
         ["route", SWAP, "--similarity", "tfidf", "--rejects", "-"],
         ["calibrate", SWAP, "--rejects", "-"],

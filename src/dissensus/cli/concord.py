@@ -56,6 +56,7 @@ from dissensus.cli.common import (
     check_outputs,
     err_console,
     load_json_file,
+    no_dash,
     number_in,
     out_console,
     shown,
@@ -228,6 +229,7 @@ def negotiate(
     from dissensus.concord.problem import load_problem
     from dissensus.signing import sign_document, signer_from_env
 
+    no_dash(out, "--out", "standard output carries the report; --json prints the certificate there")
     check_input_path(problem_file)
     if rule is not None and rule not in RULES:
         raise ConfigError(
