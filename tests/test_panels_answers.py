@@ -37,11 +37,15 @@ def test_structured_decisions_are_options_or_abstentions(
 
 @given(text=st.text(max_size=200))
 def test_any_text_reads_without_error(text: str) -> None:
-    """No member text raises: it is a decision or an abstention with its text as reasoning."""
-    for mode in ("structured", "number"):
-        got = read_answer(text, PanelSettings(answer=mode))  # type: ignore[arg-type]
-        assert got.reasoning
+    """No member text raises: it is a decision or an abstention with its text as reasoning;
+    a blank text is an abstention with empty reasoning (nothing invented)."""
+    for mode in ("structured", "number", "regex"):
+        settings = PanelSettings(answer=mode, pattern=r"(\d+)" if mode == "regex" else None)  # type: ignore[arg-type]
+        got = read_answer(text, settings)
+        assert bool(got.reasoning) == bool(text.strip()), (mode, text, got)
         assert got.decision is None or got.decision.strip() == got.decision
+        if not text.strip():
+            assert got.decision is None and got.reasoning == ""
 
 
 @given(text=st.text(max_size=200))

@@ -56,6 +56,7 @@ JOURNAL_ADDED = {
     "lock_name",
     "run_lock_holder",
     "run_status",
+    "run_statuses",
 }
 
 

@@ -351,15 +351,16 @@ def extract_answer(text: str) -> tuple[str | None, str]:
     :data:`PLACES` places holds) the output is an abstention, and no number is looked
     for elsewhere in the text.
 
-    A blank ``text`` reads as ``(None, "(no output)")`` (the door's reading of a member's
-    empty answer, :mod:`dissensus.panels.answers`); the converter never asks it about an
-    empty output, which it writes with an empty reasoning.
+    A blank ``text`` reads as ``(None, "")``: an abstention with empty reasoning, as the
+    converter writes an empty output and the chat door reads a member's empty answer
+    (:mod:`dissensus.panels.answers`); no text is invented, since invented text would
+    enter the similarity reading.
     """
     found, reasoning = _from_json(text)
     if not found.stated:
         found = _from_field(text)
     number = found.number if found.stated else _from_phrases(text)
-    trace = reasoning or text.strip() or "(no output)"
+    trace = reasoning or text.strip()
     return number, trace
 
 

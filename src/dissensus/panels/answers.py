@@ -16,6 +16,9 @@ Choices where the design is silent: an answer without a usable decision (no JSON
 a decision outside the options, no number, no match) is an **abstention** — the member
 spoke, its text is its reasoning, and it gives no vote; it is never an error. A
 structured answer without a ``reasoning`` string keeps its raw text as the reasoning.
+An empty (or blank) answer is an abstention with **empty reasoning**: no text is
+invented for it (a placeholder would read as identical reasoning for every silent
+member, similarity 1.0), and the reading names the member in ``missing_reasoning``.
 Pure functions, no I/O.
 """
 
@@ -83,7 +86,7 @@ def _label(value: Any, options: list[str] | None) -> str | None:
 
 
 def _structured(text: str, settings: PanelSettings) -> MemberAnswer:
-    trace = text.strip() or "(no output)"
+    trace = text.strip()
     try:
         data = extract_json(text, want_object=True)
     except JSONExtractError:
@@ -118,7 +121,7 @@ def read_answer(text: str, settings: PanelSettings) -> MemberAnswer:
         why = None if number is not None else "no number in the answer"
         return MemberAnswer(decision=number, reasoning=reasoning, why=why)
     assert settings.pattern is not None
-    trace = text.strip() or "(no output)"
+    trace = text.strip()
     found = re.search(settings.pattern, text)
     if found is None:
         return MemberAnswer(decision=None, reasoning=trace, why="the pattern does not match")
