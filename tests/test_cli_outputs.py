@@ -329,6 +329,29 @@ def test_a_finished_run_resumes_from_the_journal_alone(tmp_path: Path) -> None:
     assert str(tmp_path / "U.jsonl") in res.err and len(res.err.strip().splitlines()) == 1
 
 
+def test_a_lock_row_does_not_stop_the_replay_of_a_finished_run(tmp_path: Path) -> None:
+    """A finished run is only replayed (no lease taken), so a lock row naming a process
+    elsewhere (left behind, or written by hand) does not refuse it; an unfinished run it
+    still refuses, naming the holder."""
+    import sqlite3
+
+    from pipeline_cases import panel, write_jsonl
+
+    journal = tmp_path / "j.sqlite"
+    inp = write_jsonl(tmp_path / "in.jsonl", [panel(f"p{i}", ["1", "2"]) for i in range(3)])
+    res = cli("decide", inp, "--similarity", "tfidf", "--journal", journal, "--run-id", "F")
+    assert res.code == 0, res.err
+    with sqlite3.connect(journal) as db:
+        db.execute("INSERT INTO run_locks VALUES ('F', 4242, 'elsewhere', '2026-01-01')")
+    res = cli("runs", "resume", "F", "--journal", journal, "--json")
+    assert res.code == 0, res.err
+    assert [json.loads(line)["id"] for line in res.out.splitlines()] == ["p0", "p1", "p2"]
+    with sqlite3.connect(journal) as db:
+        db.execute("DELETE FROM events WHERE run_id = 'F' AND key = 'run/finished'")
+    res = cli("runs", "resume", "F", "--journal", journal)
+    assert res.code == 2 and "pid 4242 (host elsewhere)" in res.err, res.err
+
+
 def test_a_symbolic_link_is_written_through_and_kept(tmp_path: Path) -> None:
     """Renaming over the link replaced the link with a regular file and left the file it
     led to unchanged; with two hops and a relative link too."""
