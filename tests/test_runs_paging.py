@@ -150,6 +150,8 @@ def test_the_service_gives_runs_a_page_at_a_time(tmp_path: Path) -> None:
             unknown = await client.get("/v1/runs?after=nope", headers=auth("sub"))
             assert unknown.status_code == 404, unknown.text
             assert unknown.json()["field"] == "after"
+            assert str(path) not in unknown.text and "journal.sqlite" not in unknown.text
+            assert unknown.json()["error"] == "no run 'nope'", unknown.text
 
     asyncio.run(go())
 

@@ -777,6 +777,11 @@ def test_a_run_the_server_started_resumes_with_the_cli(
         state.task.cancel()  # the server stops before deciding anything
         with pytest.raises(asyncio.CancelledError):
             await state.task
+        # What a remote caller reads (the 503, the stream's last event) names the run and
+        # the command, never the journal's file.
+        assert state.status == "incomplete" and state.error is not None
+        assert f"runs resume {state.run_id} --journal JOURNAL" in state.error, state.error
+        assert str(s.journal) not in state.error and "journal.sqlite" not in state.error
         return str(state.run_id)
 
     async def shown(run_id: str) -> Any:
@@ -896,3 +901,41 @@ def test_the_port_listens_before_the_application_starts() -> None:
         client.close()
     finally:
         server.close()
+
+
+def test_the_events_of_a_run_executed_elsewhere_are_a_snapshot(tmp_path: Path) -> None:
+    """A run another live process holds (the CLI, another replica) is not followed: its
+    stream is what is journalled so far, then one ``running`` event, and it ends."""
+    import os
+    import socket
+    import sqlite3
+
+    s = settings(tmp_path)
+    inp = write_jsonl(tmp_path / "in.jsonl", [escalating("a"), escalating("b")])
+    with Journal(s.journal) as journal:
+        policy, policy_dir = load_policy(s.policy)
+        info = start_run(
+            journal, str(inp), policy, policy_file=str(s.policy), policy_dir=policy_dir
+        )
+
+        async def run() -> None:
+            async for _ in execute_run(journal, info.run_id):
+                pass
+
+        asyncio.run(run())
+    with sqlite3.connect(s.journal) as db:  # unfinished, and held by a live process here
+        db.execute("DELETE FROM events WHERE run_id = ? AND key = 'run/finished'", (info.run_id,))
+        db.execute(
+            "INSERT INTO run_locks VALUES (?, ?, ?, '2026-01-01')",
+            (info.run_id, os.getppid(), socket.gethostname()),
+        )
+
+    async def events() -> str:
+        async with client_for(s) as client:
+            got = await client.get(f"/v1/runs/{info.run_id}/events", headers=auth("sub"))
+            assert got.status_code == 200
+            return got.text
+
+    text = asyncio.run(events())
+    kinds = re.findall(r"^event: (\w+)$", text, flags=re.M)
+    assert kinds == ["record", "record", "running"], text

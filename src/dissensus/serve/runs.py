@@ -525,10 +525,12 @@ class Runner:
                 self._end(state)
                 raise
             state.status = "incomplete"
-            state.error = (
+            # A remote caller reads it: the journal's place is ``--journal JOURNAL``.
+            state.error = journal_errors.scrub(
                 "cancelled (the server stopped); resume with: dissensus runs resume "
                 + state.run_id
-                + journal_option(self.journal.path)
+                + journal_option(self.journal.path),
+                [str(self.journal.path)],
             )
             if state.deferred and self.journal.run(state.run_id, missing_ok=True) is None:
                 # A deferred run stopped before its first write: nothing to resume.

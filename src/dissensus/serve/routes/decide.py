@@ -156,8 +156,8 @@ async def runs_list(
     journal = service_of(request).journal
     try:
         page = await run_in_threadpool(run_summaries, journal, after=after, limit=limit + 1)
-    except UnknownRun as exc:  # only ``after`` names a run here
-        raise ApiError(404, str(exc), "after") from None
+    except UnknownRun as exc:  # only ``after`` names a run here; never the journal's place
+        raise ApiError(404, journal_errors.scrub(str(exc), [str(journal.path)]), "after") from None
     if len(page) > limit:
         page = page[:limit]
         query = urlencode({"limit": limit, "after": page[-1].run_id})
