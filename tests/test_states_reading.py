@@ -223,3 +223,22 @@ def test_reading_round_trips_and_rereads_from_its_matrix(
         r = read_panel(p, backend, th)
         assert Reading.model_validate(r.model_dump(mode="json")) == r
         assert read_from_matrix(p, r.matrix, r.model, th) == r
+
+
+def test_a_panel_over_the_agent_bound_is_refused_before_its_matrix() -> None:
+    """10,000 agents built a 10,000 x 10,000 matrix (gigabytes, then MemoryError): the
+    library refuses them as every door does, naming ``outputs``; 256 are read."""
+    from dissensus.io.limits import MAX_AGENTS
+
+    def data(n: int) -> dict[str, object]:
+        return {
+            "id": "big",
+            "outputs": [
+                {"agent": f"a{i}", "decision": "xy"[i % 2], "reasoning": f"reason {i % 7}"}
+                for i in range(n)
+            ],
+        }
+
+    with pytest.raises(InputError, match=r"field 'outputs': 10000 agents; at most 256 per panel"):
+        read_panel(data(10_000), get_backend("tfidf"))
+    assert len(read_panel(data(MAX_AGENTS), get_backend("tfidf")).agents) == MAX_AGENTS

@@ -64,6 +64,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from dissensus.cases import as_panel
 from dissensus.errors import ConfigError, InputError
+from dissensus.io.limits import MAX_AGENTS
+from dissensus.quoting import quote_short
 from dissensus.states._trusted import trusted
 from dissensus.states.similarity import EmbeddingBackend, SimilarityBackend, embeds
 from dissensus.types import OutputLike, PanelLike
@@ -397,9 +399,18 @@ def read_panels(
     """Read a batch of panels; an embedding backend embeds each distinct trace once.
 
     The batch is materialised; stream large inputs in bounded batches. A panel may also
-    be a mapping, validated as in :func:`read_panel`.
+    be a mapping, validated as in :func:`read_panel`. A panel of more than
+    :data:`~dissensus.io.limits.MAX_AGENTS` agents is an
+    :class:`~dissensus.errors.InputError` naming ``outputs``, as at every other door
+    (its similarity matrix grows with the square of its agents).
     """
     batch = [as_panel(p) for p in panels]
+    for panel in batch:
+        if len(panel.outputs) > MAX_AGENTS:
+            raise InputError(
+                f"panel {quote_short(str(panel.id))}: field 'outputs': {len(panel.outputs)} "
+                f"agents; at most {MAX_AGENTS} per panel"
+            )
     return _read_batch(batch, backend, _resolve(backend, thresholds), matrices=True)
 
 
