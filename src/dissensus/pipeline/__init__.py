@@ -24,6 +24,8 @@ from collections.abc import Coroutine, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
+from pydantic import ValidationError
+
 from dissensus.cases import as_panel
 from dissensus.errors import ConfigError, InputError
 from dissensus.guard import ReliabilityFit, panel_votes
@@ -109,12 +111,34 @@ __all__ = [
 ]
 
 
+M = TypeVar("M", CalibrationFile, ReliabilityFit)
+
+
+def _model_or_data(model: type[M], value: object, field: str) -> M:
+    """``value`` as ``model``: the model itself, or its data (a mapping, validated as the
+    file's); anything else, or data of another shape, a :class:`ConfigError` naming
+    ``field``."""
+    if isinstance(value, model):
+        return value
+    if not isinstance(value, Mapping):
+        raise ConfigError(
+            f"expected a {model.__name__} or its data (a mapping), not {type(value).__name__}",
+            field=field,
+        )
+    try:
+        return model.model_validate(dict(value))
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise ConfigError(f"not a {model.__name__}: {where}: {first['msg']}", field=field) from None
+
+
 async def adecide(
     panel: Panel | Mapping[str, Any],
     policy: PolicyLike = None,
     *,
-    calibration: CalibrationFile | None = None,
-    guard_calibration: ReliabilityFit | None = None,
+    calibration: CalibrationFile | Mapping[str, Any] | None = None,
+    guard_calibration: ReliabilityFit | Mapping[str, Any] | None = None,
     journal: Journal | str | os.PathLike[str] | None = None,
     run_id: str | None = None,
     policy_dir: Path | None = None,
@@ -126,7 +150,10 @@ async def adecide(
     :class:`Policy` (its relative paths under ``policy_dir``), a policy's data (a
     mapping, as a file holds it), a policy file or ``None`` (the defaults); every file
     the policy names is loaded and checked as ``dissensus decide`` does. ``calibration``
-    / ``guard_calibration`` replace the policy's files with objects already loaded. The
+    / ``guard_calibration`` replace the policy's files with objects already loaded (or
+    their data, a mapping validated as the file is; anything else is a
+    :class:`ConfigError` naming the argument, as is a ``policy_dir`` that is no path and
+    an empty journal path). The
     case is journalled in ``journal`` (a :class:`Journal`, or a journal's path or URL,
     opened and closed by this call; default: a throw-away in-memory one) as run
     ``run_id`` (default: a fresh id); deciding the same panel under an existing run id
@@ -135,18 +162,31 @@ async def adecide(
     the run, its case and ``run.finished`` together (:mod:`dissensus.pipeline.batch`).
     """
     panel = _panel(panel)
+    if policy_dir is not None and not isinstance(policy_dir, str | os.PathLike):
+        raise ConfigError(
+            f"a policy directory is a path or None, not {type(policy_dir).__name__}",
+            field="policy_dir",
+        )
     spec = RunSpec.from_policy(policy, base_dir=policy_dir)
     if calibration is not None or guard_calibration is not None:
         update: dict[str, object] = {}
         if calibration is not None:
-            update["calibration"] = calibration
+            update["calibration"] = _model_or_data(CalibrationFile, calibration, "calibration")
         if guard_calibration is not None:
-            update["guard_calibration"] = guard_calibration
+            update["guard_calibration"] = _model_or_data(
+                ReliabilityFit, guard_calibration, "guard_calibration"
+            )
         spec = spec.model_copy(update=update)
     own = not isinstance(journal, Journal)
     if journal is not None and not isinstance(journal, Journal | str | os.PathLike):
         raise ConfigError(
             f"a journal is a Journal, a path or None, not {type(journal).__name__}",
+            field="journal",
+        )
+    if isinstance(journal, str | os.PathLike) and not os.fspath(journal).strip():
+        raise ConfigError(
+            "the journal is an empty path: name a file or a postgresql:// URL, or give None "
+            "for a throw-away one",
             field="journal",
         )
     store = (
@@ -207,8 +247,8 @@ def decide(
     panel: Panel | Mapping[str, Any],
     policy: PolicyLike = None,
     *,
-    calibration: CalibrationFile | None = None,
-    guard_calibration: ReliabilityFit | None = None,
+    calibration: CalibrationFile | Mapping[str, Any] | None = None,
+    guard_calibration: ReliabilityFit | Mapping[str, Any] | None = None,
     journal: Journal | str | os.PathLike[str] | None = None,
     run_id: str | None = None,
     policy_dir: Path | None = None,

@@ -47,6 +47,7 @@ from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from dissensus.errors import ConfigError
 from dissensus.store import chain, clock
 from dissensus.store.backend import Backend
 from dissensus.store.chain import VerifyReport
@@ -115,7 +116,15 @@ __all__ = [
 def open_backend(
     target: str | Path, *, synchronous: str | None = None, busy_timeout: float | None = None
 ) -> Backend:
-    """The back end ``target`` names, opened and upgraded to this version's schema."""
+    """The back end ``target`` names, opened and upgraded to this version's schema.
+    A target that is no path (``None``, a number) is a :class:`ConfigError`: it made an
+    SQLite file called ``None`` or ``5`` in the working directory."""
+    if not isinstance(target, str | os.PathLike):
+        raise ConfigError(
+            f"a journal is a path or a postgresql:// URL, not {type(target).__name__}",
+            field="journal",
+        )
+    target = os.fspath(target)
     if is_postgres_url(target):
         from dissensus.store.postgres import PostgresBackend
 

@@ -1,0 +1,68 @@
+"""``decide`` / ``adecide`` refuse arguments of the wrong kind with a ConfigError naming
+the argument (docs/pipeline.md: "anything else is an error naming the argument"); they
+raised AttributeError or TypeError from deep inside. A calibration may be given as its
+data (what ``json.load`` of the file gives), validated as the file is."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dissensus.errors import ConfigError
+from dissensus.pipeline import decide
+
+REPO = Path(__file__).resolve().parent.parent
+PANEL = {
+    "id": "c1",
+    "outputs": [
+        {"agent": "a", "decision": "x", "reasoning": "r"},
+        {"agent": "b", "decision": "y", "reasoning": "q"},
+    ],
+}
+POLICY = {"reading": {"similarity": "tfidf"}}
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [
+        ({"calibration": 5}, "calibration"),
+        ({"calibration": {"strata": "no"}}, "calibration"),
+        ({"guard_calibration": 5}, "guard_calibration"),
+        ({"guard_calibration": {"agents": 3}}, "guard_calibration"),
+        ({"policy_dir": 5}, "policy_dir"),
+        ({"journal": ""}, "journal"),
+        ({"journal": "  "}, "journal"),
+    ],
+)
+def test_a_wrong_kind_of_argument_is_a_config_error_naming_it(
+    kwargs: dict[str, Any], field: str
+) -> None:
+    with pytest.raises(ConfigError) as caught:
+        decide(PANEL, POLICY, **kwargs)
+    assert caught.value.field == field, caught.value
+
+
+def test_a_calibration_may_be_its_files_data() -> None:
+    """``json.load`` of the shipped reliability calibration (a ``CalibrationFile``) is
+    accepted as the calibration; as the guard's calibration (another file) it is refused."""
+    data = json.loads((REPO / "examples" / "llmbar-reliability.json").read_text())
+    assert decide(PANEL, POLICY, calibration=data).id == "c1"
+    with pytest.raises(ConfigError) as caught:
+        decide(PANEL, POLICY, guard_calibration=data)
+    assert caught.value.field == "guard_calibration"
+
+
+@pytest.mark.parametrize("target", [None, 5, 1.5, b"j.sqlite"])
+def test_a_journal_target_that_is_no_path_is_refused(
+    target: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``Journal(None)`` made an SQLite file called ``None`` in the working directory."""
+    from dissensus.store import Journal
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError, match="a journal is a path"):
+        Journal(target)
+    assert list(tmp_path.iterdir()) == []
