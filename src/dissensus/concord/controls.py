@@ -7,6 +7,17 @@ graph names two known agents. :class:`~dissensus.concord.protocol.Negotiation` a
 :func:`~dissensus.concord.problem.parse_problem` both call :func:`check_controls`, so a
 bad value gets the same message whichever door it came through; the field names the
 place (``topology.edges[i]`` in a problem file, ``edges[i]`` in the API).
+
+Choices where the design is silent: the Python API's arguments are checked for their
+kind before any agent is called (:func:`check_arguments`), as a problem file's are by
+its schema. A number is an ``int`` or a ``float``, never a ``bool`` or a string, and the
+round budget an ``int``; the agents are a sequence (not a string) of
+:class:`~dissensus.concord.agent.NegotiationAgent` with string ids; the anchors and the
+options are :class:`~dissensus.concord.agent.Outcome` instances (a dict or an id string
+is refused, not read), and the two anchors differ (equal anchors, or two anchors with
+one id, give no scale). Without these checks a wrong kind surfaced only as every agent
+faulting on the view it could not be shown (each fault a paid call for an LLM agent)
+or as an internal error after the run.
 """
 
 from __future__ import annotations
@@ -14,10 +25,12 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from dissensus.concord.agent import NegotiationAgent, Outcome
+from dissensus.concord.rules import RULES
 from dissensus.errors import ConfigError
 from dissensus.io.limits import MAX_AGENTS
 
-__all__ = ["MAX_AGENTS", "MAX_ROUNDS", "check_controls"]
+__all__ = ["MAX_AGENTS", "MAX_ROUNDS", "check_arguments", "check_controls"]
 
 MAX_ROUNDS = 1000
 """Largest round budget (repair rounds) of one negotiation."""
@@ -39,6 +52,13 @@ def check_controls(
     def fail(message: str, field: str) -> ConfigError:
         return ConfigError(message, file=file, field=field)
 
+    for name, value in (("floor", floor), ("margin", margin), ("deadline_s", deadline_s)):
+        if value is not None and not _is_number(value):
+            raise fail(f"{name} must be a number, got {type(value).__name__}", name)
+    if floor is None:
+        raise fail("floor must be a number, got NoneType", "floor")
+    if isinstance(rounds, bool) or not isinstance(rounds, int):
+        raise fail(f"rounds must be an integer, got {type(rounds).__name__}", "rounds")
     if not (math.isfinite(floor) and 0.0 <= floor <= 1.0):
         raise fail(f"floor must lie in [0, 1], got {floor}", "floor")
     if not (math.isfinite(margin) and 0.0 <= margin <= 1.0):
@@ -59,8 +79,65 @@ def check_controls(
         raise fail("agent ids must be unique", "agents")
     known = set(agents)
     for i, edge in enumerate(edges or []):
-        if len(edge) != 2:
+        if isinstance(edge, str | bytes) or not isinstance(edge, Sequence) or len(edge) != 2:
             raise fail("an edge names exactly two agents", f"{edges_field}[{i}]")
         for end in edge:
-            if end not in known:
+            if not isinstance(end, str) or end not in known:
                 raise fail(f"edge names unknown agent {end!r}", f"{edges_field}[{i}]")
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def check_arguments(
+    *,
+    agents: object,
+    rejected: object,
+    ideal: object,
+    options: object,
+    rule: object,
+    problem: object,
+    edges: object,
+    clock: object,
+) -> None:
+    """Raise :class:`ConfigError` naming the first Python API argument of the wrong kind
+    (one type check per argument, agent and option; before any agent is called)."""
+    if isinstance(agents, str | bytes) or not isinstance(agents, Sequence):
+        raise ConfigError(
+            f"expected a sequence of agents, got {type(agents).__name__}", field="agents"
+        )
+    for i, agent in enumerate(agents):
+        if not isinstance(agent, NegotiationAgent):
+            raise ConfigError(
+                f"expected a NegotiationAgent, got {type(agent).__name__}", field=f"agents[{i}]"
+            )
+        if not isinstance(agent.id, str):
+            raise ConfigError(
+                f"an agent id is a string, got {type(agent.id).__name__}", field=f"agents[{i}].id"
+            )
+    for name, anchor in (("rejected", rejected), ("ideal", ideal)):
+        if not isinstance(anchor, Outcome):
+            raise ConfigError(f"expected an Outcome, got {type(anchor).__name__}", field=name)
+    assert isinstance(rejected, Outcome) and isinstance(ideal, Outcome)
+    if rejected == ideal or (rejected.id is not None and rejected.id == ideal.id):
+        raise ConfigError("the two anchors must differ (and not share an id)", field="ideal")
+    if isinstance(options, str | bytes) or not isinstance(options, Sequence):
+        raise ConfigError(
+            f"expected a sequence of Outcome, got {type(options).__name__}", field="options"
+        )
+    for i, option in enumerate(options):
+        if not isinstance(option, Outcome):
+            raise ConfigError(
+                f"expected an Outcome, got {type(option).__name__}", field=f"options[{i}]"
+            )
+    if rule not in RULES:
+        raise ConfigError(f"unknown selection rule {rule!r}", field="rule")
+    if not isinstance(problem, str):
+        raise ConfigError(f"expected a string, got {type(problem).__name__}", field="problem")
+    if edges is not None and (isinstance(edges, str | bytes) or not isinstance(edges, Sequence)):
+        raise ConfigError(
+            f"expected a sequence of agent id pairs, got {type(edges).__name__}", field="edges"
+        )
+    if not callable(clock):
+        raise ConfigError(f"expected a callable, got {type(clock).__name__}", field="clock")

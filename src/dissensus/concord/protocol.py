@@ -80,7 +80,7 @@ from dissensus.concord.agent import (
     ScoreFault,
 )
 from dissensus.concord.bounds import compute_bound
-from dissensus.concord.controls import check_controls
+from dissensus.concord.controls import check_arguments, check_controls
 from dissensus.concord.record import (
     AgentScore,
     Anchors,
@@ -171,6 +171,16 @@ class Negotiation:
         deadline_s: float | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        check_arguments(
+            agents=agents,
+            rejected=rejected,
+            ideal=ideal,
+            options=options,
+            rule=rule,
+            problem=problem,
+            edges=edges,
+            clock=clock,
+        )
         self._order = [a.id for a in agents]
         check_controls(
             floor=floor,
@@ -737,11 +747,68 @@ def _outcome(value: object, fault: str | None) -> tuple[Outcome | None, str | No
     return None, f"expected an outcome or a pass, got {type(value).__name__}"
 
 
-async def negotiate(agents: Sequence[NegotiationAgent], **kwargs: Any) -> Certificate:
-    """Run CONCORD over ``agents`` (keyword arguments as :class:`Negotiation`)."""
-    return await Negotiation(agents, **kwargs).run()
+async def negotiate(
+    agents: Sequence[NegotiationAgent],
+    *,
+    rejected: Outcome,
+    ideal: Outcome,
+    floor: float,
+    margin: float = 0.01,
+    rounds: int = 6,
+    rule: SelectionRule = "maximin",
+    options: Sequence[Outcome] = (),
+    problem: str = "",
+    edges: Sequence[tuple[str, str]] | None = None,
+    deadline_s: float | None = None,
+    clock: Callable[[], float] = time.monotonic,
+) -> Certificate:
+    """Run CONCORD over ``agents`` (the arguments as :class:`Negotiation`'s).
+
+    An argument of the wrong kind or value is a :class:`ConfigError` naming it, raised
+    before any agent is called."""
+    return await Negotiation(
+        agents,
+        rejected=rejected,
+        ideal=ideal,
+        floor=floor,
+        margin=margin,
+        rounds=rounds,
+        rule=rule,
+        options=options,
+        problem=problem,
+        edges=edges,
+        deadline_s=deadline_s,
+        clock=clock,
+    ).run()
 
 
-def negotiate_sync(agents: Sequence[NegotiationAgent], **kwargs: Any) -> Certificate:
+def negotiate_sync(
+    agents: Sequence[NegotiationAgent],
+    *,
+    rejected: Outcome,
+    ideal: Outcome,
+    floor: float,
+    margin: float = 0.01,
+    rounds: int = 6,
+    rule: SelectionRule = "maximin",
+    options: Sequence[Outcome] = (),
+    problem: str = "",
+    edges: Sequence[tuple[str, str]] | None = None,
+    deadline_s: float | None = None,
+    clock: Callable[[], float] = time.monotonic,
+) -> Certificate:
     """Synchronous twin of :func:`negotiate`."""
-    return Negotiation(agents, **kwargs).run_sync()
+    return Negotiation(
+        agents,
+        rejected=rejected,
+        ideal=ideal,
+        floor=floor,
+        margin=margin,
+        rounds=rounds,
+        rule=rule,
+        options=options,
+        problem=problem,
+        edges=edges,
+        deadline_s=deadline_s,
+        clock=clock,
+    ).run_sync()

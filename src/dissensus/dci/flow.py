@@ -43,6 +43,22 @@ open tensions, supporters of options under an open tension, and the integrator; 
 open tension stage 4 is skipped), that later rounds see finalists only, and the derived reopen
 conditions (an open blocking objection on the selected option, or the score margin,
 become reopen conditions when the synthesis gives none for them).
+
+Participants that misbehave. A participant is outside code: whatever its ``speak`` raises
+is that participant's failure, never an error of the run. A pydantic ``ValidationError``
+(a function participant returning ``None`` or a partial act) or a reply that is not an
+:class:`ActReply` is an ``invalid_output``, re-asked like an answer that does not parse;
+any other exception (a ``TimeoutError`` of its own included: only the run's deadline is
+``deadline_exceeded``) is a ``model_failure`` of that act, not re-asked, with the
+exception's type and text as the problem. ``KeyboardInterrupt``, ``SystemExit`` and
+cancellation are not participant failures: they propagate and the run is abandoned.
+
+Arguments. ``task``, ``agents`` (a sequence of participants with string ids, none given
+twice), ``config``, ``policy``, ``meter`` and ``clock`` are checked before any
+participant is asked, and ``meter`` is read once then (it must return a :class:`Usage`);
+a wrong one is a :class:`ConfigError` naming it. A meter that fails only at the end does
+not cost the packet: usage falls back to the flow's own count and ``status_detail`` says
+so. Agents whose id no participant of the task has are not asked (as before).
 """
 
 from __future__ import annotations
@@ -51,7 +67,7 @@ import asyncio
 import time
 from collections.abc import Callable, Sequence
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from dissensus.dci.acts import RawAct, act_schema, canonical_target, check_act
 from dissensus.dci.archetypes import NEUTRAL, Archetype, archetype
@@ -102,6 +118,23 @@ class _Abort(Exception):
         self.kind = kind
 
 
+def _as_failure(exc: Exception) -> ParticipantFailure:
+    """A participant's exception as the failure it stands for: a
+    :class:`ParticipantFailure` as it is; a reply that does not validate as an act
+    (``ValidationError``) an ``invalid_output``, re-asked; any other exception a
+    ``model_failure`` of that participant, never an error of the run."""
+    if isinstance(exc, ParticipantFailure):
+        return exc
+    if isinstance(exc, ValidationError):
+        first = exc.errors(include_url=False)[0]
+        where = ".".join(str(part) for part in first["loc"]) or "reply"
+        return ParticipantFailure(
+            "invalid_output", f"the reply is not a valid act: {where}: {first['msg']}"
+        )
+    text = " ".join(f"{type(exc).__name__}: {exc}".split())[:500]
+    return ParticipantFailure("model_failure", f"the participant raised {text}")
+
+
 class _Seat:
     def __init__(self, spec: ParticipantSpec, agent: Participant, arch: Archetype) -> None:
         self.spec = spec
@@ -124,7 +157,7 @@ class _Run:
         self.cfg = config
         self.policy = policy
         self.meter = meter
-        self.meter_start = meter().model_copy() if meter else Usage()
+        self.meter_start = _read_meter(meter).model_copy() if meter else Usage()
         self.ws = Workspace(
             question=task.question, context=task.context, criteria=list(task.criteria)
         )
@@ -207,10 +240,21 @@ class _Run:
                 response_schema=schema,
             )
             chars = len(request.system) + len(request.prompt)
+            timer = asyncio.timeout(self.remaining())
             try:
-                async with asyncio.timeout(self.remaining()):
+                async with timer:
                     reply = await seat.agent.speak(request)
-            except TimeoutError:
+                if not isinstance(reply, ActReply):
+                    raise ParticipantFailure(
+                        "invalid_output",
+                        f"expected an ActReply, got {type(reply).__name__}",
+                    )
+            except TimeoutError as exc:
+                if not timer.expired():  # the participant's own timeout, not the deadline
+                    failure = _as_failure(exc)
+                    self._trace(stage, round_, seat, chars, failure.kind)
+                    self._fail(seat, stage, round_, failure.kind, [str(failure)])
+                    return None
                 self._trace(stage, round_, seat, chars, "deadline_exceeded")
                 self._fail(
                     seat,
@@ -222,7 +266,8 @@ class _Run:
                 raise _Abort(
                     "deadline_exceeded", f"the deadline of {self.cfg.deadline_s:g}s passed"
                 ) from None
-            except ParticipantFailure as failure:
+            except Exception as exc:  # BaseException (Ctrl-C, exit, cancellation) propagates
+                failure = _as_failure(exc)
                 self.usage.add(failure.usage)
                 self._trace(stage, round_, seat, chars, failure.kind)
                 if failure.kind == "invalid_output":
@@ -466,15 +511,22 @@ class _Run:
             self.synthesis = self.last_raw
 
     def packet(self) -> DecisionPacket:
+        usage: Usage | None = None
+        meter_note = ""
         if self.meter is not None:
-            usage = self.meter() - self.meter_start
-        else:
+            try:
+                usage = _read_meter(self.meter) - self.meter_start
+            except ConfigError as exc:  # the run's acts are kept: its packet is still due
+                meter_note = f"{exc}; usage is the flow's own count"
+        if usage is None:
             usage = self.usage.model_copy()
             usage.calls = usage.calls or len(self.trace)
             usage.attempts = usage.attempts or len(self.trace)
         detail = self.detail
         if detail is None and self.ws.failures:
             detail = f"{len(self.ws.failures)} utterance(s) failed and were not counted as acts (see failures)"
+        if meter_note:
+            detail = f"{detail}; {meter_note}" if detail else meter_note
         return assemble_packet(
             task=self.task,
             ws=self.ws,
@@ -492,6 +544,65 @@ class _Run:
             rounds=self.rounds,
             max_prompt_tokens=max(((t.prompt_chars + 3) // 4 for t in self.trace), default=0),
         )
+
+
+def _read_meter(meter: Callable[[], Usage]) -> Usage:
+    """``meter()``, or :class:`ConfigError` naming ``meter`` when it raises or returns
+    anything but a :class:`Usage`."""
+    try:
+        value = meter()
+    except Exception as exc:
+        raise ConfigError(f"the meter raised {type(exc).__name__}: {exc}", field="meter") from exc
+    if not isinstance(value, Usage):
+        raise ConfigError(
+            f"the meter must return a Usage, got {type(value).__name__}", field="meter"
+        )
+    return value
+
+
+def _check_call(
+    task: object,
+    agents: object,
+    config: object,
+    policy: object,
+    meter: object,
+    clock: object,
+) -> None:
+    """Refuse an argument of the wrong kind with a :class:`ConfigError` naming it, before
+    any participant is asked (a type check per argument and per agent)."""
+    if not isinstance(task, Task):
+        raise ConfigError(f"expected a Task (load_task), got {type(task).__name__}", field="task")
+    if isinstance(agents, str | bytes) or not isinstance(agents, Sequence):
+        raise ConfigError(
+            f"expected a sequence of participants, got {type(agents).__name__}", field="agents"
+        )
+    seen: set[str] = set()
+    for i, agent in enumerate(agents):
+        if not isinstance(agent, Participant):
+            raise ConfigError(
+                f"expected a participant (an id and async speak), got {type(agent).__name__}",
+                field=f"agents[{i}]",
+            )
+        if not isinstance(agent.id, str):
+            raise ConfigError(
+                f"a participant id is a string, got {type(agent.id).__name__}",
+                field=f"agents[{i}].id",
+            )
+        if agent.id in seen:
+            raise ConfigError(
+                f"participant id {agent.id!r} is given twice", field=f"agents[{i}].id"
+            )
+        seen.add(agent.id)
+    if config is not None and not isinstance(config, DCIConfig):
+        raise ConfigError(f"expected a DCIConfig, got {type(config).__name__}", field="config")
+    if policy is not None and not isinstance(policy, CompactionPolicy):
+        raise ConfigError(
+            f"expected a CompactionPolicy, got {type(policy).__name__}", field="policy"
+        )
+    if meter is not None and not callable(meter):
+        raise ConfigError(f"expected a callable, got {type(meter).__name__}", field="meter")
+    if not callable(clock):
+        raise ConfigError(f"expected a callable, got {type(clock).__name__}", field="clock")
 
 
 def _seats(task: Task, agents: Sequence[Participant], config: DCIConfig) -> list[_Seat]:
@@ -527,8 +638,13 @@ async def deliberate(
 
     ``config`` defaults to ``task.dci``; ``meter`` (e.g. ``lambda: client.usage``) lets
     the packet report the model client's own counts, re-asks and retries included.
-    Always returns a packet; raises only :class:`ConfigError` for a bad panel.
+    Always returns a packet; raises only :class:`ConfigError`, naming the argument, for
+    a bad panel or an argument of the wrong kind (checked before any participant is
+    asked). A participant that raises or replies with something that is not an act
+    fails as a :class:`ParticipantFailure` would; Ctrl-C, ``SystemExit`` and
+    cancellation propagate.
     """
+    _check_call(task, agents, config, policy, meter, clock)
     cfg = config or task.dci
     run = _Run(task, _seats(task, agents, cfg), cfg, policy, meter, clock)
     await run.run()

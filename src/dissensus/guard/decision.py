@@ -47,6 +47,14 @@ Choices where the design is silent:
   agents are distinct (as :class:`~dissensus.types.VoteCase` and a panel require); an
   agent voting twice, or anything that is not a vote, is an :class:`InputError` naming
   it, never a second voice.
+* The other arguments are checked for their kind, once per call (never per vote):
+  ``calibration`` a :class:`~dissensus.guard.reliability.ReliabilityFit` or ``None``,
+  ``settings`` a :class:`GuardThresholds` or ``None``, ``beta`` a real number (not a
+  ``bool``), ``verifier`` and ``case_id`` a string or ``None``: anything else is a
+  :class:`ConfigError` naming the argument. ``guard_case`` takes a
+  :class:`~dissensus.types.VoteCase` and ``guard_cases`` an iterable of them (not a
+  string); anything else is an :class:`InputError` naming ``case``, ``cases`` or
+  ``cases[i]`` (its ``field``).
 * The checks, the refusal and the decision are built without a second validation when
   every value is already of its field's exact type (what validating them would return;
   the figures plain JSON scalars); any other value (an ``int`` or numpy beta, say) goes
@@ -57,6 +65,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
+from numbers import Real
 from operator import itemgetter
 from typing import Any, Literal
 
@@ -352,6 +361,34 @@ def _check_votes(votes: object) -> None:
         seen.add(vote.agent)
 
 
+def _check_arguments(
+    calibration: object, beta: object, verifier: object, settings: object, case_id: object
+) -> None:
+    """The kind of every argument but the votes (see the module docstring)."""
+    if calibration is not None and not isinstance(calibration, ReliabilityFit):
+        raise ConfigError(
+            f"expected a ReliabilityFit (fit_reliability), got {type(calibration).__name__}",
+            field="calibration",
+        )
+    if settings is not None and not isinstance(settings, GuardThresholds):
+        raise ConfigError(
+            f"expected GuardThresholds, got {type(settings).__name__}", field="settings"
+        )
+    if beta.__class__ is not float and (isinstance(beta, bool) or not isinstance(beta, Real)):
+        raise ConfigError(
+            f"beta must be a finite number >= 0, got {type(beta).__name__}", field="beta"
+        )
+    for name, value in (("verifier", verifier), ("case_id", case_id)):
+        if value is not None and not isinstance(value, str):
+            raise ConfigError(f"expected a string, got {type(value).__name__}", field=name)
+
+
+def _input_error(message: str, field: str) -> InputError:
+    error = InputError(message)
+    error.field = field
+    return error
+
+
 def guard_votes(
     votes: Sequence[Vote],
     calibration: ReliabilityFit | None = None,
@@ -370,6 +407,7 @@ def guard_votes(
     >>> d.mode, d.answer, d.refusal.invariant, d.weighted
     ('majority', 'yes', 1, False)
     """
+    _check_arguments(calibration, beta, verifier, settings, case_id)
     settings = settings or GuardThresholds()
     _check_votes(votes)
     if len(votes) < 2:
@@ -509,6 +547,8 @@ def guard_case(
     settings: GuardThresholds | None = None,
 ) -> GuardDecision:
     """:func:`audit` on a :class:`VoteCase` (its id is copied to the decision)."""
+    if not isinstance(case, VoteCase):
+        raise _input_error(f"case must be a VoteCase, not {type(case).__name__}", "case")
     return guard_votes(
         case.votes,
         calibration,
@@ -529,6 +569,15 @@ def guard_cases(
     settings: GuardThresholds | None = None,
 ) -> list[GuardDecision]:
     """:func:`guard_case` on every case (never strict: refusals are outcomes)."""
-    return [
-        guard_case(c, calibration, beta=beta, verifier=verifier, settings=settings) for c in cases
-    ]
+    if isinstance(cases, str | bytes) or not isinstance(cases, Iterable):
+        raise _input_error(
+            f"cases must be an iterable of VoteCase, not {type(cases).__name__}", "cases"
+        )
+    out: list[GuardDecision] = []
+    for i, case in enumerate(cases):
+        if not isinstance(case, VoteCase):
+            raise _input_error(
+                f"cases[{i}] is a {type(case).__name__}, not a VoteCase", f"cases[{i}]"
+            )
+        out.append(guard_case(case, calibration, beta=beta, verifier=verifier, settings=settings))
+    return out

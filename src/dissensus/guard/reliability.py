@@ -39,19 +39,23 @@ Choices where the design is silent:
   ``beta_star`` and ``beta_star_accuracy`` are finite and not negative (or null), as
   every beta of the grid is. A ``beta_star`` of -3 was taken as 0 by invariant 3,
   whose message then said "beta* = 0" beside the figure -3.0.
+* :func:`fit_reliability` takes an iterable (not a string) of
+  :class:`~dissensus.types.VoteCase`: anything else, or an element that is not one, is an
+  :class:`InputError` whose ``field`` is ``cases`` or ``cases[i]``; ``settings`` other
+  than a :class:`ReliabilitySettings` or ``None`` is a :class:`ConfigError` naming it.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Annotated, Literal
 
 import numpy as np
 from numpy.typing import NDArray
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from dissensus.errors import InputError
+from dissensus.errors import ConfigError, InputError
 from dissensus.guard.arrays import (
     consensus_weighted_vote,
     majority_vote,
@@ -367,8 +371,23 @@ def fit_reliability(
     """
     from dissensus.guard.decision import GuardThresholds, guard_cases
 
+    if settings is not None and not isinstance(settings, ReliabilitySettings):
+        raise ConfigError(
+            f"expected ReliabilitySettings, got {type(settings).__name__}", field="settings"
+        )
     settings = settings or ReliabilitySettings()
-    labelled = [c for c in cases if c.gold is not None]
+    if isinstance(cases, str | bytes) or not isinstance(cases, Iterable):
+        error = InputError(f"cases must be an iterable of VoteCase, not {type(cases).__name__}")
+        error.field = "cases"
+        raise error
+    labelled: list[VoteCase] = []
+    for i, case in enumerate(cases):
+        if not isinstance(case, VoteCase):
+            error = InputError(f"cases[{i}] is a {type(case).__name__}, not a VoteCase")
+            error.field = f"cases[{i}]"
+            raise error
+        if case.gold is not None:
+            labelled.append(case)
     if not labelled:
         raise InputError("the reliability fit needs at least one case with a gold answer")
     enc = encode_cases(labelled)
