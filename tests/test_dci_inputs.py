@@ -127,6 +127,19 @@ def test_interrupts_exits_and_cancellation_still_propagate(exc: type[BaseExcepti
         deliberate_sync(TASK, [FunctionParticipant(pid, stop) for pid in PANEL])
 
 
+def test_the_librarys_own_errors_stop_the_run() -> None:
+    """A journal that is busy under a model call (a DissensusError) is the run's, not the
+    participant's: it propagates (the run stops, resumable) instead of sending the case to
+    review as a participant's failure."""
+    from dissensus.store.errors import JournalBusy
+
+    def busy(request: ActRequest) -> Any:
+        raise JournalBusy("the journal is busy")
+
+    with pytest.raises(JournalBusy):
+        deliberate_sync(TASK, [FunctionParticipant(pid, busy) for pid in PANEL])
+
+
 def test_cancelling_the_run_cancels_it() -> None:
     async def main() -> None:
         started = asyncio.Event()

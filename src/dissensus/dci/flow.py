@@ -51,7 +51,9 @@ is that participant's failure, never an error of the run. A pydantic ``Validatio
 any other exception (a ``TimeoutError`` of its own included: only the run's deadline is
 ``deadline_exceeded``) is a ``model_failure`` of that act, not re-asked, with the
 exception's type and text as the problem. ``KeyboardInterrupt``, ``SystemExit`` and
-cancellation are not participant failures: they propagate and the run is abandoned.
+cancellation are not participant failures: they propagate and the run is abandoned; so
+does the library's own :class:`~dissensus.errors.DissensusError` (the journal busy or
+unreachable under a model call, a setting), which stops the run as before.
 
 Arguments. ``task``, ``agents`` (a sequence of participants with string ids, none given
 twice), ``config``, ``policy``, ``meter`` and ``clock`` are checked before any
@@ -80,7 +82,7 @@ from dissensus.dci.selection import compress, convergence, mean_scores, normalis
 from dissensus.dci.stages import STAGE_ACTS, request_bound, untyped_act
 from dissensus.dci.task import DCIConfig, ParticipantSpec, Task
 from dissensus.dci.workspace import ActFailure, ActRecord, CompactionPolicy, Workspace, render_view
-from dissensus.errors import ConfigError
+from dissensus.errors import ConfigError, DissensusError
 from dissensus.types import Usage
 
 __all__ = ["CallTrace", "DeliberationResult", "deliberate", "deliberate_sync", "request_bound"]
@@ -267,6 +269,11 @@ class _Run:
                     "deadline_exceeded", f"the deadline of {self.cfg.deadline_s:g}s passed"
                 ) from None
             except Exception as exc:  # BaseException (Ctrl-C, exit, cancellation) propagates
+                if isinstance(exc, DissensusError):
+                    # The library's own error (the journal busy or unreachable under a model
+                    # call, a setting): the run's, not the participant's. It stops the run
+                    # as before, resumable; it is never a failure that sends a case to review.
+                    raise
                 failure = _as_failure(exc)
                 self.usage.add(failure.usage)
                 self._trace(stage, round_, seat, chars, failure.kind)
