@@ -49,6 +49,12 @@ Choices where the protocol and the design are silent:
   the error names, if any. A journal that fails, or an unexpected error, at a panel
   after the first ends the call with a tool error naming the panels done and their runs,
   so that a retry sends only the rest.
+* **Bounds**: ``route`` and ``vote`` check every panel or case against
+  :mod:`dissensus.io.limits` (agents or voters, characters per field, text and values
+  per record) before any is read, as the CLI checks each line; one over a bound fails
+  the call with a tool error naming its place and field (``cases[0]: field 'votes':
+  10000 voters; at most 256 per case``). Unlike ``decide``, these tools journal
+  nothing, so a retry without the panel costs nothing twice.
 * **Journal**: ``":memory:"`` is refused (``field 'journal'``), as by the LangGraph
   node: a review item must outlive the call that made it. A path holding a NUL
   character is refused naming its field.
@@ -120,7 +126,7 @@ from dissensus.guard.decision import GuardDecision
 from dissensus.integrations._review import resolve_checked
 from dissensus.io.jsonl import Reject
 from dissensus.io.jsontext import load_json_file
-from dissensus.io.limits import MAX_LINE_CHARS
+from dissensus.io.limits import MAX_LINE_CHARS, check_record
 from dissensus.loading import is_code_name
 from dissensus.outputs import (
     RUNS_PAGE,
@@ -627,6 +633,18 @@ CalibrationArg = Annotated[
 ]
 
 
+def _within_limits(records: list[Panel] | list[VoteCase], argument: str) -> None:
+    """Refuse the call when one of ``records`` goes over a bound of
+    :mod:`dissensus.io.limits` (agents or voters, characters per field, text and values
+    per record), as the CLI refuses the line: a tool error naming its place in the
+    argument and the field (``cases[0]: field 'votes': 300 voters; at most 256 per case``),
+    before any work is done on the others."""
+    for index, record in enumerate(records):
+        over = check_record(record)
+        if over is not None:
+            raise InputError(f"{argument}[{index}]: field {over.field!r}: {over.message}")
+
+
 def _route(
     settings: _Settings,
     panels: list[Panel],
@@ -640,6 +658,7 @@ def _route(
             "module:function backends are not served over MCP; use minilm, tfidf or static",
             field="similarity",
         )
+    _within_limits(panels, "panels")
     ruleset = RuleSet.default()
     if rules:
         name = settings.file(rules, "rules")
@@ -662,6 +681,7 @@ def _vote(
     strict: bool,
     verifier: str | None,
 ) -> list[GuardDecision]:
+    _within_limits(cases, "cases")
     cal = None
     if calibration:
         name = settings.file(calibration, "calibration")

@@ -1,0 +1,72 @@
+"""The MCP tools' bounds on their arguments, and what their errors name.
+
+* ``route`` and ``vote`` refuse a panel or case over a bound of
+  :mod:`dissensus.io.limits`, naming its place and field, as the CLI refuses the line;
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mcp_helpers import tool_data, tool_text
+from pipeline_cases import panel
+
+
+def _calls(root: Path, calls: list[tuple[str, dict[str, Any]]], **server: Any) -> list[Any]:
+    """Each call's result, in order, from one in-process server serving ``root``."""
+    pytest.importorskip("mcp")
+    from mcp.client import Client
+
+    from dissensus.integrations.mcp import build_server
+
+    built = build_server(root=root, **server)
+
+    async def go() -> list[Any]:
+        async with Client(built) as client:
+            return [await client.call_tool(name, args) for name, args in calls]
+
+    return asyncio.run(asyncio.wait_for(go(), timeout=120))
+
+
+def _vote(agent: str, answer: str = "yes", **extra: Any) -> dict[str, Any]:
+    return {"agent": agent, "answer": answer, "evidence_source": "kb", "evidence_present": True,
+            **extra}  # fmt: skip
+
+
+def _case(cid: str, voters: int) -> dict[str, Any]:
+    return {"id": cid, "votes": [_vote(f"a{i}") for i in range(voters)]}
+
+
+def test_vote_and_route_refuse_a_record_over_a_bound_naming_its_place(tmp_path: Path) -> None:
+    wide = panel("wide", ["1"] * 300, reasoning=["same"] * 300)
+    long = panel("long", ["1", "1"], reasoning=["ok", "x" * 40_000])
+    texts = [_vote("a"), _vote("b")]
+    meta = {"id": "m", "votes": texts, "meta": {"note": "y" * 40_000}}
+    many = {"id": "v", "votes": [_vote("a"), _vote("b")], "meta": {"n": [0] * 100_001}}
+    sim = {"similarity": "tfidf"}
+    results = _calls(
+        tmp_path,
+        [
+            ("vote", {"cases": [_case("ok", 2), _case("big", 10_000)]}),
+            ("vote", {"cases": [meta]}),
+            ("vote", {"cases": [many]}),
+            ("route", {"panels": [long], **sim}),
+            ("route", {"panels": [panel("ok", ["1", "1"]), wide], **sim}),
+            ("vote", {"cases": [_case("ok", 256)]}),
+        ],
+    )
+    expected = [
+        "cases[1]: field 'votes': 10000 voters; at most 256 per case",
+        "cases[0]: field 'meta.note': 40000 characters; at most 32768 per field",
+        "cases[0]: field '<values>': 100021 JSON values; at most 100000 per record",
+        "panels[0]: field 'outputs.1.reasoning': 40000 characters; at most 32768 per field",
+        "panels[1]: field 'outputs': 300 agents; at most 256 per panel",
+    ]
+    for result, message in zip(results, expected, strict=False):
+        assert result.is_error and tool_text(result).endswith(message), tool_text(result)
+    (decision,) = tool_data(results[-1])
+    assert decision["n_voters"] == 256
