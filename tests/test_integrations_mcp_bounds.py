@@ -2,6 +2,7 @@
 
 * ``route`` and ``vote`` refuse a panel or case over a bound of
   :mod:`dissensus.io.limits`, naming its place and field, as the CLI refuses the line;
+* concurrent calls naming one new journal all open it;
 """
 
 from __future__ import annotations
@@ -70,3 +71,45 @@ def test_vote_and_route_refuse_a_record_over_a_bound_naming_its_place(tmp_path: 
         assert result.is_error and tool_text(result).endswith(message), tool_text(result)
     (decision,) = tool_data(results[-1])
     assert decision["n_voters"] == 256
+
+
+def test_concurrent_calls_may_all_create_the_same_new_journal(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Twenty ``decide`` calls naming one journal that does not exist yet all succeed: the
+    first to open it creates the file, empty until the schema is written, and the others
+    must not take it for an empty file that is no journal. The window between the two is
+    widened here (it is a few milliseconds in SQLite) so that every run meets it."""
+    pytest.importorskip("mcp")
+    import time
+
+    from dissensus.integrations import mcp as server
+    from dissensus.store import Journal
+
+    def slow_to_create(target: str) -> Journal:
+        if not Path(target).exists():
+            Path(target).touch()
+            time.sleep(0.3)
+        return Journal(target)
+
+    monkeypatch.setattr(server, "Journal", slow_to_create)
+    from mcp.client import Client
+
+    built = server.build_server(root=tmp_path)
+    args = [{"panels": [panel(f"p{i}", ["1", "1"])], "journal": "new.sqlite"} for i in range(20)]
+
+    async def go() -> list[Any]:
+        async with Client(built) as client:
+            return list(await asyncio.gather(*(client.call_tool("decide", a) for a in args)))
+
+    results = asyncio.run(asyncio.wait_for(go(), timeout=120))
+    assert [tool_text(r) for r in results if r.is_error] == []
+    (listed,) = _calls(tmp_path, [("runs_list", {"journal": "new.sqlite"})])
+    assert len(tool_data(listed)) == 20
+
+    # A file already empty before any call opened it is still no journal.
+    (tmp_path / "empty.sqlite").touch()
+    (empty,) = _calls(
+        tmp_path, [("decide", {"panels": args[0]["panels"], "journal": "empty.sqlite"})]
+    )
+    assert empty.is_error and "an existing empty file is not a journal" in tool_text(empty)

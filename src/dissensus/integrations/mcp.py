@@ -57,7 +57,11 @@ Choices where the protocol and the design are silent:
   nothing, so a retry without the panel costs nothing twice.
 * **Journal**: ``":memory:"`` is refused (``field 'journal'``), as by the LangGraph
   node: a review item must outlive the call that made it. A path holding a NUL
-  character is refused naming its field.
+  character is refused naming its field, and an existing empty file (SQLite would make
+  any, a package's ``__init__.py``, a journal). The server's calls check and open one
+  journal file one at a time: the first to open a new journal creates the file, empty
+  until its schema is written, and concurrent calls naming it must not take it for
+  such a file.
 * **Off the event loop**: every tool touching the journal (``decide``, ``review_*``,
   ``runs_*``) is a plain function, which the SDK runs in a worker thread; ``decide``
   decides its runs there on an event loop of its own, with its own connection. A
@@ -102,6 +106,7 @@ import inspect
 import os
 import re
 import sys
+import threading
 import types
 import typing
 from collections.abc import Callable, Iterable
@@ -476,6 +481,15 @@ class _Settings:
         self.reviewer = reviewer if reviewer is not None else os.environ.get(REVIEWER_ENV) or None
         self.root = _served_root(root)
         self.allow_functions = allow_functions
+        self._opening: dict[Path, threading.Lock] = {}
+        self._opening_guard = threading.Lock()
+
+    def _lock_for(self, path: Path) -> threading.Lock:
+        """The lock held while a call checks and opens the journal at ``path``: the first
+        call to open a new journal creates its file, empty until its schema is written,
+        and a call checking it then would take it for an empty file that is no journal."""
+        with self._opening_guard:
+            return self._opening.setdefault(path, threading.Lock())
 
     def file(self, value: str, field: str) -> str:
         """The file a path argument names, under the served directory and existing."""
@@ -502,15 +516,16 @@ class _Settings:
             raise InputError(
                 "journal not found under the directory the server serves (field 'journal')"
             )
-        if path.is_file() and path.stat().st_size == 0:
-            # SQLite would make any empty file (a package's __init__.py) a journal.
-            raise InputError("an existing empty file is not a journal (field 'journal')")
-        try:
-            return Journal(str(path))
-        except DissensusError as exc:
-            # Named as the caller named it: the server's own root is not the caller's.
-            text = str(exc).replace(str(path), journal).replace(str(self.root), ".")
-            raise InputError(f"{text} (field 'journal')") from None
+        with self._lock_for(path):
+            if path.is_file() and path.stat().st_size == 0:
+                # SQLite would make any empty file (a package's __init__.py) a journal.
+                raise InputError("an existing empty file is not a journal (field 'journal')")
+            try:
+                return Journal(str(path))
+            except DissensusError as exc:
+                # Named as the caller named it: the server's own root is not the caller's.
+                text = str(exc).replace(str(path), journal).replace(str(self.root), ".")
+                raise InputError(f"{text} (field 'journal')") from None
 
     def spec(self, policy: str | None) -> RunSpec:
         """The run specification of a call: its policy file, else the server's (built per
