@@ -113,3 +113,50 @@ def test_concurrent_calls_may_all_create_the_same_new_journal(
         tmp_path, [("decide", {"panels": args[0]["panels"], "journal": "empty.sqlite"})]
     )
     assert empty.is_error and "an existing empty file is not a journal" in tool_text(empty)
+
+
+def test_errors_name_the_journal_as_the_caller_named_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A journal under the served directory is named in errors and rejects as the caller
+    named it, never by its absolute path there; the server's own, as configured."""
+    root = tmp_path / "served"
+    root.mkdir()
+    (root / "dl.yaml").write_text("reading: {similarity: tfidf}\ndeadline_s: 0.000001\n")
+    one = {"panels": [panel("p", ["1", "2"])], "policy": "dl.yaml"}
+    mine = {"journal": "mine.sqlite"}
+    monkeypatch.chdir(tmp_path)  # the server's own journal, relative to where it started
+    results = _calls(
+        root,
+        [
+            ("decide", {**one, **mine}),
+            ("runs_list", {**mine, "after": "nosuch"}),
+            ("review_show", {**mine, "review_id": "nosuch.1"}),
+            (
+                "review_resolve",
+                {
+                    **mine,
+                    "review_id": "nosuch.1",
+                    "decision": "1",
+                    "note": "n",
+                    "content_sha256": "0" * 64,
+                },
+            ),
+            ("runs_verify", {**mine, "run_id": "nosuch"}),
+            ("decide", one),
+            ("runs_list", {"after": "nosuch"}),
+        ],
+        journal="own.sqlite",
+    )
+    decided, *errors, own_decided, own_error = results
+    (reject,) = decided.structured_content["rejects"]
+    assert reject["error"].endswith(
+        f"dissensus runs resume {reject['run_id']} --journal mine.sqlite"
+    )
+    for error in errors:
+        text = tool_text(error)
+        assert error.is_error and "mine.sqlite" in text and str(tmp_path) not in text, text
+    (own_reject,) = own_decided.structured_content["rejects"]
+    assert own_reject["error"].endswith("--journal own.sqlite"), own_reject
+    text = tool_text(own_error)
+    assert "no run 'nosuch' in journal own.sqlite" in text and str(tmp_path) not in text, text

@@ -74,7 +74,11 @@ Choices where the protocol and the design are silent:
   words); the server keeps serving. A run or review id the caller sent is quoted back
   by its first 80 characters then ``…`` (:func:`dissensus.quoting.quote_short`); so
   is a panel's id in an error, and in ``rejects`` a panel id longer than that is its
-  first 80 characters then ``…`` (the ``index`` identifies the panel).
+  first 80 characters then ``…`` (the ``index`` identifies the panel). A journal is
+  named in every error and reject as the caller named it (the ``journal`` argument, as
+  sent; the server's own as configured: ``no run 'x' in journal j.sqlite``, ``dissensus
+  runs resume R --journal j.sqlite``), never by its path under the served directory,
+  which is the server's, not the caller's.
 * **What a caller cannot reach**: tool arguments are untrusted. ``route`` serves the
   built-in similarity backends only (no ``module:function``); ``negotiate`` refuses
   function agents (they import server-side code) unless the server was started with
@@ -101,15 +105,17 @@ Choices where the protocol and the design are silent:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import inspect
 import os
 import re
+import shlex
 import sys
 import threading
 import types
 import typing
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
@@ -466,6 +472,22 @@ def _code_setting(policy: Policy, base: Path | None, file: str | None) -> str | 
     return None
 
 
+class _NamedError(DissensusError):
+    """A library error raised while a tool used a journal, its text naming the journal as
+    the caller named it (:func:`_as_named`)."""
+
+
+def _as_named(text: str, place: str, name: str) -> str:
+    """``text`` with the journal at ``place`` (its path as the store names it, shell-quoted
+    or not, as in a ``--journal`` option) named ``name``, as the caller named it: the
+    server's own root is not the caller's."""
+    if not place or place == name:
+        return text
+    for found, shown in dict.fromkeys(((shlex.quote(place), shlex.quote(name)), (place, name))):
+        text = text.replace(found, shown)
+    return text
+
+
 class _Settings:
     def __init__(
         self,
@@ -497,6 +519,29 @@ class _Settings:
         if not path.is_file():
             raise ConfigError("no such file under the directory the server serves", field=field)
         return str(path)
+
+    @contextlib.contextmanager
+    def using(
+        self, journal: str | None, *, must_exist: bool
+    ) -> Iterator[tuple[Journal, Callable[[str], str]]]:
+        """The journal a call uses (:meth:`open`), with the function naming it in a text as
+        the caller named it (the ``journal`` argument, else the server's own as
+        configured); an error of the library raised while it is used is re-raised so
+        named, never by the path it has under the served directory."""
+        name = journal or journal_path(self.journal)
+        with self.open(journal, must_exist=must_exist) as store:
+            place = str(store.path)
+
+            def named(text: str) -> str:
+                return _as_named(text, place, name)
+
+            try:
+                yield store, named
+            except DissensusError as exc:
+                text = named(str(exc))
+                if text == str(exc):
+                    raise
+                raise _NamedError(text) from exc
 
     def open(self, journal: str | None, *, must_exist: bool) -> Journal:
         if not journal:  # the server's: the operator's, as the CLI resolves it
@@ -568,13 +613,16 @@ class _Server(MCPServer):
             raise ToolError(f"Error executing tool {name}: {_one_line(cause)}") from cause
 
 
-async def _decide_panels(store: Journal, spec: RunSpec, panels: list[Panel]) -> DecideResult:
+async def _decide_panels(
+    store: Journal, spec: RunSpec, panels: list[Panel], named: Callable[[str], str]
+) -> DecideResult:
     """Each panel as a run of its own in ``store``, as :func:`~dissensus.pipeline.adecide`
     makes it (the run created by its first write, the case decided by the CLI's loop),
     keeping what ``adecide`` drops: a panel the run refuses, or whose run stops on an
     error of the library's own, is a :class:`PanelReject` with its field path, and the
     panels after it are decided all the same. A journal that fails, or an unexpected
-    error, after the first panel ends the call with an error naming the panels done."""
+    error, after the first panel ends the call with an error naming the panels done. A
+    reject's message names the journal by ``named`` (as the caller named it)."""
     answer = DecideResult(result=[])
     runs: list[str] = []
     for index, panel in enumerate(panels):
@@ -592,7 +640,9 @@ async def _decide_panels(store: Journal, spec: RunSpec, panels: list[Panel]) -> 
         except DeadlineReached as exc:  # the run stopped: partial, resumable
             if not decided:
                 answer.rejects.append(
-                    PanelReject(index=index, id=shown, run_id=run_id, field=None, error=str(exc))
+                    PanelReject(
+                        index=index, id=shown, run_id=run_id, field=None, error=named(str(exc))
+                    )
                 )
         except JournalError as exc:
             if index == 0:
@@ -605,7 +655,11 @@ async def _decide_panels(store: Journal, spec: RunSpec, panels: list[Panel]) -> 
                 field = exc.field if isinstance(exc, ConfigError) else None
                 answer.rejects.append(
                     PanelReject(
-                        index=index, id=shown, run_id=run_id, field=field, error=_message(exc)
+                        index=index,
+                        id=shown,
+                        run_id=run_id,
+                        field=field,
+                        error=named(_message(exc)),
                     )
                 )
         except Exception as exc:
@@ -833,8 +887,8 @@ def build_server(
         # A plain function: the SDK runs it in a worker thread, where the runs are decided
         # on an event loop of its own, so a journal locked elsewhere never stops the server.
         spec = settings.spec(policy)
-        with settings.open(journal, must_exist=False) as store:
-            return asyncio.run(_decide_panels(store, spec, panels))
+        with settings.using(journal, must_exist=False) as (store, named):
+            return asyncio.run(_decide_panels(store, spec, panels, named))
 
     async def negotiate(
         problem: Problem,
@@ -848,7 +902,7 @@ def build_server(
         journal: JournalArg = None, run: str | None = None, include_resolved: bool = False
     ) -> list[ReviewEntry]:
         """Review items (open ones unless include_resolved), with the hash to quote when resolving."""
-        with settings.open(journal, must_exist=True) as store:
+        with settings.using(journal, must_exist=True) as (store, _):
             return [
                 ReviewEntry.of(st)
                 for st in list_items(store, run_id=run, include_resolved=include_resolved)
@@ -856,7 +910,7 @@ def build_server(
 
     def review_show(review_id: str, journal: JournalArg = None) -> ReviewView:
         """Everything a reviewer needs: the case, positions and value profiles, the hash."""
-        with settings.open(journal, must_exist=True) as store:
+        with settings.using(journal, must_exist=True) as (store, _):
             return ReviewView.of(find_item(store, review_id), ResolutionInfo.read(store, review_id))
 
     def runs_list(
@@ -866,12 +920,12 @@ def build_server(
         (1 to 10,000), after the run ``after`` when given (the next page)."""
         if not 1 <= limit <= 10_000:
             raise InputError(f"field 'limit': {limit} is not between 1 and 10000")
-        with settings.open(journal, must_exist=True) as store:
+        with settings.using(journal, must_exist=True) as (store, _):
             return run_summaries(store, after=after, limit=limit)
 
     def runs_verify(run_id: str, journal: JournalArg = None) -> VerifyReport:
         """Recompute a run's hash chain (``ok`` false names every problem)."""
-        with settings.open(journal, must_exist=True) as store:
+        with settings.using(journal, must_exist=True) as (store, _):
             return store.verify(run_id)
 
     def review_resolve(
@@ -884,7 +938,7 @@ def build_server(
         journal: JournalArg = None,
     ) -> CaseRecord:
         """Record a human decision (the server's reviewer identity); the case resumes with it."""
-        with settings.open(journal, must_exist=True) as store:
+        with settings.using(journal, must_exist=True) as (store, _):
             return resolve_checked(
                 store,
                 review_id,
