@@ -160,3 +160,27 @@ def test_errors_name_the_journal_as_the_caller_named_it(
     assert own_reject["error"].endswith("--journal own.sqlite"), own_reject
     text = tool_text(own_error)
     assert "no run 'nosuch' in journal own.sqlite" in text and str(tmp_path) not in text, text
+
+
+def test_run_arguments_are_named_and_limit_takes_integers_only(tmp_path: Path) -> None:
+    """``runs_list``'s ``after`` and ``review_list``'s ``run`` are named in their errors
+    (not the store's ``run_id``); ``limit`` is a JSON integer (``true``, ``"5"`` and
+    ``2.0`` are refused naming it, as ``bound`` refuses them)."""
+    long = "x" * 10_000
+    calls: list[tuple[str, dict[str, Any]]] = [
+        ("decide", {"panels": [panel("p", ["1", "2"])], "journal": "j.sqlite"}),
+        ("runs_list", {"journal": "j.sqlite", "after": long}),
+        ("review_list", {"journal": "j.sqlite", "run": long}),
+        ("runs_list", {"journal": "j.sqlite", "after": "nosuchrun"}),
+        ("review_list", {"journal": "j.sqlite", "run": "nosuchrun"}),
+    ]
+    bad_limits = [True, "5", 2.0, 0, 10_001]
+    calls += [("runs_list", {"journal": "j.sqlite", "limit": v}) for v in bad_limits]
+    calls.append(("runs_list", {"journal": "j.sqlite", "limit": 1}))
+    _, *named, ok = _calls(tmp_path, calls, policy=None)
+    fields = ["after", "run", "after", "run"] + ["limit"] * len(bad_limits)
+    for result, field in zip(named, fields, strict=True):
+        text = tool_text(result)
+        assert result.is_error and f"field {field!r}:" in text and "'run_id'" not in text, text
+    assert "field 'after': no run 'nosuchrun' in journal j.sqlite" in tool_text(named[2])
+    assert len(tool_data(ok)) == 1

@@ -78,7 +78,10 @@ Choices where the protocol and the design are silent:
   named in every error and reject as the caller named it (the ``journal`` argument, as
   sent; the server's own as configured: ``no run 'x' in journal j.sqlite``, ``dissensus
   runs resume R --journal j.sqlite``), never by its path under the served directory,
-  which is the server's, not the caller's.
+  which is the server's, not the caller's. A run id the journal does not have is
+  refused naming the argument that sent it (``after``, ``run``), not the store's
+  ``run_id``. Integer arguments (``bound``'s, ``runs_list``'s ``limit``) take JSON
+  integers only: ``true``, ``"5"`` and ``2.0`` are refused naming the field.
 * **What a caller cannot reach**: tool arguments are untrusted. ``route`` serves the
   built-in similarity backends only (no ``module:function``); ``negotiate`` refuses
   function agents (they import server-side code) unless the server was started with
@@ -157,7 +160,14 @@ from dissensus.quoting import SHORT_LIMIT, quote_short
 from dissensus.states.reading import Thresholds, read_panels
 from dissensus.states.routing import RuleSet, RulesFile
 from dissensus.states.similarity import DEFAULT_BACKEND, get_backend
-from dissensus.store import Journal, JournalError, VerifyReport, is_postgres_url, journal_path
+from dissensus.store import (
+    Journal,
+    JournalError,
+    UnknownRun,
+    VerifyReport,
+    is_postgres_url,
+    journal_path,
+)
 from dissensus.types import JsonObject, Panel, VoteCase
 
 __all__ = [
@@ -297,6 +307,17 @@ def _reported(fn: F) -> F:
             raise ToolError(_message(exc, _echoed(kwargs))) from exc
 
     return wrapper  # type: ignore[return-value]
+
+
+@contextlib.contextmanager
+def _run_argument(field: str) -> Iterator[None]:
+    """Name the argument ``field`` (a run id the caller sent) in the error of a run the
+    journal does not have, which names none, or the store's ``run_id``."""
+    try:
+        yield
+    except UnknownRun as exc:
+        text = str(exc).replace("(field 'run_id': ", "(")
+        raise UnknownRun(f"field {field!r}: {text}") from exc
 
 
 def _file_arg(value: str | None, field: str) -> str | None:
@@ -902,7 +923,7 @@ def build_server(
         journal: JournalArg = None, run: str | None = None, include_resolved: bool = False
     ) -> list[ReviewEntry]:
         """Review items (open ones unless include_resolved), with the hash to quote when resolving."""
-        with settings.using(journal, must_exist=True) as (store, _):
+        with settings.using(journal, must_exist=True) as (store, _), _run_argument("run"):
             return [
                 ReviewEntry.of(st)
                 for st in list_items(store, run_id=run, include_resolved=include_resolved)
@@ -914,13 +935,13 @@ def build_server(
             return ReviewView.of(find_item(store, review_id), ResolutionInfo.read(store, review_id))
 
     def runs_list(
-        journal: JournalArg = None, limit: int = RUNS_PAGE, after: str | None = None
+        journal: JournalArg = None,
+        limit: Annotated[int, Field(ge=1, le=10_000, strict=True)] = RUNS_PAGE,
+        after: str | None = None,
     ) -> list[RunSummary]:
         """The journal's runs, oldest first, and whether each finished: at most ``limit``
         (1 to 10,000), after the run ``after`` when given (the next page)."""
-        if not 1 <= limit <= 10_000:
-            raise InputError(f"field 'limit': {limit} is not between 1 and 10000")
-        with settings.using(journal, must_exist=True) as (store, _):
+        with settings.using(journal, must_exist=True) as (store, _), _run_argument("after"):
             return run_summaries(store, after=after, limit=limit)
 
     def runs_verify(run_id: str, journal: JournalArg = None) -> VerifyReport:
