@@ -184,3 +184,38 @@ def test_run_arguments_are_named_and_limit_takes_integers_only(tmp_path: Path) -
         assert result.is_error and f"field {field!r}:" in text and "'run_id'" not in text, text
     assert "field 'after': no run 'nosuchrun' in journal j.sqlite" in tool_text(named[2])
     assert len(tool_data(ok)) == 1
+
+
+def test_the_reviewer_is_checked_before_the_server_serves(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A reviewer name no resolution could hold (an escape sequence) is a usage error on
+    one line before anything is served, from ``--reviewer`` or the variable; an empty or
+    blank ``--reviewer`` is unset, as an empty ``$DISSENSUS_REVIEWER`` is."""
+    from cli_helpers import cli
+
+    pytest.importorskip("mcp")
+    bad = cli("mcp", "--reviewer", "kim\x1b[31mx", stdin=b"", cwd=tmp_path)
+    assert bad.code == 2 and bad.err.count("\n") == 1, bad.err
+    assert "--reviewer may not hold control or invisible characters" in bad.err
+    env = cli("mcp", stdin=b"", cwd=tmp_path, env={"DISSENSUS_REVIEWER": "x" * 200})
+    assert env.code == 2 and "$DISSENSUS_REVIEWER is 200 characters long" in env.err, env.err
+
+    monkeypatch.delenv("DISSENSUS_REVIEWER", raising=False)
+    conflict = panel("c", ["1", "2"], values=[{"a": 1.0}, {"b": 1.0}])
+    _, listed = _calls(
+        tmp_path,
+        [
+            ("decide", {"panels": [conflict], "journal": "j.sqlite"}),
+            ("review_list", {"journal": "j.sqlite"}),
+        ],
+        reviewer=" ",
+    )
+    (item,) = tool_data(listed)
+    (resolved,) = _calls(
+        tmp_path,
+        [("review_resolve", {"review_id": item["review_id"], "decision": "1", "note": "ok",
+                             "content_sha256": item["content_sha256"], "journal": "j.sqlite"})],
+        reviewer="",
+    )  # fmt: skip
+    assert tool_data(resolved)["resolution"]["reviewer"] is None

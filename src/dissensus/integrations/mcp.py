@@ -27,7 +27,11 @@ Choices where the protocol and the design are silent:
   default policy, exactly as the CLI resolves them.
 * **Reviewer**: ``review_resolve`` records the identity the server was started with
   (``--reviewer`` or ``$DISSENSUS_REVIEWER``), never a tool argument: the client calling
-  the tool is not a credential. It quotes ``content_sha256`` (from ``review_list`` or
+  the tool is not a credential. The name is checked before the server serves, by the
+  rule of ``review resolve`` and ``serve-token`` (no control or invisible character, at
+  most 128 characters: a usage error naming where it came from); an empty or blank
+  ``--reviewer`` is unset, as an empty variable is (then ``$DISSENSUS_REVIEWER``, else
+  no name is recorded). It quotes ``content_sha256`` (from ``review_list`` or
   ``review_show``); a stale hash or an already-resolved item is a tool error
   (:mod:`dissensus.integrations._review`).
 * **decide** decides each panel as a run of its own (the review id is ``<run>.1``), as
@@ -155,7 +159,7 @@ from dissensus.pipeline import CaseRecord, DeadlineReached, RunSpec, execute_run
 from dissensus.pipeline.batch import new_run_id, start_run
 from dissensus.pipeline.learned import load_learned_data
 from dissensus.pipeline.policy import Policy, load_policy
-from dissensus.pipeline.review import find_item, list_items
+from dissensus.pipeline.review import find_item, list_items, reviewer_name_problem
 from dissensus.quoting import SHORT_LIMIT, quote_short
 from dissensus.states.reading import Thresholds, read_panels
 from dissensus.states.routing import RuleSet, RulesFile
@@ -509,6 +513,24 @@ def _as_named(text: str, place: str, name: str) -> str:
     return text
 
 
+def _server_reviewer(given: str | None) -> str | None:
+    """The identity ``review_resolve`` records: ``given`` (``--reviewer``), else
+    ``$DISSENSUS_REVIEWER``, stripped; an empty or blank one is unset (``None``), as an
+    empty variable is. A name that could not be a reviewer's (a control character, an
+    escape sequence, more than 128 characters) is a :class:`ConfigError` naming where it
+    came from, raised before the server serves, by the rule ``review resolve`` and
+    ``serve-token`` apply (:func:`~dissensus.pipeline.review.reviewer_name_problem`)."""
+    where = "--reviewer"
+    if given is None or not given.strip():
+        given, where = os.environ.get(REVIEWER_ENV), f"${REVIEWER_ENV}"
+    if given is None or not given.strip():
+        return None
+    problem = reviewer_name_problem(given.strip(), where)
+    if problem is not None:
+        raise ConfigError(problem)
+    return given.strip()
+
+
 class _Settings:
     def __init__(
         self,
@@ -521,7 +543,7 @@ class _Settings:
     ) -> None:
         self.journal = _check_journal(journal) if journal else journal
         self.policy = _file_arg(policy, "policy")
-        self.reviewer = reviewer if reviewer is not None else os.environ.get(REVIEWER_ENV) or None
+        self.reviewer = _server_reviewer(reviewer)
         self.root = _served_root(root)
         self.allow_functions = allow_functions
         self._opening: dict[Path, threading.Lock] = {}
