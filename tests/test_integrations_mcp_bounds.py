@@ -219,3 +219,67 @@ def test_the_reviewer_is_checked_before_the_server_serves(
         reviewer="",
     )  # fmt: skip
     assert tool_data(resolved)["resolution"]["reviewer"] is None
+
+
+def test_a_lone_surrogate_escape_is_answered_not_dropped(tmp_path: Path) -> None:
+    """A request holding a lone surrogate escape (``"\\ud800"``, not valid Unicode) was
+    dropped by the SDK's reader without a word, the client waiting forever: a tool call
+    is now answered with a JSON-RPC error, any other message dropped, and stderr names
+    the request and where the surrogate is. A valid pair of escapes is left as it is."""
+    import json
+    import os
+    import select
+    import subprocess
+    import sys
+
+    pytest.importorskip("mcp")
+    root = Path(__file__).resolve().parents[1]
+    init = {"protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "t", "version": "0"}}  # fmt: skip
+    lines = [
+        json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init}),
+        '{"jsonrpc":"2.0","method":"notifications/initialized"}',
+        '{"jsonrpc":"2.0","id":50,"method":"tools/call","params":{"name":"bound",'
+        '"arguments":{"agents":"\\ud800","rounds":1}}}',
+        '{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"reason":"\\udc00"}}',
+        '{"jsonrpc":"2.0","id":51,"method":"tools/call","params":{"name":"bound",'
+        '"arguments":{"agents":"\\ud83d\\ude00","rounds":1}}}',
+    ]
+    server = subprocess.Popen(
+        [sys.executable, "-m", "dissensus", "mcp"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        env={**os.environ, "PYTHONPATH": str(root / "src")}, cwd=tmp_path,
+    )  # fmt: skip
+    assert server.stdin is not None and server.stdout is not None
+    server.stdin.write(("\n".join(lines) + "\n").encode())
+    server.stdin.flush()
+    answers = {}
+    while len(answers) < 3:
+        ready, _, _ = select.select([server.stdout], [], [], 60)
+        if not ready:  # a request left unanswered: the client would wait forever
+            server.kill()
+            break
+        line = server.stdout.readline()
+        if not line:
+            break
+        message = json.loads(line)
+        answers[message.get("id")] = message
+    server.stdin.close()
+    server.wait(timeout=60)
+    assert server.stderr is not None
+    err = server.stderr.read()
+    server.stdout.close()
+    server.stderr.close()
+    assert set(answers) == {1, 50, 51}, answers
+    assert answers[50]["error"]["code"] == -32602, answers[50]
+    text = answers[51]["result"]["content"][0]["text"]
+    assert answers[51]["result"]["isError"] and "field 'agents'" in text, text
+    logged = err.decode()
+    assert (
+        "error: request '50': not valid Unicode (a lone surrogate escape) at "
+        "params.arguments.agents: answered as invalid parameters" in logged
+    ), logged
+    assert (
+        "error: a message: not valid Unicode (a lone surrogate escape) at params.reason" in logged
+    )
+    assert "\ufffd" not in logged

@@ -86,6 +86,14 @@ Choices where the protocol and the design are silent:
   refused naming the argument that sent it (``after``, ``run``), not the store's
   ``run_id``. Integer arguments (``bound``'s, ``runs_list``'s ``limit``) take JSON
   integers only: ``true``, ``"5"`` and ``2.0`` are refused naming the field.
+* **Lone surrogates**: a message whose JSON holds a lone surrogate escape
+  (``"\\ud800"``) is not valid Unicode; the SDK's reader drops it without a word and
+  the client would wait forever. The server's reader (:func:`_unicode_checked`) answers
+  a ``tools/call`` request with the JSON-RPC error ``Invalid request parameters`` (a
+  stand-in with the same id whose parameters do not validate: the SDK's answer names no
+  field), drops any other such message, and writes one stderr line naming the request
+  id and the path of the surrogate. It never turns the surrogate into U+FFFD, which a
+  decision could then be.
 * **What a caller cannot reach**: tool arguments are untrusted. ``route`` serves the
   built-in similarity backends only (no ``module:function``); ``negotiate`` refuses
   function agents (they import server-side code) unless the server was started with
@@ -115,6 +123,7 @@ import asyncio
 import contextlib
 import functools
 import inspect
+import json
 import os
 import re
 import shlex
@@ -1051,10 +1060,69 @@ def _bound_stdin_lines(limit: int = MAX_LINE_CHARS) -> None:
             cap = limit + 1 if size is None or size < 0 or size > limit else size
             line: str = super().readline(cap)
             if len(line) <= limit or line.endswith("\n"):
-                return line
+                return _unicode_checked(line)
             self.over = True
             sys.stderr.write(f"error: a message line over {limit:,} characters: the session ends\n")
             sys.stderr.flush()
             return ""
 
     stdio._UnownedTextWrapper = _BoundedLines  # type: ignore[misc]
+
+
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+"""A JSON escape of a surrogate code point (a lone one has no UTF-8 form)."""
+
+
+def _lone_surrogate_at(value: Any, where: str) -> str | None:
+    """The path (``params.arguments.agents``) of the first key or string in ``value``
+    (parsed JSON) holding a lone surrogate, or ``None``."""
+    stack: list[tuple[Any, str]] = [(value, where)]
+    while stack:
+        item, at = stack.pop()
+        if isinstance(item, str):
+            if any("\ud800" <= ch <= "\udfff" for ch in item):
+                return at or "<message>"
+        elif isinstance(item, dict):
+            for key, sub in item.items():
+                inner = f"{at}.{key}" if at else str(key)
+                if any("\ud800" <= ch <= "\udfff" for ch in key):
+                    return at or "<message>"
+                stack.append((sub, inner))
+        elif isinstance(item, list):
+            stack.extend((sub, f"{at}.{i}" if at else str(i)) for i, sub in enumerate(item))
+    return None
+
+
+def _unicode_checked(line: str) -> str:
+    """``line``, a message from the client, unless it holds a lone surrogate escape
+    (``"\\ud800"``): the SDK would drop such a message without a word (it is not valid
+    Unicode, so its JSON does not validate) and the client would wait for an answer
+    forever. A tool call is replaced by one with the same id whose parameters do not
+    validate, which the server answers with the JSON-RPC error ``Invalid request
+    parameters``; any other message is dropped. Either way one line on stderr names the
+    request id and where the surrogate is. The surrogate is never replaced by U+FFFD,
+    which would be a valid decision; a line without a surrogate escape is not parsed
+    here, and a valid message is never changed."""
+    if _SURROGATE_ESCAPE.search(line) is None:
+        return line
+    try:
+        message = json.loads(line)
+    except ValueError:
+        return line  # the SDK reports what is not JSON at all
+    where = _lone_surrogate_at(message, "")
+    if where is None:
+        return line
+    ident = message.get("id") if isinstance(message, dict) else None
+    if isinstance(ident, bool) or not isinstance(ident, int | str):
+        ident = None
+    call = ident is not None and message.get("method") == "tools/call"
+    what = f"request {quote_short(str(ident))}" if ident is not None else "a message"
+    done = "answered as invalid parameters" if call else "dropped"
+    sys.stderr.write(
+        f"error: {what}: not valid Unicode (a lone surrogate escape) at {where}: {done}\n"
+    )
+    sys.stderr.flush()
+    if not call:
+        return "\n"  # a blank line: the SDK reads on and reports nothing
+    stand_in = {"jsonrpc": "2.0", "id": ident, "method": "tools/call", "params": {"name": None}}
+    return json.dumps(stand_in) + "\n"
