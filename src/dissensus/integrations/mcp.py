@@ -27,7 +27,11 @@ Choices where the protocol and the design are silent:
   default policy, exactly as the CLI resolves them.
 * **Reviewer**: ``review_resolve`` records the identity the server was started with
   (``--reviewer`` or ``$DISSENSUS_REVIEWER``), never a tool argument: the client calling
-  the tool is not a credential. It quotes ``content_sha256`` (from ``review_list`` or
+  the tool is not a credential. The name is checked before the server serves, by the
+  rule of ``review resolve`` and ``serve-token`` (no control or invisible character, at
+  most 128 characters: a usage error naming where it came from); an empty or blank
+  ``--reviewer`` is unset, as an empty variable is (then ``$DISSENSUS_REVIEWER``, else
+  no name is recorded). It quotes ``content_sha256`` (from ``review_list`` or
   ``review_show``); a stale hash or an already-resolved item is a tool error
   (:mod:`dissensus.integrations._review`).
 * **decide** decides each panel as a run of its own (the review id is ``<run>.1``), as
@@ -49,9 +53,19 @@ Choices where the protocol and the design are silent:
   the error names, if any. A journal that fails, or an unexpected error, at a panel
   after the first ends the call with a tool error naming the panels done and their runs,
   so that a retry sends only the rest.
+* **Bounds**: ``route`` and ``vote`` check every panel or case against
+  :mod:`dissensus.io.limits` (agents or voters, characters per field, text and values
+  per record) before any is read, as the CLI checks each line; one over a bound fails
+  the call with a tool error naming its place and field (``cases[0]: field 'votes':
+  10000 voters; at most 256 per case``). Unlike ``decide``, these tools journal
+  nothing, so a retry without the panel costs nothing twice.
 * **Journal**: ``":memory:"`` is refused (``field 'journal'``), as by the LangGraph
   node: a review item must outlive the call that made it. A path holding a NUL
-  character is refused naming its field.
+  character is refused naming its field, and an existing empty file (SQLite would make
+  any, a package's ``__init__.py``, a journal). The server's calls check and open one
+  journal file one at a time: the first to open a new journal creates the file, empty
+  until its schema is written, and concurrent calls naming it must not take it for
+  such a file.
 * **Off the event loop**: every tool touching the journal (``decide``, ``review_*``,
   ``runs_*``) is a plain function, which the SDK runs in a worker thread; ``decide``
   decides its runs there on an event loop of its own, with its own connection. A
@@ -64,7 +78,22 @@ Choices where the protocol and the design are silent:
   words); the server keeps serving. A run or review id the caller sent is quoted back
   by its first 80 characters then ``…`` (:func:`dissensus.quoting.quote_short`); so
   is a panel's id in an error, and in ``rejects`` a panel id longer than that is its
-  first 80 characters then ``…`` (the ``index`` identifies the panel).
+  first 80 characters then ``…`` (the ``index`` identifies the panel). A journal is
+  named in every error and reject as the caller named it (the ``journal`` argument, as
+  sent; the server's own as configured: ``no run 'x' in journal j.sqlite``, ``dissensus
+  runs resume R --journal j.sqlite``), never by its path under the served directory,
+  which is the server's, not the caller's. A run id the journal does not have is
+  refused naming the argument that sent it (``after``, ``run``), not the store's
+  ``run_id``. Integer arguments (``bound``'s, ``runs_list``'s ``limit``) take JSON
+  integers only: ``true``, ``"5"`` and ``2.0`` are refused naming the field.
+* **Lone surrogates**: a message whose JSON holds a lone surrogate escape
+  (``"\\ud800"``) is not valid Unicode; the SDK's reader drops it without a word and
+  the client would wait forever. The server's reader (:func:`_unicode_checked`) answers
+  a ``tools/call`` request with the JSON-RPC error ``Invalid request parameters`` (a
+  stand-in with the same id whose parameters do not validate: the SDK's answer names no
+  field), drops any other such message, and writes one stderr line naming the request
+  id and the path of the surrogate. It never turns the surrogate into U+FFFD, which a
+  decision could then be.
 * **What a caller cannot reach**: tool arguments are untrusted. ``route`` serves the
   built-in similarity backends only (no ``module:function``); ``negotiate`` refuses
   function agents (they import server-side code) unless the server was started with
@@ -91,14 +120,18 @@ Choices where the protocol and the design are silent:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import inspect
+import json
 import os
 import re
+import shlex
 import sys
+import threading
 import types
 import typing
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
@@ -120,7 +153,7 @@ from dissensus.guard.decision import GuardDecision
 from dissensus.integrations._review import resolve_checked
 from dissensus.io.jsonl import Reject
 from dissensus.io.jsontext import load_json_file
-from dissensus.io.limits import MAX_LINE_CHARS
+from dissensus.io.limits import MAX_LINE_CHARS, check_record
 from dissensus.loading import is_code_name
 from dissensus.outputs import (
     RUNS_PAGE,
@@ -135,12 +168,19 @@ from dissensus.pipeline import CaseRecord, DeadlineReached, RunSpec, execute_run
 from dissensus.pipeline.batch import new_run_id, start_run
 from dissensus.pipeline.learned import load_learned_data
 from dissensus.pipeline.policy import Policy, load_policy
-from dissensus.pipeline.review import find_item, list_items
+from dissensus.pipeline.review import find_item, list_items, reviewer_name_problem
 from dissensus.quoting import SHORT_LIMIT, quote_short
 from dissensus.states.reading import Thresholds, read_panels
 from dissensus.states.routing import RuleSet, RulesFile
 from dissensus.states.similarity import DEFAULT_BACKEND, get_backend
-from dissensus.store import Journal, JournalError, VerifyReport, is_postgres_url, journal_path
+from dissensus.store import (
+    Journal,
+    JournalError,
+    UnknownRun,
+    VerifyReport,
+    is_postgres_url,
+    journal_path,
+)
 from dissensus.types import JsonObject, Panel, VoteCase
 
 __all__ = [
@@ -280,6 +320,17 @@ def _reported(fn: F) -> F:
             raise ToolError(_message(exc, _echoed(kwargs))) from exc
 
     return wrapper  # type: ignore[return-value]
+
+
+@contextlib.contextmanager
+def _run_argument(field: str) -> Iterator[None]:
+    """Name the argument ``field`` (a run id the caller sent) in the error of a run the
+    journal does not have, which names none, or the store's ``run_id``."""
+    try:
+        yield
+    except UnknownRun as exc:
+        text = str(exc).replace("(field 'run_id': ", "(")
+        raise UnknownRun(f"field {field!r}: {text}") from exc
 
 
 def _file_arg(value: str | None, field: str) -> str | None:
@@ -455,6 +506,40 @@ def _code_setting(policy: Policy, base: Path | None, file: str | None) -> str | 
     return None
 
 
+class _NamedError(DissensusError):
+    """A library error raised while a tool used a journal, its text naming the journal as
+    the caller named it (:func:`_as_named`)."""
+
+
+def _as_named(text: str, place: str, name: str) -> str:
+    """``text`` with the journal at ``place`` (its path as the store names it, shell-quoted
+    or not, as in a ``--journal`` option) named ``name``, as the caller named it: the
+    server's own root is not the caller's."""
+    if not place or place == name:
+        return text
+    for found, shown in dict.fromkeys(((shlex.quote(place), shlex.quote(name)), (place, name))):
+        text = text.replace(found, shown)
+    return text
+
+
+def _server_reviewer(given: str | None) -> str | None:
+    """The identity ``review_resolve`` records: ``given`` (``--reviewer``), else
+    ``$DISSENSUS_REVIEWER``, stripped; an empty or blank one is unset (``None``), as an
+    empty variable is. A name that could not be a reviewer's (a control character, an
+    escape sequence, more than 128 characters) is a :class:`ConfigError` naming where it
+    came from, raised before the server serves, by the rule ``review resolve`` and
+    ``serve-token`` apply (:func:`~dissensus.pipeline.review.reviewer_name_problem`)."""
+    where = "--reviewer"
+    if given is None or not given.strip():
+        given, where = os.environ.get(REVIEWER_ENV), f"${REVIEWER_ENV}"
+    if given is None or not given.strip():
+        return None
+    problem = reviewer_name_problem(given.strip(), where)
+    if problem is not None:
+        raise ConfigError(problem)
+    return given.strip()
+
+
 class _Settings:
     def __init__(
         self,
@@ -467,9 +552,18 @@ class _Settings:
     ) -> None:
         self.journal = _check_journal(journal) if journal else journal
         self.policy = _file_arg(policy, "policy")
-        self.reviewer = reviewer if reviewer is not None else os.environ.get(REVIEWER_ENV) or None
+        self.reviewer = _server_reviewer(reviewer)
         self.root = _served_root(root)
         self.allow_functions = allow_functions
+        self._opening: dict[Path, threading.Lock] = {}
+        self._opening_guard = threading.Lock()
+
+    def _lock_for(self, path: Path) -> threading.Lock:
+        """The lock held while a call checks and opens the journal at ``path``: the first
+        call to open a new journal creates its file, empty until its schema is written,
+        and a call checking it then would take it for an empty file that is no journal."""
+        with self._opening_guard:
+            return self._opening.setdefault(path, threading.Lock())
 
     def file(self, value: str, field: str) -> str:
         """The file a path argument names, under the served directory and existing."""
@@ -477,6 +571,29 @@ class _Settings:
         if not path.is_file():
             raise ConfigError("no such file under the directory the server serves", field=field)
         return str(path)
+
+    @contextlib.contextmanager
+    def using(
+        self, journal: str | None, *, must_exist: bool
+    ) -> Iterator[tuple[Journal, Callable[[str], str]]]:
+        """The journal a call uses (:meth:`open`), with the function naming it in a text as
+        the caller named it (the ``journal`` argument, else the server's own as
+        configured); an error of the library raised while it is used is re-raised so
+        named, never by the path it has under the served directory."""
+        name = journal or journal_path(self.journal)
+        with self.open(journal, must_exist=must_exist) as store:
+            place = str(store.path)
+
+            def named(text: str) -> str:
+                return _as_named(text, place, name)
+
+            try:
+                yield store, named
+            except DissensusError as exc:
+                text = named(str(exc))
+                if text == str(exc):
+                    raise
+                raise _NamedError(text) from exc
 
     def open(self, journal: str | None, *, must_exist: bool) -> Journal:
         if not journal:  # the server's: the operator's, as the CLI resolves it
@@ -496,15 +613,16 @@ class _Settings:
             raise InputError(
                 "journal not found under the directory the server serves (field 'journal')"
             )
-        if path.is_file() and path.stat().st_size == 0:
-            # SQLite would make any empty file (a package's __init__.py) a journal.
-            raise InputError("an existing empty file is not a journal (field 'journal')")
-        try:
-            return Journal(str(path))
-        except DissensusError as exc:
-            # Named as the caller named it: the server's own root is not the caller's.
-            text = str(exc).replace(str(path), journal).replace(str(self.root), ".")
-            raise InputError(f"{text} (field 'journal')") from None
+        with self._lock_for(path):
+            if path.is_file() and path.stat().st_size == 0:
+                # SQLite would make any empty file (a package's __init__.py) a journal.
+                raise InputError("an existing empty file is not a journal (field 'journal')")
+            try:
+                return Journal(str(path))
+            except DissensusError as exc:
+                # Named as the caller named it: the server's own root is not the caller's.
+                text = str(exc).replace(str(path), journal).replace(str(self.root), ".")
+                raise InputError(f"{text} (field 'journal')") from None
 
     def spec(self, policy: str | None) -> RunSpec:
         """The run specification of a call: its policy file, else the server's (built per
@@ -547,13 +665,16 @@ class _Server(MCPServer):
             raise ToolError(f"Error executing tool {name}: {_one_line(cause)}") from cause
 
 
-async def _decide_panels(store: Journal, spec: RunSpec, panels: list[Panel]) -> DecideResult:
+async def _decide_panels(
+    store: Journal, spec: RunSpec, panels: list[Panel], named: Callable[[str], str]
+) -> DecideResult:
     """Each panel as a run of its own in ``store``, as :func:`~dissensus.pipeline.adecide`
     makes it (the run created by its first write, the case decided by the CLI's loop),
     keeping what ``adecide`` drops: a panel the run refuses, or whose run stops on an
     error of the library's own, is a :class:`PanelReject` with its field path, and the
     panels after it are decided all the same. A journal that fails, or an unexpected
-    error, after the first panel ends the call with an error naming the panels done."""
+    error, after the first panel ends the call with an error naming the panels done. A
+    reject's message names the journal by ``named`` (as the caller named it)."""
     answer = DecideResult(result=[])
     runs: list[str] = []
     for index, panel in enumerate(panels):
@@ -571,7 +692,9 @@ async def _decide_panels(store: Journal, spec: RunSpec, panels: list[Panel]) -> 
         except DeadlineReached as exc:  # the run stopped: partial, resumable
             if not decided:
                 answer.rejects.append(
-                    PanelReject(index=index, id=shown, run_id=run_id, field=None, error=str(exc))
+                    PanelReject(
+                        index=index, id=shown, run_id=run_id, field=None, error=named(str(exc))
+                    )
                 )
         except JournalError as exc:
             if index == 0:
@@ -584,7 +707,11 @@ async def _decide_panels(store: Journal, spec: RunSpec, panels: list[Panel]) -> 
                 field = exc.field if isinstance(exc, ConfigError) else None
                 answer.rejects.append(
                     PanelReject(
-                        index=index, id=shown, run_id=run_id, field=field, error=_message(exc)
+                        index=index,
+                        id=shown,
+                        run_id=run_id,
+                        field=field,
+                        error=named(_message(exc)),
                     )
                 )
         except Exception as exc:
@@ -627,6 +754,18 @@ CalibrationArg = Annotated[
 ]
 
 
+def _within_limits(records: list[Panel] | list[VoteCase], argument: str) -> None:
+    """Refuse the call when one of ``records`` goes over a bound of
+    :mod:`dissensus.io.limits` (agents or voters, characters per field, text and values
+    per record), as the CLI refuses the line: a tool error naming its place in the
+    argument and the field (``cases[0]: field 'votes': 300 voters; at most 256 per case``),
+    before any work is done on the others."""
+    for index, record in enumerate(records):
+        over = check_record(record)
+        if over is not None:
+            raise InputError(f"{argument}[{index}]: field {over.field!r}: {over.message}")
+
+
 def _route(
     settings: _Settings,
     panels: list[Panel],
@@ -640,6 +779,7 @@ def _route(
             "module:function backends are not served over MCP; use minilm, tfidf or static",
             field="similarity",
         )
+    _within_limits(panels, "panels")
     ruleset = RuleSet.default()
     if rules:
         name = settings.file(rules, "rules")
@@ -662,6 +802,7 @@ def _vote(
     strict: bool,
     verifier: str | None,
 ) -> list[GuardDecision]:
+    _within_limits(cases, "cases")
     cal = None
     if calibration:
         name = settings.file(calibration, "calibration")
@@ -798,8 +939,8 @@ def build_server(
         # A plain function: the SDK runs it in a worker thread, where the runs are decided
         # on an event loop of its own, so a journal locked elsewhere never stops the server.
         spec = settings.spec(policy)
-        with settings.open(journal, must_exist=False) as store:
-            return asyncio.run(_decide_panels(store, spec, panels))
+        with settings.using(journal, must_exist=False) as (store, named):
+            return asyncio.run(_decide_panels(store, spec, panels, named))
 
     async def negotiate(
         problem: Problem,
@@ -813,7 +954,7 @@ def build_server(
         journal: JournalArg = None, run: str | None = None, include_resolved: bool = False
     ) -> list[ReviewEntry]:
         """Review items (open ones unless include_resolved), with the hash to quote when resolving."""
-        with settings.open(journal, must_exist=True) as store:
+        with settings.using(journal, must_exist=True) as (store, _), _run_argument("run"):
             return [
                 ReviewEntry.of(st)
                 for st in list_items(store, run_id=run, include_resolved=include_resolved)
@@ -821,22 +962,22 @@ def build_server(
 
     def review_show(review_id: str, journal: JournalArg = None) -> ReviewView:
         """Everything a reviewer needs: the case, positions and value profiles, the hash."""
-        with settings.open(journal, must_exist=True) as store:
+        with settings.using(journal, must_exist=True) as (store, _):
             return ReviewView.of(find_item(store, review_id), ResolutionInfo.read(store, review_id))
 
     def runs_list(
-        journal: JournalArg = None, limit: int = RUNS_PAGE, after: str | None = None
+        journal: JournalArg = None,
+        limit: Annotated[int, Field(ge=1, le=10_000, strict=True)] = RUNS_PAGE,
+        after: str | None = None,
     ) -> list[RunSummary]:
         """The journal's runs, oldest first, and whether each finished: at most ``limit``
         (1 to 10,000), after the run ``after`` when given (the next page)."""
-        if not 1 <= limit <= 10_000:
-            raise InputError(f"field 'limit': {limit} is not between 1 and 10000")
-        with settings.open(journal, must_exist=True) as store:
+        with settings.using(journal, must_exist=True) as (store, _), _run_argument("after"):
             return run_summaries(store, after=after, limit=limit)
 
     def runs_verify(run_id: str, journal: JournalArg = None) -> VerifyReport:
         """Recompute a run's hash chain (``ok`` false names every problem)."""
-        with settings.open(journal, must_exist=True) as store:
+        with settings.using(journal, must_exist=True) as (store, _):
             return store.verify(run_id)
 
     def review_resolve(
@@ -849,7 +990,7 @@ def build_server(
         journal: JournalArg = None,
     ) -> CaseRecord:
         """Record a human decision (the server's reviewer identity); the case resumes with it."""
-        with settings.open(journal, must_exist=True) as store:
+        with settings.using(journal, must_exist=True) as (store, _):
             return resolve_checked(
                 store,
                 review_id,
@@ -919,10 +1060,69 @@ def _bound_stdin_lines(limit: int = MAX_LINE_CHARS) -> None:
             cap = limit + 1 if size is None or size < 0 or size > limit else size
             line: str = super().readline(cap)
             if len(line) <= limit or line.endswith("\n"):
-                return line
+                return _unicode_checked(line)
             self.over = True
             sys.stderr.write(f"error: a message line over {limit:,} characters: the session ends\n")
             sys.stderr.flush()
             return ""
 
     stdio._UnownedTextWrapper = _BoundedLines  # type: ignore[misc]
+
+
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+"""A JSON escape of a surrogate code point (a lone one has no UTF-8 form)."""
+
+
+def _lone_surrogate_at(value: Any, where: str) -> str | None:
+    """The path (``params.arguments.agents``) of the first key or string in ``value``
+    (parsed JSON) holding a lone surrogate, or ``None``."""
+    stack: list[tuple[Any, str]] = [(value, where)]
+    while stack:
+        item, at = stack.pop()
+        if isinstance(item, str):
+            if any("\ud800" <= ch <= "\udfff" for ch in item):
+                return at or "<message>"
+        elif isinstance(item, dict):
+            for key, sub in item.items():
+                inner = f"{at}.{key}" if at else str(key)
+                if any("\ud800" <= ch <= "\udfff" for ch in key):
+                    return at or "<message>"
+                stack.append((sub, inner))
+        elif isinstance(item, list):
+            stack.extend((sub, f"{at}.{i}" if at else str(i)) for i, sub in enumerate(item))
+    return None
+
+
+def _unicode_checked(line: str) -> str:
+    """``line``, a message from the client, unless it holds a lone surrogate escape
+    (``"\\ud800"``): the SDK would drop such a message without a word (it is not valid
+    Unicode, so its JSON does not validate) and the client would wait for an answer
+    forever. A tool call is replaced by one with the same id whose parameters do not
+    validate, which the server answers with the JSON-RPC error ``Invalid request
+    parameters``; any other message is dropped. Either way one line on stderr names the
+    request id and where the surrogate is. The surrogate is never replaced by U+FFFD,
+    which would be a valid decision; a line without a surrogate escape is not parsed
+    here, and a valid message is never changed."""
+    if _SURROGATE_ESCAPE.search(line) is None:
+        return line
+    try:
+        message = json.loads(line)
+    except ValueError:
+        return line  # the SDK reports what is not JSON at all
+    where = _lone_surrogate_at(message, "")
+    if where is None:
+        return line
+    ident = message.get("id") if isinstance(message, dict) else None
+    if isinstance(ident, bool) or not isinstance(ident, int | str):
+        ident = None
+    call = ident is not None and message.get("method") == "tools/call"
+    what = f"request {quote_short(str(ident))}" if ident is not None else "a message"
+    done = "answered as invalid parameters" if call else "dropped"
+    sys.stderr.write(
+        f"error: {what}: not valid Unicode (a lone surrogate escape) at {where}: {done}\n"
+    )
+    sys.stderr.flush()
+    if not call:
+        return "\n"  # a blank line: the SDK reads on and reports nothing
+    stand_in = {"jsonrpc": "2.0", "id": ident, "method": "tools/call", "params": {"name": None}}
+    return json.dumps(stand_in) + "\n"
