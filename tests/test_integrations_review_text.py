@@ -106,3 +106,19 @@ def test_a_hash_quoted_in_upper_case_resolves(tmp_path: Path) -> None:
             journal, review_id, decision="2", note="ok", content_sha256=quoted, reviewer="kim"
         )
     assert (record.action, record.decision) == ("human", "2")
+
+
+@pytest.mark.parametrize("quoted", ["z" * 64, "a" * 63, "", "a" * 64 + " "])
+def test_a_quoted_hash_that_is_no_sha256_is_named_as_such(tmp_path: Path, quoted: str) -> None:
+    """Not a hash at all (``"z" * 64``): an InputError naming ``content_sha256``, not
+    "the case content changed since it was shown"; the item stays open."""
+    from dissensus.errors import InputError
+
+    with Journal(tmp_path / "j.sqlite") as journal:
+        review_id = _escalated(journal)
+        with pytest.raises(InputError, match="not a sha256") as refused:
+            resolve_checked(
+                journal, review_id, decision="2", note="ok", content_sha256=quoted, reviewer="kim"
+            )
+        assert refused.value.field == "content_sha256"
+        assert find_item(journal, review_id).resolution is None

@@ -31,6 +31,7 @@ import re
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from dissensus.cases import asked_question
+from dissensus.errors import InputError
 from dissensus.pipeline.records import CaseRecord
 from dissensus.pipeline.review import (
     AlreadyResolved,
@@ -40,6 +41,7 @@ from dissensus.pipeline.review import (
     record_key,
     resolve,
 )
+from dissensus.quoting import quote_short
 from dissensus.store import Journal
 
 __all__ = [
@@ -163,8 +165,14 @@ def resolve_checked(
     case of hex digits) and :class:`AlreadyResolved` (naming who and when) when it was
     resolved before.
     """
-    if _HEX64.fullmatch(content_sha256):
-        content_sha256 = content_sha256.lower()
+    if not isinstance(content_sha256, str) or not _HEX64.fullmatch(content_sha256):
+        # Not a hash at all: said so, not "the case changed since it was shown".
+        error = InputError(
+            f"field 'content_sha256': not a sha256 (64 hex digits): {quote_short(str(content_sha256))}"
+        )
+        error.field = "content_sha256"
+        raise error
+    content_sha256 = content_sha256.lower()
     return resolve(
         journal,
         review_id,
