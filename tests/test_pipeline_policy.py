@@ -52,6 +52,34 @@ def test_an_empty_policy_is_the_documented_defaults(tmp_path: Path) -> None:
             {"routing": {"rules": [{"id": "r", "condition": "meta.x ==", "action": "escalate"}]}},
             "routing.rules[0].condition",
         ),
+        # Values keep their type inside the open-ended parts too: converted, not refused.
+        ({"guard": {"options": {"min_sources": "2"}}}, "guard.options.min_sources"),
+        ({"guard": {"options": {"decompose": 1}}}, "guard.options.decompose"),
+        (
+            {
+                "routing": {
+                    "rules": [
+                        {"id": "r", "condition": "true", "action": "escalate", "priority": "3"}
+                    ]
+                }
+            },
+            "routing.rules.0.priority",
+        ),
+        (
+            {
+                "routing": {
+                    "rules": [
+                        {"id": "r", "condition": "true", "action": "escalate", "priority": True}
+                    ]
+                }
+            },
+            "routing.rules.0.priority",
+        ),
+        # An empty name is no file: it switched the file off unseen.
+        ({"acceptance": {"model": ""}}, "acceptance.model"),
+        ({"acceptance": {"calibration": " "}}, "acceptance.calibration"),
+        ({"guard": {"calibration": ""}}, "guard.calibration"),
+        ({"seek_context": {"model": ""}}, "seek_context.model"),
     ],
 )
 def test_a_bad_policy_names_the_field(data: dict[str, object], field: str) -> None:

@@ -162,6 +162,15 @@ class RoutingSettings(_Section):
         }
 
 
+def _named_or_none(value: str | None) -> str | None:
+    """A file or model named by a policy: ``None`` (leave it out) or a name; an empty or
+    blank string is refused, not read as "none" (a template that expands to nothing must
+    not switch a file off unseen)."""
+    if value is not None and not value.strip():
+        raise ValueError("an empty value names nothing: leave the key out (or null) for none")
+    return value
+
+
 class GuardSettings(_Section):
     """The guard (``docs/guard.md``) in front of every automatic route."""
 
@@ -172,6 +181,8 @@ class GuardSettings(_Section):
     invariant 3 (beta bounded by a measured beta*) must hold as well."""
     options: JsonObject = Field(default_factory=dict)
     """Extra keyword settings passed to the guard's check (its thresholds)."""
+
+    _calibration_named = field_validator("calibration")(_named_or_none)
 
 
 class AcceptanceSettings(_Section):
@@ -216,6 +227,8 @@ class AcceptanceSettings(_Section):
     audit_seed: int = 0
     """Seed of the audit choice."""
 
+    _files_named = field_validator("model", "calibration")(_named_or_none)
+
 
 class SeekContextSettings(_Section):
     """The bounded follow-up of ``seek_context``."""
@@ -237,6 +250,8 @@ class SeekContextSettings(_Section):
     own model counts as that agent's re-ask (its stability, its calibration)."""
     max_followups: int = Field(default=1, ge=0, le=3)
     """Follow-ups per case (each followed by one more reading)."""
+
+    _model_named = field_validator("model")(_named_or_none)
 
 
 class ConcordSettings(_Section):
@@ -597,7 +612,9 @@ def _check_parts(policy: Policy, file: str | None) -> None:
         raise ConfigError(exc.inner(), file=file, field="reading.similarity") from None
 
     try:
-        CheckedGuardThresholds.model_validate(policy.guard.options)
+        # Strict, as the policy's own sections are: a quoted "2" or a switch given as 1 is
+        # refused, not converted.
+        CheckedGuardThresholds.model_validate(policy.guard.options, strict=True)
     except ValidationError as exc:
         raise _config_error(exc, file, ("guard", "options")) from exc
     document = policy.routing.rules_document()

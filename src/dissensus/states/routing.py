@@ -154,8 +154,9 @@ class RuleSpec(BaseModel):
     """When the rule applies (see :mod:`dissensus.states.conditions`)."""
     action: str = Field(pattern=_ACTION)
     """The meta-action the rule routes to."""
-    priority: int = 1
-    """Higher beats lower (default rules have 0)."""
+    priority: int = Field(default=1, strict=True)
+    """Higher beats lower (default rules have 0); an integer (a quoted ``"3"`` or ``true``
+    is refused, not converted)."""
     defeats: list[str] = Field(default_factory=list)
     """Ids of rules this rule is explicitly superior to."""
     description: str | None = None
