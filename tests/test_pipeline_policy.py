@@ -442,3 +442,20 @@ def test_a_member_base_url_without_credentials_is_kept() -> None:
     policy = policy_from_dict({"panel": {"members": [member, {"name": "b", "model": "openai:m"}]}})
     assert policy.panel.members[0].base_url == url
     assert policy.panel.members[0].api_key_env == "A_KEY"
+
+
+def test_a_journalled_policy_is_read_as_it_was_written(tmp_path: Path) -> None:
+    """The new refusals (a quoted priority, an empty file name) are a file's checks: a
+    policy journalled with a run before them still reads, so its run resumes."""
+    from dissensus.pipeline import Policy
+    from dissensus.states import RuleSet
+
+    rule = {"id": "r", "condition": "true", "action": "escalate", "priority": "3"}
+    old = Policy.model_validate({"acceptance": {"model": ""}, "routing": {"rules": [rule]}})
+    assert old.acceptance.model == ""
+    assert RuleSet.from_dict(old.routing.rules_document()) is not None
+    rules = tmp_path / "rules.yaml"
+    rules.write_text("rules:\n  - {id: r, condition: 'true', action: escalate, priority: '3'}\n")
+    with pytest.raises(ConfigError) as err:  # a rules file is a file: refused
+        RuleSet.load(rules)
+    assert err.value.field == "rules.0.priority"

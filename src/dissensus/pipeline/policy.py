@@ -162,15 +162,6 @@ class RoutingSettings(_Section):
         }
 
 
-def _named_or_none(value: str | None) -> str | None:
-    """A file or model named by a policy: ``None`` (leave it out) or a name; an empty or
-    blank string is refused, not read as "none" (a template that expands to nothing must
-    not switch a file off unseen)."""
-    if value is not None and not value.strip():
-        raise ValueError("an empty value names nothing: leave the key out (or null) for none")
-    return value
-
-
 class GuardSettings(_Section):
     """The guard (``docs/guard.md``) in front of every automatic route."""
 
@@ -181,8 +172,6 @@ class GuardSettings(_Section):
     invariant 3 (beta bounded by a measured beta*) must hold as well."""
     options: JsonObject = Field(default_factory=dict)
     """Extra keyword settings passed to the guard's check (its thresholds)."""
-
-    _calibration_named = field_validator("calibration")(_named_or_none)
 
 
 class AcceptanceSettings(_Section):
@@ -227,8 +216,6 @@ class AcceptanceSettings(_Section):
     audit_seed: int = 0
     """Seed of the audit choice."""
 
-    _files_named = field_validator("model", "calibration")(_named_or_none)
-
 
 class SeekContextSettings(_Section):
     """The bounded follow-up of ``seek_context``."""
@@ -250,8 +237,6 @@ class SeekContextSettings(_Section):
     own model counts as that agent's re-ask (its stability, its calibration)."""
     max_followups: int = Field(default=1, ge=0, le=3)
     """Follow-ups per case (each followed by one more reading)."""
-
-    _model_named = field_validator("model")(_named_or_none)
 
 
 class ConcordSettings(_Section):
@@ -593,6 +578,7 @@ def _check_parts(policy: Policy, file: str | None) -> None:
     _check_actions(policy, file)
     from dissensus.guard.decision import CheckedGuardThresholds
     from dissensus.states import RuleSet
+    from dissensus.states.routing import check_priorities
 
     check_similarity(policy.reading.similarity, file=file)
     for i, member in enumerate(policy.panel.members):
@@ -613,10 +599,26 @@ def _check_parts(policy: Policy, file: str | None) -> None:
 
     try:
         # Strict, as the policy's own sections are: a quoted "2" or a switch given as 1 is
-        # refused, not converted.
+        # refused, not converted (a policy journalled with a run is not checked again).
         CheckedGuardThresholds.model_validate(policy.guard.options, strict=True)
     except ValidationError as exc:
         raise _config_error(exc, file, ("guard", "options")) from exc
+    check_priorities(policy.routing.rules, file=file, prefix="routing.")
+    named = {
+        "acceptance.model": policy.acceptance.model,
+        "acceptance.calibration": policy.acceptance.calibration,
+        "guard.calibration": policy.guard.calibration,
+        "seek_context.model": policy.seek_context.model,
+    }
+    for where, value in named.items():
+        # An empty name is no file: a template expanding to nothing must not switch a
+        # file off unseen (``None``, the key left out, is "none").
+        if value is not None and not value.strip():
+            raise ConfigError(
+                "an empty value names nothing: leave the key out (or null) for none",
+                file=file,
+                field=where,
+            )
     document = policy.routing.rules_document()
     try:
         # The document's JSON, keys in their order: two documents with the same text are

@@ -154,13 +154,32 @@ class RuleSpec(BaseModel):
     """When the rule applies (see :mod:`dissensus.states.conditions`)."""
     action: str = Field(pattern=_ACTION)
     """The meta-action the rule routes to."""
-    priority: int = Field(default=1, strict=True)
-    """Higher beats lower (default rules have 0); an integer (a quoted ``"3"`` or ``true``
-    is refused, not converted)."""
+    priority: int = 1
+    """Higher beats lower (default rules have 0). A file's must be an integer
+    (:func:`check_priorities`); a rules document journalled with a run is read as it was."""
     defeats: list[str] = Field(default_factory=list)
     """Ids of rules this rule is explicitly superior to."""
     description: str | None = None
     """Free text, for humans."""
+
+
+def check_priorities(rules: object, *, file: str | None = None, prefix: str = "") -> None:
+    """Refuse a rule whose ``priority`` is not an integer (a quoted ``"3"``, ``true``,
+    ``2.5``; ``4.0`` counts as 4) naming ``{prefix}rules.I.priority``: written in a file,
+    a value keeps its type. A rules document journalled with a run is not checked again."""
+    if not isinstance(rules, list):
+        return
+    for i, rule in enumerate(rules):
+        if not isinstance(rule, dict) or "priority" not in rule:
+            continue
+        value = rule["priority"]
+        integral = isinstance(value, int) or (isinstance(value, float) and value.is_integer())
+        if isinstance(value, bool) or not integral:
+            raise ConfigError(
+                f"a priority is an integer, not {type(value).__name__} ({str(value)[:40]!r})",
+                file=file,
+                field=f"{prefix}rules.{i}.priority",
+            )
 
 
 class RulesFile(BaseModel):
@@ -345,6 +364,8 @@ class RuleSet:
         """Load and validate a YAML rules file."""
         name = str(path)
         data: Any = load_yaml_file(path, what="rules file")
+        if isinstance(data, dict):
+            check_priorities(data.get("rules"), file=name)
         return cls.from_dict(data, file=name)
 
     def _check_ids(self, rules: Sequence[Rule]) -> None:
