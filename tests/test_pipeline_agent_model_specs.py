@@ -63,3 +63,78 @@ def test_good_agent_model_specs_pass_relative_to_the_policy(tmp_path: Path) -> N
     )
     spec = RunSpec.from_policy(pol)
     assert spec.policy.seek_context.models["a1"] == f"scripted:{tmp_path / 'a1.yaml'}"
+
+
+@pytest.mark.parametrize("name", ["bogus", "missing-script", "bad-replay"])
+def test_a_bad_panel_member_spec_is_refused_by_every_door(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    """The policy is one for every door: ``decide`` (which asks no member) refuses a
+    ``panel.members`` model spec that ``serve`` could not open, naming the file and the
+    member's field (``serve`` named ``model`` and no file; ``decide`` ran)."""
+    (tmp_path / "bad.jsonl").write_text("{not a recording\n", encoding="utf-8")
+    good = f"scripted:{write_script(tmp_path / 'a1.yaml', {'a1': '1'})}"
+    members = [{"name": "a", "model": good}, {"name": "b", "model": BAD_SPECS[name]}]
+    pol = write_policy(tmp_path / "p.yaml", {"panel": {"answer": "number", "members": members}})
+    inp = write_jsonl(tmp_path / "in.jsonl", [panel("x", ["2", "1", "2"])])
+    journal = tmp_path / "j.sqlite"
+    out = cli("decide", str(inp), "--policy", str(pol), "--journal", str(journal))
+    assert out.code == 2, (out.out, out.err)
+    assert out.err.startswith(f"error: {pol}: field 'panel.members.1.model': "), out.err
+    assert not journal.exists() or not list(Journal(journal).runs())
+
+
+def test_an_openai_member_needs_its_key_only_where_the_panel_opens(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An ``openai:`` member's key comes from the environment of the door that opens the
+    panel: ``decide`` runs without it; opening the panel names the file and the field."""
+    from dissensus.panels import PanelChat
+
+    monkeypatch.delenv("NOPE_KEY", raising=False)
+    members = [
+        {"name": "a", "model": "openai:m", "api_key_env": "NOPE_KEY"},
+        {"name": "b", "model": "openai:n", "base_url": "http://127.0.0.1:9/v1"},
+    ]
+    pol = write_policy(tmp_path / "p.yaml", {"panel": {"answer": "number", "members": members}})
+    inp = write_jsonl(tmp_path / "in.jsonl", [panel("x", ["2", "2", "2"])])
+    out = cli("decide", str(inp), "--policy", str(pol), "--journal", str(tmp_path / "j.sqlite"))
+    assert out.code == 0, (out.out, out.err)
+    with Journal(tmp_path / "k.sqlite") as journal, pytest.raises(ConfigError) as err:
+        PanelChat(RunSpec.from_policy(pol), journal=journal)
+    assert err.value.file == str(pol) and err.value.field == "panel.members.0.api_key_env"
+
+
+def test_a_member_recording_outside_the_policy_folder_names_its_field(tmp_path: Path) -> None:
+    script = write_script(tmp_path / "s.yaml", {})
+    members = [
+        {"name": "a", "model": f"record:../r.jsonl:scripted:{script.name}"},
+        {"name": "b", "model": f"scripted:{script.name}"},
+    ]
+    pol = write_policy(tmp_path / "p.yaml", {"panel": {"answer": "number", "members": members}})
+    with pytest.raises(ConfigError) as err:
+        RunSpec.from_policy(pol)
+    assert err.value.file == str(pol) and err.value.field == "panel.members.0.model"
+    assert "leaves the policy's directory" in str(err.value)
+
+
+@pytest.mark.parametrize("key", ["max_calls", "max_tokens"])
+def test_a_budget_of_nothing_beside_a_model_is_refused_before_the_run(
+    tmp_path: Path, key: str
+) -> None:
+    """``budget.max_calls: 0`` with a follow-up model created a run whose every follow-up
+    failed (exit 1 after the whole run); it is a configuration error now, and
+    ``seek_context.followup: none`` runs without model calls."""
+    script = f"scripted:{write_script(tmp_path / 's.yaml', {})}"
+    sc = {"use_recorded": False, "model": script}
+    pol = write_policy(tmp_path / "p.yaml", {"budget": {key: 0}, "seek_context": sc})
+    inp = write_jsonl(tmp_path / "in.jsonl", [panel("x", ["2", "1", "2"])])
+    journal = tmp_path / "j.sqlite"
+    out = cli("decide", str(inp), "--policy", str(pol), "--journal", str(journal))
+    assert out.code == 2, (out.out, out.err)
+    assert f"field 'budget.{key}'" in out.err and "followup: none" in out.err, out.err
+    assert not journal.exists() or not list(Journal(journal).runs())
+    off = write_policy(
+        tmp_path / "q.yaml", {"budget": {key: 0}, "seek_context": {**sc, "followup": "none"}}
+    )
+    assert RunSpec.from_policy(off).policy.budget.model_dump()[key] == 0

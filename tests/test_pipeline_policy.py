@@ -459,3 +459,29 @@ def test_a_journalled_policy_is_read_as_it_was_written(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as err:  # a rules file is a file: refused
         RuleSet.load(rules)
     assert err.value.field == "rules.0.priority"
+
+
+def test_an_empty_section_is_its_defaults(tmp_path: Path) -> None:
+    """``guard:`` with only a comment under it is YAML's null: the section's defaults, as
+    a section left out (it was an error naming the internal class ``GuardSettings``)."""
+    path = tmp_path / "p.yaml"
+    path.write_text("guard:\n  # enabled: false\nbudget:\nconcurrency: 2\n", encoding="utf-8")
+    policy, _ = load_policy(path)
+    assert policy == Policy(concurrency=2)
+    with pytest.raises(ConfigError) as err:
+        policy_from_dict({"concurrency": None})  # a setting, not a section: still an error
+    assert err.value.field == "concurrency"
+
+
+@pytest.mark.parametrize("key", ["calibration", "model"])
+def test_an_acceptance_path_that_is_a_folder_says_so(tmp_path: Path, key: str) -> None:
+    from dissensus.pipeline import RunSpec
+
+    (tmp_path / "folder").mkdir()
+    path = tmp_path / "p.yaml"
+    path.write_text(f"acceptance:\n  {key}: folder\n", encoding="utf-8")
+    with pytest.raises(ConfigError) as err:
+        RunSpec.from_policy(path)
+    assert err.value.field == f"acceptance.{key}"
+    assert "is not a regular file (a directory)" in str(err.value), err.value
+    assert "not found" not in str(err.value)

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from dissensus.errors import ConfigError
 
-__all__ = ["MAX_FILE_BYTES", "file_kind", "read_file_bytes"]
+__all__ = ["MAX_FILE_BYTES", "file_kind", "not_a_file", "read_file_bytes"]
 
 MAX_FILE_BYTES = 64 * 1024 * 1024
 """Largest file :func:`read_file_bytes` reads unless told another bound."""
@@ -43,6 +43,20 @@ def file_kind(mode: int) -> str:
     if stat.S_ISSOCK(mode):
         return "a socket"
     return "an unknown kind"
+
+
+def not_a_file(path: str | Path) -> str | None:
+    """Why ``path`` is no regular file to read ("not found", "is not a regular file (a
+    directory)"), or ``None`` when it is one (a symbolic link to one included)."""
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        return "not found"
+    except OSError as exc:
+        return f"cannot be looked at ({exc.strerror or exc})"
+    if stat.S_ISREG(info.st_mode):
+        return None
+    return f"is not a regular file ({file_kind(info.st_mode)})"
 
 
 def read_file_bytes(path: str | Path, *, what: str = "file", max_bytes: int | None = None) -> bytes:

@@ -80,7 +80,7 @@ from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
-from dissensus.errors import DissensusError
+from dissensus.errors import ConfigError, DissensusError
 from dissensus.io.limits import DEFAULT, Limits
 from dissensus.llm.base import Cutoff, Message, cut_off_by
 from dissensus.panels.fanout import (
@@ -355,7 +355,12 @@ class PanelChat:
         self.journal = journal
         self.policy_dir = Path(self.spec.base_dir) if self.spec.base_dir else None
         # ``members``: backends already open (tests, benchmarks); else the policy's.
-        self.members = members or Members.open(self.policy.panel, self.policy_dir)
+        try:
+            self.members = members or Members.open(self.policy.panel, self.policy_dir)
+        except ConfigError as exc:  # named in the policy's file
+            if exc.file or not self.spec.policy_file:
+                raise
+            raise ConfigError(exc.message, file=self.spec.policy_file, field=exc.field) from None
         # The sync twins' loop, in a thread of its own (see the module docstring).
         self._sync = DecisionThread("dissensus-chat-sync")
         # Decisions run off the caller's loop (see dissensus.panels.worker).

@@ -318,22 +318,31 @@ class _Requests:
         return trusted(ChatRequest, fields)
 
 
-def _backend(member: PanelMember, settings: PanelSettings, policy_dir: Path | None) -> ChatBackend:
-    spec = relative_model_spec(member.model, policy_dir) if policy_dir else member.model
+def _backend(
+    i: int, member: PanelMember, settings: PanelSettings, policy_dir: Path | None
+) -> ChatBackend:
+    """Member ``i``'s backend; a :class:`ConfigError` naming its field otherwise."""
+    where = f"panel.members.{i}.model"
+    spec = (
+        relative_model_spec(member.model, policy_dir, field=where) if policy_dir else member.model
+    )
     kind, _, rest = spec.partition(":")
     if kind == "openai" and member.api_key_env:
         key = os.environ.get(member.api_key_env)
         if not key:
             raise ConfigError(
                 f"member {member.name}: ${member.api_key_env} is not set (its API key)",
-                field="panel.members.api_key_env",
+                field=f"panel.members.{i}.api_key_env",
             )
         base_url = member.base_url or os.environ.get("OPENAI_BASE_URL") or None
         return _openai(rest, base_url, key, settings)
     if kind == "openai" and member.base_url:
         key = os.environ.get("OPENAI_API_KEY") or "unused"
         return _openai(rest, member.base_url, key, settings)
-    return make_backend(spec, settings=ClientSettings(timeout_s=settings.attempt_timeout_s))
+    try:
+        return make_backend(spec, settings=ClientSettings(timeout_s=settings.attempt_timeout_s))
+    except ConfigError as exc:
+        raise ConfigError(f"member {member.name}: {exc.inner()}", field=where) from None
 
 
 def _openai(model: str, base_url: str | None, key: str, settings: PanelSettings) -> OpenAIBackend:
@@ -429,7 +438,10 @@ class Members:
     @classmethod
     def open(cls, settings: PanelSettings, policy_dir: Path | None = None) -> Members:
         """The backends of ``settings.members`` (relative model files under ``policy_dir``)."""
-        return cls(settings, {m.name: _backend(m, settings, policy_dir) for m in settings.members})
+        return cls(
+            settings,
+            {m.name: _backend(i, m, settings, policy_dir) for i, m in enumerate(settings.members)},
+        )
 
     async def awarm(self) -> None:
         """Open every backend's client on this event loop now (backends without ``awarm``:

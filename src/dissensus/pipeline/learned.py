@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from dissensus.errors import ConfigError
+from dissensus.files import not_a_file
 from dissensus.types import AcceptanceFigures, JsonObject, Panel
 
 __all__ = [
@@ -58,8 +59,9 @@ def load_learned_data(
     path = Path(name)
     if not path.is_absolute() and base is not None:
         path = base / path
-    if not path.is_file():
-        raise ConfigError(f"acceptance file not found: {path}", file=policy_file, field=field)
+    why = not_a_file(path)
+    if why is not None:
+        raise ConfigError(f"acceptance file {why}: {path}", file=policy_file, field=field)
     # Read once, by the strict loader (a leading byte order mark skipped), validated and
     # its sha256 checked. The file's own JSON (not a re-dump, which would add fields a
     # newer version defaults and change the content its sha256 covers): a file written

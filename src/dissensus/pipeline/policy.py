@@ -59,8 +59,12 @@ read as a switch either way; a number is a number: a quoted ``"0.9"`` or a YAML
 written ``4.0``), as is a number where a switch or text belongs. This holds for a new
 policy (a file, a request's mapping); a policy read back from a journal is read as it
 was written; a bad policy raises :class:`ConfigError` naming the file and
-the dotted field; relative paths inside the policy are relative to the policy file,
-including the file of a ``scripted:`` / ``replay:`` / ``record:FILE:...`` model spec.
+the dotted field; relative paths inside the policy are relative to the folder the
+policy file is in (for a symbolic link, the folder of the file it points to, where the
+policy's own files were written beside it), including the file of a ``scripted:`` /
+``replay:`` / ``record:FILE:...`` model spec. A section left empty (``guard:`` with
+nothing under it, or only comments: YAML's null) is that section's defaults, as a
+section left out is.
 A routing rules document found valid once (the same JSON text) is not compiled again
 to be checked.
 """
@@ -408,6 +412,14 @@ class Policy(_Section):
     """Member models behind ``POST /v1/chat/completions`` (:mod:`dissensus.panels`)."""
 
 
+_SECTIONS = frozenset(
+    name
+    for name, info in Policy.model_fields.items()
+    if isinstance(info.annotation, type) and issubclass(info.annotation, _Section)
+)
+"""The policy's sections (``reading``, ``guard``, ...): the keys holding settings of their own."""
+
+
 def _field(loc: tuple[int | str, ...]) -> str:
     return ".".join(str(p) for p in loc) or "<root>"
 
@@ -418,6 +430,9 @@ def policy_from_dict(data: Any, *, file: str | None = None) -> Policy:
         data = {}
     if not isinstance(data, dict):
         raise ConfigError("a policy must be a mapping", file=file)
+    if any(data.get(name, ()) is None for name in _SECTIONS):
+        # An empty section is its defaults (module docstring).
+        data = {k: v for k, v in data.items() if not (v is None and k in _SECTIONS)}
     try:
         policy = Policy.model_validate(data)
     except ValidationError as exc:
@@ -665,43 +680,52 @@ def load_policy(
     policy = policy_from_dict(data, file=str(path))
     _warn_deprecated(data, str(path))
     base = Path(base_dir).resolve() if base_dir is not None else p.resolve().parent
-    return with_model_files_under(policy, base), base
+    return with_model_files_under(policy, base, file=str(path)), base
 
 
-def with_model_files_under(policy: Policy, base: Path) -> Policy:
+def with_model_files_under(policy: Policy, base: Path, *, file: str | None = None) -> Policy:
     """``policy`` with the relative files of its model specs resolved under ``base``
-    (relative paths inside a policy are relative to the policy file, model files too)."""
+    (relative paths inside a policy are relative to the policy file, model files too);
+    a :class:`ConfigError` naming ``file`` and the field of a spec that cannot be."""
     sc = policy.seek_context
     if not (sc.model or sc.models):
         return policy
     # Field values for model_copy(update=...) of SeekContextSettings.
     update: dict[str, Any] = {
-        "models": {a: relative_model_spec(m, base) for a, m in sc.models.items()}
+        "models": {
+            a: relative_model_spec(m, base, file=file, field=f"seek_context.models.{a}")
+            for a, m in sc.models.items()
+        }
     }
     if sc.model:
-        update["model"] = relative_model_spec(sc.model, base)
+        update["model"] = relative_model_spec(sc.model, base, file=file, field="seek_context.model")
     return policy.model_copy(update={"seek_context": sc.model_copy(update=update)})
 
 
-def relative_model_spec(spec: str, base: Path) -> str:
-    """``spec`` with a relative file of ``scripted:``, ``replay:`` or ``record:FILE:...`` under ``base``."""
+def relative_model_spec(
+    spec: str, base: Path, *, file: str | None = None, field: str | None = None
+) -> str:
+    """``spec`` with a relative file of ``scripted:``, ``replay:`` or ``record:FILE:...``
+    under ``base``; a :class:`ConfigError` naming ``file`` and ``field`` (the policy's
+    file and the spec's field) for a recording outside ``base``."""
     kind, sep, rest = spec.partition(":")
     if not sep or not rest:
         return spec
     if kind in ("scripted", "replay"):
         return spec if Path(rest).is_absolute() else f"{kind}:{base / rest}"
     if kind == "record":
-        file, sep2, inner = rest.partition(":")
-        if not sep2 or not file:
+        path, sep2, inner = rest.partition(":")
+        if not sep2 or not path:
             return spec
-        if not Path(file).is_absolute():
-            inside = (base / file).resolve()
+        if not Path(path).is_absolute():
+            inside = (base / path).resolve()
             if not inside.is_relative_to(base.resolve()):
                 # A policy writes recordings only beside itself unless it names an absolute path.
                 raise ConfigError(
-                    f"record: file {file!r} leaves the policy's directory; give an absolute path",
-                    field="seek_context.model",
+                    f"record: file {path!r} leaves the policy's directory; give an absolute path",
+                    file=file,
+                    field=field,
                 )
-            file = str(base / file)
-        return f"record:{file}:{relative_model_spec(inner, base)}"
+            path = str(base / path)
+        return f"record:{path}:{relative_model_spec(inner, base, file=file, field=field)}"
     return spec

@@ -56,6 +56,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from dissensus.errors import ConfigError
+from dissensus.files import not_a_file
 from dissensus.guard import ReliabilityFit
 from dissensus.io.jsontext import load_json_file
 from dissensus.pipeline.learned import load_learned_data
@@ -65,6 +66,7 @@ from dissensus.pipeline.policy import (
     check_similarity,
     load_policy,
     policy_from_dict,
+    relative_model_spec,
     with_model_files_under,
 )
 from dissensus.pipeline.run_events import SpecFile, StartedSpec
@@ -206,6 +208,9 @@ class RunSpec(BaseModel):
                     exc.inner(), file=policy_file, field="seek_context.model"
                 ) from None
         _check_agent_models(pol, policy_file, checked, read)
+        _check_budget_pays(pol, policy_file, spec_model)
+        if policy_file is not None:  # a Policy built in code may come with its members open
+            _check_panel_models(pol, policy_file, base, checked, read)
         return cls(
             policy=pol,
             policy_file=policy_file,
@@ -350,9 +355,10 @@ def policy_calibration(
     if not name:
         return None
     path = _under(name, policy_dir)
-    if not path.is_file():
+    why = not_a_file(path)
+    if why is not None:
         raise ConfigError(
-            f"calibration file not found: {path}", file=policy_file, field="acceptance.calibration"
+            f"calibration file {why}: {path}", file=policy_file, field="acceptance.calibration"
         )
     return load_calibration(path, policy.acceptance.markers)
 
@@ -512,6 +518,55 @@ def _read_as_calibrated(
 PolicyLike = RunSpec | Policy | Mapping[str, Any] | str | os.PathLike[str] | None
 """What every door takes as its policy: a spec, a policy, its data, a policy file, or the
 defaults."""
+
+
+def _check_budget_pays(policy: Policy, policy_file: str | None, model: str | None) -> None:
+    """Refuse a budget of no calls (or no tokens) beside a follow-up that asks a model:
+    every follow-up would fail once the run had started (exit 1 after the whole run);
+    ``seek_context.followup: none`` says "no model calls" instead."""
+    sc, budget = policy.seek_context, policy.budget
+    if not (model or sc.models) or sc.followup == "none" or sc.max_followups == 0:
+        return
+    for key, value in (("max_calls", budget.max_calls), ("max_tokens", budget.max_tokens)):
+        if value == 0:
+            raise ConfigError(
+                f"0 pays for no model call, yet the follow-up ({sc.followup}) asks a model: "
+                "every follow-up would fail; raise it, or set seek_context.followup: none "
+                "to run without model calls",
+                file=policy_file,
+                field=f"budget.{key}",
+            )
+
+
+def _check_panel_models(
+    policy: Policy,
+    policy_file: str | None,
+    base: Path | None,
+    checked: set[ModelFileKey],
+    files: dict[str, str | None],
+) -> None:
+    """Check each panel member's model spec (``panel.members``) as the run's is checked,
+    whichever door reads the policy (``decide`` asks no member, yet the policy is one):
+    a :class:`ConfigError` naming the member's field and the spec. An ``openai:``
+    member's key and server come from the environment of the door that opens the panel
+    (``serve``), which checks them then: a batch run elsewhere needs neither. Checked for
+    a policy *file*: a :class:`Policy` built in code may come with its members' backends
+    already open (``PanelChat(policy, members=...)``), its specs then unused."""
+    if not policy.panel.members:
+        return
+    from dissensus.llm.resolve import check_model_spec
+
+    for i, member in enumerate(policy.panel.members):
+        field = f"panel.members.{i}.model"
+        spec = member.model
+        if base is not None:
+            spec = relative_model_spec(spec, base, file=policy_file, field=field)
+        if spec.partition(":")[0] == "openai" and spec.partition(":")[2]:
+            continue  # the key or server comes from the environment when it is opened
+        try:
+            check_model_spec(spec, checked=checked, files=files)
+        except ConfigError as exc:
+            raise ConfigError(exc.inner(), file=policy_file, field=field) from None
 
 
 def _check_agent_models(
