@@ -463,3 +463,15 @@ def test_a_slash_redirect_never_leaves_the_host() -> None:
     # A backslash (read as "/" by browsers) is encoded; so is what a path cannot hold.
     assert other_spelling(router, scope("/a\\b/")) == "/a%5Cb"
     assert other_spelling(router, scope("/a b/", b"q=1")) == "/a%20b?q=1"
+
+
+async def test_an_unknown_run_is_a_404_naming_the_field_that_names_it(tmp_path: Path) -> None:
+    """``/v1/runs/{run_id}`` of a malformed or unknown id, and ``/v1/review?run=`` of an
+    unknown run: the 404's ``field`` names where the run was named (it was null, while
+    the message said ``field 'run_id'``)."""
+    async with client_for(settings(tmp_path)) as client:
+        for path in ("/v1/runs/..bad", "/v1/runs/abc", "/v1/runs/abc/verify"):
+            res = await client.get(path, headers=auth("sub"))
+            assert res.status_code == 404 and res.json()["field"] == "run_id", (path, res.text)
+        res = await client.get("/v1/review?run=abc", headers=auth("rev"))
+        assert res.status_code == 404 and res.json()["field"] == "run", res.text

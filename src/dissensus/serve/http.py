@@ -207,6 +207,12 @@ def install_errors(app: FastAPI) -> None:
     async def dissensus_error(request: Request, exc: DissensusError) -> JSONResponse:
         path = _path(request)
         status, message, field, extra = dissensus_error_parts(exc)
+        if isinstance(exc, UnknownRun) and field is None:
+            # The request names the run in its path (``/v1/runs/{run_id}``) or in its
+            # ``run`` query parameter (``/v1/review?run=``): the field at fault.
+            field = next((k for k in ("run_id", "run") if k in request.path_params), None)
+            if field is None and "run" in request.query_params:
+                field = "run"
         headers: dict[str, str] = {}
         if status == 503:
             # Unreachable or busy: retry later; the detail is the server log's only.
