@@ -283,3 +283,23 @@ def test_a_lone_surrogate_escape_is_answered_not_dropped(tmp_path: Path) -> None
         "error: a message: not valid Unicode (a lone surrogate escape) at params.reason" in logged
     )
     assert "\ufffd" not in logged
+
+
+def test_an_argument_a_tool_does_not_take_is_refused_naming_it(tmp_path: Path) -> None:
+    """A misspelt argument (``jounral``) was ignored: the call decided into the server's
+    default journal. It is an error naming the argument and what the tool takes, and
+    nothing is journalled."""
+    good = panel("ok", ["1", "1"])
+    results = _calls(
+        tmp_path,
+        [
+            ("decide", {"panels": [good], "jounral": "mine.sqlite"}),
+            ("route", {"panels": [good], "similarity": "tfidf", "thetaS": 0.5}),
+        ],
+    )
+    assert all(r.is_error for r in results), results
+    first, second = (tool_text(r) for r in results)
+    assert "unknown argument 'jounral'" in first and "journal" in first, first
+    assert "unknown argument 'thetaS'" in second and "theta_s" in second, second
+    assert not (tmp_path / "mine.sqlite").exists()
+    assert not list(tmp_path.glob("*.sqlite")), list(tmp_path.iterdir())

@@ -650,11 +650,24 @@ class _Settings:
 
 class _Server(MCPServer):
     """The SDK's server, with arguments that do not validate reported on one line naming
-    the fields (:func:`_one_line`) rather than as pydantic's multi-line dump."""
+    the fields (:func:`_one_line`) rather than as pydantic's multi-line dump, and an
+    argument the tool does not take refused naming it (the SDK ignored it: a misspelt
+    ``jounral`` decided into the server's default journal)."""
 
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
     ) -> CallToolResult | InputRequiredResult:
+        tool = self._tool_manager.get_tool(name)
+        if tool is not None and isinstance(arguments, dict):
+            takes = tool.parameters.get("properties", {})
+            unknown = [str(k) for k in arguments if k not in takes]
+            if unknown:
+                raise ToolError(
+                    f"Error executing tool {name}: unknown argument "
+                    f"{', '.join(repr(k[:80]) for k in unknown[:5])}"
+                    f"{f' and {len(unknown) - 5} more' if len(unknown) > 5 else ''} "
+                    f"(it takes: {', '.join(takes) or 'none'})"
+                )
         try:
             return await super().call_tool(name, arguments, context)
         except ToolError as exc:
