@@ -75,3 +75,17 @@ def test_shown_is_always_one_line_and_shown_block_keeps_the_lines(text: str) -> 
     block = shown_block(text)
     assert block.count("\n") == text.count("\n") and block.count("\t") == text.count("\t")
     assert "\r" not in block
+
+
+INVISIBLE = "\u00ad\u200b\u2060\u2061\u2062\u2063\u2064\ufeff"
+
+
+@settings(max_examples=200, derandomize=True)
+@given(st.text(alphabet=st.sampled_from(["a", "b", " ", *INVISIBLE]), min_size=1))
+def test_characters_that_show_as_nothing_are_escaped(text: str) -> None:
+    """``agent\\u200bb`` printed as ``agentb`` looked like another agent: every character
+    that shows as nothing is escaped, and what is printed tells the texts apart."""
+    for shown_text in (shown(text), shown_block(text)):
+        assert not any(c in INVISIBLE for c in shown_text), shown_text
+    assert shown("agent\u200bb") == "agent\\u200bb" != shown("agentb")
+    assert shown("a\u200db") == "a\u200db"  # a joiner is kept: scripts and emoji need it

@@ -66,9 +66,15 @@ SHORT_LIMIT = 80
 
 _LABEL = re.compile(r"^[A-Z][A-Z0-9_]*$")
 
-CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
-"""C0 controls but tab and newline, DEL, C1 controls, and the bidirectional embeddings,
-overrides and isolates (which can reorder what a reader sees)."""
+CONTROL = re.compile(
+    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u00ad\u200b\u200e\u200f\u202a-\u202e"
+    "\u2060-\u2064\u2066-\u2069\ufeff]"
+)
+"""C0 controls but tab and newline, DEL, C1 controls, the bidirectional embeddings,
+overrides and isolates (which can reorder what a reader sees), and the characters that
+show as nothing (soft hyphen, zero-width space, word joiner, invisible operators, zero
+width no-break space), which make ``agent\u200bb`` look like ``agentb``. The joiners
+(U+200C, U+200D) are kept: scripts and emoji need them."""
 
 
 def _escape(match: re.Match[str]) -> str:
