@@ -49,7 +49,7 @@ def test_a_recording_that_is_a_function_agents_module_is_refused(
         problem.write_text(text, encoding="utf-8")
         res = cli("negotiate", problem)
     assert res.code == 2, res.err
-    assert "field 'model'" in res.err and "agents[2].score" in res.err, res.err
+    assert "field 'model'" in res.err and "agents.2.score" in res.err, res.err
     assert "refusing to append" in res.err
     assert module.read_bytes() == before and res.out == ""
 

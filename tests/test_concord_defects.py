@@ -113,7 +113,7 @@ def test_an_overflowing_span_in_a_problem_file_names_the_field() -> None:
     }
     with pytest.raises(ConfigError) as info:
         parse_problem(data)
-    assert info.value.field == "agents[0].scores"
+    assert info.value.field == "agents.0.scores"
 
 
 def test_scale_reference_and_bottleneck_refuse_or_rank_what_is_not_a_number() -> None:
@@ -292,7 +292,7 @@ def test_table_scores_are_strict(value: object) -> None:
     data["agents"][0]["scores"]["A"] = value
     with pytest.raises(ConfigError) as info:
         parse_problem(data)
-    assert info.value.field == "agents[0].scores.A"
+    assert info.value.field == "agents.0.scores.A"
 
 
 def _panel(options: Any, utilities: dict[str, dict[str, Any]]) -> Any:
@@ -326,7 +326,7 @@ def test_a_repeated_option_id_is_refused_naming_the_field() -> None:
     options = [{"id": "x", "text": "X"}, {"id": "x", "text": "X2"}, {"id": "y"}]
     panel = _panel(options, {"a": {"x": 0.9, "y": 0.5}, "b": {"x": 0.8, "y": 0.9}})
     why = concord_refusal(panel)
-    assert why is not None and "meta.options[1].id" in why
+    assert why is not None and "meta.options.1.id" in why
 
 
 @pytest.mark.parametrize("anchor", ["__rejected__", "__ideal__"])

@@ -41,27 +41,27 @@ def problem(**over: Any) -> dict[str, Any]:
         ({"anchors": None}, "anchors"),
         ({"floor": 1.5}, "floor"),
         ({"floor": -0.1}, "floor"),
-        ({"topology": {"edges": [["security", "ghost"]]}}, "topology.edges[0]"),
+        ({"topology": {"edges": [["security", "ghost"]]}}, "topology.edges.0"),
         (
             {"agents": [{"id": "s", "kind": "table", "scores": {"R0": 3, "I0": 3, "A": 3}}]},
-            "agents[0].scores",
+            "agents.0.scores",
         ),
         (
             {"agents": [{"id": "s", "kind": "table", "scores": {"I0": 3, "A": 3}}]},
-            "agents[0].scores.R0",
+            "agents.0.scores.R0",
         ),
-        ({"agents": [{"id": "s", "kind": "function"}]}, "agents[0].score"),
-        ({"agents": [{"id": "s", "kind": "llm"}]}, "agents[0].role"),
+        ({"agents": [{"id": "s", "kind": "function"}]}, "agents.0.score"),
+        ({"agents": [{"id": "s", "kind": "llm"}]}, "agents.0.role"),
         ({"margin": 2}, "margin"),
         # YAML's .inf and .nan are floats; no number of a problem file may be one.
         ({"floor": float("nan")}, "floor"),
         (
             {"agents": [{"id": "s", "kind": "llm", "role": "r", "timeout": float("inf")}]},
-            "agents[0].timeout",
+            "agents.0.timeout",
         ),
         (
             {"agents": [{"id": "s", "kind": "table", "scores": {"R0": 0, "I0": float("inf")}}]},
-            "agents[0].scores.I0",
+            "agents.0.scores.I0",
         ),
     ],
 )
@@ -89,7 +89,7 @@ def test_unknown_function_module_is_a_config_error() -> None:
     )
     with pytest.raises(ConfigError) as info:
         build_agents(p)
-    assert info.value.field == "agents[0].score"
+    assert info.value.field == "agents.0.score"
 
 
 def test_llm_agent_without_model_is_a_config_error() -> None:

@@ -358,7 +358,7 @@ def test_python_api_validates_edges_and_ids() -> None:
     agents = [HashAgent("a0", 1), HashAgent("a1", 1)]
     with pytest.raises(ConfigError) as info:
         Negotiation(agents, rejected=REJECTED, ideal=IDEAL, floor=0.5, edges=[("a0", "ghost")])
-    assert info.value.field == "edges[0]"
+    assert info.value.field == "edges.0"
     with pytest.raises(ConfigError) as info:
         Negotiation(
             [HashAgent("a0", 1), HashAgent("a0", 2)], rejected=REJECTED, ideal=IDEAL, floor=0.5

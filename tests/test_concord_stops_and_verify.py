@@ -120,7 +120,7 @@ def test_task_numbers_that_are_numbers_still_load() -> None:
 def test_repeated_task_option_ids_are_refused(options: list[dict[str, object]]) -> None:
     with pytest.raises(ConfigError, match="duplicate option id") as info:
         parse_task({"question": "q", "options": options}, file="t.yaml")
-    assert info.value.field == "options[1].id"
+    assert info.value.field == "options.1.id"
 
 
 def test_a_task_file_with_a_repeated_option_id_is_exit_2(tmp_path: Path) -> None:
@@ -128,7 +128,7 @@ def test_a_task_file_with_a_repeated_option_id_is_exit_2(tmp_path: Path) -> None
     task.write_text("question: q\noptions:\n  - {id: a, text: x}\n  - {id: a, text: y}\n")
     result = cli("deliberate", task)
     assert result.code == 2
-    assert "options[1].id" in result.err and "duplicate option id" in result.err
+    assert "options.1.id" in result.err and "duplicate option id" in result.err
 
 
 # ---------------------------------------------------------------------- shared helpers

@@ -39,8 +39,8 @@ def test_four_archetypes_prefer_known_acts() -> None:
 
 def test_unknown_names_are_config_errors_naming_the_field() -> None:
     with pytest.raises(ConfigError, match="unknown act 'shout'") as e1:
-        act_spec("shout", field="participants[0].preferred_acts[0]")
-    assert e1.value.field == "participants[0].preferred_acts[0]"
+        act_spec("shout", field="participants.0.preferred_acts.0")
+    assert e1.value.field == "participants.0.preferred_acts.0"
     with pytest.raises(ConfigError, match="unknown archetype") as e2:
         archetype("Oracle")
     assert e2.value.field == "archetype"
@@ -157,16 +157,16 @@ def test_task_needs_only_a_question(tmp_path: Path) -> None:
         ({"question": "q", "dci": {"max_rounds": 0}}, "dci.max_rounds"),
         (
             {"question": "q", "participants": [{"id": "p", "archetype": "Oracle"}]},
-            "participants[0].archetype",
+            "participants.0.archetype",
         ),
         (
             {
                 "question": "q",
                 "participants": [{"id": "p", "archetype": "Framer", "preferred_acts": ["yell"]}],
             },
-            "participants[0].preferred_acts[0]",
+            "participants.0.preferred_acts.0",
         ),
-        ({"question": "q", "options": [{"id": "a"}]}, "options[0].text"),
+        ({"question": "q", "options": [{"id": "a"}]}, "options.0.text"),
         ({"question": "q", "colour": "blue"}, "colour"),
     ],
 )

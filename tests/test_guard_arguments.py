@@ -62,9 +62,9 @@ def test_guard_case_and_guard_cases_refuse_what_is_not_a_case() -> None:
         with pytest.raises(InputError, match="cases must be an iterable of VoteCase") as info:
             guard_cases(bad)  # type: ignore[arg-type]
         assert info.value.field == "cases"
-    with pytest.raises(InputError, match=r"cases\[1\] is a dict, not a VoteCase") as info:
+    with pytest.raises(InputError, match=r"cases\.1 is a dict, not a VoteCase") as info:
         guard_cases([CASE, {"id": "q2"}])  # type: ignore[list-item]
-    assert info.value.field == "cases[1]"
+    assert info.value.field == "cases.1"
     assert [d.id for d in guard_cases(iter([CASE, CASE]))] == ["q1", "q1"]
 
 
@@ -73,9 +73,9 @@ def test_fit_reliability_refuses_what_is_not_cases() -> None:
         with pytest.raises(InputError, match="cases must be an iterable of VoteCase") as info:
             fit_reliability(bad)  # type: ignore[arg-type]
         assert info.value.field == "cases"
-    with pytest.raises(InputError, match=r"cases\[0\] is a dict, not a VoteCase") as info:
+    with pytest.raises(InputError, match=r"cases\.0 is a dict, not a VoteCase") as info:
         fit_reliability([{"id": "q", "gold": "yes", "votes": []}])  # type: ignore[list-item]
-    assert info.value.field == "cases[0]"
+    assert info.value.field == "cases.0"
     with pytest.raises(ConfigError, match="expected ReliabilitySettings, got dict") as info:
         fit_reliability([CASE], {"smoothing": 2})  # type: ignore[arg-type]
     assert info.value.field == "settings"

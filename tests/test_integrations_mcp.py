@@ -154,7 +154,7 @@ async def _session(tmp_path: Path) -> None:
         )
         assert (
             bad.is_error
-            and "problem.agents[3].kind" in tool_text(bad)
+            and "problem.agents.3.kind" in tool_text(bad)
             and "--allow-functions" in tool_text(bad)
         )
         bad = await s.call_tool(

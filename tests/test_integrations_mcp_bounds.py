@@ -61,11 +61,11 @@ def test_vote_and_route_refuse_a_record_over_a_bound_naming_its_place(tmp_path: 
         ],
     )
     expected = [
-        "cases[1]: field 'votes': 10000 voters; at most 256 per case",
-        "cases[0]: field 'meta.note': 40000 characters; at most 32768 per field",
-        "cases[0]: field '<values>': 100021 JSON values; at most 100000 per record",
-        "panels[0]: field 'outputs.1.reasoning': 40000 characters; at most 32768 per field",
-        "panels[1]: field 'outputs': 300 agents; at most 256 per panel",
+        "cases.1: field 'votes': 10000 voters; at most 256 per case",
+        "cases.0: field 'meta.note': 40000 characters; at most 32768 per field",
+        "cases.0: field '<values>': 100021 JSON values; at most 100000 per record",
+        "panels.0: field 'outputs.1.reasoning': 40000 characters; at most 32768 per field",
+        "panels.1: field 'outputs': 300 agents; at most 256 per panel",
     ]
     for result, message in zip(results, expected, strict=False):
         assert result.is_error and tool_text(result).endswith(message), tool_text(result)

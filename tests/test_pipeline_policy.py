@@ -50,7 +50,7 @@ def test_an_empty_policy_is_the_documented_defaults(tmp_path: Path) -> None:
         ({"reading": {"similarity": "bogus"}}, "reading.similarity"),
         (
             {"routing": {"rules": [{"id": "r", "condition": "meta.x ==", "action": "escalate"}]}},
-            "routing.rules[0].condition",
+            "routing.rules.0.condition",
         ),
         # Values keep their type inside the open-ended parts too: converted, not refused.
         ({"guard": {"options": {"min_sources": "2"}}}, "guard.options.min_sources"),

@@ -451,7 +451,7 @@ def test_a_domain_rule_routing_cd_beats_the_builtin() -> None:
 def test_unknown_builtin_is_a_config_error() -> None:
     with pytest.raises(ConfigError, match="unknown built-in rule 'nope'") as info:
         RuleSet.from_dict({"builtins": ["nope"]})
-    assert info.value.field == "builtins[0]"
+    assert info.value.field == "builtins.0"
 
 
 # --- deep nesting is refused, never a RecursionError ------------------------------------
@@ -472,7 +472,7 @@ def test_deep_unary_chains_are_a_config_error(tmp_path: Path, text: str) -> None
     path.write_text(f"rules:\n  - id: x\n    condition: {text}\n    action: auto\n")
     with pytest.raises(ConfigError, match="nested more than 100 levels") as info:
         RuleSet.load(path)
-    assert info.value.field == "rules[0].condition"
+    assert info.value.field == "rules.0.condition"
     assert str(path) in str(info.value) or path.name in str(info.value)
 
 
@@ -495,4 +495,4 @@ def test_route_with_a_deep_condition_is_one_line_exit_2(tmp_path: Path) -> None:
     assert r.code == 2, r.err
     assert "Traceback" not in r.err and "RecursionError" not in r.err
     assert len(r.err.strip().splitlines()) == 1
-    assert "rules[0].condition" in r.err and "nd.yaml" in r.err
+    assert "rules.0.condition" in r.err and "nd.yaml" in r.err

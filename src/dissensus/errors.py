@@ -9,7 +9,13 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["ConfigError", "DissensusError", "InputError"]
+__all__ = ["ConfigError", "DissensusError", "InputError", "field_path"]
+
+
+def field_path(*parts: object) -> str:
+    """A field's path as error messages spell it: the parts joined with dots, as pydantic's
+    locations are (``field_path("agents", 0, "id")`` is ``agents.0.id``)."""
+    return ".".join(str(part) for part in parts)
 
 
 class DissensusError(Exception):
@@ -59,7 +65,7 @@ class InputError(DissensusError):
         error (the field path dotted, also as :attr:`field`; ``what`` itself when the data
         as a whole is wrong), worded as the line readers word it (no ``Value error, ``)."""
         first = exc.errors(include_url=False)[0]
-        path = ".".join(str(part) for part in first["loc"])
+        path = field_path(*first["loc"])
         message = str(first["msg"]).removeprefix("Value error, ")
         error = cls(f"invalid {what}: {path or what}: {message}")
         error.field = path or None

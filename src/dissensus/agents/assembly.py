@@ -46,7 +46,7 @@ def build_agents(
     base = Path(base_dir).resolve() if base_dir is not None else None
     agents: list[NegotiationAgent] = []
     for i, spec in enumerate(problem.agents):
-        where = f"agents[{i}]"
+        where = f"agents.{i}"
         if spec.kind == "table":
             assert spec.scores is not None
             agents.append(TableAgent(spec.id, spec.scores, timeout=spec.timeout))

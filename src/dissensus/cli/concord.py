@@ -28,7 +28,7 @@ checked the same way before any work, its errors naming the file and the field
 ``model``. A
 recording (``record:FILE:...``) is an output: one that is the problem file, ``--out`` or
 a module file a function agent names beside the problem file is refused (exit 2,
-naming ``model`` and the file's role, ``agents[i].score``), before anything is appended.
+naming ``model`` and the file's role, ``agents.I.score``), before anything is appended.
 """
 
 from __future__ import annotations
@@ -88,7 +88,7 @@ def _model_spec(flag: str | None, problem: Problem) -> str | None:
 
 def _code_files(problem: Problem, base_dir: Path) -> dict[str, str | None]:
     """The files of Python code the problem's function agents name, beside the problem
-    file (label ``agents[i].score``, ``.propose``, ``.repair``): inputs a recording must
+    file (label ``agents.I.score``, ``.propose``, ``.repair``): inputs a recording must
     never be appended to."""
     from dissensus.loading import code_file
 
@@ -98,7 +98,7 @@ def _code_files(problem: Problem, base_dir: Path) -> dict[str, str | None]:
             spec = getattr(agent, name)
             path = code_file(spec, base_dir) if spec else None
             if path is not None:
-                files[f"agents[{i}].{name}"] = str(path)
+                files[f"agents.{i}.{name}"] = str(path)
     return files
 
 

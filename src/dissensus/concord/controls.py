@@ -6,7 +6,7 @@ agents (the most one panel may hold, :mod:`dissensus.io.limits`), and every edge
 graph names two known agents. :class:`~dissensus.concord.protocol.Negotiation` and
 :func:`~dissensus.concord.problem.parse_problem` both call :func:`check_controls`, so a
 bad value gets the same message whichever door it came through; the field names the
-place (``topology.edges[i]`` in a problem file, ``edges[i]`` in the API).
+place (``topology.edges.I`` in a problem file, ``edges.I`` in the API).
 
 Choices where the design is silent: the Python API's arguments are checked for their
 kind before any agent is called (:func:`check_arguments`), as a problem file's are by
@@ -80,10 +80,10 @@ def check_controls(
     known = set(agents)
     for i, edge in enumerate(edges or []):
         if isinstance(edge, str | bytes) or not isinstance(edge, Sequence) or len(edge) != 2:
-            raise fail("an edge names exactly two agents", f"{edges_field}[{i}]")
+            raise fail("an edge names exactly two agents", f"{edges_field}.{i}")
         for end in edge:
             if not isinstance(end, str) or end not in known:
-                raise fail(f"edge names unknown agent {end!r}", f"{edges_field}[{i}]")
+                raise fail(f"edge names unknown agent {end!r}", f"{edges_field}.{i}")
 
 
 def _is_number(value: object) -> bool:
@@ -110,11 +110,11 @@ def check_arguments(
     for i, agent in enumerate(agents):
         if not isinstance(agent, NegotiationAgent):
             raise ConfigError(
-                f"expected a NegotiationAgent, got {type(agent).__name__}", field=f"agents[{i}]"
+                f"expected a NegotiationAgent, got {type(agent).__name__}", field=f"agents.{i}"
             )
         if not isinstance(agent.id, str):
             raise ConfigError(
-                f"an agent id is a string, got {type(agent.id).__name__}", field=f"agents[{i}].id"
+                f"an agent id is a string, got {type(agent.id).__name__}", field=f"agents.{i}.id"
             )
     for name, anchor in (("rejected", rejected), ("ideal", ideal)):
         if not isinstance(anchor, Outcome):
@@ -129,7 +129,7 @@ def check_arguments(
     for i, option in enumerate(options):
         if not isinstance(option, Outcome):
             raise ConfigError(
-                f"expected an Outcome, got {type(option).__name__}", field=f"options[{i}]"
+                f"expected an Outcome, got {type(option).__name__}", field=f"options.{i}"
             )
     if rule not in RULES:
         raise ConfigError(f"unknown selection rule {rule!r}", field="rule")

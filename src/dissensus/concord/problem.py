@@ -54,7 +54,7 @@ from dissensus.concord.controls import check_controls
 from dissensus.concord.protocol import Negotiation
 from dissensus.concord.rules import SelectionRule
 from dissensus.concord.scale import check_anchors
-from dissensus.errors import ConfigError
+from dissensus.errors import ConfigError, field_path
 from dissensus.io.yamlfile import load_yaml_file
 
 __all__ = [
@@ -120,13 +120,6 @@ class Problem(_Spec):
         return None
 
 
-def _loc(parts: Sequence[int | str]) -> str:
-    out = ""
-    for part in parts:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out
-
-
 def _check(problem: Problem, file: str | None) -> None:
     def fail(message: str, field: str) -> ConfigError:
         return ConfigError(message, file=file, field=field)
@@ -134,7 +127,7 @@ def _check(problem: Problem, file: str | None) -> None:
     seen_ids: set[str] = set()
     for i, agent in enumerate(problem.agents):
         if agent.id in seen_ids:
-            raise fail(f"duplicate agent id {agent.id!r}", f"agents[{i}].id")
+            raise fail(f"duplicate agent id {agent.id!r}", f"agents.{i}.id")
         seen_ids.add(agent.id)
     check_controls(
         floor=problem.floor,
@@ -154,18 +147,18 @@ def _check(problem: Problem, file: str | None) -> None:
     seen: set[str] = set()
     for i, option in enumerate(problem.options):
         if option.id is None:
-            raise fail("an option needs an id", f"options[{i}].id")
+            raise fail("an option needs an id", f"options.{i}.id")
         if option.id in anchor_ids:
             raise fail(
                 f"option id {option.id!r} is an anchor id; anchors are never candidates",
-                f"options[{i}].id",
+                f"options.{i}.id",
             )
         if option.id in seen:
-            raise fail(f"duplicate option id {option.id!r}", f"options[{i}].id")
+            raise fail(f"duplicate option id {option.id!r}", f"options.{i}.id")
         seen.add(option.id)
     ids: set[str] = set()
     for i, agent in enumerate(problem.agents):
-        _check_agent(problem, agent, f"agents[{i}]", ids, fail)
+        _check_agent(problem, agent, f"agents.{i}", ids, fail)
         ids.add(agent.id)
     if problem.owner is not None and problem.owner not in ids:
         raise fail(f"owner {problem.owner!r} is not an agent", "owner")
@@ -216,7 +209,7 @@ def parse_problem(data: object, *, file: str | None = None) -> Problem:
         problem = Problem.model_validate(data)
     except ValidationError as exc:
         err = exc.errors()[0]
-        raise ConfigError(err["msg"], file=file, field=_loc(err["loc"]) or None) from exc
+        raise ConfigError(err["msg"], file=file, field=field_path(*err["loc"]) or None) from exc
     _check(problem, file)
     return problem
 

@@ -588,17 +588,15 @@ def _check_call(
         if not isinstance(agent, Participant):
             raise ConfigError(
                 f"expected a participant (an id and async speak), got {type(agent).__name__}",
-                field=f"agents[{i}]",
+                field=f"agents.{i}",
             )
         if not isinstance(agent.id, str):
             raise ConfigError(
                 f"a participant id is a string, got {type(agent.id).__name__}",
-                field=f"agents[{i}].id",
+                field=f"agents.{i}.id",
             )
         if agent.id in seen:
-            raise ConfigError(
-                f"participant id {agent.id!r} is given twice", field=f"agents[{i}].id"
-            )
+            raise ConfigError(f"participant id {agent.id!r} is given twice", field=f"agents.{i}.id")
         seen.add(agent.id)
     if config is not None and not isinstance(config, DCIConfig):
         raise ConfigError(f"expected a DCIConfig, got {type(config).__name__}", field="config")
@@ -619,10 +617,10 @@ def _seats(task: Task, agents: Sequence[Participant], config: DCIConfig) -> list
         agent = by_id.get(spec.id)
         if agent is None:
             raise ConfigError(
-                f"no agent given for participant {spec.id!r}", field=f"participants[{i}].id"
+                f"no agent given for participant {spec.id!r}", field=f"participants.{i}.id"
             )
         arch = (
-            archetype(spec.archetype, field=f"participants[{i}].archetype")
+            archetype(spec.archetype, field=f"participants.{i}.archetype")
             if config.archetypes
             else NEUTRAL
         )

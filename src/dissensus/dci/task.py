@@ -39,7 +39,7 @@ from pydantic import (
 
 from dissensus.dci.acts import act_spec
 from dissensus.dci.archetypes import archetype
-from dissensus.errors import ConfigError
+from dissensus.errors import ConfigError, field_path
 from dissensus.io.yamlfile import load_yaml_file
 
 __all__ = [
@@ -149,13 +149,6 @@ class Task(BaseModel):
         return value.strip()
 
 
-def _field_path(loc: tuple[int | str, ...]) -> str:
-    out = ""
-    for part in loc:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out
-
-
 def parse_task(data: Any, *, file: str | None = None, default_id: str = "task") -> Task:
     """Validate a task mapping; every problem is a :class:`ConfigError` naming its field."""
     if not isinstance(data, dict):
@@ -167,7 +160,7 @@ def parse_task(data: Any, *, file: str | None = None, default_id: str = "task") 
         task = Task.model_validate(data)
     except ValidationError as exc:
         first = exc.errors()[0]
-        raise ConfigError(first["msg"], file=file, field=_field_path(tuple(first["loc"]))) from None
+        raise ConfigError(first["msg"], file=file, field=field_path(*first["loc"])) from None
     _check_participants(task, file)
     _check_options(task, file)
     return task
@@ -178,7 +171,7 @@ def _check_options(task: Task, file: str | None) -> None:
     for i, option in enumerate(task.options):
         if option.id in seen:
             raise ConfigError(
-                f"duplicate option id {option.id!r}", file=file, field=f"options[{i}].id"
+                f"duplicate option id {option.id!r}", file=file, field=f"options.{i}.id"
             )
         seen.add(option.id)
 
@@ -192,18 +185,18 @@ def _check_participants(task: Task, file: str | None) -> None:
             archetype(spec.archetype)
         except ConfigError as exc:
             raise ConfigError(
-                _message(exc), file=file, field=f"participants[{i}].archetype"
+                _message(exc), file=file, field=f"participants.{i}.archetype"
             ) from None
         for j, act in enumerate(spec.preferred_acts or ()):
             try:
                 act_spec(act)
             except ConfigError as exc:
                 raise ConfigError(
-                    _message(exc), file=file, field=f"participants[{i}].preferred_acts[{j}]"
+                    _message(exc), file=file, field=f"participants.{i}.preferred_acts.{j}"
                 ) from None
         if spec.id in seen:
             raise ConfigError(
-                f"duplicate participant id {spec.id!r}", file=file, field=f"participants[{i}].id"
+                f"duplicate participant id {spec.id!r}", file=file, field=f"participants.{i}.id"
             )
         seen.add(spec.id)
 

@@ -355,7 +355,7 @@ def _check_votes(votes: object) -> None:
     seen: set[str] = set()
     for i, vote in enumerate(votes):
         if not isinstance(vote, Vote):
-            raise InputError(f"votes[{i}] is a {type(vote).__name__}, not a Vote")
+            raise InputError(f"votes.{i} is a {type(vote).__name__}, not a Vote")
         if vote.agent in seen:
             raise InputError(f"duplicate agent id {vote.agent!r}: one agent, one vote")
         seen.add(vote.agent)
@@ -577,7 +577,7 @@ def guard_cases(
     for i, case in enumerate(cases):
         if not isinstance(case, VoteCase):
             raise _input_error(
-                f"cases[{i}] is a {type(case).__name__}, not a VoteCase", f"cases[{i}]"
+                f"cases.{i} is a {type(case).__name__}, not a VoteCase", f"cases.{i}"
             )
         out.append(guard_case(case, calibration, beta=beta, verifier=verifier, settings=settings))
     return out

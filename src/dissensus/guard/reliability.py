@@ -383,8 +383,8 @@ def fit_reliability(
     labelled: list[VoteCase] = []
     for i, case in enumerate(cases):
         if not isinstance(case, VoteCase):
-            error = InputError(f"cases[{i}] is a {type(case).__name__}, not a VoteCase")
-            error.field = f"cases[{i}]"
+            error = InputError(f"cases.{i} is a {type(case).__name__}, not a VoteCase")
+            error.field = f"cases.{i}"
             raise error
         if case.gold is not None:
             labelled.append(case)

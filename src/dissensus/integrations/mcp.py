@@ -56,7 +56,7 @@ Choices where the protocol and the design are silent:
 * **Bounds**: ``route`` and ``vote`` check every panel or case against
   :mod:`dissensus.io.limits` (agents or voters, characters per field, text and values
   per record) before any is read, as the CLI checks each line; one over a bound fails
-  the call with a tool error naming its place and field (``cases[0]: field 'votes':
+  the call with a tool error naming its place and field (``cases.0: field 'votes':
   10000 voters; at most 256 per case``). Unlike ``decide``, these tools journal
   nothing, so a retry without the panel costs nothing twice.
 * **Journal**: ``":memory:"`` is refused (``field 'journal'``), as by the LangGraph
@@ -771,12 +771,12 @@ def _within_limits(records: list[Panel] | list[VoteCase], argument: str) -> None
     """Refuse the call when one of ``records`` goes over a bound of
     :mod:`dissensus.io.limits` (agents or voters, characters per field, text and values
     per record), as the CLI refuses the line: a tool error naming its place in the
-    argument and the field (``cases[0]: field 'votes': 300 voters; at most 256 per case``),
+    argument and the field (``cases.0: field 'votes': 300 voters; at most 256 per case``),
     before any work is done on the others."""
     for index, record in enumerate(records):
         over = check_record(record)
         if over is not None:
-            raise InputError(f"{argument}[{index}]: field {over.field!r}: {over.message}")
+            raise InputError(f"{argument}.{index}: field {over.field!r}: {over.message}")
 
 
 def _route(
@@ -852,7 +852,7 @@ async def _negotiate(
         if agent.kind == "function" and not allow_functions:
             raise ConfigError(
                 "function agents import server-side code: start the server with --allow-functions",
-                field=f"problem.agents[{i}].kind",
+                field=f"problem.agents.{i}.kind",
             )
     if problem.model:
         raise ConfigError(

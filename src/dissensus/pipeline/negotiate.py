@@ -79,7 +79,7 @@ def _duplicate_option(raw: object) -> str | None:
         else:
             oid = str(item)
         if oid in seen:
-            return f"meta.options[{i}].id {oid!r} repeats an option id"
+            return f"meta.options.{i}.id {oid!r} repeats an option id"
         seen.add(oid)
     return None
 

@@ -290,16 +290,16 @@ class RuleSet:
     def __init__(self, spec: RulesFile | None = None, *, file: str | None = None) -> None:
         spec = spec or RulesFile()
         self.file = file
-        specs: list[tuple[RuleSpec, str]] = [(r, f"rules[{k}]") for k, r in enumerate(spec.rules)]
+        specs: list[tuple[RuleSpec, str]] = [(r, f"rules.{k}") for k, r in enumerate(spec.rules)]
         for k, name in enumerate(spec.builtins):
             if name not in BUILTIN_RULES:
                 known = ", ".join(sorted(BUILTIN_RULES))
                 raise ConfigError(
                     f"unknown built-in rule {name!r} (known: {known})",
                     file=file,
-                    field=f"builtins[{k}]",
+                    field=f"builtins.{k}",
                 )
-            specs.append((BUILTIN_RULES[name], f"builtins[{k}]"))
+            specs.append((BUILTIN_RULES[name], f"builtins.{k}"))
         rules: list[Rule] = []
         for k, (r, at) in enumerate(specs):
             where = f"{at}.condition"
@@ -386,7 +386,7 @@ class RuleSet:
         self, spec: RulesFile, specs: Sequence[tuple[RuleSpec, str]], by_id: Mapping[str, Rule]
     ) -> set[tuple[str, str]]:
         pairs = [(r.id, loser, f"{at}.defeats") for r, at in specs for loser in r.defeats]
-        pairs += [(a, b, f"superiority[{k}]") for k, (a, b) in enumerate(spec.superiority)]
+        pairs += [(a, b, f"superiority.{k}") for k, (a, b) in enumerate(spec.superiority)]
         superior: set[tuple[str, str]] = set()
         for a, b, where in pairs:
             for x in (a, b):
