@@ -59,17 +59,25 @@ bench: setup
 
 # The evaluations of evaluation/README.md on the real data in ../shared/data, except the
 # longer acceptance_families.py, acceptance_watch.py, static_backend.py and
-# static_distillation.py (run on their own: README.md, evaluation/README.md).
+# static_distillation.py (run on their own: README.md, evaluation/README.md), each as
+# that README runs it. The figures and JSON files go to $(EVAL_OUT) (untracked, under
+# build/): the scripts' defaults would overwrite the figures evaluation/*.png that the
+# README shows. The tables are printed.
+EVAL_OUT := build/eval
+
 eval: setup
+	mkdir -p $(EVAL_OUT)
 	$(PY) evaluation/states_faithfulness.py
-	$(PY) evaluation/guard_simulation.py
-	$(PY) evaluation/guard_llmbar.py
-	$(PY) evaluation/guard_zeroeval.py
-	$(PY) evaluation/concord_eval.py
+	$(PY) evaluation/guard_simulation.py --plot $(EVAL_OUT)/guard_simulation.png --json $(EVAL_OUT)/guard_simulation.json
+	$(PY) evaluation/guard_llmbar.py --json $(EVAL_OUT)/guard_llmbar.json
+	$(PY) evaluation/guard_zeroeval.py --json $(EVAL_OUT)/guard_zeroeval.json
+	$(PY) evaluation/concord_eval.py --runs 100 --sweep-runs 25
 	$(PY) evaluation/dci_efficiency.py
 	$(PY) evaluation/pipeline_llmbar.py
-	$(PY) evaluation/acceptance.py
-	$(PY) evaluation/acceptance_loop.py
+	$(PY) evaluation/acceptance.py --splits 200 --sets llmbar
+	$(PY) evaluation/acceptance.py --splits 200 --sets zeroeval --no-reasoning zeroeval
+	$(PY) evaluation/acceptance.py --splits 200 --sets varierrnli
+	$(PY) evaluation/acceptance_loop.py --plot $(EVAL_OUT)/acceptance_loop.png
 
 clean:
 	rm -rf $(VENV)

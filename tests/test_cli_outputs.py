@@ -205,6 +205,82 @@ def test_an_output_that_cannot_be_written_is_one_line_before_anything_is_read(
     assert files.snapshot() == before
 
 
+UNCREATABLE: list[tuple[str, str]] = [
+    # (command and arguments, with {bad} for the output), the output option
+    ("route {panels} --similarity tfidf --out {bad}", "--out"),
+    ("route {panels} --similarity tfidf --rejects {bad}", "--rejects"),
+    ("calibrate-thresholds {panels} --quantile 0.5 --similarity tfidf --rejects {bad}", "--rejects"),
+    ("vote {votes} --rejects {bad}", "--rejects"),
+    ("judge {outputs} --rejects {bad}", "--rejects"),
+    ("calibrate {votes} --out {bad}", "--out"),
+    ("calibrate {votes} --rejects {bad}", "--rejects"),
+    ("calibrate-acceptance {panels} --policy {policy} --out {bad}", "--out"),
+    ("calibrate-acceptance {panels} --policy {policy} --rejects {bad}", "--rejects"),
+    ("decide {panels} --policy {policy} --journal {journal} --output {bad}", "--output"),
+    ("decide {panels} --policy {policy} --journal {journal} --rejects {bad}", "--rejects"),
+    ("runs export R --journal {journal} --output {bad}", "--output"),
+    ("negotiate examples/concord/incident.yaml --out {bad}", "--out"),
+    ("convert varierrnli {nli} --out {bad}", "--out"),
+    ("convert varierrnli {nli} --rejects {bad}", "--rejects"),
+]  # fmt: skip
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs Linux's /proc")
+@pytest.mark.parametrize(("argv", "option"), UNCREATABLE)
+@pytest.mark.parametrize("bad", ["/proc/dissensus-out.jsonl", "/sys/dissensus-out.jsonl"])
+def test_an_output_whose_folder_says_writable_but_cannot_be_created_is_refused_first(
+    tmp_path: Path, repo_root: Path, argv: str, option: str, bad: str
+) -> None:
+    """``/proc`` (and ``/sys`` where it is mounted read-write) passes a look at the
+    folder's permission bits, yet creating a file there fails: the command did all its
+    work and then failed (exit 1). The write's first step is tried up front instead."""
+    files = Files(tmp_path)
+    before = files.snapshot()
+    names = {k: str(v) for k, v in vars(files).items()} | {"bad": bad}
+    res = cli(*(a.format(**names) for a in argv.split()), cwd=repo_root)
+    assert res.code == 2, (argv, res.err)
+    assert res.out == "", res.out
+    assert res.err.startswith("error: cannot write the ") and "Traceback" not in res.err
+    assert f"{bad} ({option})" in res.err, res.err
+    assert len(res.err.strip().splitlines()) == 1, res.err
+    assert files.snapshot() == before  # nothing written, not even the journal
+    runs = cli("runs", "list", "--journal", files.journal, "--json")
+    assert runs.code == 0 and runs.out == ""
+
+
+@pytest.mark.parametrize("option", ["--out", "--output", "--rejects"])
+def test_the_output_check_leaves_nothing_behind_and_truncates_nothing(
+    tmp_path: Path, option: str
+) -> None:
+    """The check tries to create the file (or its temporary file) and removes what it
+    made: a new output is not left behind by a command refused later, and an existing
+    one keeps its content until the command writes it."""
+    new = tmp_path / "new.jsonl"
+    check_output_path(str(new), option=option)
+    assert list(tmp_path.iterdir()) == []
+    old = tmp_path / "old.jsonl"
+    old.write_text("kept\n")
+    os.utime(old, (1_000_000, 1_000_000))
+    check_output_path(str(old), option=option)
+    assert old.read_text() == "kept\n" and old.stat().st_mtime == 1_000_000
+    # A dangling symbolic link: the file it leads to is what a write would create.
+    (tmp_path / "link.jsonl").symlink_to(tmp_path / "sub-target.jsonl")
+    check_output_path(str(tmp_path / "link.jsonl"), option=option)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link.jsonl", "old.jsonl"]
+
+
+def test_a_command_refused_after_its_output_check_leaves_no_output_file(tmp_path: Path) -> None:
+    files = Files(tmp_path)
+    before = files.snapshot()
+    missing = tmp_path / "missing-policy.yaml"
+    res = cli(
+        "decide", files.panels, "--policy", missing, "--journal", files.journal,
+        "--output", tmp_path / "o.jsonl", "--rejects", tmp_path / "r.jsonl",
+    )  # fmt: skip
+    assert res.code == 2 and "missing-policy.yaml" in res.err, res.err
+    assert files.snapshot() == before
+
+
 def test_a_deadline_keeps_the_records_finished_in_the_output_file(tmp_path: Path) -> None:
     """pipeline.md: when the deadline stops a run, the records finished in input order have
     been written; with ``-o`` too (the file was all-or-nothing and stayed unwritten), and

@@ -447,3 +447,32 @@ def test_the_min_column_says_n_a_where_similarity_is_undefined(tmp_path: Path) -
     assert res.returncode == 0, res.stderr
     (row,) = [line for line in res.stdout.splitlines() if "one-reason" in line]
     assert row.count("n/a") == 2 and "0.000" not in row.split("n/a", 1)[1], row
+
+
+def test_route_records_carry_their_input_line_as_decide_records_do(tmp_path: Path) -> None:
+    """Panels of one id are told apart by their line (docs/cli.md): ``route --json`` had
+    no ``line``. It is the 1-based line of the input, under decide's name and after the
+    id; blank and rejected lines are counted, on a file, on standard input, in --out."""
+    from pipeline_cases import write_policy
+
+    twice = json.dumps(GOOD[0])
+    text = "\n".join([twice, "", json.dumps(GOOD[1]), "{not json", twice, json.dumps(GOOD[2])])
+    path = tmp_path / "panels.jsonl"
+    path.write_text(text + "\n", encoding="utf-8")
+    want = [("agree", 1), ("split", 3), ("agree", 5), ("legal", 6)]
+    res = run("route", path, "--similarity", "tfidf", "--json")
+    assert res.returncode == 3, res.stderr
+    recs = records(res.stdout)
+    assert [(r["id"], r["line"]) for r in recs] == want
+    assert all(list(r)[:2] == ["id", "line"] for r in recs)
+    piped = run("route", "-", "--similarity", "tfidf", "--json", stdin=text + "\n")
+    assert [(r["id"], r["line"]) for r in records(piped.stdout)] == want
+    out = tmp_path / "out.jsonl"
+    assert run("route", path, "--similarity", "tfidf", "--out", out).returncode == 3
+    assert [(r["id"], r["line"]) for r in records(out.read_text())] == want
+    # decide's records of the same file: the same field, the same numbers.
+    policy = write_policy(tmp_path / "policy.yaml")
+    journal = tmp_path / "j.sqlite"
+    decided = run("decide", path, "--policy", policy, "--journal", journal, "--json")
+    assert decided.returncode == 3, decided.stderr
+    assert [(r["id"], r["line"]) for r in records(decided.stdout)] == want

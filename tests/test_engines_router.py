@@ -53,7 +53,10 @@ def test_a_block_routes_as_the_local_stream_with_value_rules(tmp_path: Path) -> 
         got += pickle.loads(raw)["lines"]
 
     backend = get_backend("tfidf", cache=False)
-    panels = [Panel.model_validate_json(line) for line in src.read_text().splitlines()]
+    panels = [
+        (n, Panel.model_validate_json(line))
+        for n, line in enumerate(src.read_text().splitlines(), start=1)
+    ]
     out = StringIO()
     route_stream(
         panels,
@@ -61,9 +64,11 @@ def test_a_block_routes_as_the_local_stream_with_value_rules(tmp_path: Path) -> 
         Thresholds.for_model(backend.name, None, None),
         RuleSet.load(rules),
         handle=out,
+        numbered=True,
     )
     want = out.getvalue().splitlines()
     assert len(got) == 12
     assert got == want
+    assert [json.loads(line)["line"] for line in got] == list(range(1, 13))  # block lines
     actions = {json.loads(line)["id"]: json.loads(line)["action"] for line in got}
     assert "seek_context" in actions.values()  # the value rule applied to panels without values

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -184,3 +185,91 @@ def test_guard_zeroeval_runs_on_a_slice(shared_data: Path, tmp_path: Path) -> No
         assert sum(r["stratum_cases"].values()) == r["cases"]
         for m in r["methods"]:
             assert m["gap"] == pytest.approx(abs(m["confidence"] - m["accuracy"]))
+
+
+def _make_eval() -> list[list[str]]:
+    """The commands of the Makefile's ``eval`` recipe that run a script of evaluation/,
+    as argument lists from the script's path on, with ``$(EVAL_OUT)`` expanded."""
+    makefile = (REPO / "Makefile").read_text(encoding="utf-8")
+    found = re.search(r"^EVAL_OUT := (\S+)$", makefile, re.M)
+    out = found.group(1) if found else "$(EVAL_OUT)"
+    recipe = makefile.split("\neval:", 1)[1].split("\n\n", 1)[0]
+    lines = [line.strip() for line in recipe.splitlines()[1:] if line.startswith("\t")]
+    return [
+        line.replace("$(EVAL_OUT)", out).split()[1:]
+        for line in lines
+        if line.startswith("$(PY) evaluation/")
+    ]
+
+
+def _readme_commands() -> list[tuple[str, ...]]:
+    """Every command evaluation/README.md shows for a script, in order, comments dropped."""
+    readme = (EVALUATION / "README.md").read_text(encoding="utf-8")
+    return [
+        tuple(line.split("#", 1)[0].split()[1:])
+        for line in readme.splitlines()
+        if line.startswith(".venv/bin/python evaluation/")
+    ]
+
+
+OUTPUT_OPTIONS = ("--plot", "--json")
+"""The options naming a file a script writes (``dci_efficiency.py``'s ``--json`` is a flag
+and is not used by ``make eval``)."""
+
+
+def test_make_eval_writes_no_tracked_file_and_runs_the_documented_commands() -> None:
+    """``make eval`` ran every script with its defaults: the figures the README shows
+    (evaluation/*.png) were overwritten by each run, and acceptance.py ran with settings
+    none of the README's commands uses. Its figures and JSON files go to an untracked
+    folder, and every command is one the README shows but for those files."""
+    commands = _make_eval()
+    assert commands, "no evaluation command found in the Makefile's eval recipe"
+    documented = _readme_commands()
+    written: list[str] = []
+    for command in commands:
+        script = EVALUATION / Path(command[0]).name
+        source = script.read_text(encoding="utf-8")
+        if '"--plot"' in source:  # a figure written beside the script by default
+            assert "--plot" in command, command
+        rest: list[str] = []
+        args = iter(command)
+        for arg in args:
+            if arg in OUTPUT_OPTIONS:
+                written.append(next(args))
+            else:
+                rest.append(arg)
+        assert tuple(rest) in documented, f"{' '.join(command)}: not in evaluation/README.md"
+    # acceptance.py: the README's three runs (one per data set, ZeroEval without the
+    # reasoning variant), not one run of every set with it.
+    acceptance = "evaluation/acceptance.py"
+    assert [tuple(c) for c in commands if c[0] == acceptance] == [
+        c for c in documented if c[0] == acceptance
+    ]
+    assert written
+    in_git = shutil.which("git") is not None and (REPO / ".git").exists()
+    for path in written:
+        assert not Path(path).is_absolute() and path.startswith("build/"), path
+        if in_git:
+            ignored = subprocess.run(
+                ["git", "check-ignore", "-q", "--no-index", path], cwd=REPO, check=False
+            )
+            assert ignored.returncode == 0, f"{path} is not ignored by git"
+        else:  # a copy without its history: the rule that keeps build/ out of it
+            assert "/build/" in (REPO / ".gitignore").read_text(encoding="utf-8").split()
+
+
+def test_make_eval_output_options_write_where_they_are_told(tmp_path: Path) -> None:
+    """guard_simulation.py as ``make eval`` runs it (fewer cases), its folder replaced by
+    a temporary one: the figure and the JSON land there; evaluation/*.png is untouched."""
+    (command,) = [c for c in _make_eval() if c[0].endswith("/guard_simulation.py")]
+    # Without both, the run would write the shipped figure (or a JSON file nowhere).
+    assert "--plot" in command and "--json" in command, command
+    shipped = (EVALUATION / "guard_simulation.png").read_bytes()
+    args = [a.replace("build/eval", str(tmp_path)) for a in command[1:]]
+    res = run("guard_simulation.py", *args, "--cases", "300")
+    assert res.returncode == 0, res.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "guard_simulation.json",
+        "guard_simulation.png",
+    ]
+    assert (EVALUATION / "guard_simulation.png").read_bytes() == shipped

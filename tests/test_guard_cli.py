@@ -248,3 +248,26 @@ def test_calibrate_with_a_large_beta_reference_is_finite_and_quiet(
             if figures["cases"]:
                 assert 0.0 <= figures["mean_confidence"] <= 1.0
                 assert 0.0 <= figures["ece"] <= 1.0
+
+
+def test_vote_records_carry_their_input_line_as_decide_records_do(tmp_path: Path) -> None:
+    """Cases of one id are told apart by their line (docs/cli.md): ``vote --json`` had no
+    ``line``. It is the 1-based line of the input, under decide's name, after the id;
+    blank and rejected lines are counted. The rest of the record is the decision's."""
+    case = {"id": "q", "votes": [_vote("a", "x"), _vote("b", "x"), _vote("c", "y")]}
+    other = {"id": "r", "votes": [_vote("a", "y"), _vote("b", "y")]}
+    lines = [json.dumps(case), "", "{not json", json.dumps(other), json.dumps(case)]
+    path = tmp_path / "votes.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    res = run("vote", str(path), "--json")
+    assert res.returncode == 3, res.stderr
+    rows = [json.loads(line) for line in res.stdout.splitlines()]
+    assert [(r["id"], r["line"]) for r in rows] == [("q", 1), ("r", 4), ("q", 5)]
+    assert all(list(r)[:2] == ["id", "line"] for r in rows)
+    from dissensus.guard import guard_case
+    from dissensus.types import VoteCase
+
+    alone = guard_case(VoteCase.model_validate(case)).model_dump(mode="json")
+    assert {k: v for k, v in rows[0].items() if k != "line"} == alone
+    piped = run("vote", "-", "--json", stdin="\n".join(lines) + "\n")
+    assert [r["line"] for r in map(json.loads, piped.stdout.splitlines())] == [1, 4, 5]

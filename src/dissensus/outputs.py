@@ -27,7 +27,10 @@ Choices where the design is silent:
   :class:`ReviewView`; the service and the MCP tool nest the item.
 * ``route --json`` streams its records from :mod:`dissensus.states.stream` (the fast path
   for large files), which writes the same keys but ``null`` similarities when a panel's
-  similarity is undefined and a ``missing_reasoning`` key when reasoning is missing.
+  similarity is undefined and a ``missing_reasoning`` key when reasoning is missing,
+  and adds the panel's input ``line`` after ``id`` (as ``decide --json`` does): the
+  service and the MCP tool route panels given in a request, which have no line (a
+  rejected item is named by its ``index``).
 * ``content_sha256`` is the hash the journal keeps with the item when it has one, else the
   item's (:func:`dissensus.pipeline.review.content_sha256`, the same value).
 """

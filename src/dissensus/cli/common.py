@@ -22,7 +22,9 @@ Choices where the design is silent:
   every command uses.
 * **Paths are checked before anything is read or written** (:func:`check_outputs`,
   which every command runs on all its output paths): an output that is a directory, in
-  a missing directory or not writable, or that is the same file as anything the command
+  a missing directory or not writable, or that cannot be created where the folder's
+  permissions say it can (``/proc``: the write's first step is tried and undone,
+  :func:`~dissensus.io.atomic.probe_output`), or that is the same file as anything the command
   reads (its input, policy, acceptance, calibration or rules file, the journal, standard
   input redirected from a file) or as another of its outputs, is a usage error (exit 2),
   one line naming both options. The same file is the same resolved path (symbolic links
@@ -65,6 +67,7 @@ Choices where the design is silent:
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
@@ -92,7 +95,13 @@ from rich.progress import (
 
 from dissensus.errors import InputError
 from dissensus.files import file_kind
-from dissensus.io.atomic import atomic_output, stdout_failed, stdout_handle, write_stdout
+from dissensus.io.atomic import (
+    atomic_output,
+    probe_output,
+    stdout_failed,
+    stdout_handle,
+    write_stdout,
+)
 from dissensus.quoting import CONTROL, one_line, with_lines
 
 __all__ = [
@@ -366,6 +375,14 @@ def _check_output(
         raise InputError(
             f"{where}: it is a file SQLite keeps beside the journal {sidecar}; refusing to write it"
         )
+    # The permission bits can say yes where creating the file fails (``/proc``, ``/sys``):
+    # the write's first step is tried, leaving nothing behind (``probe_output``).
+    try:
+        probe_output(path, in_place=option == "--rejects")
+    except OSError as exc:
+        code = errno.errorcode.get(exc.errno or 0)
+        reason = exc.strerror or str(exc)
+        raise InputError(f"{where}: {reason}" + (f" ({code})" if code else "")) from None
 
 
 SQLITE_SIDECARS = ("-wal", "-shm", "-journal")

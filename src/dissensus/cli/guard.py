@@ -268,7 +268,8 @@ def vote_command(
 ) -> None:
     """Decide every case under the guard: mode, answer, confidence, n_eff and why."""
     from dissensus.guard import CorrelatedConsensusError, GuardThresholds, guard_case
-    from dissensus.io.jsonl import Reject, open_text, read_models
+    from dissensus.io.fastjson import dumps_line
+    from dissensus.io.jsonl import Reject, open_text, read_numbered_models
 
     check_input_path(votes)
     check_outputs({"--rejects": rejects}, reads={"VOTES": votes, "--calibration": calibration})
@@ -282,7 +283,8 @@ def vote_command(
     modes: Counter[str] = Counter()
     with _sink(rejects) as sink, open_text(votes) as handle:
         # Streamed: with --json memory does not grow with the number of cases.
-        for item in progress(read_models(VoteCase, handle, file=votes), description="vote"):
+        cases = read_numbered_models(VoteCase, handle, file=votes)
+        for number, _, item in progress(cases, description="vote"):
             if isinstance(item, Reject):
                 sink.add(item)
                 continue
@@ -294,7 +296,10 @@ def vote_command(
                 raise CorrelatedConsensusError(f"case {item.id!r}: {exc}", exc.decision) from exc
             modes[d.mode] += 1
             if json_out:
-                write_stdout(d.model_dump_json() + "\n")
+                # The input line after the id, as decide's records carry it: two cases
+                # of one id are told apart.
+                record = {"id": d.id, "line": number} | d.model_dump(mode="json")
+                write_stdout(dumps_line(record))
             else:
                 decisions.append(d)
     if not json_out:

@@ -2,8 +2,8 @@
 
 ``route`` streams panels (one JSON object per line, ``-`` for standard input) in bounded
 batches, reads each panel's disagreement state and routes it through the default rules
-plus an optional YAML rules file. ``--json`` writes one JSON record per panel (to
-``--out`` or standard output); the human mode prints a table and a summary of states and
+plus an optional YAML rules file. ``--json`` writes one JSON record per panel, with its
+input ``line`` as ``decide`` writes it (to ``--out`` or standard output); the human mode prints a table and a summary of states and
 actions. Memory stays bounded whatever the number of panels: one batch of panels is held
 at a time, and the human table shows at most the first ``--show`` rows.
 
@@ -90,11 +90,11 @@ def _progress_total(path: str) -> int | None:
     return count
 
 
-def _panels(path: str, sink: RejectSink) -> Iterator[PanelLike]:
-    """Valid panels of ``path`` (read-only views where they parse as one), lazily;
-    rejects go to ``sink``."""
+def _panels(path: str, sink: RejectSink) -> Iterator[tuple[int, PanelLike]]:
+    """Valid panels of ``path`` (read-only views where they parse as one) with their input
+    lines, lazily; rejects go to ``sink``."""
     from dissensus.io.jsonl import Reject, bounded_lines, open_text
-    from dissensus.io.views import read_panel_views
+    from dissensus.io.views import read_numbered_panel_views
 
     name = path  # standard input is ``-`` in rejects, as every JSONL reader names it
     try:
@@ -102,11 +102,11 @@ def _panels(path: str, sink: RejectSink) -> Iterator[PanelLike]:
             lines = progress(
                 bounded_lines(handle), description="reading panels", total=_progress_total(path)
             )
-            for item in read_panel_views(lines, file=name):
+            for number, item in read_numbered_panel_views(lines, file=name):
                 if isinstance(item, Reject):
                     sink.add(item)
                 else:
-                    yield item
+                    yield number, item
     except UnicodeDecodeError as exc:
         raise InputError(
             f"{name}: not UTF-8 text ({exc.reason} at byte {exc.start} of a read block)"
@@ -307,6 +307,7 @@ def route_command(
                 batch_size=batch_size,
                 with_matrix=matrix,
                 keep_rows=0 if json_out else show,
+                numbered=True,
             )
         rejected = sink.count
     if not json_out:
@@ -354,7 +355,7 @@ def calibrate_command(
     check_outputs({"--rejects": rejects}, reads={"CORPUS": corpus})
     backend = _backend(similarity, no_cache, allow_code)
     with _reject_sink(rejects) as sink:
-        panels_iter = _panels(corpus, sink)
+        panels_iter = (panel for _, panel in _panels(corpus, sink))
         first = list(islice(panels_iter, 1))
         if not first:
             raise InputError(f"{corpus}: no valid panels to calibrate on")

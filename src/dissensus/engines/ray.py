@@ -1508,12 +1508,13 @@ class _Router:
             from dissensus.io.views import parse_panel_view
 
             parsed = [
-                parse_panel_view(text, file=item["name"], line=n)
+                (n, parse_panel_view(text, file=item["name"], line=n))
                 for n, text in block_lines(block)
                 if text.strip()
             ]
-            rejects = [r.model_dump(mode="json") for r in parsed if isinstance(r, Reject)]
-            panels = [p for p in parsed if not isinstance(p, Reject)]
+            rejects = [r.model_dump(mode="json") for _, r in parsed if isinstance(r, Reject)]
+            # Numbered: each record carries its input line, as a local run's does.
+            panels = [(n, p) for n, p in parsed if not isinstance(p, Reject)]
             # The local path itself on the block's panels: the same records by construction.
             out = io.StringIO()
             tally = route_stream(
@@ -1524,6 +1525,7 @@ class _Router:
                 handle=out,
                 with_matrix=self.spec["with_matrix"],
                 keep_rows=self.spec["keep_rows"],
+                numbered=True,
             )
             lines = out.getvalue().splitlines()
             states = Counter({str(state): n for state, n in tally.states.items()})

@@ -47,6 +47,7 @@ __all__ = [
     "atomic_write_text",
     "is_stdout",
     "open_output",
+    "probe_output",
     "stdout_failed",
     "stdout_handle",
     "write_stdout",
@@ -263,6 +264,47 @@ def _through_links(path: str) -> tuple[str, bool]:
             return current, False
         current = os.path.join(os.path.dirname(current), link)
     return current, False  # a loop: opening it reports it
+
+
+def probe_output(path: str, *, in_place: bool = False) -> None:
+    """Raise the :class:`OSError` that writing ``path`` would meet at its start: the file
+    the write creates is created and removed again, before any work is done.
+
+    Looking at the folder's permission bits is not enough: ``/proc`` and ``/sys`` say
+    writable and refuse to create a file, so the command would fail after all its work.
+    The write's own first step is tried instead: for :func:`atomic_output`, its temporary
+    file beside the target (made and removed at once; the target is not touched); for a
+    file written in place (``in_place``, as :func:`open_output` writes, or a path through
+    a process's file descriptor), the file itself, opened for appending when it exists
+    (never truncated) and otherwise created and removed again, so a refused run leaves
+    nothing behind. A path that exists and is neither a regular file nor a directory (a
+    device, a named pipe) is not opened here: opening a pipe waits for a reader.
+    """
+    final, descriptor = _through_links(path)
+    try:
+        mode: int | None = os.stat(final).st_mode
+    except OSError:
+        mode = None
+    if mode is not None and not stat.S_ISREG(mode):
+        return
+    if in_place or descriptor:
+        if mode is None:
+            try:
+                fd = os.open(final, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            except FileExistsError:  # made meanwhile: it is there to be appended to
+                pass
+            else:
+                os.close(fd)
+                Path(final).unlink(missing_ok=True)
+                return
+        os.close(os.open(final, os.O_WRONLY | os.O_APPEND))
+        return
+    target = Path(final)
+    fd, tmp = tempfile.mkstemp(
+        prefix=f".{target.name}.", suffix=".tmp", dir=target.parent if str(target.parent) else "."
+    )
+    os.close(fd)
+    Path(tmp).unlink(missing_ok=True)
 
 
 def atomic_write_text(path: str | Path, text: str) -> None:

@@ -63,6 +63,7 @@ __all__ = [
     "ReaskView",
     "decode_panel_view",
     "parse_panel_view",
+    "read_numbered_panel_views",
     "read_panel_views",
 ]
 
@@ -159,3 +160,16 @@ def read_panel_views(lines: Iterable[str], *, file: str = "-") -> Iterator[Panel
         if not text or text.isspace():
             continue
         yield parse_panel_view(text, file=file, line=number)
+
+
+def read_numbered_panel_views(
+    lines: Iterable[str], *, file: str = "-"
+) -> Iterator[tuple[int, PanelLike | Reject]]:
+    """:func:`read_panel_views` with each item's input line (1-based; blank lines are
+    skipped, so counting the items would fall behind the lines)."""
+    if hasattr(lines, "readline"):
+        lines = bounded_lines(lines)  # type: ignore[arg-type]
+    for number, text in enumerate(lines, start=1):
+        if not text or text.isspace():
+            continue
+        yield number, parse_panel_view(text, file=file, line=number)

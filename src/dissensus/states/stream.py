@@ -7,8 +7,11 @@ holds one batch at a time. ``dissensus route`` and the benchmarks use it.
 Choices: a record names ``reasoning_similarity`` and ``min_similarity`` as ``null``
 when similarity is undefined (fewer than two agents gave reasoning) and lists
 ``missing_reasoning`` only when some agent gave none, so records of complete panels
-keep their shape. Records are compact JSON written by :func:`dissensus.io.fastjson.dumps_line`
-(orjson when installed).
+keep their shape. Panels read from a file come with their input line (``numbered``):
+each record then carries ``line`` (1-based) after ``id``, as ``decide``'s records do, so
+two panels of one id are told apart; panels given without one have no ``line`` key.
+Records are compact JSON written by :func:`dissensus.io.fastjson.dumps_line` (orjson
+when installed).
 
 The readings of a batch whose records do not show the matrix (no ``with_matrix``) and
 none of which is kept for display carry an empty ``matrix``: they never leave
@@ -32,7 +35,7 @@ from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import islice
-from typing import IO
+from typing import IO, cast
 
 from dissensus.io.fastjson import dumps_line
 from dissensus.states.reading import Reading, State, Thresholds, _read_batch
@@ -40,18 +43,24 @@ from dissensus.states.routing import Route, RuleSet, route_of
 from dissensus.states.similarity import SimilarityBackend
 from dissensus.types import JsonObject, PanelLike
 
-__all__ = ["GC_THRESHOLD", "RouteTally", "record_of", "route_stream"]
+__all__ = ["GC_THRESHOLD", "Numbered", "RouteTally", "record_of", "route_stream"]
+
+Numbered = tuple[int, PanelLike]
+"""A panel with its input line (1-based): what :func:`route_stream` takes with ``numbered``."""
 
 GC_THRESHOLD = 50_000
 """The collector's first threshold while :func:`route_stream` runs (when it was lower)."""
 
 
-def record_of(reading: Reading, routed: Route, *, with_matrix: bool = False) -> JsonObject:
-    """The JSON record of one routed panel."""
+def record_of(
+    reading: Reading, routed: Route, *, with_matrix: bool = False, line: int | None = None
+) -> JsonObject:
+    """The JSON record of one routed panel (with its input ``line``, when given)."""
     return _record(
         reading,
         (routed.action, routed.rule, routed.defeated, routed.concurring),
         with_matrix,
+        line,
     )
 
 
@@ -59,11 +68,13 @@ def _record(
     reading: Reading,
     routed: tuple[str, str, Sequence[str], Sequence[str]],
     with_matrix: bool,
+    line: int | None = None,
 ) -> JsonObject:
     """:func:`record_of` from the route's fields (lists or tuples: both are JSON arrays)."""
     action, rule, defeated, concurring = routed
     record: JsonObject = {
         "id": reading.id,
+        "line": line,
         "state": reading.state._value_,  # as .value, without the enum descriptor
         "action": action,
         "reasoning_similarity": reading.mean_similarity if reading.similarity_defined else None,
@@ -80,6 +91,8 @@ def _record(
         "theta_s": reading.thresholds.theta_s,
         "theta_a": reading.thresholds.theta_a,
     }
+    if line is None:  # a panel of no file: the record keeps the shape of RouteRecord
+        del record["line"]
     if reading.missing_reasoning:
         record["missing_reasoning"] = reading.missing_reasoning
     if with_matrix:
@@ -88,9 +101,16 @@ def _record(
     return record
 
 
-def _batches(panels: Iterator[PanelLike], size: int) -> Iterator[list[PanelLike]]:
+def _batches(
+    panels: Iterator[PanelLike | Numbered], size: int, numbered: bool
+) -> Iterator[tuple[list[PanelLike], list[int] | None]]:
+    """Batches of ``size`` panels, each with the panels' input lines when ``numbered``."""
     while batch := list(islice(panels, size)):
-        yield batch
+        if numbered:
+            pairs = cast("list[Numbered]", batch)
+            yield [p for _, p in pairs], [n for n, _ in pairs]
+        else:
+            yield cast("list[PanelLike]", batch), None
 
 
 @dataclass
@@ -104,7 +124,7 @@ class RouteTally:
 
 
 def route_stream(
-    panels: Iterable[PanelLike],
+    panels: Iterable[PanelLike] | Iterable[Numbered],
     backend: SimilarityBackend,
     thresholds: Thresholds,
     ruleset: RuleSet,
@@ -113,8 +133,12 @@ def route_stream(
     batch_size: int = 256,
     with_matrix: bool = False,
     keep_rows: int = 0,
+    numbered: bool = False,
 ) -> RouteTally:
     """Read and route ``panels`` in batches, writing one JSON record per panel to ``handle``.
+
+    With ``numbered``, ``panels`` are ``(line, panel)`` pairs (:data:`Numbered`) and each
+    record carries the panel's input ``line``.
 
     Holds one batch at a time plus at most ``keep_rows`` readings for display.
     """
@@ -124,7 +148,15 @@ def route_stream(
         gc.set_threshold(GC_THRESHOLD, *old[1:])
     try:
         return _route_batches(
-            panels, backend, thresholds, ruleset, handle, batch_size, with_matrix, keep_rows
+            panels,
+            backend,
+            thresholds,
+            ruleset,
+            handle,
+            batch_size,
+            with_matrix,
+            keep_rows,
+            numbered,
         )
     finally:
         if raise_threshold and gc.get_threshold()[0] == GC_THRESHOLD:
@@ -132,7 +164,7 @@ def route_stream(
 
 
 def _route_batches(
-    panels: Iterable[PanelLike],
+    panels: Iterable[PanelLike] | Iterable[Numbered],
     backend: SimilarityBackend,
     thresholds: Thresholds,
     ruleset: RuleSet,
@@ -140,6 +172,7 @@ def _route_batches(
     batch_size: int,
     with_matrix: bool,
     keep_rows: int,
+    numbered: bool,
 ) -> RouteTally:
     tally = RouteTally()
     states, actions = tally.states, tally.actions
@@ -147,13 +180,15 @@ def _route_batches(
     route_fields = ruleset.route_fields
     # No rule reads value_profiles: the count cannot change a route, and is not made.
     count_profiles = "value_profiles" in ruleset.names
-    for batch in _batches(iter(panels), batch_size):
+    source = iter(cast("Iterable[PanelLike | Numbered]", panels))
+    for batch, lines in _batches(source, batch_size, numbered):
         # Matrices only when a record or a kept row can show them (see _read_batch).
         matrices = with_matrix or len(tally.rows) < keep_rows
         readings = _read_batch(batch, backend, thresholds, matrices=matrices)
         # States are counted by value, then by member once per batch: an enum member's
         # hash is a Python call, its value's is not.
         seen: list[str] = []
+        numbers = iter(lines) if lines is not None else None
         for panel, reading in zip(batch, readings, strict=True):
             profiles: int | None = None
             if count_profiles:
@@ -162,8 +197,9 @@ def _route_batches(
             fields = route_fields(reading, panel.meta, value_profiles=profiles)
             seen.append(reading.state._value_)
             actions[fields[0]] += 1
+            line = next(numbers) if numbers is not None else None
             if handle is not None:
-                handle.write(encode(_record(reading, fields, with_matrix)))
+                handle.write(encode(_record(reading, fields, with_matrix, line)))
             if len(tally.rows) < keep_rows:
                 tally.rows.append((reading, route_of(fields)))
         for value, count in Counter(seen).items():
