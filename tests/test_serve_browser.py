@@ -796,3 +796,29 @@ def test_u_asks_then_times_out_without_undoing(desk: Desk) -> None:
     with desk.api("tok-r1") as api:
         assert api.get(f"/v1/review/{a}").json()["status"] == "resolved"
     page.context.close()
+
+
+def test_o_typing_an_options_label_resolves_with_that_option(desk: Desk) -> None:
+    """``o``, "Output (a)", Esc, ``n``, a note, Enter: it was saved as a decision outside
+    the options that reads "Output (a)"; it is option 1."""
+    said = "Output (a) states the refund window."
+    run, (typed, after) = desk.submit([escalating("typed-label", said), escalating("after")])
+    page = desk.page()
+    page.goto(f"{desk.base}/review/case/{typed}?run={run}")
+    _on_case(desk, page, typed)
+    page.keyboard.press("o")
+    desk.sync_api.expect(page.locator("#other-decision")).to_be_focused()
+    page.keyboard.type("Output (a)")
+    page.keyboard.press("Escape")
+    page.wait_for_function("() => document.activeElement === document.body")
+    page.keyboard.press("n")
+    page.keyboard.type("typed as the page shows it")
+    page.keyboard.press("Enter")
+    _on_case(desk, page, after)
+    page.goto(f"{desk.base}/review/case/{typed}?run={run}")
+    desk.sync_api.expect(page.locator("#resolved-decision")).to_have_attribute("data-decision", "1")
+    assert "(none of the options)" not in page.inner_text("#resolution")
+    page.context.close()
+    with desk.api("tok-r1") as api:
+        got = api.get(f"/v1/review/{typed}").json()
+    assert got["resolution"]["decision"] == "1" and not got["resolution"]["outside_options"]
