@@ -253,3 +253,53 @@ async def test_every_page_has_one_h1(tmp_path: Path) -> None:
         assert len(re.findall(r"<h1[ >]", page.text)) == 1, name
     heading = {k: re.search(r"<h1[^>]*>(.*?)</h1>", shown[k].text) for k in ("404", "401")}
     assert [h and h.group(1) for h in heading.values()] == ["Not found", "Log in"]
+
+
+async def test_a_get_of_a_post_only_address_goes_to_the_forms_page(tmp_path: Path) -> None:
+    """Without JavaScript a refused resolve leaves the browser on ``.../resolve``; a GET
+    of it (a reload after a redirect, the history) answered the API's JSON 405. Every
+    post-only address of the review site is a 303 to the page its form belongs to, the
+    query kept, and changes nothing (a GET of the logout logs nobody out)."""
+    s = settings(tmp_path)
+    async with client_for(s) as client:
+        run, (rid,) = await _cases(client, 1)
+        await login(client, "rev")
+        page = await client.get(f"/review/case/{rid}?run={run}")
+        # The refusal a form posted without htmx leaves at the post-only address.
+        refused = await client.post(
+            f"/review/case/{rid}/resolve?run={run}",
+            data={
+                "csrf": csrf_of(page.text),
+                "content_sha256": _sha(page.text),
+                "decision": "2",
+                "note": "",
+            },
+        )
+        assert refused.status_code == 422 and "HX-Replace-Url" not in refused.headers
+        ref = f"{run}.7"
+        pages = {
+            f"/review/case/{rid}/resolve?run={run}": f"/review/case/{rid}?run={run}",
+            f"/review/case/{rid}/claim": f"/review/case/{rid}",
+            f"/review/case/{rid}/release?status=all": f"/review/case/{rid}?status=all",
+            f"/review/undo?run={run}": f"/review?run={run}",
+            f"/review/auto/{ref}/confirm": f"/review/auto/{ref}",
+            f"/review/auto/{ref}/claim": f"/review/auto/{ref}",
+            f"/review/auto/{ref}/release": f"/review/auto/{ref}",
+            f"/review/audit/{ref}/answer?q=tax": f"/review/audit/{ref}?q=tax",
+            f"/review/audit/{ref}/claim": f"/review/audit/{ref}",
+            f"/review/audit/{ref}/release": f"/review/audit/{ref}",
+            "/review/logout": "/review",
+        }
+        for address, back in pages.items():
+            for method in ("GET", "HEAD"):
+                got = await client.request(method, address)
+                assert got.status_code == 303, (method, address, got.text)
+                assert got.headers["location"] == back, address
+        assert (await client.get(f"/review/case/{rid}?run={run}")).status_code == 200
+        assert "<b>open</b>" in (await client.get(f"/review/case/{rid}")).text
+        # Other methods are still refused, naming GET now.
+        put = await client.put(f"/review/case/{rid}/resolve", json={})
+        assert put.status_code == 405 and put.headers["allow"] == "GET, HEAD, POST"
+    async with client_for(s) as client:  # without a session: to the page, which asks for one
+        got = await client.get(f"/review/case/{rid}/resolve?run={run}")
+        assert got.status_code == 303 and got.headers["location"] == f"/review/case/{rid}?run={run}"

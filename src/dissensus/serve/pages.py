@@ -72,6 +72,16 @@ Choices where the design is silent:
   on (``HX-Replace-Url``, :func:`page_url`), so the address bar never stays on a
   post-only URL and reloading shows the page again. What the reviewer typed on the case
   page is kept in the browser meanwhile (``review.js``).
+* **Post-only addresses without JavaScript.** A form posted without htmx (JavaScript
+  off) leaves the browser on the address it was posted to; an answer that is a
+  redirect (a resolve, a claim) moves it on, but a refusal is shown at that address
+  (``.../resolve``, the form as it was sent), and reloading it posts the form again (the
+  browser asks first). A ``GET`` of any post-only address of the site (reloading it
+  after that, or reaching it from the history) is a 303 to the page its form belongs to
+  (:func:`form_page`: the case, automatic decision or blind audit of
+  ``/review/{case|auto|audit}/ID/...``, the queue otherwise, the query kept), never the
+  API's JSON 405. A refusal is not made a redirect: the form as the reviewer sent it
+  (pick, typed answer, note) would have to be kept on the server, or in the address.
 * **Refusals keep the form.** A resolve refused (422, 409, 503) shows the case page again
   with the reviewer's pick, typed answer and note as they sent them
   (:meth:`Form.kept`, :func:`~dissensus.serve.routes.pages_case.case_page`'s ``kept``), at
@@ -92,7 +102,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, quote, urlsplit
 
-from fastapi import Request
+from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from markupsafe import Markup, escape
@@ -120,11 +130,13 @@ __all__ = [
     "Reviewer",
     "case_render",
     "checked_form",
+    "form_page",
     "login_url",
     "message",
     "option_context",
     "or_not_found",
     "page_url",
+    "post_only",
     "push_url",
     "refused_by",
     "render",
@@ -323,6 +335,22 @@ def page_url(request: Request) -> str:
             if known is not None:
                 return known
     return "/review" + query
+
+
+async def form_page(request: Request) -> Response:
+    """A ``GET`` of a post-only address of the review site (``.../resolve``,
+    ``/review/undo``, ...: left in the address bar by a form refused without JavaScript,
+    then reloaded, or reached again through the history): 303 to the page the form
+    belongs to (:func:`page_url`), never the API's JSON 405. It changes nothing: a
+    ``GET`` of ``/review/logout`` goes to the queue, logged in as before."""
+    return RedirectResponse(page_url(request), status_code=303)
+
+
+def post_only(router: APIRouter, *paths: str) -> None:
+    """Answer a ``GET`` of each of ``paths`` (routes of ``router`` that only take
+    ``POST``) with :func:`form_page`."""
+    for path in paths:
+        router.add_api_route(path, form_page, methods=["GET"], include_in_schema=False)
 
 
 def secure(request: Request) -> bool:

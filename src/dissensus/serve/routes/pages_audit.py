@@ -74,6 +74,7 @@ from dissensus.serve.pages import (
     message,
     option_context,
     or_not_found,
+    post_only,
     refused_by,
     require_login,
     service_of,
@@ -83,6 +84,15 @@ from dissensus.serve.queue_view import QueueView, audit_list, next_auto, unclaim
 __all__ = ["router"]
 
 router = APIRouter(include_in_schema=False)
+post_only(
+    router,
+    "/review/auto/{ref}/confirm",
+    "/review/auto/{ref}/claim",
+    "/review/auto/{ref}/release",
+    "/review/audit/{ref}/answer",
+    "/review/audit/{ref}/claim",
+    "/review/audit/{ref}/release",
+)
 
 Page = Callable[..., Response]
 """A page renderer: ``(request, ref, reviewer, *, error=None, status=200, kept=None)``."""

@@ -61,6 +61,7 @@ from dissensus.serve.pages import (
     message,
     option_context,
     or_not_found,
+    post_only,
     refused_by,
     require_login,
     service_of,
@@ -70,6 +71,13 @@ from dissensus.serve.queue_view import QueueView, neighbours, next_open, progres
 __all__ = ["router"]
 
 router = APIRouter(include_in_schema=False)
+post_only(
+    router,
+    "/review/case/{review_id}/resolve",
+    "/review/case/{review_id}/claim",
+    "/review/case/{review_id}/release",
+    "/review/undo",
+)
 
 NO_NOTE = "(no note: agrees with the panel's suggestion)"
 """The note journalled with a resolution the reviewer gave none for, of the suggestion."""
