@@ -147,27 +147,33 @@ def _as_option(decision: str, options: list[OptionView]) -> str:
     return named[0] if named else decision
 
 
+def _item_options(item: ReviewItem) -> list[OptionView]:
+    """The options of a review item as the case page shows them (labelled)."""
+    if not item.options:
+        return []
+    positions = [(p.agent, p.decision, p.reasoning) for p in item.positions]
+    return option_views(item.options, item.panel, positions, None)
+
+
 def answer_for(item: ReviewItem, decision: str) -> str:
     """A resolution's ``decision`` as journalled: the id of the option of ``item`` it
     names (its id or its label, see the module docstring), else as given."""
-    if not item.options:
-        return decision
-    positions = [(p.agent, p.decision, p.reasoning) for p in item.positions]
-    return _as_option(decision, option_views(item.options, item.panel, positions, None))
+    options = _item_options(item)
+    return _as_option(decision, options) if options else decision
 
 
-def _audit_answer(journal: Journal, ref: str, decision: str) -> str:
-    """An audit's ``decision`` as journalled: the id of the option of case ``ref`` (its
-    panel as it entered the run; the options :func:`~dissensus.pipeline.confirm.confirm`
-    counts) it names, else as given."""
+def _audit_options(journal: Journal, ref: str) -> list[OptionView]:
+    """The options of case ``ref`` (its panel as it entered the run; the options
+    :func:`~dissensus.pipeline.confirm.confirm` counts), labelled as the audit pages
+    show them; none when the case cannot be read (confirm names what is wrong)."""
     try:
         run_id, line = queue.split_ref(ref, "case reference")
         entered = case_step(journal, run_id, line, "input")
-    except DissensusError:  # confirm names what is wrong with the reference
-        return decision
+    except DissensusError:
+        return []
     panel = entered.get("panel") if entered is not None else None
     if not isinstance(panel, dict):
-        return decision
+        return []
     outputs = [o for o in panel.get("outputs") or [] if isinstance(o, dict)]
     positions = [
         (str(o.get("agent", "?")), o.get("decision"), str(o.get("reasoning", ""))) for o in outputs
@@ -175,9 +181,14 @@ def _audit_answer(journal: Journal, ref: str, decision: str) -> str:
     meta = panel.get("meta")
     chosen = {d for _, d, _ in positions if isinstance(d, str)}
     ids = sorted(chosen | set(option_ids(meta if isinstance(meta, dict) else None)))
-    if not ids:
-        return decision
-    return _as_option(decision, option_views(ids, panel, positions, None))
+    return option_views(ids, panel, positions, None) if ids else []
+
+
+def _audit_answer(journal: Journal, ref: str, decision: str) -> str:
+    """An audit's ``decision`` as journalled: the id of the option of case ``ref`` it
+    names, else as given."""
+    options = _audit_options(journal, ref)
+    return _as_option(decision, options) if options else decision
 
 
 class ClaimInfo(BaseModel):
@@ -579,6 +590,19 @@ class ReviewDesk:
         # Only the caller's row is deleted: a claim someone else took meanwhile stays.
         self.journal.release_claim(review_id, reviewer)
         return True
+
+    def labels(self, ref: str, *, audit: bool = False) -> dict[str, str]:
+        """The labels of the options of review item ``ref`` (with ``audit``: of case
+        ``ref``'s audit) by option id, as the pages show them; empty when it has none or
+        cannot be read."""
+        if audit:
+            options = _audit_options(self.journal, ref)
+        else:
+            try:
+                options = _item_options(self.status(ref).item)
+            except DissensusError:
+                options = []
+        return {o.id: o.label for o in options}
 
     def audit_answer(self, case_ref: str, decision: str) -> str:
         """An audit's ``decision`` for case ``case_ref`` as :meth:`confirm` journals it:

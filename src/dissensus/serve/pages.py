@@ -91,6 +91,10 @@ Choices where the design is silent:
   resolved or audited) shows it as the page shows other times, in a ``<time>`` element
   the page's script renders in the reader's local time (:func:`refused_by`); the API's
   JSON keeps the ISO-8601 UTC value.
+* **Decisions in refusals.** A case resolved or audited before names the standing
+  decision as the pages name options: its label, with the option's id beside a label
+  that differs ("(decision Output (a), option 1)"), each in ``<bdi>``; the API's message
+  keeps the id (``(decision '1')``).
 """
 
 from __future__ import annotations
@@ -260,8 +264,28 @@ def refused_by(request: Request, exc: DissensusError) -> tuple[int, str]:
     if isinstance(exc, ClaimConflict):
         return 409, _timed(text, exc.expires)
     if isinstance(exc, AlreadyResolved | AlreadyConfirmed):
-        return 409, _timed(text, exc.at)
+        return 409, _decided(request, text, exc)
     return 409, text
+
+
+def _decided(request: Request, text: str, exc: AlreadyResolved | AlreadyConfirmed) -> Markup:
+    """The refusal of a case resolved (audited) before, its time a ``<time>``, naming the
+    decision as the pages do: the option's label, its id beside a label that differs."""
+    tail = f" (decision {exc.decision!r})"
+    if not text.endswith(tail):
+        return _timed(text, exc.at)
+    desk = service_of(request).desk
+    if isinstance(exc, AlreadyResolved):
+        labels = desk.labels(exc.review_id)
+    else:
+        labels = desk.labels(exc.ref, audit=True)
+    label = labels.get(exc.decision, exc.decision)
+    named = (
+        Markup("<bdi>{}</bdi>").format(label)
+        if label == exc.decision
+        else Markup("<bdi>{}</bdi>, option <bdi>{}</bdi>").format(label, exc.decision)
+    )
+    return _timed(text[: -len(tail)], exc.at) + Markup(" (decision {})").format(named)
 
 
 def or_not_found(request: Request, who: Reviewer, page: Callable[[], Response]) -> Response:
