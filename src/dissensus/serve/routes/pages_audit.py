@@ -79,7 +79,7 @@ from dissensus.serve.pages import (
     require_login,
     service_of,
 )
-from dissensus.serve.queue_view import QueueView, audit_list, next_auto, unclaimed
+from dissensus.serve.queue_view import QueueView, audit_list, audits_url, next_auto, unclaimed
 
 __all__ = ["router"]
 
@@ -184,7 +184,7 @@ def audit_page(
         position=None if i is None else i + 1,
         open_count=len(refs),
         qs=view.suffix(),
-        list_qs=view.audits_suffix(),
+        list_url=audits_url(view, None if i is None else i + 1),
         error=error,
         kept=kept or {},
         **option_context(options),

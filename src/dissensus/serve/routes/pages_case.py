@@ -66,7 +66,7 @@ from dissensus.serve.pages import (
     require_login,
     service_of,
 )
-from dissensus.serve.queue_view import QueueView, neighbours, next_open, progress
+from dissensus.serve.queue_view import QueueView, neighbours, next_open, progress, queue_url
 
 __all__ = ["router"]
 
@@ -137,6 +137,7 @@ def case_page(
         prev_id=prev_id,
         next_id=next_id,
         qs=view.suffix(),
+        queue_url=queue_url(request, review_id, view),
         progress=progress(request, review_id, view, who.principal.name),
         note_policy=service.settings.review_note,
         undo=desk.last_resolution(who.principal.name, service.settings.undo_window_s),
