@@ -796,3 +796,69 @@ def test_u_asks_then_times_out_without_undoing(desk: Desk) -> None:
     with desk.api("tok-r1") as api:
         assert api.get(f"/v1/review/{a}").json()["status"] == "resolved"
     page.context.close()
+
+
+def test_o_typing_an_options_label_resolves_with_that_option(desk: Desk) -> None:
+    """``o``, "Output (a)", Esc, ``n``, a note, Enter: it was saved as a decision outside
+    the options that reads "Output (a)"; it is option 1."""
+    said = "Output (a) states the refund window."
+    run, (typed, after) = desk.submit([escalating("typed-label", said), escalating("after")])
+    page = desk.page()
+    page.goto(f"{desk.base}/review/case/{typed}?run={run}")
+    _on_case(desk, page, typed)
+    page.keyboard.press("o")
+    desk.sync_api.expect(page.locator("#other-decision")).to_be_focused()
+    page.keyboard.type("Output (a)")
+    page.keyboard.press("Escape")
+    page.wait_for_function("() => document.activeElement === document.body")
+    page.keyboard.press("n")
+    page.keyboard.type("typed as the page shows it")
+    page.keyboard.press("Enter")
+    _on_case(desk, page, after)
+    page.goto(f"{desk.base}/review/case/{typed}?run={run}")
+    desk.sync_api.expect(page.locator("#resolved-decision")).to_have_attribute("data-decision", "1")
+    assert "(none of the options)" not in page.inner_text("#resolution")
+    page.context.close()
+    with desk.api("tok-r1") as api:
+        got = api.get(f"/v1/review/{typed}").json()
+    assert got["resolution"]["decision"] == "1" and not got["resolution"]["outside_options"]
+
+
+BROKEN_HEADERS = """() => Array.from(document.querySelectorAll('.positions th')).filter(th => {
+  const words = th.textContent.trim().split(/\\s+/);
+  return th.querySelector('bdi') === null && words.some(word => {
+    const probe = document.createElement('span');
+    probe.textContent = word;
+    probe.style.whiteSpace = 'nowrap';
+    th.appendChild(probe);
+    const whole = probe.getBoundingClientRect().width;
+    probe.remove();
+    return whole > th.clientWidth;
+  });
+}).map(th => th.textContent.trim())"""
+"""The positions table's own header cells (no agent-supplied text) narrower than one of
+their words: a word cut in two (``famil|y``)."""
+
+
+def test_the_positions_tables_headers_stay_whole(desk: Desk, tmp_path: Path) -> None:
+    """``overflow-wrap: anywhere`` on every ``th`` let a squeezed positions table break its
+    own headers mid-word (``famil|y``, ``stabl|e``); only agent-supplied text may."""
+    dims = [f"dimension{i}" for i in range(6)]
+    wide = panel(
+        "wide-table",
+        ["1", "2", "1"],
+        values=[{d: 0.5 for d in dims}] * 3,
+        reasoning=["Output (a) is right."] * 3,
+    )
+    for i, out in enumerate(wide["outputs"]):
+        out["agent"] = f"agent{i}-" + "N" * 60
+        out["family"] = "family-" + "F" * 40
+    run, (ref,) = desk.submit([wide])
+    page = desk.page()
+    page.goto(f"{desk.base}/review/case/{ref}?run={run}")
+    _on_case(desk, page, ref)
+    page.locator(".positions table").screenshot(path=str(tmp_path / "positions.png"))
+    assert page.evaluate(BROKEN_HEADERS) == []
+    scroll, inner = page.evaluate("[document.documentElement.scrollWidth, window.innerWidth]")
+    assert scroll <= inner, f"case page is {scroll} px wide in a {inner} px window"
+    page.context.close()

@@ -20,7 +20,7 @@ from dissensus.serve import create_app
 from dissensus.serve.http import ApiError, parse_json
 from dissensus.serve.slashes import other_spelling
 from pipeline_cases import panel
-from serve_helpers import auth, client_for, heap_frozen, settings
+from serve_helpers import auth, client_for, escalating, heap_frozen, settings
 
 pytestmark = pytest.mark.anyio
 
@@ -99,7 +99,7 @@ def test_openai_path_names_the_openai_compatible_endpoints(path: str, expected: 
     assert openai_path(path) is expected
 
 
-# -- issue: refusals outside the chat route on its paths are OpenAI's -------------------------------
+# -- refusals outside the chat route on its paths are OpenAI's -------------------------------
 
 
 async def test_content_type_refusal_on_a_chat_path_is_openai_shaped(tmp_path: Path) -> None:
@@ -218,7 +218,7 @@ async def test_timeout_on_a_chat_path_is_an_openai_504(tmp_path: Path) -> None:
     assert "longer than 0.3 s" in error["message"]
 
 
-# -- issue: a body still arriving at the timeout is a 408 on every path -------------------------------
+# -- a body still arriving at the timeout is a 408 on every path -------------------------------
 
 
 async def _trickle(
@@ -296,7 +296,7 @@ async def test_a_slow_body_on_a_non_exempt_path_gets_at_least_a_second(tmp_path:
     assert took >= 0.9
 
 
-# -- issue: a 405 names the allowed methods ------------------------------------------------------------
+# -- a 405 names the allowed methods ------------------------------------------------------------
 
 
 async def test_a_405_carries_allow(tmp_path: Path) -> None:
@@ -363,7 +363,7 @@ async def test_every_405_names_the_methods_its_path_takes(tmp_path: Path) -> Non
             assert res.headers["allow"] == ", ".join(m for m in order if m in allowed), template
 
 
-# -- issue: a body must be UTF-8 ---------------------------------------------------------------------
+# -- a body must be UTF-8 ---------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -475,3 +475,60 @@ async def test_an_unknown_run_is_a_404_naming_the_field_that_names_it(tmp_path: 
             assert res.status_code == 404 and res.json()["field"] == "run_id", (path, res.text)
         res = await client.get("/v1/review?run=abc", headers=auth("rev"))
         assert res.status_code == 404 and res.json()["field"] == "run", res.text
+
+
+# -- the API's answers carry case content and were cacheable ---------------------------------
+
+
+async def test_every_v1_answer_is_no_store_and_nosniff(tmp_path: Path) -> None:
+    """``GET /v1/review/{id}`` (a case's question, options and reasoning) had no
+    ``Cache-Control`` while the review pages send ``no-store``: every ``/v1`` answer,
+    refusals included, is ``no-store`` and ``nosniff``; an event stream keeps its own
+    ``Cache-Control`` (once); the static files and ``/healthz`` are left alone."""
+    agree = panel("c2", ["1", "1", "1"], swap=["1", "1", "1"])
+    async with client_for(settings(tmp_path)) as client:
+        run = (await client.post("/v1/decide", json=[escalating("c1")], headers=auth("sub"))).json()
+        review_id = run["records"][0]["review_id"]
+        answers = {
+            "decide": await client.post("/v1/decide", json=agree, headers=auth("sub")),
+            "case": await client.get(f"/v1/review/{review_id}", headers=auth("rev")),
+            "queue": await client.get("/v1/review", headers=auth("rev")),
+            "run": await client.get(f"/v1/runs/{run['run_id']}", headers=auth("sub")),
+            "head": await client.head(f"/v1/review/{review_id}", headers=auth("rev")),
+            "models": await client.get("/v1/models", headers=auth("sub")),
+            "stale": await client.post(
+                f"/v1/review/{review_id}/resolve",
+                json={"decision": "1", "note": "n", "content_sha256": "0" * 64},
+                headers=auth("rev"),
+            ),
+            "no token": await client.get(f"/v1/review/{review_id}"),
+            "foreign host": await client.get(
+                f"/v1/review/{review_id}", headers={**auth("rev"), "Host": "evil.example"}
+            ),
+            "unknown": await client.get("/v1/nothing", headers=auth("rev")),
+            "405": await client.put("/v1/decide", json={}, headers=auth("sub")),
+        }
+        statuses = {name: res.status_code for name, res in answers.items()}
+        assert statuses == {
+            "decide": 200,
+            "case": 200,
+            "queue": 200,
+            "run": 200,
+            "head": 200,
+            "models": 200,
+            "stale": 409,
+            "no token": 401,
+            "foreign host": 403,
+            "unknown": 404,
+            "405": 405,
+        }, statuses
+        for name, res in answers.items():
+            assert res.headers.get("cache-control") == "no-store", name
+            assert res.headers.get("x-content-type-options") == "nosniff", name
+        stream = await client.get(f"/v1/runs/{run['run_id']}/events", headers=auth("sub"))
+        assert stream.status_code == 200 and "event: finished" in stream.text
+        assert stream.headers.get_list("cache-control") == ["no-store"]
+        assert stream.headers["x-content-type-options"] == "nosniff"
+        for path in ("/healthz", "/review/static/review.css"):
+            res = await client.get(path)
+            assert res.status_code == 200 and "cache-control" not in res.headers, path

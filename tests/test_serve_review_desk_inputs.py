@@ -271,3 +271,214 @@ async def test_a_control_character_is_422_naming_the_field_over_http(tmp_path: P
             headers=auth("rev"),
         )
         assert res.status_code == 200, res.text
+
+
+def test_a_typed_answer_names_an_option_by_its_id_or_its_label() -> None:
+    """Trimmed; an exact id, then an exact label, then either ignoring case."""
+    from dissensus.serve.case_view import OptionView, options_named
+
+    views = [
+        OptionView(id="1", label="Output (a)", key="1", text=""),
+        OptionView(id="2", label="Output (b)", key="2", text=""),
+        OptionView(id="yes", label="yes", key="3", text=""),
+    ]
+    assert options_named("Output (a)", views) == ["1"]
+    assert options_named("  output (B) ", views) == ["2"]
+    assert options_named(" 2 ", views) == ["2"]
+    assert options_named("YES", views) == ["yes"]
+    assert options_named("Output (c)", views) == []
+    assert options_named("  ", views) == []
+    # An exact id or label wins over one that differs in case; two alike name both.
+    cased = [
+        OptionView(id="a", label="B", key="1", text=""),
+        OptionView(id="b", label="A", key="2", text=""),
+    ]
+    assert options_named("a", cased) == ["a"] and options_named("A", cased) == ["b"]
+    twins = [
+        OptionView(id="1", label="Same", key="1", text=""),
+        OptionView(id="2", label="Same", key="2", text=""),
+    ]
+    assert options_named("same", twins) == ["1", "2"]
+
+
+def _lettered(pid: str) -> dict[str, object]:
+    """An escalated case whose options the page labels "Output (a)" / "Output (b)"."""
+    return escalating(pid, "Output (a) states the refund window.")
+
+
+async def test_an_answer_typed_as_an_options_label_is_that_option(tmp_path: Path) -> None:
+    """``o``, "Output (a)", a note, Enter: it was journalled as a decision outside the
+    options ("resolved: Output (a)", "(none of the options)"); it is option 1, from the
+    page and from the API alike, and agrees with the suggestion without a note."""
+    s = settings(tmp_path)
+    async with client_for(s) as client:
+        run = (
+            await client.post(
+                "/v1/decide",
+                json=[_lettered(f"lab{i}") for i in range(4)],
+                headers=auth("sub"),
+            )
+        ).json()
+        run_id = run["run_id"]
+        typed, quiet, override, api_case = [r["review_id"] for r in run["records"]]
+        await login(client, "rev")
+
+        async def typing(review_id: str, other: str, note: str) -> httpx.Response:
+            page = await client.get(f"/review/case/{review_id}")
+            assert "<bdi>Output (a)</bdi>" in page.text
+            return await client.post(
+                f"/review/case/{review_id}/resolve",
+                data={
+                    "csrf": csrf_of(page.text),
+                    "content_sha256": _sha(page.text),
+                    "other": other,
+                    "note": note,
+                },
+            )
+
+        done = await typing(typed, " Output (a) ", "typed as the page shows it")
+        assert done.status_code == 303, done.text
+        shown = await client.get(f"/review/case/{typed}")
+        assert "(none of the options)" not in shown.text
+        # The suggestion typed, without a note: agreeing needs none.
+        done = await typing(quiet, "output (A)", "")
+        assert done.status_code == 303, done.text
+        # The other option typed, without a note: an override needs one.
+        refused = await typing(override, "Output (b)", "")
+        assert refused.status_code == 422 and "overriding" in refused.text
+        # A pick and the same option typed are one answer.
+        page = await client.get(f"/review/case/{override}")
+        both = await client.post(
+            f"/review/case/{override}/resolve",
+            data={
+                "csrf": csrf_of(page.text),
+                "content_sha256": _sha(page.text),
+                "decision": "2",
+                "other": "output (b)",
+                "note": "b states it",
+            },
+        )
+        assert both.status_code == 303, both.text
+        sha = (await client.get(f"/v1/review/{api_case}", headers=auth("rev"))).json()[
+            "content_sha256"
+        ]
+        res = await client.post(
+            f"/v1/review/{api_case}/resolve",
+            json={"decision": "OUTPUT (B)", "note": "n", "content_sha256": sha},
+            headers=auth("rev"),
+        )
+        assert res.status_code == 200 and res.json()["decision"] == "2", res.text
+    with Journal(s.journal) as journal:
+        events = [journal.get(run_id, f"review/{line}/resolved") for line in (1, 2, 3, 4)]
+    got = [(e.payload["decision"], e.payload["outside_options"]) for e in events if e]
+    assert got == [("1", False), ("1", False), ("2", False), ("2", False)]
+    assert (
+        events[1] and events[1].payload["note"] == "(no note: agrees with the panel's suggestion)"
+    )
+
+
+async def test_an_answer_naming_two_options_alike_is_refused(tmp_path: Path) -> None:
+    """Two options labelled alike: a typed label names neither for sure (422 naming the
+    decision, nothing journalled); an answer of one's own is still outside the options."""
+    s = settings(tmp_path)
+    twins = escalating("twins")
+    twins["meta"]["option_labels"] = {"1": "Same", "2": "Same"}
+    async with client_for(s) as client:
+        run = (
+            await client.post("/v1/decide", json=[twins, escalating("own")], headers=auth("sub"))
+        ).json()
+        (review_id, own) = [r["review_id"] for r in run["records"]]
+        sha = (await client.get(f"/v1/review/{review_id}", headers=auth("rev"))).json()[
+            "content_sha256"
+        ]
+        res = await client.post(
+            f"/v1/review/{review_id}/resolve",
+            json={"decision": "same", "note": "n", "content_sha256": sha},
+            headers=auth("rev"),
+        )
+        assert res.status_code == 422 and res.json()["field"] == "decision", res.text
+        assert "names more than one option" in res.json()["error"]
+        await login(client, "rev")
+        page = await client.get(f"/review/case/{review_id}")
+        refused = await client.post(
+            f"/review/case/{review_id}/resolve",
+            data={
+                "csrf": csrf_of(page.text),
+                "content_sha256": _sha(page.text),
+                "other": "Same",
+                "note": "n",
+            },
+        )
+        assert refused.status_code == 422 and "names more than one option" in refused.text
+        assert 'value="Same"' in refused.text
+        sha = (await client.get(f"/v1/review/{own}", headers=auth("rev"))).json()["content_sha256"]
+        res = await client.post(
+            f"/v1/review/{own}/resolve",
+            json={"decision": "Option 3", "note": "n", "content_sha256": sha},
+            headers=auth("rev"),
+        )
+        assert res.status_code == 200, res.text
+    with Journal(s.journal) as journal:
+        assert journal.get(run["run_id"], "review/1/resolved") is None
+        event = journal.get(run["run_id"], "review/2/resolved")
+        assert event is not None and event.payload["outside_options"] is True
+
+
+async def test_an_audit_answer_typed_as_an_options_label_is_that_option(tmp_path: Path) -> None:
+    """An audit answering "Output (a)" of a case committed to option 1 confirms it: it
+    was journalled as a correction to a decision outside the options."""
+    quiet = write_policy(tmp_path / "no-audits.yaml", {"acceptance": {"audit_rate": 0.0}})
+    s = settings(tmp_path, policy=str(quiet))
+    said = ["Output (a) states the refund window."] * 3
+    agree = panel("agree", ["1", "1", "1"], swap=["1", "1", "1"], reasoning=said)
+    async with client_for(s) as client:
+        run = (await client.post("/v1/decide", json=[agree, agree], headers=auth("sub"))).json()
+        first, second = (f"{run['run_id']}.{r['line']}" for r in run["records"])
+        assert all(r["auto"] and r["decision"] == "1" for r in run["records"]), run
+        res = await client.post(
+            f"/v1/cases/{first}/confirm",
+            json={"decision": " output (a)", "note": "right"},
+            headers=auth("rev"),
+        )
+        assert res.status_code == 200, res.text
+        assert res.json()["decision"] == "1" and res.json()["agrees"] is True
+        await login(client, "rev")
+        page = await client.get(f"/review/auto/{second}")
+        assert "<bdi>Output (b)</bdi>" in page.text
+        done = await client.post(
+            f"/review/auto/{second}/confirm",
+            data={"csrf": csrf_of(page.text), "other": "Output (b)", "note": "b is right"},
+        )
+        assert done.status_code == 303, done.text
+    with Journal(s.journal) as journal:
+        event = journal.get(run["run_id"], "confirm/2")
+        assert event is not None
+        assert (event.payload["decision"], event.payload["outside_options"]) == ("2", False)
+
+
+async def test_a_blind_audits_typed_label_is_the_option_picked(tmp_path: Path) -> None:
+    """On a blind audit, option 1 picked and "output (a)" typed are one answer (it was
+    refused as "not both"), and "Output (a)" typed alone confirms option 1."""
+    audited = write_policy(tmp_path / "audits.yaml", {"acceptance": {"audit_rate": 1.0}})
+    s = settings(tmp_path, policy=str(audited))
+    said = ["Output (a) states the refund window."] * 3
+    agree = panel("agree", ["1", "1", "1"], swap=["1", "1", "1"], reasoning=said)
+    async with client_for(s) as client:
+        run = (await client.post("/v1/decide", json=[agree, agree], headers=auth("sub"))).json()
+        refs = [f"{run['run_id']}.{r['line']}" for r in run["records"]]
+        await login(client, "rev")
+        for ref, form in zip(
+            refs, ({"decision": "1", "other": "output (a)"}, {"other": "Output (a)"}), strict=True
+        ):
+            page = await client.get(f"/review/audit/{ref}")
+            assert "<bdi>Output (a)</bdi>" in page.text
+            done = await client.post(
+                f"/review/audit/{ref}/answer",
+                data={**form, "note": "checked blind", "csrf": csrf_of(page.text)},
+            )
+            assert done.status_code == 303, done.text
+    with Journal(s.journal) as journal:
+        for line in (1, 2):
+            event = journal.get(run["run_id"], f"confirm/{line}")
+            assert event is not None and event.payload["decision"] == "1"
+            assert event.payload["agrees"] is True and event.payload["outside_options"] is False

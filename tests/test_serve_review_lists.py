@@ -252,3 +252,67 @@ async def test_the_next_automatic_decision_keeps_the_lists_search_and_order(
         assert done.status_code == 303 and done.headers["location"] == (
             f"/review/auto/{refs[1]}{qs}"
         )
+
+
+def _link(html: str, name: str) -> str:
+    """The address of the page's link ``id=name``, unescaped."""
+    found = re.search(rf'<a id="{name}" href="([^"]*)"', html)
+    assert found, html[:2000]
+    return unescape(found.group(1))
+
+
+async def test_a_cases_queue_link_goes_back_to_the_page_it_is_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A case opened from page 2 of its queue ("3 of 5") linked back to page 1: the
+    link names the page the case is on, its filters kept; a case resolved meanwhile, seen
+    from the open queue, the page where it would stand. So does a blind audit's link
+    back to its list."""
+    monkeypatch.setattr("dissensus.serve.routes.pages_queue.QUEUE_ROWS", 2)
+    monkeypatch.setattr("dissensus.serve.queue_view.QUEUE_ROWS", 2)
+    audited = write_policy(tmp_path / "audits.yaml", {"acceptance": {"audit_rate": 1.0}})
+    async with client_for(settings(tmp_path, policy=str(audited))) as client:
+        split = [
+            panel(f"split-{i}", ["1", "2", "1"], values=[{"a": 1.0}, {"b": 1.0}, {"a": 0.5}])
+            for i in range(5)
+        ]
+        run = (await client.post("/v1/decide", json=split, headers=auth("sub"))).json()
+        run_id, ids = run["run_id"], [r["review_id"] for r in run["records"]]
+        await login(client, "rev")
+        queue = f"/review?run={run_id}"
+        wanted = {0: queue, 1: queue, 2: f"{queue}&page=2", 3: f"{queue}&page=2"}
+        wanted[4] = f"{queue}&page=3"
+        for i, back in wanted.items():
+            case = await client.get(f"/review/case/{ids[i]}", params={"run": run_id})
+            assert _link(case.text, "queue-link") == back, i
+            listed = await client.get(back)
+            assert f"/review/case/{ids[i]}?" in listed.text, i
+        newest = await client.get(
+            f"/review/case/{ids[0]}", params={"run": run_id, "sort": "newest"}
+        )
+        assert _link(newest.text, "queue-link") == f"{queue}&sort=newest&page=3"
+        # Resolved meanwhile: where it would stand among the open cases.
+        sha = (await client.get(f"/v1/review/{ids[2]}", headers=auth("rev"))).json()[
+            "content_sha256"
+        ]
+        done = await client.post(
+            f"/v1/review/{ids[2]}/resolve",
+            json={"decision": "1", "note": "n", "content_sha256": sha},
+            headers=auth("rev"),
+        )
+        assert done.status_code == 200, done.text
+        gone = await client.get(f"/review/case/{ids[2]}", params={"run": run_id})
+        assert _link(gone.text, "queue-link") == f"{queue}&page=2"
+        resolved = await client.get(
+            f"/review/case/{ids[2]}", params={"run": run_id, "status": "resolved"}
+        )
+        assert _link(resolved.text, "queue-link") == f"/review?status=resolved&run={run_id}"
+
+        agree = [panel(f"agree-{i}", ["1", "1", "1"], swap=["1", "1", "1"]) for i in range(3)]
+        audits = await decide_automatic(client, agree)
+        blind = await client.get(f"/review/audit/{audits[2]}")
+        assert _link(blind.text, "list-link") == "/review?status=audits&page=2"
+        listed = await client.get("/review?status=audits&page=2")
+        assert f"/review/audit/{audits[2]}" in listed.text
+        first = await client.get(f"/review/audit/{audits[0]}")
+        assert _link(first.text, "list-link") == "/review?status=audits"

@@ -12,6 +12,7 @@ from urllib.parse import quote
 import httpx
 import pytest
 
+from pipeline_cases import panel, write_policy
 from serve_helpers import auth, client_for, csrf_of, escalating, heap_frozen, login, settings
 
 pytestmark = pytest.mark.anyio
@@ -253,3 +254,126 @@ async def test_every_page_has_one_h1(tmp_path: Path) -> None:
         assert len(re.findall(r"<h1[ >]", page.text)) == 1, name
     heading = {k: re.search(r"<h1[^>]*>(.*?)</h1>", shown[k].text) for k in ("404", "401")}
     assert [h and h.group(1) for h in heading.values()] == ["Not found", "Log in"]
+
+
+async def test_a_get_of_a_post_only_address_goes_to_the_forms_page(tmp_path: Path) -> None:
+    """Without JavaScript a refused resolve leaves the browser on ``.../resolve``; a GET
+    of it (a reload after a redirect, the history) answered the API's JSON 405. Every
+    post-only address of the review site is a 303 to the page its form belongs to, the
+    query kept, and changes nothing (a GET of the logout logs nobody out)."""
+    s = settings(tmp_path)
+    async with client_for(s) as client:
+        run, (rid,) = await _cases(client, 1)
+        await login(client, "rev")
+        page = await client.get(f"/review/case/{rid}?run={run}")
+        # The refusal a form posted without htmx leaves at the post-only address.
+        refused = await client.post(
+            f"/review/case/{rid}/resolve?run={run}",
+            data={
+                "csrf": csrf_of(page.text),
+                "content_sha256": _sha(page.text),
+                "decision": "2",
+                "note": "",
+            },
+        )
+        assert refused.status_code == 422 and "HX-Replace-Url" not in refused.headers
+        ref = f"{run}.7"
+        pages = {
+            f"/review/case/{rid}/resolve?run={run}": f"/review/case/{rid}?run={run}",
+            f"/review/case/{rid}/claim": f"/review/case/{rid}",
+            f"/review/case/{rid}/release?status=all": f"/review/case/{rid}?status=all",
+            f"/review/undo?run={run}": f"/review?run={run}",
+            f"/review/auto/{ref}/confirm": f"/review/auto/{ref}",
+            f"/review/auto/{ref}/claim": f"/review/auto/{ref}",
+            f"/review/auto/{ref}/release": f"/review/auto/{ref}",
+            f"/review/audit/{ref}/answer?q=tax": f"/review/audit/{ref}?q=tax",
+            f"/review/audit/{ref}/claim": f"/review/audit/{ref}",
+            f"/review/audit/{ref}/release": f"/review/audit/{ref}",
+            "/review/logout": "/review",
+        }
+        for address, back in pages.items():
+            for method in ("GET", "HEAD"):
+                got = await client.request(method, address)
+                assert got.status_code == 303, (method, address, got.text)
+                assert got.headers["location"] == back, address
+        assert (await client.get(f"/review/case/{rid}?run={run}")).status_code == 200
+        assert "<b>open</b>" in (await client.get(f"/review/case/{rid}")).text
+        # Other methods are still refused, naming GET now.
+        put = await client.put(f"/review/case/{rid}/resolve", json={})
+        assert put.status_code == 405 and put.headers["allow"] == "GET, HEAD, POST"
+    async with client_for(s) as client:  # without a session: to the page, which asks for one
+        got = await client.get(f"/review/case/{rid}/resolve?run={run}")
+        assert got.status_code == 303 and got.headers["location"] == f"/review/case/{rid}?run={run}"
+
+
+async def test_a_conflict_names_the_standing_decision_by_its_label(tmp_path: Path) -> None:
+    """ "already resolved ... (decision '1')" named the raw id where the page shows
+    "Output (a)": the refusal names the label with the id beside it, as the queue does
+    (a decision whose label is its id, or no option at all, once); the API keeps the id."""
+    audited = write_policy(tmp_path / "audits.yaml", {"acceptance": {"audit_rate": 1.0}})
+    s = settings(tmp_path, policy=str(audited))
+    said = "Output (a) states the refund window."
+    agree = panel("agree", ["1", "1", "1"], swap=["1", "1", "1"], reasoning=[said] * 3)
+    async with client_for(s) as client:
+        run = (
+            await client.post(
+                "/v1/decide",
+                json=[escalating("lab", said), escalating("plain"), escalating("own"), agree],
+                headers=auth("sub"),
+            )
+        ).json()
+        lettered, plain, own, _ = (r.get("review_id") for r in run["records"])
+        audit = f"{run['run_id']}.{run['records'][3]['line']}"
+        await login(client, "rev")
+        standing = {lettered: "1", plain: "2", own: "no refund at all"}
+        pages = {rid: await client.get(f"/review/case/{rid}") for rid in standing}
+        for rid, decision in standing.items():
+            sha = _sha(pages[rid].text)
+            first = await client.post(
+                f"/v1/review/{rid}/resolve",
+                json={"decision": decision, "note": "n", "content_sha256": sha},
+                headers=auth("rev2"),
+            )
+            assert first.status_code == 200, first.text
+        said_by = {}
+        for rid in standing:
+            late = await client.post(
+                f"/review/case/{rid}/resolve",
+                data={
+                    "csrf": csrf_of(pages[rid].text),
+                    "content_sha256": _sha(pages[rid].text),
+                    "decision": "2",
+                    "note": "late",
+                },
+            )
+            assert late.status_code == 409
+            said_by[rid] = _error(late.text)
+        assert said_by[lettered].endswith(
+            "(decision <bdi>Output (a)</bdi>, option <bdi>1</bdi>)"
+        ), said_by[lettered]
+        assert said_by[plain].endswith("(decision <bdi>2</bdi>)"), said_by[plain]
+        assert said_by[own].endswith("(decision <bdi>no refund at all</bdi>)"), said_by[own]
+        assert "already resolved by rev2-name at <time" in said_by[lettered]
+        api = await client.post(
+            f"/v1/review/{lettered}/resolve",
+            json={"decision": "2", "note": "n", "content_sha256": _sha(pages[lettered].text)},
+            headers=auth("rev"),
+        )
+        assert api.status_code == 409 and api.json()["error"].endswith("(decision '1')")
+
+        # The blind audit answered by someone else first.
+        blind = await client.get(f"/review/audit/{audit}")
+        done = await client.post(
+            f"/v1/cases/{audit}/confirm",
+            json={"decision": "1", "note": "checked"},
+            headers=auth("rev2"),
+        )
+        assert done.status_code == 200, done.text
+        late = await client.post(
+            f"/review/audit/{audit}/answer",
+            data={"decision": "2", "note": "late", "csrf": csrf_of(blind.text)},
+        )
+        assert late.status_code == 409
+        said = _error(late.text)
+        assert "already audited by rev2-name at <time" in said
+        assert said.endswith("(decision <bdi>Output (a)</bdi>, option <bdi>1</bdi>)"), said

@@ -4,7 +4,8 @@
 the error handlers (:mod:`.http`), one router per area (:mod:`.routes`: health, decide
 and runs, library calls, review; and the review pages: login, queue, case, audits, with
 their shared helpers in :mod:`.pages`), the chat door, the API docs, and the middleware (timeouts, body size, browser
-guard). Every endpoint is an adapter over the library call
+guard, and the ``/v1`` answers' ``Cache-Control: no-store`` and ``nosniff``:
+:mod:`.no_store`). Every endpoint is an adapter over the library call
 the CLI makes: ``POST /v1/decide`` runs :func:`dissensus.pipeline.execute_run`
 (:mod:`.runs`), the review endpoints and pages go through
 :class:`~dissensus.serve.journal_adapter.ReviewDesk`, and route / vote / negotiate /
@@ -27,6 +28,9 @@ Choices where the design is silent:
   :func:`~dissensus.serve.limits.openai_path`) every refusal, the middleware's and the
   route matching's (404, 405) included, is OpenAI's ``{"error": {"message", "type",
   "param", "code"}}`` with the same status.
+* Every ``/v1`` response is ``Cache-Control: no-store`` and ``X-Content-Type-Options:
+  nosniff``, as the review pages are (:mod:`.no_store`): the API's answers carry case
+  content too; an event stream keeps its own ``Cache-Control``.
 * ``HEAD`` is answered on every ``GET`` path, as that ``GET`` without its body
   (:mod:`.head`).
 * A path that names a route but for a trailing slash is a ``307`` to the route with a
@@ -73,6 +77,7 @@ from dissensus.serve.head import HeadAsGet
 from dissensus.serve.http import ApiError, install_errors, limits_of
 from dissensus.serve.journal_adapter import open_journal
 from dissensus.serve.limits import BodyLimit, RequestTimeout
+from dissensus.serve.no_store import ApiHeaders
 from dissensus.serve.origin import BrowserGuard, allowed_hosts
 from dissensus.serve.service import Service
 from dissensus.serve.settings import ServeSettings, is_loopback
@@ -146,6 +151,7 @@ def create_app(
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
     hosts = allowed_hosts(settings.host, settings.allow_hosts, loopback=is_loopback(settings.host))
     app.add_middleware(BrowserGuard, hosts=hosts)
+    app.add_middleware(ApiHeaders)  # outermost: the guard's refusals get them too
     return app
 
 

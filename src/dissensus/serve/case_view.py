@@ -32,6 +32,13 @@ Choices where the design is silent:
   suspension), each matched as :mod:`dissensus.pipeline` writes it, where it writes it
   (a step's reason starts the trail or follows ``"; "``), never as a bare word. The
   trail itself stays one click away, verbatim.
+* **A typed answer naming an option** (:func:`options_named`): the answer a reviewer
+  types is read as an option when, once trimmed of white space, it is that option's id
+  or its label, first exactly (the id, then the label), then ignoring case
+  (:meth:`str.casefold`: a reviewer typing ``output (a)`` or ``YES`` means the option
+  labelled ``Output (a)`` or the option ``yes``). An exact id always wins; an answer
+  naming several options (two options labelled alike) names them all, for the caller to
+  refuse.
 * **Bidi isolation.** Agent-supplied text (agent names, option labels and ids,
   decisions, case ids, the question, reasoning) may carry bidi controls (U+202E,
   U+2066, ...); the pages set every such string apart (``<bdi>``, or a verbatim block)
@@ -59,6 +66,7 @@ __all__ = [
     "OptionView",
     "asked_view",
     "option_views",
+    "options_named",
     "plain_reasons",
     "word_diff",
 ]
@@ -145,6 +153,22 @@ def option_views(
         )
         for i, oid in enumerate(ids)
     ]
+
+
+def options_named(answer: str, options: Sequence[OptionView]) -> list[str]:
+    """The ids of the options a typed ``answer`` names (see the module docstring): one id
+    for an answer naming an option, none for an answer of the reviewer's own, several
+    when it names more than one option alike."""
+    text = answer.strip()
+    if not text:
+        return []
+    if any(o.id == text for o in options):
+        return [text]
+    exact = [o.id for o in options if o.label == text]
+    if exact:
+        return exact
+    folded = text.casefold()
+    return [o.id for o in options if folded in (o.id.casefold(), o.label.casefold())]
 
 
 EXACT_DIFF_WORDS = 40_000

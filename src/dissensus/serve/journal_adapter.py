@@ -27,6 +27,16 @@ decide differently.
 * **Audits** of automatic decisions go through :func:`dissensus.pipeline.confirm.confirm`
   (the CLI's ``review confirm``) with the token's name as the reviewer; a second audit
   is refused with who audited the case and when (:class:`AlreadyConfirmed`, 409).
+* **A decision naming an option.** A resolution's or an audit's decision is journalled
+  as an option's id when it names that option: once trimmed, it is the option's id or
+  the label the review page shows for it ("Output (a)"), exactly or ignoring case
+  (:func:`~dissensus.serve.case_view.options_named`; :func:`answer_for`). So an answer
+  typed as the page shows an option, through the page's "another answer" field or the
+  API, is that option, never a decision "outside the options" that reads the same; an
+  exact id always stays itself. A decision naming two options alike (two options with
+  one label) is refused (:class:`AmbiguousAnswer`, 422 naming ``decision``). The CLI's
+  ``review resolve`` and ``review confirm`` journal the decision as given: they show no
+  labels.
 * The history of a case is its ``review.*`` events in the hash chain (claims, being
   coordination state, are shown while live but are not history).
 * **Queue order** (:meth:`ReviewDesk.order`): the journal's queue order (oldest run
@@ -66,7 +76,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from dissensus.cases import asked_question
+from dissensus.cases import asked_question, option_ids
 from dissensus.deprecation import deprecated_names, renamed
 from dissensus.errors import ConfigError, DissensusError, InputError
 from dissensus.io.limits import MAX_FIELD_CHARS
@@ -74,7 +84,7 @@ from dissensus.outputs import ResolutionInfo
 from dissensus.pipeline import review as queue
 from dissensus.pipeline.confirm import AlreadyConfirmed, Confirmation, claim_audit, confirm
 from dissensus.pipeline.durable import case_step
-from dissensus.pipeline.records import CaseRecord
+from dissensus.pipeline.records import CaseRecord, ReviewItem
 from dissensus.pipeline.review import (
     AlreadyResolved,
     NotUndoable,
@@ -83,6 +93,7 @@ from dissensus.pipeline.review import (
     content_sha256,
 )
 from dissensus.quoting import quote_short
+from dissensus.serve.case_view import OptionView, option_views, options_named
 from dissensus.store import ClaimConflict, Journal, ReviewEntry, open_journal
 from dissensus.store import event_types as ev
 from dissensus.store.base import REVIEW_RESOLVED
@@ -90,6 +101,7 @@ from dissensus.store.base import REVIEW_RESOLVED
 __all__ = [
     "AlreadyConfirmed",
     "AlreadyResolved",
+    "AmbiguousAnswer",
     "AutoCase",
     "ClaimConflict",
     "ClaimInfo",
@@ -102,6 +114,7 @@ __all__ = [
     "StaleContent",
     "TextTooLong",
     "UnknownItem",
+    "answer_for",
     "content_sha256",
     "open_journal",
     "question_of",
@@ -114,6 +127,68 @@ class UnknownItem(DissensusError):
 
 class TextTooLong(ConfigError):
     """A reviewer's text longer than the server allows per field (422 naming it)."""
+
+
+class AmbiguousAnswer(ConfigError):
+    """A decision naming more than one option alike (422 naming ``decision``)."""
+
+
+def _as_option(decision: str, options: list[OptionView]) -> str:
+    """``decision`` as the id of the option it names, else as given
+    (:class:`AmbiguousAnswer` when it names several)."""
+    named = options_named(decision, options)
+    if len(named) > 1:
+        listed = ", ".join(quote_short(i) for i in named[:5])
+        raise AmbiguousAnswer(
+            f"{quote_short(decision.strip())} names more than one option ({listed}): "
+            "pick the option itself, or give its id",
+            field="decision",
+        )
+    return named[0] if named else decision
+
+
+def _item_options(item: ReviewItem) -> list[OptionView]:
+    """The options of a review item as the case page shows them (labelled)."""
+    if not item.options:
+        return []
+    positions = [(p.agent, p.decision, p.reasoning) for p in item.positions]
+    return option_views(item.options, item.panel, positions, None)
+
+
+def answer_for(item: ReviewItem, decision: str) -> str:
+    """A resolution's ``decision`` as journalled: the id of the option of ``item`` it
+    names (its id or its label, see the module docstring), else as given."""
+    options = _item_options(item)
+    return _as_option(decision, options) if options else decision
+
+
+def _audit_options(journal: Journal, ref: str) -> list[OptionView]:
+    """The options of case ``ref`` (its panel as it entered the run; the options
+    :func:`~dissensus.pipeline.confirm.confirm` counts), labelled as the audit pages
+    show them; none when the case cannot be read (confirm names what is wrong)."""
+    try:
+        run_id, line = queue.split_ref(ref, "case reference")
+        entered = case_step(journal, run_id, line, "input")
+    except DissensusError:
+        return []
+    panel = entered.get("panel") if entered is not None else None
+    if not isinstance(panel, dict):
+        return []
+    outputs = [o for o in panel.get("outputs") or [] if isinstance(o, dict)]
+    positions = [
+        (str(o.get("agent", "?")), o.get("decision"), str(o.get("reasoning", ""))) for o in outputs
+    ]
+    meta = panel.get("meta")
+    chosen = {d for _, d, _ in positions if isinstance(d, str)}
+    ids = sorted(chosen | set(option_ids(meta if isinstance(meta, dict) else None)))
+    return option_views(ids, panel, positions, None) if ids else []
+
+
+def _audit_answer(journal: Journal, ref: str, decision: str) -> str:
+    """An audit's ``decision`` as journalled: the id of the option of case ``ref`` it
+    names, else as given."""
+    options = _audit_options(journal, ref)
+    return _as_option(decision, options) if options else decision
 
 
 class ClaimInfo(BaseModel):
@@ -516,6 +591,24 @@ class ReviewDesk:
         self.journal.release_claim(review_id, reviewer)
         return True
 
+    def labels(self, ref: str, *, audit: bool = False) -> dict[str, str]:
+        """The labels of the options of review item ``ref`` (with ``audit``: of case
+        ``ref``'s audit) by option id, as the pages show them; empty when it has none or
+        cannot be read."""
+        if audit:
+            options = _audit_options(self.journal, ref)
+        else:
+            try:
+                options = _item_options(self.status(ref).item)
+            except DissensusError:
+                options = []
+        return {o.id: o.label for o in options}
+
+    def audit_answer(self, case_ref: str, decision: str) -> str:
+        """An audit's ``decision`` for case ``case_ref`` as :meth:`confirm` journals it:
+        the id of the option it names, else as given (:class:`AmbiguousAnswer`)."""
+        return _audit_answer(self.journal, case_ref, decision)
+
     def confirm(
         self, case_ref: str, *, decision: str | None, note: str, reviewer: str
     ) -> Confirmation:
@@ -525,18 +618,21 @@ class ReviewDesk:
         run_id, _ = _split(case_ref, "case reference")
         if self.journal.run(run_id, missing_ok=True) is None:
             raise UnknownItem(f"no case {quote_short(case_ref)}: no run {quote_short(run_id)}")
+        if decision is not None:
+            decision = _audit_answer(self.journal, case_ref, decision)
         return confirm(self.journal, case_ref, note=note, decision=decision, reviewer=reviewer)
 
     def resolve(
         self, review_id: str, *, decision: str, note: str, reviewer: str, sha256: str
     ) -> CaseRecord:
-        """Resolve an open case as ``reviewer``, who saw the content whose hash is ``sha256``."""
+        """Resolve an open case as ``reviewer``, who saw the content whose hash is
+        ``sha256``; a decision naming an option is journalled as its id (:func:`answer_for`)."""
         self._bounded(decision=decision, note=note)
-        self.status(review_id)
+        item = self.status(review_id).item
         return queue.resolve(
             self.journal,
             review_id,
-            decision=decision,
+            decision=answer_for(item, decision),
             note=note,
             reviewer=reviewer,
             content_sha256=sha256,

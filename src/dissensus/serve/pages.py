@@ -72,6 +72,16 @@ Choices where the design is silent:
   on (``HX-Replace-Url``, :func:`page_url`), so the address bar never stays on a
   post-only URL and reloading shows the page again. What the reviewer typed on the case
   page is kept in the browser meanwhile (``review.js``).
+* **Post-only addresses without JavaScript.** A form posted without htmx (JavaScript
+  off) leaves the browser on the address it was posted to; an answer that is a
+  redirect (a resolve, a claim) moves it on, but a refusal is shown at that address
+  (``.../resolve``, the form as it was sent), and reloading it posts the form again (the
+  browser asks first). A ``GET`` of any post-only address of the site (reloading it
+  after that, or reaching it from the history) is a 303 to the page its form belongs to
+  (:func:`form_page`: the case, automatic decision or blind audit of
+  ``/review/{case|auto|audit}/ID/...``, the queue otherwise, the query kept), never the
+  API's JSON 405. A refusal is not made a redirect: the form as the reviewer sent it
+  (pick, typed answer, note) would have to be kept on the server, or in the address.
 * **Refusals keep the form.** A resolve refused (422, 409, 503) shows the case page again
   with the reviewer's pick, typed answer and note as they sent them
   (:meth:`Form.kept`, :func:`~dissensus.serve.routes.pages_case.case_page`'s ``kept``), at
@@ -81,6 +91,10 @@ Choices where the design is silent:
   resolved or audited) shows it as the page shows other times, in a ``<time>`` element
   the page's script renders in the reader's local time (:func:`refused_by`); the API's
   JSON keeps the ISO-8601 UTC value.
+* **Decisions in refusals.** A case resolved or audited before names the standing
+  decision as the pages name options: its label, with the option's id beside a label
+  that differs ("(decision Output (a), option 1)"), each in ``<bdi>``; the API's message
+  keeps the id (``(decision '1')``).
 """
 
 from __future__ import annotations
@@ -92,7 +106,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, quote, urlsplit
 
-from fastapi import Request
+from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from markupsafe import Markup, escape
@@ -120,11 +134,13 @@ __all__ = [
     "Reviewer",
     "case_render",
     "checked_form",
+    "form_page",
     "login_url",
     "message",
     "option_context",
     "or_not_found",
     "page_url",
+    "post_only",
     "push_url",
     "refused_by",
     "render",
@@ -248,8 +264,28 @@ def refused_by(request: Request, exc: DissensusError) -> tuple[int, str]:
     if isinstance(exc, ClaimConflict):
         return 409, _timed(text, exc.expires)
     if isinstance(exc, AlreadyResolved | AlreadyConfirmed):
-        return 409, _timed(text, exc.at)
+        return 409, _decided(request, text, exc)
     return 409, text
+
+
+def _decided(request: Request, text: str, exc: AlreadyResolved | AlreadyConfirmed) -> Markup:
+    """The refusal of a case resolved (audited) before, its time a ``<time>``, naming the
+    decision as the pages do: the option's label, its id beside a label that differs."""
+    tail = f" (decision {exc.decision!r})"
+    if not text.endswith(tail):
+        return _timed(text, exc.at)
+    desk = service_of(request).desk
+    if isinstance(exc, AlreadyResolved):
+        labels = desk.labels(exc.review_id)
+    else:
+        labels = desk.labels(exc.ref, audit=True)
+    label = labels.get(exc.decision, exc.decision)
+    named = (
+        Markup("<bdi>{}</bdi>").format(label)
+        if label == exc.decision
+        else Markup("<bdi>{}</bdi>, option <bdi>{}</bdi>").format(label, exc.decision)
+    )
+    return _timed(text[: -len(tail)], exc.at) + Markup(" (decision {})").format(named)
 
 
 def or_not_found(request: Request, who: Reviewer, page: Callable[[], Response]) -> Response:
@@ -323,6 +359,22 @@ def page_url(request: Request) -> str:
             if known is not None:
                 return known
     return "/review" + query
+
+
+async def form_page(request: Request) -> Response:
+    """A ``GET`` of a post-only address of the review site (``.../resolve``,
+    ``/review/undo``, ...: left in the address bar by a form refused without JavaScript,
+    then reloaded, or reached again through the history): 303 to the page the form
+    belongs to (:func:`page_url`), never the API's JSON 405. It changes nothing: a
+    ``GET`` of ``/review/logout`` goes to the queue, logged in as before."""
+    return RedirectResponse(page_url(request), status_code=303)
+
+
+def post_only(router: APIRouter, *paths: str) -> None:
+    """Answer a ``GET`` of each of ``paths`` (routes of ``router`` that only take
+    ``POST``) with :func:`form_page`."""
+    for path in paths:
+        router.add_api_route(path, form_page, methods=["GET"], include_in_schema=False)
 
 
 def secure(request: Request) -> bool:

@@ -18,6 +18,12 @@ Choices where the design is silent:
 * The queue's order is read once per request (:meth:`QueueView.order`): the case page's
   neighbours and progress and a resolve's next case share it. A write in the same
   request after it was read would not show in it; no route writes after reading it.
+* **Back to the queue's page.** A case page's "queue" link, and a blind audit's link
+  back to its list, go to the page of the list the case is on (:func:`queue_url`,
+  ``?page=N`` of :data:`QUEUE_ROWS` rows each): the 501st case of its queue links to
+  page 2. A case not of the queue's status (one resolved meanwhile, seen from the open
+  queue) links to the page where it would stand, by the cases of that status before
+  it; a case outside the queue's filters to the first.
 * The automatic decisions listed for an audit leave out those waiting for a blind audit:
   their committed answer stays hidden until the blind audit is answered.
 """
@@ -41,13 +47,16 @@ __all__ = [
     "Progress",
     "QueueView",
     "audit_list",
+    "audits_url",
     "auto_refs",
+    "list_url",
     "listed",
     "matches",
     "neighbours",
     "next_auto",
     "next_open",
     "progress",
+    "queue_url",
     "statuses",
     "unclaimed",
 ]
@@ -216,6 +225,39 @@ def progress(request: Request, review_id: str, view: QueueView, me: str) -> Prog
         today=service_of(request).desk.resolved_today(me),
         word="cases" if status == "all" else status,
     )
+
+
+def list_url(view: QueueView, page: int) -> str:
+    """The address of page ``page`` of ``view``'s list (the queue page), filters kept."""
+    query = "&".join(q for q in (view.query(), "" if page == 1 else f"page={page}") if q)
+    return f"/review?{query}" if query else "/review"
+
+
+def _page_of(index: int) -> int:
+    """The page of the list showing its row ``index`` (0-based)."""
+    return index // QUEUE_ROWS + 1
+
+
+def queue_url(request: Request, review_id: str, view: QueueView) -> str:
+    """The page of ``view``'s queue that shows ``review_id`` (see the module docstring)."""
+    if view.status not in ("open", "resolved", "all"):
+        return list_url(view, 1)
+    ids = [e.review_id for e in view.order(request, view.status)]
+    if review_id in ids:
+        return list_url(view, _page_of(ids.index(review_id)))
+    every = view.order(request, "all")
+    at = next((i for i, e in enumerate(every) if e.review_id == review_id), None)
+    if at is None:
+        return list_url(view, 1)
+    before = sum(1 for e in every[:at] if e.resolved == (view.status == "resolved"))
+    return list_url(view, _page_of(before))
+
+
+def audits_url(view: QueueView, position: int | None) -> str:
+    """The page of the list of open blind audits (``view``'s run, search and order)
+    showing the audit at ``position`` (1-based; the first page without one)."""
+    audits = QueueView(status="audits", run=view.run, q=view.q, sort=view.sort)
+    return list_url(audits, 1 if position is None else _page_of(position - 1))
 
 
 def statuses(request: Request, entries: list[QueueEntry]) -> Iterator[ReviewStatus]:

@@ -8,6 +8,11 @@ Choices where the design is silent:
 * The committed answer stays hidden while a blind audit is open: the automatic-decision
   page of such a case sends the reviewer to the blind form, and its audit form refuses
   with 409.
+* An answer typed in either form as the page shows an option (its label or its id,
+  trimmed, ignoring case) is that option, journalled as its id
+  (:meth:`~dissensus.serve.journal_adapter.ReviewDesk.audit_answer`): it confirms the
+  committed answer when that is the option, rather than "correcting" it with the same
+  answer spelled as its label.
 * Both forms require a note; the automatic-decision form's empty decision confirms the
   committed one, the blind form has no default (an option picked, or another answer
   typed, not both).
@@ -60,7 +65,7 @@ from dissensus.cases import option_ids
 from dissensus.errors import DissensusError
 from dissensus.serve.blind_audits import blind_audit, has_open_audit
 from dissensus.serve.case_view import asked_view, option_views
-from dissensus.serve.journal_adapter import TextTooLong, UnknownItem
+from dissensus.serve.journal_adapter import AmbiguousAnswer, TextTooLong, UnknownItem
 from dissensus.serve.pages import (
     Form,
     Reviewer,
@@ -69,15 +74,25 @@ from dissensus.serve.pages import (
     message,
     option_context,
     or_not_found,
+    post_only,
     refused_by,
     require_login,
     service_of,
 )
-from dissensus.serve.queue_view import QueueView, audit_list, next_auto, unclaimed
+from dissensus.serve.queue_view import QueueView, audit_list, audits_url, next_auto, unclaimed
 
 __all__ = ["router"]
 
 router = APIRouter(include_in_schema=False)
+post_only(
+    router,
+    "/review/auto/{ref}/confirm",
+    "/review/auto/{ref}/claim",
+    "/review/auto/{ref}/release",
+    "/review/audit/{ref}/answer",
+    "/review/audit/{ref}/claim",
+    "/review/audit/{ref}/release",
+)
 
 Page = Callable[..., Response]
 """A page renderer: ``(request, ref, reviewer, *, error=None, status=200, kept=None)``."""
@@ -169,7 +184,7 @@ def audit_page(
         position=None if i is None else i + 1,
         open_count=len(refs),
         qs=view.suffix(),
-        list_qs=view.audits_suffix(),
+        list_url=audits_url(view, None if i is None else i + 1),
         error=error,
         kept=kept or {},
         **option_context(options),
@@ -198,7 +213,7 @@ def _confirm(
         )
     except UnknownItem as exc:
         return message(request, who, 404, "not found", str(exc))
-    except TextTooLong as exc:  # the reviewer can shorten it on the form
+    except (TextTooLong, AmbiguousAnswer) as exc:  # the reviewer can fix it on the form
         return page(request, ref, who, error=str(exc), status=422, kept=kept)
     except DissensusError as exc:
         status, text = refused_by(request, exc)
@@ -258,7 +273,8 @@ async def audit_answer(request: Request, ref: str) -> Response:
     form = await checked_form(request, role_check=True)
     if not isinstance(form, Form):
         return form
-    journal = service_of(request).journal
+    service = service_of(request)
+    journal = service.journal
     picked, other = form.text("decision"), form.text("other")
     view = QueueView.of(request)
     before = audit_list(request, view)
@@ -267,7 +283,8 @@ async def audit_answer(request: Request, ref: str) -> Response:
         blind_audit(journal, ref)
         if not (picked or other):
             return "pick an option (1-9) or type another answer (o) first"
-        if picked and other and picked != other:
+        # An answer typed as an option reads ("Output (a)", its id) is that option.
+        if picked and other and picked != service.desk.audit_answer(ref, other):
             return "pick an option or type another answer, not both"
         return None if form.text("note") else "write a note (n): an audit says why"
 

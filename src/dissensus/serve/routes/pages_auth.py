@@ -18,6 +18,7 @@ from dissensus.serve.auth import allows
 from dissensus.serve.pages import (
     PRE_COOKIE,
     SESSION_COOKIE,
+    post_only,
     render,
     safe_next,
     secure,
@@ -29,6 +30,7 @@ from dissensus.serve.pages import (
 __all__ = ["router"]
 
 router = APIRouter(include_in_schema=False)
+post_only(router, "/review/logout")  # a GET logs nobody out: it goes to the queue
 
 
 @router.get("/review/login")

@@ -26,7 +26,11 @@ Choices where the design is silent:
   form. The decision is journalled exactly as the API's resolve journals it: flagged
   ``outside_options`` when the item lists options and the answer is none of them (not
   when it lists none: there is nothing to be outside of), with the same content hash,
-  claim and CSRF checks. With no suggestion (every agent abstained) a typed answer
+  claim and CSRF checks. An answer typed as the page shows an option (its label, such
+  as "Output (a)", or its id; trimmed, ignoring case) is that option, journalled as its
+  id (:func:`~dissensus.serve.journal_adapter.answer_for`, as the API's resolve reads
+  it too), so it is judged against the suggestion as a pick of it would be; an answer
+  naming two options labelled alike is refused (422). With no suggestion (every agent abstained) a typed answer
   overrides nothing, but ``--review-note override`` still asks for a note, since the
   decision then rests on the reviewer alone.
 """
@@ -43,8 +47,10 @@ from pydantic import BaseModel
 from dissensus.errors import DissensusError
 from dissensus.serve.case_view import asked_view, option_views, plain_reasons
 from dissensus.serve.journal_adapter import (
+    AmbiguousAnswer,
     TextTooLong,
     UnknownItem,
+    answer_for,
     content_sha256,
 )
 from dissensus.serve.pages import (
@@ -55,15 +61,23 @@ from dissensus.serve.pages import (
     message,
     option_context,
     or_not_found,
+    post_only,
     refused_by,
     require_login,
     service_of,
 )
-from dissensus.serve.queue_view import QueueView, neighbours, next_open, progress
+from dissensus.serve.queue_view import QueueView, neighbours, next_open, progress, queue_url
 
 __all__ = ["router"]
 
 router = APIRouter(include_in_schema=False)
+post_only(
+    router,
+    "/review/case/{review_id}/resolve",
+    "/review/case/{review_id}/claim",
+    "/review/case/{review_id}/release",
+    "/review/undo",
+)
 
 NO_NOTE = "(no note: agrees with the panel's suggestion)"
 """The note journalled with a resolution the reviewer gave none for, of the suggestion."""
@@ -123,6 +137,7 @@ def case_page(
         prev_id=prev_id,
         next_id=next_id,
         qs=view.suffix(),
+        queue_url=queue_url(request, review_id, view),
         progress=progress(request, review_id, view, who.principal.name),
         note_policy=service.settings.review_note,
         undo=desk.last_resolution(who.principal.name, service.settings.undo_window_s),
@@ -163,6 +178,8 @@ def _resolve(request: Request, review_id: str, form: Form) -> Response | None:
     service, who, kept = service_of(request), form.reviewer, form.kept()
     item = service.desk.status(review_id).item
     picked, other = form.text("decision"), form.text("other")
+    # An answer typed as an option reads ("Output (a)", its id) is that option.
+    other = answer_for(item, other) if other else other
     if not (picked or other):
         why = (
             "pick an option (1-9) or type another answer (o) first"
@@ -203,7 +220,7 @@ async def resolve(request: Request, review_id: str) -> Response:
         refused = _resolve(request, review_id, form)
     except UnknownItem as exc:
         return message(request, form.reviewer, 404, "not found", str(exc))
-    except TextTooLong as exc:  # the reviewer can shorten it on the form
+    except (TextTooLong, AmbiguousAnswer) as exc:  # the reviewer can fix it on the form
         return case_page(
             request, review_id, form.reviewer, error=str(exc), status=422, kept=form.kept()
         )

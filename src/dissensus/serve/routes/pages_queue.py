@@ -36,7 +36,14 @@ from dissensus.serve.blind_audits import blind_audit, open_audit_refs
 from dissensus.serve.case_view import option_views
 from dissensus.serve.journal_adapter import AutoCase, ClaimInfo, question_of
 from dissensus.serve.pages import Reviewer, render, require_login, service_of
-from dissensus.serve.queue_view import QUEUE_ROWS, QueueView, auto_refs, listed, statuses
+from dissensus.serve.queue_view import (
+    QUEUE_ROWS,
+    QueueView,
+    auto_refs,
+    list_url,
+    listed,
+    statuses,
+)
 
 __all__ = ["router"]
 
@@ -177,12 +184,6 @@ def _page(request: Request) -> int:
     return int(found.group(1)) if found else 1
 
 
-def _page_url(view: QueueView, page: int) -> str:
-    """The address of page ``page`` of the list, filters kept."""
-    query = "&".join(q for q in (view.query(), "" if page == 1 else f"page={page}") if q)
-    return f"/review?{query}" if query else "/review"
-
-
 @router.get("/review")
 async def queue(request: Request) -> Response:
     who = require_login(request)
@@ -216,8 +217,8 @@ async def queue(request: Request) -> Response:
         shown=len(shown.rows),
         page=page,
         first_row=start + 1,
-        prev_page=_page_url(view, back) if page > 1 else None,
-        next_page=_page_url(view, page + 1) if more else None,
+        prev_page=list_url(view, back) if page > 1 else None,
+        next_page=list_url(view, page + 1) if more else None,
         auto_rows=auto.rows,
         audit_rows=audits.rows,
         monitor=monitor or [],

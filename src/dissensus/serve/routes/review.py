@@ -11,6 +11,10 @@ Choices where the design is silent:
   ``--max-field-chars`` characters (422 naming the field), as every text field the
   server takes. ``claim`` (``POST`` takes or renews it, ``DELETE`` gives it up) and
   ``undo`` take no body: one sent is not read, and nothing of it is journalled.
+* A ``decision`` naming an option by its id or its label as the review page shows it
+  ("Output (a)"; trimmed, ignoring case) is journalled as that option's id, as the
+  page's typed answer is (:func:`~dissensus.serve.journal_adapter.answer_for`); one
+  naming two options alike is 422 naming ``decision``.
 * A malformed id or case reference (``R.026``, ``R.-3``: see
   :func:`dissensus.pipeline.review.split_ref`) is an unknown item, 404, like an id
   naming no item; so is a case reference naming no run.
@@ -67,7 +71,9 @@ class ResolveBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     decision: str = Field(min_length=1)
-    """The decision taken (normally one of the item's options)."""
+    """The decision taken (normally one of the item's options). One naming an option by
+    its id or its label as the review page shows it (trimmed, ignoring case) is journalled
+    as that option's id; anything else is an answer outside the options."""
     note: str = Field(min_length=1)
     """Why (required, as ``review resolve --note``); journalled with the resolution."""
     content_sha256: str = Field(pattern=r"^[0-9a-fA-F]{64}$")
@@ -91,7 +97,8 @@ class ConfirmBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     decision: str | None = Field(default=None, min_length=1)
-    """The right decision; omitted: the committed one (a confirmation). Another one corrects it."""
+    """The right decision; omitted: the committed one (a confirmation). Another one corrects
+    it. One naming an option by its label (trimmed, ignoring case) is that option's id."""
     note: str = Field(min_length=1)
     """Why (required, as ``review confirm --note``)."""
 
