@@ -26,11 +26,17 @@ Choices where the brief is silent:
   tell scripted servers who is asking; set ``context_headers=False`` to omit them.
 * **Secrets.** The API key lives only inside the SDK client. ``repr`` shows whether a
   key is set, never the key; error messages are scrubbed of the key, of
-  ``Bearer ...`` tokens and of ``sk-...`` strings; SDK exceptions are not chained (their
-  text may quote a server that echoes headers): the :class:`BackendError` is built in
-  the ``except`` block and raised after it, so neither its ``__cause__`` nor its
-  ``__context__`` holds the SDK exception (``raise ... from None`` only hid it from
-  display). A base URL's user-info is hidden too.
+  ``Bearer ...`` and ``Basic ...`` credentials and of ``sk-...`` strings; SDK exceptions
+  are not chained (their text may quote a server that echoes headers): the
+  :class:`BackendError` is built in the ``except`` block and raised after it, so neither
+  its ``__cause__`` nor its ``__context__`` holds the SDK exception (``raise ... from
+  None`` only hid it from display). A base URL carries no credentials: one with
+  user-info (which the HTTP client sends as ``Basic`` authentication in place of the
+  key) or a query parameter named like a credential, or one that is not an ``http(s)``
+  URL with a host, is a :class:`~dissensus.errors.ConfigError` when the backend is
+  made, before any request (:func:`base_url_problem`, the rule of a policy's panel
+  members), naming the environment variable that holds it (``$OPENAI_BASE_URL``), else
+  the ``base_url`` argument. ``repr`` hides a base URL's query.
 * **Request path.** The request goes through the SDK's client (``client.post`` on
   ``/chat/completions``: its authentication, headers, timeouts, connection pool and
   status errors) with the body built here as plain JSON, and the answer comes back as
@@ -66,11 +72,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
 import sys
 import weakref
 from typing import TYPE_CHECKING, Any, Literal
-from urllib.parse import quote, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, quote, urlsplit, urlunsplit
 
 import orjson
 
@@ -92,12 +99,23 @@ if TYPE_CHECKING:
     import openai
     from openai import AsyncOpenAI
 
-__all__ = ["OpenAIBackend", "Transport", "aiohttp_available", "redact", "safe_url"]
+__all__ = [
+    "OpenAIBackend",
+    "Transport",
+    "aiohttp_available",
+    "base_url_problem",
+    "redact",
+    "safe_url",
+]
 
 _TOKEN_PATTERNS = (
-    re.compile(r"(?i)bearer\s+[^\s\"',;]+"),
+    re.compile(r"(?i)(?:bearer|basic)\s+[^\s\"',;]+"),
     re.compile(r"sk-[A-Za-z0-9_\-]{4,}"),
 )
+_CREDENTIAL_PARAM = re.compile(
+    r"key|token|secret|passw|pwd|sig|auth|credential|session", re.IGNORECASE
+)
+"""Query parameter names that carry credentials (``api-key``, ``access_token``, ``sig``)."""
 _SCHEMA_WORDS = ("response_format", "json_schema", "json_object", "structured output")
 _NAME_OK = re.compile(r"[^A-Za-z0-9_-]")
 _PER_CALL = ("x-stainless-retry-count", "x-stainless-read-timeout")
@@ -125,6 +143,46 @@ def redact(text: str, secrets: tuple[str, ...] = ()) -> str:
     for pattern in _TOKEN_PATTERNS:
         text = pattern.sub("[REDACTED]", text)
     return text
+
+
+def base_url_problem(url: str) -> str | None:
+    """What is wrong with an OpenAI-compatible server's base URL, or ``None``: not an
+    ``http(s)`` URL with a host, or credentials in it (user-info, a query parameter whose
+    name says key, token, secret, password, signature or auth). The same rule as a policy's
+    ``panel.members.N.base_url`` (:func:`dissensus.pipeline.policy.member_url_problem`):
+    the HTTP client sends user-info as ``Basic`` authentication in place of the API key,
+    and a URL is shown where a key never is; the key comes from its own variable."""
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises on a port that is not a number
+    except ValueError as exc:
+        return f"is not a URL ({exc})"
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return "is not an http(s) URL with a host"
+    if parts.username is not None or parts.password is not None:
+        return "carries credentials (user-info before the host)"
+    for name, _ in parse_qsl(parts.query, keep_blank_values=True):
+        if _CREDENTIAL_PARAM.search(name):
+            return f"carries a credential in its query ({name[:40]!r})"
+    return None
+
+
+def _holder(value: str, variable: str) -> str | None:
+    """The environment variable holding ``value`` (``variable`` first), for an error that
+    must say where a setting came from without showing it; ``None`` when none does."""
+    if os.environ.get(variable) == value:
+        return variable
+    others = sorted(name for name, held in os.environ.items() if held == value)
+    return others[0] if others else None
+
+
+def _refused(value: str, problem: str, *, variable: str, argument: str, what: str) -> ConfigError:
+    """The :class:`ConfigError` of a base URL or key that cannot be used, naming the
+    environment variable that holds it, else the argument that gave it."""
+    holder = _holder(value, variable)
+    if holder is not None:
+        return ConfigError(f"${holder} {problem}")
+    return ConfigError(f"the {what} {problem}", field=argument)
 
 
 def safe_url(url: str | None) -> str | None:
@@ -211,6 +269,17 @@ class OpenAIBackend:
                 "the aiohttp transport needs aiohttp and an openai SDK with DefaultAioHttpClient "
                 "(pip install 'openai[aiohttp]')",
                 field="transport",
+            )
+        url = base_url if base_url is not None else os.environ.get("OPENAI_BASE_URL")
+        problem = url and base_url_problem(url)
+        if url and problem:  # refused before any request: see "Secrets"
+            if "credential" in problem:
+                problem += (
+                    "; give the key by OPENAI_API_KEY (or a panel member's api_key_env), "
+                    "never in the base URL"
+                )
+            raise _refused(
+                url, problem, variable="OPENAI_BASE_URL", argument="base_url", what="base URL"
             )
         self.model_id = model
         self.base_url = base_url

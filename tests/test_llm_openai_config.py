@@ -1,0 +1,175 @@
+"""The OpenAI backend's configuration: base URLs and API keys it refuses when it is made,
+before any request, naming the variable that holds them and never showing a secret."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from cli_helpers import cli
+from dissensus.errors import ConfigError
+from dissensus.llm import ChatRequest, Message, OpenAIBackend, make_backend, resolve_model
+from dissensus.llm.base import BackendError
+from dissensus.llm.fakeserver import FakeServer, FaultPlan, ServerSettings
+from dissensus.llm.openai_backend import redact
+from dissensus.llm.resolve import check_model_spec
+from dissensus.llm.scripted import parse_script
+from dissensus.panels.fanout import Members
+from dissensus.pipeline.policy import PanelSettings
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+KEY = "sk-SECRETKEY1234567890abcdef"
+PASSWORD = "pAsSw0rdXYZ"
+
+
+@pytest.fixture
+def server() -> Iterator[FakeServer]:
+    """A loopback server answering every request with a 401 that quotes the
+    ``Authorization`` header it was sent (``auth_error``)."""
+    plan = FaultPlan(rate=1.0, kinds=["auth_error"])
+    with FakeServer(parse_script({"default": "ok"}), ServerSettings(faults=plan)) as srv:
+        yield srv
+
+
+def _with_userinfo(url: str) -> str:
+    return url.replace("http://", f"http://alice:{PASSWORD}@")
+
+
+def test_a_base_url_with_userinfo_is_refused_naming_the_variable_before_any_request(
+    server: FakeServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The HTTP client would send user-info as ``Basic`` authentication in place of the key
+    (and a server echoing it would show the password): refused when the backend is made."""
+    monkeypatch.setenv("OPENAI_BASE_URL", _with_userinfo(server.base_url))
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    for make in (
+        lambda: make_backend("openai:m"),
+        lambda: resolve_model("openai:m"),
+        lambda: check_model_spec("openai:m"),
+        lambda: OpenAIBackend("m"),  # the SDK would read $OPENAI_BASE_URL itself
+    ):
+        with pytest.raises(ConfigError) as caught:
+            make()
+        text = str(caught.value)
+        assert "$OPENAI_BASE_URL carries credentials (user-info before the host)" in text
+        assert PASSWORD not in text and "alice" not in text and KEY not in text
+    assert server.requests_received == 0
+
+
+def test_a_base_url_argument_with_credentials_names_the_argument() -> None:
+    with pytest.raises(ConfigError) as caught:
+        OpenAIBackend("m", base_url=f"http://bob:{PASSWORD}@127.0.0.1:9/v1", api_key=KEY)
+    assert caught.value.field == "base_url" and PASSWORD not in str(caught.value)
+    assert "carries credentials" in str(caught.value)
+    with pytest.raises(ConfigError, match=r"carries a credential in its query \('api-key'\)"):
+        OpenAIBackend("m", base_url="http://127.0.0.1:9/v1?api-key=zzz", api_key=KEY)
+    with pytest.raises(ConfigError, match="is not an http"):
+        OpenAIBackend("m", base_url="127.0.0.1:9/v1", api_key=KEY)
+
+
+def test_base_url_problem_is_the_panel_members_rule() -> None:
+    from dissensus.llm.openai_backend import base_url_problem
+    from dissensus.pipeline.policy import member_url_problem
+
+    for url in (
+        "http://127.0.0.1:8000/v1",
+        "https://api.example.com/v1?api-version=2024-06-01",
+        "http://u:p@h/v1",
+        "http://u@h/v1",
+        "http://h/v1?access_token=x",
+        "http://h/v1?sig=x&a=1",
+        "ftp://h/v1",
+        "http:///v1",
+        "http://h:port/v1",
+    ):
+        assert base_url_problem(url) == member_url_problem(url), url
+
+
+def test_a_panel_members_base_url_from_the_environment_is_refused_too(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("OPENAI_BASE_URL", f"http://alice:{PASSWORD}@127.0.0.1:9/v1")
+    monkeypatch.setenv("MEMBER_KEY", KEY)
+    members = [
+        {"name": "a", "model": "openai:m"},
+        {"name": "b", "model": "openai:m", "api_key_env": "MEMBER_KEY"},
+    ]
+    for member in members:
+        settings = PanelSettings.model_validate({"members": [member, {**member, "name": "z"}]})
+        with pytest.raises(ConfigError, match=r"\$OPENAI_BASE_URL carries credentials") as caught:
+            Members.open(settings)
+        assert PASSWORD not in str(caught.value)
+
+
+def test_the_cli_refuses_a_base_url_with_userinfo_before_the_run(
+    server: FakeServer, tmp_path: Path
+) -> None:
+    env = {
+        "OPENAI_BASE_URL": _with_userinfo(server.base_url),
+        "OPENAI_API_KEY": KEY,
+        "DISSENSUS_MODEL": None,
+    }
+    res = cli(
+        "negotiate", EXAMPLES / "concord" / "llm-checkout.yaml", "--model", "openai:m", env=env
+    )
+    assert res.code == 2, res.err
+    assert "$OPENAI_BASE_URL carries credentials" in res.err
+    assert PASSWORD not in res.err + res.out and "Basic" not in res.err + res.out
+    assert server.requests_received == 0
+
+
+def test_basic_credentials_are_scrubbed_from_errors_as_bearer_tokens_are() -> None:
+    text = "Incorrect API key provided: Basic YWxpY2U6cEFzU3cwcmRYWVo= (also basic dG9rZW4=)"
+    out = redact(text)
+    assert "YWxp" not in out and "dG9r" not in out and out.count("[REDACTED]") == 2
+
+
+class _EchoBasic(BaseHTTPRequestHandler):
+    """Answers a 401 quoting ``Basic`` credentials, as a proxy in front of a server may."""
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        body = json.dumps(
+            {"error": {"message": "bad credentials: Basic YWxpY2U6cEFzU3cwcmRYWVo="}}
+        ).encode()
+        self.send_response(401)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_a_401_quoting_basic_credentials_is_scrubbed() -> None:
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _EchoBasic)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{httpd.server_address[1]}/v1"
+        backend = OpenAIBackend("m", base_url=url, api_key=KEY, timeout_s=5)
+
+        async def send() -> BackendError:
+            try:
+                await backend.send(
+                    ChatRequest(messages=[Message(role="user", content="hi")]), json_mode="none"
+                )
+            except BackendError as exc:
+                return exc
+            finally:
+                await backend.aclose()
+            raise AssertionError("the 401 was not a failure")
+
+        error = asyncio.run(send())
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+    assert error.status == 401 and "bad credentials: [REDACTED]" in str(error)
+    assert "YWxp" not in str(error)
