@@ -173,3 +173,84 @@ def test_a_401_quoting_basic_credentials_is_scrubbed() -> None:
         httpd.server_close()
     assert error.status == 401 and "bad credentials: [REDACTED]" in str(error)
     assert "YWxp" not in str(error)
+
+
+UNSENDABLE_KEYS = {
+    " padded-key ": "has leading or trailing whitespace",
+    "padded-key\n": "has leading or trailing whitespace",
+    "\tpadded-key": "has leading or trailing whitespace",
+    "padded\u201dkey": r"character 7 is U\+201D",
+    "padded key": "character 7 is a space",
+    "padded\x00key": r"character 7 is U\+0000",
+}
+
+
+@pytest.mark.parametrize("key", list(UNSENDABLE_KEYS))
+def test_a_key_that_cannot_be_sent_is_refused_naming_the_variable_before_any_request(
+    key: str, server: FakeServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whitespace around a key made every attempt a retried ``connection`` error (the HTTP
+    client refused the header) charged to the budget; a non-ASCII one a
+    ``UnicodeEncodeError``. Neither said the key was at fault."""
+    if "\x00" in key:  # no environment variable can hold a NUL: the argument only
+        with pytest.raises(ConfigError, match=UNSENDABLE_KEYS[key]) as caught:
+            OpenAIBackend("m", base_url=server.base_url, api_key=key)
+        assert caught.value.field == "api_key" and "padded" not in str(caught.value)
+        return
+    monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+    monkeypatch.setenv("OPENAI_API_KEY", key)
+    for make in (
+        lambda: make_backend("openai:m"),
+        lambda: resolve_model("openai:m"),
+        lambda: check_model_spec("openai:m"),
+        lambda: OpenAIBackend("m"),  # the SDK would read $OPENAI_API_KEY itself
+    ):
+        with pytest.raises(ConfigError, match=UNSENDABLE_KEYS[key]) as caught:
+            make()
+        assert str(caught.value).count("$OPENAI_API_KEY ") == 1
+        assert "padded" not in str(caught.value)
+    monkeypatch.delenv("OPENAI_API_KEY")  # given as an argument: named as the argument
+    with pytest.raises(ConfigError, match=UNSENDABLE_KEYS[key]) as caught:
+        OpenAIBackend("m", base_url=server.base_url, api_key=key)
+    assert caught.value.field == "api_key" and "padded" not in str(caught.value)
+    assert server.requests_received == 0
+
+
+def test_an_empty_key_argument_is_refused() -> None:
+    with pytest.raises(ConfigError, match="the API key is empty") as caught:
+        OpenAIBackend("m", base_url="http://127.0.0.1:9/v1", api_key="")
+    assert caught.value.field == "api_key"
+
+
+def test_a_panel_members_unsendable_key_names_its_api_key_env(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    monkeypatch.setenv("MEMBER_B_KEY", " padded-key ")
+    url = "http://127.0.0.1:9/v1"
+    settings = PanelSettings.model_validate(
+        {
+            "members": [
+                {"name": "a", "model": "openai:m", "base_url": url},
+                {"name": "b", "model": "openai:m", "base_url": url, "api_key_env": "MEMBER_B_KEY"},
+            ]
+        }
+    )
+    with pytest.raises(ConfigError, match=r"\$MEMBER_B_KEY has leading or trailing") as caught:
+        Members.open(settings)
+    assert "padded" not in str(caught.value)
+
+
+def test_the_cli_refuses_a_padded_key_before_the_run(server: FakeServer) -> None:
+    env = {
+        "OPENAI_BASE_URL": server.base_url,
+        "OPENAI_API_KEY": " padded-key ",
+        "DISSENSUS_MODEL": None,
+    }
+    res = cli(
+        "negotiate", EXAMPLES / "concord" / "llm-checkout.yaml", "--model", "openai:m", env=env
+    )
+    assert res.code == 2, res.err
+    assert "$OPENAI_API_KEY has leading or trailing whitespace" in res.err
+    assert "padded" not in res.err + res.out and len(res.err.strip().splitlines()) == 1
+    assert server.requests_received == 0

@@ -36,7 +36,14 @@ Choices where the brief is silent:
   URL with a host, is a :class:`~dissensus.errors.ConfigError` when the backend is
   made, before any request (:func:`base_url_problem`, the rule of a policy's panel
   members), naming the environment variable that holds it (``$OPENAI_BASE_URL``), else
-  the ``base_url`` argument. ``repr`` hides a base URL's query.
+  the ``base_url`` argument. ``repr`` hides a base URL's query. So is a key that cannot
+  be sent as it is (:func:`api_key_problem`: empty, whitespace around it, a character
+  outside printable ASCII or a space), naming ``$OPENAI_API_KEY`` (or the variable
+  holding it, a panel member's ``api_key_env``), else the ``api_key`` argument: refused,
+  not stripped, since a key is sent as it is; the HTTP client would refuse it on every
+  attempt, each retried as a connection error, or fail to encode it. With no
+  ``api_key``, the key checked (and scrubbed from errors) is ``$OPENAI_API_KEY``, which
+  the SDK would read.
 * **Request path.** The request goes through the SDK's client (``client.post`` on
   ``/chat/completions``: its authentication, headers, timeouts, connection pool and
   status errors) with the body built here as plain JSON, and the answer comes back as
@@ -103,6 +110,7 @@ __all__ = [
     "OpenAIBackend",
     "Transport",
     "aiohttp_available",
+    "api_key_problem",
     "base_url_problem",
     "redact",
     "safe_url",
@@ -164,6 +172,26 @@ def base_url_problem(url: str) -> str | None:
     for name, _ in parse_qsl(parts.query, keep_blank_values=True):
         if _CREDENTIAL_PARAM.search(name):
             return f"carries a credential in its query ({name[:40]!r})"
+    return None
+
+
+def api_key_problem(key: str) -> str | None:
+    """What is wrong with an API key, or ``None``. A key is sent as it is, in an HTTP
+    header: whitespace around it (a copied line's newline, a quoted padding) would be
+    refused by the HTTP client on every attempt and a character outside printable ASCII
+    could not be encoded, each a failure that says nothing of the key. The problem names
+    a character by its position (and code point), never the key."""
+    if not key:
+        return "is empty"
+    if key != key.strip():
+        return "has leading or trailing whitespace; an API key is sent as it is, never stripped"
+    for position, char in enumerate(key, start=1):
+        if not "!" <= char <= "~":
+            what = "a space" if char == " " else f"U+{ord(char):04X}"
+            return (
+                f"has a character no API key has (character {position} is {what}); "
+                "a key is printable ASCII without spaces"
+            )
     return None
 
 
@@ -271,22 +299,28 @@ class OpenAIBackend:
                 field="transport",
             )
         url = base_url if base_url is not None else os.environ.get("OPENAI_BASE_URL")
-        problem = url and base_url_problem(url)
-        if url and problem:  # refused before any request: see "Secrets"
-            if "credential" in problem:
-                problem += (
+        url_problem = base_url_problem(url) if url else None
+        if url and url_problem:  # refused before any request: see "Secrets"
+            if "credential" in url_problem:
+                url_problem += (
                     "; give the key by OPENAI_API_KEY (or a panel member's api_key_env), "
                     "never in the base URL"
                 )
             raise _refused(
-                url, problem, variable="OPENAI_BASE_URL", argument="base_url", what="base URL"
+                url, url_problem, variable="OPENAI_BASE_URL", argument="base_url", what="base URL"
+            )
+        key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
+        key_problem = api_key_problem(key) if key is not None else None
+        if key is not None and key_problem:  # refused before any request: see "Secrets"
+            raise _refused(
+                key, key_problem, variable="OPENAI_API_KEY", argument="api_key", what="API key"
             )
         self.model_id = model
         self.base_url = base_url
         self.timeout_s = timeout_s
         self.context_headers = context_headers
         self.transport: Transport = transport
-        self._api_key = api_key
+        self._api_key = key
         self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncOpenAI] = (
             weakref.WeakKeyDictionary()
         )
