@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -14,7 +15,15 @@ import pytest
 
 from cli_helpers import cli
 from dissensus.errors import ConfigError
-from dissensus.llm import ChatRequest, Message, OpenAIBackend, make_backend, resolve_model
+from dissensus.llm import (
+    ChatRequest,
+    ClientSettings,
+    Message,
+    ModelCallError,
+    OpenAIBackend,
+    make_backend,
+    resolve_model,
+)
 from dissensus.llm.base import BackendError
 from dissensus.llm.fakeserver import FakeServer, FaultPlan, ServerSettings
 from dissensus.llm.openai_backend import redact
@@ -254,3 +263,54 @@ def test_the_cli_refuses_a_padded_key_before_the_run(server: FakeServer) -> None
     assert "$OPENAI_API_KEY has leading or trailing whitespace" in res.err
     assert "padded" not in res.err + res.out and len(res.err.strip().splitlines()) == 1
     assert server.requests_received == 0
+
+
+def _as_a_word(key: str, text: str) -> bool:
+    return re.search(rf"(?<![A-Za-z0-9_-]){re.escape(key)}(?![A-Za-z0-9_-])", text) is not None
+
+
+def test_a_short_key_is_scrubbed_where_it_stands_as_a_word() -> None:
+    assert redact("Incorrect API key provided: x", ("x",)) == (
+        "Incorrect API key provided: [REDACTED]"
+    )
+    assert redact("HTTP 401: key '1' (1)", ("1",)) == "HTTP 401: key '[REDACTED]' ([REDACTED])"
+    assert redact("x-request-id max ab abc", ("ab",)) == "x-request-id max [REDACTED] abc"
+    assert redact("key=ab&x=1", ("ab",)) == "key=[REDACTED]&x=1"
+
+
+@pytest.mark.parametrize("key", ["x", "ab", "1", "-", "k3y"])
+def test_a_401_echoing_a_short_key_does_not_show_it(
+    key: str, server: FakeServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Keys under four characters were not scrubbed: ``OPENAI_API_KEY=x`` read back as
+    ``Incorrect API key provided: x`` in the CLI's error, the record and the journal."""
+    monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+    monkeypatch.setenv("OPENAI_API_KEY", key)
+    client = resolve_model("openai:m", settings=ClientSettings(max_retries=0))
+    with pytest.raises(ModelCallError) as caught:
+        client.chat_sync(ChatRequest(messages=[Message(role="user", content="hi")]))
+    client.close()
+    assert server.faults["auth_error"] == 1  # the server did echo the key back
+    # the client's own count ("after 1 attempt(s)") is not the key
+    text = f"{caught.value} {caught.value.attempts}".replace("after 1 attempt(s)", "")
+    assert "Incorrect API key provided: [REDACTED]" in text
+    assert not _as_a_word(key, text), text
+    if key == "1":
+        assert "401" in str(caught.value)  # a number holding the key is left as it is
+
+
+def test_the_cli_does_not_show_a_short_key_a_server_echoes(server: FakeServer) -> None:
+    """The evaluations a model call failed show its error (the key ``x`` was echoed)."""
+    env = {
+        "OPENAI_BASE_URL": server.base_url,
+        "OPENAI_API_KEY": "x",
+        "DISSENSUS_MODEL": None,
+        "COLUMNS": "400",
+    }
+    res = cli(
+        "negotiate", EXAMPLES / "concord" / "llm-checkout.yaml", "--model", "openai:m", env=env
+    )
+    assert server.faults["auth_error"] >= 1
+    shown = res.out + res.err
+    assert "Incorrect API key provided: [REDACTED]" in shown, shown
+    assert "provided: x" not in shown

@@ -25,7 +25,9 @@ Choices where the brief is silent:
 * **Context headers.** ``X-Dissensus-Agent`` / ``-Role`` / ``-Stage`` (percent-encoded)
   tell scripted servers who is asking; set ``context_headers=False`` to omit them.
 * **Secrets.** The API key lives only inside the SDK client. ``repr`` shows whether a
-  key is set, never the key; error messages are scrubbed of the key, of
+  key is set, never the key; error messages are scrubbed of the key (however short: a
+  key under four characters wherever it stands as a word of its own, see
+  :func:`redact`), of
   ``Bearer ...`` and ``Basic ...`` credentials and of ``sk-...`` strings; SDK exceptions
   are not chained (their text may quote a server that echoes headers): the
   :class:`BackendError` is built in the ``except`` block and raised after it, so neither
@@ -143,11 +145,23 @@ _NO_TELEMETRY = (
 """The SDK's telemetry headers, none of which is sent (see "No telemetry headers")."""
 
 
+_SHORT_SECRET = 4
+"""Secrets shorter than this are replaced where they stand as a word of their own only."""
+
+
 def redact(text: str, secrets: tuple[str, ...] = ()) -> str:
-    """``text`` with every secret, bearer token and ``sk-`` key replaced by ``[REDACTED]``."""
+    """``text`` with every secret, bearer or basic credential and ``sk-`` key replaced by
+    ``[REDACTED]``. A secret of :data:`_SHORT_SECRET` characters or more is replaced
+    wherever it occurs; a shorter one (``x``, a local server's placeholder key) wherever
+    it stands as a word of its own, not inside a longer word or number (the key ``1``
+    leaves ``HTTP 401`` as it is), so that a one-letter key does not blank every such
+    letter of the message and is still never echoed as the key."""
     for secret in secrets:
-        if secret and len(secret) >= 4:
+        if len(secret) >= _SHORT_SECRET:
             text = text.replace(secret, "[REDACTED]")
+        elif secret:
+            word = rf"(?<![A-Za-z0-9_-]){re.escape(secret)}(?![A-Za-z0-9_-])"
+            text = re.sub(word, "[REDACTED]", text)
     for pattern in _TOKEN_PATTERNS:
         text = pattern.sub("[REDACTED]", text)
     return text
