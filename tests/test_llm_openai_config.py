@@ -10,6 +10,7 @@ import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 
@@ -20,13 +21,14 @@ from dissensus.llm import (
     ClientSettings,
     Message,
     ModelCallError,
+    ModelClient,
     OpenAIBackend,
     make_backend,
     resolve_model,
 )
 from dissensus.llm.base import BackendError
 from dissensus.llm.fakeserver import FakeServer, FaultPlan, ServerSettings
-from dissensus.llm.openai_backend import redact
+from dissensus.llm.openai_backend import Transport, aiohttp_available, redact
 from dissensus.llm.resolve import check_model_spec
 from dissensus.llm.scripted import parse_script
 from dissensus.panels.fanout import Members
@@ -314,3 +316,64 @@ def test_the_cli_does_not_show_a_short_key_a_server_echoes(server: FakeServer) -
     shown = res.out + res.err
     assert "Incorrect API key provided: [REDACTED]" in shown, shown
     assert "provided: x" not in shown
+
+
+class _Completions(BaseHTTPRequestHandler):
+    """Answers every POST with a chat completion, keeping the request targets it saw."""
+
+    seen: ClassVar[list[str]] = []
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self.seen.append(self.path)
+        body = json.dumps(
+            {"choices": [{"message": {"content": "ok"}, "finish_reason": "stop"}], "model": "m"}
+        ).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+TRANSPORTS: list[Transport] = ["httpx", "aiohttp"] if aiohttp_available() else ["httpx"]
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_a_base_urls_query_is_kept_after_the_endpoint_path(
+    transport: Transport, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``OPENAI_BASE_URL=http://HOST/v1?api-version=V`` asked ``/v1/`` (the SDK's merge put
+    the endpoint's path into the query) and got a 404: the path goes before the query."""
+    handler = type("Seen", (_Completions,), {"seen": []})
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        port = httpd.server_address[1]
+        monkeypatch.setenv("OPENAI_BASE_URL", f"http://127.0.0.1:{port}/v1?api-version=2024-06-01")
+        monkeypatch.setenv("OPENAI_API_KEY", KEY)
+        backend = OpenAIBackend("m", transport=transport)
+        client = ModelClient(backend, settings=ClientSettings(max_retries=0))
+        answer = client.chat_sync(ChatRequest(messages=[Message(role="user", content="hi")]))
+        client.close()
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+    assert answer.text == "ok"
+    assert handler.seen == ["/v1/chat/completions?api-version=2024-06-01"]
+
+
+def test_a_base_url_with_a_query_reaches_the_loopback_server(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    with FakeServer(parse_script({"default": "fine"})) as srv:
+        monkeypatch.setenv("OPENAI_BASE_URL", f"{srv.base_url}?api-version=1&x=%2F")
+        monkeypatch.setenv("OPENAI_API_KEY", KEY)
+        client = resolve_model("openai:m", settings=ClientSettings(max_retries=0))
+        answer = client.chat_sync(ChatRequest(messages=[Message(role="user", content="hi")]))
+        client.close()
+        assert answer.text == "fine" and srv.requests_received == 1

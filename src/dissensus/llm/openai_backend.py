@@ -52,7 +52,10 @@ Choices where the brief is silent:
   bytes read with ``orjson``; ``chat.completions.create`` would re-walk the body
   against the SDK's typed parameters and build response models of which only five
   fields are read, about a third of a call's CPU on loopback. A body that is not JSON
-  is a retryable ``malformed_response``, as a body without ``choices`` is.
+  is a retryable ``malformed_response``, as a body without ``choices`` is. The endpoint
+  is joined with the base URL once per client (:meth:`OpenAIBackend._endpoint`), its
+  path before the base URL's query (``/v1?api-version=V`` asks
+  ``/v1/chat/completions?api-version=V``).
 * **Transport.** ``transport="httpx"`` (default) is the SDK's own HTTP client;
   ``"aiohttp"`` is the SDK's ``DefaultAioHttpClient`` (``openai[aiohttp]``), about a
   third less CPU per call on loopback, which a panel fanning one request out to many
@@ -374,12 +377,14 @@ class OpenAIBackend:
     def _endpoint(self, client: AsyncOpenAI) -> str:
         """The absolute URL of ``/chat/completions`` under ``client``'s base URL, joined once
         per client: the SDK takes an absolute URL as it is, where a relative path is parsed
-        and merged with the base URL on every call. A base URL with a query keeps the
-        SDK's own merge."""
+        and merged with the base URL on every call. The path goes before a base URL's query
+        (``/v1?api-version=V`` asks ``/v1/chat/completions?api-version=V``): the SDK's own
+        merge appends it to the query, and the server saw ``/v1/`` with the path lost."""
         url = self._endpoints.get(client)
         if url is None:
-            base = client.base_url
-            url = "/chat/completions" if base.query else f"{base}chat/completions"
+            base = client.base_url  # the SDK ends its path with "/", before any query
+            path, sep, query = base.raw_path.partition(b"?")
+            url = str(base.copy_with(raw_path=path + b"chat/completions" + sep + query))
             self._endpoints[client] = url
         return url
 
