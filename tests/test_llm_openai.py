@@ -418,13 +418,13 @@ def test_the_loopback_server_stops_an_answer_at_the_requests_max_tokens() -> Non
 def test_a_request_the_http_client_refuses_is_a_client_error_not_retried() -> None:
     """aiohttp refuses credentials in the URL beside the SDK's Authorization header
     before anything is sent: one attempt, a client error, never a 'body is not JSON'
-    that is retried."""
+    that is retried. (The backend refuses such a base URL when it is made; it is set
+    behind the check here to reach a request the HTTP client itself refuses.)"""
     from dissensus.llm import ModelCallError, ModelClient
     from dissensus.llm.openai_backend import OpenAIBackend
 
-    backend = OpenAIBackend(
-        "m", base_url="http://user:pw@127.0.0.1:9/v1", api_key="k", transport="aiohttp"
-    )
+    backend = OpenAIBackend("m", base_url="http://127.0.0.1:9/v1", api_key="k", transport="aiohttp")
+    backend.base_url = "http://user:pw@127.0.0.1:9/v1"
     client = ModelClient(backend, settings=FAST)
     with pytest.raises(ModelCallError) as caught:
         client.chat_sync(judge_request())

@@ -25,19 +25,37 @@ Choices where the brief is silent:
 * **Context headers.** ``X-Dissensus-Agent`` / ``-Role`` / ``-Stage`` (percent-encoded)
   tell scripted servers who is asking; set ``context_headers=False`` to omit them.
 * **Secrets.** The API key lives only inside the SDK client. ``repr`` shows whether a
-  key is set, never the key; error messages are scrubbed of the key, of
-  ``Bearer ...`` tokens and of ``sk-...`` strings; SDK exceptions are not chained (their
-  text may quote a server that echoes headers): the :class:`BackendError` is built in
-  the ``except`` block and raised after it, so neither its ``__cause__`` nor its
-  ``__context__`` holds the SDK exception (``raise ... from None`` only hid it from
-  display). A base URL's user-info is hidden too.
+  key is set, never the key; error messages are scrubbed of the key (however short: a
+  key under four characters wherever it stands as a word of its own, see
+  :func:`redact`), of
+  ``Bearer ...`` and ``Basic ...`` credentials and of ``sk-...`` strings; SDK exceptions
+  are not chained (their text may quote a server that echoes headers): the
+  :class:`BackendError` is built in the ``except`` block and raised after it, so neither
+  its ``__cause__`` nor its ``__context__`` holds the SDK exception (``raise ... from
+  None`` only hid it from display). A base URL carries no credentials: one with
+  user-info (which the HTTP client sends as ``Basic`` authentication in place of the
+  key) or a query parameter named like a credential, or one that is not an ``http(s)``
+  URL with a host, is a :class:`~dissensus.errors.ConfigError` when the backend is
+  made, before any request (:func:`base_url_problem`, the rule of a policy's panel
+  members), naming the environment variable that holds it (``$OPENAI_BASE_URL``), else
+  the ``base_url`` argument. ``repr`` hides a base URL's query. So is a key that cannot
+  be sent as it is (:func:`api_key_problem`: empty, whitespace around it, a character
+  outside printable ASCII or a space), naming ``$OPENAI_API_KEY`` (or the variable
+  holding it, a panel member's ``api_key_env``), else the ``api_key`` argument: refused,
+  not stripped, since a key is sent as it is; the HTTP client would refuse it on every
+  attempt, each retried as a connection error, or fail to encode it. With no
+  ``api_key``, the key checked (and scrubbed from errors) is ``$OPENAI_API_KEY``, which
+  the SDK would read.
 * **Request path.** The request goes through the SDK's client (``client.post`` on
   ``/chat/completions``: its authentication, headers, timeouts, connection pool and
   status errors) with the body built here as plain JSON, and the answer comes back as
   bytes read with ``orjson``; ``chat.completions.create`` would re-walk the body
   against the SDK's typed parameters and build response models of which only five
   fields are read, about a third of a call's CPU on loopback. A body that is not JSON
-  is a retryable ``malformed_response``, as a body without ``choices`` is.
+  is a retryable ``malformed_response``, as a body without ``choices`` is. The endpoint
+  is joined with the base URL once per client (:meth:`OpenAIBackend._endpoint`), its
+  path before the base URL's query (``/v1?api-version=V`` asks
+  ``/v1/chat/completions?api-version=V``).
 * **Transport.** ``transport="httpx"`` (default) is the SDK's own HTTP client;
   ``"aiohttp"`` is the SDK's ``DefaultAioHttpClient`` (``openai[aiohttp]``), about a
   third less CPU per call on loopback, which a panel fanning one request out to many
@@ -66,11 +84,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
 import sys
 import weakref
 from typing import TYPE_CHECKING, Any, Literal
-from urllib.parse import quote, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, quote, urlsplit, urlunsplit
 
 import orjson
 
@@ -92,12 +111,24 @@ if TYPE_CHECKING:
     import openai
     from openai import AsyncOpenAI
 
-__all__ = ["OpenAIBackend", "Transport", "aiohttp_available", "redact", "safe_url"]
+__all__ = [
+    "OpenAIBackend",
+    "Transport",
+    "aiohttp_available",
+    "api_key_problem",
+    "base_url_problem",
+    "redact",
+    "safe_url",
+]
 
 _TOKEN_PATTERNS = (
-    re.compile(r"(?i)bearer\s+[^\s\"',;]+"),
+    re.compile(r"(?i)(?:bearer|basic)\s+[^\s\"',;]+"),
     re.compile(r"sk-[A-Za-z0-9_\-]{4,}"),
 )
+_CREDENTIAL_PARAM = re.compile(
+    r"key|token|secret|passw|pwd|sig|auth|credential|session", re.IGNORECASE
+)
+"""Query parameter names that carry credentials (``api-key``, ``access_token``, ``sig``)."""
 _SCHEMA_WORDS = ("response_format", "json_schema", "json_object", "structured output")
 _NAME_OK = re.compile(r"[^A-Za-z0-9_-]")
 _PER_CALL = ("x-stainless-retry-count", "x-stainless-read-timeout")
@@ -117,14 +148,86 @@ _NO_TELEMETRY = (
 """The SDK's telemetry headers, none of which is sent (see "No telemetry headers")."""
 
 
+_SHORT_SECRET = 4
+"""Secrets shorter than this are replaced where they stand as a word of their own only."""
+
+
 def redact(text: str, secrets: tuple[str, ...] = ()) -> str:
-    """``text`` with every secret, bearer token and ``sk-`` key replaced by ``[REDACTED]``."""
+    """``text`` with every secret, bearer or basic credential and ``sk-`` key replaced by
+    ``[REDACTED]``. A secret of :data:`_SHORT_SECRET` characters or more is replaced
+    wherever it occurs; a shorter one (``x``, a local server's placeholder key) wherever
+    it stands as a word of its own, not inside a longer word or number (the key ``1``
+    leaves ``HTTP 401`` as it is), so that a one-letter key does not blank every such
+    letter of the message and is still never echoed as the key."""
     for secret in secrets:
-        if secret and len(secret) >= 4:
+        if len(secret) >= _SHORT_SECRET:
             text = text.replace(secret, "[REDACTED]")
+        elif secret:
+            word = rf"(?<![A-Za-z0-9_-]){re.escape(secret)}(?![A-Za-z0-9_-])"
+            text = re.sub(word, "[REDACTED]", text)
     for pattern in _TOKEN_PATTERNS:
         text = pattern.sub("[REDACTED]", text)
     return text
+
+
+def base_url_problem(url: str) -> str | None:
+    """What is wrong with an OpenAI-compatible server's base URL, or ``None``: not an
+    ``http(s)`` URL with a host, or credentials in it (user-info, a query parameter whose
+    name says key, token, secret, password, signature or auth). The same rule as a policy's
+    ``panel.members.N.base_url`` (:func:`dissensus.pipeline.policy.member_url_problem`):
+    the HTTP client sends user-info as ``Basic`` authentication in place of the API key,
+    and a URL is shown where a key never is; the key comes from its own variable."""
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises on a port that is not a number
+    except ValueError as exc:
+        return f"is not a URL ({exc})"
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return "is not an http(s) URL with a host"
+    if parts.username is not None or parts.password is not None:
+        return "carries credentials (user-info before the host)"
+    for name, _ in parse_qsl(parts.query, keep_blank_values=True):
+        if _CREDENTIAL_PARAM.search(name):
+            return f"carries a credential in its query ({name[:40]!r})"
+    return None
+
+
+def api_key_problem(key: str) -> str | None:
+    """What is wrong with an API key, or ``None``. A key is sent as it is, in an HTTP
+    header: whitespace around it (a copied line's newline, a quoted padding) would be
+    refused by the HTTP client on every attempt and a character outside printable ASCII
+    could not be encoded, each a failure that says nothing of the key. The problem names
+    a character by its position (and code point), never the key."""
+    if not key:
+        return "is empty"
+    if key != key.strip():
+        return "has leading or trailing whitespace; an API key is sent as it is, never stripped"
+    for position, char in enumerate(key, start=1):
+        if not "!" <= char <= "~":
+            what = "a space" if char == " " else f"U+{ord(char):04X}"
+            return (
+                f"has a character no API key has (character {position} is {what}); "
+                "a key is printable ASCII without spaces"
+            )
+    return None
+
+
+def _holder(value: str, variable: str) -> str | None:
+    """The environment variable holding ``value`` (``variable`` first), for an error that
+    must say where a setting came from without showing it; ``None`` when none does."""
+    if os.environ.get(variable) == value:
+        return variable
+    others = sorted(name for name, held in os.environ.items() if held == value)
+    return others[0] if others else None
+
+
+def _refused(value: str, problem: str, *, variable: str, argument: str, what: str) -> ConfigError:
+    """The :class:`ConfigError` of a base URL or key that cannot be used, naming the
+    environment variable that holds it, else the argument that gave it."""
+    holder = _holder(value, variable)
+    if holder is not None:
+        return ConfigError(f"${holder} {problem}")
+    return ConfigError(f"the {what} {problem}", field=argument)
 
 
 def safe_url(url: str | None) -> str | None:
@@ -212,12 +315,29 @@ class OpenAIBackend:
                 "(pip install 'openai[aiohttp]')",
                 field="transport",
             )
+        url = base_url if base_url is not None else os.environ.get("OPENAI_BASE_URL")
+        url_problem = base_url_problem(url) if url else None
+        if url and url_problem:  # refused before any request: see "Secrets"
+            if "credential" in url_problem:
+                url_problem += (
+                    "; give the key by OPENAI_API_KEY (or a panel member's api_key_env), "
+                    "never in the base URL"
+                )
+            raise _refused(
+                url, url_problem, variable="OPENAI_BASE_URL", argument="base_url", what="base URL"
+            )
+        key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
+        key_problem = api_key_problem(key) if key is not None else None
+        if key is not None and key_problem:  # refused before any request: see "Secrets"
+            raise _refused(
+                key, key_problem, variable="OPENAI_API_KEY", argument="api_key", what="API key"
+            )
         self.model_id = model
         self.base_url = base_url
         self.timeout_s = timeout_s
         self.context_headers = context_headers
         self.transport: Transport = transport
-        self._api_key = api_key
+        self._api_key = key
         self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncOpenAI] = (
             weakref.WeakKeyDictionary()
         )
@@ -257,12 +377,14 @@ class OpenAIBackend:
     def _endpoint(self, client: AsyncOpenAI) -> str:
         """The absolute URL of ``/chat/completions`` under ``client``'s base URL, joined once
         per client: the SDK takes an absolute URL as it is, where a relative path is parsed
-        and merged with the base URL on every call. A base URL with a query keeps the
-        SDK's own merge."""
+        and merged with the base URL on every call. The path goes before a base URL's query
+        (``/v1?api-version=V`` asks ``/v1/chat/completions?api-version=V``): the SDK's own
+        merge appends it to the query, and the server saw ``/v1/`` with the path lost."""
         url = self._endpoints.get(client)
         if url is None:
-            base = client.base_url
-            url = "/chat/completions" if base.query else f"{base}chat/completions"
+            base = client.base_url  # the SDK ends its path with "/", before any query
+            path, sep, query = base.raw_path.partition(b"?")
+            url = str(base.copy_with(raw_path=path + b"chat/completions" + sep + query))
             self._endpoints[client] = url
         return url
 

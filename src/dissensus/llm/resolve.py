@@ -11,7 +11,11 @@ Forms:
 
 Choices where the brief is silent: with ``OPENAI_BASE_URL`` set and no key, the key
 ``unused`` is sent (local servers ignore it); with neither, it is a configuration error
-naming ``OPENAI_API_KEY``. Unknown prefixes and empty parts are configuration errors.
+naming ``OPENAI_API_KEY``. A base URL with credentials in it (user-info, a key in the
+query) is refused by :class:`OpenAIBackend` when the spec is checked or resolved, naming
+``$OPENAI_BASE_URL``, before any request; so is a key that cannot be sent as it is
+(whitespace around it, a character outside printable ASCII), naming ``$OPENAI_API_KEY``:
+refused, not stripped. Unknown prefixes and empty parts are configuration errors.
 :func:`check_model_spec` checks a spec without side effects (no file created, no
 connection made), so a command can refuse a bad spec before it starts any work; its
 errors name the spec. A build that checks several specs (a run specification: the run's
