@@ -78,7 +78,6 @@ import threading
 import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
-from urllib.parse import parse_qsl, urlsplit
 
 from pydantic import (
     BaseModel,
@@ -289,30 +288,15 @@ class PanelMember(_Section):
         return self
 
 
-_CREDENTIAL_PARAM = re.compile(
-    r"key|token|secret|passw|pwd|sig|auth|credential|session", re.IGNORECASE
-)
-"""Query parameter names that carry credentials (``api-key``, ``access_token``, ``sig``)."""
-
-
 def member_url_problem(url: str) -> str | None:
     """What is wrong with a panel member's ``base_url`` for a policy, or ``None``: not an
     ``http(s)`` URL with a host, or credentials in it (user-info, a query parameter whose
     name says key, token, secret, password, signature or auth), which the journalled policy
-    would keep and show to every caller who may read a run."""
-    try:
-        parts = urlsplit(url)
-        parts.port  # noqa: B018 - raises on a port that is not a number
-    except ValueError as exc:
-        return f"is not a URL ({exc})"
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        return "is not an http(s) URL with a host"
-    if parts.username is not None or parts.password is not None:
-        return "carries credentials (user-info before the host)"
-    for name, _ in parse_qsl(parts.query, keep_blank_values=True):
-        if _CREDENTIAL_PARAM.search(name):
-            return f"carries a credential in its query ({name[:40]!r})"
-    return None
+    would keep and show to every caller who may read a run. The rule of every base URL
+    (:func:`dissensus.llm.openai_backend.base_url_problem`)."""
+    from dissensus.llm.openai_backend import base_url_problem
+
+    return base_url_problem(url)
 
 
 class PanelSettings(_Section):
