@@ -19,12 +19,16 @@ import httpx
 import pytest
 import yaml
 
+from dissensus.errors import InputError
 from dissensus.io.limits import MAX_FIELD_CHARS, MAX_PANEL_CHARS
 from dissensus.panels import ChatError, PanelChat
 from dissensus.panels.shapes import MAX_MESSAGES
 from dissensus.pipeline.durable import case_step
+from dissensus.pipeline.review import split_ref
 from dissensus.pipeline.steps import CaseInput
 from dissensus.serve import ServeSettings, create_app
+from dissensus.store import event_types as ev
+from dissensus.store.events import NewEvent
 from dissensus.store.journal import Journal
 from serve_helpers import auth, write_tokens
 
@@ -349,6 +353,58 @@ async def test_case_ids_take_only_ascii_line_numbers(
                     await chat.acase(case_id)
                 assert caught.value.status == 404
             assert (await chat.acase(f"{run_id}.1")).run_id == run_id
+        finally:
+            await chat.aclose()
+
+
+@pytest.mark.parametrize("digits", [10, 18])
+async def test_a_case_id_is_read_as_every_door_reads_a_case_reference(
+    world: Path, tmp_path: Path, quiet: pytest.LogCaptureFixture, digits: int
+) -> None:
+    # The chat door reads ``<run>.<line>`` with ``split_ref``, as the review doors do: a
+    # line of up to 18 digits names a case (a parser of its own, stopping at 9 digits,
+    # called a case the journal holds at line 1234567890 unknown at this door alone).
+    line = int("1234567890" * 2) % 10**digits
+    async with service(world, tmp_path) as svc:
+        done = await svc.post(_ask())
+        assert done.status_code == 200, done.text
+        run_id = done.json()["dissensus"]["run_id"]
+    far = "far"
+    with Journal(str(tmp_path / "journal.sqlite")) as journal:
+        entered = case_step(journal, run_id, 1, "input")
+        record = next(iter(journal.events(run_id, type=ev.CASE_RECORD)))
+        assert entered is not None
+        journal.create_run(far, kind="decide", meta={})
+        journal.append_batch(
+            far,
+            [
+                NewEvent(ev.CASE_INPUT, entered, f"case/{line}/input", str(line)),
+                NewEvent(
+                    ev.CASE_RECORD,
+                    {**record.payload, "line": line, "review_id": None},
+                    f"case/{line}/record",
+                    str(line),
+                ),
+            ],
+        )
+    case_id = f"{far}.{line}"
+    assert split_ref(case_id, "case reference") == (far, line)
+    async with service(world, tmp_path) as svc:
+        got = await svc.http.get(f"/v1/cases/{case_id}", headers=auth("sub"))
+        assert got.status_code == 200, got.text
+        assert (got.json()["run_id"], got.json()["case_id"]) == (far, case_id)
+        for beyond in [f"{far}.{'1' * 19}", f"{far}.0{line}"]:
+            with pytest.raises(InputError):
+                split_ref(beyond, "case reference")
+            got = await svc.http.get(f"/v1/cases/{beyond}", headers=auth("sub"))
+            assert _openai_error(got, 404)["code"] == "unknown_case"
+    with Journal(str(tmp_path / "journal.sqlite")) as journal:
+        chat = PanelChat.from_file(world / "policy.yaml", journal=journal)
+        try:
+            status, first = await chat.acase(case_id), await chat.acase(f"{run_id}.1")
+            assert (status.run_id, status.case_id) == (far, case_id)
+            assert (status.status, status.decision) == (first.status, first.decision)
+            assert status.record is not None and status.record.line == line
         finally:
             await chat.aclose()
 

@@ -1,4 +1,7 @@
-"""``states._trusted.trusted`` writes pydantic's private instance state directly.
+"""``dissensus.types.trusted`` writes pydantic's private instance state directly.
+
+The reader and the router build their small models with it (``states/reading.py``,
+``states/routing.py``).
 
 It is kept because the route benchmark loses more than 10% without it (measured with
 ``benchmarks/bench_route.py --only a``). These tests fail loudly if a pydantic upgrade
@@ -16,9 +19,8 @@ import pydantic
 import pytest
 
 from dissensus.states import Reading, Thresholds, read_from_matrix
-from dissensus.states._trusted import trusted
 from dissensus.states.routing import Route
-from dissensus.types import Panel
+from dissensus.types import Panel, trusted
 
 PANEL = Panel.model_validate(
     {

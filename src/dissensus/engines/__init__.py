@@ -1,9 +1,12 @@
 """Execution engines for batch runs: the same decisions, on one process or on a Ray cluster.
 
-``local`` (default) decides in this process (:func:`dissensus.pipeline.execute_run`,
-:func:`dissensus.cli.route.route_stream`); ``ray`` spreads blocks of input lines over
-Ray workers (:mod:`dissensus.engines.ray`, the ``ray`` extra: ``decide`` on Ray actors,
-``route`` as a Ray Data ``map_batches``) and keeps the journal in the driver. Both produce the same records, in input order, and the same
+``local`` (default) decides in this process: :func:`dissensus.pipeline.execute_run` with
+its default executor (:class:`dissensus.pipeline.executors.LocalExecutor`), and routes
+with :func:`dissensus.states.stream.route_stream`; no module of this package takes part.
+``ray`` spreads blocks of input lines (:mod:`dissensus.engines.blocks`) over Ray workers
+(:mod:`dissensus.engines.ray`, the ``ray`` extra: ``decide`` on Ray actors, as an
+executor of the same run loop, ``route`` as a Ray Data ``map_batches``) and keeps the
+journal in the driver. Both produce the same records, in input order, and the same
 rejects; a run started on one engine can be resumed on the other.
 
 Choices: engines are chosen by name (``--engine local|ray``); an unknown name is a

@@ -1,6 +1,6 @@
 """The guarded aggregator: invariants, decision boundary, explained refusal (``docs/guard.md``).
 
-:func:`audit` takes the votes of one case (with provenance) and an optional
+:func:`guard_votes` takes the votes of one case (with provenance) and an optional
 :class:`~dissensus.guard.reliability.ReliabilityFit`, checks the design's three invariants
 and decides in one of four modes:
 
@@ -546,7 +546,7 @@ def guard_case(
     verifier: str | None = None,
     settings: GuardThresholds | None = None,
 ) -> GuardDecision:
-    """:func:`audit` on a :class:`VoteCase` (its id is copied to the decision)."""
+    """:func:`guard_votes` on a :class:`VoteCase` (its id is copied to the decision)."""
     if not isinstance(case, VoteCase):
         raise _input_error(f"case must be a VoteCase, not {type(case).__name__}", "case")
     return guard_votes(

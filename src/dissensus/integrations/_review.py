@@ -6,8 +6,8 @@ that content changed or the item was already resolved. The integrations resolve 
 ``dissensus review resolve`` and of the review service) with the hash always quoted, so
 a case resolved from a LangGraph interrupt or an MCP tool leaves the same journal events
 as one resolved anywhere else: ``review.resolved`` and ``case.resolved`` appended in one
-transaction, a stale hash refused (:class:`StaleReview`), an already-resolved item
-refused naming who resolved it and when (:class:`AlreadyResolved`).
+transaction, a stale hash refused (:class:`~dissensus.pipeline.review.StaleContent`), an
+already-resolved item refused naming who resolved it and when (:class:`AlreadyResolved`).
 
 Choices where the design is silent:
 
@@ -36,7 +36,6 @@ from dissensus.pipeline.records import CaseRecord
 from dissensus.pipeline.review import (
     AlreadyResolved,
     ReviewStatus,
-    StaleContent,
     content_sha256,
     record_key,
     resolve,
@@ -49,7 +48,6 @@ __all__ = [
     "PositionView",
     "ReviewAnswer",
     "ReviewRequest",
-    "StaleReview",
     "content_sha256",
     "resolve_checked",
     "resolved_record",
@@ -59,9 +57,6 @@ __all__ = [
 
 _HEX64 = re.compile(r"[0-9A-Fa-f]{64}")
 """A sha256 in hex digits of either case (the journal writes lower-case ones)."""
-
-StaleReview = StaleContent
-"""The content hash quoted by a resolution is not the hash of the item's content."""
 
 
 class PositionView(BaseModel):
@@ -161,9 +156,9 @@ def resolve_checked(
 ) -> CaseRecord:
     """Resolve ``review_id`` through the journal's review path, quoting the content hash.
 
-    Raises :class:`StaleReview` when ``content_sha256`` is not the item's hash (in either
-    case of hex digits) and :class:`AlreadyResolved` (naming who and when) when it was
-    resolved before.
+    Raises :class:`~dissensus.pipeline.review.StaleContent` when ``content_sha256`` is not
+    the item's hash (in either case of hex digits) and :class:`AlreadyResolved` (naming
+    who and when) when it was resolved before.
     """
     if not isinstance(content_sha256, str) or not _HEX64.fullmatch(content_sha256):
         # Not a hash at all: said so, not "the case changed since it was shown".

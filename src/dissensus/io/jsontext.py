@@ -1,4 +1,4 @@
-"""The one JSON reader: JSONL lines and JSON files, with the same checks.
+"""The reader of JSON input: JSONL lines and JSON files, with the same checks.
 
 A JSONL line (:mod:`dissensus.io.jsonl`'s reference path) and a whole JSON file
 (calibration, acceptance, certificate and converter source files, through
@@ -6,6 +6,19 @@ A JSONL line (:mod:`dissensus.io.jsonl`'s reference path) and a whole JSON file
 :func:`check_json_value`; a problem is a :class:`JsonTextError` naming the field, which
 the line reader turns into a reject and the file reader into one
 :class:`~dissensus.errors.ConfigError` line naming the file (exit 2).
+
+It is not every JSON reader of the package. The line reader's fast tiers
+(:mod:`dissensus.io.wire`, :mod:`dissensus.io.views`) parse lines themselves and are
+tested against this module; a model's answer is read tolerantly
+(:mod:`dissensus.llm.jsonparse`); the journal reads back the JSON it wrote. The service
+parses request bodies with its own readers, :func:`dissensus.serve.http.parse_json` and
+the chat door's (:mod:`dissensus.serve.chat`), which share :data:`MAX_DEPTH` and
+:func:`json_depth` with this module but not its parser: a body is bytes, refused unless
+it is strictly UTF-8; every refusal is an HTTP answer (the service's error body, or
+OpenAI's at the chat door) naming ``<encoding>``, ``<json>`` or ``<depth>``, not a
+:class:`JsonTextError`; and a body holding a list of panels (``POST /v1/decide``) may be
+one level deeper than a line. The panels of a body are then validated by their models as the lines of a
+file are (:func:`dissensus.serve.http.validated`).
 
 Choices where the design is silent:
 

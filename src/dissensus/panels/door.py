@@ -33,8 +33,9 @@ clients ahead of the first request; a request whose own part of the panel (its i
 messages) is over the pipeline's bounds on a record (:mod:`dissensus.io.limits`) is a
 ``413`` before any member is asked, and a panel the members' answers took over them a
 ``502`` ``panel_too_large`` (:class:`~dissensus.panels.fanout.PanelTooLarge`), never a
-pipeline failure; a case id's line is ASCII digits without a leading zero (anything else
-is an unknown case, so one case has one id).
+pipeline failure; a case id is read by :func:`~dissensus.pipeline.review.split_ref`, as
+every door reads a case reference: its line is ASCII digits without a leading zero, at
+most 18 (anything else is an unknown case, so one case has one id).
 
 **Cancellation and the journal.** A request has two parts: the fan-out (asking the
 members) and the decision (the pipeline and its journal writes), handed to the decision
@@ -71,7 +72,6 @@ decision the policy did not let commit on its own, or no usable answer at all.
 from __future__ import annotations
 
 import asyncio
-import re
 import time
 from collections.abc import Callable, Coroutine, Mapping
 from concurrent.futures import Future
@@ -80,7 +80,7 @@ from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
-from dissensus.errors import ConfigError, DissensusError
+from dissensus.errors import ConfigError, DissensusError, InputError
 from dissensus.io.limits import DEFAULT, Limits
 from dissensus.llm.base import Cutoff, Message, cut_off_by
 from dissensus.panels.fanout import (
@@ -111,7 +111,7 @@ from dissensus.panels.worker import DecisionThread
 from dissensus.pipeline import CaseRecord, Policy, RunSpec, adecide, new_run_id
 from dissensus.pipeline.durable import case_step
 from dissensus.pipeline.records import review_id_for
-from dissensus.pipeline.review import final_records
+from dissensus.pipeline.review import final_records, split_ref
 from dissensus.pipeline.steps import CaseInput
 from dissensus.quoting import quote_short
 from dissensus.store.journal import Journal
@@ -128,9 +128,6 @@ __all__ = [
 ]
 
 T = TypeVar("T")
-
-_LINE = re.compile(r"[1-9][0-9]{0,8}")
-"""The line part of a case id (``<run>.<line>``)."""
 
 CLOSED = "closed"
 """``code`` of a request made of a :class:`PanelChat` after its ``close()``."""
@@ -641,17 +638,19 @@ class PanelChat:
         """A case as the journal holds it now (``404`` :class:`ChatError` when unknown):
         ``deciding`` at once while its decision runs here, unless ``wait`` (then its
         record once journalled)."""
-        run_id, sep, line_text = case_id.rpartition(".")
         unknown = ChatError(
             404,
             f"no case {quote_short(case_id)} in the journal",
             type="invalid_request_error",
             code="unknown_case",
         )
-        # ASCII digits only, no leading zero, a sane length: ``str.isdigit`` takes "¹" and
-        # "١" (the second would be another id of the same case), ``int`` 4,301 digits not.
-        if not sep or not run_id or _LINE.fullmatch(line_text) is None:
-            raise unknown
+        # Read as every door reads a case reference (ASCII digits, no leading zero, at
+        # most 18): ``str.isdigit`` takes "¹" and "١" (the second would be another id of
+        # the same case), ``int`` 4,301 digits not.
+        try:
+            run_id, line = split_ref(case_id, "case reference")
+        except InputError:
+            raise unknown from None
         if find_unrepresentable(run_id) is not None:  # a lone surrogate: no run has it
             raise unknown
         deciding = self._deciding.get(case_id)
@@ -669,7 +668,6 @@ class PanelChat:
             await _settle([deciding])
         if self.journal.run(run_id, missing_ok=True) is None:
             raise unknown
-        line = int(line_text)
         record = next((r for r in final_records(self.journal, run_id) if r.line == line), None)
         entered = case_step(self.journal, run_id, line, "input")
         if record is None or entered is None:

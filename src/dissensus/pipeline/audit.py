@@ -42,8 +42,8 @@ from dissensus.acceptance.monitor import MonitorStep
 from dissensus.pipeline.confirm import EVENT as CONFIRMED
 from dissensus.pipeline.records import ReviewItem
 from dissensus.store import event_types as ev
-from dissensus.store.base import Journal
 from dissensus.store.events import Event
+from dissensus.store.journal import Journal
 from dissensus.types import JsonObject
 
 __all__ = [

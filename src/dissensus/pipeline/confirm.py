@@ -28,7 +28,7 @@ Choices where the design is silent:
   decision confirmed unseen, a label that agrees by construction
   (:class:`~dissensus.errors.InputError`; the review page refuses "no pick" alike).
 * Claims hold for audits as for resolutions: a reviewer other than the holder of a live
-  claim on ``<run>.<line>`` is refused (:class:`~dissensus.store.base.ClaimConflict`),
+  claim on ``<run>.<line>`` is refused (:class:`~dissensus.store.errors.ClaimConflict`),
   and so is an audit without a reviewer name (a library call), who holds no claim. The
   claim is taken
   with :func:`claim_audit` (the service's claim endpoint and pages), on an automatic
@@ -57,7 +57,10 @@ from dissensus.pipeline.review import (
 )
 from dissensus.pipeline.steps import CaseInput
 from dissensus.store import event_types as ev
-from dissensus.store.base import CaseClosed, Claim, Event, Journal
+from dissensus.store.claims import Claim
+from dissensus.store.errors import CaseClosed
+from dissensus.store.events import Event
+from dissensus.store.journal import Journal
 from dissensus.store.targets import journal_option
 from dissensus.types import Panel
 
@@ -179,7 +182,7 @@ def claim_audit(journal: Journal, ref: str, who: str, *, ttl: float) -> Claim:
 
     :class:`InputError` when ``ref`` is no automatic decision; :class:`AlreadyConfirmed`
     when it was audited (checked again under the run's write lock);
-    :class:`~dissensus.store.base.ClaimConflict` when someone else holds it.
+    :class:`~dissensus.store.errors.ClaimConflict` when someone else holds it.
     """
     run_id, line = _checked_ref(journal, ref)
     _automatic_record(journal, ref, run_id, line)

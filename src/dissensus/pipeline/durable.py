@@ -22,10 +22,11 @@ Choices where the design is silent:
   in the same write holds (:mod:`dissensus.pipeline.compact`). A crash loses buffered
   steps only, which are deterministic: the resumed run computes them again. Journals
   with one event per step are read alike (:func:`case_steps`).
-* Call keys are ``call/<line>/<digest>/<k>``: the digest is the sha256 of the request's
-  identity (:func:`dissensus.llm.replay.canonical_request`, the one definition replays
-  and recordings use: ``max_tokens`` and client settings are not part of it), the
-  schema's name and the model spec the call went to (``null`` for the run's model);
+* Call keys are ``call/<line>/<digest>/<k>``: the digest is the first 32 hex digits (128
+  bits) of :func:`call_digest`, the sha256 of the request's identity
+  (:func:`dissensus.llm.replay.canonical_request`, the one definition replays and
+  recordings use: ``max_tokens`` and client settings are not part of it), the schema's
+  name and the model spec the call went to (``null`` for the run's model);
   ``k`` counts identical requests within the case (so two identical questions are two
   calls, and concurrent calls inside a case never depend on their completion order).
 * **Spend survives a kill.** Before a live call, a ``model.spend`` event (key

@@ -31,7 +31,7 @@ from dissensus.pipeline.confirm import EVENT as CONFIRMED
 from dissensus.pipeline.records import ReviewItem
 from dissensus.signals import SecondAnswer
 from dissensus.store import event_types as ev
-from dissensus.store.base import Event
+from dissensus.store.events import Event
 from dissensus.store.journal import Journal
 from dissensus.types import Panel
 

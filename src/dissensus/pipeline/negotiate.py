@@ -3,7 +3,7 @@
 A panel qualifies when ``meta.options`` lists the options (``{id, text}`` or plain ids)
 and ``meta.utilities`` gives, for every agent, a utility per option on the calibrated
 scale (0 = the rejected anchor, 1 = the ideal anchor). Each agent becomes a table agent
-(:class:`dissensus.agents.table.TableAgent`) and CONCORD runs with the policy's floor,
+(:class:`dissensus.concord.table.TableAgent`) and CONCORD runs with the policy's floor,
 margin and round budget: a ``certified`` outcome commits (every agent at or above the
 floor); a ``best_effort`` one goes to the human with its shortfall.
 
@@ -21,9 +21,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from dissensus.agents.negotiator import NegotiationAgent, Outcome
-from dissensus.agents.table import TableAgent
 from dissensus.cases import CaseSpec
 from dissensus.concord.protocol import negotiate
+from dissensus.concord.table import TableAgent
 from dissensus.pipeline.followup import case_options
 from dissensus.pipeline.policy import ConcordSettings
 from dissensus.pipeline.steps import ConcordStep

@@ -18,7 +18,7 @@ Choices where the design is silent:
   while missing its index row or passing another reviewer's claim.
 * **Listing** reads the journal's review index (one row per item, written in the same
   transaction as its ``review.opened`` / ``review.resolved`` events; see
-  :mod:`dissensus.store.base`), then only the items it yields; the hash chain stays the
+  :mod:`dissensus.store.review_index`), then only the items it yields; the hash chain stays the
   evidence and :func:`list_items_from_events` derives the same listing from it alone
   (two reads: every ``review.opened`` and every ``review.resolved`` event, however many
   items).
@@ -34,7 +34,7 @@ Choices where the design is silent:
   that does not match is :class:`StaleContent` and nothing is written.
 * **Claims** (:func:`claim`) say who is working on an item until when; they are not part
   of the hash chain. A resolve by someone other than the holder of an unexpired claim is
-  refused (:class:`~dissensus.store.base.ClaimConflict`). A library call without a
+  refused (:class:`~dissensus.store.errors.ClaimConflict`). A library call without a
   reviewer name ignores claims; the CLI and the service always name one
   (:func:`reviewer_name`: ``--reviewer``, else ``$DISSENSUS_REVIEWER``, else the login
   name, else ``uid-<n>``), so both respect claims the same way. A claim on a resolved
@@ -74,18 +74,17 @@ from dissensus.pipeline.records import CaseRecord, Resolution, ReviewItem
 from dissensus.pipeline.run_events import ReviewResolved
 from dissensus.quoting import quote_short
 from dissensus.store import event_types as ev
-from dissensus.store.base import (
+from dissensus.store.canonical import canonical, sha256_text
+from dissensus.store.claims import Claim
+from dissensus.store.errors import CaseClosed, ClaimConflict
+from dissensus.store.events import Event
+from dissensus.store.journal import Journal
+from dissensus.store.review_index import (
     REVIEW_REOPENED,
     REVIEW_RESOLVED,
-    CaseClosed,
-    Claim,
-    ClaimConflict,
-    Event,
-    Journal,
     ReviewEntry,
     ReviewFilter,
 )
-from dissensus.store.canonical import canonical, sha256_text
 from dissensus.store.targets import journal_option
 
 __all__ = [

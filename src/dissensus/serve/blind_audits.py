@@ -35,7 +35,7 @@ from dissensus.pipeline.records import ReviewItem
 from dissensus.pipeline.review import split_ref
 from dissensus.quoting import quote_short
 from dissensus.serve.journal_adapter import HistoryEntry, UnknownItem
-from dissensus.store.base import Journal
+from dissensus.store.journal import Journal
 
 __all__ = ["BlindAudit", "blind_audit", "has_open_audit", "open_audit_refs"]
 

@@ -66,9 +66,8 @@ from dissensus.cases import as_panel
 from dissensus.errors import ConfigError, InputError
 from dissensus.io.limits import MAX_AGENTS
 from dissensus.quoting import quote_short
-from dissensus.states._trusted import trusted
 from dissensus.states.similarity import EmbeddingBackend, SimilarityBackend, embeds
-from dissensus.types import OutputLike, PanelLike
+from dissensus.types import OutputLike, PanelLike, trusted
 
 __all__ = [
     "DEFAULT_THETA_A",

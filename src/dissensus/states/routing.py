@@ -83,7 +83,6 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from dissensus.errors import ConfigError, DissensusError, InputError
 from dissensus.io.yamlfile import load_yaml_file
-from dissensus.states._trusted import trusted
 from dissensus.states.conditions import (
     And,
     Cmp,
@@ -98,6 +97,7 @@ from dissensus.states.conditions import (
 )
 from dissensus.states.exclusive import exclusive
 from dissensus.states.reading import Reading, State
+from dissensus.types import trusted
 
 __all__ = [
     "BUILTIN_RULES",
