@@ -17,8 +17,7 @@ from dissensus.pipeline.labels import labelled_from_journal
 from dissensus.pipeline.records import CaseRecord
 from dissensus.pipeline.review import final_records
 from dissensus.states import get_backend
-from dissensus.store.base import ClaimConflict
-from dissensus.store.errors import JournalBusy
+from dissensus.store.errors import ClaimConflict, JournalBusy
 from dissensus.store.journal import Journal
 from store_backends import pg_schema, pg_url
 

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import dissensus.store as store
-from dissensus.store import base, event_types
+from dissensus.store import base, event_types  # noqa: TID251 - the old path still imports
 from dissensus.store.journal import Journal, NewEvent, open_journal
 from dissensus.store.log import EventLog
 

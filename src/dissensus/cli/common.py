@@ -433,7 +433,7 @@ def check_journal_file(path: str, *, must_exist: bool = False) -> None:
     A hot rollback journal beside the file (a writer killed mid-transaction) is rolled
     back, as opening the store would, when the file and its folder are writable.
     """
-    from dissensus.store.base import is_postgres_url
+    from dissensus.store.targets import is_postgres_url
 
     if path.strip() in ("", ":memory:"):
         # SQLite's throw-away databases end with the command: a run nobody can resume

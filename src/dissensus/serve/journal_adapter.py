@@ -96,7 +96,7 @@ from dissensus.quoting import quote_short
 from dissensus.serve.case_view import OptionView, option_views, options_named
 from dissensus.store import ClaimConflict, Journal, ReviewEntry, open_journal
 from dissensus.store import event_types as ev
-from dissensus.store.base import REVIEW_RESOLVED
+from dissensus.store.review_index import REVIEW_RESOLVED
 
 __all__ = [
     "AlreadyConfirmed",
@@ -193,7 +193,7 @@ def _audit_answer(journal: Journal, ref: str, decision: str) -> str:
 
 class ClaimInfo(BaseModel):
     """A reviewer's hold on a case, as the service reports it (the journal's own row is
-    :class:`dissensus.store.base.Claim`)."""
+    `dissensus.store.claims.Claim`)."""
 
     review_id: str
     reviewer: str
@@ -645,6 +645,6 @@ __getattr__ = deprecated_names(
         __name__,
         globals(),
         {"Claim": "ClaimInfo"},
-        "dissensus.store.base.Claim is the journal's claim row",
+        "dissensus.store.claims.Claim is the journal's claim row",
     ),
 )

@@ -103,7 +103,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import parse_qsl, quote, urlsplit
 
 from fastapi import APIRouter, Request
@@ -116,15 +116,13 @@ from dissensus.errors import DissensusError
 from dissensus.serve import journal_errors
 from dissensus.serve.auth import LOCAL, Principal, allows
 from dissensus.serve.case_view import OptionView, word_diff
+from dissensus.serve.http import service_of
 from dissensus.serve.journal_adapter import (
     AlreadyConfirmed,
     AlreadyResolved,
     ClaimConflict,
     UnknownItem,
 )
-
-if TYPE_CHECKING:
-    from dissensus.serve.service import Service
 
 __all__ = [
     "CSP",
@@ -192,11 +190,6 @@ class Form:
         """The answer fields of a case's form (``decision``, ``other``, ``note``) as sent,
         unstripped: what a refused form shows again, so nothing typed is lost."""
         return {name: str(self.data.get(name, "")) for name in ("decision", "other", "note")}
-
-
-def service_of(request: Request) -> Service:
-    service: Service = request.app.state.service
-    return service
 
 
 def render(template: str, status: int = 200, **context: Any) -> HTMLResponse:
