@@ -185,9 +185,10 @@ class LLMError(DissensusError):
     it: its attempts, and the tokens (and cost) the server reported for the answers it gave
     (an answer that failed schema validation was answered, hence billed). The client sets
     it on every error a call raises; ``None`` when no client counted (an error raised
-    elsewhere)."""
+    elsewhere). ``model`` is the id of the model the call asked (set by the client too)."""
 
     usage: Usage | None = None
+    model: str | None = None
 
 
 class BudgetExceeded(LLMError):

@@ -271,6 +271,7 @@ class ModelClient:
                 # What the failed call spent: its attempts and the tokens of the answers
                 # the server gave (answers that failed validation were billed too).
                 exc.usage = call.usage.usage()
+                exc.model = self.model_id
                 span.set_attribute("error.type", type(exc).__name__)
                 raise
             finally:

@@ -30,7 +30,9 @@ Choices where the design is silent:
   always names an option, and a position-biased one names a different option when the
   order changes.
 * An answer that does not parse, or names no option, is an abstention with its
-  ``fault`` recorded on the answer (journalled with the follow-up), never silently empty.
+  ``fault`` recorded on the answer (journalled with the follow-up), never silently empty,
+  and never the failure of the other calls: each agent's answer, and each of the run's
+  model's two, stands on its own.
 * The question, options and context are untrusted data, delimited, never instructions.
 * When calls of one re-ask fail, a journal fault
   (:data:`~dissensus.pipeline.durable.JOURNAL_FAULTS`) or the run's deadline
@@ -51,7 +53,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from dissensus.cases import CaseSpec
 from dissensus.dci.packet import DecisionPacket
 from dissensus.errors import InputError
-from dissensus.llm.base import ChatRequest, Message
+from dissensus.llm.base import ChatRequest, Message, StructuredOutputError
 from dissensus.pipeline.durable import JOURNAL_FAULTS, CaseClient, PastDeadline
 from dissensus.quoting import DATA_RULE, quote_block
 from dissensus.signals import SecondAnswer, Voice, model_family
@@ -151,6 +153,15 @@ def _answer_of(parsed: Any, text: str, ids: list[str], model: str) -> SecondAnsw
     )
 
 
+def _unparsed(exc: StructuredOutputError, model: str) -> SecondAnswer:
+    """The abstention of a call none of whose answers parsed, with its fault."""
+    last = exc.attempts[-1] if exc.attempts else ""
+    problem = exc.errors[-1] if exc.errors else str(exc)
+    answers = len(exc.attempts)
+    fault = f"unparsed answer after {answers} answer(s) ({problem}): {last[:200]!r}"
+    return SecondAnswer(decision=None, model=model, family=model_family(model), fault=fault)
+
+
 async def live_reask(
     panel: Panel,
     client: CaseClient,
@@ -192,7 +203,11 @@ async def live_reask(
             json_schema=schema,
             schema_name="ReaskAnswer",
         )
-        response = await client.for_model(model).chat(request)
+        try:
+            response = await client.for_model(model).chat(request)
+        except StructuredOutputError as exc:
+            # This answer is an abstention with its fault; the other calls' answers stand.
+            return _unparsed(exc, exc.model or _model_id(model))
         return _answer_of(response.parsed, response.text, ids, response.model)
 
     agents = sorted(mapped)
@@ -224,6 +239,12 @@ async def live_reask(
             )
         )
     return answers, voices
+
+
+def _model_id(spec: str | None) -> str:
+    """The model id a spec names (``openai:gpt-4o`` -> ``gpt-4o``), for an answer whose
+    client did not say."""
+    return spec.rsplit(":", 1)[-1] if spec else "model"
 
 
 def _positions_context(panel: Panel) -> str:
