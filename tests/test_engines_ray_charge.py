@@ -31,6 +31,9 @@ class _Spend:
     """``(attempts, tokens)`` of each failure."""
     done: tuple[int, int] | None
     """``(attempts, tokens)`` of the call journalled as done."""
+    answered: int = 0
+    """Tokens of each answer that failed validation before a re-ask: the ``i``-th attempt
+    sent journals ``i * answered`` spent before it (``model.sent``'s ``spent``)."""
 
 
 _SPEND = st.builds(
@@ -38,6 +41,7 @@ _SPEND = st.builds(
     st.integers(0, 3),
     st.lists(st.tuples(st.integers(0, 3), st.integers(0, 50)), max_size=2).map(tuple),
     st.none() | st.tuples(st.integers(0, 3), st.integers(0, 500)),
+    st.integers(0, 40),
 )
 
 
@@ -48,8 +52,10 @@ def _usage(attempts: int, tokens: int) -> dict[str, int]:
 def _append(journal: Journal, call: str, spend: _Spend, sent: int, failed: int) -> None:
     """Append ``spend``'s events of call ``call``, numbering its attempts from ``sent``
     and its failures from ``failed``."""
-    for n in range(sent, sent + spend.sent):
-        payload = {"call": call, "n": n}
+    for i, n in enumerate(range(sent, sent + spend.sent)):
+        payload: dict[str, object] = {"call": call, "n": n}
+        if i * spend.answered:
+            payload["spent"] = _usage(i, i * spend.answered)
         journal.append("R", ev.MODEL_SENT, payload, key=f"sent/{call}/{n}", case="7")
     for n, (attempts, tokens) in enumerate(spend.failed, start=failed):
         payload = {"call": call, "usage": _usage(attempts, tokens), "outcome": "failed"}
@@ -85,13 +91,13 @@ def test_a_cases_charge_is_what_journalling_its_new_events_adds_on_resume(
     keys = [f"call/7/{i:032x}/0" for i in range(len(calls))]
     for key, (old, new) in zip(keys, calls, strict=True):
         if old.done is not None and new.done is not None:
-            new = _Spend(new.sent, new.failed, None)  # a call is journalled as done once
+            new = _Spend(new.sent, new.failed, None, new.answered)  # journalled as done once
         _append(journal, key, old, 0, 0)
     seeded = {e.key for e in journal.events("R")}
     before = _charged(journal)
     for key, (old, new) in zip(keys, calls, strict=True):
         if old.done is not None:
-            new = _Spend(new.sent, new.failed, None)
+            new = _Spend(new.sent, new.failed, None, new.answered)
         _append(journal, key, new, old.sent, len(old.failed))
     after = _charged(journal)
     events = [e for e in journal.events("R") if e.case == "7"]

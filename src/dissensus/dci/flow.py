@@ -113,6 +113,9 @@ _MODEL_FAILURES = frozenset({"model_failure", "invalid_act", "invalid_output"})
 """Failure kinds that mean the model gave nothing usable: a call that failed, or answers
 that never validated (schema-invalid or invalid acts after every re-ask)."""
 
+_CAUSE_CHARS = 300
+"""Longest cause a ``model_failure`` detail quotes from the failure that caused it."""
+
 
 class _Abort(Exception):
     def __init__(self, kind: str, message: str) -> None:
@@ -363,6 +366,7 @@ class _Run:
     ) -> list[ActRecord]:
         records: list[ActRecord] = []
         failed = 0
+        first = len(self.ws.failures)
         seats = [s for s in self.seats if only is None or s.spec.id in only]
         for seat in seats:
             before = len(self.ws.failures)
@@ -373,9 +377,24 @@ class _Run:
                 failed += 1
         if seats and failed == len(seats):
             raise _Abort(
-                "model_failure", f"every participant failed in stage {stage} (round {round_})"
+                "model_failure",
+                f"every participant failed in stage {stage} (round {round_})"
+                f"{self._cause(first, named=True)}",
             )
         return records
+
+    def _cause(self, since: int, *, named: bool) -> str:
+        """`` (CAUSE)``: the first model failure journalled from ``since`` on (the model
+        and its fault, as the failed call said them), naming its speaker when ``named``;
+        empty when there is none."""
+        for failure in self.ws.failures[since:]:
+            if failure.kind in _MODEL_FAILURES and failure.problems:
+                problem = " ".join(failure.problems[0].split())
+                if len(problem) > _CAUSE_CHARS:
+                    problem = problem[: _CAUSE_CHARS - 3] + "..."
+                who = f"first, {failure.speaker}: " if named else ""
+                return f" ({who}{problem})"
+        return ""
 
     async def speak_duty(
         self, seat: _Seat, stage: str, round_: int, *, required_target: str | None = None
@@ -389,7 +408,7 @@ class _Run:
             raise _Abort(
                 "model_failure",
                 f"every participant failed in stage {stage} (round {round_}): "
-                f"its only participant, {seat.spec.id}",
+                f"its only participant, {seat.spec.id}{self._cause(before, named=False)}",
             )
         return record
 

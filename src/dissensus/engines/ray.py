@@ -644,11 +644,14 @@ def _case_charge(events: Iterable[Any], seeded: Collection[str]) -> tuple[int, i
     """``(attempts, tokens)``: what journalling a case's ``events`` adds to what a resumed
     run charges (:func:`~dissensus.pipeline.durable.replay_spend`, whose rules this
     follows), the events whose keys are in ``seeded`` being journalled already. A
-    journalled call charges its attempts and tokens, a failed one its attempts, and the
-    attempts journalled as sent that neither accounts for count one each, per call key
-    (a case's call keys are its own: ``call/LINE/...``)."""
+    journalled call charges its attempts and tokens, a failed one too, the attempts
+    journalled as sent that neither accounts for count one each, per call key (a case's
+    call keys are its own: ``call/LINE/...``), and a call that never ended the tokens of
+    the answers it was given (:func:`~dissensus.pipeline.durable.unended_answers`)."""
+    from dissensus.pipeline.durable import unended_answers
     from dissensus.types import Usage
 
+    events = [e for e in events if e.type in _SPEND_EVENTS]
     attempts = tokens = 0
     old_sent: Counter[str] = Counter()
     new_sent: Counter[str] = Counter()
@@ -656,8 +659,6 @@ def _case_charge(events: Iterable[Any], seeded: Collection[str]) -> tuple[int, i
     new_done: Counter[str] = Counter()
     for event in events:
         kind = event.type
-        if kind not in _SPEND_EVENTS:
-            continue
         payload = event.payload
         old = event.key in seeded
         if kind == ev.MODEL_SENT:
@@ -674,7 +675,12 @@ def _case_charge(events: Iterable[Any], seeded: Collection[str]) -> tuple[int, i
         before = max(0, old_sent[call] - old_done[call])
         after = max(0, old_sent[call] + new_sent[call] - old_done[call] - new_done[call])
         attempts += after - before
-    return max(0, attempts), tokens
+    # The tokens of answers to calls that never ended (journalled with their re-asks).
+    tokens += (
+        unended_answers(events).total_tokens
+        - unended_answers([e for e in events if e.key in seeded]).total_tokens
+    )
+    return max(0, attempts), max(0, tokens)
 
 
 def _rss_mb() -> float:

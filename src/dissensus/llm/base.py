@@ -179,7 +179,16 @@ def capped(text: str, max_tokens: int | None) -> tuple[str, str]:
 
 
 class LLMError(DissensusError):
-    """Base class of model-call failures."""
+    """Base class of model-call failures.
+
+    ``usage`` is what the failed call spent before it failed, as the model client counted
+    it: its attempts, and the tokens (and cost) the server reported for the answers it gave
+    (an answer that failed schema validation was answered, hence billed). The client sets
+    it on every error a call raises; ``None`` when no client counted (an error raised
+    elsewhere). ``model`` is the id of the model the call asked (set by the client too)."""
+
+    usage: Usage | None = None
+    model: str | None = None
 
 
 class BudgetExceeded(LLMError):

@@ -16,7 +16,8 @@ counted (``docs/llm.md``). Choices where the design is silent:
   offline models and the loopback server use the same estimate and never do.
 * An attempt is charged when it is sent: its reservation counts until the attempt
   ends (answered, failed, timed out or cancelled), and then the attempt is charged
-  whatever its outcome. :func:`attempt_hook` lets the durable layer journal each
+  whatever its outcome, with the tokens the server reported when it answered (an
+  answer that then fails schema validation included: it was billed). :func:`attempt_hook` lets the durable layer journal each
   attempt as it is sent (see :mod:`dissensus.pipeline.durable`).
 * A refusal's message names the limit and the refused attempt only, never what is
   spent or in flight at that moment (which depends on timing): two runs of the same
@@ -59,6 +60,7 @@ __all__ = [
     "Reservation",
     "Tally",
     "attempt_hook",
+    "call_spent",
     "notify_attempt",
 ]
 
@@ -81,11 +83,29 @@ def attempt_hook(hook: Callable[[], None]) -> Iterator[None]:
         _ATTEMPT_HOOK.reset(token)
 
 
-def notify_attempt() -> None:
-    """Tell the current :func:`attempt_hook`, if any, that an attempt is being sent."""
+_CALL_SPENT: ContextVar[Tally | None] = ContextVar("dissensus_call_spent", default=None)
+
+
+def notify_attempt(spent: Tally | None = None) -> None:
+    """Tell the current :func:`attempt_hook`, if any, that an attempt is being sent;
+    ``spent`` is what the call spent before it (read by the hook with :func:`call_spent`)."""
     hook = _ATTEMPT_HOOK.get()
     if hook is not None:
-        hook()
+        token = _CALL_SPENT.set(spent)
+        try:
+            hook()
+        finally:
+            _CALL_SPENT.reset(token)
+
+
+def call_spent() -> Usage:
+    """Inside an :func:`attempt_hook`: what the call whose attempt is being sent has spent
+    before it (its earlier attempts, and the tokens the server reported for the answers
+    it gave, such as an answer that failed schema validation and is being re-asked);
+    zero elsewhere. The durable layer journals it with the attempt, so the tokens of a
+    call cut off later (a kill, a deadline) still count."""
+    spent = _CALL_SPENT.get()
+    return spent.usage() if spent is not None else Usage()
 
 
 @dataclass(slots=True)

@@ -19,8 +19,11 @@ Choices where the brief is silent:
   raises :class:`BudgetExceeded` even in the middle of a call's retries.
 * **Usage.** ``calls`` counts logical calls that made at least one attempt (a call
   refused before its first attempt is not a call); ``attempts`` counts every request
-  handed to the backend. Failed attempts carry no tokens. ``usage_by_agent`` keys calls
-  without an agent as ``"-"``.
+  handed to the backend. Failed attempts carry no tokens; an answered attempt carries
+  the tokens the server reported, whether or not its answer validates. A call that
+  fails raises an :class:`~dissensus.llm.base.LLMError` whose ``usage`` is what it
+  spent (its attempts and those tokens). ``usage_by_agent`` keys calls without an
+  agent as ``"-"``.
 * **Concurrency.** At most ``concurrency`` attempts are in flight per client and event
   loop (one semaphore per loop, so a client survives several ``asyncio.run`` calls);
   backoff sleeps do not hold a slot.
@@ -265,6 +268,10 @@ class ModelClient:
             try:
                 response = await self._answer(request, schema, call)
             except LLMError as exc:
+                # What the failed call spent: its attempts and the tokens of the answers
+                # the server gave (answers that failed validation were billed too).
+                exc.usage = call.usage.usage()
+                exc.model = self.model_id
                 span.set_attribute("error.type", type(exc).__name__)
                 raise
             finally:
@@ -480,7 +487,9 @@ class ModelClient:
                     if self._limiter is not None:
                         await self._limiter.wait()
                     refused = True
-                    notify_attempt()  # journalled by the durable layer: charged when sent
+                    # Journalled by the durable layer (charged when sent), with what the
+                    # call spent before this attempt.
+                    notify_attempt(call.usage)
                     refused = False
                     result = await self.backend.send(request, json_mode=mode)
             except BackendError as exc:

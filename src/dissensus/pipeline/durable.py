@@ -35,14 +35,19 @@ Choices where the design is silent:
   :func:`dissensus.llm.budget.attempt_hook`, right before the request leaves). A failed
   call journals its attempts (``model.failed``, ``outcome: failed``); so does a call the
   budget refused after attempts that failed (``outcome: budget``: the timeouts before
-  the refusal count, in the budget and in the case's usage). A resumed run charges its
-  budget, before anything else, with every journalled call's usage, every failed call's
-  attempts, and every attempt sent that neither accounts for (the process was killed,
-  or stopped by its deadline, while the attempt was in flight): an attempt is charged
-  when it is sent, so no sequence of kills, deadlines and resumes sends more attempts
-  than the budget allows. A call cut off that way is made again on resume; the records
-  equal the uninterrupted run's unless the budget binds (the cut-off attempt used part
-  of it). A kill between ``model.spend`` and the attempt's ``model.sent`` sent nothing
+  the refusal count, in the budget and in the case's usage); either holds the tokens
+  the server reported for the call's answers, those that failed validation included.
+  An attempt that re-asks after such an answer journals, in its ``model.sent``
+  (``spent``), what the call spent before it, so the answer's tokens survive a kill or
+  a deadline that cuts the call off. A resumed run charges its budget, before anything
+  else, with every journalled call's usage, every failed call's attempts and tokens,
+  the tokens of answers to calls that never ended (:func:`unended_answers`), and every
+  attempt sent that neither accounts for (the process was killed, or stopped by its
+  deadline, while the attempt was in flight): an attempt is charged when it is sent,
+  and an answer's tokens when it is answered, so no sequence of kills, deadlines and
+  resumes sends more attempts, or is answered with more tokens, than the budget
+  allows. A call cut off that way is made again on resume; the records equal the
+  uninterrupted run's unless the budget binds (the cut-off attempt used part of it). A kill between ``model.spend`` and the attempt's ``model.sent`` sent nothing
   and charges nothing.
 * **No attempt after the run's deadline.** The attempt hook
   (:meth:`CaseClient._sent`) starts no attempt once the run's deadline
@@ -65,9 +70,11 @@ Choices where the design is silent:
 * The model client is created on first live call only, so a run whose follow-ups are
   all recorded (or replayed) needs no model at all.
 * A call that fails (:class:`ModelCallError`, :class:`StructuredOutputError`) is not
-  journalled, since a resumed run must try it again; it counts in the case's usage as
-  one call with its attempts (its tokens are unknown here and count 0), so a failed
-  deliberation does not report zero calls.
+  journalled as a call, since a resumed run must try it again; its ``model.failed`` and
+  the case's usage count what it spent as the model client counted it (the error's
+  ``usage``): one call, its attempts, and the tokens the server reported for the answers
+  it gave (answers that failed validation were billed), so a failed deliberation does
+  not report zero calls nor zero tokens.
 * **A journal fault is never a model failure** (:data:`JOURNAL_FAULTS`: the journal's
   own errors, busy or unreachable, a key appended again with another payload, a
   journalled step that no longer reads). The appends around a call (``model.spend``,
@@ -87,8 +94,8 @@ import functools
 import types
 import typing
 from collections import Counter
-from collections.abc import Callable, Collection
-from typing import Any, TypeVar
+from collections.abc import Callable, Collection, Iterable
+from typing import Any, Protocol, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
@@ -102,7 +109,7 @@ from dissensus.llm.base import (
     ModelCallError,
     StructuredOutputError,
 )
-from dissensus.llm.budget import Budget, attempt_hook
+from dissensus.llm.budget import Budget, attempt_hook, call_spent
 from dissensus.llm.client import ModelClient
 from dissensus.llm.replay import canonical_request
 from dissensus.pipeline.compact import (
@@ -141,9 +148,21 @@ __all__ = [
     "case_steps",
     "open_reservations",
     "replay_spend",
+    "unended_answers",
 ]
 
 M = TypeVar("M", bound=BaseModel)
+
+
+class SpendEvent(Protocol):
+    """A journal event as :func:`unended_answers` reads it (a stored or a new event)."""
+
+    @property
+    def type(self) -> str: ...
+    @property
+    def key(self) -> str: ...
+    @property
+    def payload(self) -> dict[str, Any]: ...
 
 
 class UnreadableStep(DissensusError):
@@ -378,14 +397,16 @@ def _model_fields(cls: type[BaseModel]) -> dict[str, frozenset[type]]:
 def replay_spend(journal: Journal, run_id: str, budget: Budget, *, model: str = "-") -> Usage:
     """Charge ``budget`` with the run's journalled spend; returns it.
 
-    Completed calls count their usage, failed ones (model errors, budget refusals) their
-    attempts; every attempt journalled as sent (``model.sent``) that neither accounts
-    for counts one attempt more: it was sent by a process that was killed or cancelled
-    before it learnt the outcome, and a provider may have billed it. Every reservation of
-    the Ray engine (``model.reserved``) that no ``model.settled`` settles counts in full,
-    its calls as attempts and its tokens as prompt tokens: the worker it was made for may
-    have spent all of it, and the driver was killed (or stopped) before it journalled the
-    block's events (:func:`open_reservations`). A reservation settled as *abandoned*
+    Completed calls count their usage, failed ones (model errors, budget refusals) theirs
+    too (their attempts, and the tokens of the answers the server gave them); every
+    attempt journalled as sent (``model.sent``) that neither accounts for counts one
+    attempt more: it was sent by a process that was killed or cancelled before it learnt
+    the outcome, and a provider may have billed it; a call that never ended counts the
+    tokens of the answers it was given before it was cut off (:func:`unended_answers`).
+    Every reservation of the Ray engine (``model.reserved``) that no ``model.settled``
+    settles counts in full, its calls as attempts and its tokens as prompt tokens: the
+    worker it was made for may have spent all of it, and the driver was killed (or
+    stopped) before it journalled the block's events (:func:`open_reservations`). A reservation settled as *abandoned*
     (:class:`~dissensus.pipeline.run_events.ModelSettled` ``abandoned``: the driver
     stopped on an interrupt, a deadline or an error with the block in flight, and
     settled it with what the stopped worker had sent or had in flight) counts what its
@@ -394,24 +415,30 @@ def replay_spend(journal: Journal, run_id: str, budget: Budget, *, model: str = 
     """
     total = Usage()
     accounted: Counter[str] = Counter()
+    ended: list[SpendEvent] = []
     for event in journal.events(run_id, type=ev.MODEL_CALL):
         call = event.read_as(CallRecord)
         total.add(call.usage)
         accounted[event.key] += call.usage.attempts
+        ended.append(event)
         _charge(budget, call.usage, call.model or model)
     for event in journal.events(run_id, type=ev.MODEL_FAILED):
         spent = Usage.model_validate(event.payload["usage"])
         total.add(spent)
         accounted[str(event.payload.get("call"))] += spent.attempts
+        ended.append(event)
         _charge(budget, spent, model)
-    sent: Counter[str] = Counter(
-        str(e.payload.get("call")) for e in journal.events(run_id, type=ev.MODEL_SENT)
-    )
+    sent_events = list(journal.events(run_id, type=ev.MODEL_SENT))
+    sent: Counter[str] = Counter(str(e.payload.get("call")) for e in sent_events)
     unanswered = sum(max(0, n - accounted[key]) for key, n in sent.items())
-    if unanswered:
-        cut_off = Usage(calls=0, attempts=unanswered)
+    cut_off = unended_answers(sorted([*ended, *sent_events], key=_seq))
+    cut_off.attempts = unanswered
+    if unanswered or cut_off.total_tokens:
         total.add(cut_off)
-        _charge(budget, cut_off, model)
+        if unanswered:
+            _charge(budget, cut_off, model)
+        else:  # answers whose attempts their call's other events count
+            budget.charge(tokens=cut_off.total_tokens)
     for reserved in open_reservations(journal, run_id).values():
         held = Usage(attempts=reserved.calls or 0, prompt_tokens=reserved.tokens or 0)
         total.add(held)
@@ -425,6 +452,38 @@ def replay_spend(journal: Journal, run_id: str, budget: Budget, *, model: str = 
     return total
 
 
+def unended_answers(events: Iterable[SpendEvent]) -> Usage:
+    """The tokens of answers given to calls that never ended, from a run's spend events
+    (``model.sent``, ``model.call``, ``model.failed``) in journal order.
+
+    A call re-asked after an answer that failed validation journals that answer's usage
+    with the re-ask's ``model.sent`` (``spent``); its ``model.call`` or ``model.failed``
+    counts it again when the call ends. A call cut off before (a kill, a deadline) has
+    none: its latest ``spent`` is what the server answered it in that process. A
+    ``spent`` lower than the one before starts another process's try of the call, and
+    the earlier try's figure is kept."""
+    open_: dict[str, Usage] = {}
+    lost = Usage()
+    for event in events:
+        payload = event.payload
+        if event.type == ev.MODEL_SENT:
+            key = str(payload.get("call"))
+            raw = payload.get("spent")
+            spent = Usage.model_validate(raw) if raw is not None else Usage()
+            before = open_.get(key)
+            if before is not None and spent.total_tokens < before.total_tokens:
+                lost.add(before)
+            open_[key] = spent
+        else:
+            key = event.key if event.type == ev.MODEL_CALL else str(payload.get("call"))
+            open_.pop(key, None)  # ended: its event counts the whole call
+    for spent in open_.values():
+        lost.add(spent)
+    return Usage(
+        prompt_tokens=lost.prompt_tokens, completion_tokens=lost.completion_tokens, cost=lost.cost
+    )
+
+
 def open_reservations(journal: Journal, run_id: str) -> dict[str, ModelReserved]:
     """The run's reservations (``model.reserved``, by key) that no ``model.settled`` settles."""
     reserved = {
@@ -434,6 +493,12 @@ def open_reservations(journal: Journal, run_id: str) -> dict[str, ModelReserved]
         for event in journal.events(run_id, type=ev.MODEL_SETTLED):
             reserved.pop(str(event.payload.get("reservation")), None)
     return reserved
+
+
+def _seq(event: Any) -> int:
+    """An event's sequence number (sorts a run's events of several types)."""
+    seq: int = event.seq
+    return seq
 
 
 def _charge(budget: Budget, usage: Usage, model: str) -> None:
@@ -570,7 +635,7 @@ class CaseClient:
                 if fault is not None:
                     # The journal failed, not the model: the attempt was never sent.
                     raise fault from exc
-                spent = Usage(calls=1, attempts=max(1, len(exc.attempts)))
+                spent = _spent_by(exc, Usage(calls=1, attempts=max(1, len(exc.attempts))))
                 self._failed(key, spent, "failed")
                 self._count(request, spent)
                 raise
@@ -578,9 +643,11 @@ class CaseClient:
                 fault = self._faults.pop(key, None)
                 if fault is not None:
                     raise fault from exc
-                # Refused, maybe after attempts that failed (timeouts): those were sent and
-                # count, in the journal and in the case's usage.
-                spent = Usage(calls=1 if exc.attempts else 0, attempts=len(exc.attempts))
+                # Refused, maybe after attempts that failed (timeouts) or answers that did
+                # not validate: those were sent and count, in the journal and in the
+                # case's usage.
+                fallback = Usage(calls=1 if exc.attempts else 0, attempts=len(exc.attempts))
+                spent = _spent_by(exc, fallback)
                 self._failed(key, spent, "budget")
                 self._count(request, spent)
                 raise
@@ -623,11 +690,19 @@ class CaseClient:
         n = self._sends.get(key)
         if n is None:
             n = _next_index(journal, run_id, f"sent/{key}")
+        spent = call_spent()
+        # The tokens of the call's earlier answers (that failed validation) are journalled
+        # with the attempt that re-asks, so a call cut off after it still charges them.
+        sent = (
+            ModelSent(call=key, n=n, spent=spent)
+            if spent.total_tokens
+            else ModelSent(call=key, n=n)
+        )
         try:
             journal.append(
                 run_id,
                 ev.MODEL_SENT,
-                ModelSent(call=key, n=n).payload(),
+                sent.payload(),
                 key=f"sent/{key}/{n}",
                 case=self._log.ref,
             )
@@ -681,6 +756,14 @@ class _ModelSpecClient:
     def usage_by_agent(self) -> dict[str, Usage]:
         """The case's usage per agent (every model spec)."""
         return self._case.usage_by_agent
+
+
+def _spent_by(exc: Exception, fallback: Usage) -> Usage:
+    """What the failed call that raised ``exc`` spent: the model client's count (its
+    attempts, and the tokens of the answers the server gave, such as answers that failed
+    validation), else ``fallback`` (an error no model client counted)."""
+    usage = getattr(exc, "usage", None)
+    return usage.model_copy() if isinstance(usage, Usage) else fallback
 
 
 def _next_index(journal: Journal, run_id: str, prefix: str) -> int:

@@ -29,8 +29,13 @@ Choices where the design is silent:
   required, the null abstention through a type union). A schema-following server thus
   always names an option, and a position-biased one names a different option when the
   order changes.
-* An answer that does not parse, or names no option, is an abstention with its
-  ``fault`` recorded on the answer (journalled with the follow-up), never silently empty.
+* The answer is validated against the request's schema (:func:`reask_model`: both
+  fields, nothing else, the decision one of the case's ids or null), so the model client
+  re-asks an answer that does not fit, up to its ``max_reasks``. An answer that still
+  does not parse or fit (an object of another shape, an option the case does not have)
+  is an abstention with its ``fault`` recorded on the answer (journalled with the
+  follow-up), never silently empty, and never the failure of the other calls: each
+  agent's answer, and each of the run's model's two, stands on its own.
 * The question, options and context are untrusted data, delimited, never instructions.
 * When calls of one re-ask fail, a journal fault
   (:data:`~dissensus.pipeline.durable.JOURNAL_FAULTS`) or the run's deadline
@@ -44,14 +49,16 @@ Choices where the design is silent:
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+import functools
+from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator
 
 from dissensus.cases import CaseSpec
 from dissensus.dci.packet import DecisionPacket
 from dissensus.errors import InputError
-from dissensus.llm.base import ChatRequest, Message
+from dissensus.llm.base import ChatRequest, Message, StructuredOutputError
+from dissensus.llm.jsonparse import JSONExtractError, extract_json
 from dissensus.pipeline.durable import JOURNAL_FAULTS, CaseClient, PastDeadline
 from dissensus.quoting import DATA_RULE, quote_block
 from dissensus.signals import SecondAnswer, Voice, model_family
@@ -62,9 +69,13 @@ __all__ = [
     "case_options",
     "case_question",
     "live_reask",
+    "reask_model",
     "reask_schema",
     "run_dci",
 ]
+
+_NO_OPTION = "answer names no option of the case"
+"""How the fault of an answer naming an option the case does not have begins."""
 
 _STOPS = (*JOURNAL_FAULTS, PastDeadline)
 """Failures of a re-ask's calls that stop the run instead of failing the follow-up."""
@@ -79,6 +90,35 @@ class ReaskAnswer(BaseModel):
         default=None, description="id of the chosen option, null to abstain"
     )
     reasoning: str = ""
+
+
+class _ReaskReply(ReaskAnswer):
+    """A re-ask answer as its request's schema (:func:`reask_schema`) has it: both fields
+    given, no other, the decision one of :attr:`option_ids` or null."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    option_ids: ClassVar[tuple[str, ...]] = ()
+
+    decision: str | None
+    reasoning: str
+
+    @field_validator("decision")
+    @classmethod
+    def _an_option(cls, value: str | None) -> str | None:
+        if value is not None and value not in cls.option_ids:
+            named = ", ".join(repr(oid) for oid in cls.option_ids)
+            raise ValueError(f"not an option of the case; name one of {named} or null")
+        return value
+
+
+@functools.lru_cache(maxsize=256)
+def reask_model(option_ids: tuple[str, ...]) -> type[ReaskAnswer]:
+    """The model validating a re-ask's answer for a case with ``option_ids``: what
+    :func:`reask_schema` asks for, as a pydantic model (named ``ReaskAnswer``)."""
+    model = create_model("ReaskAnswer", __base__=_ReaskReply, __module__=__name__)
+    model.option_ids = tuple(option_ids)
+    return model
 
 
 def reask_schema(option_ids: list[str]) -> JsonSchema:
@@ -138,7 +178,7 @@ def _answer_of(parsed: Any, text: str, ids: list[str], model: str) -> SecondAnsw
         return SecondAnswer(decision=None, model=model, family=family, fault=fault)
     choice = (answer.decision or "").strip()
     if answer.decision is not None and choice not in ids:
-        fault = f"answer names no option of the case: {answer.decision[:80]!r}"
+        fault = f"{_NO_OPTION}: {answer.decision[:80]!r}"
         return SecondAnswer(
             decision=None,
             reasoning=answer.reasoning or None,
@@ -149,6 +189,22 @@ def _answer_of(parsed: Any, text: str, ids: list[str], model: str) -> SecondAnsw
     return SecondAnswer(
         decision=choice or None, reasoning=answer.reasoning or None, model=model, family=family
     )
+
+
+def _unparsed(exc: StructuredOutputError, ids: list[str], model: str) -> SecondAnswer:
+    """The abstention of a call none of whose answers fit the schema, with its fault: the
+    last answer's (an option the case does not have is named), else its error."""
+    last = exc.attempts[-1] if exc.attempts else ""
+    answers = len(exc.attempts)
+    try:
+        named = _answer_of(extract_json(last), last, ids, model)
+    except JSONExtractError:
+        named = None
+    if named is not None and named.fault is not None and named.fault.startswith(_NO_OPTION):
+        return named.model_copy(update={"fault": f"{named.fault} (after {answers} answer(s))"})
+    problem = exc.errors[-1] if exc.errors else str(exc)
+    fault = f"unparsed answer after {answers} answer(s) ({problem}): {last[:200]!r}"
+    return SecondAnswer(decision=None, model=model, family=model_family(model), fault=fault)
 
 
 async def live_reask(
@@ -174,6 +230,7 @@ async def live_reask(
         )
     ids = [oid for oid, _ in options]
     schema = reask_schema(ids)
+    validator = reask_model(tuple(ids))
     order = list(reversed(options)) if perturbation == "swap_order" else list(options)
     perturbed = _reask_messages(question, order, context if perturbation == "add_context" else "")
     original = _reask_messages(question, list(options), "")
@@ -192,7 +249,11 @@ async def live_reask(
             json_schema=schema,
             schema_name="ReaskAnswer",
         )
-        response = await client.for_model(model).chat(request)
+        try:
+            response = await client.for_model(model).chat(request, schema=validator)
+        except StructuredOutputError as exc:
+            # This answer is an abstention with its fault; the other calls' answers stand.
+            return _unparsed(exc, ids, exc.model or _model_id(model))
         return _answer_of(response.parsed, response.text, ids, response.model)
 
     agents = sorted(mapped)
@@ -224,6 +285,12 @@ async def live_reask(
             )
         )
     return answers, voices
+
+
+def _model_id(spec: str | None) -> str:
+    """The model id a spec names (``openai:gpt-4o`` -> ``gpt-4o``), for an answer whose
+    client did not say."""
+    return spec.rsplit(":", 1)[-1] if spec else "model"
 
 
 def _positions_context(panel: Panel) -> str:

@@ -141,6 +141,11 @@ class ModelSent(_Payload):
 
     call: str
     n: int
+    spent: Usage | None = None
+    """What the call spent in this process before this attempt, when the server reported
+    tokens for it (answers that failed schema validation, re-asked now); absent
+    otherwise. A resumed run charges it when the call never ended (a kill, a deadline):
+    its ``model.call`` or ``model.failed`` would have counted it."""
 
 
 class ModelFailed(_Payload):

@@ -80,12 +80,14 @@ INPUT_REJECTED: Final = "input.rejected"
 MODEL_CALL: Final = "model.call"
 """A model call's request and answer."""
 MODEL_FAILED: Final = "model.failed"
-"""A model call that failed."""
+"""A model call that failed, with what it spent (attempts, and the tokens of the answers
+the server gave it)."""
 MODEL_RESERVED: Final = "model.reserved"
 """The calls and tokens a Ray block may spend, journalled before the block is sent to a
 worker (a resumed run charges it in full until it is settled)."""
 MODEL_SENT: Final = "model.sent"
-"""A model request about to be sent (budgets count it)."""
+"""A model request about to be sent (budgets count it), with what its call spent before
+it when answers that failed validation used tokens (``spent``)."""
 MODEL_SETTLED: Final = "model.settled"
 """A Ray block's reservation settled: appended with the block's events (its spend is theirs)."""
 MODEL_SPEND: Final = "model.spend"
