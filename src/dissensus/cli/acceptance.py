@@ -525,7 +525,12 @@ def calibrate_acceptance_cmd(
         keys=keys,
     )
     saved = save_acceptance(acc, out)
-    if saved.threshold is None and len({s.stratum for s in saved.strata}) < 2:
+    if saved.threshold is None and not any(f.competing for f in saved.families):
+        # Every competing family is constant on the calibration cases: nothing to rank with.
+        err_console.print(
+            f"warning: the file accepts nothing: {saved.threshold_reason}", soft_wrap=True
+        )
+    elif saved.threshold is None and len({s.stratum for s in saved.strata}) < 2:
         # One stratum is no stratification: check_strata leaves it to this warning.
         _say_too_few(saved.calibration_n, target=target, delta=delta, min_accepted=min_accepted)
     summary = {
