@@ -583,6 +583,55 @@ def test_a_copy_differing_only_in_a_meta_key_nothing_reads_counts_once(
     assert res.err.count("in everything acceptance reads") == summary["near_copies"]
 
 
+def _respaced(text: str, k: int) -> str:
+    """``text`` with its whitespace changed the ``k``-th way (a trailing space, a doubled
+    space, a tab and a newline for a space)."""
+    ways = [text + " ", text.replace(" ", "  ", 1), "\t" + text.replace(" ", "\n", 2)]
+    return ways[k % len(ways)]
+
+
+def test_a_copy_differing_only_in_whitespace_counts_once(workdir: Path, tmp_path: Path) -> None:
+    """Every panel again under a new id, each reasoning with its whitespace changed:
+    dropped as copies (they were new cases, and the bound counted each case twice). With a
+    meta key nothing reads added too, each judged one is a near copy, counted once."""
+    lines = (workdir / "few.jsonl").read_text().splitlines()
+    base = json.loads(_calibrate(workdir, workdir / "few.jsonl", tmp_path / "A.json").out)
+    respaced, near = [], []
+    for k, line in enumerate(lines):
+        data = json.loads(line)
+        outputs = [
+            {**o, "reasoning": _respaced(o["reasoning"], k + j)}
+            for j, o in enumerate(data["outputs"])
+        ]
+        respaced.append(json.dumps({**data, "id": f"ws-{k}", "outputs": outputs}))
+        meta = {**data["meta"], "batch": k}
+        near.append(json.dumps({**data, "id": f"near-{k}", "outputs": outputs, "meta": meta}))
+    src = tmp_path / "respaced.jsonl"
+    src.write_text("\n".join([*lines, *respaced]) + "\n")
+    res = _calibrate(workdir, src, tmp_path / "B.json")
+    assert res.code == 0, res.err
+    summary = json.loads(res.out)
+    assert summary["duplicates"] == N and summary["fitted_n"] == N
+    assert summary["calibration_n"] == base["calibration_n"]
+    assert res.err.count("is a copy of panel") == N
+    src.write_text("\n".join([*lines, *near]) + "\n")
+    res = _calibrate(workdir, src, tmp_path / "C.json")
+    assert res.code == 0, res.err
+    summary = json.loads(res.out)
+    assert summary["duplicates"] == 0 and summary["fitted_n"] == 2 * N
+    assert summary["calibration_n"] == base["calibration_n"] == summary["near_copies"]
+
+
+def test_copies_in_whitespace_share_a_cross_fit_fold() -> None:
+    from dissensus.cli.acceptance import panel_key
+
+    for k, panel in enumerate(_panels()[:10]):
+        data = panel.model_dump(mode="json")
+        outputs = [{**o, "reasoning": _respaced(o["reasoning"], k)} for o in data["outputs"]]
+        twin = Panel.model_validate({**data, "id": "twin", "outputs": outputs})
+        assert twin.outputs != panel.outputs and panel_key(twin) == panel_key(panel)
+
+
 def test_a_twin_the_routing_rules_escalate_by_a_meta_key_is_no_copy(
     workdir: Path, tmp_path: Path
 ) -> None:
