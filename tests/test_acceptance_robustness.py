@@ -361,6 +361,23 @@ TAMPERED = [
         "error_upper", lambda d: d.update(threshold=0.5, error_upper=0.9), id="bound-fails"
     ),
     pytest.param("calibration_accepted", _too_few_accepted, id="fewer-than-min-accepted"),
+    # A claim the file's own counts refute: its bound is recomputed from them, and its
+    # threshold is the one its reason and its family's figures state. Each was accepted,
+    # and the monitor then aimed at the edited target.
+    pytest.param(
+        "error_upper",
+        lambda d: d.update(target_precision=0.99, error_upper=0.005),
+        id="target-and-bound-claimed-higher",
+    ),
+    pytest.param("error_upper", lambda d: d.update(error_upper=d["error_upper"] / 2), id="bound"),
+    pytest.param("threshold", lambda d: d.update(threshold=0.0), id="threshold-0"),
+    pytest.param("target_precision", lambda d: d.update(target_precision=0.75), id="target"),
+    pytest.param("families", lambda d: d.update(delta=0.01), id="delta-claimed-smaller"),
+    pytest.param(
+        "error_upper",
+        lambda d: d.update(calibration_accepted=d["calibration_accepted"] + 1),
+        id="one-more-accepted",
+    ),
 ]
 
 
