@@ -355,6 +355,16 @@ TAMPERED = [
         lambda d: d["shift_reference"].update(rows=[d["shift_reference"]["rows"][0]] * 300),
         id="copied-rows",
     ),
+    # As many rows as cases, all one row: every run of fresh cases looked shifted.
+    pytest.param(
+        "shift_reference.rows",
+        lambda d: d["shift_reference"].update(
+            rows=[d["shift_reference"]["rows"][0]] * len(d["shift_reference"]["rows"])
+        ),
+        id="rows-all-one-row",
+    ),
+    # A null reference turned the shift check off, and nothing said so.
+    pytest.param("shift_reference", lambda d: d.update(shift_reference=None), id="null-reference"),
     pytest.param("selection_n", lambda d: d.update(selection_n=3), id="selection-without-split"),
     # A threshold whose own figures fail the test that would have chosen it.
     pytest.param(
@@ -403,6 +413,32 @@ def test_an_inconsistent_rehashed_file_is_refused_before_any_case(
     assert str(path) in res.err and repr(field) in res.err
     listed = cli("runs", "list", "--journal", journal, "--json")
     assert listed.out.strip() == ""
+
+
+def test_a_file_written_before_the_shift_check_says_its_check_is_off(
+    workdir: Path, tmp_path: Path
+) -> None:
+    """A file without the shift_reference field (written before the check) still decides,
+    and the run says on one line that it is not shift-checked (the check was off in
+    silence)."""
+    from dissensus.acceptance import load_acceptance
+
+    data = json.loads((workdir / "A.json").read_text())
+    del data["shift_reference"]
+    path = _rehashed(data, tmp_path / "old.json")
+    assert load_acceptance(path).shift_reference is None
+    args = ["decide", workdir / "few.jsonl", "--policy", workdir / "p.yaml", "--acceptance", path]
+    res = cli(*args, "--journal", tmp_path / "j.sqlite")
+    assert res.code == 0, res.err
+    said = [x for x in res.out.splitlines() if "shift check is off" in x]
+    assert len(said) == 1 and "written before the shift check" in said[0], res.out
+    res = cli(*args, "--journal", tmp_path / "j2.sqlite", "--json")
+    assert res.code == 0, res.err
+    assert len(_records(res.out)) == N
+    assert res.err.count("warning: The shift check is off for this run") == 1, res.err
+    # A file that keeps its reference says nothing of the kind.
+    res = cli(*args[:-1], workdir / "A.json", "--journal", tmp_path / "j3.sqlite")
+    assert res.code == 0 and "shift check is off" not in res.out + res.err
 
 
 def test_a_boolean_delta_is_refused_as_not_a_number(workdir: Path, tmp_path: Path) -> None:

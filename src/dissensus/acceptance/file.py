@@ -33,7 +33,10 @@ feature in every row, each within
 calibration case (``calibration_n``, plus ``selection_n`` under the split rule: the
 reference is never a subsample, so an emptied reference or one of copied rows is
 refused rather than misreport what it keeps or flag every run as shifted);
-``selection_n`` only under the split rule; a threshold only where the file's own figures
+``selection_n`` only under the split rule; in a file that sets a threshold, a
+reference whose rows (two or more) are all one vector is refused (copies of one row),
+and ``shift_reference: null`` is refused in any file (files written before the shift
+check have no such field: they load, and the run says its check is off); a threshold only where the file's own figures
 pass its test: ``error_upper <= 1 - target_precision`` (each stratum's, in a stratified
 file) and ``calibration_accepted >= min_accepted`` (a file claiming a guarantee its
 figures refute is refused, not used). The figures are recomputed, not trusted: every
@@ -265,6 +268,15 @@ class AcceptanceFile(BaseModel):
             if self.threshold is not None:
                 self._threshold_stated()
         ref = self.shift_reference
+        if ref is None and "shift_reference" in self.model_fields_set and not _is_journalled(info):
+            # Files written before the shift check have no such field; every file written
+            # since keeps its calibration cases' vectors: a null is an edit that would
+            # turn the check off in silence.
+            raise Inconsistent(
+                "shift_reference",
+                "null: a file keeps its calibration cases' vectors for the shift check "
+                "(only files written before the check have no shift_reference field)",
+            )
         if ref is not None:
             if len(ref.rows) != judged and not _is_journalled(info):
                 split = f" + {self.selection_n} (selection_n)" if self.selection_n else ""
@@ -285,6 +297,12 @@ class AcceptanceFile(BaseModel):
                     why = bad_value(value)
                     if why is not None:
                         raise Inconsistent(f"shift_reference.rows.{k}", why)
+            if self.threshold is not None and ref.copies_of_one_row() and not _is_journalled(info):
+                raise Inconsistent(
+                    "shift_reference.rows",
+                    f"all {len(ref.rows)} rows are one vector: copies of one row, no sample "
+                    "of the calibration cases to compare new cases with",
+                )
         return self
 
     def _passes(self) -> None:

@@ -315,6 +315,7 @@ def _summary(
     duplicates: int,
     shift: JsonObject | None = None,  # the journalled run/shift payload
     audits: tuple[float, int] | None = None,
+    shift_off: str | None = None,  # the run's file keeps no shift reference: why
 ) -> None:
     from dissensus.pipeline.engine import followup_tally
     from dissensus.pipeline.learned import guarantee_sentence
@@ -365,6 +366,8 @@ def _summary(
             )
     if shift is not None:
         out_console.print(shift_words(shift), soft_wrap=True)
+    if shift_off is not None:
+        out_console.print(shift_off, soft_wrap=True)
     if escalated:
         program = _program()
         out_console.print("review them:")
@@ -373,6 +376,15 @@ def _summary(
         out_console.print(
             f"  {program} review show {shown(escalated[0].review_id)}{where}", soft_wrap=True
         )
+
+
+def _shift_off(journal: Journal, run_id: str) -> str | None:
+    """Why the run's shift check is off, when its acceptance file keeps no shift
+    reference (a file written before the shift check)."""
+    from dissensus.pipeline.shift import shift_off_words
+
+    started = journal.get(run_id, "run/started")
+    return shift_off_words(started.payload.get("acceptance") if started is not None else None)
 
 
 def _audits_of(journal: Journal, run_id: str) -> tuple[float, int] | None:
@@ -597,6 +609,7 @@ def run_and_report(
                 len(duplicates),
                 shift,
                 audits=_audits_of(journal, run_id),
+                shift_off=_shift_off(journal, run_id),
             )
         except OutputWriteError as exc:  # standard output is full: the run is journalled
             return _said_unwritten(exc, journal, run_id)
@@ -604,6 +617,8 @@ def run_and_report(
         from dissensus.pipeline.shift import shift_words
 
         err_console.print(f"warning: {shift_words(shift)}", soft_wrap=True)
+    if json_out and (off := _shift_off(journal, run_id)) is not None:
+        err_console.print(f"warning: {off}", soft_wrap=True)
     tally = followup_tally(records)
     cause = tally.every_one_failed()
     if cause is None and (some := tally.warning()) is not None:
