@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from cli_helpers import cli
 from dissensus.pipeline.batch import execute_run, start_run
@@ -138,9 +140,61 @@ def test_a_check_of_too_few_cases_is_not_said_to_pass() -> None:
         {"auc": 0.5, "p_value": 1.0, "shifted": False, "calibration_n": 326, "deployed_n": 7}
     )
     assert words == "Not checked yet: 7 judged case(s), and the shift check needs at least 10."
-    assert "resemble" in shift_words(
+    assert shift_words(
         {"auc": 0.5, "p_value": 0.4, "shifted": False, "calibration_n": 326, "deployed_n": 70}
+    ).startswith("No shift detected (shift check p = 0.4")
+
+
+@settings(max_examples=60)
+@given(
+    p=st.floats(1e-12, 1.0),
+    alpha=st.floats(1e-6, 0.1),
+    auc=st.floats(0.0, 1.0),
+    deployed=st.integers(10, 5000),
+)
+def test_a_check_that_does_not_flag_claims_no_resemblance(
+    p: float, alpha: float, auc: float, deployed: int
+) -> None:
+    """A check that does not flag says no shift was detected, with p and its level; it
+    said the new cases resembled the calibration cases, although another split of the
+    same cases could flag them."""
+    from dissensus.pipeline.shift import shift_words
+
+    shifted = p <= alpha and auc > 0.5
+    outcome = {
+        "auc": auc, "p_value": p, "shifted": shifted, "alpha": alpha, "file_alpha": 0.1,
+        "check": 3, "calibration_n": 326, "deployed_n": deployed,
+    }  # fmt: skip
+    words = shift_words(outcome)
+    if shifted:
+        assert words.startswith("New cases look different")
+        return
+    assert words.startswith("No shift detected (shift check p = ") and "resemble" not in words
+    assert "level" in words and f"over {deployed} cases and the 326 calibration cases" in words
+    shown_p = words.removeprefix("No shift detected (shift check p = ").split(" ")[0]
+    assert float(shown_p) == pytest.approx(p, rel=0.06)  # significant digits, never 0.000
+
+
+def test_a_hold_quotes_the_flag_s_p_value_in_significant_digits(tmp_path: Path) -> None:
+    """A flag at p = 9.4e-06 was quoted as p = 0.000 in every held case's reason."""
+    from dissensus.pipeline.batch import _with_shift_hold
+
+    spec = RunSpec.from_policy(None).model_copy(update={"acceptance": {"sha256": "f" * 64}})
+    spec = spec.model_copy(
+        update={
+            "policy": spec.policy.model_copy(
+                update={
+                    "acceptance": spec.policy.acceptance.model_copy(update={"on_shift": "escalate"})
+                }
+            )
+        }
     )
+    with Journal(tmp_path / "j.sqlite") as journal:
+        journal.create_run("moved", kind="decide", meta={})
+        payload = {"auc": 0.71, "p_value": 9.4e-06, "shifted": True, "file_sha256": "f" * 64}
+        journal.append("moved", SHIFT_EVENT, payload, key="run/shift")
+        hold = _with_shift_hold(journal, spec).shift_hold
+    assert hold is not None and "p = 9.4e-06" in hold and "run moved" in hold, hold
 
 
 def _fake_check(journal: Journal, run_id: str, sha: str | None, **extra: Any) -> None:

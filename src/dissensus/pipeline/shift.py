@@ -386,8 +386,10 @@ def shift_words(outcome: Mapping[str, Any]) -> str:
         # Under the level, but the deployed cases score no higher (AUC 0.5 or below).
         against = f" ≤ {level}, but AUC {auc:.2f}: the deployed cases score no higher"
     else:
-        against = f" > {level}" if level else ""
+        against = (f" > {level}" if level else "") + f", AUC {auc:.2f}"
+    # Not flagging is no evidence of likeness (another split of the same cases may flag
+    # them): the words say what the test found, nothing more.
     return (
-        f"New cases resemble the {calibration} calibration cases as far as "
-        f"the shift check can tell (p = {p:.{digits}g}{against}, over {over})." + _lifetime(outcome)
+        f"No shift detected (shift check p = {p:.{digits}g}{against}, over {over} and the "
+        f"{calibration} calibration cases)." + _lifetime(outcome)
     )
