@@ -79,6 +79,28 @@ def test_on_shift_escalate_holds_the_file_for_later_runs(world: Path, tmp_path: 
     assert data["holds"][sha]["run_id"] == "moved"
 
 
+def test_a_held_run_says_so_in_its_summary_and_in_runs_show(world: Path, tmp_path: Path) -> None:
+    """A run held after a flagged check printed the guarantee sentence (or nothing of
+    acceptance) and runs show --json had no field for the hold."""
+    journal = tmp_path / "j.sqlite"
+    common = ["--policy", world / "hold.yaml", "--journal", journal]
+    assert cli("decide", world / "shifted.jsonl", *common, "--run-id", "moved").code == 0
+    done = cli("decide", world / "same.jsonl", *common, "--run-id", "after")
+    assert done.code == 0, done.err
+    words = " ".join(done.out.split())
+    assert "Learned acceptance is held after a flagged shift check: a shift check flagged" in words
+    assert "in run moved" in words and "automatic decisions should be right" not in words
+    data = json.loads(cli("runs", "show", "after", "--journal", journal, "--json").out)
+    assert "in run moved" in data["acceptance"]["held"] and data["acceptance"]["suspended"] == []
+    shown = cli("runs", "show", "after", "--journal", journal)
+    assert "Learned acceptance is held after a flagged shift check" in " ".join(shown.out.split())
+    earlier = json.loads(cli("runs", "show", "moved", "--journal", journal, "--json").out)
+    assert earlier["acceptance"] == {"suspended": [], "held": None}
+    # With --json the records go to standard output and the hold to a warning on stderr.
+    again = cli("decide", world / "same.jsonl", *common, "--json")
+    assert again.code == 0 and "warning: Learned acceptance is held" in again.err
+
+
 def test_under_on_shift_warn_a_flagged_file_is_not_held(world: Path, tmp_path: Path) -> None:
     with Journal(tmp_path / "j.sqlite") as journal:
         _run(journal, world / "shifted.jsonl", world / "warn.yaml", "moved")
