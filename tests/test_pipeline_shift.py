@@ -155,6 +155,58 @@ def test_the_summary_and_the_service_report_the_check(world: Path, tmp_path: Pat
     assert doc["hold"] is None  # warn: no hold
 
 
+class _Log:
+    """Stands for the server's logger: keeps its warnings, as lines."""
+
+    def __init__(self) -> None:
+        self.warnings: list[str] = []
+
+    def warning(self, message: str, *args: object) -> None:
+        self.warnings.append(message % args)
+
+
+def test_a_run_decided_through_the_service_carries_its_shift_check(
+    world: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A flag of a run decided through POST /v1/decide reached no client: neither the
+    batch answer nor GET /v1/runs/{id} had it, and the server's log was silent."""
+    import dissensus.serve.runs
+
+    # The module's logger itself (what reaches a handler depends on every other test's
+    # logging set-up: logging is global).
+    log = _Log()
+    monkeypatch.setattr(dissensus.serve.runs, "log", log, raising=False)
+    _service_runs(world, tmp_path, log)
+
+
+def _service_runs(world: Path, tmp_path: Path, log: _Log) -> None:
+    from dissensus.serve import ServeSettings
+
+    async def ask() -> list[dict[str, Any]]:
+        settings = ServeSettings(
+            journal=str(tmp_path / "j.sqlite"),
+            policy=str(world / "warn.yaml"),
+            tokens=str(write_tokens(tmp_path / "tokens.txt")),
+        )
+        out = []
+        async with client_for(settings) as client:
+            for name in ("shifted.jsonl", "same.jsonl"):
+                rows = [json.loads(x) for x in (world / name).read_text().splitlines()]
+                got = await client.post("/v1/decide", json=rows, headers=auth("sub"))
+                assert got.status_code == 200, got.text
+                answer = got.json()
+                doc = await client.get(f"/v1/runs/{answer['run_id']}", headers=auth("sub"))
+                out += [answer, doc.json()]
+        return out
+
+    moved, moved_doc, same, same_doc = asyncio.run(ask())
+    assert moved["shift"]["shifted"] is True and moved_doc["shift"] == moved["shift"]
+    assert same["shift"]["shifted"] is False and same_doc["shift"] == same["shift"]
+    warned = log.warnings
+    assert len(warned) == 1, warned
+    assert warned[0].startswith(f"run {moved['run_id']}: New cases look different")
+
+
 def test_a_check_of_too_few_cases_is_not_said_to_pass() -> None:
     from dissensus.pipeline.shift import shift_words
 
