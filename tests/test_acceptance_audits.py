@@ -109,7 +109,22 @@ def test_wrong_audits_suspend_later_automatic_commits(
             if r.auto and r.decision is not None:
                 other = "B" if r.decision != "B" else "A"
                 confirm(jr, f"r1.{r.line}", decision=other, note="audit: the other output is right")
+    capsys.readouterr()
     _decide(root, slice(40, 80), "r2", policy, accept)
+    # The summary says the suspension instead of the guarantee (it printed the guarantee
+    # with nothing decided automatically, and no word of the suspension).
+    summary = " ".join(capsys.readouterr().out.split())
+    assert "Learned acceptance is suspended: audited precision below 0.80 after" in summary, summary
+    assert "automatic decisions should be right" not in summary
+    assert main(["runs", "show", "r2", "--journal", str(journal), "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)["acceptance"]
+    assert shown["held"] is None and [s["stratum"] for s in shown["suspended"]] == ["all"]
+    assert shown["suspended"][0]["reason"].startswith("acceptance suspended: audited precision")
+    assert main(["runs", "show", "r2", "--journal", str(journal)]) == 0
+    assert "Learned acceptance is suspended" in " ".join(capsys.readouterr().out.split())
+    # The run decided before the audits were answered met no suspension.
+    assert main(["runs", "show", "r1", "--journal", str(journal), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["acceptance"] == {"suspended": [], "held": None}
     with Journal(str(journal)) as jr:
         later = final_records(jr, "r2")
         suspended = list(jr.events("r2", type="acceptance.suspended"))

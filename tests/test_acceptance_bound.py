@@ -350,3 +350,95 @@ def test_an_old_format_file_is_refused_with_how_to_fix(tmp_path: Path) -> None:
     path.write_text(json.dumps(data))
     with pytest.raises(ConfigError, match="re-run `dissensus calibrate-acceptance`"):
         load_acceptance(path)
+
+
+def _noisy(seed: int, n: int) -> tuple[list[list[Candidate]], list[str], list[str]]:
+    """``n`` two-candidate cases whose first candidate is right with a probability its
+    feature tells, and a stratum for each."""
+    import numpy as np
+
+    from dissensus.acceptance import Candidate
+
+    rng = np.random.default_rng(seed)
+    cases, golds, strata = [], [], []
+    for i in range(n):
+        x = float(rng.uniform())
+        right = bool(rng.uniform() < 0.55 + 0.45 * x)
+        votes = float(rng.integers(2, 6)) / 5
+        cases.append(
+            [
+                Candidate(label="a", features={"cand.x": x, "score.votes_both": votes}),
+                Candidate(label="b", features={"cand.x": 0.0, "score.votes_both": 1 - votes}),
+            ]
+        )
+        golds.append("a" if right else "b")
+        strata.append("s" if i % 2 else "t")
+    return cases, golds, strata
+
+
+TAMPERS = {
+    # The reviewer's file: 0.99 and 0.005 for figures whose own bound is 0.088.
+    "target_precision": ("target_precision", "error_upper"),
+    "delta": ("families", "families.0.delta", "families.2.delta"),
+    "error_upper": ("error_upper",),
+    "threshold": ("threshold",),
+}
+
+
+@settings(max_examples=10, deadline=None)
+@given(
+    seed=st.integers(0, 2**31 - 1),
+    n=st.integers(100, 200),
+    rule=st.sampled_from(["bonferroni", "split"]),
+    stratified=st.booleans(),
+    field=st.sampled_from(sorted(TAMPERS)),
+)
+def test_a_file_whose_figures_refute_its_claim_is_refused(
+    tmp_path_factory: pytest.TempPathFactory,
+    seed: int,
+    n: int,
+    rule: str,
+    stratified: bool,
+    field: str,
+) -> None:
+    """Every calibrated file loads; re-hashed with a claim its counts refute (a higher
+    target, a smaller delta, a smaller bound, another threshold) it is refused, naming the
+    field (the edited target and bound were accepted, and the monitor aimed at them)."""
+    from dissensus.acceptance import (
+        calibrate,
+        canonical_hash,
+        clopper_pearson_upper,
+        load_acceptance,
+        save_acceptance,
+    )
+
+    cases, golds, strata = _noisy(seed, n)
+    acc = calibrate(
+        cases, golds, target=0.8, delta=0.1, min_accepted=10, rule=rule,  # type: ignore[arg-type]
+        strata=strata if stratified else None, strata_field="s" if stratified else None,
+    )  # fmt: skip
+    path = tmp_path_factory.mktemp("acc") / "A.json"
+    saved = save_acceptance(acc, path)
+    loaded = load_acceptance(path)
+    wrong = loaded.calibration_accepted - loaded.calibration_correct
+    assert loaded.error_upper == clopper_pearson_upper(
+        wrong, loaded.calibration_accepted, loaded.tested_at()
+    )
+    if field in ("target_precision", "threshold") and saved.threshold is None:
+        return  # nothing claimed: the edit claims nothing either
+    data = json.loads(path.read_text())
+    if field == "target_precision":
+        data[field] = 0.99
+        data["error_upper"] = 0.005
+    elif field == "delta":
+        data[field] = data[field] / 10
+    elif field == "error_upper":
+        data[field] = data[field] / 2
+    else:
+        t = data[field]
+        data[field] = t - 0.01 if t >= 0.01 else t + 0.01
+    data["sha256"] = canonical_hash(data)
+    path.write_text(json.dumps(data))
+    with pytest.raises(ConfigError) as info:
+        load_acceptance(path)
+    assert info.value.field in TAMPERS[field], (info.value.field, str(info.value))

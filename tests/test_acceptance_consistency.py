@@ -53,12 +53,21 @@ def _stricter(path: Path, threshold: float) -> None:
     """Raise the file's threshold (re-hashed), so that some cases are refused whatever
     the fit: the threshold calibration chooses on these 60 cases is not the same on
     every machine (on some, the lowest score already meets the target, and every case
-    is accepted)."""
+    is accepted). The threshold its reason and its family's figures state is raised with
+    it (a file whose threshold contradicts them is refused)."""
     from dissensus.acceptance import load_acceptance
     from dissensus.acceptance.file import save_acceptance
 
     acc = load_acceptance(path)
-    save_acceptance(acc.model_copy(update={"threshold": max(acc.threshold, threshold)}), path)
+    assert acc.threshold is not None
+    new = max(acc.threshold, threshold)
+    reason = acc.threshold_reason.replace(f">= {acc.threshold:.4f}", f">= {new:.4f}", 1)
+    families = [
+        f.model_copy(update={"threshold": new}) if f.family == acc.family and f.competing else f
+        for f in acc.families
+    ]
+    update = {"threshold": new, "threshold_reason": reason, "families": families}
+    save_acceptance(acc.model_copy(update=update), path)
 
 
 def _prepared(root: Path, *, guard_from_policy: bool) -> dict[str, Any]:

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dissensus.acceptance import Candidate
+
+REPO = Path(__file__).resolve().parent.parent
 
 
 def _case(share: float, stable: float, right_label: str = "a") -> list[Candidate]:
@@ -120,3 +125,110 @@ def test_c_is_chosen_from_the_grid_by_grouped_cross_validation() -> None:
     c = choose_c(z, y, owner)
     assert c in C_GRID and c == choose_c(z, y, owner)
     assert choose_c(z[:20], y[:20], owner[:20]) == 1.0  # too few cases: no inner CV
+
+
+def _all_right(n: int, rng: np.random.Generator, *, votes_vary: bool) -> list[list[Candidate]]:
+    """``n`` cases of one candidate each (every answer right: the model's label is
+    constant), whose vote counts vary or not."""
+    out = []
+    for _ in range(n):
+        share = float(rng.uniform(0.5, 1.0)) if votes_vary else 1.0
+        out.append(
+            [
+                Candidate(
+                    label="a",
+                    features={
+                        "score.votes": share,
+                        "score.votes_both": share,
+                        "cand.stable_share": 1.0,
+                        "cand.share": share,
+                    },
+                )
+            ]
+        )
+    return out
+
+
+@settings(max_examples=15, deadline=None)
+@given(seed=st.integers(0, 2**31 - 1), n=st.integers(40, 200))
+def test_a_constant_learned_score_is_ineligible_as_every_constant_family(seed: int, n: int) -> None:
+    """Calibrated on cases whose every answer is right, the model is a constant (every
+    coefficient 0): it was still eligible, chosen, and accepted every case."""
+    from dissensus.acceptance import calibrate
+
+    rng = np.random.default_rng(seed)
+    acc = calibrate(
+        _all_right(n, rng, votes_vary=False), ["a"] * n, target=0.9, delta=0.1, min_accepted=10
+    )
+    by = {f.family: f for f in acc.families}
+    assert all(not m.coef or set(m.coef) == {0.0} for m in acc.models)
+    assert not by["learned"].eligible and not by["votes_both"].eligible
+    assert not any(f.competing for f in acc.families)
+    assert acc.threshold is None and acc.calibration_accepted == 0
+    assert "constant" in acc.threshold_reason and "learned, votes_both" in acc.threshold_reason
+    # Named alone, a constant family is no more eligible.
+    alone = calibrate(
+        _all_right(n, rng, votes_vary=False), ["a"] * n, target=0.9, delta=0.1,
+        min_accepted=10, family="learned",
+    )  # fmt: skip
+    assert alone.threshold is None and "the competing family (learned)" in alone.threshold_reason
+    # Where a counting family varies, it competes alone and is chosen.
+    varied = calibrate(
+        _all_right(n, rng, votes_vary=True), ["a"] * n, target=0.9, delta=0.1, min_accepted=10
+    )
+    vby = {f.family: f for f in varied.families}
+    assert not vby["learned"].eligible and not vby["learned"].competing
+    assert vby["votes_both"].eligible and varied.family == "votes_both"
+    assert vby["votes_both"].delta == pytest.approx(0.1)  # the only eligible competitor
+
+
+def test_calibrate_acceptance_warns_when_every_family_is_constant(tmp_path: Path) -> None:
+    """On panels whose every answer is right (three solvers agreeing on the gold answer,
+    as unanimous and correct GSM8K panels), the file accepts nothing and says why (the
+    constant model was chosen and accepted every case, with no warning)."""
+    from cli_helpers import cli
+
+    rng = np.random.default_rng(0)
+    words = [
+        "add",
+        "the",
+        "two",
+        "sums",
+        "then",
+        "carry",
+        "one",
+        "and",
+        "subtract",
+        "half",
+        "of",
+        "the",
+        "remainder",
+    ]
+    lines = []
+    for k in range(60):
+        answer = str(int(rng.integers(1, 500)))
+        outputs = [
+            {
+                "agent": agent,
+                "family": agent,
+                "decision": answer,
+                "reasoning": " ".join(rng.choice(words, 12)) + f" so the answer is {answer}",
+            }
+            for agent in ("m1", "m2", "m3")
+        ]
+        lines.append(json.dumps({"id": str(k), "meta": {"gold": answer}, "outputs": outputs}))
+    labelled = tmp_path / "right.jsonl"
+    labelled.write_text("\n".join(lines) + "\n")
+    (tmp_path / "p.yaml").write_text("reading:\n  similarity: tfidf\nguard:\n  enabled: false\n")
+    res = cli(
+        "calibrate-acceptance", labelled, "--policy", tmp_path / "p.yaml",
+        "--target-precision", "0.8", "--min-accepted", "10",
+        "--out", tmp_path / "A.json", "--json",
+    )  # fmt: skip
+    assert res.code == 0, res.err
+    summary = json.loads(res.out)
+    assert summary["calibration_n"] == 60
+    assert summary["threshold"] is None and summary["calibration_accepted"] == 0
+    by = {f["family"]: f for f in summary["families"]}
+    assert not by["learned"]["eligible"] and not by["learned"]["competing"]
+    assert "warning: the file accepts nothing: no eligible score family" in res.err

@@ -355,12 +355,39 @@ TAMPERED = [
         lambda d: d["shift_reference"].update(rows=[d["shift_reference"]["rows"][0]] * 300),
         id="copied-rows",
     ),
+    # As many rows as cases, all one row: every run of fresh cases looked shifted.
+    pytest.param(
+        "shift_reference.rows",
+        lambda d: d["shift_reference"].update(
+            rows=[d["shift_reference"]["rows"][0]] * len(d["shift_reference"]["rows"])
+        ),
+        id="rows-all-one-row",
+    ),
+    # A null reference turned the shift check off, and nothing said so.
+    pytest.param("shift_reference", lambda d: d.update(shift_reference=None), id="null-reference"),
     pytest.param("selection_n", lambda d: d.update(selection_n=3), id="selection-without-split"),
     # A threshold whose own figures fail the test that would have chosen it.
     pytest.param(
         "error_upper", lambda d: d.update(threshold=0.5, error_upper=0.9), id="bound-fails"
     ),
     pytest.param("calibration_accepted", _too_few_accepted, id="fewer-than-min-accepted"),
+    # A claim the file's own counts refute: its bound is recomputed from them, and its
+    # threshold is the one its reason and its family's figures state. Each was accepted,
+    # and the monitor then aimed at the edited target.
+    pytest.param(
+        "error_upper",
+        lambda d: d.update(target_precision=0.99, error_upper=0.005),
+        id="target-and-bound-claimed-higher",
+    ),
+    pytest.param("error_upper", lambda d: d.update(error_upper=d["error_upper"] / 2), id="bound"),
+    pytest.param("threshold", lambda d: d.update(threshold=0.0), id="threshold-0"),
+    pytest.param("target_precision", lambda d: d.update(target_precision=0.75), id="target"),
+    pytest.param("families", lambda d: d.update(delta=0.01), id="delta-claimed-smaller"),
+    pytest.param(
+        "error_upper",
+        lambda d: d.update(calibration_accepted=d["calibration_accepted"] + 1),
+        id="one-more-accepted",
+    ),
 ]
 
 
@@ -386,6 +413,32 @@ def test_an_inconsistent_rehashed_file_is_refused_before_any_case(
     assert str(path) in res.err and repr(field) in res.err
     listed = cli("runs", "list", "--journal", journal, "--json")
     assert listed.out.strip() == ""
+
+
+def test_a_file_written_before_the_shift_check_says_its_check_is_off(
+    workdir: Path, tmp_path: Path
+) -> None:
+    """A file without the shift_reference field (written before the check) still decides,
+    and the run says on one line that it is not shift-checked (the check was off in
+    silence)."""
+    from dissensus.acceptance import load_acceptance
+
+    data = json.loads((workdir / "A.json").read_text())
+    del data["shift_reference"]
+    path = _rehashed(data, tmp_path / "old.json")
+    assert load_acceptance(path).shift_reference is None
+    args = ["decide", workdir / "few.jsonl", "--policy", workdir / "p.yaml", "--acceptance", path]
+    res = cli(*args, "--journal", tmp_path / "j.sqlite")
+    assert res.code == 0, res.err
+    said = [x for x in res.out.splitlines() if "shift check is off" in x]
+    assert len(said) == 1 and "written before the shift check" in said[0], res.out
+    res = cli(*args, "--journal", tmp_path / "j2.sqlite", "--json")
+    assert res.code == 0, res.err
+    assert len(_records(res.out)) == N
+    assert res.err.count("warning: The shift check is off for this run") == 1, res.err
+    # A file that keeps its reference says nothing of the kind.
+    res = cli(*args[:-1], workdir / "A.json", "--journal", tmp_path / "j3.sqlite")
+    assert res.code == 0 and "shift check is off" not in res.out + res.err
 
 
 def test_a_boolean_delta_is_refused_as_not_a_number(workdir: Path, tmp_path: Path) -> None:
@@ -581,6 +634,55 @@ def test_a_copy_differing_only_in_a_meta_key_nothing_reads_counts_once(
     assert summary["duplicates"] == 0 and summary["fitted_n"] == 2 * N
     assert summary["calibration_n"] == base["calibration_n"] == summary["near_copies"]
     assert res.err.count("in everything acceptance reads") == summary["near_copies"]
+
+
+def _respaced(text: str, k: int) -> str:
+    """``text`` with its whitespace changed the ``k``-th way (a trailing space, a doubled
+    space, a tab and a newline for a space)."""
+    ways = [text + " ", text.replace(" ", "  ", 1), "\t" + text.replace(" ", "\n", 2)]
+    return ways[k % len(ways)]
+
+
+def test_a_copy_differing_only_in_whitespace_counts_once(workdir: Path, tmp_path: Path) -> None:
+    """Every panel again under a new id, each reasoning with its whitespace changed:
+    dropped as copies (they were new cases, and the bound counted each case twice). With a
+    meta key nothing reads added too, each judged one is a near copy, counted once."""
+    lines = (workdir / "few.jsonl").read_text().splitlines()
+    base = json.loads(_calibrate(workdir, workdir / "few.jsonl", tmp_path / "A.json").out)
+    respaced, near = [], []
+    for k, line in enumerate(lines):
+        data = json.loads(line)
+        outputs = [
+            {**o, "reasoning": _respaced(o["reasoning"], k + j)}
+            for j, o in enumerate(data["outputs"])
+        ]
+        respaced.append(json.dumps({**data, "id": f"ws-{k}", "outputs": outputs}))
+        meta = {**data["meta"], "batch": k}
+        near.append(json.dumps({**data, "id": f"near-{k}", "outputs": outputs, "meta": meta}))
+    src = tmp_path / "respaced.jsonl"
+    src.write_text("\n".join([*lines, *respaced]) + "\n")
+    res = _calibrate(workdir, src, tmp_path / "B.json")
+    assert res.code == 0, res.err
+    summary = json.loads(res.out)
+    assert summary["duplicates"] == N and summary["fitted_n"] == N
+    assert summary["calibration_n"] == base["calibration_n"]
+    assert res.err.count("is a copy of panel") == N
+    src.write_text("\n".join([*lines, *near]) + "\n")
+    res = _calibrate(workdir, src, tmp_path / "C.json")
+    assert res.code == 0, res.err
+    summary = json.loads(res.out)
+    assert summary["duplicates"] == 0 and summary["fitted_n"] == 2 * N
+    assert summary["calibration_n"] == base["calibration_n"] == summary["near_copies"]
+
+
+def test_copies_in_whitespace_share_a_cross_fit_fold() -> None:
+    from dissensus.cli.acceptance import panel_key
+
+    for k, panel in enumerate(_panels()[:10]):
+        data = panel.model_dump(mode="json")
+        outputs = [{**o, "reasoning": _respaced(o["reasoning"], k)} for o in data["outputs"]]
+        twin = Panel.model_validate({**data, "id": "twin", "outputs": outputs})
+        assert twin.outputs != panel.outputs and panel_key(twin) == panel_key(panel)
 
 
 def test_a_twin_the_routing_rules_escalate_by_a_meta_key_is_no_copy(

@@ -335,3 +335,25 @@ def test_the_acceptance_file_keeps_the_reference() -> None:
     cases = _cases(rng, 50)
     acc = calibrate(cases, ["a"] * 50, target=0.8, delta=0.1, min_accepted=10, family="learned")
     assert acc.shift_reference is not None and len(acc.shift_reference.rows) == 50
+
+
+def test_calibration_cases_of_one_vector_are_no_reference() -> None:
+    """Judged cases whose shift vectors are all one row (here the guard family ranks them
+    by a candidate the plurality row does not hold) are refused when a threshold would be
+    set, as a file whose reference is copies of one row is refused when read."""
+    from dissensus.acceptance import calibrate
+    from dissensus.errors import InputError
+
+    rng = np.random.default_rng(0)
+    cases, golds = [], []
+    for _ in range(200):
+        g = float(rng.uniform(0.5, 1.0))
+        cases.append(
+            [
+                Candidate(label="a", features={"cand.share": 0.6, "cand.guard_posterior": 0.5}),
+                Candidate(label="b", features={"cand.share": 0.4, "cand.guard_posterior": g}),
+            ]
+        )
+        golds.append("b" if rng.uniform() < g else "a")
+    with pytest.raises(InputError, match="one and the same feature vector"):
+        calibrate(cases, golds, target=0.6, delta=0.1, min_accepted=10, family="guard")

@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from cli_helpers import cli
 from dissensus.pipeline.batch import execute_run, start_run
@@ -77,6 +79,28 @@ def test_on_shift_escalate_holds_the_file_for_later_runs(world: Path, tmp_path: 
     assert data["holds"][sha]["run_id"] == "moved"
 
 
+def test_a_held_run_says_so_in_its_summary_and_in_runs_show(world: Path, tmp_path: Path) -> None:
+    """A run held after a flagged check printed the guarantee sentence (or nothing of
+    acceptance) and runs show --json had no field for the hold."""
+    journal = tmp_path / "j.sqlite"
+    common = ["--policy", world / "hold.yaml", "--journal", journal]
+    assert cli("decide", world / "shifted.jsonl", *common, "--run-id", "moved").code == 0
+    done = cli("decide", world / "same.jsonl", *common, "--run-id", "after")
+    assert done.code == 0, done.err
+    words = " ".join(done.out.split())
+    assert "Learned acceptance is held after a flagged shift check: a shift check flagged" in words
+    assert "in run moved" in words and "automatic decisions should be right" not in words
+    data = json.loads(cli("runs", "show", "after", "--journal", journal, "--json").out)
+    assert "in run moved" in data["acceptance"]["held"] and data["acceptance"]["suspended"] == []
+    shown = cli("runs", "show", "after", "--journal", journal)
+    assert "Learned acceptance is held after a flagged shift check" in " ".join(shown.out.split())
+    earlier = json.loads(cli("runs", "show", "moved", "--journal", journal, "--json").out)
+    assert earlier["acceptance"] == {"suspended": [], "held": None}
+    # With --json the records go to standard output and the hold to a warning on stderr.
+    again = cli("decide", world / "same.jsonl", *common, "--json")
+    assert again.code == 0 and "warning: Learned acceptance is held" in again.err
+
+
 def test_under_on_shift_warn_a_flagged_file_is_not_held(world: Path, tmp_path: Path) -> None:
     with Journal(tmp_path / "j.sqlite") as journal:
         _run(journal, world / "shifted.jsonl", world / "warn.yaml", "moved")
@@ -131,6 +155,58 @@ def test_the_summary_and_the_service_report_the_check(world: Path, tmp_path: Pat
     assert doc["hold"] is None  # warn: no hold
 
 
+class _Log:
+    """Stands for the server's logger: keeps its warnings, as lines."""
+
+    def __init__(self) -> None:
+        self.warnings: list[str] = []
+
+    def warning(self, message: str, *args: object) -> None:
+        self.warnings.append(message % args)
+
+
+def test_a_run_decided_through_the_service_carries_its_shift_check(
+    world: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A flag of a run decided through POST /v1/decide reached no client: neither the
+    batch answer nor GET /v1/runs/{id} had it, and the server's log was silent."""
+    import dissensus.serve.runs
+
+    # The module's logger itself (what reaches a handler depends on every other test's
+    # logging set-up: logging is global).
+    log = _Log()
+    monkeypatch.setattr(dissensus.serve.runs, "log", log, raising=False)
+    _service_runs(world, tmp_path, log)
+
+
+def _service_runs(world: Path, tmp_path: Path, log: _Log) -> None:
+    from dissensus.serve import ServeSettings
+
+    async def ask() -> list[dict[str, Any]]:
+        settings = ServeSettings(
+            journal=str(tmp_path / "j.sqlite"),
+            policy=str(world / "warn.yaml"),
+            tokens=str(write_tokens(tmp_path / "tokens.txt")),
+        )
+        out = []
+        async with client_for(settings) as client:
+            for name in ("shifted.jsonl", "same.jsonl"):
+                rows = [json.loads(x) for x in (world / name).read_text().splitlines()]
+                got = await client.post("/v1/decide", json=rows, headers=auth("sub"))
+                assert got.status_code == 200, got.text
+                answer = got.json()
+                doc = await client.get(f"/v1/runs/{answer['run_id']}", headers=auth("sub"))
+                out += [answer, doc.json()]
+        return out
+
+    moved, moved_doc, same, same_doc = asyncio.run(ask())
+    assert moved["shift"]["shifted"] is True and moved_doc["shift"] == moved["shift"]
+    assert same["shift"]["shifted"] is False and same_doc["shift"] == same["shift"]
+    warned = log.warnings
+    assert len(warned) == 1, warned
+    assert warned[0].startswith(f"run {moved['run_id']}: New cases look different")
+
+
 def test_a_check_of_too_few_cases_is_not_said_to_pass() -> None:
     from dissensus.pipeline.shift import shift_words
 
@@ -138,9 +214,61 @@ def test_a_check_of_too_few_cases_is_not_said_to_pass() -> None:
         {"auc": 0.5, "p_value": 1.0, "shifted": False, "calibration_n": 326, "deployed_n": 7}
     )
     assert words == "Not checked yet: 7 judged case(s), and the shift check needs at least 10."
-    assert "resemble" in shift_words(
+    assert shift_words(
         {"auc": 0.5, "p_value": 0.4, "shifted": False, "calibration_n": 326, "deployed_n": 70}
+    ).startswith("No shift detected (shift check p = 0.4")
+
+
+@settings(max_examples=60)
+@given(
+    p=st.floats(1e-12, 1.0),
+    alpha=st.floats(1e-6, 0.1),
+    auc=st.floats(0.0, 1.0),
+    deployed=st.integers(10, 5000),
+)
+def test_a_check_that_does_not_flag_claims_no_resemblance(
+    p: float, alpha: float, auc: float, deployed: int
+) -> None:
+    """A check that does not flag says no shift was detected, with p and its level; it
+    said the new cases resembled the calibration cases, although another split of the
+    same cases could flag them."""
+    from dissensus.pipeline.shift import shift_words
+
+    shifted = p <= alpha and auc > 0.5
+    outcome = {
+        "auc": auc, "p_value": p, "shifted": shifted, "alpha": alpha, "file_alpha": 0.1,
+        "check": 3, "calibration_n": 326, "deployed_n": deployed,
+    }  # fmt: skip
+    words = shift_words(outcome)
+    if shifted:
+        assert words.startswith("New cases look different")
+        return
+    assert words.startswith("No shift detected (shift check p = ") and "resemble" not in words
+    assert "level" in words and f"over {deployed} cases and the 326 calibration cases" in words
+    shown_p = words.removeprefix("No shift detected (shift check p = ").split(" ")[0]
+    assert float(shown_p) == pytest.approx(p, rel=0.06)  # significant digits, never 0.000
+
+
+def test_a_hold_quotes_the_flag_s_p_value_in_significant_digits(tmp_path: Path) -> None:
+    """A flag at p = 9.4e-06 was quoted as p = 0.000 in every held case's reason."""
+    from dissensus.pipeline.batch import _with_shift_hold
+
+    spec = RunSpec.from_policy(None).model_copy(update={"acceptance": {"sha256": "f" * 64}})
+    spec = spec.model_copy(
+        update={
+            "policy": spec.policy.model_copy(
+                update={
+                    "acceptance": spec.policy.acceptance.model_copy(update={"on_shift": "escalate"})
+                }
+            )
+        }
     )
+    with Journal(tmp_path / "j.sqlite") as journal:
+        journal.create_run("moved", kind="decide", meta={})
+        payload = {"auc": 0.71, "p_value": 9.4e-06, "shifted": True, "file_sha256": "f" * 64}
+        journal.append("moved", SHIFT_EVENT, payload, key="run/shift")
+        hold = _with_shift_hold(journal, spec).shift_hold
+    assert hold is not None and "p = 9.4e-06" in hold and "run moved" in hold, hold
 
 
 def _fake_check(journal: Journal, run_id: str, sha: str | None, **extra: Any) -> None:

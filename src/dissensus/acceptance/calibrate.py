@@ -20,7 +20,10 @@ chose the family; the shift reference keeps both. The cases are taken to be dist
 bound counts each as an independent draw, so a copy of a case would inflate it
 (``calibrate-acceptance`` drops a repeated panel id and a panel repeated under another
 id before it calibrates, warning about each, and passes a hash of each panel as
-``keys``, so that panels equal but for their id and gold share a cross-fit fold). Every feature value must be finite and at most
+``keys``, so that panels equal but for their id and gold share a cross-fit fold). Judged
+cases that all have one and the same feature vector are no sample for the shift check: a
+calibration that would set a threshold on them is refused (an
+:class:`~dissensus.errors.InputError`), as a file whose reference is copies of one row is. Every feature value must be finite and at most
 :data:`~dissensus.acceptance.features.FEATURE_BOUND` in magnitude (a
 :class:`~dissensus.errors.ConfigError` naming the case and the feature otherwise). The deployed models are the fold models
 whose out-of-fold scores chose the threshold, so a new case's score has the calibration
@@ -178,8 +181,15 @@ def calibrate(
     # Under the split rule the threshold and its figures come from the testing half:
     # that half is the calibration the bound counted; the other chose the family.
     tested = choice.cases
+    ref = reference(cases)
+    if choice.threshold is not None and ref.copies_of_one_row():
+        raise InputError(
+            f"the {len(ref.rows)} calibration cases acceptance judges all have one and the "
+            "same feature vector: the shift check would have no sample to compare new cases "
+            "with; label more varied cases"
+        )
     return AcceptanceFile(
-        shift_reference=reference(cases),
+        shift_reference=ref,
         family=chosen,
         family_rule=rule if len(compete) > 1 else "given",
         families=figures,

@@ -41,8 +41,13 @@ named by the caller.
 
 Choices where the design is silent: a family is *eligible* when its case scores take
 at least two distinct values on the calibration cases (a label-free rule: a family
-without re-asks or without a guard is constant and could accept all or nothing); the
-learned family is always eligible; a family's answer on tied candidates is the first in
+without re-asks or without a guard is constant and could accept all or nothing). The
+rule is the same for every family, the learned one included: a model fitted on cases
+whose every answer was right (or wrong) is a constant (every coefficient 0), and its
+scores rank nothing either. Only eligible families compete; when none of the competing
+families is eligible (a family named alone by the caller included), no threshold is
+tested and the file accepts nothing, its reason naming the constant families
+(:data:`CONSTANT_REASON`). A family's answer on tied candidates is the first in
 candidate order, as for the model.
 """
 
@@ -54,10 +59,11 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from dissensus.acceptance.bound import Grid, ThresholdChoice, select_threshold
+from dissensus.acceptance.bound import Grid, StratumFigures, ThresholdChoice, select_threshold
 from dissensus.acceptance.features import Candidate
 
 __all__ = [
+    "CONSTANT_REASON",
     "DEFAULT_FAMILIES",
     "DEFAULT_WEIGHTS",
     "FAMILIES",
@@ -87,6 +93,9 @@ FEATURE_OF = {
 """The candidate feature each simple family scores with."""
 
 SelectionRule = Literal["bonferroni", "split"]
+
+CONSTANT_REASON = "constant"
+"""Why a family is not eligible: its scores take one value on the calibration cases."""
 
 
 class FamilyFigures(BaseModel):
@@ -132,10 +141,29 @@ def family_scores(
 
 
 def eligible(family: str, scores: Sequence[tuple[str | None, float]]) -> bool:
-    """Label-free: does the family's case score take at least two values?"""
-    if family == "learned":
-        return True
+    """Label-free: does the family's case score take at least two values? (The same rule
+    for every family, ``learned`` included: a constant score ranks nothing.)"""
     return len({round(s, 12) for _, s in scores}) >= 2
+
+
+def _nothing(strata: Sequence[str] | None, idx: Sequence[int], reason: str) -> ThresholdChoice:
+    """The choice that accepts nothing over the cases ``idx`` (every stratum's figures
+    empty), with ``reason``."""
+    labels = [str(strata[i]) if strata is not None else "all" for i in idx]
+    sizes = {name: labels.count(name) for name in sorted(set(labels))}
+    return ThresholdChoice(
+        threshold=None,
+        reason=reason,
+        accepted=0,
+        correct=0,
+        error_upper=1.0,
+        strata=[
+            StratumFigures(
+                stratum=name, n=n, accepted=0, correct=0, error_upper=1.0, threshold=None
+            )
+            for name, n in sizes.items()
+        ],
+    )
 
 
 def _correct(scores: Sequence[tuple[str | None, float]], golds: Sequence[str]) -> list[bool]:
@@ -199,17 +227,9 @@ def select_family(
     if not rivals:
         raise ValueError("no competing score family among the scores")
     constant = {f for f in names if not eligible(f, scores[f])}
-    # A family named alone by the caller runs even when constant (it accepts all or nothing).
-    ok = [f for f in rivals if f not in constant] or rivals
+    ok = [f for f in rivals if f not in constant]
     n = len(golds)
     every = list(range(n))
-    if rule == "split" and len(ok) > 1:
-        perm = np.random.default_rng(seed).permutation(n)
-        choose_on, test_on = sorted(perm[: n // 2].tolist()), sorted(perm[n // 2 :].tolist())
-        levels = dict.fromkeys(ok, delta)
-    else:
-        choose_on, test_on = every, every
-        levels = _levels(ok, delta)
 
     def run(f: str, idx: Sequence[int], at: float) -> ThresholdChoice:
         return _run(
@@ -223,9 +243,31 @@ def select_family(
             grid=grid,
         )
 
-    first = {f: run(f, choose_on, levels[f]) for f in ok}
-    chosen = max(ok, key=lambda f: (first[f].accepted, -names.index(f)))
-    final = first[chosen] if test_on is choose_on else run(chosen, test_on, delta)
+    first: dict[str, ThresholdChoice] = {}
+    levels: dict[str, float] = {}
+    choose_on = every
+    if not ok:
+        # Nothing to rank with: a constant score would accept all or nothing, as the
+        # labels fall. The file accepts nothing, and says why.
+        whose = "the competing family" if len(rivals) == 1 else "every competing family"
+        reason = (
+            f"no eligible score family: {whose} ({', '.join(rivals)}) is {CONSTANT_REASON} "
+            f"on the {n} calibration cases (a score that takes one value cannot tell a "
+            "right answer from a wrong one), so no threshold is tested"
+        )
+        chosen, final = rivals[0], _nothing(strata, every, reason)
+    else:
+        test_on = every
+        if rule == "split" and len(ok) > 1:
+            perm = np.random.default_rng(seed).permutation(n)
+            choose_on = sorted(perm[: n // 2].tolist())
+            test_on = sorted(perm[n // 2 :].tolist())
+            levels = dict.fromkeys(ok, delta)
+        else:
+            levels = _levels(ok, delta)
+        first = {f: run(f, choose_on, levels[f]) for f in ok}
+        chosen = max(ok, key=lambda f: (first[f].accepted, -names.index(f)))
+        final = first[chosen] if test_on is choose_on else run(chosen, test_on, delta)
     figures = []
     for f in names:
         got = first.get(f) or run(f, every, delta)

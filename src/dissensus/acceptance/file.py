@@ -33,10 +33,21 @@ feature in every row, each within
 calibration case (``calibration_n``, plus ``selection_n`` under the split rule: the
 reference is never a subsample, so an emptied reference or one of copied rows is
 refused rather than misreport what it keeps or flag every run as shifted);
-``selection_n`` only under the split rule; a threshold only where the file's own figures
+``selection_n`` only under the split rule; in a file that sets a threshold, a
+reference whose rows (two or more) are all one vector is refused (copies of one row),
+and ``shift_reference: null`` is refused in any file (files written before the shift
+check have no such field: they load, and the run says its check is off); a threshold only where the file's own figures
 pass its test: ``error_upper <= 1 - target_precision`` (each stratum's, in a stratified
 file) and ``calibration_accepted >= min_accepted`` (a file claiming a guarantee its
-figures refute is refused, not used). Numbers are strict (pydantic strict mode
+figures refute is refused, not used). The figures are recomputed, not trusted: every
+stated bound must be :func:`~dissensus.acceptance.bound.clopper_pearson_upper` of its
+own counts (relative tolerance 1e-9) at the level the threshold was tested at
+(:meth:`AcceptanceFile.tested_at`), the competing families' levels must add up to at
+most ``delta`` (under the split rule: each at most ``delta``), and a threshold must be
+the one its ``threshold_reason`` states (to the four decimals it prints, with the same
+counts, bound and ``1 - target_precision``) and, outside the split rule, the one of the
+chosen family's ``families`` row, with the same counts. Files written before families
+said whether they competed are held to the chosen family's level alone. Numbers are strict (pydantic strict mode
 for the file and its parts): a quoted ``"0.5"`` or a boolean where a number belongs is
 refused, not read as its conversion (``delta: true`` was 1.0); an integer stands for
 the float it equals. A failure is one :class:`ConfigError` naming the file and the
@@ -53,6 +64,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
+import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -94,6 +107,17 @@ Unit = Annotated[float, Field(ge=0.0, le=1.0)]
 Open = Annotated[float, Field(gt=0.0, lt=1.0)]
 """A target precision or a delta: strictly between 0 and 1."""
 Count = Annotated[int, Field(ge=0)]
+
+
+_SLACK = 1.0 + 1e-9
+"""Room for float rounding when levels are compared (``0.9 * 0.1 + 0.1 * 0.1``)."""
+
+_REASON = re.compile(
+    r"accept score >= (?P<threshold>\d+\.\d+): (?P<correct>\d+)/(?P<accepted>\d+) right on "
+    r"calibration, error upper bound (?P<upper>\d+\.\d+) <= (?P<allowed>\d+\.\d+)"
+)
+"""A passing threshold's reason, as :func:`~dissensus.acceptance.bound.select_threshold`
+writes it (every version has)."""
 
 
 class Inconsistent(ValueError):
@@ -237,9 +261,22 @@ class AcceptanceFile(BaseModel):
                 raise Inconsistent(
                     where, "threshold must be in [0, 1] and delta strictly between 0 and 1"
                 )
-        if self.threshold is not None and not _is_journalled(info):
-            self._passes()
+        if not _is_journalled(info):
+            if self.threshold is not None:
+                self._passes()
+            self._bounds_recomputed()
+            if self.threshold is not None:
+                self._threshold_stated()
         ref = self.shift_reference
+        if ref is None and "shift_reference" in self.model_fields_set and not _is_journalled(info):
+            # Files written before the shift check have no such field; every file written
+            # since keeps its calibration cases' vectors: a null is an edit that would
+            # turn the check off in silence.
+            raise Inconsistent(
+                "shift_reference",
+                "null: a file keeps its calibration cases' vectors for the shift check "
+                "(only files written before the check have no shift_reference field)",
+            )
         if ref is not None:
             if len(ref.rows) != judged and not _is_journalled(info):
                 split = f" + {self.selection_n} (selection_n)" if self.selection_n else ""
@@ -260,6 +297,12 @@ class AcceptanceFile(BaseModel):
                     why = bad_value(value)
                     if why is not None:
                         raise Inconsistent(f"shift_reference.rows.{k}", why)
+            if self.threshold is not None and ref.copies_of_one_row() and not _is_journalled(info):
+                raise Inconsistent(
+                    "shift_reference.rows",
+                    f"all {len(ref.rows)} rows are one vector: copies of one row, no sample "
+                    "of the calibration cases to compare new cases with",
+                )
         return self
 
     def _passes(self) -> None:
@@ -284,6 +327,124 @@ class AcceptanceFile(BaseModel):
                 "error_upper",
                 f"{self.error_upper:g} is above 1 - target_precision "
                 f"({1.0 - self.target_precision:g}), yet a threshold is set",
+            )
+
+    def tested_at(self) -> float:
+        """The level the threshold's figures were computed at: the chosen family's share
+        of ``delta`` (its entry of ``families``) under the Bonferroni rule or a given family,
+        ``delta`` under the split rule (the testing half ran at ``delta``) or in a file
+        without family figures."""
+        if self.family_rule == "split":
+            return self.delta
+        chosen = next((f for f in self.families if f.family == self.family and f.competing), None)
+        return chosen.delta if chosen is not None else self.delta
+
+    def _bounds_recomputed(self) -> None:
+        """Each stated error bound is the Clopper–Pearson bound of its own counts at the
+        level the file says it was tested at, and the levels the competing families spent
+        add up to at most ``delta`` (:class:`Inconsistent` naming the field)."""
+        from dissensus.acceptance.bound import clopper_pearson_upper
+
+        level = self.tested_at()
+        if level > self.delta * _SLACK:
+            raise Inconsistent(
+                "families",
+                f"the chosen family ({self.family}) was tested at {level:g}, above the "
+                f"file's delta ({self.delta:g})",
+            )
+        # Files written before families said whether they competed (``competing``
+        # absent) are checked by the chosen family's level alone.
+        competing = [
+            (k, f)
+            for k, f in enumerate(self.families)
+            if f.competing and "competing" in f.model_fields_set
+        ]
+        if self.family_rule == "split":
+            over = next(((k, f) for k, f in competing if f.delta > self.delta * _SLACK), None)
+            if over is not None:
+                raise Inconsistent(
+                    f"families.{over[0]}.delta",
+                    f"{over[1].delta:g} is above the file's delta ({self.delta:g})",
+                )
+        elif (spent := sum(f.delta for _, f in competing)) > self.delta * _SLACK:
+            raise Inconsistent(
+                "families",
+                f"the competing families' levels add up to {spent:g}, above the file's "
+                f"delta ({self.delta:g})",
+            )
+        stated = [
+            ("error_upper", self.calibration_accepted, self.calibration_correct, self.error_upper)
+        ]
+        stated += [
+            (f"strata.{k}.error_upper", st.accepted, st.correct, st.error_upper)
+            for k, st in enumerate(self.strata)
+        ]
+        for where, accepted, correct, upper in stated:
+            bound = clopper_pearson_upper(accepted - correct, accepted, level)
+            if not math.isclose(upper, bound, rel_tol=1e-9, abs_tol=1e-12):
+                raise Inconsistent(
+                    where,
+                    f"{upper:g} is not the error bound of its counts: {accepted - correct} "
+                    f"wrong of {accepted} accepted give {bound:.6g} (Clopper–Pearson at level "
+                    f"{level:g})",
+                )
+
+    def _threshold_stated(self) -> None:
+        """The threshold is the one its reason and the chosen family's figures state,
+        where they state one (:class:`Inconsistent` naming the field)."""
+        said = _REASON.fullmatch(self.threshold_reason)
+        threshold = self.threshold
+        assert threshold is not None
+        if said is not None:
+            if abs(threshold - float(said["threshold"])) > 5e-5 + 1e-12:
+                raise Inconsistent(
+                    "threshold",
+                    f"{threshold:g}, but threshold_reason says accept score >= {said['threshold']}",
+                )
+            for field, value in (
+                ("calibration_correct", said["correct"]),
+                ("calibration_accepted", said["accepted"]),
+            ):
+                if getattr(self, field) != int(value):
+                    raise Inconsistent(
+                        field,
+                        f"{getattr(self, field)}, but threshold_reason says "
+                        f"{said['correct']}/{said['accepted']} right",
+                    )
+            if abs(self.error_upper - float(said["upper"])) > 5e-4 + 1e-12:
+                raise Inconsistent(
+                    "error_upper",
+                    f"{self.error_upper:g}, but threshold_reason says error upper bound "
+                    f"{said['upper']}",
+                )
+            if abs((1.0 - self.target_precision) - float(said["allowed"])) > 5e-4 + 1e-12:
+                raise Inconsistent(
+                    "target_precision",
+                    f"{self.target_precision:g}, but threshold_reason tested the error bound "
+                    f"against {said['allowed']}",
+                )
+        if self.family_rule == "split":
+            return  # the chosen family's figures are the choosing half's, not the threshold's
+        chosen = next((f for f in self.families if f.family == self.family and f.competing), None)
+        if chosen is None:
+            return
+        if chosen.threshold is None or not math.isclose(
+            threshold, chosen.threshold, rel_tol=1e-12, abs_tol=1e-12
+        ):
+            raise Inconsistent(
+                "threshold",
+                f"{threshold:g}, but the chosen family's figures (families: {self.family}) "
+                f"say {chosen.threshold}",
+            )
+        if (chosen.accepted, chosen.correct) != (
+            self.calibration_accepted,
+            self.calibration_correct,
+        ):
+            raise Inconsistent(
+                "calibration_accepted",
+                f"{self.calibration_correct}/{self.calibration_accepted} right, but the chosen "
+                f"family's figures (families: {self.family}) say "
+                f"{chosen.correct}/{chosen.accepted}",
             )
 
     def guarantee(self) -> str:

@@ -113,6 +113,12 @@ class ShiftReference(BaseModel):
     features: list[str]
     rows: list[list[float]]
 
+    def copies_of_one_row(self) -> bool:
+        """Whether the reference holds two or more rows that are all one vector: no
+        sample of calibration cases to compare new cases with (every new case unlike
+        that one vector would look shifted)."""
+        return len(self.rows) >= 2 and all(row == self.rows[0] for row in self.rows[1:])
+
 
 class ShiftCheck(BaseModel):
     """Outcome of :func:`shift_check`."""

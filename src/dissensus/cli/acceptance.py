@@ -34,7 +34,9 @@ Choices where the design is silent:
   panels in file order, then the journal's cases) a panel id seen before is dropped
   (the first is kept), with one warning per repeated id on stderr, and so is a panel
   identical to an earlier one under another id (everything but the id equal, gold
-  included). A *near copy* is counted once too: a case acceptance judges that equals
+  included). Texts are compared with their whitespace collapsed (a run of whitespace
+  reads as one space, none at either end): a reasoning with a space added is no new
+  case, for a copy, a near copy and the cross-fit folds alike. A *near copy* is counted once too: a case acceptance judges that equals
   an earlier judged case in everything its features read (its outputs, its case's
   question and options, its stratum and its gold; with user features, which may read
   any of ``meta``, all of it). It is still fitted on, but not counted among the
@@ -85,10 +87,23 @@ if TYPE_CHECKING:
 __all__ = ["calibrate_acceptance_cmd"]
 
 
+def _squeezed(value: Any) -> Any:
+    """``value`` with every string in it (not the keys) stripped and its runs of
+    whitespace collapsed to one space: texts that differ only in whitespace compare equal."""
+    if isinstance(value, str):
+        return " ".join(value.split())
+    if isinstance(value, list):
+        return [_squeezed(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _squeezed(v) for k, v in value.items()}
+    return value
+
+
 def _digest(panel: Panel, *, gold: bool) -> str:
     """sha256 of the panel's content without its id (and, ``gold=False``, its gold; with
-    it, the gold as it is read, so that ``2`` and ``"2"`` are one gold)."""
-    data = panel.model_dump(mode="json", exclude={"id"})
+    it, the gold as it is read, so that ``2`` and ``"2"`` are one gold); every text is
+    compared with its whitespace collapsed (:func:`_squeezed`)."""
+    data = _squeezed(panel.model_dump(mode="json", exclude={"id"}))
     meta = {k: v for k, v in data.get("meta", {}).items() if k != "gold"}
     if gold and "gold" in panel.meta:
         try:
@@ -108,7 +123,7 @@ def panel_key(panel: Panel) -> str:
 def _read_digest(panel: Panel, strata: str | None, whole_meta: bool) -> str:
     """sha256 of what calibration reads of ``panel`` with its gold: its outputs, its case
     (question and options), its stratum; all of ``meta`` when ``whole_meta`` (user
-    features may read any of it)."""
+    features may read any of it). Texts are compared with their whitespace collapsed."""
     from dissensus.cases import CaseSpec
 
     if whole_meta:
@@ -117,12 +132,14 @@ def _read_digest(panel: Panel, strata: str | None, whole_meta: bool) -> str:
         gold: Any = gold_label(panel.meta)
     except ValueError:
         gold = panel.meta.get("gold")
-    data = {
-        "outputs": [o.model_dump(mode="json") for o in panel.outputs],
-        "case": CaseSpec.from_panel(panel).model_dump(mode="json"),
-        "stratum": panel.meta.get(strata) if strata else None,
-        "gold": gold,
-    }
+    data = _squeezed(
+        {
+            "outputs": [o.model_dump(mode="json") for o in panel.outputs],
+            "case": CaseSpec.from_panel(panel).model_dump(mode="json"),
+            "stratum": panel.meta.get(strata) if strata else None,
+            "gold": gold,
+        }
+    )
     body = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(body.encode("utf-8")).hexdigest()
 
@@ -525,7 +542,12 @@ def calibrate_acceptance_cmd(
         keys=keys,
     )
     saved = save_acceptance(acc, out)
-    if saved.threshold is None and len({s.stratum for s in saved.strata}) < 2:
+    if saved.threshold is None and not any(f.competing for f in saved.families):
+        # Every competing family is constant on the calibration cases: nothing to rank with.
+        err_console.print(
+            f"warning: the file accepts nothing: {saved.threshold_reason}", soft_wrap=True
+        )
+    elif saved.threshold is None and len({s.stratum for s in saved.strata}) < 2:
         # One stratum is no stratification: check_strata leaves it to this warning.
         _say_too_few(saved.calibration_n, target=target, delta=delta, min_accepted=min_accepted)
     summary = {

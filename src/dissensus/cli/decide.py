@@ -95,6 +95,7 @@ from dissensus.cli.common import (
 if TYPE_CHECKING:
     from dissensus.io.atomic import OutputWriteError
     from dissensus.io.jsonl import RejectSink
+    from dissensus.pipeline.audit import RunAcceptance
     from dissensus.pipeline.records import CaseRecord
     from dissensus.pipeline.spec import RunSpec
     from dissensus.states import EmbeddingBackend, SimilarityBackend
@@ -315,6 +316,8 @@ def _summary(
     duplicates: int,
     shift: JsonObject | None = None,  # the journalled run/shift payload
     audits: tuple[float, int] | None = None,
+    shift_off: str | None = None,  # the run's file keeps no shift reference: why
+    acceptance: RunAcceptance | None = None,  # the suspensions and hold the run met
 ) -> None:
     from dissensus.pipeline.engine import followup_tally
     from dissensus.pipeline.learned import guarantee_sentence
@@ -356,7 +359,17 @@ def _summary(
     )
     out_console.print("by action: " + ", ".join(f"{k} {v}" for k, v in sorted(actions.items())))
     figures = next((r.acceptance for r in records if r.acceptance is not None), None)
-    if figures is not None:
+    stopped = acceptance.words() if acceptance is not None else None
+    # The guarantee speaks for learned acceptance's commits: a held run made none, and a
+    # suspended one only where a stratum was still free.
+    speaks = stopped is None or (
+        acceptance is not None
+        and acceptance.held is None
+        and any(r.basis == "learned" for r in records)
+    )
+    if stopped is not None:
+        out_console.print(shown(stopped), soft_wrap=True)
+    if figures is not None and speaks:
         out_console.print(shown(guarantee_sentence(figures)), soft_wrap=True)
         if audits is not None and audits[0] > 0:
             listed = f"{_program()} review audits --run {run_id}{shown(journal_option(journal))}"
@@ -365,6 +378,8 @@ def _summary(
             )
     if shift is not None:
         out_console.print(shift_words(shift), soft_wrap=True)
+    if shift_off is not None:
+        out_console.print(shift_off, soft_wrap=True)
     if escalated:
         program = _program()
         out_console.print("review them:")
@@ -373,6 +388,15 @@ def _summary(
         out_console.print(
             f"  {program} review show {shown(escalated[0].review_id)}{where}", soft_wrap=True
         )
+
+
+def _shift_off(journal: Journal, run_id: str) -> str | None:
+    """Why the run's shift check is off, when its acceptance file keeps no shift
+    reference (a file written before the shift check)."""
+    from dissensus.pipeline.shift import shift_off_words
+
+    started = journal.get(run_id, "run/started")
+    return shift_off_words(started.payload.get("acceptance") if started is not None else None)
 
 
 def _audits_of(journal: Journal, run_id: str) -> tuple[float, int] | None:
@@ -501,6 +525,7 @@ def run_and_report(
 ) -> int:
     from dissensus.io.atomic import OutputWriteError
     from dissensus.io.jsonl import RejectSink
+    from dissensus.pipeline.audit import run_acceptance
     from dissensus.pipeline.batch import DeadlineReached
     from dissensus.pipeline.engine import followup_tally
     from dissensus.pipeline.review import final_records
@@ -597,6 +622,8 @@ def run_and_report(
                 len(duplicates),
                 shift,
                 audits=_audits_of(journal, run_id),
+                shift_off=_shift_off(journal, run_id),
+                acceptance=run_acceptance(journal, run_id),
             )
         except OutputWriteError as exc:  # standard output is full: the run is journalled
             return _said_unwritten(exc, journal, run_id)
@@ -604,6 +631,12 @@ def run_and_report(
         from dissensus.pipeline.shift import shift_words
 
         err_console.print(f"warning: {shift_words(shift)}", soft_wrap=True)
+    if json_out and (off := _shift_off(journal, run_id)) is not None:
+        err_console.print(f"warning: {off}", soft_wrap=True)
+    if json_out and (state := run_acceptance(journal, run_id)) is not None:
+        stopped = state.words()
+        if stopped is not None:
+            err_console.print(f"warning: {shown(stopped)}", soft_wrap=True)
     tally = followup_tally(records)
     cause = tally.every_one_failed()
     if cause is None and (some := tally.warning()) is not None:

@@ -132,6 +132,7 @@ def runs_show(
     events: Annotated[bool, typer.Option("--events", help="List every event.")] = False,
 ) -> None:
     """Show a run: header, event counts, final records."""
+    from dissensus.pipeline.audit import run_acceptance
     from dissensus.pipeline.review import final_records
     from dissensus.pipeline.spec import RunSpec
     from dissensus.store import event_types as ev
@@ -141,6 +142,7 @@ def runs_show(
         assert info is not None
         evs = list(store.events(run_id))
         records = final_records(store, run_id)
+        acceptance = run_acceptance(store, run_id)
     by_type = Counter(e.type for e in evs)
     started = next((e for e in evs if e.key == "run/started"), None)
     spec = RunSpec.from_started(started.payload).summary() if started is not None else None
@@ -151,6 +153,7 @@ def runs_show(
             "run": info.model_dump(),
             "spec": spec,
             "shift": shift,
+            "acceptance": acceptance.model_dump(mode="json") if acceptance is not None else None,
             "events": dict(sorted(by_type.items())),
             "finished": any(e.type == ev.RUN_FINISHED for e in evs),
             "records": [r.model_dump(mode="json") for r in records],
@@ -165,6 +168,9 @@ def runs_show(
         from dissensus.pipeline.shift import shift_words
 
         out_console.print(f"shift check: {shift_words(shift)}", soft_wrap=True)
+    stopped = acceptance.words() if acceptance is not None else None
+    if stopped is not None:
+        out_console.print(shown(stopped), soft_wrap=True)
     out_console.print("by type: " + ", ".join(f"{k} {v}" for k, v in sorted(by_type.items())))
     actions = Counter(r.action for r in records)
     out_console.print(
@@ -200,8 +206,7 @@ def _print_spec(spec: JsonObject) -> None:
         out_console.print(f"  model of {shown(agent)}: {shown(model)}")
     for f in spec["files"]:
         out_console.print(f"  {shown(f['role'])}: {shown(f['path'])} sha256 {f['sha256']}")
-    if spec.get("shift_hold"):
-        out_console.print(f"acceptance held: {shown(str(spec['shift_hold']))}", soft_wrap=True)
+    # A hold (spec["shift_hold"]) is said with the run's suspensions, by runs show.
 
 
 @runs_app.command("export")

@@ -29,6 +29,12 @@ Choices where the design is silent:
   suspended stratum is suspended *since* the journal time of the answer to the audit
   that took its upper bound below the target (the evidence's time; runs journal
   ``acceptance.suspended`` later, when a case first meets the suspension).
+* :func:`run_acceptance` is what one run met: the strata the monitor suspended for it
+  (its own ``acceptance.suspended`` events, each the monitor's verdict as
+  :func:`monitor_status` computes it for the file) and the shift hold it started with
+  (its specification's ``shift_hold``, the flag :func:`dissensus.pipeline.shift.holds`
+  reports), so that a run decided before a suspension is not said to be suspended.
+  ``decide``'s summary and ``dissensus runs show`` (``--json``: ``acceptance``) say it.
 """
 
 from __future__ import annotations
@@ -49,6 +55,8 @@ from dissensus.types import JsonObject
 __all__ = [
     "AUDIT_OPENED",
     "MonitorRow",
+    "RunAcceptance",
+    "SuspendedStratum",
     "audit_item",
     "audit_outcomes",
     "audit_share",
@@ -57,6 +65,7 @@ __all__ = [
     "kept_suspended",
     "monitor_status",
     "open_audits",
+    "run_acceptance",
 ]
 
 AUDIT_OPENED = ev.REVIEW_AUDIT
@@ -233,3 +242,62 @@ def monitor_status(journal: Journal, acceptance_sha256: str | None = None) -> li
                 )
             )
     return rows
+
+
+class SuspendedStratum(BaseModel):
+    """A stratum whose automatic commits the monitor suspended in a run."""
+
+    model_config = ConfigDict(frozen=True)
+
+    stratum: str
+    reason: str
+    """The escalation reason its cases carried (``acceptance suspended: ...``)."""
+    suspended_after: int | None = None
+    """Audits at which the upper bound first fell below the target."""
+
+
+class RunAcceptance(BaseModel):
+    """What stopped learned acceptance in one run, if anything (:func:`run_acceptance`)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    suspended: list[SuspendedStratum]
+    """The strata the acceptance monitor suspended for the run (empty: none)."""
+    held: str | None = None
+    """Why the run started with its acceptance file on hold (a flagged shift check)."""
+
+    def words(self) -> str | None:
+        """One sentence for a run's summary (``None``: learned acceptance was free)."""
+        if self.held is not None:
+            return (
+                f"Learned acceptance is held after a flagged shift check: {self.held}; it "
+                "commits nothing in this run, and the cases it would have judged go to review."
+            )
+        if self.suspended:
+            why = "; ".join(s.reason.removeprefix("acceptance suspended: ") for s in self.suspended)
+            return (
+                f"Learned acceptance is suspended: {why}; the cases it would have committed "
+                "go to review until a new acceptance file is calibrated."
+            )
+        return None
+
+
+def run_acceptance(journal: Journal, run_id: str) -> RunAcceptance | None:
+    """The suspensions and the hold learned acceptance met in run ``run_id`` (``None``
+    for a run without an acceptance file; module docstring)."""
+    started = journal.get(run_id, "run/started")
+    if started is None or not isinstance(started.payload.get("acceptance"), dict):
+        return None
+    suspended = []
+    for event in journal.events(run_id, type=ev.ACCEPTANCE_SUSPENDED):
+        payload = event.payload
+        after = payload.get("suspended_after")
+        suspended.append(
+            SuspendedStratum(
+                stratum=str(payload.get("stratum") or "all"),
+                reason=str(payload.get("reason") or "acceptance suspended"),
+                suspended_after=after if isinstance(after, int) else None,
+            )
+        )
+    hold = started.payload.get("shift_hold")
+    return RunAcceptance(suspended=suspended, held=str(hold) if hold else None)

@@ -341,7 +341,7 @@ def _with_shift_hold(journal: Journal, spec: RunSpec) -> RunSpec:
         return spec
     hold = (
         f"a shift check flagged this acceptance file in run {flag['run_id']} "
-        f"(AUC {float(flag['auc']):.2f}, p = {float(flag['p_value']):.3f}); calibrate a new file"
+        f"(AUC {float(flag['auc']):.2f}, p = {float(flag['p_value']):.2g}); calibrate a new file"
     )
     return spec.model_copy(update={"shift_hold": hold})
 

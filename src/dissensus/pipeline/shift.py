@@ -12,7 +12,9 @@ Choices where the design is silent:
 
 * The check runs when the file keeps calibration vectors and the run judged at least
   :data:`~dissensus.acceptance.shift.MIN_CASES` cases; otherwise nothing is journalled
-  (a run of one case says nothing about a distribution).
+  (a run of one case says nothing about a distribution). A file written before the shift
+  check keeps no vectors (no ``shift_reference`` field; a ``null`` is refused when the file
+  is read): ``decide`` says on one line that the check is off (:func:`shift_off_words`).
 * A run's check uses at most :data:`MAX_DEPLOYED` of its vectors (a seeded sample, so
   a resumed run journals the same outcome), which keeps it to well under a second.
 * ``acceptance.on_shift: escalate`` puts a *hold* on the file: a run started after a
@@ -76,6 +78,7 @@ __all__ = [
     "latest_flag",
     "load_shift_check",
     "run_check_index",
+    "shift_off_words",
     "shift_words",
     "watch_index",
 ]
@@ -212,6 +215,20 @@ def checks_shift(acceptance: Mapping[str, Any] | None) -> bool:
     """Whether :func:`check_run` checks runs decided with ``acceptance`` (the journalled
     acceptance file's entry): only a file with a shift reference can be checked."""
     return bool(acceptance and acceptance.get("shift_reference"))
+
+
+def shift_off_words(acceptance: Mapping[str, Any] | None) -> str | None:
+    """One line saying that runs decided with ``acceptance`` (the journalled acceptance
+    file's entry) are not shift-checked, when its file keeps no calibration vectors (a
+    file written before the shift check); ``None`` when they are checked, or without a file."""
+    if not acceptance or checks_shift(acceptance):
+        return None
+    sha = str(acceptance.get("sha256") or "")[:12]
+    return (
+        f"The shift check is off for this run: acceptance file {sha} keeps no calibration "
+        "vectors (it was written before the shift check); calibrate a new file to have new "
+        "cases compared with its calibration cases."
+    )
 
 
 def run_check_index(journal: Journal, file_sha256: str | None, run_id: str) -> int:
@@ -369,8 +386,10 @@ def shift_words(outcome: Mapping[str, Any]) -> str:
         # Under the level, but the deployed cases score no higher (AUC 0.5 or below).
         against = f" ≤ {level}, but AUC {auc:.2f}: the deployed cases score no higher"
     else:
-        against = f" > {level}" if level else ""
+        against = (f" > {level}" if level else "") + f", AUC {auc:.2f}"
+    # Not flagging is no evidence of likeness (another split of the same cases may flag
+    # them): the words say what the test found, nothing more.
     return (
-        f"New cases resemble the {calibration} calibration cases as far as "
-        f"the shift check can tell (p = {p:.{digits}g}{against}, over {over})." + _lifetime(outcome)
+        f"No shift detected (shift check p = {p:.{digits}g}{against}, over {over} and the "
+        f"{calibration} calibration cases)." + _lifetime(outcome)
     )

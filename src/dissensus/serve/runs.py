@@ -46,6 +46,11 @@ Choices where the design is silent:
   ``dissensus runs resume``; one cancelled after it journalled ``run.finished`` is
   ``finished``), and every open event stream receives that final event and
   ends, so no client is left on a connection the server drops.
+* A run whose shift check (:mod:`dissensus.pipeline.shift`, at the end of a run of at
+  least 10 judged cases) flags its acceptance file is logged as one warning line
+  (``run R: New cases look different ...``), and the check is the ``shift`` of the run's
+  document (``GET /v1/runs/{id}``) and of ``POST /v1/decide``'s batch answer, as
+  ``dissensus runs show --json`` has it.
 * Progress is kept in memory (:class:`RunState`) for the runs this process executes;
   at most :data:`KEEP_FINISHED` finished runs stay in memory, older ones (and runs of
   other processes) are read back from the journal. A run of another process that has
@@ -65,6 +70,7 @@ import asyncio
 import contextlib
 import contextvars
 import json
+import logging
 import os
 import sys
 import threading
@@ -101,6 +107,8 @@ __all__ = [
     "item_line",
     "reject_of",
 ]
+
+log = logging.getLogger("dissensus.serve")
 
 KEEP_FINISHED = 256
 """Finished runs whose progress stays in memory."""
@@ -148,6 +156,10 @@ class RunDocument(RunStatusView):
 
     records: list[CaseRecord]
     rejects: list[RunReject]
+    shift: dict[str, Any] | None = None
+    """The run's shift check as journalled (the ``shift`` of ``dissensus runs show
+    --json``); ``None`` while the run goes on, or when it made none (no acceptance file
+    with a shift reference, or fewer than 10 judged cases)."""
 
 
 class DecideAnswer(BaseModel):
@@ -159,6 +171,8 @@ class DecideAnswer(BaseModel):
     rejected: int
     records: list[CaseRecord]
     rejects: list[RunReject]
+    shift: dict[str, Any] | None = None
+    """The run's shift check (as :attr:`RunDocument.shift`)."""
 
 
 def reject_of(reject: Reject) -> RunReject:
@@ -236,6 +250,8 @@ class RunState:
     """Resolved once ``run.started`` is committed (the journal's error if it cannot be);
     for a deferred run, once it is registered (its first write creates it)."""
     deferred: bool = False
+    shift: JsonObject | None = None
+    """The run's shift check, read from the journal when the run finished."""
     retry: bool = False
     """Failed because the journal was unreachable or busy: ``POST /v1/decide`` answers 503
     with ``Retry-After`` (:mod:`~dissensus.serve.journal_errors`)."""
@@ -510,6 +526,7 @@ class Runner:
             else:
                 await self._off_loop(state, text, extra, on_reject, on_record)
             state.status = "finished"
+            state.shift = self._shift_of(state.run_id)
         except _NotStarted:
             self._states.pop(state.run_id, None)
             return
@@ -682,6 +699,23 @@ class Runner:
             if not state.started.done():
                 state.started.set_exception(_NotStarted())
 
+    def _shift_of(self, run_id: str) -> JsonObject | None:
+        """The finished run's shift check, logged as a warning when it flagged the file
+        (a client of ``POST /v1/decide`` may never ask for it); ``None`` when the run made
+        none or the journal cannot say (the run is finished all the same)."""
+        try:
+            checked = self.journal.get(run_id, "run/shift")
+        except Exception:  # the journal is unreachable: the records are the answer
+            return None
+        if checked is None:
+            return None
+        shift = dict(checked.payload)
+        if shift.get("shifted"):
+            from dissensus.pipeline.shift import shift_words
+
+            log.warning("run %s: %s", run_id, shift_words(shift))
+        return shift
+
     def _finished(self, run_id: str) -> bool:
         """Whether the journal holds the run's ``run.finished`` (unknown counts as not)."""
         try:
@@ -740,6 +774,7 @@ class Runner:
             for e in self.journal.events(run_id, type=ev.INPUT_REJECTED)
         ]
         records = final_records(self.journal, run_id)
+        checked = self.journal.get(run_id, "run/shift")
         status: Status = "finished" if finished is not None else "incomplete"
         if finished is None and state is not None and state.status == "failed":
             status = "failed"
@@ -756,6 +791,7 @@ class Runner:
             error=state.error if state is not None else None,
             records=records,
             rejects=rejects,
+            shift=dict(checked.payload) if checked is not None else None,
         )
 
     async def follow(

@@ -125,6 +125,7 @@ async def decide(
         rejected=len(state.rejects),
         records=state.records,
         rejects=state.rejects,
+        shift=state.shift,
     )
     return Response(answer.model_dump_json(), media_type="application/json", headers=headers)
 
