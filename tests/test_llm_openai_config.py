@@ -377,3 +377,23 @@ def test_a_base_url_with_a_query_reaches_the_loopback_server(
         answer = client.chat_sync(ChatRequest(messages=[Message(role="user", content="hi")]))
         client.close()
         assert answer.text == "fine" and srv.requests_received == 1
+
+
+def test_a_refused_key_names_only_the_variable_it_came_from(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An error about a key names the variable the key was read from, never another that
+    happens to hold the same text (an empty ``$MAKEFLAGS`` under ``make`` was named as
+    the source of an empty key given as an argument)."""
+    monkeypatch.setenv("SOME_EMPTY", "")
+    monkeypatch.setenv("SOME_PADDED", " padded ")
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    for key in ("", " padded "):
+        with pytest.raises(ConfigError) as caught:
+            OpenAIBackend("m", base_url="http://127.0.0.1:9/v1", api_key=key)
+        assert caught.value.field == "api_key" and "$SOME" not in str(caught.value)
+    with pytest.raises(ConfigError) as caught:
+        OpenAIBackend(
+            "m", base_url="http://127.0.0.1:9/v1", api_key=" padded ", key_env="SOME_PADDED"
+        )
+    assert str(caught.value).startswith("$SOME_PADDED has leading or trailing whitespace")

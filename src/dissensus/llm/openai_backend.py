@@ -212,21 +212,14 @@ def api_key_problem(key: str) -> str | None:
     return None
 
 
-def _holder(value: str, variable: str) -> str | None:
-    """The environment variable holding ``value`` (``variable`` first), for an error that
-    must say where a setting came from without showing it; ``None`` when none does."""
-    if os.environ.get(variable) == value:
-        return variable
-    others = sorted(name for name, held in os.environ.items() if held == value)
-    return others[0] if others else None
-
-
-def _refused(value: str, problem: str, *, variable: str, argument: str, what: str) -> ConfigError:
+def _refused(
+    value: str, problem: str, *, variable: str | None, argument: str, what: str
+) -> ConfigError:
     """The :class:`ConfigError` of a base URL or key that cannot be used, naming the
-    environment variable that holds it, else the argument that gave it."""
-    holder = _holder(value, variable)
-    if holder is not None:
-        return ConfigError(f"${holder} {problem}")
+    environment variable it came from (``variable``, when it holds ``value``), else the
+    argument that gave it: an error must say where a setting came from without showing it."""
+    if variable and os.environ.get(variable) == value:
+        return ConfigError(f"${variable} {problem}")
     return ConfigError(f"the {what} {problem}", field=argument)
 
 
@@ -308,7 +301,10 @@ class OpenAIBackend:
         timeout_s: float = 60.0,
         context_headers: bool = True,
         transport: Transport = "httpx",
+        key_env: str | None = None,
     ) -> None:
+        # ``key_env``: the environment variable ``api_key`` was read from (a panel
+        # member's ``api_key_env``), named by an error about the key.
         if transport == "aiohttp" and not aiohttp_available():
             raise ConfigError(
                 "the aiohttp transport needs aiohttp and an openai SDK with DefaultAioHttpClient "
@@ -329,9 +325,8 @@ class OpenAIBackend:
         key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
         key_problem = api_key_problem(key) if key is not None else None
         if key is not None and key_problem:  # refused before any request: see "Secrets"
-            raise _refused(
-                key, key_problem, variable="OPENAI_API_KEY", argument="api_key", what="API key"
-            )
+            source = key_env or "OPENAI_API_KEY"
+            raise _refused(key, key_problem, variable=source, argument="api_key", what="API key")
         self.model_id = model
         self.base_url = base_url
         self.timeout_s = timeout_s

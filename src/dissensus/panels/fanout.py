@@ -335,7 +335,7 @@ def _backend(
                 field=f"panel.members.{i}.api_key_env",
             )
         base_url = member.base_url or os.environ.get("OPENAI_BASE_URL") or None
-        return _openai(rest, base_url, key, settings)
+        return _openai(rest, base_url, key, settings, key_env=member.api_key_env)
     if kind == "openai" and member.base_url:
         key = os.environ.get("OPENAI_API_KEY") or "unused"
         return _openai(rest, member.base_url, key, settings)
@@ -345,13 +345,21 @@ def _backend(
         raise ConfigError(f"member {member.name}: {exc.inner()}", field=where) from None
 
 
-def _openai(model: str, base_url: str | None, key: str, settings: PanelSettings) -> OpenAIBackend:
+def _openai(
+    model: str,
+    base_url: str | None,
+    key: str,
+    settings: PanelSettings,
+    *,
+    key_env: str | None = None,
+) -> OpenAIBackend:
     return OpenAIBackend(
         model,
         base_url=base_url,
         api_key=key,
         timeout_s=settings.attempt_timeout_s,
         transport="aiohttp" if aiohttp_available() else "httpx",
+        key_env=key_env,
     )
 
 
