@@ -163,6 +163,12 @@ def shared_data() -> Path:
     return path
 
 
+@pytest.fixture(scope="session")
+def anyio_backend() -> str:
+    """``@pytest.mark.anyio`` tests run on asyncio only (the service's event loop)."""
+    return "asyncio"
+
+
 @pytest.fixture(params=["sqlite", "postgres"])
 def journal_target(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     """A fresh journal target on each back end (PostgreSQL skips without $DISSENSUS_TEST_PG)."""

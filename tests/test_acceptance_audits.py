@@ -173,11 +173,6 @@ def test_audits_answered_late_never_lift_a_suspension(
     assert not any(r.auto and r.basis == "learned" for r in later)
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 @pytest.mark.anyio
 async def test_the_service_shows_a_blind_audit_and_confirms_it(tmp_path: Path) -> None:
     from pipeline_cases import panel, write_policy

@@ -38,11 +38,6 @@ def _heap_frozen() -> Iterator[None]:
     yield from heap_frozen()
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 def _agreeing(pid: str) -> dict[str, Any]:
     meta = {"question": "Which policy is stated?", "options": OPTIONS}
     return panel(pid, ["1", "1", "1"], swap=["1", "1", "1"], meta=meta)

@@ -40,11 +40,6 @@ def _heap_frozen() -> Iterator[None]:
     yield from heap_frozen()
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 async def _login(client: httpx.AsyncClient, token: str) -> None:
     assert (await login(client, token)).status_code == 303
 

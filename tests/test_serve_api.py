@@ -41,11 +41,6 @@ def _heap_frozen() -> Iterator[None]:
     yield from heap_frozen()
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 def _count_events(path: Path) -> int:
     with Journal(path) as journal:
         return sum(info.n_events for info in journal.runs())

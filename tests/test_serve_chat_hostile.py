@@ -44,11 +44,6 @@ def _script(path: Path, rules: list[dict[str, Any]]) -> str:
     return f"scripted:{path.name}"
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("hostile")

@@ -31,11 +31,6 @@ ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 def _fresh(tmp: Path) -> list[dict[str, Any]]:
     """Two panels whose texts no embedding cache has seen."""
     fresh = uuid.uuid4().hex

@@ -23,11 +23,6 @@ from serve_helpers import auth, client_for, settings
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 async def test_head_answers_as_get_without_a_body(tmp_path: Path) -> None:
     async with client_for(settings(tmp_path)) as client:
         for path, headers in (("/healthz", {}), ("/v1/runs", auth("sub"))):

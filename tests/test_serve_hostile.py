@@ -44,11 +44,6 @@ def _heap_frozen() -> Iterator[None]:
     yield from heap_frozen()
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 def wide_panel(pid: str, agents: int, reasoning: str = "short") -> dict[str, Any]:
     return {
         "id": pid,

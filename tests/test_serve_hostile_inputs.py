@@ -30,11 +30,6 @@ RSS_GROWTH_MIB = 300
 """Most the server's resident memory may grow over the whole probe."""
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 def _panel(agents: int) -> dict[str, object]:
     return {
         "id": "wide",

@@ -40,11 +40,6 @@ def _heap_frozen() -> Iterator[None]:
     yield from heap_frozen()
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 def _openai_error(res: httpx.Response, status: int, type_: str, code: str) -> dict[str, Any]:
     """The OpenAI error object of ``res``, checked for status, shape, type and code."""
     assert res.status_code == status, res.text

@@ -38,11 +38,6 @@ UNREACHABLE = "the journal is unreachable"
 BUSY = "the journal is busy"
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 def _panel(pid: str) -> dict[str, Any]:
     return panel(pid, ["1", "1", "1"], swap=["1", "1", "1"])
 

@@ -44,11 +44,6 @@ def _heap_frozen() -> Iterator[None]:
     yield from heap_frozen()
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 class _Texts(HTMLParser):
     """Every text node of a page with the open elements around it."""
 

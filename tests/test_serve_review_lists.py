@@ -31,11 +31,6 @@ def _heap_frozen() -> Iterator[None]:
     yield from heap_frozen()
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 def _count(html: str) -> str:
     found = re.search(r'<p class="count" id="queue-count">(.*?)</p>', html, re.S)
     assert found, html[:2000]

@@ -24,11 +24,6 @@ def _heap_frozen() -> Iterator[None]:
     yield from heap_frozen()
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 def _sha(html: str) -> str:
     found = re.search(r'name="content_sha256" value="([0-9a-f]{64})"', html)
     assert found

@@ -34,11 +34,6 @@ def _heap_frozen() -> Iterator[None]:
     yield from heap_frozen()
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 def _events(path: Path) -> int:
     with Journal(path) as journal:
         return sum(info.n_events for info in journal.runs())

@@ -37,11 +37,6 @@ def server() -> Iterator[PgServer]:
     yield from pg_server("journal", "pw-never-shown")
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 def test_the_journal_reconnects_after_a_restart(server: PgServer) -> None:
     with Journal(server.url) as journal:
         journal.create_run("before", kind="decide", meta={})

@@ -47,11 +47,13 @@ from dissensus.errors import ConfigError
 __all__ = [
     "CONTROL",
     "DATA_RULE",
+    "INVISIBLE",
     "SHORT_LIMIT",
     "one_line",
     "quote_block",
     "quote_json",
     "quote_short",
+    "visible",
     "with_lines",
 ]
 
@@ -94,6 +96,18 @@ def one_line(text: object) -> str:
 def with_lines(text: object) -> str:
     """``text`` as a block: control characters escaped but newlines and tabs, kept."""
     return CONTROL.sub(_escape, str(text))
+
+
+INVISIBLE = re.compile("[\u00ad\u200b\u2060-\u2064\ufeff]")
+"""The characters of :data:`CONTROL` that show as nothing and do nothing a reader sees
+(soft hyphen, zero-width space, word joiner, invisible operators, zero width no-break
+space): on a web page the other controls are shown or isolated by the page itself."""
+
+
+def visible(text: object) -> str:
+    """``text`` with the characters that show as nothing escaped (``a\\u200bb``, not
+    ``ab``), everything else as it is: what the review page shows."""
+    return INVISIBLE.sub(_escape, str(text))
 
 
 def quote_json(value: Any, *, indent: int | None = None) -> str:

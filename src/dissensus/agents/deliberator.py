@@ -17,7 +17,6 @@ validation and is re-asked, never read as 1 or 7).
 
 from __future__ import annotations
 
-import asyncio
 from typing import Annotated
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
@@ -46,7 +45,6 @@ __all__ = [
     "LLMJudge",
     "ablation_variant",
     "deliberate_with_model",
-    "deliberate_with_model_sync",
     "judge_prompt",
 ]
 
@@ -141,13 +139,6 @@ async def deliberate_with_model(
         extras={"path": packet.path, "rounds": m.rounds},
     )
     return output, result
-
-
-def deliberate_with_model_sync(
-    task: Task, client: ModelClient, *, config: DCIConfig | None = None
-) -> tuple[DeliberationOutput, DeliberationResult]:
-    """Synchronous twin of :func:`deliberate_with_model` (not inside a running event loop)."""
-    return asyncio.run(deliberate_with_model(task, client, config=config))
 
 
 JUDGE_RUBRIC = (

@@ -27,7 +27,7 @@ Ties elsewhere go to the earlier proposal and are reported.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict
@@ -45,8 +45,6 @@ __all__ = [
     "best_average",
     "first_choice_plurality",
     "judge",
-    "llm_picks",
-    "llm_writes",
     "owner_decides",
     "unanimity",
 ]
@@ -305,30 +303,3 @@ class LLMArbiter:
             else WriteReply.model_validate_json(resp.text)
         )
         return reply.text
-
-
-async def llm_picks(
-    client: ChatClient,
-    options: Sequence[tuple[str, str]],
-    matrix: Matrix,
-    agents: Sequence[str],
-    floor: float,
-    problem: str = "",
-) -> RuleResult:
-    """The "LLM picks a plan" row (:meth:`LLMArbiter.pick`)."""
-    return await LLMArbiter(client).pick(options, matrix, agents, floor, problem)
-
-
-async def llm_writes(
-    client: ChatClient,
-    options: Sequence[tuple[str, str]],
-    matrix: Matrix,
-    agents: Sequence[str],
-    floor: float,
-    score: Callable[[str], Awaitable[Mapping[str, float]]],
-    problem: str = "",
-) -> RuleResult:
-    """The "LLM writes a plan" row: the arbiter writes, ``score`` has every agent score it."""
-    text = await LLMArbiter(client).write(options, matrix, agents, floor, problem)
-    scores = await score(text)
-    return judge("LLM writes a plan", "written", scores, agents, floor, text=text)

@@ -9,6 +9,10 @@ Choices where the design is silent:
 * A journal that must exist and does not, or a file that is not a dissensus journal, is
   one line and exit 2 (``check_journal_file``), before anything is read or written.
 * The signing key, when one is set, comes from the environment (``signer_from_env``).
+* A command that shows a run's records (``runs show``, ``runs export``, ``review show``)
+  also recomputes the run's hash chain (``warn_if_altered``, writing nothing) and, when
+  it does not verify, says so on stderr: the exit code stays 0 (the records are still
+  shown, as they are stored); ``--json`` carries ``verified``.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from dissensus.cli.common import check_journal_file
+from dissensus.cli.common import check_journal_file, err_console, shown
 
 if TYPE_CHECKING:
     from dissensus.store.journal import Event, Journal
@@ -62,3 +66,21 @@ def opened_journal(path: str | None, *, must_exist: bool = True) -> Iterator[Jou
         yield store
     finally:
         store.close()
+
+
+def warn_if_altered(store: Journal, run_id: str, *, what: str = "what is shown") -> bool:
+    """Whether the run's hash chain verifies; when it does not, one warning on stderr
+    naming the first problem and the command that lists them all. Called once the
+    command has read what it shows: an event that cannot be read at all is the
+    command's error (exit 2), not also a warning."""
+    report = store.verify(run_id, review_index=False)
+    if report.ok:
+        return True
+    n = len(report.problems)
+    first = report.problems[0] if report.problems else "the chain does not verify"
+    err_console.print(
+        f"warning: run {shown(run_id)} does not verify ({n} problem{'s' if n != 1 else ''}; "
+        f"first: {shown(first)}): {what} may have been altered since it was "
+        f"written. `dissensus runs verify {shown(run_id)}` lists every problem."
+    )
+    return False

@@ -44,7 +44,7 @@ from dissensus.errors import InputError
 
 if TYPE_CHECKING:
     pass
-from dissensus.cli.journals import JournalOpt, JsonOpt, opened_journal
+from dissensus.cli.journals import JournalOpt, JsonOpt, opened_journal, warn_if_altered
 
 review_app = typer.Typer(
     help="The human review queue: escalated cases waiting for a decision.", no_args_is_help=True
@@ -142,15 +142,17 @@ def review_show(
         audit = audit_item(store, run_id, line)
         audited = audit is not None and store.get(run_id, f"confirm/{line}") is not None
         st = None if audit is not None else find_item(store, review_id)
+        verified = warn_if_altered(store, run_id)
         on = shown(journal_option(store.path))  # the commands below name this journal
     if json_out:
         if audit is not None:
             # A blind audit: neither the committed answer nor any suggestion is shown.
-            print_json({**audit.model_dump(mode="json"), "audited": audited})
+            print_json({**audit.model_dump(mode="json"), "audited": audited, "verified": verified})
             raise typer.Exit(code=EXIT_OK)
         assert st is not None
         data = st.item.model_dump(mode="json")
         data["resolution"] = st.resolution.model_dump() if st.resolution else None
+        data["verified"] = verified
         print_json(data)
         raise typer.Exit(code=EXIT_OK)
     item = audit if audit is not None else st.item if st is not None else None

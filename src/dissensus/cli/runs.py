@@ -51,7 +51,7 @@ from dissensus.cli.decide import (
     run_and_report,
     said_interrupted,
 )
-from dissensus.cli.journals import JournalOpt, JsonOpt, opened_journal
+from dissensus.cli.journals import JournalOpt, JsonOpt, opened_journal, warn_if_altered
 
 runs_app = typer.Typer(
     help="Runs in the journal: list, inspect, export, verify, resume.", no_args_is_help=True
@@ -143,6 +143,7 @@ def runs_show(
         evs = list(store.events(run_id))
         records = final_records(store, run_id)
         acceptance = run_acceptance(store, run_id)
+        verified = warn_if_altered(store, run_id)  # read whole: a damaged event is the error
     by_type = Counter(e.type for e in evs)
     started = next((e for e in evs if e.key == "run/started"), None)
     spec = RunSpec.from_started(started.payload).summary() if started is not None else None
@@ -151,6 +152,7 @@ def runs_show(
     if json_out:
         data: dict[str, object] = {
             "run": info.model_dump(),
+            "verified": verified,
             "spec": spec,
             "shift": shift,
             "acceptance": acceptance.model_dump(mode="json") if acceptance is not None else None,
@@ -227,6 +229,7 @@ def runs_export(
         with output_handle(output) as handle:
             for event in store.events(run_id):
                 write_jsonl_line(handle, event)
+        warn_if_altered(store, run_id, what="what was exported")
     raise typer.Exit(code=EXIT_OK)
 
 

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any, Protocol, TypeAlias
 
-__all__ = ["CallSpan", "SpanAttributes", "call_span", "otel_available"]
+__all__ = ["CallSpan", "SpanAttributes", "call_span"]
 
 SpanAttributes: TypeAlias = dict[str, str | int | float | bool | None]
 """Attributes of a call's span (OpenTelemetry's value types; ``None``: not set)."""
@@ -30,11 +30,6 @@ try:
     _trace = _otel_trace
 except ImportError:  # pragma: no cover - exercised only without the extra
     _trace = None
-
-
-def otel_available() -> bool:
-    """Whether ``opentelemetry-api`` is importable."""
-    return _trace is not None
 
 
 class CallSpan(Protocol):

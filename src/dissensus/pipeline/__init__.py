@@ -33,7 +33,6 @@ from dissensus.io.jsonl import Reject
 from dissensus.pipeline.batch import (
     DeadlineReached,
     RunBusy,
-    RunSummary,
     execute_run,
     new_run_id,
     policy_calibration,
@@ -86,7 +85,6 @@ __all__ = [
     "ReviewItem",
     "RunBusy",
     "RunSpec",
-    "RunSummary",
     "Runtime",
     "SecondAnswer",
     "SpecFile",

@@ -92,7 +92,7 @@ from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Literal, overload
 
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
 from dissensus.errors import ConfigError, DissensusError, InputError
 from dissensus.files import file_kind
@@ -121,7 +121,6 @@ __all__ = [
     "DeadlineReached",
     "RunBusy",
     "RunFinishedError",
-    "RunSummary",
     "check_not_busy",
     "claim_run",
     "execute_run",
@@ -134,7 +133,6 @@ __all__ = [
     "resume_run",
     "run_spec",
     "start_run",
-    "summarise",
 ]
 
 RUN_KIND = "decide"
@@ -157,17 +155,6 @@ class DeadlineReached(DissensusError):
 class RunFinishedError(DissensusError):
     """Something of a run's execution was about to be appended after its ``run.finished``
     (refused: a finished run stays finished)."""
-
-
-class RunSummary(BaseModel):
-    """Counts of one run."""
-
-    cases: int
-    auto: int
-    escalated: int
-    rejected: int
-    actions: dict[str, int]
-    states: dict[str, int]
 
 
 def new_run_id() -> str:
@@ -802,15 +789,3 @@ async def resume_run(
         executor=executor,
     ):
         yield record
-
-
-def summarise(records: list[CaseRecord], rejected: int) -> RunSummary:
-    """Counts of a list of records."""
-    return RunSummary(
-        cases=len(records),
-        auto=sum(r.auto for r in records),
-        escalated=sum(r.action == "escalate" for r in records),
-        rejected=rejected,
-        actions=dict(sorted(Counter(r.action for r in records).items())),
-        states=dict(sorted(Counter(r.state for r in records).items())),
-    )

@@ -70,7 +70,6 @@ __all__ = [
     "case_options",
     "claim_audit",
     "confirm",
-    "confirmation_events",
 ]
 
 EVENT = ev.REVIEW_CONFIRMED
@@ -229,8 +228,3 @@ def _already(ref: str, done: Event) -> AlreadyConfirmed:
         at=done.at,
         decision=str(done.payload.get("decision")),
     )
-
-
-def confirmation_events(journal: Journal, run_id: str) -> list[Event]:
-    """The run's audits, in journal order."""
-    return list(journal.events(run_id, type=EVENT))

@@ -37,7 +37,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -74,7 +74,6 @@ __all__ = [
     "PastDeadline",
     "PrefetchedBackend",
     "Runtime",
-    "resolve_model_spec",
 ]
 
 EMBED_CHUNK = 32
@@ -154,11 +153,6 @@ class PrefetchedBackend:
 
     def matrix(self, texts: Sequence[str]) -> Matrix:
         return cosine_matrix(self.embed(texts))
-
-
-def resolve_model_spec(policy: Policy, environ: Mapping[str, str]) -> str | None:
-    """The model spec live follow-ups use: the policy's, else ``$DISSENSUS_MODEL``."""
-    return policy.seek_context.model or environ.get(MODEL_ENV) or None
 
 
 def policy_rules(policy: Policy) -> RuleSet:

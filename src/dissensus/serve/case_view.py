@@ -57,6 +57,7 @@ from typing import Any, Literal
 from markupsafe import Markup, escape
 
 from dissensus.cases import CaseMessage, CaseSpec, asked_question, conversation
+from dissensus.quoting import visible
 
 __all__ = [
     "EXACT_DIFF_WORDS",
@@ -289,8 +290,9 @@ not a re-ask that failed to settle the case)."""
 
 def _isolated(text: str) -> Markup:
     """``text`` (an agent's or a panel's) escaped and set apart in ``<bdi>``: bidi
-    controls in it (U+202E, U+2066, ...) cannot reorder the sentence around it."""
-    return Markup("<bdi>{}</bdi>").format(text)
+    controls in it (U+202E, U+2066, ...) cannot reorder the sentence around it; the
+    characters that show as nothing are shown escaped (``\u200b``)."""
+    return Markup("<bdi>{}</bdi>").format(visible(text))
 
 
 def plain_reasons(reason: str, options: Sequence[OptionView], abstained: int) -> list[Markup]:

@@ -24,6 +24,10 @@ Choices where the design is silent:
   data: it is rendered with Jinja2's autoescaping inside ``<pre>`` (verbatim, never
   interpreted), and the page's Content-Security-Policy allows scripts from this server
   only, so even an escaping bug could not run injected script.
+  The characters that show as nothing (zero-width space, soft hyphen, word joiner, zero
+  width no-break space) are shown escaped, as the command line shows them (``\u200b``),
+  everywhere but in the values a form sends back: two agents ``ab`` and ``a\u200bb`` no
+  longer look alike. Other controls stay verbatim, bidi controls isolated in ``<bdi>``.
 * The body is ``hx-boost``ed: links and forms load over htmx and swap the page, and every
   page also works as a plain page load. After a resolve the server redirects to the next
   open case of the same queue (the filters and order the reviewer came with travel in
@@ -113,6 +117,7 @@ from markupsafe import Markup, escape
 from starlette.datastructures import FormData
 
 from dissensus.errors import DissensusError
+from dissensus.quoting import visible
 from dissensus.serve import journal_errors
 from dissensus.serve.auth import LOCAL, Principal, allows
 from dissensus.serve.case_view import OptionView, word_diff
@@ -155,10 +160,24 @@ SESSION_COOKIE = "dissensus_session"
 PRE_COOKIE = "dissensus_login"
 CSP = "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; frame-ancestors 'none'; form-action 'self'"
 
+
+def _visible(value: Any) -> Any:
+    """What every ``{{ }}`` of a page shows: a string with the characters that show as
+    nothing escaped as the command line escapes them (``agent\\u200bb``, not ``agentb``;
+    :func:`dissensus.quoting.visible`), then HTML-escaped; other controls stay verbatim
+    (isolated by ``<bdi>``). A value that must come back as it was sent (a form field's
+    ``value``, an option id a radio button posts, a ``data-`` attribute the script
+    compares) is written ``|e`` in the template: escaped markup, left as it is."""
+    if isinstance(value, str) and not isinstance(value, Markup):
+        return visible(value)
+    return value
+
+
 _env = Environment(
     loader=FileSystemLoader(HERE / "templates"),
     autoescape=select_autoescape(["html"]),
     auto_reload=False,
+    finalize=_visible,
 )
 
 
@@ -242,7 +261,7 @@ def _timed(text: str, iso: str) -> Markup:
     """``text`` escaped, with the time ``iso`` in it as a ``<time>`` element (the page's
     script shows it in the reader's local time)."""
     shown = Markup('<time datetime="{0}">{0}</time>').format(iso)
-    return escape(text).replace(escape(iso), shown)
+    return escape(visible(text)).replace(escape(iso), shown)
 
 
 def refused_by(request: Request, exc: DissensusError) -> tuple[int, str]:
@@ -274,9 +293,11 @@ def _decided(request: Request, text: str, exc: AlreadyResolved | AlreadyConfirme
         labels = desk.labels(exc.ref, audit=True)
     label = labels.get(exc.decision, exc.decision)
     named = (
-        Markup("<bdi>{}</bdi>").format(label)
+        Markup("<bdi>{}</bdi>").format(visible(label))
         if label == exc.decision
-        else Markup("<bdi>{}</bdi>, option <bdi>{}</bdi>").format(label, exc.decision)
+        else Markup("<bdi>{}</bdi>, option <bdi>{}</bdi>").format(
+            visible(label), visible(exc.decision)
+        )
     )
     return _timed(text[: -len(tail)], exc.at) + Markup(" (decision {})").format(named)
 

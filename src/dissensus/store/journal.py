@@ -419,16 +419,18 @@ class Journal:
         or when the last event already is a seal)."""
         return self._seals.seal(run_id)
 
-    def verify(self, run_id: str, *, public_key: PublicKey | None = None) -> VerifyReport:
+    def verify(
+        self, run_id: str, *, public_key: PublicKey | None = None, review_index: bool = True
+    ) -> VerifyReport:
         """Recompute the run's hash chain; compare it with the stored text, hashes and head.
 
         With ``public_key``, also check the run's seals (:attr:`VerifyReport.signature`).
         The run's rows of the review index are checked too (and rebuilt when they differ
-        and the journal can be written).
+        and the journal can be written); ``review_index=False`` checks the chain alone and
+        writes nothing (what a reading command checks before it shows a run).
         """
-        return chain.verify(
-            self._log, run_id, public_key=public_key, more_problems=self._review.problems
-        )
+        more = self._review.problems if review_index else None
+        return chain.verify(self._log, run_id, public_key=public_key, more_problems=more)
 
     # -- review index -------------------------------------------------------------------
 
