@@ -26,8 +26,10 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from dissensus.outputs import RUNS_PAGE, RunSummary, run_summaries
+from dissensus.pipeline.records import CaseRecord
 from dissensus.serve import journal_errors
 from dissensus.serve.acceptance import AcceptanceStatus, acceptance_status
+from dissensus.serve.api_schema import DecideStarted, answer, stream
 from dissensus.serve.auth import Principal
 from dissensus.serve.http import (
     PANELS_BODY,
@@ -54,7 +56,20 @@ submit = Depends(require("submit"))
 review = Depends(require("review"))
 
 
-@router.post("/v1/decide", tags=["decide"], openapi_extra=PANELS_BODY, status_code=200)
+@router.post(
+    "/v1/decide",
+    tags=["decide"],
+    openapi_extra=PANELS_BODY,
+    status_code=200,
+    responses={
+        200: answer(
+            CaseRecord | DecideAnswer,
+            "One panel: its record (as `dissensus decide --json`); a list: the run's answer.",
+            **{"X-Dissensus-Run": "The run that decided the request."},
+        ),
+        202: answer(DecideStarted, "`?async=true`: the run was started; follow its links."),
+    },
+)
 async def decide(
     request: Request,
     principal: Principal = submit,
@@ -172,7 +187,19 @@ async def runs_show(run_id: str, request: Request, _: Principal = submit) -> Run
     return service_of(request).runner.describe(run_id)
 
 
-@router.get("/v1/runs/{run_id}/events", tags=["runs"])
+@router.get(
+    "/v1/runs/{run_id}/events",
+    tags=["runs"],
+    response_class=StreamingResponse,
+    responses={
+        200: stream(
+            "text/event-stream",
+            "Server-Sent Events: `record` and `reject` per case, then `finished` (or "
+            "`failed`, `incomplete`, or `running` for a run another process executes) "
+            "with the counts; each event's data is one JSON object.",
+        )
+    },
+)
 async def runs_events(run_id: str, request: Request, _: Principal = submit) -> StreamingResponse:
     """Progress as Server-Sent Events: ``record`` and ``reject`` per case, then the final status."""
     runner = service_of(request).runner
@@ -205,7 +232,17 @@ async def runs_verify(run_id: str, request: Request, _: Principal = submit) -> V
     return service_of(request).journal.verify(run_id)
 
 
-@router.get("/v1/runs/{run_id}/export", tags=["runs"])
+@router.get(
+    "/v1/runs/{run_id}/export",
+    tags=["runs"],
+    response_class=Response,
+    responses={
+        200: stream(
+            "application/x-ndjson",
+            "The run's journal events, one JSON object per line, with their hashes.",
+        )
+    },
+)
 async def runs_export(run_id: str, request: Request, _: Principal = submit) -> Response:
     """The run's events as JSONL, with hashes (verifiable without this program)."""
     journal = service_of(request).journal

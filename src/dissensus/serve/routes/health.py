@@ -6,6 +6,7 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 
 from dissensus.serve import journal_errors
+from dissensus.serve.api_schema import Ready, answer
 from dissensus.serve.http import (
     error_response,
     require,
@@ -25,7 +26,11 @@ async def healthz() -> dict[str, str]:
     return {"status": "ok"}
 
 
-@router.get("/readyz", tags=["service"])
+@router.get(
+    "/readyz",
+    tags=["service"],
+    responses={200: answer(Ready, "The journal is reachable.")},
+)
 async def readyz(request: Request) -> JSONResponse:
     """The journal is reachable."""
     try:
