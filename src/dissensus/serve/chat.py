@@ -92,7 +92,7 @@ from dissensus.panels import (
 )
 from dissensus.panels.door import SHUTTING_DOWN, UNFINISHED
 from dissensus.pipeline import RunSpec
-from dissensus.serve.api_schema import ModelList, ModelObject, answer
+from dissensus.serve.api_schema import AUTHED, ModelList, ModelObject, answer, refusals
 from dissensus.serve.auth import Principal, allows
 from dissensus.serve.http import INLINE_BODY_BYTES, NonFinite, non_finite
 from dissensus.serve.limits import TIMEOUT_NOTE, TimeoutNote
@@ -300,6 +300,31 @@ def _event(data: str) -> str:
 @router.post(
     "/v1/chat/completions",
     responses={
+        **refusals(
+            *AUTHED,
+            408,
+            413,
+            415,
+            404,
+            502,
+            503,
+            504,
+            openai=True,
+            said={
+                400: "An invalid request or body (not JSON, not UTF-8, nested too deep, "
+                "empty, or not a chat-completions request), or a header sent twice.",
+                404: "No panel is configured (the policy's `panel.members` is empty).",
+                413: "The request is over `panel.max_request_chars`, the body over "
+                "`--max-body-bytes`, or the panel over the pipeline's bounds.",
+                500: "The pipeline failed, or an error no handler expected "
+                "(`x-should-retry: false`).",
+                503: "The journal is unreachable or busy, or the server is shutting down "
+                "(`shutting_down`, `Retry-After`; with `stream: true` as an error event).",
+                504: "The request took longer than the server's `--timeout`; once its case "
+                "was handed to the journal, `timeout_case_journalled` and `dissensus` "
+                "name the case to poll.",
+            },
+        ),
         200: {
             **answer(
                 ChatCompletion,
@@ -317,7 +342,7 @@ def _event(data: str) -> str:
                     }
                 }
             },
-        }
+        },
     },
 )
 async def chat_completions(request: Request) -> Response:
@@ -372,7 +397,10 @@ async def chat_completions(request: Request) -> Response:
 
 @router.get(
     "/v1/cases/{case_id}",
-    responses={200: answer(CaseStatus, "The case as the journal holds it now.")},
+    responses={
+        **refusals(*AUTHED, 404, 503, 504, openai=True, said={404: "No such case."}),
+        200: answer(CaseStatus, "The case as the journal holds it now."),
+    },
 )
 async def case_status(case_id: str, request: Request) -> Response:
     """A chat case now: committed, escalated (waiting for a human) or resolved, with the answer."""
@@ -386,7 +414,10 @@ async def case_status(case_id: str, request: Request) -> Response:
 
 @router.get(
     "/v1/models",
-    responses={200: answer(ModelList, "The panel's model, or none when no panel is set.")},
+    responses={
+        **refusals(*AUTHED, 504, openai=True),
+        200: answer(ModelList, "The panel's model, or none when no panel is set."),
+    },
 )
 async def models(request: Request) -> Response:
     """The one model a chat client can name (none when no panel is configured)."""
@@ -399,7 +430,12 @@ async def models(request: Request) -> Response:
 
 @router.get(
     "/v1/models/{model:path}",
-    responses={200: answer(ModelObject, "The model, as `GET /v1/models` lists it.")},
+    responses={
+        **refusals(
+            *AUTHED, 404, 504, openai=True, said={404: "No such model (`model_not_found`)."}
+        ),
+        200: answer(ModelObject, "The model, as `GET /v1/models` lists it."),
+    },
 )
 async def model(model: str, request: Request) -> Response:
     """The model ``GET /v1/models`` lists, by name (OpenAI's ``models.retrieve``)."""

@@ -26,7 +26,7 @@ from dissensus.guard import GuardThresholds
 from dissensus.guard.decision import GuardDecision
 from dissensus.outputs import RouteRecord
 from dissensus.serve import library_calls
-from dissensus.serve.api_schema import RouteAnswer, VoteAnswer, answer
+from dissensus.serve.api_schema import AUTHED, BODY, RouteAnswer, VoteAnswer, answer, refusals
 from dissensus.serve.auth import Principal
 from dissensus.serve.http import (
     PANELS_BODY,
@@ -55,11 +55,12 @@ review = Depends(require("review"))
     tags=["library"],
     openapi_extra=PANELS_BODY,
     responses={
+        **refusals(*AUTHED, *BODY, 504),
         200: answer(
             RouteRecord | RouteAnswer,
             "One panel: its route record (as `dissensus route --json`); a list: the "
             "records and the rejected items.",
-        )
+        ),
     },
 )
 async def route(
@@ -111,11 +112,12 @@ async def route(
     "/v1/vote",
     tags=["library"],
     responses={
+        **refusals(*AUTHED, *BODY, 409, 504, said={409: "A strict vote refusal."}),
         200: answer(
             GuardDecision | VoteAnswer,
             "One vote case: its guarded decision (as `dissensus vote --json`); a list: "
             "the decisions and the rejected items.",
-        )
+        ),
     },
 )
 async def vote(
@@ -154,7 +156,10 @@ async def vote(
 @router.post(
     "/v1/negotiate",
     tags=["library"],
-    responses={200: answer(Certificate, "The CONCORD certificate (`dissensus negotiate --json`).")},
+    responses={
+        **refusals(*AUTHED, *BODY, 504),
+        200: answer(Certificate, "The CONCORD certificate (`dissensus negotiate --json`)."),
+    },
 )
 async def negotiate(
     request: Request,
@@ -175,7 +180,10 @@ async def negotiate(
 @router.post(
     "/v1/verify",
     tags=["library"],
-    responses={200: answer(Verdict, "The certificate recomputed (`dissensus verify --json`).")},
+    responses={
+        **refusals(*AUTHED, *BODY, 504),
+        200: answer(Verdict, "The certificate recomputed (`dissensus verify --json`)."),
+    },
 )
 async def verify(request: Request, _: Principal = submit) -> Any:
     """Recompute a CONCORD certificate (``valid`` false names the first violated property)."""
@@ -186,7 +194,12 @@ async def verify(request: Request, _: Principal = submit) -> Any:
     return verdict.model_dump(mode="json")
 
 
-@router.get("/v1/bound", tags=["library"], response_model=Bound)
+@router.get(
+    "/v1/bound",
+    tags=["library"],
+    response_model=Bound,
+    responses=refusals(*AUTHED, 422, 504),
+)
 async def bound(
     _: Principal = submit,
     agents: int = Query(..., ge=1, le=1_000_000, description="Negotiating agents."),
