@@ -249,3 +249,35 @@ def test_a_head_over_64_kib_gets_a_431_and_the_connection_closes(
     with httpx.Client(base_url=server, timeout=10) as client:
         for _ in range(3):
             assert client.get("/healthz", headers={"X-Ok": "a" * 60_000}).status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("status", "sent"),
+    [
+        (
+            b"400",
+            b"POST /v1/decide HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 3\r\n"
+            b"Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+        ),
+        (b"431", b"GET /v1/runs HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: " + b"a" * (1 << 17)),
+        (b"408", b"GET /v1/runs HTTP/1.1\r\nHost: 127.0.0.1\r\nX-A: b"),
+    ],
+    ids=["length-and-chunked", "head-over-64-kib", "late-head"],
+)
+def test_the_server_s_own_refusals_carry_the_api_s_headers(
+    server: str, status: bytes, sent: bytes
+) -> None:
+    """Every /v1 answer, refusals included, says ``Cache-Control: no-store`` and
+    ``X-Content-Type-Options: nosniff``: the refusals the HTTP layer writes itself too."""
+    host, port = server.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=30) as sock:
+        with contextlib.suppress(OSError):  # closed while the rest was still being sent
+            for at in range(0, len(sent), 65536):
+                sock.sendall(sent[at : at + 65536])
+        data, _ = _read_all(sock, 30)
+    head, _, body = data.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 " + status), data[:200]
+    lines = head.lower().split(b"\r\n")[1:]
+    assert lines.count(b"cache-control: no-store") == 1, head
+    assert lines.count(b"x-content-type-options: nosniff") == 1, head
+    assert json.loads(body)["field"] in ("<request>", "<head>")

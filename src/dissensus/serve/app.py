@@ -3,7 +3,8 @@
 :func:`create_app` builds the app: the shared :class:`~dissensus.serve.service.Service`,
 the error handlers (:mod:`.http`), one router per area (:mod:`.routes`: health, decide
 and runs, library calls, review; and the review pages: login, queue, case, audits, with
-their shared helpers in :mod:`.pages`), the chat door, the API docs, and the middleware (timeouts, body size, browser
+their shared helpers in :mod:`.pages`), the chat door, the API docs (the schema's answers
+and refusals: :mod:`.api_schema`), and the middleware (timeouts, body size, browser
 guard, and the ``/v1`` answers' ``Cache-Control: no-store`` and ``nosniff``:
 :mod:`.no_store`). Every endpoint is an adapter over the library call
 the CLI makes: ``POST /v1/decide`` runs :func:`dissensus.pipeline.execute_run`
@@ -72,7 +73,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from dissensus.errors import ConfigError
-from dissensus.serve import api_docs, chat, routes
+from dissensus.serve import api_docs, api_schema, chat, routes
 from dissensus.serve.head import HeadAsGet
 from dissensus.serve.http import ApiError, install_errors, limits_of
 from dissensus.serve.journal_adapter import open_journal
@@ -145,6 +146,7 @@ def create_app(
     chat.install(app, spec=service.spec, journal=store, limits=limits_of(service))
     routes.install_pages(app)
     api_docs.install(app)
+    api_schema.install(app)  # the schema's refusals are the server's own
     app.router.default = SlashRedirect(app.router, app.router.default)
     app.add_middleware(HeadAsGet)
     app.add_middleware(RequestTimeout, seconds=settings.request_timeout_s)

@@ -82,9 +82,17 @@ from fastapi.responses import JSONResponse, RedirectResponse, Response, Streamin
 
 from dissensus.io.jsonl import MAX_DEPTH, json_depth
 from dissensus.io.limits import DEFAULT, Limits
-from dissensus.panels import ChatCompletion, ChatError, CompletionRequest, PanelChat, as_chunks
+from dissensus.panels import (
+    CaseStatus,
+    ChatCompletion,
+    ChatError,
+    CompletionRequest,
+    PanelChat,
+    as_chunks,
+)
 from dissensus.panels.door import SHUTTING_DOWN, UNFINISHED
 from dissensus.pipeline import RunSpec
+from dissensus.serve.api_schema import AUTHED, ModelList, ModelObject, answer, refusals
 from dissensus.serve.auth import Principal, allows
 from dissensus.serve.http import INLINE_BODY_BYTES, NonFinite, non_finite
 from dissensus.serve.limits import TIMEOUT_NOTE, TimeoutNote
@@ -289,7 +297,54 @@ def _event(data: str) -> str:
     return f"data: {data}\n\n"
 
 
-@router.post("/v1/chat/completions")
+@router.post(
+    "/v1/chat/completions",
+    responses={
+        **refusals(
+            *AUTHED,
+            408,
+            413,
+            415,
+            404,
+            502,
+            503,
+            504,
+            openai=True,
+            said={
+                400: "An invalid request or body (not JSON, not UTF-8, nested too deep, "
+                "empty, or not a chat-completions request), or a header sent twice.",
+                404: "No panel is configured (the policy's `panel.members` is empty).",
+                413: "The request is over `panel.max_request_chars`, the body over "
+                "`--max-body-bytes`, or the panel over the pipeline's bounds.",
+                500: "The pipeline failed, or an error no handler expected "
+                "(`x-should-retry: false`).",
+                503: "The journal is unreachable or busy, or the server is shutting down "
+                "(`shutting_down`, `Retry-After`; with `stream: true` as an error event).",
+                504: "The request took longer than the server's `--timeout`; once its case "
+                "was handed to the journal, `timeout_case_journalled` and `dissensus` "
+                "name the case to poll.",
+            },
+        ),
+        200: {
+            **answer(
+                ChatCompletion,
+                "The completion (`finish_reason` `stop`, or `escalated` to a human), with "
+                "the `dissensus` field; with `stream: true`, Server-Sent Events of "
+                "`chat.completion.chunk` objects ending with `data: [DONE]`.",
+                **{"X-Dissensus-Run": "The run that journalled the case."},
+            ),
+            "content": {
+                "text/event-stream": {
+                    "schema": {
+                        "type": "string",
+                        "description": "`data: {chunk}` events (ChatCompletionChunk), "
+                        "then `data: [DONE]`.",
+                    }
+                }
+            },
+        },
+    },
+)
 async def chat_completions(request: Request) -> Response:
     """Fan the request out to the policy's panel, decide, answer (``stop``) or escalate (``escalated``)."""
     try:
@@ -340,7 +395,13 @@ async def chat_completions(request: Request) -> Response:
     )
 
 
-@router.get("/v1/cases/{case_id}")
+@router.get(
+    "/v1/cases/{case_id}",
+    responses={
+        **refusals(*AUTHED, 404, 503, 504, openai=True, said={404: "No such case."}),
+        200: answer(CaseStatus, "The case as the journal holds it now."),
+    },
+)
 async def case_status(case_id: str, request: Request) -> Response:
     """A chat case now: committed, escalated (waiting for a human) or resolved, with the answer."""
     try:
@@ -351,7 +412,13 @@ async def case_status(case_id: str, request: Request) -> Response:
     return JSONResponse(status.model_dump(mode="json"))
 
 
-@router.get("/v1/models")
+@router.get(
+    "/v1/models",
+    responses={
+        **refusals(*AUTHED, 504, openai=True),
+        200: answer(ModelList, "The panel's model, or none when no panel is set."),
+    },
+)
 async def models(request: Request) -> Response:
     """The one model a chat client can name (none when no panel is configured)."""
     try:
@@ -361,7 +428,15 @@ async def models(request: Request) -> Response:
     return JSONResponse({"object": "list", "data": [MODEL] if _chat(request).enabled else []})
 
 
-@router.get("/v1/models/{model:path}")
+@router.get(
+    "/v1/models/{model:path}",
+    responses={
+        **refusals(
+            *AUTHED, 404, 504, openai=True, said={404: "No such model (`model_not_found`)."}
+        ),
+        200: answer(ModelObject, "The model, as `GET /v1/models` lists it."),
+    },
+)
 async def model(model: str, request: Request) -> Response:
     """The model ``GET /v1/models`` lists, by name (OpenAI's ``models.retrieve``)."""
     if not model and (target := other_spelling(request.app.router, request.scope)):

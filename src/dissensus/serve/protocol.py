@@ -39,6 +39,11 @@ Choices where the design is silent:
   path yet, so the refusal is the service's. The parser hands the target over when the
   space after it is read, and, when a packet ends inside the target, the part that
   arrived at the end of the packet: a part that ends its packet is taken as unfinished.
+* **Every one of these refusals carries** ``Cache-Control: no-store`` **and**
+  ``X-Content-Type-Options: nosniff`` (:data:`~dissensus.serve.no_store.API_HEADERS`),
+  as every ``/v1`` answer does: they are written here, below the application and its
+  :class:`~dissensus.serve.no_store.ApiHeaders`, and the path they answer is often not
+  known (a target that never arrived whole), so they carry both on every path.
 """
 
 from __future__ import annotations
@@ -52,6 +57,7 @@ import httptools
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from dissensus.serve.limits import error_document
+from dissensus.serve.no_store import API_HEADERS
 
 __all__ = ["HEAD_MIN_S", "MAX_HEAD_BYTES", "head_timeout_protocol"]
 
@@ -188,8 +194,9 @@ class _HeadTimeoutProtocol(HttpToolsProtocol):
         unread bytes would reset the connection, and the client could lose the answer."""
         document = error_document(int(status.split()[0]), error, field, path=self._path())
         body = json.dumps(document).encode()
+        extra = "".join(f"{name.decode()}: {value.decode()}\r\n" for name, value in API_HEADERS)
         head = (
-            f"HTTP/1.1 {status}\r\ncontent-type: application/json\r\n"
+            f"HTTP/1.1 {status}\r\ncontent-type: application/json\r\n{extra}"
             f"content-length: {len(body)}\r\nconnection: close\r\n\r\n"
         )
         self.transport.write(head.encode() + body)

@@ -26,8 +26,10 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from dissensus.outputs import RUNS_PAGE, RunSummary, run_summaries
+from dissensus.pipeline.records import CaseRecord
 from dissensus.serve import journal_errors
 from dissensus.serve.acceptance import AcceptanceStatus, acceptance_status
+from dissensus.serve.api_schema import AUTHED, BODY, DecideStarted, answer, refusals, stream
 from dissensus.serve.auth import Principal
 from dissensus.serve.http import (
     PANELS_BODY,
@@ -54,7 +56,21 @@ submit = Depends(require("submit"))
 review = Depends(require("review"))
 
 
-@router.post("/v1/decide", tags=["decide"], openapi_extra=PANELS_BODY, status_code=200)
+@router.post(
+    "/v1/decide",
+    tags=["decide"],
+    openapi_extra=PANELS_BODY,
+    status_code=200,
+    responses={
+        **refusals(*AUTHED, *BODY, 503, 504),
+        200: answer(
+            CaseRecord | DecideAnswer,
+            "One panel: its record (as `dissensus decide --json`); a list: the run's answer.",
+            **{"X-Dissensus-Run": "The run that decided the request."},
+        ),
+        202: answer(DecideStarted, "`?async=true`: the run was started; follow its links."),
+    },
+)
 async def decide(
     request: Request,
     principal: Principal = submit,
@@ -130,7 +146,12 @@ async def decide(
     return Response(answer.model_dump_json(), media_type="application/json", headers=headers)
 
 
-@router.get("/v1/acceptance", tags=["runs"], response_model=AcceptanceStatus)
+@router.get(
+    "/v1/acceptance",
+    tags=["runs"],
+    response_model=AcceptanceStatus,
+    responses=refusals(*AUTHED, 503, 504),
+)
 async def acceptance(request: Request, _: Principal = submit) -> AcceptanceStatus:
     """The server's learned acceptance: its guarantee, the shift check over the latest
     cases it judged (all runs), and any hold on it."""
@@ -143,7 +164,12 @@ async def acceptance(request: Request, _: Principal = submit) -> AcceptanceStatu
     )
 
 
-@router.get("/v1/runs", tags=["runs"], response_model=list[RunSummary])
+@router.get(
+    "/v1/runs",
+    tags=["runs"],
+    response_model=list[RunSummary],
+    responses=refusals(*AUTHED, 404, 422, 503, 504),
+)
 async def runs_list(
     request: Request,
     response: Response,
@@ -166,13 +192,31 @@ async def runs_list(
     return page
 
 
-@router.get("/v1/runs/{run_id}", tags=["runs"], response_model=RunDocument)
+@router.get(
+    "/v1/runs/{run_id}",
+    tags=["runs"],
+    response_model=RunDocument,
+    responses=refusals(*AUTHED, 404, 503, 504),
+)
 async def runs_show(run_id: str, request: Request, _: Principal = submit) -> RunDocument:
     """A run's status, final records (human resolutions included) and rejects."""
     return service_of(request).runner.describe(run_id)
 
 
-@router.get("/v1/runs/{run_id}/events", tags=["runs"])
+@router.get(
+    "/v1/runs/{run_id}/events",
+    tags=["runs"],
+    response_class=StreamingResponse,
+    responses={
+        **refusals(*AUTHED, 404, 503),
+        200: stream(
+            "text/event-stream",
+            "Server-Sent Events: `record` and `reject` per case, then `finished` (or "
+            "`failed`, `incomplete`, or `running` for a run another process executes) "
+            "with the counts; each event's data is one JSON object.",
+        ),
+    },
+)
 async def runs_events(run_id: str, request: Request, _: Principal = submit) -> StreamingResponse:
     """Progress as Server-Sent Events: ``record`` and ``reject`` per case, then the final status."""
     runner = service_of(request).runner
@@ -198,14 +242,30 @@ async def runs_events(run_id: str, request: Request, _: Principal = submit) -> S
     )
 
 
-@router.get("/v1/runs/{run_id}/verify", tags=["runs"], response_model=VerifyReport)
+@router.get(
+    "/v1/runs/{run_id}/verify",
+    tags=["runs"],
+    response_model=VerifyReport,
+    responses=refusals(*AUTHED, 404, 503, 504),
+)
 async def runs_verify(run_id: str, request: Request, _: Principal = submit) -> VerifyReport:
     """Recompute the run's hash chain (``ok`` false names every problem; as
     ``dissensus runs verify --json``)."""
     return service_of(request).journal.verify(run_id)
 
 
-@router.get("/v1/runs/{run_id}/export", tags=["runs"])
+@router.get(
+    "/v1/runs/{run_id}/export",
+    tags=["runs"],
+    response_class=Response,
+    responses={
+        **refusals(*AUTHED, 404, 503, 504),
+        200: stream(
+            "application/x-ndjson",
+            "The run's journal events, one JSON object per line, with their hashes.",
+        ),
+    },
+)
 async def runs_export(run_id: str, request: Request, _: Principal = submit) -> Response:
     """The run's events as JSONL, with hashes (verifiable without this program)."""
     journal = service_of(request).journal

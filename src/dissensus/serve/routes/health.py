@@ -6,6 +6,7 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 
 from dissensus.serve import journal_errors
+from dissensus.serve.api_schema import Ready, answer, refusals
 from dissensus.serve.http import (
     error_response,
     require,
@@ -19,13 +20,20 @@ submit = Depends(require("submit"))
 review = Depends(require("review"))
 
 
-@router.get("/healthz", tags=["service"])
+@router.get("/healthz", tags=["service"], responses=refusals(400, 403, 500))
 async def healthz() -> dict[str, str]:
     """The process is up."""
     return {"status": "ok"}
 
 
-@router.get("/readyz", tags=["service"])
+@router.get(
+    "/readyz",
+    tags=["service"],
+    responses={
+        **refusals(400, 403, 500, 503, 504, said={503: "The journal is unreachable."}),
+        200: answer(Ready, "The journal is reachable."),
+    },
+)
 async def readyz(request: Request) -> JSONResponse:
     """The journal is reachable."""
     try:

@@ -20,8 +20,13 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.concurrency import run_in_threadpool
 
 from dissensus.concord.bounds import Bound
+from dissensus.concord.record import Certificate
+from dissensus.concord.verify import Verdict
 from dissensus.guard import GuardThresholds
+from dissensus.guard.decision import GuardDecision
+from dissensus.outputs import RouteRecord
 from dissensus.serve import library_calls
+from dissensus.serve.api_schema import AUTHED, BODY, RouteAnswer, VoteAnswer, answer, refusals
 from dissensus.serve.auth import Principal
 from dissensus.serve.http import (
     PANELS_BODY,
@@ -45,7 +50,19 @@ submit = Depends(require("submit"))
 review = Depends(require("review"))
 
 
-@router.post("/v1/route", tags=["library"], openapi_extra=PANELS_BODY)
+@router.post(
+    "/v1/route",
+    tags=["library"],
+    openapi_extra=PANELS_BODY,
+    responses={
+        **refusals(*AUTHED, *BODY, 504),
+        200: answer(
+            RouteRecord | RouteAnswer,
+            "One panel: its route record (as `dissensus route --json`); a list: the "
+            "records and the rejected items.",
+        ),
+    },
+)
 async def route(
     request: Request,
     _: Principal = submit,
@@ -91,7 +108,18 @@ async def route(
     return {"records": records, "rejects": rejects, "rejected": len(rejects)}
 
 
-@router.post("/v1/vote", tags=["library"])
+@router.post(
+    "/v1/vote",
+    tags=["library"],
+    responses={
+        **refusals(*AUTHED, *BODY, 409, 504, said={409: "A strict vote refusal."}),
+        200: answer(
+            GuardDecision | VoteAnswer,
+            "One vote case: its guarded decision (as `dissensus vote --json`); a list: "
+            "the decisions and the rejected items.",
+        ),
+    },
+)
 async def vote(
     request: Request,
     _: Principal = submit,
@@ -125,7 +153,14 @@ async def vote(
     return {"decisions": out, "rejects": rejects, "rejected": len(rejects)}
 
 
-@router.post("/v1/negotiate", tags=["library"])
+@router.post(
+    "/v1/negotiate",
+    tags=["library"],
+    responses={
+        **refusals(*AUTHED, *BODY, 504),
+        200: answer(Certificate, "The CONCORD certificate (`dissensus negotiate --json`)."),
+    },
+)
 async def negotiate(
     request: Request,
     _: Principal = submit,
@@ -142,7 +177,14 @@ async def negotiate(
     return cert.model_dump(mode="json")
 
 
-@router.post("/v1/verify", tags=["library"])
+@router.post(
+    "/v1/verify",
+    tags=["library"],
+    responses={
+        **refusals(*AUTHED, *BODY, 504),
+        200: answer(Verdict, "The certificate recomputed (`dissensus verify --json`)."),
+    },
+)
 async def verify(request: Request, _: Principal = submit) -> Any:
     """Recompute a CONCORD certificate (``valid`` false names the first violated property)."""
     body = await json_body(request)
@@ -152,7 +194,12 @@ async def verify(request: Request, _: Principal = submit) -> Any:
     return verdict.model_dump(mode="json")
 
 
-@router.get("/v1/bound", tags=["library"], response_model=Bound)
+@router.get(
+    "/v1/bound",
+    tags=["library"],
+    response_model=Bound,
+    responses=refusals(*AUTHED, 422, 504),
+)
 async def bound(
     _: Principal = submit,
     agents: int = Query(..., ge=1, le=1_000_000, description="Negotiating agents."),

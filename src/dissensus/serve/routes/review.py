@@ -32,6 +32,7 @@ from dissensus.outputs import ReviewEntry, ReviewView, status_of
 from dissensus.pipeline.confirm import Confirmation
 from dissensus.pipeline.records import CaseRecord, ReviewItem
 from dissensus.pipeline.review import control_problem, shows_nothing
+from dissensus.serve.api_schema import AUTHED, BODY, refusals
 from dissensus.serve.auth import Principal
 from dissensus.serve.blind_audits import blind_audit
 from dissensus.serve.http import (
@@ -129,7 +130,12 @@ class ReviewCaseView(ReviewView):
     history: list[HistoryEntry]
 
 
-@router.get("/v1/review", tags=["review"], response_model=list[ReviewListEntry])
+@router.get(
+    "/v1/review",
+    tags=["review"],
+    response_model=list[ReviewListEntry],
+    responses=refusals(*AUTHED, 404, 422, 503, 504),
+)
 async def review_list(
     request: Request,
     _: Principal = review,
@@ -153,7 +159,12 @@ async def review_list(
     ]
 
 
-@router.get("/v1/review/{review_id}", tags=["review"], response_model=ReviewCaseView)
+@router.get(
+    "/v1/review/{review_id}",
+    tags=["review"],
+    response_model=ReviewCaseView,
+    responses=refusals(*AUTHED, 404, 503, 504),
+)
 async def review_show(review_id: str, request: Request, _: Principal = review) -> ReviewCaseView:
     """Everything a reviewer needs (the MCP tool ``review_show``) and the content hash to quote."""
     desk = service_of(request).desk
@@ -163,7 +174,12 @@ async def review_show(review_id: str, request: Request, _: Principal = review) -
     )
 
 
-@router.post("/v1/review/{review_id}/claim", tags=["review"], response_model=ClaimInfo)
+@router.post(
+    "/v1/review/{review_id}/claim",
+    tags=["review"],
+    response_model=ClaimInfo,
+    responses=refusals(*AUTHED, 404, 409, 415, 503, 504),
+)
 async def review_claim(
     review_id: str, request: Request, principal: Principal = review
 ) -> ClaimInfo:
@@ -181,7 +197,12 @@ class ClaimRelease(BaseModel):
     """Whether a live claim of the caller's was dropped (``false``: none held the case)."""
 
 
-@router.delete("/v1/review/{review_id}/claim", tags=["review"], response_model=ClaimRelease)
+@router.delete(
+    "/v1/review/{review_id}/claim",
+    tags=["review"],
+    response_model=ClaimRelease,
+    responses=refusals(*AUTHED, 404, 409, 415, 503, 504),
+)
 async def review_release(
     review_id: str, request: Request, principal: Principal = review
 ) -> ClaimRelease:
@@ -202,7 +223,12 @@ class BlindAuditView(BaseModel):
     """The claim holding the audit now, if any (open audits only)."""
 
 
-@router.get("/v1/audits/{case_ref}", tags=["review"], response_model=BlindAuditView)
+@router.get(
+    "/v1/audits/{case_ref}",
+    tags=["review"],
+    response_model=BlindAuditView,
+    responses=refusals(*AUTHED, 404, 503, 504),
+)
 async def audit_show(case_ref: str, request: Request, _: Principal = review) -> BlindAuditView:
     """A blind audit item (``<run>.<line>``): the case without the committed answer or the
     suggestion; answer it with ``POST /v1/cases/{case_ref}/confirm``. 404: not audited."""
@@ -220,6 +246,7 @@ async def audit_show(case_ref: str, request: Request, _: Principal = review) -> 
     "/v1/cases/{case_ref}/confirm",
     tags=["review"],
     response_model=Confirmation,
+    responses=refusals(*AUTHED, *BODY, 404, 409, 503, 504),
     openapi_extra=_body_schema(ConfirmBody),
 )
 async def case_confirm(
@@ -237,6 +264,7 @@ async def case_confirm(
     "/v1/review/{review_id}/resolve",
     tags=["review"],
     response_model=CaseRecord,
+    responses=refusals(*AUTHED, *BODY, 404, 409, 503, 504),
     openapi_extra=_body_schema(ResolveBody),
 )
 async def review_resolve(
@@ -260,7 +288,12 @@ class Reopened(BaseModel):
     status: Literal["open", "resolved"]
 
 
-@router.post("/v1/review/{review_id}/undo", tags=["review"], response_model=Reopened)
+@router.post(
+    "/v1/review/{review_id}/undo",
+    tags=["review"],
+    response_model=Reopened,
+    responses=refusals(*AUTHED, 404, 409, 415, 503, 504),
+)
 async def review_undo(review_id: str, request: Request, principal: Principal = review) -> Reopened:
     """Undo the caller's resolution within the server's undo window (a ``review.reopened``
     event; the case is open again). 409: open, resolved by someone else, or too late."""
