@@ -397,3 +397,36 @@ def test_a_refused_key_names_only_the_variable_it_came_from(
             "m", base_url="http://127.0.0.1:9/v1", api_key=" padded ", key_env="SOME_PADDED"
         )
     assert str(caught.value).startswith("$SOME_PADDED has leading or trailing whitespace")
+
+
+@pytest.mark.parametrize("base_url", [True, False], ids=["with-base-url", "without"])
+def test_an_empty_key_variable_is_refused_as_empty_not_taken_as_unset(
+    base_url: bool, server: FakeServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``OPENAI_API_KEY=''`` was read as no key at all: with a base URL the placeholder key
+    ``unused`` was sent, without one the error said the variable "is not set"."""
+    if base_url:
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+    else:
+        monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    monkeypatch.setenv("OPENAI_API_KEY", "")
+    for make in (
+        lambda: make_backend("openai:m"),
+        lambda: resolve_model("openai:m"),
+        lambda: check_model_spec("openai:m"),
+        lambda: OpenAIBackend("m"),
+    ):
+        with pytest.raises(ConfigError, match=r"\$OPENAI_API_KEY is empty$"):
+            make()
+    settings = PanelSettings.model_validate(
+        {
+            "members": [
+                {"name": "a", "model": "openai:m", "base_url": server.base_url},
+                {"name": "b", "model": "openai:m", "base_url": server.base_url},
+            ]
+        }
+    )
+    with pytest.raises(ConfigError, match=r"member a: \$OPENAI_API_KEY is empty") as caught:
+        Members.open(settings)
+    assert caught.value.field == "panel.members.0.model"
+    assert server.requests_received == 0

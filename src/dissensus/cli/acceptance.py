@@ -380,7 +380,7 @@ def calibrate_acceptance_cmd(
         str,
         typer.Option(
             "--family-rule",
-            help="How the family is chosen: bonferroni (each at delta/F, most accepted) or split.",
+            help="How the family is chosen: bonferroni (each family tested at a share of delta fixed in advance: learned 0.9 and votes_both 0.1 by default, equal shares among families named by --family; the one accepting most wins) or split (half the cases choose, the other half test).",
         ),
     ] = "bonferroni",
     explain: Annotated[

@@ -215,14 +215,17 @@ def make_backend(spec: str, *, settings: ClientSettings | None = None) -> ChatBa
         raise ConfigError(f"invalid model spec {spec!r}; expected one of {_FORMS}", field="model")
     if kind == "openai":
         base_url = os.environ.get("OPENAI_BASE_URL") or None
-        api_key = os.environ.get("OPENAI_API_KEY") or None
+        api_key = os.environ.get("OPENAI_API_KEY")  # set but empty: refused as empty
         if api_key is None and base_url is None:
             raise ConfigError(
                 "OPENAI_API_KEY is not set (or set OPENAI_BASE_URL for a local server)",
                 field="model",
             )
         return OpenAIBackend(
-            rest, base_url=base_url, api_key=api_key or "unused", timeout_s=settings.timeout_s
+            rest,
+            base_url=base_url,
+            api_key=api_key if api_key is not None else "unused",
+            timeout_s=settings.timeout_s,
         )
     if kind == "scripted":
         return ScriptedBackend.from_file(rest)

@@ -337,8 +337,13 @@ def _backend(
         base_url = member.base_url or os.environ.get("OPENAI_BASE_URL") or None
         return _openai(rest, base_url, key, settings, key_env=member.api_key_env)
     if kind == "openai" and member.base_url:
-        key = os.environ.get("OPENAI_API_KEY") or "unused"
-        return _openai(rest, member.base_url, key, settings)
+        env_key = os.environ.get("OPENAI_API_KEY")  # set but empty: refused as empty
+        try:
+            return _openai(
+                rest, member.base_url, "unused" if env_key is None else env_key, settings
+            )
+        except ConfigError as exc:
+            raise ConfigError(f"member {member.name}: {exc.inner()}", field=where) from None
     try:
         return make_backend(spec, settings=ClientSettings(timeout_s=settings.attempt_timeout_s))
     except ConfigError as exc:
