@@ -54,9 +54,14 @@ Choices where the design is silent:
   again once on the new connection, so ``/readyz`` recovers on its first probe after
   the database is back, and so is the first round trip of a transaction (its ``BEGIN``
   travels with it, so nothing of it can have committed). A transaction that loses its
-  connection later fails (nothing of it is committed) and the next one reconnects. The run locks the object held (session
-  advisory locks, released by the server with the old connection) are taken again on
-  the new connection; one another process took meanwhile is not. No connection pool:
+  connection later fails (nothing of it is committed) and the next one reconnects. The
+  run locks the object held (session advisory locks, released by the server with the
+  old connection) are taken again on the new connection. One another process took
+  meanwhile (a ``runs resume`` started while the server restarted) is lost: every later
+  write transaction on that run is refused with
+  :class:`~dissensus.store.errors.RunLockLost` (the run stops here, exit 1, nothing
+  more is appended, so none of its model calls is sent again), and the other process
+  is the one that continues it. No connection pool:
   the journal object is one session (its advisory run locks live in it), used under
   one lock, so a pool would only add connections that cannot share those locks.
 * **Credentials.** A password in the URL is never printed: messages show the URL with
@@ -74,7 +79,7 @@ from typing import TYPE_CHECKING, Any, cast
 from dissensus.errors import ConfigError, InputError
 from dissensus.store import clock, migrations
 from dissensus.store.backend import Row
-from dissensus.store.errors import JournalBusy, JournalError, JournalReadOnly
+from dissensus.store.errors import JournalBusy, JournalError, JournalReadOnly, RunLockLost
 from dissensus.store.events import EVENTS_COLUMNS, RUNS_COLUMNS, EventRow, EventValues, RunHead
 from dissensus.store.migrations import SchemaInfo
 from dissensus.store.schema import Dialect
@@ -244,7 +249,8 @@ class PostgresBackend:
 
     def _reconnect(self) -> None:
         """A new connection in place of a lost one; the run locks this object held are
-        taken again (those another process took meanwhile are dropped)."""
+        taken again (those another process took meanwhile are lost: writing to their
+        run is refused, :class:`~dissensus.store.errors.RunLockLost`)."""
         with suppress(Exception):
             self._db.close()
         self._db = self._connect()
@@ -496,7 +502,15 @@ class PostgresBackend:
         self.exec("SELECT pg_advisory_xact_lock(?, hashtext(?))", (_NAME_LOCK_NS, name))
 
     def lock_run(self, run_id: str) -> bool:
-        return bool(self.rows("SELECT 1 FROM runs WHERE run_id = ? FOR UPDATE", (run_id,)))
+        found = bool(self.rows("SELECT 1 FROM runs WHERE run_id = ? FOR UPDATE", (run_id,)))
+        # Checked once the statement is sent: it may be the one that reconnected.
+        if self.session_locks.lost(run_id):
+            raise RunLockLost(
+                f"run {run_id!r} stopped: its execution lock was lost to another process "
+                f"(the connection to journal {self.path} dropped and another process took "
+                "the run over meanwhile); that process continues it"
+            )
+        return found
 
     def claim_row(self, review_id: str) -> Row | None:
         # Waits (at most the busy timeout) for a claim being taken, so that a loser is
@@ -517,6 +531,7 @@ class AdvisoryLocks:
     def __init__(self, backend: PostgresBackend) -> None:
         self._backend = backend
         self._held: set[str] = set()
+        self._lost: set[str] = set()
 
     def _key(self, run_id: str) -> int:
         row = self._backend.rows("SELECT hashtext(?) AS h", (run_id,))
@@ -544,20 +559,33 @@ class AdvisoryLocks:
         if not got[0]["ok"]:
             return False
         self._held.add(run_id)
+        self._lost.discard(run_id)
         return True
 
+    def lost(self, run_id: str) -> bool:
+        """Whether this object held the run's lock and, on reconnecting, found another
+        session holding it (:meth:`retake`): this process must not write to the run."""
+        return run_id in self._lost
+
     def unlock(self, run_id: str) -> None:
+        self._lost.discard(run_id)
         if run_id in self._held:
             self._held.discard(run_id)
             key = self._key(run_id)
             self._backend.rows("SELECT pg_advisory_unlock(?, ?) AS ok", (_RUN_LOCK_NS, key))
 
     def retake(self) -> None:
-        """On a new connection: take again the locks the lost one held (those another
-        session took meanwhile are dropped)."""
-        held, self._held = self._held, set()
-        for run_id in sorted(held):
-            self.try_lock(run_id)
+        """On a new connection: take again the locks the lost one held; those another
+        session took meanwhile are :meth:`lost` (each write to their run is refused)."""
+        held, self._held = sorted(self._held), set()
+        for n, run_id in enumerate(held):
+            try:
+                taken = self.try_lock(run_id)
+            except BaseException:
+                self._held.update(held[n:])  # still to take again on the next connection
+                raise
+            if not taken:
+                self._lost.add(run_id)
 
 
 def _busy(value: float | None) -> float:
