@@ -26,6 +26,11 @@ Choices where the design is silent:
 * **Review index.** Its row travels in the same pipeline as the event's insert (no
   extra round trip); a rebuild takes ``LOCK TABLE review_index IN EXCLUSIVE MODE``, so
   it sees every event committed before it and none written while it runs.
+* **Stored text that does not read** as the type a query takes it as (an event payload
+  edited to text that is not JSON, cast to ``jsonb`` by the review index's check) is a
+  one-line :class:`~dissensus.store.errors.JournalDamaged` error; the review index then
+  checks itself from the payloads read here, skipping that row as SQLite does, so only
+  ``runs verify`` of its run reports it.
 * **Busy writers.** ``lock_timeout`` is the busy timeout; a lock held longer than that
   (SQLSTATE 55P03) is a one-line :class:`~dissensus.store.errors.JournalBusy` error. A
   statement the server cancels (57014: its ``statement_timeout``, or an administrator's
@@ -79,8 +84,21 @@ from typing import TYPE_CHECKING, Any, cast
 from dissensus.errors import ConfigError, InputError
 from dissensus.store import clock, migrations
 from dissensus.store.backend import Row
-from dissensus.store.errors import JournalBusy, JournalError, JournalReadOnly, RunLockLost
-from dissensus.store.events import EVENTS_COLUMNS, RUNS_COLUMNS, EventRow, EventValues, RunHead
+from dissensus.store.errors import (
+    JournalBusy,
+    JournalDamaged,
+    JournalError,
+    JournalReadOnly,
+    RunLockLost,
+)
+from dissensus.store.events import (
+    _SEE,
+    EVENTS_COLUMNS,
+    RUNS_COLUMNS,
+    EventRow,
+    EventValues,
+    RunHead,
+)
 from dissensus.store.migrations import SchemaInfo
 from dissensus.store.schema import Dialect
 from dissensus.store.targets import (
@@ -340,6 +358,17 @@ class PostgresBackend:
             # 57014: the server cancelled the statement (its statement_timeout, or an
             # administrator's pg_cancel_backend), not a lock this store waited for.
             raise JournalError(_cancelled(self.path, self._said(exc))) from exc
+        except (
+            errors.InvalidTextRepresentation,
+            errors.InvalidJsonText,
+            errors.UntranslatableCharacter,
+        ) as exc:
+            # 22P02, 22032, 22P05: stored text that does not read as the type a query
+            # takes it as (an event payload edited to text that is not JSON).
+            raise JournalDamaged(
+                f"journal {self.path} is damaged: a stored row does not read: "
+                f"{self._said(exc)}{_SEE}"
+            ) from exc
         except (errors.LockNotAvailable, errors.DeadlockDetected) as exc:
             raise JournalBusy(
                 f"journal {self.path} is locked by another writer (waited {self.busy_timeout:g} s; see {BUSY_TIMEOUT_ENV})"
