@@ -12,6 +12,7 @@ paid twice.
 
 from __future__ import annotations
 
+import logging
 import os
 import uuid
 from collections.abc import Iterator
@@ -160,3 +161,27 @@ def test_decide_stops_in_one_line_when_another_process_took_its_run(
     finally:
         for conn in taker:
             conn.close()
+
+
+def test_a_dropped_connection_leaves_no_driver_warning_on_stderr(
+    pg: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The pipeline that finds the connection lost is ended by the driver, which warned
+    ("error ignored terminating <psycopg.Pipeline [BAD] ...>: the connection is lost"):
+    with no logging set up, Python printed it on stderr, a stray line even when the run
+    then succeeded. It is kept at debug level in the journal's own log instead."""
+    caplog.set_level(logging.DEBUG)
+    run_id = f"noise-{uuid.uuid4().hex[:10]}"
+    with Journal(pg) as writer:
+        writer.create_run(run_id, kind="decide", meta={}, lock_pid=os.getpid())
+        writer.append(run_id, "note", {"n": 0}, key="note/0")
+        (session,) = _lock_holders(pg, run_id)
+        _drop_connection(pg, session)
+        writer.append(run_id, "note", {"n": 1}, key="note/1")  # reconnects
+        assert writer.head(run_id).n_events == 2
+        writer.release_run_lock(run_id)
+    from_driver = [r for r in caplog.records if r.name.startswith("psycopg")]
+    assert [r for r in from_driver if r.levelno >= logging.WARNING] == []
+    assert any(
+        r.name == "dissensus.store.postgres" and r.levelno == logging.DEBUG for r in caplog.records
+    )

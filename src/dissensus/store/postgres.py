@@ -69,12 +69,17 @@ Choices where the design is silent:
   is the one that continues it. No connection pool:
   the journal object is one session (its advisory run locks live in it), used under
   one lock, so a pool would only add connections that cannot share those locks.
+* **The driver's own log.** What psycopg logs while a pipeline of this module ends on a
+  lost connection (``error ignored terminating <psycopg.Pipeline [BAD] ...>``) is kept
+  at debug level in this module's log (``dissensus.store.postgres``), never printed on
+  stderr: the error itself is the caller's one line (or a reconnection).
 * **Credentials.** A password in the URL is never printed: messages show the URL with
   the password replaced by ``***``.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
@@ -131,6 +136,32 @@ SELECT c.relname AS name, c.relkind AS kind,
 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 WHERE n.nspname = current_schema() AND c.relname = ANY(%s)
 """
+
+
+log = logging.getLogger("dissensus.store.postgres")
+
+
+class _PipelineNoise(logging.Filter):
+    """On psycopg's logger: what the driver says while one of this module's pipelines
+    ends (``error ignored terminating <psycopg.Pipeline [BAD] ...>: the connection is
+    lost``, or libpq's three lines after ``consuming input failed``) goes to this module's
+    log at debug level instead. The error itself reaches the caller (a one-line message,
+    or a reconnection), so without a logging set-up Python's last-resort handler printed
+    a stray line on stderr, even when the command then succeeded. The driver's other
+    warnings, and those of other code's connections, pass."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.local = threading.local()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not getattr(self.local, "active", False):
+            return True
+        log.debug("psycopg: %s", " ".join(record.getMessage().split()))
+        return False
+
+
+_NOISE = _PipelineNoise()
 
 
 _ROWS_PER_INSERT = 1000
@@ -198,6 +229,7 @@ class PostgresBackend:
                 field="--journal",
             ) from exc
         self._psycopg = psycopg
+        logging.getLogger("psycopg").addFilter(_NOISE)  # added once however often called
         url = str(target)
         self.path = redact_url(url)
         self.lock = threading.RLock()
@@ -410,10 +442,14 @@ class PostgresBackend:
     def _pipeline(
         self, queued: list[tuple[str, tuple[Any, ...]]], sql: str, args: Sequence[Any]
     ) -> psycopg.Cursor[Row]:
-        with self._db.pipeline():
-            for q_sql, q_args in queued:
-                self._db.execute(q_sql, q_args)
-            cur = self._db.execute(sql, tuple(args))
+        _NOISE.local.active = True
+        try:
+            with self._db.pipeline():
+                for q_sql, q_args in queued:
+                    self._db.execute(q_sql, q_args)
+                cur = self._db.execute(sql, tuple(args))
+        finally:
+            _NOISE.local.active = False
         return cur
 
     def rows(self, sql: str, args: Sequence[Any] = ()) -> list[Row]:
