@@ -117,3 +117,62 @@ def test_the_command_that_rebuilds_an_edited_index_says_so(tmp_path: Path) -> No
     with pytest.warns(UserWarning, match="review index differed"):
         raw(target, "DELETE FROM review_index WHERE run_id = 'run2'")
         Journal(target).close()
+
+
+@pytest.mark.parametrize("journal_target", ["sqlite", "postgres"], indirect=True)
+@pytest.mark.parametrize("row_deleted", [False, True])
+def test_a_review_event_whose_payload_is_not_json_is_named_by_verify_alone(
+    journal_target: str, row_deleted: bool
+) -> None:
+    """One ``review.opened`` payload cut short (and its index row deleted too): ``runs
+    verify`` names that event, and the journal's other runs and commands work, on
+    PostgreSQL (whose JSON cast failed the whole query) as on SQLite."""
+    target = journal_target
+    first, second = _journal_with_two_cases(target)
+    raw(
+        target,
+        "UPDATE events SET payload = substr(payload, 1, 50) "
+        "WHERE run_id = 'run2' AND type = 'review.opened'",
+    )
+    if row_deleted:
+        raw(target, "DELETE FROM review_index WHERE review_id = ?", (second,))
+    with Journal(target) as journal:
+        assert [r.run_id for r in journal.runs()] == ["run1", "run2"]
+        assert journal.verify("run1").ok
+        report = journal.verify("run2")
+        assert not report.ok
+        assert any("not valid canonical JSON" in p for p in report.problems), report.problems
+        assert [e.review_id for e in journal.review_entries() or []] == [first]
+        journal.create_run("run3", kind="decide", meta={})
+    with Journal(target) as journal:  # and so does every later open
+        assert journal.verify("run1").ok and journal.verify("run3").ok
+    for args in (["runs", "list"], ["runs", "verify", "run1"], ["review", "list"]):
+        res = run_cli(*args, "--journal", target)
+        assert res.returncode == 0, (args, res.stderr)
+    res = run_cli("runs", "verify", "run2", "--journal", target)
+    assert res.returncode == 1 and "FAILED" in res.stdout + res.stderr, res.stderr
+    assert "not valid canonical JSON" in res.stdout + res.stderr
+
+
+@pytest.mark.parametrize("journal_target", ["sqlite", "postgres"], indirect=True)
+def test_the_check_from_read_payloads_agrees_with_the_databases(journal_target: str) -> None:
+    """The thorough check made from payloads read (when a payload is not JSON) finds the
+    items the database's own comparison finds, for each kind of edit."""
+    target = journal_target
+    _journal_with_two_cases(target)
+    edits = [
+        "UPDATE review_index SET reason = 'nothing to see' WHERE run_id = 'run1'",
+        "UPDATE review_index SET opened_seq = opened_seq + 1 WHERE run_id = 'run2'",
+        "UPDATE review_index SET resolved_seq = NULL",
+        "DELETE FROM review_index WHERE run_id = 'run2'",
+        "INSERT INTO review_index VALUES ('run1.999', 'run1', 3, 'forged', NULL)",
+    ]
+    with Journal(target) as journal:
+        index = journal._review
+        assert index._differences_read(None) == index.differences() == []
+        for edit in edits:
+            raw(target, edit)
+            for run_id in (None, "run1", "run2"):
+                assert index._differences_read(run_id) == index.differences(run_id), edit
+            assert index._differences_read(None), edit
+            journal.rebuild_review_index()

@@ -11,6 +11,7 @@ retry later); a ``statement_timeout`` was "locked by another writer (waited 30 s
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
@@ -143,3 +144,43 @@ def test_a_password_with_an_unencoded_question_mark_is_scrubbed_as_libpq_reads_i
         url = f"postgresql://postgres:pa{sep}ssSECRET%zz@127.0.0.1:5432/db"
         said = f'invalid percent-encoded token: "pa{sep}ssSECRET%zz"'
         assert "SECRET" not in scrub_secrets(said, url)
+
+
+@pytest.mark.parametrize(
+    "key", ["pass%77ord", "%70assword", "%70%61%73%73%77%6F%72%64", "ssl%70assword", "PASS%57ORD"]
+)
+def test_a_password_given_as_a_percent_encoded_query_key_is_masked(key: str) -> None:
+    """libpq decodes a query parameter's name before matching it, so ``?pass%77ord=`` is
+    the password: masked and scrubbed as ``?password=`` is."""
+    from dissensus.store.targets import mask_url, scrub_secrets
+
+    url = f"postgresql://u@127.0.0.1:5432/db?sslmode=disable&{key}=Secr3tValue&application_name=x"
+    assert mask_url(url) == (
+        f"postgresql://u@127.0.0.1:5432/db?sslmode=disable&{key}=***&application_name=x"
+    )
+    said = f"connection failed for {url}: password Secr3tValue rejected"
+    assert "Secr3t" not in scrub_secrets(said, url)
+    other = "postgresql://u@127.0.0.1:5432/db?pass%78ord=shown"  # not a password key
+    assert mask_url(other) == other
+
+
+def test_no_command_prints_a_password_given_as_an_encoded_query_key(tmp_path: Path) -> None:
+    """The run's header line, the review hint and the "already exists ... resume it with"
+    error name the journal with the password (``?pass%77ord=``) masked."""
+    from pipeline_cases import write_jsonl, write_policy
+    from serve_helpers import escalating
+
+    with pg_schema(pg_url()) as base:
+        url = f"{base}&pass%77ord=Secr3tValue"
+        panels = write_jsonl(tmp_path / "in.jsonl", [escalating("p1")])
+        policy = write_policy(tmp_path / "policy.yaml")
+        decide = ["decide", panels, "--journal", url, "--policy", policy, "--run-id", "enc"]
+        first = run_cli(*decide)
+        assert first.returncode == 0, first.stderr
+        assert "pass%77ord=***" in first.stdout + first.stderr
+        again = run_cli(*decide)
+        assert again.returncode == 2 and "already exists" in again.stderr, again.stderr
+        listed = run_cli("review", "list", "--journal", url)
+        assert listed.returncode == 0, listed.stderr
+        for res in (first, again, listed):
+            assert "Secr3t" not in res.stdout + res.stderr

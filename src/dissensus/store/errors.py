@@ -35,6 +35,7 @@ __all__ = [
     "JournalError",
     "JournalReadOnly",
     "RunExists",
+    "RunLockLost",
     "UnknownRun",
 ]
 
@@ -45,6 +46,13 @@ class JournalError(DissensusError):
 
 class JournalConflict(DissensusError):
     """A key was appended again with a different payload (the run is not deterministic)."""
+
+
+class RunLockLost(JournalConflict):
+    """This process no longer holds the execution lock of a run it was executing: its
+    connection to the database dropped (a PostgreSQL restart) and another process took
+    the run meanwhile, so this one stops executing it (no further appends); the other
+    process continues it. Not a journal outage: resuming it here would run it twice."""
 
 
 class JournalBusy(JournalError):

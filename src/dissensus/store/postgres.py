@@ -26,6 +26,11 @@ Choices where the design is silent:
 * **Review index.** Its row travels in the same pipeline as the event's insert (no
   extra round trip); a rebuild takes ``LOCK TABLE review_index IN EXCLUSIVE MODE``, so
   it sees every event committed before it and none written while it runs.
+* **Stored text that does not read** as the type a query takes it as (an event payload
+  edited to text that is not JSON, cast to ``jsonb`` by the review index's check) is a
+  one-line :class:`~dissensus.store.errors.JournalDamaged` error; the review index then
+  checks itself from the payloads read here, skipping that row as SQLite does, so only
+  ``runs verify`` of its run reports it.
 * **Busy writers.** ``lock_timeout`` is the busy timeout; a lock held longer than that
   (SQLSTATE 55P03) is a one-line :class:`~dissensus.store.errors.JournalBusy` error. A
   statement the server cancels (57014: its ``statement_timeout``, or an administrator's
@@ -54,17 +59,27 @@ Choices where the design is silent:
   again once on the new connection, so ``/readyz`` recovers on its first probe after
   the database is back, and so is the first round trip of a transaction (its ``BEGIN``
   travels with it, so nothing of it can have committed). A transaction that loses its
-  connection later fails (nothing of it is committed) and the next one reconnects. The run locks the object held (session
-  advisory locks, released by the server with the old connection) are taken again on
-  the new connection; one another process took meanwhile is not. No connection pool:
+  connection later fails (nothing of it is committed) and the next one reconnects. The
+  run locks the object held (session advisory locks, released by the server with the
+  old connection) are taken again on the new connection. One another process took
+  meanwhile (a ``runs resume`` started while the server restarted) is lost: every later
+  write transaction on that run is refused with
+  :class:`~dissensus.store.errors.RunLockLost` (the run stops here, exit 1, nothing
+  more is appended, so none of its model calls is sent again), and the other process
+  is the one that continues it. No connection pool:
   the journal object is one session (its advisory run locks live in it), used under
   one lock, so a pool would only add connections that cannot share those locks.
+* **The driver's own log.** What psycopg logs while a pipeline of this module ends on a
+  lost connection (``error ignored terminating <psycopg.Pipeline [BAD] ...>``) is kept
+  at debug level in this module's log (``dissensus.store.postgres``), never printed on
+  stderr: the error itself is the caller's one line (or a reconnection).
 * **Credentials.** A password in the URL is never printed: messages show the URL with
   the password replaced by ``***``.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
@@ -74,8 +89,21 @@ from typing import TYPE_CHECKING, Any, cast
 from dissensus.errors import ConfigError, InputError
 from dissensus.store import clock, migrations
 from dissensus.store.backend import Row
-from dissensus.store.errors import JournalBusy, JournalError, JournalReadOnly
-from dissensus.store.events import EVENTS_COLUMNS, RUNS_COLUMNS, EventRow, EventValues, RunHead
+from dissensus.store.errors import (
+    JournalBusy,
+    JournalDamaged,
+    JournalError,
+    JournalReadOnly,
+    RunLockLost,
+)
+from dissensus.store.events import (
+    _SEE,
+    EVENTS_COLUMNS,
+    RUNS_COLUMNS,
+    EventRow,
+    EventValues,
+    RunHead,
+)
 from dissensus.store.migrations import SchemaInfo
 from dissensus.store.schema import Dialect
 from dissensus.store.targets import (
@@ -108,6 +136,32 @@ SELECT c.relname AS name, c.relkind AS kind,
 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 WHERE n.nspname = current_schema() AND c.relname = ANY(%s)
 """
+
+
+log = logging.getLogger("dissensus.store.postgres")
+
+
+class _PipelineNoise(logging.Filter):
+    """On psycopg's logger: what the driver says while one of this module's pipelines
+    ends (``error ignored terminating <psycopg.Pipeline [BAD] ...>: the connection is
+    lost``, or libpq's three lines after ``consuming input failed``) goes to this module's
+    log at debug level instead. The error itself reaches the caller (a one-line message,
+    or a reconnection), so without a logging set-up Python's last-resort handler printed
+    a stray line on stderr, even when the command then succeeded. The driver's other
+    warnings, and those of other code's connections, pass."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.local = threading.local()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not getattr(self.local, "active", False):
+            return True
+        log.debug("psycopg: %s", " ".join(record.getMessage().split()))
+        return False
+
+
+_NOISE = _PipelineNoise()
 
 
 _ROWS_PER_INSERT = 1000
@@ -175,6 +229,7 @@ class PostgresBackend:
                 field="--journal",
             ) from exc
         self._psycopg = psycopg
+        logging.getLogger("psycopg").addFilter(_NOISE)  # added once however often called
         url = str(target)
         self.path = redact_url(url)
         self.lock = threading.RLock()
@@ -244,7 +299,8 @@ class PostgresBackend:
 
     def _reconnect(self) -> None:
         """A new connection in place of a lost one; the run locks this object held are
-        taken again (those another process took meanwhile are dropped)."""
+        taken again (those another process took meanwhile are lost: writing to their
+        run is refused, :class:`~dissensus.store.errors.RunLockLost`)."""
         with suppress(Exception):
             self._db.close()
         self._db = self._connect()
@@ -334,6 +390,17 @@ class PostgresBackend:
             # 57014: the server cancelled the statement (its statement_timeout, or an
             # administrator's pg_cancel_backend), not a lock this store waited for.
             raise JournalError(_cancelled(self.path, self._said(exc))) from exc
+        except (
+            errors.InvalidTextRepresentation,
+            errors.InvalidJsonText,
+            errors.UntranslatableCharacter,
+        ) as exc:
+            # 22P02, 22032, 22P05: stored text that does not read as the type a query
+            # takes it as (an event payload edited to text that is not JSON).
+            raise JournalDamaged(
+                f"journal {self.path} is damaged: a stored row does not read: "
+                f"{self._said(exc)}{_SEE}"
+            ) from exc
         except (errors.LockNotAvailable, errors.DeadlockDetected) as exc:
             raise JournalBusy(
                 f"journal {self.path} is locked by another writer (waited {self.busy_timeout:g} s; see {BUSY_TIMEOUT_ENV})"
@@ -375,10 +442,14 @@ class PostgresBackend:
     def _pipeline(
         self, queued: list[tuple[str, tuple[Any, ...]]], sql: str, args: Sequence[Any]
     ) -> psycopg.Cursor[Row]:
-        with self._db.pipeline():
-            for q_sql, q_args in queued:
-                self._db.execute(q_sql, q_args)
-            cur = self._db.execute(sql, tuple(args))
+        _NOISE.local.active = True
+        try:
+            with self._db.pipeline():
+                for q_sql, q_args in queued:
+                    self._db.execute(q_sql, q_args)
+                cur = self._db.execute(sql, tuple(args))
+        finally:
+            _NOISE.local.active = False
         return cur
 
     def rows(self, sql: str, args: Sequence[Any] = ()) -> list[Row]:
@@ -496,7 +567,15 @@ class PostgresBackend:
         self.exec("SELECT pg_advisory_xact_lock(?, hashtext(?))", (_NAME_LOCK_NS, name))
 
     def lock_run(self, run_id: str) -> bool:
-        return bool(self.rows("SELECT 1 FROM runs WHERE run_id = ? FOR UPDATE", (run_id,)))
+        found = bool(self.rows("SELECT 1 FROM runs WHERE run_id = ? FOR UPDATE", (run_id,)))
+        # Checked once the statement is sent: it may be the one that reconnected.
+        if self.session_locks.lost(run_id):
+            raise RunLockLost(
+                f"run {run_id!r} stopped: its execution lock was lost to another process "
+                f"(the connection to journal {self.path} dropped and another process took "
+                "the run over meanwhile); that process continues it"
+            )
+        return found
 
     def claim_row(self, review_id: str) -> Row | None:
         # Waits (at most the busy timeout) for a claim being taken, so that a loser is
@@ -517,6 +596,7 @@ class AdvisoryLocks:
     def __init__(self, backend: PostgresBackend) -> None:
         self._backend = backend
         self._held: set[str] = set()
+        self._lost: set[str] = set()
 
     def _key(self, run_id: str) -> int:
         row = self._backend.rows("SELECT hashtext(?) AS h", (run_id,))
@@ -544,20 +624,33 @@ class AdvisoryLocks:
         if not got[0]["ok"]:
             return False
         self._held.add(run_id)
+        self._lost.discard(run_id)
         return True
 
+    def lost(self, run_id: str) -> bool:
+        """Whether this object held the run's lock and, on reconnecting, found another
+        session holding it (:meth:`retake`): this process must not write to the run."""
+        return run_id in self._lost
+
     def unlock(self, run_id: str) -> None:
+        self._lost.discard(run_id)
         if run_id in self._held:
             self._held.discard(run_id)
             key = self._key(run_id)
             self._backend.rows("SELECT pg_advisory_unlock(?, ?) AS ok", (_RUN_LOCK_NS, key))
 
     def retake(self) -> None:
-        """On a new connection: take again the locks the lost one held (those another
-        session took meanwhile are dropped)."""
-        held, self._held = self._held, set()
-        for run_id in sorted(held):
-            self.try_lock(run_id)
+        """On a new connection: take again the locks the lost one held; those another
+        session took meanwhile are :meth:`lost` (each write to their run is refused)."""
+        held, self._held = sorted(self._held), set()
+        for n, run_id in enumerate(held):
+            try:
+                taken = self.try_lock(run_id)
+            except BaseException:
+                self._held.update(held[n:])  # still to take again on the next connection
+                raise
+            if not taken:
+                self._lost.add(run_id)
 
 
 def _busy(value: float | None) -> float:

@@ -23,7 +23,11 @@ Choices where the design is silent:
   thoroughly.
 * **Standing resolution.** An item's resolving event is the first ``review.resolved``
   after its last ``review.reopened`` (none when it was reopened last).
-* **The database compares**, so no payload is sent over to check the index.
+* **The database compares**, so no payload is sent over to check the index; except
+  where a payload is not JSON (edited outside dissensus) and PostgreSQL's JSON cast
+  fails the query: the payloads are then read and compared here, skipping that one as
+  the rebuild does (and as SQLite's check does), so only ``runs verify`` of its run
+  reports it and every other command works.
 """
 
 from __future__ import annotations
@@ -39,7 +43,7 @@ from pydantic import BaseModel, ConfigDict
 from dissensus.quoting import quote_short
 from dissensus.store import event_types as ev
 from dissensus.store.backend import Backend
-from dissensus.store.errors import JournalReadOnly
+from dissensus.store.errors import JournalDamaged, JournalReadOnly
 from dissensus.store.events import Event, stored_int
 from dissensus.store.transactions import Transactions
 
@@ -232,9 +236,64 @@ class ReviewIndex:
             *run_args,
             *run_args,
         ]
-        with backend.errors():
-            rows = backend.rows(sql, args)
+        try:
+            with backend.errors():
+                rows = backend.rows(sql, args)
+        except JournalDamaged:
+            # A payload that is not JSON fails PostgreSQL's cast, and with it the whole
+            # query (SQLite reads it as NULL): derived here instead, skipping that row.
+            return self._differences_read(run_id)
         return [str(r["review_id"]) for r in rows]
+
+    def _differences_read(self, run_id: str | None) -> list[str]:
+        """:meth:`differences` (thorough) by reading the payloads here: what
+        :meth:`rebuild` would write, compared with the index's rows; a payload that does
+        not read is skipped, as the rebuild skips it (``runs verify`` names its event)."""
+        backend = self._backend
+        scope = " AND run_id = ?" if run_id is not None else ""
+        run_args: list[Any] = [run_id] if run_id is not None else []
+        with backend.errors():
+            events = backend.rows(
+                f"SELECT run_id, seq, type, payload FROM events WHERE type IN (?, ?, ?){scope} "
+                "ORDER BY run_id, seq",
+                [*_INDEXED, *run_args],
+            )
+            stored = backend.rows(
+                "SELECT review_id, run_id, opened_seq, reason, resolved_seq FROM review_index"
+                + (" WHERE run_id = ?" if run_id is not None else ""),
+                run_args,
+            )
+        derived: dict[str, list[Any]] = {}
+        for row in events:
+            try:
+                payload = json.loads(row["payload"])
+                seq = int(row["seq"])
+            except (TypeError, ValueError, RecursionError):
+                continue
+            review_id = payload.get("review_id") if isinstance(payload, dict) else None
+            if not isinstance(review_id, str):
+                continue
+            found = derived.get(review_id)
+            if row["type"] == REVIEW_OPENED:
+                if found is None:
+                    derived[review_id] = [row["run_id"], seq, str(payload.get("reason", "")), None]
+            elif found is not None and found[0] == row["run_id"]:
+                if row["type"] == REVIEW_REOPENED:
+                    found[3] = None
+                elif found[3] is None:
+                    found[3] = seq
+        want = {(rid, *values) for rid, values in derived.items()}
+        have = {
+            (
+                str(r["review_id"]),
+                r["run_id"],
+                _int_or_none(r["opened_seq"]),
+                r["reason"],
+                _int_or_none(r["resolved_seq"]),
+            )
+            for r in stored
+        }
+        return sorted({row[0] for row in want ^ have})[:20]
 
     def check_on_open(self) -> None:
         """Rebuild an index whose content disagrees with the events (when writable; a
@@ -323,6 +382,13 @@ class ReviewIndex:
             )
             for r in rows
         ]
+
+
+def _int_or_none(value: Any) -> int | None:
+    try:
+        return None if value is None else int(value)
+    except (TypeError, ValueError):
+        return -1  # an edited row: differs from whatever the events derive
 
 
 _OPEN = (

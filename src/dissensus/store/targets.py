@@ -10,7 +10,8 @@ A journal *target* is an SQLite file path (``":memory:"`` for a throw-away one) 
 * **Naming it.** Every message, log line and page names a journal through
   :func:`mask_url`, so a password in a URL is never shown: neither the user-info's
   (``user:pw@``) nor a ``password`` / ``sslpassword`` query parameter (libpq's
-  ``?password=`` form). A driver's own error text may quote the URL or a part of it (a
+  ``?password=`` form), its name compared once percent-decoded as libpq decodes it
+  (``?pass%77ord=`` is the password), and ignoring case. A driver's own error text may quote the URL or a part of it (a
   malformed one, a bad percent-encoding): :func:`scrub_secrets` takes every form of the
   URL's secrets out of such text before it is shown: the password as written and
   percent-decoded, each ``@``-separated part of it of 3 characters or more, and the raw
@@ -56,8 +57,19 @@ __all__ = [
     "scrub_secrets",
 ]
 
-_SECRET_PARAMS = re.compile(r"(?i)(^|[?&])((?:ssl)?password)=([^&#]*)")
-"""Query parameters of a libpq URL whose values are secrets."""
+_QUERY_PARAM = re.compile(r"(^|[?&])([^=&#?]*)=([^&#]*)")
+"""A query parameter of a URL: the separator before it, its name and its value, as written."""
+
+_SECRET_KEYS = frozenset({"password", "sslpassword"})
+"""Query parameters of a libpq URL whose values are secrets (by name once decoded)."""
+
+
+def _secret_key(name: str) -> bool:
+    """Whether query parameter ``name`` (as written) is a secret: libpq percent-decodes a
+    name before matching it (``pass%77ord`` is ``password``); compared ignoring case, which
+    hides more than libpq (case-sensitive) would take as a password, never less."""
+    return unquote(name).lower() in _SECRET_KEYS
+
 
 DEFAULT_JOURNAL = "dissensus-journal.sqlite"
 """Journal file used when neither ``--journal`` nor ``$DISSENSUS_JOURNAL`` is given."""
@@ -124,7 +136,10 @@ def mask_url(target: str | Path) -> str:
     text = str(target)
     if "://" not in text:
         return text
-    text = _SECRET_PARAMS.sub(lambda m: f"{m.group(1)}{m.group(2)}=***", text)
+    text = _QUERY_PARAM.sub(
+        lambda m: f"{m.group(1)}{m.group(2)}=***" if _secret_key(m.group(2)) else m.group(0),
+        text,
+    )
     try:
         parts = urlsplit(text)
         password = parts.password
@@ -184,7 +199,7 @@ def _secrets(target: str) -> list[str]:
             password = userinfo.partition(":")[2]
             found += [password, userinfo]
             found += [part for part in password.split("@") if len(part) >= 3]
-    found += [m.group(3) for m in _SECRET_PARAMS.finditer(target)]
+    found += [m.group(3) for m in _QUERY_PARAM.finditer(target) if _secret_key(m.group(2))]
     forms = {form for raw in found for form in (raw, unquote(raw)) if form}
     return sorted(forms, key=len, reverse=True)
 
