@@ -70,12 +70,27 @@ from dissensus.errors import DissensusError, InputError
 __all__ = ["app", "main"]
 
 
-def _usage_line(exc: Exception) -> str:
-    """One line for a click usage error: the message and where to read the usage."""
+def _usage_line(exc: Exception, argv: list[str]) -> str:
+    """One line for a click usage error: the message and where to read the usage (the
+    error's command, else the deepest command ``argv`` names: an option's missing or
+    unwanted value is refused by the parser before the command's context exists)."""
     message = " ".join(exc.format_message().split()) if hasattr(exc, "format_message") else str(exc)
     ctx = getattr(exc, "ctx", None)
-    where = f" (see: {ctx.command_path} --help)" if ctx is not None else ""
-    return f"error: {shown(message)}{where}\n"
+    path = ctx.command_path if ctx is not None else _named_command(argv)
+    return f"error: {shown(message)} (see: {shown(path)} --help)\n"
+
+
+def _named_command(argv: list[str]) -> str:
+    """``dissensus`` and the subcommands ``argv`` names before its first other word."""
+    words = ["dissensus"]
+    command: Any = _command()
+    for word in argv:
+        subcommands = getattr(command, "commands", None)  # a group's
+        if not isinstance(subcommands, dict) or word not in subcommands:
+            break
+        command = subcommands[word]
+        words.append(word)
+    return " ".join(words)
 
 
 @functools.cache
@@ -254,7 +269,7 @@ def _main(argv: list[str] | None) -> int:
         exit_code = getattr(exc, "exit_code", None)
         if hasattr(exc, "format_message") and isinstance(exit_code, int):
             if str(exc.format_message()).strip():  # empty: the help was printed (no arguments)
-                sys.stderr.write(_usage_line(exc))
+                sys.stderr.write(_usage_line(exc, sys.argv[1:] if argv is None else argv))
             return exit_code
         raise
     return _code(code)
