@@ -46,6 +46,15 @@ DEPRECATED = [
     ),
     ("dissensus.concord.record", "Budget", "dissensus.concord.record", "RunControls"),
     ("dissensus.serve.journal_adapter", "Claim", "dissensus.serve.journal_adapter", "ClaimInfo"),
+    ("dissensus.store", "ReviewEntry", "dissensus.store", "IndexEntry"),
+    (
+        "dissensus.serve.acceptance",
+        "AcceptanceFile",
+        "dissensus.serve.acceptance",
+        "AcceptanceFileSummary",
+    ),
+    ("dissensus.store.journal", "ReviewEntry", "dissensus.store", "IndexEntry"),
+    ("dissensus.store.review_index", "ReviewEntry", "dissensus.store", "IndexEntry"),
 ]
 
 

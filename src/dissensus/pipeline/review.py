@@ -82,7 +82,7 @@ from dissensus.store.journal import Journal
 from dissensus.store.review_index import (
     REVIEW_REOPENED,
     REVIEW_RESOLVED,
-    ReviewEntry,
+    IndexEntry,
     ReviewFilter,
 )
 from dissensus.store.targets import journal_option
@@ -448,7 +448,7 @@ def review_entries(
     resolved_only: bool = False,
     reason: str | None = None,
     limit: int | None = None,
-) -> list[ReviewEntry] | None:
+) -> list[IndexEntry] | None:
     """The index entries :func:`list_items` would yield, without reading the items
     (``None`` when the journal's index cannot be used)."""
     if run_id is not None:

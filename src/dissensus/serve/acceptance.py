@@ -28,6 +28,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from dissensus.deprecation import deprecated_names, renamed
 from dissensus.errors import ConfigError
 from dissensus.pipeline.audit import MonitorRow, monitor_status
 from dissensus.pipeline.shift import (
@@ -44,7 +45,7 @@ from dissensus.store.journal import Journal
 
 __all__ = [
     "WINDOW",
-    "AcceptanceFile",
+    "AcceptanceFileSummary",
     "AcceptanceStatus",
     "acceptance_status",
     "judged_vectors",
@@ -81,8 +82,9 @@ def judged_vectors(
     return judged if window is None else judged[-window:]
 
 
-class AcceptanceFile(BaseModel):
-    """The acceptance file the server decides with."""
+class AcceptanceFileSummary(BaseModel):
+    """The acceptance file the server decides with, as ``GET /v1/acceptance`` names it (the
+    file itself is :class:`dissensus.acceptance.AcceptanceFile`)."""
 
     sha256: str | None
     family: str
@@ -98,7 +100,7 @@ class AcceptanceFile(BaseModel):
 class AcceptanceStatus(BaseModel):
     """The answer of ``GET /v1/acceptance`` (every part ``None`` without an acceptance file)."""
 
-    file: AcceptanceFile | None = None
+    file: AcceptanceFileSummary | None = None
     guarantee: str | None = None
     """The guarantee in plain words."""
     # The shift check's and the hold's JSON pass through untouched (pipeline.shift's own).
@@ -119,7 +121,7 @@ def acceptance_status(journal: Journal, spec: RunSpec, *, every: int = 100) -> A
     target = float(data.get("target_precision", 0.0))
     delta = float(data.get("delta", 1.0))
     calibration_n = int(data.get("calibration_n", 0))
-    file = AcceptanceFile(
+    file = AcceptanceFileSummary(
         sha256=sha,
         family=data.get("family", "learned"),
         target_precision=target,
@@ -151,3 +153,14 @@ def acceptance_status(journal: Journal, spec: RunSpec, *, every: int = 100) -> A
     return AcceptanceStatus(
         file=file, guarantee=guarantee, shift=shift, hold=hold, monitor=rows, monitor_error=error
     )
+
+
+__getattr__ = deprecated_names(
+    __name__,
+    renamed(
+        __name__,
+        globals(),
+        {"AcceptanceFile": "AcceptanceFileSummary"},
+        "dissensus.acceptance.AcceptanceFile is the file itself",
+    ),
+)

@@ -94,7 +94,7 @@ from dissensus.pipeline.review import (
 )
 from dissensus.quoting import quote_short
 from dissensus.serve.case_view import OptionView, option_views, options_named
-from dissensus.store import ClaimConflict, Journal, ReviewEntry, open_journal
+from dissensus.store import ClaimConflict, IndexEntry, Journal, open_journal
 from dissensus.store import event_types as ev
 from dissensus.store.review_index import REVIEW_RESOLVED
 
@@ -379,7 +379,7 @@ class ReviewDesk:
             out.sort(key=lambda e: e.reason.lower())
         return out
 
-    def _search_texts(self, entries: list[ReviewEntry]) -> dict[tuple[str, int], str]:
+    def _search_texts(self, entries: list[IndexEntry]) -> dict[tuple[str, int], str]:
         """What a text search matches of each entry (:func:`_search_text`), by ``(run,
         seq)`` of its ``review.opened`` event: read from the events' payloads (one query
         per hundred, no item validated) the first time, then remembered, since a

@@ -1,5 +1,6 @@
 """The run journal: append-only, hash-chained, SQLite by default or PostgreSQL (see :mod:`.journal`)."""
 
+from dissensus.deprecation import deprecated_names, renamed
 from dissensus.store.canonical import GENESIS, canonical, chain_hash, sha256_text
 from dissensus.store.journal import (
     DEFAULT_JOURNAL,
@@ -8,12 +9,12 @@ from dissensus.store.journal import (
     Claim,
     ClaimConflict,
     Event,
+    IndexEntry,
     Journal,
     JournalBusy,
     JournalConflict,
     JournalError,
     JournalReadOnly,
-    ReviewEntry,
     RunExists,
     RunInfo,
     RunLock,
@@ -34,12 +35,12 @@ __all__ = [
     "Claim",
     "ClaimConflict",
     "Event",
+    "IndexEntry",
     "Journal",
     "JournalBusy",
     "JournalConflict",
     "JournalError",
     "JournalReadOnly",
-    "ReviewEntry",
     "RunExists",
     "RunInfo",
     "RunLock",
@@ -54,3 +55,14 @@ __all__ = [
     "open_journal",
     "sha256_text",
 ]
+
+
+__getattr__ = deprecated_names(
+    __name__,
+    renamed(
+        __name__,
+        globals(),
+        {"ReviewEntry": "IndexEntry"},
+        "dissensus.outputs.ReviewEntry is the review queue's entry",
+    ),
+)

@@ -37,9 +37,9 @@ from dissensus.store.review_index import (
     REVIEW_OPENED,
     REVIEW_REOPENED,
     REVIEW_RESOLVED,
-    ReviewEntry,
     ReviewFilter,
 )
+from dissensus.store.review_index import IndexEntry as ReviewEntry  # its name here
 from dissensus.store.seals import SEAL_AFTER, SEAL_TYPE, SignatureStatus
 from dissensus.store.targets import (
     BUSY_TIMEOUT_ENV,

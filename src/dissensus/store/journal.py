@@ -47,6 +47,7 @@ from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from dissensus.deprecation import deprecated_names, renamed
 from dissensus.errors import ConfigError
 from dissensus.store import chain, clock
 from dissensus.store.backend import Backend
@@ -66,7 +67,7 @@ from dissensus.store.errors import (
 from dissensus.store.events import Event, NewEvent, RunHead, RunInfo
 from dissensus.store.locks import RunLock, RunLocks, RunStatus
 from dissensus.store.log import EventLog, SQLEventLog
-from dissensus.store.review_index import ReviewEntry, ReviewFilter, ReviewIndex
+from dissensus.store.review_index import IndexEntry, ReviewFilter, ReviewIndex
 from dissensus.store.seals import SEAL_TYPE, Seals
 from dissensus.store.sqlite import SYNC_ENV
 from dissensus.store.targets import (
@@ -92,13 +93,13 @@ __all__ = [
     "ClaimConflict",
     "Event",
     "EventLog",
+    "IndexEntry",
     "Journal",
     "JournalBusy",
     "JournalConflict",
     "JournalError",
     "JournalReadOnly",
     "NewEvent",
-    "ReviewEntry",
     "RunExists",
     "RunHead",
     "RunInfo",
@@ -452,7 +453,7 @@ class Journal:
 
     def review_entries(
         self, *, run_id: str | None = None, status: ReviewFilter = "all", limit: int | None = None
-    ) -> list[ReviewEntry] | None:
+    ) -> list[IndexEntry] | None:
         """Review items in queue order (oldest run first, then by position in the run),
         from the review index; ``None`` when the index cannot be trusted (read-only journal
         whose index disagrees with its events: list from the events instead); at most
@@ -558,3 +559,14 @@ def open_journal(
     :func:`journal_path`)."""
     resolved = journal_path(str(target) if target is not None else None)
     return Journal(resolved, after_append=after_append, busy_timeout=busy_timeout, signer=signer)
+
+
+__getattr__ = deprecated_names(
+    __name__,
+    renamed(
+        __name__,
+        globals(),
+        {"ReviewEntry": "IndexEntry"},
+        "dissensus.outputs.ReviewEntry is the review queue's entry",
+    ),
+)

@@ -40,6 +40,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from dissensus.deprecation import deprecated_names, renamed
 from dissensus.quoting import quote_short
 from dissensus.store import event_types as ev
 from dissensus.store.backend import Backend
@@ -51,8 +52,8 @@ __all__ = [
     "REVIEW_OPENED",
     "REVIEW_REOPENED",
     "REVIEW_RESOLVED",
+    "IndexEntry",
     "IndexRebuilt",
-    "ReviewEntry",
     "ReviewFilter",
     "ReviewIndex",
 ]
@@ -73,8 +74,10 @@ class IndexRebuilt(UserWarning):
     difference remains for a later ``runs verify`` to report."""
 
 
-class ReviewEntry(BaseModel):
-    """One review item as the journal's review index holds it."""
+class IndexEntry(BaseModel):
+    """One review item as the journal's review index holds it (its row: where the item
+    is in its run, and whether it is resolved). Not the review queue's entry a door
+    answers with, :class:`dissensus.outputs.ReviewEntry`, which this was once named too."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -346,7 +349,7 @@ class ReviewIndex:
 
     def entries(
         self, *, run_id: str | None = None, status: ReviewFilter = "all", limit: int | None = None
-    ) -> list[ReviewEntry] | None:
+    ) -> list[IndexEntry] | None:
         """Review items in queue order (oldest run first, then by position in the run);
         ``None`` when the index cannot be trusted; at most ``limit`` of them."""
         if not self.trusted:
@@ -373,7 +376,7 @@ class ReviewIndex:
         with self._backend.errors():
             rows = self._backend.rows(sql, args)
         return [
-            ReviewEntry(
+            IndexEntry(
                 review_id=str(r["review_id"]),
                 run_id=str(r["run_id"]),
                 seq=int(r["opened_seq"]),
@@ -417,3 +420,14 @@ def _index_row(
     if type == REVIEW_REOPENED:
         return _REOPEN, (review_id, run_id)
     return _RESOLVE, (seq, review_id, run_id)
+
+
+__getattr__ = deprecated_names(
+    __name__,
+    renamed(
+        __name__,
+        globals(),
+        {"ReviewEntry": "IndexEntry"},
+        "dissensus.outputs.ReviewEntry is the review queue's entry",
+    ),
+)
