@@ -109,7 +109,7 @@ def test_the_package_exports_what_it_did() -> None:
         "JournalConflict",
         "JournalError",
         "JournalReadOnly",
-        "ReviewEntry",
+        "IndexEntry",  # ReviewEntry before: still imports, deprecated
         "RunExists",
         "RunInfo",
         "RunLock",
