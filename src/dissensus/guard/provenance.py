@@ -3,8 +3,12 @@
 Choices where the design is silent:
 
 * ``parametric`` (or ``parametric:<anything>``) is a model's own memory, not an evidence
-  source: it never counts as an independent source for invariant 1, even when the vote
-  says ``evidence_present``.
+  source. A voter *has evidence* (:func:`has_evidence`) when its vote says
+  ``evidence_present`` **and** its source is not parametric: a parametric vote marked
+  ``evidence_present`` is a voter without evidence. That one definition is used
+  everywhere the guard tells the two apart: the sources of invariant 1, the voters of
+  fallback agreement (invariant 2), the voters that earn or carry consensus weight, the
+  evidence stratum of a vote's reliability, and the strata of the reliability fit.
 * Two voters share a latent cause when they name the same model family, or the same
   evidence source other than the bare ``parametric`` token (``parametric:OpenAI`` is
   one family's memory, so it is shared; bare ``parametric`` says nothing about whose).
@@ -23,6 +27,7 @@ from dissensus.types import Vote
 
 __all__ = [
     "fallback_agreement",
+    "has_evidence",
     "independent_sources",
     "is_parametric",
     "share_cause",
@@ -35,15 +40,15 @@ def is_parametric(source: str) -> bool:
     return token == "parametric" or token.startswith("parametric:")
 
 
+def has_evidence(vote: Vote) -> bool:
+    """Whether a voter had evidence: ``evidence_present`` from a source that is not a
+    model's own memory (:func:`is_parametric`). The guard's one test of it."""
+    return vote.evidence_present and not is_parametric(vote.evidence_source)
+
+
 def independent_sources(votes: Sequence[Vote]) -> list[str]:
-    """Distinct non-parametric sources of the voters that had evidence, sorted."""
-    return sorted(
-        {
-            v.evidence_source
-            for v in votes
-            if v.evidence_present and not is_parametric(v.evidence_source)
-        }
-    )
+    """Distinct sources of the voters that had evidence (:func:`has_evidence`), sorted."""
+    return sorted({v.evidence_source for v in votes if has_evidence(v)})
 
 
 def share_cause(a: Vote, b: Vote) -> bool:
@@ -56,8 +61,11 @@ def share_cause(a: Vote, b: Vote) -> bool:
 
 
 def fallback_agreement(votes: Sequence[Vote]) -> tuple[float, int]:
-    """(largest one-answer share among voters without evidence, number of such voters)."""
-    absent = [v.answer for v in votes if not v.evidence_present]
+    """(largest one-answer share among voters without evidence, number of such voters).
+
+    A voter without evidence is one :func:`has_evidence` says no of: a parametric vote
+    marked ``evidence_present`` is one of them."""
+    absent = [v.answer for v in votes if not has_evidence(v)]
     if len(absent) < 2:
         return 0.0, len(absent)
     return _top_count(absent) / len(absent), len(absent)
