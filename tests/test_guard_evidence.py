@@ -20,7 +20,14 @@ from dissensus.guard import (
     guard_votes,
     panel_votes,
 )
-from dissensus.guard.provenance import fallback_agreement, has_evidence, is_parametric
+from dissensus.guard.provenance import (
+    canonical_source,
+    fallback_agreement,
+    has_evidence,
+    independent_sources,
+    is_parametric,
+    share_cause,
+)
 from dissensus.pipeline import decide, policy_from_dict
 from dissensus.types import Vote, VoteCase
 from pipeline_cases import as_panel, panel
@@ -175,3 +182,75 @@ def test_a_panel_vote_is_read_from_its_index_before_its_memory() -> None:
     assert has_evidence(first)
     # Only a memory item was present: the vote is from memory, without evidence.
     assert second.evidence_source == "parametric:x" and not has_evidence(second)
+
+
+# Sources are compared normalised: NFKC, case-folded, stripped.
+
+BASE_SOURCES = ["wiki-index", "news-index", "pubmed", "parametric", "parametric:openai", " "]
+SPACES = ["", " ", "\t", "\u3000", "\u00a0", "\n"]
+
+
+@st.composite
+def respelled(draw: st.DrawFn, source: str) -> str:
+    """``source`` in another case, width and surrounding whitespace: the same source."""
+    chars = []
+    for c in source:
+        c = c.upper() if draw(st.booleans()) else c
+        if "!" <= c <= "~" and draw(st.booleans()):
+            c = chr(ord(c) + 0xFEE0)  # the fullwidth form, which NFKC maps back
+        chars.append(c)
+    return draw(st.sampled_from(SPACES)) + "".join(chars) + draw(st.sampled_from(SPACES))
+
+
+@st.composite
+def respelled_votes(draw: st.DrawFn) -> tuple[list[Vote], list[Vote]]:
+    """Votes with plain sources, and the same votes with every source respelled."""
+    n = draw(st.integers(2, 7))
+    plain, other = [], []
+    for i in range(n):
+        source = draw(st.sampled_from(BASE_SOURCES))
+        vote = _vote(
+            f"agent{i}",
+            draw(st.sampled_from(ANSWERS)),
+            source,
+            draw(st.booleans()),
+            draw(st.sampled_from(FAMILIES)),
+        )
+        plain.append(vote)
+        other.append(vote.model_copy(update={"evidence_source": draw(respelled(source))}))
+    return plain, other
+
+
+def test_one_source_spelled_three_ways_is_one_source() -> None:
+    votes = [
+        _vote("a", "yes", "wiki-index", True),
+        _vote("b", "yes", "Wiki-Index", True),
+        _vote("c", "yes", "wiki-index ", True),
+    ]
+    assert independent_sources(votes) == ["wiki-index"]
+    d = guard_votes(votes, BETA_STAR_4)
+    assert d.refusal is not None and d.refusal.invariant == 1
+    assert d.refusal.figures["independent_sources"] == 1
+    assert d.refusal.figures["sources"] == "wiki-index"
+    assert share_cause(votes[0], votes[1]) and share_cause(votes[1], votes[2])
+    assert is_parametric(" ＰＡＲＡＭＥＴＲＩＣ:x") and not has_evidence(
+        _vote("p", "y", "\u3000", True)
+    )
+
+
+@given(respelled_votes(), calibrations, st.floats(0.0, 10.0))
+def test_respelling_a_source_never_changes_the_decision(
+    votes: tuple[list[Vote], list[Vote]], cal: ReliabilityFit | None, beta: float
+) -> None:
+    plain, other = votes
+    assert guard_votes(other, cal, beta=beta) == guard_votes(plain, cal, beta=beta)
+    assert independent_sources(other) == independent_sources(plain)
+    assert [has_evidence(v) for v in other] == [has_evidence(v) for v in plain]
+
+
+@given(st.text(max_size=12), st.text(st.characters(max_codepoint=127), max_size=12))
+def test_a_canonical_source_is_its_own_canonical_form(source: str, ascii_source: str) -> None:
+    once = canonical_source(source)
+    assert canonical_source(once) == once
+    assert canonical_source(f" {source}\t") == once
+    assert canonical_source(ascii_source.upper()) == canonical_source(ascii_source.lower())
