@@ -6,7 +6,7 @@ the answers:
 
 1. each vote adds the one-coin log-likelihood ratio ``w_i = log(r_i (K-1) / (1 - r_i))``
    to its answer, with ``r_i`` the voter's measured reliability in the evidence stratum
-   of its vote (from the calibration) or a prior when unmeasured; ``K`` is the number of
+   of its vote (:func:`~dissensus.guard.provenance.has_evidence`, from the calibration) or a prior when unmeasured; ``K`` is the number of
    possible answers;
 2. the summed log-odds are multiplied by the redundancy factor
    ``shrink = sum_i w_i^2 / sum_ij w_i w_j rho_ij`` (``rho_ii = 1``), the weighted design
@@ -44,7 +44,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dissensus.guard.arrays import log_odds_weights
-from dissensus.guard.provenance import share_cause
+from dissensus.guard.provenance import has_evidence, share_cause
 from dissensus.guard.reliability import ReliabilityFit
 from dissensus.types import Vote
 
@@ -193,7 +193,7 @@ def _posterior(
     )
     rel = []
     for v in votes:
-        measured = _reliability(calibration, v.agent, v.evidence_present)
+        measured = _reliability(calibration, v.agent, has_evidence(v))
         rel.append(default if measured is None else measured)
     w = log_odds_weights(np.array(rel, dtype=np.float64), k)
     r = _rho(votes, calibration, priors)

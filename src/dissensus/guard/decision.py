@@ -76,7 +76,7 @@ from dissensus.errors import ConfigError, InputError
 from dissensus.guard.arrays import consensus_weighted_vote
 from dissensus.guard.confidence import PriorSettings, posterior
 from dissensus.guard.errors import CorrelatedConsensusError
-from dissensus.guard.provenance import fallback_agreement, independent_sources
+from dissensus.guard.provenance import fallback_agreement, has_evidence, independent_sources
 from dissensus.guard.reliability import ReliabilityFit
 from dissensus.types import Vote, VoteCase, trusted
 
@@ -343,7 +343,7 @@ def _weighted(votes: Sequence[Vote], beta: float, decompose: bool) -> tuple[str,
     answers = sorted({v.answer for v in votes})
     index = {a: i for i, a in enumerate(answers)}
     labels = np.array([[index[v.answer] for v in votes]], dtype=np.int64)
-    mask = np.array([[v.evidence_present for v in votes]]) if decompose else None
+    mask = np.array([[has_evidence(v) for v in votes]]) if decompose else None
     win, shares = consensus_weighted_vote(labels, len(answers), beta, mask)
     return answers[int(win[0])], float(shares[0, int(win[0])])
 

@@ -2,7 +2,9 @@
 
 Columns are agents in order of first appearance (or a given order); rows are cases.
 Choices: the class set is the sorted union of every answer and gold label seen (or a
-given list); a voter absent from a case holds ``-1`` and ``evidence = False``.
+given list); a voter absent from a case holds ``-1`` and ``evidence = False``; a vote's
+evidence is :func:`~dissensus.guard.provenance.has_evidence` (a parametric source marked
+present is no evidence).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from dissensus.families import canonical_family
+from dissensus.guard.provenance import has_evidence
 from dissensus.types import Vote, VoteCase
 
 __all__ = ["EncodedCases", "encode_cases"]
@@ -26,7 +29,8 @@ class EncodedCases:
     labels: NDArray[np.int64]
     """``(cases, agents)`` class index per vote, ``-1`` for no vote."""
     evidence: NDArray[np.bool_]
-    """``(cases, agents)`` whether the vote had evidence present."""
+    """``(cases, agents)`` whether the voter had evidence
+    (:func:`~dissensus.guard.provenance.has_evidence`: present, and not parametric)."""
     gold: NDArray[np.int64]
     """``(cases,)`` gold class index, ``-1`` when unlabelled."""
     agents: list[str]
@@ -68,7 +72,7 @@ def encode_cases(
             if j is None or k is None:
                 continue
             labels[i, j] = k
-            evidence[i, j] = v.evidence_present
+            evidence[i, j] = has_evidence(v)
     gold = np.array(
         [class_index.get(g, -1) if g is not None else -1 for g in golds], dtype=np.int64
     )

@@ -3,11 +3,23 @@
 Choices where the design is silent:
 
 * ``parametric`` (or ``parametric:<anything>``) is a model's own memory, not an evidence
-  source: it never counts as an independent source for invariant 1, even when the vote
-  says ``evidence_present``.
+  source. A voter *has evidence* (:func:`has_evidence`) when its vote says
+  ``evidence_present`` **and** its source is not parametric: a parametric vote marked
+  ``evidence_present`` is a voter without evidence. That one definition is used
+  everywhere the guard tells the two apart: the sources of invariant 1, the voters of
+  fallback agreement (invariant 2), the voters that earn or carry consensus weight, the
+  evidence stratum of a vote's reliability, and the strata of the reliability fit.
+* Sources are compared as :func:`canonical_source` sees them: Unicode NFKC, case-folded,
+  surrounding whitespace stripped, so ``wiki-index``, ``Wiki-Index`` and ``wiki-index ``
+  are one source (the seed asks to *name* each agent's distinct source, and these name
+  the same one). Invariant 1 counts and reports sources in that form. Families have
+  their own rule (:func:`dissensus.families.canonical_family`), which also maps a model
+  name to its vendor; a source is never mapped (``gpt-index`` is an index, not OpenAI).
+  A source that is blank in that form names nothing: it is no evidence.
 * Two voters share a latent cause when they name the same model family, or the same
-  evidence source other than the bare ``parametric`` token (``parametric:OpenAI`` is
-  one family's memory, so it is shared; bare ``parametric`` says nothing about whose).
+  evidence source other than the bare ``parametric`` token or a blank one
+  (``parametric:OpenAI`` is one family's memory, so it is shared; bare ``parametric``
+  says nothing about whose).
 * Fallback agreement is the largest share of one answer among voters *without*
   evidence; it is 0 when fewer than two voters lack evidence (one voter cannot agree
   with anyone), which departs from the design's sketch, where one absent voter alone
@@ -16,48 +28,68 @@ Choices where the design is silent:
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Sequence
+from functools import lru_cache
 
 from dissensus.families import canonical_family
 from dissensus.types import Vote
 
 __all__ = [
+    "canonical_source",
     "fallback_agreement",
+    "has_evidence",
     "independent_sources",
     "is_parametric",
     "share_cause",
 ]
 
 
+@lru_cache(maxsize=4096)
+def canonical_source(source: str) -> str:
+    """A provenance token as comparisons see it: NFKC, case-folded, stripped.
+
+    >>> canonical_source(" Wiki-Index "), canonical_source("ＰＡＲＡＭＥＴＲＩＣ")
+    ('wiki-index', 'parametric')
+    """
+    return unicodedata.normalize("NFKC", source).casefold().strip()
+
+
 def is_parametric(source: str) -> bool:
     """Whether a provenance token names a model's own memory rather than evidence."""
-    token = source.strip().lower()
+    token = canonical_source(source)
     return token == "parametric" or token.startswith("parametric:")
 
 
+def has_evidence(vote: Vote) -> bool:
+    """Whether a voter had evidence: ``evidence_present`` from a named source that is not
+    a model's own memory (:func:`is_parametric`). The guard's one test of it."""
+    if not vote.evidence_present:
+        return False
+    token = canonical_source(vote.evidence_source)
+    return bool(token) and token != "parametric" and not token.startswith("parametric:")
+
+
 def independent_sources(votes: Sequence[Vote]) -> list[str]:
-    """Distinct non-parametric sources of the voters that had evidence, sorted."""
-    return sorted(
-        {
-            v.evidence_source
-            for v in votes
-            if v.evidence_present and not is_parametric(v.evidence_source)
-        }
-    )
+    """Distinct sources of the voters that had evidence (:func:`has_evidence`), sorted,
+    in their :func:`canonical_source` form."""
+    return sorted({canonical_source(v.evidence_source) for v in votes if has_evidence(v)})
 
 
 def share_cause(a: Vote, b: Vote) -> bool:
     """Whether two voters share a latent cause by their declared provenance."""
     if a.family is not None and canonical_family(a.family) == canonical_family(b.family):
         return True
-    return (
-        a.evidence_source == b.evidence_source and a.evidence_source.strip().lower() != "parametric"
-    )
+    source = canonical_source(a.evidence_source)
+    return source == canonical_source(b.evidence_source) and source not in ("", "parametric")
 
 
 def fallback_agreement(votes: Sequence[Vote]) -> tuple[float, int]:
-    """(largest one-answer share among voters without evidence, number of such voters)."""
-    absent = [v.answer for v in votes if not v.evidence_present]
+    """(largest one-answer share among voters without evidence, number of such voters).
+
+    A voter without evidence is one :func:`has_evidence` says no of: a parametric vote
+    marked ``evidence_present`` is one of them."""
+    absent = [v.answer for v in votes if not has_evidence(v)]
     if len(absent) < 2:
         return 0.0, len(absent)
     return _top_count(absent) / len(absent), len(absent)

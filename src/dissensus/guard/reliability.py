@@ -15,7 +15,9 @@
 Choices where the design is silent:
 
 * Strata are per case: ``present`` (every voter had evidence), ``absent`` (no voter
-  had), ``mixed`` (the rest), and ``all``. beta* is measured on ``absent``; when that
+  had), ``mixed`` (the rest), and ``all``. A voter had evidence as the guard reads it
+  (:func:`~dissensus.guard.provenance.has_evidence`): a parametric source marked
+  ``evidence_present`` is no evidence. beta* is measured on ``absent``; when that
   stratum has fewer than ``min_stratum_cases`` cases, beta* is ``None`` (unmeasured),
   which makes invariant 3 fail: the design requires the stratum to be measured explicitly.
 * beta* is the largest beta of the grid such that, for it *and every smaller beta*,

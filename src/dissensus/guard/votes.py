@@ -5,9 +5,13 @@ features and the integrations all start from a :class:`~dissensus.types.Panel`, 
 read its votes through this one function so that they audit the same votes.
 
 Choices where the design is silent: an agent without a decision (an abstention) casts
-no vote; a vote's provenance is the agent's first evidence item that was present (else
-its first item); an agent that consulted no evidence votes from
-``parametric:<family or agent>``, which the guard never counts as a source. The votes
+no vote; a vote's provenance is the agent's first evidence item that was present and
+is not a model's own memory (``parametric``, ``parametric:*``), else its first item that
+was present, else its first item: an agent that also consulted an index is read from
+the index, whatever the order of its items. A vote from a parametric item alone is a
+vote without evidence to the guard, even marked present
+(:func:`~dissensus.guard.provenance.has_evidence`). An agent that consulted no evidence
+votes from ``parametric:<family or agent>``, which the guard never counts as a source. The votes
 of a validated panel are built without validating them again (their fields are the
 outputs' own, already checked).
 """
@@ -16,6 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from dissensus.guard.provenance import is_parametric
 from dissensus.types import AgentOutput, Panel, Vote, trusted
 
 __all__ = ["panel_votes"]
@@ -33,7 +38,8 @@ def panel_votes(panel: Panel) -> list[Vote]:
         evidence = out.evidence
         if evidence:
             present = [e for e in evidence if e.present]
-            source = (present or evidence)[0].source
+            found = [e for e in present if not is_parametric(e.source)]
+            source = (found or present or evidence)[0].source
         else:
             present = []
             source = f"parametric:{out.family or out.agent}"
