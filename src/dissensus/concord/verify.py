@@ -47,7 +47,8 @@ stops at the first violated property, which it names:
     ``2`` is an edit, though Python's ``==`` calls them equal).
 
 The floor (``stop``, ``status``, ``shortfall``) is compared with the unrounded
-calibrated values recomputed from the raw numbers, as the protocol does.
+calibrated values recomputed from the raw numbers, as the protocol does; a faulted
+score (every score of an uncalibrated agent) never clears it, even a floor of 0.
 
 The replay uses :mod:`dissensus.concord.reference`, an independent statement of the
 rules, not the functions the protocol ran: a bug in either shows as a failed check.
@@ -269,20 +270,29 @@ def _vector(cert: Certificate, cand: CandidateRecord) -> list[float] | None:
     return [cand.scores[a].calibrated for a in cert.covered]
 
 
-def _exact(cert: Certificate, cand: CandidateRecord | None) -> list[float] | None:
-    """The unrounded calibrated scores of ``cand`` (0 on a fault), what the floor is
-    compared with; ``None`` when not every covered agent scored it."""
+def _exact(cert: Certificate, cand: CandidateRecord | None) -> list[float | None] | None:
+    """The unrounded calibrated scores of ``cand`` (``None`` in the place of a fault),
+    what the floor is compared with; ``None`` when not every covered agent scored it."""
     if cand is None or any(a not in cand.scores for a in cert.covered):
         return None
-    out: list[float] = []
+    out: list[float | None] = []
     for agent in cert.covered:
         ev = cand.scores[agent]
         anchors = cert.scores[agent].anchors
         if ev.raw is None or anchors.rejected is None or anchors.ideal is None:
-            out.append(0.0)
+            out.append(None)
         else:  # the calibration check has passed: this is a finite number
             out.append(ref_ratio(ev.raw, anchors.rejected, anchors.ideal))
     return out
+
+
+def _clears(cert: Certificate, cand: CandidateRecord | None) -> bool:
+    """Whether every covered agent really scored ``cand`` at or above the floor: a
+    faulted score (every score of an uncalibrated agent) never clears it, even at 0."""
+    exact = _exact(cert, cand)
+    if exact is None or any(x is None for x in exact):
+        return False
+    return ref_clears_floor([x for x in exact if x is not None], cert.floor)
 
 
 def _check_worst(cert: Certificate) -> None:
@@ -333,7 +343,7 @@ def _check_replay(cert: Certificate) -> None:
         lead_vec = vecs.get(leader) if leader else None
         if lead_vec is None or leader is None:
             raise _fail("stop", f"round {step.round} ran without a leader")
-        if ref_clears_floor(_exact(cert, by_id[leader]) or [], floor):
+        if _clears(cert, by_id[leader]):
             raise _fail(
                 "stop", f"round {step.round} ran although leader {leader} cleared the floor"
             )
@@ -413,8 +423,7 @@ def _check_stop(cert: Certificate) -> None:
         raise _fail("stop", f"deadline_s {deadline} is not a finite number >= 0")
     sel = cert.selected
     cand = next((c for c in cert.candidates if sel and c.id == sel.id), None)
-    exact = _exact(cert, cand)
-    cleared = exact is not None and ref_clears_floor(exact, cert.floor)
+    cleared = _clears(cert, cand)
     repairs = len(cert.trajectory) - 1 if cert.trajectory else 0
     if stopped == "floor_cleared" and not cleared:
         raise _fail(
@@ -459,8 +468,7 @@ def _check_scores(cert: Certificate) -> None:
 def _check_status(cert: Certificate) -> None:
     sel = cert.selected
     cand = next((c for c in cert.candidates if sel and c.id == sel.id), None)
-    vec = _exact(cert, cand)
-    certified = vec is not None and ref_clears_floor(vec, cert.floor)
+    certified = _clears(cert, cand)
     if (cert.status == "certified") != certified:
         raise _fail(
             "status", f"status {cert.status} but every covered agent >= floor is {certified}"
@@ -475,10 +483,12 @@ def _check_shortfall(cert: Certificate) -> None:
     for i, agent in enumerate(cert.covered):
         score = cert.scores[agent].calibrated
         value = score if score is not None else 0.0
-        unrounded = exact[i] if exact is not None and score is not None else 0.0
-        if unrounded < cert.floor:
+        # no score, or a fault (``None``), never clears the floor, even a floor of 0
+        unrounded = exact[i] if exact is not None and score is not None else None
+        if unrounded is None or unrounded < cert.floor:
             gap = round(cert.floor - value, 12)
-            expected.append((agent, value, gap if gap > 0 else cert.floor - unrounded))
+            low = 0.0 if unrounded is None else unrounded
+            expected.append((agent, value, gap if gap > 0 else cert.floor - low))
     got = [(s.agent, s.score, s.gap) for s in cert.shortfall]
     if got != expected:
         raise _fail("shortfall", f"shortfall {got} != recomputed {expected}")
