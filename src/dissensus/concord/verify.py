@@ -17,9 +17,15 @@ stops at the first violated property, which it names:
 5. ``worst_off``: every candidate's worst-off score over the covered set;
 6. ``selection``: replaying the run: the opening leader under the recorded rule, the
    bottleneck of every repair round (with its tie-break), the author and round of every
-   repair, and the final leader equal to ``selected``;
+   repair, and the final leader equal to ``selected``; every call the record shows
+   answered in exactly one way (each opening proposer, every covered agent, and each
+   round's bottleneck: a candidate, a pass note, a merge note or a fault of its phase,
+   none only in the round a run stopped in); every faulted score of a calibrated agent
+   matched by its trajectory fault (one per outcome, or one for a call that failed as a
+   whole) and no other score fault, and none for an uncalibrated agent, never asked;
 7. ``margin``: every replacement of the leader is a strict improvement of the worst-off
-   score of at least the margin (and every rejected candidate is not);
+   score of at least the margin (and every rejected candidate is not); ``accepted`` is
+   recorded only on a round whose candidate every covered agent scored;
 8. ``stop``: no repair round ran while the leader already cleared the floor, and the
    recorded stop reason is consistent with the record, as the protocol decides it:
    ``floor_cleared`` exactly when the selected candidate clears the floor (a run stopped
@@ -63,6 +69,7 @@ from pydantic import BaseModel, ValidationError
 from dissensus.canonical import canonical
 from dissensus.concord.bounds import compute_bound
 from dissensus.concord.controls import MAX_AGENTS, MAX_ROUNDS
+from dissensus.concord.protocol import UNCALIBRATED
 from dissensus.concord.record import CandidateRecord, Certificate, canonical_digest
 from dissensus.concord.reference import (
     ref_accepts,
@@ -358,6 +365,12 @@ def _check_replay(cert: Certificate) -> None:
             raise _fail(
                 "margin", f"round {step.round}: improvement {step.improvement} != recomputed {gain}"
             )
+        if step.accepted is not None and vec is None:
+            raise _fail(
+                "margin",
+                f"round {step.round}: accepted is {step.accepted}, yet no fully scored "
+                "candidate was tabled in that round",
+            )
         if step.candidate is not None:
             cand = by_id[step.candidate]
             if cand.author != expected_b or cand.round != step.round:
@@ -391,6 +404,7 @@ def _check_replay(cert: Certificate) -> None:
                         )
                 leader = new_leader
         _expect_step(cert, k, leader, vecs)
+    _check_outcomes(cert)
     final = cert.selected.id if cert.selected else None
     if final != leader:
         raise _fail("selection", f"selected {final} but the replay leads to {leader}")
@@ -402,6 +416,64 @@ def _check_replay(cert: Certificate) -> None:
             cert.selected.round,
         ):
             raise _fail("selection", "the selected candidate differs from its record")
+
+
+def _check_outcomes(cert: Certificate) -> None:
+    """Every call the record shows was answered in exactly one way, as the protocol
+    records it: each opening proposer (each covered agent) and each round's bottleneck
+    tabled a candidate, passed, merged into a tabled one or faulted (none of them only in
+    a round the run stopped in), and every faulted score of a calibrated agent is
+    matched by its fault in the trajectory (one per outcome, or one for a call that
+    failed as a whole), while an uncalibrated agent, never asked, has none."""
+    calibrated = {
+        a
+        for a, st in cert.scores.items()
+        if st.anchors.rejected is not None and st.anchors.ideal is not None
+    }
+    for step in cert.trajectory:
+        stopped = any(n.startswith("run stopped (") for n in step.notes)
+        cands = [c for c in cert.candidates if c.round == step.round]
+        if step.round == 1:
+            askees = list(cert.covered)
+        else:
+            assert step.bottleneck is not None  # the replay checked every bottleneck
+            askees = [step.bottleneck]
+            stray = [f.agent for f in step.faults if f.phase == "repair"]
+            if any(a != step.bottleneck for a in stray):
+                raise _fail("selection", f"round {step.round}: a repair fault of another agent")
+        phase = "propose" if step.round == 1 else "repair"
+        for agent in askees:
+            merges = [
+                f"{agent} proposed {c.id}, already tabled by {c.author}; merged"
+                for c in cert.candidates
+            ]
+            answers = (
+                sum(1 for c in cands if c.author == agent)
+                + sum(1 for f in step.faults if f.agent == agent and f.phase == phase)
+                + step.notes.count(f"{agent} passed")
+                + sum(1 for n in step.notes if n in merges)
+            )
+            if answers > 1 or (answers == 0 and not stopped):
+                raise _fail(
+                    "selection",
+                    f"round {step.round}: {agent} was asked once, yet the record shows "
+                    f"{answers} answers (a candidate, a pass, a merge or a {phase} fault)",
+                )
+        for agent in cert.covered:
+            evals = [c.scores[agent] for c in cands if agent in c.scores]
+            got = [e.fault for e in evals if e.fault is not None]
+            said = [f.message for f in step.faults if f.agent == agent and f.phase == "score"]
+            if agent not in calibrated:
+                fine = not said and all(m == UNCALIBRATED for m in got)
+            else:
+                whole = len(said) == 1 and len(got) == len(evals) and set(got) == set(said)
+                fine = said == got or whole
+            if not fine:
+                raise _fail(
+                    "selection",
+                    f"round {step.round}: the score faults of {agent} in the trajectory "
+                    "do not match its faulted scores",
+                )
 
 
 def _expect_step(
