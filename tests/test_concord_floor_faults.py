@@ -69,6 +69,7 @@ def test_verify_refuses_a_certificate_that_counts_a_fault_as_clearing_a_floor_of
     verdict = verify(_reseal(doc))
     assert not verdict.valid and verdict.violated == "stop", verdict
     doc["spent"]["stopped"] = "cancelled"
+    doc["trajectory"][0]["notes"].append("run stopped (cancelled) during this round")
     verdict = verify(_reseal(doc))
     assert not verdict.valid and verdict.violated == "status", verdict
 

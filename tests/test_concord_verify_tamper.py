@@ -241,3 +241,43 @@ def test_no_trajectory_fault_can_be_removed_or_invented_unseen(
             tampered = copy.deepcopy(doc)
             tampered["trajectory"][k]["accepted"] = data.draw(st.booleans())
             assert not verify(_reseal(tampered)).valid
+
+
+class CancelsOnRepair(TableAgent):
+    """Cancels the run from inside its repair call (as Ctrl-C would), then repairs."""
+
+    negotiation: Any = None
+
+    async def repair(self, view: NegotiationView) -> Outcome | None:
+        self.negotiation.cancel()
+        return await super().repair(view)
+
+
+def test_the_stop_reason_must_match_the_rounds_stop_note() -> None:
+    from dissensus.concord.protocol import Negotiation
+
+    options = [Outcome(id="A", text="plan A"), Outcome(id="B", text="plan B")]
+    a = CancelsOnRepair("a", {"R0": 0, "I0": 10, "A": 9, "B": 6})  # the bottleneck
+    negotiation = Negotiation(
+        [a, TableAgent("b", {"R0": 0, "I0": 10, "A": 2, "B": 9})],
+        rejected=R0,
+        ideal=I0,
+        floor=0.7,
+        rounds=3,
+        options=options,
+    )
+    a.negotiation = negotiation
+    stopped = negotiation.run_sync().model_dump(mode="json")
+    assert stopped["spent"]["stopped"] == "cancelled"
+    assert verify(stopped).valid
+    assert stopped["trajectory"][-1]["notes"][-1] == "run stopped (cancelled) during this round"
+    tampered = copy.deepcopy(stopped)
+    tampered["trajectory"][-1]["notes"].pop()
+    assert not verify(_reseal(tampered)).valid
+    # a run that used its whole budget was never stopped at a call
+    doc = _repair_faults()
+    assert doc["spent"]["stopped"] == "budget_exhausted"
+    doc["spent"]["stopped"] = "cancelled"
+    _refused(doc, "stop")
+    doc["trajectory"][1]["notes"].append("run stopped (cancelled) during this round")
+    _refused(doc, "stop")  # not the last round

@@ -32,7 +32,10 @@ stops at the first violated property, which it names:
    by its deadline, a cancellation or its budget never does: the leader after the last
    completed round did not); ``budget_exhausted`` only with a selection, after the whole
    round budget; ``no_candidate`` only without a selection, after the opening round
-   alone; ``deadline`` only with a deadline, which is a finite number >= 0;
+   alone; ``deadline`` only with a deadline, which is a finite number >= 0; a
+   ``deadline`` or ``cancelled`` stop, which happens at an agent call, before any round
+   or in the last round, whose notes say ``run stopped (<reason>) during this round``
+   (no other round, and no run that stopped otherwise, has that note);
 9. ``scores``: the selected candidate's standing per agent and the top-level worst-off;
 10. ``status``: ``certified`` exactly when every covered agent is at or above the floor;
 11. ``shortfall``: every agent below the floor with its score and gap, and no other;
@@ -517,6 +520,18 @@ def _check_stop(cert: Certificate) -> None:
         raise _fail("stop", "no_candidate needs no selection and the opening round alone")
     if stopped == "deadline" and deadline is None:
         raise _fail("stop", "stopped at the deadline, yet no deadline was set")
+    # a deadline or a cancellation stops the run at an agent call: in the calibration
+    # (no round recorded) or in the last round, which says so; nothing else does
+    steps = cert.trajectory
+    for step in steps:
+        notes = [n for n in step.notes if n.startswith("run stopped (")]
+        halted = stopped in ("deadline", "cancelled") and step is steps[-1]
+        want = [f"run stopped ({stopped}) during this round"] if halted else []
+        if notes != want:
+            raise _fail(
+                "stop",
+                f"round {step.round}: notes {notes} do not match the stop reason {stopped}",
+            )
     if repairs > cert.budget.rounds:
         raise _fail("stop", f"{repairs} repair rounds exceed the budget of {cert.budget.rounds}")
 
