@@ -163,10 +163,8 @@ def test_any_finite_anchors_and_scores_never_raise_nor_record_nan(
     if cert.status == "certified":
         for agent, (rej, ideal, _) in zip(cert.covered, specs, strict=True):
             raw = cert.scores[agent].raw
-            if raw is None:  # a fault counts 0: it clears only a floor of 0
-                assert floor == 0.0
-            else:
-                assert (raw - rej) / (ideal - rej) >= floor
+            assert raw is not None  # a fault never clears the floor, even a floor of 0
+            assert (raw - rej) / (ideal - rej) >= floor
 
 
 # ---------------------------------------------------------------- 7. the floor, unrounded

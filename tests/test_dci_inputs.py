@@ -140,6 +140,105 @@ def test_the_librarys_own_errors_stop_the_run() -> None:
         deliberate_sync(TASK, [FunctionParticipant(pid, busy) for pid in PANEL])
 
 
+def _raise_input_error(request: ActRequest) -> Any:
+    from dissensus.guard import guard_votes
+
+    guard_votes([])  # a library call the participant's code made wrongly: InputError
+
+
+def _raise_model_call_error(request: ActRequest) -> Any:
+    from dissensus.llm.base import ModelCallError
+
+    raise ModelCallError("503 overloaded")
+
+
+@pytest.mark.parametrize(
+    ("fn", "problem"),
+    [
+        (_raise_input_error, "the participant raised InputError: the guard needs at least two"),
+        (_raise_model_call_error, "the participant raised ModelCallError: 503 overloaded"),
+    ],
+)
+def test_the_librarys_other_errors_under_a_participant_are_its_failure(
+    fn: Callable[[ActRequest], Any], problem: str
+) -> None:
+    """Only a setting of the run and the journal's faults are the run's; any other
+    DissensusError a participant raises is that participant's model_failure, with a packet."""
+    agents: list[Any] = panel({"o1": 0.9})
+    agents[1] = FunctionParticipant("explorer", fn)
+    result = deliberate_sync(TASK, agents)
+    p = result.packet
+    check_packet(p)
+    assert p.status == "complete"
+    mine = [f for f in p.failures if f.speaker == "explorer"]
+    assert mine and all(f.kind == "model_failure" for f in mine)
+    assert mine[0].problems[0].startswith(problem)
+    # every participant failing that way ends the run with model_failure, still a packet
+    p = deliberate_sync(TASK, [FunctionParticipant(pid, fn) for pid in PANEL]).packet
+    check_packet(p)
+    assert p.status == "model_failure"
+    assert [(f.speaker, f.kind) for f in p.failures] == [("framer", "model_failure")]
+
+
+def test_the_model_clients_budget_refusal_stops_the_run_with_its_packet() -> None:
+    from dissensus.llm.base import BudgetExceeded
+
+    class Refused(ScriptedParticipant):
+        async def speak(self, request: ActRequest) -> ActReply:
+            if request.stage == "frame":
+                return await super().speak(request)
+            raise BudgetExceeded("the budget of 10 calls is spent")
+
+    agents: list[Any] = [Refused(pid) for pid in PANEL]
+    p = deliberate_sync(TASK, agents).packet
+    check_packet(p)
+    assert p.status == "budget_exhausted"
+    assert p.failures[-1].kind == "budget_exhausted"
+    assert p.failures[-1].problems == ["the budget of 10 calls is spent"]
+
+
+def test_a_setting_of_the_run_raised_under_a_participant_stops_the_run() -> None:
+    def misconfigured(request: ActRequest) -> Any:
+        raise ConfigError("no model configured", field="model")
+
+    with pytest.raises(ConfigError):
+        deliberate_sync(TASK, [FunctionParticipant(pid, misconfigured) for pid in PANEL])
+
+
+@pytest.mark.parametrize("name", ["JournalConflict", "RunLockLost", "JournalDamaged"])
+def test_every_journal_fault_stops_the_run(name: str) -> None:
+    import dissensus.store.errors as store_errors
+
+    exc_type = getattr(store_errors, name)
+
+    def fault(request: ActRequest) -> Any:
+        raise exc_type("the journal failed")
+
+    with pytest.raises(exc_type):
+        deliberate_sync(TASK, [FunctionParticipant(pid, fault) for pid in PANEL])
+
+
+def test_a_journalled_step_that_no_longer_reads_stops_the_run() -> None:
+    from dissensus.pipeline.durable import JOURNAL_FAULTS, UnreadableStep
+
+    def unreadable(request: ActRequest) -> Any:
+        raise UnreadableStep("step no longer reads")
+
+    with pytest.raises(UnreadableStep):
+        deliberate_sync(TASK, [FunctionParticipant(pid, unreadable) for pid in PANEL])
+    # the flow names (never imports) the journal's faults: every one of them is named
+    from dissensus.dci.flow import _JOURNAL_FAULTS
+
+    assert {f"{c.__module__}.{c.__qualname__}" for c in JOURNAL_FAULTS} == _JOURNAL_FAULTS
+
+
+def test_the_budget_refusal_the_flow_names_is_the_model_clients() -> None:
+    from dissensus.dci.flow import _BUDGET_REFUSED
+    from dissensus.llm.base import BudgetExceeded
+
+    assert f"{BudgetExceeded.__module__}.{BudgetExceeded.__qualname__}" == _BUDGET_REFUSED
+
+
 def test_cancelling_the_run_cancels_it() -> None:
     async def main() -> None:
         started = asyncio.Event()

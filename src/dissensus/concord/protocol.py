@@ -18,10 +18,12 @@ Choices where the design is silent:
 * **Faults.** An agent call that raises, times out or answers something unusable
   (wrong count, non-number, out-of-range score) is recorded as a fault of that agent
   where it happened; the run goes on. A faulted evaluation counts as the rejected
-  anchor (calibrated 0, raw ``None``): it can never help a candidate clear the floor.
-  An agent whose anchor call fails stays in the negotiating set uncalibrated (all its
-  evaluations are faults, and it is not asked to score), so the run ends best-effort
-  rather than certifying without it. No call is ever retried by the protocol (the
+  anchor (calibrated 0, raw ``None``) for selection, and it never clears the floor,
+  whatever the floor (0 included): the run certifies only when every covered agent
+  really scored the leader at or above it. A faulted agent is in the shortfall with
+  score 0 (its gap is the floor). An agent whose anchor call fails stays in the
+  negotiating set uncalibrated (all its evaluations are faults, and it is not asked to
+  score), so the run ends best-effort rather than certifying without it. No call is ever retried by the protocol (the
   model client's own retries are reported as attempts), which is why no fault can push
   spend past the bound.
 * **Equal anchors** answered at run time by a function or LLM agent raise
@@ -358,11 +360,13 @@ class Negotiation:
             return None
         return [cand.scores[a].calibrated for a in covered]
 
-    def _exact(self, cand: _Cand) -> list[float] | None:
+    def _exact(self, cand: _Cand) -> list[float | None] | None:
+        """The unrounded calibrated scores of ``cand`` (``None`` in the place of a fault);
+        ``None`` when not every covered agent scored it."""
         covered = self._regime.covered
         if any(a not in cand.scores for a in covered):
             return None
-        return [cand.exact.get(a, 0.0) for a in covered]
+        return [cand.exact.get(a) for a in covered]
 
     def _worst(self, cand: _Cand) -> float | None:
         vec = self._vector(cand)
@@ -557,10 +561,17 @@ class Negotiation:
                 step.ties.append(tie)
         step.accepted = self._leader == cand.id
 
-    def _leader_clears(self) -> bool:
-        cand = self._cand(self._leader)
+    def _clears(self, cand: _Cand | None) -> bool:
+        """Whether every covered agent really scored ``cand`` at or above the floor: a
+        faulted evaluation (an uncalibrated agent's included) never clears it, whatever
+        the floor, even 0."""
         vec = self._exact(cand) if cand else None
-        return vec is not None and clears_floor(vec, self.floor)
+        if vec is None or any(x is None for x in vec):
+            return False
+        return clears_floor([x for x in vec if x is not None], self.floor)
+
+    def _leader_clears(self) -> bool:
+        return self._clears(self._cand(self._leader))
 
     def _close_step(self, step: Step) -> None:
         cand = self._cand(self._leader)
@@ -615,8 +626,7 @@ class Negotiation:
         covered = self._regime.covered
         leader = self._cand(self._leader)
         lead_vec = self._vector(leader) if leader else None
-        lead_exact = self._exact(leader) if leader else None
-        certified = lead_exact is not None and clears_floor(lead_exact, self.floor)
+        certified = self._clears(leader)
         scores: dict[str, AgentScore] = {}
         shortfall: list[Shortfall] = []
         for agent_id in covered:
@@ -629,12 +639,15 @@ class Negotiation:
                 fault=self._anchor_fault.get(agent_id)
                 or (None if agent_id in self._anchors else _stopped_fault(stopped)),
             )
-            exact = leader.exact.get(agent_id, 0.0) if leader and ev else 0.0
-            if exact < self.floor:  # the unrounded value: rounding never lifts it
+            exact = leader.exact.get(agent_id) if leader and ev else None
+            # the unrounded value: rounding never lifts it; a fault never clears
+            if exact is None or exact < self.floor:
                 value = ev.calibrated if ev else 0.0
                 shortfall.append(
                     Shortfall(
-                        agent=agent_id, score=value, gap=shortfall_gap(self.floor, value, exact)
+                        agent=agent_id,
+                        score=value,
+                        gap=shortfall_gap(self.floor, value, 0.0 if exact is None else exact),
                     )
                 )
         attempts = sum(

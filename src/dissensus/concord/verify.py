@@ -17,16 +17,25 @@ stops at the first violated property, which it names:
 5. ``worst_off``: every candidate's worst-off score over the covered set;
 6. ``selection``: replaying the run: the opening leader under the recorded rule, the
    bottleneck of every repair round (with its tie-break), the author and round of every
-   repair, and the final leader equal to ``selected``;
+   repair, and the final leader equal to ``selected``; every call the record shows
+   answered in exactly one way (each opening proposer, every covered agent, and each
+   round's bottleneck: a candidate, a pass note, a merge note or a fault of its phase,
+   none only in the round a run stopped in); every faulted score of a calibrated agent
+   matched by its trajectory fault (one per outcome, or one for a call that failed as a
+   whole) and no other score fault, and none for an uncalibrated agent, never asked;
 7. ``margin``: every replacement of the leader is a strict improvement of the worst-off
-   score of at least the margin (and every rejected candidate is not);
+   score of at least the margin (and every rejected candidate is not); ``accepted`` is
+   recorded only on a round whose candidate every covered agent scored;
 8. ``stop``: no repair round ran while the leader already cleared the floor, and the
    recorded stop reason is consistent with the record, as the protocol decides it:
    ``floor_cleared`` exactly when the selected candidate clears the floor (a run stopped
    by its deadline, a cancellation or its budget never does: the leader after the last
    completed round did not); ``budget_exhausted`` only with a selection, after the whole
    round budget; ``no_candidate`` only without a selection, after the opening round
-   alone; ``deadline`` only with a deadline, which is a finite number >= 0;
+   alone; ``deadline`` only with a deadline, which is a finite number >= 0; a
+   ``deadline`` or ``cancelled`` stop, which happens at an agent call, before any round
+   or in the last round, whose notes say ``run stopped (<reason>) during this round``
+   (no other round, and no run that stopped otherwise, has that note);
 9. ``scores``: the selected candidate's standing per agent and the top-level worst-off;
 10. ``status``: ``certified`` exactly when every covered agent is at or above the floor;
 11. ``shortfall``: every agent below the floor with its score and gap, and no other;
@@ -47,7 +56,8 @@ stops at the first violated property, which it names:
     ``2`` is an edit, though Python's ``==`` calls them equal).
 
 The floor (``stop``, ``status``, ``shortfall``) is compared with the unrounded
-calibrated values recomputed from the raw numbers, as the protocol does.
+calibrated values recomputed from the raw numbers, as the protocol does; a faulted
+score (every score of an uncalibrated agent) never clears it, even a floor of 0.
 
 The replay uses :mod:`dissensus.concord.reference`, an independent statement of the
 rules, not the functions the protocol ran: a bug in either shows as a failed check.
@@ -62,6 +72,7 @@ from pydantic import BaseModel, ValidationError
 from dissensus.canonical import canonical
 from dissensus.concord.bounds import compute_bound
 from dissensus.concord.controls import MAX_AGENTS, MAX_ROUNDS
+from dissensus.concord.protocol import UNCALIBRATED
 from dissensus.concord.record import CandidateRecord, Certificate, canonical_digest
 from dissensus.concord.reference import (
     ref_accepts,
@@ -269,20 +280,29 @@ def _vector(cert: Certificate, cand: CandidateRecord) -> list[float] | None:
     return [cand.scores[a].calibrated for a in cert.covered]
 
 
-def _exact(cert: Certificate, cand: CandidateRecord | None) -> list[float] | None:
-    """The unrounded calibrated scores of ``cand`` (0 on a fault), what the floor is
-    compared with; ``None`` when not every covered agent scored it."""
+def _exact(cert: Certificate, cand: CandidateRecord | None) -> list[float | None] | None:
+    """The unrounded calibrated scores of ``cand`` (``None`` in the place of a fault),
+    what the floor is compared with; ``None`` when not every covered agent scored it."""
     if cand is None or any(a not in cand.scores for a in cert.covered):
         return None
-    out: list[float] = []
+    out: list[float | None] = []
     for agent in cert.covered:
         ev = cand.scores[agent]
         anchors = cert.scores[agent].anchors
         if ev.raw is None or anchors.rejected is None or anchors.ideal is None:
-            out.append(0.0)
+            out.append(None)
         else:  # the calibration check has passed: this is a finite number
             out.append(ref_ratio(ev.raw, anchors.rejected, anchors.ideal))
     return out
+
+
+def _clears(cert: Certificate, cand: CandidateRecord | None) -> bool:
+    """Whether every covered agent really scored ``cand`` at or above the floor: a
+    faulted score (every score of an uncalibrated agent) never clears it, even at 0."""
+    exact = _exact(cert, cand)
+    if exact is None or any(x is None for x in exact):
+        return False
+    return ref_clears_floor([x for x in exact if x is not None], cert.floor)
 
 
 def _check_worst(cert: Certificate) -> None:
@@ -333,7 +353,7 @@ def _check_replay(cert: Certificate) -> None:
         lead_vec = vecs.get(leader) if leader else None
         if lead_vec is None or leader is None:
             raise _fail("stop", f"round {step.round} ran without a leader")
-        if ref_clears_floor(_exact(cert, by_id[leader]) or [], floor):
+        if _clears(cert, by_id[leader]):
             raise _fail(
                 "stop", f"round {step.round} ran although leader {leader} cleared the floor"
             )
@@ -347,6 +367,12 @@ def _check_replay(cert: Certificate) -> None:
         if step.improvement != gain:
             raise _fail(
                 "margin", f"round {step.round}: improvement {step.improvement} != recomputed {gain}"
+            )
+        if step.accepted is not None and vec is None:
+            raise _fail(
+                "margin",
+                f"round {step.round}: accepted is {step.accepted}, yet no fully scored "
+                "candidate was tabled in that round",
             )
         if step.candidate is not None:
             cand = by_id[step.candidate]
@@ -381,6 +407,7 @@ def _check_replay(cert: Certificate) -> None:
                         )
                 leader = new_leader
         _expect_step(cert, k, leader, vecs)
+    _check_outcomes(cert)
     final = cert.selected.id if cert.selected else None
     if final != leader:
         raise _fail("selection", f"selected {final} but the replay leads to {leader}")
@@ -392,6 +419,64 @@ def _check_replay(cert: Certificate) -> None:
             cert.selected.round,
         ):
             raise _fail("selection", "the selected candidate differs from its record")
+
+
+def _check_outcomes(cert: Certificate) -> None:
+    """Every call the record shows was answered in exactly one way, as the protocol
+    records it: each opening proposer (each covered agent) and each round's bottleneck
+    tabled a candidate, passed, merged into a tabled one or faulted (none of them only in
+    a round the run stopped in), and every faulted score of a calibrated agent is
+    matched by its fault in the trajectory (one per outcome, or one for a call that
+    failed as a whole), while an uncalibrated agent, never asked, has none."""
+    calibrated = {
+        a
+        for a, st in cert.scores.items()
+        if st.anchors.rejected is not None and st.anchors.ideal is not None
+    }
+    for step in cert.trajectory:
+        stopped = any(n.startswith("run stopped (") for n in step.notes)
+        cands = [c for c in cert.candidates if c.round == step.round]
+        if step.round == 1:
+            askees = list(cert.covered)
+        else:
+            assert step.bottleneck is not None  # the replay checked every bottleneck
+            askees = [step.bottleneck]
+            stray = [f.agent for f in step.faults if f.phase == "repair"]
+            if any(a != step.bottleneck for a in stray):
+                raise _fail("selection", f"round {step.round}: a repair fault of another agent")
+        phase = "propose" if step.round == 1 else "repair"
+        for agent in askees:
+            merges = [
+                f"{agent} proposed {c.id}, already tabled by {c.author}; merged"
+                for c in cert.candidates
+            ]
+            answers = (
+                sum(1 for c in cands if c.author == agent)
+                + sum(1 for f in step.faults if f.agent == agent and f.phase == phase)
+                + step.notes.count(f"{agent} passed")
+                + sum(1 for n in step.notes if n in merges)
+            )
+            if answers > 1 or (answers == 0 and not stopped):
+                raise _fail(
+                    "selection",
+                    f"round {step.round}: {agent} was asked once, yet the record shows "
+                    f"{answers} answers (a candidate, a pass, a merge or a {phase} fault)",
+                )
+        for agent in cert.covered:
+            evals = [c.scores[agent] for c in cands if agent in c.scores]
+            got = [e.fault for e in evals if e.fault is not None]
+            said = [f.message for f in step.faults if f.agent == agent and f.phase == "score"]
+            if agent not in calibrated:
+                fine = not said and all(m == UNCALIBRATED for m in got)
+            else:
+                whole = len(said) == 1 and len(got) == len(evals) and set(got) == set(said)
+                fine = said == got or whole
+            if not fine:
+                raise _fail(
+                    "selection",
+                    f"round {step.round}: the score faults of {agent} in the trajectory "
+                    "do not match its faulted scores",
+                )
 
 
 def _expect_step(
@@ -413,8 +498,7 @@ def _check_stop(cert: Certificate) -> None:
         raise _fail("stop", f"deadline_s {deadline} is not a finite number >= 0")
     sel = cert.selected
     cand = next((c for c in cert.candidates if sel and c.id == sel.id), None)
-    exact = _exact(cert, cand)
-    cleared = exact is not None and ref_clears_floor(exact, cert.floor)
+    cleared = _clears(cert, cand)
     repairs = len(cert.trajectory) - 1 if cert.trajectory else 0
     if stopped == "floor_cleared" and not cleared:
         raise _fail(
@@ -436,6 +520,18 @@ def _check_stop(cert: Certificate) -> None:
         raise _fail("stop", "no_candidate needs no selection and the opening round alone")
     if stopped == "deadline" and deadline is None:
         raise _fail("stop", "stopped at the deadline, yet no deadline was set")
+    # a deadline or a cancellation stops the run at an agent call: in the calibration
+    # (no round recorded) or in the last round, which says so; nothing else does
+    steps = cert.trajectory
+    for step in steps:
+        notes = [n for n in step.notes if n.startswith("run stopped (")]
+        halted = stopped in ("deadline", "cancelled") and step is steps[-1]
+        want = [f"run stopped ({stopped}) during this round"] if halted else []
+        if notes != want:
+            raise _fail(
+                "stop",
+                f"round {step.round}: notes {notes} do not match the stop reason {stopped}",
+            )
     if repairs > cert.budget.rounds:
         raise _fail("stop", f"{repairs} repair rounds exceed the budget of {cert.budget.rounds}")
 
@@ -459,8 +555,7 @@ def _check_scores(cert: Certificate) -> None:
 def _check_status(cert: Certificate) -> None:
     sel = cert.selected
     cand = next((c for c in cert.candidates if sel and c.id == sel.id), None)
-    vec = _exact(cert, cand)
-    certified = vec is not None and ref_clears_floor(vec, cert.floor)
+    certified = _clears(cert, cand)
     if (cert.status == "certified") != certified:
         raise _fail(
             "status", f"status {cert.status} but every covered agent >= floor is {certified}"
@@ -475,10 +570,12 @@ def _check_shortfall(cert: Certificate) -> None:
     for i, agent in enumerate(cert.covered):
         score = cert.scores[agent].calibrated
         value = score if score is not None else 0.0
-        unrounded = exact[i] if exact is not None and score is not None else 0.0
-        if unrounded < cert.floor:
+        # no score, or a fault (``None``), never clears the floor, even a floor of 0
+        unrounded = exact[i] if exact is not None and score is not None else None
+        if unrounded is None or unrounded < cert.floor:
             gap = round(cert.floor - value, 12)
-            expected.append((agent, value, gap if gap > 0 else cert.floor - unrounded))
+            low = 0.0 if unrounded is None else unrounded
+            expected.append((agent, value, gap if gap > 0 else cert.floor - low))
     got = [(s.agent, s.score, s.gap) for s in cert.shortfall]
     if got != expected:
         raise _fail("shortfall", f"shortfall {got} != recomputed {expected}")

@@ -52,8 +52,14 @@ any other exception (a ``TimeoutError`` of its own included: only the run's dead
 ``deadline_exceeded``) is a ``model_failure`` of that act, not re-asked, with the
 exception's type and text as the problem. ``KeyboardInterrupt``, ``SystemExit`` and
 cancellation are not participant failures: they propagate and the run is abandoned; so
-does the library's own :class:`~dissensus.errors.DissensusError` (the journal busy or
-unreachable under a model call, a setting), which stops the run as before.
+do a :class:`~dissensus.errors.ConfigError` (a setting of the run) and the journal's own
+errors (busy or unreachable under a model call, a key appended again, a journalled step
+that no longer reads), which stop the run as before, resumable. Any other of the
+library's :class:`~dissensus.errors.DissensusError` raised under a participant (an
+``InputError`` of a library call its code made, a model client's error) is that
+participant's ``model_failure``, and the run ends with its packet; the model client's
+budget refusal (``BudgetExceeded``) is a ``budget_exhausted``, which stops the run with
+its packet.
 
 Arguments. ``task``, ``agents`` (a sequence of participants with string ids, none given
 twice), ``config``, ``policy``, ``meter`` and ``clock`` are checked before any
@@ -82,7 +88,7 @@ from dissensus.dci.selection import compress, convergence, mean_scores, normalis
 from dissensus.dci.stages import STAGE_ACTS, request_bound, untyped_act
 from dissensus.dci.task import DCIConfig, ParticipantSpec, Task
 from dissensus.dci.workspace import ActFailure, ActRecord, CompactionPolicy, Workspace, render_view
-from dissensus.errors import ConfigError, DissensusError
+from dissensus.errors import ConfigError
 from dissensus.types import Usage
 
 __all__ = ["CallTrace", "DeliberationResult", "deliberate", "deliberate_sync", "request_bound"]
@@ -123,13 +129,44 @@ class _Abort(Exception):
         self.kind = kind
 
 
+_JOURNAL_FAULTS = frozenset(
+    {
+        "dissensus.store.errors.JournalError",
+        "dissensus.store.errors.JournalConflict",
+        "dissensus.pipeline.durable.UnreadableStep",
+    }
+)
+"""The journal's own errors (busy, unreachable, a key appended again with another
+payload, a journalled step that no longer reads), named by class so that the core
+imports no journal: raised under a participant's model call, they are the run's."""
+
+_BUDGET_REFUSED = "dissensus.llm.base.BudgetExceeded"
+"""The model client's refusal of a call over its budget (named, not imported: the core
+imports no model client)."""
+
+
+def _names(exc: BaseException) -> set[str]:
+    return {f"{c.__module__}.{c.__qualname__}" for c in type(exc).__mro__}
+
+
+def _runs_own(exc: Exception) -> bool:
+    """Whether an exception raised under a participant is the run's, not the
+    participant's: a :class:`ConfigError` (a setting of the run) or a journal fault.
+    Any other, the library's other errors included, is the participant's failure."""
+    return isinstance(exc, ConfigError) or bool(_names(exc) & _JOURNAL_FAULTS)
+
+
 def _as_failure(exc: Exception) -> ParticipantFailure:
     """A participant's exception as the failure it stands for: a
     :class:`ParticipantFailure` as it is; a reply that does not validate as an act
-    (``ValidationError``) an ``invalid_output``, re-asked; any other exception a
+    (``ValidationError``) an ``invalid_output``, re-asked; the model client's budget
+    refusal a ``budget_exhausted`` (the run stops, with its packet); any other exception
+    (the library's own :class:`~dissensus.errors.DissensusError` included) a
     ``model_failure`` of that participant, never an error of the run."""
     if isinstance(exc, ParticipantFailure):
         return exc
+    if _BUDGET_REFUSED in _names(exc):
+        return ParticipantFailure("budget_exhausted", str(exc))
     if isinstance(exc, ValidationError):
         first = exc.errors(include_url=False)[0]
         where = ".".join(str(part) for part in first["loc"]) or "reply"
@@ -272,10 +309,10 @@ class _Run:
                     "deadline_exceeded", f"the deadline of {self.cfg.deadline_s:g}s passed"
                 ) from None
             except Exception as exc:  # BaseException (Ctrl-C, exit, cancellation) propagates
-                if isinstance(exc, DissensusError):
-                    # The library's own error (the journal busy or unreachable under a model
-                    # call, a setting): the run's, not the participant's. It stops the run
-                    # as before, resumable; it is never a failure that sends a case to review.
+                if _runs_own(exc):
+                    # A setting of the run, or the journal busy or unreachable under a
+                    # model call: the run's, not the participant's. It stops the run as
+                    # before, resumable; it is never a failure that sends a case to review.
                     raise
                 failure = _as_failure(exc)
                 self.usage.add(failure.usage)
@@ -664,9 +701,11 @@ async def deliberate(
     the packet report the model client's own counts, re-asks and retries included.
     Always returns a packet; raises only :class:`ConfigError`, naming the argument, for
     a bad panel or an argument of the wrong kind (checked before any participant is
-    asked). A participant that raises or replies with something that is not an act
-    fails as a :class:`ParticipantFailure` would; Ctrl-C, ``SystemExit`` and
-    cancellation propagate.
+    asked). A participant that raises (the library's own errors included, say an
+    ``InputError`` of a library call its code made) or replies with something that is
+    not an act fails as a :class:`ParticipantFailure` would; Ctrl-C, ``SystemExit``,
+    cancellation, a :class:`ConfigError` and the journal's own errors (busy or
+    unreachable under a model call) propagate.
     """
     _check_call(task, agents, config, policy, meter, clock)
     cfg = config or task.dci
