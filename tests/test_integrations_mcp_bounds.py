@@ -3,13 +3,17 @@
 * ``route`` and ``vote`` refuse a panel or case over a bound of
   :mod:`dissensus.io.limits`, naming its place and field, as the CLI refuses the line;
 * concurrent calls naming one new journal all open it;
+* a client reading the server's answers off its stdout pipe sees every one of them.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
+import os
+import select
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import pytest
 
@@ -221,14 +225,50 @@ def test_the_reviewer_is_checked_before_the_server_serves(
     assert tool_data(resolved)["resolution"]["reviewer"] is None
 
 
+def _read_answers(stream: IO[bytes], wanted: int, *, timeout: float) -> dict[Any, Any]:
+    """The JSON-RPC messages a server wrote to ``stream`` (its stdout pipe), by id, once
+    ``wanted`` of them are read, or when ``timeout`` seconds pass with nothing new to read
+    (a request left unanswered: the client would wait forever) or the pipe ends.
+
+    The pipe's descriptor is read directly: a buffered ``readline`` takes every answer
+    already in the pipe into its buffer at once, and ``select`` on the descriptor then
+    waits for more while the answers it should return sit unread in that buffer (the
+    server's answers arrive together whenever the client reads late, on a loaded host)."""
+    fd = stream.fileno()
+    answers: dict[Any, Any] = {}
+    pending = b""
+    while len(answers) < wanted:
+        ready, _, _ = select.select([fd], [], [], timeout)
+        if not ready:
+            break
+        chunk = os.read(fd, 1 << 16)
+        if not chunk:
+            break
+        *lines, pending = (pending + chunk).split(b"\n")
+        for line in filter(bytes.strip, lines):
+            message = json.loads(line)
+            answers[message.get("id")] = message
+    return answers
+
+
+def test_answers_already_in_the_pipe_are_all_read() -> None:
+    """Answers that reached the pipe together, before the client read the first, are all
+    read (the pipe staying open, as a server's does while it serves): the reading of
+    the lone-surrogate test below, which a loaded host left waiting for answers it had
+    already taken from the pipe."""
+    read_end, write_end = os.pipe()
+    with open(read_end, "rb") as stream, open(write_end, "wb", buffering=0) as pipe:
+        assert _read_answers(stream, 1, timeout=0) == {}  # nothing yet: not waited for
+        pipe.write(b'{"id": 1}\n{"id": 50, "error": {}}\n\n{"id": 51}\n')
+        answers = _read_answers(stream, 3, timeout=60)
+        assert answers == {1: {"id": 1}, 50: {"id": 50, "error": {}}, 51: {"id": 51}}
+
+
 def test_a_lone_surrogate_escape_is_answered_not_dropped(tmp_path: Path) -> None:
     """A request holding a lone surrogate escape (``"\\ud800"``, not valid Unicode) was
     dropped by the SDK's reader without a word, the client waiting forever: a tool call
     is now answered with a JSON-RPC error, any other message dropped, and stderr names
     the request and where the surrogate is. A valid pair of escapes is left as it is."""
-    import json
-    import os
-    import select
     import subprocess
     import sys
 
@@ -253,19 +293,11 @@ def test_a_lone_surrogate_escape_is_answered_not_dropped(tmp_path: Path) -> None
     assert server.stdin is not None and server.stdout is not None
     server.stdin.write(("\n".join(lines) + "\n").encode())
     server.stdin.flush()
-    answers = {}
-    while len(answers) < 3:
-        # Generous: the first answer waits for the server's start (its imports), which
-        # takes long on a machine under load; only a request never answered ends this.
-        ready, _, _ = select.select([server.stdout], [], [], 240)
-        if not ready:  # a request left unanswered: the client would wait forever
-            server.kill()
-            break
-        line = server.stdout.readline()
-        if not line:
-            break
-        message = json.loads(line)
-        answers[message.get("id")] = message
+    # Generous: the first answer waits for the server's start (its imports), which takes
+    # long on a machine under load; only a request never answered ends this.
+    answers = _read_answers(server.stdout, 3, timeout=240)
+    if len(answers) < 3:
+        server.kill()
     server.stdin.close()
     server.wait(timeout=60)
     assert server.stderr is not None
