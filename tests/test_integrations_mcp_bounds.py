@@ -266,9 +266,10 @@ def test_answers_already_in_the_pipe_are_all_read() -> None:
 
 def test_a_lone_surrogate_escape_is_answered_not_dropped(tmp_path: Path) -> None:
     """A request holding a lone surrogate escape (``"\\ud800"``, not valid Unicode) was
-    dropped by the SDK's reader without a word, the client waiting forever: a tool call
-    is now answered with a JSON-RPC error, any other message dropped, and stderr names
-    the request and where the surrogate is. A valid pair of escapes is left as it is."""
+    dropped by the SDK's reader without a word, the client waiting forever: a request,
+    a tool call or another, is now answered with a JSON-RPC error, a notification
+    dropped, and stderr names the request and where the surrogate is. A valid pair of
+    escapes is left as it is."""
     import subprocess
     import sys
 
@@ -284,6 +285,7 @@ def test_a_lone_surrogate_escape_is_answered_not_dropped(tmp_path: Path) -> None
         '{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"reason":"\\udc00"}}',
         '{"jsonrpc":"2.0","id":51,"method":"tools/call","params":{"name":"bound",'
         '"arguments":{"agents":"\\ud83d\\ude00","rounds":1}}}',
+        '{"jsonrpc":"2.0","id":52,"method":"tools/list","params":{"cursor":"\\udfff"}}',
     ]
     server = subprocess.Popen(
         [sys.executable, "-m", "dissensus", "mcp"],
@@ -295,8 +297,8 @@ def test_a_lone_surrogate_escape_is_answered_not_dropped(tmp_path: Path) -> None
     server.stdin.flush()
     # Generous: the first answer waits for the server's start (its imports), which takes
     # long on a machine under load; only a request never answered ends this.
-    answers = _read_answers(server.stdout, 3, timeout=240)
-    if len(answers) < 3:
+    answers = _read_answers(server.stdout, 4, timeout=240)
+    if len(answers) < 4:
         server.kill()
     server.stdin.close()
     server.wait(timeout=60)
@@ -304,8 +306,8 @@ def test_a_lone_surrogate_escape_is_answered_not_dropped(tmp_path: Path) -> None
     err = server.stderr.read()
     server.stdout.close()
     server.stderr.close()
-    assert set(answers) == {1, 50, 51}, answers
-    assert answers[50]["error"]["code"] == -32602, answers[50]
+    assert set(answers) == {1, 50, 51, 52}, answers
+    assert answers[50]["error"]["code"] == answers[52]["error"]["code"] == -32602, answers
     text = answers[51]["result"]["content"][0]["text"]
     assert answers[51]["result"]["isError"] and "field 'agents'" in text, text
     logged = err.decode()
@@ -337,3 +339,32 @@ def test_an_argument_a_tool_does_not_take_is_refused_naming_it(tmp_path: Path) -
     assert "unknown argument 'thetaS'" in second and "theta_s" in second, second
     assert not (tmp_path / "mine.sqlite").exists()
     assert not list(tmp_path.glob("*.sqlite")), list(tmp_path.iterdir())
+
+
+def test_every_request_with_a_lone_surrogate_is_answered() -> None:
+    """Only a tool call holding a lone surrogate was answered: ``tools/list`` or
+    ``initialize`` with one was dropped, and its client waited forever. Every request,
+    whatever its method, becomes a stand-in the SDK answers with ``Invalid request
+    parameters`` under the same id; what waits for no answer (a notification, a
+    response to the server) is dropped."""
+    pytest.importorskip("mcp")
+    from dissensus.integrations.mcp import _unicode_checked
+
+    requests = {
+        "init": '{"jsonrpc":"2.0","id":"init","method":"initialize","params":{'
+        '"protocolVersion":"2025-06-18","capabilities":{},'
+        '"clientInfo":{"name":"\\ud800","version":"0"}}}',
+        7: '{"jsonrpc":"2.0","id":7,"method":"tools/list","params":{"cursor":"\\udc00"}}',
+        8: '{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"\\ud800"}}',
+        9: '{"jsonrpc":"2.0","id":9,"method":"no/such","params":{"\\ud800":1}}',
+    }
+    for ident, line in requests.items():
+        stand_in = json.loads(_unicode_checked(line + "\n"))
+        assert stand_in == {"jsonrpc": "2.0", "id": ident, "method": "tools/call",
+                            "params": {"name": None}}, line  # fmt: skip
+    waits_for_nothing = [
+        '{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"reason":"\\ud800"}}',
+        '{"jsonrpc":"2.0","id":3,"result":{"content":"\\ud800"}}',
+    ]
+    for line in waits_for_nothing:
+        assert _unicode_checked(line + "\n") == "\n", line
