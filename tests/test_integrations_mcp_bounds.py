@@ -3,13 +3,17 @@
 * ``route`` and ``vote`` refuse a panel or case over a bound of
   :mod:`dissensus.io.limits`, naming its place and field, as the CLI refuses the line;
 * concurrent calls naming one new journal all open it;
+* a client reading the server's answers off its stdout pipe sees every one of them.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
+import os
+import select
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import pytest
 
@@ -221,14 +225,51 @@ def test_the_reviewer_is_checked_before_the_server_serves(
     assert tool_data(resolved)["resolution"]["reviewer"] is None
 
 
+def _read_answers(stream: IO[bytes], wanted: int, *, timeout: float) -> dict[Any, Any]:
+    """The JSON-RPC messages a server wrote to ``stream`` (its stdout pipe), by id, once
+    ``wanted`` of them are read, or when ``timeout`` seconds pass with nothing new to read
+    (a request left unanswered: the client would wait forever) or the pipe ends.
+
+    The pipe's descriptor is read directly: a buffered ``readline`` takes every answer
+    already in the pipe into its buffer at once, and ``select`` on the descriptor then
+    waits for more while the answers it should return sit unread in that buffer (the
+    server's answers arrive together whenever the client reads late, on a loaded host)."""
+    fd = stream.fileno()
+    answers: dict[Any, Any] = {}
+    pending = b""
+    while len(answers) < wanted:
+        ready, _, _ = select.select([fd], [], [], timeout)
+        if not ready:
+            break
+        chunk = os.read(fd, 1 << 16)
+        if not chunk:
+            break
+        *lines, pending = (pending + chunk).split(b"\n")
+        for line in filter(bytes.strip, lines):
+            message = json.loads(line)
+            answers[message.get("id")] = message
+    return answers
+
+
+def test_answers_already_in_the_pipe_are_all_read() -> None:
+    """Answers that reached the pipe together, before the client read the first, are all
+    read (the pipe staying open, as a server's does while it serves): the reading of
+    the lone-surrogate test below, which a loaded host left waiting for answers it had
+    already taken from the pipe."""
+    read_end, write_end = os.pipe()
+    with open(read_end, "rb") as stream, open(write_end, "wb", buffering=0) as pipe:
+        assert _read_answers(stream, 1, timeout=0) == {}  # nothing yet: not waited for
+        pipe.write(b'{"id": 1}\n{"id": 50, "error": {}}\n\n{"id": 51}\n')
+        answers = _read_answers(stream, 3, timeout=60)
+        assert answers == {1: {"id": 1}, 50: {"id": 50, "error": {}}, 51: {"id": 51}}
+
+
 def test_a_lone_surrogate_escape_is_answered_not_dropped(tmp_path: Path) -> None:
     """A request holding a lone surrogate escape (``"\\ud800"``, not valid Unicode) was
-    dropped by the SDK's reader without a word, the client waiting forever: a tool call
-    is now answered with a JSON-RPC error, any other message dropped, and stderr names
-    the request and where the surrogate is. A valid pair of escapes is left as it is."""
-    import json
-    import os
-    import select
+    dropped by the SDK's reader without a word, the client waiting forever: a request,
+    a tool call or another, is now answered with a JSON-RPC error, a notification
+    dropped, and stderr names the request and where the surrogate is. A valid pair of
+    escapes is left as it is."""
     import subprocess
     import sys
 
@@ -244,6 +285,7 @@ def test_a_lone_surrogate_escape_is_answered_not_dropped(tmp_path: Path) -> None
         '{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"reason":"\\udc00"}}',
         '{"jsonrpc":"2.0","id":51,"method":"tools/call","params":{"name":"bound",'
         '"arguments":{"agents":"\\ud83d\\ude00","rounds":1}}}',
+        '{"jsonrpc":"2.0","id":52,"method":"tools/list","params":{"cursor":"\\udfff"}}',
     ]
     server = subprocess.Popen(
         [sys.executable, "-m", "dissensus", "mcp"],
@@ -253,27 +295,19 @@ def test_a_lone_surrogate_escape_is_answered_not_dropped(tmp_path: Path) -> None
     assert server.stdin is not None and server.stdout is not None
     server.stdin.write(("\n".join(lines) + "\n").encode())
     server.stdin.flush()
-    answers = {}
-    while len(answers) < 3:
-        # Generous: the first answer waits for the server's start (its imports), which
-        # takes long on a machine under load; only a request never answered ends this.
-        ready, _, _ = select.select([server.stdout], [], [], 240)
-        if not ready:  # a request left unanswered: the client would wait forever
-            server.kill()
-            break
-        line = server.stdout.readline()
-        if not line:
-            break
-        message = json.loads(line)
-        answers[message.get("id")] = message
+    # Generous: the first answer waits for the server's start (its imports), which takes
+    # long on a machine under load; only a request never answered ends this.
+    answers = _read_answers(server.stdout, 4, timeout=240)
+    if len(answers) < 4:
+        server.kill()
     server.stdin.close()
     server.wait(timeout=60)
     assert server.stderr is not None
     err = server.stderr.read()
     server.stdout.close()
     server.stderr.close()
-    assert set(answers) == {1, 50, 51}, answers
-    assert answers[50]["error"]["code"] == -32602, answers[50]
+    assert set(answers) == {1, 50, 51, 52}, answers
+    assert answers[50]["error"]["code"] == answers[52]["error"]["code"] == -32602, answers
     text = answers[51]["result"]["content"][0]["text"]
     assert answers[51]["result"]["isError"] and "field 'agents'" in text, text
     logged = err.decode()
@@ -305,3 +339,32 @@ def test_an_argument_a_tool_does_not_take_is_refused_naming_it(tmp_path: Path) -
     assert "unknown argument 'thetaS'" in second and "theta_s" in second, second
     assert not (tmp_path / "mine.sqlite").exists()
     assert not list(tmp_path.glob("*.sqlite")), list(tmp_path.iterdir())
+
+
+def test_every_request_with_a_lone_surrogate_is_answered() -> None:
+    """Only a tool call holding a lone surrogate was answered: ``tools/list`` or
+    ``initialize`` with one was dropped, and its client waited forever. Every request,
+    whatever its method, becomes a stand-in the SDK answers with ``Invalid request
+    parameters`` under the same id; what waits for no answer (a notification, a
+    response to the server) is dropped."""
+    pytest.importorskip("mcp")
+    from dissensus.integrations.mcp import _unicode_checked
+
+    requests = {
+        "init": '{"jsonrpc":"2.0","id":"init","method":"initialize","params":{'
+        '"protocolVersion":"2025-06-18","capabilities":{},'
+        '"clientInfo":{"name":"\\ud800","version":"0"}}}',
+        7: '{"jsonrpc":"2.0","id":7,"method":"tools/list","params":{"cursor":"\\udc00"}}',
+        8: '{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"\\ud800"}}',
+        9: '{"jsonrpc":"2.0","id":9,"method":"no/such","params":{"\\ud800":1}}',
+    }
+    for ident, line in requests.items():
+        stand_in = json.loads(_unicode_checked(line + "\n"))
+        assert stand_in == {"jsonrpc": "2.0", "id": ident, "method": "tools/call",
+                            "params": {"name": None}}, line  # fmt: skip
+    waits_for_nothing = [
+        '{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"reason":"\\ud800"}}',
+        '{"jsonrpc":"2.0","id":3,"result":{"content":"\\ud800"}}',
+    ]
+    for line in waits_for_nothing:
+        assert _unicode_checked(line + "\n") == "\n", line

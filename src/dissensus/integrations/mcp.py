@@ -89,11 +89,12 @@ Choices where the protocol and the design are silent:
 * **Lone surrogates**: a message whose JSON holds a lone surrogate escape
   (``"\\ud800"``) is not valid Unicode; the SDK's reader drops it without a word and
   the client would wait forever. The server's reader (:func:`_unicode_checked`) answers
-  a ``tools/call`` request with the JSON-RPC error ``Invalid request parameters`` (a
-  stand-in with the same id whose parameters do not validate: the SDK's answer names no
-  field), drops any other such message, and writes one stderr line naming the request
-  id and the path of the surrogate. It never turns the surrogate into U+FFFD, which a
-  decision could then be.
+  a request, whatever its method (``tools/call``, ``tools/list``, ``initialize``), with
+  the JSON-RPC error ``Invalid request parameters`` (a stand-in with the same id whose
+  parameters do not validate: the SDK's answer names no field), drops a notification
+  or a response, which wait for no answer, and writes one stderr line naming the
+  request id and the path of the surrogate. It never turns the surrogate into U+FFFD,
+  which a decision could then be.
 * **What a caller cannot reach**: tool arguments are untrusted. ``route`` serves the
   built-in similarity backends only (no ``module:function``); ``negotiate`` refuses
   function agents (they import server-side code) unless the server was started with
@@ -1110,12 +1111,13 @@ def _unicode_checked(line: str) -> str:
     """``line``, a message from the client, unless it holds a lone surrogate escape
     (``"\\ud800"``): the SDK would drop such a message without a word (it is not valid
     Unicode, so its JSON does not validate) and the client would wait for an answer
-    forever. A tool call is replaced by one with the same id whose parameters do not
-    validate, which the server answers with the JSON-RPC error ``Invalid request
-    parameters``; any other message is dropped. Either way one line on stderr names the
-    request id and where the surrogate is. The surrogate is never replaced by U+FFFD,
-    which would be a valid decision; a line without a surrogate escape is not parsed
-    here, and a valid message is never changed."""
+    forever. A request (a method and an id), whatever its method, is replaced by a tool
+    call with the same id whose parameters do not validate, which the server answers
+    with the JSON-RPC error ``Invalid request parameters``, before initialization as
+    after; a notification or a response is dropped. Either way one line on stderr names
+    the request id and where the surrogate is. The surrogate is never replaced by
+    U+FFFD, which would be a valid decision; a line without a surrogate escape is not
+    parsed here, and a valid message is never changed."""
     if _SURROGATE_ESCAPE.search(line) is None:
         return line
     try:
@@ -1128,7 +1130,7 @@ def _unicode_checked(line: str) -> str:
     ident = message.get("id") if isinstance(message, dict) else None
     if isinstance(ident, bool) or not isinstance(ident, int | str):
         ident = None
-    call = ident is not None and message.get("method") == "tools/call"
+    call = ident is not None and isinstance(message.get("method"), str)
     what = f"request {quote_short(str(ident))}" if ident is not None else "a message"
     done = "answered as invalid parameters" if call else "dropped"
     sys.stderr.write(
