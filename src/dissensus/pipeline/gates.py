@@ -9,7 +9,9 @@ Choices where the design is silent:
 
 * The guard checks the panel's votes as :func:`dissensus.guard.panel_votes` reads them
   (re-exported here): a vote's provenance is the agent's first evidence item that was
-  present, else ``parametric:<family or agent>``.
+  present and is not a model's own memory, else its first present item, else its first
+  item, else ``parametric:<family or agent>``; a parametric source is no evidence to the
+  guard, even marked present.
 * "Evidence-backed and independent" means guard invariants 1 and 2 hold, and 3 as well
   when the policy names a guard calibration, and the guard's answer is the panel's
   (untied) plurality.
