@@ -207,7 +207,13 @@ def _print_spec(spec: JsonObject) -> None:
     for agent, model in sorted(spec["models"].items()):
         out_console.print(f"  model of {shown(agent)}: {shown(model)}")
     for f in spec["files"]:
-        out_console.print(f"  {shown(f['role'])}: {shown(f['path'])} sha256 {f['sha256']}")
+        line = f"  {shown(f['role'])}: {shown(f['path'])} sha256 {f['sha256']}"
+        content = spec.get("acceptance_sha256")
+        if f["role"] == "acceptance.model" and content and content != f["sha256"]:
+            # The file's bytes, above; its records quote the hash the file states of its
+            # content (``file_sha256``), which is another digest of the same file.
+            line += f" (content sha256 {content}, the file_sha256 its records quote)"
+        out_console.print(line)
     # A hold (spec["shift_hold"]) is said with the run's suspensions, by runs show.
 
 
