@@ -36,3 +36,25 @@ def test_a_usage_error_names_the_help_of_its_command(
     assert res.err.startswith(f"error: {message}"), res.err
     assert res.err.rstrip("\n").endswith(f"(see: {path} --help)"), res.err
     assert len(res.err.strip().splitlines()) == 1
+
+
+def _commands(command: object, path: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    found = [path]
+    for name, sub in (getattr(command, "commands", None) or {}).items():
+        found += _commands(sub, (*path, name))
+    return found
+
+
+def test_switches_are_shown_without_a_value_in_every_help() -> None:
+    """``--help`` listed every switch with a value (``--json <bool>``), and ``--json
+    true`` is a usage error: a switch shows no value, an option still shows its type."""
+    from dissensus.cli import _command
+
+    paths = _commands(_command())
+    assert ("route",) in paths and ("runs", "show") in paths
+    for path in paths:
+        res = cli(*path, "--help", env={"COLUMNS": "200"})
+        assert res.code == 0, (path, res.err)
+        assert "<bool>" not in res.out, (path, res.out)
+        assert "--help" in res.out
+    assert "<float>" in cli("route", "--help", env={"COLUMNS": "200"}).out

@@ -95,10 +95,33 @@ def _named_command(argv: list[str]) -> str:
 
 @functools.cache
 def _command() -> Any:
-    """The click command tree of :data:`app` (what ``app(...)`` builds on every call)."""
+    """The click command tree of :data:`app` (what ``app(...)`` builds on every call),
+    its switches shown in ``--help`` without a value (:func:`_switches_take_no_value`)."""
     from typer.main import get_command
 
-    return get_command(app)
+    command = get_command(app)
+    _switches_take_no_value(command)
+    return command
+
+
+def _switches_take_no_value(command: Any) -> None:
+    """Show every switch of ``command`` and its subcommands (``--json``, ``--help``, ...)
+    without a value in ``--help``: the help listed ``--json <bool>``, and ``--json
+    true`` is a usage error. An empty metavar is what the help prints for them."""
+    for param in getattr(command, "params", []):
+        if getattr(param, "is_flag", False) and param.metavar is None:
+            param.metavar = ""
+    make_help = command.get_help_option
+
+    def get_help_option(ctx: Any) -> Any:
+        option = make_help(ctx)
+        if option is not None and option.metavar is None:
+            option.metavar = ""
+        return option
+
+    command.get_help_option = get_help_option
+    for sub in (getattr(command, "commands", None) or {}).values():
+        _switches_take_no_value(sub)
 
 
 def _terminate(signum: int, frame: FrameType | None) -> None:
