@@ -90,3 +90,19 @@ def test_missing_or_unusable_usage_is_estimated(usage: Any) -> None:
     )
     assert got.text == "I cannot." and got.model == "m" and got.finish_reason is None
     assert got.prompt_tokens > 0 and got.completion_tokens > 0
+
+
+def test_content_given_as_text_parts_is_read_as_their_text_in_order() -> None:
+    """Some OpenAI-compatible servers answer ``content`` as a list of parts: the member
+    failed after every retry ("response message has no text"), the same each time."""
+    backend = OpenAIBackend("m", base_url="http://127.0.0.1:9/v1")
+    parts = [
+        {"type": "text", "text": "The answer "},
+        {"type": "image_url", "image_url": {"url": "data:,"}},
+        {"text": "is 7."},
+        "stray",
+    ]
+    got = backend._read({"choices": [{"message": {"content": parts}}]}, ARGS)
+    assert got.text == "The answer is 7."
+    empty = backend._read({"choices": [{"message": {"content": [], "refusal": "no"}}]}, ARGS)
+    assert empty.text == "no"

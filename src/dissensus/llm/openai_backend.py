@@ -571,7 +571,16 @@ class OpenAIBackend:
         choice = choices[0] if isinstance(choices[0], dict) else {}
         message = choice.get("message")
         message = message if isinstance(message, dict) else {}
-        text = message.get("content") or message.get("refusal") or ""
+        content = message.get("content")
+        if isinstance(content, list):  # content parts (some servers): their text, in order
+            content = "".join(
+                part["text"]
+                for part in content
+                if isinstance(part, dict)
+                and part.get("type", "text") == "text"
+                and isinstance(part.get("text"), str)
+            )
+        text = content or message.get("refusal") or ""
         if not isinstance(text, str):
             raise BackendError(
                 "response message has no text", kind="malformed_response", retryable=True
