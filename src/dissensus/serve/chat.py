@@ -57,9 +57,9 @@ Choices where the design is silent:
   waiting on its members when the grace is over, or arriving during it, is answered
   ``503`` ``shutting_down`` with ``Retry-After`` and ``x-should-retry: true`` (nothing
   was journalled: asking again, of another replica or of this server restarted, is
-  safe). A streaming request gets that ``503`` in the stream's own format: one
-  ``data: {"error": ...}`` event, then ``data: [DONE]`` (the stream was asked for; the
-  status still tells an SDK what happened). A request whose decision is running is
+  safe). A streaming request gets the same JSON error body, as OpenAI's API answers a
+  stream it refuses before it starts: the official SDK reads an error status's body as
+  JSON, and from an event stream it kept neither ``code`` nor message. A request whose decision is running is
   answered normally: a case is never cut in half; a decision whose follow-up model
   calls had to be cut off ends as a failed follow-up does, and one that does not end
   even then is answered ``503`` ``shutting_down_case_unfinished`` naming its case, with
@@ -164,7 +164,7 @@ RETRY_AFTER_S = 1
 """``Retry-After`` of the shutdown ``503`` (seconds)."""
 
 
-def _error(exc: ChatError, *, stream: bool = False) -> Response:
+def _error(exc: ChatError) -> Response:
     headers: dict[str, str] = {}
     if exc.status == 401:
         headers["WWW-Authenticate"] = "Bearer"
@@ -173,12 +173,6 @@ def _error(exc: ChatError, *, stream: bool = False) -> Response:
     elif exc.code == SHUTTING_DOWN:
         headers["x-should-retry"] = "true"
         headers["Retry-After"] = str(RETRY_AFTER_S)
-        if stream:
-            body = _event(json.dumps(exc.body(), ensure_ascii=False)) + _event("[DONE]")
-            headers["Cache-Control"] = "no-store"
-            return Response(
-                body, status_code=exc.status, media_type="text/event-stream", headers=headers
-            )
     return JSONResponse(exc.body(), status_code=exc.status, headers=headers or None)
 
 
@@ -319,7 +313,7 @@ def _event(data: str) -> str:
                 500: "The pipeline failed, or an error no handler expected "
                 "(`x-should-retry: false`).",
                 503: "The journal is unreachable or busy, or the server is shutting down "
-                "(`shutting_down`, `Retry-After`; with `stream: true` as an error event).",
+                "(`shutting_down`, `Retry-After`; with `stream: true` too, as JSON).",
                 504: "The request took longer than the server's `--timeout`; once its case "
                 "was handed to the journal, `timeout_case_journalled` and `dissensus` "
                 "name the case to poll.",
@@ -369,7 +363,7 @@ async def chat_completions(request: Request) -> Response:
             asked = await run_in_threadpool(lambda: chat.check(_json(raw)))
         completion = await _unless_gone(request, chat.acomplete(asked, on_decide=handed_off))
     except ChatError as exc:
-        return _error(exc, stream=asked is not None and bool(asked.stream))
+        return _error(exc)
     except Exception:
         log.exception("chat completion failed")
         return _error(ChatError(500, "internal error", type="server_error", code="internal"))

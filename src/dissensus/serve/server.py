@@ -14,8 +14,8 @@ Chat requests (``POST /v1/chat/completions``) are drained the same way, by
 :meth:`~dissensus.panels.PanelChat.adrain` on the same grace: a request whose members
 answer within it is answered as usual; one still waiting on its members then is ended
 (its members cancelled, nothing journalled) with OpenAI's error body, ``503``
-``shutting_down``, ``Retry-After`` and ``x-should-retry: true`` (a streaming request gets
-it as an error event before ``data: [DONE]``), rather than being cancelled by uvicorn's
+``shutting_down``, ``Retry-After`` and ``x-should-retry: true`` (a streaming request
+too, as JSON, before its stream starts), rather than being cancelled by uvicorn's
 timeout into a bare ``500`` with a traceback. A request whose decision is already
 running gets the same grace and is answered normally (a decision takes milliseconds; a
 case is never left half journalled). A decision still running when the grace is over
