@@ -171,7 +171,15 @@ import signal
 import threading
 import time
 from collections import Counter, deque
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Collection, Iterable, Iterator
+from collections.abc import (
+    AsyncGenerator,
+    AsyncIterator,
+    Callable,
+    Collection,
+    Coroutine,
+    Iterable,
+    Iterator,
+)
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, NamedTuple, TypeAlias, cast
@@ -800,7 +808,9 @@ class RayExecutor:
                     # After a deadline the run loop journals what it was handed.
                     end = ctx.stop_at
                     late = end is not None and asyncio.get_running_loop().time() >= end
-                    await flight.abandon(handed=cancelled and not late)
+                    # Settled to the end even when cancelled again meanwhile (an
+                    # interrupt's ``asyncio.run`` cancels its tasks once more: _settling).
+                    await _settling(flight.abandon(handed=cancelled and not late))
             finally:
                 _release(actors)
 
@@ -830,6 +840,29 @@ class RayExecutor:
             info["worker_cpu_s"] += result.cpu_s
             info["driver_decode_cpu_s"] += decode_s
             yield outcomes
+
+
+async def _settling(settle: Coroutine[Any, Any, None]) -> None:
+    """Await ``settle`` (a run's abandon: :meth:`_Flight.abandon`) to its end whatever
+    cancels the awaiting task meanwhile, then raise the cancellation it got, if any. An
+    interrupted run is cancelled more than once: its task and the task it awaits, when
+    the loop stops (``asyncio.run`` cancels every task left); a second cancellation
+    landing while the workers are being stopped left every reservation in flight open,
+    charged in full on resume (nearly the whole budget left). A second *signal* still
+    stops the command at once (the command line raises it where it lands)."""
+    task = asyncio.ensure_future(settle)
+    cancelled = False
+    while True:
+        try:
+            await asyncio.shield(task)
+        except asyncio.CancelledError:
+            if task.done():  # the settling itself was cancelled, not the awaiting task
+                raise
+            cancelled = True
+            continue
+        break
+    if cancelled:
+        raise asyncio.CancelledError
 
 
 class _Handover:
