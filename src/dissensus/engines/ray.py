@@ -93,7 +93,10 @@ Choices where the design is silent:
   (:func:`_restarted`, at most :data:`_RESTART_S` later: a block sent while Ray is still
   restarting the worker fails without running), under a new reservation (the next
   attempt), the dead attempt's reservation staying open and charged in full (its spend
-  is unknown). A block is a pure function of the input and the journal's seed, so a
+  is unknown); when the open reservations would leave the block less than its share of
+  what is left, the blocks in flight are taken back first, ahead of their turn, and what
+  they did not spend is free again for it (:meth:`_Flight._make_room`: otherwise, with an
+  ample budget, the block was sent again with an allowance of 0 and its records changed). A block is a pure function of the input and the journal's seed, so a
   retry gives the same events. A death is the worker's process dying (Ray's
   ``RayActorError``: killed, crashed, or a worker that cannot start) or Ray's memory
   monitor killing it (``OutOfMemoryError``); it counts against the block the driver
@@ -1030,13 +1033,40 @@ class _Ledger:
         from dissensus.pipeline.run_events import ModelSettled
         from dissensus.store.journal import NewEvent
 
-        self.open.pop(key)
-        self.calls += result.spent_calls
-        self.tokens += result.spent_tokens
+        self.release(key, result)
         payload = ModelSettled(
             reservation=key, attempts=result.spent_calls, tokens=result.spent_tokens
         ).payload()
         return NewEvent(ev.MODEL_SETTLED, payload, _settled_key(key))
+
+    def release(self, key: str, result: _BlockResult) -> None:
+        """The block of reservation ``key`` is back (its worker spends nothing more): what
+        it spent is charged, the rest of its allowance is free again (once: its
+        settlement, :meth:`settle`, may follow)."""
+        if self.open.pop(key, None) is not None:
+            self.calls += result.spent_calls
+            self.tokens += result.spent_tokens
+
+    def starved(self, waiting: int) -> bool:
+        """Whether the open reservations hold so much that the next block (``waiting``
+        still to be sent, this one included) would get less than its share of what is
+        left (:func:`_share`): after a worker's death, whose reservation is charged in
+        full, until the blocks in flight are back."""
+        if not self.limited:
+            return False
+        slots = min(self.slots, len(self.open) + waiting)
+        held_calls = sum(a["calls"] or 0 for a in self.open.values())
+        held_tokens = sum(a["tokens"] or 0 for a in self.open.values())
+        for limit, spent, held in (
+            (self.max_calls, self.calls, held_calls),
+            (self.max_tokens, self.tokens, held_tokens),
+        ):
+            if limit is None:
+                continue
+            left = limit - spent
+            if _share(left, slots, left - held) < _share(left, slots, left):
+                return True
+        return False
 
     def abandoned(self, key: str, attempts: int, tokens: int) -> NewEvent:
         """The ``model.settled`` of a reservation whose block the run abandoned (its events
@@ -1164,6 +1194,8 @@ class _Flight:
         """The results of the blocks handed to the run loop (their cases decoded, and
         dropped: what the worker spent, in all and by case), by reservation key, until
         their settlement is journalled with their last case."""
+        self.early: dict[str, tuple[_BlockResult, list[Outcome], float]] = {}
+        """Blocks taken back ahead of their turn (:meth:`_make_room`), by reservation key."""
 
     def start(self) -> None:
         for _ in range(_DEPTH):
@@ -1195,7 +1227,11 @@ class _Flight:
         while True:
             sent = self.flight[0]
             try:
-                result, outcomes, decode_s = await asyncio.to_thread(_take, sent.ref)
+                early = self.early.pop(sent.reservation, None) if sent.reservation else None
+                if early is not None:
+                    result, outcomes, decode_s = early
+                else:
+                    result, outcomes, decode_s = await asyncio.to_thread(_take, sent.ref)
             except deaths as exc:
                 self.ledger.lose(sent.reservation)
                 if not self.deaths.died(sent.block.index):
@@ -1214,6 +1250,7 @@ class _Flight:
                 # Ray is still restarting fails at once, an attempt lost for nothing.
                 await asyncio.to_thread(_restarted, sent.actor)
                 waiting = len(self.waiting) + 1
+                await self._make_room(waiting)
                 self.flight[0] = self._send(sent.actor, sent.block, sent.seed, waiting)
                 continue
             break
@@ -1240,6 +1277,29 @@ class _Flight:
                 self.ctx.journal.append_batch(self.ctx.run_id, [settled])
         self._next_to(sent.actor)
         return result, outcomes, decode_s
+
+    async def _make_room(self, waiting: int) -> None:
+        """Before a dead worker's block is sent again: when the open reservations leave
+        it less than its share (:meth:`_Ledger.starved`: the dead attempt is charged its
+        whole reservation, its spend unknown, and the blocks in flight hold the rest),
+        take the blocks in flight back first, ahead of their turn, so that what they did
+        not spend is free again for it (with an ample budget it then gets what an
+        undisturbed block gets, and its records are the same). A block whose worker
+        died too, or stopped at the deadline, is left for its turn."""
+        deaths = _deaths()
+        for sent in list(self.flight)[1:]:
+            if not self.ledger.starved(waiting):
+                return
+            key = sent.reservation
+            if key is None or key in self.early:
+                continue
+            try:
+                taken = await asyncio.to_thread(_take, sent.ref)
+            except deaths:
+                continue  # its turn raises it again (Ray keeps the error)
+            self.early[key] = taken
+            if not taken[0].late:
+                self.ledger.release(key, taken[0])
 
     async def abandon(self, *, handed: bool) -> None:
         """The run stopped before its blocks were all journalled: stop the workers of the
