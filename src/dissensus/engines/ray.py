@@ -1626,7 +1626,11 @@ class _Router:
                 keep_rows=self.spec["keep_rows"],
                 numbered=True,
             )
-            lines = out.getvalue().splitlines()
+            # Records end with "\n" only: an id's U+2028, U+0085 or \x1c-\x1e (which
+            # str.splitlines splits at) is part of its record, written raw.
+            lines = out.getvalue().split("\n")
+            if lines and not lines[-1]:
+                lines.pop()
             states = Counter({str(state): n for state, n in tally.states.items()})
             actions = tally.actions
             rows = tally.rows
