@@ -1681,7 +1681,9 @@ def route_ray(
         name = path
         if not Path(path).is_file():
             raise InputError(f"file not found: {path}")
-        blocks = plan_blocks(path, opts.lines_per_block)
+        # The workers read the file themselves, their working directory not the
+        # driver's (a cluster's is wherever it was started): an absolute path.
+        blocks = plan_blocks(str(Path(path).resolve()), opts.lines_per_block)
     tally = RouteTally()
     if not blocks:
         return tally
