@@ -129,7 +129,12 @@ Choices where the design is silent:
 * **Cluster.** Without ``--ray-address`` a local Ray instance is started with
   ``--workers`` CPUs (default: all), no dashboard; with an address the driver joins that
   cluster, whose workers must see the input file at the same path and have
-  ``dissensus`` installed. Standard input is sent to the workers inside the blocks.
+  ``dissensus`` installed. Each worker takes one CPU: ``--workers`` above the cluster's
+  CPUs (all of its nodes', busy or not) is refused once joined, a setting to fix (exit
+  2 naming ``workers`` and the cluster's CPUs, before ``decide`` creates its run),
+  rather than capped: a worker beyond them would never be scheduled (the run waited for
+  it for ever), and a cap would run narrower than asked without a word. Standard input
+  is sent to the workers inside the blocks.
   ``ray.init`` makes SIGTERM end the driver at once (``sys.exit(15)`` wherever it lands:
   exit 15 and Ray's crash report on stderr); a handler the program had (the command
   line's, which makes SIGTERM an interrupt: exit 130 naming the resume command) is put
@@ -421,9 +426,19 @@ def ensure_ray(options: RayOptions) -> int:
         # out of the collector's generations, so its full passes (which the journal's
         # appends trigger) walk only what the run itself keeps.
         gc.freeze()
+    cpus = int(ray.cluster_resources().get("CPU", 0))
     if options.workers:
+        if options.workers > cpus:
+            # Each worker takes a CPU: one beyond the cluster's would never be scheduled,
+            # and the run would wait for it for ever.
+            where = f"the Ray cluster at {options.address!r}" if options.address else "Ray"
+            raise ConfigError(
+                f"--workers {options.workers} is more than the {cpus} CPU(s) of {where} "
+                f"(each worker takes one): use --workers {max(1, cpus)} or fewer",
+                field="workers",
+            )
         return options.workers
-    return max(1, int(ray.cluster_resources().get("CPU", 1)))
+    return max(1, cpus)
 
 
 def _own_sigterm() -> Any:
