@@ -135,6 +135,9 @@ Choices where the design is silent:
   rather than capped: a worker beyond them would never be scheduled (the run waited for
   it for ever), and a cap would run narrower than asked without a word. Standard input
   is sent to the workers inside the blocks.
+  A ``HOST:PORT`` address where nothing accepts a connection within :data:`_PROBE_S`
+  is refused before ``ray.init`` (which retries it for minutes): exit 2 naming
+  ``ray_address`` (:func:`_probe`; ``auto`` and ``ray://`` are left to Ray).
   ``ray.init`` makes SIGTERM end the driver at once (``sys.exit(15)`` wherever it lands:
   exit 15 and Ray's crash report on stderr); a handler the program had (the command
   line's, which makes SIGTERM an interrupt: exit 130 naming the resume command) is put
@@ -407,6 +410,8 @@ def ensure_ray(options: RayOptions) -> int:
         else:
             if options.workers:
                 kwargs["num_cpus"] = options.workers
+        if options.address:
+            _probe(options.address)
         own = _own_sigterm()
         try:
             ray.init(**kwargs)
@@ -439,6 +444,36 @@ def ensure_ray(options: RayOptions) -> int:
             )
         return options.workers
     return max(1, cpus)
+
+
+_PROBE_S = 5.0
+"""Seconds the driver waits for a ``HOST:PORT`` cluster address to accept a connection
+before it calls the cluster unreachable (:func:`_probe`)."""
+
+
+def _probe(address: str) -> None:
+    """Refuse a ``HOST:PORT`` cluster ``address`` where nothing accepts a connection
+    (:class:`~dissensus.errors.ConfigError` naming ``ray_address``): ``ray.init`` would
+    retry it for minutes before it gives up. ``auto``, ``local`` and ``ray://`` (or any
+    other scheme) are left to Ray."""
+    import socket
+
+    if "://" in address or address in ("auto", "local"):
+        return
+    host, sep, port = address.rpartition(":")
+    if not sep or not port.isdigit():
+        return
+    host = host.removeprefix("[").removesuffix("]") or "127.0.0.1"
+    try:
+        with socket.create_connection((host, int(port)), timeout=_PROBE_S):
+            return
+    except OSError as exc:
+        reason = exc.strerror or str(exc) or type(exc).__name__
+    raise ConfigError(
+        f"cannot join the Ray cluster at {address!r} (--ray-address): nothing accepts a "
+        f"connection at {host}:{port} ({reason})",
+        field="ray_address",
+    )
 
 
 def _own_sigterm() -> Any:
