@@ -177,6 +177,7 @@ import dataclasses
 import gc
 import io
 import json
+import logging
 import os
 import signal
 import threading
@@ -404,7 +405,14 @@ def ensure_ray(options: RayOptions) -> int:
     ray = _ray()
     if not ray.is_initialized():
         # Keyword arguments of ray.init, passed through as they are.
-        kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False}
+        kwargs: dict[str, Any] = {
+            "include_dashboard": False,
+            "log_to_driver": False,
+            # Ray's own INFO and WARNING lines (its start, a cluster joined) are not the
+            # command's output: its errors are still shown, and a worker's error comes
+            # back to the driver with the block it failed (Ray's exception).
+            "logging_level": logging.ERROR,
+        }
         if options.address:
             kwargs["address"] = options.address
         else:
@@ -525,6 +533,8 @@ def _dataset(items: list[_Row]) -> Any:
     ctx = ray.data.DataContext.get_current()
     ctx.execution_options.preserve_order = True
     ctx.enable_progress_bars = False
+    # Ray Data's logger is its own (a line per dataset started and finished on stderr).
+    logging.getLogger("ray.data").setLevel(logging.ERROR)
     return ray.data.from_items(items, override_num_blocks=max(1, len(items)))
 
 
