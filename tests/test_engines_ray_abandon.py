@@ -26,19 +26,26 @@ MAX_CALLS = 2000
 """Ample for the 480 calls of the run (and of its resume), not for two runs' reservations."""
 
 
-async def _interrupted(journal: Journal, calls: Path) -> None:
-    """Decide run K on Ray and cancel it (as an interrupt does) once its workers sent calls."""
+async def _interrupted(journal: Journal, calls: Path, cancels: int = 1) -> None:
+    """Decide run K on Ray and cancel it (as an interrupt does) once its workers sent
+    calls; ``cancels`` > 1: cancelled again after each turn of the loop, as an interrupt
+    of the command line does (``asyncio.run`` cancels every task left, a cancelled
+    task's awaited one included, while the first cancellation is being handled)."""
     options = RayOptions(workers=2, lines_per_block=20)
     task = asyncio.ensure_future(_collect(decide_ray(journal, "K", options=options)))
     while not task.done() and _sent(calls) == 0:
         await asyncio.sleep(0.005)
     assert not task.done(), "the run ended before it could be interrupted"
     task.cancel()
+    for _ in range(cancels - 1):
+        await asyncio.sleep(0)
+        task.cancel()
     await asyncio.gather(task, return_exceptions=True)
 
 
+@pytest.mark.parametrize("cancels", [1, 3])
 def test_an_interrupted_ray_run_resumes_to_the_records_of_an_uninterrupted_one(
-    ray_instance: Any, tmp_path: Path
+    ray_instance: Any, tmp_path: Path, cancels: int
 ) -> None:
     for name in ("fresh", "cut"):
         (tmp_path / name).mkdir()
@@ -47,7 +54,7 @@ def test_an_interrupted_ray_run_resumes_to_the_records_of_an_uninterrupted_one(
         expected = asyncio.run(_collect(execute_run(fresh, "K")))
     path, calls = _live(tmp_path / "cut", MAX_CALLS)
     with Journal(path) as journal:
-        asyncio.run(_interrupted(journal, calls))
+        asyncio.run(_interrupted(journal, calls, cancels))
         sent = _sent(calls)
         assert open_reservations(journal, "K") == {}  # every block in flight was settled
         abandoned = [

@@ -59,3 +59,33 @@ def test_a_cluster_that_cannot_be_joined_is_exit_2_and_creates_no_run(
         cwd=tmp_path,
     )  # fmt: skip
     assert routed.returncode == 2 and "cannot join the Ray cluster" in routed.stderr
+
+
+def _closed_port() -> int:
+    """A loopback port where nothing listens (bound, then closed)."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_a_host_and_port_where_nothing_listens_is_exit_2_at_once(tmp_path: Path) -> None:
+    """Ray retried such an address for minutes (``Failed to connect to GCS``): the
+    driver tries a connection first and refuses it (the subprocess's timeout bounds it)."""
+    address = f"127.0.0.1:{_closed_port()}"
+    journal = tmp_path / "j.sqlite"
+    got = _dissensus(
+        "decide", str(SWAP), "--engine", "ray", "--ray-address", address,
+        "--journal", str(journal), cwd=tmp_path,
+    )  # fmt: skip
+    assert got.returncode == 2, got.stderr[-2000:]
+    (line,) = got.stderr.strip().splitlines()
+    assert "field 'ray_address'" in line and f"cannot join the Ray cluster at {address!r}" in line
+    assert "--ray-address" in line
+    assert not journal.exists()
+    routed = _dissensus(
+        "route", str(SWAP), "--similarity", "tfidf", "--engine", "ray", "--ray-address", address,
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert routed.returncode == 2 and "cannot join the Ray cluster" in routed.stderr

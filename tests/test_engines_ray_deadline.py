@@ -110,6 +110,7 @@ def test_a_late_block_stops_the_driver_as_its_deadline(tmp_path: Path) -> None:
     sent = ray_engine._Sent("ref", "actor", None, [], "reserved/0/1")  # type: ignore[arg-type]
     flight.flight = __import__("collections").deque([sent])
     flight.ledger = _Ledger()  # type: ignore[assignment]
+    flight.early = {}
 
     def take(ref: Any) -> Any:
         return late, [], 0.0

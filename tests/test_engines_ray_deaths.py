@@ -24,6 +24,7 @@ from dissensus.engines import ray as ray_engine
 from dissensus.engines.blocks import plan_blocks
 from dissensus.engines.ray import RayOptions, decide_ray
 from dissensus.errors import DissensusError
+from dissensus.pipeline import execute_run
 from dissensus.pipeline.durable import open_reservations
 from dissensus.store import Journal
 from test_engines_ray import (
@@ -149,3 +150,34 @@ def test_cli_decide_on_ray_stops_with_one_line_and_runs_resume_finishes_it(
     assert got and all(r["id"] for r in got)
     verify = cli("runs", "verify", "C", "--journal", journal)
     assert verify.code == 0, verify.out + verify.err
+
+
+def test_a_block_sent_again_after_its_worker_died_keeps_an_ample_budget(
+    ray_instance: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker dies once on block 0 (and on the block queued behind it), the budget is
+    ample: the dead attempt is charged its whole reservation (its spend unknown), yet the
+    block sent again gets an allowance (the blocks in flight are taken back first, what
+    they did not spend free again), so the records are those of a local run."""
+    from test_engines_ray import _live
+
+    for name in ("local", "ray"):
+        (tmp_path / name).mkdir()
+    local_path, _ = _live(tmp_path / "local", AMPLE)
+    with Journal(local_path) as local:
+        expected = asyncio.run(_collect(execute_run(local, "K")))
+    path, _ = _live(tmp_path / "ray", AMPLE)
+    marker = tmp_path / "killed"
+    monkeypatch.setenv(ray_engine.FAULT_ENV, f"0:{marker}:1")
+    with Journal(path) as journal:
+        options = RayOptions(workers=2, lines_per_block=80)
+        got = asyncio.run(_collect(decide_ray(journal, "K", options=options)))
+        assert len(marker.read_text().splitlines()) == 1  # the worker really died
+        again = journal.get("K", "reserved/0/1")
+        assert again is not None and again.payload["calls"] > 0
+        assert journal.verify("K").ok
+    assert got == expected
+
+
+AMPLE = 100_000
+"""Calls allowed: far more than the 480 the run makes."""

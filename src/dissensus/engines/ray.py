@@ -93,7 +93,10 @@ Choices where the design is silent:
   (:func:`_restarted`, at most :data:`_RESTART_S` later: a block sent while Ray is still
   restarting the worker fails without running), under a new reservation (the next
   attempt), the dead attempt's reservation staying open and charged in full (its spend
-  is unknown). A block is a pure function of the input and the journal's seed, so a
+  is unknown); when the open reservations would leave the block less than its share of
+  what is left, the blocks in flight are taken back first, ahead of their turn, and what
+  they did not spend is free again for it (:meth:`_Flight._make_room`: otherwise, with an
+  ample budget, the block was sent again with an allowance of 0 and its records changed). A block is a pure function of the input and the journal's seed, so a
   retry gives the same events. A death is the worker's process dying (Ray's
   ``RayActorError``: killed, crashed, or a worker that cannot start) or Ray's memory
   monitor killing it (``OutOfMemoryError``); it counts against the block the driver
@@ -126,7 +129,15 @@ Choices where the design is silent:
 * **Cluster.** Without ``--ray-address`` a local Ray instance is started with
   ``--workers`` CPUs (default: all), no dashboard; with an address the driver joins that
   cluster, whose workers must see the input file at the same path and have
-  ``dissensus`` installed. Standard input is sent to the workers inside the blocks.
+  ``dissensus`` installed. Each worker takes one CPU: ``--workers`` above the cluster's
+  CPUs (all of its nodes', busy or not) is refused once joined, a setting to fix (exit
+  2 naming ``workers`` and the cluster's CPUs, before ``decide`` creates its run),
+  rather than capped: a worker beyond them would never be scheduled (the run waited for
+  it for ever), and a cap would run narrower than asked without a word. Standard input
+  is sent to the workers inside the blocks.
+  A ``HOST:PORT`` address where nothing accepts a connection within :data:`_PROBE_S`
+  is refused before ``ray.init`` (which retries it for minutes): exit 2 naming
+  ``ray_address`` (:func:`_probe`; ``auto`` and ``ray://`` are left to Ray).
   ``ray.init`` makes SIGTERM end the driver at once (``sys.exit(15)`` wherever it lands:
   exit 15 and Ray's crash report on stderr); a handler the program had (the command
   line's, which makes SIGTERM an interrupt: exit 130 naming the resume command) is put
@@ -166,12 +177,21 @@ import dataclasses
 import gc
 import io
 import json
+import logging
 import os
 import signal
 import threading
 import time
 from collections import Counter, deque
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Collection, Iterable, Iterator
+from collections.abc import (
+    AsyncGenerator,
+    AsyncIterator,
+    Callable,
+    Collection,
+    Coroutine,
+    Iterable,
+    Iterator,
+)
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, NamedTuple, TypeAlias, cast
@@ -385,12 +405,21 @@ def ensure_ray(options: RayOptions) -> int:
     ray = _ray()
     if not ray.is_initialized():
         # Keyword arguments of ray.init, passed through as they are.
-        kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False}
+        kwargs: dict[str, Any] = {
+            "include_dashboard": False,
+            "log_to_driver": False,
+            # Ray's own INFO and WARNING lines (its start, a cluster joined) are not the
+            # command's output: its errors are still shown, and a worker's error comes
+            # back to the driver with the block it failed (Ray's exception).
+            "logging_level": logging.ERROR,
+        }
         if options.address:
             kwargs["address"] = options.address
         else:
             if options.workers:
                 kwargs["num_cpus"] = options.workers
+        if options.address:
+            _probe(options.address)
         own = _own_sigterm()
         try:
             ray.init(**kwargs)
@@ -410,9 +439,49 @@ def ensure_ray(options: RayOptions) -> int:
         # out of the collector's generations, so its full passes (which the journal's
         # appends trigger) walk only what the run itself keeps.
         gc.freeze()
+    cpus = int(ray.cluster_resources().get("CPU", 0))
     if options.workers:
+        if options.workers > cpus:
+            # Each worker takes a CPU: one beyond the cluster's would never be scheduled,
+            # and the run would wait for it for ever.
+            where = f"the Ray cluster at {options.address!r}" if options.address else "Ray"
+            raise ConfigError(
+                f"--workers {options.workers} is more than the {cpus} CPU(s) of {where} "
+                f"(each worker takes one): use --workers {max(1, cpus)} or fewer",
+                field="workers",
+            )
         return options.workers
-    return max(1, int(ray.cluster_resources().get("CPU", 1)))
+    return max(1, cpus)
+
+
+_PROBE_S = 5.0
+"""Seconds the driver waits for a ``HOST:PORT`` cluster address to accept a connection
+before it calls the cluster unreachable (:func:`_probe`)."""
+
+
+def _probe(address: str) -> None:
+    """Refuse a ``HOST:PORT`` cluster ``address`` where nothing accepts a connection
+    (:class:`~dissensus.errors.ConfigError` naming ``ray_address``): ``ray.init`` would
+    retry it for minutes before it gives up. ``auto``, ``local`` and ``ray://`` (or any
+    other scheme) are left to Ray."""
+    import socket
+
+    if "://" in address or address in ("auto", "local"):
+        return
+    host, sep, port = address.rpartition(":")
+    if not sep or not port.isdigit():
+        return
+    host = host.removeprefix("[").removesuffix("]") or "127.0.0.1"
+    try:
+        with socket.create_connection((host, int(port)), timeout=_PROBE_S):
+            return
+    except OSError as exc:
+        reason = exc.strerror or str(exc) or type(exc).__name__
+    raise ConfigError(
+        f"cannot join the Ray cluster at {address!r} (--ray-address): nothing accepts a "
+        f"connection at {host}:{port} ({reason})",
+        field="ray_address",
+    )
 
 
 def _own_sigterm() -> Any:
@@ -464,6 +533,8 @@ def _dataset(items: list[_Row]) -> Any:
     ctx = ray.data.DataContext.get_current()
     ctx.execution_options.preserve_order = True
     ctx.enable_progress_bars = False
+    # Ray Data's logger is its own (a line per dataset started and finished on stderr).
+    logging.getLogger("ray.data").setLevel(logging.ERROR)
     return ray.data.from_items(items, override_num_blocks=max(1, len(items)))
 
 
@@ -800,7 +871,9 @@ class RayExecutor:
                     # After a deadline the run loop journals what it was handed.
                     end = ctx.stop_at
                     late = end is not None and asyncio.get_running_loop().time() >= end
-                    await flight.abandon(handed=cancelled and not late)
+                    # Settled to the end even when cancelled again meanwhile (an
+                    # interrupt's ``asyncio.run`` cancels its tasks once more: _settling).
+                    await _settling(flight.abandon(handed=cancelled and not late))
             finally:
                 _release(actors)
 
@@ -830,6 +903,29 @@ class RayExecutor:
             info["worker_cpu_s"] += result.cpu_s
             info["driver_decode_cpu_s"] += decode_s
             yield outcomes
+
+
+async def _settling(settle: Coroutine[Any, Any, None]) -> None:
+    """Await ``settle`` (a run's abandon: :meth:`_Flight.abandon`) to its end whatever
+    cancels the awaiting task meanwhile, then raise the cancellation it got, if any. An
+    interrupted run is cancelled more than once: its task and the task it awaits, when
+    the loop stops (``asyncio.run`` cancels every task left); a second cancellation
+    landing while the workers are being stopped left every reservation in flight open,
+    charged in full on resume (nearly the whole budget left). A second *signal* still
+    stops the command at once (the command line raises it where it lands)."""
+    task = asyncio.ensure_future(settle)
+    cancelled = False
+    while True:
+        try:
+            await asyncio.shield(task)
+        except asyncio.CancelledError:
+            if task.done():  # the settling itself was cancelled, not the awaiting task
+                raise
+            cancelled = True
+            continue
+        break
+    if cancelled:
+        raise asyncio.CancelledError
 
 
 class _Handover:
@@ -997,13 +1093,40 @@ class _Ledger:
         from dissensus.pipeline.run_events import ModelSettled
         from dissensus.store.journal import NewEvent
 
-        self.open.pop(key)
-        self.calls += result.spent_calls
-        self.tokens += result.spent_tokens
+        self.release(key, result)
         payload = ModelSettled(
             reservation=key, attempts=result.spent_calls, tokens=result.spent_tokens
         ).payload()
         return NewEvent(ev.MODEL_SETTLED, payload, _settled_key(key))
+
+    def release(self, key: str, result: _BlockResult) -> None:
+        """The block of reservation ``key`` is back (its worker spends nothing more): what
+        it spent is charged, the rest of its allowance is free again (once: its
+        settlement, :meth:`settle`, may follow)."""
+        if self.open.pop(key, None) is not None:
+            self.calls += result.spent_calls
+            self.tokens += result.spent_tokens
+
+    def starved(self, waiting: int) -> bool:
+        """Whether the open reservations hold so much that the next block (``waiting``
+        still to be sent, this one included) would get less than its share of what is
+        left (:func:`_share`): after a worker's death, whose reservation is charged in
+        full, until the blocks in flight are back."""
+        if not self.limited:
+            return False
+        slots = min(self.slots, len(self.open) + waiting)
+        held_calls = sum(a["calls"] or 0 for a in self.open.values())
+        held_tokens = sum(a["tokens"] or 0 for a in self.open.values())
+        for limit, spent, held in (
+            (self.max_calls, self.calls, held_calls),
+            (self.max_tokens, self.tokens, held_tokens),
+        ):
+            if limit is None:
+                continue
+            left = limit - spent
+            if _share(left, slots, left - held) < _share(left, slots, left):
+                return True
+        return False
 
     def abandoned(self, key: str, attempts: int, tokens: int) -> NewEvent:
         """The ``model.settled`` of a reservation whose block the run abandoned (its events
@@ -1131,6 +1254,8 @@ class _Flight:
         """The results of the blocks handed to the run loop (their cases decoded, and
         dropped: what the worker spent, in all and by case), by reservation key, until
         their settlement is journalled with their last case."""
+        self.early: dict[str, tuple[_BlockResult, list[Outcome], float]] = {}
+        """Blocks taken back ahead of their turn (:meth:`_make_room`), by reservation key."""
 
     def start(self) -> None:
         for _ in range(_DEPTH):
@@ -1162,7 +1287,11 @@ class _Flight:
         while True:
             sent = self.flight[0]
             try:
-                result, outcomes, decode_s = await asyncio.to_thread(_take, sent.ref)
+                early = self.early.pop(sent.reservation, None) if sent.reservation else None
+                if early is not None:
+                    result, outcomes, decode_s = early
+                else:
+                    result, outcomes, decode_s = await asyncio.to_thread(_take, sent.ref)
             except deaths as exc:
                 self.ledger.lose(sent.reservation)
                 if not self.deaths.died(sent.block.index):
@@ -1181,6 +1310,7 @@ class _Flight:
                 # Ray is still restarting fails at once, an attempt lost for nothing.
                 await asyncio.to_thread(_restarted, sent.actor)
                 waiting = len(self.waiting) + 1
+                await self._make_room(waiting)
                 self.flight[0] = self._send(sent.actor, sent.block, sent.seed, waiting)
                 continue
             break
@@ -1207,6 +1337,29 @@ class _Flight:
                 self.ctx.journal.append_batch(self.ctx.run_id, [settled])
         self._next_to(sent.actor)
         return result, outcomes, decode_s
+
+    async def _make_room(self, waiting: int) -> None:
+        """Before a dead worker's block is sent again: when the open reservations leave
+        it less than its share (:meth:`_Ledger.starved`: the dead attempt is charged its
+        whole reservation, its spend unknown, and the blocks in flight hold the rest),
+        take the blocks in flight back first, ahead of their turn, so that what they did
+        not spend is free again for it (with an ample budget it then gets what an
+        undisturbed block gets, and its records are the same). A block whose worker
+        died too, or stopped at the deadline, is left for its turn."""
+        deaths = _deaths()
+        for sent in list(self.flight)[1:]:
+            if not self.ledger.starved(waiting):
+                return
+            key = sent.reservation
+            if key is None or key in self.early:
+                continue
+            try:
+                taken = await asyncio.to_thread(_take, sent.ref)
+            except deaths:
+                continue  # its turn raises it again (Ray keeps the error)
+            self.early[key] = taken
+            if not taken[0].late:
+                self.ledger.release(key, taken[0])
 
     async def abandon(self, *, handed: bool) -> None:
         """The run stopped before its blocks were all journalled: stop the workers of the
@@ -1533,7 +1686,11 @@ class _Router:
                 keep_rows=self.spec["keep_rows"],
                 numbered=True,
             )
-            lines = out.getvalue().splitlines()
+            # Records end with "\n" only: an id's U+2028, U+0085 or \x1c-\x1e (which
+            # str.splitlines splits at) is part of its record, written raw.
+            lines = out.getvalue().split("\n")
+            if lines and not lines[-1]:
+                lines.pop()
             states = Counter({str(state): n for state, n in tally.states.items()})
             actions = tally.actions
             rows = tally.rows
@@ -1584,7 +1741,9 @@ def route_ray(
         name = path
         if not Path(path).is_file():
             raise InputError(f"file not found: {path}")
-        blocks = plan_blocks(path, opts.lines_per_block)
+        # The workers read the file themselves, their working directory not the
+        # driver's (a cluster's is wherever it was started): an absolute path.
+        blocks = plan_blocks(str(Path(path).resolve()), opts.lines_per_block)
     tally = RouteTally()
     if not blocks:
         return tally
