@@ -105,6 +105,31 @@ def test_sdk_gets_committed_answers(asked: list[tuple[int, Any]]) -> None:
         assert completion.usage.total_tokens > 0
 
 
+def test_a_committed_answer_sent_again_with_its_key_is_replayed(
+    server: str, asked: list[tuple[int, Any]]
+) -> None:
+    i = next(i for i, c in asked if c.choices[0].finish_reason == "stop")
+    client = _sdk(server)
+    try:
+        key = {"Idempotency-Key": f"committed-{i}"}
+        first = _ask(client, ITEMS[i].question, extra_headers=key)
+        again = client.chat.completions.with_raw_response.create(
+            model="dissensus-panel",
+            messages=[{"role": "user", "content": ITEMS[i].question}],
+            extra_headers=key,
+        )
+    finally:
+        client.close()
+    replayed = again.parse()
+    assert again.headers["Idempotent-Replayed"] == "true"
+    assert first.choices[0].finish_reason == replayed.choices[0].finish_reason == "stop"
+    assert replayed.choices[0].message.content == first.choices[0].message.content
+    ours, theirs = first.model_extra["dissensus"], replayed.model_extra["dissensus"]
+    assert (theirs["case_id"], theirs["decision"]) == (ours["case_id"], ours["decision"])
+    assert theirs["answered_by"] == ours["answered_by"]
+    assert theirs["replayed"] is True and ours["replayed"] is False
+
+
 def test_sdk_recognises_escalations_and_polls_the_resolution(
     server: str, asked: list[tuple[int, Any]]
 ) -> None:

@@ -67,6 +67,19 @@ waiting; without a drain, :meth:`PanelChat.aclose` waits for every decision.
 
 The content of an escalation says why from what the members gave: a split, one
 decision the policy did not let commit on its own, or no usable answer at all.
+
+**Idempotency keys** (:mod:`dissensus.panels.idempotency`). A request with
+``idempotency_key`` makes its case under a run id derived from the key (and its
+``key_scope``). Sent again with the key, it waits for any request with the key still
+running in this object (its fan-out or its decision), then answers with the case the
+journal holds: the same completion id, content and decision, ``dissensus.replayed``
+true and a usage of 0 (no member is asked again), or, once a human has resolved an
+escalated case, the human's decision (``status`` ``resolved``). The same key with
+another request is a ``422`` ``idempotency_key_reused``; a key whose run another
+process is deciding, or that stopped before its end, a ``409``
+``idempotency_key_in_use`` (ask again later; OpenAI's SDKs retry a ``409`` on their
+own). A keyed request that journalled nothing (refused, its members too few, its
+client gone before the hand-off) leaves its key free.
 """
 
 from __future__ import annotations
@@ -76,7 +89,7 @@ import time
 from collections.abc import Callable, Coroutine, Mapping
 from concurrent.futures import Future
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from pydantic import ValidationError
 
@@ -89,6 +102,12 @@ from dissensus.panels.fanout import (
     PanelTooLarge,
     PanelUnavailable,
     request_overrun,
+)
+from dissensus.panels.idempotency import (
+    FINGERPRINT_FIELD,
+    check_key,
+    keyed_run_id,
+    request_fingerprint,
 )
 from dissensus.panels.shapes import (
     COMMITTED,
@@ -114,8 +133,9 @@ from dissensus.pipeline.records import review_id_for
 from dissensus.pipeline.review import final_records, split_ref
 from dissensus.pipeline.steps import CaseInput
 from dissensus.quoting import quote_short
+from dissensus.store.errors import RunExists
 from dissensus.store.journal import Journal
-from dissensus.types import Panel, find_unrepresentable
+from dissensus.types import Panel, Usage, find_unrepresentable
 
 __all__ = [
     "CLOSED",
@@ -196,6 +216,41 @@ def _cancelling() -> int:
     """How many cancellations of the current task are pending."""
     task = asyncio.current_task()
     return task.cancelling() if task is not None else 0
+
+
+def _key_in_use(case_id: str, run_id: str) -> ChatError:
+    """The ``409`` of a keyed request whose case another process is deciding, or whose
+    run stopped before its end."""
+    return ChatError(
+        409,
+        f"the case of this idempotency key ({case_id}) is not journalled whole: another "
+        f"request with the key is being decided, or its run stopped before its end "
+        f"(`dissensus runs resume {run_id}`); ask again later",
+        param="Idempotency-Key",
+        code="idempotency_key_in_use",
+    )
+
+
+def _taken(exc: DissensusError) -> bool:
+    """Whether a decision failed because its run id was taken meanwhile (a keyed request
+    decided by another process on the same journal)."""
+    return isinstance(exc, RunExists) or (isinstance(exc, ConfigError) and exc.field == "run_id")
+
+
+def _recorded_reports(panel: Panel) -> list[MemberReport]:
+    """The members' reports of a journalled panel (``meta.members`` and their decisions)."""
+    decisions = {out.agent: out.decision for out in panel.outputs}
+    reports = []
+    for entry in panel.meta.get("members") or []:
+        if not isinstance(entry, dict):
+            continue
+        name = entry.get("name")
+        decision = decisions.get(name) if isinstance(name, str) else None
+        try:
+            reports.append(MemberReport.model_validate({**entry, "decision": decision}))
+        except ValidationError:
+            continue
+    return reports
 
 
 def _message(message: RequestMessage) -> Message:
@@ -366,6 +421,8 @@ class PanelChat:
         # decisions handed over (case id -> its future on the decision thread).
         self._fanning: set[asyncio.Task[FanOut]] = set()
         self._deciding: dict[str, Future[CaseRecord]] = {}
+        # Keyed requests running here (run id -> done when the request has ended).
+        self._keys: dict[str, Future[None]] = {}
         # Requests waiting on their decisions (the shields they await), and the cutoff
         # of every decision's model calls (adrain).
         self._waiting: set[asyncio.Future[CaseRecord]] = set()
@@ -504,15 +561,29 @@ class PanelChat:
         return request
 
     async def acomplete(
-        self, body: Any, *, on_decide: Callable[[str, str], None] | None = None
+        self,
+        body: Any,
+        *,
+        on_decide: Callable[[str, str], None] | None = None,
+        idempotency_key: str | None = None,
+        key_scope: str = "",
     ) -> ChatCompletion:
         """Answer one request (see the module docstring); refusals raise :class:`ChatError`.
 
         ``on_decide(case_id, run_id)`` is called when the panel is handed to the
         decision: from then on the case is journalled even if this call is cancelled.
+        ``idempotency_key`` (in ``key_scope``: whose key it is): a request sent again
+        with the same key is answered with the case the first one journalled, no member
+        asked again (:mod:`dissensus.panels.idempotency`, "Idempotency keys" above).
         """
         request = self.check(body)
-        run_id = new_run_id()
+        fingerprint: str | None = None
+        if idempotency_key is None:
+            run_id = new_run_id()
+        else:
+            key = check_key(idempotency_key, param="idempotency_key")
+            run_id = keyed_run_id(key, key_scope)
+            fingerprint = request_fingerprint(request)
         case_id = review_id_for(run_id, 1)
         panel_id = f"chatcmpl-{run_id}"
         messages = [_message(m) for m in request.messages]
@@ -537,6 +608,34 @@ class PanelChat:
             )
         if self._closing:
             raise _shutting_down(ended=False)
+        if fingerprint is None:
+            return await self._answer(request, run_id, case_id, panel_id, messages, on_decide)
+        # A keyed request: after any request with its key still running here, the case
+        # it journalled, else this request makes it (and holds the key meanwhile).
+        replayed = await self._replayed(request, run_id, case_id, fingerprint)
+        if replayed is not None:
+            return replayed
+        holding: Future[None] = Future()
+        self._keys[run_id] = holding
+        try:
+            return await self._answer(
+                request, run_id, case_id, panel_id, messages, on_decide, fingerprint
+            )
+        finally:
+            self._keys.pop(run_id, None)
+            holding.set_result(None)
+
+    async def _answer(
+        self,
+        request: CompletionRequest,
+        run_id: str,
+        case_id: str,
+        panel_id: str,
+        messages: list[Message],
+        on_decide: Callable[[str, str], None] | None,
+        fingerprint: str | None = None,
+    ) -> ChatCompletion:
+        """Fan the request out, hand its panel to the decision, answer from the record."""
         # The fan-out is a task of its own, so that a shutdown can end it (adrain) and
         # tell that apart from the caller being cancelled.
         fanning = asyncio.ensure_future(
@@ -562,11 +661,16 @@ class PanelChat:
             raise ChatError(502, str(exc), type="server_error", code="panel_too_large") from None
         finally:
             self._fanning.discard(fanning)
+        panel = fan.panel
+        if fingerprint is not None:
+            panel = panel.model_copy(
+                update={"meta": {**panel.meta, FINGERPRINT_FIELD: fingerprint}}
+            )
         # The hand-off (no await since the fan-out returned): from here the case is
         # journalled whatever becomes of this call (module docstring).
         decision = self._decider.submit(
             _decide_panel(
-                fan.panel,
+                panel,
                 _after(self.spec, fan),
                 journal=self.journal,
                 run_id=run_id,
@@ -586,24 +690,69 @@ class PanelChat:
                 raise _unfinished(case_id, run_id) from None
             raise
         except DissensusError as exc:
+            if fingerprint is not None and _taken(exc):
+                raise _key_in_use(case_id, run_id) from None
             raise ChatError(
                 500, f"the pipeline failed: {exc}", type="server_error", code="decide_failed"
             ) from None
         finally:
             self._waiting.discard(waiting)
-        return self._completion(request, run_id, case_id, fan, record)
+        return self._completion(request, run_id, case_id, panel, fan.reports, fan.usage, record)
 
-    def complete(self, body: Any) -> ChatCompletion:
+    async def _replayed(
+        self, request: CompletionRequest, run_id: str, case_id: str, fingerprint: str
+    ) -> ChatCompletion | None:
+        """The answer of the case a request with this key journalled (``None``: none did),
+        once every request with the key still running here has ended."""
+        while True:
+            running = [f for f in (self._keys.get(run_id), self._deciding.get(case_id)) if f]
+            if not running:
+                break
+            await _settle(running)
+        if self.journal.run(run_id, missing_ok=True) is None:
+            return None
+        record = next((r for r in final_records(self.journal, run_id) if r.line == 1), None)
+        entered = case_step(self.journal, run_id, 1, "input")
+        if record is None or entered is None:
+            raise _key_in_use(case_id, run_id)
+        panel = CaseInput.model_validate(entered).panel
+        if panel.meta.get(FINGERPRINT_FIELD) != fingerprint:
+            raise ChatError(
+                422,
+                f"this idempotency key was used with another request (case {case_id}): "
+                "send a new request with a new key",
+                param="Idempotency-Key",
+                code="idempotency_key_reused",
+            )
+        return self._completion(
+            request, run_id, case_id, panel, _recorded_reports(panel), Usage(), record, True
+        )
+
+    def complete(
+        self, body: Any, *, idempotency_key: str | None = None, key_scope: str = ""
+    ) -> ChatCompletion:
         """Sync twin of :meth:`acomplete`."""
-        return self._run(self.acomplete(body))
+        return self._run(self.acomplete(body, idempotency_key=idempotency_key, key_scope=key_scope))
 
     def _completion(
-        self, request: CompletionRequest, run_id: str, case_id: str, fan: FanOut, record: CaseRecord
+        self,
+        request: CompletionRequest,
+        run_id: str,
+        case_id: str,
+        panel: Panel,
+        reports: list[MemberReport],
+        usage: Usage,
+        record: CaseRecord,
+        replayed: bool = False,
     ) -> ChatCompletion:
         committed = record.decision is not None and record.action != "escalate"
-        text, member = answer_of(fan.panel, record.decision) if committed else (None, None)
+        text, member = answer_of(panel, record.decision) if committed else (None, None)
+        if record.action == "human":
+            status: Literal["committed", "escalated", "resolved"] = "resolved"
+        else:
+            status = "committed" if committed else "escalated"
         result = PanelResult(
-            status="committed" if committed else "escalated",
+            status=status,
             case_id=case_id,
             run_id=run_id,
             decision=record.decision if committed else None,
@@ -616,12 +765,13 @@ class PanelChat:
             review_id=record.review_id,
             suggestion=record.suggestion,
             acceptance=record.acceptance,
-            members=fan.reports,
+            members=reports,
             links=_links(run_id, case_id, record.review_id),
+            replayed=replayed,
         )
-        content = text if committed else _escalation_text(case_id, record.reason, fan.reports)
+        content = text if committed else _escalation_text(case_id, record.reason, reports)
         return ChatCompletion(
-            id=fan.panel.id,
+            id=panel.id,
             created=int(time.time()),
             model=request.model,
             choices=[
@@ -630,7 +780,7 @@ class PanelChat:
                     finish_reason=COMMITTED if committed else ESCALATED,
                 )
             ],
-            usage=CompletionUsage.of(fan.usage),
+            usage=CompletionUsage.of(usage),
             dissensus=result,
         )
 

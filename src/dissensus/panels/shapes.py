@@ -302,7 +302,8 @@ class PanelResult(BaseModel):
 
     status: Literal["committed", "escalated", "resolved"]
     """``committed``: the pipeline committed; ``escalated``: a human decides (poll ``links.case``);
-    ``resolved``: a human decided (``GET /v1/cases/{id}`` only)."""
+    ``resolved``: a human decided (``GET /v1/cases/{id}``, or a request sent again with
+    its idempotency key)."""
     case_id: str
     """``<run>.<line>``: the case in the journal (``GET /v1/cases/{case_id}``)."""
     run_id: str
@@ -325,6 +326,9 @@ class PanelResult(BaseModel):
     members: list[MemberReport] = Field(default_factory=list)
     links: dict[str, str] = Field(default_factory=dict)
     """``case`` (poll), ``review`` (the review page), ``verify`` (the run's hash chain)."""
+    replayed: bool = False
+    """Whether this answers a request sent again with an idempotency key: the case the
+    first one journalled, as the journal holds it now, no member asked (the usage is 0)."""
 
 
 class AssistantMessage(BaseModel):

@@ -91,6 +91,7 @@ from dissensus.panels import (
     as_chunks,
 )
 from dissensus.panels.door import SHUTTING_DOWN, UNFINISHED
+from dissensus.panels.idempotency import MAX_KEY_CHARS, check_key
 from dissensus.pipeline import RunSpec
 from dissensus.serve.api_schema import AUTHED, ModelList, ModelObject, answer, refusals
 from dissensus.serve.auth import Principal, allows
@@ -161,7 +162,13 @@ NO_RETRY = frozenset(
 """Codes of the door's errors an SDK must not retry (module docstring)."""
 
 RETRY_AFTER_S = 1
-"""``Retry-After`` of the shutdown ``503`` (seconds)."""
+"""``Retry-After`` of the shutdown ``503`` and of ``409`` ``idempotency_key_in_use`` (seconds)."""
+
+KEY_HEADER = "Idempotency-Key"
+"""The header naming a request's idempotency key (:mod:`dissensus.panels.idempotency`)."""
+
+REPLAYED_HEADER = "Idempotent-Replayed"
+"""Set to ``true`` on the answer of a request sent again with its idempotency key."""
 
 
 def _error(exc: ChatError) -> Response:
@@ -170,18 +177,38 @@ def _error(exc: ChatError) -> Response:
         headers["WWW-Authenticate"] = "Bearer"
     if exc.code in NO_RETRY:
         headers["x-should-retry"] = "false"
-    elif exc.code == SHUTTING_DOWN:
+    elif exc.code in (SHUTTING_DOWN, "idempotency_key_in_use"):
         headers["x-should-retry"] = "true"
         headers["Retry-After"] = str(RETRY_AFTER_S)
     return JSONResponse(exc.body(), status_code=exc.status, headers=headers or None)
 
 
-def _timeout_note(case_id: str, run_id: str) -> TimeoutNote:
-    """What this request's ``504`` says once its case is handed to the journal."""
+def _idempotency_key(request: Request) -> str | None:
+    """The request's ``Idempotency-Key`` (``None``: none), or a ``400`` :class:`ChatError`."""
+    sent = request.headers.getlist(KEY_HEADER)
+    if not sent:
+        return None
+    if len(sent) > 1:
+        raise ChatError(
+            400,
+            f"the {KEY_HEADER} header was sent {len(sent)} times: send it once",
+            param=KEY_HEADER,
+            code="invalid_idempotency_key",
+        )
+    return check_key(sent[0], param=KEY_HEADER)
+
+
+def _timeout_note(case_id: str, run_id: str, *, keyed: bool = False) -> TimeoutNote:
+    """What this request's ``504`` says once its case is handed to the journal (with an
+    idempotency key, asking again with it answers the case: an SDK may retry)."""
     link = f"/v1/cases/{case_id}"
+    then = (
+        f"poll GET {link}, or send the request again with the same {KEY_HEADER}"
+        if keyed
+        else f"poll GET {link} instead of asking again"
+    )
     return TimeoutNote(
-        f"; its case {case_id} is being decided and journalled all the same: "
-        f"poll GET {link} instead of asking again",
+        f"; its case {case_id} is being decided and journalled all the same: {then}",
         code="timeout_case_journalled",
         fields={
             "dissensus": {
@@ -190,7 +217,7 @@ def _timeout_note(case_id: str, run_id: str) -> TimeoutNote:
                 "links": {"case": link, "verify": f"/v1/runs/{run_id}/verify"},
             }
         },
-        headers={"x-should-retry": "false"},
+        headers={"x-should-retry": "true" if keyed else "false"},
     )
 
 
@@ -300,14 +327,22 @@ def _event(data: str) -> str:
             413,
             415,
             404,
+            409,
+            422,
             502,
             503,
             504,
             openai=True,
             said={
                 400: "An invalid request or body (not JSON, not UTF-8, nested too deep, "
-                "empty, or not a chat-completions request), or a header sent twice.",
+                "empty, or not a chat-completions request), an invalid `Idempotency-Key`, "
+                "or a header sent twice.",
                 404: "No panel is configured (the policy's `panel.members` is empty).",
+                409: "The case of this `Idempotency-Key` is being decided by another "
+                "process, or its run stopped before its end (`idempotency_key_in_use`, "
+                "`Retry-After`).",
+                422: "This `Idempotency-Key` was used with another request "
+                "(`idempotency_key_reused`).",
                 413: "The request is over `panel.max_request_chars`, the body over "
                 "`--max-body-bytes`, or the panel over the pipeline's bounds.",
                 500: "The pipeline failed, or an error no handler expected "
@@ -325,7 +360,11 @@ def _event(data: str) -> str:
                 "The completion (`finish_reason` `stop`, or `escalated` to a human), with "
                 "the `dissensus` field; with `stream: true`, Server-Sent Events of "
                 "`chat.completion.chunk` objects ending with `data: [DONE]`.",
-                **{"X-Dissensus-Run": "The run that journalled the case."},
+                **{
+                    "X-Dissensus-Run": "The run that journalled the case.",
+                    REPLAYED_HEADER: "`true` when the request was sent again with its "
+                    "`Idempotency-Key`: the case the first one journalled.",
+                },
             ),
             "content": {
                 "text/event-stream": {
@@ -338,12 +377,26 @@ def _event(data: str) -> str:
             },
         },
     },
+    openapi_extra={
+        "parameters": [
+            {
+                "name": KEY_HEADER,
+                "in": "header",
+                "required": False,
+                "schema": {"type": "string", "minLength": 1, "maxLength": MAX_KEY_CHARS},
+                "description": "One key, one case: the request sent again with the same key "
+                "is answered with the case the first one journalled, no member asked again. "
+                "1 to 255 visible ASCII characters, such as a UUID; scoped to the token.",
+            }
+        ]
+    },
 )
 async def chat_completions(request: Request) -> Response:
     """Fan the request out to the policy's panel, decide, answer (``stop``) or escalate (``escalated``)."""
     try:
-        _authorise(request)
+        principal = _authorise(request)
         chat = _chat(request)
+        key = _idempotency_key(request)
     except ChatError as exc:
         return _error(exc)
     # Read outside the broad ``except`` below: what the service's middleware raises from
@@ -353,7 +406,7 @@ async def chat_completions(request: Request) -> Response:
 
     def handed_off(case_id: str, run_id: str) -> None:
         # Read by the service's RequestTimeout if the time runs out from here on.
-        request.scope[TIMEOUT_NOTE] = _timeout_note(case_id, run_id)
+        request.scope[TIMEOUT_NOTE] = _timeout_note(case_id, run_id, keyed=key is not None)
 
     asked: CompletionRequest | None = None
     try:
@@ -361,13 +414,18 @@ async def chat_completions(request: Request) -> Response:
             asked = chat.check(_json(raw))
         else:
             asked = await run_in_threadpool(lambda: chat.check(_json(raw)))
-        completion = await _unless_gone(request, chat.acomplete(asked, on_decide=handed_off))
+        answering = chat.acomplete(
+            asked, on_decide=handed_off, idempotency_key=key, key_scope=principal.name
+        )
+        completion = await _unless_gone(request, answering)
     except ChatError as exc:
         return _error(exc)
     except Exception:
         log.exception("chat completion failed")
         return _error(ChatError(500, "internal error", type="server_error", code="internal"))
     headers = {"X-Dissensus-Run": completion.dissensus.run_id}
+    if completion.dissensus.replayed:
+        headers[REPLAYED_HEADER] = "true"
     if not asked.stream:
         # The completion is a validated model: serialised once, straight to the body.
         return Response(
