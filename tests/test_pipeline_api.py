@@ -66,3 +66,29 @@ def test_a_journal_target_that_is_no_path_is_refused(
     with pytest.raises(ConfigError, match="a journal is a path"):
         Journal(target)
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("shared", [True, False])
+async def test_concurrent_calls_with_one_run_id_decide_once_and_replay(
+    tmp_path: Path, shared: bool
+) -> None:
+    """Several ``adecide`` calls with one ``run_id`` at once (one journal object, or each
+    its own on one file) give the record sequential calls give: the first decides, the
+    others wait and replay it (they failed with ``RunExists``)."""
+    import asyncio
+
+    from dissensus.pipeline import adecide
+    from dissensus.store.journal import Journal
+
+    path = tmp_path / "runs.sqlite"
+    with Journal(str(path)) as opened:
+        target: Any = opened if shared else str(path)
+        records = await asyncio.gather(
+            *(adecide(PANEL, POLICY, journal=target, run_id="same") for _ in range(4))
+        )
+        other = dict(PANEL, id="c2")
+        with pytest.raises(ConfigError, match="already decided another panel"):
+            await adecide(other, POLICY, journal=target, run_id="same")
+    assert all(r == records[0] for r in records)
+    assert records[0].id == "c1"

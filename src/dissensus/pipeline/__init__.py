@@ -155,7 +155,10 @@ async def adecide(
     case is journalled in ``journal`` (a :class:`Journal`, or a journal's path or URL,
     opened and closed by this call; default: a throw-away in-memory one) as run
     ``run_id`` (default: a fresh id); deciding the same panel under an existing run id
-    replays that run (the LangGraph node relies on it), a different panel is refused.
+    replays that run (the LangGraph node relies on it), a different panel is refused;
+    calls with one run id at once in one process (on one journal object, or several on
+    one journal) are one decision: the first decides, the others wait and replay it
+    (in several processes, the later ones fail with ``RunExists``).
     A new run is created by its first write: a case without a model call commits once,
     the run, its case and ``run.finished`` together (:mod:`dissensus.pipeline.batch`).
     """
@@ -194,26 +197,49 @@ async def adecide(
     )
     rid = run_id or new_run_id()
     text = panel.model_dump_json() + "\n"
+    gate = (store.path, rid)
     try:
-        # No run.started: a new run, created by its first write (an id taken meanwhile
-        # is refused there, one this journal object is starting already at once).
-        started = store.get(rid, "run/started")
-        if started is None:
-            start_run(store, None, spec, text=text, run_id=rid, lock=True, defer=True)
-        elif (started.payload.get("input") or {}).get("text") != text:
-            raise ConfigError(
-                f"run {rid!r} already decided another panel; use another run id", field="run_id"
-            )
-        records: list[CaseRecord] = []
-        rejects: list[str] = []
-        async for record in execute_run(store, rid, on_reject=lambda r: rejects.append(_said(r))):
-            records.append(record)
-        if not records:
-            raise InputError(f"panel {panel.id!r} rejected: {'; '.join(rejects)}")
-        return records[0]
+        # Calls with this run id running in this process are waited for: the first
+        # decides, the others then replay its run (as sequential calls do).
+        while (running := _RUNNING.get(gate)) is not None:
+            await asyncio.shield(asyncio.wrap_future(running))
+        mine: concurrent.futures.Future[None] = concurrent.futures.Future()
+        _RUNNING[gate] = mine
+        try:
+            return await _decide_as(store, panel, spec, rid, text)
+        finally:
+            _RUNNING.pop(gate, None)
+            mine.set_result(None)
     finally:
         if own:
             store.close()
+
+
+_RUNNING: dict[tuple[str, str], concurrent.futures.Future[None]] = {}
+"""``adecide`` calls running in this process, by journal path and run id."""
+
+
+async def _decide_as(
+    store: Journal, panel: Panel, spec: RunSpec, rid: str, text: str
+) -> CaseRecord:
+    """Decide ``panel`` (journalled as ``text``) as run ``rid`` of ``store``: a new run, or
+    the replay of the run that decided the same panel."""
+    # No run.started: a new run, created by its first write (an id taken meanwhile
+    # is refused there, one this journal object is starting already at once).
+    started = store.get(rid, "run/started")
+    if started is None:
+        start_run(store, None, spec, text=text, run_id=rid, lock=True, defer=True)
+    elif (started.payload.get("input") or {}).get("text") != text:
+        raise ConfigError(
+            f"run {rid!r} already decided another panel; use another run id", field="run_id"
+        )
+    records: list[CaseRecord] = []
+    rejects: list[str] = []
+    async for record in execute_run(store, rid, on_reject=lambda r: rejects.append(_said(r))):
+        records.append(record)
+    if not records:
+        raise InputError(f"panel {panel.id!r} rejected: {'; '.join(rejects)}")
+    return records[0]
 
 
 def _said(reject: Reject) -> str:
