@@ -82,6 +82,14 @@ def test_a_base_url_argument_with_credentials_names_the_argument() -> None:
         OpenAIBackend("m", base_url="http://127.0.0.1:9/v1?api-key=zzz", api_key=KEY)
     with pytest.raises(ConfigError, match="is not an http"):
         OpenAIBackend("m", base_url="127.0.0.1:9/v1", api_key=KEY)
+    # A parameter of a path segment (``;name=value``) is a query by another name.
+    with pytest.raises(ConfigError, match=r"carries a credential in its path \('token'\)"):
+        OpenAIBackend("m", base_url=f"http://127.0.0.1:9/v1;token={PASSWORD}", api_key=KEY)
+    # A fragment is never sent: the paths the SDK appends would be lost in it.
+    with pytest.raises(ConfigError, match="has a fragment") as caught:
+        OpenAIBackend("m", base_url=f"http://127.0.0.1:9/v1#{PASSWORD}", api_key=KEY)
+    assert PASSWORD not in str(caught.value)
+    assert OpenAIBackend("m", base_url="http://127.0.0.1:9/v1;v=2", api_key=KEY).model_id == "m"
 
 
 def test_base_url_problem_is_the_panel_members_rule() -> None:
@@ -98,6 +106,11 @@ def test_base_url_problem_is_the_panel_members_rule() -> None:
         "ftp://h/v1",
         "http:///v1",
         "http://h:port/v1",
+        "http://h/v1;api_key=x",
+        "http://h/a;x=1/v1;session-token=y",
+        "http://h/v1;v=2",
+        "http://h/v1#frag",
+        "http://h/v1#",
     ):
         assert base_url_problem(url) == member_url_problem(url), url
 

@@ -172,8 +172,10 @@ def redact(text: str, secrets: tuple[str, ...] = ()) -> str:
 
 def base_url_problem(url: str) -> str | None:
     """What is wrong with an OpenAI-compatible server's base URL, or ``None``: not an
-    ``http(s)`` URL with a host, or credentials in it (user-info, a query parameter whose
-    name says key, token, secret, password, signature or auth). The same rule as a policy's
+    ``http(s)`` URL with a host, credentials in it (user-info, a query parameter or a path
+    segment's ``;name=value`` parameter whose name says key, token, secret, password,
+    signature or auth), or a fragment (never sent; the client's paths would be appended
+    to it). The same rule as a policy's
     ``panel.members.N.base_url`` (:func:`dissensus.pipeline.policy.member_url_problem`):
     the HTTP client sends user-info as ``Basic`` authentication in place of the API key,
     and a URL is shown where a key never is; the key comes from its own variable."""
@@ -189,6 +191,16 @@ def base_url_problem(url: str) -> str | None:
     for name, _ in parse_qsl(parts.query, keep_blank_values=True):
         if _CREDENTIAL_PARAM.search(name):
             return f"carries a credential in its query ({name[:40]!r})"
+    for segment in parts.path.split("/"):
+        for param in segment.split(";")[1:]:
+            name = param.partition("=")[0]
+            if _CREDENTIAL_PARAM.search(name):
+                return f"carries a credential in its path ({name[:40]!r})"
+    if "#" in url:
+        return (
+            "has a fragment ('#...'): a fragment is never sent to the server, and the "
+            "paths the client appends to the base URL would be lost in it"
+        )
     return None
 
 

@@ -271,7 +271,8 @@ class PanelMember(_Section):
     """Model family (e.g. ``meta``), which the guard and acceptance count as shared causes."""
     base_url: str | None = None
     """``openai:`` members only: the member's OpenAI-compatible server (``None``: ``$OPENAI_BASE_URL``).
-    No credentials in it (user-info, a key in the query): the policy is journalled with
+    No credentials in it (user-info, a key in the query or a path parameter) and no
+    fragment: the policy is journalled with
     every run (:func:`member_url_problem`); a key comes from ``api_key_env``."""
     api_key_env: str | None = Field(
         default=None, min_length=1, max_length=128, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$"
@@ -290,8 +291,9 @@ class PanelMember(_Section):
 
 def member_url_problem(url: str) -> str | None:
     """What is wrong with a panel member's ``base_url`` for a policy, or ``None``: not an
-    ``http(s)`` URL with a host, or credentials in it (user-info, a query parameter whose
-    name says key, token, secret, password, signature or auth), which the journalled policy
+    ``http(s)`` URL with a host, a fragment, or credentials in it (user-info, a query or
+    path parameter whose name says key, token, secret, password, signature or auth), which
+    the journalled policy
     would keep and show to every caller who may read a run. The rule of every base URL
     (:func:`dissensus.llm.openai_backend.base_url_problem`)."""
     from dissensus.llm.openai_backend import base_url_problem
