@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 from collections.abc import Iterator
 from contextlib import ExitStack
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -86,6 +88,57 @@ def test_answers_cut_off_at_the_cap_or_filtered_abstain(tmp_path: Path) -> None:
     assert "finish_reason 'length'" in (reports["a"].why or "")
     assert "finish_reason 'content_filter'" in (reports["b"].why or "")
     assert done.dissensus.status == "escalated" and done.dissensus.decision is None
+
+
+class _Refusing(BaseHTTPRequestHandler):
+    """An OpenAI-compatible server whose model declines: ``content`` null, a ``refusal``
+    that holds a number (which must not be read as a vote)."""
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        message = {
+            "role": "assistant",
+            "content": None,
+            "refusal": "I can't help with 12 of those.",
+        }
+        body = json.dumps(
+            {
+                "id": "x",
+                "object": "chat.completion",
+                "created": 0,
+                "model": "m",
+                "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+                "usage": {"prompt_tokens": 5, "completion_tokens": 5, "total_tokens": 10},
+            }
+        ).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.mark.parametrize("answer", ["number", "structured"])
+def test_a_refusal_abstains_saying_the_member_refused(tmp_path: Path, answer: str) -> None:
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Refusing)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{httpd.server_address[1]}/v1"
+        refusing = OpenAIBackend("m", base_url=url, api_key="sk-test", timeout_s=5)
+        done = _complete(
+            tmp_path,
+            {"a": refusing, "b": _answering("The answer is 12"), "c": _answering("12")},
+            answer=answer,
+            **({"options": ["12", "13"]} if answer == "structured" else {}),
+        )
+    finally:
+        httpd.shutdown()
+    report = next(m for m in done.dissensus.members if m.name == "a")
+    assert (report.status, report.decision) == ("abstained", None)
+    assert report.why is not None and "refused" in report.why
 
 
 def test_a_small_max_tokens_of_the_request_gets_abstentions_not_truncated_votes(

@@ -95,6 +95,9 @@ class BackendResponse(BaseModel):
     prompt_tokens: int = 0
     completion_tokens: int = 0
     finish_reason: str | None = None
+    refused: bool = False
+    """Whether ``text`` is the server's refusal (OpenAI's ``message.refusal``, no content):
+    the model declined to answer."""
 
 
 class ChatResponse(BaseModel):

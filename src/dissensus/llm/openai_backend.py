@@ -592,7 +592,9 @@ class OpenAIBackend:
                 and part.get("type", "text") == "text"
                 and isinstance(part.get("text"), str)
             )
-        text = content or message.get("refusal") or ""
+        refusal = message.get("refusal")
+        refused = not content and isinstance(refusal, str) and bool(refusal.strip())
+        text = content or refusal or ""
         if not isinstance(text, str):
             raise BackendError(
                 "response message has no text", kind="malformed_response", retryable=True
@@ -613,6 +615,7 @@ class OpenAIBackend:
             prompt_tokens=prompt_tokens,
             completion_tokens=completion_tokens,
             finish_reason=finish if isinstance(finish, str) else None,
+            refused=refused,
         )
 
     async def aclose(self) -> None:

@@ -23,6 +23,10 @@ Choices where the design is silent:
   stays its reasoning, and ``why`` names the finish reason. A request's
   ``max_tokens`` lowers the members' cap, so a client asking for a small one gets
   abstentions, not votes read from truncated answers.
+* **A refusal is no vote.** An answer whose message holds a ``refusal`` and no content
+  (OpenAI's structured outputs' way of declining) abstains with ``why`` saying the
+  member refused (not "no number in the answer"); its refusal text is its reasoning,
+  never read for a decision.
 * **A** ``Retry-After`` **past the deadline fails the member at once.** A member whose
   server asks to be retried later than the fan-out's deadline leaves (a 429 with
   ``Retry-After: 100000``) fails then, its ``why`` naming the wait, rather than
@@ -375,13 +379,24 @@ CUT_SHORT = {
 }
 """Finish reasons of an answer the server ended early, and why such an answer abstains."""
 
+REFUSED = "the member refused to answer (its message held a refusal, no content)"
+"""Why a member whose answer was a refusal (OpenAI's ``message.refusal``) abstains."""
+
 
 class _Watched:
     """A member's backend as one request sees it: the finish reason of its last answer is
     kept, and a failure whose ``Retry-After`` is past the request's deadline is final
     (see the module docstring). One per member per request, over the shared backend."""
 
-    __slots__ = ("finish_reason", "initial_json_mode", "inner", "model_id", "provider", "stop_at")
+    __slots__ = (
+        "finish_reason",
+        "initial_json_mode",
+        "inner",
+        "model_id",
+        "provider",
+        "refused",
+        "stop_at",
+    )
 
     def __init__(self, inner: ChatBackend, stop_at: float) -> None:
         self.inner = inner
@@ -391,6 +406,7 @@ class _Watched:
         self.stop_at = stop_at
         """The fan-out's deadline on the event loop's clock."""
         self.finish_reason: str | None = None
+        self.refused = False
 
     async def send(self, request: ChatRequest, *, json_mode: JsonMode) -> BackendResponse:
         try:
@@ -410,6 +426,7 @@ class _Watched:
                 retry_after=wait,
             ) from None
         self.finish_reason = response.finish_reason
+        self.refused = response.refused
         return response
 
     async def aclose(self) -> None:
@@ -572,7 +589,9 @@ class Members:
             model = self.backends[member.name].model_id
             answer: MemberAnswer | None = None
             why: str | None = got.failure
-            if got.text is not None:
+            if got.text is not None and got.watched.refused:
+                answer = MemberAnswer(decision=None, reasoning=got.text.strip(), why=REFUSED)
+            elif got.text is not None:
                 answer, why = _read(got.text, st)
                 cut = CUT_SHORT.get(got.watched.finish_reason or "")
                 if answer is not None and cut is not None:
