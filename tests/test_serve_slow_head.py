@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import socket
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -281,3 +282,44 @@ def test_the_server_s_own_refusals_carry_the_api_s_headers(
     assert lines.count(b"cache-control: no-store") == 1, head
     assert lines.count(b"x-content-type-options: nosniff") == 1, head
     assert json.loads(body)["field"] in ("<request>", "<head>")
+
+
+def _open_fds(pid: int) -> int:
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="needs /proc to count sockets")
+def test_clients_that_never_read_their_answers_are_cut_off(tmp_path: Path) -> None:
+    """Clients that ask for more than the socket buffers hold and never read it kept
+    their connections (and the server's sockets and buffers) for as long as they liked:
+    once the server's writing has waited on a client for ``--timeout``, its connection
+    is aborted."""
+    proc, base = start_server(
+        tmp_path, str(tmp_path / "j.sqlite"), extra_args=("--timeout", str(TIMEOUT_S))
+    )
+    try:
+        host, port = base.removeprefix("http://").split(":")
+        assert httpx.get(base + "/healthz", timeout=10).status_code == 200
+        before = _open_fds(proc.pid)
+        ask = b"GET /openapi.json HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n" * 60
+        stuck = []
+        for _ in range(5):
+            sock = socket.socket()
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            sock.connect((host, int(port)))
+            sock.sendall(ask)  # sixty answers of about 110 kB each, none read
+            stuck.append(sock)
+        time.sleep(1)
+        assert _open_fds(proc.pid) > before
+        deadline = time.monotonic() + TIMEOUT_S * 6
+        while _open_fds(proc.pid) > before and time.monotonic() < deadline:
+            time.sleep(0.2)
+        held = _open_fds(proc.pid) - before
+        # Meanwhile everyone else is served as usual.
+        assert httpx.get(base + "/healthz", timeout=10).status_code == 200
+        for sock in stuck:
+            sock.close()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+    assert held <= 0, f"{held} connections of clients that never read are still open"

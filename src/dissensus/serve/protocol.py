@@ -1,5 +1,5 @@
-"""The HTTP/1.1 protocol of ``dissensus serve``: uvicorn's, with a time limit on request heads
-and JSON answers to requests it cannot parse.
+"""The HTTP/1.1 protocol of ``dissensus serve``: uvicorn's, with time limits on request heads
+and on answers the client does not read, and JSON answers to requests it cannot parse.
 
 uvicorn bounds a request's body (the service's :class:`~dissensus.serve.limits.RequestTimeout`
 does) and an idle keep-alive connection (``timeout_keep_alive``), but not the head: a
@@ -20,6 +20,13 @@ Choices where the design is silent:
   all gets the same.
 * **A response still being produced is never cut off:** if the previous request on the
   connection is still answering when the limit passes, the check is made again later.
+* **An answer the client does not read is bounded too:** when the client reads nothing
+  of it while the server's buffer for the connection stays over its high-water mark
+  for the same limit (writing paused the whole time), the connection is aborted (a
+  reset, not a close, which would wait for the buffered answer to be read). A client
+  that never reads its answers could otherwise hold its socket, the server's buffers
+  and, pipelining, the requests behind them for as long as it liked. A slow reader that
+  keeps reading is never cut off: each resumption of writing restarts the limit.
 * **A head over** :data:`MAX_HEAD_BYTES` **(64 KiB)** is answered 431 naming ``<head>``,
   then the connection is closed: the bytes are counted before the parser reads them,
   whose cost grows with the square of a header's length (a 100 MB header value took
@@ -89,6 +96,8 @@ class _HeadTimeoutProtocol(HttpToolsProtocol):
         """The last bytes of the head so far (a packet may end inside its blank line)."""
         self._discarding = False
         """Whether what the client still sends is dropped (after a 431, until closing)."""
+        self._stall_timer: asyncio.TimerHandle | None = None
+        """Armed while writing is paused on a client that does not read its answer."""
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -96,7 +105,31 @@ class _HeadTimeoutProtocol(HttpToolsProtocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
+        self._unstall()
         super().connection_lost(exc)
+
+    def pause_writing(self) -> None:
+        # The transport's buffer is over its high-water mark: the client is not reading
+        # as fast as the answer is written. Bounded (see the module docstring).
+        super().pause_writing()
+        if self._stall_timer is None:
+            self._stall_timer = self.loop.call_later(self.head_timeout_s, self._stalled)
+
+    def resume_writing(self) -> None:
+        self._unstall()
+        super().resume_writing()
+
+    def _unstall(self) -> None:
+        if self._stall_timer is not None:
+            self._stall_timer.cancel()
+            self._stall_timer = None
+
+    def _stalled(self) -> None:
+        """The client has read nothing of its answer for the whole limit: abort (a close
+        would wait, for ever, for the buffered answer to be read)."""
+        self._stall_timer = None
+        if not self.transport.is_closing() or self.transport.get_write_buffer_size():
+            self.transport.abort()
 
     def data_received(self, data: bytes) -> None:
         self._packet = data
