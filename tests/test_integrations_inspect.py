@@ -300,6 +300,49 @@ def test_scores_panel_names_and_abstentions() -> None:
     ]
 
 
+@pytest.mark.parametrize(
+    ("tags", "graders", "error"),
+    [
+        (
+            ["grader1", "grader2", "grader3"],
+            ["g1", "g2", "g3"],
+            "grader 'grader1' is not one of graders",
+        ),
+        (["g1", None, "g3"], ["g1", "g2", "g3"], "2 of 3 scores name their grader"),
+        (["g1", None, None], None, "1 of 3 scores name their grader"),
+        ([None, None, None], ["g1", "g2"], "3 scores for the 2 graders listed"),
+    ],
+    ids=["not-listed", "partly-tagged", "partly-tagged-no-list", "more-than-listed"],
+)
+def test_scores_whose_graders_do_not_match_the_list_are_refused(
+    tags: list[str | None], graders: list[str] | None, error: str
+) -> None:
+    """Tags that name no listed grader made a panel of six from three scores (three
+    phantom abstentions, the support halved) without a note; a partly tagged list lost
+    its tags."""
+    from inspect_ai.scorer import Score
+
+    from dissensus.errors import InputError
+    from dissensus.integrations.inspect import scores_panel
+
+    scores = [
+        Score(value="C", metadata={"grader": t} if t else None, explanation="right") for t in tags
+    ]
+    with pytest.raises(InputError, match=error):
+        scores_panel(scores, graders)
+
+
+def test_untagged_scores_fewer_than_the_graders_are_noted() -> None:
+    from inspect_ai.scorer import Score
+
+    from dissensus.integrations.inspect import scores_panel
+
+    notes: list[str] = []
+    panel = scores_panel([Score(value=1), Score(value=0)], ["a", "b", "c"], notes)
+    assert [o.agent for o in panel.outputs] == ["grader-1", "grader-2", "declined-1"]
+    assert len(notes) == 1 and "counted as declined" in notes[0]
+
+
 def test_a_grader_scoring_twice_is_named_not_a_validation_error() -> None:
     from inspect_ai.scorer import Score
 

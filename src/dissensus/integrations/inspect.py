@@ -156,10 +156,13 @@ def _label(value: Any, name: str) -> str | None:
         raise _Unfit(f"{_who(name)}: value: no label can hold it ({why})") from None
 
 
-def _names(scores: Sequence[Score], graders: Sequence[str] | None) -> tuple[list[str], list[str]]:
+def _names(
+    scores: Sequence[Score], graders: Sequence[str] | None, notes: list[str]
+) -> tuple[list[str], list[str]]:
     """Names of the scores, and of the listed graders that gave no score."""
     tagged = [(s.metadata or {}).get("grader") for s in scores]
-    if all(isinstance(t, str) and t for t in tagged):
+    named = [isinstance(t, str) and bool(t) for t in tagged]
+    if all(named):
         names = [str(t) for t in tagged]
         twice = sorted({n for n in names if names.count(n) > 1})
         if twice:
@@ -167,12 +170,34 @@ def _names(scores: Sequence[Score], graders: Sequence[str] | None) -> tuple[list
                 f"grader {quote_short(twice[0])} gave more than one score for this sample: one grader, "
                 "one vote (give each scorer its own metadata['grader'])"
             )
+        stray = [n for n in names if graders is not None and n not in graders]
+        if stray:
+            listed = ", ".join(quote_short(g) for g in graders or [])
+            raise _Unfit(
+                f"grader {quote_short(stray[0])} is not one of graders ({listed}): a score's "
+                "metadata['grader'] names one of them"
+            )
         missing = [g for g in graders or [] if g not in names]
         return names, missing
+    if any(named):
+        raise _Unfit(
+            f"{sum(named)} of {len(scores)} scores name their grader in metadata['grader'] "
+            "and the others do not: tag every score, or none"
+        )
     if graders is not None and len(graders) == len(scores):
         return list(graders), []
+    if graders is not None and len(scores) > len(graders):
+        raise _Unfit(
+            f"{len(scores)} scores for the {len(graders)} graders listed: one grader, one vote"
+        )
     names = [f"grader-{i + 1}" for i in range(len(scores))]
     extra = max(0, len(graders or []) - len(scores))
+    if extra:
+        notes.append(
+            f"the {len(scores)} scores name no grader and graders lists {extra} more: they are "
+            f"named grader-1 ... and {extra} counted as declined (tag each score with "
+            "metadata['grader'] to keep the names)"
+        )
     return names, [f"declined-{k + 1}" for k in range(extra)]
 
 
@@ -269,7 +294,7 @@ def scores_panel(
     """The panel of a list of grader scores (declined graders as abstentions); what had to
     be changed or left out to make it is appended to ``notes``."""
     kept = notes if notes is not None else []
-    names, missing = _names(scores, graders)
+    names, missing = _names(scores, graders, kept)
     outputs = [_output(n, s, kept) for n, s in zip(names, scores, strict=True)]
     outputs += [_output(n, None, kept) for n in missing]
     if len(outputs) < 2:

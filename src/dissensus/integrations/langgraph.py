@@ -28,9 +28,13 @@ Choices where the framework and the design are silent:
   Actions are ``auto``, ``auto_explain``, ``concord``, ``escalate`` (only with
   ``on_escalate="route"``) and ``human``; a ``goto`` key that is none of them (a typo
   would never route) or a target that is not a non-empty string is a
-  :class:`~dissensus.errors.ConfigError` when the node is made. A node is made before
-  it is added to a graph, so it cannot know the graph's node names: a target naming no
-  node is LangGraph's error when the node routes to it.
+  :class:`~dissensus.errors.ConfigError` when the node is made (an ``escalate`` entry
+  is kept with ``on_escalate="interrupt"``, where it never applies, so that one map can
+  serve both settings). A node is made before it is
+  added to a graph, so it cannot know the graph's node names, and LangGraph does not
+  refuse a ``Command`` to a node it lacks: it logs a warning (``wrote to unknown channel
+  branch:to:NAME, ignoring it``) and the graph ends after the node, the case unrouted.
+  Check the targets against the graph's nodes.
 * **Replays**: LangGraph runs an interrupted node again from its start on resume, so
   the node's run id is derived from the thread id and the task's checkpoint namespace
   (stable across resumes and processes): the second ``decide`` replays the journalled
