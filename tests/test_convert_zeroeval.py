@@ -546,3 +546,23 @@ def test_no_output_is_given_text_it_does_not_hold(outputs: list[object]) -> None
         assert agent.reasoning != "(no output)" or "(no output)" in text
         if not text.strip():
             assert agent.decision is None
+
+
+def test_the_problems_keep_the_files_order_when_one_file_lacks_some(tmp_path: Path) -> None:
+    """A bad item in the model file read first no longer moves its problem to the end
+    (nor out of ``limit``): problems come in the order the files share."""
+    for model in ("Qwen2-7B", "gemma-9b", "yi-9b"):
+        rows: list[object] = [
+            {"session_id": f"s{k}", "question": f"q{k}", "output": [f'{{"answer": "{k}"}}'],
+             "answer": f"# {k}"}
+            for k in range(6)
+        ]  # fmt: skip
+        if model == "Qwen2-7B":
+            rows[2] = {"session_id": None}
+            rows[3] = 7
+        (tmp_path / f"{model}.json").write_text(json.dumps(rows))
+    skipped: list[Skipped] = []
+    panels = list(iter_zeroeval_panels(tmp_path, on_skip=skipped.append))
+    assert [p.id for p in panels] == ["s0", "s1", "s2", "s3", "s4", "s5"]
+    kept = list(iter_zeroeval_panels(tmp_path, on_skip=skipped.append, limit=4))
+    assert [p.id for p in kept] == ["s0", "s1", "s2", "s3"]

@@ -462,8 +462,11 @@ def _panels(
     limit: int | None,
 ) -> Iterator[Panel]:
     # The first item of each session_id (in model order) gives the problem's gold,
-    # question and task; ``order`` is the order problems were first seen.
+    # question and task; ``order`` is the problems' order in the files (the earliest
+    # position any file gives a problem, then the order first seen), so a bad item in
+    # one file does not move its problem (or push it out of ``limit``).
     order: list[str] = []
+    rank: dict[str, int] = {}
     first_seen: dict[str, JsonObject] = {}
     first_file: dict[str, str] = {}
     by_model: dict[str, dict[str, JsonObject]] = {}
@@ -495,11 +498,13 @@ def _panels(
                 continue
             table[sid] = item
             where[sid] = index
+            rank[sid] = min(rank.get(sid, index), index)
             if sid not in first_seen:
                 first_seen[sid] = item
                 first_file[sid] = file
                 order.append(sid)
         by_model[name] = table
+    order.sort(key=rank.__getitem__)  # stable: ties keep the order first seen
     done = 0
     missing: dict[str, int] = dict.fromkeys(by_model, 0)
     for sid in order:
