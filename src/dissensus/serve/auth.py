@@ -34,18 +34,51 @@ Choices where the design is silent:
   to a loopback server; each used to open a session living ``--session-ttl``. The
   shared session ends like any other (after ``--session-ttl``, or "log out"); the next
   page then opens the next one.
+* **A changed tokens file is used from the next request on** (:class:`TokenFile`): the
+  server looks at the file (one ``os.stat``: device, inode, size, modification and
+  change times, mode) at most every ``check_s`` seconds (the ``tokens_check_s`` setting,
+  1 s) and reads it again when any of these changed, or while the file was last changed
+  under :data:`RACY_NS` ago (a second write within the file system's timestamp
+  granularity, same size and inode, would otherwise go unseen). Deleting a line revokes
+  its token, adding one grants it, within about a second and without a restart. Each
+  reload that changes the tokens logs one line (how many tokens, added, removed: never a
+  token or a hash).
+* **A changed file that does not load refuses every token** until it loads again: a bad
+  line, a mode any user may write, an unreadable or missing file, a file caught half
+  written. Keeping the last good tokens instead would undo a revocation whenever the
+  edit that made it broke the file (a typo in the next line), and loading the good
+  lines only would read a half-written file as a revocation of the lines not written
+  yet; refusing all grants nothing the operator did not write and revokes everything
+  they meant to. The server stays up and answers a bearer token ``503`` with
+  ``Retry-After: 1`` (the file being replaced is usually whole again by then; a 401
+  would tell a client its token is wrong). One line is logged per failing version of
+  the file (the error naming file, line and field, as at start); the answer names
+  neither the file nor anything in it. A file that does not load at start stays a
+  configuration error (exit 2). Replace a tokens file in one step (write a copy, then
+  ``mv`` it over the file) and no request ever sees it half written: a write caught
+  between two lines loads, the lines not written yet read as removed.
+* **A session is its token's**: each request of a review-page session is authorised as
+  its token would be now (:meth:`SessionStore.get`). A session whose token's line the
+  server has seen gone ends for good at its next request (putting the line back grants
+  the token again, not the sessions the removal ended: a session cookie feared stolen
+  stays dead); a session whose line changed role or name takes the line's new role and
+  name; while the file does not load a session is refused, not ended, and goes on once
+  the file loads again with its token in it.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+import logging
 import os
 import secrets
 import stat
+import threading
 import time
 from collections import OrderedDict
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
@@ -54,9 +87,13 @@ from dissensus.pipeline.review import reviewer_name_problem
 
 __all__ = [
     "MAX_SESSIONS",
+    "RACY_NS",
     "ROLES",
+    "TOKENS_CHECK_S",
+    "TOKENS_UNAVAILABLE",
     "Principal",
     "SessionStore",
+    "TokenFile",
     "TokenStore",
     "allows",
     "hash_token",
@@ -74,6 +111,9 @@ class Principal:
 
     name: str
     role: Role
+    token_sha256: str | None = field(default=None, compare=False, repr=False)
+    """The hash of the token that authenticated it (``None``: ``local``); a review-page
+    session opened with it ends when that token is revoked."""
 
 
 LOCAL = Principal(name="local", role="admin")
@@ -115,10 +155,28 @@ class TokenStore:
     """The hashed tokens of a tokens file."""
 
     def __init__(self, entries: list[tuple[str, Principal]]) -> None:
-        self._entries = [_Entry(bytes.fromhex(h), p) for h, p in entries]
+        self._entries = [
+            _Entry(bytes.fromhex(h), replace(p, token_sha256=h.lower())) for h, p in entries
+        ]
+        self._by_hash = {e.digest.hex(): e.principal for e in self._entries}
 
     def __len__(self) -> int:
         return len(self._entries)
+
+    def hashes(self) -> frozenset[str]:
+        """The token hashes of the file (hex)."""
+        return frozenset(self._by_hash)
+
+    def holder(self, token_sha256: str) -> Principal | None:
+        """The principal of the line with this token hash (``None``: no such line)."""
+        return self._by_hash.get(token_sha256)
+
+    def same(self, other: TokenStore) -> bool:
+        """Whether both hold the same lines (hash, name and role)."""
+        return self._lines() == other._lines()
+
+    def _lines(self) -> list[tuple[bytes, str, str]]:
+        return [(e.digest, e.principal.name, e.principal.role) for e in self._entries]
 
     def authenticate(self, token: str) -> Principal | None:
         """The principal of ``token``, compared in constant time against every entry."""
@@ -179,10 +237,159 @@ def load_tokens(path: str | Path) -> TokenStore:
     return TokenStore(entries)
 
 
+log = logging.getLogger("dissensus.serve")
+
+TOKENS_CHECK_S = 1.0
+"""Seconds between two looks at the tokens file (the ``tokens_check_s`` setting)."""
+
+RACY_NS = 2_000_000_000
+"""A tokens file modified less than this long ago (ns) is read again at the next look
+even if its ``stat`` did not change: a write within the file system's timestamp
+granularity that kept the size and inode would show the same ``stat``."""
+
+TOKENS_UNAVAILABLE = (
+    "the server cannot check tokens now: its tokens file does not load (its log says "
+    "why); every token is refused until it does"
+)
+"""What a request with a token is answered (503) while the tokens file does not load."""
+
+
+@dataclass(frozen=True)
+class _Stamp:
+    """What ``os.stat`` says of the tokens file; another stamp means another file."""
+
+    device: int
+    inode: int
+    size: int
+    mtime_ns: int
+    ctime_ns: int
+    mode: int
+
+
+def _stamp(path: str) -> _Stamp | None:
+    """The file's stamp (``None`` when it cannot be stat'ed: missing, no access)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return _Stamp(st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_mode)
+
+
+def _settled(stamp: _Stamp | None) -> bool:
+    """Whether a file's stamp can stand for its content: last changed over
+    :data:`RACY_NS` ago (a missing file is settled: there is nothing to read)."""
+    if stamp is None:
+        return True
+    return time.time_ns() - max(stamp.mtime_ns, stamp.ctime_ns) > RACY_NS
+
+
+class TokenFile:
+    """The tokens file of a running server, read again when it changes.
+
+    Loaded at start (a :class:`ConfigError` naming file, line and field, as
+    :func:`load_tokens`); after that, :meth:`current` looks at the file at most every
+    ``check_s`` seconds of ``clock`` and reads it again when it changed. A version that
+    does not load makes :meth:`current` ``None`` (every token refused) until one loads.
+    Each token set that loads after another is a new :attr:`generation`; a token hash
+    missing from it is remembered as removed at that generation (:meth:`revoked`).
+    """
+
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        check_s: float = TOKENS_CHECK_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.path = str(path)
+        self.check_s = check_s
+        self._clock = clock
+        self._lock = threading.Lock()
+        stamp = _stamp(self.path)  # before reading: a change after it is seen next time
+        self._good = load_tokens(self.path)
+        self._store: TokenStore | None = self._good
+        self._stamp = stamp
+        self._settled = _settled(stamp)
+        self._checked = clock()
+        self._failure: tuple[_Stamp | None, str] | None = None
+        self.generation = 0
+        """Token sets loaded since start (a session remembers the one it opened in)."""
+        self._removed: dict[str, int] = {}
+
+    def __len__(self) -> int:
+        """Tokens of the file as last loaded (0 while it does not load)."""
+        store = self._store
+        return 0 if store is None else len(store)
+
+    @property
+    def loads(self) -> bool:
+        """Whether the file as last looked at loads (tokens can be checked)."""
+        return self._store is not None
+
+    def current(self) -> TokenStore | None:
+        """The tokens now (the file looked at if ``check_s`` passed since the last look);
+        ``None`` while the file does not load."""
+        with self._lock:
+            now = self._clock()
+            if now - self._checked >= self.check_s:
+                self._checked = now
+                self._look()
+            return self._store
+
+    def authenticate(self, token: str) -> Principal | None:
+        """The principal of ``token`` now (``None``: unknown, or the file does not load)."""
+        store = self.current()
+        return None if store is None else store.authenticate(token)
+
+    def revoked(self, token_sha256: str, since: int) -> bool:
+        """Whether a token set loaded after generation ``since`` lacked this hash."""
+        return self._removed.get(token_sha256, -1) > since
+
+    def _look(self) -> None:
+        stamp = _stamp(self.path)
+        if stamp == self._stamp and self._settled:
+            return
+        self._stamp, self._settled = stamp, _settled(stamp)
+        try:
+            store = load_tokens(self.path)
+        except ConfigError as exc:
+            self._fail(stamp, exc)
+            return
+        self._take(store)
+
+    def _fail(self, stamp: _Stamp | None, exc: ConfigError) -> None:
+        self._store = None
+        failure = (stamp, str(exc))
+        if failure != self._failure:  # once per version of the file, not per request
+            self._failure = failure
+            log.warning("%s; every token is refused until the tokens file loads", exc)
+
+    def _take(self, store: TokenStore) -> None:
+        was_failing, self._failure = self._failure is not None, None
+        self._store = store
+        if store.same(self._good):
+            if was_failing:
+                log.warning("tokens file %s loads again: %d token(s)", self.path, len(store))
+            return
+        before, after = self._good.hashes(), store.hashes()
+        self.generation += 1
+        for gone in before - after:
+            self._removed[gone] = self.generation
+        self._good = store
+        log.warning(
+            "tokens file %s reloaded: %d token(s), %d added, %d removed",
+            self.path,
+            len(store),
+            len(after - before),
+            len(before - after),
+        )
+
+
 @dataclass
 class _Session:
     principal: Principal
     expires: float
+    generation: int = 0
 
 
 MAX_SESSIONS = 10_000
@@ -198,11 +405,15 @@ class SessionStore:
     store never holds more than ``max_sessions``.
     """
 
-    def __init__(self, ttl_s: float, max_sessions: int = MAX_SESSIONS) -> None:
+    def __init__(
+        self, ttl_s: float, max_sessions: int = MAX_SESSIONS, tokens: TokenFile | None = None
+    ) -> None:
         if max_sessions < 1:
             raise ValueError(f"max_sessions must be at least 1, got {max_sessions!r}")
         self.ttl_s = ttl_s
         self.max_sessions = max_sessions
+        self.tokens = tokens
+        """The server's tokens file: a session is authorised as its token is now."""
         self._secret = secrets.token_bytes(32)
         # An OrderedDict: taking its first key stays O(1) however many were popped
         # (a plain dict scans the holes left at its front).
@@ -227,7 +438,8 @@ class SessionStore:
         now = time.monotonic()
         self._drop_stale(now)
         sid = secrets.token_urlsafe(32)
-        self._sessions[sid] = _Session(principal, now + self.ttl_s)
+        generation = 0 if self.tokens is None else self.tokens.generation
+        self._sessions[sid] = _Session(principal, now + self.ttl_s, generation)
         return sid
 
     def local(self, principal: Principal) -> str:
@@ -240,12 +452,30 @@ class SessionStore:
         return self._local
 
     def get(self, sid: str | None) -> Principal | None:
+        """The session's principal now: ``None`` when there is no such live session, when
+        its token was revoked (the session ends) or while the tokens file does not load
+        (it is kept); with the role and name of its token's line as the file has them."""
         if not sid:
             return None
         session = self._sessions.get(sid)
         if session is None or session.expires <= time.monotonic():
             return None
-        return session.principal
+        if self.tokens is None:
+            return session.principal
+        return self._holder(self.tokens, sid, session)
+
+    def _holder(self, tokens: TokenFile, sid: str, session: _Session) -> Principal | None:
+        """The principal of a session's token now, the session ended if it was revoked."""
+        store = tokens.current()
+        digest = session.principal.token_sha256
+        if digest is not None and not tokens.revoked(digest, session.generation):
+            if store is None:
+                return None  # the file does not load: refused, not ended
+            holder = store.holder(digest)
+            if holder is not None:
+                return holder
+        self._sessions.pop(sid, None)
+        return None
 
     def close(self, sid: str | None) -> None:
         if sid:

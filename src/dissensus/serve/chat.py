@@ -231,9 +231,12 @@ def _authorise(request: Request) -> Principal:
         raise ChatError(
             status,
             str(getattr(exc, "error", exc)),
-            type=_AUTH_TYPES.get(status, "invalid_request_error"),
+            type=_AUTH_TYPES.get(
+                status, "server_error" if status >= 500 else "invalid_request_error"
+            ),
             param="Authorization",  # as the service's own body names the field
-            code="invalid_api_key" if status == 401 else "forbidden",
+            # 503: the tokens file does not load (dissensus.serve.auth); retried by SDKs
+            code={401: "invalid_api_key", 503: "tokens_unavailable"}.get(status, "forbidden"),
         ) from None
     if not allows(principal, "submit"):
         raise ChatError(

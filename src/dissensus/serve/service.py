@@ -9,7 +9,7 @@ from fastapi import Request
 
 from dissensus.guard import ReliabilityFit
 from dissensus.pipeline import RunSpec
-from dissensus.serve.auth import LOCAL, Principal, SessionStore, TokenStore, load_tokens
+from dissensus.serve.auth import LOCAL, TOKENS_UNAVAILABLE, Principal, SessionStore, TokenFile
 from dissensus.serve.http import ApiError
 from dissensus.serve.journal_adapter import ReviewDesk, open_journal
 from dissensus.serve.runs import Runner
@@ -35,8 +35,11 @@ class Service:
         # before the server answers anything: the CLI's records, through this door too.
         self.spec = RunSpec.from_policy(settings.policy)
         self.policy = self.spec.policy
-        self.tokens: TokenStore | None = load_tokens(settings.tokens) if settings.tokens else None
-        self.sessions = SessionStore(settings.session_ttl_s)
+        # Read again when it changes (at most every tokens_check_s): see dissensus.serve.auth.
+        self.tokens: TokenFile | None = (
+            TokenFile(settings.tokens, check_s=settings.tokens_check_s) if settings.tokens else None
+        )
+        self.sessions = SessionStore(settings.session_ttl_s, tokens=self.tokens)
         reopen = _reopener(journal, settings.journal)
         self.runner = Runner(journal, self.spec, open_journal=reopen)
         self.shift_watch = ShiftWatch(
@@ -52,7 +55,8 @@ class Service:
         self.guard_calibration: ReliabilityFit | None = self.spec.guard_calibration
 
     def authenticate(self, request: Request) -> Principal:
-        """The bearer token's principal (401 without a valid one)."""
+        """The bearer token's principal (401 without a valid one; 503 while the tokens
+        file does not load: every token is refused, and the client may try again)."""
         if self.tokens is None:
             return LOCAL
         header = request.headers.get("authorization", "")
@@ -61,7 +65,10 @@ class Service:
             raise ApiError(
                 401, "missing bearer token (Authorization: Bearer TOKEN)", "Authorization"
             )
-        principal = self.tokens.authenticate(token.strip())
+        store = self.tokens.current()
+        if store is None:
+            raise ApiError(503, TOKENS_UNAVAILABLE, "Authorization", headers={"Retry-After": "1"})
+        principal = store.authenticate(token.strip())
         if principal is None:
             raise ApiError(401, "unknown token", "Authorization")
         return principal

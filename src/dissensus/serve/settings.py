@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from dissensus.errors import ConfigError
 from dissensus.io.limits import MAX_AGENTS, MAX_FIELD_CHARS
+from dissensus.serve.auth import TOKENS_CHECK_S
 
 __all__ = ["ServeSettings", "check_exposure", "is_loopback"]
 
@@ -42,6 +43,9 @@ class ServeSettings(BaseModel):
     """Pipeline policy (YAML) every decide request runs under; ``None``: built-in defaults."""
     tokens: str | None = None
     """Tokens file (``token_sha256 name role`` per line); ``None``: no authentication (loopback only)."""
+    tokens_check_s: float = Field(default=TOKENS_CHECK_S, ge=0)
+    """Seconds between two looks at the tokens file for changes (0: at every request);
+    see :class:`~dissensus.serve.auth.TokenFile`."""
     max_body_bytes: int = Field(default=8 * 1024 * 1024, ge=1024)
     """Largest request body accepted (413 above)."""
     max_panels: int = Field(default=1000, ge=1)

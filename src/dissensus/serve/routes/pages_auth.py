@@ -14,7 +14,7 @@ import secrets
 from fastapi import APIRouter, Request
 from fastapi.responses import PlainTextResponse, RedirectResponse, Response
 
-from dissensus.serve.auth import allows
+from dissensus.serve.auth import TOKENS_UNAVAILABLE, allows
 from dissensus.serve.pages import (
     PRE_COOKIE,
     SESSION_COOKIE,
@@ -78,14 +78,16 @@ async def login(request: Request) -> Response:
     token = str(form.get("token", "")).strip()
     principal = service.tokens.authenticate(token) if service.tokens is not None and token else None
     if principal is None or not allows(principal, "review"):
-        message = (
-            "unknown token"
-            if principal is None
-            else f"{principal.name} has role {principal.role}; the review page needs review"
-        )
+        if principal is not None:
+            status = 403
+            message = f"{principal.name} has role {principal.role}; the review page needs review"
+        elif service.tokens is not None and not service.tokens.loads:
+            status, message = 503, TOKENS_UNAVAILABLE  # every token refused for now
+        else:
+            status, message = 401, "unknown token"
         return render(
             "login.html",
-            401 if principal is None else 403,
+            status,
             title="log in",
             principal=None,
             csrf=service.sessions.csrf(pre),
