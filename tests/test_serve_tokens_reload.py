@@ -170,6 +170,9 @@ async def test_the_chat_door_says_the_tokens_are_unavailable_as_openai_does(
             "param": "Authorization",
             "code": "tokens_unavailable",
         }
+        # An SDK is asked to retry: the file is usually whole again within a second.
+        assert refused.headers["x-should-retry"] == "true"
+        assert refused.headers["Retry-After"] == "1"
 
 
 @pytest.mark.anyio

@@ -177,7 +177,7 @@ def _error(exc: ChatError) -> Response:
         headers["WWW-Authenticate"] = "Bearer"
     if exc.code in NO_RETRY:
         headers["x-should-retry"] = "false"
-    elif exc.code in (SHUTTING_DOWN, "idempotency_key_in_use"):
+    elif exc.code in (SHUTTING_DOWN, "idempotency_key_in_use", "tokens_unavailable"):
         headers["x-should-retry"] = "true"
         headers["Retry-After"] = str(RETRY_AFTER_S)
     return JSONResponse(exc.body(), status_code=exc.status, headers=headers or None)
@@ -350,8 +350,9 @@ def _event(data: str) -> str:
                 "`--max-body-bytes`, or the panel over the pipeline's bounds.",
                 500: "The pipeline failed, or an error no handler expected "
                 "(`x-should-retry: false`).",
-                503: "The journal is unreachable or busy, or the server is shutting down "
-                "(`shutting_down`, `Retry-After`; with `stream: true` too, as JSON).",
+                503: "The journal is unreachable or busy, the server is shutting down "
+                "(`shutting_down`, `Retry-After`; with `stream: true` too, as JSON), or its "
+                "tokens file does not load (`tokens_unavailable`, `Retry-After`).",
                 504: "The request took longer than the server's `--timeout`; once its case "
                 "was handed to the journal, `timeout_case_journalled` and `dissensus` "
                 "name the case to poll.",
