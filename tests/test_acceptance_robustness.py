@@ -323,6 +323,16 @@ def _missing_fold(d: dict[str, Any]) -> None:
     d.update(strata_field="subset", fold_of_stratum={"x": 9})
 
 
+def _no_reference(version: str) -> Any:
+    """A tamper: no ``shift_reference`` field, in a file recording dissensus ``version``."""
+
+    def tamper(d: dict[str, Any]) -> None:
+        del d["shift_reference"]
+        d["libraries"]["dissensus"] = version
+
+    return tamper
+
+
 TAMPERED = [
     pytest.param("models.0", _short_coef, id="coef-shorter-than-features"),
     pytest.param("family", lambda d: d.update(family="bogus"), id="unknown-family"),
@@ -365,6 +375,10 @@ TAMPERED = [
     ),
     # A null reference turned the shift check off, and nothing said so.
     pytest.param("shift_reference", lambda d: d.update(shift_reference=None), id="null-reference"),
+    # So did a deleted one, in a file whose version writes it: it read as a file written
+    # before the check.
+    pytest.param("shift_reference", _no_reference("0.3.0"), id="no-reference-0.3.0"),
+    pytest.param("shift_reference", _no_reference("1.0.0rc1"), id="no-reference-1.0.0rc1"),
     pytest.param("selection_n", lambda d: d.update(selection_n=3), id="selection-without-split"),
     # A threshold whose own figures fail the test that would have chosen it.
     pytest.param(
@@ -425,6 +439,7 @@ def test_a_file_written_before_the_shift_check_says_its_check_is_off(
 
     data = json.loads((workdir / "A.json").read_text())
     del data["shift_reference"]
+    data["libraries"]["dissensus"] = "0.1.0"  # the version that wrote files before the check
     path = _rehashed(data, tmp_path / "old.json")
     assert load_acceptance(path).shift_reference is None
     args = ["decide", workdir / "few.jsonl", "--policy", workdir / "p.yaml", "--acceptance", path]
@@ -439,6 +454,36 @@ def test_a_file_written_before_the_shift_check_says_its_check_is_off(
     # A file that keeps its reference says nothing of the kind.
     res = cli(*args[:-1], workdir / "A.json", "--journal", tmp_path / "j3.sqlite")
     assert res.code == 0 and "shift check is off" not in res.out + res.err
+
+
+@pytest.mark.parametrize("version", [None, "unknown", "0.1.0", "0.1.0.dev2"])
+def test_a_file_without_reference_loads_when_its_version_may_predate_the_check(
+    workdir: Path, tmp_path: Path, version: str | None
+) -> None:
+    """Only 0.1.0 wrote files before the shift check; a file recording no version (or
+    ``unknown``) cannot be told from one of those, and loads as they do."""
+    from dissensus.acceptance import load_acceptance
+
+    data = json.loads((workdir / "A.json").read_text())
+    del data["shift_reference"]
+    if version is None:
+        del data["libraries"]["dissensus"]
+    else:
+        data["libraries"]["dissensus"] = version
+    assert load_acceptance(_rehashed(data, tmp_path / "old.json")).shift_reference is None
+
+
+def test_a_missing_reference_is_refused_naming_the_version(workdir: Path, tmp_path: Path) -> None:
+    from dissensus.acceptance import load_acceptance
+
+    data = json.loads((workdir / "A.json").read_text())
+    _no_reference("0.3.0")(data)
+    path = _rehashed(data, tmp_path / "T.json")
+    with pytest.raises(ConfigError) as info:
+        load_acceptance(path)
+    said = str(info.value)
+    assert str(path) in said and "shift_reference" in said and "dissensus 0.3.0" in said, said
+    assert "written before the check" in said, said
 
 
 def test_a_boolean_delta_is_refused_as_not_a_number(workdir: Path, tmp_path: Path) -> None:
