@@ -40,7 +40,7 @@ KNOB: dict[str, Any] = {"panel": None, "value": 0.0}
 """What :func:`knob` returns on the panel named ``panel`` (a finite value elsewhere)."""
 
 
-def knob(panel: Panel) -> dict[str, float]:
+def knob(panel: Panel) -> dict[str, Any]:
     """A user feature the tests steer: ``KNOB['value']`` on one panel."""
     if panel.id == KNOB["panel"]:
         return {"x": KNOB["value"]}
@@ -126,21 +126,60 @@ def test_calibration_refuses_a_bad_user_feature_value_in_one_line(
     assert not out.exists()
 
 
-@settings(max_examples=40)
+NOT_NUMBERS = ["1", "0.5", "nan", "", True, False, None, [1.0], {"v": 1.0}]
+
+
+@pytest.mark.parametrize("value", NOT_NUMBERS, ids=repr)
+def test_calibration_refuses_a_user_feature_value_that_is_no_number(
+    workdir: Path, tmp_path: Path, value: Any
+) -> None:
+    """A string or a boolean was read by ``float()`` ("1" -> 1.0, True -> 1.0) in silence."""
+    panel = _panels()[7].id
+    KNOB.update(panel=panel, value=value)
+    out = tmp_path / "A.json"
+    res = cli(
+        "calibrate-acceptance", workdir / "few.jsonl", "--policy", workdir / "p.yaml",
+        "--feature", SPEC, "--out", out,
+    )  # fmt: skip
+    assert res.code == 2, res.err
+    assert len(res.err.strip().splitlines()) == 1 and "Traceback" not in res.err
+    assert SPEC in res.err and repr(panel) in res.err and "'x'" in res.err
+    assert "not a number" in res.err, res.err
+    assert not out.exists()
+
+
+def _usable(value: object) -> bool:
+    """Whether acceptance can use ``value`` as a feature value."""
+    from dissensus.acceptance.features import FEATURE_BOUND
+
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    try:
+        number = float(value)
+    except OverflowError:
+        return False
+    return math.isfinite(number) and abs(number) <= FEATURE_BOUND
+
+
+@settings(max_examples=60)
 @given(
     st.one_of(
         st.floats(),
         st.sampled_from([1e100, -1e100, 1.0000001e100, 1e101, 1e150, 1e308, -1e308]),
+        st.integers(),
+        st.sampled_from([10**100, 10**101, -(10**400)]),
+        st.booleans(),
+        st.text(max_size=4),
+        st.none(),
     )
 )
 def test_any_user_feature_value_gives_a_finite_verdict_or_one_naming_the_feature(
-    workdir: Path, judged: dict[str, Any], value: float
+    workdir: Path, judged: dict[str, Any], value: object
 ) -> None:
     """The guarantee at decision time: whatever a user feature returns on one panel, the
     verdict and the shift-check vector are finite (JSON without NaN), and a value
-    acceptance cannot use escalates that case with the feature named."""
-    from dissensus.acceptance.features import FEATURE_BOUND
-
+    acceptance cannot use (not finite, too large, or no number: a boolean, a string)
+    escalates that case with the feature named."""
     learned = _learned(workdir / "A.json", judged["backend"])
     panel, reading, guard = judged["panels"][3], judged["readings"][3], judged["guards"][3]
     KNOB.update(panel=panel.id, value=value)
@@ -148,9 +187,9 @@ def test_any_user_feature_value_gives_a_finite_verdict_or_one_naming_the_feature
     _finite_json(verdict.model_dump(mode="json"))
     _finite_json(vector)
     assert 0.0 <= verdict.score <= 1.0
-    usable = math.isfinite(value) and abs(value) <= FEATURE_BOUND
-    if usable:
-        assert vector is not None and vector["user.x"] == value
+    if _usable(value):
+        assert isinstance(value, int | float)
+        assert vector is not None and vector["user.x"] == float(value)
         assert "not judged" not in verdict.reason
     else:
         assert vector is None and not verdict.accepted and verdict.decision is None
