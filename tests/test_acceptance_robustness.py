@@ -40,7 +40,7 @@ KNOB: dict[str, Any] = {"panel": None, "value": 0.0}
 """What :func:`knob` returns on the panel named ``panel`` (a finite value elsewhere)."""
 
 
-def knob(panel: Panel) -> dict[str, float]:
+def knob(panel: Panel) -> dict[str, Any]:
     """A user feature the tests steer: ``KNOB['value']`` on one panel."""
     if panel.id == KNOB["panel"]:
         return {"x": KNOB["value"]}
@@ -126,21 +126,60 @@ def test_calibration_refuses_a_bad_user_feature_value_in_one_line(
     assert not out.exists()
 
 
-@settings(max_examples=40)
+NOT_NUMBERS = ["1", "0.5", "nan", "", True, False, None, [1.0], {"v": 1.0}]
+
+
+@pytest.mark.parametrize("value", NOT_NUMBERS, ids=repr)
+def test_calibration_refuses_a_user_feature_value_that_is_no_number(
+    workdir: Path, tmp_path: Path, value: Any
+) -> None:
+    """A string or a boolean was read by ``float()`` ("1" -> 1.0, True -> 1.0) in silence."""
+    panel = _panels()[7].id
+    KNOB.update(panel=panel, value=value)
+    out = tmp_path / "A.json"
+    res = cli(
+        "calibrate-acceptance", workdir / "few.jsonl", "--policy", workdir / "p.yaml",
+        "--feature", SPEC, "--out", out,
+    )  # fmt: skip
+    assert res.code == 2, res.err
+    assert len(res.err.strip().splitlines()) == 1 and "Traceback" not in res.err
+    assert SPEC in res.err and repr(panel) in res.err and "'x'" in res.err
+    assert "not a number" in res.err, res.err
+    assert not out.exists()
+
+
+def _usable(value: object) -> bool:
+    """Whether acceptance can use ``value`` as a feature value."""
+    from dissensus.acceptance.features import FEATURE_BOUND
+
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    try:
+        number = float(value)
+    except OverflowError:
+        return False
+    return math.isfinite(number) and abs(number) <= FEATURE_BOUND
+
+
+@settings(max_examples=60)
 @given(
     st.one_of(
         st.floats(),
         st.sampled_from([1e100, -1e100, 1.0000001e100, 1e101, 1e150, 1e308, -1e308]),
+        st.integers(),
+        st.sampled_from([10**100, 10**101, -(10**400)]),
+        st.booleans(),
+        st.text(max_size=4),
+        st.none(),
     )
 )
 def test_any_user_feature_value_gives_a_finite_verdict_or_one_naming_the_feature(
-    workdir: Path, judged: dict[str, Any], value: float
+    workdir: Path, judged: dict[str, Any], value: object
 ) -> None:
     """The guarantee at decision time: whatever a user feature returns on one panel, the
     verdict and the shift-check vector are finite (JSON without NaN), and a value
-    acceptance cannot use escalates that case with the feature named."""
-    from dissensus.acceptance.features import FEATURE_BOUND
-
+    acceptance cannot use (not finite, too large, or no number: a boolean, a string)
+    escalates that case with the feature named."""
     learned = _learned(workdir / "A.json", judged["backend"])
     panel, reading, guard = judged["panels"][3], judged["readings"][3], judged["guards"][3]
     KNOB.update(panel=panel.id, value=value)
@@ -148,9 +187,9 @@ def test_any_user_feature_value_gives_a_finite_verdict_or_one_naming_the_feature
     _finite_json(verdict.model_dump(mode="json"))
     _finite_json(vector)
     assert 0.0 <= verdict.score <= 1.0
-    usable = math.isfinite(value) and abs(value) <= FEATURE_BOUND
-    if usable:
-        assert vector is not None and vector["user.x"] == value
+    if _usable(value):
+        assert isinstance(value, int | float)
+        assert vector is not None and vector["user.x"] == float(value)
         assert "not judged" not in verdict.reason
     else:
         assert vector is None and not verdict.accepted and verdict.decision is None
@@ -323,6 +362,16 @@ def _missing_fold(d: dict[str, Any]) -> None:
     d.update(strata_field="subset", fold_of_stratum={"x": 9})
 
 
+def _no_reference(version: str) -> Any:
+    """A tamper: no ``shift_reference`` field, in a file recording dissensus ``version``."""
+
+    def tamper(d: dict[str, Any]) -> None:
+        del d["shift_reference"]
+        d["libraries"]["dissensus"] = version
+
+    return tamper
+
+
 TAMPERED = [
     pytest.param("models.0", _short_coef, id="coef-shorter-than-features"),
     pytest.param("family", lambda d: d.update(family="bogus"), id="unknown-family"),
@@ -365,6 +414,10 @@ TAMPERED = [
     ),
     # A null reference turned the shift check off, and nothing said so.
     pytest.param("shift_reference", lambda d: d.update(shift_reference=None), id="null-reference"),
+    # So did a deleted one, in a file whose version writes it: it read as a file written
+    # before the check.
+    pytest.param("shift_reference", _no_reference("0.3.0"), id="no-reference-0.3.0"),
+    pytest.param("shift_reference", _no_reference("1.0.0rc1"), id="no-reference-1.0.0rc1"),
     pytest.param("selection_n", lambda d: d.update(selection_n=3), id="selection-without-split"),
     # A threshold whose own figures fail the test that would have chosen it.
     pytest.param(
@@ -425,6 +478,7 @@ def test_a_file_written_before_the_shift_check_says_its_check_is_off(
 
     data = json.loads((workdir / "A.json").read_text())
     del data["shift_reference"]
+    data["libraries"]["dissensus"] = "0.1.0"  # the version that wrote files before the check
     path = _rehashed(data, tmp_path / "old.json")
     assert load_acceptance(path).shift_reference is None
     args = ["decide", workdir / "few.jsonl", "--policy", workdir / "p.yaml", "--acceptance", path]
@@ -439,6 +493,36 @@ def test_a_file_written_before_the_shift_check_says_its_check_is_off(
     # A file that keeps its reference says nothing of the kind.
     res = cli(*args[:-1], workdir / "A.json", "--journal", tmp_path / "j3.sqlite")
     assert res.code == 0 and "shift check is off" not in res.out + res.err
+
+
+@pytest.mark.parametrize("version", [None, "unknown", "0.1.0", "0.1.0.dev2"])
+def test_a_file_without_reference_loads_when_its_version_may_predate_the_check(
+    workdir: Path, tmp_path: Path, version: str | None
+) -> None:
+    """Only 0.1.0 wrote files before the shift check; a file recording no version (or
+    ``unknown``) cannot be told from one of those, and loads as they do."""
+    from dissensus.acceptance import load_acceptance
+
+    data = json.loads((workdir / "A.json").read_text())
+    del data["shift_reference"]
+    if version is None:
+        del data["libraries"]["dissensus"]
+    else:
+        data["libraries"]["dissensus"] = version
+    assert load_acceptance(_rehashed(data, tmp_path / "old.json")).shift_reference is None
+
+
+def test_a_missing_reference_is_refused_naming_the_version(workdir: Path, tmp_path: Path) -> None:
+    from dissensus.acceptance import load_acceptance
+
+    data = json.loads((workdir / "A.json").read_text())
+    _no_reference("0.3.0")(data)
+    path = _rehashed(data, tmp_path / "T.json")
+    with pytest.raises(ConfigError) as info:
+        load_acceptance(path)
+    said = str(info.value)
+    assert str(path) in said and "shift_reference" in said and "dissensus 0.3.0" in said, said
+    assert "written before the check" in said, said
 
 
 def test_a_boolean_delta_is_refused_as_not_a_number(workdir: Path, tmp_path: Path) -> None:

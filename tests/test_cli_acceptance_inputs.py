@@ -2,8 +2,8 @@
 figures, its options and standard input.
 
 * ``meta.gold`` is read as a label, as a decision is (``2.0`` -> ``"2"``, ``true`` ->
-  ``"true"``); a gold that is not a label (a list, an object, an empty string) is a
-  reject naming ``meta.gold`` while the other lines calibrate.
+  ``"true"``); a gold that is not a label (a list, an object, an empty or blank string)
+  is a reject naming ``meta.gold`` while the other lines calibrate.
 * A stratum with too few calibration cases for a threshold ever to be tested in it is
   an error naming it (exit 2), and a reason listing strata is bounded.
 * Stratum values are read as labels too: a null is the missing stratum, a list or an
@@ -104,7 +104,7 @@ def test_a_boolean_gold_reads_as_a_boolean_decision_does(root: Path) -> None:
     assert json.loads(res.out)["calibration_accepted"] > 0
 
 
-BAD_GOLDS = [{"x": "2"}, ["2"], "", {}, []]
+BAD_GOLDS = [{"x": "2"}, ["2"], "", {}, [], "   ", "\t\n"]
 
 
 def test_a_gold_that_is_not_a_label_is_a_reject_naming_the_field(root: Path) -> None:
@@ -128,7 +128,7 @@ def test_a_gold_that_is_not_a_label_is_a_reject_naming_the_field(root: Path) -> 
         st.integers(-(10**20), 10**20),
         st.floats(allow_nan=False, allow_infinity=False),
         st.booleans(),
-        st.text(min_size=1, max_size=5),
+        st.text(min_size=1, max_size=5).filter(str.strip),
     )
 )
 def test_gold_is_normalised_exactly_as_a_decision(value: object) -> None:
@@ -146,6 +146,16 @@ def test_gold_label_reads_missing_and_refuses_what_is_not_a_label() -> None:
     for bad in BAD_GOLDS:
         with pytest.raises(ValueError):
             gold_label({"gold": bad})
+
+
+@given(st.text(alphabet=" \t\n\r\u00a0\u2003\u3000", min_size=1, max_size=8))
+def test_a_blank_gold_is_refused_as_the_empty_one_is(blank: str) -> None:
+    """A gold of whitespace only names no decision; it was taken as the label ``"   "``."""
+    from dissensus.types import gold_label
+
+    with pytest.raises(ValueError, match="the gold decision is blank"):
+        gold_label({"gold": blank})
+    assert gold_label({"gold": f" {blank}x"}) == f" {blank}x"  # text around it: a label
 
 
 def test_guard_calibration_refuses_an_empty_gold(tmp_path: Path) -> None:

@@ -97,14 +97,16 @@ def gold_label(meta: Mapping[str, Any]) -> str | None:
 
     Every reader of ``meta.gold`` goes through here, so that a gold matches the decision
     it names whatever JSON type the two were written with. A :class:`ValueError` saying
-    why when the value is not a label: a list, an object, an empty string, a non-finite
-    number.
+    why when the value is not a label: a list, an object, an empty string or one of
+    whitespace only (blank: it names no decision), a non-finite number.
     """
     value = _label(meta.get("gold"))
-    if value is None or (isinstance(value, str) and value):
+    if value is None or (isinstance(value, str) and value.strip()):
         return value
     if value == "":
         raise ValueError("the gold decision is an empty string")
+    if isinstance(value, str):
+        raise ValueError(f"the gold decision is blank ({value!r}: whitespace only)")
     if isinstance(value, float):
         raise ValueError(f"the gold decision must be a finite number (got {value!r})")
     kind = (

@@ -12,7 +12,11 @@ that keeps the guarantee (``rule``; a ``family`` given by the caller is the only
 tried, at the full ``delta``); the file names it and every record quotes it.
 
 Choices where the design is silent: a case whose gold answer is none of its candidates
-still counts (its best candidate is wrong). With ``strata``, a stratum too small to
+still counts (its best candidate is wrong). The model's features are
+:func:`~dissensus.acceptance.fit.feature_list` of the cases and their golds: when every
+gold is one label, no ``option=<label>`` feature (it could learn only that label; the
+file is still written, and ``calibrate-acceptance`` warns that the guarantee holds only
+for cases drawn like these). With ``strata``, a stratum too small to
 be calibrated is refused before anything is fitted (:func:`check_strata`). Under the
 ``split`` family rule the file's ``calibration_n`` and figures are those of the half
 that tested the threshold (what the bound counted), ``selection_n`` the half that
@@ -153,7 +157,7 @@ def calibrate(
             min_accepted=min_accepted,
             field=strata_field,
         )
-    feats = feature_list(cases)
+    feats = feature_list(cases, golds)
     if fitted is None:
         fitted = crossfit(cases, golds, groups=strata, seed=seed, features=feats, keys=keys)
     scores = {"learned": fitted.scores}

@@ -36,7 +36,11 @@ refused rather than misreport what it keeps or flag every run as shifted);
 ``selection_n`` only under the split rule; in a file that sets a threshold, a
 reference whose rows (two or more) are all one vector is refused (copies of one row),
 and ``shift_reference: null`` is refused in any file (files written before the shift
-check have no such field: they load, and the run says its check is off); a threshold only where the file's own figures
+check have no such field: they load, and the run says its check is off), as is a file
+without the field whose ``libraries.dissensus`` is a version after
+:data:`BEFORE_SHIFT_CHECK` (every such version writes it: only 0.1.0 wrote files
+before the check, and a file that records no version, or ``unknown``, cannot be
+told apart from one of those, so it loads as they do); a threshold only where the file's own figures
 pass its test: ``error_upper <= 1 - target_precision`` (each stratum's, in a stratified
 file) and ``calibration_accepted >= min_accepted`` (a file claiming a guarantee its
 figures refute is refused, not used). The figures are recomputed, not trusted: every
@@ -107,6 +111,19 @@ Unit = Annotated[float, Field(ge=0.0, le=1.0)]
 Open = Annotated[float, Field(gt=0.0, lt=1.0)]
 """A target precision or a delta: strictly between 0 and 1."""
 Count = Annotated[int, Field(ge=0)]
+
+BEFORE_SHIFT_CHECK = (0, 1)
+"""The last ``major.minor`` release whose files may have no ``shift_reference`` field: the
+shift check came within 0.1.0, and every later version writes the field."""
+
+_VERSION = re.compile(r"(\d+)\.(\d+)")
+"""The ``major.minor`` a recorded version string starts with."""
+
+
+def _release(version: object) -> tuple[int, int] | None:
+    """``(major, minor)`` of a recorded ``libraries.dissensus`` (``None``: not a version)."""
+    found = _VERSION.match(version) if isinstance(version, str) else None
+    return (int(found[1]), int(found[2])) if found else None
 
 
 _SLACK = 1.0 + 1e-9
@@ -277,6 +294,8 @@ class AcceptanceFile(BaseModel):
                 "null: a file keeps its calibration cases' vectors for the shift check "
                 "(only files written before the check have no shift_reference field)",
             )
+        if "shift_reference" not in self.model_fields_set and not _is_journalled(info):
+            self._reference_expected()
         if ref is not None:
             if len(ref.rows) != judged and not _is_journalled(info):
                 split = f" + {self.selection_n} (selection_n)" if self.selection_n else ""
@@ -304,6 +323,20 @@ class AcceptanceFile(BaseModel):
                     "of the calibration cases to compare new cases with",
                 )
         return self
+
+    def _reference_expected(self) -> None:
+        """A file without ``shift_reference`` was written by a version before the shift
+        check, as far as it says (:class:`Inconsistent` otherwise)."""
+        written = self.libraries.get("dissensus")
+        release = _release(written)
+        if release is not None and release > BEFORE_SHIFT_CHECK:
+            raise Inconsistent(
+                "shift_reference",
+                f"missing, but the file records dissensus {written}, which keeps its "
+                "calibration cases' vectors for the shift check (only files of version "
+                "0.1.0, written before the check, have no shift_reference field); without "
+                "them the check would be off without a word",
+            )
 
     def _passes(self) -> None:
         """A threshold's figures pass the test that chose it (:class:`Inconsistent`)."""

@@ -40,8 +40,11 @@ problems this size and about twenty times faster than L-BFGS here; it also shrin
 intercept slightly); at most 5 folds, fewer when there
 are fewer groups; a case whose candidates are all tied gets the first one (candidate
 order, see features); ``option=<label>`` features are kept only when the calibration
-has at most :data:`MAX_OPTION_LABELS` distinct candidate labels (a closed option set);
-a constant label (every row right or every row wrong) is fitted as a constant model.
+has at most :data:`MAX_OPTION_LABELS` distinct candidate labels (a closed option set)
+and its golds are not all one label (:func:`single_gold`): where every gold is ``"1"``,
+an ``option=1`` indicator learns only that the answer is ``"1"``, and the model would
+score every case whose plurality says ``"1"`` as right whatever else it reads (the
+features that describe the panel are kept); a constant label (every row right or every row wrong) is fitted as a constant model.
 A fitted model is consistent by construction and checked when read
 (:class:`LogisticModel`: one mean, scale and coefficient per feature, positive scales,
 finite numbers); a row whose logit overflows to an undefined value (``inf - inf``, a
@@ -80,6 +83,7 @@ __all__ = [
     "fold_index",
     "fold_of_key",
     "score_case",
+    "single_gold",
 ]
 
 MAX_OPTION_LABELS = 10
@@ -158,15 +162,26 @@ class LogisticModel(BaseModel):
         return np.asarray(1.0 / (1.0 + np.exp(-np.clip(logit, -50, 50))))
 
 
-def feature_list(cases: Sequence[Sequence[Candidate]]) -> list[str]:
-    """Every feature seen in the calibration rows, sorted (option labels only if few)."""
+def single_gold(golds: Sequence[str]) -> str | None:
+    """The one label every gold of ``golds`` is, when there are golds and they are all
+    one label; ``None`` otherwise."""
+    labels = set(golds)
+    return next(iter(labels)) if len(labels) == 1 else None
+
+
+def feature_list(
+    cases: Sequence[Sequence[Candidate]], golds: Sequence[str] | None = None
+) -> list[str]:
+    """Every feature seen in the calibration rows, sorted; ``option=<label>`` features
+    only when the candidate labels are few and ``golds`` (when given) are not all one
+    label (see the module docstring)."""
     names: set[str] = set()
     options: set[str] = set()
     for rows in cases:
         for cand in rows:
             names.update(cand.features)
             options.add(cand.label)
-    if len(options) > MAX_OPTION_LABELS:
+    if len(options) > MAX_OPTION_LABELS or (golds is not None and single_gold(golds) is not None):
         names = {n for n in names if not n.startswith("option=")}
     return sorted(n for n in names if not n.startswith(SCORE_PREFIX))
 
@@ -260,7 +275,7 @@ def fit_model(
     cases: Sequence[Sequence[Candidate]], golds: Sequence[str], features: list[str] | None = None
 ) -> LogisticModel:
     """Fit the logistic model on every candidate row of ``cases``."""
-    feats = features if features is not None else feature_list(cases)
+    feats = features if features is not None else feature_list(cases, golds)
     x, y, owner = design(cases, golds, feats)
     return fit_arrays(x, y, feats, owner)
 
@@ -338,7 +353,7 @@ def crossfit(
     features are votes).
     """
     n = len(cases)
-    feats = features if features is not None else feature_list(cases)
+    feats = features if features is not None else feature_list(cases, golds)
     out: list[tuple[str | None, float]] = [(None, 0.0)] * n
     same, distinct_cases = _same_groups(
         list(keys) if keys is not None else [str(i) for i in range(n)]

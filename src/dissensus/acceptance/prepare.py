@@ -26,7 +26,8 @@ its run specification, before any run exists.
 
 A user feature that raises (any exception, ``SystemExit`` included; only
 ``KeyboardInterrupt`` goes through) or returns something other than named numbers on a
-panel, and a feature value that is not finite or exceeds
+panel (a mapping whose values are real numbers: ``int``, ``float`` or numpy's; a
+boolean or a string is not one, though ``float()`` would read ``True`` or ``"1"``), and a feature value that is not finite or exceeds
 :data:`~dissensus.acceptance.features.FEATURE_BOUND` (a user feature's ``NaN``,
 ``inf`` or ``1e308``), is a :class:`FeatureValueError` (a :class:`ConfigError`) naming
 the panel and the feature (the user feature's spec, and the exception's type and
@@ -42,6 +43,7 @@ non-finite reaches the journal);
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -49,6 +51,7 @@ from typing import Any
 
 from dissensus.acceptance.calibrate import AcceptanceVerdict, apply_acceptance, stratum_of
 from dissensus.acceptance.features import (
+    FEATURE_BOUND,
     Candidate,
     PanelFeature,
     ReasoningSimilarity,
@@ -190,7 +193,7 @@ def _user_values(panel: Panel, funcs: Mapping[str, PanelFeature]) -> dict[str, f
         except BaseException as exc:
             raise FeatureValueError(panel.id, feature, f"raised {_error_text(exc)}") from None
         try:
-            got = {str(key): float(value) for key, value in values.items()}
+            items = [(str(key), value) for key, value in values.items()]
         except KeyboardInterrupt:
             raise
         except BaseException as exc:
@@ -200,12 +203,34 @@ def _user_values(panel: Panel, funcs: Mapping[str, PanelFeature]) -> dict[str, f
                 f"returned {type(values).__name__}, not a mapping of names to numbers "
                 f"({_error_text(exc)})",
             ) from None
-        for key, value in got.items():
-            why = bad_value(value)
+        for key, value in items:
+            number, why = _user_number(value)
+            if why is None:
+                why = bad_value(number)
             if why is not None:
                 raise FeatureValueError(panel.id, f"{feature} ({key!r})", why)
-        out.update(got)
+            out[key] = number
     return out
+
+
+def _user_number(value: object) -> tuple[float, str | None]:
+    """A user feature's value as a float, or why it is not a number: only a real number
+    (``int``, ``float``, numpy's numbers) is one; a boolean, a string or anything else is
+    not, whatever ``float()`` would make of it."""
+    if isinstance(value, bool):
+        return 0.0, f"{value!r} is a boolean, not a number"
+    if isinstance(value, str):
+        return 0.0, f"{quote_short(value)} is a string, not a number"
+    if value is None:
+        return 0.0, "None is not a number"
+    if not isinstance(value, numbers.Real):
+        return 0.0, f"a {type(value).__name__} is not a number"
+    try:
+        return float(value), None
+    except OverflowError:
+        return 0.0, f"exceeds the largest magnitude a feature may have ({FEATURE_BOUND:g})"
+    except (ValueError, TypeError) as exc:
+        return 0.0, f"a {type(value).__name__} that is no float ({_error_text(exc)})"
 
 
 def _margins(

@@ -8,7 +8,7 @@
 Both sources may be given together; their cases are pooled. ``LABELLED`` may be ``-``
 (standard input, read once: the cases are kept for the fit). A panel without
 ``meta.gold``, or whose gold is not a label (:func:`dissensus.types.gold_label`: a list,
-an object, an empty string), is rejected naming ``meta.gold`` (reported with its line,
+an object, an empty or blank string), is rejected naming ``meta.gold`` (reported with its line,
 exit code 3 after writing the file); a gold is read as a decision is (``2.0`` ->
 ``"2"``), so it matches the decisions whatever JSON type either was written with. With
 ``--strata FIELD``, a case whose ``meta.FIELD`` is a list or an object is rejected naming
@@ -47,6 +47,13 @@ Choices where the design is silent:
   (``duplicates`` with ``--json``). Dropped copies are not rejected lines: the exit code
   is unchanged. The cross-fit folds also keep panels equal but for their id and gold
   (the same case labelled twice, differently) in one fold.
+* **One gold label.** When every calibration case acceptance judges has one and the
+  same gold (every ``meta.gold`` is ``"1"``), the guarantee was measured on cases whose
+  right answer is always that label: ``calibrate-acceptance`` says so on a ``warning:``
+  line on stderr (with ``--json`` too, where ``single_gold`` names the label; ``null``
+  otherwise), and the file is still written (exit unchanged). The fit leaves out the
+  ``option=`` features when every gold it is fitted on is one label
+  (:func:`dissensus.acceptance.fit.feature_list`).
 * A feature value that is not finite or exceeds
   :data:`~dissensus.acceptance.features.FEATURE_BOUND` (a user feature's ``NaN``,
   ``inf`` or ``1e308``) is a configuration error naming the panel and the feature (exit
@@ -218,6 +225,20 @@ def _say_too_few(n: int, *, target: float, delta: float, min_accepted: int) -> N
             "more cases",
             soft_wrap=True,
         )
+
+
+def _say_one_gold(label: str, n: int) -> None:
+    """Warn that every calibration case's gold is ``label``: the guarantee was measured
+    on cases whose right answer is always that label, and holds only for cases drawn
+    like them (the model leaves out its ``option=`` features, which could learn only the
+    label: :func:`~dissensus.acceptance.fit.feature_list`)."""
+    err_console.print(
+        f"warning: every gold of the {n} calibration case(s) is {shown(label)!r}: the "
+        "guarantee holds only for cases drawn like the calibration cases (whose right "
+        f"answer is {shown(label)!r} too), not for cases whose right answer is another; "
+        "the model leaves out its option features, which could learn only that label",
+        soft_wrap=True,
+    )
 
 
 def _refusal(panel: Panel, strata: str | None) -> tuple[str, str] | None:
@@ -416,6 +437,7 @@ def calibrate_acceptance_cmd(
     check_outputs({"--out": out, "--rejects": rejects}, reads=reads)
     from dissensus.acceptance import FeatureSettings, calibrate, save_acceptance, stratum_of
     from dissensus.acceptance.calibrate import MISSING_STRATUM
+    from dissensus.acceptance.fit import single_gold
     from dissensus.acceptance.prepare import (
         GuardInputs,
         candidates_for,
@@ -542,6 +564,9 @@ def calibrate_acceptance_cmd(
         keys=keys,
     )
     saved = save_acceptance(acc, out)
+    one = single_gold([g for g, j in zip(golds, judged, strict=True) if j])
+    if one is not None:
+        _say_one_gold(one, sum(judged))
     if saved.threshold is None and not any(f.competing for f in saved.families):
         # Every competing family is constant on the calibration cases: nothing to rank with.
         err_console.print(
@@ -569,6 +594,7 @@ def calibrate_acceptance_cmd(
         "rejected": rejected,
         "duplicates": once.dropped,
         "near_copies": near,
+        "single_gold": one,
     }
     if json_out:
         print_json(summary)
