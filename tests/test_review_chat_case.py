@@ -33,6 +33,8 @@ pytestmark = pytest.mark.anyio
 SYSTEM = "You are <b>terse</b> & exact.\nAnswer with a number."
 QUESTION_PARTS = ["Tom has 3 apples and buys 4 more.", "How many <script>x()</script>?\x1b[31m"]
 QUESTION = "\n".join(QUESTION_PARTS)
+SHOWN = QUESTION.replace("\x1b", "\\x1b")
+"""The question as a page shows it: the escape character written as the command line writes it."""
 LONG = "word " * 2_000 + "END-OF-LONG"
 MESSAGES: list[dict[str, Any]] = [
     {"role": "system", "content": SYSTEM},
@@ -141,12 +143,12 @@ async def test_the_case_page_shows_the_question_and_the_conversation(
         await _login(client)
         page = (await client.get(f"/review/case/{review_id}")).text
     assert "(no question in the panel)" not in page
-    assert _pre(page, "question") == QUESTION
+    assert _pre(page, "question") == SHOWN
     assert _conversation(page) == [
         ("system", SYSTEM),
         ("user", "Count my pears first."),
         ("assistant", LONG),
-        ("user", QUESTION),
+        ("user", SHOWN),
     ]
     # Verbatim and escaped: never markup.
     assert "<script>x()" not in page and "<b>terse</b>" not in page
@@ -277,7 +279,7 @@ async def test_blind_audit_and_automatic_decision_pages_show_the_conversation(
         page = (await client.get(f"/review/audit/{ref}")).text
         listed = (await client.get("/review", params={"status": "audits", "q": "buys 4"})).text
         audit = (await client.get(f"/v1/audits/{ref}", headers=auth("rev"))).json()
-    assert _pre(page, "question") == QUESTION
+    assert _pre(page, "question") == SHOWN
     assert [r for r, _ in _conversation(page)] == ["system", "user", "user"]
     assert f"/review/audit/{ref}" in listed
     assert audit["item"]["panel"]["meta"]["messages"][0]["content"] == SYSTEM
@@ -296,6 +298,6 @@ async def test_blind_audit_and_automatic_decision_pages_show_the_conversation(
         await _login(client)
         page = (await client.get(f"/review/auto/{ref}")).text
         listed = (await client.get("/review", params={"status": "automatic", "q": "buys 4"})).text
-    assert _pre(page, "question") == QUESTION
+    assert _pre(page, "question") == SHOWN
     assert [r for r, _ in _conversation(page)] == ["system", "user", "user"]
     assert f"/review/auto/{ref}" in listed

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -27,6 +28,7 @@ import pytest
 from pipeline_cases import panel, write_policy
 from serve_helpers import escalating
 from test_serve_load import PLAIN, spawn_server, stop_server, wait_ready
+from test_serve_review_page_lookalikes import LOOKALIKES, NOTHING, SUGGESTED, lookalike_panel
 
 pytestmark = pytest.mark.slow
 
@@ -862,3 +864,39 @@ def test_the_positions_tables_headers_stay_whole(desk: Desk, tmp_path: Path) -> 
     scroll, inner = page.evaluate("[document.documentElement.scrollWidth, window.innerWidth]")
     assert scroll <= inner, f"case page is {scroll} px wide in a {inner} px window"
     page.context.close()
+
+
+OPTION_TEXTS = (
+    "() => Array.from(document.querySelectorAll('li.option h3 > bdi')).map(b => b.innerText)"
+)
+RADIOS = """() => Array.from(document.querySelectorAll('input[name=decision]')).map(i => [i.value, i.dataset.key,
+  i.closest('label').innerText.includes('suggested')])"""
+
+
+def test_lookalike_options_read_apart_and_the_suggestion_resolves(desk: Desk) -> None:
+    """Options ``approve``, ``appro`` + ZWJ + ``ve``, ``approve`` + LRM, ... all read
+    "approve" in Chromium; they read apart now (the characters that show as nothing
+    escaped), and the suggested one's radio posts its own id: picked with its key and
+    Enter, it resolves the case as the suggestion, not as an answer no agent gave."""
+    run, (case, after) = desk.submit([lookalike_panel("lookalike-browser"), escalating("after")])
+    page = desk.page()
+    page.goto(f"{desk.base}/review/case/{case}?run={run}")
+    _on_case(desk, page, case)
+    shown = page.evaluate(OPTION_TEXTS)
+    seen = [re.sub(NOTHING, "", text) for text in shown]
+    assert len(seen) == len(LOOKALIKES) + 1 and len(set(seen)) == len(seen), shown
+    assert "appro\\u200dve" in shown
+    radios = page.evaluate(RADIOS)
+    assert {value for value, _, _ in radios} == {*LOOKALIKES, "reject"}  # exact ids
+    ((key, value),) = [(key, value) for value, key, suggested in radios if suggested]
+    assert value == SUGGESTED and key
+    agents = page.inner_text(".positions table")
+    assert "alice" in agents and "ali\\u200dce" in agents
+    page.keyboard.press(key)
+    page.keyboard.press("Enter")  # the suggestion needs no note
+    _on_case(desk, page, after)
+    page.context.close()
+    with desk.api("tok-r1") as api:
+        got = api.get(f"/v1/review/{case}").json()
+    assert got["resolution"]["decision"] == SUGGESTED
+    assert not got["resolution"]["outside_options"]

@@ -1,9 +1,12 @@
 """Bidi controls in agent text cannot reorder the review pages: every agent-supplied
 string (agent names, option labels and ids, decisions, case ids, the question, the
-reasoning) is set apart in an isolating element, and stays escaped."""
+reasoning) is set apart in an isolating element, HTML-escaped, and its bidi controls are
+shown escaped (``\\u202e``), as the command line shows them: ``alpha`` and ``alpha`` +
+U+202E would otherwise look the same."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from html.parser import HTMLParser
 from pathlib import Path
@@ -106,7 +109,7 @@ def test_plain_reasons_isolate_and_escape_the_labels() -> None:
     ]
     (split,) = plain_reasons("", options, 0)
     assert split == (
-        f"The agents split: 2 chose <bdi>Accept{RLO}&lt;i&gt;</bdi>, 1 chose <bdi>Reject</bdi>."
+        "The agents split: 2 chose <bdi>Accept\\u202e&lt;i&gt;</bdi>, 1 chose <bdi>Reject</bdi>."
     )
     (one,) = plain_reasons("", options[1:], 0)
     assert one == "Only one agent answered (<bdi>Reject</bdi>)."
@@ -131,8 +134,9 @@ async def test_bidi_controls_are_isolated_on_every_page(tmp_path: Path) -> None:
             "audit": await client.get(f"/review/audit/{ref}"),
         }
         case = pages["case"].text
-        assert f"alpha{RLO}" in case and f"Reject{LRI}" in case
-        assert f"<bdi>alpha{RLO}</bdi> → <bdi>Accept{RLO}&lt;i&gt;x&lt;/i&gt;</bdi>" in case
+        assert "alpha\\u202e" in case and "Reject\\u2066" in case
+        assert "<bdi>alpha\\u202e</bdi> → <bdi>Accept\\u202e&lt;i&gt;x&lt;/i&gt;</bdi>" in case
+        assert "I pick \\u202eyes" in case  # in the reasoning too
         assert "2 chose <bdi>Accept" in case
         answered = await client.post(
             f"/review/audit/{ref}/answer",
@@ -148,4 +152,9 @@ async def test_bidi_controls_are_isolated_on_every_page(tmp_path: Path) -> None:
             assert page.status_code == 200, (name, page.text[:500])
             assert "<i>x</i>" not in page.text, name
             assert not _unisolated(page.text), (name, _unisolated(page.text))
-        assert RLO in pages["auto"].text and RLO in pages["audit-answered"].text
+        shown = "".join(page.text for page in pages.values())
+        assert "alpha\\u202e" in pages["auto"].text and "no\\u202e" in pages["audit-answered"].text
+        # Every bidi control is shown escaped; the only ones left are the values a form
+        # posts back (an option id, a kept field), attributes that show nothing.
+        text_only = re.sub(r'(value|data-[a-z-]+)="[^"]*"', "", shown)
+        assert not BIDI & set(text_only), sorted(BIDI & set(text_only))

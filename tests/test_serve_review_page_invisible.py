@@ -58,7 +58,7 @@ async def test_invisible_characters_are_shown_escaped_and_posted_as_given(
         assert page.status_code == 200, page.text
         html = page.text
         assert "a\\u200bb" in html  # the agent, as the command line shows it
-        assert "one\\u200b is right\u202e." in html  # reasoning too; bidi kept, isolated
+        assert "one\\u200b is right\\u202e." in html  # reasoning too, bidi controls as well
         shown = re.sub(r'(value|data-option)="[^"]*"', "", html)
         assert ZW not in shown  # nothing invisible is displayed
         assert f'value="{OPTION}"' in html  # the radio posts the option's own id

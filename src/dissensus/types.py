@@ -17,6 +17,12 @@ Choices where the design is silent:
   represented this way.
 * A panel needs at least two agents and distinct agent ids; confidence, when given,
   lies in [0, 1].
+* An agent id, a decision (a re-ask's too) and a family are one line of text without a
+  control character (category Cc: U+0000 to U+001F, tab and newline included, and
+  U+007F to U+009F): labels and names that show on a screen and are typed back by a
+  reviewer, who may not resolve a case with a control character (a NUL shows as nothing
+  on a terminal and becomes U+FFFD in a web page). Reasoning and ``meta`` may hold any
+  text (reasoning keeps its line breaks).
 * Reasoning may be empty: real judges sometimes return a verdict with no text. Such an
   agent has no reasoning vector; the reading leaves it out of the similarity and names
   it in ``missing_reasoning`` (see :mod:`dissensus.states.reading`).
@@ -37,10 +43,19 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Mapping, Sequence
 from typing import Annotated, Any, Protocol, TypeAlias, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, Strict, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    Strict,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 __all__ = [
     "AcceptanceFigures",
@@ -117,6 +132,21 @@ def gold_label(meta: Mapping[str, Any]) -> str | None:
         else f"a {type(value).__name__}"
     )
     raise ValueError(f"the gold decision is {kind}, not a label (a string, number or boolean)")
+
+
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
+"""The control characters (Unicode category Cc)."""
+
+
+def _one_line(value: str | None, info: ValidationInfo) -> str | None:
+    """Field validator of a label or a name (an agent id, a decision, a family): no
+    control character, tab and newline included."""
+    if value is not None and (found := _CONTROL.search(value)) is not None:
+        raise ValueError(
+            f"{info.field_name} holds the control character U+{ord(found.group()):04X}; "
+            "an agent id, a decision or a family is one line without control characters"
+        )
+    return value
 
 
 def _confidence(value: float | None) -> float | None:
@@ -235,6 +265,7 @@ class Reask(BaseModel):
     """What changed, e.g. ``swap_order`` (options in the other order) or ``add_context``."""
 
     _norm_decision = field_validator("decision", mode="before")(_label)
+    _one_line = field_validator("decision")(_one_line)
 
 
 class AgentOutput(BaseModel):
@@ -261,6 +292,7 @@ class AgentOutput(BaseModel):
 
     _norm_decision = field_validator("decision", mode="before")(_label)
     _utf8 = field_validator("agent", "decision", "reasoning", "family")(_representable)
+    _one_line = field_validator("agent", "decision", "family")(_one_line)
     _finite_values = field_validator("values")(_representable)
 
     @model_validator(mode="after")

@@ -21,6 +21,9 @@ How each model check is met natively:
 * labels (``id``, ``decision``): a JSON string only (with the models' minimum
   lengths); a number or boolean label, which the models turn into its string form,
   goes to the next tier;
+* an agent id, a decision (a re-ask's too) and a family hold no control character:
+  checked after decoding, all of a panel's at once (:func:`_one_line`; a ``pattern``
+  costs a Python call per string);
 * numbers: msgspec refuses a JSON number out of the float range (``1e999``) wherever
   it sits, ``meta`` included, and JSON text cannot spell ``NaN`` or infinities, so
   every accepted number is finite; confidence lies in [0, 1]; an integer in a float
@@ -36,6 +39,7 @@ How each model check is met natively:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Iterator
 from typing import Annotated, Any
 
@@ -68,6 +72,8 @@ __all__ = [
 ]
 
 _Label = Annotated[str, Meta(min_length=1)]
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]").search
+"""A control character (the models' ``_one_line``)."""
 
 
 class EvidenceView(msgspec.Struct, frozen=True, gc=False, forbid_unknown_fields=True):
@@ -118,6 +124,20 @@ VIEW_FIELDS: dict[type[Any], tuple[str, ...]] = {
 _DECODE = msgspec.json.Decoder(PanelView).decode
 
 
+def _one_line(outputs: list[OutputView]) -> bool:
+    """Whether no agent id, decision (a re-ask's too) or family of ``outputs`` holds a
+    control character: all of them joined, printable (one C call) or searched."""
+    names = "".join(
+        [
+            f"{o.agent}{o.decision or ''}{o.family or ''}{o.reask.decision or ''}"
+            if o.reask is not None
+            else f"{o.agent}{o.decision or ''}{o.family or ''}"
+            for o in outputs
+        ]
+    )
+    return names.isprintable() or _CONTROL(names) is None
+
+
 def decode_panel_view(raw: str) -> PanelView | None:
     """The view of the JSON line ``raw``, or None when this tier does not accept it.
 
@@ -129,7 +149,7 @@ def decode_panel_view(raw: str) -> PanelView | None:
     except (msgspec.DecodeError, RecursionError):  # ValidationError is a DecodeError
         return None  # msgspec refuses deep nesting with a RecursionError
     outputs = view.outputs
-    if len({o.agent for o in outputs}) != len(outputs):
+    if len({o.agent for o in outputs}) != len(outputs) or not _one_line(outputs):
         return None
     for value in view.meta.values():
         if value.__class__ is dict or value.__class__ is list:

@@ -18,6 +18,7 @@ a five-agent panel is validated without a single Python call:
 * text: JSON text cannot carry undecodable bytes or lone surrogates once ``parse_line``
   has refused lines with either (and the JSON parser refuses lone surrogate escapes), so
   strings need no UTF-8 check here;
+* an agent id, a decision and a family without control characters: a ``pattern``;
 * at least two agents: ``min_length``; distinct agent ids: checked by the caller
   (:func:`validate_panel_json` returns ``None`` when they repeat).
 
@@ -60,13 +61,19 @@ _FINITE_VALUE = cs.union_schema(
 _VALUE = cs.definition_reference_schema(_VALUE_REF)
 
 
-def _label_schema(*, min_length: int | None, nullable: bool) -> cs.CoreSchema:
+_ONE_LINE = r"\A[^\x00-\x1f\x7f-\x9f]*\z"
+"""An agent id, a decision or a family: no control character (the models' ``_one_line``)."""
+
+
+def _label_schema(
+    *, min_length: int | None, nullable: bool, pattern: str | None = None
+) -> cs.CoreSchema:
     """A label: a JSON string as it is, anything else through ``_label`` (as the models)."""
-    text = cs.str_schema(min_length=min_length)
+    text = cs.str_schema(min_length=min_length, pattern=pattern)
     other: cs.CoreSchema = cs.no_info_before_validator_function(
         _label, cs.nullable_schema(text) if nullable else text
     )
-    plain: cs.CoreSchema = cs.str_schema(strict=True, min_length=min_length)
+    plain: cs.CoreSchema = cs.str_schema(strict=True, min_length=min_length, pattern=pattern)
     if nullable:
         plain = cs.nullable_schema(plain)
     return cs.union_schema([plain, other], mode="left_to_right")
@@ -108,7 +115,9 @@ _EVIDENCE = _model(
 _REASK = _model(
     Reask,
     {
-        "decision": _field(_label_schema(min_length=1, nullable=True), default=None),
+        "decision": _field(
+            _label_schema(min_length=1, nullable=True, pattern=_ONE_LINE), default=None
+        ),
         "reasoning": _optional(cs.str_schema()),
         "perturbation": _optional(cs.str_schema()),
     },
@@ -117,15 +126,15 @@ _REASK = _model(
 _AGENT = _model(
     AgentOutput,
     {
-        "agent": _field(cs.str_schema(min_length=1)),
-        "decision": _field(_label_schema(min_length=1, nullable=True)),
+        "agent": _field(cs.str_schema(min_length=1, pattern=_ONE_LINE)),
+        "decision": _field(_label_schema(min_length=1, nullable=True, pattern=_ONE_LINE)),
         "reasoning": _field(cs.str_schema()),
         "values": _optional(
             cs.dict_schema(cs.str_schema(), cs.float_schema(strict=True, allow_inf_nan=False))
         ),
         "confidence": _optional(cs.float_schema(strict=True, ge=0.0, le=1.0, allow_inf_nan=False)),
         "evidence": _optional(cs.list_schema(_EVIDENCE)),
-        "family": _optional(cs.str_schema()),
+        "family": _optional(cs.str_schema(pattern=_ONE_LINE)),
         "reask": _optional(_REASK),
     },
     extra="allow",

@@ -14,7 +14,9 @@ Three ways, chosen by the policy:
 
 Choices where the design is silent: an answer without a usable decision (no JSON object,
 a decision outside the options, no number, no match) is an **abstention** — the member
-spoke, its text is its reasoning, and it gives no vote; it is never an error. A
+spoke, its text is its reasoning, and it gives no vote; it is never an error. So is a
+decision holding a control character once its white space is collapsed (a NUL, a BEL:
+a panel's decisions hold none, :class:`~dissensus.types.AgentOutput`). A
 structured answer without a ``reasoning`` string keeps its raw text as the reasoning.
 An empty (or blank) answer is an abstention with **empty reasoning**: no text is
 invented for it (a placeholder would read as identical reasoning for every silent
@@ -50,6 +52,10 @@ class MemberAnswer(BaseModel):
     """Why the answer is an abstention (``None`` when it holds a decision)."""
 
 
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
+"""A control character, which no decision holds."""
+
+
 def normalise_label(text: str) -> str:
     """A free-text decision in canonical form: whitespace collapsed, case folded."""
     return " ".join(text.split()).casefold()
@@ -75,7 +81,7 @@ def _label(value: Any, options: list[str] | None) -> str | None:
     if not isinstance(value, str | int | float) or isinstance(value, bool):
         return None
     text = normalise_label(str(value))
-    if not text:
+    if not text or _CONTROL.search(text) is not None:
         return None
     if options is None:
         return text
@@ -100,7 +106,7 @@ def _structured(text: str, settings: PanelSettings) -> MemberAnswer:
     if decision is None:
         shown = "missing" if "decision" not in data else "not one of the options"
         if settings.options is None and "decision" in data:
-            shown = "not a non-empty string"
+            shown = "not a non-empty string without control characters"
         return MemberAnswer(decision=None, reasoning=trace, why=f"decision {shown}")
     return MemberAnswer(decision=decision, reasoning=trace)
 
@@ -128,4 +134,6 @@ def read_answer(text: str, settings: PanelSettings) -> MemberAnswer:
     value = found.group(1) if found.groups() else found.group(0)
     decision = _label(value, None) if value is not None else None
     why = None if decision is not None else "the pattern matched an empty decision"
+    if decision is None and value and normalise_label(value):
+        why = "the pattern matched a decision with a control character"
     return MemberAnswer(decision=decision, reasoning=trace, why=why)

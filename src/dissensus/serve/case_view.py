@@ -40,10 +40,11 @@ Choices where the design is silent:
   naming several options (two options labelled alike) names them all, for the caller to
   refuse.
 * **Bidi isolation.** Agent-supplied text (agent names, option labels and ids,
-  decisions, case ids, the question, reasoning) may carry bidi controls (U+202E,
-  U+2066, ...); the pages set every such string apart (``<bdi>``, or a verbatim block)
-  so it cannot reorder the text around it. The CLI neutralises them instead
-  (:func:`dissensus.quoting.shown`).
+  decisions, case ids, the question, reasoning) is set apart on the pages (``<bdi>``,
+  or a verbatim block), so that right-to-left text cannot reorder the text around it;
+  the bidi controls it may carry (U+202E, U+2066, ...) are shown escaped, with every
+  other character that shows as nothing (:func:`dissensus.quoting.visible`), as the
+  CLI shows them.
 """
 
 from __future__ import annotations
@@ -289,9 +290,9 @@ not a re-ask that failed to settle the case)."""
 
 
 def _isolated(text: str) -> Markup:
-    """``text`` (an agent's or a panel's) escaped and set apart in ``<bdi>``: bidi
-    controls in it (U+202E, U+2066, ...) cannot reorder the sentence around it; the
-    characters that show as nothing are shown escaped (``\u200b``)."""
+    """``text`` (an agent's or a panel's) escaped and set apart in ``<bdi>``: its
+    direction cannot reorder the sentence around it; the characters that show as
+    nothing, bidi controls included, are shown escaped (``\\u200b``)."""
     return Markup("<bdi>{}</bdi>").format(visible(text))
 
 

@@ -24,10 +24,17 @@ Choices where the design is silent:
   data: it is rendered with Jinja2's autoescaping inside ``<pre>`` (verbatim, never
   interpreted), and the page's Content-Security-Policy allows scripts from this server
   only, so even an escaping bug could not run injected script.
-  The characters that show as nothing (zero-width space, soft hyphen, word joiner, zero
-  width no-break space) are shown escaped, as the command line shows them (``\u200b``),
-  everywhere but in the values a form sends back: two agents ``ab`` and ``a\u200bb`` no
-  longer look alike. Other controls stay verbatim, bidi controls isolated in ``<bdi>``.
+  The characters that show as nothing (every control and format character and every
+  default-ignorable one: zero-width space and joiners, bidi marks and controls,
+  variation selectors, tags, Hangul fillers, ...; :data:`dissensus.quoting.INVISIBLE`)
+  are shown escaped, as the command line shows them (``\\u200b``), everywhere but in the
+  values a form sends back: two agents ``ab`` and ``a\\u200bb``, or two options
+  ``approve`` and ``approve\\u200e``, never look alike. Every ``{{ }}`` is a *short*
+  field (:func:`dissensus.quoting.visible`: tab and newline shown as ``\\t`` and ``\\n``
+  too); a long text shown as lines in a verbatim block (the question, a conversation's
+  messages, an option's text, the reasoning, the technical trail, the DCI packet's
+  texts) is written ``|lines`` (:func:`dissensus.quoting.visible_text`: line breaks,
+  tabs, ZWNJ, ZWJ and the emoji presentation selectors kept).
 * The body is ``hx-boost``ed: links and forms load over htmx and swap the page, and every
   page also works as a plain page load. After a resolve the server redirects to the next
   open case of the same queue (the filters and order the reviewer came with travel in
@@ -117,7 +124,7 @@ from markupsafe import Markup, escape
 from starlette.datastructures import FormData
 
 from dissensus.errors import DissensusError
-from dissensus.quoting import visible
+from dissensus.quoting import visible, visible_text
 from dissensus.serve import journal_errors
 from dissensus.serve.auth import LOCAL, Principal, allows
 from dissensus.serve.case_view import OptionView, word_diff
@@ -162,15 +169,23 @@ CSP = "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; 
 
 
 def _visible(value: Any) -> Any:
-    """What every ``{{ }}`` of a page shows: a string with the characters that show as
-    nothing escaped as the command line escapes them (``agent\\u200bb``, not ``agentb``;
-    :func:`dissensus.quoting.visible`), then HTML-escaped; other controls stay verbatim
-    (isolated by ``<bdi>``). A value that must come back as it was sent (a form field's
+    """What every ``{{ }}`` of a page shows: a string as a short field, with the
+    characters that show as nothing escaped as the command line escapes them
+    (``agent\\u200bb``, not ``agentb``; newline ``\\n``; :func:`dissensus.quoting.visible`),
+    then HTML-escaped. A value that must come back as it was sent (a form field's
     ``value``, an option id a radio button posts, a ``data-`` attribute the script
-    compares) is written ``|e`` in the template: escaped markup, left as it is."""
+    compares) is written ``|e`` in the template: escaped markup, left as it is; a long
+    text shown as lines is written ``|lines`` (:func:`_lines`)."""
     if isinstance(value, str) and not isinstance(value, Markup):
         return visible(value)
     return value
+
+
+def _lines(value: Any) -> Markup:
+    """A long text for a verbatim block (``{{ p.reasoning|lines }}``): escaped as
+    :func:`dissensus.quoting.visible_text` escapes it (line breaks, tabs, joiners and
+    emoji presentation selectors kept), then HTML-escaped."""
+    return escape(visible_text("" if value is None else value))
 
 
 _env = Environment(
@@ -179,6 +194,7 @@ _env = Environment(
     auto_reload=False,
     finalize=_visible,
 )
+_env.filters["lines"] = _lines
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,135 @@
+"""Options and agents that differ only by characters that show as nothing never look
+alike on the review page, and the page still posts each option's own id.
+
+A panel of ``approve`` and ``approve`` followed (or split) by a zero-width joiner, a bidi
+mark, a combining grapheme joiner, a Mongolian vowel separator, a tag, a variation
+selector or an Arabic letter mark showed nine options all reading "approve"; two agents
+``alice`` and ``ali`` + ZWJ + ``ce`` both read "alice". Every such character is now shown
+escaped (``appro\\u200dve``) in every short field, and the radio buttons post the ids as
+they are: picking the suggestion resolves the case with it.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dissensus.store import Journal
+from serve_helpers import auth, client_for, csrf_of, heap_frozen, login, settings
+
+pytestmark = pytest.mark.anyio
+
+SUGGESTED = "appro\u200dve"  # two agents chose it: the panel's plurality
+LOOKALIKES = [
+    "approve",
+    SUGGESTED,
+    "approve\u200e",
+    "approve\u200f",
+    "appro\u034fve",
+    "approve\u180e",
+    "approve\U000e0061",
+    "approve\ufe0f",
+    "appro\u061cve",
+]
+"""Options that all read "approve" where the characters that show as nothing show nothing."""
+AGENTS = ["alice", "ali\u200dce"]
+NOTHING = "[\u200d\u200e\u200f\u034f\u180e\U000e0061\ufe0f\u061c]"
+"""The characters of :data:`LOOKALIKES` that show as nothing."""
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _heap_frozen() -> Iterator[None]:
+    yield from heap_frozen()
+
+
+def lookalike_panel(pid: str = "lookalike") -> dict[str, Any]:
+    """The reviewer's panel, without the control characters its input now refuses: every
+    decision of :data:`LOOKALIKES` (the suggestion twice) and one ``reject``."""
+    decisions = [*LOOKALIKES, SUGGESTED, "reject"]
+    names = [*AGENTS, *(f"agent-{i}" for i in range(len(decisions) - len(AGENTS)))]
+    return {
+        "id": pid,
+        "meta": {"question": "Approve the wire transfer?"},
+        "outputs": [
+            {"agent": name, "decision": d, "reasoning": "looks fine", "family": f"f{i}"}
+            for i, (name, d) in enumerate(zip(names, decisions, strict=True))
+        ],
+    }
+
+
+def _text(fragment: str) -> str:
+    """What a fragment of the page shows: its tags dropped, its entities decoded."""
+    return html.unescape(re.sub(r"<[^>]+>", "", fragment)).strip()
+
+
+def _options(page: str) -> dict[str, str]:
+    """Each option's id (the radio value, as the browser reads it) -> the option as its
+    radio button shows it (the key and the "suggested" tag left out)."""
+    found = re.findall(
+        r'<input type="radio" name="decision" value="([^"]*)"[^>]*> <kbd>\d?</kbd> <bdi>([^<]*)</bdi>',
+        page,
+    )
+    return {html.unescape(value): _text(label) for value, label in found}
+
+
+async def test_lookalike_options_and_agents_are_shown_apart_and_post_their_ids(
+    tmp_path: Path,
+) -> None:
+    s = settings(tmp_path)
+    async with client_for(s) as client:
+        run = (
+            await client.post("/v1/decide", json=[lookalike_panel()], headers=auth("sub"))
+        ).json()
+        (record,) = run["records"]
+        assert record["action"] == "escalate", record
+        review_id = record["review_id"]
+        await login(client, "rev")
+        page = (await client.get(f"/review/case/{review_id}")).text
+
+    options = _options(page)
+    assert set(options) == {*LOOKALIKES, "reject"}  # every radio posts its option's own id
+    # What a reader sees of each: the characters that show as nothing show nothing.
+    seen = [re.sub(NOTHING, "", shown) for shown in options.values()]
+    assert len(set(seen)) == len(seen), seen  # no two options read the same
+    assert options[SUGGESTED] == "appro\\u200dve"
+    assert options["approve\U000e0061"] == "approve\\U000e0061"
+    assert options["approve"] == "approve"
+    headings = [
+        _text(h) for h in re.findall(r'<li class="option[^"]*"[^>]*>\s*<h3>(.*?)</h3>', page)
+    ]
+    assert len(headings) == len(LOOKALIKES) + 1 and len(set(headings)) == len(headings)
+    assert "<bdi>alice</bdi>" in page and "<bdi>ali\\u200dce</bdi>" in page
+    suggested = re.search(
+        r'value="([^"]*)"[^>]*>[^<]*<kbd>\d</kbd> <bdi>[^<]*</bdi> <span class="tag">suggested',
+        page,
+    )
+    assert suggested is not None and html.unescape(suggested.group(1)) == SUGGESTED
+    # Nothing that shows as nothing is displayed anywhere but in the values sent back.
+    displayed = re.sub(r'(value|data-option)="[^"]*"', "", page)
+    assert not re.search(NOTHING, displayed)
+
+    async with client_for(s) as client:
+        await login(client, "rev")
+        page = (await client.get(f"/review/case/{review_id}")).text
+        sha = re.search(r'name="content_sha256" value="([0-9a-f]{64})"', page)
+        assert sha is not None
+        done = await client.post(
+            f"/review/case/{review_id}/resolve",
+            data={
+                "decision": html.unescape(suggested.group(1)),
+                "note": "",
+                "csrf": csrf_of(page),
+                "content_sha256": sha.group(1),
+            },
+        )
+        assert done.status_code == 303, done.text
+    with Journal(s.journal) as journal:
+        resolved = journal.get(run["run_id"], "review/1/resolved")
+        assert resolved is not None
+        assert resolved.payload["decision"] == SUGGESTED  # the suggestion, not an override
+        assert resolved.payload.get("outside_options") in (None, False)
