@@ -132,9 +132,18 @@ def test_a_gold_that_is_not_a_label_is_a_reject_naming_the_field(root: Path) -> 
     )
 )
 def test_gold_is_normalised_exactly_as_a_decision(value: object) -> None:
+    """A gold is read as a decision is: what one takes, the other takes alike; what a
+    decision refuses (a control character), a gold refuses too."""
+    from pydantic import ValidationError
+
     from dissensus.types import AgentOutput, gold_label
 
-    decision = AgentOutput(agent="a", decision=value, reasoning="").decision
+    try:
+        decision = AgentOutput(agent="a", decision=value, reasoning="").decision
+    except ValidationError:
+        with pytest.raises(ValueError, match="control character"):
+            gold_label({"gold": value})
+        return
     assert gold_label({"gold": value}) == decision
 
 
@@ -155,7 +164,12 @@ def test_a_blank_gold_is_refused_as_the_empty_one_is(blank: str) -> None:
 
     with pytest.raises(ValueError, match="the gold decision is blank"):
         gold_label({"gold": blank})
-    assert gold_label({"gold": f" {blank}x"}) == f" {blank}x"  # text around it: a label
+    around = f" {blank}x"  # text around it: a label, unless it holds a control character
+    if any(c < " " or "\x7f" <= c <= "\x9f" for c in blank):
+        with pytest.raises(ValueError, match="control character"):
+            gold_label({"gold": around})
+    else:
+        assert gold_label({"gold": around}) == around
 
 
 def test_guard_calibration_refuses_an_empty_gold(tmp_path: Path) -> None:

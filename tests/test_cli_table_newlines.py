@@ -88,4 +88,10 @@ def test_characters_that_show_as_nothing_are_escaped(text: str) -> None:
     for shown_text in (shown(text), shown_block(text)):
         assert not any(c in INVISIBLE for c in shown_text), shown_text
     assert shown("agent\u200bb") == "agent\\u200bb" != shown("agentb")
-    assert shown("a\u200db") == "a\u200db"  # a joiner is kept: scripts and emoji need it
+    # A joiner is escaped in a line (two names must never look alike, as on a page) and
+    # kept in a block of text (scripts and emoji need it).
+    assert shown("a\u200db") == "a\\u200db" != shown("ab")
+    assert shown_block("a\u200db") == "a\u200db"
+    # Lookalikes the page tells apart, the terminal does too.
+    for mark in ("\u034f", "\u180e", "\ufe0f", "\U000e0061", "\u200e", "\u061c"):
+        assert shown(f"appro{mark}ve") != "approve", mark

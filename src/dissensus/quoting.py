@@ -95,15 +95,23 @@ SHORT_LIMIT = 80
 
 _LABEL = re.compile(r"^[A-Z][A-Z0-9_]*$")
 
-CONTROL = re.compile(
-    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u00ad\u200b\u200e\u200f\u202a-\u202e"
-    "\u2060-\u2064\u2066-\u2069\ufeff]"
+_SHOWS_NOTHING = (
+    "\x00-\x1f\x7f-\x9f"  # Cc: C0 controls, DEL, C1 controls
+    "\u00ad\u034f\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2"
+    "\u115f\u1160\u17b4\u17b5\u180b-\u180f"
+    "\u200b-\u200f\u2028-\u202e\u2060-\u206f"
+    "\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff0-\ufffb"
+    "\U000110bd\U000110cd\U00013430-\U0001343f\U0001bca0-\U0001bca3"
+    "\U0001d173-\U0001d17a\U000e0000-\U000e0fff"
 )
-"""C0 controls but tab and newline, DEL, C1 controls, the bidirectional embeddings,
-overrides and isolates (which can reorder what a reader sees), and the characters that
-show as nothing (soft hyphen, zero-width space, word joiner, invisible operators, zero
-width no-break space), which make ``agent\u200bb`` look like ``agentb``. The joiners
-(U+200C, U+200D) are kept: scripts and emoji need them."""
+
+CONTROL = re.compile(f"(?![\t\n\u200c\u200d\ufe0e\ufe0f])[{_SHOWS_NOTHING}]")
+"""What the command line escapes in a block of text (:func:`with_lines`): every
+character of :data:`INVISIBLE` (controls, format characters, default ignorables, the
+bidirectional controls, which can reorder what a reader sees) but tab, newline, the
+joiners ZWNJ and ZWJ and the presentation selectors U+FE0E and U+FE0F, which scripts
+and emoji need. A carriage return is escaped: on a terminal it would overwrite the
+line. :func:`one_line` escapes those too, as a page's short field does."""
 
 
 def _escape(match: re.Match[str]) -> str:
@@ -114,28 +122,17 @@ def _escape(match: re.Match[str]) -> str:
 
 
 def one_line(text: object) -> str:
-    """``text`` as one line a reader must see: control characters escaped (newline and
-    tab as ``\\n`` and ``\\t``), nothing interpreted."""
-    value = CONTROL.sub(_escape, str(text))
-    if "\n" in value or "\t" in value:
-        value = value.replace("\n", "\\n").replace("\t", "\\t")
-    return value
+    """``text`` as one line a reader must see: every character of :data:`INVISIBLE`
+    escaped (newline and tab as ``\\n`` and ``\\t``), nothing interpreted: what a
+    page's short field shows (:func:`visible`), so that two different names never look
+    alike on a screen either."""
+    return INVISIBLE.sub(_escape_shown, str(text))
 
 
 def with_lines(text: object) -> str:
     """``text`` as a block: control characters escaped but newlines and tabs, kept."""
     return CONTROL.sub(_escape, str(text))
 
-
-_SHOWS_NOTHING = (
-    "\x00-\x1f\x7f-\x9f"  # Cc: C0 controls, DEL, C1 controls
-    "\u00ad\u034f\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2"
-    "\u115f\u1160\u17b4\u17b5\u180b-\u180f"
-    "\u200b-\u200f\u2028-\u202e\u2060-\u206f"
-    "\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff0-\ufffb"
-    "\U000110bd\U000110cd\U00013430-\U0001343f\U0001bca0-\U0001bca3"
-    "\U0001d173-\U0001d17a\U000e0000-\U000e0fff"
-)
 
 INVISIBLE = re.compile(f"[{_SHOWS_NOTHING}]")
 """The characters that show as nothing, or do what a reader cannot see: every control

@@ -113,9 +113,15 @@ def gold_label(meta: Mapping[str, Any]) -> str | None:
     Every reader of ``meta.gold`` goes through here, so that a gold matches the decision
     it names whatever JSON type the two were written with. A :class:`ValueError` saying
     why when the value is not a label: a list, an object, an empty string or one of
-    whitespace only (blank: it names no decision), a non-finite number.
+    whitespace only (blank: it names no decision), a string holding a control character
+    (no decision may hold one), a non-finite number.
     """
     value = _label(meta.get("gold"))
+    if isinstance(value, str) and value.strip() and (found := _CONTROL.search(value)):
+        raise ValueError(
+            f"the gold decision holds the control character U+{ord(found.group()):04X}, "
+            "which no decision may hold"
+        )
     if value is None or (isinstance(value, str) and value.strip()):
         return value
     if value == "":

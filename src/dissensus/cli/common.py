@@ -102,7 +102,7 @@ from dissensus.io.atomic import (
     stdout_handle,
     write_stdout,
 )
-from dissensus.quoting import CONTROL, one_line, with_lines
+from dissensus.quoting import INVISIBLE, one_line, with_lines
 
 __all__ = [
     "EXIT_FAILURE",
@@ -187,7 +187,7 @@ out_console: Console = _OutConsole(markup=False, emoji=False, highlight=False, s
 
 def has_control(text: str) -> bool:
     """Whether ``text`` holds a character :func:`shown` would escape, or a tab or newline."""
-    return CONTROL.search(text) is not None or "\t" in text or "\n" in text
+    return INVISIBLE.search(text) is not None
 
 
 def shown(text: object) -> str:
