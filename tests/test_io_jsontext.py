@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from cli_helpers import Result, cli
 from dissensus.errors import ConfigError
-from dissensus.io.jsonl import parse_line
+from dissensus.io.jsonl import Reject, parse_line
 from dissensus.io.jsontext import MAX_DEPTH, JsonTextError, check_json_value, load_json_file
 from dissensus.types import VoteCase
 from pipeline_cases import panel, write_jsonl, write_policy
@@ -99,7 +99,8 @@ def test_jsonl_lines_keep_their_rejects() -> None:
     dup = parse_line(
         VoteCase, line.replace('{"id": "c"', '{"id": "d", "id": "c"'), file="v", line=1
     )
-    assert isinstance(dup, VoteCase) and dup.id == "c"  # lines: the last value, as before
+    assert isinstance(dup, Reject)  # as a file's: no reader picks one of the two values
+    assert (dup.file, dup.line, dup.field, dup.message) == ("v", 1, "id", "duplicate key")
 
 
 def _one_line(res: Result, *needles: str) -> None:

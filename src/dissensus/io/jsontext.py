@@ -35,12 +35,16 @@ Choices where the design is silent:
 * **Integers** of more digits than Python converts (``sys.get_int_max_str_digits()``,
   4,300 by default) are refused: a line names ``<json>`` (as for any text the parser
   refuses); a file names the path of the integer.
-* **Duplicate keys** (``strict=True``, every file read by :func:`load_json_file`): a key
-  written twice in one object is refused naming its path. Readers differ on which value
-  wins, so a doubled ``floor`` in a certificate or ``beta_star`` in a calibration could
-  change what is checked. JSONL lines keep ``json.loads``'s last-one-wins: a record's
-  fields are validated by its model, and the fast tiers (pydantic, msgspec) read it the
-  same way.
+* **Duplicate keys**: a key written twice in one object is refused naming its path
+  (``outputs.0.decision: duplicate key``). Readers differ on which value wins, so a
+  doubled ``floor`` in a certificate, ``beta_star`` in a calibration or ``decision`` in
+  a panel line could change what is checked or decided. A file read by
+  :func:`load_json_file` is parsed with the check (``strict=True``); a JSONL line is
+  parsed without it, then :func:`check_unique_keys` (the reference path) or
+  :func:`repeats_key` (the fast tiers, with the keys their parser built) compares the
+  keys parsed with the keys written (:func:`may_repeat_key`), and parses the line again
+  with the check only when the text could hold more keys than were parsed: a key
+  repeated, or a string holding an escaped quote followed by a colon (``"a \\": b"``).
 * **Files** are UTF-8 (a byte order mark is skipped; UTF-16 and invalid bytes are one
   error line naming the file), read whole: they are configuration and certificates, or
   a converter's source, never a stream.
@@ -61,9 +65,14 @@ __all__ = [
     "MAX_DEPTH",
     "JsonTextError",
     "check_json_value",
+    "check_unique_keys",
+    "count_keys",
+    "duplicate_key",
     "json_depth",
     "load_json_file",
+    "may_repeat_key",
     "parse_json",
+    "repeats_key",
 ]
 
 MAX_DEPTH = 64
@@ -74,6 +83,11 @@ _SUSPECT = re.compile(r"NaN|Infinity|\\u[dD][89a-fA-F]|[0-9][eE]\+?[0-9]{3}|[0-9
 then). A finite-looking literal overflows only with an exponent of 3 digits or more, or
 with at least 210 digits before its point (``D - 1 + E >= 309`` with ``E <= 99``): a run
 of 200 digits is suspect whatever follows it."""
+
+_KEY_END = re.compile(r'"\s*:')
+"""The end of a key: its closing quote, then a colon (maybe after whitespace)."""
+
+_CONTAINERS = (dict, list)
 
 JSON_FIELD = "<json>"
 """The field of text the parser refuses (and of a too long integer in a line)."""
@@ -118,14 +132,14 @@ class _Strict:
         self.flagged: dict[int, tuple[object, str | None]] = {}
 
     def pairs(self, items: list[tuple[str, Any]]) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        twice: str | None = None
-        for key, value in items:
-            if twice is None and key in out:
-                twice = key
-            out[key] = value
-        if twice is not None:
-            self.flagged[id(out)] = (out, twice)
+        out = dict(items)
+        if len(out) != len(items):  # a key twice: the first one seen again is named
+            seen: set[str] = set()
+            for key, _ in items:
+                if key in seen:
+                    self.flagged[id(out)] = (out, key)
+                    break
+                seen.add(key)
         return out
 
     def integer(self, text: str) -> int | _HugeInt:
@@ -206,6 +220,61 @@ def check_json_value(data: Any, raw: str) -> None:
         where, sep, message = why.partition(": ")
         field, message = (where, message) if sep else ("<root>", why)
         raise JsonTextError(field, message)
+
+
+def count_keys(value: object) -> int:
+    """Keys of all the objects in ``value`` (a parsed JSON value), without recursion."""
+    count = 0
+    stack: list[object] = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            count += len(item)
+            item = item.values()
+        elif not isinstance(item, list):
+            continue
+        stack.extend(sub for sub in item if isinstance(sub, _CONTAINERS))
+    return count
+
+
+def may_repeat_key(raw: str, keys: int) -> bool:
+    """Whether an object of the JSON text ``raw`` may hold a key twice, ``keys`` being
+    the keys of its objects as parsed (distinct in each object), all together, or fewer.
+
+    False proves that no key repeats. Every key written is followed by a colon outside
+    any string, and no other token is, so the colons of ``raw`` are at least the keys
+    written; so are the matches of ``"\\s*:`` (a key's closing quote, any whitespace, its
+    colon), no two of which overlap. Both are at least the keys parsed, and the keys
+    written are as many only when no key repeats. True when a key repeats, or when a
+    string holds a colon and one holds an escaped quote before a colon (``\\":``): then
+    :func:`duplicate_key` decides.
+    """
+    return raw.count(":") > keys and len(_KEY_END.findall(raw)) > keys
+
+
+def duplicate_key(raw: str) -> JsonTextError | None:
+    """The error naming the first key written twice in one object of ``raw`` (its path,
+    e.g. ``outputs.0.decision``), or None when no key repeats or the parser refuses
+    ``raw`` (another check words that)."""
+    hooks = _Strict()
+    try:
+        data = json.loads(raw, object_pairs_hook=hooks.pairs)
+    except (ValueError, RecursionError):
+        return None
+    return hooks.first(data) if hooks.flagged else None
+
+
+def repeats_key(raw: str, keys: int) -> bool:
+    """Whether an object of the JSON text ``raw``, parsed with ``keys`` keys (as for
+    :func:`may_repeat_key`), holds a key twice; parsed again only when it may."""
+    return may_repeat_key(raw, keys) and duplicate_key(raw) is not None
+
+
+def check_unique_keys(data: Any, raw: str) -> None:
+    """Refuse ``data`` (parsed from ``raw``) when an object of ``raw`` holds a key twice:
+    a :class:`JsonTextError` naming the key's path, ``duplicate key``."""
+    if may_repeat_key(raw, count_keys(data)) and (error := duplicate_key(raw)) is not None:
+        raise error
 
 
 def load_json_file(path: str | Path, *, what: str = "file") -> Any:

@@ -34,7 +34,14 @@ How each model check is met natively:
 * lines holding undecodable bytes or a lone surrogate escape never reach msgspec (the
   checks of ``parse_line`` run first); distinct agent ids and the nesting bound
   (:data:`~dissensus.io.jsonl.MAX_DEPTH`, counted only when ``meta`` holds an object or
-  an array) are checked after decoding.
+  an array) are checked after decoding;
+* a key written twice, which msgspec reads as the last value: the keys a view shows
+  were written (its required fields, ``meta``'s keys, every field not at its default)
+  are compared with the keys of the text (:func:`~dissensus.io.jsontext.repeats_key`),
+  which is parsed again, with the check, only when it may hold more: a line with a
+  field written at its default (``"confidence": null``, ``"present": true``), which
+  the view cannot tell from a missing one, costs that second parse. A line with a key
+  twice goes to the next tier, whose reference path rejects it.
 """
 
 from __future__ import annotations
@@ -56,6 +63,7 @@ from dissensus.io.jsonl import (
     line_text,
     parse_line,
 )
+from dissensus.io.jsontext import count_keys, repeats_key
 from dissensus.io.limits import MAX_LINE_CHARS
 from dissensus.types import JsonObject, Panel, PanelLike
 
@@ -153,8 +161,29 @@ def decode_panel_view(raw: str) -> PanelView | None:
         return None
     for value in view.meta.values():
         if value.__class__ is dict or value.__class__ is list:
-            return view if _brackets(raw) <= MAX_DEPTH else None
-    return view
+            if _brackets(raw) > MAX_DEPTH:
+                return None
+            break
+    return None if repeats_key(raw, _written_keys(view)) else view
+
+
+def _written_keys(view: PanelView) -> int:
+    """Keys the line of ``view`` wrote, at least: its required fields, and every field
+    whose value is not its default (a default may have been written or left out)."""
+    count = 2 + (1 + count_keys(view.meta) if view.meta else 0)
+    for out in view.outputs:
+        count += 3
+        if out.values is not None:
+            count += 1 + len(out.values)
+        if out.evidence is not None:
+            count += 1 + sum(1 if item.present else 2 for item in out.evidence)
+        if out.reask is not None:
+            reask = out.reask
+            count += 1 + sum(
+                value is not None for value in (reask.decision, reask.reasoning, reask.perturbation)
+            )
+        count += (out.confidence is not None) + (out.family is not None)
+    return count
 
 
 def parse_panel_view(text: str, *, file: str, line: int) -> PanelLike | Reject:
