@@ -12,7 +12,7 @@ tool                         input -> output
 ``decide``                   ``list[Panel]`` -> ``DecideResult`` (records, rejects)
 ``negotiate``                ``Problem`` -> ``Certificate`` (``negotiate --json``)
 ``verify_certificate``       certificate JSON -> ``Verdict`` (``verify --json``)
-``bound``                    agents, rounds -> ``Bound`` (``bound --json``)
+``bound``                    agents (1-256), rounds (0-1,000) -> ``Bound`` (``bound --json``)
 ``review_list``              -> ``list[ReviewEntry]`` (``review list --json``, with hashes)
 ``review_show``              review id -> ``ReviewView`` (item, status, resolution, hash)
 ``review_resolve``           id, decision, note, ``content_sha256`` -> ``CaseRecord``
@@ -144,6 +144,7 @@ from pydantic import BaseModel, Field, ValidationError
 from dissensus import __version__
 from dissensus.agents.assembly import build_agents
 from dissensus.concord.bounds import Bound, compute_bound
+from dissensus.concord.controls import MAX_AGENTS, MAX_ROUNDS
 from dissensus.concord.problem import Problem, negotiation_for, parse_problem
 from dissensus.concord.record import Certificate
 from dissensus.concord.verify import Verdict
@@ -890,10 +891,11 @@ def verify_certificate(certificate: JsonObject) -> Verdict:
 
 
 def bound(
-    agents: Annotated[int, Field(ge=1, strict=True)],
-    rounds: Annotated[int, Field(ge=0, strict=True)],
+    agents: Annotated[int, Field(ge=1, le=MAX_AGENTS, strict=True)],
+    rounds: Annotated[int, Field(ge=0, le=MAX_ROUNDS, strict=True)],
 ) -> Bound:
-    """The worst-case cost of a CONCORD run, known before it starts."""
+    """The worst-case cost of a CONCORD run, known before it starts: 1 to 256 agents and
+    0 to 1,000 repair rounds, as ``dissensus bound`` and a problem file take."""
     return compute_bound(agents, rounds)
 
 
