@@ -77,6 +77,54 @@ def test_vote_and_route_refuse_a_record_over_a_bound_naming_its_place(tmp_path: 
     assert decision["n_voters"] == 256
 
 
+def _nested(record: dict[str, Any], depth: int) -> dict[str, Any]:
+    """``record`` with a ``meta`` value making it nest exactly ``depth`` levels."""
+    from dissensus.io.jsontext import json_depth
+
+    value: Any = []
+    for _ in range(depth - 3):  # the record, meta and the innermost list
+        value = [value]
+    deep = {**record, "meta": {"deep": value}}
+    assert json_depth(deep) == depth
+    return deep
+
+
+def test_route_and_vote_refuse_a_record_nested_too_deep_as_the_cli(tmp_path: Path) -> None:
+    """``route`` read a panel nested deeper than 64 levels, which ``dissensus route``
+    rejects (``field '<depth>': JSON nested deeper than 64 levels``) and ``decide``
+    refuses: ``route`` and ``vote`` refuse it naming its place, and take 64 levels."""
+    from dissensus.io.jsontext import MAX_DEPTH
+
+    sim = {"similarity": "tfidf"}
+    ok = panel("ok", ["1", "1"])
+    results = _calls(
+        tmp_path,
+        [
+            ("route", {"panels": [ok, _nested(panel("deep", ["1", "1"]), MAX_DEPTH + 1)], **sim}),
+            ("vote", {"cases": [_nested(_case("deep", 2), MAX_DEPTH + 1)]}),
+            ("route", {"panels": [_nested(panel("at", ["1", "1"]), MAX_DEPTH)], **sim}),
+            ("vote", {"cases": [_nested(_case("at", 2), MAX_DEPTH)]}),
+        ],
+    )
+    deeper = f"field '<depth>': JSON nested deeper than {MAX_DEPTH} levels"
+    assert results[0].is_error and tool_text(results[0]).endswith(f"panels.1: {deeper}")
+    assert results[1].is_error and tool_text(results[1]).endswith(f"cases.0: {deeper}")
+    assert tool_data(results[2])[0]["id"] == "at"
+    assert tool_data(results[3])[0]["id"] == "at"
+
+
+def test_the_cli_rejects_what_route_refuses(tmp_path: Path) -> None:
+    """The message ``route`` gives is the CLI's for the same line."""
+    from cli_helpers import cli
+    from dissensus.io.jsontext import MAX_DEPTH
+
+    line = tmp_path / "deep.jsonl"
+    line.write_text(json.dumps(_nested(panel("deep", ["1", "1"]), MAX_DEPTH + 1)) + "\n")
+    done = cli("route", line, "--similarity", "tfidf")
+    deeper = f"deep.jsonl:1: field '<depth>': JSON nested deeper than {MAX_DEPTH} levels"
+    assert deeper in done.err, done.err
+
+
 def test_concurrent_calls_may_all_create_the_same_new_journal(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

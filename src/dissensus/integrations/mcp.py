@@ -55,9 +55,11 @@ Choices where the protocol and the design are silent:
   so that a retry sends only the rest.
 * **Bounds**: ``route`` and ``vote`` check every panel or case against
   :mod:`dissensus.io.limits` (agents or voters, characters per field, text and values
-  per record) before any is read, as the CLI checks each line; one over a bound fails
+  per record) and its nesting (at most :data:`~dissensus.io.jsontext.MAX_DEPTH` levels,
+  as a line) before any is read, as the CLI checks each line; one over a bound fails
   the call with a tool error naming its place and field (``cases.0: field 'votes':
-  10000 voters; at most 256 per case``). Unlike ``decide``, these tools journal
+  10000 voters; at most 256 per case``; ``panels.0: field '<depth>': JSON nested
+  deeper than 64 levels``). Unlike ``decide``, these tools journal
   nothing, so a retry without the panel costs nothing twice.
 * **Journal**: ``":memory:"`` is refused (``field 'journal'``), as by the LangGraph
   node: a review item must outlive the call that made it. A path holding a NUL
@@ -154,7 +156,7 @@ from dissensus.guard import GuardThresholds, ReliabilityFit, guard_case
 from dissensus.guard.decision import GuardDecision
 from dissensus.integrations._review import resolve_checked
 from dissensus.io.jsonl import Reject
-from dissensus.io.jsontext import load_json_file
+from dissensus.io.jsontext import DEPTH_FIELD, MAX_DEPTH, json_depth, load_json_file
 from dissensus.io.limits import MAX_LINE_CHARS, check_record
 from dissensus.loading import is_code_name
 from dissensus.outputs import (
@@ -770,12 +772,17 @@ CalibrationArg = Annotated[
 
 
 def _within_limits(records: list[Panel] | list[VoteCase], argument: str) -> None:
-    """Refuse the call when one of ``records`` goes over a bound of
+    """Refuse the call when one of ``records`` is nested deeper than
+    :data:`~dissensus.io.jsontext.MAX_DEPTH` levels or goes over a bound of
     :mod:`dissensus.io.limits` (agents or voters, characters per field, text and values
     per record), as the CLI refuses the line: a tool error naming its place in the
-    argument and the field (``cases.0: field 'votes': 300 voters; at most 256 per case``),
-    before any work is done on the others."""
+    argument and the field (``cases.0: field 'votes': 300 voters; at most 256 per case``,
+    ``panels.0: field '<depth>': JSON nested deeper than 64 levels``), before any work is
+    done on the others."""
     for index, record in enumerate(records):
+        if json_depth(record.model_dump()) > MAX_DEPTH:
+            message = f"JSON nested deeper than {MAX_DEPTH} levels"
+            raise InputError(f"{argument}.{index}: field {DEPTH_FIELD!r}: {message}")
         over = check_record(record)
         if over is not None:
             raise InputError(f"{argument}.{index}: field {over.field!r}: {over.message}")
