@@ -364,8 +364,9 @@ def test_a_lone_surrogate_escape_is_answered_not_dropped(tmp_path: Path) -> None
         "params.arguments.agents: answered as invalid parameters" in logged
     ), logged
     assert (
-        "error: a message: not valid Unicode (a lone surrogate escape) at params.reason" in logged
-    )
+        "error: notification 'notifications/cancelled': not valid Unicode (a lone surrogate "
+        "escape) at params.reason: dropped" in logged
+    ), logged
     assert "\ufffd" not in logged
 
 
@@ -392,11 +393,11 @@ def test_an_argument_a_tool_does_not_take_is_refused_naming_it(tmp_path: Path) -
 def test_every_request_with_a_lone_surrogate_is_answered() -> None:
     """Only a tool call holding a lone surrogate was answered: ``tools/list`` or
     ``initialize`` with one was dropped, and its client waited forever. Every request,
-    whatever its method, becomes a stand-in the SDK answers with ``Invalid request
-    parameters`` under the same id; what waits for no answer (a notification, a
-    response to the server) is dropped."""
+    whatever its method, is answered ``Invalid params`` under its id (``Invalid
+    Request`` with id null when the id is the string holding it); what waits for no
+    answer (a notification, a response to the server) is dropped."""
     pytest.importorskip("mcp")
-    from dissensus.integrations.mcp import _unicode_checked
+    from dissensus.integrations.mcp import _refusal
 
     requests = {
         "init": '{"jsonrpc":"2.0","id":"init","method":"initialize","params":{'
@@ -407,12 +408,17 @@ def test_every_request_with_a_lone_surrogate_is_answered() -> None:
         9: '{"jsonrpc":"2.0","id":9,"method":"no/such","params":{"\\ud800":1}}',
     }
     for ident, line in requests.items():
-        stand_in = json.loads(_unicode_checked(line + "\n"))
-        assert stand_in == {"jsonrpc": "2.0", "id": ident, "method": "tools/call",
-                            "params": {"name": None}}, line  # fmt: skip
+        refusal = _refusal(line + "\n")
+        answer = refusal.answer() if refusal is not None else None
+        assert answer is not None and (answer.id, answer.error.code) == (ident, -32602), line
+        assert "not valid Unicode (a lone surrogate escape) at params" in answer.error.message
+    unreadable = _refusal('{"jsonrpc":"2.0","id":"\\ud800","method":"tools/list"}\n')
+    answer = unreadable.answer() if unreadable is not None else None
+    assert answer is not None and (answer.id, answer.error.code) == (None, -32600)
     waits_for_nothing = [
         '{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"reason":"\\ud800"}}',
         '{"jsonrpc":"2.0","id":3,"result":{"content":"\\ud800"}}',
     ]
     for line in waits_for_nothing:
-        assert _unicode_checked(line + "\n") == "\n", line
+        refusal = _refusal(line + "\n")
+        assert refusal is not None and refusal.answer() is None, line
