@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
+import re
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -655,3 +656,51 @@ def test_verify_calls_a_packet_without_a_key_invalid_schema(tmp_path: Path, as_j
     else:
         assert result.out.startswith("invalid: schema: a decision packet, not a certificate")
         assert "--public-key" in result.out
+
+
+def _region() -> dict[str, Any]:
+    problem = load_problem(EXAMPLES / "region-table.yaml")
+    cert = negotiation_for(problem, build_agents(problem, base_dir=EXAMPLES)).run_sync()
+    return cert.model_dump(mode="json")
+
+
+_REGION: dict[str, dict[str, Any]] = {}
+"""The region-table certificate, negotiated once for the property test."""
+
+
+def _shown_scores(message: str | None) -> tuple[str, str]:
+    """The two numbers of a ``scores`` violation: the standing's and the candidate's."""
+    assert message is not None
+    found = re.search(r"score (\S+) differs from the selected candidate's (\S+)$", message)
+    assert found is not None, message
+    return found.group(1), found.group(2)
+
+
+def test_a_standing_differing_from_the_selected_candidate_names_what_differs() -> None:
+    """A standing whose raw score differs from the selected candidate's read ``standing
+    0.7 differs from the selected candidate's 0.7`` (the calibrated scores, equal): the
+    message names the score that differs and shows both values."""
+    region = _region()
+    verdict = verify(_resealed(region, _set("scores.security.raw", 9)))
+    assert (verdict.valid, verdict.violated) == (False, "scores"), verdict
+    assert (verdict.message or "").endswith(
+        "agent security: standing raw score 9.0 differs from the selected candidate's 7.0"
+    ), verdict.message
+
+
+@given(
+    st.sampled_from(["raw", "calibrated"]),
+    st.floats(allow_nan=False, allow_infinity=False, width=64),
+)
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_the_two_scores_a_scores_violation_shows_never_read_the_same(
+    part: str, value: float
+) -> None:
+    region = _REGION.setdefault("doc", _region())
+    kept = region["scores"]["security"][part]
+    verdict = verify(_resealed(region, _set(f"scores.security.{part}", value)))
+    if value == kept:
+        return
+    assert verdict.violated == "scores", verdict
+    mine, theirs = _shown_scores(verdict.message)
+    assert mine != theirs and float(mine) == value and float(theirs) == kept, verdict.message

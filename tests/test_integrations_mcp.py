@@ -189,14 +189,15 @@ def test_a_stdin_line_over_the_bound_ends_the_session(
     from dissensus.integrations import mcp as server
 
     monkeypatch.setattr(stdio, "_UnownedTextWrapper", stdio._UnownedTextWrapper)
-    server._bound_stdin_lines(limit=30)
-    server._bound_stdin_lines(limit=30)  # once only: a second call wraps nothing again
-    good = '{"jsonrpc": "2.0"}\n'
-    raw = ("short\n" + "y" * 30 + "\n" + good + "x" * 95 + "\n" + good).encode()
+    server._bound_stdin_lines(limit=40)
+    server._bound_stdin_lines(limit=40)  # once only: a second call wraps nothing again
+    good = '{"jsonrpc":"2.0","method":"n"}\n'
+    full = '{"jsonrpc":"2.0","method":"' + "n" * 10 + '"}\n'  # 40 characters and its end
+    raw = (good + full + good + "x" * 95 + "\n" + good).encode()
     wrapper = stdio._UnownedTextWrapper(io.BytesIO(raw), encoding="utf-8")
-    assert list(iter(wrapper.readline, "")) == ["short\n", "y" * 30 + "\n", good]
+    assert list(iter(wrapper.readline, "")) == [good, full, good]
     assert wrapper.readline() == ""  # ended: the line after it is not read
-    assert "over 30 characters: the session ends" in capsys.readouterr().err
+    assert "over 40 characters: the session ends" in capsys.readouterr().err
 
 
 def test_dissensus_mcp_on_an_endless_line_stops_at_the_bound(tmp_path: Path) -> None:

@@ -77,6 +77,54 @@ def test_vote_and_route_refuse_a_record_over_a_bound_naming_its_place(tmp_path: 
     assert decision["n_voters"] == 256
 
 
+def _nested(record: dict[str, Any], depth: int) -> dict[str, Any]:
+    """``record`` with a ``meta`` value making it nest exactly ``depth`` levels."""
+    from dissensus.io.jsontext import json_depth
+
+    value: Any = []
+    for _ in range(depth - 3):  # the record, meta and the innermost list
+        value = [value]
+    deep = {**record, "meta": {"deep": value}}
+    assert json_depth(deep) == depth
+    return deep
+
+
+def test_route_and_vote_refuse_a_record_nested_too_deep_as_the_cli(tmp_path: Path) -> None:
+    """``route`` read a panel nested deeper than 64 levels, which ``dissensus route``
+    rejects (``field '<depth>': JSON nested deeper than 64 levels``) and ``decide``
+    refuses: ``route`` and ``vote`` refuse it naming its place, and take 64 levels."""
+    from dissensus.io.jsontext import MAX_DEPTH
+
+    sim = {"similarity": "tfidf"}
+    ok = panel("ok", ["1", "1"])
+    results = _calls(
+        tmp_path,
+        [
+            ("route", {"panels": [ok, _nested(panel("deep", ["1", "1"]), MAX_DEPTH + 1)], **sim}),
+            ("vote", {"cases": [_nested(_case("deep", 2), MAX_DEPTH + 1)]}),
+            ("route", {"panels": [_nested(panel("at", ["1", "1"]), MAX_DEPTH)], **sim}),
+            ("vote", {"cases": [_nested(_case("at", 2), MAX_DEPTH)]}),
+        ],
+    )
+    deeper = f"field '<depth>': JSON nested deeper than {MAX_DEPTH} levels"
+    assert results[0].is_error and tool_text(results[0]).endswith(f"panels.1: {deeper}")
+    assert results[1].is_error and tool_text(results[1]).endswith(f"cases.0: {deeper}")
+    assert tool_data(results[2])[0]["id"] == "at"
+    assert tool_data(results[3])[0]["id"] == "at"
+
+
+def test_the_cli_rejects_what_route_refuses(tmp_path: Path) -> None:
+    """The message ``route`` gives is the CLI's for the same line."""
+    from cli_helpers import cli
+    from dissensus.io.jsontext import MAX_DEPTH
+
+    line = tmp_path / "deep.jsonl"
+    line.write_text(json.dumps(_nested(panel("deep", ["1", "1"]), MAX_DEPTH + 1)) + "\n")
+    done = cli("route", line, "--similarity", "tfidf")
+    deeper = f"deep.jsonl:1: field '<depth>': JSON nested deeper than {MAX_DEPTH} levels"
+    assert deeper in done.err, done.err
+
+
 def test_concurrent_calls_may_all_create_the_same_new_journal(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -316,8 +364,9 @@ def test_a_lone_surrogate_escape_is_answered_not_dropped(tmp_path: Path) -> None
         "params.arguments.agents: answered as invalid parameters" in logged
     ), logged
     assert (
-        "error: a message: not valid Unicode (a lone surrogate escape) at params.reason" in logged
-    )
+        "error: notification 'notifications/cancelled': not valid Unicode (a lone surrogate "
+        "escape) at params.reason: dropped" in logged
+    ), logged
     assert "\ufffd" not in logged
 
 
@@ -344,11 +393,11 @@ def test_an_argument_a_tool_does_not_take_is_refused_naming_it(tmp_path: Path) -
 def test_every_request_with_a_lone_surrogate_is_answered() -> None:
     """Only a tool call holding a lone surrogate was answered: ``tools/list`` or
     ``initialize`` with one was dropped, and its client waited forever. Every request,
-    whatever its method, becomes a stand-in the SDK answers with ``Invalid request
-    parameters`` under the same id; what waits for no answer (a notification, a
-    response to the server) is dropped."""
+    whatever its method, is answered ``Invalid params`` under its id (``Invalid
+    Request`` with id null when the id is the string holding it); what waits for no
+    answer (a notification, a response to the server) is dropped."""
     pytest.importorskip("mcp")
-    from dissensus.integrations.mcp import _unicode_checked
+    from dissensus.integrations.mcp import _refusal
 
     requests = {
         "init": '{"jsonrpc":"2.0","id":"init","method":"initialize","params":{'
@@ -359,12 +408,17 @@ def test_every_request_with_a_lone_surrogate_is_answered() -> None:
         9: '{"jsonrpc":"2.0","id":9,"method":"no/such","params":{"\\ud800":1}}',
     }
     for ident, line in requests.items():
-        stand_in = json.loads(_unicode_checked(line + "\n"))
-        assert stand_in == {"jsonrpc": "2.0", "id": ident, "method": "tools/call",
-                            "params": {"name": None}}, line  # fmt: skip
+        refusal = _refusal(line + "\n")
+        answer = refusal.answer() if refusal is not None else None
+        assert answer is not None and (answer.id, answer.error.code) == (ident, -32602), line
+        assert "not valid Unicode (a lone surrogate escape) at params" in answer.error.message
+    unreadable = _refusal('{"jsonrpc":"2.0","id":"\\ud800","method":"tools/list"}\n')
+    answer = unreadable.answer() if unreadable is not None else None
+    assert answer is not None and (answer.id, answer.error.code) == (None, -32600)
     waits_for_nothing = [
         '{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"reason":"\\ud800"}}',
         '{"jsonrpc":"2.0","id":3,"result":{"content":"\\ud800"}}',
     ]
     for line in waits_for_nothing:
-        assert _unicode_checked(line + "\n") == "\n", line
+        refusal = _refusal(line + "\n")
+        assert refusal is not None and refusal.answer() is None, line

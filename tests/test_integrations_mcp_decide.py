@@ -418,6 +418,27 @@ def test_bound_takes_integers_only(tmp_path: Path) -> None:
     assert tool_data(results[-1])["candidates"] == 3
 
 
+def test_bound_takes_the_ranges_of_the_cli(tmp_path: Path) -> None:
+    """``bound`` had no upper limits: ``10**30`` agents answered a 61-digit figure, and
+    ``10**2500`` integers no JSON reader of Python takes. It refuses what ``dissensus
+    bound`` refuses (1 to 256 agents, 0 to 1,000 rounds), naming the field."""
+    pytest.importorskip("mcp")
+    from dissensus.cli.concord import MAX_AGENTS, MAX_ROUNDS
+
+    over = [({"agents": 10**30, "rounds": 1}, "agents", "less than or equal to 256"),
+            ({"agents": MAX_AGENTS + 1, "rounds": 0}, "agents", "less than or equal to 256"),
+            ({"agents": 2, "rounds": MAX_ROUNDS + 1}, "rounds", "less than or equal to 1000"),
+            ({"agents": 2, "rounds": 10**2500}, "rounds", "less than or equal to 1000"),
+            ({"agents": 0, "rounds": 1}, "agents", "greater than or equal to 1")]  # fmt: skip
+    at_most = {"agents": MAX_AGENTS, "rounds": MAX_ROUNDS}
+    results = _calls(tmp_path, [("bound", args) for args, _, _ in over] + [("bound", at_most)])
+    for (_, field, why), result in zip(over, results[:-1], strict=True):
+        text = tool_text(result)
+        assert result.is_error and f"field {field!r}: Input should be {why}" in text, text
+        assert len(text) < 200, text
+    assert tool_data(results[-1])["candidates"] == MAX_AGENTS + MAX_ROUNDS
+
+
 def test_the_servers_own_policy_and_journal_are_checked_before_it_serves(tmp_path: Path) -> None:
     """``dissensus mcp --policy missing.yaml`` and ``--journal notes.jsonl`` started and
     served; each call then failed. Both are usage errors before anything is served."""

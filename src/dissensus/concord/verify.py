@@ -73,7 +73,13 @@ from dissensus.canonical import canonical
 from dissensus.concord.bounds import compute_bound
 from dissensus.concord.controls import MAX_AGENTS, MAX_ROUNDS
 from dissensus.concord.protocol import UNCALIBRATED
-from dissensus.concord.record import CandidateRecord, Certificate, canonical_digest
+from dissensus.concord.record import (
+    AgentScore,
+    CandidateRecord,
+    Certificate,
+    Evaluation,
+    canonical_digest,
+)
 from dissensus.concord.reference import (
     ref_accepts,
     ref_bottleneck,
@@ -543,13 +549,27 @@ def _check_scores(cert: Certificate) -> None:
         ev = cand.scores.get(agent) if cand else None
         want = (ev.calibrated, ev.raw) if ev else (None, None)
         if (standing.calibrated, standing.raw) != want:
-            raise _fail(
-                "scores",
-                f"agent {agent}: standing {standing.calibrated} differs from the selected candidate's {want[0]}",
-            )
+            raise _fail("scores", f"agent {agent}: {_score_difference(standing, ev)}")
     vec = _vector(cert, cand) if cand else None
     if cert.worst_off != (min(vec) if vec else None):
         raise _fail("scores", f"worst-off {cert.worst_off} is not the selected candidate's")
+
+
+def _score_difference(standing: AgentScore, ev: Evaluation | None) -> str:
+    """What differs between an agent's standing and its score of the selected candidate
+    (``ev``, ``None`` when it has none): the calibrated score, else the raw one, each
+    shown in full (``repr``: two numbers that differ never read the same)."""
+    if ev is None:
+        return f"standing {standing.calibrated!r}, but the selected candidate has no score of it"
+    for part, mine, theirs in (
+        ("calibrated", standing.calibrated, ev.calibrated),
+        ("raw", standing.raw, ev.raw),
+    ):
+        if mine != theirs:
+            return (
+                f"standing {part} score {mine!r} differs from the selected candidate's {theirs!r}"
+            )
+    return "standing differs from the selected candidate's score"
 
 
 def _check_status(cert: Certificate) -> None:

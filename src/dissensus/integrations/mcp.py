@@ -12,7 +12,7 @@ tool                         input -> output
 ``decide``                   ``list[Panel]`` -> ``DecideResult`` (records, rejects)
 ``negotiate``                ``Problem`` -> ``Certificate`` (``negotiate --json``)
 ``verify_certificate``       certificate JSON -> ``Verdict`` (``verify --json``)
-``bound``                    agents, rounds -> ``Bound`` (``bound --json``)
+``bound``                    agents (1-256), rounds (0-1,000) -> ``Bound`` (``bound --json``)
 ``review_list``              -> ``list[ReviewEntry]`` (``review list --json``, with hashes)
 ``review_show``              review id -> ``ReviewView`` (item, status, resolution, hash)
 ``review_resolve``           id, decision, note, ``content_sha256`` -> ``CaseRecord``
@@ -55,9 +55,11 @@ Choices where the protocol and the design are silent:
   so that a retry sends only the rest.
 * **Bounds**: ``route`` and ``vote`` check every panel or case against
   :mod:`dissensus.io.limits` (agents or voters, characters per field, text and values
-  per record) before any is read, as the CLI checks each line; one over a bound fails
+  per record) and its nesting (at most :data:`~dissensus.io.jsontext.MAX_DEPTH` levels,
+  as a line) before any is read, as the CLI checks each line; one over a bound fails
   the call with a tool error naming its place and field (``cases.0: field 'votes':
-  10000 voters; at most 256 per case``). Unlike ``decide``, these tools journal
+  10000 voters; at most 256 per case``; ``panels.0: field '<depth>': JSON nested
+  deeper than 64 levels``). Unlike ``decide``, these tools journal
   nothing, so a retry without the panel costs nothing twice.
 * **Journal**: ``":memory:"`` is refused (``field 'journal'``), as by the LangGraph
   node: a review item must outlive the call that made it. A path holding a NUL
@@ -86,15 +88,31 @@ Choices where the protocol and the design are silent:
   refused naming the argument that sent it (``after``, ``run``), not the store's
   ``run_id``. Integer arguments (``bound``'s, ``runs_list``'s ``limit``) take JSON
   integers only: ``true``, ``"5"`` and ``2.0`` are refused naming the field.
-* **Lone surrogates**: a message whose JSON holds a lone surrogate escape
-  (``"\\ud800"``) is not valid Unicode; the SDK's reader drops it without a word and
-  the client would wait forever. The server's reader (:func:`_unicode_checked`) answers
-  a request, whatever its method (``tools/call``, ``tools/list``, ``initialize``), with
-  the JSON-RPC error ``Invalid request parameters`` (a stand-in with the same id whose
-  parameters do not validate: the SDK's answer names no field), drops a notification
-  or a response, which wait for no answer, and writes one stderr line naming the
-  request id and the path of the surrogate. It never turns the surrogate into U+FFFD,
-  which a decision could then be.
+* **Malformed messages**: the SDK's stdio reader drops a line that is not a valid
+  JSON-RPC message with a DEBUG log line only, and takes a request whose ``id`` is not
+  a string or an integer (``8.5``, ``null``, ``{}``) for a notification, which it never
+  answers: the client would wait forever. The server's reader (:func:`_refusal`) checks
+  every line first and refuses what the SDK would drop, answering it, when anything
+  waits for an answer, with a JSON-RPC error on the SDK's write stream: ``-32700``
+  (``Parse error``) for text that is not JSON; ``-32600`` (``Invalid Request``) for a
+  message that is no request object (a batch, an array, is not served; ``jsonrpc`` not
+  ``"2.0"``, ``method`` not a string, ``id`` neither a string nor an integer); ``-32602``
+  (``Invalid params``) for ``params`` that is not an object, or that holds a lone
+  surrogate escape (``"\\ud800"``, not valid Unicode), an integer of more digits than
+  Python converts (4,300), or nesting deeper than :data:`_MESSAGE_DEPTH` levels
+  (:data:`~dissensus.io.jsontext.MAX_DEPTH` plus the four of the envelope, so that a
+  panel of a list argument may nest as deep as a line; ``route`` and ``vote`` then
+  refuse a record deeper than a line, as the CLI does), the same elsewhere in a
+  message the SDK refuses being ``-32600`` (a member the SDK does not read, it
+  ignores). The error's message names the member or the path at fault (``Invalid
+  params: an integer of more than 4300 digits at params.arguments.agents``), never the
+  line. The answer carries the request's ``id``
+  when one can be read, else ``id: null``, as JSON-RPC 2.0 says. A notification (a
+  method, no ``id``) or a response to the server waits for no answer: it is dropped.
+  Either way one line on stderr says what was refused and why (``error: request '5':
+  ... : answered as invalid parameters (-32602)``). A surrogate is never turned into
+  U+FFFD, which a decision could then be. A blank line is no message, and skipped; a
+  valid message is passed to the SDK as it came.
 * **What a caller cannot reach**: tool arguments are untrusted. ``route`` serves the
   built-in similarity backends only (no ``module:function``); ``negotiate`` refuses
   function agents (they import server-side code) unless the server was started with
@@ -122,6 +140,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import functools
 import inspect
 import json
@@ -132,18 +151,34 @@ import sys
 import threading
 import types
 import typing
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Coroutine, Iterable, Iterator
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
+import anyio
+import anyio.from_thread
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
-from mcp.types import CallToolResult, InputRequiredResult
+from mcp.server.stdio import stdio_server
+from mcp.shared.message import SessionMessage
+from mcp.types import (
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    PARSE_ERROR,
+    CallToolResult,
+    ErrorData,
+    InputRequiredResult,
+    JSONRPCError,
+    JSONRPCNotification,
+    JSONRPCRequest,
+    jsonrpc_message_adapter,
+)
 from pydantic import BaseModel, Field, ValidationError
 
 from dissensus import __version__
 from dissensus.agents.assembly import build_agents
 from dissensus.concord.bounds import Bound, compute_bound
+from dissensus.concord.controls import MAX_AGENTS, MAX_ROUNDS
 from dissensus.concord.problem import Problem, negotiation_for, parse_problem
 from dissensus.concord.record import Certificate
 from dissensus.concord.verify import Verdict
@@ -153,7 +188,7 @@ from dissensus.guard import GuardThresholds, ReliabilityFit, guard_case
 from dissensus.guard.decision import GuardDecision
 from dissensus.integrations._review import resolve_checked
 from dissensus.io.jsonl import Reject
-from dissensus.io.jsontext import load_json_file
+from dissensus.io.jsontext import DEPTH_FIELD, MAX_DEPTH, json_depth, load_json_file
 from dissensus.io.limits import MAX_LINE_CHARS, check_record
 from dissensus.loading import is_code_name
 from dissensus.outputs import (
@@ -170,7 +205,7 @@ from dissensus.pipeline.batch import new_run_id, start_run
 from dissensus.pipeline.learned import load_learned_data
 from dissensus.pipeline.policy import Policy, load_policy
 from dissensus.pipeline.review import find_item, list_items, reviewer_name_problem
-from dissensus.quoting import SHORT_LIMIT, quote_short
+from dissensus.quoting import SHORT_LIMIT, one_line, quote_short
 from dissensus.states.reading import Thresholds, read_panels
 from dissensus.states.routing import RuleSet, RulesFile
 from dissensus.states.similarity import DEFAULT_BACKEND, get_backend
@@ -651,9 +686,21 @@ class _Settings:
 
 class _Server(MCPServer):
     """The SDK's server, with arguments that do not validate reported on one line naming
-    the fields (:func:`_one_line`) rather than as pydantic's multi-line dump, and an
+    the fields (:func:`_one_line`) rather than as pydantic's multi-line dump, an
     argument the tool does not take refused naming it (the SDK ignored it: a misspelt
-    ``jounral`` decided into the server's default journal)."""
+    ``jounral`` decided into the server's default journal), and the messages the stdio
+    reader refuses answered (:func:`_refusal`)."""
+
+    async def run_stdio_async(self) -> None:
+        """The SDK's stdio loop, the messages its reader refuses answered on its write
+        stream (:data:`_ANSWERS`)."""
+        async with stdio_server() as (read_stream, write_stream):
+            with _ANSWERS.serving(write_stream.send):
+                await self._lowlevel_server.run(
+                    read_stream,
+                    write_stream,
+                    self._lowlevel_server.create_initialization_options(),
+                )
 
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
@@ -769,12 +816,17 @@ CalibrationArg = Annotated[
 
 
 def _within_limits(records: list[Panel] | list[VoteCase], argument: str) -> None:
-    """Refuse the call when one of ``records`` goes over a bound of
+    """Refuse the call when one of ``records`` is nested deeper than
+    :data:`~dissensus.io.jsontext.MAX_DEPTH` levels or goes over a bound of
     :mod:`dissensus.io.limits` (agents or voters, characters per field, text and values
     per record), as the CLI refuses the line: a tool error naming its place in the
-    argument and the field (``cases.0: field 'votes': 300 voters; at most 256 per case``),
-    before any work is done on the others."""
+    argument and the field (``cases.0: field 'votes': 300 voters; at most 256 per case``,
+    ``panels.0: field '<depth>': JSON nested deeper than 64 levels``), before any work is
+    done on the others."""
     for index, record in enumerate(records):
+        if json_depth(record.model_dump()) > MAX_DEPTH:
+            message = f"JSON nested deeper than {MAX_DEPTH} levels"
+            raise InputError(f"{argument}.{index}: field {DEPTH_FIELD!r}: {message}")
         over = check_record(record)
         if over is not None:
             raise InputError(f"{argument}.{index}: field {over.field!r}: {over.message}")
@@ -890,10 +942,11 @@ def verify_certificate(certificate: JsonObject) -> Verdict:
 
 
 def bound(
-    agents: Annotated[int, Field(ge=1, strict=True)],
-    rounds: Annotated[int, Field(ge=0, strict=True)],
+    agents: Annotated[int, Field(ge=1, le=MAX_AGENTS, strict=True)],
+    rounds: Annotated[int, Field(ge=0, le=MAX_ROUNDS, strict=True)],
 ) -> Bound:
-    """The worst-case cost of a CONCORD run, known before it starts."""
+    """The worst-case cost of a CONCORD run, known before it starts: 1 to 256 agents and
+    0 to 1,000 repair rounds, as ``dissensus bound`` and a problem file take."""
     return compute_bound(agents, rounds)
 
 
@@ -1057,7 +1110,9 @@ def _bound_stdin_lines(limit: int = MAX_LINE_CHARS) -> None:
     for one whose ``readline`` reads at most ``limit + 1`` characters: a longer line ends
     the session as the end of its input would (one line on stderr says why), since
     framing the client broke cannot be trusted again, and a line that never ends could
-    not even be skipped. An SDK without that wrapper is left as it is."""
+    not even be skipped. A message line the server refuses (:func:`_refused`: answered,
+    logged) is skipped, the SDK never seeing it. An SDK without that wrapper is left as
+    it is."""
     from mcp.server import stdio
 
     base = getattr(stdio, "_UnownedTextWrapper", None)
@@ -1069,75 +1124,296 @@ def _bound_stdin_lines(limit: int = MAX_LINE_CHARS) -> None:
         over = False
 
         def readline(self, size: int | None = -1, /) -> str:
-            if self.over:
-                return ""
-            cap = limit + 1 if size is None or size < 0 or size > limit else size
-            line: str = super().readline(cap)
-            if len(line) <= limit or line.endswith("\n"):
-                return _unicode_checked(line)
-            self.over = True
-            sys.stderr.write(f"error: a message line over {limit:,} characters: the session ends\n")
-            sys.stderr.flush()
+            while not self.over:
+                cap = limit + 1 if size is None or size < 0 or size > limit else size
+                line: str = super().readline(cap)
+                if len(line) > limit and not line.endswith("\n"):
+                    self.over = True
+                    sys.stderr.write(
+                        f"error: a message line over {limit:,} characters: the session ends\n"
+                    )
+                    sys.stderr.flush()
+                elif not _refused(line):
+                    return line
             return ""
 
     stdio._UnownedTextWrapper = _BoundedLines  # type: ignore[misc]
 
 
-_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
-"""A JSON escape of a surrogate code point (a lone one has no UTF-8 form)."""
+_MESSAGE_DEPTH = MAX_DEPTH + 4
+"""Deepest nesting of a message: a record of a list argument (``params.arguments.panels.0``)
+lies four levels in, and may nest :data:`~dissensus.io.jsontext.MAX_DEPTH` levels of its
+own, as a line may (the tool then refuses a deeper record as the CLI refuses the line)."""
+
+_CODE_NAMES = {
+    PARSE_ERROR: ("Parse error", "a parse error"),
+    INVALID_REQUEST: ("Invalid Request", "an invalid request"),
+    INVALID_PARAMS: ("Invalid params", "invalid parameters"),
+}
+"""JSON-RPC 2.0's name of each error code the reader answers, and the stderr line's."""
 
 
-def _lone_surrogate_at(value: Any, where: str) -> str | None:
-    """The path (``params.arguments.agents``) of the first key or string in ``value``
-    (parsed JSON) holding a lone surrogate, or ``None``."""
-    stack: list[tuple[Any, str]] = [(value, where)]
+@dataclasses.dataclass(frozen=True)
+class _Refusal:
+    """A message line the reader refuses (:func:`_refusal`): ``what`` it was (``request
+    '5'``, ``notification 'x'``, ``a message``), ``why`` (never the line itself), and
+    the JSON-RPC error ``code`` it is answered with under ``ident`` (``None``: ``id``
+    null), or no code when nothing waits for an answer (a notification, a response)."""
+
+    what: str
+    why: str
+    code: int | None = None
+    ident: int | str | None = None
+
+    def answer(self) -> JSONRPCError | None:
+        if self.code is None:
+            return None
+        message = f"{_CODE_NAMES[self.code][0]}: {self.why}"
+        return JSONRPCError(
+            jsonrpc="2.0", id=self.ident, error=ErrorData(code=self.code, message=message)
+        )
+
+    def log_line(self, answered: bool) -> str:
+        if self.code is None:
+            done = "dropped (it waits for no answer)"
+        elif not answered:
+            done = "not answered (the server is not serving)"
+        else:
+            null = " with id null" if self.ident is None else ""
+            done = f"answered as {_CODE_NAMES[self.code][1]} ({self.code}){null}"
+        return f"error: {self.what}: {self.why}: {done}\n"
+
+
+class _HugeInt:
+    """Stands in for an integer of more digits than Python converts (the SDK's reader
+    refuses it too), so that the message around it can still be read."""
+
+    __slots__ = ()
+
+
+_HUGE = _HugeInt()
+
+
+def _int_or_huge(text: str) -> int | _HugeInt:
+    try:
+        return int(text)
+    except ValueError:
+        return _HUGE
+
+
+def _not_unicode(text: str) -> bool:
+    """True when ``text`` holds a lone surrogate (no UTF-8 form: the SDK refuses it)."""
+    if text.isascii():
+        return False
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def _shown_path(path: str) -> str:
+    """A path into a message (its keys are the client's) as a message shows it: one line,
+    a lone surrogate escaped, its first :data:`SHORT_LIMIT` characters then ``…``."""
+    text = one_line(path.encode("utf-8", "backslashreplace").decode("utf-8")) or "<message>"
+    return text if len(text) <= SHORT_LIMIT else text[:SHORT_LIMIT] + "…"
+
+
+def _first_problem(value: Any, where: str, depth: int) -> str | None:
+    """Why ``value`` (parsed JSON at path ``where``, ``depth`` levels in) cannot be served,
+    naming the path of the first problem: a lone surrogate in a string or a key (the path
+    of the object holding the key), an integer too long, or nesting deeper than
+    :data:`_MESSAGE_DEPTH`; ``None`` when there is none."""
+    stack: list[tuple[Any, str, int]] = [(value, where, depth)]
     while stack:
-        item, at = stack.pop()
+        item, at, level = stack.pop()
         if isinstance(item, str):
-            if any("\ud800" <= ch <= "\udfff" for ch in item):
-                return at or "<message>"
-        elif isinstance(item, dict):
-            for key, sub in item.items():
-                inner = f"{at}.{key}" if at else str(key)
-                if any("\ud800" <= ch <= "\udfff" for ch in key):
-                    return at or "<message>"
-                stack.append((sub, inner))
-        elif isinstance(item, list):
-            stack.extend((sub, f"{at}.{i}" if at else str(i)) for i, sub in enumerate(item))
+            if _not_unicode(item):
+                return f"not valid Unicode (a lone surrogate escape) at {_shown_path(at)}"
+        elif item is _HUGE:
+            digits = sys.get_int_max_str_digits()
+            return f"an integer of more than {digits} digits at {_shown_path(at)}"
+        elif isinstance(item, dict | list):
+            level += 1
+            if level > _MESSAGE_DEPTH:
+                return f"JSON nested deeper than {_MESSAGE_DEPTH} levels at {_shown_path(at)}"
+            if isinstance(item, dict):
+                if any(_not_unicode(key) for key in item):
+                    return f"not valid Unicode (a lone surrogate escape) at {_shown_path(at)}"
+                inner = [(sub, f"{at}.{key}" if at else key) for key, sub in item.items()]
+            else:
+                inner = [(sub, f"{at}.{i}" if at else str(i)) for i, sub in enumerate(item)]
+            stack.extend((sub, path, level) for sub, path in reversed(inner))
     return None
 
 
-def _unicode_checked(line: str) -> str:
-    """``line``, a message from the client, unless it holds a lone surrogate escape
-    (``"\\ud800"``): the SDK would drop such a message without a word (it is not valid
-    Unicode, so its JSON does not validate) and the client would wait for an answer
-    forever. A request (a method and an id), whatever its method, is replaced by a tool
-    call with the same id whose parameters do not validate, which the server answers
-    with the JSON-RPC error ``Invalid request parameters``, before initialization as
-    after; a notification or a response is dropped. Either way one line on stderr names
-    the request id and where the surrogate is. The surrogate is never replaced by
-    U+FFFD, which would be a valid decision; a line without a surrogate escape is not
-    parsed here, and a valid message is never changed."""
-    if _SURROGATE_ESCAPE.search(line) is None:
-        return line
+_JSON_TYPES = {bool: "a boolean", float: "a number with a fraction or an exponent",
+               dict: "an object", list: "an array", type(None): "null"}  # fmt: skip
+
+
+def _id_problem(value: Any) -> str | None:
+    """Why ``value`` cannot be a request id (a string or an integer), or ``None``."""
+    if isinstance(value, str):
+        return (
+            "'id' is not valid Unicode (a lone surrogate escape)" if _not_unicode(value) else None
+        )
+    if value is _HUGE:
+        return f"'id' is an integer of more than {sys.get_int_max_str_digits()} digits"
+    if isinstance(value, int) and not isinstance(value, bool):
+        return None
+    return f"'id' must be a string or an integer, not {_JSON_TYPES.get(type(value), 'that')}"
+
+
+def _envelope_problem(message: dict[str, Any], method: Any) -> tuple[str, int] | None:
+    """What makes ``message`` (an object with a method, or none of a response's members)
+    no request or notification the server reads, with the error code of its answer."""
+    if message.get("jsonrpc") != "2.0":
+        return "'jsonrpc' must be \"2.0\"", INVALID_REQUEST
+    if not isinstance(method, str):
+        return ("'method' must be a string" if "method" in message else "no 'method'"), (
+            INVALID_REQUEST
+        )
+    params = message.get("params")
+    if params is not None and not isinstance(params, dict):
+        return "'params' must be an object", INVALID_PARAMS
+    envelope = {key: sub for key, sub in message.items() if key != "params"}
+    if (why := _first_problem(envelope, "", 0)) is not None:
+        return why, INVALID_REQUEST
+    if (why := _first_problem(params, "params", 1)) is not None:
+        return why, INVALID_PARAMS
+    return None
+
+
+def _why_refused(line: str, *, sdk_refuses: bool) -> _Refusal | None:
+    """Why the message ``line`` is refused, read with the standard library's parser (the
+    project's, which reports where it stopped) and checked member by member; ``None``
+    when nothing is wrong and the SDK reads it (``sdk_refuses`` false): whatever the SDK
+    refuses is refused, if only as ``not a JSON-RPC message the server reads``."""
     try:
-        message = json.loads(line)
-    except ValueError:
-        return line  # the SDK reports what is not JSON at all
-    where = _lone_surrogate_at(message, "")
-    if where is None:
-        return line
-    ident = message.get("id") if isinstance(message, dict) else None
-    if isinstance(ident, bool) or not isinstance(ident, int | str):
-        ident = None
-    call = ident is not None and isinstance(message.get("method"), str)
-    what = f"request {quote_short(str(ident))}" if ident is not None else "a message"
-    done = "answered as invalid parameters" if call else "dropped"
-    sys.stderr.write(
-        f"error: {what}: not valid Unicode (a lone surrogate escape) at {where}: {done}\n"
-    )
+        message = json.loads(line, parse_int=_int_or_huge)
+    except RecursionError:
+        return _Refusal(
+            "a message", f"JSON nested deeper than {_MESSAGE_DEPTH} levels", INVALID_REQUEST
+        )
+    except json.JSONDecodeError as exc:
+        why = f"not JSON ({exc.msg} at character {exc.pos + 1})"
+        return _Refusal("a message", why, PARSE_ERROR)
+    if isinstance(message, list):
+        why = "batches are not served (one message per line)"
+        return _Refusal("a batch (a JSON array)", why, INVALID_REQUEST)
+    if not isinstance(message, dict):
+        return _Refusal("a message", "not a JSON-RPC message (a JSON object)", INVALID_REQUEST)
+    method = message.get("method")
+    if "method" not in message and ("result" in message or "error" in message):
+        if not sdk_refuses:
+            return None  # a response to the server, which sends no request over stdio
+        why = _first_problem(message, "", 0) or "not a valid JSON-RPC response"
+        return _Refusal("a response", why)
+    ident = message.get("id")
+    id_problem = _id_problem(ident) if "id" in message else None
+    if "id" in message or "method" not in message:  # a request, or no message at all
+        readable = ident if "id" in message and id_problem is None else None
+        what = "a request" if "method" in message else "a message"
+        if readable is not None:
+            what = f"request {quote_short(str(readable))}"
+
+        def refused(why: str, code: int) -> _Refusal:
+            return _Refusal(what, why, code, readable)
+
+    else:
+        what = f"notification {quote_short(method) if isinstance(method, str) else ''}"
+
+        def refused(why: str, code: int) -> _Refusal:
+            return _Refusal(what.rstrip(), why)
+
+    if id_problem is not None:
+        return refused(id_problem, INVALID_REQUEST)
+    problem = _envelope_problem(message, method)
+    if problem is not None:
+        return refused(*problem)
+    if sdk_refuses:
+        return refused("not a JSON-RPC message the server reads", INVALID_REQUEST)
+    return None
+
+
+def _brackets(line: str) -> int:
+    """Opening brackets of ``line``: a bound on its nesting depth."""
+    return line.count("[") + line.count("{")
+
+
+def _refusal(line: str) -> _Refusal | None:
+    """Why the server refuses the message line ``line``, or ``None`` when it serves it as
+    the SDK reads it (a blank line is no message, and is skipped by the SDK).
+
+    The SDK's reader drops without a word (a DEBUG log line) what does not validate as a
+    JSON-RPC message, and reads a request whose id is not a string or an integer (``8.5``,
+    ``null``, ``{}``) as a notification, which it never answers: the client would wait
+    forever. It is refused here first, with the project's limits (nesting at most
+    :data:`_MESSAGE_DEPTH` levels, integers of at most ``sys.get_int_max_str_digits()``
+    digits) and without lone surrogates (``"\\ud800"``), which the SDK refuses too. A
+    valid message is read by the SDK's own parser first, and passed on unchanged."""
+    if not line.strip():
+        return None
+    try:
+        message = jsonrpc_message_adapter.validate_json(line, by_name=False)
+    except ValueError:  # pydantic's ValidationError: the SDK would drop the line
+        return _why_refused(line, sdk_refuses=True)
+    if isinstance(message, JSONRPCNotification):
+        return _why_refused(line, sdk_refuses=False)  # an "id" the SDK did not take?
+    if (
+        isinstance(message, JSONRPCRequest)
+        and _brackets(line) > _MESSAGE_DEPTH
+        and json_depth(message.params) >= _MESSAGE_DEPTH
+    ):
+        return _why_refused(line, sdk_refuses=False)
+    return None
+
+
+class _Answers:
+    """Where the reader sends the answers of what it refuses: the server's write stream,
+    whose writer frames them as the SDK's own answers, while the server serves stdio
+    (:meth:`_Server.run_stdio_async`). The reader runs in a worker thread of the
+    server's event loop (the transport reads through ``anyio.to_thread``), which waits
+    for its answer to be taken before it reads on."""
+
+    def __init__(self) -> None:
+        self._send: Callable[[SessionMessage], Coroutine[Any, Any, None]] | None = None
+
+    @contextlib.contextmanager
+    def serving(
+        self, send: Callable[[SessionMessage], Coroutine[Any, Any, None]]
+    ) -> Iterator[None]:
+        self._send = send
+        try:
+            yield
+        finally:
+            self._send = None
+
+    def send(self, answer: JSONRPCError) -> bool:
+        """Send ``answer``; false when no server is serving, its stream has closed, or
+        this is not a worker thread of its event loop."""
+        send = self._send
+        if send is None:
+            return False
+        try:
+            anyio.from_thread.run(send, SessionMessage(answer))
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError, RuntimeError):
+            return False
+        return True
+
+
+_ANSWERS = _Answers()
+"""The stdio server's (one per process: the SDK's transport claims the standard streams)."""
+
+
+def _refused(line: str) -> bool:
+    """True when the message ``line`` is refused (:func:`_refusal`): its answer is sent,
+    if it waits for one, and one line on stderr says what was refused and why."""
+    refusal = _refusal(line)
+    if refusal is None:
+        return False
+    answer = refusal.answer()
+    answered = answer is not None and _ANSWERS.send(answer)
+    sys.stderr.write(refusal.log_line(answered))
     sys.stderr.flush()
-    if not call:
-        return "\n"  # a blank line: the SDK reads on and reports nothing
-    stand_in = {"jsonrpc": "2.0", "id": ident, "method": "tools/call", "params": {"name": None}}
-    return json.dumps(stand_in) + "\n"
+    return True
