@@ -81,6 +81,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, RedirectResponse, Response, StreamingResponse
 
 from dissensus.io.jsonl import MAX_DEPTH, json_depth
+from dissensus.io.jsontext import JsonTextError, check_unique_keys
 from dissensus.io.limits import DEFAULT, Limits
 from dissensus.panels import (
     CaseStatus,
@@ -254,8 +255,8 @@ def _json(raw: bytes) -> Any:
 
     The same guards as ``POST /v1/decide`` (:func:`dissensus.serve.http.parse_json`):
     UTF-8 only, no nesting deeper than :data:`~dissensus.io.jsonl.MAX_DEPTH` (anywhere, ignored extra
-    fields included), no integer of more digits than Python converts, and no ``NaN`` or
-    ``Infinity`` (Python's extensions, not JSON).
+    fields included), no integer of more digits than Python converts, no ``NaN`` or
+    ``Infinity`` (Python's extensions, not JSON), and no key written twice in one object.
     """
     if not raw.strip():
         raise _unreadable("empty request body", "<body>")
@@ -281,6 +282,10 @@ def _json(raw: bytes) -> Any:
         ) from None
     if raw.count(b"[") + raw.count(b"{") > MAX_DEPTH and json_depth(body) > MAX_DEPTH:
         raise deep
+    try:
+        check_unique_keys(body, text)
+    except JsonTextError as exc:  # a key written twice: which value was meant is unknown
+        raise ChatError(400, f"{exc.field}: {exc.message}", param=exc.field) from None
     return body
 
 

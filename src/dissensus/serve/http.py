@@ -24,6 +24,7 @@ from starlette.routing import Match, Mount
 from dissensus.errors import ConfigError, DissensusError, InputError
 from dissensus.guard import CorrelatedConsensusError
 from dissensus.io.jsonl import MAX_DEPTH, json_depth
+from dissensus.io.jsontext import JsonTextError, check_unique_keys
 from dissensus.io.limits import Limits, Overrun, check_record, count_values, too_many_values
 from dissensus.serve import journal_errors, library_calls
 from dissensus.serve.auth import Principal, Role, allows
@@ -283,7 +284,8 @@ def parse_json(raw: bytes) -> Any:
     and dropped, as RFC 8259 allows a parser to, and as the JSONL reader does on a file's
     first line (:func:`dissensus.io.jsonl.parse_line`). ``NaN`` and ``Infinity``, which
     Python's parser accepts and RFC 8259 does not, are refused as not JSON (``<json>``),
-    as the JSONL reader refuses them."""
+    as the JSONL reader refuses them, and so is a key written twice in one object (the
+    field names its path, ``duplicate key``), as a JSONL line is."""
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
@@ -304,6 +306,10 @@ def parse_json(raw: bytes) -> Any:
     deepest = MAX_DEPTH + 1 if isinstance(body, list) else MAX_DEPTH
     if (raw.count(b"[") + raw.count(b"{")) > MAX_DEPTH and json_depth(body) > deepest:
         raise ApiError(400, f"JSON nested deeper than {MAX_DEPTH} levels", "<depth>")
+    try:
+        check_unique_keys(body, text)
+    except JsonTextError as exc:  # a key written twice: which value was meant is unknown
+        raise ApiError(400, exc.message, exc.field) from None
     return body
 
 
