@@ -69,6 +69,14 @@ REFUSED = [
     (f'{{"jsonrpc":"2.0","id":12,"method":"x","params":{{"a":{_nested(250)}}}}}', (12, -32602)),
     (f'{{"jsonrpc":"2.0","id":13,"method":"x","more":{_nested(250)}}}', (13, -32600)),
     (f'{{"jsonrpc":"2.0","id":14,"method":"x","params":{{"a":{_nested(5000)}}}}}', (None, -32600)),
+    # a key written twice: the SDK would keep the last value
+    (
+        '{"jsonrpc":"2.0","id":15,"method":"tools/call","params":{"name":"route",'
+        '"arguments":{"panels":[{"id":"k","outputs":[{"agent":"a","decision":"1",'
+        '"decision":"2","reasoning":"r"}]}]}}}',
+        (15, -32602),
+    ),
+    ('{"jsonrpc":"2.0","id":16,"id":17,"method":"tools/list"}', (17, -32602)),
     # what waits for no answer: dropped (stderr only)
     ('{"jsonrpc":"2.0","method":"notifications/x","params":[1]}', None),
     ('{"method":"notifications/initialized"}', None),
@@ -83,6 +91,7 @@ SERVED = [
     '{"jsonrpc":"2.0","method":"notifications/initialized"}',
     '{"jsonrpc":"2.0","id":3,"result":{}}',
     '{"jsonrpc":"2.0","id":null,"error":{"code":1,"message":"m"}}',
+    '{"jsonrpc":"2.0","id":18,"method":"x","params":{"a":"k\\":v","b":{"a":1}}}',
 ]
 
 
@@ -287,3 +296,18 @@ def test_a_refusal_with_no_server_serving_says_it_was_not_answered(
     assert capsys.readouterr().err == (
         "error: request '3': 'jsonrpc' must be \"2.0\": not answered (the server is not serving)\n"
     )
+
+
+def test_a_key_written_twice_is_refused_naming_its_path() -> None:
+    """The SDK keeps the last of two values of one key: a doubled ``decision`` made a
+    split panel unanimous through MCP while ``dissensus route`` rejected the line."""
+    from dissensus.integrations.mcp import _refusal
+
+    line = (
+        '{"jsonrpc":"2.0","id":15,"method":"tools/call","params":{"name":"route",'
+        '"arguments":{"panels":[{"id":"k","outputs":[{"agent":"a","decision":"1",'
+        '"decision":"2","reasoning":"r"}]}]}}}'
+    )
+    refusal = _refusal(line + "\n")
+    assert refusal is not None and refusal.ident == 15
+    assert refusal.why == "params.arguments.panels.0.outputs.0.decision: duplicate key"

@@ -188,7 +188,15 @@ from dissensus.guard import GuardThresholds, ReliabilityFit, guard_case
 from dissensus.guard.decision import GuardDecision
 from dissensus.integrations._review import resolve_checked
 from dissensus.io.jsonl import Reject
-from dissensus.io.jsontext import DEPTH_FIELD, MAX_DEPTH, json_depth, load_json_file
+from dissensus.io.jsontext import (
+    DEPTH_FIELD,
+    MAX_DEPTH,
+    count_keys,
+    duplicate_key,
+    json_depth,
+    load_json_file,
+    may_repeat_key,
+)
 from dissensus.io.limits import MAX_LINE_CHARS, check_record
 from dissensus.loading import is_code_name
 from dissensus.outputs import (
@@ -1366,7 +1374,21 @@ def _refusal(line: str) -> _Refusal | None:
         and json_depth(message.params) >= _MESSAGE_DEPTH
     ):
         return _why_refused(line, sdk_refuses=False)
+    if isinstance(message, JSONRPCRequest):
+        return _repeated_key(line, message)
     return None
+
+
+def _repeated_key(line: str, message: JSONRPCRequest) -> _Refusal | None:
+    """The refusal of a request holding a key twice in one object (``-32602`` naming its
+    path), as every other door refuses one: the SDK keeps the last value, so a doubled
+    ``decision`` would change what is decided. Parsed again only when the line's colons
+    leave room for a repeat (:func:`dissensus.io.jsontext.may_repeat_key`)."""
+    keys = len(message.model_fields_set) + count_keys(message.params)
+    if not may_repeat_key(line, keys) or (repeat := duplicate_key(line)) is None:
+        return None
+    what = f"request {quote_short(str(message.id))}"
+    return _Refusal(what, f"{repeat.field}: duplicate key", INVALID_PARAMS, message.id)
 
 
 class _Answers:
