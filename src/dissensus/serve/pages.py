@@ -229,7 +229,8 @@ class Form:
 
 def render(template: str, status: int = 200, **context: Any) -> HTMLResponse:
     """A page from ``templates/``, with the site's Content-Security-Policy, never cached
-    nor sniffed as another type. Every value in ``context`` is escaped by the template
+    nor sniffed as another type, never framed (``X-Frame-Options: DENY`` too), its
+    address never sent to another site (``Referrer-Policy: same-origin``). Every value in ``context`` is escaped by the template
     (autoescaping)."""
     page = _env.get_template(template).render(**context)
     return HTMLResponse(page, status_code=status, headers=_PAGE_HEADERS)
@@ -239,6 +240,10 @@ _PAGE_HEADERS = {
     "Content-Security-Policy": CSP,
     "Cache-Control": "no-store",
     "X-Content-Type-Options": "nosniff",
+    # For browsers that predate CSP's frame-ancestors, as the API docs pages send it.
+    "X-Frame-Options": "DENY",
+    # A case's address (its review id) is not sent to other sites a page links to.
+    "Referrer-Policy": "same-origin",
 }
 
 
