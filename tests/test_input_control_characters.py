@@ -156,3 +156,57 @@ def test_a_members_decision_with_a_control_character_is_an_abstention(
     got = read_answer(text, st_)
     assert got.decision is None
     assert got.why is not None and "control character" in got.why
+
+
+OPTION_FORMS = [
+    ({"options": [{"id": "a\x07", "text": "first"}, {"id": "b", "text": "second"}]}, "meta.options.0.id"),
+    ({"options": ["x", "y\x00"]}, "meta.options.1"),
+    ({"options": {"a": "first", "b\x1b": "second"}}, "meta.options.b\x1b"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("meta", "field"), OPTION_FORMS)
+def test_an_option_id_with_a_control_character_is_rejected_naming_it(
+    meta: dict[str, Any], field: str
+) -> None:
+    """An option id is a decision a reviewer or a live re-ask may pick: one holding a
+    control character could never be resolved to (resolutions refuse it), and a re-ask
+    picking it failed its run with a traceback on every resume."""
+    line = json.dumps({**_panel(), "meta": {"question": "Pick", **meta}})
+    for got in (
+        parse_line(Panel, line, file="p.jsonl", line=1),
+        parse_panel_view(line, file="p.jsonl", line=1),
+    ):
+        assert isinstance(got, Reject), got
+        assert got.field == field and "control character" in got.message
+    clean = json.dumps({**_panel(), "meta": {"question": "Pick", "options": ["a", "b"]}})
+    assert not isinstance(parse_line(Panel, clean, file="p.jsonl", line=1), Reject)
+
+
+def test_a_vote_with_a_control_character_is_rejected_naming_the_field(tmp_path: Path) -> None:
+    """``dissensus vote`` read a control character in an answer (``x\\x85`` counted apart
+    from ``x``), an agent, a family and a gold; they are refused as a panel's are."""
+    votes = [
+        {"agent": f"a{k}", "answer": "x", "evidence_source": f"s{k}", "evidence_present": True}
+        for k in range(3)
+    ]
+    bad = [
+        ({"answer": "x\x85"}, "votes.0.answer"),
+        ({"agent": "a\x00"}, "votes.0.agent"),
+        ({"family": "f\x01"}, "votes.0.family"),
+    ]
+    lines = [
+        json.dumps({"id": f"v{i}", "votes": [{**votes[0], **change}, *votes[1:]]})
+        for i, (change, _) in enumerate(bad)
+    ]
+    lines.append(json.dumps({"id": "gold", "votes": votes, "gold": "x\x00"}))
+    lines.append(json.dumps({"id": "ok", "votes": votes, "gold": "x"}))
+    src = tmp_path / "votes.jsonl"
+    src.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    result = run_cli("vote", src, "--json")
+    rejected = [x for x in result.stderr.splitlines() if x.startswith("rejected ")]
+    fields = [field for _, field in bad] + ["gold"]
+    assert len(rejected) == len(fields), result.stderr
+    for line, field in zip(rejected, fields, strict=True):
+        assert f"field '{field}'" in line and "control character" in line, line
+    assert [json.loads(x)["id"] for x in result.stdout.splitlines()] == ["ok"]

@@ -24,6 +24,9 @@ SPLIT = (
         ("/v1/decide", SPLIT, "outputs.0.decision"),
         ("/v1/decide", f"[{SPLIT}]", "0.outputs.0.decision"),
         ("/v1/route", SPLIT, "outputs.0.decision"),
+        # A byte order mark is dropped, never the check (it made the check parse fail).
+        ("/v1/decide", "\ufeff" + SPLIT, "outputs.0.decision"),
+        ("/v1/route", "\ufeff" + SPLIT, "outputs.0.decision"),
     ],
 )
 async def test_a_body_with_a_key_written_twice_is_refused_naming_it(
@@ -31,12 +34,13 @@ async def test_a_body_with_a_key_written_twice_is_refused_naming_it(
 ) -> None:
     async with client_for(settings(tmp_path)) as client:
         headers = {**auth("adm"), "Content-Type": "application/json"}
-        refused = await client.post(path, content=body, headers=headers)
+        refused = await client.post(path, content=body.encode(), headers=headers)
         assert refused.status_code == 400, refused.text
         assert refused.json() == {"error": "duplicate key", "field": field}
         # The same record without the repeat is served.
         fine = body.replace('"decision": "1", ', "")
-        assert (await client.post(path, content=fine, headers=headers)).status_code == 200
+        served = await client.post(path, content=fine.encode(), headers=headers)
+        assert served.status_code == 200, served.text
 
 
 def test_the_chat_door_refuses_a_key_written_twice_as_openai_would_name_it() -> None:

@@ -144,6 +144,32 @@ _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
 """The control characters (Unicode category Cc)."""
 
 
+def option_id_problem(meta: Mapping[str, Any]) -> tuple[str, str] | None:
+    """``(field, message)`` when an option id of ``meta.options`` holds a control
+    character (an id is a decision a reviewer or a re-ask may pick, and no decision may
+    hold one), else ``None``. The ids as the pipeline reads them: a list item's ``id``
+    (or the item itself), a mapping's keys."""
+    raw = meta.get("options")
+    ids: list[tuple[str, object]]
+    if isinstance(raw, list):
+        ids = [
+            (f"meta.options.{i}.id", item.get("id")) if isinstance(item, Mapping) else
+            (f"meta.options.{i}", item)
+            for i, item in enumerate(raw)
+        ]  # fmt: skip
+    elif isinstance(raw, Mapping):
+        ids = [(f"meta.options.{key}", key) for key in raw]
+    else:
+        return None
+    for field, value in ids:
+        if isinstance(value, str) and (found := _CONTROL.search(value)) is not None:
+            return field, (
+                f"the option id holds the control character U+{ord(found.group()):04X}; "
+                "an option id is one line without control characters, as a decision is"
+            )
+    return None
+
+
 def _one_line(value: str | None, info: ValidationInfo) -> str | None:
     """Field validator of a label or a name (an agent id, a decision, a family): no
     control character, tab and newline included."""
@@ -384,6 +410,7 @@ class Vote(BaseModel):
 
     _norm_answer = field_validator("answer", mode="before")(_label)
     _utf8 = field_validator("agent", "answer", "evidence_source", "family")(_representable)
+    _one_line = field_validator("agent", "answer", "family")(_one_line)
 
     @field_validator("confidence")
     @classmethod
@@ -404,6 +431,7 @@ class VoteCase(BaseModel):
     _norm_id = field_validator("id", mode="before")(_label)
     _norm_gold = field_validator("gold", mode="before")(_label)
     _utf8 = field_validator("id", "gold", "meta")(_representable)
+    _one_line = field_validator("gold")(_one_line)
 
     @model_validator(mode="after")
     def _check_extras(self) -> VoteCase:

@@ -46,6 +46,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from dissensus.types import option_id_problem
+
 __all__ = [
     "DEFAULT",
     "MAX_AGENTS",
@@ -236,7 +238,10 @@ def _record_sizes(record: Any) -> tuple[int, int, int]:
 def check_record(
     record: Any, raw_chars: int | None = None, limits: Limits = DEFAULT
 ) -> Overrun | None:
-    """The first bound ``record`` (a panel or vote case, model or view) goes over, or None.
+    """The first bound ``record`` (a panel or vote case, model or view) goes over, or None;
+    also, checked here because every door reads its records through this check, an
+    option id of ``meta.options`` holding a control character
+    (:func:`~dissensus.types.option_id_problem`).
 
     ``raw_chars`` is the length of the record's JSON text when known: no field of a line
     at most ``max_field_chars`` long can be longer, so the fields are not walked then.
@@ -251,6 +256,11 @@ def check_record(
         return Overrun(
             name, f"{len(members)} {what}; at most {limits.max_agents} per {per}", count=True
         )
+    meta = getattr(record, "meta", None)
+    if isinstance(meta, Mapping) and "options" in meta:
+        problem = option_id_problem(meta)
+        if problem is not None:
+            return Overrun(*problem, count=False)
     if raw_chars is not None and raw_chars <= min(
         limits.max_field_chars, limits.max_panel_chars, limits.max_panel_values
     ):

@@ -73,7 +73,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, TypeAdapter
+from pydantic import BaseModel, TypeAdapter, ValidationError
 from pydantic.fields import FieldInfo
 
 from dissensus.cases import option_ids
@@ -121,20 +121,26 @@ M = TypeVar("M", bound=BaseModel)
 
 
 def _perturbed(panel: Panel, second: dict[str, SecondAnswer]) -> Panel:
+    """The panel of the second answers; an answer no panel can hold (a decision with a
+    control character, from an option id the input did not check) is an abstention,
+    never a failed case."""
     outputs = []
     for out in panel.outputs:
         again = second.get(out.agent)
-        outputs.append(
-            AgentOutput(
+        reasoning = again.reasoning if again and again.reasoning else out.reasoning
+        try:
+            answer = AgentOutput(
                 agent=out.agent,
                 decision=again.decision if again else None,
-                reasoning=(again.reasoning if again and again.reasoning else out.reasoning),
+                reasoning=reasoning,
                 values=out.values,
                 confidence=out.confidence,
                 evidence=out.evidence,
                 family=out.family,
             )
-        )
+        except ValidationError:
+            answer = out.model_copy(update={"decision": None, "reasoning": reasoning})
+        outputs.append(answer)
     return Panel(id=panel.id, meta={}, outputs=outputs)
 
 

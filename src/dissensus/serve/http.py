@@ -290,8 +290,9 @@ def parse_json(raw: bytes) -> Any:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
         raise ApiError(400, "request body is not UTF-8", "<encoding>") from None
+    text = text.removeprefix("\ufeff")
     try:
-        body = json.loads(text.removeprefix("\ufeff"), parse_constant=non_finite)
+        body = json.loads(text, parse_constant=non_finite)
     except json.JSONDecodeError as exc:
         raise ApiError(400, f"invalid JSON: {exc.msg}", "<json>") from None
     except NonFinite as exc:
