@@ -436,3 +436,68 @@ def test_a_key_sent_twice_in_one_request_is_refused(
     assert response.status_code == 400
     assert response.json()["error"]["code"] == "invalid_idempotency_key"
     assert _asked(members) == before
+
+
+@pytest.mark.anyio
+async def test_a_request_waiting_for_its_key_at_shutdown_is_ended_unasked(
+    journal: Journal,
+) -> None:
+    """A drain that ended the first request with a key let the requests waiting for the
+    key ask the members again mid-shutdown (and be cut off as a plain 500): they are
+    ended as the first is, 503 shutting_down, no member asked."""
+    members = {n: Counting(delay_s=5.0) for n in NAMES}
+    chat = _chat(journal, members)
+    first = asyncio.ensure_future(chat.acomplete(_body(), idempotency_key="k"))
+    await asyncio.sleep(0.2)
+    waiting = asyncio.ensure_future(chat.acomplete(_body(), idempotency_key="k"))
+    await asyncio.sleep(0.2)
+    await chat.adrain(0.1)
+    results = await asyncio.gather(first, waiting, return_exceptions=True)
+    await chat.aclose()
+    for result in results:
+        assert isinstance(result, ChatError) and result.code == "shutting_down", result
+    assert _asked(members) == len(NAMES)
+    assert journal.run(keyed_run_id("k"), missing_ok=True) is None
+
+
+@pytest.mark.anyio
+async def test_a_retry_waiting_on_its_cases_decision_is_told_the_case(
+    journal: Journal,
+) -> None:
+    """A keyed retry that waits on a decision still running is told the case at once, so
+    the service's 504 names it (``timeout_case_journalled``), as the first request's does."""
+    import time
+
+    members = {n: Counting() for n in NAMES}
+    chat = _chat(journal, members)
+    told: list[tuple[str, str]] = []
+
+    async def busy() -> None:
+        time.sleep(0.5)  # blocks the decision thread's loop: the decision queues behind
+
+    blocking = chat._decider.submit(busy())
+    try:
+        first = asyncio.ensure_future(chat.acomplete(_body(), idempotency_key="k"))
+        for _ in range(500):
+            if chat._deciding:
+                break
+            await asyncio.sleep(0.01)
+        assert chat._deciding and not blocking.done()
+        again = await chat.acomplete(
+            _body(), idempotency_key="k", on_decide=lambda c, r: told.append((c, r))
+        )
+        done = await first
+    finally:
+        await chat.aclose()
+    assert told == [(done.dissensus.case_id, done.dissensus.run_id)]
+    assert again.dissensus.replayed and again.dissensus.case_id == done.dissensus.case_id
+
+
+def test_whitespace_around_the_header_value_is_not_part_of_the_key() -> None:
+    from starlette.requests import Request
+
+    from dissensus.serve.chat import _idempotency_key
+
+    for raw in (b"abc", b" abc", b"abc ", b"\tabc\t"):
+        request = Request({"type": "http", "headers": [(b"idempotency-key", raw)]})
+        assert _idempotency_key(request) == "abc", raw

@@ -367,3 +367,34 @@ def test_tokens_and_sessions_follow_every_version_of_the_file(
                     assert got is None, (version, sid in alive)
                 else:
                     assert got is not None and got.name == f"{alive[sid]}-name"
+
+
+@pytest.mark.anyio
+async def test_a_pipe_in_place_of_the_tokens_file_is_a_file_that_does_not_load(
+    tmp_path: Path,
+) -> None:
+    """A FIFO put where the tokens file was hung the whole server: opening it for
+    reading waits for a writer, on the event loop, and stayed blocked after the file
+    was put back. It is now refused as a file that does not load, and never opened to
+    wait on."""
+    import asyncio
+
+    s = settings(tmp_path, tokens_check_s=0)
+    path = Path(str(s.tokens))
+    async with client_for(s) as client:
+        assert (await _read(client, "sub")).status_code == 200
+        path.unlink()
+        os.mkfifo(path, 0o600)
+        refused = await asyncio.wait_for(_read(client, "sub"), 10)
+        assert refused.status_code == 503
+        path.unlink()
+        _write(path, TOKENS)
+        assert (await asyncio.wait_for(_read(client, "sub"), 10)).status_code == 200
+
+
+def test_a_tokens_file_that_is_not_utf8_names_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "tokens.txt"
+    path.write_bytes(b"\xff\xfe not text\n")
+    path.chmod(0o600)
+    with pytest.raises(ConfigError, match="not UTF-8"):
+        auth_module.load_tokens(path)

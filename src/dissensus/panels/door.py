@@ -612,9 +612,11 @@ class PanelChat:
             return await self._answer(request, run_id, case_id, panel_id, messages, on_decide)
         # A keyed request: after any request with its key still running here, the case
         # it journalled, else this request makes it (and holds the key meanwhile).
-        replayed = await self._replayed(request, run_id, case_id, fingerprint)
+        replayed = await self._replayed(request, run_id, case_id, fingerprint, on_decide)
         if replayed is not None:
             return replayed
+        if self._closing:  # the drain began while this request waited for its key
+            raise _shutting_down(ended=True)
         holding: Future[None] = Future()
         self._keys[run_id] = holding
         try:
@@ -700,12 +702,24 @@ class PanelChat:
         return self._completion(request, run_id, case_id, panel, fan.reports, fan.usage, record)
 
     async def _replayed(
-        self, request: CompletionRequest, run_id: str, case_id: str, fingerprint: str
+        self,
+        request: CompletionRequest,
+        run_id: str,
+        case_id: str,
+        fingerprint: str,
+        on_decide: Callable[[str, str], None] | None = None,
     ) -> ChatCompletion | None:
         """The answer of the case a request with this key journalled (``None``: none did),
-        once every request with the key still running here has ended."""
+        once every request with the key still running here has ended; ``on_decide`` is
+        told the case when it waits on its decision (its case is journalled, whatever
+        becomes of this call)."""
+        told = False
         while True:
-            running = [f for f in (self._keys.get(run_id), self._deciding.get(case_id)) if f]
+            deciding = self._deciding.get(case_id)
+            if deciding is not None and on_decide is not None and not told:
+                on_decide(case_id, run_id)
+                told = True
+            running = [f for f in (self._keys.get(run_id), deciding) if f]
             if not running:
                 break
             await _settle(running)

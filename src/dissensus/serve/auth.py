@@ -188,14 +188,35 @@ class TokenStore:
         return found
 
 
+def _read_regular(path: str | Path) -> tuple[int, bytes | None]:
+    """The mode and bytes of the file at ``path``; ``None`` for bytes when it is not a
+    regular file. Opened without blocking and judged by what was opened (``fstat``), so
+    a pipe put in the file's place is never waited on: opening a FIFO for reading
+    blocks until a writer comes, and the server reads its tokens on its event loop."""
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    fd = os.open(path, flags)
+    with os.fdopen(fd, "rb") as opened:
+        mode = os.fstat(opened.fileno()).st_mode
+        if not stat.S_ISREG(mode):
+            return mode, None
+        return mode, opened.read()
+
+
 def load_tokens(path: str | Path) -> TokenStore:
     """Read a tokens file (:class:`ConfigError` naming the file, line and field)."""
     file = str(path)
     try:
-        mode = os.stat(path).st_mode
-        text = Path(path).read_text(encoding="utf-8")
+        mode, data = _read_regular(path)
     except OSError as exc:
         raise ConfigError(f"cannot read tokens file: {exc.strerror}", file=file) from exc
+    if data is None:
+        raise ConfigError(
+            "tokens file is not a regular file (a pipe, a device or a directory)", file=file
+        )
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ConfigError("tokens file is not UTF-8", file=file) from None
     if os.name == "posix" and mode & stat.S_IWOTH:
         raise ConfigError(
             f"tokens file is writable by every user (mode {stat.S_IMODE(mode):o}): anyone could "

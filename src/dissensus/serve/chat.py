@@ -196,7 +196,8 @@ def _idempotency_key(request: Request) -> str | None:
             param=KEY_HEADER,
             code="invalid_idempotency_key",
         )
-    return check_key(sent[0], param=KEY_HEADER)
+    # Whitespace around a header value is not part of it (RFC 9110, section 5.5).
+    return check_key(sent[0].strip(" \t"), param=KEY_HEADER)
 
 
 def _timeout_note(case_id: str, run_id: str, *, keyed: bool = False) -> TimeoutNote:
