@@ -698,3 +698,19 @@ def test_a_long_grader_name_is_named_by_its_first_80_characters_in_notes() -> No
     assert notes and all(len(n) < 200 for n in notes), [len(n) for n in notes]
     assert notes[0].startswith("g" * 80 + "…: grader: cut from 40000 to 32768")
     assert "g" * 80 + "…: metadata.family left out (not a non-empty string)" in notes
+
+
+def test_a_graders_name_in_a_reason_is_escaped() -> None:
+    """A grader named with an ANSI escape reached the sample's reason (and the log) raw."""
+    from inspect_ai.scorer import Score
+
+    from dissensus.errors import InputError
+    from dissensus.integrations.inspect import scores_panel
+
+    scores = [
+        Score(value="x", metadata={"grader": "g\x1b[31mRED"}),
+        Score(value="y", metadata={"grader": "g2"}),
+    ]
+    with pytest.raises(InputError) as refused:
+        scores_panel(scores)
+    assert "\x1b" not in str(refused.value) and "g\\x1b[31mRED" in str(refused.value)

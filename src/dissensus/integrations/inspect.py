@@ -113,7 +113,7 @@ from dissensus.pipeline import (
 )
 from dissensus.pipeline.policy import guard_thresholds
 from dissensus.pipeline.spec import file_sha256
-from dissensus.quoting import quote_short
+from dissensus.quoting import one_line, quote_short
 from dissensus.store import Journal
 from dissensus.store.canonical import canonical
 from dissensus.types import AgentOutput, Evidence, JsonObject, Panel
@@ -227,8 +227,11 @@ _WHO_CHARS = 80
 
 
 def _who(name: str) -> str:
-    """A grader's name as a note names it: at most :data:`_WHO_CHARS` characters, then ``…``."""
-    return name if len(name) <= _WHO_CHARS else name[:_WHO_CHARS] + "…"
+    """A grader's name as a note names it: at most :data:`_WHO_CHARS` characters, then
+    ``…``, what shows as nothing escaped (a grader's name is untrusted text, and notes
+    reach logs and screens)."""
+    cut = name if len(name) <= _WHO_CHARS else name[:_WHO_CHARS] + "…"
+    return one_line(cut)
 
 
 def _text(name: str, field: str, text: str, notes: list[str]) -> str:
