@@ -26,16 +26,20 @@ def _no_fake_rows(out: str, fake: str) -> None:
         assert fake not in cells, line
 
 
-def test_vote_table_escapes_newlines_in_id_and_answer() -> None:
-    case = {
-        "id": "c1\nc2",
-        "votes": [_vote("a", "yes\nNOPE", "w"), _vote("b", "yes\nNOPE", "x")],
-    }
+def test_vote_table_escapes_newlines_in_the_id_and_refuses_them_in_an_answer() -> None:
+    """A case id may hold a newline (shown escaped, never a fake row); an answer is a
+    label, one line without control characters, so one holding a newline is rejected
+    naming it."""
+    case = {"id": "c1\nc2", "votes": [_vote("a", "yes", "w"), _vote("b", "yes", "x")]}
     res = cli("vote", "-", stdin=(json.dumps(case) + "\n").encode())
     assert res.code == 0, res.err
-    assert "c1\\nc2" in res.out and "yes\\nNOPE" in res.out
+    assert "c1\\nc2" in res.out
     _no_fake_rows(res.out, "c2")
-    _no_fake_rows(res.out, "NOPE")
+    bad = {"id": "c3", "votes": [_vote("a", "yes\nNOPE", "w"), _vote("b", "yes", "x")]}
+    res = cli("vote", "-", stdin=(json.dumps(bad) + "\n").encode())
+    assert res.code == 3
+    assert "field 'votes.0.answer'" in res.err and "control character U+000A" in res.err
+    assert "NOPE" not in res.out
 
 
 def test_route_table_escapes_newlines_tabs_and_returns_in_the_id(tmp_path: Path) -> None:
@@ -50,7 +54,9 @@ def test_route_table_escapes_newlines_tabs_and_returns_in_the_id(tmp_path: Path)
     assert "\r" not in res.out and "\t" not in res.out
 
 
-def test_calibrate_agents_table_escapes_newlines_in_agents(tmp_path: Path) -> None:
+def test_calibrate_refuses_an_agent_holding_a_newline(tmp_path: Path) -> None:
+    """An agent id is one line without control characters: a vote's agent holding a
+    newline (which could have faked a row of the agents' table) is rejected naming it."""
     lines = []
     for line in _labelled_lines():
         case = json.loads(line)
@@ -61,8 +67,7 @@ def test_calibrate_agents_table_escapes_newlines_in_agents(tmp_path: Path) -> No
     labelled = tmp_path / "labelled.jsonl"
     labelled.write_text("\n".join(lines) + "\n")
     res = cli("calibrate", labelled)
-    assert res.code == 0, res.err
-    assert "a\\nFAKE" in res.out
+    assert "field 'votes.0.agent'" in res.err and "control character U+000A" in res.err
     _no_fake_rows(res.out, "FAKE")
 
 
