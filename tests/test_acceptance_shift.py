@@ -41,13 +41,78 @@ def _cases(rng: np.random.Generator, n: int, shift: float = 0.0) -> list[list[Ca
     return out
 
 
-def test_case_vector_takes_the_plurality_row_without_option_labels() -> None:
+def test_case_vector_takes_the_plurality_row_with_its_label() -> None:
     from dissensus.acceptance.shift import case_vector
 
     rows = _cases(np.random.default_rng(0), 1)[0]
     vec = case_vector(rows)
-    assert vec["cand.share"] == max(c.features["cand.share"] for c in rows)
-    assert not any(k.startswith("option=") for k in vec)
+    best = max(rows, key=lambda c: c.features["cand.share"])
+    assert vec["cand.share"] == best.features["cand.share"]
+    assert [k for k in vec if k.startswith("option=")] == [f"option={best.label}"]
+
+
+def _labelled(rng: np.random.Generator, n: int, b_share: float) -> list[list[Candidate]]:
+    """Unanimous-looking panels alike in every feature but the label they back: ``b`` in
+    about ``b_share`` of them, ``a`` in the rest."""
+    out = []
+    for _ in range(n):
+        backed = "b" if rng.uniform() < b_share else "a"
+        other = "a" if backed == "b" else "b"
+        share = float(rng.choice([0.8, 1.0]))
+        out.append(
+            [
+                Candidate(label=backed, features={"cand.share": share, f"option={backed}": 1.0}),
+                Candidate(label=other, features={"cand.share": 1 - share, f"option={other}": 1.0}),
+            ]
+        )
+    return out
+
+
+def test_a_change_in_the_label_mix_of_a_closed_label_set_is_flagged() -> None:
+    """Calibration cases whose panels back ``a`` (as when they are chosen by their gold)
+    and deployed cases whose panels back ``b`` half of the time, alike otherwise: the
+    label is all that differs, and the check sees it; the same mix is not flagged."""
+    from dissensus.acceptance.shift import case_vector, reference, shift_check
+
+    rng = np.random.default_rng(3)
+    ref = reference(_labelled(rng, 120, 0.05))
+    assert {"option=a", "option=b"} <= set(ref.features)
+    moved = shift_check(ref, _labelled(rng, 120, 0.5), alpha=0.01)
+    assert moved.shifted and moved.auc > 0.6
+    alike = shift_check(ref, _labelled(rng, 120, 0.05), alpha=0.01)
+    assert not alike.shifted
+    # A reference made without the label columns (a file from before they were kept)
+    # reads the deployed vectors on its own columns and checks as it did.
+    old = ref.model_copy(
+        update={
+            "features": [k for k in ref.features if not k.startswith("option=")],
+            "rows": [
+                [v for k, v in zip(ref.features, row, strict=True) if not k.startswith("option=")]
+                for row in ref.rows
+            ],
+        }
+    )
+    assert not shift_check(old, _labelled(rng, 120, 0.5), alpha=0.01).shifted
+    assert "option=b" in case_vector(_labelled(rng, 1, 1.0)[0])
+
+
+def test_free_answers_keep_no_label_columns() -> None:
+    """More candidate labels than a closed option set holds (numbers, free text): the
+    reference keeps no ``option=`` column, as the fit keeps no such feature."""
+    from dissensus.acceptance.features import MAX_OPTION_LABELS
+    from dissensus.acceptance.shift import reference
+
+    cases = [
+        [
+            Candidate(label=str(i), features={"cand.share": 0.6 + i / 100, f"option={i}": 1.0}),
+            Candidate(label=f"x{i}", features={"cand.share": 0.2, f"option=x{i}": 1.0}),
+        ]
+        for i in range(MAX_OPTION_LABELS)
+    ]
+    ref = reference(cases)
+    assert ref.features == ["cand.share"]
+    closed = reference(cases[: MAX_OPTION_LABELS // 2])
+    assert sum(k.startswith("option=") for k in closed.features) == MAX_OPTION_LABELS // 2
 
 
 def _reference(rng: np.random.Generator, n: int, d: int = 3) -> ShiftReference:

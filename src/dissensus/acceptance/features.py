@@ -65,8 +65,18 @@ from dissensus.deprecation import deprecated_names, renamed
 from dissensus.families import canonical_family
 from dissensus.types import AgentOutput, Panel
 
+OPTION_PREFIX = "option="
+"""The prefix of a candidate's label indicator, ``option=<label>``."""
+MAX_OPTION_LABELS = 10
+"""Above this many distinct candidate labels, ``option=<label>`` features are not used
+(the labels are free answers, not a closed option set): neither by the fit
+(:mod:`dissensus.acceptance.fit`) nor by the shift check's reference
+(:mod:`dissensus.acceptance.shift`)."""
+
 __all__ = [
     "FEATURE_BOUND",
+    "MAX_OPTION_LABELS",
+    "OPTION_PREFIX",
     "Candidate",
     "FeatureInputs",
     "PanelFeature",
@@ -266,7 +276,7 @@ def candidate_rows(case: FeatureInputs) -> list[Candidate]:
         if case.margins:
             vals = [case.margins[o.agent] for o in supporters if o.agent in case.margins]
             f["cand.margin_mean"] = float(np.mean(vals)) if vals else 0.0
-        f[f"option={label}"] = 1.0
+        f[f"{OPTION_PREFIX}{label}"] = 1.0
         for o in outs:
             a = o.agent
             if o.decision is not None:

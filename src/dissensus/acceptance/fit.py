@@ -65,7 +65,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from pydantic import BaseModel, ConfigDict, model_validator
 
-from dissensus.acceptance.features import Candidate
+from dissensus.acceptance.features import MAX_OPTION_LABELS, Candidate
 
 __all__ = [
     "C_GRID",
@@ -86,8 +86,6 @@ __all__ = [
     "single_gold",
 ]
 
-MAX_OPTION_LABELS = 10
-"""Above this many distinct candidate labels, ``option=<label>`` features are dropped."""
 
 C_GRID = (0.01, 0.03, 0.1, 0.3, 1.0, 3.0)
 """The regularisation values the inner cross-validation chooses among."""

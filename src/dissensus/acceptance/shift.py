@@ -32,9 +32,18 @@ probability at most ``alpha``. How the pipeline and the service number their che
 
 Each case is one vector: :func:`case_vector` takes the candidate the panel's plurality
 backs (the first on ties; the answer acceptance commits in most cases) and keeps its
-feature row without the ``option=<label>`` indicators (the label set says nothing about
-the case's difficulty). The acceptance file stores those vectors of its calibration
-cases (:class:`ShiftReference`), so the check needs no labelled data at run time.
+feature row, with the ``option=<label>`` indicator of the label it backs. The acceptance
+file stores those vectors of its calibration cases (:class:`ShiftReference`), so the
+check needs no labelled data at run time. **The label mix is part of the vector when the
+label set is closed**: a reference keeps the ``option=`` columns when its calibration
+cases' candidates hold at most :data:`MAX_OPTION_LABELS` (10) labels (a closed set such
+as ``A``/``B`` or ``1``/``2``, where which label the panels back is a property of the
+cases: calibration cases chosen by their gold, all ``1``, and deployed cases whose panels
+back ``2`` half of the time are told apart), and drops them above that (free answers such
+as numbers, where each case's label is its own and says nothing about the case). Deployed
+vectors are read on the reference's columns, so a file made before the label mix was
+kept (no ``option=`` columns) checks as it did. Under exchangeability the label a panel
+backs is exchangeable like every other feature, so the test stays valid.
 
 Choices where the design is silent: the classifier is a standardised L2 logistic
 regression (``C = 1``, liblinear; it is there to detect a difference, not to be the best
@@ -76,10 +85,11 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from dissensus.acceptance.features import Candidate
+from dissensus.acceptance.features import MAX_OPTION_LABELS, OPTION_PREFIX, Candidate
 
 __all__ = [
     "EXACT_MAX",
+    "MAX_OPTION_LABELS",
     "MIN_CASES",
     "ShiftCheck",
     "ShiftReference",
@@ -92,6 +102,7 @@ __all__ = [
 
 MIN_CASES = 10
 """Fewest cases on either side for the check to run."""
+
 EXACT_MAX = 2500
 """Largest ``n1 * n2`` of the testing halves for which the exact p-value is used."""
 
@@ -146,17 +157,23 @@ class ShiftCheck(BaseModel):
 
 
 def case_vector(candidates: Sequence[Candidate]) -> dict[str, float]:
-    """One case's vector: the plurality candidate's row without ``option=`` indicators."""
+    """One case's vector: the plurality candidate's row, its ``option=<label>`` indicator
+    included (the label it backs)."""
     if not candidates:
         return {}
     best = max(candidates, key=lambda c: c.features.get("cand.share", 0.0))
-    return {k: v for k, v in best.features.items() if not k.startswith("option=")}
+    return dict(best.features)
 
 
 def reference(cases: Sequence[Sequence[Candidate]]) -> ShiftReference:
-    """The :class:`ShiftReference` of the calibration cases."""
+    """The :class:`ShiftReference` of the calibration cases: every feature of their
+    vectors, the ``option=`` columns only when the candidates hold at most
+    :data:`MAX_OPTION_LABELS` labels (module docstring)."""
     vectors = [case_vector(c) for c in cases]
+    labels = {cand.label for rows in cases for cand in rows}
     names = sorted({k for v in vectors for k in v})
+    if len(labels) > MAX_OPTION_LABELS:
+        names = [k for k in names if not k.startswith(OPTION_PREFIX)]
     return ShiftReference(
         features=names, rows=[[float(v.get(k, 0.0)) for k in names] for v in vectors]
     )
