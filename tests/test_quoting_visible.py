@@ -55,15 +55,16 @@ ORDINARY = [
     'naïve café, 1 + 1 = 2; a\\b <x> & "q"',
     "",
 ]
-_ESCAPE = re.compile(r"\\(x[0-9a-f]{2}|u[0-9a-f]{4}|U[0-9a-f]{8}|n|t)")
+_ESCAPE = re.compile(r"\\(\\|x[0-9a-f]{2}|u[0-9a-f]{4}|U[0-9a-f]{8}|n|t)")
 
 
 def _unescape(shown: str) -> str:
-    """The text ``shown`` escapes (for a text without backslashes of its own)."""
+    """The text ``shown`` escapes, read from the left (a backslash before anything that
+    is no escape is the text's own)."""
 
     def one(m: re.Match[str]) -> str:
         code = m.group(1)
-        return {"n": "\n", "t": "\t"}.get(code) or chr(int(code[1:], 16))
+        return {"n": "\n", "t": "\t", "\\": "\\"}.get(code) or chr(int(code[1:], 16))
 
     return _ESCAPE.sub(one, shown)
 
@@ -108,6 +109,20 @@ def test_joiners_and_emoji_selectors_are_escaped_in_short_fields_kept_in_long_te
     assert visible(family) == "\U0001f469\\u200d\U0001f4bb"
 
 
+def test_a_typed_escape_does_not_read_as_an_escaped_character() -> None:
+    """``approve\\u200e`` typed by an agent and ``approve`` + U+200E were both shown
+    ``approve\\u200e``; the typed backslash is now shown doubled, on the page and the
+    command line alike, and a backslash that starts no escape is shown as it is."""
+    from dissensus.quoting import one_line
+
+    typed, hidden = "approve\\u200e", "approve\u200e"
+    assert visible(hidden) == one_line(hidden) == "approve\\u200e"
+    assert visible(typed) == one_line(typed) == "approve\\\\u200e"
+    assert visible("a\\\u200e") == "a\\\\\\u200e"  # a backslash before an escaped mark
+    assert visible("C:\\data\\x.jsonl") == "C:\\data\\\\x.jsonl"
+    assert visible("C:\\data") == "C:\\data"
+
+
 def test_ordinary_text_is_untouched() -> None:
     for text in ORDINARY:
         assert visible(text) == text
@@ -125,22 +140,25 @@ def test_every_control_and_format_character_of_unicode_is_escaped() -> None:
             assert char in KEPT_IN_TEXT or INVISIBLE_IN_TEXT.fullmatch(char), hex(code)
 
 
-NAMES = st.text(
-    alphabet=st.one_of(
+NAMES = st.lists(
+    st.one_of(
         st.sampled_from(["a", "p", "r", "o", "v", "e", " ", "é", "ש", "👍"]),
         st.sampled_from(LISTED),
-        st.characters(exclude_characters="\\", codec="utf-8"),
+        # What reads like an escape when typed: backslashes and escape letters.
+        st.sampled_from(["\\", "\\\\", "\\n", "\\t", "\\u200e", "\\x1f", "\\U000e0061", "u", "x"]),
+        st.characters(codec="utf-8"),
     ),
-    max_size=12,
-)
+    max_size=8,
+).map("".join)
 
 
 @settings(max_examples=400, derandomize=True, deadline=None)
 @given(NAMES, NAMES)
 def test_two_different_names_never_read_the_same(a: str, b: str) -> None:
-    """Without backslashes of their own, a short field's shown form escapes exactly the
-    characters that show as nothing, and gives the text back: two different ids, options
-    or agents are shown differently, and the shown form holds nothing invisible."""
+    """A short field's shown form escapes the characters that show as nothing, and the
+    text's own backslashes where they could be read as an escape, and gives the text
+    back read from the left: two different ids, options or agents are shown differently
+    (backslashes typed into them included), and the shown form holds nothing invisible."""
     shown_a, shown_b = visible(a), visible(b)
     assert _unescape(shown_a) == a and _unescape(shown_b) == b
     assert INVISIBLE.search(shown_a) is None

@@ -27,7 +27,9 @@ Choices where nothing else decides:
   echoed back whole.
 * :func:`one_line` shows untrusted text *on a screen* (a table cell, a field of a
   message, a file name in a reject line): control characters escaped, newline and tab
-  as ``\\n`` and ``\\t``, nothing else changed; :func:`with_lines` keeps the newlines
+  as ``\\n`` and ``\\t``, a backslash of the text's own doubled where it could be read
+  as the start of an escape (:data:`SHOWN_ESCAPED`), nothing else changed; :func:`quoted`
+  is the same in quotes, as ``repr`` writes them; :func:`with_lines` keeps the newlines
   and tabs of a text printed on lines of its own. The CLI's ``shown`` is the first.
 * :func:`visible` and :func:`visible_text` show untrusted text *on a web page* (the
   review pages), where every character that shows as nothing is written escaped, as the
@@ -75,10 +77,12 @@ __all__ = [
     "INVISIBLE",
     "INVISIBLE_IN_TEXT",
     "SHORT_LIMIT",
+    "SHOWN_ESCAPED",
     "one_line",
     "quote_block",
     "quote_json",
     "quote_short",
+    "quoted",
     "visible",
     "visible_text",
     "with_lines",
@@ -126,7 +130,20 @@ def one_line(text: object) -> str:
     escaped (newline and tab as ``\\n`` and ``\\t``), nothing interpreted: what a
     page's short field shows (:func:`visible`), so that two different names never look
     alike on a screen either."""
-    return INVISIBLE.sub(_escape_shown, str(text))
+    return SHOWN_ESCAPED.sub(_escape_shown, str(text))
+
+
+def quoted(text: object) -> str:
+    """``text`` in quotes in a message a reader must see: its ``repr`` (quotes,
+    backslashes and what ``repr`` escapes, escaped as ``repr`` does), with every
+    character of :data:`INVISIBLE` that ``repr`` leaves as it is (Hangul fillers,
+    ``\\u3164``, print as letters) escaped too. Not :func:`one_line` of a ``repr``,
+    which would write the ``repr``'s own backslashes twice.
+
+    >>> print(quoted("a\\u200eb"))
+    'a\\u200eb'
+    """
+    return INVISIBLE.sub(_escape_shown, repr(str(text)))
 
 
 def with_lines(text: object) -> str:
@@ -146,16 +163,30 @@ INVISIBLE_IN_TEXT = re.compile(f"(?![{_KEPT_IN_TEXT}])[{_SHOWS_NOTHING}]")
 presentation selectors, which a long text keeps (:func:`visible_text`)."""
 
 
+SHOWN_ESCAPED = re.compile(f"\\\\(?=[\\\\xuUnt{_SHOWS_NOTHING}])|[{_SHOWS_NOTHING}]")
+"""What a short field escapes (:func:`visible`, :func:`one_line`): every character of
+:data:`INVISIBLE`, and a backslash of the text's own where it could be read as the start
+of an escape (before ``x``, ``u``, ``U``, ``n``, ``t``, another backslash, or a character
+that is escaped), written ``\\\\``: the text ``approve\\u200e`` (a backslash typed by
+an agent) shows as ``approve\\\\u200e``, and ``approve`` + U+200E as
+``approve\\u200e``. Read from the left, the shown form gives the text back, so two
+different texts never show alike. A backslash before anything else (``C:\\data``) is
+shown as it is."""
+
+
 def _escape_shown(match: re.Match[str]) -> str:
     char = match.group()
+    if char == "\\":
+        return "\\\\"
     return "\\n" if char == "\n" else "\\t" if char == "\t" else _escape(match)
 
 
 def visible(text: object) -> str:
     """``text`` as a short field shows it on a page: every character of
     :data:`INVISIBLE` escaped (``a\\u200bb``, not ``ab``; newline and tab as ``\\n``
-    and ``\\t``), everything else as it is."""
-    return INVISIBLE.sub(_escape_shown, str(text))
+    and ``\\t``; a backslash that could be read as an escape's as ``\\\\``, see
+    :data:`SHOWN_ESCAPED`), everything else as it is."""
+    return SHOWN_ESCAPED.sub(_escape_shown, str(text))
 
 
 def visible_text(text: object) -> str:

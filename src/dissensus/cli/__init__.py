@@ -62,6 +62,7 @@ from dissensus.cli.common import (
     EXIT_OK,
     EXIT_USAGE,
     INTERRUPT_SAID,
+    quoted,
     shown,
     silence_stdout,
 )
@@ -331,7 +332,7 @@ def _not_utf8(argv: list[str]) -> str:
     """The one-line error for arguments with bytes that are not UTF-8, naming the first."""
     for arg in argv:
         if any("\udc80" <= ch <= "\udcff" for ch in arg):
-            return f"argument {shown(repr(arg))} is not valid UTF-8: give text as UTF-8"
+            return f"argument {quoted(arg)} is not valid UTF-8: give text as UTF-8"
     return "an argument is not valid UTF-8: give text as UTF-8"
 
 

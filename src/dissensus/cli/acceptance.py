@@ -82,6 +82,7 @@ from dissensus.cli.common import (
     number_in,
     out_console,
     print_json,
+    quoted,
     shown,
 )
 from dissensus.errors import InputError
@@ -170,7 +171,7 @@ def _judged_once(
         out[k] = False
         near += 1
         err_console.print(
-            f"warning: panel {shown(panel.id)!r} equals panel {shown(first)!r} in everything "
+            f"warning: panel {quoted(panel.id)} equals panel {quoted(first)} in everything "
             "acceptance reads: fitted on, counted once among the calibration cases",
             soft_wrap=True,
         )
@@ -192,7 +193,7 @@ class _Once:
             if panel.id not in self.warned:
                 self.warned.add(panel.id)
                 err_console.print(
-                    f"warning: panel id {shown(panel.id)!r} appears more than once ({where}): "
+                    f"warning: panel id {quoted(panel.id)} appears more than once ({where}): "
                     "only its first labelled case is calibrated on"
                 )
             return False
@@ -201,8 +202,8 @@ class _Once:
         if first is not None:
             self.dropped += 1
             err_console.print(
-                f"warning: panel {shown(panel.id)!r} ({where}) is a copy of panel "
-                f"{shown(first)!r}: not calibrated on twice"
+                f"warning: panel {quoted(panel.id)} ({where}) is a copy of panel "
+                f"{quoted(first)}: not calibrated on twice"
             )
             return False
         self.ids.add(panel.id)
@@ -233,9 +234,9 @@ def _say_one_gold(label: str, n: int) -> None:
     like them (the model leaves out its ``option=`` features, which could learn only the
     label: :func:`~dissensus.acceptance.fit.feature_list`)."""
     err_console.print(
-        f"warning: every gold of the {n} calibration case(s) is {shown(label)!r}: the "
+        f"warning: every gold of the {n} calibration case(s) is {quoted(label)}: the "
         "guarantee holds only for cases drawn like the calibration cases (whose right "
-        f"answer is {shown(label)!r} too), not for cases whose right answer is another; "
+        f"answer is {quoted(label)} too), not for cases whose right answer is another; "
         "the model leaves out its option features, which could learn only that label",
         soft_wrap=True,
     )

@@ -102,7 +102,7 @@ from dissensus.io.atomic import (
     stdout_handle,
     write_stdout,
 )
-from dissensus.quoting import INVISIBLE, one_line, with_lines
+from dissensus.quoting import INVISIBLE, one_line, quoted, with_lines
 
 __all__ = [
     "EXIT_FAILURE",
@@ -132,6 +132,7 @@ __all__ = [
     "print_json",
     "progress",
     "progress_enabled",
+    "quoted",
     "shown",
     "shown_block",
     "shown_number",

@@ -88,6 +88,7 @@ from dissensus.cli.common import (
     out_console,
     output_handle,
     progress_enabled,
+    quoted,
     shown,
     silence_stdout,
 )
@@ -550,7 +551,7 @@ def run_and_report(
                     if seen[record.id] == 1:
                         duplicates.append(record.id)
                         err_console.print(
-                            f"warning: panel id {shown(record.id)!r} appears more than once (line {record.line})"
+                            f"warning: panel id {quoted(record.id)} appears more than once (line {record.line})"
                         )
                     seen[record.id] += 1
                 else:

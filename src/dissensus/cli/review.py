@@ -38,6 +38,7 @@ from dissensus.cli.common import (
     number_in,
     out_console,
     print_json,
+    quoted,
     shown,
 )
 from dissensus.errors import InputError
@@ -397,7 +398,7 @@ def review_resolve(
         record = resolve(store, review_id, decision=decision, note=note, reviewer=who)
     if options and decision.strip() not in options:
         err_console.print(
-            f"note: {shown(repr(decision))} is none of the case's options ({', '.join(shown(o) for o in options)}); "
+            f"note: {quoted(decision)} is none of the case's options ({', '.join(shown(o) for o in options)}); "
             "journalled as outside_options",
             soft_wrap=True,
         )
@@ -479,7 +480,7 @@ def review_confirm(
         audit = confirm(store, case_ref, note=note, decision=decision, reviewer=who)
     if audit.outside_options:
         err_console.print(
-            f"note: {shown(repr(audit.decision))} is none of the case's options; "
+            f"note: {quoted(audit.decision)} is none of the case's options; "
             "journalled as outside_options (calibration leaves it out)",
             soft_wrap=True,
         )

@@ -30,7 +30,7 @@ from dissensus.cli.common import (
     has_control,
     number_in,
     out_console,
-    shown,
+    quoted,
 )
 from dissensus.errors import ConfigError
 from dissensus.io.limits import MAX_AGENTS, MAX_FIELD_CHARS
@@ -217,7 +217,7 @@ def serve_token_command(
         # The name is printed here and shown on review pages and in the journal: an
         # escape sequence in it would act on every terminal that prints it.
         raise ConfigError(
-            f"a token name may not hold control characters (got {shown(repr(name))})",
+            f"a token name may not hold control characters (got {quoted(name)})",
             field="name",
         )
     token, line = token_line(name, role)
