@@ -10,12 +10,16 @@
   plurality over the last round.
 
 Every agent replies with one :class:`BaselineAnswer` (a choice and a full answer).
-Choices are matched to the task's option ids/labels case-insensitively; free choices
-(tasks without options) are compared after text normalisation. With options, a choice
-that matches none of them is an **abstention**: that answer casts no vote (its agent is
-listed in ``extras["abstained"]``) and can never be selected; when every answer abstains
-there is no selection and the status is ``model_failure``. Plurality ties are broken
-by first appearance and reported in ``extras`` (never silently). On budget exhaustion,
+Choices are matched to the task's options: an option's exact id first, then its id or
+text exactly, ignoring case and spacing, then after normalisation (quotes, brackets and
+sentence punctuation at the edges of words dropped; ``+``, ``-``, ``#`` and digits kept,
+so ``C#`` is never ``C++``); the first of these tiers that matches decides
+(:func:`~dissensus.dci.selection.match_name`). Free choices (tasks without options) are
+compared after that normalisation. With options, a choice that matches none of them, or
+several at the tier that decides (ambiguous: never the first of them), is an
+**abstention**: that answer casts no vote (its agent is listed in ``extras["abstained"]``)
+and can never be selected; when every answer abstains there is no selection and the
+status is ``model_failure``. Plurality ties are broken by first appearance and reported in ``extras`` (never silently). On budget exhaustion,
 model failure or a passed deadline (``deadline_s``: the request in flight is cancelled,
 ``status: deadline_exceeded``, as DCI says it) the output is built from the answers so
 far and its ``status`` says so.
@@ -30,7 +34,7 @@ from collections import Counter
 from pydantic import BaseModel, ConfigDict, Field
 
 from dissensus.dci.output import DeliberationOutput, Method
-from dissensus.dci.selection import normalise_text
+from dissensus.dci.selection import match_name, normalise_text
 from dissensus.dci.task import Task
 from dissensus.errors import ConfigError
 from dissensus.llm import BudgetExceeded, ChatClient, ChatRequest, LLMError, Message, ModelClient
@@ -86,18 +90,18 @@ def _task_prompt(task: Task) -> str:
 def _canonical_choice(task: Task, choice: str) -> str | None:
     """The option ``choice`` names, or ``None`` (an abstention).
 
-    With options, a choice must match an option's id or text (after normalisation); one
-    that matches none (a made-up id, an instruction smuggled into the field) is an
-    abstention, never a candidate for selection. Without options the normalised choice is
-    the vote; an empty one is an abstention.
+    With options, a choice equal to an option's id names it; otherwise it must match one
+    option's id or text by :func:`~dissensus.dci.selection.match_name` (exactly, then
+    ignoring case and spacing, then normalised). One that matches none (a made-up id, an
+    instruction smuggled into the field) or, at the first tier that matches, several (an
+    ambiguous choice) is an abstention, never a candidate for selection. Without options
+    the normalised choice is the vote; an empty one is an abstention.
     """
-    key = normalise_text(choice)
     if task.options:
-        for option in task.options:
-            if key in (normalise_text(option.id), normalise_text(option.text)):
-                return option.id
-        return None
-    return key or None
+        if any(option.id == choice for option in task.options):
+            return choice
+        return match_name(choice, {o.id: (o.id, o.text) for o in task.options})
+    return normalise_text(choice) or None
 
 
 class _Stop(Exception):

@@ -3,7 +3,8 @@
 1. **Frame** — the first Framer frames the problem (target ``a0``, the question).
 2. **Propose** — every participant proposes (or spawns from / extends a task option)
    independently: all see the workspace as it stood before the stage; options are
-   canonicalised to ``max_options`` (:mod:`dissensus.dci.selection`).
+   canonicalised to ``max_options`` (:mod:`dissensus.dci.selection`): a proposal that
+   names an earlier option merges into it, the task's own options never merge.
 3. **Challenge and ground**, 4. **revise / extend / admit**, 5. **score and compress**
    to ``finalist_count``, 6. **convergence test** — looped at most ``max_rounds`` times;
    every participant speaks once per stage; later rounds deliberate over finalists.
@@ -84,7 +85,7 @@ from dissensus.dci.outranking import CascadeResult, cascade
 from dissensus.dci.packet import ConvergenceRecord, DecisionPacket
 from dissensus.dci.participant import ActReply, ActRequest, Participant, ParticipantFailure
 from dissensus.dci.prompts import render_prompt, render_system
-from dissensus.dci.selection import compress, convergence, mean_scores, normalise_text
+from dissensus.dci.selection import canonical_merges, compress, convergence, mean_scores
 from dissensus.dci.stages import STAGE_ACTS, request_bound, untyped_act
 from dissensus.dci.task import DCIConfig, ParticipantSpec, Task
 from dissensus.dci.workspace import ActFailure, ActRecord, CompactionPolicy, Workspace, render_view
@@ -486,15 +487,15 @@ class _Run:
                 self.select_now()
 
     def canonicalise(self) -> None:
-        seen: dict[str, str] = {}
-        for option in self.ws.options.values():
-            key = normalise_text(option.text)
-            if key in seen:
-                keeper = self.ws.options[seen[key]]
-                option.status, option.merged_into = "merged", keeper.id
-                keeper.supporters.extend(s for s in option.supporters if s not in keeper.supporters)
-            else:
-                seen[key] = option.id
+        """Stage 2: proposals naming a kept option merge into it; the task's own options
+        are never merged (:func:`~dissensus.dci.selection.canonical_merges`)."""
+        options = self.ws.options
+        fixed = {o.id for o in options.values() if o.proposer == "task"}
+        merges = canonical_merges([(o.id, o.text) for o in options.values()], fixed)
+        for option_id, keeper_id in merges.items():
+            option, keeper = options[option_id], options[keeper_id]
+            option.status, option.merged_into = "merged", keeper.id
+            keeper.supporters.extend(s for s in option.supporters if s not in keeper.supporters)
         for option_id in self.ws.live_options()[self.cfg.max_options :]:
             self.ws.options[option_id].status = "dropped"
 

@@ -19,6 +19,11 @@ Choices where the design is silent:
   number (``.inf``, ``.nan``) is refused, and a switch is ``true`` or ``false``.
 * Option ids are unique (compared after an integer id is read as its string, so
   ``1`` and ``'1'`` collide): a repeated id would make ``selected_option`` ambiguous.
+  Option texts are unique too, compared ignoring case and spacing
+  (:func:`~dissensus.dci.selection.fold_text`): a choice naming a repeated text could
+  not tell its options apart. Texts that differ otherwise are distinct options, never
+  merged (``C++`` and ``C#``, ``Use Redis`` and ``Use Redis.``;
+  :mod:`dissensus.dci.selection`).
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ from pydantic import (
 
 from dissensus.dci.acts import act_spec
 from dissensus.dci.archetypes import archetype
+from dissensus.dci.selection import fold_text
 from dissensus.errors import ConfigError, field_path
 from dissensus.io.yamlfile import load_yaml_file
 
@@ -168,12 +174,21 @@ def parse_task(data: Any, *, file: str | None = None, default_id: str = "task") 
 
 def _check_options(task: Task, file: str | None) -> None:
     seen: set[str] = set()
+    texts: dict[str, int] = {}
     for i, option in enumerate(task.options):
         if option.id in seen:
             raise ConfigError(
                 f"duplicate option id {option.id!r}", file=file, field=f"options.{i}.id"
             )
         seen.add(option.id)
+        first = texts.setdefault(fold_text(option.text), i)
+        if first != i:
+            raise ConfigError(
+                f"duplicate option text {option.text!r} (options.{first}.text has it, "
+                "ignoring case and spacing)",
+                file=file,
+                field=f"options.{i}.text",
+            )
 
 
 def _check_participants(task: Task, file: str | None) -> None:
