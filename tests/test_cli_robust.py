@@ -877,3 +877,27 @@ def test_a_command_that_reads_a_journal_refuses_an_empty_file(tmp_path: Path) ->
         got = cli(*args, "--journal", empty)
         assert got.code == 2 and "an empty file, not a journal" in got.err, (args, got.err)
     assert empty.stat().st_size == 0
+
+
+def test_standard_input_past_its_bound_is_refused_before_a_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run journals its standard input whole: past the bound (64 MiB; one panel's line
+    here) it is refused in one line naming the way out (a file), exit 2, and no run is
+    created; an input of exactly the bound is taken."""
+    import dissensus.pipeline.batch as batch
+
+    line = SWAP.read_text(encoding="utf-8").splitlines()[0] + "\n"
+    monkeypatch.setattr(batch, "MAX_STDIN_BYTES", len(line.encode()))
+    journal = tmp_path / "j.sqlite"
+    args = ("decide", "-", "--journal", journal, "--similarity", "tfidf", "--json")
+    res = cli(*args, stdin=(line * 2).encode())
+    assert res.code == 2, res.err
+    assert res.err.strip() == (
+        f"error: standard input holds more than {len(line.encode()):,} bytes: a run journals "
+        "its standard input whole; write it to a file and give the file's path instead of -"
+    )
+    assert Journal(journal).runs() == []
+    ok = cli(*args, stdin=line.encode())
+    assert ok.code == 0, ok.err
+    assert len(Journal(journal).runs()) == 1

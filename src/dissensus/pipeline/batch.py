@@ -279,9 +279,7 @@ def start_run(
     if text is not None:
         source = {"path": "-", "text": text}
     elif input_path == "-":
-        source = stdin_source(
-            sys.stdin.buffer.read() if hasattr(sys.stdin, "buffer") else sys.stdin.read().encode()
-        )
+        source = stdin_source(_read_stdin())
     elif input_path is not None:
         path = Path(input_path).resolve()
         if not path.is_file():
@@ -331,6 +329,32 @@ def _with_shift_hold(journal: Journal, spec: RunSpec) -> RunSpec:
         f"(AUC {float(flag['auc']):.2f}, p = {float(flag['p_value']):.2g}); calibrate a new file"
     )
     return spec.model_copy(update={"shift_hold": hold})
+
+
+MAX_STDIN_BYTES = 64 * 1024 * 1024
+"""The most standard input a run takes (64 MiB): a run journals its standard input whole
+in its ``run.started`` (it cannot be read again on resume), and an event of hundreds of
+megabytes is refused by the journal's back end (SQLite's blob limit, PostgreSQL's field
+limit) or exhausts memory. A larger input is a file: a run reads a file again on resume
+and journals only its path and hash."""
+
+
+def _size(n: int) -> str:
+    mib = 1024 * 1024
+    return f"{n // mib} MiB" if n % mib == 0 else f"{n:,} bytes"
+
+
+def _read_stdin(limit: int | None = None) -> bytes:
+    """Standard input, refused past :data:`MAX_STDIN_BYTES` before any run is created."""
+    limit = MAX_STDIN_BYTES if limit is None else limit
+    stream = sys.stdin.buffer if hasattr(sys.stdin, "buffer") else None
+    data = stream.read(limit + 1) if stream is not None else sys.stdin.read(limit + 1).encode()
+    if len(data) > limit:
+        raise InputError(
+            f"standard input holds more than {_size(limit)}: a run journals its "
+            "standard input whole; write it to a file and give the file's path instead of -"
+        )
+    return data
 
 
 def stdin_source(data: bytes) -> RunInput:
