@@ -38,7 +38,12 @@ Choices where the design is silent:
   ``floor - score`` rounded to 12 decimals; when the recorded score rounded onto the
   floor (or that gap rounds to 0), ``floor`` minus the unrounded value.
 * **Anytime.** Before every agent call the deadline and the cancellation flag are
-  checked, and a call in flight is abandoned when either fires. The run then returns
+  checked, and a call in flight is abandoned when either fires. The calls of one phase
+  are issued together but start one after another; each checks both again as it starts,
+  so a stop during a long sweep (table agents answer without yielding to the loop, and
+  each call's view holds every candidate's scores) ends it after the call that is
+  running, and the calls not yet started are not made (nor counted in
+  ``spent.agent_calls``). The run then returns
   the current leader with its status (``spent.stopped`` says why). Every answer that
   arrived before the stop is recorded (anchor scores, proposals, scores of a sweep);
   an agent whose anchor scores had not arrived is recorded uncalibrated with the fault
@@ -259,9 +264,6 @@ class Negotiation:
     ) -> tuple[T | None, str | None]:
         """One agent call: (result, None) or (None, fault). Raises _Halt on deadline/cancel."""
         self._check_halt()
-        self._agent_calls += 1
-        if agent.uses_model:
-            self._model_calls += 1
         remaining = self._remaining()
         limits = [x for x in (agent.timeout, remaining) if x is not None]
         wait = min(limits) if limits else None
@@ -271,6 +273,13 @@ class Negotiation:
         assert self._cancel_event is not None
 
         async def guarded() -> T:
+            # The calls of a phase start one after another on the loop: a stop that came
+            # while the earlier ones ran (their answers, or building their views, can
+            # take a while) is seen before this one is made, and it is not made.
+            self._check_halt()
+            self._agent_calls += 1
+            if agent.uses_model:
+                self._model_calls += 1
             # SystemExit and KeyboardInterrupt would escape the event loop from a task.
             try:
                 return await make()
@@ -288,6 +297,8 @@ class Negotiation:
             if task.cancelled():
                 return None, "call cancelled"
             exc = task.exception()
+            if isinstance(exc, _Halt):  # the stop came before the call was made
+                raise exc
             if isinstance(exc, _AgentInterrupt):
                 self.cancel()
                 raise _Halt("cancelled")

@@ -13,23 +13,29 @@ never taken for an anchor) and scored 0 and 1 by every agent, so the utilities a
 as given; an agent missing from ``meta.utilities``, a missing option, a utility outside
 [0, 1] or an option id listed twice in ``meta.options`` makes the panel not qualify (a
 negotiation that ignores a stakeholder is not one), and the escalation's reason says why
-CONCORD did not run.
+CONCORD did not run. A best-effort outcome's reason names every agent below the floor
+with its score and gap to two decimals, or with as many digits as it takes for a score
+below the floor never to read as the floor (``m1 0.6999999999999998 (gap 1.1e-16)``,
+not ``m1 0.70 (gap 0.00)``) and a gap never to read as 0; a worst-off score the record
+rounded onto the floor (12 decimals) is shown as the unrounded one below it.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 
 from dissensus.agents.negotiator import NegotiationAgent, Outcome
 from dissensus.cases import CaseSpec
 from dissensus.concord.protocol import negotiate
+from dissensus.concord.record import Certificate
 from dissensus.concord.table import TableAgent
 from dissensus.pipeline.followup import case_options
 from dissensus.pipeline.policy import ConcordSettings
 from dissensus.pipeline.steps import ConcordStep
 from dissensus.types import Panel
 
-__all__ = ["concord_refusal", "has_utilities", "run_concord"]
+__all__ = ["below_floor", "concord_refusal", "gap_text", "has_utilities", "run_concord"]
 
 _REJECTED = Outcome(id="__rejected__", text="no option is adopted")
 _IDEAL = Outcome(id="__ideal__", text="an option every role fully endorses")
@@ -98,6 +104,32 @@ def has_utilities(panel: Panel) -> bool:
     return "utilities" in panel.meta and concord_refusal(panel) is None
 
 
+def below_floor(score: float, gap: float, floor: float) -> str:
+    """A shortfall's score as the reason shows it: two decimals, or its shortest ``repr``
+    when two decimals would read at or above the floor. A score the record rounded onto
+    the floor (12 decimals) is shown as ``floor - gap``, the unrounded value."""
+    value = score if score < floor else floor - gap
+    value = min(value, math.nextafter(floor, -math.inf))
+    text = f"{value:.2f}"
+    return text if float(text) < floor else repr(value)
+
+
+def gap_text(gap: float) -> str:
+    """A shortfall's gap (always above 0): two decimals, or two significant digits when
+    two decimals would read 0.00."""
+    text = f"{gap:.2f}"
+    return text if float(text) > 0 else f"{gap:.2g}"
+
+
+def _worst_off(certificate: Certificate) -> str:
+    """The leader's worst-off score as recorded, unless the record rounded it onto the
+    floor while an agent is below it: then the lowest unrounded score, shown below it."""
+    worst, floor = certificate.worst_off, certificate.floor
+    if worst is None or worst < floor or not certificate.shortfall:
+        return str(worst)
+    return below_floor(worst, max(s.gap for s in certificate.shortfall), floor)
+
+
 async def run_concord(panel: Panel, settings: ConcordSettings) -> ConcordStep:
     """Run CONCORD on the panel's options and utilities; a summary plus the sealed certificate."""
     utilities = _utilities(panel)[0] or {}
@@ -124,13 +156,14 @@ async def run_concord(panel: Panel, settings: ConcordSettings) -> ConcordStep:
     )
     selected = certificate.selected.id if certificate.selected else None
     shortfall = ", ".join(
-        f"{s.agent} {s.score:.2f} (gap {s.gap:.2f})" for s in certificate.shortfall
+        f"{s.agent} {below_floor(s.score, s.gap, certificate.floor)} (gap {gap_text(s.gap)})"
+        for s in certificate.shortfall
     )
     return ConcordStep(
         status=certificate.status,
         decision=selected,
         worst_off=certificate.worst_off,
-        summary=f"worst-off {certificate.worst_off}"
+        summary=f"worst-off {_worst_off(certificate)}"
         + (f"; below the floor: {shortfall}" if shortfall else ""),
         certificate=certificate.sealed(),
     )

@@ -48,7 +48,8 @@ Choices where the design is silent:
   connection serves the whole process; SQLite's own locking serialises it with other
   processes (the CLI) sharing the file.
 * CPU work of a request (parsing the body, validating panels, route, vote, verify,
-  bound) runs in a worker thread (``run_in_threadpool``), so ``/healthz`` and other
+  bound; negotiate on a loop of its own: :mod:`.library_calls`) runs in a worker thread
+  (``run_in_threadpool``), so ``/healthz`` and other
   requests keep being answered while it runs; the bounds of :mod:`dissensus.io.limits`
   (agents per panel, characters per field) keep each panel's work small. A decide
   body of at most :data:`~dissensus.serve.http.INLINE_BODY_BYTES` (a few panels) is
