@@ -41,6 +41,9 @@ Choices where the design is silent:
   downward scale (a model's 1/10 certified as 0.9) and never ends the run as a
   configuration error. The ranges are checked again on the values read, whatever the
   client (:func:`anchor_problems`).
+* An answer holding a key twice in one object (``{"scores": {"C1": 1, "C1": 9}}``) does
+  not validate either (:mod:`dissensus.llm.jsonparse`), whichever client read it: it is
+  never read last-wins.
 * The model stack's heavy parts (the OpenAI SDK) load only when a model is called.
 * The agent is told the floor and the current scores when repairing, so it can try to
   raise itself while keeping the others above the floor, as the design asks.
