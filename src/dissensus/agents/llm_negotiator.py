@@ -33,6 +33,17 @@ Choices where the design is silent:
   phase. A score is a JSON number: ``true`` or ``"5"`` fails validation (the client
   re-asks, then the call is a fault), never read as 1.0 or 5.0. A propose or repair answer that does not follow the
   schema (no ``text``) is a fault too, never a pass.
+* An anchor answer outside the ranges its schema asks for (the rejected anchor above 4,
+  the ideal below 6: an inverted scale, or two equal anchors) does not validate
+  (:func:`anchor_reply`): the client re-asks it as any invalid answer, then the call
+  raises :class:`~dissensus.llm.StructuredOutputError`, an anchor fault of this agent,
+  which stays uncalibrated (the run ends ``best_effort``). It is never read as a
+  downward scale (a model's 1/10 certified as 0.9) and never ends the run as a
+  configuration error. The ranges are checked again on the values read, whatever the
+  client (:func:`anchor_problems`).
+* An answer holding a key twice in one object (``{"scores": {"C1": 1, "C1": 9}}``) does
+  not validate either (:mod:`dissensus.llm.jsonparse`), whichever client read it: it is
+  never read last-wins.
 * The model stack's heavy parts (the OpenAI SDK) load only when a model is called.
 * The agent is told the floor and the current scores when repairing, so it can try to
   raise itself while keeping the others above the floor, as the design asks.
@@ -40,23 +51,41 @@ Choices where the design is silent:
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar, Self, TypeVar
 
-from pydantic import BaseModel, ConfigDict, StrictFloat, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    StrictFloat,
+    ValidationError,
+    create_model,
+    model_validator,
+)
 
 from dissensus.concord.agent import AgentIdentity, NegotiationView, Outcome
-from dissensus.llm.base import ChatClient, ChatRequest, Message, StructuredOutputError
+from dissensus.llm.base import (
+    ChatClient,
+    ChatRequest,
+    ChatResponse,
+    Message,
+    StructuredOutputError,
+)
+from dissensus.llm.jsonparse import JSONExtractError, extract_json
 from dissensus.llm.prompting import DATA_RULE, quote_block
 from dissensus.types import JsonObject, JsonSchema
 
 __all__ = [
     "ANCHOR_RANGES",
+    "AnchorReply",
     "LLMNegotiator",
     "PlanReply",
     "ScoreItem",
     "ScoreReply",
+    "anchor_problems",
+    "anchor_reply",
     "anchor_schema",
     "plan_schema",
     "score_schema",
@@ -88,6 +117,45 @@ class ScoreReply(BaseModel):
             items = [{"id": k, "score": v} for k, v in data["scores"].items()]
             return {**data, "scores": items}
         return data
+
+
+def anchor_problems(
+    scores: Sequence[tuple[str, float]], rejected_id: str, ideal_id: str
+) -> list[str]:
+    """How the anchor scores ``scores`` (id, score) leave the ranges of
+    :data:`ANCHOR_RANGES` (the rejected anchor low, the ideal high); empty when they do
+    not. Ids other than the two anchors are not looked at."""
+    problems: list[str] = []
+    for (low, high), anchor, name in zip(
+        ANCHOR_RANGES, (rejected_id, ideal_id), ("rejected", "ideal"), strict=True
+    ):
+        if any(i == anchor and not low <= score <= high for i, score in scores):
+            problems.append(f"the {name} anchor {anchor} must score within [{low:g}, {high:g}]")
+    return problems
+
+
+class AnchorReply(ScoreReply):
+    """An anchor answer as its request's schema (:func:`anchor_schema`) has it: the
+    rejected anchor (:attr:`anchor_ids`' first) within [0, 4], the ideal within [6, 10]."""
+
+    anchor_ids: ClassVar[tuple[str, str]] = ("", "")
+
+    @model_validator(mode="after")
+    def _in_ranges(self) -> Self:
+        scores = [(item.id, item.score) for item in self.scores]
+        problems = anchor_problems(scores, *self.anchor_ids)
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+
+@functools.lru_cache(maxsize=256)
+def anchor_reply(rejected_id: str, ideal_id: str) -> type[AnchorReply]:
+    """The model validating an anchor answer for these anchor ids: what
+    :func:`anchor_schema` asks for, as a pydantic model (named ``AnchorReply``)."""
+    model = create_model("AnchorReply", __base__=AnchorReply, __module__=__name__)
+    model.anchor_ids = (rejected_id, ideal_id)
+    return model
 
 
 class PlanReply(BaseModel):
@@ -131,6 +199,29 @@ def score_schema(ids: Sequence[str], bounds: tuple[float, float] | None) -> Json
 def plan_schema() -> JsonSchema:
     """Strict schema of a proposal or repair."""
     return _closed({"text": {"type": "string"}})
+
+
+R = TypeVar("R", bound=BaseModel)
+
+
+def _reply(resp: ChatResponse, model: type[R]) -> R:
+    """The answer of ``resp`` as ``model``: the client's validated instance, else its text
+    read as the client reads it (a key twice in one object does not validate); an answer
+    that does not validate raises :class:`StructuredOutputError`."""
+    if isinstance(resp.parsed, model):
+        return resp.parsed
+    try:
+        return model.model_validate(extract_json(resp.text))
+    except JSONExtractError as exc:
+        problem = str(exc)
+    except ValidationError as exc:
+        problem = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc']) or '(root)'}: {err['msg']}"
+            for err in exc.errors(include_url=False, include_input=False)
+        )
+    raise StructuredOutputError(
+        f"the answer does not validate: {problem}", attempts=[resp.text], errors=[problem]
+    )
 
 
 _RULES = "You negotiate one decision with other agents who each own a different role. " + DATA_RULE
@@ -179,13 +270,21 @@ class LLMNegotiator(AgentIdentity):
             "leader": view.leader,
         }
 
-    def _schema(self, outcomes: Sequence[Outcome], view: NegotiationView) -> JsonSchema:
+    @staticmethod
+    def _anchor_ids(outcomes: Sequence[Outcome], view: NegotiationView) -> tuple[str, str] | None:
+        """The rejected and ideal ids when ``outcomes`` are the anchors of the anchor phase."""
         ids = [str(o.id) for o in outcomes]
         rejected, ideal = view.rejected, view.ideal
         anchors = [str(rejected.id), str(ideal.id)] if rejected and ideal else None
         if view.phase == "anchors" and ids == anchors:
-            return anchor_schema(ids[0], ids[1])
-        return score_schema(ids, self._bounds)
+            return ids[0], ids[1]
+        return None
+
+    def _schema(self, outcomes: Sequence[Outcome], view: NegotiationView) -> JsonSchema:
+        anchors = self._anchor_ids(outcomes, view)
+        if anchors is not None:
+            return anchor_schema(*anchors)
+        return score_schema([str(o.id) for o in outcomes], self._bounds)
 
     async def score(self, outcomes: Sequence[Outcome], view: NegotiationView) -> Sequence[float]:
         stage = "anchors" if view.phase == "anchors" else "score"
@@ -196,13 +295,11 @@ class LLMNegotiator(AgentIdentity):
             f"Problem:\n{quote_block('PROBLEM', {'problem': view.problem}, indent=1)}\n"
             f"Outcomes:\n{quote_block('OUTCOMES', items, indent=1)}"
         )
+        anchors = self._anchor_ids(outcomes, view)
+        validator = anchor_reply(*anchors) if anchors is not None else ScoreReply
         request = self._request(stage, user, self._schema(outcomes, view))
-        resp = await self._client.chat(request, schema=ScoreReply)
-        reply = (
-            resp.parsed
-            if isinstance(resp.parsed, ScoreReply)
-            else ScoreReply.model_validate_json(resp.text)
-        )
+        resp = await self._client.chat(request, schema=validator)
+        reply = _reply(resp, validator)
         by_id = {item.id: item.score for item in reply.scores}
         missing = [o.id for o in outcomes if o.id not in by_id]
         if missing:
@@ -225,6 +322,14 @@ class LLMNegotiator(AgentIdentity):
                 attempts=[resp.text],
             )
         values = [by_id[str(o.id)] for o in outcomes]
+        if anchors is not None:
+            problems = anchor_problems(list(zip(anchors, values, strict=True)), *anchors)
+            if problems:
+                raise StructuredOutputError(
+                    f"anchor scores {values[0]:g} and {values[1]:g} outside the ranges "
+                    f"asked for: {'; '.join(problems)}",
+                    attempts=[resp.text],
+                )
         if view.phase == "anchors" and len(values) == 2:
             self._bounds = (min(values), max(values))
         return values
@@ -233,11 +338,7 @@ class LLMNegotiator(AgentIdentity):
         state = quote_block("STATE", self._context(view), indent=1)
         user = f"{instruction}\nState of the negotiation:\n{state}"
         resp = await self._client.chat(self._request(stage, user, plan_schema()), schema=PlanReply)
-        reply = (
-            resp.parsed
-            if isinstance(resp.parsed, PlanReply)
-            else PlanReply.model_validate_json(resp.text)
-        )
+        reply = _reply(resp, PlanReply)
         text = reply.text.strip()
         return Outcome(text=text) if text else None
 

@@ -26,9 +26,13 @@ Choices where the design is silent:
   score), so the run ends best-effort rather than certifying without it. No call is ever retried by the protocol (the
   model client's own retries are reported as attempts), which is why no fault can push
   spend past the bound.
-* **Equal anchors** answered at run time by a function or LLM agent raise
-  :class:`~dissensus.errors.ConfigError` naming ``agents.<id>.anchors`` before any
-  candidate exists: such an agent has no scale to negotiate on. Finite anchors whose
+* **Equal anchors** answered at run time by an agent that calls no model (a function
+  agent: the user's code) raise :class:`~dissensus.errors.ConfigError` naming
+  ``agents.<id>.anchors`` before any candidate exists: such an agent has no scale to
+  negotiate on. A model's answer is never a configuration error: equal anchors from an
+  agent whose ``uses_model`` is true are an anchor fault of that agent, which stays
+  uncalibrated (an LLM agent refuses them before, with every anchor answer outside the
+  ranges its request's schema asks for: :mod:`dissensus.agents.llm_negotiator`). Finite anchors whose
   span overflows (``ideal - rejected`` is not finite) are an unusable answer instead: an
   anchor fault of that agent, which stays uncalibrated; likewise a score whose
   calibrated value is not finite is a fault of that evaluation.
@@ -435,7 +439,7 @@ class Negotiation:
                 self._anchor_fault[agent_id] = fault or UNCALIBRATED
                 continue
             why = check_anchors(raw[0], raw[1])
-            if why is not None and raw[0] == raw[1]:
+            if why is not None and raw[0] == raw[1] and not self._agents[agent_id].uses_model:
                 raise ConfigError(f"agent {agent_id!r}: {why}", field=f"agents.{agent_id}.anchors")
             if why is not None:  # an unusable answer: a fault of this agent, the run goes on
                 self._anchors[agent_id] = Anchors(rejected=None, ideal=None)

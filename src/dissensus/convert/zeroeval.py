@@ -257,7 +257,9 @@ def _from_json(text: str) -> tuple[_Stated, str | None]:
     """The JSON block's ``answer`` (unstated when there is no block or it holds no
     ``answer`` key) and its ``reasoning`` (None when not a non-empty string)."""
     try:
-        data = extract_json(text, want_object=True)
+        # A key written twice is read as json.loads reads it (the last value), as the
+        # published figures were computed (:mod:`dissensus.llm.jsonparse`).
+        data = extract_json(text, want_object=True, unique_keys=False)
     except JSONExtractError:
         return _UNSTATED, None
     if not isinstance(data, dict):

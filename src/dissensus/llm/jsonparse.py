@@ -11,6 +11,17 @@ Each candidate is tried as is, then with trailing commas before ``}`` / ``]`` re
 (outside strings). Choices: only objects and arrays are extracted from surrounding text
 (a bare number inside prose is not "the answer"); when ``want_object`` is true, arrays
 are skipped. Pure functions, no I/O.
+
+A key written twice in one object, anywhere in the value, is never read (JSON parsers
+differ on which value wins: ``{"scores": {"C1": 1, "C1": 9}}`` was read as 9): the first
+candidate that parses and holds one raises :class:`DuplicateKeyError` naming the key's
+path (:func:`dissensus.io.jsontext.check_unique_keys`, the check of the JSONL readers),
+and no later candidate is tried, since the spans inside it (``{"C1": 1, "C1": 9}``, or
+one object among the repeated ones) are not the answer either. The model client
+re-asks such an answer as one that does not validate (``docs/llm.md``).
+``unique_keys=False`` reads a repeated key as :func:`json.loads` does (the last value):
+only the ZeroEval converter's reading of recorded outputs asks for it, so that its panels
+(and the figures computed from them) stay as they were.
 """
 
 from __future__ import annotations
@@ -20,7 +31,9 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-__all__ = ["JSONExtractError", "extract_json", "strip_trailing_commas"]
+from dissensus.io.jsontext import JsonTextError, check_unique_keys
+
+__all__ = ["DuplicateKeyError", "JSONExtractError", "extract_json", "strip_trailing_commas"]
 
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[ \t]*\r?\n?(.*?)```", re.DOTALL)
 _CLOSE = {"{": "}", "[": "]"}
@@ -28,6 +41,15 @@ _CLOSE = {"{": "}", "[": "]"}
 
 class JSONExtractError(ValueError):
     """No JSON value could be extracted from the text."""
+
+
+class DuplicateKeyError(JSONExtractError):
+    """The answer's JSON holds a key twice in one object; ``field`` is the key's path
+    (``scores.C1``)."""
+
+    def __init__(self, field: str) -> None:
+        super().__init__(f"the answer's JSON holds a key twice in one object: {field!r}")
+        self.field = field
 
 
 def strip_trailing_commas(text: str) -> str:
@@ -102,19 +124,35 @@ def _candidates(text: str) -> Iterator[str]:
     yield from _balanced_spans(text)
 
 
-def _loads(candidate: str) -> tuple[bool, Any]:
+def _parse(text: str, unique_keys: bool) -> tuple[bool, Any]:
+    """``text`` parsed (``(False, None)`` when it is not JSON); with ``unique_keys``, a
+    key written twice in one object raises :class:`DuplicateKeyError`."""
     try:
-        return True, json.loads(candidate)
-    except ValueError:
-        pass
-    try:
-        return True, json.loads(strip_trailing_commas(candidate))
+        value = json.loads(text)
     except ValueError:
         return False, None
+    if not unique_keys:
+        return True, value
+    try:
+        check_unique_keys(value, text)
+    except JsonTextError as exc:
+        raise DuplicateKeyError(exc.field) from None
+    return True, value
 
 
-def extract_json(text: str, *, want_object: bool = True) -> Any:
+def _loads(candidate: str, unique_keys: bool) -> tuple[bool, Any]:
+    ok, value = _parse(candidate, unique_keys)
+    if ok:
+        return ok, value
+    return _parse(strip_trailing_commas(candidate), unique_keys)
+
+
+def extract_json(text: str, *, want_object: bool = True, unique_keys: bool = True) -> Any:
     """The first JSON value in ``text`` (an object when ``want_object``).
+
+    Raises :class:`JSONExtractError` when there is none, and (``unique_keys``)
+    :class:`DuplicateKeyError` when the first candidate that parses holds a key twice in
+    one object.
 
     >>> extract_json('Sure! ```json\\n{"a": [1, 2,],}\\n``` hope it helps')
     {'a': [1, 2]}
@@ -124,7 +162,7 @@ def extract_json(text: str, *, want_object: bool = True) -> Any:
         if not candidate or candidate in seen:
             continue
         seen.add(candidate)
-        ok, value = _loads(candidate)
+        ok, value = _loads(candidate, unique_keys)
         if not ok:
             continue
         if want_object and not isinstance(value, dict):

@@ -32,7 +32,11 @@ never share answers. Choices where the brief is silent:
   file (``cannot write the recording FILE: No space left on device (ENOSPC)``): the
   answer is not used, since the recording would not hold it. The recording's directory
   is never created.
-* Lines that are not valid recordings are a :class:`ConfigError` naming file and line.
+* Lines that are not valid recordings are a :class:`ConfigError` naming file and line,
+  and so is a line holding a key twice in one object (``line 3: duplicate key``, field
+  ``response.text``): readers differ on which value wins, so the answer it replays (or
+  the request it is filed under) would not be certain. The check is the JSONL readers'
+  (:func:`dissensus.io.jsontext.check_unique_keys`).
 * A recording is read whole, so it must be a regular file of at most
   :data:`MAX_RECORDING_BYTES` (1 GiB; a device, a named pipe or a larger file is one
   :class:`ConfigError` naming it, before any memory is spent on it).
@@ -42,6 +46,7 @@ from __future__ import annotations
 
 import errno
 import hashlib
+import json
 import re
 import threading
 from collections import Counter
@@ -51,6 +56,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from dissensus.canonical import canonical as _canonical_json
 from dissensus.errors import ConfigError
+from dissensus.io.jsontext import JsonTextError, check_unique_keys
 from dissensus.llm.base import (
     BackendError,
     BackendResponse,
@@ -119,6 +125,18 @@ class Recording(BaseModel):
     response: BackendResponse
 
 
+def _repeated_key(line: str) -> JsonTextError | None:
+    """The error naming a key the recording line ``line`` (valid JSON) holds twice in
+    one object, or None."""
+    try:
+        check_unique_keys(json.loads(line), line)
+    except JsonTextError as exc:
+        return exc
+    except (ValueError, RecursionError):  # read by the recording's model already
+        return None
+    return None
+
+
 class ReplayBackend:
     """Offline backend answering from a recording."""
 
@@ -159,6 +177,11 @@ class ReplayBackend:
                 raise ConfigError(
                     f"line {number}: {err['msg']}", file=name, field=where or None
                 ) from exc
+            repeated = _repeated_key(line)
+            if repeated is not None:
+                raise ConfigError(
+                    f"line {number}: {repeated.message}", file=name, field=repeated.field
+                )
         return cls(recordings, name=Path(path).name)
 
     def __repr__(self) -> str:

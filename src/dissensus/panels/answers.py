@@ -18,6 +18,12 @@ spoke, its text is its reasoning, and it gives no vote; it is never an error. So
 decision holding a control character once its white space is collapsed (a NUL, a BEL:
 a panel's decisions hold none, :class:`~dissensus.types.AgentOutput`). A
 structured answer without a ``reasoning`` string keeps its raw text as the reasoning.
+A structured answer whose JSON holds a key twice in one object (``{"decision": "A",
+"decision": "B"}``, or a repeated key anywhere in it) is an abstention too, its reason
+naming the key (``the answer's JSON holds a key twice in one object: 'decision'``): no
+value of it is taken, neither the last nor the first. A ``number`` answer is read
+exactly as the converter reads a recorded output, a repeated key included
+(:func:`dissensus.convert.zeroeval.extract_answer`).
 An empty (or blank) answer is an abstention with **empty reasoning**: no text is
 invented for it (a placeholder would read as identical reasoning for every silent
 member, similarity 1.0), and the reading names the member in ``missing_reasoning``.
@@ -32,7 +38,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from dissensus.convert.zeroeval import extract_answer
-from dissensus.llm.jsonparse import JSONExtractError, extract_json
+from dissensus.llm.jsonparse import DuplicateKeyError, JSONExtractError, extract_json
 from dissensus.pipeline.policy import PanelSettings
 from dissensus.types import JsonSchema
 
@@ -95,6 +101,8 @@ def _structured(text: str, settings: PanelSettings) -> MemberAnswer:
     trace = text.strip()
     try:
         data = extract_json(text, want_object=True)
+    except DuplicateKeyError as exc:
+        return MemberAnswer(decision=None, reasoning=trace, why=str(exc))
     except JSONExtractError:
         return MemberAnswer(decision=None, reasoning=trace, why="no JSON object in the answer")
     if not isinstance(data, dict):
