@@ -80,3 +80,46 @@ def test_first_object_wins_and_arrays_are_skipped_for_objects() -> None:
 def test_no_object_raises(text: str) -> None:
     with pytest.raises(JSONExtractError):
         extract_json(text)
+
+
+def test_an_answer_nested_deeper_than_the_parser_goes_is_no_answer() -> None:
+    """Model output, not to be trusted: brackets nested past what ``json`` parses are no
+    JSON (the answer is re-asked, then a fault), never a ``RecursionError`` out of the
+    model client; an object nested a few hundred levels in prose is still found."""
+    for text in (
+        "[" * 5000,
+        "[" * 3000 + "]" * 3000,
+        "{" * 5000,
+        '{"a": ' * 2000 + "1" + "}" * 2000,
+    ):
+        with pytest.raises(JSONExtractError):
+            extract_json(text)
+    nested = '{"a": ' * 200 + "1" + "}" * 200
+    assert extract_json("Here: " + nested + " done")["a"]["a"]["a"] is not None
+
+
+def test_the_span_scan_reads_a_bounded_number_of_characters(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An answer of many opening brackets (each one's scan read to the end: time in the
+    square of its length) is scanned within a budget linear in its length; within the
+    budget every span is found as before."""
+    import dissensus.llm.jsonparse as jp
+
+    reads = 0
+    real = jp._balanced_spans
+
+    class Counting(str):
+        def __getitem__(self, key: Any) -> Any:
+            nonlocal reads
+            if isinstance(key, int):
+                reads += 1
+            return str.__getitem__(self, key)
+
+    text = "[" * 2000 + ' {"decision": "B"}'
+    list(real(Counting(text)))
+    assert reads <= jp.SCAN_STEPS_PER_CHAR * len(text) + jp.SCAN_STEPS_BASE
+    assert list(real('a [1, [2]] b {"c": "]"}')) == ["[1, [2]]", "[2]", '{"c": "]"}']
+    monkeypatch.setattr(jp, "SCAN_STEPS_BASE", 0)
+    monkeypatch.setattr(jp, "SCAN_STEPS_PER_CHAR", 1)
+    assert list(real("[" * 50 + "{}")) == []  # out of budget before the object

@@ -12,6 +12,13 @@ Each candidate is tried as is, then with trailing commas before ``}`` / ``]`` re
 (a bare number inside prose is not "the answer"); when ``want_object`` is true, arrays
 are skipped. Pure functions, no I/O.
 
+An answer is model output, so its size and shape are not to be trusted: a value nested
+deeper than the JSON parser goes is no answer (not a ``RecursionError``), a span is at
+most :data:`MAX_DEPTH` brackets deep, and the span scan reads at most
+:data:`SCAN_STEPS_PER_CHAR` characters per character of the answer (it read every
+character after every opening bracket: 100,000 ``[`` took hours), after which the
+spans not yet found are not tried.
+
 A key written twice in one object, anywhere in the value, is never read (JSON parsers
 differ on which value wins: ``{"scores": {"C1": 1, "C1": 9}}`` was read as 9): the first
 candidate that parses and holds one raises :class:`DuplicateKeyError` naming the key's
@@ -87,8 +94,20 @@ def strip_trailing_commas(text: str) -> str:
     return "".join(out)
 
 
+MAX_DEPTH = 256
+"""The deepest nesting of brackets a span may hold (a model's answer nests a few levels;
+``json`` itself gives up near a thousand)."""
+SCAN_STEPS_PER_CHAR = 64
+"""The span scan's budget: at most this many characters read per character of the
+answer (plus :data:`SCAN_STEPS_BASE`), so an answer of many opening brackets is scanned
+in time linear in its length, not in its square."""
+SCAN_STEPS_BASE = 100_000
+
+
 def _balanced_spans(text: str) -> Iterator[str]:
-    """Every balanced bracket span, in order of its opening bracket (string-aware)."""
+    """Every balanced bracket span, in order of its opening bracket (string-aware), at
+    most :data:`MAX_DEPTH` deep, within the scan's budget (:data:`SCAN_STEPS_PER_CHAR`)."""
+    budget = SCAN_STEPS_PER_CHAR * len(text) + SCAN_STEPS_BASE
     for start, opener in enumerate(text):
         if opener not in _CLOSE:
             continue
@@ -96,6 +115,9 @@ def _balanced_spans(text: str) -> Iterator[str]:
         in_string = False
         escaped = False
         for end in range(start, len(text)):
+            budget -= 1
+            if budget < 0:
+                return
             ch = text[end]
             if in_string:
                 if escaped:
@@ -108,6 +130,8 @@ def _balanced_spans(text: str) -> Iterator[str]:
             if ch == '"':
                 in_string = True
             elif ch in _CLOSE:
+                if len(stack) >= MAX_DEPTH:
+                    break
                 stack.append(_CLOSE[ch])
             elif ch in "}]":
                 if not stack or stack.pop() != ch:
@@ -129,7 +153,7 @@ def _parse(text: str, unique_keys: bool) -> tuple[bool, Any]:
     key written twice in one object raises :class:`DuplicateKeyError`."""
     try:
         value = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # nested deeper than the parser goes: not an answer
         return False, None
     if not unique_keys:
         return True, value
@@ -137,6 +161,8 @@ def _parse(text: str, unique_keys: bool) -> tuple[bool, Any]:
         check_unique_keys(value, text)
     except JsonTextError as exc:
         raise DuplicateKeyError(exc.field) from None
+    except RecursionError:
+        return False, None
     return True, value
 
 
