@@ -80,6 +80,14 @@ process is deciding, or that stopped before its end, a ``409``
 ``idempotency_key_in_use`` (ask again later; OpenAI's SDKs retry a ``409`` on their
 own). A keyed request that journalled nothing (refused, its members too few, its
 client gone before the hand-off) leaves its key free.
+
+**A busy or unreachable journal** (:class:`~dissensus.store.errors.JournalBusy`, or any
+other :class:`~dissensus.store.errors.JournalError` but a read-only or damaged journal)
+while deciding a case, or while reading a key's case, is a ``503`` :class:`ChatError`
+with ``code`` :data:`JOURNAL_BUSY` or :data:`JOURNAL_UNAVAILABLE`: the request may be
+sent again later. Its message is a fixed sentence that never names the journal's file
+or URL; the store's error (which does) is its ``__cause__``. Any other failure of the
+pipeline, a read-only or damaged journal included, is a ``500`` ``decide_failed``.
 """
 
 from __future__ import annotations
@@ -133,12 +141,20 @@ from dissensus.pipeline.records import review_id_for
 from dissensus.pipeline.review import final_records, split_ref
 from dissensus.pipeline.steps import CaseInput
 from dissensus.quoting import quote_short
-from dissensus.store.errors import RunExists
+from dissensus.store.errors import (
+    JournalBusy,
+    JournalDamaged,
+    JournalError,
+    JournalReadOnly,
+    RunExists,
+)
 from dissensus.store.journal import Journal
 from dissensus.types import Panel, Usage, find_unrepresentable
 
 __all__ = [
     "CLOSED",
+    "JOURNAL_BUSY",
+    "JOURNAL_UNAVAILABLE",
     "SHUTTING_DOWN",
     "UNFINISHED",
     "PanelChat",
@@ -158,6 +174,14 @@ SHUTTING_DOWN = "shutting_down"
 UNFINISHED = "shutting_down_case_unfinished"
 """``code`` of the ``503`` of a request whose decision did not end within the shutdown's
 bound (:meth:`PanelChat.adrain`): its case is named, and it must not be sent again."""
+
+JOURNAL_BUSY = "journal_busy"
+"""``code`` of the ``503`` of a request whose case the journal could not take because
+another writer held its lock past the busy timeout."""
+
+JOURNAL_UNAVAILABLE = "journal_unavailable"
+"""``code`` of the ``503`` of a request whose case the journal could not take because it
+was unreachable (the database down or restarting, the connection lost)."""
 
 CUT_REASON = "the panel door is shutting down"
 """Why the model calls of decisions still running at the end of a drain are cut off."""
@@ -194,6 +218,20 @@ def _unfinished(case_id: str, run_id: str) -> ChatError:
             }
         },
     )
+
+
+def _journal_down(exc: BaseException) -> ChatError | None:
+    """The ``503`` of a journal that cannot be used right now (busy or unreachable: the
+    request may be sent again later), worded without the journal's path or URL (the
+    store's own error, which names it, is the ``503``'s cause); ``None`` for any other
+    error (a read-only or damaged journal is no outage)."""
+    if isinstance(exc, JournalBusy):
+        said, code = "the journal is busy (another writer holds its lock)", JOURNAL_BUSY
+    elif isinstance(exc, JournalError) and not isinstance(exc, JournalReadOnly | JournalDamaged):
+        said, code = "the journal is unreachable", JOURNAL_UNAVAILABLE
+    else:
+        return None
+    return ChatError(503, f"{said}; send the request again later", type="server_error", code=code)
 
 
 def _retrieved(future: asyncio.Future[Any]) -> None:
@@ -612,7 +650,13 @@ class PanelChat:
             return await self._answer(request, run_id, case_id, panel_id, messages, on_decide)
         # A keyed request: after any request with its key still running here, the case
         # it journalled, else this request makes it (and holds the key meanwhile).
-        replayed = await self._replayed(request, run_id, case_id, fingerprint, on_decide)
+        try:
+            replayed = await self._replayed(request, run_id, case_id, fingerprint, on_decide)
+        except JournalError as exc:  # the key's case could not be read
+            down = _journal_down(exc)
+            if down is None:
+                raise
+            raise down from exc
         if replayed is not None:
             return replayed
         if self._closing:  # the drain began while this request waited for its key
@@ -694,6 +738,9 @@ class PanelChat:
         except DissensusError as exc:
             if fingerprint is not None and _taken(exc):
                 raise _key_in_use(case_id, run_id) from None
+            down = _journal_down(exc)
+            if down is not None:
+                raise down from exc
             raise ChatError(
                 500, f"the pipeline failed: {exc}", type="server_error", code="decide_failed"
             ) from None
