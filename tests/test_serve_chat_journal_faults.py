@@ -4,7 +4,11 @@ lost is answered from what the journal holds.
 
 Before: ``POST /v1/chat/completions`` with another writer holding the journal's lock
 answered ``500`` ``decide_failed`` "the pipeline failed: journal PATH-OR-URL is locked
-by another writer ...", and :meth:`PanelChat.acomplete` raised that 500.
+by another writer ...", and :meth:`PanelChat.acomplete` raised that 500. A commit that
+went through but whose acknowledgement was lost (the connection dropped right after the
+server's COMMIT) was a 500 on the chat door (a client's retry made a second case) and a
+``503`` "the journal is unreachable" on ``POST /v1/decide``, whose run then read
+``finished`` with that error.
 
 Members answer in-process (every one the sum of the numbers in the question), the
 journal is real (SQLite, and PostgreSQL when ``$DISSENSUS_TEST_PG`` names a server);
@@ -210,3 +214,159 @@ async def test_a_read_only_journal_is_a_500_that_does_not_name_it(
     assert error["code"] == "decide_failed"
     assert "the journal is read-only" in error["message"]
     _no_location(res.text, target)
+
+
+# -- a commit whose acknowledgement is lost ----------------------------------------------
+
+
+class _Faults:
+    """Faults injected into the real journal: the next commit goes through, then fails
+    as a connection lost at that moment fails (the driver's error, which the store
+    translates); with ``reads_fail``, reads of the journal then fail too, until
+    :meth:`heal`."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, target: str, reads_fail: bool) -> None:
+        self.armed = False
+        self.down = False
+        self.lost = 0
+        self._reads_fail = reads_fail
+        if target.startswith("postgresql://"):
+            import psycopg
+
+            from dissensus.store.postgres import PostgresBackend as backend
+
+            error: type[Exception] = psycopg.OperationalError
+            said = "consuming input failed: server closed the connection unexpectedly"
+        else:
+            from dissensus.store.sqlite import SQLiteBackend as backend  # type: ignore[assignment]
+
+            error, said = sqlite3.OperationalError, "disk I/O error"
+        real_commit = backend.commit
+        real_get = Journal.get
+        faults = self
+
+        def commit(self: Any) -> None:
+            real_commit(self)
+            if faults.armed:
+                faults.armed = False
+                faults.lost += 1
+                faults.down = faults._reads_fail
+                raise error(said)
+
+        def get(self: Journal, run_id: str, key: str) -> Any:
+            if faults.down:
+                from dissensus.store.errors import JournalError
+
+                raise JournalError(f"journal {self.path}: {said}")
+            return real_get(self, run_id, key)
+
+        monkeypatch.setattr(backend, "commit", commit)
+        monkeypatch.setattr(Journal, "get", get)
+
+    def arm(self) -> None:
+        self.armed = True
+
+    def heal(self) -> None:
+        self.down = False
+
+
+def _decide_panel(pid: str) -> dict[str, Any]:
+    from pipeline_cases import panel
+
+    return panel(pid, ["1", "1", "1"], swap=["1", "1", "1"])
+
+
+async def test_a_chat_case_whose_commit_acknowledgement_is_lost_is_answered(
+    journal_target: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The commit went through: the journal holds the case, so the request is answered
+    with it (before: a 500, and a client's retry made a second case)."""
+    faults = _Faults(monkeypatch, journal_target, reads_fail=False)
+    with _served(tmp_path, journal_target) as (_, client):
+        async with client:
+            faults.arm()
+            res = await client.post("/v1/chat/completions", json=_body(), headers=auth("sub"))
+            assert faults.lost == 1
+            assert res.status_code == 200, res.text
+            done = res.json()["dissensus"]
+            assert done["suggestion"] == "7"
+            case = await client.get(f"/v1/cases/{done['case_id']}", headers=auth("sub"))
+            assert case.status_code == 200, case.text
+            assert case.json()["record"]["suggestion"] == "7"
+    assert _runs(journal_target) == 1  # one case, journalled once
+
+
+async def test_a_chat_case_whose_outcome_cannot_be_told_names_the_case(
+    journal_target: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The journal still unreachable when the door looks: a 503 that says the case may be
+    journalled and names it, never the journal; asking for the case then answers it."""
+    faults = _Faults(monkeypatch, journal_target, reads_fail=True)
+    with _served(tmp_path, journal_target) as (_, client):
+        async with client:
+            faults.arm()
+            res = await client.post("/v1/chat/completions", json=_body(), headers=auth("sub"))
+            assert res.status_code == 503, res.text
+            assert res.headers["retry-after"].isdigit()
+            assert res.headers["x-should-retry"] == "false"  # a retry may make a second case
+            body = res.json()
+            assert body["error"]["code"] == "journal_unavailable_case_unknown"
+            case_id = body["dissensus"]["case_id"]
+            assert f"GET /v1/cases/{case_id}" in body["error"]["message"]
+            _no_location(res.text, journal_target)
+            faults.heal()
+            case = await client.get(f"/v1/cases/{case_id}", headers=auth("sub"))
+            assert case.status_code == 200, case.text
+            assert case.json()["record"]["suggestion"] == "7"
+
+
+async def test_a_decide_run_whose_commit_acknowledgement_is_lost_is_answered(
+    journal_target: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``POST /v1/decide``, one panel and a list: the journal holds the finished run, so
+    the answer is its records, and the run's status carries no error (before: 503 "the
+    journal is unreachable", and the run ``finished`` with that error)."""
+    from serve_helpers import client_for, settings
+
+    faults = _Faults(monkeypatch, journal_target, reads_fail=False)
+    async with client_for(settings(tmp_path, journal=journal_target)) as client:
+        faults.arm()
+        res = await client.post("/v1/decide", json=_decide_panel("p1"), headers=auth("sub"))
+        assert faults.lost == 1
+        assert res.status_code == 200, res.text
+        assert res.json()["id"] == "p1"
+        run_id = res.headers["x-dissensus-run"]
+        faults.arm()
+        batch = [_decide_panel("p2"), _decide_panel("p3"), {"id": "bad"}]
+        res = await client.post("/v1/decide", json=batch, headers=auth("sub"))
+        assert faults.lost == 2
+        assert res.status_code == 200, res.text
+        answer = res.json()
+        assert answer["status"] == "finished"
+        assert [r["id"] for r in answer["records"]] == ["p2", "p3"]
+        assert [r["index"] for r in answer["rejects"]] == [2]
+        for run in (run_id, answer["run_id"]):
+            doc = (await client.get(f"/v1/runs/{run}", headers=auth("sub"))).json()
+            assert (doc["status"], doc["error"]) == ("finished", None), doc
+
+
+async def test_a_decide_run_whose_outcome_cannot_be_told_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The journal still unreachable when the server looks: 503 with ``Retry-After``
+    naming the run to look up; once it is back the run reads finished, without error."""
+    from serve_helpers import client_for, settings
+
+    target = str(tmp_path / "journal.sqlite")
+    faults = _Faults(monkeypatch, target, reads_fail=True)
+    async with client_for(settings(tmp_path, journal=target)) as client:
+        faults.arm()
+        res = await client.post("/v1/decide", json=_decide_panel("p1"), headers=auth("sub"))
+        assert res.status_code == 503, res.text
+        assert res.headers["retry-after"].isdigit()
+        run_id = res.json()["run_id"]
+        assert f"may be journalled all the same: GET /v1/runs/{run_id}" in res.json()["error"]
+        _no_location(res.text, target)
+        faults.heal()
+        doc = (await client.get(f"/v1/runs/{run_id}", headers=auth("sub"))).json()
+        assert (doc["status"], doc["error"], doc["done"]) == ("finished", None, 1), doc
