@@ -80,6 +80,21 @@ process is deciding, or that stopped before its end, a ``409``
 ``idempotency_key_in_use`` (ask again later; OpenAI's SDKs retry a ``409`` on their
 own). A keyed request that journalled nothing (refused, its members too few, its
 client gone before the hand-off) leaves its key free.
+
+**A busy or unreachable journal** (:class:`~dissensus.store.errors.JournalBusy`, or any
+other :class:`~dissensus.store.errors.JournalError` but a read-only or damaged journal)
+while deciding a case, or while reading a key's case, is a ``503`` :class:`ChatError`
+with ``code`` :data:`JOURNAL_BUSY` or :data:`JOURNAL_UNAVAILABLE`: the request may be
+sent again later. Its message is a fixed sentence that never names the journal's file
+or URL; the store's error (which does) is its ``__cause__``. Any other failure of the
+pipeline, a read-only or damaged journal included, is a ``500`` ``decide_failed``.
+A decision that failed so may have failed at a commit that went through (the
+connection lost before its acknowledgement came): the door reads the journal once
+more (its connection reconnects). A case it holds is answered as usual, as if the
+commit had been acknowledged; one it does not hold is the ``503`` (nothing of it, or
+only its start, is journalled); when the journal cannot be read either, the ``503``
+is :data:`JOURNAL_CASE_UNKNOWN`, naming the case (message and ``dissensus`` field) to
+poll with :meth:`PanelChat.acase` before asking again.
 """
 
 from __future__ import annotations
@@ -133,12 +148,21 @@ from dissensus.pipeline.records import review_id_for
 from dissensus.pipeline.review import final_records, split_ref
 from dissensus.pipeline.steps import CaseInput
 from dissensus.quoting import quote_short
-from dissensus.store.errors import RunExists
+from dissensus.store.errors import (
+    JournalBusy,
+    JournalDamaged,
+    JournalError,
+    JournalReadOnly,
+    RunExists,
+)
 from dissensus.store.journal import Journal
 from dissensus.types import Panel, Usage, find_unrepresentable
 
 __all__ = [
     "CLOSED",
+    "JOURNAL_BUSY",
+    "JOURNAL_CASE_UNKNOWN",
+    "JOURNAL_UNAVAILABLE",
     "SHUTTING_DOWN",
     "UNFINISHED",
     "PanelChat",
@@ -158,6 +182,19 @@ SHUTTING_DOWN = "shutting_down"
 UNFINISHED = "shutting_down_case_unfinished"
 """``code`` of the ``503`` of a request whose decision did not end within the shutdown's
 bound (:meth:`PanelChat.adrain`): its case is named, and it must not be sent again."""
+
+JOURNAL_BUSY = "journal_busy"
+"""``code`` of the ``503`` of a request whose case the journal could not take because
+another writer held its lock past the busy timeout."""
+
+JOURNAL_UNAVAILABLE = "journal_unavailable"
+"""``code`` of the ``503`` of a request whose case the journal could not take because it
+was unreachable (the database down or restarting, the connection lost)."""
+
+JOURNAL_CASE_UNKNOWN = "journal_unavailable_case_unknown"
+"""``code`` of the ``503`` of a request whose journal failed while its case was journalled
+and could not be read back: the case may be journalled (its commit went through, only the
+acknowledgement was lost); the body names it."""
 
 CUT_REASON = "the panel door is shutting down"
 """Why the model calls of decisions still running at the end of a drain are cut off."""
@@ -186,6 +223,46 @@ def _unfinished(case_id: str, run_id: str) -> ChatError:
         f"`dissensus runs resume {run_id}`; do not send the request again",
         type="server_error",
         code=UNFINISHED,
+        fields={
+            "dissensus": {
+                "case_id": case_id,
+                "run_id": run_id,
+                "links": _links(run_id, case_id, None),
+            }
+        },
+    )
+
+
+def _outage(exc: BaseException) -> tuple[str, str] | None:
+    """``(sentence, code)`` of a journal that cannot be used right now (busy or
+    unreachable: the request may be sent again later), the sentence without the
+    journal's path or URL; ``None`` for any other error (a read-only or damaged journal
+    is no outage)."""
+    if isinstance(exc, JournalBusy):
+        return "the journal is busy (another writer holds its lock)", JOURNAL_BUSY
+    if isinstance(exc, JournalError) and not isinstance(exc, JournalReadOnly | JournalDamaged):
+        return "the journal is unreachable", JOURNAL_UNAVAILABLE
+    return None
+
+
+def _journal_down(outage: tuple[str, str], then: str) -> ChatError:
+    """The ``503`` of an :func:`_outage`, its message ending with ``then`` (raised from
+    the store's error, which names the journal)."""
+    said, code = outage
+    return ChatError(503, f"{said}: {then}", type="server_error", code=code)
+
+
+def _case_unknown(case_id: str, run_id: str, *, keyed: bool) -> ChatError:
+    """The ``503`` of a decision whose journal failed and could not be read back: its
+    case may be journalled (a commit that went through, its acknowledgement lost)."""
+    again = " (or send it again with the same Idempotency-Key)" if keyed else ""
+    return ChatError(
+        503,
+        f"the journal became unreachable while case {case_id} was journalled, and whether it "
+        f"was cannot be told now: poll GET /v1/cases/{case_id} (a 404 says it was not) before "
+        f"sending the request again{again}",
+        type="server_error",
+        code=JOURNAL_CASE_UNKNOWN,
         fields={
             "dissensus": {
                 "case_id": case_id,
@@ -612,7 +689,16 @@ class PanelChat:
             return await self._answer(request, run_id, case_id, panel_id, messages, on_decide)
         # A keyed request: after any request with its key still running here, the case
         # it journalled, else this request makes it (and holds the key meanwhile).
-        replayed = await self._replayed(request, run_id, case_id, fingerprint, on_decide)
+        try:
+            replayed = await self._replayed(request, run_id, case_id, fingerprint, on_decide)
+        except JournalError as exc:  # the key's case could not be read
+            outage = _outage(exc)
+            if outage is None:
+                raise
+            then = (
+                "the case of this idempotency key could not be read; send the request again later"
+            )
+            raise _journal_down(outage, then) from exc
         if replayed is not None:
             return replayed
         if self._closing:  # the drain began while this request waited for its key
@@ -694,12 +780,45 @@ class PanelChat:
         except DissensusError as exc:
             if fingerprint is not None and _taken(exc):
                 raise _key_in_use(case_id, run_id) from None
-            raise ChatError(
-                500, f"the pipeline failed: {exc}", type="server_error", code="decide_failed"
-            ) from None
+            outage = _outage(exc)
+            if outage is None:
+                raise ChatError(
+                    500, f"the pipeline failed: {exc}", type="server_error", code="decide_failed"
+                ) from None
+            keyed = fingerprint is not None
+            record = await self._after_fault(exc, outage, run_id, case_id, keyed=keyed)
         finally:
             self._waiting.discard(waiting)
         return self._completion(request, run_id, case_id, panel, fan.reports, fan.usage, record)
+
+    async def _after_fault(
+        self,
+        exc: DissensusError,
+        outage: tuple[str, str],
+        run_id: str,
+        case_id: str,
+        *,
+        keyed: bool,
+    ) -> CaseRecord:
+        """The case's record when the journal holds it although its decision failed on a
+        busy or unreachable journal (the commit went through, its acknowledgement was
+        lost: answered as if it had come); else the ``503`` (not journalled, or, when
+        the journal cannot be read now either, :func:`_case_unknown`)."""
+        try:
+            record = await asyncio.to_thread(self._journalled, run_id)
+        except DissensusError:
+            raise _case_unknown(case_id, run_id, keyed=keyed) from exc
+        if record is not None:
+            return record
+        then = "its case was not journalled (at most its start); send the request again later"
+        raise _journal_down(outage, then) from exc
+
+    def _journalled(self, run_id: str) -> CaseRecord | None:
+        """The record of the run's case when the journal holds the run finished (one
+        read with the journal's connection, which reconnects when it was lost)."""
+        if self.journal.get(run_id, "run/finished") is None:
+            return None
+        return next((r for r in final_records(self.journal, run_id) if r.line == 1), None)
 
     async def _replayed(
         self,

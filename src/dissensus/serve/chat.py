@@ -17,8 +17,22 @@ Choices where the design is silent:
   ``POST /v1/decide``), 401 / 403 authentication, 404 no panel configured or unknown
   case, 413 request over ``panel.max_request_chars`` or over the pipeline's bounds on a
   panel, 502 too few members answered or a panel over the pipeline's bounds once they
-  did, 500 the pipeline failed, 503 the server is shutting down (below). Unexpected
-  failures are a 500 without a traceback.
+  did, 500 the pipeline failed, 503 the journal is busy or unreachable (below) or the
+  server is shutting down (below). Unexpected failures are a 500 without a traceback.
+* **The journal busy or unreachable** (another writer held its lock past the busy
+  timeout, the database down or restarting, the connection lost) is ``503``
+  ``journal_busy`` / ``journal_unavailable`` with ``Retry-After`` (as every route of the
+  service answers it: :mod:`~dissensus.serve.journal_errors`) and ``x-should-retry:
+  true``. Its message is a fixed sentence; the store's error, which names the journal's
+  file or URL, goes to the server's log (one line). No other message of the door names
+  the journal's location either. When the journal failed while the case was being
+  journalled, the door first reads the journal again (once): a case it holds (the
+  commit went through, its acknowledgement was lost) is answered as usual; one it does
+  not hold gets the ``503`` (nothing of it, or only its start, is journalled: asking
+  again is safe); and when the journal cannot be read either, the ``503`` is
+  ``journal_unavailable_case_unknown``, naming the case in its message and a
+  ``dissensus`` field (``{case_id, run_id, links}``), ``x-should-retry: false``
+  (``true`` with an idempotency key): poll ``GET /v1/cases/{id}`` before asking again.
 * The body is read outside the route's catch-all: what the service's middleware raises
   from ``receive`` (a chunked body over ``--max-body-bytes``, a body too slow) reaches
   the middleware, which answers it.
@@ -91,9 +105,16 @@ from dissensus.panels import (
     PanelChat,
     as_chunks,
 )
-from dissensus.panels.door import SHUTTING_DOWN, UNFINISHED
+from dissensus.panels.door import (
+    JOURNAL_BUSY,
+    JOURNAL_CASE_UNKNOWN,
+    JOURNAL_UNAVAILABLE,
+    SHUTTING_DOWN,
+    UNFINISHED,
+)
 from dissensus.panels.idempotency import MAX_KEY_CHARS, check_key
 from dissensus.pipeline import RunSpec
+from dissensus.serve import journal_errors
 from dissensus.serve.api_schema import AUTHED, ModelList, ModelObject, answer, refusals
 from dissensus.serve.auth import Principal, allows
 from dissensus.serve.http import INLINE_BODY_BYTES, NonFinite, non_finite
@@ -162,6 +183,9 @@ NO_RETRY = frozenset(
 )
 """Codes of the door's errors an SDK must not retry (module docstring)."""
 
+JOURNAL_DOWN = frozenset({JOURNAL_BUSY, JOURNAL_UNAVAILABLE, JOURNAL_CASE_UNKNOWN})
+"""Codes of the ``503`` of a journal that is busy or unreachable (module docstring)."""
+
 RETRY_AFTER_S = 1
 """``Retry-After`` of the shutdown ``503`` and of ``409`` ``idempotency_key_in_use`` (seconds)."""
 
@@ -172,7 +196,9 @@ REPLAYED_HEADER = "Idempotent-Replayed"
 """Set to ``true`` on the answer of a request sent again with its idempotency key."""
 
 
-def _error(exc: ChatError) -> Response:
+def _error(exc: ChatError, *, keyed: bool = False) -> Response:
+    """OpenAI's error body of ``exc``, with the headers its code asks for (``keyed``: the
+    request has an idempotency key, so sending it again answers its case)."""
     headers: dict[str, str] = {}
     if exc.status == 401:
         headers["WWW-Authenticate"] = "Bearer"
@@ -181,7 +207,22 @@ def _error(exc: ChatError) -> Response:
     elif exc.code in (SHUTTING_DOWN, "idempotency_key_in_use", "tokens_unavailable"):
         headers["x-should-retry"] = "true"
         headers["Retry-After"] = str(RETRY_AFTER_S)
+    elif exc.code in JOURNAL_DOWN:
+        # Its case may be journalled: without a key a retry could make a second one.
+        retry = exc.code != JOURNAL_CASE_UNKNOWN or keyed
+        headers["x-should-retry"] = "true" if retry else "false"
+        headers.update(journal_errors.retry_headers())
     return JSONResponse(exc.body(), status_code=exc.status, headers=headers or None)
+
+
+def _refused(request: Request, exc: ChatError, *, keyed: bool = False) -> Response:
+    """The answer of a refusal of the door: a busy or unreachable journal's detail (the
+    error's cause) goes to the server's log only, and no message names the journal's
+    path or URL (:mod:`~dissensus.serve.journal_errors`)."""
+    if exc.code in JOURNAL_DOWN and exc.__cause__ is not None:
+        journal_errors.log_unavailable(exc.__cause__, f"{request.method} {request.url.path}")
+    exc.message = journal_errors.scrub(exc.message, [str(_chat(request).journal.path)])
+    return _error(exc, keyed=keyed)
 
 
 def _idempotency_key(request: Request) -> str | None:
@@ -356,7 +397,10 @@ def _event(data: str) -> str:
                 "`--max-body-bytes`, or the panel over the pipeline's bounds.",
                 500: "The pipeline failed, or an error no handler expected "
                 "(`x-should-retry: false`).",
-                503: "The journal is unreachable or busy, the server is shutting down "
+                503: "The journal is busy or unreachable (`journal_busy`, "
+                "`journal_unavailable`, `Retry-After`; the message never names the "
+                "journal; `journal_unavailable_case_unknown` when the case may be "
+                "journalled all the same: `dissensus` names it), the server is shutting down "
                 "(`shutting_down`, `Retry-After`; with `stream: true` too, as JSON), or its "
                 "tokens file does not load (`tokens_unavailable`, `Retry-After`).",
                 504: "The request took longer than the server's `--timeout`; once its case "
@@ -429,7 +473,7 @@ async def chat_completions(request: Request) -> Response:
         )
         completion = await _unless_gone(request, answering)
     except ChatError as exc:
-        return _error(exc)
+        return _refused(request, exc, keyed=key is not None)
     except Exception:
         log.exception("chat completion failed")
         return _error(ChatError(500, "internal error", type="server_error", code="internal"))
@@ -470,7 +514,7 @@ async def case_status(case_id: str, request: Request) -> Response:
         _authorise(request)
         status = await _chat(request).acase(case_id)
     except ChatError as exc:
-        return _error(exc)
+        return _refused(request, exc)
     return JSONResponse(status.model_dump(mode="json"))
 
 

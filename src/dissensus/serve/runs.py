@@ -41,6 +41,16 @@ Choices where the design is silent:
   would see another database.
 * A run stopped by its policy's deadline ends ``incomplete`` (partial, resumable), not
   ``failed``.
+* **A journal fault is checked against the journal.** A run whose journal was busy or
+  unreachable may have failed at a commit that went through (its acknowledgement lost
+  with the connection): the server then reads the journal once more (its own
+  connection, which reconnects). A run it holds finished is ``finished``, with the
+  records and rejects that commit journalled, and no error; one it does not is
+  ``failed`` (503 with ``Retry-After``: nothing of it, or only its start, is
+  journalled); when the journal cannot be read either, the run is ``failed`` with an
+  error saying it may be journalled all the same and naming ``GET /v1/runs/{id}``,
+  which reads the journal's outcome once it is back (a run the journal holds finished
+  never shows an error).
 * On shutdown (SIGTERM / Ctrl-C) runs in progress get most of the graceful-shutdown
   time to finish, then are cancelled: they end ``incomplete`` (resumable with
   ``dissensus runs resume``; one cancelled after it journalled ``run.finished`` is
@@ -567,8 +577,16 @@ class Runner:
             public = journal_errors.unavailable(exc)
             if public is not None:  # the caller may retry; the detail is the log's only
                 journal_errors.log_unavailable(exc, f"run {state.run_id}")
-                state.error = public
-                state.retry = True
+                held = await asyncio.to_thread(self._held, state.run_id)
+                if isinstance(held, tuple):  # the commit went through, its answer was lost
+                    log.warning("run %s: finished in the journal all the same", state.run_id)
+                    self._take(state, *held)
+                    state.status = "finished"
+                    state.shift = await asyncio.to_thread(self._shift_of, state.run_id)
+                else:
+                    maybe = f"; the run may be journalled all the same: GET /v1/runs/{state.run_id}"
+                    state.error = public + (maybe if held is None else "")
+                    state.retry = True
             else:  # never the journal's location (a remote caller reads it)
                 state.error = journal_errors.scrub(
                     f"{type(exc).__name__}: {exc}", [str(self.journal.path)]
@@ -716,6 +734,32 @@ class Runner:
             log.warning("run %s: %s", run_id, shift_words(shift))
         return shift
 
+    def _held(
+        self, run_id: str
+    ) -> tuple[list[CaseRecord], list[RunReject]] | Literal[False] | None:
+        """After a journal fault: the run's records and rejects when the journal holds it
+        finished (its last commit went through), ``False`` when it does not, ``None``
+        when it cannot tell (one read with the server's own connection, which
+        reconnects when it was lost)."""
+        try:
+            if self.journal.get(run_id, "run/finished") is None:
+                return False
+            return final_records(self.journal, run_id), _rejects(self.journal, run_id)
+        except Exception:  # still unreachable: the caller is told the run may be there
+            return None
+
+    @staticmethod
+    def _take(state: RunState, records: list[CaseRecord], rejects: list[RunReject]) -> None:
+        """The records and rejects of a finished run that its state (and its followers)
+        did not get, since the commit that journalled them was never acknowledged."""
+        for reject in rejects[len(state.rejects) :]:
+            state.rejects.append(reject)
+            state.push("reject", reject)
+        for record in records[len(state.records) :]:
+            state.records.append(record)
+            state.done += 1
+            state.push("record", record)
+
     def _finished(self, run_id: str) -> bool:
         """Whether the journal holds the run's ``run.finished`` (unknown counts as not)."""
         try:
@@ -765,14 +809,7 @@ class Runner:
                 **dict(state.summary()), records=list(state.records), rejects=list(state.rejects)
             )
         finished = self.journal.get(run_id, "run/finished")
-        rejects = [
-            RunReject(
-                index=int(e.payload["line"]) - 1,
-                field=e.payload["field"],
-                error=e.payload["message"],
-            )
-            for e in self.journal.events(run_id, type=ev.INPUT_REJECTED)
-        ]
+        rejects = _rejects(self.journal, run_id)
         records = final_records(self.journal, run_id)
         checked = self.journal.get(run_id, "run/shift")
         status: Status = "finished" if finished is not None else "incomplete"
@@ -788,7 +825,9 @@ class Runner:
             else state.total,
             done=len(records),
             rejected=len(rejects),
-            error=state.error if state is not None else None,
+            # A run the journal holds finished has no error (one whose commit failed
+            # in this process though it went through included).
+            error=state.error if state is not None and status != "finished" else None,
             records=records,
             rejects=rejects,
             shift=dict(checked.payload) if checked is not None else None,
@@ -845,6 +884,16 @@ class Runner:
         loops, self._loops = self._loops, []
         for runs in loops:
             await asyncio.to_thread(runs.close)
+
+
+def _rejects(journal: Journal, run_id: str) -> list[RunReject]:
+    """The run's rejected items as journalled, as the API reports them."""
+    return [
+        RunReject(
+            index=int(e.payload["line"]) - 1, field=e.payload["field"], error=e.payload["message"]
+        )
+        for e in journal.events(run_id, type=ev.INPUT_REJECTED)
+    ]
 
 
 def _total(journal: Journal, run_id: str, seen: int) -> int:

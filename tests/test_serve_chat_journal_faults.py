@@ -1,0 +1,372 @@
+"""The panel door when its journal fails: a busy or unreachable journal is a ``503`` with
+``Retry-After`` that never names the journal, and a commit whose acknowledgement was
+lost is answered from what the journal holds.
+
+Before: ``POST /v1/chat/completions`` with another writer holding the journal's lock
+answered ``500`` ``decide_failed`` "the pipeline failed: journal PATH-OR-URL is locked
+by another writer ...", and :meth:`PanelChat.acomplete` raised that 500. A commit that
+went through but whose acknowledgement was lost (the connection dropped right after the
+server's COMMIT) was a 500 on the chat door (a client's retry made a second case) and a
+``503`` "the journal is unreachable" on ``POST /v1/decide``, whose run then read
+``finished`` with that error.
+
+Members answer in-process (every one the sum of the numbers in the question), the
+journal is real (SQLite, and PostgreSQL when ``$DISSENSUS_TEST_PG`` names a server);
+another connection holds its write lock.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from dissensus.llm.base import BackendResponse
+from dissensus.panels import ChatError, Members, PanelChat
+from dissensus.pipeline.policy import policy_from_dict
+from dissensus.serve import ServeSettings, create_app
+from dissensus.store.journal import Journal
+from serve_helpers import auth, write_tokens
+
+pytestmark = pytest.mark.anyio
+
+NAMES = ["m1", "m2", "m3"]
+BUSY_TIMEOUT_S = "0.3"
+
+
+class Adding:
+    """A member answering with the sum of the numbers in the last message."""
+
+    provider = "test"
+    model_id = "adding"
+
+    async def send(self, request: Any, *, json_mode: Any) -> BackendResponse:
+        total = sum(int(w) for w in request.messages[-1].content.split() if w.isdigit())
+        return BackendResponse(
+            text=json.dumps({"reasoning": f"Adding gives {total}.", "answer": str(total)}),
+            model="adding",
+            prompt_tokens=5,
+            completion_tokens=5,
+        )
+
+    async def aclose(self) -> None:
+        return None
+
+
+def _section(model: str = "scripted:x") -> dict[str, Any]:
+    return {
+        "answer": "number",
+        "members": [{"name": n, "model": model, "family": f"f{n}"} for n in NAMES],
+        "max_retries": 0,
+    }
+
+
+def _members() -> Members:
+    policy = policy_from_dict({"panel": _section()})
+    return Members(policy.panel, {n: Adding() for n in NAMES})
+
+
+def _body(question: str = "What is 3 plus 4 ?") -> dict[str, Any]:
+    return {"model": "dissensus-panel", "messages": [{"role": "user", "content": question}]}
+
+
+@contextmanager
+def _lock_held(target: str) -> Iterator[None]:
+    """Another connection holds the journal's write lock (SQLite: ``BEGIN IMMEDIATE``;
+    PostgreSQL: the events table locked against every writer)."""
+    if target.startswith("postgresql://"):
+        import psycopg
+
+        with psycopg.connect(target) as conn:
+            conn.execute("LOCK TABLE events IN EXCLUSIVE MODE")
+            try:
+                yield
+            finally:
+                conn.rollback()
+        return
+    holder = sqlite3.connect(target, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+
+
+def _places(target: str) -> list[str]:
+    """What of the journal's location must not reach a client."""
+    if target.startswith("postgresql://"):
+        return ["postgres", "127.0.0.1", target.rsplit("/", 1)[-1].split("?")[0]]
+    return [target, str(Path(target).parent)]
+
+
+def _no_location(text: str, target: str) -> None:
+    for place in _places(target):
+        assert place not in text, (place, text)
+    assert "journal the journal" not in text, text
+
+
+def _app(root: Path, target: str) -> Any:
+    write_tokens(root / "tokens.txt")
+    (root / "script.yaml").write_text("default: '0'\n", encoding="utf-8")
+    (root / "policy.json").write_text(
+        json.dumps({"reading": {"similarity": "tfidf"}, "panel": _section("scripted:script.yaml")}),
+        encoding="utf-8",
+    )
+    settings = ServeSettings(
+        journal=target, policy=str(root / "policy.json"), tokens=str(root / "tokens.txt")
+    )
+    app = create_app(settings)
+    app.state.chat.members = _members()  # the scripted members replaced, in this process
+    return app
+
+
+@contextmanager
+def _served(root: Path, target: str) -> Iterator[tuple[Any, httpx.AsyncClient]]:
+    app = _app(root, target)
+    client = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1")
+    try:
+        yield app, client
+    finally:
+        app.state.chat.close()
+        app.state.service.journal.close()
+
+
+def _runs(target: str) -> int:
+    with Journal(target) as journal:
+        return len(journal.runs())
+
+
+# -- a busy journal ---------------------------------------------------------------------
+
+
+async def test_a_busy_journal_is_503_journal_busy_without_its_location(
+    journal_target: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: Any
+) -> None:
+    monkeypatch.setenv("DISSENSUS_JOURNAL_BUSY_TIMEOUT", BUSY_TIMEOUT_S)
+    with _served(tmp_path, journal_target) as (_, client):
+        async with client:
+            with _lock_held(journal_target), caplog.at_level("WARNING", "dissensus.serve"):
+                res = await client.post("/v1/chat/completions", json=_body(), headers=auth("sub"))
+            assert res.status_code == 503, res.text
+            assert res.headers["retry-after"].isdigit()
+            assert res.headers["x-should-retry"] == "true"
+            error = res.json()["error"]
+            assert error["code"] == "journal_busy"
+            assert error["type"] == "server_error"
+            assert "the journal is busy" in error["message"]
+            _no_location(res.text, journal_target)
+            # The detail is the server log's: the store's own sentence, once.
+            logged = [r.getMessage() for r in caplog.records if r.name == "dissensus.serve"]
+            assert any("JournalBusy" in line and "locked" in line for line in logged), logged
+            # Nothing journalled; once the lock is free the same request is answered.
+            assert _runs(journal_target) == 0
+            res = await client.post("/v1/chat/completions", json=_body(), headers=auth("sub"))
+            assert res.status_code == 200, res.text
+            assert res.json()["dissensus"]["suggestion"] == "7"
+
+
+async def test_the_library_call_raises_a_503_chat_error_with_a_code(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DISSENSUS_JOURNAL_BUSY_TIMEOUT", BUSY_TIMEOUT_S)
+    target = str(tmp_path / "journal.sqlite")
+    policy = policy_from_dict({"reading": {"similarity": "tfidf"}, "panel": _section()})
+    with Journal(target) as journal:
+        chat = PanelChat(policy, journal=journal, members=_members())
+        try:
+            with _lock_held(target), pytest.raises(ChatError) as raised:
+                await chat.acomplete(_body())
+            done = await chat.acomplete(_body())
+        finally:
+            await chat.aclose()
+    error = raised.value
+    assert (error.status, error.code, error.type) == (503, "journal_busy", "server_error")
+    assert target not in error.message and str(tmp_path) not in error.message
+    # The store's own error (naming the journal) is the cause, for the library's user.
+    assert target in str(error.__cause__)
+    assert done.dissensus.suggestion == "7"
+
+
+async def test_a_read_only_journal_is_a_500_that_does_not_name_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A journal fault that is no outage (read-only: not transient) stays a ``500``
+    ``decide_failed``, its message without the journal's path."""
+    from dissensus.store.sqlite import SQLiteBackend
+
+    def read_only(backend: Any) -> None:
+        raise sqlite3.OperationalError("attempt to write a readonly database")
+
+    target = str(tmp_path / "journal.sqlite")
+    with _served(tmp_path, target) as (_, client):
+        async with client:
+            monkeypatch.setattr(SQLiteBackend, "commit", read_only)
+            res = await client.post("/v1/chat/completions", json=_body(), headers=auth("sub"))
+    assert res.status_code == 500, res.text
+    error = res.json()["error"]
+    assert error["code"] == "decide_failed"
+    assert "the journal is read-only" in error["message"]
+    _no_location(res.text, target)
+
+
+# -- a commit whose acknowledgement is lost ----------------------------------------------
+
+
+class _Faults:
+    """Faults injected into the real journal: the next commit goes through, then fails
+    as a connection lost at that moment fails (the driver's error, which the store
+    translates); with ``reads_fail``, reads of the journal then fail too, until
+    :meth:`heal`."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, target: str, reads_fail: bool) -> None:
+        self.armed = False
+        self.down = False
+        self.lost = 0
+        self._reads_fail = reads_fail
+        if target.startswith("postgresql://"):
+            import psycopg
+
+            from dissensus.store.postgres import PostgresBackend as backend
+
+            error: type[Exception] = psycopg.OperationalError
+            said = "consuming input failed: server closed the connection unexpectedly"
+        else:
+            from dissensus.store.sqlite import SQLiteBackend as backend  # type: ignore[assignment]
+
+            error, said = sqlite3.OperationalError, "disk I/O error"
+        real_commit = backend.commit
+        real_get = Journal.get
+        faults = self
+
+        def commit(self: Any) -> None:
+            real_commit(self)
+            if faults.armed:
+                faults.armed = False
+                faults.lost += 1
+                faults.down = faults._reads_fail
+                raise error(said)
+
+        def get(self: Journal, run_id: str, key: str) -> Any:
+            if faults.down:
+                from dissensus.store.errors import JournalError
+
+                raise JournalError(f"journal {self.path}: {said}")
+            return real_get(self, run_id, key)
+
+        monkeypatch.setattr(backend, "commit", commit)
+        monkeypatch.setattr(Journal, "get", get)
+
+    def arm(self) -> None:
+        self.armed = True
+
+    def heal(self) -> None:
+        self.down = False
+
+
+def _decide_panel(pid: str) -> dict[str, Any]:
+    from pipeline_cases import panel
+
+    return panel(pid, ["1", "1", "1"], swap=["1", "1", "1"])
+
+
+async def test_a_chat_case_whose_commit_acknowledgement_is_lost_is_answered(
+    journal_target: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The commit went through: the journal holds the case, so the request is answered
+    with it (before: a 500, and a client's retry made a second case)."""
+    faults = _Faults(monkeypatch, journal_target, reads_fail=False)
+    with _served(tmp_path, journal_target) as (_, client):
+        async with client:
+            faults.arm()
+            res = await client.post("/v1/chat/completions", json=_body(), headers=auth("sub"))
+            assert faults.lost == 1
+            assert res.status_code == 200, res.text
+            done = res.json()["dissensus"]
+            assert done["suggestion"] == "7"
+            case = await client.get(f"/v1/cases/{done['case_id']}", headers=auth("sub"))
+            assert case.status_code == 200, case.text
+            assert case.json()["record"]["suggestion"] == "7"
+    assert _runs(journal_target) == 1  # one case, journalled once
+
+
+async def test_a_chat_case_whose_outcome_cannot_be_told_names_the_case(
+    journal_target: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The journal still unreachable when the door looks: a 503 that says the case may be
+    journalled and names it, never the journal; asking for the case then answers it."""
+    faults = _Faults(monkeypatch, journal_target, reads_fail=True)
+    with _served(tmp_path, journal_target) as (_, client):
+        async with client:
+            faults.arm()
+            res = await client.post("/v1/chat/completions", json=_body(), headers=auth("sub"))
+            assert res.status_code == 503, res.text
+            assert res.headers["retry-after"].isdigit()
+            assert res.headers["x-should-retry"] == "false"  # a retry may make a second case
+            body = res.json()
+            assert body["error"]["code"] == "journal_unavailable_case_unknown"
+            case_id = body["dissensus"]["case_id"]
+            assert f"GET /v1/cases/{case_id}" in body["error"]["message"]
+            _no_location(res.text, journal_target)
+            faults.heal()
+            case = await client.get(f"/v1/cases/{case_id}", headers=auth("sub"))
+            assert case.status_code == 200, case.text
+            assert case.json()["record"]["suggestion"] == "7"
+
+
+async def test_a_decide_run_whose_commit_acknowledgement_is_lost_is_answered(
+    journal_target: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``POST /v1/decide``, one panel and a list: the journal holds the finished run, so
+    the answer is its records, and the run's status carries no error (before: 503 "the
+    journal is unreachable", and the run ``finished`` with that error)."""
+    from serve_helpers import client_for, settings
+
+    faults = _Faults(monkeypatch, journal_target, reads_fail=False)
+    async with client_for(settings(tmp_path, journal=journal_target)) as client:
+        faults.arm()
+        res = await client.post("/v1/decide", json=_decide_panel("p1"), headers=auth("sub"))
+        assert faults.lost == 1
+        assert res.status_code == 200, res.text
+        assert res.json()["id"] == "p1"
+        run_id = res.headers["x-dissensus-run"]
+        faults.arm()
+        batch = [_decide_panel("p2"), _decide_panel("p3"), {"id": "bad"}]
+        res = await client.post("/v1/decide", json=batch, headers=auth("sub"))
+        assert faults.lost == 2
+        assert res.status_code == 200, res.text
+        answer = res.json()
+        assert answer["status"] == "finished"
+        assert [r["id"] for r in answer["records"]] == ["p2", "p3"]
+        assert [r["index"] for r in answer["rejects"]] == [2]
+        for run in (run_id, answer["run_id"]):
+            doc = (await client.get(f"/v1/runs/{run}", headers=auth("sub"))).json()
+            assert (doc["status"], doc["error"]) == ("finished", None), doc
+
+
+async def test_a_decide_run_whose_outcome_cannot_be_told_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The journal still unreachable when the server looks: 503 with ``Retry-After``
+    naming the run to look up; once it is back the run reads finished, without error."""
+    from serve_helpers import client_for, settings
+
+    target = str(tmp_path / "journal.sqlite")
+    faults = _Faults(monkeypatch, target, reads_fail=True)
+    async with client_for(settings(tmp_path, journal=target)) as client:
+        faults.arm()
+        res = await client.post("/v1/decide", json=_decide_panel("p1"), headers=auth("sub"))
+        assert res.status_code == 503, res.text
+        assert res.headers["retry-after"].isdigit()
+        run_id = res.json()["run_id"]
+        assert f"may be journalled all the same: GET /v1/runs/{run_id}" in res.json()["error"]
+        _no_location(res.text, target)
+        faults.heal()
+        doc = (await client.get(f"/v1/runs/{run_id}", headers=auth("sub"))).json()
+        assert (doc["status"], doc["error"], doc["done"]) == ("finished", None, 1), doc
