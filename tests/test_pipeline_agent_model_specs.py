@@ -118,6 +118,38 @@ def test_a_member_recording_outside_the_policy_folder_names_its_field(tmp_path: 
     assert "leaves the policy's directory" in str(err.value)
 
 
+def test_a_policy_given_as_data_checks_its_members_as_its_file_does(tmp_path: Path) -> None:
+    """One policy is accepted or refused alike however it is passed: as a file, or as
+    the mapping its YAML parses to (``decide(panel, data)``, the Inspect reducer's
+    ``policy=``); only a :class:`Policy` built in code, which may come with its members
+    open, leaves their specs unchecked."""
+    import yaml
+
+    from dissensus.pipeline import Policy, decide
+
+    data = {
+        "reading": {"similarity": "tfidf"},
+        "panel": {
+            "members": [
+                {"name": "a", "model": "bogus-spec", "family": "x"},
+                {"name": "b", "model": "scripted:nope.yaml", "family": "y"},
+            ]
+        },
+    }
+    pol = tmp_path / "p.yaml"
+    pol.write_text(yaml.safe_dump(data), encoding="utf-8")
+    with pytest.raises(ConfigError) as from_file:
+        RunSpec.from_policy(pol)
+    with pytest.raises(ConfigError) as from_data:
+        RunSpec.from_policy(data)
+    assert from_data.value.field == from_file.value.field == "panel.members.0.model"
+    for refused in (from_file.value, from_data.value):
+        assert "invalid model spec 'bogus-spec'" in str(refused)
+    with pytest.raises(ConfigError):
+        decide(panel("x", ["2", "2", "2"]), data)
+    assert RunSpec.from_policy(Policy.model_validate(data)).policy.panel.members
+
+
 @pytest.mark.parametrize("key", ["max_calls", "max_tokens"])
 def test_a_budget_of_nothing_beside_a_model_is_refused_before_the_run(
     tmp_path: Path, key: str

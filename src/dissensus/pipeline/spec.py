@@ -154,6 +154,7 @@ class RunSpec(BaseModel):
             return policy._overridden(
                 model=model, similarity=similarity, deadline_s=deadline_s, concurrency=concurrency
             )
+        from_data = isinstance(policy, Mapping)
         if isinstance(policy, Mapping):  # a policy as parsed YAML / JSON data
             policy = policy_from_dict(dict(policy), file=policy_file)
         elif policy is not None and not isinstance(policy, Policy | str | os.PathLike):
@@ -209,7 +210,8 @@ class RunSpec(BaseModel):
                 ) from None
         _check_agent_models(pol, policy_file, checked, read)
         _check_budget_pays(pol, policy_file, spec_model)
-        if policy_file is not None:  # a Policy built in code may come with its members open
+        # A Policy built in code may come with its members open (_check_panel_models).
+        if policy_file is not None or from_data:
             _check_panel_models(pol, policy_file, base, checked, read)
         return cls(
             policy=pol,
@@ -550,8 +552,10 @@ def _check_panel_models(
     a :class:`ConfigError` naming the member's field and the spec. An ``openai:``
     member's key and server come from the environment of the door that opens the panel
     (``serve``), which checks them then: a batch run elsewhere needs neither. Checked for
-    a policy *file*: a :class:`Policy` built in code may come with its members' backends
-    already open (``PanelChat(policy, members=...)``), its specs then unused."""
+    a policy file and a policy given as its data (a mapping, as a file's YAML parses:
+    one policy is accepted or refused alike however it is passed); not for a
+    :class:`Policy` built in code, which may come with its members' backends already
+    open (``PanelChat(policy, members=...)``), its specs then unused."""
     if not policy.panel.members:
         return
     from dissensus.llm.resolve import check_model_spec
