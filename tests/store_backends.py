@@ -166,3 +166,9 @@ def raw(target: str, sql: str, args: Sequence[Any] = ()) -> list[tuple[Any, ...]
         return list(cur.fetchall())
     finally:
         db.close()
+
+
+UNMARK_INDEX = "DELETE FROM dissensus_meta WHERE key = 'review_index_checked'"
+"""What an upgrade does to the journal's mark that its review index was checked: removes
+it, so the next open compares the index with the events (a journal an older version
+wrote, or edited behind its back before the mark was written)."""

@@ -5,7 +5,8 @@ resolves (including refused ones: a second resolve, a resolve against another re
 claim) are applied through the queue's own calls; after each sequence every listing
 (:func:`list_items` by status, run and reason) must equal the one derived from the
 ``review.*`` events alone (:func:`list_items_from_events`), and so must the index after
-it is rebuilt, after it is dropped behind the journal's back, and after it is edited.
+it is rebuilt, after it is dropped behind the journal's back, and after it is edited in a
+journal not marked as checked at its schema revision (one an upgrade reached).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from dissensus.pipeline.review import (
 from dissensus.store import Journal, JournalReadOnly
 from dissensus.store.review_index import ReviewIndex
 from pipeline_cases import as_panel, panel
-from store_backends import pg_schema, pg_url, raw, target_for
+from store_backends import UNMARK_INDEX, pg_schema, pg_url, raw, target_for
 
 POLICY = policy_from_dict({"reading": {"similarity": "tfidf", "theta_s": 0.3}})
 RUNS = ["run-a", "run-b", "run-c"]
@@ -219,10 +220,12 @@ def test_the_index_lists_what_the_events_say(
             assert journal.rebuild_review_index() == len(opened)
             assert _listings(journal, list_items) == before
 
-        # An index behind its events (written by an older version, or edited) is rebuilt on
+        # An index behind its events (a journal an upgrade reached: written by an older
+        # version, or edited, with no mark of a check at this revision) is rebuilt on
         # opening. The events are untouched: the listings must be those from before.
         _behind_its_back(target, "DELETE FROM review_index WHERE resolved_seq IS NOT NULL")
         _behind_its_back(target, "UPDATE review_index SET resolved_seq = NULL")
+        _behind_its_back(target, UNMARK_INDEX)
         with Journal(target) as journal:
             assert _agree(journal, before) == before
 
@@ -249,6 +252,7 @@ def test_a_read_only_journal_with_a_stale_index_lists_from_the_events(
     with Journal(target) as journal:
         review_id = _open(journal, template, "run-a", REASONS[0])
     raw(target, "DELETE FROM review_index")
+    raw(target, UNMARK_INDEX)  # as a journal of an older version
 
     def read_only(self: ReviewIndex) -> int:
         raise JournalReadOnly("the journal is read-only")
@@ -308,6 +312,7 @@ def test_a_nul_escape_in_an_item_never_stops_the_index_check(
             before = _agree(journal)
             assert journal.verify("run-a").ok
         _behind_its_back(target, "DELETE FROM review_index")
+        _behind_its_back(target, UNMARK_INDEX)
         with Journal(target) as journal:  # rebuilt on opening, from the events
             assert _agree(journal, before) == before
             assert [s.item.review_id for s in list_items(journal)] == [review_id]

@@ -30,6 +30,10 @@ COMMANDS = [
     ["review", "audits"],
     ["acceptance", "status"],
 ]
+NOT_READING_EVENTS = [["runs", "list"], ["runs", "schema"], ["review", "audits"]]
+"""Commands that never read the events table's rows (opening a journal whose review index
+was checked at its schema revision reads none either): they answer from the pages they
+read."""
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +41,8 @@ def journal(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("damaged")
     good = write_jsonl(root / "in.jsonl", [panel(f"c{i}", ["1", "2", "2"]) for i in range(40)])
     path = root / "j.sqlite"
-    res = cli("decide", good, "--policy", write_policy(root / "p.yaml"), "--journal", path)
+    policy = write_policy(root / "p.yaml")
+    res = cli("decide", good, "--policy", policy, "--journal", path, "--run-id", "U")
     assert res.code == 0, res.err
     assert not Path(f"{path}-wal").exists() or Path(f"{path}-wal").stat().st_size == 0
     return path
@@ -62,11 +67,14 @@ def _damaged(journal: Path, to: Path) -> Path:
 
 
 @pytest.mark.parametrize("args", COMMANDS, ids=[" ".join(a) for a in COMMANDS])
-def test_every_reader_of_a_damaged_journal_exits_2(
+def test_every_reader_of_a_damaged_page_exits_2(
     journal: Path, tmp_path: Path, args: list[str]
 ) -> None:
     broken = _damaged(journal, tmp_path / "broken.sqlite")
     res = cli(*args, "--journal", broken)
+    if args in NOT_READING_EVENTS:
+        assert res.code == 0 and res.err == "", (res.code, res.err)
+        return
     assert res.code == 2, (res.code, res.err)
     assert res.err.startswith(f"error: journal {broken} is damaged"), res.err
     assert "malformed" in res.err and len(res.err.strip().splitlines()) == 1

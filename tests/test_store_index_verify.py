@@ -2,9 +2,11 @@
 
 Moving ``resolved_seq`` from one item to another in ``review_index`` keeps every count
 the same; it used to hide an open case, show a resolution on the wrong one, and leave
-``runs verify`` at OK. Opening the journal now compares every index row with what the
-events derive (item, run, position, reason, resolving event), rebuilds the index when
-they differ, and ``runs verify`` names the items whose row was wrong.
+``runs verify`` at OK. ``runs verify`` compares every index row of its run with what the
+events derive (item, run, position, reason, resolving event), names the items whose row
+was wrong and rebuilds the index; opening a journal not yet checked at its schema
+revision (one an upgrade reached) compares them all and rebuilds the index before
+anything is listed.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from cli_helpers import run_cli
 from dissensus.pipeline.review import list_items, resolve
 from dissensus.store import Journal, JournalReadOnly
 from dissensus.store.review_index import ReviewIndex
-from store_backends import raw
+from store_backends import UNMARK_INDEX, raw
 from test_review_queue import _escalated
 
 
@@ -45,22 +47,31 @@ def _move_resolution(target: str, source: str, dest: str) -> None:
         "DELETE FROM review_index WHERE run_id = 'run2'",
     ],
 )
-def test_an_edited_index_is_rebuilt_on_open_and_named_by_verify(
-    journal_target: str, edit: str
+@pytest.mark.parametrize("checked", [False, True], ids=["unchecked", "after-the-check"])
+def test_an_edited_index_is_named_by_verify_and_rebuilt(
+    journal_target: str, edit: str, checked: bool
 ) -> None:
+    """Edited in a journal not yet checked at its revision, the index is rebuilt on
+    opening, before anything is listed; edited after the check, ``runs verify`` finds it
+    (and rebuilds it). Verification names the items either way."""
     target = journal_target
     first, second = _journal_with_two_cases(target)
     if edit == "move":
         _move_resolution(target, first, second)  # every count stays the same
     else:
         raw(target, edit)
+    if not checked:
+        raw(target, UNMARK_INDEX)
     with Journal(target) as journal:
-        assert [s.item.review_id for s in list_items(journal)] == [second]
-        assert [s.item.review_id for s in list_items(journal, resolved_only=True)] == [first]
+        if not checked:
+            assert [s.item.review_id for s in list_items(journal)] == [second]
+            assert [s.item.review_id for s in list_items(journal, resolved_only=True)] == [first]
         reports = [journal.verify(r) for r in ("run1", "run2")]
         assert not all(r.ok for r in reports)
         assert any("review index row" in p for r in reports for p in r.problems)
         assert journal.review_index_agrees()
+        assert [s.item.review_id for s in list_items(journal)] == [second]
+        assert [s.item.review_id for s in list_items(journal, resolved_only=True)] == [first]
         assert {s.item.reason for s in list_items(journal, include_resolved=True)} != {
             "nothing to see"
         }
@@ -83,6 +94,7 @@ def test_a_read_only_journal_with_an_edited_index_lists_from_the_events(
     target = str(tmp_path / "j.sqlite")
     first, second = _journal_with_two_cases(target)
     _move_resolution(target, first, second)
+    raw(target, UNMARK_INDEX)  # as a journal an upgrade reached
 
     def read_only(self: ReviewIndex) -> int:
         raise JournalReadOnly("read-only")
@@ -108,6 +120,7 @@ def test_the_command_that_rebuilds_an_edited_index_says_so(tmp_path: Path) -> No
     target = str(tmp_path / "j.sqlite")
     _journal_with_two_cases(target)
     raw(target, "INSERT INTO review_index VALUES ('run1.999', 'run1', 3, 'forged', NULL)")
+    raw(target, UNMARK_INDEX)  # not checked at this revision: compared on opening
     res = run_cli("review", "list", "--journal", target)
     assert res.returncode == 0, res.stderr
     (line,) = [x for x in res.stderr.splitlines() if x.startswith("warning:")]
@@ -116,6 +129,7 @@ def test_the_command_that_rebuilds_an_edited_index_says_so(tmp_path: Path) -> No
     assert again.returncode == 0 and "warning" not in again.stderr
     with pytest.warns(UserWarning, match="review index differed"):
         raw(target, "DELETE FROM review_index WHERE run_id = 'run2'")
+        raw(target, UNMARK_INDEX)
         Journal(target).close()
 
 

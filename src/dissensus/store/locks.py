@@ -37,6 +37,7 @@ from pydantic import BaseModel
 from dissensus.store import clock
 from dissensus.store.backend import Backend, Row, SessionLocks
 from dissensus.store.log import SQLEventLog
+from dissensus.store.targets import is_run_id
 from dissensus.store.transactions import Transactions
 
 __all__ = ["RunLock", "RunLocks", "RunStatus", "pid_alive"]
@@ -108,7 +109,9 @@ class RunLocks:
         """The live holder of the run's lock (this process included), or ``None``; reads
         only. On PostgreSQL the server's session locks decide (a row its holder's ended
         session left behind names no one); on SQLite the row, unless its process on this
-        host is gone."""
+        host is gone; an id no run can have holds nothing, unasked."""
+        if not is_run_id(run_id):
+            return None
         backend = self._backend
         with backend.errors():
             rows = backend.rows("SELECT * FROM run_locks WHERE run_id = ?", (run_id,))

@@ -29,6 +29,15 @@ Choices where the design is silent:
   header returned is the one inserted: three round trips fewer per run on PostgreSQL
   (a single-panel request is a run of its own). A run that already existed is read and
   appended to as any other.
+* **Ids no run can have are not looked up.** A run is created only under a valid run id
+  (:func:`~dissensus.store.targets.check_run_id`), so every lookup by run id here
+  (:meth:`SQLEventLog.run`, which every door's lookup of a run goes through, and the
+  reads of a run's events) answers an id that is none (one holding a NUL, say) as it
+  answers a run the journal does not hold, without querying: no run
+  (:class:`~dissensus.store.errors.UnknownRun`, saying why no run can have that id),
+  no events. PostgreSQL's text cannot hold a NUL, and asking it about one was a
+  :class:`~dissensus.store.errors.JournalError` (a 503 on the service) where SQLite
+  answered 404.
 """
 
 from __future__ import annotations
@@ -39,7 +48,7 @@ from typing import Any, Protocol, cast
 from dissensus.errors import ConfigError
 from dissensus.quoting import quote_short
 from dissensus.store import clock
-from dissensus.store.backend import Backend
+from dissensus.store.backend import Backend, Row
 from dissensus.store.canonical import GENESIS, EventHasher, canonical
 from dissensus.store.errors import JournalConflict, RunExists, UnknownRun
 from dissensus.store.events import (
@@ -55,7 +64,7 @@ from dissensus.store.events import (
     stored_int,
     written_event,
 )
-from dissensus.store.targets import check_run_id, journal_option
+from dissensus.store.targets import check_run_id, is_run_id, journal_option
 from dissensus.store.transactions import Transactions
 
 __all__ = ["EventLog", "SQLEventLog"]
@@ -149,9 +158,12 @@ class SQLEventLog:
 
     def run(self, run_id: str, *, missing_ok: bool = False) -> RunInfo | None:
         """The run's header (``None`` with ``missing_ok`` when there is no such run,
-        :class:`~dissensus.store.errors.UnknownRun` without)."""
-        with self._backend.errors():
-            rows = self._backend.rows("SELECT * FROM runs WHERE run_id = ?", (run_id,))
+        :class:`~dissensus.store.errors.UnknownRun` without); an id no run can have is
+        not looked up."""
+        rows: list[Row] = []
+        if is_run_id(run_id):
+            with self._backend.errors():
+                rows = self._backend.rows("SELECT * FROM runs WHERE run_id = ?", (run_id,))
         if not rows:
             if missing_ok:
                 return None
@@ -186,6 +198,7 @@ class SQLEventLog:
         """Which of ``run_ids`` have their ``run.finished`` event journalled (one query per
         500 ids, below both back ends' bound on a statement's parameters)."""
         out: set[str] = set()
+        run_ids = [run_id for run_id in run_ids if is_run_id(run_id)]
         for start in range(0, len(run_ids), 500):
             chunk = tuple(run_ids[start : start + 500])
             marks = ", ".join("?" for _ in chunk)
@@ -295,6 +308,8 @@ class SQLEventLog:
         self, run_id: str, *, type: str | None = None, case: str | None = None
     ) -> Iterator[Event]:
         """A run's events in sequence order, optionally filtered by type and case."""
+        if not is_run_id(run_id):
+            return
         sql = "SELECT * FROM events WHERE run_id = ?"
         args: list[Any] = [run_id]
         if type is not None:
@@ -321,7 +336,7 @@ class SQLEventLog:
         """Which of ``cases`` (case refs) have at least one event in the run (500 refs
         per query)."""
         found: set[str] = set()
-        unique = list(dict.fromkeys(cases))
+        unique = list(dict.fromkeys(cases)) if is_run_id(run_id) else []
         for start in range(0, len(unique), 500):
             chunk = unique[start : start + 500]
             marks = ", ".join("?" * len(chunk))
@@ -335,15 +350,21 @@ class SQLEventLog:
 
     def rows(self, run_id: str) -> list[EventRow]:
         """The run's stored rows in sequence order, as they are (for verification)."""
+        if not is_run_id(run_id):
+            return []
         return self._event_rows("SELECT * FROM events WHERE run_id = ? ORDER BY seq", (run_id,))
 
     def get(self, run_id: str, key: str) -> Event | None:
         """The event stored under ``key``, if any."""
+        if not is_run_id(run_id):
+            return None
         rows = self._event_rows("SELECT * FROM events WHERE run_id = ? AND key = ?", (run_id, key))
         return event_from_row(rows[0]) if rows else None
 
     def type_at(self, run_id: str, seq: int) -> str | None:
         """The type of the run's event ``seq``, if there is one."""
+        if not is_run_id(run_id):
+            return None
         with self._backend.errors():
             rows = self._backend.rows(
                 "SELECT type FROM events WHERE run_id = ? AND seq = ?", (run_id, seq)
@@ -369,7 +390,7 @@ class SQLEventLog:
     def at(self, refs: Sequence[tuple[str, int]]) -> dict[tuple[str, int], Event]:
         """The events at ``(run_id, seq)`` positions, read in one query per 100."""
         out: dict[tuple[str, int], Event] = {}
-        refs = list(dict.fromkeys(refs))
+        refs = [ref for ref in dict.fromkeys(refs) if is_run_id(ref[0])]
         for start in range(0, len(refs), 100):
             chunk = refs[start : start + 100]
             where = " OR ".join(["(run_id = ? AND seq = ?)"] * len(chunk))

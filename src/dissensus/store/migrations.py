@@ -32,6 +32,14 @@ Choices where the design is silent:
   a PostgreSQL advisory lock) and reads the revision again under it, so two processes
   opening an old journal at once upgrade it once.
 * **No downgrades.** An older version refuses a newer journal; nothing is ever removed.
+* **The review index is checked again after an upgrade.** Applying any revision removes
+  the mark (``dissensus_meta`` key :data:`INDEX_CHECKED_KEY`) that says at which
+  revision the review index was last compared with its events: the next open compares
+  them (:meth:`~dissensus.store.review_index.ReviewIndex.check_on_open`), since a
+  journal an upgrade reached may have been written without the index, or by a version
+  that derived it otherwise. A change to what the index derives from the events is
+  therefore a revision too: older versions then refuse the journal, so every writer
+  after the check keeps the index as the check found it.
 """
 
 from __future__ import annotations
@@ -59,6 +67,7 @@ from dissensus.store.schema import (
 
 __all__ = [
     "CURRENT",
+    "INDEX_CHECKED_KEY",
     "REVISIONS",
     "JournalTooNew",
     "Revision",
@@ -138,6 +147,10 @@ REVISIONS: tuple[Revision, ...] = (
 CURRENT = REVISIONS[-1].number
 """The schema revision this version writes."""
 
+INDEX_CHECKED_KEY = "review_index_checked"
+"""The ``dissensus_meta`` key whose value is the schema revision at which the review
+index was last found to agree with the events (removed by every upgrade)."""
+
 REVISIONS_HISTORY_FROM = 2
 """The revision that created ``dissensus_revisions`` (rows are written from it on)."""
 
@@ -209,6 +222,8 @@ def apply(
         if revision.number >= REVISIONS_HISTORY_FROM:
             execute(history, (revision.number, revision.summary, at, by))
         execute(upsert, (str(revision.number),))
+    if todo:
+        execute("DELETE FROM dissensus_meta WHERE key = ?", (INDEX_CHECKED_KEY,))
     return todo
 
 

@@ -10,17 +10,30 @@ Choices where the design is silent:
 
 * **The chain stays the evidence.** The index is outside the hash chain; opening a
   journal whose index does not agree with its events (a journal of an older version, or
-  written by one, or an index edited outside dissensus) rebuilds it from the events
-  (:meth:`ReviewIndex.rebuild`) and warns (:class:`IndexRebuilt`, naming the items: the
-  command that opened it prints one ``warning:`` line), since after the rebuild nothing
-  of the difference is left for ``runs verify`` to report; a journal
-  that cannot be written then lists its queue from the events (:meth:`ReviewIndex.entries`
-  returns ``None``).
-* **Two checks.** The check made on every open is cheap (no payload parsed: the item id
-  is the event's ``<run>.<case>``); only when it finds a difference does the thorough one
-  (the rebuild's own derivation, reasons included) decide, so a journal whose events do
-  not fit the cheap check is not rebuilt on every open. Verification always checks
-  thoroughly.
+  written by one) rebuilds it from the events (:meth:`ReviewIndex.rebuild`) and warns
+  (:class:`IndexRebuilt`, naming the items: the command that opened it prints one
+  ``warning:`` line), since after the rebuild nothing of the difference is left for
+  ``runs verify`` to report; a journal that cannot be written then lists its queue from
+  the events (:meth:`ReviewIndex.entries` returns ``None``).
+* **Checked once per schema revision, not on every open.** Every writer that can open a
+  journal writes the index rows in the transaction of the events they derive from, so
+  neither a crash nor a concurrent writer leaves them apart; what can is a journal an
+  upgrade reached (written without the index, or by a version that derived it
+  otherwise). So the comparison with the events, which reads every review event, is made
+  when the journal's mark says it has not been made at this schema revision
+  (``dissensus_meta`` key :data:`~dissensus.store.migrations.INDEX_CHECKED_KEY`, removed
+  by every upgrade: :mod:`~dissensus.store.migrations`), and the mark is then written;
+  every later open reads that one row, so its cost does not grow with the journal's
+  history. A journal that cannot be written keeps no mark and is compared on every
+  open. An index edited outside dissensus after the check is found by ``runs verify`` of
+  its run (which compares thoroughly, names the items and rebuilds the index), by
+  :meth:`~dissensus.store.journal.Journal.review_index_agrees`, or on the next open when
+  the mark is removed with it.
+* **Two checks.** The comparison made on opening is cheap first (no payload parsed: the
+  item id is the event's ``<run>.<case>``); only when it finds a difference does the
+  thorough one (the rebuild's own derivation, reasons included) decide, so a journal
+  whose events do not fit the cheap check is not rebuilt on every open. Verification
+  always checks thoroughly.
 * **Standing resolution.** An item's resolving event is the first ``review.resolved``
   after its last ``review.reopened`` (none when it was reopened last).
 * **The database compares**, so no payload is sent over to check the index; except
@@ -44,8 +57,9 @@ from dissensus.deprecation import deprecated_names, renamed
 from dissensus.quoting import quote_short
 from dissensus.store import event_types as ev
 from dissensus.store.backend import Backend
-from dissensus.store.errors import JournalDamaged, JournalReadOnly
+from dissensus.store.errors import JournalBusy, JournalDamaged, JournalReadOnly
 from dissensus.store.events import Event, stored_int
+from dissensus.store.migrations import CURRENT, INDEX_CHECKED_KEY
 from dissensus.store.transactions import Transactions
 
 __all__ = [
@@ -299,20 +313,44 @@ class ReviewIndex:
         return sorted({row[0] for row in want ^ have})[:20]
 
     def check_on_open(self) -> None:
-        """Rebuild an index whose content disagrees with the events (when writable; a
-        read-only journal then lists its queue from the events). The items that differed
-        are kept for verification to report."""
-        if not self.differences(thorough=False):
+        """Unless the journal's mark says the index was checked at this schema revision
+        (one row read): rebuild an index whose content disagrees with the events (when
+        writable; a read-only journal then lists its queue from the events), then mark
+        it checked. The items that differed are kept for verification to report."""
+        if self.checked():
             return
-        differing = self.differences()
-        if not differing:
-            return
-        self.rebuilt_for = tuple(differing)
-        try:
-            self.rebuild()
-        except JournalReadOnly:
-            self.trusted = False
-            return
+        if self.differences(thorough=False) and (differing := self.differences()):
+            self.rebuilt_for = tuple(differing)
+            try:
+                self.rebuild()
+            except JournalReadOnly:
+                self.trusted = False
+                return
+            self._warn_rebuilt(differing)
+        self._mark_checked()
+
+    def checked(self) -> bool:
+        """Whether the journal's mark says its index was compared with the events (and
+        agreed, or was rebuilt) at this schema revision."""
+        with self._backend.errors():
+            rows = self._backend.rows(
+                "SELECT value FROM dissensus_meta WHERE key = ?", (INDEX_CHECKED_KEY,)
+            )
+        return bool(rows) and rows[0]["value"] == str(CURRENT)
+
+    def _mark_checked(self) -> None:
+        """Write the mark (not on a journal that cannot be written: it is checked on every
+        open; nor while another writer holds the lock past the busy timeout: the next open
+        checks again)."""
+        backend = self._backend
+        with suppress(JournalReadOnly, JournalBusy), self._tx.transaction(), backend.errors():
+            backend.exec(
+                "INSERT INTO dissensus_meta (key, value) VALUES (?, ?) "
+                "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                (INDEX_CHECKED_KEY, str(CURRENT)),
+            )
+
+    def _warn_rebuilt(self, differing: Sequence[str]) -> None:
         shown = ", ".join(quote_short(rid) for rid in differing[:5])
         if len(differing) > 5:
             shown += f" and {len(differing) - 5} more"
@@ -322,7 +360,7 @@ class ReviewIndex:
                 f"item(s) ({shown}): rebuilt from the events (an edit outside dissensus, "
                 "or a journal written by an older version)"
             ),
-            stacklevel=2,
+            stacklevel=3,
         )
 
     def problems(self, run_id: str) -> list[str]:

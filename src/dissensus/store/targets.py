@@ -28,7 +28,9 @@ A journal *target* is an SQLite file path (``":memory:"`` for a throw-away one) 
   it is the one the bare command would open (``$DISSENSUS_JOURNAL``, else
   :data:`DEFAULT_JOURNAL`): copied as shown, it acts on the journal the message is about.
 * **Run ids** are limited to what is safe in file names, URLs, shells and review ids
-  (:data:`RUN_ID_PATTERN`).
+  (:data:`RUN_ID_PATTERN`). A run is created only under such an id, so a lookup of any
+  other id (one holding a NUL, which PostgreSQL's text cannot even be asked about)
+  finds no run without querying (:func:`is_run_id`): both back ends give one answer.
 * **Busy timeout.** A writer waits up to ``$DISSENSUS_JOURNAL_BUSY_TIMEOUT`` seconds
   (default 30) for another writer's lock.
 """
@@ -51,6 +53,7 @@ __all__ = [
     "check_postgres_url",
     "check_run_id",
     "is_postgres_url",
+    "is_run_id",
     "journal_option",
     "journal_path",
     "mask_url",
@@ -114,9 +117,19 @@ RUN_ID_PATTERN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
 at most 128 characters: safe in file names, URLs, shells and review ids."""
 
 
+def is_run_id(run_id: object) -> bool:
+    """Whether ``run_id`` is a valid run id (:data:`RUN_ID_PATTERN`, never ``..``): the
+    only ids a run can have, so a lookup of any other finds nothing without asking."""
+    return (
+        isinstance(run_id, str)
+        and RUN_ID_PATTERN.fullmatch(run_id) is not None
+        and (".." not in run_id)
+    )
+
+
 def check_run_id(run_id: str) -> str:
     """``run_id`` when it is a valid run id (:data:`RUN_ID_PATTERN`); ConfigError otherwise."""
-    if not isinstance(run_id, str) or RUN_ID_PATTERN.fullmatch(run_id) is None or ".." in run_id:
+    if not is_run_id(run_id):
         shown = repr(run_id) if len(str(run_id)) <= 80 else repr(str(run_id)[:80]) + "..."
         raise ConfigError(
             f"invalid run id {shown}: use 1-128 letters, digits, '_', '-' or '.' "
