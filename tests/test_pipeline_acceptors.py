@@ -102,18 +102,24 @@ _VOTES = st.lists(st.sampled_from(["A", "B", None]), min_size=2, max_size=5)
 
 
 @pytest.fixture(scope="module")
-def tfidf_acceptance(tmp_path_factory: pytest.TempPathFactory) -> str:
-    """An acceptance file calibrated (TF-IDF) on the bundled LLMBar panels."""
+def tfidf_acceptance(tmp_path_factory: pytest.TempPathFactory) -> dict[bool, str]:
+    """Acceptance files calibrated (TF-IDF) on the bundled LLMBar panels, by whether the
+    policy's guard is enabled (a file is used with the guard setting it was calibrated with)."""
     from dissensus.cli import main
 
     where = tmp_path_factory.mktemp("acceptance")
-    policy = where / "policy.yaml"
-    policy.write_text("reading:\n  similarity: tfidf\n")
-    out = where / "A.json"
     panels = Path(__file__).resolve().parent.parent / "examples" / "llmbar-swap.jsonl"
-    argv = ["calibrate-acceptance", str(panels), "--policy", str(policy), "--out", str(out)]
-    assert main([*argv, "--target-precision", "0.8", "--json"]) == 0
-    return str(out)
+    files: dict[bool, str] = {}
+    for guard in (True, False):
+        policy = where / f"policy-{guard}.yaml"
+        policy.write_text(
+            f"reading:\n  similarity: tfidf\nguard:\n  enabled: {str(guard).lower()}\n"
+        )
+        out = where / f"A-{guard}.json"
+        argv = ["calibrate-acceptance", str(panels), "--policy", str(policy), "--out", str(out)]
+        assert main([*argv, "--target-precision", "0.8", "--json"]) == 0
+        files[guard] = str(out)
+    return files
 
 
 @settings(
@@ -129,7 +135,7 @@ def tfidf_acceptance(tmp_path_factory: pytest.TempPathFactory) -> str:
     rounds=st.sampled_from([0, 1, 2]),
 )
 def test_the_judged_population_is_the_one_decide_judges(
-    tfidf_acceptance: str,
+    tfidf_acceptance: dict[bool, str],
     decisions: list[str | None],
     evidence: bool,
     same_family: bool,
@@ -154,7 +160,7 @@ def test_the_judged_population_is_the_one_decide_judges(
                 else {"convergent_disagreement_without_values": cd}
             ),
             "seek_context": {"followup": followup, "max_followups": rounds},
-            "acceptance": {"model": tfidf_acceptance},
+            "acceptance": {"model": tfidf_acceptance[guard]},
         }
     )
     data = panel(

@@ -1,7 +1,9 @@
 """The acceptance file (``ACCEPT.json``): format, self-hash, save and load.
 
 The file holds everything needed to apply and audit an acceptance model: the format
-version, the feature settings and list, the library versions it was fitted with, the
+version, the feature settings (with, since they are recorded, the reading thresholds and
+guard settings the features were computed with: :class:`CalibratedReading`,
+:class:`CalibratedGuard`; absent from older files, and left out when not recorded) and list, the library versions it was fitted with, the
 cross-fitted fold models as plain JSON (coefficients, no pickle; a new case is scored by
 one of them, see :mod:`dissensus.acceptance.fit`), the threshold and the guarantee it
 carries (target precision, delta, minimum accepted), the calibration size and the
@@ -77,8 +79,10 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    SerializerFunctionWrapHandler,
     ValidationError,
     ValidationInfo,
+    model_serializer,
     model_validator,
 )
 
@@ -95,6 +99,8 @@ from dissensus.types import JsonObject
 __all__ = [
     "ACCEPTANCE_FORMAT",
     "AcceptanceFile",
+    "CalibratedGuard",
+    "CalibratedReading",
     "FeatureSettings",
     "canonical_hash",
     "load_acceptance",
@@ -167,8 +173,57 @@ def _counts(where: str, n: int, accepted: int, correct: int) -> None:
         )
 
 
+class CalibratedReading(BaseModel):
+    """The reading thresholds calibration read the panels with, as effective values (a
+    threshold the policy left to the backend's default is written out): the reading
+    state one-hot features depend on them."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+    theta_s: float = Field(ge=-1.0, le=1.0, allow_inf_nan=False)
+    """Reasoning-similarity threshold."""
+    theta_a: float = Field(ge=0.0, le=1.0, allow_inf_nan=False)
+    """Conclusion-agreement threshold."""
+
+
+class CalibratedGuard(BaseModel):
+    """The guard settings calibration computed the guard features with."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+    enabled: bool
+    """The policy's ``guard.enabled`` (a disabled guard gives no guard features)."""
+    options: dict[str, Any] = Field(default_factory=dict)
+    """The guard's thresholds (``guard.options``), every one written out."""
+    calibration_sha256: str | None = None
+    """sha256 of the guard calibration file's bytes (``guard.calibration``), ``None``
+    without one."""
+
+    @model_validator(mode="after")
+    def _valid(self) -> CalibratedGuard:
+        from dissensus.guard import GuardThresholds
+
+        try:
+            GuardThresholds.model_validate(self.options)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(["options", *(str(p) for p in first["loc"])])
+            raise Inconsistent(where, str(first["msg"])) from None
+        if self.calibration_sha256 is not None and not _SHA256.fullmatch(self.calibration_sha256):
+            raise Inconsistent("calibration_sha256", "not a sha256 (64 lowercase hex digits)")
+        return self
+
+
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+
+
 class FeatureSettings(BaseModel):
-    """How the features were computed (the pipeline computes them the same way)."""
+    """How the features were computed (the pipeline computes them the same way).
+
+    ``reading`` and ``guard`` record the settings calibration computed the features with
+    (``calibrate-acceptance`` writes them; ``None``: not recorded, as in files written
+    before they were, and then left out of the file); a run whose policy differs is
+    refused (:func:`dissensus.acceptance.prepare.check_calibrated_settings`)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
@@ -180,6 +235,20 @@ class FeatureSettings(BaseModel):
     """Marker lexicon (``concession`` / ``grounding``) for the optional margin feature; off when ``None``."""
     user: list[str] = Field(default_factory=list)
     """User feature callables, ``module:function``."""
+    reading: CalibratedReading | None = None
+    """The reading thresholds calibration used (``None``: not recorded)."""
+    guard: CalibratedGuard | None = None
+    """The guard settings calibration used (``None``: not recorded)."""
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """The settings without the records left unrecorded: a file that records neither
+        is written as before they existed."""
+        data: dict[str, Any] = handler(self)
+        for key in ("reading", "guard"):
+            if data.get(key) is None:
+                data.pop(key, None)
+        return data
 
 
 class AcceptanceFile(BaseModel):

@@ -13,6 +13,13 @@ compute the guard features with, so a case scores the same in both.
 Choices where the design is silent: a panel with fewer than two votes, or a run whose
 policy disables the guard, has no guard features (as the pipeline's guard step).
 
+The settings the features depend on are recorded in the file
+(:func:`calibrated_settings`: the effective reading thresholds, the guard's switch, every
+option written out, and the sha256 of the guard calibration file's bytes) and a deciding
+policy that differs is refused (:func:`check_calibrated_settings`, called when a run's
+specification is built): values compare as effective ones (left out = the default), and
+two disabled guards compare equal whatever their options and calibration.
+
 User features (``module:function``) are code. Named on ``calibrate-acceptance``'s
 command line (``--feature``), they are the user's own opt-in; named by an acceptance
 file (``settings.user``), they run only when the deciding run allows code
@@ -62,7 +69,13 @@ from dissensus.acceptance.features import (
     first_bad,
     second_pairs,
 )
-from dissensus.acceptance.file import AcceptanceFile, FeatureSettings, load_acceptance
+from dissensus.acceptance.file import (
+    AcceptanceFile,
+    CalibratedGuard,
+    CalibratedReading,
+    FeatureSettings,
+    load_acceptance,
+)
 from dissensus.acceptance.fit import case_key
 from dissensus.errors import ConfigError
 from dissensus.loading import load_callable
@@ -75,7 +88,9 @@ __all__ = [
     "GuardInputs",
     "LearnedAcceptance",
     "acceptance_guard",
+    "calibrated_settings",
     "candidates_for",
+    "check_calibrated_settings",
     "check_user_features",
     "load_user_features",
     "panel_case_key",
@@ -99,6 +114,123 @@ class GuardInputs:
         """The guard inputs of ``policy`` with its loaded guard calibration."""
         guard = policy.guard
         return cls(calibration=calibration, options=dict(guard.options), enabled=guard.enabled)
+
+
+def calibrated_settings(
+    policy: Any, *, guard_calibration_sha256: str | None = None
+) -> tuple[CalibratedReading, CalibratedGuard]:
+    """The reading and guard settings of ``policy`` as an acceptance file records them
+    (:attr:`FeatureSettings.reading` / :attr:`FeatureSettings.guard`): the effective
+    thresholds (a default written out) and the sha256 of the bytes of the guard
+    calibration file it names (``guard_calibration_sha256``). A :class:`ConfigError`
+    when the policy's backend has no default ``theta_s`` and the policy gives none."""
+    from dissensus.pipeline.policy import guard_thresholds
+    from dissensus.states.reading import Thresholds
+
+    rd = policy.reading
+    th = Thresholds.for_similarity(rd.similarity, rd.theta_s, rd.theta_a)
+    reading = CalibratedReading(theta_s=th.theta_s, theta_a=th.theta_a)
+    guard = CalibratedGuard(
+        enabled=policy.guard.enabled,
+        options=guard_thresholds(policy).model_dump(mode="json"),
+        calibration_sha256=guard_calibration_sha256 if policy.guard.calibration else None,
+    )
+    return reading, guard
+
+
+_RECALIBRATE = (
+    "its features would not mean the same; calibrate with this policy "
+    "(calibrate-acceptance --policy)"
+)
+
+
+def check_calibrated_settings(
+    settings: FeatureSettings,
+    policy: Any,
+    *,
+    guard_calibration_sha256: str | None,
+    policy_file: str | None = None,
+) -> None:
+    """Refuse ``policy`` when it reads or guards otherwise than the calibration the
+    acceptance file records (``settings.reading`` / ``settings.guard``; one not
+    recorded is not compared): a :class:`ConfigError` naming ``policy_file`` and the
+    policy's field. Thresholds compare as effective values (omitted = the backend's
+    default); a disabled guard gives no guard features, so two disabled guards compare
+    equal whatever their options and calibration."""
+    if settings.reading is not None:
+        _check_reading(settings.reading, policy, policy_file)
+    if settings.guard is not None:
+        _check_guard(settings.guard, policy, guard_calibration_sha256, policy_file)
+
+
+def _check_reading(recorded: CalibratedReading, policy: Any, policy_file: str | None) -> None:
+    from dissensus.states.reading import Thresholds
+
+    rd = policy.reading
+    try:
+        th = Thresholds.for_similarity(rd.similarity, rd.theta_s, rd.theta_a)
+        now: dict[str, float | None] = {"theta_s": th.theta_s, "theta_a": th.theta_a}
+    except ConfigError:  # a backend without a default theta_s, and none given
+        now = {"theta_s": rd.theta_s, "theta_a": rd.theta_a}
+    for name in ("theta_s", "theta_a"):
+        then = getattr(recorded, name)
+        if now[name] == then:
+            continue
+        shown = "no value (its backend has no default)" if now[name] is None else f"{now[name]}"
+        if name == "theta_s" and rd.theta_s is None and now[name] is not None:
+            shown += f" (the default of {rd.similarity})"
+        raise ConfigError(
+            f"the acceptance file was calibrated with {name} {then}, this policy reads "
+            f"with {shown}: {_RECALIBRATE}",
+            file=policy_file,
+            field=f"reading.{name}",
+        )
+
+
+def _check_guard(
+    recorded: CalibratedGuard, policy: Any, sha256: str | None, policy_file: str | None
+) -> None:
+    from dissensus.guard import GuardThresholds
+    from dissensus.pipeline.policy import guard_thresholds
+
+    guard = policy.guard
+    if recorded.enabled != guard.enabled:
+
+        def said(on: bool) -> str:
+            return "enabled" if on else "disabled"
+
+        raise ConfigError(
+            f"the acceptance file was calibrated with the guard {said(recorded.enabled)}, "
+            f"this policy's guard is {said(guard.enabled)}: {_RECALIBRATE}",
+            file=policy_file,
+            field="guard.enabled",
+        )
+    if not guard.enabled:
+        return  # no guard features either way
+    then = GuardThresholds.model_validate(recorded.options).model_dump(mode="json")
+    now = guard_thresholds(policy).model_dump(mode="json")
+    for key, value in then.items():
+        if now.get(key) != value:
+            raise ConfigError(
+                f"the acceptance file was calibrated with guard option {key} {value!r}, "
+                f"this policy's guard uses {now.get(key)!r}: {_RECALIBRATE}",
+                file=policy_file,
+                field=f"guard.options.{key}",
+            )
+    ours = sha256 if guard.calibration else None
+    if recorded.calibration_sha256 != ours:
+        before = (
+            f"guard calibration sha256 {recorded.calibration_sha256[:12]}"
+            if recorded.calibration_sha256
+            else "no guard calibration"
+        )
+        after = f"{guard.calibration} (sha256 {ours[:12]})" if ours else "none"
+        raise ConfigError(
+            f"the acceptance file was calibrated with {before}, this policy's guard "
+            f"calibration is {after}: {_RECALIBRATE}",
+            file=policy_file,
+            field="guard.calibration",
+        )
 
 
 USER_FIELD = "settings.user"

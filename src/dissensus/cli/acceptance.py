@@ -441,6 +441,7 @@ def calibrate_acceptance_cmd(
     from dissensus.acceptance.fit import single_gold
     from dissensus.acceptance.prepare import (
         GuardInputs,
+        calibrated_settings,
         candidates_for,
         load_user_features,
         prepare_cases,
@@ -448,9 +449,11 @@ def calibrate_acceptance_cmd(
     from dissensus.io.jsonl import RejectSink
     from dissensus.pipeline import load_policy, policy_guard_calibration
     from dissensus.pipeline.gates import judged_by_acceptance
+    from dissensus.pipeline.spec import file_sha256
     from dissensus.states import Thresholds, get_backend, read_panels
 
     policy, policy_dir = load_policy(policy_path)
+    where: Path | None = None
     if policy.guard.calibration:  # read below: not an output either
         named = Path(policy.guard.calibration)
         where = named if named.is_absolute() or policy_dir is None else policy_dir / named
@@ -459,9 +462,19 @@ def calibrate_acceptance_cmd(
     guard = GuardInputs.from_policy(
         policy, policy_guard_calibration(policy, policy_dir, policy_path)
     )
+    # The guard calibration's bytes, hashed as a run's specification hashes them.
+    guard_sha256 = file_sha256(where) if where is not None else None
+    # A module:function backend runs the user's code: the policy's allow_code, as decide.
+    backend = get_backend(policy.reading.similarity, allow_code=policy.allow_code or None)
+    thresholds = Thresholds.for_model(backend.name, policy.reading.theta_s, policy.reading.theta_a)
     # The optional features are chosen here and recorded in the file, which decide
-    # follows; the margin score counts the policy's own marker lexicon.
+    # follows; the margin score counts the policy's own marker lexicon. The reading
+    # thresholds and guard settings the features are computed with are recorded too: a
+    # run whose policy differs is refused.
     lexicon = policy.acceptance.markers
+    calibrated_reading, calibrated_guard = calibrated_settings(
+        policy, guard_calibration_sha256=guard_sha256
+    )
     settings = FeatureSettings(
         similarity=policy.reading.similarity,
         reasoning=reasoning,
@@ -469,10 +482,9 @@ def calibrate_acceptance_cmd(
         if markers
         else None,
         user=list(feature or []),
+        reading=calibrated_reading,
+        guard=calibrated_guard,
     )
-    # A module:function backend runs the user's code: the policy's allow_code, as decide.
-    backend = get_backend(policy.reading.similarity, allow_code=policy.allow_code or None)
-    thresholds = Thresholds.for_model(backend.name, policy.reading.theta_s, policy.reading.theta_a)
     cases: list[Any] = []
     golds: list[str] = []
     judged: list[bool] = []

@@ -44,7 +44,12 @@ from dissensus.pipeline.engine import decide_case
 from dissensus.pipeline.policy import Policy, load_policy, policy_from_dict
 from dissensus.pipeline.records import CaseRecord, Resolution, ReviewItem
 from dissensus.pipeline.runtime import Runtime
-from dissensus.pipeline.spec import PolicyLike, RunSpec, SpecFile
+from dissensus.pipeline.spec import (
+    PolicyLike,
+    RunSpec,
+    SpecFile,
+    check_guard_calibration_object,
+)
 from dissensus.pipeline.steps import (
     AcceptanceStep,
     ConcordStep,
@@ -174,6 +179,7 @@ async def adecide(
         if calibration is not None:
             update["calibration"] = _model_or_data(CalibrationFile, calibration, "calibration")
         if guard_calibration is not None:
+            check_guard_calibration_object(spec.acceptance)
             update["guard_calibration"] = _model_or_data(
                 ReliabilityFit, guard_calibration, "guard_calibration"
             )

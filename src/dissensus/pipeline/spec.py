@@ -35,6 +35,12 @@ Choices where the design is silent:
   imported when the spec is built, so no door accepts one it cannot load; so are the
   user features a learned acceptance file names (``settings.user``,
   :func:`dissensus.acceptance.prepare.check_user_features`).
+* **Same features.** A learned acceptance file that records the reading thresholds and
+  guard settings its features were computed with (``settings.reading`` /
+  ``settings.guard``) is refused when the policy differs, naming the policy's field
+  (:func:`dissensus.acceptance.prepare.check_calibrated_settings`; the guard calibration
+  compares by the sha256 of its file's bytes, as :attr:`RunSpec.files` holds it); a file
+  that records neither is used as before.
 * **Overrides** (``similarity``, ``deadline_s``, ``concurrency``) are written into the
   spec's policy, so the journal shows the settings the run really used.
 * **Resume.** :meth:`RunSpec.check_files` refuses a file whose bytes changed since the
@@ -82,6 +88,7 @@ __all__ = [
     "PolicyLike",
     "RunSpec",
     "SpecFile",
+    "check_guard_calibration_object",
     "file_sha256",
     "policy_calibration",
     "policy_guard_calibration",
@@ -190,7 +197,8 @@ class RunSpec(BaseModel):
         learned, learned_path = _learned(pol, base, policy_file, acceptance)
         if learned_path is not None:
             files.append(_spec_file("acceptance.model", learned_path))
-            pol = _read_as_calibrated(learned, pol, policy_file)
+            guard_sha256 = next((f.sha256 for f in files if f.role == "guard.calibration"), None)
+            pol = _read_as_calibrated(learned, pol, policy_file, guard_sha256)
             _check_user_features(learned, pol, learned_path)
         env = environ if environ is not None else os.environ
         spec_model = model or pol.seek_context.model or env.get(MODEL_ENV) or None
@@ -239,7 +247,12 @@ class RunSpec(BaseModel):
         )
         if similarity is not None:
             _check_similarity_code(policy, self.policy_file, True)
-            policy = _read_as_calibrated(self.acceptance, policy, self.policy_file)
+            policy = _read_as_calibrated(
+                self.acceptance,
+                policy,
+                self.policy_file,
+                self.digests().get("guard.calibration"),
+            )
         if model:
             from dissensus.llm.resolve import check_model_spec
 
@@ -503,18 +516,63 @@ def _check_calibrated_similarity(
 
 
 def _read_as_calibrated(
-    learned: Mapping[str, Any] | None, policy: Policy, policy_file: str | None
+    learned: Mapping[str, Any] | None,
+    policy: Policy,
+    policy_file: str | None,
+    guard_sha256: str | None = None,
 ) -> Policy:
     """``policy`` (refused when learned acceptance was calibrated with another similarity
-    backend). Names of one backend are one backend (``all-MiniLM-L6-v2`` is ``minilm``):
-    the policy then names it as the acceptance file does, so what reads the spec later
-    compares equal names."""
+    backend, or with other reading thresholds or guard settings than the file records:
+    :func:`_check_calibrated_settings`). Names of one backend are one backend
+    (``all-MiniLM-L6-v2`` is ``minilm``): the policy then names it as the acceptance file
+    does, so what reads the spec later compares equal names."""
     _check_calibrated_similarity(learned, policy, policy_file)
+    _check_calibrated_settings(learned, policy, policy_file, guard_sha256)
     calibrated_with = ((learned or {}).get("settings") or {}).get("similarity")
     if not calibrated_with or calibrated_with == policy.reading.similarity:
         return policy
     reading = policy.reading.model_copy(update={"similarity": str(calibrated_with)})
     return policy.model_copy(update={"reading": reading})
+
+
+def _check_calibrated_settings(
+    learned: Mapping[str, Any] | None,
+    policy: Policy,
+    policy_file: str | None,
+    guard_sha256: str | None,
+) -> None:
+    """Refuse a policy that reads or guards otherwise than the calibration the acceptance
+    file records (``settings.reading`` / ``settings.guard``; ``guard_sha256``: the sha256
+    of the guard calibration file the policy names):
+    :func:`dissensus.acceptance.prepare.check_calibrated_settings`. A file that records
+    neither (written before they were recorded) is not compared."""
+    recorded = (learned or {}).get("settings") or {}
+    if recorded.get("reading") is None and recorded.get("guard") is None:
+        return
+    from dissensus.acceptance.file import FeatureSettings
+    from dissensus.acceptance.prepare import check_calibrated_settings
+
+    # Already validated with the file; read as the run keeps it (a journalled copy too).
+    settings = FeatureSettings.model_validate(recorded, strict=False)
+    check_calibrated_settings(
+        settings, policy, guard_calibration_sha256=guard_sha256, policy_file=policy_file
+    )
+
+
+def check_guard_calibration_object(learned: Mapping[str, Any] | None) -> None:
+    """Refuse a guard calibration given as an object (not a file the policy names) beside
+    an acceptance file that records the guard calibration its features were computed with:
+    it records the file's sha256, which an object has none of to compare (a
+    :class:`ConfigError` naming ``guard_calibration``). A file that records no guard, or a
+    disabled one (no guard features), takes any."""
+    guard = ((learned or {}).get("settings") or {}).get("guard")
+    if isinstance(guard, Mapping) and guard.get("enabled"):
+        raise ConfigError(
+            "the acceptance file records the guard calibration its features were computed "
+            "with by the sha256 of its file, and an object has no file to compare: name the "
+            "file in the policy (guard.calibration) instead",
+            field="guard_calibration",
+        )
 
 
 PolicyLike = RunSpec | Policy | Mapping[str, Any] | str | os.PathLike[str] | None

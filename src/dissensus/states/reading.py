@@ -66,7 +66,7 @@ from dissensus.cases import as_panel
 from dissensus.errors import ConfigError, InputError
 from dissensus.io.limits import MAX_AGENTS
 from dissensus.quoting import quote_short
-from dissensus.states.similarity import EmbeddingBackend, SimilarityBackend, embeds
+from dissensus.states.similarity import EmbeddingBackend, SimilarityBackend, backend_key, embeds
 from dissensus.types import OutputLike, PanelLike, trusted
 
 __all__ = [
@@ -141,6 +141,20 @@ class Thresholds(BaseModel):
                 )
             theta_s = DEFAULT_THETA_S[model]
         return cls(theta_s=theta_s, theta_a=DEFAULT_THETA_A if theta_a is None else theta_a)
+
+    @classmethod
+    def for_similarity(
+        cls, similarity: str | None, theta_s: float | None = None, theta_a: float | None = None
+    ) -> Thresholds:
+        """:meth:`for_model` of the backend the name ``similarity`` makes, whatever its
+        spelling (:func:`~dissensus.states.similarity.backend_key`), without loading it:
+        the thresholds a reader with that backend uses."""
+        from dissensus.states.encoder import MINILM_NAME
+        from dissensus.states.static import STATIC_NAME
+
+        key = backend_key(similarity)
+        model = {"minilm": MINILM_NAME, "static": STATIC_NAME}.get(key, key)
+        return cls.for_model(model, theta_s, theta_a)
 
 
 class Reading(BaseModel):

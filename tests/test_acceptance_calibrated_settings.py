@@ -1,0 +1,339 @@
+"""An acceptance file records the reading thresholds and guard settings its features were
+computed with (``settings.reading`` / ``settings.guard``), and a run whose policy reads or
+guards otherwise is refused when its specification is built, naming the policy's field."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from cli_helpers import cli
+from dissensus.errors import ConfigError
+from dissensus.pipeline import RunSpec
+from dissensus.pipeline.policy import policy_from_dict
+
+REPO = Path(__file__).resolve().parent.parent
+PANELS = REPO / "examples" / "llmbar-swap.jsonl"
+FIRST = json.loads(PANELS.read_text(encoding="utf-8").splitlines()[0])
+
+
+def _guard_file(path: Path, flip: int) -> Path:
+    """A guard calibration (``dissensus calibrate``); ``flip`` more cases change it."""
+    from dissensus.guard import fit_reliability
+    from dissensus.types import Vote, VoteCase
+
+    cases = [
+        VoteCase(
+            id=str(i),
+            votes=[
+                Vote(
+                    agent=agent,
+                    answer="1" if (i + k) % 4 else "2",
+                    evidence_source=f"kb:{k}",
+                    evidence_present=True,
+                )
+                for k, agent in enumerate(("a1", "a2", "a3"))
+            ],
+            gold="1",
+        )
+        for i in range(24 + flip)
+    ]
+    path.write_text(fit_reliability(cases).model_dump_json(), encoding="utf-8")
+    return path
+
+
+def _policy(path: Path, **sections: dict[str, Any]) -> Path:
+    data: dict[str, Any] = {"reading": {"similarity": "tfidf"}}
+    for name, section in sections.items():
+        data[name] = {**data.get(name, {}), **section}
+    path.write_text(yaml.safe_dump(data), encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``A.json`` calibrated by the CLI under ``p03.yaml`` (tfidf, theta_s 0.3);
+    ``G.json`` under ``guarded.yaml`` (tfidf's default theta_s, guard calibration
+    ``g1.json``, an option changed)."""
+    root = tmp_path_factory.mktemp("accset")
+    _guard_file(root / "g1.json", 0)
+    _guard_file(root / "g2.json", 1)
+    _policy(root / "p03.yaml", reading={"theta_s": 0.3})
+    guarded = {"calibration": "g1.json", "options": {"max_fallback_agreement": 0.9}}
+    _policy(root / "guarded.yaml", guard=guarded)
+    for policy, out in (("p03.yaml", "A.json"), ("guarded.yaml", "G.json")):
+        res = cli(
+            "calibrate-acceptance", PANELS, "--policy", root / policy, "--out", root / out,
+            "--target-precision", "0.8", "--json",
+        )  # fmt: skip
+        assert res.code == 0, res.err
+    return root
+
+
+def _refused(source: Any, field: str, **kwargs: Any) -> ConfigError:
+    with pytest.raises(ConfigError) as err:
+        RunSpec.from_policy(source, **kwargs)
+    assert err.value.field == field, str(err.value)
+    return err.value
+
+
+def test_calibrate_acceptance_records_the_reading_and_guard_it_computed_with(world: Path) -> None:
+    from dissensus.acceptance import canonical_hash, load_acceptance
+    from dissensus.guard import GuardThresholds
+    from dissensus.pipeline.spec import file_sha256
+
+    acc = load_acceptance(world / "A.json")  # the sha256 covers the records
+    assert acc.settings.reading is not None and acc.settings.guard is not None
+    assert (acc.settings.reading.theta_s, acc.settings.reading.theta_a) == (0.3, 0.8)
+    assert acc.settings.guard.enabled and acc.settings.guard.calibration_sha256 is None
+    assert acc.settings.guard.options == GuardThresholds().model_dump(mode="json")
+    guarded = load_acceptance(world / "G.json").settings
+    assert guarded.reading is not None and guarded.reading.theta_s == 0.39  # tfidf's default
+    assert guarded.guard is not None
+    assert guarded.guard.calibration_sha256 == file_sha256(world / "g1.json")
+    assert guarded.guard.options["max_fallback_agreement"] == 0.9
+    data = json.loads((world / "A.json").read_text(encoding="utf-8"))
+    assert data["sha256"] == canonical_hash(data)
+    # An edited record no longer matches the file's sha256.
+    data["settings"]["reading"]["theta_s"] = 0.5
+    edited = world / "edited.json"
+    edited.write_text(json.dumps(data), encoding="utf-8")
+    with pytest.raises(ConfigError, match="does not match its sha256"):
+        load_acceptance(edited)
+
+
+def test_deciding_with_another_theta_s_is_refused_naming_the_field(world: Path) -> None:
+    from dissensus.pipeline import decide
+
+    p05 = _policy(world / "p05.yaml", reading={"theta_s": 0.5})
+    res = cli(
+        "decide", PANELS, "--policy", p05, "--acceptance", world / "A.json",
+        "--journal", world / "refused.sqlite",
+    )  # fmt: skip
+    assert res.code == 2
+    assert f"{p05}: field 'reading.theta_s': the acceptance file was calibrated with " in res.err
+    assert "theta_s 0.3, this policy reads with 0.5: its features would not mean the same; " in (
+        " ".join(res.err.split())
+    )
+    assert "calibrate-acceptance --policy" in " ".join(res.err.split())
+    assert not (world / "refused.sqlite").exists()  # refused before any run
+    # The library's decide, with the file named by the policy.
+    data = {"reading": {"similarity": "tfidf", "theta_s": 0.5}}
+    data["acceptance"] = {"model": str(world / "A.json")}
+    with pytest.raises(ConfigError, match=r"calibrated with theta_s 0\.3") as err:
+        decide(FIRST, data)
+    assert err.value.field == "reading.theta_s"
+    # The omitted theta_s reads with tfidf's default (0.39): refused too, saying so.
+    omitted = {"reading": {"similarity": "tfidf"}}
+    refused = _refused(omitted, "reading.theta_s", acceptance=world / "A.json")
+    assert "0.39 (the default of tfidf)" in str(refused)
+    theta_a = {"reading": {"similarity": "tfidf", "theta_s": 0.3, "theta_a": 0.6}}
+    _refused(theta_a, "reading.theta_a", acceptance=world / "A.json")
+
+
+def test_the_same_settings_decide(world: Path) -> None:
+    from dissensus.pipeline import decide
+
+    res = cli(
+        "decide", PANELS, "--policy", world / "p03.yaml", "--acceptance", world / "A.json",
+        "--journal", world / "same.sqlite", "-o", world / "same.jsonl",
+    )  # fmt: skip
+    assert res.code == 0, res.err
+    records = [json.loads(x) for x in (world / "same.jsonl").read_text().splitlines()]
+    assert len(records) == 150 and any(r["acceptance"] for r in records)
+    data = {"reading": {"similarity": "tfidf", "theta_s": 0.3}}
+    data["acceptance"] = {"model": str(world / "A.json")}
+    assert decide(FIRST, data).state
+    # The default written out and the default omitted are one setting.
+    for reading in ({"similarity": "tfidf"}, {"similarity": "tfidf", "theta_s": 0.39}):
+        written = _policy(world / "written.yaml", reading=reading, guard={
+            "calibration": "g1.json", "options": {"max_fallback_agreement": 0.9}})  # fmt: skip
+        assert RunSpec.from_policy(written, acceptance=world / "G.json").acceptance is not None
+
+
+def test_other_guard_settings_are_refused(world: Path) -> None:
+    acc = world / "G.json"
+    same = {"calibration": "g1.json", "options": {"max_fallback_agreement": 0.9}}
+    option = _policy(world / "o.yaml", guard={**same, "options": {"max_fallback_agreement": 0.8}})
+    err = _refused(option, "guard.options.max_fallback_agreement", acceptance=acc)
+    assert "guard option max_fallback_agreement 0.9, this policy's guard uses 0.8" in str(err)
+    assert str(option) in str(err)
+    omitted = _policy(world / "om.yaml", guard={"calibration": "g1.json"})  # the default 0.85
+    _refused(omitted, "guard.options.max_fallback_agreement", acceptance=acc)
+    other = _policy(world / "g.yaml", guard={**same, "calibration": "g2.json"})
+    _refused(other, "guard.calibration", acceptance=acc)
+    none = _policy(world / "n.yaml", guard={**same, "calibration": None})
+    _refused(none, "guard.calibration", acceptance=acc)
+    off = _policy(world / "off.yaml", guard={**same, "enabled": False})
+    _refused(off, "guard.enabled", acceptance=acc)
+    # A file calibrated without a guard calibration refuses a policy naming one.
+    named = _policy(
+        world / "named.yaml", reading={"theta_s": 0.3}, guard={"calibration": "g1.json"}
+    )
+    _refused(named, "guard.calibration", acceptance=world / "A.json")
+    # The same bytes elsewhere are the same guard calibration.
+    (world / "elsewhere").mkdir(exist_ok=True)
+    shutil.copy(world / "g1.json", world / "elsewhere" / "g1.json")
+    moved = {**same, "calibration": str(world / "elsewhere" / "g1.json")}
+    assert RunSpec.from_policy(_policy(world / "m.yaml", guard=moved), acceptance=acc).acceptance
+
+
+def test_a_file_without_the_records_is_accepted_as_before(tmp_path: Path) -> None:
+    from dissensus.acceptance import FeatureSettings, calibrate, save_acceptance
+    from dissensus.acceptance.prepare import prepare_cases
+    from dissensus.states import get_backend
+    from dissensus.types import Panel
+
+    panels = [Panel.model_validate_json(x) for x in PANELS.read_text().splitlines()]
+    fs = FeatureSettings(similarity="tfidf")
+    cases = prepare_cases(panels, settings=fs, backend=get_backend("tfidf"))
+    golds = [str(p.meta["gold"]) for p in panels]
+    acc = calibrate(cases, golds, target=0.8, delta=0.2, min_accepted=20, settings=fs)
+    saved = save_acceptance(acc, tmp_path / "old.json")
+    data = json.loads((tmp_path / "old.json").read_text(encoding="utf-8"))
+    assert set(data["settings"]) == {"similarity", "reasoning", "markers", "user"}
+    assert saved.settings.reading is None and saved.settings.guard is None
+    other = {
+        "reading": {"similarity": "tfidf", "theta_s": 0.1, "theta_a": 0.6},
+        "guard": {"enabled": False, "options": {"max_fallback_agreement": 0.5}},
+    }
+    assert RunSpec.from_policy(other, acceptance=tmp_path / "old.json").acceptance is not None
+    # The bundled example (written before the records) with another theta_s.
+    example = policy_from_dict({"reading": {"theta_s": 0.2}})
+    spec = RunSpec.from_policy(example, acceptance=REPO / "examples" / "llmbar-accept.json")
+    assert spec.acceptance is not None
+
+
+def test_a_recorded_guard_option_out_of_range_is_refused_naming_it(tmp_path: Path) -> None:
+    from dissensus.acceptance import canonical_hash, load_acceptance
+
+    shutil.copy(REPO / "examples" / "llmbar-accept.json", tmp_path / "a.json")
+    data = json.loads((tmp_path / "a.json").read_text(encoding="utf-8"))
+    data["settings"]["guard"] = {"enabled": True, "options": {"max_fallback_agreement": 2}}
+    data["sha256"] = canonical_hash(data)
+    (tmp_path / "a.json").write_text(json.dumps(data), encoding="utf-8")
+    with pytest.raises(ConfigError) as err:
+        load_acceptance(tmp_path / "a.json")
+    assert err.value.field == "settings.guard.options.max_fallback_agreement"
+    data["settings"]["guard"] = {"enabled": True, "options": {}, "calibration_sha256": "x"}
+    data["settings"]["reading"] = {"theta_s": 0.5, "theta_a": 0.8}
+    data["sha256"] = canonical_hash(data)
+    (tmp_path / "a.json").write_text(json.dumps(data), encoding="utf-8")
+    with pytest.raises(ConfigError) as err:
+        load_acceptance(tmp_path / "a.json")
+    assert err.value.field == "settings.guard.calibration_sha256"
+
+
+def test_two_disabled_guards_compare_equal_whatever_their_options() -> None:
+    from dissensus.acceptance import FeatureSettings
+    from dissensus.acceptance.prepare import calibrated_settings, check_calibrated_settings
+
+    off = policy_from_dict({"guard": {"enabled": False, "calibration": "g.json"}})
+    reading, guard = calibrated_settings(off, guard_calibration_sha256="0" * 64)
+    recorded = FeatureSettings(reading=reading, guard=guard)
+    other = policy_from_dict({"guard": {"enabled": False, "options": {"min_sources": 3}}})
+    check_calibrated_settings(recorded, other, guard_calibration_sha256=None)
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(
+    backend=st.sampled_from(["tfidf", "minilm", "all-MiniLM-L6-v2", "static"]),
+    calibrated=st.one_of(st.none(), st.sampled_from([0.3, 0.39, 0.5, 0.86, 0.87])),
+    deciding=st.one_of(st.none(), st.sampled_from([0.3, 0.39, 0.5, 0.86, 0.87])),
+)
+def test_a_policy_is_refused_exactly_when_its_effective_theta_s_differs(
+    backend: str, calibrated: float | None, deciding: float | None
+) -> None:
+    """The guarantee: the check refuses a policy iff the thresholds it reads with (the
+    backend's default where it gives none) differ from calibration's."""
+    from dissensus.acceptance import FeatureSettings
+    from dissensus.acceptance.prepare import calibrated_settings, check_calibrated_settings
+    from dissensus.states.reading import Thresholds
+
+    def policy(theta: float | None) -> Any:
+        return policy_from_dict({"reading": {"similarity": backend, "theta_s": theta}})
+
+    reading, guard = calibrated_settings(policy(calibrated))
+    recorded = FeatureSettings(similarity=backend, reading=reading, guard=guard)
+    then = Thresholds.for_similarity(backend, calibrated).theta_s
+    now = Thresholds.for_similarity(backend, deciding).theta_s
+    if then == now:
+        check_calibrated_settings(recorded, policy(deciding), guard_calibration_sha256=None)
+    else:
+        with pytest.raises(ConfigError) as err:
+            check_calibrated_settings(recorded, policy(deciding), guard_calibration_sha256=None)
+        assert err.value.field == "reading.theta_s"
+
+
+def test_thresholds_for_a_similarity_name_are_its_backends() -> None:
+    from dissensus.states.encoder import MINILM_NAME
+    from dissensus.states.reading import DEFAULT_THETA_S, Thresholds
+    from dissensus.states.static import STATIC_NAME
+
+    for name, model in (
+        ("minilm", MINILM_NAME),
+        ("sentence-transformers/all-MiniLM-L6-v2", MINILM_NAME),
+        ("static", STATIC_NAME),
+        ("TFIDF", "tfidf"),
+    ):
+        assert Thresholds.for_similarity(name).theta_s == DEFAULT_THETA_S[model]
+    with pytest.raises(ConfigError, match="no default theta_s"):
+        Thresholds.for_similarity("json:dumps")
+
+
+def test_the_service_and_the_chat_door_refuse_it_too(world: Path) -> None:
+    """``dissensus serve --policy`` and the chat door build their specification as every
+    door does: another theta_s is refused before they answer anything."""
+    from dissensus.panels.door import PanelChat
+    from dissensus.serve import ServeSettings
+    from dissensus.serve.service import Service
+    from dissensus.store.journal import Journal
+    from serve_helpers import write_tokens
+
+    policy = _policy(
+        world / "served.yaml", reading={"theta_s": 0.5}, acceptance={"model": "A.json"}
+    )
+    served = ServeSettings(
+        journal=str(world / "served.sqlite"),
+        policy=str(policy),
+        tokens=str(write_tokens(world / "tokens.txt")),
+    )
+    with Journal(":memory:") as journal:
+        with pytest.raises(ConfigError) as err:
+            Service(served, journal)
+        assert err.value.field == "reading.theta_s"
+        chat = policy_from_dict(
+            {
+                "reading": {"similarity": "tfidf", "theta_s": 0.5},
+                "acceptance": {"model": str(world / "A.json")},
+            }
+        )
+        with pytest.raises(ConfigError) as err:
+            PanelChat(chat, journal=journal)
+        assert err.value.field == "reading.theta_s"
+
+
+def test_a_guard_calibration_object_is_refused_beside_a_file_recording_its_guard(
+    world: Path,
+) -> None:
+    """``decide(guard_calibration=...)`` passes an object the recorded sha256 cannot be
+    compared with: refused, naming the argument; a file without the records takes it."""
+    from dissensus.guard import ReliabilityFit
+    from dissensus.pipeline import decide
+
+    fit = ReliabilityFit.model_validate_json((world / "g1.json").read_text(encoding="utf-8"))
+    data = {"reading": {"similarity": "tfidf", "theta_s": 0.3}}
+    data["acceptance"] = {"model": str(world / "A.json")}
+    with pytest.raises(ConfigError, match="name the file in the policy") as err:
+        decide(FIRST, data, guard_calibration=fit)
+    assert err.value.field == "guard_calibration"
+    data = {"reading": {"similarity": "minilm"}}
+    data["acceptance"] = {"model": str(REPO / "examples" / "llmbar-accept.json")}
+    assert decide(FIRST, data, guard_calibration=fit).state
