@@ -174,8 +174,9 @@ def test_the_workers_get_the_monitor_the_driver_read(
         (row,) = monitor_status(journal)
     with _journal(suspended, tmp_path, "ray") as journal:
         _ray(journal)
-    assert len(made) == 1 and set(made[0]) == {"all"}
-    shipped = made[0]["all"]
+    assert len(made) == 1 and set(made[0]["verdicts"]) == {"all"}
+    assert made[0]["journalled"] == []  # the run had journalled no suspension yet
+    shipped = made[0]["verdicts"]["all"]
     assert shipped["acceptance_sha256"] == row.acceptance_sha256
     assert shipped["suspended"] is True
     assert (shipped["audits"], shipped["suspended_after"]) == (row.audits, row.suspended_after)
@@ -200,6 +201,60 @@ def test_a_ray_run_killed_mid_way_resumes_as_the_local_run(
         assert done and len(done) < len(local[0])
         assert list(journal.events("R2", type=ev.ACCEPTANCE_SUSPENDED))
         _same_as_local(journal, _ray(journal), local)
+
+
+@pytest.fixture(scope="module")
+def one_open(suspended: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """``suspended``'s files with a journal whose run ``r1`` has all its audits but the
+    last answered wrong (the monitor suspended already), and that last one's id."""
+    root = tmp_path_factory.mktemp("open")
+    for name in ("p.yaml", "A.json", "p.jsonl", "r1.jsonl"):
+        shutil.copy(suspended / name, root / name)
+    with Journal(root / "base.sqlite") as journal:
+        start_run(journal, str(root / "r1.jsonl"), str(root / "p.yaml"), run_id="r1")
+        asyncio.run(_collect(execute_run(journal, "r1")))
+        auto = [r for r in final_records(journal, "r1") if r.auto and r.decision is not None]
+        for record in auto:
+            other = "B" if record.decision != "B" else "A"
+            if record is not auto[-1]:
+                confirm(journal, f"r1.{record.line}", decision=other, note="wrong")
+        (row,) = monitor_status(journal)
+        assert row.suspended and row.audits == len(auto) - 1
+    last = auto[-1]
+    return root, f"r1.{last.line}:{'B' if last.decision != 'B' else 'A'}"
+
+
+@pytest.mark.parametrize(("first", "then"), [("local", "local"), ("ray", "ray"), ("ray", "local")])
+def test_a_run_resumed_after_more_audits_keeps_the_suspension_it_journalled(
+    one_open: tuple[Path, str], tmp_path: Path, in_process: None, first: str, then: str
+) -> None:
+    """Stopped once its suspension is journalled, resumed after another audit was
+    answered: the resume reads the monitor afresh (one audit more) but journals no
+    second, different suspension (a conflict that stopped the resume), and its records
+    are those of an uninterrupted run."""
+    root, last = one_open
+    with _journal(root, tmp_path, "whole") as journal:
+        whole = asyncio.run(_collect(execute_run(journal, "R2")))
+
+    def kill(event: Event) -> None:
+        if event.type == ev.ACCEPTANCE_SUSPENDED:
+            raise _Killed
+
+    journal = _journal(root, tmp_path, "parts", after_append=kill)
+    with pytest.raises(_Killed):
+        _ray(journal) if first == "ray" else asyncio.run(_collect(execute_run(journal, "R2")))
+    journal.close()
+    with Journal(tmp_path / "parts.sqlite") as journal:
+        (before,) = journal.events("R2", type=ev.ACCEPTANCE_SUSPENDED)
+        ref, decision = last.split(":")
+        confirm(journal, ref, decision=decision, note="wrong")
+        got = _ray(journal) if then == "ray" else asyncio.run(_collect(execute_run(journal, "R2")))
+        assert got == whole
+        (after,) = journal.events("R2", type=ev.ACCEPTANCE_SUSPENDED)
+        assert after == before
+        # The resume read the monitor afresh: its cases' steps count the new audit.
+        audits = {e.payload["audits"] for e in journal.events("R2", type=ev.CASE_MONITOR)}
+        assert before.payload["audits"] + 1 in audits
 
 
 @pytest.mark.ray

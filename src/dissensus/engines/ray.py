@@ -40,16 +40,18 @@ Choices where the design is silent:
 * **The acceptance monitor is read by the driver.** A worker's journal holds neither
   the blind audits answered under the run's acceptance file nor the suspensions other
   runs journalled, so the driver reads the monitor's verdicts from the run's journal
-  once, as this invocation starts (:func:`_monitor_verdicts`; a local run reads them
-  once too, at its first automatic commit), and hands them to every worker with the
-  run's specification (as a shift check's hold travels in it); each block's runtime
-  decides with them (:attr:`~dissensus.pipeline.runtime.Runtime.monitor`). The
+  once, as this invocation starts (:func:`_monitor_of`; a local run reads them once
+  too, at its first automatic commit), and hands them to every worker with the run's
+  specification (as a shift check's hold travels in it); each block's runtime decides
+  with them (:attr:`~dissensus.pipeline.runtime.Runtime.monitor`). The
   ``acceptance.suspended`` event a block journals (a run-wide event, no case) is
   handed back with the first case settled after it, and the driver appends it with
   that case's events (every block that meets the suspension sends it; the journal
-  keeps the first, the same payload). So the records, the ``case.monitor`` steps and
-  the suspension are a local run's, and audits answered while the run goes on count
-  from its resume (or the next run) on, as locally.
+  keeps the first, the same payload); a resumed run's workers get the suspensions the
+  run journalled already and journal no other for those strata, as a local resume.
+  So the records, the ``case.monitor`` steps and the suspension are a local run's, and
+  audits answered while the run goes on count from its resume (or the next run) on,
+  as locally.
 * **Resume.** A block whose every non-blank line already has a journalled record or
   reject is not sent to a worker again: its records and rejects are replayed from the
   journal by the driver. Other blocks are decided (again), with their journalled
@@ -279,6 +281,18 @@ class _SeedEvent(TypedDict):
     type: str
     case: str | None
     payload: JsonObject
+
+
+class _Monitor(TypedDict):
+    """The acceptance monitor as the driver read it from the run's journal, for the
+    workers (:func:`_monitor_of`)."""
+
+    verdicts: dict[str, JsonObject]
+    """Stratum -> its verdict (a :class:`~dissensus.acceptance.monitor.MonitorStep` as
+    JSON), for the strata with answered audits."""
+    journalled: list[_SeedEvent]
+    """The run's ``acceptance.suspended`` events an earlier invocation journalled: a
+    resume journals no other for their strata."""
 
 
 class _Allowance(TypedDict):
@@ -566,7 +580,7 @@ class _Decider:
         run_id: str,
         spec: JsonObject,
         fault: _Fault | None,
-        monitor: dict[str, JsonObject] | None = None,
+        monitor: _Monitor | None = None,
     ) -> None:
         from dissensus.acceptance.monitor import MonitorStep
         from dissensus.llm.budget import Budget
@@ -575,16 +589,23 @@ class _Decider:
         self.run_id = run_id
         self.spec = RunSpec.from_started(spec)
         self.policy = self.spec.policy
+        monitor = monitor or _Monitor(verdicts={}, journalled=[])
         self.monitor = {
-            name: MonitorStep.model_validate(step) for name, step in (monitor or {}).items()
+            name: MonitorStep.model_validate(step) for name, step in monitor["verdicts"].items()
         }
         """The acceptance monitor's verdicts as the driver read them from the run's journal
-        (:func:`_monitor_verdicts`; none: no audits), for every block's runtime."""
+        (:func:`_monitor_of`; none: no audits), for every block's runtime."""
+        self.journalled = monitor["journalled"]
+        """The run's journalled suspensions, seeded into every block's journal."""
+        done = {event["key"] for event in self.journalled}
         self.suspensions = [
-            f"acceptance/suspended/{name}" for name, step in self.monitor.items() if step.suspended
+            key
+            for key in (f"acceptance/suspended/{n}" for n, s in self.monitor.items() if s.suspended)
+            if key not in done
         ]
         """The keys of the ``acceptance.suspended`` events a block may journal (the
-        suspended strata's): handed back with the first case settled after each."""
+        suspended strata's the run has not journalled): handed back with the first case
+        settled after each."""
         self.budget = Budget(max_calls=0, max_tokens=0)  # each block brings its allowance
         self.fault = fault
         self._guard = threading.Lock()  # the block's budget against a stop (:meth:`stop`)
@@ -660,7 +681,7 @@ class _Decider:
         self._allow(item["allowance"], item.get("reservation"))
         memory = Journal(":memory:")
         memory.create_run(self.run_id, kind="decide", meta={})
-        for event in item["seed"]:
+        for event in (*self.journalled, *item["seed"]):
             memory.append(
                 self.run_id, event["type"], event["payload"], key=event["key"], case=event["case"]
             )
@@ -896,7 +917,7 @@ class RayExecutor:
             workers = ensure_ray(opts)
             actors = _deciders(
                 min(workers, len(todo)),
-                (ctx.run_id, ctx.spec.started_fields(), _fault(), _monitor_verdicts(ctx)),
+                (ctx.run_id, ctx.spec.started_fields(), _fault(), _monitor_of(ctx)),
             )
             ledger = _Ledger(ctx, slots=len(actors) * _DEPTH)
             flight = _Flight(ctx, todo, actors, ledger)
@@ -1040,17 +1061,25 @@ class _DecideWorker:
         return self.decider.stop()
 
 
-def _monitor_verdicts(ctx: RunContext) -> dict[str, JsonObject]:
+def _monitor_of(ctx: RunContext) -> _Monitor:
     """The acceptance monitor's verdicts by stratum, read from the run's journal as this
     invocation starts (:func:`~dissensus.pipeline.runtime.monitor_verdicts`; none for a
-    run without an acceptance file), as JSON for the workers: a worker's journal holds
-    only its block's events, neither the audits nor the suspensions of the run's journal."""
+    run without an acceptance file), and the suspensions the run journalled already, as
+    JSON for the workers: a worker's journal holds only its block's events, neither the
+    audits nor the suspensions of the run's journal."""
     from dissensus.pipeline.runtime import monitor_verdicts
 
     if ctx.spec.acceptance is None:
-        return {}
+        return _Monitor(verdicts={}, journalled=[])
     verdicts = monitor_verdicts(ctx.journal, ctx.spec.acceptance)
-    return {name: step.model_dump(mode="json") for name, step in verdicts.items()}
+    journalled = [
+        _SeedEvent(key=e.key, type=e.type, case=e.case, payload=e.payload)
+        for e in ctx.journal.events(ctx.run_id, type=ev.ACCEPTANCE_SUSPENDED)
+    ]
+    return _Monitor(
+        verdicts={name: step.model_dump(mode="json") for name, step in verdicts.items()},
+        journalled=journalled,
+    )
 
 
 def _deciders(n: int, args: tuple[Any, ...]) -> list[Any]:

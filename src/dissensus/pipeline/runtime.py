@@ -374,13 +374,18 @@ class Runtime:
             )
         return found
 
-    def journal_suspension(self, state: Any) -> None:
-        """Journal (once per run and stratum) that the monitor suspended ``state.stratum``."""
+    def journal_suspension(self, state: MonitorStep) -> None:
+        """Journal (once per run and stratum) that the monitor suspended ``state.stratum``.
+        A run resumed after more audits were answered keeps the suspension it journalled
+        first (the monitor's verdict then, which a resume's later reading extends)."""
+        key = f"acceptance/suspended/{state.stratum}"
+        if self.journal.get(self.run_id, key) is not None:
+            return
         self.journal.append(
             self.run_id,
             ev.ACCEPTANCE_SUSPENDED,
             {**state.model_dump(mode="json"), "reason": state.reason()},
-            key=f"acceptance/suspended/{state.stratum}",
+            key=key,
         )
 
     def can_call_models(self) -> bool:
