@@ -37,6 +37,21 @@ Choices where the design is silent:
   appends each case's events contiguously, case after case in line order; a local run
   interleaves the events of the cases it has in flight, so event *order* differs
   between engines while keys, payloads and records are identical.
+* **The acceptance monitor is read by the driver.** A worker's journal holds neither
+  the blind audits answered under the run's acceptance file nor the suspensions other
+  runs journalled, so the driver reads the monitor's verdicts from the run's journal
+  once, as this invocation starts (:func:`_monitor_of`; a local run reads them once
+  too, at its first automatic commit), and hands them to every worker with the run's
+  specification (as a shift check's hold travels in it); each block's runtime decides
+  with them (:attr:`~dissensus.pipeline.runtime.Runtime.monitor`). The
+  ``acceptance.suspended`` event a block journals (a run-wide event, no case) is
+  handed back with the first case settled after it, and the driver appends it with
+  that case's events (every block that meets the suspension sends it; the journal
+  keeps the first, the same payload); a resumed run's workers get the suspensions the
+  run journalled already and journal no other for those strata, as a local resume.
+  So the records, the ``case.monitor`` steps and the suspension are a local run's, and
+  audits answered while the run goes on count from its resume (or the next run) on,
+  as locally.
 * **Resume.** A block whose every non-blank line already has a journalled record or
   reject is not sent to a worker again: its records and rejects are replayed from the
   journal by the driver. Other blocks are decided (again), with their journalled
@@ -266,6 +281,18 @@ class _SeedEvent(TypedDict):
     type: str
     case: str | None
     payload: JsonObject
+
+
+class _Monitor(TypedDict):
+    """The acceptance monitor as the driver read it from the run's journal, for the
+    workers (:func:`_monitor_of`)."""
+
+    verdicts: dict[str, JsonObject]
+    """Stratum -> its verdict (a :class:`~dissensus.acceptance.monitor.MonitorStep` as
+    JSON), for the strata with answered audits."""
+    journalled: list[_SeedEvent]
+    """The run's ``acceptance.suspended`` events an earlier invocation journalled: a
+    resume journals no other for their strata."""
 
 
 class _Allowance(TypedDict):
@@ -548,13 +575,37 @@ def _rows(dataset: Any) -> Iterator[_Row]:
 class _Decider:
     """One Ray worker of a decide run: loads the run's specification once, decides blocks."""
 
-    def __init__(self, run_id: str, spec: JsonObject, fault: _Fault | None) -> None:
+    def __init__(
+        self,
+        run_id: str,
+        spec: JsonObject,
+        fault: _Fault | None,
+        monitor: _Monitor | None = None,
+    ) -> None:
+        from dissensus.acceptance.monitor import MonitorStep
         from dissensus.llm.budget import Budget
         from dissensus.pipeline.spec import RunSpec
 
         self.run_id = run_id
         self.spec = RunSpec.from_started(spec)
         self.policy = self.spec.policy
+        monitor = monitor or _Monitor(verdicts={}, journalled=[])
+        self.monitor = {
+            name: MonitorStep.model_validate(step) for name, step in monitor["verdicts"].items()
+        }
+        """The acceptance monitor's verdicts as the driver read them from the run's journal
+        (:func:`_monitor_of`; none: no audits), for every block's runtime."""
+        self.journalled = monitor["journalled"]
+        """The run's journalled suspensions, seeded into every block's journal."""
+        done = {event["key"] for event in self.journalled}
+        self.suspensions = [
+            key
+            for key in (f"acceptance/suspended/{n}" for n, s in self.monitor.items() if s.suspended)
+            if key not in done
+        ]
+        """The keys of the ``acceptance.suspended`` events a block may journal (the
+        suspended strata's the run has not journalled): handed back with the first case
+        settled after each."""
         self.budget = Budget(max_calls=0, max_tokens=0)  # each block brings its allowance
         self.fault = fault
         self._guard = threading.Lock()  # the block's budget against a stop (:meth:`stop`)
@@ -630,7 +681,7 @@ class _Decider:
         self._allow(item["allowance"], item.get("reservation"))
         memory = Journal(":memory:")
         memory.create_run(self.run_id, kind="decide", meta={})
-        for event in item["seed"]:
+        for event in (*self.journalled, *item["seed"]):
             memory.append(
                 self.run_id, event["type"], event["payload"], key=event["key"], case=event["case"]
             )
@@ -641,6 +692,7 @@ class _Decider:
             backend_factory=self.backend,
             client_factory=self.client,  # the worker's clients, on the block's allowance
             stop_at=_loop_deadline(item.get("deadline")),
+            monitor=self.monitor,  # the driver's: this journal holds no audit
         )
         parsed = (
             (parse_line(Panel, text, file=item["name"], line=number), number)
@@ -652,15 +704,22 @@ class _Decider:
         # What each case charges matters to a block with a reservation only (abandon).
         charging = item.get("reservation") is not None
         seeded = {e["key"] for e in item["seed"] if e["type"] in _SPEND_EVENTS}
+        unsent = list(self.suspensions)
         window: list[tuple[int, asyncio.Task[Any]]] = []
 
         async def settle(number: int, task: asyncio.Task[Any]) -> None:
             record, pending = await task
-            # What the case wrote before its model calls, and the calls (journalled in the
-            # throw-away journal), then the rest of its events, never journalled here.
+            # A suspension a case journalled (run-wide, as a local run journals it before
+            # the case's own events), then what the case wrote before its model calls,
+            # and the calls (journalled in the throw-away journal), then the rest of its
+            # events, never journalled here.
             # Each payload travels as its canonical text only, made here on the worker:
             # the driver stores and hashes it as it is and parses it once.
-            written = (*memory.events(self.run_id, case=str(number)), *pending)
+            written = (
+                *_journalled(memory, self.run_id, unsent),
+                *memory.events(self.run_id, case=str(number)),
+                *pending,
+            )
             events: list[_EventText] = [
                 (e.key, e.type, e.case, canonical(e.payload)) for e in written
             ]
@@ -705,6 +764,15 @@ class _Decider:
             tuple(sorted(charges)),
             late,
         )
+
+
+def _journalled(journal: Any, run_id: str, keys: list[str]) -> list[Any]:
+    """The events of ``keys`` that ``journal`` holds now, taken out of ``keys`` (each is
+    handed back once per block)."""
+    found = [e for e in (journal.get(run_id, key) for key in keys) if e is not None]
+    for event in found:
+        keys.remove(event.key)
+    return found
 
 
 _SPEND_EVENTS = frozenset({ev.MODEL_CALL, ev.MODEL_FAILED, ev.MODEL_SENT})
@@ -848,7 +916,8 @@ class RayExecutor:
             _warm(ctx.spec.policy.reading.similarity)
             workers = ensure_ray(opts)
             actors = _deciders(
-                min(workers, len(todo)), (ctx.run_id, ctx.spec.started_fields(), _fault())
+                min(workers, len(todo)),
+                (ctx.run_id, ctx.spec.started_fields(), _fault(), _monitor_of(ctx)),
             )
             ledger = _Ledger(ctx, slots=len(actors) * _DEPTH)
             flight = _Flight(ctx, todo, actors, ledger)
@@ -990,6 +1059,27 @@ class _DecideWorker:
 
     def stop(self) -> _Stopped:
         return self.decider.stop()
+
+
+def _monitor_of(ctx: RunContext) -> _Monitor:
+    """The acceptance monitor's verdicts by stratum, read from the run's journal as this
+    invocation starts (:func:`~dissensus.pipeline.runtime.monitor_verdicts`; none for a
+    run without an acceptance file), and the suspensions the run journalled already, as
+    JSON for the workers: a worker's journal holds only its block's events, neither the
+    audits nor the suspensions of the run's journal."""
+    from dissensus.pipeline.runtime import monitor_verdicts
+
+    if ctx.spec.acceptance is None:
+        return _Monitor(verdicts={}, journalled=[])
+    verdicts = monitor_verdicts(ctx.journal, ctx.spec.acceptance)
+    journalled = [
+        _SeedEvent(key=e.key, type=e.type, case=e.case, payload=e.payload)
+        for e in ctx.journal.events(ctx.run_id, type=ev.ACCEPTANCE_SUSPENDED)
+    ]
+    return _Monitor(
+        verdicts={name: step.model_dump(mode="json") for name, step in verdicts.items()},
+        journalled=journalled,
+    )
 
 
 def _deciders(n: int, args: tuple[Any, ...]) -> list[Any]:

@@ -39,7 +39,7 @@ import functools
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -68,12 +68,16 @@ from dissensus.store import event_types as ev
 from dissensus.store.journal import Journal
 from dissensus.types import JsonObject, Panel
 
+if TYPE_CHECKING:
+    from dissensus.acceptance.monitor import MonitorStep
+
 __all__ = [
     "EMBED_CHUNK",
     "MODEL_ENV",
     "PastDeadline",
     "PrefetchedBackend",
     "Runtime",
+    "monitor_verdicts",
 ]
 
 EMBED_CHUNK = 32
@@ -179,6 +183,33 @@ def _compiled_rules(document: str) -> RuleSet:
     return rules
 
 
+def monitor_verdicts(journal: Journal, acceptance: JsonObject) -> dict[str, MonitorStep]:
+    """Stratum -> the acceptance monitor's verdict
+    (:class:`~dissensus.acceptance.monitor.MonitorStep`) for the acceptance file
+    ``acceptance`` (its verified JSON), from the audits ``journal`` holds under it, in
+    the order they were answered; a stratum a run journalled as suspended stays
+    suspended. A stratum without answered audits is absent (its verdict is the
+    monitor's without audits: not suspended)."""
+    from dissensus.acceptance.monitor import monitor
+    from dissensus.pipeline.audit import audit_outcomes, journalled_suspensions, kept_suspended
+
+    sha = str(acceptance.get("sha256") or "")
+    kept = journalled_suspensions(journal, sha)
+    return {
+        name: kept_suspended(
+            monitor(
+                outcomes,
+                target=float(acceptance["target_precision"]),
+                delta=float(acceptance["delta"]),
+                stratum=name,
+                acceptance_sha256=sha,
+            ),
+            kept.get(name),
+        )
+        for name, outcomes in audit_outcomes(journal, sha).items()
+    }
+
+
 @dataclass
 class Runtime:
     """Everything one run shares across its cases: its :class:`RunSpec` and what is built from it.
@@ -199,13 +230,17 @@ class Runtime:
     """The run's deadline on the event loop's clock (the run loop's
     :attr:`~dissensus.pipeline.executors.RunContext.stop_at`): no model attempt starts
     once it has passed (:class:`PastDeadline`)."""
+    monitor: dict[str, MonitorStep] | None = None
+    """The acceptance monitor's verdicts by stratum (:func:`monitor_verdicts`) as read
+    elsewhere: the Ray engine's driver reads them from the run's journal and hands them
+    to its workers, whose journal holds only their block's events. ``None``: read from
+    :attr:`journal` on first use (:meth:`monitor_state`)."""
     _backend: SimilarityBackend | None = field(default=None, init=False)
     _rules: RuleSet | None = field(default=None, init=False)
     _regions: dict[str, TrustRegion] | None = field(default=None, init=False)
     _budget: Budget | None = field(default=None, init=False)
     _learned: Any = field(default=None, init=False)
     _acceptor: Acceptor | None = field(default=None, init=False)
-    _monitor: JsonObject | None = field(default=None, init=False)
     _guard_settings: GuardThresholds | None = field(default=None, init=False)
     _fresh: set[str] = field(default_factory=set, init=False)
     """Cases (refs) :meth:`prefetch` found without any event, not yet decided."""
@@ -318,49 +353,39 @@ class Runtime:
             )
         return self._learned
 
-    def monitor_state(self, stratum: str) -> Any:
+    def monitor_state(self, stratum: str) -> MonitorStep:
         """The acceptance monitor's verdict (:class:`~dissensus.acceptance.monitor.MonitorStep`)
-        for ``stratum``, from the audits journalled under this acceptance file, in the order
-        they were answered; a stratum an earlier run journalled as suspended stays suspended.
-        Read once per run (audits answered while the run goes on count from the next run on)."""
+        for ``stratum``: :func:`monitor_verdicts` of the run's journal (or :attr:`monitor`,
+        when handed in). Read once per run (audits answered while the run goes on count
+        from the next run on)."""
         from dissensus.acceptance.monitor import monitor
-        from dissensus.pipeline.audit import audit_outcomes, journalled_suspensions, kept_suspended
 
         acc = self.acceptance or {}
-        sha = str(acc.get("sha256") or "")
-        if self._monitor is None:
-            kept = journalled_suspensions(self.journal, sha)
-            self._monitor = {
-                name: kept_suspended(
-                    monitor(
-                        outcomes,
-                        target=float(acc["target_precision"]),
-                        delta=float(acc["delta"]),
-                        stratum=name,
-                        acceptance_sha256=sha,
-                    ),
-                    kept.get(name),
-                )
-                for name, outcomes in audit_outcomes(self.journal, sha).items()
-            }
-        found = self._monitor.get(stratum)
+        if self.monitor is None:
+            self.monitor = monitor_verdicts(self.journal, acc)
+        found = self.monitor.get(stratum)
         if found is None:
             found = monitor(
                 [],
                 target=float(acc["target_precision"]),
                 delta=float(acc["delta"]),
                 stratum=stratum,
-                acceptance_sha256=sha,
+                acceptance_sha256=str(acc.get("sha256") or ""),
             )
         return found
 
-    def journal_suspension(self, state: Any) -> None:
-        """Journal (once per run and stratum) that the monitor suspended ``state.stratum``."""
+    def journal_suspension(self, state: MonitorStep) -> None:
+        """Journal (once per run and stratum) that the monitor suspended ``state.stratum``.
+        A run resumed after more audits were answered keeps the suspension it journalled
+        first (the monitor's verdict then, which a resume's later reading extends)."""
+        key = f"acceptance/suspended/{state.stratum}"
+        if self.journal.get(self.run_id, key) is not None:
+            return
         self.journal.append(
             self.run_id,
             ev.ACCEPTANCE_SUSPENDED,
             {**state.model_dump(mode="json"), "reason": state.reason()},
-            key=f"acceptance/suspended/{state.stratum}",
+            key=key,
         )
 
     def can_call_models(self) -> bool:
