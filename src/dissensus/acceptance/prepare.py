@@ -124,7 +124,6 @@ def calibrated_settings(
     thresholds (a default written out) and the sha256 of the bytes of the guard
     calibration file it names (``guard_calibration_sha256``). A :class:`ConfigError`
     when the policy's backend has no default ``theta_s`` and the policy gives none."""
-    from dissensus.pipeline.policy import guard_thresholds
     from dissensus.states.reading import Thresholds
 
     rd = policy.reading
@@ -132,10 +131,29 @@ def calibrated_settings(
     reading = CalibratedReading(theta_s=th.theta_s, theta_a=th.theta_a)
     guard = CalibratedGuard(
         enabled=policy.guard.enabled,
-        options=guard_thresholds(policy).model_dump(mode="json"),
+        options=_guard_options(policy),
         calibration_sha256=guard_calibration_sha256 if policy.guard.calibration else None,
     )
     return reading, guard
+
+
+def _guard_options(policy: Any) -> dict[str, Any]:
+    """Every guard option of ``policy`` written out (its ``guard.options`` read by
+    :class:`~dissensus.guard.GuardThresholds`, defaults included); options out of their
+    range are a :class:`ConfigError` naming ``guard.options`` (a checked policy has none)."""
+    from pydantic import ValidationError
+
+    from dissensus.guard import GuardThresholds
+
+    try:
+        return GuardThresholds.model_validate(policy.guard.options).model_dump(mode="json")
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        raise ConfigError(
+            f"invalid guard option: {first['msg']}",
+            field=f"guard.options.{where}" if where else "guard.options",
+        ) from None
 
 
 _RECALIBRATE = (
@@ -191,7 +209,6 @@ def _check_guard(
     recorded: CalibratedGuard, policy: Any, sha256: str | None, policy_file: str | None
 ) -> None:
     from dissensus.guard import GuardThresholds
-    from dissensus.pipeline.policy import guard_thresholds
 
     guard = policy.guard
     if recorded.enabled != guard.enabled:
@@ -208,7 +225,7 @@ def _check_guard(
     if not guard.enabled:
         return  # no guard features either way
     then = GuardThresholds.model_validate(recorded.options).model_dump(mode="json")
-    now = guard_thresholds(policy).model_dump(mode="json")
+    now = _guard_options(policy)
     for key, value in then.items():
         if now.get(key) != value:
             raise ConfigError(
