@@ -27,7 +27,11 @@ def _no_run_id(text: str) -> bool:
     return False
 
 
-_NOT_IDS = ["ab\x00c", "\x00", "a\x00", "x\x00.1", "a b", "..", "é"]
+_UNHELD = ["ab\x00c", "\x00", "a\x00", "x\x00.1", "a\udcff"]
+"""Ids no journal can hold (a NUL; a lone surrogate, no UTF-8): never looked up."""
+_NOT_IDS = ["a b", "..", "é", "nightly run #1"]
+"""Ids outside the pattern a journal may still hold (runs of versions before run ids
+were checked): looked up, no run here, and the miss says why no new run can have them."""
 
 
 def _queries(journal: Journal) -> list[str]:
@@ -69,8 +73,10 @@ def _looks_up_nothing(journal: Journal, run_id: str) -> None:
     assert journal.run_statuses([run_id]) == {run_id: "incomplete"}
 
 
-@pytest.mark.parametrize("run_id", _NOT_IDS)
-def test_an_id_no_run_can_have_is_no_run_without_a_query(journal_target: str, run_id: str) -> None:
+@pytest.mark.parametrize("run_id", _UNHELD)
+def test_an_id_no_journal_can_hold_is_no_run_without_a_query(
+    journal_target: str, run_id: str
+) -> None:
     with Journal(journal_target) as journal:
         journal.create_run("r", kind="t", meta={})
         seen = _queries(journal)
@@ -78,6 +84,50 @@ def test_an_id_no_run_can_have_is_no_run_without_a_query(journal_target: str, ru
         assert seen == []
         # A valid id is still looked up.
         assert journal.run("r") is not None and seen
+
+
+@pytest.mark.parametrize("run_id", _NOT_IDS)
+def test_an_id_outside_the_pattern_is_looked_up_and_missing(
+    journal_target: str, run_id: str
+) -> None:
+    with Journal(journal_target) as journal:
+        journal.create_run("r", kind="t", meta={})
+        seen = _queries(journal)
+        _looks_up_nothing(journal, run_id)
+        assert seen  # asked: an older version may have made a run under it
+
+
+def test_a_run_an_older_version_made_under_another_id_stays_readable(tmp_path: Path) -> None:
+    """Versions before run ids were checked took any ``--run-id``: such a run (here
+    renamed in the file, as an older version would have written it) is still found,
+    its events read and its review items listed, though no new run can take the id."""
+    import sqlite3
+
+    from dissensus.pipeline import decide
+    from dissensus.pipeline.review import list_items
+
+    path = tmp_path / "j.sqlite"
+    split = {
+        "id": "p1",
+        "outputs": [
+            {"agent": "a", "decision": "yes", "reasoning": "one reason"},
+            {"agent": "b", "decision": "no", "reasoning": "another reason"},
+            {"agent": "c", "decision": "maybe", "reasoning": "a third reason"},
+        ],
+    }
+    with Journal(path) as journal:
+        record = decide(split, {"reading": {"similarity": "tfidf"}}, journal=journal, run_id="r1")
+        assert record.action == "escalate"
+    old = "nightly run #1"
+    with sqlite3.connect(path) as db:
+        for table in ("runs", "events", "review_index"):
+            db.execute(f"UPDATE {table} SET run_id = ? WHERE run_id = 'r1'", (old,))
+        db.execute("UPDATE review_index SET review_id = ? || '.1'", (old,))
+    with Journal(path) as journal:
+        assert journal.run(old) is not None
+        assert next(e.type for e in journal.events(old)) == "run.started"
+        assert journal.run_status(old) == "finished"
+        assert len(list(list_items(journal, run_id=old))) == 1  # still in the queue
 
 
 def test_any_text_that_is_no_run_id_is_no_run(journal_target: str) -> None:

@@ -37,7 +37,7 @@ from pydantic import BaseModel
 from dissensus.store import clock
 from dissensus.store.backend import Backend, Row, SessionLocks
 from dissensus.store.log import SQLEventLog
-from dissensus.store.targets import is_run_id
+from dissensus.store.targets import may_be_held
 from dissensus.store.transactions import Transactions
 
 __all__ = ["RunLock", "RunLocks", "RunStatus", "pid_alive"]
@@ -110,7 +110,7 @@ class RunLocks:
         only. On PostgreSQL the server's session locks decide (a row its holder's ended
         session left behind names no one); on SQLite the row, unless its process on this
         host is gone; an id no run can have holds nothing, unasked."""
-        if not is_run_id(run_id):
+        if not may_be_held(run_id):
             return None
         backend = self._backend
         with backend.errors():

@@ -64,7 +64,7 @@ from dissensus.store.events import (
     stored_int,
     written_event,
 )
-from dissensus.store.targets import check_run_id, is_run_id, journal_option
+from dissensus.store.targets import check_run_id, journal_option, may_be_held
 from dissensus.store.transactions import Transactions
 
 __all__ = ["EventLog", "SQLEventLog"]
@@ -161,7 +161,7 @@ class SQLEventLog:
         :class:`~dissensus.store.errors.UnknownRun` without); an id no run can have is
         not looked up."""
         rows: list[Row] = []
-        if is_run_id(run_id):
+        if may_be_held(run_id):
             with self._backend.errors():
                 rows = self._backend.rows("SELECT * FROM runs WHERE run_id = ?", (run_id,))
         if not rows:
@@ -198,7 +198,7 @@ class SQLEventLog:
         """Which of ``run_ids`` have their ``run.finished`` event journalled (one query per
         500 ids, below both back ends' bound on a statement's parameters)."""
         out: set[str] = set()
-        run_ids = [run_id for run_id in run_ids if is_run_id(run_id)]
+        run_ids = [run_id for run_id in run_ids if may_be_held(run_id)]
         for start in range(0, len(run_ids), 500):
             chunk = tuple(run_ids[start : start + 500])
             marks = ", ".join("?" for _ in chunk)
@@ -308,7 +308,7 @@ class SQLEventLog:
         self, run_id: str, *, type: str | None = None, case: str | None = None
     ) -> Iterator[Event]:
         """A run's events in sequence order, optionally filtered by type and case."""
-        if not is_run_id(run_id):
+        if not may_be_held(run_id):
             return
         sql = "SELECT * FROM events WHERE run_id = ?"
         args: list[Any] = [run_id]
@@ -336,7 +336,7 @@ class SQLEventLog:
         """Which of ``cases`` (case refs) have at least one event in the run (500 refs
         per query)."""
         found: set[str] = set()
-        unique = list(dict.fromkeys(cases)) if is_run_id(run_id) else []
+        unique = list(dict.fromkeys(cases)) if may_be_held(run_id) else []
         for start in range(0, len(unique), 500):
             chunk = unique[start : start + 500]
             marks = ", ".join("?" * len(chunk))
@@ -350,20 +350,20 @@ class SQLEventLog:
 
     def rows(self, run_id: str) -> list[EventRow]:
         """The run's stored rows in sequence order, as they are (for verification)."""
-        if not is_run_id(run_id):
+        if not may_be_held(run_id):
             return []
         return self._event_rows("SELECT * FROM events WHERE run_id = ? ORDER BY seq", (run_id,))
 
     def get(self, run_id: str, key: str) -> Event | None:
         """The event stored under ``key``, if any."""
-        if not is_run_id(run_id):
+        if not may_be_held(run_id):
             return None
         rows = self._event_rows("SELECT * FROM events WHERE run_id = ? AND key = ?", (run_id, key))
         return event_from_row(rows[0]) if rows else None
 
     def type_at(self, run_id: str, seq: int) -> str | None:
         """The type of the run's event ``seq``, if there is one."""
-        if not is_run_id(run_id):
+        if not may_be_held(run_id):
             return None
         with self._backend.errors():
             rows = self._backend.rows(
@@ -390,7 +390,7 @@ class SQLEventLog:
     def at(self, refs: Sequence[tuple[str, int]]) -> dict[tuple[str, int], Event]:
         """The events at ``(run_id, seq)`` positions, read in one query per 100."""
         out: dict[tuple[str, int], Event] = {}
-        refs = [ref for ref in dict.fromkeys(refs) if is_run_id(ref[0])]
+        refs = [ref for ref in dict.fromkeys(refs) if may_be_held(ref[0])]
         for start in range(0, len(refs), 100):
             chunk = refs[start : start + 100]
             where = " OR ".join(["(run_id = ? AND seq = ?)"] * len(chunk))

@@ -28,9 +28,12 @@ A journal *target* is an SQLite file path (``":memory:"`` for a throw-away one) 
   it is the one the bare command would open (``$DISSENSUS_JOURNAL``, else
   :data:`DEFAULT_JOURNAL`): copied as shown, it acts on the journal the message is about.
 * **Run ids** are limited to what is safe in file names, URLs, shells and review ids
-  (:data:`RUN_ID_PATTERN`). A run is created only under such an id, so a lookup of any
-  other id (one holding a NUL, which PostgreSQL's text cannot even be asked about)
-  finds no run without querying (:func:`is_run_id`): both back ends give one answer.
+  (:data:`RUN_ID_PATTERN`): a run is created only under such an id. A lookup of an id
+  no journal can hold (one holding a NUL, which PostgreSQL's text cannot even be asked
+  about, or a lone surrogate, which is no UTF-8) finds no run without querying
+  (:func:`may_be_held`): both back ends give one answer. Any other id is looked up,
+  since a journal written before run ids were checked (before 2026-12-01) may hold a
+  run under an id outside the pattern (``nightly run #1``), which stays readable.
 * **Busy timeout.** A writer waits up to ``$DISSENSUS_JOURNAL_BUSY_TIMEOUT`` seconds
   (default 30) for another writer's lock.
 """
@@ -57,6 +60,7 @@ __all__ = [
     "journal_option",
     "journal_path",
     "mask_url",
+    "may_be_held",
     "scrub_secrets",
 ]
 
@@ -125,6 +129,20 @@ def is_run_id(run_id: object) -> bool:
         and RUN_ID_PATTERN.fullmatch(run_id) is not None
         and (".." not in run_id)
     )
+
+
+def may_be_held(run_id: object) -> bool:
+    """Whether a journal could hold a run under ``run_id``: a text without a NUL that is
+    UTF-8 (no lone surrogate). Lookups of any other id find nothing without querying
+    (PostgreSQL refuses to be asked about a NUL); ids outside :data:`RUN_ID_PATTERN` are
+    looked up, for runs an older version created under them."""
+    if not isinstance(run_id, str) or "\x00" in run_id:
+        return False
+    try:
+        run_id.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def check_run_id(run_id: str) -> str:
