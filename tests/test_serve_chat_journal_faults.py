@@ -370,3 +370,87 @@ async def test_a_decide_run_whose_outcome_cannot_be_told_says_so(
         faults.heal()
         doc = (await client.get(f"/v1/runs/{run_id}", headers=auth("sub"))).json()
         assert (doc["status"], doc["error"], doc["done"]) == ("finished", None, 1), doc
+
+
+async def test_a_keyed_request_after_a_fault_is_never_answered_with_another_requests_case(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two replicas on one journal, one key, two questions. Replica A journals its case
+    in the window between B's check of the key and B's commit, then another writer holds
+    the lock, so B's commit meets a real busy timeout: B's look at the journal after the
+    fault finds the key's case, and it is A's. B was answered 200 with A's case (its
+    suggestion 7) beside its own members' reports (30); it is now the ``422`` of a key
+    used with another request, as when nothing failed. The same question under the key
+    is answered with the journalled case."""
+    import os
+    import subprocess
+    import sys
+
+    from dissensus.store.sqlite import SQLiteBackend
+
+    monkeypatch.setenv("DISSENSUS_JOURNAL_BUSY_TIMEOUT", BUSY_TIMEOUT_S)
+    target = str(tmp_path / "j.sqlite")
+    policy = policy_from_dict({"reading": {"similarity": "tfidf"}, "panel": _section()})
+    real_begin = SQLiteBackend.begin
+    armed: dict[str, Any] = {}
+    here = Path(__file__).resolve().parent
+
+    def replica_a(question: str) -> None:
+        """Replica A: another process on the same journal, the same key."""
+        script = (
+            "import asyncio, sys\n"
+            "from test_serve_chat_journal_faults import _body, _members, _section\n"
+            "from dissensus.panels import PanelChat\n"
+            "from dissensus.pipeline.policy import policy_from_dict\n"
+            "from dissensus.store.journal import Journal\n"
+            "async def main():\n"
+            "    policy = policy_from_dict({'reading': {'similarity': 'tfidf'}, 'panel': _section()})\n"
+            "    with Journal(sys.argv[1]) as journal:\n"
+            "        chat = PanelChat(policy, journal=journal, members=_members())\n"
+            "        await chat.acomplete(_body(sys.argv[2]), idempotency_key='K')\n"
+            "        await chat.aclose()\n"
+            "asyncio.run(main())\n"
+        )
+        path = os.pathsep.join([str(here), *sys.path])
+        done = subprocess.run(
+            [sys.executable, "-c", script, target, question],
+            env={**os.environ, "PYTHONPATH": path},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stderr[-2000:]
+
+    def begin(self: SQLiteBackend) -> Any:
+        if self is armed.get("backend") and "holder" not in armed:
+            replica_a(armed["question"])
+            holder = sqlite3.connect(target, isolation_level=None, check_same_thread=False)
+            holder.execute("BEGIN IMMEDIATE")
+            armed["holder"] = holder
+        return real_begin(self)
+
+    monkeypatch.setattr(SQLiteBackend, "begin", begin)
+    for question, expected in (("What is 3 plus 4 ?", 422), ("What is 10 plus 20 ?", 200)):
+        armed.clear()
+        target = str(tmp_path / f"j-{expected}.sqlite")
+        Journal(target).close()
+        with Journal(target) as jb:
+            armed["backend"] = jb._backend
+            armed["question"] = question
+            b = PanelChat(policy, journal=jb, members=_members())
+            try:
+                if expected == 422:
+                    with pytest.raises(ChatError) as refused:
+                        await b.acomplete(_body("What is 10 plus 20 ?"), idempotency_key="K")
+                    assert refused.value.status == 422
+                    assert refused.value.code == "idempotency_key_reused"
+                else:  # A asked the same question: its case is the key's, answered as such
+                    done = await b.acomplete(_body("What is 10 plus 20 ?"), idempotency_key="K")
+                    assert "30" in (done.dissensus.suggestion or done.choices[0].message.content)
+                    assert all(m.decision == "30" for m in done.dissensus.members)
+            finally:
+                armed["holder"].execute("ROLLBACK")
+                armed["holder"].close()
+                await b.aclose()
+        with Journal(target) as j:
+            assert len(j.runs()) == 1

@@ -314,6 +314,18 @@ def _taken(exc: DissensusError) -> bool:
     return isinstance(exc, RunExists) or (isinstance(exc, ConfigError) and exc.field == "run_id")
 
 
+def _check_fingerprint(panel: Panel, fingerprint: str, case_id: str) -> None:
+    """Refuse a key's journalled case when another request made it (``422``)."""
+    if panel.meta.get(FINGERPRINT_FIELD) != fingerprint:
+        raise ChatError(
+            422,
+            f"this idempotency key was used with another request (case {case_id}): "
+            "send a new request with a new key",
+            param="Idempotency-Key",
+            code="idempotency_key_reused",
+        )
+
+
 def _recorded_reports(panel: Panel) -> list[MemberReport]:
     """The members' reports of a journalled panel (``meta.members`` and their decisions)."""
     decisions = {out.agent: out.decision for out in panel.outputs}
@@ -785,11 +797,62 @@ class PanelChat:
                 raise ChatError(
                     500, f"the pipeline failed: {exc}", type="server_error", code="decide_failed"
                 ) from None
-            keyed = fingerprint is not None
-            record = await self._after_fault(exc, outage, run_id, case_id, keyed=keyed)
+            if fingerprint is not None:
+                # Another process may have journalled the key's case meanwhile: what the
+                # journal holds is answered only as the key's case, its question checked.
+                return await self._keyed_after_fault(
+                    exc, outage, request, run_id, case_id, fingerprint, panel, fan
+                )
+            record = await self._after_fault(exc, outage, run_id, case_id, keyed=False)
         finally:
             self._waiting.discard(waiting)
         return self._completion(request, run_id, case_id, panel, fan.reports, fan.usage, record)
+
+    async def _keyed_after_fault(
+        self,
+        exc: DissensusError,
+        outage: tuple[str, str],
+        request: CompletionRequest,
+        run_id: str,
+        case_id: str,
+        fingerprint: str,
+        panel: Panel,
+        fan: FanOut,
+    ) -> ChatCompletion:
+        """A keyed request's answer after its decision met a busy or unreachable journal:
+        the case the journal holds under the key, if any, checked as a replay is (another
+        question under the key: ``422``), this request's own answer when the journalled
+        panel is the one it made (its commit went through), else the journalled case as
+        a replay; nothing journalled: the ``503`` (:meth:`_after_fault`)."""
+        try:
+            found = await asyncio.to_thread(self._keyed_case, run_id)
+        except DissensusError:
+            raise _case_unknown(case_id, run_id, keyed=True) from exc
+        if found is None:
+            then = "its case was not journalled (at most its start); send the request again later"
+            raise _journal_down(outage, then) from exc
+        journalled, record = found
+        _check_fingerprint(journalled, fingerprint, case_id)
+        if journalled == panel:
+            return self._completion(request, run_id, case_id, panel, fan.reports, fan.usage, record)
+        return self._completion(
+            request,
+            run_id,
+            case_id,
+            journalled,
+            _recorded_reports(journalled),
+            Usage(),
+            record,
+            True,
+        )
+
+    def _keyed_case(self, run_id: str) -> tuple[Panel, CaseRecord] | None:
+        """The panel and record of the key's case when the journal holds its run finished."""
+        record = self._journalled(run_id)
+        entered = case_step(self.journal, run_id, 1, "input")
+        if record is None or entered is None:
+            return None
+        return CaseInput.model_validate(entered).panel, record
 
     async def _after_fault(
         self,
@@ -849,14 +912,7 @@ class PanelChat:
         if record is None or entered is None:
             raise _key_in_use(case_id, run_id)
         panel = CaseInput.model_validate(entered).panel
-        if panel.meta.get(FINGERPRINT_FIELD) != fingerprint:
-            raise ChatError(
-                422,
-                f"this idempotency key was used with another request (case {case_id}): "
-                "send a new request with a new key",
-                param="Idempotency-Key",
-                code="idempotency_key_reused",
-            )
+        _check_fingerprint(panel, fingerprint, case_id)
         return self._completion(
             request, run_id, case_id, panel, _recorded_reports(panel), Usage(), record, True
         )
