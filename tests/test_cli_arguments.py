@@ -39,13 +39,17 @@ def test_text_arguments_that_are_not_utf8_are_one_line(journal: Path, argv: list
     res = cli(*argv, "--journal", journal)
     assert res.code == 2, res.err
     # A review's text and reviewer are checked where every door checks them (naming the
-    # field); other arguments by the command line's own check.
+    # field); a run id by the journal, which looks up no id it could not hold.
     named = {"--note": "the note", "--reviewer": "--reviewer"}.get(argv[-2])
-    assert res.err == (
-        f"error: {named} is not valid Unicode text: a lone surrogate (U+DCFF) at character 2\n"
-        if named
-        else "error: argument 'a\\udcff' is not valid UTF-8: give text as UTF-8\n"
-    )
+    if named:
+        assert res.err == (
+            f"error: {named} is not valid Unicode text: a lone surrogate (U+DCFF) at character 2\n"
+        )
+    else:
+        assert res.err.count("\n") == 1 and res.err.startswith("error: no run 'a\\udcff'")
+        assert res.err.endswith(
+            "invalid run id 'a\\udcff': it is not valid UTF-8: give text as UTF-8)\n"
+        )
     with Journal(journal) as j:
         assert j.verify("R").n_events == before.n_events  # nothing written
 
@@ -71,3 +75,13 @@ def test_review_audits_of_an_unknown_run_is_exit_2_as_review_list(journal: Path)
     for command in ("list", "audits"):
         res = cli("review", command, "--run", "nope", "--journal", journal)
         assert res.code == 2 and "nope" in res.err, (command, res.err)
+
+
+def test_an_error_quoting_a_value_shows_its_escapes_once(journal: Path) -> None:
+    """An error's words quote the values they name (``repr``: a backslash there is the
+    quoting's own escape), so the line shows that escape once: ``'a\\x07'``, not
+    ``'a\\\\x07'`` (a short field's doubling of a backslash of its own is for values
+    shown bare, not for our messages)."""
+    res = cli("runs", "show", "a\x07", "--journal", journal)
+    assert res.code == 2 and res.err.count("\n") == 1
+    assert "no run 'a\\x07'" in res.err and "\\\\x07" not in res.err

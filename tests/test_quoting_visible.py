@@ -163,3 +163,11 @@ def test_two_different_names_never_read_the_same(a: str, b: str) -> None:
     assert _unescape(shown_a) == a and _unescape(shown_b) == b
     assert INVISIBLE.search(shown_a) is None
     assert (shown_a == shown_b) == (a == b)
+
+
+def test_a_message_keeps_the_escapes_of_the_values_it_quotes() -> None:
+    from dissensus.quoting import message_line, quoted
+
+    said = f"no run {quoted('a' + chr(7))} here\nnext"
+    assert message_line(said) == "no run 'a\\x07' here\\nnext"
+    assert visible(said) != message_line(said)  # a bare value doubles that backslash

@@ -78,6 +78,7 @@ __all__ = [
     "INVISIBLE_IN_TEXT",
     "SHORT_LIMIT",
     "SHOWN_ESCAPED",
+    "message_line",
     "one_line",
     "quote_block",
     "quote_json",
@@ -131,6 +132,16 @@ def one_line(text: object) -> str:
     page's short field shows (:func:`visible`), so that two different names never look
     alike on a screen either."""
     return SHOWN_ESCAPED.sub(_escape_shown, str(text))
+
+
+def message_line(text: object) -> str:
+    """A message of ours as one line a reader must see (an error, a reject's reason):
+    every character of :data:`INVISIBLE` escaped (newline and tab as ``\\n`` and
+    ``\\t``), backslashes as they are. The values a message names are quoted already
+    (``repr``, :func:`quote_short`, :func:`quoted`: their backslashes are their escapes),
+    so :func:`one_line`'s doubling of a backslash before an escape would write them twice
+    (``'a\\\\x00'`` for ``'a\\x00'``)."""
+    return INVISIBLE.sub(_escape_shown, str(text))
 
 
 def quoted(text: object) -> str:

@@ -64,6 +64,7 @@ from dissensus.cli.common import (
     INTERRUPT_SAID,
     quoted,
     shown,
+    shown_message,
     silence_stdout,
 )
 from dissensus.errors import DissensusError, InputError
@@ -78,7 +79,7 @@ def _usage_line(exc: Exception, argv: list[str]) -> str:
     message = " ".join(exc.format_message().split()) if hasattr(exc, "format_message") else str(exc)
     ctx = getattr(exc, "ctx", None)
     path = ctx.command_path if ctx is not None else _named_command(argv)
-    return f"error: {shown(message)} (see: {shown(path)} --help)\n"
+    return f"error: {shown_message(message)} (see: {shown(path)} --help)\n"
 
 
 def _named_command(argv: list[str]) -> str:
@@ -263,7 +264,7 @@ def _main(argv: list[str] | None) -> int:
     except DissensusError as exc:
         if getattr(exc, "stdout", False):  # standard output failed: drop what it holds
             silence_stdout()
-        sys.stderr.write(f"error: {shown(' '.join(str(exc).split()))}\n")
+        sys.stderr.write(f"error: {shown_message(exc)}\n")
         return exc.exit_code
     except BrokenPipeError:
         silence_stdout()
@@ -324,7 +325,7 @@ def _os_error(exc: OSError) -> str:
 def _reason(exc: OSError) -> str:
     """An :class:`OSError`'s reason and its errno name: ``No space left on device (ENOSPC)``."""
     code = errno.errorcode.get(exc.errno or 0)
-    reason = shown(exc.strerror or " ".join(str(exc).split()))
+    reason = shown_message(exc.strerror or exc)
     return reason + (f" ({code})" if code else "")
 
 

@@ -102,7 +102,7 @@ from dissensus.io.atomic import (
     stdout_handle,
     write_stdout,
 )
-from dissensus.quoting import INVISIBLE, one_line, quoted, with_lines
+from dissensus.quoting import INVISIBLE, message_line, one_line, quoted, with_lines
 
 __all__ = [
     "EXIT_FAILURE",
@@ -135,6 +135,7 @@ __all__ = [
     "quoted",
     "shown",
     "shown_block",
+    "shown_message",
     "shown_number",
     "silence_stdout",
     "stdout_handle",
@@ -195,6 +196,13 @@ def shown(text: object) -> str:
     """``text`` as one line a reader must see: control characters escaped (newline and
     tab as ``\\n`` and ``\\t``), nothing interpreted. For table cells and message fields."""
     return one_line(text)
+
+
+def shown_message(text: object) -> str:
+    """A message of ours (an error's words, its values quoted already) as one line:
+    control characters escaped, backslashes left as the quoting wrote them
+    (:func:`~dissensus.quoting.message_line`)."""
+    return message_line(" ".join(str(text).split()))
 
 
 def shown_block(text: object) -> str:

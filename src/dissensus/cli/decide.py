@@ -90,6 +90,7 @@ from dissensus.cli.common import (
     progress_enabled,
     quoted,
     shown,
+    shown_message,
     silence_stdout,
 )
 
@@ -503,7 +504,7 @@ def _said_unwritten(exc: OutputWriteError, journal: Journal, run_id: str) -> int
     if exc.stdout:
         silence_stdout()  # what it still holds would only fail again on the way out
     sys.stderr.write(
-        f"error: {shown(str(exc))}; every journalled step of run {run_id} stays: "
+        f"error: {shown_message(exc)}; every journalled step of run {run_id} stays: "
         f"dissensus runs resume {run_id}{journal_option(journal.path)} --output FILE "
         "goes on and writes all its records once there is room\n"
     )
@@ -606,7 +607,7 @@ def run_and_report(
         # The journal went away mid-run (a database restart, a lock held too long): every
         # step written so far stays, so the run is resumable once the journal is back.
         sys.stderr.write(
-            f"error: {shown(' '.join(str(exc).split()))}; the run stopped: resume it with "
+            f"error: {shown_message(exc)}; the run stopped: resume it with "
             f"dissensus runs resume {run_id}{journal_option(journal.path)}\n"
         )
         sys.stderr.flush()

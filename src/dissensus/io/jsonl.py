@@ -82,7 +82,7 @@ from dissensus.io.jsontext import (
 )
 from dissensus.io.limits import MAX_LINE_CHARS, check_record
 from dissensus.io.wire import validate_panel_json
-from dissensus.quoting import one_line
+from dissensus.quoting import message_line
 from dissensus.types import Panel, VoteCase
 
 __all__ = [
@@ -393,7 +393,7 @@ class RejectSink:
         self.count += 1
         # The file's name and the message are shown as one line, escaped: a name with a
         # newline or an escape sequence must neither split the line nor reach the terminal.
-        self._stderr.write(f"rejected {one_line(reject.describe())}\n")
+        self._stderr.write(f"rejected {message_line(reject.describe())}\n")
         if self._handle is not None:
             write_jsonl_line(self._handle, reject)
 

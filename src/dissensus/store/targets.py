@@ -149,6 +149,12 @@ def check_run_id(run_id: str) -> str:
     """``run_id`` when it is a valid run id (:data:`RUN_ID_PATTERN`); ConfigError otherwise."""
     if not is_run_id(run_id):
         shown = repr(run_id) if len(str(run_id)) <= 80 else repr(str(run_id)[:80]) + "..."
+        if isinstance(run_id, str) and not may_be_held(run_id) and "\x00" not in run_id:
+            # Bytes that are not UTF-8, passed through by the shell as lone surrogates.
+            raise ConfigError(
+                f"invalid run id {shown}: it is not valid UTF-8: give text as UTF-8",
+                field="run_id",
+            )
         raise ConfigError(
             f"invalid run id {shown}: use 1-128 letters, digits, '_', '-' or '.' "
             "(not first, never '..')",
