@@ -337,3 +337,45 @@ def test_a_guard_calibration_object_is_refused_beside_a_file_recording_its_guard
     data = {"reading": {"similarity": "minilm"}}
     data["acceptance"] = {"model": str(REPO / "examples" / "llmbar-accept.json")}
     assert decide(FIRST, data, guard_calibration=fit).state
+
+
+def test_calibration_reads_recorded_reasks_only_where_decide_would_have_them(
+    tmp_path: Path,
+) -> None:
+    """``calibrate-acceptance`` read every panel's recorded re-asks whatever the policy;
+    ``decide`` has second answers only from a re-ask follow-up that uses them (or a
+    model): with ``use_recorded: false`` and no model, the file's features had re-asks
+    its decisions never do, and the run's own shift check flagged the very panels it was
+    calibrated on (AUC 1.00). Calibration now follows the policy."""
+    swap = Path(__file__).resolve().parent.parent / "examples" / "llmbar-swap.jsonl"
+    flags: dict[str, float] = {}
+    specs: dict[str, Any] = {}
+    for name, sc in (
+        ("recorded", {}),
+        ("unused", {"use_recorded": False}),
+        ("none", {"followup": "none"}),
+    ):
+        pol = _policy(
+            tmp_path / f"{name}.yaml",
+            reading={"similarity": "tfidf"},
+            seek_context=sc,
+        )
+        out = tmp_path / f"{name}.json"
+        res = cli("calibrate-acceptance", swap, "--policy", pol, "--target-precision", "0.6",
+                  "--min-accepted", "10", "--out", out)  # fmt: skip
+        assert res.code == 0, res.err
+        data = json.loads(out.read_text(encoding="utf-8"))
+        ref = data["shift_reference"]
+        column = ref["features"].index("panel.has_reask")
+        flags[name] = max(row[column] for row in ref["rows"])
+        specs[name] = policy_from_dict(yaml.safe_load(pol.read_text(encoding="utf-8")))
+    assert flags == {"recorded": 1.0, "unused": 0.0, "none": 0.0}
+    from dissensus.pipeline.gates import second_answers_under
+
+    assert {n: second_answers_under(s, {}) for n, s in specs.items()} == {
+        "recorded": True,
+        "unused": False,
+        "none": False,
+    }
+    unused = policy_from_dict({"seek_context": {"use_recorded": False}})
+    assert second_answers_under(unused, {"DISSENSUS_MODEL": "scripted:x.yaml"})

@@ -448,7 +448,7 @@ def calibrate_acceptance_cmd(
     )
     from dissensus.io.jsonl import RejectSink
     from dissensus.pipeline import load_policy, policy_guard_calibration
-    from dissensus.pipeline.gates import judged_by_acceptance
+    from dissensus.pipeline.gates import judged_by_acceptance, second_answers_under
     from dissensus.pipeline.spec import file_sha256
     from dissensus.states import Thresholds, get_backend, read_panels
 
@@ -502,7 +502,12 @@ def calibrate_acceptance_cmd(
             readings = read_panels(panels, backend, thresholds)
             judged += judged_by_acceptance(policy, panels, readings, guard.calibration)
             cases += prepare_cases(
-                panels, settings=settings, backend=backend, guard=guard, readings=readings
+                panels,
+                settings=settings,
+                backend=backend,
+                guard=guard,
+                readings=readings,
+                reask=second_answers_under(policy),
             )
             golds += [g for _, g in pairs]
             keys += [panel_key(p) for p in panels]

@@ -24,7 +24,7 @@ Choices where the design is silent:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from dissensus.guard import (
     GuardDecision,
@@ -48,6 +48,7 @@ __all__ = [
     "panel_votes",
     "reaches_acceptance",
     "route_step",
+    "second_answers_under",
 ]
 
 AUTO_ACTIONS = ("auto", "auto_explain")
@@ -168,3 +169,22 @@ def check_guard(
     # Every value is already of its field's type (the guard's decision, bools, text).
     values = {"applicable": True, "backed": backed, "reason": reason, "decision": decision}
     return trusted(GuardStep, values)
+
+
+def second_answers_under(policy: Policy, environ: Mapping[str, str] | None = None) -> bool:
+    """Whether a case that reaches learned acceptance under ``policy`` has second answers
+    (the re-ask features): its follow-up is a re-ask (``seek_context.followup: reask``,
+    at least one round) whose answers are the panel's recorded ones
+    (``use_recorded``) or a model's (``seek_context.model`` / ``models`` /
+    ``$DISSENSUS_MODEL``). ``calibrate-acceptance`` reads the panels' recorded re-asks
+    only then, as ``decide`` would have them (a live model's re-asks stand in as the
+    recorded ones); otherwise its features, like ``decide``'s, have none."""
+    import os
+
+    from dissensus.pipeline.spec import MODEL_ENV
+
+    sc = policy.seek_context
+    if sc.followup != "reask" or sc.max_followups == 0:
+        return False
+    env = os.environ if environ is None else environ
+    return sc.use_recorded or bool(sc.model or sc.models or env.get(MODEL_ENV))
