@@ -6,7 +6,11 @@ import asyncio
 import hashlib
 from collections.abc import Sequence
 
+from pydantic import BaseModel
+
 from dissensus.concord.agent import NegotiationView, Outcome
+from dissensus.llm.base import ChatRequest, ChatResponse
+from dissensus.types import Usage
 
 REJECTED = Outcome(id="R0", text="reject everything")
 IDEAL = Outcome(id="I0", text="the ideal outcome")
@@ -96,3 +100,24 @@ class SlowAgent(HashAgent):
             self.on_repair()
         await asyncio.sleep(30)
         return None
+
+
+class TextOnly:
+    """A chat client that returns the answer's text only: no parsed value, no validation
+    of its own (what reads the answer must check it)."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    async def chat(
+        self, request: ChatRequest, *, schema: type[BaseModel] | None = None
+    ) -> ChatResponse:
+        return ChatResponse(text=self.text, model="m")
+
+    @property
+    def usage(self) -> Usage:
+        return Usage()
+
+    @property
+    def usage_by_agent(self) -> dict[str, Usage]:
+        return {}

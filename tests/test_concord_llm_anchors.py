@@ -21,18 +21,16 @@ import pytest
 import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from pydantic import BaseModel
 
 from cli_helpers import run_cli
-from concord_helpers import IDEAL, REJECTED, HashAgent
+from concord_helpers import IDEAL, REJECTED, HashAgent, TextOnly
 from dissensus.agents.llm_negotiator import ANCHOR_RANGES, LLMNegotiator
 from dissensus.concord import negotiate_sync, verify
 from dissensus.concord.agent import NegotiationView, Outcome
 from dissensus.llm import ModelClient, StructuredOutputError
-from dissensus.llm.base import ChatRequest, ChatResponse
+from dissensus.llm.base import ChatRequest
 from dissensus.llm.client import ClientSettings
 from dissensus.llm.function import FunctionBackend
-from dissensus.types import Usage
 
 _VIEW: dict[str, Any] = {"floor": 0.5, "margin": 0.01, "agents": ["a"]}
 ANCHOR_VIEW = NegotiationView(
@@ -145,28 +143,8 @@ def test_an_anchor_answer_is_kept_only_inside_its_ranges(rejected: float, ideal:
             _anchors(client)
 
 
-class _TextOnly:
-    """A chat client that returns the answer's text only: no validation of its own."""
-
-    def __init__(self, text: str) -> None:
-        self.text = text
-
-    async def chat(
-        self, request: ChatRequest, *, schema: type[BaseModel] | None = None
-    ) -> ChatResponse:
-        return ChatResponse(text=self.text, model="m")
-
-    @property
-    def usage(self) -> Usage:
-        return Usage()
-
-    @property
-    def usage_by_agent(self) -> dict[str, Usage]:
-        return {}
-
-
 def test_the_ranges_hold_whatever_client_the_agent_speaks_through() -> None:
-    agent = LLMNegotiator("a", "You own a.", _TextOnly('{"scores": {"R0": 10, "I0": 0}}'))
+    agent = LLMNegotiator("a", "You own a.", TextOnly('{"scores": {"R0": 10, "I0": 0}}'))
     with pytest.raises(StructuredOutputError, match="must score within"):
         asyncio.run(agent.score([REJECTED, IDEAL], ANCHOR_VIEW))
 

@@ -23,11 +23,12 @@ from hypothesis import strategies as st
 from pydantic import BaseModel
 
 from cli_helpers import run_cli
+from concord_helpers import TextOnly
 from dissensus.agents.llm_negotiator import LLMNegotiator
 from dissensus.concord.agent import NegotiationView, Outcome
 from dissensus.errors import ConfigError
 from dissensus.llm import ModelClient, StructuredOutputError, jsonparse
-from dissensus.llm.base import ChatRequest, ChatResponse, Message
+from dissensus.llm.base import ChatRequest, Message
 from dissensus.llm.client import ClientSettings
 from dissensus.llm.function import FunctionBackend
 from dissensus.llm.jsonparse import extract_json
@@ -37,7 +38,6 @@ from dissensus.pipeline import decide, policy_from_dict
 from dissensus.pipeline.policy import PanelSettings
 from dissensus.pipeline.steps import FollowupStep
 from dissensus.store import Journal
-from dissensus.types import Usage
 from pipeline_cases import as_panel, panel
 
 REJECTED = Outcome(id="R0", text="nothing")
@@ -211,26 +211,6 @@ def test_an_llm_agents_repeated_score_key_is_a_fault() -> None:
         _llm_score('{"scores": {"C1": 1, "C1": 9}}')
 
 
-class _TextOnly:
-    """A chat client that returns the answer's text only (no parsed value)."""
-
-    def __init__(self, text: str) -> None:
-        self.text = text
-
-    async def chat(
-        self, request: ChatRequest, *, schema: type[BaseModel] | None = None
-    ) -> ChatResponse:
-        return ChatResponse(text=self.text, model="m")
-
-    @property
-    def usage(self) -> Usage:
-        return Usage()
-
-    @property
-    def usage_by_agent(self) -> dict[str, Usage]:
-        return {}
-
-
 @pytest.mark.parametrize(
     ("text", "method"),
     [('{"scores": {"C1": 1, "C1": 9}}', "score"), ('{"text": "a", "text": "b"}', "propose")],
@@ -238,7 +218,7 @@ class _TextOnly:
 def test_a_client_without_a_parsed_answer_reads_it_as_the_model_client_does(
     text: str, method: str
 ) -> None:
-    agent = LLMNegotiator("a", "You own a.", _TextOnly(text))
+    agent = LLMNegotiator("a", "You own a.", TextOnly(text))
     view = NegotiationView(agent="a", phase="score", round=1, floor=0.5, margin=0.01, agents=["a"])
     call = agent.score([C1], view) if method == "score" else agent.propose(view)
     with pytest.raises(StructuredOutputError, match="twice in one object"):
