@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from dissensus.baselines.decision_rules import (
+    LLMArbiter,
     best_average,
     first_choice_plurality,
     owner_decides,
@@ -18,6 +21,8 @@ from dissensus.concord import scale as _cal
 from dissensus.concord.bounds import compute_bound
 from dissensus.concord.rules import accepts, bottleneck, select
 from dissensus.concord.scale import rescale
+from dissensus.llm.base import ChatResponse
+from dissensus.llm.jsonparse import DuplicateKeyError
 
 
 def test_bound_formula() -> None:
@@ -159,3 +164,35 @@ def test_a_bug_in_the_rules_is_caught_by_verify(monkeypatch: pytest.MonkeyPatch)
     assert buggy.selected.id != honest.selected.id
     verdict = verify(buggy.model_dump(mode="json"))
     assert not verdict.valid and verdict.violated == "selection"
+
+
+class _TextOnlyArbiter:
+    """A chat client that answers fixed text and validates nothing (``parsed`` None)."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    async def chat(self, request: object, schema: object = None) -> ChatResponse:
+        return ChatResponse(text=self.text, model="text-only")
+
+
+def test_arbiter_refuses_a_pick_whose_id_is_written_twice() -> None:
+    """An unvalidated answer is read as the model client reads one: a key written twice
+    is no answer (it was read last-wins, picking the second id)."""
+    arbiter = LLMArbiter(_TextOnlyArbiter('{"id": "A", "id": "B"}'))
+    matrix = {"A": {"x": 0.9, "y": 0.8}, "B": {"x": 0.1, "y": 0.2}}
+    with pytest.raises(DuplicateKeyError, match="id"):
+        asyncio.run(arbiter.pick([("A", "a"), ("B", "b")], matrix, ["x", "y"], 0.5))
+
+
+def test_arbiter_reads_an_unvalidated_answer_in_prose() -> None:
+    arbiter = LLMArbiter(_TextOnlyArbiter('Sure: {"id": "B"} is best.'))
+    matrix = {"A": {"x": 0.9, "y": 0.8}, "B": {"x": 0.6, "y": 0.7}}
+    result = asyncio.run(arbiter.pick([("A", "a"), ("B", "b")], matrix, ["x", "y"], 0.5))
+    assert result.selected == "B"
+    text = asyncio.run(
+        LLMArbiter(_TextOnlyArbiter('{"text": "a plan"}')).write(
+            [("A", "a")], {"A": {"x": 0.9}}, ["x"], 0.5
+        )
+    )
+    assert text == "a plan"

@@ -28,16 +28,19 @@ Ties elsewhere go to the earlier proposal and are reported.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
 from dissensus.deprecation import deprecated_names, renamed
+from dissensus.llm.jsonparse import extract_json
 from dissensus.quoting import DATA_RULE, quote_block
 from dissensus.types import JsonObject, JsonSchema
 
 if TYPE_CHECKING:
-    from dissensus.llm.base import ChatClient, ChatRequest
+    from dissensus.llm.base import ChatClient, ChatRequest, ChatResponse
+
+_Reply = TypeVar("_Reply", bound=BaseModel)
 
 __all__ = [
     "LLMArbiter",
@@ -238,6 +241,15 @@ def _request(stage: str, user: str, schema: JsonSchema) -> ChatRequest:
     )
 
 
+def _reply(resp: ChatResponse, model: type[_Reply]) -> _Reply:
+    """The arbiter's answer as ``model``: the client's validated instance, else its text
+    read as the model client reads a structured answer (:func:`extract_json`: a key
+    written twice is refused, never read last-wins)."""
+    if isinstance(resp.parsed, model):
+        return resp.parsed
+    return model.model_validate(extract_json(resp.text))
+
+
 class LLMArbiter:
     """The comparison's arbiter over a model (:class:`dissensus.baselines.compare.Arbiter`).
 
@@ -265,11 +277,7 @@ class LLMArbiter:
         resp = await self.client.chat(
             _request("concord.compare.pick", user, schema), schema=PickReply
         )
-        reply = (
-            resp.parsed
-            if isinstance(resp.parsed, PickReply)
-            else PickReply.model_validate_json(resp.text)
-        )
+        reply = _reply(resp, PickReply)
         if reply.id not in ids:
             return judge(
                 "LLM picks a plan",
@@ -297,9 +305,5 @@ class LLMArbiter:
         resp = await self.client.chat(
             _request("concord.compare.write", user, schema), schema=WriteReply
         )
-        reply = (
-            resp.parsed
-            if isinstance(resp.parsed, WriteReply)
-            else WriteReply.model_validate_json(resp.text)
-        )
+        reply = _reply(resp, WriteReply)
         return reply.text
