@@ -9,6 +9,7 @@ no warning. Before, each showed an edited record as if it had been written so.
 from __future__ import annotations
 
 import json
+import shlex
 import sqlite3
 from pathlib import Path
 
@@ -59,7 +60,11 @@ def test_a_reading_command_warns_when_the_run_was_altered(
     assert res.code == 0, res.err
     assert "warning: run r1 does not verify (1 problem; first: event " in res.err, res.err
     assert "content does not match its hash" in res.err
-    assert "dissensus runs verify r1" in res.err
+    suggested = f"dissensus runs verify r1 --journal {shlex.quote(str(journal))}"
+    assert f"`{suggested}` lists every problem" in res.err, res.err
+    listed = cli(*shlex.split(suggested)[1:])  # the command as shown finds the run
+    assert listed.code == 1, listed.err
+    assert "content does not match its hash" in listed.out + listed.err
     assert "does not verify" not in res.out  # the records themselves are still shown
     assert journal.read_bytes() == before  # the check writes nothing
 

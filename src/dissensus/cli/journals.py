@@ -76,11 +76,14 @@ def warn_if_altered(store: Journal, run_id: str, *, what: str = "what is shown")
     report = store.verify(run_id, review_index=False)
     if report.ok:
         return True
+    from dissensus.store.targets import journal_option
+
     n = len(report.problems)
     first = report.problems[0] if report.problems else "the chain does not verify"
+    on = journal_option(store.path)  # the command names the journal this one read
     err_console.print(
         f"warning: run {shown(run_id)} does not verify ({n} problem{'s' if n != 1 else ''}; "
         f"first: {shown(first)}): {what} may have been altered since it was "
-        f"written. `dissensus runs verify {shown(run_id)}` lists every problem."
+        f"written. `dissensus runs verify {shown(run_id)}{shown(on)}` lists every problem."
     )
     return False
