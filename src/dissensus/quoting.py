@@ -65,8 +65,10 @@ QUESTION>>>
 
 from __future__ import annotations
 
+import difflib
 import json
 import re
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from dissensus.errors import ConfigError
@@ -79,6 +81,8 @@ __all__ = [
     "SHORT_LIMIT",
     "SHOWN_ESCAPED",
     "message_line",
+    "missing_misspelt",
+    "misspelling",
     "one_line",
     "quote_block",
     "quote_json",
@@ -155,6 +159,36 @@ def quoted(text: object) -> str:
     'a\\u200eb'
     """
     return INVISIBLE.sub(_escape_shown, repr(str(text)))
+
+
+def misspelling(name: str, keys: Iterable[object], known: Iterable[str] = ()) -> str:
+    """`` (is 'questoin' a misspelling of 'question'?)`` when one of ``keys`` that is not
+    a ``known`` field is spelt close to the missing field ``name`` (difflib's ratio at
+    least 0.6, the closest one); empty otherwise. Appended to "field required" messages,
+    so a typo in a required key names the key the user wrote, not only the one missing.
+
+    >>> misspelling("condition", ["conditon", "priority"])
+    " (is 'conditon' a misspelling of 'condition'?)"
+    """
+    fields = set(known)
+    unknown = [k for k in keys if isinstance(k, str) and k not in fields]
+    close = difflib.get_close_matches(name, unknown, n=1, cutoff=0.6)
+    return f" (is {quoted(close[0])} a misspelling of {quoted(name)}?)" if close else ""
+
+
+def missing_misspelt(errors: Sequence[Mapping[str, Any]]) -> str:
+    """:func:`misspelling` for a validation's first error (pydantic's ``errors()``): when
+    it is a required field missing and the same mapping holds a key refused as unknown
+    (``extra_forbidden``) spelt close to it; empty otherwise."""
+    if not errors or errors[0].get("type") != "missing" or not errors[0].get("loc"):
+        return ""
+    *parent, name = tuple(errors[0]["loc"])
+    unknown = [
+        e["loc"][-1]
+        for e in errors
+        if e.get("type") == "extra_forbidden" and list(e.get("loc", ()))[:-1] == parent
+    ]
+    return misspelling(str(name), unknown)
 
 
 def with_lines(text: object) -> str:

@@ -56,6 +56,7 @@ from dissensus.concord.rules import SelectionRule
 from dissensus.concord.scale import check_anchors
 from dissensus.errors import ConfigError, field_path
 from dissensus.io.yamlfile import load_yaml_file
+from dissensus.quoting import missing_misspelt, misspelling
 
 __all__ = [
     "AgentSpec",
@@ -197,19 +198,27 @@ def parse_problem(data: object, *, file: str | None = None) -> Problem:
     if not isinstance(data, dict):
         raise ConfigError("a problem file is a mapping", file=file)
     if "anchors" not in data:
+        hint = misspelling("anchors", data, Problem.model_fields)
         raise ConfigError(
-            "missing anchors (one rejected and one ideal outcome)", file=file, field="anchors"
+            "missing anchors (one rejected and one ideal outcome)" + hint,
+            file=file,
+            field="anchors",
         )
     anchors = data.get("anchors")
     if isinstance(anchors, dict):
         for name in ("rejected", "ideal"):
             if name not in anchors:
-                raise ConfigError(f"missing the {name} anchor", file=file, field=f"anchors.{name}")
+                hint = misspelling(name, anchors, ("rejected", "ideal"))
+                raise ConfigError(
+                    f"missing the {name} anchor{hint}", file=file, field=f"anchors.{name}"
+                )
     try:
         problem = Problem.model_validate(data)
     except ValidationError as exc:
-        err = exc.errors()[0]
-        raise ConfigError(err["msg"], file=file, field=field_path(*err["loc"]) or None) from exc
+        errors = exc.errors()
+        err = errors[0]
+        message = err["msg"] + missing_misspelt(errors)
+        raise ConfigError(message, file=file, field=field_path(*err["loc"]) or None) from exc
     _check(problem, file)
     return problem
 

@@ -47,6 +47,7 @@ from dissensus.dci.archetypes import archetype
 from dissensus.dci.selection import fold_text
 from dissensus.errors import ConfigError, field_path
 from dissensus.io.yamlfile import load_yaml_file
+from dissensus.quoting import missing_misspelt, misspelling
 
 __all__ = [
     "DEFAULT_PARTICIPANTS",
@@ -160,13 +161,16 @@ def parse_task(data: Any, *, file: str | None = None, default_id: str = "task") 
     if not isinstance(data, dict):
         raise ConfigError("a task file must be a mapping with at least 'question'", file=file)
     if "question" not in data:
-        raise ConfigError("a task needs a question", file=file, field="question")
+        hint = misspelling("question", data, Task.model_fields)
+        raise ConfigError("a task needs a question" + hint, file=file, field="question")
     data = {"id": default_id, **data}
     try:
         task = Task.model_validate(data)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        raise ConfigError(first["msg"], file=file, field=field_path(*first["loc"])) from None
+        errors = exc.errors()
+        first = errors[0]
+        message = first["msg"] + missing_misspelt(errors)
+        raise ConfigError(message, file=file, field=field_path(*first["loc"])) from None
     _check_participants(task, file)
     _check_options(task, file)
     return task

@@ -91,6 +91,7 @@ from pydantic import (
 
 from dissensus.errors import ConfigError
 from dissensus.io.yamlfile import load_yaml_file
+from dissensus.quoting import missing_misspelt
 from dissensus.signals import MarkerLexicon
 from dissensus.types import JsonObject
 
@@ -486,10 +487,12 @@ def _warn_deprecated(data: Any, file: str) -> None:
 
 
 def _config_error(exc: ValidationError, file: str | None, prefix: tuple[str, ...]) -> ConfigError:
-    first = exc.errors()[0]
+    errors = exc.errors()
+    first = errors[0]
     message = first["msg"]
     if message.startswith("Value error, "):
         message = message[len("Value error, ") :]
+    message += missing_misspelt(errors)
     return ConfigError(message, file=file, field=_field((*prefix, *first["loc"])))
 
 

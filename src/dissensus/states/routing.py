@@ -83,6 +83,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from dissensus.errors import ConfigError, DissensusError, InputError
 from dissensus.io.yamlfile import load_yaml_file
+from dissensus.quoting import missing_misspelt
 from dissensus.states.conditions import (
     And,
     Cmp,
@@ -354,9 +355,11 @@ class RuleSet:
         try:
             spec = RulesFile.model_validate(data)
         except ValidationError as exc:
-            first = exc.errors()[0]
+            errors = exc.errors()
+            first = errors[0]
             loc = ".".join(str(p) for p in first["loc"]) or "<root>"
-            raise ConfigError(first["msg"], file=file, field=loc) from None
+            message = first["msg"] + missing_misspelt(errors)
+            raise ConfigError(message, file=file, field=loc) from None
         return cls(spec, file=file)
 
     @classmethod
