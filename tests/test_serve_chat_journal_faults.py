@@ -216,6 +216,69 @@ async def test_a_read_only_journal_is_a_500_that_does_not_name_it(
     _no_location(res.text, target)
 
 
+@pytest.mark.parametrize(
+    ("fault", "code", "said"),
+    [
+        ("JournalError", "journal_unavailable", "the journal is unreachable"),
+        ("JournalBusy", "journal_busy", "the journal is busy"),
+    ],
+)
+async def test_a_case_looked_up_on_a_busy_or_unreachable_journal_is_the_doors_503(
+    journal_target: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: Any,
+    fault: str,
+    code: str,
+    said: str,
+) -> None:
+    """``GET /v1/cases/{id}`` when the journal cannot be read answers as the chat route
+    does: ``503`` ``journal_unavailable`` / ``journal_busy``, ``Retry-After``,
+    ``x-should-retry: true``, a fixed message without the journal's location, the detail
+    in the server's log (before: ``code`` ``unavailable`` and no ``x-should-retry``);
+    the library call raises that ``ChatError``. Its other refusals stay the door's."""
+    from dissensus.store import errors
+
+    with _served(tmp_path, journal_target) as (app, client):
+        async with client:
+            res = await client.post("/v1/chat/completions", json=_body(), headers=auth("sub"))
+            case_id = res.json()["dissensus"]["case_id"]
+            with monkeypatch.context() as patched:
+
+                def run(self: Journal, run_id: str, **_: Any) -> Any:
+                    raise getattr(errors, fault)(f"journal {self.path}: connection lost")
+
+                patched.setattr(Journal, "run", run)
+                with caplog.at_level("WARNING", "dissensus.serve"):
+                    res = await client.get(f"/v1/cases/{case_id}", headers=auth("sub"))
+                with pytest.raises(ChatError) as raised:
+                    await app.state.chat.acase(case_id)
+            assert res.status_code == 503, res.text
+            assert res.headers["retry-after"].isdigit()
+            assert res.headers["x-should-retry"] == "true"
+            error = res.json()["error"]
+            assert (error["code"], error["type"]) == (code, "server_error"), error
+            assert error["message"].startswith(said), error
+            _no_location(res.text, journal_target)
+            logged = [r.getMessage() for r in caplog.records if r.name == "dissensus.serve"]
+            assert any(fault in line and "connection lost" in line for line in logged), logged
+            assert (raised.value.status, raised.value.code) == (503, code)
+            assert isinstance(raised.value.__cause__, errors.JournalError)
+            # The journal back: the case; an unknown case and a missing token are the door's.
+            res = await client.get(f"/v1/cases/{case_id}", headers=auth("sub"))
+            assert res.status_code == 200, res.text
+            assert res.json()["case_id"] == case_id
+            res = await client.get(f"/v1/cases/{case_id}0", headers=auth("sub"))
+            assert res.status_code == 404, res.text
+            assert res.json()["error"]["code"] == "unknown_case"
+            assert res.json()["error"]["type"] == "invalid_request_error"
+            res = await client.get(f"/v1/cases/{case_id}")
+            assert res.status_code == 401, res.text
+            assert res.headers["www-authenticate"] == "Bearer"
+            assert res.json()["error"]["code"] == "invalid_api_key"
+            assert res.json()["error"]["type"] == "authentication_error"
+
+
 # -- a commit whose acknowledgement is lost ----------------------------------------------
 
 
