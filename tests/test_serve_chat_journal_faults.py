@@ -216,6 +216,69 @@ async def test_a_read_only_journal_is_a_500_that_does_not_name_it(
     _no_location(res.text, target)
 
 
+@pytest.mark.parametrize(
+    ("fault", "code", "said"),
+    [
+        ("JournalError", "journal_unavailable", "the journal is unreachable"),
+        ("JournalBusy", "journal_busy", "the journal is busy"),
+    ],
+)
+async def test_a_case_looked_up_on_a_busy_or_unreachable_journal_is_the_doors_503(
+    journal_target: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: Any,
+    fault: str,
+    code: str,
+    said: str,
+) -> None:
+    """``GET /v1/cases/{id}`` when the journal cannot be read answers as the chat route
+    does: ``503`` ``journal_unavailable`` / ``journal_busy``, ``Retry-After``,
+    ``x-should-retry: true``, a fixed message without the journal's location, the detail
+    in the server's log (before: ``code`` ``unavailable`` and no ``x-should-retry``);
+    the library call raises that ``ChatError``. Its other refusals stay the door's."""
+    from dissensus.store import errors
+
+    with _served(tmp_path, journal_target) as (app, client):
+        async with client:
+            res = await client.post("/v1/chat/completions", json=_body(), headers=auth("sub"))
+            case_id = res.json()["dissensus"]["case_id"]
+            with monkeypatch.context() as patched:
+
+                def run(self: Journal, run_id: str, **_: Any) -> Any:
+                    raise getattr(errors, fault)(f"journal {self.path}: connection lost")
+
+                patched.setattr(Journal, "run", run)
+                with caplog.at_level("WARNING", "dissensus.serve"):
+                    res = await client.get(f"/v1/cases/{case_id}", headers=auth("sub"))
+                with pytest.raises(ChatError) as raised:
+                    await app.state.chat.acase(case_id)
+            assert res.status_code == 503, res.text
+            assert res.headers["retry-after"].isdigit()
+            assert res.headers["x-should-retry"] == "true"
+            error = res.json()["error"]
+            assert (error["code"], error["type"]) == (code, "server_error"), error
+            assert error["message"].startswith(said), error
+            _no_location(res.text, journal_target)
+            logged = [r.getMessage() for r in caplog.records if r.name == "dissensus.serve"]
+            assert any(fault in line and "connection lost" in line for line in logged), logged
+            assert (raised.value.status, raised.value.code) == (503, code)
+            assert isinstance(raised.value.__cause__, errors.JournalError)
+            # The journal back: the case; an unknown case and a missing token are the door's.
+            res = await client.get(f"/v1/cases/{case_id}", headers=auth("sub"))
+            assert res.status_code == 200, res.text
+            assert res.json()["case_id"] == case_id
+            res = await client.get(f"/v1/cases/{case_id}0", headers=auth("sub"))
+            assert res.status_code == 404, res.text
+            assert res.json()["error"]["code"] == "unknown_case"
+            assert res.json()["error"]["type"] == "invalid_request_error"
+            res = await client.get(f"/v1/cases/{case_id}")
+            assert res.status_code == 401, res.text
+            assert res.headers["www-authenticate"] == "Bearer"
+            assert res.json()["error"]["code"] == "invalid_api_key"
+            assert res.json()["error"]["type"] == "authentication_error"
+
+
 # -- a commit whose acknowledgement is lost ----------------------------------------------
 
 
@@ -370,6 +433,145 @@ async def test_a_decide_run_whose_outcome_cannot_be_told_says_so(
         faults.heal()
         doc = (await client.get(f"/v1/runs/{run_id}", headers=auth("sub"))).json()
         assert (doc["status"], doc["error"], doc["done"]) == ("finished", None, 1), doc
+
+
+async def _ended(client: httpx.AsyncClient, run_id: str) -> dict[str, Any]:
+    """The run's document once it is no longer ``running`` (at most 60 s)."""
+    import asyncio
+
+    for _ in range(600):
+        doc: dict[str, Any] = (await client.get(f"/v1/runs/{run_id}", headers=auth("sub"))).json()
+        if doc.get("status") != "running":
+            return doc
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"run {run_id} still running: {doc}")
+
+
+async def test_an_async_decide_run_whose_start_acknowledgement_is_lost_is_started(
+    journal_target: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``POST /v1/decide?async=true``: the run's start (its one commit before the answer)
+    went through, only its acknowledgement was lost. The run exists, so the answer is the
+    usual ``202`` naming it, and the run is decided: it ends ``finished``, without error,
+    its lock released, once in the journal (before: ``503`` "the journal is unreachable",
+    and the run stayed undecided, on SQLite ``running`` under this process's lock)."""
+    from serve_helpers import client_for, settings
+
+    faults = _Faults(monkeypatch, journal_target, reads_fail=False)
+    async with client_for(settings(tmp_path, journal=journal_target)) as client:
+        faults.arm()
+        batch = [_decide_panel("p1"), {"id": "bad"}]
+        res = await client.post("/v1/decide?async=true", json=batch, headers=auth("sub"))
+        assert faults.lost == 1
+        assert res.status_code == 202, res.text
+        started = res.json()
+        run_id = started["run_id"]
+        assert started["status"] == "running"
+        assert started["links"]["run"] == f"/v1/runs/{run_id}"
+        doc = await _ended(client, run_id)
+        assert (doc["status"], doc["error"], doc["done"], doc["rejected"]) == (
+            "finished",
+            None,
+            1,
+            1,
+        ), doc
+        assert [r["id"] for r in doc["records"]] == ["p1"]
+    with Journal(journal_target) as journal:
+        assert [r.run_id for r in journal.runs()] == [run_id]
+        assert journal.run_lock_holder(run_id) is None
+
+
+async def test_an_async_decide_run_whose_start_cannot_be_told_names_the_run(
+    journal_target: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The journal still unreachable when the server looks: ``503`` with ``Retry-After``
+    naming the run to poll before submitting again, never the journal's location. Once
+    the journal is back the run reads ``incomplete`` (journalled, not decided), its lock
+    not held, so ``dissensus runs resume`` takes it; its error says how."""
+    from dissensus.pipeline import execute_run
+    from serve_helpers import client_for, settings
+
+    faults = _Faults(monkeypatch, journal_target, reads_fail=True)
+    async with client_for(settings(tmp_path, journal=journal_target)) as client:
+        faults.arm()
+        res = await client.post(
+            "/v1/decide?async=true", json=[_decide_panel("p1")], headers=auth("sub")
+        )
+        assert res.status_code == 503, res.text
+        assert res.headers["retry-after"].isdigit()
+        body = res.json()
+        run_id = body["run_id"]
+        assert f"poll GET /v1/runs/{run_id} before submitting again" in body["error"]
+        assert "the journal is unreachable" in body["error"]
+        _no_location(res.text, journal_target)
+        faults.heal()
+        doc = (await client.get(f"/v1/runs/{run_id}", headers=auth("sub"))).json()
+        assert (doc["status"], doc["done"]) == ("incomplete", 0), doc
+        assert f"dissensus runs resume {run_id}" in doc["error"]
+        _no_location(json.dumps(doc), journal_target)
+    with Journal(journal_target) as journal:
+        assert [r.run_id for r in journal.runs()] == [run_id]
+        assert journal.run_lock_holder(run_id) is None
+        records = [r async for r in execute_run(journal, run_id)]  # as runs resume does
+        assert [r.id for r in records] == ["p1"]
+
+
+async def test_an_async_decide_run_the_journal_does_not_hold_is_503_without_a_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The start failed and the journal, read again, holds no such run: nothing was
+    journalled, the ``503`` is the plain one (submitting again is safe)."""
+    from dissensus.store.sqlite import SQLiteBackend
+    from serve_helpers import client_for, settings
+
+    def down(backend: Any) -> None:
+        raise sqlite3.OperationalError("disk I/O error")
+
+    target = str(tmp_path / "journal.sqlite")
+    async with client_for(settings(tmp_path, journal=target)) as client:
+        monkeypatch.setattr(SQLiteBackend, "commit", down)
+        res = await client.post(
+            "/v1/decide?async=true", json=[_decide_panel("p1")], headers=auth("sub")
+        )
+        monkeypatch.undo()
+        assert res.status_code == 503, res.text
+        assert res.headers["retry-after"].isdigit()
+        assert res.json() == {"error": "the journal is unreachable", "field": None}
+        assert (await client.get("/v1/runs", headers=auth("sub"))).json() == []
+
+
+async def test_an_async_decide_run_never_journalled_whose_start_cannot_be_told_is_404(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The start's commit did not go through and the journal cannot be read either: the
+    ``503`` names the run all the same; once the journal is back, the run and its events
+    are ``404`` (it was not journalled: submitting again is safe), as the ``503`` said."""
+    from dissensus.store.errors import JournalError
+    from dissensus.store.sqlite import SQLiteBackend
+    from serve_helpers import client_for, settings
+
+    def down(backend: Any) -> None:
+        raise sqlite3.OperationalError("disk I/O error")
+
+    def unreadable(self: Journal, run_id: str, key: str) -> Any:
+        raise JournalError(f"journal {self.path}: disk I/O error")
+
+    target = str(tmp_path / "journal.sqlite")
+    async with client_for(settings(tmp_path, journal=target)) as client:
+        monkeypatch.setattr(SQLiteBackend, "commit", down)
+        monkeypatch.setattr(Journal, "get", unreadable)
+        res = await client.post(
+            "/v1/decide?async=true", json=[_decide_panel("p1")], headers=auth("sub")
+        )
+        monkeypatch.undo()
+        assert res.status_code == 503, res.text
+        run_id = res.json()["run_id"]
+        assert f"GET /v1/runs/{run_id} before submitting again (404: it was not" in res.text
+        for path in (f"/v1/runs/{run_id}", f"/v1/runs/{run_id}/events"):
+            res = await client.get(path, headers=auth("sub"))
+            assert res.status_code == 404, (path, res.text)
+            assert res.json()["field"] == "run_id"
+        assert (await client.get("/v1/runs", headers=auth("sub"))).json() == []
 
 
 async def test_a_keyed_request_after_a_fault_is_never_answered_with_another_requests_case(

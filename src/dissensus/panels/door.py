@@ -83,9 +83,10 @@ client gone before the hand-off) leaves its key free.
 
 **A busy or unreachable journal** (:class:`~dissensus.store.errors.JournalBusy`, or any
 other :class:`~dissensus.store.errors.JournalError` but a read-only or damaged journal)
-while deciding a case, or while reading a key's case, is a ``503`` :class:`ChatError`
-with ``code`` :data:`JOURNAL_BUSY` or :data:`JOURNAL_UNAVAILABLE`: the request may be
-sent again later. Its message is a fixed sentence that never names the journal's file
+while deciding a case, while reading a key's case, or while reading a case
+(:meth:`PanelChat.acase`), is a ``503`` :class:`ChatError` with ``code``
+:data:`JOURNAL_BUSY` or :data:`JOURNAL_UNAVAILABLE`: the request may be sent again
+later. Its message is a fixed sentence that never names the journal's file
 or URL; the store's error (which does) is its ``__cause__``. Any other failure of the
 pipeline, a read-only or damaged journal included, is a ``500`` ``decide_failed``.
 A decision that failed so may have failed at a commit that went through (the
@@ -976,7 +977,9 @@ class PanelChat:
     async def acase(self, case_id: str, *, wait: bool = False) -> CaseStatus:
         """A case as the journal holds it now (``404`` :class:`ChatError` when unknown):
         ``deciding`` at once while its decision runs here, unless ``wait`` (then its
-        record once journalled)."""
+        record once journalled). A busy or unreachable journal is the ``503``
+        :class:`ChatError` ``journal_busy`` / ``journal_unavailable``, the store's error
+        its ``__cause__``."""
         unknown = ChatError(
             404,
             f"no case {quote_short(case_id)} in the journal",
@@ -1005,13 +1008,16 @@ class PanelChat:
             )
         if deciding is not None:
             await _settle([deciding])
-        if self.journal.run(run_id, missing_ok=True) is None:
+        try:
+            found = self._journalled_case(run_id, line)
+        except JournalError as exc:  # the case could not be read: ask again later
+            outage = _outage(exc)
+            if outage is None:
+                raise
+            raise _journal_down(outage, "the case could not be read; ask again later") from exc
+        if found is None:
             raise unknown
-        record = next((r for r in final_records(self.journal, run_id) if r.line == line), None)
-        entered = case_step(self.journal, run_id, line, "input")
-        if record is None or entered is None:
-            raise unknown
-        panel = CaseInput.model_validate(entered).panel
+        panel, record = found
         if record.action == "human":
             status = "resolved"
         elif record.decision is None:
@@ -1029,6 +1035,17 @@ class PanelChat:
             record=record,
             links=_links(run_id, case_id, record.review_id),
         )
+
+    def _journalled_case(self, run_id: str, line: int) -> tuple[Panel, CaseRecord] | None:
+        """The panel and final record of the run's case on ``line``, ``None`` when the
+        journal holds no such case."""
+        if self.journal.run(run_id, missing_ok=True) is None:
+            return None
+        record = next((r for r in final_records(self.journal, run_id) if r.line == line), None)
+        entered = case_step(self.journal, run_id, line, "input")
+        if record is None or entered is None:
+            return None
+        return CaseInput.model_validate(entered).panel, record
 
     def case(self, case_id: str, *, wait: bool = False) -> CaseStatus:
         """Sync twin of :meth:`acase`."""

@@ -25,12 +25,13 @@ Choices where the design is silent:
   service answers it: :mod:`~dissensus.serve.journal_errors`) and ``x-should-retry:
   true``. Its message is a fixed sentence; the store's error, which names the journal's
   file or URL, goes to the server's log (one line). No other message of the door names
-  the journal's location either. When the journal failed while the case was being
-  journalled, the door first reads the journal again (once): a case it holds (the
-  commit went through, its acknowledgement was lost) is answered as usual; one it does
-  not hold gets the ``503`` (nothing of it, or only its start, is journalled: asking
-  again is safe); and when the journal cannot be read either, the ``503`` is
-  ``journal_unavailable_case_unknown``, naming the case in its message and a
+  the journal's location either. ``GET /v1/cases/{id}`` answers the same ``503`` when
+  the journal cannot be read (the library call raises it). When the journal failed
+  while the case was being journalled, the door first reads the journal again (once):
+  a case it holds (the commit went through, its acknowledgement was lost) is answered
+  as usual; one it does not hold gets the ``503`` (nothing of it, or only its start, is
+  journalled: asking again is safe); and when the journal cannot be read either, the
+  ``503`` is ``journal_unavailable_case_unknown``, naming the case in its message and a
   ``dissensus`` field (``{case_id, run_id, links}``), ``x-should-retry: false``
   (``true`` with an idempotency key): poll ``GET /v1/cases/{id}`` before asking again.
 * The body is read outside the route's catch-all: what the service's middleware raises
@@ -504,7 +505,20 @@ async def chat_completions(request: Request) -> Response:
 @router.get(
     "/v1/cases/{case_id}",
     responses={
-        **refusals(*AUTHED, 404, 503, 504, openai=True, said={404: "No such case."}),
+        **refusals(
+            *AUTHED,
+            404,
+            503,
+            504,
+            openai=True,
+            said={
+                404: "No such case.",
+                503: "The journal is busy or unreachable (`journal_busy`, "
+                "`journal_unavailable`, `Retry-After`, `x-should-retry: true`; the message "
+                "never names the journal), or its tokens file does not load "
+                "(`tokens_unavailable`, `Retry-After`).",
+            },
+        ),
         200: answer(CaseStatus, "The case as the journal holds it now."),
     },
 )

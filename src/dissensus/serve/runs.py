@@ -50,7 +50,14 @@ Choices where the design is silent:
   journalled); when the journal cannot be read either, the run is ``failed`` with an
   error saying it may be journalled all the same and naming ``GET /v1/runs/{id}``,
   which reads the journal's outcome once it is back (a run the journal holds finished
-  never shows an error).
+  never shows an error). ``POST /v1/decide?async=true`` is answered once ``run.started``
+  is committed, so its check is of that commit: a run the journal holds is decided from
+  its start and answered ``202`` as usual; one it does not hold is the journal's ``503``
+  (nothing journalled); when the journal cannot be read either, the run is
+  ``incomplete`` with an error naming ``GET /v1/runs/{id}`` (``404`` until the journal
+  holds it: it was not journalled; else resumable with ``dissensus runs resume``, the
+  lock its start took given back), answered ``503`` with ``Retry-After`` and
+  ``run_id``.
 * On shutdown (SIGTERM / Ctrl-C) runs in progress get most of the graceful-shutdown
   time to finish, then are cancelled: they end ``incomplete`` (resumable with
   ``dissensus runs resume``; one cancelled after it journalled ``run.finished`` is
@@ -431,6 +438,14 @@ class _NotStarted(Exception):
     """The run could not be journalled (its ``started`` future holds why)."""
 
 
+class _StartFailed(Exception):
+    """``start_run`` failed with :attr:`error`: its commit may have gone through."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
 class Runner:
     """Starts, executes and follows decide runs for the service (one :class:`RunSpec` for all)."""
 
@@ -490,19 +505,72 @@ class Runner:
         text = "".join(line + "\n" for line in lines)
         extra: JsonObject = {"submitted_by": submitted_by}
         state = RunState(run_id=new_run_id(), total=len(lines), deferred=defer)
-        if self._open_journal is None:  # an in-memory journal: decide on this loop
-            start_run(self.journal, None, self.spec, text=text, extra=extra, via="serve",
-                      run_id=state.run_id)  # fmt: skip
-            state.started.set_result(None)
-        self._states[state.run_id] = state
-        state.task = asyncio.create_task(self._execute(state, text, extra))
         try:
+            if self._open_journal is None:  # an in-memory journal: decide on this loop
+                try:
+                    start_run(self.journal, None, self.spec, text=text, extra=extra,
+                              via="serve", run_id=state.run_id)  # fmt: skip
+                except Exception as exc:
+                    raise _StartFailed(exc) from exc
+                state.started.set_result(None)
+            self._launch(state, text, extra)
             await asyncio.shield(state.started)
         except _NotStarted:  # stopped before it could try: never an internal error's 500
             raise JournalError("the run could not be started") from None
+        except _StartFailed as failed:
+            return await self._after_start_fault(state, text, extra, failed.error)
         return state
 
-    async def _execute(self, state: RunState, text: str, extra: JsonObject) -> None:
+    def _launch(
+        self, state: RunState, text: str, extra: JsonObject, *, resume: bool = False
+    ) -> None:
+        """Register the run and start deciding it (``resume``: its start is journalled)."""
+        self._states[state.run_id] = state
+        state.task = asyncio.create_task(self._execute(state, text, extra, resume=resume))
+
+    async def _after_start_fault(
+        self, state: RunState, text: str, extra: JsonObject, error: Exception
+    ) -> RunState:
+        """``start_run`` failed with ``error``. A busy or unreachable journal may have
+        failed at the start's commit although it went through (its acknowledgement
+        lost): the journal is read once more (:meth:`_holds`). A run it holds started is
+        decided from its start, as if the commit had been acknowledged; one it does not
+        hold is ``error`` (nothing was journalled); when it cannot tell, the run is
+        ``incomplete`` with an error naming ``GET /v1/runs/{id}``, its lock given back
+        if the journal takes it (a run there is resumable)."""
+        public = journal_errors.unavailable(error)
+        if public is None or state.deferred:  # a deferred start writes nothing
+            raise error
+        if state.task is not None:
+            await asyncio.wait([state.task])  # the failed start has let go of the run
+        held = await asyncio.to_thread(self._holds, state.run_id, "run/started")
+        if held is False:
+            raise error
+        journal_errors.log_unavailable(error, f"run {state.run_id}")
+        again = RunState(run_id=state.run_id, total=state.total)
+        again.started.set_result(None)
+        if held:
+            log.warning("run %s: started in the journal all the same", state.run_id)
+            self._launch(again, text, extra, resume=True)
+            return again
+        with contextlib.suppress(Exception):  # a lock the journal holds for nobody's work
+            await asyncio.to_thread(self.journal.release_run_lock, state.run_id)
+        again.status = "incomplete"
+        again.retry = True
+        again.error = journal_errors.scrub(
+            f"{public}: whether the run's start was journalled could not be told; poll "
+            f"GET /v1/runs/{state.run_id} before submitting again (404: it was not; "
+            f"incomplete: it was, and is resumed with: dissensus runs resume {state.run_id}"
+            f"{journal_option(self.journal.path)})",
+            [str(self.journal.path)],
+        )
+        self._states[state.run_id] = again
+        self._end(again)
+        return again
+
+    async def _execute(
+        self, state: RunState, text: str, extra: JsonObject, *, resume: bool = False
+    ) -> None:
         def on_reject(reject: Reject) -> None:
             data = reject_of(reject)
             state.rejects.append(data)
@@ -514,7 +582,7 @@ class Runner:
             state.push("record", record)
 
         try:
-            await self._decide(state, text, extra, on_reject, on_record)
+            await self._decide(state, text, extra, on_reject, on_record, resume=resume)
         finally:
             if not state.started.done():  # the run loop could not take it
                 state.started.set_exception(RuntimeError("the run could not be started"))
@@ -526,6 +594,8 @@ class Runner:
         extra: JsonObject,
         on_reject: Callable[[Reject], None],
         on_record: Callable[[CaseRecord], None],
+        *,
+        resume: bool = False,
     ) -> None:
         try:
             if self._open_journal is None:
@@ -534,7 +604,7 @@ class Runner:
                 ):
                     on_record(record)
             else:
-                await self._off_loop(state, text, extra, on_reject, on_record)
+                await self._off_loop(state, text, extra, on_reject, on_record, resume=resume)
             state.status = "finished"
             state.shift = self._shift_of(state.run_id)
         except _NotStarted:
@@ -613,10 +683,15 @@ class Runner:
         extra: JsonObject,
         on_reject: Callable[[Reject], None],
         on_record: Callable[[CaseRecord], None],
+        *,
+        resume: bool = False,
     ) -> None:
         """Journal and decide the run on a run loop (its own thread, event loop and journal
         connection), so embedding and deciding never hold up the server's loop;
-        cancelling this coroutine cancels the run there, and waits until it stopped."""
+        cancelling this coroutine cancels the run there, and waits until it stopped.
+        ``resume``: the run is journalled already (its start's acknowledgement was
+        lost): decided from its start, and a connection that cannot be opened is the
+        run's error."""
         loop = asyncio.get_running_loop()
         runs = self._run_loop()
         outbox = runs.outbox
@@ -648,15 +723,19 @@ class Runner:
             try:
                 journal = runs.journal()
             except Exception as exc:  # no connection to the journal: the run's start fails
+                if resume:  # the run exists: this is its failure
+                    raise
                 outbox.post(started, exc)
                 raise _NotStarted from None
             failed = True
             try:
                 try:
-                    start_run(journal, None, self.spec, text=text, extra=extra, via="serve",
-                              run_id=state.run_id, lock=True, defer=state.deferred)  # fmt: skip
-                except Exception as exc:
-                    outbox.post(started, exc)
+                    if not resume:
+                        start_run(journal, None, self.spec, text=text, extra=extra,
+                                  via="serve", run_id=state.run_id, lock=True,
+                                  defer=state.deferred)  # fmt: skip
+                except Exception as exc:  # its commit may have gone through
+                    outbox.post(started, _StartFailed(exc))
                     raise _NotStarted from None
                 outbox.post(started, None)
                 try:
@@ -741,10 +820,23 @@ class Runner:
         finished (its last commit went through), ``False`` when it does not, ``None``
         when it cannot tell (one read with the server's own connection, which
         reconnects when it was lost)."""
+        held = self._holds(run_id, "run/finished")
+        if held is None:
+            return None
+        if not held:
+            return False
         try:
-            if self.journal.get(run_id, "run/finished") is None:
-                return False
             return final_records(self.journal, run_id), _rejects(self.journal, run_id)
+        except Exception:  # unreachable again: the caller is told the run may be there
+            return None
+
+    def _holds(self, run_id: str, key: str) -> bool | None:
+        """After a journal fault: whether the journal holds the run's event ``key``
+        (``run/started``: the run exists; ``run/finished``: it ended), ``None`` when it
+        cannot tell (one read with the server's own connection, which reconnects when it
+        was lost)."""
+        try:
+            return self.journal.get(run_id, key) is not None
         except Exception:  # still unreachable: the caller is told the run may be there
             return None
 
@@ -762,10 +854,7 @@ class Runner:
 
     def _finished(self, run_id: str) -> bool:
         """Whether the journal holds the run's ``run.finished`` (unknown counts as not)."""
-        try:
-            return self.journal.get(run_id, "run/finished") is not None
-        except Exception:  # the journal is unreachable: the run is not known to be finished
-            return False
+        return self._holds(run_id, "run/finished") is True
 
     def _end(self, state: RunState) -> None:
         """A run ended: keep the latest :data:`KEEP_FINISHED` ended runs in memory."""
@@ -791,8 +880,10 @@ class Runner:
     def require(self, run_id: str) -> None:
         """Nothing when the run is this process's or in the journal, else
         :class:`~dissensus.store.errors.UnknownRun` (a deferred run is in the journal only
-        once its first write committed)."""
-        if run_id not in self._states:
+        once its first write committed; one whose start's outcome was unknown, once the
+        journal holds it)."""
+        state = self._states.get(run_id)
+        if state is None or not (state.deferred or state.active):
             self.journal.run(run_id)
 
     def describe(self, run_id: str) -> RunDocument:
@@ -802,7 +893,9 @@ class Runner:
             return RunDocument(
                 **dict(state.summary()), records=list(state.records), rejects=list(state.rejects)
             )
-        info = self.journal.run(run_id, missing_ok=state is not None)
+        # Only a deferred run of this process may be missing (ended before its first
+        # write); one whose start's outcome was unknown is unknown if the journal lacks it.
+        info = self.journal.run(run_id, missing_ok=state is not None and state.deferred)
         if info is None:  # this process's deferred run, ended before its first write
             assert state is not None
             return RunDocument(

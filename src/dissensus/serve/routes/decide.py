@@ -97,6 +97,14 @@ async def decide(
     )
     links = {"run": f"/v1/runs/{state.run_id}", "events": f"/v1/runs/{state.run_id}/events"}
     if run_async:
+        if state.status != "running":  # its start failed, and whether it went through is unknown
+            raise ApiError(
+                503,
+                _about(state.run_id, "", state.error),
+                None,
+                headers=journal_errors.retry_headers(),
+                run_id=state.run_id,
+            )
         return JSONResponse(
             {"run_id": state.run_id, "status": state.status, "links": links}, status_code=202
         )
