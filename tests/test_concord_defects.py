@@ -196,7 +196,7 @@ def test_rounding_never_lifts_a_score_onto_the_floor(tmp_path: Path) -> None:
     forged = dict(doc, status="certified", shortfall=[])
     assert verify(forged).violated == "status"
     human = cli("negotiate", problem, env={"COLUMNS": "200"})
-    assert "below floor" in human.out and "gap 4.0e-14" in human.out
+    assert "below floor" in human.out and "Shortfall: a 0.69999999999996 (gap 4e-14)" in human.out
 
 
 @settings(max_examples=100, deadline=None)

@@ -10,7 +10,12 @@
   1 (after the record) when the run is not certified, model calls were made and every
   one of them failed to reach the server: counted by the protocol from the failures'
   ``kind`` (``connection``, as the model client reports it), never read from the words
-  of fault messages, so function and table agents' faults never count.
+  of fault messages, so function and table agents' faults never count. The human
+  output shows a score beside the floor with two decimals, or with as many digits as
+  tell a score below the floor from it (the shortfall, an agent's calibrated score
+  below the floor, a worst-off recorded below it; the floor whole when two decimals do
+  not hold it), as the reason of a pipeline's CONCORD step does
+  (:func:`~dissensus.concord.scale.below_floor`).
 * ``dissensus verify CERT.json`` recomputes every property; exit 0 valid, 1 invalid
   (naming the first violated property), 2 unreadable (not JSON, not a JSON object). A
   JSON object that is not a certificate is ``invalid: schema``, exit 1; a DCI decision
@@ -340,23 +345,35 @@ def connection_failure(cert: Certificate, model_calls: int, unreachable: list[st
     return " ".join(unreachable[0].split())
 
 
-def _fmt(value: float | None) -> str:
-    return "—" if value is None else f"{value:.2f}"
+def _fmt_floor(floor: float) -> str:
+    """The floor: two decimals, or its shortest ``repr`` when they do not hold it."""
+    text = f"{floor:.2f}"
+    return text if float(text) == floor else repr(floor)
 
 
-def _fmt_gap(gap: float) -> str:
-    """A gap to the floor: two decimals, or enough digits that a gap is never shown as 0."""
-    return f"{gap:.2f}" if gap >= 0.005 else f"{gap:.1e}"
+def _fmt_score(value: float | None, floor: float, gap: float | None = None) -> str:
+    """A score beside the floor: two decimals, or as many digits as tell a score below
+    the floor from it (:func:`~dissensus.concord.scale.below_floor`). ``gap`` is the
+    agent's shortfall, which tells a score the record rounded onto the floor."""
+    from dissensus.concord.scale import below_floor
+
+    if value is None:
+        return "—"
+    if gap is not None:
+        return below_floor(value, gap, floor)
+    return below_floor(value, floor - value, floor) if value < floor else f"{value:.2f}"
 
 
 def _print_certificate(cert: Certificate) -> None:
+    from dissensus.concord.scale import below_floor, gap_text
+
     con = out_console
     b = cert.budget
     regime = (
         "group channel" if b.topology == "group" else f"workflow graph ({len(b.edges or [])} edges)"
     )
     con.print(
-        f"CONCORD {cert.status}  floor {cert.floor:.2f}, margin "
+        f"CONCORD {cert.status}  floor {_fmt_floor(cert.floor)}, margin "
         f"{cert.margin:.2f}, rule {b.rule}, {regime}, stopped: {cert.spent.stopped}"
     )
     if cert.selected:
@@ -366,7 +383,7 @@ def _print_certificate(cert: Certificate) -> None:
         )
     else:
         con.print("No candidate was scored by every agent; nothing selected.")
-    path = " → ".join(_fmt(step.worst_off) for step in cert.trajectory)
+    path = " → ".join(_fmt_score(step.worst_off, cert.floor) for step in cert.trajectory)
     con.print(f"Worst-off of the leader per round: {path}")
     table = Table(title="Trajectory", show_lines=False)
     for col in ("round", "leader", "worst-off", "bottleneck", "new candidate", "accepted", "notes"):
@@ -380,7 +397,7 @@ def _print_certificate(cert: Certificate) -> None:
         table.add_row(
             str(step.round),
             shown(step.leader or "—"),
-            _fmt(step.worst_off),
+            _fmt_score(step.worst_off, cert.floor),
             shown(step.bottleneck or "—"),
             shown(step.candidate or "—"),
             "—" if step.accepted is None else ("yes" if step.accepted else "no"),
@@ -390,13 +407,13 @@ def _print_certificate(cert: Certificate) -> None:
     scores = Table(title="Scores on the selected candidate")
     for col in ("agent", "calibrated", "raw", "anchors (rejected, ideal)", "status"):
         scores.add_column(col)
-    below = {s.agent for s in cert.shortfall}  # judged on the unrounded scores
+    below = {s.agent: s.gap for s in cert.shortfall}  # judged on the unrounded scores
     for agent, st in cert.scores.items():
         ok = st.calibrated is not None and agent not in below
         status = st.fault or ("≥ floor" if ok else "below floor")
         scores.add_row(
             shown(agent),
-            _fmt(st.calibrated),
+            _fmt_score(st.calibrated, cert.floor, below.get(agent)),
             "—" if st.raw is None else f"{st.raw:.15g}",
             f"{st.anchors.rejected}, {st.anchors.ideal}",
             shown(status),
@@ -406,7 +423,8 @@ def _print_certificate(cert: Certificate) -> None:
         con.print(
             "Shortfall: "
             + ", ".join(
-                f"{shown(s.agent)} {s.score:.2f} (gap {_fmt_gap(s.gap)})" for s in cert.shortfall
+                f"{shown(s.agent)} {below_floor(s.score, s.gap, cert.floor)} (gap {gap_text(s.gap)})"
+                for s in cert.shortfall
             )
         )
     if cert.unknown:
@@ -424,14 +442,14 @@ def _print_certificate(cert: Certificate) -> None:
 
 
 def _print_comparison(rows: list[Any], cert: Certificate) -> None:
-    table = Table(title=f"Comparison on identical scores (floor {cert.floor:.2f})")
+    table = Table(title=f"Comparison on identical scores (floor {_fmt_floor(cert.floor)})")
     for col in ("strategy", "pick", "worst-off", "result", "note"):
         table.add_column(col)
     for row in rows:
         table.add_row(
             shown(row.strategy),
             shown(row.selected or "—"),
-            _fmt(row.worst_off),
+            _fmt_score(row.worst_off, cert.floor),
             shown(row.result),
             shown(row.note or ""),
         )

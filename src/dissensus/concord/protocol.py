@@ -54,6 +54,10 @@ Choices where the design is silent:
   ``not calibrated: the run stopped (<reason>) before its anchor scores arrived``, so a
   stopped run's certificate verifies like any other. Candidates not scored by every
   covered agent when the run stopped are recorded but never lead.
+* **Cancelling** (:meth:`Negotiation.cancel`, from any thread) before the run starts
+  stops it as it starts; after it has ended it does nothing, as cancelling a finished
+  task: the certificate returned stands, and no error is raised in the thread that
+  cancelled (the run's event loop may be closed by then).
 * **Per-evaluation faults.** A ``score`` answer may hold a
   :class:`~dissensus.concord.agent.ScoreFault` in the place of one outcome: that
   evaluation alone is a fault; a call that raises or answers the wrong shape faults
@@ -78,6 +82,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import threading
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -218,6 +223,9 @@ class Negotiation:
         self._cancelled = False
         self._cancel_event: asyncio.Event | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._ended = False
+        # cancel() from another thread against the run attaching and leaving its loop
+        self._control = threading.RLock()
         self.bound = compute_bound(len(self._regime.covered), rounds)
         # run state
         self._anchors: dict[str, Anchors] = {}
@@ -246,10 +254,24 @@ class Negotiation:
 
     # ------------------------------------------------------------------ control
     def cancel(self) -> None:
-        """Stop the run at the next opportunity; it returns the current leader (thread-safe)."""
-        self._cancelled = True
-        if self._loop is not None and self._cancel_event is not None:
-            self._loop.call_soon_threadsafe(self._cancel_event.set)
+        """Stop the run at the next opportunity; it returns the current leader (thread-safe).
+
+        Before the run starts, the run stops as it starts; after it has ended, nothing
+        happens (its certificate stands), whatever the thread."""
+        with self._control:
+            if self._ended:
+                return
+            self._cancelled = True
+            loop, event = self._loop, self._cancel_event
+            if loop is None or event is None:
+                return
+            try:
+                loop.call_soon_threadsafe(event.set)
+            except RuntimeError:
+                # a loop closed under a run that never ended (its task dropped): no
+                # run is left to stop
+                if not loop.is_closed():
+                    raise
 
     def _remaining(self) -> float | None:
         if self._deadline_s is None:
@@ -596,10 +618,19 @@ class Negotiation:
 
     async def run(self) -> Certificate:
         """Run the protocol and return its certificate (never raises on agent faults)."""
-        self._loop = asyncio.get_running_loop()
-        self._cancel_event = asyncio.Event()
-        if self._cancelled:
-            self._cancel_event.set()
+        with self._control:
+            self._loop = asyncio.get_running_loop()
+            self._cancel_event = asyncio.Event()
+            if self._cancelled:
+                self._cancel_event.set()
+        try:
+            return await self._run()
+        finally:  # before the loop can close: a later cancel() has no loop to reach
+            with self._control:
+                self._ended = True
+                self._loop = None
+
+    async def _run(self) -> Certificate:
         self._started = self._clock()
         self._attempts_at_start = {a: self._agents[a].attempts() for a in self._regime.covered}
         stopped: Stop | None = None

@@ -18,13 +18,26 @@ Choices where the design is silent:
 * Two finite anchors whose span overflows (``ideal - rejected`` is infinite) cannot
   calibrate a scale either; nor can a raw score whose calibrated value is not a finite
   number (:func:`ratio` raises :class:`ValueError`). Either is a fault of that agent.
+* **A score below the floor is never shown as the floor** (:func:`below_floor`,
+  :func:`gap_text`: the reason of a pipeline's CONCORD step, ``dissensus negotiate``'s
+  human output): two decimals, or as many digits as tell it from the floor, and a gap
+  never reads as 0.
 """
 
 from __future__ import annotations
 
 import math
 
-__all__ = ["DIGITS", "check_anchors", "in_range", "ratio", "rescale", "shortfall_gap"]
+__all__ = [
+    "DIGITS",
+    "below_floor",
+    "check_anchors",
+    "gap_text",
+    "in_range",
+    "ratio",
+    "rescale",
+    "shortfall_gap",
+]
 
 DIGITS = 12
 """Decimals kept in calibrated scores and score differences."""
@@ -79,3 +92,20 @@ def shortfall_gap(floor: float, score: float, exact: float) -> float:
     the floor), ``floor - exact`` with the unrounded value ``exact < floor``."""
     gap = round(floor - score, DIGITS)
     return gap if gap > 0 else floor - exact
+
+
+def below_floor(score: float, gap: float, floor: float) -> str:
+    """A shortfall's score as it is shown: two decimals, or its shortest ``repr``
+    when two decimals would read at or above the floor. A score the record rounded onto
+    the floor (12 decimals) is shown as ``floor - gap``, the unrounded value."""
+    value = score if score < floor else floor - gap
+    value = min(value, math.nextafter(floor, -math.inf))
+    text = f"{value:.2f}"
+    return text if float(text) < floor else repr(value)
+
+
+def gap_text(gap: float) -> str:
+    """A shortfall's gap (always above 0): two decimals, or two significant digits when
+    two decimals would read 0.00."""
+    text = f"{gap:.2f}"
+    return text if float(text) > 0 else f"{gap:.2g}"

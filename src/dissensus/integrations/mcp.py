@@ -74,6 +74,12 @@ Choices where the protocol and the design are silent:
   journal locked by another process (``$DISSENSUS_JOURNAL_BUSY_TIMEOUT``) holds up the
   call that waits for it, never the server: the other tools keep answering. A call the
   client cancels still finishes its runs (journalled as any).
+  ``negotiate`` runs CONCORD in a worker thread on an event loop of its own
+  (:func:`~dissensus.agents.off_loop.negotiate_off_loop`, as ``POST /v1/negotiate`` of
+  ``dissensus serve``): table agents never wait, so on the server's loop a large problem
+  (256 agents, 300 options) held every other call for seconds at a time. A ``negotiate``
+  call the client cancels (``notifications/cancelled``) cancels the negotiation, which
+  stops at its next agent call; its certificate is dropped.
 * **Errors** -- an argument that does not validate, a :class:`DissensusError` -- come
   back as tool errors (``isError``) on one line naming the field (``field 'agents':
   Input should be a valid integer``, at most three fields, in the JSONL reader's
@@ -176,10 +182,10 @@ from mcp.types import (
 from pydantic import BaseModel, Field, ValidationError
 
 from dissensus import __version__
-from dissensus.agents.assembly import build_agents
+from dissensus.agents.off_loop import negotiate_off_loop
 from dissensus.concord.bounds import Bound, compute_bound
 from dissensus.concord.controls import MAX_AGENTS, MAX_ROUNDS
-from dissensus.concord.problem import Problem, negotiation_for, parse_problem
+from dissensus.concord.problem import Problem, parse_problem
 from dissensus.concord.record import Certificate
 from dissensus.concord.verify import Verdict
 from dissensus.concord.verify import verify as verify_record
@@ -907,8 +913,10 @@ async def _negotiate(
         raise ConfigError(
             f"unknown rule {rule!r}; expected one of {', '.join(RULES)}", field="rule"
         )
-    # The file-level checks the CLI applies (anchors scored by every table agent, ...).
-    problem = parse_problem(problem.model_dump(mode="json", exclude_unset=True), file="problem")
+    # The file-level checks the CLI applies (anchors scored by every table agent, ...),
+    # off the loop as the negotiation: a large problem takes a while to check.
+    data = problem.model_dump(mode="json", exclude_unset=True)
+    problem = await asyncio.to_thread(functools.partial(parse_problem, data, file="problem"))
     for i, agent in enumerate(problem.agents):
         if agent.kind == "function" and not allow_functions:
             raise ConfigError(
@@ -919,25 +927,22 @@ async def _negotiate(
         raise ConfigError(
             "the model is the server's ($DISSENSUS_MODEL), not the caller's", field="problem.model"
         )
-    client = None
-    spec = os.environ.get("DISSENSUS_MODEL")
+    spec: str | None = None
     if any(a.kind == "llm" for a in problem.agents):
+        spec = os.environ.get("DISSENSUS_MODEL")
         if not spec:
             raise ConfigError(
                 "the problem has LLM agents: the server has no model ($DISSENSUS_MODEL)",
                 field="model",
             )
-        from dissensus.llm import resolve_model
-
-        client = resolve_model(spec)
-    try:
-        agents = build_agents(
-            problem, base_dir=Path.cwd(), client=client, threaded=deadline is not None
-        )
-        return await negotiation_for(problem, agents, deadline_s=deadline, rule=rule).run()
-    finally:
-        if client is not None:
-            await client.aclose()
+    return await negotiate_off_loop(
+        problem,
+        model=spec,
+        deadline=deadline,
+        rule=rule,
+        base_dir=Path.cwd(),
+        threaded=deadline is not None,
+    )
 
 
 def verify_certificate(certificate: JsonObject) -> Verdict:

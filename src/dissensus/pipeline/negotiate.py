@@ -22,13 +22,13 @@ rounded onto the floor (12 decimals) is shown as the unrounded one below it.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 
 from dissensus.agents.negotiator import NegotiationAgent, Outcome
 from dissensus.cases import CaseSpec
 from dissensus.concord.protocol import negotiate
 from dissensus.concord.record import Certificate
+from dissensus.concord.scale import below_floor, gap_text
 from dissensus.concord.table import TableAgent
 from dissensus.pipeline.followup import case_options
 from dissensus.pipeline.policy import ConcordSettings
@@ -102,23 +102,6 @@ def has_utilities(panel: Panel) -> bool:
     """Whether the panel has explicit options and a utility table for every agent."""
     # Without meta.utilities the case has no utility table (CaseSpec): nothing to parse.
     return "utilities" in panel.meta and concord_refusal(panel) is None
-
-
-def below_floor(score: float, gap: float, floor: float) -> str:
-    """A shortfall's score as the reason shows it: two decimals, or its shortest ``repr``
-    when two decimals would read at or above the floor. A score the record rounded onto
-    the floor (12 decimals) is shown as ``floor - gap``, the unrounded value."""
-    value = score if score < floor else floor - gap
-    value = min(value, math.nextafter(floor, -math.inf))
-    text = f"{value:.2f}"
-    return text if float(text) < floor else repr(value)
-
-
-def gap_text(gap: float) -> str:
-    """A shortfall's gap (always above 0): two decimals, or two significant digits when
-    two decimals would read 0.00."""
-    text = f"{gap:.2f}"
-    return text if float(text) > 0 else f"{gap:.2g}"
 
 
 def _worst_off(certificate: Certificate) -> str:

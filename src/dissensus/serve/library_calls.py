@@ -23,8 +23,9 @@ server do):
   least 0, as ``negotiate --deadline`` requires: the certificate records it, and JSON
   holds no infinity. The negotiation is bounded by its deadline and the model's budgets.
 * **The negotiation runs off the server's loop**: in a worker thread, on an event loop
-  of its own (:func:`asyncio.run`; the model client, when there are LLM agents, is made
-  and closed there too). Table agents answer without ever waiting, and each call's view
+  of its own (:func:`~dissensus.agents.off_loop.negotiate_off_loop`, as the MCP
+  ``negotiate`` tool's; the model client, when there are LLM agents, is made and closed
+  there too). Table agents answer without ever waiting, and each call's view
   holds every candidate's scores, so a large problem is seconds of CPU between two
   awaits: on the server's loop it held ``/healthz`` and every other request, and its
   own ``--timeout``, until it yielded. A caller that stops waiting (the request's
@@ -40,15 +41,13 @@ from __future__ import annotations
 import asyncio
 import math
 import os
-import threading
 from typing import Any
 
-from dissensus.agents.assembly import build_agents
+from dissensus.agents.off_loop import negotiate_off_loop
 from dissensus.concord.bounds import Bound, compute_bound
-from dissensus.concord.problem import Problem, negotiation_for, parse_problem
-from dissensus.concord.protocol import Negotiation
+from dissensus.concord.problem import parse_problem
 from dissensus.concord.record import Certificate
-from dissensus.concord.rules import RULES, SelectionRule
+from dissensus.concord.rules import RULES
 from dissensus.concord.verify import Verdict
 from dissensus.concord.verify import verify as verify_record
 from dissensus.errors import ConfigError
@@ -175,76 +174,7 @@ async def negotiate(
                 "the problem has LLM agents and the server has no model ($DISSENSUS_MODEL)",
                 field="agents",
             )
-    stop = _Stop()
-    try:
-        return await asyncio.to_thread(_negotiate_in_thread, problem, spec, deadline, rule, stop)
-    finally:  # the caller stopped waiting (or the run ended): stop the run at its next call
-        stop.cancel()
-
-
-class _Stop:
-    """A cancellation handed to a negotiation running in another thread, which may be
-    requested before the negotiation exists (thread-safe)."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._cancelled = False
-        self._run: Negotiation | None = None
-
-    def cancel(self) -> None:
-        # under the lock: the run's loop is not closed while it is attached (detach)
-        with self._lock:
-            self._cancelled = True
-            if self._run is not None:
-                self._run.cancel()
-
-    def attach(self, run: Negotiation) -> None:
-        """Hand cancellations to ``run`` (one requested already is handed at once)."""
-        with self._lock:
-            self._run = run
-            if self._cancelled:
-                run.cancel()
-
-    def detach(self) -> None:
-        """Before the run's loop closes: a later cancellation has nothing to stop."""
-        with self._lock:
-            self._run = None
-
-
-def _negotiate_in_thread(
-    problem: Problem,
-    spec: str | None,
-    deadline: float | None,
-    rule: SelectionRule | None,
-    stop: _Stop,
-) -> Certificate:
-    """The negotiation, on an event loop of this (worker) thread."""
-    return asyncio.run(_negotiate(problem, spec, deadline, rule, stop))
-
-
-async def _negotiate(
-    problem: Problem,
-    spec: str | None,
-    deadline: float | None,
-    rule: SelectionRule | None,
-    stop: _Stop,
-) -> Certificate:
-    client: Any = None
-    if spec is not None:
-        from dissensus.llm import resolve_model
-
-        client = resolve_model(spec)
-    try:
-        agents = build_agents(problem, client=client)
-        run = negotiation_for(problem, agents, deadline_s=deadline, rule=rule)
-        stop.attach(run)
-        try:
-            return await run.run()
-        finally:
-            stop.detach()
-    finally:
-        if client is not None:
-            await client.aclose()
+    return await negotiate_off_loop(problem, model=spec, deadline=deadline, rule=rule)
 
 
 def verify(data: dict[str, Any]) -> Verdict:  # the certificate's JSON, read by verify_record
