@@ -259,6 +259,36 @@ class RunSpec(BaseModel):
             check_model_spec(model)
         return self.model_copy(update={"policy": policy, "model": model or self.model})
 
+    def with_acceptance(self, acceptance: str | os.PathLike[str]) -> RunSpec:
+        """This spec deciding with the learned acceptance file ``acceptance`` too (as
+        ``from_policy(..., acceptance=)`` loads it: read, verified, hashed, its user
+        features checked), the file checked against the policy and the guard calibration
+        this spec decides with (:meth:`read_as_calibrated`). A spec that has learned
+        acceptance already is a :class:`ConfigError`: a built spec is not re-specified."""
+        if self.acceptance is not None:
+            raise ConfigError(
+                "the run specification has learned acceptance already", field="acceptance"
+            )
+        learned, path = _learned(self.policy, None, self.policy_file, acceptance)
+        assert path is not None
+        files = (*self.files, _spec_file("acceptance.model", path))
+        spec = self.model_copy(update={"acceptance": learned, "files": files})
+        spec = spec.read_as_calibrated()
+        _check_user_features(learned, spec.policy, path)
+        return spec
+
+    def read_as_calibrated(self) -> RunSpec:
+        """This spec, its learned acceptance checked against the policy and the guard
+        calibration it decides with (the sha256 :attr:`files` holds): a
+        :class:`ConfigError` naming the policy's field when they differ from what the
+        acceptance file records (module docstring, *Same features*)."""
+        if self.acceptance is None:
+            return self
+        policy = _read_as_calibrated(
+            self.acceptance, self.policy, self.policy_file, self.digests().get("guard.calibration")
+        )
+        return self if policy is self.policy else self.model_copy(update={"policy": policy})
+
     # -- the journal ------------------------------------------------------------------
 
     def started_fields(self) -> JsonObject:
