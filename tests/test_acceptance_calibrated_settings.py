@@ -379,3 +379,231 @@ def test_calibration_reads_recorded_reasks_only_where_decide_would_have_them(
     }
     unused = policy_from_dict({"seek_context": {"use_recorded": False}})
     assert second_answers_under(unused, {"DISSENSUS_MODEL": "scripted:x.yaml"})
+
+
+# -- calibrate-acceptance --journal: the runs' own readings and guard decisions ---------------
+
+
+def _resolved_run(journal: Path, policy: Path, run_id: str, *, resolve: bool = True) -> None:
+    """Run ``run_id`` of ``journal``: the panels decided under ``policy`` (without follow-ups,
+    every case to review), every review resolved with the panel's gold when ``resolve``."""
+    from dissensus.pipeline.review import list_items
+    from dissensus.pipeline.review import resolve as resolve_item
+    from dissensus.store.journal import Journal
+
+    res = cli(
+        "decide", PANELS, "--policy", policy, "--journal", journal, "--run-id", run_id,
+        "-o", journal.with_suffix(f".{run_id}.jsonl"),
+    )  # fmt: skip
+    assert res.code == 0, res.err
+    if not resolve:
+        return
+    golds = [json.loads(x)["meta"]["gold"] for x in PANELS.read_text().splitlines()]
+    with Journal(str(journal)) as jr:
+        for status in list_items(jr, run_id=run_id):
+            item = status.item
+            resolve_item(jr, item.review_id, decision=str(golds[item.line - 1]), note="gold")
+
+
+def _calibrate(journal: Path, policy: Path, out: Path, *more: Any) -> Any:
+    return cli(
+        "calibrate-acceptance", "--journal", journal, "--policy", policy, "--out", out,
+        "--target-precision", "0.8", *more,
+    )  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def runs(world: Path) -> Path:
+    """``runs.sqlite``: run ``r03`` decided under ``j03.yaml`` (theta_s 0.3) and ``r05``
+    under ``j05.yaml`` (theta_s 0.5), every review resolved; ``r05-open`` under
+    ``j05.yaml`` with no review resolved."""
+    _policy(world / "j03.yaml", reading={"theta_s": 0.3}, seek_context={"followup": "none"})
+    _policy(world / "j05.yaml", reading={"theta_s": 0.5}, seek_context={"followup": "none"})
+    journal = world / "runs.sqlite"
+    _resolved_run(journal, world / "j03.yaml", "r03")
+    _resolved_run(journal, world / "j05.yaml", "r05")
+    _resolved_run(journal, world / "j05.yaml", "r05-open", resolve=False)
+    return journal
+
+
+def test_calibrating_on_runs_read_otherwise_than_the_policy_is_refused(
+    world: Path, runs: Path
+) -> None:
+    """The cases' readings are the runs' own (theta_s 0.5) and the file recorded
+    ``--policy``'s (0.3): a run deciding with it under 0.3 was accepted, its features
+    meaning another reading. Refused now, naming the run and the field, nothing written."""
+    out, rejects = world / "J.json", world / "J.rejects.jsonl"
+    res = _calibrate(runs, world / "j03.yaml", out, "--rejects", rejects)
+    assert res.code == 2, res.err
+    assert (
+        "run 'r05': field 'reading.theta_s': the run read with 0.5, --policy reads with 0.3; "
+        "calibrate with the policy the runs used"
+    ) in " ".join(res.err.split())
+    assert not out.exists() and not rejects.exists()
+    # Only the runs calibrated on are compared: r03 alone, with its own policy.
+    res = _calibrate(runs, world / "j03.yaml", out, "--run", "r03", "--json")
+    assert res.code == 0, res.err
+    from dissensus.acceptance import load_acceptance
+
+    reading = load_acceptance(out).settings.reading
+    assert reading is not None and reading.theta_s == 0.3
+    # r05 with its own policy; r05-open (another policy, no case) is not compared.
+    res = _calibrate(runs, world / "j05.yaml", out, "--run", "r05", "--run", "r05-open")
+    assert res.code == 0, res.err
+    reading = load_acceptance(out).settings.reading
+    assert reading is not None and reading.theta_s == 0.5
+
+
+@pytest.mark.parametrize(
+    ("run_guard", "policy_guard", "field", "said"),
+    [
+        (
+            {"calibration": "g1.json"},
+            {"calibration": "g2.json"},
+            "guard.calibration",
+            "the run's guard calibration was g1.json (sha256 ",
+        ),
+        (
+            {},
+            {"options": {"max_fallback_agreement": 0.9}},
+            "guard.options.max_fallback_agreement",
+            "the run's guard used 0.85, --policy's uses 0.9",
+        ),
+        (
+            {"enabled": False},
+            {},
+            "guard.enabled",
+            "the run's guard was disabled, --policy's is enabled",
+        ),
+    ],
+)
+def test_calibrating_on_runs_guarded_otherwise_than_the_policy_is_refused(
+    tmp_path: Path,
+    world: Path,
+    run_guard: dict[str, Any],
+    policy_guard: dict[str, Any],
+    field: str,
+    said: str,
+) -> None:
+    for name in ("g1.json", "g2.json"):
+        shutil.copy(world / name, tmp_path / name)
+    reading = {"theta_s": 0.3}
+    followup = {"followup": "none"}
+    ran = _policy(tmp_path / "ran.yaml", reading=reading, seek_context=followup, guard=run_guard)
+    cal = _policy(tmp_path / "cal.yaml", reading=reading, seek_context=followup, guard=policy_guard)
+    journal = tmp_path / "j.sqlite"
+    _resolved_run(journal, ran, "r1")
+    res = _calibrate(journal, cal, tmp_path / "A.json")
+    assert res.code == 2, res.err
+    err = " ".join(res.err.split())
+    assert f"run 'r1': field '{field}': {said}" in err, err
+    assert err.endswith("calibrate with the policy the runs used"), err
+    assert not (tmp_path / "A.json").exists()
+
+
+def test_a_run_without_a_recorded_policy_is_not_compared(
+    tmp_path: Path, world: Path, runs: Path
+) -> None:
+    """A run whose ``run.started`` records no policy (an older journal) says nothing to
+    compare: its cases are calibrated on as before."""
+    from dissensus.acceptance import load_acceptance
+    from dissensus.store import event_types as ev
+    from dissensus.store.journal import Journal
+
+    decided = tmp_path / "decided.sqlite"
+    _resolved_run(decided, world / "j05.yaml", "r05")
+    older = tmp_path / "older.sqlite"
+    with Journal(str(decided)) as src, Journal(str(older)) as dst:
+        events = list(src.events("r05"))
+        first = events[0]
+        assert first.type == ev.RUN_STARTED
+        started = {"input": first.payload["input"]}
+        dst.create_run("old", kind="decide", meta={}, first=(ev.RUN_STARTED, started, first.key))
+        for event in events[1:]:
+            dst.append("old", event.type, event.payload, key=event.key, case=event.case)
+    res = _calibrate(older, world / "j03.yaml", tmp_path / "A.json")
+    assert res.code == 0, res.err
+    reading = load_acceptance(tmp_path / "A.json").settings.reading
+    assert reading is not None and reading.theta_s == 0.3
+
+
+def test_a_guard_calibration_object_a_run_decided_with_compares_by_content(
+    tmp_path: Path, world: Path
+) -> None:
+    """A run given its guard calibration as an object journals no file's sha256: it is the
+    guard calibration of ``--policy`` when its content is, and another otherwise."""
+    from dissensus.guard import ReliabilityFit
+    from dissensus.pipeline import decide
+    from dissensus.pipeline.review import resolve
+    from dissensus.store.journal import Journal
+
+    fit = ReliabilityFit.model_validate_json((world / "g1.json").read_text(encoding="utf-8"))
+    data = {
+        "reading": {"similarity": "tfidf", "theta_s": 0.5},
+        "seek_context": {"followup": "none"},
+    }
+    journal = tmp_path / "j.sqlite"
+    panels = [json.loads(x) for x in PANELS.read_text().splitlines()]
+    with Journal(str(journal)) as jr:
+        for k, panel in enumerate(panels):
+            record = decide(panel, data, guard_calibration=fit, journal=jr, run_id=f"o{k}")
+            if record.review_id is not None:
+                resolve(jr, record.review_id, decision=str(panel["meta"]["gold"]), note="gold")
+    shutil.copy(world / "g1.json", tmp_path / "g1.json")
+    shutil.copy(world / "g2.json", tmp_path / "g2.json")
+    reading = {"theta_s": 0.5}
+    followup = {"followup": "none"}
+    for name, code in (("g1.json", 0), ("g2.json", 2)):
+        cal = _policy(
+            tmp_path / "cal.yaml",
+            reading=reading,
+            seek_context=followup,
+            guard={"calibration": name},
+        )
+        res = _calibrate(journal, cal, tmp_path / "A.json")
+        assert res.code == code, res.err
+    assert "field 'guard.calibration': the run's guard calibration was an object as journalled" in (
+        " ".join(res.err.split())
+    )
+    plain = _policy(tmp_path / "plain.yaml", reading=reading, seek_context=followup)
+    res = _calibrate(journal, plain, tmp_path / "B.json")
+    assert res.code == 2 and "--policy's is none" in res.err, res.err
+
+
+@settings(max_examples=40, deadline=None, derandomize=True)
+@given(
+    ran=st.one_of(st.none(), st.sampled_from([0.2, 0.3, 0.39, 0.5])),
+    calibrating=st.one_of(st.none(), st.sampled_from([0.2, 0.3, 0.39, 0.5])),
+)
+def test_a_journalled_run_is_refused_exactly_when_its_effective_theta_s_differs(
+    ran: float | None, calibrating: float | None
+) -> None:
+    """The guarantee: a run's cases are calibrated on iff the run read with the thresholds
+    ``--policy`` reads with (tfidf's default 0.39 where a policy gives none)."""
+    from dissensus.acceptance import FeatureSettings
+    from dissensus.acceptance.prepare import GuardInputs, calibrated_settings
+    from dissensus.cli.acceptance import _check_run
+    from dissensus.states.reading import Thresholds
+    from dissensus.store import event_types as ev
+    from dissensus.store.journal import Journal
+
+    def policy(theta: float | None) -> Any:
+        return policy_from_dict({"reading": {"similarity": "tfidf", "theta_s": theta}})
+
+    started = {
+        "input": {"path": "-", "text": ""},
+        **RunSpec.from_policy(policy(ran)).started_fields(),
+    }
+    reading, guard = calibrated_settings(policy(calibrating))
+    recorded = FeatureSettings(similarity="tfidf", reading=reading, guard=guard)
+    inputs = GuardInputs.from_policy(policy(calibrating))
+    with Journal(":memory:") as jr:
+        jr.create_run("r1", kind="decide", meta={}, first=(ev.RUN_STARTED, started, "run/started"))
+        if Thresholds.for_similarity("tfidf", ran) == Thresholds.for_similarity(
+            "tfidf", calibrating
+        ):
+            _check_run(jr, "r1", recorded, inputs)
+        else:
+            with pytest.raises(ConfigError) as err:
+                _check_run(jr, "r1", recorded, inputs)
+            assert err.value.field == "reading.theta_s" and err.value.file == "run 'r1'"

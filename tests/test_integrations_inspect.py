@@ -525,6 +525,77 @@ def test_a_runspec_keeps_its_acceptance_model_and_files_when_files_are_added(
     assert err.value.field == "guard_calibration"
 
 
+@pytest.fixture(scope="module")
+def guarded(tmp_path_factory: pytest.TempPathFactory, repo_root: Path) -> Path:
+    """``plain.yaml`` (tfidf, no guard calibration) and ``guarded.yaml`` (the same with
+    the guard calibration ``guard.json``), and the acceptance files calibrated under each:
+    ``P.json`` records no guard calibration, ``G.json`` records ``guard.json``'s sha256."""
+    from cli_helpers import cli
+
+    root = tmp_path_factory.mktemp("guarded")
+    _guard_calibration(root / "guard.json")
+    (root / "plain.yaml").write_text("reading: {similarity: tfidf}\n", encoding="utf-8")
+    (root / "guarded.yaml").write_text(
+        "reading: {similarity: tfidf}\nguard: {calibration: guard.json}\n", encoding="utf-8"
+    )
+    panels = repo_root / "examples" / "llmbar-swap.jsonl"
+    for policy, out in (("plain.yaml", "P.json"), ("guarded.yaml", "G.json")):
+        res = cli(
+            "calibrate-acceptance", panels, "--policy", root / policy, "--out", root / out,
+            "--target-precision", "0.8",
+        )  # fmt: skip
+        assert res.code == 0, res.err
+    return root
+
+
+def test_a_runspecs_guard_calibration_is_what_acceptance_is_checked_against(
+    guarded: Path,
+) -> None:
+    """An acceptance file calibrated with the spec's own guard calibration was refused (the
+    reducer's side specification had none), though the reducer decides with it."""
+    from dissensus.acceptance import load_acceptance
+    from dissensus.integrations.inspect import _spec
+    from dissensus.pipeline import RunSpec
+    from dissensus.pipeline.spec import file_sha256
+
+    spec = RunSpec.from_policy(str(guarded / "guarded.yaml"))
+    out = _spec(spec, str(guarded / "G.json"), None)
+    assert out.acceptance is not None
+    assert out.acceptance["sha256"] == load_acceptance(guarded / "G.json").sha256
+    assert out.guard_calibration == spec.guard_calibration
+    assert out.digests()["guard.calibration"] == file_sha256(guarded / "guard.json")
+    assert [f.role for f in out.files] == ["policy", "guard.calibration", "acceptance.model"]
+
+
+def test_an_acceptance_file_calibrated_without_the_reducers_guard_calibration_is_refused(
+    guarded: Path,
+) -> None:
+    """The reducer decides with the spec's guard calibration, or with ``guard_calibration=``:
+    an acceptance file calibrated without it was taken (the side specification compared
+    no guard calibration with none, or did not compare the spec's own file at all)."""
+    from dissensus.errors import ConfigError
+    from dissensus.integrations.inspect import dissensus_reducer
+    from dissensus.pipeline import RunSpec
+
+    spec = RunSpec.from_policy(str(guarded / "guarded.yaml"))
+    with pytest.raises(ConfigError, match="calibrated with no guard calibration") as err:
+        dissensus_reducer(policy=spec, acceptance=str(guarded / "P.json"))
+    assert err.value.field == "guard.calibration"
+    # The spec's own acceptance file, and the guard calibration passed beside it.
+    learned = RunSpec.from_policy(str(guarded / "plain.yaml"), acceptance=guarded / "P.json")
+    with pytest.raises(ConfigError, match="calibrated with no guard calibration") as err:
+        dissensus_reducer(policy=learned, guard_calibration=str(guarded / "guard.json"))
+    assert err.value.field == "guard.calibration"
+    # The same files in agreement are taken.
+    plain = RunSpec.from_policy(str(guarded / "plain.yaml"))
+    made = dissensus_reducer(
+        policy=plain,
+        acceptance=str(guarded / "G.json"),
+        guard_calibration=str(guarded / "guard.json"),
+    )
+    assert callable(made)
+
+
 def test_a_policy_file_is_journalled_with_its_digest(tmp_path: Path) -> None:
     from inspect_ai.scorer import Score
 

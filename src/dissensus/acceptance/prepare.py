@@ -87,7 +87,9 @@ __all__ = [
     "FeatureValueError",
     "GuardInputs",
     "LearnedAcceptance",
+    "SettingsDifference",
     "acceptance_guard",
+    "calibrated_difference",
     "calibrated_settings",
     "candidates_for",
     "check_calibrated_settings",
@@ -162,6 +164,21 @@ _RECALIBRATE = (
 )
 
 
+@dataclass(frozen=True)
+class SettingsDifference:
+    """A setting a policy reads or guards with otherwise than an acceptance file records
+    (:func:`calibrated_difference`)."""
+
+    field: str
+    """The policy's field (``reading.theta_s``, ``guard.options.<name>``, ...)."""
+    recorded: str
+    """The recorded value, as a message shows it."""
+    policy: str
+    """The policy's value, as a message shows it."""
+    message: str
+    """Why an acceptance file refuses the policy (without the file and field)."""
+
+
 def check_calibrated_settings(
     settings: FeatureSettings,
     policy: Any,
@@ -172,16 +189,33 @@ def check_calibrated_settings(
     """Refuse ``policy`` when it reads or guards otherwise than the calibration the
     acceptance file records (``settings.reading`` / ``settings.guard``; one not
     recorded is not compared): a :class:`ConfigError` naming ``policy_file`` and the
-    policy's field. Thresholds compare as effective values (omitted = the backend's
-    default); a disabled guard gives no guard features, so two disabled guards compare
-    equal whatever their options and calibration."""
+    policy's field (:func:`calibrated_difference`)."""
+    differs = calibrated_difference(
+        settings, policy, guard_calibration_sha256=guard_calibration_sha256
+    )
+    if differs is not None:
+        raise ConfigError(differs.message, file=policy_file, field=differs.field)
+
+
+def calibrated_difference(
+    settings: FeatureSettings, policy: Any, *, guard_calibration_sha256: str | None
+) -> SettingsDifference | None:
+    """The first setting ``policy`` reads or guards with otherwise than the calibration
+    the acceptance file records (``settings.reading`` / ``settings.guard``; one not
+    recorded is not compared), or ``None``. Thresholds compare as effective values
+    (omitted = the backend's default); a disabled guard gives no guard features, so two
+    disabled guards compare equal whatever their options and calibration; the guard
+    calibration compares by the sha256 of its file's bytes (``guard_calibration_sha256``)."""
     if settings.reading is not None:
-        _check_reading(settings.reading, policy, policy_file)
+        differs = _reading_difference(settings.reading, policy)
+        if differs is not None:
+            return differs
     if settings.guard is not None:
-        _check_guard(settings.guard, policy, guard_calibration_sha256, policy_file)
+        return _guard_difference(settings.guard, policy, guard_calibration_sha256)
+    return None
 
 
-def _check_reading(recorded: CalibratedReading, policy: Any, policy_file: str | None) -> None:
+def _reading_difference(recorded: CalibratedReading, policy: Any) -> SettingsDifference | None:
     from dissensus.states.reading import Thresholds
 
     rd = policy.reading
@@ -197,17 +231,19 @@ def _check_reading(recorded: CalibratedReading, policy: Any, policy_file: str | 
         shown = "no value (its backend has no default)" if now[name] is None else f"{now[name]}"
         if name == "theta_s" and rd.theta_s is None and now[name] is not None:
             shown += f" (the default of {rd.similarity})"
-        raise ConfigError(
-            f"the acceptance file was calibrated with {name} {then}, this policy reads "
-            f"with {shown}: {_RECALIBRATE}",
-            file=policy_file,
+        return SettingsDifference(
             field=f"reading.{name}",
+            recorded=f"{then}",
+            policy=shown,
+            message=f"the acceptance file was calibrated with {name} {then}, this policy reads "
+            f"with {shown}: {_RECALIBRATE}",
         )
+    return None
 
 
-def _check_guard(
-    recorded: CalibratedGuard, policy: Any, sha256: str | None, policy_file: str | None
-) -> None:
+def _guard_difference(
+    recorded: CalibratedGuard, policy: Any, sha256: str | None
+) -> SettingsDifference | None:
     from dissensus.guard import GuardThresholds
 
     guard = policy.guard
@@ -216,38 +252,40 @@ def _check_guard(
         def said(on: bool) -> str:
             return "enabled" if on else "disabled"
 
-        raise ConfigError(
-            f"the acceptance file was calibrated with the guard {said(recorded.enabled)}, "
-            f"this policy's guard is {said(guard.enabled)}: {_RECALIBRATE}",
-            file=policy_file,
+        return SettingsDifference(
             field="guard.enabled",
+            recorded=said(recorded.enabled),
+            policy=said(guard.enabled),
+            message=f"the acceptance file was calibrated with the guard "
+            f"{said(recorded.enabled)}, this policy's guard is {said(guard.enabled)}: "
+            f"{_RECALIBRATE}",
         )
     if not guard.enabled:
-        return  # no guard features either way
+        return None  # no guard features either way
     then = GuardThresholds.model_validate(recorded.options).model_dump(mode="json")
     now = _guard_options(policy)
     for key, value in then.items():
         if now.get(key) != value:
-            raise ConfigError(
-                f"the acceptance file was calibrated with guard option {key} {value!r}, "
-                f"this policy's guard uses {now.get(key)!r}: {_RECALIBRATE}",
-                file=policy_file,
+            return SettingsDifference(
                 field=f"guard.options.{key}",
+                recorded=repr(value),
+                policy=repr(now.get(key)),
+                message=f"the acceptance file was calibrated with guard option {key} "
+                f"{value!r}, this policy's guard uses {now.get(key)!r}: {_RECALIBRATE}",
             )
     ours = sha256 if guard.calibration else None
-    if recorded.calibration_sha256 != ours:
-        before = (
-            f"guard calibration sha256 {recorded.calibration_sha256[:12]}"
-            if recorded.calibration_sha256
-            else "no guard calibration"
-        )
-        after = f"{guard.calibration} (sha256 {ours[:12]})" if ours else "none"
-        raise ConfigError(
-            f"the acceptance file was calibrated with {before}, this policy's guard "
-            f"calibration is {after}: {_RECALIBRATE}",
-            file=policy_file,
-            field="guard.calibration",
-        )
+    if recorded.calibration_sha256 == ours:
+        return None
+    then_sha = recorded.calibration_sha256
+    before = f"guard calibration sha256 {then_sha[:12]}" if then_sha else "no guard calibration"
+    after = f"{guard.calibration} (sha256 {ours[:12]})" if ours else "none"
+    return SettingsDifference(
+        field="guard.calibration",
+        recorded=f"sha256 {then_sha[:12]}" if then_sha else "none",
+        policy=after,
+        message=f"the acceptance file was calibrated with {before}, this policy's guard "
+        f"calibration is {after}: {_RECALIBRATE}",
+    )
 
 
 USER_FIELD = "settings.user"

@@ -54,6 +54,20 @@ Choices where the design is silent:
   otherwise), and the file is still written (exit unchanged). The fit leaves out the
   ``option=`` features when every gold it is fitted on is one label
   (:func:`dissensus.acceptance.fit.feature_list`).
+* **A journal's runs read as ``--policy`` does.** A journalled case's reading and guard
+  decision are its run's, made under the run's policy, while the file records
+  ``--policy``'s settings. Every run holding a case calibrated on (of ``--run``, else of
+  the journal) is compared with ``--policy`` as a run's specification is compared with
+  an acceptance file (:func:`~dissensus.pipeline.spec.calibration_difference`: the
+  similarity backend, the effective reading thresholds, the guard's switch, options and
+  calibration by its file's sha256), and one that differs refuses the whole command
+  before anything is written (a :class:`~dissensus.errors.ConfigError` naming the run
+  and the policy's field, exit 2, neither ``--out`` nor ``--rejects`` written): skipping
+  the run would calibrate on some of the cases asked for, silently. A run with no
+  labelled case is not compared; a guard calibration journalled without its file's
+  sha256 (given to ``decide()`` as an object, or journalled before specifications held
+  their files' digests) is compared by its content; a run whose ``run.started`` records
+  no policy (an older journal) is not compared, its cases calibrated on as before.
 * A feature value that is not finite or exceeds
   :data:`~dissensus.acceptance.features.FEATURE_BOUND` (a user feature's ``NaN``,
   ``inf`` or ``1e308``) is a configuration error naming the panel and the feature (exit
@@ -85,12 +99,17 @@ from dissensus.cli.common import (
     quoted,
     shown,
 )
-from dissensus.errors import InputError
+from dissensus.errors import ConfigError, InputError
 from dissensus.types import Panel, gold_label
 
 if TYPE_CHECKING:
+    from dissensus.acceptance import FeatureSettings
+    from dissensus.acceptance.prepare import GuardInputs
     from dissensus.io.jsonl import RejectSink
     from dissensus.pipeline.labels import JournalCase, JournalCases
+    from dissensus.pipeline.policy import Policy
+    from dissensus.pipeline.spec import RunSpec
+    from dissensus.store.journal import Journal
 
 __all__ = ["calibrate_acceptance_cmd"]
 
@@ -289,13 +308,10 @@ def _labelled_panels(
 
 
 def _journal_cases(
-    journal: str, run: list[str] | None, sink: RejectSink, strata: str | None
-) -> tuple[JournalCases, list[JournalCase]]:
-    """The journal's labelled cases (of ``run`` when given) and those kept: a case whose
-    stratum value is not a label is rejected into ``sink`` (named by the journal and the
-    case's line)."""
-    from dissensus.acceptance.calibrate import stratum_refusal
-    from dissensus.io.jsonl import Reject
+    journal: str, run: list[str] | None, settings: FeatureSettings, guard: GuardInputs
+) -> JournalCases:
+    """The journal's labelled cases (of ``run`` when given), every run holding one checked
+    to have read and guarded as ``--policy`` does (:func:`_check_run`, module docstring)."""
     from dissensus.pipeline.labels import labelled_from_journal
     from dissensus.store.journal import Journal
 
@@ -306,6 +322,79 @@ def _journal_cases(
                 f"--run: no run {', '.join(map(repr, unknown))} in the journal {journal}"
             )
         found = labelled_from_journal(jr, run or None)
+        # A case's review id is its run's id, a dot and its line.
+        for run_id in dict.fromkeys(c.review_id.rpartition(".")[0] for c in found.cases):
+            _check_run(jr, run_id, settings, guard)
+    return found
+
+
+def _check_run(jr: Journal, run_id: str, settings: FeatureSettings, guard: GuardInputs) -> None:
+    """Refuse the command (a :class:`ConfigError` naming the run and the policy's field)
+    when run ``run_id`` read or guarded otherwise than ``--policy`` (``settings``, the
+    records the file will hold; ``guard``, its loaded guard inputs): the cases' readings
+    and guard decisions are the run's own, and the file says ``--policy``'s. The
+    comparison is the one a run's specification makes with the file
+    (:func:`~dissensus.pipeline.spec.calibration_difference`). A run whose ``run.started``
+    records no policy is not compared."""
+    from dissensus.pipeline.spec import RunSpec, calibration_difference
+
+    started = jr.get(run_id, "run/started")
+    if started is None or not isinstance(started.payload.get("policy"), dict):
+        return
+    where = f"run {quoted(run_id)}"
+    try:
+        spec = RunSpec.from_started(started.payload)
+    except ConfigError as exc:
+        raise ConfigError(exc.message, file=where, field=exc.field) from None
+    policy, sha256 = _run_guard(spec, guard, settings)
+    differs = calibration_difference(settings.model_dump(mode="json"), policy, sha256)
+    if differs is None:
+        return
+    if differs.field.startswith("reading."):
+        said = f"the run read with {differs.policy}, --policy reads with {differs.recorded}"
+    elif differs.field == "guard.enabled":
+        said = f"the run's guard was {differs.policy}, --policy's is {differs.recorded}"
+    elif differs.field == "guard.calibration":
+        said = f"the run's guard calibration was {differs.policy}, --policy's is {differs.recorded}"
+    else:
+        said = f"the run's guard used {differs.policy}, --policy's uses {differs.recorded}"
+    raise ConfigError(
+        f"{said}; calibrate with the policy the runs used", file=where, field=differs.field
+    )
+
+
+def _run_guard(
+    spec: RunSpec, guard: GuardInputs, settings: FeatureSettings
+) -> tuple[Policy, str | None]:
+    """The run's policy and the sha256 of its guard calibration as the comparison reads
+    them: the file's sha256 the run's specification holds; for a calibration journalled
+    without one (a journal from before specifications held their files' digests, a
+    calibration given to ``decide()`` as an object), ``--policy``'s sha256 when its content
+    is ``--policy``'s calibration, else the sha256 of the journalled content (which no
+    file of ``--policy`` matches)."""
+    policy = spec.policy
+    sha256 = spec.digests().get("guard.calibration")
+    if spec.guard_calibration is None or sha256 is not None:
+        return policy, sha256
+    if guard.calibration is not None and spec.guard_calibration == guard.calibration:
+        sha256 = settings.guard.calibration_sha256 if settings.guard is not None else None
+    else:
+        content = spec.guard_calibration.model_dump_json().encode("utf-8")
+        sha256 = hashlib.sha256(content).hexdigest()
+    name = f"{policy.guard.calibration or 'an object'} as journalled"
+    return policy.model_copy(
+        update={"guard": policy.guard.model_copy(update={"calibration": name})}
+    ), sha256
+
+
+def _strata_kept(
+    journal: str, found: JournalCases, sink: RejectSink, strata: str | None
+) -> list[JournalCase]:
+    """The journal's cases kept: a case whose stratum value is not a label is rejected
+    into ``sink`` (named by the journal and the case's line)."""
+    from dissensus.acceptance.calibrate import stratum_refusal
+    from dissensus.io.jsonl import Reject
+
     kept = []
     for case in found.cases:
         why = stratum_refusal(case.panel.meta, strata) if strata else None
@@ -321,7 +410,7 @@ def _journal_cases(
                 message=f"review {case.review_id}: {why}",
             )
         )
-    return found, kept
+    return kept
 
 
 @app.command("calibrate-acceptance")
@@ -485,6 +574,9 @@ def calibrate_acceptance_cmd(
         reading=calibrated_reading,
         guard=calibrated_guard,
     )
+    # Every run whose cases are calibrated on read and guarded as --policy, checked
+    # before anything is written (module docstring).
+    found = _journal_cases(journal, run, settings, guard) if journal is not None else None
     cases: list[Any] = []
     golds: list[str] = []
     judged: list[bool] = []
@@ -517,12 +609,16 @@ def calibrate_acceptance_cmd(
                 + (f"; {dropped} repeated panel(s) dropped" if dropped else "")
                 + ")"
             )
-        found = _journal_cases(journal, run, sink, strata) if journal is not None else None
+        journalled = (
+            _strata_kept(journal, found, sink, strata)
+            if journal is not None and found is not None
+            else []
+        )
         rejected = sink.count
     if journal is not None and found is not None:
         user = load_user_features(settings.user) if settings.user else None
         before = once.dropped
-        kept = [c for c in found[1] if once.keep(c.panel, f"review {c.review_id}")]
+        kept = [c for c in journalled if once.keep(c.panel, f"review {c.review_id}")]
         read += [c.panel for c in kept]
         judged += judged_by_acceptance(
             policy, [c.panel for c in kept], [c.reading for c in kept], guard.calibration
@@ -545,9 +641,9 @@ def calibrate_acceptance_cmd(
                 groups.append(str(stratum_of(case.panel.meta, strata)))
         repeated = once.dropped - before
         sources.append(
-            f"{journal} ({len(found[0].cases) - found[0].confirmed} resolved reviews, "
-            f"{found[0].confirmed} audited automatic decisions; "
-            f"{found[0].outside_options} outside the options excluded"
+            f"{journal} ({len(found.cases) - found.confirmed} resolved reviews, "
+            f"{found.confirmed} audited automatic decisions; "
+            f"{found.outside_options} outside the options excluded"
             + (f"; {repeated} repeated panel(s) dropped" if repeated else "")
             + ")"
         )

@@ -68,7 +68,12 @@ Choices where the frameworks are silent:
   acceptance, model, files, overrides) and only adds the files passed; passing a file
   the spec already has (``acceptance=`` on a spec with learned acceptance,
   ``guard_calibration=`` on one with a guard calibration) is a
-  :class:`~dissensus.errors.ConfigError`, not a silent replacement.
+  :class:`~dissensus.errors.ConfigError`, not a silent replacement. The learned
+  acceptance file (the spec's or the one passed) is checked against the guard settings
+  the reducer decides with, the spec's guard calibration or the one passed
+  (:meth:`~dissensus.pipeline.RunSpec.read_as_calibrated`), as ``dissensus decide``
+  checks it: a file calibrated with another guard calibration, or without one, is
+  refused naming ``guard.calibration``.
 * **Registered names.** The reducer is registered twice: as ``"dissensus"`` and, in the
   ``package/name`` form Inspect gives extension packages, as ``"dissensus/dissensus"``.
   Inspect looks a namespaced name up by loading that package's ``inspect_ai`` entry
@@ -416,18 +421,18 @@ def _with_files(
         data["acceptance"]["calibration"] = None
     if guard_calibration is None:
         data["guard"]["calibration"] = None
-    added = RunSpec.from_policy(
-        policy_from_dict(data), policy_file=spec.policy_file, acceptance=learned, environ={}
-    )
-    return spec.model_copy(
+    added = RunSpec.from_policy(policy_from_dict(data), policy_file=spec.policy_file, environ={})
+    out = spec.model_copy(
         update={
             "policy": pol,
             "calibration": added.calibration or spec.calibration,
             "guard_calibration": added.guard_calibration or spec.guard_calibration,
-            "acceptance": added.acceptance or spec.acceptance,
             "files": spec.files + added.files,
         }
     )
+    # Learned acceptance (the spec's own or the one passed) is checked against the guard
+    # the reducer decides with: the spec's guard calibration, or the one passed here.
+    return out.with_acceptance(learned) if learned is not None else out.read_as_calibrated()
 
 
 def _is_learned_acceptance(path: str) -> bool:

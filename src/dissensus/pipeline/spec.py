@@ -81,6 +81,7 @@ from dissensus.store import event_types as ev
 from dissensus.types import JsonObject
 
 if TYPE_CHECKING:
+    from dissensus.acceptance.prepare import SettingsDifference
     from dissensus.llm.resolve import ModelFileKey
 
 __all__ = [
@@ -88,6 +89,7 @@ __all__ = [
     "PolicyLike",
     "RunSpec",
     "SpecFile",
+    "calibration_difference",
     "check_guard_calibration_object",
     "file_sha256",
     "policy_calibration",
@@ -258,6 +260,36 @@ class RunSpec(BaseModel):
 
             check_model_spec(model)
         return self.model_copy(update={"policy": policy, "model": model or self.model})
+
+    def with_acceptance(self, acceptance: str | os.PathLike[str]) -> RunSpec:
+        """This spec deciding with the learned acceptance file ``acceptance`` too (as
+        ``from_policy(..., acceptance=)`` loads it: read, verified, hashed, its user
+        features checked), the file checked against the policy and the guard calibration
+        this spec decides with (:meth:`read_as_calibrated`). A spec that has learned
+        acceptance already is a :class:`ConfigError`: a built spec is not re-specified."""
+        if self.acceptance is not None:
+            raise ConfigError(
+                "the run specification has learned acceptance already", field="acceptance"
+            )
+        learned, path = _learned(self.policy, None, self.policy_file, acceptance)
+        assert path is not None
+        files = (*self.files, _spec_file("acceptance.model", path))
+        spec = self.model_copy(update={"acceptance": learned, "files": files})
+        spec = spec.read_as_calibrated()
+        _check_user_features(learned, spec.policy, path)
+        return spec
+
+    def read_as_calibrated(self) -> RunSpec:
+        """This spec, its learned acceptance checked against the policy and the guard
+        calibration it decides with (the sha256 :attr:`files` holds): a
+        :class:`ConfigError` naming the policy's field when they differ from what the
+        acceptance file records (module docstring, *Same features*)."""
+        if self.acceptance is None:
+            return self
+        policy = _read_as_calibrated(
+            self.acceptance, self.policy, self.policy_file, self.digests().get("guard.calibration")
+        )
+        return self if policy is self.policy else self.model_copy(update={"policy": policy})
 
     # -- the journal ------------------------------------------------------------------
 
@@ -502,17 +534,54 @@ def _check_user_features(learned: Mapping[str, Any] | None, policy: Policy, path
 def _check_calibrated_similarity(
     learned: Mapping[str, Any] | None, policy: Policy, policy_file: str | None
 ) -> None:
+    differs = _similarity_difference((learned or {}).get("settings"), policy)
+    if differs is not None:
+        raise ConfigError(differs.message, file=policy_file, field=differs.field)
+
+
+def _similarity_difference(
+    settings: Mapping[str, Any] | None, policy: Policy
+) -> SettingsDifference | None:
+    from dissensus.acceptance.prepare import SettingsDifference
     from dissensus.states.similarity import backend_key
 
-    calibrated_with = ((learned or {}).get("settings") or {}).get("similarity")
+    calibrated_with = (settings or {}).get("similarity")
     # Names of one backend (``all-MiniLM-L6-v2``, ``minilm``) are one backend.
-    if calibrated_with and backend_key(calibrated_with) != backend_key(policy.reading.similarity):
-        raise ConfigError(
-            f"the acceptance file was calibrated with similarity {calibrated_with!r}, "
-            f"the policy reads with {policy.reading.similarity!r}",
-            file=policy_file,
-            field="reading.similarity",
-        )
+    if not calibrated_with or backend_key(calibrated_with) == backend_key(
+        policy.reading.similarity
+    ):
+        return None
+    return SettingsDifference(
+        field="reading.similarity",
+        recorded=repr(calibrated_with),
+        policy=repr(policy.reading.similarity),
+        message=f"the acceptance file was calibrated with similarity {calibrated_with!r}, "
+        f"the policy reads with {policy.reading.similarity!r}",
+    )
+
+
+def calibration_difference(
+    settings: Mapping[str, Any] | None, policy: Policy, guard_sha256: str | None = None
+) -> SettingsDifference | None:
+    """The first setting ``policy`` reads or guards with otherwise than a learned
+    acceptance file's ``settings`` record (its similarity backend, reading thresholds and
+    guard settings; ``guard_sha256``: the sha256 of the guard calibration file the policy
+    names), or ``None``: what a run's specification refuses the file for
+    (:func:`dissensus.acceptance.prepare.calibrated_difference`). Settings that record
+    neither the reading nor the guard (a file written before they were) compare the
+    similarity backend only."""
+    differs = _similarity_difference(settings, policy)
+    if differs is not None:
+        return differs
+    recorded = settings or {}
+    if recorded.get("reading") is None and recorded.get("guard") is None:
+        return None
+    from dissensus.acceptance.file import FeatureSettings
+    from dissensus.acceptance.prepare import calibrated_difference
+
+    # Already validated with the file; read as the run keeps it (a journalled copy too).
+    features = FeatureSettings.model_validate(dict(recorded), strict=False)
+    return calibrated_difference(features, policy, guard_calibration_sha256=guard_sha256)
 
 
 def _read_as_calibrated(
@@ -523,40 +592,18 @@ def _read_as_calibrated(
 ) -> Policy:
     """``policy`` (refused when learned acceptance was calibrated with another similarity
     backend, or with other reading thresholds or guard settings than the file records:
-    :func:`_check_calibrated_settings`). Names of one backend are one backend
+    :func:`calibration_difference`). Names of one backend are one backend
     (``all-MiniLM-L6-v2`` is ``minilm``): the policy then names it as the acceptance file
     does, so what reads the spec later compares equal names."""
-    _check_calibrated_similarity(learned, policy, policy_file)
-    _check_calibrated_settings(learned, policy, policy_file, guard_sha256)
-    calibrated_with = ((learned or {}).get("settings") or {}).get("similarity")
+    settings = (learned or {}).get("settings")
+    differs = calibration_difference(settings, policy, guard_sha256)
+    if differs is not None:
+        raise ConfigError(differs.message, file=policy_file, field=differs.field)
+    calibrated_with = (settings or {}).get("similarity")
     if not calibrated_with or calibrated_with == policy.reading.similarity:
         return policy
     reading = policy.reading.model_copy(update={"similarity": str(calibrated_with)})
     return policy.model_copy(update={"reading": reading})
-
-
-def _check_calibrated_settings(
-    learned: Mapping[str, Any] | None,
-    policy: Policy,
-    policy_file: str | None,
-    guard_sha256: str | None,
-) -> None:
-    """Refuse a policy that reads or guards otherwise than the calibration the acceptance
-    file records (``settings.reading`` / ``settings.guard``; ``guard_sha256``: the sha256
-    of the guard calibration file the policy names):
-    :func:`dissensus.acceptance.prepare.check_calibrated_settings`. A file that records
-    neither (written before they were recorded) is not compared."""
-    recorded = (learned or {}).get("settings") or {}
-    if recorded.get("reading") is None and recorded.get("guard") is None:
-        return
-    from dissensus.acceptance.file import FeatureSettings
-    from dissensus.acceptance.prepare import check_calibrated_settings
-
-    # Already validated with the file; read as the run keeps it (a journalled copy too).
-    settings = FeatureSettings.model_validate(recorded, strict=False)
-    check_calibrated_settings(
-        settings, policy, guard_calibration_sha256=guard_sha256, policy_file=policy_file
-    )
 
 
 def check_guard_calibration_object(learned: Mapping[str, Any] | None) -> None:
