@@ -38,7 +38,8 @@ Choices where the design is silent:
 * **Same features.** A learned acceptance file that records the reading thresholds and
   guard settings its features were computed with (``settings.reading`` /
   ``settings.guard``) is refused when the policy differs, naming the policy's field
-  (:func:`dissensus.acceptance.prepare.check_calibrated_settings`; the guard calibration
+  (:func:`calibration_difference`, which ``calibrate-acceptance --journal`` uses too for
+  the runs it reads; the guard calibration
   compares by the sha256 of its file's bytes, as :attr:`RunSpec.files` holds it); a file
   that records neither is used as before.
 * **Overrides** (``similarity``, ``deadline_s``, ``concurrency``) are written into the
