@@ -14,9 +14,12 @@ import random
 import threading
 import time
 
+import pytest
+
 from concord_helpers import IDEAL, REJECTED, HashAgent
 from dissensus.concord import Negotiation, Outcome, TableAgent, verify
 from dissensus.concord.record import Certificate
+from dissensus.errors import ConfigError
 
 
 def _table_run() -> Negotiation:
@@ -110,3 +113,14 @@ def test_cancel_from_another_thread_at_any_point_never_raises() -> None:
         assert cert is not None
         assert cert.spent.stopped in ("cancelled", "floor_cleared", "budget_exhausted")
         assert verify(cert.model_dump(mode="json")).valid
+
+
+def test_a_negotiation_runs_once() -> None:
+    """A second run of one negotiation is refused: its counts and steps were the first
+    run's (a re-run carried them over, and a cancel() before it was ignored)."""
+    negotiation = _table_run()
+    first = negotiation.run_sync()
+    assert first.status in {"certified", "best_effort"}
+    negotiation.cancel()  # after the end: nothing
+    with pytest.raises(ConfigError, match="runs once"):
+        negotiation.run_sync()

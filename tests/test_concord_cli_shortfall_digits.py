@@ -91,3 +91,16 @@ def test_a_recorded_worst_off_below_the_floor_reads_below_it(tmp_path: Path) -> 
     assert [s["worst_off"] for s in cert["trajectory"]] == [0.699999999999] * 2
     path = _line(out, "Worst-off of the leader per round:")
     assert path == "Worst-off of the leader per round: 0.699999999999 → 0.699999999999"
+
+
+def test_a_score_above_a_floor_two_decimals_do_not_hold_never_reads_below_it(
+    tmp_path: Path,
+) -> None:
+    """0.703 against a floor of 0.701 read ``0.70`` (below the floor shown) in a
+    certified run: a score at or above the floor keeps the digits that show it there."""
+    out, cert = _negotiate(_problem(tmp_path, 0.703, floor=0.701))
+    assert cert["status"] == "certified"
+    assert "floor 0.701," in _line(out, "CONCORD certified")
+    assert _line(out, "Worst-off of the leader per round:").endswith("0.703")
+    assert _score_row(out, "m1")[1] == "0.703"
+    assert _score_row(out, "m2")[1] == "0.90"

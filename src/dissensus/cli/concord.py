@@ -352,8 +352,9 @@ def _fmt_floor(floor: float) -> str:
 
 
 def _fmt_score(value: float | None, floor: float, gap: float | None = None) -> str:
-    """A score beside the floor: two decimals, or as many digits as tell a score below
-    the floor from it (:func:`~dissensus.concord.scale.below_floor`). ``gap`` is the
+    """A score beside the floor: two decimals, or as many digits as keep it on its side of
+    the floor (a score below it never reads at or above it, a score at or above it
+    never reads below it; :func:`~dissensus.concord.scale.below_floor`). ``gap`` is the
     agent's shortfall, which tells a score the record rounded onto the floor."""
     from dissensus.concord.scale import below_floor
 
@@ -361,7 +362,10 @@ def _fmt_score(value: float | None, floor: float, gap: float | None = None) -> s
         return "—"
     if gap is not None:
         return below_floor(value, gap, floor)
-    return below_floor(value, floor - value, floor) if value < floor else f"{value:.2f}"
+    if value < floor:
+        return below_floor(value, floor - value, floor)
+    text = f"{value:.2f}"  # at or above the floor: never shown below it (0.703 by 0.701)
+    return text if float(text) >= floor else repr(value)
 
 
 def _print_certificate(cert: Certificate) -> None:

@@ -617,8 +617,16 @@ class Negotiation:
         self._steps.append(step)
 
     async def run(self) -> Certificate:
-        """Run the protocol and return its certificate (never raises on agent faults)."""
+        """Run the protocol and return its certificate (never raises on agent faults).
+
+        A negotiation runs once: its counts, candidates and steps are that run's, so a
+        second :meth:`run` (after the first, or while it runs) is a :class:`ConfigError`;
+        build another :class:`Negotiation` for another run."""
         with self._control:
+            if self._ended or self._loop is not None:
+                raise ConfigError(
+                    "a Negotiation runs once: build a new one for another run", field="run"
+                )
             self._loop = asyncio.get_running_loop()
             self._cancel_event = asyncio.Event()
             if self._cancelled:
