@@ -243,10 +243,30 @@
   });
 
   // What the reviewer typed on a case's resolve form (or an audit's form) is kept in this
-  // browser's session storage (per case) until it is sent and accepted from this page, so
-  // a session that ended, a server restart or a reload loses nothing: the page fills its
-  // empty fields from it whenever it is shown (unfolding a folded audit form).
+  // browser's session storage (per reviewer and case) until it is sent and accepted from
+  // this page, so a session that ended, a server restart or a reload loses nothing: the
+  // page fills its empty fields from it whenever it is shown to the same reviewer
+  // (unfolding a folded audit form). Another reviewer signed in in the same tab never
+  // sees it, and logging out (the logout form) drops every draft of the tab.
   var DRAFT = "dissensus-draft:";
+  function reviewer() {
+    var who = document.getElementById("reviewer");
+    return who ? who.getAttribute("data-reviewer") : null;
+  }
+  // The storage key of the draft of case ``id`` of the reviewer signed in (null when the
+  // page names nobody: nothing is kept then).
+  function draftKey(id) {
+    var who = reviewer();
+    return who ? DRAFT + encodeURIComponent(who) + ":" + id : null;
+  }
+  function dropDrafts() {
+    try {
+      for (var i = sessionStorage.length - 1; i >= 0; i--) {
+        var key = sessionStorage.key(i);
+        if (key && key.indexOf(DRAFT) === 0) { sessionStorage.removeItem(key); }
+      }
+    } catch (e) { /* storage unavailable: nothing kept */ }
+  }
   var FORMS = ["resolve-form", "audit-form"];
   function draftForm() {
     for (var i = 0; i < FORMS.length; i++) {
@@ -264,8 +284,8 @@
     return form.querySelector('input[name="' + name + '"]:not([type="radio"])');
   }
   function saveDraft() {
-    var id = draftCase();
-    if (!id) { return; }
+    var key = draftKey(draftCase());
+    if (!draftCase() || !key) { return; }
     var form = draftForm();
     var picked = form.querySelector('input[name="decision"]:checked');
     var other = named(form, "other");
@@ -277,17 +297,17 @@
     };
     try {
       if (draft.decision || draft.other || draft.note) {
-        sessionStorage.setItem(DRAFT + id, JSON.stringify(draft));
+        sessionStorage.setItem(key, JSON.stringify(draft));
       } else {
-        sessionStorage.removeItem(DRAFT + id);
+        sessionStorage.removeItem(key);
       }
     } catch (e) { /* storage unavailable: nothing kept */ }
   }
   function restoreDraft() {
-    var id = draftCase();
-    if (!id) { return; }
+    var key = draftKey(draftCase());
+    if (!draftCase() || !key) { return; }
     var draft = null;
-    try { draft = JSON.parse(sessionStorage.getItem(DRAFT + id) || "null"); } catch (e) { return; }
+    try { draft = JSON.parse(sessionStorage.getItem(key) || "null"); } catch (e) { return; }
     if (!draft) { return; }
     var form = draftForm();
     var filled = false;
@@ -313,9 +333,11 @@
     var path = (e.detail.pathInfo && e.detail.pathInfo.requestPath) || "";
     var done = /\/review\/(?:case\/([^\/?#]+)\/resolve|auto\/([^\/?#]+)\/confirm|audit\/([^\/?#]+)\/answer)(?:[?#]|$)/.exec(path);
     var status = e.detail.xhr ? e.detail.xhr.status : 0;
+    if (/\/review\/logout(?:[?#]|$)/.test(path) && status >= 200 && status < 400) { dropDrafts(); }
     if (done && status >= 200 && status < 300) {
       var ref = done[1] || done[2] || done[3];
-      try { sessionStorage.removeItem(DRAFT + decodeURIComponent(ref)); } catch (err) { /* none kept */ }
+      var key = draftKey(decodeURIComponent(ref));
+      try { if (key) { sessionStorage.removeItem(key); } } catch (err) { /* none kept */ }
     }
   });
   document.addEventListener("DOMContentLoaded", restoreDraft);
