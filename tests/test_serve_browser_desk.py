@@ -8,15 +8,41 @@ there, nothing waits a fixed time: every step waits for the page to reach a stat
 
 from __future__ import annotations
 
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
 
 from serve_helpers import escalating
-from test_serve_browser import Desk, _on_case
+from test_serve_browser import WAIT_MS, Desk, _on_case
 from test_serve_browser import desk as desk  # the module's server and browser
 
 pytestmark = pytest.mark.slow
+RESOLVES = "**/review/case/*/resolve*"
+
+
+@contextmanager
+def _held(page: Any, pattern: str) -> Iterator[None]:
+    """The requests to ``pattern`` sent in the block wait for its end: keys pressed in it
+    are typed ahead, whatever the server's speed."""
+    held: list[Any] = []
+
+    def hold(route: Any) -> None:
+        held.append(route)
+
+    page.route(pattern, hold)
+    try:
+        yield
+        deadline = time.monotonic() + WAIT_MS / 1000
+        while not held and time.monotonic() < deadline:
+            page.wait_for_timeout(10)  # lets Playwright take the request (a bound, not a pause)
+        assert held, f"no request to {pattern}"
+    finally:
+        for route in held:
+            route.continue_()
+        page.unroute(pattern)
 
 
 def _log_in(desk: Desk, page: Any, token: str) -> None:
@@ -70,3 +96,52 @@ def test_a_draft_is_its_reviewers_and_logging_out_drops_it(desk: Desk) -> None:
     page.context.close()
     with desk.api("tok-r1") as api:
         assert api.get(f"/v1/review/{a}").json()["status"] == "open"
+
+
+def test_an_enter_typed_ahead_never_sends_the_next_cases_form(desk: Desk) -> None:
+    """1 on b (a draft), k, then 1, Enter, Enter on a: a is resolved and b, where the
+    page goes next, is shown with its draft, not resolved by the second Enter; without a
+    draft the second Enter is no "pick an option" refusal of the next case either. j
+    typed ahead still moves on."""
+    expect = desk.sync_api.expect
+    run, (a, b, c, d) = desk.submit([escalating(f"te-{i}") for i in range(4)])
+    page = desk.page()
+    page.goto(f"{desk.base}/review/case/{b}?run={run}")
+    _on_case(desk, page, b)
+    page.keyboard.press("1")
+    page.keyboard.press("k")
+    _on_case(desk, page, a)
+    page.keyboard.press("1")
+    with _held(page, RESOLVES):
+        page.keyboard.press("Enter")
+        page.keyboard.press("Enter")
+    _on_case(desk, page, b)
+    expect(page.locator("input[name=decision][data-key='1']")).to_be_checked()
+    with desk.api("tok-r1") as api:
+        assert api.get(f"/v1/review/{a}").json()["status"] == "resolved"
+        assert api.get(f"/v1/review/{b}").json()["status"] == "open"
+
+    # b (picked 1): Enter, then c, r, u and Enter typed ahead: none acts on c.
+    with _held(page, RESOLVES):
+        for key in ("Enter", "c", "r", "u", "u", "Enter"):
+            page.keyboard.press(key)
+    _on_case(desk, page, c)
+    expect(page.locator("#case-error")).to_have_count(0)
+    expect(page.locator("#case-status")).to_contain_text("open")
+    # Enter then j: resolved, and the j moves on from the next case.
+    page.keyboard.press("2")
+    page.keyboard.press("n")
+    page.keyboard.type("2 it is")
+    page.keyboard.press("Escape")
+    page.wait_for_function("() => document.activeElement === document.body")
+    with _held(page, RESOLVES):
+        page.keyboard.press("Enter")
+        page.keyboard.press("j")
+    _on_case(desk, page, d)
+    page.context.close()
+    with desk.api("tok-r1") as api:
+        got = {rid: api.get(f"/v1/review/{rid}").json() for rid in (a, b, c, d)}
+    assert got[b]["status"] == "resolved" and got[b]["resolution"]["decision"] == "1"
+    assert got[c]["status"] == "resolved" and got[c]["resolution"]["note"] == "2 it is"
+    assert got[d]["status"] == "open" and got[d].get("claim") is None
+    assert [h["type"] for h in got[b]["history"]] == ["review.resolved"]

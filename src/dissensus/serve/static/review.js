@@ -9,7 +9,9 @@
 //
 // Typing ahead: while a page is loading (a resolve, a j/k move) keys are queued, not
 // lost and not typed into a field; once the next page has settled they are replayed in
-// order against it. A resolve blurs the note first, and every page settles with the
+// order against it, except the keys that send a form (Enter, c, r, u: WRITES), which are
+// dropped: they were pressed before the page they would act on was shown, and would
+// resolve, claim, give up or undo on a case nobody has seen yet. A resolve blurs the note first, and every page settles with the
 // focus on its heading (so a screen reader names the case it moved to), never in a
 // field, so a key pressed right after Enter acts on the next case. Once a
 // replayed key (n, o) has put the focus in a text field, the keys queued after it are
@@ -21,6 +23,8 @@
   var pending = [];
   var UNDO_MS = 5000;
   var undoAsked = null;  // the timer of a u waiting for its second u
+  // The keys that send a form: never replayed from the queue (see the top).
+  var WRITES = { "Enter": true, "c": true, "r": true, "u": true };
 
   function typing(el) {
     if (!el || el === document.body) { return false; }
@@ -108,7 +112,9 @@
         typeInto(field, key);
         continue;
       }
-      act(pending.shift(), document.body);
+      var next = pending.shift();
+      if (WRITES[next]) { continue; }  // typed before this page was shown: never sent
+      act(next, document.body);
     }
   }
   function typeInto(field, key) {
