@@ -145,3 +145,47 @@ def test_an_enter_typed_ahead_never_sends_the_next_cases_form(desk: Desk) -> Non
     assert got[c]["status"] == "resolved" and got[c]["resolution"]["note"] == "2 it is"
     assert got[d]["status"] == "open" and got[d].get("claim") is None
     assert [h["type"] for h in got[b]["history"]] == ["review.resolved"]
+
+
+def test_another_answer_replaces_the_pick_and_0_clears_it(desk: Desk) -> None:
+    """1, then o and an answer: the option is unchecked (kept so in the draft over a
+    reload), and Enter resolves with the answer, not "pick an option or type another
+    answer, not both"; 0 clears a pick, the draft too; the help names 0."""
+    expect = desk.sync_api.expect
+    run, (a, b) = desk.submit([escalating(f"oa-{i}") for i in range(2)])
+    page = desk.page()
+    page.goto(f"{desk.base}/review/case/{a}?run={run}")
+    _on_case(desk, page, a)
+    picked = page.locator("input[name=decision]:checked")
+    page.keyboard.press("1")
+    expect(picked).to_have_count(1)
+    page.keyboard.press("o")
+    page.keyboard.type("neither: refund half")
+    expect(picked).to_have_count(0)
+    page.keyboard.press("Escape")
+    page.reload()
+    _on_case(desk, page, a)
+    expect(page.locator("#other-decision")).to_have_value("neither: refund half")
+    expect(picked).to_have_count(0)
+    page.keyboard.press("n")
+    page.keyboard.type("both options are wrong")
+    page.keyboard.press("Escape")
+    page.wait_for_function("() => document.activeElement === document.body")
+    page.keyboard.press("Enter")
+    _on_case(desk, page, b)
+
+    # 0 clears the pick, in the draft too.
+    page.keyboard.press("2")
+    expect(page.locator("input[name=decision][data-key='2']")).to_be_checked()
+    page.keyboard.press("0")
+    expect(picked).to_have_count(0)
+    page.reload()
+    _on_case(desk, page, b)
+    expect(picked).to_have_count(0)
+    page.keyboard.press("?")
+    expect(page.locator("#keys-help")).to_contain_text("clear the option picked")
+    page.context.close()
+    with desk.api("tok-r1") as api:
+        got = api.get(f"/v1/review/{a}").json()
+    assert got["resolution"]["decision"] == "neither: refund half"
+    assert got["resolution"]["note"] == "both options are wrong"

@@ -2,7 +2,9 @@
 //
 // Keys act only when no text field has the focus (Esc leaves a field) and the keys help
 // is closed (while it is open only ? and Esc act, closing it):
-//   1-9 pick an option, o type another answer, n note, Enter resolve, j/k next/previous
+//   1-9 pick an option, 0 clear the pick, o type another answer (which replaces the
+//   pick: the option is unchecked as soon as the field holds text), n note, Enter
+//   resolve, j/k next/previous
 //   case, c claim, r give up your claim, u u undo your last resolution (the first u asks,
 //   naming the case; a second u within UNDO_MS undoes, any other key cancels), a audit an
 //   automatic decision, ? keys help.
@@ -153,6 +155,13 @@
       radio.dispatchEvent(new Event("change", { bubbles: true }));
       return true;
     }
+    if (key === "0") {
+      var form = draftForm();
+      if (!form || !form.querySelector('input[name="decision"]:checked')) { return false; }
+      unpick(form);
+      saveDraft();
+      return true;
+    }
     switch (key) {
       case "n": {
         var note = document.getElementById("note") || document.getElementById("audit-note");
@@ -286,6 +295,11 @@
     if (!title || !draftForm()) { return null; }
     return title.getAttribute("data-review-id");
   }
+  // Uncheck the option picked on ``form`` (0, or another answer typed).
+  function unpick(form) {
+    var radios = form.querySelectorAll('input[name="decision"]');
+    for (var i = 0; i < radios.length; i++) { radios[i].checked = false; }
+  }
   function named(form, name) {
     return form.querySelector('input[name="' + name + '"]:not([type="radio"])');
   }
@@ -321,7 +335,9 @@
       var el = named(form, name);
       if (el && !el.value && draft[name]) { el.value = draft[name]; filled = true; }
     });
-    if (draft.decision && !form.querySelector('input[name="decision"]:checked')) {
+    var typed = named(form, "other");
+    if (draft.decision && !(typed && typed.value.trim()) &&
+        !form.querySelector('input[name="decision"]:checked')) {
       var radios = form.querySelectorAll('input[name="decision"]');
       for (var i = 0; i < radios.length; i++) {
         if (radios[i].value === draft.decision) { radios[i].checked = true; filled = true; }
@@ -331,7 +347,13 @@
   }
   function keepTyping(e) {
     var form = e.target && e.target.form;
-    if (form && FORMS.indexOf(form.id) >= 0) { saveDraft(); }
+    if (!form || FORMS.indexOf(form.id) < 0) { return; }
+    // Another answer replaces the pick: an option left checked beside it would be refused
+    // ("not both") with no way to uncheck it but 0.
+    if (e.target.name === "other" && e.target.type !== "radio" && e.target.value.trim()) {
+      unpick(form);
+    }
+    saveDraft();
   }
   document.addEventListener("input", keepTyping);
   document.addEventListener("change", keepTyping);
