@@ -11,6 +11,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from pipeline_cases import panel, write_policy
 from serve_helpers import auth, client_for, csrf_of, escalating, heap_frozen, login, settings
 
 pytestmark = pytest.mark.anyio
@@ -74,3 +75,42 @@ async def test_j_k_from_a_page_opened_earlier_step_over_cases_taken_meanwhile(
     async with client_for(settings(tmp_path)) as client:  # no session: log in, then on
         got = await client.get(nxt)
         assert got.status_code == 303 and got.headers["location"].startswith("/review/login")
+
+
+async def test_a_blind_audit_answered_meanwhile_shows_what_was_sent(tmp_path: Path) -> None:
+    """The second reviewer's answer to a blind audit answered meanwhile is refused (409)
+    with the "Not saved, what you sent" line the case page has, escaped."""
+    audited = write_policy(tmp_path / "audits.yaml", {"acceptance": {"audit_rate": 1.0}})
+    s = settings(tmp_path, policy=str(audited))
+    agree = panel("agree", ["1", "1", "1"], swap=["1", "1", "1"])
+    async with client_for(s) as client:
+        run = (await client.post("/v1/decide", json=[agree], headers=auth("sub"))).json()
+        audit = f"{run['run_id']}.{run['records'][0]['line']}"
+        await login(client, "rev")
+        blind = await client.get(f"/review/audit/{audit}")
+        assert blind.status_code == 200 and 'id="resolve-form"' in blind.text
+        done = await client.post(
+            f"/v1/cases/{audit}/confirm",
+            json={"decision": "1", "note": "checked"},
+            headers=auth("rev2"),
+        )
+        assert done.status_code == 200, done.text
+        late = await client.post(
+            f"/review/audit/{audit}/answer",
+            data={"decision": "2", "note": "late <b>note</b>", "csrf": csrf_of(blind.text)},
+        )
+        assert late.status_code == 409 and "already audited by rev2-name" in late.text
+        sent = re.search(r'<p id="not-saved">(.*?)</p>', late.text, re.S)
+        assert sent, late.text[-3000:]
+        assert "Not saved, what you sent: " in sent.group(1)
+        assert 'class="sent-decision">2</bdi>' in sent.group(1)
+        assert 'class="sent-note">late &lt;b&gt;note&lt;/b&gt;</bdi>' in sent.group(1)
+        typed = await client.post(
+            f"/review/audit/{audit}/answer",
+            data={"other": "none of them", "note": "n", "csrf": csrf_of(blind.text)},
+        )
+        assert typed.status_code == 409
+        assert (
+            'id="not-saved">Not saved, what you sent: <bdi class="sent-decision">none of them<'
+            in typed.text
+        )
