@@ -114,3 +114,41 @@ async def test_a_blind_audit_answered_meanwhile_shows_what_was_sent(tmp_path: Pa
             'id="not-saved">Not saved, what you sent: <bdi class="sent-decision">none of them<'
             in typed.text
         )
+
+
+def _error(html: str) -> str:
+    found = re.search(r'<p class="error" role="alert" id="case-error">(.*?)</p>', html, re.S)
+    assert found, html[:2000]
+    return found.group(1)
+
+
+async def test_a_conflict_is_named_before_what_the_form_lacks(tmp_path: Path) -> None:
+    """From a page opened earlier, an empty form (or one lacking a note) on a case
+    resolved meanwhile is told who resolved it, not "pick an option first"; on a case
+    another reviewer claimed, who holds it; with a stale content hash, to reload."""
+    async with client_for(settings(tmp_path)) as client:
+        _, (a, b, c) = await _cases(client, 3)
+        await login(client, "rev")
+        pages = {rid: (await client.get(f"/review/case/{rid}")).text for rid in (a, b, c)}
+        sha = re.compile(r'name="content_sha256" value="([0-9a-f]{64})"')
+
+        def form(rid: str, **fields: str) -> dict[str, str]:
+            found = sha.search(pages[rid])
+            assert found
+            return {"csrf": csrf_of(pages[rid]), "content_sha256": found.group(1), **fields}
+
+        await _resolve_as(client, a, "rev2")
+        for sent in ({}, {"decision": "2"}, {"decision": "1", "other": "x"}):
+            late = await client.post(f"/review/case/{a}/resolve", data=form(a, **sent))
+            assert late.status_code == 409, sent
+            assert "already resolved by rev2-name" in _error(late.text), sent
+        assert (await client.post(f"/v1/review/{b}/claim", headers=auth("rev2"))).status_code == 200
+        held = await client.post(f"/review/case/{b}/resolve", data=form(b))
+        assert held.status_code == 409 and "claimed by rev2-name" in _error(held.text)
+        stale = await client.post(
+            f"/review/case/{c}/resolve", data={**form(c), "content_sha256": "0" * 64}
+        )
+        assert stale.status_code == 409 and "changed since it was shown" in _error(stale.text)
+        # A form that can be sent is still checked as before.
+        empty = await client.post(f"/review/case/{c}/resolve", data=form(c))
+        assert empty.status_code == 422 and "pick an option" in _error(empty.text)

@@ -12,6 +12,12 @@ Choices where the design is silent:
   ``--max-field-chars`` included), 409 for a conflict and 503 for a busy or unreachable
   journal; a refused resolve shows the form as it was sent (the option picked, the
   answer typed, the note: ``kept``), so nothing typed is lost.
+* **Conflicts first.** A resolve from a page opened earlier is checked for what no change
+  to the form would cure before the form is: a case resolved meanwhile, its content
+  changed since the page was shown, another reviewer's claim (409, in that order, as
+  the journal checks them again when it writes). "Pick an option first" on a case
+  someone else resolved would send the reviewer to fix a form that can no longer be
+  sent.
 * **Giving a claim up.** ``POST /review/case/{id}/release`` (``r``, the "give up claim"
   button shown to the claim's holder) drops the reviewer's own claim, as ``DELETE
   /v1/review/{id}/claim`` and ``dissensus review claim --release`` do; another
@@ -52,6 +58,12 @@ from fastapi.responses import RedirectResponse, Response
 from pydantic import BaseModel
 
 from dissensus.errors import DissensusError
+from dissensus.pipeline.review import (
+    AlreadyResolved,
+    ReviewStatus,
+    StaleContent,
+    refuse_others_claim,
+)
 from dissensus.serve.case_view import asked_view, option_views, plain_reasons
 from dissensus.serve.journal_adapter import (
     AmbiguousAnswer,
@@ -203,11 +215,29 @@ async def case(request: Request, review_id: str) -> Response:
     return or_not_found(request, who, lambda: case_page(request, review_id, who))
 
 
+def _refuse_conflicts(request: Request, status: ReviewStatus, form: Form) -> None:
+    """Raise what refuses resolving ``status``'s case whatever the form holds (see the
+    module docstring): :class:`AlreadyResolved`, :class:`StaleContent`, a claim conflict."""
+    review_id = status.item.review_id
+    done = status.resolution
+    if done is not None:
+        raise AlreadyResolved(
+            review_id, reviewer=done.reviewer, at=status.resolved_at or "?", decision=done.decision
+        )
+    quoted = str(form.data.get("content_sha256", ""))
+    if quoted != status.content_sha256:
+        raise StaleContent(review_id, quoted=quoted, current=status.content_sha256)
+    journal = service_of(request).desk.journal
+    refuse_others_claim(journal, review_id, form.principal.name, f"review item {review_id}")
+
+
 def _resolve(request: Request, review_id: str, form: Form) -> Response | None:
     """Journal the form's resolution: ``None`` once journalled, else the page refusing it
     (:class:`UnknownItem` and the desk's conflicts are raised)."""
     service, who, kept = service_of(request), form.reviewer, form.kept()
-    item = service.desk.status(review_id).item
+    status = service.desk.status(review_id)
+    _refuse_conflicts(request, status, form)
+    item = status.item
     picked, other = form.text("decision"), form.text("other")
     # An answer typed as an option reads ("Output (a)", its id) is that option.
     other = answer_for(item, other) if other else other
