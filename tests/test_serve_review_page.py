@@ -289,7 +289,9 @@ async def test_queue_filters_sort_search_and_context(tmp_path: Path) -> None:
         assert newest.text.index(ids[3]) < newest.text.index(ids[0])
         # The queue travels with the case page: j/k and progress stay within the search.
         case = await client.get(f"/review/case/{ids[1]}", params={"q": "refunds"})
-        assert f'href="/review/case/{ids[3]}?q=refunds"' in case.text
+        assert f'id="next-link" href="/review/case/{ids[1]}/next?q=refunds"' in case.text
+        step = await client.get(f"/review/case/{ids[1]}/next", params={"q": "refunds"})
+        assert step.headers["location"] == f"/review/case/{ids[3]}?q=refunds"
         assert 'id="prev-link"' not in case.text
         assert "1 of 2 open in this queue; you resolved 0 today" in case.text
         bogus = await client.get(f"/review/case/{ids[1]}", params={"run": "no-such-run"})
@@ -454,22 +456,32 @@ async def test_j_k_and_the_progress_line_keep_to_the_queues_status(tmp_path: Pat
         await _login(client, "rev")
         q = f"?run={run['run_id']}"
 
-        def links(html: str) -> tuple[str | None, str | None]:
-            prev = re.search(r'id="prev-link" href="/review/case/([^"?]+)', html)
-            nxt = re.search(r'id="next-link" href="/review/case/([^"?]+)', html)
-            return (prev.group(1) if prev else None, nxt.group(1) if nxt else None)
+        async def links(html: str) -> tuple[str | None, str | None]:
+            """Where the case's previous and next links lead (followed: they go to the
+            neighbour as the queue stands when they are followed)."""
+
+            async def to(link: str) -> str | None:
+                found = re.search(rf'id="{link}" href="([^"]+)"', html)
+                if found is None:
+                    return None
+                got = await client.get(found.group(1).replace("&amp;", "&"))
+                moved = re.match(r"/review/case/([^?]+)", got.headers["location"])
+                assert moved, got.headers["location"]
+                return moved.group(1)
+
+            return await to("prev-link"), await to("next-link")
 
         first = (await client.get(f"/review/case/{a}{q}")).text
-        assert links(first) == (None, d)
+        assert await links(first) == (None, d)
         assert "1 of 2 open in this queue" in first
         last = (await client.get(f"/review/case/{d}{q}")).text
-        assert links(last) == (a, None) and "2 of 2 open in this queue" in last
+        assert await links(last) == (a, None) and "2 of 2 open in this queue" in last
         # A resolved case seen from the open queue: its open neighbours around it.
-        assert links((await client.get(f"/review/case/{b}{q}")).text) == (a, d)
+        assert await links((await client.get(f"/review/case/{b}{q}")).text) == (a, d)
         done = (await client.get(f"/review/case/{b}{q}&status=resolved")).text
-        assert links(done) == (None, c) and "1 of 2 resolved in this queue" in done
+        assert await links(done) == (None, c) and "1 of 2 resolved in this queue" in done
         every = (await client.get(f"/review/case/{b}{q}&status=all")).text
-        assert links(every) == (a, c) and "2 of 4 cases in this queue" in every
+        assert await links(every) == (a, c) and "2 of 4 cases in this queue" in every
 
 
 async def test_the_queue_names_a_resolved_decision_as_the_case_page_does(tmp_path: Path) -> None:

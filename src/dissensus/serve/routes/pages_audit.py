@@ -51,7 +51,9 @@ Choices where the design is silent:
   over the server's ``--max-field-chars``, 409 for another reviewer's claim, 503 for a
   busy journal) shows the page again with the form as it was sent (the option picked,
   the answer typed, the note: ``kept``, as on a case page), the automatic decision's
-  audit form unfolded; nothing typed is lost.
+  audit form unfolded; nothing typed is lost. A blind audit answered meanwhile has no
+  form any more: the answer sent is shown as a "Not saved, what you sent" line under
+  the standing answer, as a case resolved meanwhile shows it.
 """
 
 from __future__ import annotations

@@ -12,10 +12,23 @@ Choices where the design is silent:
   ``--max-field-chars`` included), 409 for a conflict and 503 for a busy or unreachable
   journal; a refused resolve shows the form as it was sent (the option picked, the
   answer typed, the note: ``kept``), so nothing typed is lost.
+* **Conflicts first.** A resolve from a page opened earlier is checked for what no change
+  to the form would cure before the form is: a case resolved meanwhile, its content
+  changed since the page was shown, another reviewer's claim (409, in that order, as
+  the journal checks them again when it writes). "Pick an option first" on a case
+  someone else resolved would send the reviewer to fix a form that can no longer be
+  sent.
 * **Giving a claim up.** ``POST /review/case/{id}/release`` (``r``, the "give up claim"
   button shown to the claim's holder) drops the reviewer's own claim, as ``DELETE
   /v1/review/{id}/claim`` and ``dissensus review claim --release`` do; another
   reviewer's claim is refused (409 naming the holder).
+* **j / k from a page opened earlier.** The case page's "next" and "previous" links
+  (``j`` / ``k``) go to ``/review/case/{id}/next`` and ``.../previous`` (the queue's
+  query kept), which work out the neighbour when they are followed
+  (:func:`~dissensus.serve.queue_view.neighbours`) and redirect to it (303): a case
+  resolved or claimed by another reviewer since the page was shown is stepped over, as
+  it would be on a page shown now. With no such neighbour left they go to the queue's
+  page where the case stands (:func:`~dissensus.serve.queue_view.queue_url`).
 * After a resolve the page goes to the next open case of the same queue that nobody else
   holds (:func:`~dissensus.serve.queue_view.next_open`), or to the queue when none is left.
 * **Another answer.** Besides the options, the resolve bar has a text field for a
@@ -45,6 +58,12 @@ from fastapi.responses import RedirectResponse, Response
 from pydantic import BaseModel
 
 from dissensus.errors import DissensusError
+from dissensus.pipeline.review import (
+    AlreadyResolved,
+    ReviewStatus,
+    StaleContent,
+    refuse_others_claim,
+)
 from dissensus.serve.case_view import asked_view, option_views, plain_reasons
 from dissensus.serve.journal_adapter import (
     AmbiguousAnswer,
@@ -164,6 +183,30 @@ def _back_to_case(request: Request, review_id: str) -> Response:
     )
 
 
+async def _step(request: Request, review_id: str, *, forward: bool) -> Response:
+    """To the case after (``forward``) or before ``review_id`` in the queue as it stands
+    now, else to the queue's page (see the module docstring)."""
+    who = require_login(request)
+    if not isinstance(who, Reviewer):
+        return who
+    view = QueueView.of(request)
+    before, after = neighbours(request, review_id, view, who.principal.name)
+    target = after if forward else before
+    if target is None:
+        return RedirectResponse(queue_url(request, review_id, view), status_code=303)
+    return RedirectResponse(f"/review/case/{target}{view.suffix()}", status_code=303)
+
+
+@router.get("/review/case/{review_id}/next")
+async def next_case(request: Request, review_id: str) -> Response:
+    return await _step(request, review_id, forward=True)
+
+
+@router.get("/review/case/{review_id}/previous")
+async def previous_case(request: Request, review_id: str) -> Response:
+    return await _step(request, review_id, forward=False)
+
+
 @router.get("/review/case/{review_id}")
 async def case(request: Request, review_id: str) -> Response:
     who = require_login(request)
@@ -172,11 +215,29 @@ async def case(request: Request, review_id: str) -> Response:
     return or_not_found(request, who, lambda: case_page(request, review_id, who))
 
 
+def _refuse_conflicts(request: Request, status: ReviewStatus, form: Form) -> None:
+    """Raise what refuses resolving ``status``'s case whatever the form holds (see the
+    module docstring): :class:`AlreadyResolved`, :class:`StaleContent`, a claim conflict."""
+    review_id = status.item.review_id
+    done = status.resolution
+    if done is not None:
+        raise AlreadyResolved(
+            review_id, reviewer=done.reviewer, at=status.resolved_at or "?", decision=done.decision
+        )
+    quoted = str(form.data.get("content_sha256", ""))
+    if quoted != status.content_sha256:
+        raise StaleContent(review_id, quoted=quoted, current=status.content_sha256)
+    journal = service_of(request).desk.journal
+    refuse_others_claim(journal, review_id, form.principal.name, f"review item {review_id}")
+
+
 def _resolve(request: Request, review_id: str, form: Form) -> Response | None:
     """Journal the form's resolution: ``None`` once journalled, else the page refusing it
     (:class:`UnknownItem` and the desk's conflicts are raised)."""
     service, who, kept = service_of(request), form.reviewer, form.kept()
-    item = service.desk.status(review_id).item
+    status = service.desk.status(review_id)
+    _refuse_conflicts(request, status, form)
+    item = status.item
     picked, other = form.text("decision"), form.text("other")
     # An answer typed as an option reads ("Output (a)", its id) is that option.
     other = answer_for(item, other) if other else other

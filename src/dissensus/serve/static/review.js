@@ -2,14 +2,18 @@
 //
 // Keys act only when no text field has the focus (Esc leaves a field) and the keys help
 // is closed (while it is open only ? and Esc act, closing it):
-//   1-9 pick an option, o type another answer, n note, Enter resolve, j/k next/previous
+//   1-9 pick an option, 0 clear the pick, o type another answer (which replaces the
+//   pick: the option is unchecked as soon as the field holds text), n note, Enter
+//   resolve, j/k next/previous
 //   case, c claim, r give up your claim, u u undo your last resolution (the first u asks,
 //   naming the case; a second u within UNDO_MS undoes, any other key cancels), a audit an
 //   automatic decision, ? keys help.
 //
 // Typing ahead: while a page is loading (a resolve, a j/k move) keys are queued, not
 // lost and not typed into a field; once the next page has settled they are replayed in
-// order against it. A resolve blurs the note first, and every page settles with the
+// order against it, except the keys that send a form (Enter, c, r, u: WRITES), which are
+// dropped: they were pressed before the page they would act on was shown, and would
+// resolve, claim, give up or undo on a case nobody has seen yet. A resolve blurs the note first, and every page settles with the
 // focus on its heading (so a screen reader names the case it moved to), never in a
 // field, so a key pressed right after Enter acts on the next case. Once a
 // replayed key (n, o) has put the focus in a text field, the keys queued after it are
@@ -21,6 +25,8 @@
   var pending = [];
   var UNDO_MS = 5000;
   var undoAsked = null;  // the timer of a u waiting for its second u
+  // The keys that send a form: never replayed from the queue (see the top).
+  var WRITES = { "Enter": true, "c": true, "r": true, "u": true };
 
   function typing(el) {
     if (!el || el === document.body) { return false; }
@@ -108,7 +114,9 @@
         typeInto(field, key);
         continue;
       }
-      act(pending.shift(), document.body);
+      var next = pending.shift();
+      if (WRITES[next]) { continue; }  // typed before this page was shown: never sent
+      act(next, document.body);
     }
   }
   function typeInto(field, key) {
@@ -145,6 +153,13 @@
       unfold(radio);
       radio.checked = true;
       radio.dispatchEvent(new Event("change", { bubbles: true }));
+      return true;
+    }
+    if (key === "0") {
+      var form = draftForm();
+      if (!form || !form.querySelector('input[name="decision"]:checked')) { return false; }
+      unpick(form);
+      saveDraft();
       return true;
     }
     switch (key) {
@@ -243,10 +258,30 @@
   });
 
   // What the reviewer typed on a case's resolve form (or an audit's form) is kept in this
-  // browser's session storage (per case) until it is sent and accepted from this page, so
-  // a session that ended, a server restart or a reload loses nothing: the page fills its
-  // empty fields from it whenever it is shown (unfolding a folded audit form).
+  // browser's session storage (per reviewer and case) until it is sent and accepted from
+  // this page, so a session that ended, a server restart or a reload loses nothing: the
+  // page fills its empty fields from it whenever it is shown to the same reviewer
+  // (unfolding a folded audit form). Another reviewer signed in in the same tab never
+  // sees it, and logging out (the logout form) drops every draft of the tab.
   var DRAFT = "dissensus-draft:";
+  function reviewer() {
+    var who = document.getElementById("reviewer");
+    return who ? who.getAttribute("data-reviewer") : null;
+  }
+  // The storage key of the draft of case ``id`` of the reviewer signed in (null when the
+  // page names nobody: nothing is kept then).
+  function draftKey(id) {
+    var who = reviewer();
+    return who ? DRAFT + encodeURIComponent(who) + ":" + id : null;
+  }
+  function dropDrafts() {
+    try {
+      for (var i = sessionStorage.length - 1; i >= 0; i--) {
+        var key = sessionStorage.key(i);
+        if (key && key.indexOf(DRAFT) === 0) { sessionStorage.removeItem(key); }
+      }
+    } catch (e) { /* storage unavailable: nothing kept */ }
+  }
   var FORMS = ["resolve-form", "audit-form"];
   function draftForm() {
     for (var i = 0; i < FORMS.length; i++) {
@@ -260,12 +295,17 @@
     if (!title || !draftForm()) { return null; }
     return title.getAttribute("data-review-id");
   }
+  // Uncheck the option picked on ``form`` (0, or another answer typed).
+  function unpick(form) {
+    var radios = form.querySelectorAll('input[name="decision"]');
+    for (var i = 0; i < radios.length; i++) { radios[i].checked = false; }
+  }
   function named(form, name) {
     return form.querySelector('input[name="' + name + '"]:not([type="radio"])');
   }
   function saveDraft() {
-    var id = draftCase();
-    if (!id) { return; }
+    var key = draftKey(draftCase());
+    if (!draftCase() || !key) { return; }
     var form = draftForm();
     var picked = form.querySelector('input[name="decision"]:checked');
     var other = named(form, "other");
@@ -277,17 +317,17 @@
     };
     try {
       if (draft.decision || draft.other || draft.note) {
-        sessionStorage.setItem(DRAFT + id, JSON.stringify(draft));
+        sessionStorage.setItem(key, JSON.stringify(draft));
       } else {
-        sessionStorage.removeItem(DRAFT + id);
+        sessionStorage.removeItem(key);
       }
     } catch (e) { /* storage unavailable: nothing kept */ }
   }
   function restoreDraft() {
-    var id = draftCase();
-    if (!id) { return; }
+    var key = draftKey(draftCase());
+    if (!draftCase() || !key) { return; }
     var draft = null;
-    try { draft = JSON.parse(sessionStorage.getItem(DRAFT + id) || "null"); } catch (e) { return; }
+    try { draft = JSON.parse(sessionStorage.getItem(key) || "null"); } catch (e) { return; }
     if (!draft) { return; }
     var form = draftForm();
     var filled = false;
@@ -295,7 +335,9 @@
       var el = named(form, name);
       if (el && !el.value && draft[name]) { el.value = draft[name]; filled = true; }
     });
-    if (draft.decision && !form.querySelector('input[name="decision"]:checked')) {
+    var typed = named(form, "other");
+    if (draft.decision && !(typed && typed.value.trim()) &&
+        !form.querySelector('input[name="decision"]:checked')) {
       var radios = form.querySelectorAll('input[name="decision"]');
       for (var i = 0; i < radios.length; i++) {
         if (radios[i].value === draft.decision) { radios[i].checked = true; filled = true; }
@@ -305,7 +347,13 @@
   }
   function keepTyping(e) {
     var form = e.target && e.target.form;
-    if (form && FORMS.indexOf(form.id) >= 0) { saveDraft(); }
+    if (!form || FORMS.indexOf(form.id) < 0) { return; }
+    // Another answer replaces the pick: an option left checked beside it would be refused
+    // ("not both") with no way to uncheck it but 0.
+    if (e.target.name === "other" && e.target.type !== "radio" && e.target.value.trim()) {
+      unpick(form);
+    }
+    saveDraft();
   }
   document.addEventListener("input", keepTyping);
   document.addEventListener("change", keepTyping);
@@ -313,9 +361,11 @@
     var path = (e.detail.pathInfo && e.detail.pathInfo.requestPath) || "";
     var done = /\/review\/(?:case\/([^\/?#]+)\/resolve|auto\/([^\/?#]+)\/confirm|audit\/([^\/?#]+)\/answer)(?:[?#]|$)/.exec(path);
     var status = e.detail.xhr ? e.detail.xhr.status : 0;
+    if (/\/review\/logout(?:[?#]|$)/.test(path) && status >= 200 && status < 400) { dropDrafts(); }
     if (done && status >= 200 && status < 300) {
       var ref = done[1] || done[2] || done[3];
-      try { sessionStorage.removeItem(DRAFT + decodeURIComponent(ref)); } catch (err) { /* none kept */ }
+      var key = draftKey(decodeURIComponent(ref));
+      try { if (key) { sessionStorage.removeItem(key); } } catch (err) { /* none kept */ }
     }
   });
   document.addEventListener("DOMContentLoaded", restoreDraft);

@@ -1,0 +1,213 @@
+"""The review page in a real browser, at the desk: drafts kept per reviewer, type-ahead
+that never sends the next case's form unseen, another answer replacing a pick, and
+``j`` / ``k`` from a page opened earlier.
+
+The server and browser are ``test_serve_browser.py``'s fixture (one per module); as
+there, nothing waits a fixed time: every step waits for the page to reach a state.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+
+from serve_helpers import escalating
+from test_serve_browser import WAIT_MS, Desk, _on_case
+from test_serve_browser import desk as desk  # the module's server and browser
+
+pytestmark = pytest.mark.slow
+RESOLVES = "**/review/case/*/resolve*"
+
+
+@contextmanager
+def _held(page: Any, pattern: str) -> Iterator[None]:
+    """The requests to ``pattern`` sent in the block wait for its end: keys pressed in it
+    are typed ahead, whatever the server's speed."""
+    held: list[Any] = []
+
+    def hold(route: Any) -> None:
+        held.append(route)
+
+    page.route(pattern, hold)
+    try:
+        yield
+        deadline = time.monotonic() + WAIT_MS / 1000
+        while not held and time.monotonic() < deadline:
+            page.wait_for_timeout(10)  # lets Playwright take the request (a bound, not a pause)
+        assert held, f"no request to {pattern}"
+    finally:
+        for route in held:
+            route.continue_()
+        page.unroute(pattern)
+
+
+def _log_in(desk: Desk, page: Any, token: str) -> None:
+    """Log in as ``token`` in ``page`` (the same tab), from the login page."""
+    page.goto(desk.base + "/review/login")
+    page.fill("#token", token)
+    page.click("button[type=submit]")
+    page.wait_for_url(desk.base + "/review")
+
+
+def test_a_draft_is_its_reviewers_and_logging_out_drops_it(desk: Desk) -> None:
+    """alice's pick and note on a case never fill bob's form in the same tab (an Enter
+    of bob's journalled alice's note under bob's name); alice finds hers again after a
+    new login, and logging out drops the tab's drafts."""
+    expect = desk.sync_api.expect
+    run, (a,) = desk.submit([escalating("dr-0")])
+    page = desk.page("tok-r0")
+    where = f"{desk.base}/review/case/{a}?run={run}"
+    page.goto(where)
+    _on_case(desk, page, a)
+    page.keyboard.press("2")
+    page.keyboard.press("n")
+    page.keyboard.type("reviewer0: mine")
+    page.keyboard.press("Escape")
+
+    # reviewer1 signs in in the same tab (reviewer0's session left as it was).
+    _log_in(desk, page, "tok-r1")
+    page.goto(where)
+    _on_case(desk, page, a)
+    expect(page.locator("#note")).to_have_value("")
+    expect(page.locator("input[name=decision]:checked")).to_have_count(0)
+    page.keyboard.press("Enter")
+    expect(page.locator("#case-error")).to_contain_text("pick an option")
+    expect(page.locator("#reviewer")).to_have_attribute("data-reviewer", "reviewer1")
+
+    # reviewer0 again: the draft is back; logging out drops it.
+    _log_in(desk, page, "tok-r0")
+    page.goto(where)
+    _on_case(desk, page, a)
+    expect(page.locator("#note")).to_have_value("reviewer0: mine")
+    expect(page.locator("input[name=decision][data-key='2']")).to_be_checked()
+    page.click("#logout-form button[type=submit]")
+    page.wait_for_url(desk.base + "/review/login")
+    drafts = "() => Object.keys(sessionStorage).filter(k => k.startsWith('dissensus-draft:'))"
+    assert page.evaluate(drafts) == []
+    _log_in(desk, page, "tok-r0")
+    page.goto(where)
+    _on_case(desk, page, a)
+    expect(page.locator("#note")).to_have_value("")
+    expect(page.locator("input[name=decision]:checked")).to_have_count(0)
+    page.context.close()
+    with desk.api("tok-r1") as api:
+        assert api.get(f"/v1/review/{a}").json()["status"] == "open"
+
+
+def test_an_enter_typed_ahead_never_sends_the_next_cases_form(desk: Desk) -> None:
+    """1 on b (a draft), k, then 1, Enter, Enter on a: a is resolved and b, where the
+    page goes next, is shown with its draft, not resolved by the second Enter; without a
+    draft the second Enter is no "pick an option" refusal of the next case either. j
+    typed ahead still moves on."""
+    expect = desk.sync_api.expect
+    run, (a, b, c, d) = desk.submit([escalating(f"te-{i}") for i in range(4)])
+    page = desk.page()
+    page.goto(f"{desk.base}/review/case/{b}?run={run}")
+    _on_case(desk, page, b)
+    page.keyboard.press("1")
+    page.keyboard.press("k")
+    _on_case(desk, page, a)
+    page.keyboard.press("1")
+    with _held(page, RESOLVES):
+        page.keyboard.press("Enter")
+        page.keyboard.press("Enter")
+    _on_case(desk, page, b)
+    expect(page.locator("input[name=decision][data-key='1']")).to_be_checked()
+    with desk.api("tok-r1") as api:
+        assert api.get(f"/v1/review/{a}").json()["status"] == "resolved"
+        assert api.get(f"/v1/review/{b}").json()["status"] == "open"
+
+    # b (picked 1): Enter, then c, r, u and Enter typed ahead: none acts on c.
+    with _held(page, RESOLVES):
+        for key in ("Enter", "c", "r", "u", "u", "Enter"):
+            page.keyboard.press(key)
+    _on_case(desk, page, c)
+    expect(page.locator("#case-error")).to_have_count(0)
+    expect(page.locator("#case-status")).to_contain_text("open")
+    # Enter then j: resolved, and the j moves on from the next case.
+    page.keyboard.press("2")
+    page.keyboard.press("n")
+    page.keyboard.type("2 it is")
+    page.keyboard.press("Escape")
+    page.wait_for_function("() => document.activeElement === document.body")
+    with _held(page, RESOLVES):
+        page.keyboard.press("Enter")
+        page.keyboard.press("j")
+    _on_case(desk, page, d)
+    page.context.close()
+    with desk.api("tok-r1") as api:
+        got = {rid: api.get(f"/v1/review/{rid}").json() for rid in (a, b, c, d)}
+    assert got[b]["status"] == "resolved" and got[b]["resolution"]["decision"] == "1"
+    assert got[c]["status"] == "resolved" and got[c]["resolution"]["note"] == "2 it is"
+    assert got[d]["status"] == "open" and got[d].get("claim") is None
+    assert [h["type"] for h in got[b]["history"]] == ["review.resolved"]
+
+
+def test_another_answer_replaces_the_pick_and_0_clears_it(desk: Desk) -> None:
+    """1, then o and an answer: the option is unchecked (kept so in the draft over a
+    reload), and Enter resolves with the answer, not "pick an option or type another
+    answer, not both"; 0 clears a pick, the draft too; the help names 0."""
+    expect = desk.sync_api.expect
+    run, (a, b) = desk.submit([escalating(f"oa-{i}") for i in range(2)])
+    page = desk.page()
+    page.goto(f"{desk.base}/review/case/{a}?run={run}")
+    _on_case(desk, page, a)
+    picked = page.locator("input[name=decision]:checked")
+    page.keyboard.press("1")
+    expect(picked).to_have_count(1)
+    page.keyboard.press("o")
+    page.keyboard.type("neither: refund half")
+    expect(picked).to_have_count(0)
+    page.keyboard.press("Escape")
+    page.reload()
+    _on_case(desk, page, a)
+    expect(page.locator("#other-decision")).to_have_value("neither: refund half")
+    expect(picked).to_have_count(0)
+    page.keyboard.press("n")
+    page.keyboard.type("both options are wrong")
+    page.keyboard.press("Escape")
+    page.wait_for_function("() => document.activeElement === document.body")
+    page.keyboard.press("Enter")
+    _on_case(desk, page, b)
+
+    # 0 clears the pick, in the draft too.
+    page.keyboard.press("2")
+    expect(page.locator("input[name=decision][data-key='2']")).to_be_checked()
+    page.keyboard.press("0")
+    expect(picked).to_have_count(0)
+    page.reload()
+    _on_case(desk, page, b)
+    expect(picked).to_have_count(0)
+    page.keyboard.press("?")
+    expect(page.locator("#keys-help")).to_contain_text("clear the option picked")
+    page.context.close()
+    with desk.api("tok-r1") as api:
+        got = api.get(f"/v1/review/{a}").json()
+    assert got["resolution"]["decision"] == "neither: refund half"
+    assert got["resolution"]["note"] == "both options are wrong"
+
+
+def test_j_from_a_page_opened_earlier_steps_over_a_case_resolved_meanwhile(desk: Desk) -> None:
+    """The next case was resolved by another reviewer after the page was shown: j goes
+    to the one after it, the address bar on that case's page, the queue kept."""
+    expect = desk.sync_api.expect
+    run, (a, b, c) = desk.submit([escalating(f"js-{i}") for i in range(3)])
+    page = desk.page()
+    page.goto(f"{desk.base}/review/case/{a}?run={run}")
+    _on_case(desk, page, a)
+    with desk.api("tok-r1") as api:
+        sha = api.get(f"/v1/review/{b}").json()["content_sha256"]
+        done = api.post(
+            f"/v1/review/{b}/resolve",
+            json={"decision": "1", "note": "mine", "content_sha256": sha},
+        )
+        assert done.status_code == 200, done.text
+    page.keyboard.press("j")
+    _on_case(desk, page, c)
+    expect(page.locator("#case-status")).to_contain_text("open")
+    assert page.url == f"{desk.base}/review/case/{c}?run={run}"
+    page.context.close()
