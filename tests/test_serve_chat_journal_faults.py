@@ -17,8 +17,12 @@ another connection holds its write lock.
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
 import sqlite3
+import subprocess
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -286,13 +290,28 @@ class _Faults:
     """Faults injected into the real journal: the next commit goes through, then fails
     as a connection lost at that moment fails (the driver's error, which the store
     translates); with ``reads_fail``, reads of the journal then fail too, until
-    :meth:`heal`."""
+    :meth:`heal`; with ``locks_fail`` giving back a run's lock fails too (as writes fail
+    in an outage), until :meth:`heal` (:meth:`heal_reads` leaves a journal that can be
+    read and not written); with ``opens_fail`` so does opening a new connection (a run
+    loop's)."""
 
-    def __init__(self, monkeypatch: pytest.MonkeyPatch, target: str, reads_fail: bool) -> None:
+    def __init__(
+        self,
+        monkeypatch: pytest.MonkeyPatch,
+        target: str,
+        reads_fail: bool,
+        *,
+        locks_fail: bool = False,
+        opens_fail: bool = False,
+    ) -> None:
         self.armed = False
         self.down = False
+        self.locks_down = False
+        self.opens_down = False
         self.lost = 0
         self._reads_fail = reads_fail
+        self._locks_fail = locks_fail
+        self._opens_fail = opens_fail
         if target.startswith("postgresql://"):
             import psycopg
 
@@ -304,8 +323,13 @@ class _Faults:
             from dissensus.store.sqlite import SQLiteBackend as backend  # type: ignore[assignment]
 
             error, said = sqlite3.OperationalError, "disk I/O error"
+        from dissensus.serve import service
+        from dissensus.store.errors import JournalError
+
         real_commit = backend.commit
         real_get = Journal.get
+        real_release = Journal.release_run_lock
+        real_open = service.open_journal
         faults = self
 
         def commit(self: Any) -> None:
@@ -314,23 +338,44 @@ class _Faults:
                 faults.armed = False
                 faults.lost += 1
                 faults.down = faults._reads_fail
+                faults.locks_down = faults._locks_fail
+                faults.opens_down = faults._opens_fail
                 raise error(said)
 
         def get(self: Journal, run_id: str, key: str) -> Any:
             if faults.down:
-                from dissensus.store.errors import JournalError
-
                 raise JournalError(f"journal {self.path}: {said}")
             return real_get(self, run_id, key)
 
+        def release_run_lock(self: Journal, run_id: str, pid: int | None = None) -> None:
+            if faults.locks_down:
+                faults.refused += 1
+                raise JournalError(f"journal {self.path}: {said}")
+            real_release(self, run_id, pid)
+            faults.given.append(run_id)
+
+        def open_journal(target: str, **kwargs: Any) -> Journal:
+            if faults.opens_down:
+                raise JournalError(f"journal {target}: {said}")
+            return real_open(target, **kwargs)
+
+        self.refused = 0
+        self.given: list[str] = []
+        """Runs whose lock was given back (once the journal took it)."""
         monkeypatch.setattr(backend, "commit", commit)
         monkeypatch.setattr(Journal, "get", get)
+        monkeypatch.setattr(Journal, "release_run_lock", release_run_lock)
+        monkeypatch.setattr(service, "open_journal", open_journal)
 
     def arm(self) -> None:
         self.armed = True
 
-    def heal(self) -> None:
+    def heal_reads(self) -> None:
+        """The journal can be read again (not yet written)."""
         self.down = False
+
+    def heal(self) -> None:
+        self.down = self.locks_down = self.opens_down = False
 
 
 def _decide_panel(pid: str) -> dict[str, Any]:
@@ -484,14 +529,16 @@ async def test_an_async_decide_run_whose_start_acknowledgement_is_lost_is_starte
 async def test_an_async_decide_run_whose_start_cannot_be_told_names_the_run(
     journal_target: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The journal still unreachable when the server looks: ``503`` with ``Retry-After``
-    naming the run to poll before submitting again, never the journal's location. Once
-    the journal is back the run reads ``incomplete`` (journalled, not decided), its lock
-    not held, so ``dissensus runs resume`` takes it; its error says how."""
+    """The journal still unreachable when the server looks (giving back the run's lock
+    fails too): ``503`` with ``Retry-After`` naming the run to poll before submitting
+    again, never the journal's location. Once the journal is back the run reads
+    ``incomplete`` (journalled, not decided), its lock given back at that look, so
+    ``dissensus runs resume`` takes it; its error says how (before: the lock stayed
+    held by the server's process, and the command was refused while it ran)."""
     from dissensus.pipeline import execute_run
     from serve_helpers import client_for, settings
 
-    faults = _Faults(monkeypatch, journal_target, reads_fail=True)
+    faults = _Faults(monkeypatch, journal_target, reads_fail=True, locks_fail=True)
     async with client_for(settings(tmp_path, journal=journal_target)) as client:
         faults.arm()
         res = await client.post(
@@ -514,6 +561,138 @@ async def test_an_async_decide_run_whose_start_cannot_be_told_names_the_run(
         assert journal.run_lock_holder(run_id) is None
         records = [r async for r in execute_run(journal, run_id)]  # as runs resume does
         assert [r.id for r in records] == ["p1"]
+
+
+def _resume(target: str, run_id: str) -> subprocess.CompletedProcess[str]:
+    """``dissensus runs resume`` in a process of its own (the server's lock is not its)."""
+    return subprocess.run(
+        [sys.executable, "-m", "dissensus", "runs", "resume", run_id, "--journal", target],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+def _holder_pid(target: str, run_id: str) -> int | None:
+    with Journal(target) as journal:
+        holder = journal.run_lock_holder(run_id)
+    return None if holder is None else holder.pid
+
+
+async def test_an_async_decide_run_whose_lock_the_journal_refuses_is_running_until_given_back(
+    journal_target: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The journal can be read again but not written: the lock the run's start took
+    cannot be given back yet, so the run reads ``running`` (as its lock says) with an
+    error saying it cannot be resumed until then, never ``resume with`` (before: it read
+    ``incomplete ... resume with: dissensus runs resume ID``, and that command was refused,
+    ``run ID is being resumed by pid N``, for as long as the server ran). Once the
+    journal takes writes, the next look gives the lock back: ``incomplete``, and
+    ``dissensus runs resume`` in another process decides the run."""
+    from dissensus.serve import runs
+    from serve_helpers import client_for, settings
+
+    monkeypatch.setattr(runs, "GIVE_BACK_EVERY", 3600.0)  # only a look gives it back here
+    faults = _Faults(monkeypatch, journal_target, reads_fail=True, locks_fail=True)
+    async with client_for(settings(tmp_path, journal=journal_target)) as client:
+        faults.arm()
+        res = await client.post(
+            "/v1/decide?async=true", json=[_decide_panel("p1")], headers=auth("sub")
+        )
+        assert res.status_code == 503, res.text
+        run_id = res.json()["run_id"]
+        assert faults.refused == 1
+        assert "running: it was, and this server still holds its lock" in res.json()["error"]
+        faults.heal_reads()
+        doc = (await client.get(f"/v1/runs/{run_id}", headers=auth("sub"))).json()
+        assert (doc["status"], doc["done"]) == ("running", 0), doc
+        assert f"cannot be resumed: poll GET /v1/runs/{run_id}" in doc["error"]
+        assert "dissensus runs resume" not in doc["error"]
+        _no_location(json.dumps(doc), journal_target)
+        events = await client.get(f"/v1/runs/{run_id}/events", headers=auth("sub"))
+        assert events.text.startswith("event: running\n"), events.text
+        assert "cannot be resumed" in events.text
+        assert faults.refused == 3  # given back again at each look
+        if not journal_target.startswith("postgresql://"):
+            assert _holder_pid(journal_target, run_id) == os.getpid()
+        faults.heal()
+        doc = (await client.get(f"/v1/runs/{run_id}", headers=auth("sub"))).json()
+        assert (doc["status"], doc["done"]) == ("incomplete", 0), doc
+        assert f"dissensus runs resume {run_id}" in doc["error"]
+        assert run_id in faults.given
+        assert _holder_pid(journal_target, run_id) is None
+        resumed = await asyncio.to_thread(_resume, journal_target, run_id)
+        assert resumed.returncode == 0, resumed.stderr
+        doc = (await client.get(f"/v1/runs/{run_id}", headers=auth("sub"))).json()
+        assert (doc["status"], doc["done"], doc["error"]) == ("finished", 1, None), doc
+
+
+async def test_a_lock_the_journal_refused_is_given_back_once_it_is_back_unasked(
+    journal_target: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Nobody asks for the run: the server gives its lock back all the same, within
+    moments of the journal's return (tried again every ``GIVE_BACK_EVERY`` seconds)."""
+    from dissensus.serve import runs
+    from serve_helpers import client_for, settings
+
+    monkeypatch.setattr(runs, "GIVE_BACK_EVERY", 0.05)
+    faults = _Faults(monkeypatch, journal_target, reads_fail=True, locks_fail=True)
+    async with client_for(settings(tmp_path, journal=journal_target)) as client:
+        faults.arm()
+        res = await client.post(
+            "/v1/decide?async=true", json=[_decide_panel("p1")], headers=auth("sub")
+        )
+        assert res.status_code == 503, res.text
+        run_id = res.json()["run_id"]
+        await asyncio.sleep(0.3)
+        assert faults.refused > 1  # tried again while the journal was down
+        faults.heal()
+        for _ in range(200):
+            if run_id in faults.given:
+                break
+            await asyncio.sleep(0.05)
+        assert faults.given == [run_id]
+        assert _holder_pid(journal_target, run_id) is None
+        refused = faults.refused
+        await asyncio.sleep(0.3)
+        assert (faults.refused, faults.given) == (refused, [run_id])  # and tried no more
+
+
+async def test_an_async_decide_run_resumed_without_a_connection_gives_its_lock_back(
+    journal_target: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The start's acknowledgement was lost and the journal holds the run, so it is
+    decided from its start on a new connection; that cannot be opened, nor the lock
+    given back: the run fails. Once the journal is back the lock its start took is
+    given back and ``dissensus runs resume`` in another process decides the run (before:
+    the lock was never released, the command refused while the server ran)."""
+    from serve_helpers import client_for, settings
+
+    faults = _Faults(
+        monkeypatch, journal_target, reads_fail=False, locks_fail=True, opens_fail=True
+    )
+    async with client_for(settings(tmp_path, journal=journal_target)) as client:
+        faults.arm()
+        res = await client.post(
+            "/v1/decide?async=true", json=[_decide_panel("p1")], headers=auth("sub")
+        )
+        assert res.status_code == 202, res.text
+        run_id = res.json()["run_id"]
+        doc = await _ended(client, run_id)
+        assert (doc["status"], doc["done"]) == ("failed", 0), doc
+        assert doc["error"].startswith("the journal is unreachable"), doc
+        assert faults.refused >= 1
+        if not journal_target.startswith("postgresql://"):
+            assert _holder_pid(journal_target, run_id) == os.getpid()
+        faults.heal()
+        await client.get(f"/v1/runs/{run_id}", headers=auth("sub"))
+        assert run_id in faults.given
+        assert _holder_pid(journal_target, run_id) is None
+        resumed = await asyncio.to_thread(_resume, journal_target, run_id)
+        assert resumed.returncode == 0, resumed.stderr
+        doc = (await client.get(f"/v1/runs/{run_id}", headers=auth("sub"))).json()
+        assert (doc["status"], doc["done"], doc["error"]) == ("finished", 1, None), doc
 
 
 async def test_an_async_decide_run_the_journal_does_not_hold_is_503_without_a_run(

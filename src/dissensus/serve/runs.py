@@ -58,6 +58,18 @@ Choices where the design is silent:
   holds it: it was not journalled; else resumable with ``dissensus runs resume``, the
   lock its start took given back), answered ``503`` with ``Retry-After`` and
   ``run_id``.
+* **A lock this server holds for a run it does not decide is given back.** The lock a
+  run's start took is given back by the server when it does not decide the run: its
+  start's outcome could not be told, or the run stopped on a journal fault (a release
+  on the run loop that failed with the journal, or a resumed run whose run loop could
+  not open a connection). When the journal does not take the release either (the
+  outage goes on), the run is owed: the server tries again every
+  :data:`GIVE_BACK_EVERY` seconds and whenever the run is asked for (``GET
+  /v1/runs/{id}``, its events), until the journal takes it, so the lock never outlives
+  the outage by more than that. Until then the run reads ``running`` (as its lock
+  says: ``dissensus runs resume`` would be refused) with an error saying the server
+  still holds its lock and the run cannot be resumed yet, never ``resume with``; a
+  run that ``failed`` stays ``failed``. A server stopping tries once more.
 * On shutdown (SIGTERM / Ctrl-C) runs in progress get most of the graceful-shutdown
   time to finish, then are cancelled: they end ``incomplete`` (resumable with
   ``dissensus runs resume``; one cancelled after it journalled ``run.finished`` is
@@ -138,6 +150,10 @@ RUN_LOOPS_POSTGRES = 4
 
 FOLLOW_BATCH = 64
 """Most events :meth:`Runner.follow` hands over at once (one part of an event stream)."""
+
+GIVE_BACK_EVERY = 1.0
+"""Seconds between attempts to give back a run's lock the journal did not take back (an
+outage): see :meth:`Runner._give_back`."""
 
 
 Status = Literal["running", "finished", "failed", "incomplete"]
@@ -466,6 +482,10 @@ class Runner:
         self._backend_lock = threading.Lock()
         self._states: OrderedDict[str, RunState] = OrderedDict()
         self._ended: OrderedDict[str, None] = OrderedDict()
+        self._owed: set[str] = set()
+        """Runs this server holds the lock of without deciding them: the journal did not
+        take the lock back yet (:meth:`_give_back`)."""
+        self._giving_back: asyncio.Task[None] | None = None
 
     def backend(self) -> SimilarityBackend:
         with self._backend_lock:
@@ -537,7 +557,7 @@ class Runner:
         decided from its start, as if the commit had been acknowledged; one it does not
         hold is ``error`` (nothing was journalled); when it cannot tell, the run is
         ``incomplete`` with an error naming ``GET /v1/runs/{id}``, its lock given back
-        if the journal takes it (a run there is resumable)."""
+        (:meth:`_give_back`: until the journal takes it, the run reads ``running``)."""
         public = journal_errors.unavailable(error)
         if public is None or state.deferred:  # a deferred start writes nothing
             raise error
@@ -553,15 +573,15 @@ class Runner:
             log.warning("run %s: started in the journal all the same", state.run_id)
             self._launch(again, text, extra, resume=True)
             return again
-        with contextlib.suppress(Exception):  # a lock the journal holds for nobody's work
-            await asyncio.to_thread(self.journal.release_run_lock, state.run_id)
+        await self._give_back(state.run_id)  # a lock the journal holds for nobody's work
         again.status = "incomplete"
         again.retry = True
         again.error = journal_errors.scrub(
             f"{public}: whether the run's start was journalled could not be told; poll "
             f"GET /v1/runs/{state.run_id} before submitting again (404: it was not; "
             f"incomplete: it was, and is resumed with: dissensus runs resume {state.run_id}"
-            f"{journal_option(self.journal.path)})",
+            f"{journal_option(self.journal.path)}; running: it was, and this server still "
+            "holds its lock: poll again)",
             [str(self.journal.path)],
         )
         self._states[state.run_id] = again
@@ -657,6 +677,9 @@ class Runner:
                     maybe = f"; the run may be journalled all the same: GET /v1/runs/{state.run_id}"
                     state.error = public + (maybe if held is None else "")
                     state.retry = True
+                    # Its lock may be left held (the run loop's release failed too, or
+                    # it never had a connection to release it with): given back here.
+                    await self._give_back(state.run_id)
             else:  # never the journal's location (a remote caller reads it)
                 state.error = journal_errors.scrub(
                     f"{type(exc).__name__}: {exc}", [str(self.journal.path)]
@@ -723,7 +746,7 @@ class Runner:
             try:
                 journal = runs.journal()
             except Exception as exc:  # no connection to the journal: the run's start fails
-                if resume:  # the run exists: this is its failure
+                if resume:  # the run exists: its failure (its lock given back by _decide)
                     raise
                 outbox.post(started, exc)
                 raise _NotStarted from None
@@ -852,6 +875,52 @@ class Runner:
             state.done += 1
             state.push("record", record)
 
+    def _release(self, run_id: str) -> bool:
+        """One attempt to give back this server's lock on ``run_id`` (with the server's
+        own connection, which reconnects); whether the journal took it."""
+        try:
+            self.journal.release_run_lock(run_id)
+        except Exception:  # unreachable or busy still: tried again later
+            return False
+        return True
+
+    async def _give_back(self, run_id: str) -> None:
+        """Give back the lock this server took for a run it does not decide (its start's
+        outcome was unknown, or it stopped on a journal fault). When the journal does not
+        take it, the run is owed: it reads ``running`` with an error saying so (never
+        ``resume with``: the lock would refuse that), and every :data:`GIVE_BACK_EVERY`
+        seconds, and whenever the run is asked for (:meth:`settle`), the lock is given
+        back again until the journal takes it."""
+        if await asyncio.to_thread(self._release, run_id):
+            self._owed.discard(run_id)
+            return
+        if run_id not in self._owed:
+            log.warning("run %s: its lock is given back once the journal takes it", run_id)
+            self._owed.add(run_id)
+        if self._giving_back is None or self._giving_back.done():
+            self._giving_back = asyncio.create_task(self._keep_giving_back())
+
+    async def _keep_giving_back(self) -> None:
+        """Until the journal took back every owed lock (one attempt per round while it
+        refuses them: the first refusal ends the round)."""
+        while self._owed:
+            await asyncio.sleep(GIVE_BACK_EVERY)
+            for run_id in list(self._owed):
+                if run_id not in self._owed:  # given back by settle() meanwhile
+                    continue
+                if not await asyncio.to_thread(self._release, run_id):
+                    break
+                self._owed.discard(run_id)
+                log.info("run %s: its lock given back", run_id)
+
+    async def settle(self, run_id: str) -> None:
+        """Before a run is described: give back its lock if it is owed (one attempt, off
+        the loop), so a run whose journal is back reads resumable at once."""
+        if run_id in self._owed:
+            await self._give_back(run_id)
+            if run_id not in self._owed:
+                log.info("run %s: its lock given back", run_id)
+
     def _finished(self, run_id: str) -> bool:
         """Whether the journal holds the run's ``run.finished`` (unknown counts as not)."""
         return self._holds(run_id, "run/finished") is True
@@ -906,8 +975,14 @@ class Runner:
         records = final_records(self.journal, run_id)
         checked = self.journal.get(run_id, "run/shift")
         status: Status = "finished" if finished is not None else "incomplete"
+        # A run the journal holds finished has no error (one whose commit failed in this
+        # process though it went through included).
+        error = state.error if state is not None and status != "finished" else None
         if finished is None and state is not None and state.status == "failed":
             status = "failed"
+        elif finished is None and run_id in self._owed:
+            # This server holds its lock, not deciding it: not resumable until given back.
+            status, error = "running", _owed_error(run_id)
         elif finished is None and state is None and self.journal.run_lock_holder(run_id):
             status = "running"  # executed by another process (the CLI, another replica)
         return RunDocument(
@@ -918,9 +993,7 @@ class Runner:
             else state.total,
             done=len(records),
             rejected=len(rejects),
-            # A run the journal holds finished has no error (one whose commit failed
-            # in this process though it went through included).
-            error=state.error if state is not None and status != "finished" else None,
+            error=error,
             records=records,
             rejects=rejects,
             shift=dict(checked.payload) if checked is not None else None,
@@ -935,6 +1008,7 @@ class Runner:
         backlog in a few large parts rather than one at a time (see the module)."""
         state = self._states.get(run_id)
         if state is None or not (state.active or state.events):
+            await self.settle(run_id)
             doc = self.describe(run_id)
             ended: list[tuple[str, BaseModel]] = [
                 *(("reject", reject) for reject in doc.rejects),
@@ -977,6 +1051,29 @@ class Runner:
         loops, self._loops = self._loops, []
         for runs in loops:
             await asyncio.to_thread(runs.close)
+        await self._last_give_back()
+
+    async def _last_give_back(self) -> None:
+        """Stopping: one last attempt for each owed lock (a process that lives on, the
+        server embedded, would hold them; once it exits they hold nothing)."""
+        giving, self._giving_back = self._giving_back, None
+        if giving is not None:
+            giving.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await giving
+        for run_id in list(self._owed):
+            if not await asyncio.to_thread(self._release, run_id):
+                break
+            self._owed.discard(run_id)
+
+
+def _owed_error(run_id: str) -> str:
+    """The error of a run this server holds the lock of without deciding it."""
+    return (
+        "the run is journalled and not decided; this server holds its lock on the run until "
+        "the journal takes it back (it was unreachable or busy), and until then the run "
+        f"cannot be resumed: poll GET /v1/runs/{run_id}"
+    )
 
 
 def _rejects(journal: Journal, run_id: str) -> list[RunReject]:

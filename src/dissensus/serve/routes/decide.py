@@ -208,7 +208,9 @@ async def runs_list(
 )
 async def runs_show(run_id: str, request: Request, _: Principal = submit) -> RunDocument:
     """A run's status, final records (human resolutions included) and rejects."""
-    return service_of(request).runner.describe(run_id)
+    runner = service_of(request).runner
+    await runner.settle(run_id)  # a lock it could not give back in an outage: again now
+    return runner.describe(run_id)
 
 
 @router.get(
@@ -220,8 +222,9 @@ async def runs_show(run_id: str, request: Request, _: Principal = submit) -> Run
         200: stream(
             "text/event-stream",
             "Server-Sent Events: `record` and `reject` per case, then `finished` (or "
-            "`failed`, `incomplete`, or `running` for a run another process executes) "
-            "with the counts; each event's data is one JSON object.",
+            "`failed`, `incomplete`, or `running` for a run another process executes "
+            "or whose lock this server could not give back yet) with the counts; each "
+            "event's data is one JSON object.",
         ),
     },
 )
