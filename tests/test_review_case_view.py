@@ -78,8 +78,8 @@ def test_without_lettered_reasoning_or_with_given_labels() -> None:
         "Response A",
         "Response B",
     ]
-    named = option_views(["yes", "no"], {}, [("a1", "yes", "Output (a)")], "yes")
-    assert [v.label for v in named] == ["yes", "no"]
+    named = option_views(["no", "yes"], {}, [("a1", "yes", "Output (a)")], "yes")
+    assert [v.label for v in named] == ["no", "yes"]
     assert [v.key for v in option_views([str(i) for i in range(11)], {}, [], None)][-2:] == ["", ""]
 
 

@@ -80,9 +80,9 @@ class Desk:
         refs = [r.get("review_id") or f"{run['run_id']}.{r['line']}" for r in run["records"]]
         return run["run_id"], refs
 
-    def page(self, token: str = "tok-r0") -> Any:
-        """A new logged-in page (its own cookies)."""
-        context = self.browser.new_context(viewport={"width": 1280, "height": 900})
+    def page(self, token: str = "tok-r0", width: int = 1280, height: int = 900) -> Any:
+        """A new logged-in page (its own cookies), in a window of ``width`` x ``height``."""
+        context = self.browser.new_context(viewport={"width": width, "height": height})
         page = context.new_page()
         page.set_default_timeout(WAIT_MS)
         page.goto(self.base + "/review/login")
@@ -521,7 +521,8 @@ def test_o_types_an_audits_answer_no_agent_gave(desk: Desk, tmp_path: Path) -> N
 
 def test_long_unbroken_strings_do_not_widen_the_pages(desk: Desk, tmp_path: Path) -> None:
     """A 300-character id, 400-character labels and a long agent name wrap: neither the
-    queue nor the case page scrolls sideways at 1280 px."""
+    queue nor the case page scrolls sideways at 1280 px (nor at 375 to 800 px:
+    :func:`test_narrow_windows_scroll_only_down`)."""
     long = panel(
         "long-" + "x" * 300,
         ["1", "2", "1"],
@@ -900,3 +901,121 @@ def test_lookalike_options_read_apart_and_the_suggestion_resolves(desk: Desk) ->
         got = api.get(f"/v1/review/{case}").json()
     assert got["resolution"]["decision"] == SUGGESTED
     assert not got["resolution"]["outside_options"]
+
+
+REPO = Path(__file__).resolve().parent.parent
+WIDE = "() => [document.documentElement.scrollWidth, window.innerWidth]"
+CASE_LAYOUT = """() => {
+  const bar = document.querySelector('.resolve-bar');
+  const columns = [...document.querySelectorAll('.columns > section')].map(s => s.getBoundingClientRect());
+  return {position: getComputedStyle(bar).position, bar: bar.getBoundingClientRect().height,
+    lefts: columns.map(c => Math.round(c.left)), widths: columns.map(c => Math.round(c.width)),
+    main: (m => m.clientWidth - parseFloat(getComputedStyle(m).paddingLeft)
+      - parseFloat(getComputedStyle(m).paddingRight))(document.querySelector('main'))};
+}"""
+"""How the case page is laid out: the resolve bar's position and height, each column's
+left edge and width, and the width of the page's main box inside its padding."""
+
+
+@pytest.fixture(scope="module")
+def monitored(desk: Desk, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The server's queue page with an acceptance monitor (:func:`_monitored`)."""
+    with ThreadPoolExecutor(1) as pool:  # Playwright's event loop runs in this thread
+        pool.submit(_monitored, desk, tmp_path_factory.mktemp("monitored")).result()
+
+
+def _monitored(desk: Desk, tmp: Path) -> None:
+    """Ten LLMBar cases decided into the server's journal with an acceptance file, every
+    automatic commit audited and confirmed (the CLI in a process of its own: it sets
+    signal handlers, which only a main thread may)."""
+    import subprocess
+    import sys
+
+    import yaml
+
+    from dissensus.pipeline.confirm import confirm
+    from dissensus.pipeline.review import final_records
+    from dissensus.store import Journal
+
+    def dissensus(*args: str | Path) -> None:
+        env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+        cmd = [sys.executable, "-m", "dissensus", *map(str, args)]
+        done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+
+    source = REPO / "examples" / "llmbar-swap.jsonl"
+    settings: dict[str, Any] = {
+        "reading": {"similarity": "tfidf"},
+        "acceptance": {"audit_rate": 1.0},
+    }
+    plain = tmp / "plain.yaml"
+    plain.write_text(yaml.safe_dump(settings), encoding="utf-8")
+    dissensus("calibrate-acceptance", source, "--policy", plain, "--out", tmp / "A.json")
+    settings["acceptance"]["model"] = "A.json"
+    policy = tmp / "with-file.yaml"
+    policy.write_text(yaml.safe_dump(settings), encoding="utf-8")
+    cases = tmp / "cases.jsonl"
+    cases.write_text("".join(source.read_text(encoding="utf-8").splitlines(keepends=True)[:10]))
+    run = f"monitored-{tmp.name}"
+    dissensus("decide", cases, "--policy", policy, "--journal", desk.journal, "--run-id", run)
+    with Journal(desk.journal) as journal:
+        for record in final_records(journal, run):
+            if record.auto and record.decision is not None:
+                confirm(journal, f"{run}.{record.line}", decision=record.decision, note="right")
+
+
+@pytest.mark.parametrize("width", [375, 640, 800])
+@pytest.mark.usefixtures("monitored")
+def test_narrow_windows_scroll_only_down(desk: Desk, tmp_path: Path, width: int) -> None:
+    """At 375, 640 and 800 px wide (700 px high) no page scrolls sideways: the acceptance
+    monitor and the queue scroll in their own boxes; the case page is one column and its
+    resolve bar follows the case instead of covering the window's bottom. No page load
+    logs an error (the favicon is served)."""
+    from dissensus.acceptance.monitor import confseq_available
+
+    run, (ref, _) = desk.submit([escalating(f"narrow-{width}-1"), escalating(f"narrow-{width}-2")])
+    page = desk.page(width=width, height=700)
+    errors: list[str] = []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.goto(f"{desk.base}/review?run={run}")
+    desk.sync_api.expect(page.locator("a.case-link")).to_have_count(2)
+    scroll, inner = page.evaluate(WIDE)
+    page.screenshot(path=str(tmp_path / f"queue-{width}.png"), full_page=True)
+    assert scroll <= inner, f"queue is {scroll} px wide in a {inner} px window"
+    tables = page.locator(".table-scroll > table.monitor")
+    assert tables.count() == (1 if confseq_available() else 0)
+    if (
+        width == 375 and confseq_available()
+    ):  # the monitor is wider than the window: its box scrolls
+        box = page.evaluate("() => { const b = document.querySelector('.table-scroll:has(> table.monitor)');"
+                            " return [b.scrollWidth, b.clientWidth]; }")  # fmt: skip
+        assert box[0] > box[1], box
+        assert _serious_violations(page) == []
+    page.goto(f"{desk.base}/review/case/{ref}?run={run}")
+    _on_case(desk, page, ref)
+    scroll, inner = page.evaluate(WIDE)
+    layout = page.evaluate(CASE_LAYOUT)
+    page.screenshot(path=str(tmp_path / f"case-{width}.png"))
+    assert scroll <= inner, f"case page is {scroll} px wide in a {inner} px window"
+    assert len(set(layout["lefts"])) == 1 and min(layout["widths"]) >= layout["main"] - 2, layout
+    assert layout["position"] == "static", layout
+    page.mouse.wheel(0, 5000)
+    desk.sync_api.expect(page.locator("#resolve-form button[type=submit]")).to_be_in_viewport()
+    page.context.close()
+    assert errors == [], errors
+
+
+def test_a_wide_window_keeps_two_columns_and_a_sticky_bar_of_a_third_at_most(desk: Desk) -> None:
+    """At 1280 x 700 the case page keeps its two columns and the resolve bar stays at the
+    window's bottom, within a third of its height; a window 600 px high scrolls it with
+    the page."""
+    run, (ref,) = desk.submit([escalating("wide-sticky")])
+    page = desk.page(width=1280, height=700)
+    page.goto(f"{desk.base}/review/case/{ref}?run={run}")
+    _on_case(desk, page, ref)
+    layout = page.evaluate(CASE_LAYOUT)
+    assert layout["position"] == "sticky" and layout["bar"] <= 700 / 3, layout
+    assert len(set(layout["lefts"])) == 2, layout
+    page.set_viewport_size({"width": 1280, "height": 600})
+    assert page.evaluate(CASE_LAYOUT)["position"] == "static"
+    page.context.close()

@@ -38,6 +38,11 @@ Choices where the design is silent:
   the reason they are unusable, if they are (:attr:`CaseSpec.utilities_problem`);
   a utility is a JSON number: booleans, strings (``"0.9"``) and numbers outside [0, 1]
   are refused, never converted or clipped.
+* **Options on a reviewer's table** (:func:`review_options`): the case's options in the
+  order ``meta`` declares them, then every other decision an agent gave, in natural
+  order: runs of the digits ``0``-``9`` compare as numbers (``2`` before ``10``, ``item
+  9`` before ``item 10``), the rest character by character (``no`` before ``yes``). A
+  reviewer's number keys follow this order, so ``2`` is the panel's second option.
 
 >>> spec = CaseSpec.from_meta({"input": "Which?", "output_1": "A", "output_2": "B"})
 >>> spec.question, [(o.id, o.label) for o in spec.options]
@@ -48,7 +53,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -63,7 +68,9 @@ __all__ = [
     "as_panel",
     "asked_question",
     "conversation",
+    "natural_key",
     "option_ids",
+    "review_options",
 ]
 
 QUESTION_KEYS = ("question", "input", "prompt", "statement")
@@ -138,6 +145,31 @@ def option_ids(meta: Mapping[str, Any] | None) -> list[str]:
         return []
     raw, _ = _raw_options(meta)
     return list(dict.fromkeys(oid for oid, _, _ in raw))
+
+
+_DIGIT_RUN = re.compile(r"([0-9]+)")
+
+
+def natural_key(text: str) -> tuple[tuple[tuple[int, int, str], ...], str]:
+    """Sort key of ``text`` in natural order: its runs of ASCII digits compare as the
+    numbers they write (by length without leading zeros, then digits: no conversion, so
+    a run of any length), the text between them as text; ``text`` itself breaks ties
+    (``02`` before ``2``), so the order is total."""
+    parts = _DIGIT_RUN.split(text)  # text, digits, text, ...: digits at odd indices
+    key = tuple(
+        (0, len(part.lstrip("0")), part.lstrip("0")) if i % 2 else (1, 0, part)
+        for i, part in enumerate(parts)
+    )
+    return key, text
+
+
+def review_options(declared: Iterable[str], given: Iterable[str]) -> list[str]:
+    """The options a reviewer is shown, each once: ``declared`` (the case's options,
+    :func:`option_ids`) in their order, then the rest of ``given`` (the decisions the
+    agents gave) in natural order (:func:`natural_key`)."""
+    first = list(dict.fromkeys(declared))
+    known = set(first)
+    return first + sorted({g for g in given if g not in known}, key=natural_key)
 
 
 class CaseMessage(BaseModel):

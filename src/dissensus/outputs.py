@@ -31,6 +31,10 @@ Choices where the design is silent:
   and adds the panel's input ``line`` after ``id`` (as ``decide --json`` does): the
   service and the MCP tool route panels given in a request, which have no line (a
   rejected item is named by its ``index``).
+* An entry's ``options`` are :meth:`~dissensus.pipeline.records.ReviewItem.shown_options`
+  (the panel's ``meta.options`` in order, then the other decisions in natural order),
+  which is the item's own list unless the item was journalled with its options sorted as
+  strings; a :class:`ReviewView` holds the item as journalled, which its hash binds.
 * ``content_sha256`` is the hash the journal keeps with the item when it has one, else the
   item's (:func:`dissensus.pipeline.review.content_sha256`, the same value).
 """
@@ -94,7 +98,7 @@ class ReviewEntry(BaseModel):
             id=item.id,
             reason=item.reason,
             suggestion=item.suggestion,
-            options=item.options,
+            options=item.shown_options(),
             status=status_of(st.resolution),
             resolution=st.resolution,
             content_sha256=st.content_sha256 or content_sha256(item),

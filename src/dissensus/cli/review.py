@@ -187,7 +187,7 @@ def review_show(
         for message in messages:
             say(f"  {shown(message.role)}: {_excerpt(message.text, 400)}", soft_wrap=True)
     say(
-        f"options: {', '.join(shown(o) for o in item.options) or '-'}   panel suggestion: {shown(item.suggestion or '-')}",
+        f"options: {', '.join(shown(o) for o in item.shown_options()) or '-'}   panel suggestion: {shown(item.suggestion or '-')}",
         soft_wrap=True,
     )
     reading = item.reading
@@ -394,7 +394,7 @@ def review_resolve(
         raise InputError("--note must not be empty: say why the decision was taken")
     who = reviewer_name(reviewer)
     with opened_journal(journal) as store:
-        options = find_item(store, review_id).item.options
+        options = find_item(store, review_id).item.shown_options()
         record = resolve(store, review_id, decision=decision, note=note, reviewer=who)
     if options and decision.strip() not in options:
         err_console.print(

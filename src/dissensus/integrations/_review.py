@@ -21,7 +21,8 @@ Choices where the design is silent:
   :func:`~dissensus.pipeline.review.resolve` refuses one: no UTF-8 journal can hold it.
 * The request shown to a reviewer (:class:`ReviewRequest`) is a digest of the item (the
   question, options, each agent's decision and reasoning) with the hash of the whole
-  item; agent text in it is untrusted data.
+  item; agent text in it is untrusted data. Its options are in the order the review page
+  shows them (:meth:`~dissensus.pipeline.records.ReviewItem.shown_options`).
 """
 
 from __future__ import annotations
@@ -124,7 +125,7 @@ def review_request(status: ReviewStatus, *, error: str | None = None) -> ReviewR
         review_id=item.review_id,
         case_id=item.id,
         question=None if question is None else str(question),
-        options=list(item.options),
+        options=item.shown_options(),
         suggestion=item.suggestion,
         reason=item.reason,
         positions=[

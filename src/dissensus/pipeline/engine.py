@@ -56,7 +56,9 @@ maps as ``concord`` -> escalate with CONCORD, ``deliberate`` -> seek_context wit
 anything else -> escalate, with the reason naming the action; a DCI follow-up's packet
 goes to the reviewer rather than being committed (deliberation among one model's
 participants is not independent evidence); a panel's ``meta.gold`` (labelled data) is
-never read. The review item's panel is the JSON the case's input step made of it (less
+never read. The review item's options are :func:`~dissensus.cases.review_options`: the
+panel's ``meta.options`` in its order, then the other decisions the agents gave in
+natural order (``2`` before ``10``). The review item's panel is the JSON the case's input step made of it (less
 ``meta.gold``), not a second serialisation. A fresh record and review item are built without
 validating again what the case's steps made (the reading, the route, the guard's step,
 the positions, the usage) when every value is already what validation keeps (plain
@@ -76,7 +78,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, TypeAdapter, ValidationError
 from pydantic.fields import FieldInfo
 
-from dissensus.cases import option_ids
+from dissensus.cases import option_ids, review_options
 from dissensus.errors import ConfigError, DissensusError
 from dissensus.pipeline.acceptors import AcceptInput
 from dissensus.pipeline.audit import AUDIT_OPENED, is_audited
@@ -621,8 +623,7 @@ def _review_item(case: _Case, review_id: str, why: str) -> ReviewItem:
     signals = {s.agent: s for s in (case.acceptance.signals if case.acceptance else [])}
     second = case.followup.answers if case.followup else {}
     positions = [_position(o, second, signals) for o in case.panel.outputs]
-    labels = sorted({o.decision for o in case.panel.outputs if o.decision is not None})
-    options = option_ids(case.panel.meta)
+    labels = [o.decision for o in case.panel.outputs if o.decision is not None]
     dims = sorted({k for o in case.panel.outputs for k in (o.values or {})})
     given = {
         "review_id": review_id,
@@ -631,7 +632,7 @@ def _review_item(case: _Case, review_id: str, why: str) -> ReviewItem:
         "id": case.panel.id,
         "reason": why,
         "suggestion": case.reading.decision,
-        "options": sorted(set(labels) | set(options)),
+        "options": review_options(option_ids(case.panel.meta), labels),
         "positions": positions,
         "value_dimensions": dims,
         "panel": _public_panel(case),

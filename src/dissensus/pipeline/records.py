@@ -15,6 +15,12 @@ Choices where the design is silent:
 * A record holds no clock time and no run-specific secret, so a run resumed after a
   crash ends with records identical to an uninterrupted run's; the review id is
   ``<run>.<line>`` (the input line of the case), unique within a journal.
+* A review item's ``options`` are in the order a reviewer is shown them
+  (:func:`~dissensus.cases.review_options`: the panel's ``meta.options`` in order, then
+  the agents' other decisions in natural order). An item journalled when they were kept
+  in string order (``1, 10, 11, 2``) is shown in that order too: every view of the
+  options reads :meth:`ReviewItem.shown_options`, while the item itself, which its
+  content hash binds, stays as journalled.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from dissensus.cases import option_ids, review_options
 from dissensus.dci.packet import DecisionPacket
 from dissensus.pipeline.learned import AcceptanceFigures
 from dissensus.pipeline.steps import AcceptanceStep, ConcordStep, GuardStep
@@ -129,7 +136,8 @@ class ReviewItem(BaseModel):
     reason: str
     suggestion: str | None
     options: list[str]
-    """Decisions on the table (every label an agent gave, plus task options)."""
+    """Decisions on the table (the task's options, then every other label an agent gave),
+    as journalled; :meth:`shown_options` is the order to show them in."""
     positions: list[AgentPosition]
     value_dimensions: list[str]
     """Union of the agents' value-profile keys (columns of the side-by-side table)."""
@@ -153,3 +161,9 @@ class ReviewItem(BaseModel):
     """The acceptance stratum of an audited case (monitoring key, with ``acceptance_sha256``)."""
     acceptance_sha256: str | None = None
     """The acceptance file the audited run decided with, if any."""
+
+    def shown_options(self) -> list[str]:
+        """:attr:`options` in the order a reviewer is shown them (the panel's ``meta.options``
+        first, in order; :func:`~dissensus.cases.review_options`), whenever the item was
+        journalled: the order of a fresh item's own list."""
+        return review_options(option_ids(self.panel.get("meta")), self.options)

@@ -11,6 +11,11 @@ Choices where the design is silent:
   ``meta.option_labels``; "Output (a)", "Output (b)", ... for pairwise judging or when the
   agents' reasoning speaks of "Output (a)"; otherwise the option id itself). The id stays
   visible beside the label, since it is what gets journalled.
+* **Option order and keys** (:func:`option_views`): the panel's ``meta.options`` in the
+  order it declares them, then the other decisions the agents gave in natural order
+  (:func:`~dissensus.cases.review_options`: ``2`` before ``10``), for an item journalled
+  with its options in string order too; keys ``1``-``9`` go to the first nine, so ``2``
+  picks the panel's second option.
 * **Word diff.** When at least two options have texts, the first two are compared word
   by word (:class:`difflib.SequenceMatcher` over whitespace-split words) into segments
   marked ``same``, ``a`` (only in the first) or ``b`` (only in the second). Its cost is
@@ -57,7 +62,7 @@ from typing import Any, Literal
 
 from markupsafe import Markup, escape
 
-from dissensus.cases import CaseMessage, CaseSpec, asked_question, conversation
+from dissensus.cases import CaseMessage, CaseSpec, asked_question, conversation, review_options
 from dissensus.quoting import visible
 
 __all__ = [
@@ -139,7 +144,7 @@ def option_views(
     meta = meta if isinstance(meta, dict) else {}
     reasoning = [r for _, _, r in positions]
     case = CaseSpec.from_meta(meta, reasoning)
-    ids = list(options) or case.option_ids()
+    ids = review_options(case.option_ids(), options)
     texts = {o.id: o.text for o in case.options}
     if not case.options:  # labels of the options on the table, when the panel lists none
         case = CaseSpec.from_meta({**meta, "options": [{"id": i} for i in ids]}, reasoning)

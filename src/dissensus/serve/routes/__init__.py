@@ -1,11 +1,15 @@
 """The service's routes, one :class:`fastapi.APIRouter` per area: the JSON API (health,
 decide and runs, library calls, review; :func:`install`) and the review pages (login,
 queue, case, audits; :func:`install_pages`, with their shared helpers in
-:mod:`dissensus.serve.pages`). The chat door and the API docs install themselves."""
+:mod:`dissensus.serve.pages`). The chat door and the API docs install themselves.
+
+``/favicon.ico``, which a browser asks for on its own, answers with the review pages'
+icon (``static/favicon.svg``, which the pages name in their ``<link rel="icon">``),
+served by the same static-files app as ``/review/static/``, with the same headers."""
 
 from __future__ import annotations
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Request, Response
 from fastapi.staticfiles import StaticFiles
 
 from dissensus.serve.pages import HERE
@@ -20,7 +24,10 @@ from dissensus.serve.routes import (
     review,
 )
 
-__all__ = ["install", "install_pages"]
+__all__ = ["FAVICON", "install", "install_pages"]
+
+FAVICON = "favicon.svg"
+"""The review pages' icon in ``static/``, also served at ``/favicon.ico``."""
 
 
 def install(app: FastAPI) -> None:
@@ -31,6 +38,12 @@ def install(app: FastAPI) -> None:
 
 def install_pages(app: FastAPI) -> None:
     """Add the review pages' routers and their static files to ``app``."""
-    app.mount("/review/static", StaticFiles(directory=HERE / "static"), name="review-static")
+    static = StaticFiles(directory=HERE / "static")
+    app.mount("/review/static", static, name="review-static")
+
+    async def favicon(request: Request) -> Response:
+        return await static.get_response(FAVICON, request.scope)
+
+    app.add_api_route("/favicon.ico", favicon, methods=["GET"], include_in_schema=False)
     for module in (pages_auth, pages_queue, pages_case, pages_audit):
         app.include_router(module.router)

@@ -1,0 +1,56 @@
+"""``/favicon.ico``: the icon a browser asks for on its own is served, as a static file is."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from dissensus.serve.pages import HERE
+from dissensus.serve.routes import FAVICON
+from serve_helpers import client_for, heap_frozen, login, settings
+
+pytestmark = pytest.mark.anyio
+
+SECURITY = (
+    "cache-control",
+    "content-security-policy",
+    "x-content-type-options",
+    "x-frame-options",
+    "referrer-policy",
+    "access-control-allow-origin",
+)
+"""The headers that say how a browser may use an answer."""
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _heap_frozen() -> Iterator[None]:
+    yield from heap_frozen()
+
+
+async def test_the_favicon_is_the_static_icon_with_a_static_files_headers(tmp_path: Path) -> None:
+    icon = (HERE / "static" / FAVICON).read_bytes()
+    async with client_for(settings(tmp_path)) as client:
+        got = await client.get("/favicon.ico")
+        static = await client.get(f"/review/static/{FAVICON}")
+        css = await client.get("/review/static/review.css")
+        head = await client.head("/favicon.ico")
+        again = await client.get("/favicon.ico", headers={"if-none-match": got.headers["etag"]})
+        posted = await client.post("/favicon.ico")
+    assert got.status_code == 200 and got.content == icon and icon.startswith(b"<svg ")
+    assert got.headers["content-type"] == "image/svg+xml"
+    assert dict(got.headers) == dict(static.headers)
+    assert {h: got.headers.get(h) for h in SECURITY} == {h: css.headers.get(h) for h in SECURITY}
+    assert head.status_code == 200 and head.content == b""
+    assert head.headers["content-length"] == str(len(icon))
+    assert again.status_code == 304
+    assert posted.status_code == 405 and posted.headers["allow"] == "GET, HEAD"
+
+
+async def test_the_pages_name_the_icon(tmp_path: Path) -> None:
+    async with client_for(settings(tmp_path)) as client:
+        assert (await login(client, "rev")).status_code == 303
+        queue = await client.get("/review")
+    assert queue.status_code == 200
+    assert f'<link rel="icon" href="/review/static/{FAVICON}" type="image/svg+xml">' in queue.text
