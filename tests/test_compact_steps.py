@@ -89,12 +89,14 @@ def test_a_thin_case_resumes_to_the_same_records(tmp_path: Path) -> None:
         info = src.run("R")
         assert info is not None
         assert any(IN_REVIEW in e.payload for e in src.events("R", type=ev.CASE_STEPS))
-        dst.create_run("R", kind=info.kind, meta=info.meta)
         kept = [
             NewEvent(e.type, e.payload, e.key, e.case)
             for e in src.events("R")
             if e.type not in (ev.CASE_RECORD, ev.RUN_FINISHED)
         ]
+        # Created with its run.started, as a run is: the header is made from it.
+        first = (kept[0].type, kept[0].payload, kept[0].key)
+        dst.create_run("R", kind=info.kind, meta=info.meta, first=first)
         dst.append_batch("R", kept)
         before = dst.head("R").n_events
     resumed = cli("runs", "resume", "R", "--journal", cut, "--json")

@@ -179,7 +179,10 @@ def _old_layout(new: Path, old: Path, run: str, drop_record: str) -> None:
     with Journal(new) as src, Journal(old) as dst:
         info = src.run(run)
         assert info is not None
-        dst.create_run(run, kind=info.kind, meta=info.meta)
+        # Created with its run.started, as a run is: the header is made from it.
+        started = next(src.events(run))
+        first = (started.type, started.payload, started.key)
+        dst.create_run(run, kind=info.kind, meta=info.meta, first=first)
         types = {s: t for t, names in COMPACT_STEPS.items() for s in names}
         for e in src.events(run):
             if e.key == f"case/{drop_record}/record" or e.type == "run.finished":

@@ -38,6 +38,7 @@ from dissensus.cli.common import (
     shown,
 )
 from dissensus.errors import InputError
+from dissensus.quoting import message_line
 
 if TYPE_CHECKING:
     from dissensus.types import JsonObject
@@ -271,7 +272,8 @@ def runs_verify(
     else:
         err_console.print(f"run {shown(run_id)}: FAILED")
         for problem in report.problems:
-            err_console.print(f"  {shown(problem)}")
+            # The values a problem names are quoted already: their escapes shown once.
+            err_console.print(f"  {message_line(problem)}")
     if key is not None and not json_out:
         console = out_console if report.signature == "signed" else err_console
         console.print(f"signature: {shown(report.signature)} ({shown(report.signature_detail)})")

@@ -113,6 +113,7 @@ from dissensus.pipeline.spec import (
 from dissensus.states import SimilarityBackend
 from dissensus.store import event_types as ev
 from dissensus.store.journal import Journal, NewEvent, RunInfo
+from dissensus.store.run_header import STARTED_KEY, run_meta
 from dissensus.store.targets import journal_option
 from dissensus.types import JsonObject, Panel
 
@@ -249,7 +250,9 @@ def start_run(
     ``policy`` is a :class:`RunSpec`, a :class:`Policy`, a policy file or ``None``; the
     other settings are :meth:`RunSpec.from_policy`'s overrides. Everything is checked
     before the run exists. ``extra`` adds fields to ``run.started`` (e.g. who submitted);
-    ``via`` names the door in the run's header (e.g. ``serve``). ``lock`` takes the run's
+    ``kind`` and ``via`` (the door, e.g. ``serve``) are journalled there too, and the
+    run's header is made from that event (:func:`~dissensus.store.run_header.run_meta`;
+    ``runs verify`` compares them). ``lock`` takes the run's
     execution lock for this process in the same transaction (for a caller that calls
     :func:`execute_run` next with the same journal object: one commit fewer); a door that
     executes the run elsewhere (another thread's connection) leaves it to
@@ -294,13 +297,15 @@ def start_run(
         source = {"path": str(path), "sha256": file_sha256(path)}
     else:
         raise ConfigError("a run needs an input file or text", field="input")
-    meta: JsonObject = {"input": source.get("path"), "policy_file": spec.policy_file}
+    fields: JsonObject = {"input": source, **spec.started_fields(), **(extra or {}), "kind": kind}
     if via:
-        meta["via"] = via
+        fields["via"] = via
     # The run, its run.started event (and its lock) are one transaction: a crash leaves
     # none of them. exclusive: of two starts with one --run-id, the second fails cleanly.
-    payload = RunStarted.model_validate({"input": source, **spec.started_fields(), **(extra or {})})
-    started = (ev.RUN_STARTED, payload.payload(), "run/started")
+    # Its header is made from the event, as runs verify checks it.
+    payload = RunStarted.model_validate(fields).payload()
+    meta = run_meta(payload)
+    started = (ev.RUN_STARTED, payload, STARTED_KEY)
     if defer:
         # A deferred run written before its end (a case's steps before a model call)
         # is created with this process's lock, whatever ``lock`` says.

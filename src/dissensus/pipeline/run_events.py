@@ -105,6 +105,13 @@ class RunStarted(StartedSpec):
     """Where the run's panels come from."""
     submitted_by: str | None = None
     """The name of the token that submitted the run (runs submitted to the service)."""
+    kind: str | None = None
+    """The run's kind, as its header says (absent: a run an earlier version made, of
+    kind ``decide``): the header is made from this event
+    (:mod:`~dissensus.store.run_header`)."""
+    via: str | None = None
+    """The door that started the run (``serve``, ``mcp``, ``shift-watch``), as its
+    header's ``meta`` says; absent when none did, or in a run an earlier version made."""
 
 
 class RunFinished(_Payload):

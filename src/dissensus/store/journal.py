@@ -13,6 +13,7 @@ target names and composes the journal's parts over it:
 :mod:`~dissensus.store.transactions`      write transactions, and what follows a commit
 :mod:`~dissensus.store.log`               runs and the append-only event log (:class:`EventLog`)
 :mod:`~dissensus.store.chain`             recomputing the hash chain (:meth:`Journal.verify`)
+:mod:`~dissensus.store.run_header`        a run's header and the event it is made from
 :mod:`~dissensus.store.seals`             signatures over a run's head
 :mod:`~dissensus.store.review_index`      the review queue's index
 :mod:`~dissensus.store.claims`            who is working on a review item
@@ -68,6 +69,7 @@ from dissensus.store.events import Event, NewEvent, RunHead, RunInfo
 from dissensus.store.locks import RunLock, RunLocks, RunStatus
 from dissensus.store.log import EventLog, SQLEventLog
 from dissensus.store.review_index import IndexEntry, ReviewFilter, ReviewIndex
+from dissensus.store.run_header import STARTED_KEY, header_problems
 from dissensus.store.seals import SEAL_TYPE, Seals
 from dissensus.store.sqlite import SYNC_ENV
 from dissensus.store.targets import (
@@ -423,14 +425,25 @@ class Journal:
     def verify(
         self, run_id: str, *, public_key: PublicKey | None = None, review_index: bool = True
     ) -> VerifyReport:
-        """Recompute the run's hash chain; compare it with the stored text, hashes and head.
+        """Recompute the run's hash chain; compare it with the stored text, hashes and
+        head, and the run's header (``created``, ``kind``, ``meta``) with the
+        ``run.started`` event it was made from (:mod:`~dissensus.store.run_header`).
 
         With ``public_key``, also check the run's seals (:attr:`VerifyReport.signature`).
         The run's rows of the review index are checked too (and rebuilt when they differ
-        and the journal can be written); ``review_index=False`` checks the chain alone and
-        writes nothing (what a reading command checks before it shows a run).
+        and the journal can be written); ``review_index=False`` checks the chain and the
+        header alone and writes nothing (what a reading command checks before it shows a
+        run).
         """
-        more = self._review.problems if review_index else None
+
+        def more(run_id: str) -> list[str]:
+            found = header_problems(
+                run_id, self._log.header(run_id), self._log.row(run_id, STARTED_KEY)
+            )
+            if review_index:
+                found += self._review.problems(run_id)
+            return found
+
         return chain.verify(self._log, run_id, public_key=public_key, more_problems=more)
 
     # -- review index -------------------------------------------------------------------

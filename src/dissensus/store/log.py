@@ -29,6 +29,10 @@ Choices where the design is silent:
   header returned is the one inserted: three round trips fewer per run on PostgreSQL
   (a single-panel request is a run of its own). A run that already existed is read and
   appended to as any other.
+* **A run's header time is its first event's.** A run created with its first event
+  stores one reading of the clock as both its ``created`` and the event's ``at``, so
+  verification can compare the header with the event it was made from
+  (:mod:`~dissensus.store.run_header`).
 * **Ids no run can have are not looked up.** A run is created only under a valid run id
   (:func:`~dissensus.store.targets.check_run_id`), so every lookup by run id here
   (:meth:`SQLEventLog.run`, which every door's lookup of a run goes through, and the
@@ -148,7 +152,7 @@ class SQLEventLog:
                     head = RunHead(n_events=0, head_hash=GENESIS)
                     if first is not None:
                         text = first.text if first.text is not None else canonical(first.payload)
-                        written = self._append(run_id, [first], [text], {}, head)
+                        written = self._append(run_id, [first], [text], {}, head, at=created)
                         head = RunHead(n_events=1, head_hash=written[0].hash)
                     row = {"run_id": run_id, "created": created, "kind": kind, "meta": meta_text}
                     return run_from_row(cast(RunRow, {**row, **head._asdict()}))
@@ -243,14 +247,16 @@ class SQLEventLog:
         texts: Sequence[str],
         existing: dict[str, EventRow],
         head: RunHead | None,
+        *,
+        at: str | None = None,
     ) -> list[Event]:
         """:meth:`append_batch` inside the run's write transaction, given the events'
         canonical texts and what ``append_state`` says of the run (stored events by key,
-        the chain's head)."""
+        the chain's head); ``at`` is the events' time (default: now)."""
         backend = self._backend
         seq = head.n_events if head else 0
         prev = head.head_hash if head else GENESIS
-        at = clock.now()
+        at = at if at is not None else clock.now()
         event_hash = EventHasher(run_id, at)
         out: list[Event] = []
         rows: list[EventValues] = []
@@ -299,10 +305,24 @@ class SQLEventLog:
 
     def head(self, run_id: str) -> RunHead:
         """The run's number of events and the hash of its last one
+        (:class:`~dissensus.store.errors.UnknownRun` when there is no such run); the
+        rest of its header is not read (a ``meta`` edited into text that is no JSON is
+        for verification to name)."""
+        row = self.header(run_id)
+        count = stored_int(row["n_events"], f"journal damaged: run {run_id}: event count")
+        return RunHead(n_events=count, head_hash=str(row["head_hash"]))
+
+    def header(self, run_id: str) -> Row:
+        """The run's ``runs`` row as it is stored, nothing read into a model
         (:class:`~dissensus.store.errors.UnknownRun` when there is no such run)."""
-        info = self.run(run_id)
-        assert info is not None
-        return RunHead(n_events=info.n_events, head_hash=info.head_hash)
+        rows: list[Row] = []
+        if may_be_held(run_id):
+            with self._backend.errors():
+                rows = self._backend.rows("SELECT * FROM runs WHERE run_id = ?", (run_id,))
+        if not rows:
+            self.run(run_id)  # UnknownRun, saying why where no run can have the id
+            return self.header(run_id)  # created in the meantime
+        return rows[0]
 
     def read(
         self, run_id: str, *, type: str | None = None, case: str | None = None
@@ -356,10 +376,15 @@ class SQLEventLog:
 
     def get(self, run_id: str, key: str) -> Event | None:
         """The event stored under ``key``, if any."""
+        row = self.row(run_id, key)
+        return event_from_row(row) if row is not None else None
+
+    def row(self, run_id: str, key: str) -> EventRow | None:
+        """The stored row of the event under ``key``, as it is (for verification)."""
         if not may_be_held(run_id):
             return None
         rows = self._event_rows("SELECT * FROM events WHERE run_id = ? AND key = ?", (run_id, key))
-        return event_from_row(rows[0]) if rows else None
+        return rows[0] if rows else None
 
     def type_at(self, run_id: str, seq: int) -> str | None:
         """The type of the run's event ``seq``, if there is one."""
