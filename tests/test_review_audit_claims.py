@@ -4,6 +4,7 @@ reviewer holds it; the audit pages walk around audits others hold."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -39,6 +40,13 @@ def _heap_frozen() -> Iterator[None]:
 
 async def _login(client: httpx.AsyncClient, token: str) -> None:
     assert (await login(client, token)).status_code == 303
+
+
+def _error(html: str) -> str:
+    """The page's error line (``#case-error``)."""
+    found = re.search(r'id="case-error">([^<]*)<', html)
+    assert found, html
+    return found.group(1)
 
 
 def _agreeing(pid: str) -> dict[str, Any]:
@@ -141,11 +149,15 @@ async def test_the_audit_pages_claim_and_walk_around_audits_others_hold(tmp_path
 
         page = await client.get(f"/review/audit/{a}{qs}")
         assert 'id="claim-form"' in page.text
-        assert f'id="next-link" href="/review/audit/{c}{qs}"' in page.text  # b is rev2's
+        assert f'id="next-link" href="/review/audit/{a}/next{qs}"' in page.text
+        stepped = await client.get(f"/review/audit/{a}/next{qs}")
+        assert stepped.headers["location"] == f"/review/audit/{c}{qs}"  # b is rev2's
         assert "1 of 3 open audits" in page.text
         csrf = csrf_of(page.text)
         third = await client.get(f"/review/audit/{c}{qs}")
-        assert f'id="prev-link" href="/review/audit/{a}{qs}"' in third.text
+        assert f'id="prev-link" href="/review/audit/{c}/previous{qs}"' in third.text
+        back = await client.get(f"/review/audit/{c}/previous{qs}")
+        assert back.headers["location"] == f"/review/audit/{a}{qs}"
 
         claimed = await client.post(f"/review/audit/{a}/claim{qs}", data={"csrf": csrf})
         assert (
@@ -222,3 +234,62 @@ async def test_the_automatic_decision_page_claims_its_audit(tmp_path: Path) -> N
         assert "Audited</b> by rev-name" in audited.text and 'id="claim-form"' not in audited.text
     with Journal(s.journal) as journal:
         assert journal.current_claim(first) is None
+
+
+async def test_an_audit_page_opened_earlier_names_the_conflict_and_steps_over_it(
+    tmp_path: Path,
+) -> None:
+    """From a blind audit page opened before another reviewer answered or claimed: j / k
+    step over what was taken meanwhile, and an empty answer is told "already audited"
+    (409), not "pick an option first" (a form it could no longer send)."""
+    policy = write_policy(tmp_path / "audit.yaml", {"acceptance": {"audit_rate": 1.0}})
+    s = settings(tmp_path, policy=str(policy))
+    async with client_for(s) as client:
+        a, b, c, d = await decide_automatic(client, [_agreeing(f"s{i}") for i in range(4)])
+        qs = f"?run={a.rsplit('.', 1)[0]}"
+        await _login(client, "rev")
+        page = await client.get(f"/review/audit/{a}{qs}")
+        csrf = csrf_of(page.text)
+        assert f'id="next-link" href="/review/audit/{a}/next{qs}"' in page.text
+        # Meanwhile rev2 answers b and claims c.
+        answered = await client.post(
+            f"/v1/cases/{b}/confirm",
+            json={"note": "checked", "decision": "1"},
+            headers=auth("rev2"),
+        )
+        assert answered.status_code == 200
+        assert (await client.post(f"/v1/review/{c}/claim", headers=auth("rev2"))).status_code == 200
+        stepped = await client.get(f"/review/audit/{a}/next{qs}")
+        assert stepped.status_code == 303
+        assert stepped.headers["location"] == f"/review/audit/{d}{qs}"
+        back = await client.get(f"/review/audit/{d}/previous{qs}")
+        assert back.headers["location"] == f"/review/audit/{a}{qs}"
+
+        before = journal_events(s.journal)
+        for ref, holder in ((b, "already audited by rev2-name"), (c, "rev2-name")):
+            late = await client.post(f"/review/audit/{ref}/answer{qs}", data={"csrf": csrf})
+            assert late.status_code == 409, late.text
+            assert holder in _error(late.text)
+        assert journal_events(s.journal) == before
+        # With nothing left after d, j goes to the list.
+        last = await client.get(f"/review/audit/{d}/next{qs}")
+        assert last.headers["location"].startswith("/review?")
+
+
+async def test_an_automatic_decision_audited_meanwhile_is_named_before_the_note(
+    tmp_path: Path,
+) -> None:
+    quiet = write_policy(tmp_path / "no-audits.yaml", {"acceptance": {"audit_rate": 0.0}})
+    s = settings(tmp_path, policy=str(quiet))
+    async with client_for(s) as client:
+        (ref,) = await decide_automatic(client, [_agreeing("q0")])
+        await _login(client, "rev")
+        page = await client.get(f"/review/auto/{ref}")
+        csrf = csrf_of(page.text)
+        done = await client.post(
+            f"/v1/cases/{ref}/confirm", json={"note": "fine"}, headers=auth("rev2")
+        )
+        assert done.status_code == 200
+        late = await client.post(f"/review/auto/{ref}/confirm", data={"csrf": csrf})
+        assert late.status_code == 409, late.text
+        assert "already audited by rev2-name" in _error(late.text)

@@ -210,14 +210,20 @@ async def test_the_blind_audits_keep_the_lists_search_and_order(tmp_path: Path) 
         shown = re.findall(r'class="audit-link" href="/review/audit/([^"?]+)', listed.text)
         assert shown == [refs[3], refs[1], refs[0]]
 
+        async def lands(html: str, link: str) -> str | None:
+            """Where a j / k link leads when followed (the neighbour as it stands then)."""
+            href = _href(html, link)
+            return None if href is None else (await client.get(href)).headers["location"]
+
         first = await client.get(f"/review/audit/{refs[3]}{qs}")
-        assert _href(first.text, "next-link") == f"/review/audit/{refs[1]}{qs}"
+        assert _href(first.text, "next-link") == f"/review/audit/{refs[3]}/next{qs}"
+        assert await lands(first.text, "next-link") == f"/review/audit/{refs[1]}{qs}"
         assert _href(first.text, "prev-link") is None
         assert ">1 of 3 open audits<" in first.text
         assert f'href="/review{escape(qs)}">blind audits<' in first.text
         middle = await client.get(f"/review/audit/{refs[1]}{qs}")
-        assert _href(middle.text, "prev-link") == f"/review/audit/{refs[3]}{qs}"
-        assert _href(middle.text, "next-link") == f"/review/audit/{refs[0]}{qs}"
+        assert await lands(middle.text, "prev-link") == f"/review/audit/{refs[3]}{qs}"
+        assert await lands(middle.text, "next-link") == f"/review/audit/{refs[0]}{qs}"
         assert ">2 of 3 open audits<" in middle.text
 
         done = await client.post(

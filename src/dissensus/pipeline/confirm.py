@@ -70,6 +70,7 @@ __all__ = [
     "case_options",
     "claim_audit",
     "confirm",
+    "refuse_conflicts",
 ]
 
 EVENT = ev.REVIEW_CONFIRMED
@@ -132,10 +133,7 @@ def confirm(
     run_id, line = _checked_ref(journal, ref)
     with journal.transaction(run_id):
         record = _automatic_record(journal, ref, run_id, line)
-        done = journal.get(run_id, f"confirm/{line}")
-        if done is not None:
-            raise _already(ref, done)
-        refuse_others_claim(journal, ref, reviewer, f"case {ref}")
+        _refuse_conflicts(journal, ref, run_id, line, reviewer)
         # The blind audit item of the case (pipeline.audit's key; that module imports this).
         if decision is None and journal.get(run_id, f"case/{line}/audit") is not None:
             raise InputError(
@@ -189,6 +187,24 @@ def claim_audit(journal: Journal, ref: str, who: str, *, ttl: float) -> Claim:
         return journal.claim(ref, who, ttl, run_id=run_id, closed_by=f"confirm/{line}")
     except CaseClosed as closed:
         raise _already(ref, closed.event) from None
+
+
+def refuse_conflicts(journal: Journal, ref: str, reviewer: str | None) -> None:
+    """Raise what refuses an audit of case ``ref`` by ``reviewer`` whatever it answers:
+    an audit journalled before (:class:`AlreadyConfirmed`), another reviewer's live
+    claim. :func:`confirm` checks the same again in the transaction that writes; a form
+    checks it first, so a reviewer is not sent to fix a form that can no longer be sent."""
+    run_id, line = _checked_ref(journal, ref)
+    _refuse_conflicts(journal, ref, run_id, line, reviewer)
+
+
+def _refuse_conflicts(
+    journal: Journal, ref: str, run_id: str, line: int, reviewer: str | None
+) -> None:
+    done = journal.get(run_id, f"confirm/{line}")
+    if done is not None:
+        raise _already(ref, done)
+    refuse_others_claim(journal, ref, reviewer, f"case {ref}")
 
 
 def _checked_ref(journal: Journal, ref: str) -> tuple[str, int]:

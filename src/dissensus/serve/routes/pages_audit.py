@@ -26,6 +26,16 @@ Choices where the design is silent:
   are the ones the reviewer came from: their search and order travel in the query
   string, as the queue's do (:func:`~dissensus.serve.queue_view.audit_list`,
   :func:`~dissensus.serve.queue_view.next_auto`), and so does the progress line's count.
+* **j / k from a page opened earlier.** A blind audit's "next" and "previous" links go
+  to ``/review/audit/{ref}/next`` and ``.../previous`` (the list's query kept), which
+  work out the neighbour when they are followed and redirect to it (303), as a case
+  page's do: an audit answered or claimed by another reviewer since the page was shown
+  is stepped over. With none left they go to the list.
+* **Conflicts first.** An answer from a page opened earlier is checked for what no
+  change to the form would cure before the form is (an audit journalled meanwhile,
+  another reviewer's claim: 409, :func:`~dissensus.pipeline.confirm.refuse_conflicts`),
+  as a case page's resolve is: "write a note" on a case someone else audited would send
+  the reviewer to fix a form that can no longer be sent.
 * **Claims on audits.** An audit (:func:`dissensus.pipeline.confirm.confirm`) is refused
   while another reviewer holds a live claim on ``<run>.<line>``, so the pages let a
   reviewer take that claim (``c``, ``POST /review/auto/{ref}/claim`` or
@@ -65,6 +75,7 @@ from fastapi.responses import RedirectResponse, Response
 
 from dissensus.cases import option_ids
 from dissensus.errors import DissensusError
+from dissensus.pipeline.confirm import refuse_conflicts
 from dissensus.serve.blind_audits import blind_audit, has_open_audit
 from dissensus.serve.case_view import asked_view, option_views
 from dissensus.serve.journal_adapter import AmbiguousAnswer, TextTooLong, UnknownItem
@@ -166,9 +177,7 @@ def audit_page(
     )
     refs = audit_list(request, view)
     i = refs.index(ref) if ref in refs else None
-    me = who.principal.name
-    before = unclaimed(request, refs[:i], me) if i else []
-    after = unclaimed(request, refs[i + 1 :], me) if i is not None else []
+    before, after = _neighbours(request, refs, ref, who.principal.name)
     return case_render(
         request,
         who,
@@ -191,6 +200,42 @@ def audit_page(
         kept=kept or {},
         **option_context(options),
     )
+
+
+def _neighbours(
+    request: Request, refs: list[str], ref: str, me: str
+) -> tuple[list[str], list[str]]:
+    """The open audits before and after ``ref`` in ``refs`` that nobody else holds."""
+    i = refs.index(ref) if ref in refs else None
+    before = unclaimed(request, refs[:i], me) if i else []
+    after = unclaimed(request, refs[i + 1 :], me) if i is not None else []
+    return before, after
+
+
+async def _step(request: Request, ref: str, *, forward: bool) -> Response:
+    """To the open audit after (``forward``) or before ``ref`` in the list as it stands
+    now, else to the list (see the module docstring)."""
+    who = require_login(request)
+    if not isinstance(who, Reviewer):
+        return who
+    view = QueueView.of(request)
+    refs = audit_list(request, view)
+    before, after = _neighbours(request, refs, ref, who.principal.name)
+    target = after[:1] if forward else before[-1:]
+    if not target:
+        position = refs.index(ref) + 1 if ref in refs else None
+        return RedirectResponse(audits_url(view, position), status_code=303)
+    return RedirectResponse(f"/review/audit/{target[0]}{view.suffix()}", status_code=303)
+
+
+@router.get("/review/audit/{ref}/next")
+async def next_audit(request: Request, ref: str) -> Response:
+    return await _step(request, ref, forward=True)
+
+
+@router.get("/review/audit/{ref}/previous")
+async def previous_audit(request: Request, ref: str) -> Response:
+    return await _step(request, ref, forward=False)
 
 
 def _confirm(
@@ -250,6 +295,7 @@ async def auto_confirm(request: Request, ref: str) -> Response:
 
     def refusal() -> str | None:
         service.desk.auto_case(ref)
+        refuse_conflicts(service.journal, ref, form.principal.name)
         return None if form.text("note") else "write a note: an audit says why"
 
     picked = other or form.text("decision") or None
@@ -283,6 +329,7 @@ async def audit_answer(request: Request, ref: str) -> Response:
 
     def refusal() -> str | None:
         blind_audit(journal, ref)
+        refuse_conflicts(journal, ref, form.principal.name)
         if not (picked or other):
             return "pick an option (1-9) or type another answer (o) first"
         # An answer typed as an option reads ("Output (a)", its id) is that option.
