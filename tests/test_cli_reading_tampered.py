@@ -79,3 +79,22 @@ def test_json_says_whether_the_run_verifies(tmp_path: Path, command: tuple[str, 
     res = cli(*command, "--journal", journal, "--json")
     assert res.code == 0, res.err
     assert json.loads(res.out)["verified"] is False
+
+
+def test_an_edited_header_is_shown_escaped(tmp_path: Path) -> None:
+    """``runs list`` and ``runs show`` print the runs row's header columns as they print
+    every field a writer outside dissensus could have set: escaped, on one line (an
+    edited kind with a newline and a right-to-left override was printed raw)."""
+    journal = _decided(tmp_path)
+    db = sqlite3.connect(journal)
+    with db:
+        db.execute("UPDATE runs SET kind = ? WHERE run_id = 'r1'", ("de\ncide\u202e",))
+    db.close()
+    listed = cli("runs", "list", "--journal", journal, env={"COLUMNS": "200"})
+    assert listed.code == 0, listed.err
+    assert "de\\ncide\\u202e" in listed.out
+    assert "\u202e" not in listed.out and "de\ncide" not in listed.out
+    show = cli("runs", "show", "r1", "--journal", journal)
+    assert "(de\\ncide\\u202e)" in show.out, show.out
+    assert "\u202e" not in show.out
+    assert "header kind" in show.err  # and the edit does not verify

@@ -319,5 +319,5 @@ def test_a_nul_escape_in_an_item_never_stops_the_index_check(
             # The chain holds; what verification reports is the rebuild, as for any item.
             report = journal.verify("run-a")
             assert report.problems == [
-                f"review index row of {review_id} differed from the events (rebuilt from the events)"
+                f"review index row of '{review_id}' differed from the events (rebuilt from the events)"
             ]

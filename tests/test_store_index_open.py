@@ -111,7 +111,7 @@ def test_an_index_edited_after_the_check_is_named_by_verify(journal_target: str)
         assert not journal.review_index_agrees()
         report = journal.verify("run0")
         assert report.problems == [
-            f"review index row of {ids[0]} differed from the events (rebuilt from the events)"
+            f"review index row of '{ids[0]}' differed from the events (rebuilt from the events)"
         ]
         assert journal.review_index_agrees()
         assert [s.item.review_id for s in list_items(journal)] == ids[1:]

@@ -85,7 +85,7 @@ def test_runs_verify_fails_on_an_edited_index(tmp_path: Path) -> None:
     _move_resolution(target, first, second)
     res = run_cli("runs", "verify", "run2", "--journal", target)
     assert res.returncode == 1
-    assert f"review index row of {second}" in res.stdout + res.stderr
+    assert f"review index row of '{second}'" in res.stdout + res.stderr
 
 
 def test_a_read_only_journal_with_an_edited_index_lists_from_the_events(

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from dissensus.cli.common import check_journal_file, err_console, shown
+from dissensus.cli.common import check_journal_file, err_console, shown, shown_message
 
 if TYPE_CHECKING:
     from dissensus.store.journal import Event, Journal
@@ -83,7 +83,7 @@ def warn_if_altered(store: Journal, run_id: str, *, what: str = "what is shown")
     on = journal_option(store.path)  # the command names the journal this one read
     err_console.print(
         f"warning: run {shown(run_id)} does not verify ({n} problem{'s' if n != 1 else ''}; "
-        f"first: {shown(first)}): {what} may have been altered since it was "
+        f"first: {shown_message(first)}): {what} may have been altered since it was "
         f"written. `dissensus runs verify {shown(run_id)}{shown(on)}` lists every problem."
     )
     return False

@@ -89,10 +89,10 @@ def runs_list(
     for summary in summaries:
         table.add_row(
             shown(summary.run_id),
-            summary.kind,
-            summary.created,
+            shown(summary.kind),  # header columns: what an edit outside dissensus wrote
+            shown(summary.created),
             str(summary.n_events),
-            summary.status,
+            shown(summary.status),
             shown(summary.meta.get("input", "-")),
         )
     out_console.print(table)
@@ -163,7 +163,9 @@ def runs_show(
         }
         print_json(data)
         raise typer.Exit(code=EXIT_OK)
-    out_console.print(f"run {shown(info.run_id)} ({info.kind}) created {info.created}")
+    out_console.print(
+        f"run {shown(info.run_id)} ({shown(info.kind)}) created {shown(info.created)}"
+    )
     out_console.print(f"events {info.n_events}, head {info.head_hash[:16]}...")
     if spec is not None:
         _print_spec(spec)

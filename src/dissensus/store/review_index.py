@@ -369,7 +369,7 @@ class ReviewIndex:
         now = self.differences(run_id)
         if not self.trusted:
             return [
-                f"review index row of {rid} differs from the events (read-only: not rebuilt; "
+                f"review index row of {quote_short(rid)} differs from the events (read-only: not rebuilt; "
                 "the queue is listed from the events)"
                 for rid in now
             ]
@@ -377,7 +377,7 @@ class ReviewIndex:
             with suppress(JournalReadOnly):
                 self.rebuild()
         return [
-            f"review index row of {rid} differed from the events (rebuilt from the events)"
+            f"review index row of {quote_short(rid)} differed from the events (rebuilt from the events)"
             for rid in sorted(
                 {*now, *(r for r in self.rebuilt_for if r.rpartition(".")[0] == run_id)}
             )
