@@ -127,3 +127,6 @@ async def test_the_case_page_keys_follow_the_panels_order(tmp_path: Path) -> Non
     assert radios[:10] == [(str(i), str(i)) for i in range(1, 10)] + [("10", "")]
     assert [value for value, _ in radios] == [*TWELVE, *EXTRAS]
     assert shown["item"]["options"] == [*TWELVE, *EXTRAS]
+    # An option past the ninth has no key, and no empty key box either.
+    assert "<kbd></kbd>" not in page
+    assert page.count('<kbd>9</kbd> <bdi>') == 2  # its heading and its radio
