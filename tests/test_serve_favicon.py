@@ -46,6 +46,8 @@ async def test_the_favicon_is_the_static_icon_with_a_static_files_headers(tmp_pa
     assert head.headers["content-length"] == str(len(icon))
     assert again.status_code == 304
     assert posted.status_code == 405 and posted.headers["allow"] == "GET, HEAD"
+    for answer in (got, css, head):  # read as the type served, never sniffed
+        assert answer.headers["x-content-type-options"] == "nosniff"
 
 
 async def test_the_pages_name_the_icon(tmp_path: Path) -> None:

@@ -5,12 +5,15 @@ queue, case, audits; :func:`install_pages`, with their shared helpers in
 
 ``/favicon.ico``, which a browser asks for on its own, answers with the review pages'
 icon (``static/favicon.svg``, which the pages name in their ``<link rel="icon">``),
-served by the same static-files app as ``/review/static/``, with the same headers."""
+served by the same static-files app as ``/review/static/``, with the same headers. Static
+files carry ``X-Content-Type-Options: nosniff``, as the pages and the API's answers do: a
+browser reads each as the type it is served as, never as a guess from its bytes."""
 
 from __future__ import annotations
 
 from fastapi import FastAPI, Request, Response
 from fastapi.staticfiles import StaticFiles
+from starlette.types import Scope
 
 from dissensus.serve.pages import HERE
 from dissensus.serve.routes import (
@@ -30,6 +33,15 @@ FAVICON = "favicon.svg"
 """The review pages' icon in ``static/``, also served at ``/favicon.ico``."""
 
 
+class _Static(StaticFiles):
+    """The review pages' static files, each answer with ``nosniff``."""
+
+    async def get_response(self, path: str, scope: Scope) -> Response:
+        response = await super().get_response(path, scope)
+        response.headers.setdefault("X-Content-Type-Options", "nosniff")
+        return response
+
+
 def install(app: FastAPI) -> None:
     """Add every router of the JSON API to ``app``."""
     for module in (health, decide, library, review):
@@ -38,7 +50,7 @@ def install(app: FastAPI) -> None:
 
 def install_pages(app: FastAPI) -> None:
     """Add the review pages' routers and their static files to ``app``."""
-    static = StaticFiles(directory=HERE / "static")
+    static = _Static(directory=HERE / "static")
     app.mount("/review/static", static, name="review-static")
 
     async def favicon(request: Request) -> Response:
