@@ -289,11 +289,20 @@ async def test_a_case_looked_up_on_a_busy_or_unreachable_journal_is_the_doors_50
 class _Faults:
     """Faults injected into the real journal: the next commit goes through, then fails
     as a connection lost at that moment fails (the driver's error, which the store
-    translates); with ``reads_fail``, reads of the journal then fail too, until
-    :meth:`heal`; with ``locks_fail`` giving back a run's lock fails too (as writes fail
-    in an outage), until :meth:`heal` (:meth:`heal_reads` leaves a journal that can be
-    read and not written); with ``opens_fail`` so does opening a new connection (a run
-    loop's)."""
+    translates; :meth:`arm` can pick a later commit, and one that does not go through);
+    with ``reads_fail``, reads of the journal then fail too, until :meth:`heal`; with
+    ``locks_fail`` giving back a run's lock fails too (as writes fail in an outage),
+    until :meth:`heal` (:meth:`heal_reads` leaves a journal that can be read and not
+    written); with ``opens_fail`` so does opening a new connection (a run loop's).
+
+    A lock's release fails where a real one meets the database, the DELETE of its row
+    (:meth:`RunLocks.release`), never before :meth:`Journal.release_run_lock` forgets a
+    deferred run it registered: that part is the journal object's bookkeeping, asks the
+    database nothing and cannot fail in an outage. A release refused before it (as this
+    injection first did) left a chat case's run registered as not created yet on the
+    door's journal object after its commit went through, so every read of it there found
+    nothing: ``GET /v1/cases/{id}`` answered ``404`` after the journal was back, which
+    no real outage does."""
 
     def __init__(
         self,
@@ -305,6 +314,8 @@ class _Faults:
         opens_fail: bool = False,
     ) -> None:
         self.armed = False
+        self.skip = 0
+        self.through = True
         self.down = False
         self.locks_down = False
         self.opens_down = False
@@ -325,32 +336,37 @@ class _Faults:
             error, said = sqlite3.OperationalError, "disk I/O error"
         from dissensus.serve import service
         from dissensus.store.errors import JournalError
+        from dissensus.store.locks import RunLocks
 
         real_commit = backend.commit
         real_get = Journal.get
-        real_release = Journal.release_run_lock
+        real_release = RunLocks.release
         real_open = service.open_journal
         faults = self
 
         def commit(self: Any) -> None:
-            real_commit(self)
-            if faults.armed:
-                faults.armed = False
-                faults.lost += 1
-                faults.down = faults._reads_fail
-                faults.locks_down = faults._locks_fail
-                faults.opens_down = faults._opens_fail
-                raise error(said)
+            if not faults.armed or faults.skip:
+                faults.skip -= 1 if faults.armed else 0
+                real_commit(self)
+                return
+            if faults.through:
+                real_commit(self)
+            faults.armed = False
+            faults.lost += 1
+            faults.down = faults._reads_fail
+            faults.locks_down = faults._locks_fail
+            faults.opens_down = faults._opens_fail
+            raise error(said)
 
         def get(self: Journal, run_id: str, key: str) -> Any:
             if faults.down:
                 raise JournalError(f"journal {self.path}: {said}")
             return real_get(self, run_id, key)
 
-        def release_run_lock(self: Journal, run_id: str, pid: int | None = None) -> None:
+        def release(self: RunLocks, run_id: str, pid: int | None = None) -> None:
             if faults.locks_down:
                 faults.refused += 1
-                raise JournalError(f"journal {self.path}: {said}")
+                raise JournalError(f"journal {target}: {said}")
             real_release(self, run_id, pid)
             faults.given.append(run_id)
 
@@ -364,11 +380,13 @@ class _Faults:
         """Runs whose lock was given back (once the journal took it)."""
         monkeypatch.setattr(backend, "commit", commit)
         monkeypatch.setattr(Journal, "get", get)
-        monkeypatch.setattr(Journal, "release_run_lock", release_run_lock)
+        monkeypatch.setattr(RunLocks, "release", release)
         monkeypatch.setattr(service, "open_journal", open_journal)
 
-    def arm(self) -> None:
-        self.armed = True
+    def arm(self, *, skip: int = 0, through: bool = True) -> None:
+        """The commit after the next ``skip`` fails; ``through``: it went through first
+        (its acknowledgement lost), else it did not (rolled back)."""
+        self.armed, self.skip, self.through = True, skip, through
 
     def heal_reads(self) -> None:
         """The journal can be read again (not yet written)."""
@@ -404,12 +422,17 @@ async def test_a_chat_case_whose_commit_acknowledgement_is_lost_is_answered(
     assert _runs(journal_target) == 1  # one case, journalled once
 
 
+@pytest.mark.parametrize("locks_fail", [False, True], ids=["locks-given", "locks-refused"])
 async def test_a_chat_case_whose_outcome_cannot_be_told_names_the_case(
-    journal_target: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    journal_target: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, locks_fail: bool
 ) -> None:
     """The journal still unreachable when the door looks: a 503 that says the case may be
-    journalled and names it, never the journal; asking for the case then answers it."""
-    faults = _Faults(monkeypatch, journal_target, reads_fail=True)
+    journalled and names it, never the journal; asking for the case then answers it,
+    also when the outage refuses every lock's release: the case's run was created by its
+    one commit, without a lock, so nothing of its release asks the journal (a release
+    refused before the journal object forgot the run it had registered left the case
+    unknown to the door, ``404`` after the journal was back: see :class:`_Faults`)."""
+    faults = _Faults(monkeypatch, journal_target, reads_fail=True, locks_fail=locks_fail)
     with _served(tmp_path, journal_target) as (_, client):
         async with client:
             faults.arm()
@@ -422,6 +445,7 @@ async def test_a_chat_case_whose_outcome_cannot_be_told_names_the_case(
             case_id = body["dissensus"]["case_id"]
             assert f"GET /v1/cases/{case_id}" in body["error"]["message"]
             _no_location(res.text, journal_target)
+            assert faults.refused == 0  # nothing asked the journal to give a lock back
             faults.heal()
             case = await client.get(f"/v1/cases/{case_id}", headers=auth("sub"))
             assert case.status_code == 200, case.text
