@@ -683,14 +683,36 @@ async def test_a_lock_the_journal_refused_is_given_back_once_it_is_back_unasked(
         assert (faults.refused, faults.given) == (refused, [run_id])  # and tried no more
 
 
+async def _stopped(client: httpx.AsyncClient, run_id: str) -> dict[str, Any]:
+    """The run's document once it no longer decides: not ``running``, or ``running``
+    only as a run this server stopped and still holds the lock of (at most 60 s)."""
+    for _ in range(600):
+        doc: dict[str, Any] = (await client.get(f"/v1/runs/{run_id}", headers=auth("sub"))).json()
+        if doc.get("status") != "running" or "cannot be resumed" in (doc.get("error") or ""):
+            return doc
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"run {run_id} still running: {doc}")
+
+
+def _resumable(doc: dict[str, Any], run_id: str) -> None:
+    """A run stopped by the journal that holds it: ``incomplete``, its error giving the
+    resume command (the journal masked), not a resubmission."""
+    assert doc["status"] == "incomplete", doc
+    assert f"dissensus runs resume {run_id} --journal JOURNAL" in doc["error"], doc
+    assert "not by submitting it again" in doc["error"], doc
+
+
 async def test_an_async_decide_run_resumed_without_a_connection_gives_its_lock_back(
     journal_target: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The start's acknowledgement was lost and the journal holds the run, so it is
     decided from its start on a new connection; that cannot be opened, nor the lock
-    given back: the run fails. Once the journal is back the lock its start took is
-    given back and ``dissensus runs resume`` in another process decides the run (before:
-    the lock was never released, the command refused while the server ran)."""
+    given back: the run stops, journalled (its start), so it reads ``running`` while
+    the server holds its lock, then ``incomplete`` with the resume command (before:
+    ``failed``, the journal's error, which invites submitting it again: a second run).
+    Once the journal is back the lock its start took is given back and ``dissensus runs
+    resume`` in another process decides the run (before: the lock was never released,
+    the command refused while the server ran)."""
     from serve_helpers import client_for, settings
 
     faults = _Faults(
@@ -703,20 +725,162 @@ async def test_an_async_decide_run_resumed_without_a_connection_gives_its_lock_b
         )
         assert res.status_code == 202, res.text
         run_id = res.json()["run_id"]
-        doc = await _ended(client, run_id)
-        assert (doc["status"], doc["done"]) == ("failed", 0), doc
-        assert doc["error"].startswith("the journal is unreachable"), doc
+        doc = await _stopped(client, run_id)
+        assert (doc["status"], doc["done"]) == ("running", 0), doc
+        assert "dissensus runs resume" not in doc["error"], doc
         assert faults.refused >= 1
         if not journal_target.startswith("postgresql://"):
             assert _holder_pid(journal_target, run_id) == os.getpid()
         faults.heal()
-        await client.get(f"/v1/runs/{run_id}", headers=auth("sub"))
+        doc = (await client.get(f"/v1/runs/{run_id}", headers=auth("sub"))).json()
+        _resumable(doc, run_id)
+        assert doc["error"].startswith("the journal is unreachable"), doc
         assert run_id in faults.given
         assert _holder_pid(journal_target, run_id) is None
         resumed = await asyncio.to_thread(_resume, journal_target, run_id)
         assert resumed.returncode == 0, resumed.stderr
         doc = (await client.get(f"/v1/runs/{run_id}", headers=auth("sub"))).json()
         assert (doc["status"], doc["done"], doc["error"]) == ("finished", 1, None), doc
+
+
+def _panels(n: int) -> list[dict[str, Any]]:
+    return [_decide_panel(f"p{i}") for i in range(1, n + 1)]
+
+
+async def test_a_decide_run_stopped_part_way_by_the_journal_is_resumable_not_resubmitted(
+    journal_target: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``POST /v1/decide`` (waiting): the run's first case is committed (which creates
+    the run), the second case's commit fails and the outage refuses the lock's release
+    too. The journal holds the run, resumable, so the ``503`` says so without
+    ``Retry-After`` and gives the resume command (before: ``failed`` with ``Retry-After``
+    "the journal is unreachable", which a client follows by submitting the panels again:
+    a second run deciding them again). The run reads ``running`` while the server holds
+    its lock, ``incomplete`` once the journal takes it, and ``dissensus runs resume``
+    finishes it: one run, every panel decided once."""
+    from dissensus.pipeline import batch
+    from serve_helpers import client_for, settings
+
+    monkeypatch.setattr(batch, "BLOCK_CASES", 1)  # one commit per case
+    faults = _Faults(monkeypatch, journal_target, reads_fail=False, locks_fail=True)
+    async with client_for(settings(tmp_path, journal=journal_target)) as client:
+        faults.arm(skip=1, through=False)
+        res = await client.post("/v1/decide", json=_panels(3), headers=auth("sub"))
+        assert faults.lost == 1
+        assert res.status_code == 503, res.text
+        assert "retry-after" not in res.headers
+        run_id = res.json()["run_id"]
+        error = res.json()["error"]
+        assert error.startswith(f"run {run_id}: the journal is unreachable"), error
+        assert (
+            f"dissensus runs resume {run_id} --journal JOURNAL once GET /v1/runs/{run_id}" in error
+        )
+        assert "not by submitting it again" in error
+        _no_location(res.text, journal_target)
+        doc = (await client.get(f"/v1/runs/{run_id}", headers=auth("sub"))).json()
+        assert (doc["status"], doc["done"]) == ("running", 1), doc  # its lock still held
+        faults.heal()
+        doc = (await client.get(f"/v1/runs/{run_id}", headers=auth("sub"))).json()
+        _resumable(doc, run_id)
+        assert (doc["done"], doc["total"]) == (1, 3), doc
+        _no_location(json.dumps(doc), journal_target)
+        events = await client.get(f"/v1/runs/{run_id}/events", headers=auth("sub"))
+        assert "event: incomplete\n" in events.text, events.text
+        resumed = await asyncio.to_thread(_resume, journal_target, run_id)
+        assert resumed.returncode == 0, resumed.stderr
+        doc = (await client.get(f"/v1/runs/{run_id}", headers=auth("sub"))).json()
+        assert (doc["status"], doc["done"], doc["error"]) == ("finished", 3, None), doc
+    assert _runs(journal_target) == 1
+
+
+async def test_an_async_decide_run_stopped_part_way_by_the_journal_is_resumable(
+    journal_target: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``POST /v1/decide?async=true``: its start was acknowledged, so when a later commit
+    fails and the journal cannot be read either, the server still knows the run is
+    journalled: ``incomplete``, resumable, its event stream's last event saying so
+    (before: ``failed`` "the journal is unreachable; the run may be journalled all the
+    same", read by a client as a run to submit again)."""
+    from dissensus.pipeline import batch
+    from serve_helpers import client_for, settings
+
+    monkeypatch.setattr(batch, "BLOCK_CASES", 1)
+    faults = _Faults(monkeypatch, journal_target, reads_fail=True)
+    async with client_for(settings(tmp_path, journal=journal_target)) as client:
+        faults.arm(skip=2, through=False)  # the start, the first case, then the second
+        res = await client.post("/v1/decide?async=true", json=_panels(3), headers=auth("sub"))
+        assert res.status_code == 202, res.text
+        run_id = res.json()["run_id"]
+        events = await client.get(f"/v1/runs/{run_id}/events", headers=auth("sub"))
+        last = events.text.strip().split("\n\n")[-1]
+        assert last.startswith("event: incomplete\n"), events.text
+        assert f"dissensus runs resume {run_id} --journal JOURNAL" in last
+        assert faults.lost == 1
+        faults.heal()
+        doc = (await client.get(f"/v1/runs/{run_id}", headers=auth("sub"))).json()
+        _resumable(doc, run_id)
+        assert doc["done"] == 1, doc
+        resumed = await asyncio.to_thread(_resume, journal_target, run_id)
+        assert resumed.returncode == 0, resumed.stderr
+        doc = (await client.get(f"/v1/runs/{run_id}", headers=auth("sub"))).json()
+        assert (doc["status"], doc["done"], doc["error"]) == ("finished", 3, None), doc
+    assert _runs(journal_target) == 1
+
+
+async def test_a_decide_run_whose_stop_cannot_be_told_reads_resumable_once_the_journal_is_back(
+    journal_target: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``POST /v1/decide`` (waiting): its first commit (the run, its first case) went
+    through, its acknowledgement lost, and the journal cannot be read: the server cannot
+    tell whether anything was journalled, so the ``503`` says the run may be and names
+    it. Once the journal is back the run reads ``incomplete`` with the resume command,
+    not ``failed`` (before: ``failed`` "the journal is unreachable", so a client
+    submitted it again); the lock its creation took is given back, so ``dissensus runs
+    resume`` finishes it."""
+    from dissensus.pipeline import batch
+    from serve_helpers import client_for, settings
+
+    monkeypatch.setattr(batch, "BLOCK_CASES", 1)
+    faults = _Faults(monkeypatch, journal_target, reads_fail=True)
+    async with client_for(settings(tmp_path, journal=journal_target)) as client:
+        faults.arm()
+        res = await client.post("/v1/decide", json=_panels(3), headers=auth("sub"))
+        assert res.status_code == 503, res.text
+        run_id = res.json()["run_id"]
+        assert f"may be journalled all the same: GET /v1/runs/{run_id}" in res.json()["error"]
+        faults.heal()
+        doc = (await client.get(f"/v1/runs/{run_id}", headers=auth("sub"))).json()
+        _resumable(doc, run_id)
+        assert doc["done"] == 1, doc
+        assert _holder_pid(journal_target, run_id) is None
+        resumed = await asyncio.to_thread(_resume, journal_target, run_id)
+        assert resumed.returncode == 0, resumed.stderr
+        doc = (await client.get(f"/v1/runs/{run_id}", headers=auth("sub"))).json()
+        assert (doc["status"], doc["done"], doc["error"]) == ("finished", 3, None), doc
+    assert _runs(journal_target) == 1
+
+
+async def test_a_decide_run_the_journal_never_held_stays_failed_and_safe_to_send_again(
+    journal_target: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``POST /v1/decide`` (waiting) whose first commit fails without going through: the
+    journal, read again, holds nothing of it, so the ``503`` keeps ``Retry-After`` and
+    the run reads ``failed``: submitting it again is safe, and makes the only run."""
+    from serve_helpers import client_for, settings
+
+    faults = _Faults(monkeypatch, journal_target, reads_fail=False)
+    async with client_for(settings(tmp_path, journal=journal_target)) as client:
+        faults.arm(through=False)
+        res = await client.post("/v1/decide", json=_panels(2), headers=auth("sub"))
+        assert res.status_code == 503, res.text
+        assert res.headers["retry-after"].isdigit()
+        run_id = res.json()["run_id"]
+        assert res.json()["error"] == f"run {run_id} failed: the journal is unreachable"
+        doc = (await client.get(f"/v1/runs/{run_id}", headers=auth("sub"))).json()
+        assert (doc["status"], doc["error"]) == ("failed", "the journal is unreachable"), doc
+        res = await client.post("/v1/decide", json=_panels(2), headers=auth("sub"))
+        assert res.status_code == 200, res.text
+    assert _runs(journal_target) == 1
 
 
 async def test_an_async_decide_run_the_journal_does_not_hold_is_503_without_a_run(
