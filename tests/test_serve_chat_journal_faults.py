@@ -33,6 +33,7 @@ import pytest
 
 from dissensus.llm.base import BackendResponse
 from dissensus.panels import ChatError, Members, PanelChat
+from dissensus.pipeline import CaseRecord
 from dissensus.pipeline.policy import policy_from_dict
 from dissensus.serve import ServeSettings, create_app
 from dissensus.store.journal import Journal
@@ -1023,3 +1024,49 @@ async def test_a_keyed_request_after_a_fault_is_never_answered_with_another_requ
                 await b.aclose()
         with Journal(target) as j:
             assert len(j.runs()) == 1
+
+
+async def test_a_follower_woken_while_the_server_looks_at_the_journal_gets_the_final_event(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run fails on the journal after handing over a record; its follower, woken by
+    that record, comes back while the server reads the journal again (a slow client, a
+    slow journal). It waits for the run's final event (``incomplete``, its error saying
+    how to resume) and gets it (before: the run's status had already turned ``failed``
+    before that read, so the follower ended its stream there, without a final event)."""
+    import time
+
+    from dissensus.serve.runs import Runner
+    from dissensus.store.errors import JournalError
+    from serve_helpers import client_for, settings
+
+    async with client_for(settings(tmp_path)) as client:
+        res = await client.post("/v1/decide", json=_decide_panel("p1"), headers=auth("sub"))
+        assert res.status_code == 200, res.text
+        record = CaseRecord.model_validate(res.json())
+        runner: Runner = client._transport.app.state.service.runner  # type: ignore[attr-defined]
+        loop = asyncio.get_running_loop()
+        looking = asyncio.Event()
+        real_held = Runner._held
+
+        async def off_loop(self: Runner, state: Any, text: str, extra: Any, on_reject: Any,
+                           on_record: Any, *, resume: bool = False) -> None:  # fmt: skip
+            state.started.set_result(None)
+            await asyncio.sleep(0)
+            on_record(record)
+            raise JournalError("journal somewhere: connection lost")
+
+        def held(self: Runner, run_id: str) -> Any:
+            loop.call_soon_threadsafe(looking.set)
+            time.sleep(0.3)  # the journal answers slowly
+            return real_held(self, run_id)
+
+        monkeypatch.setattr(Runner, "_off_loop", off_loop)
+        monkeypatch.setattr(Runner, "_held", held)
+        state = await runner.start([json.dumps(_decide_panel("p2"))], submitted_by="sub")
+        kinds: list[str] = []
+        async for part in runner.follow(state.run_id):
+            kinds.extend(kind for kind, _ in part)
+            if kinds == ["record"]:
+                await looking.wait()  # the follower comes back while the server looks
+        assert kinds == ["record", "incomplete"], kinds

@@ -59,7 +59,8 @@ Choices where the design is silent:
   /v1/runs/{id}``, which reads the journal's outcome once it is back: a run the
   journal holds finished never shows an error, one it holds unfinished reads
   ``incomplete`` with the resume command (:meth:`Runner.describe`), one it does not
-  hold stays ``failed``.
+  hold stays ``failed``. The run's status changes with its final event only, after
+  these looks at the journal: a follower woken meanwhile waits for that event.
   ``POST /v1/decide?async=true`` is answered once ``run.started``
   is committed, so its check is of that commit: a run the journal holds is decided from
   its start and answered ``202`` as usual; one it does not hold is the journal's ``503``
@@ -679,7 +680,9 @@ class Runner:
             state.status = "incomplete"
             state.error = str(exc)
         except Exception as exc:  # reported to the client, never swallowed silently
-            state.status = "failed"
+            # The status changes with the final event only, after the looks at the
+            # journal below: a follower woken meanwhile (by a record) would end its
+            # stream on the changed status, without that event.
             public = journal_errors.unavailable(exc)
             if public is not None:  # the caller may retry; the detail is the log's only
                 journal_errors.log_unavailable(exc, f"run {state.run_id}")
@@ -687,11 +690,12 @@ class Runner:
                 if isinstance(held, tuple):  # the commit went through, its answer was lost
                     log.warning("run %s: finished in the journal all the same", state.run_id)
                     self._take(state, *held)
-                    state.status = "finished"
                     state.shift = await asyncio.to_thread(self._shift_of, state.run_id)
+                    state.status = "finished"
                 else:
                     await self._stopped_by(state, public, held is False)
             else:  # never the journal's location (a remote caller reads it)
+                state.status = "failed"
                 state.error = journal_errors.scrub(
                     f"{type(exc).__name__}: {exc}", [str(self.journal.path)]
                 )
