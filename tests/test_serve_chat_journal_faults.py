@@ -33,6 +33,7 @@ import pytest
 
 from dissensus.llm.base import BackendResponse
 from dissensus.panels import ChatError, Members, PanelChat
+from dissensus.pipeline import CaseRecord
 from dissensus.pipeline.policy import policy_from_dict
 from dissensus.serve import ServeSettings, create_app
 from dissensus.store.journal import Journal
@@ -289,11 +290,20 @@ async def test_a_case_looked_up_on_a_busy_or_unreachable_journal_is_the_doors_50
 class _Faults:
     """Faults injected into the real journal: the next commit goes through, then fails
     as a connection lost at that moment fails (the driver's error, which the store
-    translates); with ``reads_fail``, reads of the journal then fail too, until
-    :meth:`heal`; with ``locks_fail`` giving back a run's lock fails too (as writes fail
-    in an outage), until :meth:`heal` (:meth:`heal_reads` leaves a journal that can be
-    read and not written); with ``opens_fail`` so does opening a new connection (a run
-    loop's)."""
+    translates; :meth:`arm` can pick a later commit, and one that does not go through);
+    with ``reads_fail``, reads of the journal then fail too, until :meth:`heal`; with
+    ``locks_fail`` giving back a run's lock fails too (as writes fail in an outage),
+    until :meth:`heal` (:meth:`heal_reads` leaves a journal that can be read and not
+    written); with ``opens_fail`` so does opening a new connection (a run loop's).
+
+    A lock's release fails where a real one meets the database, the DELETE of its row
+    (:meth:`RunLocks.release`), never before :meth:`Journal.release_run_lock` forgets a
+    deferred run it registered: that part is the journal object's bookkeeping, asks the
+    database nothing and cannot fail in an outage. A release refused before it (as this
+    injection first did) left a chat case's run registered as not created yet on the
+    door's journal object after its commit went through, so every read of it there found
+    nothing: ``GET /v1/cases/{id}`` answered ``404`` after the journal was back, which
+    no real outage does."""
 
     def __init__(
         self,
@@ -305,6 +315,8 @@ class _Faults:
         opens_fail: bool = False,
     ) -> None:
         self.armed = False
+        self.skip = 0
+        self.through = True
         self.down = False
         self.locks_down = False
         self.opens_down = False
@@ -325,32 +337,37 @@ class _Faults:
             error, said = sqlite3.OperationalError, "disk I/O error"
         from dissensus.serve import service
         from dissensus.store.errors import JournalError
+        from dissensus.store.locks import RunLocks
 
         real_commit = backend.commit
         real_get = Journal.get
-        real_release = Journal.release_run_lock
+        real_release = RunLocks.release
         real_open = service.open_journal
         faults = self
 
         def commit(self: Any) -> None:
-            real_commit(self)
-            if faults.armed:
-                faults.armed = False
-                faults.lost += 1
-                faults.down = faults._reads_fail
-                faults.locks_down = faults._locks_fail
-                faults.opens_down = faults._opens_fail
-                raise error(said)
+            if not faults.armed or faults.skip:
+                faults.skip -= 1 if faults.armed else 0
+                real_commit(self)
+                return
+            if faults.through:
+                real_commit(self)
+            faults.armed = False
+            faults.lost += 1
+            faults.down = faults._reads_fail
+            faults.locks_down = faults._locks_fail
+            faults.opens_down = faults._opens_fail
+            raise error(said)
 
         def get(self: Journal, run_id: str, key: str) -> Any:
             if faults.down:
                 raise JournalError(f"journal {self.path}: {said}")
             return real_get(self, run_id, key)
 
-        def release_run_lock(self: Journal, run_id: str, pid: int | None = None) -> None:
+        def release(self: RunLocks, run_id: str, pid: int | None = None) -> None:
             if faults.locks_down:
                 faults.refused += 1
-                raise JournalError(f"journal {self.path}: {said}")
+                raise JournalError(f"journal {target}: {said}")
             real_release(self, run_id, pid)
             faults.given.append(run_id)
 
@@ -364,11 +381,13 @@ class _Faults:
         """Runs whose lock was given back (once the journal took it)."""
         monkeypatch.setattr(backend, "commit", commit)
         monkeypatch.setattr(Journal, "get", get)
-        monkeypatch.setattr(Journal, "release_run_lock", release_run_lock)
+        monkeypatch.setattr(RunLocks, "release", release)
         monkeypatch.setattr(service, "open_journal", open_journal)
 
-    def arm(self) -> None:
-        self.armed = True
+    def arm(self, *, skip: int = 0, through: bool = True) -> None:
+        """The commit after the next ``skip`` fails; ``through``: it went through first
+        (its acknowledgement lost), else it did not (rolled back)."""
+        self.armed, self.skip, self.through = True, skip, through
 
     def heal_reads(self) -> None:
         """The journal can be read again (not yet written)."""
@@ -404,12 +423,17 @@ async def test_a_chat_case_whose_commit_acknowledgement_is_lost_is_answered(
     assert _runs(journal_target) == 1  # one case, journalled once
 
 
+@pytest.mark.parametrize("locks_fail", [False, True], ids=["locks-given", "locks-refused"])
 async def test_a_chat_case_whose_outcome_cannot_be_told_names_the_case(
-    journal_target: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    journal_target: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, locks_fail: bool
 ) -> None:
     """The journal still unreachable when the door looks: a 503 that says the case may be
-    journalled and names it, never the journal; asking for the case then answers it."""
-    faults = _Faults(monkeypatch, journal_target, reads_fail=True)
+    journalled and names it, never the journal; asking for the case then answers it,
+    also when the outage refuses every lock's release: the case's run was created by its
+    one commit, without a lock, so nothing of its release asks the journal (a release
+    refused before the journal object forgot the run it had registered left the case
+    unknown to the door, ``404`` after the journal was back: see :class:`_Faults`)."""
+    faults = _Faults(monkeypatch, journal_target, reads_fail=True, locks_fail=locks_fail)
     with _served(tmp_path, journal_target) as (_, client):
         async with client:
             faults.arm()
@@ -422,6 +446,7 @@ async def test_a_chat_case_whose_outcome_cannot_be_told_names_the_case(
             case_id = body["dissensus"]["case_id"]
             assert f"GET /v1/cases/{case_id}" in body["error"]["message"]
             _no_location(res.text, journal_target)
+            assert faults.refused == 0  # nothing asked the journal to give a lock back
             faults.heal()
             case = await client.get(f"/v1/cases/{case_id}", headers=auth("sub"))
             assert case.status_code == 200, case.text
@@ -659,14 +684,36 @@ async def test_a_lock_the_journal_refused_is_given_back_once_it_is_back_unasked(
         assert (faults.refused, faults.given) == (refused, [run_id])  # and tried no more
 
 
+async def _stopped(client: httpx.AsyncClient, run_id: str) -> dict[str, Any]:
+    """The run's document once it no longer decides: not ``running``, or ``running``
+    only as a run this server stopped and still holds the lock of (at most 60 s)."""
+    for _ in range(600):
+        doc: dict[str, Any] = (await client.get(f"/v1/runs/{run_id}", headers=auth("sub"))).json()
+        if doc.get("status") != "running" or "cannot be resumed" in (doc.get("error") or ""):
+            return doc
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"run {run_id} still running: {doc}")
+
+
+def _resumable(doc: dict[str, Any], run_id: str) -> None:
+    """A run stopped by the journal that holds it: ``incomplete``, its error giving the
+    resume command (the journal masked), not a resubmission."""
+    assert doc["status"] == "incomplete", doc
+    assert f"dissensus runs resume {run_id} --journal JOURNAL" in doc["error"], doc
+    assert "not by submitting it again" in doc["error"], doc
+
+
 async def test_an_async_decide_run_resumed_without_a_connection_gives_its_lock_back(
     journal_target: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The start's acknowledgement was lost and the journal holds the run, so it is
     decided from its start on a new connection; that cannot be opened, nor the lock
-    given back: the run fails. Once the journal is back the lock its start took is
-    given back and ``dissensus runs resume`` in another process decides the run (before:
-    the lock was never released, the command refused while the server ran)."""
+    given back: the run stops, journalled (its start), so it reads ``running`` while
+    the server holds its lock, then ``incomplete`` with the resume command (before:
+    ``failed``, the journal's error, which invites submitting it again: a second run).
+    Once the journal is back the lock its start took is given back and ``dissensus runs
+    resume`` in another process decides the run (before: the lock was never released,
+    the command refused while the server ran)."""
     from serve_helpers import client_for, settings
 
     faults = _Faults(
@@ -679,20 +726,162 @@ async def test_an_async_decide_run_resumed_without_a_connection_gives_its_lock_b
         )
         assert res.status_code == 202, res.text
         run_id = res.json()["run_id"]
-        doc = await _ended(client, run_id)
-        assert (doc["status"], doc["done"]) == ("failed", 0), doc
-        assert doc["error"].startswith("the journal is unreachable"), doc
+        doc = await _stopped(client, run_id)
+        assert (doc["status"], doc["done"]) == ("running", 0), doc
+        assert "dissensus runs resume" not in doc["error"], doc
         assert faults.refused >= 1
         if not journal_target.startswith("postgresql://"):
             assert _holder_pid(journal_target, run_id) == os.getpid()
         faults.heal()
-        await client.get(f"/v1/runs/{run_id}", headers=auth("sub"))
+        doc = (await client.get(f"/v1/runs/{run_id}", headers=auth("sub"))).json()
+        _resumable(doc, run_id)
+        assert doc["error"].startswith("the journal is unreachable"), doc
         assert run_id in faults.given
         assert _holder_pid(journal_target, run_id) is None
         resumed = await asyncio.to_thread(_resume, journal_target, run_id)
         assert resumed.returncode == 0, resumed.stderr
         doc = (await client.get(f"/v1/runs/{run_id}", headers=auth("sub"))).json()
         assert (doc["status"], doc["done"], doc["error"]) == ("finished", 1, None), doc
+
+
+def _panels(n: int) -> list[dict[str, Any]]:
+    return [_decide_panel(f"p{i}") for i in range(1, n + 1)]
+
+
+async def test_a_decide_run_stopped_part_way_by_the_journal_is_resumable_not_resubmitted(
+    journal_target: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``POST /v1/decide`` (waiting): the run's first case is committed (which creates
+    the run), the second case's commit fails and the outage refuses the lock's release
+    too. The journal holds the run, resumable, so the ``503`` says so without
+    ``Retry-After`` and gives the resume command (before: ``failed`` with ``Retry-After``
+    "the journal is unreachable", which a client follows by submitting the panels again:
+    a second run deciding them again). The run reads ``running`` while the server holds
+    its lock, ``incomplete`` once the journal takes it, and ``dissensus runs resume``
+    finishes it: one run, every panel decided once."""
+    from dissensus.pipeline import batch
+    from serve_helpers import client_for, settings
+
+    monkeypatch.setattr(batch, "BLOCK_CASES", 1)  # one commit per case
+    faults = _Faults(monkeypatch, journal_target, reads_fail=False, locks_fail=True)
+    async with client_for(settings(tmp_path, journal=journal_target)) as client:
+        faults.arm(skip=1, through=False)
+        res = await client.post("/v1/decide", json=_panels(3), headers=auth("sub"))
+        assert faults.lost == 1
+        assert res.status_code == 503, res.text
+        assert "retry-after" not in res.headers
+        run_id = res.json()["run_id"]
+        error = res.json()["error"]
+        assert error.startswith(f"run {run_id}: the journal is unreachable"), error
+        assert (
+            f"dissensus runs resume {run_id} --journal JOURNAL once GET /v1/runs/{run_id}" in error
+        )
+        assert "not by submitting it again" in error
+        _no_location(res.text, journal_target)
+        doc = (await client.get(f"/v1/runs/{run_id}", headers=auth("sub"))).json()
+        assert (doc["status"], doc["done"]) == ("running", 1), doc  # its lock still held
+        faults.heal()
+        doc = (await client.get(f"/v1/runs/{run_id}", headers=auth("sub"))).json()
+        _resumable(doc, run_id)
+        assert (doc["done"], doc["total"]) == (1, 3), doc
+        _no_location(json.dumps(doc), journal_target)
+        events = await client.get(f"/v1/runs/{run_id}/events", headers=auth("sub"))
+        assert "event: incomplete\n" in events.text, events.text
+        resumed = await asyncio.to_thread(_resume, journal_target, run_id)
+        assert resumed.returncode == 0, resumed.stderr
+        doc = (await client.get(f"/v1/runs/{run_id}", headers=auth("sub"))).json()
+        assert (doc["status"], doc["done"], doc["error"]) == ("finished", 3, None), doc
+    assert _runs(journal_target) == 1
+
+
+async def test_an_async_decide_run_stopped_part_way_by_the_journal_is_resumable(
+    journal_target: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``POST /v1/decide?async=true``: its start was acknowledged, so when a later commit
+    fails and the journal cannot be read either, the server still knows the run is
+    journalled: ``incomplete``, resumable, its event stream's last event saying so
+    (before: ``failed`` "the journal is unreachable; the run may be journalled all the
+    same", read by a client as a run to submit again)."""
+    from dissensus.pipeline import batch
+    from serve_helpers import client_for, settings
+
+    monkeypatch.setattr(batch, "BLOCK_CASES", 1)
+    faults = _Faults(monkeypatch, journal_target, reads_fail=True)
+    async with client_for(settings(tmp_path, journal=journal_target)) as client:
+        faults.arm(skip=2, through=False)  # the start, the first case, then the second
+        res = await client.post("/v1/decide?async=true", json=_panels(3), headers=auth("sub"))
+        assert res.status_code == 202, res.text
+        run_id = res.json()["run_id"]
+        events = await client.get(f"/v1/runs/{run_id}/events", headers=auth("sub"))
+        last = events.text.strip().split("\n\n")[-1]
+        assert last.startswith("event: incomplete\n"), events.text
+        assert f"dissensus runs resume {run_id} --journal JOURNAL" in last
+        assert faults.lost == 1
+        faults.heal()
+        doc = (await client.get(f"/v1/runs/{run_id}", headers=auth("sub"))).json()
+        _resumable(doc, run_id)
+        assert doc["done"] == 1, doc
+        resumed = await asyncio.to_thread(_resume, journal_target, run_id)
+        assert resumed.returncode == 0, resumed.stderr
+        doc = (await client.get(f"/v1/runs/{run_id}", headers=auth("sub"))).json()
+        assert (doc["status"], doc["done"], doc["error"]) == ("finished", 3, None), doc
+    assert _runs(journal_target) == 1
+
+
+async def test_a_decide_run_whose_stop_cannot_be_told_reads_resumable_once_the_journal_is_back(
+    journal_target: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``POST /v1/decide`` (waiting): its first commit (the run, its first case) went
+    through, its acknowledgement lost, and the journal cannot be read: the server cannot
+    tell whether anything was journalled, so the ``503`` says the run may be and names
+    it. Once the journal is back the run reads ``incomplete`` with the resume command,
+    not ``failed`` (before: ``failed`` "the journal is unreachable", so a client
+    submitted it again); the lock its creation took is given back, so ``dissensus runs
+    resume`` finishes it."""
+    from dissensus.pipeline import batch
+    from serve_helpers import client_for, settings
+
+    monkeypatch.setattr(batch, "BLOCK_CASES", 1)
+    faults = _Faults(monkeypatch, journal_target, reads_fail=True)
+    async with client_for(settings(tmp_path, journal=journal_target)) as client:
+        faults.arm()
+        res = await client.post("/v1/decide", json=_panels(3), headers=auth("sub"))
+        assert res.status_code == 503, res.text
+        run_id = res.json()["run_id"]
+        assert f"may be journalled all the same: GET /v1/runs/{run_id}" in res.json()["error"]
+        faults.heal()
+        doc = (await client.get(f"/v1/runs/{run_id}", headers=auth("sub"))).json()
+        _resumable(doc, run_id)
+        assert doc["done"] == 1, doc
+        assert _holder_pid(journal_target, run_id) is None
+        resumed = await asyncio.to_thread(_resume, journal_target, run_id)
+        assert resumed.returncode == 0, resumed.stderr
+        doc = (await client.get(f"/v1/runs/{run_id}", headers=auth("sub"))).json()
+        assert (doc["status"], doc["done"], doc["error"]) == ("finished", 3, None), doc
+    assert _runs(journal_target) == 1
+
+
+async def test_a_decide_run_the_journal_never_held_stays_failed_and_safe_to_send_again(
+    journal_target: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``POST /v1/decide`` (waiting) whose first commit fails without going through: the
+    journal, read again, holds nothing of it, so the ``503`` keeps ``Retry-After`` and
+    the run reads ``failed``: submitting it again is safe, and makes the only run."""
+    from serve_helpers import client_for, settings
+
+    faults = _Faults(monkeypatch, journal_target, reads_fail=False)
+    async with client_for(settings(tmp_path, journal=journal_target)) as client:
+        faults.arm(through=False)
+        res = await client.post("/v1/decide", json=_panels(2), headers=auth("sub"))
+        assert res.status_code == 503, res.text
+        assert res.headers["retry-after"].isdigit()
+        run_id = res.json()["run_id"]
+        assert res.json()["error"] == f"run {run_id} failed: the journal is unreachable"
+        doc = (await client.get(f"/v1/runs/{run_id}", headers=auth("sub"))).json()
+        assert (doc["status"], doc["error"]) == ("failed", "the journal is unreachable"), doc
+        res = await client.post("/v1/decide", json=_panels(2), headers=auth("sub"))
+        assert res.status_code == 200, res.text
+    assert _runs(journal_target) == 1
 
 
 async def test_an_async_decide_run_the_journal_does_not_hold_is_503_without_a_run(
@@ -835,3 +1024,49 @@ async def test_a_keyed_request_after_a_fault_is_never_answered_with_another_requ
                 await b.aclose()
         with Journal(target) as j:
             assert len(j.runs()) == 1
+
+
+async def test_a_follower_woken_while_the_server_looks_at_the_journal_gets_the_final_event(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run fails on the journal after handing over a record; its follower, woken by
+    that record, comes back while the server reads the journal again (a slow client, a
+    slow journal). It waits for the run's final event (``incomplete``, its error saying
+    how to resume) and gets it (before: the run's status had already turned ``failed``
+    before that read, so the follower ended its stream there, without a final event)."""
+    import time
+
+    from dissensus.serve.runs import Runner
+    from dissensus.store.errors import JournalError
+    from serve_helpers import client_for, settings
+
+    async with client_for(settings(tmp_path)) as client:
+        res = await client.post("/v1/decide", json=_decide_panel("p1"), headers=auth("sub"))
+        assert res.status_code == 200, res.text
+        record = CaseRecord.model_validate(res.json())
+        runner: Runner = client._transport.app.state.service.runner  # type: ignore[attr-defined]
+        loop = asyncio.get_running_loop()
+        looking = asyncio.Event()
+        real_held = Runner._held
+
+        async def off_loop(self: Runner, state: Any, text: str, extra: Any, on_reject: Any,
+                           on_record: Any, *, resume: bool = False) -> None:  # fmt: skip
+            state.started.set_result(None)
+            await asyncio.sleep(0)
+            on_record(record)
+            raise JournalError("journal somewhere: connection lost")
+
+        def held(self: Runner, run_id: str) -> Any:
+            loop.call_soon_threadsafe(looking.set)
+            time.sleep(0.3)  # the journal answers slowly
+            return real_held(self, run_id)
+
+        monkeypatch.setattr(Runner, "_off_loop", off_loop)
+        monkeypatch.setattr(Runner, "_held", held)
+        state = await runner.start([json.dumps(_decide_panel("p2"))], submitted_by="sub")
+        kinds: list[str] = []
+        async for part in runner.follow(state.run_id):
+            kinds.extend(kind for kind, _ in part)
+            if kinds == ["record"]:
+                await looking.wait()  # the follower comes back while the server looks
+        assert kinds == ["record", "incomplete"], kinds

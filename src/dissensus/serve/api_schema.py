@@ -223,7 +223,8 @@ _SAID = {
     502: "Too few of the panel's members answered, or their answers make a panel over "
     "the pipeline's bounds.",
     503: "The journal is unreachable or busy (`Retry-After`; the request may be sent "
-    "again), or the server is shutting down.",
+    "again; a decide run it holds part-way is named without `Retry-After`: resume it, "
+    "do not send it again), or the server is shutting down.",
     504: "The request took longer than the server's `--timeout`.",
 }
 """What a refusal of each status means, in the schema's words (``docs/serve.md``, Errors)."""

@@ -45,12 +45,23 @@ Choices where the design is silent:
   unreachable may have failed at a commit that went through (its acknowledgement lost
   with the connection): the server then reads the journal once more (its own
   connection, which reconnects). A run it holds finished is ``finished``, with the
-  records and rejects that commit journalled, and no error; one it does not is
-  ``failed`` (503 with ``Retry-After``: nothing of it, or only its start, is
-  journalled); when the journal cannot be read either, the run is ``failed`` with an
-  error saying it may be journalled all the same and naming ``GET /v1/runs/{id}``,
-  which reads the journal's outcome once it is back (a run the journal holds finished
-  never shows an error). ``POST /v1/decide?async=true`` is answered once ``run.started``
+  records and rejects that commit journalled, and no error. **A run it holds started,
+  unfinished, is ``incomplete``**, not ``failed``: it stopped part-way, resumable,
+  and its error gives the command (``dissensus runs resume ID --journal JOURNAL``,
+  "not by submitting it again"), answered ``503`` naming the run without
+  ``Retry-After``: a client that sent its panels again would start a second run
+  deciding them again. Its start is known journalled without a read when this process
+  saw a commit of it acknowledged (an ``async`` or resumed run's start, a deferred
+  run's record or reject handed over). A run of which nothing is journalled is
+  ``failed`` (503 with ``Retry-After``: submitting it again is safe); when the
+  journal cannot be read either and the server cannot tell, the run is ``failed``
+  with an error saying it may be journalled all the same and naming ``GET
+  /v1/runs/{id}``, which reads the journal's outcome once it is back: a run the
+  journal holds finished never shows an error, one it holds unfinished reads
+  ``incomplete`` with the resume command (:meth:`Runner.describe`), one it does not
+  hold stays ``failed``. The run's status changes with its final event only, after
+  these looks at the journal: a follower woken meanwhile waits for that event.
+  ``POST /v1/decide?async=true`` is answered once ``run.started``
   is committed, so its check is of that commit: a run the journal holds is decided from
   its start and answered ``202`` as usual; one it does not hold is the journal's ``503``
   (nothing journalled); when the journal cannot be read either, the run is
@@ -68,8 +79,10 @@ Choices where the design is silent:
   /v1/runs/{id}``, its events), until the journal takes it, so the lock never outlives
   the outage by more than that. Until then the run reads ``running`` (as its lock
   says: ``dissensus runs resume`` would be refused) with an error saying the server
-  still holds its lock and the run cannot be resumed yet, never ``resume with``; a
-  run that ``failed`` stays ``failed``. A server stopping tries once more.
+  still holds its lock and the run cannot be resumed yet, never ``resume with``; then
+  ``incomplete`` (a run stopped part-way: its final event and a waiting request's
+  ``503`` say to resume it once ``GET /v1/runs/{id}`` reads so). A server stopping
+  tries once more.
 * On shutdown (SIGTERM / Ctrl-C) runs in progress get most of the graceful-shutdown
   time to finish, then are cancelled: they end ``incomplete`` (resumable with
   ``dissensus runs resume``; one cancelled after it journalled ``run.finished`` is
@@ -283,13 +296,17 @@ class RunState:
     """Resolved once ``run.started`` is committed (the journal's error if it cannot be);
     for a deferred run, once it is registered (its first write creates it)."""
     deferred: bool = False
+    """Created by its first write (``start_run(..., defer=True)``): a request that waits
+    for its records, decided without a model call, is one commit."""
     shift: JsonObject | None = None
     """The run's shift check, read from the journal when the run finished."""
     retry: bool = False
-    """Failed because the journal was unreachable or busy: ``POST /v1/decide`` answers 503
-    with ``Retry-After`` (:mod:`~dissensus.serve.journal_errors`)."""
-    """Created by its first write (``start_run(..., defer=True)``): a request that waits
-    for its records, decided without a model call, is one commit."""
+    """Failed because the journal was unreachable or busy, and not known to hold anything
+    to resume: ``POST /v1/decide`` answers 503 with ``Retry-After``
+    (:mod:`~dissensus.serve.journal_errors`)."""
+    outage: str | None = None
+    """Stopped by a busy or unreachable journal (its public sentence): a run the journal
+    holds unfinished is ``incomplete``, resumable (:meth:`Runner.describe`)."""
 
     @property
     def active(self) -> bool:
@@ -663,7 +680,9 @@ class Runner:
             state.status = "incomplete"
             state.error = str(exc)
         except Exception as exc:  # reported to the client, never swallowed silently
-            state.status = "failed"
+            # The status changes with the final event only, after the looks at the
+            # journal below: a follower woken meanwhile (by a record) would end its
+            # stream on the changed status, without that event.
             public = journal_errors.unavailable(exc)
             if public is not None:  # the caller may retry; the detail is the log's only
                 journal_errors.log_unavailable(exc, f"run {state.run_id}")
@@ -671,16 +690,12 @@ class Runner:
                 if isinstance(held, tuple):  # the commit went through, its answer was lost
                     log.warning("run %s: finished in the journal all the same", state.run_id)
                     self._take(state, *held)
-                    state.status = "finished"
                     state.shift = await asyncio.to_thread(self._shift_of, state.run_id)
+                    state.status = "finished"
                 else:
-                    maybe = f"; the run may be journalled all the same: GET /v1/runs/{state.run_id}"
-                    state.error = public + (maybe if held is None else "")
-                    state.retry = True
-                    # Its lock may be left held (the run loop's release failed too, or
-                    # it never had a connection to release it with): given back here.
-                    await self._give_back(state.run_id)
+                    await self._stopped_by(state, public, held is False)
             else:  # never the journal's location (a remote caller reads it)
+                state.status = "failed"
                 state.error = journal_errors.scrub(
                     f"{type(exc).__name__}: {exc}", [str(self.journal.path)]
                 )
@@ -875,6 +890,49 @@ class Runner:
             state.done += 1
             state.push("record", record)
 
+    async def _stopped_by(self, state: RunState, public: str, readable: bool) -> None:
+        """The run stopped on a busy or unreachable journal (``public``), unfinished in
+        it. Its lock may be left held (the run loop's release failed too, or it never
+        had a connection to release it with): given back here (:meth:`_give_back`). A
+        run whose start is journalled is ``incomplete``, resumed with ``dissensus runs
+        resume``, never submitted again; one whose start is not is ``failed``, safe to
+        submit again (``retry``); when that cannot be told, ``failed`` with an error
+        naming ``GET /v1/runs/{id}``, which tells once the journal is back
+        (:meth:`describe`). ``readable``: the journal answered the look after the fault."""
+        run_id = state.run_id
+        state.outage = public
+        await self._give_back(run_id)
+        journalled: bool | None = _start_acknowledged(state)
+        if not journalled:
+            journalled = (
+                await asyncio.to_thread(self._holds, run_id, "run/started") if readable else None
+            )
+        if journalled:
+            state.status = "incomplete"
+            state.error = self._stopped_error(run_id, public, owed=run_id in self._owed)
+            return
+        maybe = f"; the run may be journalled all the same: GET /v1/runs/{run_id}"
+        state.status = "failed"
+        state.error = public + (maybe if journalled is None else "")
+        state.retry = True
+
+    def _stopped_error(self, run_id: str, public: str, *, owed: bool) -> str:
+        """The error of a run a journal fault stopped part-way, journalled: resumed with
+        the CLI (the journal's place masked), not submitted again; while this server
+        holds its lock (``owed``), once ``GET /v1/runs/{id}`` reads it ``incomplete``."""
+        when = (
+            f" once GET /v1/runs/{run_id} reads incomplete (this server gives its lock on "
+            "the run back when the journal takes it)"
+            if owed
+            else ""
+        )
+        return journal_errors.scrub(
+            f"{public}: the run stopped part-way and is journalled; resume it with: "
+            f"dissensus runs resume {run_id}{journal_option(self.journal.path)}{when}, "
+            "not by submitting it again (another run would decide its panels again)",
+            [str(self.journal.path)],
+        )
+
     def _release(self, run_id: str) -> bool:
         """One attempt to give back this server's lock on ``run_id`` (with the server's
         own connection, which reconnects); whether the journal took it."""
@@ -978,11 +1036,14 @@ class Runner:
         # A run the journal holds finished has no error (one whose commit failed in this
         # process though it went through included).
         error = state.error if state is not None and status != "finished" else None
-        if finished is None and state is not None and state.status == "failed":
-            status = "failed"
-        elif finished is None and run_id in self._owed:
+        if finished is None and run_id in self._owed:
             # This server holds its lock, not deciding it: not resumable until given back.
             status, error = "running", _owed_error(run_id)
+        elif finished is None and state is not None and state.outage is not None:
+            # Stopped by the journal, which holds it (whatever was told then): resumable.
+            status, error = "incomplete", self._stopped_error(run_id, state.outage, owed=False)
+        elif finished is None and state is not None and state.status == "failed":
+            status = "failed"
         elif finished is None and state is None and self.journal.run_lock_holder(run_id):
             status = "running"  # executed by another process (the CLI, another replica)
         return RunDocument(
@@ -1065,6 +1126,13 @@ class Runner:
             if not await asyncio.to_thread(self._release, run_id):
                 break
             self._owed.discard(run_id)
+
+
+def _start_acknowledged(state: RunState) -> bool:
+    """Whether this process saw a commit of the run acknowledged (its start, a block of
+    cases), so the journal holds it: a run started before it was decided (``async``, a
+    resumed one), or a deferred run that handed over a record or a reject."""
+    return not state.deferred or bool(state.records or state.rejects)
 
 
 def _owed_error(run_id: str) -> str:
