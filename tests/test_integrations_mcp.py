@@ -186,11 +186,11 @@ def test_a_stdin_line_over_the_bound_ends_the_session(
 
     from mcp.server import stdio
 
-    from dissensus.integrations import mcp as server
+    from dissensus.integrations.mcp import transport
 
     monkeypatch.setattr(stdio, "_UnownedTextWrapper", stdio._UnownedTextWrapper)
-    server._bound_stdin_lines(limit=40)
-    server._bound_stdin_lines(limit=40)  # once only: a second call wraps nothing again
+    transport._bound_stdin_lines(limit=40)
+    transport._bound_stdin_lines(limit=40)  # once only: a second call wraps nothing again
     good = '{"jsonrpc":"2.0","method":"n"}\n'
     full = '{"jsonrpc":"2.0","method":"' + "n" * 10 + '"}\n'  # 40 characters and its end
     raw = (good + full + good + "x" * 95 + "\n" + good).encode()

@@ -135,7 +135,7 @@ def test_concurrent_calls_may_all_create_the_same_new_journal(
     pytest.importorskip("mcp")
     import time
 
-    from dissensus.integrations import mcp as server
+    from dissensus.integrations.mcp import build_server, settings
     from dissensus.store import Journal
 
     def slow_to_create(target: str) -> Journal:
@@ -144,10 +144,10 @@ def test_concurrent_calls_may_all_create_the_same_new_journal(
             time.sleep(0.3)
         return Journal(target)
 
-    monkeypatch.setattr(server, "Journal", slow_to_create)
+    monkeypatch.setattr(settings, "Journal", slow_to_create)
     from mcp.client import Client
 
-    built = server.build_server(root=tmp_path)
+    built = build_server(root=tmp_path)
     args = [{"panels": [panel(f"p{i}", ["1", "1"])], "journal": "new.sqlite"} for i in range(20)]
 
     async def go() -> list[Any]:
@@ -397,7 +397,7 @@ def test_every_request_with_a_lone_surrogate_is_answered() -> None:
     Request`` with id null when the id is the string holding it); what waits for no
     answer (a notification, a response to the server) is dropped."""
     pytest.importorskip("mcp")
-    from dissensus.integrations.mcp import _refusal
+    from dissensus.integrations.mcp.messages import _refusal
 
     requests = {
         "init": '{"jsonrpc":"2.0","id":"init","method":"initialize","params":{'

@@ -291,7 +291,7 @@ def test_a_journal_failing_mid_list_names_the_panels_already_decided(
 ) -> None:
     """The journal goes away at the second panel: the call is an error, and it says the
     first panel was decided (its run), so a retry sends only the rest."""
-    import dissensus.integrations.mcp as mcp
+    import dissensus.integrations.mcp.tools_decide as mcp
     from dissensus.store.errors import JournalBusy
 
     real = mcp.start_run
@@ -315,7 +315,7 @@ def test_a_journal_failing_mid_list_names_the_panels_already_decided(
 
 def _failing_at_second_run(monkeypatch: pytest.MonkeyPatch, error: Exception) -> None:
     """``execute_run`` raises ``error`` for the second panel's run."""
-    import dissensus.integrations.mcp as mcp
+    import dissensus.integrations.mcp.tools_decide as mcp
 
     real = mcp.execute_run
     calls: list[int] = []

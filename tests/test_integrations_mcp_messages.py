@@ -33,7 +33,7 @@ INIT = {"protocolVersion": "2025-06-18", "capabilities": {},
 
 def _answer(line: str) -> tuple[Any, int] | None:
     """The id and code the server answers ``line`` with (``None``: passed on, or dropped)."""
-    from dissensus.integrations.mcp import _refusal
+    from dissensus.integrations.mcp.messages import _refusal
 
     refusal = _refusal(line + "\n")
     answer = refusal.answer() if refusal is not None else None
@@ -97,7 +97,7 @@ SERVED = [
 
 @pytest.mark.parametrize(("line", "expected"), REFUSED)
 def test_what_the_sdk_would_drop_is_answered_under_its_id(line: str, expected: Any) -> None:
-    from dissensus.integrations.mcp import _refusal
+    from dissensus.integrations.mcp.messages import _refusal
 
     assert _answer(line) == expected, line
     if line:
@@ -110,7 +110,7 @@ def test_what_the_sdk_would_drop_is_answered_under_its_id(line: str, expected: A
 
 @pytest.mark.parametrize("line", SERVED)
 def test_a_valid_message_is_passed_on(line: str) -> None:
-    from dissensus.integrations.mcp import _refusal
+    from dissensus.integrations.mcp.messages import _refusal
 
     assert _refusal(line + "\n") is None
 
@@ -156,7 +156,7 @@ def test_nothing_passed_on_is_dropped_or_misread_by_the_sdk(line: str) -> None:
     a notification, never answered); a request refused is answered."""
     from mcp.types import JSONRPCNotification, jsonrpc_message_adapter
 
-    from dissensus.integrations.mcp import _refusal
+    from dissensus.integrations.mcp.messages import _refusal
 
     refusal = _refusal(line + "\n")
     data = json.loads(line)
@@ -289,7 +289,7 @@ def test_a_refusal_with_no_server_serving_says_it_was_not_answered(
 ) -> None:
     """Outside a serving server (no write stream to answer on) the stderr line says the
     request was not answered, rather than that it was."""
-    from dissensus.integrations.mcp import _refused
+    from dissensus.integrations.mcp.transport import _refused
 
     assert _refused('{"id":3,"method":"tools/list"}\n')
     assert not _refused('{"jsonrpc":"2.0","id":3,"method":"tools/list"}\n')
@@ -301,7 +301,7 @@ def test_a_refusal_with_no_server_serving_says_it_was_not_answered(
 def test_a_key_written_twice_is_refused_naming_its_path() -> None:
     """The SDK keeps the last of two values of one key: a doubled ``decision`` made a
     split panel unanimous through MCP while ``dissensus route`` rejected the line."""
-    from dissensus.integrations.mcp import _refusal
+    from dissensus.integrations.mcp.messages import _refusal
 
     line = (
         '{"jsonrpc":"2.0","id":15,"method":"tools/call","params":{"name":"route",'

@@ -1,0 +1,182 @@
+"""The server's settings: its journal, policy, reviewer, served directory and whether it
+runs code, and how a call opens its journal and builds its run specification."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shlex
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from dissensus.errors import ConfigError, DissensusError, InputError
+from dissensus.integrations.mcp.caller_files import _caller_file, _CodeRefused
+from dissensus.integrations.mcp.paths import _check_journal, _confined, _file_arg, _served_root
+from dissensus.loading import is_code_name
+from dissensus.pipeline import RunSpec
+from dissensus.pipeline.learned import load_learned_data
+from dissensus.pipeline.policy import Policy, load_policy
+from dissensus.pipeline.review import reviewer_name_problem
+from dissensus.store import Journal, is_postgres_url, journal_path
+
+REVIEWER_ENV = "DISSENSUS_REVIEWER"
+"""The reviewer identity ``review_resolve`` records when ``--reviewer`` is not given."""
+
+
+def _code_setting(policy: Policy, base: Path | None, file: str | None) -> str | None:
+    """The setting of ``policy`` that would have the run import code, if any: checked
+    before :meth:`RunSpec.from_policy`, which imports it."""
+    if policy.allow_code:
+        return "allow_code"
+    if is_code_name(policy.reading.similarity.strip()):
+        return "reading.similarity"
+    if policy.acceptance.model:
+        learned = load_learned_data(
+            policy.acceptance.model, base, policy_file=file, field="acceptance.model"
+        )
+        if ((learned or {}).get("settings") or {}).get("user"):
+            return "acceptance.model"  # user features, loaded with the spec
+    return None
+
+
+class _NamedError(DissensusError):
+    """A library error raised while a tool used a journal, its text naming the journal as
+    the caller named it (:func:`_as_named`)."""
+
+
+def _as_named(text: str, place: str, name: str) -> str:
+    """``text`` with the journal at ``place`` (its path as the store names it, shell-quoted
+    or not, as in a ``--journal`` option) named ``name``, as the caller named it: the
+    server's own root is not the caller's."""
+    if not place or place == name:
+        return text
+    for found, shown in dict.fromkeys(((shlex.quote(place), shlex.quote(name)), (place, name))):
+        text = text.replace(found, shown)
+    return text
+
+
+def _server_reviewer(given: str | None) -> str | None:
+    """The identity ``review_resolve`` records: ``given`` (``--reviewer``), else
+    ``$DISSENSUS_REVIEWER``, stripped; an empty or blank one is unset (``None``), as an
+    empty variable is. A name that could not be a reviewer's (a control character, an
+    escape sequence, more than 128 characters) is a :class:`ConfigError` naming where it
+    came from, raised before the server serves, by the rule ``review resolve`` and
+    ``serve-token`` apply (:func:`~dissensus.pipeline.review.reviewer_name_problem`)."""
+    where = "--reviewer"
+    if given is None or not given.strip():
+        given, where = os.environ.get(REVIEWER_ENV), f"${REVIEWER_ENV}"
+    if given is None or not given.strip():
+        return None
+    problem = reviewer_name_problem(given.strip(), where)
+    if problem is not None:
+        raise ConfigError(problem)
+    return given.strip()
+
+
+class _Settings:
+    def __init__(
+        self,
+        journal: str | None,
+        policy: str | None,
+        reviewer: str | None,
+        *,
+        root: str | os.PathLike[str] | None = None,
+        allow_functions: bool = False,
+    ) -> None:
+        self.journal = _check_journal(journal) if journal else journal
+        self.policy = _file_arg(policy, "policy")
+        self.reviewer = _server_reviewer(reviewer)
+        self.root = _served_root(root)
+        self.allow_functions = allow_functions
+        self._opening: dict[Path, threading.Lock] = {}
+        self._opening_guard = threading.Lock()
+
+    def _lock_for(self, path: Path) -> threading.Lock:
+        """The lock held while a call checks and opens the journal at ``path``: the first
+        call to open a new journal creates its file, empty until its schema is written,
+        and a call checking it then would take it for an empty file that is no journal."""
+        with self._opening_guard:
+            return self._opening.setdefault(path, threading.Lock())
+
+    def file(self, value: str, field: str) -> str:
+        """The file a path argument names, under the served directory and existing."""
+        path = _confined(self.root, value, field)
+        if not path.is_file():
+            raise ConfigError("no such file under the directory the server serves", field=field)
+        return str(path)
+
+    @contextlib.contextmanager
+    def using(
+        self, journal: str | None, *, must_exist: bool
+    ) -> Iterator[tuple[Journal, Callable[[str], str]]]:
+        """The journal a call uses (:meth:`open`), with the function naming it in a text as
+        the caller named it (the ``journal`` argument, else the server's own as
+        configured); an error of the library raised while it is used is re-raised so
+        named, never by the path it has under the served directory."""
+        name = journal or journal_path(self.journal)
+        with self.open(journal, must_exist=must_exist) as store:
+            place = str(store.path)
+
+            def named(text: str) -> str:
+                return _as_named(text, place, name)
+
+            try:
+                yield store, named
+            except DissensusError as exc:
+                text = named(str(exc))
+                if text == str(exc):
+                    raise
+                raise _NamedError(text) from exc
+
+    def open(self, journal: str | None, *, must_exist: bool) -> Journal:
+        if not journal:  # the server's: the operator's, as the CLI resolves it
+            target = _check_journal(journal_path(self.journal))
+            if must_exist and not is_postgres_url(target) and not os.path.exists(target):
+                raise InputError(f"journal not found: {target} (field 'journal')")
+            return Journal(target)
+        _check_journal(journal)
+        if is_postgres_url(journal):
+            raise ConfigError(
+                "a journal argument is a file under the directory the server serves, not a "
+                "URL (the server's own --journal may be one)",
+                field="journal",
+            )
+        path = _confined(self.root, journal, "journal")
+        if must_exist and not path.exists():
+            raise InputError(
+                "journal not found under the directory the server serves (field 'journal')"
+            )
+        with self._lock_for(path):
+            if path.is_file() and path.stat().st_size == 0:
+                # SQLite would make any empty file (a package's __init__.py) a journal.
+                raise InputError("an existing empty file is not a journal (field 'journal')")
+            try:
+                return Journal(str(path))
+            except DissensusError as exc:
+                # Named as the caller named it: the server's own root is not the caller's.
+                text = str(exc).replace(str(path), journal).replace(str(self.root), ".")
+                raise InputError(f"{text} (field 'journal')") from None
+
+    def spec(self, policy: str | None) -> RunSpec:
+        """The run specification of a call: its policy file, else the server's (built per
+        call, so a changed file is read again, as each ``dissensus decide`` would). A
+        policy that would import code is refused unless the server allows functions."""
+        if not policy:
+            return self._spec(self.policy)
+        name = self.file(policy, "policy")
+        return _caller_file(
+            lambda: self._spec(name), name, field="policy", what="policy", schema=Policy
+        )
+
+    def _spec(self, name: str | None) -> RunSpec:
+        if not self.allow_functions:
+            loaded, base = load_policy(name)
+            setting = _code_setting(loaded, base, name)
+            if setting is not None:
+                raise _CodeRefused(
+                    f"the policy's {setting!r} imports server-side code: start the server "
+                    "with --allow-functions",
+                    field="policy",
+                )
+        return RunSpec.from_policy(name)

@@ -1,0 +1,120 @@
+"""The tool ``decide``: each panel decided as a journalled run of its own, a panel not
+decided reported as a reject beside the others."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Annotated
+
+from mcp.server.mcpserver import MCPServer
+from pydantic import Field
+
+from dissensus.errors import ConfigError, DissensusError
+from dissensus.integrations.mcp.arguments import JournalArg, PolicyArg
+from dissensus.integrations.mcp.errors import _message, _reported
+from dissensus.integrations.mcp.results import DecideResult, PanelReject
+from dissensus.integrations.mcp.settings import _Settings
+from dissensus.io.jsonl import Reject
+from dissensus.pipeline import DeadlineReached, RunSpec, execute_run
+from dissensus.pipeline.batch import new_run_id, start_run
+from dissensus.quoting import SHORT_LIMIT, quote_short
+from dissensus.store import Journal, JournalError
+from dissensus.types import Panel
+
+
+async def _decide_panels(
+    store: Journal, spec: RunSpec, panels: list[Panel], named: Callable[[str], str]
+) -> DecideResult:
+    """Each panel as a run of its own in ``store``, as :func:`~dissensus.pipeline.adecide`
+    makes it (the run created by its first write, the case decided by the CLI's loop),
+    keeping what ``adecide`` drops: a panel the run refuses, or whose run stops on an
+    error of the library's own, is a :class:`PanelReject` with its field path, and the
+    panels after it are decided all the same. A journal that fails, or an unexpected
+    error, after the first panel ends the call with an error naming the panels done. A
+    reject's message names the journal by ``named`` (as the caller named it)."""
+    answer = DecideResult(result=[])
+    runs: list[str] = []
+    for index, panel in enumerate(panels):
+        shown = _short_id(panel.id)
+        run_id = new_run_id()
+        text = panel.model_dump_json() + "\n"
+        refused: list[Reject] = []
+        decided = False
+        runs.append(run_id)
+        try:
+            start_run(store, None, spec, text=text, via="mcp", run_id=run_id, lock=True, defer=True)
+            async for record in execute_run(store, run_id, on_reject=refused.append):
+                answer.result.append(record)
+                decided = True
+        except DeadlineReached as exc:  # the run stopped: partial, resumable
+            if not decided:
+                answer.rejects.append(
+                    PanelReject(
+                        index=index, id=shown, run_id=run_id, field=None, error=named(str(exc))
+                    )
+                )
+        except JournalError as exc:
+            if index == 0:
+                raise
+            # The panels before this one are decided and journalled: say so, so that a
+            # retry sends only the rest (else their review items would open twice).
+            raise JournalError(_not_all(exc, index, panel, runs)) from None
+        except DissensusError as exc:  # this panel's run stopped (resumable): the others go on
+            if not decided:
+                field = exc.field if isinstance(exc, ConfigError) else None
+                answer.rejects.append(
+                    PanelReject(
+                        index=index,
+                        id=shown,
+                        run_id=run_id,
+                        field=field,
+                        error=named(_message(exc)),
+                    )
+                )
+        except Exception as exc:
+            if index == 0:
+                raise
+            raise DissensusError(_not_all(exc, index, panel, runs)) from exc
+        answer.rejects.extend(
+            PanelReject(index=index, id=shown, run_id=run_id, field=r.field, error=r.message)
+            for r in refused
+        )
+    return answer
+
+
+def _short_id(text: str) -> str:
+    """A panel id as an answer shows it: whole up to :data:`SHORT_LIMIT` characters, else
+    its first ones then ``…`` (a 100,000-character id is not echoed back whole)."""
+    return text if len(text) <= SHORT_LIMIT else text[:SHORT_LIMIT] + "…"
+
+
+def _not_all(exc: Exception, index: int, panel: Panel, runs: list[str]) -> str:
+    """Why a ``decide`` call stopped at panel ``index`` (> 0), and which panels it did."""
+    why = _message(exc) if isinstance(exc, DissensusError) else f"{type(exc).__name__}: {exc}"
+    return (
+        f"{' '.join(why.split())}; panel {index} ({quote_short(panel.id)}) and those after it "
+        f"were not decided; panels 0-{index - 1} were (runs {', '.join(runs[:index])}): "
+        "send only the rest again"
+    )
+
+
+def add_decide_tool(server: MCPServer, settings: _Settings) -> None:
+    """Register ``decide``."""
+
+    def decide(
+        panels: Annotated[list[Panel], Field(min_length=1)],
+        policy: PolicyArg = None,
+        journal: JournalArg = None,
+    ) -> DecideResult:
+        """Decide every panel (read -> guard -> route -> protocol -> record), each a
+        journalled run: the records under ``result``, in panel order; a panel that is
+        refused (over a bound, say) is in ``rejects`` (index, id, run_id, field, error),
+        the others decided all the same."""
+        # A plain function: the SDK runs it in a worker thread, where the runs are decided
+        # on an event loop of its own, so a journal locked elsewhere never stops the server.
+        spec = settings.spec(policy)
+        with settings.using(journal, must_exist=False) as (store, named):
+            return asyncio.run(_decide_panels(store, spec, panels, named))
+
+    server.add_tool(_reported(decide), name="decide")
