@@ -20,7 +20,7 @@ import pytest
 
 from dissensus.engines import ray as ray_engine
 from dissensus.engines.blocks import plan_blocks
-from dissensus.engines.ray import RayOptions, decide_ray
+from dissensus.engines.ray import RayOptions, decide_ray, flight
 from dissensus.pipeline import execute_run, load_policy, start_run
 from dissensus.pipeline.records import CaseRecord
 from dissensus.store.journal import Event, Journal
@@ -169,13 +169,13 @@ def test_killed_ray_run_resumes_without_redoing_completed_blocks(
     journal.close()
 
     sent: list[int] = []
-    real = ray_engine._send
+    real = flight._send
 
     def spy(actor: Any, text: str) -> Any:
         sent.append(json.loads(text)["block"]["index"])
         return real(actor, text)
 
-    monkeypatch.setattr(ray_engine, "_send", spy)
+    monkeypatch.setattr(flight, "_send", spy)
     journal = Journal(path)
     got, got_rejects = _ray_run(journal, panels)
     n_blocks = len(plan_blocks(panels, 25))

@@ -18,17 +18,13 @@ import pytest
 
 from dissensus.engines import ray as ray_engine
 from dissensus.engines.blocks import Block
-from dissensus.engines.ray import (
-    MAX_ATTEMPTS,
-    WorkerDied,
-    _BlockResult,
-    _death_cause,
-    _Deaths,
-    _fault,
-    _Flight,
-    _maybe_die,
-    _worker_died,
-)
+from dissensus.engines.ray import MAX_ATTEMPTS, WorkerDied
+from dissensus.engines.ray import fault as ray_fault
+from dissensus.engines.ray import flight as ray_flight
+from dissensus.engines.ray.attempts import _death_cause, _Deaths, _worker_died
+from dissensus.engines.ray.fault import _fault, _maybe_die
+from dissensus.engines.ray.flight import _Flight
+from dissensus.engines.ray.messages import _BlockResult
 from dissensus.errors import DissensusError
 
 BOUND_S = 20.0
@@ -95,7 +91,7 @@ def test_the_fault_kills_the_first_times_workers_of_its_block(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     kills: list[int] = []
-    monkeypatch.setattr(ray_engine.os, "kill", lambda pid, sig: kills.append(sig))
+    monkeypatch.setattr(ray_fault.os, "kill", lambda pid, sig: kills.append(sig))
     marker = tmp_path / "killed"
     fault = (2, str(marker), 2)
     _maybe_die(fault, 1)  # another block: nothing
@@ -145,9 +141,9 @@ def _flight(
     def restarted(actor: Any) -> None:  # the driver waits for the worker before a resend
         sent.append(-1)
 
-    monkeypatch.setattr(ray_engine, "_send", send)
-    monkeypatch.setattr(ray_engine, "_take", take)
-    monkeypatch.setattr(ray_engine, "_restarted", restarted)
+    monkeypatch.setattr(ray_flight, "_send", send)
+    monkeypatch.setattr(ray_flight, "_take", take)
+    monkeypatch.setattr(ray_flight, "_restarted", restarted)
     ctx = SimpleNamespace(
         run_id="R", name="in.jsonl", journal=SimpleNamespace(path="j.sqlite"), stop_at=None
     )

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dissensus.engines.ray import _case_charge
+from dissensus.engines.ray.charge import _case_charge
 from dissensus.llm.budget import Budget
 from dissensus.pipeline.durable import replay_spend
 from dissensus.store import event_types as ev

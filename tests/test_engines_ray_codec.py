@@ -18,7 +18,8 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from dissensus.canonical import canonical
-from dissensus.engines.ray import _BlockResult, _CaseResult, _decoded, _payload
+from dissensus.engines.ray.codec import _decoded, _payload
+from dissensus.engines.ray.messages import _BlockResult, _CaseResult
 from dissensus.errors import InputError
 from dissensus.io.jsonl import Reject
 from dissensus.pipeline.records import CaseRecord

@@ -19,8 +19,9 @@ from typing import Any
 
 import pytest
 
-from dissensus.engines import ray as ray_engine
 from dissensus.engines.blocks import plan_blocks
+from dissensus.engines.ray import flight as ray_flight
+from dissensus.engines.ray import messages, worker
 from dissensus.pipeline import load_policy, start_run
 from dissensus.pipeline.batch import _started
 from dissensus.pipeline.durable import PastDeadline
@@ -28,7 +29,7 @@ from dissensus.store.journal import Journal
 from pipeline_cases import crash_script, panel, write_jsonl, write_policy
 
 
-def _decider(tmp_path: Path) -> tuple[ray_engine._Decider, Path, Path]:
+def _decider(tmp_path: Path) -> tuple[worker._Decider, Path, Path]:
     """A worker of run ``K``: 4 panels each making two live calls, recorded to a file."""
     rows = [panel(f"live-{i}", ["1", "1", "1"]) for i in range(4)]
     path = write_jsonl(tmp_path / "in.jsonl", rows)
@@ -40,10 +41,10 @@ def _decider(tmp_path: Path) -> tuple[ray_engine._Decider, Path, Path]:
     with Journal(tmp_path / "j.sqlite") as journal:
         start_run(journal, str(path), load_policy(str(policy))[0], run_id="K", model=model)
         started = _started(journal, "K")
-    return ray_engine._Decider("K", started, fault=None), path, calls
+    return worker._Decider("K", started, fault=None), path, calls
 
 
-def _block(decider: ray_engine._Decider, path: Path, deadline: float | None) -> Any:
+def _block(decider: worker._Decider, path: Path, deadline: float | None) -> Any:
     (block,) = plan_blocks(path, 512)
     item = {
         "block": asdict(block),
@@ -84,9 +85,9 @@ def test_the_wall_clock_deadline_keeps_the_remaining_time() -> None:
     async def both() -> tuple[float, float]:
         loop = asyncio.get_running_loop()
         stop_at = loop.time() + 30.0
-        wall = ray_engine._wall_deadline(stop_at)
+        wall = messages._wall_deadline(stop_at)
         assert wall is not None
-        back = ray_engine._loop_deadline(wall)
+        back = messages._loop_deadline(wall)
         assert back is not None
         return stop_at, back
 
@@ -94,7 +95,7 @@ def test_the_wall_clock_deadline_keeps_the_remaining_time() -> None:
     # Each conversion reads two clocks a few microseconds apart; another loop's clock
     # is the same monotonic clock.
     assert back == pytest.approx(stop_at, abs=0.05)
-    assert ray_engine._wall_deadline(None) is None and ray_engine._loop_deadline(None) is None
+    assert messages._wall_deadline(None) is None and messages._loop_deadline(None) is None
 
 
 def test_a_late_block_stops_the_driver_as_its_deadline(tmp_path: Path) -> None:
@@ -105,9 +106,9 @@ def test_a_late_block_stops_the_driver_as_its_deadline(tmp_path: Path) -> None:
         def lose(self, key: str | None) -> None:  # pragma: no cover - no death here
             raise AssertionError(key)
 
-    late = ray_engine._BlockResult(0, [], 1.0, 0.0, late=True)
-    flight = ray_engine._Flight.__new__(ray_engine._Flight)
-    sent = ray_engine._Sent("ref", "actor", None, [], "reserved/0/1")  # type: ignore[arg-type]
+    late = messages._BlockResult(0, [], 1.0, 0.0, late=True)
+    flight = ray_flight._Flight.__new__(ray_flight._Flight)
+    sent = ray_flight._Sent("ref", "actor", None, [], "reserved/0/1")  # type: ignore[arg-type]
     flight.flight = __import__("collections").deque([sent])
     flight.ledger = _Ledger()  # type: ignore[assignment]
     flight.early = {}
@@ -116,8 +117,8 @@ def test_a_late_block_stops_the_driver_as_its_deadline(tmp_path: Path) -> None:
         return late, [], 0.0
 
     monkey = pytest.MonkeyPatch()
-    monkey.setattr(ray_engine, "_take", take)
-    monkey.setattr(ray_engine, "_deaths", lambda: ())
+    monkey.setattr(ray_flight, "_take", take)
+    monkey.setattr(ray_flight, "_deaths", lambda: ())
     try:
         with pytest.raises(PastDeadline):
             asyncio.run(flight.next())

@@ -22,7 +22,7 @@ import pytest
 from cli_helpers import cli
 from dissensus.engines import ray as ray_engine
 from dissensus.engines.blocks import plan_blocks
-from dissensus.engines.ray import RayOptions, decide_ray
+from dissensus.engines.ray import RayOptions, decide_ray, resume
 from dissensus.errors import DissensusError
 from dissensus.pipeline import execute_run
 from dissensus.pipeline.durable import open_reservations
@@ -61,7 +61,7 @@ def _bounded_ray_run(journal: Journal, run_id: str = "R") -> list[dict[str, Any]
 
 def _journalled(journal: Journal, block: Any) -> bool:
     """Every line of ``block`` has a journalled record or reject."""
-    return ray_engine._complete(block, ray_engine._seeds(journal, "R"))
+    return resume._complete(block, resume._seeds(journal, "R"))
 
 
 def test_a_block_whose_worker_always_dies_stops_the_run_which_resumes_when_fixed(

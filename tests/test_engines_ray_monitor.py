@@ -24,8 +24,7 @@ import pytest
 
 from dissensus.acceptance.monitor import confseq_available
 from dissensus.cli import main
-from dissensus.engines import ray as ray_engine
-from dissensus.engines.ray import RayExecutor, RayOptions
+from dissensus.engines.ray import RayExecutor, RayOptions, codec, executor, flight, worker
 from dissensus.pipeline import execute_run, start_run
 from dissensus.pipeline.audit import monitor_status, run_acceptance
 from dissensus.pipeline.confirm import confirm
@@ -116,23 +115,23 @@ class _InProcess:
     waiting thread (``_take``), where no event loop runs."""
 
     def __init__(self, *args: Any) -> None:
-        self.decider = ray_engine._Decider(*args)
+        self.decider = worker._Decider(*args)
 
 
 @pytest.fixture
 def in_process(monkeypatch: pytest.MonkeyPatch) -> None:
     """The Ray executor with its workers in this process."""
-    monkeypatch.setattr(ray_engine, "ensure_ray", lambda options: options.workers)
+    monkeypatch.setattr(executor, "ensure_ray", lambda options: options.workers)
     monkeypatch.setattr(
-        ray_engine, "_deciders", lambda n, args: [_InProcess(*args) for _ in range(n)]
+        executor, "_deciders", lambda n, args: [_InProcess(*args) for _ in range(n)]
     )
 
     def send(actor: _InProcess, text: str) -> Callable[[], bytes]:
         return partial(actor.decider.decide, text)
 
-    monkeypatch.setattr(ray_engine, "_send", send)
-    monkeypatch.setattr(ray_engine, "_take", lambda ref: ray_engine._decoded(ref()))
-    monkeypatch.setattr(ray_engine, "_release", lambda actors: None)
+    monkeypatch.setattr(flight, "_send", send)
+    monkeypatch.setattr(flight, "_take", lambda ref: codec._decoded(ref()))
+    monkeypatch.setattr(executor, "_release", lambda actors: None)
 
 
 def _ray(journal: Journal) -> list[dict[str, Any]]:
@@ -163,13 +162,13 @@ def test_the_workers_get_the_monitor_the_driver_read(
 ) -> None:
     """Read once, from the run's journal, as the run starts: every worker gets it."""
     made: list[Any] = []
-    real = ray_engine._deciders
+    real = executor._deciders
 
     def spy(n: int, args: tuple[Any, ...]) -> list[Any]:
         made.extend(args[3:])
         return real(n, args)
 
-    monkeypatch.setattr(ray_engine, "_deciders", spy)
+    monkeypatch.setattr(executor, "_deciders", spy)
     with Journal(suspended / "base.sqlite") as journal:
         (row,) = monitor_status(journal)
     with _journal(suspended, tmp_path, "ray") as journal:

@@ -13,7 +13,7 @@ from io import StringIO
 from pathlib import Path
 
 from dissensus.engines.blocks import plan_blocks
-from dissensus.engines.ray import _Router
+from dissensus.engines.ray.route import _Router
 from dissensus.states.reading import Thresholds
 from dissensus.states.routing import RuleSet
 from dissensus.states.similarity import get_backend

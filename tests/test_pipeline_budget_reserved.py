@@ -15,7 +15,7 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dissensus.engines.ray import _share
+from dissensus.engines.ray.ledger import _share
 from dissensus.llm.budget import Budget
 from dissensus.pipeline import load_policy
 from dissensus.pipeline.batch import execute_run, start_run

@@ -112,7 +112,7 @@ def test_prefetched_readings_equal_unprefetched_ones(tmp_path: Path) -> None:
 
 def test_ray_worker_block_embeds_each_trace_once(tmp_path: Path) -> None:
     from dissensus.engines.blocks import plan_blocks
-    from dissensus.engines.ray import _Decider
+    from dissensus.engines.ray.worker import _Decider
     from dissensus.pipeline.batch import _started
 
     lines = _lines(30)

@@ -1,0 +1,145 @@
+"""Ray itself for the driver: the engine's options, Ray imported only when used (a
+:class:`~dissensus.errors.ConfigError` naming the ``ray`` extra when it is missing), a
+cluster joined or a local instance started (:func:`ensure_ray`: the cluster address
+probed first, the program's SIGTERM handler kept, ``--workers`` checked against the
+cluster's CPUs), and the static similarity table distilled before any worker starts."""
+
+from __future__ import annotations
+
+import gc
+import logging
+import signal
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+from dissensus.errors import ConfigError
+
+LINES_PER_BLOCK = 512
+"""Default input lines per block."""
+
+
+_MISSING = "the Ray engine needs the 'ray' extra (pip install 'dissensus[ray]')"
+
+
+@dataclass(frozen=True)
+class RayOptions:
+    """Where and how wide to run."""
+
+    address: str | None = None
+    """Ray cluster to join (``ray://`` or ``auto``); None: start a local instance."""
+    workers: int | None = None
+    """Worker actors (default: the cluster's CPUs)."""
+    lines_per_block: int = LINES_PER_BLOCK
+    """Input lines per block."""
+
+
+def _ray() -> Any:
+    try:
+        import ray
+    except ImportError as exc:
+        raise ConfigError(_MISSING, field="engine") from exc
+    return ray
+
+
+def ensure_ray(options: RayOptions) -> int:
+    """Connect to (or start) Ray, the program's SIGTERM handler kept; the number of
+    workers to use."""
+    ray = _ray()
+    if not ray.is_initialized():
+        # Keyword arguments of ray.init, passed through as they are.
+        kwargs: dict[str, Any] = {
+            "include_dashboard": False,
+            "log_to_driver": False,
+            # Ray's own INFO and WARNING lines (its start, a cluster joined) are not the
+            # command's output: its errors are still shown, and a worker's error comes
+            # back to the driver with the block it failed (Ray's exception).
+            "logging_level": logging.ERROR,
+        }
+        if options.address:
+            kwargs["address"] = options.address
+        else:
+            if options.workers:
+                kwargs["num_cpus"] = options.workers
+        if options.address:
+            _probe(options.address)
+        own = _own_sigterm()
+        try:
+            ray.init(**kwargs)
+        except (ConnectionError, ValueError) as exc:
+            # No cluster at that address, or an address this installation cannot use
+            # (``ray://`` without Ray's client): a setting to fix, named as such.
+            if not options.address:
+                raise
+            raise ConfigError(
+                f"cannot join the Ray cluster at {options.address!r}: {exc}",
+                field="ray_address",
+            ) from None
+        finally:
+            if own is not None:  # ray.init installs a SIGTERM handler of its own
+                signal.signal(signal.SIGTERM, own)
+        # Ray's modules and state are hundreds of thousands of long-lived objects: moved
+        # out of the collector's generations, so its full passes (which the journal's
+        # appends trigger) walk only what the run itself keeps.
+        gc.freeze()
+    cpus = int(ray.cluster_resources().get("CPU", 0))
+    if options.workers:
+        if options.workers > cpus:
+            # Each worker takes a CPU: one beyond the cluster's would never be scheduled,
+            # and the run would wait for it for ever.
+            where = f"the Ray cluster at {options.address!r}" if options.address else "Ray"
+            raise ConfigError(
+                f"--workers {options.workers} is more than the {cpus} CPU(s) of {where} "
+                f"(each worker takes one): use --workers {max(1, cpus)} or fewer",
+                field="workers",
+            )
+        return options.workers
+    return max(1, cpus)
+
+
+_PROBE_S = 5.0
+"""Seconds the driver waits for a ``HOST:PORT`` cluster address to accept a connection
+before it calls the cluster unreachable (:func:`_probe`)."""
+
+
+def _probe(address: str) -> None:
+    """Refuse a ``HOST:PORT`` cluster ``address`` where nothing accepts a connection
+    (:class:`~dissensus.errors.ConfigError` naming ``ray_address``): ``ray.init`` would
+    retry it for minutes before it gives up. ``auto``, ``local`` and ``ray://`` (or any
+    other scheme) are left to Ray."""
+    import socket
+
+    if "://" in address or address in ("auto", "local"):
+        return
+    host, sep, port = address.rpartition(":")
+    if not sep or not port.isdigit():
+        return
+    host = host.removeprefix("[").removesuffix("]") or "127.0.0.1"
+    try:
+        with socket.create_connection((host, int(port)), timeout=_PROBE_S):
+            return
+    except OSError as exc:
+        reason = exc.strerror or str(exc) or type(exc).__name__
+    raise ConfigError(
+        f"cannot join the Ray cluster at {address!r} (--ray-address): nothing accepts a "
+        f"connection at {host}:{port} ({reason})",
+        field="ray_address",
+    )
+
+
+def _own_sigterm() -> Any:
+    """The program's own SIGTERM handler (the command line's: SIGTERM is an interrupt),
+    or ``SIG_IGN``; ``None`` where SIGTERM has its default action, or off the main thread
+    (where no handler can be set)."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    handler = signal.getsignal(signal.SIGTERM)
+    return None if handler in (signal.SIG_DFL, None) else handler
+
+
+def _warm(similarity: str) -> None:
+    """Distil the static table in the driver first, so workers do not race to do it."""
+    if similarity.strip().lower() in {"static", "static-all-minilm-l6-v2"}:
+        from dissensus.states.static import distil_static
+
+        distil_static()
