@@ -20,10 +20,11 @@ once per case as ``decide`` computes them under the default policy, similarity
   ranking of the deployed half cut at the count rule's number of commits), mean ± sd
   over halves and how many halves the learned model is higher, equal, lower.
 * **ZeroEval first half -> second half** at target 0.95, beside the count rule.
-* **Shift check** (LLMBar): calibrate on two subsets, deploy on the third (every
+* **Shift check**: on LLMBar, calibrate on two subsets, deploy on the third (every
   rotation): deployed precision and coverage beside the shift check's AUC, p-value and
-  flag at the levels of a file's first and tenth run-level checks; and how often it
-  flags exchangeable random halves (at 0.1 and at the first check's level).
+  flag at the levels of a file's first and tenth run-level checks; on every data set,
+  how often it flags exchangeable random halves (at 0.1 and at the first check's level;
+  every flag there is a false alarm), with the smallest p-value.
 * **Convergent disagreements**: on one LLMBar split and one ZeroEval split, ``decide``
   with the acceptance file under the default routing (CD escalates) and with
   ``routing.convergent_disagreement_without_values: seek_context`` (CD reaches
@@ -355,8 +356,8 @@ def _load(data: Path, which: str, backend: object, cache: str | None) -> DataSet
     return ds
 
 
-def shift_table(ds: DataSet, target: float, splits: int) -> None:
-    """Calibrate on two LLMBar subsets, deploy on the third; and exchangeable random splits."""
+def shift_table(ds: DataSet, target: float) -> None:
+    """Calibrate on two LLMBar subsets, deploy on the third."""
     from dissensus.acceptance import shift_check
     from dissensus.acceptance.shift import check_level
 
@@ -391,7 +392,16 @@ def shift_table(ds: DataSet, target: float, splits: int) -> None:
             f"{check.auc:.3f} | {check.p_value:<7.2g} | {check.shifted!s:<17} | "
             f"{check.p_value <= tenth}"
         )
-    flags, firsts = [], []
+
+
+def false_alarms(ds: DataSet, target: float, splits: int) -> None:
+    """How often the shift check flags exchangeable random halves (no shift: every flag
+    is a false alarm), at 0.1 and at the level of a file's first run-level check."""
+    from dissensus.acceptance import shift_check
+    from dissensus.acceptance.shift import check_level
+
+    first = check_level(0.1, 1)
+    flags, firsts, ps = [], [], []
     for cal, test in _splits(len(ds.cases), splits, 1):
         acc = calibrate(
             [ds.cases[i] for i in cal], [ds.golds[i] for i in cal], target=target, delta=DELTA,
@@ -401,9 +411,11 @@ def shift_table(ds: DataSet, target: float, splits: int) -> None:
         check = shift_check(acc.shift_reference, [ds.cases[i] for i in test], alpha=0.1)
         flags.append(check.shifted)
         firsts.append(check.p_value <= first)
+        ps.append(check.p_value)
     print(
-        f"exchangeable random halves: flagged at 0.1 {sum(flags)}/{len(flags)} = "
-        f"{np.mean(flags):.3f}; at {first:.2g} (check 1) {sum(firsts)}/{len(firsts)}"
+        f"{ds.name}: exchangeable random halves (target {target}): flagged at 0.1 "
+        f"{sum(flags)}/{len(flags)} = {np.mean(flags):.3f}; at {first:.2g} (check 1) "
+        f"{sum(firsts)}/{len(firsts)}; smallest p {min(ps):.2g}"
     )
 
 
@@ -413,7 +425,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--splits", type=int, default=50)
     parser.add_argument("--sets", default=",".join(SETS), help=f"of {', '.join(SETS)}")
     parser.add_argument("--no-cd", action="store_true", help="skip the CD routing comparison")
-    parser.add_argument("--only-shift", action="store_true", help="only the LLMBar shift table")
+    parser.add_argument(
+        "--only-shift",
+        action="store_true",
+        help="only the shift check (LLMBar's rotations; false alarms on every set)",
+    )
     parser.add_argument(
         "--only-paired",
         action="store_true",
@@ -436,8 +452,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\n== {which}: {len(ds.cases)} cases (features in {time.time() - t0:.0f}s)")
         targets = {"llmbar": [0.9, 0.8], "zeroeval": [0.95], "varierrnli": [0.9, 0.8]}[which]
         splits = _splits(len(ds.cases), args.splits, 0)
-        if which == "llmbar":
-            shift_table(ds, 0.9, min(args.splits, 20))
+        if which == "llmbar" and not args.only_paired:
+            shift_table(ds, 0.9)
+        if not args.only_paired:
+            false_alarms(ds, ds.target, min(args.splits, 20))
         if args.only_shift:
             continue
         for target in [] if args.no_validity else targets:
