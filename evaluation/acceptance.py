@@ -30,6 +30,11 @@ Reported:
 3. **Reasoning as evidence**: the same with the reasoning-similarity features (each
    agent's reasoning vs its own re-ask and vs the question) added.
 
+*Learned* is the learned model alone (``calibrate(..., family="learned")``); *product
+rule* is what ``calibrate-acceptance`` runs: the family the shipped rule chooses (the
+learned model against vote counting over both orders, weighted Bonferroni), applied as
+``apply_acceptance`` applies it.
+
 Baselines, all with the same fixed-sequence Clopper–Pearson threshold on the
 calibration cases: *majority* (plurality answer, score = its vote share), *guard*
 (the guard's answer, score = its posterior), the *plain stacker* (the same logistic
@@ -59,13 +64,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import parse_names, require_data
 
 from dissensus.acceptance import (
+    AcceptanceFile,
     Candidate,
+    CrossFit,
     FeatureSettings,
+    apply_acceptance,
     calibrate,
     crossfit,
     model_for,
     select_threshold,
 )
+from dissensus.acceptance.families import family_scores
 from dissensus.acceptance.fit import design
 from dissensus.acceptance.prepare import panel_case_key, prepare_cases
 from dissensus.convert.llmbar import iter_llmbar_panels
@@ -179,15 +188,69 @@ Outcome = tuple[Result, Result]
 Method = Callable[[DataSet, Sequence[int], Sequence[int], bool], Outcome]
 
 
-def learned(
-    cases: list[list[Candidate]],
-) -> Method:
+_FITS: dict[tuple[int, tuple[int, ...], bool], CrossFit] = {}
+"""The last cross-fit per case list: the learned row and the product-rule row share it."""
+
+
+def _crossfit(
+    cases: list[list[Candidate]], ds: DataSet, cal: Sequence[int], strata: bool
+) -> CrossFit:
+    key = (id(cases), tuple(cal), strata)
+    if key not in _FITS:
+        _FITS.clear()
+        groups = [ds.strata[i] for i in cal] if strata else None
+        _FITS[key] = crossfit([cases[i] for i in cal], [ds.golds[i] for i in cal], groups=groups)
+    return _FITS[key]
+
+
+def _learned_test(
+    acc: AcceptanceFile,
+    ds: DataSet,
+    test_cases: list[list[Candidate]],
+    test: Sequence[int],
+    strata: bool,
+) -> Result:
+    """apply_acceptance for every test case of a learned-family file: the fold model
+    model_for() picks, vectorised per fold."""
+    fold = [
+        model_for(
+            acc,
+            test_cases[k],
+            ds.strata[i] if strata else None,
+            key=panel_case_key(ds.panels[i]),
+        )
+        for k, i in enumerate(test)
+    ]
+    best: dict[int, tuple[float, str]] = {}
+    for f, model in enumerate(acc.models):
+        ks = [k for k in range(len(test)) if fold[k] == f]
+        sub = [test_cases[k] for k in ks]
+        x, _, owner = design(sub, [""] * len(sub), model.features)
+        p = model.predict_matrix(x) if len(owner) else np.zeros(0)
+        for row, prob in enumerate(p.tolist()):
+            k = ks[int(owner[row])]
+            if k not in best or prob > best[k][0]:
+                first = int(np.flatnonzero(owner == owner[row])[0])
+                best[k] = (prob, sub[int(owner[row])][row - first].label)
+    out: Result = []
+    for k in range(len(test)):
+        prob, label = best.get(k, (0.0, ""))
+        ok = acc.threshold is not None and k in best and prob >= acc.threshold
+        out.append((ok, label if k in best else None))
+    return out
+
+
+def learned(cases: list[list[Candidate]], *, product: bool = False) -> Method:
+    """The learned model alone (``family="learned"``: what the row is named), or with
+    ``product`` the shipped rule: the score family ``calibrate`` chooses (the learned model
+    against vote counting, weighted Bonferroni), applied as ``apply_acceptance`` applies it."""
+
     def run(ds: DataSet, cal: Sequence[int], test: Sequence[int], strata: bool) -> Outcome:
         groups = [ds.strata[i] for i in cal] if strata else None
         cal_cases, cal_golds = [cases[i] for i in cal], [ds.golds[i] for i in cal]
         # One cross-fit: calibrate() chooses the threshold on its out-of-fold scores, which
         # are also how the calibration half is counted in "success (every case)".
-        fitted = crossfit(cal_cases, cal_golds, groups=groups)
+        fitted = _crossfit(cases, ds, cal, strata)
         acc = calibrate(
             cal_cases,
             cal_golds,
@@ -196,37 +259,25 @@ def learned(
             min_accepted=MIN_ACCEPTED,
             strata=groups,
             fitted=fitted,
+            family=None if product else "learned",
         )
-        oof = fitted.scores
         t = acc.threshold
-        cal_out: Result = [(t is not None and d is not None and s >= t, d) for d, s in oof]
-        # apply_acceptance for every test case: the fold model model_for() picks, vectorised per fold.
         test_cases = [cases[i] for i in test]
-        fold = [
-            model_for(
-                acc,
-                test_cases[k],
-                ds.strata[i] if strata else None,
-                key=panel_case_key(ds.panels[i]),
-            )
-            for k, i in enumerate(test)
-        ]
-        best: dict[int, tuple[float, str]] = {}
-        for f, model in enumerate(acc.models):
-            ks = [k for k in range(len(test)) if fold[k] == f]
-            sub = [test_cases[k] for k in ks]
-            x, _, owner = design(sub, [""] * len(sub), model.features)
-            p = model.predict_matrix(x) if len(owner) else np.zeros(0)
-            for row, prob in enumerate(p.tolist()):
-                k = ks[int(owner[row])]
-                if k not in best or prob > best[k][0]:
-                    first = int(np.flatnonzero(owner == owner[row])[0])
-                    best[k] = (prob, sub[int(owner[row])][row - first].label)
-        out: Result = []
-        for k in range(len(test)):
-            prob, label = best.get(k, (0.0, ""))
-            ok = acc.threshold is not None and k in best and prob >= acc.threshold
-            out.append((ok, label if k in best else None))
+        if acc.family == "learned":
+            cal_scores = fitted.scores
+            out = _learned_test(acc, ds, test_cases, test, strata)
+        else:  # a vote count: no fit, so its calibration scores are out-of-sample already
+            cal_scores = family_scores(acc.family, cal_cases)
+            out = []
+            for k, i in enumerate(test):
+                v = apply_acceptance(
+                    acc,
+                    test_cases[k],
+                    stratum=ds.strata[i] if strata else None,
+                    key=panel_case_key(ds.panels[i]),
+                )
+                out.append((v.accepted, v.decision))
+        cal_out: Result = [(t is not None and d is not None and s >= t, d) for d, s in cal_scores]
         return out, cal_out
 
     return run
@@ -311,8 +362,10 @@ def methods(
     with_reasoning = any(
         k.startswith("cand.reasoning_") for cs in ds.cases for c in cs for k in c.features
     )
+    plain = no_reasoning(ds.cases)
     return {
-        "learned": learned(no_reasoning(ds.cases)),
+        "learned": learned(plain),
+        "product rule": learned(plain, product=True),
         **({"learned + reasoning": learned(ds.cases)} if with_reasoning else {}),
         "plain stacker": learned(stacker(ds.cases)),
         "majority vote share": _scored(_majority),

@@ -14,11 +14,17 @@ once per case as ``decide`` computes them under the default policy, similarity
   calibration set chooses, the other half sets the threshold). Coverage is measured on
   the deployed half; "best in hindsight" is, per data set, the single family with the
   highest mean coverage.
+* **Learned acceptance against counting, paired**: on the same halves, the learned model
+  alone and ``votes_both`` alone (each at the full ``delta``): the difference of their
+  coverage at the same target, and of their precision at equal coverage (the learned
+  ranking of the deployed half cut at the count rule's number of commits), mean ± sd
+  over halves and how many halves the learned model is higher, equal, lower.
 * **ZeroEval first half -> second half** at target 0.95, beside the count rule.
-* **Shift check** (LLMBar): calibrate on two subsets, deploy on the third (every
+* **Shift check**: on LLMBar, calibrate on two subsets, deploy on the third (every
   rotation): deployed precision and coverage beside the shift check's AUC, p-value and
-  flag at the levels of a file's first and tenth run-level checks; and how often it
-  flags exchangeable random halves (at 0.1 and at the first check's level).
+  flag at the levels of a file's first and tenth run-level checks; on every data set,
+  how often it flags exchangeable random halves (at 0.1 and at the first check's level;
+  every flag there is a false alarm), with the smallest p-value.
 * **Convergent disagreements**: on one LLMBar split and one ZeroEval split, ``decide``
   with the acceptance file under the default routing (CD escalates) and with
   ``routing.convergent_disagreement_without_values: seek_context`` (CD reaches
@@ -113,12 +119,101 @@ def _splits(n: int, splits: int, seed: int) -> list[tuple[list[int], list[int]]]
     return out
 
 
+Pair = tuple[float, float, float | None, float | None]
+"""One half, learned alone vs ``votes_both`` alone: (learned coverage, votes_both coverage,
+learned precision at votes_both's number of commits, votes_both precision); the last two
+``None`` when counting commits nothing."""
+
+
+def _paired_split(
+    ds: DataSet, cal: Sequence[int], test: Sequence[int], target: float, fitted: object
+) -> Pair:
+    """Learned acceptance and the count rule, each alone at the full ``delta``, on one half:
+    their coverage, and their precision at equal coverage (the learned ranking of the
+    deployed half cut at the count rule's number of commits)."""
+    cal_cases = [ds.cases[i] for i in cal]
+    cal_golds = [ds.golds[i] for i in cal]
+    out = {}
+    for family in ("learned", "votes_both"):
+        acc = calibrate(
+            cal_cases,
+            cal_golds,
+            target=target,
+            delta=DELTA,
+            min_accepted=MIN_ACCEPTED,
+            fitted=fitted,  # type: ignore[arg-type]
+            family=family,
+        )
+        verdicts = [
+            apply_acceptance(acc, ds.cases[i], key=panel_case_key(ds.panels[i])) for i in test
+        ]
+        right = [v.decision == ds.golds[i] for v, i in zip(verdicts, test, strict=True)]
+        out[family] = ([v.accepted for v in verdicts], [v.score for v in verdicts], right)
+    accepted, _, right = out["votes_both"]
+    k = sum(accepted)
+    _, scores, learned_right = out["learned"]
+    order = np.argsort(-np.asarray(scores), kind="stable")[:k]
+    return (
+        float(np.mean(out["learned"][0])),
+        k / len(test),
+        float(np.mean([learned_right[j] for j in order])) if k else None,
+        sum(r for a, r in zip(accepted, right, strict=True) if a) / k if k else None,
+    )
+
+
+def paired(ds: DataSet, target: float, splits: list[tuple[list[int], list[int]]]) -> list[Pair]:
+    """:func:`_paired_split` on every half (its own cross-fit per half)."""
+    return [
+        _paired_split(
+            ds, cal, test, target, crossfit([ds.cases[i] for i in cal], [ds.golds[i] for i in cal])
+        )
+        for cal, test in splits
+    ]
+
+
+def _hel(diffs: Sequence[float]) -> str:
+    """How many differences are above, at and below zero."""
+    d = np.asarray(diffs)
+    return f"{int((d > 0).sum())}/{int((d == 0).sum())}/{int((d < 0).sum())}"
+
+
+def report_paired(name: str, target: float, pairs: Sequence[Pair]) -> None:
+    """Learned alone minus votes_both alone, paired by half: mean ± sd and
+    learned higher/equal/lower."""
+    print(
+        f"\n{name} at target {target}: learned alone vs votes_both alone on the same "
+        f"{len(pairs)} halves (delta {DELTA}); learned minus counting, mean ± sd "
+        "(halves learned higher/equal/lower)"
+    )
+    cov = [lc - vc for lc, vc, _, _ in pairs]
+    print(
+        f"coverage at the same target and delta: {np.mean(cov):+.4f} ± {np.std(cov):.4f} ({_hel(cov)})"
+    )
+    both = [lp - vp for _, _, lp, vp in pairs if lp is not None and vp is not None]
+    none = len(pairs) - len(both)
+    if both:
+        print(
+            "precision at equal coverage (learned ranking cut at counting's commits): "
+            f"{np.mean(both):+.4f} ± {np.std(both):.4f} ({_hel(both)})"
+            + (f"; counting accepts nothing in {none} halves" if none else "")
+        )
+    else:
+        print(f"precision at equal coverage: counting accepts nothing in all {none} halves")
+
+
 def evaluate(
-    ds: DataSet, target: float, splits: list[tuple[list[int], list[int]]]
+    ds: DataSet,
+    target: float,
+    splits: list[tuple[list[int], list[int]]],
+    pairs: list[Pair] | None = None,
 ) -> dict[str, list[Row]]:
+    """Every method on every half; with ``pairs``, also :func:`_paired_split` of each half
+    (appended to it), on the same cross-fit."""
     rows: dict[str, list[Row]] = {}
     for cal, test in splits:
         fitted = crossfit([ds.cases[i] for i in cal], [ds.golds[i] for i in cal])
+        if pairs is not None:
+            pairs.append(_paired_split(ds, cal, test, target, fitted))
         for name, kw in [
             ("chosen (bonferroni)", {"rule": "bonferroni"}),
             ("chosen (split)", {"rule": "split"}),
@@ -261,8 +356,8 @@ def _load(data: Path, which: str, backend: object, cache: str | None) -> DataSet
     return ds
 
 
-def shift_table(ds: DataSet, target: float, splits: int) -> None:
-    """Calibrate on two LLMBar subsets, deploy on the third; and exchangeable random splits."""
+def shift_table(ds: DataSet, target: float) -> None:
+    """Calibrate on two LLMBar subsets, deploy on the third."""
     from dissensus.acceptance import shift_check
     from dissensus.acceptance.shift import check_level
 
@@ -297,7 +392,16 @@ def shift_table(ds: DataSet, target: float, splits: int) -> None:
             f"{check.auc:.3f} | {check.p_value:<7.2g} | {check.shifted!s:<17} | "
             f"{check.p_value <= tenth}"
         )
-    flags, firsts = [], []
+
+
+def false_alarms(ds: DataSet, target: float, splits: int) -> None:
+    """How often the shift check flags exchangeable random halves (no shift: every flag
+    is a false alarm), at 0.1 and at the level of a file's first run-level check."""
+    from dissensus.acceptance import shift_check
+    from dissensus.acceptance.shift import check_level
+
+    first = check_level(0.1, 1)
+    flags, firsts, ps = [], [], []
     for cal, test in _splits(len(ds.cases), splits, 1):
         acc = calibrate(
             [ds.cases[i] for i in cal], [ds.golds[i] for i in cal], target=target, delta=DELTA,
@@ -307,9 +411,11 @@ def shift_table(ds: DataSet, target: float, splits: int) -> None:
         check = shift_check(acc.shift_reference, [ds.cases[i] for i in test], alpha=0.1)
         flags.append(check.shifted)
         firsts.append(check.p_value <= first)
+        ps.append(check.p_value)
     print(
-        f"exchangeable random halves: flagged at 0.1 {sum(flags)}/{len(flags)} = "
-        f"{np.mean(flags):.3f}; at {first:.2g} (check 1) {sum(firsts)}/{len(firsts)}"
+        f"{ds.name}: exchangeable random halves (target {target}): flagged at 0.1 "
+        f"{sum(flags)}/{len(flags)} = {np.mean(flags):.3f}; at {first:.2g} (check 1) "
+        f"{sum(firsts)}/{len(firsts)}; smallest p {min(ps):.2g}"
     )
 
 
@@ -319,7 +425,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--splits", type=int, default=50)
     parser.add_argument("--sets", default=",".join(SETS), help=f"of {', '.join(SETS)}")
     parser.add_argument("--no-cd", action="store_true", help="skip the CD routing comparison")
-    parser.add_argument("--only-shift", action="store_true", help="only the LLMBar shift table")
+    parser.add_argument(
+        "--only-shift",
+        action="store_true",
+        help="only the shift check (LLMBar's rotations; false alarms on every set)",
+    )
+    parser.add_argument(
+        "--only-paired",
+        action="store_true",
+        help="only the paired comparison of learned acceptance and vote counting",
+    )
     parser.add_argument(
         "--no-validity", action="store_true", help="skip the random-halves validity tables"
     )
@@ -337,13 +452,22 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\n== {which}: {len(ds.cases)} cases (features in {time.time() - t0:.0f}s)")
         targets = {"llmbar": [0.9, 0.8], "zeroeval": [0.95], "varierrnli": [0.9, 0.8]}[which]
         splits = _splits(len(ds.cases), args.splits, 0)
-        if which == "llmbar":
-            shift_table(ds, 0.9, min(args.splits, 20))
+        if which == "llmbar" and not args.only_paired:
+            shift_table(ds, 0.9)
+        if not args.only_paired:
+            false_alarms(ds, ds.target, min(args.splits, 20))
         if args.only_shift:
             continue
         for target in [] if args.no_validity else targets:
-            report(which, target, evaluate(ds, target, splits), len(splits))
+            pairs: list[Pair] = []
+            if args.only_paired:
+                pairs = paired(ds, target, splits)
+            else:
+                report(which, target, evaluate(ds, target, splits, pairs), len(splits))
+            report_paired(which, target, pairs)
             sys.stdout.flush()
+        if args.only_paired:
+            continue
         if which == "zeroeval":
             zeroeval_halves(ds)
         if not args.no_cd and which in ("llmbar", "zeroeval"):
