@@ -129,4 +129,4 @@ async def test_the_case_page_keys_follow_the_panels_order(tmp_path: Path) -> Non
     assert shown["item"]["options"] == [*TWELVE, *EXTRAS]
     # An option past the ninth has no key, and no empty key box either.
     assert "<kbd></kbd>" not in page
-    assert page.count('<kbd>9</kbd> <bdi>') == 2  # its heading and its radio
+    assert page.count("<kbd>9</kbd> <bdi>") == 2  # its heading and its radio
