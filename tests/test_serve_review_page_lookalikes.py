@@ -71,7 +71,7 @@ def _options(page: str) -> dict[str, str]:
     """Each option's id (the radio value, as the browser reads it) -> the option as its
     radio button shows it (the key and the "suggested" tag left out)."""
     found = re.findall(
-        r'<input type="radio" name="decision" value="([^"]*)"[^>]*> <kbd>\d?</kbd> <bdi>([^<]*)</bdi>',
+        r'<input type="radio" name="decision" value="([^"]*)"[^>]*> (?:<kbd>\d</kbd> )?<bdi>([^<]*)</bdi>',
         page,
     )
     return {html.unescape(value): _text(label) for value, label in found}
