@@ -130,3 +130,57 @@ async def test_the_case_page_keys_follow_the_panels_order(tmp_path: Path) -> Non
     # An option past the ninth has no key, and no empty key box either.
     assert "<kbd></kbd>" not in page
     assert page.count("<kbd>9</kbd> <bdi>") == 2  # its heading and its radio
+
+
+NLI = ["entailment", "neutral", "contradiction"]
+
+
+def _as_object(options: list[str], decisions: list[str], pid: str) -> dict[str, object]:
+    """A panel whose ``meta.options`` is an object, as ``dissensus convert`` writes it."""
+    return panel(
+        pid,
+        decisions,
+        values=[{"a": 1.0}, {"b": 1.0}, {"a": 0.5}],
+        reasoning=["It follows."] * 3,
+        meta={"question": "Which?", "options": {o: f"text of {o}" for o in options}},
+    )
+
+
+@pytest.mark.parametrize(
+    ("options", "decisions"),
+    [(TWELVE, ["2", "10", "7"]), (NLI, ["neutral", "contradiction", "entailment"])],
+)
+def test_an_options_object_is_shown_in_its_declared_order(
+    tmp_path: Path, options: list[str], decisions: list[str]
+) -> None:
+    """The journal stores a panel's objects with sorted keys, so the declared order of a
+    ``meta.options`` object lives in the item's own list: every view follows it (they
+    read the journalled panel's sorted keys, and key 2 picked option 10, or key 1
+    'contradiction' on a VariErrNLI panel)."""
+    path = tmp_path / "j.sqlite"
+    with Journal(path) as journal:
+        record = decide(as_panel(_as_object(options, decisions, "obj")), POLICY, journal=journal)
+        assert record.review_id
+        item = find_item(journal, record.review_id).item
+    assert item.options == options
+    assert item.shown_options() == options
+    views = option_views(item.options, item.panel, [], None)
+    assert [v.id for v in views] == options
+    assert views[1].key == "2" and views[1].id == options[1]
+    shown = cli("review", "show", record.review_id, "--journal", path, env={"COLUMNS": "200"})
+    line = next(x for x in shown.out.splitlines() if x.startswith("options:"))
+    assert line.split("   ")[0] == f"options: {', '.join(options)}"
+    listed = cli("review", "list", "--journal", path, "--json")
+    assert json.loads(listed.out)["options"] == options
+
+
+def test_an_old_item_of_an_options_object_is_shown_in_natural_order(tmp_path: Path) -> None:
+    with Journal(tmp_path / "j.sqlite") as journal:
+        record = decide(
+            as_panel(_as_object(TWELVE, ["2", "10", "7"], "o")), POLICY, journal=journal
+        )
+        assert record.review_id
+        old = _old(find_item(journal, record.review_id).item)
+    assert old.options[:3] == ["1", "10", "11"]
+    assert old.shown_options() == TWELVE
+    assert [v.id for v in option_views(old.options, old.panel, [], None)] == TWELVE

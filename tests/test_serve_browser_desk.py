@@ -191,6 +191,38 @@ def test_another_answer_replaces_the_pick_and_0_clears_it(desk: Desk) -> None:
     assert got["resolution"]["note"] == "both options are wrong"
 
 
+def test_a_pick_replaces_another_answer(desk: Desk) -> None:
+    """o and an answer, then 1: the answer is cleared (the draft too), and Enter resolves
+    with the option, not "pick an option or type another answer, not both"."""
+    expect = desk.sync_api.expect
+    run, (a, _) = desk.submit([escalating(f"pa-{i}") for i in range(2)])
+    page = desk.page()
+    page.goto(f"{desk.base}/review/case/{a}?run={run}")
+    _on_case(desk, page, a)
+    page.keyboard.press("o")
+    page.keyboard.type("abc")
+    page.keyboard.press("Escape")
+    page.wait_for_function("() => document.activeElement === document.body")
+    page.keyboard.press("1")
+    expect(page.locator("input[name=decision][data-key='1']")).to_be_checked()
+    expect(page.locator("#other-decision")).to_have_value("")
+    page.reload()
+    _on_case(desk, page, a)
+    expect(page.locator("#other-decision")).to_have_value("")
+    expect(page.locator("input[name=decision][data-key='1']")).to_be_checked()
+    chosen = page.locator("input[name=decision][data-key='1']").get_attribute("value")
+    page.keyboard.press("n")
+    page.keyboard.type("the first is right")
+    page.keyboard.press("Escape")
+    page.wait_for_function("() => document.activeElement === document.body")
+    page.keyboard.press("Enter")
+    page.wait_for_url(lambda url: f"/review/case/{a}" not in url)
+    page.context.close()
+    with desk.api("tok-r1") as api:
+        got = api.get(f"/v1/review/{a}").json()
+    assert got["resolution"]["decision"] == chosen
+
+
 def test_j_from_a_page_opened_earlier_steps_over_a_case_resolved_meanwhile(desk: Desk) -> None:
     """The next case was resolved by another reviewer after the page was shown: j goes
     to the one after it, the address bar on that case's page, the queue kept."""

@@ -50,6 +50,17 @@ async def test_the_favicon_is_the_static_icon_with_a_static_files_headers(tmp_pa
         assert answer.headers["x-content-type-options"] == "nosniff"
 
 
+async def test_a_missing_static_file_is_a_plain_404_with_nosniff(tmp_path: Path) -> None:
+    async with client_for(settings(tmp_path)) as client:
+        missing = await client.get("/review/static/nope.js")
+        posted = await client.post("/review/static/review.css")
+    assert missing.status_code == 404 and missing.text == "Not Found"
+    assert missing.headers["content-type"].startswith("text/plain")
+    assert missing.headers["x-content-type-options"] == "nosniff"
+    assert missing.headers["cache-control"] == "no-store"
+    assert posted.status_code == 405 and posted.headers["x-content-type-options"] == "nosniff"
+
+
 async def test_the_pages_name_the_icon(tmp_path: Path) -> None:
     async with client_for(settings(tmp_path)) as client:
         assert (await login(client, "rev")).status_code == 303

@@ -71,6 +71,7 @@ __all__ = [
     "natural_key",
     "option_ids",
     "review_options",
+    "shown_order",
 ]
 
 QUESTION_KEYS = ("question", "input", "prompt", "statement")
@@ -170,6 +171,26 @@ def review_options(declared: Iterable[str], given: Iterable[str]) -> list[str]:
     first = list(dict.fromkeys(declared))
     known = set(first)
     return first + sorted({g for g in given if g not in known}, key=natural_key)
+
+
+def shown_order(meta: Any, options: Sequence[str]) -> list[str]:
+    """The order a reviewer is shown a journalled review item's ``options`` in.
+
+    The journal stores a panel's JSON with its objects' keys sorted, so a ``meta.options``
+    *object* (what ``dissensus convert`` writes) has lost its declared order there, while
+    the item's own ``options`` list keeps the order the item was written with. So: a
+    ``meta.options`` list (JSON keeps a list's order) leads, the rest in natural order
+    (:func:`review_options`); else the item's own list as written, when it is not in
+    plain string order (an item written in the declared order); else, an item written in
+    string order (by a version before the declared order, or one whose declared order
+    was lost before it was written, on resume), natural order (``2`` before ``10``)."""
+    raw = meta.get("options") if isinstance(meta, dict) else None
+    if isinstance(raw, list):
+        return review_options(option_ids(meta), options)
+    listed = list(dict.fromkeys(options))
+    if listed != sorted(listed):
+        return listed
+    return review_options([], listed)
 
 
 class CaseMessage(BaseModel):

@@ -19,8 +19,10 @@ Choices where the design is silent:
   (:func:`~dissensus.cases.review_options`: the panel's ``meta.options`` in order, then
   the agents' other decisions in natural order). An item journalled when they were kept
   in string order (``1, 10, 11, 2``) is shown in that order too: every view of the
-  options reads :meth:`ReviewItem.shown_options`, while the item itself, which its
-  content hash binds, stays as journalled.
+  options reads :meth:`ReviewItem.shown_options` (:func:`~dissensus.cases.shown_order`),
+  while the item itself, which its content hash binds, stays as journalled. A
+  ``meta.options`` object (what ``convert`` writes) is journalled with its keys sorted,
+  so its declared order lives in the item's own list, which that order reads.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from dissensus.cases import option_ids, review_options
+from dissensus.cases import shown_order
 from dissensus.dci.packet import DecisionPacket
 from dissensus.pipeline.learned import AcceptanceFigures
 from dissensus.pipeline.steps import AcceptanceStep, ConcordStep, GuardStep
@@ -163,7 +165,6 @@ class ReviewItem(BaseModel):
     """The acceptance file the audited run decided with, if any."""
 
     def shown_options(self) -> list[str]:
-        """:attr:`options` in the order a reviewer is shown them (the panel's ``meta.options``
-        first, in order; :func:`~dissensus.cases.review_options`), whenever the item was
-        journalled: the order of a fresh item's own list."""
-        return review_options(option_ids(self.panel.get("meta")), self.options)
+        """:attr:`options` in the order a reviewer is shown them, whenever the item was
+        journalled (:func:`~dissensus.cases.shown_order`): a fresh item's own order."""
+        return shown_order(self.panel.get("meta"), self.options)

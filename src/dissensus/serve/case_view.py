@@ -13,8 +13,9 @@ Choices where the design is silent:
   visible beside the label, since it is what gets journalled.
 * **Option order and keys** (:func:`option_views`): the panel's ``meta.options`` in the
   order it declares them, then the other decisions the agents gave in natural order
-  (:func:`~dissensus.cases.review_options`: ``2`` before ``10``), for an item journalled
-  with its options in string order too; keys ``1``-``9`` go to the first nine, so ``2``
+  (:func:`~dissensus.cases.shown_order`: ``2`` before ``10``; a ``meta.options`` object,
+  journalled with its keys sorted, in the order of the item's own list), for an item
+  journalled with its options in string order too; keys ``1``-``9`` go to the first nine, so ``2``
   picks the panel's second option.
 * **Word diff.** When at least two options have texts, the first two are compared word
   by word (:class:`difflib.SequenceMatcher` over whitespace-split words) into segments
@@ -62,7 +63,7 @@ from typing import Any, Literal
 
 from markupsafe import Markup, escape
 
-from dissensus.cases import CaseMessage, CaseSpec, asked_question, conversation, review_options
+from dissensus.cases import CaseMessage, CaseSpec, asked_question, conversation, shown_order
 from dissensus.quoting import visible
 
 __all__ = [
@@ -144,7 +145,7 @@ def option_views(
     meta = meta if isinstance(meta, dict) else {}
     reasoning = [r for _, _, r in positions]
     case = CaseSpec.from_meta(meta, reasoning)
-    ids = review_options(case.option_ids(), options)
+    ids = shown_order(meta, options)
     texts = {o.id: o.text for o in case.options}
     if not case.options:  # labels of the options on the table, when the panel lists none
         case = CaseSpec.from_meta({**meta, "options": [{"id": i} for i in ids]}, reasoning)

@@ -12,7 +12,9 @@ browser reads each as the type it is served as, never as a guess from its bytes.
 from __future__ import annotations
 
 from fastapi import FastAPI, Request, Response
+from fastapi.responses import PlainTextResponse
 from fastapi.staticfiles import StaticFiles
+from starlette.exceptions import HTTPException
 from starlette.types import Scope
 
 from dissensus.serve.pages import HERE
@@ -37,7 +39,13 @@ class _Static(StaticFiles):
     """The review pages' static files, each answer with ``nosniff``."""
 
     async def get_response(self, path: str, scope: Scope) -> Response:
-        response = await super().get_response(path, scope)
+        try:
+            response = await super().get_response(path, scope)
+        except HTTPException as exc:  # no such file, a method it does not take: said plainly
+            response = PlainTextResponse(
+                str(exc.detail), exc.status_code, headers=dict(exc.headers or {})
+            )
+            response.headers["Cache-Control"] = "no-store"
         response.headers.setdefault("X-Content-Type-Options", "nosniff")
         return response
 

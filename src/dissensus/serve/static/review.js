@@ -353,6 +353,11 @@
     if (e.target.name === "other" && e.target.type !== "radio" && e.target.value.trim()) {
       unpick(form);
     }
+    // And a pick replaces another answer, by key or by mouse, for the same reason.
+    if (e.target.name === "decision" && e.target.type === "radio" && e.target.checked) {
+      var other = form.querySelector('input[name="other"]');
+      if (other && other.value) { other.value = ""; }
+    }
     saveDraft();
   }
   document.addEventListener("input", keepTyping);
