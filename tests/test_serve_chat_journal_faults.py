@@ -615,10 +615,10 @@ async def test_an_async_decide_run_whose_lock_the_journal_refuses_is_running_unt
     ``run ID is being resumed by pid N``, for as long as the server ran). Once the
     journal takes writes, the next look gives the lock back: ``incomplete``, and
     ``dissensus runs resume`` in another process decides the run."""
-    from dissensus.serve import runs
+    from dissensus.serve import run_faults
     from serve_helpers import client_for, settings
 
-    monkeypatch.setattr(runs, "GIVE_BACK_EVERY", 3600.0)  # only a look gives it back here
+    monkeypatch.setattr(run_faults, "GIVE_BACK_EVERY", 3600.0)  # only a look gives it back here
     faults = _Faults(monkeypatch, journal_target, reads_fail=True, locks_fail=True)
     async with client_for(settings(tmp_path, journal=journal_target)) as client:
         faults.arm()
@@ -658,10 +658,10 @@ async def test_a_lock_the_journal_refused_is_given_back_once_it_is_back_unasked(
 ) -> None:
     """Nobody asks for the run: the server gives its lock back all the same, within
     moments of the journal's return (tried again every ``GIVE_BACK_EVERY`` seconds)."""
-    from dissensus.serve import runs
+    from dissensus.serve import run_faults
     from serve_helpers import client_for, settings
 
-    monkeypatch.setattr(runs, "GIVE_BACK_EVERY", 0.05)
+    monkeypatch.setattr(run_faults, "GIVE_BACK_EVERY", 0.05)
     faults = _Faults(monkeypatch, journal_target, reads_fail=True, locks_fail=True)
     async with client_for(settings(tmp_path, journal=journal_target)) as client:
         faults.arm()
@@ -1036,6 +1036,7 @@ async def test_a_follower_woken_while_the_server_looks_at_the_journal_gets_the_f
     before that read, so the follower ended its stream there, without a final event)."""
     import time
 
+    from dissensus.serve import runs
     from dissensus.serve.runs import Runner
     from dissensus.store.errors import JournalError
     from serve_helpers import client_for, settings
@@ -1047,7 +1048,7 @@ async def test_a_follower_woken_while_the_server_looks_at_the_journal_gets_the_f
         runner: Runner = client._transport.app.state.service.runner  # type: ignore[attr-defined]
         loop = asyncio.get_running_loop()
         looking = asyncio.Event()
-        real_held = Runner._held
+        real_held = runs._held
 
         async def off_loop(self: Runner, state: Any, text: str, extra: Any, on_reject: Any,
                            on_record: Any, *, resume: bool = False) -> None:  # fmt: skip
@@ -1056,13 +1057,13 @@ async def test_a_follower_woken_while_the_server_looks_at_the_journal_gets_the_f
             on_record(record)
             raise JournalError("journal somewhere: connection lost")
 
-        def held(self: Runner, run_id: str) -> Any:
+        def held(journal: Any, run_id: str) -> Any:
             loop.call_soon_threadsafe(looking.set)
             time.sleep(0.3)  # the journal answers slowly
-            return real_held(self, run_id)
+            return real_held(journal, run_id)
 
         monkeypatch.setattr(Runner, "_off_loop", off_loop)
-        monkeypatch.setattr(Runner, "_held", held)
+        monkeypatch.setattr(runs, "_held", held)
         state = await runner.start([json.dumps(_decide_panel("p2"))], submitted_by="sub")
         kinds: list[str] = []
         async for part in runner.follow(state.run_id):

@@ -9,80 +9,17 @@ way the CLI journals standard input) with that spec, and the cases are decided b
 therefore be listed, verified, exported and resumed with the CLI, and gives the CLI's
 records.
 
+Four modules do it: :mod:`.run_models` (the answer models, a run's state in memory),
+:mod:`.run_loop` (the run loops runs are decided on, off the server's loop, and the
+similarity backend they share), :mod:`.run_faults` (what the journal holds of a run
+after a journal fault, the locks owed back) and this one, whose :class:`Runner` starts,
+decides, follows and describes runs. Each keeps the design notes of its own code.
+
 Choices where the design is silent:
 
-* Each panel of a request is one JSONL line (``json.dumps`` of the item), so item ``i``
-  is input line ``i + 1`` and a rejected item is reported with the same field path the
-  CLI reports for that line (:func:`dissensus.io.jsonl.parse_line`).
 * ``run.started`` also records ``submitted_by``: the name of the token that submitted.
-* The similarity backend is built once per server and shared by every run, one call at
-  a time; a torch encoder (MiniLM) computes on all cores but one, which the server's own
-  loop keeps.
-* **Off the event loop.** Runs are journalled (``run.started``, with the run's lock:
-  one commit; a request that waits for its records defers it to the run's first
-  write, so a panel decided without a model call is one commit in all) and decided on
-  a run loop: a thread of its own with its own event loop
-  and its own connection to the journal, so embedding and deciding never stall the
-  server's loop (``/healthz`` answers during a MiniLM run). The run loop decides many
-  runs at once (at most :data:`RUNS_PER_LOOP`; later ones wait for a place), as
-  concurrent ``adecide`` calls share one loop and one connection: on SQLite one run
-  loop, since one connection writes at a time anyway and several threads would only
-  contend for the GIL and the file's write lock; on PostgreSQL
-  :data:`RUN_LOOPS_POSTGRES`, so that round trips to the database overlap (each run
-  goes to the loop with the fewest). The server's loop waits only until
-  ``run.started`` is committed (so a journal error is the request's error, as before);
-  records, rejects and the end come back through a mailbox that wakes the server's
-  loop once per turn of the run loop, not once per hand-over. The run loop keeps its
-  connection; one that failed is not handed to later runs and is closed when the runs
-  still using it end; all are closed when the server stops. What a run leaves running
-  is cancelled when it ends, as ``asyncio.run`` would (its tasks are filed under it).
-  A run stopped before ``execute_run`` took it over releases its lock itself. A server
-  on an in-memory journal (tests) decides on its loop, since a second connection
-  would see another database.
 * A run stopped by its policy's deadline ends ``incomplete`` (partial, resumable), not
   ``failed``.
-* **A journal fault is checked against the journal.** A run whose journal was busy or
-  unreachable may have failed at a commit that went through (its acknowledgement lost
-  with the connection): the server then reads the journal once more (its own
-  connection, which reconnects). A run it holds finished is ``finished``, with the
-  records and rejects that commit journalled, and no error. **A run it holds started,
-  unfinished, is ``incomplete``**, not ``failed``: it stopped part-way, resumable,
-  and its error gives the command (``dissensus runs resume ID --journal JOURNAL``,
-  "not by submitting it again"), answered ``503`` naming the run without
-  ``Retry-After``: a client that sent its panels again would start a second run
-  deciding them again. Its start is known journalled without a read when this process
-  saw a commit of it acknowledged (an ``async`` or resumed run's start, a deferred
-  run's record or reject handed over). A run of which nothing is journalled is
-  ``failed`` (503 with ``Retry-After``: submitting it again is safe); when the
-  journal cannot be read either and the server cannot tell, the run is ``failed``
-  with an error saying it may be journalled all the same and naming ``GET
-  /v1/runs/{id}``, which reads the journal's outcome once it is back: a run the
-  journal holds finished never shows an error, one it holds unfinished reads
-  ``incomplete`` with the resume command (:meth:`Runner.describe`), one it does not
-  hold stays ``failed``. The run's status changes with its final event only, after
-  these looks at the journal: a follower woken meanwhile waits for that event.
-  ``POST /v1/decide?async=true`` is answered once ``run.started``
-  is committed, so its check is of that commit: a run the journal holds is decided from
-  its start and answered ``202`` as usual; one it does not hold is the journal's ``503``
-  (nothing journalled); when the journal cannot be read either, the run is
-  ``incomplete`` with an error naming ``GET /v1/runs/{id}`` (``404`` until the journal
-  holds it: it was not journalled; else resumable with ``dissensus runs resume``, the
-  lock its start took given back), answered ``503`` with ``Retry-After`` and
-  ``run_id``.
-* **A lock this server holds for a run it does not decide is given back.** The lock a
-  run's start took is given back by the server when it does not decide the run: its
-  start's outcome could not be told, or the run stopped on a journal fault (a release
-  on the run loop that failed with the journal, or a resumed run whose run loop could
-  not open a connection). When the journal does not take the release either (the
-  outage goes on), the run is owed: the server tries again every
-  :data:`GIVE_BACK_EVERY` seconds and whenever the run is asked for (``GET
-  /v1/runs/{id}``, its events), until the journal takes it, so the lock never outlives
-  the outage by more than that. Until then the run reads ``running`` (as its lock
-  says: ``dissensus runs resume`` would be refused) with an error saying the server
-  still holds its lock and the run cannot be resumed yet, never ``resume with``; then
-  ``incomplete`` (a run stopped part-way: its final event and a waiting request's
-  ``503`` say to resume it once ``GET /v1/runs/{id}`` reads so). A server stopping
-  tries once more.
 * On shutdown (SIGTERM / Ctrl-C) runs in progress get most of the graceful-shutdown
   time to finish, then are cancelled: they end ``incomplete`` (resumable with
   ``dissensus runs resume``; one cancelled after it journalled ``run.finished`` is
@@ -110,28 +47,50 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import contextvars
-import json
 import logging
-import os
-import sys
 import threading
-from collections import OrderedDict, deque
-from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Callable
+from typing import Any
 
 from pydantic import BaseModel
 
-from dissensus.errors import DissensusError
 from dissensus.io.jsonl import Reject
 from dissensus.pipeline import CaseRecord, DeadlineReached, RunSpec, execute_run
-from dissensus.pipeline.batch import input_lines, new_run_id, start_run
+from dissensus.pipeline.batch import new_run_id, start_run
 from dissensus.pipeline.review import final_records
 from dissensus.serve import journal_errors
+from dissensus.serve.run_faults import (
+    _held,
+    _holds,
+    _owed_error,
+    _OwedLocks,
+    _start_acknowledged,
+    _stopped_error,
+    _take,
+)
+from dissensus.serve.run_loop import (
+    _CURRENT_RUN,
+    _leave_a_core_to_the_loop,
+    _RunLoop,
+    _SharedBackend,
+    _SharedEmbedding,
+    _spawn,
+    _ThreadTask,
+)
+from dissensus.serve.run_models import (
+    DecideAnswer,
+    RunDocument,
+    RunReject,
+    RunState,
+    RunStatusView,
+    Status,
+    _rejects,
+    _total,
+    item_line,
+    reject_of,
+)
 from dissensus.states import EmbeddingBackend, SimilarityBackend, get_backend
-from dissensus.states.similarity import Matrix, Vectors
-from dissensus.store import event_types as ev
 from dissensus.store.errors import JournalError
 from dissensus.store.journal import Journal, is_postgres_url
 from dissensus.store.targets import journal_option
@@ -163,308 +122,6 @@ RUN_LOOPS_POSTGRES = 4
 
 FOLLOW_BATCH = 64
 """Most events :meth:`Runner.follow` hands over at once (one part of an event stream)."""
-
-GIVE_BACK_EVERY = 1.0
-"""Seconds between attempts to give back a run's lock the journal did not take back (an
-outage): see :meth:`Runner._give_back`."""
-
-
-Status = Literal["running", "finished", "failed", "incomplete"]
-
-
-def item_line(item: Any) -> str:
-    """One request item as one JSONL line."""
-    return json.dumps(item, ensure_ascii=True, separators=(",", ":"))
-
-
-class RunReject(BaseModel):
-    """A rejected item of a run as the API reports it: its index in the request (0-based),
-    the field, the message."""
-
-    index: int
-    field: str | None
-    error: str
-
-
-class RunStatusView(BaseModel):
-    """Where a run stands: the status line of ``GET /v1/runs/{id}`` and of its events."""
-
-    run_id: str
-    status: Status
-    total: int
-    done: int
-    rejected: int
-    error: str | None
-
-
-class RunDocument(RunStatusView):
-    """A run's status with its final records (human resolutions included) and rejects."""
-
-    records: list[CaseRecord]
-    rejects: list[RunReject]
-    shift: dict[str, Any] | None = None
-    """The run's shift check as journalled (the ``shift`` of ``dissensus runs show
-    --json``); ``None`` while the run goes on, or when it made none (no acceptance file
-    with a shift reference, or fewer than 10 judged cases)."""
-
-
-class DecideAnswer(BaseModel):
-    """The answer to ``POST /v1/decide`` with a list of panels: the run, its records (as
-    ``dissensus decide --json`` writes them) and the rejected items."""
-
-    run_id: str
-    status: Status
-    rejected: int
-    records: list[CaseRecord]
-    rejects: list[RunReject]
-    shift: dict[str, Any] | None = None
-    """The run's shift check (as :attr:`RunDocument.shift`)."""
-
-
-def reject_of(reject: Reject) -> RunReject:
-    """A rejected item as the API reports it: index in the request, field, message."""
-    return RunReject(index=reject.line - 1, field=reject.field, error=reject.message)
-
-
-@dataclass
-class _ThreadTask:
-    """The task deciding a run on its run loop, once it exists."""
-
-    task: asyncio.Task[Any] | None = None
-
-
-def _spawn(loop: asyncio.AbstractEventLoop, main: Callable[[], Coroutine[Any, Any, None]]) -> None:
-    loop.create_task(main())
-
-
-class _Mailbox:
-    """Calls handed from one event loop (``source``) to another running on another thread
-    (``target``), made there in the order they were posted. The target is woken once per
-    turn of the source loop, for every call posted during that turn: each wake-up is a
-    write to the target's self-pipe and a switch of threads, which one call per
-    record, start and end of each run would pay again and again."""
-
-    def __init__(
-        self, source: asyncio.AbstractEventLoop, target: asyncio.AbstractEventLoop
-    ) -> None:
-        self.source = source
-        self.target = target
-        self._calls: deque[tuple[Callable[..., None], tuple[Any, ...]]] = deque()
-        self._lock = threading.Lock()
-        self._due = False
-
-    def post(self, call: Callable[..., None], *args: Any) -> None:
-        """Hand ``call(*args)`` to the target loop (called on the source loop's thread)."""
-        with self._lock:
-            self._calls.append((call, args))
-            if self._due:
-                return
-            self._due = True
-        self.source.call_soon(self._wake)  # at the end of this turn of the source loop
-
-    def _wake(self) -> None:
-        with contextlib.suppress(RuntimeError):  # the target loop is closed: nobody waits
-            self.target.call_soon_threadsafe(self._deliver)
-
-    def _deliver(self) -> None:
-        with self._lock:
-            calls, self._calls = self._calls, deque()
-            self._due = False
-        for call, args in calls:
-            self.target.call_soon(call, *args)  # each on its own: one failing stops no other
-
-
-@dataclass
-class RunState:
-    """What the server knows about one of its runs while (and shortly after) it runs."""
-
-    run_id: str
-    total: int
-    status: Status = "running"
-    done: int = 0
-    records: list[CaseRecord] = field(default_factory=list)
-    rejects: list[RunReject] = field(default_factory=list)
-    error: str | None = None
-    events: list[tuple[str, BaseModel]] = field(default_factory=list)
-    """Progress events (kind, model), each streamed to followers as the model's JSON (made
-    only when the run is followed)."""
-    changed: asyncio.Event = field(default_factory=asyncio.Event)
-    task: asyncio.Task[None] | None = None
-    started: asyncio.Future[None] = field(
-        default_factory=lambda: asyncio.get_running_loop().create_future()
-    )
-    """Resolved once ``run.started`` is committed (the journal's error if it cannot be);
-    for a deferred run, once it is registered (its first write creates it)."""
-    deferred: bool = False
-    """Created by its first write (``start_run(..., defer=True)``): a request that waits
-    for its records, decided without a model call, is one commit."""
-    shift: JsonObject | None = None
-    """The run's shift check, read from the journal when the run finished."""
-    retry: bool = False
-    """Failed because the journal was unreachable or busy, and not known to hold anything
-    to resume: ``POST /v1/decide`` answers 503 with ``Retry-After``
-    (:mod:`~dissensus.serve.journal_errors`)."""
-    outage: str | None = None
-    """Stopped by a busy or unreachable journal (its public sentence): a run the journal
-    holds unfinished is ``incomplete``, resumable (:meth:`Runner.describe`)."""
-
-    @property
-    def active(self) -> bool:
-        """Still deciding in this process (a task cancelled before it ran is not)."""
-        return self.status == "running" and self.task is not None and not self.task.done()
-
-    def push(self, kind: str, data: BaseModel) -> None:
-        self.events.append((kind, data))
-        self.changed.set()
-        self.changed = asyncio.Event()
-
-    def summary(self) -> RunStatusView:
-        return RunStatusView(
-            run_id=self.run_id,
-            status=self.status,
-            total=self.total,
-            done=self.done,
-            rejected=len(self.rejects),
-            error=self.error,
-        )
-
-
-def _leave_a_core_to_the_loop(backend: SimilarityBackend) -> None:
-    """A torch encoder computes on every core by default, which starves the server's own
-    loop on a small machine: keep one core free for it (no effect on one core)."""
-    if "torch" not in sys.modules and "minilm" not in backend.name.lower():
-        return
-    try:
-        import torch
-    except ImportError:
-        return
-    torch.set_num_threads(max(1, min(torch.get_num_threads(), (os.cpu_count() or 1) - 1)))
-
-
-class _SharedBackend:
-    """One similarity backend shared by the runs of a server, one call at a time (each run
-    decides on its own thread; an embedding cache or model is not made for concurrent calls)."""
-
-    def __init__(self, inner: SimilarityBackend) -> None:
-        self.inner = inner
-        self.name = inner.name
-        self._lock = threading.Lock()
-
-    def matrix(self, texts: Sequence[str]) -> Matrix:
-        with self._lock:
-            return self.inner.matrix(texts)
-
-
-class _SharedEmbedding(_SharedBackend):
-    def embed(self, texts: Sequence[str]) -> Vectors:
-        with self._lock:
-            return self.inner.embed(texts)  # type: ignore[attr-defined,no-any-return]
-
-
-_CURRENT_RUN: contextvars.ContextVar[set[asyncio.Task[Any]] | None] = contextvars.ContextVar(
-    "dissensus_serve_run_tasks", default=None
-)
-"""The tasks of the run a task belongs to (set while a run is decided on a run loop)."""
-
-
-def _tracking_factory(
-    loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, Any], **kwargs: Any
-) -> asyncio.Task[Any]:
-    """A task factory that files every task a run creates (its context names the run's
-    set) under that run, so what the run leaves running can be cancelled when it ends."""
-    task: asyncio.Task[Any] = asyncio.Task(coro, loop=loop, **kwargs)
-    tasks = _CURRENT_RUN.get()
-    if tasks is not None:
-        tasks.add(task)
-        task.add_done_callback(tasks.discard)
-    return task
-
-
-class _RunLoop:
-    """A thread running an event loop for as long as the server runs, on which runs are
-    decided (many at once, as concurrent ``adecide`` calls share one loop), with one
-    connection to the journal for all of them."""
-
-    def __init__(
-        self,
-        opener: Callable[[], Journal],
-        name: str,
-        slots: int,
-        home: asyncio.AbstractEventLoop,
-    ) -> None:
-        self._opener = opener
-        self.loop = asyncio.new_event_loop()
-        self.loop.set_task_factory(_tracking_factory)  # type: ignore[arg-type]
-        self.inbox = _Mailbox(home, self.loop)
-        """Calls from the server's loop (``home``) to this loop."""
-        self.outbox = _Mailbox(self.loop, home)
-        """Calls from this loop to the server's."""
-        self.runs = 0
-        """Runs handed to this loop and not ended (read and written on the server's loop)."""
-        self._slots = slots
-        self._slot: asyncio.Semaphore | None = None
-        self._journal: Journal | None = None
-        self._users: dict[int, int] = {}
-        self._retired: dict[int, Journal] = {}
-        self._thread = threading.Thread(target=self._main, name=name, daemon=True)
-        self._thread.start()
-
-    def _main(self) -> None:
-        asyncio.set_event_loop(self.loop)
-        self.loop.run_forever()
-
-    def slot(self) -> asyncio.Semaphore:
-        """The bound on runs deciding at once on this loop (used on the loop)."""
-        if self._slot is None:
-            self._slot = asyncio.Semaphore(self._slots)
-        return self._slot
-
-    def journal(self) -> Journal:
-        """The loop's connection (opened on its first run), held until :meth:`release`.
-        A connection that cannot be opened is a :class:`JournalError` (the journal is
-        unreachable), whatever the store calls it when a journal is first opened."""
-        journal = self._journal
-        if journal is None:
-            try:
-                journal = self._journal = self._opener()
-            except JournalError:
-                raise
-            except DissensusError as exc:  # "cannot open journal ...": it was open before
-                raise JournalError(str(exc)) from exc
-        self._users[id(journal)] = self._users.get(id(journal), 0) + 1
-        return journal
-
-    def release(self, journal: Journal, *, failed: bool) -> None:
-        """A run is done with ``journal``; after a failure the connection is not handed
-        to later runs, and it is closed once the runs still using it are done."""
-        key = id(journal)
-        self._users[key] -= 1
-        if failed and journal is self._journal:
-            self._journal = None
-            self._retired[key] = journal
-        if self._users[key] == 0 and journal is not self._journal:
-            del self._users[key]
-            self._retired.pop(key, None)
-            with contextlib.suppress(Exception):
-                journal.close()
-
-    def _stop(self) -> None:
-        for journal in [self._journal, *self._retired.values()]:
-            if journal is not None:
-                with contextlib.suppress(Exception):
-                    journal.close()
-        self._journal = None
-        self._retired.clear()
-        self.loop.stop()
-
-    def close(self) -> None:
-        """Stop the loop (no run is left on it), close its connections, end the thread."""
-        if self.loop.is_closed():
-            return
-        with contextlib.suppress(RuntimeError):
-            self.loop.call_soon_threadsafe(self._stop)
-        self._thread.join()
-        self.loop.close()
 
 
 class _NotStarted(Exception):
@@ -499,10 +156,9 @@ class Runner:
         self._backend_lock = threading.Lock()
         self._states: OrderedDict[str, RunState] = OrderedDict()
         self._ended: OrderedDict[str, None] = OrderedDict()
-        self._owed: set[str] = set()
+        self._owed = _OwedLocks(journal)
         """Runs this server holds the lock of without deciding them: the journal did not
-        take the lock back yet (:meth:`_give_back`)."""
-        self._giving_back: asyncio.Task[None] | None = None
+        take the lock back yet (:meth:`.run_faults._OwedLocks.give_back`)."""
 
     def backend(self) -> SimilarityBackend:
         with self._backend_lock:
@@ -570,17 +226,18 @@ class Runner:
     ) -> RunState:
         """``start_run`` failed with ``error``. A busy or unreachable journal may have
         failed at the start's commit although it went through (its acknowledgement
-        lost): the journal is read once more (:meth:`_holds`). A run it holds started is
-        decided from its start, as if the commit had been acknowledged; one it does not
-        hold is ``error`` (nothing was journalled); when it cannot tell, the run is
-        ``incomplete`` with an error naming ``GET /v1/runs/{id}``, its lock given back
-        (:meth:`_give_back`: until the journal takes it, the run reads ``running``)."""
+        lost): the journal is read once more (:func:`.run_faults._holds`). A run it
+        holds started is decided from its start, as if the commit had been acknowledged;
+        one it does not hold is ``error`` (nothing was journalled); when it cannot tell,
+        the run is ``incomplete`` with an error naming ``GET /v1/runs/{id}``, its lock
+        given back (:meth:`.run_faults._OwedLocks.give_back`: until the journal takes it,
+        the run reads ``running``)."""
         public = journal_errors.unavailable(error)
         if public is None or state.deferred:  # a deferred start writes nothing
             raise error
         if state.task is not None:
             await asyncio.wait([state.task])  # the failed start has let go of the run
-        held = await asyncio.to_thread(self._holds, state.run_id, "run/started")
+        held = await asyncio.to_thread(_holds, self.journal, state.run_id, "run/started")
         if held is False:
             raise error
         journal_errors.log_unavailable(error, f"run {state.run_id}")
@@ -590,7 +247,7 @@ class Runner:
             log.warning("run %s: started in the journal all the same", state.run_id)
             self._launch(again, text, extra, resume=True)
             return again
-        await self._give_back(state.run_id)  # a lock the journal holds for nobody's work
+        await self._owed.give_back(state.run_id)  # a lock the journal holds for nobody's work
         again.status = "incomplete"
         again.retry = True
         again.error = journal_errors.scrub(
@@ -686,10 +343,10 @@ class Runner:
             public = journal_errors.unavailable(exc)
             if public is not None:  # the caller may retry; the detail is the log's only
                 journal_errors.log_unavailable(exc, f"run {state.run_id}")
-                held = await asyncio.to_thread(self._held, state.run_id)
+                held = await asyncio.to_thread(_held, self.journal, state.run_id)
                 if isinstance(held, tuple):  # the commit went through, its answer was lost
                     log.warning("run %s: finished in the journal all the same", state.run_id)
-                    self._take(state, *held)
+                    _take(state, *held)
                     state.shift = await asyncio.to_thread(self._shift_of, state.run_id)
                     state.status = "finished"
                 else:
@@ -851,137 +508,42 @@ class Runner:
             log.warning("run %s: %s", run_id, shift_words(shift))
         return shift
 
-    def _held(
-        self, run_id: str
-    ) -> tuple[list[CaseRecord], list[RunReject]] | Literal[False] | None:
-        """After a journal fault: the run's records and rejects when the journal holds it
-        finished (its last commit went through), ``False`` when it does not, ``None``
-        when it cannot tell (one read with the server's own connection, which
-        reconnects when it was lost)."""
-        held = self._holds(run_id, "run/finished")
-        if held is None:
-            return None
-        if not held:
-            return False
-        try:
-            return final_records(self.journal, run_id), _rejects(self.journal, run_id)
-        except Exception:  # unreachable again: the caller is told the run may be there
-            return None
-
-    def _holds(self, run_id: str, key: str) -> bool | None:
-        """After a journal fault: whether the journal holds the run's event ``key``
-        (``run/started``: the run exists; ``run/finished``: it ended), ``None`` when it
-        cannot tell (one read with the server's own connection, which reconnects when it
-        was lost)."""
-        try:
-            return self.journal.get(run_id, key) is not None
-        except Exception:  # still unreachable: the caller is told the run may be there
-            return None
-
-    @staticmethod
-    def _take(state: RunState, records: list[CaseRecord], rejects: list[RunReject]) -> None:
-        """The records and rejects of a finished run that its state (and its followers)
-        did not get, since the commit that journalled them was never acknowledged."""
-        for reject in rejects[len(state.rejects) :]:
-            state.rejects.append(reject)
-            state.push("reject", reject)
-        for record in records[len(state.records) :]:
-            state.records.append(record)
-            state.done += 1
-            state.push("record", record)
-
     async def _stopped_by(self, state: RunState, public: str, readable: bool) -> None:
         """The run stopped on a busy or unreachable journal (``public``), unfinished in
         it. Its lock may be left held (the run loop's release failed too, or it never
-        had a connection to release it with): given back here (:meth:`_give_back`). A
-        run whose start is journalled is ``incomplete``, resumed with ``dissensus runs
-        resume``, never submitted again; one whose start is not is ``failed``, safe to
-        submit again (``retry``); when that cannot be told, ``failed`` with an error
-        naming ``GET /v1/runs/{id}``, which tells once the journal is back
-        (:meth:`describe`). ``readable``: the journal answered the look after the fault."""
+        had a connection to release it with): given back here
+        (:meth:`.run_faults._OwedLocks.give_back`). A run whose start is journalled is
+        ``incomplete``, resumed with ``dissensus runs resume``, never submitted again;
+        one whose start is not is ``failed``, safe to submit again (``retry``); when
+        that cannot be told, ``failed`` with an error naming ``GET /v1/runs/{id}``,
+        which tells once the journal is back (:meth:`describe`). ``readable``: the journal answered the look after the fault."""
         run_id = state.run_id
         state.outage = public
-        await self._give_back(run_id)
+        await self._owed.give_back(run_id)
         journalled: bool | None = _start_acknowledged(state)
         if not journalled:
             journalled = (
-                await asyncio.to_thread(self._holds, run_id, "run/started") if readable else None
+                await asyncio.to_thread(_holds, self.journal, run_id, "run/started")
+                if readable
+                else None
             )
         if journalled:
             state.status = "incomplete"
-            state.error = self._stopped_error(run_id, public, owed=run_id in self._owed)
+            state.error = _stopped_error(self.journal, run_id, public, owed=run_id in self._owed)
             return
         maybe = f"; the run may be journalled all the same: GET /v1/runs/{run_id}"
         state.status = "failed"
         state.error = public + (maybe if journalled is None else "")
         state.retry = True
 
-    def _stopped_error(self, run_id: str, public: str, *, owed: bool) -> str:
-        """The error of a run a journal fault stopped part-way, journalled: resumed with
-        the CLI (the journal's place masked), not submitted again; while this server
-        holds its lock (``owed``), once ``GET /v1/runs/{id}`` reads it ``incomplete``."""
-        when = (
-            f" once GET /v1/runs/{run_id} reads incomplete (this server gives its lock on "
-            "the run back when the journal takes it)"
-            if owed
-            else ""
-        )
-        return journal_errors.scrub(
-            f"{public}: the run stopped part-way and is journalled; resume it with: "
-            f"dissensus runs resume {run_id}{journal_option(self.journal.path)}{when}, "
-            "not by submitting it again (another run would decide its panels again)",
-            [str(self.journal.path)],
-        )
-
-    def _release(self, run_id: str) -> bool:
-        """One attempt to give back this server's lock on ``run_id`` (with the server's
-        own connection, which reconnects); whether the journal took it."""
-        try:
-            self.journal.release_run_lock(run_id)
-        except Exception:  # unreachable or busy still: tried again later
-            return False
-        return True
-
-    async def _give_back(self, run_id: str) -> None:
-        """Give back the lock this server took for a run it does not decide (its start's
-        outcome was unknown, or it stopped on a journal fault). When the journal does not
-        take it, the run is owed: it reads ``running`` with an error saying so (never
-        ``resume with``: the lock would refuse that), and every :data:`GIVE_BACK_EVERY`
-        seconds, and whenever the run is asked for (:meth:`settle`), the lock is given
-        back again until the journal takes it."""
-        if await asyncio.to_thread(self._release, run_id):
-            self._owed.discard(run_id)
-            return
-        if run_id not in self._owed:
-            log.warning("run %s: its lock is given back once the journal takes it", run_id)
-            self._owed.add(run_id)
-        if self._giving_back is None or self._giving_back.done():
-            self._giving_back = asyncio.create_task(self._keep_giving_back())
-
-    async def _keep_giving_back(self) -> None:
-        """Until the journal took back every owed lock (one attempt per round while it
-        refuses them: the first refusal ends the round)."""
-        while self._owed:
-            await asyncio.sleep(GIVE_BACK_EVERY)
-            for run_id in list(self._owed):
-                if run_id not in self._owed:  # given back by settle() meanwhile
-                    continue
-                if not await asyncio.to_thread(self._release, run_id):
-                    break
-                self._owed.discard(run_id)
-                log.info("run %s: its lock given back", run_id)
-
     async def settle(self, run_id: str) -> None:
         """Before a run is described: give back its lock if it is owed (one attempt, off
         the loop), so a run whose journal is back reads resumable at once."""
-        if run_id in self._owed:
-            await self._give_back(run_id)
-            if run_id not in self._owed:
-                log.info("run %s: its lock given back", run_id)
+        await self._owed.settle(run_id)
 
     def _finished(self, run_id: str) -> bool:
         """Whether the journal holds the run's ``run.finished`` (unknown counts as not)."""
-        return self._holds(run_id, "run/finished") is True
+        return _holds(self.journal, run_id, "run/finished") is True
 
     def _end(self, state: RunState) -> None:
         """A run ended: keep the latest :data:`KEEP_FINISHED` ended runs in memory."""
@@ -1041,7 +603,10 @@ class Runner:
             status, error = "running", _owed_error(run_id)
         elif finished is None and state is not None and state.outage is not None:
             # Stopped by the journal, which holds it (whatever was told then): resumable.
-            status, error = "incomplete", self._stopped_error(run_id, state.outage, owed=False)
+            status, error = (
+                "incomplete",
+                _stopped_error(self.journal, run_id, state.outage, owed=False),
+            )
         elif finished is None and state is not None and state.status == "failed":
             status = "failed"
         elif finished is None and state is None and self.journal.run_lock_holder(run_id):
@@ -1112,60 +677,4 @@ class Runner:
         loops, self._loops = self._loops, []
         for runs in loops:
             await asyncio.to_thread(runs.close)
-        await self._last_give_back()
-
-    async def _last_give_back(self) -> None:
-        """Stopping: one last attempt for each owed lock (a process that lives on, the
-        server embedded, would hold them; once it exits they hold nothing)."""
-        giving, self._giving_back = self._giving_back, None
-        if giving is not None:
-            giving.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await giving
-        for run_id in list(self._owed):
-            if not await asyncio.to_thread(self._release, run_id):
-                break
-            self._owed.discard(run_id)
-
-
-def _start_acknowledged(state: RunState) -> bool:
-    """Whether this process saw a commit of the run acknowledged (its start, a block of
-    cases), so the journal holds it: a run started before it was decided (``async``, a
-    resumed one), or a deferred run that handed over a record or a reject."""
-    return not state.deferred or bool(state.records or state.rejects)
-
-
-def _owed_error(run_id: str) -> str:
-    """The error of a run this server holds the lock of without deciding it."""
-    return (
-        "the run is journalled and not decided; this server holds its lock on the run until "
-        "the journal takes it back (it was unreachable or busy), and until then the run "
-        f"cannot be resumed: poll GET /v1/runs/{run_id}"
-    )
-
-
-def _rejects(journal: Journal, run_id: str) -> list[RunReject]:
-    """The run's rejected items as journalled, as the API reports them."""
-    return [
-        RunReject(
-            index=int(e.payload["line"]) - 1, field=e.payload["field"], error=e.payload["message"]
-        )
-        for e in journal.events(run_id, type=ev.INPUT_REJECTED)
-    ]
-
-
-def _total(journal: Journal, run_id: str, seen: int) -> int:
-    """The run's number of panels (its non-blank input lines), also for a run this
-    process did not start or that was interrupted; ``seen`` when the input is unreadable."""
-    started = journal.get(run_id, "run/started")
-    source = started.payload.get("input") if started is not None else None
-    try:
-        _, lines = input_lines(source) if isinstance(source, dict) else ("", None)
-        if lines is None and isinstance(source, dict) and source.get("path") not in (None, "-"):
-            with open(str(source["path"]), encoding="utf-8", errors="replace") as handle:
-                lines = list(handle)
-    except (DissensusError, OSError):
-        return seen
-    if lines is None:
-        return seen
-    return max(seen, sum(1 for line in lines if line.strip()))
+        await self._owed.last()
