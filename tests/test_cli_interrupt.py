@@ -380,6 +380,48 @@ def test_an_interrupt_while_the_command_line_loads_is_one_line(sig: signal.Signa
     assert err.strip() == "interrupted", err
 
 
+# The signal lands inside a weak reference's callback (as it can inside the import
+# machinery's module locks): the interpreter reports the callback's exception and goes on.
+_INTERRUPT_IN_A_CALLBACK = """
+import os, signal, sys, types, weakref
+import dissensus.__main__ as main
+
+class Held: ...
+
+def callback(_):
+    os.kill(os.getpid(), signal.SIGINT)
+    for _ in range(100_000):
+        pass
+
+def command_line(name):
+    held = Held()
+    ref = weakref.ref(held, callback)
+    del held
+    return lambda: print("the command ran")
+
+loading = types.ModuleType("dissensus.cli")
+loading.__getattr__ = command_line
+sys.modules["dissensus.cli"] = loading
+main.main()
+"""
+
+
+def test_an_interrupt_inside_a_callback_the_interpreter_ignores_is_one_line(
+    tmp_path: Path,
+) -> None:
+    """A signal whose ``KeyboardInterrupt`` is raised in a callback the interpreter
+    reports and ignores, while the command line loads: the command still stops with one
+    line, and the interpreter's "Exception ignored in" report is not printed."""
+    script = tmp_path / "load.py"
+    script.write_text(_INTERRUPT_IN_A_CALLBACK)
+    proc = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, env=_env(), timeout=60
+    )
+    assert proc.returncode == 130, proc.stderr
+    assert proc.stdout == ""
+    assert proc.stderr == "interrupted\n"
+
+
 def test_an_interrupt_the_cli_framework_catches_is_still_said(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

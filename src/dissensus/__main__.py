@@ -8,6 +8,12 @@ traceback of whatever module was being imported; so does SIGTERM (which would ot
 end the process without a word), where its action is still the default. ``import
 dissensus`` loads nothing (:mod:`dissensus`), so nothing of the package runs before the
 handlers here.
+
+The signal's ``KeyboardInterrupt`` can land inside code whose exceptions the interpreter
+reports and ignores (a weak reference's callback in the import machinery, a ``__del__``):
+it would print ``Exception ignored in ...`` and a traceback before the line. While the
+command line loads, such a report of an interrupt is dropped (the signal is noted all the
+same, so the command stops); any other is printed as the interpreter would.
 """
 
 from __future__ import annotations
@@ -28,6 +34,13 @@ _interrupted: list[int] = []
 def _interrupt(signum: int, frame: FrameType | None) -> None:
     _interrupted.append(signum)
     raise KeyboardInterrupt("SIGTERM" if signum == signal.SIGTERM else "SIGINT")
+
+
+def _quiet_interrupts(unraisable: sys.UnraisableHookArgs) -> None:
+    """``sys.unraisablehook`` while the command line loads: see the module's docstring."""
+    if isinstance(unraisable.exc_value, KeyboardInterrupt) and _interrupted:
+        return
+    sys.__unraisablehook__(unraisable)
 
 
 def _stop() -> None:
@@ -52,11 +65,14 @@ def main() -> None:
         signal.signal(signal.SIGTERM, _interrupt)
     if default_int:
         signal.signal(signal.SIGINT, _interrupt)
+    hook = sys.unraisablehook
+    sys.unraisablehook = _quiet_interrupts
     try:
         from dissensus.cli import _entry
     except KeyboardInterrupt:
         _stop()
     finally:
+        sys.unraisablehook = hook
         # the command line installs its own (dissensus.cli)
         if default_term:
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
