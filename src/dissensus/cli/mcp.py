@@ -56,6 +56,14 @@ def mcp_command(
             "must lie under. Default: the working directory.",
         ),
     ] = None,
+    shift_every: Annotated[
+        int,
+        typer.Option(
+            "--shift-every",
+            min=0,
+            help="Judged cases between two checks of decide's shift watch (0: none).",
+        ),
+    ] = 100,
 ) -> None:
     """Serve route, vote, decide, negotiate, verify, bound and the review queue as MCP tools (stdio)."""
     try:
@@ -74,4 +82,5 @@ def mcp_command(
         reviewer=reviewer,
         allow_functions=allow_functions,
         root=root,
+        shift_every=shift_every,
     )

@@ -82,6 +82,13 @@ Choices where the frameworks are silent:
   resolves once this module is imported, or once Inspect has loaded every entry point
   (``eval()`` and ``get_model()`` do, so a task file run by ``inspect eval`` may use it);
   a scorer built with it before either is Inspect's ``LookupError``.
+* **Shift watch.** Each reduction is a run of one panel, too few cases for a run's own
+  shift check, so a reducer with a ``journal`` path keeps a shift watch
+  (:mod:`dissensus.pipeline.shift_watch`) and steps it after each reduction: every
+  ``shift_every`` judged cases (default 100; 0: no watch) it checks the latest cases
+  judged with the policy's acceptance file in the journal and journals a check that
+  flags the file, so that under ``acceptance.on_shift: escalate`` later samples are held
+  as ``dissensus decide`` holds them. A failed check is logged, never the sample's.
 * Inspect calls reducers synchronously inside its event loop, so the pipeline runs on a
   worker thread for the duration of the call.
 """
@@ -117,6 +124,7 @@ from dissensus.pipeline import (
     policy_from_dict,
 )
 from dissensus.pipeline.policy import guard_thresholds
+from dissensus.pipeline.shift_watch import EVERY, ShiftWatch
 from dissensus.pipeline.spec import file_sha256
 from dissensus.quoting import one_line, quote_short
 from dissensus.store import Journal
@@ -520,6 +528,7 @@ def dissensus_reducer(
     acceptance: str | None = None,
     guard_calibration: str | None = None,
     journal: str | None = None,
+    shift_every: int = EVERY,
 ) -> ScoreReducer:
     """Reduce a grader panel's scores to the pipeline's guarded decision.
 
@@ -527,10 +536,14 @@ def dissensus_reducer(
     count as an abstention); ``policy`` is a policy file, dict, :class:`Policy` or
     :class:`~dissensus.pipeline.RunSpec`;
     ``acceptance`` a ``calibrate-acceptance`` file (or a reliability file); ``guard_calibration`` a guard
-    calibration file; ``journal`` a journal path (default: in memory).
+    calibration file; ``journal`` a journal path (default: in memory); ``shift_every``
+    the judged cases between two checks of the reducer's shift watch (as ``dissensus
+    serve --shift-every``; 0: none; a journal in memory is never watched).
     """
     _check_graders(graders)
     spec = _spec(policy, acceptance, guard_calibration)
+    # The shift watch of the reducer's cases (dissensus.pipeline.shift_watch).
+    watch = ShiftWatch(spec, every=shift_every if journal is not None else 0)
 
     def reduce(scores: list[Score]) -> Score:
         notes: list[str] = []
@@ -544,7 +557,10 @@ def dissensus_reducer(
         async def run() -> CaseRecord:
             store = Journal(journal if journal is not None else ":memory:")
             try:
-                return await adecide(panel, spec, journal=store)
+                record = await adecide(panel, spec, journal=store)
+                if watch.enabled:
+                    await asyncio.to_thread(watch.step_quietly, store)
+                return record
             finally:
                 store.close()
 
@@ -574,6 +590,7 @@ def _namespaced_reducer(
     acceptance: str | None = None,
     guard_calibration: str | None = None,
     journal: str | None = None,
+    shift_every: int = EVERY,
 ) -> ScoreReducer:
     """:func:`dissensus_reducer` under its namespaced name, ``"dissensus/dissensus"``, which
     Inspect resolves through the package's entry point with nothing imported first."""
@@ -583,4 +600,5 @@ def _namespaced_reducer(
         acceptance=acceptance,
         guard_calibration=guard_calibration,
         journal=journal,
+        shift_every=shift_every,
     )

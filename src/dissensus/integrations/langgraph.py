@@ -61,6 +61,13 @@ Choices where the framework and the design are silent:
   A resolver that raises or returns anything but a string or ``None`` fails the run
   with a :class:`~dissensus.errors.ConfigError` naming the resolver: the application's
   error, not the reviewer's (resumed again once fixed, the held answer is tried).
+* **Shift watch**: the node makes one run per panel, too few cases for a run's own
+  shift check, so it keeps a shift watch (:mod:`dissensus.pipeline.shift_watch`) and
+  steps it after each decision: every ``shift_every`` judged cases (default 100; 0: no
+  watch) it checks the latest cases judged with the policy's acceptance file in the
+  journal, and journals a check that flags the file, so that under ``acceptance.on_shift:
+  escalate`` the node's later cases are held as ``dissensus decide`` holds them. A
+  failed check is logged and made again at the next step.
 * The journal is a path, opened per call: LangGraph runs nodes on worker threads and an
   SQLite connection belongs to the thread that opened it. ``":memory:"`` and an empty
   (or blank) path are refused when the node is made, as the review item must outlive
@@ -91,6 +98,7 @@ from dissensus.integrations._review import (
 from dissensus.pipeline import CaseRecord, RunSpec, decide
 from dissensus.pipeline.records import FinalAction
 from dissensus.pipeline.review import find_item
+from dissensus.pipeline.shift_watch import EVERY, ShiftWatch
 from dissensus.pipeline.spec import PolicyLike
 from dissensus.store import Journal
 from dissensus.types import Panel
@@ -137,6 +145,7 @@ class DecisionNode:
         key: str,
         reviewer: ReviewerResolver,
         policy_dir: str | Path | None = None,
+        shift_every: int = EVERY,
     ) -> None:
         if on_escalate not in ("interrupt", "route"):
             raise ConfigError(
@@ -172,6 +181,8 @@ class DecisionNode:
         self.goto = dict(goto)
         self.key = key
         self.reviewer = reviewer
+        # The shift watch of this node's cases (dissensus.pipeline.shift_watch).
+        self.shift_watch = ShiftWatch(self.spec, every=shift_every)
 
     def __call__(self, state: Any, config: RunnableConfig) -> Command[Any]:
         panel = _as_panel(self.panel(state))
@@ -180,6 +191,7 @@ class DecisionNode:
 
     def _decide(self, panel: Panel, config: RunnableConfig, journal: Journal) -> Command[Any]:
         record = decide(panel, self.spec, journal=journal, run_id=node_run_id(config))
+        self.shift_watch.step_quietly(journal)
         if record.action == "escalate" and self.on_escalate == "interrupt":
             assert record.review_id is not None
             record = self._ask(journal, record.review_id, config)
@@ -272,6 +284,7 @@ def decision_node(
     key: str = "dissensus",
     reviewer: ReviewerResolver = config_reviewer,
     policy_dir: str | Path | None = None,
+    shift_every: int = EVERY,
 ) -> DecisionNode:
     """A ``StateGraph`` node deciding ``panel(state)`` with ``policy`` into ``journal``.
 
@@ -283,6 +296,8 @@ def decision_node(
     policy file, a :class:`~dissensus.pipeline.Policy` (its relative paths under
     ``policy_dir``), a :class:`~dissensus.pipeline.RunSpec` or ``None`` (the defaults): the
     node decides with the same run specification ``dissensus decide`` would build.
+    ``shift_every``: judged cases between two checks of the node's shift watch (as
+    ``dissensus serve --shift-every``; 0: none).
     """
     return DecisionNode(
         policy=policy,
@@ -293,4 +308,5 @@ def decision_node(
         key=key,
         reviewer=reviewer,
         policy_dir=policy_dir,
+        shift_every=shift_every,
     )

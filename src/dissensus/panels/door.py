@@ -68,6 +68,16 @@ waiting; without a drain, :meth:`PanelChat.aclose` waits for every decision.
 The content of an escalation says why from what the members gave: a split, one
 decision the policy did not let commit on its own, or no usable answer at all.
 
+**Shift watch** (:mod:`dissensus.pipeline.shift_watch`). One request is a run of one
+panel, too few cases for a run's own shift check: used as a library, the door keeps a
+shift watch and steps it after each decision (on a worker thread, before the request
+is answered): every ``shift_every`` judged cases (default 100; 0: no watch) it checks
+the latest cases judged with the policy's acceptance file in the journal and journals a
+check that flags the file, so that under ``acceptance.on_shift: escalate`` later
+requests are held as ``dissensus decide`` holds them. A failed check is logged, never
+the request's. Served by ``dissensus serve``, the door's watch is off: the service's
+own watch (``--shift-every``) checks the same journal.
+
 **Idempotency keys** (:mod:`dissensus.panels.idempotency`). A request with
 ``idempotency_key`` makes its case under a run id derived from the key (and its
 ``key_scope``). Sent again with the key, it waits for any request with the key still
@@ -147,6 +157,7 @@ from dissensus.pipeline import CaseRecord, Policy, RunSpec, adecide, new_run_id
 from dissensus.pipeline.durable import case_step
 from dissensus.pipeline.records import review_id_for
 from dissensus.pipeline.review import final_records, split_ref
+from dissensus.pipeline.shift_watch import EVERY, ShiftWatch
 from dissensus.pipeline.steps import CaseInput
 from dissensus.quoting import quote_short
 from dissensus.store.errors import (
@@ -488,6 +499,7 @@ class PanelChat:
         policy_dir: Path | None = None,
         members: Members | None = None,
         limits: Limits = DEFAULT,
+        shift_every: int = EVERY,
     ) -> None:
         # The bounds on a request's own part of its panel (the service's may be lower).
         self.limits = limits
@@ -496,6 +508,9 @@ class PanelChat:
         self.policy = self.spec.policy
         self.journal = journal
         self.policy_dir = Path(self.spec.base_dir) if self.spec.base_dir else None
+        # The shift watch of the door's cases, stepped after each decision (module
+        # docstring); the service runs its own instead (shift_every=0 here).
+        self.shift_watch = ShiftWatch(self.spec, every=shift_every, journal=journal)
         # ``members``: backends already open (tests, benchmarks); else the policy's.
         try:
             self.members = members or Members.open(self.policy.panel, self.policy_dir)
@@ -769,15 +784,7 @@ class PanelChat:
             )
         # The hand-off (no await since the fan-out returned): from here the case is
         # journalled whatever becomes of this call (module docstring).
-        decision = self._decider.submit(
-            _decide_panel(
-                panel,
-                _after(self.spec, fan),
-                journal=self.journal,
-                run_id=run_id,
-                cutoff=self._cutoff,
-            )
-        )
+        decision = self._decider.submit(self._decide_watched(panel, _after(self.spec, fan), run_id))
         self._deciding[case_id] = decision
         decision.add_done_callback(lambda _: self._deciding.pop(case_id, None))
         if on_decide is not None:
@@ -808,6 +815,16 @@ class PanelChat:
         finally:
             self._waiting.discard(waiting)
         return self._completion(request, run_id, case_id, panel, fan.reports, fan.usage, record)
+
+    async def _decide_watched(self, panel: Panel, spec: RunSpec, run_id: str) -> CaseRecord:
+        """:func:`_decide_panel`, then a step of the shift watch off the decision thread's
+        loop (a failed check is logged, never the request's)."""
+        record = await _decide_panel(
+            panel, spec, journal=self.journal, run_id=run_id, cutoff=self._cutoff
+        )
+        if self.shift_watch.enabled:
+            await asyncio.to_thread(self.shift_watch.step_quietly)
+        return record
 
     async def _keyed_after_fault(
         self,

@@ -39,8 +39,8 @@ from dissensus.pipeline.shift import (
     shift_words,
     watch_index,
 )
+from dissensus.pipeline.shift_watch import WINDOW, judged_vectors
 from dissensus.pipeline.spec import RunSpec
-from dissensus.store import event_types as ev
 from dissensus.store.journal import Journal
 
 __all__ = [
@@ -52,9 +52,6 @@ __all__ = [
     "monitor_rows",
 ]
 
-WINDOW = 500
-"""Latest judged cases the service's shift check looks at."""
-
 
 def monitor_rows(
     journal: Journal, acceptance_sha256: str | None = None
@@ -65,21 +62,6 @@ def monitor_rows(
         return monitor_status(journal, acceptance_sha256), None
     except ConfigError as exc:
         return None, str(exc)
-
-
-def judged_vectors(
-    journal: Journal, file_sha256: str | None, window: int | None = WINDOW
-) -> list[tuple[dict[str, float], str]]:
-    """The feature vectors of the latest ``window`` cases (``None``: all of them) judged
-    with the acceptance file ``file_sha256`` in the journal, across runs (run order, then
-    sequence), each with its run's id."""
-    judged = [
-        (dict(e.payload["vector"]), e.run_id)
-        for e in journal.events_of_type(ev.CASE_ACCEPTANCE)
-        if isinstance(e.payload.get("vector"), dict)
-        and (e.payload.get("figures") or {}).get("file_sha256") == file_sha256
-    ]
-    return judged if window is None else judged[-window:]
 
 
 class AcceptanceFileSummary(BaseModel):

@@ -146,7 +146,8 @@ def install(
     ``app.state.chat``, add the routes. ``limits``: the service's bounds on a record
     (``--max-field-chars``, ``--max-agents``), held to the request's own part of its
     panel as to a panel sent to ``POST /v1/decide``."""
-    chat = PanelChat(spec, journal=journal, limits=limits)
+    # The service's shift watch checks the chat door's cases: none of the door's own.
+    chat = PanelChat(spec, journal=journal, limits=limits, shift_every=0)
     app.state.chat = chat
     app.include_router(router)
     return chat

@@ -52,7 +52,11 @@ Choices where the protocol and the design are silent:
   by an error of the library's own (a :class:`DissensusError`), its ``field`` the one
   the error names, if any. A journal that fails, or an unexpected error, at a panel
   after the first ends the call with a tool error naming the panels done and their runs,
-  so that a retry sends only the rest.
+  so that a retry sends only the rest. After each panel's run the server's shift watch
+  of that journal and acceptance file (:mod:`dissensus.pipeline.shift_watch`, one per
+  pair for the server's life; ``dissensus mcp --shift-every``, default 100, 0: none) is
+  stepped off the event loop, so that one-panel calls' cases are checked together and a
+  flag holds later runs under ``acceptance.on_shift: escalate``.
 * **Bounds**: ``route`` and ``vote`` check every panel or case against
   :mod:`dissensus.io.limits` (agents or voters, characters per field, text and values
   per record) and its nesting (at most :data:`~dissensus.io.jsontext.MAX_DEPTH` levels,

@@ -22,6 +22,7 @@ from dissensus.integrations.mcp.tools_panels import add_panel_tools
 from dissensus.integrations.mcp.tools_review import add_review_tools
 from dissensus.integrations.mcp.tools_runs import add_runs_tools
 from dissensus.integrations.mcp.transport import _ANSWERS, _bound_stdin_lines
+from dissensus.pipeline.shift_watch import EVERY
 
 
 class _Server(MCPServer):
@@ -73,10 +74,20 @@ def build_server(
     reviewer: str | None = None,
     allow_functions: bool = False,
     root: str | os.PathLike[str] | None = None,
+    shift_every: int = EVERY,
 ) -> MCPServer:
     """The MCP server with every dissensus tool registered; the tools' file arguments
-    lie under ``root`` (default: the working directory)."""
-    settings = _Settings(journal, policy, reviewer, root=root, allow_functions=allow_functions)
+    lie under ``root`` (default: the working directory); ``shift_every``: judged cases
+    between two checks of ``decide``'s shift watch (as ``dissensus serve
+    --shift-every``; 0: none)."""
+    settings = _Settings(
+        journal,
+        policy,
+        reviewer,
+        root=root,
+        allow_functions=allow_functions,
+        shift_every=shift_every,
+    )
     if policy is not None:
         # The server's own policy is read again by each call (a changed file counts), but
         # a policy that cannot work fails here, before a client connects.
@@ -105,6 +116,7 @@ def serve(
     reviewer: str | None = None,
     allow_functions: bool = False,
     root: str | None = None,
+    shift_every: int = EVERY,
 ) -> None:
     """Run the server on standard input/output until the client disconnects."""
     server = build_server(
@@ -113,6 +125,7 @@ def serve(
         reviewer=reviewer,
         allow_functions=allow_functions,
         root=root,
+        shift_every=shift_every,
     )
     _bound_stdin_lines()
     server.run("stdio")

@@ -18,6 +18,7 @@ from dissensus.pipeline import RunSpec
 from dissensus.pipeline.learned import load_learned_data
 from dissensus.pipeline.policy import Policy, load_policy
 from dissensus.pipeline.review import reviewer_name_problem
+from dissensus.pipeline.shift_watch import EVERY, ShiftWatch, check_every
 from dissensus.store import Journal, is_postgres_url, journal_path
 
 REVIEWER_ENV = "DISSENSUS_REVIEWER"
@@ -83,6 +84,7 @@ class _Settings:
         *,
         root: str | os.PathLike[str] | None = None,
         allow_functions: bool = False,
+        shift_every: int = EVERY,
     ) -> None:
         self.journal = _check_journal(journal) if journal else journal
         self.policy = _file_arg(policy, "policy")
@@ -91,6 +93,9 @@ class _Settings:
         self.allow_functions = allow_functions
         self._opening: dict[Path, threading.Lock] = {}
         self._opening_guard = threading.Lock()
+        # One shift watch per journal and acceptance file (dissensus.pipeline.shift_watch).
+        self.shift_every = check_every(shift_every)
+        self._watches: dict[tuple[str, str, float], ShiftWatch] = {}
 
     def _lock_for(self, path: Path) -> threading.Lock:
         """The lock held while a call checks and opens the journal at ``path``: the first
@@ -157,6 +162,20 @@ class _Settings:
                 # Named as the caller named it: the server's own root is not the caller's.
                 text = str(exc).replace(str(path), journal).replace(str(self.root), ".")
                 raise InputError(f"{text} (field 'journal')") from None
+
+    def watch(self, store: Journal, spec: RunSpec) -> ShiftWatch | None:
+        """The shift watch of the cases ``decide`` decides with ``spec`` into ``store``
+        (``None``: nothing to watch): one per journal, acceptance file and level, kept for
+        the server's life, so that its count goes on from call to call."""
+        if spec.acceptance is None or self.shift_every == 0:
+            return None
+        key = (
+            str(store.path),
+            str(spec.acceptance.get("sha256")),
+            spec.policy.acceptance.shift_alpha,
+        )
+        with self._opening_guard:
+            return self._watches.setdefault(key, ShiftWatch(spec, every=self.shift_every))
 
     def spec(self, policy: str | None) -> RunSpec:
         """The run specification of a call: its policy file, else the server's (built per

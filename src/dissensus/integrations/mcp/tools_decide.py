@@ -18,13 +18,18 @@ from dissensus.integrations.mcp.settings import _Settings
 from dissensus.io.jsonl import Reject
 from dissensus.pipeline import DeadlineReached, RunSpec, execute_run
 from dissensus.pipeline.batch import new_run_id, start_run
+from dissensus.pipeline.shift_watch import ShiftWatch
 from dissensus.quoting import SHORT_LIMIT, quote_short
 from dissensus.store import Journal, JournalError
 from dissensus.types import Panel
 
 
 async def _decide_panels(
-    store: Journal, spec: RunSpec, panels: list[Panel], named: Callable[[str], str]
+    store: Journal,
+    spec: RunSpec,
+    panels: list[Panel],
+    named: Callable[[str], str],
+    watch: ShiftWatch | None = None,
 ) -> DecideResult:
     """Each panel as a run of its own in ``store``, as :func:`~dissensus.pipeline.adecide`
     makes it (the run created by its first write, the case decided by the CLI's loop),
@@ -32,7 +37,9 @@ async def _decide_panels(
     error of the library's own, is a :class:`PanelReject` with its field path, and the
     panels after it are decided all the same. A journal that fails, or an unexpected
     error, after the first panel ends the call with an error naming the panels done. A
-    reject's message names the journal by ``named`` (as the caller named it)."""
+    reject's message names the journal by ``named`` (as the caller named it). After each
+    run, the server's shift watch of ``store`` and the file (``watch``) is stepped, off
+    the event loop; its failure is logged, never the call's."""
     answer = DecideResult(result=[])
     runs: list[str] = []
     for index, panel in enumerate(panels):
@@ -80,6 +87,8 @@ async def _decide_panels(
             PanelReject(index=index, id=shown, run_id=run_id, field=r.field, error=r.message)
             for r in refused
         )
+        if watch is not None and watch.enabled:
+            await asyncio.to_thread(watch.step_quietly, store)
     return answer
 
 
@@ -115,6 +124,7 @@ def add_decide_tool(server: MCPServer, settings: _Settings) -> None:
         # on an event loop of its own, so a journal locked elsewhere never stops the server.
         spec = settings.spec(policy)
         with settings.using(journal, must_exist=False) as (store, named):
-            return asyncio.run(_decide_panels(store, spec, panels, named))
+            watch = settings.watch(store, spec)
+            return asyncio.run(_decide_panels(store, spec, panels, named, watch))
 
     server.add_tool(_reported(decide), name="decide")

@@ -1,0 +1,261 @@
+"""The shift watch: the cases of one-panel runs checked together, whichever door made them.
+
+A run checks its own judged cases for a shift when it ends (:mod:`dissensus.pipeline.shift`),
+but only from :data:`~dissensus.acceptance.shift.MIN_CASES` judged cases up: the doors
+that make one run per panel (a one-panel ``POST /v1/decide``, the chat door, the
+LangGraph node, the MCP ``decide`` tool, the Inspect reducer) never get there, so under
+``acceptance.on_shift: escalate`` their cases alone could never hold the file. The watch
+checks them together: the latest :data:`WINDOW` cases judged with its acceptance file
+in the journal, across runs, and journals a check that flags the file, so that every run
+started after it, through any door of any process on this journal, carries the hold.
+
+:class:`ShiftWatch` is its core, with no clock of its own: :meth:`ShiftWatch.step` counts
+the journal's judged cases (one indexed count) and checks when due. The service steps it
+every few seconds off the request path (:mod:`dissensus.serve.shift_watch`); a one-panel
+door outside the service keeps one and steps it after each run it makes
+(:meth:`ShiftWatch.step_quietly`: a failure is logged, never the door's).
+
+Choices where the design is silent:
+
+* **When.** A step counts the journal's judged cases; when ``every`` (``dissensus serve
+  --shift-every``, a door's ``shift_every``; default :data:`EVERY`; 0: no watch) more
+  were judged since its last count that led to a check, or at its first step, it reads
+  the cases judged with its file and checks when their number reached a new multiple of
+  ``every``. A check is one logistic fit and a rank test: well under a second. One step
+  at a time: a step called while another is under way (threads of one door) returns at
+  once, the one under way counting for both. Only a watch whose acceptance file keeps
+  calibration vectors watches.
+* **Its level, over the file's life.** The watch spends half of
+  ``acceptance.shift_alpha`` (the runs' own checks spend the other half;
+  :mod:`dissensus.pipeline.shift`): its check ``i`` is tested at
+  :func:`~dissensus.acceptance.shift.check_level` ``(alpha, i)``, ``(alpha / 2) * 6 /
+  (pi^2 i^2)``, with ``i`` = the cases judged with the file in the journal ``// every``
+  (:func:`~dissensus.pipeline.shift.watch_index`): read from the journal, so a restart
+  does not start the sequence again, and a check whose index is the one this watch
+  checked last is skipped. Check ``i`` looks at the cases judged up to the ``i *
+  every``-th (the latest :data:`WINDOW` of them), seeded by ``i``: a restarted door or
+  server (or a second one on the journal, with the same ``every``) that makes check
+  ``i`` again on the same cases makes the same check, with the same outcome, so
+  repeating it adds no chance of a false flag. The first check comes once ``every``
+  cases are judged with the file. The levels of the watch's checks sum to at most
+  ``alpha / 2``, so a file whose cases stay exchangeable is flagged by a watch or by a
+  run with probability at most ``alpha`` over its life. Caveat: the journal lists cases
+  in run order, so a run that is still judging when a later run has started can put a
+  case among the first ``i * every`` after check ``i`` was made; a later check of the
+  same index then sees other cases and deals its halves anew (a new test at the same
+  level). Watches on one journal with different ``every`` number different checks
+  alike: each spends a full ``alpha / 2``.
+* **What is journalled.** A check that flags the file is journalled as a run of its own
+  (``via: shift-watch``, no input, no case): its ``run.started``, the ``acceptance.shift``
+  event (the check, how many runs the cases came from and the newest of them) and its
+  ``run.finished``, so ``runs list``, ``runs show`` and ``runs verify`` read it like any
+  run, and :func:`~dissensus.pipeline.shift.latest_flag` finds it. A check that passes
+  journals nothing (the runs list would grow by a run every hundred cases), and once a
+  flag of the file is in the journal the watch journals no other (the hold it puts on
+  the file lasts until a new file is calibrated). Under ``on_shift: warn`` the flag is
+  reported the same way (and logged) and holds nothing.
+* **Failures.** A check that failed (the flag not journalled, the journal busy) counts
+  for nothing: the next step makes the same check of the same cases again, so it spends
+  no more of the level. Several watches on one journal may journal the same flag, which
+  holds the file once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import threading
+from collections.abc import Callable
+
+from dissensus.acceptance.shift import MIN_CASES
+from dissensus.errors import ConfigError
+from dissensus.pipeline.batch import execute_run, new_run_id, start_run
+from dissensus.pipeline.shift import (
+    EVERY,
+    SHIFT_EVENT,
+    WATCH_SHARE,
+    ShiftOutcome,
+    check_vectors,
+    checks_shift,
+    latest_flag,
+    shift_words,
+    watch_index,
+)
+from dissensus.pipeline.spec import RunSpec
+from dissensus.store import event_types as ev
+from dissensus.store.journal import Journal
+
+__all__ = ["EVERY", "WINDOW", "ShiftWatch", "check_every", "journal_flag", "judged_vectors"]
+
+log = logging.getLogger(__name__)
+
+WINDOW = 500
+"""Latest judged cases a check of the watch (and ``GET /v1/acceptance``) looks at."""
+
+
+def judged_vectors(
+    journal: Journal, file_sha256: str | None, window: int | None = WINDOW
+) -> list[tuple[dict[str, float], str]]:
+    """The feature vectors of the latest ``window`` cases (``None``: all of them) judged
+    with the acceptance file ``file_sha256`` in the journal, across runs (run order, then
+    sequence), each with its run's id."""
+    judged = [
+        (dict(e.payload["vector"]), e.run_id)
+        for e in journal.events_of_type(ev.CASE_ACCEPTANCE)
+        if isinstance(e.payload.get("vector"), dict)
+        and (e.payload.get("figures") or {}).get("file_sha256") == file_sha256
+    ]
+    return judged if window is None else judged[-window:]
+
+
+def journal_flag(journal: Journal, spec: RunSpec, outcome: ShiftOutcome) -> str:
+    """Journal a flagged check made across runs as a run of its own (see the module
+    docstring); its run's id. Callable where an event loop is running too (the run is
+    then ended on a thread of its own)."""
+    run_id = new_run_id()
+    start_run(journal, None, spec, text="", run_id=run_id, via="shift-watch", lock=True)
+    journal.append(run_id, SHIFT_EVENT, dict(outcome), key="run/shift")
+
+    async def finish() -> None:
+        async for _ in execute_run(journal, run_id):
+            pass  # no input: the loop only ends the run
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        asyncio.run(finish())
+    else:
+        with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+            pool.submit(asyncio.run, finish()).result()
+    return run_id
+
+
+def check_every(every: object) -> int:
+    """A door's ``shift_every``: a whole number of judged cases, 0 or more (0: no watch);
+    anything else is a :class:`~dissensus.errors.ConfigError` naming the argument."""
+    if isinstance(every, bool) or not isinstance(every, int) or every < 0:
+        raise ConfigError(
+            "shift_every must be a whole number of judged cases, 0 or more (0: no shift "
+            f"watch), got {every!r}",
+            field="shift_every",
+        )
+    return every
+
+
+class ShiftWatch:
+    """Checks the latest cases judged with an acceptance file, each time it is stepped and
+    enough were judged since (see the module docstring).
+
+    ``journal`` is the journal a step reads when it is given none (a door that opens its
+    journal per call passes it to each step); ``open_journal`` opens the connection a
+    flag is journalled with (default: the journal read).
+    """
+
+    log: logging.Logger = log
+    """Where a flag, and a step that failed, are reported."""
+
+    def __init__(
+        self,
+        spec: RunSpec,
+        *,
+        every: int = EVERY,
+        journal: Journal | None = None,
+        open_journal: Callable[[], Journal] | None = None,
+    ) -> None:
+        self.journal = journal
+        self.spec = spec
+        self.every = check_every(every)
+        self._open = open_journal
+        self._seen: int | None = None
+        """Judged cases in the journal at the last count that looked (``None``: none yet)."""
+        self._check = 0
+        """The index of this watch's last check (0: none yet)."""
+        self._stopped = threading.Event()
+        self._stepping = threading.Lock()
+        self.flagged_run: str | None = None
+        """The run this watch journalled a flag in, if any."""
+
+    @property
+    def enabled(self) -> bool:
+        """Whether this watch checks: a positive ``every`` and an acceptance file that
+        keeps calibration vectors."""
+        return self.every > 0 and checks_shift(self.spec.acceptance)
+
+    def _journal(self, journal: Journal | None) -> Journal:
+        found = journal if journal is not None else self.journal
+        if found is None:
+            raise ConfigError("the shift watch has no journal to read", field="journal")
+        return found
+
+    def due(self, journal: Journal | None = None) -> bool:
+        """Whether enough cases were judged since the last check (one count)."""
+        judged = self._journal(journal).count_of_type(ev.CASE_ACCEPTANCE)
+        if self._seen is None:
+            return judged > 0
+        return judged - self._seen >= self.every
+
+    def step(self, journal: Journal | None = None) -> ShiftOutcome | None:
+        """Check when due; journal a flag (see the module docstring). The check's outcome,
+        ``None`` when none was made (not due, or another step under way)."""
+        if not self.enabled or not self._stepping.acquire(blocking=False):
+            return None
+        try:
+            return self._step(self._journal(journal))
+        finally:
+            self._stepping.release()
+
+    def step_quietly(self, journal: Journal | None = None) -> ShiftOutcome | None:
+        """:meth:`step`, a failure logged in one line rather than raised: a door's decision
+        is made and journalled whatever becomes of the watch (the next step tries again)."""
+        try:
+            return self.step(journal)
+        except Exception as exc:
+            if not self._stopped.is_set():
+                self.log.warning("shift watch: the check failed (%s); trying again later", exc)
+            return None
+
+    def _step(self, journal: Journal) -> ShiftOutcome | None:
+        acceptance = self.spec.acceptance
+        if acceptance is None or not self.due(journal):
+            return None
+        seen = journal.count_of_type(ev.CASE_ACCEPTANCE)
+        sha = acceptance.get("sha256")
+        judged = judged_vectors(journal, None if sha is None else str(sha), window=None)
+        index = watch_index(len(judged), self.every)
+        judged = judged[: index * self.every][-WINDOW:]
+        if index < 1 or index == self._check or len(judged) < MIN_CASES:
+            self._seen = seen
+            return None
+        outcome = check_vectors(
+            acceptance,
+            [vector for vector, _ in judged],
+            alpha=self.spec.policy.acceptance.shift_alpha,
+            check=index,
+            share=WATCH_SHARE,
+        )
+        if (
+            outcome is not None
+            and outcome["shifted"]
+            and not self._stopped.is_set()
+            # Once the file is flagged in this journal, no second flag.
+            and latest_flag(journal, outcome.get("file_sha256")) is None
+        ):
+            outcome["across_runs"] = len({run for _, run in judged})
+            outcome["newest_run"] = judged[-1][1]
+            writer = self._open() if self._open is not None else journal
+            try:
+                self.flagged_run = self._journal_flag(writer, outcome)
+            finally:
+                if writer is not journal:
+                    writer.close()
+            self.log.warning("shift watch (run %s): %s", self.flagged_run, shift_words(outcome))
+        # Only a check that ran to its end counts: one that failed (the flag not journalled,
+        # the journal busy) is made again at the next step, the same check of the same
+        # cases, so it spends no more of the level.
+        self._seen, self._check = seen, index
+        return outcome
+
+    def _journal_flag(self, journal: Journal, outcome: ShiftOutcome) -> str:
+        """Journal a flag (:func:`journal_flag`); its run's id."""
+        return journal_flag(journal, self.spec, outcome)
