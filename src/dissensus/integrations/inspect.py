@@ -54,9 +54,18 @@ Choices where the frameworks are silent:
   one grader -- is unscored with
   the reason on one line (``answer`` ``"error"``, ``metadata["error"]``) and a warning
   in the log; the other samples are decided as usual.
-* **Panel id** is ``inspect-`` + the first 12 hex digits of the sha256 of the canonical
-  scores (a reducer does not see the sample id); each reduction is one run in the
-  journal (in memory unless ``journal`` is a path).
+* **The sample.** Inspect passes a reducer the scores only. The panel's ``meta`` says
+  which sample they are of (``source: inspect``, ``sample_id``, ``epoch``, ``question``,
+  ``target``: what a reviewer is shown): each is the first score's ``metadata`` value
+  of that key, else what Inspect holds of the sample being scored (its id, epoch, input
+  text and target; nothing when the reducer runs outside an eval), else absent. A
+  question or target is cut and noted as a grader's text is; one that is not text (an
+  id or epoch not text or a whole number) is left out and noted.
+* **Panel id** is ``inspect-``, the sample id and ``-`` when it is a plain token (at
+  most 64 of ``A-Z a-z 0-9 . _ : -``), then the first 12 hex digits of the sha256 of
+  everything the pipeline reads of the panel (each output's every field, and ``meta``):
+  panels that differ in anything (evidence, a family, the sample) are two cases. Each
+  reduction is one run in the journal (in memory unless ``journal`` is a path).
 * **Acceptance and guard calibration**: ``acceptance`` is a learned acceptance file
   written by ``dissensus calibrate-acceptance`` (``dissensus.acceptance/2``, passed as the
   policy's ``acceptance.model``) or a reliability file (``dissensus.reliability/1``, passed
@@ -316,12 +325,71 @@ def scores_panel(
         raise _Unfit(
             f"{len(outputs)} grader(s) scored this sample: a panel needs at least two{hint}"
         )
-    body = canonical([[o.agent, o.decision, o.reasoning] for o in outputs])
-    pid = "inspect-" + hashlib.sha256(body.encode("utf-8")).hexdigest()[:12]
+    meta = _case_meta(scores, kept)
     try:
-        return Panel(id=pid, outputs=outputs)
+        return Panel(id=_panel_id(outputs, meta), meta=meta, outputs=outputs)
     except ValidationError as exc:
         raise _Unfit(_one_line(exc)) from None
+
+
+_SAFE_ID = re.compile(r"[A-Za-z0-9._:-]{1,64}")
+"""A sample id the panel id shows as it is (anything else is known by the digest only)."""
+
+
+def _panel_id(outputs: Sequence[AgentOutput], meta: JsonObject) -> str:
+    """``inspect-`` [sample id ``-``] and 12 hex digits of the sha256 of everything the
+    pipeline reads of the panel (each output's every field, and ``meta``): panels that
+    differ in anything are two cases."""
+    body = canonical(
+        {"meta": meta, "outputs": [o.model_dump(mode="json", exclude_none=True) for o in outputs]}
+    )
+    digest = hashlib.sha256(body.encode("utf-8")).hexdigest()[:12]
+    sid = meta.get("sample_id")
+    shown = str(sid) if isinstance(sid, str | int) and not isinstance(sid, bool) else ""
+    return f"inspect-{shown}-{digest}" if _SAFE_ID.fullmatch(shown) else f"inspect-{digest}"
+
+
+SAMPLE_KEYS = ("sample_id", "epoch", "question", "target")
+"""What a score's ``metadata`` may say of its sample, copied to the panel's ``meta``."""
+
+
+def _case_meta(scores: Sequence[Score], notes: list[str]) -> JsonObject:
+    """The panel's ``meta``: the sample the scores are of. Each of :data:`SAMPLE_KEYS` is
+    the first score's ``metadata`` value that has it, else the running sample's (what
+    Inspect holds of the sample being scored), else absent; texts made to fit as a
+    grader's are."""
+    running = _running_sample()
+    meta: JsonObject = {"source": "inspect"}
+    for key in SAMPLE_KEYS:
+        given = [m[key] for s in scores if (m := s.metadata or {}).get(key) is not None]
+        value = given[0] if given else running.get(key)
+        if key in ("sample_id", "epoch") and isinstance(value, int) and not isinstance(value, bool):
+            meta[key] = value
+        elif isinstance(value, str):
+            meta[key] = _text("sample", f"metadata.{key}", value, notes)
+        elif value is not None:
+            notes.append(f"sample: metadata.{key} left out (not text or a whole number)")
+    return meta
+
+
+def _running_sample() -> dict[str, object]:
+    """The sample Inspect is scoring, as :data:`SAMPLE_KEYS` (empty outside an eval, or
+    when this Inspect keeps no running sample). Inspect passes a reducer the scores
+    only; the sample it holds for the task running them is read where it keeps it."""
+    try:
+        from inspect_ai.solver._task_state import sample_state
+
+        state = sample_state()
+        if state is None:
+            return {}
+        return {
+            "sample_id": state.sample_id,
+            "epoch": state.epoch,
+            "question": state.input_text,
+            "target": state.target.text,
+        }
+    except Exception:  # another Inspect: the scores' metadata still names the sample
+        return {}
 
 
 def _one_line(exc: ValidationError) -> str:
