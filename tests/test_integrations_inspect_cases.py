@@ -158,3 +158,46 @@ def test_each_sample_of_an_eval_is_its_own_case_with_its_question(tmp_path: Path
         "target": "4",
     }
     assert meta["q2"]["question"] == "Capital of France?" and meta["q2"]["target"] == "Paris"
+
+
+@pytest.mark.parametrize("kind", ["directory", "missing folder", "number", "bytes"])
+def test_a_journal_that_cannot_be_opened_is_refused_when_the_reducer_is_made(
+    tmp_path: Path, kind: str
+) -> None:
+    from dissensus.errors import ConfigError
+    from dissensus.integrations.inspect import dissensus_reducer
+
+    (tmp_path / "jdir").mkdir()
+    journal: Any = {
+        "directory": str(tmp_path / "jdir"),
+        "missing folder": str(tmp_path / "nowhere" / "j.sqlite"),
+        "number": 5,
+        "bytes": b"j.sqlite",
+    }[kind]
+    with pytest.raises(ConfigError) as caught:
+        dissensus_reducer(policy=POLICY, journal=journal)
+    assert caught.value.field == "journal"
+    assert not (tmp_path / "5").exists()
+
+
+def test_a_journal_made_when_the_reducer_is_made(tmp_path: Path) -> None:
+    from dissensus.integrations.inspect import dissensus_reducer
+
+    dissensus_reducer(policy=POLICY, journal=str(tmp_path / "new.sqlite"))
+    assert (tmp_path / "new.sqlite").is_file()
+
+
+def test_a_journal_gone_bad_at_a_reduction_is_the_journals_error_not_the_samples(
+    tmp_path: Path,
+) -> None:
+    from dissensus.errors import ConfigError
+    from dissensus.integrations.inspect import dissensus_reducer
+
+    path = tmp_path / "j.sqlite"
+    reduce = dissensus_reducer(policy=POLICY, journal=str(path))
+    assert reduce([_score("C"), _score("C")]).answer in ("auto", "auto_explain", "escalate")
+    path.unlink()
+    path.mkdir()
+    with pytest.raises(ConfigError) as caught:
+        reduce([_score("C"), _score("I")])
+    assert caught.value.field == "journal" and "not a regular file" in str(caught.value)

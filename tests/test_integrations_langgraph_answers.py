@@ -229,3 +229,21 @@ def test_a_reviewer_resolver_that_fails_is_a_config_error_naming_it(
     assert _resolutions(path, value["review_id"]) == []
     out = graph(config_reviewer).invoke(None, config)
     assert out["dissensus"]["resolution"] == {"decision": "2", "note": "held", "reviewer": "kim"}
+
+
+@pytest.mark.parametrize("kind", ["directory", "missing folder", "number"])
+def test_a_journal_that_cannot_be_opened_is_refused_when_the_node_is_made(
+    tmp_path: Path, kind: str
+) -> None:
+    from dissensus.errors import ConfigError
+    from dissensus.integrations.langgraph import decision_node
+
+    (tmp_path / "jdir").mkdir()
+    journal: Any = {
+        "directory": str(tmp_path / "jdir"),
+        "missing folder": str(tmp_path / "nowhere" / "j.sqlite"),
+        "number": 5,
+    }[kind]
+    with pytest.raises(ConfigError) as caught:
+        decision_node(policy=POLICY, journal=journal, panel=_panel)
+    assert caught.value.field == "journal"

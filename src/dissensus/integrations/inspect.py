@@ -66,6 +66,13 @@ Choices where the frameworks are silent:
   everything the pipeline reads of the panel (each output's every field, and ``meta``):
   panels that differ in anything (evidence, a family, the sample) are two cases. Each
   reduction is one run in the journal (in memory unless ``journal`` is a path).
+* **The journal** is checked when the reducer is made, opened and closed once (an
+  SQLite file not there yet is created): anything that is no path (``journal=5``) or a
+  journal that cannot be opened (a directory, in a folder that does not exist) is a
+  :class:`~dissensus.errors.ConfigError` naming ``journal``, not a failure of every
+  sample in an eval reported as a success. A journal that cannot be opened at a
+  reduction (removed meanwhile) raises that ``ConfigError`` from the reducer: Inspect
+  reports the sample's error and the eval's, never a sample unscored for its scores.
 * **Acceptance and guard calibration**: ``acceptance`` is a learned acceptance file
   written by ``dissensus calibrate-acceptance`` (``dissensus.acceptance/2``, passed as the
   policy's ``acceptance.model``) or a reliability file (``dissensus.reliability/1``, passed
@@ -114,6 +121,7 @@ from pydantic import ValidationError
 
 from dissensus.errors import ConfigError, InputError
 from dissensus.guard import guard_votes
+from dissensus.integrations._journal import MEMORY, checked_journal, open_journal
 from dissensus.io.limits import MAX_FIELD_CHARS
 from dissensus.pipeline import (
     CaseRecord,
@@ -128,7 +136,6 @@ from dissensus.pipeline import (
 from dissensus.pipeline.policy import guard_thresholds
 from dissensus.pipeline.spec import file_sha256
 from dissensus.quoting import one_line, quote_short
-from dissensus.store import Journal
 from dissensus.store.canonical import canonical
 from dissensus.types import AgentOutput, Evidence, JsonObject, Panel
 
@@ -599,6 +606,7 @@ def dissensus_reducer(
     """
     _check_graders(graders)
     spec = _spec(policy, acceptance, guard_calibration)
+    target = MEMORY if journal is None else checked_journal(journal)
 
     def reduce(scores: list[Score]) -> Score:
         notes: list[str] = []
@@ -610,7 +618,7 @@ def dissensus_reducer(
             return _not_decided(exc, notes)
 
         async def run() -> CaseRecord:
-            store = Journal(journal if journal is not None else ":memory:")
+            store = open_journal(target)  # gone bad meanwhile: the eval's fault, not the sample's
             try:
                 return await adecide(panel, spec, journal=store)
             finally:

@@ -65,7 +65,11 @@ Choices where the framework and the design are silent:
   SQLite connection belongs to the thread that opened it. ``":memory:"`` and an empty
   (or blank) path are refused when the node is made, as the review item must outlive
   the call that opened it and SQLite makes both a throw-away database (the journal opens
-  paths, never ``file:`` URIs, so ``file::memory:`` names an ordinary file).
+  paths, never ``file:`` URIs, so ``file::memory:`` names an ordinary file). The journal
+  is opened and closed once when the node is made (an SQLite file not there yet is
+  created): anything that is no path (``journal=5``) or a journal that cannot be opened
+  (a directory, in a folder that does not exist) is a ConfigError naming ``journal``
+  then, not a failure of every call.
 """
 
 from __future__ import annotations
@@ -82,6 +86,7 @@ from pydantic import ValidationError
 
 from dissensus.cases import as_panel
 from dissensus.errors import ConfigError, DissensusError, InputError
+from dissensus.integrations._journal import checked_journal
 from dissensus.integrations._review import (
     ReviewAnswer,
     resolve_checked,
@@ -166,7 +171,7 @@ class DecisionNode:
         # when the graph is built, not at its first case.
         self.spec = RunSpec.from_policy(policy, base_dir=policy_dir)
         self.policy = self.spec.policy
-        self.journal = journal
+        self.journal = checked_journal(journal)
         self.panel = panel
         self.on_escalate = on_escalate
         self.goto = dict(goto)
