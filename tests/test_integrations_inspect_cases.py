@@ -201,3 +201,24 @@ def test_a_journal_gone_bad_at_a_reduction_is_the_journals_error_not_the_samples
     with pytest.raises(ConfigError) as caught:
         reduce([_score("C"), _score("I")])
     assert caught.value.field == "journal" and "not a regular file" in str(caught.value)
+
+
+def test_a_relative_journal_resolves_where_the_reducer_is_made_as_the_policy_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import json
+
+    from dissensus.integrations.inspect import dissensus_reducer
+    from dissensus.store import Journal
+
+    task, launch = tmp_path / "task", tmp_path / "launch"
+    task.mkdir(), launch.mkdir()
+    (task / "policy.json").write_text(json.dumps(POLICY), encoding="utf-8")
+    monkeypatch.chdir(task)  # where Inspect makes the task
+    reduce = dissensus_reducer(policy="policy.json", journal="j.sqlite")
+    monkeypatch.chdir(launch)  # where it reduces
+    score = reduce([_score("C"), _score("I")])
+    assert score.metadata is not None and score.metadata["review_id"] is not None
+    assert not (launch / "j.sqlite").exists()
+    with Journal(task / "j.sqlite") as journal:
+        assert len(journal.runs()) == 1

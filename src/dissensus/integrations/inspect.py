@@ -67,7 +67,10 @@ Choices where the frameworks are silent:
   panels that differ in anything (evidence, a family, the sample) are two cases. Each
   reduction is one run in the journal (in memory unless ``journal`` is a path).
 * **The journal** is checked when the reducer is made, opened and closed once (an
-  SQLite file not there yet is created): anything that is no path (``journal=5``) or a
+  SQLite file not there yet is created). A relative path is resolved then, against the
+  working folder the policy file is read from (``inspect eval`` makes a task in the task
+  file's folder and restores the launch folder before it reduces), never at a
+  reduction: anything that is no path (``journal=5``) or a
   journal that cannot be opened (a directory, in a folder that does not exist) is a
   :class:`~dissensus.errors.ConfigError` naming ``journal``, not a failure of every
   sample in an eval reported as a success. A journal that cannot be opened at a
@@ -606,7 +609,9 @@ def dissensus_reducer(
     """
     _check_graders(graders)
     spec = _spec(policy, acceptance, guard_calibration)
-    target = MEMORY if journal is None else checked_journal(journal)
+    # Against the folder the policy is read from (the task's, where Inspect makes it):
+    # Inspect restores the launch folder before it reduces.
+    target = MEMORY if journal is None else checked_journal(journal, resolve=True)
 
     def reduce(scores: list[Score]) -> Score:
         notes: list[str] = []
