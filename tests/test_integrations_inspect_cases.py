@@ -222,3 +222,38 @@ def test_a_relative_journal_resolves_where_the_reducer_is_made_as_the_policy_doe
     assert not (launch / "j.sqlite").exists()
     with Journal(task / "j.sqlite") as journal:
         assert len(journal.runs()) == 1
+
+
+def _reask_policy(tmp_path: Path) -> dict[str, Any]:
+    import json
+
+    reask = {"default": json.dumps({"decision": "C", "reasoning": "On a second look, C."})}
+    (tmp_path / "reask.json").write_text(json.dumps(reask), encoding="utf-8")
+    return {
+        "reading": {"similarity": "tfidf", "theta_s": 0.3},
+        "routing": {"defaults": {"DD": "seek_context", "CD": "seek_context"}},
+        "seek_context": {"model": f"scripted:{tmp_path / 'reask.json'}"},
+    }
+
+
+def test_the_options_passed_let_the_follow_up_model_re_ask(tmp_path: Path) -> None:
+    from dissensus.integrations.inspect import dissensus_reducer
+
+    split = [_score("C"), _score("I")]
+    without = dissensus_reducer(policy=_reask_policy(tmp_path))(split)
+    assert without.metadata is not None
+    assert "the case has no explicit options to re-ask" in without.metadata["reason"]
+    with_options = dissensus_reducer(policy=_reask_policy(tmp_path), options=["C", "I"])(split)
+    assert with_options.metadata is not None
+    reason = with_options.metadata["reason"]
+    assert "no explicit options" not in reason and "live re-ask" in reason, reason
+
+
+@pytest.mark.parametrize("options", [["C"], ["C", "C"], "CI", ["C", ""], ["C", "I\n"], [1, 2]])
+def test_options_no_re_ask_can_offer_are_refused_when_the_reducer_is_made(options: Any) -> None:
+    from dissensus.errors import ConfigError
+    from dissensus.integrations.inspect import dissensus_reducer
+
+    with pytest.raises(ConfigError) as caught:
+        dissensus_reducer(policy=POLICY, options=options)
+    assert str(caught.value.field).startswith("options")

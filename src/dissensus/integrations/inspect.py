@@ -93,6 +93,13 @@ Choices where the frameworks are silent:
   (:meth:`~dissensus.pipeline.RunSpec.read_as_calibrated`), as ``dissensus decide``
   checks it: a file calibrated with another guard calibration, or without one, is
   refused naming ``guard.calibration``.
+* **Options.** Inspect knows no options of a grader's value, so a panel has none unless
+  ``options`` lists them (``options=["C", "I"]``): they become every panel's
+  ``meta.options``, which a follow-up re-ask (``seek_context`` with a model) offers the
+  graders again, and which lead the options a reviewer is shown. Without them a re-ask
+  ends ``the case has no explicit options to re-ask`` and the case goes on to acceptance
+  or a reviewer. A list of fewer than two labels, naming one twice, or a label with a
+  control character is a :class:`~dissensus.errors.ConfigError` (field ``options``).
 * **Registered names.** The reducer is registered twice: as ``"dissensus"`` and, in the
   ``package/name`` form Inspect gives extension packages, as ``"dissensus/dissensus"``.
   Inspect looks a namespaced name up by loading that package's ``inspect_ai`` entry
@@ -140,7 +147,7 @@ from dissensus.pipeline.policy import guard_thresholds
 from dissensus.pipeline.spec import file_sha256
 from dissensus.quoting import one_line, quote_short
 from dissensus.store.canonical import canonical
-from dissensus.types import AgentOutput, Evidence, JsonObject, Panel
+from dissensus.types import AgentOutput, Evidence, JsonObject, Panel, option_id_problem
 
 __all__ = ["dissensus_reducer", "scores_panel"]
 
@@ -316,10 +323,14 @@ def _output(name: str, score: Score | None, notes: list[str]) -> AgentOutput:
 
 
 def scores_panel(
-    scores: Sequence[Score], graders: Sequence[str] | None = None, notes: list[str] | None = None
+    scores: Sequence[Score],
+    graders: Sequence[str] | None = None,
+    notes: list[str] | None = None,
+    options: Sequence[str] | None = None,
 ) -> Panel:
     """The panel of a list of grader scores (declined graders as abstentions); what had to
-    be changed or left out to make it is appended to ``notes``."""
+    be changed or left out to make it is appended to ``notes``. ``options`` (the labels a
+    grader may give) become the panel's ``meta.options``."""
     kept = notes if notes is not None else []
     names, missing = _names(scores, graders, kept)
     outputs = [_output(n, s, kept) for n, s in zip(names, scores, strict=True)]
@@ -336,6 +347,8 @@ def scores_panel(
             f"{len(outputs)} grader(s) scored this sample: a panel needs at least two{hint}"
         )
     meta = _case_meta(scores, kept)
+    if options is not None:
+        meta["options"] = list(options)
     try:
         return Panel(id=_panel_id(outputs, meta), meta=meta, outputs=outputs)
     except ValidationError as exc:
@@ -573,6 +586,26 @@ def _not_decided(exc: BaseException, notes: list[str]) -> Score:
     )
 
 
+def _check_options(options: list[str] | None) -> None:
+    """The ``options`` argument: at least two labels, each once, each one line (what a
+    decision is), checked when the reducer is made."""
+    if options is None:
+        return
+    if isinstance(options, str) or not all(isinstance(o, str) and o.strip() for o in options):
+        raise ConfigError(
+            "expected a list of non-empty labels (the graders' values)", field="options"
+        )
+    if len(set(options)) < 2 or len(set(options)) != len(options):
+        raise ConfigError(
+            f"{len(options)} option(s), {len(set(options))} distinct: a re-ask needs at least "
+            "two, each once",
+            field="options",
+        )
+    found = option_id_problem({"options": list(options)})
+    if found is not None:
+        raise ConfigError(found[1], field=found[0].removeprefix("meta."))
+
+
 def _check_graders(graders: list[str] | None) -> None:
     """The ``graders`` argument: at least two names, each once (the eval's set-up, so a
     :class:`ConfigError` when the reducer is made, not a failure of every sample)."""
@@ -598,6 +631,7 @@ def dissensus_reducer(
     acceptance: str | None = None,
     guard_calibration: str | None = None,
     journal: str | None = None,
+    options: list[str] | None = None,
 ) -> ScoreReducer:
     """Reduce a grader panel's scores to the pipeline's guarded decision.
 
@@ -605,9 +639,11 @@ def dissensus_reducer(
     count as an abstention); ``policy`` is a policy file, dict, :class:`Policy` or
     :class:`~dissensus.pipeline.RunSpec`;
     ``acceptance`` a ``calibrate-acceptance`` file (or a reliability file); ``guard_calibration`` a guard
-    calibration file; ``journal`` a journal path (default: in memory).
+    calibration file; ``journal`` a journal path (default: in memory); ``options`` the
+    labels a grader may give, the case's options (what a follow-up re-ask offers).
     """
     _check_graders(graders)
+    _check_options(options)
     spec = _spec(policy, acceptance, guard_calibration)
     # Against the folder the policy is read from (the task's, where Inspect makes it):
     # Inspect restores the launch folder before it reduces.
@@ -616,7 +652,7 @@ def dissensus_reducer(
     def reduce(scores: list[Score]) -> Score:
         notes: list[str] = []
         try:
-            panel = scores_panel(scores, graders, notes)
+            panel = scores_panel(scores, graders, notes, options)
         except _Unfit as exc:  # this sample's scores, not the eval: it stays unscored
             return _not_decided(exc, notes)
         except (ValueError, TypeError, OverflowError, RecursionError) as exc:
@@ -655,6 +691,7 @@ def _namespaced_reducer(
     acceptance: str | None = None,
     guard_calibration: str | None = None,
     journal: str | None = None,
+    options: list[str] | None = None,
 ) -> ScoreReducer:
     """:func:`dissensus_reducer` under its namespaced name, ``"dissensus/dissensus"``, which
     Inspect resolves through the package's entry point with nothing imported first."""
@@ -664,4 +701,5 @@ def _namespaced_reducer(
         acceptance=acceptance,
         guard_calibration=guard_calibration,
         journal=journal,
+        options=options,
     )
