@@ -56,11 +56,12 @@ Choices where the frameworks are silent:
   in the log; the other samples are decided as usual.
 * **The sample.** Inspect passes a reducer the scores only. The panel's ``meta`` says
   which sample they are of (``source: inspect``, ``sample_id``, ``epoch``, ``question``,
-  ``target``: what a reviewer is shown): each is the first score's ``metadata`` value
-  of that key, else what Inspect holds of the sample being scored (its id, epoch, input
-  text and target; nothing when the reducer runs outside an eval), else absent. A
-  question or target is cut and noted as a grader's text is; one that is not text (an
-  id or epoch not text or a whole number) is left out and noted.
+  ``target``; ``dissensus review show`` shows the question): each is the first score's
+  ``metadata`` value of that key, else what Inspect holds of the sample being scored
+  (its id, epoch, input text and target; nothing outside a sample's scoring: a call
+  outside an eval, an ``Epochs`` reducer, where only the scores' ``metadata`` can name
+  it), else absent. A question or target is cut and noted as a grader's text is; one
+  that is not text (an id or epoch not text or a whole number) is left out and noted.
 * **Panel id** is ``inspect-``, the sample id and ``-`` when it is a plain token (at
   most 64 of ``A-Z a-z 0-9 . _ : -``), then the first 12 hex digits of the sha256 of
   everything the pipeline reads of the panel (each output's every field, and ``meta``):
