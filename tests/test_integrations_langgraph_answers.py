@@ -229,3 +229,67 @@ def test_a_reviewer_resolver_that_fails_is_a_config_error_naming_it(
     assert _resolutions(path, value["review_id"]) == []
     out = graph(config_reviewer).invoke(None, config)
     assert out["dissensus"]["resolution"] == {"decision": "2", "note": "held", "reviewer": "kim"}
+
+
+@pytest.mark.parametrize("kind", ["directory", "missing folder", "number"])
+def test_a_journal_that_cannot_be_opened_is_refused_when_the_node_is_made(
+    tmp_path: Path, kind: str
+) -> None:
+    from dissensus.errors import ConfigError
+    from dissensus.integrations.langgraph import decision_node
+
+    (tmp_path / "jdir").mkdir()
+    journal: Any = {
+        "directory": str(tmp_path / "jdir"),
+        "missing folder": str(tmp_path / "nowhere" / "j.sqlite"),
+        "number": 5,
+    }[kind]
+    with pytest.raises(ConfigError) as caught:
+        decision_node(policy=POLICY, journal=journal, panel=_panel)
+    assert caught.value.field == "journal"
+
+
+def _routed(tmp_path: Path, key: str) -> Any:
+    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph.graph import START, StateGraph
+
+    from dissensus.integrations.langgraph import decision_node
+    from integrations_graph import State, _agent
+
+    graph = StateGraph(State)
+    graph.add_node("a", _agent("a", "kb:1"))
+    graph.add_node("b", _agent("b", "kb:2"))
+    node = decision_node(
+        policy=POLICY,
+        journal=str(tmp_path / "j.sqlite"),
+        panel=_panel,
+        on_escalate="route",
+        key=key,
+    )
+    graph.add_node("decide", node)
+    graph.add_edge(START, "a")
+    graph.add_edge(START, "b")
+    graph.add_edge(["a", "b"], "decide")
+    return graph.compile(checkpointer=InMemorySaver())
+
+
+def test_a_key_the_state_lacks_is_warned_of_once(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    app = _routed(tmp_path, "decision")  # State has no "decision"
+    with caplog.at_level("WARNING", logger="dissensus.integrations.langgraph"):
+        for thread in ("t1", "t2"):
+            out = app.invoke({"case": "c4", "kind": "conflict"}, _config(thread))
+            assert "decision" not in out  # what LangGraph does with it
+    said = [r.getMessage() for r in caplog.records if r.name == "dissensus.integrations.langgraph"]
+    assert len(said) == 1 and "the graph's state has no key 'decision'" in said[0]
+
+
+def test_a_key_in_the_state_is_not_warned_of(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    app = _routed(tmp_path, "other")  # in State, and empty when the node first runs
+    with caplog.at_level("DEBUG", logger="dissensus.integrations.langgraph"):
+        out = app.invoke({"case": "c4", "kind": "conflict"}, _config("t1"))
+    assert out["other"]["action"] == "escalate"
+    assert not [r for r in caplog.records if r.name == "dissensus.integrations.langgraph"]

@@ -54,9 +54,29 @@ Choices where the frameworks are silent:
   one grader -- is unscored with
   the reason on one line (``answer`` ``"error"``, ``metadata["error"]``) and a warning
   in the log; the other samples are decided as usual.
-* **Panel id** is ``inspect-`` + the first 12 hex digits of the sha256 of the canonical
-  scores (a reducer does not see the sample id); each reduction is one run in the
-  journal (in memory unless ``journal`` is a path).
+* **The sample.** Inspect passes a reducer the scores only. The panel's ``meta`` says
+  which sample they are of (``source: inspect``, ``sample_id``, ``epoch``, ``question``,
+  ``target``; ``dissensus review show`` shows the question): each is the first score's
+  ``metadata`` value of that key, else what Inspect holds of the sample being scored
+  (its id, epoch, input text and target; nothing outside a sample's scoring: a call
+  outside an eval, an ``Epochs`` reducer, where only the scores' ``metadata`` can name
+  it), else absent. A question or target is cut and noted as a grader's text is; one
+  that is not text (an id or epoch not text or a whole number) is left out and noted.
+* **Panel id** is ``inspect-``, the sample id and ``-`` when it is a plain token (at
+  most 64 of ``A-Z a-z 0-9 . _ : -``), then the first 12 hex digits of the sha256 of
+  everything the pipeline reads of the panel (each output's every field, and ``meta``):
+  panels that differ in anything (evidence, a family, the sample) are two cases. Each
+  reduction is one run in the journal (in memory unless ``journal`` is a path).
+* **The journal** is checked when the reducer is made, opened and closed once (an
+  SQLite file not there yet is created). A relative path is resolved then, against the
+  working folder the policy file is read from (``inspect eval`` makes a task in the task
+  file's folder and restores the launch folder before it reduces), never at a
+  reduction: anything that is no path (``journal=5``) or a
+  journal that cannot be opened (a directory, in a folder that does not exist) is a
+  :class:`~dissensus.errors.ConfigError` naming ``journal``, not a failure of every
+  sample in an eval reported as a success. A journal that cannot be opened at a
+  reduction (removed meanwhile) raises that ``ConfigError`` from the reducer: Inspect
+  reports the sample's error and the eval's, never a sample unscored for its scores.
 * **Acceptance and guard calibration**: ``acceptance`` is a learned acceptance file
   written by ``dissensus calibrate-acceptance`` (``dissensus.acceptance/2``, passed as the
   policy's ``acceptance.model``) or a reliability file (``dissensus.reliability/1``, passed
@@ -74,6 +94,13 @@ Choices where the frameworks are silent:
   (:meth:`~dissensus.pipeline.RunSpec.read_as_calibrated`), as ``dissensus decide``
   checks it: a file calibrated with another guard calibration, or without one, is
   refused naming ``guard.calibration``.
+* **Options.** Inspect knows no options of a grader's value, so a panel has none unless
+  ``options`` lists them (``options=["C", "I"]``): they become every panel's
+  ``meta.options``, which a follow-up re-ask (``seek_context`` with a model) offers the
+  graders again, and which lead the options a reviewer is shown. Without them a re-ask
+  ends ``the case has no explicit options to re-ask`` and the case goes on to acceptance
+  or a reviewer. A list of fewer than two labels, naming one twice, or a label with a
+  control character is a :class:`~dissensus.errors.ConfigError` (field ``options``).
 * **Registered names.** The reducer is registered twice: as ``"dissensus"`` and, in the
   ``package/name`` form Inspect gives extension packages, as ``"dissensus/dissensus"``.
   Inspect looks a namespaced name up by loading that package's ``inspect_ai`` entry
@@ -112,6 +139,7 @@ from pydantic import ValidationError
 
 from dissensus.errors import ConfigError, InputError
 from dissensus.guard import guard_votes
+from dissensus.integrations._journal import MEMORY, checked_journal, open_journal
 from dissensus.io.limits import MAX_FIELD_CHARS
 from dissensus.pipeline import (
     CaseRecord,
@@ -127,9 +155,8 @@ from dissensus.pipeline.policy import guard_thresholds
 from dissensus.pipeline.shift_watch import EVERY, ShiftWatch
 from dissensus.pipeline.spec import file_sha256
 from dissensus.quoting import one_line, quote_short
-from dissensus.store import Journal
 from dissensus.store.canonical import canonical
-from dissensus.types import AgentOutput, Evidence, JsonObject, Panel
+from dissensus.types import AgentOutput, Evidence, JsonObject, Panel, option_id_problem
 
 __all__ = ["dissensus_reducer", "scores_panel"]
 
@@ -305,10 +332,14 @@ def _output(name: str, score: Score | None, notes: list[str]) -> AgentOutput:
 
 
 def scores_panel(
-    scores: Sequence[Score], graders: Sequence[str] | None = None, notes: list[str] | None = None
+    scores: Sequence[Score],
+    graders: Sequence[str] | None = None,
+    notes: list[str] | None = None,
+    options: Sequence[str] | None = None,
 ) -> Panel:
     """The panel of a list of grader scores (declined graders as abstentions); what had to
-    be changed or left out to make it is appended to ``notes``."""
+    be changed or left out to make it is appended to ``notes``. ``options`` (the labels a
+    grader may give) become the panel's ``meta.options``."""
     kept = notes if notes is not None else []
     names, missing = _names(scores, graders, kept)
     outputs = [_output(n, s, kept) for n, s in zip(names, scores, strict=True)]
@@ -324,12 +355,73 @@ def scores_panel(
         raise _Unfit(
             f"{len(outputs)} grader(s) scored this sample: a panel needs at least two{hint}"
         )
-    body = canonical([[o.agent, o.decision, o.reasoning] for o in outputs])
-    pid = "inspect-" + hashlib.sha256(body.encode("utf-8")).hexdigest()[:12]
+    meta = _case_meta(scores, kept)
+    if options is not None:
+        meta["options"] = list(options)
     try:
-        return Panel(id=pid, outputs=outputs)
+        return Panel(id=_panel_id(outputs, meta), meta=meta, outputs=outputs)
     except ValidationError as exc:
         raise _Unfit(_one_line(exc)) from None
+
+
+_SAFE_ID = re.compile(r"[A-Za-z0-9._:-]{1,64}")
+"""A sample id the panel id shows as it is (anything else is known by the digest only)."""
+
+
+def _panel_id(outputs: Sequence[AgentOutput], meta: JsonObject) -> str:
+    """``inspect-`` [sample id ``-``] and 12 hex digits of the sha256 of everything the
+    pipeline reads of the panel (each output's every field, and ``meta``): panels that
+    differ in anything are two cases."""
+    body = canonical(
+        {"meta": meta, "outputs": [o.model_dump(mode="json", exclude_none=True) for o in outputs]}
+    )
+    digest = hashlib.sha256(body.encode("utf-8")).hexdigest()[:12]
+    sid = meta.get("sample_id")
+    shown = str(sid) if isinstance(sid, str | int) and not isinstance(sid, bool) else ""
+    return f"inspect-{shown}-{digest}" if _SAFE_ID.fullmatch(shown) else f"inspect-{digest}"
+
+
+SAMPLE_KEYS = ("sample_id", "epoch", "question", "target")
+"""What a score's ``metadata`` may say of its sample, copied to the panel's ``meta``."""
+
+
+def _case_meta(scores: Sequence[Score], notes: list[str]) -> JsonObject:
+    """The panel's ``meta``: the sample the scores are of. Each of :data:`SAMPLE_KEYS` is
+    the first score's ``metadata`` value that has it, else the running sample's (what
+    Inspect holds of the sample being scored), else absent; texts made to fit as a
+    grader's are."""
+    running = _running_sample()
+    meta: JsonObject = {"source": "inspect"}
+    for key in SAMPLE_KEYS:
+        given = [m[key] for s in scores if (m := s.metadata or {}).get(key) is not None]
+        value = given[0] if given else running.get(key)
+        if key in ("sample_id", "epoch") and isinstance(value, int) and not isinstance(value, bool):
+            meta[key] = value
+        elif isinstance(value, str):
+            meta[key] = _text("sample", f"metadata.{key}", value, notes)
+        elif value is not None:
+            notes.append(f"sample: metadata.{key} left out (not text or a whole number)")
+    return meta
+
+
+def _running_sample() -> dict[str, object]:
+    """The sample Inspect is scoring, as :data:`SAMPLE_KEYS` (empty outside an eval, or
+    when this Inspect keeps no running sample). Inspect passes a reducer the scores
+    only; the sample it holds for the task running them is read where it keeps it."""
+    try:
+        from inspect_ai.solver._task_state import sample_state
+
+        state = sample_state()
+        if state is None:
+            return {}
+        return {
+            "sample_id": state.sample_id,
+            "epoch": state.epoch,
+            "question": state.input_text,
+            "target": state.target.text,
+        }
+    except Exception:  # another Inspect: the scores' metadata still names the sample
+        return {}
 
 
 def _one_line(exc: ValidationError) -> str:
@@ -503,6 +595,26 @@ def _not_decided(exc: BaseException, notes: list[str]) -> Score:
     )
 
 
+def _check_options(options: list[str] | None) -> None:
+    """The ``options`` argument: at least two labels, each once, each one line (what a
+    decision is), checked when the reducer is made."""
+    if options is None:
+        return
+    if isinstance(options, str) or not all(isinstance(o, str) and o.strip() for o in options):
+        raise ConfigError(
+            "expected a list of non-empty labels (the graders' values)", field="options"
+        )
+    if len(set(options)) < 2 or len(set(options)) != len(options):
+        raise ConfigError(
+            f"{len(options)} option(s), {len(set(options))} distinct: a re-ask needs at least "
+            "two, each once",
+            field="options",
+        )
+    found = option_id_problem({"options": list(options)})
+    if found is not None:
+        raise ConfigError(found[1], field=found[0].removeprefix("meta."))
+
+
 def _check_graders(graders: list[str] | None) -> None:
     """The ``graders`` argument: at least two names, each once (the eval's set-up, so a
     :class:`ConfigError` when the reducer is made, not a failure of every sample)."""
@@ -529,6 +641,7 @@ def dissensus_reducer(
     guard_calibration: str | None = None,
     journal: str | None = None,
     shift_every: int = EVERY,
+    options: list[str] | None = None,
 ) -> ScoreReducer:
     """Reduce a grader panel's scores to the pipeline's guarded decision.
 
@@ -538,24 +651,29 @@ def dissensus_reducer(
     ``acceptance`` a ``calibrate-acceptance`` file (or a reliability file); ``guard_calibration`` a guard
     calibration file; ``journal`` a journal path (default: in memory); ``shift_every``
     the judged cases between two checks of the reducer's shift watch (as ``dissensus
-    serve --shift-every``; 0: none; a journal in memory is never watched).
+    serve --shift-every``; 0: none; a journal in memory is never watched); ``options``
+    the labels a grader may give, the case's options (what a follow-up re-ask offers).
     """
     _check_graders(graders)
+    _check_options(options)
     spec = _spec(policy, acceptance, guard_calibration)
     # The shift watch of the reducer's cases (dissensus.pipeline.shift_watch).
     watch = ShiftWatch(spec, every=shift_every if journal is not None else 0)
+    # Against the folder the policy is read from (the task's, where Inspect makes it):
+    # Inspect restores the launch folder before it reduces.
+    target = MEMORY if journal is None else checked_journal(journal, resolve=True)
 
     def reduce(scores: list[Score]) -> Score:
         notes: list[str] = []
         try:
-            panel = scores_panel(scores, graders, notes)
+            panel = scores_panel(scores, graders, notes, options)
         except _Unfit as exc:  # this sample's scores, not the eval: it stays unscored
             return _not_decided(exc, notes)
         except (ValueError, TypeError, OverflowError, RecursionError) as exc:
             return _not_decided(exc, notes)
 
         async def run() -> CaseRecord:
-            store = Journal(journal if journal is not None else ":memory:")
+            store = open_journal(target)  # gone bad meanwhile: the eval's fault, not the sample's
             try:
                 record = await adecide(panel, spec, journal=store)
                 if watch.enabled:
@@ -591,6 +709,7 @@ def _namespaced_reducer(
     guard_calibration: str | None = None,
     journal: str | None = None,
     shift_every: int = EVERY,
+    options: list[str] | None = None,
 ) -> ScoreReducer:
     """:func:`dissensus_reducer` under its namespaced name, ``"dissensus/dissensus"``, which
     Inspect resolves through the package's entry point with nothing imported first."""
@@ -601,4 +720,5 @@ def _namespaced_reducer(
         guard_calibration=guard_calibration,
         journal=journal,
         shift_every=shift_every,
+        options=options,
     )

@@ -35,6 +35,11 @@ Choices where the framework and the design are silent:
   refuse a ``Command`` to a node it lacks: it logs a warning (``wrote to unknown channel
   branch:to:NAME, ignoring it``) and the graph ends after the node, the case unrouted.
   Check the targets against the graph's nodes.
+* **The record's key**: LangGraph drops, without a word, an update to a key the graph's
+  state lacks, and so the record when ``key`` is not in the state schema. The node
+  checks ``key`` against the state's channels the first time it runs (what LangGraph
+  lets a running node read) and logs a warning (``the graph's state has no key
+  'NAME'``) when the state lacks it; the case is decided and journalled all the same.
 * **Replays**: LangGraph runs an interrupted node again from its start on resume, so
   the node's run id is derived from the thread id and the task's checkpoint namespace
   (stable across resumes and processes): the second ``decide`` replays the journalled
@@ -72,12 +77,17 @@ Choices where the framework and the design are silent:
   SQLite connection belongs to the thread that opened it. ``":memory:"`` and an empty
   (or blank) path are refused when the node is made, as the review item must outlive
   the call that opened it and SQLite makes both a throw-away database (the journal opens
-  paths, never ``file:`` URIs, so ``file::memory:`` names an ordinary file).
+  paths, never ``file:`` URIs, so ``file::memory:`` names an ordinary file). The journal
+  is opened and closed once when the node is made (an SQLite file not there yet is
+  created): anything that is no path (``journal=5``) or a journal that cannot be opened
+  (a directory, in a folder that does not exist) is a ConfigError naming ``journal``
+  then, not a failure of every call.
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Literal, get_args
@@ -89,6 +99,7 @@ from pydantic import ValidationError
 
 from dissensus.cases import as_panel
 from dissensus.errors import ConfigError, DissensusError, InputError
+from dissensus.integrations._journal import checked_journal
 from dissensus.integrations._review import (
     ReviewAnswer,
     resolve_checked,
@@ -104,6 +115,12 @@ from dissensus.store import Journal
 from dissensus.types import Panel
 
 __all__ = ["DecisionNode", "config_reviewer", "decision_node", "node_run_id"]
+
+log = logging.getLogger("dissensus.integrations.langgraph")
+
+_CONFIG_KEY_READ = "__pregel_read"
+"""Where LangGraph puts, in a running node's config, the reader of the graph's state
+channels (a key the state lacks is a ``KeyError``)."""
 
 PanelBuilder = Callable[[Any], Panel | Mapping[str, Any]]
 ReviewerResolver = Callable[[RunnableConfig], str | None]
@@ -175,19 +192,44 @@ class DecisionNode:
         # when the graph is built, not at its first case.
         self.spec = RunSpec.from_policy(policy, base_dir=policy_dir)
         self.policy = self.spec.policy
-        self.journal = journal
+        self.journal = checked_journal(journal)
         self.panel = panel
         self.on_escalate = on_escalate
         self.goto = dict(goto)
         self.key = key
+        self._key_checked = False
         self.reviewer = reviewer
         # The shift watch of this node's cases (dissensus.pipeline.shift_watch).
         self.shift_watch = ShiftWatch(self.spec, every=shift_every)
 
     def __call__(self, state: Any, config: RunnableConfig) -> Command[Any]:
+        self._check_key(config)
         panel = _as_panel(self.panel(state))
         with Journal(self.journal) as journal:
             return self._decide(panel, config, journal)
+
+    def _check_key(self, config: RunnableConfig) -> None:
+        """Warn, once per node, when the graph's state has no ``key``: LangGraph drops an
+        update to a key its state lacks without a word, and the record with it. The
+        state's keys are the channels LangGraph lets a running node read (nothing is
+        checked when this LangGraph passes no reader)."""
+        if self._key_checked:
+            return
+        read = (config.get("configurable") or {}).get(_CONFIG_KEY_READ)
+        if not callable(read):
+            return
+        self._key_checked = True
+        try:
+            read(self.key)
+        except KeyError:
+            log.warning(
+                "the graph's state has no key %r (decision_node key=): LangGraph drops the "
+                "record from the node's update, ignoring it; add %r to the state schema",
+                self.key,
+                self.key,
+            )
+        except Exception:  # a reader of another LangGraph: nothing is known of the keys
+            return
 
     def _decide(self, panel: Panel, config: RunnableConfig, journal: Journal) -> Command[Any]:
         record = decide(panel, self.spec, journal=journal, run_id=node_run_id(config))

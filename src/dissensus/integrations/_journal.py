@@ -1,0 +1,54 @@
+"""The ``journal`` argument of a door, checked when the door is made.
+
+A node or a reducer is made once and runs many times; a journal it cannot open (a
+directory, a folder that does not exist, a number) would fail every call later, each
+as that call's fault. :func:`checked_journal` opens and closes the journal when the door
+is made (creating an SQLite file that is not there yet) and turns what refuses it into a
+:class:`~dissensus.errors.ConfigError` naming ``journal``; :func:`open_journal` opens it
+for one call the same way, so that a journal gone bad meanwhile is named as the
+journal's fault, never as the call's input.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from pathlib import Path
+
+from dissensus.errors import ConfigError, DissensusError
+from dissensus.store import Journal
+from dissensus.store.journal import is_postgres_url
+
+__all__ = ["checked_journal", "open_journal"]
+
+MEMORY = ":memory:"
+
+
+def checked_journal(journal: object, *, resolve: bool = False) -> str:
+    """``journal`` as the door keeps it: a ``postgresql://`` URL or an SQLite path
+    (absolute, against the working directory now, when ``resolve``), opened and closed
+    once. Anything that is no path, or a journal that cannot be opened or created, is a
+    :class:`ConfigError` naming ``journal``."""
+    if not isinstance(journal, str | os.PathLike) or not isinstance(os.fspath(journal), str):
+        raise ConfigError(
+            f"a journal is a path or a postgresql:// URL, not {type(journal).__name__}",
+            field="journal",
+        )
+    target = str(os.fspath(journal))
+    if resolve and target != MEMORY and target.strip() and not is_postgres_url(target):
+        target = str(Path(target).resolve())
+    open_journal(target).close()
+    return target
+
+
+def open_journal(target: str) -> Journal:
+    """The journal ``target`` names, open; what refuses it is a :class:`ConfigError`
+    naming ``journal`` (the set-up's fault, not the input's)."""
+    try:
+        return Journal(target)
+    except ConfigError as exc:
+        if exc.field == "journal":
+            raise
+        raise ConfigError(f"cannot open {target}: {exc}", field="journal") from exc
+    except (DissensusError, OSError, sqlite3.Error) as exc:
+        raise ConfigError(f"cannot open {target}: {exc}", field="journal") from exc
