@@ -466,28 +466,34 @@ async def test_a_retry_waiting_on_its_cases_decision_is_told_the_case(
 ) -> None:
     """A keyed retry that waits on a decision still running is told the case at once, so
     the service's 504 names it (``timeout_case_journalled``), as the first request's does."""
-    import time
+    import threading
 
     members = {n: Counting() for n in NAMES}
     chat = _chat(journal, members)
     told: list[tuple[str, str]] = []
+    # Blocks the decision thread's loop, so the decision queues behind, until the retry
+    # is told its case (however long the members take to answer first).
+    gate = threading.Event()
 
     async def busy() -> None:
-        time.sleep(0.5)  # blocks the decision thread's loop: the decision queues behind
+        gate.wait(60)
+
+    def on_decide(case_id: str, run_id: str) -> None:
+        told.append((case_id, run_id))
+        gate.set()
 
     blocking = chat._decider.submit(busy())
     try:
         first = asyncio.ensure_future(chat.acomplete(_body(), idempotency_key="k"))
-        for _ in range(500):
+        for _ in range(6000):  # 60 s at most
             if chat._deciding:
                 break
             await asyncio.sleep(0.01)
         assert chat._deciding and not blocking.done()
-        again = await chat.acomplete(
-            _body(), idempotency_key="k", on_decide=lambda c, r: told.append((c, r))
-        )
+        again = await chat.acomplete(_body(), idempotency_key="k", on_decide=on_decide)
         done = await first
     finally:
+        gate.set()
         await chat.aclose()
     assert told == [(done.dissensus.case_id, done.dissensus.run_id)]
     assert again.dissensus.replayed and again.dissensus.case_id == done.dissensus.case_id

@@ -475,3 +475,44 @@ def test_an_interrupt_after_the_run_began_before_its_loop_names_the_resume(
     with Journal(journal) as j, Journal(base) as b:
         assert j.verify("R").ok
         assert final_records(j, "R") == final_records(b, "R")
+
+
+# The signal lands once the command line has loaded, before its own handlers are in place
+# (here: as it checks its standard streams, the first thing it does).
+_INTERRUPT_AT_THE_HANDOVER = """
+import os, signal, sys
+import dissensus.__main__ as main
+import dissensus.cli as cli
+
+checked = cli._closed_streams
+
+def streams():
+    os.kill(os.getpid(), signal.{sig})
+    checked()
+
+cli._closed_streams = streams
+sys.argv = ["dissensus", "route", "-"]
+main.main()
+"""
+
+
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
+def test_an_interrupt_as_the_loaded_command_line_takes_over_is_one_line(
+    tmp_path: Path, sig: str
+) -> None:
+    """A signal between the command line's loading and its own handlers (a SIGTERM there
+    met the default action and ended the process without a word; a Ctrl-C, a traceback):
+    it waits for the handlers, and the command stops with one line and exit 130."""
+    script = tmp_path / "handover.py"
+    script.write_text(_INTERRUPT_AT_THE_HANDOVER.replace("{sig}", sig))
+    proc = subprocess.run(
+        [sys.executable, str(script)],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        env=_env(),
+        timeout=60,
+    )
+    assert proc.returncode == 130, proc.stderr
+    assert proc.stdout == ""
+    assert proc.stderr == "interrupted\n"

@@ -109,10 +109,20 @@ def _ask_all(base: str, normal: int, streaming: int) -> list[httpx.Response]:
     return out
 
 
+def _until_asked(servers: list[FakeServer], requests: int, asking: threading.Thread) -> None:
+    """Until every member has been asked by each of ``requests`` requests (60 s at most):
+    they are then all in the server, waiting on their members."""
+    deadline = time.monotonic() + 60
+    while any(s.requests_received < requests for s in servers):
+        assert asking.is_alive(), "the requests ended before every member was asked"
+        assert time.monotonic() < deadline, [s.requests_received for s in servers]
+        time.sleep(0.01)
+
+
 def _sigterm_during(
-    tmp_path: Path, servers: list[FakeServer], *, shutdown_s: int, after_s: float
+    tmp_path: Path, servers: list[FakeServer], *, shutdown_s: int
 ) -> tuple[list[httpx.Response], str, int, str]:
-    """4 plain and 2 streaming requests, SIGTERM ``after_s`` seconds later: the
+    """4 plain and 2 streaming requests, SIGTERM once each has asked every member: the
     responses, the server's log, its exit code and its journal."""
     journal = str(tmp_path / "journal.sqlite")
     proc, base = spawn_server(
@@ -126,7 +136,7 @@ def _sigterm_during(
         got: list[list[httpx.Response]] = []
         asking = threading.Thread(target=lambda: got.append(_ask_all(base, 4, 2)))
         asking.start()
-        time.sleep(after_s)
+        _until_asked(servers, 6, asking)
         proc.terminate()
         asking.join(90)
         proc.wait(timeout=30)
@@ -146,7 +156,7 @@ def _events(res: httpx.Response) -> list[str]:
 def test_sigterm_ends_requests_waiting_on_members_with_a_retryable_503(
     tmp_path: Path, members: list[FakeServer]
 ) -> None:
-    responses, log, code, journal = _sigterm_during(tmp_path, members, shutdown_s=2, after_s=1.5)
+    responses, log, code, journal = _sigterm_during(tmp_path, members, shutdown_s=2)
     assert len(responses) == 6
     for res in responses:
         assert res.status_code == 503, (res.status_code, res.text, log[-3000:])
@@ -171,7 +181,7 @@ def test_sigterm_ends_requests_waiting_on_members_with_a_retryable_503(
 def test_sigterm_answers_requests_whose_members_answer_within_the_grace(
     tmp_path: Path, members: list[FakeServer]
 ) -> None:
-    responses, log, code, journal = _sigterm_during(tmp_path, members, shutdown_s=4, after_s=0.5)
+    responses, log, code, journal = _sigterm_during(tmp_path, members, shutdown_s=4)
     assert [r.status_code for r in responses] == [200] * 6, [r.text for r in responses]
     runs = set()
     for res in responses:

@@ -14,6 +14,11 @@ reports and ignores (a weak reference's callback in the import machinery, a ``__
 it would print ``Exception ignored in ...`` and a traceback before the line. While the
 command line loads, such a report of an interrupt is dropped (the signal is noted all the
 same, so the command stops); any other is printed as the interpreter would.
+
+Once the command line has loaded, these handlers give way to its own; a signal in
+between (the default action again: SIGTERM would end the process by that signal, a
+Ctrl-C would be a traceback) is held (blocked) until the command line's handlers are in
+place, which then stop the command with their one line and exit 130.
 """
 
 from __future__ import annotations
@@ -65,10 +70,17 @@ def main() -> None:
         signal.signal(signal.SIGTERM, _interrupt)
     if default_int:
         signal.signal(signal.SIGINT, _interrupt)
+    ours = {s for s, mine in ((signal.SIGTERM, default_term), (signal.SIGINT, default_int)) if mine}
     hook = sys.unraisablehook
     sys.unraisablehook = _quiet_interrupts
+    held: set[int] = set()
     try:
-        from dissensus.cli import _entry
+        try:
+            from dissensus.cli import _entry
+        finally:
+            # Held from here until the command line's handlers are in place (module
+            # docstring); one that arrived before is handled here, as during the import.
+            held = _hold(ours)
     except KeyboardInterrupt:
         _stop()
     finally:
@@ -80,7 +92,16 @@ def main() -> None:
             signal.signal(signal.SIGINT, signal.default_int_handler)
     if _interrupted:
         _stop()
-    _entry()
+    _entry(held=frozenset(held))
+
+
+def _hold(signals: set[signal.Signals]) -> set[int]:
+    """Block ``signals``; the ones this blocked (not blocked before), for the command
+    line to unblock once its handlers are in place."""
+    if not signals:
+        return set()
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, signals)
+    return {s for s in signals if s not in before}
 
 
 if __name__ == "__main__":

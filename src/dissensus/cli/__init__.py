@@ -36,7 +36,9 @@ Choices where the design is silent:
   Where SIGINT is ignored (a background job of a script), SIGTERM raises
   :class:`KeyboardInterrupt` itself, so it still stops the command. Only where SIGTERM still has
   its default action (an embedding program's own handler is kept) and on the main
-  thread; a server installs its own handlers on start (graceful shutdown).
+  thread; a server installs its own handlers on start (graceful shutdown). A signal the
+  ``dissensus`` command held (blocked) while it handed over to the command line
+  (:mod:`dissensus.__main__`) is let through once these handlers are in place.
 """
 
 from __future__ import annotations
@@ -209,11 +211,15 @@ def _closed_streams() -> None:
         sys.stderr = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Run the CLI and return its exit code; user errors print one line, never a traceback."""
+def main(argv: list[str] | None = None, *, held: frozenset[int] = frozenset()) -> int:
+    """Run the CLI and return its exit code; user errors print one line, never a traceback.
+
+    ``held``: signals blocked by the caller until the CLI's handlers are in place (see
+    :mod:`dissensus.__main__`); they are unblocked then.
+    """
     INTERRUPT_SAID.clear()
     _closed_streams()
-    code = _main(argv)
+    code = _main(argv, held)
     if code == EXIT_INTERRUPTED and not INTERRUPT_SAID:
         # The CLI framework turns a KeyboardInterrupt it catches (a signal while a command
         # checks its options, before the command's own handling) into exit 130, silently.
@@ -250,9 +256,11 @@ def _plain_warnings() -> Iterator[None]:
         warnings.showwarning = before
 
 
-def _main(argv: list[str] | None) -> int:
+def _main(argv: list[str] | None, held: frozenset[int] = frozenset()) -> int:
     try:
         with _sigterm_interrupts(), _plain_warnings():
+            if held:  # one that arrived meanwhile is handled here, as during the command
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, held)
             code = _command().main(args=argv, prog_name="dissensus", standalone_mode=False)
     except SystemExit as exc:
         if type(sys.stdout).__name__ == "PacifyFlushWrapper":
@@ -343,8 +351,8 @@ def _code(code: object) -> int:
     return code if isinstance(code, int) else 1
 
 
-def _entry() -> None:
-    code = main()
+def _entry(*, held: frozenset[int] = frozenset()) -> None:
+    code = main(held=held)
     # The command is over: a signal now (while the interpreter shuts down) must not turn
     # its exit code into death by that signal.
     if threading.current_thread() is threading.main_thread():
