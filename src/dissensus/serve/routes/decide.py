@@ -12,6 +12,13 @@ Choices where the design is silent:
   on being written to a connection that was already gone, and every write after the
   first few logged ``socket.send() raised exception.`` (asyncio's warning), thousands of
   lines per client that left early.
+* **Verify and export read the journal in worker threads**, never on the server's loop:
+  a run of a thousand panels takes seconds to read, and ``/healthz`` and every other
+  request waited that long. An export is read and written a part at a time
+  (:data:`EXPORT_BATCH` events, one query each), so its body is never held whole; its
+  bytes are those of the whole run read at once. The first part is read before the
+  answer starts (a journal error is its status); a run still deciding gives the events
+  journalled by the time its last part is read, a prefix of its chain.
 """
 
 from __future__ import annotations
@@ -45,11 +52,14 @@ from dissensus.serve.http import (
     single_or_422,
 )
 from dissensus.serve.runs import DecideAnswer, RunDocument, item_line
-from dissensus.store import VerifyReport
+from dissensus.store import Journal, VerifyReport
 from dissensus.store.errors import UnknownRun
 from dissensus.types import Panel
 
-__all__ = ["router"]
+__all__ = ["EXPORT_BATCH", "router"]
+
+EXPORT_BATCH = 1000
+"""Events an export reads and writes at once (one query and one write each)."""
 
 router = APIRouter()
 submit = Depends(require("submit"))
@@ -262,13 +272,13 @@ async def runs_events(run_id: str, request: Request, _: Principal = submit) -> S
 async def runs_verify(run_id: str, request: Request, _: Principal = submit) -> VerifyReport:
     """Recompute the run's hash chain (``ok`` false names every problem; as
     ``dissensus runs verify --json``)."""
-    return service_of(request).journal.verify(run_id)
+    return await run_in_threadpool(service_of(request).journal.verify, run_id)
 
 
 @router.get(
     "/v1/runs/{run_id}/export",
     tags=["runs"],
-    response_class=Response,
+    response_class=StreamingResponse,
     responses={
         **refusals(*AUTHED, 404, 503, 504),
         200: stream(
@@ -277,12 +287,36 @@ async def runs_verify(run_id: str, request: Request, _: Principal = submit) -> V
         ),
     },
 )
-async def runs_export(run_id: str, request: Request, _: Principal = submit) -> Response:
+async def runs_export(run_id: str, request: Request, _: Principal = submit) -> StreamingResponse:
     """The run's events as JSONL, with hashes (verifiable without this program)."""
     journal = service_of(request).journal
-    journal.run(run_id)
-    body = "".join(event.model_dump_json() + "\n" for event in journal.events(run_id))
-    return Response(body, media_type="application/x-ndjson")
+    await run_in_threadpool(journal.run, run_id)
+    # The first part is read before the answer starts: a journal error is its status.
+    first = await run_in_threadpool(_export_part, journal, run_id, -1)
+
+    async def parts() -> AsyncIterator[str]:
+        part = first
+        while part is not None:
+            text, last = part
+            yield text
+            part = (
+                None
+                if last is None
+                else await run_in_threadpool(_export_part, journal, run_id, last)
+            )
+
+    return StreamingResponse(parts(), media_type="application/x-ndjson")
+
+
+def _export_part(journal: Journal, run_id: str, after: int) -> tuple[str, int | None] | None:
+    """The JSONL of the run's next :data:`EXPORT_BATCH` events after sequence number
+    ``after``, and the last one's number (``None`` when no part follows); ``None`` when
+    no event is left. Read and written in a worker thread."""
+    events = journal.events_after(run_id, after, EXPORT_BATCH)
+    if not events:
+        return None
+    text = "".join(event.model_dump_json() + "\n" for event in events)
+    return text, events[-1].seq if len(events) == EXPORT_BATCH else None
 
 
 def _about(run_id: str, status: str, error: str | None) -> str:
