@@ -61,6 +61,28 @@ async def test_a_missing_static_file_is_a_plain_404_with_nosniff(tmp_path: Path)
     assert posted.status_code == 405 and posted.headers["x-content-type-options"] == "nosniff"
 
 
+async def test_docs_serve_md_names_the_static_files_plain_errors(tmp_path: Path) -> None:
+    """The Errors section of docs/serve.md says every error is JSON but those of the
+    static files, and says what they answer (it said every error, these included)."""
+    docs = Path(__file__).resolve().parents[1] / "docs" / "serve.md"
+    errors = docs.read_text(encoding="utf-8").split("## Errors", 1)[1].split("\n| ", 1)[0]
+    flat = " ".join(errors.split())
+    assert "Every error is JSON" in flat and "except under `/review/static/`" in flat
+    said = flat.split("The review pages' static files (`/review/static/...`)", 1)[1]
+    async with client_for(settings(tmp_path)) as client:
+        missing = await client.get("/review/static/nope.js")
+        posted = await client.post("/review/static/review.css")
+        icon = await client.post("/favicon.ico")
+    assert "plain-text `404` (`Not Found`)" in said and missing.text == "Not Found"
+    assert "plain-text `405` (`Method Not Allowed`, `Allow: GET, HEAD`)" in said
+    assert posted.text == "Method Not Allowed" and posted.headers["allow"] == "GET, HEAD"
+    for answer in (missing, posted):
+        assert answer.headers["content-type"].startswith("text/plain")
+        assert answer.headers["cache-control"] == "no-store"
+    assert "a wrong method there is the JSON `405`" in said
+    assert icon.status_code == 405 and set(icon.json()) == {"error", "field"}
+
+
 async def test_the_pages_name_the_icon(tmp_path: Path) -> None:
     async with client_for(settings(tmp_path)) as client:
         assert (await login(client, "rev")).status_code == 303

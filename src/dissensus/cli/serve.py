@@ -1,7 +1,8 @@
 """CLI command ``dissensus serve``: the decision layer as an HTTP service (extra ``serve``).
 
 * ``dissensus serve [--journal PATH] [--host 127.0.0.1] [--port 8000] [--policy FILE]
-  [--tokens FILE] [--max-body-bytes N] [--max-panels N] [--max-agents N]
+  [--tokens FILE] [--max-body-bytes N] [--max-panels N] [--max-queued N]
+  [--max-queued-bytes N] [--max-agents N]
   [--max-field-chars N] [--timeout S] [--claim-ttl S] [--allow-host NAME ...]``
 * ``dissensus serve-token NAME ROLE`` prints a fresh token (once) and the line to add to
   the tokens file (its sha256, the name, the role). A name holding a control character
@@ -64,6 +65,22 @@ def serve_command(
     max_panels: Annotated[
         int, typer.Option("--max-panels", min=1, help="Most panels per request (413 above).")
     ] = 1000,
+    max_queued: Annotated[
+        int,
+        typer.Option(
+            "--max-queued",
+            min=1,
+            help="Most decide runs accepted and not decided yet (503 above).",
+        ),
+    ] = 256,
+    max_queued_bytes: Annotated[
+        int,
+        typer.Option(
+            "--max-queued-bytes",
+            min=1024,
+            help="Most bytes of panels in decide runs not decided yet (503 above).",
+        ),
+    ] = 64 * 1024 * 1024,
     timeout: Annotated[
         float,
         typer.Option(
@@ -161,6 +178,8 @@ def serve_command(
         tokens=tokens,
         max_body_bytes=max_body_bytes,
         max_panels=max_panels,
+        max_queued_runs=max_queued,
+        max_queued_bytes=max_queued_bytes,
         request_timeout_s=timeout,
         claim_ttl_s=claim_ttl,
         session_ttl_s=session_ttl,

@@ -70,6 +70,7 @@ decide differently.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -274,6 +275,8 @@ class ReviewDesk:
         self.max_field_chars = max_field_chars
         self._searched: dict[tuple[str, int], tuple[str, str]] = {}
         """``(run, seq)`` of a ``review.opened`` event: its review id and search text."""
+        self._search_lock = threading.Lock()
+        """Held while :attr:`_searched` is read and filled (searches run in worker threads)."""
 
     def _bounded(self, **texts: str | None) -> None:
         """:class:`TextTooLong` naming the first of ``texts`` over ``max_field_chars``."""
@@ -383,7 +386,12 @@ class ReviewDesk:
         """What a text search matches of each entry (:func:`_search_text`), by ``(run,
         seq)`` of its ``review.opened`` event: read from the events' payloads (one query
         per hundred, no item validated) the first time, then remembered, since a
-        journalled event never changes."""
+        journalled event never changes; one search at a time fills it (the queue page
+        searches in worker threads)."""
+        with self._search_lock:
+            return self._search_texts_held(entries)
+
+    def _search_texts_held(self, entries: list[IndexEntry]) -> dict[tuple[str, int], str]:
         known = self._searched
         missing = [
             (e.run_id, e.seq)

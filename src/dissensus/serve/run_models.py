@@ -117,6 +117,8 @@ class RunState:
     )
     """Resolved once ``run.started`` is committed (the journal's error if it cannot be);
     for a deferred run, once it is registered (its first write creates it)."""
+    size: int = 0
+    """Characters of its panels' JSONL (what it holds in memory until decided grows with it)."""
     deferred: bool = False
     """Created by its first write (``start_run(..., defer=True)``): a request that waits
     for its records, decided without a model call, is one commit."""

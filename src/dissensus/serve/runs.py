@@ -197,7 +197,7 @@ class Runner:
         write instead, and a journal error is the run's."""
         text = "".join(line + "\n" for line in lines)
         extra: JsonObject = {"submitted_by": submitted_by}
-        state = RunState(run_id=new_run_id(), total=len(lines), deferred=defer)
+        state = RunState(run_id=new_run_id(), total=len(lines), size=len(text), deferred=defer)
         try:
             if self._open_journal is None:  # an in-memory journal: decide on this loop
                 try:
@@ -554,6 +554,13 @@ class Runner:
 
     def state(self, run_id: str) -> RunState | None:
         return self._states.get(run_id)
+
+    def in_progress(self) -> tuple[int, int]:
+        """How many runs this process accepted and has not decided yet (waiting for a place
+        on a run loop or deciding), and the characters of their panels' JSONL: each holds
+        its panels in memory until it ends."""
+        active = [state for state in self._states.values() if state.active]
+        return len(active), sum(state.size for state in active)
 
     async def wait(self, state: RunState) -> None:
         """Until the run ends (also when it is stopped by a shutdown: ``incomplete``)."""

@@ -3,8 +3,9 @@
 Choices where the design is silent:
 
 * Every limit has a default that a single reviewer team never meets and a batch client
-  meets only on purpose: 8 MiB of request body, 1,000 panels per request, 256 agents
-  per panel, 32,768 characters per text field, 60 s per request, review claims held for
+  meets only on purpose: 8 MiB of request body, 1,000 panels per request, 256 decide
+  runs and 64 MiB of panels accepted and not decided yet (a run holds its panels in
+  memory until it is decided), 256 agents per panel, 32,768 characters per text field, 60 s per request, review claims held for
   15 minutes. The agent and field bounds may be lowered, not raised above those of
   :mod:`dissensus.io.limits`, which every reader applies. The review page asks for a
   note when a reviewer overrides the panel's suggestion and allows undoing a resolution
@@ -50,6 +51,13 @@ class ServeSettings(BaseModel):
     """Largest request body accepted (413 above)."""
     max_panels: int = Field(default=1000, ge=1)
     """Most panels in one decide / route request (413 above)."""
+    max_queued_runs: int = Field(default=256, ge=1)
+    """Most decide runs accepted and not decided yet (waiting or deciding): a decide
+    request beyond them is 503 with ``Retry-After``, nothing journalled."""
+    max_queued_bytes: int = Field(default=64 * 1024 * 1024, ge=1024)
+    """Most characters of panels (their JSONL) in the decide runs accepted and not
+    decided yet: a decide request that would pass them is 503 with ``Retry-After``
+    (one run alone is always taken: ``max_body_bytes`` bounds it)."""
     max_agents: int = Field(default=MAX_AGENTS, ge=2, le=MAX_AGENTS)
     """Most agents per panel, voters per vote case, agents per negotiation (413 above)."""
     max_field_chars: int = Field(default=MAX_FIELD_CHARS, ge=1, le=MAX_FIELD_CHARS)

@@ -352,6 +352,17 @@ class SQLEventLog:
         for row in rows:
             yield event_from_row(row)
 
+    def read_after(self, run_id: str, after: int, limit: int) -> list[Event]:
+        """At most ``limit`` of the run's events whose sequence number is above ``after``,
+        in sequence order: one part of a long read (an export read a part at a time)."""
+        if not may_be_held(run_id):
+            return []
+        rows = self._event_rows(
+            "SELECT * FROM events WHERE run_id = ? AND seq > ? ORDER BY seq LIMIT ?",
+            (run_id, after, limit),
+        )
+        return [event_from_row(row) for row in rows]
+
     def cases_with_events(self, run_id: str, cases: Sequence[str]) -> set[str]:
         """Which of ``cases`` (case refs) have at least one event in the run (500 refs
         per query)."""

@@ -15,8 +15,10 @@ Choices where the design is silent:
   to match it, so it counts one past the rows shown and says "at least"). The text search of the automatic decisions and of the blind audits matches
   the question and the case id (the reason is not shown there); their order is the
   journal's, newest first its reverse (:func:`~dissensus.serve.queue_view.listed`).
-* The monitor's confidence sequences take a moment with many audits: they are computed
-  off the event loop.
+* The lists (a text search reads each item's text the first time), the runs and the
+  reviewer's count, and the monitor's confidence sequences, take a moment with a large
+  journal: they are read and computed in worker threads, off the event loop, so
+  ``/healthz`` and other requests are answered meanwhile.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ from dissensus.serve.queue_view import (
     listed,
     statuses,
 )
+from dissensus.store import RunInfo
 
 __all__ = ["router"]
 
@@ -191,20 +194,16 @@ async def queue(request: Request) -> Response:
         return who
     view = QueueView.of(request)
     service = service_of(request)
-    known = not view.run or service.journal.run(view.run, missing_ok=True) is not None
     page = _page(request)
     start = (page - 1) * QUEUE_ROWS
-    empty: Listing[object] = Listing([], 0)
-    cases = _case_rows(request, view, start) if known and view.status in _CASES else empty
-    auto = _auto_rows(request, view, start) if known and view.status == "automatic" else empty
-    audits = _audit_rows(request, view, start) if known and view.status == "audits" else empty
+    lists = await run_in_threadpool(_lists, request, view, start, who.principal.name)
+    cases, auto, audits, infos = lists.cases, lists.auto, lists.audits, lists.infos
     shown = auto if view.status == "automatic" else audits if view.status == "audits" else cases
     more = not shown.exact or start + len(shown.rows) < shown.total
     back = page - 1
     if not shown.rows and shown.exact and page > 1:  # past the end: back to the last page
         back = min(back, max(1, -(-shown.total // QUEUE_ROWS)))
     monitor, monitor_error = await run_in_threadpool(monitor_rows, service.journal)
-    infos = [info for info in service.journal.runs() if info.kind == "decide"]
     return render(
         "queue.html",
         created={info.run_id: info.created for info in infos},
@@ -227,5 +226,33 @@ async def queue(request: Request) -> Response:
         runs=sorted({info.run_id for info in infos}),
         filters=view,
         qs=view.suffix(),
-        today=service.desk.resolved_today(who.principal.name),
+        today=lists.today,
+    )
+
+
+@dataclass(frozen=True)
+class _Lists:
+    """What the queue page reads of the journal (:func:`_lists`)."""
+
+    cases: Listing[CaseRow]
+    auto: Listing[AutoRow]
+    audits: Listing[AuditRow]
+    infos: list[RunInfo]
+    """The journal's decide runs."""
+    today: int
+    """The cases the reviewer resolved today."""
+
+
+def _lists(request: Request, view: QueueView, start: int, reviewer: str) -> _Lists:
+    """The queue page's lists from the ``start``-th row, its runs and the reviewer's count
+    of today, read in a worker thread (see the module docstring)."""
+    service = service_of(request)
+    known = not view.run or service.journal.run(view.run, missing_ok=True) is not None
+    status = view.status if known else ""
+    return _Lists(
+        cases=_case_rows(request, view, start) if status in _CASES else Listing([], 0),
+        auto=_auto_rows(request, view, start) if status == "automatic" else Listing([], 0),
+        audits=_audit_rows(request, view, start) if status == "audits" else Listing([], 0),
+        infos=[info for info in service.journal.runs() if info.kind == "decide"],
+        today=service.desk.resolved_today(reviewer),
     )

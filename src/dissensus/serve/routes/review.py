@@ -18,6 +18,8 @@ Choices where the design is silent:
 * A malformed id or case reference (``R.026``, ``R.-3``: see
   :func:`dissensus.pipeline.review.split_ref`) is an unknown item, 404, like an id
   naming no item; so is a case reference naming no run.
+* The list (``GET /v1/review``) is read in a worker thread, not on the server's loop:
+  ten thousand items take seconds, which ``/healthz`` and every other request waited.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from fastapi import APIRouter, Depends, Query, Request
+from fastapi.concurrency import run_in_threadpool
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from dissensus.io.limits import MAX_FIELD_CHARS
@@ -40,7 +43,7 @@ from dissensus.serve.http import (
     require,
     service_of,
 )
-from dissensus.serve.journal_adapter import ClaimInfo, HistoryEntry
+from dissensus.serve.journal_adapter import ClaimInfo, HistoryEntry, ReviewDesk
 
 __all__ = ["router"]
 
@@ -146,9 +149,16 @@ async def review_list(
 ) -> list[ReviewListEntry]:
     """Review items (``dissensus review list --json``), with claims."""
     desk = service_of(request).desk
+    return await run_in_threadpool(_listed, desk, run, status, reason or None, limit)
+
+
+def _listed(
+    desk: ReviewDesk, run: str | None, status: str, reason: str | None, limit: int
+) -> list[ReviewListEntry]:
+    """The review list's entries (read in a worker thread: thousands of items take seconds)."""
     if run is not None:
-        service_of(request).journal.run(run)
-    shown = list(desk.items(run_id=run, status=status, reason=reason or None, limit=limit))
+        desk.journal.run(run)
+    shown = list(desk.items(run_id=run, status=status, reason=reason, limit=limit))
     claims = desk.live_claims([st.item.review_id for st in shown if st.resolution is None])
     return [
         ReviewListEntry(
