@@ -126,3 +126,23 @@ async def test_panels_beyond_max_queued_bytes_are_refused_but_one_run_is_always_
             "/v1/decide", json=_panels(1, "after"), headers=auth("sub"), params={"async": "true"}
         )
         assert after.status_code == 202, after.text
+
+
+async def test_the_count_of_runs_in_progress_reads_only_runs_not_ended(tmp_path: Path) -> None:
+    """Each request counts the runs in progress; the runs it reads are those launched and
+    not ended, not every ended run the server keeps (up to ``KEEP_FINISHED``)."""
+    s = settings(tmp_path)
+    app_client = client_for(s)
+    async with app_client as client:
+        service = app_client._transport.app.state.service  # type: ignore[attr-defined]
+        runner = service.runner
+        for k in range(6):
+            answer = await client.post("/v1/decide", json=_panels(1, f"d{k}"), headers=auth("sub"))
+            assert answer.status_code == 200, answer.text
+        started = await client.post(
+            "/v1/decide", json=_panels(2, "e"), headers=auth("sub"), params={"async": "true"}
+        )
+        await _finished(client, started.json()["run_id"])
+        assert runner.in_progress() == (0, 0)
+        assert runner._launched == {}
+        assert len(runner._ended) == 7  # the ended runs are kept all the same

@@ -156,6 +156,9 @@ class Runner:
         self._backend_lock = threading.Lock()
         self._states: OrderedDict[str, RunState] = OrderedDict()
         self._ended: OrderedDict[str, None] = OrderedDict()
+        self._launched: dict[str, RunState] = {}
+        """The runs launched and not ended (:meth:`_end` and :meth:`in_progress` prune it): a
+        request's count of the runs in progress reads these, not every run kept."""
         self._owed = _OwedLocks(journal)
         """Runs this server holds the lock of without deciding them: the journal did not
         take the lock back yet (:meth:`.run_faults._OwedLocks.give_back`)."""
@@ -220,6 +223,7 @@ class Runner:
         """Register the run and start deciding it (``resume``: its start is journalled)."""
         self._states[state.run_id] = state
         state.task = asyncio.create_task(self._execute(state, text, extra, resume=resume))
+        self._launched[state.run_id] = state
 
     async def _after_start_fault(
         self, state: RunState, text: str, extra: JsonObject, error: Exception
@@ -548,6 +552,7 @@ class Runner:
     def _end(self, state: RunState) -> None:
         """A run ended: keep the latest :data:`KEEP_FINISHED` ended runs in memory."""
         self._ended[state.run_id] = None
+        self._launched.pop(state.run_id, None)
         while len(self._ended) > KEEP_FINISHED:
             old, _ = self._ended.popitem(last=False)
             self._states.pop(old, None)
@@ -559,7 +564,9 @@ class Runner:
         """How many runs this process accepted and has not decided yet (waiting for a place
         on a run loop or deciding), and the characters of their panels' JSONL: each holds
         its panels in memory until it ends."""
-        active = [state for state in self._states.values() if state.active]
+        active = [state for state in self._launched.values() if state.active]
+        if len(active) < len(self._launched):  # a run once ended stays so
+            self._launched = {state.run_id: state for state in active}
         return len(active), sum(state.size for state in active)
 
     async def wait(self, state: RunState) -> None:
