@@ -53,6 +53,7 @@ JOURNAL_ADDED = {
     "create_deferred",
     "defer_run",
     "deferred",
+    "events_after",
     "lock_name",
     "run_lock_holder",
     "run_status",
