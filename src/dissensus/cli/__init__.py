@@ -282,8 +282,9 @@ def _main(argv: list[str] | None) -> int:
         sys.stderr.write(f"error: {_not_utf8(sys.argv[1:] if argv is None else argv)}\n")
         return EXIT_USAGE
     except KeyboardInterrupt:
-        sys.stderr.write("interrupted\n")
-        INTERRUPT_SAID.append(True)
+        if not INTERRUPT_SAID:  # a signal after the command said it stopped: said already
+            sys.stderr.write("interrupted\n")
+            INTERRUPT_SAID.append(True)
         return EXIT_INTERRUPTED
     except Exception as exc:
         # Click's usage errors (the CLI framework's, not ours): one line, exit 2.

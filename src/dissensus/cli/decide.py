@@ -26,8 +26,10 @@ Choices where the design is silent:
   loop runs, the loop raises the interrupt between two of its steps, so no task is cut
   off between making a coroutine and awaiting it, and the loop's shutdown cancels every
   task cleanly; a step that keeps the loop longer than :data:`GRACE_S` (0.2 s: an
-  embedding) gets it where it is, from a timer, so it stops at once, and so does a
-  second signal. Wherever it lands, the run loop leaves no task whose exception goes
+  embedding) gets it where it is, from a timer, so it stops at once. Signals that
+  follow the first change nothing (three in a row print the one line too): the run
+  stops once, and a signal while it stops (its loop cancelling its tasks, the commit
+  that releases its lock) is not raised again. Wherever it lands, the run loop leaves no task whose exception goes
   unretrieved and never closes a generator an ``anext`` runs
   (:mod:`dissensus.pipeline.batch`). A signal once the run is journalled but before
   its loop starts (counting the input's lines, reading its resolutions) names the
@@ -77,6 +79,7 @@ from dissensus.cli.common import (
     INTERRUPT_SAID,
     MAX_SECONDS,
     MAX_WORKERS,
+    STOP_SIGNALS,
     Bar,
     check_journal_file,
     check_outputs,
@@ -134,8 +137,12 @@ def _interruptible() -> Iterator[Callable[[], None]]:
     own, scheduled by the handler): no task is stopped halfway through creating or
     awaiting another, so the loop's shutdown cancels every task cleanly and has nothing
     to report. A step that keeps the loop longer than :data:`GRACE_S` (an embedding)
-    gets it where it is, from a timer (SIGALRM), so it stops at once; so does a second
-    signal, and a signal outside the loop. Once the run is complete (its records all
+    gets it where it is, from a timer (SIGALRM), so it stops at once; so does a signal
+    outside the loop. It is raised once: a signal while the first is on its way (at
+    most :data:`GRACE_S`) or while the run stops (the loop's shutdown cancelling its
+    tasks, the journal committing the release of the run's lock) changes nothing, since
+    raising it there again left tasks pending and exceptions unretrieved, which the
+    interpreter reported at exit. Once the run is complete (its records all
     handed out), a signal is not raised: what is left is closing the event loop (and its
     threads), and the command ends as the completed run it is; a second signal still
     stops it at once. (A signal that arrived in the run's last step used to be raised
@@ -145,6 +152,7 @@ def _interruptible() -> Iterator[Callable[[], None]]:
     """
     pending: list[str] = []
     over: list[bool] = []
+    raised: list[bool] = []
     timer = hasattr(signal, "setitimer")
 
     def disarm() -> None:
@@ -154,13 +162,16 @@ def _interruptible() -> Iterator[Callable[[], None]]:
     def now(name: str) -> NoReturn:
         pending.clear()
         disarm()
+        raised.append(True)
         raise Interrupted(name)
 
     def between_steps() -> None:
-        if pending and not over:
+        if pending and not over and not raised:
             now(pending[0])
 
     def handler(signum: int, frame: FrameType | None) -> None:
+        if raised:  # the run is stopping already: once is all it takes
+            return
         name = signal.Signals(signum).name
         if over:  # the run is complete: only a second signal stops what is left
             if pending:
@@ -171,18 +182,19 @@ def _interruptible() -> Iterator[Callable[[], None]]:
             loop = asyncio.get_running_loop()
         except RuntimeError:
             now(name)
-        if pending or not timer:
+        if not timer:
             now(name)
+        if pending:  # the first is on its way: between two steps, or from the timer
+            return
         pending.append(name)
         loop.call_soon_threadsafe(between_steps)
         signal.setitimer(signal.ITIMER_REAL, GRACE_S)
 
     def late(signum: int, frame: FrameType | None) -> None:
-        if pending and not over:
+        if pending and not over and not raised:
             now(pending[0])
 
-    signals = (signal.SIGINT, signal.SIGTERM)
-    previous: dict[int, Any] = {sig: signal.signal(sig, handler) for sig in signals}
+    previous: dict[int, Any] = {sig: signal.signal(sig, handler) for sig in STOP_SIGNALS}
     if timer:
         previous[signal.SIGALRM] = signal.signal(signal.SIGALRM, late)
     try:
