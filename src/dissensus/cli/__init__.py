@@ -2,7 +2,7 @@
 
 Exit codes: 0 ok, 1 failure, 2 usage error (bad flag, missing file, invalid
 configuration), 3 some input records rejected (the rest processed and written),
-130 interrupted (SIGINT or SIGTERM; ``decide`` and ``runs resume`` name the resume
+130 interrupted (SIGINT, SIGTERM or SIGHUP; ``decide`` and ``runs resume`` name the resume
 command). ``docs/cli.md`` lists the codes each command uses.
 
 Every error is one line on standard error, usage errors too (``error: ...`` followed by
@@ -37,6 +37,10 @@ Choices where the design is silent:
   :class:`KeyboardInterrupt` itself, so it still stops the command. Only where SIGTERM still has
   its default action (an embedding program's own handler is kept) and on the main
   thread; a server installs its own handlers on start (graceful shutdown).
+* **SIGHUP is SIGTERM** (a closed terminal, an SSH session that drops): the command
+  stops as on Ctrl-C, one line and exit 130 (not the shell's 129 of a process the
+  signal killed), its temporary output files removed and ``decide``'s run resumable.
+  Under ``nohup`` (SIGHUP ignored) it stays ignored.
 """
 
 from __future__ import annotations
@@ -62,6 +66,7 @@ from dissensus.cli.common import (
     EXIT_OK,
     EXIT_USAGE,
     INTERRUPT_SAID,
+    STOP_SIGNALS,
     quoted,
     shown,
     shown_message,
@@ -127,7 +132,7 @@ def _switches_take_no_value(command: Any) -> None:
 
 
 def _terminate(signum: int, frame: FrameType | None) -> None:
-    """SIGTERM: a SIGINT, so whatever handles Ctrl-C now handles it (an event loop's
+    """SIGTERM (or SIGHUP): a SIGINT, so whatever handles Ctrl-C now handles it (an event loop's
     signal handler, a command's own, the default :class:`KeyboardInterrupt`). Where
     SIGINT is ignored (a background job of a script) SIGTERM still stops the command."""
     if signal.getsignal(signal.SIGINT) in (signal.SIG_IGN, signal.SIG_DFL, None):
@@ -137,18 +142,23 @@ def _terminate(signum: int, frame: FrameType | None) -> None:
 
 @contextmanager
 def _sigterm_interrupts() -> Iterator[None]:
-    """SIGTERM raises :class:`KeyboardInterrupt` inside (see the module docstring)."""
-    if (
-        threading.current_thread() is not threading.main_thread()
-        or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL
-    ):
+    """SIGTERM and SIGHUP raise :class:`KeyboardInterrupt` inside (see the module
+    docstring); each only where its action is the default."""
+    if threading.current_thread() is not threading.main_thread():
         yield
         return
-    signal.signal(signal.SIGTERM, _terminate)
+    taken = [
+        signum
+        for signum in STOP_SIGNALS
+        if signum != signal.SIGINT and signal.getsignal(signum) is signal.SIG_DFL
+    ]
+    for signum in taken:
+        signal.signal(signum, _terminate)
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        for signum in taken:
+            signal.signal(signum, signal.SIG_DFL)
 
 
 class _InputClosed(OSError, InputError):
@@ -349,7 +359,7 @@ def _entry() -> None:
     # The command is over: a signal now (while the interpreter shuts down) must not turn
     # its exit code into death by that signal.
     if threading.current_thread() is threading.main_thread():
-        for signum in (signal.SIGINT, signal.SIGTERM):
+        for signum in STOP_SIGNALS:
             signal.signal(signum, signal.SIG_IGN)
     try:
         sys.stdout.flush()

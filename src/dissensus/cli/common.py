@@ -155,9 +155,9 @@ INTERRUPT_SAID: list[bool] = []
 resume line), so that :func:`dissensus.cli.main` does not add a bare "interrupted"."""
 
 STOP_SIGNALS: tuple[signal.Signals, ...] = tuple(
-    getattr(signal, name) for name in ("SIGINT", "SIGTERM") if hasattr(signal, name)
+    getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name)
 )
-"""The signals that interrupt a command (exit 130): Ctrl-C and ``kill``."""
+"""The signals that interrupt a command (exit 130): Ctrl-C, ``kill`` and a closed terminal."""
 
 MAX_SECONDS = 315_576_000.0
 """Longest duration option, in seconds (ten years of 365.25 days)."""

@@ -19,7 +19,7 @@ Choices where the design is silent:
   else the policy's ``seek_context.model``, else ``$DISSENSUS_MODEL``) names a usable
   model. Any failure is one line and exit 2, and no run is created, so a run is never
   left incomplete by its own configuration.
-* SIGINT and SIGTERM stop ``decide`` and ``runs resume`` at once (also while
+* SIGINT, SIGTERM and SIGHUP stop ``decide`` and ``runs resume`` at once (also while
   embedding): the message names the resume command and the exit code is 130. Every
   journalled step stays; the resumed run ends with the records of an uninterrupted one.
   The message is the only line, wherever the signal arrives: while the run's event
@@ -120,7 +120,7 @@ DECIDE_LEGEND = (
 
 
 class Interrupted(KeyboardInterrupt):
-    """SIGINT or SIGTERM arrived while a run was being decided."""
+    """SIGINT, SIGTERM or SIGHUP arrived while a run was being decided."""
 
 
 GRACE_S = 0.2
@@ -130,7 +130,7 @@ steps before it is raised where the main thread is (inside a long step: an embed
 
 @contextmanager
 def _interruptible() -> Iterator[Callable[[], None]]:
-    """SIGINT and SIGTERM raise :class:`Interrupted` while inside, until the run is
+    """SIGINT, SIGTERM and SIGHUP raise :class:`Interrupted` while inside, until the run is
     complete (the function this yields is called once it is).
 
     While an event loop runs, the loop raises it between two steps (a callback of its
@@ -194,7 +194,12 @@ def _interruptible() -> Iterator[Callable[[], None]]:
         if pending and not over and not raised:
             now(pending[0])
 
-    previous: dict[int, Any] = {sig: signal.signal(sig, handler) for sig in STOP_SIGNALS}
+    previous: dict[int, Any] = {
+        sig: signal.signal(sig, handler)
+        for sig in STOP_SIGNALS
+        # SIGHUP ignored (``nohup``) stays ignored
+        if sig in (signal.SIGINT, signal.SIGTERM) or signal.getsignal(sig) is not signal.SIG_IGN
+    }
     if timer:
         previous[signal.SIGALRM] = signal.signal(signal.SIGALRM, late)
     try:
