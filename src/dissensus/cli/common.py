@@ -535,8 +535,8 @@ def count_lines(path: str) -> int | None:
         return None
     count = 0
     with open(path, "rb") as handle:
-        for line in handle:
-            if line.strip():
+        for number, line in enumerate(handle, start=1):
+            if line.removeprefix(b"\xef\xbb\xbf" if number == 1 else b"").strip():
                 count += 1
     return count
 

@@ -96,7 +96,7 @@ from pydantic import ValidationError
 
 from dissensus.errors import ConfigError, DissensusError, InputError
 from dissensus.files import file_kind
-from dissensus.io.jsonl import Reject, bounded_lines, parse_line
+from dissensus.io.jsonl import Reject, blank_line, bounded_lines, parse_line
 from dissensus.pipeline.engine import followup_outcome
 from dissensus.pipeline.executors import Executor, LocalExecutor, Outcome, RunContext
 from dissensus.pipeline.records import CaseRecord
@@ -774,7 +774,7 @@ def numbered_panels(name: str, lines: list[str] | None) -> Iterator[tuple[Panel 
 
 def _numbered(name: str, lines: Iterable[str]) -> Iterator[tuple[Panel | Reject, int]]:
     for number, text in enumerate(lines, start=1):
-        if text.strip():
+        if not blank_line(text, number):
             yield parse_line(Panel, text, file=name, line=number), number
 
 
