@@ -7,7 +7,7 @@ command). ``docs/cli.md`` lists the codes each command uses.
 
 Every error is one line on standard error, usage errors too (``error: ...`` followed by
 the command's ``--help`` to read). Output cut short by a closed pipe (``| head -1``)
-ends the command silently with exit 0.
+ends the command silently with exit 0 (a command's ``--help`` too).
 
 Choices where the design is silent:
 
@@ -270,6 +270,11 @@ def _main(argv: list[str] | None) -> int:
             sys.stdout = getattr(sys.stdout, "wrapped", sys.__stdout__)
             silence_stdout()
             return EXIT_OK
+        if exc.code == 1 and isinstance(exc.__context__, BrokenPipeError):
+            # The console that prints a command's help saw a closed pipe (``--help |
+            # head``): it ends with exit 1 of its own; a closed pipe is not a failure.
+            silence_stdout()
+            return EXIT_OK
         return _code(exc.code)
     except DissensusError as exc:
         if getattr(exc, "stdout", False):  # standard output failed: drop what it holds
@@ -328,9 +333,22 @@ def _os_error(exc: OSError) -> str:
     reason = _reason(exc)
     if exc.filename is not None:
         return f"{shown(exc.filename)}: {reason}"
-    if _stdout_broken():
+    if _stdout_broken() or _writing_stdout(exc):
+        silence_stdout()
         return f"cannot write standard output: {reason}"
     return reason
+
+
+def _writing_stdout(exc: BaseException) -> bool:
+    """Whether ``exc`` was raised by a console writing standard output (a command's
+    help into a full disk: what it could not write is gone, so a flush succeeds)."""
+    tb = exc.__traceback__
+    while tb is not None:
+        owner = tb.tb_frame.f_locals.get("self")
+        if type(owner).__name__ == "Console" and getattr(owner, "file", None) is sys.stdout:
+            return True
+        tb = tb.tb_next
+    return False
 
 
 def _reason(exc: OSError) -> str:
