@@ -51,6 +51,9 @@ Choices where the design is silent:
   server, say), the summary says so in one line and the exit code is 1.
 * Records resolved by a human are emitted in their resolved form (basis ``human``),
   also by ``runs resume`` of a finished run.
+* An empty ``--run-id ""`` (an unset shell variable) is refused (exit 2), as an empty
+  ``--journal`` is: it is not taken for "a random id", which no later ``runs resume``
+  given the same empty variable would find.
 * Panel ids seen twice in one input are warned about (one line per id, and a count in
   the summary); both records are kept, distinguished by their line.
 * ``--json`` output cut short by a closed pipe (``| head -1``) exits 0 silently.
@@ -712,6 +715,19 @@ def _check_spec(
         get_backend(name, cache=False, allow_code=allow_code)
 
 
+def _check_run_id_given(run_id: str | None) -> None:
+    """An empty or blank ``--run-id`` is refused, not taken for a random id: ``--run-id
+    "$RID"`` with ``RID`` unset would start a run no later ``runs resume "$RID"`` finds."""
+    if run_id is not None and not run_id.strip():
+        from dissensus.errors import ConfigError
+
+        raise ConfigError(
+            "the run id is empty (an unset shell variable?): name the run, "
+            "or leave the option out for a random id",
+            field="--run-id",
+        )
+
+
 @app.command("decide")
 def decide_cmd(
     panels: Annotated[str, typer.Argument(help="Panels, one JSON object a line ('-' = stdin).")],
@@ -756,6 +772,7 @@ def decide_cmd(
     from dissensus.pipeline.spec import RunSpec
     from dissensus.store.journal import journal_path
 
+    _check_run_id_given(run_id)
     engine = check_engine(engine, workers=workers, address=ray_address)
     target = journal_path(journal)
     outputs = {"--output": output, "--rejects": rejects}

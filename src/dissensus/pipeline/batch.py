@@ -272,7 +272,7 @@ def start_run(
         acceptance=acceptance,
     )
     spec = _with_shift_hold(journal, spec)
-    run_id = run_id or new_run_id()
+    run_id = new_run_id() if run_id is None else run_id  # "" is refused, not random
     if not defer and journal.run(run_id, missing_ok=True) is not None:
         raise ConfigError(
             f"run {run_id!r} already exists in {journal.path}; resume it with: "
