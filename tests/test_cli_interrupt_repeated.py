@@ -132,3 +132,46 @@ def test_three_sigterms_in_a_row_stop_a_run_with_one_line(
                 key = [(r.line, r.state, r.decision) for r in final_records(journal, run_id)]
                 assert key == [(r.line, r.state, r.decision) for r in final_records(base, "B")]
     assert stopped > 3
+
+
+@pytest.mark.parametrize("command", ["decide", "runs resume"])
+def test_a_signal_after_the_resume_line_does_not_say_it_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, command: str
+) -> None:
+    """The run stopped and said so; another SIGTERM right after (the handlers are the
+    command line's again) ends the command without a second line."""
+    import os
+
+    from cli_helpers import cli
+    from dissensus.cli import decide, journals
+
+    inp = write_jsonl(tmp_path / "in.jsonl", mixed_batch())
+    model = f"scripted:{crash_script(tmp_path / 's.yaml')}"
+    pol = write_policy(tmp_path / "p.yaml", {"seek_context": {"model": model}})
+    j = tmp_path / "j.sqlite"
+    seen = [0]
+
+    def hook(_: object) -> None:
+        seen[0] += 1
+        if seen[0] == 12:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    said = decide.said_interrupted
+
+    def said_then_signalled(journal: Journal, run_id: str) -> int:
+        code = said(journal, run_id)
+        signal.raise_signal(signal.SIGTERM)
+        return code
+
+    monkeypatch.setattr(decide, "said_interrupted", said_then_signalled)
+    if command == "runs resume":
+        with Journal(j) as journal:
+            start_run(journal, str(inp), str(pol), run_id="R")
+        argv = ["runs", "resume", "R", "--journal", str(j), "--json"]
+    else:
+        argv = ["decide", str(inp), "--run-id", "R", "--policy", str(pol), "--journal", str(j), "--json"]  # fmt: skip
+    monkeypatch.setattr(journals, "JOURNAL_HOOKS", [hook])
+    res = cli(*argv)
+    lines = [x for x in res.err.splitlines() if not x.startswith(("rejected", "error"))]
+    assert res.code == 130, res.err
+    assert lines == [f"interrupted: resume with dissensus runs resume R --journal {j}"], res.err

@@ -802,5 +802,6 @@ def decide_cmd(
                 deadline=deadline,
             )
         except KeyboardInterrupt:  # a signal after the run began, before it is decided
-            code = said_interrupted(store, info.run_id)
+            # (once: a signal after the run said it stopped only ends the command)
+            code = EXIT_INTERRUPTED if INTERRUPT_SAID else said_interrupted(store, info.run_id)
     raise typer.Exit(code=code)

@@ -375,6 +375,7 @@ def _resume(
                 workers=workers,
                 deadline=deadline,
             )
-        except KeyboardInterrupt:  # a signal before the run's loop took it over
-            code = said_interrupted(store, run_id)
+        except KeyboardInterrupt:  # a signal before the run's loop took it over (or
+            # after it said it stopped: said once)
+            code = EXIT_INTERRUPTED if INTERRUPT_SAID else said_interrupted(store, run_id)
     return code
