@@ -901,3 +901,27 @@ def test_standard_input_past_its_bound_is_refused_before_a_run(
     ok = cli(*args, stdin=line.encode())
     assert ok.code == 0, ok.err
     assert len(Journal(journal).runs()) == 1
+
+
+@pytest.mark.parametrize("value", ["", " ", "\t"])
+def test_an_empty_run_id_is_refused_before_any_run(tmp_path: Path, value: str) -> None:
+    """``--run-id "$RID"`` with ``RID`` unset: refused as ``--journal ''`` is (exit 2), not
+    a random id no later ``runs resume "$RID"`` finds; nothing is created."""
+    inp = write_jsonl(tmp_path / "in.jsonl", [panel("p", ["1", "1"])])
+    j = tmp_path / "j.sqlite"
+    res = cli("decide", inp, "--journal", j, "--run-id", value)
+    assert res.code == 2, res.err
+    assert res.err.startswith("error: field '--run-id': the run id is empty"), res.err
+    assert "unset shell variable" in res.err
+    assert not j.exists()
+
+
+def test_start_run_refuses_an_empty_run_id_as_invalid(tmp_path: Path) -> None:
+    from dissensus.errors import ConfigError
+    from dissensus.pipeline import start_run
+
+    inp = write_jsonl(tmp_path / "in.jsonl", [panel("p", ["1", "1"])])
+    with Journal(tmp_path / "j.sqlite") as journal:
+        with pytest.raises(ConfigError, match="invalid run id ''"):
+            start_run(journal, str(inp), run_id="")
+        assert journal.run("", missing_ok=True) is None

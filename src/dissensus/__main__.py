@@ -4,8 +4,8 @@ The command line's own handlers (:func:`dissensus.cli.main`) turn Ctrl-C and SIG
 into one line and exit 130; they are only in place once the command line has loaded,
 which takes a few tenths of a second. A Ctrl-C before that (a command typed in a hurry)
 ends the command the same way, one line and exit 130, instead of the interpreter's
-traceback of whatever module was being imported; so does SIGTERM (which would otherwise
-end the process without a word), where its action is still the default. ``import
+traceback of whatever module was being imported; so do SIGTERM and SIGHUP (which would
+otherwise end the process without a word), where their action is still the default. ``import
 dissensus`` loads nothing (:mod:`dissensus`), so nothing of the package runs before the
 handlers here.
 
@@ -36,9 +36,15 @@ _interrupted: list[int] = []
 """The signals that arrived while the command line loaded (see :func:`main`)."""
 
 
+_TERMINATING = tuple(
+    getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name)
+)
+"""Signals whose default action ends the process silently: taken as Ctrl-C while loading."""
+
+
 def _interrupt(signum: int, frame: FrameType | None) -> None:
     _interrupted.append(signum)
-    raise KeyboardInterrupt("SIGTERM" if signum == signal.SIGTERM else "SIGINT")
+    raise KeyboardInterrupt(signal.Signals(signum).name)
 
 
 def _quiet_interrupts(unraisable: sys.UnraisableHookArgs) -> None:
@@ -51,7 +57,7 @@ def _quiet_interrupts(unraisable: sys.UnraisableHookArgs) -> None:
 def _stop() -> None:
     # Stopping: another signal while the interpreter shuts down must not end the process
     # by that signal instead of exit 130.
-    for signum in (signal.SIGINT, signal.SIGTERM):
+    for signum in (signal.SIGINT, *_TERMINATING):
         signal.signal(signum, signal.SIG_IGN)
     sys.stderr.write("interrupted\n")
     raise SystemExit(EXIT_INTERRUPTED)
@@ -64,13 +70,13 @@ def main() -> None:
     ``KeyboardInterrupt`` it raises is swallowed on the way (a library's import guarded
     by ``except BaseException``): the handler notes it, and the command does not start.
     """
-    default_term = signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+    default_term = [s for s in _TERMINATING if signal.getsignal(s) is signal.SIG_DFL]
     default_int = signal.getsignal(signal.SIGINT) is signal.default_int_handler
-    if default_term:
-        signal.signal(signal.SIGTERM, _interrupt)
+    for signum in default_term:
+        signal.signal(signum, _interrupt)
     if default_int:
         signal.signal(signal.SIGINT, _interrupt)
-    ours = {s for s, mine in ((signal.SIGTERM, default_term), (signal.SIGINT, default_int)) if mine}
+    ours = {*default_term, *([signal.SIGINT] if default_int else [])}
     hook = sys.unraisablehook
     sys.unraisablehook = _quiet_interrupts
     held: set[int] = set()
@@ -86,8 +92,8 @@ def main() -> None:
     finally:
         sys.unraisablehook = hook
         # the command line installs its own (dissensus.cli)
-        if default_term:
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        for signum in default_term:
+            signal.signal(signum, signal.SIG_DFL)
         if default_int:
             signal.signal(signal.SIGINT, signal.default_int_handler)
     if _interrupted:

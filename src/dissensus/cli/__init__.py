@@ -2,12 +2,12 @@
 
 Exit codes: 0 ok, 1 failure, 2 usage error (bad flag, missing file, invalid
 configuration), 3 some input records rejected (the rest processed and written),
-130 interrupted (SIGINT or SIGTERM; ``decide`` and ``runs resume`` name the resume
+130 interrupted (SIGINT, SIGTERM or SIGHUP; ``decide`` and ``runs resume`` name the resume
 command). ``docs/cli.md`` lists the codes each command uses.
 
 Every error is one line on standard error, usage errors too (``error: ...`` followed by
 the command's ``--help`` to read). Output cut short by a closed pipe (``| head -1``)
-ends the command silently with exit 0.
+ends the command silently with exit 0 (a command's ``--help`` too).
 
 Choices where the design is silent:
 
@@ -39,6 +39,10 @@ Choices where the design is silent:
   thread; a server installs its own handlers on start (graceful shutdown). A signal the
   ``dissensus`` command held (blocked) while it handed over to the command line
   (:mod:`dissensus.__main__`) is let through once these handlers are in place.
+* **SIGHUP is SIGTERM** (a closed terminal, an SSH session that drops): the command
+  stops as on Ctrl-C, one line and exit 130 (not the shell's 129 of a process the
+  signal killed), its temporary output files removed and ``decide``'s run resumable.
+  Under ``nohup`` (SIGHUP ignored) it stays ignored.
 """
 
 from __future__ import annotations
@@ -64,6 +68,7 @@ from dissensus.cli.common import (
     EXIT_OK,
     EXIT_USAGE,
     INTERRUPT_SAID,
+    STOP_SIGNALS,
     quoted,
     shown,
     shown_message,
@@ -129,7 +134,7 @@ def _switches_take_no_value(command: Any) -> None:
 
 
 def _terminate(signum: int, frame: FrameType | None) -> None:
-    """SIGTERM: a SIGINT, so whatever handles Ctrl-C now handles it (an event loop's
+    """SIGTERM (or SIGHUP): a SIGINT, so whatever handles Ctrl-C now handles it (an event loop's
     signal handler, a command's own, the default :class:`KeyboardInterrupt`). Where
     SIGINT is ignored (a background job of a script) SIGTERM still stops the command."""
     if signal.getsignal(signal.SIGINT) in (signal.SIG_IGN, signal.SIG_DFL, None):
@@ -139,18 +144,23 @@ def _terminate(signum: int, frame: FrameType | None) -> None:
 
 @contextmanager
 def _sigterm_interrupts() -> Iterator[None]:
-    """SIGTERM raises :class:`KeyboardInterrupt` inside (see the module docstring)."""
-    if (
-        threading.current_thread() is not threading.main_thread()
-        or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL
-    ):
+    """SIGTERM and SIGHUP raise :class:`KeyboardInterrupt` inside (see the module
+    docstring); each only where its action is the default."""
+    if threading.current_thread() is not threading.main_thread():
         yield
         return
-    signal.signal(signal.SIGTERM, _terminate)
+    taken = [
+        signum
+        for signum in STOP_SIGNALS
+        if signum != signal.SIGINT and signal.getsignal(signum) is signal.SIG_DFL
+    ]
+    for signum in taken:
+        signal.signal(signum, _terminate)
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        for signum in taken:
+            signal.signal(signum, signal.SIG_DFL)
 
 
 class _InputClosed(OSError, InputError):
@@ -268,6 +278,11 @@ def _main(argv: list[str] | None, held: frozenset[int] = frozenset()) -> int:
             sys.stdout = getattr(sys.stdout, "wrapped", sys.__stdout__)
             silence_stdout()
             return EXIT_OK
+        if exc.code == 1 and isinstance(exc.__context__, BrokenPipeError):
+            # The console that prints a command's help saw a closed pipe (``--help |
+            # head``): it ends with exit 1 of its own; a closed pipe is not a failure.
+            silence_stdout()
+            return EXIT_OK
         return _code(exc.code)
     except DissensusError as exc:
         if getattr(exc, "stdout", False):  # standard output failed: drop what it holds
@@ -290,8 +305,9 @@ def _main(argv: list[str] | None, held: frozenset[int] = frozenset()) -> int:
         sys.stderr.write(f"error: {_not_utf8(sys.argv[1:] if argv is None else argv)}\n")
         return EXIT_USAGE
     except KeyboardInterrupt:
-        sys.stderr.write("interrupted\n")
-        INTERRUPT_SAID.append(True)
+        if not INTERRUPT_SAID:  # a signal after the command said it stopped: said already
+            sys.stderr.write("interrupted\n")
+            INTERRUPT_SAID.append(True)
         return EXIT_INTERRUPTED
     except Exception as exc:
         # Click's usage errors (the CLI framework's, not ours): one line, exit 2.
@@ -325,9 +341,22 @@ def _os_error(exc: OSError) -> str:
     reason = _reason(exc)
     if exc.filename is not None:
         return f"{shown(exc.filename)}: {reason}"
-    if _stdout_broken():
+    if _stdout_broken() or _writing_stdout(exc):
+        silence_stdout()
         return f"cannot write standard output: {reason}"
     return reason
+
+
+def _writing_stdout(exc: BaseException) -> bool:
+    """Whether ``exc`` was raised by a console writing standard output (a command's
+    help into a full disk: what it could not write is gone, so a flush succeeds)."""
+    tb = exc.__traceback__
+    while tb is not None:
+        owner = tb.tb_frame.f_locals.get("self")
+        if type(owner).__name__ == "Console" and getattr(owner, "file", None) is sys.stdout:
+            return True
+        tb = tb.tb_next
+    return False
 
 
 def _reason(exc: OSError) -> str:
@@ -356,7 +385,7 @@ def _entry(*, held: frozenset[int] = frozenset()) -> None:
     # The command is over: a signal now (while the interpreter shuts down) must not turn
     # its exit code into death by that signal.
     if threading.current_thread() is threading.main_thread():
-        for signum in (signal.SIGINT, signal.SIGTERM):
+        for signum in STOP_SIGNALS:
             signal.signal(signum, signal.SIG_IGN)
     try:
         sys.stdout.flush()

@@ -71,6 +71,7 @@ import errno
 import json
 import math
 import os
+import signal
 import sqlite3
 import stat
 import sys
@@ -114,6 +115,7 @@ __all__ = [
     "MAX_BATCH",
     "MAX_SECONDS",
     "MAX_WORKERS",
+    "STOP_SIGNALS",
     "Bar",
     "atomic_output",
     "check_input_path",
@@ -151,6 +153,11 @@ EXIT_INTERRUPTED = 130
 INTERRUPT_SAID: list[bool] = []
 """Holds ``True`` once a command has said in its own words that it was interrupted (its
 resume line), so that :func:`dissensus.cli.main` does not add a bare "interrupted"."""
+
+STOP_SIGNALS: tuple[signal.Signals, ...] = tuple(
+    getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name)
+)
+"""The signals that interrupt a command (exit 130): Ctrl-C, ``kill`` and a closed terminal."""
 
 MAX_SECONDS = 315_576_000.0
 """Longest duration option, in seconds (ten years of 365.25 days)."""
@@ -528,8 +535,8 @@ def count_lines(path: str) -> int | None:
         return None
     count = 0
     with open(path, "rb") as handle:
-        for line in handle:
-            if line.strip():
+        for number, line in enumerate(handle, start=1):
+            if line.removeprefix(b"\xef\xbb\xbf" if number == 1 else b"").strip():
                 count += 1
     return count
 

@@ -19,15 +19,17 @@ Choices where the design is silent:
   else the policy's ``seek_context.model``, else ``$DISSENSUS_MODEL``) names a usable
   model. Any failure is one line and exit 2, and no run is created, so a run is never
   left incomplete by its own configuration.
-* SIGINT and SIGTERM stop ``decide`` and ``runs resume`` at once (also while
+* SIGINT, SIGTERM and SIGHUP stop ``decide`` and ``runs resume`` at once (also while
   embedding): the message names the resume command and the exit code is 130. Every
   journalled step stays; the resumed run ends with the records of an uninterrupted one.
   The message is the only line, wherever the signal arrives: while the run's event
   loop runs, the loop raises the interrupt between two of its steps, so no task is cut
   off between making a coroutine and awaiting it, and the loop's shutdown cancels every
   task cleanly; a step that keeps the loop longer than :data:`GRACE_S` (0.2 s: an
-  embedding) gets it where it is, from a timer, so it stops at once, and so does a
-  second signal. Wherever it lands, the run loop leaves no task whose exception goes
+  embedding) gets it where it is, from a timer, so it stops at once. Signals that
+  follow the first change nothing (three in a row print the one line too): the run
+  stops once, and a signal while it stops (its loop cancelling its tasks, the commit
+  that releases its lock) is not raised again. Wherever it lands, the run loop leaves no task whose exception goes
   unretrieved and never closes a generator an ``anext`` runs
   (:mod:`dissensus.pipeline.batch`). A signal once the run is journalled but before
   its loop starts (counting the input's lines, reading its resolutions) names the
@@ -49,6 +51,9 @@ Choices where the design is silent:
   server, say), the summary says so in one line and the exit code is 1.
 * Records resolved by a human are emitted in their resolved form (basis ``human``),
   also by ``runs resume`` of a finished run.
+* An empty ``--run-id ""`` (an unset shell variable) is refused (exit 2), as an empty
+  ``--journal`` is: it is not taken for "a random id", which no later ``runs resume``
+  given the same empty variable would find.
 * Panel ids seen twice in one input are warned about (one line per id, and a count in
   the summary); both records are kept, distinguished by their line.
 * ``--json`` output cut short by a closed pipe (``| head -1``) exits 0 silently.
@@ -77,6 +82,7 @@ from dissensus.cli.common import (
     INTERRUPT_SAID,
     MAX_SECONDS,
     MAX_WORKERS,
+    STOP_SIGNALS,
     Bar,
     check_journal_file,
     check_outputs,
@@ -117,7 +123,7 @@ DECIDE_LEGEND = (
 
 
 class Interrupted(KeyboardInterrupt):
-    """SIGINT or SIGTERM arrived while a run was being decided."""
+    """SIGINT, SIGTERM or SIGHUP arrived while a run was being decided."""
 
 
 GRACE_S = 0.2
@@ -127,15 +133,19 @@ steps before it is raised where the main thread is (inside a long step: an embed
 
 @contextmanager
 def _interruptible() -> Iterator[Callable[[], None]]:
-    """SIGINT and SIGTERM raise :class:`Interrupted` while inside, until the run is
+    """SIGINT, SIGTERM and SIGHUP raise :class:`Interrupted` while inside, until the run is
     complete (the function this yields is called once it is).
 
     While an event loop runs, the loop raises it between two steps (a callback of its
     own, scheduled by the handler): no task is stopped halfway through creating or
     awaiting another, so the loop's shutdown cancels every task cleanly and has nothing
     to report. A step that keeps the loop longer than :data:`GRACE_S` (an embedding)
-    gets it where it is, from a timer (SIGALRM), so it stops at once; so does a second
-    signal, and a signal outside the loop. Once the run is complete (its records all
+    gets it where it is, from a timer (SIGALRM), so it stops at once; so does a signal
+    outside the loop. It is raised once: a signal while the first is on its way (at
+    most :data:`GRACE_S`) or while the run stops (the loop's shutdown cancelling its
+    tasks, the journal committing the release of the run's lock) changes nothing, since
+    raising it there again left tasks pending and exceptions unretrieved, which the
+    interpreter reported at exit. Once the run is complete (its records all
     handed out), a signal is not raised: what is left is closing the event loop (and its
     threads), and the command ends as the completed run it is; a second signal still
     stops it at once. (A signal that arrived in the run's last step used to be raised
@@ -145,6 +155,7 @@ def _interruptible() -> Iterator[Callable[[], None]]:
     """
     pending: list[str] = []
     over: list[bool] = []
+    raised: list[bool] = []
     timer = hasattr(signal, "setitimer")
 
     def disarm() -> None:
@@ -154,13 +165,16 @@ def _interruptible() -> Iterator[Callable[[], None]]:
     def now(name: str) -> NoReturn:
         pending.clear()
         disarm()
+        raised.append(True)
         raise Interrupted(name)
 
     def between_steps() -> None:
-        if pending and not over:
+        if pending and not over and not raised:
             now(pending[0])
 
     def handler(signum: int, frame: FrameType | None) -> None:
+        if raised:  # the run is stopping already: once is all it takes
+            return
         name = signal.Signals(signum).name
         if over:  # the run is complete: only a second signal stops what is left
             if pending:
@@ -171,18 +185,24 @@ def _interruptible() -> Iterator[Callable[[], None]]:
             loop = asyncio.get_running_loop()
         except RuntimeError:
             now(name)
-        if pending or not timer:
+        if not timer:
             now(name)
+        if pending:  # the first is on its way: between two steps, or from the timer
+            return
         pending.append(name)
         loop.call_soon_threadsafe(between_steps)
         signal.setitimer(signal.ITIMER_REAL, GRACE_S)
 
     def late(signum: int, frame: FrameType | None) -> None:
-        if pending and not over:
+        if pending and not over and not raised:
             now(pending[0])
 
-    signals = (signal.SIGINT, signal.SIGTERM)
-    previous: dict[int, Any] = {sig: signal.signal(sig, handler) for sig in signals}
+    previous: dict[int, Any] = {
+        sig: signal.signal(sig, handler)
+        for sig in STOP_SIGNALS
+        # SIGHUP ignored (``nohup``) stays ignored
+        if sig in (signal.SIGINT, signal.SIGTERM) or signal.getsignal(sig) is not signal.SIG_IGN
+    }
     if timer:
         previous[signal.SIGALRM] = signal.signal(signal.SIGALRM, late)
     try:
@@ -695,6 +715,19 @@ def _check_spec(
         get_backend(name, cache=False, allow_code=allow_code)
 
 
+def _check_run_id_given(run_id: str | None) -> None:
+    """An empty or blank ``--run-id`` is refused, not taken for a random id: ``--run-id
+    "$RID"`` with ``RID`` unset would start a run no later ``runs resume "$RID"`` finds."""
+    if run_id is not None and not run_id.strip():
+        from dissensus.errors import ConfigError
+
+        raise ConfigError(
+            "the run id is empty (an unset shell variable?): name the run, "
+            "or leave the option out for a random id",
+            field="--run-id",
+        )
+
+
 @app.command("decide")
 def decide_cmd(
     panels: Annotated[str, typer.Argument(help="Panels, one JSON object a line ('-' = stdin).")],
@@ -739,6 +772,7 @@ def decide_cmd(
     from dissensus.pipeline.spec import RunSpec
     from dissensus.store.journal import journal_path
 
+    _check_run_id_given(run_id)
     engine = check_engine(engine, workers=workers, address=ray_address)
     target = journal_path(journal)
     outputs = {"--output": output, "--rejects": rejects}
@@ -768,5 +802,6 @@ def decide_cmd(
                 deadline=deadline,
             )
         except KeyboardInterrupt:  # a signal after the run began, before it is decided
-            code = said_interrupted(store, info.run_id)
+            # (once: a signal after the run said it stopped only ends the command)
+            code = EXIT_INTERRUPTED if INTERRUPT_SAID else said_interrupted(store, info.run_id)
     raise typer.Exit(code=code)

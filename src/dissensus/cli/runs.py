@@ -310,8 +310,9 @@ def runs_resume(
         )
     except KeyboardInterrupt:
         # A signal while the resume starts (imports, opening the journal, checking its
-        # chain): the run is as resumable as before, so the line names the command again.
-        code = _said_resume_interrupted(run_id, journal)
+        # chain): the run is as resumable as before, so the line names the command again
+        # (once: a signal after the run said it stopped only ends the command).
+        code = EXIT_INTERRUPTED if INTERRUPT_SAID else _said_resume_interrupted(run_id, journal)
     raise typer.Exit(code=code)
 
 
@@ -374,6 +375,7 @@ def _resume(
                 workers=workers,
                 deadline=deadline,
             )
-        except KeyboardInterrupt:  # a signal before the run's loop took it over
-            code = said_interrupted(store, run_id)
+        except KeyboardInterrupt:  # a signal before the run's loop took it over (or
+            # after it said it stopped: said once)
+            code = EXIT_INTERRUPTED if INTERRUPT_SAID else said_interrupted(store, run_id)
     return code

@@ -89,6 +89,7 @@ __all__ = [
     "MAX_DEPTH",
     "Reject",
     "RejectSink",
+    "blank_line",
     "bounded",
     "bounded_lines",
     "json_depth",
@@ -170,6 +171,14 @@ def line_text(text: str, line: int) -> str:
     if line == 1 and raw.startswith("\ufeff"):
         raw = raw[1:]
     return raw
+
+
+def blank_line(text: str, line: int) -> bool:
+    """Whether line ``line`` holds nothing to read: only white space (a UTF-8 byte order
+    mark before it, on the first line, included: a file holding only a BOM is empty)."""
+    if line == 1 and text.startswith("\ufeff"):
+        text = text[1:]
+    return not text or text.isspace()  # as ``not text.strip()``, without copying the line
 
 
 def fast_tier_safe(raw: str) -> bool:
@@ -352,7 +361,7 @@ def read_numbered_models(
     if hasattr(lines, "readline"):
         lines = bounded_lines(lines)  # type: ignore[arg-type]
     for number, text in enumerate(lines, start=1):
-        if not text or text.isspace():  # as ``not text.strip()``, without copying the line
+        if blank_line(text, number):
             continue
         yield number, text, parse_line(model, text, file=file, line=number)
 

@@ -57,6 +57,7 @@ from dissensus.io.jsonl import (
     MAX_DEPTH,
     Reject,
     _brackets,
+    blank_line,
     bounded,
     bounded_lines,
     fast_tier_safe,
@@ -206,7 +207,7 @@ def read_panel_views(lines: Iterable[str], *, file: str = "-") -> Iterator[Panel
     if hasattr(lines, "readline"):
         lines = bounded_lines(lines)  # type: ignore[arg-type]
     for number, text in enumerate(lines, start=1):
-        if not text or text.isspace():
+        if blank_line(text, number):
             continue
         yield parse_panel_view(text, file=file, line=number)
 
@@ -219,6 +220,6 @@ def read_numbered_panel_views(
     if hasattr(lines, "readline"):
         lines = bounded_lines(lines)  # type: ignore[arg-type]
     for number, text in enumerate(lines, start=1):
-        if not text or text.isspace():
+        if blank_line(text, number):
             continue
         yield number, parse_panel_view(text, file=file, line=number)

@@ -37,7 +37,13 @@ Choices where the design is silent:
   above.
 * At most ``policy.concurrency`` cases are in flight; records are emitted in input order
   (a finished case waits for the earlier ones, so memory stays bounded by the window).
-* A resumed run refuses an input file whose sha256 changed since the run started.
+* A resumed run refuses an input file whose sha256 changed since the run started. The
+  run reads the file once more as it decides it, and hashes what it reads: a file that
+  changed meanwhile (lines appended after ``run.started``) stops the run at the end of
+  its input, before ``run.finished``, with the same error (:class:`InputError`), so a
+  finished run holds no record its journalled hash does not cover. A file whose size
+  is not what reading it gives (being written, or made up as it is read, as under
+  ``/proc``) is refused by :func:`start_run` before the run is created.
 * Rejected lines are journalled (``input.rejected``) and reported, never decided.
 * ``run.finished`` is journalled once, with the counts, when every line was handled
   (the model follow-ups attempted and failed among them, :func:`~dissensus.pipeline.engine.followup_tally`,
@@ -82,6 +88,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import hashlib
 import io
 import os
 import socket
@@ -96,7 +103,7 @@ from pydantic import ValidationError
 
 from dissensus.errors import ConfigError, DissensusError, InputError
 from dissensus.files import file_kind
-from dissensus.io.jsonl import Reject, bounded_lines, parse_line
+from dissensus.io.jsonl import Reject, blank_line, bounded_lines, parse_line
 from dissensus.pipeline.engine import followup_outcome
 from dissensus.pipeline.executors import Executor, LocalExecutor, Outcome, RunContext
 from dissensus.pipeline.records import CaseRecord
@@ -272,7 +279,7 @@ def start_run(
         acceptance=acceptance,
     )
     spec = _with_shift_hold(journal, spec)
-    run_id = run_id or new_run_id()
+    run_id = new_run_id() if run_id is None else run_id  # "" is refused, not random
     if not defer and journal.run(run_id, missing_ok=True) is not None:
         raise ConfigError(
             f"run {run_id!r} already exists in {journal.path}; resume it with: "
@@ -294,7 +301,7 @@ def start_run(
                 f"{input_path}: not a regular file ({file_kind(path.stat().st_mode)}); "
                 "a run's input is a file, or - to read standard input"
             )
-        source = {"path": str(path), "sha256": file_sha256(path)}
+        source = {"path": str(path), "sha256": _steady_sha256(path, input_path)}
     else:
         raise ConfigError("a run needs an input file or text", field="input")
     fields: JsonObject = {"input": source, **spec.started_fields(), **(extra or {}), "kind": kind}
@@ -319,6 +326,28 @@ def start_run(
         exclusive=True,
         lock_pid=os.getpid() if lock else None,
     )
+
+
+def _steady_sha256(path: Path, shown: str) -> str:
+    """The sha256 of the file ``path``; :class:`InputError` when reading it gives other
+    than its size (a file being written, or one the system makes up as it is read, as
+    ``/proc``'s): the run could never read it again as it started."""
+    digest = hashlib.sha256()
+    read = 0
+    with open(path, "rb") as handle:
+        size = os.fstat(handle.fileno()).st_size
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+            read += len(chunk)
+        size_after = os.fstat(handle.fileno()).st_size
+    if read != size or size_after != size:
+        raise InputError(
+            f"{shown}: reading it gave {read} bytes, its size says {size_after}: the file "
+            "changes as it is read (being written, or made up by the system, as under "
+            "/proc); a run reads its input again as it decides and resumes: copy it to "
+            "a file first"
+        )
+    return digest.hexdigest()
 
 
 def _with_shift_hold(journal: Journal, spec: RunSpec) -> RunSpec:
@@ -458,7 +487,13 @@ async def execute_run(
         end = None if limit is None else asyncio.get_running_loop().time() + limit
         name, lines = input_lines(started.input)
         ctx = RunContext(
-            journal=journal, run_id=run_id, spec=spec, name=name, lines=lines, stop_at=end
+            journal=journal,
+            run_id=run_id,
+            spec=spec,
+            name=name,
+            lines=lines,
+            stop_at=end,
+            sha256=None if lines is not None else started.input.get("sha256"),
         )
         engine = executor or LocalExecutor(backend)
         counts: Counter[str] = Counter()
@@ -762,19 +797,53 @@ def refuse_finished(journal: Journal, run_id: str, what: str) -> None:
         )
 
 
-def numbered_panels(name: str, lines: list[str] | None) -> Iterator[tuple[Panel | Reject, int]]:
-    """``(panel or reject, line number)`` for every non-blank input line, lazily."""
+def numbered_panels(
+    name: str, lines: list[str] | None, sha256: str | None = None
+) -> Iterator[tuple[Panel | Reject, int]]:
+    """``(panel or reject, line number)`` for every non-blank input line, lazily. With
+    ``sha256`` (the file's, as the run journalled it), the bytes are hashed as they are
+    read: a file that read otherwise is an :class:`InputError` at its end."""
     if lines is not None:
         yield from _numbered(name, lines)
         return
+    hashed = _Hashed(open(name, "rb"))  # noqa: SIM115  (closed by the text wrapper)
     # surrogateescape: a line that is not UTF-8 is rejected on its own (see io.jsonl).
-    with open(name, encoding="utf-8", errors="surrogateescape", newline=None) as handle:
+    with io.TextIOWrapper(
+        io.BufferedReader(hashed, 1 << 20),
+        encoding="utf-8",
+        errors="surrogateescape",
+        newline=None,
+    ) as handle:
         yield from _numbered(name, bounded_lines(handle))
+    if sha256 is not None and hashed.digest.hexdigest() != sha256:
+        raise InputError(f"the run's input file changed since the run started: {name}")
+
+
+class _Hashed(io.RawIOBase):
+    """A file read through, its bytes hashed (sha256) on the way."""
+
+    def __init__(self, raw: io.RawIOBase | io.BufferedReader) -> None:
+        super().__init__()
+        self._raw = raw
+        self.digest = hashlib.sha256()
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        count = self._raw.readinto(buffer) or 0
+        if count:
+            self.digest.update(memoryview(buffer)[:count])
+        return count
+
+    def close(self) -> None:
+        self._raw.close()
+        super().close()
 
 
 def _numbered(name: str, lines: Iterable[str]) -> Iterator[tuple[Panel | Reject, int]]:
     for number, text in enumerate(lines, start=1):
-        if text.strip():
+        if not blank_line(text, number):
             yield parse_line(Panel, text, file=name, line=number), number
 
 

@@ -89,12 +89,15 @@ class RunContext:
     """The run's deadline on the event loop's clock (``loop.time()``), if any: the loop
     stops the run then, and an executor may start no long work after it
     (:class:`~dissensus.pipeline.runtime.PastDeadline`)."""
+    sha256: str | None = None
+    """The input file's sha256 as the run journalled it: read to its end, a file that
+    hashes otherwise (changed since the run started) stops the run."""
 
     def panels(self) -> Iterator[tuple[Panel | Reject, int]]:
         """``(panel or reject, line number)`` for every non-blank input line, lazily."""
         from dissensus.pipeline.batch import numbered_panels
 
-        return numbered_panels(self.name, self.lines)
+        return numbered_panels(self.name, self.lines, self.sha256)
 
 
 class Executor(Protocol):
