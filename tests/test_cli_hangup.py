@@ -3,6 +3,9 @@
 It used to end the process by the signal (the shell's 129) without a word, leaving
 ``decide --output``'s temporary file behind. Under ``nohup`` (SIGHUP ignored) it stays
 ignored.
+
+The children set SIGHUP's action themselves (default, or ignored for ``nohup``): a test
+run started under ``nohup`` hands its own ignored SIGHUP down to every child.
 """
 
 from __future__ import annotations
@@ -17,6 +20,14 @@ from cli_helpers import cli
 from dissensus.store import Journal
 from pipeline_cases import crash_script, mixed_batch, write_jsonl, write_policy
 from test_cli_interrupt import RUNNER, _env, _wait_for
+
+
+def _hup_default() -> None:
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
+
+
+def _hup_ignored() -> None:
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
 
 
 def _decide(tmp_path: Path) -> list[str]:
@@ -40,6 +51,7 @@ def test_sighup_during_decide_says_how_to_resume_and_leaves_no_temporary_file(
         env=_env(),
         timeout=120,
         check=False,
+        preexec_fn=_hup_default,
     )
     assert proc.returncode == 130, proc.stderr
     journal = tmp_path / "j.sqlite"
@@ -54,9 +66,6 @@ def test_sighup_during_decide_says_how_to_resume_and_leaves_no_temporary_file(
 
 
 def _waiting_route(ignore_hup: bool) -> subprocess.Popen[str]:
-    def no_hup() -> None:
-        signal.signal(signal.SIGHUP, signal.SIG_IGN)
-
     return subprocess.Popen(
         [sys.executable, "-m", "dissensus", "route", "-", "--similarity", "tfidf"],
         stdin=subprocess.PIPE,
@@ -64,7 +73,7 @@ def _waiting_route(ignore_hup: bool) -> subprocess.Popen[str]:
         stderr=subprocess.PIPE,
         text=True,
         env=_env(),
-        preexec_fn=no_hup if ignore_hup else None,
+        preexec_fn=_hup_ignored if ignore_hup else _hup_default,
     )
 
 
