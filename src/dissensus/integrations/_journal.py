@@ -6,7 +6,8 @@ as that call's fault. :func:`checked_journal` opens and closes the journal when 
 is made (creating an SQLite file that is not there yet) and turns what refuses it into a
 :class:`~dissensus.errors.ConfigError` naming ``journal``; :func:`open_journal` opens it
 for one call the same way, so that a journal gone bad meanwhile is named as the
-journal's fault, never as the call's input.
+journal's fault, never as the call's input. A URL's password is never shown
+(:func:`~dissensus.store.targets.mask_url`).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pathlib import Path
 from dissensus.errors import ConfigError, DissensusError
 from dissensus.store import Journal
 from dissensus.store.journal import is_postgres_url
+from dissensus.store.targets import mask_url, scrub_secrets
 
 __all__ = ["checked_journal", "open_journal"]
 
@@ -49,6 +51,12 @@ def open_journal(target: str) -> Journal:
     except ConfigError as exc:
         if exc.field == "journal":
             raise
-        raise ConfigError(f"cannot open {target}: {exc}", field="journal") from exc
+        raise ConfigError(_cannot_open(target, exc), field="journal") from exc
     except (DissensusError, OSError, sqlite3.Error) as exc:
-        raise ConfigError(f"cannot open {target}: {exc}", field="journal") from exc
+        raise ConfigError(_cannot_open(target, exc), field="journal") from exc
+
+
+def _cannot_open(target: str, exc: BaseException) -> str:
+    """The message of a journal that cannot be opened: its URL's password masked, in the
+    target and in the reason (as every message naming a journal)."""
+    return f"cannot open {mask_url(target)}: {scrub_secrets(str(exc), target)}"
