@@ -422,6 +422,60 @@ def test_an_interrupt_inside_a_callback_the_interpreter_ignores_is_one_line(
     assert proc.stderr == "interrupted\n"
 
 
+# The signal lands inside a library's import, which turns the KeyboardInterrupt into an
+# error of its own (numpy's "failed to import", a class whose __set_name__ failed).
+_INTERRUPT_WRAPPED_BY_AN_IMPORT = """
+import os, signal, sys, types
+import dissensus.__main__ as main
+
+def command_line(name):
+    try:
+        os.kill(os.getpid(), signal.SIGTERM)
+        for _ in range(1_000_000):
+            pass
+    except KeyboardInterrupt as exc:
+        raise ImportError("a module failed to import") from exc
+    return lambda: print("the command ran")
+
+loading = types.ModuleType("dissensus.cli")
+loading.__getattr__ = command_line
+sys.modules["dissensus.cli"] = loading
+main.main()
+"""
+
+
+def test_an_interrupt_a_library_wraps_while_the_command_line_loads_is_one_line(
+    tmp_path: Path,
+) -> None:
+    script = tmp_path / "load.py"
+    script.write_text(_INTERRUPT_WRAPPED_BY_AN_IMPORT)
+    proc = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, env=_env(), timeout=60
+    )
+    assert proc.returncode == 130, proc.stderr
+    assert proc.stderr == "interrupted\n"
+
+
+def test_an_interrupt_a_library_wraps_while_a_command_runs_is_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Ctrl-C inside a command's lazy import or a schema being built, which the library
+    turned into its own error: the command stops as on Ctrl-C, not with a traceback."""
+    import dissensus.engines
+
+    def wrapped(*args: Any, **kwargs: Any) -> str:
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt as exc:
+            raise RuntimeError("Error calling __set_name__ on 'Field' instance") from exc
+
+    monkeypatch.setattr(dissensus.engines, "check_engine", wrapped)
+    inp = write_jsonl(tmp_path / "in.jsonl", [panel("a", ["1", "2", "1"])])
+    done = cli("decide", inp, "--journal", tmp_path / "j.sqlite")
+    assert done.code == 130
+    assert done.err.strip() == "interrupted"
+
+
 def test_an_interrupt_the_cli_framework_catches_is_still_said(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

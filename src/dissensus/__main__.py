@@ -13,7 +13,10 @@ The signal's ``KeyboardInterrupt`` can land inside code whose exceptions the int
 reports and ignores (a weak reference's callback in the import machinery, a ``__del__``):
 it would print ``Exception ignored in ...`` and a traceback before the line. While the
 command line loads, such a report of an interrupt is dropped (the signal is noted all the
-same, so the command stops); any other is printed as the interpreter would.
+same, so the command stops); any other is printed as the interpreter would. So is an
+error a library made of the interrupt while it loaded (an import, a class being made:
+``ImportError``, ``RuntimeError`` with the interrupt as its cause): once a signal is
+noted, the command stops with its one line whatever the import raised.
 
 Once the command line has loaded, these handlers give way to its own; a signal in
 between (the default action again: SIGTERM would end the process by that signal, a
@@ -87,8 +90,12 @@ def main() -> None:
             # Held from here until the command line's handlers are in place (module
             # docstring); one that arrived before is handled here, as during the import.
             held = _hold(ours)
-    except KeyboardInterrupt:
-        _stop()
+    except BaseException as exc:
+        # A signal's KeyboardInterrupt, or the error a library wrapped it in (an import
+        # under way, a class being made): the signal was noted all the same.
+        if _interrupted or isinstance(exc, KeyboardInterrupt):
+            _stop()
+        raise
     finally:
         sys.unraisablehook = hook
         # the command line installs its own (dissensus.cli)

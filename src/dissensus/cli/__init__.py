@@ -137,9 +137,28 @@ def _terminate(signum: int, frame: FrameType | None) -> None:
     """SIGTERM (or SIGHUP): a SIGINT, so whatever handles Ctrl-C now handles it (an event loop's
     signal handler, a command's own, the default :class:`KeyboardInterrupt`). Where
     SIGINT is ignored (a background job of a script) SIGTERM still stops the command."""
+    _SIGNALLED.append(signum)
     if signal.getsignal(signal.SIGINT) in (signal.SIG_IGN, signal.SIG_DFL, None):
         raise KeyboardInterrupt(signal.Signals(signum).name)
     signal.raise_signal(signal.SIGINT)
+
+
+_SIGNALLED: list[int] = []
+"""SIGTERM or SIGHUP received during this command (:func:`_terminate`)."""
+
+
+def _interrupted_within(exc: BaseException) -> bool:
+    """Whether ``exc`` is the work of an interrupt: a :class:`KeyboardInterrupt` in its
+    chain (a library that turned one raised inside it into its own error, as an import
+    or a schema being built does), or a SIGTERM or SIGHUP received meanwhile."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, KeyboardInterrupt):
+            return True
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return bool(_SIGNALLED)
 
 
 @contextmanager
@@ -228,6 +247,7 @@ def main(argv: list[str] | None = None, *, held: frozenset[int] = frozenset()) -
     :mod:`dissensus.__main__`); they are unblocked then.
     """
     INTERRUPT_SAID.clear()
+    _SIGNALLED.clear()
     _closed_streams()
     code = _main(argv, held)
     if code == EXIT_INTERRUPTED and not INTERRUPT_SAID:
@@ -320,6 +340,11 @@ def _main(argv: list[str] | None, held: frozenset[int] = frozenset()) -> int:
             if str(exc.format_message()).strip():  # empty: the help was printed (no arguments)
                 sys.stderr.write(_usage_line(exc, sys.argv[1:] if argv is None else argv))
             return exit_code
+        if _interrupted_within(exc):  # an interrupt a library wrapped in its own error
+            if not INTERRUPT_SAID:
+                sys.stderr.write("interrupted\n")
+                INTERRUPT_SAID.append(True)
+            return EXIT_INTERRUPTED
         raise
     return _code(code)
 
