@@ -1,12 +1,14 @@
 """Long journal reads of the service run in worker threads, never on the server's loop.
 
 Before the fix ``GET /v1/runs/{id}/verify``, ``GET /v1/runs/{id}/export``,
-``GET /v1/review`` and the review page's queue (with a text search) read the journal on
-the event loop: with a run of a thousand panels of forty agents the verify took 1.5 s
-and ``/healthz`` waited 1.5 s with it; with 36 such runs the review list took 64 s, and
-so did ``/healthz``. Here the journal's read is made to block until the test lets it go:
+``GET /v1/review``, the review page's queue (with a text search), and ``GET
+/v1/runs/{id}`` and ``GET /v1/runs/{id}/events`` of a run this process does not hold in
+memory read the journal on the event loop: with a run of a thousand panels of forty
+agents the verify took 1.5 s and ``/healthz`` waited 1.5 s with it; with 36 such runs
+the review list took 64 s, and so did ``/healthz``. Here the journal's read is made to block until the test lets it go:
 ``/healthz`` must be answered while it blocks. The export, now written in parts, must
-keep its bytes: those of the run's events read at once, one JSON line each.
+keep its bytes: those of the run's events read at once, one JSON line each. A run this
+process is deciding is still described from memory, without the journal.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ from hypothesis import HealthCheck, given
 from hypothesis import settings as hyp_settings
 from hypothesis import strategies as st
 
+from dissensus.serve import runs
+from dissensus.serve.runs import RunState
 from dissensus.store import Journal
 from serve_helpers import auth, client_for, escalating, heap_frozen, login, settings
 
@@ -70,6 +74,18 @@ CASES: dict[str, tuple[str, tuple[str, ...], Callable[[str], str], str]] = {
     ),
     "review list": ("desk", ("items",), lambda run: "/v1/review?limit=10000", "rev"),
     "queue search": ("journal", ("events_at",), lambda run: "/review?q=tax", "page"),
+    # A run this process does not hold (finished long ago, or another process's): its
+    # document and its event stream are read from the journal.
+    "run shown": ("journal", ("run",), lambda run: f"/v1/runs/{run}", "sub"),
+    "run's events": ("journal", ("run",), lambda run: f"/v1/runs/{run}/events", "sub"),
+    # ... and its records and rejects (the run's lookup above comes first).
+    "run shown, records": ("journal", ("events",), lambda run: f"/v1/runs/{run}", "sub"),
+    "run's events, records": (
+        "journal",
+        ("events",),
+        lambda run: f"/v1/runs/{run}/events",
+        "sub",
+    ),
 }
 
 
@@ -86,6 +102,7 @@ async def test_healthz_is_answered_while_a_long_journal_read_runs(
         else:
             headers = auth(who)
         service = client._transport.app.state.service  # type: ignore[attr-defined]
+        service.runner._states.pop(run)  # as a run decided long ago, or by another process
         target = service.journal if owner == "journal" else service.desk
         gates = {name: threading.Event() for name in ("entered", "release", "left")}
         for name in methods:
@@ -145,3 +162,29 @@ def test_a_read_in_parts_is_the_runs_events_from_a_place(
             journal.events_after("r", after, limit) == [e for e in every if e.seq > after][:limit]
         )
         assert journal.events_after("nope", after, limit) == []
+
+
+async def test_a_run_being_decided_is_described_from_memory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``GET /v1/runs/{id}`` of a run this process is deciding reads no journal (no worker
+    thread either: answered as before, from its progress in memory)."""
+    async with client_for(settings(tmp_path)) as client:
+        service = client._transport.app.state.service  # type: ignore[attr-defined]
+        state = RunState(run_id="r-held", total=3, done=1)
+        state.task = asyncio.get_running_loop().create_future()  # type: ignore[assignment]
+
+        def unread(*args: Any, **kwargs: Any) -> Any:
+            raise AssertionError("the journal was read")
+
+        service.runner._states["r-held"] = state
+        for name in ("run", "get", "events"):
+            monkeypatch.setattr(service.journal, name, unread)
+        monkeypatch.setattr(runs, "_journalled", unread)
+        try:
+            shown = await client.get("/v1/runs/r-held", headers=auth("sub"))
+        finally:
+            state.task.cancel()
+        assert shown.status_code == 200, shown.text
+        assert shown.json()["status"] == "running"
+        assert (shown.json()["total"], shown.json()["done"]) == (3, 1)

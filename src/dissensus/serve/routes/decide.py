@@ -30,7 +30,9 @@ Choices where the design is silent:
   (:data:`EXPORT_BATCH` events, one query each), so its body is never held whole; its
   bytes are those of the whole run read at once. The first part is read before the
   answer starts (a journal error is its status); a run still deciding gives the events
-  journalled by the time its last part is read, a prefix of its chain.
+  journalled by the time its last part is read, a prefix of its chain. So are a run's
+  document and event stream when they are read from the journal (every run but one this
+  process is deciding: :meth:`~dissensus.serve.runs.Runner.describe`).
 """
 
 from __future__ import annotations
@@ -236,7 +238,7 @@ async def runs_show(run_id: str, request: Request, _: Principal = submit) -> Run
     """A run's status, final records (human resolutions included) and rejects."""
     runner = service_of(request).runner
     await runner.settle(run_id)  # a lock it could not give back in an outage: again now
-    return runner.describe(run_id)
+    return await runner.describe(run_id)
 
 
 @router.get(
@@ -257,7 +259,7 @@ async def runs_show(run_id: str, request: Request, _: Principal = submit) -> Run
 async def runs_events(run_id: str, request: Request, _: Principal = submit) -> StreamingResponse:
     """Progress as Server-Sent Events: ``record`` and ``reject`` per case, then the final status."""
     runner = service_of(request).runner
-    runner.require(run_id)
+    await runner.require(run_id)
 
     async def stream() -> AsyncIterator[str]:
         first = True
