@@ -166,12 +166,12 @@ def test_the_watch_numbers_its_checks_from_the_journal_so_a_restart_goes_on(
         again = ShiftWatch(journal, spec, every=10).step()
         assert again == first
         _one_panel_runs(journal, world / "warn.yaml", _lines(world / "same.jsonl", 7), "t")
-        assert watch.step() is None  # 42 judged: not due (fewer than 10 more)
-        watch._seen = 0  # due, but the index (4) is new only from 40 on: it is
+        # 42 judged: the 40th made check 4 due, of the first 40 cases.
         fourth = watch.step()
         assert fourth is not None and fourth["check"] == 4 and fourth["deployed_n"] == 40
-        watch._seen = 0  # due again, same index: skipped
-        assert watch.step() is None
+        assert watch.step() is None  # no new multiple: not due
+        watch._seen = 0  # due again, but the index is the one checked last: skipped
+        assert watch.step() is None and watch._check == 4
 
 
 def test_no_check_before_every_cases_are_judged_with_the_file(world: Path, tmp_path: Path) -> None:

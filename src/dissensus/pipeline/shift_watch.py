@@ -17,11 +17,17 @@ door outside the service keeps one and steps it after each run it makes
 
 Choices where the design is silent:
 
-* **When.** A step counts the journal's judged cases; when ``every`` (``dissensus serve
-  --shift-every``, a door's ``shift_every``; default :data:`EVERY`; 0: no watch) more
-  were judged since its last count that led to a check, or at its first step, it reads
-  the cases judged with its file and checks when their number reached a new multiple of
-  ``every``. A check is one logistic fit and a rank test: well under a second. One step
+* **When.** A step counts the journal's judged cases; at its first step (when any are
+  judged), and whenever that count, less the cases of other files seen at its last look,
+  has reached a new multiple of ``every`` (``dissensus serve --shift-every``, a door's
+  ``shift_every``; default :data:`EVERY`; 0: no watch) since that look, it reads the
+  cases judged with its file and checks when their number reached a new multiple of
+  ``every``. So check ``i`` is made at the first step after the ``i * every``-th case is
+  judged (a door's step right after that case's run), in one process as after a restart:
+  a new watch on the journal looks at its first step and goes on from there. A step
+  that is not due costs one indexed count (where cases of other files are judged too,
+  the count cannot tell them apart: a step may read the file's cases and find no new
+  multiple); a check is one logistic fit and a rank test: well under a second. One step
   at a time: a step called while another is under way (threads of one door) returns at
   once, the one under way counting for both. Only a watch whose acceptance file keeps
   calibration vectors watches.
@@ -168,7 +174,12 @@ class ShiftWatch:
         self.every = check_every(every)
         self._open = open_journal
         self._seen: int | None = None
-        """Judged cases in the journal at the last count that looked (``None``: none yet)."""
+        """Cases judged with the file in the journal at this watch's last look (``None``:
+        none yet)."""
+        self._others = 0
+        """Judged cases of other files (or without a vector) in the journal at the last
+        look, at least: they never become the file's, so the journal's count less them
+        bounds the file's from above."""
         self._check = 0
         """The index of this watch's last check (0: none yet)."""
         self._stopped = threading.Event()
@@ -189,11 +200,14 @@ class ShiftWatch:
         return found
 
     def due(self, journal: Journal | None = None) -> bool:
-        """Whether enough cases were judged since the last check (one count)."""
+        """Whether the cases judged with the file may have reached a new multiple of
+        ``every`` since this watch's last look, or it has not looked yet and some are
+        judged (one count: the journal's judged cases, less those of other files)."""
         judged = self._journal(journal).count_of_type(ev.CASE_ACCEPTANCE)
         if self._seen is None:
             return judged > 0
-        return judged - self._seen >= self.every
+        most = judged - self._others
+        return watch_index(most, self.every) > watch_index(self._seen, self.every)
 
     def step(self, journal: Journal | None = None) -> ShiftOutcome | None:
         """Check when due; journal a flag (see the module docstring). The check's outcome,
@@ -219,17 +233,19 @@ class ShiftWatch:
         acceptance = self.spec.acceptance
         if acceptance is None or not self.due(journal):
             return None
-        seen = journal.count_of_type(ev.CASE_ACCEPTANCE)
+        # Counted before the file's cases are read: a case judged in between is never
+        # taken for another file's, so `due`'s bound on the file's cases stays above them.
+        counted = journal.count_of_type(ev.CASE_ACCEPTANCE)
         sha = acceptance.get("sha256")
         judged = judged_vectors(journal, None if sha is None else str(sha), window=None)
         index = watch_index(len(judged), self.every)
-        judged = judged[: index * self.every][-WINDOW:]
-        if index < 1 or index == self._check or len(judged) < MIN_CASES:
-            self._seen = seen
+        window = judged[: index * self.every][-WINDOW:]
+        if index < 1 or index == self._check or len(window) < MIN_CASES:
+            self._looked(counted, len(judged))
             return None
         outcome = check_vectors(
             acceptance,
-            [vector for vector, _ in judged],
+            [vector for vector, _ in window],
             alpha=self.spec.policy.acceptance.shift_alpha,
             check=index,
             share=WATCH_SHARE,
@@ -241,8 +257,8 @@ class ShiftWatch:
             # Once the file is flagged in this journal, no second flag.
             and latest_flag(journal, outcome.get("file_sha256")) is None
         ):
-            outcome["across_runs"] = len({run for _, run in judged})
-            outcome["newest_run"] = judged[-1][1]
+            outcome["across_runs"] = len({run for _, run in window})
+            outcome["newest_run"] = window[-1][1]
             writer = self._open() if self._open is not None else journal
             try:
                 self.flagged_run = self._journal_flag(writer, outcome)
@@ -253,8 +269,15 @@ class ShiftWatch:
         # Only a check that ran to its end counts: one that failed (the flag not journalled,
         # the journal busy) is made again at the next step, the same check of the same
         # cases, so it spends no more of the level.
-        self._seen, self._check = seen, index
+        self._looked(counted, len(judged))
+        self._check = index
         return outcome
+
+    def _looked(self, counted: int, mine: int) -> None:
+        """Remember a look that ran to its end: ``mine`` cases judged with the file, of
+        ``counted`` (or more) in the journal."""
+        self._seen = mine
+        self._others = max(self._others, counted - mine)
 
     def _journal_flag(self, journal: Journal, outcome: ShiftOutcome) -> str:
         """Journal a flag (:func:`journal_flag`); its run's id."""

@@ -8,13 +8,13 @@ request never waits for a check.
 Choices where the design is silent:
 
 * **When.** Every ``interval_s`` (default 30 s) the watch counts the journal's judged
-  cases (one indexed count) and checks when due: ``every`` (``dissensus serve
-  --shift-every``, default 100; 0: no watch) more judged since its last count that led
-  to a check, or at start. A check (one logistic fit and a rank test: well under a
-  second) runs in a worker thread, one at a time, never inside a request nor the
-  journal's write lock: a request never waits for it. Only a server whose acceptance
-  file keeps calibration vectors watches. The chat door, when served, is watched by
-  this watch only (its own is off).
+  cases (one indexed count) and checks when due: at start, and when the cases judged
+  with the file may have reached a new multiple of ``every`` (``dissensus serve
+  --shift-every``, default 100; 0: no watch) since its last look. A check (one logistic
+  fit and a rank test: well under a second) runs in a worker thread, one at a time,
+  never inside a request nor the journal's write lock: a request never waits for it.
+  Only a server whose acceptance file keeps calibration vectors watches. The chat door,
+  when served, is watched by this watch only (its own is off).
 * **Its level and what is journalled**: as :mod:`dissensus.pipeline.shift_watch` says
   (half of ``acceptance.shift_alpha`` over the watch's checks, check ``i`` numbered from
   the journal so a restart goes on; a flag journalled as a run of its own, ``via:
