@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
 import tempfile
 from pathlib import Path
+from unittest.mock import patch
 
 import pytest
 from hypothesis import given
@@ -11,7 +13,7 @@ from hypothesis import strategies as st
 
 from dissensus.engines import check_engine
 from dissensus.engines.blocks import block_lines, count_lines, plan_blocks, plan_text_blocks
-from dissensus.errors import ConfigError
+from dissensus.errors import ConfigError, InputError
 
 _PIECES = st.lists(
     st.one_of(
@@ -129,3 +131,58 @@ def test_an_endless_line_is_planned_and_read_within_the_line_bound(tmp_path: Pat
     assert [number for number, _ in lines] == [1, 2, 3]
     assert len(lines[1][1]) == MAX_LINE_CHARS + 1  # the parser rejects it as <line>
     assert lines[2][1] == '{"id": "b"}'
+
+
+@given(
+    _PIECES,
+    st.integers(min_value=1, max_value=5),
+    st.integers(min_value=1, max_value=9),
+    st.data(),
+)
+def test_each_block_verifies_its_own_bytes_and_only_its_own(
+    pieces: list[str], size: int, chunk: int, data: st.DataObject
+) -> None:
+    """Planned with the file's sha256, every block reads back unchanged; a byte changed
+    afterwards fails exactly the block that holds it, and planning the changed file
+    against the old sha256 is refused (chunks of any size: a block across chunks)."""
+    from dissensus.engines import blocks as mod
+
+    raw = "".join(pieces).encode("utf-8")
+    digest = hashlib.sha256(raw).hexdigest()
+    with tempfile.TemporaryDirectory() as tmp, patch.object(mod, "_CHUNK", chunk):
+        path = Path(tmp) / "in.jsonl"
+        path.write_bytes(raw)
+        blocks = plan_blocks(path, size, digest)
+        assert [b.sha256 for b in blocks] == [
+            hashlib.sha256(raw[b.offset : b.offset + b.length]).hexdigest() for b in blocks
+        ]
+        assert [pair for b in blocks for pair in block_lines(b)] == _file_lines(raw)
+        if not raw:
+            return
+        at = data.draw(st.integers(min_value=0, max_value=len(raw) - 1), label="flipped byte")
+        changed = bytearray(raw)
+        changed[at] ^= 0xFF
+        path.write_bytes(bytes(changed))
+        failed = []
+        for block in blocks:
+            try:
+                list(block_lines(block))
+            except InputError as exc:
+                assert str(exc) == f"the run's input file changed since the run started: {path}"
+                failed.append(block.index)
+        assert failed == [b.index for b in blocks if b.offset <= at < b.offset + b.length]
+        with pytest.raises(InputError, match="changed since the run started"):
+            plan_blocks(path, size, digest)
+
+
+def test_blocks_planned_without_the_files_sha256_are_not_checked(tmp_path: Path) -> None:
+    path = tmp_path / "in.jsonl"
+    path.write_bytes(b'{"id": "a"}\n{"id": "b"}\n')
+    blocks = plan_blocks(path, 1)
+    assert [b.sha256 for b in blocks] == [None, None]
+    path.write_bytes(b'{"id": "A"}\n{"id": "B"}\n')  # route journals no sha256 to keep to
+    assert [text for b in blocks for _, text in block_lines(b)] == [
+        '{"id": "A"}\n',
+        '{"id": "B"}\n',
+    ]
+    assert all(b.sha256 is None for b in plan_text_blocks(["x\n"], 1))

@@ -20,16 +20,27 @@ Choices:
   any length costs the memory of one chunk.
 * ``lines_per_block`` is approximate in bytes: a block closes at the first ``\\n``
   after ``lines_per_block`` newlines.
+* Planned for a run (with the file's ``sha256`` as the run journalled it), the planning
+  pass hashes the whole file and each block's bytes as it counts them: a file that
+  hashes otherwise is refused before any block is planned, and each block carries its
+  own sha256, which :func:`block_lines` checks as it reads the block (the bytes hashed
+  on the way, no second pass): a block whose bytes changed since (the file edited
+  meanwhile) is an :class:`~dissensus.errors.InputError` once its last line is read,
+  the error of a local run's input changed since the run started (lines appended after
+  planning are in no block: not the run's, as its journalled sha256 says). Planned
+  without it (``route``, which journals nothing), nothing is hashed.
 """
 
 from __future__ import annotations
 
+import hashlib
 import io
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from dissensus.errors import InputError
 from dissensus.io.jsonl import bounded_lines
 
 __all__ = ["Block", "block_lines", "count_lines", "plan_blocks", "plan_text_blocks"]
@@ -55,6 +66,8 @@ class Block:
     """Byte length of the block."""
     lines: tuple[str, ...] | None = None
     """The block's lines, for standard input."""
+    sha256: str | None = None
+    """The sha256 of the block's bytes as planned (``None``: not checked)."""
 
     @property
     def last_line(self) -> int:
@@ -83,22 +96,28 @@ def _count(data: bytes, start: int, end: int, newlines: int) -> int:
 _ENDS = b"\n\r"
 
 
-def plan_blocks(path: str | Path, lines_per_block: int) -> list[Block]:
+def plan_blocks(path: str | Path, lines_per_block: int, sha256: str | None = None) -> list[Block]:
     """Blocks of about ``lines_per_block`` lines covering the file at ``path``.
 
     The file is read in chunks and only counted: no bytes are kept from one chunk to
     the next, so a line of any length (a file of one endless line) costs one chunk of
-    memory and one pass, never a copy of what came before."""
+    memory and one pass, never a copy of what came before. With ``sha256`` (the file's,
+    as its run journalled it), the same pass hashes the file and each block: another
+    hash is :class:`~dissensus.errors.InputError`, and each block carries its own."""
     blocks: list[Block] = []
     start = 0  # absolute offset of the open block
     first = 1
     newlines = returns = pairs = 0  # b"\n", b"\r" and b"\r\n" in the open block
     at = 0  # absolute offset of the chunk read
     last = 0  # the last byte read (0: none yet)
+    whole, part = (hashlib.sha256(), hashlib.sha256()) if sha256 is not None else (None, None)
     with open(path, "rb") as handle:
         while chunk := handle.read(_CHUNK):
+            if whole is not None:
+                whole.update(chunk)
             if last == 0x0D and chunk[0] == 0x0A:
                 pairs += 1  # a "\r\n" across two chunks (never across two blocks)
+            view = memoryview(chunk)
             pos = 0
             while True:
                 cut, found = _cut(chunk, pos, lines_per_block - newlines)
@@ -107,19 +126,36 @@ def plan_blocks(path: str | Path, lines_per_block: int) -> list[Block]:
                 if chunk.find(b"\r", pos, end) >= 0:
                     returns += chunk.count(b"\r", pos, end)
                     pairs += chunk.count(b"\r\n", pos, end)
+                if part is not None:
+                    part.update(view[pos:end])
                 if not cut:
                     break
                 n = newlines + returns - pairs
-                blocks.append(Block(len(blocks), first, n, str(path), start, at + cut - start))
+                blocks.append(_block(len(blocks), first, n, path, start, at + cut - start, part))
                 start, first = at + cut, first + n
                 newlines = returns = pairs = 0
+                part = hashlib.sha256() if part is not None else None
                 pos = cut
             at += len(chunk)
             last = chunk[-1]
+    if whole is not None and whole.hexdigest() != sha256:
+        raise InputError(_CHANGED.format(path=path))
     if at > start:
         n = newlines + returns - pairs + (last not in _ENDS)
-        blocks.append(Block(len(blocks), first, n, str(path), start, at - start))
+        blocks.append(_block(len(blocks), first, n, path, start, at - start, part))
     return blocks
+
+
+_CHANGED = "the run's input file changed since the run started: {path}"
+"""A run's input that hashes otherwise than the run journalled (as a local run words it)."""
+
+
+def _block(
+    index: int, first: int, n: int, path: str | Path, offset: int, length: int, digest: Any
+) -> Block:
+    """A planned block, with the sha256 of its bytes when ``digest`` hashed them."""
+    sha256 = digest.hexdigest() if digest is not None else None
+    return Block(index, first, n, str(path), offset, length, sha256=sha256)
 
 
 def _cut(data: bytes, start: int, lines: int) -> tuple[int, int]:
@@ -145,23 +181,30 @@ def plan_text_blocks(lines: list[str], lines_per_block: int) -> list[Block]:
 def block_lines(block: Block) -> Iterator[tuple[int, str]]:
     """``(line number, text)`` for every line of ``block``, blank lines included; a line
     over the line bound is read no further than :func:`~dissensus.io.jsonl.bounded_lines`
-    reads it (the parser then rejects it), so a block of one endless line is streamed."""
+    reads it (the parser then rejects it), so a block of one endless line is streamed.
+    A block with a ``sha256`` has its bytes hashed as they are read: read to its end, a
+    block that hashes otherwise is :class:`~dissensus.errors.InputError`."""
     if block.lines is not None:
         yield from enumerate(block.lines, start=block.first_line)
         return
     with open(block.path, "rb") as handle:
         handle.seek(block.offset)
-        window = io.BufferedReader(_Window(handle, block.length), buffer_size=_CHUNK)
+        raw = _Window(handle, block.length, hashed=block.sha256 is not None)
+        window = io.BufferedReader(raw, buffer_size=_CHUNK)
         with io.TextIOWrapper(window, encoding="utf-8", errors="surrogateescape") as source:
             yield from enumerate(bounded_lines(source), start=block.first_line)
+    if raw.digest is not None and raw.digest.hexdigest() != block.sha256:
+        raise InputError(_CHANGED.format(path=block.path))
 
 
 class _Window(io.RawIOBase):
-    """The next ``length`` bytes of ``handle``, as a raw stream (the block's bytes)."""
+    """The next ``length`` bytes of ``handle``, as a raw stream (the block's bytes),
+    hashed (sha256, :attr:`digest`) on the way with ``hashed``."""
 
-    def __init__(self, handle: BinaryIO, length: int) -> None:
+    def __init__(self, handle: BinaryIO, length: int, *, hashed: bool = False) -> None:
         self._handle = handle
         self._left = length
+        self.digest = hashlib.sha256() if hashed else None
 
     def readable(self) -> bool:
         return True
@@ -173,4 +216,6 @@ class _Window(io.RawIOBase):
             return 0
         got: int = self._handle.readinto(view[:size])  # type: ignore[attr-defined]
         self._left -= got
+        if self.digest is not None:
+            self.digest.update(view[:got])
         return got

@@ -2,7 +2,16 @@
 :func:`decide_ray`, the loop called with it): blocks planned, those complete in the
 journal replayed, the others decided by a pool of workers (:class:`_Flight`) and handed
 over in input order, the collector's thresholds raised meanwhile, and what is in flight
-abandoned when the run stops."""
+abandoned when the run stops.
+
+The run's input is read as the run journalled it: planning hashes the file against its
+journalled sha256 (another: :class:`~dissensus.errors.InputError` before any block is
+sent) and gives each block its own bytes' sha256, which the worker deciding it (or the
+driver replaying it from the journal) checks as it reads the block. A block that reads
+otherwise (the file edited meanwhile) stops the run with the error a local run gives
+(the worker's error raised in the driver as it is, never taken for a worker's death nor
+sent again), before ``run.finished`` and without the block's records: the run resumes
+once the file is put back."""
 
 from __future__ import annotations
 
@@ -32,7 +41,7 @@ if TYPE_CHECKING:
 def _plan(ctx: RunContext, lines_per_block: int) -> list[Block]:
     if ctx.lines is not None:
         return plan_text_blocks(ctx.lines, lines_per_block)
-    return plan_blocks(ctx.name, lines_per_block)
+    return plan_blocks(ctx.name, lines_per_block, ctx.sha256)
 
 
 class RayExecutor:

@@ -25,6 +25,7 @@ from dissensus.engines.ray.messages import (
     _WorkItem,
 )
 from dissensus.engines.ray.pool import _restarted, _send, _stop_all
+from dissensus.errors import DissensusError
 
 if TYPE_CHECKING:
     from dissensus.pipeline.executors import Outcome, RunContext
@@ -247,6 +248,15 @@ class _Flight:
 
 
 def _take(ref: Any) -> tuple[_BlockResult, list[Outcome], float]:
-    """The block Ray hands back for ``ref`` (waiting for it), decoded (:func:`_decoded`)."""
-    raw: bytes = _ray().get(ref)
+    """The block Ray hands back for ``ref`` (waiting for it), decoded (:func:`_decoded`).
+    A :class:`~dissensus.errors.DissensusError` the worker raised (its block's bytes
+    changed since they were planned) is raised as it is, its one line without Ray's
+    traceback: the worker lives on, and the block is not sent again (the run stops)."""
+    ray = _ray()
+    try:
+        raw: bytes = ray.get(ref)
+    except ray.exceptions.RayTaskError as exc:
+        if isinstance(exc.cause, DissensusError):
+            raise exc.cause from None
+        raise
     return _decoded(raw)

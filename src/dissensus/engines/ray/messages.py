@@ -27,6 +27,7 @@ class _BlockFields(TypedDict):
     offset: int
     length: int
     lines: list[str] | None
+    sha256: str | None
 
 
 class _SeedEvent(TypedDict):
@@ -147,6 +148,7 @@ def _fields(block: Block) -> _BlockFields:
         offset=block.offset,
         length=block.length,
         lines=list(block.lines) if block.lines is not None else None,
+        sha256=block.sha256,
     )
 
 
@@ -160,6 +162,7 @@ def _block_of(raw: _BlockFields) -> Block:
         offset=raw["offset"],
         length=raw["length"],
         lines=tuple(lines) if lines is not None else None,
+        sha256=raw.get("sha256"),
     )
 
 
