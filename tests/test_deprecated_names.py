@@ -97,3 +97,26 @@ def test_every_deprecated_name_is_banned_and_unused_in_the_package(repo_root: Pa
     for path in src.rglob("*.py"):
         text = path.read_text(encoding="utf-8")
         assert not pattern.search(text), path
+
+
+MOVED = [
+    ("dissensus.agents.negotiator", "dissensus.concord.agent"),
+]
+"""Modules kept under an earlier path for users' files: the same objects, never used by
+the package itself (banned there)."""
+
+
+@pytest.mark.parametrize(("old", "home"), MOVED)
+def test_a_module_kept_under_its_earlier_path_is_the_current_one(
+    old: str, home: str, repo_root: Path
+) -> None:
+    kept, current = importlib.import_module(old), importlib.import_module(home)
+    assert kept.__all__
+    for name in kept.__all__:
+        assert getattr(kept, name) is getattr(current, name), name
+    config = tomllib.loads((repo_root / "pyproject.toml").read_text(encoding="utf-8"))
+    assert old in config["tool"]["ruff"]["lint"]["flake8-tidy-imports"]["banned-api"]
+    src = repo_root / "src" / "dissensus"
+    for path in src.rglob("*.py"):
+        if path != src.joinpath(*old.split(".")[1:]).with_suffix(".py"):
+            assert old not in path.read_text(encoding="utf-8"), path

@@ -186,7 +186,7 @@ def test_a_check_whose_flag_could_not_be_journalled_is_made_again_at_the_next_co
 ) -> None:
     """The journal refused the flag (busy): the watch neither forgets the check nor waits
     for `every` more cases; the next count makes the same check and journals the flag."""
-    import dissensus.serve.shift_watch as watch_module
+    import dissensus.pipeline.shift_watch as watch_module
 
     with Journal(tmp_path / "j.sqlite") as journal:
         _one_panel_runs(journal, world / "hold.yaml", _lines(world / "shifted.jsonl", 30), "p")

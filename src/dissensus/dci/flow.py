@@ -263,7 +263,7 @@ class _Run:
                 archetype=seat.arch.name,
                 stage=stage,
                 round=round_,
-                system=render_system(seat.spec.id, seat.arch, typed=typed),
+                system=render_system(seat.spec.id, seat.arch),
                 prompt=render_prompt(
                     stage=stage,
                     question=self.task.question,

@@ -24,8 +24,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from dissensus.agents.negotiator import NegotiationAgent, Outcome
 from dissensus.cases import CaseSpec
+from dissensus.concord.agent import NegotiationAgent, Outcome
 from dissensus.concord.protocol import negotiate
 from dissensus.concord.record import Certificate
 from dissensus.concord.scale import below_floor, gap_text

@@ -31,13 +31,12 @@ import contextlib
 import logging
 from collections.abc import Callable
 
-from dissensus.pipeline.shift import EVERY, ShiftOutcome
+from dissensus.pipeline.shift import EVERY
 from dissensus.pipeline.shift_watch import ShiftWatch as _Watch
-from dissensus.pipeline.shift_watch import journal_flag
 from dissensus.pipeline.spec import RunSpec
 from dissensus.store.journal import Journal
 
-__all__ = ["EVERY", "INTERVAL_S", "ShiftWatch", "journal_flag"]
+__all__ = ["EVERY", "INTERVAL_S", "ShiftWatch"]
 
 log = logging.getLogger("dissensus.serve")
 
@@ -61,10 +60,6 @@ class ShiftWatch(_Watch):
     ) -> None:
         super().__init__(spec, every=every, journal=journal, open_journal=open_journal)
         self.interval_s = interval_s
-
-    def _journal_flag(self, journal: Journal, outcome: ShiftOutcome) -> str:
-        """Journal a flag through this module's :func:`journal_flag`."""
-        return journal_flag(journal, self.spec, outcome)
 
     async def run(self) -> None:
         """Count, and check when due, every ``interval_s`` until cancelled."""
