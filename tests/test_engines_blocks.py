@@ -186,3 +186,23 @@ def test_blocks_planned_without_the_files_sha256_are_not_checked(tmp_path: Path)
         '{"id": "B"}\n',
     ]
     assert all(b.sha256 is None for b in plan_text_blocks(["x\n"], 1))
+
+
+@pytest.mark.parametrize("value", ["abc", "1", "x:/tmp/m", "1:", "١:/tmp/m"])
+def test_a_malformed_ray_fault_switch_is_refused_before_a_run(
+    value: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The Ray engine's test switch, set by mistake to another form, is a ConfigError naming
+    it when the engine is checked (before any run starts), never a worker's traceback."""
+    from dissensus.engines.ray.fault import FAULT_ENV, _fault
+
+    monkeypatch.setenv(FAULT_ENV, value)
+    with pytest.raises(ConfigError) as caught:
+        check_engine("ray")
+    assert caught.value.field == FAULT_ENV and FAULT_ENV in str(caught.value)
+    monkeypatch.setenv(FAULT_ENV, "3:/tmp/marker")
+    assert check_engine("ray") == "ray" and _fault() == (3, "/tmp/marker", 1)
+    monkeypatch.setenv(FAULT_ENV, "3:/tmp/a:b:2")
+    assert _fault() == (3, "/tmp/a:b", 2)
+    monkeypatch.delenv(FAULT_ENV)
+    assert _fault() is None and check_engine("local") == "local"

@@ -33,4 +33,8 @@ def check_engine(name: str, *, workers: int | None = None, address: str | None =
         raise ConfigError("--workers and --ray-address need '--engine ray'", field="engine")
     if workers is not None and workers < 1:
         raise ConfigError(f"--workers must be at least 1, got {workers}", field="workers")
+    if key == "ray":
+        from dissensus.engines.ray.fault import check_fault
+
+        check_fault()  # the test switch's form, before any run starts
     return key

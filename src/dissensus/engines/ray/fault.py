@@ -1,6 +1,7 @@
 """The test switch ``$DISSENSUS_FAULT_RAY_KILL`` (:data:`FAULT_ENV`): a decide worker that
 receives the named block kills its own process, the first ``TIMES`` times. Inert unless
-the variable is set."""
+the variable is set; a value not of its form is a :class:`~dissensus.errors.ConfigError`
+naming the variable when a run starts (never a traceback from a worker)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import os
 import signal
 from pathlib import Path
 from typing import TypeAlias
+
+from dissensus.errors import ConfigError
 
 FAULT_ENV = "DISSENSUS_FAULT_RAY_KILL"
 """``BLOCK:MARKER_PATH[:TIMES]``: kill the worker that gets block ``BLOCK``, the first
@@ -25,9 +28,19 @@ def _fault() -> _Fault | None:
         return None
     block, _, rest = raw.partition(":")
     marker, sep, times = rest.rpartition(":")
-    if not sep or not times.isdigit():
+    if not sep or not times.isascii() or not times.isdigit():
         marker, times = rest, "1"
+    if not (block.isascii() and block.isdigit()) or not marker:
+        raise ConfigError(
+            f"${FAULT_ENV} is not BLOCK:MARKER_PATH[:TIMES] (a test switch; unset it)",
+            field=FAULT_ENV,
+        )
     return int(block), marker, int(times)
+
+
+def check_fault() -> None:
+    """Refuse a :data:`FAULT_ENV` not of its form (a :class:`ConfigError` naming it)."""
+    _fault()
 
 
 def _maybe_die(fault: _Fault | None, index: int) -> None:
