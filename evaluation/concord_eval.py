@@ -1,4 +1,4 @@
-"""CONCORD over generated decision problems with function agents (seed 002, "Evaluation").
+"""CONCORD over generated decision problems with function agents (the CONCORD specification's "Evaluation").
 
 Four classes of decision problems, each generated from a seed:
 

@@ -1,4 +1,4 @@
-"""DCI efficiency and process metrics, as the seed's Tables 5-6, offline on the example tasks.
+"""DCI efficiency and process metrics, as the DCI paper's Tables 5-6, offline on the example tasks.
 
 Runs every method (DCI and the four baselines) on the seven example tasks in
 ``examples/dci/`` with the bundled scripted models and prints, per method: mean prompt,

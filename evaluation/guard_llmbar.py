@@ -1,4 +1,4 @@
-"""Reproduction B of seed 003 on real judge panels: LLMBar, leave-one-subset-out.
+"""Reproduction B of the correlated-hallucination study on real judge panels: LLMBar, leave-one-subset-out.
 
 Six LLM judges (GPT-4, ChatGPT, ChatGPT-0301: family OpenAI; PaLM2: Google; LLaMA2:
 Meta; Falcon: TII) chose the better of two outputs on LLMBar's Natural and adversarial
@@ -10,7 +10,7 @@ For every split, the guard is calibrated on all subsets but one and tested on th
 left out (no gold at decision time). Compared on the test subset:
 
 (i)   unweighted majority, confidence = vote share (ties to the smallest label);
-(ii)  consensus weighting ``w = exp(beta * agreement)`` (beta 1.5, the seed's default),
+(ii)  consensus weighting ``w = exp(beta * agreement)`` (beta 1.5, the study's default),
       confidence = weight share;
 (iii) the guarded aggregator (:func:`dissensus.guard.guard_cases`) with the split's
       calibration; shown also with the recommended verifier turned off (majority

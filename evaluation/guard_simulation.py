@@ -1,4 +1,4 @@
-"""Reproduction A of seed 003: the correlated-hallucination cliff, simulated.
+"""Reproduction A of the correlated-hallucination study: the correlated-hallucination cliff, simulated.
 
 Voters answer K-choice questions. Each case is in the *evidence-present* stratum (the
 shared index holds the answer: a voter is right with probability ``acc_present``) or
@@ -18,7 +18,7 @@ measured on a separate labelled draw, shrunk by ``n_eff / n``):
 accuracy, mean confidence and calibration gap ``|confidence - accuracy|``. The *cliff*
 is the correlation at which consensus weighting stops improving calibration, i.e. where
 its gap first exceeds majority's (linear interpolation between grid points), reported
-per stratum and pooled (``absent_share`` of the cases evidence-absent); the seed
+per stratum and pooled (``absent_share`` of the cases evidence-absent); the study
 reports about 0.6. The headline (and the plot's marker) is the evidence-present
 stratum's, the only one where weighting helps at all: on the evidence-absent stratum
 majority's vote share is already overconfident and weighting only adds to it.
@@ -63,7 +63,7 @@ class Setup:
     classes: int = 4
     cases: int = 4000
     absent_share: float = 0.3
-    """Share of evidence-absent cases in the pooled figures (the seed: a minority)."""
+    """Share of evidence-absent cases in the pooled figures (the study: a minority)."""
     acc_present: float = 0.85
     acc_absent: float = 0.5
     confabulation: float = 0.8

@@ -1,4 +1,4 @@
-"""Reproduction B of seed 003 on a second panel: ZeroEval GSM8K, open numeric answers.
+"""Reproduction B of the correlated-hallucination study on a second panel: ZeroEval GSM8K, open numeric answers.
 
 Nine solver models (Llama-3 and Llama-3.1: family meta; Mistral-Nemo and Mixtral:
 mistral; gemma-2: google; gpt-3.5-turbo: openai; Qwen2: alibaba; Phi-3.5: microsoft;

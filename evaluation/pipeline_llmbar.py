@@ -5,7 +5,7 @@ orders) from ``<data>/llmbar`` and reports, for every leave-one-subset-out split
 reliability calibration is built from the *other* subsets only, the test subset's gold
 labels are used for scoring only) and pooled over the splits:
 
-* (i) **plain state routing**: a case is auto-accepted when the seed's default routing
+* (i) **plain state routing**: a case is auto-accepted when the disagreement-states paper's default routing
   sends it to ``auto`` or ``auto_explain``; the decision is the panel's plurality;
 * (ii) **the composed pipeline** (``examples/llmbar-policy.yaml`` in trust-region mode,
   with the split's reliability calibration and the marker lexicon the trust regions
@@ -87,7 +87,7 @@ def calibration_for(panels: list[Panel], policy: Policy, sources: list[str]) -> 
 def plain_routing(
     panels: list[Panel], backend: SimilarityBackend, policy: Policy
 ) -> list[tuple[bool, str | None]]:
-    """(auto-accepted?, decision) under the seed's default routing."""
+    """(auto-accepted?, decision) under the disagreement-states paper's default routing."""
     th = Thresholds.for_model(backend.name, policy.reading.theta_s, policy.reading.theta_a)
     rules = RuleSet.default()
     out = []

@@ -1,6 +1,6 @@
-"""Faithfulness check of the disagreement states (seed 000) on real panels.
+"""Faithfulness check of the disagreement states (the disagreement-states paper) on real panels.
 
-The seed validated its reading by showing that the four states order *human*
+The paper validated its reading by showing that the four states order *human*
 disagreement as DA < CA < DD < CD, that disagreement states (CD, DD) are separated from
 agreement states (CA, DA) with Cohen's d = 0.80, and that flagging by state categories
 beats flagging by reasoning-divergence magnitude alone (F1 0.548 vs 0.503). Its corpus
@@ -17,7 +17,7 @@ Usage::
     python evaluation/states_faithfulness.py [--data DIR] [--similarity minilm|tfidf]
                                              [--theta-a 0.8] [--quantile 0.5]
 
-Choices (the seed is silent on all of them):
+Choices (the paper is silent on all of them):
 
 * theta_s is calibrated per corpus with :func:`dissensus.states.theta_fit.calibrate`'s
   rule: the ``--quantile`` (default 0.5, the median) of the per-panel mean reasoning
@@ -41,7 +41,7 @@ Choices (the seed is silent on all of them):
   is the same-budget comparison of CD+DD against the lowest-similarity items.
 * Order sensitivity (extra, LLMBar ``Swap_CoT``): states are read on the original-order
   traces of that run (its own median theta_s); per state, the share of voting judges
-  whose verdict changes when only the order of the two outputs is swapped. The seed reads
+  whose verdict changes when only the order of the two outputs is swapped. The paper reads
   DD as an unstable interpretation; this measures instability directly.
 * Human-label entropy (VariErrNLI): Shannon entropy in bits of the distribution of every
   label given (an annotator with two labels counts for both); the soft-label column is
@@ -275,14 +275,14 @@ def report_llmbar(corpus: Corpus, out: Callable[[str], None]) -> None:
     )
     out("")
     out(
-        f"ordering by wrong share: {ordering(means)}   (seed 000, human disagreement: {' < '.join(PAPER_ORDER)})"
+        f"ordering by wrong share: {ordering(means)}   (disagreement-states paper, human disagreement: {' < '.join(PAPER_ORDER)})"
     )
     disagree = np.isin(states, ("CD", "DD"))
     d = cohens_d(wrong[disagree], wrong[~disagree])
     lo, hi = bootstrap_d(wrong, disagree)
     out(
         f"Cohen's d of wrongness, disagreement (CD+DD, n={int(disagree.sum())}) vs agreement "
-        f"(CA+DA, n={int((~disagree).sum())}): {d:.3f} (95% bootstrap CI {lo:.3f} to {hi:.3f}; seed 000: 0.80)"
+        f"(CA+DA, n={int((~disagree).sum())}): {d:.3f} (95% bootstrap CI {lo:.3f} to {hi:.3f}; disagreement-states paper: 0.80)"
     )
     for label, group in (("Natural", ~adversarial), ("Adversarial", adversarial)):
         dg = cohens_d(wrong[group & disagree], wrong[group & ~disagree])
@@ -326,7 +326,7 @@ def report_llmbar(corpus: Corpus, out: Callable[[str], None]) -> None:
     out(
         f"headline (same budget): states CD+DD F1 {prf(flag, target)[2]:.3f} vs lowest similarity "
         f"F1 {prf(same, target)[2]:.3f}; in-sample best: state set F1 {best_scores[2]:.3f} vs similarity "
-        f"cut-off F1 {cut_scores[2]:.3f}   (seed 000 on its task: 0.548 vs 0.503)"
+        f"cut-off F1 {cut_scores[2]:.3f}   (disagreement-states paper on its task: 0.548 vs 0.503)"
     )
     out("")
 
@@ -426,7 +426,9 @@ def report_varierrnli(corpus: Corpus, files: list[str], out: Callable[[str], Non
         )
     )
     out("")
-    out(f"ordering by label entropy: {ordering(means)}   (seed 000: {' < '.join(PAPER_ORDER)})")
+    out(
+        f"ordering by label entropy: {ordering(means)}   (disagreement-states paper: {' < '.join(PAPER_ORDER)})"
+    )
     disagree = np.isin(states, ("CD", "DD"))
     d = cohens_d(entropy[disagree], entropy[~disagree])
     lo, hi = bootstrap_d(entropy, disagree)

@@ -63,7 +63,8 @@ def test_strata_reliability_and_correlation() -> None:
     assert cal.mean_error_correlation == pytest.approx(1 / 3)
     assert cal.n_eff == pytest.approx(3 / (1 + 2 / 3))
     # Majority is wrong on half of the absent stratum at 2/3 vote share: beta* = 0,
-    # while the seed's accuracy-only rule would allow every beta (two answers).
+    # while the correlated-hallucination study's accuracy-only rule would allow every
+    # beta (two answers).
     assert cal.beta_star == 0.0 and cal.beta_star_accuracy == max(cal.settings.beta_grid)
     # a2 is right exactly where the majority is wrong (0.5 each on the absent stratum),
     # a0 and a1 vote with the majority: no voter beats majority, so none is recommended.

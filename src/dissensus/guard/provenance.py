@@ -11,7 +11,7 @@ Choices where the design is silent:
   evidence stratum of a vote's reliability, and the strata of the reliability fit.
 * Sources are compared as :func:`canonical_source` sees them: Unicode NFKC, case-folded,
   surrounding whitespace stripped, so ``wiki-index``, ``Wiki-Index`` and ``wiki-index ``
-  are one source (the seed asks to *name* each agent's distinct source, and these name
+  are one source (the correlated-hallucination study asks to *name* each agent's distinct source, and these name
   the same one). Invariant 1 counts and reports sources in that form. Families have
   their own rule (:func:`dissensus.families.canonical_family`), which also maps a model
   name to its vendor; a source is never mapped (``gpt-index`` is an index, not OpenAI).
