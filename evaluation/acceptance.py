@@ -441,7 +441,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--similarity", default="tfidf", choices=["tfidf", "static", "minilm"])
     parser.add_argument("--sets", default=",".join(SETS), help=f"of {', '.join(SETS)}")
     parser.add_argument(
-        "--limit", type=int, default=None, help="first N cases per data set (development)"
+        "--limit", type=int, default=None, help="first N cases per data set (a quick check)"
     )
     parser.add_argument(
         "--no-reasoning",

@@ -1,4 +1,4 @@
-"""Function agents for the worked incident of seed 002: four subsystem owners.
+"""Function agents for the worked incident of the CONCORD specification: four subsystem owners.
 
 A region-wide incident. Four agents each own one subsystem and see only their own part:
 
