@@ -3,7 +3,10 @@
 Each function is what the CLI command of the same name does for one request, on the
 same models, returning the same JSON (``--json``) records; the CLI's own formatting
 helpers are not imported (nothing imports the CLI), and a test pins that the records
-are identical.
+are identical. ``route``, ``negotiate`` and ``verify`` are :mod:`dissensus.calls`', the
+copy the MCP server calls too, with the service's :class:`~dissensus.calls.DoorOptions`
+(no function agents, at most ``--max-agents`` agents), so the two doors refuse the same
+mistake with the same field and message.
 
 Choices where the design is silent (all about what a remote caller may make the
 server do):
@@ -14,7 +17,8 @@ server do):
   thresholds are the request's, else the policy's (:func:`route_thresholds`: the
   policy's ``theta_s`` only with the policy's backend).
 * ``negotiate`` runs table and LLM agents only: function agents name Python code to
-  import and are refused with their field; a ``model`` in the problem is refused too
+  import and are refused with their field (``agents.N.kind``); a ``model`` in the
+  problem is refused too
   (it could name a file on the server); LLM agents use ``$DISSENSUS_MODEL`` of the
   server, within its budgets.
 * ``vote`` takes its calibration from the server policy's ``guard.calibration``.
@@ -38,28 +42,19 @@ server do):
 
 from __future__ import annotations
 
-import asyncio
-import math
-import os
-from typing import Any
-
-from dissensus.agents.off_loop import negotiate_off_loop
+from dissensus import calls
+from dissensus.calls import TooManyAgents
 from dissensus.concord.bounds import Bound, compute_bound
-from dissensus.concord.problem import parse_problem
 from dissensus.concord.record import Certificate
-from dissensus.concord.rules import RULES
 from dissensus.concord.verify import Verdict
-from dissensus.concord.verify import verify as verify_record
 from dissensus.errors import ConfigError
 from dissensus.guard import GuardThresholds, ReliabilityFit, guard_case
 from dissensus.guard.decision import GuardDecision
 from dissensus.io.limits import MAX_AGENTS
 from dissensus.outputs import RouteRecord
 from dissensus.pipeline.policy import ReadingSettings
-from dissensus.states.reading import Thresholds, read_panels
-from dissensus.states.routing import RuleSet
 from dissensus.states.similarity import SimilarityBackend, backend_key, get_backend
-from dissensus.types import Panel, VoteCase
+from dissensus.types import JsonObject, Panel, VoteCase
 
 __all__ = [
     "ROUTE_BACKENDS",
@@ -73,10 +68,6 @@ __all__ = [
 ]
 
 
-class TooManyAgents(ConfigError):
-    """A negotiation with more agents than the server allows (413)."""
-
-
 ROUTE_BACKENDS = ("tfidf", "minilm")
 """Similarity backends a request may name."""
 
@@ -86,6 +77,7 @@ _BACKENDS: dict[str, SimilarityBackend] = {}
 
 def backend_for(name: str) -> SimilarityBackend:
     """A shared instance of a named backend (any name of ``tfidf`` or ``minilm``)."""
+    calls.refuse_code_backend(name)
     name = backend_key(name) if backend_key(name) in ROUTE_BACKENDS else name
     if name not in ROUTE_BACKENDS:
         raise ConfigError(
@@ -111,13 +103,9 @@ def route_thresholds(
 def route(
     panels: list[Panel], backend: SimilarityBackend, *, theta_s: float | None, theta_a: float | None
 ) -> list[RouteRecord]:
-    """Read and route panels with the default rules (``dissensus route --json``)."""
-    thresholds = Thresholds.for_model(backend.name, theta_s, theta_a)
-    rules = RuleSet.default()
-    readings = read_panels(panels, backend, thresholds)
-    return [
-        RouteRecord.of(r, rules.route(r, p.meta)) for p, r in zip(panels, readings, strict=True)
-    ]
+    """Read and route panels with the default rules (``dissensus route --json``;
+    :func:`dissensus.calls.route`)."""
+    return calls.route(panels, backend, theta_s=theta_s, theta_a=theta_a)
 
 
 def vote(
@@ -140,48 +128,15 @@ async def negotiate(
     data: object, *, deadline: float | None, rule: str | None, max_agents: int = MAX_AGENTS
 ) -> Certificate:
     """Run CONCORD on a problem document (``dissensus negotiate --json``), with at most
-    ``max_agents`` agents (413)."""
-    if rule is not None and rule not in RULES:
-        raise ConfigError(
-            f"unknown rule {rule!r}; expected one of {', '.join(RULES)}", field="rule"
-        )
-    if deadline is not None and not (math.isfinite(deadline) and deadline >= 0):
-        raise ConfigError(
-            f"the deadline must be a finite number of seconds, at least 0 (got {deadline})",
-            field="deadline",
-        )
-    if isinstance(data, dict) and data.get("model"):
-        raise ConfigError(
-            "the service uses its own model for LLM agents; remove 'model'", field="model"
-        )
-    agents_in = data.get("agents") if isinstance(data, dict) else None
-    if isinstance(agents_in, list) and len(agents_in) > max_agents:
-        raise TooManyAgents(
-            f"{len(agents_in)} agents; at most {max_agents} per negotiation", field="agents"
-        )
-    problem = await asyncio.to_thread(parse_problem, data)
-    for i, agent in enumerate(problem.agents):
-        if agent.kind == "function":
-            raise ConfigError(
-                "function agents import code and are not run by the service",
-                field=f"agents.{i}.kind",
-            )
-    spec: str | None = None
-    if any(a.kind == "llm" for a in problem.agents):
-        spec = os.environ.get("DISSENSUS_MODEL")
-        if not spec:
-            raise ConfigError(
-                "the problem has LLM agents and the server has no model ($DISSENSUS_MODEL)",
-                field="agents",
-            )
-    return await negotiate_off_loop(problem, model=spec, deadline=deadline, rule=rule)
+    ``max_agents`` agents (413) and no function agents (:func:`dissensus.calls.negotiate`)."""
+    options = calls.DoorOptions(allow_functions=False, max_agents=max_agents)
+    return await calls.negotiate(data, deadline=deadline, rule=rule, options=options)
 
 
-def verify(data: dict[str, Any]) -> Verdict:  # the certificate's JSON, read by verify_record
-    """Recompute a certificate (``dissensus verify --json``); accepts ``negotiate --compare`` output."""
-    if set(data) == {"certificate", "comparison"} and isinstance(data["certificate"], dict):
-        data = data["certificate"]
-    return verify_record(data)
+def verify(data: JsonObject) -> Verdict:
+    """Recompute a certificate (``dissensus verify --json``); accepts ``negotiate --compare``
+    output (:func:`dissensus.calls.verify`)."""
+    return calls.verify(data)
 
 
 def bound(agents: int, rounds: int) -> Bound:

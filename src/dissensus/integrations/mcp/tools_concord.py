@@ -1,25 +1,31 @@
 """The CONCORD tools: ``negotiate`` (off the server's event loop), ``verify_certificate``
-and ``bound``."""
+and ``bound``.
+
+``negotiate`` and ``verify_certificate`` are :mod:`dissensus.calls`' calls, the ones
+``POST /v1/negotiate`` and ``POST /v1/verify`` make, with this server's
+:class:`~dissensus.calls.DoorOptions` (function agents only with ``--allow-functions``,
+found from the working directory; at most 256 agents): the same mistake is refused with
+the same field and message through both doors. The problem's fields are named as in the
+problem document (``model``, ``agents.3.kind``), as the service names them; only the
+tool's argument schema, checked before the call, names the argument (``problem.floor``).
+``bound`` takes the ranges ``dissensus bound`` and ``GET /v1/bound`` take
+(:data:`~dissensus.concord.controls.MAX_AGENTS`, :data:`~dissensus.concord.controls.MAX_ROUNDS`).
+"""
 
 from __future__ import annotations
 
-import asyncio
-import functools
-import os
 from pathlib import Path
 from typing import Annotated
 
 from mcp.server.mcpserver import MCPServer
 from pydantic import Field
 
-from dissensus.agents.off_loop import negotiate_off_loop
+from dissensus import calls
 from dissensus.concord.bounds import Bound, compute_bound
 from dissensus.concord.controls import MAX_AGENTS, MAX_ROUNDS
-from dissensus.concord.problem import Problem, parse_problem
+from dissensus.concord.problem import Problem
 from dissensus.concord.record import Certificate
 from dissensus.concord.verify import Verdict
-from dissensus.concord.verify import verify as verify_record
-from dissensus.errors import ConfigError
 from dissensus.integrations.mcp.errors import _reported
 from dissensus.integrations.mcp.settings import _Settings
 from dissensus.types import JsonObject
@@ -32,51 +38,16 @@ async def _negotiate(
     *,
     allow_functions: bool,
 ) -> Certificate:
-    from dissensus.concord.rules import RULES
-
-    if rule is not None and rule not in RULES:
-        raise ConfigError(
-            f"unknown rule {rule!r}; expected one of {', '.join(RULES)}", field="rule"
-        )
-    # The file-level checks the CLI applies (anchors scored by every table agent, ...),
-    # off the loop as the negotiation: a large problem takes a while to check.
+    # The problem as the caller wrote it, checked and run as ``POST /v1/negotiate`` runs
+    # its body (the file-level checks off the loop, as the negotiation).
     data = problem.model_dump(mode="json", exclude_unset=True)
-    problem = await asyncio.to_thread(functools.partial(parse_problem, data, file="problem"))
-    for i, agent in enumerate(problem.agents):
-        if agent.kind == "function" and not allow_functions:
-            raise ConfigError(
-                "function agents import server-side code: start the server with --allow-functions",
-                field=f"problem.agents.{i}.kind",
-            )
-    if problem.model:
-        raise ConfigError(
-            "the model is the server's ($DISSENSUS_MODEL), not the caller's", field="problem.model"
-        )
-    spec: str | None = None
-    if any(a.kind == "llm" for a in problem.agents):
-        spec = os.environ.get("DISSENSUS_MODEL")
-        if not spec:
-            raise ConfigError(
-                "the problem has LLM agents: the server has no model ($DISSENSUS_MODEL)",
-                field="model",
-            )
-    return await negotiate_off_loop(
-        problem,
-        model=spec,
-        deadline=deadline,
-        rule=rule,
-        base_dir=Path.cwd(),
-        threaded=deadline is not None,
-    )
+    options = calls.DoorOptions(allow_functions=allow_functions, base_dir=Path.cwd())
+    return await calls.negotiate(data, deadline=deadline, rule=rule, options=options)
 
 
 def verify_certificate(certificate: JsonObject) -> Verdict:
     """Recompute a CONCORD certificate from its raw scores; names the first violated property."""
-    if set(certificate) == {"certificate", "comparison"} and isinstance(
-        certificate["certificate"], dict
-    ):
-        certificate = certificate["certificate"]
-    return verify_record(certificate)
+    return calls.verify(certificate)
 
 
 def bound(

@@ -8,7 +8,7 @@ from typing import Annotated
 from mcp.server.mcpserver import MCPServer
 from pydantic import Field
 
-from dissensus.errors import ConfigError
+from dissensus import calls
 from dissensus.guard import GuardThresholds, ReliabilityFit, guard_case
 from dissensus.guard.decision import GuardDecision
 from dissensus.integrations.mcp.arguments import CalibrationArg, RulesArg, _within_limits
@@ -17,7 +17,6 @@ from dissensus.integrations.mcp.errors import _reported
 from dissensus.integrations.mcp.settings import _Settings
 from dissensus.io.jsontext import load_json_file
 from dissensus.outputs import RouteRecord
-from dissensus.states.reading import Thresholds, read_panels
 from dissensus.states.routing import RuleSet, RulesFile
 from dissensus.states.similarity import DEFAULT_BACKEND, get_backend
 from dissensus.types import Panel, VoteCase
@@ -31,11 +30,7 @@ def _route(
     theta_a: float | None,
     rules: str | None,
 ) -> list[RouteRecord]:
-    if ":" in similarity:
-        raise ConfigError(
-            "module:function backends are not served over MCP; use minilm, tfidf or static",
-            field="similarity",
-        )
+    calls.refuse_code_backend(similarity)
     _within_limits(panels, "panels")
     ruleset = RuleSet.default()
     if rules:
@@ -44,11 +39,7 @@ def _route(
             lambda: RuleSet.load(name), name, field="rules", what="rules file", schema=RulesFile
         )
     backend = get_backend(similarity)
-    thresholds = Thresholds.for_model(backend.name, theta_s, theta_a)
-    out = []
-    for panel, reading in zip(panels, read_panels(panels, backend, thresholds), strict=True):
-        out.append(RouteRecord.of(reading, ruleset.route(reading, panel.meta)))
-    return out
+    return calls.route(panels, backend, theta_s=theta_s, theta_a=theta_a, rules=ruleset)
 
 
 def _vote(

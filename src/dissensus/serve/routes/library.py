@@ -10,6 +10,10 @@ Choices where the design is silent:
   name that did not vote in a case is not an error (one name serves a whole list of
   cases, whose voters differ); that case falls back to the unweighted majority and its
   ``reason`` says "verifier NAME did not vote".
+* ``bound`` takes 1 to :data:`~dissensus.concord.controls.MAX_AGENTS` agents and 0 to
+  :data:`~dissensus.concord.controls.MAX_ROUNDS` rounds, the ranges of ``dissensus bound``
+  and the MCP tool ``bound`` (one source of the limits); outside them it is 422 naming
+  the parameter.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.concurrency import run_in_threadpool
 
 from dissensus.concord.bounds import Bound
+from dissensus.concord.controls import MAX_AGENTS, MAX_ROUNDS
 from dissensus.concord.record import Certificate
 from dissensus.concord.verify import Verdict
 from dissensus.guard import GuardThresholds
@@ -202,8 +207,13 @@ async def verify(request: Request, _: Principal = submit) -> Any:
 )
 async def bound(
     _: Principal = submit,
-    agents: int = Query(..., ge=1, le=1_000_000, description="Negotiating agents."),
-    rounds: int = Query(..., ge=0, le=1_000_000, description="Repair rounds."),
+    agents: int = Query(
+        ..., ge=1, le=MAX_AGENTS, description=f"Negotiating agents (1 to {MAX_AGENTS})."
+    ),
+    rounds: int = Query(
+        ..., ge=0, le=MAX_ROUNDS, description=f"Repair rounds (0 to {MAX_ROUNDS})."
+    ),
 ) -> Bound:
-    """The worst-case cost of a CONCORD run (``dissensus bound --json``)."""
+    """The worst-case cost of a CONCORD run (``dissensus bound --json``), for the agents and
+    rounds ``dissensus bound`` and a problem file take (422 naming the parameter outside them)."""
     return await run_in_threadpool(library_calls.bound, agents, rounds)
