@@ -47,15 +47,15 @@ def _after_append(event: Event) -> None:
 
 
 def open_journal(path: str | None, *, must_exist: bool = False) -> Journal:
-    from dissensus.signing import signer_from_env
-    from dissensus.store.journal import Journal, is_postgres_url, journal_path
+    """The command's journal, checked (``check_journal_file``) and opened as every door
+    opens one (``store.journal.open_journal``: sealed with ``$DISSENSUS_SIGNING_KEY``)."""
+    from dissensus.store.journal import is_postgres_url, journal_path
+    from dissensus.store.journal import open_journal as open_store
 
     target = journal_path(path)
     if not is_postgres_url(target):
         check_journal_file(target, must_exist=must_exist)
-    return Journal(
-        target, after_append=_after_append if JOURNAL_HOOKS else None, signer=signer_from_env()
-    )
+    return open_store(target, after_append=_after_append if JOURNAL_HOOKS else None)
 
 
 @contextmanager

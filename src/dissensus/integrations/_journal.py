@@ -4,7 +4,8 @@ A node or a reducer is made once and runs many times; a journal it cannot open (
 directory, a folder that does not exist, a number) would fail every call later, each
 as that call's fault. :func:`checked_journal` opens and closes the journal when the door
 is made (creating an SQLite file that is not there yet) and turns what refuses it into a
-:class:`~dissensus.errors.ConfigError` naming ``journal``; :func:`open_journal` opens it
+:class:`~dissensus.errors.ConfigError` naming ``journal`` (a ``$DISSENSUS_SIGNING_KEY``
+that cannot be used is refused then too, naming the variable); :func:`open_journal` opens it
 for one call the same way, so that a journal gone bad meanwhile is named as the
 journal's fault, never as the call's input. A URL's password is never shown
 (:func:`~dissensus.store.targets.mask_url`).
@@ -17,8 +18,10 @@ import sqlite3
 from pathlib import Path
 
 from dissensus.errors import ConfigError, DissensusError
+from dissensus.signing import signer_from_env
 from dissensus.store import Journal
 from dissensus.store.journal import is_postgres_url
+from dissensus.store.journal import open_journal as open_store
 from dissensus.store.targets import mask_url, scrub_secrets
 
 __all__ = ["checked_journal", "open_journal"]
@@ -44,10 +47,14 @@ def checked_journal(journal: object, *, resolve: bool = False) -> str:
 
 
 def open_journal(target: str) -> Journal:
-    """The journal ``target`` names, open; what refuses it is a :class:`ConfigError`
-    naming ``journal`` (the set-up's fault, not the input's)."""
+    """The journal ``target`` names, open as every door opens one
+    (:func:`dissensus.store.journal.open_journal`: sealed with ``$DISSENSUS_SIGNING_KEY``
+    when it is set); what refuses it is a :class:`ConfigError` naming ``journal`` (the
+    set-up's fault, not the input's), but a signing key that cannot be used, which is
+    the :class:`ConfigError` naming the variable (never the key)."""
+    signer = signer_from_env()
     try:
-        return Journal(target)
+        return open_store(target, signer=signer)
     except ConfigError as exc:
         if exc.field == "journal":
             raise

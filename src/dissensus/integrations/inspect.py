@@ -77,6 +77,10 @@ Choices where the frameworks are silent:
   sample in an eval reported as a success. A journal that cannot be opened at a
   reduction (removed meanwhile) raises that ``ConfigError`` from the reducer: Inspect
   reports the sample's error and the eval's, never a sample unscored for its scores.
+  It is opened as every door opens a journal
+  (:func:`dissensus.store.journal.open_journal`): with ``$DISSENSUS_SIGNING_KEY`` set,
+  each reduction's run is sealed, and a key set but unusable is a ``ConfigError``
+  naming the variable when the reducer is made (a journal in memory too).
 * **Acceptance and guard calibration**: ``acceptance`` is a learned acceptance file
   written by ``dissensus calibrate-acceptance`` (``dissensus.acceptance/2``, passed as the
   policy's ``acceptance.model``) or a reliability file (``dissensus.reliability/1``, passed
@@ -661,7 +665,8 @@ def dissensus_reducer(
     watch = ShiftWatch(spec, every=shift_every if journal is not None else 0)
     # Against the folder the policy is read from (the task's, where Inspect makes it):
     # Inspect restores the launch folder before it reduces.
-    target = MEMORY if journal is None else checked_journal(journal, resolve=True)
+    # In memory too, so that a signing key that cannot be used is named now, not per sample.
+    target = checked_journal(MEMORY if journal is None else journal, resolve=True)
 
     def reduce(scores: list[Score]) -> Score:
         notes: list[str] = []

@@ -81,7 +81,10 @@ Choices where the framework and the design are silent:
   is opened and closed once when the node is made (an SQLite file not there yet is
   created): anything that is no path (``journal=5``) or a journal that cannot be opened
   (a directory, in a folder that does not exist) is a ConfigError naming ``journal``
-  then, not a failure of every call.
+  then, not a failure of every call. It is opened as every door opens a journal
+  (:func:`dissensus.store.journal.open_journal`): with ``$DISSENSUS_SIGNING_KEY`` set,
+  each run the node decides or resolves is sealed, and a key set but unusable is a
+  ConfigError naming the variable when the node is made.
 """
 
 from __future__ import annotations
@@ -99,7 +102,7 @@ from pydantic import ValidationError
 
 from dissensus.cases import as_panel
 from dissensus.errors import ConfigError, DissensusError, InputError
-from dissensus.integrations._journal import checked_journal
+from dissensus.integrations._journal import checked_journal, open_journal
 from dissensus.integrations._review import (
     ReviewAnswer,
     resolve_checked,
@@ -205,7 +208,7 @@ class DecisionNode:
     def __call__(self, state: Any, config: RunnableConfig) -> Command[Any]:
         self._check_key(config)
         panel = _as_panel(self.panel(state))
-        with Journal(self.journal) as journal:
+        with open_journal(self.journal) as journal:
             return self._decide(panel, config, journal)
 
     def _check_key(self, config: RunnableConfig) -> None:

@@ -1,7 +1,7 @@
 """Panels built from member models: one OpenAI-compatible request fanned out, decided, answered.
 
 >>> from dissensus.panels import PanelChat
->>> chat = PanelChat.from_file("policy.yaml", journal=Journal("runs.sqlite"))  # doctest: +SKIP
+>>> chat = PanelChat.from_file("policy.yaml", journal=open_journal("runs.sqlite"))  # doctest: +SKIP
 >>> done = chat.complete({"model": "panel", "messages": [{"role": "user", "content": "2+2?"}]})  # doctest: +SKIP
 >>> done.dissensus.status, done.choices[0].message.content  # doctest: +SKIP
 

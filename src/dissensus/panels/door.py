@@ -486,7 +486,7 @@ def _after(spec: RunSpec, fan: FanOut) -> RunSpec:
 class PanelChat:
     """The policy's panel behind one chat-completions call (async first, sync twins).
 
-    >>> chat = PanelChat.from_file("policy.yaml", journal=Journal("runs.sqlite"))  # doctest: +SKIP
+    >>> chat = PanelChat.from_file("policy.yaml", journal=open_journal("runs.sqlite"))  # doctest: +SKIP
     >>> done = chat.complete({"model": "panel", "messages": [{"role": "user", "content": "2+2?"}]})  # doctest: +SKIP
     >>> done.choices[0].finish_reason, done.dissensus.decision  # doctest: +SKIP
     """

@@ -70,7 +70,7 @@ from dissensus.signals import (
     agent_signals,
     recorded_second_answers,
 )
-from dissensus.store.journal import Journal
+from dissensus.store.journal import Journal, open_journal
 from dissensus.types import Panel
 
 T = TypeVar("T")
@@ -159,7 +159,11 @@ async def adecide(
     an empty journal path). The
     case is journalled in ``journal`` (a :class:`Journal`, or a journal's path or URL,
     opened and closed by this call; default: a throw-away in-memory one) as run
-    ``run_id`` (default: a fresh id); deciding the same panel under an existing run id
+    ``run_id`` (default: a fresh id). A journal this call opens is opened as every door
+    opens one (:func:`~dissensus.store.journal.open_journal`): with
+    ``$DISSENSUS_SIGNING_KEY`` set, the run ends with a ``run.sealed`` event, and a key
+    set but unreadable is a :class:`ConfigError` naming the variable; a :class:`Journal`
+    given keeps the signer it was made with; deciding the same panel under an existing run id
     replays that run (the LangGraph node relies on it), a different panel is refused;
     calls with one run id at once in one process (on one journal object, or several on
     one journal) are one decision: the first decides, the others wait and replay it
@@ -199,7 +203,7 @@ async def adecide(
     store = (
         journal
         if isinstance(journal, Journal)
-        else Journal(os.fspath(journal) if journal is not None else ":memory:")
+        else open_journal(os.fspath(journal) if journal is not None else ":memory:")
     )
     rid = run_id or new_run_id()
     text = panel.model_dump_json() + "\n"

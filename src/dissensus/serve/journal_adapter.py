@@ -41,12 +41,13 @@ decide differently.
   coordination state, are shown while live but are not history).
 * **Queue order** (:meth:`ReviewDesk.order`): the journal's queue order (oldest run
   first, then line), newest first, or by reason (then queue order); a text search
-  matches the question (:func:`question_of`: ``meta.question`` or ``meta.input``, else a
-  chat panel's last ``user`` message), the case id or the reason, ignoring case. The
-  entries come from the review index as for the unfiltered queue; the text of each item
-  is read from its ``review.opened`` payload the first time it is searched (no item is
-  validated) and then remembered by the desk (:data:`SEARCH_CACHE_ITEMS`), since a
-  journalled event never changes.
+  matches the question (:func:`question_of`: the first of ``meta.question``,
+  ``meta.input``, ``meta.prompt`` and ``meta.statement`` that is a non-blank text,
+  :data:`~dissensus.cases.QUESTION_KEYS`, else a chat panel's last ``user`` message),
+  the case id or the reason, ignoring case. The entries come from the review index as
+  for the unfiltered queue; the text of each item is read from its ``review.opened``
+  payload the first time it is searched (no item is validated) and then remembered by
+  the desk (:data:`SEARCH_CACHE_ITEMS`), since a journalled event never changes.
 * **Automatic decisions** to audit (:meth:`ReviewDesk.auto_cases`) are the
   ``case.record`` events with ``auto: true`` of the journal's decide runs, in run then
   line order; the panel is shown without ``meta.gold``, as in review items.

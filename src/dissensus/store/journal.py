@@ -46,7 +46,7 @@ import socket
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 from dissensus.deprecation import deprecated_names, renamed
 from dissensus.errors import ConfigError
@@ -88,6 +88,7 @@ if TYPE_CHECKING:
 __all__ = [
     "BUSY_TIMEOUT_ENV",
     "DEFAULT_JOURNAL",
+    "FROM_ENV",
     "SEAL_TYPE",
     "SYNC_ENV",
     "CaseClosed",
@@ -568,15 +569,31 @@ class Journal:
         self._locks.release(run_id, pid)
 
 
+FROM_ENV: Final = "env"
+"""``open_journal``'s default signer: the one of ``$DISSENSUS_SIGNING_KEY``, if set."""
+
+
 def open_journal(
     target: str | Path | None = None,
     *,
     after_append: Callable[[Event], None] | None = None,
     busy_timeout: float | None = None,
-    signer: Signer | None = None,
+    signer: Signer | Literal["env"] | None = FROM_ENV,
 ) -> Journal:
     """Open the journal ``target`` names (a path or ``postgresql://`` URL; default
-    :func:`journal_path`)."""
+    :func:`journal_path`): the one way every door opens a journal it is given by name.
+
+    Its runs are sealed with ``signer``, by default the signer of
+    ``$DISSENSUS_SIGNING_KEY`` (:func:`~dissensus.signing.signer_from_env`: unset is
+    unsigned; a key set but empty or that does not parse is a
+    :class:`~dissensus.errors.ConfigError` naming the variable, raised before the
+    journal is opened, never repeating the key); ``None`` opens it unsigned.
+    ``Journal(target)`` reads no environment: a journal object keeps the signer it was
+    made with."""
+    if isinstance(signer, str):  # FROM_ENV
+        from dissensus.signing import signer_from_env
+
+        signer = signer_from_env()
     resolved = journal_path(str(target) if target is not None else None)
     return Journal(resolved, after_append=after_append, busy_timeout=busy_timeout, signer=signer)
 

@@ -1,5 +1,11 @@
 """The server's settings: its journal, policy, reviewer, served directory and whether it
-runs code, and how a call opens its journal and builds its run specification."""
+runs code, and how a call opens its journal and builds its run specification.
+
+A call opens its journal as every door opens one
+(:func:`dissensus.store.journal.open_journal`), with the signer of
+``$DISSENSUS_SIGNING_KEY`` read once when the server is built: with it set, every run a
+call decides or resolves is sealed; a key set but unusable is a ``ConfigError`` naming
+the variable before the server serves."""
 
 from __future__ import annotations
 
@@ -19,7 +25,8 @@ from dissensus.pipeline.learned import load_learned_data
 from dissensus.pipeline.policy import Policy, load_policy
 from dissensus.pipeline.review import reviewer_name_problem
 from dissensus.pipeline.shift_watch import EVERY, ShiftWatch, check_every
-from dissensus.store import Journal, is_postgres_url, journal_path
+from dissensus.signing import signer_from_env
+from dissensus.store import Journal, is_postgres_url, journal_path, open_journal
 
 REVIEWER_ENV = "DISSENSUS_REVIEWER"
 """The reviewer identity ``review_resolve`` records when ``--reviewer`` is not given."""
@@ -89,6 +96,9 @@ class _Settings:
         self.journal = _check_journal(journal) if journal else journal
         self.policy = _file_arg(policy, "policy")
         self.reviewer = _server_reviewer(reviewer)
+        # Every journal a call opens seals its runs with this key (as the CLI's): a key
+        # that cannot be used is named before the server serves.
+        self.signer = signer_from_env()
         self.root = _served_root(root)
         self.allow_functions = allow_functions
         self._opening: dict[Path, threading.Lock] = {}
@@ -139,7 +149,7 @@ class _Settings:
             target = _check_journal(journal_path(self.journal))
             if must_exist and not is_postgres_url(target) and not os.path.exists(target):
                 raise InputError(f"journal not found: {target} (field 'journal')")
-            return Journal(target)
+            return open_journal(target, signer=self.signer)
         _check_journal(journal)
         if is_postgres_url(journal):
             raise ConfigError(
@@ -157,7 +167,7 @@ class _Settings:
                 # SQLite would make any empty file (a package's __init__.py) a journal.
                 raise InputError("an existing empty file is not a journal (field 'journal')")
             try:
-                return Journal(str(path))
+                return open_journal(str(path), signer=self.signer)
             except DissensusError as exc:
                 # Named as the caller named it: the server's own root is not the caller's.
                 text = str(exc).replace(str(path), journal).replace(str(self.root), ".")
