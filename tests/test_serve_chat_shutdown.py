@@ -227,8 +227,12 @@ def test_a_request_timed_out_after_its_hand_off_names_its_journalled_case(
                 if res.status_code == 200:
                     known.add(res.json()["dissensus"]["run_id"])
                     continue
-                assert res.status_code == 504, res.text
                 body = res.json()
+                if res.status_code == 408:  # a loaded machine: the body was not read in time
+                    assert body["error"]["code"] == "request_timeout", body
+                    assert "dissensus" not in body
+                    continue
+                assert res.status_code == 504, res.text
                 if body["error"]["code"] == "timeout":  # before the hand-off: nothing journalled
                     assert "dissensus" not in body
                     continue
