@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from dissensus.errors import ConfigError
@@ -382,6 +382,10 @@ TAMPERS = {
     "delta": ("families", "families.0.delta", "families.2.delta"),
     "error_upper": ("error_upper",),
     "threshold": ("threshold",),
+    # A stratum's bound, or its counts, edited: its bound is no longer the one of its
+    # counts (the stratified files' only check of each stratum's figures).
+    "strata.error_upper": ("strata.{k}.error_upper",),
+    "strata.correct": ("strata.{k}.error_upper",),
 }
 
 
@@ -393,6 +397,10 @@ TAMPERS = {
     stratified=st.booleans(),
     field=st.sampled_from(sorted(TAMPERS)),
 )
+@example(seed=0, n=150, rule="bonferroni", stratified=True, field="strata.error_upper")
+@example(seed=0, n=150, rule="bonferroni", stratified=True, field="strata.correct")
+@example(seed=1, n=150, rule="split", stratified=True, field="strata.error_upper")
+@example(seed=1, n=150, rule="split", stratified=True, field="strata.correct")
 def test_a_file_whose_figures_refute_its_claim_is_refused(
     tmp_path_factory: pytest.TempPathFactory,
     seed: int,
@@ -402,8 +410,9 @@ def test_a_file_whose_figures_refute_its_claim_is_refused(
     field: str,
 ) -> None:
     """Every calibrated file loads; re-hashed with a claim its counts refute (a higher
-    target, a smaller delta, a smaller bound, another threshold) it is refused, naming the
-    field (the edited target and bound were accepted, and the monitor aimed at them)."""
+    target, a smaller delta, a smaller bound, another threshold, a stratum's smaller bound
+    or other counts) it is refused, naming the field (the edited target and bound were
+    accepted, and the monitor aimed at them)."""
     from dissensus.acceptance import (
         calibrate,
         canonical_hash,
@@ -427,7 +436,15 @@ def test_a_file_whose_figures_refute_its_claim_is_refused(
     if field in ("target_precision", "threshold") and saved.threshold is None:
         return  # nothing claimed: the edit claims nothing either
     data = json.loads(path.read_text())
-    if field == "target_precision":
+    k = max(range(len(data["strata"])), key=lambda i: data["strata"][i]["accepted"], default=0)
+    if field.startswith("strata.") and not (stratified and data["strata"][k]["accepted"]):
+        return  # no stratum, or none that accepted a case: no stratum's figures to edit
+    if field == "strata.error_upper":
+        data["strata"][k]["error_upper"] /= 2
+    elif field == "strata.correct":
+        stratum = data["strata"][k]
+        stratum["correct"] += 1 if stratum["correct"] < stratum["accepted"] else -1
+    elif field == "target_precision":
         data[field] = 0.99
         data["error_upper"] = 0.005
     elif field == "delta":
@@ -441,4 +458,52 @@ def test_a_file_whose_figures_refute_its_claim_is_refused(
     path.write_text(json.dumps(data))
     with pytest.raises(ConfigError) as info:
         load_acceptance(path)
-    assert info.value.field in TAMPERS[field], (info.value.field, str(info.value))
+    named = {f.format(k=k) for f in TAMPERS[field]}
+    assert info.value.field in named, (info.value.field, str(info.value))
+
+
+@settings(max_examples=6, deadline=None)
+@given(
+    seed=st.integers(0, 2**31 - 1),
+    n=st.integers(100, 200),
+    stratified=st.booleans(),
+    share=st.floats(0.01, 0.99),
+)
+def test_competing_levels_that_add_up_above_delta_are_refused(
+    tmp_path_factory: pytest.TempPathFactory,
+    seed: int,
+    n: int,
+    stratified: bool,
+    share: float,
+) -> None:
+    """Under the Bonferroni rule the competing families' levels add up to at most
+    ``delta`` (the union bound): re-hashed with another competing family's level raised so
+    that the levels add up to more, though each alone stays below ``delta``, a file is
+    refused naming ``families`` (the chosen family's figures are untouched)."""
+    from dissensus.acceptance import calibrate, canonical_hash, load_acceptance, save_acceptance
+
+    cases, golds, strata = _noisy(seed, n)
+    acc = calibrate(
+        cases, golds, target=0.8, delta=0.1, min_accepted=10, rule="bonferroni",
+        strata=strata if stratified else None, strata_field="s" if stratified else None,
+    )  # fmt: skip
+    path = tmp_path_factory.mktemp("acc") / "A.json"
+    save_acceptance(acc, path)
+    load_acceptance(path)
+    data = json.loads(path.read_text())
+    competing = [f for f in data["families"] if f["competing"]]
+    others = [f for f in competing if f["family"] != data["family"]]
+    assert others, competing  # the toy cases' vote scores compete with the learned score
+    chosen = sum(f["delta"] for f in competing) - sum(f["delta"] for f in others)
+    assert chosen + sum(f["delta"] for f in others) <= data["delta"] * (1 + 1e-9)
+    # Between delta - chosen and delta: the sum is above delta, each level below it.
+    level = data["delta"] - chosen * (1 - share)
+    for f in others:
+        f["delta"] = level
+    assert max(f["delta"] for f in competing) < data["delta"]
+    assert sum(f["delta"] for f in competing) > data["delta"] * (1 + 1e-6)
+    data["sha256"] = canonical_hash(data)
+    path.write_text(json.dumps(data))
+    with pytest.raises(ConfigError, match="add up to") as info:
+        load_acceptance(path)
+    assert info.value.field == "families", (info.value.field, str(info.value))

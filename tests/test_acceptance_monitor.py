@@ -127,3 +127,24 @@ def test_the_audit_share_is_about_the_rate(rate: float) -> None:
     share = sum(is_audited(0, "run-a", line, rate) for line in range(1, n + 1)) / n
     sd = (rate * (1 - rate) / n) ** 0.5
     assert abs(share - rate) <= 4 * sd
+
+
+@NEEDS_CONFSEQ
+def test_the_bound_is_the_betting_sequence_at_level_delta() -> None:
+    """The monitor's upper bound is confseq's betting lower sequence on the error rate at
+    level delta, not a wider level: a stream of true precision 0.80 below a target of 0.85
+    is not yet suspended within 400 audits at delta 0.1, though it is at 0.2."""
+    import random
+
+    from confseq.betting import betting_lower_cs
+
+    rng = random.Random(1)
+    outcomes = [rng.random() < 0.80 for _ in range(400)]
+    head = outcomes[:80]
+    errors = np.asarray([0.0 if o else 1.0 for o in head])
+    expected = 1.0 - betting_lower_cs(errors, alpha=DELTA, breaks=100, running_intersection=True)
+    assert np.allclose(upper_bounds(head, delta=DELTA, breaks=100), expected, rtol=0, atol=1e-12)
+    wider = 1.0 - betting_lower_cs(errors, alpha=2 * DELTA, breaks=100, running_intersection=True)
+    assert not np.allclose(expected, wider, rtol=0, atol=1e-12)
+    assert suspended_after(outcomes, target=0.85, delta=DELTA) is None
+    assert suspended_after(outcomes, target=0.85, delta=2 * DELTA) is not None

@@ -281,3 +281,43 @@ def test_the_stop_reason_must_match_the_rounds_stop_note() -> None:
     _refused(doc, "stop")
     doc["trajectory"][1]["notes"].append("run stopped (cancelled) during this round")
     _refused(doc, "stop")  # not the last round
+
+
+@given(
+    st.integers(1, 4),
+    st.integers(0, 10_000),
+    st.sampled_from([0.8, 0.95, 0.99]),
+    st.integers(0, 3),
+    st.sampled_from(["gap", "delete", "empty", "add"]),
+    st.data(),
+)
+def test_a_shortfall_entry_edited_removed_or_invented_is_refused(
+    n: int, seed: int, floor: float, rounds: int, edit: str, data: st.DataObject
+) -> None:
+    """A certificate's shortfall is the list its scores give: one entry's gap edited, an
+    entry removed, the list emptied or an entry added, resealed, is refused as
+    ``shortfall``."""
+    agents = [HashAgent(f"a{i}", seed) for i in range(n)]
+    cert = negotiate_sync(agents, rejected=REJECTED, ideal=IDEAL, floor=floor, rounds=rounds)
+    doc = cert.model_dump(mode="json")
+    assert verify(doc).valid
+    short = doc["shortfall"]
+    tampered = copy.deepcopy(doc)
+    if short and edit in ("gap", "delete"):
+        i = data.draw(st.integers(0, len(short) - 1))
+        if edit == "gap":
+            gap = short[i]["gap"]
+            tampered["shortfall"][i]["gap"] = 0.001 if gap != 0.001 else 0.002
+        else:
+            del tampered["shortfall"][i]
+    elif short and edit == "empty":
+        tampered["shortfall"] = []
+    else:
+        listed = {s["agent"] for s in short}
+        agent = data.draw(st.sampled_from(doc["covered"]))
+        score = doc["scores"][agent]["calibrated"]
+        entry = {"agent": agent, "score": score if score is not None else 0.0, "gap": 0.01}
+        if agent in listed:  # a second entry for one agent
+            entry = copy.deepcopy(next(s for s in short if s["agent"] == agent))
+        tampered["shortfall"].append(entry)
+    _refused(tampered, "shortfall")

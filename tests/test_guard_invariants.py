@@ -372,3 +372,82 @@ def test_a_journalled_min_sources_of_one_still_reads_and_out_of_range_is_one_lin
     with pytest.raises(ConfigError, match="prior_rho_other") as info:
         guard_thresholds(bad)
     assert info.value.field == "guard.options.prior_rho_other"
+
+
+@st.composite
+def one_source_votes(draw: st.DrawFn) -> list[Vote]:
+    """Votes whose voters with evidence all cite one document source; the others cite a
+    model's memory or had no evidence."""
+    source = draw(st.sampled_from(sorted(EVIDENCE)))
+    votes = draw(vote_lists())
+    votes[0] = votes[0].model_copy(update={"evidence_source": source, "evidence_present": True})
+    return [
+        v
+        if not (v.evidence_present and v.evidence_source in EVIDENCE)
+        else v.model_copy(update={"evidence_source": source})
+        for v in votes
+    ]
+
+
+@given(one_source_votes(), st.integers(-3, 1), calibrations, st.floats(0.0, 10.0))
+def test_a_min_sources_below_two_still_needs_two_sources(
+    votes: list[Vote], min_sources: int, cal: ReliabilityFit | None, beta: float
+) -> None:
+    """A ``min_sources`` below 2 (a journalled policy's) counts as 2: votes whose evidence
+    comes from one source never satisfy invariant 1, and are never weighted."""
+    d = guard_votes(votes, cal, beta=beta, settings=GuardThresholds(min_sources=min_sources))
+    assert len(independent_sources(votes)) == 1
+    first = d.invariants[0]
+    assert not first.holds and first.figures["required"] == 2, first
+    assert not d.weighted
+    if beta > 0:
+        assert d.refusal is not None and d.refusal.invariant == 1
+
+
+@st.composite
+def evidenced_votes(draw: st.DrawFn) -> list[Vote]:
+    """Votes that all had evidence, from at least two document sources: invariants 1 and 2
+    hold."""
+    n = draw(st.integers(2, 7))
+    sources = draw(st.lists(st.sampled_from(sorted(EVIDENCE)), min_size=n, max_size=n))
+    if len(set(sources)) < 2:
+        sources[1] = next(s for s in sorted(EVIDENCE) if s != sources[0])
+    return [
+        Vote(
+            agent=f"agent{i}",
+            answer=draw(st.sampled_from(ANSWERS)),
+            evidence_source=source,
+            evidence_present=True,
+            family=draw(st.sampled_from(FAMILIES)),
+        )
+        for i, source in enumerate(sources)
+    ]
+
+
+@given(evidenced_votes(), st.floats(0.01, 20.0), st.booleans())
+def test_a_weighted_decision_s_confidence_is_the_posterior_of_its_answer(
+    votes: list[Vote], beta: float, decompose: bool
+) -> None:
+    """Weighted (consensus or bounded) decisions state as confidence the posterior
+    probability of the answer, not the weighted vote share the answer was chosen by."""
+    cal = CALIBRATIONS[0]
+    assert cal.beta_star is not None and cal.beta_star > 0
+    d = guard_votes(votes, cal, beta=beta, settings=GuardThresholds(decompose=decompose))
+    assert d.weighted and d.mode in ("consensus", "bounded"), d.reason
+    assert d.share is not None
+    assert d.confidence == d.probabilities[d.answer]
+
+
+def test_a_weighted_confidence_differs_from_the_share_where_the_posterior_does() -> None:
+    """Two of three evidenced voters agree: the answer's posterior is not its share of the
+    weighted vote, and the confidence is the posterior."""
+    cal = CALIBRATIONS[0]
+    votes = [
+        Vote(agent="agent0", answer="a", evidence_source="wiki", evidence_present=True),
+        Vote(agent="agent1", answer="a", evidence_source="pubmed", evidence_present=True),
+        Vote(agent="agent2", answer="b", evidence_source="news", evidence_present=True),
+    ]
+    d = guard_votes(votes, cal, beta=1.0)
+    assert d.weighted and d.answer == "a" and d.share is not None
+    assert d.confidence == d.probabilities["a"]
+    assert not math.isclose(d.confidence, d.share), (d.confidence, d.share)

@@ -242,3 +242,39 @@ def test_a_panel_over_the_agent_bound_is_refused_before_its_matrix() -> None:
     with pytest.raises(InputError, match=r"field 'outputs': 10000 agents; at most 256 per panel"):
         read_panel(data(10_000), get_backend("tfidf"))
     assert len(read_panel(data(MAX_AGENTS), get_backend("tfidf")).agents) == MAX_AGENTS
+
+
+@st.composite
+def at_most_one_reasoning(draw: st.DrawFn) -> list[tuple[str | None, str]]:
+    """Panel rows where no more than one agent gave reasoning (the others blank)."""
+    rows = draw(outputs)
+    keep = draw(st.one_of(st.none(), st.integers(0, len(rows) - 1)))
+    blanks = st.sampled_from(["", " ", "  \n\t"])
+    return [(d, r if i == keep else draw(blanks)) for i, (d, r) in enumerate(rows)]
+
+
+@given(
+    at_most_one_reasoning(),
+    st.one_of(st.sampled_from([-1.0, 0.0]), st.floats(-1, 1)),
+    st.floats(0, 1),
+    st.data(),
+)
+def test_undefined_similarity_is_never_convergent(
+    rows: list[tuple[str | None, str]], ts: float, ta: float, data: st.DataObject
+) -> None:
+    """Fewer than two agents gave reasoning: similarity is undefined (reported as 0.0),
+    and the state is divergent (DA or DD) whatever theta_s, even one at or below 0, by
+    every way of reading."""
+    th = Thresholds(theta_s=ts, theta_a=ta)
+    p = make(rows)
+    n = len(rows)
+    cells = data.draw(st.lists(st.floats(-1, 1), min_size=n * n, max_size=n * n))
+    matrix = [
+        [1.0 if i == j else cells[min(i, j) * n + max(i, j)] for j in range(n)] for i in range(n)
+    ]
+    readings = [read_from_matrix(p, matrix, "m", th)]
+    for backend in (TOY, TFIDF):
+        readings += [read_panel(p, backend, th), *read_panels([p, p], backend, th)]
+    for r in readings:
+        assert not r.similarity_defined and r.mean_similarity == 0.0, r
+        assert r.state in (State.DIVERGENT_AGREEMENT, State.DIVERGENT_DISAGREEMENT), r

@@ -309,6 +309,36 @@ def test_a_seal_that_no_longer_describes_its_chain_is_invalid_not_signed(
     assert "seal" in " ".join(report.problems)
 
 
+@pytest.mark.parametrize("column", ["at", "payload", "key"])
+@pytest.mark.parametrize("row", ["seal", "run.finished", "first"])
+def test_an_edited_row_even_the_seal_s_own_is_invalid_not_signed(
+    journal_target: str, row: str, column: str
+) -> None:
+    """One column of one row edited in place (not re-chained), the seal event itself
+    included: the chain check fails at that row, and the signature is ``invalid``, never
+    ``signed`` beside the failed check."""
+    events = _sealed_run(journal_target)
+    assert events[-1].type == SEAL_TYPE
+    with Journal(journal_target) as j:
+        assert j.verify("r", public_key=KEY.public_key).signature == "signed"
+    target = {"seal": events[-1], "run.finished": events[-2], "first": events[0]}[row]
+    value = {
+        "at": "2000-01-01T00:00:00+00:00",
+        "payload": json.dumps({**target.payload, "note": "forged"}),
+        "key": f"{target.key}/other",
+    }[column]
+    raw(
+        journal_target,
+        f"UPDATE events SET {column} = ? WHERE run_id = 'r' AND seq = ?",
+        (value, target.seq),
+    )
+    with Journal(journal_target) as j:
+        report = j.verify("r", public_key=KEY.public_key)
+    assert not report.ok, report
+    assert report.signature == "invalid", report
+    assert f"event {target.seq}" in report.signature_detail, report
+
+
 @pytest.mark.parametrize("value", ["", "   ", "\n\t\n"])
 def test_a_set_but_blank_signing_key_is_a_configuration_error(
     value: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
