@@ -9,7 +9,7 @@ as enums), validated as a :class:`dissensus.dci.acts.RawAct`. The client's failu
 ``invalid_output`` (the flow may re-ask), any other model error -> ``model_failure``.
 The act is returned as the model said it; validation is the flow's job.
 
-:class:`LLMJudge` scores one output on the design's rubric (overall quality, risk
+:class:`LLMJudge` scores one output on the DCI paper's rubric (overall quality, risk
 identification, reasoning depth, actionability, each 1-10). The judge never sees
 which method produced the output. A score is a JSON number (``true`` or ``"7"`` fails
 validation and is re-asked, never read as 1 or 7).
@@ -164,7 +164,7 @@ RubricScore = Annotated[int, BeforeValidator(_a_number), Field(ge=1, le=10)]
 
 
 class JudgeScore(BaseModel):
-    """One judge's scores of one output (the design's rubric, 1-10)."""
+    """One judge's scores of one output (the DCI paper's rubric, 1-10)."""
 
     model_config = ConfigDict(extra="forbid")
 

@@ -46,7 +46,7 @@ Choices where the design is silent:
   never read last-wins.
 * The model stack's heavy parts (the OpenAI SDK) load only when a model is called.
 * The agent is told the floor and the current scores when repairing, so it can try to
-  raise itself while keeping the others above the floor, as the design asks.
+  raise itself while keeping the others above the floor, as the CONCORD specification asks.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ root act ``a0``, so the very first ``frame`` has something to target.
 
 Choices where the design is silent:
 
-* Which target kinds each act accepts (the design names the acts and families only).
+* Which target kinds each act accepts (the DCI paper names the acts and families only).
   ``propose`` targets the act it answers (usually the frame or ``a0``); ``spawn`` and
   ``extend`` target the option they build on; ``challenge``/``ask`` open a tension on
   their target; ``bridge`` targets a tension; ``recommend`` targets an option.

@@ -32,7 +32,7 @@ the framer's or the integrator's failure alone. With ``deadline_s`` set, the run
 wall-clock deadline passes (a request in flight is cancelled), selects over whatever
 exists and says ``status: deadline_exceeded``.
 
-Ablations (the design's Table 7): ``archetypes=False`` gives every participant the neutral
+Ablations (the DCI paper's Table 7): ``archetypes=False`` gives every participant the neutral
 role; ``typed_grammar=False`` drops act names — the stage decides an utterance's effect
 (its act is logged as ``untyped``); ``convergent_flow=False`` replaces stages 3-7 with
 ``max_rounds`` open discussion rounds, one scoring pass and the highest mean score

@@ -1,6 +1,6 @@
 """Prompt text for DCI participants: short system text, one stage instruction, the view.
 
-Token cost is DCI's known weakness (the design measured about 62x a single agent), so the
+Token cost is DCI's known weakness (the DCI paper measured about 62x a single agent), so the
 prompts are deliberately terse:
 
 * the system text states the archetype's tendency and the reply format once;

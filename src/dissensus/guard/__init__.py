@@ -1,7 +1,7 @@
 """Guard for consensus-weighted voting (``docs/guard.md``).
 
 Agreement among voters that share a model, an index or a prompt is not evidence.
-:func:`guard_votes` checks the design's three invariants on one case's votes and decides by
+:func:`guard_votes` checks the three invariants of the correlated-hallucination study on one case's votes and decides by
 consensus weighting, bounded weighting, unweighted majority or a single verifier,
 with an explained refusal when weighting is unsafe. :func:`fit_reliability` measures on a
 labelled set what the guard needs: strata, beta*, reliabilities, error correlations

@@ -16,7 +16,7 @@ Choices where the design is silent:
 * ``agreement_i`` (seed: "the fraction of other critics matching agent i") is
   ``(votes for i's answer - 1) / (voters on the case - 1)``; it is 0 for a lone voter.
 * Consensus weighting is ``w_i = exp(beta * agreement_i)``; the stated confidence is the
-  winning answer's share of the total weight, as the design's adjudicator reports it.
+  winning answer's share of the total weight, as the study's adjudicator reports it.
 * An optional ``mask`` restricts which votes carry consensus weight (the guard passes the
   evidence-present votes so that fallback agreement is never turned into weight); votes
   outside the mask keep weight 1 and do not count toward anyone's agreement.

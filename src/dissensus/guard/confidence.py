@@ -1,6 +1,6 @@
 """Per-decision confidence that accounts for n_eff and measured reliability (``docs/guard.md``).
 
-Raw vote share is the number the design's failure hides behind: five clones agreeing give
+Raw vote share is the number the correlated-hallucination failure hides behind: five clones agreeing give
 the same share as five independent voters. The guard states instead a posterior over
 the answers:
 

@@ -1,7 +1,7 @@
 """The guarded aggregator: invariants, decision boundary, explained refusal (``docs/guard.md``).
 
 :func:`guard_votes` takes the votes of one case (with provenance) and an optional
-:class:`~dissensus.guard.reliability.ReliabilityFit`, checks the design's three invariants
+:class:`~dissensus.guard.reliability.ReliabilityFit`, checks the three invariants of the correlated-hallucination study
 and decides in one of four modes:
 
 ========== ===================================================================
@@ -96,7 +96,7 @@ Figure = float | int | str | bool | None
 
 
 class GuardThresholds(BaseModel):
-    """Thresholds of the guard (defaults are the design's where it gives one).
+    """Thresholds of the guard (defaults are the correlated-hallucination study's where it gives one).
 
     Every number is checked when the thresholds are made (a pydantic ``ValidationError``
     naming the field): ``max_fallback_agreement`` and the two correlations finite, from 0

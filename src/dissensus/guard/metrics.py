@@ -4,7 +4,7 @@ Choices where the design is silent:
 
 * ``ece`` is the binned expected calibration error with ``bins`` equal-width bins over
   ``[0, 1]`` (default 10); a confidence of exactly 1 falls in the last bin.
-* ``gap`` is ``|mean confidence - accuracy|``, the design's "calibration error" column
+* ``gap`` is ``|mean confidence - accuracy|``, the correlated-hallucination study's "calibration error" column
   (0.88 confidence at 0.61 accuracy gives 0.27).
 * An empty stratum reports ``cases = 0`` and ``None`` for every figure, never 0.
 """

@@ -22,7 +22,7 @@ Choices where the design is silent:
   says nothing about whose).
 * Fallback agreement is the largest share of one answer among voters *without*
   evidence; it is 0 when fewer than two voters lack evidence (one voter cannot agree
-  with anyone), which departs from the design's sketch, where one absent voter alone
+  with anyone), which departs from the study's sketch, where one absent voter alone
   already reads as 1.0 and always refused.
 """
 

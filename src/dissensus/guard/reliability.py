@@ -10,7 +10,7 @@
 * the pairwise error correlation of the agents and the effective number of independent
   voters of the whole panel, ``n_eff = n / (1 + (n - 1) * mean pairwise error correlation)``;
 * whether a single voter is measurably better than the majority on the evidence-absent
-  stratum (the design's "single independent verifier with veto").
+  stratum (the correlated-hallucination study's "single independent verifier with veto").
 
 Choices where the design is silent:
 
@@ -19,16 +19,16 @@ Choices where the design is silent:
   (:func:`~dissensus.guard.provenance.has_evidence`): a parametric source marked
   ``evidence_present`` is no evidence. beta* is measured on ``absent``; when that
   stratum has fewer than ``min_stratum_cases`` cases, beta* is ``None`` (unmeasured),
-  which makes invariant 3 fail: the design requires the stratum to be measured explicitly.
+  which makes invariant 3 fail: the study requires the stratum to be measured explicitly.
 * beta* is the largest beta of the grid such that, for it *and every smaller beta*,
   consensus weighting on the absent stratum (a) loses no accuracy against unweighted
   majority and (b) does not state a mean confidence more than
-  ``overconfidence_tolerance`` above the stratum's measured majority accuracy (the design's
+  ``overconfidence_tolerance`` above the stratum's measured majority accuracy (the study's
   third invariant: a maximal-agreement cluster must not drive confidence above the
   independently measured ceiling). Requiring the whole prefix to be safe keeps beta*
   on the near side of the cliff even when the accuracy delta is not monotone. With two
   answers, weighting never changes the winner, so (a) alone would never bind; (b) is
-  what bounds beta there. ``beta_star_accuracy`` reports the design's (a)-only value.
+  what bounds beta there. ``beta_star_accuracy`` reports the study's (a)-only value.
 * Reliability of agent ``i`` in a stratum is ``(correct + k * r_agent) / (votes + k)``,
   its overall accuracy smoothed the same way toward the pooled accuracy of all agents
   (``k = smoothing``, default 2): a voter with few labelled votes is not trusted on them.
@@ -93,7 +93,7 @@ class ReliabilitySettings(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     beta_reference: float = 1.5
-    """Beta of the consensus-weighting figures in the strata (the design's default)."""
+    """Beta of the consensus-weighting figures in the strata (the study's default)."""
     beta_grid: list[Annotated[float, Field(ge=0.0, allow_inf_nan=False)]] = Field(
         default_factory=default_beta_grid
     )
@@ -195,7 +195,7 @@ class ReliabilityFit(BaseModel):
     """Largest safe beta, ``None`` when the absent stratum is not measured (a beta of the
     grid: finite and not negative)."""
     beta_star_accuracy: float | None = Field(ge=0.0, allow_inf_nan=False)
-    """The design's definition alone: largest beta whose accuracy delta (and every smaller one's) is >= 0."""
+    """The study's definition alone: largest beta whose accuracy delta (and every smaller one's) is >= 0."""
     verifier: VerifierChoice | None
     settings: ReliabilitySettings
 

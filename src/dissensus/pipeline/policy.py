@@ -532,7 +532,7 @@ PIPELINE_ACTIONS = (
     "concord",
     "deliberate",
 )
-"""Route actions the pipeline runs: the design's four, ``concord`` (escalate through
+"""Route actions the pipeline runs: the disagreement-states paper's four, ``concord`` (escalate through
 CONCORD) and ``deliberate`` (seek context with a DCI deliberation)."""
 
 

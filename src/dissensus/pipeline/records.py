@@ -6,7 +6,7 @@ Choices where the design is silent:
   by the pipeline, possibly after a follow-up), ``concord`` (committed by a CONCORD
   certificate), ``escalate`` (waiting for a human), ``human`` (a human resolved it).
 * ``auto`` is true exactly when the pipeline committed the decision itself.
-* ``route`` is the first route's action: one of the design's four (:class:`~dissensus.states.Action`)
+* ``route`` is the first route's action: one of the disagreement-states paper's four (:class:`~dissensus.states.Action`)
   or one of the two the pipeline adds (``concord``, ``deliberate``), the only actions a
   policy may name (:data:`~dissensus.pipeline.policy.PIPELINE_ACTIONS`). ``rule`` is a
   :data:`~dissensus.states.routing.RuleId`: rules are named by their authors, so their ids
@@ -53,7 +53,7 @@ FinalAction = Literal["auto", "auto_explain", "concord", "escalate", "human"]
 """The route that finally applied to a case (see the module docstring)."""
 
 PipelineAction = Action | Literal["concord", "deliberate"]
-"""A route action the pipeline runs: the design's four, ``concord`` (escalate through
+"""A route action the pipeline runs: the disagreement-states paper's four, ``concord`` (escalate through
 CONCORD) and ``deliberate`` (seek context with a DCI deliberation)."""
 
 

@@ -13,7 +13,7 @@ Four modules do it: :mod:`.run_models` (the answer models, a run's state in memo
 :mod:`.run_loop` (the run loops runs are decided on, off the server's loop, and the
 similarity backend they share), :mod:`.run_faults` (what the journal holds of a run
 after a journal fault, the locks owed back) and this one, whose :class:`Runner` starts,
-decides, follows and describes runs. Each keeps the design notes of its own code.
+decides, follows and describes runs. Each keeps the notes on its own choices.
 
 Choices where the design is silent:
 

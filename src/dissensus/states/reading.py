@@ -195,7 +195,7 @@ class Reading(BaseModel):
 
     @property
     def reasoning_similarity(self) -> float:
-        """The design's reasoning similarity: the mean pairwise similarity."""
+        """The disagreement-states paper's reasoning similarity: the mean pairwise similarity."""
         return self.mean_similarity
 
 

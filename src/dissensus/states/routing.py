@@ -1,6 +1,6 @@
 """Defeasible routing: from a reading and case metadata to a meta-action (``docs/states.md``).
 
-Four default rules map each state to the design's meta-action: CA => ``auto``,
+Four default rules map each state to the disagreement-states paper's meta-action: CA => ``auto``,
 DA => ``auto_explain``, DD => ``seek_context``, CD => ``escalate``. Domain rules, loaded
 from YAML, add conditions over case metadata and the reading
 (:mod:`dissensus.states.conditions`) and may defeat the defaults or each other. The
@@ -33,7 +33,7 @@ names them like any other rule (:data:`BUILTIN_RULES`):
   ``value_profiles`` fact (``null``: a caller of :meth:`RuleSet.route` that does not give
   it) it never applies. ``dissensus route`` and the pipeline give it.
 
-Semantics (the design names priorities and superiority but leaves their combination open):
+Semantics (the disagreement-states paper names priorities and superiority but leaves their combination open):
 
 * Rule X *beats* rule Y when X is declared superior to Y (``defeats`` or
   ``superiority``); when neither is declared superior to the other, the rule of higher
@@ -124,7 +124,7 @@ written as is in JSON), not an enumeration."""
 
 
 class Action(StrEnum):
-    """The design's four meta-actions."""
+    """The disagreement-states paper's four meta-actions."""
 
     AUTO = "auto"
     AUTO_EXPLAIN = "auto_explain"
