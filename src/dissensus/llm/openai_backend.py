@@ -26,8 +26,9 @@ Choices where the brief is silent:
   tell scripted servers who is asking; set ``context_headers=False`` to omit them.
 * **Secrets.** The API key lives only inside the SDK client. ``repr`` shows whether a
   key is set, never the key; error messages are scrubbed of the key (however short: a
-  key under four characters wherever it stands as a word of its own, see
-  :func:`redact`), of
+  key under four characters wherever it stands as a word of its own, and every run of
+  12 or more of a key's consecutive characters in any case, a lower-cased or partial
+  quote of it, see :func:`redact`), of
   ``Bearer ...`` and ``Basic ...`` credentials and of ``sk-...`` strings; SDK exceptions
   are not chained (their text may quote a server that echoes headers): the
   :class:`BackendError` is built in the ``except`` block and raised after it, so neither
@@ -164,6 +165,36 @@ _NO_TELEMETRY = (
 _SHORT_SECRET = 4
 """Secrets shorter than this are replaced where they stand as a word of their own only."""
 
+SECRET_RUN = 12
+"""A run of this many consecutive characters of a secret, in any case, is replaced."""
+
+
+def _secret_runs(text: str, secret: str) -> str:
+    """``text`` with every stretch covered by :data:`SECRET_RUN`-character pieces of
+    ``secret`` (case-insensitively) replaced, repeated until none is left (a replacement
+    shortens the text, so this ends). One C-level scan per pass: a look-ahead alternation
+    of the secret's windows finds every position where one starts; overlapping and
+    adjoining windows make one stretch, replaced once."""
+    windows = {secret[i : i + SECRET_RUN].lower() for i in range(len(secret) - SECRET_RUN + 1)}
+    piece = "|".join(re.escape(w) for w in sorted(windows))
+    finder = re.compile(f"(?=(?:{piece}))", re.IGNORECASE)
+    while True:
+        stretches: list[list[int]] = []
+        for found in finder.finditer(text):
+            start = found.start()
+            if stretches and start <= stretches[-1][1]:
+                stretches[-1][1] = start + SECRET_RUN
+            else:
+                stretches.append([start, start + SECRET_RUN])
+        if not stretches:
+            return text
+        kept, last = [], 0
+        for start, end in stretches:
+            kept.append(text[last:start])
+            last = end
+        kept.append(text[last:])
+        text = "[REDACTED]".join(kept)
+
 
 def redact(text: str, secrets: tuple[str, ...] = ()) -> str:
     """``text`` with every secret, bearer or basic credential and ``sk-`` key replaced by
@@ -171,7 +202,11 @@ def redact(text: str, secrets: tuple[str, ...] = ()) -> str:
     wherever it occurs; a shorter one (``x``, a local server's placeholder key) wherever
     it stands as a word of its own, not inside a longer word or number (the key ``1``
     leaves ``HTTP 401`` as it is), so that a one-letter key does not blank every such
-    letter of the message and is still never echoed as the key."""
+    letter of the message and is still never echoed as the key. A secret of
+    :data:`SECRET_RUN` characters or more also leaves no run of that many of its
+    consecutive characters, in any case: a server quoting the key lower-cased, or part
+    of it (``...{key[3:]}``), has each such stretch replaced whole, so the text that is
+    left holds no :data:`SECRET_RUN`-character piece of the secret."""
     for secret in secrets:
         if len(secret) >= _SHORT_SECRET:
             text = text.replace(secret, "[REDACTED]")
@@ -180,6 +215,9 @@ def redact(text: str, secrets: tuple[str, ...] = ()) -> str:
             text = re.sub(word, "[REDACTED]", text)
     for pattern in _TOKEN_PATTERNS:
         text = pattern.sub("[REDACTED]", text)
+    for secret in secrets:
+        if len(secret) >= SECRET_RUN:
+            text = _secret_runs(text, secret)
     return text
 
 
