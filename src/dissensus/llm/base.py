@@ -264,7 +264,7 @@ class BackendError(LLMError):
 
     ``kind`` is one of ``rate_limit``, ``server_error``, ``timeout``, ``connection``,
     ``malformed_response``, ``empty_choices``, ``client_error``, ``schema_unsupported``,
-    ``cut_off`` (:class:`Cutoff`).
+    ``cut_off`` (:class:`Cutoff`), ``response_too_large`` (a body past the backend's cap).
     ``retry_after`` is the server's ``Retry-After`` in seconds, when it sent one.
     """
 

@@ -26,8 +26,9 @@ Choices where the brief is silent:
   tell scripted servers who is asking; set ``context_headers=False`` to omit them.
 * **Secrets.** The API key lives only inside the SDK client. ``repr`` shows whether a
   key is set, never the key; error messages are scrubbed of the key (however short: a
-  key under four characters wherever it stands as a word of its own, see
-  :func:`redact`), of
+  key under four characters wherever it stands as a word of its own, and every run of
+  12 or more of a key's consecutive characters in any case, a lower-cased or partial
+  quote of it, see :func:`redact`), of
   ``Bearer ...`` and ``Basic ...`` credentials and of ``sk-...`` strings; SDK exceptions
   are not chained (their text may quote a server that echoes headers): the
   :class:`BackendError` is built in the ``except`` block and raised after it, so neither
@@ -49,13 +50,25 @@ Choices where the brief is silent:
 * **Request path.** The request goes through the SDK's client (``client.post`` on
   ``/chat/completions``: its authentication, headers, timeouts, connection pool and
   status errors) with the body built here as plain JSON, and the answer comes back as
-  bytes read with ``orjson``; ``chat.completions.create`` would re-walk the body
+  bytes (streamed, "Response size") read with ``orjson``; ``chat.completions.create`` would re-walk the body
   against the SDK's typed parameters and build response models of which only five
   fields are read, about a third of a call's CPU on loopback. A body that is not JSON
   is a retryable ``malformed_response``, as a body without ``choices`` is. The endpoint
   is joined with the base URL once per client (:meth:`OpenAIBackend._endpoint`), its
   path before the base URL's query (``/v1?api-version=V`` asks
   ``/v1/chat/completions?api-version=V``).
+* **Response size.** The body is streamed and read up to :data:`MAX_RESPONSE_BYTES`
+  (4 MiB, as the HTTP client decodes it; ``max_response_bytes`` sets another): a body
+  whose ``Content-Length`` is longer is not read at all, and one that goes past it is
+  not read further (:func:`_capped_body`). The attempt fails as ``response_too_large``,
+  not retried (a retry would fetch it again). A completion a panel can hold is one text
+  field (32,768 characters, :data:`~dissensus.io.limits.MAX_FIELD_CHARS`, at most 6 bytes
+  each as JSON escapes them: 192 KiB); the cap leaves room for a reasoning model's
+  reasoning text and the usage beside it, and bounds a call's memory whatever a server
+  sends (a member answering 300 MiB held them all before the answer was refused). A
+  failure while the body is read (the connection dropped, a read timed out) is a
+  retryable ``connection`` or ``timeout``, as it is while the request is sent. An error
+  status's body is read by the SDK, whole.
 * **Transport.** ``transport="httpx"`` (default) is the SDK's own HTTP client;
   ``"aiohttp"`` is the SDK's ``DefaultAioHttpClient`` (``openai[aiohttp]``), about a
   third less CPU per call on loopback, which a panel fanning one request out to many
@@ -112,6 +125,7 @@ if TYPE_CHECKING:
     from openai import AsyncOpenAI
 
 __all__ = [
+    "MAX_RESPONSE_BYTES",
     "OpenAIBackend",
     "Transport",
     "aiohttp_available",
@@ -151,6 +165,36 @@ _NO_TELEMETRY = (
 _SHORT_SECRET = 4
 """Secrets shorter than this are replaced where they stand as a word of their own only."""
 
+SECRET_RUN = 12
+"""A run of this many consecutive characters of a secret, in any case, is replaced."""
+
+
+def _secret_runs(text: str, secret: str) -> str:
+    """``text`` with every stretch covered by :data:`SECRET_RUN`-character pieces of
+    ``secret`` (case-insensitively) replaced, repeated until none is left (a replacement
+    shortens the text, so this ends). One C-level scan per pass: a look-ahead alternation
+    of the secret's windows finds every position where one starts; overlapping and
+    adjoining windows make one stretch, replaced once."""
+    windows = {secret[i : i + SECRET_RUN].lower() for i in range(len(secret) - SECRET_RUN + 1)}
+    piece = "|".join(re.escape(w) for w in sorted(windows))
+    finder = re.compile(f"(?=(?:{piece}))", re.IGNORECASE)
+    while True:
+        stretches: list[list[int]] = []
+        for found in finder.finditer(text):
+            start = found.start()
+            if stretches and start <= stretches[-1][1]:
+                stretches[-1][1] = start + SECRET_RUN
+            else:
+                stretches.append([start, start + SECRET_RUN])
+        if not stretches:
+            return text
+        kept, last = [], 0
+        for start, end in stretches:
+            kept.append(text[last:start])
+            last = end
+        kept.append(text[last:])
+        text = "[REDACTED]".join(kept)
+
 
 def redact(text: str, secrets: tuple[str, ...] = ()) -> str:
     """``text`` with every secret, bearer or basic credential and ``sk-`` key replaced by
@@ -158,7 +202,11 @@ def redact(text: str, secrets: tuple[str, ...] = ()) -> str:
     wherever it occurs; a shorter one (``x``, a local server's placeholder key) wherever
     it stands as a word of its own, not inside a longer word or number (the key ``1``
     leaves ``HTTP 401`` as it is), so that a one-letter key does not blank every such
-    letter of the message and is still never echoed as the key."""
+    letter of the message and is still never echoed as the key. A secret of
+    :data:`SECRET_RUN` characters or more also leaves no run of that many of its
+    consecutive characters, in any case: a server quoting the key lower-cased, or part
+    of it (``...{key[3:]}``), has each such stretch replaced whole, so the text that is
+    left holds no :data:`SECRET_RUN`-character piece of the secret."""
     for secret in secrets:
         if len(secret) >= _SHORT_SECRET:
             text = text.replace(secret, "[REDACTED]")
@@ -167,6 +215,9 @@ def redact(text: str, secrets: tuple[str, ...] = ()) -> str:
             text = re.sub(word, "[REDACTED]", text)
     for pattern in _TOKEN_PATTERNS:
         text = pattern.sub("[REDACTED]", text)
+    for secret in secrets:
+        if len(secret) >= SECRET_RUN:
+            text = _secret_runs(text, secret)
     return text
 
 
@@ -277,6 +328,68 @@ def _dropped(exc: BaseException) -> bool:
     return False
 
 
+MAX_RESPONSE_BYTES = 4 * 1024 * 1024
+"""The most bytes of one chat completion's body read ("Response size")."""
+
+
+class _TooLarge(Exception):
+    """A response body past the cap; its message says so (no server text in it)."""
+
+
+class _BodyReadError(Exception):
+    """The HTTP client failed while the body was read (the connection dropped, a read
+    timed out): raised in place of the HTTP library's own exception, which the SDK wraps
+    only while it sends the request."""
+
+    def __init__(self, message: str, *, timed_out: bool) -> None:
+        super().__init__(message)
+        self.timed_out = timed_out
+
+
+def _too_large(cap: int) -> _TooLarge:
+    return _TooLarge(
+        f"the server's response is over {cap} bytes, the most read of one completion "
+        f"(not read further, not retried)"
+    )
+
+
+def _timed_out(exc: BaseException) -> bool:
+    """Whether the HTTP library's exception is a timeout (httpx's ``TimeoutException``,
+    under whichever module the SDK's HTTP library has)."""
+    return isinstance(exc, TimeoutError) or any(
+        kind.__name__ == "TimeoutException" for kind in type(exc).__mro__
+    )
+
+
+async def _capped_body(response: Any, cap: int) -> bytes:
+    """The body of a streamed HTTP ``response``, read up to ``cap`` bytes (as decoded):
+    past it, :class:`_TooLarge` without reading further. A ``Content-Length`` over the cap
+    (of a body not content-encoded) fails before any byte is read. The response is
+    closed either way (a body left unread closes its connection)."""
+    try:
+        declared = response.headers.get("content-length")
+        encoded = response.headers.get("content-encoding", "identity") != "identity"
+        if declared is not None and declared.isdigit() and not encoded and int(declared) > cap:
+            raise _too_large(cap)
+        chunks: list[bytes] = []
+        size = 0
+        try:
+            async for chunk in response.aiter_bytes():
+                size += len(chunk)
+                if size > cap:
+                    raise _too_large(cap)
+                chunks.append(chunk)
+        except _TooLarge:
+            raise
+        except Exception as exc:  # the HTTP library's own (httpx or the SDK's fork of it)
+            raise _BodyReadError(
+                f"{type(exc).__name__}: {exc}", timed_out=_timed_out(exc)
+            ) from None
+        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+    finally:
+        await response.aclose()
+
+
 def _count(value: object) -> int | None:
     """A token count as the server reported it, or ``None`` when it reported none."""
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
@@ -314,6 +427,7 @@ class OpenAIBackend:
         context_headers: bool = True,
         transport: Transport = "httpx",
         key_env: str | None = None,
+        max_response_bytes: int = MAX_RESPONSE_BYTES,
     ) -> None:
         # ``key_env``: the environment variable ``api_key`` was read from (a panel
         # member's ``api_key_env``), named by an error about the key.
@@ -344,6 +458,7 @@ class OpenAIBackend:
         self.timeout_s = timeout_s
         self.context_headers = context_headers
         self.transport: Transport = transport
+        self.max_response_bytes = max_response_bytes
         self._api_key = key
         self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncOpenAI] = (
             weakref.WeakKeyDictionary()
@@ -516,13 +631,17 @@ class OpenAIBackend:
                     cutoff.watch(scope)  # a cut expires the deadline now ("Cutoff")
                 try:
                     # The SDK's own request path (auth, headers, timeouts, status errors)
-                    # with the body as built here and the answer as bytes: "Request path".
-                    raw = await client.post(
+                    # with the body as built here and the answer streamed, read as bytes
+                    # up to the cap: "Request path", "Response size".
+                    stream = await client.post(
                         self._endpoint(client),
                         body=args,
                         cast_to=bytes,
                         options={"headers": headers},
+                        stream=True,
+                        stream_cls=openai.AsyncStream[bytes],
                     )
+                    raw = await _capped_body(stream.response, self.max_response_bytes)
                 finally:
                     if cutoff is not None:
                         cutoff.unwatch(scope)
@@ -549,6 +668,14 @@ class OpenAIBackend:
             failure = BackendError(
                 self._redact(f"invalid response: {exc.message}"),
                 kind="malformed_response",
+                retryable=True,
+            )
+        except _TooLarge as exc:
+            failure = BackendError(str(exc), kind="response_too_large", retryable=False)
+        except _BodyReadError as exc:
+            failure = BackendError(
+                self._redact(f"connection error while reading the response: {exc}"),
+                kind="timeout" if exc.timed_out else "connection",
                 retryable=True,
             )
         except (openai.OpenAIError, ValueError) as exc:

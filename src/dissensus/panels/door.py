@@ -89,7 +89,12 @@ another request is a ``422`` ``idempotency_key_reused``; a key whose run another
 process is deciding, or that stopped before its end, a ``409``
 ``idempotency_key_in_use`` (ask again later; OpenAI's SDKs retry a ``409`` on their
 own). A keyed request that journalled nothing (refused, its members too few, its
-client gone before the hand-off) leaves its key free.
+client gone before the hand-off) leaves its key free. Two processes on one journal given
+the key at once both ask their members; the one whose decision comes second meets the
+key's run taken (the ``409``, the case not journalled whole yet) or a busy journal: then
+the case the journal holds is its answer as a replay (``replayed`` true, usage 0), since
+its own panel was not the one journalled; a keyed panel's ``meta`` holds its request's
+attempt id (:data:`ATTEMPT_FIELD`) to tell the two apart.
 
 **A busy or unreachable journal** (:class:`~dissensus.store.errors.JournalBusy`, or any
 other :class:`~dissensus.store.errors.JournalError` but a read-only or damaged journal)
@@ -112,6 +117,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import uuid
 from collections.abc import Callable, Coroutine, Mapping
 from concurrent.futures import Future
 from pathlib import Path
@@ -318,6 +324,12 @@ def _key_in_use(case_id: str, run_id: str) -> ChatError:
         param="Idempotency-Key",
         code="idempotency_key_in_use",
     )
+
+
+ATTEMPT_FIELD = "request_attempt"
+"""The panel ``meta`` field of a keyed request's own attempt (a random id): after a fault,
+it tells the case this request journalled (its commit went through, the acknowledgement
+lost) from the one another request with the key journalled first."""
 
 
 def _taken(exc: DissensusError) -> bool:
@@ -779,9 +791,8 @@ class PanelChat:
             self._fanning.discard(fanning)
         panel = fan.panel
         if fingerprint is not None:
-            panel = panel.model_copy(
-                update={"meta": {**panel.meta, FINGERPRINT_FIELD: fingerprint}}
-            )
+            meta = {**panel.meta, FINGERPRINT_FIELD: fingerprint, ATTEMPT_FIELD: uuid.uuid4().hex}
+            panel = panel.model_copy(update={"meta": meta})
         # The hand-off (no await since the fan-out returned): from here the case is
         # journalled whatever becomes of this call (module docstring).
         decision = self._decider.submit(self._decide_watched(panel, _after(self.spec, fan), run_id))
@@ -840,8 +851,11 @@ class PanelChat:
         """A keyed request's answer after its decision met a busy or unreachable journal:
         the case the journal holds under the key, if any, checked as a replay is (another
         question under the key: ``422``), this request's own answer when the journalled
-        panel is the one it made (its commit went through), else the journalled case as
-        a replay; nothing journalled: the ``503`` (:meth:`_after_fault`)."""
+        panel is the one it made (its commit went through: the panel's
+        :data:`ATTEMPT_FIELD` is this request's), else the journalled case as a replay
+        (another request with the key journalled it first, as two servers given the key
+        at once do; equal answers of deterministic members do not make it this one's);
+        nothing journalled: the ``503`` (:meth:`_after_fault`)."""
         try:
             found = await asyncio.to_thread(self._keyed_case, run_id)
         except DissensusError:
@@ -851,7 +865,7 @@ class PanelChat:
             raise _journal_down(outage, then) from exc
         journalled, record = found
         _check_fingerprint(journalled, fingerprint, case_id)
-        if journalled == panel:
+        if journalled.meta.get(ATTEMPT_FIELD) == panel.meta[ATTEMPT_FIELD]:
             return self._completion(request, run_id, case_id, panel, fan.reports, fan.usage, record)
         return self._completion(
             request,
