@@ -11,9 +11,9 @@ It is not every JSON reader of the package. The line reader's fast tiers
 (:mod:`dissensus.io.wire`, :mod:`dissensus.io.views`) parse lines themselves and are
 tested against this module; a model's answer is read tolerantly
 (:mod:`dissensus.llm.jsonparse`); the journal reads back the JSON it wrote. The service
-parses request bodies with its own readers, :func:`dissensus.serve.http.parse_json` and
-the chat door's (:mod:`dissensus.serve.chat`), which share :data:`MAX_DEPTH` and
-:func:`json_depth` with this module but not its parser: a body is bytes, refused unless
+parses request bodies with its own reader, :func:`dissensus.serve.http.decode_json_body`
+(both ``POST /v1/decide`` and the chat door, :mod:`dissensus.serve.chat`), which shares
+:data:`MAX_DEPTH` and :func:`json_depth` with this module but not its parser: a body is bytes, refused unless
 it is strictly UTF-8; every refusal is an HTTP answer (the service's error body, or
 OpenAI's at the chat door) naming ``<encoding>``, ``<json>`` or ``<depth>``, not a
 :class:`JsonTextError`; and a body holding a list of panels (``POST /v1/decide``) may be
