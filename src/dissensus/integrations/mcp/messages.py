@@ -21,6 +21,7 @@ from mcp.types import (
 
 from dissensus.io.jsontext import MAX_DEPTH, count_keys, duplicate_key, json_depth, may_repeat_key
 from dissensus.quoting import SHORT_LIMIT, one_line, quote_short
+from dissensus.types import lone_surrogate_at
 
 _MESSAGE_DEPTH = MAX_DEPTH + 4
 """Deepest nesting of a message: a record of a list argument (``params.arguments.panels.0``)
@@ -83,17 +84,6 @@ def _int_or_huge(text: str) -> int | _HugeInt:
         return _HUGE
 
 
-def _not_unicode(text: str) -> bool:
-    """True when ``text`` holds a lone surrogate (no UTF-8 form: the SDK refuses it)."""
-    if text.isascii():
-        return False
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return True
-    return False
-
-
 def _shown_path(path: str) -> str:
     """A path into a message (its keys are the client's) as a message shows it: one line,
     a lone surrogate escaped, its first :data:`SHORT_LIMIT` characters then ``…``."""
@@ -110,7 +100,7 @@ def _first_problem(value: Any, where: str, depth: int) -> str | None:
     while stack:
         item, at, level = stack.pop()
         if isinstance(item, str):
-            if _not_unicode(item):
+            if lone_surrogate_at(item) is not None:
                 return f"not valid Unicode (a lone surrogate escape) at {_shown_path(at)}"
         elif item is _HUGE:
             digits = sys.get_int_max_str_digits()
@@ -120,7 +110,7 @@ def _first_problem(value: Any, where: str, depth: int) -> str | None:
             if level > _MESSAGE_DEPTH:
                 return f"JSON nested deeper than {_MESSAGE_DEPTH} levels at {_shown_path(at)}"
             if isinstance(item, dict):
-                if any(_not_unicode(key) for key in item):
+                if any(lone_surrogate_at(key) is not None for key in item):
                     return f"not valid Unicode (a lone surrogate escape) at {_shown_path(at)}"
                 inner = [(sub, f"{at}.{key}" if at else key) for key, sub in item.items()]
             else:
@@ -137,7 +127,9 @@ def _id_problem(value: Any) -> str | None:
     """Why ``value`` cannot be a request id (a string or an integer), or ``None``."""
     if isinstance(value, str):
         return (
-            "'id' is not valid Unicode (a lone surrogate escape)" if _not_unicode(value) else None
+            "'id' is not valid Unicode (a lone surrogate escape)"
+            if lone_surrogate_at(value) is not None
+            else None
         )
     if value is _HUGE:
         return f"'id' is an integer of more than {sys.get_int_max_str_digits()} digits"
