@@ -80,7 +80,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
-from typing import IO, TypeVar
+from typing import IO, TYPE_CHECKING, TypeVar
 
 import typer
 from pydantic import BaseModel
@@ -104,6 +104,9 @@ from dissensus.io.atomic import (
     write_stdout,
 )
 from dissensus.quoting import INVISIBLE, message_line, one_line, quoted, with_lines
+
+if TYPE_CHECKING:
+    from dissensus.io.jsonl import RejectSink
 
 __all__ = [
     "EXIT_FAILURE",
@@ -135,6 +138,7 @@ __all__ = [
     "progress",
     "progress_enabled",
     "quoted",
+    "reject_sink",
     "shown",
     "shown_block",
     "shown_message",
@@ -325,6 +329,17 @@ def _would_replace(out: Path, other: str) -> bool:
     except OSError:  # the output cannot be looked at
         return False
     return (mine.st_dev, mine.st_ino) == (read.st_dev, read.st_ino)
+
+
+def reject_sink(path: str | None) -> RejectSink:
+    """The rejects file ``path`` opened for writing (``None``: rejects go to standard error only),
+    or :class:`InputError` naming it when it cannot be."""
+    from dissensus.io.jsonl import RejectSink
+
+    try:
+        return RejectSink(path)
+    except OSError as exc:
+        raise InputError(f"cannot write the rejects file {path}: {exc.strerror or exc}") from None
 
 
 def check_output_path(

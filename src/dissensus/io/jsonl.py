@@ -77,6 +77,7 @@ from dissensus.io.jsontext import (
     check_unique_keys,
     count_keys,
     json_depth,
+    opening_brackets,
     parse_json,
     repeats_key,
 )
@@ -233,9 +234,9 @@ def _parse_fast(model: type[M], raw: str) -> M | None:
     path decides, and words the reject)."""
     if model is Panel:
         panel = validate_panel_json(raw)
-        if panel is not None and (_shallow(panel) or _brackets(raw) <= MAX_DEPTH):
+        if panel is not None and (_shallow(panel) or opening_brackets(raw) <= MAX_DEPTH):
             return panel  # type: ignore[return-value]
-    if _brackets(raw) <= MAX_DEPTH:
+    if opening_brackets(raw) <= MAX_DEPTH:
         try:
             return model.model_validate_json(raw)
         except (ValidationError, ValueError, RecursionError):
@@ -277,11 +278,6 @@ def _extra_keys(model: BaseModel) -> int:
     """Keys of the objects in ``model``'s extra fields (their names are set fields)."""
     extra = model.__pydantic_extra__
     return count_keys(extra) - len(extra) if extra else 0
-
-
-def _brackets(raw: str) -> int:
-    """Opening brackets of ``raw``: a bound on its nesting depth."""
-    return raw.count("[") + raw.count("{")
 
 
 def _shallow(panel: Panel) -> bool:

@@ -71,6 +71,7 @@ __all__ = [
     "json_depth",
     "load_json_file",
     "may_repeat_key",
+    "opening_brackets",
     "parse_json",
     "repeats_key",
 ]
@@ -192,6 +193,12 @@ def parse_json(raw: str, *, strict: bool = False) -> Any:
     return data
 
 
+def opening_brackets(text: str) -> int:
+    """Opening brackets (``[`` and ``{``) of ``text``: a bound on its nesting depth, counted
+    in C, so a text with at most :data:`MAX_DEPTH` of them needs no walk of its value."""
+    return text.count("[") + text.count("{")
+
+
 def json_depth(value: object) -> int:
     """Nesting depth of arrays and objects in ``value`` (a scalar: 0), without recursion."""
     deepest = 0
@@ -214,7 +221,7 @@ def check_json_value(data: Any, raw: str) -> None:
     ``raw`` spares the walks: text with few brackets cannot nest deeply, and text
     without ``NaN``, ``Infinity``, a huge exponent or a surrogate escape holds neither.
     """
-    if raw.count("[") + raw.count("{") > MAX_DEPTH and json_depth(data) > MAX_DEPTH:
+    if opening_brackets(raw) > MAX_DEPTH and json_depth(data) > MAX_DEPTH:
         raise _too_deep()
     if _SUSPECT.search(raw) and (why := find_unrepresentable(data)) is not None:
         where, sep, message = why.partition(": ")

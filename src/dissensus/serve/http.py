@@ -24,7 +24,7 @@ from starlette.routing import Match, Mount
 from dissensus.errors import ConfigError, DissensusError, InputError
 from dissensus.guard import CorrelatedConsensusError
 from dissensus.io.jsonl import MAX_DEPTH, json_depth
-from dissensus.io.jsontext import JsonTextError, check_unique_keys
+from dissensus.io.jsontext import JsonTextError, check_unique_keys, opening_brackets
 from dissensus.io.limits import Limits, Overrun, check_record, count_values, too_many_values
 from dissensus.serve import journal_errors, library_calls
 from dissensus.serve.auth import Principal, Role, allows
@@ -326,7 +326,7 @@ def decode_json_body(raw: bytes) -> Any:
         message = f"invalid JSON: an integer of more than {sys.get_int_max_str_digits()} digits"
         raise BodyError(message, "<json>") from None
     deepest = MAX_DEPTH + 1 if isinstance(body, list) else MAX_DEPTH
-    if (raw.count(b"[") + raw.count(b"{")) > MAX_DEPTH and json_depth(body) > deepest:
+    if opening_brackets(text) > MAX_DEPTH and json_depth(body) > deepest:
         raise deep
     try:
         check_unique_keys(body, text)

@@ -19,7 +19,14 @@ from mcp.types import (
     jsonrpc_message_adapter,
 )
 
-from dissensus.io.jsontext import MAX_DEPTH, count_keys, duplicate_key, json_depth, may_repeat_key
+from dissensus.io.jsontext import (
+    MAX_DEPTH,
+    count_keys,
+    duplicate_key,
+    json_depth,
+    may_repeat_key,
+    opening_brackets,
+)
 from dissensus.quoting import SHORT_LIMIT, one_line, quote_short
 from dissensus.types import lone_surrogate_at
 
@@ -210,11 +217,6 @@ def _why_refused(line: str, *, sdk_refuses: bool) -> _Refusal | None:
     return None
 
 
-def _brackets(line: str) -> int:
-    """Opening brackets of ``line``: a bound on its nesting depth."""
-    return line.count("[") + line.count("{")
-
-
 def _refusal(line: str) -> _Refusal | None:
     """Why the server refuses the message line ``line``, or ``None`` when it serves it as
     the SDK reads it (a blank line is no message, and is skipped by the SDK).
@@ -236,7 +238,7 @@ def _refusal(line: str) -> _Refusal | None:
         return _why_refused(line, sdk_refuses=False)  # an "id" the SDK did not take?
     if (
         isinstance(message, JSONRPCRequest)
-        and _brackets(line) > _MESSAGE_DEPTH
+        and opening_brackets(line) > _MESSAGE_DEPTH
         and json_depth(message.params) >= _MESSAGE_DEPTH
     ):
         return _why_refused(line, sdk_refuses=False)
