@@ -66,7 +66,31 @@ def test_a_deprecated_name_warns_and_is_the_current_one(
     with pytest.warns(DeprecationWarning, match=re.escape(new)):
         value = getattr(importlib.import_module(module), old)
     assert value is current
-    assert old not in getattr(importlib.import_module(module), "__all__", [])
+    listed = old in getattr(importlib.import_module(module), "__all__", [])
+    # A module whose every name moved lists them, so a star import warns for each.
+    assert listed == (module in MOVED_MODULES)
+
+
+MOVED_MODULES = {"dissensus.pipeline.signals": "dissensus.signals"}
+MOVED_MODULES["dissensus.pipeline.reliability"] = "dissensus.pipeline.trust_regions"
+"""Former homes of a whole module's names: ``__all__`` lists them all."""
+
+
+@pytest.mark.parametrize(("module", "home"), sorted(MOVED_MODULES.items()))
+def test_a_star_import_from_a_former_home_warns_and_imports_every_name(
+    module: str, home: str
+) -> None:
+    names: dict[str, object] = {}
+    with pytest.warns(DeprecationWarning, match=re.escape(f"{module}.")) as caught:
+        exec(f"from {module} import *", names)
+    current = importlib.import_module(home)
+    assert set(names) - {"__builtins__", "__warningregistry__"} == set(current.__all__)
+    assert all(names[name] is getattr(current, name) for name in current.__all__)
+    assert len(caught) >= len(current.__all__)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DeprecationWarning)
+        with pytest.raises(DeprecationWarning):
+            exec(f"from {module} import *", {})
 
 
 @pytest.mark.parametrize("module", sorted({m for m, *_ in DEPRECATED}))

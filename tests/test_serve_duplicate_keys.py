@@ -36,7 +36,7 @@ async def test_a_body_with_a_key_written_twice_is_refused_naming_it(
         headers = {**auth("adm"), "Content-Type": "application/json"}
         refused = await client.post(path, content=body.encode(), headers=headers)
         assert refused.status_code == 400, refused.text
-        assert refused.json() == {"error": "duplicate key", "field": field}
+        assert refused.json() == {"error": f"{field}: duplicate key", "field": field}
         # The same record without the repeat is served.
         fine = body.replace('"decision": "1", ', "")
         served = await client.post(path, content=fine.encode(), headers=headers)
@@ -51,5 +51,5 @@ def test_the_chat_door_refuses_a_key_written_twice_as_openai_would_name_it() -> 
     with pytest.raises(ChatError) as refused:
         _json(raw)
     assert (refused.value.status, refused.value.param) == (400, "model")
-    assert "duplicate key" in refused.value.message
+    assert refused.value.message == "model: duplicate key"
     assert _json(raw.replace(b'"model": "n", ', b""))["model"] == "m"

@@ -14,6 +14,9 @@ a public key) goes through :func:`read_file_bytes`. Choices where the design is 
   ("N bytes; at most M") before it is read; at most the bound plus one byte is ever
   read, so a file growing meanwhile is refused too.
 * Every failure is one :class:`~dissensus.errors.ConfigError` naming the file (exit 2).
+
+Whether two paths name one file (an output that would replace an input, a recording
+that is also a script) is :func:`same_file`, the one test of every caller.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from pathlib import Path
 
 from dissensus.errors import ConfigError
 
-__all__ = ["MAX_FILE_BYTES", "file_kind", "not_a_file", "read_file_bytes"]
+__all__ = ["MAX_FILE_BYTES", "file_kind", "not_a_file", "read_file_bytes", "same_file"]
 
 MAX_FILE_BYTES = 64 * 1024 * 1024
 """Largest file :func:`read_file_bytes` reads unless told another bound."""
@@ -95,3 +98,22 @@ def read_file_bytes(path: str | Path, *, what: str = "file", max_bytes: int | No
         raise ConfigError(f"cannot read {what}: {exc.strerror or exc}", file=name) from None
     finally:
         os.close(fd)
+
+
+def same_file(
+    a: str | Path, b: str | Path, *, by_name: bool = True, unknown: bool | None = False
+) -> bool | None:
+    """Whether paths ``a`` and ``b`` name one file: with ``by_name``, when they resolve to
+    one path (symbolic links and ``..`` followed), whether or not it exists yet (an
+    output about to be written); else, or when their names differ, when both exist and
+    are one file (:func:`os.path.samefile`: one device and inode, a hard link included).
+    When that cannot be told (a path missing for the second test, unreadable, a symbolic
+    link loop, a NUL in a name) the answer is ``unknown``: ``False`` for a caller that
+    refuses only a known match, ``None`` for one that must tell "different" from "cannot
+    tell"."""
+    try:
+        if by_name and Path(a).resolve() == Path(b).resolve():
+            return True
+        return os.path.samefile(a, b)
+    except (OSError, RuntimeError, ValueError):
+        return unknown

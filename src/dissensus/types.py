@@ -72,6 +72,8 @@ __all__ = [
     "VoteCase",
     "find_unrepresentable",
     "gold_label",
+    "lone_surrogate",
+    "lone_surrogate_at",
     "normalise_label",
     "trusted",
 ]
@@ -189,6 +191,30 @@ def _confidence(value: float | None) -> float | None:
     return value
 
 
+def lone_surrogate_at(text: str) -> int | None:
+    """The index of the first lone surrogate in ``text`` (a code point U+D800 to U+DFFF:
+    a ``"\\ud83d"`` JSON escape, or a byte ``surrogateescape`` could not decode), which no
+    UTF-8 can encode, or None. The one test of every reader that refuses such text; it
+    runs in C (``isascii`` first), so it costs nothing on text without one."""
+    if text.isascii():
+        return None
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return exc.start
+    return None
+
+
+def lone_surrogate(text: str) -> str | None:
+    """Why ``text`` is not Unicode text (``not valid Unicode text: a lone surrogate
+    (U+D83D) at character 13``, counted from 1), or None: the one wording of every
+    refusal of such text, which each caller prefixes with the field it names."""
+    at = lone_surrogate_at(text)
+    if at is None:
+        return None
+    return f"not valid Unicode text: a lone surrogate (U+{ord(text[at]):04X}) at character {at + 1}"
+
+
 def _bad_scalar(value: object) -> str | None:
     """Why ``value`` cannot be carried (non-finite float, string that is not UTF-8, a
     value JSON has no form for, such as bytes), or None."""
@@ -196,11 +222,7 @@ def _bad_scalar(value: object) -> str | None:
         if not math.isfinite(value):
             return f"must be a finite number (got {value!r})"
     elif isinstance(value, str):
-        if not value.isascii():
-            try:
-                value.encode("utf-8")
-            except UnicodeEncodeError:
-                return "text holds a lone surrogate (not encodable as UTF-8)"
+        return lone_surrogate(value)
     elif not (value is None or isinstance(value, int)):  # bool is an int
         return f"is not a JSON value (a {type(value).__name__})"
     return None

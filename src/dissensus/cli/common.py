@@ -80,7 +80,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
-from typing import IO, TypeVar
+from typing import IO, TYPE_CHECKING, TypeVar
 
 import typer
 from pydantic import BaseModel
@@ -95,7 +95,7 @@ from rich.progress import (
 )
 
 from dissensus.errors import InputError
-from dissensus.files import file_kind
+from dissensus.files import file_kind, same_file
 from dissensus.io.atomic import (
     atomic_output,
     probe_output,
@@ -104,6 +104,9 @@ from dissensus.io.atomic import (
     write_stdout,
 )
 from dissensus.quoting import INVISIBLE, message_line, one_line, quoted, with_lines
+
+if TYPE_CHECKING:
+    from dissensus.io.jsonl import RejectSink
 
 __all__ = [
     "EXIT_FAILURE",
@@ -135,6 +138,7 @@ __all__ = [
     "progress",
     "progress_enabled",
     "quoted",
+    "reject_sink",
     "shown",
     "shown_block",
     "shown_message",
@@ -310,23 +314,32 @@ def _stdin_stat() -> os.stat_result | None:
     return info if stat.S_ISREG(info.st_mode) else None
 
 
-def _same_file(out: Path, other: str) -> bool:
-    """Whether writing ``out`` would replace ``other`` (a path, ``-`` or a URL)."""
-    try:
-        if other == "-":
-            read = _stdin_stat()
-            if read is None or not out.exists():
-                return False
-            mine = os.stat(out)
-            return (mine.st_dev, mine.st_ino) == (read.st_dev, read.st_ino)
-        if "://" in other:  # a journal URL (postgresql://...)
-            return False
-        theirs = Path(other)
-        if out.resolve() == theirs.resolve():
-            return True
-        return out.exists() and theirs.exists() and os.path.samefile(out, theirs)
-    except (OSError, RuntimeError):  # unreadable, or a symbolic link loop
+def _would_replace(out: Path, other: str) -> bool:
+    """Whether writing ``out`` would replace ``other`` (a path, ``-`` or a URL; a path as
+    :func:`dissensus.files.same_file` tells, ``False`` when it cannot)."""
+    if "://" in other:  # a journal URL (postgresql://...)
         return False
+    if other != "-":
+        return bool(same_file(out, other))
+    read = _stdin_stat()
+    try:
+        if read is None or not out.exists():
+            return False
+        mine = os.stat(out)
+    except OSError:  # the output cannot be looked at
+        return False
+    return (mine.st_dev, mine.st_ino) == (read.st_dev, read.st_ino)
+
+
+def reject_sink(path: str | None) -> RejectSink:
+    """The rejects file ``path`` opened for writing (``None``: rejects go to standard error only),
+    or :class:`InputError` naming it when it cannot be."""
+    from dissensus.io.jsonl import RejectSink
+
+    try:
+        return RejectSink(path)
+    except OSError as exc:
+        raise InputError(f"cannot write the rejects file {path}: {exc.strerror or exc}") from None
 
 
 def check_output_path(
@@ -381,7 +394,7 @@ def _check_output(
     if not os.access(parent, os.W_OK) or (p.exists() and not os.access(p, os.W_OK)):
         raise InputError(f"{where}: not writable")
     for label, other in inputs:
-        if _same_file(p, other):
+        if _would_replace(p, other):
             named = "standard input" if other == "-" else other
             if label is not None and label != other:
                 named = f"{named} ({label})"
@@ -418,7 +431,7 @@ def _sidecar_of(out: Path, inputs: list[tuple[str | None, str]]) -> str | None:
                 continue
             # The same file first: only then is the input looked into (a pipe read to
             # see whether it is SQLite would lose what was read, or wait for a writer).
-            if _same_file(base, other) and (label == "--journal" or _is_sqlite(other)):
+            if _would_replace(base, other) and (label == "--journal" or _is_sqlite(other)):
                 return other
     return None
 

@@ -37,6 +37,7 @@ from dissensus.cli.common import (
     out_console,
     print_json,
     progress,
+    reject_sink,
     shown,
     write_stdout,
 )
@@ -87,15 +88,6 @@ def _read(model: type[VoteCase], path: str, sink: RejectSink) -> list[VoteCase]:
     except OSError as exc:
         raise InputError(f"{path}: cannot read: {exc.strerror}") from exc
     return cases
-
-
-def _sink(path: str | None) -> RejectSink:
-    from dissensus.io.jsonl import RejectSink
-
-    try:
-        return RejectSink(path)
-    except OSError as exc:
-        raise InputError(f"cannot write the rejects file {path}: {exc.strerror or exc}") from None
 
 
 def _load_calibration(path: str) -> ReliabilityFit:
@@ -198,7 +190,7 @@ def calibrate_command(
     check_input_path(labelled)
     check_output_path(out, option="--out", inputs={"LABELLED": labelled}, what="calibration file")
     check_outputs({"--rejects": rejects}, reads={"LABELLED": labelled, "--out": out})
-    with _sink(rejects) as sink:
+    with reject_sink(rejects) as sink:
         cases = _read(_LabelledInput, labelled, sink)
     if not cases:
         raise InputError(f"{labelled}: no valid labelled case to calibrate on")
@@ -281,7 +273,7 @@ def vote_command(
     )
     decisions: list[GuardDecision] = []
     modes: Counter[str] = Counter()
-    with _sink(rejects) as sink, open_text(votes) as handle:
+    with reject_sink(rejects) as sink, open_text(votes) as handle:
         # Streamed: with --json memory does not grow with the number of cases.
         cases = read_numbered_models(VoteCase, handle, file=votes)
         for number, _, item in progress(cases, description="vote"):

@@ -40,6 +40,7 @@ from dissensus.cli.common import (
     print_json,
     progress,
     progress_enabled,
+    reject_sink,
     shown,
     stdout_handle,
 )
@@ -113,15 +114,6 @@ def _panels(path: str, sink: RejectSink) -> Iterator[tuple[int, PanelLike]]:
         ) from None
     except OSError as exc:
         raise InputError(f"cannot read {name}: {exc.strerror or exc}") from None
-
-
-def _reject_sink(path: str | None) -> RejectSink:
-    from dissensus.io.jsonl import RejectSink
-
-    try:
-        return RejectSink(path)
-    except OSError as exc:
-        raise InputError(f"cannot write the rejects file {path}: {exc.strerror or exc}") from None
 
 
 def _backend(similarity: str, no_cache: bool, allow_code: bool) -> SimilarityBackend:
@@ -276,7 +268,7 @@ def route_command(
     # Everything alive now (modules, schemas, rules) lives until exit: moving it out of
     # the collector's reach makes the per-batch garbage collections cheap (~25% faster).
     gc.freeze()
-    with _reject_sink(rejects) as sink, ExitStack() as stack:
+    with reject_sink(rejects) as sink, ExitStack() as stack:
         if out is not None and out != "-":
             handle = stack.enter_context(atomic_output(out))
         elif json_out or out == "-":
@@ -354,7 +346,7 @@ def calibrate_command(
 
     check_outputs({"--rejects": rejects}, reads={"CORPUS": corpus})
     backend = _backend(similarity, no_cache, allow_code)
-    with _reject_sink(rejects) as sink:
+    with reject_sink(rejects) as sink:
         panels_iter = (panel for _, panel in _panels(corpus, sink))
         first = list(islice(panels_iter, 1))
         if not first:

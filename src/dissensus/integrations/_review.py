@@ -43,6 +43,7 @@ from dissensus.pipeline.review import (
 )
 from dissensus.quoting import quote_short
 from dissensus.store import Journal
+from dissensus.types import lone_surrogate
 
 __all__ = [
     "AlreadyResolved",
@@ -106,14 +107,8 @@ class ReviewAnswer(BaseModel):
     @classmethod
     def _unicode_text(cls, value: object) -> object:
         # Before pydantic's own check, which words it differently for constrained fields.
-        if not isinstance(value, str):
-            return value
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError as exc:
-            raise ValueError(
-                f"not valid Unicode text: a lone surrogate at character {exc.start + 1}"
-            ) from None
+        if isinstance(value, str) and (problem := lone_surrogate(value)) is not None:
+            raise ValueError(problem)
         return value
 
 

@@ -77,13 +77,14 @@ from dissensus.io.jsontext import (
     check_unique_keys,
     count_keys,
     json_depth,
+    opening_brackets,
     parse_json,
     repeats_key,
 )
 from dissensus.io.limits import MAX_LINE_CHARS, check_record
 from dissensus.io.wire import validate_panel_json
 from dissensus.quoting import message_line
-from dissensus.types import Panel, VoteCase
+from dissensus.types import Panel, VoteCase, lone_surrogate_at
 
 __all__ = [
     "MAX_DEPTH",
@@ -149,21 +150,6 @@ def _field_of(error: ValidationError) -> tuple[str, str]:
     return loc, msg
 
 
-def _has_undecodable(text: str) -> bool:
-    """True when ``text`` holds bytes that ``surrogateescape`` could not decode.
-
-    Such bytes become lone surrogates, which strict UTF-8 cannot encode; the check runs
-    in C (``isascii`` first), so it costs nothing on the hot path.
-    """
-    if text.isascii():
-        return False
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return True
-    return False
-
-
 def line_text(text: str, line: int) -> str:
     """The JSON text of line ``line``: its line end removed, and a UTF-8 byte order mark
     at the start of the first line."""
@@ -183,7 +169,7 @@ def blank_line(text: str, line: int) -> bool:
 
 def fast_tier_safe(raw: str) -> bool:
     """Whether a fast tier may parse ``raw``: no undecodable byte, no surrogate escape."""
-    return not _has_undecodable(raw) and (
+    return not lone_surrogate_at(raw) is not None and (
         # A backslash first (one memchr): most lines hold no escape at all.
         "\\" not in raw or "\\u" not in raw or _SURROGATE_ESCAPE.search(raw) is None
     )
@@ -248,9 +234,9 @@ def _parse_fast(model: type[M], raw: str) -> M | None:
     path decides, and words the reject)."""
     if model is Panel:
         panel = validate_panel_json(raw)
-        if panel is not None and (_shallow(panel) or _brackets(raw) <= MAX_DEPTH):
+        if panel is not None and (_shallow(panel) or opening_brackets(raw) <= MAX_DEPTH):
             return panel  # type: ignore[return-value]
-    if _brackets(raw) <= MAX_DEPTH:
+    if opening_brackets(raw) <= MAX_DEPTH:
         try:
             return model.model_validate_json(raw)
         except (ValidationError, ValueError, RecursionError):
@@ -294,11 +280,6 @@ def _extra_keys(model: BaseModel) -> int:
     return count_keys(extra) - len(extra) if extra else 0
 
 
-def _brackets(raw: str) -> int:
-    """Opening brackets of ``raw``: a bound on its nesting depth."""
-    return raw.count("[") + raw.count("{")
-
-
 def _shallow(panel: Panel) -> bool:
     """True when ``panel`` is nested at most 5 deep (no container in ``meta`` or extras).
 
@@ -319,7 +300,7 @@ def _shallow(panel: Panel) -> bool:
 
 def _parse_reference(model: type[M], raw: str, *, file: str, line: int) -> M | Reject:
     """The reference path of :func:`parse_line` (``raw``: line end and BOM removed)."""
-    if _has_undecodable(raw):
+    if lone_surrogate_at(raw) is not None:
         clean = raw.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
         return Reject(
             file=file, line=line, field="<encoding>", message="line is not valid UTF-8", raw=clean

@@ -11,9 +11,9 @@ It is not every JSON reader of the package. The line reader's fast tiers
 (:mod:`dissensus.io.wire`, :mod:`dissensus.io.views`) parse lines themselves and are
 tested against this module; a model's answer is read tolerantly
 (:mod:`dissensus.llm.jsonparse`); the journal reads back the JSON it wrote. The service
-parses request bodies with its own readers, :func:`dissensus.serve.http.parse_json` and
-the chat door's (:mod:`dissensus.serve.chat`), which share :data:`MAX_DEPTH` and
-:func:`json_depth` with this module but not its parser: a body is bytes, refused unless
+parses request bodies with its own reader, :func:`dissensus.serve.http.decode_json_body`
+(both ``POST /v1/decide`` and the chat door, :mod:`dissensus.serve.chat`), which shares
+:data:`MAX_DEPTH` and :func:`json_depth` with this module but not its parser: a body is bytes, refused unless
 it is strictly UTF-8; every refusal is an HTTP answer (the service's error body, or
 OpenAI's at the chat door) naming ``<encoding>``, ``<json>`` or ``<depth>``, not a
 :class:`JsonTextError`; and a body holding a list of panels (``POST /v1/decide``) may be
@@ -71,6 +71,7 @@ __all__ = [
     "json_depth",
     "load_json_file",
     "may_repeat_key",
+    "opening_brackets",
     "parse_json",
     "repeats_key",
 ]
@@ -192,6 +193,12 @@ def parse_json(raw: str, *, strict: bool = False) -> Any:
     return data
 
 
+def opening_brackets(text: str) -> int:
+    """Opening brackets (``[`` and ``{``) of ``text``: a bound on its nesting depth, counted
+    in C, so a text with at most :data:`MAX_DEPTH` of them needs no walk of its value."""
+    return text.count("[") + text.count("{")
+
+
 def json_depth(value: object) -> int:
     """Nesting depth of arrays and objects in ``value`` (a scalar: 0), without recursion."""
     deepest = 0
@@ -214,7 +221,7 @@ def check_json_value(data: Any, raw: str) -> None:
     ``raw`` spares the walks: text with few brackets cannot nest deeply, and text
     without ``NaN``, ``Infinity``, a huge exponent or a surrogate escape holds neither.
     """
-    if raw.count("[") + raw.count("{") > MAX_DEPTH and json_depth(data) > MAX_DEPTH:
+    if opening_brackets(raw) > MAX_DEPTH and json_depth(data) > MAX_DEPTH:
         raise _too_deep()
     if _SUSPECT.search(raw) and (why := find_unrepresentable(data)) is not None:
         where, sep, message = why.partition(": ")

@@ -56,7 +56,6 @@ from msgspec import Meta
 from dissensus.io.jsonl import (
     MAX_DEPTH,
     Reject,
-    _brackets,
     blank_line,
     bounded,
     bounded_lines,
@@ -64,7 +63,7 @@ from dissensus.io.jsonl import (
     line_text,
     parse_line,
 )
-from dissensus.io.jsontext import count_keys, repeats_key
+from dissensus.io.jsontext import count_keys, opening_brackets, repeats_key
 from dissensus.io.limits import MAX_LINE_CHARS
 from dissensus.types import JsonObject, Panel, PanelLike
 
@@ -162,7 +161,7 @@ def decode_panel_view(raw: str) -> PanelView | None:
         return None
     for value in view.meta.values():
         if value.__class__ is dict or value.__class__ is list:
-            if _brackets(raw) > MAX_DEPTH:
+            if opening_brackets(raw) > MAX_DEPTH:
                 return None
             break
     return None if repeats_key(raw, _written_keys(view)) else view

@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from dissensus.errors import ConfigError
+from dissensus.files import same_file
 from dissensus.llm.base import ChatBackend
 from dissensus.llm.budget import Budget
 from dissensus.llm.client import ClientSettings, ModelClient
@@ -110,16 +111,6 @@ def check_model_spec(
         raise ConfigError(f"model spec {spec!r}: {text}") from None
 
 
-def _same_file(a: str, b: str) -> bool:
-    """Whether paths ``a`` and ``b`` name one file (resolved path, or samefile)."""
-    try:
-        if Path(a).resolve() == Path(b).resolve():
-            return True
-        return os.path.exists(a) and os.path.exists(b) and os.path.samefile(a, b)
-    except (OSError, RuntimeError, ValueError):
-        return False
-
-
 def _spec_files(spec: str) -> list[str]:
     """The files ``spec`` reads or writes: its ``scripted:``/``replay:`` file, and for a
     ``record:`` spec its recording and its inner spec's files."""
@@ -145,7 +136,7 @@ def _check_recording(
             f"model spec {spec!r}: recording directory does not exist: {parent}", field="model"
         )
     for other in _spec_files(inner):
-        if _same_file(path, other):
+        if same_file(path, other):
             raise ConfigError(
                 f"model spec {spec!r}: the recording {path} is the same file as {other} "
                 f"of {inner!r}; refusing to append to it",
@@ -154,7 +145,7 @@ def _check_recording(
     for label, given in (files or {}).items():
         if given is None or given == "-" or "://" in given:
             continue
-        if _same_file(path, given):
+        if same_file(path, given):
             named = given if label == given else f"{given} ({label})"
             raise ConfigError(
                 f"model spec {spec!r}: the recording {path} is the same file as {named}; "

@@ -86,6 +86,7 @@ from dissensus.store.review_index import (
     ReviewFilter,
 )
 from dissensus.store.targets import journal_option
+from dissensus.types import lone_surrogate
 
 __all__ = [
     "AlreadyResolved",
@@ -208,13 +209,8 @@ def _lone_surrogate(text: str, where: str) -> str | None:
     """Why ``text`` is not Unicode text, naming ``where``, or None: a lone surrogate
     (``"\\ud83d"`` from a JSON escape, an undecodable byte of an argument) has no UTF-8
     form, so no journal could hold it."""
-    at = next((i for i, ch in enumerate(text) if "\ud800" <= ch <= "\udfff"), None)
-    if at is None:
-        return None
-    return (
-        f"{where} is not valid Unicode text: a lone surrogate "
-        f"(U+{ord(text[at]):04X}) at character {at + 1}"
-    )
+    problem = lone_surrogate(text)
+    return None if problem is None else f"{where} is {problem}"
 
 
 def _refuse_lone_surrogate(text: str, where: str) -> None:

@@ -85,9 +85,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
-import sys
 from collections.abc import AsyncIterator, Awaitable
 from typing import Any
 
@@ -95,8 +93,6 @@ from fastapi import APIRouter, FastAPI, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, RedirectResponse, Response, StreamingResponse
 
-from dissensus.io.jsonl import MAX_DEPTH, json_depth
-from dissensus.io.jsontext import JsonTextError, check_unique_keys
 from dissensus.io.limits import DEFAULT, Limits
 from dissensus.panels import (
     CaseStatus,
@@ -118,7 +114,7 @@ from dissensus.pipeline import RunSpec
 from dissensus.serve import journal_errors
 from dissensus.serve.api_schema import AUTHED, ModelList, ModelObject, answer, refusals
 from dissensus.serve.auth import Principal, allows
-from dissensus.serve.http import INLINE_BODY_BYTES, NonFinite, non_finite
+from dissensus.serve.http import INLINE_BODY_BYTES, BodyError, decode_json_body
 from dissensus.serve.limits import TIMEOUT_NOTE, TimeoutNote
 from dissensus.serve.slashes import other_spelling
 from dissensus.store.journal import Journal
@@ -295,42 +291,13 @@ def _authorise(request: Request) -> Principal:
 
 
 def _json(raw: bytes) -> Any:
-    """The JSON document of a body, or a ``400`` :class:`ChatError` naming why it is not one.
-
-    The same guards as ``POST /v1/decide`` (:func:`dissensus.serve.http.parse_json`):
-    UTF-8 only, no nesting deeper than :data:`~dissensus.io.jsonl.MAX_DEPTH` (anywhere, ignored extra
-    fields included), no integer of more digits than Python converts, no ``NaN`` or
-    ``Infinity`` (Python's extensions, not JSON), and no key written twice in one object.
-    """
-    if not raw.strip():
-        raise _unreadable("empty request body", "<body>")
-    deep = _unreadable(f"JSON nested deeper than {MAX_DEPTH} levels", "<depth>")
+    """The JSON document of a body, or a ``400`` :class:`ChatError` naming why it is not one:
+    the reader of ``POST /v1/decide`` (:func:`dissensus.serve.http.decode_json_body`), so
+    the message is the service's, in OpenAI's error shape."""
     try:
-        # Strictly UTF-8 (a leading byte order mark dropped), as parse_json reads bodies:
-        # json.loads of bytes would detect and accept UTF-16 and UTF-32 too.
-        text = raw.decode("utf-8").removeprefix("\ufeff")
-    except UnicodeDecodeError:
-        raise _unreadable("request body is not UTF-8", "<encoding>") from None
-    try:
-        body = json.loads(text, parse_constant=non_finite)
-    except json.JSONDecodeError as exc:
-        raise _unreadable(f"invalid JSON: {exc.msg} (line {exc.lineno})", "<json>") from None
-    except NonFinite as exc:
-        raise _unreadable(f"invalid JSON: {exc} is not a JSON number", "<json>") from None
-    except RecursionError:
-        raise deep from None
-    except ValueError:  # an integer of more digits than Python converts
-        digits = sys.get_int_max_str_digits()
-        raise _unreadable(
-            f"invalid JSON: an integer of more than {digits} digits", "<json>"
-        ) from None
-    if raw.count(b"[") + raw.count(b"{") > MAX_DEPTH and json_depth(body) > MAX_DEPTH:
-        raise deep
-    try:
-        check_unique_keys(body, text)
-    except JsonTextError as exc:  # a key written twice: which value was meant is unknown
-        raise ChatError(400, f"{exc.field}: {exc.message}", param=exc.field) from None
-    return body
+        return decode_json_body(raw)
+    except BodyError as exc:
+        raise _unreadable(exc.message, exc.field) from None
 
 
 def _unreadable(message: str, field: str) -> ChatError:

@@ -24,7 +24,7 @@ from starlette.routing import Match, Mount
 from dissensus.errors import ConfigError, DissensusError, InputError
 from dissensus.guard import CorrelatedConsensusError
 from dissensus.io.jsonl import MAX_DEPTH, json_depth
-from dissensus.io.jsontext import JsonTextError, check_unique_keys
+from dissensus.io.jsontext import JsonTextError, check_unique_keys, opening_brackets
 from dissensus.io.limits import Limits, Overrun, check_record, count_values, too_many_values
 from dissensus.serve import journal_errors, library_calls
 from dissensus.serve.auth import Principal, Role, allows
@@ -49,12 +49,14 @@ __all__ = [
     "INLINE_BODY_BYTES",
     "PANELS_BODY",
     "ApiError",
+    "BodyError",
     "ItemReject",
     "NonFinite",
     "Overruns",
     "allowed_methods",
     "by_size",
     "checked",
+    "decode_json_body",
     "error_response",
     "install_errors",
     "items_of",
@@ -274,44 +276,72 @@ def non_finite(name: str) -> Any:
     raise NonFinite(name)
 
 
-def parse_json(raw: bytes) -> Any:
-    """The JSON document of a body (:class:`ApiError` 400 naming why it is not one).
+class BodyError(ValueError):
+    """A request body that is no JSON document: ``message`` says why, ``field`` names what
+    was wrong (``<body>``, ``<encoding>``, ``<json>``, ``<depth>`` or the path of a key
+    written twice). Each door answers it in its own error shape."""
 
-    The body must be UTF-8 (RFC 8259 section 8.1), decoded strictly: UTF-16 and UTF-32,
+    def __init__(self, message: str, field: str) -> None:
+        super().__init__(message)
+        self.message = message
+        self.field = field
+
+
+def decode_json_body(raw: bytes) -> Any:
+    """The JSON document of a body, or :class:`BodyError` naming why it is not one: the one
+    reader of both doors' bodies (``POST /v1/decide`` and the other routes through
+    :func:`parse_json`, the chat door through its own wrapper), so a body is refused with
+    the same message whichever door it is sent to.
+
+    An empty body (nothing but whitespace) is ``empty request body`` (``<body>``). The
+    body must be UTF-8 (RFC 8259 section 8.1), decoded strictly: UTF-16 and UTF-32,
     which :func:`json.loads` would detect and accept in bytes, are refused (``<encoding>``,
     or ``<json>`` for a UTF-16 / UTF-32 body without a byte order mark, whose bytes happen
     to be valid UTF-8 but not JSON). A UTF-8 byte order mark at the start is accepted
     and dropped, as RFC 8259 allows a parser to, and as the JSONL reader does on a file's
-    first line (:func:`dissensus.io.jsonl.parse_line`). ``NaN`` and ``Infinity``, which
+    first line (:func:`dissensus.io.jsonl.parse_line`). Text the parser refuses is
+    ``invalid JSON: <why> (line N)`` (``<json>``). ``NaN`` and ``Infinity``, which
     Python's parser accepts and RFC 8259 does not, are refused as not JSON (``<json>``),
     as the JSONL reader refuses them, and so is a key written twice in one object (the
-    field names its path, ``duplicate key``), as a JSONL line is."""
+    field names its path, the message too: ``a.b: duplicate key``), as a JSONL line is.
+    Nesting deeper than :data:`~dissensus.io.jsonl.MAX_DEPTH` anywhere is refused
+    (``<depth>``), except that a list (of panels) may be one level deeper than a JSONL
+    line, the list holding them: each item on its own is held to a line's depth."""
+    if not raw.strip():
+        raise BodyError("empty request body", "<body>")
     try:
-        text = raw.decode("utf-8")
+        text = raw.decode("utf-8").removeprefix("\ufeff")
     except UnicodeDecodeError:
-        raise ApiError(400, "request body is not UTF-8", "<encoding>") from None
-    text = text.removeprefix("\ufeff")
+        raise BodyError("request body is not UTF-8", "<encoding>") from None
+    deep = BodyError(f"JSON nested deeper than {MAX_DEPTH} levels", "<depth>")
     try:
         body = json.loads(text, parse_constant=non_finite)
     except json.JSONDecodeError as exc:
-        raise ApiError(400, f"invalid JSON: {exc.msg}", "<json>") from None
+        raise BodyError(f"invalid JSON: {exc.msg} (line {exc.lineno})", "<json>") from None
     except NonFinite as exc:
-        raise ApiError(400, f"invalid JSON: {exc} is not a JSON number", "<json>") from None
+        raise BodyError(f"invalid JSON: {exc} is not a JSON number", "<json>") from None
     except RecursionError:
-        raise ApiError(400, f"JSON nested deeper than {MAX_DEPTH} levels", "<depth>") from None
+        raise deep from None
     except ValueError:  # an integer of more digits than Python converts
         message = f"invalid JSON: an integer of more than {sys.get_int_max_str_digits()} digits"
-        raise ApiError(400, message, "<json>") from None
-    # A list of items may be one level deeper than a JSONL line (the list holding them);
-    # one item on its own (an object) as deep as a line.
+        raise BodyError(message, "<json>") from None
     deepest = MAX_DEPTH + 1 if isinstance(body, list) else MAX_DEPTH
-    if (raw.count(b"[") + raw.count(b"{")) > MAX_DEPTH and json_depth(body) > deepest:
-        raise ApiError(400, f"JSON nested deeper than {MAX_DEPTH} levels", "<depth>")
+    if opening_brackets(text) > MAX_DEPTH and json_depth(body) > deepest:
+        raise deep
     try:
         check_unique_keys(body, text)
     except JsonTextError as exc:  # a key written twice: which value was meant is unknown
-        raise ApiError(400, exc.message, exc.field) from None
+        raise BodyError(f"{exc.field}: {exc.message}", exc.field) from None
     return body
+
+
+def parse_json(raw: bytes) -> Any:
+    """The JSON document of a body (:func:`decode_json_body`), or :class:`ApiError` 400
+    naming why it is not one."""
+    try:
+        return decode_json_body(raw)
+    except BodyError as exc:
+        raise ApiError(400, exc.message, exc.field) from None
 
 
 INLINE_BODY_BYTES = 16 * 1024
@@ -322,8 +352,6 @@ worker thread."""
 
 async def json_body(request: Request) -> Any:
     raw = await request.body()
-    if not raw.strip():
-        raise ApiError(400, "empty request body", "<body>")
     if len(raw) <= INLINE_BODY_BYTES:
         return parse_json(raw)
     return await run_in_threadpool(parse_json, raw)

@@ -198,6 +198,20 @@ class _SlowBody(_Refused):
     pass
 
 
+class _StartWatch:
+    """A ``send`` that passes every message on and notes when the response has started:
+    after that no error can be answered in its place."""
+
+    def __init__(self, send: Send) -> None:
+        self._send = send
+        self.started = False
+
+    async def __call__(self, msg: Message) -> None:
+        if msg["type"] == "http.response.start":
+            self.started = True
+        await self._send(msg)
+
+
 class BodyLimit:
     """Answer 413 to request bodies larger than ``max_bytes``."""
 
@@ -223,7 +237,7 @@ class BodyLimit:
                     await send_error(send, 413, message, "<body>", scope=scope)
                     return
         seen = 0
-        started = False
+        tracked = _StartWatch(send)
 
         async def counted() -> Message:
             nonlocal seen
@@ -234,16 +248,10 @@ class BodyLimit:
                     raise _TooLarge
             return msg
 
-        async def tracked(msg: Message) -> None:
-            nonlocal started
-            if msg["type"] == "http.response.start":
-                started = True
-            await send(msg)
-
         try:
             await self.app(scope, counted, tracked)
         except _TooLarge:
-            if not started:
+            if not tracked.started:
                 await send_error(send, 413, message, "<body>", scope=scope)
 
 
@@ -287,7 +295,7 @@ class RequestTimeout:
         loop = asyncio.get_running_loop()
         end = loop.time() + self.seconds
         body_end = max(end, loop.time() + BODY_MIN_S)
-        started = False
+        tracked = _StartWatch(send)
         reading = False  # the app asked for the body
         body_done = False  # ... and has all of it
 
@@ -306,17 +314,11 @@ class RequestTimeout:
                 move(end)
             return msg
 
-        async def tracked(msg: Message) -> None:
-            nonlocal started
-            if msg["type"] == "http.response.start":
-                started = True
-            await send(msg)
-
         try:
             async with asyncio.timeout_at(end) as limit:
                 await self.app(scope, watched, tracked)
         except TimeoutError:
-            if started:
+            if tracked.started:
                 return
             if reading and not body_done:
                 await self._slow_body(send, scope)
@@ -348,7 +350,7 @@ class RequestTimeout:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max(self.seconds, BODY_MIN_S)
         body_done = False
-        started = False
+        tracked = _StartWatch(send)
 
         async def timed() -> Message:
             nonlocal body_done
@@ -363,14 +365,8 @@ class RequestTimeout:
                 body_done = True
             return msg
 
-        async def tracked(msg: Message) -> None:
-            nonlocal started
-            if msg["type"] == "http.response.start":
-                started = True
-            await send(msg)
-
         try:
             await self.app(scope, timed, tracked)
         except _SlowBody:
-            if not started:
+            if not tracked.started:
                 await self._slow_body(send, scope)

@@ -47,6 +47,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit, urlunsplit
 
 from dissensus.errors import ConfigError, InputError
+from dissensus.types import lone_surrogate_at
 
 __all__ = [
     "BUSY_TIMEOUT_ENV",
@@ -136,13 +137,7 @@ def may_be_held(run_id: object) -> bool:
     UTF-8 (no lone surrogate). Lookups of any other id find nothing without querying
     (PostgreSQL refuses to be asked about a NUL); ids outside :data:`RUN_ID_PATTERN` are
     looked up, for runs an older version created under them."""
-    if not isinstance(run_id, str) or "\x00" in run_id:
-        return False
-    try:
-        run_id.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
+    return isinstance(run_id, str) and "\x00" not in run_id and lone_surrogate_at(run_id) is None
 
 
 def check_run_id(run_id: str) -> str:

@@ -3,7 +3,6 @@ the file naming the argument and the schema's fields only, never its content."""
 
 from __future__ import annotations
 
-import os
 import re
 import types
 import typing
@@ -13,6 +12,7 @@ from typing import Annotated, Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from dissensus.errors import ConfigError, DissensusError
+from dissensus.files import same_file
 from dissensus.integrations.mcp.errors import _SHOWN_ERRORS
 
 _LOAD_ERRORS = (DissensusError, ValidationError, ValueError, OSError)
@@ -72,7 +72,11 @@ def _not_valid(exc: Exception, what: str, schema: type[BaseModel], file: str) ->
     the field paths the error names that are fields of ``schema`` (at most
     :data:`_SHOWN_ERRORS`), any other as ``an unknown field``; an error about another file
     (one a policy names: its acceptance file, say) as ``a file it names``."""
-    other = isinstance(exc, ConfigError) and exc.file and _same_file(exc.file, file) is False
+    other = (
+        isinstance(exc, ConfigError)
+        and exc.file
+        and same_file(exc.file, file, by_name=False, unknown=None) is False
+    )
     if other:
         return f"not a valid {what} (a file it names)"
     if isinstance(exc, ValidationError):
@@ -90,14 +94,6 @@ def _not_valid(exc: Exception, what: str, schema: type[BaseModel], file: str) ->
     if len(named) > _SHOWN_ERRORS:
         named[_SHOWN_ERRORS:] = [f"and {len(named) - _SHOWN_ERRORS} more"]
     return f"not a valid {what}" + (f" ({'; '.join(named)})" if named else "")
-
-
-def _same_file(a: str, b: str) -> bool | None:
-    """Whether ``a`` and ``b`` name one file (``None`` when that cannot be told)."""
-    try:
-        return os.path.samefile(a, b)
-    except (OSError, ValueError):
-        return None
 
 
 T = TypeVar("T")

@@ -19,8 +19,16 @@ from mcp.types import (
     jsonrpc_message_adapter,
 )
 
-from dissensus.io.jsontext import MAX_DEPTH, count_keys, duplicate_key, json_depth, may_repeat_key
+from dissensus.io.jsontext import (
+    MAX_DEPTH,
+    count_keys,
+    duplicate_key,
+    json_depth,
+    may_repeat_key,
+    opening_brackets,
+)
 from dissensus.quoting import SHORT_LIMIT, one_line, quote_short
+from dissensus.types import lone_surrogate_at
 
 _MESSAGE_DEPTH = MAX_DEPTH + 4
 """Deepest nesting of a message: a record of a list argument (``params.arguments.panels.0``)
@@ -83,17 +91,6 @@ def _int_or_huge(text: str) -> int | _HugeInt:
         return _HUGE
 
 
-def _not_unicode(text: str) -> bool:
-    """True when ``text`` holds a lone surrogate (no UTF-8 form: the SDK refuses it)."""
-    if text.isascii():
-        return False
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return True
-    return False
-
-
 def _shown_path(path: str) -> str:
     """A path into a message (its keys are the client's) as a message shows it: one line,
     a lone surrogate escaped, its first :data:`SHORT_LIMIT` characters then ``…``."""
@@ -110,7 +107,7 @@ def _first_problem(value: Any, where: str, depth: int) -> str | None:
     while stack:
         item, at, level = stack.pop()
         if isinstance(item, str):
-            if _not_unicode(item):
+            if lone_surrogate_at(item) is not None:
                 return f"not valid Unicode (a lone surrogate escape) at {_shown_path(at)}"
         elif item is _HUGE:
             digits = sys.get_int_max_str_digits()
@@ -120,7 +117,7 @@ def _first_problem(value: Any, where: str, depth: int) -> str | None:
             if level > _MESSAGE_DEPTH:
                 return f"JSON nested deeper than {_MESSAGE_DEPTH} levels at {_shown_path(at)}"
             if isinstance(item, dict):
-                if any(_not_unicode(key) for key in item):
+                if any(lone_surrogate_at(key) is not None for key in item):
                     return f"not valid Unicode (a lone surrogate escape) at {_shown_path(at)}"
                 inner = [(sub, f"{at}.{key}" if at else key) for key, sub in item.items()]
             else:
@@ -137,7 +134,9 @@ def _id_problem(value: Any) -> str | None:
     """Why ``value`` cannot be a request id (a string or an integer), or ``None``."""
     if isinstance(value, str):
         return (
-            "'id' is not valid Unicode (a lone surrogate escape)" if _not_unicode(value) else None
+            "'id' is not valid Unicode (a lone surrogate escape)"
+            if lone_surrogate_at(value) is not None
+            else None
         )
     if value is _HUGE:
         return f"'id' is an integer of more than {sys.get_int_max_str_digits()} digits"
@@ -218,11 +217,6 @@ def _why_refused(line: str, *, sdk_refuses: bool) -> _Refusal | None:
     return None
 
 
-def _brackets(line: str) -> int:
-    """Opening brackets of ``line``: a bound on its nesting depth."""
-    return line.count("[") + line.count("{")
-
-
 def _refusal(line: str) -> _Refusal | None:
     """Why the server refuses the message line ``line``, or ``None`` when it serves it as
     the SDK reads it (a blank line is no message, and is skipped by the SDK).
@@ -244,7 +238,7 @@ def _refusal(line: str) -> _Refusal | None:
         return _why_refused(line, sdk_refuses=False)  # an "id" the SDK did not take?
     if (
         isinstance(message, JSONRPCRequest)
-        and _brackets(line) > _MESSAGE_DEPTH
+        and opening_brackets(line) > _MESSAGE_DEPTH
         and json_depth(message.params) >= _MESSAGE_DEPTH
     ):
         return _why_refused(line, sdk_refuses=False)
