@@ -77,14 +77,20 @@ Choices where the design is silent:
 
 from __future__ import annotations
 
-import hashlib
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.table import Table
 
+from dissensus.cli.acceptance_cases import (
+    Gathered,
+    PolicyInputs,
+    gather,
+    judged_once,
+    panel_key,
+)
+from dissensus.cli.acceptance_cases import check_run as _check_run  # noqa: F401  (its old name)
 from dissensus.cli.app import app
 from dissensus.cli.common import (
     check_input_path,
@@ -99,135 +105,13 @@ from dissensus.cli.common import (
     quoted,
     shown,
 )
-from dissensus.errors import ConfigError, InputError
-from dissensus.types import Panel, gold_label
+from dissensus.errors import InputError
 
 if TYPE_CHECKING:
     from dissensus.acceptance import FeatureSettings
-    from dissensus.acceptance.prepare import GuardInputs
-    from dissensus.io.jsonl import RejectSink
-    from dissensus.pipeline.labels import JournalCase, JournalCases
-    from dissensus.pipeline.policy import Policy
-    from dissensus.pipeline.spec import RunSpec
-    from dissensus.store.journal import Journal
+    from dissensus.acceptance.file import AcceptanceFile
 
-__all__ = ["calibrate_acceptance_cmd"]
-
-
-def _squeezed(value: Any) -> Any:
-    """``value`` with every string in it (not the keys) stripped and its runs of
-    whitespace collapsed to one space: texts that differ only in whitespace compare equal."""
-    if isinstance(value, str):
-        return " ".join(value.split())
-    if isinstance(value, list):
-        return [_squeezed(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _squeezed(v) for k, v in value.items()}
-    return value
-
-
-def _digest(panel: Panel, *, gold: bool) -> str:
-    """sha256 of the panel's content without its id (and, ``gold=False``, its gold; with
-    it, the gold as it is read, so that ``2`` and ``"2"`` are one gold); every text is
-    compared with its whitespace collapsed (:func:`_squeezed`)."""
-    data = _squeezed(panel.model_dump(mode="json", exclude={"id"}))
-    meta = {k: v for k, v in data.get("meta", {}).items() if k != "gold"}
-    if gold and "gold" in panel.meta:
-        try:
-            meta["gold"] = gold_label(panel.meta)
-        except ValueError:
-            meta["gold"] = panel.meta["gold"]
-    data["meta"] = meta
-    body = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(body.encode("utf-8")).hexdigest()
-
-
-def panel_key(panel: Panel) -> str:
-    """What makes two labelled cases one for the cross-fit folds: the panel but its id and gold."""
-    return _digest(panel, gold=False)
-
-
-def _read_digest(panel: Panel, strata: str | None, whole_meta: bool) -> str:
-    """sha256 of what calibration reads of ``panel`` with its gold: its outputs, its case
-    (question and options), its stratum; all of ``meta`` when ``whole_meta`` (user
-    features may read any of it). Texts are compared with their whitespace collapsed."""
-    from dissensus.cases import CaseSpec
-
-    if whole_meta:
-        return _digest(panel, gold=True)
-    try:
-        gold: Any = gold_label(panel.meta)
-    except ValueError:
-        gold = panel.meta.get("gold")
-    data = _squeezed(
-        {
-            "outputs": [o.model_dump(mode="json") for o in panel.outputs],
-            "case": CaseSpec.from_panel(panel).model_dump(mode="json"),
-            "stratum": panel.meta.get(strata) if strata else None,
-            "gold": gold,
-        }
-    )
-    body = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(body.encode("utf-8")).hexdigest()
-
-
-def _judged_once(
-    panels: list[Panel], judged: list[bool], strata: str | None, whole_meta: bool
-) -> tuple[list[bool], int]:
-    """``judged`` with every near copy of an earlier judged case unjudged (module
-    docstring), and how many were."""
-    seen: dict[str, str] = {}
-    out = list(judged)
-    near = 0
-    for k, panel in enumerate(panels):
-        if not out[k]:
-            continue
-        key = _read_digest(panel, strata, whole_meta)
-        first = seen.get(key)
-        if first is None:
-            seen[key] = panel.id
-            continue
-        out[k] = False
-        near += 1
-        err_console.print(
-            f"warning: panel {quoted(panel.id)} equals panel {quoted(first)} in everything "
-            "acceptance reads: fitted on, counted once among the calibration cases",
-            soft_wrap=True,
-        )
-    return out, near
-
-
-class _Once:
-    """Keeps the first of every panel id and of every panel content (module docstring)."""
-
-    def __init__(self) -> None:
-        self.ids: set[str] = set()
-        self.contents: dict[str, str] = {}
-        self.warned: set[str] = set()
-        self.dropped = 0
-
-    def keep(self, panel: Panel, where: str) -> bool:
-        if panel.id in self.ids:
-            self.dropped += 1
-            if panel.id not in self.warned:
-                self.warned.add(panel.id)
-                err_console.print(
-                    f"warning: panel id {quoted(panel.id)} appears more than once ({where}): "
-                    "only its first labelled case is calibrated on"
-                )
-            return False
-        content = _digest(panel, gold=True)
-        first = self.contents.get(content)
-        if first is not None:
-            self.dropped += 1
-            err_console.print(
-                f"warning: panel {quoted(panel.id)} ({where}) is a copy of panel "
-                f"{quoted(first)}: not calibrated on twice"
-            )
-            return False
-        self.ids.add(panel.id)
-        self.contents[content] = panel.id
-        return True
+__all__ = ["calibrate_acceptance_cmd", "panel_key"]
 
 
 def _say_too_few(n: int, *, target: float, delta: float, min_accepted: int) -> None:
@@ -259,158 +143,6 @@ def _say_one_gold(label: str, n: int) -> None:
         "the model leaves out its option features, which could learn only that label",
         soft_wrap=True,
     )
-
-
-def _refusal(panel: Panel, strata: str | None) -> tuple[str, str] | None:
-    """``(field, message)`` when ``panel`` is no labelled case: its gold is missing or not
-    a label, or its stratum value is not one (``strata``: the strata field)."""
-    from dissensus.acceptance.calibrate import stratum_refusal
-
-    try:
-        gold = gold_label(panel.meta)
-    except ValueError as exc:
-        return "meta.gold", str(exc)
-    if gold is None:
-        return "meta.gold", "no gold decision: not a labelled case"
-    if strata:
-        why = stratum_refusal(panel.meta, strata)
-        if why is not None:
-            return f"meta.{strata}", why
-    return None
-
-
-def _labelled_panels(
-    path: str, sink: RejectSink, once: _Once, strata: str | None
-) -> list[tuple[Panel, str]]:
-    """The labelled panels of ``path`` (``-``: standard input) with their gold decisions;
-    every other line is rejected into ``sink``."""
-    from dissensus.io.jsonl import Reject, open_text, read_numbered_models
-
-    panels: list[tuple[Panel, str]] = []
-    try:
-        with open_text(path) as handle:
-            for line, text, item in read_numbered_models(Panel, handle, file=path):
-                if isinstance(item, Reject):
-                    sink.add(item)
-                    continue
-                refused = _refusal(item, strata)
-                if refused is not None:
-                    raw = text.rstrip("\r\n").removeprefix("\ufeff")
-                    sink.add(
-                        Reject(file=path, line=line, field=refused[0], message=refused[1], raw=raw)
-                    )
-                    continue
-                if once.keep(item, f"line {line}"):
-                    panels.append((item, gold_label(item.meta) or ""))
-    except OSError as exc:
-        raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
-    return panels
-
-
-def _journal_cases(
-    journal: str, run: list[str] | None, settings: FeatureSettings, guard: GuardInputs
-) -> JournalCases:
-    """The journal's labelled cases (of ``run`` when given), every run holding one checked
-    to have read and guarded as ``--policy`` does (:func:`_check_run`, module docstring)."""
-    from dissensus.pipeline.labels import labelled_from_journal
-    from dissensus.store.journal import Journal
-
-    with Journal(journal) as jr:
-        unknown = sorted(set(run or ()) - {r.run_id for r in jr.runs()})
-        if unknown:
-            raise InputError(
-                f"--run: no run {', '.join(map(repr, unknown))} in the journal {journal}"
-            )
-        found = labelled_from_journal(jr, run or None)
-        # A case's review id is its run's id, a dot and its line.
-        for run_id in dict.fromkeys(c.review_id.rpartition(".")[0] for c in found.cases):
-            _check_run(jr, run_id, settings, guard)
-    return found
-
-
-def _check_run(jr: Journal, run_id: str, settings: FeatureSettings, guard: GuardInputs) -> None:
-    """Refuse the command (a :class:`ConfigError` naming the run and the policy's field)
-    when run ``run_id`` read or guarded otherwise than ``--policy`` (``settings``, the
-    records the file will hold; ``guard``, its loaded guard inputs): the cases' readings
-    and guard decisions are the run's own, and the file says ``--policy``'s. The
-    comparison is the one a run's specification makes with the file
-    (:func:`~dissensus.pipeline.spec.calibration_difference`). A run whose ``run.started``
-    records no policy is not compared."""
-    from dissensus.pipeline.spec import RunSpec, calibration_difference
-
-    started = jr.get(run_id, "run/started")
-    if started is None or not isinstance(started.payload.get("policy"), dict):
-        return
-    where = f"run {quoted(run_id)}"
-    try:
-        spec = RunSpec.from_started(started.payload)
-    except ConfigError as exc:
-        raise ConfigError(exc.message, file=where, field=exc.field) from None
-    policy, sha256 = _run_guard(spec, guard, settings)
-    differs = calibration_difference(settings.model_dump(mode="json"), policy, sha256)
-    if differs is None:
-        return
-    if differs.field.startswith("reading."):
-        said = f"the run read with {differs.policy}, --policy reads with {differs.recorded}"
-    elif differs.field == "guard.enabled":
-        said = f"the run's guard was {differs.policy}, --policy's is {differs.recorded}"
-    elif differs.field == "guard.calibration":
-        said = f"the run's guard calibration was {differs.policy}, --policy's is {differs.recorded}"
-    else:
-        said = f"the run's guard used {differs.policy}, --policy's uses {differs.recorded}"
-    raise ConfigError(
-        f"{said}; calibrate with the policy the runs used", file=where, field=differs.field
-    )
-
-
-def _run_guard(
-    spec: RunSpec, guard: GuardInputs, settings: FeatureSettings
-) -> tuple[Policy, str | None]:
-    """The run's policy and the sha256 of its guard calibration as the comparison reads
-    them: the file's sha256 the run's specification holds; for a calibration journalled
-    without one (a journal from before specifications held their files' digests, a
-    calibration given to ``decide()`` as an object), ``--policy``'s sha256 when its content
-    is ``--policy``'s calibration, else the sha256 of the journalled content (which no
-    file of ``--policy`` matches)."""
-    policy = spec.policy
-    sha256 = spec.digests().get("guard.calibration")
-    if spec.guard_calibration is None or sha256 is not None:
-        return policy, sha256
-    if guard.calibration is not None and spec.guard_calibration == guard.calibration:
-        sha256 = settings.guard.calibration_sha256 if settings.guard is not None else None
-    else:
-        content = spec.guard_calibration.model_dump_json().encode("utf-8")
-        sha256 = hashlib.sha256(content).hexdigest()
-    name = f"{policy.guard.calibration or 'an object'} as journalled"
-    return policy.model_copy(
-        update={"guard": policy.guard.model_copy(update={"calibration": name})}
-    ), sha256
-
-
-def _strata_kept(
-    journal: str, found: JournalCases, sink: RejectSink, strata: str | None
-) -> list[JournalCase]:
-    """The journal's cases kept: a case whose stratum value is not a label is rejected
-    into ``sink`` (named by the journal and the case's line)."""
-    from dissensus.acceptance.calibrate import stratum_refusal
-    from dissensus.io.jsonl import Reject
-
-    kept = []
-    for case in found.cases:
-        why = stratum_refusal(case.panel.meta, strata) if strata else None
-        if why is None:
-            kept.append(case)
-            continue
-        line = case.review_id.rpartition(".")[2]
-        sink.add(
-            Reject(
-                file=journal,
-                line=int(line) if line.isdigit() else 0,
-                field=f"meta.{strata}",
-                message=f"review {case.review_id}: {why}",
-            )
-        )
-    return kept
 
 
 @app.command("calibrate-acceptance")
@@ -505,6 +237,57 @@ def calibrate_acceptance_cmd(
     ] = False,
 ) -> None:
     """Fit learned acceptance with a finite-sample precision guarantee and write ACCEPT.json."""
+    _check_options(
+        labelled=labelled,
+        out=out,
+        journal=journal,
+        run=run,
+        policy_path=policy_path,
+        strata=strata,
+        family=family,
+        family_rule=family_rule,
+        rejects=rejects,
+    )
+    inputs = _policy_inputs(
+        policy_path, out=out, rejects=rejects, reasoning=reasoning, markers=markers, feature=feature
+    )
+    got = gather(
+        inputs, labelled=labelled, journal=journal, run=run, strata=strata, rejects=rejects
+    )
+    judged, near = _checked_judged(got, strata, whole_meta=bool(inputs.settings.user))
+    saved = _calibrated(
+        got,
+        judged,
+        inputs.settings,
+        out=out,
+        target=target,
+        delta=delta,
+        min_accepted=min_accepted,
+        strata=strata,
+        family=family,
+        family_rule=family_rule,
+    )
+    one = _single_gold_of(got.golds, judged)
+    _warn(saved, one, sum(judged), target=target, delta=delta, min_accepted=min_accepted)
+    _report(saved, got, out=out, near=near, one=one, explain=explain, json_out=json_out)
+    raise typer.Exit(code=exit_for(got.rejected))
+
+
+def _check_options(
+    *,
+    labelled: str | None,
+    out: str,
+    journal: str | None,
+    run: list[str] | None,
+    policy_path: str | None,
+    strata: str | None,
+    family: list[str] | None,
+    family_rule: str,
+    rejects: str | None,
+) -> None:
+    """Refuse a usage error (exit 2) before anything is read: the sources, ``--run``,
+    ``--strata``, ``--family`` and ``--family-rule``, and the outputs, which are no file
+    the command reads nor each other (the module docstring)."""
     if labelled is None and journal is None:
         raise typer.BadParameter("give LABELLED.jsonl, --journal J, or both")
     if run and journal is None:
@@ -525,21 +308,24 @@ def calibrate_acceptance_cmd(
         check_journal_file(journal, must_exist=True)
     reads = {"LABELLED": labelled, "--policy": policy_path, "--journal": journal}
     check_outputs({"--out": out, "--rejects": rejects}, reads=reads)
-    from dissensus.acceptance import FeatureSettings, calibrate, save_acceptance, stratum_of
-    from dissensus.acceptance.calibrate import MISSING_STRATUM
-    from dissensus.acceptance.fit import single_gold
-    from dissensus.acceptance.prepare import (
-        GuardInputs,
-        calibrated_settings,
-        candidates_for,
-        load_user_features,
-        prepare_cases,
-    )
-    from dissensus.io.jsonl import RejectSink
+
+
+def _policy_inputs(
+    policy_path: str | None,
+    *,
+    out: str,
+    rejects: str | None,
+    reasoning: bool,
+    markers: bool,
+    feature: list[str] | None,
+) -> PolicyInputs:
+    """How ``--policy`` reads and guards a case, and the feature settings the file records
+    (its guard calibration checked to be no output)."""
+    from dissensus.acceptance import FeatureSettings
+    from dissensus.acceptance.prepare import GuardInputs, calibrated_settings
     from dissensus.pipeline import load_policy, policy_guard_calibration
-    from dissensus.pipeline.gates import judged_by_acceptance, second_answers_under
     from dissensus.pipeline.spec import file_sha256
-    from dissensus.states import Thresholds, get_backend, read_panels
+    from dissensus.states import Thresholds, get_backend
 
     policy, policy_dir = load_policy(policy_path)
     where: Path | None = None
@@ -574,113 +360,92 @@ def calibrate_acceptance_cmd(
         reading=calibrated_reading,
         guard=calibrated_guard,
     )
-    # Every run whose cases are calibrated on read and guarded as --policy, checked
-    # before anything is written (module docstring).
-    found = _journal_cases(journal, run, settings, guard) if journal is not None else None
-    cases: list[Any] = []
-    golds: list[str] = []
-    judged: list[bool] = []
-    groups: list[str] = []
-    keys: list[str] = []
-    sources: list[str] = []
-    once = _Once()
-    read: list[Panel] = []  # the panels of the cases, in order
-    with RejectSink(rejects) as sink:
-        if labelled is not None:
-            pairs = _labelled_panels(labelled, sink, once, strata)
-            panels = [p for p, _ in pairs]
-            read += panels
-            dropped = once.dropped
-            readings = read_panels(panels, backend, thresholds)
-            judged += judged_by_acceptance(policy, panels, readings, guard.calibration)
-            cases += prepare_cases(
-                panels,
-                settings=settings,
-                backend=backend,
-                guard=guard,
-                readings=readings,
-                reask=second_answers_under(policy),
-            )
-            golds += [g for _, g in pairs]
-            keys += [panel_key(p) for p in panels]
-            groups += [str(stratum_of(p.meta, strata)) for p in panels] if strata else []
-            sources.append(
-                f"{'standard input' if labelled == '-' else labelled} ({len(panels)} labelled panels"
-                + (f"; {dropped} repeated panel(s) dropped" if dropped else "")
-                + ")"
-            )
-        journalled = (
-            _strata_kept(journal, found, sink, strata)
-            if journal is not None and found is not None
-            else []
-        )
-        rejected = sink.count
-    if journal is not None and found is not None:
-        user = load_user_features(settings.user) if settings.user else None
-        before = once.dropped
-        kept = [c for c in journalled if once.keep(c.panel, f"review {c.review_id}")]
-        read += [c.panel for c in kept]
-        judged += judged_by_acceptance(
-            policy, [c.panel for c in kept], [c.reading for c in kept], guard.calibration
-        )
-        for case in kept:
-            cases.append(
-                candidates_for(
-                    case.panel,
-                    reading=case.reading,
-                    guard=case.guard,
-                    second=case.second,
-                    settings=settings,
-                    sim_backend=backend,
-                    user=user,
-                )
-            )
-            golds.append(case.gold)
-            keys.append(panel_key(case.panel))
-            if strata:
-                groups.append(str(stratum_of(case.panel.meta, strata)))
-        repeated = once.dropped - before
-        sources.append(
-            f"{journal} ({len(found.cases) - found.confirmed} resolved reviews, "
-            f"{found.confirmed} audited automatic decisions; "
-            f"{found.outside_options} outside the options excluded"
-            + (f"; {repeated} repeated panel(s) dropped" if repeated else "")
-            + ")"
-        )
-    if not cases:
+    return PolicyInputs(
+        policy=policy, backend=backend, thresholds=thresholds, guard=guard, settings=settings
+    )
+
+
+def _checked_judged(
+    got: Gathered, strata: str | None, *, whole_meta: bool
+) -> tuple[list[bool], int]:
+    """Which cases acceptance judges, a near copy counted once (:func:`judged_once`), and
+    how many near copies there were; an :class:`InputError` when there is nothing to
+    calibrate on (no case, no stratum, no case acceptance judges)."""
+    from dissensus.acceptance.calibrate import MISSING_STRATUM
+
+    if not got.cases:
         raise InputError("no labelled cases to calibrate on")
-    if strata and all(g == MISSING_STRATUM for g in groups):
+    if strata and all(g == MISSING_STRATUM for g in got.groups):
         raise InputError(
-            f"--strata {strata}: none of the {len(cases)} labelled cases has it in its meta "
+            f"--strata {strata}: none of the {len(got.cases)} labelled cases has it in its meta "
             f"(a case without it is in stratum {MISSING_STRATUM!r}; with none, one stratum "
             "is no stratification)"
         )
-    judged, near = _judged_once(read, judged, strata, whole_meta=bool(settings.user))
+    judged, near = judged_once(got.read, got.judged, strata, whole_meta=whole_meta)
     if not any(judged):
         raise InputError(
-            f"none of the {len(cases)} labelled cases reaches acceptance under this policy: "
+            f"none of the {len(got.cases)} labelled cases reaches acceptance under this policy: "
             "its routing and guard decide them all (escalate, or commit on the guard's word)"
         )
+    return judged, near
+
+
+def _calibrated(
+    got: Gathered,
+    judged: list[bool],
+    settings: FeatureSettings,
+    *,
+    out: str,
+    target: float,
+    delta: float,
+    min_accepted: int,
+    strata: str | None,
+    family: list[str] | None,
+    family_rule: str,
+) -> AcceptanceFile:
+    """Fit and calibrate on the gathered cases, and write the file to ``out`` (atomically);
+    the file as written."""
+    from dissensus.acceptance import calibrate, save_acceptance
+
     acc = calibrate(
-        cases,
-        golds,
+        got.cases,
+        got.golds,
         target=target,
         delta=delta,
         min_accepted=min_accepted,
-        strata=groups if strata else None,
+        strata=got.groups if strata else None,
         strata_field=strata,
         settings=settings,
-        built_from=sources,
+        built_from=got.sources,
         description="learned acceptance fitted by dissensus calibrate-acceptance",
         family=list(family) if family else None,
         rule="split" if family_rule == "split" else "bonferroni",
         judged=judged,
-        keys=keys,
+        keys=got.keys,
     )
-    saved = save_acceptance(acc, out)
-    one = single_gold([g for g, j in zip(golds, judged, strict=True) if j])
+    return save_acceptance(acc, out)
+
+
+def _single_gold_of(golds: list[str], judged: list[bool]) -> str | None:
+    """The one gold every judged case has, if they all have one (module docstring)."""
+    from dissensus.acceptance.fit import single_gold
+
+    return single_gold([g for g, j in zip(golds, judged, strict=True) if j])
+
+
+def _warn(
+    saved: AcceptanceFile,
+    one: str | None,
+    n_judged: int,
+    *,
+    target: float,
+    delta: float,
+    min_accepted: int,
+) -> None:
+    """The warnings on stderr about the file written: one gold label, a file that
+    accepts nothing."""
     if one is not None:
-        _say_one_gold(one, sum(judged))
+        _say_one_gold(one, n_judged)
     if saved.threshold is None and not any(f.competing for f in saved.families):
         # Every competing family is constant on the calibration cases: nothing to rank with.
         err_console.print(
@@ -689,7 +454,13 @@ def calibrate_acceptance_cmd(
     elif saved.threshold is None and len({s.stratum for s in saved.strata}) < 2:
         # One stratum is no stratification: check_strata leaves it to this warning.
         _say_too_few(saved.calibration_n, target=target, delta=delta, min_accepted=min_accepted)
-    summary = {
+
+
+def _summary(
+    saved: AcceptanceFile, got: Gathered, *, out: str, near: int, one: str | None
+) -> dict[str, Any]:
+    """The file's summary as ``--json`` prints it."""
+    return {
         "out": out,
         "calibration_n": saved.calibration_n,
         "selection_n": saved.selection_n,
@@ -705,26 +476,38 @@ def calibrate_acceptance_cmd(
         "strata": [s.model_dump() for s in saved.strata],
         "guarantee": saved.guarantee(),
         "sha256": saved.sha256,
-        "rejected": rejected,
-        "duplicates": once.dropped,
+        "rejected": got.rejected,
+        "duplicates": got.once.dropped,
         "near_copies": near,
         "single_gold": one,
     }
+
+
+def _report(
+    saved: AcceptanceFile,
+    got: Gathered,
+    *,
+    out: str,
+    near: int,
+    one: str | None,
+    explain: bool,
+    json_out: bool,
+) -> None:
+    """Print the file's summary: as JSON with ``--json``, else as tables and sentences."""
     if json_out:
-        print_json(summary)
-    else:
-        if explain:
-            _print_families(saved)
-        _print(saved, out, rejected)
-        if once.dropped:
-            out_console.print(
-                f"{once.dropped} repeated panel(s) dropped: each case is calibrated on once"
-            )
-        if near:
-            out_console.print(
-                f"{near} near copies counted once among the calibration cases (fitted on)"
-            )
-    raise typer.Exit(code=exit_for(rejected))
+        print_json(_summary(saved, got, out=out, near=near, one=one))
+        return
+    if explain:
+        _print_families(saved)
+    _print(saved, out, got.rejected)
+    if got.once.dropped:
+        out_console.print(
+            f"{got.once.dropped} repeated panel(s) dropped: each case is calibrated on once"
+        )
+    if near:
+        out_console.print(
+            f"{near} near copies counted once among the calibration cases (fitted on)"
+        )
 
 
 def _print_families(acc: Any) -> None:

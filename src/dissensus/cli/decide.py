@@ -2,8 +2,9 @@
 
 * ``dissensus decide PANELS.jsonl [--policy FILE] [--journal PATH] [--json] [--rejects FILE]``
 
-``run_and_report`` drives a run to its end and prints its summary; ``runs resume``
-(:mod:`dissensus.cli.runs`) uses it too.
+``run_and_report`` drives a run to its end and prints its summary
+(:mod:`dissensus.cli.run_summary`); ``runs resume`` (:mod:`dissensus.cli.runs`) uses it
+too. How a signal stops it is :mod:`dissensus.cli.interrupts`'s.
 
 The journal is ``--journal PATH``, else ``$DISSENSUS_JOURNAL``, else
 ``./dissensus-journal.sqlite``.
@@ -25,8 +26,9 @@ Choices where the design is silent:
   The message is the only line, wherever the signal arrives: while the run's event
   loop runs, the loop raises the interrupt between two of its steps, so no task is cut
   off between making a coroutine and awaiting it, and the loop's shutdown cancels every
-  task cleanly; a step that keeps the loop longer than :data:`GRACE_S` (0.2 s: an
-  embedding) gets it where it is, from a timer, so it stops at once. Signals that
+  task cleanly; a step that keeps the loop longer than
+  :data:`~dissensus.cli.interrupts.GRACE_S` (0.2 s: an embedding) gets it where it is,
+  from a timer, so it stops at once. Signals that
   follow the first change nothing (three in a row print the one line too): the run
   stops once, and a signal while it stops (its loop cancelling its tasks, the commit
   that releases its lock) is not raised again. Wherever it lands, the run loop leaves no task whose exception goes
@@ -62,15 +64,10 @@ Choices where the design is silent:
 from __future__ import annotations
 
 import asyncio
-import os
-import shutil
-import signal
 import sys
-from collections import Counter
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
-from contextlib import contextmanager, suppress
-from types import FrameType
-from typing import IO, TYPE_CHECKING, Annotated, Any, NoReturn
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import suppress
+from typing import IO, TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -82,7 +79,6 @@ from dissensus.cli.common import (
     INTERRUPT_SAID,
     MAX_SECONDS,
     MAX_WORKERS,
-    STOP_SIGNALS,
     Bar,
     check_journal_file,
     check_outputs,
@@ -91,7 +87,6 @@ from dissensus.cli.common import (
     err_console,
     exit_for,
     number_in,
-    out_console,
     output_handle,
     progress_enabled,
     quoted,
@@ -103,115 +98,13 @@ from dissensus.cli.common import (
 if TYPE_CHECKING:
     from dissensus.io.atomic import OutputWriteError
     from dissensus.io.jsonl import RejectSink
-    from dissensus.pipeline.audit import RunAcceptance
     from dissensus.pipeline.records import CaseRecord
     from dissensus.pipeline.spec import RunSpec
     from dissensus.states import EmbeddingBackend, SimilarityBackend
     from dissensus.store.journal import Journal
-    from dissensus.types import JsonObject
+from dissensus.cli.interrupts import Interrupted, interruptible
 from dissensus.cli.journals import JournalOpt, JsonOpt, opened_journal
-
-STATE_LEGEND = (
-    "states: CA convergent agreement, DA divergent agreement, CD convergent disagreement, "
-    "DD divergent disagreement (reasoning similar or not x conclusions agree or not)"
-)
-DECIDE_LEGEND = (
-    "'auto -> escalate': the route, then what the pipeline did; '(learned)' and the like: "
-    "what a committed decision rests on (guard, learned acceptance, calibrated reliability, "
-    "independent families, CONCORD certificate, human)"
-)
-
-
-class Interrupted(KeyboardInterrupt):
-    """SIGINT, SIGTERM or SIGHUP arrived while a run was being decided."""
-
-
-GRACE_S = 0.2
-"""How long an interrupt waits for the event loop to stop the run between two of its
-steps before it is raised where the main thread is (inside a long step: an embedding)."""
-
-
-@contextmanager
-def _interruptible() -> Iterator[Callable[[], None]]:
-    """SIGINT, SIGTERM and SIGHUP raise :class:`Interrupted` while inside, until the run is
-    complete (the function this yields is called once it is).
-
-    While an event loop runs, the loop raises it between two steps (a callback of its
-    own, scheduled by the handler): no task is stopped halfway through creating or
-    awaiting another, so the loop's shutdown cancels every task cleanly and has nothing
-    to report. A step that keeps the loop longer than :data:`GRACE_S` (an embedding)
-    gets it where it is, from a timer (SIGALRM), so it stops at once; so does a signal
-    outside the loop. It is raised once: a signal while the first is on its way (at
-    most :data:`GRACE_S`) or while the run stops (the loop's shutdown cancelling its
-    tasks, the journal committing the release of the run's lock) changes nothing, since
-    raising it there again left tasks pending and exceptions unretrieved, which the
-    interpreter reported at exit. Once the run is complete (its records all
-    handed out), a signal is not raised: what is left is closing the event loop (and its
-    threads), and the command ends as the completed run it is; a second signal still
-    stops it at once. (A signal that arrived in the run's last step used to be raised
-    by the loop's callback after the run's task had ended, which left the loop's own
-    callback that stops it behind: the loop's shutdown then failed with a traceback
-    when it had threads to wait for, as the Ray engine's.)
-    """
-    pending: list[str] = []
-    over: list[bool] = []
-    raised: list[bool] = []
-    timer = hasattr(signal, "setitimer")
-
-    def disarm() -> None:
-        if timer:
-            signal.setitimer(signal.ITIMER_REAL, 0)
-
-    def now(name: str) -> NoReturn:
-        pending.clear()
-        disarm()
-        raised.append(True)
-        raise Interrupted(name)
-
-    def between_steps() -> None:
-        if pending and not over and not raised:
-            now(pending[0])
-
-    def handler(signum: int, frame: FrameType | None) -> None:
-        if raised:  # the run is stopping already: once is all it takes
-            return
-        name = signal.Signals(signum).name
-        if over:  # the run is complete: only a second signal stops what is left
-            if pending:
-                now(name)
-            pending.append(name)
-            return
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            now(name)
-        if not timer:
-            now(name)
-        if pending:  # the first is on its way: between two steps, or from the timer
-            return
-        pending.append(name)
-        loop.call_soon_threadsafe(between_steps)
-        signal.setitimer(signal.ITIMER_REAL, GRACE_S)
-
-    def late(signum: int, frame: FrameType | None) -> None:
-        if pending and not over and not raised:
-            now(pending[0])
-
-    previous: dict[int, Any] = {
-        sig: signal.signal(sig, handler)
-        for sig in STOP_SIGNALS
-        # SIGHUP ignored (``nohup``) stays ignored
-        if sig in (signal.SIGINT, signal.SIGTERM) or signal.getsignal(sig) is not signal.SIG_IGN
-    }
-    if timer:
-        previous[signal.SIGALRM] = signal.signal(signal.SIGALRM, late)
-    try:
-        yield lambda: over.append(True)
-    finally:
-        disarm()
-        pending.clear()
-        for sig, old in previous.items():
-            signal.signal(sig, old)
+from dissensus.cli.run_summary import audits_of, journal_option, print_summary, shift_off_of
 
 
 class _EmbeddingProgress:
@@ -330,137 +223,6 @@ def _emitter(
     return emit
 
 
-def _summary(
-    records: list[CaseRecord],
-    rejected: int,
-    run_id: str,
-    journal: str,
-    duplicates: int,
-    shift: JsonObject | None = None,  # the journalled run/shift payload
-    audits: tuple[float, int] | None = None,
-    shift_off: str | None = None,  # the run's file keeps no shift reference: why
-    acceptance: RunAcceptance | None = None,  # the suspensions and hold the run met
-) -> None:
-    from dissensus.pipeline.engine import followup_tally
-    from dissensus.pipeline.learned import guarantee_sentence
-    from dissensus.pipeline.shift import shift_words
-
-    actions = Counter(r.action for r in records)
-    auto = sum(r.auto for r in records)
-    escalated = [r for r in records if r.action == "escalate" and r.decision is None]
-    out_console.print(f"run {run_id}  journal {shown(journal)}")
-    shown_records = records[:20]
-    ids = [shown(r.id) for r in shown_records]
-    width = max((len(i) for i in ids), default=0)
-    for rid, r in zip(ids, shown_records, strict=True):
-        flow = f"{r.route} -> {r.action}" if r.route != r.action else r.action
-        outcome = (
-            f"decision {shown(r.decision)} ({r.basis})"
-            if r.decision is not None
-            else f"review {r.review_id}"
-        )
-        out_console.print(f"{rid:<{width}}  {r.state}  {flow:<28} {outcome}", soft_wrap=True)
-    if len(records) > len(shown_records):
-        out_console.print(
-            f"... {len(records) - len(shown_records)} more case(s) (use --json for every record)"
-        )
-    if records:
-        out_console.print(STATE_LEGEND, soft_wrap=True)
-        out_console.print(DECIDE_LEGEND, soft_wrap=True)
-    n = len(records)
-    share = f" ({auto / n:.0%})" if n else ""
-    out_console.print(
-        f"{n} case(s): {auto} decided automatically{share}, {len(escalated)} waiting for review"
-        + (f", {rejected} rejected line(s)" if rejected else "")
-        + (f", {duplicates} duplicate panel id(s)" if duplicates else "")
-        + (
-            f", {failed} model follow-up(s) failed"
-            if (failed := followup_tally(records).failed)
-            else ""
-        )
-    )
-    out_console.print("by action: " + ", ".join(f"{k} {v}" for k, v in sorted(actions.items())))
-    figures = next((r.acceptance for r in records if r.acceptance is not None), None)
-    stopped = acceptance.words() if acceptance is not None else None
-    # The guarantee speaks for learned acceptance's commits: a held run made none, and a
-    # suspended one only where a stratum was still free.
-    speaks = stopped is None or (
-        acceptance is not None
-        and acceptance.held is None
-        and any(r.basis == "learned" for r in records)
-    )
-    if stopped is not None:
-        out_console.print(shown(stopped), soft_wrap=True)
-    if figures is not None and speaks:
-        out_console.print(shown(guarantee_sentence(figures)), soft_wrap=True)
-        if audits is not None and audits[0] > 0:
-            listed = f"{_program()} review audits --run {run_id}{shown(journal_option(journal))}"
-            out_console.print(
-                _audit_words(audits, figures.target_precision, listed), soft_wrap=True
-            )
-    if shift is not None:
-        out_console.print(shift_words(shift), soft_wrap=True)
-    if shift_off is not None:
-        out_console.print(shift_off, soft_wrap=True)
-    if escalated:
-        program = _program()
-        out_console.print("review them:")
-        where = shown(journal_option(journal))
-        out_console.print(f"  {program} review list{where}", soft_wrap=True)
-        out_console.print(
-            f"  {program} review show {shown(escalated[0].review_id)}{where}", soft_wrap=True
-        )
-
-
-def _shift_off(journal: Journal, run_id: str) -> str | None:
-    """Why the run's shift check is off, when its acceptance file keeps no shift
-    reference (a file written before the shift check)."""
-    from dissensus.pipeline.shift import shift_off_words
-
-    started = journal.get(run_id, "run/started")
-    return shift_off_words(started.payload.get("acceptance") if started is not None else None)
-
-
-def _audits_of(journal: Journal, run_id: str) -> tuple[float, int] | None:
-    """The run's audit rate and the blind audits it opened."""
-    from dissensus.pipeline.spec import RunSpec
-    from dissensus.store import event_types as ev
-
-    started = journal.get(run_id, "run/started")
-    if started is None:
-        return None
-    rate = RunSpec.from_started(started.payload).policy.acceptance.audit_rate
-    return rate, sum(1 for _ in journal.events(run_id, type=ev.REVIEW_AUDIT))
-
-
-def _audit_words(audits: tuple[float, int], target: float, command: str) -> str:
-    """The audits and the monitor, in words (the summary's last promise); ``command``
-    lists them (this program, ``--run``, ``--journal`` when one is named)."""
-    from dissensus.acceptance.monitor import confseq_available
-
-    rate, opened = audits
-    said = (
-        f"{rate:.0%} of automatic decisions are audited blind ({opened} opened in this run: "
-        f"{command})"
-    )
-    if confseq_available():
-        return (
-            f"{said}; automatic decisions stop where the audits show precision below {target:.0%}."
-        )
-    return f"{said}; the monitor that would stop them needs the monitor extra (confseq)."
-
-
-def _program() -> str:
-    """How to call this program again, as typed (``.venv/bin/dissensus`` off the PATH)."""
-    argv0 = sys.argv[0] if sys.argv else ""
-    if os.path.basename(argv0) != "dissensus":
-        return "dissensus"
-    found = shutil.which("dissensus")
-    if found and os.path.realpath(found) == os.path.realpath(argv0):
-        return "dissensus"
-    return argv0
-
-
 RejectsOpt = Annotated[
     str | None, typer.Option("--rejects", help="Write rejected lines here (JSONL).")
 ]
@@ -497,14 +259,6 @@ WorkersOpt = Annotated[
         help="Ray workers (default: the cluster's CPUs).",
     ),
 ]
-
-
-def journal_option(target: str) -> str:
-    """:func:`dissensus.store.targets.journal_option`, imported when a command is shown
-    (registering the commands loads no library part)."""
-    from dissensus.store.targets import journal_option as option
-
-    return option(target)
 
 
 def said_interrupted(journal: Journal, run_id: str) -> int:
@@ -559,7 +313,7 @@ def run_and_report(
     finished: list[CaseRecord] = []  # what a deadline leaves to show in human mode
     try:
         with (
-            _interruptible() as complete,
+            interruptible() as complete,
             RejectSink(rejects) as sink,
             # A deadline keeps the records finished so far, in input order (as --json).
             output_handle(output, keep_on=(DeadlineReached,)) as handle,
@@ -608,7 +362,7 @@ def run_and_report(
         # JSONL has them already); the error line that follows names the resume command.
         if not json_out and finished:
             with suppress(OutputWriteError):
-                _summary(finished, sink.count, run_id, journal.path, len(duplicates))
+                print_summary(finished, sink.count, run_id, journal.path, len(duplicates))
         raise
     except BrokenPipeError:
         # Standard output was closed (``| head -1``): exit 0 as for every command, but the
@@ -636,15 +390,15 @@ def run_and_report(
     shift = checked.payload if checked is not None else None
     if not json_out:
         try:
-            _summary(
+            print_summary(
                 records,
                 sink.count,
                 run_id,
                 journal.path,
                 len(duplicates),
                 shift,
-                audits=_audits_of(journal, run_id),
-                shift_off=_shift_off(journal, run_id),
+                audits=audits_of(journal, run_id),
+                shift_off=shift_off_of(journal, run_id),
                 acceptance=run_acceptance(journal, run_id),
             )
         except OutputWriteError as exc:  # standard output is full: the run is journalled
@@ -653,7 +407,7 @@ def run_and_report(
         from dissensus.pipeline.shift import shift_words
 
         err_console.print(f"warning: {shift_words(shift)}", soft_wrap=True)
-    if json_out and (off := _shift_off(journal, run_id)) is not None:
+    if json_out and (off := shift_off_of(journal, run_id)) is not None:
         err_console.print(f"warning: {off}", soft_wrap=True)
     if json_out and (state := run_acceptance(journal, run_id)) is not None:
         stopped = state.words()

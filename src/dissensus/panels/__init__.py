@@ -7,12 +7,14 @@
 
 The policy's ``panel:`` section names the members; :mod:`.fanout` asks them,
 :mod:`.answers` turns each answer into a decision, :mod:`.door` decides the panel with
-the pipeline and writes the completion (:mod:`.shapes`). ``dissensus serve`` exposes it
+the pipeline and writes the completion (:mod:`.completion`, :mod:`.shapes`; its errors:
+:mod:`.errors`, :mod:`.idempotency`). ``dissensus serve`` exposes it
 as ``POST /v1/chat/completions`` (:mod:`dissensus.serve.chat`). See ``docs/chat.md``.
 """
 
 from dissensus.panels.answers import MemberAnswer, normalise_label, read_answer, verdict_schema
-from dissensus.panels.door import PanelChat, answer_of, as_chunks, parse_request
+from dissensus.panels.completion import answer_of, as_chunks, parse_request
+from dissensus.panels.door import PanelChat
 from dissensus.panels.fanout import STAGE, FanOut, Members, PanelUnavailable, member_request
 from dissensus.panels.recordings import recording_line
 from dissensus.panels.shapes import (

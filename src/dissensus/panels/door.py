@@ -118,7 +118,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Coroutine
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -128,6 +128,26 @@ from pydantic import ValidationError
 from dissensus.errors import ConfigError, DissensusError, InputError
 from dissensus.io.limits import DEFAULT, Limits
 from dissensus.llm.base import Cutoff, Message, cut_off_by
+from dissensus.panels.completion import (
+    answer_of,
+    as_chunks,
+    case_links,
+    escalation_text,
+    parse_request,
+)
+from dissensus.panels.errors import (
+    CLOSED,
+    JOURNAL_BUSY,
+    JOURNAL_CASE_UNKNOWN,
+    JOURNAL_UNAVAILABLE,
+    SHUTTING_DOWN,
+    UNFINISHED,
+    case_unknown,
+    journal_down,
+    journal_outage,
+    shutting_down,
+    unfinished_case,
+)
 from dissensus.panels.fanout import (
     FanOut,
     Members,
@@ -137,9 +157,12 @@ from dissensus.panels.fanout import (
 )
 from dissensus.panels.idempotency import (
     FINGERPRINT_FIELD,
+    check_fingerprint,
     check_key,
+    key_in_use,
     keyed_run_id,
     request_fingerprint,
+    run_taken,
 )
 from dissensus.panels.shapes import (
     COMMITTED,
@@ -147,11 +170,8 @@ from dissensus.panels.shapes import (
     AssistantMessage,
     CaseStatus,
     ChatCompletion,
-    ChatCompletionChunk,
     ChatError,
     Choice,
-    ChunkChoice,
-    ChunkDelta,
     CompletionRequest,
     CompletionUsage,
     MemberReport,
@@ -166,13 +186,7 @@ from dissensus.pipeline.review import final_records, split_ref
 from dissensus.pipeline.shift_watch import EVERY, ShiftWatch
 from dissensus.pipeline.steps import CaseInput
 from dissensus.quoting import quote_short
-from dissensus.store.errors import (
-    JournalBusy,
-    JournalDamaged,
-    JournalError,
-    JournalReadOnly,
-    RunExists,
-)
+from dissensus.store.errors import JournalError
 from dissensus.store.journal import Journal
 from dissensus.types import Panel, Usage, find_unrepresentable
 
@@ -191,104 +205,8 @@ __all__ = [
 
 T = TypeVar("T")
 
-CLOSED = "closed"
-"""``code`` of a request made of a :class:`PanelChat` after its ``close()``."""
-
-SHUTTING_DOWN = "shutting_down"
-"""``code`` of the ``503`` of a request ended (or refused) because the door is draining."""
-
-UNFINISHED = "shutting_down_case_unfinished"
-"""``code`` of the ``503`` of a request whose decision did not end within the shutdown's
-bound (:meth:`PanelChat.adrain`): its case is named, and it must not be sent again."""
-
-JOURNAL_BUSY = "journal_busy"
-"""``code`` of the ``503`` of a request whose case the journal could not take because
-another writer held its lock past the busy timeout."""
-
-JOURNAL_UNAVAILABLE = "journal_unavailable"
-"""``code`` of the ``503`` of a request whose case the journal could not take because it
-was unreachable (the database down or restarting, the connection lost)."""
-
-JOURNAL_CASE_UNKNOWN = "journal_unavailable_case_unknown"
-"""``code`` of the ``503`` of a request whose journal failed while its case was journalled
-and could not be read back: the case may be journalled (its commit went through, only the
-acknowledgement was lost); the body names it."""
-
 CUT_REASON = "the panel door is shutting down"
 """Why the model calls of decisions still running at the end of a drain are cut off."""
-
-
-def _shutting_down(ended: bool) -> ChatError:
-    what = (
-        "the request was ended before its members all answered"
-        if ended
-        else "it takes no new requests"
-    )
-    return ChatError(
-        503,
-        f"the server is shutting down: {what}; nothing was journalled, the request can be "
-        "sent again",
-        type="server_error",
-        code=SHUTTING_DOWN,
-    )
-
-
-def _unfinished(case_id: str, run_id: str) -> ChatError:
-    return ChatError(
-        503,
-        f"the server is shutting down and the decision of case {case_id} did not end in "
-        f"time: run {run_id} stays in the journal as far as it got, resumable with "
-        f"`dissensus runs resume {run_id}`; do not send the request again",
-        type="server_error",
-        code=UNFINISHED,
-        fields={
-            "dissensus": {
-                "case_id": case_id,
-                "run_id": run_id,
-                "links": _links(run_id, case_id, None),
-            }
-        },
-    )
-
-
-def _outage(exc: BaseException) -> tuple[str, str] | None:
-    """``(sentence, code)`` of a journal that cannot be used right now (busy or
-    unreachable: the request may be sent again later), the sentence without the
-    journal's path or URL; ``None`` for any other error (a read-only or damaged journal
-    is no outage)."""
-    if isinstance(exc, JournalBusy):
-        return "the journal is busy (another writer holds its lock)", JOURNAL_BUSY
-    if isinstance(exc, JournalError) and not isinstance(exc, JournalReadOnly | JournalDamaged):
-        return "the journal is unreachable", JOURNAL_UNAVAILABLE
-    return None
-
-
-def _journal_down(outage: tuple[str, str], then: str) -> ChatError:
-    """The ``503`` of an :func:`_outage`, its message ending with ``then`` (raised from
-    the store's error, which names the journal)."""
-    said, code = outage
-    return ChatError(503, f"{said}: {then}", type="server_error", code=code)
-
-
-def _case_unknown(case_id: str, run_id: str, *, keyed: bool) -> ChatError:
-    """The ``503`` of a decision whose journal failed and could not be read back: its
-    case may be journalled (a commit that went through, its acknowledgement lost)."""
-    again = " (or send it again with the same Idempotency-Key)" if keyed else ""
-    return ChatError(
-        503,
-        f"the journal became unreachable while case {case_id} was journalled, and whether it "
-        f"was cannot be told now: poll GET /v1/cases/{case_id} (a 404 says it was not) before "
-        f"sending the request again{again}",
-        type="server_error",
-        code=JOURNAL_CASE_UNKNOWN,
-        fields={
-            "dissensus": {
-                "case_id": case_id,
-                "run_id": run_id,
-                "links": _links(run_id, case_id, None),
-            }
-        },
-    )
 
 
 def _retrieved(future: asyncio.Future[Any]) -> None:
@@ -313,41 +231,10 @@ def _cancelling() -> int:
     return task.cancelling() if task is not None else 0
 
 
-def _key_in_use(case_id: str, run_id: str) -> ChatError:
-    """The ``409`` of a keyed request whose case another process is deciding, or whose
-    run stopped before its end."""
-    return ChatError(
-        409,
-        f"the case of this idempotency key ({case_id}) is not journalled whole: another "
-        f"request with the key is being decided, or its run stopped before its end "
-        f"(`dissensus runs resume {run_id}`); ask again later",
-        param="Idempotency-Key",
-        code="idempotency_key_in_use",
-    )
-
-
 ATTEMPT_FIELD = "request_attempt"
 """The panel ``meta`` field of a keyed request's own attempt (a random id): after a fault,
 it tells the case this request journalled (its commit went through, the acknowledgement
 lost) from the one another request with the key journalled first."""
-
-
-def _taken(exc: DissensusError) -> bool:
-    """Whether a decision failed because its run id was taken meanwhile (a keyed request
-    decided by another process on the same journal)."""
-    return isinstance(exc, RunExists) or (isinstance(exc, ConfigError) and exc.field == "run_id")
-
-
-def _check_fingerprint(panel: Panel, fingerprint: str, case_id: str) -> None:
-    """Refuse a key's journalled case when another request made it (``422``)."""
-    if panel.meta.get(FINGERPRINT_FIELD) != fingerprint:
-        raise ChatError(
-            422,
-            f"this idempotency key was used with another request (case {case_id}): "
-            "send a new request with a new key",
-            param="Idempotency-Key",
-            code="idempotency_key_reused",
-        )
 
 
 def _recorded_reports(panel: Panel) -> list[MemberReport]:
@@ -382,97 +269,6 @@ async def _decide_panel(
     its model calls under ``cutoff`` (:meth:`PanelChat.adrain`)."""
     with cut_off_by(cutoff):
         return await adecide(panel, spec, journal=journal, run_id=run_id)
-
-
-def parse_request(body: Any) -> CompletionRequest:
-    """A request body validated, or a ``400`` :class:`ChatError` naming the parameter."""
-    if isinstance(body, CompletionRequest):
-        return body
-    if not isinstance(body, Mapping):
-        raise ChatError(400, "the request body must be a JSON object", param=None)
-    try:
-        request = CompletionRequest.model_validate(body)
-    except ValidationError as exc:
-        first = exc.errors(include_url=False)[0]
-        # Union members pydantic names in the location (``str``, ``list[ContentPart]``) are not fields.
-        parts = [
-            str(p) for p in first["loc"] if not (isinstance(p, str) and (p == "str" or "[" in p))
-        ]
-        param = ".".join(parts) or None
-        message = str(first["msg"]).removeprefix("Value error, ")
-        raise ChatError(400, f"{param}: {message}" if param else message, param=param) from None
-    # The panel is built unvalidated from these texts (dissensus.panels.fanout): check here
-    # what its validation would refuse (a lone surrogate), as a 400 naming the message.
-    for i, sent in enumerate(request.messages):
-        why = find_unrepresentable(sent.text())
-        if why is not None:
-            raise ChatError(400, f"messages.{i}.content: {why}", param=f"messages.{i}.content")
-    return request
-
-
-def answer_of(panel: Panel, decision: str | None) -> tuple[str | None, str | None]:
-    """``(text, member)``: the full text of the first member that gave ``decision``."""
-    if decision is None:
-        return None, None
-    answers = panel.meta.get("answers") if isinstance(panel.meta.get("answers"), dict) else {}
-    for out in panel.outputs:
-        if out.decision == decision:
-            text = answers.get(out.agent) if answers else None
-            return (text if isinstance(text, str) and text else out.reasoning), out.agent
-    return decision, None
-
-
-def _links(run_id: str, case_id: str, review_id: str | None) -> dict[str, str]:
-    links = {"case": f"/v1/cases/{case_id}", "verify": f"/v1/runs/{run_id}/verify"}
-    if review_id:
-        links["review"] = f"/review/case/{review_id}"
-    return links
-
-
-def _escalation_text(case_id: str, reason: str, reports: list[MemberReport]) -> str:
-    """What an escalation's content says, worded from what the members gave: a split, one
-    decision the policy did not let commit on its own, or no decision at all."""
-    given = {r.decision for r in reports if r.decision is not None}
-    if len(given) > 1:
-        what = "the panel's disagreement went to human review"
-    elif given:
-        what = (
-            f"the members that answered agreed on {quote_short(next(iter(given)))}, but the "
-            "policy did not let that commit on its own, so the case went to human review"
-        )
-    else:
-        what = "no member gave a usable answer, so the case went to human review"
-    return (
-        f"No answer was committed: {what} (case {case_id}). "
-        f"Poll GET /v1/cases/{case_id} for the decision. Why: {reason}"
-    )
-
-
-def as_chunks(
-    completion: ChatCompletion, *, include_usage: bool = False
-) -> list[ChatCompletionChunk]:
-    """The completion in OpenAI's streaming shape: role, content, then the end with
-    ``dissensus`` and the usage; with ``include_usage`` (``stream_options``), the usage on
-    a last chunk of its own with ``choices: []``, as OpenAI sends it."""
-    base = {"id": completion.id, "created": completion.created, "model": completion.model}
-    choice = completion.choices[0]
-    chunks = [
-        ChatCompletionChunk(
-            **base, choices=[ChunkChoice(delta=ChunkDelta(role="assistant", content=""))]
-        ),
-        ChatCompletionChunk(
-            **base, choices=[ChunkChoice(delta=ChunkDelta(content=choice.message.content or ""))]
-        ),
-        ChatCompletionChunk(
-            **base,
-            choices=[ChunkChoice(delta=ChunkDelta(), finish_reason=choice.finish_reason)],
-            usage=None if include_usage else completion.usage,
-            dissensus=completion.dissensus,
-        ),
-    ]
-    if include_usage:
-        chunks.append(ChatCompletionChunk(**base, choices=[], usage=completion.usage))
-    return chunks
 
 
 def _after(spec: RunSpec, fan: FanOut) -> RunSpec:
@@ -724,7 +520,7 @@ class PanelChat:
                 code=CLOSED,
             )
         if self._closing:
-            raise _shutting_down(ended=False)
+            raise shutting_down(ended=False)
         if fingerprint is None:
             return await self._answer(request, run_id, case_id, panel_id, messages, on_decide)
         # A keyed request: after any request with its key still running here, the case
@@ -732,17 +528,17 @@ class PanelChat:
         try:
             replayed = await self._replayed(request, run_id, case_id, fingerprint, on_decide)
         except JournalError as exc:  # the key's case could not be read
-            outage = _outage(exc)
+            outage = journal_outage(exc)
             if outage is None:
                 raise
             then = (
                 "the case of this idempotency key could not be read; send the request again later"
             )
-            raise _journal_down(outage, then) from exc
+            raise journal_down(outage, then) from exc
         if replayed is not None:
             return replayed
         if self._closing:  # the drain began while this request waited for its key
-            raise _shutting_down(ended=True)
+            raise shutting_down(ended=True)
         holding: Future[None] = Future()
         self._keys[run_id] = holding
         try:
@@ -781,7 +577,7 @@ class PanelChat:
             fan = await fanning
         except asyncio.CancelledError:
             if self._closing and fanning.cancelled() and not _cancelling():
-                raise _shutting_down(ended=True) from None
+                raise shutting_down(ended=True) from None
             raise
         except PanelUnavailable as exc:
             raise ChatError(502, str(exc), type="server_error", code="panel_unavailable") from None
@@ -806,12 +602,12 @@ class PanelChat:
             record = await waiting
         except asyncio.CancelledError:
             if self._abandoned and waiting.cancelled() and not _cancelling():
-                raise _unfinished(case_id, run_id) from None
+                raise unfinished_case(case_id, run_id) from None
             raise
         except DissensusError as exc:
-            if fingerprint is not None and _taken(exc):
-                raise _key_in_use(case_id, run_id) from None
-            outage = _outage(exc)
+            if fingerprint is not None and run_taken(exc):
+                raise key_in_use(case_id, run_id) from None
+            outage = journal_outage(exc)
             if outage is None:
                 raise ChatError(
                     500, f"the pipeline failed: {exc}", type="server_error", code="decide_failed"
@@ -859,12 +655,12 @@ class PanelChat:
         try:
             found = await asyncio.to_thread(self._keyed_case, run_id)
         except DissensusError:
-            raise _case_unknown(case_id, run_id, keyed=True) from exc
+            raise case_unknown(case_id, run_id, keyed=True) from exc
         if found is None:
             then = "its case was not journalled (at most its start); send the request again later"
-            raise _journal_down(outage, then) from exc
+            raise journal_down(outage, then) from exc
         journalled, record = found
-        _check_fingerprint(journalled, fingerprint, case_id)
+        check_fingerprint(journalled, fingerprint, case_id)
         if journalled.meta.get(ATTEMPT_FIELD) == panel.meta[ATTEMPT_FIELD]:
             return self._completion(request, run_id, case_id, panel, fan.reports, fan.usage, record)
         return self._completion(
@@ -898,15 +694,15 @@ class PanelChat:
         """The case's record when the journal holds it although its decision failed on a
         busy or unreachable journal (the commit went through, its acknowledgement was
         lost: answered as if it had come); else the ``503`` (not journalled, or, when
-        the journal cannot be read now either, :func:`_case_unknown`)."""
+        the journal cannot be read now either, :func:`~dissensus.panels.errors.case_unknown`)."""
         try:
             record = await asyncio.to_thread(self._journalled, run_id)
         except DissensusError:
-            raise _case_unknown(case_id, run_id, keyed=keyed) from exc
+            raise case_unknown(case_id, run_id, keyed=keyed) from exc
         if record is not None:
             return record
         then = "its case was not journalled (at most its start); send the request again later"
-        raise _journal_down(outage, then) from exc
+        raise journal_down(outage, then) from exc
 
     def _journalled(self, run_id: str) -> CaseRecord | None:
         """The record of the run's case when the journal holds the run finished (one
@@ -942,9 +738,9 @@ class PanelChat:
         record = next((r for r in final_records(self.journal, run_id) if r.line == 1), None)
         entered = case_step(self.journal, run_id, 1, "input")
         if record is None or entered is None:
-            raise _key_in_use(case_id, run_id)
+            raise key_in_use(case_id, run_id)
         panel = CaseInput.model_validate(entered).panel
-        _check_fingerprint(panel, fingerprint, case_id)
+        check_fingerprint(panel, fingerprint, case_id)
         return self._completion(
             request, run_id, case_id, panel, _recorded_reports(panel), Usage(), record, True
         )
@@ -987,10 +783,10 @@ class PanelChat:
             suggestion=record.suggestion,
             acceptance=record.acceptance,
             members=reports,
-            links=_links(run_id, case_id, record.review_id),
+            links=case_links(run_id, case_id, record.review_id),
             replayed=replayed,
         )
-        content = text if committed else _escalation_text(case_id, record.reason, reports)
+        content = text if committed else escalation_text(case_id, record.reason, reports)
         return ChatCompletion(
             id=panel.id,
             created=int(time.time()),
@@ -1035,17 +831,17 @@ class PanelChat:
                 decision=None,
                 answer=None,
                 record=None,
-                links=_links(run_id, case_id, None),
+                links=case_links(run_id, case_id, None),
             )
         if deciding is not None:
             await _settle([deciding])
         try:
             found = self._journalled_case(run_id, line)
         except JournalError as exc:  # the case could not be read: ask again later
-            outage = _outage(exc)
+            outage = journal_outage(exc)
             if outage is None:
                 raise
-            raise _journal_down(outage, "the case could not be read; ask again later") from exc
+            raise journal_down(outage, "the case could not be read; ask again later") from exc
         if found is None:
             raise unknown
         panel, record = found
@@ -1064,7 +860,7 @@ class PanelChat:
             answer=text,
             answered_by=member,
             record=record,
-            links=_links(run_id, case_id, record.review_id),
+            links=case_links(run_id, case_id, record.review_id),
         )
 
     def _journalled_case(self, run_id: str, line: int) -> tuple[Panel, CaseRecord] | None:

@@ -4,8 +4,10 @@ A client that sends a request with an idempotency key (the HTTP door's
 ``Idempotency-Key`` header, :meth:`dissensus.panels.PanelChat.acomplete`'s
 ``idempotency_key``) and sends it again — its own retry after a timeout, an SDK's
 automatic retry, a restart — gets the case the first one journalled, not a second
-case with the members asked and billed again. This module holds the pure parts: the
-key's form, the run id a key names and the fingerprint of the request it was used with.
+case with the members asked and billed again. This module holds the parts that need no
+journal: the key's form, the run id a key names, the fingerprint of the request it was
+used with, and the errors a key's request is answered with (:func:`key_in_use`,
+:func:`check_fingerprint`).
 
 Choices where the design is silent (the IETF ``Idempotency-Key`` header draft and the
 payment APIs that use one are the model):
@@ -34,15 +36,21 @@ from __future__ import annotations
 import hashlib
 
 from dissensus.canonical import canonical
+from dissensus.errors import ConfigError, DissensusError
 from dissensus.panels.shapes import ChatError, CompletionRequest
+from dissensus.store.errors import RunExists
+from dissensus.types import Panel
 
 __all__ = [
     "FINGERPRINT_FIELD",
     "KEYED_RUN_PREFIX",
     "MAX_KEY_CHARS",
+    "check_fingerprint",
     "check_key",
+    "key_in_use",
     "keyed_run_id",
     "request_fingerprint",
+    "run_taken",
 ]
 
 MAX_KEY_CHARS = 255
@@ -86,3 +94,34 @@ def request_fingerprint(request: CompletionRequest) -> str:
     """What a key was used to ask, as a digest (the module docstring)."""
     asked = request.model_dump(mode="json", exclude={"stream", "stream_options"})
     return hashlib.sha256(canonical(asked).encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def key_in_use(case_id: str, run_id: str) -> ChatError:
+    """The ``409`` of a keyed request whose case another process is deciding, or whose
+    run stopped before its end."""
+    return ChatError(
+        409,
+        f"the case of this idempotency key ({case_id}) is not journalled whole: another "
+        f"request with the key is being decided, or its run stopped before its end "
+        f"(`dissensus runs resume {run_id}`); ask again later",
+        param="Idempotency-Key",
+        code="idempotency_key_in_use",
+    )
+
+
+def run_taken(exc: DissensusError) -> bool:
+    """Whether a decision failed because its run id was taken meanwhile (a keyed request
+    decided by another process on the same journal)."""
+    return isinstance(exc, RunExists) or (isinstance(exc, ConfigError) and exc.field == "run_id")
+
+
+def check_fingerprint(panel: Panel, fingerprint: str, case_id: str) -> None:
+    """Refuse a key's journalled case when another request made it (``422``)."""
+    if panel.meta.get(FINGERPRINT_FIELD) != fingerprint:
+        raise ChatError(
+            422,
+            f"this idempotency key was used with another request (case {case_id}): "
+            "send a new request with a new key",
+            param="Idempotency-Key",
+            code="idempotency_key_reused",
+        )
