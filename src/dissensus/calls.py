@@ -6,7 +6,7 @@ through either. What differs between the doors is a :class:`DoorOptions`: whethe
 function agents run, the folder they are found from, and the most agents a negotiation
 may hold.
 
-Choices where the design is silent:
+Choices this module makes:
 
 * The fields a refusal names are those of the problem document (``model``, ``agents``,
   ``agents.2.kind``) and the call's own options (``deadline``, ``rule``,

@@ -12,7 +12,7 @@ This module imports nothing from the package, so the pure core (CONCORD's certif
 digest) and the adapters (the journal's hash chain, recorded model calls) share it
 without the core loading any adapter.
 
-Choices where the design is silent:
+Choices this module makes:
 
 * The standard library's encoder is the definition; ``orjson`` (a core dependency)
   writes the text first when it is installed, about four times faster, and its text is

@@ -6,7 +6,7 @@ problem, the review page, the CLI's tables, the review requests of the integrati
 reads it through :meth:`CaseSpec.from_meta`, so a case has one question and one list
 of options whoever asks.
 
-Choices where the design is silent:
+Choices this module makes:
 
 * **Question**: the first non-empty string among ``meta.question``, ``meta.input``,
   ``meta.prompt`` and ``meta.statement``.

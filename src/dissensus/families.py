@@ -6,7 +6,7 @@ converter, ``OpenAI`` from a live re-ask). :func:`model_family` reads the family
 model name from :data:`FAMILY_PREFIXES`; :func:`canonical_family` is how every
 comparison sees a declared family (a panel's ``family`` field, a calibration file's).
 
-Choices where the design is silent:
+Choices this module makes:
 
 * Families are lower-case vendor names (``openai``, ``anthropic``, ``google``, ``meta``,
   ``mistral``, ``alibaba``, ``deepseek``, ``tii``, ``microsoft``, ``01-ai``).

@@ -2,7 +2,7 @@
 
 Every file dissensus reads whole as configuration or data (policy, rules, problem, task
 and scripted-model files, calibration, acceptance and certificate files, a recording,
-a public key) goes through :func:`read_file_bytes`. Choices where the design is silent:
+a public key) goes through :func:`read_file_bytes`. Choices this module makes:
 
 * **Regular files only.** A device (``/dev/zero``, ``/dev/full``), a named pipe, a
   socket or a directory is refused before a byte is read ("not a regular file (a

@@ -17,7 +17,7 @@ The two listings print one line per entry. (*) See the choices below.
 ``VerifyReport`` is the journal's own (:class:`dissensus.store.VerifyReport`); it is listed
 here because every door shows it unchanged.
 
-Choices where the design is silent:
+Choices this module makes:
 
 * A door may add what only it knows, in a model of its own that extends the shared one:
   the service's review list adds each open case's live ``claim`` and its case view adds

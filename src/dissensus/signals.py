@@ -18,7 +18,7 @@ agent come out of the pair of answers, both available without any gold label:
   apply, such as "instruction") are how it writes when it checks the stated criterion.
   A low score means a decisive, criterion-grounded answer.
 
-Choices where the design is silent: markers are counted over both traces (the
+Choices this module makes: markers are counted over both traces (the
 original and the re-asked one) because a decisive judge is decisive in both orders;
 an agent without a re-ask is never stable; the lexicons are policy settings
 (:class:`MarkerLexicon`) so that a calibration file records the lexicon it was built

@@ -2,7 +2,7 @@
 
 This module imports nothing from the package; everything may import it.
 
-Choices where the design is silent:
+Choices this module makes:
 
 * A decision is any categorical label (so are a panel's or a case's ``id``, a vote's
   ``answer``, a case's ``gold`` and a panel's ``meta.gold``, read by :func:`gold_label`).

@@ -11,7 +11,7 @@ order-stable agreement, the guard's posterior) is chosen with the threshold by a
 that keeps the guarantee (``rule``; a ``family`` given by the caller is the only one
 tried, at the full ``delta``); the file names it and every record quotes it.
 
-Choices where the design is silent: a case whose gold answer is none of its candidates
+Choices this module makes: a case whose gold answer is none of its candidates
 still counts (its best candidate is wrong). The model's features are
 :func:`~dissensus.acceptance.fit.feature_list` of the cases and their golds: when every
 gold is one label, no ``option=<label>`` feature (it could learn only that label; the

@@ -39,7 +39,7 @@ posterior never beat both defaults on the data sets measured. The other families
 still scored (non-competing, at the full ``delta``, for ``--explain``) and any set can be
 named by the caller.
 
-Choices where the design is silent: a family is *eligible* when its case scores take
+Choices this module makes: a family is *eligible* when its case scores take
 at least two distinct values on the calibration cases (a label-free rule: a family
 without re-asks or without a guard is constant and could accept all or nothing). The
 rule is the same for every family, the learned one included: a model fitted on cases

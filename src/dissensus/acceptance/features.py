@@ -43,8 +43,8 @@ bound leaves ``10**100``-fold headroom below the largest float for those squares
 sums, and no count, share or similarity comes near it.
 
 Agents absent from the calibration contribute only through candidate and panel
-features, so a panel of unknown agents is still scored. Choices where the design is
-silent: an abstention is neither for nor against; candidate order is the order in
+features, so a panel of unknown agents is still scored. Choices this module makes:
+an abstention is neither for nor against; candidate order is the order in
 which labels first appear (options, then first answers, then re-asks); missing
 features are 0 when the model is applied. Families are counted as every comparison
 counts them (:func:`dissensus.families.canonical_family`: ``OpenAI`` and ``openai``, or

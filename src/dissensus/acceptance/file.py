@@ -11,7 +11,7 @@ per-stratum figures. ``sha256`` is the hash of the file's canonical JSON with th
 ``sha256`` field removed; every record decided with the file quotes it, and
 :func:`load_acceptance` refuses a file whose content no longer matches its hash.
 
-Choices where the design is silent: canonical JSON is ``json.dumps(sort_keys=True,
+Choices this module makes: canonical JSON is ``json.dumps(sort_keys=True,
 separators=(",", ":"), ensure_ascii=False)`` of the pydantic dump; floats are written
 as Python writes them (round-trip exact); a file with ``threshold: null`` is valid and
 means "accept nothing", its ``threshold_reason`` saying why. Format ``/1`` files (one

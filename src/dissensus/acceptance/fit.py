@@ -34,7 +34,7 @@ one case never sit on both sides; smallest mean log loss, ties to the smaller ``
 nested in the cross-fit, so the out-of-fold scores stay out of fold. A fold with fewer
 than :data:`MIN_CASES_FOR_CV` cases, or a single class within a grouped split, uses ``C = 1``.
 
-Choices where the design is silent: L2 penalty, no class weights (the
+Choices this module makes: L2 penalty, no class weights (the
 rows' base rate is what the score should reflect), the ``liblinear`` solver (exact on
 problems this size and about twenty times faster than L-BFGS here; it also shrinks the
 intercept slightly); at most 5 folds, fewer when there

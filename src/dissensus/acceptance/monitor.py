@@ -10,7 +10,7 @@ least 1 - delta, so looking after every audit is allowed. When the upper bound f
 below the acceptance file's target precision, precision is below the target at level
 delta and the stratum is *suspended*: later automatic commits in it escalate.
 
-Choices where the design is silent:
+Choices this module makes:
 
 * delta and the target are the acceptance file's own (the guarantee it states).
 * The upper bound is one-sided: one minus ``confseq.betting.betting_lower_cs`` on the

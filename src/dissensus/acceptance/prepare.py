@@ -10,7 +10,7 @@ re-asks recorded in the panel. :func:`acceptance_guard` is the one function both
 calibration (:func:`prepare_cases`) and ``decide`` (:mod:`dissensus.pipeline.engine`)
 compute the guard features with, so a case scores the same in both.
 
-Choices where the design is silent: a panel with fewer than two votes, or a run whose
+Choices this module makes: a panel with fewer than two votes, or a run whose
 policy disables the guard, has no guard features (as the pipeline's guard step).
 
 The settings the features depend on are recorded in the file

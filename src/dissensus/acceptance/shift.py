@@ -45,7 +45,7 @@ vectors are read on the reference's columns, so a file made before the label mix
 kept (no ``option=`` columns) checks as it did. Under exchangeability the label a panel
 backs is exchangeable like every other feature, so the test stays valid.
 
-Choices where the design is silent: the classifier is a standardised L2 logistic
+Choices this module makes: the classifier is a standardised L2 logistic
 regression (``C = 1``, liblinear; it is there to detect a difference, not to be the best
 detector, and it stays fast), its score the log-odds; each side's fitting half is the
 smaller half (``n // 2`` cases, a seeded draw), its testing half the rest; fewer than

@@ -4,7 +4,7 @@ Building agents is outside CONCORD's core: it joins the problem file (the core's
 input), user code (function agents) and the model stack (LLM agents). The protocol
 only sees :class:`~dissensus.concord.agent.NegotiationAgent` objects.
 
-Choices where the design is silent:
+Choices this module makes:
 
 * A problem file is trusted code: ``module:function`` names are loaded with
   :func:`dissensus.loading.load_callable`, a module beside the problem file

@@ -25,7 +25,7 @@ Answers are also accepted in the list form ``{"scores": [{"id", "score"}]}``. St
 are ``concord.anchors``, ``concord.propose``, ``concord.score`` and ``concord.repair``,
 so scripted models can answer per stage.
 
-Choices where the design is silent:
+Choices this module makes:
 
 * A score answer that omits an outcome, scores one it was not asked about or scores
   one twice (the list form) raises :class:`~dissensus.llm.StructuredOutputError`: the

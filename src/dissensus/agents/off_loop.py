@@ -8,7 +8,7 @@ runs the negotiation in a worker thread, on an event loop of its own
 (:func:`asyncio.run`); the model client, when there are LLM agents, is made and closed
 there too. The agents are built there as well (:func:`~dissensus.agents.assembly.build_agents`).
 
-Choices where the design is silent:
+Choices this module makes:
 
 * **A caller that stops waiting** (its task cancelled: a request's timeout, a client
   gone or cancelling, the server shutting down) cancels the negotiation

@@ -9,7 +9,7 @@ Every error is one line on standard error, usage errors too (``error: ...`` foll
 the command's ``--help`` to read). Output cut short by a closed pipe (``| head -1``)
 ends the command silently with exit 0 (a command's ``--help`` too).
 
-Choices where the design is silent:
+Choices this module makes:
 
 * **Start-up stays cheap.** Registering the commands imports only the CLI framework and
   the CLI's own helpers; each command imports the library parts it needs when it runs,

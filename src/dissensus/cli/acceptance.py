@@ -18,7 +18,7 @@ The reading settings (similarity backend, thresholds), the guard's calibration a
 options, and the acceptance feature settings come from ``--policy`` when given, so that
 ``decide`` under the same policy computes the same features.
 
-Choices where the design is silent:
+Choices this module makes:
 
 * ``--run`` without ``--journal`` and an empty ``--strata`` are usage errors (exit 2),
   and so are strata too small to be calibrated

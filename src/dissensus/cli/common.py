@@ -1,6 +1,6 @@
 """Helpers shared by the CLI command modules: consoles, exit codes, progress, paths, output.
 
-Choices where the design is silent:
+Choices this module makes:
 
 * **Data is plain text.** Both consoles are built with Rich markup, emoji codes and
   highlighting off, so ``[b]``, ``[/INST]``, ``:smile:`` or ``[link=x]`` in an agent's

@@ -13,7 +13,7 @@ the method (``dissensus/dci/models/<method>.yaml``, shipped as package data), so
 runs offline. ``judge`` falls back to the bundled scripted judge the same way; that
 judge returns constant scores and exercises the plumbing only.
 
-Choices where the design is silent:
+Choices this module makes:
 
 * ``--deadline`` bounds a baseline's run as it bounds DCI's (the answers so far, status
   ``deadline_exceeded``); the task's ``dci.deadline_s`` is DCI's setting only. The DCI

@@ -9,7 +9,7 @@ too. How a signal stops it is :mod:`dissensus.cli.interrupts`'s.
 The journal is ``--journal PATH``, else ``$DISSENSUS_JOURNAL``, else
 ``./dissensus-journal.sqlite``.
 
-Choices where the design is silent:
+Choices this module makes:
 
 * Everything ``decide`` can check is checked before the run is created: the input is
   readable, ``--output`` and ``--rejects`` are writable and name no file the run reads

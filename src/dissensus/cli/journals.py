@@ -4,7 +4,7 @@ the hooks the CLI runs after each append.
 The journal is ``--journal PATH``, else ``$DISSENSUS_JOURNAL``, else
 ``./dissensus-journal.sqlite``; a PostgreSQL journal is a ``postgresql://`` URL.
 
-Choices where the design is silent:
+Choices this module makes:
 
 * A journal that must exist and does not, or a file that is not a dissensus journal, is
   one line and exit 2 (``check_journal_file``), before anything is read or written.

@@ -2,7 +2,7 @@
 
 * ``dissensus review list | audits | show ID | claim ID | resolve ID --decision X --note TEXT | undo ID | confirm ID``
 
-Choices where the design is silent:
+Choices this module makes:
 
 * ``review show`` of a blind audit item stays blind: neither the committed answer nor the
   suggestion is printed.

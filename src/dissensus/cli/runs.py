@@ -2,7 +2,7 @@
 
 * ``dissensus runs list | schema | show ID | export ID | verify ID | resume ID``
 
-Choices where the design is silent:
+Choices this module makes:
 
 * ``runs resume`` checks the run can be resumed and that its input file is still there
   before anything is decided, and ends with the records of an uninterrupted run.

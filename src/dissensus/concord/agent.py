@@ -11,7 +11,7 @@ agent it talks to: table agents (fixed scores from the problem file), function a
 (Python callables) and LLM agents (a role prompt over a model client) all implement
 :class:`NegotiationAgent`.
 
-Choices where the design is silent:
+Choices this module makes:
 
 * Every method is ``async``; synchronous callables are adapted by the function agent.
 * ``propose`` / ``repair`` may return ``None``: the agent *passes* (writes nothing).

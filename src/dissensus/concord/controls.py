@@ -8,7 +8,7 @@ graph names two known agents. :class:`~dissensus.concord.protocol.Negotiation` a
 bad value gets the same message whichever door it came through; the field names the
 place (``topology.edges.I`` in a problem file, ``edges.I`` in the API).
 
-Choices where the design is silent: the Python API's arguments are checked for their
+Choices this module makes: the Python API's arguments are checked for their
 kind before any agent is called (:func:`check_arguments`), as a problem file's are by
 its schema. A number is an ``int`` or a ``float``, never a ``bool`` or a string, and the
 round budget an ``int``; the agents are a sequence (not a string) of

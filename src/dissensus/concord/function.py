@@ -10,7 +10,7 @@ A function agent is three callables named ``module:function`` in the problem fil
 Each may be synchronous or ``async``. A ``str`` is the text of a new outcome; a
 ``dict`` needs ``text`` and may carry ``id``; ``None`` passes.
 
-Choices where the design is silent:
+Choices this module makes:
 
 * Without ``propose`` the agent proposes the pool option it scores best; without
   ``repair`` it repairs with the untabled pool option it scores best, provided that

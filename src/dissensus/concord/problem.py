@@ -27,7 +27,7 @@ not finite (YAML's ``.inf`` and ``.nan`` are floats: a score, floor, margin or t
 Numbers are read strictly: a boolean (``floor: true``) or a string (``floor: '0.7'``) is
 not a number, and a round budget is an integer (``6``, not ``6.0``).
 
-Choices where the design is silent:
+Choices this module makes:
 
 * A problem file is trusted code: function agents' ``module:function`` names run
   Python. They are resolved by :func:`dissensus.loading.load_callable`, a module beside

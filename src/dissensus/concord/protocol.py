@@ -13,7 +13,7 @@
    next repair round; when the round budget is spent, return ``best_effort`` with the
    shortfall per agent. The floor is a constant of the run: nothing ever changes it.
 
-Choices where the design is silent:
+Choices this module makes:
 
 * **Faults.** An agent call that raises, times out or answers something unusable
   (wrong count, non-number, out-of-range score) is recorded as a fault of that agent

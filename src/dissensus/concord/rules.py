@@ -1,7 +1,7 @@
 """Selection rules, acceptance and bottleneck choice (CONCORD phases 3-5, ``docs/concord.md``).
 
 Pure functions over calibrated scores. The default rule is *maximin*: the candidate
-whose worst-off agent is best off. The design leaves the other rules open; the ones
+whose worst-off agent is best off. The CONCORD specification leaves the other rules open; the ones
 offered rank candidates as follows (higher key is better):
 
 * ``maximin``: the worst-off score;
@@ -11,7 +11,7 @@ offered rank candidates as follows (higher key is better):
   sum of scores; the others after them, ranked by their worst-off score
   ("utilitarian with floor").
 
-Choices where the design is silent:
+Choices this module makes:
 
 * **Ties** among equally ranked candidates go to the earliest tabled candidate (round,
   then problem order of the authors); every tie is reported in words.

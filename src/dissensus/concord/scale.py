@@ -4,7 +4,7 @@ Each agent scores two shared anchor outcomes, one rejected and one ideal, on its
 scale. A raw score ``x`` becomes ``(x - rejected) / (ideal - rejected)``, so the rejected
 anchor is 0 and the ideal anchor is 1 for every agent.
 
-Choices where the design is silent:
+Choices this module makes:
 
 * A scale may run either way (``ideal < rejected`` is a lower-is-better scale such as
   latency in milliseconds); only equal anchors are unusable.

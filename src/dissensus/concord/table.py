@@ -3,7 +3,7 @@
 A table agent needs no model. Its private scale is whatever numbers the problem file
 gives (``scores: {R0: 0, I0: 10, A: 6}``), anchors included.
 
-Choices where the design is silent:
+Choices this module makes:
 
 * **Score.** An outcome is looked up by id. An outcome the table has no score for (for
   instance a plan another agent wrote) is a :class:`~dissensus.concord.agent.ScoreFault`

@@ -4,7 +4,7 @@ On a *group channel* every agent receives every exchange directly (one hop). On 
 *workflow graph* (undirected edges between agents) an exchange travels along the
 graph's shortest paths, relayed by the agents in between.
 
-Choices where the design is silent:
+Choices this module makes:
 
 * **Covered set.** The negotiating set is the largest connected component of the graph;
   between components of equal size, the one holding the agent listed first in the

@@ -13,7 +13,7 @@ the winner, reasoning = the completion text, ``family`` = the judge's model fami
 panel's ``meta`` holds the instruction as ``input`` and the two outputs as the generic
 ``options`` (``{"1": output_1, "2": output_2}``), which the pipeline re-asks over.
 
-Choices where the source and the design are silent:
+Choices where the source is silent:
 
 * Subsets are found by walking the directory (sorted, so the order is stable); a
   subset's name is its path relative to the directory with ``/`` separators

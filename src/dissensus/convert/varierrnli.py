@@ -6,7 +6,7 @@ id; each item holds an NLI pair (``text.context``, ``text.statement``), ``annota
 order of ``other_info.explanations``), ``soft_label`` and ``split``. Each annotator is
 one agent: a human panel with reasoning traces and decisions.
 
-Choices where the source and the design are silent:
+Choices where the source is silent:
 
 * Explanations are matched to labels by occurrence: the k-th time an annotator appears
   in ``annotators`` is the explanation of that annotator's k-th label. The counts must

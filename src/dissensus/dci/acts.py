@@ -4,7 +4,7 @@ Every utterance in a deliberation is exactly one act with exactly one target: an
 (``o<n>``), a tension (``t<n>``) or an earlier act (``a<n>``). The task's question is the
 root act ``a0``, so the very first ``frame`` has something to target.
 
-Choices where the design is silent:
+Choices this module makes:
 
 * Which target kinds each act accepts (the DCI paper names the acts and families only).
   ``propose`` targets the act it answers (usually the frame or ``a0``); ``spawn`` and

@@ -4,7 +4,7 @@ An archetype constrains a participant's *tendency*, not its capability: it names
 acts the participant reaches for first and a one-paragraph stance shown in its prompt.
 Every participant may still speak any act its stage admits.
 
-Choices where the design is silent:
+Choices this module makes:
 
 * Stage duties: the first Framer frames the problem (stage 1) and the first Integrator
   writes the synthesis (stage 8). Without archetypes (the "no archetypes" ablation) the

@@ -38,7 +38,7 @@ role; ``typed_grammar=False`` drops act names — the stage decides an utterance
 ``max_rounds`` open discussion rounds, one scoring pass and the highest mean score
 (path ``unstructured:mean_score``).
 
-Choices where the design is silent: who speaks in each stage (everyone, except the framing
+Choices this module makes: who speaks in each stage (everyone, except the framing
 and synthesis duties, and stage 4, where only participants with a stake speak: holders of
 open tensions, supporters of options under an open tension, and the integrator; with no
 open tension stage 4 is skipped), that later rounds see finalists only, and the derived reopen

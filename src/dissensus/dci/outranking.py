@@ -18,7 +18,7 @@ names the path (``fallback:outranking`` ... ``fallback:tie_break``):
 4. **Fixed tie-break**: the first remaining option in canonical order (task options in
    file order, then proposals in speaking order), fixed before anyone scores.
 
-Choices where the design is silent: the thresholds (concordance 0.6, discordance 0.4,
+Choices this module makes: the thresholds (concordance 0.6, discordance 0.4,
 satisficing 0.5, all settings), regret-based minimax, and that participants whose score
 row is incomplete are left out (reported). Float comparisons use a 1e-9 tolerance so the
 result never depends on rounding noise.

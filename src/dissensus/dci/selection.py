@@ -11,7 +11,7 @@
   ``convergence_margin`` (a single finalist leads by its own mean) and no *blocking*
   tension on it is still open.
 
-Choices where the design is silent: how texts are compared, and the mean as the score
+Choices this module makes: how texts are compared, and the mean as the score
 aggregate. Texts are compared in three tiers, each used only when the one before it
 matches nothing: exactly, then with case and whitespace folded (:func:`fold_text`), then
 normalised (:func:`normalise_text`: prose punctuation at the edges of words dropped too).

@@ -1,6 +1,6 @@
 """Which acts each DCI-CF stage admits, the request bound, and the no-typed-grammar mapping.
 
-Choices where the design is silent: the acts each stage admits (below); in the no-typed-grammar
+Choices this module makes: the acts each stage admits (below); in the no-typed-grammar
 ablation an utterance's effect is decided by the stage, the kind of its target and, in
 stage 2, whether it carries option text (then it is a new option).
 """

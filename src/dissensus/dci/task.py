@@ -6,7 +6,7 @@ routine), ``context``, ``options`` (each ``{id, text}``), ``criteria`` (list of
 strings), ``participants`` (each ``{id, archetype, preferred_acts}``) and ``dci``
 (settings, see :class:`DCIConfig`). Without ``options`` the participants generate them.
 
-Choices where the design is silent:
+Choices this module makes:
 
 * Task options keep their own id as ``label``; inside a deliberation every option is
   addressed as ``o<n>`` (task options first, in file order) so that every target has

@@ -22,7 +22,7 @@ participants (window and tensions) and stays flat in rounds, while a transcript 
 with participants x rounds. ``full_transcript=True`` renders every act verbatim instead;
 it exists to measure the difference.
 
-Choices where the design is silent: the character caps of :class:`CompactionPolicy`,
+Choices this module makes: the character caps of :class:`CompactionPolicy`,
 merging a holder's repeated challenges into one tension, and who may resolve a tension.
 """
 

@@ -11,7 +11,7 @@ explicit ``tie_order``. crowd-kit breaks ties by the column order of its score t
 (``idxmax`` over labels in the order pandas met them), a fixed class order too: passing
 that order as ``tie_order`` reproduces its ``MajorityVote`` and ``Wawa`` exactly.
 
-Choices where the design is silent:
+Choices this module makes:
 
 * ``agreement_i`` (seed: "the fraction of other critics matching agent i") is
   ``(votes for i's answer - 1) / (voters on the case - 1)``; it is 0 for a lone voter.

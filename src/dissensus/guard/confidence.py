@@ -17,7 +17,7 @@ the answers:
    carry almost no weight;
 3. a softmax turns the scores into probabilities that sum to 1.
 
-Choices where the design is silent:
+Choices this module makes:
 
 * ``rho_ij`` is the measured pairwise error correlation, clipped to ``[0, 1]``; an
   unmeasured pair gets ``prior_rho_shared`` (0.8) when the two voters share a declared

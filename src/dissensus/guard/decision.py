@@ -34,7 +34,7 @@ decision). Whatever the mode, the stated confidence is the posterior of
 :mod:`dissensus.guard.confidence` (reliability-weighted, shrunk by redundancy), never a
 vote or weight share; the mode's own share is reported beside it as ``share``.
 
-Choices where the design is silent:
+Choices this module makes:
 
 * A majority tie is broken by the posterior, then by the smallest answer; the reason
   says so. Consensus-weighting ties go to the smallest answer (array API rule).

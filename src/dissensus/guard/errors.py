@@ -1,6 +1,6 @@
 """The guard's typed error (``docs/guard.md``): refusal raised instead of returned, in strict mode.
 
-The design raises ``CorrelatedConsensusError`` whenever consensus weighting is unsafe. In
+The correlated-hallucination study raises ``CorrelatedConsensusError`` whenever consensus weighting is unsafe. In
 dissensus a refusal is an explained outcome (:class:`~dissensus.guard.decision.GuardDecision`
 with ``refusal`` set); only strict mode raises, carrying the decision so that the
 caller still sees the failed invariant and its figures.

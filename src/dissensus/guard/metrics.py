@@ -1,6 +1,6 @@
 """Calibration metrics of the guard's stratified report (``docs/guard.md``).
 
-Choices where the design is silent:
+Choices this module makes:
 
 * ``ece`` is the binned expected calibration error with ``bins`` equal-width bins over
   ``[0, 1]`` (default 10); a confidence of exactly 1 falls in the last bin.

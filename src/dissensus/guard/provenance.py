@@ -1,6 +1,6 @@
 """Provenance helpers: independent sources, shared causes, fallback agreement (``docs/guard.md``).
 
-Choices where the design is silent:
+Choices this module makes:
 
 * ``parametric`` (or ``parametric:<anything>``) is a model's own memory, not an evidence
   source. A voter *has evidence* (:func:`has_evidence`) when its vote says

@@ -12,7 +12,7 @@
 * whether a single voter is measurably better than the majority on the evidence-absent
   stratum (the correlated-hallucination study's "single independent verifier with veto").
 
-Choices where the design is silent:
+Choices this module makes:
 
 * Strata are per case: ``present`` (every voter had evidence), ``absent`` (no voter
   had), ``mixed`` (the rest), and ``all``. A voter had evidence as the guard reads it

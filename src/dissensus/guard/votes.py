@@ -4,7 +4,7 @@ The guard checks :class:`~dissensus.types.Vote` lists; a pipeline run, the accep
 features and the integrations all start from a :class:`~dissensus.types.Panel`, and
 read its votes through this one function so that they audit the same votes.
 
-Choices where the design is silent: an agent without a decision (an abstention) casts
+Choices this module makes: an agent without a decision (an abstention) casts
 no vote; a vote's provenance is the agent's first evidence item that was present and
 is not a model's own memory (``parametric``, ``parametric:*``), else its first item that
 was present, else its first item: an agent that also consulted an index is read from

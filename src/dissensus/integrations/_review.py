@@ -9,7 +9,7 @@ as one resolved anywhere else: ``review.resolved`` and ``case.resolved`` appende
 transaction, a stale hash refused (:class:`~dissensus.pipeline.review.StaleContent`), an
 already-resolved item refused naming who resolved it and when (:class:`AlreadyResolved`).
 
-Choices where the design is silent:
+Choices this module makes:
 
 * ``content_sha256`` is :func:`dissensus.pipeline.review.content_sha256`: the hex sha256
   of the canonical JSON (sorted keys, compact, UTF-8) of the review item as journalled --

@@ -21,7 +21,7 @@ interrupt_id: {...}, ...})``); the resolution goes through the CLI's review path
 by the node's ``reviewer`` resolver from the run's config (never from the resume value),
 a stale hash refused. The node then returns the final record (``action: human``).
 
-Choices where the framework and the design are silent:
+Choices where the framework is silent:
 
 * **Default routing**: ``goto`` is empty by default, and an action with no entry adds no
   ``goto``, so the node's static edges apply (none: the graph ends after the node).

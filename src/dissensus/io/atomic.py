@@ -5,7 +5,7 @@ file) goes through :func:`atomic_output`, so a failed or interrupted write (a fu
 a file size limit, an exception in the middle) leaves the previous file whole and no
 half-written one.
 
-Choices where the design is silent: a path that exists and is neither a regular file
+Choices this module makes: a path that exists and is neither a regular file
 nor a directory (``/dev/null``, ``/dev/stdout``, a named pipe) is written in place; the
 temporary file (``.NAME.XXXX.tmp``) is removed when the write fails.
 

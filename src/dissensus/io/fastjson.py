@@ -4,7 +4,7 @@ Records written one per line (``dissensus route --json``) are serialised with ``
 when it is installed (a core dependency), about five times faster than ``json.dumps``
 on route records; without it the standard library writes the same values.
 
-Choices where the design is silent:
+Choices this module makes:
 
 * Output is compact JSON (no space after ``,`` and ``:``), UTF-8 characters unescaped
   (as ``ensure_ascii=False``); both encoders give the same *values*, not the same bytes,

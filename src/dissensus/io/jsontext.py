@@ -20,7 +20,7 @@ OpenAI's at the chat door) naming ``<encoding>``, ``<json>`` or ``<depth>``, not
 one level deeper than a line. The panels of a body are then validated by their models as the lines of a
 file are (:func:`dissensus.serve.http.validated`).
 
-Choices where the design is silent:
+Choices this module makes:
 
 * **One parser**: the standard library's ``json.loads`` (exact integers, the reference
   the fast tiers of the line reader are tested against).

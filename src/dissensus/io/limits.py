@@ -6,7 +6,7 @@ panel grows with the square of its agents and with the length of their texts. A 
 over a bound is rejected on its own, like any invalid line (file, line and field on the
 CLI; 413 or 422 over HTTP), and never reaches the reader.
 
-Choices where the design is silent:
+Choices this module makes:
 
 * :data:`MAX_AGENTS` (256) agents per panel and voters per vote case: panels of real
   systems have a handful; 256 agents is 32,640 pairs, decided in well under a second.

@@ -1,7 +1,7 @@
 """The one YAML loader of every configuration file: safe, bounded, strict about keys.
 
 Problem, task, policy, rules, scripted-model and calibration files are all read through
-:func:`load_yaml_file` (or :func:`load_yaml_text`). Choices where the design is silent:
+:func:`load_yaml_file` (or :func:`load_yaml_text`). Choices this module makes:
 
 * Only plain data (PyYAML's safe loader: no Python objects).
 * Anchors and aliases are allowed, but the document they expand to may hold at most

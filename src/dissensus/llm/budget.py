@@ -1,7 +1,7 @@
 """Budget: a pot of model calls, tokens and (optionally) money, checked before every attempt.
 
 Every model call goes through one client that owns the budget, and every attempt is
-counted (``docs/llm.md``). Choices where the design is silent:
+counted (``docs/llm.md``). Choices this module makes:
 
 * ``max_calls`` bounds *attempts*, not logical calls: every request sent to a model
   (retries and re-asks included) is billed by the provider, so every one counts.

@@ -4,7 +4,7 @@
 policy: budget, retries, concurrency, request rate, structured output, usage, tracing.
 Backends own I/O only (httpx's client/transport split).
 
-Choices where the brief is silent:
+Choices this module makes:
 
 * **Attempts.** A logical call makes one or more attempts. Transient failures (429,
   5xx, timeouts, connection errors, malformed or empty responses) are retried up to

@@ -5,7 +5,7 @@ llama.cpp server, LM Studio, the loopback server of :mod:`dissensus.llm.fakeserv
 One attempt per :meth:`OpenAIBackend.send`; the SDK's own retries are off
 (``max_retries=0``) so the client owns retries and counts every attempt.
 
-Choices where the brief is silent:
+Choices this module makes:
 
 * **Failures** map to :class:`BackendError` kinds: 429 ``rate_limit``, 408/409/5xx
   ``server_error`` and timeouts, connection errors, bodies that are not JSON and

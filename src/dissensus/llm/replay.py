@@ -9,7 +9,7 @@ The key is the SHA-256 of the canonical JSON (sorted keys, no whitespace, UTF-8)
 the request's ``messages`` (role and content), ``agent``, ``role``, ``stage``,
 ``json_schema``, ``temperature`` and ``seed``. It is model-independent (a recording of
 one model replays under any name) and includes the agent, so the agents of an ensemble
-never share answers. Choices where the brief is silent:
+never share answers. Choices this module makes:
 
 * ``max_tokens`` and the structured-output mode are not in the key: they shape how an
   answer is obtained, not which question was asked.

@@ -9,7 +9,7 @@ Forms:
 * ``record:FILE:<inner spec>`` — records the inner model's answers into FILE (the file
   name ends at the first ``:``; the rest is any spec, e.g. ``record:r.jsonl:openai:gpt-4o``).
 
-Choices where the brief is silent: with ``OPENAI_BASE_URL`` set and no key, the key
+Choices this module makes: with ``OPENAI_BASE_URL`` set and no key, the key
 ``unused`` is sent (local servers ignore it); with neither, it is a configuration error
 naming ``OPENAI_API_KEY``. A base URL with credentials in it (user-info, a key in the
 query) is refused by :class:`OpenAIBackend` when the spec is checked or resolved, naming

@@ -12,7 +12,7 @@ loopback server answer from the same rule file. Format::
     default: "fallback text"          # optional
     server: {...}                     # loopback-server settings, ignored here
 
-Choices where the brief is silent:
+Choices this module makes:
 
 * Every ``match`` key is optional and all given keys must match; the first matching
   rule wins. ``contains`` is a substring test and ``regex`` a ``re.search`` over all

@@ -12,7 +12,7 @@ Three ways, chosen by the policy:
 * ``regex`` — the first group of ``panel.pattern`` (or the whole match), normalised like
   an unconstrained structured decision.
 
-Choices where the design is silent: an answer without a usable decision (no JSON object,
+Choices this module makes: an answer without a usable decision (no JSON object,
 a decision outside the options, no number, no match) is an **abstention** — the member
 spoke, its text is its reasoning, and it gives no vote; it is never an error. So is a
 decision holding a control character once its white space is collapsed (a NUL, a BEL:

@@ -17,7 +17,7 @@ pipeline is called). The record becomes the completion:
 :meth:`PanelChat.acase` reads a case back from the journal (``GET /v1/cases/{id}``):
 its record with any human resolution, and the answer text.
 
-Choices where the design is silent: the decision and its journal writes run on a
+Choices this module makes: the decision and its journal writes run on a
 thread of their own (:class:`~dissensus.panels.worker.DecisionThread`), so the caller's
 event loop keeps serving other requests meanwhile; the case id is the review id form ``<run>.<line>``
 (line 1: one case per run), so it is also what ``POST /v1/cases/{ref}/confirm`` audits;

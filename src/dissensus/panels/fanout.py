@@ -7,7 +7,7 @@ messages concurrently, through the project's model client
 per-attempt deadlines, one budget, every attempt counted). Each member is one voice: it
 is asked once, under its own agent name.
 
-Choices where the design is silent:
+Choices this module makes:
 
 * **One client per member per request**, over the shared backend, drawing on one
   :class:`~dissensus.llm.budget.Budget` per request (``panel.request_max_tokens``): a

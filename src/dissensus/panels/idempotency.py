@@ -9,7 +9,7 @@ journal: the key's form, the run id a key names, the fingerprint of the request 
 used with, and the errors a key's request is answered with (:func:`key_in_use`,
 :func:`check_fingerprint`).
 
-Choices where the design is silent (the IETF ``Idempotency-Key`` header draft and the
+Choices this module makes (the IETF ``Idempotency-Key`` header draft and the
 payment APIs that use one are the model):
 
 * **A key** is 1 to :data:`MAX_KEY_CHARS` visible ASCII characters (``!`` to ``~``); a

@@ -7,7 +7,7 @@ writes the line a ``replay:FILE`` member needs to answer that request with ``tex
 It is how recorded outputs of other systems (e.g. ZeroEval's solver outputs) become
 members answering through the chat endpoint.
 
-Choice where the design is silent: token counts of a recorded answer are
+A choice this module makes: token counts of a recorded answer are
 ``estimate_tokens`` of the prompt and of the text, as the scripted model counts them.
 """
 

@@ -4,7 +4,7 @@ Requests and responses follow OpenAI's ``/v1/chat/completions`` so that any Open
 client works unchanged; what dissensus adds travels in one extension field,
 ``dissensus`` (:class:`PanelResult`), on the completion and on the last stream chunk.
 
-Choices where the design is silent:
+Choices this module makes:
 
 * **Request fields.** ``model``, ``messages``, ``stream``, ``stream_options``
   (``include_usage``), ``temperature``, ``seed``, ``max_tokens`` /

@@ -8,7 +8,7 @@ daemon thread; the caller awaits the result without blocking. SQLite (and psycop
 release Python's lock while they write, so the journal's writes overlap with the
 caller's loop on another core.
 
-Choices where the design is silent:
+Choices this module makes:
 
 * **One thread, one loop, for every decision of a panel**: decisions interleave at their
   awaits exactly as they did on the caller's loop (a model-backed follow-up waits on

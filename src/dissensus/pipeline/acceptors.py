@@ -13,7 +13,7 @@ way: ``MajorityVote``, ``Wawa`` and ``DawidSkene`` behind one ``fit``/``predict`
 
 :func:`acceptor_for` picks the one a run uses, once, from its run specification: a held
 file first, then learned acceptance when a file is configured, else the trust regions
-(which accept nothing without a calibration). Choices where the design is silent: the
+(which accept nothing without a calibration). Choices this module makes: the
 signals every verdict carries are computed by the caller, once per case, so that each
 acceptor judges exactly what the journal shows.
 """

@@ -9,7 +9,7 @@ confirm endpoint): the case record stays automatic, and the confirmation or corr
 is an unbiased label for ``calibrate-acceptance --journal`` and for the acceptance
 monitor (:mod:`dissensus.acceptance.monitor`).
 
-Choices where the design is silent:
+Choices this module makes:
 
 * A case is audited when ``sha256("<seed>:<run id>:<line>")``, read as a number in
   [0, 1), is below the rate: deterministic, so a resumed run picks the same cases, and

@@ -12,7 +12,7 @@ back, enforces the deadline, and yields one
 It is also how a run resumes (:func:`resume_run`): cases whose record is journalled are
 replayed, the case in flight continues from its last journalled step.
 
-Choices where the design is silent:
+Choices this module makes:
 
 * **Group commit.** The loop appends the events of the cases the executor has finished
   in one batch (:meth:`~dissensus.store.journal.Journal.append_batch`: one transaction)

@@ -5,7 +5,7 @@ route and guard as one ``case.steps`` event (:class:`~dissensus.pipeline.steps.C
 instead of one event per step; :func:`fold` makes it from the case's buffered events and
 :func:`case_steps` / :func:`case_step` read either layout.
 
-Choices where the design is silent:
+Choices this module makes:
 
 * **Steps the review item holds are not written twice.** A case escalated before any
   model call writes its ``case.steps`` and its ``review.opened`` in the same batch, and

@@ -10,7 +10,7 @@ its first reading, the guard's check and the second answers of its last follow-u
 Audits matter to the guarantee: calibrating on escalations alone would teach the model
 only about the cases it was unsure of.
 
-Choices where the design is silent:
+Choices this module makes:
 
 * Only cases the pipeline committed by itself (``auto: true``) can be confirmed; an
   escalated case is decided with ``review resolve`` instead, and a case whose run has not

@@ -7,7 +7,7 @@ appends it, and only then returns it. Every model call goes through
 *call key* before the caller sees it; a resumed run finds the key and replays the
 stored result instead of calling the model again.
 
-Choices where the design is silent:
+Choices this module makes:
 
 * Step keys are ``case/<line>/<step>``; every step's payload is one pydantic model
   (:mod:`dissensus.pipeline.steps`), validated again when it is replayed. A step

@@ -51,7 +51,7 @@ present only when not zero), and :meth:`FollowupTally.warning` is the one line a
 summary prints (``3 of 10 model follow-ups failed (first: ...); their cases went to
 review``).
 
-Choices where the design is silent: a route action other than the four standard ones
+Choices this module makes: a route action other than the four standard ones
 maps as ``concord`` -> escalate with CONCORD, ``deliberate`` -> seek_context with DCI,
 anything else -> escalate, with the reason naming the action; a DCI follow-up's packet
 goes to the reviewer rather than being committed (deliberation among one model's

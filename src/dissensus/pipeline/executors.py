@@ -9,7 +9,7 @@ decides blocks of lines on workers. Either way each outcome carries the case's e
 that are not journalled yet, and the loop appends a block of cases in one transaction
 (group commit).
 
-Choices where the design is silent:
+Choices this module makes:
 
 * An executor builds its :class:`~dissensus.pipeline.runtime.Runtime` from the run's
   :class:`~dissensus.pipeline.spec.RunSpec` (:attr:`RunContext.spec`) only, so it cannot

@@ -20,7 +20,7 @@ The case's question is ``meta.question`` (or ``meta.input``); its options are
 ``meta.options`` (id -> text, or a list of ``{id, text}`` or of ids), or LLMBar's
 ``meta.output_1`` / ``meta.output_2`` as options ``1`` / ``2`` (an alias).
 
-Choices where the design is silent:
+Choices this module makes:
 
 * Options are shown with their own ids, in the perturbed order; the answer is
   ``{"decision": <option id or null>, "reasoning": <text>}`` under a JSON schema built

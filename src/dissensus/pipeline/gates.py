@@ -5,7 +5,7 @@ the rule engine's alone: the record names the deciding rule); :func:`guard_step`
 the panel's votes and says whether its agreement is evidence-backed and independent.
 Both return the typed step the journal keeps (:mod:`dissensus.pipeline.steps`).
 
-Choices where the design is silent:
+Choices this module makes:
 
 * The guard checks the panel's votes as :func:`dissensus.guard.panel_votes` reads them
   (re-exported here): a vote's provenance is the agent's first evidence item that was

@@ -13,7 +13,7 @@ is a labelled case too, confirmation or correction alike: the panel the pipeline
 journalled (``case.input``), its first reading, the guard's check and the answers of
 its last follow-up round, with the reviewer's decision as the gold answer.
 
-Choices where the design is silent: a resolved item of a run whose review event
+Choices this module makes: a resolved item of a run whose review event
 cannot be read as a review item is skipped and counted (never silently); the re-ask
 answers come from the positions shown to the reviewer (decision only, no reasoning);
 the guard decision is the one the pipeline journalled, or none when it did not audit.

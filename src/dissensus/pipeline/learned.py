@@ -8,7 +8,7 @@ its verified content in the run's ``run.started`` event (so a resumed run judges
 the same file), and turns a verdict into the journalled step and the record's
 ``acceptance`` figures.
 
-Choices where the design is silent: scikit-learn and scipy are imported only when a
+Choices this module makes: scikit-learn and scipy are imported only when a
 file is configured (a missing library is a :class:`ConfigError` saying how to install
 it); a file whose content no longer matches its sha256 is refused at start and on
 resume, and so is one whose content is inconsistent

@@ -7,7 +7,7 @@ scale (0 = the rejected anchor, 1 = the ideal anchor). Each agent becomes a tabl
 margin and round budget: a ``certified`` outcome commits (every agent at or above the
 floor); a ``best_effort`` one goes to the human with its shortfall.
 
-Choices where the design is silent: the anchors are named ``__rejected__`` and
+Choices this module makes: the anchors are named ``__rejected__`` and
 ``__ideal__`` (with a numeric suffix when an option already has that id, so an option is
 never taken for an anchor) and scored 0 and 1 by every agent, so the utilities are used
 as given; an agent missing from ``meta.utilities``, a missing option, a utility outside

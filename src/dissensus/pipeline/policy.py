@@ -51,7 +51,7 @@ Every field has a default, so an empty file (or no file) is a valid policy:
       answer: structured             # structured | number | regex
       options: null                  # structured: the decision's enum (null: any normalised string)
 
-Choices where the design is silent: unknown keys are errors (a typo must not silently
+Choices this module makes: unknown keys are errors (a typo must not silently
 fall back to a default); switches (``enabled``, ``use_recorded``, ``allow_code``) are
 ``true`` / ``false`` only, so a quoted ``"false"`` or a ``0`` is an error rather than
 read as a switch either way; a number is a number: a quoted ``"0.9"`` or a YAML

@@ -1,6 +1,6 @@
 """What the pipeline leaves behind: the final record of a case and a human-review item.
 
-Choices where the design is silent:
+Choices this module makes:
 
 * ``action`` is the route that finally applied: ``auto`` / ``auto_explain`` (committed
   by the pipeline, possibly after a follow-up), ``concord`` (committed by a CONCORD

@@ -8,7 +8,7 @@ exists. Resolving journals the human's decision and note together with the case'
 final record (``case.resolved``: ``action: human``, ``auto: false``, the decision, the
 resolution), which supersedes the pipeline's record in exports.
 
-Choices where the design is silent:
+Choices this module makes:
 
 * Review ids are ``<run>.<line>``, the line (the case's 1-based input line) written
   without leading zeros: :func:`split_ref`, which every door (library, CLI, API, page)

@@ -2,7 +2,7 @@
 :mod:`dissensus.pipeline.steps`: every writer builds its payload through one of these
 models, and a reader may validate a payload with the same model.
 
-Choices where the design is silent: the payloads keep the keys earlier versions wrote
+Choices this module makes: the payloads keep the keys earlier versions wrote
 (only the fields a writer gave), so a journal written
 before these models is read by them unchanged, and the hash chain's canonical text of a
 new event is what the earlier dictionaries gave.

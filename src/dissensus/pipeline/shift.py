@@ -8,7 +8,7 @@ calibration vectors the acceptance file keeps, by the classifier two-sample test
 journals the outcome as an ``acceptance.shift`` event (key ``run/shift``). The run's
 summary, ``dissensus runs show`` and ``GET /v1/acceptance`` report it.
 
-Choices where the design is silent:
+Choices this module makes:
 
 * The check runs when the file keeps calibration vectors and the run judged at least
   :data:`~dissensus.acceptance.shift.MIN_CASES` cases; otherwise nothing is journalled

@@ -15,7 +15,7 @@ every few seconds off the request path (:mod:`dissensus.serve.shift_watch`); a o
 door outside the service keeps one and steps it after each run it makes
 (:meth:`ShiftWatch.step_quietly`: a failure is logged, never the door's).
 
-Choices where the design is silent:
+Choices this module makes:
 
 * **When.** A step counts the journal's judged cases; at its first step (when any are
   judged), and whenever that count, less the cases of other files seen at its last look,

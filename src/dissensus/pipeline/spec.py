@@ -13,7 +13,7 @@ of each file's bytes, and the model spec of live follow-ups. ``run.started`` jou
 the spec (:meth:`RunSpec.started_fields`); a resumed run rebuilds it from there
 (:meth:`RunSpec.from_started`), never from the files again.
 
-Choices where the design is silent:
+Choices this module makes:
 
 * **Relative paths.** Paths inside a policy file are relative to the policy file's
   folder; a :class:`~dissensus.pipeline.policy.Policy` object's relative paths are

@@ -29,7 +29,7 @@ in the same write holds (``in_review``: :mod:`dissensus.pipeline.compact`); jour
 written before it hold one event per step, and all are read alike
 (:func:`dissensus.pipeline.compact.case_steps`).
 
-Choices where the design is silent: the JSON of each step keeps the shape journals had
+Choices this module makes: the JSON of each step keeps the shape journals had
 when steps were plain mappings (same keys), plus ``null`` for fields a step did not
 use; unknown keys of an older journal are ignored on replay.
 """

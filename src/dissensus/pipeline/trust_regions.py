@@ -24,7 +24,7 @@ Acceptance (:func:`calibrated_accept`):
    they share a latent cause.
 3. Otherwise refuse, with the reason.
 
-Choices where the design is silent: counts are kept per exact score and summed into
+Choices this module makes: counts are kept per exact score and summed into
 regions at load time, so one file serves any target; precision is the raw proportion
 (the worst-stratum rule is the conservative device); the file records the marker
 lexicon and is refused under a different one (scores would not mean the same).

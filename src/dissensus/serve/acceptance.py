@@ -11,7 +11,7 @@ label-free shift check (:mod:`dissensus.pipeline.shift`) over a *window*: the la
 newest flagged check of the file when the policy says ``acceptance.on_shift: escalate``
 (new runs then commit nothing on it).
 
-Choices where the design is silent: the window is read from the journal at each
+Choices this module makes: the window is read from the journal at each
 request (no state in the server, so several servers agree); the check runs in a worker
 thread; it is tested at the level of the shift watch's check of as many judged cases
 (:func:`~dissensus.pipeline.shift.watch_index`; index 1 below ``--shift-every`` cases),

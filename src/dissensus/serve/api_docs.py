@@ -6,7 +6,7 @@ blank. Here both pages are FastAPI's HTML (:func:`fastapi.openapi.docs.get_swagg
 :func:`~fastapi.openapi.docs.get_redoc_html`) pointed at script, style sheet and icon
 files this server serves itself, under :data:`ASSETS_URL`.
 
-Choices where the design is silent:
+Choices this module makes:
 
 * The files come from the ``fastapi-offline`` package (part of the ``serve`` extra),
   which ships the Swagger UI 5 distribution (OpenAPI 3.1, the version FastAPI writes)

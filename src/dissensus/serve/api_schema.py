@@ -22,7 +22,7 @@ each with the body it really has, the service's :class:`ErrorBody` (``{"error",
 validation errors are an :class:`ErrorBody` naming the field), is left out of the
 schema (:func:`install`).
 
-Choices where the design is silent:
+Choices this module makes:
 
 * An operation declares the statuses ``docs/serve.md`` lists for it, and those every
   request of its kind may get from the checks before any route: ``400`` (a header sent

@@ -14,7 +14,7 @@ verify / bound through :mod:`.library_calls`; ``/docs`` and ``/redoc`` are serve
 local files (:mod:`.api_docs`). See ``docs/serve.md`` for every endpoint, status code
 and limit.
 
-Choices where the design is silent:
+Choices this module makes:
 
 * Errors are ``{"error": message, "field": path-or-null}``: 400 unreadable body,
   401 no or unknown token, 403 wrong role (or a foreign ``Host``, a cross-origin

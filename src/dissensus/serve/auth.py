@@ -6,7 +6,7 @@ fresh token. A request authenticates with ``Authorization: Bearer TOKEN``; the t
 sha256 is compared with **every** entry by :func:`hmac.compare_digest`, so neither the
 comparison nor the number of comparisons depends on where a match is.
 
-Choices where the design is silent:
+Choices this module makes:
 
 * Roles: ``submit`` (decide, route, vote, negotiate, verify, bound, read runs),
   ``review`` (the review queue, API and page), ``admin`` (everything). A wrong role is

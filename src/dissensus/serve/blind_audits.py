@@ -7,7 +7,7 @@ guard's check and the readings' plurality answer withheld. The page shows it as 
 reviewer's answer is journalled by :func:`dissensus.pipeline.confirm.confirm`, the
 function behind ``dissensus review confirm``.
 
-Choices where the design is silent:
+Choices this module makes:
 
 * The withheld answer stays withheld while the audit is open, on every page: the list
   of automatic decisions leaves out cases with an open blind audit, and their

@@ -4,7 +4,7 @@ The review page renders these plain values, and the templates escape every strin
 (agent text is never interpreted); the one exception is :func:`plain_reasons`, whose
 sentences are markup built from escaped pieces, each agent-supplied piece in ``<bdi>``.
 
-Choices where the design is silent:
+Choices this module makes:
 
 * **Option labels and texts** are the case's (:class:`~dissensus.cases.CaseSpec`, the
   one parser of ``meta``): the way the agents refer to an option (a panel's

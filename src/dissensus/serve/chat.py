@@ -6,7 +6,7 @@ completion with the ``dissensus`` extension field, or, with ``"stream": true``,
 server-sent events in OpenAI's chunk shape ending with ``data: [DONE]``. See
 ``docs/chat.md``.
 
-Choices where the design is silent:
+Choices this module makes:
 
 * Both endpoints need the ``submit`` role (as ``POST /v1/decide``); tokens are the
   service's bearer tokens, so an OpenAI SDK's ``api_key`` is the dissensus token.

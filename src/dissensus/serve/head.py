@@ -7,7 +7,7 @@ headers, so it passes the same checks (token, role, ``Host``) and gets the same 
 and headers; the server sends no body for it (uvicorn drops a ``HEAD`` response's body,
 as HTTP requires).
 
-Choices where the design is silent:
+Choices this module makes:
 
 * **Streams end at their headers.** A ``GET`` that answers with a stream (a run's
   ``/events``) would go on for as long as the run; for ``HEAD`` the response is

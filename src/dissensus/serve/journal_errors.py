@@ -1,6 +1,6 @@
 """What a remote caller is told when the journal fails, and what only the server's log keeps.
 
-Choices where the design is silent:
+Choices this module makes:
 
 * **Unavailable is 503.** A journal that cannot be used right now, busy (another writer
   held its lock past the busy timeout, :class:`~dissensus.store.errors.JournalBusy`) or

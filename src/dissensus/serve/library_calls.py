@@ -8,7 +8,7 @@ copy the MCP server calls too, with the service's :class:`~dissensus.calls.DoorO
 (no function agents, at most ``--max-agents`` agents), so the two doors refuse the same
 mistake with the same field and message.
 
-Choices where the design is silent (all about what a remote caller may make the
+Choices this module makes (all about what a remote caller may make the
 server do):
 
 * ``route`` uses the default routing rules (``dissensus route`` without ``--rules``) and

@@ -7,7 +7,7 @@ a run's records, a chat answer), so :class:`ApiHeaders` adds them to every respo
 under ``/v1`` that does not set them itself: no browser or proxy cache keeps a case
 once it has been read, and no browser reads a JSON answer as another type.
 
-Choices where the design is silent:
+Choices this module makes:
 
 * Every ``/v1`` response, successes and refusals alike (the service's own JSON errors,
   the browser guard's, a 405): none of them is meant to be cached, and telling which

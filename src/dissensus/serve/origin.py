@@ -39,7 +39,7 @@ route) closes the two ways a page can do that:
   (:func:`dissensus.serve.limits.openai_path`), ``code`` ``forbidden_host``,
   ``forbidden_origin`` or ``unsupported_media_type``.
 
-Choice where the design is silent: no token is generated at start when ``--tokens`` is
+A choice this module makes: no token is generated at start when ``--tokens`` is
 absent (Jupyter does generate one). With the checks above a browser page can no longer
 reach the service, and what remains is other local processes, which a loopback service
 without a tokens file trusts by design (they could read the journal file as well). On a

@@ -18,7 +18,7 @@ also shows the acceptance monitor (:func:`dissensus.pipeline.audit.monitor_statu
 audits, the audited precision and its anytime-valid bounds, and whether automatic
 commits are suspended, after how many audits and since when.
 
-Choices where the design is silent:
+Choices this module makes:
 
 * Case text (question, conversation, options, reasoning, packet text) is agent or user
   data: it is rendered with Jinja2's autoescaping inside ``<pre>`` (verbatim, never

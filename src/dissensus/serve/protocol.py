@@ -9,7 +9,7 @@ likes, and a few hundred such clients exhaust the server's file descriptors (the
 "slowloris" attack). :func:`head_timeout_protocol` makes uvicorn's ``httptools`` protocol
 that closes such a connection.
 
-Choices where the design is silent:
+Choices this module makes:
 
 * **The limit is the request timeout** (``--timeout``, at least :data:`HEAD_MIN_S`): the
   head must be complete that long after the connection opened, or after the first byte of

@@ -1,7 +1,7 @@
 """The queue a reviewer walks through on the review pages: its filters and order (from the
 query string), the cases before and after one, the next open case, and the progress line.
 
-Choices where the design is silent:
+Choices this module makes:
 
 * The filters and order travel in every page's query string, so ``j`` / ``k`` and the
   redirect after a resolve stay in the queue the reviewer came from; defaults are left

@@ -5,7 +5,7 @@ A run whose journal was busy or unreachable is looked up once more (:func:`_hold
 does not decide is given back until the journal takes it (:class:`_OwedLocks`).
 :class:`~dissensus.serve.runs.Runner` calls these with its journal and a run's state.
 
-Choices where the design is silent:
+Choices this module makes:
 
 * **A journal fault is checked against the journal.** A run whose journal was busy or
   unreachable may have failed at a commit that went through (its acknowledgement lost

@@ -5,7 +5,7 @@ connection to the journal; calls pass between it and the server's loop through
 mailboxes (:class:`_Mailbox`); every task a run creates there is filed under the run
 (:func:`_tracking_factory`). :class:`~dissensus.serve.runs.Runner` hands runs to them.
 
-Choices where the design is silent:
+Choices this module makes:
 
 * The similarity backend is built once per server and shared by every run, one call at
   a time; a torch encoder (MiniLM) computes on all cores but one, which the server's own

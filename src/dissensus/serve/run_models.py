@@ -4,7 +4,7 @@ The answer models (:class:`RunReject`, :class:`RunStatusView`, :class:`RunDocume
 :class:`DecideAnswer`), the run's progress as the server keeps it (:class:`RunState`),
 and the reads that give a run of the journal those shapes (its rejects, its total).
 
-Choices where the design is silent:
+Choices this module makes:
 
 * Each panel of a request is one JSONL line (``json.dumps`` of the item), so item ``i``
   is input line ``i + 1`` and a rejected item is reported with the same field path the

@@ -15,7 +15,7 @@ similarity backend they share), :mod:`.run_faults` (what the journal holds of a 
 after a journal fault, the locks owed back) and this one, whose :class:`Runner` starts,
 decides, follows and describes runs. Each keeps the notes on its own choices.
 
-Choices where the design is silent:
+Choices this module makes:
 
 * ``run.started`` also records ``submitted_by``: the name of the token that submitted.
 * A run stopped by its policy's deadline ends ``incomplete`` (partial, resumable), not

@@ -1,6 +1,6 @@
 """Settings of ``dissensus serve``: where the journal is, who may call, and the limits.
 
-Choices where the design is silent:
+Choices this module makes:
 
 * Every limit has a default that a single reviewer team never meets and a batch client
   meets only on purpose: 8 MiB of request body, 1,000 panels per request, 256 decide

@@ -5,7 +5,7 @@ The watch itself (when it checks, at what level, what it journals) is
 the service steps it on a clock of its own rather than after each run, so that a
 request never waits for a check.
 
-Choices where the design is silent:
+Choices this module makes:
 
 * **When.** Every ``interval_s`` (default 30 s) the watch counts the journal's judged
   cases (one indexed count) and checks when due: at start, and when the cases judged

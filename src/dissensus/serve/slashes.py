@@ -10,7 +10,7 @@ got a redirect to that host. :class:`SlashRedirect` takes the place of that redi
 (``FastAPI(redirect_slashes=False)``; it is the router's ``default``, called when no
 route matched).
 
-Choices where the design is silent:
+Choices this module makes:
 
 * **The redirect is kept, relative** (``Location: /v1/runs``, the query kept), not
   turned into a 404: someone who types ``/review/`` or follows a link with a slash lands

@@ -15,7 +15,7 @@ evaluated as Python. The grammar:
 * ``==  !=  <  <=  >  >=  in  not in`` (chains like ``0.5 <= agreement < 0.8`` too),
   ``and``, ``or``, ``not`` and parentheses; a bare name tests truthiness.
 
-Choices where the design is silent:
+Choices this module makes:
 
 * A missing metadata key reads as ``null``: ``meta.risk == "high"`` is false for a case
   without ``risk``, ``meta.risk != "high"`` is true.

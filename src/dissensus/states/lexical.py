@@ -3,7 +3,7 @@
 A fast stand-in for a sentence encoder that needs only numpy. Each call to ``matrix``
 treats the given traces (one panel) as the document collection.
 
-Choices where the design is silent:
+Choices this module makes:
 
 * Tokens are runs of two or more Unicode word characters, lower-cased (the usual
   ``\\b\\w\\w+\\b`` pattern); no stop-word list, IDF discounts words every agent used.

@@ -15,7 +15,7 @@ CD     CONVERGENT_DISAGREEMENT     mean sim >= theta_s  share <  theta_a
 DD     DIVERGENT_DISAGREEMENT      mean sim <  theta_s  share <  theta_a
 =====  ==========================  ===================  ==================
 
-Choices where the design is silent:
+Choices this module makes:
 
 * Decisions are any categorical labels. ``decision: null`` is an abstention: the
   agent's reasoning still counts for similarity, but it casts no vote, and the

@@ -1,6 +1,6 @@
 """Reasoning-similarity backends behind one small protocol (``docs/states.md``).
 
-The design measures how alike two agents reasoned by the semantic similarity of their
+The disagreement-states paper measures how alike two agents reasoned by the semantic similarity of their
 reasoning traces, ``sim(r_i, r_j)``, without fixing the measure. Here every measure is a
 :class:`SimilarityBackend`: it has a ``name`` (the model id every reading names, because
 raw cosine values depend on the model) and returns the pairwise similarity ``matrix`` of
@@ -43,7 +43,7 @@ apart. TF-IDF is as good on VariErrNLI (AUC of low similarity for above-median l
 entropy 0.561 vs 0.557), tracks vote agreement more closely, and is about a hundred
 times faster, so it stays the dependency-free, fast choice.
 
-Choices where the design is silent:
+Choices this module makes:
 
 * Embedding rows are L2-normalised here whatever the backend returns; a zero vector
   (a text the backend cannot represent) has similarity 0 with every other text.

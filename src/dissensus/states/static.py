@@ -8,7 +8,7 @@ vocabulary is passed once through the transformer, the outputs are reduced to 25
 dimensions by PCA and weighted by SIF (the model2vec defaults). ``docs/states.md`` has
 the measured speed, memory and agreement with MiniLM.
 
-Choices where the design is silent:
+Choices this module makes:
 
 * **Distilled at first use, not shipped.** The distilled table is about 15 MB
   (29,525 tokens x 256 float16 plus the tokenizer); shipping it inside the package would

@@ -5,7 +5,7 @@ things under different models. The fit fixes it from data instead: theta_s is th
 ``quantile`` of the per-panel mean reasoning similarity over a reference corpus, so that
 (for example) ``quantile=0.5`` calls the more similar half of the corpus convergent.
 
-Choices where the design is silent:
+Choices this module makes:
 
 * The statistic is the per-panel *mean* pairwise similarity, the same quantity the
   reader compares with theta_s.

@@ -8,7 +8,7 @@ through a :class:`Backend`. Two back ends implement it: SQLite
 (:class:`~dissensus.store.postgres.PostgresBackend`). The tables themselves are defined
 once in :mod:`~dissensus.store.schema` and created by :mod:`~dissensus.store.migrations`.
 
-Choices where the design is silent:
+Choices this module makes:
 
 * **Rows are dicts keyed by column.** :data:`Row` is the row of whatever query was asked:
   the query names its columns, and each service turns its rows into a model

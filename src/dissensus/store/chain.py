@@ -6,7 +6,7 @@ first) and ``body`` its run, sequence number, key, type, case, time and payload
 (:mod:`dissensus.store.canonical`). :func:`check_chain` recomputes it from the stored
 rows; any edited, removed, inserted or reordered event breaks it.
 
-Choices where the design is silent:
+Choices this module makes:
 
 * **Canonical text.** A payload is stored as its canonical JSON text, and verification
   requires the stored text to *be* canonical: a payload edited to carry a duplicate key

@@ -1,7 +1,7 @@
 """Claims on review items: who is working on an item, until when.
 
 A claim is coordination state, kept outside the hash chain (a resolution names its
-reviewer in the chain; a claim is not evidence). Choices where the design is silent:
+reviewer in the chain; a claim is not evidence). Choices this module makes:
 
 * **Expiry, not release.** A claim lasts ``ttl`` seconds; an expired one is anybody's.
   Claiming again renews one's own claim.

@@ -1,6 +1,6 @@
 """The journal's clock: the UTC timestamps of events, runs, claims and run locks.
 
-Choices where the design is silent: ISO-8601 text with microseconds (text sorts in time
+Choices this module makes: ISO-8601 text with microseconds (text sorts in time
 order, and both back ends compare it as text, so a claim's expiry is a string
 comparison); one module, read as ``clock.now()`` by every part of the journal, so a
 test moves the journal's time by replacing :func:`now` here.

@@ -6,7 +6,7 @@ journal creates it inside the transaction of the run's first write, so a run who
 case and end are one batch (a single-panel request) is created, decided and finished
 in one commit instead of two.
 
-Choices where the design is silent:
+Choices this module makes:
 
 * **Until its first write the run is not in the journal**: reads of it find nothing
   and ask the back end nothing (its events, its cases, its header), and a crash leaves

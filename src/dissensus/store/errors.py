@@ -1,7 +1,7 @@
 """The journal's errors: what can go wrong when a run journal is opened, written or read.
 
 Each is a :class:`~dissensus.errors.DissensusError`, so the command line prints it as one
-line with its exit code (1 unless set here). Choices where the design is silent:
+line with its exit code (1 unless set here). Choices this module makes:
 
 * **Exit codes.** A read-only journal, a damaged journal, an unknown run and a run id
   already taken are the caller's to fix (exit 2, usage); a busy or unreachable journal

@@ -6,7 +6,7 @@ a JSON payload stored as canonical text, and ``hash = sha256(prev_hash + canonic
 (:mod:`dissensus.store.chain`). This module holds the models and the one conversion from
 a stored ``events`` row to an :class:`Event`.
 
-Choices where the design is silent:
+Choices this module makes:
 
 * **Payloads are JSON passing through.** The journal stores whatever JSON object it is
   given and hands it back untouched; the typed models of each event type live with the

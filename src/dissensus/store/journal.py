@@ -21,7 +21,7 @@ target names and composes the journal's parts over it:
 ========================================  ==================================================
 
 :class:`Journal` is the facade the rest of the package uses; its methods delegate to
-those parts. Choices where the design is silent:
+those parts. Choices this module makes:
 
 * **The back end is chosen by the target**, once, in :func:`open_backend`:
   ``postgresql://`` or ``postgres://`` is PostgreSQL, anything else an SQLite file.

@@ -1,8 +1,8 @@
 """Run locks: which process is executing a run.
 
 A run lock is coordination state, kept outside the hash chain: ``runs resume`` and the
-service take it so that two processes never execute one run at once. Choices where the
-design is silent:
+service take it so that two processes never execute one run at once. Choices this
+module makes:
 
 * **Two ways to hold one**, by what the back end offers (:class:`RunLocks` picks):
   where the database server holds locks for a session (PostgreSQL's advisory locks,

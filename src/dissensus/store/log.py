@@ -6,7 +6,7 @@ seals, the review index, claims, run locks) kept by services beside it.
 :class:`SQLEventLog` implements it, and the runs' headers, over either
 :class:`~dissensus.store.backend.Backend`.
 
-Choices where the design is silent:
+Choices this module makes:
 
 * **Idempotent keys.** Appending a key that the run already holds returns the stored
   event and writes nothing, after checking the payload is the same

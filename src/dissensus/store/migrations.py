@@ -19,7 +19,7 @@ Revisions:
    page of the runs (``runs list --limit``, ``GET /v1/runs``) costs the page, not the
    journal. Not needed to read.
 
-Choices where the design is silent:
+Choices this module makes:
 
 * **When.** Upgrades run on open, not by a separate command: the upgrade steps only add
   tables and indexes, never rewrite events, so the hash chain is untouched and

@@ -6,7 +6,7 @@ connection, and its session advisory locks as :class:`~dissensus.store.backend.S
 Same tables, same canonical payload text, same hash chain as the SQLite back end, so
 ``runs verify``, ``runs export`` and ``runs resume`` behave identically on both.
 
-Choices where the design is silent:
+Choices this module makes:
 
 * **Driver.** psycopg 3 (the ``postgres`` extra), one connection per journal object, in
   autocommit mode with explicit ``BEGIN``/``COMMIT`` around every write, so a reader

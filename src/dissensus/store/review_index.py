@@ -6,7 +6,7 @@ open; a ``review.reopened`` event sets it back to NULL), written in the same tra
 as the event it derives from, so the review queue is listed without reading every
 ``review.opened`` payload (:meth:`ReviewIndex.entries`).
 
-Choices where the design is silent:
+Choices this module makes:
 
 * **The chain stays the evidence.** The index is outside the hash chain; opening a
   journal whose index does not agree with its events (a journal of an older version, or

@@ -18,7 +18,7 @@ from this version on):
   its policy file) and ``via`` (the door that started the run) when the event names
   one: the text itself is compared, so a re-spelling of the same JSON differs too.
 
-Choices where the design is silent:
+Choices this module makes:
 
 * **Runs made by earlier versions** (a ``run.started`` without ``kind``) journalled
   neither their kind nor their door, and their header's time was read from the clock

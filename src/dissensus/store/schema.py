@@ -6,7 +6,7 @@ back ends never spell a table out themselves: the schema revisions in
 :mod:`dissensus.store.migrations` create these tables, so a change to a table is a new
 revision there, applied in order to every journal that opens.
 
-Choices where the design is silent:
+Choices this module makes:
 
 * **Integers.** ``int`` columns are ``INTEGER`` in SQLite (always 64-bit) and ``BIGINT``
   in PostgreSQL (sequence numbers and counts outgrow 32 bits in a long-lived journal).

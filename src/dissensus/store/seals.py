@@ -6,7 +6,7 @@ every ``run.finished``, ``case.resolved`` and ``review.reopened`` append is foll
 (:mod:`dissensus.signing`). An unkeyed chain cannot stop an editor who re-chains every
 hash; a seal can, for anyone holding the public key.
 
-Choices where the design is silent:
+Choices this module makes:
 
 * **After the commit.** The seal is appended in its own transaction once the sealed
   events have committed, so a crash between the two leaves an unsealed (not a broken)

@@ -2,7 +2,7 @@
 
 :class:`SQLiteBackend` implements :class:`~dissensus.store.backend.Backend` over one file.
 
-Choices where the design is silent:
+Choices this module makes:
 
 * **Durability.** WAL mode with ``synchronous=FULL``: an append returns only after its
   transaction is on disk, so an appended event survives ``kill -9`` (and power loss)

@@ -1,7 +1,7 @@
 """Where a journal is, how it is named on screen, and the settings read when it opens.
 
 A journal *target* is an SQLite file path (``":memory:"`` for a throw-away one) or a
-``postgresql://`` URL. Choices where the design is silent:
+``postgresql://`` URL. Choices this module makes:
 
 * **Which journal.** The ``--journal`` option, else ``$DISSENSUS_JOURNAL``, else
   :data:`DEFAULT_JOURNAL` in the working directory. An empty or blank ``--journal`` is

@@ -1,7 +1,7 @@
 """Write transactions over a back end: nesting, the run's write lock, and what follows a commit.
 
 Every write of the journal (an append, a claim, a run lock, a rebuild of the review index)
-runs in :meth:`Transactions.transaction`. Choices where the design is silent:
+runs in :meth:`Transactions.transaction`. Choices this module makes:
 
 * **One writer per run at a time.** A transaction given a run id takes the run's write
   lock (SQLite: the database write lock, ``BEGIN IMMEDIATE``; PostgreSQL: ``SELECT ...

@@ -39,7 +39,7 @@ The package, in the order data flows:
   stop a run; :mod:`~dissensus.engines.ray.fault`: the test switch that kills a worker.
 * :mod:`~dissensus.engines.ray.route`: ``route`` as a Ray Data ``map_batches``.
 
-Choices where the design is silent:
+Choices this module makes:
 
 * **One batch per block.** The loop appends the cases of a block in one transaction
   (:func:`dissensus.pipeline.batch.execute_run`'s group commit), so the driver's share

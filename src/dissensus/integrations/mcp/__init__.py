@@ -20,7 +20,7 @@ tool                         input -> output
 ``runs_verify``              run id -> ``VerifyReport`` (``runs verify --json``)
 ============================ ==========================================================
 
-Choices where the protocol and the design are silent:
+Choices where the protocol is silent:
 
 * **Journal and policy**: a tool's ``journal`` / ``policy`` argument, else the server's
   (``dissensus mcp --journal/--policy``), else ``$DISSENSUS_JOURNAL`` / the built-in

@@ -1,7 +1,7 @@
 """``POST /v1/decide`` (one run per request, through :class:`~dissensus.serve.runs.Runner`),
 ``GET /v1/acceptance`` and the runs: list, show, events (Server-Sent Events), verify, export.
 
-Choices where the design is silent:
+Choices this module makes:
 
 * **An event stream stops when its client has gone.** The events are written in parts
   (:meth:`~dissensus.serve.runs.Runner.follow`: at most

@@ -1,7 +1,7 @@
 """The library calls over HTTP: route, vote, negotiate, verify, bound
 (:mod:`dissensus.serve.library_calls`, each the CLI command of the same name).
 
-Choices where the design is silent:
+Choices this module makes:
 
 * Every number in a query is finite: ``inf``, ``nan`` and ``1e309`` (which reads as
   infinity) are 422 naming the parameter, as the CLI refuses them in its options (an

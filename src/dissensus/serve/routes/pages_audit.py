@@ -3,7 +3,7 @@ and a blind audit with the form answering it (``/review/audit/{run}.{line}``,
 :mod:`dissensus.serve.blind_audits`). Both answers are journalled by
 :meth:`~dissensus.serve.journal_adapter.ReviewDesk.confirm` (``dissensus review confirm``).
 
-Choices where the design is silent:
+Choices this module makes:
 
 * The committed answer stays hidden while a blind audit is open: the automatic-decision
   page of such a case sends the reviewer to the blind form, and its audit form refuses

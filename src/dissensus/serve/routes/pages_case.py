@@ -4,7 +4,7 @@ The page shows everything ``dissensus review show`` shows, side by side, with th
 labelled as the agents name them (:mod:`dissensus.serve.case_view`), and the resolve bar.
 Every write goes through :class:`~dissensus.serve.journal_adapter.ReviewDesk`, as the API's.
 
-Choices where the design is silent:
+Choices this module makes:
 
 * A refused write (no option picked, a note missing, a stale page, another reviewer's
   claim, an item resolved meanwhile) shows the case page again with the reason, with 422

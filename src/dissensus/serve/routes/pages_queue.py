@@ -2,7 +2,7 @@
 (:mod:`dissensus.serve.queue_view`), or the automatic decisions waiting for an audit, or
 the open blind audits; and the acceptance monitor (:mod:`dissensus.serve.acceptance`).
 
-Choices where the design is silent:
+Choices this module makes:
 
 * Every list shows who holds a live claim on each open case or audit, and a resolved
   case's decision as its page names it (the option's label, and its id beside a label

@@ -1,7 +1,7 @@
 """The review queue over HTTP: list, show, claim, resolve, undo, and blind audits
 (through :class:`~dissensus.serve.journal_adapter.ReviewDesk`).
 
-Choices where the design is silent:
+Choices this module makes:
 
 * The bodies of ``resolve`` and ``confirm`` are read as ``POST /v1/decide`` reads its
   body (:func:`~dissensus.serve.http.object_body`): an empty body or one that is not
