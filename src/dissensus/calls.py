@@ -19,7 +19,9 @@ Choices this module makes:
 * A ``model`` in the problem is refused (it could name a file on the server); LLM agents
   use the server's ``$DISSENSUS_MODEL``. Function agents name Python code to import and
   are refused unless the door allows them (:attr:`DoorOptions.allow_functions`: the MCP
-  server started with ``--allow-functions``; never the HTTP service).
+  server started with ``--allow-functions``; never the HTTP service). The refusal's
+  message is the same through both doors, but where the door can allow them (MCP) it
+  adds how (:attr:`DoorOptions.functions_hint`).
 * ``module:function`` similarity backends import code and are refused by both doors
   (:func:`refuse_code_backend`); which built-in backends a door serves is its own.
 * ``verify`` accepts ``negotiate --compare`` output (``{certificate, comparison}``) and
@@ -68,6 +70,9 @@ class DoorOptions:
     """The folder function agents' modules are found from first."""
     max_agents: int = MAX_AGENTS
     """The most agents one negotiation may hold."""
+    functions_hint: str | None = None
+    """What the refusal of a function agent adds, where the door can allow them (the MCP
+    server: how to start it with function agents)."""
 
 
 class TooManyAgents(ConfigError):
@@ -142,8 +147,9 @@ async def negotiate(
     problem = await asyncio.to_thread(parse_problem, data)
     for i, agent in enumerate(problem.agents):
         if agent.kind == "function" and not options.allow_functions:
+            hint = f" ({options.functions_hint})" if options.functions_hint else ""
             raise ConfigError(
-                "function agents import server-side code and are not run by this server",
+                "function agents import server-side code and are not run by this server" + hint,
                 field=f"agents.{i}.kind",
             )
     spec: str | None = None

@@ -41,7 +41,11 @@ async def _negotiate(
     # The problem as the caller wrote it, checked and run as ``POST /v1/negotiate`` runs
     # its body (the file-level checks off the loop, as the negotiation).
     data = problem.model_dump(mode="json", exclude_unset=True)
-    options = calls.DoorOptions(allow_functions=allow_functions, base_dir=Path.cwd())
+    options = calls.DoorOptions(
+        allow_functions=allow_functions,
+        base_dir=Path.cwd(),
+        functions_hint="start the server with --allow-functions to run them",
+    )
     return await calls.negotiate(data, deadline=deadline, rule=rule, options=options)
 
 
