@@ -224,3 +224,40 @@ def test_the_command_line_stops_an_edited_ray_run_with_the_local_error_and_exit_
         outs[engine] = out.read_text(encoding="utf-8")
     assert outs["ray"] == outs["local"]
     assert main(["runs", "verify", "C", "--journal", str(tmp_path / "ray.sqlite")]) == 0
+
+
+def test_an_input_removed_after_planning_stops_the_run_in_one_line_and_resumes_once_back(
+    ray_instance: Any, copied: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker that cannot open the file (removed after the driver planned its blocks)
+    stops the run with one line naming the file (an InputError, as a local run's), not
+    Ray's traceback of the worker's FileNotFoundError; put back, the run resumes."""
+    original = copied.read_bytes()
+    plan = executor._plan
+
+    def plan_then_remove(ctx: Any, lines_per_block: int) -> Any:
+        blocks = plan(ctx, lines_per_block)
+        copied.unlink()
+        return blocks
+
+    monkeypatch.setattr(executor, "_plan", plan_then_remove)
+    journal = Journal(tmp_path / "j.sqlite")
+    _start(journal, copied, "R")
+    with pytest.raises(InputError) as caught:
+        _ray_run(journal, copied, "R")
+    said = str(caught.value)
+    assert said == f"the run's input file cannot be read: {copied} (No such file or directory)"
+    assert journal.get("R", FINISHED_KEY) is None and journal.verify("R").ok
+    monkeypatch.undo()
+    copied.write_bytes(original)
+    _ray_run(journal, copied, "R")
+    assert journal.get("R", FINISHED_KEY) is not None and journal.verify("R").ok
+    journal.close()
+
+
+def test_a_worker_s_other_error_is_one_line_naming_its_type() -> None:
+    """An error of the worker not of dissensus's own reaches the command line as one line
+    (its type and first line), without Ray's traceback, pid or colour codes."""
+    failed = flight.WorkerFailed(ValueError("bad value\n  File 'x.py', line 3"))
+    assert str(failed) == "a Ray worker failed: ValueError: bad value"
+    assert str(flight.WorkerFailed(None)) == "a Ray worker failed: unknown error"

@@ -183,16 +183,23 @@ def block_lines(block: Block) -> Iterator[tuple[int, str]]:
     over the line bound is read no further than :func:`~dissensus.io.jsonl.bounded_lines`
     reads it (the parser then rejects it), so a block of one endless line is streamed.
     A block with a ``sha256`` has its bytes hashed as they are read: read to its end, a
-    block that hashes otherwise is :class:`~dissensus.errors.InputError`."""
+    block that hashes otherwise is :class:`~dissensus.errors.InputError`; so is a file
+    that can no longer be read (removed or moved since the run was planned), naming it."""
     if block.lines is not None:
         yield from enumerate(block.lines, start=block.first_line)
         return
-    with open(block.path, "rb") as handle:
-        handle.seek(block.offset)
-        raw = _Window(handle, block.length, hashed=block.sha256 is not None)
-        window = io.BufferedReader(raw, buffer_size=_CHUNK)
-        with io.TextIOWrapper(window, encoding="utf-8", errors="surrogateescape") as source:
-            yield from enumerate(bounded_lines(source), start=block.first_line)
+    try:
+        with open(block.path, "rb") as handle:
+            handle.seek(block.offset)
+            raw = _Window(handle, block.length, hashed=block.sha256 is not None)
+            window = io.BufferedReader(raw, buffer_size=_CHUNK)
+            with io.TextIOWrapper(window, encoding="utf-8", errors="surrogateescape") as source:
+                yield from enumerate(bounded_lines(source), start=block.first_line)
+    except OSError as exc:  # removed, moved or unreadable since the run was planned
+        raise InputError(
+            f"the run's input file cannot be read: {block.path} "
+            f"({exc.strerror or type(exc).__name__})"
+        ) from None
     if raw.digest is not None and raw.digest.hexdigest() != block.sha256:
         raise InputError(_CHANGED.format(path=block.path))
 

@@ -78,6 +78,7 @@ def ensure_ray(options: RayOptions) -> int:
         finally:
             if own is not None:  # ray.init installs a SIGTERM handler of its own
                 signal.signal(signal.SIGTERM, own)
+        _messages_to_stderr()
         # Ray's modules and state are hundreds of thousands of long-lived objects: moved
         # out of the collector's generations, so its full passes (which the journal's
         # appends trigger) walk only what the run itself keeps.
@@ -95,6 +96,28 @@ def ensure_ray(options: RayOptions) -> int:
             )
         return options.workers
     return max(1, cpus)
+
+
+def _messages_to_stderr() -> None:
+    """Send Ray's messages about the cluster (a worker that died, from ``(raylet)``) to
+    standard error: Ray prints them on standard output, where ``decide --json`` writes
+    its records. Ray's printer (``ray._private.worker.print_to_stdstream``, looked up
+    when each message comes) is wrapped once; a Ray without it is left as it is."""
+    try:
+        from ray._private import worker as ray_worker
+    except ImportError:  # pragma: no cover - another Ray layout
+        return
+    printer = getattr(ray_worker, "print_to_stdstream", None)
+    if printer is None or getattr(printer, "dissensus_stderr", False):
+        return
+
+    def to_stderr(data: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
+        if isinstance(data, dict) and not data.get("is_err"):
+            data = {**data, "is_err": True}
+        return printer(data, *args, **kwargs)
+
+    to_stderr.dissensus_stderr = True  # type: ignore[attr-defined]
+    ray_worker.print_to_stdstream = to_stderr
 
 
 _PROBE_S = 5.0

@@ -258,5 +258,15 @@ def _take(ref: Any) -> tuple[_BlockResult, list[Outcome], float]:
     except ray.exceptions.RayTaskError as exc:
         if isinstance(exc.cause, DissensusError):
             raise exc.cause from None
-        raise
+        raise WorkerFailed(exc.cause) from exc
     return _decoded(raw)
+
+
+class WorkerFailed(RuntimeError):
+    """A worker's block failed with an error not of dissensus's own (a bug, or the machine):
+    its type and first line, without Ray's traceback (pid, address, colour codes), which
+    stays on the exception's cause for a debugger."""
+
+    def __init__(self, cause: BaseException | None) -> None:
+        what = f"{type(cause).__name__}: {cause}" if cause is not None else "unknown error"
+        super().__init__(f"a Ray worker failed: {what.splitlines()[0] if what else what}")
