@@ -4,6 +4,7 @@
   client's ``max_tokens`` lowers) or stopped (``content_filter``) abstains: a truncated
   "125" is not a vote for "12".
 * A member whose server asks to be retried after the request's deadline fails at once.
+* A structured answer that is not JSON abstains; the member is not asked again.
 * An escalation's content says why from what the members gave (a split, or agreement
   the policy did not let commit), ``GET /v1/models`` lists no model without a panel, assistant messages with
   ``content: null`` or a refusal are read, ``stream_options.include_usage`` gets its
@@ -139,6 +140,31 @@ def test_a_refusal_abstains_saying_the_member_refused(tmp_path: Path, answer: st
     report = next(m for m in done.dissensus.members if m.name == "a")
     assert (report.status, report.decision) == ("abstained", None)
     assert report.why is not None and "refused" in report.why
+
+
+def test_a_structured_answer_that_is_not_json_abstains_without_a_second_ask(
+    tmp_path: Path,
+) -> None:
+    """A member asked for a structured answer who replies in prose is asked once, not
+    re-asked (a member's answer is what it said once): its answer is an abstention."""
+    asked = dict.fromkeys(NAMES, 0)
+
+    def prose(name: str) -> FunctionBackend:
+        def reply(request: Any, mode: Any) -> BackendResponse:
+            asked[name] += 1
+            return BackendResponse(
+                text="I think it is 12.", model="f", prompt_tokens=5, completion_tokens=5
+            )
+
+        return FunctionBackend(reply)
+
+    done = _complete(
+        tmp_path, {n: prose(n) for n in NAMES}, answer="structured", options=["12", "13"]
+    )
+    assert asked == dict.fromkeys(NAMES, 1)
+    assert [(m.status, m.decision) for m in done.dissensus.members] == [("abstained", None)] * 3
+    assert done.usage.total_tokens == 30
+    assert done.dissensus.decision is None
 
 
 def test_a_small_max_tokens_of_the_request_gets_abstentions_not_truncated_votes(

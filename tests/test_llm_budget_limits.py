@@ -1,5 +1,6 @@
 """Budget limits and prices are finite and non-negative: a NaN, infinite or negative one
-is a ConfigError naming the field, never a limit silently turned off."""
+is a ConfigError naming the field, never a limit silently turned off. A limit counts
+the attempts in flight: their reservations and what is spent never sum above it."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from hypothesis import strategies as st
 
 from dissensus.errors import ConfigError
 from dissensus.llm.base import BudgetExceeded
-from dissensus.llm.budget import Budget, Price
+from dissensus.llm.budget import Budget, Price, Reservation
 
 BAD = st.one_of(
     st.sampled_from([math.nan, math.inf, -math.inf, float("1e400")]),
@@ -73,3 +74,80 @@ def test_every_accepted_budget_enforces_its_cost_limit(
 def test_the_reported_nan_budget_lets_no_call_through() -> None:
     with pytest.raises(ConfigError, match="max_cost"):
         Budget(max_cost=math.nan, prices={"m": Price(input_per_mtok=1e6, output_per_mtok=1e6)})
+
+
+PRICE = Price(input_per_mtok=5.0, output_per_mtok=15.0)  # $20e-6 for 1+1 tokens, 2 tokens
+
+
+@pytest.mark.parametrize("limit", ["tokens", "cost"])
+def test_an_attempt_in_flight_counts_against_the_next_reservation(limit: str) -> None:
+    """Two attempts of 40 tokens each against a limit of 60: the second is refused while
+    the first is in flight (reserved, not settled), and allowed once it is settled small."""
+    budget = (
+        Budget(max_tokens=60, prices={"m": PRICE})
+        if limit == "tokens"
+        else Budget(max_cost=PRICE.cost(30, 30), prices={"m": PRICE})
+    )
+    first = budget.reserve(model="m", prompt_tokens=20, completion_tokens=20)
+    with pytest.raises(BudgetExceeded, match=f"{'token' if limit == 'tokens' else 'cost'} budget"):
+        budget.reserve(model="m", prompt_tokens=20, completion_tokens=20)
+    budget.settle(first, model="m", prompt_tokens=5, completion_tokens=5)
+    budget.reserve(model="m", prompt_tokens=20, completion_tokens=20)
+
+
+_OPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("reserve"), st.integers(0, 60), st.integers(0, 60)),
+        st.tuples(st.just("settle"), st.integers(0, 99), st.floats(0, 1)),
+        st.tuples(st.just("release"), st.integers(0, 99), st.just(0.0)),
+    ),
+    max_size=30,
+)
+
+
+@settings(max_examples=150, derandomize=True)
+@given(limit=st.sampled_from(["tokens", "cost"]), cap=st.integers(0, 200), ops=_OPS)
+def test_reservations_in_flight_never_sum_above_the_limit(
+    limit: str, cap: int, ops: list[tuple[str, int, float]]
+) -> None:
+    """Whatever reservations are made, settled (at most what was reserved) or released,
+    in whatever order: what is spent plus what is in flight stays within the limit, and
+    a reservation is refused only when it would not."""
+    max_cost = PRICE.cost(cap, 0)
+    budget = (
+        Budget(max_tokens=cap, prices={"m": PRICE})
+        if limit == "tokens"
+        else Budget(max_cost=max_cost, prices={"m": PRICE})
+    )
+    slack = 1e-9 * max(1.0, max_cost)
+    flight: list[tuple[Reservation, int, int]] = []
+
+    def used() -> tuple[int, float]:
+        spent = budget.spent
+        tokens = spent.total_tokens + sum(p + c for _, p, c in flight)
+        cost = spent.cost + sum(PRICE.cost(p, c) for _, p, c in flight)
+        return tokens, cost
+
+    for kind, a, b in ops:
+        if kind == "reserve":
+            before = used()
+            try:
+                r = budget.reserve(model="m", prompt_tokens=a, completion_tokens=int(b))
+            except BudgetExceeded:
+                if limit == "tokens":
+                    assert before[0] + a + int(b) > cap
+                else:
+                    assert before[1] + PRICE.cost(a, int(b)) > max_cost - slack
+                continue
+            flight.append((r, a, int(b)))
+        elif flight:
+            r, p, c = flight.pop(a % len(flight))
+            if kind == "settle":
+                budget.settle(r, model="m", prompt_tokens=int(p * b), completion_tokens=int(c * b))
+            else:
+                budget.release(r)
+        tokens, cost = used()
+        if limit == "tokens":
+            assert tokens <= cap
+        else:
+            assert cost <= max_cost + slack

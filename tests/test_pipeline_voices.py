@@ -197,6 +197,32 @@ def test_each_agents_own_model_counts_for_that_agent(server: SchemaServer) -> No
     assert record.auto and record.basis == "calibrated" and record.decision == "1"
 
 
+def test_a_shared_model_adds_no_voice_when_every_agent_has_its_own(
+    server: SchemaServer,
+) -> None:
+    """The run's model (here one the agents' map also names) is asked only for agents
+    without a model of their own: with none, one request per agent and no shared voice."""
+    models = {
+        "a1": "openai:gemini-1.5-flash",
+        "a2": "openai:gpt-4o-mini",
+        "a3": "openai:falcon-40b",
+    }
+    journal = Journal(":memory:")
+    record = decide(
+        as_panel(panel("p", ["1", "1", "1"], families=FAMILIES)),
+        _policy({"model": "openai:gpt-4o-mini", "models": models}),
+        journal=journal,
+        run_id="r",
+    )
+    followup, _ = _case(journal, "r")
+    assert sorted(body["model"] for body in server.bodies) == sorted(
+        m.split(":", 1)[1] for m in models.values()
+    )
+    assert record.usage.calls == 3
+    assert set(followup.answers) == {"a1", "a2", "a3"}
+    assert followup.voices == []
+
+
 def test_families_come_from_the_model_that_answered(server: SchemaServer) -> None:
     """Three agents labelled with three families but mapped to one model: one family."""
     models = {"a1": "openai:gpt-4o-mini", "a2": "openai:gpt-4o-mini", "a3": "openai:gpt-4o-mini"}

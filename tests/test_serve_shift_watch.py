@@ -88,6 +88,25 @@ def test_one_panel_runs_never_check_themselves_but_the_watch_flags_and_holds_the
     assert verified.code == 0, verified.err
 
 
+def test_a_restarted_watch_journals_no_second_flag_of_a_flagged_file(
+    world: Path, tmp_path: Path
+) -> None:
+    """A restarted server's watch makes the check again (its index is in the journal, not
+    in the watch), finds the same shift, and journals no second flag of the file."""
+    with Journal(tmp_path / "j.sqlite") as journal:
+        _one_panel_runs(journal, world / "hold.yaml", _lines(world / "shifted.jsonl", 30), "p")
+        spec = RunSpec.from_policy(world / "hold.yaml")
+        watch = ShiftWatch(journal, spec, every=10)
+        first = watch.step()
+        assert first is not None and first["shifted"] and watch.flagged_run is not None
+        runs = len(journal.runs())
+        restarted = ShiftWatch(journal, spec, every=10)
+        again = restarted.step()
+        assert again is not None and again["shifted"] and again["check"] == first["check"]
+        assert restarted.flagged_run is None and len(journal.runs()) == runs
+        assert [e.run_id for e in journal.events_of_type(SHIFT_EVENT)] == [watch.flagged_run]
+
+
 def test_cases_like_the_calibration_journal_nothing(world: Path, tmp_path: Path) -> None:
     with Journal(tmp_path / "j.sqlite") as journal:
         _one_panel_runs(journal, world / "hold.yaml", _lines(world / "same.jsonl", 40), "s")
