@@ -1,19 +1,24 @@
 """Two doors on one journal given one idempotency key at once: one case is journalled,
 and the request whose decision comes second is answered with it as a replay (its own
 panel, equal as deterministic members make it, was not the one journalled). A request
-whose own commit went through, its acknowledgement lost, is still answered as its own.
+whose own commit went through, its acknowledgement lost, is still answered as its own. A
+request whose decision finds the key's run taken by the other door (no journal fault) is
+answered 409 ``idempotency_key_in_use``, and the key sent again is the other's case.
 
-The race is made deterministic: the second door's decision first lets the first door
-decide the key wholly, then meets the busy journal SQLite reports to a writer that lost
-(an injected hook, no timing)."""
+The races are made deterministic: the second door's decision first lets the first door
+decide the key wholly, then meets the busy journal SQLite reports to a writer that lost,
+or starts the run the first door took (injected hooks, no timing)."""
 
 from __future__ import annotations
 
 import asyncio
+import threading
 from pathlib import Path
 from typing import Any
 
-from dissensus.panels import Members, PanelChat
+import pytest
+
+from dissensus.panels import ChatCompletion, ChatError, Members, PanelChat
 from dissensus.panels.door import ATTEMPT_FIELD
 from dissensus.pipeline.durable import case_step
 from dissensus.pipeline.steps import CaseInput
@@ -101,3 +106,72 @@ def test_each_keyed_attempt_journals_an_attempt_id_of_its_own(tmp_path: Path) ->
             assert entered is not None
             attempts.append(CaseInput.model_validate(entered).panel.meta[ATTEMPT_FIELD])
     assert len(set(attempts)) == 2
+
+
+class Meeting(Counting):
+    """A member that answers only once every member of both doors was asked: neither
+    door journals anything before both found no case for the key."""
+
+    def __init__(self, met: asyncio.Barrier) -> None:
+        super().__init__()
+        self.met = met
+
+    async def send(self, request: Any, *, json_mode: Any) -> Any:
+        async with asyncio.timeout(10):
+            await self.met.wait()
+        return await super().send(request, json_mode=json_mode)
+
+
+@pytest.mark.anyio
+async def test_a_door_whose_run_the_other_door_took_meanwhile_answers_key_in_use(
+    tmp_path: Path,
+) -> None:
+    """Both doors asked their members for one key, the first decided it; the second's
+    decision finds the run taken (not a journal fault): 409 ``idempotency_key_in_use``,
+    never a failed decision, and the key sent again is the first's case, asking nobody."""
+    path = str(tmp_path / "runs.sqlite")
+    met = asyncio.Barrier(2 * len(NAMES))
+    with Journal(path) as journal_a, Journal(path) as journal_b:
+        policy = _policy()
+        members_a = {n: Meeting(met) for n in NAMES}
+        members_b = {n: Meeting(met) for n in NAMES}
+        first = PanelChat(policy, journal=journal_a, members=Members(policy.panel, dict(members_a)))
+        second = PanelChat(
+            policy, journal=journal_b, members=Members(policy.panel, dict(members_b))
+        )
+        decided = threading.Event()
+        decide_first, decide_second = first._decide_watched, second._decide_watched
+
+        async def deciding_first(panel: Any, spec: Any, run_id: str) -> Any:
+            try:
+                return await decide_first(panel, spec, run_id)
+            finally:
+                decided.set()
+
+        async def deciding_second(panel: Any, spec: Any, run_id: str) -> Any:
+            assert await asyncio.to_thread(decided.wait, 10)
+            return await decide_second(panel, spec, run_id)  # the run is the first's now
+
+        first._decide_watched = deciding_first  # type: ignore[method-assign]
+        second._decide_watched = deciding_second  # type: ignore[method-assign]
+        try:
+            won, lost = await asyncio.gather(
+                first.acomplete(_body(), idempotency_key=KEY),
+                second.acomplete(_body(), idempotency_key=KEY),
+                return_exceptions=True,
+            )
+            assert isinstance(won, ChatCompletion), won
+            assert isinstance(lost, ChatError), lost
+            assert (lost.status, lost.code) == (409, "idempotency_key_in_use")
+            assert won.dissensus.case_id in str(lost)
+            asked = [m.asked for m in [*members_a.values(), *members_b.values()]]
+            assert asked == [1] * 2 * len(NAMES)  # each door asked each member once
+            again = await second.acomplete(_body(), idempotency_key=KEY)
+        finally:
+            await second.aclose()
+            await first.aclose()
+        runs = journal_a.runs()
+    assert won.dissensus.replayed is False and again.dissensus.replayed is True
+    assert again.dissensus.case_id == won.dissensus.case_id
+    assert [m.asked for m in members_b.values()] == [1] * len(NAMES)  # nobody asked again
+    assert [r.run_id for r in runs] == [won.dissensus.run_id]

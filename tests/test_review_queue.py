@@ -261,6 +261,40 @@ def test_concurrent_resolvers_have_exactly_one_winner_and_the_others_learn_who(
         assert j.verify("race").ok
 
 
+def test_a_resolution_journalled_between_the_check_and_the_write_is_already_resolved(
+    journal_target: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another reviewer's resolution landing between ``resolve``'s look and its write
+    transaction is reported as theirs (``AlreadyResolved``), never as a key conflict; a
+    case found resolved is refused after the one write transaction that found it."""
+    with Journal(journal_target) as mine, Journal(journal_target) as theirs:
+        review_id = _escalated(mine, "R")
+        taken: list[str] = []
+        real = mine.transaction
+
+        def transaction(run_id: str, *args: Any, **kwargs: Any) -> Any:
+            taken.append(run_id)
+            if len(taken) == 2 and taken[0] == "R":  # bob resolves between the two
+                resolve(theirs, review_id, decision="1", note="bob's", reviewer="bob")
+            return real(run_id, *args, **kwargs)
+
+        monkeypatch.setattr(mine, "transaction", transaction)
+        with pytest.raises(AlreadyResolved, match="already resolved by bob at") as raced:
+            resolve(mine, review_id, decision="2", note="ann's", reviewer="ann")
+        assert (raced.value.reviewer, raced.value.decision) == ("bob", "1")
+        assert taken == ["R", "R"]
+        resolved = [e.payload["reviewer"] for e in mine.events("R", type="review.resolved")]
+        assert resolved == ["bob"]
+        assert [e.type for e in mine.events("R")].count("case.resolved") == 1
+
+        taken[:] = ["late"]  # no second injection
+        with pytest.raises(AlreadyResolved, match="already resolved by bob at") as late:
+            resolve(mine, review_id, decision="2", note="ann's", reviewer="ann")
+        assert late.value.at == raced.value.at
+        assert taken == ["late", "R"]
+        assert mine.verify("R").ok
+
+
 def test_a_resolution_is_one_atomic_append(
     journal_target: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -23,11 +23,12 @@ from dissensus.outputs import RouteRecord
 from dissensus.pipeline import execute_run, load_policy, start_run
 from dissensus.serve import ServeSettings, check_exposure, create_app
 from dissensus.serve import runs as serve_runs
+from dissensus.serve.auth import hash_token
 from dissensus.states import RuleSet, Thresholds, get_backend, read_panels
 from dissensus.store import Journal
 from dissensus.types import Panel, VoteCase
 from pipeline_cases import panel, write_jsonl
-from serve_helpers import auth, client_for, escalating, heap_frozen, settings
+from serve_helpers import TOKENS, auth, client_for, escalating, heap_frozen, settings, write_tokens
 from test_review_queue import clock_ahead
 
 pytestmark = pytest.mark.anyio
@@ -646,6 +647,32 @@ def test_serve_token_line_round_trips(tmp_path: Path, capsys: pytest.CaptureFixt
     assert principal is not None and (principal.name, principal.role) == ("kim", "review")
     assert store.authenticate(token + "x") is None
     assert token not in path.read_text(encoding="utf-8")
+
+
+def test_a_token_is_compared_with_every_line_of_the_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every line's hash is compared, in constant time, with the token's hash, whether
+    the token is the first line's or no line's: the time taken tells nothing of which."""
+    from dissensus.serve import auth as auth_module
+
+    store = auth_module.load_tokens(write_tokens(tmp_path / "tokens.txt"))
+    lines = sorted(bytes.fromhex(hash_token(f"tok-{t}")) for t in TOKENS)
+    compared: list[tuple[bytes, bytes]] = []
+    real = auth_module.hmac.compare_digest
+
+    def counting(a: bytes, b: bytes) -> bool:
+        compared.append((a, b))
+        return real(a, b)
+
+    monkeypatch.setattr(auth_module.hmac, "compare_digest", counting)
+    first = next(iter(TOKENS))
+    for token, holder in [(first, f"{first}-name"), ("adm", "adm-name"), ("nobody", None)]:
+        compared.clear()
+        principal = store.authenticate(f"tok-{token}")
+        assert (principal.name if principal else None) == holder
+        asked = bytes.fromhex(hash_token(f"tok-{token}"))
+        assert sorted(compared) == [(line, asked) for line in lines]
 
 
 def test_tokens_file_errors_name_line_and_field(tmp_path: Path) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import stat
 import tempfile
 from collections.abc import Callable, Iterator
@@ -24,7 +25,20 @@ from dissensus.serve.auth import (
     TokenFile,
     hash_token,
 )
-from serve_helpers import TOKENS, auth, client_for, csrf_of, heap_frozen, login, settings
+from dissensus.store import Journal
+from pipeline_cases import panel, write_policy
+from serve_helpers import (
+    TOKENS,
+    auth,
+    client_for,
+    csrf_of,
+    decide_automatic,
+    escalating,
+    heap_frozen,
+    journal_events,
+    login,
+    settings,
+)
 
 RUNS = "/v1/runs?limit=1"
 READS = {"submit": RUNS, "review": "/v1/review?limit=1", "admin": RUNS}
@@ -261,6 +275,104 @@ async def test_a_session_takes_its_lines_new_role(tmp_path: Path) -> None:
         _write(path, {**TOKENS, "rev": "submit"})
         assert (await client.get("/review")).status_code == 303
         assert (await client.get(RUNS, headers=auth("rev"))).status_code == 200
+
+
+OPTIONS = [{"id": "1", "text": "Refunds within 30 days."}, {"id": "2", "text": "No refunds."}]
+
+
+def _agreeing(pid: str) -> dict[str, object]:
+    """A panel that commits automatically (audited when the policy's rate says so)."""
+    meta = {"question": "Which policy is stated?", "options": OPTIONS}
+    return panel(pid, ["1", "1", "1"], swap=["1", "1", "1"], meta=meta)
+
+
+async def _case_form(client: httpx.AsyncClient, review_id: str) -> tuple[str, str]:
+    """The CSRF token and the content hash of a case page's form."""
+    page = await client.get(f"/review/case/{review_id}")
+    sha = re.search(r'name="content_sha256" value="([0-9a-f]{64})"', page.text)
+    assert sha is not None, page.text[:500]
+    return csrf_of(page.text), sha.group(1)
+
+
+async def _refused_once_demoted(
+    client: httpx.AsyncClient, path: Path, journal: str, posts: list[tuple[str, dict[str, str]]]
+) -> None:
+    """Each of ``posts`` (the session's CSRF token in its fields) refused with 403 once
+    ``rev``'s line has role ``submit``, nothing journalled."""
+    _write(path, {**TOKENS, "rev": "submit"})
+    before = journal_events(journal)
+    for url, data in posts:
+        refused = await client.post(url, data=data)
+        assert refused.status_code == 403, (url, refused.status_code)
+        assert "this needs the review role" in refused.text, url
+    assert journal_events(journal) == before
+
+
+def _held_by_rev(journal: str, *refs: str) -> None:
+    """The claims ``rev`` took as a reviewer still stand, given up by nothing it posted."""
+    with Journal(journal) as j:
+        for ref in refs:
+            held = j.current_claim(ref)
+            assert held is not None and held.who == "rev-name", ref
+
+
+@pytest.mark.anyio
+async def test_a_session_whose_line_loses_the_review_role_saves_nothing_from_the_case_pages(
+    tmp_path: Path,
+) -> None:
+    policy = write_policy(tmp_path / "audit.yaml", {"acceptance": {"audit_rate": 1.0}})
+    s = settings(tmp_path, policy=str(policy), tokens_check_s=0)
+    async with client_for(s) as client:
+        run = await client.post(
+            "/v1/decide", json=[escalating("a"), escalating("b")], headers=auth("sub")
+        )
+        rid, done = (r["review_id"] for r in run.json()["records"])
+        (audited,) = await decide_automatic(client, [_agreeing("c")])
+        assert (await login(client, "rev")).status_code == 303
+        csrf, sha = await _case_form(client, rid)
+        _, done_sha = await _case_form(client, done)
+        resolve = {"decision": "1", "note": "n", "content_sha256": done_sha, "csrf": csrf}
+        resolved = await client.post(f"/review/case/{done}/resolve", data=resolve)
+        assert resolved.status_code == 303  # as a reviewer: undone below once demoted
+        for held in (f"/review/case/{rid}/claim", f"/review/audit/{audited}/claim"):
+            assert (await client.post(held, data={"csrf": csrf})).status_code == 303
+        answer = {"decision": "1", "note": "n", "csrf": csrf}
+        posts = [
+            (
+                f"/review/case/{rid}/resolve",
+                {"decision": "1", "note": "n", "content_sha256": sha, "csrf": csrf},
+            ),
+            (f"/review/case/{rid}/claim", {"csrf": csrf}),
+            (f"/review/case/{rid}/release", {"csrf": csrf}),
+            ("/review/undo", {"review_id": done, "csrf": csrf}),
+            (f"/review/audit/{audited}/answer", answer),
+            (f"/review/audit/{audited}/claim", {"csrf": csrf}),
+            (f"/review/audit/{audited}/release", {"csrf": csrf}),
+            (f"/review/auto/{audited}/confirm", answer),
+        ]
+        await _refused_once_demoted(client, Path(str(s.tokens)), s.journal, posts)
+    _held_by_rev(s.journal, rid, audited)
+
+
+@pytest.mark.anyio
+async def test_a_session_whose_line_loses_the_review_role_confirms_no_automatic_decision(
+    tmp_path: Path,
+) -> None:
+    policy = write_policy(tmp_path / "quiet.yaml", {"acceptance": {"audit_rate": 0.0}})
+    s = settings(tmp_path, policy=str(policy), tokens_check_s=0)
+    async with client_for(s) as client:
+        (ref,) = await decide_automatic(client, [_agreeing("a")])
+        assert (await login(client, "rev")).status_code == 303
+        csrf = csrf_of((await client.get(f"/review/auto/{ref}")).text)
+        held = await client.post(f"/review/auto/{ref}/claim", data={"csrf": csrf})
+        assert held.status_code == 303
+        posts = [
+            (f"/review/auto/{ref}/confirm", {"decision": "2", "note": "n", "csrf": csrf}),
+            (f"/review/auto/{ref}/claim", {"csrf": csrf}),
+            (f"/review/auto/{ref}/release", {"csrf": csrf}),
+        ]
+        await _refused_once_demoted(client, Path(str(s.tokens)), s.journal, posts)
+    _held_by_rev(s.journal, ref)
 
 
 # -- the interval and the stamp -----------------------------------------------------------

@@ -72,7 +72,10 @@ Choices this module makes:
   any web page can make a browser send, open no sessions.
 * Only ``review`` and ``admin`` tokens may log in.
 * A page whose case is unknown answers the message page with 404; a form post without a
-  login answers 401, without the session's CSRF token 403.
+  login answers 401, without the session's CSRF token 403, and without the review role
+  403 too: every form, as every review route of the API, since a session takes its
+  token's role as the tokens file has it now (a reviewer made ``submit`` since logging
+  in can neither resolve, claim, give a claim up, undo nor confirm).
 * **Back where the reviewer was.** A page asked for without a session sends the reviewer
   to ``/review/login?next=<that page>``, and the login goes back there. ``next`` is only
   ever a path of the review site (:func:`safe_next`: ``/review`` or below, never an
@@ -467,10 +470,11 @@ def _utf8_form(body: bytes, content_type: str) -> bool:
     return True
 
 
-async def checked_form(request: Request, *, role_check: bool = False) -> Form | Response:
+async def checked_form(request: Request) -> Form | Response:
     """A form post's reviewer, session and fields, or the page refusing it (401 without a
-    login, 403 without the session's CSRF token, or, with ``role_check``, without the
-    review role), at the address of the page the form was on (:func:`page_url`)."""
+    login, 403 without the session's CSRF token or without the review role), at the
+    address of the page the form was on (:func:`page_url`); the role is checked on every
+    form (module docstring)."""
     service = service_of(request)
     principal, sid = session_of(request)
     if principal is None or sid is None:
@@ -498,7 +502,7 @@ async def checked_form(request: Request, *, role_check: bool = False) -> Form | 
         return message(
             request, who, 403, "forbidden", "missing or wrong CSRF token; reload the page"
         )
-    if role_check and not allows(principal, "review"):
+    if not allows(principal, "review"):
         return message(request, who, 403, "forbidden", "this needs the review role")
     names = [name for name, _ in data.multi_items()]
     if twice := sorted({name for name in names if names.count(name) > 1}):

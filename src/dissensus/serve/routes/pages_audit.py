@@ -318,7 +318,7 @@ async def audit_case(request: Request, ref: str) -> Response:
 
 @router.post("/review/audit/{ref}/answer")
 async def audit_answer(request: Request, ref: str) -> Response:
-    form = await checked_form(request, role_check=True)
+    form = await checked_form(request)
     if not isinstance(form, Form):
         return form
     service = service_of(request)
@@ -354,7 +354,7 @@ async def _claim(request: Request, ref: str, *, blind: bool, give_up: bool = Fal
     """Claim the audit of ``ref`` (with ``give_up``, give the reviewer's claim on it up),
     then show its page again: the blind one when ``blind`` (a refused claim shows nothing
     of the committed answer there), else the automatic decision's."""
-    form = await checked_form(request, role_check=True)
+    form = await checked_form(request)
     if not isinstance(form, Form):
         return form
     service = service_of(request)

@@ -274,7 +274,7 @@ def _resolve(request: Request, review_id: str, form: Form) -> Response | None:
 
 @router.post("/review/case/{review_id}/resolve")
 async def resolve(request: Request, review_id: str) -> Response:
-    form = await checked_form(request, role_check=True)
+    form = await checked_form(request)
     if not isinstance(form, Form):
         return form
     try:
