@@ -61,6 +61,7 @@ from __future__ import annotations
 import getpass
 import os
 import re
+import sys
 import unicodedata
 from collections.abc import Callable, Iterator, Mapping
 from datetime import UTC, datetime
@@ -91,6 +92,7 @@ from dissensus.types import lone_surrogate
 __all__ = [
     "AlreadyResolved",
     "ClaimConflict",
+    "FinalRecords",
     "NotUndoable",
     "ReviewStatus",
     "StaleContent",
@@ -755,32 +757,66 @@ def complete_resolutions(journal: Journal, run_id: str) -> int:
     return done
 
 
+class FinalRecords:
+    """A run's final records (or only their actions), gathered from its events as one
+    pass over them in sequence order meets them (:meth:`add`), then settled
+    (:meth:`settle`): what :func:`final_records` reads. With ``whole=False`` only each
+    case's final action is kept, so counting a run's records by action holds a short
+    string per case, never the records; the human changes (resolutions, reopenings)
+    are held as they are met, a few per reviewed case."""
+
+    def __init__(self, *, whole: bool = True) -> None:
+        self._whole = whole
+        self._records: dict[str, CaseRecord | str] = {}
+        self._original: dict[str, CaseRecord | str] = {}
+        self._changes: list[tuple[int, str, str, CaseRecord | str | None]] = []
+        self._resolved: list[tuple[int, str]] = []
+
+    def _kept(self, event: Event) -> CaseRecord | str:
+        record = event.read_as(CaseRecord)
+        return record if self._whole else sys.intern(str(record.action))
+
+    def add(self, event: Event) -> None:
+        """Take ``event`` into account (any event of the run: others are passed by)."""
+        if event.type == ev.CASE_RECORD:
+            case = str(event.case)
+            self._records[case] = self._original[case] = self._kept(event)
+        elif event.type == ev.CASE_RESOLVED:
+            self._changes.append((event.seq, event.type, str(event.case), self._kept(event)))
+        elif event.type == REVIEW_REOPENED:
+            self._changes.append((event.seq, event.type, str(event.case), None))
+        elif event.type == ev.REVIEW_RESOLVED:
+            self._resolved.append((event.seq, str(event.case)))
+
+    def settle(self, journal: Journal, run_id: str) -> dict[str, CaseRecord | str]:
+        """The final record (or action) of every case, by case: human resolutions
+        superseding escalations, a reopening restoring the pipeline's record."""
+        records, original = self._records, self._original
+        resolved: set[str] = set()
+        # Resolutions and reopenings in chain order: a reopening restores the pipeline's record.
+        for _, type, case, kept in sorted(self._changes, key=lambda c: c[0]):
+            if type == REVIEW_REOPENED:
+                if case in original:
+                    records[case] = original[case]
+                resolved.discard(case)
+            else:
+                assert kept is not None
+                records[case] = kept
+                resolved.add(case)
+        for seq, case in sorted(self._resolved):
+            if case not in resolved and case.isdigit():
+                standing = _resolution_event(journal, run_id, int(case))
+                derived = _derived(journal, run_id, int(case))
+                if derived is not None and standing is not None and standing.seq == seq:
+                    records[case] = derived if self._whole else sys.intern(str(derived.action))
+        return records
+
+
 def final_records(journal: Journal, run_id: str) -> list[CaseRecord]:
     """The run's final records in input order, human resolutions superseding escalations."""
-    records: dict[str, CaseRecord] = {}
-    original: dict[str, CaseRecord] = {}
-    for event in journal.events(run_id, type=ev.CASE_RECORD):
-        records[str(event.case)] = original[str(event.case)] = event.read_as(CaseRecord)
-    # Resolutions and reopenings in chain order: a reopening restores the pipeline's record.
-    changes = [
-        *journal.events(run_id, type=ev.CASE_RESOLVED),
-        *journal.events(run_id, type=REVIEW_REOPENED),
-    ]
-    resolved: set[str] = set()
-    for event in sorted(changes, key=lambda e: e.seq):
-        case = str(event.case)
-        if event.type == REVIEW_REOPENED:
-            if case in original:
-                records[case] = original[case]
-            resolved.discard(case)
-        else:
-            records[case] = event.read_as(CaseRecord)
-            resolved.add(case)
-    for event in journal.events(run_id, type=ev.REVIEW_RESOLVED):
-        case = str(event.case)
-        if case not in resolved and case.isdigit():
-            standing = _resolution_event(journal, run_id, int(case))
-            derived = _derived(journal, run_id, int(case))
-            if derived is not None and standing is not None and standing.seq == event.seq:
-                records[case] = derived
-    return sorted(records.values(), key=lambda r: r.line)
+    found = FinalRecords()
+    for type in (ev.CASE_RECORD, ev.CASE_RESOLVED, REVIEW_REOPENED, ev.REVIEW_RESOLVED):
+        for event in journal.events(run_id, type=type):
+            found.add(event)
+    records = [r for r in found.settle(journal, run_id).values() if isinstance(r, CaseRecord)]
+    return sorted(records, key=lambda r: r.line)

@@ -65,7 +65,7 @@ from dissensus.store.errors import (
     RunExists,
     UnknownRun,
 )
-from dissensus.store.events import Event, NewEvent, RunHead, RunInfo
+from dissensus.store.events import Event, EventRow, NewEvent, RunHead, RunInfo
 from dissensus.store.locks import RunLock, RunLocks, RunStatus
 from dissensus.store.log import EventLog, SQLEventLog
 from dissensus.store.review_index import IndexEntry, ReviewFilter, ReviewIndex
@@ -431,7 +431,12 @@ class Journal:
         return self._seals.seal(run_id)
 
     def verify(
-        self, run_id: str, *, public_key: PublicKey | None = None, review_index: bool = True
+        self,
+        run_id: str,
+        *,
+        public_key: PublicKey | None = None,
+        review_index: bool = True,
+        each: Callable[[EventRow], None] | None = None,
     ) -> VerifyReport:
         """Recompute the run's hash chain; compare it with the stored text, hashes and
         head, and the run's header (``created``, ``kind``, ``meta``) with the
@@ -441,7 +446,8 @@ class Journal:
         The run's rows of the review index are checked too (and rebuilt when they differ
         and the journal can be written); ``review_index=False`` checks the chain and the
         header alone and writes nothing (what a reading command checks before it shows a
-        run).
+        run). ``each`` is given every stored row as the check reads it, in sequence
+        order (a command gathering what it shows of the run in the same pass).
         """
 
         def more(run_id: str) -> list[str]:
@@ -452,7 +458,7 @@ class Journal:
                 found += self._review.problems(run_id)
             return found
 
-        return chain.verify(self._log, run_id, public_key=public_key, more_problems=more)
+        return chain.verify(self._log, run_id, public_key=public_key, more_problems=more, each=each)
 
     # -- review index -------------------------------------------------------------------
 
