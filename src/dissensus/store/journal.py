@@ -68,7 +68,7 @@ from dissensus.store.errors import (
 from dissensus.store.events import Event, EventRow, NewEvent, RunHead, RunInfo
 from dissensus.store.locks import RunLock, RunLocks, RunStatus
 from dissensus.store.log import EventLog, SQLEventLog
-from dissensus.store.review_index import IndexEntry, ReviewFilter, ReviewIndex
+from dissensus.store.review_index import IndexEntry, QueuePlace, ReviewFilter, ReviewIndex
 from dissensus.store.run_header import STARTED_KEY, header_problems
 from dissensus.store.seals import SEAL_TYPE, Seals
 from dissensus.store.sqlite import SYNC_ENV
@@ -479,13 +479,18 @@ class Journal:
         return not self._review.differences()
 
     def review_entries(
-        self, *, run_id: str | None = None, status: ReviewFilter = "all", limit: int | None = None
+        self,
+        *,
+        run_id: str | None = None,
+        status: ReviewFilter = "all",
+        limit: int | None = None,
+        after: QueuePlace | None = None,
     ) -> list[IndexEntry] | None:
         """Review items in queue order (oldest run first, then by position in the run),
         from the review index; ``None`` when the index cannot be trusted (read-only journal
         whose index disagrees with its events: list from the events instead); at most
-        ``limit`` of them."""
-        return self._review.entries(run_id=run_id, status=status, limit=limit)
+        ``limit`` of them; with ``after``, only those after that place in the queue."""
+        return self._review.entries(run_id=run_id, status=status, limit=limit, after=after)
 
     # -- review claims ------------------------------------------------------------------
 
