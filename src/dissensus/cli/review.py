@@ -4,6 +4,12 @@
 
 Choices this module makes:
 
+* ``review list`` pages as the service's ``GET /v1/review`` does: at most ``--limit``
+  items (1,000 by default, the service's page), after the item ``--after`` names (a place
+  in the queue, whether that item is open or resolved), each printed as it is read (a
+  table holds one page). It reads one item more than the page to know whether another
+  follows, and then says so with the command listing it: after the table, or on stderr
+  with ``--json``, whose standard output stays one entry a line.
 * ``review show`` of a blind audit item stays blind: neither the committed answer nor the
   suggestion is printed.
 * Text from agents and reviewers is printed verbatim, never read as console markup.
@@ -53,44 +59,94 @@ review_app = typer.Typer(
 app.add_typer(review_app, name="review")
 
 
+REVIEW_PAGE = 1000
+"""``review list``'s default ``--limit``: the service's ``GET /v1/review`` page."""
+
+
 @review_app.command("list")
 def review_list(
     journal: JournalOpt = None,
     run: Annotated[str | None, typer.Option("--run", help="Only this run.")] = None,
     all_items: Annotated[bool, typer.Option("--all", help="Include resolved items.")] = False,
     json_out: JsonOpt = False,
+    limit: Annotated[
+        int,
+        typer.Option(
+            "--limit",
+            min=1,
+            help=f"At most this many items (default {REVIEW_PAGE:,}, as GET /v1/review).",
+        ),
+    ] = REVIEW_PAGE,
+    after: Annotated[
+        str | None,
+        typer.Option("--after", help="Only the items after this review id (the last of a page)."),
+    ] = None,
 ) -> None:
-    """List review items (open ones unless --all)."""
+    """List review items (open ones unless --all), oldest first, a page at a time."""
     from dissensus.io.jsonl import write_jsonl_line
     from dissensus.pipeline.review import list_items
 
-    with opened_journal(journal) as store:
-        if run is not None:
-            store.run(run)  # exit 2 naming the run when there is none
-        items = list(list_items(store, run_id=run, include_resolved=all_items))
-    if json_out:
-        from dissensus.outputs import ReviewEntry
-
-        for st in items:
-            write_jsonl_line(sys.stdout, ReviewEntry.of(st))
-        raise typer.Exit(code=EXIT_OK)
-    if not items:
-        out_console.print("no review items" + ("" if all_items else " open"))
-        raise typer.Exit(code=EXIT_OK)
     table = Table(show_edge=False)
     for col in ("review id", "case", "status", "suggestion", "reason"):
         table.add_column(col, overflow="fold")
-    for st in items:
-        status = f"resolved: {shown(st.resolution.decision)}" if st.resolution else "open"
-        table.add_row(
-            shown(st.item.review_id),
-            shown(st.item.id),
-            status,
-            shown(st.item.suggestion or "-"),
-            shown(st.item.reason),
+    shown_n = 0
+    last: str | None = None
+    more = False
+    with opened_journal(journal) as store:
+        if run is not None:
+            store.run(run)  # exit 2 naming the run when there is none
+        # One item more than the page: whether another page follows.
+        items = list_items(
+            store, run_id=run, include_resolved=all_items, limit=limit + 1, after=after
         )
+        for st in items:
+            if shown_n == limit:
+                more = True
+                break
+            shown_n += 1
+            last = st.item.review_id
+            if json_out:
+                from dissensus.outputs import ReviewEntry
+
+                write_jsonl_line(sys.stdout, ReviewEntry.of(st))  # as it is read
+                continue
+            status = f"resolved: {shown(st.resolution.decision)}" if st.resolution else "open"
+            table.add_row(
+                shown(st.item.review_id),
+                shown(st.item.id),
+                status,
+                shown(st.item.suggestion or "-"),
+                shown(st.item.reason),
+            )
+    nxt = _next_page(journal, run, all_items, limit, last) if more and last else None
+    if json_out:
+        if nxt is not None:
+            err_console.print(nxt, soft_wrap=True)
+        raise typer.Exit(code=EXIT_OK)
+    if not shown_n:
+        out_console.print("no review items" + ("" if all_items else " open"))
+        raise typer.Exit(code=EXIT_OK)
     out_console.print(table)
+    if nxt is not None:
+        out_console.print(nxt, soft_wrap=True)
     raise typer.Exit(code=EXIT_OK)
+
+
+def _next_page(journal: str | None, run: str | None, all_items: bool, limit: int, last: str) -> str:
+    """The line saying more items follow a page of ``review list``, and the command
+    listing the next page."""
+    from dissensus.store.journal import journal_path
+    from dissensus.store.targets import journal_option
+
+    command = f"dissensus review list --after {last}"
+    if run is not None:
+        command += f" --run {run}"
+    if all_items:
+        command += " --all"
+    if limit != REVIEW_PAGE:
+        command += f" --limit {limit}"
+    command += journal_option(journal_path(journal))
+    return f"more items after {shown(last)} (at most {limit:,} shown): {shown(command)}"
 
 
 @review_app.command("audits")

@@ -41,6 +41,7 @@ from dissensus.errors import InputError
 from dissensus.quoting import message_line
 
 if TYPE_CHECKING:
+    from dissensus.store.events import Event, EventRow
     from dissensus.types import JsonObject
 from dissensus.cli.decide import (
     DeadlineOpt,
@@ -133,59 +134,99 @@ def runs_show(
     events: Annotated[bool, typer.Option("--events", help="List every event.")] = False,
 ) -> None:
     """Show a run: header, event counts, final records."""
-    from dissensus.pipeline.audit import run_acceptance
-    from dissensus.pipeline.review import final_records
+    from dissensus.pipeline.audit import acceptance_of
+    from dissensus.pipeline.records import CaseRecord
     from dissensus.pipeline.spec import RunSpec
-    from dissensus.store import event_types as ev
 
     with opened_journal(journal) as store:
         info = store.run(run_id)
         assert info is not None
-        evs = list(store.events(run_id))
-        records = final_records(store, run_id)
-        acceptance = run_acceptance(store, run_id)
-        verified = warn_if_altered(store, run_id)  # read whole: a damaged event is the error
-    by_type = Counter(e.type for e in evs)
-    started = next((e for e in evs if e.key == "run/started"), None)
-    spec = RunSpec.from_started(started.payload).summary() if started is not None else None
-    checked = next((e for e in evs if e.key == "run/shift"), None)
-    shift = checked.payload if checked is not None else None
-    if json_out:
-        data: dict[str, object] = {
-            "run": info.model_dump(),
-            "verified": verified,
-            "spec": spec,
-            "shift": shift,
-            "acceptance": acceptance.model_dump(mode="json") if acceptance is not None else None,
-            "events": dict(sorted(by_type.items())),
-            "finished": any(e.type == ev.RUN_FINISHED for e in evs),
-            "records": [r.model_dump(mode="json") for r in records],
-        }
-        print_json(data)
-        raise typer.Exit(code=EXIT_OK)
-    out_console.print(
-        f"run {shown(info.run_id)} ({shown(info.kind)}) created {shown(info.created)}"
-    )
-    out_console.print(f"events {info.n_events}, head {info.head_hash[:16]}...")
-    if spec is not None:
-        _print_spec(spec)
-    if shift is not None:
-        from dissensus.pipeline.shift import shift_words
+        # One pass over the run, a page at a time: the chain's check (a damaged event is
+        # the error) and, from the same rows, everything shown but the event list.
+        seen = _Seen(whole=json_out)
+        verified = warn_if_altered(store, run_id, each=seen.add)
+        settled = seen.records.settle(store, run_id).values()
+        acceptance = acceptance_of(seen.started, seen.suspensions)
+        by_type = seen.by_type
+        started, checked = seen.started, seen.shift
+        spec = RunSpec.from_started(started.payload).summary() if started is not None else None
+        shift = checked.payload if checked is not None else None
+        if json_out:
+            records = sorted(
+                (r for r in settled if isinstance(r, CaseRecord)), key=lambda r: r.line
+            )
+            data: dict[str, object] = {
+                "run": info.model_dump(),
+                "verified": verified,
+                "spec": spec,
+                "shift": shift,
+                "acceptance": acceptance.model_dump(mode="json")
+                if acceptance is not None
+                else None,
+                "events": dict(sorted(by_type.items())),
+                "finished": seen.finished,
+                "records": [r.model_dump(mode="json") for r in records],
+            }
+            print_json(data)
+            raise typer.Exit(code=EXIT_OK)
+        actions = Counter(str(r) for r in settled)
+        n_records = sum(actions.values())
+        out_console.print(
+            f"run {shown(info.run_id)} ({shown(info.kind)}) created {shown(info.created)}"
+        )
+        out_console.print(f"events {info.n_events}, head {info.head_hash[:16]}...")
+        if spec is not None:
+            _print_spec(spec)
+        if shift is not None:
+            from dissensus.pipeline.shift import shift_words
 
-        out_console.print(f"shift check: {shift_words(shift)}", soft_wrap=True)
-    stopped = acceptance.words() if acceptance is not None else None
-    if stopped is not None:
-        out_console.print(shown(stopped), soft_wrap=True)
-    out_console.print("by type: " + ", ".join(f"{k} {v}" for k, v in sorted(by_type.items())))
-    actions = Counter(r.action for r in records)
-    out_console.print(
-        f"{len(records)} case record(s): "
-        + ", ".join(f"{k} {v}" for k, v in sorted(actions.items()))
-    )
-    if events:
-        for e in evs:
-            out_console.print(f"{e.seq:>6} {e.type:<18} {shown(e.key)}")
+            out_console.print(f"shift check: {shift_words(shift)}", soft_wrap=True)
+        stopped = acceptance.words() if acceptance is not None else None
+        if stopped is not None:
+            out_console.print(shown(stopped), soft_wrap=True)
+        out_console.print("by type: " + ", ".join(f"{k} {v}" for k, v in sorted(by_type.items())))
+        out_console.print(
+            f"{n_records} case record(s): "
+            + ", ".join(f"{k} {v}" for k, v in sorted(actions.items()))
+        )
+        if events:
+            # A second pass, a page at a time: the list comes after the counts.
+            for e in store.events(run_id):
+                out_console.print(f"{e.seq:>6} {e.type:<18} {shown(e.key)}")
     raise typer.Exit(code=EXIT_OK)
+
+
+class _Seen:
+    """What ``runs show`` shows of a run, gathered from its rows as one pass meets them:
+    counts by type, the ``run/started`` and ``run/shift`` events, whether it finished,
+    its acceptance suspensions and its final records (only their actions unless
+    ``whole``); no list of the run's events."""
+
+    def __init__(self, *, whole: bool) -> None:
+        from dissensus.pipeline.review import FinalRecords
+
+        self.by_type: Counter[str] = Counter()
+        self.started: Event | None = None
+        self.shift: Event | None = None
+        self.finished = False
+        self.suspensions: list[Event] = []
+        self.records = FinalRecords(whole=whole)
+
+    def add(self, row: EventRow) -> None:
+        from dissensus.store import event_types as ev
+        from dissensus.store.events import event_from_row
+
+        event = event_from_row(row)  # one that does not read is the command's error
+        self.by_type[event.type] += 1
+        if event.key == "run/started" and self.started is None:
+            self.started = event
+        elif event.key == "run/shift" and self.shift is None:
+            self.shift = event
+        if event.type == ev.RUN_FINISHED:
+            self.finished = True
+        elif event.type == ev.ACCEPTANCE_SUSPENDED:
+            self.suspensions.append(event)
+        self.records.add(event)
 
 
 def _limit(value: object, unit: str) -> str:
@@ -230,15 +271,19 @@ def runs_export(
 ) -> None:
     """Export a run's events as JSONL (with hashes: verifiable without this program)."""
     from dissensus.io.jsonl import write_jsonl_line
+    from dissensus.store.events import event_from_row
     from dissensus.store.journal import journal_path
 
     check_output_path(output, option="--output", inputs=[journal_path(journal)])
     with opened_journal(journal) as store:
         store.run(run_id)
         with output_handle(output) as handle:
-            for event in store.events(run_id):
-                write_jsonl_line(handle, event)
-        warn_if_altered(store, run_id, what="what was exported")
+            # One pass over the run, a page at a time: each row is written as the
+            # chain's check reads it (one that does not read is the command's error).
+            def write(row: EventRow) -> None:
+                write_jsonl_line(handle, event_from_row(row))
+
+            warn_if_altered(store, run_id, what="what was exported", each=write)
     raise typer.Exit(code=EXIT_OK)
 
 

@@ -40,7 +40,7 @@ Choices this module makes:
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 from pydantic import BaseModel, ConfigDict
 
@@ -57,6 +57,7 @@ __all__ = [
     "MonitorRow",
     "RunAcceptance",
     "SuspendedStratum",
+    "acceptance_of",
     "audit_item",
     "audit_outcomes",
     "audit_share",
@@ -288,8 +289,17 @@ def run_acceptance(journal: Journal, run_id: str) -> RunAcceptance | None:
     started = journal.get(run_id, "run/started")
     if started is None or not isinstance(started.payload.get("acceptance"), dict):
         return None
+    return acceptance_of(started, journal.events(run_id, type=ev.ACCEPTANCE_SUSPENDED))
+
+
+def acceptance_of(started: Event | None, suspensions: Iterable[Event]) -> RunAcceptance | None:
+    """:func:`run_acceptance` of a run whose ``run/started`` event and
+    ``acceptance.suspended`` events (in sequence order) were read already (a command
+    gathering what it shows in one pass over the run)."""
+    if started is None or not isinstance(started.payload.get("acceptance"), dict):
+        return None
     suspended = []
-    for event in journal.events(run_id, type=ev.ACCEPTANCE_SUSPENDED):
+    for event in suspensions:
         payload = event.payload
         after = payload.get("suspended_after")
         suspended.append(

@@ -21,7 +21,13 @@ Choices this module makes:
   :mod:`dissensus.store.review_index`), then only the items it yields; the hash chain stays the
   evidence and :func:`list_items_from_events` derives the same listing from it alone
   (two reads: every ``review.opened`` and every ``review.resolved`` event, however many
-  items).
+  items). A page after an item (``after``, a review id) starts at that item's place in
+  the queue (its run's creation time, its run, its ``review.opened`` event), so the
+  next page is the same whether that item was resolved since or not.
+* **Final records gathered in one pass.** :class:`FinalRecords` takes a run's events as a
+  pass in sequence order meets them (``runs show`` gathers them from the pass that checks
+  the chain) and keeps each case's final record, or only its action: counting a run's
+  records by action holds a short string per case, never the records.
 * **One atomic append.** ``review.resolved`` and ``case.resolved`` are written in one
   journal transaction that holds the run's write lock, and the "is it still open?" check
   runs inside that transaction: of two reviewers racing, exactly one wins and the other
@@ -61,6 +67,7 @@ from __future__ import annotations
 import getpass
 import os
 import re
+import sys
 import unicodedata
 from collections.abc import Callable, Iterator, Mapping
 from datetime import UTC, datetime
@@ -83,6 +90,7 @@ from dissensus.store.review_index import (
     REVIEW_REOPENED,
     REVIEW_RESOLVED,
     IndexEntry,
+    QueuePlace,
     ReviewFilter,
 )
 from dissensus.store.targets import journal_option
@@ -91,6 +99,7 @@ from dissensus.types import lone_surrogate
 __all__ = [
     "AlreadyResolved",
     "ClaimConflict",
+    "FinalRecords",
     "NotUndoable",
     "ReviewStatus",
     "StaleContent",
@@ -390,15 +399,18 @@ def list_items(
     resolved_only: bool = False,
     reason: str | None = None,
     limit: int | None = None,
+    after: str | None = None,
 ) -> Iterator[ReviewStatus]:
     """Queue entries (open ones only unless ``include_resolved``; resolved ones only with
     ``resolved_only``; with ``reason``, those whose reason contains it, ignoring case;
-    at most ``limit``), oldest run first.
+    at most ``limit``; with ``after``, a review id, only those after that item in the
+    queue, whatever its status: the next page), oldest run first.
 
     The entries come from the journal's review index (:meth:`Journal.review_entries`) and
     each item is read when the iteration reaches it, so taking the first few costs a few
     reads however long the journal; the result is the same as :func:`list_items_from_events`.
     """
+    place = queue_place(journal, after) if after is not None else None
     entries = review_entries(
         journal,
         run_id=run_id,
@@ -406,6 +418,7 @@ def list_items(
         resolved_only=resolved_only,
         reason=reason,
         limit=limit,
+        after=place,
     )
     if entries is None:
         yield from islice(
@@ -415,6 +428,7 @@ def list_items(
                 include_resolved=include_resolved,
                 resolved_only=resolved_only,
                 reason=reason,
+                after=place,
             ),
             limit,
         )
@@ -444,13 +458,16 @@ def review_entries(
     resolved_only: bool = False,
     reason: str | None = None,
     limit: int | None = None,
+    after: QueuePlace | None = None,
 ) -> list[IndexEntry] | None:
     """The index entries :func:`list_items` would yield, without reading the items
     (``None`` when the journal's index cannot be used)."""
     if run_id is not None:
         journal.run(run_id)
     status: ReviewFilter = "resolved" if resolved_only else "all" if include_resolved else "open"
-    entries = journal.review_entries(run_id=run_id, status=status, limit=None if reason else limit)
+    entries = journal.review_entries(
+        run_id=run_id, status=status, limit=None if reason else limit, after=after
+    )
     if entries is None or not reason:
         return entries
     needle = reason.lower()
@@ -464,9 +481,21 @@ def list_items_from_events(
     include_resolved: bool = False,
     resolved_only: bool = False,
     reason: str | None = None,
+    after: QueuePlace | None = None,
 ) -> Iterator[ReviewStatus]:
     """:func:`list_items` computed from the hash chain alone: every ``review.opened``
     event and its resolution (slower; the reference the review index is checked against)."""
+    created: dict[str, str] = {}
+
+    def placed(event: Event) -> bool:
+        if after is None:
+            return True
+        if event.run_id not in created:
+            info = journal.run(event.run_id)
+            assert info is not None
+            created[event.run_id] = info.created
+        return (created[event.run_id], event.run_id, event.seq) > after
+
     if run_id is not None:
         journal.run(run_id)
     events = (
@@ -492,6 +521,8 @@ def list_items_from_events(
             standing.pop((e.run_id, e.case), None)
     needle = reason.lower() if reason else None
     for event in events:
+        if not placed(event):
+            continue
         item_run, line = event.run_id, event.payload.get("line")
         status = _status(journal, event, standing.get((item_run, str(line))))
         if needle is not None and needle not in status.item.reason.lower():
@@ -500,6 +531,16 @@ def list_items_from_events(
             continue
         if status.resolution is None or include_resolved or resolved_only:
             yield status
+
+
+def queue_place(journal: Journal, review_id: str) -> QueuePlace:
+    """Where item ``review_id`` stands in the review queue (:class:`InputError`, as
+    :func:`find_item`, when there is no such item): a page's ``after``."""
+    st = find_item(journal, review_id)
+    info = journal.run(st.item.run_id)
+    opened = journal.get(st.item.run_id, f"case/{st.item.line}/review")
+    assert info is not None and opened is not None
+    return (info.created, info.run_id, opened.seq)
 
 
 def find_item(journal: Journal, review_id: str) -> ReviewStatus:
@@ -755,32 +796,66 @@ def complete_resolutions(journal: Journal, run_id: str) -> int:
     return done
 
 
+class FinalRecords:
+    """A run's final records (or only their actions), gathered from its events as one
+    pass over them in sequence order meets them (:meth:`add`), then settled
+    (:meth:`settle`): what :func:`final_records` reads. With ``whole=False`` only each
+    case's final action is kept, so counting a run's records by action holds a short
+    string per case, never the records; the human changes (resolutions, reopenings)
+    are held as they are met, a few per reviewed case."""
+
+    def __init__(self, *, whole: bool = True) -> None:
+        self._whole = whole
+        self._records: dict[str, CaseRecord | str] = {}
+        self._original: dict[str, CaseRecord | str] = {}
+        self._changes: list[tuple[int, str, str, CaseRecord | str | None]] = []
+        self._resolved: list[tuple[int, str]] = []
+
+    def _kept(self, event: Event) -> CaseRecord | str:
+        record = event.read_as(CaseRecord)
+        return record if self._whole else sys.intern(str(record.action))
+
+    def add(self, event: Event) -> None:
+        """Take ``event`` into account (any event of the run: others are passed by)."""
+        if event.type == ev.CASE_RECORD:
+            case = str(event.case)
+            self._records[case] = self._original[case] = self._kept(event)
+        elif event.type == ev.CASE_RESOLVED:
+            self._changes.append((event.seq, event.type, str(event.case), self._kept(event)))
+        elif event.type == REVIEW_REOPENED:
+            self._changes.append((event.seq, event.type, str(event.case), None))
+        elif event.type == ev.REVIEW_RESOLVED:
+            self._resolved.append((event.seq, str(event.case)))
+
+    def settle(self, journal: Journal, run_id: str) -> dict[str, CaseRecord | str]:
+        """The final record (or action) of every case, by case: human resolutions
+        superseding escalations, a reopening restoring the pipeline's record."""
+        records, original = self._records, self._original
+        resolved: set[str] = set()
+        # Resolutions and reopenings in chain order: a reopening restores the pipeline's record.
+        for _, type, case, kept in sorted(self._changes, key=lambda c: c[0]):
+            if type == REVIEW_REOPENED:
+                if case in original:
+                    records[case] = original[case]
+                resolved.discard(case)
+            else:
+                assert kept is not None
+                records[case] = kept
+                resolved.add(case)
+        for seq, case in sorted(self._resolved):
+            if case not in resolved and case.isdigit():
+                standing = _resolution_event(journal, run_id, int(case))
+                derived = _derived(journal, run_id, int(case))
+                if derived is not None and standing is not None and standing.seq == seq:
+                    records[case] = derived if self._whole else sys.intern(str(derived.action))
+        return records
+
+
 def final_records(journal: Journal, run_id: str) -> list[CaseRecord]:
     """The run's final records in input order, human resolutions superseding escalations."""
-    records: dict[str, CaseRecord] = {}
-    original: dict[str, CaseRecord] = {}
-    for event in journal.events(run_id, type=ev.CASE_RECORD):
-        records[str(event.case)] = original[str(event.case)] = event.read_as(CaseRecord)
-    # Resolutions and reopenings in chain order: a reopening restores the pipeline's record.
-    changes = [
-        *journal.events(run_id, type=ev.CASE_RESOLVED),
-        *journal.events(run_id, type=REVIEW_REOPENED),
-    ]
-    resolved: set[str] = set()
-    for event in sorted(changes, key=lambda e: e.seq):
-        case = str(event.case)
-        if event.type == REVIEW_REOPENED:
-            if case in original:
-                records[case] = original[case]
-            resolved.discard(case)
-        else:
-            records[case] = event.read_as(CaseRecord)
-            resolved.add(case)
-    for event in journal.events(run_id, type=ev.REVIEW_RESOLVED):
-        case = str(event.case)
-        if case not in resolved and case.isdigit():
-            standing = _resolution_event(journal, run_id, int(case))
-            derived = _derived(journal, run_id, int(case))
-            if derived is not None and standing is not None and standing.seq == event.seq:
-                records[case] = derived
-    return sorted(records.values(), key=lambda r: r.line)
+    found = FinalRecords()
+    for type in (ev.CASE_RECORD, ev.CASE_RESOLVED, REVIEW_REOPENED, ev.REVIEW_RESOLVED):
+        for event in journal.events(run_id, type=type):
+            found.add(event)
+    records = [r for r in found.settle(journal, run_id).values() if isinstance(r, CaseRecord)]
+    return sorted(records, key=lambda r: r.line)

@@ -297,10 +297,11 @@ class ReviewDesk:
         status: str = "open",
         reason: str | None = None,
         limit: int | None = None,
+        after: str | None = None,
     ) -> Iterator[ReviewStatus]:
         """Queue entries with ``status`` open, resolved or all (and ``reason`` in their
-        reason), in queue order, at most ``limit``; items are read as the iteration
-        reaches them."""
+        reason), in queue order, at most ``limit``, after item ``after`` (a review id)
+        when given; items are read as the iteration reaches them."""
         return queue.list_items(
             self.journal,
             run_id=run_id,
@@ -308,6 +309,7 @@ class ReviewDesk:
             resolved_only=status == "resolved",
             reason=reason,
             limit=limit,
+            after=after,
         )
 
     def count(

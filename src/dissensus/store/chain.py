@@ -29,6 +29,11 @@ Choices this module makes:
   (``event 500 missing (1 event)``, ``events 500-519 missing (20 events)``), not once
   per later event; the broken link of the event after a gap is part of the gap and not
   reported again (an edit of that event still shows: its own hash no longer matches).
+* **One pass, in pages.** The run's rows are read a page at a time
+  (:meth:`~dissensus.store.log.SQLEventLog.rows`) and checked as they come: nothing
+  of the run is held but the event before the one being checked (and its seals, for
+  their signatures), so a run of any length is verified in the same memory. A
+  command that shows the run gathers what it shows from the same pass (``each``).
 * **Seals** are checked for what they describe (the run, the count and head before
   them) always, and for their signature only with a public key
   (:func:`~dissensus.store.seals.seal_status`).
@@ -37,7 +42,7 @@ Choices this module makes:
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -234,17 +239,30 @@ def check_chain(run_id: str, rows: Iterable[EventRow], head: RunHead) -> ChainCh
     return out
 
 
+def _passed_to(rows: Iterable[EventRow], each: Callable[[EventRow], None]) -> Iterator[EventRow]:
+    """``rows``, each given to ``each`` before it is checked."""
+    for row in rows:
+        each(row)
+        yield row
+
+
 def verify(
     log: SQLEventLog,
     run_id: str,
     *,
     public_key: PublicKey | None = None,
     more_problems: Callable[[str], list[str]] | None = None,
+    each: Callable[[EventRow], None] | None = None,
 ) -> VerifyReport:
     """Recompute the run's hash chain in ``log``; ``more_problems(run_id)`` adds what
-    else the journal checks (its review index); with ``public_key``, check the seals."""
+    else the journal checks (its review index); with ``public_key``, check the seals.
+    ``each`` is given every stored row as the check reads it, in sequence order (what
+    a command shows of the run, gathered in the same pass)."""
     head = log.head(run_id)
-    found = check_chain(run_id, log.rows(run_id), head)
+    rows: Iterable[EventRow] = log.rows(run_id)
+    if each is not None:
+        rows = _passed_to(rows, each)
+    found = check_chain(run_id, rows, head)
     problems = list(found.problems)
     if more_problems is not None:
         problems.extend(more_problems(run_id))

@@ -65,10 +65,10 @@ from dissensus.store.errors import (
     RunExists,
     UnknownRun,
 )
-from dissensus.store.events import Event, NewEvent, RunHead, RunInfo
+from dissensus.store.events import Event, EventRow, NewEvent, RunHead, RunInfo
 from dissensus.store.locks import RunLock, RunLocks, RunStatus
 from dissensus.store.log import EventLog, SQLEventLog
-from dissensus.store.review_index import IndexEntry, ReviewFilter, ReviewIndex
+from dissensus.store.review_index import IndexEntry, QueuePlace, ReviewFilter, ReviewIndex
 from dissensus.store.run_header import STARTED_KEY, header_problems
 from dissensus.store.seals import SEAL_TYPE, Seals
 from dissensus.store.sqlite import SYNC_ENV
@@ -431,7 +431,12 @@ class Journal:
         return self._seals.seal(run_id)
 
     def verify(
-        self, run_id: str, *, public_key: PublicKey | None = None, review_index: bool = True
+        self,
+        run_id: str,
+        *,
+        public_key: PublicKey | None = None,
+        review_index: bool = True,
+        each: Callable[[EventRow], None] | None = None,
     ) -> VerifyReport:
         """Recompute the run's hash chain; compare it with the stored text, hashes and
         head, and the run's header (``created``, ``kind``, ``meta``) with the
@@ -441,7 +446,8 @@ class Journal:
         The run's rows of the review index are checked too (and rebuilt when they differ
         and the journal can be written); ``review_index=False`` checks the chain and the
         header alone and writes nothing (what a reading command checks before it shows a
-        run).
+        run). ``each`` is given every stored row as the check reads it, in sequence
+        order (a command gathering what it shows of the run in the same pass).
         """
 
         def more(run_id: str) -> list[str]:
@@ -452,7 +458,7 @@ class Journal:
                 found += self._review.problems(run_id)
             return found
 
-        return chain.verify(self._log, run_id, public_key=public_key, more_problems=more)
+        return chain.verify(self._log, run_id, public_key=public_key, more_problems=more, each=each)
 
     # -- review index -------------------------------------------------------------------
 
@@ -473,13 +479,18 @@ class Journal:
         return not self._review.differences()
 
     def review_entries(
-        self, *, run_id: str | None = None, status: ReviewFilter = "all", limit: int | None = None
+        self,
+        *,
+        run_id: str | None = None,
+        status: ReviewFilter = "all",
+        limit: int | None = None,
+        after: QueuePlace | None = None,
     ) -> list[IndexEntry] | None:
         """Review items in queue order (oldest run first, then by position in the run),
         from the review index; ``None`` when the index cannot be trusted (read-only journal
         whose index disagrees with its events: list from the events instead); at most
-        ``limit`` of them."""
-        return self._review.entries(run_id=run_id, status=status, limit=limit)
+        ``limit`` of them; with ``after``, only those after that place in the queue."""
+        return self._review.entries(run_id=run_id, status=status, limit=limit, after=after)
 
     # -- review claims ------------------------------------------------------------------
 

@@ -42,6 +42,19 @@ Choices this module makes:
   no events. PostgreSQL's text cannot hold a NUL, and asking it about one was a
   :class:`~dissensus.store.errors.JournalError` (a 503 on the service) where SQLite
   answered 404.
+* **A run is read a page at a time.** :meth:`SQLEventLog.read` (every type, or one
+  type) and :meth:`SQLEventLog.rows` (what verification reads) ask for :data:`PAGE`
+  events at a time, each page a query of its own after the last sequence number the
+  one before it ended on (keyset pages on the ``(run_id, seq)`` key, the same SQL on
+  both back ends), so reading a run of any length holds one page in memory. No page
+  holds anything between pages: no transaction stays open (a PostgreSQL read is an
+  autocommit statement; an SQLite read in WAL mode never blocks a writer), and the
+  journal object's lock is taken per page, so another thread's statement goes
+  between two pages. A page ends on the stored sequence number as it is, so a
+  sequence number edited into text (SQLite keeps it) still comes once, after the
+  numbers, as ``ORDER BY seq`` puts it, and verification names it. A run appended
+  to while it is read is read to its end as it stands when the last page is asked
+  for. A case's events (``read(case=...)``, a handful) are one query.
 """
 
 from __future__ import annotations
@@ -71,7 +84,10 @@ from dissensus.store.events import (
 from dissensus.store.targets import check_run_id, journal_option, may_be_held
 from dissensus.store.transactions import Transactions
 
-__all__ = ["EventLog", "SQLEventLog"]
+__all__ = ["PAGE", "EventLog", "SQLEventLog"]
+
+PAGE = 1000
+"""Events a read of a whole run (or of one type in it) asks the back end for at a time."""
 
 
 class EventLog(Protocol):
@@ -339,18 +355,28 @@ class SQLEventLog:
             sql += " AND case_ref = ?"
             args.append(case)
         if case is None:
-            rows = self._event_rows(sql + " ORDER BY seq", args)
-        else:
-            # Sorted here: with ORDER BY in the query SQLite walks the run's events in
-            # sequence order instead of looking the case up in its index.
-            rows = sorted(
-                self._event_rows(sql, args),
-                key=lambda r: stored_int(
-                    r["seq"], f"journal damaged: run {run_id}: sequence number"
-                ),
-            )
+            yield from (event_from_row(row) for row in self._pages(sql, args))
+            return
+        # Sorted here: with ORDER BY in the query SQLite walks the run's events in
+        # sequence order instead of looking the case up in its index.
+        rows = sorted(
+            self._event_rows(sql, args),
+            key=lambda r: stored_int(r["seq"], f"journal damaged: run {run_id}: sequence number"),
+        )
         for row in rows:
             yield event_from_row(row)
+
+    def _pages(self, sql: str, args: Sequence[Any]) -> Iterator[EventRow]:
+        """The rows of ``sql`` (a ``SELECT * FROM events WHERE ...`` of one run) in
+        sequence order, :data:`PAGE` at a time: each page one query, after the stored
+        sequence number the page before it ended on."""
+        page = self._event_rows(f"{sql} ORDER BY seq LIMIT {PAGE}", args)
+        while page:
+            yield from page
+            if len(page) < PAGE:
+                return
+            last = page[-1]["seq"]
+            page = self._event_rows(f"{sql} AND seq > ? ORDER BY seq LIMIT {PAGE}", [*args, last])
 
     def read_after(self, run_id: str, after: int, limit: int) -> list[Event]:
         """At most ``limit`` of the run's events whose sequence number is above ``after``,
@@ -379,11 +405,12 @@ class SQLEventLog:
             found.update(str(r["case_ref"]) for r in rows)
         return found
 
-    def rows(self, run_id: str) -> list[EventRow]:
-        """The run's stored rows in sequence order, as they are (for verification)."""
+    def rows(self, run_id: str) -> Iterator[EventRow]:
+        """The run's stored rows in sequence order, as they are (for verification), read
+        a page at a time."""
         if not may_be_held(run_id):
-            return []
-        return self._event_rows("SELECT * FROM events WHERE run_id = ? ORDER BY seq", (run_id,))
+            return iter(())
+        return self._pages("SELECT * FROM events WHERE run_id = ?", (run_id,))
 
     def get(self, run_id: str, key: str) -> Event | None:
         """The event stored under ``key``, if any."""

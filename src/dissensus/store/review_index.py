@@ -68,6 +68,7 @@ __all__ = [
     "REVIEW_RESOLVED",
     "IndexEntry",
     "IndexRebuilt",
+    "QueuePlace",
     "ReviewFilter",
     "ReviewIndex",
 ]
@@ -386,10 +387,18 @@ class ReviewIndex:
     # -- the queue --------------------------------------------------------------------
 
     def entries(
-        self, *, run_id: str | None = None, status: ReviewFilter = "all", limit: int | None = None
+        self,
+        *,
+        run_id: str | None = None,
+        status: ReviewFilter = "all",
+        limit: int | None = None,
+        after: QueuePlace | None = None,
     ) -> list[IndexEntry] | None:
         """Review items in queue order (oldest run first, then by position in the run);
-        ``None`` when the index cannot be trusted; at most ``limit`` of them."""
+        ``None`` when the index cannot be trusted; at most ``limit`` of them; with
+        ``after`` (a run's creation time, its id and an event's sequence number: an
+        item's place) only those after that place (a page after the last one; the
+        runs' index and the index's primary key keep its cost that of the page)."""
         if not self.trusted:
             return None
         sql = (
@@ -405,6 +414,13 @@ class ReviewIndex:
             where.append("q.resolved_seq IS NULL")
         elif status == "resolved":
             where.append("q.resolved_seq IS NOT NULL")
+        if after is not None:
+            created, after_run, seq = after
+            where.append(
+                "(r.created > ? OR (r.created = ? AND (q.run_id > ? "
+                "OR (q.run_id = ? AND q.opened_seq > ?))))"
+            )
+            args.extend([created, created, after_run, after_run, seq])
         if where:
             sql += " WHERE " + " AND ".join(where)
         sql += " ORDER BY r.created, q.run_id, q.opened_seq"
@@ -423,6 +439,11 @@ class ReviewIndex:
             )
             for r in rows
         ]
+
+
+QueuePlace = tuple[str, str, int]
+"""An item's place in the review queue: its run's creation time, its run's id and the
+sequence number of its ``review.opened`` event (the queue's order)."""
 
 
 def _int_or_none(value: Any) -> int | None:

@@ -25,20 +25,24 @@ Choices this module makes:
 from __future__ import annotations
 
 from typing import Any, Literal
+from urllib.parse import urlencode
 
-from fastapi import APIRouter, Depends, Query, Request
+from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
+from dissensus.errors import InputError
 from dissensus.io.limits import MAX_FIELD_CHARS
 from dissensus.outputs import ReviewEntry, ReviewView, status_of
 from dissensus.pipeline.confirm import Confirmation
 from dissensus.pipeline.records import CaseRecord, ReviewItem
 from dissensus.pipeline.review import control_problem, shows_nothing
+from dissensus.quoting import quote_short
 from dissensus.serve.api_schema import AUTHED, BODY, refusals
 from dissensus.serve.auth import Principal
 from dissensus.serve.blind_audits import blind_audit
 from dissensus.serve.http import (
+    ApiError,
     object_body,
     require,
     service_of,
@@ -141,24 +145,42 @@ class ReviewCaseView(ReviewView):
 )
 async def review_list(
     request: Request,
+    response: Response,
     _: Principal = review,
     status: str = Query("open", pattern="^(open|resolved|all)$"),
     run: str | None = Query(None),
     reason: str | None = Query(None, description="Only items whose reason contains this text."),
     limit: int = Query(1000, ge=1, le=10_000, description="At most this many items, oldest first."),
+    after: str | None = Query(None, description="Only the items after this one (a review id)."),
 ) -> list[ReviewListEntry]:
-    """Review items (``dissensus review list --json``), with claims."""
+    """Review items (``dissensus review list --json --limit --after``), with claims, a
+    page at a time; a ``Link`` header (``rel="next"``) names the next page when there
+    is one."""
     desk = service_of(request).desk
-    return await run_in_threadpool(_listed, desk, run, status, reason or None, limit)
+    page = await run_in_threadpool(_listed, desk, run, status, reason or None, limit + 1, after)
+    if len(page) > limit:
+        page = page[:limit]
+        query = {"status": status, "limit": limit, "after": page[-1].review_id}
+        query.update({k: v for k, v in (("run", run), ("reason", reason)) if v})
+        response.headers["Link"] = f'</v1/review?{urlencode(query)}>; rel="next"'
+    return page
 
 
 def _listed(
-    desk: ReviewDesk, run: str | None, status: str, reason: str | None, limit: int
+    desk: ReviewDesk,
+    run: str | None,
+    status: str,
+    reason: str | None,
+    limit: int,
+    after: str | None = None,
 ) -> list[ReviewListEntry]:
     """The review list's entries (read in a worker thread: thousands of items take seconds)."""
     if run is not None:
         desk.journal.run(run)
-    shown = list(desk.items(run_id=run, status=status, reason=reason, limit=limit))
+    try:
+        shown = list(desk.items(run_id=run, status=status, reason=reason, limit=limit, after=after))
+    except InputError as exc:  # only ``after`` names an item here
+        raise ApiError(404, f"no review item {quote_short(str(after))}", "after") from exc
     claims = desk.live_claims([st.item.review_id for st in shown if st.resolution is None])
     return [
         ReviewListEntry(
