@@ -23,26 +23,44 @@ pytestmark = pytest.mark.slow
 RESOLVES = "**/review/case/*/resolve*"
 
 
-@contextmanager
-def _held(page: Any, pattern: str) -> Iterator[None]:
-    """The requests to ``pattern`` sent in the block wait for its end: keys pressed in it
-    are typed ahead, whatever the server's speed."""
-    held: list[Any] = []
+class _Hold:
+    """The requests to ``pattern`` sent in a ``with`` block wait for its end: keys pressed
+    in it are typed ahead, whatever the server's speed. The block fails unless one was sent
+    and held.
 
-    def hold(route: Any) -> None:
-        held.append(route)
+    Make it before the page is loaded: its route then stays laid, passing requests on
+    outside a block. A route laid on a page already loaded takes hold only some moments
+    after ``page.route`` returns (Chromium answers ``Fetch.enable`` before the page's
+    loaders are swapped), so a key pressed right after it could send its request unrouted
+    and unseen, and nothing was held."""
 
-    page.route(pattern, hold)
-    try:
-        yield
-        deadline = time.monotonic() + WAIT_MS / 1000
-        while not held and time.monotonic() < deadline:
-            page.wait_for_timeout(10)  # lets Playwright take the request (a bound, not a pause)
-        assert held, f"no request to {pattern}"
-    finally:
-        for route in held:
+    def __init__(self, page: Any, pattern: str) -> None:
+        self.pattern = pattern
+        self.holding = False
+        self.held: list[Any] = []
+        self.page = page
+        page.route(pattern, self._route)
+
+    def _route(self, route: Any) -> None:
+        if self.holding:
+            self.held.append(route)
+        else:
             route.continue_()
-        page.unroute(pattern)
+
+    @contextmanager
+    def __call__(self) -> Iterator[None]:
+        self.holding = True
+        try:
+            yield
+            deadline = time.monotonic() + WAIT_MS / 1000
+            while not self.held and time.monotonic() < deadline:
+                self.page.wait_for_timeout(10)  # lets Playwright take the request (a bound)
+            assert self.held, f"no request to {self.pattern}"
+        finally:
+            self.holding = False
+            held, self.held = self.held, []
+            for route in held:
+                route.continue_()
 
 
 def _log_in(desk: Desk, page: Any, token: str) -> None:
@@ -106,13 +124,14 @@ def test_an_enter_typed_ahead_never_sends_the_next_cases_form(desk: Desk) -> Non
     expect = desk.sync_api.expect
     run, (a, b, c, d) = desk.submit([escalating(f"te-{i}") for i in range(4)])
     page = desk.page()
+    held = _Hold(page, RESOLVES)
     page.goto(f"{desk.base}/review/case/{b}?run={run}")
     _on_case(desk, page, b)
     page.keyboard.press("1")
     page.keyboard.press("k")
     _on_case(desk, page, a)
     page.keyboard.press("1")
-    with _held(page, RESOLVES):
+    with held():
         page.keyboard.press("Enter")
         page.keyboard.press("Enter")
     _on_case(desk, page, b)
@@ -122,7 +141,7 @@ def test_an_enter_typed_ahead_never_sends_the_next_cases_form(desk: Desk) -> Non
         assert api.get(f"/v1/review/{b}").json()["status"] == "open"
 
     # b (picked 1): Enter, then c, r, u and Enter typed ahead: none acts on c.
-    with _held(page, RESOLVES):
+    with held():
         for key in ("Enter", "c", "r", "u", "u", "Enter"):
             page.keyboard.press(key)
     _on_case(desk, page, c)
@@ -134,7 +153,7 @@ def test_an_enter_typed_ahead_never_sends_the_next_cases_form(desk: Desk) -> Non
     page.keyboard.type("2 it is")
     page.keyboard.press("Escape")
     page.wait_for_function("() => document.activeElement === document.body")
-    with _held(page, RESOLVES):
+    with held():
         page.keyboard.press("Enter")
         page.keyboard.press("j")
     _on_case(desk, page, d)

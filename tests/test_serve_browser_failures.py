@@ -135,6 +135,20 @@ def test_busy_gone_and_restarted_servers_are_shown_and_nothing_typed_is_lost(
     run, (rid,) = server.submit(1)
     where = f"{server.base}/review/case/{rid}?run={run}"
     page = _page(browser, server.base)
+    # The route that answers 500 is laid before the case is loaded, and switched on later:
+    # laid on a page already loaded, it takes hold only some moments after page.route
+    # returns, and an Enter pressed at once could reach the server instead.
+    answer_500 = False
+
+    def resolve(route: Any) -> None:
+        if answer_500:
+            route.fulfill(
+                status=500, content_type="application/json", body='{"error": "internal error"}'
+            )
+        else:
+            route.continue_()
+
+    page.route("**/resolve*", resolve)
     page.goto(where)
     _settled(page, expect, rid)
     radio = page.locator("input[name=decision][data-key='2']")
@@ -158,19 +172,14 @@ def test_busy_gone_and_restarted_servers_are_shown_and_nothing_typed_is_lost(
     page.screenshot(path=str(tmp_path / "busy.png"))
 
     # An error answer that is no page (JSON) is said in an alert; nothing is swapped.
-    page.route(
-        "**/resolve*",
-        lambda route: route.fulfill(
-            status=500, content_type="application/json", body='{"error": "internal error"}'
-        ),
-    )
+    answer_500 = True
     page.keyboard.press("Enter")
     expect(page.locator("#page-alert")).to_have_text(
         "not saved: the server answered 500 (internal error); try again"
     )
     expect(page.locator("html")).not_to_have_attribute("data-busy", "1")
     expect(page.locator("#note")).to_have_value("a note that took ten minutes")
-    page.unroute("**/resolve*")
+    answer_500 = False
 
     # The server is gone: the page says so and keeps the form as it was.
     stop_server(server.proc)
