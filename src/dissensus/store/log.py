@@ -42,6 +42,11 @@ Choices this module makes:
   no events. PostgreSQL's text cannot hold a NUL, and asking it about one was a
   :class:`~dissensus.store.errors.JournalError` (a 503 on the service) where SQLite
   answered 404.
+* **Long reads come in parts.** What reads a whole run without needing it at once
+  (:meth:`SQLEventLog.rows`, which a verification walks; :meth:`SQLEventLog.read_after`,
+  which an export and a finished run's replay page through) reads a bounded number of
+  rows per query, each part after the last one's sequence number, so a run of any
+  length is verified or replayed in the same memory.
 """
 
 from __future__ import annotations
@@ -91,6 +96,10 @@ class EventLog(Protocol):
     ) -> Iterator[Event]: ...
 
     def head(self, run_id: str) -> RunHead: ...
+
+
+ROWS_PART = 1000
+"""Rows :meth:`SQLEventLog.rows` reads per query (a verification of a long run)."""
 
 
 class SQLEventLog:
@@ -352,15 +361,24 @@ class SQLEventLog:
         for row in rows:
             yield event_from_row(row)
 
-    def read_after(self, run_id: str, after: int, limit: int) -> list[Event]:
-        """At most ``limit`` of the run's events whose sequence number is above ``after``,
-        in sequence order: one part of a long read (an export read a part at a time)."""
+    def read_after(
+        self, run_id: str, after: int, limit: int, *, type: str | None = None
+    ) -> list[Event]:
+        """At most ``limit`` of the run's events whose sequence number is above ``after``
+        (of ``type`` only, when given), in sequence order: one part of a long read (an
+        export read a part at a time)."""
         if not may_be_held(run_id):
             return []
-        rows = self._event_rows(
-            "SELECT * FROM events WHERE run_id = ? AND seq > ? ORDER BY seq LIMIT ?",
-            (run_id, after, limit),
-        )
+        if type is None:
+            sql = "SELECT * FROM events WHERE run_id = ? AND seq > ? ORDER BY seq LIMIT ?"
+            args: tuple[Any, ...] = (run_id, after, limit)
+        else:
+            sql = (
+                "SELECT * FROM events WHERE run_id = ? AND seq > ? AND type = ? "
+                "ORDER BY seq LIMIT ?"
+            )
+            args = (run_id, after, type, limit)
+        rows = self._event_rows(sql, args)
         return [event_from_row(row) for row in rows]
 
     def cases_with_events(self, run_id: str, cases: Sequence[str]) -> set[str]:
@@ -379,11 +397,23 @@ class SQLEventLog:
             found.update(str(r["case_ref"]) for r in rows)
         return found
 
-    def rows(self, run_id: str) -> list[EventRow]:
-        """The run's stored rows in sequence order, as they are (for verification)."""
+    def rows(self, run_id: str) -> Iterator[EventRow]:
+        """The run's stored rows in sequence order, as they are (for verification), read
+        :data:`ROWS_PART` at a time, each part after the last one's sequence number as
+        stored (a value edited into another type still sorts and compares in the
+        order ``ORDER BY seq`` gives), so a long run is never held whole."""
         if not may_be_held(run_id):
-            return []
-        return self._event_rows("SELECT * FROM events WHERE run_id = ? ORDER BY seq", (run_id,))
+            return
+        sql = "SELECT * FROM events WHERE run_id = ? ORDER BY seq LIMIT ?"
+        part = self._event_rows(sql, (run_id, ROWS_PART))
+        while part:
+            yield from part
+            if len(part) < ROWS_PART:
+                return
+            part = self._event_rows(
+                "SELECT * FROM events WHERE run_id = ? AND seq > ? ORDER BY seq LIMIT ?",
+                (run_id, part[-1]["seq"], ROWS_PART),
+            )
 
     def get(self, run_id: str, key: str) -> Event | None:
         """The event stored under ``key``, if any."""
