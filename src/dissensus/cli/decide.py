@@ -68,6 +68,10 @@ Choices this module makes:
   pipeline's: :func:`~dissensus.pipeline.review.resolved_records`), not every
   journalled record; a finished run's replay streams its records from the journal
   (:mod:`dissensus.pipeline.batch`). The output is the same, in the same order.
+* **Progress** (``$DISSENSUS_PROGRESS=1`` or a terminal): the bar says how many of a
+  window's texts are embedded (:class:`_EmbeddingProgress`, told the count by the
+  prefetch before its first call), plain lines come on a timer
+  (:class:`~dissensus.cli.common.Bar`), and the clock counts from the command's start.
 * ``--json`` output cut short by a closed pipe (``| head -1``) exits 0 silently.
 """
 
@@ -124,7 +128,15 @@ from dissensus.cli.run_summary import (
 
 
 class _EmbeddingProgress:
-    """An embedding backend that embeds in small chunks and reports each on the bar."""
+    """An embedding backend that reports on the bar how many texts are embedded.
+
+    The run's prefetch says first how many texts it will embed
+    (:meth:`will_embed`, :mod:`dissensus.pipeline.runtime`), then embeds them in calls of
+    :data:`~dissensus.pipeline.runtime.EMBED_CHUNK`: the bar says ``embedding D/N
+    texts``, ``D`` counting across those calls, from before the first call (which may
+    load the model) until the N-th text is embedded. A call outside a prefetch (a live
+    re-ask's answers) is shown only when it is longer than :attr:`CHUNK` texts, which it
+    embeds in parts."""
 
     CHUNK = 32
 
@@ -133,16 +145,37 @@ class _EmbeddingProgress:
         self._bar = bar
         self._label = label
         self.name = inner.name
+        self._planned = 0
+        self._done = 0
+
+    def _show(self, done: int, planned: int) -> None:
+        self._bar.update(description=self._label(f"embedding {done:,}/{planned:,} texts"))
+
+    def will_embed(self, count: int) -> None:
+        """The next ``count`` texts embedded are one prefetch's: count them together."""
+        self._planned, self._done = count, 0
+        if count:
+            self._show(0, count)
 
     def embed(self, texts: Sequence[str]) -> Any:
         import numpy as np
 
         items = list(texts)
+        if self._planned:
+            self._show(self._done, self._planned)
+            vectors = self._inner.embed(items)
+            self._done += len(items)
+            if self._done >= self._planned:
+                self._planned = self._done = 0
+                self._bar.update(description=self._label(""))
+            else:
+                self._show(self._done, self._planned)
+            return vectors
         if len(items) <= self.CHUNK:
             return self._inner.embed(items)
         parts = []
         for start in range(0, len(items), self.CHUNK):
-            self._bar.update(description=self._label(f"embedding {start}/{len(items)} texts"))
+            self._show(start, len(items))
             parts.append(
                 np.asarray(self._inner.embed(items[start : start + self.CHUNK]), dtype=np.float64)
             )
